@@ -1,0 +1,1 @@
+"""Experiments on MLP/CNN workloads: configs, the ``testbed run`` runner, replication rows."""

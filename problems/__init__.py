@@ -92,3 +92,8 @@ register(ProblemInfo(
     build=lambda seed=0: PerClientLogistic.random(3, 5, 100, 100, seed),
 ))
 __all__ += ["PerClientLogistic", "PerClientQuadratic"]
+
+# --- the per-client-loop reference that the benchmarks compare the batched client axis with ---
+from problems.loop_reference import PerClientLoop  # noqa: E402
+
+__all__ += ["PerClientLoop"]

@@ -196,12 +196,23 @@ def as_tensor(array: object) -> torch.Tensor:
     return torch.as_tensor(array, dtype=torch.float64).detach().clone()
 
 
+# Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
+# advanced-indexing kernel costs ~100x more (it was the bottleneck of replicated HGP runs and of
+# the batched closed-form rounds in benchmarks/closed_form_rounds.py).
+def rows(array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    """``array[clients]`` for per-client arrays ``(M, ...)``: row c is client ``clients[c]``'s."""
+    return array.index_select(0, clients)
+
+
 def gather_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> torch.Tensor:
     """Minibatch mean of per-sample arrays ``samples`` of shape ``(M, n_samples, ...)``.
 
     Returns ``(C, ...)``: for each evaluated client, the mean over its drawn sample indices.
     """
-    picked = samples[clients[:, None], batch.indices]
+    n_samples = samples.shape[1]
+    flat = samples.reshape(-1, *samples.shape[2:])
+    index = (clients[:, None] * n_samples + batch.indices).reshape(-1)
+    picked = flat.index_select(0, index).reshape(*batch.indices.shape, *samples.shape[2:])
     return picked.mean(dim=1)
 
 

@@ -64,6 +64,7 @@ from problems._base import (
     Batch,
     ProblemConstants,
     ProblemError,
+    ProblemKind,
     as_tensor,
     centered_noise,
     check_clients,
@@ -74,6 +75,7 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    rows,
 )
 
 
@@ -97,7 +99,7 @@ class LinearCompositional:
             rank.
     """
 
-    kind = "compositional"
+    kind: ProblemKind = "compositional"
 
     def __init__(
         self,
@@ -376,16 +378,16 @@ class LinearCompositional:
         top = n == self.n_levels
         if batch is None:
             return (
-                (self.Q[clients], self.t[clients])
+                (rows(self.Q, clients), rows(self.t, clients))
                 if top
-                else (self.W[n][clients], self.w[n][clients])
+                else (rows(self.W[n], clients), rows(self.w[n], clients))
             )
         if not self.n_samples:
             raise ProblemError(f"{self.name}: built without samples, so it has no minibatches")
         assert self.W_samples is not None and self.w_samples is not None
         assert self.t_samples is not None
         if top:
-            return self.Q[clients], gather_mean(self.t_samples, clients, batch)
+            return rows(self.Q, clients), gather_mean(self.t_samples, clients, batch)
         return (
             gather_mean(self.W_samples[n], clients, batch),
             gather_mean(self.w_samples[n], clients, batch),

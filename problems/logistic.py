@@ -31,13 +31,15 @@ from problems._base import (
     Batch,
     ProblemConstants,
     ProblemError,
+    ProblemKind,
     as_tensor,
     check_clients,
     check_finite,
     check_shape,
     draw_indices,
+    rows,
 )
-from problems.per_client import rows, take_blocks
+from problems.per_client import take_blocks
 
 HyperMode = Literal["decay", "weights"]
 
@@ -68,7 +70,7 @@ class PerClientLogistic:
         mu: ridge > 0; hyper: ``"decay"`` or ``"weights"``.
     """
 
-    kind = "bilevel"
+    kind: ProblemKind = "bilevel"
 
     def __init__(
         self, features: Any, labels: Any, val_features: Any, val_labels: Any, *,

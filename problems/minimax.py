@@ -55,6 +55,7 @@ from problems._base import (
     Batch,
     ProblemConstants,
     ProblemError,
+    ProblemKind,
     as_tensor,
     centered_noise,
     check_clients,
@@ -66,6 +67,7 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    rows,
 )
 
 _ARRAY_NAMES = ("P", "b", "A", "Lam", "e")
@@ -93,7 +95,7 @@ class QuadraticMinimax:
             positive definite).
     """
 
-    kind = "minimax"
+    kind: ProblemKind = "minimax"
 
     def __init__(
         self,
@@ -394,7 +396,7 @@ class QuadraticMinimax:
         self, clients: torch.Tensor, batch: Batch | None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if batch is None:
-            return self.P[clients], self.b[clients], self.e[clients]
+            return rows(self.P, clients), rows(self.b, clients), rows(self.e, clients)
         assert self.P_samples is not None and self.b_samples is not None
         assert self.e_samples is not None
         return (
@@ -413,7 +415,7 @@ class QuadraticMinimax:
         """``f_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch
         mean)."""
         P, b, e = self._client_arrays(clients, batch)
-        A, Lam = self.A[clients], self.Lam[clients]
+        A, Lam = rows(self.A, clients), rows(self.Lam, clients)
         return (
             -0.5 * torch.einsum("ci,cij,cj->c", y, P, y)
             + (b * y).sum(-1)

@@ -42,6 +42,7 @@ from problems._base import (
     Batch,
     ProblemConstants,
     ProblemError,
+    ProblemKind,
     as_tensor,
     centered_noise,
     check_clients,
@@ -52,25 +53,11 @@ from problems._base import (
     check_shape,
     check_symmetric,
     draw_indices,
+    gather_mean,
+    rows,
 )
 
 _ARRAYS = ("A", "b", "C", "Q", "t", "P")
-
-
-# Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
-# advanced-indexing kernel costs ~100x more (it was the bottleneck of replicated HGP runs).
-def rows(array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-    """``array[clients]`` for per-client arrays ``(n, ...)``."""
-    return array.index_select(0, clients)
-
-
-def sample_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> torch.Tensor:
-    """Minibatch mean of ``(n, N, ...)`` per-sample arrays for each evaluated client."""
-    n_samples = samples.shape[1]
-    flat = samples.reshape(-1, *samples.shape[2:])
-    index = (clients[:, None] * n_samples + batch.indices).reshape(-1)
-    picked = flat.index_select(0, index).reshape(*batch.indices.shape, *samples.shape[2:])
-    return picked.mean(dim=1)
 
 
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -95,7 +82,7 @@ class PerClientQuadratic:
             positive definite.
     """
 
-    kind = "bilevel"
+    kind: ProblemKind = "bilevel"
 
     def __init__(
         self, A: Any, b: Any, C: Any, Q: Any, t: Any, P: Any, rho: float, *,
@@ -268,9 +255,9 @@ class PerClientQuadratic:
         else:
             assert self.A_samples is not None and self.b_samples is not None
             assert self.C_samples is not None
-            A = sample_mean(self.A_samples, clients, batch)
-            b = sample_mean(self.b_samples, clients, batch)
-            C = sample_mean(self.C_samples, clients, batch)
+            A = gather_mean(self.A_samples, clients, batch)
+            b = gather_mean(self.b_samples, clients, batch)
+            C = gather_mean(self.C_samples, clients, batch)
         linear = b + torch.einsum("cij,cj->ci", C, lam)
         return 0.5 * torch.einsum("ci,cij,cj->c", y, A, y) - (y * linear).sum(-1)
 

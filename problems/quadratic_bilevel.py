@@ -42,6 +42,7 @@ from problems._base import (
     Batch,
     ProblemConstants,
     ProblemError,
+    ProblemKind,
     as_tensor,
     centered_noise,
     check_clients,
@@ -53,6 +54,7 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    rows,
 )
 
 _ARRAY_NAMES = ("A", "B", "b", "C", "D", "c", "E", "e")
@@ -84,7 +86,7 @@ class QuadraticBilevel:
         torch.Size([2])
     """
 
-    kind = "bilevel"
+    kind: ProblemKind = "bilevel"
 
     def __init__(
         self,
@@ -298,7 +300,7 @@ class QuadraticBilevel:
         self, clients: torch.Tensor, batch: Batch | None
     ) -> tuple[torch.Tensor, ...]:
         if batch is None:
-            return (self.A[clients], self.b[clients], self.c[clients], self.e[clients])
+            return tuple(rows(a, clients) for a in (self.A, self.b, self.c, self.e))
         assert self.A_samples is not None and self.b_samples is not None
         assert self.c_samples is not None and self.e_samples is not None
         return (
@@ -313,7 +315,7 @@ class QuadraticBilevel:
     ) -> torch.Tensor:
         """``g_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch mean)."""
         A, b, _, _ = self._client_arrays(clients, batch)
-        B = self.B[clients]
+        B = rows(self.B, clients)
         quad = 0.5 * torch.einsum("ci,cij,cj->c", y, A, y)
         return quad - torch.einsum("ci,cij,cj->c", y, B, x) - (y * b).sum(-1)
 
@@ -322,7 +324,7 @@ class QuadraticBilevel:
     ) -> torch.Tensor:
         """``f_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch mean)."""
         _, _, c, e = self._client_arrays(clients, batch)
-        C, D, E = self.C[clients], self.D[clients], self.E[clients]
+        C, D, E = rows(self.C, clients), rows(self.D, clients), rows(self.E, clients)
         return (
             0.5 * torch.einsum("ci,cij,cj->c", y, C, y)
             + torch.einsum("ci,cij,cj->c", y, D, x)

@@ -51,7 +51,15 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from problems._base import Batch, ProblemError, as_tensor, check_clients, draw_indices
+from problems._base import (
+    Batch,
+    ProblemError,
+    ProblemKind,
+    as_tensor,
+    check_clients,
+    draw_indices,
+    rows,
+)
 
 
 class RiskAverse:
@@ -64,7 +72,7 @@ class RiskAverse:
         dims: ``(d, d + 1, 2)``, the input dimensions of ``f_0, f_1, f_2``.
     """
 
-    kind = "compositional"
+    kind: ProblemKind = "compositional"
     n_levels = 2
 
     def __init__(
@@ -141,9 +149,9 @@ class RiskAverse:
         self, clients: torch.Tensor, batch: Batch | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if batch is None:
-            return self.a[clients], self.b[clients]
-        rows = clients[:, None]
-        return self.a[rows, batch.indices], self.b[rows, batch.indices]
+            return rows(self.a, clients), rows(self.b, clients)
+        picked = clients[:, None]
+        return self.a[picked, batch.indices], self.b[picked, batch.indices]
 
     def utilities(
         self, x: torch.Tensor, clients: torch.Tensor, batch: Batch | None = None

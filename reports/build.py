@@ -3,7 +3,10 @@
 The report is built from the results files only (see :mod:`theory_checks.runner` for their
 layout); no check is rerun. It is self-contained and offline: ``index.html`` with the CSS
 inlined and no external resource, ``report.md`` with the same tables, PNG figures under
-``figures/`` and copies of the counterexample files under ``counterexamples/``.
+``figures/`` and copies of the counterexample files under ``counterexamples/``. After the claim
+tables come the sections of :mod:`reports.sections` (communication per iteration against the
+papers' formulas, rounds to error against the papers' claims, replication and benchmark tables),
+each read from the files its measuring step wrote, or marked "not run".
 
 Everything is generic over claims: a claim's table row comes from its JSON, and its figure from
 whatever series its CSV holds, so a new claim needs no change here.
@@ -23,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from reports import plots
+from reports.sections import Section as ExtraSection
+from reports.sections import build_sections, section_html, section_markdown
 
 __all__ = [
     "ClaimSection",
@@ -542,7 +547,7 @@ _LOAD_CHECK = (
 
 
 def render_html(meta: dict[str, Any], sections: Sequence[ClaimSection],
-                notes: Sequence[str]) -> str:
+                notes: Sequence[str], extras: Sequence[ExtraSection] = ()) -> str:
     """The self-contained HTML page (CSS inlined, relative links only)."""
     out = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -580,6 +585,8 @@ def render_html(meta: dict[str, Any], sections: Sequence[ClaimSection],
                 f'<td class="figure-cell">{_e(s.worst)}</td>'
                 f"<td>{_e(_cases_text(c))}</td><td>{link}</td></tr>")
         out += ["</tbody></table></div>", "</section>"]
+    for extra in extras:
+        out += section_html(extra)
     out.append('<section class="details"><h2>Claims in detail</h2>')
     for s in sections:
         out += _html_claim(s)
@@ -644,7 +651,7 @@ def _md_table(head: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def render_markdown(meta: dict[str, Any], sections: Sequence[ClaimSection],
-                    notes: Sequence[str]) -> str:
+                    notes: Sequence[str], extras: Sequence[ExtraSection] = ()) -> str:
     """The Markdown twin of the HTML page: same tables, same figures (relative links)."""
     out = ["# Hypergradient testbed: paper claims against measurements", ""]
     out += [f"- **{k}**: `{v}`" for k, v in _header_fields(meta)]
@@ -662,6 +669,8 @@ def render_markdown(meta: dict[str, Any], sections: Sequence[ClaimSection],
                          f"**{_md(c.get('verdict', 'unknown'))}**",
                          _md(_expected_text(c)), _md(s.worst), _md(_cases_text(c)), link))
         out += [f"## {paper}", ""] + _md_table(TABLE_HEAD, rows) + [""]
+    for extra in extras:
+        out += section_markdown(extra)
     out += ["## Claims in detail", ""]
     for s in sections:
         c = s.claim
@@ -715,8 +724,9 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
                      + ", ".join(stale))
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = [_section(c, results_dir, out_dir) for c in claims]
+    extras = build_sections(results_dir, out_dir)
     index = out_dir / "index.html"
-    index.write_text(render_html(meta, sections, notes), encoding="utf-8")
-    (out_dir / "report.md").write_text(render_markdown(meta, sections, notes),
+    index.write_text(render_html(meta, sections, notes, extras), encoding="utf-8")
+    (out_dir / "report.md").write_text(render_markdown(meta, sections, notes, extras),
                                        encoding="utf-8")
     return index

@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,8 +36,10 @@ __all__ = [
     "STYLES",
     "Curve",
     "Panel",
+    "Trace",
     "estimator_style",
     "plot_claim_figure",
+    "plot_rounds_to_error",
     "series_style",
 ]
 
@@ -79,6 +81,10 @@ STYLES: dict[str, dict[str, str]] = {
     "aggitd": {"color": "#E69F00", "label": "AggITD"},
     "fedmsa": {"color": "#56B4E9", "label": "FedMSA"},
     "hgp": {"color": "#8C564B", "label": "HGP"},
+    # Outer algorithms: a darker shade of their paper's estimator colour.
+    "lfednest": {"color": "#7F3C8D", "label": "LFedNest"},
+    "fbo-aggitd": {"color": "#A66F00", "label": "FBO-AggITD"},
+    "hgp-personalization": {"color": "#5C3A32", "label": "HGP (HGP-PL outer loop)"},
 }
 
 # For names not in STYLES: picked by a stable hash of the name (not Python's salted hash()).
@@ -252,3 +258,63 @@ def _legend_handles(panels: Sequence[Panel]) -> list[Line2D]:
             color = style.pop("color", estimator_style(curve.estimator)["color"])
             seen[key] = Line2D([], [], color=color, label=label, **style)
     return list(seen.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    """One run of one algorithm: cumulative rounds and oracle calls, and per-metric values."""
+
+    label: str  # e.g. the problem seed
+    rounds: tuple[float, ...]
+    oracle_calls: tuple[float, ...]
+    values: dict[str, tuple[float, ...]]
+
+
+_METRIC_LABELS = {"hypergradient_error": "relative hypergradient error",
+                  "suboptimality": "relative suboptimality"}
+
+
+def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[str, float],
+                         path: Path) -> None:
+    """One column per metric in ``targets``; rows: against rounds, against oracle calls.
+
+    Each algorithm keeps its :func:`estimator_style` colour (one thin line per run); the target
+    is a dashed grey line; y is logarithmic (geometric rates are straight lines).
+
+    Raises:
+        ValueError: if there is nothing to plot.
+    """
+    if not curves or not targets:
+        raise ValueError("rounds to error: no runs or no targets to plot")
+    metrics = list(targets)
+    with matplotlib.rc_context(cast(Any, RC_PARAMS)):
+        fig, axes = plt.subplots(2, len(metrics), figsize=(4.2 * len(metrics) + 0.6, 6.6),
+                                 layout="constrained", squeeze=False)
+        try:
+            handles = []
+            for name in sorted(curves):
+                style = estimator_style(name)
+                for trace in curves[name]:
+                    for col, metric in enumerate(metrics):
+                        for row, xs in enumerate((trace.rounds, trace.oracle_calls)):
+                            x, y = _positive(xs, trace.values[metric])
+                            axes[row][col].plot(x, y, color=style["color"], linewidth=1.1,
+                                                alpha=0.85)
+                handles.append(Line2D([], [], color=style["color"], label=style["label"]))
+            for col, metric in enumerate(metrics):
+                for row, xlabel in enumerate(("communication rounds", "oracle calls")):
+                    ax = axes[row][col]
+                    ax.axhline(targets[metric], color="#888888", linestyle="--", linewidth=1.0)
+                    ax.set_yscale("log")
+                    ax.set_xlabel(xlabel)
+                    ax.set_ylabel(f"{_METRIC_LABELS.get(metric, metric)} (log)")
+                axes[0][col].set_title(f"{_METRIC_LABELS.get(metric, metric)}, target "
+                                       f"{targets[metric]:g}")
+            handles.append(Line2D([], [], color="#888888", linestyle="--", label="target"))
+            fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6),
+                       frameon=False)
+            fig.suptitle("Rounds to reach a hypergradient error and an outer suboptimality")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(path, format="png", metadata={"Software": None})
+        finally:
+            plt.close(fig)

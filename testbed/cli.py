@@ -8,6 +8,7 @@ Examples::
     testbed report                      # build reports/output/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
+    testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
 """
 
 from __future__ import annotations
@@ -36,8 +37,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    import os
+
     import torch
 
+    if args.profile:
+        # set before the claims are imported: costly claims size their Monte Carlo designs and
+        # case counts from the profile when they are built (theory_checks.runner.per_profile)
+        os.environ["TESTBED_PROFILE"] = args.profile
     from theory_checks.registry import CLAIM_DB, get_claim
     from theory_checks.runner import get_profile, run_claims
 
@@ -55,10 +62,43 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
     print(f"\n{len(summaries)} claims checked ({profile.name} profile); results in {args.results}")
+    if not args.claim and not args.claims_only:
+        _measure_report_tables(Path(args.results), resume=not args.fresh, progress=not args.quiet)
     if unexpected:
         print(f"{len(unexpected)} verdict(s) differ from what the testbed expects", file=sys.stderr)
         return 1
     return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from testbed.experiments.config import load_config
+    from testbed.experiments.runner import run_experiment
+
+    if args.threads is not None:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    overrides = {"run.device": args.device, "run.rounds": args.rounds}
+    paths = [p for arg in map(Path, args.config)
+             for p in (sorted(arg.glob("*.toml")) if arg.is_dir() else [arg])]
+    configs = [load_config(path, overrides) for path in paths]  # every error before any run
+    for config in configs:
+        summary = run_experiment(config, Path(args.results), fresh=args.fresh,
+                                 progress=not args.quiet)
+        last = summary["last_row"] or {}
+        print(f"{summary['name']}: {summary['steps']} steps, "
+              f"{int(last.get('rounds', 0))} rounds, results in {summary['run_dir']}")
+        if summary["replication"]:
+            print(f"  replication rows: {summary['replication']}")
+    return 0
+
+
+def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
+    """The report's measured tables: communication per iteration and rounds to error."""
+    from testbed import communication, comparison_runs
+
+    print(f"communication table: {communication.write_table(results, resume, progress)}")
+    print(f"rounds to error: {comparison_runs.run_all(results, resume, progress)}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -103,7 +143,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--results", default="results", help="results directory")
     check.add_argument("--fresh", action="store_true", help="rerun claims already done")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
+    check.add_argument("--claims-only", action="store_true",
+                       help="skip the communication and rounds-to-error measurements")
     check.set_defaults(func=_cmd_check)
+    run = sub.add_parser("run", help="run experiment configs (TOML), resuming by default")
+    run.add_argument("config", nargs="+",
+                     help="experiment config file(s) or folder(s) of them, e.g. configs/")
+    run.add_argument("--device", choices=("cpu", "cuda"), help="override [run] device")
+    run.add_argument("--rounds", type=int, help="override [run] rounds (outer iterations)")
+    run.add_argument("--results", default="results", help="results directory")
+    run.add_argument("--fresh", action="store_true", help="ignore checkpoints, start over")
+    run.add_argument("--threads", type=int,
+                     help="torch CPU threads (1 is fastest for the small digits models)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.set_defaults(func=_cmd_run)
     report = sub.add_parser("report", help="build the empirical-vs-theory report")
     report.add_argument("--results", default="results", help="results directory")
     report.add_argument("--out", default="reports/output", help="output directory")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
+from tests.test_report_sections import _write_comparison
 from theory_checks.registry import CLAIM_DB
 from theory_checks.runner import PROFILES, run_claims
 
@@ -34,6 +35,8 @@ def report(tmp_path_factory) -> Path:
     quick = [c for c in CLAIM_DB if c.id in ("classical.neumann.error_bound",
                                                "classical.itd.error_identity")]
     run_claims(quick, results, PROFILES["fast"], progress=False)
+    # a small rounds-to-error results file, so the section's figure is loaded by the browser too
+    _write_comparison(results)
     return build_report(results, tmp_path_factory.mktemp("report"))
 
 
@@ -53,6 +56,7 @@ def test_report_loads_in_headless_chromium(report, tmp_path):
     dom = _chromium("--virtual-time-budget=10000", "--dump-dom", url, profile=tmp_path / "p1")
     images = re.findall(r"<img[^>]*>", dom)
     assert images, "the report shows no figure"
+    assert any("comparison.rounds_to_error.png" in tag for tag in images)
     assert all('data-loaded="yes"' in tag for tag in images), [
         t for t in images if 'data-loaded="yes"' not in t]
     match = re.search(r'data-figures="(\d+)/(\d+)"', dom)

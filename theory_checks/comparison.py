@@ -26,8 +26,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import ProblemError, strategies
-from testbed._algorithms.base import IterationRecord
-from testbed._federation.context import FederatedContext
+from testbed._algorithms.base import iterate_within_rounds
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
 
@@ -47,14 +46,8 @@ def _cases() -> st.SearchStrategy[Case]:
 
 def _trajectory(name: str, problem: Any, budget: float) -> tuple[list[SeriesPoint], float | None]:
     """Run one algorithm up to ``budget`` rounds; return its series and rounds to the target."""
-    algorithm = get_estimator(name).build()
-    ctx = FederatedContext(problem, np.random.default_rng(0), algorithm.participation,
-                           algorithm.batch_size)
-    state = algorithm.init(problem)
-    records = [IterationRecord(0, state.x, state, ctx.calls())]
-    while ctx.calls().comm_rounds < budget:  # rounds per iteration may vary (random N')
-        state = algorithm.step(ctx, state)
-        records.append(IterationRecord(len(records), state.x, state, ctx.calls()))
+    records = list(iterate_within_rounds(get_estimator(name).build(), problem,
+                                         np.random.default_rng(0), budget))
     x_star = problem.outer_minimizer()
     h_star = float(problem.outer_objective(x_star))
     start = float(problem.exact_hypergradient(records[0].x).norm())

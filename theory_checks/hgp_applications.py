@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from problems import PerClientQuadratic, strategies
 from testbed._algorithms.base import run_algorithm
 from testbed._decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
+from testbed._decentralized.influence_metrics import r_squared
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
 from theory_checks.hgp_common import (
@@ -187,12 +188,6 @@ def check_communication(claim: Claim, case: Case, make: Callable[..., Any]) -> M
 # --------------------------------------------------------------------------- influence
 
 
-def _r2(actual: np.ndarray, predicted: np.ndarray) -> float:
-    """``1 - SS_res / SS_tot`` of predicted against actual (Table 4's R^2)."""
-    ss_tot = float(((actual - actual.mean()) ** 2).sum())
-    return 1.0 - float(((actual - predicted) ** 2).sum()) / max(ss_tot, 1e-300)
-
-
 def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Influence estimation (eq. 12, Table 4): HGP's ``-<d_lambda F>_ik`` on per-sample loss
     weights against the exact influence (R^2 >= 0.99), or, with ``against_retraining`` in the
@@ -211,7 +206,7 @@ def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     predicted = -est.run(problem, x, fresh_state(problem),
                          np.random.default_rng(0)).trajectory[-1, 0]
     exact = -problem.global_grad(x)
-    r2_exact = _r2(exact.flatten().numpy(), predicted.flatten().numpy())
+    r2_exact = r_squared(exact.flatten().numpy(), predicted.flatten().numpy())
     # Why the 10 largest |predictions| (global): the paper's protocol takes the top 50 of 200
     # instances; 10 retrainings keep the check fast while covering the largest effects.
     top = torch.argsort(predicted.flatten().abs(), descending=True)[:10]
@@ -219,7 +214,7 @@ def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     actual = torch.stack([problem.removal_effects(x, int(i) // n_samples,
                                                   torch.tensor([int(i) % n_samples]))[0]
                           for i in top])
-    r2_retrain = _r2(actual.numpy(), predicted.flatten()[top].numpy())
+    r2_retrain = r_squared(actual.numpy(), predicted.flatten()[top].numpy())
     # Why 0.99 against the exact influence: truncation and consensus errors are ~1e-8, so any
     # shortfall is an estimator error. Retraining is compared with the paper's Table 4 figure
     # (R^2 0.99) in the claim hgp.influence.r2_retraining.

@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
-from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
+from theory_checks import (
+    aggitd,
+    aggitd_rates,
+    classical,
+    comparison,
+    fedmsa,
+    fedmsa_rates,
+    fednest,
+    fednest_rates,
+    hgp,
+)
 from theory_checks.claim import Claim
 
 CLAIM_DB: tuple[Claim, ...] = tuple(sorted(
-    classical.CLAIMS + fednest.CLAIMS + aggitd.CLAIMS + fedmsa.CLAIMS + hgp.CLAIMS
-    + comparison.CLAIMS,
+    classical.CLAIMS + fednest.CLAIMS + fednest_rates.CLAIMS + aggitd.CLAIMS
+    + aggitd_rates.CLAIMS + fedmsa.CLAIMS + fedmsa_rates.CLAIMS + hgp.CLAIMS + comparison.CLAIMS,
     key=lambda c: c.id,
 ))
 

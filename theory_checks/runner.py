@@ -29,7 +29,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
@@ -65,6 +65,21 @@ def get_profile(name: str | None = None) -> Profile:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose from {sorted(PROFILES)}")
     return PROFILES[name]
+
+
+_T = TypeVar("_T")
+
+
+def fast_profile() -> bool:
+    """Whether claims are being built for the fast profile (``TESTBED_PROFILE``, which
+    ``testbed check --profile`` sets before it imports the claims): costly Monte Carlo claims
+    read it to size their designs."""
+    return get_profile().name == "fast"
+
+
+def per_profile(fast: _T, thorough: _T) -> _T:
+    """``fast`` on the fast profile, ``thorough`` otherwise (read when the claims are built)."""
+    return fast if fast_profile() else thorough
 
 
 @dataclasses.dataclass

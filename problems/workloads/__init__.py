@@ -3,3 +3,29 @@
 Data loading (``data``), client splits (``splits``), models over flat parameter vectors
 (``models``) and the paper workloads built from them.
 """
+
+from problems.workloads.data import DATASETS, Dataset, DatasetError, load_dataset
+from problems.workloads.decentralized import InfluenceProblem, PersonalizationProblem
+from problems.workloads.hyper_representation import HyperRepresentation
+from problems.workloads.loss_tuning import LossTuning
+from problems.workloads.registry import (
+    WORKLOAD_BUILDERS,
+    WorkloadError,
+    build_workload,
+    workload_options,
+)
+from problems.workloads.splits import (
+    SCHEMES,
+    ClientSplit,
+    SplitError,
+    long_tail_indices,
+    split_clients,
+)
+
+__all__ = [
+    "DATASETS", "Dataset", "DatasetError", "load_dataset",
+    "SCHEMES", "ClientSplit", "SplitError", "long_tail_indices", "split_clients",
+    "HyperRepresentation", "LossTuning", "WORKLOAD_BUILDERS", "WorkloadError",
+    "build_workload", "workload_options",
+    "InfluenceProblem", "PersonalizationProblem",
+]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import numpy as np
@@ -132,3 +132,20 @@ def run_algorithm(
         if callback:
             callback(records[-1])
     return records
+
+
+def iterate_within_rounds(
+    algorithm: OuterAlgorithm, problem: Problem, rng: np.random.Generator, round_budget: float,
+) -> Iterator[IterationRecord]:
+    """Records of iteration 0, 1, ... while fewer than ``round_budget`` communication rounds
+    have been spent (rounds per iteration may vary, e.g. FedNest's random N'); the caller may
+    stop early by leaving the loop."""
+    algorithm.check_problem(problem)
+    ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
+    state = algorithm.init(problem)
+    k = 0
+    yield IterationRecord(k, state.x, state, ctx.calls())
+    while ctx.calls().comm_rounds < round_budget:
+        state = algorithm.step(ctx, state)
+        k += 1
+        yield IterationRecord(k, state.x, state, ctx.calls())

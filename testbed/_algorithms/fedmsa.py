@@ -201,8 +201,11 @@ class FedMSA(OuterAlgorithm):
         self._betas(problem)
         if Z0 is None:
             Z0 = self.maps.initial(problem)[1]
-        x0 = x0.detach().clone().to(torch.float64)
-        Z0 = Z0.detach().clone().to(torch.float64)
+        # floating iterates keep their dtype and device (float32 workloads); others -> float64
+        x0 = x0.detach().clone()
+        x0 = x0 if x0.is_floating_point() else x0.to(torch.float64)
+        Z0 = Z0.detach().clone().to(device=x0.device)
+        Z0 = Z0 if Z0.is_floating_point() else Z0.to(torch.float64)
         return FedMSAState(x=x0, Z=Z0, x_prev=x0, Z_prev=Z0)
 
     # ----------------------------------------------------------------- one round
@@ -232,7 +235,7 @@ class FedMSA(OuterAlgorithm):
         # communication 2: local recursion (6) on the sampled client(s), model up
         local_clients = ctx.participants()
         S = int(local_clients.shape[0])
-        betas = self._betas(problem)
+        betas = self._betas(problem).to(state.Z)  # the iterates' dtype and device
         xk, Zk = state.x.expand(S, -1).clone(), state.Z.expand(S, -1).clone()
         xa, Za = xk, Zk
         hk, qk = h.expand(S, -1).clone(), q.expand(S, -1).clone()

@@ -111,7 +111,7 @@ def own_blocks(problem: Any, rows: torch.Tensor) -> torch.Tensor:
         return rows
     n, dl = problem.n_clients, problem.dim_hyper
     count = rows.shape[0]
-    rows_index = torch.arange(count)
+    rows_index = torch.arange(count, device=rows.device)
     # row c, block (c mod n): flat index c n + (c mod n); index_select because advanced
     # indexing is ~100x slower on small tensors
     index = rows_index * n + rows_index % n
@@ -204,7 +204,8 @@ class HyperGradientPush(Estimator):
         self.check_problem(problem)
         y0 = problem.initial_point()[1]
         n = problem.n_clients
-        return HGPState(y0.expand(n, -1).clone(), torch.ones(n, dtype=torch.float64), 0)
+        return HGPState(y0.expand(n, -1).clone(),
+                        torch.ones(n, dtype=y0.dtype, device=y0.device), 0)
 
     # ------------------------------------------------------------------ the algorithm
     def run(self, problem: Any, x: torch.Tensor, state: HGPState, rng: np.random.Generator,
@@ -229,7 +230,7 @@ class HyperGradientPush(Estimator):
                                gledger or GraphLedger(n, counter), rng)
         y, omega, time = inner.y, inner.omega, inner.time
         if not self.keep_weights:
-            omega = torch.ones(n, dtype=torch.float64)
+            omega = torch.ones(n, dtype=y.dtype, device=y.device)
         eta = self.step_size(problem)
         clients = torch.arange(n).repeat(R)
         y_rows = y.repeat(R, 1)

@@ -87,7 +87,7 @@ class GraphLedger:
         if self.counter is not None:
             self.counter.add("comm_rounds", steps)
             self.counter.add("floats_up", int(sent.sum()) * size)
-        weights = torch.as_tensor(mixings, dtype=payload.dtype)
+        weights = torch.as_tensor(mixings, dtype=payload.dtype, device=payload.device)
         out = [payload]
         for A in weights:
             out.append(A @ out[-1])

@@ -44,7 +44,8 @@ def push_sum(
         omega: initial weights ``(..., n)``; ones (Alg. 1) when None. HGP's practical variant
             passes the weights carried over from earlier calls (notes 3.3 (b)).
     """
-    w = torch.ones(values.shape[:-1], dtype=values.dtype) if omega is None else omega
+    w = (torch.ones(values.shape[:-1], dtype=values.dtype, device=values.device)
+         if omega is None else omega)
     (mixed,) = ledger.gossip(torch.cat([values, w[..., None]], dim=-1), mixings)
     z, w = mixed[..., :-1], mixed[..., -1]
     return PushSumResult(z / w[..., None], z, w)

@@ -28,6 +28,11 @@ _BLO_CLAIMS = (
     "fedmsa.rate.K_at_tau_zero",
     "fedmsa.rate.R_deterministic",
     "fedmsa.tau_zero.equals_centralised_msa",
+    "fedmsa.rate.M_stochastic",
+    "fedmsa.rate.tau_stochastic",
+    "fedmsa.rho.as_stated",
+    "fedmsa.rho.proof_choice",
+    "fedmsa.scaling.participation",
 )
 
 _MCO_CLAIMS = (

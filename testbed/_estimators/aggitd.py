@@ -186,7 +186,7 @@ class AggITD(FederatedEstimator):
         y = state.y.detach().clone()
         ctx.broadcast(x, clients)
         ctx.broadcast(y, clients)
-        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype), clients)
+        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients)
         recursion_step = 1.0 if self.as_printed else lam
 
         def lower_oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:

@@ -67,14 +67,15 @@ def local_round(
         The average of the clients' last local iterates (the new server point).
     """
     taus = steps_per_client(local_steps, clients)
-    steps = (step_size / taus.to(anchor.dtype)) if scale_by_steps else torch.full(
-        taus.shape, step_size, dtype=anchor.dtype)
+    steps = ((step_size / taus.to(anchor.dtype)) if scale_by_steps else torch.full(
+        taus.shape, step_size, dtype=anchor.dtype)).to(anchor.device)
     count = int(clients.shape[0])
     anchors = anchor.detach().expand(count, -1)
     local = anchors.clone()
     for nu in range(int(taus.max())):
         rows = torch.nonzero(taus > nu).squeeze(1)  # clients still running local steps
         active = clients[rows]
+        rows = rows.to(anchor.device)  # index the iterates where they live
         batch = ctx.draw(active)
         direction = oracle(local[rows], active, batch)
         if global_direction is not None:

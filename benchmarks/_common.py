@@ -1,0 +1,244 @@
+"""What every benchmark shares: timing, the machine description and the results file.
+
+A benchmark module defines ``NAME``, ``DESCRIPTION`` and ``measure(quick: bool, device: str) ->
+(rows, targets)``; :func:`run_benchmark` adds the machine and writes
+``<out>/<NAME>.json`` in the ``BENCH_SCHEMA`` form of :mod:`testbed.experiments.base`, which the
+report renders. Timings are wall-clock medians over repeats after warm-up calls; they are
+measurements of this machine at this moment (the load average is recorded beside them), never
+asserted by tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from testbed.experiments.base import BENCH_SCHEMA
+
+Row = dict[str, float | int | str | bool]
+Target = dict[str, float | str | bool]
+DIRECTIONS = ("at_least", "at_most")
+
+#: Where ``tox -e bench`` and ``benchmarks/run.py`` write by default (the report reads it).
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "bench"
+
+
+# ------------------------------------------------------------------------------- timing
+
+
+@dataclasses.dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median and minimum over ``repeats`` timed calls, and the last result."""
+
+    median: float
+    minimum: float
+    repeats: int
+    result: Any = dataclasses.field(default=None, compare=False, repr=False)
+
+
+def devices(requested: str | None = None) -> list[str]:
+    """``["cpu"]`` plus ``"cuda"`` when torch sees a GPU (or just ``requested``)."""
+    if requested is not None:
+        if requested == "cuda" and not torch.cuda.is_available():
+            raise SystemExit("--device cuda: torch sees no CUDA GPU on this machine")
+        return [requested]
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work, so that a wall-clock interval covers it."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def time_call(
+    fn: Callable[[], object], *, device: str = "cpu", warmup: int = 1, repeats: int = 5,
+) -> Timing:
+    """Median and minimum wall-clock seconds of ``fn()`` after ``warmup`` untimed calls.
+
+    The warm-up calls absorb one-off costs (allocator growth, CUDA kernel loading, lazy
+    imports); the median over repeats is robust to a stray slow call on a shared machine.
+    """
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
+    for _ in range(warmup):
+        fn()
+    synchronize(device)
+    samples = []
+    result: object = None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        synchronize(device)
+        samples.append(time.perf_counter() - start)
+    return Timing(statistics.median(samples), min(samples), repeats, result)
+
+
+def speedup(slow: Timing, fast: Timing) -> float:
+    """``slow / fast`` of the medians: how many times faster the fast side is."""
+    return slow.median / fast.median
+
+
+# ------------------------------------------------------------------------------- machine
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load_average() -> float:
+    """The 1-minute load average (NaN where the platform has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return math.nan
+
+
+def machine(device_list: Sequence[str]) -> dict[str, Any]:
+    """The ``machine`` block: CPU, cores, devices timed, torch, threads and load."""
+    timed = [f"cuda ({torch.cuda.get_device_name(0)})" if d == "cuda" else d
+             for d in device_list]
+    if not torch.cuda.is_available():
+        timed.append("no CUDA GPU available")
+    return {
+        "cpu": _cpu_name(),
+        "cores": int(os.cpu_count() or 1),
+        "device": ", ".join(timed),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "python": platform.python_version(),
+    }
+
+
+# ------------------------------------------------------------------------------- targets
+
+
+def target(name: str, measured: float, bound: float, direction: str) -> Target:
+    """One target row: ``met`` is ``measured >= bound`` (at_least) or ``<=`` (at_most)."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    met = measured >= bound if direction == "at_least" else measured <= bound
+    return {"name": name, "measured": float(measured), "target": float(bound),
+            "direction": direction, "met": bool(met)}
+
+
+# ------------------------------------------------------------------------------- the file
+
+
+def validate(payload: dict[str, Any]) -> None:
+    """Raise ``ValueError`` unless ``payload`` has the ``BENCH_SCHEMA`` form.
+
+    Keys exactly ``BENCH_SCHEMA``; ``machine`` with ``cpu``, ``cores``, ``device``, ``torch``;
+    ``rows`` a non-empty list of flat dicts of scalars; each target with ``name``, numeric
+    ``measured`` and ``target``, a known ``direction`` and a ``met`` that agrees with them.
+    """
+    if set(payload) != set(BENCH_SCHEMA):
+        raise ValueError(f"keys {sorted(payload)} differ from BENCH_SCHEMA {sorted(BENCH_SCHEMA)}")
+    for key in ("benchmark", "description"):
+        if not isinstance(payload[key], str) or not payload[key]:
+            raise ValueError(f"{key!r} must be a non-empty string")
+    missing = {"cpu", "cores", "device", "torch"} - set(payload["machine"])
+    if missing:
+        raise ValueError(f"machine lacks {sorted(missing)}")
+    rows = payload["rows"]
+    if not isinstance(rows, list) or not rows:
+        raise ValueError("rows must be a non-empty list")
+    for row in rows:
+        bad = {k: v for k, v in row.items() if not isinstance(v, (int, float, str, bool))}
+        if bad:
+            raise ValueError(f"row values must be scalars, got {bad}")
+    for entry in payload["targets"]:
+        if set(entry) != {"name", "measured", "target", "direction", "met"}:
+            raise ValueError(f"target {entry} must have name, measured, target, direction, met")
+        if entry["direction"] not in DIRECTIONS:
+            raise ValueError(f"target {entry['name']!r}: unknown direction {entry['direction']!r}")
+        expected = target(entry["name"], entry["measured"], entry["target"], entry["direction"])
+        if entry["met"] != expected["met"]:
+            raise ValueError(f"target {entry['name']!r}: 'met' disagrees with its numbers")
+
+
+def write(out_dir: Path, payload: dict[str, Any]) -> Path:
+    """Validate and write ``<out_dir>/<benchmark>.json`` atomically (temporary file, rename)."""
+    validate(payload)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{payload['benchmark']}.json"
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return path
+
+
+Measure = Callable[[bool, list[str]], tuple[list[Row], list[Target]]]
+
+
+def run_benchmark(
+    name: str, description: str, measure: Measure, *, quick: bool, out_dir: Path,
+    device: str | None = None, threads: int = 1,
+) -> Path:
+    """Measure on the available devices, record the machine and its load, write the file.
+
+    The default dtype is float64 during the measurement, the testbed's convention (the root
+    conftest sets it for the tests; the workloads ask for float32 explicitly).
+    ``threads``: torch's intra-op CPU threads during the measurement (restored afterwards).
+    Why 1 by default: on a shared machine torch's parallel CPU kernels stall behind other
+    processes (a 100-row gather took 28 ms with 2 threads at load 9 on 2 cores, 21 us with 1),
+    so single-threaded timings are the ones that compare across runs; both sides of a ratio
+    run with the same setting.
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    device_list = devices(device)
+    previous_threads, previous_dtype = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(threads)
+    torch.set_default_dtype(torch.float64)
+    try:
+        load_before = load_average()
+        rows, targets = measure(quick, device_list)
+        info = machine(device_list)
+        info["load_average_1min"] = max(load_before, load_average())
+        info["quick"] = quick
+    finally:
+        torch.set_num_threads(previous_threads)
+        torch.set_default_dtype(previous_dtype)
+    return write(out_dir, {"benchmark": name, "description": description, "machine": info,
+                           "rows": rows, "targets": targets})
+
+
+def cli(name: str, description: str, measure: Measure, argv: Sequence[str] | None = None) -> int:
+    """``python benchmarks/<name>.py [--quick] [--out DIR] [--device cpu|cuda] [--threads N]``."""
+    parser = argparse.ArgumentParser(prog=name, description=description)
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    path = run_benchmark(name, description, measure, quick=args.quick, out_dir=args.out,
+                         device=args.device, threads=args.threads)
+    print(f"wrote {path}")
+    return 0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="smallest sizes and one repeat: a smoke test, not a measurement")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help=f"folder for <benchmark>.json (default {DEFAULT_OUT})")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                        help="time only this device (default: cpu, and cuda when available)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads while timing (default 1; see run_benchmark)")

@@ -1,0 +1,101 @@
+"""MLP/CNN time per communication round: batched client axis vs the per-client loop.
+
+One FedNest outer iteration (Alg. 1 with FedInn, FedIHGP and FedOut, deterministic truncation
+so every repeat does the same work) on the hyper-representation workload (FedNest Sec. 4.1,
+AggITD Table 2) over 100 clients of the embedded digits data, float32, full participation, with
+the authors' code defaults (public-code notes: ``inner_ep 1``, ``neumann 5``, ``outer_tau 5``,
+learning rates 0.01): ``T = 1``, ``N = 5``, ``tau = 5``, i.e. ``2T + N + 3 = 10`` communication
+rounds per iteration. The same iteration runs on the workload and on
+:class:`problems.PerClientLoop` of it from the same state and seed; the time per communication
+round is the iteration's time over its 10 rounds.
+
+Timed on the CPU, and on CUDA when ``torch.cuda.is_available()``. Target (issue 6): at least 10x
+on the GPU at 100 clients; on the CPU the ratio is recorded without a target.
+
+    python benchmarks/workload_round.py [--quick] [--out DIR] [--device cpu|cuda]
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+
+from _common import Row, Target, cli, speedup, target, time_call
+from _workloads import neural_workloads
+from closed_form_rounds import one_round
+
+from problems import PerClientLoop
+from testbed._algorithms.fednest import FedNest
+
+NAME = "workload_round"
+DESCRIPTION = ("Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and "
+               "CNN hyper-representation workloads, 100 clients on digits, batched vs per-client "
+               "loop; target: >= 10x on a CUDA GPU")
+TARGET_GPU_SPEEDUP = 10.0
+MODELS = ("hyper-representation MLP", "hyper-representation CNN")
+# Why 0.01: the authors' lr and hlr (public-code notes, fig2.sh); the Neumann scale of their
+# code is hlr as well.
+STEP = 0.01
+
+
+def algorithm(quick: bool) -> FedNest:
+    """FedNest with the authors' code defaults (module docstring); smaller in quick mode."""
+    T, N, tau = (1, 2, 2) if quick else (1, 5, 5)
+    return FedNest(inner_steps=T, neumann_terms=N, local_steps=tau, truncation="deterministic",
+                   inner_step_size=STEP, outer_step_size=STEP, neumann_step_size=STEP)
+
+
+def repeats(quick: bool, looped: bool) -> tuple[int, int]:
+    """``(warm-up calls, timed repeats)`` of one side.
+
+    Why: a batched iteration takes tenths of a second (1 warm-up absorbs allocator, vmap and
+    kernel start-up; the median of 5); a looped one takes tens of seconds on the CPU, where one
+    timed call after one warm-up is a measurement.
+    """
+    if quick:
+        return 0, 1
+    return 1, (1 if looped else 5)
+
+
+def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
+    rows: list[Row] = []
+    targets: list[Target] = []
+    fednest = algorithm(quick)
+    rounds = fednest.rounds_per_iteration()
+    for device in device_list:
+        for workload in neural_workloads(quick, device, names=MODELS):
+            problem, loop = workload.problem, PerClientLoop(workload.problem)
+            state = fednest.init(problem)
+            timings = {}
+            for side, target_problem in (("batched", problem), ("looped", loop)):
+                warmup, repeat = repeats(quick, looped=side == "looped")
+                timings[side] = time_call(
+                    functools.partial(one_round, fednest, target_problem, state),
+                    device=device, warmup=warmup, repeats=repeat)
+            batched, looped = timings["batched"], timings["looped"]
+            ratio = speedup(looped, batched)
+            moved = float((batched.result.x - state.x).abs().max())
+            difference = float((batched.result.x - looped.result.x).abs().max())
+            rows.append({
+                "workload": workload.name, "device": device, "clients": problem.n_clients,
+                "dim_x": problem.dim_x, "dim_y": problem.dim_y, "dtype": "float32",
+                "rounds_per_iteration": rounds,
+                "batched_iteration_s": batched.median, "loop_iteration_s": looped.median,
+                "batched_round_s": batched.median / rounds, "loop_round_s": looped.median / rounds,
+                "speedup": ratio, "batched_repeats": batched.repeats,
+                "loop_repeats": looped.repeats,
+                "max_abs_step_x": moved, "max_abs_difference_x": difference,
+            })
+            if device == "cuda":
+                targets.append(target(f"{workload.name} on cuda: round speedup, batched vs "
+                                      f"loop, M = {problem.n_clients}", ratio,
+                                      TARGET_GPU_SPEEDUP, "at_least"))
+    return rows, targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli(NAME, DESCRIPTION, measure, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+r"""The part every classification workload shares: the Problem contract over stacked clients.
+
+A workload defines two per-client functions of one client's iterates and samples,
+
+.. math::  f_i(x, y) = F(x, y; \mathcal{D}^{val}_i), \qquad g_i(x, y) = G(x, y; \mathcal{D}^{tr}_i),
+
+as :meth:`ClientWorkload.outer_row` / :meth:`ClientWorkload.inner_row` (one client, weighted
+samples, a scalar). :meth:`outer_loss` / :meth:`inner_loss` evaluate them for a stack of clients
+with :func:`torch.func.vmap` over the client axis of ``x (C, dim_x)``, ``y (C, dim_y)`` and the
+gathered samples, so row ``c`` depends on row ``c`` only (the contract of :mod:`problems._base`)
+and autodiff of the summed rows gives every client's gradient at once. There is no Python loop
+over clients.
+"""
+
+from __future__ import annotations
+
+import abc
+import copy
+from typing import Any
+
+import numpy as np
+import torch
+
+from problems._base import Batch, ProblemError, ProblemKind
+from problems.workloads._client_data import ClientData, ClientSamples
+from problems.workloads.models import Network
+
+# Why 4096: test-set evaluation runs in chunks of this many images so a CNN forward pass on
+# CIFAR-10's 10,000 test images never holds all activations at once (about 100 MB per chunk).
+EVAL_CHUNK = 4096
+
+
+def as_rows(value: torch.Tensor, dim: int, name: str, what: str) -> torch.Tensor:
+    """``(dim,)`` as is, or the mean of ``(C, dim)`` rows (the model those rows average to)."""
+    if value.ndim == 1 and value.shape[0] == dim:
+        return value
+    if value.ndim == 2 and value.shape[1] == dim and value.shape[0] >= 1:
+        return value.mean(dim=0)
+    raise ProblemError(f"{what}: {name} must have shape ({dim},) or (C, {dim}), got "
+                       f"{tuple(value.shape)}")
+
+
+class ClientWorkload(abc.ABC):
+    """A bilevel classification workload over ``M`` clients; subclasses give the two losses.
+
+    Args:
+        name: short name used in :attr:`id`.
+        network: the model (body and head as flat models).
+        data: every client's training and validation samples, on ``device`` in ``dtype``.
+        test_inputs, test_labels: the test set for :meth:`evaluate`.
+        x0, y0: the initial point.
+        description: JSON-able facts for results files (dataset, split, histogram, options).
+    """
+
+    kind: ProblemKind = "bilevel"
+
+    def __init__(self, *, name: str, network: Network, data: ClientData,
+                 test_inputs: torch.Tensor, test_labels: torch.Tensor, x0: torch.Tensor,
+                 y0: torch.Tensor, description: dict[str, Any]) -> None:
+        self.name = name
+        self.network = network
+        self.data = data
+        self.test_inputs = test_inputs
+        self.test_labels = test_labels
+        self.x0 = x0
+        self.y0 = y0
+        self.description = description
+        self.n_clients = data.n_clients
+        self.dim_x = int(x0.shape[0])
+        self.dim_y = int(y0.shape[0])
+
+    # ----------------------------------------------------------------------- identity
+    @property
+    def id(self) -> str:
+        d = self.description
+        split = d.get("split", {})
+        return (f"{self.name}.{d.get('dataset')}.{self.network.name}.{split.get('scheme')}"
+                f".m{self.n_clients}.seed{d.get('seed')}")
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.x0.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.x0.device
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(id={self.id!r}, dim_x={self.dim_x}, dim_y={self.dim_y}, "
+                f"dtype={self.dtype}, device={self.device})")
+
+    # ----------------------------------------------------------------------- per-client losses
+    @abc.abstractmethod
+    def outer_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
+                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``f_i`` of one client (``x (dim_x,)``, ``y (dim_y,)``) on its weighted val samples."""
+
+    @abc.abstractmethod
+    def inner_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
+                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``g_i`` of one client on its weighted training samples."""
+
+    @abc.abstractmethod
+    def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """Logits of the model defined by the global ``x (dim_x,)``, ``y (dim_y,)``."""
+
+    def _check(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor) -> None:
+        count = int(clients.shape[0]) if clients.ndim == 1 else -1
+        if count < 0 or x.shape != (count, self.dim_x) or y.shape != (count, self.dim_y):
+            raise ProblemError(
+                f"{self.id}: expected x ({count}, {self.dim_x}), y ({count}, {self.dim_y}) for "
+                f"clients of shape {tuple(clients.shape)}; got x {tuple(x.shape)}, "
+                f"y {tuple(y.shape)}")
+
+    def _rows(self, row: Any, samples: ClientSamples, x: torch.Tensor, y: torch.Tensor,
+              clients: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+        self._check(x, y, clients)
+        if positions is None:
+            inputs, labels, weights = samples.full(clients)
+        else:
+            inputs, labels, weights = samples.picked(clients, positions)
+        out: torch.Tensor = torch.func.vmap(row)(x, y, inputs, labels, weights)
+        return out
+
+    def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+                   batch: Batch | None) -> torch.Tensor:
+        """``(f_i(x_c, y_c))_c`` on the validation samples (all, or the batch's), ``(C,)``."""
+        positions = None if batch is None else self.data.val_positions(clients, batch)
+        return self._rows(self.outer_row, self.data.val, x, y, clients, positions)
+
+    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+                   batch: Batch | None) -> torch.Tensor:
+        """``(g_i(x_c, y_c))_c`` on the training samples (all, or the batch's), ``(C,)``."""
+        positions = None if batch is None else self.data.train_positions(clients, batch)
+        return self._rows(self.inner_row, self.data.train, x, y, clients, positions)
+
+    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
+                     batch_size: int) -> Batch:
+        """Uniform per-client minibatch (with replacement) of both sample sets."""
+        return self.data.sample_batch(rng, clients, batch_size, self.id)
+
+    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.x0.clone(), self.y0.clone()
+
+    # ----------------------------------------------------------------------- evaluation
+    def objectives(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
+        """``(f(x, y), g(x, y))``: means over all clients of the full local objectives."""
+        xg = as_rows(x, self.dim_x, "x", self.id)
+        yg = as_rows(y, self.dim_y, "y", self.id)
+        clients = torch.arange(self.n_clients, device=self.device)
+        xs, ys = xg.expand(self.n_clients, -1), yg.expand(self.n_clients, -1)
+        with torch.no_grad():
+            f = self.outer_loss(xs, ys, clients, None).mean()
+            g = self.inner_loss(xs, ys, clients, None).mean()
+        return float(f), float(g)
+
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """Test metrics of the model defined by the global ``x`` and ``y``.
+
+        ``x``/``y`` are ``(dim,)`` vectors or ``(C, dim)`` per-client rows; rows are averaged
+        first (the model a server aggregation of those rows gives). Returns ``test_accuracy``,
+        ``test_loss`` (cross-entropy of the plain logits), ``test_balanced_accuracy`` (mean
+        per-class recall), ``outer_loss`` ``f(x, y)`` and ``inner_loss`` ``g(x, y)``.
+        """
+        xg = as_rows(x, self.dim_x, "x", self.id).to(device=self.device, dtype=self.dtype)
+        yg = as_rows(y, self.dim_y, "y", self.id).to(device=self.device, dtype=self.dtype)
+        n_classes = self.network.n_classes
+        loss = torch.zeros((), dtype=self.dtype, device=self.device)
+        hits = torch.zeros(n_classes, dtype=torch.long, device=self.device)
+        totals = torch.zeros(n_classes, dtype=torch.long, device=self.device)
+        with torch.no_grad():
+            for start in range(0, int(self.test_labels.shape[0]), EVAL_CHUNK):
+                inputs = self.test_inputs[start:start + EVAL_CHUNK]
+                labels = self.test_labels[start:start + EVAL_CHUNK]
+                logits = self.test_logits(xg, yg, inputs)
+                loss = loss + torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
+                correct = (logits.argmax(dim=1) == labels).long()
+                hits.index_add_(0, labels, correct)
+                totals += torch.bincount(labels, minlength=n_classes)
+        n_test = int(totals.sum())
+        present = totals > 0
+        recall = hits[present].to(torch.float64) / totals[present].to(torch.float64)
+        f, g = self.objectives(xg, yg)
+        return {
+            "test_accuracy": float(hits.sum()) / n_test,
+            "test_loss": float(loss) / n_test,
+            "test_balanced_accuracy": float(recall.mean()),
+            "outer_loss": f,
+            "inner_loss": g,
+        }
+
+    # ----------------------------------------------------------------------- placement
+    def _extra_tensors(self) -> tuple[str, ...]:
+        """Names of further float tensor attributes a subclass keeps (moved by :meth:`to`)."""
+        return ()
+
+    def to(self, device: torch.device | str, dtype: torch.dtype | None = None) -> Any:
+        """A copy with every tensor on ``device`` (and in ``dtype``, default: unchanged)."""
+        dtype = self.dtype if dtype is None else dtype
+        if not dtype.is_floating_point:
+            raise ProblemError(f"{self.id}: dtype must be a floating type, got {dtype}")
+        moved = copy.copy(self)
+        moved.data = self.data.to(device, dtype)
+        moved.test_inputs = self.test_inputs.to(device=device, dtype=dtype)
+        moved.test_labels = self.test_labels.to(device=device)
+        moved.x0 = self.x0.to(device=device, dtype=dtype)
+        moved.y0 = self.y0.to(device=device, dtype=dtype)
+        for name in self._extra_tensors():
+            setattr(moved, name, getattr(self, name).to(device=device, dtype=dtype))
+        return moved

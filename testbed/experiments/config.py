@@ -1,0 +1,485 @@
+"""Load an experiment config (TOML) and reject a bad one before any work starts.
+
+:func:`load_config` reads ``configs/<experiment>.toml`` with :mod:`tomllib`, applies command-line
+overrides (``{"run.rounds": 5, "run.device": "cuda"}``), checks every section and key, fills the
+defaults in, and returns an :class:`~testbed.experiments.base.ExperimentConfig` whose sections are
+plain dicts. What it rejects, always naming the file and the key:
+
+- unknown sections and keys, with a "did you mean" suggestion;
+- impossible values (rounds < 1, a test fraction outside (0, 1), more clients than training
+  samples, an unknown dataset, split scheme, workload kind or algorithm, an algorithm parameter
+  that is not in the registry entry's defaults, workload options the builder does not declare);
+- a missing dataset folder for mnist / fashion-mnist / cifar10 (the loader's
+  :class:`~problems.workloads.data.DatasetError`, with the file name in front);
+- ``device = "cuda"`` on a machine without CUDA.
+
+The dataset is loaded (cached, :func:`load_data`) and split (:func:`split_data`) during
+validation: both are cheap next to a run and are the only way to know that the folder holds
+valid files and that the split is possible. :func:`dump_toml` writes a validated config back as
+TOML (the ``config.toml`` of a run); loading it gives the same config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import functools
+import hashlib
+import json
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from testbed.experiments.base import ExperimentConfig
+
+PAPERS: tuple[str, ...] = ("FedNest", "AggITD", "FedMSA", "HGP")
+DEVICES: tuple[str, ...] = ("cpu", "cuda")
+DTYPES: tuple[str, ...] = ("float32", "float64")
+
+#: Replication metric kinds (see :mod:`testbed.experiments.replication`).
+REPLICATION_METRICS: tuple[str, ...] = (
+    "rounds_to_accuracy",   # communication rounds until test accuracy first reaches threshold
+    "final_test_accuracy",  # the last evaluated test accuracy
+    "final_metric",         # the last non-NaN value of the metrics column named by ``column``
+)
+
+_REQUIRED = object()  # marks a key without a default
+
+
+class ConfigError(ValueError):
+    """A config that cannot be run; the message names the file, the section and the key."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def _positive_int(value: Any) -> bool:
+    return _is_int(value) and value >= 1
+
+
+def _nonnegative_int(value: Any) -> bool:
+    return _is_int(value) and value >= 0
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    """One allowed key: its default (or ``_REQUIRED``) and the test its value must pass."""
+
+    default: Any
+    check: Callable[[Any], bool]
+    expect: str  # what a valid value is, for the error message
+
+
+_TOP = {
+    "name": _Key(_REQUIRED, lambda v: _text(v) and "/" not in v and "\\" not in v,
+                 "a non-empty string without path separators (it names the results folder)"),
+    "paper": _Key(_REQUIRED, lambda v: v in PAPERS, f"one of {list(PAPERS)}"),
+    "description": _Key("", lambda v: isinstance(v, str), "a string"),
+}
+
+_DATA = {
+    "dataset": _Key("digits", _text, "a dataset name"),  # checked against DATASETS below
+    "root": _Key(None, _text, "a folder path"),
+    "test_fraction": _Key(0.25, lambda v: _is_number(v) and 0.0 < v < 1.0,
+                          "a number in (0, 1)"),
+    "seed": _Key(0, _nonnegative_int, "an integer >= 0"),
+    "limit": _Key(None, _positive_int, "a positive integer (keep that many training samples)"),
+}
+
+# Scheme parameters are checked against split_clients' keyword parameters and by its own checks.
+_SPLIT = {
+    "scheme": _Key("iid", _text, "a split scheme"),
+    "n_clients": _Key(_REQUIRED, _positive_int, "a positive integer"),
+}
+
+_WORKLOAD = {
+    "kind": _Key(_REQUIRED, _text, "a workload kind"),
+    "model": _Key("mlp", _text, "a model name"),
+}
+
+_RUN = {
+    "rounds": _Key(_REQUIRED, _positive_int, "a positive integer (outer iterations)"),
+    "eval_every": _Key(1, _positive_int, "a positive integer"),
+    "checkpoint_every": _Key(10, _positive_int, "a positive integer"),
+    "seed": _Key(0, _nonnegative_int, "an integer >= 0"),
+    "device": _Key("cpu", lambda v: v in DEVICES, f"one of {list(DEVICES)}"),
+    "dtype": _Key("float32", lambda v: v in DTYPES, f"one of {list(DTYPES)}"),
+}
+
+_ROW = {
+    "setting": _Key("", lambda v: isinstance(v, str), "a string"),
+    "metric": _Key(_REQUIRED, lambda v: v in REPLICATION_METRICS,
+                   f"one of {list(REPLICATION_METRICS)}"),
+    "threshold": _Key(None, lambda v: _is_number(v) and 0.0 < v <= 1.0,
+                      "a test accuracy in (0, 1], e.g. 0.9"),
+    "column": _Key(None, _text, "the name of a metrics column, e.g. r2"),
+    "paper_value": _Key(None, lambda v: _is_number(v) or isinstance(v, str),
+                        "a number or a string"),
+    "unit": _Key(None, lambda v: isinstance(v, str), "a string"),
+    "label": _Key(None, _text, "a string naming the metric in the report"),
+}
+
+_REPLICATION = {
+    "table": _Key(_REQUIRED, _text, "a string, e.g. \"AggITD Table 2\""),
+    "differences": _Key(_REQUIRED, _text,
+                        "a string stating how the setting differs from the paper's"),
+    **_ROW,
+    # further rows of the same table (same setting and differences unless given)
+    "extra_rows": _Key([], lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
+                       "an array of tables ([[replication.extra_rows]])"),
+}
+
+SECTIONS: tuple[str, ...] = ("data", "split", "workload", "algorithm", "run", "replication")
+
+
+# --------------------------------------------------------------------------------- errors
+
+
+def _where(source: str, section: str | None, key: str | None = None) -> str:
+    place = source
+    if section:
+        place += f": [{section}]"
+    if key:
+        place += f" {key}"
+    return place
+
+
+def _suggest(word: str, known: Any) -> str:
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _unknown(source: str, section: str | None, key: str, known: Any, what: str = "key") -> \
+        ConfigError:
+    return ConfigError(f"{_where(source, section)}: unknown {what} {key!r}"
+                       f"{_suggest(key, known)}; known: {sorted(known)}")
+
+
+def _fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mapping[str, _Key],
+          extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Check ``given`` against ``keys`` (plus free-form ``extra`` names) and fill defaults."""
+    for key in given:
+        if key not in keys and key not in extra:
+            raise _unknown(source, section, key, set(keys) | extra)
+    out: dict[str, Any] = {}
+    for key, spec in keys.items():
+        if key not in given:
+            if spec.default is _REQUIRED:
+                raise ConfigError(f"{_where(source, section, key)}: missing (expected "
+                                  f"{spec.expect})")
+            out[key] = spec.default
+            continue
+        value = given[key]
+        if not spec.check(value):
+            raise ConfigError(f"{_where(source, section, key)}: expected {spec.expect}, "
+                              f"got {value!r}")
+        out[key] = value
+    out.update({key: given[key] for key in extra if key in given})
+    return out
+
+
+def _choice(source: str, section: str, key: str, value: str, known: Any) -> None:
+    if value not in known:
+        raise ConfigError(f"{_where(source, section, key)}: unknown value {value!r}"
+                          f"{_suggest(value, known)}; known: {sorted(known)}")
+
+
+# --------------------------------------------------------------------------------- loading
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The TOML file as a dict; a missing file or a syntax error names the file."""
+    path = Path(path)
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
+def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``raw`` with ``{"section.key": value}`` overrides applied (``None`` values are skipped)."""
+    out = {key: dict(value) if isinstance(value, dict) else value for key, value in raw.items()}
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        if not key:
+            out[section] = value
+            continue
+        table = out.setdefault(section, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"override {dotted!r}: {section!r} is not a table")
+        table[key] = value
+    return out
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:
+    """Read, override and validate the config at ``path``.
+
+    Args:
+        path: a TOML file (layout in :class:`~testbed.experiments.base.ExperimentConfig`).
+        overrides: ``{"section.key": value}``, e.g. ``{"run.rounds": 5}`` from ``--rounds 5``.
+
+    Raises:
+        ConfigError: the first problem found, naming the file, the section and the key.
+    """
+    path = Path(path)
+    return validate(apply_overrides(read_toml(path), overrides), source=str(path), path=path)
+
+
+def validate(raw: Mapping[str, Any], source: str = "<config>",
+             path: Path | None = None) -> ExperimentConfig:
+    """Check a config given as a dict (the parsed TOML) and return it with defaults filled in."""
+    for key, value in raw.items():
+        if key in SECTIONS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: [{key}] must be a table, got {value!r}")
+        elif key not in _TOP:
+            raise _unknown(source, None, key, set(_TOP) | set(SECTIONS), "section or key")
+    top = _fill(source, None, {k: v for k, v in raw.items() if k in _TOP}, _TOP)
+    for section in ("data", "split", "workload", "algorithm", "run"):
+        if section not in raw:
+            raise ConfigError(f"{source}: missing section [{section}]")
+    run = _fill(source, "run", raw["run"], _RUN)
+    _check_device(source, run["device"])
+    data = _check_data(source, raw["data"])
+    split = _check_split(source, raw["split"], data, run["seed"])
+    workload = _check_workload(source, raw["workload"])
+    algorithm = _check_algorithm(source, raw["algorithm"], workload["kind"])
+    replication = (_check_replication(source, raw["replication"]) if "replication" in raw
+                   else None)
+    return ExperimentConfig(name=top["name"], paper=top["paper"],
+                            description=top["description"], data=data, split=split,
+                            workload=workload, algorithm=algorithm, run=run,
+                            replication=replication, path=path)
+
+
+def _check_device(source: str, device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{_where(source, 'run', 'device')}: 'cuda' requested but this "
+                              "machine has no CUDA device (torch.cuda.is_available() is False); "
+                              "use --device cpu")
+
+
+def _check_data(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    from problems.workloads.data import DATASETS
+
+    data = _fill(source, "data", given, _DATA)
+    _choice(source, "data", "dataset", data["dataset"], DATASETS)
+    return data
+
+
+def _check_split(source: str, given: Mapping[str, Any], data: Mapping[str, Any],
+                 run_seed: int) -> dict[str, Any]:
+    from problems.workloads.splits import SCHEMES
+
+    split = _fill(source, "split", given, _SPLIT, frozenset(scheme_parameters()))
+    _choice(source, "split", "scheme", split["scheme"], SCHEMES)
+    dataset = _load(source, data)
+    n_train = int(dataset.train_y.shape[0])
+    if split["n_clients"] > n_train:
+        raise ConfigError(f"{_where(source, 'split', 'n_clients')}: {split['n_clients']} "
+                          f"clients but only {n_train} training samples in "
+                          f"{data['dataset']!r}")
+    try:
+        split_data(split, dataset, seed=run_seed)
+    except ValueError as error:
+        raise ConfigError(f"{_where(source, 'split')}: {error}") from None
+    return split
+
+
+def _check_workload(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    from testbed.experiments.registry import EXPERIMENT_BUILDERS, workload_options
+
+    kind = given.get("kind")
+    if isinstance(kind, str):
+        _choice(source, "workload", "kind", kind, EXPERIMENT_BUILDERS)
+        options = workload_options(kind)
+    else:
+        options = frozenset()
+    return _fill(source, "workload", given, _WORKLOAD, options)
+
+
+def _check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    from testbed.registry import ESTIMATOR_DB
+
+    name = given.get("name")
+    if not isinstance(name, str) or not _text(name):
+        raise ConfigError(f"{_where(source, 'algorithm', 'name')}: expected a registered "
+                          f"name (`testbed list`), got {name!r}")
+    known = {info.name: info for info in ESTIMATOR_DB}
+    _choice(source, "algorithm", "name", name, known)
+    params = {key: value for key, value in given.items() if key != "name"}
+    defaults = known[name].defaults
+    for key in params:
+        if key not in defaults:
+            raise ConfigError(f"{_where(source, 'algorithm', key)}: {name!r} has no parameter "
+                              f"{key!r}{_suggest(key, defaults)}; its parameters: "
+                              f"{sorted(defaults)}")
+    return {"name": name, **params}
+
+
+def _check_replication(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    table = _fill(source, "replication", given, _REPLICATION)
+    _check_row(source, "replication", table)
+    rows = []
+    for i, row in enumerate(table["extra_rows"]):
+        section = f"replication.extra_rows[{i}]"
+        filled = _fill(source, section, row, {**_ROW, "differences": _Key(
+            None, _text, "a string")})
+        _check_row(source, section, filled)
+        rows.append(filled)
+    table["extra_rows"] = rows
+    return table
+
+
+def _check_row(source: str, section: str, row: Mapping[str, Any]) -> None:
+    if row["metric"] == "rounds_to_accuracy" and row["threshold"] is None:
+        raise ConfigError(f"{_where(source, section, 'threshold')}: missing; "
+                          "rounds_to_accuracy needs a test-accuracy threshold, e.g. 0.9")
+    if row["metric"] == "final_metric" and row["column"] is None:
+        raise ConfigError(f"{_where(source, section, 'column')}: missing; final_metric needs "
+                          "the metrics column to report, e.g. \"r2\"")
+
+
+# --------------------------------------------------------------------------------- data
+
+
+def scheme_parameters() -> tuple[str, ...]:
+    """Keyword parameters of :func:`problems.workloads.splits.split_clients` (``alpha``, ...)."""
+    import inspect
+
+    from problems.workloads.splits import split_clients
+
+    return tuple(name for name, p in inspect.signature(split_clients).parameters.items()
+                 if p.kind is inspect.Parameter.KEYWORD_ONLY
+                 and name not in ("seed", "n_classes"))  # both set by the runner
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(name: str, root: str | None, test_fraction: float, seed: int,
+                 limit: int | None) -> Any:
+    from problems.workloads.data import load_dataset
+
+    return load_dataset(name, root, test_fraction=test_fraction, seed=seed, limit=limit)
+
+
+def load_data(data: Mapping[str, Any]) -> Any:
+    """The :class:`~problems.workloads.data.Dataset` of a validated ``[data]`` section.
+
+    Cached (the last few datasets), so validation and the run load the files once.
+    """
+    return _load_cached(data["dataset"], data["root"], float(data["test_fraction"]),
+                        int(data["seed"]), data["limit"])
+
+
+def _load(source: str, data: Mapping[str, Any]) -> Any:
+    from problems.workloads.data import DatasetError
+
+    try:
+        return load_data(data)
+    except DatasetError as error:
+        raise ConfigError(f"{_where(source, 'data', 'root')}: {error}") from None
+
+
+def split_data(split: Mapping[str, Any], dataset: Any, *, seed: int) -> Any:
+    """The :class:`~problems.workloads.splits.ClientSplit` of a validated ``[split]`` section.
+
+    The split's seed is the run's seed (``[run] seed``), as in the workloads' builders.
+    """
+    from problems.workloads.splits import split_clients
+
+    params = {key: value for key, value in split.items() if key not in ("scheme", "n_clients")}
+    return split_clients(dataset.train_y, split["n_clients"], split["scheme"], seed=seed,
+                         n_classes=dataset.n_classes, **params)
+
+
+# --------------------------------------------------------------------------------- writing
+
+
+def as_dict(config: ExperimentConfig) -> dict[str, Any]:
+    """The config as the TOML layout (top-level keys, then one table per section)."""
+    out: dict[str, Any] = {"name": config.name, "paper": config.paper,
+                           "description": config.description}
+    for section in SECTIONS:
+        table = getattr(config, section)
+        if table is not None:
+            out[section] = dict(table)
+    return out
+
+
+def fingerprint(config: ExperimentConfig, ignore: tuple[str, ...] = ()) -> str:
+    """A hash of the config, leaving out the ``"section.key"`` (or whole ``"section"``) names
+    in ``ignore``."""
+    content = as_dict(config)
+    for dotted in ignore:
+        section, _, key = dotted.partition(".")
+        if key:
+            content.get(section, {}).pop(key, None)
+        else:
+            content.pop(section, None)
+    text = json.dumps(content, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a valid TOML basic string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {value!r} as a TOML value")
+
+
+def to_toml(content: Mapping[str, Any]) -> str:
+    """TOML text of a config layout: top-level keys, then tables (``None`` values left out).
+
+    A table's list-of-tables value (``extra_rows``) is written as an array of tables.
+    """
+    lines = [f"{key} = {_toml_value(value)}" for key, value in content.items()
+             if not isinstance(value, dict) and value is not None]
+    for section, table in content.items():
+        if not isinstance(table, dict):
+            continue
+        lines += ["", f"[{section}]"]
+        arrays = {k: v for k, v in table.items()
+                  if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)}
+        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()
+                  if v is not None and k not in arrays and v != []]
+        for key, rows in arrays.items():
+            for row in rows:
+                lines += ["", f"[[{section}.{key}]]"]
+                lines += [f"{k} = {_toml_value(v)}" for k, v in row.items() if v is not None]
+    return "\n".join(lines) + "\n"
+
+
+def dump_toml(config: ExperimentConfig) -> str:
+    """The validated config as TOML text; :func:`load_config` of it gives the same config."""
+    return to_toml(as_dict(config))

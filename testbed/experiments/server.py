@@ -1,0 +1,167 @@
+"""Server-based experiments: a registered outer algorithm on an MLP/CNN workload.
+
+:class:`ServerExperiment` builds, from a validated config, the dataset and its client split,
+the workload problem (:func:`problems.workloads.registry.build_workload`), the registered
+algorithm (``[algorithm] name`` and its overrides of the registry defaults) and one persistent
+:class:`~testbed._federation.context.FederatedContext`. One :meth:`~ServerExperiment.step` is
+one ``algorithm.step``: the outer iteration of FedNest, LFedNest, FBO-AggITD or FedMSA, with
+all its communication rounds counted by the context's ledger.
+
+Exact resumption: :meth:`~ServerExperiment.state_dict` holds the algorithm state, the numpy
+generator's state (client sampling and minibatches draw from it), torch's generator state, the
+call counter and the ledger's counts, so a run interrupted after step k and resumed from its
+checkpoint writes the same metrics, bit for bit, as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from testbed._federation.context import FederatedContext
+from testbed.experiments.base import ExperimentConfig, MetricRow
+from testbed.experiments.config import load_data
+
+#: Keys every server-experiment row has besides the evaluation's (which are NaN when skipped).
+COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down",
+                              "oracle_calls")
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def model_point(state: Any, dim_y: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(x, y)`` an algorithm state defines.
+
+    FedNest and FBO-AggITD states carry ``y``; FedMSA's bilevel state carries
+    ``Z = [w; v]`` (inner weights, then the inverse-Hessian-gradient variable; FedMSA eq. (10)),
+    whose first ``dim_y`` entries are the model.
+    """
+    if hasattr(state, "y"):
+        return state.x, state.y
+    if hasattr(state, "Z"):
+        return state.x, state.Z[..., :dim_y]
+    raise TypeError(f"cannot read the model (x, y) from a {type(state).__name__} state")
+
+
+class ServerExperiment:
+    """One registered outer algorithm run on a server-based workload (see the module doc).
+
+    Args:
+        config: a validated config whose ``[workload] kind`` is a server-based workload.
+        device: ``"cpu"`` or ``"cuda"`` (the config's ``[run] device`` by default).
+    """
+
+    def __init__(self, config: ExperimentConfig, device: str | None = None) -> None:
+        from problems.workloads.registry import build_workload
+        from testbed.registry import get_estimator
+
+        self.name = config.name
+        self.config = config
+        run = config.run
+        self.device = torch.device(device or run["device"])
+        self.eval_every = int(run["eval_every"])
+        self.last_step = int(run["rounds"])
+        self.dataset = load_data(config.data)
+        options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
+        # the split spec, not a computed split: loss tuning splits its long-tailed subsample
+        self.problem = build_workload(config.workload["kind"], self.dataset, dict(config.split),
+                                      model=config.workload["model"], seed=int(run["seed"]),
+                                      device=self.device, dtype=DTYPES[run["dtype"]],
+                                      **options)
+        params = {k: v for k, v in config.algorithm.items() if k != "name"}
+        info = get_estimator(config.algorithm["name"])
+        if info.role != "algorithm":
+            raise ValueError(f"[algorithm] name: {info.name!r} is an estimator; a server "
+                             "experiment runs an outer algorithm (role 'algorithm' in "
+                             "`testbed list`)")
+        self.algorithm = info.build(**params)
+        self.rng = np.random.default_rng(int(run["seed"]))
+        self.ctx = FederatedContext(self.problem, self.rng, self.algorithm.participation,
+                                    self.algorithm.batch_size)
+        self.algorithm.check_problem(self.problem)
+        self.state = self.algorithm.init(self.problem)
+        self.step_count = 0
+        # the evaluation's keys, so that every row has the same columns
+        self.eval_keys = tuple(self._evaluate())
+
+    # ------------------------------------------------------------------------- records
+    def split_json(self) -> dict[str, Any]:
+        """The client split the workload used, with each client's label histogram."""
+        return dict(self.problem.description["split"])
+
+    def describe(self) -> dict[str, Any]:
+        """Facts for ``metadata.json``: the workload, the algorithm as built, its cost model."""
+        return {"problem_id": self.problem.id, "dim_x": self.problem.dim_x,
+                "dim_y": self.problem.dim_y, "n_clients": self.problem.n_clients,
+                "workload": {k: v for k, v in self.problem.description.items() if k != "split"},
+                "algorithm": repr(self.algorithm),
+                "rounds_per_iteration": self.algorithm.rounds_per_iteration()}
+
+    # ------------------------------------------------------------------------- stepping
+    def _evaluate(self) -> dict[str, float]:
+        x, y = model_point(self.state, self.problem.dim_y)
+        with torch.no_grad():
+            return {key: float(value) for key, value in self.problem.evaluate(x, y).items()}
+
+    def step(self) -> MetricRow:
+        """One outer iteration of the algorithm; its cumulative cost and (maybe) test metrics."""
+        self.state = self.algorithm.step(self.ctx, self.state)
+        self.step_count += 1
+        calls = self.ctx.calls()
+        row: MetricRow = {
+            "step": float(self.step_count),
+            "rounds": float(calls.comm_rounds),
+            "floats_sent": float(calls.floats_sent),
+            "floats_up": float(calls.floats_up),
+            "floats_down": float(calls.floats_down),
+            "oracle_calls": float(calls.oracle_calls),
+        }
+        evaluate = self.step_count % self.eval_every == 0 or self.step_count == self.last_step
+        scores = self._evaluate() if evaluate else {}
+        row.update({key: scores.get(key, math.nan) for key in self.eval_keys})
+        return row
+
+    # ------------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        ledger = self.ctx.ledger
+        return {
+            "step": self.step_count,
+            "algorithm_state": self.state,
+            "numpy_rng": self.rng.bit_generator.state,
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": (torch.cuda.get_rng_state(self.device)
+                         if self.device.type == "cuda" else None),
+            "calls": {k: v for k, v in self.ctx.calls().as_dict().items()
+                      if k not in ("floats_sent", "oracle_calls")},
+            "ledger": {"rounds": ledger.rounds, "messages": ledger.messages,
+                       "floats_up": ledger.floats_up.copy(),
+                       "floats_down": ledger.floats_down.copy(),
+                       "payload_sizes": sorted(ledger.payload_sizes)},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state_dict`'s output (this experiment must be freshly built)."""
+        if self.step_count != 0 or self.ctx.calls().comm_rounds != 0:
+            raise RuntimeError("load_state_dict needs a freshly built experiment")
+        self.step_count = int(state["step"])
+        self.state = state["algorithm_state"]
+        self.rng.bit_generator.state = state["numpy_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        if state["cuda_rng"] is not None and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        for field, count in state["calls"].items():
+            self.ctx.counter.add(field, count)
+        ledger, saved = self.ctx.ledger, state["ledger"]
+        ledger.rounds, ledger.messages = int(saved["rounds"]), int(saved["messages"])
+        ledger.floats_up[:] = saved["floats_up"]
+        ledger.floats_down[:] = saved["floats_down"]
+        ledger.payload_sizes = set(saved["payload_sizes"])
+
+
+def build_server_experiment(config: ExperimentConfig, device: str | None = None) -> \
+        ServerExperiment:
+    """The :data:`~testbed.experiments.registry.EXPERIMENT_BUILDERS` entry of server workloads."""
+    return ServerExperiment(config, device)

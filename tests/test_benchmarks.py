@@ -1,0 +1,113 @@
+"""Smoke test of ``benchmarks/``: the quick mode of every benchmark writes BENCH_SCHEMA files.
+
+No timing is asserted (speed is measured by ``tox -e bench``, never tested). What is checked: the
+entry point runs every benchmark, each file has the schema the report renders, the batched and
+looped closed-form rounds agree, and the oracle calls per hypergradient equal the papers'
+minimum (a count, not a time).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from testbed.experiments.base import BENCH_SCHEMA
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+NAMES = ("closed_form_rounds", "hvp_cost", "workload_round")
+
+
+@pytest.fixture(scope="module")
+def bench_modules():
+    """The benchmark scripts, imported in-process (their folder is a script folder, not a
+    package: its modules import each other by top-level name)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(BENCHMARKS))
+        yield importlib.import_module("run"), importlib.import_module("_common")
+
+
+@pytest.fixture(scope="module")
+def quick_results(bench_modules, tmp_path_factory) -> dict[str, dict]:
+    run, _ = bench_modules
+    out = tmp_path_factory.mktemp("bench")
+    assert run.main(["--quick", "--out", str(out)]) == 0
+    return {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}
+
+
+def test_every_benchmark_writes_a_schema_valid_file(bench_modules, quick_results):
+    _, common = bench_modules
+    assert sorted(quick_results) == sorted(NAMES)
+    for name, payload in quick_results.items():
+        assert tuple(payload) == BENCH_SCHEMA
+        common.validate(payload)
+        assert payload["benchmark"] == name
+        assert payload["machine"]["quick"] is True
+        if not torch.cuda.is_available():
+            assert "no CUDA GPU available" in payload["machine"]["device"]
+        for row in payload["rows"]:
+            numbers = [v for v in row.values() if isinstance(v, float)]
+            assert all(math.isfinite(v) for v in numbers), row
+
+
+def test_closed_form_rounds_compare_both_algorithms_and_agree(quick_results):
+    rows = quick_results["closed_form_rounds"]["rows"]
+    assert {row["algorithm"] for row in rows} == {"fednest", "fbo-aggitd"}
+    for row in rows:
+        assert row["batched_s"] > 0 and row["loop_s"] > 0
+        assert row["speedup"] == pytest.approx(row["loop_s"] / row["batched_s"])
+        # the same round on both sides (tests/test_loop_reference.py: float64 round-off)
+        assert row["max_abs_difference_x"] <= 1e-12
+    targets = quick_results["closed_form_rounds"]["targets"]
+    assert len(targets) == 2 and all(t["direction"] == "at_least" for t in targets)
+
+
+def test_oracle_calls_per_hypergradient_equal_the_papers_minimum(quick_results):
+    rows = [r for r in quick_results["hvp_cost"]["rows"] if r["part"] == "calls"]
+    assert {row["estimator"] for row in rows} == {"fedihgp", "aggitd", "hgp"}
+    for row in rows:
+        for kind in ("grad_f", "grad_g", "hvp", "jvp"):
+            assert row[f"{kind}_per_client"] == row[f"minimum_{kind}"], (row["estimator"], kind)
+    timed = [r for r in quick_results["hvp_cost"]["rows"] if r["part"] == "time"]
+    assert {row["workload"] for row in timed} >= {
+        "closed-form quadratic", "hyper-representation MLP", "hyper-representation CNN"}
+
+
+def test_workload_round_times_mlp_and_cnn_on_every_device(quick_results):
+    rows = quick_results["workload_round"]["rows"]
+    devices = {"cpu", "cuda"} if torch.cuda.is_available() else {"cpu"}
+    assert {(r["workload"], r["device"]) for r in rows} == {
+        (w, d) for w in ("hyper-representation MLP", "hyper-representation CNN") for d in devices}
+    for row in rows:
+        assert row["max_abs_step_x"] > 0  # the timed iteration did move x
+        assert row["batched_round_s"] == pytest.approx(
+            row["batched_iteration_s"] / row["rounds_per_iteration"])
+    # targets only where a GPU was timed (no target claim on the CPU)
+    assert len(quick_results["workload_round"]["targets"]) == (
+        2 if torch.cuda.is_available() else 0)
+
+
+def test_the_validator_rejects_malformed_files(bench_modules, quick_results):
+    _, common = bench_modules
+    good = quick_results["hvp_cost"]
+    broken = []
+    missing = copy.deepcopy(good)
+    del missing["targets"]
+    broken.append(missing)
+    wrong_met = copy.deepcopy(good)
+    wrong_met["targets"][0]["met"] = not wrong_met["targets"][0]["met"]
+    broken.append(wrong_met)
+    nested = copy.deepcopy(good)
+    nested["rows"][0]["nested"] = {"a": 1}
+    broken.append(nested)
+    no_cpu = copy.deepcopy(good)
+    del no_cpu["machine"]["cpu"]
+    broken.append(no_cpu)
+    for payload in broken:
+        with pytest.raises(ValueError):
+            common.validate(payload)

@@ -1,0 +1,131 @@
+"""The report's extra sections render from results files in their documented schemas, and say
+"not run" when the files are absent."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from reports.build import build_report
+from testbed import comparison_runs
+from testbed.experiments.base import BENCH_SCHEMA, REPLICATION_SCHEMA
+
+REPLICATION = {
+    "experiment": "aggitd-table2-iid-tau1", "paper": "AggITD", "table": "AggITD Table 2",
+    "metadata": {"dataset": "digits", "device": "cpu"},
+    "rows": [{"setting": "iid, tau = 1", "metric": "rounds to 90% test accuracy",
+              "paper_value": 140, "testbed_value": 152.0, "unit": "rounds",
+              "differences": "digits instead of MNIST"},
+             {"setting": "non-iid, tau = 5", "metric": "rounds to 90% test accuracy",
+              "paper_value": "about 300", "testbed_value": None, "unit": "rounds",
+              "differences": "none"}]}
+BENCH = {
+    "benchmark": "oracle-throughput", "description": "HVPs per second, batched clients",
+    "machine": {"cpu": "toy", "cores": 2, "device": "cpu", "torch": "2.13"},
+    "rows": [{"clients": 8, "hvp_per_s": 1234.5}, {"clients": 64, "hvp_per_s": 8000.25}],
+    "targets": [{"name": "64-client speed-up", "measured": 6.48, "target": 4.0,
+                 "direction": "at_least", "met": True},
+                {"name": "memory (GB)", "measured": 3.0, "target": 2.0,
+                 "direction": "at_most", "met": False}]}
+COMMUNICATION = {"fingerprint": "x", "iterations": 2, "seed": 0, "rows": [
+    {"algorithm": "fednest", "paper": "FedNest", "formula": "2T + N' + 3",
+     "formula_parameters": {"T": 5, "N": 10}, "formula_source": "FedNest Table 2",
+     "formula_value": None, "formula_per_iteration": [21, 19], "declared": 23,
+     "measured_rounds": [21, 19], "agrees": True, "floats_per_round": 64.5,
+     "floats_per_iteration": 1290.0, "note": "N' drawn per iteration"},
+    {"algorithm": "toy-algorithm", "paper": "Toy", "formula": "2N + 3",
+     "formula_parameters": {"N": 1}, "formula_source": "Toy Table 1", "formula_value": 5,
+     "formula_per_iteration": [5, 5], "declared": 5, "measured_rounds": [6, 6],
+     "agrees": False, "floats_per_round": 10.0, "floats_per_iteration": 60.0, "note": ""}]}
+
+
+def _rows(name: str, seed: int, errors: list[float], gaps: list[float]) -> list[dict]:
+    return [{"algorithm": name, "problem_id": f"p{seed}", "seed": seed, "iteration": k,
+             "comm_rounds": 10 * k, "oracle_calls": 100 * k, "floats_sent": 50 * k,
+             "hypergradient_error": e, "suboptimality": g}
+            for k, (e, g) in enumerate(zip(errors, gaps, strict=True))]
+
+
+def _write_comparison(root: Path) -> None:
+    nan = float("nan")
+    rows = (_rows("fednest", 0, [nan, 0.5, 0.2, 0.05], [1.0, 0.5, 0.1, 0.005])
+            + _rows("fedmsa", 0, [nan, 0.05, 0.01, 0.01], [1.0, 0.001, 1e-4, 1e-5])
+            + _rows("fbo-aggitd", 0, [nan, 0.9, 0.8, 0.7], [1.0, 0.9, 0.8, 0.7]))
+    folder = root / "comparison"
+    comparison_runs._write_csv(folder / "rounds_to_error.csv", rows)
+    summary = comparison_runs.summarise(comparison_runs._read_csv(
+        folder / "rounds_to_error.csv"))
+    (folder / "rounds_to_error.json").write_text(json.dumps(summary))
+
+
+def _minimal_results(root: Path) -> Path:
+    """One claim without series (no claim figure to draw: these tests are about sections)."""
+    (root / "claims").mkdir(parents=True)
+    (root / "claims" / "c.json").write_text(json.dumps({"id": "c", "cases": []}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    root = tmp_path_factory.mktemp("sections")
+    results = _minimal_results(root / "results")
+    for folder, name, data in (("replication", "aggitd-table2.json", REPLICATION),
+                               ("bench", "oracle.json", BENCH)):
+        (results / folder).mkdir()
+        (results / folder / name).write_text(json.dumps(data))
+    (results / "bench" / "broken.json").write_text(json.dumps({"benchmark": "b"}))
+    (results / "communication.json").write_text(json.dumps(COMMUNICATION))
+    _write_comparison(results)
+    index = build_report(results, root / "out")
+    return index, index.read_text(encoding="utf-8"), \
+        (index.parent / "report.md").read_text(encoding="utf-8")
+
+
+def test_schemas_are_the_documented_ones():
+    assert set(REPLICATION) == set(REPLICATION_SCHEMA)
+    assert set(BENCH) == set(BENCH_SCHEMA)
+
+
+def test_replication_and_bench_tables(full):
+    _, text, markdown = full
+    for page in (text, markdown):
+        assert "AggITD Table 2" in page and "digits instead of MNIST" in page
+        assert "152" in page and "about 300" in page and "not reached" in page
+        assert "oracle-throughput" in page and "8000.25" in page and "64-client speed-up" in page
+        assert "at least" in page and "at most" in page
+        assert "broken.json: missing keys" in page
+    assert '<td class="expected-no">NO</td>' in text  # the unmet bench target stands out
+
+
+def test_communication_table_shows_formula_measurement_and_disagreement(full):
+    _, text, markdown = full
+    for page in (html.unescape(text), markdown):
+        assert "2T + N' + 3 (T = 5, N = 10)" in page
+        assert "per iteration: 21, 19" in page
+        assert "64.5" in page and "1290" in page
+    assert re.search(r"<td>toy-algorithm</td>.*?<td[^>]*>6, 6</td>"
+                     r'<td class="expected-no">NO</td>', text)
+
+
+def test_rounds_to_error_table_and_figure(full):
+    index, text, markdown = full
+    # fedmsa reaches the error target (0.1) after 10 rounds, FedNest after 30: ratio 1/3
+    assert re.search(r"<td>fedmsa</td><td[^>]*>0</td><td[^>]*>hypergradient error</td>"
+                     r"<td[^>]*>0.333</td>", text)
+    assert "order-of-magnitude savings" in text and "fewer rounds than FedNest" in text
+    assert "fbo-aggitd does not reach the target" in text
+    figure = index.parent / "figures" / "comparison.rounds_to_error.png"
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "figures/comparison.rounds_to_error.png" in markdown
+
+
+def test_absent_files_say_not_run(tmp_path):
+    index = build_report(_minimal_results(tmp_path / "results"), tmp_path / "out")
+    text = index.read_text(encoding="utf-8")
+    for section in ("communication", "rounds-to-error", "replication", "bench"):
+        match = re.search(rf'<section class="extra" id="{section}">(.*?)</section>', text, re.S)
+        assert match and "not run" in match.group(1), section

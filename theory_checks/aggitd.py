@@ -37,6 +37,7 @@ from testbed._federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
+from theory_checks._sampling import sampling_exponent_measurement
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.classical import closed_form_problems
 
@@ -596,27 +597,13 @@ def check_participation_exponent(
     x, y0 = evaluation_point(problem, case.params["point_seed"])
     estimator = make(inner_steps=2, index=1)
     estimator.init(problem)
-    sizes, variances = [], []
-    for s in range(1, m):
-        values = []
-        for subset in itertools.combinations(range(m), s):
-            ctx = _FixedClients(problem, np.random.default_rng(RNG_SEED), torch.tensor(subset))
-            values.append(estimator.estimate_in(ctx, x, InnerState(y0))[0])
-        stack = torch.stack(values)
-        variances.append(float(((stack - stack.mean(0)) ** 2).sum(-1).mean()))
-        sizes.append((m - s) / (s * (m - 1)))
-    if min(variances) <= 1e-24:
-        raise NotMeasurable("clients identical: no sampling variance")
-    fit = _stats.fit_exponent(np.array(sizes), np.array(variances))
-    # Why 0.02: with clients that differ only in linear terms the estimate is an affine function
-    # of the subset means, whose variance is exactly proportional to (M-S)/(S(M-1)); the
-    # tolerance covers round-off only.
-    result = Fit("exponent of Var[h] in (M-S)/(S(M-1))", fit.slope, fit.ci_low, fit.ci_high,
-                 1.0, 0.02)
-    series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)
-                   for s, v in enumerate(variances))
-    return Measurement(fit.slope, 1.0, result.agrees, "|exponent - 1| <= 0.02", series=series,
-                       fit=result, details={"variances": variances})
+    def outcome(subset: tuple[int, ...]) -> torch.Tensor:
+        ctx = _FixedClients(problem, np.random.default_rng(RNG_SEED), torch.tensor(subset))
+        return estimator.estimate_in(ctx, x, InnerState(y0))[0]
+
+    # the estimate is affine in the subset means when clients differ only in linear terms
+    return sampling_exponent_measurement(m, outcome, "Var[h]",
+                                         "clients identical: no sampling variance")
 
 
 def _participation_cases() -> st.SearchStrategy[Case]:

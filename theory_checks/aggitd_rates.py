@@ -19,7 +19,6 @@ built from; ``M`` bounds ``||grad F_i||`` over the points a run visits (notes 6 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +33,7 @@ from testbed._algorithms.base import run_algorithm
 from testbed._federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
+from theory_checks._sampling import sampling_exponent_measurement
 from theory_checks.aggitd import (
     IDENTITY_RTOL,
     _bilevel_cases,
@@ -575,27 +575,14 @@ def check_participation_algorithm(claim: Claim, case: Case, make: Callable[..., 
     m = problem.n_clients
     ex, x0, y0 = _setup(case)
     algorithm = make(inner_steps=1, local_steps=2, outer_step_size=0.1)
-    sizes, variances = [], []
-    for s in range(1, m):
-        outs = []
-        for subset in itertools.combinations(range(m), s):
-            ctx = _FixedClients(problem, FixedIndex(1), torch.tensor(subset))  # type: ignore
-            outs.append(algorithm.step(ctx, AggITDState(x0, y0, None)).x)
-        stack = torch.stack(outs)
-        variances.append(float(((stack - stack.mean(0)) ** 2).sum(-1).mean()))
-        sizes.append((m - s) / (s * (m - 1)))
-    if min(variances) <= 1e-24:
-        raise NotMeasurable("clients identical: no sampling variance")
-    fit = _stats.fit_exponent(np.array(sizes), np.array(variances))
-    # Why 0.02: with clients that differ only in linear terms x_1 is affine in the subset means
-    # (the local x-corrections E_i (x_nu - x) are the same on every client), so the variance is
-    # exactly proportional to (M-S)/(S(M-1)); the tolerance covers round-off only.
-    result = Fit("exponent of Var[x_1] in (M-S)/(S(M-1))", fit.slope, fit.ci_low, fit.ci_high,
-                 1.0, 0.02)
-    series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)
-                   for s, v in enumerate(variances))
-    return Measurement(fit.slope, 1.0, result.agrees, "|exponent - 1| <= 0.02", series=series,
-                       fit=result, details={"variances": variances})
+    def outcome(subset: tuple[int, ...]) -> torch.Tensor:
+        ctx = _FixedClients(problem, FixedIndex(1), torch.tensor(subset))  # type: ignore
+        return algorithm.step(ctx, AggITDState(x0, y0, None)).x
+
+    # with clients that differ only in linear terms x_1 is affine in the subset means (the
+    # local x-corrections E_i (x_nu - x) are the same on every client)
+    return sampling_exponent_measurement(m, outcome, "Var[x_1]",
+                                         "clients identical: no sampling variance")
 
 
 def _four_client_cases() -> st.SearchStrategy[Case]:

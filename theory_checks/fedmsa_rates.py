@@ -22,7 +22,6 @@ Student-t interval (:func:`theory_checks.aggitd_rates.interval_meets`).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +32,7 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, QuadraticMinimax, strategies
 from theory_checks import _stats
+from theory_checks._sampling import sampling_exponent_measurement
 from theory_checks.aggitd import _FixedClients
 from theory_checks.aggitd_rates import interval_fit, interval_meets
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
@@ -290,27 +290,14 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                 inner_step_size=beta, batch_size=None, participation=None)
     start = run(alg, problem, 1, seed=case.params["seed"],
                 state=alg.state_at(problem, _point(problem, case.params["seed"])))[-1].state
-    sizes, variances = [], []
-    for s in range(1, m):
-        outs = []
-        for subset in itertools.combinations(range(m), s):
-            ctx = _FixedClients(problem, np.random.default_rng(0), torch.tensor(subset))
-            new = alg.step(ctx, start)
-            outs.append(torch.cat([new.x, new.Z]))
-        stack = torch.stack(outs)
-        variances.append(float(((stack - stack.mean(0)) ** 2).sum(-1).mean()))
-        sizes.append((m - s) / (s * (m - 1)))
-    if min(variances) <= 1e-24:
-        raise NotMeasurable("clients' local phases agree: no sampling variance")
-    fit = _stats.fit_exponent(np.array(sizes), np.array(variances))
-    # Why 0.02: the server averages fixed per-client models (exact maps, same start), so the
-    # variance over uniformly drawn S-subsets is exactly proportional to (M-S)/(S(M-1));
-    # the tolerance covers round-off only.
-    result = interval_fit("exponent of Var[(x_2, Z_2)] in (M-S)/(S(M-1))", fit, 1.0, 0.02)
-    series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)
-                   for s, v in enumerate(variances))
-    return Measurement(fit.slope, 1.0, result.agrees, "|exponent - 1| <= 0.02", series=series,
-                       fit=result, details={"variances": variances})
+    def outcome(subset: tuple[int, ...]) -> torch.Tensor:
+        ctx = _FixedClients(problem, np.random.default_rng(0), torch.tensor(subset))
+        new = alg.step(ctx, start)
+        return torch.cat([new.x, new.Z])
+
+    # the server averages fixed per-client models (exact maps, same start)
+    return sampling_exponent_measurement(m, outcome, "Var[(x_2, Z_2)]",
+                                         "clients' local phases agree: no sampling variance")
 
 
 def _heterogeneous_four() -> st.SearchStrategy[Case]:

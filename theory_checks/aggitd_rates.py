@@ -73,8 +73,7 @@ def interval_meets(fit: Fit, side: str) -> bool:
     side of the Student-t interval (no guessing from a point estimate of few replicates).
     """
     if side == "two":
-        return fit.ci_high >= fit.theory - fit.tolerance and \
-            fit.ci_low <= fit.theory + fit.tolerance
+        return fit.interval_agrees
     if side == "upper":
         return fit.ci_low <= fit.theory + fit.tolerance
     raise ValueError(f"side must be 'two' or 'upper', got {side!r}")

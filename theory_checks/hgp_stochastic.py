@@ -127,8 +127,13 @@ def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any]) -
                  -0.5, 0.1)
     series = tuple(SeriesPoint("measured", "batch_size", b, r) for b, r in
                    zip(sizes, rms, strict=True))
-    return Measurement(fit.slope, -0.5, result.agrees, "|fit - (-1/2)| <= 0.1", series=series,
-                       fit=result, details={"neumann_terms": M})
+    # Decided on the 95% interval, not the point estimate: on small drawn problems (one- or
+    # two-dimensional blocks) the RMS of 64 replicas has heavier tails than the Gaussian
+    # 1/sqrt(2R) estimate, and a point-estimate rule failed a true claim on a drawn case
+    # (estimate -0.37, interval [-0.82, 0.07]); a true law now fails with probability <= 2.5%.
+    return Measurement(fit.slope, -0.5, result.interval_agrees,
+                       "95% interval meets -1/2 +- 0.1", series=series, fit=result,
+                       details={"neumann_terms": M, "point_estimate_within": result.agrees})
 
 
 # --------------------------------------------------------------------------- D4 sqrt(eta)

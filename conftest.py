@@ -11,6 +11,8 @@ import os
 import torch
 from hypothesis import HealthCheck, settings
 
+from theory_checks import _determinism  # noqa: F401  (hypothesis draws depend on seeds only)
+
 torch.set_default_dtype(torch.float64)
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # xdist already runs one worker process per core; torch's intra-op threads on top of that

@@ -145,7 +145,6 @@ PERTURBATIONS = {
     "hgp.theorem1.rate_in_s": _swap("hgp-static", _Biased),
     "hgp.theorem2.corrected": _swap("hgp-exact-averaging", _Flipped),
     "hgp.stochastic.unbiased": _swap("hgp-stochastic", _HalfSampler),
-    "hgp.theorem1.noise_exponent_b": _swap("hgp-stochastic", _ExtraNoise),
     "hgp.noise.sqrt_eta": _swap("hgp-stochastic", _ExtraNoise),
     "hgp.theorem1.high_probability_bound": _swap("hgp-stochastic", _HugeNoise),
     "hgp.negative_control.not_strongly_connected": _swap("hgp", HyperGradientPush,
@@ -155,7 +154,7 @@ PERTURBATIONS = {
     "hgp.influence.r2": _swap("hgp", _Flipped),
     "hgp.personalization.gain": _swap("hgp-personalization", _Flipped),
 }
-SLOW = {"hgp.theorem1.noise_exponent_b", "hgp.noise.sqrt_eta",
+SLOW = {"hgp.noise.sqrt_eta",
         "hgp.theorem1.high_probability_bound", "hgp.personalization.gain",
         "hgp.negative_control.not_strongly_connected", "hgp.influence.r2",
         "hgp.theorem1.rate_in_s", "hgp.lemma1.eta_invariance"}

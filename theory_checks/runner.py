@@ -35,6 +35,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 
 from testbed.registry import get_estimator
+from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
 
 SERIES_COLUMNS = (

@@ -262,7 +262,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("hgp-stochastic",),
         strategy=_noisy_cases(steps=(2, 4), max_dim=2),
         check=check_noise_exponent_b,
-        expected="fails as stated",
+        expected="fails",
         # Found by seed-only draws (theory_checks._determinism): two clients, dim 1, Hessians
         # 1 +- 0.5 with sample noise 0.3, the Neumann cap M = 80 binding; fitted exponent -0.389
         # [-0.399, -0.379] over b in {2, 4, 8, 16}. Kept as an explicit example.

@@ -33,6 +33,7 @@ Exact answers for the convex case (``model="logreg"``, softmax regression with `
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
@@ -109,7 +110,7 @@ def client_samples(images: torch.Tensor, labels: torch.Tensor, index_sets: Seque
 # ------------------------------------------------------------------------------ the base class
 
 
-class _PerClientClassification:
+class _PerClientClassification(abc.ABC):
     """Shared machinery: per-row losses by vmap, minibatches, global sums over clients.
 
     Subclasses define :meth:`_sample_losses` (per-sample losses of one row from its model
@@ -135,9 +136,10 @@ class _PerClientClassification:
         self.dtype, self.device = train.inputs.dtype, train.inputs.device
 
     # ----------------------------------------------------------------- subclass hooks
+    @abc.abstractmethod
     def _sample_losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
                        labels: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Per-sample losses of one row from its model parameters ``y`` and its ``lambda_i``."""
 
     def _sample_weights(self, lam: torch.Tensor, weights: torch.Tensor,
                         positions: torch.Tensor | None) -> torch.Tensor:

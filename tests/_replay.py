@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from problems import from_spec
-from theory_checks.claim import Case
-from theory_checks.runner import ClaimResult, Profile, write_claim_result
+from theory_checks.claim import Case, Claim
+from theory_checks.runner import ClaimResult, Profile, run_claim, write_claim_result
 
 
 def assert_saved_and_replays(
@@ -32,3 +32,13 @@ def assert_saved_and_replays(
     params = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}
     again = claim.check(claim, Case(rebuilt, params), make)
     assert not again.passed
+
+
+def assert_perturbation_detected(
+    claim: Claim, make: Callable[..., Any], tmp_path: Path, profile: Profile
+) -> None:
+    """The claim, checked on a deliberately wrong estimator ``make``, fails as stated, and its
+    counterexample is saved and replays (:func:`assert_saved_and_replays`)."""
+    result = run_claim(claim, profile, make=make)
+    assert result.verdict == "fails as stated", claim.id
+    assert_saved_and_replays(result, make, tmp_path, profile)

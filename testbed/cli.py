@@ -5,6 +5,7 @@ Examples::
     testbed list                        # problems, estimators and claims with references
     testbed check --profile fast        # run every claim check, write results/, print verdicts
     testbed check --claim classical.gd.linear_rate --profile thorough
+    testbed calibrate --seeds 20        # observed false-failure rates of statistical claims
     testbed report                      # build reports/output/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
@@ -53,21 +54,87 @@ def _cmd_check(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)
     summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
                            progress=not args.quiet)
-    unexpected = [s for s in summaries if not s["as_expected"]]
     width = max(len(s["id"]) for s in summaries)
-    print(f"\n{'claim':{width}s}  {'verdict':22s} cases  expected")
+    print(f"\n{'claim':{width}s}  {'verdict':22s} cases  expected  power  control")
     for s in summaries:
         mark = "yes" if s["as_expected"] else "NO"
-        print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark}")
+        power = s.get("power") or {}
+        control = s.get("positive_control") or {}
+        caught = "-" if not power else ("caught" if power.get("caught") else "MISSED")
+        held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
+        print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
+              f"{caught:6s} {held}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
-    print(f"\n{len(summaries)} claims checked ({profile.name} profile); results in {args.results}")
+    print(f"\n{len(summaries)} claims checked ({profile.name} profile): {_counts(summaries)}; "
+          f"results in {args.results}")
     if not args.claim and not args.claims_only:
         _measure_report_tables(Path(args.results), resume=not args.fresh, progress=not args.quiet)
-    if unexpected:
-        print(f"{len(unexpected)} verdict(s) differ from what the testbed expects", file=sys.stderr)
+    return _exit_status(summaries)
+
+
+def _counts(summaries: list[dict]) -> str:
+    from theory_checks.claim import VERDICTS
+
+    counts = {v: sum(1 for s in summaries if s["verdict"] == v) for v in VERDICTS}
+    return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def _exit_status(summaries: list[dict]) -> int:
+    """0: every verdict as expected and every power run and positive control as required;
+    1: a decided verdict differs from the expected one, a perturbation was missed or a positive
+    control failed; 3: the only departures are "undecided" verdicts where a decision was
+    expected (the budget did not decide: rerun with --profile thorough)."""
+    wrong = [s for s in summaries if not s["as_expected"] and s["verdict"] != "undecided"]
+    missed = [s for s in summaries if (s.get("power") or {}).get("caught") is False]
+    control = [s for s in summaries if (s.get("positive_control") or {}).get("holds") is False]
+    undecided = [s for s in summaries if not s["as_expected"] and s["verdict"] == "undecided"]
+    for label, group in (("verdict(s) differ from what the testbed expects", wrong),
+                         ("perturbation(s) not caught", missed),
+                         ("positive control(s) not holding", control),
+                         ("claim(s) undecided where the profile should decide", undecided)):
+        if group:
+            print(f"{len(group)} {label}: {', '.join(s['id'] for s in group)}", file=sys.stderr)
+    if wrong or missed or control:
         return 1
-    return 0
+    return 3 if undecided else 0
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import os
+
+    import torch
+
+    if args.profile:
+        os.environ["TESTBED_PROFILE"] = args.profile
+    from tqdm import tqdm
+
+    from theory_checks.calibration import calibrate, format_table
+    from theory_checks.registry import CLAIM_DB, get_claim
+    from theory_checks.runner import get_profile
+
+    torch.set_default_dtype(torch.float64)
+    claims = [get_claim(c) for c in args.claim] if args.claim else list(CLAIM_DB)
+    deterministic = [c.id for c in claims if not c.statistical]
+    if args.claim and deterministic:
+        raise ValueError(f"deterministic claim(s) have nothing to calibrate: "
+                         f"{', '.join(deterministic)}")
+    statistical = [c for c in claims if c.statistical]
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    bar = tqdm(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
+               disable=args.quiet)
+
+    def progress(message: str) -> None:
+        bar.update(1)
+        bar.set_postfix_str(message)
+
+    summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
+                          Path(args.results), progress)
+    bar.close()
+    print(format_table(summaries))
+    print(f"\nresults in {Path(args.results) / 'calibration'}")
+    return 0 if all(s.consistent for s in summaries) else 1
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -146,6 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--claims-only", action="store_true",
                        help="skip the communication and rounds-to-error measurements")
     check.set_defaults(func=_cmd_check)
+    calibrate = sub.add_parser(
+        "calibrate", help="observed false-failure rates of the statistical claims over seeds")
+    calibrate.add_argument("--claim", action="append",
+                           help="calibrate only this statistical claim (repeatable)")
+    calibrate.add_argument("--seeds", type=int, default=20,
+                           help="independent Monte Carlo seeds per claim (default 20)")
+    calibrate.add_argument("--profile", choices=("fast", "thorough"), default=None,
+                           help="fast (default, or $TESTBED_PROFILE) or thorough")
+    calibrate.add_argument("--results", default="results", help="results directory")
+    calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    calibrate.set_defaults(func=_cmd_calibrate)
     run = sub.add_parser("run", help="run experiment configs (TOML), resuming by default")
     run.add_argument("config", nargs="+",
                      help="experiment config file(s) or folder(s) of them, e.g. configs/")

@@ -1,5 +1,5 @@
 """Shared assertion of the perturbation tests: a failing claim's counterexample is saved as data,
-rebuilds the same problem, and fails the same check again."""
+rebuilds the same problem, and fails the same check again (on fresh seeds, when statistical)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,14 @@ from typing import Any
 import numpy as np
 
 from problems import from_spec
-from theory_checks.claim import Case, Claim
-from theory_checks.runner import ClaimResult, Profile, run_claim, write_claim_result
+from theory_checks.claim import Claim
+from theory_checks.runner import (
+    ClaimResult,
+    Profile,
+    replay_counterexample,
+    run_claim,
+    write_claim_result,
+)
 
 
 def assert_saved_and_replays(
@@ -20,7 +26,7 @@ def assert_saved_and_replays(
 ) -> None:
     """``result`` failed; its counterexample is written, rebuilt exactly, and fails again."""
     claim, ce = result.claim, result.counterexample
-    assert ce is not None and not ce.measurement.passed
+    assert ce is not None and ce.outcome == "fails"
     write_claim_result(result, tmp_path, profile)
     saved = json.loads((tmp_path / "counterexamples" / f"{result.run_id}.json").read_text())
     assert saved["problem_id"] == ce.problem_id
@@ -28,10 +34,11 @@ def assert_saved_and_replays(
     with np.load(tmp_path / "counterexamples" / f"{result.run_id}.npz") as arrays:
         for key, value in rebuilt.to_arrays().items():
             np.testing.assert_array_equal(arrays[key], value)
-    # JSON turns tuples (e.g. per-client local steps) into lists; the parameters were tuples.
-    params = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}
-    again = claim.check(claim, Case(rebuilt, params), make)
-    assert not again.passed
+    again = replay_counterexample(claim, saved, make)
+    assert again.outcome == "fails", (claim.id, again.outcome)
+    if claim.statistical:
+        # re-confirmed on streams that the saving run never drew from
+        assert again.design is not None and again.design.seed != ce.design.seed
 
 
 def assert_perturbation_detected(
@@ -40,5 +47,5 @@ def assert_perturbation_detected(
     """The claim, checked on a deliberately wrong estimator ``make``, fails as stated, and its
     counterexample is saved and replays (:func:`assert_saved_and_replays`)."""
     result = run_claim(claim, profile, make=make)
-    assert result.verdict == "fails as stated", claim.id
+    assert result.verdict == "fails as stated", (claim.id, result.verdict)
     assert_saved_and_replays(result, make, tmp_path, profile)

@@ -136,6 +136,8 @@ class LinearFit:
     ci_high: float
     confidence: float
     num_points: int
+    std_error: float = math.nan  # of the slope
+    dof: int = 0  # residual degrees of freedom of the interval
 
 
 def fit_slope(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> LinearFit:
@@ -157,8 +159,10 @@ def fit_slope(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> LinearF
     intercept = float(y.mean() - slope * x.mean())
     residual = y - (intercept + slope * x)
     sigma2 = float(residual @ residual) / (n - 2)
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 2)) * math.sqrt(sigma2 / sxx)
-    return LinearFit(slope, intercept, slope - half, slope + half, confidence, n)
+    std_error = math.sqrt(sigma2 / sxx)
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 2)) * std_error
+    return LinearFit(slope, intercept, slope - half, slope + half, confidence, n, std_error,
+                     n - 2)
 
 
 def fit_rate(steps: np.ndarray, errors: np.ndarray, confidence: float = 0.95) -> LinearFit:
@@ -216,11 +220,12 @@ def fixed_effect_exponent(sizes: np.ndarray, values: np.ndarray, groups: np.ndar
     coef = np.linalg.solve(gram, X.T @ yc)
     residual = yc - X @ coef
     sigma2 = float(residual @ residual) / dof
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(
-        sigma2 * float(np.linalg.inv(gram)[0, 0]))
+    std_error = math.sqrt(sigma2 * float(np.linalg.inv(gram)[0, 0]))
+    half = float(stats.t.ppf(0.5 + confidence / 2.0, dof)) * std_error
     slope = float(coef[0])
     intercept = float(y.mean() - slope * columns[0].mean())
-    return LinearFit(slope, intercept, slope - half, slope + half, confidence, len(y))
+    return LinearFit(slope, intercept, slope - half, slope + half, confidence, len(y),
+                     std_error, dof)
 
 
 def _check_rate(rate: float) -> None:

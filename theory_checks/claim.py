@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 from hypothesis import strategies as st
 
 from problems import ProblemConstants
+from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 
 ClaimKind = Literal[
     "exact_identity",
@@ -31,8 +32,8 @@ CLAIM_KINDS: tuple[str, ...] = (
     "communication_count",
 )
 
-Verdict = Literal["holds", "fails as stated", "holds once corrected"]
-VERDICTS: tuple[str, ...] = ("holds", "fails as stated", "holds once corrected")
+Verdict = Literal["holds", "fails as stated", "holds once corrected", "undecided"]
+VERDICTS: tuple[str, ...] = ("holds", "fails as stated", "holds once corrected", "undecided")
 
 
 class NotMeasurable(Exception):
@@ -108,11 +109,16 @@ class Measurement:
     Attributes:
         measured: the measured figure (an error, a relative residual, a fitted rate).
         bound: the figure it is compared with, from the claim's formula.
-        passed: whether the comparison holds.
+        passed: whether the comparison holds; for a statistical claim, whether its deterministic
+            parts hold (finite iterates, exact identities along the way): its Monte Carlo
+            comparisons are ``tests``, which the runner decides.
         relation: how they are compared, for the report ("<=", "|fit - theory| <=", ...).
         series: points behind the claim's plot (measured against bound, per step).
         fit: a fitted rate or exponent, if the claim is about one.
         details: anything else worth keeping (problem constants, parameters).
+        tests: a statistical claim's Monte Carlo comparisons (evidence and allowed region),
+            decided by the runner at the case's false-failure rate
+            (:mod:`theory_checks.decision`); empty for a deterministic claim.
     """
 
     measured: float
@@ -122,10 +128,36 @@ class Measurement:
     series: tuple[SeriesPoint, ...] = ()
     fit: Fit | None = None
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tests: tuple[StatTest, ...] = ()
 
 
 BoundFn = Callable[[ProblemConstants, Mapping[str, float]], float]
-CheckFn = Callable[["Claim", Case, Callable[..., Any]], Measurement]
+# A deterministic check is ``check(claim, case, make)``; a statistical one also takes
+# ``design`` (a :class:`theory_checks.decision.Design`) as a fourth argument.
+CheckFn = Callable[..., Measurement]
+
+
+@dataclasses.dataclass(frozen=True)
+class Perturbation:
+    """The smallest bug that matters for a claim: a deliberately wrong estimator that its check
+    must catch, which shows the check can say "fails" (its power).
+
+    Attributes:
+        name: short name ("1e-3 bias on every iterate").
+        description: what is wrong and why it is the realistic bug of this size.
+        build: builds the wrong estimator from keyword parameters, like the registry's ``build``.
+        max_examples: cases searched for the failure (some bugs show only on some graphs).
+        slow: its run takes more than a few seconds: tested in ``tox -e theory``, not the
+            default test run (``testbed check`` runs every perturbation).
+        profile: run it on this profile whatever the run's own (designs decisive only there).
+    """
+
+    name: str
+    description: str
+    build: Callable[..., Any]
+    max_examples: int = 5
+    slow: bool = False
+    profile: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +187,17 @@ class Claim:
             a counterexample found once and kept, so a refutation does not depend on the luck
             of a few draws.
         shrink: let hypothesis shrink a failing case to a minimal one (off for checks that run
-            whole algorithms, where shrinking would take many minutes).
+            whole algorithms, where shrinking would take many minutes; always off for
+            statistical claims, where shrinking walks toward flukes).
+        decision: "deterministic" (float64 quantities, round-off tolerances) or "statistical"
+            (Monte Carlo: the check takes a ``design`` and returns ``tests``).
+        false_fail_rate: a statistical claim's family-wise false-failure rate over all its
+            cases (split by Bonferroni; see :mod:`theory_checks.decision`).
+        undecided_on: profiles whose budget cannot decide the claim (its expected verdict there
+            is "undecided"); allowed only where another profile decides it.
+        perturbation: the bug the check must catch (every claim expected to hold has one).
+        positive_control: a case inside the claim's conditions on which the check says
+            "holds" (every claim expected to fail has one: the check can say both).
     """
 
     id: str
@@ -173,12 +215,35 @@ class Claim:
     max_examples: int | None = None
     examples: tuple[Callable[[], Case], ...] = ()
     shrink: bool = True
+    decision: Decision = "deterministic"
+    false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
+    undecided_on: tuple[str, ...] = ()
+    perturbation: Perturbation | None = None
+    positive_control: Callable[[], Case] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:
             raise ValueError(f"claim {self.id}: unknown kind {self.kind!r}")
         if not self.estimators:
             raise ValueError(f"claim {self.id}: names no estimator")
+        if self.decision not in ("deterministic", "statistical"):
+            raise ValueError(f"claim {self.id}: unknown decision {self.decision!r}")
+        if not 0.0 < self.false_fail_rate < 1.0:
+            raise ValueError(f"claim {self.id}: false_fail_rate must be in (0, 1)")
+        if self.undecided_on and self.decision != "statistical":
+            raise ValueError(f"claim {self.id}: only a statistical claim can be undecided")
+
+    @property
+    def statistical(self) -> bool:
+        return self.decision == "statistical"
+
+    def expected_verdicts(self, profile: str) -> tuple[str, ...]:
+        """The verdicts that agree with what the testbed has established, on ``profile``."""
+        if self.expected == "fails":
+            decided: tuple[str, ...] = ("fails as stated",)
+        else:
+            decided = ("holds once corrected",) if self.corrects else ("holds",)
+        return (*decided, "undecided") if profile in self.undecided_on else decided
 
     def evaluate_bound(self, constants: ProblemConstants, params: Mapping[str, float]) -> float:
         if self.bound is None:

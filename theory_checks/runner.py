@@ -37,6 +37,7 @@ from hypothesis import HealthCheck, Phase, assume, example, given, seed, setting
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
+from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
 
 SERIES_COLUMNS = (
     "claim", "estimator", "problem_id", "seed", "params", "series", "step_name", "step",
@@ -85,10 +86,17 @@ def per_profile(fast: _T, thorough: _T) -> _T:
 
 @dataclasses.dataclass
 class CaseResult:
+    """One measured case: the measurement, its outcome and, for a statistical claim, the
+    decision of each test and the confirmation run of a first-stage failure."""
+
     problem_id: str
     spec: dict[str, Any]
     params: dict[str, Any]
     measurement: Measurement
+    outcome: Outcome = "holds"
+    decisions: list[TestDecision] = dataclasses.field(default_factory=list)
+    design: Design | None = None
+    confirmation: CaseResult | None = None
 
 
 @dataclasses.dataclass
@@ -100,6 +108,11 @@ class ClaimResult:
     rejected: list[str]
     seconds: float
     estimator: str = ""
+    profile: str = "fast"
+    undecided: list[CaseResult] = dataclasses.field(default_factory=list)
+    unconfirmed: list[CaseResult] = dataclasses.field(default_factory=list)
+    case_rate: float | None = None
+    calibration_seed: int = 0
 
     @property
     def run_id(self) -> str:
@@ -110,7 +123,7 @@ class ClaimResult:
 
     @property
     def as_expected(self) -> bool:
-        return (self.verdict == "fails as stated") == (self.claim.expected == "fails")
+        return self.verdict in self.claim.expected_verdicts(self.profile)
 
 
 def claim_seed(claim_id: str) -> int:
@@ -141,28 +154,102 @@ def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
             for name in [claim.estimators[0], *enrolled_variants(claim)]]
 
 
-def _case_result(case: Case, measurement: Measurement) -> CaseResult:
+def planned_cases(claim: Claim, profile: Profile) -> int:
+    """Cases a run may measure: drawn ones (profile- and claim-capped) plus the known ones."""
+    drawn = min(profile.max_examples, claim.max_examples or profile.max_examples)
+    return drawn + len(claim.examples)
+
+
+def case_rate(claim: Claim, profile: Profile) -> float:
+    """A statistical claim's per-case false-failure rate: its family-wise rate split by
+    Bonferroni over every case the run may measure."""
+    return claim.false_fail_rate / planned_cases(claim, profile)
+
+
+def measure(claim: Claim, case: Case, make: Callable[..., Any],
+            design: Design | None = None) -> Measurement:
+    """Run ``claim``'s check on ``case``; a statistical check also gets ``design`` (the first
+    stage of calibration seed 0 at the claim's whole rate when none is given)."""
+    if not claim.statistical:
+        return claim.check(claim, case, make)
+    if design is None:
+        design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "fast")
+    return claim.check(claim, case, make, design)
+
+
+def decide_case(claim: Claim, measurement: Measurement, rate: float
+                ) -> tuple[Outcome, list[TestDecision]]:
+    """A case's outcome: a deterministic part that fails fails the case; the statistical tests
+    are decided at ``rate`` (:func:`theory_checks.decision.decide_tests`)."""
+    if not claim.statistical:
+        if measurement.tests:
+            raise ValueError(f"{claim.id}: a deterministic check returned statistical tests")
+        return ("holds" if measurement.passed else "fails"), []
+    outcome, decisions = decide_tests(measurement.tests, rate)
+    if not measurement.passed:
+        outcome = "fails"
+    elif not measurement.tests:
+        raise ValueError(f"{claim.id}: a statistical check returned no test to decide")
+    return outcome, decisions
+
+
+def _case_result(case: Case, measurement: Measurement, outcome: Outcome = "holds",
+                 decisions: list[TestDecision] | None = None,
+                 design: Design | None = None) -> CaseResult:
     problem = case.problem
     spec = problem.spec() if hasattr(problem, "spec") else {"id": problem.id}
-    return CaseResult(problem.id, spec, dict(case.params), measurement)
+    return CaseResult(problem.id, spec, dict(case.params), measurement, outcome,
+                      list(decisions or []), design)
+
+
+def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
+                       design: Design | None, rate: float) -> CaseResult:
+    """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
+    stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
+    case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
+    measurement = measure(claim, case, make, design)
+    outcome, decisions = decide_case(claim, measurement, rate)
+    result = _case_result(case, measurement, outcome, decisions, design)
+    if claim.statistical and outcome == "fails" and design is not None:
+        second_design = design.confirmation()
+        second = measure(claim, case, make, second_design)
+        second_outcome, second_decisions = decide_case(claim, second, rate)
+        result.confirmation = _case_result(case, second, second_outcome, second_decisions,
+                                           second_design)
+        result.outcome = second_outcome
+    return result
 
 
 def run_claim(
     claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
-    estimator: str | None = None,
+    estimator: str | None = None, calibration_seed: int = 0,
 ) -> ClaimResult:
     """Check ``claim`` on drawn cases and give its verdict.
+
+    Deterministic claims: the first failing case is shrunk to a minimal one (when the claim
+    allows) and saved; the verdict is "fails as stated", else "holds". Statistical claims
+    (:mod:`theory_checks.decision`): each case is decided at the claim's rate split over the
+    planned cases; a failure is confirmed on fresh seeds before it is recorded; no shrinking;
+    the verdict is "fails as stated" on a confirmed failure, "undecided" when some case could not
+    be decided (or none could be measured), else "holds".
 
     Args:
         claim: the claim.
         profile: how many cases to draw.
         make: estimator builder; the registry's by default (tests pass perturbed ones).
         estimator: registry name to check (default: the claim's first estimator).
+        calibration_seed: selects the Monte Carlo streams of a statistical claim (0 for the
+            recorded run; ``testbed calibrate`` runs 0..K-1); the drawn cases stay the same.
     """
     builder = make or default_make(claim, estimator)
     passed: list[CaseResult] = []
     failed: list[CaseResult] = []
+    undecided: list[CaseResult] = []
+    unconfirmed: list[CaseResult] = []
     rejected: list[str] = []
+    rate = case_rate(claim, profile) if claim.statistical else None
+    design = (first_design(claim_seed(claim.id), calibration_seed, rate, profile.name)
+              if rate is not None else None)
 
     # The cases come from an explicit seed derived from the claim id (not from hypothesis's
     # derandomize, which hashes the test function's source and so changes with any edit here).
@@ -170,25 +257,30 @@ def run_claim(
     @settings(
         max_examples=min(profile.max_examples, claim.max_examples or profile.max_examples),
         derandomize=False, database=None, deadline=None,
-        phases=(Phase.explicit, Phase.generate, *((Phase.shrink,) if claim.shrink else ())),
+        phases=(Phase.explicit, Phase.generate,
+                *((Phase.shrink,) if claim.shrink and not claim.statistical else ())),
         print_blob=False,
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much),
     )
     @given(claim.strategy())
     def property_(case: Case) -> None:
+        if claim.statistical and failed:
+            return  # a confirmed failure decides the claim; no more cases are measured
         try:
-            measurement = claim.check(claim, case, builder)
+            result = measure_and_decide(claim, case, builder, design, rate or 0.0)
         except NotMeasurable as reason:
             rejected.append(str(reason))
             assume(False)
             return
-        result = _case_result(case, measurement)
-        (passed if measurement.passed else failed).append(result)
-        assert measurement.passed, (
-            f"{claim.id}: measured {measurement.measured:.6g} vs {measurement.bound:.6g} "
-            f"({measurement.relation}) on {result.problem_id}"
-        )
+        if result.confirmation is not None and result.outcome != "fails":
+            unconfirmed.append(result)
+        {"holds": passed, "fails": failed, "undecided": undecided}[result.outcome].append(result)
+        if claim.statistical:
+            return  # decided here; raising would make hypothesis replay the costly case
+        m = result.measurement
+        assert m.passed, (f"{claim.id}: measured {m.measured:.6g} vs {m.bound:.6g} "
+                          f"({m.relation}) on {result.problem_id}")
 
     for known in claim.examples:
         property_ = example(known())(property_)
@@ -199,17 +291,78 @@ def run_claim(
     except AssertionError:
         if not failed:
             raise
-        counterexample = failed[-1]  # hypothesis replays the minimal failing case last
+    if failed:
+        # hypothesis replays the minimal failing case last (deterministic claims)
+        counterexample = failed[-1] if not claim.statistical else failed[0]
     seconds = time.perf_counter() - start
     if counterexample is not None:
         verdict: Verdict = "fails as stated"
+    elif undecided or not (passed or failed):
+        verdict = "undecided"
     else:
         verdict = "holds once corrected" if claim.corrects else "holds"
     unique: dict[str, CaseResult] = {}
     for r in passed:
         unique.setdefault(f"{r.problem_id}|{json.dumps(r.params, sort_keys=True)}", r)
     return ClaimResult(claim, verdict, list(unique.values()), counterexample, rejected, seconds,
-                       estimator or claim.estimators[0])
+                       estimator or claim.estimators[0], profile.name, undecided, unconfirmed,
+                       rate, calibration_seed)
+
+
+# --------------------------------------------------------------------------- power, controls
+
+
+def power_profile(claim: Claim, profile: Profile) -> Profile:
+    """The profile a claim's perturbation runs on (its own cap on cases; its own profile when
+    the check is decisive only there)."""
+    assert claim.perturbation is not None
+    base = PROFILES.get(claim.perturbation.profile or profile.name, profile)
+    return Profile(base.name, min(base.max_examples, claim.perturbation.max_examples))
+
+
+def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
+    """Run the claim on its perturbation: ``caught`` when the verdict is "fails as stated"
+    (confirmed, for a statistical claim). ``None`` when the claim declares none."""
+    if claim.perturbation is None:
+        return None
+    p = claim.perturbation
+    result = run_claim(claim, power_profile(claim, profile), make=p.build)
+    ce = result.counterexample
+    return {"name": p.name, "description": p.description, "verdict": result.verdict,
+            "caught": result.verdict == "fails as stated", "profile": power_profile(
+                claim, profile).name, "seconds": result.seconds,
+            "counterexample": _case_summary(ce) if ce else None}
+
+
+def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
+    """Run the check on the claim's positive control (a case inside its conditions where it
+    holds): ``holds`` must be the outcome for the check to be able to say both."""
+    if claim.positive_control is None:
+        return None
+    case = claim.positive_control()
+    rate = claim.false_fail_rate if claim.statistical else 0.0
+    design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
+              if claim.statistical else None)
+    start = time.perf_counter()
+    result = measure_and_decide(claim, case, default_make(claim), design, rate)
+    return {"outcome": result.outcome, "holds": result.outcome == "holds",
+            "seconds": time.perf_counter() - start, "case": _case_summary(result)}
+
+
+def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],
+                          attempt: int = 0) -> CaseResult:
+    """Rebuild a saved counterexample and decide it again; a statistical one on a fresh stream
+    (never the one that produced it) at the claim's whole rate, with the confirmation's samples."""
+    from problems import from_spec
+
+    # JSON turns tuples (e.g. per-client local steps) into lists; the parameters were tuples.
+    params = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}
+    case = Case(from_spec(saved["spec"]), params)
+    if not claim.statistical:
+        return measure_and_decide(claim, case, make, None, 0.0)
+    design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate,
+                          str(saved.get("profile", "fast"))).replay(attempt)
+    return measure_and_decide(claim, case, make, design, claim.false_fail_rate)
 
 
 # --------------------------------------------------------------------------- results files
@@ -239,7 +392,9 @@ def claim_fingerprint(claim: Claim) -> str:
     """Changes when the claim's definition changes, so stale results are not reused."""
     text = "|".join([claim.id, claim.reference, claim.kind, claim.statement,
                      ",".join(claim.estimators), claim.check.__qualname__,
-                     str(claim.max_examples)])
+                     str(claim.max_examples), claim.decision, repr(claim.false_fail_rate),
+                     claim.perturbation.name if claim.perturbation else "",
+                     "control" if claim.positive_control else ""])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -258,17 +413,36 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _decision_summary(d: TestDecision) -> dict[str, Any]:
+    return dataclasses.asdict(d)
+
+
 def _case_summary(r: CaseResult) -> dict[str, Any]:
     m = r.measurement
-    return {
+    summary: dict[str, Any] = {
         "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
         "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
+        "outcome": r.outcome,
         "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
     }
+    if r.decisions:
+        summary["decisions"] = [_decision_summary(d) for d in r.decisions]
+    if r.design is not None:
+        summary["design"] = {"seed": list(r.design.seed), "scale": r.design.scale,
+                             "false_fail_rate": r.design.false_fail_rate}
+    if r.confirmation is not None:
+        summary["confirmation"] = _case_summary(r.confirmation)
+    return summary
 
 
-def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile) -> Path:
-    """Write the claim's JSON, its series CSV and any counterexample; return the JSON path."""
+def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
+                       power: dict[str, Any] | None = None,
+                       control: dict[str, Any] | None = None) -> Path:
+    """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
+
+    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
+    beside the verdict when given.
+    """
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
     counter_path = None
@@ -276,11 +450,13 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile) -> 
         ce = result.counterexample
         counter_path = Path("counterexamples") / f"{run_id}.json"
         _atomic_write(out_dir / counter_path, json.dumps(
-            {"claim": claim.id, **_case_summary(ce)}, indent=2, default=_json_default))
+            {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
+             **_case_summary(ce)}, indent=2, default=_json_default))
         arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
         if arrays is not None:
             np.savez(out_dir / "counterexamples" / f"{run_id}.npz", **arrays())
-    cases = result.cases + ([result.counterexample] if result.counterexample else [])
+    cases = result.cases + result.undecided + (
+        [result.counterexample] if result.counterexample else [])
     series_path = out_dir / "series" / f"{run_id}.csv"
     series_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = series_path.with_suffix(".csv.tmp")
@@ -303,13 +479,21 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile) -> 
         "reference": claim.reference, "kind": claim.kind,
         "statement": claim.statement, "estimators": list(claim.estimators),
         "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
+        "expected_verdicts": list(claim.expected_verdicts(profile.name)),
         "verdict": result.verdict, "as_expected": result.as_expected,
+        "decision": claim.decision,
+        "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
+        "case_false_fail_rate": result.case_rate,
+        "calibration_seed": result.calibration_seed,
         "profile": profile.name, "fingerprint": claim_fingerprint(claim),
-        "n_cases": len(result.cases), "n_rejected": len(result.rejected),
+        "n_cases": len(result.cases), "n_undecided": len(result.undecided),
+        "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
         "seconds": result.seconds,
         "counterexample": str(counter_path) if counter_path else None,
-        "cases": [_case_summary(r) for r in cases], "fits": fits,
+        "cases": [_case_summary(r) for r in cases],
+        "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path("series") / f"{run_id}.csv"),
+        "power": power, "positive_control": control,
     }
     path = out_dir / "claims" / f"{run_id}.json"
     _atomic_write(path, json.dumps(payload, indent=2, default=_json_default))
@@ -331,7 +515,9 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
         return False
     try:
         data = json.loads(path.read_text())
-    except json.JSONDecodeError:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # torn or foreign: rerun the claim
+    if not isinstance(data, dict) or not {"verdict", "as_expected"} <= set(data):
         return False
     return data.get("profile") == profile.name and data.get("fingerprint") == \
         claim_fingerprint(claim)
@@ -342,7 +528,8 @@ def write_metadata(out_dir: Path, profile: Profile) -> None:
 
     registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
                    "statement": c.statement, "estimators": list(c.estimators),
-                   "expected": c.expected} for c in CLAIM_DB]
+                   "expected": c.expected, "decision": c.decision,
+                   "corrects": c.corrects} for c in CLAIM_DB]
     meta = {"git_commit": git_commit(), "versions": package_versions(),
             "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
@@ -366,6 +553,12 @@ def run_claims(
         run_id = claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
         bar.set_postfix_str(run_id)
         if not (resume and is_done(claim, out_dir, profile, run_id)):
-            write_claim_result(run_claim(claim, profile, estimator=estimator), out_dir, profile)
+            own = estimator == claim.estimators[0]
+            # the perturbation and the positive control are the claim check's, not the
+            # estimator's: run once, with the claim's own estimator
+            power = run_power(claim, profile) if own else None
+            control = run_positive_control(claim, profile) if own else None
+            write_claim_result(run_claim(claim, profile, estimator=estimator), out_dir, profile,
+                               power, control)
         summaries.append(json.loads((out_dir / "claims" / f"{run_id}.json").read_text()))
     return summaries

@@ -1,19 +1,35 @@
 """Every registered claim, checked on hypothesis-drawn problems (the ``theory`` tier).
 
 The profile comes from ``TESTBED_PROFILE`` (``fast`` in ``tox -e py``, ``thorough`` in
-``tox -e theory``). A claim passes this test when its verdict is the one the testbed expects:
-"holds" claims must hold on every drawn case; "fails" claims (a paper's statement that the
-testbed refutes) must produce a saved counterexample.
+``tox -e theory``). Three properties per claim, so that each check is shown able to say both
+"holds" and "fails":
+
+- its verdict is the one the testbed expects on the profile (a claim expected to fail produces a
+  saved counterexample, re-confirmed on fresh seeds when statistical);
+- a claim expected to hold catches its perturbation (the smallest bug that matters): the
+  perturbed estimator fails as stated and its counterexample replays; costly perturbations are
+  marked ``slow`` and run in ``tox -e theory`` only;
+- a claim expected to fail holds on its positive control (a case inside its conditions).
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests._replay import assert_perturbation_detected
 from theory_checks.registry import CLAIM_DB
-from theory_checks.runner import claim_runs, get_profile, run_claim, write_claim_result
+from theory_checks.runner import (
+    claim_runs,
+    get_profile,
+    power_profile,
+    run_claim,
+    run_positive_control,
+    write_claim_result,
+)
 
 RUNS = claim_runs(CLAIM_DB)
+PERTURBED = [c for c in CLAIM_DB if c.perturbation is not None]
+CONTROLLED = [c for c in CLAIM_DB if c.positive_control is not None]
 
 
 @pytest.mark.theory
@@ -23,14 +39,37 @@ def test_claim_verdict_is_as_expected(claim, estimator, tmp_path):
     """Each claim on its own estimator and on every registered variant that lists it."""
     profile = get_profile()
     result = run_claim(claim, profile, estimator=estimator)
-    assert result.cases or result.counterexample, f"{claim.id}: no case was measured"
-    if claim.expected == "holds":
-        assert result.counterexample is None, (
-            f"{claim.id} fails on {result.counterexample.problem_id}: measured "
-            f"{result.counterexample.measurement.measured:.6g} vs bound "
-            f"{result.counterexample.measurement.bound:.6g}"
-        )
-    else:
-        assert result.verdict == "fails as stated"
+    assert result.cases or result.counterexample or result.undecided, (
+        f"{claim.id}: no case was measured")
+    assert result.as_expected, (
+        f"{claim.id}: verdict {result.verdict!r}, expected one of "
+        f"{claim.expected_verdicts(profile.name)}"
+        + (f" (counterexample {result.counterexample.problem_id}: measured "
+           f"{result.counterexample.measurement.measured:.6g} vs "
+           f"{result.counterexample.measurement.bound:.6g})" if result.counterexample else ""))
+    if result.verdict == "fails as stated":
         path = write_claim_result(result, tmp_path, profile)
         assert (tmp_path / "counterexamples" / f"{result.run_id}.json").exists(), path
+        if claim.statistical:
+            # a refutation is recorded only when a fresh, larger run confirms it
+            ce = result.counterexample
+            assert ce.confirmation is not None and ce.confirmation.outcome == "fails"
+
+
+@pytest.mark.theory
+@pytest.mark.parametrize("claim", [
+    pytest.param(c, marks=pytest.mark.slow) if c.perturbation.slow else c for c in PERTURBED],
+    ids=[c.id for c in PERTURBED])
+def test_perturbation_is_caught(claim, tmp_path):
+    """The check fails on its claim's perturbation, and the counterexample replays."""
+    assert_perturbation_detected(claim, claim.perturbation.build, tmp_path,
+                                 power_profile(claim, get_profile()))
+
+
+@pytest.mark.theory
+@pytest.mark.parametrize("claim", CONTROLLED, ids=[c.id for c in CONTROLLED])
+def test_positive_control_holds(claim):
+    """A claim that fails as stated holds on a case inside its conditions: the same check can
+    say "holds"."""
+    control = run_positive_control(claim, get_profile())
+    assert control is not None and control["outcome"] == "holds", control

@@ -93,8 +93,10 @@ def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
 
 
 def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | None = None,
-                    progress: Callable[[str], None] | None = None) -> CalibrationSummary:
-    """Run ``claim`` under calibration seeds ``0..seeds-1`` (resuming from ``out_dir``)."""
+                    progress: Callable[[str], None] | None = None,
+                    make: Callable[..., Any] | None = None) -> CalibrationSummary:
+    """Run ``claim`` under calibration seeds ``0..seeds-1`` (resuming from ``out_dir``);
+    ``make`` replaces the registry's builder (a variant under study)."""
     if not claim.statistical:
         raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
     if seeds < 1:
@@ -107,7 +109,7 @@ def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | 
         if k in done:
             continue
         start = time.perf_counter()
-        result = run_claim(claim, profile, calibration_seed=k)
+        result = run_claim(claim, profile, make=make, calibration_seed=k)
         records.append({"seed": k, "verdict": result.verdict,
                         "n_undecided": len(result.undecided),
                         "n_unconfirmed": len(result.unconfirmed),

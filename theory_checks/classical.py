@@ -23,6 +23,7 @@ from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.perturbations import classical as perturb
 
 # Why 1e-10: closed-form identities are compared in float64 after O(dim) matrix products with
 # condition numbers up to 100; round-off stays near 1e-13 relative, so 1e-10 leaves three orders
@@ -384,6 +385,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("aid-neumann",),
         strategy=_cases(),
         check=check_neumann_error_identity,
+        perturbation=perturb.NEUMANN_STEP,
         notes="Neumann sum: lambda sum_{j<N} (I - lambda H)^j = H^{-1}(I - (I - lambda H)^N).",
     ),
     Claim(
@@ -395,6 +397,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("aid-neumann",),
         strategy=_cases(max_dim=6, kappa=(1.0, 30.0)),
         check=check_neumann_error_bound,
+        perturbation=perturb.NEUMANN_STEP,
         bound=neumann_error_bound,
     ),
     Claim(
@@ -406,6 +409,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("aid-neumann",),
         strategy=_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)),
         check=check_neumann_decay_rate,
+        perturbation=perturb.NEUMANN_STEP,
         notes="Fitted over the N-window where the slowest eigenmode carries all but 0.1% of "
               "the error and the error is above float64 round-off.",
     ),
@@ -418,6 +422,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("aid-cg",),
         strategy=_cases(),
         check=check_cg_exact,
+        perturbation=perturb.SHORT_CG,
     ),
     Claim(
         id="classical.gd.linear_rate",
@@ -428,6 +433,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("aid-cg", "aid-neumann", "itd"),
         strategy=_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)),
         check=check_gd_linear_rate,
+        perturbation=perturb.SLOW_GD,
     ),
     Claim(
         id="classical.itd.error_identity",
@@ -439,6 +445,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("itd",),
         strategy=_cases(),
         check=check_itd_error_identity,
+        perturbation=perturb.ITD_ONE_STEP_SHORT,
     ),
     Claim(
         id="classical.itd.error_bound",
@@ -450,6 +457,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("itd",),
         strategy=_cases(max_dim=6, kappa=(1.0, 30.0)),
         check=check_itd_error_bound,
+        perturbation=perturb.ITD_DETACHED,
         bound=itd_error_bound,
         notes="The paper's bound is O((c1 + c2 t / q) q^t) for a general contraction; its "
               "t q^(t-1) term comes from the Jacobian of the map varying along the trajectory "
@@ -466,5 +474,6 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("exact",),
         strategy=_cases(),
         check=check_exact_finite_differences,
+        perturbation=perturb.BIASED_EXACT,
     ),
 )

@@ -28,6 +28,7 @@ resolve: :func:`replicates_for_half_width` and the ``min_num_samples_*`` helpers
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any, Literal
@@ -344,6 +345,12 @@ class Design:
         """``base`` samples at this design's scale."""
         return int(base) * self.scale
 
+    def for_case(self, key: str) -> Design:
+        """The stream of one case, keyed by its problem id and parameters (stable whatever the
+        order cases are drawn in): different cases draw independent streams."""
+        digest = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little")
+        return dataclasses.replace(self, seed=(*self.seed[:-1], digest, self.seed[-1]))
+
     def confirmation(self) -> Design:
         """A fresh independent stream with :data:`CONFIRMATION_SCALE` times the samples."""
         return dataclasses.replace(self, seed=(*self.seed[:-1], STAGE_CONFIRM),
@@ -374,12 +381,22 @@ def replicates_for_half_width(sd: float, half_width: float, rate: float,
     _check_rate(rate)
     if sd <= 0:
         return minimum
-    n = max(minimum, 2)
-    while t_quantile(rate, n - 1) * sd / math.sqrt(n) > half_width:
-        n = n + max(1, n // 4)
-        if n > 10**7:
+
+    def wide(n: int) -> bool:
+        return t_quantile(rate, n - 1) * sd / math.sqrt(n) > half_width
+
+    low = max(minimum, 2)
+    if not wide(low):
+        return low
+    high = low
+    while wide(high):  # grow until wide enough, then bisect to the smallest n
+        low, high = high, high * 2
+        if high > 10**8:
             raise ValueError("half width unreachable")
-    return n
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if wide(mid) else (low, mid)
+    return high
 
 
 def _check_rate(rate: float) -> None:

@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
+from hypothesis.errors import Unsatisfiable
 
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
@@ -202,11 +203,17 @@ def _case_result(case: Case, measurement: Measurement, outcome: Outcome = "holds
                       list(decisions or []), design)
 
 
+def _case_key(case: Case) -> str:
+    return f"{case.problem.id}|{json.dumps(dict(case.params), sort_keys=True, default=str)}"
+
+
 def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
                        design: Design | None, rate: float) -> CaseResult:
     """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
     stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
     case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
+    if design is not None:
+        design = design.for_case(_case_key(case))
     measurement = measure(claim, case, make, design)
     outcome, decisions = decide_case(claim, measurement, rate)
     result = _case_result(case, measurement, outcome, decisions, design)
@@ -291,6 +298,8 @@ def run_claim(
     except AssertionError:
         if not failed:
             raise
+    except Unsatisfiable:
+        pass  # no drawn case could measure the claim: the verdict says undecided
     if failed:
         # hypothesis replays the minimal failing case last (deterministic claims)
         counterexample = failed[-1] if not claim.statistical else failed[0]

@@ -47,6 +47,8 @@ VERDICT_CLASSES = {
     "holds": "verdict-holds",
     "fails as stated": "verdict-fails",
     "holds once corrected": "verdict-corrected",
+    "undecided": "verdict-undecided",
+    "not checked": "verdict-unknown",
 }
 MAX_CASES_PLOTTED = 4
 SERIES_ORDER = ("measured", "bound", "fitted", "theory")
@@ -126,7 +128,7 @@ def _registered_but_unchecked(results_dir: Path, checked: set[str]) -> list[dict
             "claims_registered", [])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return []
-    return [dict(entry, verdict="not checked", as_expected=True, n_cases=0, cases=[],
+    return [dict(entry, verdict="not checked", as_expected=None, n_cases=0, cases=[],
                  fits=[], counterexample=None)
             for entry in registered if isinstance(entry, dict) and entry.get("id") not in checked]
 
@@ -453,16 +455,54 @@ def _by_paper(sections: Iterable[ClaimSection]) -> list[tuple[str, list[ClaimSec
 
 
 def _cases_text(claim: dict[str, Any]) -> str:
-    text = str(claim.get("n_cases", len(claim.get("cases") or [])))
+    """Cases that held, were undecided, and where the verdict comes from a refutation."""
+    if claim.get("verdict") == "not checked":
+        return "not checked"
+    parts = [f"{int(_float(claim.get('n_cases', len(claim.get('cases') or []))))} held"]
+    undecided = int(_float(claim.get("n_undecided") or 0))
+    if undecided:
+        parts.append(f"{undecided} undecided")
+    if claim.get("counterexample"):
+        parts.append("refuted on the saved counterexample"
+                     + (" (confirmed on fresh seeds)" if claim.get("decision") == "statistical"
+                        else ""))
     rejected = claim.get("n_rejected")
     if rejected:
-        text += f" (+{rejected} rejected)"
-    return text
+        parts.append(f"{rejected} drawn cases not measurable")
+    return "; ".join(parts)
 
 
 def _expected_text(claim: dict[str, Any]) -> str:
     flag = _bool(claim.get("as_expected"))
     return "n/a" if flag is None else ("yes" if flag else "NO")
+
+
+def decision_text(claim: dict[str, Any]) -> str:
+    """How the verdict was decided: float64 tolerances, or intervals at a stated rate."""
+    if claim.get("decision") != "statistical":
+        return "deterministic (float64, round-off tolerances)"
+    rate, per_case = _float(claim.get("false_fail_rate")), _float(claim.get("case_false_fail_rate"))
+    text = f"statistical: false-failure rate {_num(rate, 2)} per claim"
+    if math.isfinite(per_case):
+        text += f" ({_num(per_case, 2)} per case, Bonferroni)"
+    unconfirmed = int(_float(claim.get("n_unconfirmed") or 0))
+    if unconfirmed:
+        text += f"; {unconfirmed} first-stage failure(s) not confirmed on fresh seeds"
+    return text
+
+
+def power_text(claim: dict[str, Any]) -> str:
+    """The check's power (a holds claim: its perturbation caught) or its positive control (a
+    claim that fails as stated: a case where the same check holds)."""
+    power, control = claim.get("power"), claim.get("positive_control")
+    parts = []
+    if isinstance(power, dict):
+        parts.append(f"{'caught' if _bool(power.get('caught')) else 'NOT caught'}: "
+                     f"{power.get('name', '?')}")
+    if isinstance(control, dict):
+        parts.append("positive control " + ("holds" if _bool(control.get("holds"))
+                                            else f"does NOT hold ({control.get('outcome')})"))
+    return "; ".join(parts) if parts else "—"
 
 
 def _header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
@@ -484,19 +524,33 @@ def _header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
     return fields
 
 
-def _summary(sections: Sequence[ClaimSection]) -> str:
+def verdict_counts(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Claims per verdict (undecided and not checked counted apart from holds)."""
     counts = {v: 0 for v in VERDICT_CLASSES}
-    for s in sections:
-        verdict = str(s.claim.get("verdict"))
+    for c in claims:
+        verdict = str(c.get("verdict"))
         counts[verdict] = counts.get(verdict, 0) + 1
-    unexpected = sum(1 for s in sections if _bool(s.claim.get("as_expected")) is False)
-    parts = [f"{n} {v}" for v, n in counts.items()]
-    return (f"{len(sections)} claims: " + ", ".join(parts)
-            + f"; {unexpected} verdict(s) differ from what the testbed expects.")
+    return counts
+
+
+def _summary(sections: Sequence[ClaimSection]) -> str:
+    claims = [s.claim for s in sections]
+    counts = verdict_counts(claims)
+    unexpected = sum(1 for c in claims if _bool(c.get("as_expected")) is False)
+    missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
+                 and _bool(c["power"].get("caught")) is False)
+    controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
+                   and _bool(c["positive_control"].get("holds")) is False)
+    parts = [f"{n} {v}" for v, n in counts.items() if n or v != "not checked"]
+    text = (f"{len(sections)} claims: " + ", ".join(parts)
+            + f"; {unexpected} verdict(s) differ from what the testbed expects")
+    if missed or controls:
+        text += f"; {missed} perturbation(s) not caught, {controls} positive control(s) failing"
+    return text + "."
 
 
 TABLE_HEAD = ("Claim", "Reference", "Kind", "Statement", "Verdict", "As expected",
-              "Worst case (measured vs theory)", "Cases", "Counterexample")
+              "Worst case (measured vs theory)", "Cases", "Power / control", "Counterexample")
 FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval", "Theory", "Tolerance", "Agrees")
 
 
@@ -583,7 +637,8 @@ def render_html(meta: dict[str, Any], sections: Sequence[ClaimSection],
                 f'<td class="verdict {vclass}">{_e(verdict)}</td>'
                 f'<td class="{eclass}">{_e(expected)}</td>'
                 f'<td class="figure-cell">{_e(s.worst)}</td>'
-                f"<td>{_e(_cases_text(c))}</td><td>{link}</td></tr>")
+                f"<td>{_e(_cases_text(c))}</td><td>{_e(power_text(c))}</td>"
+                f"<td>{link}</td></tr>")
         out += ["</tbody></table></div>", "</section>"]
     for extra in extras:
         out += section_html(extra)
@@ -604,7 +659,9 @@ def _html_claim(s: ClaimSection) -> list[str]:
            f'<p class="ref">{_e(c.get("reference", ""))} &middot; {_e(c.get("kind", ""))}'
            f" &middot; estimators: {_e(', '.join(c.get('estimators') or []))}</p>",
            f'<p class="statement">{_e(c.get("statement", ""))}</p>',
-           f"<p>Worst case: {_e(s.worst)}</p>"]
+           f"<p>Worst case: {_e(s.worst)}</p>",
+           f"<p>Decision: {_e(decision_text(c))}.</p>"]
+    out += [f"<p>{_e(line)}</p>" for line in _decision_lines(c)]
     if c.get("corrects"):
         out.append(f"<p>Corrects <code>{_e(c['corrects'])}</code>.</p>")
     if c.get("notes"):
@@ -634,6 +691,38 @@ def _html_claim(s: ClaimSection) -> list[str]:
         out.append("</ul>")
     out.append("</article>")
     return out
+
+
+def _decision_lines(c: dict[str, Any]) -> list[str]:
+    """The perturbation or positive control, and each undecided case with the budget that
+    would decide it."""
+    lines = []
+    power = c.get("power")
+    if isinstance(power, dict):
+        lines.append(f"Perturbation ({'caught' if _bool(power.get('caught')) else 'NOT caught'},"
+                     f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
+                     f"{power.get('description', '')}")
+    control = c.get("positive_control")
+    if isinstance(control, dict):
+        case = control.get("case") or {}
+        lines.append(f"Positive control: on {case.get('problem_id', '?')} "
+                     f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
+                     f"says {control.get('outcome', '?')} (measured "
+                     f"{_num(case.get('measured'))} vs {_num(case.get('bound'))}).")
+    for case in c.get("cases") or []:
+        if not isinstance(case, dict) or case.get("outcome") != "undecided":
+            continue
+        for d in case.get("decisions") or []:
+            if isinstance(d, dict) and d.get("outcome") == "undecided":
+                factor = _float(d.get("budget_factor"))
+                budget = (f"about {_num(factor, 2)}x the samples would decide it"
+                          if math.isfinite(factor) else "the estimate sits on the edge")
+                lines.append(f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
+                             f"{_num(d.get('estimate'), 4)}, interval [{_num(d.get('low'), 4)}, "
+                             f"{_num(d.get('high'), 4)}] at rate {_num(d.get('rate'), 2)} "
+                             f"against [{_num(d.get('region_low'), 4)}, "
+                             f"{_num(d.get('region_high'), 4)}]; {budget}.")
+    return lines
 
 
 def _md(text: Any) -> str:
@@ -667,7 +756,8 @@ def render_markdown(meta: dict[str, Any], sections: Sequence[ClaimSection],
             rows.append((f"[`{_md(s.id)}`](#{s.anchor})", _md(c.get("reference", "")),
                          _md(c.get("kind", "")), _md(c.get("statement", "")),
                          f"**{_md(c.get('verdict', 'unknown'))}**",
-                         _md(_expected_text(c)), _md(s.worst), _md(_cases_text(c)), link))
+                         _md(_expected_text(c)), _md(s.worst), _md(_cases_text(c)),
+                         _md(power_text(c)), link))
         out += [f"## {paper}", ""] + _md_table(TABLE_HEAD, rows) + [""]
     for extra in extras:
         out += section_markdown(extra)
@@ -678,7 +768,10 @@ def render_markdown(meta: dict[str, Any], sections: Sequence[ClaimSection],
                 f"### `{s.id}` — {c.get('verdict', 'unknown')}", "",
                 f"{c.get('reference', '')} · {c.get('kind', '')} · estimators: "
                 f"{', '.join(c.get('estimators') or [])}", "",
-                f"Statement: `{c.get('statement', '')}`", "", f"Worst case: {s.worst}", ""]
+                f"Statement: `{c.get('statement', '')}`", "", f"Worst case: {s.worst}", "",
+                f"Decision: {decision_text(c)}.", ""]
+        for line in _decision_lines(c):
+            out += [line, ""]
         if c.get("corrects"):
             out += [f"Corrects `{c['corrects']}`.", ""]
         if c.get("notes"):

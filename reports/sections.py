@@ -5,7 +5,9 @@ Each section is read from results files that a measuring step wrote (nothing is 
 - ``communication.json`` (:mod:`testbed.communication`, written by ``testbed check``);
 - ``comparison/rounds_to_error.json`` and ``.csv`` (:mod:`testbed.comparison_runs`, idem);
 - ``replication/*.json`` in :data:`testbed.experiments.base.REPLICATION_SCHEMA` form;
-- ``bench/*.json`` in :data:`testbed.experiments.base.BENCH_SCHEMA` form.
+- ``bench/*.json`` in :data:`testbed.experiments.base.BENCH_SCHEMA` form;
+- ``calibration/summary.json`` (:mod:`theory_checks.calibration`, written by
+  ``testbed calibrate``).
 
 A missing file gives the section with the line "not run" and the command that writes it; a file
 that cannot be read gives a note. Each section is a :class:`Section` of tables and figures that
@@ -181,6 +183,48 @@ def _read_curves(path: Path) -> dict[str, list[plots.Trace]]:
     return curves
 
 
+# --------------------------------------------------------------------------- calibration
+
+
+def calibration(results_dir: Path) -> Section:
+    """Observed false-failure rates of the statistical claims over independent seeds."""
+    section = Section("calibration", "Calibration of the statistical claims")
+    path = results_dir / "calibration" / "summary.json"
+    if not path.is_file():
+        section.paragraphs.append(
+            "not run: `testbed calibrate --seeds 20` (or `tox -e calibrate`) runs every "
+            "statistical claim under 20 independent Monte Carlo seeds and writes "
+            "calibration/summary.json (about 15 minutes on 2 cores on the fast profile).")
+        return section
+    data = _read_json(path, section, "`testbed calibrate`")
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
+        section.notes.append(f"{path.name}: not a calibration summary; skipped.")
+        return section
+    section.paragraphs.append(
+        f"Each statistical claim run on the correct implementation under {data.get('seeds')} "
+        f"independent Monte Carlo seeds ({data.get('profile')} profile; the drawn cases stay "
+        "the same, every stream changes). For a claim that holds, a \"fails as stated\" is a "
+        "false failure: its observed rate, with the exact 95% Clopper-Pearson interval, is "
+        "consistent with the stated rate when the interval's lower end does not exceed it. For "
+        "a claim that fails as stated, the column counts the seeds that confirmed the "
+        "refutation (its power). Undecided runs are counted apart.")
+    rows = []
+    for c in data["claims"]:
+        if not isinstance(c, dict):
+            continue
+        seeds = c.get("seeds") or 0
+        fails = c.get("refuted", 0)
+        rows.append((str(c.get("claim")), str(c.get("expected")), _fmt(seeds),
+                     _fmt(fails), _fmt(c.get("undecided")),
+                     f"{_fmt(fails / seeds if seeds else math.nan)} "
+                     f"[{_fmt(c.get('rate_low'))}, {_fmt(c.get('rate_high'))}]",
+                     _fmt(c.get("stated_rate")), _fmt(c.get("consistent"))))
+    section.tables.append(Table(
+        ("Claim", "Expected", "Seeds", "Fails as stated", "Undecided",
+         "Observed rate [95% CI]", "Stated false-failure rate", "Consistent"), tuple(rows)))
+    return section
+
+
 # --------------------------------------------------------------------------- workloads
 
 
@@ -320,5 +364,5 @@ def section_markdown(s: Section) -> list[str]:
 
 def build_sections(results_dir: Path, out_dir: Path) -> list[Section]:
     """Every extra section, in report order."""
-    return [communication(results_dir), rounds_to_error(results_dir, out_dir),
-            replication(results_dir), bench(results_dir)]
+    return [calibration(results_dir), communication(results_dir),
+            rounds_to_error(results_dir, out_dir), replication(results_dir), bench(results_dir)]

@@ -237,3 +237,49 @@ def test_estimator_styles():
     assert fallback == plots.estimator_style("an-unregistered-estimator")
     assert fallback["color"] in plots.FALLBACK_COLORS
     assert fallback["label"] == "an-unregistered-estimator"
+
+
+def test_undecided_power_control_and_calibration_are_shown(tmp_path):
+    """Issue 10 on the page: undecided counted apart, the check's power (perturbation caught) and
+    positive control per claim, the budget that would decide an undecided case, and the
+    calibration table (or the command that fills it)."""
+    results = make_results(tmp_path / "results")
+    undecided_case = _case("p.u", -0.45, -0.5, True) | {"outcome": "undecided", "decisions": [{
+        "quantity": "exponent", "estimate": -0.45, "low": -0.9, "high": 0.0,
+        "region_low": -0.6, "region_high": -0.4, "rate": 5e-4, "outcome": "undecided",
+        "budget_factor": 81.0, "method": {"method": "StudentT"}}]}
+    claim = _claim("hgp.toy.exponent", "HGP", "scaling_exponent", "undecided", [undecided_case])
+    claim.update(decision="statistical", false_fail_rate=1e-3, case_false_fail_rate=5e-4,
+                 n_cases=0, n_undecided=1, as_expected=False,
+                 power={"name": "2x noise", "description": "variance doubled",
+                        "caught": True, "verdict": "fails as stated"})
+    (results / "claims" / "hgp.toy.exponent.json").write_text(json.dumps(claim))
+    failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
+    failing["positive_control"] = {"outcome": "holds", "holds": True, "case": _case(
+        "p.ok", 0.1, 0.3, True)}
+    (results / "claims" / f"{FAILING}.json").write_text(json.dumps(failing))
+    meta = json.loads((results / "metadata.json").read_text())
+    meta["claims_registered"] = [{"id": "fednest.toy.unchecked", "paper": "FedNest",
+                                  "reference": "r", "kind": "bias_bound", "statement": "s",
+                                  "estimators": ["fedihgp"], "expected": "holds"}]
+    (results / "metadata.json").write_text(json.dumps(meta))
+    out = tmp_path / "out"
+    text = build_report(results, out).read_text()
+    assert "1 undecided" in text and "1 not checked" in text
+    assert "1 verdict(s) differ" in text  # the undecided one; not checked is not counted
+    assert "caught: 2x noise" in text and "positive control holds" in text
+    assert "about 81x the samples would decide it" in text
+    assert "statistical: false-failure rate 0.001 per claim (0.0005 per case, Bonferroni)" in text
+    assert "refuted on the saved counterexample" in text
+    assert "not run: `testbed calibrate --seeds 20`" in text
+
+    (results / "calibration").mkdir()
+    (results / "calibration" / "summary.json").write_text(json.dumps({
+        "profile": "fast", "seeds": 20, "confidence": 0.95, "claims": [{
+            "claim": "hgp.toy.exponent", "expected": "holds", "seeds": 20, "refuted": 0,
+            "undecided": 2, "rate_low": 0.0, "rate_high": 0.168, "stated_rate": 1e-3,
+            "consistent": True}]}))
+    text = build_report(results, out).read_text()
+    assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text
+    md = (out / "report.md").read_text()
+    assert "| hgp.toy.exponent | holds | 20 | 0 | 2 |" in md

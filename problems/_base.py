@@ -174,19 +174,65 @@ def check_positive_definite(name: str, problem: str, array: torch.Tensor) -> tor
     return eigenvalues
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def check_int(problem: str, name: str, value: object, minimum: int | None = 0) -> None:
+    """An integer (not a bool, float or string) ``>= minimum`` (any integer: ``None``)."""
+    if not _is_int(value):
+        what = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise ProblemError(f"{problem}: {name} must be {what}, got {value!r}")
+    if minimum is not None and int(value) < minimum:  # type: ignore[call-overload]
+        raise ProblemError(f"{problem}: {name} must be an integer >= {minimum}, got {value!r}")
+
+
 def check_clients(problem: str, n_clients: int) -> None:
+    if not _is_int(n_clients):
+        raise ProblemError(f"{problem}: n_clients must be an integer >= 1, got {n_clients!r}")
     if n_clients < 1:
         raise ProblemError(f"{problem}: needs at least one client, got {n_clients}")
 
 
+def check_seed(problem: str, seed: object) -> None:
+    """A seed numpy accepts: an integer >= 0 or a sequence of them."""
+    values = list(seed) if isinstance(seed, (list, tuple)) else [seed]
+    if not values or not all(_is_int(v) and int(v) >= 0 for v in values):  # type: ignore
+        raise ProblemError(f"{problem}: seed must be an integer >= 0 (or a sequence of them), "
+                           f"got {seed!r}")
+
+
+#: Largest condition number a closed-form problem accepts. Why 1e12: the exact answers are
+#: float64 linear solves whose relative error is about kappa * 1e-16, so beyond 1e12 the
+#: "exact" reference keeps fewer than 4 correct digits and every check against it is void
+#: (and at 1e300 the spectrum itself overflows).
+MAX_CONDITION_NUMBER = 1e12
+
+
 def check_condition_number(problem: str, condition_number: float) -> None:
+    if not _is_real(condition_number):
+        raise ProblemError(f"{problem}: condition number must be a number >= 1, got "
+                           f"{condition_number!r}")
     if not math.isfinite(condition_number) or condition_number < 1.0:
         raise ProblemError(
             f"{problem}: condition number must be a finite number >= 1, got {condition_number}"
         )
+    if condition_number > MAX_CONDITION_NUMBER:
+        raise ProblemError(
+            f"{problem}: condition number {condition_number:.3g} is above "
+            f"{MAX_CONDITION_NUMBER:.0e}: float64 solves would leave the exact answers with "
+            "no correct digits"
+        )
 
 
 def check_nonnegative(problem: str, name: str, value: float) -> None:
+    if not _is_real(value):
+        raise ProblemError(f"{problem}: {name} must be a number >= 0, got {value!r}")
     if not math.isfinite(value) or value < 0.0:
         raise ProblemError(f"{problem}: {name} must be finite and >= 0, got {value}")
 

@@ -70,7 +70,9 @@ from problems._base import (
     check_clients,
     check_condition_number,
     check_finite,
+    check_int,
     check_nonnegative,
+    check_seed,
     check_shape,
     check_symmetric,
     draw_indices,
@@ -273,6 +275,7 @@ class LinearCompositional:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
         if not math.isfinite(mu) or mu <= 0.0:
             raise ProblemError(f"{label}: mu must be a positive number, got {mu}")
+        check_int(label, "n_samples", n_samples, None)
         if n_samples < 0:
             raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
         spec = {
@@ -289,6 +292,7 @@ class LinearCompositional:
             "matrix_noise": matrix_noise,
             "value_noise": value_noise,
         }
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         M, N = n_clients, len(dims) - 1
         R = np.eye(dims[0])

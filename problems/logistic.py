@@ -35,6 +35,7 @@ from problems._base import (
     as_tensor,
     check_clients,
     check_finite,
+    check_seed,
     check_shape,
     draw_indices,
     rows,
@@ -117,6 +118,7 @@ class PerClientLogistic:
         spec = {"family": label, "n_clients": n_clients, "dim": dim, "n_train": n_train,
                 "n_val": n_val, "seed": seed, "mu": mu, "hyper": hyper,
                 "components": components, "concentration": concentration}
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         theta = rng.uniform(-1.0, 1.0, size=(components, dim))
         weights = rng.dirichlet(np.full(components, concentration), size=n_clients)

@@ -61,8 +61,10 @@ from problems._base import (
     check_clients,
     check_condition_number,
     check_finite,
+    check_int,
     check_nonnegative,
     check_positive_definite,
+    check_seed,
     check_shape,
     check_symmetric,
     draw_indices,
@@ -246,8 +248,11 @@ class QuadraticMinimax:
         for knob, value in (("mu", mu), ("ridge", ridge)):
             if not math.isfinite(value) or value <= 0.0:
                 raise ProblemError(f"{label}: {knob} must be a positive number, got {value}")
+        check_int(label, "dim_x", dim_x, None)
+        check_int(label, "dim_y", dim_y, None)
         if dim_x < 1 or dim_y < 1:
             raise ProblemError(f"{label}: dimensions must be >= 1, got ({dim_x}, {dim_y})")
+        check_int(label, "n_samples", n_samples, None)
         if n_samples < 0:
             raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
         spec = {
@@ -265,6 +270,7 @@ class QuadraticMinimax:
             "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         M, dx, dy = n_clients, dim_x, dim_y
         P_bar = _spectra.spd_with_spectrum(
@@ -337,6 +343,7 @@ class QuadraticMinimax:
             raise ProblemError(f"{label}: dim must be >= 1, got {dim}")
         if not math.isfinite(lam) or lam <= 0.0:
             raise ProblemError(f"{label}: lam must be a positive number, got {lam}")
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         t = rng.uniform(0.0, 0.1, size=n_clients)
         b_raw = rng.normal(0.0, s, size=(n_clients, dim))

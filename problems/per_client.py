@@ -48,8 +48,10 @@ from problems._base import (
     check_clients,
     check_condition_number,
     check_finite,
+    check_int,
     check_nonnegative,
     check_positive_definite,
+    check_seed,
     check_shape,
     check_symmetric,
     draw_indices,
@@ -175,6 +177,8 @@ class PerClientQuadratic:
         if hessian_heterogeneity + hessian_noise >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity + hessian_noise >= 1 would make "
                                "an inner Hessian not positive definite")
+        check_int(label, "dim_hyper", dim_hyper, None)
+        check_int(label, "dim_y", dim_y, None)
         if dim_hyper < 1 or dim_y < 1:
             raise ProblemError(f"{label}: dimensions must be >= 1")
         spec = {"family": label, "n_clients": n_clients, "dim_hyper": dim_hyper,
@@ -183,6 +187,7 @@ class PerClientQuadratic:
                 "outer_coupling": outer_coupling, "target_heterogeneity": target_heterogeneity,
                 "rho": rho, "mu": mu, "n_samples": n_samples, "hessian_noise": hessian_noise,
                 "cross_noise": cross_noise, "gradient_noise": gradient_noise}
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         n, dl, dy = n_clients, dim_hyper, dim_y
         A_bar = _spectra.spd_with_spectrum(

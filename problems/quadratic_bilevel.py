@@ -48,8 +48,10 @@ from problems._base import (
     check_clients,
     check_condition_number,
     check_finite,
+    check_int,
     check_nonnegative,
     check_positive_definite,
+    check_seed,
     check_shape,
     check_symmetric,
     draw_indices,
@@ -216,8 +218,11 @@ class QuadraticBilevel:
             )
         if mu <= 0.0 or not math.isfinite(mu):
             raise ProblemError(f"{label}: mu must be a positive number, got {mu}")
+        check_int(label, "dim_x", dim_x, None)
+        check_int(label, "dim_y", dim_y, None)
         if dim_x < 1 or dim_y < 1:
             raise ProblemError(f"{label}: dimensions must be >= 1, got ({dim_x}, {dim_y})")
+        check_int(label, "n_samples", n_samples, None)
         if n_samples < 0:
             raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
         spec = {
@@ -227,6 +232,7 @@ class QuadraticBilevel:
             "n_samples": n_samples, "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
+        check_seed(label, seed)
         rng = np.random.default_rng(seed)
         M, dx, dy = n_clients, dim_x, dim_y
         A_bar = _spectra.spd_with_spectrum(

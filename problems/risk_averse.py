@@ -57,6 +57,7 @@ from problems._base import (
     ProblemKind,
     as_tensor,
     check_clients,
+    check_seed,
     draw_indices,
     rows,
 )
@@ -107,6 +108,7 @@ class RiskAverse:
             "noise_std": noise_std,
             "seed": seed,
         }
+        check_seed(self.name, seed)
         rng = np.random.default_rng(seed)
         G = rng.standard_normal((dim, dim))
         a = rng.standard_normal((n_examples, dim)) @ G.T / math.sqrt(dim)  # cov G G^T / d

@@ -194,6 +194,31 @@ def read_series(path: Path) -> list[SeriesRow]:
     return rows
 
 
+def _torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | None] | None:
+    """A note when a series CSV was cut short (a write interrupted, a disk filled): its last
+    line has no newline or fewer fields than the header. The figure then shows only the
+    complete rows, and the reader must know it is truncated."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = text.splitlines()
+    if len(lines) < 2:
+        return None
+    try:
+        header, last = next(csv.reader([lines[0]])), next(csv.reader([lines[-1]]))
+    except (csv.Error, StopIteration):
+        return None
+    if text.endswith("\n") and len(last) == len(header):
+        return None
+    step = _float(dict(zip(header, last, strict=False)).get("step"))
+    complete = n_rows - 1 if math.isfinite(step) else n_rows
+    return (f"series file {name} is truncated (its last line is cut short: the file was not "
+            f"completely written); the figure shows only its {max(complete, 0)} complete "
+            "row(s). Rerun `testbed check --fresh --claim ID` to rewrite it.",
+            step if math.isfinite(step) else None)
+
+
 def _canonical_params(value: Any) -> str:
     """Parameters as sorted-key JSON, whether given as a dict or as JSON text."""
     if isinstance(value, str):
@@ -396,6 +421,11 @@ def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path) -> ClaimSe
     except (OSError, UnicodeDecodeError, ValueError, csv.Error) as error:
         section.notes.append(f"series file {series_rel} unreadable ({error}); no figure.")
         return section
+    torn = _torn_series_note(results_dir / series_rel, series_rel, len(rows))
+    if torn:
+        section.notes.append(torn[0])
+        if rows and torn[1] is not None and rows[-1].step == torn[1]:
+            rows = rows[:-1]  # the cut row: its last number may be cut short too
     if not rows:
         section.notes.append("no series recorded for this claim (it is checked case by "
                              "case; see the table); no figure.")

@@ -19,22 +19,70 @@ import sys
 from pathlib import Path
 
 
+def _parameters(function: object) -> str:
+    """``name=default, ...`` of a callable's parameters (``name`` alone when required)."""
+    import inspect
+
+    try:
+        signature = inspect.signature(function)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(parameters not introspectable)"
+    parts = [name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
+             for name, p in signature.parameters.items()
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return ", ".join(parts) if parts else "(no parameters)"
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
     from problems import PROBLEM_DB
     from testbed.registry import ESTIMATOR_DB
     from theory_checks.registry import CLAIM_DB
 
+    verbose = getattr(args, "verbose", False)
     print("Problems:")
     for p in PROBLEM_DB:
         print(f"  {p.name:28s} {p.kind:14s} {p.reference}")
+        if verbose:
+            print(f"      parameters: {_parameters(p.build)}")
     print("\nEstimators:")
     for e in ESTIMATOR_DB:
         kinds = ",".join(sorted(e.supports))
         print(f"  {e.name:28s} {e.paper:10s} {e.reference}  [{kinds}]")
+        if verbose:
+            params = ", ".join(f"{k}={v!r}" for k, v in e.defaults.items()) or "(none)"
+            print(f"      role: {e.role}; parameters (defaults): {params}")
     print("\nClaims:")
     for c in CLAIM_DB:
         print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
+        if verbose:
+            print(f"      {c.statement}")
+            print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
+    if verbose:
+        _list_workloads()
     return 0
+
+
+def _list_workloads() -> None:
+    """``testbed run``'s config vocabulary: datasets, split schemes, workload kinds, limits."""
+    from problems.workloads.data import DATASETS
+    from problems.workloads.splits import SCHEMES, split_clients
+    from testbed.experiments import config
+    from testbed.experiments.registry import EXPERIMENT_BUILDERS, workload_options
+
+    print("\nExperiment configs (testbed run):")
+    print(f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
+          + ", ".join(f"{k}={v.default!r}" for k, v in config._DATA.items()))
+    print(f"  [split] scheme: {', '.join(SCHEMES)}; parameters: {_parameters(split_clients)}")
+    print("  [run] defaults: " + ", ".join(
+        f"{k}={'(required)' if v.default is config._REQUIRED else repr(v.default)}"
+        for k, v in config._RUN.items()))
+    print(f"  limits: rounds <= {config.MAX_ROUNDS:,}, step sizes <= {config.MAX_STEP_SIZE:g}, "
+          f"iterations per step <= {config.MAX_ITERATIONS:,}")
+    for kind in EXPERIMENT_BUILDERS:
+        defaults = config._workload_defaults(kind)
+        options = ", ".join(f"{name}={defaults[name]!r}" if name in defaults else name
+                            for name in sorted(workload_options(kind))) or "(none)"
+        print(f"  [workload] kind = {kind!r}: options {options}")
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -52,6 +100,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     torch.set_default_dtype(torch.float64)
     claims = [get_claim(c) for c in args.claim] if args.claim else list(CLAIM_DB)
     profile = get_profile(args.profile)
+    ids = {c.id for c in claims}
+    for path, reason in _unreadable_claim_files(Path(args.results)):
+        if path.stem.split("@")[0] in ids:
+            print(f"testbed: warning: {path}: {reason}; treated as not checked and rerun",
+                  file=sys.stderr)
     summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
                            progress=not args.quiet)
     width = max(len(s["id"]) for s in summaries)
@@ -71,6 +124,27 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not args.claim and not args.claims_only:
         _measure_report_tables(Path(args.results), resume=not args.fresh, progress=not args.quiet)
     return _exit_status(summaries)
+
+
+def _unreadable_claim_files(results: Path) -> list[tuple[Path, str]]:
+    """Claim result files that cannot be used (torn, not JSON, not a claim object, keys
+    missing), with the reason; ``check`` reruns those claims, ``report`` shows them as not
+    checked."""
+    import json
+
+    bad = []
+    for path in sorted((results / "claims").glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            bad.append((path, f"unreadable ({type(error).__name__}: {error})"))
+            continue
+        if not isinstance(data, dict):
+            bad.append((path, f"not a claim result (a JSON {type(data).__name__})"))
+        elif not {"verdict", "as_expected"} <= set(data):
+            missing = sorted({"verdict", "as_expected"} - set(data))
+            bad.append((path, f"incomplete claim result (missing {', '.join(missing)})"))
+    return bad
 
 
 def _counts(summaries: list[dict]) -> str:
@@ -146,18 +220,32 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         torch.set_num_threads(args.threads)
     overrides = {"run.device": args.device, "run.rounds": args.rounds}
-    paths = [p for arg in map(Path, args.config)
-             for p in (sorted(arg.glob("*.toml")) if arg.is_dir() else [arg])]
+    paths = []
+    for arg in map(Path, args.config):
+        if arg.is_dir():
+            found = sorted(arg.glob("*.toml"))
+            if not found:
+                raise FileNotFoundError(f"{arg}: a folder without config files (*.toml)")
+            paths += found
+        else:
+            paths.append(arg)
     configs = [load_config(path, overrides) for path in paths]  # every error before any run
+    if args.fresh and args.recover:
+        raise ValueError("--fresh and --recover exclude each other: --fresh deletes the run "
+                         "folder, --recover keeps it and resumes from its last good state")
+    status = 0
     for config in configs:
         summary = run_experiment(config, Path(args.results), fresh=args.fresh,
-                                 progress=not args.quiet)
+                                 progress=not args.quiet, recover=args.recover)
         last = summary["last_row"] or {}
+        state = "" if summary["status"] == "completed" else f" ({summary['status']})"
         print(f"{summary['name']}: {summary['steps']} steps, "
-              f"{int(last.get('rounds', 0))} rounds, results in {summary['run_dir']}")
+              f"{int(last.get('rounds', 0))} rounds, results in {summary['run_dir']}{state}")
         if summary["replication"]:
             print(f"  replication rows: {summary['replication']}")
-    return 0
+        if summary["status"].startswith("diverged"):
+            status = 1
+    return status
 
 
 def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
@@ -169,9 +257,33 @@ def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from reports.build import build_report
+    from tqdm import tqdm
 
-    index = build_report(Path(args.results), Path(args.out))
+    from reports import build
+
+    results = Path(args.results)
+    for path, reason in _unreadable_claim_files(results):
+        print(f"testbed: warning: {path}: {reason}; shown as not checked", file=sys.stderr)
+    n_claims = len(list((results / "claims").glob("*.json")))
+    bar = tqdm(total=n_claims or None, desc="report: claims and figures", unit="claim",
+               disable=args.quiet)
+    # build_report draws one figure per claim (about a second each on 2 cores) and then the
+    # tables; a counting wrapper around its per-claim step shows that progress without a
+    # second code path in reports/build.py
+    section = build._section
+
+    def counted(*a: object, **k: object) -> object:
+        out = section(*a, **k)  # type: ignore[arg-type]
+        bar.update(1)
+        bar.set_postfix_str(str(getattr(out, "id", "")))
+        return out
+
+    build._section = counted  # type: ignore[assignment]
+    try:
+        index = build.build_report(results, Path(args.out))
+    finally:
+        build._section = section  # type: ignore[assignment]
+        bar.close()
     print(f"report written: {index}")
     return 0
 
@@ -197,12 +309,25 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     return 0 if passed else 1
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (``--threads 0`` and ``--rounds -2`` are errors)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="testbed", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="registered problems, estimators and claims").set_defaults(
-        func=_cmd_list)
+    listing = sub.add_parser("list", help="registered problems, estimators and claims")
+    listing.add_argument("--verbose", "-v", action="store_true",
+                         help="also each entry's parameters and defaults, and the config keys")
+    listing.set_defaults(func=_cmd_list)
     check = sub.add_parser("check", help="run the claim checks and write results")
     check.add_argument("--profile", choices=("fast", "thorough"), default=None,
                        help="fast (default, or $TESTBED_PROFILE) or thorough")
@@ -228,16 +353,23 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("config", nargs="+",
                      help="experiment config file(s) or folder(s) of them, e.g. configs/")
     run.add_argument("--device", choices=("cpu", "cuda"), help="override [run] device")
-    run.add_argument("--rounds", type=int, help="override [run] rounds (outer iterations)")
+    run.add_argument("--rounds", type=_positive_int, metavar="N",
+                     help="override [run] rounds (outer iterations); below the config's own "
+                          "rounds the replication record is marked partial")
     run.add_argument("--results", default="results", help="results directory")
-    run.add_argument("--fresh", action="store_true", help="ignore checkpoints, start over")
-    run.add_argument("--threads", type=int,
+    run.add_argument("--fresh", action="store_true",
+                     help="delete the run folder (checkpoint and metrics) and start over")
+    run.add_argument("--recover", action="store_true",
+                     help="set a corrupt or foreign checkpoint aside and resume from the last "
+                          "good state (previous checkpoint, else step 0), keeping metrics")
+    run.add_argument("--threads", type=_positive_int, metavar="N",
                      help="torch CPU threads (1 is fastest for the small digits models)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.set_defaults(func=_cmd_run)
     report = sub.add_parser("report", help="build the empirical-vs-theory report")
     report.add_argument("--results", default="results", help="results directory")
     report.add_argument("--out", default="reports/output", help="output directory")
+    report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(func=_cmd_report)
     regress = sub.add_parser("regress", help="compare estimators with committed baselines")
     regress.add_argument("--estimator", help="check only this registered entry")
@@ -252,12 +384,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _message(error: BaseException) -> str:
+    # a KeyError's str() is the repr of its key ("'as_expected'"); show its text instead
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    return str(error)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the command; user errors (a bad config, argument or results file) print one line
+    ``testbed: error: ...`` and return 2; Ctrl-C returns 130 with how to resume; any other
+    exception is an internal error and keeps its traceback."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (KeyError, ValueError, FileNotFoundError) as error:
-        print(f"testbed: error: {error}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
+              "kept)", file=sys.stderr)
+        return 130
+    except (KeyError, ValueError, FileNotFoundError, IsADirectoryError,
+            PermissionError) as error:
+        print(f"testbed: error: {_message(error)}", file=sys.stderr)
         return 2
 
 

@@ -43,3 +43,26 @@ def test_python_dash_m_entry_point():
     out = subprocess.run([sys.executable, "-m", "testbed", "list"], capture_output=True,
                          text=True, check=True)
     assert "Claims:" in out.stdout
+
+
+def test_help_does_not_import_torch():
+    """`testbed --help` used to take ~5 s because `import testbed` imported torch."""
+    code = ("import sys; from testbed.cli import build_parser; build_parser(); "
+            "import testbed; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+    help_text = subprocess.run([sys.executable, "-m", "testbed", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    assert "testbed run" in help_text
+
+
+def test_list_verbose_shows_parameters_and_defaults(capsys):
+    assert main(["list", "--verbose"]) == 0
+    out = capsys.readouterr().out
+    fednest = next(e for e in ESTIMATOR_DB if e.name == "fednest")
+    for key, value in fednest.defaults.items():
+        assert f"{key}={value!r}" in out
+    assert "parameters: seed=0" in out  # the problems' builders
+    assert "[workload] kind = 'hyper_representation'" in out and "limits: rounds <=" in out
+    assert main(["list"]) == 0 and "parameters (defaults)" not in capsys.readouterr().out

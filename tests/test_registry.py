@@ -20,7 +20,9 @@ def test_every_estimator_and_algorithm_class_is_registered():
     registered = {info.cls for info in ESTIMATOR_DB}
     for base in (Estimator, OuterAlgorithm):
         missing = [c.__name__ for c in _concrete_subclasses(base)
-                   if c not in registered and not c.__module__.startswith("tests.")]
+                   if c not in registered
+                   # deliberately wrong estimators: test doubles and the claims' perturbations
+                   and not c.__module__.startswith(("tests.", "theory_checks.perturbations."))]
         assert not missing, f"classes not in ESTIMATOR_DB: {missing}"
 
 

@@ -1,5 +1,6 @@
 """The report in a real browser: headless Chromium loads it, every figure decodes, every claim
-listed by `testbed list` appears, and a screenshot is saved.
+listed by `testbed list` appears, and a screenshot is saved (into the test's temporary folder:
+tests never write into the user's reports/output).
 
 Chromium comes from Debian's `chromium` package, which `.ci/run` installs; without it this test
 is skipped with that reason.
@@ -24,7 +25,6 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--allow-file-access-from-files"]
-SCREENSHOT = Path(__file__).resolve().parent.parent / "reports" / "output" / "screenshot.png"
 
 
 @pytest.fixture(scope="module")
@@ -61,10 +61,10 @@ def test_report_loads_in_headless_chromium(report, tmp_path):
         t for t in images if 'data-loaded="yes"' not in t]
     match = re.search(r'data-figures="(\d+)/(\d+)"', dom)
     assert match and match.group(1) == match.group(2) == str(len(images))
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    _chromium("--window-size=1280,2400", f"--screenshot={SCREENSHOT}", url,
+    screenshot = tmp_path / "screenshot.png"
+    _chromium("--window-size=1280,2400", f"--screenshot={screenshot}", url,
               profile=tmp_path / "p2")
-    assert SCREENSHOT.stat().st_size > 10_000
+    assert screenshot.stat().st_size > 10_000
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "

@@ -191,6 +191,10 @@ def split_clients(labels: np.ndarray | torch.Tensor, n_clients: int, scheme: str
     client has that many samples, at most ``max_tries`` times. ``n_classes`` defaults to
     ``max(labels) + 1``; ``n_max`` is the head-class size of the ``long_tail`` profile.
     """
+    _check_split_parameters(seed=seed, alpha=alpha, shards_per_client=shards_per_client,
+                            dominant_fraction=dominant_fraction,
+                            imbalance_ratio=imbalance_ratio, min_size=min_size, n_max=n_max,
+                            max_tries=max_tries)
     array = _as_labels(labels)
     if scheme not in SCHEMES:
         raise SplitError(f"unknown split scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
@@ -215,6 +219,31 @@ def split_clients(labels: np.ndarray | torch.Tensor, n_clients: int, scheme: str
         parts = _iid(subset, n_clients, rng)
     shuffled = tuple(part[rng.permutation(part.shape[0])].astype(np.int64) for part in parts)
     return ClientSplit(scheme, params, seed, shuffled)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: object) -> bool:
+    """A real number (NaN and inf included: each scheme's own range check names them)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def _check_split_parameters(**values: object) -> None:
+    """Types first (a string or a float where an integer belongs is an error naming the
+    parameter, not a TypeError deep in numpy); each scheme checks its own ranges."""
+    integers = {"seed": 0, "shards_per_client": 1, "min_size": 0, "max_tries": 1, "n_max": 1}
+    for name, minimum in integers.items():
+        value = values[name]
+        if name == "n_max" and value is None:
+            continue
+        if not _is_int(value) or int(value) < minimum:  # type: ignore[call-overload]
+            raise SplitError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    for name in ("alpha", "dominant_fraction", "imbalance_ratio"):
+        if not _is_number(values[name]):
+            raise SplitError(f"{name} must be a number, got {values[name]!r}")
 
 
 def _iid(pool: np.ndarray, n_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

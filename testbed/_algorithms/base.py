@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from problems import Problem
 from testbed._calls import Calls
 from testbed._estimators.base import Estimate, Estimator
 from testbed._estimators.solvers import check_positive_int
+from testbed._estimators.validation import InputError, check_iterate, check_point
 from testbed._federation.context import FederatedContext
 
 
@@ -79,6 +81,15 @@ class OuterAlgorithm(abc.ABC):
     def __post_init__(self) -> None:
         check_participation_and_batch(self.participation, self.batch_size)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``step`` a subclass defines checks the state's ``x`` against the context's
+        problem first (:func:`~testbed._estimators.validation.check_point`)."""
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("step")
+        if method is not None and not getattr(method, "_validated", False) \
+                and not getattr(method, "__isabstractmethod__", False):
+            cls.step = _validated_step(method)  # type: ignore[method-assign]
+
     @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
         """Initial state; it must have an attribute ``x`` (the outer iterate)."""
@@ -95,6 +106,20 @@ class OuterAlgorithm(abc.ABC):
         if problem.kind not in self.supports:
             raise ValueError(f"{type(self).__name__} does not support {problem.kind} problems "
                              f"(supports: {sorted(self.supports)})")
+
+
+def _validated_step(method: Any) -> Any:
+    @functools.wraps(method)
+    def step(self: OuterAlgorithm, ctx: FederatedContext, state: Any) -> Any:
+        if not hasattr(state, "x"):
+            raise InputError(f"{type(self).__name__}.step: the state must have an outer "
+                             f"iterate x (from {type(self).__name__}.init); got a "
+                             f"{type(state).__name__}")
+        check_point(ctx.problem, state.x, f"{type(self).__name__} state.x")
+        return method(self, ctx, state)
+
+    step._validated = True  # type: ignore[attr-defined]
+    return step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,16 +143,22 @@ def run_algorithm(
     """Run ``iterations`` outer iterations in one federated context; record each one.
 
     The record of iteration 0 is the initial state (no cost yet).
+
+    Raises:
+        DivergenceError: "diverged at step k" when the iterate becomes non-finite or grows past
+            :data:`~testbed._estimators.validation.GROWTH_FACTOR` times its start.
     """
     check_positive_int(iterations, "iterations")
     algorithm.check_problem(problem)
     ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
     state = algorithm.init(problem) if state is None else state
     records = [IterationRecord(0, state.x, state, ctx.calls())]
+    x0_norm = float(state.x.norm()) if isinstance(state.x, torch.Tensor) else 0.0
     if callback:
         callback(records[0])
     for k in range(1, iterations + 1):
         state = algorithm.step(ctx, state)
+        check_iterate(state.x, x0_norm, k, type(algorithm).__name__)
         records.append(IterationRecord(k, state.x, state, ctx.calls()))
         if callback:
             callback(records[-1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -22,6 +23,11 @@ import torch
 
 from problems import Problem
 from testbed._calls import Calls
+from testbed._estimators.validation import (
+    check_estimate,
+    check_point,
+    check_stable_steps,
+)
 
 
 class InnerState(NamedTuple):
@@ -52,6 +58,15 @@ class Estimator(abc.ABC):
 
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``estimate`` a subclass defines checks its ``x`` and its result (one place:
+        :mod:`testbed._estimators.validation`), so no estimator copies the checks."""
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("estimate")
+        if method is not None and not getattr(method, "_validated", False) \
+                and not getattr(method, "__isabstractmethod__", False):
+            cls.estimate = _validated_estimate(method)  # type: ignore[method-assign]
+
     @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
         """Initial state for ``problem``."""
@@ -69,3 +84,17 @@ class Estimator(abc.ABC):
                 f"{type(self).__name__} does not support {problem.kind} problems "
                 f"(supports: {sorted(self.supports)})"
             )
+
+
+def _validated_estimate(method: Any) -> Any:
+    @functools.wraps(method)
+    def estimate(self: Estimator, problem: Problem, x: torch.Tensor, state: Any,
+                 rng: np.random.Generator) -> Estimate:
+        check_point(problem, x)
+        check_stable_steps(self, problem)
+        out = method(self, problem, x, state, rng)
+        check_estimate(problem, out.value, type(self).__name__)
+        return out
+
+    estimate._validated = True  # type: ignore[attr-defined]
+    return estimate

@@ -14,6 +14,11 @@ import torch
 
 from problems import Batch, Problem
 from testbed._estimators.global_oracles import GlobalOracles
+from testbed._estimators.validation import (
+    GROWTH_FACTOR,
+    DivergenceError,
+    InputError,
+)
 
 
 def default_step_size(problem: Problem, what: str) -> float:
@@ -29,12 +34,17 @@ def default_step_size(problem: Problem, what: str) -> float:
 
 def check_positive_int(value: int, name: str, minimum: int = 0) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
 def check_step(value: float | None, name: str) -> None:
-    if value is not None and not (value > 0.0 and value < float("inf")):
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{name} must be a positive finite number, got {value!r} "
+                         f"(a {type(value).__name__})")
+    if not (value > 0.0 and value < float("inf")):
+        raise InputError(f"{name} must be a positive finite number, got {value!r}")
 
 
 @dataclasses.dataclass
@@ -143,7 +153,19 @@ class Neumann(LinearSolver):
         for _ in range(self.terms - 1):
             power = power - lam * hvp(power)
             total = total + power
+        check_contracting(power, rhs, "Neumann")
         return lam * total
+
+
+def check_contracting(power: torch.Tensor, rhs: torch.Tensor, what: str) -> None:
+    """``(I - lambda H)^j r`` must not grow: with ``0 < lambda < 2/L`` and ``H >= 0`` its norm
+    is at most ``||r||``; past ``GROWTH_FACTOR ||r||`` the series diverges (a step too large
+    for a problem whose constants are unknown, e.g. a workload)."""
+    grown, start = float(power.norm()), float(rhs.norm())
+    if not grown <= GROWTH_FACTOR * max(start, 1e-300):
+        raise DivergenceError(f"{what}: the series diverged: ||(I - lambda H)^N r|| = "
+                              f"{grown:.3g} against ||r|| = {start:.3g}; use a smaller step "
+                              "(below 2/L)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,11 +41,13 @@ MetricRow = dict[str, float]
 #:
 #:   {"experiment": str, "paper": "FedNest" | "AggITD" | "FedMSA" | "HGP",
 #:    "table": str,                          # e.g. "AggITD Table 2"
-#:    "metadata": {...},                     # dataset, device, commit, config path
+#:    "metadata": {...},                     # dataset, device, commit, config path, status
+#:                                           # ("completed", "partial: ...", "diverged ...")
 #:    "rows": [{"setting": str,             # e.g. "non-iid, tau = 5"
 #:              "metric": str,              # e.g. "rounds to 90% test accuracy"
 #:              "paper_value": float | str | None,
-#:              "testbed_value": float | None,   # None when the target was not reached
+#:              "testbed_value": float | str | None,   # None: target not reached;
+#:                                          # "diverged at step k": the run diverged
 #:              "unit": str,
 #:              "differences": str}]}       # setting differences, stated honestly
 REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
@@ -96,6 +98,9 @@ class ExperimentConfig:
     run: dict[str, Any]
     replication: dict[str, Any] | None = None
     path: Path | None = None
+    #: ``[run] rounds`` as the file gives it, before a ``--rounds`` override: a run that stops
+    #: short of it is partial (its replication record says so). ``None``: same as ``rounds``.
+    horizon: int | None = dataclasses.field(default=None, compare=False)
 
 
 @runtime_checkable

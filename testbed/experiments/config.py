@@ -47,6 +47,19 @@ REPLICATION_METRICS: tuple[str, ...] = (
 
 _REQUIRED = object()  # marks a key without a default
 
+#: Limits that catch absurd values before a run starts. Why these numbers:
+#: - MAX_ROUNDS: the papers run at most a few thousand outer iterations; one iteration of the
+#:   smallest workload takes ~0.1 s on 2 cores, so 1e6 is already more than a day and 1e13
+#:   (accepted before, "ETA 5e9 hours") is a typo.
+#: - MAX_STEP_SIZE: the configs use steps of 0.003-0.05 on losses that are means over samples;
+#:   a step above 1e4 overflows float32 iterates within a few steps (no paper uses one above 1).
+#: - MAX_ITERATIONS: inner steps, Neumann terms and gossip steps per outer iteration; the
+#:   papers use at most a few hundred, 1e5 would take hours per outer iteration.
+MAX_ROUNDS = 1_000_000
+MAX_STEP_SIZE = 1e4
+MAX_ITERATIONS = 100_000
+MAX_BATCH_SIZE = 1_000_000
+
 
 class ConfigError(ValueError):
     """A config that cannot be run; the message names the file, the section and the key."""
@@ -110,9 +123,12 @@ _WORKLOAD = {
 }
 
 _RUN = {
-    "rounds": _Key(_REQUIRED, _positive_int, "a positive integer (outer iterations)"),
-    "eval_every": _Key(1, _positive_int, "a positive integer"),
-    "checkpoint_every": _Key(10, _positive_int, "a positive integer"),
+    "rounds": _Key(_REQUIRED, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
+                   f"a positive integer <= {MAX_ROUNDS:,} (outer iterations)"),
+    "eval_every": _Key(1, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
+                       f"a positive integer <= {MAX_ROUNDS:,}"),
+    "checkpoint_every": _Key(10, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
+                             f"a positive integer <= {MAX_ROUNDS:,}"),
     "seed": _Key(0, _nonnegative_int, "an integer >= 0"),
     "device": _Key("cpu", lambda v: v in DEVICES, f"one of {list(DEVICES)}"),
     "dtype": _Key("float32", lambda v: v in DTYPES, f"one of {list(DTYPES)}"),
@@ -142,6 +158,62 @@ _REPLICATION = {
 }
 
 SECTIONS: tuple[str, ...] = ("data", "split", "workload", "algorithm", "run", "replication")
+
+
+def _step_size(v: Any) -> bool:
+    return _is_number(v) and 0.0 < v <= MAX_STEP_SIZE
+
+
+def _iterations(v: Any) -> bool:
+    return _nonnegative_int(v) and v <= MAX_ITERATIONS
+
+
+def _local_steps(v: Any) -> bool:
+    if isinstance(v, list):
+        return bool(v) and all(_positive_int(t) and t <= MAX_ITERATIONS for t in v)
+    return _positive_int(v) and v <= MAX_ITERATIONS
+
+
+def _participation(v: Any) -> bool:
+    return (_is_number(v) and 0.0 < v <= 1.0) or (_positive_int(v))
+
+
+#: The declared type of every ``[algorithm]`` parameter name the registry uses (which of them
+#: an algorithm takes is its registry entry's ``defaults``). A name missing here is checked
+#: against the type of its default.
+ALGORITHM_PARAMETERS: dict[str, _Key] = {
+    **{name: _Key(None, _step_size, f"a positive number <= {MAX_STEP_SIZE:g}")
+       for name in ("inner_step_size", "outer_step_size", "neumann_step_size")},
+    **{name: _Key(None, _iterations, f"an integer in [0, {MAX_ITERATIONS:,}]")
+       for name in ("inner_steps", "neumann_terms", "cg_iterations", "pushsum_steps")},
+    "local_steps": _Key(None, _local_steps, f"an integer in [1, {MAX_ITERATIONS:,}] or an "
+                        "array of them (one per client)"),
+    "batch_size": _Key(None, lambda v: _positive_int(v) and v <= MAX_BATCH_SIZE,
+                       f"a positive integer <= {MAX_BATCH_SIZE:,}"),
+    "participation": _Key(None, _participation,
+                          "a fraction in (0, 1] or a positive integer count of clients"),
+    "momentum": _Key(None, lambda v: _is_number(v) and 0.0 < v <= 1.0, "a number in (0, 1]"),
+    "graph_seed": _Key(None, _nonnegative_int, "an integer >= 0"),
+    "index": _Key(None, _nonnegative_int, "an integer >= 0"),
+    **{name: _Key(None, lambda v: isinstance(v, bool), "true or false")
+       for name in ("expectation", "keep_weights", "shared_sample", "scale_by_steps")},
+    **{name: _Key(None, _text, "a string")
+       for name in ("averaging", "graph_family", "lower_solver", "semantics", "sgp_variant",
+                    "truncation")},
+}
+
+
+def _by_default(default: Any) -> _Key | None:
+    """The check a parameter gets from the type of its registry default (None: any)."""
+    if isinstance(default, bool):
+        return _Key(None, lambda v: isinstance(v, bool), "true or false")
+    if isinstance(default, int):
+        return _Key(None, _is_int, "an integer")
+    if isinstance(default, float):
+        return _Key(None, _is_number, "a finite number")
+    if isinstance(default, str):
+        return _Key(None, _text, "a string")
+    return None
 
 
 # --------------------------------------------------------------------------------- errors
@@ -239,7 +311,11 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
         ConfigError: the first problem found, naming the file, the section and the key.
     """
     path = Path(path)
-    return validate(apply_overrides(read_toml(path), overrides), source=str(path), path=path)
+    raw = read_toml(path)
+    config = validate(apply_overrides(raw, overrides), source=str(path), path=path)
+    file_rounds = raw.get("run", {}).get("rounds") if isinstance(raw.get("run"), dict) else None
+    horizon = file_rounds if _positive_int(file_rounds) else None
+    return dataclasses.replace(config, horizon=horizon)
 
 
 def validate(raw: Mapping[str, Any], source: str = "<config>",
@@ -315,7 +391,25 @@ def _check_workload(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
         options = workload_options(kind)
     else:
         options = frozenset()
-    return _fill(source, "workload", given, _WORKLOAD, options)
+    workload = _fill(source, "workload", given, _WORKLOAD, options)
+    defaults = _workload_defaults(str(kind))
+    for key in options & set(given):
+        spec = _by_default(defaults.get(key))
+        if spec is not None and not spec.check(given[key]):
+            raise ConfigError(f"{_where(source, 'workload', key)}: expected {spec.expect}, "
+                              f"got {given[key]!r}")
+    return workload
+
+
+def _workload_defaults(kind: str) -> dict[str, Any]:
+    """The server workloads' option defaults (their types are the options' declared types)."""
+    from testbed.experiments.registry import SERVER_KINDS
+
+    if kind not in SERVER_KINDS:
+        return {}
+    from problems.workloads import registry
+
+    return dict(registry.workload_options(kind))
 
 
 def _check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -329,11 +423,22 @@ def _check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[s
     _choice(source, "algorithm", "name", name, known)
     params = {key: value for key, value in given.items() if key != "name"}
     defaults = known[name].defaults
-    for key in params:
+    for key, value in params.items():
         if key not in defaults:
             raise ConfigError(f"{_where(source, 'algorithm', key)}: {name!r} has no parameter "
                               f"{key!r}{_suggest(key, defaults)}; its parameters: "
                               f"{sorted(defaults)}")
+        spec = ALGORITHM_PARAMETERS.get(key) or _by_default(defaults[key])
+        if spec is not None and not spec.check(value):
+            raise ConfigError(f"{_where(source, 'algorithm', key)}: expected {spec.expect}, "
+                              f"got {value!r}")
+    # the constructor's own checks (ranges that depend on other parameters, choices)
+    built = {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+    try:
+        known[name].build(**built)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{_where(source, 'algorithm')}: {name!r} rejects these parameters: "
+                          f"{error}") from None
     return {"name": name, **params}
 
 

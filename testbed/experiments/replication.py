@@ -9,8 +9,15 @@ each becomes one row of ``<results>/replication/<experiment>.json``
   Fig. 4); ``None`` when the run never reaches ``a``. Rows where the accuracy was not evaluated
   (NaN) are skipped, so the answer is exact only with ``eval_every = 1``.
 - ``final_test_accuracy``: the last evaluated test accuracy, in percent (the papers' unit).
-- ``final_metric`` (``column``): the last non-NaN value of that metrics column (e.g. HGP's
-  influence ``r2``).
+- ``final_metric`` (``column``): the value of that metrics column (e.g. HGP's influence
+  ``r2``) at the last evaluated row.
+
+"Evaluated" means the row's test accuracy is not NaN (the runner evaluates every
+``eval_every`` steps and always at the last one). A NaN at the last evaluated row is not
+skipped over to an earlier number: the value is ``None``. A diverged run (``status`` "diverged
+at step k") gives no number at all: each row's ``testbed_value`` is that status, and a partial
+run (``--rounds`` below the config's own horizon) says so in the metadata and in each row's
+``differences``.
 """
 
 from __future__ import annotations
@@ -34,14 +41,18 @@ def rounds_to_accuracy(rows: Sequence[MetricRow], threshold: float) -> float | N
     return None
 
 
+def _evaluated(row: MetricRow) -> bool:
+    return not math.isnan(row.get("test_accuracy", 0.0))
+
+
 def final_value(rows: Sequence[MetricRow], column: str) -> float | None:
-    """The last non-NaN value of ``column`` (None when it was never measured)."""
+    """``column`` at the last evaluated row (None when never evaluated, or NaN there)."""
     if rows and column not in rows[0]:
         raise KeyError(f"metrics have no column {column!r}; columns: {sorted(rows[0])}")
     for row in reversed(rows):
-        value = row[column]
-        if not math.isnan(value):
-            return float(value)
+        if _evaluated(row):
+            value = row[column]
+            return None if math.isnan(value) else float(value)
     return None
 
 
@@ -87,10 +98,24 @@ def replication_rows(table: Mapping[str, Any], rows: Sequence[MetricRow]) -> lis
 
 
 def replication_record(config: ExperimentConfig, rows: Sequence[MetricRow],
-                       metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``replication/<experiment>.json`` content of a finished (or partial) run."""
+                       metadata: Mapping[str, Any], status: str = "completed") -> dict[str, Any]:
+    """The ``replication/<experiment>.json`` content of a finished (or partial) run.
+
+    ``status`` (the runner's): ``"completed"``; ``"partial: ..."`` (stated in the metadata and
+    in front of each row's differences); ``"diverged at step k: ..."`` (each row's
+    ``testbed_value`` is ``"diverged at step k"``, never a number).
+    """
     if config.replication is None:
         raise ValueError(f"{config.name}: the config has no [replication] table")
+    out_rows = replication_rows(config.replication, rows)
+    if status.startswith("diverged"):
+        short = status.split(":")[0]
+        for row in out_rows:
+            row["testbed_value"] = short
+            row["differences"] = f"{status.upper()[:1]}{status[1:]}. {row['differences']}"
+    elif status.startswith("partial"):
+        for row in out_rows:
+            row["differences"] = f"PARTIAL RUN ({status}). {row['differences']}"
     return {"experiment": config.name, "paper": config.paper,
-            "table": config.replication["table"], "metadata": dict(metadata),
-            "rows": replication_rows(config.replication, rows)}
+            "table": config.replication["table"], "metadata": {**metadata, "status": status},
+            "rows": out_rows}

@@ -83,6 +83,8 @@ class ServerExperiment:
                                     self.algorithm.batch_size)
         self.algorithm.check_problem(self.problem)
         self.state = self.algorithm.init(self.problem)
+        x0, y0 = model_point(self.state, self.problem.dim_y)
+        self._start_norms = (float(x0.norm()), float(y0.norm()))
         self.step_count = 0
         # the evaluation's keys, so that every row has the same columns
         self.eval_keys = tuple(self._evaluate())
@@ -123,6 +125,23 @@ class ServerExperiment:
         scores = self._evaluate() if evaluate else {}
         row.update({key: scores.get(key, math.nan) for key in self.eval_keys})
         return row
+
+    def divergence(self) -> str | None:
+        """Why the current iterate counts as diverged (the runner stops there), or None:
+        a non-finite ``x`` or ``y``, or one grown past ``GROWTH_FACTOR`` times its starting
+        norm (see :data:`testbed._estimators.validation.GROWTH_FACTOR`)."""
+        from testbed._estimators.validation import GROWTH_FACTOR
+
+        x, y = model_point(self.state, self.problem.dim_y)
+        for name, value, start in (("x", x, self._start_norms[0]),
+                                   ("y", y, self._start_norms[1])):
+            if not bool(torch.isfinite(value).all()):
+                return f"the iterate {name} is not finite"
+            norm, limit = float(value.norm()), GROWTH_FACTOR * max(1.0, start)
+            if not norm <= limit:
+                return (f"||{name}|| = {norm:.3g} grew past {GROWTH_FACTOR:.0e} x max(1, "
+                        f"||{name}_0||) = {limit:.3g}")
+        return None
 
     # ------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,189 @@
+"""Bad inputs to the Python API: each gets a clear error (or a correct result), never a raw
+traceback from deep inside torch, a wrong-shaped "hypergradient" or a silently divergent one.
+
+Cases: outer points x of the wrong shape, dtype, type or with NaN (every registered estimator),
+step sizes outside the stability region (Neumann, GD, ITD, AID-FP, FedIHGP), runs whose
+iterates diverge, and bad problem and split constructor arguments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from problems import ProblemError, QuadraticBilevel, QuadraticMinimax
+from problems.workloads.splits import SplitError, split_clients
+from testbed import (
+    DivergenceError,
+    GradientDescent,
+    ImplicitDifferentiation,
+    InputError,
+    IterativeDifferentiation,
+    Neumann,
+    run_algorithm,
+)
+from testbed._estimators.fixed_point import FixedPoint
+from testbed._federation.context import FederatedContext
+from testbed.registry import get_estimator
+
+# One small problem with dim_x = 2 (float64, CPU), and one with dim_x = 1.
+P2 = QuadraticBilevel.random(3, 2, 3, condition_number=5.0, seed=0)
+P1 = QuadraticBilevel.random(2, 1, 2, condition_number=4.0, seed=1)
+L2 = P2.constants().L
+
+# ------------------------------------------------------------------------------ x checks
+
+BAD_X = {
+    "shape (1,) on dim_x=2": (P2, torch.zeros(1, dtype=torch.float64), "got shape \\(1,\\)"),
+    "shape (3,) on dim_x=1": (P1, torch.zeros(3, dtype=torch.float64), "got shape \\(3,\\)"),
+    "shape (2, 2) (stacked rows)": (P2, torch.zeros(2, 2, dtype=torch.float64), "got shape"),
+    "scalar tensor": (P2, torch.tensor(0.0, dtype=torch.float64), "got shape \\(\\)"),
+    "float32 on a float64 problem": (P2, torch.zeros(2, dtype=torch.float32),
+                                     "got dtype torch.float32"),
+    "int64 tensor": (P2, torch.zeros(2, dtype=torch.int64), "got dtype torch.int64"),
+    "numpy array": (P2, np.zeros(2), "got a numpy.ndarray; convert it"),
+    "python list": (P2, [0.0, 0.0], "got a builtins.list; convert it"),
+    "None": (P2, None, "got a builtins.NoneType"),
+    "NaN entry": (P2, torch.tensor([float("nan"), 0.0], dtype=torch.float64),
+                  "1 NaN or infinite entry"),
+    "inf entries": (P2, torch.full((2,), float("inf"), dtype=torch.float64),
+                    "2 NaN or infinite entries"),
+}
+
+# every kind of estimator entry point: classical, federated (FedIHGP, AggITD), decentralized
+ESTIMATORS = ("aid-neumann", "aid-cg", "itd", "exact", "fedihgp", "aggitd", "hgp")
+
+
+@pytest.mark.parametrize("case", BAD_X, ids=list(BAD_X))
+def test_estimators_refuse_a_bad_x_with_what_they_expected(case):
+    problem, x, message = BAD_X[case]
+    for name in ESTIMATORS:
+        est = get_estimator(name).build()
+        with pytest.raises(InputError, match=message) as info:
+            est.estimate(problem, x, est.init(problem), np.random.default_rng(0))
+        text = str(info.value)
+        assert text.count("\n") == 0, text
+        if "NaN" not in message:
+            assert f"shape ({problem.dim_x},), dtype torch.float64" in text, (name, text)
+
+
+def test_a_valid_x_still_gives_the_exact_numbers():
+    """The checks only read: a valid x gives the hypergradient as before (to the bit, by
+    comparing with the same computation without the wrapper)."""
+    x = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    est = ImplicitDifferentiation(GradientDescent(30), Neumann(20))
+    out = est.estimate(P2, x, est.init(P2), np.random.default_rng(0))
+    raw = type(est).estimate.__wrapped__(est, P2, x, est.init(P2), np.random.default_rng(0))
+    assert torch.equal(out.value, raw.value) and out.value.shape == (2,)
+
+
+def test_outer_algorithm_step_refuses_a_bad_state_x():
+    alg = get_estimator("fednest").build()
+    ctx = FederatedContext(P2, np.random.default_rng(0))
+    state = alg.init(P2)
+    with pytest.raises(InputError, match="FedNest state.x must be a torch.Tensor of shape"):
+        alg.step(ctx, state._replace(x=torch.zeros(5, dtype=torch.float64)))
+    with pytest.raises(InputError, match="the state must have an outer iterate x"):
+        alg.step(ctx, {"x": 1})
+
+
+# ------------------------------------------------------------------------------ divergence
+
+
+@pytest.mark.parametrize(("label", "make", "factor"), [
+    ("Neumann 2.5/L", lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
+     2.5),
+    ("Neumann 10/L", lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
+     10.0),
+    ("Neumann exactly 2/L", lambda s: ImplicitDifferentiation(GradientDescent(20),
+                                                              Neumann(20, s)), 2.0),
+    ("GD 3/L (AID)", lambda s: ImplicitDifferentiation(GradientDescent(20, s), Neumann(20)),
+     3.0),
+    ("ITD 5/L", lambda s: IterativeDifferentiation(GradientDescent(20, s)), 5.0),
+    ("fixed point 4/L", lambda s: ImplicitDifferentiation(GradientDescent(20),
+                                                          FixedPoint(20, s)), 4.0),
+    ("FedIHGP neumann 3/L", lambda s: get_estimator("fedihgp").build(neumann_step_size=s), 3.0),
+])
+def test_steps_outside_the_stability_region_are_refused_with_the_bound(label, make, factor):
+    est = make(factor / L2)
+    x = torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(DivergenceError, match=r"outside the stability region \(0, 2/L\) = "
+                                              rf"\(0, {2 / L2:.6g}\)"):
+        est.estimate(P2, x, est.init(P2), np.random.default_rng(0))
+
+
+def test_a_step_just_inside_the_region_is_accepted():
+    est = ImplicitDifferentiation(GradientDescent(200, 1.9 / L2), Neumann(200, 1.9 / L2))
+    x = torch.zeros(2, dtype=torch.float64)
+    out = est.estimate(P2, x, est.init(P2), np.random.default_rng(0))
+    # why 1e-6: 200 steps at rate |1 - 1.9 mu/L| with kappa = 5 leave ~1e-9 of the start
+    assert torch.allclose(out.value, P2.exact_hypergradient(x), atol=1e-6)
+
+
+def test_a_diverging_series_without_known_constants_is_refused():
+    """A problem without constants(): the Neumann series itself reports the growth."""
+
+    class NoConstants:
+        def __init__(self, inner):
+            self._p = inner
+
+        def __getattr__(self, name):
+            if name in ("constants", "exact_hypergradient"):
+                raise AttributeError(name)
+            return getattr(self._p, name)
+
+    problem = NoConstants(P2)
+    est = ImplicitDifferentiation(GradientDescent(0, 0.1), Neumann(200, 10.0 / L2))
+    x = torch.zeros(2, dtype=torch.float64)
+    with pytest.raises(DivergenceError, match="Neumann: the series diverged"):
+        est.estimate(problem, x, est.init(problem), np.random.default_rng(0))
+
+
+def test_run_algorithm_stops_with_diverged_at_step_k():
+    problem = QuadraticMinimax.random(2, 2, 2, 4.0, seed=0)
+    alg = get_estimator("fednest-minimax").build(outer_step_size=1e6)
+    with pytest.raises(DivergenceError, match=r"diverged at step \d+"):
+        run_algorithm(alg, problem, 200, np.random.default_rng(0))
+
+
+# ------------------------------------------------------------------------------ problems
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"n_clients": 2.5}, "n_clients must be an integer >= 1, got 2.5"),
+    ({"n_clients": "3"}, "n_clients must be an integer >= 1, got '3'"),
+    ({"n_clients": True}, "n_clients must be an integer"),
+    ({"seed": -1}, "seed must be an integer >= 0"),
+    ({"seed": 1.5}, "seed must be an integer >= 0"),
+    ({"condition_number": 1e300}, "condition number 1e\\+300 is above 1e\\+12"),
+    ({"condition_number": "10"}, "condition number must be a number >= 1, got '10'"),
+    ({"condition_number": 0.5}, "condition number must be a finite number >= 1"),
+    ({"dim_x": 2.0}, "dim_x must be an integer, got 2.0"),
+    ({"heterogeneity": "high"}, "must be a number >= 0, got 'high'"),
+])
+def test_problem_constructors_name_the_bad_argument(kwargs, message):
+    args = {"n_clients": 3, "dim_x": 2, "dim_y": 3, "condition_number": 5.0, "seed": 0,
+            **kwargs}
+    with pytest.raises(ProblemError, match=message):
+        QuadraticBilevel.random(**args)
+
+
+LABELS = np.arange(200) % 10
+
+
+@pytest.mark.parametrize(("scheme", "kwargs", "message"), [
+    ("dirichlet", {"alpha": "0.5"}, "alpha must be a number, got '0.5'"),
+    ("shards", {"shards_per_client": 2.5}, "shards_per_client must be an integer >= 1"),
+    ("iid", {"seed": -1}, "seed must be an integer >= 0"),
+    ("dominant", {"dominant_fraction": "most"}, "dominant_fraction must be a number"),
+    ("long_tail", {"imbalance_ratio": float("nan")}, "imbalance_ratio must lie in"),
+])
+def test_split_parameters_of_the_wrong_type_are_named(scheme, kwargs, message):
+    with pytest.raises(SplitError, match=message):
+        split_clients(LABELS, 4, scheme, **{"seed": 0, **kwargs})
+
+
+def test_split_with_two_and_a_half_clients_is_an_error():
+    with pytest.raises(SplitError, match="n_clients must be a positive integer, got 2.5"):
+        split_clients(LABELS, 2.5, "iid", seed=0)

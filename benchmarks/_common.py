@@ -85,6 +85,38 @@ def time_call(
     return Timing(statistics.median(samples), min(samples), repeats, result)
 
 
+def interleaved(
+    sides: dict[str, Callable[[], object]], *, quick: bool = False, device: str = "cpu",
+    budget_s: float = 20.0,
+) -> dict[str, Timing]:
+    """Time several sides of a comparison in the same run, interleaved.
+
+    One warm-up call of every side (also a first estimate of its time), then ``repeats`` rounds
+    in which every side runs once, in the same order: load that drifts during the measurement
+    hits all sides alike, so their ratios are the figures to quote. ``repeats`` is 7 when the
+    slowest side takes under 0.2 s, 3 under ``budget_s / 3`` and 1 beyond (a single call of a
+    minute-long side is a measurement; its one-off costs are negligible); 1 in ``quick`` mode.
+    """
+    first = {}
+    for name, fn in sides.items():
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        first[name] = time.perf_counter() - start
+    slowest = max(first.values())
+    repeats = 1 if quick else 7 if slowest < 0.2 else 3 if slowest < budget_s / 3 else 1
+    samples: dict[str, list[float]] = {name: [] for name in sides}
+    results: dict[str, object] = {}
+    for _ in range(repeats):
+        for name, fn in sides.items():
+            start = time.perf_counter()
+            results[name] = fn()
+            synchronize(device)
+            samples[name].append(time.perf_counter() - start)
+    return {name: Timing(statistics.median(values), min(values), repeats, results[name])
+            for name, values in samples.items()}
+
+
 def speedup(slow: Timing, fast: Timing) -> float:
     """``slow / fast`` of the medians: how many times faster the fast side is."""
     return slow.median / fast.median

@@ -136,13 +136,51 @@ class ClosedFormProblem(Problem, Protocol):
     def spec(self) -> dict[str, object]: ...
 
 
+@runtime_checkable
+class ClosedFormOracles(Protocol):
+    """A problem that knows its derivatives: batched closed-form oracles.
+
+    :class:`testbed.Oracles` calls these instead of differentiating the losses when a problem has
+    them (the estimators are unchanged). Each takes ``x (C, dx)`` / ``y (C, dy)`` / ``v (C, dy)``
+    rows or one ``(d,)`` vector shared by every evaluated client, the ``(C,)`` client indices and
+    the minibatch, and returns one row per evaluated client: exactly the derivatives of
+    :meth:`Problem.outer_loss` / :meth:`Problem.inner_loss` (a test cross-checks them against
+    autodiff of the losses to 1e-12 relative).
+    """
+
+    def oracle_grad_inner(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor: ...
+
+    def oracle_grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str = "xy",
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]: ...
+
+    def oracle_hvp_inner(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor: ...
+
+    def oracle_jvp_inner_xy(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor: ...
+
+
 # ---------------------------------------------------------------------------------------------
 # Validation helpers shared by the families. Every error names the problem it comes from.
 # ---------------------------------------------------------------------------------------------
 
 
 def check_finite(name: str, problem: str, array: torch.Tensor) -> None:
-    if not bool(torch.isfinite(array).all()):
+    if array.ndim == 0 or array.numel() == 0:
+        finite = bool(torch.isfinite(array).all())
+    else:
+        step = chunk_size(array)
+        finite = all(bool(torch.isfinite(array[s:s + step]).all())
+                     for s in range(0, int(array.shape[0]), step))
+    if not finite:
         raise ProblemError(f"{problem}: array {name!r} has NaN or inf entries")
 
 
@@ -153,18 +191,94 @@ def check_shape(name: str, problem: str, array: torch.Tensor, shape: tuple[int, 
         )
 
 
-def check_symmetric(name: str, problem: str, array: torch.Tensor) -> None:
-    scale = max(1.0, float(array.abs().max()))
+#: Matrices per chunk in the validation and construction passes over a stack ``(M, d, d)``: a
+#: pass never holds more than this many matrices' worth of temporaries. Why 2**25 bytes: 32 MiB is
+#: large enough that the per-chunk overhead is nothing (a few hundred chunks at M = 10,000,
+#: d = 200) and small enough that temporaries stay far below the arrays themselves.
+CHUNK_BYTES = 1 << 25
+
+
+def chunk_size(array: torch.Tensor) -> int:
+    """Leading-axis entries of ``array`` per chunk (see :data:`CHUNK_BYTES`)."""
+    return max(1, CHUNK_BYTES // max(1, array[:1].numel() * array.element_size()))
+
+
+def asymmetry(array: torch.Tensor) -> float:
+    """``max |a - a^T|`` over a stack of square matrices, one chunk at a time (no full-size
+    temporary)."""
+    step = chunk_size(array)
+    worst = 0.0
+    for start in range(0, int(array.shape[0]), step):
+        part = array[start:start + step]
+        worst = max(worst, float((part - part.transpose(-1, -2)).abs().max()))
+    return worst
+
+
+def abs_max(array: torch.Tensor) -> float:
+    """``max |a|``, one chunk at a time."""
+    if array.numel() == 0:
+        return 0.0
+    if array.ndim == 0:
+        return float(array.abs())
+    step = chunk_size(array)
+    return max(float(array[s:s + step].abs().max()) for s in range(0, int(array.shape[0]), step))
+
+
+def spectral_norms(array: torch.Tensor) -> torch.Tensor:
+    """``||a_i||_2`` of every matrix in a stack ``(M, m, n)``, one chunk at a time (the batched
+    SVD copies its input)."""
+    step = chunk_size(array)
+    return torch.cat([torch.linalg.matrix_norm(array[s:s + step], ord=2)
+                      for s in range(0, int(array.shape[0]), step)])
+
+
+def check_symmetric(name: str, problem: str, array: torch.Tensor) -> float:
+    """Raise unless every matrix is symmetric up to round-off; return ``max |a - a^T|``."""
+    scale = max(1.0, abs_max(array))
+    gap = asymmetry(array)
     # Why 1e-10: the arrays are float64 and built symmetric; an asymmetry above this is input
     # error, not round-off.
-    if float((array - array.transpose(-1, -2)).abs().max()) > 1e-10 * scale:
+    if gap > 1e-10 * scale:
         raise ProblemError(f"{problem}: array {name!r} must be symmetric")
+    return gap
+
+
+#: Relative asymmetry up to which a symmetric operator is applied as stored. Why 1e-14: built
+#: problems are symmetric to a few ulps (``root (I + S) root`` leaves ~6e-16 at d = 200), where
+#: ``a^T v`` and the loss's ``sym(a) v`` differ by round-off; input that is symmetric only to the
+#: 1e-10 that :func:`check_symmetric` accepts would move the closed-form oracles by up to that
+#: much, so it is applied through a symmetrised copy instead.
+SYMMETRIC_RTOL = 1e-14
+
+
+def symmetric_operator(array: torch.Tensor, gap: float | None = None) -> torch.Tensor:
+    """``array`` itself when it is symmetric to round-off, else ``(a + a^T) / 2`` (a copy).
+
+    The closed-form oracles apply a symmetric matrix ``a`` as ``v^T a`` (rows of ``a`` streamed
+    in order, the fast batched product on the CPU); the loss ``1/2 y^T a y`` has Hessian
+    ``sym(a)``, so this keeps the two equal to round-off.
+    """
+    gap = asymmetry(array) if gap is None else gap
+    if gap <= SYMMETRIC_RTOL * max(1.0, abs_max(array)):
+        return array
+    return 0.5 * (array + array.transpose(-1, -2))
 
 
 def check_positive_definite(name: str, problem: str, array: torch.Tensor) -> torch.Tensor:
-    """Raise unless every matrix in the stack is symmetric positive definite; return eigenvalues."""
+    """Raise unless every matrix in the stack is symmetric positive definite; return eigenvalues.
+
+    The eigenvalues are computed a chunk of matrices at a time (LAPACK overwrites a copy of its
+    input, so one batched call would need a temporary as large as the whole stack).
+    """
     check_symmetric(name, problem, array)
-    eigenvalues = torch.linalg.eigvalsh(array)
+    if array.ndim == 2:
+        eigenvalues = torch.linalg.eigvalsh(array)
+    else:
+        flat = array.reshape(-1, *array.shape[-2:])
+        step = chunk_size(flat)
+        eigenvalues = torch.cat([torch.linalg.eigvalsh(flat[s:s + step])
+                                 for s in range(0, int(flat.shape[0]), step)]
+                                ).reshape(*array.shape[:-1])
     lowest = float(eigenvalues.min())
     if lowest <= 0.0:
         raise ProblemError(
@@ -237,17 +351,128 @@ def check_nonnegative(problem: str, name: str, value: float) -> None:
         raise ProblemError(f"{problem}: {name} must be finite and >= 0, got {value}")
 
 
+class Owned:
+    """An array handed over to a problem's constructor without a defensive copy.
+
+    ``QuadraticBilevel.random`` and friends build arrays that nobody else holds; wrapping them in
+    ``Owned`` lets the constructor take them as they are (a float64 numpy array is shared with
+    torch, not copied), so a problem of 16 GB is never held twice.
+    """
+
+    __slots__ = ("array",)
+
+    def __init__(self, array: object) -> None:
+        self.array = array
+
+
 def as_tensor(array: object) -> torch.Tensor:
-    """float64 tensor copy of ``array`` (numpy array, tensor or nested list)."""
+    """float64 tensor copy of ``array`` (numpy array, tensor or nested list); an :class:`Owned`
+    float64 array is taken without a copy."""
+    if isinstance(array, Owned):
+        inner = array.array
+        if isinstance(inner, np.ndarray) and inner.dtype == np.float64:
+            return torch.from_numpy(np.ascontiguousarray(inner))
+        return torch.as_tensor(inner, dtype=torch.float64).detach()
     return torch.as_tensor(array, dtype=torch.float64).detach().clone()
+
+
+# ---------------------------------------------------------------------------------------------
+# Client rows without copies. Under full participation the evaluated clients are 0..M-1 in order,
+# so ``array[clients]`` *is* the stacked array: it is used as it is (no gather, no copy). The
+# participation sampler hands out one cached ``arange`` per (M, device) (:func:`all_clients`), so
+# the test is an identity check; any other tensor equal to ``arange(M)`` is recognised by value.
+# ---------------------------------------------------------------------------------------------
+
+_ALL_CLIENTS: dict[tuple[int, str], torch.Tensor] = {}
+_SHARED_IDS: dict[int, torch.Tensor] = {}  # id -> the shared tensor (a fast identity test)
+
+
+def all_clients(n_clients: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """The shared ``arange(n_clients)`` (int64): "every client, in order".
+
+    The same tensor object is returned on every call (unless someone modified it in place, which
+    its version counter reveals: then a fresh one replaces it), so :func:`is_all_clients` can
+    recognise full participation by identity. Treat it as read-only.
+    """
+    key = (int(n_clients), str(torch.device("cpu") if device is None else torch.device(device)))
+    cached = _ALL_CLIENTS.get(key)
+    if cached is None or cached._version != 0:
+        if cached is not None:
+            _SHARED_IDS.pop(id(cached), None)
+        cached = torch.arange(key[0], device=key[1])
+        _ALL_CLIENTS[key] = cached
+        _SHARED_IDS[id(cached)] = cached
+    return cached
+
+
+def is_all_clients(clients: torch.Tensor, n_clients: int) -> bool:
+    """``True`` when ``clients`` is ``0, 1, ..., n_clients - 1`` in order (every client once)."""
+    if _SHARED_IDS.get(id(clients)) is clients and clients._version == 0:
+        return int(clients.shape[0]) == n_clients
+    if clients.ndim != 1 or int(clients.shape[0]) != n_clients:
+        return False
+    return torch.equal(clients, all_clients(n_clients, clients.device))
 
 
 # Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
 # advanced-indexing kernel costs ~100x more (it was the bottleneck of replicated HGP runs and of
 # the batched closed-form rounds in benchmarks/closed_form_rounds.py).
 def rows(array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-    """``array[clients]`` for per-client arrays ``(M, ...)``: row c is client ``clients[c]``'s."""
+    """``array[clients]`` for per-client arrays ``(M, ...)``: row c is client ``clients[c]``'s.
+
+    Every client in order (full participation) returns ``array`` itself: no copy.
+    """
+    if is_all_clients(clients, int(array.shape[0])):
+        return array
     return array.index_select(0, clients)
+
+
+class ClientRows:
+    """Gathered client rows of a problem's arrays, kept for the client set last asked about.
+
+    Under partial participation one round evaluates the same client subset many times (an SVRG
+    anchor, ``tau`` local steps, ...). :meth:`get` gathers each array once for that subset and
+    hands out the same gathered tensor until another subset is asked for, so a round costs one
+    gather per array it reads, not one per oracle call. The key is the ``clients`` tensor object
+    itself (held, so its memory cannot be reused by another tensor) and its version counter (an
+    in-place change invalidates it); under full participation nothing is gathered or kept.
+    """
+
+    def __init__(self) -> None:
+        self._clients: torch.Tensor | None = None
+        self._version = -1
+        self._rows: dict[int, torch.Tensor] = {}
+
+    def get(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """``array[clients]``, gathered at most once per client set."""
+        if is_all_clients(clients, int(array.shape[0])):
+            return array
+        if clients is not self._clients or clients._version != self._version:
+            self._clients, self._version, self._rows = clients, clients._version, {}
+        key = id(array)
+        hit = self._rows.get(key)
+        if hit is None:
+            hit = self._rows[key] = array.index_select(0, clients)
+        return hit
+
+    def clear(self) -> None:
+        self._clients, self._version, self._rows = None, -1, {}
+
+
+def matvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """``(matrices[c] @ vectors[c])_c``: ``(C, m, n) x (C, n) -> (C, m)``; a 1-D ``(n,)`` vector
+    is shared by every row (one matrix-vector product over the stacked ``(C m, n)`` rows)."""
+    if vectors.ndim == 1:
+        return torch.matmul(matrices, vectors)
+    return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
+
+
+def rmatvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """``(matrices[c]^T @ vectors[c])_c``: ``(C, m, n) x (C, m) -> (C, n)``, without a transposed
+    copy (``vectors[c]^T matrices[c]`` as a row-vector product)."""
+    if vectors.ndim == 1:
+        return torch.matmul(vectors, matrices)
+    return torch.matmul(vectors.unsqueeze(-2), matrices).squeeze(-2)
 
 
 def gather_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> torch.Tensor:

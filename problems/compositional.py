@@ -62,6 +62,7 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
+    ClientRows,
     ProblemConstants,
     ProblemError,
     ProblemKind,
@@ -77,7 +78,10 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    matvec,
+    rmatvec,
     rows,
+    symmetric_operator,
 )
 
 
@@ -159,6 +163,8 @@ class LinearCompositional:
             )
         self._set_samples(W_samples, w_samples, t_samples)
         self._spec = spec or {"family": "LinearCompositional", "arrays": "inline"}
+        self._Q_op = symmetric_operator(self.Q)  # closed-form oracles (problems._base)
+        self._client_rows = ClientRows()
 
     def _named_arrays(self) -> dict[str, torch.Tensor]:
         out = {f"W{n}": a for n, a in enumerate(self.W)}
@@ -568,6 +574,60 @@ class LinearCompositional:
         dependence)."""
         self._require_bilevel("outer_loss")
         return self.level_map(1, y, clients, batch)
+
+    # ------------------------------------------------ closed-form oracles (N == 1)
+    # g_i = 1/2 ||y - W_i x - w_i||^2 and f_i = 1/2 y^T Q_i y - t_i^T y as batched products
+    # (problems.ClosedFormOracles): grad_y g_i = y - W_i x - w_i, grad^2_y g_i = I,
+    # grad^2_xy g_i = -W_i^T, grad_x f_i = 0, grad_y f_i = Q_i y - t_i.
+    def _map(self, clients: torch.Tensor, batch: Batch | None) -> tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+        if batch is None:
+            return (self._client_rows.get(self.W[0], clients),
+                    self._client_rows.get(self.w[0], clients))
+        return self._level_arrays(0, clients, batch)
+
+    def oracle_grad_inner(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``grad_y g_i = y - (W_i x + w_i)``: ``(C, dy)``."""
+        self._require_bilevel("inner_loss")
+        W, w = self._map(clients, batch)
+        return y - (matvec(W, x) + w)
+
+    def oracle_grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str = "xy",
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(0, Q_i y - t_i)``, the parts named in ``wrt``."""
+        self._require_bilevel("outer_loss")
+        count = int(clients.shape[0])
+        gx = gy = None
+        if "x" in wrt:
+            gx = torch.zeros(count, self.dim_x, dtype=x.dtype, device=x.device)
+        if "y" in wrt:
+            t = (self._client_rows.get(self.t, clients) if batch is None
+                 else self._level_arrays(1, clients, batch)[1])
+            gy = rmatvec(self._client_rows.get(self._Q_op, clients), y) - t
+            if gy.ndim == 1:
+                gy = gy.expand(count, -1).clone()
+        return gx, gy
+
+    def oracle_hvp_inner(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_y g_i v = v``."""
+        self._require_bilevel("inner_loss")
+        return v.expand(int(clients.shape[0]), -1).clone()
+
+    def oracle_jvp_inner_xy(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_xy g_i v = -W_i^T v``."""
+        self._require_bilevel("inner_loss")
+        W, _ = self._map(clients, batch)
+        return -rmatvec(W, v)
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int

@@ -53,6 +53,7 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
+    ClientRows,
     ProblemConstants,
     ProblemError,
     ProblemKind,
@@ -69,7 +70,10 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    matvec,
+    rmatvec,
     rows,
+    symmetric_operator,
 )
 
 _ARRAY_NAMES = ("P", "b", "A", "Lam", "e")
@@ -183,6 +187,12 @@ class QuadraticMinimax:
             self.P_samples = samples["P_samples"]
             self.b_samples, self.e_samples = samples["b_samples"], samples["e_samples"]
         self._spec = spec or {"family": "QuadraticMinimax", "arrays": "inline"}
+        # closed-form oracles: symmetric matrices applied as stored (problems._base)
+        self._P_op = symmetric_operator(self.P)
+        self._Lam_op = symmetric_operator(self.Lam)
+        self._samples_symmetric = self.P_samples is None or symmetric_operator(
+            self.P_samples) is self.P_samples
+        self._client_rows = ClientRows()
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -440,6 +450,62 @@ class QuadraticMinimax:
     ) -> torch.Tensor:
         """``g_i = -f_i`` (FedNest eq. (2)): the inner problem maximises f."""
         return -self.outer_loss(x, y, clients, batch)
+
+    # ------------------------------------------------------ closed-form oracles
+    # The losses' derivatives as batched matrix-vector products (problems.ClosedFormOracles),
+    # with g_i = -f_i:  grad_x f_i = -A_i^T y + Lam_i x + e_i,  grad_y f_i = -P_i y + b_i - A_i x,
+    # grad_y g_i = -grad_y f_i,  grad^2_y g_i = P_i,  grad^2_xy g_i = A_i^T.
+    def _take(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        return self._client_rows.get(array, clients)
+
+    def _term(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        if batch is None:
+            return self._take(getattr(self, name), clients)
+        samples = getattr(self, f"{name}_samples")
+        assert samples is not None
+        return gather_mean(samples, clients, batch)
+
+    def _curvature(self, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        if batch is None:
+            return self._take(self._P_op, clients)
+        P = self._term("P", clients, batch)
+        return P if self._samples_symmetric else 0.5 * (P + P.transpose(-1, -2))
+
+    def oracle_grad_inner(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``grad_y g_i = P_i y - b_i + A_i x``: ``(C, dy)``."""
+        return (rmatvec(self._curvature(clients, batch), y) - self._term("b", clients, batch)
+                + matvec(self._take(self.A, clients), x))
+
+    def oracle_grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str = "xy",
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(-A_i^T y + Lam_i x + e_i, -P_i y + b_i - A_i x)``, the parts named in ``wrt``."""
+        A = self._take(self.A, clients)
+        gx = gy = None
+        if "x" in wrt:
+            gx = (rmatvec(self._take(self._Lam_op, clients), x) - rmatvec(A, y)
+                  + self._term("e", clients, batch))
+        if "y" in wrt:
+            gy = (self._term("b", clients, batch) - rmatvec(self._curvature(clients, batch), y)
+                  - matvec(A, x))
+        return gx, gy
+
+    def oracle_hvp_inner(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_y g_i v = P_i v``."""
+        return rmatvec(self._curvature(clients, batch), v)
+
+    def oracle_jvp_inner_xy(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_xy g_i v = A_i^T v``."""
+        return rmatvec(self._take(self.A, clients), v)
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int

@@ -40,6 +40,8 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
+    ClientRows,
+    Owned,
     ProblemConstants,
     ProblemError,
     ProblemKind,
@@ -56,7 +58,11 @@ from problems._base import (
     check_symmetric,
     draw_indices,
     gather_mean,
+    matvec,
+    rmatvec,
     rows,
+    spectral_norms,
+    symmetric_operator,
 )
 
 _ARRAY_NAMES = ("A", "B", "b", "C", "D", "c", "E", "e")
@@ -162,6 +168,14 @@ class QuadraticBilevel:
             self.A_samples, self.b_samples = samples["A_samples"], samples["b_samples"]
             self.c_samples, self.e_samples = samples["c_samples"], samples["e_samples"]
         self._spec = spec or {"family": "QuadraticBilevel", "arrays": "inline"}
+        # the closed-form oracles apply the symmetric matrices as stored (or a symmetrised copy
+        # of input that is symmetric only to 1e-10: see problems._base.symmetric_operator)
+        self._A_op = symmetric_operator(self.A)
+        self._C_op = symmetric_operator(self.C)
+        self._E_op = symmetric_operator(self.E)
+        self._samples_symmetric = self.A_samples is None or symmetric_operator(
+            self.A_samples) is self.A_samples
+        self._client_rows = ClientRows()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -239,8 +253,9 @@ class QuadraticBilevel:
             rng, _spectra.log_spaced_spectrum(dy, mu, condition_number)
         )
         root = _spectra.symmetric_sqrt(A_bar)
+        # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
         S = _spectra.centered_symmetric_spread(rng, M, dy, hh)
-        A = root @ (np.eye(dy) + S) @ root
+        A = _spectra.sandwich(root, S.copy() if n_samples > 0 else S)
         B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
         C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
         C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
@@ -251,7 +266,7 @@ class QuadraticBilevel:
             scale = hh * max(float(np.linalg.norm(base, 2)), 1e-12)
             spread = (_spectra.centered_symmetric_spread(rng, M, base.shape[0], scale)
                       if symmetric else _spectra.centered_matrix_spread(rng, M, base.shape, scale))
-            return base[None] + spread
+            return _spectra.add_base(base, spread)
 
         B = spread_like(B_bar, symmetric=False)
         C = spread_like(C_bar, symmetric=True)
@@ -274,7 +289,8 @@ class QuadraticBilevel:
                 rng, (M, n_samples, dy), gradient_noise)
             samples["e_samples"] = e[:, None] + centered_noise(
                 rng, (M, n_samples, dx), gradient_noise)
-        return cls(A, B, b, C, D, c, E, e, name=label, spec=spec, **samples)
+        return cls(Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e, name=label,
+                   spec=spec, **{k: Owned(v) for k, v in samples.items()})
 
     # ------------------------------------------------------------------ identity
     @property
@@ -302,25 +318,20 @@ class QuadraticBilevel:
         return f"QuadraticBilevel(id={self.id!r})"
 
     # ------------------------------------------------------------------ oracle interface
-    def _client_arrays(
-        self, clients: torch.Tensor, batch: Batch | None
-    ) -> tuple[torch.Tensor, ...]:
+    def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """Client array ``name`` (``A, b, c, e``) of each evaluated client, or its minibatch
+        mean; only the array asked for is read."""
         if batch is None:
-            return tuple(rows(a, clients) for a in (self.A, self.b, self.c, self.e))
-        assert self.A_samples is not None and self.b_samples is not None
-        assert self.c_samples is not None and self.e_samples is not None
-        return (
-            gather_mean(self.A_samples, clients, batch),
-            gather_mean(self.b_samples, clients, batch),
-            gather_mean(self.c_samples, clients, batch),
-            gather_mean(self.e_samples, clients, batch),
-        )
+            return rows(getattr(self, name), clients)
+        samples = getattr(self, f"{name}_samples")
+        assert samples is not None
+        return gather_mean(samples, clients, batch)
 
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``g_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch mean)."""
-        A, b, _, _ = self._client_arrays(clients, batch)
+        A, b = self._sampled("A", clients, batch), self._sampled("b", clients, batch)
         B = rows(self.B, clients)
         quad = 0.5 * torch.einsum("ci,cij,cj->c", y, A, y)
         return quad - torch.einsum("ci,cij,cj->c", y, B, x) - (y * b).sum(-1)
@@ -329,7 +340,7 @@ class QuadraticBilevel:
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``f_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch mean)."""
-        _, _, c, e = self._client_arrays(clients, batch)
+        c, e = self._sampled("c", clients, batch), self._sampled("e", clients, batch)
         C, D, E = rows(self.C, clients), rows(self.D, clients), rows(self.E, clients)
         return (
             0.5 * torch.einsum("ci,cij,cj->c", y, C, y)
@@ -338,6 +349,65 @@ class QuadraticBilevel:
             + 0.5 * torch.einsum("ci,cij,cj->c", x, E, x)
             + (e * x).sum(-1)
         )
+
+    # ------------------------------------------------------------------ closed-form oracles
+    # The derivatives of the losses above as batched matrix-vector products (the protocol
+    # problems.ClosedFormOracles that testbed.Oracles uses instead of autodiff). Each reads only
+    # the arrays its formula has; under full participation they are the stacked arrays
+    # themselves, under partial participation rows gathered once per client set
+    # (problems._base.ClientRows). x, y, v are (C, d) rows or one (d,) vector for every client.
+    def _take(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        return self._client_rows.get(array, clients)
+
+    def _linear_term(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        if batch is None:
+            return self._take(getattr(self, name), clients)
+        return self._sampled(name, clients, batch)
+
+    def _inner_hessians(self, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """``A_i`` (or the minibatch mean of the sample Hessians) of each evaluated client."""
+        if batch is None:
+            return self._take(self._A_op, clients)
+        A = self._sampled("A", clients, batch)
+        return A if self._samples_symmetric else 0.5 * (A + A.transpose(-1, -2))
+
+    def oracle_grad_inner(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``grad_y g_i = A_i y - B_i x - b_i``: ``(C, dy)``."""
+        return (rmatvec(self._inner_hessians(clients, batch), y)
+                - matvec(self._take(self.B, clients), x)
+                - self._linear_term("b", clients, batch))
+
+    def oracle_grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str = "xy",
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(grad_x f_i, grad_y f_i) = (D_i^T y + E_i x + e_i, C_i y + D_i x + c_i)``; only the
+        parts named in ``wrt`` are computed (the other is ``None``)."""
+        D = self._take(self.D, clients)
+        gx = gy = None
+        if "x" in wrt:
+            gx = (rmatvec(D, y) + rmatvec(self._take(self._E_op, clients), x)
+                  + self._linear_term("e", clients, batch))
+        if "y" in wrt:
+            gy = (rmatvec(self._take(self._C_op, clients), y) + matvec(D, x)
+                  + self._linear_term("c", clients, batch))
+        return gx, gy
+
+    def oracle_hvp_inner(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_y g_i v = A_i v``: ``(C, dy)``."""
+        return rmatvec(self._inner_hessians(clients, batch), v)
+
+    def oracle_jvp_inner_xy(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad^2_xy g_i v = -B_i^T v``: ``(C, dx)``."""
+        return -rmatvec(self._take(self.B, clients), v)
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
@@ -446,8 +516,10 @@ class QuadraticBilevel:
     def constants(self) -> ProblemConstants:
         m = self.means
         eig = torch.linalg.eigvalsh(m["A"])
-        diff = self.A - m["A"]
-        hess_het = float(torch.linalg.matrix_norm(diff, ord=2).max())
+        # per client, a chunk at a time: A - A_bar at once would double the memory
+        step = max(1, (1 << 25) // max(1, self.A[0].numel() * 8))
+        hess_het = max(float(spectral_norms(self.A[s:s + step] - m["A"]).max())
+                       for s in range(0, self.n_clients, step))
         grad_dev = self.b - m["b"]
         grad_het = float(torch.sqrt((grad_dev**2).sum(-1).mean()))
         return ProblemConstants(

@@ -1,16 +1,29 @@
-"""Counted, client-batched first- and second-order oracles through torch autodiff.
+"""Counted, client-batched first- and second-order oracles: closed forms or torch autodiff.
 
 Every method takes stacked per-client iterates ``x (C, dx)`` and ``y (C, dy)`` (a single
 ``(d,)`` vector is broadcast to every client), a ``(C,)`` tensor of client indices and an optional
-minibatch, and returns one row per evaluated client. Derivatives come from autodiff of the
-problem's per-client losses, so the same code serves the closed-form quadratics (float64) and the
-MLP/CNN workloads: it relies only on the row-separability contract of :mod:`problems._base`.
+minibatch, and returns one row per evaluated client.
+
+Two paths compute the same numbers (to float64 round-off; ``tests/test_fast_path.py`` cross-checks
+them to 1e-12 relative on every closed-form family):
+
+- **closed form**: a problem that knows its derivatives (:class:`problems._base.ClosedFormOracles`:
+  the quadratic bilevel, minimax and compositional families) gives them as batched matrix-vector
+  products that read only the arrays each formula has, with no autodiff graph at all;
+- **autodiff** of the problem's per-client losses, for every other problem (the MLP/CNN
+  workloads, :class:`problems.PerClientLoop`), relying only on the row-separability contract of
+  :mod:`problems._base`. Only the inputs a derivative is taken with respect to are made to
+  require gradients, so e.g. a Hessian-vector product in y does not record the network body's
+  forward pass in x. ``Oracles(problem, autograd=True)`` forces this path.
 
 In formulas (row c of each output is client ``clients[c]``'s value at its own iterate):
 
-- ``grad_outer``: ``(grad_x f_i, grad_y f_i)``; ``grad_inner``: ``grad_y g_i``;
+- ``grad_outer``: ``(grad_x f_i, grad_y f_i)`` (``grad_outer_x`` / ``grad_outer_y``: one part, one
+  call each); ``grad_inner``: ``grad_y g_i``;
 - ``hvp_inner(v)``: ``grad^2_y g_i v = grad_y <grad_y g_i, v>``;
 - ``jvp_inner_xy(v)``: ``grad^2_xy g_i v = grad_x <grad_y g_i, v>``.
+
+Counts: one outer gradient (either part, or both from one pass) counts one ``grad_f`` per client.
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ from __future__ import annotations
 import torch
 
 from problems import Batch, Problem
+from problems._base import ClosedFormOracles
 from testbed._calls import CallCounter
 
 
@@ -25,52 +39,118 @@ def _rows(value: torch.Tensor, count: int) -> torch.Tensor:
     return value.expand(count, -1) if value.ndim == 1 else value
 
 
-class Oracles:
-    """Oracles of ``problem`` that add every evaluation to ``counter``."""
+def _leaf(value: torch.Tensor, count: int, grad: bool) -> torch.Tensor:
+    """Rows of ``value`` cut from any caller graph; a leaf requiring gradients when ``grad``.
 
-    def __init__(self, problem: Problem, counter: CallCounter | None = None) -> None:
+    Rows the caller passed as ``(C, d)`` are used without a copy (``detach`` shares memory); a
+    shared ``(d,)`` vector is materialised per client only when a gradient is taken with respect
+    to it (autodiff then returns one row per client).
+    """
+    if value.ndim == 1:
+        rows = value.detach().expand(count, -1)
+        return rows.clone().requires_grad_(True) if grad else rows
+    rows = value.detach()
+    return rows.requires_grad_(True) if grad else rows
+
+
+class Oracles:
+    """Oracles of ``problem`` that add every evaluation to ``counter``.
+
+    Args:
+        problem: any :class:`problems.Problem`.
+        counter: where the counts go (a fresh one by default).
+        autograd: differentiate the losses even when the problem has closed-form oracles (for
+            cross-checks).
+    """
+
+    def __init__(self, problem: Problem, counter: CallCounter | None = None, *,
+                 autograd: bool = False) -> None:
         self.problem = problem
         self.counter = counter if counter is not None else CallCounter()
+        self.closed_form: ClosedFormOracles | None = (
+            problem if not autograd and isinstance(problem, ClosedFormOracles) else None)
 
-    def _inputs(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    # ----------------------------------------------------------------------- outer gradients
+    def _grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         count = int(clients.shape[0])
-        xs = _rows(x, count).detach().clone().requires_grad_(True)
-        ys = _rows(y, count).detach().clone().requires_grad_(True)
-        return xs, ys
+        if self.closed_form is not None:
+            gx, gy = self.closed_form.oracle_grad_outer(x.detach(), y.detach(), clients, batch,
+                                                        wrt)
+        else:
+            xs = _leaf(x, count, "x" in wrt)
+            ys = _leaf(y, count, "y" in wrt)
+            targets = tuple(t for t, w in ((xs, "x"), (ys, "y")) if w in wrt)
+            loss = self.problem.outer_loss(xs, ys, clients, batch).sum()
+            # a loss that does not depend on the requested part (loss tuning's f_i has no x)
+            # has no graph at all: its gradient is zero
+            grads = (list(torch.autograd.grad(loss, targets, allow_unused=True))
+                     if loss.requires_grad else [None] * len(targets))
+            gx = gy = None
+            if "x" in wrt:
+                gx = grads.pop(0)
+                gx = torch.zeros_like(xs) if gx is None else gx
+            if "y" in wrt:
+                gy = grads.pop(0)
+                gy = torch.zeros_like(ys) if gy is None else gy
+        self.counter.add("grad_f", count)
+        return gx, gy
 
     def grad_outer(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad_x f_i, grad_y f_i)`` for each evaluated client: ``(C, dx)``, ``(C, dy)``."""
-        xs, ys = self._inputs(x, y, clients)
-        loss = self.problem.outer_loss(xs, ys, clients, batch).sum()
-        gx, gy = torch.autograd.grad(loss, (xs, ys), allow_unused=True)
-        self.counter.add("grad_f", clients.shape[0])
-        return (torch.zeros_like(xs) if gx is None else gx,
-                torch.zeros_like(ys) if gy is None else gy)
+        gx, gy = self._grad_outer(x, y, clients, batch, "xy")
+        assert gx is not None and gy is not None
+        return gx, gy
 
+    def grad_outer_x(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None = None,
+    ) -> torch.Tensor:
+        """``grad_x f_i`` alone (one outer-gradient call per client): ``(C, dx)``."""
+        gx, _ = self._grad_outer(x, y, clients, batch, "x")
+        assert gx is not None
+        return gx
+
+    def grad_outer_y(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None = None,
+    ) -> torch.Tensor:
+        """``grad_y f_i`` alone (one outer-gradient call per client): ``(C, dy)``; no gradient
+        in x is computed (on a workload, none for the network body)."""
+        _, gy = self._grad_outer(x, y, clients, batch, "y")
+        assert gy is not None
+        return gy
+
+    # ----------------------------------------------------------------------- inner derivatives
     def grad_inner(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad_y g_i`` for each evaluated client: ``(C, dy)``."""
-        xs, ys = self._inputs(x, y, clients)
-        loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
-        (gy,) = torch.autograd.grad(loss, (ys,))
-        self.counter.add("grad_g", clients.shape[0])
+        count = int(clients.shape[0])
+        if self.closed_form is not None:
+            gy = self.closed_form.oracle_grad_inner(x.detach(), y.detach(), clients, batch)
+        else:
+            xs, ys = _leaf(x, count, False), _leaf(y, count, True)
+            loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
+            (gy,) = torch.autograd.grad(loss, (ys,))
+        self.counter.add("grad_g", count)
         return gy
 
     def _second_order(
         self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
         batch: Batch | None, wrt_x: bool,
     ) -> torch.Tensor:
-        xs, ys = self._inputs(x, y, clients)
+        count = int(clients.shape[0])
+        xs, ys = _leaf(x, count, wrt_x), _leaf(y, count, True)
         loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
         (gy,) = torch.autograd.grad(loss, (ys,), create_graph=True)
-        inner = (gy * _rows(v, int(clients.shape[0])).detach()).sum()
+        inner = (gy * _rows(v, count).detach()).sum()
         target = xs if wrt_x else ys
         (out,) = torch.autograd.grad(inner, (target,), allow_unused=True)
         return torch.zeros_like(target) if out is None else out.detach()
@@ -80,8 +160,12 @@ class Oracles:
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v_i`` for each evaluated client: ``(C, dy)``."""
-        out = self._second_order(x, y, v, clients, batch, wrt_x=False)
-        self.counter.add("hvp", clients.shape[0])
+        if self.closed_form is not None:
+            out = self.closed_form.oracle_hvp_inner(x.detach(), y.detach(), v.detach(),
+                                                    clients, batch)
+        else:
+            out = self._second_order(x, y, v, clients, batch, wrt_x=False)
+        self.counter.add("hvp", int(clients.shape[0]))
         return out
 
     def jvp_inner_xy(
@@ -89,6 +173,10 @@ class Oracles:
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v_i`` (the ``dx x dy`` cross derivative times v): ``(C, dx)``."""
-        out = self._second_order(x, y, v, clients, batch, wrt_x=True)
-        self.counter.add("jvp", clients.shape[0])
+        if self.closed_form is not None:
+            out = self.closed_form.oracle_jvp_inner_xy(x.detach(), y.detach(), v.detach(),
+                                                       clients, batch)
+        else:
+            out = self._second_order(x, y, v, clients, batch, wrt_x=True)
+        self.counter.add("jvp", int(clients.shape[0]))
         return out

@@ -58,13 +58,22 @@ def test_every_benchmark_writes_a_schema_valid_file(bench_modules, quick_results
 def test_closed_form_rounds_compare_both_algorithms_and_agree(quick_results):
     rows = quick_results["closed_form_rounds"]["rows"]
     assert {row["algorithm"] for row in rows} == {"fednest", "fbo-aggitd"}
+    baselines = ("replica", "closed_form_loop", "autograd_loop", "per_client_loop",
+                 "stream_bound")
     for row in rows:
-        assert row["batched_s"] > 0 and row["loop_s"] > 0
-        assert row["speedup"] == pytest.approx(row["loop_s"] / row["batched_s"])
-        # the same round on both sides (tests/test_loop_reference.py: float64 round-off)
-        assert row["max_abs_difference_x"] <= 1e-12
+        assert row["batched_s"] > 0
+        for side in baselines:  # every ratio is the two times measured in this run
+            assert row[f"{side}_s"] > 0, (row["algorithm"], side)
+            assert row[f"{side}_over_batched"] == pytest.approx(
+                row[f"{side}_s"] / row["batched_s"])
+        # FedNest at T = tau = 5, N = 10: 78 oracle calls and 145 matrix reads per client
+        if row["algorithm"] == "fednest":
+            assert row["oracle_calls_per_client"] == 78 and row["matrix_reads"] == 145
+    # agreement of every baseline with the batched iterate is asserted inside the benchmark
+    # (AGREE_RTOL), which would have raised above
     targets = quick_results["closed_form_rounds"]["targets"]
-    assert len(targets) == 2 and all(t["direction"] == "at_least" for t in targets)
+    assert {t["direction"] for t in targets} == {"at_least", "at_most"}
+    assert len(targets) == 4 * len(rows)
 
 
 def test_oracle_calls_per_hypergradient_equal_the_papers_minimum(quick_results):

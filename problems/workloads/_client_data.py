@@ -27,7 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError
+from problems._base import Batch, ProblemError, is_all_clients
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -77,10 +77,11 @@ class ClientSamples:
 
     def full(self, clients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(inputs, labels, weights)`` of every sample of each evaluated client."""
+        if is_all_clients(clients, self.n_clients):
+            # every client in order (the sampler's shared tensor is recognised by identity, on
+            # the host, so a GPU workload does not synchronise): no copy
+            return self.inputs, self.labels, self.weights
         rows = clients.to(self.counts.device)
-        if rows.shape[0] == self.n_clients and bool(
-                (rows == torch.arange(self.n_clients, device=rows.device)).all()):
-            return self.inputs, self.labels, self.weights  # every client in order: no copy
         return self.inputs[rows], self.labels[rows], self.weights[rows]
 
     def picked(

@@ -10,6 +10,16 @@ with :func:`torch.func.vmap` over the client axis of ``x (C, dim_x)``, ``y (C, d
 gathered samples, so row ``c`` depends on row ``c`` only (the contract of :mod:`problems._base`)
 and autodiff of the summed rows gives every client's gradient at once. There is no Python loop
 over clients.
+
+**The body's forward pass is computed once per outer point.** A workload whose rows factor as
+``row(x, y) = head_row(y, features(x, inputs))`` (hyper-representation: the network body is x,
+the head y) declares :meth:`ClientWorkload.feature_row` and the two head rows. When no gradient
+in ``x`` is asked for (inner gradients, Hessian-vector products and ``grad_y f``, all at a fixed
+x: a whole FedInn loop, every Neumann term of FedIHGP), the features ``phi(u; x)`` of the
+evaluated clients' samples are computed once and reused until ``x``, the client set or the
+minibatch changes (:class:`FeatureCache`); only the head is evaluated and differentiated per call.
+The numbers are those of the fused rows: the same operations in the same order, split into two
+``vmap`` calls.
 """
 
 from __future__ import annotations
@@ -24,6 +34,59 @@ import torch
 from problems._base import Batch, ProblemError, ProblemKind
 from problems.workloads._client_data import ClientData, ClientSamples
 from problems.workloads.models import Network
+
+# Why 4: a round reuses at most two feature sets at a time (training and validation samples of one
+# client set, or an SVRG step's minibatch at its local point and anchor); 4 keeps both while a
+# new x replaces old entries, and bounds the memory to 4 x C x n x features floats.
+FEATURE_CACHE_SIZE = 4
+
+
+def _plain(value: torch.Tensor) -> bool:
+    """A tensor outside autograd and torch.func transforms (so its values can key a cache)."""
+    return (type(value) is torch.Tensor and not value.requires_grad
+            and not torch._C._functorch.is_functorch_wrapped_tensor(value))
+
+
+class FeatureCache:
+    """Features ``phi(u; x)`` of evaluated clients' samples, kept for the last few keys.
+
+    The key is the outer point's memory (storage, offset, shape, strides, version counter), the
+    sample set, the client tensor (identity and version) and the minibatch index tensor
+    (identity); the cache holds those tensors, so their memory cannot be reused by another tensor
+    while an entry lives, and an in-place change to any of them bumps a version and misses.
+    """
+
+    def __init__(self, size: int = FEATURE_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[torch.Tensor, ...]]] = []
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(x: torch.Tensor, samples: Any, clients: torch.Tensor,
+            batch: Batch | None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        index = None if batch is None else batch.indices
+        key = (x.untyped_storage().data_ptr(), x.storage_offset(), tuple(x.shape), x.stride(),
+               x._version, x.dtype, x.device, id(samples), id(clients), clients._version,
+               None if index is None else (id(index), index._version))
+        return key, (x, samples, clients, index)
+
+    def get(self, key: tuple[Any, ...]) -> tuple[torch.Tensor, ...] | None:
+        """``(features, labels, weights)`` stored under ``key``, or ``None``."""
+        for entry_key, _, value in self._entries:
+            if entry_key == key:
+                self.hits += 1
+                return value
+        self.misses += 1
+        return None
+
+    def put(self, key: tuple[Any, ...], holds: tuple[Any, ...],
+            value: tuple[torch.Tensor, ...]) -> None:
+        self._entries.insert(0, (key, holds, value))
+        del self._entries[self.size:]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
 
 # Why 4096: test-set evaluation runs in chunks of this many images so a CNN forward pass on
 # CIFAR-10's 10,000 test images never holds all activations at once (about 100 MB per chunk).
@@ -68,6 +131,7 @@ class ClientWorkload(abc.ABC):
         self.n_clients = data.n_clients
         self.dim_x = int(x0.shape[0])
         self.dim_y = int(y0.shape[0])
+        self._features = FeatureCache()
 
     # ----------------------------------------------------------------------- identity
     @property
@@ -104,6 +168,18 @@ class ClientWorkload(abc.ABC):
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """Logits of the model defined by the global ``x (dim_x,)``, ``y (dim_y,)``."""
 
+    # A workload whose rows are head_row(y, feature_row(x, inputs), labels, weights) overrides
+    # these three (see the module docstring); ``feature_row = None`` means "does not factor".
+    feature_row: Any = None
+
+    def outer_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       weights: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def inner_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       weights: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
     def _check(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor) -> None:
         count = int(clients.shape[0]) if clients.ndim == 1 else -1
         if count < 0 or x.shape != (count, self.dim_x) or y.shape != (count, self.dim_y):
@@ -112,27 +188,42 @@ class ClientWorkload(abc.ABC):
                 f"clients of shape {tuple(clients.shape)}; got x {tuple(x.shape)}, "
                 f"y {tuple(y.shape)}")
 
-    def _rows(self, row: Any, samples: ClientSamples, x: torch.Tensor, y: torch.Tensor,
-              clients: torch.Tensor, positions: torch.Tensor | None) -> torch.Tensor:
+    def _samples(self, samples: ClientSamples, clients: torch.Tensor, batch: Batch | None,
+                 positions: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if batch is None:
+            return samples.full(clients)
+        return samples.picked(clients, positions(clients, batch))
+
+    def _rows(self, row: Any, head_row: Any, samples: ClientSamples, x: torch.Tensor,
+              y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+              positions: Any) -> torch.Tensor:
         self._check(x, y, clients)
-        if positions is None:
-            inputs, labels, weights = samples.full(clients)
-        else:
-            inputs, labels, weights = samples.picked(clients, positions)
-        out: torch.Tensor = torch.func.vmap(row)(x, y, inputs, labels, weights)
+        if self.feature_row is not None and _plain(x) and _plain(clients) and (
+                batch is None or _plain(batch.indices)):
+            key, holds = self._features.key(x, samples, clients, batch)
+            hit = self._features.get(key)
+            if hit is None:
+                inputs, labels, weights = self._samples(samples, clients, batch, positions)
+                hit = (torch.func.vmap(self.feature_row)(x, inputs), labels, weights)
+                self._features.put(key, holds, hit)
+            features, labels, weights = hit
+            out: torch.Tensor = torch.func.vmap(head_row)(y, features, labels, weights)
+            return out
+        inputs, labels, weights = self._samples(samples, clients, batch, positions)
+        out = torch.func.vmap(row)(x, y, inputs, labels, weights)
         return out
 
     def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
                    batch: Batch | None) -> torch.Tensor:
         """``(f_i(x_c, y_c))_c`` on the validation samples (all, or the batch's), ``(C,)``."""
-        positions = None if batch is None else self.data.val_positions(clients, batch)
-        return self._rows(self.outer_row, self.data.val, x, y, clients, positions)
+        return self._rows(self.outer_row, self.outer_head_row, self.data.val, x, y, clients,
+                          batch, self.data.val_positions)
 
     def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
                    batch: Batch | None) -> torch.Tensor:
         """``(g_i(x_c, y_c))_c`` on the training samples (all, or the batch's), ``(C,)``."""
-        positions = None if batch is None else self.data.train_positions(clients, batch)
-        return self._rows(self.inner_row, self.data.train, x, y, clients, positions)
+        return self._rows(self.inner_row, self.inner_head_row, self.data.train, x, y, clients,
+                          batch, self.data.train_positions)
 
     def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
                      batch_size: int) -> Batch:
@@ -141,6 +232,10 @@ class ClientWorkload(abc.ABC):
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.x0.clone(), self.y0.clone()
+
+    def clear_caches(self) -> None:
+        """Forget the cached body features (benchmarks time each round from a cold cache)."""
+        self._features.clear()
 
     # ----------------------------------------------------------------------- evaluation
     def objectives(self, x: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
@@ -200,6 +295,7 @@ class ClientWorkload(abc.ABC):
         if not dtype.is_floating_point:
             raise ProblemError(f"{self.id}: dtype must be a floating type, got {dtype}")
         moved = copy.copy(self)
+        moved._features = FeatureCache()
         moved.data = self.data.to(device, dtype)
         moved.test_inputs = self.test_inputs.to(device=device, dtype=dtype)
         moved.test_labels = self.test_labels.to(device=device)

@@ -86,11 +86,25 @@ class HyperRepresentation(ClientWorkload):
 
     def outer_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
                   labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        return weighted_cross_entropy(self.network.logits(x, y, inputs), labels, weights)
+        return self.outer_head_row(y, self.feature_row(x, inputs), labels, weights)
 
     def inner_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
                   labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-        loss = weighted_cross_entropy(self.network.logits(x, y, inputs), labels, weights)
+        return self.inner_head_row(y, self.feature_row(x, inputs), labels, weights)
+
+    # the rows factor through the body's features phi(u; x) (see ClientWorkload: the features
+    # of a fixed x are computed once and reused while only y-derivatives are taken)
+    def feature_row(self, x: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``phi(u; x)``: the body's representation of one client's inputs."""
+        return self.network.features(x, inputs)
+
+    def outer_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       weights: torch.Tensor) -> torch.Tensor:
+        return weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
+
+    def inner_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
+                       weights: torch.Tensor) -> torch.Tensor:
+        loss = weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
         return loss + self.regularizer(y)
 
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:

@@ -132,7 +132,7 @@ def one_round_upper(
     """One-Round-Upper (Alg. 4): ``tau_i`` SVRG-corrected local x-steps, one round."""
 
     def direct(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ctx.oracles.grad_outer(points, y, active, batch)[0]
+        return ctx.oracles.grad_outer_x(points, y, active, batch)
 
     return local_round(ctx, x, clients, direct, local_steps, outer_step_size,
                        global_direction=h, scale_by_steps=True)

@@ -198,7 +198,7 @@ class AggITD(FederatedEstimator):
         for t in range(n + 1):
             upload: torch.Tensor | None = None
             if self.expectation or t == index:
-                r = oracles.grad_outer(x, y, clients, ctx.draw(clients))[1]
+                r = oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
                 upload = r
                 if z is not None:  # expectation mode, t >= 1
                     upload = z - recursion_step * oracles.hvp_inner(
@@ -233,7 +233,7 @@ class AggITD(FederatedEstimator):
             p = lam * (n + 1) * z_trace[-2]  # z^{N-1}, as printed in line 15
         else:
             p = lam * (n + 1) * z
-        grad_x = oracles.grad_outer(x, y, clients, ctx.draw(clients))[0]
+        grad_x = oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
         cross = oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
         value = ctx.aggregate(grad_x - cross, clients)
         aux = {"y": y, "index": index, "clients": clients, "p": p, "trajectory": trajectory,

@@ -95,7 +95,7 @@ def outer_smoothness(problem: Problem) -> float:
 def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor) -> None:
     """Broadcast each vector to ``clients`` (one message per vector; not a round)."""
     for value in values:
-        ctx.broadcast(value, clients)
+        ctx.send(value, clients)
 
 
 # ------------------------------------------------------------------------------- FedInn
@@ -212,7 +212,7 @@ def fedihgp(
         n_prime, scale = neumann_terms, lam
     clients = ctx.participants()
     send(ctx, clients, x, y)
-    _, grad_y = ctx.oracles.grad_outer(x, y, clients, ctx.draw(clients))
+    grad_y = ctx.oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
     p = ctx.aggregate(scale * grad_y, clients)
     path, total = [p], p
     for _ in range(n_prime):
@@ -273,7 +273,7 @@ def client_directions(
     r"""The clients' uploads of Alg. 2: direct ``grad_x f_i(x, y; xi_i)`` and indirect
     ``-grad^2_xy g_i(x, y; zeta_i) p`` parts (eq. (13a)); zero indirect part when ``p`` is None
     (minimax, eq. (12))."""
-    direct, _ = ctx.oracles.grad_outer(x, y, clients, ctx.draw(clients))
+    direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
     if p is None:
         return direct, torch.zeros_like(direct)
     indirect = -ctx.oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
@@ -311,7 +311,7 @@ def fedout(
     h = ctx.aggregate(direct + indirect, clients)
 
     def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ctx.oracles.grad_outer(points, y, active, batch)[0]
+        return ctx.oracles.grad_outer_x(points, y, active, batch)
 
     x_plus = local_round(ctx, x, clients, oracle, local_steps, outer_step_size,
                          global_direction=h, scale_by_steps=scale_by_steps)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from problems import Batch, Problem
+from problems._base import all_clients
 from testbed.oracles import Oracles
 
 
@@ -36,7 +37,7 @@ class GlobalOracles:
 
     @property
     def clients(self) -> torch.Tensor:
-        return torch.arange(self.problem.n_clients)
+        return all_clients(self.problem.n_clients)
 
     def draw(self) -> Batch | None:
         if self.batch_size is None:

@@ -7,7 +7,7 @@ size. Algorithms only talk to clients through it:
 
 - ``participants()`` draws this round's clients (all of them under full participation);
 - ``draw(clients)`` draws one fresh minibatch per participating client (``None`` when exact);
-- ``broadcast`` / ``aggregate`` move vectors through the ledger;
+- ``broadcast`` / ``send`` / ``aggregate`` move vectors through the ledger;
 - the client oracles (``grad_inner``, ``grad_outer``, ``hvp``, ``jvp_xy``) evaluate the
   participating clients in one batched call.
 """
@@ -63,6 +63,11 @@ class FederatedContext:
     # ----------------------------------------------------------------- communication
     def broadcast(self, value: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return self.ledger.broadcast(value, clients)
+
+    def send(self, value: torch.Tensor, clients: torch.Tensor) -> None:
+        """The broadcast of ``value`` to ``clients``, counted, for callers that keep using the
+        server's copy (no per-client copies are made)."""
+        self.ledger.send(value, clients)
 
     def aggregate(self, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return self.ledger.aggregate(uploads, clients)

@@ -6,6 +6,12 @@ unit (fednest-notes 2.8), AggITD its Table 1, FedMSA "2 communications per round
 
 The ledger keeps, per client, the floats it sent up and received down, the number of messages, and
 the set of payload sizes seen, so a test can audit that no Hessian-sized message was ever sent.
+
+Recording a message costs O(1): the per-client tallies are accumulated per client set (the
+participation sampler hands out one tensor per round, and the same shared tensor under full
+participation) and scattered into :attr:`Ledger.floats_up` / :attr:`Ledger.floats_down` when
+those are read. A client set's indices are range-checked the first time it is seen, so no
+aggregation copies indices to the host or synchronises a device.
 """
 
 from __future__ import annotations
@@ -14,6 +20,10 @@ import numpy as np
 import torch
 
 from testbed._calls import CallCounter
+
+# Why 256: pending client sets are scattered into the per-client arrays once this many distinct
+# sets (rounds of partial participation) have accumulated, so the pending list stays small.
+_FLUSH_AFTER = 256
 
 
 class Ledger:
@@ -32,20 +42,58 @@ class Ledger:
         self.counter = counter
         self.rounds = 0
         self.messages = 0
-        self.floats_up = np.zeros(n_clients, dtype=np.int64)
-        self.floats_down = np.zeros(n_clients, dtype=np.int64)
+        self._floats_up = np.zeros(n_clients, dtype=np.int64)
+        self._floats_down = np.zeros(n_clients, dtype=np.int64)
         self.payload_sizes: set[int] = set()
+        # id(clients) -> [clients, version, floats up per client, floats down per client]
+        self._pending: dict[int, list] = {}
+
+    # ----------------------------------------------------------------------- tallies
+    def _flush(self) -> None:
+        for clients, _, up, down in self._pending.values():
+            index = clients.detach().cpu().numpy()
+            if up:
+                np.add.at(self._floats_up, index, up)
+            if down:
+                np.add.at(self._floats_down, index, down)
+        self._pending.clear()
+
+    @property
+    def floats_up(self) -> np.ndarray:
+        """Floats each client has sent (``(M,)`` int64; the ledger's own array)."""
+        self._flush()
+        return self._floats_up
+
+    @property
+    def floats_down(self) -> np.ndarray:
+        """Floats each client has received (``(M,)`` int64; the ledger's own array)."""
+        self._flush()
+        return self._floats_down
 
     def _record(self, clients: torch.Tensor, size: int, up: bool) -> None:
-        index = clients.detach().cpu().numpy()
-        if index.size and (index.min() < 0 or index.max() >= self.n_clients):
-            raise ValueError(f"client index out of range [0, {self.n_clients})")
-        target = self.floats_up if up else self.floats_down
-        np.add.at(target, index, size)
-        self.messages += int(index.size)
+        count = int(clients.shape[0])
+        entry = self._pending.get(id(clients))
+        if entry is None or entry[0] is not clients or entry[1] != clients._version:
+            if entry is not None:  # same id, another (or a modified) tensor: settle the old one
+                self._flush()
+            if count and clients.is_floating_point():
+                raise ValueError("client indices must be integers")
+            if count and (int(clients.min()) < 0 or int(clients.max()) >= self.n_clients):
+                raise ValueError(f"client index out of range [0, {self.n_clients})")
+            if len(self._pending) >= _FLUSH_AFTER:
+                self._flush()
+            entry = self._pending[id(clients)] = [clients, clients._version, 0, 0]
+        entry[2 if up else 3] += size
+        self.messages += count
         self.payload_sizes.add(size)
         if self.counter is not None:
-            self.counter.add("floats_up" if up else "floats_down", size * int(index.size))
+            self.counter.add("floats_up" if up else "floats_down", size * count)
+
+    # ----------------------------------------------------------------------- messages
+    def send(self, value: torch.Tensor, clients: torch.Tensor) -> None:
+        """Record that the server sends ``value`` to every client in ``clients`` (the broadcast
+        of :meth:`broadcast`, for callers that already hold the value)."""
+        self._record(clients, int(value.numel()), up=False)
 
     def broadcast(self, value: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         """Server sends ``value`` to every client in ``clients``; returns one copy per client.

@@ -72,8 +72,22 @@ def local_round(
     count = int(clients.shape[0])
     anchors = anchor.detach().expand(count, -1)
     local = anchors.clone()
-    for nu in range(int(taus.max())):
-        rows = torch.nonzero(taus > nu).squeeze(1)  # clients still running local steps
+    column = steps[:, None]
+    # Clients with fewer local steps stop early. The schedule is known from the tau_i (host
+    # integers), so a step where every client is still running uses the whole stack and the
+    # round's own client tensor (no nonzero, gather or index_copy; the problems then use their
+    # arrays for that client set as they are), and only the steps of a heterogeneous schedule
+    # where some clients have stopped work on the running subset.
+    tau_list = taus.tolist()
+    for nu in range(max(tau_list)):
+        if min(tau_list) > nu:
+            batch = ctx.draw(clients)
+            direction = oracle(local, clients, batch)
+            if global_direction is not None:
+                direction = direction - oracle(anchors, clients, batch) + global_direction
+            local = local - column * direction
+            continue
+        rows = torch.tensor([c for c, tau in enumerate(tau_list) if tau > nu], dtype=torch.long)
         active = clients[rows]
         rows = rows.to(anchor.device)  # index the iterates where they live
         batch = ctx.draw(active)

@@ -8,6 +8,8 @@ import math
 import numpy as np
 import torch
 
+from problems._base import all_clients
+
 
 @dataclasses.dataclass(frozen=True)
 class ClientSampler:
@@ -51,7 +53,9 @@ class ClientSampler:
         return self.per_round == self.n_clients
 
     def all_clients(self) -> torch.Tensor:
-        return torch.arange(self.n_clients)
+        """``arange(M)``: the shared tensor of :func:`problems._base.all_clients`, which the
+        problems recognise by identity and use their stacked arrays as they are (no gather)."""
+        return all_clients(self.n_clients)
 
     def sample(self, rng: np.random.Generator) -> torch.Tensor:
         """Participating clients of one round (all of them under full participation)."""

@@ -271,7 +271,12 @@ class Trace:
 
 
 _METRIC_LABELS = {"hypergradient_error": "relative hypergradient error",
-                  "suboptimality": "relative suboptimality"}
+                  "suboptimality": "relative suboptimality",
+                  "aggitd": "FBO-AggITD vs FedNest: relative stationarity",
+                  "fedmsa": "FedMSA vs FedNest: relative stationarity",
+                  "lfednest": "LFedNest vs FedNest: relative stationarity",
+                  "fedmsa_vs_fednest_n5": "FedMSA vs FedNest (N = 5): stationarity",
+                  "lfednest_heterogeneous": "LFedNest vs FedNest, heterogeneous"}
 
 
 def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[str, float],
@@ -296,6 +301,8 @@ def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[st
                 style = estimator_style(name)
                 for trace in curves[name]:
                     for col, metric in enumerate(metrics):
+                        if metric not in trace.values:
+                            continue  # a trace of another comparison's column
                         for row, xs in enumerate((trace.rounds, trace.oracle_calls)):
                             x, y = _positive(xs, trace.values[metric])
                             axes[row][col].plot(x, y, color=style["color"], linewidth=1.1,
@@ -313,7 +320,7 @@ def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[st
             handles.append(Line2D([], [], color="#888888", linestyle="--", label="target"))
             fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6),
                        frameon=False)
-            fig.suptitle("Rounds to reach a hypergradient error and an outer suboptimality")
+            fig.suptitle("Rounds to reach the target")
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, format="png", metadata={"Software": None})
         finally:

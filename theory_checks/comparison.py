@@ -1,23 +1,56 @@
-"""The comparisons the papers make, measured on the same problems and round budget.
+r"""The papers' round-savings claims, each algorithm tuned the same way, over many problems.
 
-FedNest, FBO-AggITD and FedMSA run at their registered defaults on the same
-heterogeneous closed-form bilevel problem, each for the same budget of communication rounds. For
-each the check records, against cumulative rounds, the true stationarity ``||grad h(x_k)||``, the
-hypergradient error of the direction it used ``||h_k - grad h(x_k)||`` and the outer
-suboptimality ``h(x_k) - h(x*)``. The papers' claims are then read off the rounds each needs to
-bring ``||grad h(x_k)||`` below 1% of its starting value:
+Three claims compare an algorithm with FedNest in the rounds it needs to reach one target:
 
-- AggITD (Xiao & Ji 2023, Table 1 and Sec. 5): FBO-AggITD needs fewer communication rounds than
-  FedNest (per iteration ``2N + 3`` against ``2N + T + 3``);
-- FedMSA (Tarzanagh et al., abstract and Fig. 1(a)): "order-of-magnitude savings in communication
-  rounds compared to prior federated BLO schemes", i.e. at most a tenth of FedNest's rounds.
+- AggITD (Xiao & Ji 2023; abstract, Sec. 4, Table 2): FBO-AggITD needs *fewer* communication
+  rounds than FedNest on heterogeneous clients (per outer iteration ``2N + 3`` against
+  ``2N + T + 3``; Table 2 measures 2.5-3x fewer rounds to 90% test accuracy);
+- FedMSA (Tarzanagh et al. 2023; abstract, Fig. 1(a), Fig. 4): "order-of-magnitude savings in
+  communication rounds", i.e. at most 1/10 of FedNest's rounds;
+- LFedNest (FedNest, Tarzanagh et al. 2022; Sec. 2.6, Sec. 4.1): LFedNest saves rounds
+  (``T + 1`` against ``2T + N + 3`` per iteration) and "performs well on homogeneous clients",
+  i.e. fewer rounds than FedNest there (the paper says it degrades under heterogeneity, so that
+  is the claim's condition).
 
-.. warning:: The papers tuned step sizes per method on their own tasks; here every algorithm runs
-   at its registered defaults (``testbed list``), so a verdict speaks for those settings only.
+**What is measured** (every definition is in :mod:`testbed.comparison_runs`, shared with the
+rounds-to-target table): the rounds ``R`` after which the relative stationarity
+``||grad h(x_k)|| / ||grad h(x_0)||`` stays at or below ``eps = 0.1`` (held through round
+``2R``; a run that does not reach counts ``CAP = 300`` rounds). A case is a multi-client
+problem *family* drawn by hypothesis (heterogeneous for AggITD and FedMSA, homogeneous for
+LFedNest). Tuning: on :data:`TUNING_PROBLEMS` fixed draws of the family (none of them evaluated),
+each algorithm's outer step ``c / L_h`` is chosen from the same grid ``{1/4, ..., 4}`` by the
+same rule (least total ``R``), inner and Neumann steps ``1 / l_{g,1}``. The tuning is
+deterministic given the case (fixed streams), so what follows is a sample of independent
+problems given the selected steps.
+
+**The statistical test.** Evaluation ``j`` draws an independent problem ``P_j`` of the family
+(``design.rng``), runs FedNest and the claim's algorithm (built with ``make``, so a registered
+variant or a perturbation is what is checked) at their tuned steps, and records whether the
+ratio is within the claim:
+
+.. math::
+
+    S_j = \mathbb{1}\big[R_{\rm cand}(P_j) < b\, R_{\rm FedNest}(P_j)\big] \ (b = 1),\qquad
+    S_j = \mathbb{1}\big[R_{\rm cand}(P_j) \le b\, R_{\rm FedNest}(P_j)\big] \ (b = 1/10).
+
+The claim, read as a statement about the typical problem of the family (the papers report one
+run per setting), is that the median ratio is within ``b``: ``p = P(S = 1) > 1/2``. The evidence
+is an exact Clopper-Pearson interval of ``p`` (:class:`SequentialBinomial`: two planned looks,
+each at half the case's rate), decided against ``[1/2, 1]``: "holds" when the whole interval is
+above 1/2, "fails" when it is below, "undecided" otherwise. The looks' sizes are computed before
+sampling from the rate and the effects :data:`RESOLVED_FRACTIONS`. The geometric-mean ratio and
+its 95% Student-t interval over the problems are reported beside it (descriptive).
+
+.. warning:: The papers' experiments are MNIST networks with minibatches; here the problems are
+   closed-form quadratics with exact local oracles, and both FedNest's and AggITD's
+   hypergradients are their deterministic-sum forms (the random-index forms of the theory
+   leave neither algorithm below the target: :class:`testbed.comparison_runs.Comparison`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -25,130 +58,309 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import ProblemError, strategies
-from testbed._algorithms.base import iterate_within_rounds
-from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
+from problems import ProblemError, QuadraticBilevel, strategies
+from testbed import comparison_runs as runs
+from testbed.comparison_runs import BASELINE, COMPARISONS, Comparison
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.decision import Design, Evidence, StatTest, clopper_pearson
+from theory_checks.perturbations.comparison import (
+    AGGITD_DROPS_CLIENT,
+    FEDMSA_FROZEN_LOCAL_DIRECTIONS,
+    LFEDNEST_WITHOUT_INDIRECT,
+)
+from theory_checks.runner import per_profile
 
-ROUND_BUDGET = 300  # why: every algorithm at its defaults gets >= 10 outer iterations in it
-TARGET = 1e-2  # relative stationarity ||grad h(x_k)|| / ||grad h(x_0)||
-
-
-def _cases() -> st.SearchStrategy[Case]:
-    # Why small problems: four algorithms x 300 rounds per case must stay within seconds.
-    return st.builds(
-        lambda problem: Case(problem, {}),
-        strategies.quadratic_bilevel(max_clients=6, min_dim_y=2, max_dim=3, kappa=(2.0, 10.0),
-                                     max_hessian_heterogeneity=0.5,
-                                     max_gradient_heterogeneity=2.0),
-    )
-
-
-def _trajectory(name: str, problem: Any, budget: float) -> tuple[list[SeriesPoint], float | None]:
-    """Run one algorithm up to ``budget`` rounds; return its series and rounds to the target."""
-    records = list(iterate_within_rounds(get_estimator(name).build(), problem,
-                                         np.random.default_rng(0), budget))
-    x_star = problem.outer_minimizer()
-    h_star = float(problem.outer_objective(x_star))
-    start = float(problem.exact_hypergradient(records[0].x).norm())
-    series: list[SeriesPoint] = []
-    reached = None
-    for r in records:
-        grad = problem.exact_hypergradient(r.x)
-        ratio = float(grad.norm()) / max(start, 1e-300)
-        if not math.isfinite(ratio):
-            break
-        rounds, calls = r.calls.comm_rounds, r.calls.oracle_calls
-        series.append(SeriesPoint("measured", "comm_rounds", rounds, ratio, calls, rounds, name))
-        gap = float(problem.outer_objective(r.x)) - h_star
-        series.append(SeriesPoint("suboptimality", "comm_rounds", rounds, max(gap, 1e-300),
-                                  calls, rounds, name))
-        h = getattr(r.state, "h", None)
-        if h is not None:
-            error = float((h - grad).norm())
-            series.append(SeriesPoint("hypergradient_error", "comm_rounds", rounds,
-                                      max(error, 1e-300), calls, rounds, name))
-        if reached is None and ratio <= TARGET:
-            reached = float(rounds)
-    return series, reached
+# The design has two looks (a group-sequential Binomial, each look at half the case's rate,
+# Bonferroni, so stopping at the first decided look keeps the false-failure rate):
+# Why 0.95 at the first look: it resolves a family on which the claim holds (or fails) on 95%
+# of the problems, with 15 problems at rate 1e-3 (the correct algorithms on most families, and
+# every perturbation, stop there).
+# Why 0.8 at the second: a family where FedNest reaches the target in one outer iteration on
+# some problems (30 rounds, so FedMSA would need <= 3) holds on ~85% of them; 0.8 resolves it
+# with ~40 problems. A family where the claim holds on only ~60% of problems is a split
+# verdict, and "undecided" is then the right answer.
+RESOLVED_FRACTIONS = (0.95, 0.8)
+MAX_TRIALS = 64  # a cap on the problems per look (the confirmation multiplies it by 4)
+# Monte Carlo keys: the problem draw of evaluation j, and the stream of each grid step of each
+# algorithm on it.
+_PROBLEM, _RUN = 1, 2
 
 
-def _comparison(candidate: str, baseline: str, bound: float) -> Callable[..., Measurement]:
-    """``rounds(candidate) / rounds(baseline) <= bound``, decided without guessing.
+def trials_for(rate: float, fraction: float) -> int:
+    """The fewest problems ``n`` for which ``floor(fraction n)`` successes put the one-sided
+    Clopper-Pearson lower bound at ``rate`` above 1/2 (and, symmetrically, as many failures
+    put the upper bound below it)."""
+    n = 2
+    while clopper_pearson(math.floor(fraction * n), n, rate)[0] <= 0.5:
+        n += 1
+        if n > 10_000:
+            raise ValueError(f"no n resolves fraction {fraction} at rate {rate}")
+    return n
 
-    The candidate runs for ``ROUND_BUDGET`` rounds. If it reaches the target after ``c`` rounds,
-    the baseline runs until it reaches the target or passes ``c / bound`` rounds; in the second
-    case the claim holds whatever the baseline would need later (the ratio is below ``c /
-    budget``). If the candidate never reaches the target and the baseline does, the ratio is
-    infinite; if neither does, the case cannot measure the claim.
+
+@dataclasses.dataclass(frozen=True)
+class SequentialBinomial(Evidence):
+    """A proportion ``successes / trials`` of independent trials observed at the last of up to
+    ``looks`` planned looks: exact Clopper-Pearson bounds at ``rate / looks``.
+
+    Why valid: a design that may stop at any of ``L`` looks fails falsely only if some look's
+    bound crosses; at ``rate / L`` per look the union has probability ``<= rate`` (Bonferroni
+    over looks), whatever the stopping rule. (A generic helper, kept here: the core's
+    :class:`~theory_checks.decision.Binomial` has no looks.)
     """
 
-    def check(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-        problem = case.problem
-        try:
-            problem.outer_minimizer()
-        except ProblemError as error:
-            raise NotMeasurable(str(error)) from error
-        cand_series, cand = _trajectory(candidate, problem, ROUND_BUDGET)
-        base_budget = ROUND_BUDGET if cand is None else cand / bound + 1.0
-        base_series, base = _trajectory(baseline, problem, base_budget)
-        if cand is None and base is None:
-            raise NotMeasurable(f"neither {candidate} nor {baseline} reaches the target "
-                                f"within {ROUND_BUDGET} rounds")
-        if cand is None:
-            ratio = math.inf
-        elif base is None:
-            ratio = cand / max(p.step for p in base_series)  # an upper bound on the true ratio
-        else:
-            ratio = cand / base
-        details = {"rounds_to_target": {candidate: cand, baseline: base}, "target": TARGET,
-                   "baseline_budget": base_budget}
-        return Measurement(ratio, bound, ratio <= bound,
-                           f"rounds({candidate}) / rounds({baseline}) <=",
-                           series=tuple(cand_series + base_series), details=details)
+    successes: int
+    trials: int
+    looks: int
 
+    @property
+    def estimate(self) -> float:  # type: ignore[override]
+        return self.successes / self.trials
+
+    def lower(self, rate: float) -> float:
+        return clopper_pearson(self.successes, self.trials, rate / self.looks)[0]
+
+    def upper(self, rate: float) -> float:
+        return clopper_pearson(self.successes, self.trials, rate / self.looks)[1]
+
+    def describe(self) -> dict[str, Any]:
+        return {"method": "SequentialBinomial", "estimate": self.estimate,
+                "successes": self.successes, "trials": self.trials, "looks": self.looks}
+
+
+def looks_for(rate: float) -> tuple[int, ...]:
+    """The cumulative problem counts of the looks, before any sampling, from the case's rate
+    and :data:`RESOLVED_FRACTIONS`."""
+    per_look = rate / len(RESOLVED_FRACTIONS)
+    return tuple(min(MAX_TRIALS, trials_for(per_look, f)) for f in RESOLVED_FRACTIONS)
+
+
+# The tuning problems of a case: fixed draws of its family, on fixed streams (explicit seeds),
+# none of which the evaluation draws (those come from the design's streams). Tuning is part of
+# the case, not of the Monte Carlo sample: given the case, the evaluation problems are
+# independent and the Binomial interval is exact.
+TUNING_PROBLEMS = 3  # why 3: one problem's best step can be marginal elsewhere (a c = 2 picked
+# on one draw failed on 13 of 14 others); the least total over three draws is robust
+_TUNING_STREAM = 20240601
+# Tuning is deterministic given (algorithm, configuration, family): the confirmation stage and a
+# counterexample's replay measure the same case again and reuse it instead of re-running the
+# grid. The key is the built algorithm's repr (class and every field, so a perturbed algorithm
+# never shares an entry with the correct one) and the family's spec.
+_TUNING_CACHE: dict[tuple[str, str], runs.Tuning] = {}
+
+
+def _tuning(comparison: Comparison, build: Callable[..., Any], name: str,
+            config: dict[str, Any], spec: dict[str, Any]) -> runs.Tuning:
+    problems = [runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]), comparison)
+                for i in range(TUNING_PROBLEMS)]
+    key = (repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
+           repr(sorted((k, v) for k, v in spec.items() if k != "seed")))
+    if key not in _TUNING_CACHE:
+        _TUNING_CACHE[key] = runs.tune(
+            build, name, config, problems,
+            lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]))
+    return _TUNING_CACHE[key]
+
+
+def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Generator:
+    """The stream of one run: problem ``problem_index``, the candidate's or the baseline's."""
+    return design.rng(_RUN, problem_index, int(role == "baseline"))
+
+
+def _check(comparison: Comparison) -> Callable[..., Measurement]:
+    def check(claim: Claim, case: Case, make: Callable[..., Any],
+              design: Design) -> Measurement:
+        try:
+            case.problem.outer_minimizer()
+        except ProblemError as error:
+            raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
+        spec = case.problem.spec()
+        try:
+            cand_tuning = _tuning(comparison, make, comparison.candidate,
+                                  dict(comparison.candidate_config), spec)
+            base_tuning = _tuning(comparison, functools.partial(runs._build, BASELINE, {}),
+                                  BASELINE, dict(comparison.baseline_config), spec)
+        except ProblemError as error:  # the family has (almost) no problem to compare on
+            raise NotMeasurable(str(error)) from error
+        if base_tuning.multiple is None:
+            raise NotMeasurable("FedNest reaches the target at no step of the grid on the "
+                                "family's tuning problems: no round count to compare with")
+        # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
+        # the cap, which is what never reaching costs it)
+        cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
+        looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
+        per_problem: list[dict[str, Any]] = []
+        series = []
+        for j in range(looks[-1]):
+            if j in looks:  # a look: stop when its interval already decides
+                at_look = SequentialBinomial(sum(p["within_claim"] for p in per_problem), j,
+                                             len(looks))
+                if (at_look.lower(design.false_fail_rate) >= 0.5
+                        or at_look.upper(design.false_fail_rate) < 0.5):
+                    break
+            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j), comparison)
+            verdict = runs.compare_at(
+                comparison, drawn, make, cand_multiple, base_tuning.multiple,
+                functools.partial(_run_stream, design, j))
+            base = verdict.baseline
+            per_problem.append({
+                "seed": drawn.spec()["seed"], "within_claim": verdict.within,
+                "ratio": verdict.ratio, "candidate_rounds": verdict.candidate.rounds,
+                "candidate_stop": verdict.candidate.stop,
+                "fednest_rounds": None if base is None else base.rounds,
+                "fednest_stop": None if base is None else base.stop})
+            if verdict.ratio is not None:
+                series += [SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0,
+                                       comparison.candidate),
+                           SeriesPoint("bound", "problem", j, comparison.bound, 0, 0,
+                                       comparison.candidate)]
+        trials = len(per_problem)
+        successes = sum(p["within_claim"] for p in per_problem)
+        known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
+        mean, low, high = (runs.log_ratio_evidence_interval(known) if known
+                           else (math.nan, math.nan, math.nan))
+        relation = "<" if comparison.bound >= 1.0 else "<="
+        return Measurement(
+            successes / trials, 0.5, True,
+            f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
+            "(Clopper-Pearson)",
+            series=tuple(series),
+            details={"target": runs.TARGET, "round_budget": runs.ROUND_BUDGET, "cap": runs.CAP,
+                     "step_grid": list(runs.STEP_GRID), "bound": comparison.bound,
+                     "tuning": {"candidate": cand_tuning.describe(),
+                                "fednest": base_tuning.describe()},
+                     "candidate_multiple": cand_multiple,
+                     "candidate_config": dict(comparison.candidate_config),
+                     "fednest_config": dict(comparison.baseline_config),
+                     "rounds_per_iteration": {
+                         "candidate": comparison.candidate_rounds_per_iteration(),
+                         "fednest": comparison.baseline_rounds_per_iteration()},
+                     "problems": trials, "within_claim": successes, "looks": looks,
+                     # descriptive, over the problems where neither run was stopped early
+                     "exact_ratios": len(known),
+                     "geometric_mean_ratio": math.exp(mean) if known else None,
+                     "ratio_interval_95": [math.exp(low), math.exp(high)]
+                     if math.isfinite(low) else None,
+                     "per_problem": per_problem},
+            tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
+                            "family's problems", SequentialBinomial(successes, trials, len(looks)),
+                            low=0.5),))
+
+    check.__qualname__ = f"comparison_check_{comparison.key}"
     return check
 
+
+def _family(homogeneous: bool) -> Callable[[], st.SearchStrategy[Case]]:
+    """Multi-client quadratic families: heterogeneous (both knobs bounded away from zero) or
+    homogeneous (identical clients), kappa in [2, 3].
+
+    Why kappa <= 3: FedNest's N = 5 (AggITD's setting) or N = 3 (FedMSA's) Neumann terms leave
+    a bias floor that grows with kappa (s ~ 0.02-0.06 at kappa = 3); above it the target 0.1
+    is out of FedNest's reach on most draws and the comparison would measure the floor.
+    Why dim_x >= 2: with one outer coordinate the tuned step c = 1 is Newton's step, FedNest
+    reaches the target in one outer iteration, and the comparison reduces to one iteration's
+    bias against the candidate's first rounds (measured on dim_x = 1: FedMSA's first two
+    rounds, 4 > 30 / 10; AggITD missing FedNest's one-iteration 18 rounds on 3 of 14 problems);
+    the papers' claims are about runs of hundreds of rounds, where the per-iteration saving
+    compounds. Why gradient heterogeneity in [1, 2]: the spread of the clients' linear terms is
+    then as large as their mean (standard normal entries), the analogue of the papers' non-iid
+    splits; the claims are made "in the presence of data heterogeneity". Why small dimensions:
+    every case runs two grid searches and 15-40 problems.
+    """
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Case:
+        problem = QuadraticBilevel.random(
+            draw(st.integers(3 if not homogeneous else 2, 8)), draw(st.integers(2, 3)),
+            draw(st.integers(2, 3)), draw(st.floats(2.0, 3.0)), seed=draw(strategies.SEEDS),
+            hessian_heterogeneity=0.0 if homogeneous else draw(st.floats(0.1, 0.3)),
+            gradient_heterogeneity=0.0 if homogeneous else draw(st.floats(1.0, 2.0)))
+        return Case(problem, {})
+
+    return build
+
+
+# Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
+# tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
+# Bonferroni-split rate.
+_MAX_EXAMPLES = per_profile(1, 3)
 
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         id="comparison.aggitd_fewer_rounds_than_fednest",
         paper="AggITD",
-        reference="Xiao & Ji 2023, Table 1 and Sec. 5 (round savings over FedNest)",
+        reference="Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per "
+                  "iteration) and Table 2 (2.5-3x fewer rounds to 90%)",
         kind="communication_count",
-        statement="rounds(FBO-AggITD) / rounds(FedNest) <= 1 to reach ||grad h|| <= 1e-2 "
-                  "||grad h(x_0)|| on the same problem (defaults of both)",
+        statement="median over heterogeneous problems (not solved by one FedNest iteration) of "
+                  "rounds(FBO-AggITD) / rounds(FedNest) "
+                  "< 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned on "
+                  "the same step grid (Table 2 setting: N = T = 5, tau = 1)",
         estimators=("fbo-aggitd", "fednest"),
-        strategy=_cases,
-        check=_comparison("fbo-aggitd", "fednest", 1.0),
-        expected="fails",
-        max_examples=3,  # why: each case runs two algorithms for up to 300 rounds each
-        shrink=False,  # why: shrinking a case that runs whole algorithms takes many minutes
-        examples=(known_case({"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1,
-                              "dim_y": 2, "condition_number": 10.0, "seed": 106,
-                              "hessian_heterogeneity": 0.0, "gradient_heterogeneity": 0.0,
-                              "mu": 1.0, "n_samples": 0, "gradient_noise": 0.0,
-                              "hessian_noise": 0.0}, {}),),
-        notes="Measured at registered defaults: FBO-AggITD (N = 5 inner steps, 2N + 3 = 13 "
-              "rounds per iteration) does not reach the target within the budget on drawn "
-              "problems where FedNest does; the saved counterexample shows one.",
+        strategy=_family(homogeneous=False),
+        check=_check(COMPARISONS["aggitd"]),
+        expected="holds",
+        decision="statistical",
+        max_examples=_MAX_EXAMPLES,
+        perturbation=AGGITD_DROPS_CLIENT,
+        notes="Reversed from the earlier 'fails as stated', which compared a fixed alpha = 0.01 "
+              "(AggITD's App. A.3) with alpha = 1/L_h (FedNest's default) on one homogeneous "
+              "client and counted the first dip below the target. Tuned on the same grid, both "
+              "pick c = 1 and FBO-AggITD needs as many outer iterations as FedNest or fewer: "
+              "the rounds ratio is the per-iteration 13/18 = 0.72 on most problems (geometric "
+              "means 0.71-0.72 over 15-17 problems per family); it does not reach Table 2's "
+              "1/2.5-1/3, which would need fewer iterations as well.",
     ),
     Claim(
         id="comparison.fedmsa_tenfold_fewer_rounds",
         paper="FedMSA",
-        reference="Tarzanagh et al. (FedMSA), abstract and Fig. 1(a): 10x fewer rounds than "
-                  "FedNest",
+        reference="Tarzanagh et al. (FedMSA), abstract ('order-of-magnitude savings'), "
+                  "Fig. 1(a) ('reduction of 10x') and Fig. 4 (K = 12)",
         kind="communication_count",
-        statement="rounds(FedMSA) / rounds(FedNest) <= 0.1 to reach ||grad h|| <= 1e-2 "
-                  "||grad h(x_0)|| on the same problem (defaults of both)",
+        statement="median over heterogeneous problems (not solved by one FedNest iteration) of "
+                  "rounds(FedMSA) / rounds(FedNest) "
+                  "<= 1/10 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned "
+                  "on the same step grid (Fig. 4 setting: K = 12; FedNest N = 3, T = K)",
         estimators=("fedmsa", "fednest"),
-        strategy=_cases,
-        check=_comparison("fedmsa", "fednest", 0.1),
+        strategy=_family(homogeneous=False),
+        check=_check(COMPARISONS["fedmsa"]),
         expected="holds",
-        max_examples=3,  # why: each case runs two algorithms for up to ~600 rounds each
-        shrink=False,  # why: shrinking a case that runs whole algorithms takes many minutes
-        notes="Measured at registered defaults on small heterogeneous quadratics.",
+        decision="statistical",
+        max_examples=_MAX_EXAMPLES,
+        perturbation=FEDMSA_FROZEN_LOCAL_DIRECTIONS,
+        notes="Holds in the paper's own setting, where FedNest runs N = 3 Neumann terms and "
+              "T = 12 FedInn calls (30 rounds per iteration) and often stalls above the target "
+              "(its N = 3 bias floor), so FedMSA (4-8 rounds) is within 1/10 on 16-17 of 17 "
+              "problems per family. Two conditions carry it: on problems FedNest solves in one "
+              "outer iteration (outside the population) the ratio is 4/30 = 0.13 on every one "
+              "(10 of 39 draws of the first family, before the population was stated); against "
+              "FedNest with AggITD's N = T = 5 (18 rounds per iteration, bias floor below the "
+              "target) the ratio is 0.06-0.17 (rounds-to-target table, fedmsa_vs_fednest_n5).",
+    ),
+    Claim(
+        id="comparison.lfednest_fewer_rounds_homogeneous",
+        paper="FedNest",
+        reference="Tarzanagh et al. 2022 (FedNest), Sec. 2.6 (T + 1 rounds, 'saving T + N + 2') "
+                  "and Sec. 4.1 / Fig. 2(a) ('performs well on homogeneous clients')",
+        kind="communication_count",
+        statement="median over homogeneous multi-client problems (not solved by one FedNest "
+                  "iteration) of rounds(LFedNest) / "
+                  "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for "
+                  "good, both tuned on the same step grid (Fig. 2(a) setting: T = 1, N = 5)",
+        estimators=("lfednest", "fednest"),
+        strategy=_family(homogeneous=True),
+        check=_check(COMPARISONS["lfednest"]),
+        expected="holds",
+        decision="statistical",
+        max_examples=_MAX_EXAMPLES,
+        perturbation=LFEDNEST_WITHOUT_INDIRECT,
+        notes="On identical clients LFedNest's local Neumann series is FedNest's global one "
+              "up to one term, so LFedNest takes FedNest's iterates (or one more) in 2 rounds "
+              "instead of 10: ratio 0.2 on most problems (geometric means 0.20-0.24). The "
+              "paper's caveat (degrades under heterogeneity) is its condition, not a claim of "
+              "savings: the rounds-to-target table shows LFedNest on heterogeneous clients "
+              "(lfednest_heterogeneous).",
     ),
 )
 
-__all__ = ["CLAIMS"]
+__all__ = ["CLAIMS", "RESOLVED_FRACTIONS", "SequentialBinomial", "looks_for", "trials_for"]

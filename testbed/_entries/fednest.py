@@ -69,6 +69,7 @@ ENTRIES: list[EstimatorInfo] = [
         claims=(
             "comparison.aggitd_fewer_rounds_than_fednest",
             "comparison.fedmsa_tenfold_fewer_rounds",
+            "comparison.lfednest_fewer_rounds_homogeneous",
             "fednest.compositional.one_call_exact",
             "fednest.fedinn.linear_rate",
             "fednest.fedinn.tau_exponent",
@@ -120,7 +121,8 @@ ENTRIES: list[EstimatorInfo] = [
         supports=ALL_KINDS,
         make=_variant("sgd", "local"),
         defaults=dict(_ALGORITHM_DEFAULTS),
-        claims=("fednest.rounds.lfednest", "fednest.lfednest.heterogeneity_bias"),
+        claims=("fednest.rounds.lfednest", "fednest.lfednest.heterogeneity_bias",
+                "comparison.lfednest_fewer_rounds_homogeneous"),
         role="algorithm",
     ),
     EstimatorInfo(

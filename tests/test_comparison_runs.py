@@ -1,0 +1,72 @@
+"""The rounds-to-target table: the shared definitions read off recorded runs, the summary's
+schema (new keys and the earlier ones), and resuming."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from testbed import comparison_runs as runs
+
+
+def _run(key, rule, role, seed, values, per_iteration):
+    name = runs.TABLE[key].candidate if role == "candidate" else runs.BASELINE
+    return [{"comparison": key, "rule": rule, "role": role, "algorithm": name,
+             "problem_id": f"p{seed}", "seed": seed, "step_multiple": 1.0, "iteration": k,
+             "comm_rounds": per_iteration * k, "oracle_calls": 0, "floats_sent": 0,
+             "stationarity": v, "hypergradient_error": math.nan, "suboptimality": v}
+            for k, v in enumerate(values)]
+
+
+def test_summary_ratios_use_the_shared_target_and_the_cap():
+    held = [1.0, 0.5, 0.05, 0.04, 0.03, 0.02]  # below from iteration 2 on, held to 2R
+    rows = (_run("aggitd", "tuned", "candidate", 0, held, 13)        # R = 26
+            + _run("aggitd", "tuned", "baseline", 0, held, 18)       # R = 36
+            + _run("aggitd", "tuned", "candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
+            + _run("aggitd", "tuned", "baseline", 1, held, 18))
+    data = runs.summarise(rows, {})
+    json.dumps(data, allow_nan=False)  # strict JSON
+    (tuned,) = [c for c in data["comparisons"] if c["comparison"] == "aggitd"
+                and c["rule"] == "tuned"]
+    first, second = tuned["per_seed"]
+    assert first["ratio"] == pytest.approx(26 / 36) and first["note"] == ""
+    assert second["candidate_rounds"] is None
+    assert second["ratio"] == pytest.approx(runs.CAP / 36)  # the cap, not the dip
+    assert "does not reach" in second["note"]
+    assert tuned["geometric_mean_ratio"] == pytest.approx(math.sqrt(26 / 36 * runs.CAP / 36))
+    low, high = tuned["interval_95"]
+    assert low < tuned["geometric_mean_ratio"] < high
+    assert tuned["rounds_per_iteration"] == {"candidate": 13, "baseline": 18}
+    # the earlier schema's keys, for readers of the old report
+    holds = {(r["seed"], r["rule"]): r["claim_holds"] for r in data["ratios"]
+             if r["comparison"] == "aggitd"}
+    assert holds == {(0, "tuned"): True, (1, "tuned"): False}
+    assert data["error_target"] == data["suboptimality_target"] == runs.TARGET
+    assert {"algorithms", "seeds", "round_budget", "runs", "ratios"} <= set(data)
+
+
+def test_table_runs_resume_and_rerun_when_a_definition_changes(tmp_path, monkeypatch):
+    # why these settings: one cheap comparison (LFedNest, T = 1) on one seed and one tuning
+    # problem exercises the files, not the numbers
+    monkeypatch.setattr(runs, "TABLE", {"lfednest": runs.TABLE["lfednest"]})
+    monkeypatch.setattr(runs, "SEEDS", (0,))
+    monkeypatch.setattr(runs, "TUNING_SEEDS", (1000,))
+    summary = runs.run_all(tmp_path, progress=False)
+    data = json.loads(summary.read_text())
+    assert {(c["comparison"], c["rule"]) for c in data["comparisons"]} == {
+        ("lfednest", "tuned"), ("lfednest", "prescribed")}
+    csv_text = (tmp_path / "comparison" / "rounds_to_error.csv").read_text()
+    assert csv_text.splitlines()[0].split(",") == list(runs.COLUMNS)
+
+    def boom(*args, **kwargs):
+        raise AssertionError("a finished run was rerun")
+
+    monkeypatch.setattr(runs, "table_run", boom)
+    monkeypatch.setattr(runs, "table_tuning", boom)
+    runs.run_all(tmp_path, progress=False)
+    assert (tmp_path / "comparison" / "rounds_to_error.csv").read_text() == csv_text
+    monkeypatch.setattr(runs, "ROUND_BUDGET", 400)  # a changed definition reruns
+    with pytest.raises(AssertionError, match="rerun"):
+        runs.run_all(tmp_path, progress=False)

@@ -1,174 +1,120 @@
-"""The checks of theory_checks/fednest_rates.py can fail: a deliberately wrong algorithm or
-estimator makes each "holds" claim fail with a saved, replayable counterexample; (14b) as stated
-fails on the registry's FedIHGP and its per-sample correction holds beside it. Also unit tests
-of the module's helpers (the within-replicate exponent fit and the sampling-variance law).
+"""theory_checks/fednest_rates.py: the K-rate claims are decided on valid intervals, (14b) as
+stated fails on the registry's FedIHGP with a replayable counterexample while its per-sample
+correction holds, and the module's helpers (the two-look replicate test, the sampling-variance
+law) do what they say.
 """
 
 from __future__ import annotations
-
-import dataclasses
-from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
 from problems import QuadraticBilevel
-from testbed._algorithms.fednest import FedNest
-from testbed._estimators.fednest import FedIHGP, IHGPResult
-from testbed._federation.context import FederatedContext
 from testbed.registry import get_estimator
-from tests._replay import assert_perturbation_detected, assert_saved_and_replays
-from tests.test_fednest_claims_detect_bugs import NoIndirectTerm, _algorithm, _ihgp
-from theory_checks import fednest_rates
-from theory_checks.registry import get_claim
-from theory_checks.runner import Profile, run_claim
+from tests._replay import assert_saved_and_replays
+from theory_checks import _stats, fednest_rates
+from theory_checks.decision import StudentT, batch_evidence
+from theory_checks.runner import Profile, get_profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)
+CLAIMS = {c.id: c for c in fednest_rates.CLAIMS}
+K_RATE = ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
+          "fednest.cor33.k_rate_compositional")
 
 
-@dataclasses.dataclass(frozen=True)
-class DriftingOuter(FedNest):
-    """FedOut whose broadcast step carries a constant offset ``alpha * 1/2`` (an uncorrected
-    client drift): the exact-oracle map still contracts, but to a point where
-    ``grad f = -1/2``, so ``Q(K)`` levels off at a floor instead of decaying like K^{-1/2}."""
-
-    def outer_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
-        x_plus, h, result = FedNest.outer_update(self, ctx, x, y, steps)
-        return x_plus - 0.5 * steps.outer, h, result
-
-
-@dataclasses.dataclass(frozen=True)
-class DampedLocalNeumann(FedNest):
-    """LFedOut whose local Neumann series uses 0.9 / l instead of 1 / l."""
-
-    def outer_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
-        return FedNest.outer_update(self, ctx, x, y, steps._replace(neumann=0.9 * steps.neumann))
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaleEveryRoundIHGP(FedIHGP):
-    """FedIHGP that multiplies by N at every Hessian round, not only at p_0."""
-
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
-        out = super().ihgp(ctx, x, y, truncation_index)
-        path = tuple(self.neumann_terms**n * q for n, q in enumerate(out.path))
-        return out._replace(p=path[-1], path=path)
+@pytest.mark.parametrize("claim_id", K_RATE)
+def test_k_rate_holds_only_on_a_decided_interval(claim_id):
+    """Review finding: the fast run recorded "holds" for a fitted exponent of -0.215 with the
+    interval [-2.34, 1.91]. A K-rate claim is statistical now, and on the fast profile either
+    undecided (its budget cannot decide) or held on intervals inside the region; its
+    perturbation is claim data (run on the thorough profile, where the check decides)."""
+    claim = CLAIMS[claim_id]
+    assert claim.statistical and claim.undecided_on == ("fast",)
+    assert claim.perturbation is not None and claim.perturbation.profile == "thorough"
+    result = run_claim(claim, get_profile("fast"))
+    assert result.verdict in ("holds", "undecided")
+    for case in result.cases:
+        assert case.decisions and all(d.outcome == "holds" for d in case.decisions)
+        for d in case.decisions:
+            assert d.region_low <= d.low and d.high <= d.region_high
+    for case in result.undecided:
+        (d,) = case.decisions
+        assert d.low < fednest_rates.EXPONENT_EDGE < d.high
 
 
-class _FirstSubsetContext:
-    """Wraps a context so every ``participants()`` after the first returns the first draw."""
-
-    def __init__(self, ctx: FederatedContext) -> None:
-        self._ctx, self._first = ctx, None
-
-    def participants(self) -> torch.Tensor:
-        if self._first is None:
-            self._first = self._ctx.participants()
-        return self._first
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._ctx, name)
-
-
-@dataclasses.dataclass(frozen=True)
-class SameSubsetIHGP(FedIHGP):
-    """FedIHGP that reuses S_0 for every Hessian round instead of drawing S_n afresh."""
-
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
-        return super().ihgp(_FirstSubsetContext(ctx), x, y,  # type: ignore[arg-type]
-                            truncation_index)
-
-
-PERTURBATIONS: dict[str, Any] = {
-    "fednest.thm31.k_rate_bilevel": _algorithm("fednest", DriftingOuter),
-    "fednest.cor32.k_rate_minimax": _algorithm("fednest-minimax", DriftingOuter),
-    "fednest.cor33.k_rate_compositional": _algorithm("fednest", DriftingOuter),
-    "fednest.thm31.floor_slope_in_n": _algorithm("fednest", NoIndirectTerm),
-    "fednest.lemma22.abs_error_per_sample": _ihgp(ScaleEveryRoundIHGP),
-    "fednest.lfednest.heterogeneity_bias": _algorithm("lfednest", DampedLocalNeumann),
-    "fednest.ihgp.client_sampling_variance_n": _ihgp(SameSubsetIHGP),
-}
-
-# The K-rate checks are decisive only with the thorough horizons (the fast grid's interval is
-# ~1.5 wide), so their perturbation tests run with them (~150 s each with the replays).
-THOROUGH_HORIZONS = {"fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
-                     "fednest.cor33.k_rate_compositional"}
-
-# Why slow: each of these runs whole stochastic or exact outer loops per case and then replays
-# the counterexample (6-150 s each on the 2-core machine); the cheap ones stay in the default run.
-SLOW = {"fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
-        "fednest.cor33.k_rate_compositional", "fednest.thm31.floor_slope_in_n",
-        "fednest.ihgp.client_sampling_variance_n"}
-
-REFUTED = {"fednest.lemma22.abs_error_as_stated": "fednest.lemma22.abs_error_per_sample"}
-
-
-def test_every_rates_claim_is_covered():
-    ids = {c.id for c in fednest_rates.CLAIMS}
-    assert ids == set(PERTURBATIONS) | set(REFUTED)
-    for claim_id in REFUTED:
-        assert get_claim(claim_id).expected == "fails"
-    for claim_id in PERTURBATIONS:
-        assert get_claim(claim_id).expected == "holds"
-
-
-@pytest.mark.parametrize("claim_id", [
-    pytest.param(c, marks=pytest.mark.slow) if c in SLOW else c for c in sorted(PERTURBATIONS)])
-def test_perturbed_algorithm_fails_the_check(claim_id, tmp_path, monkeypatch):
-    if claim_id in THOROUGH_HORIZONS:
-        monkeypatch.setenv("TESTBED_PROFILE", "thorough")
-    claim = get_claim(claim_id)
-    assert_perturbation_detected(claim, PERTURBATIONS[claim_id], tmp_path, PROFILE)
-
-
-@pytest.mark.parametrize("claim_id", sorted(REFUTED))
-def test_refuted_claim_fails_and_its_correction_holds(claim_id, tmp_path):
-    claim = get_claim(claim_id)
+# Why slow: the replay of a statistical counterexample runs at 4x the draws and is itself confirmed
+# at 16x (~15 s); the default run's test_claims already asserts the refutation's confirmation.
+@pytest.mark.slow
+def test_refuted_abs_error_fails_and_its_correction_holds(tmp_path):
+    claim = CLAIMS["fednest.lemma22.abs_error_as_stated"]
     result = run_claim(claim, PROFILE)
     assert result.verdict == "fails as stated"
+    assert result.counterexample.confirmation.outcome == "fails"
     assert_saved_and_replays(result, get_estimator(claim.estimators[0]).build, tmp_path,
                              PROFILE)
-    corrected = get_claim(REFUTED[claim_id])
-    assert corrected.corrects == claim_id
+    corrected = CLAIMS["fednest.lemma22.abs_error_per_sample"]
+    assert corrected.corrects == claim.id
     assert run_claim(corrected, PROFILE).verdict == "holds once corrected"
 
 
 # ------------------------------------------------------------------------------- helpers
 
 
-def test_within_replicate_exponent_recovers_a_power_law_under_replicate_levels():
-    """Replicate levels a_r are removed; an exact power law gives its exponent and a
-    round-off-wide interval, noise gives an interval that covers the exponent."""
-    sizes = np.array([8.0, 16.0, 32.0, 64.0])
-    levels = np.array([[0.3], [2.0], [7.0]])
-    exact = fednest_rates.within_replicate_exponent(sizes, levels * sizes**-0.5, 0.99)
-    assert abs(exact.slope + 0.5) < 1e-12 and exact.ci_high - exact.ci_low < 1e-10
+def test_spent_rate_evidence_is_the_inner_interval_at_the_split_rate():
+    inner = StudentT(-0.4, 0.05, 20)
+    spent = fednest_rates.SpentRate(inner, 2)
+    assert spent.estimate == inner.estimate
+    assert spent.lower(1e-3) == inner.lower(5e-4) and spent.upper(1e-3) == inner.upper(5e-4)
+    assert spent.describe()["looks"] == 2
+
+
+def test_sequential_test_stops_at_the_first_decided_look():
+    """A clear floor (mean 0, sd 0.05) is refuted at the first look of 8; a true exponent
+    (mean -1/2, sd 0.18) needs the second."""
     rng = np.random.default_rng(0)
-    noisy = levels * sizes**-0.5 * np.exp(0.05 * rng.standard_normal((3, 4)))
-    fit = fednest_rates.within_replicate_exponent(sizes, noisy, 0.99)
-    assert fit.ci_low <= -0.5 <= fit.ci_high
-    with pytest.raises(ValueError, match="need >= 2 sizes"):
-        fednest_rates.within_replicate_exponent(sizes[:1], levels, 0.99)
+    floor = rng.normal(0.0, 0.05, 41)
+    test, values = fednest_rates.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
+                                                 -0.25)
+    assert len(values) == 8 and test.decide(1e-3).outcome == "fails"
+    true = rng.normal(-0.5, 0.18, 41)
+    test, values = fednest_rates.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
+                                                 -0.25)
+    assert len(values) == 41 and test.decide(1e-3).outcome == "holds"
+    assert values == list(true)
 
 
-def test_corrected_exponent_separates_a_slow_approach_from_a_floor():
-    """``A K^{-1/2} exp(c K^{-1/2})`` (a finite-step correction) gives exactly -1/2, which the
-    plain fit misses; a floor plus a decaying transient gives an interval far above -1/2."""
-    sizes = 16.0 * 2.0 ** np.arange(6)
-    levels = np.array([[0.3], [2.0], [7.0]])
-    slow = levels * sizes**-0.5 * np.exp(-3.0 * sizes**-0.5)
-    fit = fednest_rates.within_replicate_exponent(sizes, slow, 0.99, correction=-0.5)
-    assert abs(fit.slope + 0.5) < 1e-10 and fit.ci_high - fit.ci_low < 1e-8
-    assert fednest_rates.within_replicate_exponent(sizes, slow, 0.99).slope > -0.45
+def test_sequential_test_keeps_its_false_failure_rate():
+    """At the region's edge (the worst case of a true claim), normal replicates are refuted in
+    at most ``rate`` of the runs, though the design may stop at either look. Why rate 0.05 and
+    2000 runs: the frequency is then resolved to +-0.015 (three binomial sd), so a design that
+    failed to split the rate over its looks (0.091 in 3000 runs) would be seen."""
     rng = np.random.default_rng(1)
-    floor = levels * (0.2 + sizes**-0.5) * np.exp(0.05 * rng.standard_normal((3, 6)))
-    fit = fednest_rates.within_replicate_exponent(sizes, floor, 0.99, correction=-0.5)
-    assert fit.ci_low > -0.5
-    with pytest.raises(ValueError, match="need >= 3 sizes"):
-        fednest_rates.within_replicate_exponent(sizes[:2], slow[:, :2], 0.99, correction=-0.5)
+    rate, runs = 0.05, 2000
+    fails = 0
+    for _ in range(runs):
+        draws = rng.normal(-0.25, 0.18, 41)
+        test, _ = fednest_rates.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
+                                                rate, -0.25)
+        fails += test.decide(rate).outcome == "fails"
+    assert fails / runs <= rate + 3 * np.sqrt(rate * (1 - rate) / runs)
+
+
+def test_replicate_exponents_give_a_valid_interval_where_a_common_stream_fit_does_not():
+    """Why the K-rate check uses independent replicates: a stream shared by every horizon can
+    tilt a whole curve (here ``Q(K) = K^{-1/2 + 0.1 z}`` with one ``z`` per stream, plus 0.2%
+    independent noise per point); the 95% least-squares interval of one stream's points is then
+    narrow around its tilted slope and misses -1/2 for most streams, while the batch interval
+    over independent streams covers it."""
+    rng = np.random.default_rng(2)
+    sizes = 16.0 * 2.0 ** np.arange(4)
+    tilt = 0.1 * rng.standard_normal(20)
+    curves = sizes ** (-0.5 + tilt[:, None]) * np.exp(0.002 * rng.standard_normal((20, 4)))
+    fits = [_stats.fit_exponent(sizes, c, confidence=0.95) for c in curves]
+    covered = sum(f.ci_low <= -0.5 <= f.ci_high for f in fits)
+    assert covered <= 10  # a valid 95% interval would cover in ~19 of 20
+    ev = batch_evidence([f.slope for f in fits])
+    assert ev.lower(1e-3) <= -0.5 <= ev.upper(1e-3)
 
 
 def test_sampling_variance_formula_reduces_to_the_full_participation_law():

@@ -1,187 +1,112 @@
-"""Each AggITD claim check fails on a deliberately wrong estimator or algorithm.
+"""Every AggITD claim can say both "holds" and "fails", and its perturbations are the bugs named.
 
-For the claims the testbed expects to hold, a perturbed builder replaces the registry's and the
-runner must answer "fails as stated" with a saved, replayable counterexample (as in
-tests/test_claims_detect_bugs.py). For the paper statements the testbed refutes
-(``expected="fails"``), the check must be able to pass: a corrected builder makes it hold.
+The perturbations (:mod:`theory_checks.perturbations.aggitd`) and positive controls are claim
+data; ``theory_checks/test_claims.py`` runs them (each perturbation must be caught with a
+replayable counterexample, each positive control must hold). This file checks that every AggITD
+claim declares one, and that the deliberately wrong estimators are the bugs they say they are.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
 import torch
 
-from testbed._algorithms.aggitd import AggITDState, FBOAggITD, one_round_upper
+from problems import QuadraticBilevel
+from testbed._algorithms.aggitd import FBOAggITD
+from testbed._algorithms.base import run_algorithm
 from testbed._estimators.aggitd import AggITD
 from testbed._estimators.base import InnerState
-from testbed._federation.local import local_round
 from testbed.oracles import Oracles
-from tests._replay import assert_perturbation_detected
-from theory_checks import aggitd_rates
-from theory_checks.registry import CLAIM_DB, get_claim
-from theory_checks.runner import Profile, run_claim
+from theory_checks import aggitd, aggitd_rates
+from theory_checks.perturbations import aggitd as perturbed
 
-PROFILE = Profile("perturbation", max_examples=5)
+CLAIMS = (*aggitd.CLAIMS, *aggitd_rates.CLAIMS)
 
 
-@dataclasses.dataclass(frozen=True)
-class ScaledIndirect(AggITD):
-    """AggITD whose indirect part is multiplied by ``factor(N)`` (a wrong HessIV scaling)."""
-
-    factor: float | None = None
-    power_of_n_plus_1: float = 0.0
-
-    def estimate_in(self, ctx, x, state):
-        value, new_state, aux = super().estimate_in(ctx, x, state)
-        clients = aux["clients"]
-        direct = Oracles(ctx.problem).grad_outer(x, aux["y"], clients)[0].mean(0)
-        scale = (self.factor or 1.0) * (self.inner_steps + 1) ** self.power_of_n_plus_1
-        return direct + scale * (value - direct), new_state, aux
+@pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
+def test_every_aggitd_claim_can_say_both(claim):
+    if claim.expected == "holds":
+        assert claim.perturbation is not None and claim.positive_control is None
+        assert claim.perturbation.description and claim.perturbation.name
+    else:
+        assert claim.positive_control is not None and claim.perturbation is None
 
 
-@dataclasses.dataclass(frozen=True)
-class WrongNeumannStep(AggITD):
-    """AggITD that uses 0.9 lambda instead of the lambda it is given."""
-
-    def step_sizes(self, problem):
-        beta, lam = super().step_sizes(problem)
-        return beta, 0.9 * lam
+def _problem():
+    return QuadraticBilevel.random(2, 2, 2, 3.0, seed=0, hessian_heterogeneity=0.3,
+                                   gradient_heterogeneity=1.0)
 
 
-@dataclasses.dataclass(frozen=True)
-class MeanOverAllClients(AggITD):
-    """AggITD whose server divides the hypergradient sum by M instead of |S|."""
-
-    def estimate_in(self, ctx, x, state):
-        value, new_state, aux = super().estimate_in(ctx, x, state)
-        return value * aux["clients"].shape[0] / ctx.problem.n_clients, new_state, aux
+def _estimate(estimator, problem, x, y):
+    return estimator.estimate(problem, x, InnerState(y), np.random.default_rng(0)).value
 
 
-def _estimator(cls, **extra):
-    def make(**kw):
-        return cls(**{**kw, **extra})
-
-    return make
-
-
-@dataclasses.dataclass(frozen=True)
-class ExtraRound(FBOAggITD):
-    """FBO-AggITD that aggregates z in a round of its own once per iteration."""
-
-    def step(self, ctx, state):
-        new = super().step(ctx, state)
-        clients = ctx.all_clients()
-        ctx.aggregate(new.y.expand(int(clients.shape[0]), -1), clients)
-        return new
+@pytest.mark.parametrize(("weight", "scale"), [("exact", 1.0), ("n", 3 / 4), ("none", 1 / 4)])
+def test_scaled_indirect_scales_the_indirect_part(weight, scale):
+    p = _problem()
+    x = torch.tensor([0.3, -0.2], dtype=torch.float64)
+    y = torch.tensor([1.0, 0.5], dtype=torch.float64)
+    right = AggITD(inner_steps=3, index=1)
+    out = right.estimate(p, x, InnerState(y), np.random.default_rng(0))
+    direct = Oracles(p).grad_outer(x, out.state.y, torch.arange(2))[0].mean(0)
+    wrong = _estimate(perturbed.ScaledIndirect(inner_steps=3, index=1, weight=weight), p, x, y)
+    torch.testing.assert_close(wrong - direct, scale * (out.value - direct), rtol=1e-12,
+                               atol=1e-14)
 
 
-@dataclasses.dataclass(frozen=True)
-class UnscaledUpper(FBOAggITD):
-    """FBO-AggITD whose One-Round-Upper steps alpha instead of alpha / tau_i."""
-
-    def step(self, ctx, state):
-        h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
-        y = inner.y
-
-        def direct(points, active, batch):
-            return ctx.oracles.grad_outer(points, y, active, batch)[0]
-
-        x_next = local_round(ctx, state.x, aux["clients"], direct, self.local_steps,
-                             self.outer_step_size, global_direction=h, scale_by_steps=False)
-        return AggITDState(x_next, y, h, aux["index"])
+def test_float32_neumann_step_is_a_float32_number():
+    p = _problem()
+    lam = 1.0 / 3.0
+    _, wrong = perturbed.Float32Neumann(neumann_step_size=lam).step_sizes(p)
+    assert wrong == float(np.float32(lam)) and 0.0 < abs(wrong - lam) / lam < 1e-7
 
 
-@dataclasses.dataclass(frozen=True)
-class FlippedIndirect(FBOAggITD):
-    """FBO-AggITD whose estimator adds the indirect part instead of subtracting it."""
-
-    @property
-    def estimator(self):
-        base = super().estimator
-        return ScaledIndirect(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                              factor=-1.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class UntruncatedHypergradient(FBOAggITD):
-    """FBO-AggITD's outer loop fed the exact hypergradient (no truncation, hence no floor)."""
-
-    def step(self, ctx, state):
-        problem = ctx.problem
-        h = problem.exact_hypergradient(state.x)
-        y = problem.exact_inner_solution(state.x)
-        x_next = one_round_upper(ctx, state.x, y, h, ctx.participants(), self.local_steps,
-                                 self.outer_step_size)
-        return AggITDState(x_next, y, h, None)
+def test_decaying_outer_step_uses_alpha_over_k_plus_1():
+    """The perturbation's iteration count comes from the ledger: iteration k must step
+    alpha / (k + 1), exactly as FBO-AggITD run with that step."""
+    p = _problem()
+    alpha, params = 0.2, {"inner_steps": 2, "expectation": True}
+    records = run_algorithm(perturbed.DecayingOuterStep(outer_step_size=alpha, **params), p, 3,
+                            np.random.default_rng(0))
+    state = records[0].state
+    for k in range(3):
+        one = run_algorithm(FBOAggITD(outer_step_size=alpha / (k + 1), **params), p, 1,
+                            np.random.default_rng(0), state=state)
+        torch.testing.assert_close(records[k + 1].x, one[1].x, rtol=1e-12, atol=1e-14)
+        state = one[1].state
 
 
-def _algorithm(cls, lower_solver="svrg"):
-    def make(**kw):
-        return cls(lower_solver=lower_solver, **kw)
-
-    return make
-
-
-def _slow_lower(**kw):
-    return AggITD(**{**kw, "inner_step_size": kw["inner_step_size"] / 10.0})
-
-
-PERTURBATIONS = {
-    "aggitd.prop1.mean_identity": _estimator(ScaledIndirect, factor=1.0,
-                                             power_of_n_plus_1=0.01),
-    "aggitd.alg1.per_index_identity": _estimator(AggITD, as_printed=True),
-    "aggitd.prop1.bias_bound": _estimator(ScaledIndirect, factor=0.5),
-    "aggitd.prop2.second_moment": _estimator(ScaledIndirect, power_of_n_plus_1=0.5),
-    "aggitd.lower.contraction": _slow_lower,
-    "aggitd.comm.rounds_per_iteration": _algorithm(ExtraRound),
-    "aggitd.comm.sgd_rounds_per_iteration": _algorithm(ExtraRound, "sgd"),
-    "aggitd.cor1.floor_kept": _algorithm(FlippedIndirect),
-    "aggitd.scaling.bias_rate_in_n": _estimator(WrongNeumannStep),
-    "aggitd.scaling.tau_invariance": _algorithm(UnscaledUpper),
-    "aggitd.scaling.participation": _estimator(MeanOverAllClients),
-}
-
-# paper statements the testbed refutes, and a builder under which the same check holds
-CORRECTED_BUILDERS = {
-    "aggitd.alg1.as_printed": _estimator(AggITD),
-    "aggitd.cor1.no_floor": _algorithm(UntruncatedHypergradient),
-}
+def test_unscaled_upper_steps_alpha_or_alpha_tau():
+    """With the local correction h_nu = h + E (x_nu - x) a one-client, tau-step round moves x
+    by a polynomial in the step; the unscaled round at alpha equals the scaled one at tau alpha."""
+    p = QuadraticBilevel.random(1, 2, 2, 2.0, seed=1)
+    params = {"inner_steps": 1, "local_steps": 3, "expectation": True}
+    x_unscaled = run_algorithm(perturbed.UnscaledUpper(outer_step_size=0.05, **params), p, 1,
+                               np.random.default_rng(0))[1].x
+    x_scaled = run_algorithm(FBOAggITD(outer_step_size=0.15, **params), p, 1,
+                             np.random.default_rng(0))[1].x
+    torch.testing.assert_close(x_unscaled, x_scaled, rtol=1e-12, atol=1e-14)
+    x_tau = run_algorithm(perturbed.UnscaledUpper(outer_step_size=0.05, outer_step_factor="tau",
+                                                  **params), p, 1, np.random.default_rng(0))[1].x
+    x_tau2 = run_algorithm(FBOAggITD(outer_step_size=0.45, **params), p, 1,
+                           np.random.default_rng(0))[1].x
+    torch.testing.assert_close(x_tau, x_tau2, rtol=1e-12, atol=1e-14)
 
 
-def test_every_aggitd_claim_is_covered():
-    # theory_checks/aggitd_rates.py's claims are covered by tests/test_aggitd_rates.py
-    ids = {c.id for c in CLAIM_DB if c.paper == "AggITD" and c.id.startswith("aggitd.")} - {
-        c.id for c in aggitd_rates.CLAIMS}
-    assert ids == set(PERTURBATIONS) | set(CORRECTED_BUILDERS)
-    for claim_id in CORRECTED_BUILDERS:
-        assert get_claim(claim_id).expected == "fails"
-    for claim_id in PERTURBATIONS:
-        assert get_claim(claim_id).expected == "holds"
+def test_extra_round_costs_one_round():
+    p = _problem()
+    right, wrong = (cls(inner_steps=2) for cls in (FBOAggITD, perturbed.ExtraRound))
+    rounds = [run_algorithm(a, p, 1, np.random.default_rng(0))[1].calls.comm_rounds
+              for a in (right, wrong)]
+    assert rounds == [2 * 2 + 3, 2 * 2 + 4]
 
 
-@pytest.mark.parametrize("claim_id", sorted(PERTURBATIONS))
-def test_perturbed_estimator_fails_the_check(claim_id, tmp_path):
-    claim = get_claim(claim_id)
-    assert_perturbation_detected(claim, PERTURBATIONS[claim_id], tmp_path, PROFILE)
-
-
-@pytest.mark.parametrize("claim_id", sorted(CORRECTED_BUILDERS))
-def test_refuted_statement_check_can_pass(claim_id):
-    claim = get_claim(claim_id)
-    result = run_claim(claim, PROFILE, make=CORRECTED_BUILDERS[claim_id])
-    assert result.verdict == "holds", claim_id
-    assert result.cases
-
-
-def test_scaled_indirect_is_a_real_perturbation():
-    from problems import QuadraticBilevel
-
-    p = QuadraticBilevel.random(2, 2, 2, 3.0, seed=0)
-    x, y = torch.randn(2), torch.randn(2)
-    a = AggITD(inner_steps=3, index=1).estimate(p, x, InnerState(y), np.random.default_rng(0))
-    b = ScaledIndirect(inner_steps=3, index=1, factor=1.0).estimate(
-        p, x, InnerState(y), np.random.default_rng(0))
-    torch.testing.assert_close(a.value, b.value)
+def test_inner_step_per_call_divides_by_n():
+    est = perturbed._inner_step_per_call(inner_steps=30, inner_step_size=0.3)
+    assert math.isclose(est.inner_step_size, 0.01)
+    assert dataclasses.replace(est, inner_step_size=0.3) == AggITD(inner_steps=30,
+                                                                    inner_step_size=0.3)

@@ -182,52 +182,6 @@ def fit_exponent(sizes: np.ndarray, values: np.ndarray, confidence: float = 0.95
     return fit_slope(np.log(sizes), np.log(values), confidence)
 
 
-def fixed_effect_exponent(sizes: np.ndarray, values: np.ndarray, groups: np.ndarray,
-                          confidence: float = 0.95,
-                          correction: float | None = None) -> LinearFit:
-    """Exponent ``p`` of ``log values = a_g + p log sizes (+ c sizes^q) + e`` with one intercept
-    ``a_g`` per replicate group and a Student-t interval on ``n - groups - columns`` degrees of
-    freedom (the analysis-of-covariance estimator).
-
-    Monte Carlo designs with common random numbers reuse replicate g's seed at every size, so
-    its values share a level ``a_g``; removing it leaves the within-replicate variation, from
-    which the slope and its standard error come. With ``correction = q`` the regression also
-    fits the leading correction ``c sizes^q`` of an expansion ``values ~ A sizes^p (1 + B
-    sizes^q + ...)``, and ``p``'s interval accounts for the estimated ``c``.
-    """
-    sizes = np.asarray(sizes, dtype=np.float64).reshape(-1)
-    values = np.asarray(values, dtype=np.float64).reshape(-1)
-    groups = np.asarray(groups).reshape(-1)
-    if not sizes.shape == values.shape == groups.shape:
-        raise ValueError("fixed_effect_exponent needs sizes, values and groups of one length")
-    if (sizes <= 0).any() or (values <= 0).any():
-        raise ValueError("fixed_effect_exponent needs positive sizes and values")
-    columns = [np.log(sizes)] if correction is None else [np.log(sizes), sizes ** correction]
-    if len(np.unique(sizes)) < len(columns) + 1:
-        raise ValueError(f"need >= {len(columns) + 1} sizes to fit {len(columns)} column(s), got "
-                         f"{len(np.unique(sizes))}")
-    y = np.log(values)
-    labels = np.unique(groups)
-    dof = len(y) - len(labels) - len(columns)
-    if dof < 1:
-        raise ValueError(f"fixed_effect_exponent needs more points ({len(y)}) than groups "
-                         f"({len(labels)}) + fitted columns ({len(columns)})")
-    X, yc = np.stack(columns, axis=1), y.copy()
-    for g in labels:
-        X[groups == g] -= X[groups == g].mean(axis=0)
-        yc[groups == g] -= yc[groups == g].mean()
-    gram = X.T @ X
-    coef = np.linalg.solve(gram, X.T @ yc)
-    residual = yc - X @ coef
-    sigma2 = float(residual @ residual) / dof
-    std_error = math.sqrt(sigma2 * float(np.linalg.inv(gram)[0, 0]))
-    half = float(stats.t.ppf(0.5 + confidence / 2.0, dof)) * std_error
-    slope = float(coef[0])
-    intercept = float(y.mean() - slope * columns[0].mean())
-    return LinearFit(slope, intercept, slope - half, slope + half, confidence, len(y),
-                     std_error, dof)
-
-
 def _check_rate(rate: float) -> None:
     if not 0.0 < rate < 1.0:
         raise ValueError(f"false_fail_rate must be in (0, 1), got {rate}")

@@ -17,6 +17,12 @@ The paper's constants are read off each problem as follows (notes 3.1):
   only use the bound at those points;
 - ``sigma_g^2`` = ``max(sigma_1^2, sigma_2^2)``; the checks use exact oracles (``sigma_1 = 0``) and
   measure ``sigma_2^2`` = max over the visited points of ``mean_i ||grad_y g_i - grad_y g||^2``.
+
+Every claim of this module is deterministic: exact oracles, full participation (or every client
+subset enumerated) and the expectation over the server's index Q computed exactly (one run per
+``Q = 0..N``, or the expectation mode, eq. 11), so each measured figure is a float64 quantity
+compared with round-off tolerances; the runs get :data:`NO_DRAWS`, which raises on any random
+draw. Theorem 1's stochastic rate is the statistical claim, in :mod:`theory_checks.aggitd_rates`.
 """
 
 from __future__ import annotations
@@ -38,8 +44,18 @@ from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks._sampling import sampling_exponent_measurement
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import (
+    Case,
+    Claim,
+    Fit,
+    Measurement,
+    NotMeasurable,
+    SeriesPoint,
+    known_case,
+)
 from theory_checks.classical import closed_form_problems
+from theory_checks.perturbations import aggitd as perturbed
+from theory_checks.runner import per_profile
 
 # Why 1e-10: the identities below are compared in float64 after O(N dim) products with kappa
 # <= 100; round-off stays near 1e-13 relative, an algebraic slip is O(1).
@@ -48,7 +64,18 @@ IDENTITY_RTOL = 1e-10
 RATE_RTOL = 0.05
 FIT_FLOOR = 1e-9
 
-RNG_SEED = 0
+
+class NoDraws:
+    """Stands in for a run's generator in the exact checks. With exact oracles (no samples), full
+    participation and a fixed Q (or the exact mean over Q, expectation mode) a run has nothing to
+    draw, so these checks are deterministic, not Monte Carlo with a fixed seed: any draw is an
+    error, raised here."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError(f"an exact AggITD check drew a random number (rng.{name})")
+
+
+NO_DRAWS: Any = NoDraws()
 
 
 # --------------------------------------------------------------------------- strategies
@@ -142,7 +169,7 @@ def _run(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: torch.Tens
          **params: Any) -> Any:
     estimator = make(**params)
     estimator.init(problem)
-    return estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(RNG_SEED))
+    return estimator.estimate(problem, x, InnerState(y0), NO_DRAWS)
 
 
 # --------------------------------------------------------------------------- identities
@@ -367,6 +394,9 @@ def _comm_check(claim: Claim, case: Case, make: Callable[..., Any], sgd: bool) -
     tau = 1 + (seed // 7) % 4
     participation = [None, 0.5, 1][(seed // 28) % 3]
     algorithm = make(inner_steps=n, local_steps=tau, participation=participation)
+    # the only draws are Q and, under partial participation, the client subset: the counts
+    # below are exact for every draw (they depend on Q, which is read back from the state),
+    # so the seed only picks which of them is checked
     records = run_algorithm(algorithm, problem, 2, np.random.default_rng(seed))
     expected_rounds = (n + 3) if sgd else (2 * n + 3)
     count = max(1, int(round(0.5 * problem.n_clients))) if participation == 0.5 \
@@ -439,8 +469,7 @@ def _cor1_run(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     algorithm = make(inner_steps=n, inner_step_size=beta, neumann_step_size=lam,
                      outer_step_size=alpha, expectation=True)
     state = algorithm.init(problem)._replace(x=x0, y=y0)
-    records = run_algorithm(algorithm, problem, COR1_ITERATIONS,
-                            np.random.default_rng(RNG_SEED), state=state)
+    records = run_algorithm(algorithm, problem, COR1_ITERATIONS, NO_DRAWS, state=state)
     xs = [r.x for r in records]
     stationarity = np.array([float(problem.exact_hypergradient(x).norm() ** 2) for x in xs])
     # M bounds ||grad_y f|| where the estimator evaluates it in the limit: at the last
@@ -558,8 +587,7 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         algorithm = make(inner_steps=2, local_steps=tau, inner_step_size=lam,
                          neumann_step_size=lam, outer_step_size=alpha, expectation=True)
         state = algorithm.init(problem)._replace(x=x0, y=ex.y_star)
-        records = run_algorithm(algorithm, problem, 1, np.random.default_rng(RNG_SEED),
-                                state=state)
+        records = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= 1e-24:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
@@ -598,7 +626,7 @@ def check_participation_exponent(
     estimator = make(inner_steps=2, index=1)
     estimator.init(problem)
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
-        ctx = _FixedClients(problem, np.random.default_rng(RNG_SEED), torch.tensor(subset))
+        ctx = _FixedClients(problem, NO_DRAWS, torch.tensor(subset))
         return estimator.estimate_in(ctx, x, InnerState(y0))[0]
 
     # the estimate is affine in the subset means when clients differ only in linear terms
@@ -623,6 +651,18 @@ _TRAJECTORY_NOTE = (
     "recomputed in closed form (FedSVRG on a quadratic: y+ - y* = (I - M_tau H)(y - y*))."
 )
 
+# Positive controls of the refuted statements: cases inside their conditions where they hold.
+# Any problem with Q = N (point_seed 12: N = 1, Q = 1): the HessIV product is empty, so neither
+# printed typo of Alg. 1 (lambda dropped in line 6, z^{N-1} in line 15) changes the estimate.
+_CONTROL_PROBLEM = QuadraticBilevel.random(2, 2, 2, 3.0, seed=0).spec()
+# kappa_g = 1 (identical client Hessians mu I with mu = 2 >= ||J|| = 1.65, so L_g = mu):
+# Corollary 1's N = ceil(kappa_g) (2: kappa_g is 1 + 2e-16 after round-off) and lambda = 1/L_g
+# make (1 - lambda mu)^{N+1} = 0 to round-off, so there is no floor and the iterates reach the
+# stationary point to round-off.
+_NO_FLOOR_CONTROL = QuadraticBilevel.random(2, 1, 2, 1.0, seed=0, mu=2.0,
+                                            hessian_heterogeneity=0.0,
+                                            gradient_heterogeneity=1.0).spec()
+
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         id="aggitd.prop1.mean_identity",
@@ -634,7 +674,11 @@ CLAIMS: tuple[Claim, ...] = (
                   "expectation mode returns the same",
         estimators=("aggitd",),
         strategy=_cases(max_dim=5),
+        # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
+        max_examples=per_profile(4, None),
+        shrink=False,
         check=check_mean_identity,
+        perturbation=perturbed.NEUMANN_STEP_FLOAT32,
         notes=_TRAJECTORY_NOTE,
     ),
     Claim(
@@ -648,6 +692,7 @@ CLAIMS: tuple[Claim, ...] = (
         strategy=_cases(max_dim=5),
         check=check_per_index_identity,
         expected="fails",
+        positive_control=known_case(_CONTROL_PROBLEM, {"point_seed": 12}),
         notes="Any Q < N exposes both typos: the recursion without lambda multiplies by "
               "(I - H), and z^{N-1} drops the t = N factor.",
     ),
@@ -662,6 +707,7 @@ CLAIMS: tuple[Claim, ...] = (
         strategy=_cases(max_dim=5),
         check=check_per_index_identity,
         corrects="aggitd.alg1.as_printed",
+        perturbation=perturbed.IMPORTANCE_WEIGHT_N,
         notes="Alg. 1 with lambda in line 6 and p = lambda (N+1) z^N in line 15. "
               + _TRAJECTORY_NOTE,
     ),
@@ -675,8 +721,12 @@ CLAIMS: tuple[Claim, ...] = (
                   "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)",
         estimators=("aggitd",),
         strategy=_cases(max_dim=4),
+        # Why 4 cases on fast: 8 expectation-mode runs up to N = 16 per case (~0.4 s)
+        max_examples=per_profile(4, None),
+        shrink=False,
         check=check_prop1_bias,
         bound=prop1_bound,
+        perturbation=perturbed.IMPORTANCE_WEIGHT_N,
         notes="lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), tau in 1..3; exact oracles, so "
               "the inner expectation is the exact mean over Q (expectation mode, checked "
               "against the per-Q runs by aggitd.prop1.mean_identity).",
@@ -692,8 +742,10 @@ CLAIMS: tuple[Claim, ...] = (
         # Why kappa <= 2 and small dims: the exact second moment takes N+1 runs per N, and the
         # (N+1) growth only shows once the geometric sum has saturated, which takes ~kappa steps.
         strategy=_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 2.0)),
+        shrink=False,  # a failing case is saved as drawn: shrinking reruns the check
         check=check_prop2_second_moment,
         bound=prop2_bound,
+        perturbation=perturbed.IMPORTANCE_WEIGHT_N,
         notes="Exact second moment by enumerating Q = 0..N with exact oracles (no Monte Carlo, "
               "so no false-failure rate), from y^0 = y* (deterministic FedSVRG stays there), "
               "where it equals lambda^2 (N+1) sum_{k<=N} ||J (I - lambda H)^k grad_y f||^2. "
@@ -709,7 +761,9 @@ CLAIMS: tuple[Claim, ...] = (
                   "and ||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2",
         estimators=("aggitd",),
         strategy=_cases(max_dim=5),
+        shrink=False,  # a failing case is saved as drawn: shrinking reruns the check
         check=check_lower_contraction,
+        perturbation=perturbed.INNER_STEP_PER_CALL,
         notes="beta = min(1, lambda, 1/(6 L_g)), beta_i = beta / tau_i, tau in 1..4, N = 30. "
               "Deterministic FedSVRG has y* as its exact fixed point, so the heterogeneity "
               "floor 25 beta^2 sigma_2^2 is loose: the measured floor (three steps from y*) is "
@@ -725,6 +779,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("fbo-aggitd",),
         strategy=_cases(max_dim=5),
         check=check_comm_rounds,
+        perturbation=perturbed.EXTRA_ROUND,
         notes="FedNest's 2N + T + 3 from the same table is recorded at T = N (Table 2's "
               "N = T = 5 gives 13 vs 18 rounds, ratio 0.72).",
     ),
@@ -737,6 +792,7 @@ CLAIMS: tuple[Claim, ...] = (
         estimators=("fbo-aggitd-sgd",),
         strategy=_cases(max_dim=5),
         check=check_sgd_comm_rounds,
+        perturbation=perturbed.EXTRA_ROUND_SGD,
     ),
     Claim(
         id="aggitd.cor1.no_floor",
@@ -752,6 +808,8 @@ CLAIMS: tuple[Claim, ...] = (
         strategy=_bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0)),
         check=check_cor1_no_floor,
         expected="fails",
+        shrink=False,
+        positive_control=known_case(_NO_FLOOR_CONTROL, {"point_seed": 0}),
         notes="Exact oracles and the exact mean over Q remove every stochastic term of Thm 1, "
               "so only the dropped (1 - lambda mu)^{2N} term can stop the decay: the iterates "
               "converge to a point whose stationarity is ||J H^{-1}(I - lambda H)^{N+1} "
@@ -766,9 +824,13 @@ CLAIMS: tuple[Claim, ...] = (
                   "(3 + alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps))",
         estimators=("fbo-aggitd",),
         strategy=_bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0)),
+        # Why 4 cases on fast: 20 FBO-AggITD iterations per case (~0.4 s)
+        max_examples=per_profile(4, None),
+        shrink=False,
         check=check_cor1_floor_kept,
         bound=cor1_floor_bound,
         corrects="aggitd.cor1.no_floor",
+        perturbation=perturbed.INDIRECT_SIGN_FLIPPED,
     ),
     Claim(
         id="aggitd.scaling.bias_rate_in_n",
@@ -780,7 +842,11 @@ CLAIMS: tuple[Claim, ...] = (
         # Why bilevel and kappa <= 8: minimax problems have grad_y f(x, y*) = 0 (no bias to
         # fit); the fit window spans 1.5 kappa steps and each point costs N steps.
         strategy=_bilevel_cases(min_dim_y=2, max_dim=4, max_clients=4, kappa=(2.0, 8.0)),
+        # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
+        max_examples=per_profile(4, None),
+        shrink=False,
         check=check_bias_rate_in_n,
+        perturbation=perturbed.NEUMANN_STEP_09,
         notes="At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the "
               "error is J H^{-1}(I - lambda H)^{N+1} grad_y f: the squared rate of Prop. 1 is "
               "twice this slope. Fitted on the slowest mode's window (dominant_mode_window).",
@@ -793,7 +859,9 @@ CLAIMS: tuple[Claim, ...] = (
         statement="||x_{k+1} - x_k||^2 does not grow with tau: fitted exponent in tau = 0 (0.05)",
         estimators=("fbo-aggitd",),
         strategy=_cases(max_dim=4),
+        shrink=False,  # a failing case is saved as drawn: shrinking reruns the check
         check=check_tau_invariance,
+        perturbation=perturbed.UPPER_STEP_UNSCALED,
         notes="alpha = 0.1 / ||grad^2 h||, y started at y* so that the lower level (also "
               "tau-scaled) stays there; tau in {1, 2, 4, 8, 16}.",
     ),
@@ -806,7 +874,11 @@ CLAIMS: tuple[Claim, ...] = (
                   "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)",
         estimators=("aggitd",),
         strategy=_participation_cases,
+        # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
+        max_examples=per_profile(4, None),
+        shrink=False,
         check=check_participation_exponent,
+        perturbation=perturbed.MEAN_OVER_ALL_CLIENTS,
         notes="The paper states no exponent in S; this records the measured one. Clients differ "
               "only in linear terms (hessian_heterogeneity = 0), M = 5, every subset enumerated.",
     ),

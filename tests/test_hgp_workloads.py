@@ -291,13 +291,25 @@ def test_influence_steps_metrics_and_resume() -> None:
 
 
 def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
-    config = _config("hgp_influence", workload={"model": "mlp", "retrain_steps": 3},
-                     run={"rounds": 2})
+    # caps far below what stationarity needs: this checks the plumbing, and that a cap that
+    # stops a run is recorded as "not reached"
+    config = _config("hgp_influence", workload={
+        "model": "mlp", "retrain_steps": 3, "train_refine_steps": 5, "jitter_count": 1,
+        "train_grad_tol": 1e-12, "retrain_grad_tol": 1e-12}, run={"rounds": 2})
     experiment = build_hgp_influence(config)
     assert isinstance(experiment, HGPInfluenceExperiment)
     rows = [experiment.step() for _ in range(2)]
     assert math.isnan(rows[0]["r2_exact"])  # no exact influence for a network
-    assert rows[1]["n_retrained"] == 2.0
+    assert rows[1]["n_retrained"] == 2.0 and rows[1]["n_jitter"] == 1.0
+    assert rows[0]["train_stationary"] == 0.0 and rows[0]["train_refine_steps"] == 5.0
+    assert rows[1]["retrain_reached"] == 0.0 and rows[1]["retrain_steps_max"] == 3.0
+    assert rows[0]["control_steps"] == 3.0
+    # an MLP at a barely trained point: the averaged Hessian is indefinite, so HGP is damped by
+    # |lambda_min| + 1/(eta M) and the Neumann step stays inside the stable range
+    assert rows[0]["hessian_lambda_min"] < 0.0
+    assert rows[0]["damping"] == pytest.approx(
+        -rows[0]["hessian_lambda_min"] + rows[0]["damping_margin"], rel=1e-12)
+    assert rows[0]["neumann_eta_lambda"] < 2.0
 
 
 @pytest.mark.parametrize(("kind", "changes", "match"), [
@@ -310,6 +322,11 @@ def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     ("hgp_influence", {"workload": {"top_k": 0}}, "top_k"),
     ("hgp_influence", {"run": {"rounds": 9}}, "rounds"),
     ("hgp_influence", {"workload": {"weight_decay": 0.0}}, "weight_decay"),
+    ("hgp_influence", {"workload": {"retrain_step_size": "fast"}}, "retrain_step_size"),
+    ("hgp_influence", {"workload": {"momentum": 1.0}}, "momentum"),
+    ("hgp_influence", {"workload": {"jitter_count": -1}}, "jitter_count"),
+    ("hgp_influence", {"workload": {"damping_margin": -0.1}}, "damping_margin"),
+    ("hgp_influence", {"workload": {"train_grad_tol": 0.0}}, "train_grad_tol"),
     ("hgp_influence", {"algorithm": {"name": "aid-neumann"}}, "no parameter|not an HGP"),
 ])
 def test_bad_options_raise(kind: str, changes: dict[str, Any], match: str) -> None:

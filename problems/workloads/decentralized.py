@@ -29,15 +29,32 @@ evaluation is one ``torch.func.vmap`` over the stacked rows; there is no loop ov
 Exact answers for the convex case (``model="logreg"``, softmax regression with ``wd > 0``):
 ``y*(x)`` by damped Newton on ``sum_i g_i`` in the working dtype, GlobalGrad
 ``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` (notes 2.6) by one linear solve.
+
+The influence protocol's numerical tools (used by ``testbed.experiments.hgp``): Hessian-vector
+products of ``G = sum_i g_i`` (:meth:`InfluenceProblem.total_hvp`), the largest eigenvalue by
+seeded power iteration (:func:`largest_eigenvalue`), the smallest by Lanczos
+(:func:`smallest_eigenvalue`, scipy's ``eigsh`` on a ``LinearOperator`` of HVPs), full-batch
+gradient descent to a stated gradient-norm tolerance (:func:`descend`), and Hessian damping
+(:meth:`InfluenceProblem.with_damping`: ``delta I`` added to every ``grad^2_y g_i`` and nothing
+else, for an averaged Hessian that is indefinite at a network's trained model).
+
+``cnn_smooth`` is the LeNet layout of ``cnn`` with ``tanh`` instead of ReLU and average instead
+of max pooling: its loss is twice continuously differentiable, so its Hessian and the influence
+function (an implicit-function-theorem quantity) exist everywhere and a gradient-norm tolerance can
+be reached. The ReLU/max-pool CNN's full-batch gradient jumps on kinks: at a model L-BFGS has
+driven to a gradient norm of 0.026 (float64, weight decay 0.01), the first-order model of the
+gradient along ``-grad`` has relative error 0.2 at distance 1e-2 and 178 at 1e-6, so its minima sit
+on kinks and no tolerance below about 0.02 is reachable there.
 """
 
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -49,7 +66,7 @@ from problems.workloads._client_data import ClientSamples
 from problems.workloads.models import MODEL_BUILDERS, FlatModel, build_network
 
 PersonalizationMode = Literal["pl", "mtl"]
-CLASSIFIERS: tuple[str, ...] = ("logreg", *MODEL_BUILDERS)
+CLASSIFIERS: tuple[str, ...] = ("logreg", "cnn_smooth", *MODEL_BUILDERS)
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -77,11 +94,29 @@ def build_classifier(model: str, input_shape: Sequence[int], n_classes: int) -> 
             torch.nn.Flatten(start_dim=-3),
             torch.nn.Linear(channels * height * width, n_classes, dtype=torch.float32)))
         return Classifier("logreg", flat.n_params, flat.apply, flat.initial, convex=True)
+    if model == "cnn_smooth":
+        channels, height, width = (int(s) for s in input_shape)
+        flat = FlatModel.from_module(_smooth_cnn(channels, height, width, n_classes))
+        return Classifier("cnn_smooth", flat.n_params, flat.apply, flat.initial)
     if model not in MODEL_BUILDERS:
         raise ProblemError(f"unknown model {model!r}; known: {', '.join(CLASSIFIERS)}")
     net = build_network(model, input_shape, n_classes)
     return Classifier(model, net.n_params, net.full_logits,
                       lambda seed: torch.cat(net.initial(seed)))
+
+
+def _smooth_cnn(channels: int, height: int, width: int, n_classes: int) -> torch.nn.Module:
+    """``cnn``'s layout (5x5 same-padded convolutions with 6 and 16 channels, each followed by
+    2x2 pooling, then 120-84-classes) with ``tanh`` and average pooling: a C-infinity loss."""
+    if height < 4 or width < 4:
+        raise ProblemError(f"cnn_smooth: needs inputs of at least 4x4 pixels, got "
+                           f"{height}x{width}")
+    nn, f32 = torch.nn, torch.float32
+    return nn.Sequential(
+        nn.Conv2d(channels, 6, 5, padding=2, dtype=f32), nn.Tanh(), nn.AvgPool2d(2),
+        nn.Conv2d(6, 16, 5, padding=2, dtype=f32), nn.Tanh(), nn.AvgPool2d(2),
+        nn.Flatten(start_dim=-3), nn.Linear(16 * (height // 4) * (width // 4), 120, dtype=f32),
+        nn.Tanh(), nn.Linear(120, 84, dtype=f32), nn.Tanh(), nn.Linear(84, n_classes, dtype=f32))
 
 
 def own_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -240,10 +275,59 @@ class InfluenceProblem(_PerClientClassification):
     """
 
     def __init__(self, net: Classifier, train: ClientSamples, validation: ClientSamples, *,
-                 weight_decay: float = 1e-3, seed: int = 0) -> None:
+                 weight_decay: float = 1e-3, seed: int = 0, hessian_damping: float = 0.0
+                 ) -> None:
         super().__init__(net, train, validation, dim_y=net.n_params,
                          dim_hyper=int(train.labels.shape[1]), weight_decay=weight_decay,
                          seed=seed, name="hgp.influence")
+        if not (math.isfinite(hessian_damping) and hessian_damping >= 0.0):
+            raise ProblemError(f"{self.name}: hessian_damping must be finite and >= 0, got "
+                               f"{hessian_damping}")
+        self.hessian_damping = float(hessian_damping)
+
+    # ----------------------------------------------------------------- damping
+    def with_damping(self, delta: float) -> InfluenceProblem:
+        """This problem with ``delta I`` added to every client's Hessian ``grad^2_y g_i`` (so
+        to the averaged Hessian ``(1/n) sum_i H_i`` too), and nothing else changed.
+
+        The term added to ``g_i`` is ``delta/2 ||y - stop_gradient(y)||^2``: its value and its
+        gradient are exactly 0 (``y - y.detach()`` is 0), its Hessian is ``delta I``. So
+        training, retraining, ``F`` and every gradient are those of the undamped problem; only
+        Hessian-vector products (what HGP's Neumann series uses) see ``H_i + delta I``; the mixed
+        Jacobian ``J_i`` is unchanged (the term does not depend on lambda).
+        """
+        if not (math.isfinite(delta) and delta >= 0.0):
+            raise ProblemError(f"{self.name}: damping must be finite and >= 0, got {delta}")
+        damped = copy.copy(self)
+        damped.hessian_damping = float(delta)
+        return damped
+
+    @property
+    def id(self) -> str:
+        base = super().id
+        return base if self.hessian_damping == 0.0 else f"{base}.damp{self.hessian_damping:g}"
+
+    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+                   batch: Batch | None) -> torch.Tensor:
+        """``g_i`` of eq. 12, plus the zero-valued damping term of :meth:`with_damping`."""
+        out = super().inner_loss(x, y, clients, batch)
+        if self.hessian_damping == 0.0:
+            return out
+        shift = y - y.detach()
+        return out + 0.5 * self.hessian_damping * (shift * shift).sum(-1)
+
+    def total_hvp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """``grad^2_y G(y) v`` for ``G = sum_i g_i`` at one shared model (damping included), by
+        reverse-over-reverse differentiation (about twice a gradient's cost)."""
+        y = y.detach().clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(self.total_inner(x.detach(), y), (y,), create_graph=True)
+        (out,) = torch.autograd.grad((grad * v.to(y.dtype).detach()).sum(), (y,))
+        return out.detach()
+
+    def total_grad(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``grad_y G(y)`` at one shared model."""
+        x = x.detach()
+        return torch.func.grad(lambda w: self.total_inner(x, w))(y.detach()).detach()
 
     def _sample_losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
                        labels: torch.Tensor) -> torch.Tensor:
@@ -277,7 +361,8 @@ class InfluenceProblem(_PerClientClassification):
         ``lambda_ik / N_i`` of eq. 12), the Hessian of the weighted cross entropy in the
         parameters ``(W, b)`` is ``sum w (diag(p) - p p^T) (x) a~ a~^T``, plus ``n wd I`` (each
         g_i carries ``wd/2 ||y||^2``). Built on the class-major augmented layout, then permuted
-        to the flat order ``[W (row-major); b]``; a test checks it against autodiff.
+        to the flat order ``[W (row-major); b]``; a test checks it against autodiff. It is the
+        undamped Hessian (the exact answers ignore :meth:`with_damping`).
         """
         self._check_convex()
         n, classes = self.n_clients, int(self.net.n_params // (self.train.inputs[0, 0].numel() + 1))
@@ -362,6 +447,167 @@ class InfluenceProblem(_PerClientClassification):
         lam = x.detach().reshape(self.n_clients, self.dim_hyper).clone()
         lam[client, sample] = 0.0
         return lam.reshape(-1)
+
+
+# ------------------------------------------------------------------- the influence protocol's tools
+
+#: Power iteration: at most this many Hessian-vector products. The residual
+#: ``||A v - rho v||`` falls like ``r^k`` for the gap ratio ``r = |lambda_2 / lambda_1|``, so
+#: reaching ``POWER_RTOL`` takes about ``ln(1/POWER_RTOL) / (1 - r)`` products: 300 covers ``r``
+#: up to about 0.97 (the CNN's measured top eigenvalue converges in tens); a run that stops at the
+#: cap is reported as not converged.
+POWER_ITERATIONS = 300
+#: Power iteration stops when the residual ``||A v - rho v|| <= POWER_RTOL |rho|``, which puts an
+#: eigenvalue of the symmetric A within ``POWER_RTOL |rho|`` of the Rayleigh quotient ``rho``. The
+#: estimate sets a step whose stability margin is a factor 2 (``1/lambda_max`` against the bound
+#: ``2/lambda_max``), so 1e-4 is far inside that margin, and still 100x above the float32
+#: round-off of a Hessian-vector product (~1e-6 relative).
+POWER_RTOL = 1e-4
+#: Lanczos (ARPACK ``eigsh``) relative accuracy of the smallest eigenvalue: 1e-3 of its size, far
+#: below the damping margin it is compared with (the margin is >= 1/(eta M), ~4e-2 in the configs).
+LANCZOS_TOL = 1e-3
+#: Lanczos: at most this many restarts, and a Krylov basis of this size (ARPACK's ``ncv``). A
+#: basis of 40 vectors resolves an isolated extreme eigenvalue in one or two restarts; the cap
+#: bounds the Hessian-vector products at ``LANCZOS_MAX_RESTARTS * LANCZOS_BASIS``.
+LANCZOS_MAX_RESTARTS = 30
+LANCZOS_BASIS = 40
+
+
+class SpectralEstimate(NamedTuple):
+    """An eigenvalue estimate: ``value``, Hessian-vector products used, whether it converged."""
+
+    value: float
+    products: int
+    converged: bool
+
+
+def _start_vector(dim: int, seed: int, dtype: torch.dtype, device: torch.device | str
+                  ) -> torch.Tensor:
+    v = torch.as_tensor(np.random.default_rng([seed, 17]).standard_normal(dim), dtype=dtype,
+                        device=device)
+    return v / v.norm()
+
+
+def power_iteration(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
+                    dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
+                    iterations: int = POWER_ITERATIONS, rtol: float = POWER_RTOL
+                    ) -> SpectralEstimate:
+    """The eigenvalue of largest magnitude (signed: the Rayleigh quotient) of a symmetric
+    operator, from a seeded Gaussian start; stops when ``||A v - rho v|| <= rtol |rho|`` (an
+    eigenvalue lies within ``rtol |rho|`` of ``rho``), or at ``iterations`` with
+    ``converged=False``."""
+    v = _start_vector(dim, seed, dtype, device)
+    value = 0.0
+    for k in range(1, iterations + 1):
+        w = matvec(v)
+        value, norm = float(v @ w), float(w.norm())
+        if not (math.isfinite(value) and math.isfinite(norm)):
+            raise ProblemError("power iteration: the operator returned non-finite values")
+        if norm == 0.0:
+            return SpectralEstimate(0.0, k, True)
+        if float((w - value * v).norm()) <= rtol * abs(value):
+            return SpectralEstimate(value, k, True)
+        v = w / norm
+    return SpectralEstimate(value, iterations, False)
+
+
+def largest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
+                       dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
+                       iterations: int = POWER_ITERATIONS, rtol: float = POWER_RTOL
+                       ) -> SpectralEstimate:
+    """``lambda_max`` (algebraically largest) by power iteration: when the dominant eigenvalue
+    ``mu`` is negative, a second power iteration on ``A - mu I`` (whose spectrum is
+    ``lambda - mu >= 0``, dominated by ``lambda_max - mu``) finds it."""
+    first = power_iteration(matvec, dim, seed=seed, dtype=dtype, device=device,
+                            iterations=iterations, rtol=rtol)
+    if first.value >= 0.0:
+        return first
+    mu = first.value
+    second = power_iteration(lambda v: matvec(v) - mu * v, dim, seed=seed + 1, dtype=dtype,
+                             device=device, iterations=iterations, rtol=rtol)
+    return SpectralEstimate(second.value + mu, first.products + second.products,
+                            first.converged and second.converged)
+
+
+def smallest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
+                        dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
+                        tol: float = LANCZOS_TOL) -> SpectralEstimate:
+    """``lambda_min`` (algebraically smallest) of a symmetric operator by Lanczos: scipy's
+    ``eigsh(which="SA")`` on a ``LinearOperator`` of ``matvec`` (evaluated in ``dtype``), from
+    a seeded start. On ARPACK's non-convergence the best Ritz value so far is returned with
+    ``converged=False`` (a Ritz value is >= lambda_min: it can only understate the damping)."""
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    count = 0
+
+    def apply(v: np.ndarray) -> np.ndarray:
+        nonlocal count
+        count += 1
+        out = matvec(torch.as_tensor(np.asarray(v).reshape(-1), dtype=dtype, device=device))
+        return out.detach().to(torch.float64).cpu().numpy()
+
+    operator = LinearOperator((dim, dim), matvec=apply, dtype=np.float64)
+    start = _start_vector(dim, seed, torch.float64, "cpu").numpy()
+    basis = min(LANCZOS_BASIS, dim - 1)
+    try:
+        values = eigsh(operator, k=1, which="SA", v0=start, tol=tol, ncv=basis,
+                       maxiter=LANCZOS_MAX_RESTARTS * basis, return_eigenvectors=False)
+        return SpectralEstimate(float(values.min()), count, True)
+    except ArpackNoConvergence as error:
+        found = np.asarray(error.eigenvalues)
+        if found.size == 0:
+            raise ProblemError(f"Lanczos found no eigenvalue after {count} products") from error
+        return SpectralEstimate(float(found.min()), count, False)
+
+
+class Descent(NamedTuple):
+    """Gradient descent to a tolerance: the end point, steps taken, final gradient norm, and
+    whether ``||grad|| <= tol`` was reached within the step cap."""
+
+    y: torch.Tensor
+    steps: int
+    grad_norm: float
+    reached: bool
+
+
+def momentum_bound(momentum: float) -> float:
+    """``eta lambda_max`` below which Nesterov's method with momentum ``beta`` (as in
+    :func:`descend`) is stable on a quadratic: ``2 (1 + beta) / (1 + 2 beta)`` (2 for plain
+    gradient descent, 4/3 as beta -> 1). From the iteration's characteristic polynomial
+    ``r^2 - (1 + beta) a r + beta a`` with ``a = 1 - eta lambda`` (Jury's conditions)."""
+    return 2.0 * (1.0 + momentum) / (1.0 + 2.0 * momentum)
+
+
+def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *,
+            step: float, tol: float, max_steps: int, momentum: float = 0.0) -> Descent:
+    """Full-batch gradient descent from ``start`` until ``||grad(y)|| <= tol`` or ``max_steps``
+    steps (the gradient at the iterate ``y`` is checked before each step).
+
+    ``momentum = 0``: ``y <- y - step grad(y)``. ``momentum = beta > 0``: Nesterov's method,
+    ``z = y + beta (y - y_prev)``, ``y <- z - step grad(z)`` (two gradients per step: one at z,
+    one at y for the stopping test).
+    """
+    if not 0.0 <= momentum < 1.0:
+        raise ProblemError(f"momentum must be in [0, 1), got {momentum}")
+    y = start.detach().clone()
+    previous = y
+    norm = math.inf
+    for k in range(max_steps + 1):
+        g = grad(y)
+        norm = float(g.norm())
+        if not math.isfinite(norm):
+            raise ProblemError(f"gradient descent diverged at step {k} (step size {step:g}): "
+                               "the gradient is not finite")
+        if norm <= tol:
+            return Descent(y, k, norm, True)
+        if k == max_steps:
+            break
+        if momentum == 0.0:
+            y = y - step * g
+        else:
+            z = y + momentum * (y - previous)
+            previous, y = y, z - step * grad(z)
+    return Descent(y, max_steps, norm, False)
 
 
 # ------------------------------------------------------------------------------ personalization
@@ -452,5 +698,7 @@ class PersonalizationProblem(_PerClientClassification):
         return out
 
 
-__all__ = ["CLASSIFIERS", "Classifier", "InfluenceProblem", "PersonalizationProblem",
-           "build_classifier", "client_samples", "own_blocks"]
+__all__ = ["CLASSIFIERS", "Classifier", "Descent", "InfluenceProblem", "LANCZOS_TOL",
+           "POWER_ITERATIONS", "POWER_RTOL", "PersonalizationProblem", "SpectralEstimate",
+           "build_classifier", "client_samples", "descend", "largest_eigenvalue",
+           "momentum_bound", "own_blocks", "power_iteration", "smallest_eigenvalue"]

@@ -57,6 +57,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if verbose:
             print(f"      {c.statement}")
             print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
+            decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
+                        if c.statistical else "deterministic")
+            print(f"      decision: {decision}"
+                  + (f"; undecided by design on: {', '.join(c.undecided_on)}"
+                     if c.undecided_on else ""))
+            if c.perturbation is not None:
+                print(f"      perturbation it must catch: {c.perturbation.name}")
+            if c.positive_control is not None:
+                print("      positive control: a case inside its conditions where it holds")
     if verbose:
         _list_workloads()
     return 0

@@ -14,11 +14,13 @@ import sys
 from collections.abc import Sequence
 
 import closed_form_rounds
+import closed_form_scale
 import hvp_cost
 import workload_round
 from _common import add_arguments, run_benchmark
 
-BENCHMARKS = {module.NAME: module for module in (closed_form_rounds, hvp_cost, workload_round)}
+BENCHMARKS = {module.NAME: module for module in (closed_form_rounds, closed_form_scale, hvp_cost,
+                                                   workload_round)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

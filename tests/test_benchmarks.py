@@ -20,7 +20,7 @@ import torch
 from testbed.experiments.base import BENCH_SCHEMA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-NAMES = ("closed_form_rounds", "hvp_cost", "workload_round")
+NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round")
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +74,19 @@ def test_closed_form_rounds_compare_both_algorithms_and_agree(quick_results):
     targets = quick_results["closed_form_rounds"]["targets"]
     assert {t["direction"] for t in targets} == {"at_least", "at_most"}
     assert len(targets) == 4 * len(rows)
+
+
+def test_closed_form_scale_measures_each_m_in_its_own_process(quick_results):
+    payload = quick_results["closed_form_scale"]
+    rows = payload["rows"]
+    assert {(r["algorithm"], r["clients"]) for r in rows} == {
+        (a, m) for a in ("fednest", "fbo-aggitd") for m in (4, 8)}
+    for row in rows:
+        assert row["round_ms_per_client"] == pytest.approx(1e3 * row["round_s"] / row["clients"])
+        # a fresh interpreter with torch loaded holds far more than a few kB of arrays
+        assert row["peak_rss_gb"] > row["array_gb"] > 0
+    names = [t["name"] for t in payload["targets"]]
+    assert sum("time per client" in n for n in names) == 2 and "peak resident" in names[-1]
 
 
 def test_oracle_calls_per_hypergradient_equal_the_papers_minimum(quick_results):

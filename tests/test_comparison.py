@@ -148,7 +148,7 @@ def test_one_target_for_the_claims_and_the_table():
 
 
 def test_sequential_binomial_is_clopper_pearson_at_the_split_rate():
-    ev = comparison.SequentialBinomial(12, 15, 2)
+    ev = comparison.sequential_binomial(12, 15, 2)
     assert ev.lower(1e-3) == clopper_pearson(12, 15, 5e-4)[0]
     assert ev.upper(1e-3) == clopper_pearson(12, 15, 5e-4)[1]
     first, second = comparison.looks_for(1e-3)

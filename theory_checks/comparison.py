@@ -35,7 +35,7 @@ ratio is within the claim:
 
 The claim, read as a statement about the typical problem of the family (the papers report one
 run per setting), is that the median ratio is within ``b``: ``p = P(S = 1) > 1/2``. The evidence
-is an exact Clopper-Pearson interval of ``p`` (:class:`SequentialBinomial`: two planned looks,
+is an exact Clopper-Pearson interval of ``p`` (:func:`sequential_binomial`: two planned looks,
 each at half the case's rate), decided against ``[1/2, 1]``: "holds" when the whole interval is
 above 1/2, "fails" when it is below, "undecided" otherwise. The looks' sizes are computed before
 sampling from the rate and the effects :data:`RESOLVED_FRACTIONS`. The geometric-mean ratio and
@@ -49,7 +49,6 @@ its 95% Student-t interval over the problems are reported beside it (descriptive
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable
@@ -62,7 +61,14 @@ from problems import ProblemError, QuadraticBilevel, strategies
 from testbed import comparison_runs as runs
 from testbed.comparison_runs import BASELINE, COMPARISONS, Comparison
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.decision import Design, Evidence, StatTest, clopper_pearson
+from theory_checks.decision import (
+    Binomial,
+    Design,
+    Evidence,
+    SpentRate,
+    StatTest,
+    clopper_pearson,
+)
 from theory_checks.perturbations.comparison import (
     AGGITD_DROPS_CLIENT,
     FEDMSA_FROZEN_LOCAL_DIRECTIONS,
@@ -98,34 +104,15 @@ def trials_for(rate: float, fraction: float) -> int:
     return n
 
 
-@dataclasses.dataclass(frozen=True)
-class SequentialBinomial(Evidence):
+def sequential_binomial(successes: int, trials: int, looks: int) -> Evidence:
     """A proportion ``successes / trials`` of independent trials observed at the last of up to
     ``looks`` planned looks: exact Clopper-Pearson bounds at ``rate / looks``.
 
     Why valid: a design that may stop at any of ``L`` looks fails falsely only if some look's
     bound crosses; at ``rate / L`` per look the union has probability ``<= rate`` (Bonferroni
-    over looks), whatever the stopping rule. (A generic helper, kept here: the core's
-    :class:`~theory_checks.decision.Binomial` has no looks.)
+    over looks), whatever the stopping rule.
     """
-
-    successes: int
-    trials: int
-    looks: int
-
-    @property
-    def estimate(self) -> float:  # type: ignore[override]
-        return self.successes / self.trials
-
-    def lower(self, rate: float) -> float:
-        return clopper_pearson(self.successes, self.trials, rate / self.looks)[0]
-
-    def upper(self, rate: float) -> float:
-        return clopper_pearson(self.successes, self.trials, rate / self.looks)[1]
-
-    def describe(self) -> dict[str, Any]:
-        return {"method": "SequentialBinomial", "estimate": self.estimate,
-                "successes": self.successes, "trials": self.trials, "looks": self.looks}
+    return SpentRate(Binomial(successes, trials), looks)
 
 
 def looks_for(rate: float) -> tuple[int, ...]:
@@ -193,7 +180,7 @@ def _check(comparison: Comparison) -> Callable[..., Measurement]:
         series = []
         for j in range(looks[-1]):
             if j in looks:  # a look: stop when its interval already decides
-                at_look = SequentialBinomial(sum(p["within_claim"] for p in per_problem), j,
+                at_look = sequential_binomial(sum(p["within_claim"] for p in per_problem), j,
                                              len(looks))
                 if (at_look.lower(design.false_fail_rate) >= 0.5
                         or at_look.upper(design.false_fail_rate) < 0.5):
@@ -243,7 +230,7 @@ def _check(comparison: Comparison) -> Callable[..., Measurement]:
                      if math.isfinite(low) else None,
                      "per_problem": per_problem},
             tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
-                            "family's problems", SequentialBinomial(successes, trials, len(looks)),
+                            "family's problems", sequential_binomial(successes, trials, len(looks)),
                             low=0.5),))
 
     check.__qualname__ = f"comparison_check_{comparison.key}"
@@ -363,4 +350,4 @@ CLAIMS: tuple[Claim, ...] = (
     ),
 )
 
-__all__ = ["CLAIMS", "RESOLVED_FRACTIONS", "SequentialBinomial", "looks_for", "trials_for"]
+__all__ = ["CLAIMS", "RESOLVED_FRACTIONS", "looks_for", "sequential_binomial", "trials_for"]

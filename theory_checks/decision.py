@@ -186,6 +186,27 @@ class Binomial(Evidence):
                 "trials": self.trials}
 
 
+class SpentRate(Evidence):
+    """Evidence decided at ``rate / looks``: one look of a design that looks at the data
+    ``looks`` times and stops at the first decided look (Bonferroni over the looks: each look's
+    interval fails a true claim with probability <= rate / looks, so the design does with
+    probability <= rate, whichever look it stops at)."""
+
+    def __init__(self, inner: Evidence, looks: int) -> None:
+        self.inner, self.looks = inner, int(looks)
+        self.estimate = float(inner.estimate)
+
+    def lower(self, rate: float) -> float:
+        return self.inner.lower(rate / self.looks)
+
+    def upper(self, rate: float) -> float:
+        return self.inner.upper(rate / self.looks)
+
+    def describe(self) -> dict[str, Any]:
+        return {**self.inner.describe(), "looks": self.looks, "method": "SpentRate("
+                + str(self.inner.describe().get("method", type(self.inner).__name__)) + ")"}
+
+
 def clopper_pearson(successes: int, trials: int, rate: float) -> tuple[float, float]:
     """One-sided exact bounds of a binomial proportion, each failing with probability <= rate."""
     if trials < 1 or not 0 <= successes <= trials:

@@ -52,6 +52,7 @@ from theory_checks.decision import (
     Design,
     Evidence,
     Hoeffding,
+    SpentRate,
     StatTest,
     batch_evidence,
     replicates_for_half_width,
@@ -126,27 +127,6 @@ def _horizon_design(profile: str) -> tuple[int, int, int]:
     if profile == "fast":
         return 4, 2, 10**9
     return 16, 10**9, 16000
-
-
-class SpentRate(Evidence):
-    """Evidence decided at ``rate / looks``: one look of a design that looks at the data
-    ``looks`` times and stops at the first decided look (Bonferroni over the looks: each look's
-    interval fails a true claim with probability <= rate / looks, so the design does with
-    probability <= rate, whichever look it stops at). Decision helper local to this module."""
-
-    def __init__(self, inner: Evidence, looks: int) -> None:
-        self.inner, self.looks = inner, int(looks)
-        self.estimate = float(inner.estimate)
-
-    def lower(self, rate: float) -> float:
-        return self.inner.lower(rate / self.looks)
-
-    def upper(self, rate: float) -> float:
-        return self.inner.upper(rate / self.looks)
-
-    def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "looks": self.looks, "method": "SpentRate("
-                + str(self.inner.describe().get("method", type(self.inner).__name__)) + ")"}
 
 
 def sequential_test(quantity: str, draw: Callable[[int], float], looks: list[int],

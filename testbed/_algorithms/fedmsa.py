@@ -216,6 +216,14 @@ class FedMSA(OuterAlgorithm):
         """``(h_r, q_r)`` of eq. (5), through the maps' global step (communication 1)."""
         return self.maps.global_step(ctx, points, prev, h_prev, q_prev, rho)
 
+    def correction_point(self, current: tuple[torch.Tensor, torch.Tensor],
+                         previous: tuple[torch.Tensor, torch.Tensor]
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Where recursion (6) takes its correction's second term: ``p(x_k) - p(x_{k-1})``
+        uses the previous local iterate ``(x_{k-1}, Z_{k-1})``."""
+        del current
+        return previous
+
     def step(self, ctx: FederatedContext, state: FedMSAState) -> FedMSAState:
         problem = ctx.problem
         first = state.round == 0
@@ -242,6 +250,7 @@ class FedMSA(OuterAlgorithm):
         iterates = []
         for k in range(1, K + 1):
             batches = draw_batches(ctx, local_clients, self.maps.n_batches)
+            xa, Za = self.correction_point((xk, Zk), (xa, Za))
             p, s = self.maps.evaluate(
                 ctx.oracles, torch.cat([xk, xa]), torch.cat([Zk, Za]), local_clients.repeat(2),
                 [repeat_batch(b, 2) for b in batches])

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from testbed._algorithms.aggitd import FBOAggITD
-from testbed._algorithms.fedmsa import FedMSA, FedMSAState
+from testbed._algorithms.fedmsa import FedMSA
 from testbed._algorithms.fednest import FedNest
 from testbed._estimators.fednest import lfedout
 from testbed.registry import get_estimator
@@ -60,32 +60,8 @@ class _FrozenLocalDirections(FedMSA):
     both terms (an index slip: ``p(x_k) - p(x_k) = 0``), so every local step reuses the round's
     global ``(h_r, q_r)``: the local hypergradient is never updated."""
 
-    def step(self, ctx: Any, state: FedMSAState) -> FedMSAState:
-        first = state.round == 0
-        rho = 1.0 if first else float(self.momentum)
-        K = 1 if first else self.local_steps
-        dx = int(state.x.shape[0])
-        everyone = ctx.all_clients()
-        here = torch.cat([state.x, state.Z])
-        if rho == 1.0:
-            points, prev = ctx.broadcast(here, everyone), None
-        else:
-            assert state.x_prev is not None and state.Z_prev is not None  # after round 0
-            sent = ctx.broadcast(torch.cat([here, state.x_prev, state.Z_prev]), everyone)
-            points, prev = sent[:, : here.shape[0]], sent[:, here.shape[0]:]
-        h, q = self.global_directions(ctx, points, prev, state.h, state.q, rho)
-        local_clients = ctx.participants()
-        S = int(local_clients.shape[0])
-        betas = self._betas(ctx.problem).to(state.Z)
-        xk, Zk = state.x.expand(S, -1).clone(), state.Z.expand(S, -1).clone()
-        hk, qk = h.expand(S, -1).clone(), q.expand(S, -1).clone()
-        for _ in range(K):
-            # the bug: h_{r,k} = p(x_k) + h_{r,k-1} - p(x_k) = h_{r,k-1} (same for q)
-            xk, Zk = xk - self.outer_step_size * hk, Zk - betas * qk
-        model = ctx.aggregate(torch.cat([xk, Zk], dim=1), local_clients)
-        return FedMSAState(x=model[:dx], Z=model[dx:], h=h, q=q, x_prev=state.x,
-                           Z_prev=state.Z, round=state.round + 1, clients=local_clients,
-                           anchor_x=state.x, anchor_Z=state.Z)
+    def correction_point(self, current: Any, previous: Any) -> Any:
+        return current  # the bug: h_{r,k} = p(x_k) + h_{r,k-1} - p(x_k) = h_{r,k-1}
 
 
 def _fedmsa_frozen_local_directions(**kw: Any) -> Any:

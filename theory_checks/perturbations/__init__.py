@@ -5,3 +5,26 @@ one realistic mistake) and the builders that a claim's :class:`theory_checks.cla
 names; ``testbed check`` runs them and records whether the check caught them (the check's power),
 and ``theory_checks/test_claims.py`` asserts it.
 """
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+def recast(obj: Any, cls: type, **fixed: Any) -> Any:
+    """``obj``'s dataclass fields as an instance of ``cls`` (typically a subclass of
+    ``type(obj)`` with one deliberate mistake), with ``fixed`` overriding some of them."""
+    return cls(**{**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}, **fixed})
+
+
+def registry_variant(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
+    """Builder of registry entry ``name`` (with the keyword parameters a check passes) recast as
+    ``cls`` (:func:`recast`)."""
+    from testbed.registry import get_estimator
+
+    def make(**kw: Any) -> Any:
+        return recast(get_estimator(name).build(**kw), cls, **fixed)
+
+    return make

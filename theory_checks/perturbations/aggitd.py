@@ -29,6 +29,7 @@ from testbed._federation.context import FederatedContext
 from testbed._federation.local import local_round
 from testbed.oracles import Oracles
 from theory_checks.claim import Perturbation
+from theory_checks.perturbations import recast
 
 # --------------------------------------------------------------------------- estimator bugs
 
@@ -151,8 +152,7 @@ class FlippedIndirect(FBOAggITD):
     @property
     def estimator(self) -> AggITD:
         base = super().estimator
-        return ScaledIndirect(**{f.name: getattr(base, f.name)
-                                 for f in dataclasses.fields(base)}, factor=-1.0)
+        return recast(base, ScaledIndirect, factor=-1.0)
 
 
 def _algorithm(cls: type, lower_solver: str = "svrg", **extra: Any) -> Any:

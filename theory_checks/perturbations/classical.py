@@ -11,6 +11,7 @@ from testbed import ConjugateGradient, GradientDescent, IterativeDifferentiation
 from testbed._estimators.classical import ExactHypergradient, ImplicitDifferentiation
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
+from theory_checks.perturbations import registry_variant
 
 
 def _short_cg(**kw: Any) -> Any:
@@ -35,9 +36,7 @@ class _OneStepShort(IterativeDifferentiation):
         return short.estimate(problem, x, state, rng)
 
 
-def _itd_one_step_short(**kw: Any) -> Any:
-    est = get_estimator("itd").build(**kw)
-    return _OneStepShort(est.inner, est.batch_size)
+_itd_one_step_short = registry_variant("itd", _OneStepShort)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +50,7 @@ class _Detached(IterativeDifferentiation):
         return out._replace(value=direct)
 
 
-def _itd_detached(**kw: Any) -> Any:
-    est = get_estimator("itd").build(**kw)
-    return _Detached(est.inner, est.batch_size)
+_itd_detached = registry_variant("itd", _Detached)
 
 
 @dataclasses.dataclass(frozen=True)

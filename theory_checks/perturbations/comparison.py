@@ -18,8 +18,8 @@ from testbed._algorithms.aggitd import FBOAggITD
 from testbed._algorithms.fedmsa import FedMSA
 from testbed._algorithms.fednest import FedNest
 from testbed._estimators.fednest import lfedout
-from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
+from theory_checks.perturbations import registry_variant
 
 
 class _WithoutLastClient:
@@ -48,10 +48,7 @@ class _DropsLastClient(FBOAggITD):
         return super().step(ctx, state)
 
 
-def _aggitd_drops_client(**kw: Any) -> Any:
-    est = get_estimator("fbo-aggitd").build(**kw)
-    fields = {f.name: getattr(est, f.name) for f in dataclasses.fields(est)}
-    return _DropsLastClient(**fields)
+_aggitd_drops_client = registry_variant("fbo-aggitd", _DropsLastClient)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,10 +61,7 @@ class _FrozenLocalDirections(FedMSA):
         return current  # the bug: h_{r,k} = p(x_k) + h_{r,k-1} - p(x_k) = h_{r,k-1}
 
 
-def _fedmsa_frozen_local_directions(**kw: Any) -> Any:
-    est = get_estimator("fedmsa").build(**kw)
-    return _FrozenLocalDirections(**{f.name: getattr(est, f.name)
-                                     for f in dataclasses.fields(est)})
+_fedmsa_frozen_local_directions = registry_variant("fedmsa", _FrozenLocalDirections)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,10 +74,7 @@ class _LFedOutWithoutIndirect(FedNest):
         return x_plus, h, None
 
 
-def _lfednest_without_indirect(**kw: Any) -> Any:
-    est = get_estimator("lfednest").build(**kw)
-    return _LFedOutWithoutIndirect(**{f.name: getattr(est, f.name)
-                                      for f in dataclasses.fields(est)})
+_lfednest_without_indirect = registry_variant("lfednest", _LFedOutWithoutIndirect)
 
 
 AGGITD_DROPS_CLIENT = Perturbation(

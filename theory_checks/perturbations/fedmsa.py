@@ -18,6 +18,7 @@ import torch
 from testbed._algorithms.fedmsa import FedMSA
 from testbed._algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
 from testbed.registry import get_estimator
+from theory_checks.perturbations import recast
 
 # --------------------------------------------------------------------------- maps
 
@@ -170,10 +171,7 @@ def _with(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
           ) -> Callable[..., FedMSA]:
     def make(**kw: Any) -> FedMSA:
         alg = get_estimator(entry).build(**kw)
-        fields = {f.name: getattr(alg, f.name) for f in dataclasses.fields(alg)}
-        if maps is not None:
-            fields["maps"] = maps
-        return cls(**fields)
+        return recast(alg, cls, **({} if maps is None else {"maps": maps}))
 
     return make
 

@@ -21,6 +21,7 @@ from testbed._estimators.fednest import FedIHGP, IHGPResult
 from testbed._federation.context import FederatedContext
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
+from theory_checks.perturbations import registry_variant
 
 # ------------------------------------------------------------------------------- FedIHGP bugs
 
@@ -108,13 +109,7 @@ def _ihgp(cls: type) -> Callable[..., FedIHGP]:
 
 def _algorithm(name: str, cls: type = FedNest, **fixed: Any) -> Callable[..., FedNest]:
     """Builder of registry entry ``name`` as ``cls`` (same fields), with ``fixed`` overrides."""
-
-    def make(**kw: Any) -> FedNest:
-        base = get_estimator(name).build(**kw)
-        return cls(**{**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)},
-                      **fixed})
-
-    return make
+    return registry_variant(name, cls, **fixed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,6 +22,7 @@ from testbed._decentralized.hgp import DecentralizedGradient, HyperGradientPush
 from testbed._decentralized.pushsum import push_sum
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
+from theory_checks.perturbations import recast
 
 # --------------------------------------------------------------------------- estimators
 
@@ -174,11 +175,8 @@ def _swap(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     def make(**kw: Any) -> Any:
         est = get_estimator(name).build(**kw)
         if hasattr(est, "estimator"):  # the personalization algorithm
-            inner = est.estimator
-            values = {f.name: getattr(inner, f.name) for f in dataclasses.fields(inner)}
-            return dataclasses.replace(est, estimator=cls(**{**values, **fixed}))
-        values = {f.name: getattr(est, f.name) for f in dataclasses.fields(est)}
-        return cls(**{**values, **fixed})
+            return dataclasses.replace(est, estimator=recast(est.estimator, cls, **fixed))
+        return recast(est, cls, **fixed)
 
     return make
 

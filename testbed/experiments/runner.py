@@ -327,13 +327,19 @@ def load_checkpoint(path: Path, device: str) -> dict[str, Any]:
     return dict(raw)
 
 
-def _set_aside(path: Path) -> Path:
-    """Rename a bad file to ``<name>.bad`` (``.bad2``, ... if taken); never delete it."""
+def _unused_bad_name(path: Path) -> Path:
+    """``<name>.bad`` beside ``path``, or ``.bad2``, ``.bad3``, ... when taken."""
     target = path.with_name(path.name + ".bad")
     n = 1
     while target.exists():
         n += 1
         target = path.with_name(f"{path.name}.bad{n}")
+    return target
+
+
+def _set_aside(path: Path) -> Path:
+    """Rename a bad file to :func:`_unused_bad_name`; never delete it."""
+    target = _unused_bad_name(path)
     os.replace(path, target)
     return target
 
@@ -539,11 +545,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
                                 recover, note)
     kept = [r for r in rows if r["step"] <= start]
     if recover and len(kept) < len(rows) and metrics_path.exists():
-        backup = metrics_path.with_name(metrics_path.name + ".bad")
-        n = 1
-        while backup.exists():
-            n += 1
-            backup = metrics_path.with_name(f"{metrics_path.name}.bad{n}")
+        backup = _unused_bad_name(metrics_path)
         shutil.copy2(metrics_path, backup)
         note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
              f"{backup.name}")

@@ -122,9 +122,7 @@ class ClosedFormLoop(_Loop):
 
     def __init__(self, problem: QuadraticBilevel) -> None:
         super().__init__(problem)
-        p = problem
-        self.A, self.B, self.b, self.C, self.D = p.A, p.B, p.b, p.C, p.D
-        self.c, self.E, self.e = p.c, p.E, p.e
+        self.A, self.B, self.b, self.C, self.D, self.c, self.E, self.e = _arrays(problem)
 
     def grad_inner_i(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.A[i] @ y - self.B[i] @ x - self.b[i]
@@ -192,9 +190,7 @@ class AutogradLoop(_AutogradRows):
 
     def __init__(self, problem: QuadraticBilevel) -> None:
         super().__init__(problem)
-        p = problem
-        self.A, self.B, self.b, self.C, self.D = p.A, p.B, p.b, p.C, p.D
-        self.c, self.E, self.e = p.c, p.E, p.e
+        self.A, self.B, self.b, self.C, self.D, self.c, self.E, self.e = _arrays(problem)
 
     def inner(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return 0.5 * y @ (self.A[i] @ y) - y @ (self.B[i] @ x) - self.b[i] @ y

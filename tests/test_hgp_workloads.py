@@ -14,9 +14,7 @@ import pytest
 import torch
 
 from problems import Batch, Problem
-from problems.workloads.data import load_dataset
 from problems.workloads.decentralized import (
-    InfluenceProblem,
     PersonalizationProblem,
     build_classifier,
     client_samples,
@@ -32,23 +30,8 @@ from testbed.experiments.hgp import (
     r_squared,
 )
 from testbed.registry import get_estimator
-
-DIGITS = load_dataset("digits", test_fraction=0.25, seed=0)
-
-
-def _influence_problem(n_clients: int, per_client: int, *, model: str = "logreg",
-                       weight_decay: float = 0.05) -> InfluenceProblem:
-    """Equal-size iid clients drawn from the first ``n_clients * 2 * per_client`` digits."""
-    pool = 2 * n_clients * per_client
-    split = split_clients(DIGITS.train_y[:pool], n_clients, "iid", seed=0)
-    train, val = split.holdout(0.5, seed=0)
-    net = build_classifier(model, DIGITS.input_shape, DIGITS.n_classes)
-
-    def samples(part: Any) -> Any:
-        return client_samples(DIGITS.train_x, DIGITS.train_y, part.indices, "t",
-                              dtype=torch.float64, device="cpu")
-
-    return InfluenceProblem(net, samples(train), samples(val), weight_decay=weight_decay)
+from tests._influence import DIGITS
+from tests._influence import influence_problem as _influence_problem
 
 
 def _personalization_problem(mode: str) -> PersonalizationProblem:

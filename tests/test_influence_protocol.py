@@ -13,38 +13,25 @@ import numpy as np
 import pytest
 import torch
 
-from problems.workloads.data import load_dataset
 from problems.workloads.decentralized import (
     POWER_RTOL,
     InfluenceProblem,
-    build_classifier,
-    client_samples,
     descend,
     largest_eigenvalue,
     momentum_bound,
     smallest_eigenvalue,
 )
-from problems.workloads.splits import split_clients
 from testbed._decentralized.hgp import HGPState, HyperGradientPush
 from testbed._decentralized.sgp import StochasticGradientPush
 from testbed.experiments.base import ExperimentConfig
 from testbed.experiments.hgp import build_hgp_influence, pearson_r, sign_agreement
 from testbed.oracles import Oracles
-
-DIGITS = load_dataset("digits", test_fraction=0.25, seed=0)
+from tests._influence import influence_problem
 
 
 def _problem(model: str, per_client: int, weight_decay: float) -> InfluenceProblem:
     """Two iid clients, ``per_client`` training and as many validation digits each, float64."""
-    split = split_clients(DIGITS.train_y[:4 * per_client], 2, "iid", seed=0)
-    train, val = split.holdout(0.5, seed=0)
-    net = build_classifier(model, DIGITS.input_shape, DIGITS.n_classes)
-
-    def samples(part: Any) -> Any:
-        return client_samples(DIGITS.train_x, DIGITS.train_y, part.indices, "t",
-                              dtype=torch.float64, device="cpu")
-
-    return InfluenceProblem(net, samples(train), samples(val), weight_decay=weight_decay)
+    return influence_problem(2, per_client, model=model, weight_decay=weight_decay)
 
 
 def _symmetric(eigenvalues: list[float], seed: int) -> torch.Tensor:

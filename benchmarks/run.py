@@ -13,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import authors_fednest
 import closed_form_rounds
 import closed_form_scale
 import hvp_cost
@@ -20,7 +21,7 @@ import workload_round
 from _common import add_arguments, run_benchmark
 
 BENCHMARKS = {module.NAME: module for module in (closed_form_rounds, closed_form_scale, hvp_cost,
-                                                   workload_round)}
+                                                   workload_round, authors_fednest)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

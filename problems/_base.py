@@ -414,6 +414,24 @@ def is_all_clients(clients: torch.Tensor, n_clients: int) -> bool:
     return torch.equal(clients, all_clients(n_clients, clients.device))
 
 
+def is_plain(value: torch.Tensor) -> bool:
+    """A tensor outside autograd and torch.func transforms, so that its memory can key a cache
+    (a tensor that requires gradients, or a functorch wrapper, may stand for other values)."""
+    return (type(value) is torch.Tensor and not value.requires_grad
+            and not torch._C._functorch.is_functorch_wrapped_tensor(value))
+
+
+def memory_key(value: torch.Tensor) -> tuple[object, ...]:
+    """What identifies the values of a plain tensor while a cache holds it: storage address,
+    offset, shape, strides, version counter (bumped by every in-place change), dtype, device.
+
+    A cache keyed on this must hold ``value`` itself, so that its memory cannot be freed and
+    reused by another tensor while the entry lives.
+    """
+    return (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape),
+            value.stride(), value._version, value.dtype, value.device)
+
+
 # Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
 # advanced-indexing kernel costs ~100x more (it was the bottleneck of replicated HGP runs and of
 # the batched closed-form rounds in benchmarks/closed_form_rounds.py).
@@ -461,10 +479,17 @@ class ClientRows:
 
 def matvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     """``(matrices[c] @ vectors[c])_c``: ``(C, m, n) x (C, n) -> (C, m)``; a 1-D ``(n,)`` vector
-    is shared by every row (one matrix-vector product over the stacked ``(C m, n)`` rows)."""
+    is shared by every row (one matrix-vector product over the stacked ``(C m, n)`` rows).
+
+    Per-client vectors go through the row-vector form ``vectors[c]^T matrices[c]^T`` (a
+    transposed view, no copy): on one CPU thread torch's batched kernel for it streams the
+    matrices 1.6-1.7x faster than ``matrices @ vectors[..., None]`` at d = 50 and 200 (1.9 ms
+    against 3.1 ms for 1000 clients at d = 50, float64; equal at d = 10); the sums differ only in
+    their rounding (1.8e-14 on values of order 10).
+    """
     if vectors.ndim == 1:
         return torch.matmul(matrices, vectors)
-    return torch.matmul(matrices, vectors.unsqueeze(-1)).squeeze(-1)
+    return torch.matmul(vectors.unsqueeze(-2), matrices.transpose(-1, -2)).squeeze(-2)
 
 
 def rmatvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:

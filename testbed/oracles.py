@@ -24,6 +24,14 @@ In formulas (row c of each output is client ``clients[c]``'s value at its own it
 - ``jvp_inner_xy(v)``: ``grad^2_xy g_i v = grad_x <grad_y g_i, v>``.
 
 Counts: one outer gradient (either part, or both from one pass) counts one ``grad_f`` per client.
+
+**Repeated exact calls** (:class:`ExactCallMemo`). FedOut (FedNest Alg. 2) and FedInn (Alg. 4)
+evaluate the SVRG anchor gradient, e.g. ``grad_x f_i(x, y^+; xi_{i,nu})``, at every local step;
+with exact local objectives (no minibatch) those are the same call at the same tensors. On the
+autodiff path, where one outer gradient of a network is a forward and a backward pass (a third of
+a FedNest iteration on the MNIST-shaped MLP), a repeat is answered from the first result. It is
+still counted: the counts are the papers' cost model, the calls the algorithm makes (and with
+minibatches every call draws new samples and is computed).
 """
 
 from __future__ import annotations
@@ -31,8 +39,10 @@ from __future__ import annotations
 import torch
 
 from problems import Batch, Problem
-from problems._base import ClosedFormOracles
+from problems._base import ClosedFormOracles, is_plain, memory_key
 from testbed._calls import CallCounter
+
+Key = tuple[object, ...]
 
 
 def _rows(value: torch.Tensor, count: int) -> torch.Tensor:
@@ -53,6 +63,73 @@ def _leaf(value: torch.Tensor, count: int, grad: bool) -> torch.Tensor:
     return rows.requires_grad_(True) if grad else rows
 
 
+# Why 2: a local step asks for the gradient at the client's moving point and then at the anchor,
+# so the anchor's entry must survive one other call; more entries would only hold more memory
+# (one (C, d) result each).
+MEMO_SIZE = 2
+
+
+def _rows_key(value: torch.Tensor) -> Key:
+    """The memory key of a stack of rows; a vector broadcast to every client (``(d,)``, or its
+    ``expand(C, d)`` view, stride 0 along the clients) keys as that vector, since both give
+    every client the same point."""
+    if value.ndim == 2 and value.stride(0) == 0:
+        value = value[0]
+    return memory_key(value)
+
+
+def _versions(values: tuple[torch.Tensor | None, ...]) -> tuple[int, ...]:
+    return tuple(-1 if value is None else value._version for value in values)
+
+
+class ExactCallMemo:
+    """The last result of each exact first-order oracle, for a repeat at the very same tensors.
+
+    Eligible calls have no minibatch and plain tensors (:func:`problems._base.is_plain`). The key
+    is the memory key of ``x`` and ``y`` (:func:`_rows_key`) and the client tensor's identity and
+    version; the memo holds those tensors (so their memory is not reused while the entry lives)
+    and the ``MEMO_SIZE`` most recently used entries per oracle. An in-place change to any of
+    them, or to the result the first call handed out, bumps a version and misses. Hits are
+    handed out as copies, so a caller may change what it receives.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, list[tuple[Key, tuple[torch.Tensor, ...],
+                                            tuple[torch.Tensor | None, ...], tuple[int, ...]]]] = {}
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def key(x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+            batch: Batch | None) -> Key | None:
+        """The call's key, or ``None`` when it is not eligible."""
+        if batch is not None or not (is_plain(x) and is_plain(y) and is_plain(clients)):
+            return None
+        return (*_rows_key(x), *_rows_key(y), id(clients), clients._version)
+
+    def get(self, oracle: str, key: Key | None) -> tuple[torch.Tensor | None, ...] | None:
+        if key is None:
+            return None
+        entries = self._entries.get(oracle, [])
+        for position, entry in enumerate(entries):
+            entry_key, _, value, versions = entry
+            if entry_key == key and versions == _versions(value):
+                self.hits += 1
+                entries.insert(0, entries.pop(position))  # the most recently used stays
+                return tuple(None if part is None else part.clone() for part in value)
+        self.misses += 1
+        return None
+
+    def put(self, oracle: str, key: Key | None, holds: tuple[torch.Tensor, ...],
+            value: tuple[torch.Tensor | None, ...]) -> None:
+        if key is not None:
+            entries = self._entries.setdefault(oracle, [])
+            entries.insert(0, (key, holds, value, _versions(value)))
+            del entries[MEMO_SIZE:]
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
 class Oracles:
     """Oracles of ``problem`` that add every evaluation to ``counter``.
 
@@ -61,14 +138,31 @@ class Oracles:
         counter: where the counts go (a fresh one by default).
         autograd: differentiate the losses even when the problem has closed-form oracles (for
             cross-checks).
+        memo: answer repeated exact first-order calls on the autodiff path from their first
+            result (module docstring; ``False`` recomputes every call, for cross-checks). The
+            closed forms are always evaluated: there a call costs about what a lookup does,
+            and the benchmarks' same-work replicas make every call.
     """
 
     def __init__(self, problem: Problem, counter: CallCounter | None = None, *,
-                 autograd: bool = False) -> None:
+                 autograd: bool = False, memo: bool = True) -> None:
         self.problem = problem
         self.counter = counter if counter is not None else CallCounter()
         self.closed_form: ClosedFormOracles | None = (
             problem if not autograd and isinstance(problem, ClosedFormOracles) else None)
+        self.memo = ExactCallMemo() if memo else None
+
+    def _recall(self, oracle: str, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+                batch: Batch | None) -> tuple[Key | None, tuple[torch.Tensor | None, ...] | None]:
+        if self.memo is None:
+            return None, None
+        key = self.memo.key(x, y, clients, batch)
+        return key, self.memo.get(oracle, key)
+
+    def _remember(self, oracle: str, key: Key | None, x: torch.Tensor, y: torch.Tensor,
+                  clients: torch.Tensor, value: tuple[torch.Tensor | None, ...]) -> None:
+        if self.memo is not None:
+            self.memo.put(oracle, key, (x, y, clients), value)
 
     # ----------------------------------------------------------------------- outer gradients
     def _grad_outer(
@@ -80,22 +174,34 @@ class Oracles:
             gx, gy = self.closed_form.oracle_grad_outer(x.detach(), y.detach(), clients, batch,
                                                         wrt)
         else:
-            xs = _leaf(x, count, "x" in wrt)
-            ys = _leaf(y, count, "y" in wrt)
-            targets = tuple(t for t, w in ((xs, "x"), (ys, "y")) if w in wrt)
-            loss = self.problem.outer_loss(xs, ys, clients, batch).sum()
-            # a loss that does not depend on the requested part (loss tuning's f_i has no x)
-            # has no graph at all: its gradient is zero
-            grads = (list(torch.autograd.grad(loss, targets, allow_unused=True))
-                     if loss.requires_grad else [None] * len(targets))
-            gx = gy = None
-            if "x" in wrt:
-                gx = grads.pop(0)
-                gx = torch.zeros_like(xs) if gx is None else gx
-            if "y" in wrt:
-                gy = grads.pop(0)
-                gy = torch.zeros_like(ys) if gy is None else gy
+            gx, gy = self._autodiff_grad_outer(x, y, clients, batch, wrt)
         self.counter.add("grad_f", count)
+        return gx, gy
+
+    def _autodiff_grad_outer(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        wrt: str,
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        key, hit = self._recall(f"grad_f:{wrt}", x, y, clients, batch)
+        if hit is not None:
+            return hit[0], hit[1]
+        count = int(clients.shape[0])
+        xs = _leaf(x, count, "x" in wrt)
+        ys = _leaf(y, count, "y" in wrt)
+        targets = tuple(t for t, w in ((xs, "x"), (ys, "y")) if w in wrt)
+        loss = self.problem.outer_loss(xs, ys, clients, batch).sum()
+        # a loss that does not depend on the requested part (loss tuning's f_i has no x)
+        # has no graph at all: its gradient is zero
+        grads = (list(torch.autograd.grad(loss, targets, allow_unused=True))
+                 if loss.requires_grad else [None] * len(targets))
+        gx = gy = None
+        if "x" in wrt:
+            gx = grads.pop(0)
+            gx = torch.zeros_like(xs) if gx is None else gx
+        if "y" in wrt:
+            gy = grads.pop(0)
+            gy = torch.zeros_like(ys) if gy is None else gy
+        self._remember(f"grad_f:{wrt}", key, x, y, clients, (gx, gy))
         return gx, gy
 
     def grad_outer(
@@ -136,9 +242,14 @@ class Oracles:
         if self.closed_form is not None:
             gy = self.closed_form.oracle_grad_inner(x.detach(), y.detach(), clients, batch)
         else:
-            xs, ys = _leaf(x, count, False), _leaf(y, count, True)
-            loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
-            (gy,) = torch.autograd.grad(loss, (ys,))
+            key, hit = self._recall("grad_g", x, y, clients, batch)
+            if hit is not None and hit[0] is not None:
+                gy = hit[0]
+            else:
+                xs, ys = _leaf(x, count, False), _leaf(y, count, True)
+                loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
+                (gy,) = torch.autograd.grad(loss, (ys,))
+                self._remember("grad_g", key, x, y, clients, (gy,))
         self.counter.add("grad_g", count)
         return gy
 

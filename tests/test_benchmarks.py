@@ -12,6 +12,8 @@ import copy
 import importlib
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,8 @@ import torch
 from testbed.experiments.base import BENCH_SCHEMA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round")
+NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round",
+         "authors_fednest")
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +32,7 @@ def bench_modules():
     package: its modules import each other by top-level name)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.syspath_prepend(str(BENCHMARKS))
+        patch.delenv("FEDNEST_AUTHORS_REPO", raising=False)  # the run without the authors' code
         yield importlib.import_module("run"), importlib.import_module("_common")
 
 
@@ -116,6 +120,97 @@ def test_workload_round_times_mlp_and_cnn_on_every_device(quick_results):
     # targets only where a GPU was timed (no target claim on the CPU)
     assert len(quick_results["workload_round"]["targets"]) == (
         2 if torch.cuda.is_available() else 0)
+
+
+def test_without_the_authors_code_the_testbed_side_is_timed_and_the_way_to_add_theirs_said(
+        quick_results):
+    rows = quick_results["authors_fednest"]["rows"]
+    assert [row["clients_per_round"] for row in rows] == [2, 4]
+    for row in rows:
+        assert row["testbed_iteration_s"] > 0
+        assert row["testbed_rounds"] == 2 * 1 + 2 + 3  # 2T + N + 3 at quick T = 1, N = 2
+        assert "--authors-repo" in row["authors_code"] and "speedup" not in row
+    assert quick_results["authors_fednest"]["targets"] == []
+
+
+# A stand-in with the authors' module API (written here, not their code): the four modules the
+# benchmark imports, with their unused ``cv2`` import, so the driver and the comparison are
+# tested where their repository is absent. Their fed_out returns its rounds (N + 3).
+AUTHORS_API = {
+    "core/__init__.py": "",
+    "models/__init__.py": "",
+    "utils/__init__.py": "",
+    "core/function.py": (
+        "def assign_hyper_gradient(params, gradient):\n"
+        "    start = 0\n"
+        "    for p in params:\n"
+        "        p.grad = gradient[start:start + p.numel()].view_as(p).clone()\n"
+        "        start += p.numel()\n"),
+    "models/ModelBuilder.py": (
+        "import torch\n"
+        "class MLP(torch.nn.Module):\n"
+        "    def __init__(self, args):\n"
+        "        super().__init__()\n"
+        "        self.layer_input = torch.nn.Linear(784, 200)\n"
+        "        self.header = torch.nn.Linear(200, args.num_classes)\n"
+        "def build_model(args):\n"
+        "    return MLP(args)\n"),
+    "utils/options.py": (
+        "import argparse\n"
+        "def args_parser():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    for name, kind, default in [('num_users', int, 100), ('frac', float, 0.1),\n"
+        "            ('local_bs', int, 10), ('gpu', int, 0), ('optim', str, 'svrg'),\n"
+        "            ('model', str, 'mlp'), ('dataset', str, 'mnist'), ('hvp_method', str, ''),\n"
+        "            ('inner_ep', int, 1), ('neumann', int, 5), ('local_ep', int, 5),\n"
+        "            ('outer_tau', int, 5), ('lr', float, 0.003), ('hlr', float, 0.01),\n"
+        "            ('num_classes', int, 10)]:\n"
+        "        parser.add_argument('--' + name, type=kind, default=default)\n"
+        "    parser.add_argument('--iid', action='store_true')\n"
+        "    return parser.parse_args()\n"),
+    "core/ClientManage_hr.py": (
+        "from cv2 import log\n"
+        "import torch\n"
+        "class ClientManageHR:\n"
+        "    def __init__(self, args, net, client_idx, dataset, dict_users, hyper_param):\n"
+        "        self.args, self.net, self.hyper_param = args, net, hyper_param\n"
+        "        assert len(client_idx) == max(int(args.frac * args.num_users), 1)\n"
+        "        assert all(len(dict_users[-i - 1]) == args.local_bs for i in client_idx)\n"
+        "    def fed_in(self):\n"
+        "        return self.net.state_dict(), 0.0\n"
+        "    def fed_out(self):\n"
+        "        size = sum(p.numel() for p in self.hyper_param)\n"
+        "        return torch.zeros(size), self.args.neumann + 3\n"),
+}
+
+
+def test_the_comparison_drives_the_authors_module_api(tmp_path):
+    repo = tmp_path / "FedNest"
+    for name, text in AUTHORS_API.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "authors_fednest.py"), "--quick",
+                           "--out", str(out), "--authors-repo", str(repo)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = json.loads((out / "authors_fednest.json").read_text())["rows"]
+    for row in rows:
+        assert row["authors_rounds"] == row["testbed_rounds"] == 7  # same rounds per iteration
+        assert row["speedup"] == pytest.approx(
+            row["authors_iteration_s"] / row["testbed_iteration_s"])
+        assert row["authors_code"] == str(repo.resolve())
+
+
+def test_a_folder_without_the_authors_code_is_refused_by_name(tmp_path):
+    (tmp_path / "core").mkdir()
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "authors_fednest.py"), "--quick",
+                           "--out", str(tmp_path / "out"), "--authors-repo", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "not a checkout of ucr-optml/FedNest" in done.stderr
+    assert "core/ClientManage_hr.py" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_the_validator_rejects_malformed_files(bench_modules, quick_results):

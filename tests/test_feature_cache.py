@@ -44,7 +44,7 @@ def _second_order(problem, oracles, x, y, v, clients, batch, cold):
 
 @pytest.mark.parametrize("minibatch", [False, True])
 def test_cached_features_change_no_number(problem, minibatch):
-    oracles = Oracles(problem)
+    oracles = Oracles(problem, memo=False)  # the feature cache alone (no call memo)
     x, y = _point(problem, 1)
     v = torch.randn(y.shape, generator=torch.Generator().manual_seed(2), dtype=y.dtype)
     clients = torch.arange(problem.n_clients)
@@ -60,7 +60,7 @@ def test_cached_features_change_no_number(problem, minibatch):
 
 
 def test_changed_inputs_miss_the_cache(problem):
-    oracles = Oracles(problem)
+    oracles = Oracles(problem, memo=False)  # the feature cache alone (no call memo)
     x, y = _point(problem, 4)
     clients = torch.arange(problem.n_clients)
     problem.clear_caches()

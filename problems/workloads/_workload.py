@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind
+from problems._base import Batch, ProblemError, ProblemKind, is_plain, memory_key
 from problems.workloads._client_data import ClientData, ClientSamples
 from problems.workloads.models import Network
 
@@ -39,12 +39,6 @@ from problems.workloads.models import Network
 # client set, or an SVRG step's minibatch at its local point and anchor); 4 keeps both while a
 # new x replaces old entries, and bounds the memory to 4 x C x n x features floats.
 FEATURE_CACHE_SIZE = 4
-
-
-def _plain(value: torch.Tensor) -> bool:
-    """A tensor outside autograd and torch.func transforms (so its values can key a cache)."""
-    return (type(value) is torch.Tensor and not value.requires_grad
-            and not torch._C._functorch.is_functorch_wrapped_tensor(value))
 
 
 class FeatureCache:
@@ -65,8 +59,7 @@ class FeatureCache:
     def key(x: torch.Tensor, samples: Any, clients: torch.Tensor,
             batch: Batch | None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         index = None if batch is None else batch.indices
-        key = (x.untyped_storage().data_ptr(), x.storage_offset(), tuple(x.shape), x.stride(),
-               x._version, x.dtype, x.device, id(samples), id(clients), clients._version,
+        key = (*memory_key(x), id(samples), id(clients), clients._version,
                None if index is None else (id(index), index._version))
         return key, (x, samples, clients, index)
 
@@ -198,8 +191,8 @@ class ClientWorkload(abc.ABC):
               y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
               positions: Any) -> torch.Tensor:
         self._check(x, y, clients)
-        if self.feature_row is not None and _plain(x) and _plain(clients) and (
-                batch is None or _plain(batch.indices)):
+        if self.feature_row is not None and is_plain(x) and is_plain(clients) and (
+                batch is None or is_plain(batch.indices)):
             key, holds = self._features.key(x, samples, clients, batch)
             hit = self._features.get(key)
             if hit is None:

@@ -71,7 +71,9 @@ def local_round(
         taus.shape, step_size, dtype=anchor.dtype)).to(anchor.device)
     count = int(clients.shape[0])
     anchors = anchor.detach().expand(count, -1)
-    local = anchors.clone()
+    # the first local point is the anchor itself (no copy: every update below is out of place),
+    # so the oracles see the same tensor at both points of the first step (ExactCallMemo)
+    local = anchors
     column = steps[:, None]
     # Clients with fewer local steps stop early. The schedule is known from the tau_i (host
     # integers), so a step where every client is still running uses the whole stack and the
@@ -84,8 +86,14 @@ def local_round(
             batch = ctx.draw(clients)
             direction = oracle(local, clients, batch)
             if global_direction is not None:
-                direction = direction - oracle(anchors, clients, batch) + global_direction
-            local = local - column * direction
+                # in place on the round's own temporary (never on an oracle's output, which
+                # may be a problem's array): two (C, d) allocations per step instead of four
+                direction = direction - oracle(anchors, clients, batch)
+                direction += global_direction
+                direction *= column
+            else:
+                direction = column * direction
+            local = local - direction
             continue
         rows = torch.tensor([c for c, tau in enumerate(tau_list) if tau > nu], dtype=torch.long)
         active = clients[rows]

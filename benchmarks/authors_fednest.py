@@ -65,7 +65,7 @@ from _common import Row, Target, add_arguments, interleaved, run_benchmark, spee
 from closed_form_rounds import one_round
 
 from problems.workloads import Dataset, build_workload
-from testbed._algorithms.fednest import FedNest
+from testbed.algorithms.fednest import FedNest
 
 NAME = "authors_fednest"
 DESCRIPTION = ("Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP "

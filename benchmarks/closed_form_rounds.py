@@ -54,9 +54,9 @@ from _loops import (
 
 from problems import PerClientLoop, Problem, QuadraticBilevel
 from testbed import get_estimator
-from testbed._algorithms.base import OuterAlgorithm
-from testbed._estimators.aggitd import draw_index
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.base import OuterAlgorithm
+from testbed.estimators.aggitd import draw_index
+from testbed.federation.context import FederatedContext
 
 NAME = "closed_form_rounds"
 DESCRIPTION = ("One outer iteration of FedNest and FBO-AggITD on closed-form quadratics "

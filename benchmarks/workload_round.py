@@ -29,7 +29,7 @@ from _workloads import neural_workloads
 from closed_form_rounds import one_round
 
 from problems import PerClientLoop
-from testbed._algorithms.fednest import FedNest
+from testbed.algorithms.fednest import FedNest
 
 NAME = "workload_round"
 DESCRIPTION = ("Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and "

@@ -1,5 +1,13 @@
 """Hypergradient testbed: estimators, oracles, the federation core and the registry.
 
+Everything a user or a claim needs is importable from here: the papers' classes (``FedNest``,
+``FedIHGP``, ``AggITD``, ``FBOAggITD``, ``FedMSA``, ``HyperGradientPush``, ...), the classical
+estimators and solvers, the oracles and the federation. The public subpackages hold the rest:
+``testbed.estimators`` (hypergradient estimators and their building blocks), ``testbed.algorithms``
+(outer loops), ``testbed.federation`` (context, ledger, local rounds, sampling),
+``testbed.decentralized`` (graphs, Push-Sum, HGP) and ``testbed.entries`` (the registry's entries
+per paper).
+
 The names below are imported on first use (PEP 562 ``__getattr__``), so that ``import
 testbed`` (and ``testbed --help``) does not import torch; ``from testbed import Neumann`` works
 as before.
@@ -11,32 +19,51 @@ import importlib
 from typing import Any
 
 _WHERE: dict[str, str] = {
-    "FederatedEstimator": "testbed._algorithms.base",
-    "IterationRecord": "testbed._algorithms.base",
-    "OuterAlgorithm": "testbed._algorithms.base",
-    "run_algorithm": "testbed._algorithms.base",
-    "CallCounter": "testbed._calls",
-    "Calls": "testbed._calls",
-    "Estimate": "testbed._estimators.base",
-    "Estimator": "testbed._estimators.base",
-    "InnerState": "testbed._estimators.base",
-    "ExactHypergradient": "testbed._estimators.classical",
-    "ImplicitDifferentiation": "testbed._estimators.classical",
-    "IterativeDifferentiation": "testbed._estimators.classical",
-    "GlobalOracles": "testbed._estimators.global_oracles",
-    "ConjugateGradient": "testbed._estimators.solvers",
-    "ExactInnerSolution": "testbed._estimators.solvers",
-    "GradientDescent": "testbed._estimators.solvers",
-    "Neumann": "testbed._estimators.solvers",
-    "DivergenceError": "testbed._estimators.validation",
-    "InputError": "testbed._estimators.validation",
-    "FederatedContext": "testbed._federation.context",
-    "Ledger": "testbed._federation.ledger",
-    "local_round": "testbed._federation.local",
-    "ClientSampler": "testbed._federation.sampling",
+    "AggITDState": "testbed.algorithms.aggitd",
+    "FBOAggITD": "testbed.algorithms.aggitd",
+    "FederatedEstimator": "testbed.algorithms.base",
+    "IterationRecord": "testbed.algorithms.base",
+    "OuterAlgorithm": "testbed.algorithms.base",
+    "run_algorithm": "testbed.algorithms.base",
+    "FedMSA": "testbed.algorithms.fedmsa",
+    "FedMSAState": "testbed.algorithms.fedmsa",
+    "FedNest": "testbed.algorithms.fednest",
+    "FedNestState": "testbed.algorithms.fednest",
+    "CallCounter": "testbed.calls",
+    "Calls": "testbed.calls",
+    "GraphSequence": "testbed.decentralized.graphs",
+    "DecentralizedGradient": "testbed.decentralized.hgp",
+    "HGPState": "testbed.decentralized.hgp",
+    "HyperGradientPush": "testbed.decentralized.hgp",
+    "GraphLedger": "testbed.decentralized.ledger",
+    "HGPPersonalization": "testbed.decentralized.personalization",
+    "ExactConsensus": "testbed.decentralized.sgp",
+    "StochasticGradientPush": "testbed.decentralized.sgp",
+    "AggITD": "testbed.estimators.aggitd",
+    "Estimate": "testbed.estimators.base",
+    "Estimator": "testbed.estimators.base",
+    "InnerState": "testbed.estimators.base",
+    "ExactHypergradient": "testbed.estimators.classical",
+    "ImplicitDifferentiation": "testbed.estimators.classical",
+    "IterativeDifferentiation": "testbed.estimators.classical",
+    "FedIHGP": "testbed.estimators.fednest",
+    "IHGPResult": "testbed.estimators.fednest",
+    "FixedPoint": "testbed.estimators.fixed_point",
+    "GlobalOracles": "testbed.estimators.global_oracles",
+    "ConjugateGradient": "testbed.estimators.solvers",
+    "ExactInnerSolution": "testbed.estimators.solvers",
+    "GradientDescent": "testbed.estimators.solvers",
+    "Neumann": "testbed.estimators.solvers",
+    "DivergenceError": "testbed.estimators.validation",
+    "InputError": "testbed.estimators.validation",
+    "FederatedContext": "testbed.federation.context",
+    "Ledger": "testbed.federation.ledger",
+    "local_round": "testbed.federation.local",
+    "ClientSampler": "testbed.federation.sampling",
+    "ALL_KINDS": "testbed.info",
+    "EstimatorInfo": "testbed.info",
     "Oracles": "testbed.oracles",
     "ESTIMATOR_DB": "testbed.registry",
-    "EstimatorInfo": "testbed.registry",
     "get_estimator": "testbed.registry",
 }
 

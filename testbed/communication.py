@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from testbed._info import EstimatorInfo
+from testbed.info import EstimatorInfo
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
 FILE = "communication.json"
@@ -58,10 +58,10 @@ class Formula:
 
 def paper_formula(algorithm: Any) -> Formula | None:
     """The paper's formula for ``algorithm`` (an :class:`OuterAlgorithm`), or None."""
-    from testbed._algorithms.aggitd import FBOAggITD
-    from testbed._algorithms.fedmsa import FedMSA
-    from testbed._algorithms.fednest import FedNest
-    from testbed._decentralized.personalization import HGPPersonalization
+    from testbed.algorithms.aggitd import FBOAggITD
+    from testbed.algorithms.fedmsa import FedMSA
+    from testbed.algorithms.fednest import FedNest
+    from testbed.decentralized.personalization import HGPPersonalization
 
     if isinstance(algorithm, FedNest):
         T, N = algorithm.inner_steps, algorithm.neumann_terms
@@ -113,7 +113,7 @@ def _per_iteration_formula(formula: Formula, state: Any) -> int | None:
 
 def measure(info: EstimatorInfo) -> dict[str, Any]:
     """One row of the table: ledger rounds per iteration against the paper's formula."""
-    from testbed._algorithms.base import run_algorithm
+    from testbed.algorithms.base import run_algorithm
     from testbed.regression import grid_problems
 
     kind = next(k for k in KIND_ORDER if k in info.supports)

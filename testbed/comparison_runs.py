@@ -91,7 +91,7 @@ SUBDIR = "comparison"
 
 def outer_smoothness(problem: Any) -> float:
     """``L_h = ||grad^2 h||`` of a closed-form problem (FedNest's prescribed ``1 / L_h``)."""
-    from testbed._estimators.fednest import outer_smoothness as smoothness
+    from testbed.estimators.fednest import outer_smoothness as smoothness
 
     return smoothness(problem)
 
@@ -132,7 +132,7 @@ def run_to_target(algorithm: Any, problem: Any, rng: np.random.Generator,
     ``record`` keeps one row per iteration (stationarity, hypergradient error of the direction
     used, suboptimality).
     """
-    from testbed._algorithms.base import iterate_within_rounds
+    from testbed.algorithms.base import iterate_within_rounds
 
     rows: list[dict[str, Any]] = []
     start = since = None
@@ -436,7 +436,7 @@ TABLE: dict[str, Comparison] = {**COMPARISONS, **CONTEXT}
 def solved_in_one_iteration(comparison: Comparison, problem: Any) -> bool:
     """Whether FedNest, at its prescribed step ``1 / L_h``, is at the target after its first
     outer iteration: a problem with no round savings to measure (see :func:`draw_problem`)."""
-    from testbed._algorithms.base import iterate_within_rounds
+    from testbed.algorithms.base import iterate_within_rounds
 
     algorithm = _build(BASELINE, comparison.baseline_config)
     records = iterate_within_rounds(algorithm, problem, np.random.default_rng(0), 1)

@@ -40,7 +40,7 @@ import torch
 
 from problems import Batch, Problem
 from problems._base import ClosedFormOracles, is_plain, memory_key
-from testbed._calls import CallCounter
+from testbed.calls import CallCounter
 
 Key = tuple[object, ...]
 

@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed._entries import aggitd, fedmsa, fednest, hgp
-from testbed._estimators.classical import (
+from testbed.entries import aggitd, fedmsa, fednest, hgp
+from testbed.estimators.classical import (
     ExactHypergradient,
     ImplicitDifferentiation,
     IterativeDifferentiation,
 )
-from testbed._estimators.fixed_point import FixedPoint
-from testbed._estimators.solvers import (
+from testbed.estimators.fixed_point import FixedPoint
+from testbed.estimators.solvers import (
     ConjugateGradient,
     ExactInnerSolution,
     GradientDescent,
     Neumann,
 )
-from testbed._info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS, EstimatorInfo
 
 
 def _aid(inner: Any, linear: Any, batch_size: int | None) -> ImplicitDifferentiation:

@@ -73,7 +73,7 @@ import torch
 from scipy import stats
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
-from testbed._info import EstimatorInfo
+from testbed.info import EstimatorInfo
 from testbed.registry import ESTIMATOR_DB, get_estimator
 
 BASELINE = Path(__file__).resolve().parent.parent / "reports" / "baselines" / "regress.json"
@@ -208,8 +208,8 @@ def _within(records: Sequence[Any], field: str, budget: float) -> int:
 def _run_to_budgets(algorithm: Any, problem: Any, rng: np.random.Generator) -> list[Any]:
     """Iteration records until both budgets are spent (at least ALGORITHM_ITERATIONS, at most
     MAX_ITERATIONS), stopping early once the iterate is no longer finite."""
-    from testbed._algorithms.base import IterationRecord
-    from testbed._federation.context import FederatedContext
+    from testbed.algorithms.base import IterationRecord
+    from testbed.federation.context import FederatedContext
 
     algorithm.check_problem(problem)
     ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)

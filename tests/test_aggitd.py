@@ -9,8 +9,8 @@ import torch
 
 from problems import QuadraticBilevel
 from testbed import FederatedContext, InnerState, run_algorithm
-from testbed._algorithms.aggitd import AggITDState, FBOAggITD
-from testbed._estimators.aggitd import AggITD
+from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed.estimators.aggitd import AggITD
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
 

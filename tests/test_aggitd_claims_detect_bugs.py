@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from testbed._algorithms.aggitd import FBOAggITD
-from testbed._algorithms.base import run_algorithm
-from testbed._estimators.aggitd import AggITD
-from testbed._estimators.base import InnerState
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.base import run_algorithm
+from testbed.estimators.aggitd import AggITD
+from testbed.estimators.base import InnerState
 from testbed.oracles import Oracles
 from theory_checks import aggitd, aggitd_rates
 from theory_checks.perturbations import aggitd as perturbed

@@ -106,7 +106,7 @@ def test_thm1_tests_are_the_rate_and_the_bounds(monkeypatch):
 
 def test_thm1_a_diverging_run_fails(monkeypatch):
     """A(K) infinite is a failure of the deterministic part, not an error of the evidence."""
-    from testbed._algorithms.aggitd import FBOAggITD
+    from testbed.algorithms.aggitd import FBOAggITD
     from theory_checks.runner import decide_case
 
     monkeypatch.setattr(aggitd_rates, "THM1_K", (1, 4))

@@ -23,8 +23,8 @@ from testbed import (
     Neumann,
     run_algorithm,
 )
-from testbed._estimators.fixed_point import FixedPoint
-from testbed._federation.context import FederatedContext
+from testbed.estimators.fixed_point import FixedPoint
+from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 
 # One small problem with dim_x = 2 (float64, CPU), and one with dim_x = 1.

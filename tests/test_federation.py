@@ -6,7 +6,7 @@ import torch
 
 from problems import QuadraticBilevel
 from testbed import CallCounter, ClientSampler, Ledger, Oracles
-from testbed._federation.rounds import federated_gradient_round
+from testbed.federation.rounds import federated_gradient_round
 
 
 @pytest.mark.parametrize("participation", [None, 0.5, 3])

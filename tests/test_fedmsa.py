@@ -10,8 +10,8 @@ import torch
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, RiskAverse
 from testbed import run_algorithm
-from testbed._algorithms.fedmsa import FedMSA
-from testbed._algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps
+from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
 from theory_checks.fedmsa import heterogeneity_tau, mean_maps, reference_maps

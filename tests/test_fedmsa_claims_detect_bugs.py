@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel, from_spec
-from testbed._algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks import fedmsa, fedmsa_rates
 from theory_checks.claim import Case

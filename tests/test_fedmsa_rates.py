@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from testbed._algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
 from theory_checks.fedmsa import mean_maps

@@ -22,8 +22,8 @@ from testbed import (
     Oracles,
     run_algorithm,
 )
-from testbed._algorithms.fednest import FedNest
-from testbed._estimators.fednest import FedIHGP, fedihgp, fedinn
+from testbed.algorithms.fednest import FedNest
+from testbed.estimators.fednest import FedIHGP, fedihgp, fedinn
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
 

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from testbed._decentralized import (
+from testbed.decentralized import (
     CONNECTED_FAMILIES,
     GRAPH_FAMILIES,
     GraphLedger,

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from problems import PerClientQuadratic, QuadraticBilevel
-from testbed._decentralized import (
+from testbed.decentralized import (
     DecentralizedGradient,
     GraphSequence,
     HGPState,
     HyperGradientPush,
     StochasticGradientPush,
 )
-from testbed._decentralized.ledger import GraphLedger
+from testbed.decentralized.ledger import GraphLedger
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
 
@@ -175,7 +175,7 @@ def test_shared_outer_variable_is_each_client_holding_a_copy():
 
 
 def test_personalization_improves_on_plain_sgp():
-    from testbed._algorithms.base import run_algorithm
+    from testbed.algorithms.base import run_algorithm
 
     p = PerClientQuadratic.random(3, 1, 2, 2.0, 4, outer_coupling=1.0, rho=0.5)
     alg = get_estimator("hgp-personalization").build()
@@ -260,7 +260,7 @@ def test_lemma2_explicit_bound_holds_and_is_nearly_tight():
     """c_S <= (n - 1) tau(A(S:1)) / delta_S on every family (the corrected Lemma 2's constant);
     equality on a step without edges (A = I: c = 1 = bound), and above 0.8 of the bound on a
     mixing graph, so a Push-Sum that mixes less than Alg. 1 (one step short) exceeds it."""
-    from testbed._decentralized.graphs import CONNECTED_FAMILIES
+    from testbed.decentralized.graphs import CONNECTED_FAMILIES
     from theory_checks.hgp import pushsum_bound
 
     worst = 0.0

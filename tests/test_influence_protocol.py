@@ -21,8 +21,8 @@ from problems.workloads.decentralized import (
     momentum_bound,
     smallest_eigenvalue,
 )
-from testbed._decentralized.hgp import HGPState, HyperGradientPush
-from testbed._decentralized.sgp import StochasticGradientPush
+from testbed.decentralized.hgp import HGPState, HyperGradientPush
+from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.experiments.base import ExperimentConfig
 from testbed.experiments.hgp import build_hgp_influence, pearson_r, sign_agreement
 from testbed.oracles import Oracles

@@ -30,9 +30,9 @@ from problems import (
 )
 from problems.workloads import build_workload
 from testbed import Oracles
-from testbed._algorithms.aggitd import FBOAggITD
-from testbed._algorithms.fednest import FedNest
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.fednest import FedNest
+from testbed.federation.context import FederatedContext
 
 LOOP_RTOL = 1e-12
 

@@ -15,9 +15,9 @@ import torch
 
 from problems import QuadraticBilevel
 from problems.workloads import build_workload, load_dataset
-from testbed._algorithms.aggitd import FBOAggITD
-from testbed._algorithms.fednest import FedNest
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.fednest import FedNest
+from testbed.federation.context import FederatedContext
 from testbed.oracles import MEMO_SIZE, Oracles
 
 

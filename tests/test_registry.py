@@ -3,8 +3,8 @@
 import pytest
 
 import testbed
-from testbed._algorithms.base import OuterAlgorithm
-from testbed._estimators.base import Estimator
+from testbed.algorithms.base import OuterAlgorithm
+from testbed.estimators.base import Estimator
 from testbed.registry import ESTIMATOR_DB, get_estimator
 from theory_checks.registry import CLAIM_DB
 

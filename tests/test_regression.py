@@ -10,7 +10,7 @@ import math
 import pytest
 
 from testbed import registry, regression
-from testbed._estimators.solvers import Neumann
+from testbed.estimators.solvers import Neumann
 
 
 @pytest.fixture

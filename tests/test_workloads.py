@@ -15,9 +15,9 @@ from problems import Problem
 from problems.workloads import build_workload, load_dataset, workload_options
 from problems.workloads.models import ModelError, build_network, mlp
 from problems.workloads.registry import WorkloadError
-from testbed._algorithms.base import run_algorithm
-from testbed._estimators.base import InnerState
-from testbed._estimators.fednest import FedIHGP
+from testbed.algorithms.base import run_algorithm
+from testbed.estimators.base import InnerState
+from testbed.estimators.fednest import FedIHGP
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
 from tests._tol import FINITE_DIFFERENCE_RTOL, IDENTITY_RTOL

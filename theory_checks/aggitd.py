@@ -37,9 +37,9 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
-from testbed._algorithms.base import run_algorithm
-from testbed._estimators.base import InnerState
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.base import run_algorithm
+from testbed.estimators.base import InnerState
+from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view

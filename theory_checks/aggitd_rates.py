@@ -30,10 +30,10 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
-from testbed._algorithms.aggitd import AggITDState
-from testbed._algorithms.base import run_algorithm
-from testbed._estimators.validation import DivergenceError
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.base import run_algorithm
+from testbed.estimators.validation import DivergenceError
+from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._sampling import sampling_exponent_measurement

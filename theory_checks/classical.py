@@ -17,8 +17,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, strategies
-from testbed._estimators.base import InnerState
-from testbed._estimators.global_oracles import GlobalOracles
+from testbed.estimators.base import InnerState
+from testbed.estimators.global_oracles import GlobalOracles
 from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view

@@ -6,7 +6,7 @@ heterogeneity (Def. 2.2 with averages), ``K`` local steps (``local_steps``), ``R
 (bilevel, minimax) or (11) (compositional), ``P, S`` their client averages.
 
 Every check compares the registered algorithm (built by ``make``) with a reference written here
-independently of :mod:`testbed._algorithms.fedmsa_maps`: the maps of each closed-form family are
+independently of :mod:`testbed.algorithms.fedmsa_maps`: the maps of each closed-form family are
 read off the family's arrays (:func:`reference_maps`), so a wrong map in the algorithm shows.
 """
 
@@ -23,8 +23,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, strategies
-from testbed._algorithms.base import run_algorithm
-from testbed._algorithms.fedmsa_maps import CompositionalMaps
+from testbed.algorithms.base import run_algorithm
+from testbed.algorithms.fedmsa_maps import CompositionalMaps
 from theory_checks import _stats
 from theory_checks.claim import (
     Case,

@@ -52,8 +52,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import Batch, QuadraticBilevel, QuadraticMinimax, strategies
-from testbed._algorithms.fedmsa import FedMSAState
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.fedmsa import FedMSAState
+from testbed.federation.context import FederatedContext
 from theory_checks import _stats
 from theory_checks._sampling import sampling_exponent_measurement
 from theory_checks.aggitd import _FixedClients

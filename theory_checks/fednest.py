@@ -41,8 +41,8 @@ from problems import (
     QuadraticMinimax,
     strategies,
 )
-from testbed._algorithms.base import run_algorithm
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.base import run_algorithm
+from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._exact import evaluation_point

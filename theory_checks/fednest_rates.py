@@ -35,8 +35,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, ProblemConstants, QuadraticBilevel, strategies
-from testbed._algorithms.base import run_algorithm
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.base import run_algorithm
+from testbed.federation.context import FederatedContext
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point
 from theory_checks.claim import (

@@ -17,8 +17,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
-from testbed._decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
-from testbed._decentralized.hgp import HGPState
+from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
+from testbed.decentralized.hgp import HGPState
 from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window
 from theory_checks.claim import (
@@ -402,7 +402,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
 def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Thm 1's geometric term in S on the static network (Theta_hat = W^S): the fitted slope of
     the log error floor (M -> infinity) in S equals log tau, tau = SLEM(W) (25%, notes T6)."""
-    from testbed._decentralized.mixing import slem
+    from testbed.decentralized.mixing import slem
 
     problem = case.problem
     x = point(problem, case.params["point_seed"])

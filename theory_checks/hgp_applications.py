@@ -12,9 +12,9 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientLogistic, PerClientQuadratic, strategies
-from testbed._algorithms.base import run_algorithm
-from testbed._decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
-from testbed._decentralized.influence_metrics import r_squared
+from testbed.algorithms.base import run_algorithm
+from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
+from testbed.decentralized.influence_metrics import r_squared
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
 from theory_checks.hgp_common import (

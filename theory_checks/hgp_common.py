@@ -19,8 +19,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from testbed._decentralized.graphs import GraphSequence
-from testbed._decentralized.hgp import DecentralizedGradient, HGPState
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.hgp import DecentralizedGradient, HGPState
 from theory_checks.claim import Case
 
 # Why 1e-10: exact identities after O(M) products of matrices with norms <= 1 in float64:
@@ -113,8 +113,8 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     :meth:`HyperGradientPush.averaging_operator` does), carrying the Push-Sum weights from call
     to call when ``est.keep_weights`` (the practical form), so they are what the estimator does.
     """
-    from testbed._decentralized.ledger import GraphLedger
-    from testbed._federation.ledger import Ledger
+    from testbed.decentralized.ledger import GraphLedger
+    from testbed.federation.ledger import Ledger
 
     graph = est.graph(n)
     basis = torch.eye(n, dtype=torch.float64)[None]

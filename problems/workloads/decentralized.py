@@ -3,8 +3,8 @@
 Paper letters -> testbed (README glossary): the paper's shared model x is our inner variable
 ``y`` (a flat parameter vector, ``dim_y`` = d_x), client i's hyperparameter lambda_i is block i
 of our outer variable ``x = [lambda_1; ...; lambda_n]`` (``dim_hyper`` = d_lambda). Every problem
-here has the per-client interface that :class:`testbed._decentralized.HyperGradientPush` and
-:class:`testbed._decentralized.StochasticGradientPush` use (``kind``, ``n_clients``, ``dim_x``,
+here has the per-client interface that :class:`testbed.decentralized.HyperGradientPush` and
+:class:`testbed.decentralized.StochasticGradientPush` use (``kind``, ``n_clients``, ``dim_x``,
 ``dim_y``, ``dim_hyper``, ``hyper_blocks``, row-separable ``inner_loss`` / ``outer_loss``,
 ``sample_batch``, ``initial_point``), so those algorithms run on them unchanged.
 

@@ -110,12 +110,12 @@ from problems.workloads.decentralized import (
     smallest_eigenvalue,
 )
 from problems.workloads.splits import ClientSplit
-from testbed._calls import CallCounter
-from testbed._decentralized.graphs import GraphSequence
-from testbed._decentralized.hgp import HGPState, HyperGradientPush
-from testbed._decentralized.influence_metrics import negative_influence_f1, r_squared
-from testbed._decentralized.ledger import GraphLedger
-from testbed._decentralized.sgp import StochasticGradientPush
+from testbed.calls import CallCounter
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.hgp import HGPState, HyperGradientPush
+from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
+from testbed.decentralized.ledger import GraphLedger
+from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed.experiments.config import load_data, split_data
 from testbed.oracles import Oracles

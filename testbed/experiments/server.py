@@ -3,7 +3,7 @@
 :class:`ServerExperiment` builds, from a validated config, the dataset and its client split,
 the workload problem (:func:`problems.workloads.registry.build_workload`), the registered
 algorithm (``[algorithm] name`` and its overrides of the registry defaults) and one persistent
-:class:`~testbed._federation.context.FederatedContext`. One :meth:`~ServerExperiment.step` is
+:class:`~testbed.federation.context.FederatedContext`. One :meth:`~ServerExperiment.step` is
 one ``algorithm.step``: the outer iteration of FedNest, LFedNest, FBO-AggITD or FedMSA, with
 all its communication rounds counted by the context's ledger.
 
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed._federation.context import FederatedContext
 from testbed.experiments.base import ExperimentConfig, MetricRow
 from testbed.experiments.config import load_data
+from testbed.federation.context import FederatedContext
 
 #: Keys every server-experiment row has besides the evaluation's (which are NaN when skipped).
 COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down",
@@ -129,8 +129,8 @@ class ServerExperiment:
     def divergence(self) -> str | None:
         """Why the current iterate counts as diverged (the runner stops there), or None:
         a non-finite ``x`` or ``y``, or one grown past ``GROWTH_FACTOR`` times its starting
-        norm (see :data:`testbed._estimators.validation.GROWTH_FACTOR`)."""
-        from testbed._estimators.validation import GROWTH_FACTOR
+        norm (see :data:`testbed.estimators.validation.GROWTH_FACTOR`)."""
+        from testbed.estimators.validation import GROWTH_FACTOR
 
         x, y = model_point(self.state, self.problem.dim_y)
         for name, value, start in (("x", x, self._start_norms[0]),

@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed._algorithms.aggitd import AggITDState, FBOAggITD
-from testbed._estimators.aggitd import AggITD
-from testbed._estimators.base import InnerState
-from testbed._federation.context import FederatedContext
-from testbed._federation.local import local_round
+from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed.estimators.aggitd import AggITD
+from testbed.estimators.base import InnerState
+from testbed.federation.context import FederatedContext
+from testbed.federation.local import local_round
 from testbed.oracles import Oracles
 from theory_checks.claim import Perturbation
 from theory_checks.perturbations import recast

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from testbed import ConjugateGradient, GradientDescent, IterativeDifferentiation, Neumann, Oracles
-from testbed._estimators.classical import ExactHypergradient, ImplicitDifferentiation
+from testbed.estimators.classical import ExactHypergradient, ImplicitDifferentiation
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
 from theory_checks.perturbations import registry_variant

@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed._algorithms.aggitd import FBOAggITD
-from testbed._algorithms.fedmsa import FedMSA
-from testbed._algorithms.fednest import FedNest
-from testbed._estimators.fednest import lfedout
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fednest import FedNest
+from testbed.estimators.fednest import lfedout
 from theory_checks.claim import Perturbation
 from theory_checks.perturbations import registry_variant
 

@@ -2,7 +2,7 @@
 
 Each builder takes the registry's keyword parameters (like ``EstimatorInfo.build``), builds the
 registered algorithm and returns a copy of it with one mistake: a subclass of
-:class:`~testbed._algorithms.fedmsa.FedMSA` or of its maps. Which claim names which builder, and
+:class:`~testbed.algorithms.fedmsa.FedMSA` or of its maps. Which claim names which builder, and
 why that bug is the smallest that matters to it, is in the claim literals
 (:mod:`theory_checks.fedmsa`, :mod:`theory_checks.fedmsa_rates`).
 """
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from testbed._algorithms.fedmsa import FedMSA
-from testbed._algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
+from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
 from testbed.registry import get_estimator
 from theory_checks.perturbations import recast
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import torch
 
-from testbed._algorithms.fednest import FedNest
-from testbed._estimators.fednest import FedIHGP, IHGPResult
-from testbed._federation.context import FederatedContext
+from testbed.algorithms.fednest import FedNest
+from testbed.estimators.fednest import FedIHGP, IHGPResult
+from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
 from theory_checks.perturbations import registry_variant

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from problems import Batch
-from testbed._decentralized.hgp import DecentralizedGradient, HyperGradientPush
-from testbed._decentralized.pushsum import push_sum
+from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush
+from testbed.decentralized.pushsum import push_sum
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
 from theory_checks.perturbations import recast

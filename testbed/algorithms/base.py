@@ -1,0 +1,182 @@
+"""Federated estimators and outer algorithms: the interfaces and the run loop.
+
+A *federated estimator* estimates the hypergradient at x by talking to clients through a
+:class:`~testbed.federation.context.FederatedContext`; it implements ``estimate_in(ctx, x,
+state)``, and the generic :meth:`FederatedEstimator.estimate` runs it in a fresh context so it
+fits the :class:`~testbed.Estimator` interface (its ``calls`` then include rounds and floats).
+
+An *outer algorithm* (FedNest, LFedNest, FBO-AggITD, FedMSA, ...) updates ``x`` (and its inner
+state) once per :meth:`OuterAlgorithm.step`. :func:`run_algorithm` drives it for K iterations in
+one context and records, after every iteration, the iterate and the cumulative cost.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from problems import Problem
+from testbed.calls import Calls
+from testbed.estimators.base import Estimate, Estimator
+from testbed.estimators.solvers import check_positive_int
+from testbed.estimators.validation import InputError, check_iterate, check_point
+from testbed.federation.context import FederatedContext
+
+
+def check_participation_and_batch(participation: Any, batch_size: int | None) -> None:
+    if batch_size is not None:
+        check_positive_int(batch_size, "batch_size", minimum=1)
+    if participation is not None and (isinstance(participation, bool) or not isinstance(
+            participation, (int, float))):
+        raise ValueError(f"participation must be None, a fraction or a count, got "
+                         f"{participation!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class FederatedEstimator(Estimator):
+    """A hypergradient estimator that runs on clients through a federated context."""
+
+    participation: float | int | None = None
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check_participation_and_batch(self.participation, self.batch_size)
+
+    @abc.abstractmethod
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: Any
+    ) -> tuple[torch.Tensor, Any, dict[str, Any]]:
+        """``(hypergradient, new state, aux)``; every message goes through ``ctx``."""
+
+    def context(self, problem: Problem, rng: np.random.Generator) -> FederatedContext:
+        return FederatedContext(problem, rng, self.participation, self.batch_size)
+
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
+    ) -> Estimate:
+        ctx = self.context(problem, rng)
+        value, new_state, aux = self.estimate_in(ctx, x, state)
+        return Estimate(value, new_state, ctx.calls(), aux)
+
+
+@dataclasses.dataclass(frozen=True)
+class OuterAlgorithm(abc.ABC):
+    """One outer iteration at a time; concrete subclasses must be registered.
+
+    Attributes:
+        participation: client participation per round (see :class:`ClientSampler`).
+        batch_size: per-client minibatch size, ``None`` for exact local objectives.
+    """
+
+    supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
+    participation: float | int | None = None
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        check_participation_and_batch(self.participation, self.batch_size)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``step`` a subclass defines checks the state's ``x`` against the context's
+        problem first (:func:`~testbed.estimators.validation.check_point`)."""
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("step")
+        if method is not None and not getattr(method, "_validated", False) \
+                and not getattr(method, "__isabstractmethod__", False):
+            cls.step = _validated_step(method)  # type: ignore[method-assign]
+
+    @abc.abstractmethod
+    def init(self, problem: Problem) -> Any:
+        """Initial state; it must have an attribute ``x`` (the outer iterate)."""
+
+    @abc.abstractmethod
+    def step(self, ctx: FederatedContext, state: Any) -> Any:
+        """One outer iteration; returns the new state."""
+
+    def rounds_per_iteration(self) -> int | None:
+        """The paper's communication rounds per outer iteration, when it states a formula."""
+        return None
+
+    def check_problem(self, problem: Problem) -> None:
+        if problem.kind not in self.supports:
+            raise ValueError(f"{type(self).__name__} does not support {problem.kind} problems "
+                             f"(supports: {sorted(self.supports)})")
+
+
+def _validated_step(method: Any) -> Any:
+    @functools.wraps(method)
+    def step(self: OuterAlgorithm, ctx: FederatedContext, state: Any) -> Any:
+        if not hasattr(state, "x"):
+            raise InputError(f"{type(self).__name__}.step: the state must have an outer "
+                             f"iterate x (from {type(self).__name__}.init); got a "
+                             f"{type(state).__name__}")
+        check_point(ctx.problem, state.x, f"{type(self).__name__} state.x")
+        return method(self, ctx, state)
+
+    step._validated = True  # type: ignore[attr-defined]
+    return step
+
+
+@dataclasses.dataclass(frozen=True)
+class IterationRecord:
+    """The state after iteration ``iteration`` and the cost of the run so far."""
+
+    iteration: int
+    x: torch.Tensor
+    state: Any
+    calls: Calls
+
+
+def run_algorithm(
+    algorithm: OuterAlgorithm,
+    problem: Problem,
+    iterations: int,
+    rng: np.random.Generator,
+    callback: Callable[[IterationRecord], None] | None = None,
+    state: Any = None,
+) -> list[IterationRecord]:
+    """Run ``iterations`` outer iterations in one federated context; record each one.
+
+    The record of iteration 0 is the initial state (no cost yet).
+
+    Raises:
+        DivergenceError: "diverged at step k" when the iterate becomes non-finite or grows past
+            :data:`~testbed.estimators.validation.GROWTH_FACTOR` times its start.
+    """
+    check_positive_int(iterations, "iterations")
+    algorithm.check_problem(problem)
+    ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
+    state = algorithm.init(problem) if state is None else state
+    records = [IterationRecord(0, state.x, state, ctx.calls())]
+    x0_norm = float(state.x.norm()) if isinstance(state.x, torch.Tensor) else 0.0
+    if callback:
+        callback(records[0])
+    for k in range(1, iterations + 1):
+        state = algorithm.step(ctx, state)
+        check_iterate(state.x, x0_norm, k, type(algorithm).__name__)
+        records.append(IterationRecord(k, state.x, state, ctx.calls()))
+        if callback:
+            callback(records[-1])
+    return records
+
+
+def iterate_within_rounds(
+    algorithm: OuterAlgorithm, problem: Problem, rng: np.random.Generator, round_budget: float,
+) -> Iterator[IterationRecord]:
+    """Records of iteration 0, 1, ... while fewer than ``round_budget`` communication rounds
+    have been spent (rounds per iteration may vary, e.g. FedNest's random N'); the caller may
+    stop early by leaving the loop."""
+    algorithm.check_problem(problem)
+    ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
+    state = algorithm.init(problem)
+    k = 0
+    yield IterationRecord(k, state.x, state, ctx.calls())
+    while ctx.calls().comm_rounds < round_budget:
+        state = algorithm.step(ctx, state)
+        k += 1
+        yield IterationRecord(k, state.x, state, ctx.calls())

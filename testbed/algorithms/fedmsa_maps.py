@@ -1,0 +1,325 @@
+r"""FedMSA's per-client maps ``p^m`` and ``s^m`` for bilevel and multi-level compositional problems.
+
+FedMSA (Tarzanagh, Li, Sharma, Oymak 2023, arXiv 2306.01648) solves the multi-sequence system
+(Fed-MSA) ``avg_m P^m(x, Z) = 0``, ``avg_m S^{m,n}(z^{n-1}, z^n) = 0`` (``n = 1..N``, ``z^0 = x``).
+A maps object turns a problem into those maps, evaluated for many clients in one batched call:
+``evaluate(oracles, x (C, d_0), Z (C, d_Z), clients (C,), batches)`` returns ``p (C, d_0)`` and
+``s (C, d_Z)``, where ``Z = [z^1; ...; z^N]`` is stored flat.
+
+- :class:`BilevelMaps` (eq. (10), ``N = 1``, ``z = [w; v]``), from the problem's autodiff oracles
+  (:class:`testbed.oracles.Oracles`), so it runs unchanged on any bilevel or minimax problem:
+
+  .. math::
+
+      S^m(x, z) &= [\nabla_w g^m(x, w);\ \nabla^2_w g^m(x, w) v - \nabla_w f^m(x, w)]
+          \qquad (10a,\ \text{corrected}), \\
+      P^m(x, z) &= \nabla_x f^m(x, w) - \nabla^2_{xw} g^m(x, w) v \qquad (10b).
+
+  At ``w = w*(x)``, ``v = v*(x) = [grad^2_w g]^{-1} grad_w f`` (global averages), P^m is linear
+  in the client's quantities and v is shared, so ``avg_m P^m(x, z*(x)) = grad F(x)`` exactly.
+
+  .. warning::
+     (10a) as printed has ``grad_x f^m`` in the second block; that is a typo (notes 6.1): it must
+     be ``grad_w f^m`` (dimensions, eq. (2) and the authors' ``s_func`` agree). The corrected map
+     is implemented.
+
+- :class:`CompositionalMaps` (eq. (11), ``N >= 1`` levels, any problem with ``level_map``):
+
+  .. math::
+
+      S^{m,n}(z^{n-1}, z^n) &= z^n - f^{m,n-1}(z^{n-1}) \qquad (11a), \\
+      P^m(x, Z) &= \nabla f^{m,0}(x) \nabla f^{m,1}(z^1) \cdots \nabla f^{m,N}(z^N) \qquad (11b),
+
+  with ``grad f`` the transposed Jacobian, computed as a chain of vector-Jacobian products from
+  the top. ``semantics="paper"`` is (11b): the server averages the clients' *products*.
+  ``semantics="exact"`` is the product of server-averaged Jacobians (notes 5.1 F3),
+  ``grad fbar^0(x) ... grad fbar^N(z^N)``, the true gradient of (Fed-MCO) at ``Z = Z*(x)``; the
+  global step then needs one aggregation per level (:meth:`CompositionalMaps.global_step`).
+
+  .. warning::
+     Under Jacobian heterogeneity the average of products is not the product of averages
+     (notes 1.4, 6.12): the fixed point of the "paper" maps is in general not a stationary point
+     of (Fed-MCO). Both semantics are offered so that the bias can be measured.
+
+Oracle counting for the compositional maps (``Calls`` has bilevel names): a level value
+``f^{m,n-1}(z^{n-1})`` (the ``s`` evaluation, the y-gradient of ``1/2||z - f(u)||^2``) counts as
+``grad_g``, the top-level gradient ``grad f^{m,N}`` as ``grad_f`` and each vector-Jacobian product
+through a lower level as ``jvp``; one client on one batch counts 1.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar, Literal
+
+import torch
+
+from problems import Batch, Problem
+from testbed.federation.context import FederatedContext
+from testbed.oracles import Oracles
+
+Batches = list[Batch | None]
+
+
+def repeat_batch(batch: Batch | None, times: int) -> Batch | None:
+    """The same per-client sample indices stacked ``times`` times (one sample, several points)."""
+    if batch is None:
+        return None
+    return Batch(batch.indices.repeat(times, 1))
+
+
+def draw_batches(ctx: FederatedContext, clients: torch.Tensor, count: int) -> Batches:
+    """``count`` independent minibatches (``xi``, ``zeta^1``, ...) for ``clients``."""
+    return [ctx.draw(clients) for _ in range(count)]
+
+
+class MSAMaps(abc.ABC):
+    """Per-client maps of an MSA reformulation, evaluated for many clients at once."""
+
+    kinds: ClassVar[frozenset[str]]
+    #: independent minibatches per evaluation (``xi`` for p, ``zeta^n`` for the s-blocks)
+    n_batches: ClassVar[int] = 2
+
+    @abc.abstractmethod
+    def level_sizes(self, problem: Problem) -> tuple[int, ...]:
+        """Sizes ``(d_1, ..., d_N)`` of the blocks of ``Z`` (BLO: one block ``[w; v]``)."""
+
+    def n_levels(self, problem: Problem) -> int:
+        return len(self.level_sizes(problem))
+
+    @abc.abstractmethod
+    def initial(self, problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x_0, Z_0)``."""
+
+    @abc.abstractmethod
+    def evaluate(
+        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        batches: Batches,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(p^m(x_c, Z_c), s^m(x_c, Z_c))`` for each row c, client ``clients[c]``."""
+
+    def global_rounds(self, problem: Problem) -> int:
+        """Aggregations used by :meth:`global_step` (1: per-client estimates are averaged)."""
+        return 1
+
+    def global_step(
+        self, ctx: FederatedContext, points: torch.Tensor, prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None, q_prev: torch.Tensor | None, rho: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Eq. (5) over all M clients, one aggregation; returns ``(h_r, q_r)``.
+
+        ``points`` (M, d_0 + d_Z) are the broadcast ``(x_r, Z_r)``; ``prev`` the broadcast
+        ``(x_{r-1}, Z_{r-1})`` (``None`` when ``rho = 1``). Each client uses one sample at both
+        points: ``h^m = p^m(x_r; xi) + (1 - rho)(h_{r-1} - p^m(x_{r-1}; xi))``, likewise ``q^m``.
+        """
+        problem = ctx.problem
+        dx = points.shape[1] - sum(self.level_sizes(problem))
+        clients = ctx.all_clients()
+        M = int(clients.shape[0])
+        batches = draw_batches(ctx, clients, self.n_batches)
+        if prev is None or rho == 1.0:
+            p, s = self.evaluate(ctx.oracles, points[:, :dx], points[:, dx:], clients, batches)
+            h_m, q_m = p, s
+        else:
+            assert h_prev is not None and q_prev is not None
+            both = torch.cat([points, prev])
+            p, s = self.evaluate(ctx.oracles, both[:, :dx], both[:, dx:], clients.repeat(2),
+                                 [repeat_batch(b, 2) for b in batches])
+            h_m = p[:M] + (1.0 - rho) * (h_prev - p[M:])
+            q_m = s[:M] + (1.0 - rho) * (q_prev - s[M:])
+        mean = ctx.aggregate(torch.cat([h_m, q_m], dim=1), clients)
+        return mean[:dx], mean[dx:]
+
+
+@dataclasses.dataclass(frozen=True)
+class BilevelMaps(MSAMaps):
+    """FedMSA's bilevel maps, eq. (10) with the corrected (10a); ``Z = [w; v]``.
+
+    ``batches = [xi, zeta]``: ``xi`` samples the outer objective f, ``zeta`` the inner g.
+    One evaluation costs, per row, one ``grad_f`` (both partials), one ``grad_g``, one ``hvp`` and
+    one ``jvp``.
+    """
+
+    kinds: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax"})
+
+    def level_sizes(self, problem: Problem) -> tuple[int, ...]:
+        return (2 * problem.dim_y,)
+
+    def initial(self, problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+        x0, y0 = problem.initial_point()
+        return x0.clone(), torch.cat([y0, torch.zeros_like(y0)])
+
+    def evaluate(
+        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        batches: Batches,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        dy = oracles.problem.dim_y
+        w, v = Z[:, :dy], Z[:, dy:]
+        xi, zeta = batches
+        fx, fw = oracles.grad_outer(x, w, clients, xi)
+        gw = oracles.grad_inner(x, w, clients, zeta)
+        Hv = oracles.hvp_inner(x, w, v, clients, zeta)
+        Jv = oracles.jvp_inner_xy(x, w, v, clients, zeta)
+        return fx - Jv, torch.cat([gw, Hv - fw], dim=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompositionalMaps(MSAMaps):
+    """FedMSA's multi-level compositional maps, eq. (11); ``Z = [z^1; ...; z^N]``.
+
+    Args:
+        semantics: ``"paper"`` (11b, average of per-client products) or ``"exact"`` (product of
+            server-averaged Jacobians, one extra aggregation per level in the global step).
+
+    ``batches = [xi, zeta^1, ..., zeta^N]`` is not fixed in length, so ``n_batches`` is two and
+    the s-blocks share ``zeta``; the Jacobians of every level share ``xi`` (as the authors'
+    notebook does).
+    """
+
+    kinds: ClassVar[frozenset[str]] = frozenset({"compositional"})
+    semantics: Literal["paper", "exact"] = "paper"
+
+    def __post_init__(self) -> None:
+        if self.semantics not in ("paper", "exact"):
+            raise ValueError(f"semantics must be 'paper' or 'exact', got {self.semantics!r}")
+
+    def level_sizes(self, problem: Problem) -> tuple[int, ...]:
+        dims = _dims(problem)
+        return tuple(dims[1:])
+
+    def initial(self, problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+        dims = _dims(problem)
+        return (torch.zeros(dims[0], dtype=torch.float64),
+                torch.zeros(sum(dims[1:]), dtype=torch.float64))
+
+    def split(self, problem: Problem, Z: torch.Tensor) -> list[torch.Tensor]:
+        return list(torch.split(Z, list(self.level_sizes(problem)), dim=-1))
+
+    def s_values(
+        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``[z^n - f^{m,n-1}(z^{n-1})]_{n=1..N}`` (11a); one batched call per level."""
+        problem: Any = oracles.problem
+        zs = [x, *self.split(problem, Z)]
+        blocks = [zs[n] - problem.level_map(n - 1, zs[n - 1], clients, batch).detach()
+                  for n in range(1, len(zs))]
+        oracles.counter.add("grad_g", int(clients.shape[0]) * (len(zs) - 1))
+        return torch.cat(blocks, dim=1)
+
+    def top_gradient(
+        self, oracles: Oracles, u: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad f^{m,N}(u)`` per row."""
+        problem: Any = oracles.problem
+        with torch.enable_grad():
+            us = u.detach().clone().requires_grad_(True)
+            top = problem.level_map(problem.n_levels, us, clients, batch).sum()
+            (grad,) = torch.autograd.grad(top, (us,))
+        oracles.counter.add("grad_f", int(clients.shape[0]))
+        return grad
+
+    def vjp(
+        self, oracles: Oracles, n: int, u: torch.Tensor, g: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
+        """``grad f^{m,n}(u) g`` (transposed Jacobian of level n times g) per row."""
+        problem: Any = oracles.problem
+        with torch.enable_grad():
+            us = u.detach().clone().requires_grad_(True)
+            out = (problem.level_map(n, us, clients, batch) * g.detach()).sum()
+            (grad,) = torch.autograd.grad(out, (us,), allow_unused=True)
+        oracles.counter.add("jvp", int(clients.shape[0]))
+        return torch.zeros_like(us) if grad is None else grad
+
+    def evaluate(
+        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        batches: Batches,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        xi, zeta = batches
+        zs = [x, *self.split(oracles.problem, Z)]
+        g = self.top_gradient(oracles, zs[-1], clients, xi)
+        for n in range(len(zs) - 2, -1, -1):
+            g = self.vjp(oracles, n, zs[n], g, clients, xi)
+        return g, self.s_values(oracles, x, Z, clients, zeta)
+
+    def global_rounds(self, problem: Problem) -> int:
+        return 1 if self.semantics == "paper" else 1 + self.n_levels(problem)
+
+    def global_step(
+        self, ctx: FederatedContext, points: torch.Tensor, prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None, q_prev: torch.Tensor | None, rho: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""Eq. (5); with ``"exact"`` semantics the P-part is a chain of aggregations.
+
+        Round 1 uploads ``q^m`` (as in (5b)) and ``grad f^{m,N}(z^N)`` at the current (and
+        previous) point; the server averages and echoes. Then for ``n = N-1, ..., 0`` one round
+        uploads ``grad f^{m,n}(z^n) gbar_{n+1}`` at both points. The last average is
+        ``P(x, Z) = grad fbar^0(x) ... grad fbar^N(z^N)`` at both points and
+        ``h_r = P(x_r, Z_r) + (1 - rho)(h_{r-1} - P(x_{r-1}, Z_{r-1}))`` (same samples at both).
+        """
+        if self.semantics == "paper":
+            return super().global_step(ctx, points, prev, h_prev, q_prev, rho)
+        problem: Any = ctx.problem
+        dx = points.shape[1] - sum(self.level_sizes(problem))
+        clients = ctx.all_clients()
+        M = int(clients.shape[0])
+        xi, zeta = draw_batches(ctx, clients, self.n_batches)
+        use_prev = prev is not None and rho != 1.0
+        rows = torch.cat([points, prev]) if prev is not None and use_prev else points
+        copies = 2 if use_prev else 1
+        cl = clients.repeat(copies)
+        xi2, zeta2 = repeat_batch(xi, copies), repeat_batch(zeta, copies)
+        x_rows, Z_rows = rows[:, :dx], rows[:, dx:]
+        s = self.s_values(ctx.oracles, x_rows, Z_rows, cl, zeta2)
+        if use_prev:
+            assert q_prev is not None
+            q_m = s[:M] + (1.0 - rho) * (q_prev - s[M:])
+        else:
+            q_m = s
+        zs = [x_rows, *self.split(problem, Z_rows)]
+        top = self.top_gradient(ctx.oracles, zs[-1], cl, xi2)
+        mean = ctx.aggregate(torch.cat([q_m, _pair(top, M, copies)], dim=1), clients)
+        q = mean[: q_m.shape[1]]
+        g = _unpair(mean[q_m.shape[1]:], copies)  # (copies, d_N): the averaged top gradients
+        for n in range(len(zs) - 2, -1, -1):
+            grads = self.vjp(ctx.oracles, n, zs[n], g.repeat_interleave(M, dim=0), cl, xi2)
+            g = _unpair(ctx.aggregate(_pair(grads, M, copies), clients), copies)
+        if use_prev:
+            assert h_prev is not None
+            return g[0] + (1.0 - rho) * (h_prev - g[1]), q
+        return g[0], q
+
+    def exact_map(self, problem: Any, x: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        """``P(x, Z)`` of the chosen semantics at one point, full objectives, not counted."""
+        oracles = Oracles(problem)
+        clients = torch.arange(problem.n_clients)
+        M = problem.n_clients
+        rows_x, rows_Z = x.expand(M, -1), Z.expand(M, -1)
+        if self.semantics == "paper":
+            return self.evaluate(oracles, rows_x, rows_Z, clients, [None, None])[0].mean(0)
+        zs = [rows_x, *self.split(problem, rows_Z)]
+        g = self.top_gradient(oracles, zs[-1], clients, None).mean(0)
+        for n in range(len(zs) - 2, -1, -1):
+            g = self.vjp(oracles, n, zs[n], g.expand(M, -1), clients, None).mean(0)
+        return g
+
+
+def _pair(rows: torch.Tensor, M: int, copies: int) -> torch.Tensor:
+    """``(copies * M, d)`` stacked by copy -> ``(M, copies * d)`` per-client payloads."""
+    return torch.cat([rows[c * M:(c + 1) * M] for c in range(copies)], dim=1)
+
+
+def _unpair(mean: torch.Tensor, copies: int) -> torch.Tensor:
+    return mean.reshape(copies, -1)
+
+
+def _dims(problem: Problem) -> tuple[int, ...]:
+    dims = getattr(problem, "dims", None)
+    if dims is None or getattr(problem, "n_levels", None) is None:
+        raise ValueError(
+            f"{type(problem).__name__} has no level maps (dims, n_levels, level_map); "
+            "the compositional FedMSA maps need a multi-level compositional problem"
+        )
+    return tuple(int(d) for d in dims)

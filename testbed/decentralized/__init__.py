@@ -1,0 +1,54 @@
+"""Decentralized hypergradients (HGP): graphs, mixing weights, graph ledger, Push-Sum, SGP, HGP."""
+
+from testbed.decentralized.graphs import (
+    CONNECTED_FAMILIES,
+    GRAPH_FAMILIES,
+    GraphSequence,
+)
+from testbed.decentralized.hgp import (
+    DecentralizedGradient,
+    HGPRun,
+    HGPState,
+    HyperGradientPush,
+)
+from testbed.decentralized.ledger import GraphLedger
+from testbed.decentralized.mixing import (
+    MixingError,
+    check_column_stochastic,
+    metropolis_weights,
+    pushsum_weights,
+    slem,
+)
+from testbed.decentralized.personalization import HGPPersonalization, PersonalizationState
+from testbed.decentralized.pushsum import (
+    PushSumResult,
+    consensus_error,
+    push_sum,
+    pushsum_operator,
+)
+from testbed.decentralized.sgp import ExactConsensus, InnerResult, StochasticGradientPush
+
+__all__ = [
+    "CONNECTED_FAMILIES",
+    "GRAPH_FAMILIES",
+    "DecentralizedGradient",
+    "ExactConsensus",
+    "GraphLedger",
+    "GraphSequence",
+    "HGPPersonalization",
+    "HGPRun",
+    "HGPState",
+    "HyperGradientPush",
+    "InnerResult",
+    "MixingError",
+    "PersonalizationState",
+    "PushSumResult",
+    "StochasticGradientPush",
+    "check_column_stochastic",
+    "consensus_error",
+    "metropolis_weights",
+    "push_sum",
+    "pushsum_operator",
+    "pushsum_weights",
+    "slem",
+]

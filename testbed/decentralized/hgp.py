@@ -1,0 +1,399 @@
+"""Hyper-Gradient Push (HGP; Terashita & Hara, Alg. 2, eq. 10) and the reference gradients.
+
+Paper letters -> testbed: the paper's inner model x is our y (``d_x`` = ``dim_y``), its
+hyperparameters ``lambda_i`` are the blocks of our outer variable x; ``M`` = ``neumann_terms``,
+``S`` = ``pushsum_steps``, ``eta`` = ``neumann_step_size``, ``b`` = ``batch_size``.
+
+With ``H_i = grad^2_y g_i``, ``J_i = grad^2_{y lambda_i} g_i`` (paper's transposed convention,
+``d_lambda x d_y``), ``u_i^(0) = grad_y f_i``, ``v_i^(0) = grad_{lambda_i} f_i`` at the client's
+inner iterate, client i runs (eq. 10 with Theta replaced by an averaging operator):
+
+.. math::
+
+    \\bar u^{(m-1)} &= \\mathrm{Avg}(u^{(m-1)}), \\\\
+    v_i^{(m)} &= v_i^{(m-1)} - \\eta\\, \\hat J_i^{(m)} \\bar u_i^{(m-1)}, \\qquad
+    u_i^{(m)} = \\bar u_i^{(m-1)} - \\eta\\, \\hat H_i^{(m)} \\bar u_i^{(m-1)},
+
+for ``m = 1..M``, and ``v_i^(M)`` estimates GlobalGrad ``<d_lambda F>_i`` with ``F = sum_k f_k``
+(eq. 9 / Lemma 1; notes 2.6). The testbed's hypergradient of ``h = mean_k f_k`` is
+``GlobalGrad / n``, which is what :meth:`HyperGradientPush.estimate` returns as ``value``.
+
+``Avg`` is, by ``averaging``:
+
+- ``"pushsum"``: S Push-Sum steps (Alg. 1) on the graph sequence, through the graph ledger
+  (the static-network variant is this with ``graph_family="static_undirected"``, W^S);
+- ``"exact"``: the exact averaging operator Theta (eq. 9-10 as written; notes D2);
+- ``"server"``: the centralized variant: a server averages (one round of the server ledger).
+
+Forms: deterministic (``batch_size=None``; Cor. 1), stochastic (minibatch ``b``, independent
+samples for ``J`` and ``H``; Thm 1 / Cor. 2), and the paper's "practical" form (sec. 5.3:
+``shared_sample`` one sample for both, ``keep_weights`` Push-Sum weights not re-initialised).
+Only ``d_y + 1`` floats per edge per step are communicated; ``v_i`` and Hessians stay local.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, ClassVar, Literal, NamedTuple
+
+import numpy as np
+import torch
+
+from problems import Batch, Problem
+from testbed.calls import CallCounter
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.ledger import GraphLedger
+from testbed.decentralized.pushsum import consensus_error, push_sum
+from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
+from testbed.estimators.base import Estimate, Estimator
+from testbed.estimators.solvers import check_positive_int
+from testbed.federation.ledger import Ledger
+from testbed.oracles import Oracles
+
+Averaging = Literal["pushsum", "exact", "server"]
+
+
+class HGPState(NamedTuple):
+    """Per-client inner iterates ``y (n, dy)``, Push-Sum weights ``omega (n,)``, next graph step.
+
+    Passing the same state twice replays the same graph segments (graphs are seeded by their
+    own sequence, never by the data generator).
+    """
+
+    y: torch.Tensor
+    omega: torch.Tensor
+    time: int
+
+
+class HGPRun(NamedTuple):
+    """One (possibly replicated) HGP run.
+
+    Attributes:
+        trajectory: ``(M + 1, R, n, dl)``: ``v^(m)`` of every replica and client.
+        consensus_errors: ``c^(m) = sigma_max(Theta_hat^(m) - Theta)`` per m (pushsum only).
+        state: the state after the run.
+        y: the per-client inner iterates used.
+        graph_ledger: the ledger of the gossip (None for exact / server averaging).
+        server_ledger: the server ledger (centralized variant only).
+        calls: oracle calls and communication.
+    """
+
+    trajectory: torch.Tensor
+    consensus_errors: list[float]
+    state: HGPState
+    y: torch.Tensor
+    graph_ledger: GraphLedger | None
+    server_ledger: Ledger | None
+    calls: Any
+
+
+def check_per_client(problem: Any) -> None:
+    if not hasattr(problem, "dim_hyper") or not hasattr(problem, "hyper_blocks"):
+        raise ValueError(
+            f"this quantity needs a per-client-hyperparameter problem (x = [lambda_1; ...; "
+            f"lambda_n], attributes dim_hyper and hyper_blocks); {type(problem).__name__} has "
+            "none")
+
+
+def is_per_client(problem: Any) -> bool:
+    return hasattr(problem, "dim_hyper") and hasattr(problem, "hyper_blocks")
+
+
+def own_blocks(problem: Any, rows: torch.Tensor) -> torch.Tensor:
+    """``(C, dx) -> (C, dl)``: row c's block of client ``c mod n`` (its own lambda_i).
+
+    Client i's losses depend on x only through lambda_i, so every other block of its derivative
+    is zero; taking the own block is a local operation. A problem whose x is shared by all
+    clients is read as every client holding its own copy ``x_i = x`` (the whole row), so that
+    ``grad h = (1/n) sum_i GlobalGrad_i``.
+    """
+    if not is_per_client(problem):
+        return rows
+    n, dl = problem.n_clients, problem.dim_hyper
+    count = rows.shape[0]
+    rows_index = torch.arange(count, device=rows.device)
+    # row c, block (c mod n): flat index c n + (c mod n); index_select because advanced
+    # indexing is ~100x slower on small tensors
+    index = rows_index * n + rows_index % n
+    return rows.reshape(count * n, dl).index_select(0, index)
+
+
+def hypergradient_from_blocks(problem: Any, v: torch.Tensor) -> torch.Tensor:
+    """The testbed's ``grad h`` (mean convention) from GlobalGrad estimates ``v (n, dl)``:
+    stacked blocks / n for per-client problems, ``sum_i v_i / n`` for a shared x."""
+    if is_per_client(problem):
+        return v.reshape(-1) / problem.n_clients
+    return v.sum(0) / problem.n_clients
+
+
+def _joint_products(
+    problem: Any, x: torch.Tensor, y_rows: torch.Tensor, u: torch.Tensor,
+    clients: torch.Tensor, batch: Batch | None, counter: CallCounter,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(grad^2_xy g_i u_i, grad^2_y g_i u_i)`` from one double-backward on the same sample.
+
+    The code's recipe (notes 3.3): differentiate ``<grad_y g_i, u_i>`` with respect to x and y
+    at once; counted as one HVP and one mixed product per client, like two oracle calls.
+    """
+    count = int(clients.shape[0])
+    xs = x.expand(count, -1).detach().clone().requires_grad_(True)
+    ys = y_rows.detach().clone().requires_grad_(True)
+    loss = problem.inner_loss(xs, ys, clients, batch).sum()
+    (gy,) = torch.autograd.grad(loss, (ys,), create_graph=True)
+    jx, hy = torch.autograd.grad((gy * u.detach()).sum(), (xs, ys), allow_unused=True)
+    counter.add("hvp", count)
+    counter.add("jvp", count)
+    return (torch.zeros_like(xs) if jx is None else jx.detach(),
+            torch.zeros_like(ys) if hy is None else hy.detach())
+
+
+@dataclasses.dataclass(frozen=True)
+class HyperGradientPush(Estimator):
+    """HGP (Alg. 2); see the module docstring.
+
+    Args:
+        neumann_terms: M >= 0 fixed-point iterations (M Push-Sum calls).
+        pushsum_steps: S >= 0 Push-Sum steps per call.
+        neumann_step_size: eta; ``1 / L_clients`` when None (so ``||I - eta H_k|| <= 1 - eta
+            alpha``, the condition the proofs use; notes 7.2 item 9).
+        averaging: ``"pushsum"``, ``"exact"`` or ``"server"``.
+        graph_family, graph_seed, edge_probability: the graph sequence (pushsum only).
+        batch_size: b for the stochastic form (None: exact Jacobians).
+        shared_sample: one minibatch for both J and H (practical form (a)).
+        keep_weights: Push-Sum weights carried over, not reset to 1 (practical form (b)).
+        inner: :class:`ExactConsensus` or :class:`StochasticGradientPush` (warm-started from the
+            state; ``steps=0`` evaluates at the state's iterates).
+    """
+
+    supports: ClassVar[frozenset[str]] = frozenset({"bilevel"})
+    neumann_terms: int = 50
+    pushsum_steps: int = 10
+    neumann_step_size: float | None = None
+    averaging: Averaging = "pushsum"
+    graph_family: str = "random_directed"
+    graph_seed: int = 0
+    edge_probability: tuple[float, float] = (0.4, 0.8)
+    batch_size: int | None = None
+    shared_sample: bool = False
+    keep_weights: bool = False
+    inner: ExactConsensus | StochasticGradientPush = dataclasses.field(
+        default_factory=ExactConsensus)
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.neumann_terms, "neumann_terms", minimum=0)
+        check_positive_int(self.pushsum_steps, "pushsum_steps", minimum=0)
+        if self.batch_size is not None:
+            check_positive_int(self.batch_size, "batch_size", minimum=1)
+        if self.averaging not in ("pushsum", "exact", "server"):
+            raise ValueError(f"averaging must be pushsum, exact or server; got "
+                             f"{self.averaging!r}")
+        if self.neumann_step_size is not None and not self.neumann_step_size > 0:
+            raise ValueError(f"neumann_step_size must be > 0, got {self.neumann_step_size}")
+
+    # ------------------------------------------------------------------ helpers
+    def graph(self, n: int) -> GraphSequence:
+        low, high = self.edge_probability
+        return GraphSequence(self.graph_family, n, self.graph_seed, low, high)
+
+    def step_size(self, problem: Any) -> float:
+        if self.neumann_step_size is not None:
+            return float(self.neumann_step_size)
+        return 1.0 / float(problem.constants().L_clients)
+
+    def init(self, problem: Problem) -> HGPState:
+        self.check_problem(problem)
+        y0 = problem.initial_point()[1]
+        n = problem.n_clients
+        return HGPState(y0.expand(n, -1).clone(),
+                        torch.ones(n, dtype=y0.dtype, device=y0.device), 0)
+
+    # ------------------------------------------------------------------ the algorithm
+    def run(self, problem: Any, x: torch.Tensor, state: HGPState, rng: np.random.Generator,
+            replicas: int = 1, track_consensus: bool = True) -> HGPRun:
+        """Run HGP; ``replicas`` independent copies share the graphs and the inner solution.
+
+        ``track_consensus`` records ``c^(m)`` (an extra n x n Push-Sum per call; off for long
+        replicated runs that do not need it).
+
+        The copies are stacked on the client axis (row ``r n + i`` is client i of replica r),
+        so one oracle call evaluates every client of every replica; the Push-Sum is one
+        ``(R, n, d)`` product per step.
+        """
+        check_positive_int(replicas, "replicas", minimum=1)
+        n, R, M = problem.n_clients, replicas, self.neumann_terms
+        counter = CallCounter()
+        oracles = Oracles(problem, counter)
+        graph = self.graph(n)
+        gledger = GraphLedger(n, counter) if self.averaging == "pushsum" else None
+        sledger = Ledger(n, counter) if self.averaging == "server" else None
+        inner = self.inner.run(problem, x, state.y, state.omega, state.time, graph, oracles,
+                               gledger or GraphLedger(n, counter), rng)
+        y, omega, time = inner.y, inner.omega, inner.time
+        if not self.keep_weights:
+            omega = torch.ones(n, dtype=y.dtype, device=y.device)
+        eta = self.step_size(problem)
+        clients = torch.arange(n).repeat(R)
+        y_rows = y.repeat(R, 1)
+        grad_x, grad_y = oracles.grad_outer(x, y_rows, clients)
+        u = grad_y.reshape(R, n, -1)
+        v = own_blocks(problem, grad_x).reshape(R, n, -1)
+        trajectory = [v.clone()]
+        errors: list[float] = []
+        w = omega.expand(R, n).clone()
+        for _ in range(M):
+            if self.averaging == "pushsum" and track_consensus:
+                errors.append(consensus_error(self.averaging_operator(
+                    graph, time, w[0] if self.keep_weights else None)))
+            u_bar, w, time = self._average(u, w, time, graph, gledger, sledger)
+            flat = u_bar.reshape(R * n, -1)
+            batch_j = batch_h = None
+            if self.batch_size is not None:
+                batch_j = problem.sample_batch(rng, clients, self.batch_size)
+                batch_h = (batch_j if self.shared_sample
+                           else problem.sample_batch(rng, clients, self.batch_size))
+            if batch_j is batch_h:
+                jv, hv = _joint_products(problem, x, y_rows, flat, clients, batch_j, counter)
+            else:
+                jv = oracles.jvp_inner_xy(x, y_rows, flat, clients, batch_j)
+                hv = oracles.hvp_inner(x, y_rows, flat, clients, batch_h)
+            jv = own_blocks(problem, jv)
+            v = v - eta * jv.reshape(R, n, -1)
+            u = u_bar - eta * hv.reshape(R, n, -1)
+            trajectory.append(v.clone())
+        new_state = HGPState(y, w[0].clone() if self.keep_weights else inner.omega, time)
+        return HGPRun(torch.stack(trajectory), errors, new_state, y, gledger, sledger,
+                      counter.snapshot())
+
+    def _average(
+        self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
+        gledger: GraphLedger | None, sledger: Ledger | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """One averaging call on ``u (R, n, d)``: ``(u_bar, weights, next graph step)``."""
+        if self.averaging == "exact":
+            return u.mean(dim=1, keepdim=True).expand_as(u), w, time
+        if self.averaging == "server":
+            assert sledger is not None
+            mean = sledger.aggregate(u.transpose(0, 1), torch.arange(u.shape[1]))
+            return mean[:, None, :].expand_as(u), w, time
+        assert gledger is not None
+        mixings = graph.mixing(time, self.pushsum_steps)
+        result = push_sum(u, mixings, gledger, w if self.keep_weights else None)
+        return result.y, (result.omega if self.keep_weights else w), time + self.pushsum_steps
+
+    def averaging_operator(self, graph: GraphSequence, time: int,
+                           omega: torch.Tensor | None = None) -> np.ndarray:
+        """The ``(n, n)`` operator this estimator's averaging applies at graph step ``time``.
+
+        Measured by averaging the identity basis with the estimator's own :meth:`_average`
+        (through a throwaway ledger), so it is what the estimator does, not what it should do:
+        ``Theta_hat^(m) = diag(P 1)^{-1} P`` for Alg. 1 (notes 2.1), Theta for exact averaging.
+        """
+        n = graph.n
+        basis = torch.eye(n, dtype=torch.float64)[None]
+        w = (torch.ones(1, n, dtype=torch.float64) if omega is None
+             else omega.reshape(1, n).clone())
+        out, _, _ = self._average(basis, w, time, graph, GraphLedger(n), Ledger(n))
+        return out[0].numpy()
+
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: HGPState, rng: np.random.Generator
+    ) -> Estimate:
+        out = self.run(problem, x, state, rng)
+        v = out.trajectory[-1, 0]
+        aux = {"v": v, "trajectory": out.trajectory[:, 0], "consensus_errors":
+               out.consensus_errors, "y": out.y, "graph_ledger": out.graph_ledger,
+               "server_ledger": out.server_ledger}
+        return Estimate(hypergradient_from_blocks(problem, v), out.state, out.calls, aux)
+
+
+# ------------------------------------------------------------------------------ references
+
+Quantity = Literal["global", "client", "local"]
+
+
+def oracle_blocks(problem: Any, x: torch.Tensor, y_rows: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Paper-convention blocks read through (uncounted) oracles at per-client points ``y_rows``.
+
+    ``H (n, dy, dy)``, ``J (n, dl, dy)``, ``c (n, dy)``, ``e (n, dl)``, with each client's own
+    block of x (the whole x when it is shared; see :func:`own_blocks`). Exact for closed-form
+    problems, whose Hessians and cross Jacobians do not depend on y.
+    """
+    oracles = Oracles(problem)
+    n, dy = problem.n_clients, problem.dim_y
+    clients = torch.arange(n)
+    eye = torch.eye(dy, dtype=torch.float64)
+    H = torch.stack([oracles.hvp_inner(x, y_rows, e.expand(n, -1), clients) for e in eye], -1)
+    J = torch.stack([own_blocks(problem, oracles.jvp_inner_xy(x, y_rows, e.expand(n, -1),
+                                                              clients)) for e in eye], -1)
+    gx, gy = oracles.grad_outer(x, y_rows, clients)
+    return {"H": 0.5 * (H + H.transpose(1, 2)), "J": J, "c": gy, "e": own_blocks(problem, gx),
+            "y": y_rows}
+
+
+@dataclasses.dataclass(frozen=True)
+class DecentralizedGradient(Estimator):
+    """The three hypergradients of HGP's taxonomy (sec. 4, Table 1; notes 3.7), in closed form.
+
+    With the paper's blocks at the consensus optimum ``y*`` (``F = sum_k f_k``):
+
+    - ``"global"``: GlobalGrad ``e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` = ``<d_lambda F>_i``
+      (what HGP estimates; equals the testbed's exact hypergradient times n);
+    - ``"client"``: ClientGrad ``e_i - J_i (sum_k H_k)^{-1} c_i`` = ``d_{lambda_i} f_i(y*)``;
+    - ``"local"``: LocalGrad ``e_i - J_i H_i^{-1} c_i`` at client i's own optimum
+      ``argmin_y g_i`` (blocks there).
+
+    Per-client problems give their blocks (``client_blocks``/``local_blocks``); for a problem
+    whose x is shared the blocks are read through oracles with every client holding its own copy
+    of x, and client i's optimum is ``y* - H_i^{-1} grad_y g_i(y*)`` (one Newton step, exact for
+    the quadratic inner problems of the closed-form families). ``value`` is the testbed's mean
+    convention (:func:`hypergradient_from_blocks`).
+    """
+
+    supports: ClassVar[frozenset[str]] = frozenset({"bilevel"})
+    quantity: Quantity = "global"
+
+    def __post_init__(self) -> None:
+        if self.quantity not in ("global", "client", "local"):
+            raise ValueError(f"quantity must be global, client or local; got {self.quantity!r}")
+
+    def init(self, problem: Problem) -> None:
+        self.check_problem(problem)
+        if not hasattr(problem, "exact_inner_solution"):
+            raise ValueError(f"{self.quantity} gradient needs a closed-form problem; "
+                             f"{type(problem).__name__} has no exact_inner_solution")
+        if self.quantity == "local" and is_per_client(problem) and not hasattr(
+                problem, "local_blocks"):
+            raise ValueError(f"local gradient needs local_blocks(); {type(problem).__name__} "
+                             "has none")
+
+    def blocks(self, problem: Any, x: torch.Tensor, local: bool) -> dict[str, torch.Tensor]:
+        if is_per_client(problem):
+            return problem.local_blocks(x) if local else problem.client_blocks(x)
+        n = problem.n_clients
+        rows = problem.exact_inner_solution(x).expand(n, -1).clone()
+        if local:
+            blk = oracle_blocks(problem, x, rows)
+            grads = Oracles(problem).grad_inner(x, rows, torch.arange(n))
+            rows = rows - torch.linalg.solve(blk["H"], grads[..., None])[..., 0]
+        return oracle_blocks(problem, x, rows)
+
+    def per_client(self, problem: Any, x: torch.Tensor) -> torch.Tensor:
+        """``(n, dl)`` in the paper's sum convention."""
+        if self.quantity == "local":
+            blk = self.blocks(problem, x, local=True)
+            adjoint = torch.linalg.solve(blk["H"], blk["c"][..., None])[..., 0]
+            return blk["e"] - torch.einsum("kij,kj->ki", blk["J"], adjoint)
+        blk = self.blocks(problem, x, local=False)
+        H_sum = blk["H"].sum(0)
+        if self.quantity == "global":
+            adjoint = torch.linalg.solve(H_sum, blk["c"].sum(0))
+            return blk["e"] - torch.einsum("kij,j->ki", blk["J"], adjoint)
+        adjoints = torch.linalg.solve(H_sum, blk["c"].T).T
+        return blk["e"] - torch.einsum("kij,kj->ki", blk["J"], adjoints)
+
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: None, rng: np.random.Generator
+    ) -> Estimate:
+        value = self.per_client(problem, x)
+        return Estimate(hypergradient_from_blocks(problem, value), state,
+                        CallCounter().snapshot(), {"v": value})

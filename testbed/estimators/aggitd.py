@@ -1,0 +1,246 @@
+r"""AggITD: aggregated iterative differentiation (Xiao & Ji, ICML 2023, Alg. 1).
+
+The estimator (eq. 5 / the closed form analysed in App. C) is
+
+.. math::
+
+    \widehat{\mathrm{HessIV}} &= \lambda (N+1) \prod_{t=N}^{Q+1}
+        \Bigl(I - \tfrac{\lambda}{|S|} \sum_{i \in S} \nabla^2_y G_i(x, y^t; u_{i,t})\Bigr)
+        \tfrac{1}{|S|} \sum_{i \in S} \nabla_y F_i(x, y^Q; \xi_{i,Q}), \\
+    \tilde h(x) &= \tfrac{1}{|S|} \sum_{i \in S} \bigl[\nabla_x F_i(x, y^N; \xi_i)
+        - \nabla^2_{xy} G_i(x, y^N; \chi_i)\, \widehat{\mathrm{HessIV}}\bigr],
+
+with ``Q ~ U{0..N}`` drawn by the server and broadcast, ``y^0`` the warm start and ``y^{t+1}``
+one FedSVRG step (Alg. 2, One-Round-Lower) from ``y^t``. The Hessian-vector recursion rides on
+the lower-level rounds: every step's ``z^t`` is averaged at the server, so the product is one of
+*global* Hessians, each evaluated at the current inner iterate ``y^t``; ``grad_y F`` is taken at
+``y^Q`` and the Jacobian at ``y^N``. Averaging over Q gives eq. (11):
+
+.. math::
+
+    \mathbb{E}_Q[\tilde h \mid y^{0..N}] = \nabla_x f(x, y^N) - \lambda \nabla^2_{xy} g(x, y^N)
+        \sum_{Q=0}^{N} \prod_{t=N}^{Q+1} (I - \lambda \nabla^2_y g(x, y^t))\, \nabla_y f(x, y^Q).
+
+Communication (Table 1): ``2N + 2`` rounds per call with the FedSVRG lower level (N anchor
+rounds carrying ``q^t`` and, from ``t = Q``, ``z^t``; N One-Round-Lower rounds; the ``t = N``
+round carrying ``z^N``; the hypergradient round), ``2N + 3`` with FBO-AggITD's One-Round-Upper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from problems import Problem
+from testbed.algorithms.base import FederatedEstimator
+from testbed.estimators.base import InnerState
+from testbed.estimators.solvers import check_positive_int, check_step, default_step_size
+from testbed.federation.context import FederatedContext
+from testbed.federation.local import local_round
+
+LOWER_SOLVERS = ("svrg", "sgd")
+
+
+def check_local_steps(local_steps: Any) -> None:
+    """``tau`` must be an int >= 1 or a per-client tuple of ints >= 1."""
+    if isinstance(local_steps, tuple):
+        if not local_steps:
+            raise ValueError("local_steps as a per-client tuple must not be empty")
+        for tau in local_steps:
+            check_positive_int(tau, "local_steps (per client)", minimum=1)
+        return
+    check_positive_int(local_steps, "local_steps", minimum=1)
+
+
+def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    """Average a second payload inside the round that is being held (no new round).
+
+    AggITD's ``z_i^t`` travels in the same round as the anchor gradient ``q_i^t`` (Table 1,
+    notes 2.6): it is a separate message of ``dim_y`` floats each way, recorded in the ledger,
+    but it does not open a round of its own.
+    """
+    return ctx.ledger.aggregate_in_round(uploads, clients)
+
+
+@dataclasses.dataclass(frozen=True)
+class AggITD(FederatedEstimator):
+    r"""AggITD hypergradient estimator (Xiao & Ji 2023, Alg. 1; closed form eq. 5, mean eq. 11).
+
+    .. math::
+
+        z^Q &= \tfrac{1}{|S|}\sum_{i \in S} \nabla_y F_i(x, y^Q; \xi_{i,Q}), \qquad
+        z^t = \tfrac{1}{|S|}\sum_{i \in S} \bigl(z^{t-1}
+              - \lambda \nabla^2_y G_i(x, y^t; u_{i,t}) z^{t-1}\bigr), \quad t = Q+1..N, \\
+        p &= \lambda (N+1) z^N, \qquad
+        \tilde h = \tfrac{1}{|S|}\sum_{i \in S} \bigl(\nabla_x F_i(x, y^N; \xi_i)
+              - \nabla^2_{xy} G_i(x, y^N; \chi_i)\, p\bigr),
+
+    and ``y^{t+1} = One-Round-Lower(x, y^t, q^t, beta)`` (Alg. 2: ``tau_i`` local FedSVRG steps
+    of size ``beta / tau_i`` with the anchor gradient ``q^t`` averaged in the round before).
+
+    .. warning::
+        Algorithm 1 as printed has two typos (notes section 6, items 1 and 2): line 6 drops the
+        ``lambda`` (``z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}``) and line 15 sets
+        ``p = lambda (N+1) z^{N-1}`` when ``Q < N``. Both contradict the estimator that the paper
+        analyses (eq. 5, eq. 11, Prop. 1, Prop. 2) and the ``2N + 3`` count, which includes the
+        ``t = N`` aggregation. This class implements the analysed estimator: ``lambda`` in the
+        recursion and ``p = lambda (N+1) z^N`` for every Q. ``as_printed=True`` gives the
+        printed algorithm, only so that a claim can show it is wrong.
+
+    Every message goes through the context's ledger. At the start of a call the server sends
+    ``x``, ``y`` and ``Q`` to the participating clients (the distribution of the model, not a
+    round). Under partial participation one client set ``S`` is drawn per call and used for every
+    round of it, so the Hessian product is a product of averages over the same clients (notes
+    4.5; the paper's Alg. 1 writes one ``S`` throughout).
+
+    Args:
+        inner_steps: N >= 0 (lower-level steps; N + 1 HessIV terms).
+        local_steps: ``tau`` for every client, or a per-client tuple ``tau_i``.
+        inner_step_size: beta (client i steps ``beta / tau_i``); ``None`` means ``1 / L``.
+        neumann_step_size: lambda; ``None`` means ``1 / L``.
+        lower_solver: ``"svrg"`` (Alg. 2, FedSVRG) or ``"sgd"`` (FedAvg, the FBO-AggITD_SGD
+            variant of Fig. 4: no anchor round, so ``z^t`` rides on the local-step round and a
+            call costs ``N + 2`` rounds).
+        index: a fixed Q in ``0..N`` instead of a random one (for checks).
+        expectation: return the exact conditional mean over Q (eq. 11) instead of one draw:
+            ``z^t = (I - lambda H_t) z^{t-1} + r^t`` from ``t = 0`` and ``p = lambda z^N``.
+            Same rounds; one more gradient and HVP per step.
+        as_printed: the algorithm with the two printed typos (see the warning).
+        participation, batch_size: see :class:`~testbed.FederatedEstimator`.
+
+    Examples:
+        >>> from problems import QuadraticBilevel
+        >>> p = QuadraticBilevel.random(3, 2, 2, condition_number=2.0, seed=0)
+        >>> est = AggITD(inner_steps=30, expectation=True)
+        >>> x = torch.zeros(2, dtype=torch.float64)
+        >>> out = est.estimate(p, x, est.init(p), np.random.default_rng(0))
+        >>> bool(torch.allclose(out.value, p.exact_hypergradient(x), atol=1e-6))
+        True
+        >>> out.calls.comm_rounds
+        62
+    """
+
+    inner_steps: int = 10
+    local_steps: int | tuple[int, ...] = 1
+    inner_step_size: float | None = None
+    neumann_step_size: float | None = None
+    lower_solver: str = "svrg"
+    index: int | None = None
+    expectation: bool = False
+    as_printed: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.inner_steps, "inner_steps", minimum=0)
+        check_local_steps(self.local_steps)
+        check_step(self.inner_step_size, "inner_step_size")
+        check_step(self.neumann_step_size, "neumann_step_size")
+        if self.lower_solver not in LOWER_SOLVERS:
+            raise ValueError(f"lower_solver must be one of {LOWER_SOLVERS}, got "
+                             f"{self.lower_solver!r}")
+        if self.index is not None:
+            check_positive_int(self.index, "index", minimum=0)
+            if self.index > self.inner_steps:
+                raise ValueError(f"index must be in [0, inner_steps={self.inner_steps}], got "
+                                 f"{self.index}")
+            if self.expectation:
+                raise ValueError("index and expectation exclude each other: expectation "
+                                 "averages over every index")
+
+    def init(self, problem: Problem) -> InnerState:
+        self.check_problem(problem)
+        return InnerState(problem.initial_point()[1])
+
+    def step_sizes(self, problem: Problem) -> tuple[float, float]:
+        """``(beta, lambda)`` with ``1 / L`` for the ones not given."""
+        beta = self.inner_step_size or default_step_size(problem, "AggITD inner_step_size")
+        lam = self.neumann_step_size or default_step_size(problem, "AggITD neumann_step_size")
+        return beta, lam
+
+    def rounds_per_call(self) -> int:
+        """``2N + 2`` (FedSVRG lower level) or ``N + 2`` (FedAvg lower level)."""
+        n = self.inner_steps
+        return 2 * n + 2 if self.lower_solver == "svrg" else n + 2
+
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+        problem = ctx.problem
+        self.check_problem(problem)
+        if isinstance(self.local_steps, tuple) and len(self.local_steps) != problem.n_clients:
+            raise ValueError(f"local_steps has {len(self.local_steps)} entries for "
+                             f"{problem.n_clients} clients")
+        beta, lam = self.step_sizes(problem)
+        n = self.inner_steps
+        clients = ctx.participants()
+        if self.expectation:
+            index = -1  # every step starts a new term: z^t = (I - lam H_t) z^{t-1} + r^t
+        elif self.index is not None:
+            index = self.index
+        else:
+            index = draw_index(ctx.rng, n)
+        oracles = ctx.oracles
+        y = state.y.detach().clone()
+        ctx.broadcast(x, clients)
+        ctx.broadcast(y, clients)
+        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients)
+        recursion_step = 1.0 if self.as_printed else lam
+
+        def lower_oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+            return oracles.grad_inner(x, points, active, batch)
+
+        z: torch.Tensor | None = None
+        z_trace: list[torch.Tensor] = []
+        trajectory = [y]
+        for t in range(n + 1):
+            upload: torch.Tensor | None = None
+            if self.expectation or t == index:
+                r = oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
+                upload = r
+                if z is not None:  # expectation mode, t >= 1
+                    upload = z - recursion_step * oracles.hvp_inner(
+                        x, y, z, clients, ctx.draw(clients)) + r
+            elif t > index:
+                assert z is not None
+                upload = z - recursion_step * oracles.hvp_inner(
+                    x, y, z, clients, ctx.draw(clients))
+            if t < n:
+                if self.lower_solver == "svrg":
+                    anchor = ctx.aggregate(
+                        oracles.grad_inner(x, y, clients, ctx.draw(clients)), clients)
+                    if upload is not None:
+                        z = piggyback(ctx, upload, clients)
+                    y = local_round(ctx, y, clients, lower_oracle, self.local_steps, beta,
+                                    global_direction=anchor, scale_by_steps=True)
+                else:
+                    y = local_round(ctx, y, clients, lower_oracle, self.local_steps, beta,
+                                    scale_by_steps=True)
+                    if upload is not None:
+                        z = piggyback(ctx, upload, clients)
+                trajectory.append(y)
+            else:
+                assert upload is not None
+                z = ctx.aggregate(upload, clients)
+            if z is not None:
+                z_trace.append(z)
+        assert z is not None
+        if self.expectation:
+            p = lam * z
+        elif self.as_printed and index < n:
+            p = lam * (n + 1) * z_trace[-2]  # z^{N-1}, as printed in line 15
+        else:
+            p = lam * (n + 1) * z
+        grad_x = oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
+        cross = oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
+        value = ctx.aggregate(grad_x - cross, clients)
+        aux = {"y": y, "index": index, "clients": clients, "p": p, "trajectory": trajectory,
+               "step_sizes": (beta, lam)}
+        return value, InnerState(y), aux
+
+
+def draw_index(rng: np.random.Generator, inner_steps: int) -> int:
+    """``Q ~ U{0..N}``, the server's draw in Alg. 1 line 1."""
+    return int(rng.integers(0, inner_steps + 1))

@@ -1,0 +1,100 @@
+"""The estimator interface: small frozen dataclasses with explicit state.
+
+An estimator has two methods (the optax/jaxopt shape):
+
+- ``init(problem) -> state``: whatever the estimator carries between calls (for the classical
+  estimators, the warm-started inner iterate ``y``);
+- ``estimate(problem, x, state, rng) -> Estimate``: the hypergradient at ``x`` with the new state
+  and what it cost.
+
+Randomness comes only from the ``rng`` argument (a ``numpy.random.Generator``): the same seed gives
+the same numbers.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+import functools
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+import torch
+
+from problems import Problem
+from testbed.calls import Calls
+from testbed.estimators.validation import (
+    check_estimate,
+    check_point,
+    check_stable_steps,
+)
+
+
+class InnerState(NamedTuple):
+    """State of estimators that warm-start the inner problem: the current inner iterate."""
+
+    y: torch.Tensor
+
+
+class Estimate(NamedTuple):
+    """Result of one :meth:`Estimator.estimate` call.
+
+    Attributes:
+        value: the hypergradient estimate, shape ``(dim_x,)``.
+        state: the state to pass to the next call.
+        calls: oracle calls and communication spent by this call.
+        aux: diagnostics (for example the inner iterate the estimate used).
+    """
+
+    value: torch.Tensor
+    state: Any
+    calls: Calls
+    aux: dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimator(abc.ABC):
+    """Base class of every hypergradient estimator; concrete subclasses must be registered."""
+
+    supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every ``estimate`` a subclass defines checks its ``x`` and its result (one place:
+        :mod:`testbed.estimators.validation`), so no estimator copies the checks."""
+        super().__init_subclass__(**kwargs)
+        method = cls.__dict__.get("estimate")
+        if method is not None and not getattr(method, "_validated", False) \
+                and not getattr(method, "__isabstractmethod__", False):
+            cls.estimate = _validated_estimate(method)  # type: ignore[method-assign]
+
+    @abc.abstractmethod
+    def init(self, problem: Problem) -> Any:
+        """Initial state for ``problem``."""
+
+    @abc.abstractmethod
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
+    ) -> Estimate:
+        """Hypergradient estimate at ``x``."""
+
+    def check_problem(self, problem: Problem) -> None:
+        """Raise a clear error when ``problem``'s kind is not supported by this estimator."""
+        if problem.kind not in self.supports:
+            raise ValueError(
+                f"{type(self).__name__} does not support {problem.kind} problems "
+                f"(supports: {sorted(self.supports)})"
+            )
+
+
+def _validated_estimate(method: Any) -> Any:
+    @functools.wraps(method)
+    def estimate(self: Estimator, problem: Problem, x: torch.Tensor, state: Any,
+                 rng: np.random.Generator) -> Estimate:
+        check_point(problem, x)
+        check_stable_steps(self, problem)
+        out = method(self, problem, x, state, rng)
+        check_estimate(problem, out.value, type(self).__name__)
+        return out
+
+    estimate._validated = True  # type: ignore[attr-defined]
+    return estimate

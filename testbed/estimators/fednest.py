@@ -1,0 +1,473 @@
+r"""FedNest's federated building blocks (Tarzanagh et al., ICML 2022, Algs. 2-4): FedInn, the
+FedAvg inner baseline, FedIHGP, the local Neumann series of LFedNest, and FedOut's direction.
+
+Notation (README glossary): ``H = grad^2_y g`` (global), ``H_i = grad^2_y g_i``,
+``J_i = grad^2_xy g_i`` (``dx x dy``), ``l = 1 / neumann_step_size`` (the paper's ``l_{g,1}``),
+``A = I - H / l``, ``N = neumann_terms``, ``tau_i = local_steps``, ``beta = inner_step_size``.
+
+Every message goes through the :class:`~testbed.federation.context.FederatedContext`'s ledger and
+carries one ``dx``- or ``dy``-vector; no Hessian or Jacobian is ever sent. Client work is one
+batched oracle call over the participating clients (no per-client Python loop), and the local
+loops are :func:`~testbed.federation.local.local_round`.
+
+Minimax and compositional problems need no separate oracle: the problem families define
+``g_i = -f_i`` (minimax), so ``grad_y g_i = -grad_y f_i`` is FedInn's ascent direction ``G_i``
+(Sec. 2.5), and ``g_i = 1/2 ||y - r_i(x)||^2`` (compositional), so ``grad_y g_i = y - r_i(x)``
+is the ``q_i`` of Sec. 2.5.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+import torch
+
+from problems import Problem
+from testbed.algorithms.base import FederatedEstimator
+from testbed.estimators.base import InnerState
+from testbed.estimators.solvers import check_positive_int, check_step
+from testbed.federation.context import FederatedContext
+from testbed.federation.local import local_round, steps_per_client
+
+Truncation = Literal["random", "deterministic"]
+TRUNCATIONS: tuple[str, ...] = ("random", "deterministic")
+LocalSteps = int | tuple[int, ...]
+
+
+# ------------------------------------------------------------------------------- validation
+
+
+def check_local_steps(local_steps: Any) -> None:
+    if isinstance(local_steps, bool):
+        raise ValueError(f"local_steps must be an int >= 1 or a tuple of them, got {local_steps!r}")
+    if isinstance(local_steps, int):
+        check_positive_int(local_steps, "local_steps", minimum=1)
+        return
+    if not isinstance(local_steps, Sequence) or not local_steps:
+        raise ValueError(f"local_steps must be an int >= 1 or a tuple of them, got {local_steps!r}")
+    for tau in local_steps:
+        check_positive_int(tau, "local_steps[i]", minimum=1)
+
+
+def check_truncation(truncation: str) -> None:
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+
+
+def check_local_steps_fit(local_steps: LocalSteps, problem: Problem) -> None:
+    if not isinstance(local_steps, int) and len(local_steps) != problem.n_clients:
+        raise ValueError(f"local_steps has {len(local_steps)} entries for "
+                         f"{problem.n_clients} clients; give one tau_i per client")
+
+
+def lipschitz_default(problem: Problem, what: str) -> float:
+    """``l_{g,1} = max_i lambda_max(H_i)`` (FedNest A1) from the problem's constants."""
+    constants = getattr(problem, "constants", None)
+    if constants is None:
+        raise ValueError(f"{what}: step size not given and {type(problem).__name__} has no "
+                         "constants(); pass it explicitly")
+    return float(constants().L_clients)
+
+
+def outer_smoothness(problem: Problem) -> float:
+    """``||grad^2 h||`` of a closed-form problem, read off its exact hypergradient.
+
+    The closed-form families have a quadratic ``h(x) = f(x, y*(x))``, so the columns of the
+    Hessian are ``grad h(e_j) - grad h(0)``.
+    """
+    exact = getattr(problem, "exact_hypergradient", None)
+    if exact is None:
+        raise ValueError(f"outer_step_size not given and {type(problem).__name__} has no "
+                         "exact_hypergradient to read the outer smoothness from; pass it")
+    zero = torch.zeros(problem.dim_x, dtype=torch.float64)
+    base = exact(zero)
+    eye = torch.eye(problem.dim_x, dtype=torch.float64)
+    hessian = torch.stack([exact(e) - base for e in eye], dim=1)
+    return float(torch.linalg.matrix_norm(0.5 * (hessian + hessian.T), ord=2))
+
+
+# ------------------------------------------------------------------------------- messages
+
+
+def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor) -> None:
+    """Broadcast each vector to ``clients`` (one message per vector; not a round)."""
+    for value in values:
+        ctx.send(value, clients)
+
+
+# ------------------------------------------------------------------------------- FedInn
+
+
+def fedinn(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    inner_step_size: float,
+    local_steps: LocalSteps,
+    variance_reduction: bool = True,
+    scale_by_steps: bool = True,
+) -> torch.Tensor:
+    r"""One FedInn call (Alg. 4), or one LFedInn / FedAvg call without ``variance_reduction``.
+
+    .. math::
+
+        q &= |S|^{-1} \sum_{i \in S} G_i(y; \zeta_i) \quad\text{(round 1)}, \\
+        y_{i,\nu+1} &= y_{i,\nu} - \beta_i \big(G_i(y_{i,\nu}; \zeta_{i,\nu})
+                       - G_i(y; \zeta_{i,\nu}) + q\big), \quad
+        y^+ = |S|^{-1} \sum_{i \in S} y_{i,\tau_i} \quad\text{(round 2)},
+
+    with ``G_i = grad_y g_i(x, .)``. Without the control variate (Alg. 6 as reconstructed in
+    the notes, 2.7) the local step is ``G_i(y_{i,nu}; zeta_{i,nu})`` and the call is one round.
+    ``beta_i = beta / tau_i`` when ``scale_by_steps`` (the step rule of Thm 3.1). A fresh client
+    subset S is drawn per call (the experiments' partial participation).
+
+    On a quadratic inner problem with exact oracles (notes 3.3),
+    ``y^+ - y* = (I - P H)(y - y*)`` with ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``.
+    """
+    clients = ctx.participants()
+    send(ctx, clients, x, y)
+
+    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+        return ctx.oracles.grad_inner(x, points, active, batch)
+
+    direction = None
+    if variance_reduction:
+        snapshot = oracle(y.expand(int(clients.shape[0]), -1), clients, ctx.draw(clients))
+        direction = ctx.aggregate(snapshot, clients)
+    return local_round(ctx, y, clients, oracle, local_steps, inner_step_size,
+                       global_direction=direction, scale_by_steps=scale_by_steps)
+
+
+# ------------------------------------------------------------------------------- FedIHGP
+
+
+class IHGPResult(NamedTuple):
+    """What FedIHGP returns.
+
+    Attributes:
+        p: the server's ``p_{N'}`` (random truncation) or the full sum (deterministic).
+        truncation_index: ``N'`` (random) or ``N`` (deterministic: the number of HVP rounds).
+        path: ``(p_0, ..., p_{N'})``, the vector after each round.
+        rounds: aggregation rounds used (``N' + 1``, or ``N + 1``).
+    """
+
+    p: torch.Tensor
+    truncation_index: int
+    path: tuple[torch.Tensor, ...]
+    rounds: int
+
+
+def fedihgp(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    neumann_terms: int,
+    neumann_step_size: float,
+    truncation: Truncation = "random",
+    truncation_index: int | None = None,
+) -> IHGPResult:
+    r"""FedIHGP (Alg. 3): the federated inverse-Hessian-gradient product, eqs. (13a)-(13b).
+
+    Random truncation (the paper): draw ``N' ~ U{0, ..., N-1}``, then
+
+    .. math::
+
+        p_0 = \frac{N}{l} \frac{1}{|S_0|} \sum_{i \in S_0} \nabla_y f_i(x, y; \xi_{i,0}), \qquad
+        p_n = \frac{1}{|S_n|} \sum_{i \in S_n}
+              \big(I - \tfrac{1}{l} \nabla^2_y g_i(x, y; \zeta_{i,n})\big) p_{n-1},
+        \quad n = 1..N',
+
+    one round each (``N' + 1`` rounds), returning ``p_{N'} = H_hat v``; ``E[H_hat] =
+    (1/l) sum_{j<N} A^j = H^{-1}(I - A^N)`` (Lemma 2.2). Each ``S_n`` is a fresh draw of
+    ``ctx.participants()`` (its size is the ``participation`` parameter).
+
+    Deterministic truncation (the repo's schedule; notes 2.8 and 5.4 (b)): ``p_0`` as above with
+    scale ``1/l`` and all ``N`` Hessian rounds, the server summing the powers:
+    ``p = (1/l) sum_{j=0}^{N} A^j v`` (``N + 1`` rounds, bias ``-H^{-1} A^{N+1} v``, no
+    truncation variance).
+
+    .. warning:: The deterministic variant follows the official code, not Alg. 3; it is the
+       schedule that makes FedNest's per-iteration count exactly ``2T + N + 3``.
+
+    Args:
+        truncation_index: force ``N'`` (random truncation only); ``None`` draws it from
+            ``ctx.rng``. Used to compute exact expectations over ``N'`` as finite sums.
+    """
+    check_positive_int(neumann_terms, "neumann_terms", minimum=1)
+    lam = float(neumann_step_size)
+    if truncation == "random":
+        if truncation_index is None:
+            n_prime = int(ctx.rng.integers(neumann_terms))
+        else:
+            if not 0 <= truncation_index < neumann_terms:
+                raise ValueError(f"truncation_index must be in [0, {neumann_terms}), got "
+                                 f"{truncation_index}")
+            n_prime = int(truncation_index)
+        scale = neumann_terms * lam
+    else:
+        check_truncation(truncation)
+        n_prime, scale = neumann_terms, lam
+    clients = ctx.participants()
+    send(ctx, clients, x, y)
+    grad_y = ctx.oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
+    p = ctx.aggregate(scale * grad_y, clients)
+    path, total = [p], p
+    for _ in range(n_prime):
+        previous = clients
+        clients = ctx.participants()
+        if not torch.equal(previous, clients):  # new clients need the model and p_{n-1}
+            send(ctx, clients, x, y, p)
+        products = ctx.oracles.hvp_inner(x, y, p, clients, ctx.draw(clients))
+        p = ctx.aggregate(p - lam * products, clients)
+        path.append(p)
+        total = total + p
+    value = p if truncation == "random" else total
+    return IHGPResult(value, n_prime, tuple(path), n_prime + 1)
+
+
+def truncation_probabilities(neumann_terms: int) -> np.ndarray:
+    """``P(N' = n) = 1/N`` for ``n = 0..N-1`` (Alg. 3: N' drawn uniformly at random)."""
+    check_positive_int(neumann_terms, "neumann_terms", minimum=1)
+    return np.full(neumann_terms, 1.0 / neumann_terms)
+
+
+def local_neumann(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    grad_y: torch.Tensor,
+    clients: torch.Tensor,
+    neumann_terms: int,
+    neumann_step_size: float,
+) -> torch.Tensor:
+    r"""LFedNest's local IHGP: ``p_i = (1/l) sum_{j<N} (I - H_i / l)^j grad_y f_i`` per client.
+
+    Only client i's Hessian-vector products and gradient are used (no communication), so
+    ``p_i -> H_i^{-1} grad_y f_i``, not ``H^{-1} grad_y f_i`` (notes 2.7: biased under
+    heterogeneity). ``x`` may hold one row per client (local outer iterates).
+
+    .. warning:: Alg. 5 is not in the seed text; this follows the official code's deterministic
+       local Neumann series (notes 2.7), not the random truncation of Alg. 3.
+    """
+    lam = float(neumann_step_size)
+    power, total = grad_y, grad_y
+    for _ in range(neumann_terms - 1):
+        power = power - lam * ctx.oracles.hvp_inner(x, y, power, clients, ctx.draw(clients))
+        total = total + power
+    return lam * total
+
+
+# ------------------------------------------------------------------------------- FedOut
+
+
+def client_directions(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    p: torch.Tensor | None,
+    clients: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The clients' uploads of Alg. 2: direct ``grad_x f_i(x, y; xi_i)`` and indirect
+    ``-grad^2_xy g_i(x, y; zeta_i) p`` parts (eq. (13a)); zero indirect part when ``p`` is None
+    (minimax, eq. (12))."""
+    direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
+    if p is None:
+        return direct, torch.zeros_like(direct)
+    indirect = -ctx.oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
+    return direct, indirect
+
+
+def fedout(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    p: torch.Tensor | None,
+    outer_step_size: float,
+    local_steps: LocalSteps,
+    scale_by_steps: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""FedOut (Alg. 2) after FedIHGP returned ``p`` (``None``: minimax mode, eq. (12)).
+
+    .. math::
+
+        h &= |S|^{-1} \sum_{i \in S} \big(\nabla_x f_i(x, y^+; \xi_i)
+             - \nabla^2_{xy} g_i(x, y^+; \zeta_i)\, p_{N'}\big) \quad\text{(round 1)}, \\
+        x_{i,\nu+1} &= x_{i,\nu} - \alpha_i \big(\nabla_x f_i(x_{i,\nu}, y^+; \xi_{i,\nu})
+                       - \nabla_x f_i(x, y^+; \xi_{i,\nu}) + h\big), \quad
+        x^+ = |S|^{-1} \sum_{i \in S} x_{i,\tau_i} \quad\text{(round 2)}.
+
+    Drift correction acts on the direct part only; the indirect part stays frozen in ``h``
+    (eqs. (10)-(11)). The same sample is used at both control-variate points (Alg. 2, notes
+    issue 11). Returns ``(x^+, h)``.
+    """
+    clients = ctx.participants()
+    send(ctx, clients, x, y)
+    if p is not None:
+        send(ctx, clients, p)
+    direct, indirect = client_directions(ctx, x, y, p, clients)
+    h = ctx.aggregate(direct + indirect, clients)
+
+    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+        return ctx.oracles.grad_outer_x(points, y, active, batch)
+
+    x_plus = local_round(ctx, x, clients, oracle, local_steps, outer_step_size,
+                         global_direction=h, scale_by_steps=scale_by_steps)
+    return x_plus, h
+
+
+def lfedout(
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    outer_step_size: float,
+    local_steps: LocalSteps,
+    neumann_terms: int,
+    neumann_step_size: float,
+    indirect: bool = True,
+    scale_by_steps: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""LFedOut (Alg. 5 as reconstructed in notes 2.7): local hypergradient steps, one round.
+
+    .. math::
+
+        x_{i,\nu+1} = x_{i,\nu} - \alpha_i \big(\nabla_x f_i(x_{i,\nu}, y; \xi_{i,\nu})
+            - \nabla^2_{xy} g_i(x_{i,\nu}, y; \zeta_{i,\nu})\, p_i(x_{i,\nu})\big), \qquad
+        x^+ = |S|^{-1} \sum_{i \in S} x_{i,\tau_i},
+
+    with ``p_i`` the local Neumann series of :func:`local_neumann` (``indirect=False``: the
+    minimax form without the indirect term). Returns ``(x^+, h)`` where
+    ``h = (x - x^+) / (alpha tau_bar)`` is the mean applied direction (``tau_bar = 1`` under
+    ``scale_by_steps``); it is not communicated.
+
+    .. warning:: Reconstructed: Alg. 5 is missing from the seed text (notes 0, 2.7).
+    """
+    clients = ctx.participants()
+    send(ctx, clients, x, y)
+
+    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+        direct, grad_y = ctx.oracles.grad_outer(points, y, active, batch)
+        if not indirect:
+            return direct
+        p = local_neumann(ctx, points, y, grad_y, active, neumann_terms, neumann_step_size)
+        return direct - ctx.oracles.jvp_inner_xy(points, y, p, active, ctx.draw(active))
+
+    x_plus = local_round(ctx, x, clients, oracle, local_steps, outer_step_size,
+                         scale_by_steps=scale_by_steps)
+    taus = steps_per_client(local_steps, clients).to(torch.float64)
+    applied = 1.0 if scale_by_steps else float(taus.mean())
+    return x_plus, (x - x_plus) / (outer_step_size * applied)
+
+
+# ------------------------------------------------------------------------------- estimator
+
+
+@dataclasses.dataclass(frozen=True)
+class FedIHGP(FederatedEstimator):
+    r"""FedNest's hypergradient (Tarzanagh et al. 2022, Algs. 3-4 and the first round of Alg. 2).
+
+    From the warm-started inner iterate ``y`` (the state), ``T`` FedInn calls give ``y^+``;
+    FedIHGP gives ``p_{N'} = H_hat v`` (eq. (13b)); one round averages the clients' directions:
+
+    .. math::
+
+        \hat h = \frac{1}{|S|} \sum_{i \in S} \big(\nabla_x f_i(x, y^+; \xi_i)
+                 - \nabla^2_{xy} g_i(x, y^+; \zeta_i)\, p_{N'}\big)   \qquad\text{(eq. (13a))},
+
+    with ``E[H_hat] = H^{-1}(I - (I - H/l)^N)`` (Lemma 2.2, eq. (14a)). Rounds per estimate:
+    ``2T + (N' + 1) + 1`` (random) or ``2T + (N + 1) + 1`` (deterministic).
+
+    Args:
+        inner_steps: T >= 0 FedInn calls (0: use the state's ``y`` as ``y^+``).
+        local_steps: tau (one int, or one tau_i per client).
+        inner_step_size: beta; ``None`` means ``1 / l_{g,1}`` (``max_i lambda_max(H_i)``).
+        neumann_terms: N >= 1.
+        neumann_step_size: ``1 / l_{g,1}``; ``None`` reads it from the problem's constants.
+        truncation: "random" (Alg. 3) or "deterministic" (the repo's full sum; see
+            :func:`fedihgp`).
+        scale_by_steps: local steps ``beta / tau_i`` (Thm 3.1's rule).
+        participation: client subsets ``S_n`` and ``S`` (``None``: all clients).
+        batch_size: per-client minibatch (``None``: exact local objectives).
+    """
+
+    inner_steps: int = 5
+    local_steps: LocalSteps = 5
+    inner_step_size: float | None = None
+    neumann_terms: int = 20
+    neumann_step_size: float | None = None
+    truncation: Truncation = "random"
+    scale_by_steps: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive_int(self.inner_steps, "inner_steps")
+        check_local_steps(self.local_steps)
+        check_step(self.inner_step_size, "inner_step_size")
+        check_positive_int(self.neumann_terms, "neumann_terms", minimum=1)
+        check_step(self.neumann_step_size, "neumann_step_size")
+        check_truncation(self.truncation)
+
+    def init(self, problem: Problem) -> InnerState:
+        self.check_problem(problem)
+        check_local_steps_fit(self.local_steps, problem)
+        return InnerState(problem.initial_point()[1])
+
+    def steps(self, problem: Problem) -> tuple[float, float]:
+        """``(beta, 1/l)`` with the defaults resolved from the problem's constants."""
+        beta = self.inner_step_size or 1.0 / lipschitz_default(problem, "FedIHGP")
+        lam = self.neumann_step_size or 1.0 / lipschitz_default(problem, "FedIHGP")
+        return beta, lam
+
+    def ihgp(
+        self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
+        """FedIHGP at ``(x, y)`` with this estimator's parameters."""
+        _, lam = self.steps(ctx.problem)
+        return fedihgp(ctx, x, y, self.neumann_terms, lam, self.truncation, truncation_index)
+
+    def truncation_probabilities(self) -> np.ndarray:
+        """Distribution of ``N'`` over ``0..N-1`` (random truncation)."""
+        return truncation_probabilities(self.neumann_terms)
+
+    def direction(
+        self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One round: ``(h, per-client direct, per-client indirect)`` at ``(x, y)`` given ``p``."""
+        clients = ctx.participants()
+        send(ctx, clients, x, y)
+        if p is not None:
+            send(ctx, clients, p)
+        direct, indirect = client_directions(ctx, x, y, p, clients)
+        return ctx.aggregate(direct + indirect, clients), direct, indirect
+
+    def inner(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``T`` FedInn calls from ``y``."""
+        beta, _ = self.steps(ctx.problem)
+        for _ in range(self.inner_steps):
+            y = fedinn(ctx, x, y, beta, self.local_steps, True, self.scale_by_steps)
+        return y
+
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+        y = self.inner(ctx, x, state.y)
+        result = self.ihgp(ctx, x, y)
+        h, _, _ = self.direction(ctx, x, y, result.p)
+        return h, InnerState(y), {"y": y, "p": result.p,
+                                  "truncation_index": result.truncation_index}
+
+
+__all__ = [
+    "FedIHGP",
+    "IHGPResult",
+    "client_directions",
+    "fedihgp",
+    "fedinn",
+    "fedout",
+    "lfedout",
+    "local_neumann",
+    "truncation_probabilities",
+]

@@ -1,0 +1,175 @@
+"""Input validation and divergence detection shared by every estimator and outer algorithm.
+
+One place checks what a caller hands the public entry points (``Estimator.estimate``,
+``OuterAlgorithm.step``, ``run_algorithm``): :func:`check_point` compares ``x`` with the
+problem's own starting point (type, shape, dtype, device, finiteness) and says what it expected.
+:func:`check_stable_step` refuses a step size outside the stability region that the problem's
+constants give, and :func:`check_estimate` refuses a non-finite estimate, so no estimator
+returns a silently divergent number.
+
+The base classes call these from their entry points (``Estimator.__init_subclass__`` wraps
+every ``estimate``; ``OuterAlgorithm.__init_subclass__`` wraps every ``step``); no estimator
+copies them.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import torch
+
+
+class InputError(ValueError):
+    """An argument that does not fit the problem (shape, dtype, device, type, NaN)."""
+
+
+class DivergenceError(ValueError):
+    """A step outside the stability region, or iterates that became non-finite or exploded."""
+
+
+#: How far an iterate may move away before a run counts as diverged: ``||x_k|| >
+#: GROWTH_FACTOR * max(1, ||x_0||)``. Why 1e12: the testbed's problems have optima of norm
+#: O(1)-O(1e3) and legitimate runs move O(1) factors; an iterate 1e12 times past its start is
+#: on its way to overflow (float32 overflows at 3e38, a few dozen geometric steps further).
+GROWTH_FACTOR = 1e12
+
+# problem -> (dim_x, dtype, device, constants or None); keyed by id with a weak reference, so
+# a freed problem's entry is dropped and a new object at the same address is not confused.
+_SPECS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
+
+
+def _problem_facts(problem: Any) -> dict[str, Any]:
+    key = id(problem)
+    hit = _SPECS.get(key)
+    if hit is not None and hit[0]() is problem:
+        return hit[1]
+    initial = getattr(problem, "initial_point", None)
+    if initial is not None:
+        x0 = initial()[0]
+        dtype, device = x0.dtype, x0.device
+    else:  # e.g. RiskAverse (FedMSA's multi-level problem): float64 on the CPU, as built
+        dtype = getattr(problem, "dtype", torch.float64)
+        device = torch.device(getattr(problem, "device", "cpu"))
+    facts: dict[str, Any] = {"dim_x": int(problem.dim_x), "dtype": dtype,
+                             "device": device, "constants": None}
+    def forget(_: object, key: int = key) -> None:
+        _SPECS.pop(key, None)
+
+    try:
+        ref = weakref.ref(problem, forget)
+    except TypeError:  # an object that cannot be weakly referenced: do not cache it
+        return facts
+    _SPECS[key] = (ref, facts)
+    return facts
+
+
+def problem_constants(problem: Any) -> Any:
+    """The problem's :class:`~problems.ProblemConstants` (cached), or ``None`` without them."""
+    constants = getattr(problem, "constants", None)
+    if constants is None:
+        return None
+    facts = _problem_facts(problem)
+    if facts["constants"] is None:
+        facts["constants"] = constants()
+    return facts["constants"]
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+
+
+def check_point(problem: Any, x: Any, what: str = "x") -> None:
+    """Raise :class:`InputError` unless ``x`` is an outer point of ``problem``.
+
+    Expected: a ``torch.Tensor`` of shape ``(dim_x,)`` in the problem's dtype, on its device,
+    with finite entries (the dtype and device of ``problem.initial_point()[0]``).
+    """
+    facts = _problem_facts(problem)
+    name = getattr(problem, "id", type(problem).__name__)
+    expected = (f"a torch.Tensor of shape ({facts['dim_x']},), dtype {facts['dtype']}, on "
+                f"{facts['device']}")
+    if not isinstance(x, torch.Tensor):
+        hint = (f"; convert it with torch.as_tensor({what}, dtype={facts['dtype']})"
+                if hasattr(x, "__len__") else "")
+        raise InputError(f"{what} must be {expected} for problem {name}; got a "
+                         f"{type(x).__module__}.{type(x).__name__}{hint}")
+    if tuple(x.shape) != (facts["dim_x"],):
+        raise InputError(f"{what} must be {expected} for problem {name}; got shape "
+                         f"{tuple(x.shape)}")
+    if x.dtype != facts["dtype"]:
+        raise InputError(f"{what} must be {expected} for problem {name}; got dtype {x.dtype}")
+    if not _same_device(x.device, facts["device"]):
+        raise InputError(f"{what} must be {expected} for problem {name}; got device "
+                         f"{x.device}")
+    finite = torch.isfinite(x)
+    if not bool(finite.all()):
+        bad = int((~finite).sum())
+        raise InputError(f"{what} has {bad} NaN or infinite entr{'y' if bad == 1 else 'ies'} "
+                         f"(problem {name}); a hypergradient is defined only at a finite point")
+
+
+def check_stable_step(step: float | None, problem: Any, what: str) -> None:
+    """Refuse a step ``>= 2 / L`` when the problem knows ``L`` (its inner smoothness).
+
+    A gradient step or a Neumann term with step ``s`` multiplies the error by ``I - s H``,
+    whose spectral radius is below 1 exactly when ``0 < s < 2 / L`` for ``mu I <= H <= L I``;
+    at or beyond ``2 / L`` the mode at ``L`` does not decay and the result diverges.
+    """
+    if step is None:
+        return
+    constants = problem_constants(problem)
+    if constants is None:
+        return
+    bound = 2.0 / float(constants.L)
+    if not step < bound:
+        raise DivergenceError(
+            f"{what} = {step:.6g} is outside the stability region (0, 2/L) = (0, {bound:.6g}) "
+            f"of problem {getattr(problem, 'id', type(problem).__name__)} (L = "
+            f"{float(constants.L):.6g}): the iteration would diverge; use a step below "
+            f"{bound:.6g} (the default 1/L = {bound / 2:.6g})")
+
+
+def check_stable_steps(estimator: Any, problem: Any) -> None:
+    """:func:`check_stable_step` on every step size an estimator is configured with: its
+    ``neumann_step_size``, and the ``step_size`` of its inner solver and of its linear solver
+    (Neumann, fixed point). The solvers themselves stay plain building blocks (tests compare
+    them with federated loops at any step); the estimators' entry point refuses."""
+    name = type(estimator).__name__
+    check_stable_step(getattr(estimator, "neumann_step_size", None), problem,
+                      f"{name}.neumann_step_size")
+    for part in ("inner", "linear_solver"):
+        solver = getattr(estimator, part, None)
+        # only the classical solvers (GradientDescent, Neumann, FixedPoint) take a step on the
+        # global H; HGP's SGP step is per client in the sum convention (its own rule)
+        if not type(solver).__module__.startswith("testbed.estimators"):
+            continue
+        step = getattr(solver, "step_size", None)
+        if isinstance(step, (int, float)) and not isinstance(step, bool):
+            check_stable_step(float(step), problem,
+                              f"{name}.{part}.step_size ({type(solver).__name__})")
+
+
+def check_estimate(problem: Any, value: Any, who: str) -> None:
+    """A hypergradient estimate has the shape of x and finite entries, or this raises."""
+    facts = _problem_facts(problem)
+    if not isinstance(value, torch.Tensor) or tuple(value.shape) != (facts["dim_x"],):
+        shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+        raise RuntimeError(f"{who} returned an estimate of shape {shape}, expected "
+                           f"({facts['dim_x']},): an internal error")
+    if not bool(torch.isfinite(value).all()):
+        raise DivergenceError(
+            f"{who}: the estimate is not finite (NaN or inf): the iteration diverged; check "
+            "the step sizes against 2/L and the number of terms")
+
+
+def check_iterate(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
+    """Raise ``DivergenceError("diverged at step k")`` for a non-finite or exploded iterate."""
+    if not bool(torch.isfinite(x).all()):
+        raise DivergenceError(f"{who} diverged at step {step}: the iterate x is not finite")
+    norm = float(x.norm())
+    limit = GROWTH_FACTOR * max(1.0, x0_norm)
+    if not math.isfinite(norm) or norm > limit:
+        raise DivergenceError(f"{who} diverged at step {step}: ||x|| = {norm:.3g} grew past "
+                              f"{GROWTH_FACTOR:.0e} x max(1, ||x_0||) = {limit:.3g}")

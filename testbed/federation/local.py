@@ -1,0 +1,106 @@
+r"""Local steps on the clients, with or without an SVRG/FedLin control variate.
+
+One routine serves FedNest's FedInn (Alg. 4) and FedOut (Alg. 2), LFedNest's FedAvg-type inner
+loop, and AggITD's One-Round-Lower (Alg. 2) and One-Round-Upper (Alg. 4):
+
+.. math::
+
+    w_{i,0} = w, \qquad
+    d_{i,\nu} = G_i(w_{i,\nu}; \zeta_{i,\nu}) - G_i(w; \zeta_{i,\nu}) + \bar d, \\
+    w_{i,\nu+1} = w_{i,\nu} - \eta_i d_{i,\nu}, \quad \nu = 0..\tau_i - 1, \qquad
+    w^+ = \tfrac{1}{|S|} \sum_{i \in S} w_{i,\tau_i}  \quad\text{(one round)};
+
+without the control variate, ``d_{i,nu} = G_i(w_{i,nu}; zeta_{i,nu})`` (FedAvg).
+
+The same sample is used at the local point and at the anchor (FedNest notes 5.4; AggITD Alg. 2
+line 4). Clients with fewer local steps stop early (device heterogeneity); the per-client step is
+``step_size / tau_i`` when ``scale_by_steps`` (the step rule of FedNest Thm 3.1 and AggITD).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+
+from problems import Batch
+from testbed.federation.context import FederatedContext
+
+# oracle(points (C, d), clients (C,), batch) -> per-client directions (C, d)
+LocalOracle = Callable[[torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]
+
+
+def steps_per_client(local_steps: int | Sequence[int], clients: torch.Tensor) -> torch.Tensor:
+    """``tau_i`` for each participating client: one int for all, or a per-client sequence."""
+    if isinstance(local_steps, int):
+        if local_steps < 1:
+            raise ValueError(f"local_steps must be >= 1, got {local_steps}")
+        return torch.full((int(clients.shape[0]),), local_steps, dtype=torch.long)
+    taus = torch.as_tensor(list(local_steps), dtype=torch.long)
+    if bool((taus < 1).any()):
+        raise ValueError(f"every client needs at least one local step, got {list(local_steps)}")
+    return taus[clients]
+
+
+def local_round(
+    ctx: FederatedContext,
+    anchor: torch.Tensor,
+    clients: torch.Tensor,
+    oracle: LocalOracle,
+    local_steps: int | Sequence[int],
+    step_size: float,
+    global_direction: torch.Tensor | None = None,
+    scale_by_steps: bool = False,
+) -> torch.Tensor:
+    """Run local steps from the broadcast ``anchor`` on ``clients``; one aggregation round.
+
+    Args:
+        ctx: the federated context (oracles, ledger, batches).
+        anchor: the server point ``w`` (already broadcast as part of the previous round).
+        clients: participating clients.
+        oracle: per-client direction ``G_i`` (for example ``grad_y g_i(x, .)``).
+        local_steps: ``tau`` for all clients, or a per-client sequence ``tau_i``.
+        step_size: eta; divided by ``tau_i`` when ``scale_by_steps``.
+        global_direction: ``d_bar``; when given, the SVRG/FedLin control variate is used.
+
+    Returns:
+        The average of the clients' last local iterates (the new server point).
+    """
+    taus = steps_per_client(local_steps, clients)
+    steps = ((step_size / taus.to(anchor.dtype)) if scale_by_steps else torch.full(
+        taus.shape, step_size, dtype=anchor.dtype)).to(anchor.device)
+    count = int(clients.shape[0])
+    anchors = anchor.detach().expand(count, -1)
+    # the first local point is the anchor itself (no copy: every update below is out of place),
+    # so the oracles see the same tensor at both points of the first step (ExactCallMemo)
+    local = anchors
+    column = steps[:, None]
+    # Clients with fewer local steps stop early. The schedule is known from the tau_i (host
+    # integers), so a step where every client is still running uses the whole stack and the
+    # round's own client tensor (no nonzero, gather or index_copy; the problems then use their
+    # arrays for that client set as they are), and only the steps of a heterogeneous schedule
+    # where some clients have stopped work on the running subset.
+    tau_list = taus.tolist()
+    for nu in range(max(tau_list)):
+        if min(tau_list) > nu:
+            batch = ctx.draw(clients)
+            direction = oracle(local, clients, batch)
+            if global_direction is not None:
+                # in place on the round's own temporary (never on an oracle's output, which
+                # may be a problem's array): two (C, d) allocations per step instead of four
+                direction = direction - oracle(anchors, clients, batch)
+                direction += global_direction
+                direction *= column
+            else:
+                direction = column * direction
+            local = local - direction
+            continue
+        rows = torch.tensor([c for c, tau in enumerate(tau_list) if tau > nu], dtype=torch.long)
+        active = clients[rows]
+        rows = rows.to(anchor.device)  # index the iterates where they live
+        batch = ctx.draw(active)
+        direction = oracle(local[rows], active, batch)
+        if global_direction is not None:
+            direction = direction - oracle(anchors[rows], active, batch) + global_direction
+        local = local.index_copy(0, rows, local[rows] - steps[rows, None] * direction)
+    return ctx.aggregate(local, clients)

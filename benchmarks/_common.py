@@ -2,7 +2,7 @@
 
 A benchmark module defines ``NAME``, ``DESCRIPTION`` and ``measure(quick: bool, device: str) ->
 (rows, targets)``; :func:`run_benchmark` adds the machine and writes
-``<out>/<NAME>.json`` in the ``BENCH_SCHEMA`` form of :mod:`testbed.experiments.base`, which the
+``<out>/<NAME>.json`` in the ``BENCH_SCHEMA`` form of :mod:`testbed_app.experiments.base`, which the
 report renders. Timings are wall-clock medians over repeats after warm-up calls; they are
 measurements of this machine at this moment (the load average is recorded beside them), never
 asserted by tests.
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from testbed.experiments.base import BENCH_SCHEMA
+from results_format import BENCH_SCHEMA, atomic_write
 
 Row = dict[str, float | int | str | bool]
 Target = dict[str, float | str | bool]
@@ -210,11 +210,8 @@ def validate(payload: dict[str, Any]) -> None:
 def write(out_dir: Path, payload: dict[str, Any]) -> Path:
     """Validate and write ``<out_dir>/<benchmark>.json`` atomically (temporary file, rename)."""
     validate(payload)
-    out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{payload['benchmark']}.json"
-    temporary = path.with_suffix(".json.tmp")
-    temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
-    temporary.replace(path)
+    atomic_write(path, json.dumps(payload, indent=2) + "\n")
     return path
 
 

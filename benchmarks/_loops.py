@@ -34,8 +34,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import Batch, Problem, QuadraticBilevel
-from problems._base import matvec, rmatvec
+from problems import Batch, Problem, QuadraticBilevel, matvec, rmatvec
 
 # ------------------------------------------------------------------------------- per-client loops
 

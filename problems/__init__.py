@@ -4,12 +4,18 @@ from problems._base import (
     PROBLEM_KINDS,
     SPEC_BUILDERS,
     Batch,
+    ClosedFormOracles,
     ClosedFormProblem,
     Problem,
     ProblemConstants,
     ProblemError,
     ProblemKind,
+    all_clients,
     from_spec,
+    is_plain,
+    matvec,
+    memory_key,
+    rmatvec,
 )
 from problems.compositional import LinearCompositional
 from problems.minimax import QuadraticMinimax
@@ -57,6 +63,12 @@ register(ProblemInfo(
 __all__ = [
     "PROBLEM_KINDS",
     "Batch",
+    "ClosedFormOracles",
+    "all_clients",
+    "is_plain",
+    "matvec",
+    "memory_key",
+    "rmatvec",
     "ClosedFormProblem",
     "LinearCompositional",
     "PROBLEM_DB",

@@ -2,10 +2,10 @@
 
 Each section is read from results files that a measuring step wrote (nothing is measured here):
 
-- ``communication.json`` (:mod:`testbed.communication`, written by ``testbed check``);
-- ``comparison/rounds_to_error.json`` and ``.csv`` (:mod:`testbed.comparison_runs`, idem);
-- ``replication/*.json`` in :data:`testbed.experiments.base.REPLICATION_SCHEMA` form;
-- ``bench/*.json`` in :data:`testbed.experiments.base.BENCH_SCHEMA` form;
+- ``communication.json`` (:mod:`testbed_app.communication`, written by ``testbed check``);
+- ``comparison/rounds_to_error.json`` and ``.csv`` (:mod:`theory_checks.comparison_runs`, idem);
+- ``replication/*.json`` in :data:`testbed_app.experiments.base.REPLICATION_SCHEMA` form;
+- ``bench/*.json`` in :data:`testbed_app.experiments.base.BENCH_SCHEMA` form;
 - ``calibration/summary.json`` (:mod:`theory_checks.calibration`, written by
   ``testbed calibrate``).
 
@@ -110,7 +110,7 @@ def communication(results_dir: Path) -> Section:
 
 
 def rounds_to_error(results_dir: Path, out_dir: Path) -> Section:
-    """The rounds-to-target table of :mod:`testbed.comparison_runs`: one target and one
+    """The rounds-to-target table of :mod:`theory_checks.comparison_runs`: one target and one
     "reached" definition (shared with the comparison claims), each algorithm tuned the same way
     and at its paper's prescribed steps, per-problem ratios with their geometric mean."""
     section = Section("rounds-to-error", "Rounds to reach the target: papers vs testbed")
@@ -128,8 +128,8 @@ def rounds_to_error(results_dir: Path, out_dir: Path) -> Section:
         f"Target: {target.get('quantity', '?')} <= {_fmt(target.get('value'))}. Reached: "
         f"{target.get('reached', '?')}; budget {_fmt(target.get('round_budget'))} rounds, a run "
         f"that does not reach counts {_fmt(target.get('cap'))}. The comparison claims use this "
-        "same definition (testbed/comparison_runs.py). Tuned rows: every algorithm's outer step "
-        f"{tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
+        "same definition (theory_checks/comparison_runs.py). Tuned rows: every algorithm's outer "
+        f"step {tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
         f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps.")
     rows = []
     for c in data["comparisons"]:
@@ -257,7 +257,7 @@ def replication(results_dir: Path) -> Section:
         section.paragraphs.append("not run (no replication/*.json; `testbed run CONFIG` "
                                   "writes them).")
         return section
-    from testbed.experiments.base import REPLICATION_SCHEMA
+    from results_format import REPLICATION_SCHEMA
 
     for path in files:
         data = _schema_json(path, REPLICATION_SCHEMA, section)
@@ -286,7 +286,7 @@ def bench(results_dir: Path) -> Section:
         section.paragraphs.append("not run (no bench/*.json; the benchmark commands write "
                                   "them).")
         return section
-    from testbed.experiments.base import BENCH_SCHEMA
+    from results_format import BENCH_SCHEMA
 
     for path in files:
         data = _schema_json(path, BENCH_SCHEMA, section)

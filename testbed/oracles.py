@@ -38,8 +38,7 @@ from __future__ import annotations
 
 import torch
 
-from problems import Batch, Problem
-from problems._base import ClosedFormOracles, is_plain, memory_key
+from problems import Batch, ClosedFormOracles, Problem, is_plain, memory_key
 from testbed.calls import CallCounter
 
 Key = tuple[object, ...]

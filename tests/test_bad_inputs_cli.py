@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from testbed.cli import main
+from testbed_app.cli import main
 from tests.test_experiments import write
 
 # (label, edits of the tiny config, the key the message must name, what it must say)
@@ -118,7 +118,7 @@ def test_unknown_claim_and_estimator_entry_are_one_line(capsys):
 
 
 def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
-    from testbed.experiments import runner
+    from testbed_app.experiments import runner
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
@@ -130,7 +130,7 @@ def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
 
 
 def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
-    from testbed.experiments import runner
+    from testbed_app.experiments import runner
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed.cli import main
-from testbed.experiments import runner
-from testbed.experiments.config import ConfigError, load_config
-from testbed.experiments.replication import final_value
+from testbed_app.cli import main
+from testbed_app.experiments import runner
+from testbed_app.experiments.config import ConfigError, load_config
+from testbed_app.experiments.replication import final_value
 from tests.test_experiments import write
 
 # ------------------------------------------------------------------------------ helpers
@@ -210,7 +210,7 @@ def test_missing_metrics_rows_behind_the_checkpoint_are_an_error_then_recovered(
 
 def test_interrupted_cli_run_says_how_to_resume_and_resumes_byte_identical(
         tmp_path, runs, capsys, monkeypatch):
-    from testbed.experiments.server import ServerExperiment
+    from testbed_app.experiments.server import ServerExperiment
 
     straight = runs["every2.straight"]
     original = ServerExperiment.step

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed.experiments.base import BENCH_SCHEMA
+from results_format import BENCH_SCHEMA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round",

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from problems import PROBLEM_DB
-from testbed.cli import main
 from testbed.registry import ESTIMATOR_DB
+from testbed_app.cli import main
 from theory_checks.registry import CLAIM_DB
 
 
@@ -47,7 +47,7 @@ def test_python_dash_m_entry_point():
 
 def test_help_does_not_import_torch():
     """`testbed --help` used to take ~5 s because `import testbed` imported torch."""
-    code = ("import sys; from testbed.cli import build_parser; build_parser(); "
+    code = ("import sys; from testbed_app.cli import build_parser; build_parser(); "
             "import testbed; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

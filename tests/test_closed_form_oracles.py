@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
-from problems._base import all_clients
+from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, all_clients
 from testbed.oracles import Oracles
 
 RTOL = 1e-12

@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from testbed import communication, registry
+from testbed import registry
+from testbed_app import communication
 
 
 @pytest.mark.parametrize("name, formula", [
@@ -27,7 +28,7 @@ def test_every_registered_algorithm_has_a_formula():
     algorithms = [i for i in registry.ESTIMATOR_DB if i.role == "algorithm"]
     assert algorithms
     missing = [i.name for i in algorithms if communication.paper_formula(i.build()) is None]
-    assert not missing, f"no paper formula for {missing}: add one to testbed/communication.py"
+    assert not missing, f"no paper formula for {missing}: add one to testbed_app/communication.py"
 
 
 def test_a_wrong_formula_is_reported_as_disagreeing(monkeypatch):

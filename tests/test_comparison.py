@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from problems import QuadraticBilevel
-from testbed import comparison_runs as runs
 from testbed.registry import get_estimator
 from theory_checks import comparison
+from theory_checks import comparison_runs as runs
 from theory_checks.claim import Case
 from theory_checks.decision import clopper_pearson, first_design
 from theory_checks.registry import get_claim

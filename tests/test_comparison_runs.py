@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from testbed import comparison_runs as runs
+from theory_checks import comparison_runs as runs
 
 
 def _run(key, rule, role, seed, values, per_iteration):

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 import torch
 
-from testbed.cli import main
-from testbed.experiments import runner
-from testbed.experiments.base import METRIC_KEYS, REPLICATION_SCHEMA
-from testbed.experiments.config import ConfigError, dump_toml, load_config, to_toml
-from testbed.experiments.replication import measure, replication_rows, rounds_to_accuracy
-from testbed.experiments.server import ServerExperiment
+from results_format import REPLICATION_SCHEMA
+from testbed_app.cli import main
+from testbed_app.experiments import runner
+from testbed_app.experiments.base import METRIC_KEYS
+from testbed_app.experiments.config import ConfigError, dump_toml, load_config, to_toml
+from testbed_app.experiments.replication import measure, replication_rows, rounds_to_accuracy
+from testbed_app.experiments.server import ServerExperiment
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))
 

@@ -19,8 +19,7 @@ from testbed.decentralized import (
 from testbed.decentralized.ledger import GraphLedger
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
-
-IDENTITY_RTOL = 1e-10  # closed-form identities in float64 (README "Tolerances")
+from tests._tol import IDENTITY_RTOL
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """HGP's decentralized workloads on real data (problems/workloads/decentralized.py) and their
-experiments (testbed/experiments/hgp.py): the per-client interface, the exact influence of the
+experiments (testbed_app/experiments/hgp.py): the per-client interface, the exact influence of the
 convex model, HGP against it, a few steps of each experiment, exact resume, bad options."""
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from problems.workloads.decentralized import (
     client_samples,
 )
 from problems.workloads.splits import split_clients
-from testbed.experiments.base import METRIC_KEYS, ExperimentConfig
-from testbed.experiments.hgp import (
+from testbed.registry import get_estimator
+from testbed_app.experiments.base import METRIC_KEYS, ExperimentConfig
+from testbed_app.experiments.hgp import (
     HGPInfluenceExperiment,
     HGPPersonalizationExperiment,
     build_hgp_influence,
@@ -29,7 +30,6 @@ from testbed.experiments.hgp import (
     negative_influence_f1,
     r_squared,
 )
-from testbed.registry import get_estimator
 from tests._influence import DIGITS
 from tests._influence import influence_problem as _influence_problem
 

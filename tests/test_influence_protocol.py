@@ -1,4 +1,4 @@
-"""The influence protocol of HGP's Table 4 experiment (testbed/experiments/hgp.py,
+"""The influence protocol of HGP's Table 4 experiment (testbed_app/experiments/hgp.py,
 problems/workloads/decentralized.py): why the retraining step must be below 2/lambda_max (the
 review's finding, reproduced), the eigenvalue estimators it relies on, the refusal of an unstable
 configured step, and Hessian damping where the averaged Hessian is indefinite."""
@@ -23,9 +23,9 @@ from problems.workloads.decentralized import (
 )
 from testbed.decentralized.hgp import HGPState, HyperGradientPush
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed.experiments.base import ExperimentConfig
-from testbed.experiments.hgp import build_hgp_influence, pearson_r, sign_agreement
 from testbed.oracles import Oracles
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.hgp import build_hgp_influence, pearson_r, sign_agreement
 from tests._influence import influence_problem
 
 

@@ -9,8 +9,9 @@ import math
 
 import pytest
 
-from testbed import registry, regression
+from testbed import registry
 from testbed.estimators.solvers import Neumann
+from testbed_app import regression
 
 
 @pytest.fixture

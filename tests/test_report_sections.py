@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
-from testbed import comparison_runs
-from testbed.experiments.base import BENCH_SCHEMA, REPLICATION_SCHEMA
+from results_format import BENCH_SCHEMA, REPLICATION_SCHEMA
+from theory_checks import comparison_runs
 
 REPLICATION = {
     "experiment": "aggitd-table2-iid-tau1", "paper": "AggITD", "table": "AggITD Table 2",

@@ -56,10 +56,8 @@ from theory_checks.claim import (
 from theory_checks.classical import closed_form_problems
 from theory_checks.perturbations import aggitd as perturbed
 from theory_checks.runner import per_profile
+from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 1e-10: the identities below are compared in float64 after O(N dim) products with kappa
-# <= 100; round-off stays near 1e-13 relative, an algebraic slip is O(1).
-IDENTITY_RTOL = 1e-10
 # Why 5%: the testbed's tolerance for fitted rates against theory (README, Tolerances).
 RATE_RTOL = 0.05
 FIT_FLOOR = 1e-9

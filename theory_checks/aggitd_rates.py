@@ -38,7 +38,6 @@ from testbed.oracles import Oracles
 from theory_checks import _stats
 from theory_checks._sampling import sampling_exponent_measurement
 from theory_checks.aggitd import (
-    IDENTITY_RTOL,
     NO_DRAWS,
     _bilevel_cases,
     _cases,
@@ -61,6 +60,7 @@ from theory_checks.claim import (
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
 from theory_checks.perturbations import aggitd as perturbed
 from theory_checks.runner import per_profile
+from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- shared helpers
 

@@ -23,9 +23,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from results_format import atomic_write
 from theory_checks.claim import Claim
 from theory_checks.decision import clopper_pearson
-from theory_checks.runner import Profile, _atomic_write, claim_fingerprint, run_claim
+from theory_checks.runner import Profile, claim_fingerprint, run_claim
 
 # Why 95%: the calibration table's interval is a report to a reader (how precisely K seeds pin
 # the rate down), not a decision on a paper's claim.
@@ -115,7 +116,7 @@ def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | 
                         "n_unconfirmed": len(result.unconfirmed),
                         "seconds": time.perf_counter() - start})
         if path is not None:
-            _atomic_write(path, json.dumps({"claim": claim.id, "fingerprint": fingerprint,
+            atomic_write(path, json.dumps({"claim": claim.id, "fingerprint": fingerprint,
                                             "profile": profile.name, "runs": records}, indent=2))
         if progress is not None:
             progress(f"{claim.id} seed {k}: {result.verdict}")
@@ -128,7 +129,7 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
     summaries = [calibrate_claim(c, seeds, profile, out_dir, progress)
                  for c in claims if c.statistical]
-    _atomic_write(out_dir / "calibration" / "summary.json", json.dumps(
+    atomic_write(out_dir / "calibration" / "summary.json", json.dumps(
         {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
          "claims": [dataclasses.asdict(s) for s in summaries]}, indent=2))
     return summaries

@@ -24,11 +24,8 @@ from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.perturbations import classical as perturb
+from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 1e-10: closed-form identities are compared in float64 after O(dim) matrix products with
-# condition numbers up to 100; round-off stays near 1e-13 relative, so 1e-10 leaves three orders
-# of margin while any algebraic mistake shows as an O(1) relative error.
-IDENTITY_RTOL = 1e-10
 # Why 5%: the stated tolerance for fitted rates against theory. The fit windows below
 # are chosen so that faster modes perturb the fitted slope by well under 1%.
 RATE_RTOL = 0.05

@@ -12,7 +12,7 @@ Three claims compare an algorithm with FedNest in the rounds it needs to reach o
   i.e. fewer rounds than FedNest there (the paper says it degrades under heterogeneity, so that
   is the claim's condition).
 
-**What is measured** (every definition is in :mod:`testbed.comparison_runs`, shared with the
+**What is measured** (every definition is in :mod:`theory_checks.comparison_runs`, shared with the
 rounds-to-target table): the rounds ``R`` after which the relative stationarity
 ``||grad h(x_k)|| / ||grad h(x_0)||`` stays at or below ``eps = 0.1`` (held through round
 ``2R``; a run that does not reach counts ``CAP = 300`` rounds). A case is a multi-client
@@ -44,7 +44,7 @@ its 95% Student-t interval over the problems are reported beside it (descriptive
 .. warning:: The papers' experiments are MNIST networks with minibatches; here the problems are
    closed-form quadratics with exact local oracles, and both FedNest's and AggITD's
    hypergradients are their deterministic-sum forms (the random-index forms of the theory
-   leave neither algorithm below the target: :class:`testbed.comparison_runs.Comparison`).
+   leave neither algorithm below the target: :class:`theory_checks.comparison_runs.Comparison`).
 """
 
 from __future__ import annotations
@@ -58,9 +58,9 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import ProblemError, QuadraticBilevel, strategies
-from testbed import comparison_runs as runs
-from testbed.comparison_runs import BASELINE, COMPARISONS, Comparison
+from theory_checks import comparison_runs as runs
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.comparison_runs import BASELINE, COMPARISONS, Comparison
 from theory_checks.decision import (
     Binomial,
     Design,

@@ -38,10 +38,8 @@ from theory_checks.claim import (
 )
 from theory_checks.perturbations import fedmsa as perturbed
 from theory_checks.runner import per_profile
+from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 1e-10: the identities below are exact in real arithmetic; in float64 their two sides differ
-# by round-off of O(dim * K * R) operations on O(1) quantities, about 1e-14 relative.
-IDENTITY_RTOL = 1e-10
 # Why 0.1 on an exponent: the fitted exponents come from 4-6 grid points of a deterministic
 # curve whose leading-order behaviour is the claimed power; sub-leading terms (the partial sum of
 # a geometric series that has not fully converged) bend the log-log line by a few hundredths.

@@ -56,10 +56,8 @@ from theory_checks.claim import (
     known_case,
 )
 from theory_checks.perturbations import fednest as perturb
+from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 1e-10: closed-form identities in float64 after O(N + dim) products with kappa <= 100
-# leave round-off near 1e-13 relative; an algebraic mistake shows as an O(1) relative error.
-IDENTITY_RTOL = 1e-10
 # Why 1e-6: the notes' tolerance for the minimax rate (4.3); the regression that reads the
 # per-iteration map is exact up to round-off amplified by its conditioning (rejected above 1e8).
 MINIMAX_RATE_RTOL = 1e-6

@@ -59,7 +59,6 @@ from theory_checks.decision import (
 )
 from theory_checks.fednest import CLAIMS as FEDNEST_CLAIMS
 from theory_checks.fednest import (
-    IDENTITY_RTOL,
     PAPER,
     REF,
     LinearOuterProbe,
@@ -77,6 +76,7 @@ from theory_checks.fednest import (
 )
 from theory_checks.perturbations import fednest as perturb
 from theory_checks.runner import per_profile
+from theory_checks.tolerances import IDENTITY_RTOL
 
 # =============================================================================== Thm 3.1 K-rate
 

@@ -32,7 +32,6 @@ from theory_checks.claim import (
 )
 from theory_checks.hgp_applications import CLAIMS as APPLICATION_CLAIMS
 from theory_checks.hgp_common import (
-    IDENTITY_RTOL,
     RATE_RTOL,
     det_constants,
     fresh_state,
@@ -46,6 +45,7 @@ from theory_checks.hgp_common import (
 )
 from theory_checks.hgp_stochastic import CLAIMS as STOCHASTIC_CLAIMS
 from theory_checks.perturbations import hgp as perturb
+from theory_checks.tolerances import IDENTITY_RTOL
 
 # Families that satisfy Assumption 1 and do not make Push-Sum trivially exact.
 MIXING_FAMILIES = tuple(f for f in CONNECTED_FAMILIES if f != "fully_connected")

@@ -18,7 +18,6 @@ from testbed.decentralized.influence_metrics import r_squared
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
 from theory_checks.hgp_common import (
-    IDENTITY_RTOL,
     det_constants,
     fresh_state,
     global_grad,
@@ -29,6 +28,7 @@ from theory_checks.hgp_common import (
     terms_for,
 )
 from theory_checks.perturbations import hgp as perturb
+from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- negative control
 

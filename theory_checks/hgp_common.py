@@ -23,9 +23,6 @@ from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import DecentralizedGradient, HGPState
 from theory_checks.claim import Case
 
-# Why 1e-10: exact identities after O(M) products of matrices with norms <= 1 in float64:
-# round-off stays near 1e-14 relative, an algebraic slip is O(1).
-IDENTITY_RTOL = 1e-10
 # Why 5%: the tolerance for fitted rates against theory (as in the classical claims).
 RATE_RTOL = 0.05
 

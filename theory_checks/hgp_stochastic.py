@@ -49,7 +49,6 @@ from theory_checks.decision import (
     replicates_for_half_width,
 )
 from theory_checks.hgp_common import (
-    IDENTITY_RTOL,
     averaging_operators,
     fresh_state,
     global_grad,
@@ -58,6 +57,7 @@ from theory_checks.hgp_common import (
     terms_for,
 )
 from theory_checks.perturbations import hgp as perturb
+from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why these sample-set sizes and noise levels: 16 samples per client give a finite, exactly
 # centred noise; hessian_noise 0.3 with heterogeneity <= 0.5 keeps every sample Hessian positive

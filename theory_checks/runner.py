@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import io
 import json
 import os
 import platform
@@ -35,6 +36,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 
+from results_format import atomic_write, json_default
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
@@ -407,21 +409,6 @@ def claim_fingerprint(claim: Claim) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return str(value)
-
-
 def _decision_summary(d: TestDecision) -> dict[str, Any]:
     return dataclasses.asdict(d)
 
@@ -458,29 +445,27 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
     if result.counterexample is not None:
         ce = result.counterexample
         counter_path = Path("counterexamples") / f"{run_id}.json"
-        _atomic_write(out_dir / counter_path, json.dumps(
+        atomic_write(out_dir / counter_path, json.dumps(
             {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
-             **_case_summary(ce)}, indent=2, default=_json_default))
+             **_case_summary(ce)}, indent=2, default=json_default))
         arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
         if arrays is not None:
             np.savez(out_dir / "counterexamples" / f"{run_id}.npz", **arrays())
     cases = result.cases + result.undecided + (
         [result.counterexample] if result.counterexample else [])
     series_path = out_dir / "series" / f"{run_id}.csv"
-    series_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = series_path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as handle:
+    with io.StringIO(newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SERIES_COLUMNS)
         for r in cases:
-            params = json.dumps(r.params, sort_keys=True, default=_json_default)
+            params = json.dumps(r.params, sort_keys=True, default=json_default)
             seed = r.spec.get("seed", "")
             for p in r.measurement.series:
                 writer.writerow([claim.id, p.label or estimator, r.problem_id, seed,
                                  params,
                                  p.series, p.step_name, p.step, repr(p.value),
                                  p.oracle_calls, p.comm_rounds])
-    os.replace(tmp, series_path)
+        atomic_write(series_path, handle.getvalue())
     fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
             for r in cases if r.measurement.fit is not None]
     payload = {
@@ -505,7 +490,7 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
         "power": power, "positive_control": control,
     }
     path = out_dir / "claims" / f"{run_id}.json"
-    _atomic_write(path, json.dumps(payload, indent=2, default=_json_default))
+    atomic_write(path, json.dumps(payload, indent=2, default=json_default))
     return path
 
 
@@ -543,7 +528,7 @@ def write_metadata(out_dir: Path, profile: Profile) -> None:
             "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
-    _atomic_write(out_dir / "metadata.json", json.dumps(meta, indent=2))
+    atomic_write(out_dir / "metadata.json", json.dumps(meta, indent=2))
 
 
 def run_claims(

@@ -30,7 +30,7 @@ Exact answers for the convex case (``model="logreg"``, softmax regression with `
 ``y*(x)`` by damped Newton on ``sum_i g_i`` in the working dtype, GlobalGrad
 ``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` (notes 2.6) by one linear solve.
 
-The influence protocol's numerical tools (used by ``testbed.experiments.hgp``): Hessian-vector
+The influence protocol's numerical tools (used by ``testbed_app.experiments.hgp``): Hessian-vector
 products of ``G = sum_i g_i`` (:meth:`InfluenceProblem.total_hvp`), the largest eigenvalue by
 seeded power iteration (:func:`largest_eigenvalue`), the smallest by Lanczos
 (:func:`smallest_eigenvalue`, scipy's ``eigsh`` on a ``LinearOperator`` of HVPs), full-batch

@@ -12,8 +12,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from problems import Batch, Problem
-from problems._base import all_clients
+from problems import Batch, Problem, all_clients
 from testbed.oracles import Oracles
 
 

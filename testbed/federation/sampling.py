@@ -8,7 +8,7 @@ import math
 import numpy as np
 import torch
 
-from problems._base import all_clients
+from problems import all_clients
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,22 +1,22 @@
 """Which experiment runs a config: dispatch on ``[workload] kind``.
 
-``EXPERIMENT_BUILDERS[kind](config, device)`` builds the :class:`~testbed.experiments.base.
+``EXPERIMENT_BUILDERS[kind](config, device)`` builds the :class:`~testbed_app.experiments.base.
 Experiment` of a validated config; :func:`workload_options` gives the ``[workload]`` keys (besides
 ``kind`` and ``model``) that kind accepts, which the config loader checks before any work:
 
 - server-based kinds (``hyper_representation``, ``loss_tuning``): the workload's options,
   :func:`problems.workloads.registry.workload_options`;
 - decentralized HGP kinds: the ``OPTIONS`` set declared next to each builder in
-  :mod:`testbed.experiments.hgp`.
+  :mod:`testbed_app.experiments.hgp`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from testbed.experiments.base import Experiment, ExperimentConfig
-from testbed.experiments.hgp import build_hgp_influence, build_hgp_personalization
-from testbed.experiments.server import build_server_experiment
+from testbed_app.experiments.base import Experiment, ExperimentConfig
+from testbed_app.experiments.hgp import build_hgp_influence, build_hgp_personalization
+from testbed_app.experiments.server import build_server_experiment
 
 Builder = Callable[[ExperimentConfig, "str | None"], Experiment]
 

@@ -73,6 +73,7 @@ import torch
 from scipy import stats
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
+from results_format import atomic_write
 from testbed.info import EstimatorInfo
 from testbed.registry import ESTIMATOR_DB, get_estimator
 
@@ -432,9 +433,7 @@ def save(results: dict[str, dict[str, dict[str, Samples]]], path: Path) -> None:
             "entries": {name: {kind: {m: _encode(s) for m, s in metrics.items()}
                                for kind, metrics in kinds.items()}
                         for name, kinds in sorted(results.items())}}
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    tmp.replace(path)
+    atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:

@@ -116,9 +116,9 @@ from testbed.decentralized.hgp import HGPState, HyperGradientPush
 from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed.experiments.base import Experiment, ExperimentConfig, MetricRow
-from testbed.experiments.config import load_data, split_data
 from testbed.oracles import Oracles
+from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
+from testbed_app.experiments.config import load_data, split_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")

@@ -1,7 +1,7 @@
 """Communication per outer iteration of every registered algorithm, against its paper's formula.
 
 For each registered algorithm (``role == "algorithm"``) at its registered defaults, a short run
-on the regression grid's problem (:func:`testbed.regression.grid_problems`, seed 0, the first
+on the regression grid's problem (:func:`testbed_app.regression.grid_problems`, seed 0, the first
 kind it supports) records from the ledger the rounds of every outer iteration and the floats sent
 each way, next to the formula of its paper with the parameters substituted:
 
@@ -31,13 +31,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from results_format import atomic_write
 from testbed.info import EstimatorInfo
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
@@ -114,7 +114,7 @@ def _per_iteration_formula(formula: Formula, state: Any) -> int | None:
 def measure(info: EstimatorInfo) -> dict[str, Any]:
     """One row of the table: ledger rounds per iteration against the paper's formula."""
     from testbed.algorithms.base import run_algorithm
-    from testbed.regression import grid_problems
+    from testbed_app.regression import grid_problems
 
     kind = next(k for k in KIND_ORDER if k in info.supports)
     problem = grid_problems(0)[kind]
@@ -177,8 +177,5 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True) -
     rows = [measure(i) for i in tqdm(infos, desc="communication", unit="algorithm",
                                      disable=not progress)]
     payload = {"fingerprint": stamp, "iterations": ITERATIONS, "seed": 0, "rows": rows}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(payload, indent=1))
     return path

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed.experiments.base import ExperimentConfig, MetricRow
-from testbed.experiments.config import load_data
 from testbed.federation.context import FederatedContext
+from testbed_app.experiments.base import ExperimentConfig, MetricRow
+from testbed_app.experiments.config import load_data
 
 #: Keys every server-experiment row has besides the evaluation's (which are NaN when skipped).
 COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down",
@@ -182,5 +182,6 @@ class ServerExperiment:
 
 def build_server_experiment(config: ExperimentConfig, device: str | None = None) -> \
         ServerExperiment:
-    """The :data:`~testbed.experiments.registry.EXPERIMENT_BUILDERS` entry of server workloads."""
+    """The :data:`~testbed_app.experiments.registry.EXPERIMENT_BUILDERS` entry of server
+    workloads."""
     return ServerExperiment(config, device)

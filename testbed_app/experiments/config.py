@@ -2,8 +2,8 @@
 
 :func:`load_config` reads ``configs/<experiment>.toml`` with :mod:`tomllib`, applies command-line
 overrides (``{"run.rounds": 5, "run.device": "cuda"}``), checks every section and key, fills the
-defaults in, and returns an :class:`~testbed.experiments.base.ExperimentConfig` whose sections are
-plain dicts. What it rejects, always naming the file and the key:
+defaults in, and returns an :class:`~testbed_app.experiments.base.ExperimentConfig` whose
+sections are plain dicts. What it rejects, always naming the file and the key:
 
 - unknown sections and keys, with a "did you mean" suggestion;
 - impossible values (rounds < 1, a test fraction outside (0, 1), more clients than training
@@ -32,13 +32,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import ExperimentConfig
 
 PAPERS: tuple[str, ...] = ("FedNest", "AggITD", "FedMSA", "HGP")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")
 DTYPES: tuple[str, ...] = ("float32", "float64")
 
-#: Replication metric kinds (see :mod:`testbed.experiments.replication`).
+#: Replication metric kinds (see :mod:`testbed_app.experiments.replication`).
 REPLICATION_METRICS: tuple[str, ...] = (
     "rounds_to_accuracy",   # communication rounds until test accuracy first reaches threshold
     "final_test_accuracy",  # the last evaluated test accuracy
@@ -304,7 +304,7 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     """Read, override and validate the config at ``path``.
 
     Args:
-        path: a TOML file (layout in :class:`~testbed.experiments.base.ExperimentConfig`).
+        path: a TOML file (layout in :class:`~testbed_app.experiments.base.ExperimentConfig`).
         overrides: ``{"section.key": value}``, e.g. ``{"run.rounds": 5}`` from ``--rounds 5``.
 
     Raises:
@@ -383,7 +383,7 @@ def _check_split(source: str, given: Mapping[str, Any], data: Mapping[str, Any],
 
 
 def _check_workload(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
-    from testbed.experiments.registry import EXPERIMENT_BUILDERS, workload_options
+    from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, workload_options
 
     kind = given.get("kind")
     if isinstance(kind, str):
@@ -403,7 +403,7 @@ def _check_workload(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
 
 def _workload_defaults(kind: str) -> dict[str, Any]:
     """The server workloads' option defaults (their types are the options' declared types)."""
-    from testbed.experiments.registry import SERVER_KINDS
+    from testbed_app.experiments.registry import SERVER_KINDS
 
     if kind not in SERVER_KINDS:
         return {}

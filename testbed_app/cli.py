@@ -75,8 +75,8 @@ def _list_workloads() -> None:
     """``testbed run``'s config vocabulary: datasets, split schemes, workload kinds, limits."""
     from problems.workloads.data import DATASETS
     from problems.workloads.splits import SCHEMES, split_clients
-    from testbed.experiments import config
-    from testbed.experiments.registry import EXPERIMENT_BUILDERS, workload_options
+    from testbed_app.experiments import config
+    from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, workload_options
 
     print("\nExperiment configs (testbed run):")
     print(f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
@@ -221,8 +221,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from testbed.experiments.config import load_config
-    from testbed.experiments.runner import run_experiment
+    from testbed_app.experiments.config import load_config
+    from testbed_app.experiments.runner import run_experiment
 
     if args.threads is not None:
         import torch
@@ -259,7 +259,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
     """The report's measured tables: communication per iteration and rounds to error."""
-    from testbed import communication, comparison_runs
+    from testbed_app import communication
+    from theory_checks import comparison_runs
 
     print(f"communication table: {communication.write_table(results, resume, progress)}")
     print(f"rounds to error: {comparison_runs.run_all(results, resume, progress)}")
@@ -301,7 +302,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     import torch
     from tqdm import tqdm
 
-    from testbed import regression
+    from testbed_app import regression
 
     torch.set_default_dtype(torch.float64)
     bar = tqdm(desc="regress", unit="run", disable=args.quiet)

@@ -2,7 +2,7 @@
 
 An :class:`Experiment` is a stateful object that advances one outer iteration (one server-based
 outer step, or one decentralized round of HGP/SGP) per :meth:`Experiment.step` and returns the
-metrics of that step as one flat row. The runner (``testbed.experiments.runner``) owns progress
+metrics of that step as one flat row. The runner (``testbed_app.experiments.runner``) owns progress
 bars, results files, checkpoints and resumption; an experiment only has to make its whole state
 (iterates, algorithm state, random generators, counters) round-trip through
 :meth:`Experiment.state_dict` / :meth:`Experiment.load_state_dict` so that a resumed run produces
@@ -37,29 +37,6 @@ METRIC_KEYS: tuple[str, ...] = (
 
 MetricRow = dict[str, float]
 
-#: ``<results>/replication/<experiment>.json``::
-#:
-#:   {"experiment": str, "paper": "FedNest" | "AggITD" | "FedMSA" | "HGP",
-#:    "table": str,                          # e.g. "AggITD Table 2"
-#:    "metadata": {...},                     # dataset, device, commit, config path, status
-#:                                           # ("completed", "partial: ...", "diverged ...")
-#:    "rows": [{"setting": str,             # e.g. "non-iid, tau = 5"
-#:              "metric": str,              # e.g. "rounds to 90% test accuracy"
-#:              "paper_value": float | str | None,
-#:              "testbed_value": float | str | None,   # None: target not reached;
-#:                                          # "diverged at step k": the run diverged
-#:              "unit": str,
-#:              "differences": str}]}       # setting differences, stated honestly
-REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
-
-#: ``<results>/bench/<benchmark>.json``::
-#:
-#:   {"benchmark": str, "description": str,
-#:    "machine": {"cpu": str, "cores": int, "device": str, "torch": str},
-#:    "rows": [{...flat scalars, one row per measured case...}],
-#:    "targets": [{"name": str, "measured": float, "target": float,
-#:                 "direction": "at_least" | "at_most", "met": bool}]}
-BENCH_SCHEMA = ("benchmark", "description", "machine", "rows", "targets")
 
 
 @dataclasses.dataclass(frozen=True)

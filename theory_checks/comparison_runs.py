@@ -56,9 +56,9 @@ import csv
 import dataclasses
 import functools
 import hashlib
+import io
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,8 @@ from typing import Any
 import numpy as np
 import torch
 from scipy import stats
+
+from results_format import atomic_write
 
 TARGET = 0.1  # relative stationarity ||grad h(x_k)|| / ||grad h(x_0)|| (module docstring)
 # Why 600: FedNest at the tuned step certifies the target within 2R <= ~300 rounds on the
@@ -669,14 +671,12 @@ def _comparison_fingerprint(comparison: Comparison) -> str:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as handle:
+    with io.StringIO(newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         for r in rows:
             writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()})
-    os.replace(tmp, path)
+        atomic_write(path, handle.getvalue())
 
 
 def _read_csv(path: Path) -> list[dict[str, Any]]:
@@ -685,10 +685,7 @@ def _read_csv(path: Path) -> list[dict[str, Any]]:
 
 
 def _atomic_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=1, allow_nan=False))
 
 
 def run_all(results_dir: Path, resume: bool = True, progress: bool = True) -> Path:

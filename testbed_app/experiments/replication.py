@@ -2,7 +2,7 @@
 
 A config's ``[replication]`` table names one metric (and ``[[replication.extra_rows]]`` more);
 each becomes one row of ``<results>/replication/<experiment>.json``
-(:data:`~testbed.experiments.base.REPLICATION_SCHEMA`):
+(:data:`~testbed_app.experiments.base.REPLICATION_SCHEMA`):
 
 - ``rounds_to_accuracy`` (threshold ``a``): the ``rounds`` value of the first metrics row whose
   ``test_accuracy >= a`` (communication rounds, the papers' x-axis; AggITD Table 2, FedMSA
@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from testbed.experiments.base import ExperimentConfig, MetricRow
+from testbed_app.experiments.base import ExperimentConfig, MetricRow
 
 _UNITS = {"rounds_to_accuracy": "communication rounds", "final_test_accuracy": "%",
           "final_metric": ""}

@@ -2,7 +2,7 @@
 
 :func:`run_experiment` builds the experiment (every error comes before a file is written),
 then writes under ``<results>/runs/<name>/`` the files listed in
-:mod:`testbed.experiments.base`:
+:mod:`testbed_app.experiments.base`:
 
 - ``config.toml``, ``split.json`` and ``metadata.json`` at the start (metadata again at the end);
 - ``metrics.csv``: one row per step, appended and flushed at once (floats written with
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import os
@@ -45,17 +46,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed.experiments.base import Experiment, ExperimentConfig, MetricRow
-from testbed.experiments.config import (
+from results_format import atomic_write, json_default
+from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
+from testbed_app.experiments.config import (
     ConfigError,
     dump_toml,
     fingerprint,
     load_data,
     split_data,
 )
-from testbed.experiments.registry import build_experiment
-from testbed.experiments.replication import replication_record
-from theory_checks.runner import _atomic_write, _json_default, git_commit, package_versions
+from testbed_app.experiments.registry import build_experiment
+from testbed_app.experiments.replication import replication_record
+from theory_checks.runner import git_commit, package_versions
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
 #: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
@@ -138,13 +140,12 @@ def read_metrics(path: Path) -> list[MetricRow]:
 
 
 def _write_metrics(path: Path, rows: Sequence[MetricRow]) -> None:
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as handle:
+    with io.StringIO(newline="") as handle:
         if rows:
             writer = csv.writer(handle)
             writer.writerow(list(rows[0]))
             writer.writerows([_format(v) for v in row.values()] for row in rows)
-    os.replace(tmp, path)
+        atomic_write(path, handle.getvalue())
 
 
 class _MetricsWriter:
@@ -489,7 +490,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
     """Run (or resume) ``config``; write its results under ``results_dir``; return a summary.
 
     Args:
-        config: a validated config (:func:`~testbed.experiments.config.load_config`).
+        config: a validated config (:func:`~testbed_app.experiments.config.load_config`).
         results_dir: the results root (``results/`` by default on the command line).
         fresh: ignore (and delete) an existing checkpoint and metrics.
         progress: show a tqdm bar with rounds, accuracy and floats sent so far.
@@ -554,10 +555,10 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
 
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     metadata = _metadata(config, experiment, started, start)
-    _atomic_write(folder / "config.toml", dump_toml(config))
-    _atomic_write(folder / "split.json",
-                  json.dumps(_split_json(config, experiment), default=_json_default))
-    _atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=_json_default))
+    atomic_write(folder / "config.toml", dump_toml(config))
+    atomic_write(folder / "split.json",
+                  json.dumps(_split_json(config, experiment), default=json_default))
+    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
 
     rounds, every = int(config.run["rounds"]), int(config.run["checkpoint_every"])
     tic = time.perf_counter()
@@ -597,7 +598,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
     metadata.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
                      "seconds_this_session": time.perf_counter() - tic, "steps": len(rows),
                      "status": status})
-    _atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=_json_default))
+    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
     replication = None
     if config.replication is not None:
         record = replication_record(config, rows, {
@@ -606,7 +607,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             "n_clients": config.split["n_clients"], "steps": len(rows),
             "algorithm": config.algorithm["name"]}, status=status)
         replication = results / "replication" / f"{config.name}.json"
-        _atomic_write(replication, json.dumps(record, indent=2, default=_json_default))
+        atomic_write(replication, json.dumps(record, indent=2, default=json_default))
     return {"name": config.name, "run_dir": folder, "steps": len(rows), "resumed_from": start,
             "last_row": rows[-1] if rows else None, "replication": replication,
             "status": status, "notes": notes}

@@ -1,0 +1,62 @@
+"""The results files' formats and the one way they are written: standard library only.
+
+Every producer of results (the claim runner, calibration, the experiment runner, the regression
+check, the communication and comparison tables, the benchmarks) writes through
+:func:`atomic_write`, and the report (:mod:`reports`) reads the files against the schemas below
+without importing any producer. Nothing here imports numpy, torch or the testbed, so the report
+and its tests stay light.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+#: ``<results>/replication/<experiment>.json``::
+#:
+#:   {"experiment": str, "paper": "FedNest" | "AggITD" | "FedMSA" | "HGP",
+#:    "table": str,                          # e.g. "AggITD Table 2"
+#:    "metadata": {...},                     # dataset, device, commit, config path, status
+#:                                           # ("completed", "partial: ...", "diverged ...")
+#:    "rows": [{"setting": str,             # e.g. "non-iid, tau = 5"
+#:              "metric": str,              # e.g. "rounds to 90% test accuracy"
+#:              "paper_value": float | str | None,
+#:              "testbed_value": float | str | None,   # None: target not reached;
+#:                                          # "diverged at step k": the run diverged
+#:              "unit": str,
+#:              "differences": str}]}       # setting differences, stated honestly
+REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
+
+#: ``<results>/bench/<benchmark>.json``::
+#:
+#:   {"benchmark": str, "description": str,
+#:    "machine": {"cpu": str, "cores": int, "device": str, "torch": str},
+#:    "rows": [{...flat scalars, one row per measured case...}],
+#:    "targets": [{"name": str, "measured": float, "target": float,
+#:                 "direction": "at_least" | "at_most", "met": bool}]}
+BENCH_SCHEMA = ("benchmark", "description", "machine", "rows", "targets")
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename, creating the folder.
+
+    A reader (or a run interrupted while writing) sees the old file or the new one, never a torn
+    one: ``os.replace`` is atomic on POSIX and Windows within one file system.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(path.suffix + ".tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+def json_default(value: Any) -> Any:
+    """``json.dumps(default=...)`` for numbers json does not know: numpy scalars and arrays
+    become Python numbers and lists (recognised by their module, so numpy is not imported
+    here); anything else is written as its ``str``."""
+    if type(value).__module__ == "numpy":
+        return value.tolist()
+    return str(value)
+
+
+__all__ = ["BENCH_SCHEMA", "REPLICATION_SCHEMA", "atomic_write", "json_default"]

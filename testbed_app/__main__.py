@@ -1,0 +1,3 @@
+from testbed_app.cli import main
+
+raise SystemExit(main())

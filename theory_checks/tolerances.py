@@ -1,0 +1,18 @@
+"""The tolerance table of the checks and the tests (float64), in three tiers; one home.
+
+- ``IDENTITY_RTOL``: closed-form identities (exact in real arithmetic) compared in float64 after
+  O(N dim) matrix products, O(M) mixing products or O(dim K R) recursion steps, with condition
+  numbers up to 100 and quantities of order one: round-off stays near 1e-14 to 1e-13 relative,
+  so 1e-10 leaves three orders of margin, while an algebraic mistake shows as an O(1) relative
+  error.
+- ``FINITE_DIFFERENCE_RTOL``: central differences with step eps^(1/3) leave about eps^(2/3) of
+  error (about 4e-11 relative for well-scaled functions); 1e-6 covers third derivatives up to
+  1e4 times the function's scale.
+- Iterative results are never compared with a bare number: they are checked against the claimed
+  bound times (1 + slack), with the slack stated beside each claim.
+"""
+
+IDENTITY_RTOL = 1e-10
+FINITE_DIFFERENCE_RTOL = 1e-6
+
+__all__ = ["FINITE_DIFFERENCE_RTOL", "IDENTITY_RTOL"]

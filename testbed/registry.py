@@ -91,7 +91,6 @@ CLASSICAL: list[EstimatorInfo] = [
         reference="Implicit function theorem; FedNest Lemma 2.1 (eq. 8)",
         supports=ALL_KINDS,
         make=lambda: ExactHypergradient(),
-        defaults={},
         claims=("classical.exact.finite_differences",),
         closed_form_only=True,
     ),

@@ -95,14 +95,9 @@ def _list_workloads() -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    import os
 
     import torch
 
-    if args.profile:
-        # set before the claims are imported: costly claims size their Monte Carlo designs and
-        # case counts from the profile when they are built (theory_checks.runner.per_profile)
-        os.environ["TESTBED_PROFILE"] = args.profile
     from theory_checks.registry import CLAIM_DB, get_claim
     from theory_checks.runner import get_profile, run_claims
 
@@ -184,12 +179,8 @@ def _exit_status(summaries: list[dict]) -> int:
 
 
 def _cmd_calibrate(args: argparse.Namespace) -> int:
-    import os
 
     import torch
-
-    if args.profile:
-        os.environ["TESTBED_PROFILE"] = args.profile
     from tqdm import tqdm
 
     from theory_checks.calibration import calibrate, format_table

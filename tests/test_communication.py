@@ -27,20 +27,34 @@ def test_ledger_rounds_equal_the_papers_formula(name, formula):
 def test_every_registered_algorithm_has_a_formula():
     algorithms = [i for i in registry.ESTIMATOR_DB if i.role == "algorithm"]
     assert algorithms
-    missing = [i.name for i in algorithms if communication.paper_formula(i.build()) is None]
-    assert not missing, f"no paper formula for {missing}: add one to testbed_app/communication.py"
+    missing = [i.name for i in algorithms if i.build().rounds_formula() is None]
+    assert not missing, f"no paper formula for {missing}: give the class a rounds_formula()"
 
 
 def test_a_wrong_formula_is_reported_as_disagreeing(monkeypatch):
-    real = communication.paper_formula
+    from testbed.algorithms.fedmsa import FedMSA
 
-    def off_by_one(algorithm):
-        f = real(algorithm)
-        return dataclasses.replace(f, value=f.value + 1)
+    real = FedMSA.rounds_formula
 
-    monkeypatch.setattr(communication, "paper_formula", off_by_one)
+    def off_by_one(self):
+        f = real(self)
+        return dataclasses.replace(f, text=f.text + " + 1")
+
+    monkeypatch.setattr(FedMSA, "rounds_formula", off_by_one)
     row = communication.measure(registry.get_estimator("fedmsa"))
     assert row["agrees"] is False and row["formula_value"] == row["measured_rounds"][0] + 1
+
+
+def test_rounds_per_iteration_is_the_formula_evaluated():
+    for info in registry.ESTIMATOR_DB:
+        if info.role != "algorithm":
+            continue
+        algorithm = info.build()
+        formula = algorithm.rounds_formula()
+        if formula is None or formula.unit != "rounds":
+            continue
+        drawn = {"N'": formula.parameters.get("N", 0)}  # FedNest's budget under random N'
+        assert algorithm.rounds_per_iteration() == formula.value(**drawn), info.name
 
 
 def test_communication_table_resumes(tmp_path, monkeypatch):

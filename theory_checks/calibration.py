@@ -102,7 +102,7 @@ def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | 
         raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
     if seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {seeds}")
-    fingerprint = claim_fingerprint(claim)
+    fingerprint = claim_fingerprint(claim, profile)
     path = out_dir / "calibration" / f"{claim.id}.json" if out_dir else None
     records = _load(path, fingerprint, profile.name) if path else []
     done = {int(r["seed"]) for r in records}

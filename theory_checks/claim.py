@@ -19,6 +19,17 @@ from hypothesis import strategies as st
 from problems import ProblemConstants
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 
+
+class PerProfile(NamedTuple):
+    """A value that depends on the profile a claim runs on (``testbed check --profile``): the
+    runner resolves it with the profile it is given when the claim runs, never at import."""
+
+    fast: Any
+    thorough: Any
+
+    def resolve(self, profile_name: str) -> Any:
+        return self.fast if profile_name == "fast" else self.thorough
+
 ClaimKind = Literal[
     "exact_identity",
     "bias_bound",
@@ -212,7 +223,7 @@ class Claim:
     corrects: str | None = None
     expected: Literal["holds", "fails"] = "holds"
     notes: str = ""
-    max_examples: int | None = None
+    max_examples: int | PerProfile | None = None
     examples: tuple[Callable[[], Case], ...] = ()
     shrink: bool = True
     decision: Decision = "deterministic"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +36,7 @@ from theory_checks.claim import (
     known_case,
 )
 from theory_checks.perturbations import fedmsa as perturbed
-from theory_checks.runner import per_profile
+from theory_checks.runner import fast_profile, per_profile
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why 0.1 on an exponent: the fitted exponents come from 4-6 grid points of a deterministic
@@ -494,15 +493,11 @@ def _rate_setup(problem: Any, K: int) -> tuple[float, float, float, float]:
     return alpha, beta, tau, _radius(problem, alpha, beta)
 
 
-def _fast() -> bool:
-    return os.environ.get("TESTBED_PROFILE", "fast") == "fast"
-
-
 def _round_budget() -> int:
     # Why: one FedMSA round with K local steps costs (1 + K) batched map evaluations of ~5 ms
     # each (six autodiff passes through Oracles); the fast profile must keep a claim's 8 cases
     # near 5 s, the thorough one may spend a minute.
-    return 100 if _fast() else 2000
+    return 100 if fast_profile() else 2000
 
 
 # Why R in (4, 8, 16, 32) horizons: the values are exact expectations, and past 4 horizons
@@ -595,7 +590,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
 def _rate_families(tau_zero: bool = False) -> st.SearchStrategy[Any]:
     """Why smaller instances on the fast profile: the number of rounds needed grows with kappa
     and the dimension; kappa <= 2 and dimensions <= 2 keep a case near half a second."""
-    if _fast():
+    if fast_profile():
         return _families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2,
                          max_clients=3)
     return _families(tau_zero=tau_zero, max_dim=3, kappa=(1.0, 10.0), max_levels=3)
@@ -606,7 +601,7 @@ def _rate_cases(tau_zero: bool = False, with_K: bool = True
     def make() -> st.SearchStrategy[Case]:
         params: dict[str, st.SearchStrategy[Any]] = {"momentum": _MOMENTA}
         if with_K:
-            params["local_steps"] = st.integers(1, 2 if _fast() else 4)
+            params["local_steps"] = st.integers(1, 2 if fast_profile() else 4)
         return _cases(_rate_families(tau_zero), **params)()
 
     return make

@@ -42,6 +42,8 @@ from problems import (
     strategies,
 )
 from testbed.algorithms.base import run_algorithm
+from testbed.algorithms.fednest import FedNest
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks import _stats
@@ -845,11 +847,22 @@ def _rounds_run(case: Case, make: Callable[..., Any], truncation: str) -> tuple[
     return algorithm, records
 
 
-def _table2_formula(inner: int, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
+def _table2(inner: str, outer: str, T: int = 1, N: int = 1,
+            truncation: str = "deterministic") -> RoundsFormula:
+    """Table 2's count of the variant (``inner_method``, ``outer_method``) at ``T`` and ``N``:
+    FedNest's ``rounds_formula()``, the formula's one home."""
+    return FedNest(inner_steps=T, neumann_terms=N, inner_method=inner,  # type: ignore[arg-type]
+                   outer_method=outer, truncation=truncation).rounds_formula()  # type: ignore
+
+
+def _table2_formula(inner: str, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
                                                         float]:
+    """The claim's bound: Table 2's count at the case's ``T`` and ``N``."""
     def bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
-        T, N = params["inner_steps"], params["neumann_terms"]
-        return inner * T + {"svrg": N + 3, "local": 1, "minimax": 2}[outer]
+        value = _table2(inner, outer, int(params["inner_steps"]),
+                        int(params["neumann_terms"])).value()
+        assert value is not None
+        return float(value)
 
     return bound
 
@@ -885,13 +898,17 @@ def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     """Corrected: ``2T + N' + 3 <= 2T + N + 2`` with the drawn ``N'`` of each iteration."""
     _, records = _rounds_run(case, make, "random")
     T, N = case.params["inner_steps"], case.params["neumann_terms"]
+    formula = _table2("svrg", "svrg", T, N, truncation="random")  # 2T + N' + 3
+    ceiling = formula.value(**{"N'": N - 1})  # Alg. 3 draws N' <= N - 1: 2T + N + 2
+    assert ceiling is not None
     ok, measured = True, []
     for k in range(1, len(records)):
         rounds = records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
         n_prime = records[k].state.truncation_index
-        ok = ok and rounds == records[k].state.rounds == 2 * T + n_prime + 3 <= 2 * T + N + 2
+        ok = ok and rounds == records[k].state.rounds == formula.value(
+            **{"N'": n_prime}) and rounds <= ceiling
         measured.append(rounds)
-    return Measurement(float(max(measured)), float(2 * T + N + 2), ok,
+    return Measurement(float(max(measured)), float(ceiling), ok,
                        "== 2T + N' + 3 and <= 2T + N + 2")
 
 
@@ -993,8 +1010,9 @@ _ROUNDS_DETERMINISTIC = known_case(
 # =============================================================================== the claims
 
 
-def _rounds_claim(name: str, inner: int, outer: str, formula: str) -> Claim:
+def _rounds_claim(name: str, inner: str, outer: str) -> Claim:
     kind = "minimax" if outer == "minimax" else "bilevel"
+    formula = _table2(inner, outer).text
     return Claim(
         id=f"fednest.rounds.{name.replace('-', '_')}",
         paper=PAPER,
@@ -1273,11 +1291,11 @@ CLAIMS: tuple[Claim, ...] = (
         perturbation=perturb.IHGP_SCALE_OFF_BY_ONE,
         corrects="fednest.compositional.paper_indirect_form",
     ),
-    _rounds_claim("fednest", 2, "svrg", "2T + N + 3"),
-    _rounds_claim("lfednest", 1, "local", "T + 1"),
-    _rounds_claim("fednest-sgd", 1, "svrg", "T + N + 3"),
-    _rounds_claim("lfednest-svrg", 2, "local", "2T + 1"),
-    _rounds_claim("fednest-minimax", 2, "minimax", "2T + 2"),
+    _rounds_claim("fednest", "svrg", "svrg"),
+    _rounds_claim("lfednest", "sgd", "local"),
+    _rounds_claim("fednest-sgd", "sgd", "svrg"),
+    _rounds_claim("lfednest-svrg", "svrg", "local"),
+    _rounds_claim("fednest-minimax", "svrg", "minimax"),
     Claim(
         id="fednest.rounds.paper_count_random",
         paper=PAPER,
@@ -1289,7 +1307,7 @@ CLAIMS: tuple[Claim, ...] = (
         strategy=_round_cases("bilevel"),
         check=check_rounds_paper_random,
         positive_control=_ROUNDS_DETERMINISTIC,
-        bound=_table2_formula(2, "svrg"),
+        bound=_table2_formula("svrg", "svrg"),
         expected="fails",
     ),
     Claim(

@@ -19,6 +19,8 @@ nothing lost. Layout under the results directory (``results/`` by default):
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import csv
 import dataclasses
 import hashlib
@@ -28,7 +30,7 @@ import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -39,7 +41,7 @@ from hypothesis.errors import Unsatisfiable
 from results_format import atomic_write, json_default
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
 
 SERIES_COLUMNS = (
@@ -66,6 +68,8 @@ PROFILES = {
 
 
 def get_profile(name: str | None = None) -> Profile:
+    """The profile called ``name``; without a name, ``$TESTBED_PROFILE`` (default ``fast``): the
+    default of a command line or a test run, read when asked, never at import."""
     name = name or os.environ.get("TESTBED_PROFILE", "fast")
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose from {sorted(PROFILES)}")
@@ -75,16 +79,43 @@ def get_profile(name: str | None = None) -> Profile:
 _T = TypeVar("_T")
 
 
+# The profile of the claim being run: set by run_claim / run_claims from their ``profile``
+# argument for the duration of the run (a context variable, so nested and concurrent runs each
+# see their own); None outside a run.
+_RUNNING: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("profile", default=None)
+
+
+@contextlib.contextmanager
+def running_on(profile: Profile) -> Iterator[Profile]:
+    """Run the enclosed claim code on ``profile`` (what :func:`active_profile` returns)."""
+    token = _RUNNING.set(profile)
+    try:
+        yield profile
+    finally:
+        _RUNNING.reset(token)
+
+
+def active_profile() -> Profile:
+    """The profile of the claim being run (:func:`running_on`); outside a run, the default of
+    :func:`get_profile`."""
+    return _RUNNING.get() or get_profile()
+
+
 def fast_profile() -> bool:
-    """Whether claims are being built for the fast profile (``TESTBED_PROFILE``, which
-    ``testbed check --profile`` sets before it imports the claims): costly Monte Carlo claims
-    read it to size their designs."""
-    return get_profile().name == "fast"
+    """Whether the running claim runs on the fast profile: costly Monte Carlo claims read it,
+    when their cases are drawn, to size their designs."""
+    return active_profile().name == "fast"
 
 
-def per_profile(fast: _T, thorough: _T) -> _T:
-    """``fast`` on the fast profile, ``thorough`` otherwise (read when the claims are built)."""
-    return fast if fast_profile() else thorough
+def per_profile(fast: _T, thorough: _T) -> PerProfile:
+    """A claim field that depends on the profile, resolved when the claim runs."""
+    return PerProfile(fast, thorough)
+
+
+def claim_max_examples(claim: Claim, profile: Profile) -> int | None:
+    """The claim's cap on drawn cases on ``profile`` (``None``: the profile's own)."""
+    value = claim.max_examples
+    return value.resolve(profile.name) if isinstance(value, PerProfile) else value
 
 
 @dataclasses.dataclass
@@ -159,7 +190,7 @@ def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
 
 def planned_cases(claim: Claim, profile: Profile) -> int:
     """Cases a run may measure: drawn ones (profile- and claim-capped) plus the known ones."""
-    drawn = min(profile.max_examples, claim.max_examples or profile.max_examples)
+    drawn = min(profile.max_examples, claim_max_examples(claim, profile) or profile.max_examples)
     return drawn + len(claim.examples)
 
 
@@ -233,6 +264,17 @@ def run_claim(
     claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
     estimator: str | None = None, calibration_seed: int = 0,
 ) -> ClaimResult:
+    """Check ``claim`` on drawn cases and give its verdict (:func:`_check_claim`), with
+    ``profile`` the running profile (:func:`running_on`) while its cases are drawn and
+    measured."""
+    with running_on(profile):
+        return _check_claim(claim, profile, make, estimator, calibration_seed)
+
+
+def _check_claim(
+    claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
+    estimator: str | None = None, calibration_seed: int = 0,
+) -> ClaimResult:
     """Check ``claim`` on drawn cases and give its verdict.
 
     Deterministic claims: the first failing case is shrunk to a minimal one (when the claim
@@ -264,7 +306,7 @@ def run_claim(
     # derandomize, which hashes the test function's source and so changes with any edit here).
     @seed(claim_seed(claim.id))
     @settings(
-        max_examples=min(profile.max_examples, claim.max_examples or profile.max_examples),
+        max_examples=planned_cases(claim, profile) - len(claim.examples),
         derandomize=False, database=None, deadline=None,
         phases=(Phase.explicit, Phase.generate,
                 *((Phase.shrink,) if claim.shrink and not claim.statistical else ())),
@@ -399,11 +441,13 @@ def package_versions() -> dict[str, str]:
             "sympy": sympy.__version__, "hypothesis": hypothesis.__version__}
 
 
-def claim_fingerprint(claim: Claim) -> str:
-    """Changes when the claim's definition changes, so stale results are not reused."""
+def claim_fingerprint(claim: Claim, profile: Profile) -> str:
+    """Changes when the claim's definition on ``profile`` changes, so stale results are not
+    reused."""
     text = "|".join([claim.id, claim.reference, claim.kind, claim.statement,
                      ",".join(claim.estimators), claim.check.__qualname__,
-                     str(claim.max_examples), claim.decision, repr(claim.false_fail_rate),
+                     str(claim_max_examples(claim, profile)), claim.decision,
+                     repr(claim.false_fail_rate),
                      claim.perturbation.name if claim.perturbation else "",
                      "control" if claim.positive_control else ""])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -479,7 +523,7 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
         "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
         "case_false_fail_rate": result.case_rate,
         "calibration_seed": result.calibration_seed,
-        "profile": profile.name, "fingerprint": claim_fingerprint(claim),
+        "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
         "n_cases": len(result.cases), "n_undecided": len(result.undecided),
         "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
         "seconds": result.seconds,
@@ -514,7 +558,7 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
     if not isinstance(data, dict) or not {"verdict", "as_expected"} <= set(data):
         return False
     return data.get("profile") == profile.name and data.get("fingerprint") == \
-        claim_fingerprint(claim)
+        claim_fingerprint(claim, profile)
 
 
 def write_metadata(out_dir: Path, profile: Profile) -> None:
@@ -536,6 +580,13 @@ def run_claims(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Run every claim (skipping finished ones when ``resume``), write results, return summaries."""
+    with running_on(profile):
+        return _run_claims(claims, out_dir, profile, resume, progress)
+
+
+def _run_claims(
+    claims: Iterable[Claim], out_dir: Path, profile: Profile, resume: bool, progress: bool,
+) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
     runs = claim_runs(claims)

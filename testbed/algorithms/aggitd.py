@@ -30,6 +30,7 @@ import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.aggitd import LOWER_SOLVERS, AggITD, check_local_steps
 from testbed.estimators.base import InnerState
 from testbed.estimators.solvers import check_positive_int, check_step
@@ -114,9 +115,16 @@ class FBOAggITD(OuterAlgorithm):
         x, y = problem.initial_point()
         return AggITDState(x, y, None)
 
-    def rounds_per_iteration(self) -> int:
+    def rounds_formula(self) -> RoundsFormula:
         """``2N + 3`` (Table 1) for FedSVRG, ``N + 3`` for the SGD-type lower level."""
-        return self.estimator.rounds_per_call() + 1
+        svrg = self.lower_solver == "svrg"
+        return RoundsFormula("2N + 3" if svrg else "N + 3", {"N": self.inner_steps},
+                             "AggITD (Xiao & Ji 2023), Table 1" + ("" if svrg else "; Fig. 4 SGD"))
+
+    def rounds_per_iteration(self) -> int:
+        value = self.rounds_formula().value()
+        assert value is not None  # N is a parameter, nothing is drawn
+        return value
 
     def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from problems import Problem
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
 from testbed.estimators.base import Estimate, Estimator
 from testbed.estimators.solvers import check_positive_int
@@ -98,9 +99,19 @@ class OuterAlgorithm(abc.ABC):
     def step(self, ctx: FederatedContext, state: Any) -> Any:
         """One outer iteration; returns the new state."""
 
-    def rounds_per_iteration(self) -> int | None:
-        """The paper's communication rounds per outer iteration, when it states a formula."""
+    def rounds_formula(self) -> RoundsFormula | None:
+        """The paper's communication per outer iteration (:mod:`testbed.algorithms.rounds`),
+        when it states one; the single home of that formula."""
         return None
+
+    def rounds_per_iteration(self) -> int | None:
+        """The paper's server rounds per outer iteration: :meth:`rounds_formula` evaluated at
+        this configuration (``None`` without a formula, for gossip steps, or when a symbol is
+        drawn per iteration; an algorithm with a drawn symbol says which budget it reports)."""
+        formula = self.rounds_formula()
+        if formula is None or formula.unit != "rounds":
+            return None
+        return formula.value()
 
     def check_problem(self, problem: Problem) -> None:
         if problem.kind not in self.supports:

@@ -71,6 +71,7 @@ from testbed.algorithms.fedmsa_maps import (
     draw_batches,
     repeat_batch,
 )
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.solvers import check_positive_int
 from testbed.federation.context import FederatedContext
 
@@ -167,12 +168,13 @@ class FedMSA(OuterAlgorithm):
     def supports(self) -> frozenset[str]:  # type: ignore[override]
         return self.maps.kinds
 
-    def rounds_per_iteration(self) -> int | None:
-        """2 (Sec. 3); ``None`` for the "exact" compositional semantics, whose count ``2 + N``
-        depends on the problem (:meth:`rounds_per_round`)."""
+    def rounds_formula(self) -> RoundsFormula | None:
+        """2 (Sec. 3: one local round and one aggregation); ``None`` for the "exact"
+        compositional semantics, whose count ``2 + N`` depends on the problem
+        (:meth:`rounds_per_round`)."""
         if isinstance(self.maps, CompositionalMaps) and self.maps.semantics == "exact":
             return None
-        return 2
+        return RoundsFormula("2", {}, "FedMSA (Tarzanagh et al. 2023), Sec. 3")
 
     def rounds_per_round(self, problem: Problem) -> int:
         """Ledger rounds of one FedMSA round on ``problem``: ``1 + global_rounds``."""

@@ -19,6 +19,7 @@ import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.fednest import (
     IHGPResult,
     LocalSteps,
@@ -155,12 +156,28 @@ class FedNest(OuterAlgorithm):
         x, y = problem.initial_point()
         return FedNestState(x, y, None, self.resolve_steps(problem))
 
+    def rounds_formula(self) -> RoundsFormula:
+        """Table 2: ``2T + N + 3``, ``T + 1``, ``T + N + 3``, ``2T + 1``; minimax ``2T + 2``
+        (Sec. 2.5). With random truncation FedIHGP's count is drawn: ``2T + N' + 3``."""
+        inner = "2T" if self.inner_method == "svrg" else "T"
+        random = self.truncation == "random"
+        outer = {"svrg": "N' + 3" if random else "N + 3", "local": "1",
+                 "minimax": "2"}[self.outer_method]
+        text = f"{inner} + {outer}"
+        parameters = {"T": self.inner_steps}
+        if self.outer_method == "svrg":
+            parameters["N"] = self.neumann_terms
+        note = (f"N' drawn per iteration (Alg. 3); the paper's {text.replace(chr(39), '')} "
+                "is an upper bound" if "N'" in text else "")
+        return RoundsFormula(text, parameters,
+                             "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.5", note=note)
+
     def rounds_per_iteration(self) -> int:
-        """Table 2: ``2T + N + 3``, ``T + 1``, ``T + N + 3``, ``2T + 1``; minimax ``2T + 2``."""
-        T, N = self.inner_steps, self.neumann_terms
-        inner = 2 * T if self.inner_method == "svrg" else T
-        outer = {"svrg": N + 3, "local": 1, "minimax": 2}[self.outer_method]
-        return inner + outer
+        """:meth:`rounds_formula` at this configuration; with random truncation the paper's
+        budget, the formula at ``N' = N`` (the measured count is ``state.rounds``)."""
+        value = self.rounds_formula().value(**{"N'": self.neumann_terms})
+        assert value is not None
+        return value
 
     # ----------------------------------------------------------------------- pieces
     def inner_update(

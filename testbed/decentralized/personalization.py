@@ -20,6 +20,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 
 from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.rounds import RoundsFormula
 from testbed.decentralized.hgp import HGPState, HyperGradientPush, hypergradient_from_blocks
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.federation.context import FederatedContext
@@ -46,6 +47,16 @@ class HGPPersonalization(OuterAlgorithm):
     outer_step_size: float | None = None
     estimator: HyperGradientPush = dataclasses.field(default_factory=lambda: HyperGradientPush(
         neumann_terms=20, pushsum_steps=5, inner=StochasticGradientPush(60)))
+
+    def rounds_formula(self) -> RoundsFormula:
+        """``M S + T`` gossip steps per outer iteration: M Neumann terms of S Push-Sum steps
+        each, plus the T SGP steps of the inner solve (HGP Alg. 2); no server rounds."""
+        est = self.estimator
+        return RoundsFormula("M S + T", {"M": est.neumann_terms, "S": est.pushsum_steps,
+                                         "T": int(getattr(est.inner, "steps", 0))},
+                             "HGP (Terashita & Hara), Alg. 2 with SGP inner solve",
+                             unit="gossip steps",
+                             note="gossip steps over the graph, not server rounds")
 
     def init(self, problem: Any) -> PersonalizationState:
         self.check_problem(problem)

@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITD
 from testbed.info import ALL_KINDS, EstimatorInfo
 
-_ESTIMATOR_DEFAULTS: dict[str, Any] = {
-    "inner_steps": 10, "local_steps": 1, "inner_step_size": None, "neumann_step_size": None,
-    "lower_solver": "svrg", "index": None, "expectation": False, "participation": None,
-    "batch_size": None,
-}
-_ALGORITHM_DEFAULTS: dict[str, Any] = {
-    "inner_steps": 10, "local_steps": 1, "inner_step_size": None, "outer_step_size": None,
-    "neumann_step_size": None, "expectation": False, "participation": None, "batch_size": None,
-}
+# Defaults are the classes' dataclass fields; a variant fixes what its make sets.
+_PRINTED = ("as_printed",)
+_LOWER = ("lower_solver",)
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
@@ -26,7 +18,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference="Xiao & Ji 2023, Alg. 1 (closed form eq. 5, mean over Q eq. 11)",
         supports=ALL_KINDS,
         make=lambda **kw: AggITD(**kw),
-        defaults=dict(_ESTIMATOR_DEFAULTS),
+        fixed=_PRINTED,
         claims=(
             "aggitd.alg1.per_index_identity",
             "aggitd.errata.prop1_alpha3_eq45",
@@ -47,7 +39,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference="Xiao & Ji 2023, Alg. 1 as printed (line 6 without lambda, line 15 z^{N-1})",
         supports=ALL_KINDS,
         make=lambda **kw: AggITD(as_printed=True, **kw),
-        defaults=dict(_ESTIMATOR_DEFAULTS),
+        fixed=_PRINTED,
         claims=("aggitd.alg1.as_printed",),
     ),
     EstimatorInfo(
@@ -58,7 +50,7 @@ ENTRIES: list[EstimatorInfo] = [
                   "(One-Round-Upper); Table 1, Thm 1, Cor. 1",
         supports=ALL_KINDS,
         make=lambda **kw: FBOAggITD(lower_solver="svrg", **kw),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_LOWER,
         claims=(
             "aggitd.comm.rounds_per_iteration",
             "comparison.aggitd_fewer_rounds_than_fednest",
@@ -80,7 +72,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference="Xiao & Ji 2023, Fig. 4 (FBO-AggITD_SGD: FedAvg lower level, notes 2.3)",
         supports=ALL_KINDS,
         make=lambda **kw: FBOAggITD(lower_solver="sgd", **kw),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_LOWER,
         claims=("aggitd.comm.sgd_rounds_per_iteration",),
         role="algorithm",
     ),

@@ -15,11 +15,8 @@ from testbed.info import ALL_KINDS, EstimatorInfo
 
 _REFERENCE = "Tarzanagh et al. 2022 (FedNest), "
 
-_ALGORITHM_DEFAULTS: dict[str, Any] = {
-    "inner_steps": 5, "neumann_terms": 10, "local_steps": 5, "inner_step_size": None,
-    "outer_step_size": None, "neumann_step_size": None, "truncation": "random",
-    "scale_by_steps": True, "participation": None, "batch_size": None,
-}
+# The variants fix the two methods; every other default is FedNest's dataclass field.
+_METHODS = ("inner_method", "outer_method")
 
 
 def _variant(inner_method: str, outer_method: str) -> Any:
@@ -39,9 +36,6 @@ ENTRIES: list[EstimatorInfo] = [
                                "(Alg. 4) warm-started from the state",
         supports=ALL_KINDS,
         make=lambda **kw: FedIHGP(**kw),
-        defaults={"inner_steps": 5, "local_steps": 5, "inner_step_size": None,
-                  "neumann_terms": 20, "neumann_step_size": None, "truncation": "random",
-                  "scale_by_steps": True, "participation": None, "batch_size": None},
         claims=(
             "fednest.lemma22.averaged_bias",
             "fednest.lemma22.inverse_hessian_bound",
@@ -65,7 +59,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference=_REFERENCE + "Alg. 1 with FedInn (Alg. 4), FedIHGP (Alg. 3), FedOut (Alg. 2)",
         supports=ALL_KINDS,
         make=_variant("svrg", "svrg"),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_METHODS,
         claims=(
             "comparison.aggitd_fewer_rounds_than_fednest",
             "comparison.fedmsa_tenfold_fewer_rounds",
@@ -91,7 +85,7 @@ ENTRIES: list[EstimatorInfo] = [
                                "indirect term; Sec. 4.3 (Fig. 4)",
         supports=frozenset({"minimax"}),
         make=_variant("svrg", "minimax"),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_METHODS,
         claims=(
             "fednest.minimax.averaged_indirect_zero",
             "fednest.minimax.per_client_indirect_zero",
@@ -108,7 +102,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference=_REFERENCE + "Table 2 (appendix; notes 2.7): LFedInn (FedAvg on y) + FedOut",
         supports=ALL_KINDS,
         make=_variant("sgd", "svrg"),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_METHODS,
         claims=("fednest.fedavg.biased_fixed_point", "fednest.rounds.fednest_sgd"),
         role="algorithm",
     ),
@@ -120,7 +114,7 @@ ENTRIES: list[EstimatorInfo] = [
                                "Neumann; Algs. 5-6 reconstructed, notes 2.7)",
         supports=ALL_KINDS,
         make=_variant("sgd", "local"),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_METHODS,
         claims=("fednest.rounds.lfednest", "fednest.lfednest.heterogeneity_bias",
                 "comparison.lfednest_fewer_rounds_homogeneous"),
         role="algorithm",
@@ -132,7 +126,7 @@ ENTRIES: list[EstimatorInfo] = [
         reference=_REFERENCE + "Table 2 (appendix; notes 2.7): FedInn + LFedOut",
         supports=ALL_KINDS,
         make=_variant("svrg", "local"),
-        defaults=dict(_ALGORITHM_DEFAULTS),
+        fixed=_METHODS,
         claims=("fednest.rounds.lfednest_svrg",),
         role="algorithm",
     ),

@@ -18,6 +18,7 @@ from problems._base import (
     rmatvec,
 )
 from problems.compositional import LinearCompositional
+from problems.family import ProblemFamily
 from problems.minimax import QuadraticMinimax
 from problems.quadratic_bilevel import QuadraticBilevel
 from problems.registry import PROBLEM_DB, ProblemInfo, register
@@ -62,6 +63,7 @@ register(ProblemInfo(
 
 __all__ = [
     "PROBLEM_KINDS",
+    "ProblemFamily",
     "Batch",
     "ClosedFormOracles",
     "all_clients",

@@ -40,6 +40,7 @@ from problems._base import (
     draw_indices,
     rows,
 )
+from problems.family import ProblemFamily
 from problems.per_client import take_blocks
 
 HyperMode = Literal["decay", "weights"]
@@ -62,7 +63,7 @@ def _ell(z: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.softplus(s) - z * s
 
 
-class PerClientLogistic:
+class PerClientLogistic(ProblemFamily):
     """Per-client logistic regression; see the module docstring.
 
     Args:
@@ -70,6 +71,13 @@ class PerClientLogistic:
         val_features: ``(n, N_val, d)``; val_labels: ``(n, N_val)``;
         mu: ridge > 0; hyper: ``"decay"`` or ``"weights"``.
     """
+
+    ID_TEMPLATES = {
+        "PerClientLogistic.random": (
+            "perclient.logistic.{hyper}.n{n_clients}.d{dim}.N{n_train}"
+            ".mu{mu:g}.seed{seed}"),
+    }
+    INLINE_ID = "perclient.logistic.{hyper}.n{n_clients}.d{dim_y}.inline"
 
     kind: ProblemKind = "bilevel"
 
@@ -135,24 +143,10 @@ class PerClientLogistic:
         return cls(a, z, a_val, z_val, mu=mu, hyper=hyper, name=label, spec=spec)
 
     # ------------------------------------------------------------------ identity
-    @property
-    def id(self) -> str:
-        s = self._spec
-        if s.get("family") == "PerClientLogistic.random":
-            return (f"perclient.logistic.{s['hyper']}.n{s['n_clients']}.d{s['dim']}"
-                    f".N{s['n_train']}.mu{s['mu']:g}.seed{s['seed']}")
-        return f"perclient.logistic.{self.hyper}.n{self.n_clients}.d{self.dim_y}.inline"
-
-    def spec(self) -> dict[str, Any]:
-        return dict(self._spec)
-
     def to_arrays(self) -> dict[str, np.ndarray]:
         return {"features": self.a.numpy().copy(), "labels": self.z.numpy().copy(),
                 "val_features": self.a_val.numpy().copy(),
                 "val_labels": self.z_val.numpy().copy()}
-
-    def __repr__(self) -> str:
-        return f"PerClientLogistic(id={self.id!r})"
 
     # ------------------------------------------------------------------ oracle interface
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

@@ -75,12 +75,14 @@ from problems._base import (
     rows,
     symmetric_operator,
 )
+from problems.family import ProblemFamily
+from problems.minimax_synthetic import fednest_synthetic_arrays
 
 _ARRAY_NAMES = ("P", "b", "A", "Lam", "e")
 _SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
 
 
-class QuadraticMinimax:
+class QuadraticMinimax(ProblemFamily):
     """Federated SC-SC quadratic minimax problem; see the module docstring for the
     formulas.
 
@@ -100,6 +102,19 @@ class QuadraticMinimax:
             that is not strongly convex (``A_bar^T P_bar^{-1} A_bar + Lam_bar`` not
             positive definite).
     """
+
+    ID_TEMPLATES = {
+        "QuadraticMinimax.random": (
+            "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}"
+            ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
+            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}"),
+        "QuadraticMinimax.fednest_synthetic": (
+            "fednest.minimax.m{n_clients}.d{dim}.s{s:g}.lam{lam:g}"
+            ".seed{seed}"),
+    }
+    INLINE_ID = "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
+    ARRAY_NAMES = _ARRAY_NAMES
+    SAMPLE_NAMES = _SAMPLE_NAMES
 
     kind: ProblemKind = "minimax"
 
@@ -346,67 +361,10 @@ class QuadraticMinimax:
 
         Draw order from ``np.random.default_rng(seed)``: all ``t_i``, then all ``b_i'``.
         """
-        label = "QuadraticMinimax.fednest_synthetic"
-        check_clients(label, n_clients)
-        check_nonnegative(label, "s", s)
-        if dim < 1:
-            raise ProblemError(f"{label}: dim must be >= 1, got {dim}")
-        if not math.isfinite(lam) or lam <= 0.0:
-            raise ProblemError(f"{label}: lam must be a positive number, got {lam}")
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
-        t = rng.uniform(0.0, 0.1, size=n_clients)
-        b_raw = rng.normal(0.0, s, size=(n_clients, dim))
-        b = b_raw - b_raw.mean(axis=0, keepdims=True)
-        eye = np.eye(dim)
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim": dim,
-            "s": s,
-            "lam": lam,
-            "seed": seed,
-        }
-        ones = np.ones((n_clients, 1, 1))
-        return cls(
-            ones * eye,
-            b,
-            t[:, None, None] * eye,
-            ones * (lam * eye),
-            np.zeros((n_clients, dim)),
-            name=label,
-            spec=spec,
-        )
+        arrays, spec = fednest_synthetic_arrays(n_clients, dim, s, lam, seed)
+        return cls(*arrays, name=str(spec["family"]), spec=spec)
 
     # ---------------------------------------------------------------- identity
-    @property
-    def id(self) -> str:
-        s = self._spec
-        if s.get("family") == "QuadraticMinimax.random":
-            return (
-                f"quad.minimax.m{s['n_clients']}.dx{s['dim_x']}.dy{s['dim_y']}"
-                f".k{s['condition_number']:g}.hh{s['hessian_heterogeneity']:g}"
-                f".gh{s['gradient_heterogeneity']:g}.n{s['n_samples']}.seed{s['seed']}"
-            )
-        if s.get("family") == "QuadraticMinimax.fednest_synthetic":
-            return (
-                f"fednest.minimax.m{s['n_clients']}.d{s['dim']}.s{s['s']:g}"
-                f".lam{s['lam']:g}.seed{s['seed']}"
-            )
-        return f"quad.minimax.m{self.n_clients}.dx{self.dim_x}.dy{self.dim_y}.inline"
-
-    def spec(self) -> dict[str, Any]:
-        return dict(self._spec)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Every array that defines the problem, for saving a counterexample exactly."""
-        out = {k: getattr(self, k).numpy().copy() for k in _ARRAY_NAMES}
-        if self.n_samples:
-            out.update({k: getattr(self, k).numpy().copy() for k in _SAMPLE_NAMES})
-        return out
-
-    def __repr__(self) -> str:
-        return f"QuadraticMinimax(id={self.id!r})"
 
     # -------------------------------------------------------- oracle interface
     def _client_arrays(

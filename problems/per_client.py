@@ -58,6 +58,7 @@ from problems._base import (
     gather_mean,
     rows,
 )
+from problems.family import ProblemFamily
 
 _ARRAYS = ("A", "b", "C", "Q", "t", "P")
 
@@ -70,7 +71,7 @@ def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> t
 _SAMPLES = ("A_samples", "b_samples", "C_samples")
 
 
-class PerClientQuadratic:
+class PerClientQuadratic(ProblemFamily):
     """The per-client-hyperparameter quadratic family; formulas in the module docstring.
 
     Args:
@@ -83,6 +84,15 @@ class PerClientQuadratic:
         ProblemError: on mismatched shapes, NaN/inf, or a client or sample Hessian that is not
             positive definite.
     """
+
+    ID_TEMPLATES = {
+        "PerClientQuadratic.random": (
+            "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}"
+            ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
+            ".cs{cross_scale:g}.oc{outer_coupling:g}.N{n_samples}"
+            ".seed{seed}"),
+    }
+    INLINE_ID = "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}.inline"
 
     kind: ProblemKind = "bilevel"
 
@@ -222,28 +232,12 @@ class PerClientQuadratic:
         return cls(A, b, C, Q, t, P, rho, name=label, spec=spec, **samples)
 
     # ------------------------------------------------------------------ identity
-    @property
-    def id(self) -> str:
-        s = self._spec
-        if s.get("family") == "PerClientQuadratic.random":
-            return (f"perclient.quad.n{s['n_clients']}.dl{s['dim_hyper']}.dy{s['dim_y']}"
-                    f".k{s['condition_number']:g}.hh{s['hessian_heterogeneity']:g}"
-                    f".cs{s['cross_scale']:g}.oc{s['outer_coupling']:g}"
-                    f".N{s['n_samples']}.seed{s['seed']}")
-        return f"perclient.quad.n{self.n_clients}.dl{self.dim_hyper}.dy{self.dim_y}.inline"
-
-    def spec(self) -> dict[str, Any]:
-        return dict(self._spec)
-
     def to_arrays(self) -> dict[str, np.ndarray]:
         out = {k: getattr(self, k).numpy().copy() for k in _ARRAYS}
         out["rho"] = np.array(self.rho)
         if self.n_samples:
             out.update({k: getattr(self, k).numpy().copy() for k in _SAMPLES})
         return out
-
-    def __repr__(self) -> str:
-        return f"PerClientQuadratic(id={self.id!r})"
 
     # ------------------------------------------------------------------ oracle interface
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

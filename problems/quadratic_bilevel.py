@@ -64,12 +64,13 @@ from problems._base import (
     spectral_norms,
     symmetric_operator,
 )
+from problems.family import ProblemFamily
 
 _ARRAY_NAMES = ("A", "B", "b", "C", "D", "c", "E", "e")
 _SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
 
 
-class QuadraticBilevel:
+class QuadraticBilevel(ProblemFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
     Args:
@@ -93,6 +94,16 @@ class QuadraticBilevel:
         >>> p.exact_hypergradient(x).shape
         torch.Size([2])
     """
+
+    ID_TEMPLATES = {
+        "QuadraticBilevel.random": (
+            "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}"
+            ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
+            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}"),
+    }
+    INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
+    ARRAY_NAMES = _ARRAY_NAMES
+    SAMPLE_NAMES = _SAMPLE_NAMES
 
     kind: ProblemKind = "bilevel"
 
@@ -293,29 +304,6 @@ class QuadraticBilevel:
                    spec=spec, **{k: Owned(v) for k, v in samples.items()})
 
     # ------------------------------------------------------------------ identity
-    @property
-    def id(self) -> str:
-        s = self._spec
-        if s.get("family") == "QuadraticBilevel.random":
-            return (
-                f"quad.bilevel.m{s['n_clients']}.dx{s['dim_x']}.dy{s['dim_y']}"
-                f".k{s['condition_number']:g}.hh{s['hessian_heterogeneity']:g}"
-                f".gh{s['gradient_heterogeneity']:g}.n{s['n_samples']}.seed{s['seed']}"
-            )
-        return f"quad.bilevel.m{self.n_clients}.dx{self.dim_x}.dy{self.dim_y}.inline"
-
-    def spec(self) -> dict[str, Any]:
-        return dict(self._spec)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Every array that defines the problem, for saving a counterexample exactly."""
-        out = {k: getattr(self, k).numpy().copy() for k in _ARRAY_NAMES}
-        if self.n_samples:
-            out.update({k: getattr(self, k).numpy().copy() for k in _SAMPLE_NAMES})
-        return out
-
-    def __repr__(self) -> str:
-        return f"QuadraticBilevel(id={self.id!r})"
 
     # ------------------------------------------------------------------ oracle interface
     def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:

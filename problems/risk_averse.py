@@ -45,7 +45,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import scipy.optimize
@@ -61,9 +60,10 @@ from problems._base import (
     draw_indices,
     rows,
 )
+from problems.family import ProblemFamily
 
 
-class RiskAverse:
+class RiskAverse(ProblemFamily):
     """FedMSA's risk-averse MCO instance (``N = 2`` levels); see the module docstring.
 
     Attributes:
@@ -72,6 +72,13 @@ class RiskAverse:
         lam, delta: risk weight and smoothing constant.
         dims: ``(d, d + 1, 2)``, the input dimensions of ``f_0, f_1, f_2``.
     """
+
+    ID_TEMPLATES = {
+        "RiskAverse": (
+            "fedmsa.riskaverse.m{n_clients}.d{dim}.n{n_examples}"
+            ".lam{lam:g}.delta{delta:g}.seed{seed}"),
+    }
+    ARRAY_NAMES = ("a", "b", "x_true")
 
     kind: ProblemKind = "compositional"
     n_levels = 2
@@ -125,26 +132,6 @@ class RiskAverse:
         self._optimum: torch.Tensor | None = None
 
     # ---------------------------------------------------------------- identity
-    @property
-    def id(self) -> str:
-        s = self._spec
-        return (
-            f"fedmsa.riskaverse.m{s['n_clients']}.d{s['dim']}.n{s['n_examples']}"
-            f".lam{s['lam']:g}.delta{s['delta']:g}.seed{s['seed']}"
-        )
-
-    def spec(self) -> dict[str, Any]:
-        return dict(self._spec)
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        return {
-            "a": self.a.numpy().copy(),
-            "b": self.b.numpy().copy(),
-            "x_true": self.x_true.numpy().copy(),
-        }
-
-    def __repr__(self) -> str:
-        return f"RiskAverse(id={self.id!r})"
 
     # -------------------------------------------------------------- level maps
     def _data(

@@ -1,0 +1,259 @@
+"""The claims tables: each claim's worst case, its table cells and the verdict summary.
+
+:class:`ClaimSection` is what the report shows about one claim; the helpers here turn a claim's
+JSON into the text of its table row (worst case, cases, decision, power) and its fit rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from reports.results_reading import _bool, _float
+
+PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
+VERDICT_CLASSES = {
+    "holds": "verdict-holds",
+    "fails as stated": "verdict-fails",
+    "holds once corrected": "verdict-corrected",
+    "undecided": "verdict-undecided",
+    "not checked": "verdict-unknown",
+}
+
+
+@dataclasses.dataclass
+class ClaimSection:
+    """What the report shows about one claim."""
+
+    claim: dict[str, Any]
+    worst: str
+    figure: str | None = None
+    plotted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    counterexample: str | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return str(self.claim["id"])
+
+    @property
+    def anchor(self) -> str:
+        return "claim-" + re.sub(r"[^A-Za-z0-9_-]", "-", self.id)
+
+
+# --------------------------------------------------------------------------- worst case
+
+
+def _case_fit(case: dict[str, Any]) -> dict[str, Any] | None:
+    fit = case.get("fit")
+    return fit if isinstance(fit, dict) and "estimate" in fit else None
+
+
+def _ratio(case: dict[str, Any]) -> float:
+    """measured / bound for a "<=" relation (bound / measured for ">=")."""
+    measured, bound = _float(case.get("measured")), _float(case.get("bound"))
+    relation = str(case.get("relation", "<="))
+    if ">=" in relation and "<=" not in relation:
+        measured, bound = bound, measured
+    if math.isnan(measured) or math.isnan(bound):
+        return math.nan
+    if bound > 0:
+        return measured / bound
+    return math.inf if measured > 0 else 0.0
+
+
+def _within_slack(case: dict[str, Any]) -> bool:
+    """A passed bound case whose measured value is above its bound: it passed only by the
+    check's round-off slack (say a 1e-16 error against a bound of 0)."""
+    return (_case_fit(case) is None and _bool(case.get("passed")) is not False
+            and _ratio(case) > 1.0)
+
+
+def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
+    """Sort key, larger = worse: failed first, then the largest measured/bound ratio.
+
+    A fit is scored by ``|estimate - theory| / tolerance``. Passed cases within round-off
+    slack (see :func:`_within_slack`) rank below every case whose ratio says something about
+    the bound; they are the worst case only when no other case is left.
+    """
+    failed = _bool(case.get("passed")) is False
+    fit = _case_fit(case)
+    if fit is not None:
+        tol = _float(fit.get("tolerance"))
+        gap = abs(_float(fit.get("estimate")) - _float(fit.get("theory")))
+        score = gap / tol if tol > 0 else (math.inf if gap > 0 else 0.0)
+    else:
+        score = _ratio(case)
+    if math.isnan(score):
+        score = math.inf
+    meaningful = failed or not _within_slack(case)
+    return (failed, meaningful, score if math.isfinite(score) else 0.0)
+
+
+def worst_case(claim: dict[str, Any]) -> dict[str, Any] | None:
+    """The claim's worst case (see :func:`_severity`); ties go to the first listed."""
+    cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]
+    if not cases:
+        return None
+    worst = max(range(len(cases)), key=lambda i: (_severity(cases[i]), -i))
+    return cases[worst]
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    x = _float(value)
+    if math.isnan(x):
+        return "n/a"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:.{digits}g}"
+
+
+def worst_case_text(case: dict[str, Any] | None) -> str:
+    """The measured figure against the theory for one case, as one line of text."""
+    if case is None:
+        return "no cases"
+    fit = _case_fit(case)
+    if fit is not None:
+        return (f"fitted slope {_num(fit.get('estimate'), 4)} "
+                f"[{_num(fit.get('ci_low'), 4)}, {_num(fit.get('ci_high'), 4)}] "
+                f"vs theory {_num(fit.get('theory'), 4)}")
+    measured, bound = _float(case.get("measured")), _float(case.get("bound"))
+    text = f"{_num(measured)} vs bound {_num(bound)} ({case.get('relation', '<=')})"
+    if bound > 0 and math.isfinite(measured):
+        text += f", ratio {_num(measured / bound)}"
+    if _within_slack(case):
+        text += "; passed within the check's round-off slack"
+    return text
+
+
+# --------------------------------------------------------------------------- table cells
+
+
+def _paper_key(paper: str) -> tuple[int, str]:
+    return (PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER), paper)
+
+
+def _by_paper(sections: Iterable[ClaimSection]) -> list[tuple[str, list[ClaimSection]]]:
+    groups: dict[str, list[ClaimSection]] = {}
+    for s in sections:
+        groups.setdefault(str(s.claim.get("paper") or "unknown paper"), []).append(s)
+    return [(p, groups[p]) for p in sorted(groups, key=_paper_key)]
+
+
+def _cases_text(claim: dict[str, Any]) -> str:
+    """Cases that held, were undecided, and where the verdict comes from a refutation."""
+    if claim.get("verdict") == "not checked":
+        return "not checked"
+    parts = [f"{int(_float(claim.get('n_cases', len(claim.get('cases') or []))))} held"]
+    undecided = int(_float(claim.get("n_undecided") or 0))
+    if undecided:
+        parts.append(f"{undecided} undecided")
+    if claim.get("counterexample"):
+        parts.append("refuted on the saved counterexample"
+                     + (" (confirmed on fresh seeds)" if claim.get("decision") == "statistical"
+                        else ""))
+    rejected = claim.get("n_rejected")
+    if rejected:
+        parts.append(f"{rejected} drawn cases not measurable")
+    return "; ".join(parts)
+
+
+def _expected_text(claim: dict[str, Any]) -> str:
+    flag = _bool(claim.get("as_expected"))
+    return "n/a" if flag is None else ("yes" if flag else "NO")
+
+
+def decision_text(claim: dict[str, Any]) -> str:
+    """How the verdict was decided: float64 tolerances, or intervals at a stated rate."""
+    if claim.get("decision") != "statistical":
+        return "deterministic (float64, round-off tolerances)"
+    rate, per_case = _float(claim.get("false_fail_rate")), _float(claim.get("case_false_fail_rate"))
+    text = f"statistical: false-failure rate {_num(rate, 2)} per claim"
+    if math.isfinite(per_case):
+        text += f" ({_num(per_case, 2)} per case, Bonferroni)"
+    unconfirmed = int(_float(claim.get("n_unconfirmed") or 0))
+    if unconfirmed:
+        text += f"; {unconfirmed} first-stage failure(s) not confirmed on fresh seeds"
+    return text
+
+
+def power_text(claim: dict[str, Any]) -> str:
+    """The check's power (a holds claim: its perturbation caught) or its positive control (a
+    claim that fails as stated: a case where the same check holds)."""
+    power, control = claim.get("power"), claim.get("positive_control")
+    parts = []
+    if isinstance(power, dict):
+        parts.append(f"{'caught' if _bool(power.get('caught')) else 'NOT caught'}: "
+                     f"{power.get('name', '?')}")
+    if isinstance(control, dict):
+        parts.append("positive control " + ("holds" if _bool(control.get("holds"))
+                                            else f"does NOT hold ({control.get('outcome')})"))
+    return "; ".join(parts) if parts else "—"
+
+
+def _header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    profile = meta.get("profile")
+    if isinstance(profile, dict):
+        extra = ", ".join(f"{k}={v}" for k, v in profile.items() if k != "name")
+        profile_text = f"{profile.get('name', '?')}" + (f" ({extra})" if extra else "")
+    else:
+        profile_text = str(profile) if profile else "unknown"
+    versions = meta.get("versions")
+    versions_text = (", ".join(f"{k} {v}" for k, v in versions.items())
+                     if isinstance(versions, dict) else "unknown")
+    fields = [("Git commit", str(meta.get("git_commit", "unknown"))),
+              ("Profile", profile_text),
+              ("Package versions", versions_text),
+              ("Results written", str(meta.get("written", "unknown")))]
+    if meta.get("hypothesis"):
+        fields.append(("Hypothesis", str(meta["hypothesis"])))
+    return fields
+
+
+def verdict_counts(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Claims per verdict (undecided and not checked counted apart from holds)."""
+    counts = {v: 0 for v in VERDICT_CLASSES}
+    for c in claims:
+        verdict = str(c.get("verdict"))
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return counts
+
+
+def _summary(sections: Sequence[ClaimSection]) -> str:
+    claims = [s.claim for s in sections]
+    counts = verdict_counts(claims)
+    unexpected = sum(1 for c in claims if _bool(c.get("as_expected")) is False)
+    missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
+                 and _bool(c["power"].get("caught")) is False)
+    controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
+                   and _bool(c["positive_control"].get("holds")) is False)
+    parts = [f"{n} {v}" for v, n in counts.items() if n or v != "not checked"]
+    text = (f"{len(sections)} claims: " + ", ".join(parts)
+            + f"; {unexpected} verdict(s) differ from what the testbed expects")
+    if missed or controls:
+        text += f"; {missed} perturbation(s) not caught, {controls} positive control(s) failing"
+    return text + "."
+
+
+TABLE_HEAD = ("Claim", "Reference", "Kind", "Statement", "Verdict", "As expected",
+              "Worst case (measured vs theory)", "Cases", "Power / control", "Counterexample")
+FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval", "Theory", "Tolerance", "Agrees")
+
+
+def _fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for fit in claim.get("fits") or []:
+        if not isinstance(fit, dict):
+            continue
+        est, theory, tol = (_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
+        agrees = "yes" if abs(est - theory) <= tol else "NO"
+        level = _float(fit.get("confidence"))
+        interval = f"[{_num(fit.get('ci_low'), 4)}, {_num(fit.get('ci_high'), 4)}]"
+        if math.isfinite(level):
+            interval += f" ({level:.0%})"
+        rows.append((str(fit.get("problem_id", "?")), str(fit.get("quantity", "")),
+                     _num(est, 4), interval, _num(theory, 4), _num(tol, 3), agrees))
+    return rows

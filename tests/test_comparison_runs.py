@@ -9,6 +9,7 @@ import math
 import pytest
 
 from theory_checks import comparison_runs as runs
+from theory_checks import comparison_table as table
 
 
 def _run(key, rule, role, seed, values, per_iteration):
@@ -26,7 +27,7 @@ def test_summary_ratios_use_the_shared_target_and_the_cap():
             + _run("aggitd", "tuned", "baseline", 0, held, 18)       # R = 36
             + _run("aggitd", "tuned", "candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
             + _run("aggitd", "tuned", "baseline", 1, held, 18))
-    data = runs.summarise(rows, {})
+    data = table.summarise(rows, {})
     json.dumps(data, allow_nan=False)  # strict JSON
     (tuned,) = [c for c in data["comparisons"] if c["comparison"] == "aggitd"
                 and c["rule"] == "tuned"]
@@ -51,22 +52,22 @@ def test_table_runs_resume_and_rerun_when_a_definition_changes(tmp_path, monkeyp
     # why these settings: one cheap comparison (LFedNest, T = 1) on one seed and one tuning
     # problem exercises the files, not the numbers
     monkeypatch.setattr(runs, "TABLE", {"lfednest": runs.TABLE["lfednest"]})
-    monkeypatch.setattr(runs, "SEEDS", (0,))
-    monkeypatch.setattr(runs, "TUNING_SEEDS", (1000,))
-    summary = runs.run_all(tmp_path, progress=False)
+    monkeypatch.setattr(table, "SEEDS", (0,))
+    monkeypatch.setattr(table, "TUNING_SEEDS", (1000,))
+    summary = table.run_all(tmp_path, progress=False)
     data = json.loads(summary.read_text())
     assert {(c["comparison"], c["rule"]) for c in data["comparisons"]} == {
         ("lfednest", "tuned"), ("lfednest", "prescribed")}
     csv_text = (tmp_path / "comparison" / "rounds_to_error.csv").read_text()
-    assert csv_text.splitlines()[0].split(",") == list(runs.COLUMNS)
+    assert csv_text.splitlines()[0].split(",") == list(table.COLUMNS)
 
     def boom(*args, **kwargs):
         raise AssertionError("a finished run was rerun")
 
-    monkeypatch.setattr(runs, "table_run", boom)
-    monkeypatch.setattr(runs, "table_tuning", boom)
-    runs.run_all(tmp_path, progress=False)
+    monkeypatch.setattr(table, "table_run", boom)
+    monkeypatch.setattr(table, "table_tuning", boom)
+    table.run_all(tmp_path, progress=False)
     assert (tmp_path / "comparison" / "rounds_to_error.csv").read_text() == csv_text
     monkeypatch.setattr(runs, "ROUND_BUDGET", 400)  # a changed definition reruns
     with pytest.raises(AssertionError, match="rerun"):
-        runs.run_all(tmp_path, progress=False)
+        table.run_all(tmp_path, progress=False)

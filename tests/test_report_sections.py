@@ -12,7 +12,7 @@ import pytest
 
 from reports.build import build_report
 from results_format import BENCH_SCHEMA, REPLICATION_SCHEMA
-from theory_checks import comparison_runs
+from theory_checks import comparison_table
 
 REPLICATION = {
     "experiment": "aggitd-table2-iid-tau1", "paper": "AggITD", "table": "AggITD Table 2",
@@ -60,8 +60,8 @@ def _write_comparison(root: Path) -> None:
             + _rows("aggitd", "candidate", "fbo-aggitd", 0, [1.0, 0.05, 0.8, 0.7])
             + _rows("aggitd", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02]))
     folder = root / "comparison"
-    comparison_runs._write_csv(folder / "rounds_to_error.csv", rows)
-    summary = comparison_runs.summarise(comparison_runs._read_csv(
+    comparison_table._write_csv(folder / "rounds_to_error.csv", rows)
+    summary = comparison_table.summarise(comparison_table._read_csv(
         folder / "rounds_to_error.csv"))
     (folder / "rounds_to_error.json").write_text(json.dumps(summary))
 

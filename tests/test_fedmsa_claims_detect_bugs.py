@@ -16,7 +16,7 @@ import torch
 from problems import QuadraticBilevel, from_spec
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
-from theory_checks import fedmsa, fedmsa_rates
+from theory_checks import fedmsa, fedmsa_exact, fedmsa_rates
 from theory_checks.claim import Case
 from theory_checks.perturbations import fedmsa as perturbed
 from theory_checks.runner import Profile, run_claim, write_claim_result
@@ -58,9 +58,9 @@ def test_weight_decay_moves_the_fixed_point_by_the_decay():
           "participation": 1, "batch_size": None}
     good, bad = get_estimator("fedmsa").build(**kw), perturbed.weight_decay(**kw)
     x = torch.tensor([0.3, -0.7], dtype=torch.float64)
-    state = good.step(fedmsa_rates._ScriptedContext(problem, None, 0), good.state_at(problem, x))
-    new_good = good.step(fedmsa_rates._ScriptedContext(problem, None, 0), state)
-    new_bad = bad.step(fedmsa_rates._ScriptedContext(problem, None, 0), state)
+    state = good.step(fedmsa_exact._ScriptedContext(problem, None, 0), good.state_at(problem, x))
+    new_good = good.step(fedmsa_exact._ScriptedContext(problem, None, 0), state)
+    new_bad = bad.step(fedmsa_exact._ScriptedContext(problem, None, 0), state)
     torch.testing.assert_close(new_bad.h - new_good.h, bad.decay * state.x, rtol=1e-12,
                                atol=1e-14)
 

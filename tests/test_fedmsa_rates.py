@@ -21,18 +21,17 @@ from problems import QuadraticBilevel
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa import mean_maps
-from theory_checks.fedmsa_rates import (
+from theory_checks.fedmsa_exact import (
     _Branch,
     _Layout,
     _run_round,
     criterion_form,
     expected_criteria,
-    fixed_point,
     identify_round,
-    replicated,
     validate_round,
 )
+from theory_checks.fedmsa_reference import mean_maps
+from theory_checks.fedmsa_stochastic_rates import fixed_point, replicated
 
 
 def _small() -> tuple[QuadraticBilevel, _Layout]:
@@ -104,7 +103,7 @@ def test_criterion_form_is_the_criterion():
     G, g = criterion_form(p, layout)
     u = np.array([0.3, -1.1, 0.5])
     x, Z = torch.tensor(u[:1])[None], torch.tensor(u[1:])[None]
-    from theory_checks.fedmsa import criterion
+    from theory_checks.fedmsa_reference import criterion
 
     np.testing.assert_allclose(np.sum((G @ u + g) ** 2), float(criterion(p, x, Z)[0]),
                                rtol=1e-12)

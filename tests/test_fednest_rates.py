@@ -13,8 +13,8 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import _stats, fednest_rates
-from theory_checks.decision import StudentT, batch_evidence
+from theory_checks import _stats, fednest_k_rate, fednest_rates, fednest_sampling
+from theory_checks.decision import SpentRate, StudentT, batch_evidence
 from theory_checks.runner import Profile, get_profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)
@@ -40,7 +40,7 @@ def test_k_rate_holds_only_on_a_decided_interval(claim_id):
             assert d.region_low <= d.low and d.high <= d.region_high
     for case in result.undecided:
         (d,) = case.decisions
-        assert d.low < fednest_rates.EXPONENT_EDGE < d.high
+        assert d.low < fednest_k_rate.EXPONENT_EDGE < d.high
 
 
 # Why slow: the replay of a statistical counterexample runs at 4x the draws and is itself confirmed
@@ -63,7 +63,7 @@ def test_refuted_abs_error_fails_and_its_correction_holds(tmp_path):
 
 def test_spent_rate_evidence_is_the_inner_interval_at_the_split_rate():
     inner = StudentT(-0.4, 0.05, 20)
-    spent = fednest_rates.SpentRate(inner, 2)
+    spent = SpentRate(inner, 2)
     assert spent.estimate == inner.estimate
     assert spent.lower(1e-3) == inner.lower(5e-4) and spent.upper(1e-3) == inner.upper(5e-4)
     assert spent.describe()["looks"] == 2
@@ -74,11 +74,11 @@ def test_sequential_test_stops_at_the_first_decided_look():
     (mean -1/2, sd 0.18) needs the second."""
     rng = np.random.default_rng(0)
     floor = rng.normal(0.0, 0.05, 41)
-    test, values = fednest_rates.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
+    test, values = fednest_k_rate.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
                                                  -0.25)
     assert len(values) == 8 and test.decide(1e-3).outcome == "fails"
     true = rng.normal(-0.5, 0.18, 41)
-    test, values = fednest_rates.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
+    test, values = fednest_k_rate.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
                                                  -0.25)
     assert len(values) == 41 and test.decide(1e-3).outcome == "holds"
     assert values == list(true)
@@ -94,7 +94,7 @@ def test_sequential_test_keeps_its_false_failure_rate():
     fails = 0
     for _ in range(runs):
         draws = rng.normal(-0.25, 0.18, 41)
-        test, _ = fednest_rates.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
+        test, _ = fednest_k_rate.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
                                                 rate, -0.25)
         fails += test.decide(rate).outcome == "fails"
     assert fails / runs <= rate + 3 * np.sqrt(rate * (1 - rate) / runs)
@@ -123,11 +123,11 @@ def test_sampling_variance_formula_reduces_to_the_full_participation_law():
                                 gradient_heterogeneity=1.0)
     H, lam, terms = p.A, 1.0 / p.constants().L_clients, 5
     v = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    variance, mean = fednest_rates.sampling_variance_formula(H, v, lam, terms, 4)
+    variance, mean = fednest_sampling.sampling_variance_formula(H, v, lam, terms, 4)
     A = torch.eye(3, dtype=torch.float64) - lam * H.mean(0)
     powers = [torch.linalg.matrix_power(A, j) @ v.mean(0) for j in range(terms)]
     second = terms * lam**2 * sum(float(q @ q) for q in powers)
     torch.testing.assert_close(mean, lam * sum(powers), rtol=1e-12, atol=0.0)
     assert abs(variance - (second - float(mean @ mean))) <= 1e-12 * second
-    smaller, _ = fednest_rates.sampling_variance_formula(H, v, lam, terms, 2)
+    smaller, _ = fednest_sampling.sampling_variance_formula(H, v, lam, terms, 2)
     assert smaller > variance  # sampling adds variance

@@ -24,7 +24,7 @@ subset enumerated) and the expectation over the server's index Q computed exactl
 compared with round-off tolerances; the runs get :data:`NO_DRAWS`, which raises on any random
 draw. Theorem 1's stochastic rate is the statistical claim, in :mod:`theory_checks.aggitd_rates`.
 
-The code lives in sibling modules of one job each, whose names this module re-exports:
+The code lives in sibling modules of one job each (this module gathers their ``CLAIMS``):
 
 - :mod:`~theory_checks.aggitd_common`: the shared case strategies and exact helpers;
 - :mod:`~theory_checks.aggitd_identities`: Algorithm 1's identities (eqs. 5 and 11) and errata;
@@ -37,93 +37,6 @@ The code lives in sibling modules of one job each, whose names this module re-ex
 
 from __future__ import annotations
 
-from theory_checks.aggitd_bounds import (
-    check_lower_contraction,
-    check_prop1_bias,
-    check_prop2_second_moment,
-    prop1_bound,
-    prop2_bound,
-    prop2_grid,
-)
-from theory_checks.aggitd_claims import (
-    _CONTROL_PROBLEM,
-    _NO_FLOOR_CONTROL,
-    _TRAJECTORY_NOTE,
-    CLAIMS,
-)
-from theory_checks.aggitd_common import (
-    NO_DRAWS,
-    NoDraws,
-    _bilevel_cases,
-    _cases,
-    _Exact,
-    _FixedClients,
-    _outer_affine,
-    _run,
-    _setup,
-)
-from theory_checks.aggitd_communication import (
-    _comm_check,
-    _floats_per_iteration,
-    check_comm_rounds,
-    check_sgd_comm_rounds,
-)
-from theory_checks.aggitd_corollary1 import (
-    COR1_ITERATIONS,
-    _cor1_run,
-    check_cor1_floor_kept,
-    check_cor1_no_floor,
-    cor1_floor_bound,
-)
-from theory_checks.aggitd_identities import check_mean_identity, check_per_index_identity
-from theory_checks.aggitd_scaling import (
-    FIT_FLOOR,
-    PARTICIPATION_CLIENTS,
-    RATE_RTOL,
-    TAU_GRID,
-    _participation_cases,
-    check_bias_rate_in_n,
-    check_participation_exponent,
-    check_tau_invariance,
-)
+from theory_checks.aggitd_claims import CLAIMS
 
-__all__ = [
-    "_bilevel_cases",
-    "_cases",
-    "_Exact",
-    "_FixedClients",
-    "NO_DRAWS",
-    "NoDraws",
-    "_outer_affine",
-    "_run",
-    "_setup",
-    "check_mean_identity",
-    "check_per_index_identity",
-    "check_lower_contraction",
-    "check_prop1_bias",
-    "check_prop2_second_moment",
-    "prop1_bound",
-    "prop2_bound",
-    "prop2_grid",
-    "check_comm_rounds",
-    "check_sgd_comm_rounds",
-    "_comm_check",
-    "_floats_per_iteration",
-    "check_cor1_floor_kept",
-    "check_cor1_no_floor",
-    "cor1_floor_bound",
-    "COR1_ITERATIONS",
-    "_cor1_run",
-    "check_bias_rate_in_n",
-    "check_participation_exponent",
-    "check_tau_invariance",
-    "FIT_FLOOR",
-    "_participation_cases",
-    "PARTICIPATION_CLIENTS",
-    "RATE_RTOL",
-    "TAU_GRID",
-    "CLAIMS",
-    "_CONTROL_PROBLEM",
-    "_NO_FLOOR_CONTROL",
-    "_TRAJECTORY_NOTE",
-]
+__all__ = ["CLAIMS"]

@@ -18,7 +18,7 @@ Constants beyond :class:`theory_checks.aggitd._Exact`: ``L_f`` is the Lipschitz 
 built from; ``M`` bounds ``||grad F_i||`` over the points a run visits (notes 6 item 20).
 
 This module holds Theorem 1's check, its design constants (``THM1_*``, which tests patch
-here) and :data:`CLAIMS`; it re-exports every name of its sibling modules, one job each:
+here) and :data:`CLAIMS`; the other checks live in sibling modules, one job each:
 
 - :mod:`~theory_checks.aggitd_rates_common`: the shared constants, contexts and generator;
 - :mod:`~theory_checks.aggitd_rates_upper_round`: Lemma 3's drift and Theorem 2's D_h (erratum 7);
@@ -40,51 +40,15 @@ from hypothesis import strategies as st
 from problems import ProblemConstants, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.validation import DivergenceError
-from theory_checks.aggitd import (
-    NO_DRAWS,
-    _bilevel_cases,
-    _cases,
-    _Exact,
-    _FixedClients,
+from theory_checks.aggitd_common import (
     _outer_affine,
-    _run,
     _setup,
-    check_prop1_bias,
 )
-from theory_checks.aggitd_rates_claims import _AGGITD, _SUM_CONTROL, _UPPER_NOTE, EXACT_CLAIMS
+from theory_checks.aggitd_rates_claims import _AGGITD, EXACT_CLAIMS
 from theory_checks.aggitd_rates_common import (
-    FixedIndex,
     Lemma4Constants,
-    RecordingContext,
-    _lemma4,
     gradient_bound,
     outer_lipschitz,
-)
-from theory_checks.aggitd_rates_errata import (
-    _check_geometric_sum,
-    _one_dimensional_cases,
-    check_geometric_sum_corrected,
-    check_geometric_sum_printed,
-    geometric_sum_bound,
-    prop1_bound_eq45,
-)
-from theory_checks.aggitd_rates_scaling import (
-    TAU_GRID,
-    TAU_ITERATIONS,
-    TAU_TOLERANCE,
-    _four_client_cases,
-    check_participation_algorithm,
-    check_tau_stationarity,
-)
-from theory_checks.aggitd_rates_upper_round import (
-    UpperRound,
-    _sigma_h_sq,
-    _upper_setup,
-    check_dh,
-    check_lemma3_drift,
-    dh_bound,
-    lemma3_bound,
-    upper_round,
 )
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
@@ -92,58 +56,9 @@ from theory_checks.perturbations import aggitd as perturbed
 from theory_checks.runner import per_profile
 
 __all__ = [
-    # helpers of theory_checks.aggitd this module re-exports, as before the split
-    "NO_DRAWS",
-    "_bilevel_cases",
-    "_cases",
-    "_Exact",
-    "_FixedClients",
-    "_outer_affine",
-    "_run",
-    "_setup",
-    "check_prop1_bias",
-    "FixedIndex",
-    "gradient_bound",
-    "_lemma4",
-    "Lemma4Constants",
-    "outer_lipschitz",
-    "RecordingContext",
-    "check_dh",
-    "check_lemma3_drift",
-    "dh_bound",
-    "lemma3_bound",
-    "_sigma_h_sq",
-    "upper_round",
-    "_upper_setup",
-    "UpperRound",
-    "_check_geometric_sum",
-    "check_geometric_sum_corrected",
-    "check_geometric_sum_printed",
-    "geometric_sum_bound",
-    "_one_dimensional_cases",
-    "prop1_bound_eq45",
-    "check_participation_algorithm",
-    "check_tau_stationarity",
-    "_four_client_cases",
-    "TAU_GRID",
-    "TAU_ITERATIONS",
-    "TAU_TOLERANCE",
-    "_AGGITD",
-    "EXACT_CLAIMS",
-    "_SUM_CONTROL",
-    "_UPPER_NOTE",
-    "thm1_constants",
-    "thm1_bound",
-    "THM1_K",
-    "THM1_STEP_AT_KMIN",
-    "THM1_INNER_STEPS",
-    "THM1_EXPONENT_EDGE",
-    "THM1_PLANNING_SD",
-    "thm1_replicates",
-    "_thm1_average",
-    "check_thm1_rate",
-    "_thm1_cases",
-    "CLAIMS",
+    "CLAIMS", "THM1_EXPONENT_EDGE", "THM1_INNER_STEPS", "THM1_K", "THM1_PLANNING_SD",
+    "THM1_STEP_AT_KMIN", "_thm1_average", "_thm1_cases", "check_thm1_rate", "thm1_bound",
+    "thm1_constants", "thm1_replicates",
 ]
 
 

@@ -4,7 +4,8 @@ Theorem 1's statistical claim heads :data:`theory_checks.aggitd_rates.CLAIMS`.""
 from __future__ import annotations
 
 from problems import QuadraticBilevel
-from theory_checks.aggitd import _bilevel_cases, _cases, check_prop1_bias
+from theory_checks.aggitd_bounds import check_prop1_bias
+from theory_checks.aggitd_common import _bilevel_cases, _cases
 from theory_checks.aggitd_rates_errata import (
     _one_dimensional_cases,
     check_geometric_sum_corrected,

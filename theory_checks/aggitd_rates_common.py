@@ -11,7 +11,7 @@ import torch
 
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks.aggitd import _Exact
+from theory_checks.aggitd_common import _Exact
 
 
 def outer_lipschitz(problem: Any) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
-from theory_checks.aggitd import _run, _setup
+from theory_checks.aggitd_common import _run, _setup
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 

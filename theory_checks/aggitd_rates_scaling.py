@@ -15,7 +15,7 @@ from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from theory_checks import _stats
 from theory_checks._sampling import sampling_exponent_measurement
-from theory_checks.aggitd import NO_DRAWS, _FixedClients, _outer_affine, _setup
+from theory_checks.aggitd_common import NO_DRAWS, _FixedClients, _outer_affine, _setup
 from theory_checks.aggitd_rates_common import FixedIndex, outer_lipschitz
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -13,7 +13,7 @@ import torch
 from problems import ProblemConstants
 from testbed.algorithms.aggitd import AggITDState
 from testbed.oracles import Oracles
-from theory_checks.aggitd import _Exact, _setup
+from theory_checks.aggitd_common import _Exact, _setup
 from theory_checks.aggitd_rates_common import (
     FixedIndex,
     Lemma4Constants,

@@ -10,7 +10,7 @@ independently of :mod:`testbed.algorithms.fedmsa_maps`: the maps of each closed-
 read off the family's arrays (:func:`reference_maps`), so a wrong map in the algorithm shows.
 
 This module holds the claims (:data:`CLAIMS`); the code they run lives in one-job modules and is
-re-exported here under its old names: :mod:`theory_checks.fedmsa_reference` (reference maps,
+in its own module: :mod:`theory_checks.fedmsa_reference` (reference maps,
 criterion, helpers), :mod:`theory_checks.fedmsa_cases` (case strategies),
 :mod:`theory_checks.fedmsa_identities` (exact identities, Lemma B.1) and
 :mod:`theory_checks.fedmsa_deterministic_rates` (rates in R and K).
@@ -20,18 +20,10 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, strategies
-from testbed.algorithms.base import run_algorithm
-from testbed.algorithms.fedmsa_maps import CompositionalMaps
-from theory_checks import _stats
+from problems import LinearCompositional, QuadraticBilevel, strategies
 from theory_checks.claim import (
-    Case,
     Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
     Perturbation,
-    SeriesPoint,
     known_case,
 )
 from theory_checks.fedmsa_cases import (
@@ -39,25 +31,13 @@ from theory_checks.fedmsa_cases import (
     _cases,
     _families,
     _rate_cases,
-    _rate_families,
     _scaled_bilevel,
 )
 from theory_checks.fedmsa_deterministic_rates import (
-    EXPONENT_TOL,
-    R_EXPONENT_TOL,
-    R_HORIZONS,
-    R_ROUND_CAP,
-    _averaged_criterion,
-    _rate_setup,
-    _round_budget,
     check_rate_K,
     check_rate_R,
 )
 from theory_checks.fedmsa_identities import (
-    _centralised,
-    _lemma_b1,
-    _mco_fixed_point,
-    _z_jacobian,
     check_blo_fixed_point,
     check_first_step,
     check_lemma_b1,
@@ -66,40 +46,12 @@ from theory_checks.fedmsa_identities import (
     check_tau_zero,
     check_telescoping,
 )
-from theory_checks.fedmsa_reference import (
-    _affine_matrix,
-    _point,
-    _radius,
-    _sizes,
-    build,
-    criterion,
-    fixed_point_Z,
-    heterogeneity_tau,
-    joint_jacobian,
-    local_points,
-    mean_maps,
-    reference_maps,
-    run,
-    single_timescale_step,
-)
 from theory_checks.perturbations import fedmsa as perturbed
-from theory_checks.runner import fast_profile, per_profile
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.runner import per_profile
 
 # the names this module has always offered (helpers moved to the modules above)
 __all__ = [
-    "CLAIMS", "EXPONENT_TOL", "IDENTITY_RTOL", "R_EXPONENT_TOL", "R_HORIZONS", "R_ROUND_CAP",
-    "Case", "Claim", "CompositionalMaps", "Fit", "LinearCompositional", "Measurement",
-    "NotMeasurable", "Perturbation", "QuadraticBilevel", "QuadraticMinimax", "SeriesPoint",
-    "_MOMENTA", "_PAPER", "_affine_matrix", "_averaged_criterion", "_cases", "_centralised",
-    "_families", "_lemma_b1", "_mco_fixed_point", "_point", "_radius", "_rate_cases",
-    "_rate_families", "_rate_setup", "_round_budget", "_scaled_bilevel", "_sizes", "_stats",
-    "_z_jacobian", "build", "check_blo_fixed_point", "check_first_step", "check_lemma_b1",
-    "check_lemma_b1_corrected", "check_mco_fixed_point", "check_rate_K", "check_rate_R",
-    "check_tau_zero", "check_telescoping", "criterion", "fast_profile", "fixed_point_Z",
-    "heterogeneity_tau", "joint_jacobian", "known_case", "local_points", "mean_maps",
-    "per_profile", "perturbed", "reference_maps", "run", "run_algorithm",
-    "single_timescale_step", "st", "strategies",
+    "CLAIMS", "_PAPER",
 ]
 
 # --------------------------------------------------------------------------- the claims

@@ -88,7 +88,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     expectation over it is exact (:func:`theory_checks.fedmsa_rates.exact_run`: the round of
     the registered algorithm identified as an affine map per local client, the state's mean and
     covariance propagated as a mixture)."""
-    from theory_checks.fedmsa_rates import exact_run
+    from theory_checks.fedmsa_exact import exact_run
 
     problem = case.problem
     K = case.params["local_steps"]

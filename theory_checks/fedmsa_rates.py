@@ -40,98 +40,34 @@ there is no sampling error to control, and a refutation is a computation, not a 
 - **S** (clients averaged in the local phase, the generalised variant): exact enumeration.
 
 This module holds the claims (:data:`CLAIMS`); the code they run lives in one-job modules and is
-re-exported here under its old names: :mod:`theory_checks.fedmsa_exact` (the exact moments) and
+in its own module: :mod:`theory_checks.fedmsa_exact` (the exact moments) and
 :mod:`theory_checks.fedmsa_stochastic_rates` (the checks in M, tau, rho and S, and their cases).
 """
 
 from __future__ import annotations
 
-from hypothesis import strategies as st
-
-from problems import Batch, QuadraticBilevel, QuadraticMinimax, strategies
-from testbed.algorithms.fedmsa import FedMSAState
-from testbed.federation.context import FederatedContext
-from theory_checks import _stats
-from theory_checks._sampling import sampling_exponent_measurement
-from theory_checks.aggitd import _FixedClients
 from theory_checks.claim import (
-    Case,
     Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
     Perturbation,
-    SeriesPoint,
-    known_case,
-)
-from theory_checks.fedmsa_exact import (
-    AFFINE_RTOL,
-    _Branch,
-    _Exact,
-    _Layout,
-    _run_round,
-    _ScriptedContext,
-    criterion_form,
-    exact_run,
-    expected_criteria,
-    identify_round,
-    validate_round,
-)
-from theory_checks.fedmsa_reference import (
-    _affine_matrix,
-    _point,
-    _sizes,
-    build,
-    fixed_point_Z,
-    heterogeneity_tau,
-    mean_maps,
-    run,
-    single_timescale_step,
 )
 from theory_checks.fedmsa_stochastic_rates import (
-    _R0_CAP,
-    _RHO_ANCHORS,
-    EXPONENT_TOL,
-    HETEROGENEITY_GRID,
-    M_RATE_SETUP,
-    TAU_SETUP,
-    THEORY_M_EXPONENT,
-    _check_rho,
-    _exponent_measurement,
     _heterogeneous_four,
     _identical_clients,
-    _m_grid,
     _noise_free_control,
     _noisy_cases,
-    _r_grid,
-    _rebuild,
     _tau_cases,
     check_participation,
     check_rate_M,
     check_rate_tau,
     check_rho_as_stated,
     check_rho_proof_choice,
-    fixed_point,
-    replicated,
 )
 from theory_checks.perturbations import fedmsa as perturbed
-from theory_checks.runner import fast_profile, per_profile
+from theory_checks.runner import per_profile
 
 # the names this module has always offered (helpers moved to the modules above)
 __all__ = [
-    "AFFINE_RTOL", "CLAIMS", "EXPONENT_TOL", "HETEROGENEITY_GRID", "M_RATE_SETUP", "TAU_SETUP",
-    "THEORY_M_EXPONENT", "Batch", "Case", "Claim", "FedMSAState", "FederatedContext", "Fit",
-    "Measurement", "NotMeasurable", "Perturbation", "QuadraticBilevel", "QuadraticMinimax",
-    "SeriesPoint", "_Branch", "_EXACT_NOTE", "_Exact", "_FixedClients", "_Layout", "_PAPER",
-    "_R0_CAP", "_RHO_ANCHORS", "_RHO_NOTE", "_ScriptedContext", "_affine_matrix", "_check_rho",
-    "_exponent_measurement", "_heterogeneous_four", "_identical_clients", "_m_grid",
-    "_noise_free_control", "_noisy_cases", "_point", "_r_grid", "_rebuild", "_run_round",
-    "_sizes", "_stats", "_tau_cases", "build", "check_participation", "check_rate_M",
-    "check_rate_tau", "check_rho_as_stated", "check_rho_proof_choice", "criterion_form",
-    "exact_run", "expected_criteria", "fast_profile", "fixed_point", "fixed_point_Z",
-    "heterogeneity_tau", "identify_round", "known_case", "mean_maps", "per_profile",
-    "perturbed", "replicated", "run", "sampling_exponent_measurement", "single_timescale_step",
-    "st", "strategies", "validate_round",
+    "CLAIMS", "_EXACT_NOTE", "_PAPER", "_RHO_NOTE",
 ]
 
 # =============================================================================== the claims

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel, QuadraticMinimax, strategies
 from theory_checks import _stats
 from theory_checks._sampling import sampling_exponent_measurement
-from theory_checks.aggitd import _FixedClients
+from theory_checks.aggitd_common import _FixedClients
 from theory_checks.claim import (
     Case,
     Claim,

@@ -31,9 +31,9 @@ import torch
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.estimators.aggitd import LOWER_SOLVERS, AggITD, check_local_steps
+from testbed.estimators.aggitd import LOWER_SOLVERS, AggITD
 from testbed.estimators.base import InnerState
-from testbed.estimators.solvers import check_positive_int, check_step
+from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round
 

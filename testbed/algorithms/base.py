@@ -25,8 +25,7 @@ from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
 from testbed.estimators.base import Estimate, Estimator
-from testbed.estimators.solvers import check_positive_int
-from testbed.estimators.validation import InputError, check_iterate, check_point
+from testbed.estimators.validation import InputError, check_iterate, check_point, check_positive_int
 from testbed.federation.context import FederatedContext
 
 

@@ -72,7 +72,7 @@ from testbed.algorithms.fedmsa_maps import (
     repeat_batch,
 )
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.estimators.solvers import check_positive_int
+from testbed.estimators.validation import check_positive_int
 from testbed.federation.context import FederatedContext
 
 

@@ -24,7 +24,6 @@ from testbed.estimators.fednest import (
     IHGPResult,
     LocalSteps,
     Truncation,
-    check_local_steps,
     check_local_steps_fit,
     check_truncation,
     fedihgp,
@@ -34,7 +33,7 @@ from testbed.estimators.fednest import (
     lipschitz_default,
     outer_smoothness,
 )
-from testbed.estimators.solvers import check_positive_int, check_step
+from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.context import FederatedContext
 
 InnerMethod = Literal["svrg", "sgd"]

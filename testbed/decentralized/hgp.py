@@ -46,7 +46,7 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error, push_sum
 from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
 from testbed.estimators.base import Estimate, Estimator
-from testbed.estimators.solvers import check_positive_int
+from testbed.estimators.validation import check_positive_int
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
 

@@ -37,22 +37,12 @@ import torch
 from problems import Problem
 from testbed.algorithms.base import FederatedEstimator
 from testbed.estimators.base import InnerState
-from testbed.estimators.solvers import check_positive_int, check_step, default_step_size
+from testbed.estimators.solvers import default_step_size
+from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round
 
 LOWER_SOLVERS = ("svrg", "sgd")
-
-
-def check_local_steps(local_steps: Any) -> None:
-    """``tau`` must be an int >= 1 or a per-client tuple of ints >= 1."""
-    if isinstance(local_steps, tuple):
-        if not local_steps:
-            raise ValueError("local_steps as a per-client tuple must not be empty")
-        for tau in local_steps:
-            check_positive_int(tau, "local_steps (per client)", minimum=1)
-        return
-    check_positive_int(local_steps, "local_steps", minimum=1)
 
 
 def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

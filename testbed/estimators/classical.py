@@ -26,8 +26,8 @@ from testbed.estimators.solvers import (
     InnerSolver,
     LinearSolver,
     Neumann,
-    check_positive_int,
 )
+from testbed.estimators.validation import check_positive_int
 from testbed.oracles import Oracles
 
 

@@ -19,7 +19,6 @@ is the ``q_i`` of Sec. 2.5.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -28,7 +27,7 @@ import torch
 from problems import Problem
 from testbed.algorithms.base import FederatedEstimator
 from testbed.estimators.base import InnerState
-from testbed.estimators.solvers import check_positive_int, check_step
+from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round, steps_per_client
 
@@ -38,18 +37,6 @@ LocalSteps = int | tuple[int, ...]
 
 
 # ------------------------------------------------------------------------------- validation
-
-
-def check_local_steps(local_steps: Any) -> None:
-    if isinstance(local_steps, bool):
-        raise ValueError(f"local_steps must be an int >= 1 or a tuple of them, got {local_steps!r}")
-    if isinstance(local_steps, int):
-        check_positive_int(local_steps, "local_steps", minimum=1)
-        return
-    if not isinstance(local_steps, Sequence) or not local_steps:
-        raise ValueError(f"local_steps must be an int >= 1 or a tuple of them, got {local_steps!r}")
-    for tau in local_steps:
-        check_positive_int(tau, "local_steps[i]", minimum=1)
 
 
 def check_truncation(truncation: str) -> None:

@@ -28,13 +28,8 @@ import dataclasses
 import torch
 
 from problems import Problem
-from testbed.estimators.solvers import (
-    HVP,
-    LinearSolver,
-    check_positive_int,
-    check_step,
-    default_step_size,
-)
+from testbed.estimators.solvers import HVP, LinearSolver, default_step_size
+from testbed.estimators.validation import check_positive_int, check_step
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,8 @@ from testbed.estimators.global_oracles import GlobalOracles
 from testbed.estimators.validation import (
     GROWTH_FACTOR,
     DivergenceError,
-    InputError,
+    check_positive_int,
+    check_step,
 )
 
 
@@ -30,21 +31,6 @@ def default_step_size(problem: Problem, what: str) -> float:
             "pass step_size explicitly"
         )
     return 1.0 / float(constants().L)
-
-
-def check_positive_int(value: int, name: str, minimum: int = 0) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
-
-
-def check_step(value: float | None, name: str) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{name} must be a positive finite number, got {value!r} "
-                         f"(a {type(value).__name__})")
-    if not (value > 0.0 and value < float("inf")):
-        raise InputError(f"{name} must be a positive finite number, got {value!r}")
 
 
 @dataclasses.dataclass

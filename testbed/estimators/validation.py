@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -38,6 +39,36 @@ GROWTH_FACTOR = 1e12
 # problem -> (dim_x, dtype, device, constants or None); keyed by id with a weak reference, so
 # a freed problem's entry is dropped and a new object at the same address is not confused.
 _SPECS: dict[int, tuple[weakref.ref[Any], dict[str, Any]]] = {}
+
+
+def check_positive_int(value: int, name: str, minimum: int = 0) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InputError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_step(value: float | None, name: str) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{name} must be a positive finite number, got {value!r} "
+                         f"(a {type(value).__name__})")
+    if not (value > 0.0 and value < float("inf")):
+        raise InputError(f"{name} must be a positive finite number, got {value!r}")
+
+
+def check_local_steps(local_steps: Any) -> None:
+    """``tau``: an int >= 1 for every client, or a non-empty sequence of per-client ints >= 1
+    (device heterogeneity); the one rule of FedNest, AggITD and every algorithm with local
+    steps."""
+    if isinstance(local_steps, int) and not isinstance(local_steps, bool):
+        check_positive_int(local_steps, "local_steps", minimum=1)
+        return
+    if isinstance(local_steps, (bool, str, bytes)) or not isinstance(
+            local_steps, Sequence) or not local_steps:
+        raise InputError(f"local_steps must be an int >= 1 or a non-empty sequence of them, "
+                         f"got {local_steps!r}")
+    for tau in local_steps:
+        check_positive_int(tau, "local_steps[i]", minimum=1)
 
 
 def _problem_facts(problem: Any) -> dict[str, Any]:

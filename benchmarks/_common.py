@@ -11,6 +11,7 @@ asserted by tests.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -18,7 +19,7 @@ import os
 import platform
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,17 @@ def devices(requested: str | None = None) -> list[str]:
             raise SystemExit("--device cuda: torch sees no CUDA GPU on this machine")
         return [requested]
     return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Torch's default dtype set to ``dtype`` inside the block, restored after it."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def synchronize(device: str) -> None:
@@ -235,18 +247,17 @@ def run_benchmark(
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     device_list = devices(device)
-    previous_threads, previous_dtype = torch.get_num_threads(), torch.get_default_dtype()
+    previous_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
-    torch.set_default_dtype(torch.float64)
     try:
-        load_before = load_average()
-        rows, targets = measure(quick, device_list)
-        info = machine(device_list)
-        info["load_average_1min"] = max(load_before, load_average())
-        info["quick"] = quick
+        with default_dtype(torch.float64):
+            load_before = load_average()
+            rows, targets = measure(quick, device_list)
+            info = machine(device_list)
+            info["load_average_1min"] = max(load_before, load_average())
+            info["quick"] = quick
     finally:
         torch.set_num_threads(previous_threads)
-        torch.set_default_dtype(previous_dtype)
     return write(out_dir, {"benchmark": name, "description": description, "machine": info,
                            "rows": rows, "targets": targets})
 

@@ -28,6 +28,7 @@ otherwise).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,7 @@ from problems import Batch, Problem, QuadraticBilevel, matvec, rmatvec
 # ------------------------------------------------------------------------------- per-client loops
 
 
-class _Loop:
+class _Loop(abc.ABC):
     """Problem contract of ``problem`` with oracles evaluated one client at a time."""
 
     def __init__(self, problem: Any) -> None:
@@ -77,18 +78,22 @@ class _Loop:
         return torch.stack(out)
 
     # subclasses give the per-client functions
+    @abc.abstractmethod
     def grad_inner_i(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Client ``i``'s ``grad_y g_i``."""
 
+    @abc.abstractmethod
     def grad_outer_i(self, i: int, x: torch.Tensor, y: torch.Tensor,
                      wrt: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        raise NotImplementedError
+        """Client ``i``'s ``(grad_x f_i, grad_y f_i)``."""
 
+    @abc.abstractmethod
     def hvp_i(self, i: int, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Client ``i``'s ``grad^2_y g_i v``."""
 
+    @abc.abstractmethod
     def jvp_i(self, i: int, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Client ``i``'s ``grad^2_xy g_i v``."""
 
     # the ClosedFormOracles protocol, as loops
     def oracle_grad_inner(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
@@ -139,15 +144,17 @@ class ClosedFormLoop(_Loop):
         return -(self.B[i].T @ v)
 
 
-class _AutogradRows(_Loop):
+class _AutogradRows(_Loop, abc.ABC):
     """Autodiff, one client at a time, of per-client scalar losses ``inner(i, x, y)`` and
     ``outer(i, x, y)`` (subclasses define them)."""
 
+    @abc.abstractmethod
     def inner(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Client ``i``'s ``g_i(x, y)`` (a scalar)."""
 
+    @abc.abstractmethod
     def outer(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """Client ``i``'s ``f_i(x, y)`` (a scalar)."""
 
     def grad_inner_i(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         y = y.detach().requires_grad_(True)

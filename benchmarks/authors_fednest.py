@@ -55,13 +55,22 @@ import io
 import os
 import sys
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from _common import Row, Target, add_arguments, interleaved, run_benchmark, speedup, target
+from _common import (
+    Row,
+    Target,
+    add_arguments,
+    default_dtype,
+    interleaved,
+    run_benchmark,
+    speedup,
+    target,
+)
 from closed_form_rounds import one_round
 
 from problems.workloads import Dataset, build_workload
@@ -158,17 +167,6 @@ def authors_repo(path: str | os.PathLike[str] | None) -> Path | None:
     return repo
 
 
-@contextlib.contextmanager
-def default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """The authors' code allocates with torch's default dtype; their runs are float32."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
-
-
 def import_authors_code(repo: Path) -> types.SimpleNamespace:
     """Import the authors' modules from ``repo`` (their top-level packages ``core``, ``models``
     and ``utils``), with empty stand-ins for their unused imports when those are missing."""
@@ -229,6 +227,8 @@ def authors_iteration(code: types.SimpleNamespace, images: torch.Tensor, labels:
     args = authors_arguments(code, clients, per_round, per_client // 2, quick)
     dataset = torch.utils.data.TensorDataset(images, labels)
     users = client_indices(clients, per_client)
+    # their code allocates with torch's default dtype (run_benchmark sets float64); their runs
+    # are float32, and their modules print progress, which the timing leaves out
     with default_dtype(torch.float32), contextlib.redirect_stdout(io.StringIO()):
         net = code.build_model(args)
     hyper_param = [w for name, w in net.named_parameters() if "header" not in name]

@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -419,6 +419,38 @@ def is_plain(value: torch.Tensor) -> bool:
     (a tensor that requires gradients, or a functorch wrapper, may stand for other values)."""
     return (type(value) is torch.Tensor and not value.requires_grad
             and not torch._C._functorch.is_functorch_wrapped_tensor(value))
+
+
+class RecentCache:
+    """The ``size`` most recently used entries, found by key: the one mechanism behind the
+    workloads' feature cache and the oracles' memo of repeated exact calls.
+
+    An entry holds the tensors its key was made from (``holds``), so their memory cannot be freed
+    and reused by another tensor while it lives (keys are made with :func:`memory_key`). A hit
+    moves its entry to the front; a new entry evicts the least recently used beyond ``size``.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._entries: list[tuple[object, tuple[object, ...], object]] = []
+        self.hits = self.misses = 0
+
+    def get(self, key: object, valid: Callable[[Any], bool] | None = None) -> Any:
+        """The value stored under ``key`` (and accepted by ``valid``), or ``None``."""
+        for position, (entry_key, _, value) in enumerate(self._entries):
+            if entry_key == key and (valid is None or valid(value)):
+                self.hits += 1
+                self._entries.insert(0, self._entries.pop(position))
+                return value
+        self.misses += 1
+        return None
+
+    def put(self, key: object, holds: tuple[object, ...], value: object) -> None:
+        self._entries.insert(0, (key, holds, value))
+        del self._entries[self.size:]
+
+    def clear(self) -> None:
+        self._entries.clear()
 
 
 def memory_key(value: torch.Tensor) -> tuple[object, ...]:

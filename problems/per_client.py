@@ -93,6 +93,8 @@ class PerClientQuadratic(ProblemFamily):
             ".seed{seed}"),
     }
     INLINE_ID = "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}.inline"
+    ARRAY_NAMES = _ARRAYS
+    SAMPLE_NAMES = _SAMPLES
 
     kind: ProblemKind = "bilevel"
 
@@ -233,11 +235,9 @@ class PerClientQuadratic(ProblemFamily):
 
     # ------------------------------------------------------------------ identity
     def to_arrays(self) -> dict[str, np.ndarray]:
-        out = {k: getattr(self, k).numpy().copy() for k in _ARRAYS}
-        out["rho"] = np.array(self.rho)
-        if self.n_samples:
-            out.update({k: getattr(self, k).numpy().copy() for k in _SAMPLES})
-        return out
+        """The family's arrays and samples (:class:`~problems.family.ProblemFamily`), and
+        ``rho``, a number rather than an array attribute."""
+        return {**super().to_arrays(), "rho": np.array(self.rho)}
 
     # ------------------------------------------------------------------ oracle interface
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import torch
 
-from problems import Batch, ClosedFormOracles, Problem, is_plain, memory_key
+from problems import Batch, ClosedFormOracles, Problem, RecentCache, is_plain, memory_key
 from testbed.calls import CallCounter
 
 Key = tuple[object, ...]
@@ -93,8 +93,7 @@ class ExactCallMemo:
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, list[tuple[Key, tuple[torch.Tensor, ...],
-                                            tuple[torch.Tensor | None, ...], tuple[int, ...]]]] = {}
+        self._entries: dict[str, RecentCache] = {}  # one per oracle
         self.hits = self.misses = 0
 
     @staticmethod
@@ -108,22 +107,20 @@ class ExactCallMemo:
     def get(self, oracle: str, key: Key | None) -> tuple[torch.Tensor | None, ...] | None:
         if key is None:
             return None
-        entries = self._entries.get(oracle, [])
-        for position, entry in enumerate(entries):
-            entry_key, _, value, versions = entry
-            if entry_key == key and versions == _versions(value):
-                self.hits += 1
-                entries.insert(0, entries.pop(position))  # the most recently used stays
-                return tuple(None if part is None else part.clone() for part in value)
-        self.misses += 1
-        return None
+        entries = self._entries.setdefault(oracle, RecentCache(MEMO_SIZE))
+        # an entry is (result, the result's versions when stored): changed since, it is stale
+        hit = entries.get(key, valid=lambda entry: entry[1] == _versions(entry[0]))
+        if hit is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        return tuple(None if part is None else part.clone() for part in hit[0])
 
     def put(self, oracle: str, key: Key | None, holds: tuple[torch.Tensor, ...],
             value: tuple[torch.Tensor | None, ...]) -> None:
         if key is not None:
-            entries = self._entries.setdefault(oracle, [])
-            entries.insert(0, (key, holds, value, _versions(value)))
-            del entries[MEMO_SIZE:]
+            entries = self._entries.setdefault(oracle, RecentCache(MEMO_SIZE))
+            entries.put(key, holds, (value, _versions(value)))
 
     def clear(self) -> None:
         self._entries.clear()

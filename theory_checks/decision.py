@@ -27,6 +27,7 @@ resolve: :func:`replicates_for_half_width` and the ``min_num_samples_*`` helpers
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import hashlib
 import math
@@ -55,7 +56,7 @@ STAGE_FIRST, STAGE_CONFIRM, STAGE_REPLAY = 0, 1, 2
 # --------------------------------------------------------------------------- evidence
 
 
-class Evidence:
+class Evidence(abc.ABC):
     """Sampling distribution of a statistic: one-sided confidence bounds at any level.
 
     ``lower(r)`` is a bound with ``P(lower(r) > true value) <= r``; ``upper(r)`` likewise from
@@ -64,11 +65,13 @@ class Evidence:
 
     estimate: float
 
+    @abc.abstractmethod
     def lower(self, rate: float) -> float:
-        raise NotImplementedError
+        """A bound below the true value except with probability ``rate``."""
 
+    @abc.abstractmethod
     def upper(self, rate: float) -> float:
-        raise NotImplementedError
+        """A bound above the true value except with probability ``rate``."""
 
     def describe(self) -> dict[str, Any]:
         return {"method": type(self).__name__, **dataclasses.asdict(self)}  # type: ignore

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind, is_plain, memory_key
+from problems._base import Batch, ProblemError, ProblemKind, RecentCache, is_plain, memory_key
 from problems.workloads._client_data import ClientData, ClientSamples
 from problems.workloads.models import Network
 
@@ -41,7 +41,7 @@ from problems.workloads.models import Network
 FEATURE_CACHE_SIZE = 4
 
 
-class FeatureCache:
+class FeatureCache(RecentCache):
     """Features ``phi(u; x)`` of evaluated clients' samples, kept for the last few keys.
 
     The key is the outer point's memory (storage, offset, shape, strides, version counter), the
@@ -51,9 +51,7 @@ class FeatureCache:
     """
 
     def __init__(self, size: int = FEATURE_CACHE_SIZE) -> None:
-        self.size = size
-        self._entries: list[tuple[tuple[Any, ...], tuple[Any, ...], tuple[torch.Tensor, ...]]] = []
-        self.hits = self.misses = 0
+        super().__init__(size)
 
     @staticmethod
     def key(x: torch.Tensor, samples: Any, clients: torch.Tensor,
@@ -63,22 +61,6 @@ class FeatureCache:
                None if index is None else (id(index), index._version))
         return key, (x, samples, clients, index)
 
-    def get(self, key: tuple[Any, ...]) -> tuple[torch.Tensor, ...] | None:
-        """``(features, labels, weights)`` stored under ``key``, or ``None``."""
-        for entry_key, _, value in self._entries:
-            if entry_key == key:
-                self.hits += 1
-                return value
-        self.misses += 1
-        return None
-
-    def put(self, key: tuple[Any, ...], holds: tuple[Any, ...],
-            value: tuple[torch.Tensor, ...]) -> None:
-        self._entries.insert(0, (key, holds, value))
-        del self._entries[self.size:]
-
-    def clear(self) -> None:
-        self._entries.clear()
 
 
 # Why 4096: test-set evaluation runs in chunks of this many images so a CNN forward pass on

@@ -166,8 +166,9 @@ class FedNest(OuterAlgorithm):
         parameters = {"T": self.inner_steps}
         if self.outer_method == "svrg":
             parameters["N"] = self.neumann_terms
-        note = (f"N' drawn per iteration (Alg. 3); the paper's {text.replace(chr(39), '')} "
-                "is an upper bound" if "N'" in text else "")
+        stated = text.replace("N'", "N")
+        note = (f"N' drawn per iteration (Alg. 3); the paper's {stated} is an upper bound"
+                if stated != text else "")
         return RoundsFormula(text, parameters,
                              "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.5", note=note)
 

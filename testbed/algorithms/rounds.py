@@ -40,38 +40,35 @@ class RoundsFormula:
     note: str = ""
 
     def __post_init__(self) -> None:
-        self.symbols()  # parse once: a malformed text fails where it is written
+        self.terms()  # a malformed text fails where it is written
 
-    def symbols(self) -> frozenset[str]:
-        """Every symbol the text uses."""
-        names: set[str] = set()
+    def terms(self) -> tuple[tuple[int, tuple[str, ...]], ...]:
+        """The text read as ``(coefficient, symbols)`` per term: ``"2T + M S + 3"`` is
+        ``((2, ("T",)), (1, ("M", "S")), (3, ()))``."""
+        out = []
         for term in self.text.split(" + "):
+            coefficient, symbols = 1, []
             for factor in term.split():
                 match = _FACTOR.match(factor)
                 if match is None or not (match.group(1) or match.group(2)):
                     raise ValueError(f"rounds formula {self.text!r}: cannot read {factor!r}")
-                if match.group(2):
-                    names.add(match.group(2))
-        return frozenset(names)
+                coefficient *= int(match.group(1) or 1)
+                symbols += [match.group(2)] if match.group(2) else []
+            out.append((coefficient, tuple(symbols)))
+        return tuple(out)
+
+    def symbols(self) -> frozenset[str]:
+        """Every symbol the text uses."""
+        return frozenset(s for _, symbols in self.terms() for s in symbols)
 
     def value(self, **drawn: int) -> int | None:
         """The formula at ``parameters`` and the ``drawn`` values (e.g. ``**{"N'": 3}``), or
         ``None`` when a symbol has no value (a per-iteration draw not given)."""
         values = {**self.parameters, **drawn}
-        if not self.symbols() <= set(values):
+        terms = self.terms()
+        if any(s not in values for _, symbols in terms for s in symbols):
             return None
-        total = 0
-        for term in self.text.split(" + "):
-            factors = []
-            for factor in term.split():
-                match = _FACTOR.match(factor)
-                assert match is not None
-                coefficient, symbol = match.group(1), match.group(2)
-                factors.append(int(coefficient) if coefficient else 1)
-                if symbol:
-                    factors.append(int(values[symbol]))
-            total += math.prod(factors)
-        return total
+        return sum(c * math.prod(int(values[s]) for s in symbols) for c, symbols in terms)
 
 
 __all__ = ["RoundsFormula"]

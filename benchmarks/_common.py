@@ -3,9 +3,10 @@
 A benchmark module defines ``NAME``, ``DESCRIPTION`` and ``measure(quick: bool, device: str) ->
 (rows, targets)``; :func:`run_benchmark` adds the machine and writes
 ``<out>/<NAME>.json`` in the ``BENCH_SCHEMA`` form of :mod:`testbed_app.experiments.base`, which the
-report renders. Timings are wall-clock medians over repeats after warm-up calls; they are
-measurements of this machine at this moment (the load average is recorded beside them), never
-asserted by tests.
+report renders. Timings are wall-clock medians over repeats after warm-up calls, taken by
+``torch.utils.benchmark`` (:func:`time_call`: its ``Timer``; :func:`interleaved`: its clock);
+they are measurements of this machine at this moment (the load average is recorded beside
+them), never asserted by tests.
 """
 
 from __future__ import annotations
@@ -13,26 +14,43 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import platform
 import statistics
-import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
+import torch.utils.benchmark as benchmark
 
-from results_format import BENCH_SCHEMA, atomic_write
+from results_format import BENCH_SCHEMA
+from results_format.provenance import package_versions
+from results_format.resume import write_json
 
 Row = dict[str, float | int | str | bool]
 Target = dict[str, float | str | bool]
 DIRECTIONS = ("at_least", "at_most")
+T = TypeVar("T")
 
 #: Where ``tox -e bench`` and ``benchmarks/run.py`` write by default (the report reads it).
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "bench"
+
+
+# ------------------------------------------------------------------------------- settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Sized(Generic[T]):
+    """A benchmark setting: the value measured, and the smaller one of ``--quick`` (a smoke
+    test of the script, not a measurement); ``setting(quick)`` is the one to use."""
+
+    full: T
+    quick: T
+
+    def __call__(self, quick: bool) -> T:
+        return self.quick if quick else self.full
 
 
 # ------------------------------------------------------------------------------- timing
@@ -40,7 +58,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "bench"
 
 @dataclasses.dataclass(frozen=True)
 class Timing:
-    """Seconds per call: median and minimum over ``repeats`` timed calls, and the last result."""
+    """Seconds per call: median and minimum over the timed calls (``repeats`` of them), and the
+    last call's result."""
 
     median: float
     minimum: float
@@ -68,38 +87,47 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(previous)
 
 
-def synchronize(device: str) -> None:
-    """Wait for queued GPU work, so that a wall-clock interval covers it."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
+class _Kept:
+    """``fn`` as a statement for :class:`~torch.utils.benchmark.Timer` that keeps its last
+    result (the benchmarks compare the timed sides' results)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.fn = fn
+        self.result: object = None
+
+    def __call__(self) -> None:
+        self.result = self.fn()
 
 
-def time_call(
-    fn: Callable[[], object], *, device: str = "cpu", warmup: int = 1, repeats: int = 5,
-) -> Timing:
-    """Median and minimum wall-clock seconds of ``fn()`` after ``warmup`` untimed calls.
+def time_call(fn: Callable[[], object], *, min_run_time: float) -> Timing:
+    """Seconds per call of ``fn()`` by :meth:`torch.utils.benchmark.Timer.blocked_autorange`.
 
-    The warm-up calls absorb one-off costs (allocator growth, CUDA kernel loading, lazy
-    imports); the median over repeats is robust to a stray slow call on a shared machine.
+    The Timer first calls ``fn`` (warm-up: allocator growth, CUDA kernel loading, lazy imports)
+    until a block of calls is long enough for its clock's overhead to be below 1e-4 of it (one
+    call when a call takes longer than ``min_run_time``), then times blocks of that many calls
+    until ``min_run_time`` seconds have passed (at least one block), synchronising the GPU, if
+    any, at each reading of the clock; the median over blocks is robust to a stray slow call on
+    a shared machine. Torch's CPU threads stay as set (:func:`run_benchmark`), not the Timer's
+    default of one.
     """
-    if warmup < 0 or repeats < 1:
-        raise ValueError(f"warmup must be >= 0 and repeats >= 1, got {warmup}, {repeats}")
-    for _ in range(warmup):
-        fn()
-    synchronize(device)
-    samples = []
-    result: object = None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        synchronize(device)
-        samples.append(time.perf_counter() - start)
-    return Timing(statistics.median(samples), min(samples), repeats, result)
+    kept = _Kept(fn)
+    measurement = benchmark.Timer("call()", globals={"call": kept},
+                                  num_threads=torch.get_num_threads()
+                                  ).blocked_autorange(min_run_time=min_run_time)
+    return Timing(measurement.median, min(measurement.times),
+                  measurement.number_per_run * len(measurement.raw_times), kept.result)
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """Seconds of one call of ``fn()`` on torch's benchmark clock (it synchronises the GPU, if
+    any, before each reading), and its result."""
+    start = benchmark.timer()
+    result = fn()
+    return benchmark.timer() - start, result
 
 
 def interleaved(
-    sides: dict[str, Callable[[], object]], *, quick: bool = False, device: str = "cpu",
-    budget_s: float = 20.0,
+    sides: dict[str, Callable[[], object]], *, quick: bool = False, budget_s: float = 20.0,
 ) -> dict[str, Timing]:
     """Time several sides of a comparison in the same run, interleaved.
 
@@ -108,23 +136,16 @@ def interleaved(
     hits all sides alike, so their ratios are the figures to quote. ``repeats`` is 7 when the
     slowest side takes under 0.2 s, 3 under ``budget_s / 3`` and 1 beyond (a single call of a
     minute-long side is a measurement; its one-off costs are negligible); 1 in ``quick`` mode.
+    (:func:`time_call`'s Timer times one statement at a time, so it cannot interleave.)
     """
-    first = {}
-    for name, fn in sides.items():
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        first[name] = time.perf_counter() - start
-    slowest = max(first.values())
+    slowest = max(_timed(fn)[0] for fn in sides.values())
     repeats = 1 if quick else 7 if slowest < 0.2 else 3 if slowest < budget_s / 3 else 1
     samples: dict[str, list[float]] = {name: [] for name in sides}
     results: dict[str, object] = {}
     for _ in range(repeats):
         for name, fn in sides.items():
-            start = time.perf_counter()
-            results[name] = fn()
-            synchronize(device)
-            samples[name].append(time.perf_counter() - start)
+            seconds, results[name] = _timed(fn)
+            samples[name].append(seconds)
     return {name: Timing(statistics.median(values), min(values), repeats, results[name])
             for name, values in samples.items()}
 
@@ -162,13 +183,14 @@ def machine(device_list: Sequence[str]) -> dict[str, Any]:
              for d in device_list]
     if not torch.cuda.is_available():
         timed.append("no CUDA GPU available")
+    versions = package_versions(("torch",))
     return {
         "cpu": _cpu_name(),
         "cores": int(os.cpu_count() or 1),
         "device": ", ".join(timed),
-        "torch": torch.__version__,
+        "torch": versions["torch"],
         "torch_threads": torch.get_num_threads(),
-        "python": platform.python_version(),
+        "python": versions["python"],
     }
 
 
@@ -223,7 +245,7 @@ def write(out_dir: Path, payload: dict[str, Any]) -> Path:
     """Validate and write ``<out_dir>/<benchmark>.json`` atomically (temporary file, rename)."""
     validate(payload)
     path = out_dir / f"{payload['benchmark']}.json"
-    atomic_write(path, json.dumps(payload, indent=2) + "\n")
+    write_json(path, payload, indent=2, newline=True)
     return path
 
 

@@ -230,6 +230,38 @@ def _arrays(problem: QuadraticBilevel) -> tuple[torch.Tensor, ...]:
     return p.A, p.B, p.b, p.C, p.D, p.c, p.E, p.e
 
 
+def _local_steps(step: float, n_clients: int, local_steps: int,
+                 dtype: torch.dtype) -> torch.Tensor:
+    """Each client's local step size, ``step / tau`` as an ``(M, 1)`` column."""
+    return torch.full((n_clients, 1), step, dtype=dtype) / local_steps
+
+
+def _svrg_round(point: torch.Tensor, grad: Callable[[torch.Tensor], torch.Tensor],
+                direction: torch.Tensor, step: torch.Tensor, local_steps: int) -> torch.Tensor:
+    """``tau`` SVRG steps of every client from the shared ``point`` (its anchor), with the
+    averaged ``direction`` as the correction, then the average of the local iterates.
+
+    ``grad`` is the clients' stacked gradient at their stacked points; ``step`` the ``(M, 1)``
+    step sizes (:func:`_local_steps`)."""
+    anchors = point.expand(int(step.shape[0]), -1)
+    local = anchors.clone()
+    for _ in range(local_steps):
+        local = local - step * (grad(local) - grad(anchors) + direction)
+    return local.mean(0)
+
+
+def _fedout(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor,
+            alpha: torch.Tensor, local_steps: int) -> torch.Tensor:
+    """FedOut (FedNest Alg. 2, AggITD's outer update): ``h = mean(grad_x f - grad^2_xy g p)``,
+    then ``tau`` SVRG steps on x; returns ``x^+``."""
+
+    def grad_x(xs: torch.Tensor) -> torch.Tensor:
+        return rmatvec(problem.D, y) + rmatvec(problem.E, xs) + problem.e
+
+    h = (grad_x(x) + rmatvec(problem.B, p)).mean(0)
+    return _svrg_round(x, grad_x, h, alpha, local_steps)
+
+
 def fednest_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, *,
                     inner_steps: int, local_steps: int, neumann_terms: int, inner_step: float,
                     outer_step: float, neumann_step: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -240,38 +272,25 @@ def fednest_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor,
     and ``2 tau`` outer gradients in FedOut's local steps: the registered algorithm's calls.
     Returns ``(x^+, y^+)``.
     """
-    A, B, b, C, D, c, E, e = _arrays(problem)
+    A, B, b, C, D, c, _, _ = _arrays(problem)
     M = problem.n_clients
-    beta = torch.full((M, 1), inner_step, dtype=y.dtype) / local_steps
-    alpha = torch.full((M, 1), outer_step, dtype=x.dtype) / local_steps
+    beta = _local_steps(inner_step, M, local_steps, y.dtype)
+    alpha = _local_steps(outer_step, M, local_steps, x.dtype)
     lam = neumann_step
 
-    def grad_inner(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        return rmatvec(A, ys) - matvec(B, xs) - b
-
-    def grad_x(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        return rmatvec(D, ys) + rmatvec(E, xs) + e
+    def grad_inner(ys: torch.Tensor) -> torch.Tensor:
+        return rmatvec(A, ys) - matvec(B, x) - b
 
     for _ in range(inner_steps):  # FedInn (Alg. 4): anchor round, then tau SVRG steps
-        anchors = y.expand(M, -1)
-        q = grad_inner(x, anchors).mean(0)
-        local = anchors.clone()
-        for _ in range(local_steps):
-            local = local - beta * (grad_inner(x, local) - grad_inner(x, anchors) + q)
-        y = local.mean(0)
+        q = grad_inner(y.expand(M, -1)).mean(0)
+        y = _svrg_round(y, grad_inner, q, beta, local_steps)
     # FedIHGP, deterministic truncation: p = lam sum_{j <= N} (I - lam H)^j grad_y f
     p = (lam * (rmatvec(C, y) + matvec(D, x) + c)).mean(0)
     total = p
     for _ in range(neumann_terms):
         p = (p - lam * rmatvec(A, p)).mean(0)
         total = total + p
-    # FedOut (Alg. 2): h = mean(grad_x f - grad^2_xy g p), then tau SVRG steps on x
-    h = (grad_x(x, y) + rmatvec(B, total)).mean(0)
-    anchors = x.expand(M, -1)
-    local = anchors.clone()
-    for _ in range(local_steps):
-        local = local - alpha * (grad_x(local, y) - grad_x(anchors, y) + h)
-    return local.mean(0), y
+    return _fedout(problem, x, y, total, alpha, local_steps), y
 
 
 def fbo_aggitd_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, *,
@@ -280,16 +299,13 @@ def fbo_aggitd_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tens
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """One FBO-AggITD iteration (Alg. 3 with Alg. 1, 2, 4; FedSVRG lower level, full
     participation, exact oracles, draw ``Q = index``) as bare batched tensor code."""
-    A, B, b, C, D, c, E, e = _arrays(problem)
+    A, B, b, C, D, c, _, _ = _arrays(problem)
     M, n, lam = problem.n_clients, inner_steps, neumann_step
-    beta = torch.full((M, 1), inner_step, dtype=y.dtype) / local_steps
-    alpha = torch.full((M, 1), outer_step, dtype=x.dtype) / local_steps
+    beta = _local_steps(inner_step, M, local_steps, y.dtype)
+    alpha = _local_steps(outer_step, M, local_steps, x.dtype)
 
     def grad_inner(ys: torch.Tensor) -> torch.Tensor:
         return rmatvec(A, ys) - matvec(B, x) - b
-
-    def grad_x(xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
-        return rmatvec(D, ys) + rmatvec(E, xs) + e
 
     z = None
     for t in range(n + 1):
@@ -299,23 +315,13 @@ def fbo_aggitd_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tens
         elif t > index:
             upload = z - lam * rmatvec(A, z)
         if t < n:
-            anchors = y.expand(M, -1)
-            q = grad_inner(anchors).mean(0)
+            q = grad_inner(y.expand(M, -1)).mean(0)
             if upload is not None:
                 z = upload.mean(0)
-            local = anchors.clone()
-            for _ in range(local_steps):
-                local = local - beta * (grad_inner(local) - grad_inner(anchors) + q)
-            y = local.mean(0)
+            y = _svrg_round(y, grad_inner, q, beta, local_steps)
         else:
             z = upload.mean(0)
-    p = lam * (n + 1) * z
-    h = (grad_x(x, y) + rmatvec(B, p)).mean(0)
-    anchors = x.expand(M, -1)
-    local = anchors.clone()
-    for _ in range(local_steps):
-        local = local - alpha * (grad_x(local, y) - grad_x(anchors, y) + h)
-    return local.mean(0), y
+    return _fedout(problem, x, y, lam * (n + 1) * z, alpha, local_steps), y
 
 
 # ------------------------------------------------------------------------------- streaming bound

@@ -13,6 +13,7 @@ import functools
 from collections.abc import Callable
 
 import torch
+from _common import Sized
 
 from problems import Batch, Problem, QuadraticBilevel
 from problems.workloads import Dataset, build_workload, load_dataset
@@ -23,8 +24,7 @@ NEURAL = (
     ("hyper-representation CNN", "hyper_representation", "cnn"),
     ("loss-tuning MLP", "loss_tuning", "mlp"),
 )
-CLIENTS = 100
-QUICK_CLIENTS = 2
+CLIENTS = Sized(full=100, quick=2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +45,7 @@ def _rows(problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
 
 def closed_form_workload(quick: bool) -> Workload:
     """``QuadraticBilevel.random`` (dim_x = dim_y = 10, kappa = 10), float64 on the CPU."""
-    problem = QuadraticBilevel.random(QUICK_CLIENTS if quick else CLIENTS, 10, 10, 10.0, 0.3,
-                                      seed=0)
+    problem = QuadraticBilevel.random(CLIENTS(quick), 10, 10, 10.0, 0.3, seed=0)
     return Workload("closed-form quadratic", problem, "cpu", _rows(problem))
 
 
@@ -65,7 +64,7 @@ def neural_workload(kind: str, model: str, clients: int, device: str) -> Problem
 def neural_workloads(quick: bool, device: str,
                      names: tuple[str, ...] | None = None) -> list[Workload]:
     """The NEURAL workloads (or those named) at 100 clients (quick: 4) on ``device``."""
-    clients = QUICK_CLIENTS if quick else CLIENTS
+    clients = CLIENTS(quick)
     out = []
     for name, kind, model in NEURAL:
         if names is not None and name not in names:

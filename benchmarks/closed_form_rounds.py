@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import Row, Target, cli, interleaved, target
+from _common import Row, Sized, Target, cli, interleaved, target
 from _loops import (
     AutogradLoop,
     ClosedFormLoop,
@@ -63,10 +63,8 @@ DESCRIPTION = ("One outer iteration of FedNest and FBO-AggITD on closed-form qua
                "(kappa 10): the batched client axis against the same-work replica, the "
                "per-oracle streaming bound, a closed-form and an autograd per-client loop; "
                "M = 10..1000, d = 10..200")
-CLIENTS = (10, 100, 1000)
-DIMS = (10, 50, 200)
-QUICK_CLIENTS = (4,)
-QUICK_DIMS = (3,)
+CLIENTS = Sized(full=(10, 100, 1000), quick=(4,))
+DIMS = Sized(full=(10, 50, 200), quick=(3,))
 TARGET_REPLICA = 1.5
 TARGET_BOUND = 3.0
 TARGET_AUTOGRAD = 20.0
@@ -186,11 +184,9 @@ def measure_point(name: str, algorithm: OuterAlgorithm, problem: QuadraticBileve
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
     del device_list  # float64 closed-form problems: CPU only
-    clients = QUICK_CLIENTS if quick else CLIENTS
-    dims = QUICK_DIMS if quick else DIMS
     rows: list[Row] = []
-    for d in dims:
-        for M in clients:
+    for d in DIMS(quick):
+        for M in CLIENTS(quick):
             problem = QuadraticBilevel.random(M, d, d, 10.0, 0.3, seed=0)
             for name, algorithm in algorithms(problem).items():
                 rows.append(measure_point(name, algorithm, problem, quick))

@@ -3,7 +3,8 @@
 Each grid point ``M`` builds ``QuadraticBilevel.random(M, d, d, kappa = 10, heterogeneity 0.3)``
 in a **fresh Python process** (so its peak resident memory is its own) and times one outer
 iteration of FedNest and of FBO-AggITD (:func:`closed_form_rounds.algorithms`: the registry's
-settings, 78 and 36 oracle calls per client) after one warm-up, the best of ``repeats``. Each row
+settings, 78 and 36 oracle calls per client) with ``torch.utils.benchmark.Timer`` (warm-up,
+then calls for :data:`MIN_RUN_S`; :func:`_common.time_call`), the fastest call. Each row
 records the build time, the client arrays' bytes, the process's peak resident memory (``ru_maxrss``
 after the rounds) and its ratio to the arrays, and the round time per client.
 
@@ -16,6 +17,7 @@ fits in 24 GiB (peak resident memory below it).
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import subprocess
@@ -24,29 +26,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Row, Target, cli, target
+from _common import Row, Sized, Target, cli, target
 
 NAME = "closed_form_scale"
 DESCRIPTION = ("One outer iteration of FedNest and FBO-AggITD on closed-form quadratics against "
                "the number of clients, each M in a fresh process: time per client and peak "
                "memory against the arrays; targets: linear in M from 100 to 10,000 (1.3x), "
                "M = 10,000 at d = 200 within 24 GiB")
-DIM = 200
-CLIENTS = (100, 1000, 10_000)
-QUICK_DIM = 3
-QUICK_CLIENTS = (4, 8)
+DIM = Sized(full=200, quick=3)
+CLIENTS = Sized(full=(100, 1000, 10_000), quick=(4, 8))
 TARGET_LINEAR = 1.3
 MEMORY_LIMIT_GB = 24 * 2**30 / 1e9  # 24 GiB, the machine's memory
-# Why 2: one warm-up absorbs first-call costs; at M = 10,000, d = 200 a FedNest round reads 16 GB
-# about 145 times (tens of seconds), where the best of two is a measurement.
-REPEATS = 2
+# Why 10 s: a round at M = 100 takes milliseconds, so the Timer takes the fastest of many; at
+# M = 10,000, d = 200 a FedNest round reads 16 GB about 145 times (tens of seconds), where one
+# timed call after one warm-up call is a measurement. Quick: one warm-up, one timed call.
+MIN_RUN_S = Sized(full=10.0, quick=0.0)
 
 
-def point(clients: int, dim: int, repeats: int) -> dict[str, Any]:
+def point(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
     """One grid point, measured in this process (the child's body)."""
     import torch
 
     torch.set_num_threads(1)
+    from _common import time_call
     from closed_form_rounds import algorithms, one_round
 
     from problems import QuadraticBilevel
@@ -56,26 +58,20 @@ def point(clients: int, dim: int, repeats: int) -> dict[str, Any]:
     build_s = time.perf_counter() - start
     arrays = sum(a.numel() * a.element_size()
                  for a in (problem.A, problem.B, problem.C, problem.D, problem.E))
-    seconds = {}
-    for name, algorithm in algorithms(problem).items():
-        state = algorithm.init(problem)
-        one_round(algorithm, problem, state)  # warm-up
-        best = float("inf")
-        for _ in range(repeats):
-            tic = time.perf_counter()
-            one_round(algorithm, problem, state)
-            best = min(best, time.perf_counter() - tic)
-        seconds[name] = best
+    seconds = {name: time_call(functools.partial(one_round, algorithm, problem,
+                                                 algorithm.init(problem)),
+                               min_run_time=min_run_time).minimum
+               for name, algorithm in algorithms(problem).items()}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
     return {"build_s": build_s, "array_gb": arrays / 1e9, "peak_rss_gb": peak / 1e9,
             "seconds": seconds}
 
 
-def measure_in_child(clients: int, dim: int, repeats: int) -> dict[str, Any]:
+def measure_in_child(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
     """:func:`point` in a fresh interpreter (its own peak memory); raises if the child fails."""
     here = Path(__file__).resolve().parent
     code = (f"import sys, json; sys.path.insert(0, {str(here)!r}); import closed_form_scale as s; "
-            f"print(json.dumps(s.point({clients}, {dim}, {repeats})))")
+            f"print(json.dumps(s.point({clients}, {dim}, {min_run_time!r})))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
@@ -86,11 +82,10 @@ def measure_in_child(clients: int, dim: int, repeats: int) -> dict[str, Any]:
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
     del device_list  # float64 closed-form problems: CPU only
-    dim = QUICK_DIM if quick else DIM
-    clients = QUICK_CLIENTS if quick else CLIENTS
+    dim = DIM(quick)
     rows: list[Row] = []
-    for M in clients:
-        result = measure_in_child(M, dim, 1 if quick else REPEATS)
+    for M in CLIENTS(quick):
+        result = measure_in_child(M, dim, MIN_RUN_S(quick))
         for name, seconds in result["seconds"].items():
             rows.append({"algorithm": name, "clients": M, "dim": dim,
                          "round_s": seconds, "round_ms_per_client": 1e3 * seconds / M,

@@ -32,7 +32,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from _common import Row, Target, cli, target, time_call
+from _common import Row, Sized, Target, cli, target, time_call
 from _workloads import Workload, closed_form_workload, neural_workloads
 
 from problems import PerClientQuadratic, Problem, QuadraticBilevel
@@ -43,6 +43,10 @@ DESCRIPTION = ("Hessian-vector product time relative to an inner gradient on eac
                "(target <= 3), and per-client oracle calls of one hypergradient against the "
                "papers' minimum")
 TARGET_HVP_RATIO = 3.0
+# Why 0.2 s (torch's own default for blocked_autorange): each call is milliseconds, so the
+# Timer's blocks hold many calls and 0.2 s of them give a median that is stable on a shared
+# machine. Quick: one warm-up call, one timed call.
+MIN_RUN_S = Sized(full=0.2, quick=0.0)
 
 
 # ------------------------------------------------------------------------------- part 1
@@ -57,16 +61,13 @@ def oracle_timings(workload: Workload, quick: bool) -> Row:
     v = torch.randn(problem.n_clients, problem.dim_y, generator=gen, device=device,
                     dtype=y.dtype)
     batch = workload.batch(clients)
-    # Why these repeats: each call is milliseconds; 2 warm-ups absorb allocator and kernel
-    # start-up, the median of 10 is stable on a shared machine.
-    warmup, repeats = (1, 1) if quick else (2, 10)
     calls: dict[str, Callable[[], object]] = {
         "grad_inner": lambda: oracles.grad_inner(x, y, clients, batch),
         "grad_outer": lambda: oracles.grad_outer(x, y, clients, batch),
         "hvp_inner": lambda: oracles.hvp_inner(x, y, v, clients, batch),
         "jvp_inner_xy": lambda: oracles.jvp_inner_xy(x, y, v, clients, batch),
     }
-    seconds = {name: time_call(fn, device=device, warmup=warmup, repeats=repeats).median
+    seconds = {name: time_call(fn, min_run_time=MIN_RUN_S(quick)).median
                for name, fn in calls.items()}
     return {
         "workload": workload.name, "device": device, "clients": problem.n_clients,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from _common import Row, Target, cli, speedup, target, time_call
+from _common import Row, Sized, Target, cli, speedup, target, time_call
 from _loops import WorkloadLoop
 from _workloads import neural_workloads
 from closed_form_rounds import one_round
@@ -40,6 +40,10 @@ MODELS = ("hyper-representation MLP", "hyper-representation CNN")
 # Why 0.01: the authors' lr and hlr (public-code notes, fig2.sh); the Neumann scale of their
 # code is hlr as well.
 STEP = 0.01
+# Why 1 s: a batched iteration takes tenths of a second, so after its warm-up call the Timer
+# times it about five times; a looped one takes tens of seconds on the CPU, where one timed
+# call after one warm-up call is a measurement (the Timer stops there). Quick: one of each.
+MIN_RUN_S = Sized(full=1.0, quick=0.0)
 
 
 def algorithm(quick: bool) -> FedNest:
@@ -47,18 +51,6 @@ def algorithm(quick: bool) -> FedNest:
     T, N, tau = (1, 2, 2) if quick else (1, 5, 5)
     return FedNest(inner_steps=T, neumann_terms=N, local_steps=tau, truncation="deterministic",
                    inner_step_size=STEP, outer_step_size=STEP, neumann_step_size=STEP)
-
-
-def repeats(quick: bool, looped: bool) -> tuple[int, int]:
-    """``(warm-up calls, timed repeats)`` of one side.
-
-    Why: a batched iteration takes tenths of a second (1 warm-up absorbs allocator, vmap and
-    kernel start-up; the median of 5); a looped one takes tens of seconds on the CPU, where one
-    timed call after one warm-up is a measurement.
-    """
-    if quick:
-        return 0, 1
-    return 1, (1 if looped else 5)
 
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
@@ -70,14 +62,12 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
         for workload in neural_workloads(quick, device, names=MODELS):
             problem = workload.problem
             state = fednest.init(problem)
-            timings = {}
-            for side, target_problem in (("batched", problem),
-                                         ("row_loop", WorkloadLoop(problem)),
-                                         ("looped", PerClientLoop(problem))):
-                warmup, repeat = repeats(quick, looped=side != "batched")
-                timings[side] = time_call(
-                    functools.partial(one_round, fednest, target_problem, state),
-                    device=device, warmup=warmup, repeats=repeat)
+            timings = {
+                side: time_call(functools.partial(one_round, fednest, target_problem, state),
+                                min_run_time=MIN_RUN_S(quick))
+                for side, target_problem in (("batched", problem),
+                                             ("row_loop", WorkloadLoop(problem)),
+                                             ("looped", PerClientLoop(problem)))}
             batched, looped, row_loop = timings["batched"], timings["looped"], timings["row_loop"]
             ratio = speedup(row_loop, batched)
             moved = float((batched.result.x - state.x).abs().max())

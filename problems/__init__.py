@@ -10,14 +10,9 @@ from problems._base import (
     ProblemConstants,
     ProblemError,
     ProblemKind,
-    RecentCache,
-    all_clients,
     from_spec,
-    is_plain,
-    matvec,
-    memory_key,
-    rmatvec,
 )
+from problems._rows import RecentCache, all_clients, is_plain, matvec, memory_key, rmatvec
 from problems.compositional import LinearCompositional
 from problems.family import ProblemFamily
 from problems.minimax import QuadraticMinimax

@@ -12,6 +12,8 @@ equality with the whole-array formulas).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 #: Matrices per chunk: at most 2**25 bytes (32 MiB) of temporaries per step.
@@ -138,3 +140,90 @@ def centered_vector_spread(
     if rms == 0.0 or spread == 0.0:
         return np.zeros_like(raw)
     return raw * (spread / rms)
+
+
+def around_gaussian(rng: np.random.Generator, count: int, dim: int, spread: float) -> np.ndarray:
+    """``count`` vectors ``v + d_i``: a mean ``v ~ N(0, I_dim)`` drawn first, then deviations
+    ``d_i`` that sum to zero with root-mean-square norm ``spread``
+    (:func:`centered_vector_spread`)."""
+    return rng.standard_normal(dim) + centered_vector_spread(rng, count, (dim,), spread)
+
+
+def relative_size(base: np.ndarray, fraction: float) -> float:
+    """``fraction * ||base||`` (spectral norm, floored at 1e-12): a spread relative to ``base``."""
+    return fraction * max(float(np.linalg.norm(base, 2)), 1e-12)
+
+
+def spread_around(
+    rng: np.random.Generator, base: np.ndarray, count: int, spread: float, *,
+    symmetric: bool = False,
+) -> np.ndarray:
+    """``count`` matrices ``base + D_i`` with ``sum_i D_i = 0`` and ``max_i ||D_i|| = spread``
+    (symmetric ``D_i`` for a symmetric ``base``), built in place."""
+    if symmetric:
+        deviations = centered_symmetric_spread(rng, count, base.shape[0], spread)
+    else:
+        deviations = centered_matrix_spread(rng, count, base.shape, spread)
+    return add_base(base, deviations)
+
+
+def sample_spreads(
+    rng: np.random.Generator, count: int, n_samples: int, shape: tuple[int, int],
+    spread: float, *, symmetric: bool = False,
+) -> np.ndarray:
+    """``(count, n_samples, *shape)``: for each of ``count`` clients, ``n_samples`` deviations
+    that sum to zero over the samples with largest spectral norm ``spread`` (symmetric ones for
+    ``symmetric``). One sample cannot deviate from its own mean: zeros, and nothing is drawn."""
+    if n_samples < 2:
+        return np.zeros((count, n_samples, *shape))
+    if symmetric:
+        stacks = [centered_symmetric_spread(rng, n_samples, shape[0], spread)
+                  for _ in range(count)]  # construction only; the oracles have no client loop
+    else:
+        stacks = [centered_matrix_spread(rng, n_samples, shape, spread) for _ in range(count)]
+    return np.stack(stacks)
+
+
+@dataclasses.dataclass(frozen=True)
+class SpectralStack:
+    """Client matrices ``H_i = R (I + S_i) R`` around a mean ``H_bar = R^2`` whose spectrum is
+    log-spaced in ``[mu, kappa mu]`` (:func:`spectral_stack`).
+
+    Attributes:
+        root: ``R = H_bar^{1/2}``.
+        spread: the ``S_i`` (``sum_i S_i = 0``), or ``None`` when ``stack`` was built in their
+            memory.
+        stack: ``(M, d, d)``, the ``H_i``.
+    """
+
+    root: np.ndarray
+    spread: np.ndarray | None
+    stack: np.ndarray
+
+    def samples(self, rng: np.random.Generator, n_samples: int, noise: float) -> np.ndarray:
+        """``(M, n, d, d)`` sample matrices ``R (I + S_i + N_ij) R`` with ``N_ij`` summing to
+        zero over j and ``max ||N_ij|| = noise`` (:func:`sample_spreads`): each client's sample
+        mean is its ``H_i``; ``h + noise < 1`` keeps every one positive definite."""
+        assert self.spread is not None, "built without keeping the spread"
+        count, dim = self.spread.shape[0], self.root.shape[0]
+        deviations = sample_spreads(rng, count, n_samples, (dim, dim), noise, symmetric=True)
+        return self.root @ (np.eye(dim) + self.spread[:, None] + deviations) @ self.root
+
+
+def spectral_stack(
+    rng: np.random.Generator, count: int, dim: int, mu: float, condition_number: float,
+    spread: float, *, keep_spread: bool = True,
+) -> SpectralStack:
+    """The closed-form families' inner Hessians: a mean ``H_bar`` with eigenvalues log-spaced in
+    ``[mu, kappa mu]`` in a random basis, and ``count`` client matrices
+    ``H_i = H_bar^{1/2} (I + S_i) H_bar^{1/2}`` with ``sum_i S_i = 0`` and ``max_i ||S_i|| =
+    spread`` (so the client mean is ``H_bar`` and every ``H_i`` has eigenvalues in
+    ``[(1 - spread) mu, (1 + spread) kappa mu]``).
+
+    Draw order: the basis of ``H_bar``, then the ``S_i``. Without ``keep_spread`` the ``H_i`` are
+    built in the memory of the ``S_i`` (no stack-sized temporary; no sample matrices then).
+    """
+    root = symmetric_sqrt(spd_with_spectrum(rng, log_spaced_spectrum(dim, mu, condition_number)))
+    deviations = centered_symmetric_spread(rng, count, dim, spread)
+    stack = sandwich(root, deviations.copy() if keep_spread else deviations)
+    return SpectralStack(root, deviations if keep_spread else None, stack)

@@ -62,25 +62,19 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
-    ClientRows,
     ProblemError,
     ProblemKind,
-    as_tensor,
-    centered_noise,
-    check_clients,
-    check_condition_number,
-    check_finite,
-    check_int,
-    check_nonnegative,
-    check_seed,
-    check_shape,
-    check_symmetric,
-    gather_mean,
-    rows,
+    check_arrays,
+    check_samples,
     symmetric_operator,
 )
+from problems._rows import ClientRows, gather_mean, rows, samples_around
 from problems.compositional_bilevel import CompositionalBilevelView
-from problems.family import ProblemFamily
+from problems.family import ProblemFamily, either, recipe_rng
+
+#: The knobs of :meth:`LinearCompositional.random` that must be finite and >= 0.
+_NONNEGATIVE_KNOBS = ("jacobian_heterogeneity", "value_heterogeneity", "hessian_heterogeneity",
+                      "matrix_noise", "value_noise")
 
 
 class LinearCompositional(ProblemFamily, CompositionalBilevelView):
@@ -132,24 +126,20 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
                 f"{name}: need N >= 1 levels with one W and one w each, got "
                 f"{len(W)} W and {len(w)} w"
             )
-        self.W = [as_tensor(a) for a in W]
-        self.w = [as_tensor(a) for a in w]
-        self.Q, self.t = as_tensor(Q), as_tensor(t)
-        for key, value in self._named_arrays().items():
-            check_finite(key, name, value)
-        if any(a.ndim != 3 for a in self.W):
-            raise ProblemError(f"{name}: every W[n] must have shape (M, d_(n+1), d_n)")
-        M = int(self.W[0].shape[0])
-        check_clients(name, M)
-        dims = [int(self.W[0].shape[2])] + [int(a.shape[1]) for a in self.W]
-        self.n_levels, self.dims, self.n_clients = len(self.W), tuple(dims), M
-        self.dim_x, self.dim_y = dims[0], dims[1]
-        for n in range(self.n_levels):
-            check_shape(f"W{n}", name, self.W[n], (M, dims[n + 1], dims[n]))
-            check_shape(f"w{n}", name, self.w[n], (M, dims[n + 1]))
-        check_shape("Q", name, self.Q, (M, dims[-1], dims[-1]))
-        check_shape("t", name, self.t, (M, dims[-1]))
-        check_symmetric("Q", name, self.Q)
+        N = len(W)
+        given = {f"W{n}": a for n, a in enumerate(W)}
+        given.update({f"w{n}": a for n, a in enumerate(w)})
+        given.update({"Q": Q, "t": t})
+        shapes = {f"W{n}": f"M d{n + 1} d{n}" for n in range(N)}
+        shapes.update({f"w{n}": f"M d{n + 1}" for n in range(N)})
+        shapes.update({"Q": f"M d{N} d{N}", "t": f"M d{N}"})
+        arrays, sizes = check_arrays(name, given, shapes, symmetric=("Q",))
+        self.W = [arrays[f"W{n}"] for n in range(N)]
+        self.w = [arrays[f"w{n}"] for n in range(N)]
+        self.Q, self.t = arrays["Q"], arrays["t"]
+        self.n_levels, self.n_clients = N, sizes["M"]
+        self.dims = tuple(sizes[f"d{n}"] for n in range(N + 1))
+        self.dim_x, self.dim_y = self.dims[0], self.dims[1]
         lowest = float(torch.linalg.eigvalsh(self.Q.mean(0)).min())
         if lowest <= 0.0:
             raise ProblemError(
@@ -184,41 +174,25 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         return out
 
     def _set_samples(self, W_s: Any, w_s: Any, t_s: Any) -> None:
-        name, M, N, dims = self.name, self.n_clients, self.n_levels, self.dims
+        name, N = self.name, self.n_levels
         self.n_samples = 0
         self.W_samples: list[torch.Tensor] | None = None
         self.w_samples: list[torch.Tensor] | None = None
         self.t_samples: torch.Tensor | None = None
-        given = [s is not None for s in (W_s, w_s, t_s)]
-        if not any(given):
+        present = [s is not None for s in (W_s, w_s, t_s)]
+        if not any(present):
             return
-        if not all(given) or len(W_s) != N or len(w_s) != N:
+        if not all(present) or len(W_s) != N or len(w_s) != N:
             raise ProblemError(
                 f"{name}: give W_samples, w_samples (one per level) and t_samples, or none of them"
             )
-        W_s, w_s = [as_tensor(a) for a in W_s], [as_tensor(a) for a in w_s]
-        t_s = as_tensor(t_s)
-        n = int(t_s.shape[1]) if t_s.ndim == 3 else -1
-        if n < 1:
-            raise ProblemError(f"{name}: sample arrays need at least one sample per client")
-        checks: list[tuple[str, torch.Tensor, tuple[int, ...], torch.Tensor]] = [
-            (f"W{k}_samples", W_s[k], (M, n, dims[k + 1], dims[k]), self.W[k]) for k in range(N)
-        ]
-        checks += [(f"w{k}_samples", w_s[k], (M, n, dims[k + 1]), self.w[k]) for k in range(N)]
-        checks.append(("t_samples", t_s, (M, n, dims[-1]), self.t))
-        for key, array, shape, base in checks:
-            check_finite(key, name, array)
-            check_shape(key, name, array, shape)
-            gap = float((array.mean(dim=1) - base).abs().max())
-            # Why 1e-9: sample means equal the client arrays up to float64 round-off on
-            # O(1) entries; a larger gap means a biased oracle.
-            if gap > 1e-9 * max(1.0, float(base.abs().max())):
-                raise ProblemError(
-                    f"{name}: mean of {key!r} over samples differs from the "
-                    f"client array by {gap:.3g}; the oracle would be biased"
-                )
-        self.n_samples, self.W_samples, self.w_samples = n, W_s, w_s
-        self.t_samples = t_s
+        given = {f"W{k}": W_s[k] for k in range(N)}
+        given.update({f"w{k}": w_s[k] for k in range(N)})
+        given["t"] = t_s
+        self.n_samples, samples = check_samples(name, given, self._named_arrays())
+        self.W_samples = [samples[f"W{k}_samples"] for k in range(N)]
+        self.w_samples = [samples[f"w{k}_samples"] for k in range(N)]
+        self.t_samples = samples["t_samples"]
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -268,9 +242,16 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             value_noise: standard deviation of the sample noise on ``w`` and ``t``.
         """
         label = "LinearCompositional.random"
-        check_clients(label, n_clients)
-        check_condition_number(label, condition_number)
         dims = tuple(int(d) for d in dims)
+        jh = either(jacobian_heterogeneity, heterogeneity)
+        vh = either(value_heterogeneity, heterogeneity)
+        spec = {
+            "family": label, "n_clients": n_clients, "dims": list(dims), "seed": seed,
+            "condition_number": condition_number,
+            "jacobian_heterogeneity": jh, "value_heterogeneity": vh,
+            "hessian_heterogeneity": hessian_heterogeneity, "mu": mu, "n_samples": n_samples,
+            "matrix_noise": matrix_noise, "value_noise": value_noise,
+        }
         if len(dims) < 2 or min(dims) < 1:
             raise ProblemError(f"{label}: dims needs >= 2 positive entries, got {dims}")
         if dims[0] > min(dims[1:]):
@@ -278,39 +259,9 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
                 f"{label}: d_0 = {dims[0]} exceeds a later dimension in {dims}; "
                 "the composed map cannot have full column rank"
             )
-        jh = heterogeneity if jacobian_heterogeneity is None else jacobian_heterogeneity
-        vh = heterogeneity if value_heterogeneity is None else value_heterogeneity
-        for knob, value in (
-            ("jacobian_heterogeneity", jh),
-            ("value_heterogeneity", vh),
-            ("hessian_heterogeneity", hessian_heterogeneity),
-            ("matrix_noise", matrix_noise),
-            ("value_noise", value_noise),
-        ):
-            check_nonnegative(label, knob, value)
         if hessian_heterogeneity >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
-        if not math.isfinite(mu) or mu <= 0.0:
-            raise ProblemError(f"{label}: mu must be a positive number, got {mu}")
-        check_int(label, "n_samples", n_samples, None)
-        if n_samples < 0:
-            raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dims": list(dims),
-            "seed": seed,
-            "condition_number": condition_number,
-            "jacobian_heterogeneity": jh,
-            "value_heterogeneity": vh,
-            "hessian_heterogeneity": hessian_heterogeneity,
-            "mu": mu,
-            "n_samples": n_samples,
-            "matrix_noise": matrix_noise,
-            "value_noise": value_noise,
-        }
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
+        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",))
         M, N = n_clients, len(dims) - 1
         R = np.eye(dims[0])
         W, w = [], []
@@ -318,43 +269,21 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             R_next = _spectra.random_orthogonal(rng, dims[n + 1])[:, : dims[0]]
             Z = rng.standard_normal((dims[n + 1], dims[n])) / math.sqrt(dims[n])
             W_bar = R_next @ R.T + Z @ (np.eye(dims[n]) - R @ R.T)
-            W.append(W_bar[None] + _spectra.centered_matrix_spread(rng, M, W_bar.shape, jh))
-            w.append(
-                rng.standard_normal(dims[n + 1])
-                + _spectra.centered_vector_spread(rng, M, (dims[n + 1],), vh)
-            )
+            W.append(_spectra.spread_around(rng, W_bar, M, jh))
+            w.append(_spectra.around_gaussian(rng, M, dims[n + 1], vh))
             R = R_next
-        Q_bar = _spectra.spd_with_spectrum(
-            rng, _spectra.log_spaced_spectrum(dims[-1], mu, condition_number)
-        )
-        root = _spectra.symmetric_sqrt(Q_bar)
-        Q = (
-            root
-            @ (
-                np.eye(dims[-1])
-                + _spectra.centered_symmetric_spread(rng, M, dims[-1], hessian_heterogeneity)
-            )
-            @ root
-        )
-        t = rng.standard_normal(dims[-1]) + _spectra.centered_vector_spread(rng, M, (dims[-1],), vh)
+        Q = _spectra.spectral_stack(rng, M, dims[-1], mu, condition_number,
+                                    hessian_heterogeneity, keep_spread=False).stack
+        t = _spectra.around_gaussian(rng, M, dims[-1], vh)
         samples: dict[str, Any] = {}
         if n_samples > 0:
             samples["W_samples"] = [
-                W[n][:, None]
-                + centered_noise(
-                    rng,
-                    (M, n_samples, dims[n + 1], dims[n]),
-                    matrix_noise / math.sqrt(dims[n]),
-                )
+                samples_around(rng, W[n], n_samples, matrix_noise / math.sqrt(dims[n]))
                 for n in range(N)
             ]
-            samples["w_samples"] = [
-                w[n][:, None] + centered_noise(rng, (M, n_samples, dims[n + 1]), value_noise)
-                for n in range(N)
-            ]
-            samples["t_samples"] = t[:, None] + centered_noise(
-                rng, (M, n_samples, dims[-1]), value_noise
-            )
+            samples["w_samples"] = [samples_around(rng, w[n], n_samples, value_noise)
+                                    for n in range(N)]
+            samples["t_samples"] = samples_around(rng, t, n_samples, value_noise)
         return cls(W, w, Q, t, name=label, spec=spec, **samples)
 
     # ---------------------------------------------------------------- identity

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
-from problems._base import Batch, ProblemConstants, ProblemError, draw_indices, matvec, rmatvec
+from problems._base import Batch, ProblemConstants, ProblemError
+from problems._rows import matvec, rmatvec
 
 
 class CompositionalBilevelView:
@@ -52,11 +52,7 @@ class CompositionalBilevelView:
             )
 
     def inner_loss(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``g_i(x, y) = 1/2 ||y - r_i(x)||^2`` with ``r_i = f^{i,0}`` (FedNest eq.
         (7))."""
@@ -64,11 +60,7 @@ class CompositionalBilevelView:
         return 0.5 * ((y - self.level_map(0, x, clients, batch)) ** 2).sum(-1)
 
     def outer_loss(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``f_i(x, y) = f^{i,1}(y) = 1/2 y^T Q_i y - t_i^T y`` (no direct x
         dependence)."""
@@ -79,8 +71,9 @@ class CompositionalBilevelView:
     # g_i = 1/2 ||y - W_i x - w_i||^2 and f_i = 1/2 y^T Q_i y - t_i^T y as batched products
     # (problems.ClosedFormOracles): grad_y g_i = y - W_i x - w_i, grad^2_y g_i = I,
     # grad^2_xy g_i = -W_i^T, grad_x f_i = 0, grad_y f_i = Q_i y - t_i.
-    def _map(self, clients: torch.Tensor, batch: Batch | None) -> tuple[torch.Tensor,
-                                                                        torch.Tensor]:
+    def _map(
+        self, clients: torch.Tensor, batch: Batch | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if batch is None:
             return (self._client_rows.get(self.W[0], clients),
                     self._client_rows.get(self.w[0], clients))
@@ -128,11 +121,6 @@ class CompositionalBilevelView:
         self._require_bilevel("inner_loss")
         W, _ = self._map(clients, batch)
         return -rmatvec(W, v)
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return (

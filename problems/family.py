@@ -6,13 +6,41 @@ problem given inline (formatted over its attributes) and the names of the arrays
 :class:`ProblemFamily` turns them into :attr:`id`, :meth:`spec`, :meth:`to_arrays` (for saving a
 counterexample exactly) and ``repr``. A family with arrays that are not plain attributes
 overrides :meth:`to_arrays`.
+
+A recipe is the call that drew the problem: ``{"family": "X.random", **its arguments}`` in the
+order of the signature. :func:`recipe_rng` checks its knobs by the rules every family shares
+(clients, condition number, non-negative spreads, positive scales, dimensions, sample count,
+seed) and returns the one generator the draw may use.
+
+:class:`ClientArrayFamily` adds what the families defined by stacked per-client arrays share:
+client rows of an array or their minibatch means over its per-sample twin ``<name>_samples``,
+the client means, and the starting point ``(0, 0)``.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import torch
+
+from problems._base import (
+    Batch,
+    ProblemConstants,
+    ProblemError,
+    check_clients,
+    check_condition_number,
+    check_int,
+    check_nonnegative,
+    check_positive,
+    check_seed,
+    chunk_size,
+    spectral_norms,
+    symmetric_operator,
+)
+from problems._rows import ClientRows, draw_indices, gather_mean, rows
 
 
 class _Attributes(dict[str, Any]):
@@ -24,6 +52,55 @@ class _Attributes(dict[str, Any]):
 
     def __missing__(self, key: str) -> Any:
         return getattr(self.owner, key)
+
+
+#: The knobs of a client Hessian spread ``S_i`` and of the sample noise ``N_ij`` on it, in the
+#: families that draw ``H^{1/2} (I + S_i + N_ij) H^{1/2}``: their sum must stay below 1.
+HESSIAN_SPREADS = ("hessian_heterogeneity", "hessian_noise")
+
+
+def either(knob: float | None, shorthand: float) -> float:
+    """A knob of a family's ``random``, or its ``heterogeneity`` shorthand when not given."""
+    return shorthand if knob is None else knob
+
+
+def recipe_rng(
+    spec: dict[str, Any], *, nonnegative: Sequence[str] = (), positive: Sequence[str] = (),
+    dims: Sequence[str] = (), below_one: Sequence[str] = (),
+) -> np.random.Generator:
+    """Check a recipe's knobs and return ``np.random.default_rng(spec["seed"])``, the only
+    randomness of the draw.
+
+    Every recipe needs ``n_clients >= 1`` and a seed numpy accepts; a ``condition_number`` in
+    the spec must lie in ``[1, 1e12]`` and an ``n_samples`` be an integer ``>= 0``. The knobs
+    named in ``nonnegative`` must be finite and ``>= 0``, those in ``positive`` ``> 0``, those in
+    ``dims`` integers ``>= 1``; the knobs in ``below_one`` (a Hessian spread and the sample noise
+    on it) must add up to less than 1, which keeps every client and sample Hessian
+    ``H^{1/2} (I + S_i + N_ij) H^{1/2}`` positive definite. Errors name ``spec["family"]``.
+    """
+    label = str(spec["family"])
+    check_clients(label, spec["n_clients"])
+    if "condition_number" in spec:
+        check_condition_number(label, spec["condition_number"])
+    for knob in nonnegative:
+        check_nonnegative(label, knob, spec[knob])
+    total = sum(spec[knob] for knob in below_one)
+    if total >= 1.0:
+        raise ProblemError(f"{label}: {' + '.join(below_one)} = {total:.3g} >= 1 would make an "
+                           "inner Hessian not positive definite")
+    for knob in positive:
+        check_positive(label, knob, spec[knob])
+    for knob in dims:
+        check_int(label, knob, spec[knob], None)
+    if any(spec[knob] < 1 for knob in dims):
+        got = ", ".join(str(spec[knob]) for knob in dims)
+        raise ProblemError(f"{label}: dimensions must be >= 1, got ({got})")
+    if "n_samples" in spec:
+        check_int(label, "n_samples", spec["n_samples"], None)
+        if spec["n_samples"] < 0:
+            raise ProblemError(f"{label}: n_samples must be >= 0, got {spec['n_samples']}")
+    check_seed(label, spec["seed"])
+    return np.random.default_rng(spec["seed"])
 
 
 class ProblemFamily:
@@ -41,6 +118,8 @@ class ProblemFamily:
     ARRAY_NAMES: ClassVar[tuple[str, ...]] = ()
     SAMPLE_NAMES: ClassVar[tuple[str, ...]] = ()
     _spec: dict[str, Any]
+    name: str
+    n_samples: int
 
     @property
     def id(self) -> str:
@@ -63,5 +142,105 @@ class ProblemFamily:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r})"
 
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
+        """``batch_size`` sample indices per evaluated client, uniform with replacement over the
+        client's ``n_samples`` (:func:`problems._base.draw_indices`)."""
+        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
-__all__ = ["ProblemFamily"]
+
+class ClientArrayFamily(ProblemFamily):
+    """A family defined by per-client arrays stacked on a leading client axis (``ARRAY_NAMES``),
+    some with per-sample twins ``<name>_samples`` of shape ``(M, n_samples, ...)`` whose sample
+    means are the client arrays.
+
+    The losses read client rows through :meth:`_sampled` (a fresh gather); the closed-form
+    oracles through :meth:`_term` and :meth:`_curvature`, which gather each array once per
+    client set (:class:`problems._base.ClientRows`) and apply a symmetric client array through
+    its operator (:meth:`_prepare_oracles`).
+    """
+
+    dim_x: int
+    dim_y: int
+    _client_eigenvalues: torch.Tensor
+    _operators: dict[str, torch.Tensor]
+    _samples_symmetric: bool
+
+    @functools.cached_property
+    def _client_rows(self) -> ClientRows:
+        return ClientRows()
+
+    def _prepare_oracles(self, symmetric: Sequence[str], sampled: str | None = None) -> None:
+        """The closed-form oracles apply each symmetric client array in ``symmetric`` as stored
+        (or a symmetrised copy of input symmetric only to 1e-10: see
+        :func:`problems._base.symmetric_operator`); ``sampled`` names the one whose per-sample
+        twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
+        self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
+        samples = None if sampled is None else getattr(self, f"{sampled}_samples")
+        self._samples_symmetric = samples is None or symmetric_operator(samples) is samples
+
+    def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """Client array ``name`` of each evaluated client, or its minibatch mean; only the array
+        asked for is read."""
+        if batch is None:
+            return rows(getattr(self, name), clients)
+        samples = getattr(self, f"{name}_samples")
+        assert samples is not None
+        return gather_mean(samples, clients, batch)
+
+    def _take(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        return self._client_rows.get(array, clients)
+
+    def _term(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """Client array ``name`` per evaluated client (gathered once per client set), or its
+        minibatch mean."""
+        if batch is None:
+            return self._take(getattr(self, name), clients)
+        return self._sampled(name, clients, batch)
+
+    def _curvature(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+        """The symmetric client matrices ``name`` per evaluated client, through their operator,
+        or the (symmetrised) minibatch mean of their samples."""
+        if batch is None:
+            return self._take(self._operators[name], clients)
+        matrices = self._sampled(name, clients, batch)
+        return matrices if self._samples_symmetric else 0.5 * (
+            matrices + matrices.transpose(-1, -2))
+
+    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.zeros(self.dim_x, dtype=torch.float64),
+                torch.zeros(self.dim_y, dtype=torch.float64))
+
+    def _inner_constants(self, hessians: str, linear: str, **outer: float) -> ProblemConstants:
+        """:class:`~problems._base.ProblemConstants` of an inner objective with client Hessians
+        ``H_i`` (the array ``hessians``, with eigenvalues ``_client_eigenvalues``) and linear
+        terms ``l_i`` (the array ``linear``: ``grad_y g_i = H_i y - l_i + ...``).
+
+        ``mu, L``: the extreme eigenvalues of ``H_bar``; ``mu_clients, L_clients``: of every
+        ``H_i``; ``hessian_heterogeneity = max_i ||H_i - H_bar||`` (a chunk of clients at a time:
+        ``H - H_bar`` at once would double the memory); ``gradient_heterogeneity =
+        sqrt(mean_i ||l_i - l_bar||^2)``; ``outer``: ``cross_norm`` and the outer gradients'
+        Lipschitz constants, which the family gives.
+        """
+        stack = getattr(self, hessians)
+        mean = self.means[hessians]
+        eigenvalues = torch.linalg.eigvalsh(mean)
+        step = chunk_size(stack)
+        spread = max(float(spectral_norms(stack[s:s + step] - mean).max())
+                     for s in range(0, int(stack.shape[0]), step))
+        deviation = getattr(self, linear) - self.means[linear]
+        client_eigenvalues: torch.Tensor = self._client_eigenvalues
+        return ProblemConstants(
+            mu=float(eigenvalues.min()), L=float(eigenvalues.max()),
+            mu_clients=float(client_eigenvalues.min()), L_clients=float(client_eigenvalues.max()),
+            hessian_heterogeneity=spread,
+            gradient_heterogeneity=float(torch.sqrt((deviation**2).sum(-1).mean())), **outer)
+
+    @functools.cached_property
+    def means(self) -> dict[str, torch.Tensor]:
+        """Client means of every array (``A_bar`` is ``means['A']``, and so on)."""
+        return {k: getattr(self, k).mean(dim=0) for k in self.ARRAY_NAMES}
+
+
+__all__ = ["HESSIAN_SPREADS", "ClientArrayFamily", "ProblemFamily", "either", "recipe_rng"]

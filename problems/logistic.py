@@ -27,23 +27,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from problems._base import (
-    Batch,
-    ProblemConstants,
-    ProblemError,
-    ProblemKind,
-    as_tensor,
-    check_clients,
-    check_finite,
-    check_seed,
-    check_shape,
-    draw_indices,
-    rows,
-)
-from problems.family import ProblemFamily
+from problems._base import Batch, ProblemConstants, ProblemError, ProblemKind, check_arrays
+from problems._rows import rows
+from problems.family import ProblemFamily, recipe_rng
 from problems.per_client import take_blocks
 
 HyperMode = Literal["decay", "weights"]
+_SHAPES = {"features": "n N d", "labels": "n N", "val_features": "n N_val d",
+           "val_labels": "n N_val"}
 
 # Why 100: damped Newton on a strongly convex, smooth objective needs a handful of damped steps
 # and then converges quadratically (each step doubles the correct digits), so 10-15 iterations
@@ -87,18 +78,12 @@ class PerClientLogistic(ProblemFamily):
         spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        self.a, self.z = as_tensor(features), as_tensor(labels)
-        self.a_val, self.z_val = as_tensor(val_features), as_tensor(val_labels)
-        for key, value in (("features", self.a), ("labels", self.z),
-                           ("val_features", self.a_val), ("val_labels", self.z_val)):
-            check_finite(key, name, value)
-        if self.a.ndim != 3 or self.a_val.ndim != 3:
-            raise ProblemError(f"{name}: features must have shape (n, N, d)")
-        n, N, d = (int(s) for s in self.a.shape)
-        check_clients(name, n)
-        check_shape("labels", name, self.z, (n, N))
-        check_shape("val_features", name, self.a_val, (n, int(self.a_val.shape[1]), d))
-        check_shape("val_labels", name, self.z_val, tuple(self.a_val.shape[:2]))
+        given = {"features": features, "labels": labels, "val_features": val_features,
+                 "val_labels": val_labels}
+        arrays, sizes = check_arrays(name, given, _SHAPES)
+        self.a, self.z = arrays["features"], arrays["labels"]
+        self.a_val, self.z_val = arrays["val_features"], arrays["val_labels"]
+        n, N, d = sizes["n"], sizes["N"], sizes["d"]
         if not mu > 0.0:
             raise ProblemError(f"{name}: mu must be > 0 (per-sample strong convexity), got {mu}")
         if hyper not in ("decay", "weights"):
@@ -122,12 +107,10 @@ class PerClientLogistic(ProblemFamily):
         ``round(sigmoid(theta^T a + N(0, 0.1^2)))`` with theta of the sample's component.
         """
         label = "PerClientLogistic.random"
-        check_clients(label, n_clients)
         spec = {"family": label, "n_clients": n_clients, "dim": dim, "n_train": n_train,
                 "n_val": n_val, "seed": seed, "mu": mu, "hyper": hyper,
                 "components": components, "concentration": concentration}
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
+        rng = recipe_rng(spec)
         theta = rng.uniform(-1.0, 1.0, size=(components, dim))
         weights = rng.dirichlet(np.full(components, concentration), size=n_clients)
 
@@ -181,11 +164,6 @@ class PerClientLogistic(ProblemFamily):
         """``f_i`` per evaluated client: validation cross entropy (``batch`` is ignored)."""
         s = torch.einsum("ckd,cd->ck", rows(self.a_val, clients), y)
         return _ell(rows(self.z_val, clients), s).mean(-1)
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``lambda = 0`` (decay: unit decay ``exp(0)``) or ``lambda = 1`` (weights)."""

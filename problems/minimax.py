@@ -43,7 +43,6 @@ exactly and the minibatch variance is known in closed form
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -53,36 +52,25 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
-    ClientRows,
     ProblemConstants,
     ProblemError,
     ProblemKind,
-    as_tensor,
-    centered_noise,
-    check_clients,
-    check_condition_number,
-    check_finite,
-    check_int,
-    check_nonnegative,
+    check_arrays,
     check_positive_definite,
-    check_seed,
-    check_shape,
-    check_symmetric,
-    draw_indices,
-    gather_mean,
-    matvec,
-    rmatvec,
-    rows,
-    symmetric_operator,
+    check_samples,
 )
-from problems.family import ProblemFamily
+from problems._rows import matvec, rmatvec, rows, samples_around
+from problems.family import HESSIAN_SPREADS, ClientArrayFamily, either, recipe_rng
 from problems.minimax_synthetic import fednest_synthetic_arrays
+from problems.quadratic_bilevel import NONNEGATIVE_KNOBS
 
-_ARRAY_NAMES = ("P", "b", "A", "Lam", "e")
+#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+_SHAPES = {"P": "M dy dy", "b": "M dy", "A": "M dy dx", "Lam": "M dx dx", "e": "M dx"}
+_ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
 
 
-class QuadraticMinimax(ProblemFamily):
+class QuadraticMinimax(ClientArrayFamily):
     """Federated SC-SC quadratic minimax problem; see the module docstring for the
     formulas.
 
@@ -119,43 +107,16 @@ class QuadraticMinimax(ProblemFamily):
     kind: ProblemKind = "minimax"
 
     def __init__(
-        self,
-        P: Any,
-        b: Any,
-        A: Any,
-        Lam: Any,
-        e: Any,
-        *,
-        P_samples: Any = None,
-        b_samples: Any = None,
-        e_samples: Any = None,
-        name: str = "QuadraticMinimax",
-        spec: dict[str, Any] | None = None,
+        self, P: Any, b: Any, A: Any, Lam: Any, e: Any, *,
+        P_samples: Any = None, b_samples: Any = None, e_samples: Any = None,
+        name: str = "QuadraticMinimax", spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        arrays = {k: as_tensor(v) for k, v in zip(_ARRAY_NAMES, (P, b, A, Lam, e), strict=True)}
-        for key, value in arrays.items():
-            check_finite(key, name, value)
-        if arrays["P"].ndim != 3 or arrays["A"].ndim != 3:
-            raise ProblemError(
-                f"{name}: arrays 'P' and 'A' must have shapes (M, dy, dy), (M, dy, dx)"
-            )
-        M, dy, dx = (
-            int(s) for s in (arrays["P"].shape[0], arrays["P"].shape[1], arrays["A"].shape[2])
-        )
-        check_clients(name, M)
-        expected = {
-            "P": (M, dy, dy),
-            "b": (M, dy),
-            "A": (M, dy, dx),
-            "Lam": (M, dx, dx),
-            "e": (M, dx),
-        }
-        for key, shape in expected.items():
-            check_shape(key, name, arrays[key], shape)
-        check_symmetric("Lam", name, arrays["Lam"])
+        arrays, sizes = check_arrays(
+            name, dict(zip(_ARRAY_NAMES, (P, b, A, Lam, e), strict=True)), _SHAPES,
+            symmetric=("Lam",))
         self._client_eigenvalues = check_positive_definite("P", name, arrays["P"])
-        self.n_clients, self.dim_x, self.dim_y = M, dx, dy
+        self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
         self.P, self.b, self.A = arrays["P"], arrays["b"], arrays["A"]
         self.Lam, self.e = arrays["Lam"], arrays["e"]
         phi_hessian = self.outer_hessian()
@@ -166,48 +127,12 @@ class QuadraticMinimax(ProblemFamily):
                 f"A_bar^T P_bar^-1 A_bar + Lam_bar has smallest eigenvalue {lowest:.3g}"
             )
 
-        given = [s is not None for s in (P_samples, b_samples, e_samples)]
-        if any(given) and not all(given):
-            raise ProblemError(f"{name}: give all of {_SAMPLE_NAMES} or none of them")
-        self.n_samples = 0
-        self.P_samples = self.b_samples = self.e_samples = None
-        if all(given):
-            samples = {
-                k: as_tensor(v)
-                for k, v in zip(_SAMPLE_NAMES, (P_samples, b_samples, e_samples), strict=True)
-            }
-            n = int(samples["P_samples"].shape[1]) if samples["P_samples"].ndim == 4 else -1
-            shapes = {
-                "P_samples": (M, n, dy, dy),
-                "b_samples": (M, n, dy),
-                "e_samples": (M, n, dx),
-            }
-            for key, shape in shapes.items():
-                check_finite(key, name, samples[key])
-                check_shape(key, name, samples[key], shape)
-            if n < 1:
-                raise ProblemError(f"{name}: sample arrays need at least one sample per client")
-            check_positive_definite("P_samples", name, samples["P_samples"])
-            for key, base in zip(_SAMPLE_NAMES, (self.P, self.b, self.e), strict=True):
-                gap = float((samples[key].mean(dim=1) - base).abs().max())
-                # Why 1e-9: sample means equal the client arrays up to float64 round-off
-                # on O(1) entries; a larger gap means a biased oracle.
-                if gap > 1e-9 * max(1.0, float(base.abs().max())):
-                    raise ProblemError(
-                        f"{name}: mean of {key!r} over samples differs from the "
-                        f"client array by {gap:.3g}; the stochastic oracle would be "
-                        "biased"
-                    )
-            self.n_samples = n
-            self.P_samples = samples["P_samples"]
-            self.b_samples, self.e_samples = samples["b_samples"], samples["e_samples"]
+        self.n_samples, samples = check_samples(
+            name, {"P": P_samples, "b": b_samples, "e": e_samples}, arrays,
+            positive_definite="P")
+        self.P_samples, self.b_samples, self.e_samples = (samples.get(k) for k in _SAMPLE_NAMES)
         self._spec = spec or {"family": "QuadraticMinimax", "arrays": "inline"}
-        # closed-form oracles: symmetric matrices applied as stored (problems._base)
-        self._P_op = symmetric_operator(self.P)
-        self._Lam_op = symmetric_operator(self.Lam)
-        self._samples_symmetric = self.P_samples is None or symmetric_operator(
-            self.P_samples) is self.P_samples
-        self._client_rows = ClientRows()
+        self._prepare_oracles(("P", "Lam"), sampled="P")
 
     # ------------------------------------------------------------ construction
     @classmethod
@@ -253,83 +178,31 @@ class QuadraticMinimax(ProblemFamily):
                 (``h + eta < 1`` keeps every sample ``P_ij`` positive definite).
         """
         label = "QuadraticMinimax.random"
-        check_clients(label, n_clients)
-        check_condition_number(label, condition_number)
-        hh = heterogeneity if hessian_heterogeneity is None else hessian_heterogeneity
-        gh = heterogeneity if gradient_heterogeneity is None else gradient_heterogeneity
-        for knob, value in (
-            ("hessian_heterogeneity", hh),
-            ("gradient_heterogeneity", gh),
-            ("gradient_noise", gradient_noise),
-            ("hessian_noise", hessian_noise),
-        ):
-            check_nonnegative(label, knob, value)
-        if hh + hessian_noise >= 1.0:
-            raise ProblemError(
-                f"{label}: hessian_heterogeneity + hessian_noise = "
-                f"{hh + hessian_noise:.3g} >= 1 "
-                "would make an inner Hessian not positive definite"
-            )
-        for knob, value in (("mu", mu), ("ridge", ridge)):
-            if not math.isfinite(value) or value <= 0.0:
-                raise ProblemError(f"{label}: {knob} must be a positive number, got {value}")
-        check_int(label, "dim_x", dim_x, None)
-        check_int(label, "dim_y", dim_y, None)
-        if dim_x < 1 or dim_y < 1:
-            raise ProblemError(f"{label}: dimensions must be >= 1, got ({dim_x}, {dim_y})")
-        check_int(label, "n_samples", n_samples, None)
-        if n_samples < 0:
-            raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
+        hh = either(hessian_heterogeneity, heterogeneity)
+        gh = either(gradient_heterogeneity, heterogeneity)
         spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim_x": dim_x,
-            "dim_y": dim_y,
-            "condition_number": condition_number,
-            "seed": seed,
-            "hessian_heterogeneity": hh,
-            "gradient_heterogeneity": gh,
-            "mu": mu,
-            "ridge": ridge,
-            "n_samples": n_samples,
-            "gradient_noise": gradient_noise,
+            "family": label, "n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y,
+            "condition_number": condition_number, "seed": seed,
+            "hessian_heterogeneity": hh, "gradient_heterogeneity": gh, "mu": mu,
+            "ridge": ridge, "n_samples": n_samples, "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
+        rng = recipe_rng(spec, nonnegative=NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
+                         positive=("mu", "ridge"), dims=("dim_x", "dim_y"))
         M, dx, dy = n_clients, dim_x, dim_y
-        P_bar = _spectra.spd_with_spectrum(
-            rng, _spectra.log_spaced_spectrum(dy, mu, condition_number)
-        )
-        root = _spectra.symmetric_sqrt(P_bar)
-        S = _spectra.centered_symmetric_spread(rng, M, dy, hh)
-        P = root @ (np.eye(dy) + S) @ root
+        hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
+                                           keep_spread=n_samples > 0)
+        P = hessians.stack
         A_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
-        A = A_bar[None] + _spectra.centered_matrix_spread(
-            rng, M, (dy, dx), hh * max(float(np.linalg.norm(A_bar, 2)), 1e-12)
-        )
+        A = _spectra.spread_around(rng, A_bar, M, _spectra.relative_size(A_bar, hh))
         Lam = ridge * (np.eye(dx) + _spectra.centered_symmetric_spread(rng, M, dx, hh))
-        b = rng.standard_normal(dy) + _spectra.centered_vector_spread(rng, M, (dy,), gh)
-        e = rng.standard_normal(dx) + _spectra.centered_vector_spread(rng, M, (dx,), gh)
+        b = _spectra.around_gaussian(rng, M, dy, gh)
+        e = _spectra.around_gaussian(rng, M, dx, gh)
         samples: dict[str, Any] = {}
         if n_samples > 0:
-            noise_p = (
-                np.stack(
-                    [
-                        _spectra.centered_symmetric_spread(rng, n_samples, dy, hessian_noise)
-                        for _ in range(M)
-                    ]  # construction only; the oracle path has no client loop
-                )
-                if n_samples > 1
-                else np.zeros((M, 1, dy, dy))
-            )
-            samples["P_samples"] = root @ (np.eye(dy) + S[:, None] + noise_p) @ root
-            samples["b_samples"] = b[:, None] + centered_noise(
-                rng, (M, n_samples, dy), gradient_noise
-            )
-            samples["e_samples"] = e[:, None] + centered_noise(
-                rng, (M, n_samples, dx), gradient_noise
-            )
+            samples["P_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+            samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
+            samples["e_samples"] = samples_around(rng, e, n_samples, gradient_noise)
         return cls(P, b, A, Lam, e, name=label, spec=spec, **samples)
 
     @classmethod
@@ -364,32 +237,13 @@ class QuadraticMinimax(ProblemFamily):
         arrays, spec = fednest_synthetic_arrays(n_clients, dim, s, lam, seed)
         return cls(*arrays, name=str(spec["family"]), spec=spec)
 
-    # ---------------------------------------------------------------- identity
-
     # -------------------------------------------------------- oracle interface
-    def _client_arrays(
-        self, clients: torch.Tensor, batch: Batch | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if batch is None:
-            return rows(self.P, clients), rows(self.b, clients), rows(self.e, clients)
-        assert self.P_samples is not None and self.b_samples is not None
-        assert self.e_samples is not None
-        return (
-            gather_mean(self.P_samples, clients, batch),
-            gather_mean(self.b_samples, clients, batch),
-            gather_mean(self.e_samples, clients, batch),
-        )
-
     def outer_loss(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``f_i(x_c, y_c)`` for each evaluated client c (full objective or minibatch
         mean)."""
-        P, b, e = self._client_arrays(clients, batch)
+        P, b, e = (self._sampled(name, clients, batch) for name in ("P", "b", "e"))
         A, Lam = rows(self.A, clients), rows(self.Lam, clients)
         return (
             -0.5 * torch.einsum("ci,cij,cj->c", y, P, y)
@@ -400,11 +254,7 @@ class QuadraticMinimax(ProblemFamily):
         )
 
     def inner_loss(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``g_i = -f_i`` (FedNest eq. (2)): the inner problem maximises f."""
         return -self.outer_loss(x, y, clients, batch)
@@ -413,27 +263,11 @@ class QuadraticMinimax(ProblemFamily):
     # The losses' derivatives as batched matrix-vector products (problems.ClosedFormOracles),
     # with g_i = -f_i:  grad_x f_i = -A_i^T y + Lam_i x + e_i,  grad_y f_i = -P_i y + b_i - A_i x,
     # grad_y g_i = -grad_y f_i,  grad^2_y g_i = P_i,  grad^2_xy g_i = A_i^T.
-    def _take(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-        return self._client_rows.get(array, clients)
-
-    def _term(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        if batch is None:
-            return self._take(getattr(self, name), clients)
-        samples = getattr(self, f"{name}_samples")
-        assert samples is not None
-        return gather_mean(samples, clients, batch)
-
-    def _curvature(self, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        if batch is None:
-            return self._take(self._P_op, clients)
-        P = self._term("P", clients, batch)
-        return P if self._samples_symmetric else 0.5 * (P + P.transpose(-1, -2))
-
     def oracle_grad_inner(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``grad_y g_i = P_i y - b_i + A_i x``: ``(C, dy)``."""
-        return (rmatvec(self._curvature(clients, batch), y) - self._term("b", clients, batch)
+        return (rmatvec(self._curvature("P", clients, batch), y) - self._term("b", clients, batch)
                 + matvec(self._take(self.A, clients), x))
 
     def oracle_grad_outer(
@@ -444,10 +278,10 @@ class QuadraticMinimax(ProblemFamily):
         A = self._take(self.A, clients)
         gx = gy = None
         if "x" in wrt:
-            gx = (rmatvec(self._take(self._Lam_op, clients), x) - rmatvec(A, y)
+            gx = (rmatvec(self._take(self._operators["Lam"], clients), x) - rmatvec(A, y)
                   + self._term("e", clients, batch))
         if "y" in wrt:
-            gy = (self._term("b", clients, batch) - rmatvec(self._curvature(clients, batch), y)
+            gy = (self._term("b", clients, batch) - rmatvec(self._curvature("P", clients, batch), y)
                   - matvec(A, x))
         return gx, gy
 
@@ -456,7 +290,7 @@ class QuadraticMinimax(ProblemFamily):
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v = P_i v``."""
-        return rmatvec(self._curvature(clients, batch), v)
+        return rmatvec(self._curvature("P", clients, batch), v)
 
     def oracle_jvp_inner_xy(
         self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
@@ -465,23 +299,7 @@ class QuadraticMinimax(ProblemFamily):
         """``grad^2_xy g_i v = A_i^T v``."""
         return rmatvec(self._take(self.A, clients), v)
 
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
-
-    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return (
-            torch.zeros(self.dim_x, dtype=torch.float64),
-            torch.zeros(self.dim_y, dtype=torch.float64),
-        )
-
     # ----------------------------------------------------------- exact answers
-    @functools.cached_property
-    def means(self) -> dict[str, torch.Tensor]:
-        """Client means of every array (``P_bar`` is ``means['P']``, and so on)."""
-        return {k: getattr(self, k).mean(dim=0) for k in _ARRAY_NAMES}
-
     def inner_hessian(self, client: int | None = None) -> torch.Tensor:
         """``grad^2_y g = P_bar`` (or client i's ``P_i``); constant in (x, y)."""
         return self.means["P"] if client is None else self.P[client]
@@ -537,19 +355,10 @@ class QuadraticMinimax(ProblemFamily):
         """Constants of the inner problem ``g = -f`` in y (``mu = mu_f``, ``L`` its
         smoothness)."""
         m = self.means
-        eig = torch.linalg.eigvalsh(m["P"])
-        grad_dev = self.b - m["b"]
-        return ProblemConstants(
-            mu=float(eig.min()),
-            L=float(eig.max()),
-            mu_clients=float(self._client_eigenvalues.min()),
-            L_clients=float(self._client_eigenvalues.max()),
-            cross_norm=float(torch.linalg.matrix_norm(m["A"], ord=2)),
-            outer_grad_y_lipschitz=float(eig.abs().max()),
-            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(m["A"], ord=2)),
-            hessian_heterogeneity=float(torch.linalg.matrix_norm(self.P - m["P"], ord=2).max()),
-            gradient_heterogeneity=float(torch.sqrt((grad_dev**2).sum(-1).mean())),
-        )
+        cross = float(torch.linalg.matrix_norm(m["A"], ord=2))
+        return self._inner_constants(
+            "P", "b", cross_norm=cross, outer_grad_x_lipschitz=cross,
+            outer_grad_y_lipschitz=float(torch.linalg.eigvalsh(m["P"]).abs().max()))
 
     def noise_variance(
         self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1

@@ -43,24 +43,22 @@ from problems._base import (
     ProblemConstants,
     ProblemError,
     ProblemKind,
-    as_tensor,
-    centered_noise,
-    check_clients,
-    check_condition_number,
-    check_finite,
-    check_int,
+    check_arrays,
     check_nonnegative,
     check_positive_definite,
-    check_seed,
-    check_shape,
-    check_symmetric,
-    draw_indices,
-    gather_mean,
-    rows,
+    check_samples,
 )
-from problems.family import ProblemFamily
+from problems._rows import rows, samples_around
+from problems.family import HESSIAN_SPREADS, ClientArrayFamily, recipe_rng
 
-_ARRAYS = ("A", "b", "C", "Q", "t", "P")
+#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+_SHAPES = {"A": "n dy dy", "b": "n dy", "C": "n dy dl", "Q": "n dy dy", "t": "n dy",
+           "P": "n dy dl"}
+_ARRAYS = tuple(_SHAPES)
+_SAMPLES = ("A_samples", "b_samples", "C_samples")
+#: The knobs of :meth:`PerClientQuadratic.random` that must be finite and >= 0.
+_NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "hessian_noise", "cross_noise", "gradient_noise",
+                      "rho", "cross_scale", "outer_coupling", "target_heterogeneity")
 
 
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -68,10 +66,14 @@ def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> t
     count = x.shape[0]
     index = torch.arange(count) * n + clients
     return x.reshape(count * n, block).index_select(0, index)
-_SAMPLES = ("A_samples", "b_samples", "C_samples")
 
 
-class PerClientQuadratic(ProblemFamily):
+def _with_norm(scale: float, matrices: np.ndarray) -> np.ndarray:
+    """The stack ``matrices`` with each matrix rescaled to spectral norm ``scale``."""
+    return scale * matrices / np.linalg.norm(matrices, 2, axis=(1, 2))[:, None, None]
+
+
+class PerClientQuadratic(ClientArrayFamily):
     """The per-client-hyperparameter quadratic family; formulas in the module docstring.
 
     Args:
@@ -104,19 +106,9 @@ class PerClientQuadratic(ProblemFamily):
         name: str = "PerClientQuadratic", spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        arrays = {k: as_tensor(v) for k, v in zip(_ARRAYS, (A, b, C, Q, t, P), strict=True)}
-        for key, value in arrays.items():
-            check_finite(key, name, value)
-        if arrays["A"].ndim != 3 or arrays["C"].ndim != 3:
-            raise ProblemError(f"{name}: 'A' must be (n, dy, dy) and 'C' (n, dy, dl)")
-        n, dy, dl = (int(arrays["A"].shape[0]), int(arrays["A"].shape[1]),
-                     int(arrays["C"].shape[2]))
-        check_clients(name, n)
-        shapes = {"A": (n, dy, dy), "b": (n, dy), "C": (n, dy, dl), "Q": (n, dy, dy),
-                  "t": (n, dy), "P": (n, dy, dl)}
-        for key, shape in shapes.items():
-            check_shape(key, name, arrays[key], shape)
-        check_symmetric("Q", name, arrays["Q"])
+        arrays, sizes = check_arrays(name, dict(zip(_ARRAYS, (A, b, C, Q, t, P), strict=True)),
+                                     _SHAPES, symmetric=("Q",))
+        n, dy, dl = sizes["n"], sizes["dy"], sizes["dl"]
         check_nonnegative(name, "rho", float(rho))
         self._client_eigenvalues = check_positive_definite("A", name, arrays["A"])
         self.A, self.b, self.C = arrays["A"], arrays["b"], arrays["C"]
@@ -124,33 +116,10 @@ class PerClientQuadratic(ProblemFamily):
         self.rho = float(rho)
         self.n_clients, self.dim_hyper, self.dim_y = n, dl, dy
         self.dim_x = n * dl
-        self.n_samples = 0
-        self.A_samples = self.b_samples = self.C_samples = None
-        given = [s is not None for s in (A_samples, b_samples, C_samples)]
-        if any(given) and not all(given):
-            raise ProblemError(f"{name}: give all of {_SAMPLES} or none of them")
-        if all(given):
-            samples = {k: as_tensor(v) for k, v in
-                       zip(_SAMPLES, (A_samples, b_samples, C_samples), strict=True)}
-            N = int(samples["A_samples"].shape[1]) if samples["A_samples"].ndim == 4 else 0
-            if N < 1:
-                raise ProblemError(f"{name}: sample arrays need at least one sample per client")
-            for key, shape in {"A_samples": (n, N, dy, dy), "b_samples": (n, N, dy),
-                               "C_samples": (n, N, dy, dl)}.items():
-                check_finite(key, name, samples[key])
-                check_shape(key, name, samples[key], shape)
-            check_positive_definite("A_samples", name, samples["A_samples"])
-            for key, base in zip(_SAMPLES, (self.A, self.b, self.C), strict=True):
-                gap = float((samples[key].mean(dim=1) - base).abs().max())
-                # Why 1e-9: sample means equal the client arrays up to float64 round-off on
-                # O(1) entries by construction; a larger gap would make the oracle biased.
-                if gap > 1e-9 * max(1.0, float(base.abs().max())):
-                    raise ProblemError(f"{name}: mean of {key!r} over samples is off by "
-                                       f"{gap:.3g}; the stochastic oracle would be biased")
-            self.n_samples = N
-            self.A_samples = samples["A_samples"]
-            self.b_samples = samples["b_samples"]
-            self.C_samples = samples["C_samples"]
+        self.n_samples, samples = check_samples(
+            name, {"A": A_samples, "b": b_samples, "C": C_samples}, arrays,
+            positive_definite="A")
+        self.A_samples, self.b_samples, self.C_samples = (samples.get(k) for k in _SAMPLES)
         self._spec = spec or {"family": "PerClientQuadratic", "arrays": "inline"}
 
     # ------------------------------------------------------------------ construction
@@ -178,59 +147,30 @@ class PerClientQuadratic(ProblemFamily):
                 client; ``h + hessian_noise < 1`` keeps every sample Hessian positive definite.
         """
         label = "PerClientQuadratic.random"
-        check_clients(label, n_clients)
-        check_condition_number(label, condition_number)
-        for knob, value in (("hessian_heterogeneity", hessian_heterogeneity),
-                            ("hessian_noise", hessian_noise), ("cross_noise", cross_noise),
-                            ("gradient_noise", gradient_noise), ("rho", rho),
-                            ("cross_scale", cross_scale), ("outer_coupling", outer_coupling),
-                            ("target_heterogeneity", target_heterogeneity)):
-            check_nonnegative(label, knob, value)
-        if hessian_heterogeneity + hessian_noise >= 1.0:
-            raise ProblemError(f"{label}: hessian_heterogeneity + hessian_noise >= 1 would make "
-                               "an inner Hessian not positive definite")
-        check_int(label, "dim_hyper", dim_hyper, None)
-        check_int(label, "dim_y", dim_y, None)
-        if dim_hyper < 1 or dim_y < 1:
-            raise ProblemError(f"{label}: dimensions must be >= 1")
         spec = {"family": label, "n_clients": n_clients, "dim_hyper": dim_hyper,
                 "dim_y": dim_y, "condition_number": condition_number, "seed": seed,
                 "hessian_heterogeneity": hessian_heterogeneity, "cross_scale": cross_scale,
                 "outer_coupling": outer_coupling, "target_heterogeneity": target_heterogeneity,
                 "rho": rho, "mu": mu, "n_samples": n_samples, "hessian_noise": hessian_noise,
                 "cross_noise": cross_noise, "gradient_noise": gradient_noise}
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
+        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
+                         positive=("mu",), dims=("dim_hyper", "dim_y"))
         n, dl, dy = n_clients, dim_hyper, dim_y
-        A_bar = _spectra.spd_with_spectrum(
-            rng, _spectra.log_spaced_spectrum(dy, mu, condition_number))
-        root = _spectra.symmetric_sqrt(A_bar)
-        S = _spectra.centered_symmetric_spread(rng, n, dy, hessian_heterogeneity)
-        A = root @ (np.eye(dy) + S) @ root
+        hessians = _spectra.spectral_stack(rng, n, dy, mu, condition_number,
+                                           hessian_heterogeneity, keep_spread=n_samples > 0)
+        A = hessians.stack
         b = rng.standard_normal((n, dy))
-        C_raw = rng.standard_normal((n, dy, dl))
-        C = cross_scale * C_raw / np.linalg.norm(C_raw, 2, axis=(1, 2))[:, None, None]
+        C = _with_norm(cross_scale, rng.standard_normal((n, dy, dl)))
         Q_half = rng.standard_normal((n, dy, dy)) / math.sqrt(dy)
-        Q = Q_half @ np.swapaxes(Q_half, 1, 2) + 0.5 * np.eye(dy)
-        Q = Q / np.linalg.norm(Q, 2, axis=(1, 2))[:, None, None]
-        t = rng.standard_normal(dy) + _spectra.centered_vector_spread(
-            rng, n, (dy,), target_heterogeneity)
-        P_raw = rng.standard_normal((n, dy, dl))
-        P = outer_coupling * P_raw / np.linalg.norm(P_raw, 2, axis=(1, 2))[:, None, None]
+        Q = _with_norm(1.0, Q_half @ np.swapaxes(Q_half, 1, 2) + 0.5 * np.eye(dy))
+        t = _spectra.around_gaussian(rng, n, dy, target_heterogeneity)
+        P = _with_norm(outer_coupling, rng.standard_normal((n, dy, dl)))
         samples: dict[str, Any] = {}
         if n_samples > 0:
-            noise_h = (np.stack([_spectra.centered_symmetric_spread(rng, n_samples, dy,
-                                                                     hessian_noise)
-                                 for _ in range(n)])
-                       if n_samples > 1 else np.zeros((n, 1, dy, dy)))
-            samples["A_samples"] = root @ (np.eye(dy) + S[:, None] + noise_h) @ root
-            noise_c = (np.stack([_spectra.centered_matrix_spread(rng, n_samples, (dy, dl),
-                                                                  cross_noise)
-                                 for _ in range(n)])
-                       if n_samples > 1 else np.zeros((n, 1, dy, dl)))
-            samples["C_samples"] = C[:, None] + noise_c
-            samples["b_samples"] = b[:, None] + centered_noise(
-                rng, (n, n_samples, dy), gradient_noise)
+            samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+            samples["C_samples"] = C[:, None] + _spectra.sample_spreads(
+                rng, n, n_samples, (dy, dl), cross_noise)
+            samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
         return cls(A, b, C, Q, t, P, rho, name=label, spec=spec, **samples)
 
     # ------------------------------------------------------------------ identity
@@ -249,14 +189,7 @@ class PerClientQuadratic(ProblemFamily):
     ) -> torch.Tensor:
         """``g_i(y_c, lambda_i)`` per evaluated client (full objective or minibatch mean)."""
         lam = self.hyper_blocks(x, clients)
-        if batch is None:
-            A, b, C = (rows(self.A, clients), rows(self.b, clients), rows(self.C, clients))
-        else:
-            assert self.A_samples is not None and self.b_samples is not None
-            assert self.C_samples is not None
-            A = gather_mean(self.A_samples, clients, batch)
-            b = gather_mean(self.b_samples, clients, batch)
-            C = gather_mean(self.C_samples, clients, batch)
+        A, b, C = (self._sampled(name, clients, batch) for name in ("A", "b", "C"))
         linear = b + torch.einsum("cij,cj->ci", C, lam)
         return 0.5 * torch.einsum("ci,cij,cj->c", y, A, y) - (y * linear).sum(-1)
 
@@ -268,15 +201,6 @@ class PerClientQuadratic(ProblemFamily):
         r = y + torch.einsum("cij,cj->ci", rows(self.P, clients), lam) - rows(self.t, clients)
         return (0.5 * torch.einsum("ci,cij,cj->c", r, rows(self.Q, clients), r)
                 + 0.5 * self.rho * (lam * lam).sum(-1))
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
-
-    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(self.dim_x, dtype=torch.float64),
-                torch.zeros(self.dim_y, dtype=torch.float64))
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:
@@ -345,23 +269,13 @@ class PerClientQuadratic(ProblemFamily):
         return self.A if self.A_samples is None else self.A_samples.reshape(-1, *self.A.shape[1:])
 
     def constants(self) -> ProblemConstants:
-        A_bar = self.A.mean(0)
-        eig = torch.linalg.eigvalsh(A_bar)
         cross = torch.cat(list(-self.C.transpose(1, 2)), dim=0) / self.n_clients  # (dx, dy)
-        Q_bar = self.Q.mean(0)
         outer_x = torch.cat([P.T @ Q for P, Q in zip(self.P, self.Q, strict=True)], 0)
-        b_dev = self.b - self.b.mean(0)
-        return ProblemConstants(
-            mu=float(eig.min()), L=float(eig.max()),
-            mu_clients=float(self._client_eigenvalues.min()),
-            L_clients=float(self._client_eigenvalues.max()),
-            cross_norm=float(torch.linalg.matrix_norm(cross, ord=2)),
-            outer_grad_y_lipschitz=float(torch.linalg.matrix_norm(Q_bar, ord=2)),
+        return self._inner_constants(
+            "A", "b", cross_norm=float(torch.linalg.matrix_norm(cross, ord=2)),
+            outer_grad_y_lipschitz=float(torch.linalg.matrix_norm(self.means["Q"], ord=2)),
             outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(outer_x, ord=2))
-            / self.n_clients,
-            hessian_heterogeneity=float(torch.linalg.matrix_norm(self.A - A_bar, ord=2).max()),
-            gradient_heterogeneity=float(torch.sqrt((b_dev**2).sum(-1).mean())),
-        )
+            / self.n_clients)
 
     def hgp_constants(self) -> dict[str, float]:
         """HGP's constants (notes 4.1) from the finite sample sets, exactly.

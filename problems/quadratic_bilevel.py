@@ -30,7 +30,6 @@ exactly and the variance of a minibatch oracle is known in closed form
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any
 
@@ -40,37 +39,29 @@ import torch
 from problems import _spectra
 from problems._base import (
     Batch,
-    ClientRows,
     Owned,
     ProblemConstants,
     ProblemError,
     ProblemKind,
-    as_tensor,
-    centered_noise,
-    check_clients,
-    check_condition_number,
-    check_finite,
-    check_int,
-    check_nonnegative,
+    check_arrays,
     check_positive_definite,
-    check_seed,
-    check_shape,
-    check_symmetric,
-    draw_indices,
-    gather_mean,
-    matvec,
-    rmatvec,
-    rows,
-    spectral_norms,
-    symmetric_operator,
+    check_samples,
 )
-from problems.family import ProblemFamily
+from problems._rows import matvec, rmatvec, rows, samples_around
+from problems.family import HESSIAN_SPREADS, ClientArrayFamily, either, recipe_rng
 
-_ARRAY_NAMES = ("A", "B", "b", "C", "D", "c", "E", "e")
+#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+_SHAPES = {"A": "M dy dy", "B": "M dy dx", "b": "M dy", "C": "M dy dy", "D": "M dy dx",
+           "c": "M dy", "E": "M dx dx", "e": "M dx"}
+_ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
+#: The knobs of :meth:`QuadraticBilevel.random` and :meth:`QuadraticMinimax.random
+#: <problems.minimax.QuadraticMinimax.random>` that must be finite and >= 0.
+NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "gradient_heterogeneity", "gradient_noise",
+                     "hessian_noise")
 
 
-class QuadraticBilevel(ProblemFamily):
+class QuadraticBilevel(ClientArrayFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
     Args:
@@ -120,73 +111,21 @@ class QuadraticBilevel(ProblemFamily):
     ) -> None:
         self.name = name
         values = (A, B, b, C, D, c, E, e)
-        arrays = {k: as_tensor(v) for k, v in zip(_ARRAY_NAMES, values, strict=True)}
-        for key, value in arrays.items():
-            check_finite(key, name, value)
-        if arrays["A"].ndim != 3:
-            raise ProblemError(f"{name}: array 'A' must have shape (M, dy, dy)")
-        M, dy = int(arrays["A"].shape[0]), int(arrays["A"].shape[1])
-        check_clients(name, M)
-        if arrays["B"].ndim != 3:
-            raise ProblemError(f"{name}: array 'B' must have shape (M, dy, dx)")
-        dx = int(arrays["B"].shape[2])
-        expected = {
-            "A": (M, dy, dy), "B": (M, dy, dx), "b": (M, dy), "C": (M, dy, dy),
-            "D": (M, dy, dx), "c": (M, dy), "E": (M, dx, dx), "e": (M, dx),
-        }
-        for key, shape in expected.items():
-            check_shape(key, name, arrays[key], shape)
-        check_symmetric("C", name, arrays["C"])
-        check_symmetric("E", name, arrays["E"])
+        arrays, sizes = check_arrays(name, dict(zip(_ARRAY_NAMES, values, strict=True)), _SHAPES,
+                                     symmetric=("C", "E"))
         self._client_eigenvalues = check_positive_definite("A", name, arrays["A"])
-        self.n_clients, self.dim_x, self.dim_y = M, dx, dy
+        self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
         self.A, self.B, self.b = arrays["A"], arrays["B"], arrays["b"]
         self.C, self.D, self.c = arrays["C"], arrays["D"], arrays["c"]
         self.E, self.e = arrays["E"], arrays["e"]
 
-        given = [s is not None for s in (A_samples, b_samples, c_samples, e_samples)]
-        if any(given) and not all(given):
-            raise ProblemError(f"{name}: give all of {_SAMPLE_NAMES} or none of them")
-        self.n_samples = 0
-        self.A_samples = self.b_samples = self.c_samples = self.e_samples = None
-        if all(given):
-            samples = {
-                k: as_tensor(v)
-                for k, v in zip(_SAMPLE_NAMES, (A_samples, b_samples, c_samples, e_samples),
-                                strict=True)
-            }
-            n = int(samples["A_samples"].shape[1]) if samples["A_samples"].ndim == 4 else -1
-            shapes = {
-                "A_samples": (M, n, dy, dy), "b_samples": (M, n, dy),
-                "c_samples": (M, n, dy), "e_samples": (M, n, dx),
-            }
-            for key, shape in shapes.items():
-                check_finite(key, name, samples[key])
-                check_shape(key, name, samples[key], shape)
-            if n < 1:
-                raise ProblemError(f"{name}: sample arrays need at least one sample per client")
-            check_positive_definite("A_samples", name, samples["A_samples"])
-            for key, base in zip(_SAMPLE_NAMES, (self.A, self.b, self.c, self.e), strict=True):
-                gap = float((samples[key].mean(dim=1) - base).abs().max())
-                # Why 1e-9: sample means are built to equal the client arrays up to float64
-                # round-off on O(1) entries; a larger gap means a biased oracle.
-                if gap > 1e-9 * max(1.0, float(base.abs().max())):
-                    raise ProblemError(
-                        f"{name}: mean of {key!r} over samples differs from the client array "
-                        f"by {gap:.3g}; the stochastic oracle would be biased"
-                    )
-            self.n_samples = n
-            self.A_samples, self.b_samples = samples["A_samples"], samples["b_samples"]
-            self.c_samples, self.e_samples = samples["c_samples"], samples["e_samples"]
+        self.n_samples, samples = check_samples(
+            name, {"A": A_samples, "b": b_samples, "c": c_samples, "e": e_samples}, arrays,
+            positive_definite="A")
+        self.A_samples, self.b_samples, self.c_samples, self.e_samples = (
+            samples.get(k) for k in _SAMPLE_NAMES)
         self._spec = spec or {"family": "QuadraticBilevel", "arrays": "inline"}
-        # the closed-form oracles apply the symmetric matrices as stored (or a symmetrised copy
-        # of input that is symmetric only to 1e-10: see problems._base.symmetric_operator)
-        self._A_op = symmetric_operator(self.A)
-        self._C_op = symmetric_operator(self.C)
-        self._E_op = symmetric_operator(self.E)
-        self._samples_symmetric = self.A_samples is None or symmetric_operator(
-            self.A_samples) is self.A_samples
-        self._client_rows = ClientRows()
+        self._prepare_oracles(("A", "C", "E"), sampled="A")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -229,92 +168,46 @@ class QuadraticBilevel(ProblemFamily):
                 ``h + eta < 1`` keeps every sample Hessian positive definite.
         """
         label = "QuadraticBilevel.random"
-        check_clients(label, n_clients)
-        check_condition_number(label, condition_number)
-        hh = heterogeneity if hessian_heterogeneity is None else hessian_heterogeneity
-        gh = heterogeneity if gradient_heterogeneity is None else gradient_heterogeneity
-        for knob, value in (("hessian_heterogeneity", hh), ("gradient_heterogeneity", gh),
-                            ("gradient_noise", gradient_noise), ("hessian_noise", hessian_noise)):
-            check_nonnegative(label, knob, value)
-        if hh + hessian_noise >= 1.0:
-            raise ProblemError(
-                f"{label}: hessian_heterogeneity + hessian_noise = {hh + hessian_noise:.3g} >= 1 "
-                "would make an inner Hessian not positive definite"
-            )
-        if mu <= 0.0 or not math.isfinite(mu):
-            raise ProblemError(f"{label}: mu must be a positive number, got {mu}")
-        check_int(label, "dim_x", dim_x, None)
-        check_int(label, "dim_y", dim_y, None)
-        if dim_x < 1 or dim_y < 1:
-            raise ProblemError(f"{label}: dimensions must be >= 1, got ({dim_x}, {dim_y})")
-        check_int(label, "n_samples", n_samples, None)
-        if n_samples < 0:
-            raise ProblemError(f"{label}: n_samples must be >= 0, got {n_samples}")
+        hh = either(hessian_heterogeneity, heterogeneity)
+        gh = either(gradient_heterogeneity, heterogeneity)
         spec = {
-            "family": "QuadraticBilevel.random", "n_clients": n_clients, "dim_x": dim_x,
-            "dim_y": dim_y, "condition_number": condition_number, "seed": seed,
+            "family": label, "n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y,
+            "condition_number": condition_number, "seed": seed,
             "hessian_heterogeneity": hh, "gradient_heterogeneity": gh, "mu": mu,
             "n_samples": n_samples, "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
-        check_seed(label, seed)
-        rng = np.random.default_rng(seed)
+        rng = recipe_rng(spec, nonnegative=NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
+                         positive=("mu",), dims=("dim_x", "dim_y"))
         M, dx, dy = n_clients, dim_x, dim_y
-        A_bar = _spectra.spd_with_spectrum(
-            rng, _spectra.log_spaced_spectrum(dy, mu, condition_number)
-        )
-        root = _spectra.symmetric_sqrt(A_bar)
         # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
-        S = _spectra.centered_symmetric_spread(rng, M, dy, hh)
-        A = _spectra.sandwich(root, S.copy() if n_samples > 0 else S)
+        hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
+                                           keep_spread=n_samples > 0)
+        A = hessians.stack
         B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
         C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
         C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
         D_bar = 0.5 * rng.standard_normal((dy, dx)) / math.sqrt(dy)
         E_bar = np.eye(dx)
-
-        def spread_like(base: np.ndarray, symmetric: bool) -> np.ndarray:
-            scale = hh * max(float(np.linalg.norm(base, 2)), 1e-12)
-            spread = (_spectra.centered_symmetric_spread(rng, M, base.shape[0], scale)
-                      if symmetric else _spectra.centered_matrix_spread(rng, M, base.shape, scale))
-            return _spectra.add_base(base, spread)
-
-        B = spread_like(B_bar, symmetric=False)
-        C = spread_like(C_bar, symmetric=True)
-        D = spread_like(D_bar, symmetric=False)
+        # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
+        B = _spectra.spread_around(rng, B_bar, M, _spectra.relative_size(B_bar, hh))
+        C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh),
+                                   symmetric=True)
+        D = _spectra.spread_around(rng, D_bar, M, _spectra.relative_size(D_bar, hh))
         E = np.broadcast_to(E_bar, (M, dx, dx)).copy()
-        b = rng.standard_normal(dy) + _spectra.centered_vector_spread(rng, M, (dy,), gh)
-        c = rng.standard_normal(dy) + _spectra.centered_vector_spread(rng, M, (dy,), gh)
-        e = rng.standard_normal(dx) + _spectra.centered_vector_spread(rng, M, (dx,), gh)
+        b = _spectra.around_gaussian(rng, M, dy, gh)
+        c = _spectra.around_gaussian(rng, M, dy, gh)
+        e = _spectra.around_gaussian(rng, M, dx, gh)
 
         samples: dict[str, Any] = {}
         if n_samples > 0:
-            noise_h = np.stack(
-                [_spectra.centered_symmetric_spread(rng, n_samples, dy, hessian_noise)
-                 for _ in range(M)]
-            ) if n_samples > 1 else np.zeros((M, 1, dy, dy))
-            samples["A_samples"] = root @ (np.eye(dy) + S[:, None] + noise_h) @ root
-            samples["b_samples"] = b[:, None] + centered_noise(
-                rng, (M, n_samples, dy), gradient_noise)
-            samples["c_samples"] = c[:, None] + centered_noise(
-                rng, (M, n_samples, dy), gradient_noise)
-            samples["e_samples"] = e[:, None] + centered_noise(
-                rng, (M, n_samples, dx), gradient_noise)
+            samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+            for key, base in (("b", b), ("c", c), ("e", e)):
+                samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
         return cls(Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e, name=label,
                    spec=spec, **{k: Owned(v) for k, v in samples.items()})
 
-    # ------------------------------------------------------------------ identity
-
     # ------------------------------------------------------------------ oracle interface
-    def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        """Client array ``name`` (``A, b, c, e``) of each evaluated client, or its minibatch
-        mean; only the array asked for is read."""
-        if batch is None:
-            return rows(getattr(self, name), clients)
-        samples = getattr(self, f"{name}_samples")
-        assert samples is not None
-        return gather_mean(samples, clients, batch)
-
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
@@ -343,29 +236,15 @@ class QuadraticBilevel(ProblemFamily):
     # problems.ClosedFormOracles that testbed.Oracles uses instead of autodiff). Each reads only
     # the arrays its formula has; under full participation they are the stacked arrays
     # themselves, under partial participation rows gathered once per client set
-    # (problems._base.ClientRows). x, y, v are (C, d) rows or one (d,) vector for every client.
-    def _take(self, array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-        return self._client_rows.get(array, clients)
-
-    def _linear_term(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        if batch is None:
-            return self._take(getattr(self, name), clients)
-        return self._sampled(name, clients, batch)
-
-    def _inner_hessians(self, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
-        """``A_i`` (or the minibatch mean of the sample Hessians) of each evaluated client."""
-        if batch is None:
-            return self._take(self._A_op, clients)
-        A = self._sampled("A", clients, batch)
-        return A if self._samples_symmetric else 0.5 * (A + A.transpose(-1, -2))
-
+    # (problems.family.ClientArrayFamily). x, y, v are (C, d) rows or one (d,) vector for every
+    # client.
     def oracle_grad_inner(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``grad_y g_i = A_i y - B_i x - b_i``: ``(C, dy)``."""
-        return (rmatvec(self._inner_hessians(clients, batch), y)
+        return (rmatvec(self._curvature("A", clients, batch), y)
                 - matvec(self._take(self.B, clients), x)
-                - self._linear_term("b", clients, batch))
+                - self._term("b", clients, batch))
 
     def oracle_grad_outer(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
@@ -376,11 +255,11 @@ class QuadraticBilevel(ProblemFamily):
         D = self._take(self.D, clients)
         gx = gy = None
         if "x" in wrt:
-            gx = (rmatvec(D, y) + rmatvec(self._take(self._E_op, clients), x)
-                  + self._linear_term("e", clients, batch))
+            gx = (rmatvec(D, y) + rmatvec(self._take(self._operators["E"], clients), x)
+                  + self._term("e", clients, batch))
         if "y" in wrt:
-            gy = (rmatvec(self._take(self._C_op, clients), y) + matvec(D, x)
-                  + self._linear_term("c", clients, batch))
+            gy = (rmatvec(self._take(self._operators["C"], clients), y) + matvec(D, x)
+                  + self._term("c", clients, batch))
         return gx, gy
 
     def oracle_hvp_inner(
@@ -388,7 +267,7 @@ class QuadraticBilevel(ProblemFamily):
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v = A_i v``: ``(C, dy)``."""
-        return rmatvec(self._inner_hessians(clients, batch), v)
+        return rmatvec(self._curvature("A", clients, batch), v)
 
     def oracle_jvp_inner_xy(
         self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
@@ -397,21 +276,7 @@ class QuadraticBilevel(ProblemFamily):
         """``grad^2_xy g_i v = -B_i^T v``: ``(C, dx)``."""
         return -rmatvec(self._take(self.B, clients), v)
 
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
-
-    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(self.dim_x, dtype=torch.float64),
-                torch.zeros(self.dim_y, dtype=torch.float64))
-
     # ------------------------------------------------------------------ exact answers
-    @functools.cached_property
-    def means(self) -> dict[str, torch.Tensor]:
-        """Client means of every array (``A_bar`` is ``means['A']``, and so on)."""
-        return {k: getattr(self, k).mean(dim=0) for k in _ARRAY_NAMES}
-
     def inner_hessian(self, client: int | None = None) -> torch.Tensor:
         """``grad^2_y g`` (global, ``client=None``) or ``grad^2_y g_i``; constant in (x, y)."""
         return self.means["A"] if client is None else self.A[client]
@@ -502,25 +367,13 @@ class QuadraticBilevel(ProblemFamily):
 
     # ------------------------------------------------------------------ constants & noise
     def constants(self) -> ProblemConstants:
+        """Constants of the inner problem (``A_i``, ``b_i``), ``||B_bar||``, ``||C_bar||`` and
+        ``||D_bar||``."""
         m = self.means
-        eig = torch.linalg.eigvalsh(m["A"])
-        # per client, a chunk at a time: A - A_bar at once would double the memory
-        step = max(1, (1 << 25) // max(1, self.A[0].numel() * 8))
-        hess_het = max(float(spectral_norms(self.A[s:s + step] - m["A"]).max())
-                       for s in range(0, self.n_clients, step))
-        grad_dev = self.b - m["b"]
-        grad_het = float(torch.sqrt((grad_dev**2).sum(-1).mean()))
-        return ProblemConstants(
-            mu=float(eig.min()),
-            L=float(eig.max()),
-            mu_clients=float(self._client_eigenvalues.min()),
-            L_clients=float(self._client_eigenvalues.max()),
-            cross_norm=float(torch.linalg.matrix_norm(m["B"], ord=2)),
+        return self._inner_constants(
+            "A", "b", cross_norm=float(torch.linalg.matrix_norm(m["B"], ord=2)),
             outer_grad_y_lipschitz=float(torch.linalg.matrix_norm(m["C"], ord=2)),
-            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(m["D"], ord=2)),
-            hessian_heterogeneity=hess_het,
-            gradient_heterogeneity=grad_het,
-        )
+            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(m["D"], ord=2)))
 
     def noise_variance(
         self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1

@@ -50,17 +50,9 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from problems._base import (
-    Batch,
-    ProblemError,
-    ProblemKind,
-    as_tensor,
-    check_clients,
-    check_seed,
-    draw_indices,
-    rows,
-)
-from problems.family import ProblemFamily
+from problems._base import Batch, ProblemError, ProblemKind, as_tensor
+from problems._rows import rows
+from problems.family import ProblemFamily, recipe_rng
 
 
 class RiskAverse(ProblemFamily):
@@ -94,29 +86,15 @@ class RiskAverse(ProblemFamily):
         seed: int = 0,
     ) -> None:
         self.name = "RiskAverse"
-        check_clients(self.name, n_clients)
+        self._spec = {"family": "RiskAverse", "n_clients": n_clients, "dim": dim,
+                      "n_examples": n_examples, "lam": lam, "delta": delta,
+                      "noise_std": noise_std, "seed": seed}
+        rng = recipe_rng(self._spec, nonnegative=("lam", "noise_std"), positive=("delta",))
         if dim < 1 or n_examples < 1 or n_examples % n_clients:
             raise ProblemError(
                 f"{self.name}: need dim >= 1 and n_examples ({n_examples}) "
                 f"divisible by n_clients ({n_clients})"
             )
-        for knob, value in (("lam", lam), ("delta", delta), ("noise_std", noise_std)):
-            if not math.isfinite(value) or value < 0.0 or (knob == "delta" and value == 0.0):
-                raise ProblemError(
-                    f"{self.name}: {knob} must be finite and >= 0 (delta > 0), got {value}"
-                )
-        self._spec = {
-            "family": "RiskAverse",
-            "n_clients": n_clients,
-            "dim": dim,
-            "n_examples": n_examples,
-            "lam": lam,
-            "delta": delta,
-            "noise_std": noise_std,
-            "seed": seed,
-        }
-        check_seed(self.name, seed)
-        rng = np.random.default_rng(seed)
         G = rng.standard_normal((dim, dim))
         a = rng.standard_normal((n_examples, dim)) @ G.T / math.sqrt(dim)  # cov G G^T / d
         x_true = rng.standard_normal(dim)
@@ -130,8 +108,6 @@ class RiskAverse(ProblemFamily):
         self.dims = (dim, dim + 1, 2)
         self.dim_x = dim
         self._optimum: torch.Tensor | None = None
-
-    # ---------------------------------------------------------------- identity
 
     # -------------------------------------------------------------- level maps
     def _data(
@@ -180,11 +156,6 @@ class RiskAverse(ProblemFamily):
         clients = torch.arange(self.n_clients)
         rows = u.expand(self.n_clients, -1)
         return self.level_map(n, rows, clients).mean(0)
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
     # ----------------------------------------------------------- exact answers
     def level_values(self, x: torch.Tensor) -> list[torch.Tensor]:

@@ -9,6 +9,8 @@ problem whose :meth:`spec` rebuilds it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 from hypothesis import strategies as st
 
@@ -18,79 +20,69 @@ from problems.quadratic_bilevel import QuadraticBilevel
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
+_Quadratic = TypeVar("_Quadratic", QuadraticBilevel, QuadraticMinimax)
 
-@st.composite
-def quadratic_bilevel(
-    draw: st.DrawFn,
-    *,
-    max_clients: int = 16,
-    min_dim_y: int = 1,
-    max_dim: int = 8,
-    kappa: tuple[float, float] = (1.0, 100.0),
-    max_hessian_heterogeneity: float = 0.9,
-    max_gradient_heterogeneity: float = 3.0,
-    n_samples: int = 0,
-    gradient_noise: float = 0.0,
-    hessian_noise: float = 0.0,
-) -> QuadraticBilevel:
+
+def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> float:
+    """``10**u`` with ``u`` uniform between ``log10`` of the range's ends (drawn even when unused),
+    or 1 when the Hessian is ``1 x 1``."""
+    low, high = kappa
+    log_kappa = draw(st.floats(math.log10(low), math.log10(high)))
+    return 1.0 if dim == 1 else float(10.0**log_kappa)
+
+
+def _spectral_quadratic(
+    family: type[_Quadratic], name: str, doc: str,
+) -> Callable[..., st.SearchStrategy[_Quadratic]]:
+    """The strategy ``name`` of ``family`` (:class:`QuadraticBilevel` or
+    :class:`QuadraticMinimax`, whose ``random`` take the same knobs), documented by ``doc``."""
+
+    def draw_problem(
+        draw: st.DrawFn,
+        *,
+        max_clients: int = 16,
+        min_dim_y: int = 1,
+        max_dim: int = 8,
+        kappa: tuple[float, float] = (1.0, 100.0),
+        max_hessian_heterogeneity: float = 0.9,
+        max_gradient_heterogeneity: float = 3.0,
+        n_samples: int = 0,
+        gradient_noise: float = 0.0,
+        hessian_noise: float = 0.0,
+    ) -> _Quadratic:
+        dim_x = draw(st.integers(1, max_dim))
+        dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
+        n_clients = draw(st.integers(1, max_clients))
+        condition_number = _condition_number(draw, kappa, dim_y)
+        hh = draw(st.floats(0.0, max_hessian_heterogeneity))
+        gh = draw(st.floats(0.0, max_gradient_heterogeneity))
+        seed = draw(SEEDS)
+        return family.random(
+            n_clients, dim_x, dim_y, condition_number, seed=seed,
+            hessian_heterogeneity=hh, gradient_heterogeneity=gh, n_samples=n_samples,
+            gradient_noise=gradient_noise, hessian_noise=hessian_noise,
+        )
+
+    # the name hypothesis shows in the strategy's repr (and in falsifying examples)
+    draw_problem.__name__ = draw_problem.__qualname__ = name
+    draw_problem.__doc__ = doc
+    return st.composite(draw_problem)
+
+
+quadratic_bilevel = _spectral_quadratic(
+    QuadraticBilevel, "quadratic_bilevel",
     """A :class:`QuadraticBilevel` with ``kappa`` in the given range and 1..max_clients clients.
 
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client and sample
     Hessian is positive definite.
-    """
-    dim_x = draw(st.integers(1, max_dim))
-    dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
-    n_clients = draw(st.integers(1, max_clients))
-    low, high = kappa
-    log_kappa = draw(st.floats(float(_log10(low)), float(_log10(high))))
-    condition_number = 1.0 if dim_y == 1 else float(10.0**log_kappa)
-    hh = draw(st.floats(0.0, max_hessian_heterogeneity))
-    gh = draw(st.floats(0.0, max_gradient_heterogeneity))
-    seed = draw(SEEDS)
-    return QuadraticBilevel.random(
-        n_clients, dim_x, dim_y, condition_number, seed=seed,
-        hessian_heterogeneity=hh, gradient_heterogeneity=gh, n_samples=n_samples,
-        gradient_noise=gradient_noise, hessian_noise=hessian_noise,
-    )
-
-
-def _log10(value: float) -> float:
-    return math.log10(value)
-
-
-@st.composite
-def quadratic_minimax(
-    draw: st.DrawFn,
-    *,
-    max_clients: int = 16,
-    min_dim_y: int = 1,
-    max_dim: int = 8,
-    kappa: tuple[float, float] = (1.0, 100.0),
-    max_hessian_heterogeneity: float = 0.9,
-    max_gradient_heterogeneity: float = 3.0,
-    n_samples: int = 0,
-    gradient_noise: float = 0.0,
-    hessian_noise: float = 0.0,
-) -> QuadraticMinimax:
+    """)
+quadratic_minimax = _spectral_quadratic(
+    QuadraticMinimax, "quadratic_minimax",
     """A :class:`QuadraticMinimax` whose inner ``P_bar`` has ``kappa`` in the range.
 
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client
     and sample ``P`` is positive definite.
-    """
-    dim_x = draw(st.integers(1, max_dim))
-    dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
-    n_clients = draw(st.integers(1, max_clients))
-    low, high = kappa
-    log_kappa = draw(st.floats(float(_log10(low)), float(_log10(high))))
-    condition_number = 1.0 if dim_y == 1 else float(10.0**log_kappa)
-    hh = draw(st.floats(0.0, max_hessian_heterogeneity))
-    gh = draw(st.floats(0.0, max_gradient_heterogeneity))
-    seed = draw(SEEDS)
-    return QuadraticMinimax.random(
-        n_clients, dim_x, dim_y, condition_number, seed=seed,
-        hessian_heterogeneity=hh, gradient_heterogeneity=gh, n_samples=n_samples,
-        gradient_noise=gradient_noise, hessian_noise=hessian_noise,
-    )
+    """)
 
 
 @st.composite
@@ -117,9 +109,7 @@ def linear_compositional(
     dim_x = draw(st.integers(1, max_dim))
     dims = [dim_x] + [draw(st.integers(dim_x, max_dim)) for _ in range(n_levels)]
     n_clients = draw(st.integers(1, max_clients))
-    low, high = kappa
-    log_kappa = draw(st.floats(float(_log10(low)), float(_log10(high))))
-    condition_number = 1.0 if dims[-1] == 1 else float(10.0**log_kappa)
+    condition_number = _condition_number(draw, kappa, dims[-1])
     jh = draw(st.floats(0.0, max_jacobian_heterogeneity))
     vh = draw(st.floats(0.0, max_value_heterogeneity))
     seed = draw(SEEDS)
@@ -160,9 +150,7 @@ def per_client_quadratic(
     dim_hyper = draw(st.integers(1, max_dim))
     dim_y = draw(st.integers(1, max_dim))
     n_clients = draw(st.integers(min_clients, max_clients))
-    low, high = kappa
-    log_kappa = draw(st.floats(float(_log10(low)), float(_log10(high))))
-    condition_number = 1.0 if dim_y == 1 else float(10.0**log_kappa)
+    condition_number = _condition_number(draw, kappa, dim_y)
     hh = draw(st.floats(*hessian_heterogeneity))
     cs = draw(st.floats(*cross_scale))
     oc = draw(st.floats(*outer_coupling))

@@ -1,90 +1,45 @@
 """Build the empirical-vs-theory report from a results directory written by ``testbed check``.
 
-The report is built from the results files only (see :mod:`theory_checks.runner` for their
-layout); no check is rerun. It is self-contained and offline: ``index.html`` with the CSS
-inlined and no external resource, ``report.md`` with the same tables, PNG figures under
-``figures/`` and copies of the counterexample files under ``counterexamples/``. After the claim
-tables come the sections of :mod:`reports.sections` (communication per iteration against the
-papers' formulas, rounds to error against the papers' claims, replication and benchmark tables),
-each read from the files its measuring step wrote, or marked "not run".
+The report is built from the results files only (README "Results files"); no check is rerun.
+It is self-contained and offline: ``index.html`` with the CSS inlined and no external resource,
+``report.md`` with the same content, PNG figures under ``figures/`` and copies of the
+counterexample files under ``counterexamples/``.
 
-Everything is generic over claims: a claim's table row comes from its JSON, and its figure from
-whatever series its CSV holds, so a new claim needs no change here.
+The page answers "which claims of this paper hold?" on its first screen (the matrix of papers by
+verdict, then the errata), then gives each paper's summary table, the sections of
+:mod:`reports.sections` (calibration, communication, rounds to error, replication, benchmarks)
+and every claim in detail. Everything is generic over claims: a claim's row comes from its JSON,
+its figure from whatever series its CSV holds, so a new claim needs no change here.
 
-This module is the entry point (:func:`build_report`); the work is done by
-:mod:`reports.results_reading` (reading the results files), :mod:`reports.claims_table` (the
-claims tables' cells), :mod:`reports.claim_figures` (each claim's figure and counterexample) and
-:mod:`reports.report_writing` (the HTML and Markdown pages). Their names are re-exported here.
+The pieces: :mod:`reports.results_reading` (the results files), :mod:`reports.claims_table`
+(each claim's cells), :mod:`reports.claim_figures` (each claim's figure, through
+:mod:`reports.figure_spec`, :mod:`reports.figure_cache` and :mod:`reports.plots`),
+:mod:`reports.page_context` (the one context) and :mod:`reports.rendering` (the Jinja2
+templates under ``templates/``). A figure is drawn again only when its inputs changed.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from reports import plots  # noqa: F401
-from reports.claim_figures import (  # noqa: F401
+from reports.claim_figures import (  # noqa: F401  (re-exported; `testbed report` wraps _section)
     MAX_CASES_PLOTTED,
-    SERIES_ORDER,
-    _copy_counterexample,
-    _figure_name,
-    _panels,
     _section,
-    _series_rank,
     select_cases,
 )
-from reports.claims_table import (  # noqa: F401
-    FIT_HEAD,
-    PAPER_ORDER,
-    TABLE_HEAD,
-    VERDICT_CLASSES,
-    ClaimSection,
-    _by_paper,
-    _case_fit,
-    _cases_text,
-    _expected_text,
-    _fit_rows,
-    _header_fields,
-    _num,
-    _paper_key,
-    _ratio,
-    _severity,
-    _summary,
-    _within_slack,
-    decision_text,
-    power_text,
-    verdict_counts,
-    worst_case,
-    worst_case_text,
-)
-from reports.report_writing import (  # noqa: F401
-    _LOAD_CHECK,
-    _caption,
-    _css,
-    _decision_lines,
-    _e,
-    _html_claim,
-    _md,
-    _md_table,
-    render_html,
-    render_markdown,
-)
-from reports.results_reading import (  # noqa: F401
+from reports.claims_table import ClaimSection, worst_case, worst_case_text
+from reports.figure_cache import FigureCache
+from reports.page_context import page_context
+from reports.rendering import render_html, render_markdown
+from reports.results_reading import (
     SeriesRow,
-    _bool,
-    _canonical_params,
-    _float,
     _load_metadata,
-    _registered_but_unchecked,
-    _torn_series_note,
+    load_calibration,
     load_claims,
     read_series,
 )
-from reports.sections import Section as ExtraSection  # noqa: F401
-from reports.sections import (  # noqa: F401
-    build_sections,
-    section_html,
-    section_markdown,
-)
+from reports.sections import build_sections
+from results_format import atomic_write
 
 __all__ = [
     "ClaimSection",
@@ -104,7 +59,9 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
     """Build the report of ``results_dir`` into ``out_dir``; return the path of index.html.
 
     Reads only the results files (``testbed check`` writes them); reruns nothing. Writes
-    ``index.html``, ``report.md``, ``figures/*.png`` and ``counterexamples/*`` in ``out_dir``.
+    ``index.html``, ``report.md``, ``figures/*.png`` (with ``figures/manifest.json``, which
+    keys each figure by its inputs so that an unchanged one is not drawn again) and
+    ``counterexamples/*`` in ``out_dir``; every file is written atomically.
 
     Raises:
         FileNotFoundError: if ``results_dir`` is missing or holds no claim results.
@@ -123,12 +80,15 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
              if profile_name and c.get("profile") not in (None, profile_name)]
     if stale:
         notes.append(f"results from a profile other than {profile_name}: "
-                     + ", ".join(stale))
+                      + ", ".join(stale))
     out_dir.mkdir(parents=True, exist_ok=True)
-    sections = [_section(c, results_dir, out_dir) for c in claims]
-    extras = build_sections(results_dir, out_dir)
+    cache = FigureCache.load(out_dir / "figures")
+    # looked up here at each call: `testbed report` wraps _section to show its progress
+    sections = [_section(c, results_dir, out_dir, cache=cache) for c in claims]
+    extras = build_sections(results_dir, out_dir, cache)
+    cache.prune()
+    page = page_context(meta, sections, notes, extras, load_calibration(results_dir))
     index = out_dir / "index.html"
-    index.write_text(render_html(meta, sections, notes, extras), encoding="utf-8")
-    (out_dir / "report.md").write_text(render_markdown(meta, sections, notes, extras),
-                                       encoding="utf-8")
+    atomic_write(index, render_html(page))
+    atomic_write(out_dir / "report.md", render_markdown(page))
     return index

@@ -1,10 +1,12 @@
-"""One claim's section of the report: its figure (cases chosen, panels drawn) and the copy
-of its counterexample files.
+"""One claim's section of the report: its figure (cases chosen, panels built, drawn when its
+inputs changed) and the copy of its counterexample files.
 """
 
 from __future__ import annotations
 
 import csv
+import filecmp
+import json
 import math
 import re
 import shutil
@@ -12,15 +14,25 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reports import plots
+from reports.case_titles import case_specs, case_title
 from reports.claims_table import ClaimSection, _within_slack, worst_case, worst_case_text
+from reports.figure_cache import FigureCache, figure_key
+from reports.figure_spec import (
+    KIND_LABELS,
+    PLOT_VERSION,
+    Curve,
+    FigureSpec,
+    FitPanel,
+    SeriesPanel,
+    choose_summary,
+    quantity_label,
+    slope_guide,
+    step_label,
+)
 from reports.results_reading import SeriesRow, _canonical_params, _torn_series_note, read_series
 
 MAX_CASES_PLOTTED = 4
 SERIES_ORDER = ("measured", "bound", "fitted", "theory")
-
-
-# --------------------------------------------------------------------------- figures
 
 
 def select_cases(
@@ -59,8 +71,31 @@ def _series_rank(name: str) -> tuple[int, str]:
     return (SERIES_ORDER.index(name) if name in SERIES_ORDER else len(SERIES_ORDER), name)
 
 
-def _panels(rows: Sequence[SeriesRow], cases: Sequence[tuple[str, str]],
-            worst_key: tuple[str, str] | None) -> list[plots.Panel]:
+def _fits_by_problem(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    fits: dict[str, dict[str, Any]] = {}
+    for case in claim.get("cases") or []:
+        if isinstance(case, dict) and isinstance(case.get("fit"), dict):
+            fits.setdefault(str(case.get("problem_id")), case["fit"])
+    for fit in claim.get("fits") or []:
+        if isinstance(fit, dict) and fit.get("problem_id"):
+            fits.setdefault(str(fit["problem_id"]), fit)
+    return fits
+
+
+def _ylabel(claim: dict[str, Any]) -> str:
+    for fit in [c.get("fit") for c in claim.get("cases") or [] if isinstance(c, dict)] + \
+            list(claim.get("fits") or []):
+        if isinstance(fit, dict) and (label := quantity_label(str(fit.get("quantity") or ""))):
+            return label
+    return KIND_LABELS.get(str(claim.get("kind")), "measured value")
+
+
+def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tuple[str, str]],
+            worst_key: tuple[str, str] | None) -> list[SeriesPanel]:
+    kind = str(claim.get("kind") or "")
+    law = {"scaling_exponent": "power", "linear_rate": "geometric"}.get(kind)
+    specs, fits, ylabel = case_specs(claim), _fits_by_problem(claim), _ylabel(claim)
+    shared = {pid for pid, _ in cases if sum(1 for p, _ in cases if p == pid) > 1}
     panels = []
     for case in cases:
         groups: dict[tuple[str, str, str], list[SeriesRow]] = {}
@@ -71,11 +106,28 @@ def _panels(rows: Sequence[SeriesRow], cases: Sequence[tuple[str, str]],
         for (estimator, series, step_name), group in sorted(
                 groups.items(), key=lambda kv: (_series_rank(kv[0][1]), kv[0])):
             group.sort(key=lambda r: r.step)
-            curves.append(plots.Curve(
-                estimator, series, step_name, tuple(r.step for r in group),
-                tuple(r.value for r in group), tuple(r.oracle_calls for r in group)))
-        title = case[0] + (" (worst case)" if case == worst_key else "")
-        panels.append(plots.Panel(title, tuple(curves)))
+            curves.append(Curve(estimator, series, step_name, tuple(r.step for r in group),
+                                tuple(r.value for r in group),
+                                tuple(r.oracle_calls for r in group)))
+        measured = [c for c in curves if c.series == "measured"] or curves
+        finite = [v for c in measured for v in c.values if math.isfinite(v)]
+        ylog = bool(finite) and all(v > 0 for v in finite)
+        # a power law is a line on log-log axes; a step 0 (say iteration 0) is left out there
+        xlog = law == "power" and sum(1 for c in measured[:1] for x in c.steps if x > 0) >= 2
+        guides = []
+        if law and case[0] in fits and not any(c.series in ("theory", "fitted")
+                                                for c in curves):
+            guide = slope_guide(measured[0], fits[case[0]], "power" if xlog else "geometric") \
+                if (xlog or law == "geometric") else None
+            if guide is not None:
+                guides.append(guide)
+        params = json.loads(case[1]) if case[0] in shared and case[1].startswith("{") else None
+        title = case_title(case[0], specs.get(case[0]), params)
+        if case == worst_key:
+            title = "worst case: " + title
+        step_names = sorted({c.step_name for c in curves if c.step_name})
+        panels.append(SeriesPanel(title, step_label(step_names), ylabel, xlog, ylog,
+                                  tuple(curves), tuple(guides)))
     return panels
 
 
@@ -83,28 +135,128 @@ def _figure_name(claim_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "_", claim_id) + ".png"
 
 
-# --------------------------------------------------------------------------- per claim
+def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
+    """What the figure shows, in the order drawn (only the elements it has)."""
+    series = {c.series for p in spec.series_panels for c in p.curves}
+    parts = []
+    if spec.series_panels:
+        n = len(spec.series_panels)
+        axes = ("log-log axes (a power law is a straight line)"
+                if any(p.xlog for p in spec.series_panels)
+                else "log y-axis (a geometric rate is a straight line)"
+                if all(p.ylog for p in spec.series_panels) else "linear axes")
+        if any(p.xlog and any(x <= 0 for c in p.curves for x in c.steps)
+               for p in spec.series_panels):
+            axes += "; points at a step <= 0 cannot be shown on the log axis"
+        parts.append(f"{'Panels 1-' + str(n) if n > 1 else 'Panel 1'}: one case each (titled by "
+                     f"its problem), {axes}. Solid: measured (colour: estimator)")
+        if "bound" in series:
+            parts.append("dashed: the theoretical bound")
+        if "theory" in series:
+            parts.append("black dash-dot: the theoretical rate recorded with the series")
+        if "fitted" in series:
+            parts.append("wide pale band: the fitted rate over its fitting window")
+        if any(p.guides for p in spec.series_panels):
+            parts.append("black dash-dot: the theory's slope (recorded with the fit) drawn "
+                         "through the measured points it was fitted on, beside the fitted "
+                         "slope's 95% interval (pale fan)")
+        if spec.oracle_row:
+            parts.append("second row: the same against oracle calls")
+    text = "; ".join(parts) + ("." if parts else "")
+    if isinstance(spec.summary, FitPanel):
+        text += (" Right: each case's fitted value with its 95% interval (green: holds, red: "
+                 "fails, purple: undecided) against the theory recorded with the fit (black "
+                 "dash-dot) and the region the check allows (grey).")
+    elif spec.summary is not None:
+        text += (" Right: each case's measured value against its "
+                 + ("formula; x is the formula's value, so agreeing points lie on the line."
+                    if spec.summary.against_bound else "bound (black dash-dot)."))
+    if fitted_elsewhere:
+        text += (" The fit is in another variable or window than the plotted axis, so its "
+                 "theory is shown in the right-hand panel only.")
+    return text.strip()
 
 
-def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path) -> ClaimSection:
+def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
+    from reports.plots import draw_figure  # matplotlib only when a figure must be drawn
+
+    notes, artists = draw_figure(spec, path)
+    return {"notes": notes, "artists": artists}
+
+
+def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
+             cache: FigureCache | None = None) -> ClaimSection:
+    """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
+    of its own, saved at once, when None)."""
     worst = worst_case(claim)
     section = ClaimSection(claim, worst_case_text(worst))
-    section.counterexample = _copy_counterexample(claim, results_dir, out_dir, section.notes)
+    if worst is not None:
+        section.worst_title = case_title(str(worst.get("problem_id")), worst.get("spec"))
+    section.counterexample, section.counterexample_files = _copy_counterexample(
+        claim, results_dir, out_dir, section.notes)
     slack = sum(1 for c in claim.get("cases") or [] if isinstance(c, dict)
                 and _within_slack(c))
     if slack:
         section.notes.append(
             f"{slack} passed case(s) measured above the bound, within the check's round-off "
             "slack (e.g. a float64 round-off error against a bound of 0).")
+    rows = _read_rows(claim, results_dir, section)
+    summary = choose_summary(claim, {r.series for r in rows})
+    if claim.get("kind") == "communication_count" and summary is not None:
+        rows = []  # one count per case and iteration: the summary shows them all
+    cases = select_cases(rows, worst, MAX_CASES_PLOTTED - (summary is not None))
+    worst_key = None
+    if worst is not None:
+        worst_key = (str(worst.get("problem_id")), _canonical_params(worst.get("params") or {}))
+    panels = _panels(claim, rows, cases, worst_key)
+    if not panels and summary is None:
+        if section.notes and section.notes[-1].startswith("series file"):
+            section.notes[-1] += "; no figure."
+        return section
+    kind = str(claim.get("kind") or "").replace("_", " ")
+    spec = FigureSpec(section.id, f"{section.id} ({kind})", tuple(panels), summary)
+    name = _figure_name(section.id)
+    own = cache is None
+    cache = cache or FigureCache.load(out_dir / "figures")
+    try:
+        entry = cache.draw(name, figure_key(PLOT_VERSION, spec), lambda p: _draw(spec, p))
+    except (ValueError, OverflowError) as error:
+        cache.forget(name)
+        section.notes.append(f"figure could not be drawn ({error}).")
+        return section
+    finally:
+        if own:
+            cache.save()
+    section.notes.extend(str(n) for n in entry.get("notes") or [])
+    section.artists = list(entry.get("artists") or [])
+    section.figure = f"figures/{name}"
+    section.plotted = list(cases)
+    fitted_elsewhere = (claim.get("kind") in ("linear_rate", "scaling_exponent")
+                        and isinstance(summary, FitPanel) and bool(panels)
+                        and not any(p.guides or any(c.series in ("theory", "fitted")
+                                                    for c in p.curves) for p in panels))
+    section.caption = caption(spec, fitted_elsewhere)
+    section.alt = (f"{section.id}: measured against the theory"
+                   + (f" on {len(panels)} case{'s' if len(panels) > 1 else ''}" if panels else "")
+                   + (f"; {summary.title}" if summary else ""))
+    n_all = len({r.case for r in rows})
+    if n_all > len(cases):
+        section.notes.append(f"{len(cases)} of {n_all} cases plotted.")
+    return section
+
+
+def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
+               ) -> list[SeriesRow]:
+    """The claim's series rows; a note (and no rows) when the file is missing or unreadable."""
     series_rel = str(claim.get("series_file") or f"series/{claim['id']}.csv")
     try:
         rows = read_series(results_dir / series_rel)
     except FileNotFoundError:
-        section.notes.append(f"series file {series_rel} is missing; no figure.")
-        return section
+        section.notes.append(f"series file {series_rel} is missing")
+        return []
     except (OSError, UnicodeDecodeError, ValueError, csv.Error) as error:
-        section.notes.append(f"series file {series_rel} unreadable ({error}); no figure.")
-        return section
+        section.notes.append(f"series file {series_rel} unreadable ({error})")
+        return []
     torn = _torn_series_note(results_dir / series_rel, series_rel, len(rows))
     if torn:
         section.notes.append(torn[0])
@@ -112,43 +264,31 @@ def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path) -> ClaimSe
             rows = rows[:-1]  # the cut row: its last number may be cut short too
     if not rows:
         section.notes.append("no series recorded for this claim (it is checked case by "
-                             "case; see the table); no figure.")
-        return section
-    cases = select_cases(rows, worst)
-    worst_key = None
-    if worst is not None:
-        worst_key = (str(worst.get("problem_id")),
-                     _canonical_params(worst.get("params") or {}))
-    name = _figure_name(section.id)
-    try:
-        section.notes.extend(plots.plot_claim_figure(
-            section.id, _panels(rows, cases, worst_key), out_dir / "figures" / name))
-    except (ValueError, OverflowError) as error:
-        section.notes.append(f"figure could not be drawn ({error}).")
-        return section
-    section.figure = f"figures/{name}"
-    section.plotted = cases
-    n_all = len({r.case for r in rows})
-    if n_all > len(cases):
-        section.notes.append(f"{len(cases)} of {n_all} cases plotted.")
-    return section
+                             "case; see the table)")
+    return rows
 
 
 def _copy_counterexample(claim: dict[str, Any], results_dir: Path, out_dir: Path,
-                         notes: list[str]) -> str | None:
-    """Copy the counterexample JSON (and its .npz) under out_dir; return the relative link."""
+                         notes: list[str]) -> tuple[str | None, list[str]]:
+    """Copy the counterexample JSON and its companions (the .npz arrays) under out_dir, each
+    only when changed; return the relative link of the JSON and of every file copied."""
     rel = claim.get("counterexample")
     if not rel:
         if claim.get("verdict") == "fails as stated":
             notes.append("the claim fails but no counterexample file is recorded.")
-        return None
+        return None, []
     source = results_dir / str(rel)
     if not source.is_file():
         notes.append(f"counterexample file {rel} is missing from the results.")
-        return None
+        return None, []
     target_dir = out_dir / "counterexamples"
     target_dir.mkdir(parents=True, exist_ok=True)
+    files = []
     for companion in sorted(source.parent.glob(source.stem + ".*")):
-        if companion.is_file() and not companion.name.endswith(".tmp"):
-            shutil.copyfile(companion, target_dir / companion.name)
-    return f"counterexamples/{source.name}"
+        extension = companion.name[len(source.stem):]  # ".json", ".npz"; not another claim's
+        if companion.is_file() and extension.count(".") == 1 and extension != ".tmp":
+            target = target_dir / companion.name
+            if not (target.is_file() and filecmp.cmp(companion, target, shallow=False)):
+                shutil.copyfile(companion, target)
+            files.append(f"counterexamples/{companion.name}")
+    return f"counterexamples/{source.name}", files

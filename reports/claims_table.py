@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from reports.figure_spec import claim_fits
 from reports.results_reading import _bool, _float
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
@@ -34,6 +35,14 @@ class ClaimSection:
     plotted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     counterexample: str | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
+    #: every file of the counterexample copied into the report (the JSON, its arrays)
+    counterexample_files: list[str] = dataclasses.field(default_factory=list)
+    #: the worst case's problem in words
+    worst_title: str = ""
+    caption: str = ""
+    alt: str = ""
+    #: per panel, the roles of the artists drawn, scales and labels (the figure manifest's)
+    artists: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -42,6 +51,11 @@ class ClaimSection:
     @property
     def anchor(self) -> str:
         return "claim-" + re.sub(r"[^A-Za-z0-9_-]", "-", self.id)
+
+    @property
+    def row_anchor(self) -> str:
+        """The claim's row in its paper's summary table."""
+        return "row-" + re.sub(r"[^A-Za-z0-9_-]", "-", self.id)
 
 
 # --------------------------------------------------------------------------- worst case
@@ -55,8 +69,7 @@ def _case_fit(case: dict[str, Any]) -> dict[str, Any] | None:
 def _ratio(case: dict[str, Any]) -> float:
     """measured / bound for a "<=" relation (bound / measured for ">=")."""
     measured, bound = _float(case.get("measured")), _float(case.get("bound"))
-    relation = str(case.get("relation", "<="))
-    if ">=" in relation and "<=" not in relation:
+    if _lower_bound(case):
         measured, bound = bound, measured
     if math.isnan(measured) or math.isnan(bound):
         return math.nan
@@ -65,11 +78,28 @@ def _ratio(case: dict[str, Any]) -> float:
     return math.inf if measured > 0 else 0.0
 
 
+def _lower_bound(case: dict[str, Any]) -> bool:
+    """The relation asks measured >= bound (or >): its comparison (after a "quantity:" prefix)
+    names ">" and no "<=" ("fraction with ratio <= 0.1: > 1/2" bounds the fraction below)."""
+    relation = str(case.get("relation", "<=")).rsplit(":", 1)[-1]
+    return ">" in relation.replace("->", "") and "<=" not in relation
+
+
+def _failed(case: dict[str, Any]) -> bool:
+    """The case's outcome when recorded (a statistical case decides by its interval, not by
+    the point estimate's ``passed``), else its ``passed`` flag."""
+    outcome = case.get("outcome")
+    if isinstance(outcome, str):
+        return outcome == "fails"
+    return _bool(case.get("passed")) is False
+
+
 def _within_slack(case: dict[str, Any]) -> bool:
     """A passed bound case whose measured value is above its bound: it passed only by the
     check's round-off slack (say a 1e-16 error against a bound of 0)."""
-    return (_case_fit(case) is None and _bool(case.get("passed")) is not False
-            and _ratio(case) > 1.0)
+    return (_case_fit(case) is None and not _failed(case)
+            and case.get("outcome") in (None, "holds")
+            and "<=" in str(case.get("relation", "<=")) and _ratio(case) > 1.0)
 
 
 def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
@@ -79,7 +109,7 @@ def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
     slack (see :func:`_within_slack`) rank below every case whose ratio says something about
     the bound; they are the worst case only when no other case is left.
     """
-    failed = _bool(case.get("passed")) is False
+    failed = _failed(case)
     fit = _case_fit(case)
     if fit is not None:
         tol = _float(fit.get("tolerance"))
@@ -144,17 +174,25 @@ def _by_paper(sections: Iterable[ClaimSection]) -> list[tuple[str, list[ClaimSec
 
 
 def _cases_text(claim: dict[str, Any]) -> str:
-    """Cases that held, were undecided, and where the verdict comes from a refutation."""
+    """What the verdict rests on: the cases that held or were undecided, and, for a refuted
+    claim, that the verdict comes from the saved counterexample (so "0 cases" never stands
+    unexplained)."""
     if claim.get("verdict") == "not checked":
-        return "not checked"
-    parts = [f"{int(_float(claim.get('n_cases', len(claim.get('cases') or []))))} held"]
+        return "not checked: no results file for this claim"
+    held = int(_float(claim.get("n_cases", len(claim.get("cases") or []))))
+    parts = [f"{held} case{'s' if held != 1 else ''} held"]
     undecided = int(_float(claim.get("n_undecided") or 0))
     if undecided:
         parts.append(f"{undecided} undecided")
     if claim.get("counterexample"):
-        parts.append("refuted on the saved counterexample"
-                     + (" (confirmed on fresh seeds)" if claim.get("decision") == "statistical"
-                        else ""))
+        confirmed = (" and confirmed on fresh seeds" if claim.get("decision") == "statistical"
+                     else "")
+        if held == 0:
+            parts = ["refuted on the saved counterexample, replayed before any drawn case"
+                     f"{confirmed}; the check stops at the first failure, so no other case was "
+                     "measured"]
+        else:
+            parts.append(f"then refuted on the saved counterexample{confirmed}")
     rejected = claim.get("n_rejected")
     if rejected:
         parts.append(f"{rejected} drawn cases not measurable")
@@ -162,8 +200,15 @@ def _cases_text(claim: dict[str, Any]) -> str:
 
 
 def _expected_text(claim: dict[str, Any]) -> str:
+    """"yes" / "NO" against the testbed's expectation; "not checked" is neither."""
+    if claim.get("verdict") == "not checked":
+        return "not checked"
     flag = _bool(claim.get("as_expected"))
     return "n/a" if flag is None else ("yes" if flag else "NO")
+
+
+def expected_class(text: str) -> str:
+    return {"yes": "expected-yes", "NO": "expected-no"}.get(text, "muted")
 
 
 def decision_text(claim: dict[str, Any]) -> str:
@@ -192,6 +237,31 @@ def power_text(claim: dict[str, Any]) -> str:
         parts.append("positive control " + ("holds" if _bool(control.get("holds"))
                                             else f"does NOT hold ({control.get('outcome')})"))
     return "; ".join(parts) if parts else "—"
+
+
+def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any]] | None
+                     ) -> str:
+    """The claim's row of the calibration table (``testbed calibrate``): false failures (or,
+    for a claim expected to fail, refutations) over independent seeds against the stated rate."""
+    if claim.get("decision") != "statistical":
+        return "n/a (deterministic)"
+    if calibration is None:
+        return "not calibrated (`testbed calibrate --seeds 20`)"
+    row = calibration.get(str(claim.get("id")))
+    if row is None:
+        return "not in the calibration run"
+    seeds = int(_float(row.get("seeds") or 0))
+    refuted = int(_float(row.get("refuted") or 0))
+    what = "refutations" if str(row.get("expected")) == "fails" else "false failures"
+    text = (f"{refuted}/{seeds} {what} [{_num(row.get('rate_low'))}, "
+            f"{_num(row.get('rate_high'))}] vs stated {_num(row.get('stated_rate'))}")
+    consistent = _bool(row.get("consistent"))
+    if consistent is not None:
+        text += "; consistent" if consistent else "; NOT consistent"
+    undecided = int(_float(row.get("undecided") or 0))
+    if undecided:
+        text += f"; {undecided} undecided"
+    return text
 
 
 def _header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
@@ -223,37 +293,40 @@ def verdict_counts(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
 
 
 def _summary(sections: Sequence[ClaimSection]) -> str:
+    """One sentence under the matrix: checked claims as expected, and the checks' power. A claim
+    "not checked" is counted apart, never as expected."""
     claims = [s.claim for s in sections]
-    counts = verdict_counts(claims)
-    unexpected = sum(1 for c in claims if _bool(c.get("as_expected")) is False)
+    checked = [c for c in claims if c.get("verdict") != "not checked"]
+    unexpected = sum(1 for c in checked if _bool(c.get("as_expected")) is False)
+    expected = sum(1 for c in checked if _bool(c.get("as_expected")) is True)
     missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
                  and _bool(c["power"].get("caught")) is False)
     controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
                    and _bool(c["positive_control"].get("holds")) is False)
-    parts = [f"{n} {v}" for v, n in counts.items() if n or v != "not checked"]
-    text = (f"{len(sections)} claims: " + ", ".join(parts)
-            + f"; {unexpected} verdict(s) differ from what the testbed expects")
+    text = (f"{len(claims)} claims, {len(checked)} checked: {expected} as the testbed expects, "
+            f"{unexpected} verdict(s) differ from what the testbed expects")
+    if len(claims) > len(checked):
+        text += f"; {len(claims) - len(checked)} not checked (not counted as expected)"
     if missed or controls:
         text += f"; {missed} perturbation(s) not caught, {controls} positive control(s) failing"
     return text + "."
 
 
-TABLE_HEAD = ("Claim", "Reference", "Kind", "Statement", "Verdict", "As expected",
-              "Worst case (measured vs theory)", "Cases", "Power / control", "Counterexample")
+TABLE_HEAD = ("Claim and statement", "Verdict", "Worst case (measured vs theory)",
+              "What the verdict rests on", "Power · calibration")
 FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval", "Theory", "Tolerance", "Agrees")
 
 
 def _fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per fit, numbered as the figure's fit panel numbers them."""
     rows: list[tuple[str, ...]] = []
-    for fit in claim.get("fits") or []:
-        if not isinstance(fit, dict):
-            continue
+    for number, (fit, _, _) in enumerate(claim_fits(claim), start=1):
         est, theory, tol = (_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
         agrees = "yes" if abs(est - theory) <= tol else "NO"
         level = _float(fit.get("confidence"))
         interval = f"[{_num(fit.get('ci_low'), 4)}, {_num(fit.get('ci_high'), 4)}]"
         if math.isfinite(level):
             interval += f" ({level:.0%})"
-        rows.append((str(fit.get("problem_id", "?")), str(fit.get("quantity", "")),
+        rows.append((f"{number}: {fit.get('problem_id', '?')}", str(fit.get("quantity", "")),
                      _num(est, 4), interval, _num(theory, 4), _num(tol, 3), agrees))
     return rows

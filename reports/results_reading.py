@@ -186,3 +186,16 @@ def _canonical_params(value: Any) -> str:
         except json.JSONDecodeError:
             return value
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
+    """Per claim id, its row of ``calibration/summary.json`` (``testbed calibrate``); None when
+    the file is absent or unreadable (the calibration section says which)."""
+    try:
+        data = json.loads((results_dir / "calibration" / "summary.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    rows = data.get("claims") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        return None
+    return {str(r.get("claim")): r for r in rows if isinstance(r, dict)}

@@ -5,6 +5,10 @@ check, the communication and comparison tables, the benchmarks) writes through
 :func:`atomic_write`, and the report (:mod:`reports`) reads the files against the schemas below
 without importing any producer. Nothing here imports numpy, torch or the testbed, so the report
 and its tests stay light.
+
+Beside the formats: :mod:`results_format.resume`, the fingerprints that let a rerun reuse a
+saved result (hashing, the freshness test, reading and writing a stamped result), and
+:mod:`results_format.provenance`, the commit and package versions a results file records.
 """
 
 from __future__ import annotations
@@ -44,9 +48,14 @@ def atomic_write(path: Path, text: str) -> None:
     A reader (or a run interrupted while writing) sees the old file or the new one, never a torn
     one: ``os.replace`` is atomic on POSIX and Windows within one file system.
     """
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """:func:`atomic_write` for bytes (a counterexample's ``.npz``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_text(text)
+    temporary.write_bytes(data)
     os.replace(temporary, path)
 
 
@@ -59,4 +68,5 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["BENCH_SCHEMA", "REPLICATION_SCHEMA", "atomic_write", "json_default"]
+__all__ = ["BENCH_SCHEMA", "REPLICATION_SCHEMA", "atomic_write", "atomic_write_bytes",
+           "json_default"]

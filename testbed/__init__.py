@@ -1,12 +1,14 @@
 """Hypergradient testbed: estimators, oracles, the federation core and the registry.
 
 Everything a user or a claim needs is importable from here: the papers' classes (``FedNest``,
-``FedIHGP``, ``AggITD``, ``FBOAggITD``, ``FedMSA``, ``HyperGradientPush``, ...), the classical
-estimators and solvers, the oracles and the federation. The public subpackages hold the rest:
-``testbed.estimators`` (hypergradient estimators and their building blocks), ``testbed.algorithms``
-(outer loops), ``testbed.federation`` (context, ledger, local rounds, sampling),
-``testbed.decentralized`` (graphs, Push-Sum, HGP) and ``testbed.entries`` (the registry's entries
-per paper).
+``FedIHGP``, ``AggITD``, ``FBOAggITD``, ``FedMSA``, ``HyperGradientPush``, ...), their strategy
+objects (FedNest's updates ``FedInn``, ``LFedInn``, ``FedOut``, ``LFedOut``, ``MinimaxFedOut``;
+HGP's averaging rules ``PushSumAveraging``, ``ExactAveraging``, ``ServerAveraging``), the
+classical estimators and solvers, the oracles and the federation. The public subpackages hold
+the rest: ``testbed.estimators`` (hypergradient estimators and their building blocks),
+``testbed.algorithms`` (outer loops, FedNest's update strategies), ``testbed.federation``
+(context, ledger, local rounds, sampling), ``testbed.decentralized`` (graphs, Push-Sum, HGP and
+its averaging rules) and ``testbed.entries`` (the registry's entries per paper).
 
 The names below are imported on first use (PEP 562 ``__getattr__``), so that ``import
 testbed`` (and ``testbed --help``) does not import torch; ``from testbed import Neumann`` works
@@ -29,8 +31,19 @@ _WHERE: dict[str, str] = {
     "FedMSAState": "testbed.algorithms.fedmsa",
     "FedNest": "testbed.algorithms.fednest",
     "FedNestState": "testbed.algorithms.fednest",
+    "FedInn": "testbed.algorithms.fednest_updates",
+    "FedOut": "testbed.algorithms.fednest_updates",
+    "InnerUpdate": "testbed.algorithms.fednest_updates",
+    "LFedInn": "testbed.algorithms.fednest_updates",
+    "LFedOut": "testbed.algorithms.fednest_updates",
+    "MinimaxFedOut": "testbed.algorithms.fednest_updates",
+    "OuterUpdate": "testbed.algorithms.fednest_updates",
     "CallCounter": "testbed.calls",
     "Calls": "testbed.calls",
+    "AveragingRule": "testbed.decentralized.averaging",
+    "ExactAveraging": "testbed.decentralized.averaging",
+    "PushSumAveraging": "testbed.decentralized.averaging",
+    "ServerAveraging": "testbed.decentralized.averaging",
     "GraphSequence": "testbed.decentralized.graphs",
     "DecentralizedGradient": "testbed.decentralized.hgp",
     "HGPState": "testbed.decentralized.hgp",
@@ -60,6 +73,8 @@ _WHERE: dict[str, str] = {
     "Ledger": "testbed.federation.ledger",
     "local_round": "testbed.federation.local",
     "ClientSampler": "testbed.federation.sampling",
+    "FixedParticipants": "testbed.federation.sampling",
+    "ScriptedParticipants": "testbed.federation.sampling",
     "ALL_KINDS": "testbed.info",
     "EstimatorInfo": "testbed.info",
     "Oracles": "testbed.oracles",

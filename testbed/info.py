@@ -17,6 +17,19 @@ def class_defaults(cls: type, fixed: tuple[str, ...] = ()) -> dict[str, Any]:
             if f.init and f.default is not dataclasses.MISSING and f.name not in fixed}
 
 
+def field_defaults(cls: type, *names: str, **renamed: str) -> dict[str, Any]:
+    """The defaults of some of a dataclass's fields, for an entry whose ``make`` passes its
+    keywords on to a part (a solver, the maps): ``names`` keep their names, ``renamed`` maps a
+    field to the entry's keyword (``field_defaults(StochasticGradientPush,
+    step_size="inner_step_size")``)."""
+    defaults = class_defaults(cls)
+    wanted = {**{name: name for name in names}, **renamed}
+    missing = sorted(set(wanted) - set(defaults))
+    if missing:
+        raise TypeError(f"{cls.__name__} has no field(s) {missing} with a default")
+    return {keyword: defaults[field] for field, keyword in wanted.items()}
+
+
 @dataclasses.dataclass(frozen=True)
 class EstimatorInfo:
     """Metadata of one registered estimator variant.
@@ -30,13 +43,18 @@ class EstimatorInfo:
         make: builds the estimator from keyword parameters (the registry's defaults merged with
             the caller's overrides).
         defaults: the parameters ``build`` accepts and their defaults (testbed names, glossary
-            in README). Left out, they are read from ``cls``'s dataclass fields (the defaults'
-            one home) less ``fixed``, with ``settings`` on top; given, they are the builder's own
-            keywords (a ``make`` that assembles parts, e.g. ``inner_steps`` into a solver).
-        settings: the variant's values where it differs from the class (with derived defaults).
-        fixed: fields the variant's ``make`` sets itself and a caller cannot override.
-        claims: ids of the claims this estimator must satisfy.
-        no_claims_reason: required when ``claims`` is empty.
+            in README). Left out (every entry today), they are read from ``cls``'s dataclass
+            fields (the defaults' one home) less ``fixed``, with ``settings`` on top.
+        settings: the variant's values where it differs from the class, and the keywords of a
+            ``make`` that assembles parts (e.g. ``inner_steps`` into a solver object) with their
+            defaults (read from the part's fields with :func:`field_defaults` where it has them).
+        fixed: fields the variant's ``make`` sets itself (or leaves at the class default, e.g.
+            fields its variant does not use) and a caller cannot override.
+        enrolled_claims: ids of claims that do not name this entry but must check it too (a
+            variant enrolled in the claims of the estimator it varies). The claims that are
+            about it name it in their ``estimators``: each link is written once, on one side
+            (the claims' catalogue, :func:`theory_checks.registry.claims_of`, joins the two).
+        no_claims_reason: required when no claim checks the entry.
         closed_form_only: needs a closed-form problem (exact answers) to run.
         role: "estimator" (returns a hypergradient at x) or "algorithm" (an outer loop).
     """
@@ -48,7 +66,7 @@ class EstimatorInfo:
     supports: frozenset[str]
     make: Callable[..., Any]
     defaults: dict[str, Any] = None  # type: ignore[assignment]  # derived in __post_init__
-    claims: tuple[str, ...] = ()
+    enrolled_claims: tuple[str, ...] = ()
     no_claims_reason: str = ""
     closed_form_only: bool = False
     role: Literal["estimator", "algorithm"] = "estimator"
@@ -56,11 +74,14 @@ class EstimatorInfo:
     fixed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.defaults is None:
-            object.__setattr__(self, "defaults",
-                               {**class_defaults(self.cls, self.fixed), **self.settings})
-        elif self.settings or self.fixed:
-            raise ValueError(f"{self.name}: give either defaults or settings/fixed, not both")
+        if self.settings or self.fixed:
+            derived = {**class_defaults(self.cls, self.fixed), **self.settings}
+            # a copy made by dataclasses.replace carries the derived defaults: accept those
+            if self.defaults is not None and self.defaults != derived:
+                raise ValueError(f"{self.name}: give either defaults or settings/fixed, not both")
+            object.__setattr__(self, "defaults", derived)
+        elif self.defaults is None:
+            object.__setattr__(self, "defaults", class_defaults(self.cls))
 
     def build(self, **overrides: Any) -> Any:
         unknown = set(overrides) - set(self.defaults)

@@ -84,7 +84,7 @@ def _versions(values: tuple[torch.Tensor | None, ...]) -> tuple[int, ...]:
 class ExactCallMemo:
     """The last result of each exact first-order oracle, for a repeat at the very same tensors.
 
-    Eligible calls have no minibatch and plain tensors (:func:`problems._base.is_plain`). The key
+    Eligible calls have no minibatch and plain tensors (:func:`problems._rows.is_plain`). The key
     is the memory key of ``x`` and ``y`` (:func:`_rows_key`) and the client tensor's identity and
     version; the memo holds those tensors (so their memory is not reused while the entry lives)
     and the ``MEMO_SIZE`` most recently used entries per oracle. An in-place change to any of
@@ -214,9 +214,7 @@ class Oracles:
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad_x f_i`` alone (one outer-gradient call per client): ``(C, dx)``."""
-        gx, _ = self._grad_outer(x, y, clients, batch, "x")
-        assert gx is not None
-        return gx
+        return self._grad_outer_part(x, y, clients, batch, "x")
 
     def grad_outer_y(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
@@ -224,9 +222,14 @@ class Oracles:
     ) -> torch.Tensor:
         """``grad_y f_i`` alone (one outer-gradient call per client): ``(C, dy)``; no gradient
         in x is computed (on a workload, none for the network body)."""
-        _, gy = self._grad_outer(x, y, clients, batch, "y")
-        assert gy is not None
-        return gy
+        return self._grad_outer_part(x, y, clients, batch, "y")
+
+    def _grad_outer_part(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+                         batch: Batch | None, wrt: str) -> torch.Tensor:
+        gx, gy = self._grad_outer(x, y, clients, batch, wrt)
+        part = gx if wrt == "x" else gy
+        assert part is not None
+        return part
 
     # ----------------------------------------------------------------------- inner derivatives
     def grad_inner(
@@ -253,6 +256,21 @@ class Oracles:
         self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
         batch: Batch | None, wrt_x: bool,
     ) -> torch.Tensor:
+        """``grad_x <grad_y g_i, v_i>`` (``wrt_x``) or ``grad_y <grad_y g_i, v_i>``, closed form or
+        autodiff, counted as one mixed product (``jvp``) or one HVP per client."""
+        if self.closed_form is not None:
+            product = (self.closed_form.oracle_jvp_inner_xy if wrt_x
+                       else self.closed_form.oracle_hvp_inner)
+            out = product(x.detach(), y.detach(), v.detach(), clients, batch)
+        else:
+            out = self._autodiff_second_order(x, y, v, clients, batch, wrt_x)
+        self.counter.add("jvp" if wrt_x else "hvp", int(clients.shape[0]))
+        return out
+
+    def _autodiff_second_order(
+        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        batch: Batch | None, wrt_x: bool,
+    ) -> torch.Tensor:
         count = int(clients.shape[0])
         xs, ys = _leaf(x, count, wrt_x), _leaf(y, count, True)
         loss = self.problem.inner_loss(xs, ys, clients, batch).sum()
@@ -267,23 +285,11 @@ class Oracles:
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v_i`` for each evaluated client: ``(C, dy)``."""
-        if self.closed_form is not None:
-            out = self.closed_form.oracle_hvp_inner(x.detach(), y.detach(), v.detach(),
-                                                    clients, batch)
-        else:
-            out = self._second_order(x, y, v, clients, batch, wrt_x=False)
-        self.counter.add("hvp", int(clients.shape[0]))
-        return out
+        return self._second_order(x, y, v, clients, batch, wrt_x=False)
 
     def jvp_inner_xy(
         self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v_i`` (the ``dx x dy`` cross derivative times v): ``(C, dx)``."""
-        if self.closed_form is not None:
-            out = self.closed_form.oracle_jvp_inner_xy(x.detach(), y.detach(), v.detach(),
-                                                       clients, batch)
-        else:
-            out = self._second_order(x, y, v, clients, batch, wrt_x=True)
-        self.counter.add("jvp", int(clients.shape[0]))
-        return out
+        return self._second_order(x, y, v, clients, batch, wrt_x=True)

@@ -251,7 +251,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
     """The report's measured tables: communication per iteration and rounds to error."""
     from testbed_app import communication
-    from theory_checks import comparison_table
+    from theory_checks.comparison import table as comparison_table
 
     print(f"communication table: {communication.write_table(results, resume, progress)}")
     print(f"rounds to error: {comparison_table.run_all(results, resume, progress)}")

@@ -16,15 +16,14 @@ its ``rounds_per_iteration()`` if it declares one, marked "declared, no paper fo
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from results_format import atomic_write
+from results_format.resume import fingerprint as fingerprint_of
+from results_format.resume import reuse_or_write
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.info import EstimatorInfo
 
@@ -85,9 +84,9 @@ def measure(info: EstimatorInfo) -> dict[str, Any]:
 
 def fingerprint(infos: Sequence[EstimatorInfo]) -> str:
     """Changes when the algorithms or their defaults change, so stale tables are redone."""
-    text = "|".join(f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}"
-                    for i in infos) + f"|{ITERATIONS}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    algorithms = "|".join(f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}"
+                          for i in infos)
+    return fingerprint_of(algorithms, str(ITERATIONS))
 
 
 def write_table(results_dir: Path, resume: bool = True, progress: bool = True) -> Path:
@@ -98,15 +97,11 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True) -
 
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE
-    stamp = fingerprint(infos)
-    if resume and path.exists():
-        try:
-            if json.loads(path.read_text()).get("fingerprint") == stamp:
-                return path
-        except json.JSONDecodeError:
-            pass
-    rows = [measure(i) for i in tqdm(infos, desc="communication", unit="algorithm",
-                                     disable=not progress)]
-    payload = {"fingerprint": stamp, "iterations": ITERATIONS, "seed": 0, "rows": rows}
-    atomic_write(path, json.dumps(payload, indent=1))
+
+    def table() -> dict[str, Any]:
+        rows = [measure(i) for i in tqdm(infos, desc="communication", unit="algorithm",
+                                         disable=not progress)]
+        return {"iterations": ITERATIONS, "seed": 0, "rows": rows}
+
+    reuse_or_write(path, fingerprint(infos), table, resume=resume, indent=1)
     return path

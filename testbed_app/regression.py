@@ -73,7 +73,7 @@ import torch
 from scipy import stats
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
-from results_format import atomic_write
+from results_format.resume import write_json
 from testbed.info import EstimatorInfo
 from testbed.registry import ESTIMATOR_DB, get_estimator
 
@@ -427,13 +427,12 @@ def _decode(data: dict[str, Any]) -> Samples:
 
 
 def save(results: dict[str, dict[str, dict[str, Samples]]], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": BASELINE_FORMAT, "problem_seeds": list(PROBLEM_SEEDS),
             "replicates": REPLICATES,
             "entries": {name: {kind: {m: _encode(s) for m, s in metrics.items()}
                                for kind, metrics in kinds.items()}
                         for name, kinds in sorted(results.items())}}
-    atomic_write(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_json(path, data, indent=1, sort_keys=True, newline=True)
 
 
 def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:

@@ -1,6 +1,6 @@
 """Every AggITD claim can say both "holds" and "fails", and its perturbations are the bugs named.
 
-The perturbations (:mod:`theory_checks.perturbations.aggitd`) and positive controls are claim
+The perturbations (:mod:`theory_checks.aggitd.perturbations`) and positive controls are claim
 data; ``theory_checks/test_claims.py`` runs them (each perturbation must be caught with a
 replayable counterexample, each positive control must hold). This file checks that every AggITD
 claim declares one, and that the deliberately wrong estimators are the bugs they say they are.
@@ -21,8 +21,9 @@ from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.oracles import Oracles
-from theory_checks import aggitd, aggitd_rates
-from theory_checks.perturbations import aggitd as perturbed
+from theory_checks import aggitd
+from theory_checks.aggitd import perturbations as perturbed
+from theory_checks.aggitd import rates as aggitd_rates
 
 CLAIMS = (*aggitd.CLAIMS, *aggitd_rates.CLAIMS)
 

@@ -1,4 +1,4 @@
-"""The AggITD rate, errata and scaling checks of theory_checks/aggitd_rates.py: Theorem 1's
+"""The AggITD rate, errata and scaling checks of theory_checks/aggitd/rates.py: Theorem 1's
 statistical design, the refuted Prop. 2 sum and the helpers.
 
 Perturbations and positive controls are claim data, run by ``theory_checks/test_claims.py``.
@@ -13,8 +13,8 @@ import torch
 
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import aggitd_rates
-from theory_checks.aggitd_rates_common import FixedIndex
+from theory_checks.aggitd import rates as aggitd_rates
+from theory_checks.aggitd.rates_common import FixedIndex
 from theory_checks.decision import Design, first_design
 from theory_checks.registry import get_claim
 from theory_checks.runner import Profile, measure, run_claim
@@ -39,7 +39,7 @@ def test_fixed_index_is_the_only_draw_allowed():
 
 
 def test_geometric_sum_bounds_differ_by_the_q0_term():
-    from theory_checks.aggitd_rates_errata import geometric_sum_bound
+    from theory_checks.aggitd.rates_errata import geometric_sum_bound
 
     params = {"neumann_step_size": 0.5, "inner_steps": 3, "mu": 1.0, "L_g": 2.0, "M": 1.0}
     printed = geometric_sum_bound(None, {**params, "extra_power": 0})

@@ -17,10 +17,9 @@ import pytest
 
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
-from theory_checks import comparison
-from theory_checks import comparison_runs as runs
-from theory_checks import comparison_table as table
 from theory_checks.claim import Case
+from theory_checks.comparison import checks as comparison
+from theory_checks.comparison import runs, table
 from theory_checks.decision import clopper_pearson, first_design
 from theory_checks.registry import get_claim
 

@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from theory_checks import comparison_runs as runs
-from theory_checks import comparison_table as table
+from theory_checks.comparison import runs as runs
+from theory_checks.comparison import table
 
 
 def _run(key, rule, role, seed, values, per_iteration):

@@ -1,6 +1,6 @@
 """Every FedMSA claim carries what shows its check can say both verdicts.
 
-The perturbations (theory_checks/perturbations/fedmsa.py) and positive controls are claim data;
+The perturbations (theory_checks/fedmsa/perturbations.py) and positive controls are claim data;
 ``theory_checks/test_claims.py`` runs them (``test_perturbation_is_caught``,
 ``test_positive_control_holds``). Here: every FedMSA claim has them, the perturbations are
 realistic single mistakes of the registered algorithm, and the two refutations the testbed keeps
@@ -16,9 +16,11 @@ import torch
 from problems import QuadraticBilevel, from_spec
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
-from theory_checks import fedmsa, fedmsa_exact, fedmsa_rates
+from theory_checks import fedmsa
 from theory_checks.claim import Case
-from theory_checks.perturbations import fedmsa as perturbed
+from theory_checks.fedmsa import exact as fedmsa_exact
+from theory_checks.fedmsa import perturbations as perturbed
+from theory_checks.fedmsa import rates as fedmsa_rates
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
 CLAIMS = {c.id: c for c in fedmsa.CLAIMS + fedmsa_rates.CLAIMS}
@@ -58,9 +60,12 @@ def test_weight_decay_moves_the_fixed_point_by_the_decay():
           "participation": 1, "batch_size": None}
     good, bad = get_estimator("fedmsa").build(**kw), perturbed.weight_decay(**kw)
     x = torch.tensor([0.3, -0.7], dtype=torch.float64)
-    state = good.step(fedmsa_exact._ScriptedContext(problem, None, 0), good.state_at(problem, x))
-    new_good = good.step(fedmsa_exact._ScriptedContext(problem, None, 0), state)
-    new_bad = bad.step(fedmsa_exact._ScriptedContext(problem, None, 0), state)
+    def ctx():
+        return fedmsa_exact.scripted_round_context(problem, None, 0)
+
+    state = good.step(ctx(), good.state_at(problem, x))
+    new_good = good.step(ctx(), state)
+    new_bad = bad.step(ctx(), state)
     torch.testing.assert_close(new_bad.h - new_good.h, bad.decay * state.x, rtol=1e-12,
                                atol=1e-14)
 

@@ -1,4 +1,4 @@
-"""The exact-moment machinery of theory_checks/fedmsa_rates.py, against brute force.
+"""The exact-moment machinery of theory_checks/fedmsa/rates.py, against brute force.
 
 The rate claims (M, tau, R, rho) are decided on exact expectations: one FedMSA round of the
 registered algorithm, identified as an affine map of the state plus one term per minibatch slot
@@ -21,7 +21,7 @@ from problems import QuadraticBilevel
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa_exact import (
+from theory_checks.fedmsa.exact import (
     _Branch,
     _Layout,
     _run_round,
@@ -30,8 +30,8 @@ from theory_checks.fedmsa_exact import (
     identify_round,
     validate_round,
 )
-from theory_checks.fedmsa_reference import mean_maps
-from theory_checks.fedmsa_stochastic_rates import fixed_point, replicated
+from theory_checks.fedmsa.reference import mean_maps
+from theory_checks.fedmsa.stochastic_rates import fixed_point, replicated
 
 
 def _small() -> tuple[QuadraticBilevel, _Layout]:
@@ -53,14 +53,7 @@ def test_identified_round_moments_equal_enumeration_of_every_client_and_draw():
     alg = _alg()
     s = np.random.default_rng(1).standard_normal(layout.D)
     branches = identify_round(alg, p, layout, p.n_samples)
-    outs = []
-    for m in range(p.n_clients):
-        rows = branches[m].rows
-        for samples in itertools.product(range(p.n_samples), repeat=sum(rows)):
-            it = iter(samples)
-            draws = [np.array([[next(it)] for _ in range(r)]) for r in rows]
-            outs.append(_run_round(alg, p, layout, layout.state(s), m, draws=draws)[0])
-    outs_a = np.array(outs)
+    outs_a = np.array(_every_round_output(alg, p, layout, layout.state(s), branches))
     moments = [b.moments(s, np.zeros((layout.D, layout.D)), b.noise()) for b in branches]
     mean = np.mean([mn for mn, _ in moments], axis=0)
     second = np.mean([c + np.outer(mn, mn) for mn, c in moments], axis=0)
@@ -86,16 +79,24 @@ def test_expected_criterion_equals_enumeration_over_two_rounds():
     def crit(u: np.ndarray) -> float:
         return float(np.sum((G @ u + g) ** 2))
 
-    values = []
+    # x_1, Z_1: round 1's first local iterate
+    values = [crit(out[: layout.du])
+              for out in _every_round_output(alg, p, layout, start, first)]
+    u0 = torch.cat([x0, Z0]).numpy()
+    np.testing.assert_allclose(exact, 0.5 * (crit(u0) + np.mean(values)), rtol=1e-12)
+
+
+def _every_round_output(alg, p, layout, start, branches) -> list[np.ndarray]:
+    """The round's output from ``start`` for every local client and every sample of every
+    minibatch slot (the enumeration the identified branches' moments must equal)."""
+    outs = []
     for m in range(p.n_clients):
-        rows = first[m].rows
+        rows = branches[m].rows
         for samples in itertools.product(range(p.n_samples), repeat=sum(rows)):
             it = iter(samples)
             draws = [np.array([[next(it)] for _ in range(r)]) for r in rows]
-            out = _run_round(alg, p, layout, start, m, draws=draws)[0]
-            values.append(crit(out[: layout.du]))  # x_1, Z_1: round 1's first local iterate
-    u0 = torch.cat([x0, Z0]).numpy()
-    np.testing.assert_allclose(exact, 0.5 * (crit(u0) + np.mean(values)), rtol=1e-12)
+            outs.append(_run_round(alg, p, layout, start, m, draws=draws)[0])
+    return outs
 
 
 def test_criterion_form_is_the_criterion():
@@ -103,7 +104,7 @@ def test_criterion_form_is_the_criterion():
     G, g = criterion_form(p, layout)
     u = np.array([0.3, -1.1, 0.5])
     x, Z = torch.tensor(u[:1])[None], torch.tensor(u[1:])[None]
-    from theory_checks.fedmsa_reference import criterion
+    from theory_checks.fedmsa.reference import criterion
 
     np.testing.assert_allclose(np.sum((G @ u + g) ** 2), float(criterion(p, x, Z)[0]),
                                rtol=1e-12)

@@ -2,7 +2,7 @@
 
 The perturbations (the smallest bug each claim that holds must catch) and the positive controls
 (a case inside each refuted claim's conditions where it holds) are claim data
-(:mod:`theory_checks.perturbations.fednest`), run by ``theory_checks/test_claims.py``. Here: every
+(:mod:`theory_checks.fednest.perturbations`), run by ``theory_checks/test_claims.py``. Here: every
 FedNest claim declares them, and each refuted claim's counterexample is saved, rebuilds the same
 problem and fails again, while its corrected claim holds beside it.
 """
@@ -13,7 +13,8 @@ import pytest
 
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import fednest, fednest_rates
+from theory_checks import fednest
+from theory_checks.fednest import rates as fednest_rates
 from theory_checks.runner import Profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)

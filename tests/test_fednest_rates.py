@@ -1,4 +1,4 @@
-"""theory_checks/fednest_rates.py: the K-rate claims are decided on valid intervals, (14b) as
+"""theory_checks/fednest/rates.py: the K-rate claims are decided on valid intervals, (14b) as
 stated fails on the registry's FedIHGP with a replayable counterexample while its per-sample
 correction holds, and the module's helpers (the two-look replicate test, the sampling-variance
 law) do what they say.
@@ -13,8 +13,11 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import _stats, fednest_k_rate, fednest_rates, fednest_sampling
+from theory_checks import _stats
 from theory_checks.decision import SpentRate, StudentT, batch_evidence
+from theory_checks.fednest import k_rate as fednest_k_rate
+from theory_checks.fednest import rates as fednest_rates
+from theory_checks.fednest import sampling as fednest_sampling
 from theory_checks.runner import Profile, get_profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)

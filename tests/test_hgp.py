@@ -187,7 +187,7 @@ def test_personalization_improves_on_plain_sgp():
 
 
 def _saved_noise_case():
-    from theory_checks.hgp_stochastic import SAVED_NOISE_CASE
+    from theory_checks.hgp.stochastic import SAVED_NOISE_CASE
 
     return SAVED_NOISE_CASE().problem
 
@@ -199,7 +199,7 @@ def test_exact_noise_moments_match_a_large_monte_carlo(form):
     sample variance of every coordinate and of the stacked norm within 5 standard errors of the
     exact ones (5 se: a false alarm has probability < 1e-5 per comparison, and a wrong second
     moment by a factor 1 +- 2/b, the size of a missed term, is off by > 20 se here)."""
-    from theory_checks.hgp_common import noise_moments, point
+    from theory_checks.hgp.common import noise_moments, point
 
     p = PerClientQuadratic.random(3, 2, 2, 2.0, 7, hessian_heterogeneity=0.2, n_samples=16,
                                   hessian_noise=0.3, cross_noise=0.5)
@@ -230,7 +230,7 @@ def test_noise_exponent_fluke_is_reproduced_and_the_exact_moment_gives_minus_one
     on one common stream, seed 1, least-squares exponent) gives -0.389 on the saved case, while
     the exact second moment gives -0.5006 (RMS 0.01141, 0.00806, 0.00570, 0.00403)."""
     from theory_checks import _stats
-    from theory_checks.hgp_common import fresh_state, noise_moments, point, terms_for
+    from theory_checks.hgp.common import fresh_state, noise_moments, point, terms_for
 
     p = _saved_noise_case()
     x = point(p, 0)
@@ -260,7 +260,7 @@ def test_lemma2_explicit_bound_holds_and_is_nearly_tight():
     equality on a step without edges (A = I: c = 1 = bound), and above 0.8 of the bound on a
     mixing graph, so a Push-Sum that mixes less than Alg. 1 (one step short) exceeds it."""
     from testbed.decentralized.graphs import CONNECTED_FAMILIES
-    from theory_checks.hgp_pushsum import pushsum_bound
+    from theory_checks.hgp.pushsum import pushsum_bound
 
     worst = 0.0
     for family in CONNECTED_FAMILIES:

@@ -1,7 +1,7 @@
 """HGP claims can say both "holds" and "fails".
 
 The perturbations (the smallest bug each claim must catch) live in
-:mod:`theory_checks.perturbations.hgp` and are attached to the claims; the generic
+:mod:`theory_checks.hgp.perturbations` and are attached to the claims; the generic
 ``theory_checks/test_claims.py::test_perturbation_is_caught`` runs them and
 ``test_positive_control_holds`` runs the controls of the errata. This file checks that every HGP
 claim has one or the other, that the realistic perturbations replaced the huge ones, and that
@@ -18,8 +18,8 @@ import torch
 from problems import PerClientQuadratic, from_spec
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
-from theory_checks.hgp_common import noise_moments, point
-from theory_checks.perturbations import hgp as perturb
+from theory_checks.hgp import perturbations as perturb
+from theory_checks.hgp.common import noise_moments, point
 from theory_checks.registry import CLAIM_DB, get_claim
 from theory_checks.runner import Profile, run_claim, write_claim_result
 

@@ -32,7 +32,7 @@ def worse_variant(monkeypatch):
         return dataclasses.replace(est, linear_solver=Neumann(terms, est.linear_solver.step_size))
 
     worse = dataclasses.replace(base, name="aid-neumann-worse", make=make,
-                                claims=(), no_claims_reason="test double")
+                                no_claims_reason="test double")
     db = [*registry.ESTIMATOR_DB, worse]
     monkeypatch.setattr(registry, "ESTIMATOR_DB", db)
     monkeypatch.setattr(regression, "ESTIMATOR_DB", db)

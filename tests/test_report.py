@@ -166,7 +166,8 @@ def test_counterexample_link_resolves(report):
     links = _Links()
     links.feed(text)
     targets = [h for h in links.href if h.startswith("counterexamples/")]
-    assert targets == [f"counterexamples/{FAILING}.json"] * 2  # table and claim section
+    # the errata, the summary table and the claim section
+    assert targets == [f"counterexamples/{FAILING}.json"] * 3
     data = json.loads((index.parent / targets[0]).read_text())
     assert data["claim"] == FAILING
     assert f"(counterexamples/{FAILING}.json)" in markdown
@@ -271,7 +272,8 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "about 81x the samples would decide it" in text
     assert "statistical: false-failure rate 0.001 per claim (0.0005 per case, Bonferroni)" in text
     assert "refuted on the saved counterexample" in text
-    assert "not run: `testbed calibrate --seeds 20`" in text
+    assert "not run (calibration/summary.json is absent" in text
+    assert f"<code>testbed calibrate --seeds 20 --results {results}</code>" in text
 
     (results / "calibration").mkdir()
     (results / "calibration" / "summary.json").write_text(json.dumps({

@@ -12,7 +12,7 @@ import pytest
 
 from reports.build import build_report
 from results_format import BENCH_SCHEMA, REPLICATION_SCHEMA
-from theory_checks import comparison_table
+from theory_checks.comparison import table as comparison_table
 
 REPLICATION = {
     "experiment": "aggitd-table2-iid-tau1", "paper": "AggITD", "table": "AggITD Table 2",

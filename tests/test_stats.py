@@ -87,3 +87,27 @@ def test_fit_exponent_recovers_a_power_law():
 def test_bad_input_is_a_clear_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_fit_slope_std_error_stays_accurate_on_near_perfect_lines_where_linregress_cancels():
+    """Why fit_slope keeps its residual form of the slope's standard error instead of
+    scipy.stats.linregress: linregress computes it from ``1 - r^2``, which cancels on the
+    near-perfect lines of the deterministic rate claims (float64 curves)."""
+    from scipy import stats
+
+    from theory_checks._stats import fit_slope
+
+    rng = np.random.default_rng(0)
+    x = np.arange(12.0)
+    noise = 1e-8 * rng.standard_normal(12)
+    y = 5.0 - 3.0 * x + noise
+    fit = fit_slope(x, y)
+    # reference: the residual variance over Sxx, in extended precision
+    xc = (x - x.mean()).astype(np.longdouble)
+    slope = (xc @ (y - y.mean())) / (xc @ xc)
+    residual = (y - y.mean()) - slope * xc
+    reference = float(np.sqrt((residual @ residual) / (len(x) - 2) / (xc @ xc)))
+    assert abs(fit.std_error - reference) <= 1e-6 * reference
+    # linregress's 1 - r^2 form rounds r to 1 on the same line: a zero standard error, which
+    # would make every interval a point (measured 0.0 against 6.2e-10)
+    assert stats.linregress(x, y).stderr < 0.5 * reference

@@ -17,13 +17,12 @@ interrupted calibration resumes) and ``calibration/summary.json``.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from results_format import atomic_write
+from results_format.resume import read_fresh, write_json
 from theory_checks.claim import Claim
 from theory_checks.decision import clopper_pearson
 from theory_checks.runner import Profile, claim_fingerprint, run_claim
@@ -83,12 +82,8 @@ def summarize(claim: Claim, profile: str, records: list[dict[str, Any]]) -> Cali
 
 def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
     """The seeds already run (same claim definition and profile); a torn file starts over."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return []
-    if not (isinstance(data, dict) and data.get("fingerprint") == fingerprint
-            and data.get("profile") == profile and isinstance(data.get("runs"), list)):
+    data = read_fresh(path, fingerprint, profile, keys=("runs",))
+    if data is None or not isinstance(data["runs"], list):
         return []
     return [r for r in data["runs"] if isinstance(r, dict) and {"seed", "verdict"} <= set(r)]
 
@@ -116,8 +111,8 @@ def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | 
                         "n_unconfirmed": len(result.unconfirmed),
                         "seconds": time.perf_counter() - start})
         if path is not None:
-            atomic_write(path, json.dumps({"claim": claim.id, "fingerprint": fingerprint,
-                                            "profile": profile.name, "runs": records}, indent=2))
+            write_json(path, {"claim": claim.id, "fingerprint": fingerprint,
+                              "profile": profile.name, "runs": records}, indent=2)
         if progress is not None:
             progress(f"{claim.id} seed {k}: {result.verdict}")
     records = sorted((r for r in records if int(r["seed"]) < seeds), key=lambda r: r["seed"])
@@ -129,9 +124,9 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
     summaries = [calibrate_claim(c, seeds, profile, out_dir, progress)
                  for c in claims if c.statistical]
-    atomic_write(out_dir / "calibration" / "summary.json", json.dumps(
-        {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
-         "claims": [dataclasses.asdict(s) for s in summaries]}, indent=2))
+    write_json(out_dir / "calibration" / "summary.json",
+               {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
+                "claims": [dataclasses.asdict(s) for s in summaries]}, indent=2)
     return summaries
 
 

@@ -77,8 +77,23 @@ class Evidence(abc.ABC):
         return {"method": type(self).__name__, **dataclasses.asdict(self)}  # type: ignore
 
 
+class SymmetricEvidence(Evidence):
+    """``estimate -+ half_width(r)``: evidence whose one-sided bounds are symmetric about the
+    estimate."""
+
+    @abc.abstractmethod
+    def half_width(self, rate: float) -> float:
+        """The distance of either one-sided bound at ``rate`` from the estimate."""
+
+    def lower(self, rate: float) -> float:
+        return self.estimate - self.half_width(rate)
+
+    def upper(self, rate: float) -> float:
+        return self.estimate + self.half_width(rate)
+
+
 @dataclasses.dataclass(frozen=True)
-class StudentT(Evidence):
+class StudentT(SymmetricEvidence):
     """``estimate +- t_{1-r}(dof) std_error``: a least-squares coefficient or a sample mean of
     independent replicates with normal errors (the fits' Student-t intervals)."""
 
@@ -92,33 +107,24 @@ class StudentT(Evidence):
         if not self.std_error >= 0.0:
             raise ValueError(f"StudentT needs a std_error >= 0, got {self.std_error}")
 
-    def _half(self, rate: float) -> float:
+    def half_width(self, rate: float) -> float:
         return float(stats.t.ppf(1.0 - rate, self.dof)) * self.std_error
-
-    def lower(self, rate: float) -> float:
-        return self.estimate - self._half(rate)
-
-    def upper(self, rate: float) -> float:
-        return self.estimate + self._half(rate)
 
 
 @dataclasses.dataclass(frozen=True)
-class Normal(Evidence):
+class Normal(SymmetricEvidence):
     """``estimate +- z_{1-r} std_error``: a statistic whose standard error is known or estimated
     from many (>= 100) independent replicates (central limit theorem)."""
 
     estimate: float
     std_error: float
 
-    def lower(self, rate: float) -> float:
-        return self.estimate - float(stats.norm.ppf(1.0 - rate)) * self.std_error
-
-    def upper(self, rate: float) -> float:
-        return self.estimate + float(stats.norm.ppf(1.0 - rate)) * self.std_error
+    def half_width(self, rate: float) -> float:
+        return float(stats.norm.ppf(1.0 - rate)) * self.std_error
 
 
 @dataclasses.dataclass(frozen=True)
-class Hoeffding(Evidence):
+class Hoeffding(SymmetricEvidence):
     """Mean of ``n`` independent values in an interval of length ``value_range``: the one-sided
     Hoeffding bound ``mean +- range sqrt(log(1/r) / (2 n))``, valid with no distributional model."""
 
@@ -126,18 +132,12 @@ class Hoeffding(Evidence):
     value_range: float
     n: int
 
-    def _half(self, rate: float) -> float:
+    def half_width(self, rate: float) -> float:
         return self.value_range * math.sqrt(math.log(1.0 / rate) / (2.0 * self.n))
-
-    def lower(self, rate: float) -> float:
-        return self.estimate - self._half(rate)
-
-    def upper(self, rate: float) -> float:
-        return self.estimate + self._half(rate)
 
 
 @dataclasses.dataclass(frozen=True)
-class EmpiricalBernstein(Evidence):
+class EmpiricalBernstein(SymmetricEvidence):
     """Mean of ``n`` independent values in an interval of length ``value_range`` with sample
     variance ``variance``: Maurer & Pontil (2009), Thm 4, one-sided,
     ``mean +- sqrt(2 V log(2/r) / n) + 7 range log(2/r) / (3 (n - 1))``. Rigorous like
@@ -155,16 +155,10 @@ class EmpiricalBernstein(Evidence):
             raise ValueError("EmpiricalBernstein needs >= 2 finite values")
         return cls(float(arr.mean()), float(arr.var(ddof=1)), float(value_range), int(arr.size))
 
-    def _half(self, rate: float) -> float:
+    def half_width(self, rate: float) -> float:
         log_term = math.log(2.0 / rate)
         return (math.sqrt(2.0 * self.variance * log_term / self.n)
                 + 7.0 * self.value_range * log_term / (3.0 * (self.n - 1)))
-
-    def lower(self, rate: float) -> float:
-        return self.estimate - self._half(rate)
-
-    def upper(self, rate: float) -> float:
-        return self.estimate + self._half(rate)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -24,8 +24,6 @@ import dataclasses
 import hashlib
 import io
 import json
-import platform
-import subprocess
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -35,7 +33,13 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 
-from results_format import atomic_write, json_default
+from results_format import atomic_write, atomic_write_bytes, json_default
+
+# git_commit and package_versions lived here; re-exported (``X as X``) for their importers
+from results_format.provenance import git_commit as git_commit
+from results_format.provenance import package_versions as package_versions
+from results_format.provenance import provenance
+from results_format.resume import fingerprint, read_fresh, write_json
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
@@ -134,7 +138,7 @@ def enrolled_variants(claim: Claim) -> list[str]:
     from testbed.registry import ESTIMATOR_DB
 
     return [info.name for info in ESTIMATOR_DB
-            if claim.id in info.claims and info.name not in claim.estimators]
+            if claim.id in info.enrolled_claims and info.name not in claim.estimators]
 
 
 def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
@@ -376,36 +380,15 @@ def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..
 # --------------------------------------------------------------------------- results files
 
 
-def git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, cwd=Path(__file__).resolve().parent)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def package_versions() -> dict[str, str]:
-    import hypothesis
-    import scipy
-    import sympy
-    import torch
-
-    return {"python": platform.python_version(), "numpy": np.__version__,
-            "scipy": scipy.__version__, "torch": torch.__version__,
-            "sympy": sympy.__version__, "hypothesis": hypothesis.__version__}
-
-
 def claim_fingerprint(claim: Claim, profile: Profile) -> str:
     """Changes when the claim's definition on ``profile`` changes, so stale results are not
     reused."""
-    text = "|".join([claim.id, claim.reference, claim.kind, claim.statement,
-                     ",".join(claim.estimators), claim.check.__qualname__,
-                     str(claim_max_examples(claim, profile)), claim.decision,
-                     repr(claim.false_fail_rate),
-                     claim.perturbation.name if claim.perturbation else "",
-                     "control" if claim.positive_control else ""])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return fingerprint(claim.id, claim.reference, claim.kind, claim.statement,
+                       ",".join(claim.estimators), claim.check.__qualname__,
+                       str(claim_max_examples(claim, profile)), claim.decision,
+                       repr(claim.false_fail_rate),
+                       claim.perturbation.name if claim.perturbation else "",
+                       "control" if claim.positive_control else "")
 
 
 def _decision_summary(d: TestDecision) -> dict[str, Any]:
@@ -444,12 +427,14 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
     if result.counterexample is not None:
         ce = result.counterexample
         counter_path = Path("counterexamples") / f"{run_id}.json"
-        atomic_write(out_dir / counter_path, json.dumps(
-            {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
-             **_case_summary(ce)}, indent=2, default=json_default))
+        write_json(out_dir / counter_path,
+                   {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
+                    **_case_summary(ce)}, indent=2, default=json_default)
         arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
         if arrays is not None:
-            np.savez(out_dir / "counterexamples" / f"{run_id}.npz", **arrays())
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays())
+            atomic_write_bytes(out_dir / "counterexamples" / f"{run_id}.npz", buffer.getvalue())
     cases = result.cases + result.undecided + (
         [result.counterexample] if result.counterexample else [])
     series_path = out_dir / "series" / f"{run_id}.csv"
@@ -489,7 +474,7 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
         "power": power, "positive_control": control,
     }
     path = out_dir / "claims" / f"{run_id}.json"
-    atomic_write(path, json.dumps(payload, indent=2, default=json_default))
+    write_json(path, payload, indent=2, default=json_default)
     return path
 
 
@@ -503,17 +488,11 @@ def _rebuild_problem(spec: dict[str, Any]) -> Any:
 
 
 def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = None) -> bool:
-    path = out_dir / "claims" / f"{run_id or claim.id}.json"
-    if not path.exists():
-        return False
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False  # torn or foreign: rerun the claim
-    if not isinstance(data, dict) or not {"verdict", "as_expected"} <= set(data):
-        return False
-    return data.get("profile") == profile.name and data.get("fingerprint") == \
-        claim_fingerprint(claim, profile)
+    """Whether the claim's results file is there, whole, and of this profile and definition
+    (a missing, torn, foreign or stale one: rerun the claim)."""
+    return read_fresh(out_dir / "claims" / f"{run_id or claim.id}.json",
+                      claim_fingerprint(claim, profile), profile.name,
+                      keys=("verdict", "as_expected")) is not None
 
 
 def write_metadata(out_dir: Path, profile: Profile) -> None:
@@ -523,11 +502,10 @@ def write_metadata(out_dir: Path, profile: Profile) -> None:
                    "statement": c.statement, "estimators": list(c.estimators),
                    "expected": c.expected, "decision": c.decision,
                    "corrects": c.corrects} for c in CLAIM_DB]
-    meta = {"git_commit": git_commit(), "versions": package_versions(),
-            "profile": dataclasses.asdict(profile),
+    meta = {**provenance(), "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
-    atomic_write(out_dir / "metadata.json", json.dumps(meta, indent=2))
+    write_json(out_dir / "metadata.json", meta, indent=2)
 
 
 def run_claims(

@@ -1,16 +1,16 @@
 """Turning a dataset and a client split into stacked per-client data (shared by the builders).
 
-Steps, all seeded: load the dataset (or take a loaded one), draw the client split from a spec
-(or take a computed :class:`~problems.workloads.splits.ClientSplit`), hold out each client's
-validation part (:meth:`ClientSplit.holdout`), standardise the images with the training set's
-per-channel statistics, and stack every client's samples on a client axis in the requested dtype
-and device.
+Steps, all seeded: load the dataset (or take a loaded one) and build the network for it
+(:func:`resolve_inputs`), draw the client split from a spec (or take a computed
+:class:`~problems.workloads.splits.ClientSplit`), hold out each client's validation part
+(:meth:`ClientSplit.holdout`), standardise the images with the training set's per-channel
+statistics, and stack every client's samples on a client axis in the requested dtype and device
+(:func:`assemble`); :meth:`Assembled.arguments` hands the result to the workload's constructor.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import torch
 from problems._base import ProblemError
 from problems.workloads._client_data import ClientData, ClientSamples, standardize
 from problems.workloads.data import Dataset, load_dataset
+from problems.workloads.models import Network, build_network
 from problems.workloads.splits import ClientSplit, split_clients
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
@@ -61,6 +62,17 @@ def resolve_dataset(dataset: Dataset | str, data_root: str | Path | None) -> Dat
     raise WorkloadError(f"dataset must be a Dataset or a dataset name, got {dataset!r}")
 
 
+def resolve_inputs(
+    dataset: Dataset | str, model: str | Network, dtype: torch.dtype | str,
+    device: torch.device | str, data_root: str | Path | None,
+) -> tuple[Dataset, Network, torch.dtype, torch.device]:
+    """A builder's common arguments resolved: the dataset (:func:`resolve_dataset`), the network
+    for its inputs and classes, and the checked dtype and device."""
+    dtype, device = resolve_dtype(dtype), resolve_device(device)
+    data = resolve_dataset(dataset, data_root)
+    return data, build_network(model, data.input_shape, data.n_classes), dtype, device
+
+
 def resolve_split(split: ClientSplit | Mapping[str, Any], labels: np.ndarray, n_classes: int,
                   seed: int) -> ClientSplit:
     """A computed split as is, or ``split_clients(labels, **spec, seed=seed)``.
@@ -93,13 +105,6 @@ def check_fraction(name: str, value: float) -> float:
     return float(value)
 
 
-def check_nonnegative(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
-            not math.isfinite(value) or value < 0.0:
-        raise WorkloadError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
 @dataclasses.dataclass(frozen=True)
 class Assembled:
     """Stacked client data, the test set and what results files should record."""
@@ -108,6 +113,19 @@ class Assembled:
     test_inputs: torch.Tensor
     test_labels: torch.Tensor
     description: dict[str, Any]
+    workload: str
+
+    def arguments(self, network: Network, x0: torch.Tensor, y0: torch.Tensor,
+                  **facts: Any) -> dict[str, Any]:
+        """The :class:`~problems.workloads._workload.ClientWorkload` constructor's arguments: the
+        network, these data, the initial point ``(x0, y0)`` on the data's device and dtype, and
+        the description with the workload, the model and the workload's own ``facts`` added."""
+        device, dtype = self.test_inputs.device, self.test_inputs.dtype
+        return {"network": network, "data": self.data, "test_inputs": self.test_inputs,
+                "test_labels": self.test_labels, "x0": x0.to(device=device, dtype=dtype),
+                "y0": y0.to(device=device, dtype=dtype),
+                "description": {**self.description, "workload": self.workload,
+                                "model": network.name, **facts}}
 
 
 def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float,
@@ -149,4 +167,4 @@ def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float
         "validation_sizes": val.sizes.tolist(),
     }
     return Assembled(data, test_inputs.to(device=device, dtype=dtype),
-                     dataset.test_y.to(device=device), description)
+                     dataset.test_y.to(device=device), description, what)

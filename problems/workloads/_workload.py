@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind, RecentCache, is_plain, memory_key
+from problems._base import Batch, ProblemError, ProblemKind
+from problems._rows import RecentCache, is_plain, memory_key
 from problems.workloads._client_data import ClientData, ClientSamples
 from problems.workloads.models import Network
 

@@ -39,18 +39,11 @@ from typing import Any
 
 import torch
 
-from problems.workloads._assemble import (
-    WorkloadError,
-    assemble,
-    check_nonnegative,
-    resolve_dataset,
-    resolve_device,
-    resolve_dtype,
-    resolve_split,
-)
+from problems._base import check_nonnegative
+from problems.workloads._assemble import WorkloadError, assemble, resolve_inputs, resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
-from problems.workloads.models import Network, build_network
+from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit
 
 REGULARIZATIONS: tuple[str, ...] = ("squared", "norm")
@@ -142,10 +135,9 @@ def build_hyper_representation(
     if regularization not in REGULARIZATIONS:
         raise WorkloadError(f"regularization must be one of {REGULARIZATIONS}, got "
                             f"{regularization!r}")
-    strength = check_nonnegative("regularization_strength", regularization_strength)
-    dtype, device = resolve_dtype(dtype), resolve_device(device)
-    data = resolve_dataset(dataset, data_root)
-    network = build_network(model, data.input_shape, data.n_classes)
+    strength = check_nonnegative("hyper_representation", "regularization_strength",
+                                 regularization_strength, WorkloadError)
+    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
     if network.body.n_params == 0:
         raise WorkloadError(f"hyper_representation: model {network.name!r} has no "
                             "representation layers to learn as the outer variable")
@@ -154,11 +146,7 @@ def build_hyper_representation(
                      normalize=normalize, seed=seed, dtype=dtype, device=device,
                      what="hyper_representation")
     body, head = network.initial(seed)
-    description = {**parts.description, "workload": "hyper_representation",
-                   "model": network.name, "regularization": regularization,
-                   "regularization_strength": strength}
     return HyperRepresentation(
-        network=network, data=parts.data, test_inputs=parts.test_inputs,
-        test_labels=parts.test_labels, x0=body.to(device=device, dtype=dtype),
-        y0=head.to(device=device, dtype=dtype), description=description,
+        **parts.arguments(network, body, head, regularization=regularization,
+                          regularization_strength=strength),
         regularization=regularization, regularization_strength=strength)

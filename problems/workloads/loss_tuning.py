@@ -36,19 +36,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems.workloads._assemble import (
-    WorkloadError,
-    assemble,
-    check_nonnegative,
-    resolve_dataset,
-    resolve_device,
-    resolve_dtype,
-    resolve_split,
-)
+from problems._base import check_nonnegative
+from problems.workloads._assemble import WorkloadError, assemble, resolve_inputs, resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
 from problems.workloads.hyper_representation import weighted_cross_entropy
-from problems.workloads.models import Network, build_network
+from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit, long_tail_indices
 
 
@@ -147,10 +140,9 @@ def build_loss_tuning(
         normalize: standardise images with the training set's per-channel mean and std.
         data_root: folder of the dataset files when ``dataset`` is a name.
     """
-    strength = check_nonnegative("inner_regularization", inner_regularization)
-    dtype, device = resolve_dtype(dtype), resolve_device(device)
-    data = resolve_dataset(dataset, data_root)
-    network = build_network(model, data.input_shape, data.n_classes)
+    strength = check_nonnegative("loss_tuning", "inner_regularization", inner_regularization,
+                                 WorkloadError)
+    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
     labels = data.train_y.numpy()
     client_split = _long_tailed_split(split, labels, data.n_classes, imbalance_ratio,
                                       head_class_size, seed)
@@ -166,11 +158,8 @@ def build_loss_tuning(
     class_weights = torch.as_tensor(1.0 / (data.n_classes * shares), dtype=dtype, device=device)
     body, head = network.initial(seed)
     x0 = torch.zeros(2 * data.n_classes, dtype=dtype, device=device)
-    description = {**parts.description, "workload": "loss_tuning", "model": network.name,
-                   "imbalance_ratio": imbalance_ratio, "head_class_size": head_class_size,
-                   "class_counts": counts.tolist(), "inner_regularization": strength}
     return LossTuning(
-        network=network, data=parts.data, test_inputs=parts.test_inputs,
-        test_labels=parts.test_labels, x0=x0,
-        y0=torch.cat([body, head]).to(device=device, dtype=dtype), description=description,
+        **parts.arguments(network, x0, torch.cat([body, head]),
+                          imbalance_ratio=imbalance_ratio, head_class_size=head_class_size,
+                          class_counts=counts.tolist(), inner_regularization=strength),
         class_weights=class_weights, inner_regularization=strength)

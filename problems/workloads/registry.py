@@ -13,14 +13,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-
 from problems.workloads._assemble import WorkloadError
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
 from problems.workloads.hyper_representation import build_hyper_representation
 from problems.workloads.loss_tuning import build_loss_tuning
-from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit
 
 WORKLOAD_BUILDERS: dict[str, Callable[..., ClientWorkload]] = {
@@ -46,17 +43,9 @@ def _builder(kind: str) -> Callable[..., ClientWorkload]:
 
 
 def build_workload(
-    kind: str,
-    dataset: Dataset | str,
-    split: ClientSplit | Mapping[str, Any],
-    *,
-    model: str | Network = "mlp",
-    seed: int = 0,
-    device: torch.device | str = "cpu",
-    dtype: torch.dtype | str = torch.float32,
-    **options: Any,
+    kind: str, dataset: Dataset | str, split: ClientSplit | Mapping[str, Any], **arguments: Any,
 ) -> ClientWorkload:
-    """Build workload ``kind`` (a key of :data:`WORKLOAD_BUILDERS`).
+    """Build workload ``kind`` (a key of :data:`WORKLOAD_BUILDERS`) with its builder.
 
     Args:
         kind: ``"hyper_representation"`` or ``"loss_tuning"``.
@@ -64,21 +53,23 @@ def build_workload(
             ``data_root`` option).
         split: a client-split spec ``{"scheme": ..., "n_clients": ..., **knobs}`` or a
             computed :class:`~problems.workloads.splits.ClientSplit`.
-        model: ``"mlp"``, ``"mlp3"``, ``"cnn"`` or a built network.
-        seed: every random choice of the workload (split, hold-out, initial point).
-        device, dtype: ``"cpu"`` / ``"cuda"`` and ``torch.float32`` (default) / ``"float64"``.
-        options: the kind's own options (:func:`workload_options`); an unknown one raises.
+        arguments: the arguments every builder takes, with the builders' defaults: ``model``
+            (``"mlp"``, ``"mlp3"``, ``"cnn"`` or a built network; ``"mlp"``), ``seed`` (every
+            random choice of the workload: split, hold-out, initial point; 0), ``device``
+            (``"cpu"`` / ``"cuda"``; ``"cpu"``) and ``dtype`` (``torch.float32`` / ``"float64"``;
+            float32); and the kind's own options (:func:`workload_options`). An unknown one
+            raises.
     """
     builder = _builder(kind)
     allowed = workload_options(kind)
-    unknown = sorted(set(options) - set(allowed))
+    unknown = sorted(set(arguments) - set(allowed) - set(_COMMON))
     if unknown:
         raise WorkloadError(f"unknown option(s) {unknown} for workload {kind!r}; its options "
                             f"are {sorted(allowed)}")
+    seed = arguments.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise WorkloadError(f"seed must be an integer >= 0, got {seed!r}")
-    return builder(dataset, split, model=model, seed=seed, device=device, dtype=dtype,
-                   **options)
+    return builder(dataset, split, **arguments)
 
 
 __all__ = ["WORKLOAD_BUILDERS", "WorkloadError", "build_workload", "workload_options"]

@@ -31,9 +31,9 @@ import torch
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.estimators.aggitd import LOWER_SOLVERS, AggITD
+from testbed.estimators.aggitd import AggITD, check_shared_parameters
 from testbed.estimators.base import InnerState
-from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
+from testbed.estimators.validation import check_step
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round
 
@@ -92,14 +92,8 @@ class FBOAggITD(OuterAlgorithm):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_int(self.inner_steps, "inner_steps", minimum=0)
-        check_local_steps(self.local_steps)
-        check_step(self.inner_step_size, "inner_step_size")
+        check_shared_parameters(self)
         check_step(self.outer_step_size, "outer_step_size")
-        check_step(self.neumann_step_size, "neumann_step_size")
-        if self.lower_solver not in LOWER_SOLVERS:
-            raise ValueError(f"lower_solver must be one of {LOWER_SOLVERS}, got "
-                             f"{self.lower_solver!r}")
 
     @property
     def estimator(self) -> AggITD:

@@ -24,7 +24,7 @@ import torch
 from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
-from testbed.estimators.base import Estimate, Estimator
+from testbed.estimators.base import Estimate, Estimator, validate_own_method
 from testbed.estimators.validation import InputError, check_iterate, check_point, check_positive_int
 from testbed.federation.context import FederatedContext
 
@@ -85,10 +85,7 @@ class OuterAlgorithm(abc.ABC):
         """Every ``step`` a subclass defines checks the state's ``x`` against the context's
         problem first (:func:`~testbed.estimators.validation.check_point`)."""
         super().__init_subclass__(**kwargs)
-        method = cls.__dict__.get("step")
-        if method is not None and not getattr(method, "_validated", False) \
-                and not getattr(method, "__isabstractmethod__", False):
-            cls.step = _validated_step(method)  # type: ignore[method-assign]
+        validate_own_method(cls, "step", _validated_step)
 
     @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
@@ -128,7 +125,6 @@ def _validated_step(method: Any) -> Any:
         check_point(ctx.problem, state.x, f"{type(self).__name__} state.x")
         return method(self, ctx, state)
 
-    step._validated = True  # type: ignore[attr-defined]
     return step
 
 

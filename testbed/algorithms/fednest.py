@@ -1,13 +1,16 @@
 r"""FedNest's outer loops (Tarzanagh et al., ICML 2022, Alg. 1 and Table 2): FedNest, LFedNest,
 FedNest_SGD, LFedNest_SVRG and FedNest for minimax, as configurations of one class.
 
+A variant is a pair of update strategies, given by object or by name (the strategies and their
+names: :mod:`testbed.algorithms.fednest_updates`):
+
 | variant | inner (``inner_method``) | outer (``outer_method``) | rounds per iteration |
 | --- | --- | --- | --- |
-| FedNest | FedInn, Alg. 4 ("svrg") | FedIHGP + FedOut, Algs. 3, 2 ("svrg") | 2T + N + 3 |
+| FedNest | FedInn, Alg. 4 ("svrg") | FedOut: FedIHGP + FedOut, Algs. 3, 2 ("svrg") | 2T + N + 3 |
 | LFedNest | LFedInn / FedAvg ("sgd") | LFedOut, local Neumann ("local") | T + 1 |
-| FedNest_SGD | LFedInn ("sgd") | FedIHGP + FedOut ("svrg") | T + N + 3 |
+| FedNest_SGD | LFedInn ("sgd") | FedOut ("svrg") | T + N + 3 |
 | LFedNest_SVRG | FedInn ("svrg") | LFedOut ("local") | 2T + 1 |
-| FedNest minimax | FedInn ascent ("svrg") | FedOut without the indirect term ("minimax") | 2T + 2 |
+| FedNest minimax | FedInn ascent ("svrg") | MinimaxFedOut, no indirect term ("minimax") | 2T + 2 |
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.fednest_updates import (
+    INNER_UPDATES,
+    OUTER_UPDATES,
+    InnerUpdate,
+    OuterUpdate,
+)
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.fednest import (
     IHGPResult,
@@ -26,14 +35,15 @@ from testbed.estimators.fednest import (
     Truncation,
     check_local_steps_fit,
     check_truncation,
-    fedihgp,
-    fedinn,
-    fedout,
-    lfedout,
     lipschitz_default,
     outer_smoothness,
 )
-from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
+from testbed.estimators.validation import (
+    check_local_steps,
+    check_positive_int,
+    check_step,
+    resolve_strategy,
+)
 from testbed.federation.context import FederatedContext
 
 InnerMethod = Literal["svrg", "sgd"]
@@ -104,8 +114,10 @@ class FedNest(OuterAlgorithm):
         outer_step_size: alpha; ``None`` means ``1 / ||grad^2 h||`` of a closed-form problem.
         neumann_step_size: ``1 / l_{g,1}``; ``None`` means ``1 / max_i lambda_max(H_i)``.
         truncation: "random" (Alg. 3) or "deterministic" (official code).
-        inner_method: "svrg" (FedInn) or "sgd" (LFedInn / FedAvg).
-        outer_method: "svrg" (FedIHGP + FedOut), "local" (LFedOut) or "minimax".
+        inner_method: the inner update: :class:`FedInn` ("svrg") or :class:`LFedInn` ("sgd",
+            FedAvg), a strategy object or its name.
+        outer_method: the outer update: :class:`FedOut` ("svrg": FedIHGP + FedOut),
+            :class:`LFedOut` ("local") or :class:`MinimaxFedOut` ("minimax").
         scale_by_steps: local steps ``beta / tau_i`` and ``alpha / tau_i`` (Thm 3.1's rule).
     """
 
@@ -117,8 +129,8 @@ class FedNest(OuterAlgorithm):
     outer_step_size: float | None = None
     neumann_step_size: float | None = None
     truncation: Truncation = "random"
-    inner_method: InnerMethod = "svrg"
-    outer_method: OuterMethod = "svrg"
+    inner_method: InnerMethod | InnerUpdate = "svrg"
+    outer_method: OuterMethod | OuterUpdate = "svrg"
     scale_by_steps: bool = True
 
     def __post_init__(self) -> None:
@@ -129,18 +141,22 @@ class FedNest(OuterAlgorithm):
         for name in ("inner_step_size", "outer_step_size", "neumann_step_size"):
             check_step(getattr(self, name), name)
         check_truncation(self.truncation)
-        if self.inner_method not in ("svrg", "sgd"):
-            raise ValueError(f"inner_method must be 'svrg' or 'sgd', got {self.inner_method!r}")
-        if self.outer_method not in ("svrg", "local", "minimax"):
-            raise ValueError("outer_method must be 'svrg', 'local' or 'minimax', got "
-                             f"{self.outer_method!r}")
+        _ = self.inner_rule, self.outer_rule  # an unknown strategy name fails where it is given
+
+    @property
+    def inner_rule(self) -> InnerUpdate:
+        """The inner update strategy (``inner_method`` resolved)."""
+        return resolve_strategy(self.inner_method, INNER_UPDATES, InnerUpdate, "inner_method")
+
+    @property
+    def outer_rule(self) -> OuterUpdate:
+        """The outer update strategy (``outer_method`` resolved)."""
+        return resolve_strategy(self.outer_method, OUTER_UPDATES, OuterUpdate, "outer_method")
 
     # ----------------------------------------------------------------------- set-up
     def check_problem(self, problem: Problem) -> None:
         super().check_problem(problem)
-        if self.outer_method == "minimax" and problem.kind != "minimax":
-            raise ValueError("outer_method='minimax' drops the indirect term, which is valid "
-                             f"only for minimax problems (got a {problem.kind} problem)")
+        self.outer_rule.check_problem(problem)
         check_local_steps_fit(self.local_steps, problem)
 
     def resolve_steps(self, problem: Problem) -> StepSizes:
@@ -157,15 +173,11 @@ class FedNest(OuterAlgorithm):
 
     def rounds_formula(self) -> RoundsFormula:
         """Table 2: ``2T + N + 3``, ``T + 1``, ``T + N + 3``, ``2T + 1``; minimax ``2T + 2``
-        (Sec. 2.5). With random truncation FedIHGP's count is drawn: ``2T + N' + 3``."""
-        inner = "2T" if self.inner_method == "svrg" else "T"
-        random = self.truncation == "random"
-        outer = {"svrg": "N' + 3" if random else "N + 3", "local": "1",
-                 "minimax": "2"}[self.outer_method]
-        text = f"{inner} + {outer}"
-        parameters = {"T": self.inner_steps}
-        if self.outer_method == "svrg":
-            parameters["N"] = self.neumann_terms
+        (Sec. 2.5). With random truncation FedIHGP's count is drawn: ``2T + N' + 3``. Each
+        update strategy states its share (``T`` inner calls, then the outer update)."""
+        inner, outer = self.inner_rule.rounds(self), self.outer_rule.rounds(self)
+        text = f"{inner.text} + {outer.text}"
+        parameters = {**inner.parameters, **outer.parameters}
         stated = text.replace("N'", "N")
         note = (f"N' drawn per iteration (Alg. 3); the paper's {stated} is an upper bound"
                 if stated != text else "")
@@ -183,35 +195,23 @@ class FedNest(OuterAlgorithm):
     def inner_update(
         self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: StepSizes
     ) -> torch.Tensor:
-        """One FedInn (``inner_method="svrg"``) or LFedInn call."""
-        return fedinn(ctx, x, y, steps.inner, self.local_steps,
-                      variance_reduction=self.inner_method == "svrg",
-                      scale_by_steps=self.scale_by_steps)
+        """One call of the inner strategy (FedInn or LFedInn)."""
+        return self.inner_rule.update(self, ctx, x, y, steps)
 
     def outer_update(
         self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: StepSizes
     ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        """FedOut / LFedOut at ``(x, y^+)``: ``(x^+, h, FedIHGP's result or None)``."""
-        if self.outer_method == "local":
-            x_plus, h = lfedout(ctx, x, y, steps.outer, self.local_steps, self.neumann_terms,
-                                steps.neumann, indirect=ctx.problem.kind != "minimax",
-                                scale_by_steps=self.scale_by_steps)
-            return x_plus, h, None
-        result = None
-        if self.outer_method == "svrg":
-            result = fedihgp(ctx, x, y, self.neumann_terms, steps.neumann, self.truncation)
-        x_plus, h = fedout(ctx, x, y, None if result is None else result.p, steps.outer,
-                           self.local_steps, self.scale_by_steps)
-        return x_plus, h, result
+        """The outer strategy at ``(x, y^+)``: ``(x^+, h, FedIHGP's result or None)``."""
+        return self.outer_rule.update(self, ctx, x, y, steps)
 
     def step(self, ctx: FederatedContext, state: FedNestState) -> FedNestState:
-        start = ctx.ledger.rounds
+        start = ctx.rounds_so_far()
         x, y = state.x, state.y
         for _ in range(self.inner_steps):
             y = self.inner_update(ctx, x, y, state.steps)
         x_plus, h, result = self.outer_update(ctx, x, y, state.steps)
         index = None if result is None else result.truncation_index
-        return FedNestState(x_plus, y, h, state.steps, index, ctx.ledger.rounds - start)
+        return FedNestState(x_plus, y, h, state.steps, index, ctx.rounds_so_far() - start)
 
 
 __all__ = ["FedNest", "FedNestState", "StepSizes"]

@@ -1,5 +1,13 @@
-"""Decentralized hypergradients (HGP): graphs, mixing weights, graph ledger, Push-Sum, SGP, HGP."""
+"""Decentralized hypergradients (HGP): graphs, mixing weights, graph ledger, Push-Sum, SGP, HGP
+and its averaging rules."""
 
+from testbed.decentralized.averaging import (
+    AVERAGING_RULES,
+    AveragingRule,
+    ExactAveraging,
+    PushSumAveraging,
+    ServerAveraging,
+)
 from testbed.decentralized.graphs import (
     CONNECTED_FAMILIES,
     GRAPH_FAMILIES,
@@ -29,9 +37,12 @@ from testbed.decentralized.pushsum import (
 from testbed.decentralized.sgp import ExactConsensus, InnerResult, StochasticGradientPush
 
 __all__ = [
+    "AVERAGING_RULES",
     "CONNECTED_FAMILIES",
     "GRAPH_FAMILIES",
+    "AveragingRule",
     "DecentralizedGradient",
+    "ExactAveraging",
     "ExactConsensus",
     "GraphLedger",
     "GraphSequence",
@@ -42,7 +53,9 @@ __all__ = [
     "InnerResult",
     "MixingError",
     "PersonalizationState",
+    "PushSumAveraging",
     "PushSumResult",
+    "ServerAveraging",
     "StochasticGradientPush",
     "check_column_stochastic",
     "consensus_error",

@@ -18,12 +18,16 @@ for ``m = 1..M``, and ``v_i^(M)`` estimates GlobalGrad ``<d_lambda F>_i`` with `
 (eq. 9 / Lemma 1; notes 2.6). The testbed's hypergradient of ``h = mean_k f_k`` is
 ``GlobalGrad / n``, which is what :meth:`HyperGradientPush.estimate` returns as ``value``.
 
-``Avg`` is, by ``averaging``:
+``Avg`` is the estimator's averaging rule (:mod:`testbed.decentralized.averaging`; the
+``averaging`` field takes a rule object or its name):
 
-- ``"pushsum"``: S Push-Sum steps (Alg. 1) on the graph sequence, through the graph ledger
-  (the static-network variant is this with ``graph_family="static_undirected"``, W^S);
-- ``"exact"``: the exact averaging operator Theta (eq. 9-10 as written; notes D2);
-- ``"server"``: the centralized variant: a server averages (one round of the server ledger).
+- :class:`PushSumAveraging` (``"pushsum"``): S Push-Sum steps (Alg. 1) on the graph sequence,
+  through the graph ledger (the static-network variant is this with
+  ``graph_family="static_undirected"``, W^S);
+- :class:`ExactAveraging` (``"exact"``): the exact averaging operator Theta (eq. 9-10 as
+  written; notes D2);
+- :class:`ServerAveraging` (``"server"``): the centralized variant: a server averages (one
+  round of the server ledger).
 
 Forms: deterministic (``batch_size=None``; Cor. 1), stochastic (minibatch ``b``, independent
 samples for ``J`` and ``H``; Thm 1 / Cor. 2), and the paper's "practical" form (sec. 5.3:
@@ -41,12 +45,19 @@ import torch
 
 from problems import Batch, Problem
 from testbed.calls import CallCounter
+from testbed.decentralized.averaging import (
+    AVERAGING_RULES,
+    Averaged,
+    AveragingRule,
+    Ledgers,
+    measured_operator,
+)
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
-from testbed.decentralized.pushsum import consensus_error, push_sum
+from testbed.decentralized.pushsum import consensus_error
 from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
 from testbed.estimators.base import Estimate, Estimator
-from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_positive_int, resolve_strategy
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
 
@@ -156,7 +167,9 @@ class HyperGradientPush(Estimator):
         pushsum_steps: S >= 0 Push-Sum steps per call.
         neumann_step_size: eta; ``1 / L_clients`` when None (so ``||I - eta H_k|| <= 1 - eta
             alpha``, the condition the proofs use; notes 7.2 item 9).
-        averaging: ``"pushsum"``, ``"exact"`` or ``"server"``.
+        averaging: the averaging rule: :class:`PushSumAveraging` (``"pushsum"``),
+            :class:`ExactAveraging` (``"exact"``) or :class:`ServerAveraging` (``"server"``), a
+            rule object or its name.
         graph_family, graph_seed, edge_probability: the graph sequence (pushsum only).
         batch_size: b for the stochastic form (None: exact Jacobians).
         shared_sample: one minibatch for both J and H (practical form (a)).
@@ -169,7 +182,7 @@ class HyperGradientPush(Estimator):
     neumann_terms: int = 50
     pushsum_steps: int = 10
     neumann_step_size: float | None = None
-    averaging: Averaging = "pushsum"
+    averaging: Averaging | AveragingRule = "pushsum"
     graph_family: str = "random_directed"
     graph_seed: int = 0
     edge_probability: tuple[float, float] = (0.4, 0.8)
@@ -184,13 +197,16 @@ class HyperGradientPush(Estimator):
         check_positive_int(self.pushsum_steps, "pushsum_steps", minimum=0)
         if self.batch_size is not None:
             check_positive_int(self.batch_size, "batch_size", minimum=1)
-        if self.averaging not in ("pushsum", "exact", "server"):
-            raise ValueError(f"averaging must be pushsum, exact or server; got "
-                             f"{self.averaging!r}")
+        _ = self.averaging_rule  # an unknown rule name fails where it is given
         if self.neumann_step_size is not None and not self.neumann_step_size > 0:
             raise ValueError(f"neumann_step_size must be > 0, got {self.neumann_step_size}")
 
     # ------------------------------------------------------------------ helpers
+    @property
+    def averaging_rule(self) -> AveragingRule:
+        """The averaging rule (``averaging`` resolved)."""
+        return resolve_strategy(self.averaging, AVERAGING_RULES, AveragingRule, "averaging")
+
     def graph(self, n: int) -> GraphSequence:
         low, high = self.edge_probability
         return GraphSequence(self.graph_family, n, self.graph_seed, low, high)
@@ -224,8 +240,9 @@ class HyperGradientPush(Estimator):
         counter = CallCounter()
         oracles = Oracles(problem, counter)
         graph = self.graph(n)
-        gledger = GraphLedger(n, counter) if self.averaging == "pushsum" else None
-        sledger = Ledger(n, counter) if self.averaging == "server" else None
+        rule = self.averaging_rule
+        gledger, sledger = rule.ledgers(n, counter)
+        # the inner solver gossips through the rule's graph ledger, or its own (same counter)
         inner = self.inner.run(problem, x, state.y, state.omega, state.time, graph, oracles,
                                gledger or GraphLedger(n, counter), rng)
         y, omega, time = inner.y, inner.omega, inner.time
@@ -241,10 +258,10 @@ class HyperGradientPush(Estimator):
         errors: list[float] = []
         w = omega.expand(R, n).clone()
         for _ in range(M):
-            if self.averaging == "pushsum" and track_consensus:
+            if rule.gossips and track_consensus:
                 errors.append(consensus_error(self.averaging_operator(
                     graph, time, w[0] if self.keep_weights else None)))
-            u_bar, w, time = self._average(u, w, time, graph, gledger, sledger)
+            u_bar, w, time = self.average_step(u, w, time, graph, gledger, sledger)
             flat = u_bar.reshape(R * n, -1)
             batch_j = batch_h = None
             if self.batch_size is not None:
@@ -264,36 +281,27 @@ class HyperGradientPush(Estimator):
         return HGPRun(torch.stack(trajectory), errors, new_state, y, gledger, sledger,
                       counter.snapshot())
 
-    def _average(
+    def average_step(
         self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
         gledger: GraphLedger | None, sledger: Ledger | None,
-    ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """One averaging call on ``u (R, n, d)``: ``(u_bar, weights, next graph step)``."""
-        if self.averaging == "exact":
-            return u.mean(dim=1, keepdim=True).expand_as(u), w, time
-        if self.averaging == "server":
-            assert sledger is not None
-            mean = sledger.aggregate(u.transpose(0, 1), torch.arange(u.shape[1]))
-            return mean[:, None, :].expand_as(u), w, time
-        assert gledger is not None
-        mixings = graph.mixing(time, self.pushsum_steps)
-        result = push_sum(u, mixings, gledger, w if self.keep_weights else None)
-        return result.y, (result.omega if self.keep_weights else w), time + self.pushsum_steps
+    ) -> Averaged:
+        """One averaging call of the rule on ``u (R, n, d)``: ``(u_bar, weights, next graph
+        step)``; the one place :meth:`run` and :meth:`averaging_operator` average through."""
+        return self.averaging_rule.average(u, w, time, graph, Ledgers(gledger, sledger),
+                                           steps=self.pushsum_steps,
+                                           keep_weights=self.keep_weights)
 
     def averaging_operator(self, graph: GraphSequence, time: int,
                            omega: torch.Tensor | None = None) -> np.ndarray:
         """The ``(n, n)`` operator this estimator's averaging applies at graph step ``time``.
 
-        Measured by averaging the identity basis with the estimator's own :meth:`_average`
-        (through a throwaway ledger), so it is what the estimator does, not what it should do:
+        Measured by averaging the identity basis with the estimator's own :meth:`average_step`
+        (through throwaway ledgers), so it is what the estimator does, not what it should do:
         ``Theta_hat^(m) = diag(P 1)^{-1} P`` for Alg. 1 (notes 2.1), Theta for exact averaging.
         """
-        n = graph.n
-        basis = torch.eye(n, dtype=torch.float64)[None]
-        w = (torch.ones(1, n, dtype=torch.float64) if omega is None
-             else omega.reshape(1, n).clone())
-        out, _, _ = self._average(basis, w, time, graph, GraphLedger(n), Ledger(n))
-        return out[0].numpy()
+        ledgers = self.averaging_rule.ledgers(graph.n)
+        return measured_operator(
+            lambda u, w: self.average_step(u, w, time, graph, *ledgers)[0], graph.n, omega)
 
     def estimate(
         self, problem: Problem, x: torch.Tensor, state: HGPState, rng: np.random.Generator

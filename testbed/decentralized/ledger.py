@@ -12,6 +12,8 @@ and no hyperparameter-sized vector (``v_i``) ever leaves a client.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -106,3 +108,22 @@ class GraphLedger:
     @property
     def largest_payload(self) -> int:
         return max(self.payload_sizes, default=0)
+
+    # ----------------------------------------------------------------------- state
+    #: The per-client (and per-edge) count arrays, in the order :meth:`state_dict` holds them.
+    _ARRAYS = ("messages_sent", "floats_sent", "floats_received", "edge_messages")
+
+    def state_dict(self) -> dict[str, Any]:
+        """The counts as plain data (a checkpoint's): ``steps``, copies of the count arrays
+        and ``payload_sizes`` (sorted)."""
+        return {"steps": self.steps,
+                **{name: getattr(self, name).copy() for name in self._ARRAYS},
+                "payload_sizes": sorted(self.payload_sizes)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the counts to :meth:`state_dict`'s output (the shared counter, if any, is not
+        touched: it is restored with the rest of the run's calls)."""
+        self.steps = int(state["steps"])
+        for name in self._ARRAYS:
+            getattr(self, name)[...] = state[name]
+        self.payload_sizes = {int(size) for size in state["payload_sizes"]}

@@ -7,159 +7,106 @@ M = ``neumann_terms``, S = ``pushsum_steps``, eta = ``neumann_step_size``, b = `
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
-from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush
+from testbed.decentralized.averaging import ServerAveraging
+from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush, Quantity
 from testbed.decentralized.personalization import HGPPersonalization
 from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
-from testbed.info import EstimatorInfo
+from testbed.info import EstimatorInfo, field_defaults
 
-BILEVEL = frozenset({"bilevel"})
-PAPER = "HGP"
+_entry = functools.partial(EstimatorInfo, paper="HGP", supports=frozenset({"bilevel"}))
+
+# Defaults are HyperGradientPush's dataclass fields, less those a variant fixes (its make sets
+# them, or leaves them at the field's default): the averaging rule (Push-Sum by default), the
+# graph's fields where the rule does not gossip, the practical form's switches where it is not
+# offered; nothing registered varies edge_probability.
+_GRAPH = ("pushsum_steps", "graph_family", "graph_seed", "edge_probability")
+_PRACTICAL = ("shared_sample", "keep_weights")
+_PUSHSUM = ("averaging", "edge_probability", *_PRACTICAL)
+
+# The keywords of the inner solver, which each make assembles (HyperGradientPush's ``inner``):
+# inner_steps = None (the registered estimators' default) is the exact consensus solution, else
+# StochasticGradientPush(inner_steps, inner_step_size, sgp_variant) with SGP's own defaults.
+_SOLVER = {"inner_steps": None, **field_defaults(StochasticGradientPush,
+                                                 step_size="inner_step_size")}
+_INNER = {**_SOLVER, **field_defaults(StochasticGradientPush, variant="sgp_variant")}
 
 
-def _inner(inner_steps: int | None, inner_step_size: float | None, variant: str) -> Any:
+def _hgp(**fixed: Any) -> Callable[..., HyperGradientPush]:
+    """An HGP make: the inner solver from the ``_INNER`` keywords (their defaults where the entry
+    does not offer them), the fields from the rest, ``fixed`` on top."""
+    def make(**kw: Any) -> HyperGradientPush:
+        kw = {**kw, **fixed}
+        inner = {**_INNER, **{key: kw.pop(key) for key in _INNER if key in kw}}
+        return HyperGradientPush(inner=_inner(**inner), **kw)
+
+    return make
+
+
+def _variant(name: str, reference: str, settings: dict[str, Any],
+             fixed: tuple[str, ...], **make_fixed: Any) -> EstimatorInfo:
+    """A :class:`HyperGradientPush` entry: ``settings`` over the fields less ``fixed``;
+    ``make_fixed`` the fields its make sets."""
+    return _entry(name=name, cls=HyperGradientPush, reference=reference, make=_hgp(**make_fixed),
+                  settings=settings, fixed=fixed)
+
+
+def _inner(inner_steps: int | None, inner_step_size: float | None,
+           sgp_variant: str) -> ExactConsensus | StochasticGradientPush:
     if inner_steps is None:
         return ExactConsensus()
-    return StochasticGradientPush(inner_steps, inner_step_size, variant)  # type: ignore[arg-type]
+    return StochasticGradientPush(inner_steps, inner_step_size, sgp_variant)  # type: ignore[arg-type]
 
 
-def _hgp(*, neumann_terms: int, pushsum_steps: int = 10, neumann_step_size: float | None,
-         averaging: str = "pushsum", graph_family: str = "random_directed", graph_seed: int = 0,
-         batch_size: int | None = None, shared_sample: bool = False, keep_weights: bool = False,
-         inner_steps: int | None = None, inner_step_size: float | None = None,
-         sgp_variant: str = "assran") -> HyperGradientPush:
-    return HyperGradientPush(
-        neumann_terms=neumann_terms, pushsum_steps=pushsum_steps,
-        neumann_step_size=neumann_step_size, averaging=averaging,  # type: ignore[arg-type]
-        graph_family=graph_family, graph_seed=graph_seed, batch_size=batch_size,
-        shared_sample=shared_sample, keep_weights=keep_weights,
-        inner=_inner(inner_steps, inner_step_size, sgp_variant))
+def _taxonomy(quantity: Quantity, reference: str) -> EstimatorInfo:
+    """One of Table 1's closed-form hypergradients (:class:`DecentralizedGradient`)."""
+    return _entry(name=f"hgp-{quantity}grad", cls=DecentralizedGradient, reference=reference,
+                  make=functools.partial(DecentralizedGradient, quantity), fixed=("quantity",),
+                  closed_form_only=True)
 
-
-_PUSHSUM = {"neumann_terms": 50, "pushsum_steps": 10, "neumann_step_size": None,
-            "graph_family": "random_directed", "graph_seed": 0, "batch_size": None,
-            "inner_steps": None, "inner_step_size": None, "sgp_variant": "assran"}
-_EXACT = {"neumann_terms": 50, "neumann_step_size": None, "averaging": "exact",
-          "batch_size": None, "inner_steps": None, "inner_step_size": None}
-_STOCHASTIC = {**_PUSHSUM, "averaging": "pushsum", "batch_size": 4, "shared_sample": False,
-               "keep_weights": False}
 
 ENTRIES: list[EstimatorInfo] = [
-    EstimatorInfo(
-        name="hgp",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP Alg. 2 with Alg. 1 Push-Sum (eq. 10), exact Jacobians (Cor. 1)",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**kw),
-        defaults=dict(_PUSHSUM),
-        claims=("hgp.communication.vector_messages", "hgp.corollary1.explicit_bound",
-                "hgp.influence.r2", "hgp.influence.r2_retraining",
-                "hgp.lemma2.geometric_consensus",
-                "hgp.lemma2.sqrt_n_constant", "hgp.negative_control.not_strongly_connected",
-                "hgp.theorem1.stated_step_condition"),
-    ),
-    EstimatorInfo(
-        name="hgp-centralized",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP sec. 4 (centralized variant: a server computes Theta exactly)",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**{**kw, "averaging": "server"}),
-        defaults={k: v for k, v in _EXACT.items() if k != "averaging"},
-        claims=("hgp.exact_averaging.error_identity",),
-    ),
-    EstimatorInfo(
-        name="hgp-clientgrad",
-        cls=DecentralizedGradient,
-        paper=PAPER,
-        reference="HGP sec. 4 / Table 1 (ClientGrad, Chen et al. 2022); notes 3.7",
-        supports=BILEVEL,
-        make=lambda: DecentralizedGradient("client"),
-        defaults={},
-        claims=("hgp.taxonomy.closed_forms",),
-        closed_form_only=True,
-    ),
-    EstimatorInfo(
-        name="hgp-exact-averaging",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP eq. (9)-(10) with the exact averaging operator Theta (Lemma 1)",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**kw),
-        defaults=dict(_EXACT),
-        claims=("hgp.exact_averaging.error_identity", "hgp.lemma1.eta_invariance",
-                "hgp.theorem1.rate_in_m", "hgp.theorem2.as_stated", "hgp.theorem2.corrected"),
-    ),
-    EstimatorInfo(
-        name="hgp-globalgrad",
-        cls=DecentralizedGradient,
-        paper=PAPER,
-        reference="HGP sec. 4 / Table 1 (GlobalGrad, what HGP estimates); notes 2.6 (1)",
-        supports=BILEVEL,
-        make=lambda: DecentralizedGradient("global"),
-        defaults={},
-        claims=("hgp.taxonomy.closed_forms",),
-        closed_form_only=True,
-    ),
-    EstimatorInfo(
-        name="hgp-localgrad",
-        cls=DecentralizedGradient,
-        paper=PAPER,
-        reference="HGP sec. 4 / Table 1 (LocalGrad, Gao et al. 2022); notes 3.7",
-        supports=BILEVEL,
-        make=lambda: DecentralizedGradient("local"),
-        defaults={},
-        claims=("hgp.taxonomy.closed_forms",),
-        closed_form_only=True,
-    ),
-    EstimatorInfo(
+    _variant(
+        "hgp", "HGP Alg. 2 with Alg. 1 Push-Sum (eq. 10), exact Jacobians (Cor. 1)",
+        settings=_INNER, fixed=_PUSHSUM),
+    _variant(
+        "hgp-centralized", "HGP sec. 4 (centralized variant: a server computes Theta exactly)",
+        settings=_SOLVER, fixed=("averaging", *_GRAPH, *_PRACTICAL),
+        averaging=ServerAveraging()),
+    _taxonomy("client", "HGP sec. 4 / Table 1 (ClientGrad, Chen et al. 2022); notes 3.7"),
+    _variant(
+        "hgp-exact-averaging",
+        "HGP eq. (9)-(10) with the exact averaging operator Theta (Lemma 1)",
+        settings={"averaging": "exact", **_SOLVER}, fixed=(*_GRAPH, *_PRACTICAL)),
+    _taxonomy("global", "HGP sec. 4 / Table 1 (GlobalGrad, what HGP estimates); notes 2.6 (1)"),
+    _taxonomy("local", "HGP sec. 4 / Table 1 (LocalGrad, Gao et al. 2022); notes 3.7"),
+    _entry(
         name="hgp-personalization",
         cls=HGPPersonalization,
-        paper=PAPER,
         reference="HGP sec. 5.3 (HGP-PL: hypergradient descent on per-client lambda_i, SGP)",
-        supports=BILEVEL,
-        make=lambda outer_step_size, neumann_terms, pushsum_steps, inner_steps, graph_family,
-        graph_seed: HGPPersonalization(outer_step_size=outer_step_size, estimator=_hgp(
-            neumann_terms=neumann_terms, pushsum_steps=pushsum_steps, neumann_step_size=None,
-            graph_family=graph_family, graph_seed=graph_seed, inner_steps=inner_steps,
-            sgp_variant="nedic")),
-        defaults={"outer_step_size": None, "neumann_terms": 15, "pushsum_steps": 5,
-                  "inner_steps": 40, "graph_family": "random_directed", "graph_seed": 0},
-        claims=("hgp.personalization.gain",),
+        # outer_step_size is HGPPersonalization's field; the other keywords configure the HGP
+        # estimator it holds (M = 15, S = 5, T = 40 Nedic SGP steps, the graph's fields)
+        make=lambda outer_step_size, **kw: HGPPersonalization(
+            outer_step_size=outer_step_size, estimator=_hgp(sgp_variant="nedic")(**kw)),
+        settings={"neumann_terms": 15, "pushsum_steps": 5, "inner_steps": 40,
+                  **field_defaults(HyperGradientPush, "graph_family", "graph_seed")},
+        fixed=("participation", "batch_size", "estimator"),
         closed_form_only=True,
         role="algorithm",
     ),
-    EstimatorInfo(
-        name="hgp-practical",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP sec. 5.3 practical form: one sample for u and v, omega not reset",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**kw),
-        defaults={**_STOCHASTIC, "shared_sample": True, "keep_weights": True},
-        claims=("hgp.stochastic.unbiased",),
-    ),
-    EstimatorInfo(
-        name="hgp-static",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP sec. 4 static-network variant: Theta_hat = W^S (Metropolis W); notes 3.5",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**kw),
-        defaults={**_PUSHSUM, "graph_family": "static_undirected"},
-        claims=("hgp.theorem1.rate_in_s",),
-    ),
-    EstimatorInfo(
-        name="hgp-stochastic",
-        cls=HyperGradientPush,
-        paper=PAPER,
-        reference="HGP Alg. 2 with minibatch Jacobians (Thm 1, Cor. 2), independent samples",
-        supports=BILEVEL,
-        make=lambda **kw: _hgp(**kw),
-        defaults=dict(_STOCHASTIC),
-        claims=("hgp.noise.sqrt_eta", "hgp.stochastic.unbiased",
-                "hgp.theorem1.high_probability_bound", "hgp.theorem1.noise_exponent_b"),
-    ),
+    _variant(
+        "hgp-practical", "HGP sec. 5.3 practical form: one sample for u and v, omega not reset",
+        settings={**_INNER, "batch_size": 4, "shared_sample": True, "keep_weights": True},
+        fixed=("edge_probability",)),
+    _variant(
+        "hgp-static",
+        "HGP sec. 4 static-network variant: Theta_hat = W^S (Metropolis W); notes 3.5",
+        settings={**_INNER, "graph_family": "static_undirected"}, fixed=_PUSHSUM),
+    _variant(
+        "hgp-stochastic",
+        "HGP Alg. 2 with minibatch Jacobians (Thm 1, Cor. 2), independent samples",
+        settings={**_INNER, "batch_size": 4}, fixed=("edge_probability",)),
 ]

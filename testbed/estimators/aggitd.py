@@ -45,6 +45,18 @@ from testbed.federation.local import local_round
 LOWER_SOLVERS = ("svrg", "sgd")
 
 
+def check_shared_parameters(config: Any) -> None:
+    """The checks of the parameters AggITD and FBO-AggITD share: ``inner_steps`` (N >= 0),
+    ``local_steps``, ``inner_step_size``, ``neumann_step_size`` and ``lower_solver``."""
+    check_positive_int(config.inner_steps, "inner_steps", minimum=0)
+    check_local_steps(config.local_steps)
+    check_step(config.inner_step_size, "inner_step_size")
+    check_step(config.neumann_step_size, "neumann_step_size")
+    if config.lower_solver not in LOWER_SOLVERS:
+        raise ValueError(f"lower_solver must be one of {LOWER_SOLVERS}, got "
+                         f"{config.lower_solver!r}")
+
+
 def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
     """Average a second payload inside the round that is being held (no new round).
 
@@ -52,7 +64,7 @@ def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tenso
     notes 2.6): it is a separate message of ``dim_y`` floats each way, recorded in the ledger,
     but it does not open a round of its own.
     """
-    return ctx.ledger.aggregate_in_round(uploads, clients)
+    return ctx.aggregate_in_round(uploads, clients)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,13 +136,7 @@ class AggITD(FederatedEstimator):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive_int(self.inner_steps, "inner_steps", minimum=0)
-        check_local_steps(self.local_steps)
-        check_step(self.inner_step_size, "inner_step_size")
-        check_step(self.neumann_step_size, "neumann_step_size")
-        if self.lower_solver not in LOWER_SOLVERS:
-            raise ValueError(f"lower_solver must be one of {LOWER_SOLVERS}, got "
-                             f"{self.lower_solver!r}")
+        check_shared_parameters(self)
         if self.index is not None:
             check_positive_int(self.index, "index", minimum=0)
             if self.index > self.inner_steps:

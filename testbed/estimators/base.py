@@ -16,6 +16,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import functools
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -62,10 +63,7 @@ class Estimator(abc.ABC):
         """Every ``estimate`` a subclass defines checks its ``x`` and its result (one place:
         :mod:`testbed.estimators.validation`), so no estimator copies the checks."""
         super().__init_subclass__(**kwargs)
-        method = cls.__dict__.get("estimate")
-        if method is not None and not getattr(method, "_validated", False) \
-                and not getattr(method, "__isabstractmethod__", False):
-            cls.estimate = _validated_estimate(method)  # type: ignore[method-assign]
+        validate_own_method(cls, "estimate", _validated_estimate)
 
     @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
@@ -86,6 +84,18 @@ class Estimator(abc.ABC):
             )
 
 
+def validate_own_method(cls: type, name: str, wrap: Callable[[Any], Any]) -> None:
+    """Replace the method ``name`` that ``cls`` itself defines by ``wrap(method)`` (the checks
+    of an entry point), once: a method already wrapped, inherited or abstract is left alone."""
+    method = cls.__dict__.get(name)
+    if method is None or getattr(method, "_validated", False) \
+            or getattr(method, "__isabstractmethod__", False):
+        return
+    wrapped = wrap(method)
+    wrapped._validated = True
+    setattr(cls, name, wrapped)
+
+
 def _validated_estimate(method: Any) -> Any:
     @functools.wraps(method)
     def estimate(self: Estimator, problem: Problem, x: torch.Tensor, state: Any,
@@ -96,5 +106,4 @@ def _validated_estimate(method: Any) -> Any:
         check_estimate(problem, out.value, type(self).__name__)
         return out
 
-    estimate._validated = True  # type: ignore[attr-defined]
     return estimate

@@ -11,7 +11,9 @@ means ``f = mean_i f_i`` and ``g = mean_i g_i``.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -23,6 +25,7 @@ from testbed.estimators.global_oracles import GlobalOracles
 from testbed.estimators.solvers import (
     ExactInnerSolution,
     GradientDescent,
+    InnerRun,
     InnerSolver,
     LinearSolver,
     Neumann,
@@ -31,9 +34,39 @@ from testbed.estimators.validation import check_positive_int
 from testbed.oracles import Oracles
 
 
-def _check_batch_size(batch_size: int | None) -> None:
-    if batch_size is not None:
-        check_positive_int(batch_size, "batch_size", minimum=1)
+class WarmStarted(Estimator):
+    """AID and ITD: an estimator on the global objectives ``f = mean_i f_i``,
+    ``g = mean_i g_i`` that runs its ``inner`` solver warm-started from the state's ``y`` and
+    differentiates at the result, through oracles that draw a fresh per-client minibatch of
+    ``batch_size`` per call (``None``: exact). ``inner`` and ``batch_size`` are the subclasses'
+    dataclass fields."""
+
+    inner: InnerSolver
+    batch_size: int | None
+    #: keep the inner trajectory and its minibatches (ITD differentiates through them)
+    unrolls: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        if self.batch_size is not None:
+            check_positive_int(self.batch_size, "batch_size", minimum=1)
+
+    def init(self, problem: Problem) -> InnerState:
+        self.check_problem(problem)
+        return InnerState(problem.initial_point()[1])
+
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: InnerState, rng: np.random.Generator
+    ) -> Estimate:
+        counter = CallCounter()
+        oracles = GlobalOracles(Oracles(problem, counter), rng, self.batch_size)
+        run = self.inner.run(oracles, x, state.y, keep_trajectory=self.unrolls)
+        value, aux = self.differentiate(oracles, x, run, problem)
+        return Estimate(value, InnerState(run.y), counter.snapshot(), aux)
+
+    @abc.abstractmethod
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
+        """The hypergradient at ``x`` given the inner run, and the estimate's ``aux``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +89,7 @@ class ExactHypergradient(Estimator):
 
 
 @dataclasses.dataclass(frozen=True)
-class ImplicitDifferentiation(Estimator):
+class ImplicitDifferentiation(WarmStarted):
     """Approximate implicit differentiation (AID; Pedregosa 2016, Ghadimi & Wang 2018).
 
     .. math::
@@ -89,28 +122,17 @@ class ImplicitDifferentiation(Estimator):
     linear_solver: LinearSolver = dataclasses.field(default_factory=lambda: Neumann(50))
     batch_size: int | None = None
 
-    def __post_init__(self) -> None:
-        _check_batch_size(self.batch_size)
-
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
-        return InnerState(problem.initial_point()[1])
-
-    def estimate(
-        self, problem: Problem, x: torch.Tensor, state: InnerState, rng: np.random.Generator
-    ) -> Estimate:
-        counter = CallCounter()
-        oracles = GlobalOracles(Oracles(problem, counter), rng, self.batch_size)
-        run = self.inner.run(oracles, x, state.y, keep_trajectory=False)
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
         y = run.y
         grad_x, grad_y = oracles.grad_outer(x, y)
         adjoint = self.linear_solver.solve(lambda v: oracles.hvp(x, y, v), grad_y, problem)
         value = grad_x - oracles.jvp_xy(x, y, adjoint)
-        return Estimate(value, InnerState(y), counter.snapshot(), {"y": y, "adjoint": adjoint})
+        return value, {"y": y, "adjoint": adjoint}
 
 
 @dataclasses.dataclass(frozen=True)
-class IterativeDifferentiation(Estimator):
+class IterativeDifferentiation(WarmStarted):
     """Reverse-mode iterative differentiation (ITD) through T gradient steps.
 
     Differentiates ``x -> f(x, y_T(x))`` where ``y_{t+1} = y_t - beta grad_y g(x, y_t)`` and
@@ -135,23 +157,16 @@ class IterativeDifferentiation(Estimator):
 
     inner: GradientDescent = dataclasses.field(default_factory=lambda: GradientDescent(100))
     batch_size: int | None = None
+    unrolls: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        _check_batch_size(self.batch_size)
+        super().__post_init__()
         if not isinstance(self.inner, GradientDescent):
             raise ValueError("IterativeDifferentiation unrolls GradientDescent; got "
                              f"{type(self.inner).__name__}")
 
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
-        return InnerState(problem.initial_point()[1])
-
-    def estimate(
-        self, problem: Problem, x: torch.Tensor, state: InnerState, rng: np.random.Generator
-    ) -> Estimate:
-        counter = CallCounter()
-        oracles = GlobalOracles(Oracles(problem, counter), rng, self.batch_size)
-        run = self.inner.run(oracles, x, state.y, keep_trajectory=True)
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
         beta = run.step_size
         value, adjoint = oracles.grad_outer(x, run.y)
         for t in range(self.inner.steps - 1, -1, -1):
@@ -159,7 +174,7 @@ class IterativeDifferentiation(Estimator):
             value = value - beta * oracles.jvp_xy(x, y_t, adjoint, batch)
             if t > 0:
                 adjoint = adjoint - beta * oracles.hvp(x, y_t, adjoint, batch)
-        return Estimate(value, InnerState(run.y), counter.snapshot(), {"y": run.y})
+        return value, {"y": run.y}
 
 
 CLASSICAL_ESTIMATORS = (

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 import torch
 
@@ -69,6 +69,22 @@ def check_local_steps(local_steps: Any) -> None:
                          f"got {local_steps!r}")
     for tau in local_steps:
         check_positive_int(tau, "local_steps[i]", minimum=1)
+
+
+S = TypeVar("S")
+
+
+def resolve_strategy(value: Any, table: Mapping[str, S], kind: type, name: str) -> S:
+    """The strategy object of a strategy field: ``value`` itself when it is a ``kind``, else the
+    entry of ``table`` it names (the names such fields took before they were strategies, e.g.
+    FedNest's ``inner_method="sgd"``)."""
+    if isinstance(value, kind):
+        return value  # type: ignore[return-value]
+    if isinstance(value, str) and value in table:
+        return table[value]
+    names = [repr(key) for key in table]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    raise InputError(f"{name} must be {listed} (or a {kind.__name__}), got {value!r}")
 
 
 def _problem_facts(problem: Any) -> dict[str, Any]:

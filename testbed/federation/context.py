@@ -7,7 +7,8 @@ size. Algorithms only talk to clients through it:
 
 - ``participants()`` draws this round's clients (all of them under full participation);
 - ``draw(clients)`` draws one fresh minibatch per participating client (``None`` when exact);
-- ``broadcast`` / ``send`` / ``aggregate`` move vectors through the ledger;
+- ``broadcast`` / ``send`` / ``aggregate`` (and ``aggregate_in_round``) move vectors through
+  the ledger; ``rounds_so_far()`` reads its round count;
 - the client oracles (``grad_inner``, ``grad_outer``, ``hvp``, ``jvp_xy``) evaluate the
   participating clients in one batched call.
 """
@@ -15,6 +16,8 @@ size. Algorithms only talk to clients through it:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -26,6 +29,25 @@ from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles
 
 
+class ParticipantSource(Protocol):
+    """Who takes part in a round (:class:`ClientSampler`; scripted or fixed subsets in the
+    claims' exact enumerations: :class:`~testbed.federation.sampling.ScriptedParticipants`)."""
+
+    def sample(self, rng: np.random.Generator) -> torch.Tensor: ...
+
+    def all_clients(self) -> torch.Tensor: ...
+
+
+class BatchSource(Protocol):
+    """How a round's minibatches are drawn (default: the problem's ``sample_batch``)."""
+
+    def draw(self, problem: Problem, rng: np.random.Generator, clients: torch.Tensor,
+             batch_size: int) -> Batch: ...
+
+
+UploadObserver = Callable[[torch.Tensor, torch.Tensor], None]
+
+
 @dataclasses.dataclass
 class FederatedContext:
     """One federated run's problem, oracles, ledger, sampler and randomness.
@@ -35,29 +57,44 @@ class FederatedContext:
         rng: the run's only source of randomness.
         participation: ``None`` (all clients) or a fraction / count (see :class:`ClientSampler`).
         batch_size: ``None`` for exact local objectives, else the per-client minibatch size.
+        sampler: who takes part in each round; ``None`` means
+            ``ClientSampler(M, participation)``. Exact enumerations pass scripted subsets.
+        batches: how minibatches are drawn; ``None`` means the problem's ``sample_batch``.
+        upload_observer: called with ``(uploads, clients)`` at each aggregation (a check that
+            reads what the clients sent), after the ledger has counted it.
+
+    The last three compose a context for a check instead of subclassing it.
     """
 
     problem: Problem
     rng: np.random.Generator
     participation: float | int | None = None
     batch_size: int | None = None
+    sampler: ParticipantSource | None = None
+    batches: BatchSource | None = None
+    upload_observer: UploadObserver | None = None
 
     def __post_init__(self) -> None:
         self.counter = CallCounter()
         self.oracles = Oracles(self.problem, self.counter)
         self.ledger = Ledger(self.problem.n_clients, self.counter)
-        self.sampler = ClientSampler(self.problem.n_clients, self.participation)
+        if self.sampler is None:
+            self.sampler = ClientSampler(self.problem.n_clients, self.participation)
 
     # ----------------------------------------------------------------- clients and batches
     def participants(self) -> torch.Tensor:
+        assert self.sampler is not None  # set in __post_init__
         return self.sampler.sample(self.rng)
 
     def all_clients(self) -> torch.Tensor:
+        assert self.sampler is not None
         return self.sampler.all_clients()
 
     def draw(self, clients: torch.Tensor) -> Batch | None:
         if self.batch_size is None:
             return None
+        if self.batches is not None:
+            return self.batches.draw(self.problem, self.rng, clients, self.batch_size)
         return self.problem.sample_batch(self.rng, clients, self.batch_size)
 
     # ----------------------------------------------------------------- communication
@@ -70,7 +107,20 @@ class FederatedContext:
         self.ledger.send(value, clients)
 
     def aggregate(self, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-        return self.ledger.aggregate(uploads, clients)
+        mean = self.ledger.aggregate(uploads, clients)
+        if self.upload_observer is not None:
+            self.upload_observer(uploads, clients)
+        return mean
+
+    def aggregate_in_round(self, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+        """A second payload averaged inside the round being held: its messages are counted,
+        no new round (:meth:`Ledger.aggregate_in_round`)."""
+        return self.ledger.aggregate_in_round(uploads, clients)
+
+    def rounds_so_far(self) -> int:
+        """Communication rounds (aggregations) held in this context so far; the difference of
+        two readings is what the steps between them cost."""
+        return self.ledger.rounds
 
     def calls(self) -> Calls:
         return self.counter.snapshot()

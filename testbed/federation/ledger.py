@@ -16,6 +16,8 @@ aggregation copies indices to the host or synchronises a device.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -160,3 +162,20 @@ class Ledger:
     @property
     def largest_payload(self) -> int:
         return max(self.payload_sizes, default=0)
+
+    # ----------------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """The counts as plain data (a checkpoint's): ``rounds``, ``messages``, ``floats_up``
+        and ``floats_down`` (copies of the per-client arrays) and ``payload_sizes`` (sorted)."""
+        return {"rounds": self.rounds, "messages": self.messages,
+                "floats_up": self.floats_up.copy(), "floats_down": self.floats_down.copy(),
+                "payload_sizes": sorted(self.payload_sizes)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Set the counts to :meth:`state_dict`'s output (the shared counter, if any, is not
+        touched: it is restored with the rest of the run's calls)."""
+        self._pending.clear()
+        self.rounds, self.messages = int(state["rounds"]), int(state["messages"])
+        self._floats_up[:] = state["floats_up"]
+        self._floats_down[:] = state["floats_down"]
+        self.payload_sizes = {int(size) for size in state["payload_sizes"]}

@@ -53,7 +53,7 @@ class ClientSampler:
         return self.per_round == self.n_clients
 
     def all_clients(self) -> torch.Tensor:
-        """``arange(M)``: the shared tensor of :func:`problems._base.all_clients`, which the
+        """``arange(M)``: the shared tensor of :func:`problems._rows.all_clients`, which the
         problems recognise by identity and use their stacked arrays as they are (no gather)."""
         return all_clients(self.n_clients)
 
@@ -63,3 +63,32 @@ class ClientSampler:
             return self.all_clients()
         chosen = rng.choice(self.n_clients, size=self.per_round, replace=False)
         return torch.as_tensor(np.sort(chosen), dtype=torch.long)
+
+
+@dataclasses.dataclass
+class ScriptedParticipants:
+    """Participants given in advance, one subset per round (exact enumeration of client
+    sampling); when the script runs out, ``then`` draws as usual."""
+
+    script: list[torch.Tensor]
+    then: ClientSampler
+
+    def sample(self, rng: np.random.Generator) -> torch.Tensor:
+        return self.script.pop(0) if self.script else self.then.sample(rng)
+
+    def all_clients(self) -> torch.Tensor:
+        return self.then.all_clients()
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedParticipants:
+    """The same clients in every round."""
+
+    clients: torch.Tensor
+    n_clients: int
+
+    def sample(self, rng: np.random.Generator) -> torch.Tensor:
+        return self.clients
+
+    def all_clients(self) -> torch.Tensor:
+        return all_clients(self.n_clients)

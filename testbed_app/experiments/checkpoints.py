@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from results_format.resume import FINGERPRINT_KEY, is_fresh
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.config import ConfigError
 from testbed_app.experiments.metrics_csv import CheckpointError, ResultsError
@@ -125,7 +126,7 @@ def decode(obj: Any) -> Any:
 
 
 def _checkpoint_content(experiment: Experiment, step: int, config_hash: str) -> dict[str, Any]:
-    return {"version": CHECKPOINT_VERSION, "step": step, "fingerprint": config_hash,
+    return {"version": CHECKPOINT_VERSION, "step": step, FINGERPRINT_KEY: config_hash,
             "experiment": encode(experiment.state_dict())}
 
 
@@ -144,7 +145,7 @@ def save_checkpoint(path: Path, experiment: Experiment, step: int, config_hash: 
     tmp = path.with_suffix(".pt.tmp")
     torch.save(_checkpoint_content(experiment, step, config_hash), tmp)
     check = load_checkpoint(tmp, "cpu")  # verified: readable, this format, this step
-    if check["step"] != step or check["fingerprint"] != config_hash:
+    if check["step"] != step or not is_fresh(check, config_hash):
         raise RuntimeError(f"{tmp}: the checkpoint read back differs from the one written")
     if path.exists():
         os.replace(path, previous_checkpoint(path))
@@ -165,7 +166,7 @@ def load_checkpoint(path: Path, device: str) -> dict[str, Any]:
         raise CheckpointError(f"{path}: not a readable checkpoint "
                               f"({type(error).__name__}: {reason[:160]})") from None
     if not isinstance(raw, dict) or raw.get("version") != CHECKPOINT_VERSION or not {
-            "step", "fingerprint", "experiment"} <= set(raw):
+            "step", FINGERPRINT_KEY, "experiment"} <= set(raw):
         version = raw.get("version") if isinstance(raw, dict) else type(raw).__name__
         raise CheckpointError(f"{path}: checkpoint format {version!r}, expected "
                               f"{CHECKPOINT_VERSION} (a foreign or older file)")
@@ -229,7 +230,7 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
             checkpoint = load_checkpoint(path, device)
         except CheckpointError as error:
             raise CheckpointError(f"{error}. {ADVICE}") from None
-        if checkpoint["fingerprint"] != config_hash:
+        if not is_fresh(checkpoint, config_hash):
             raise ConfigError(f"{path} was written by a different config than {source}; "
                               "rerun with --fresh to start over (deletes the run folder), or "
                               "with --recover to set it aside and start from step 0 keeping "
@@ -247,7 +248,7 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
     for path in candidates:
         try:
             checkpoint = load_checkpoint(path, device)
-            if checkpoint["fingerprint"] != config_hash:
+            if not is_fresh(checkpoint, config_hash):
                 raise CheckpointError(f"{path}: written by a different config than {source}")
         except CheckpointError as error:
             notify(f"{error}; set aside as {_set_aside(path).name}")

@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import hashlib
 import json
 import math
 import tomllib
@@ -32,6 +31,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import tomli_w
+
+from results_format.resume import fingerprint as fingerprint_of
 from testbed_app.experiments.base import ExperimentConfig
 
 PAPERS: tuple[str, ...] = ("FedNest", "AggITD", "FedMSA", "HGP")
@@ -258,7 +260,7 @@ def _fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mapp
             raise ConfigError(f"{_where(source, section, key)}: expected {spec.expect}, "
                               f"got {value!r}")
         out[key] = value
-    out.update({key: given[key] for key in extra if key in given})
+    out.update({key: value for key, value in given.items() if key in extra})
     return out
 
 
@@ -541,48 +543,27 @@ def fingerprint(config: ExperimentConfig, ignore: tuple[str, ...] = ()) -> str:
             content.get(section, {}).pop(key, None)
         else:
             content.pop(section, None)
-    text = json.dumps(content, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return fingerprint_of(json.dumps(content, sort_keys=True, default=str))
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)  # a valid TOML basic string
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {value!r} as a TOML value")
+def _without_unset(value: Any) -> Any:
+    """``value`` with the ``None`` entries (not set; TOML has no null) of its tables and arrays
+    of tables left out."""
+    if isinstance(value, Mapping):
+        return {k: _without_unset(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+        return [_without_unset(v) for v in value]
+    return value
 
 
 def to_toml(content: Mapping[str, Any]) -> str:
-    """TOML text of a config layout: top-level keys, then tables (``None`` values left out).
-
-    A table's list-of-tables value (``extra_rows``) is written as an array of tables.
-    """
-    lines = [f"{key} = {_toml_value(value)}" for key, value in content.items()
-             if not isinstance(value, dict) and value is not None]
-    for section, table in content.items():
-        if not isinstance(table, dict):
-            continue
-        lines += ["", f"[{section}]"]
-        arrays = {k: v for k, v in table.items()
-                  if isinstance(v, list) and v and all(isinstance(r, dict) for r in v)}
-        lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()
-                  if v is not None and k not in arrays and v != []]
-        for key, rows in arrays.items():
-            for row in rows:
-                lines += ["", f"[[{section}.{key}]]"]
-                lines += [f"{k} = {_toml_value(v)}" for k, v in row.items() if v is not None]
-    return "\n".join(lines) + "\n"
+    """TOML text of a config layout (top-level keys, then one table per section; a table's
+    list of tables, such as ``extra_rows``, as an array of tables), written by ``tomli_w``.
+    ``None`` values are left out, and so are a section's empty lists (they load back as the
+    default)."""
+    content = {key: {k: v for k, v in value.items() if v != []} if isinstance(value, Mapping)
+               else value for key, value in content.items()}
+    return tomli_w.dumps(_without_unset(content))
 
 
 def dump_toml(config: ExperimentConfig) -> str:

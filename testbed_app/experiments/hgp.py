@@ -84,70 +84,41 @@ moments, numpy generator states, counters), so a resumed run equals an uninterru
 
 This module is the entry point (the builders the registry names); the experiments live in
 :mod:`testbed_app.experiments.personalization` and :mod:`testbed_app.experiments.influence`,
-their shared option checks in :mod:`testbed_app.experiments.hgp_common`. Their names are
-re-exported here.
+their shared set-up and option checks in :mod:`testbed_app.experiments.hgp_common`. Their
+names, and the names they import, still resolve here (the module's ``__getattr__``), as they
+did when the experiments lived in this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
-from problems.workloads.data import Dataset  # noqa: F401
-from problems.workloads.decentralized import (  # noqa: F401
-    LANCZOS_TOL,
-    POWER_ITERATIONS,
-    POWER_RTOL,
-    Descent,
-    InfluenceProblem,
-    PersonalizationProblem,
-    SpectralEstimate,
-    build_classifier,
-    client_samples,
-    descend,
-    largest_eigenvalue,
-    momentum_bound,
-    smallest_eigenvalue,
-)
-from problems.workloads.splits import ClientSplit  # noqa: F401
-from testbed.calls import CallCounter  # noqa: F401
-from testbed.decentralized.graphs import GraphSequence  # noqa: F401
-from testbed.decentralized.hgp import HGPState, HyperGradientPush  # noqa: F401
 from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
-from testbed.decentralized.ledger import GraphLedger  # noqa: F401
-from testbed.decentralized.sgp import StochasticGradientPush  # noqa: F401
-from testbed.oracles import Oracles  # noqa: F401
-from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow  # noqa: F401
-from testbed_app.experiments.config import load_data, split_data  # noqa: F401
-from testbed_app.experiments.hgp_common import (  # noqa: F401
-    DTYPES,
-    INFLUENCE_DEFAULTS,
-    INFLUENCE_OPTIONS,
-    METHODS,
-    PERSONALIZATION_DEFAULTS,
-    PERSONALIZATION_OPTIONS,
-    _check_fraction,
-    _check_nonnegative,
-    _check_positive,
-    _device,
-    _estimator,
-    _gossip_counts,
-    _options,
-    _rng_state,
-    _set_rng,
-)
-from testbed_app.experiments.influence import (  # noqa: F401
+from testbed_app.experiments import hgp_common, influence, personalization
+from testbed_app.experiments.base import Experiment, ExperimentConfig
+from testbed_app.experiments.hgp_common import INFLUENCE_OPTIONS, PERSONALIZATION_OPTIONS
+from testbed_app.experiments.influence import (
     REFINE_CHUNK,
     HGPInfluenceExperiment,
-    _check_auto,
     pearson_r,
     sign_agreement,
 )
-from testbed_app.experiments.personalization import (  # noqa: F401
-    HGPPersonalizationExperiment,
-    _MethodRun,
-    _with_clusters,
-)
+from testbed_app.experiments.personalization import HGPPersonalizationExperiment
+
+#: Where the names this module held before the experiments moved out of it are now: any name
+#: of these modules (the experiments' own, and what they import: ``InfluenceProblem``,
+#: ``_check_fraction``, ...) still resolves here, so old imports keep working (PEP 562).
+_MOVED_TO = (influence, personalization, hgp_common)
+
+
+def __getattr__(name: str) -> Any:
+    for module in _MOVED_TO:
+        if hasattr(module, name):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # ------------------------------------------------------------------------------ builders
 

@@ -1,19 +1,29 @@
 """The shared pieces of HGP's decentralized experiments (:mod:`testbed_app.experiments.hgp`):
 the ``[workload]`` defaults of each experiment, the option checks, the HGP estimator of
-``[algorithm]``, the device and the numpy generators' state.
+``[algorithm]``, the device, what both set up from a config (:class:`DecentralizedRun`), SGP's
+counted training (:func:`train_by_sgp`) and the numpy generators' state.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from testbed.decentralized.hgp import HyperGradientPush
+from problems.workloads.data import Dataset
+from problems.workloads.splits import ClientSplit
+from testbed.calls import CallCounter
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.hgp import HGPState, HyperGradientPush
+from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
+from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.config import load_data, split_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")
@@ -56,6 +66,10 @@ INFLUENCE_OPTIONS: frozenset[str] = frozenset(INFLUENCE_DEFAULTS)
 
 # ------------------------------------------------------------------------------ helpers
 
+#: An option check: ``check(name, value)`` raises ValueError naming the option, else returns
+#: the value.
+Check = Callable[[str, Any], Any]
+
 
 def _options(config: ExperimentConfig, defaults: dict[str, Any]) -> dict[str, Any]:
     given = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
@@ -89,6 +103,38 @@ def _check_nonnegative(name: str, value: Any) -> float:
             math.isfinite(value) and value >= 0):
         raise ValueError(f"[workload] {name} must be a number >= 0, got {value!r}")
     return float(value)
+
+
+def _check_positive_integer(name: str, value: Any) -> Any:
+    return _check_positive(name, value, integer=True)
+
+
+def _check_auto(name: str, value: Any, check: Check) -> Any:
+    return value if value == "auto" else check(name, value)
+
+
+def _check_batch_size(name: str, value: Any) -> Any:
+    """A minibatch size, or 0 for the full batch."""
+    return 0 if value == 0 else _check_positive_integer(name, value)
+
+
+#: The checks of each experiment's numeric ``[workload]`` options, run in this order (an
+#: experiment checks its other options itself: :meth:`DecentralizedRun._check_options`).
+PERSONALIZATION_CHECKS: dict[str, Check] = {
+    "test_fraction": _check_fraction, "val_fraction": _check_fraction,
+    "input_clusters": _check_positive_integer,
+    "pl_hyper_lr": _check_positive, "mtl_hyper_lr": _check_positive,
+    "weight_decay": _check_nonnegative, "pl_outer_l2": _check_nonnegative,
+    "mtl_outer_l2": _check_nonnegative, "sgp_batch_size": _check_batch_size,
+}
+INFLUENCE_CHECKS: dict[str, Check] = {
+    "val_fraction": _check_fraction, "weight_decay": _check_nonnegative,
+    **dict.fromkeys(("top_k", "retrain_per_step", "retrain_steps", "train_refine_steps"),
+                    _check_positive_integer),
+    **dict.fromkeys(("train_grad_tol", "retrain_grad_tol", "jitter_scale"), _check_positive),
+    "retrain_step_size": functools.partial(_check_auto, check=_check_positive),
+    "damping_margin": functools.partial(_check_auto, check=_check_nonnegative),
+}
 
 
 def _estimator(config: ExperimentConfig) -> HyperGradientPush:
@@ -130,3 +176,54 @@ def _set_rng(rng: np.random.Generator, state: dict[str, Any]) -> None:
 
 def _gossip_counts(calls: Any) -> tuple[int, int]:
     return int(calls.comm_rounds), int(calls.floats_sent)
+
+
+def train_by_sgp(estimator: HyperGradientPush, problem: Any, x: torch.Tensor, state: HGPState,
+                 graph: GraphSequence, rng: np.random.Generator) -> tuple[Any, int, int]:
+    """SGP's training of the shared model for hyperparameters ``x`` from ``state`` (the
+    estimator's inner solver, over ``graph``), counted: ``(its output, gossip steps, floats
+    sent)``."""
+    inner = estimator.inner
+    assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
+    counter = CallCounter()
+    out = inner.run(problem, x, state.y, state.omega, state.time, graph,
+                    Oracles(problem, counter), GraphLedger(problem.n_clients, counter), rng)
+    return (out, *_gossip_counts(counter.snapshot()))
+
+
+class DecentralizedRun:
+    """What both HGP experiments set up from a validated config: the ``[workload]`` options
+    (the subclass's ``DEFAULTS`` filled in, each checked by its ``CHECKS`` entry, then by
+    :meth:`_check_options`), the name, device, dtype, seed, the dataset, its client split
+    (seeded by ``[run] seed``) and the HGP estimator of ``[algorithm]``.
+
+    Args:
+        config: a validated config of the subclass's ``[workload] kind``.
+        device: overrides ``[run] device``.
+        dataset: the loaded data (default: ``[data]`` through the config loader's cache).
+    """
+
+    DEFAULTS: ClassVar[dict[str, Any]]
+    CHECKS: ClassVar[dict[str, Check]]
+
+    def __init__(self, config: ExperimentConfig, device: str | None = None,
+                 dataset: Dataset | None = None) -> None:
+        options = _options(config, self.DEFAULTS)
+        for key, check in self.CHECKS.items():
+            check(key, options[key])
+        self._check_options(options)
+        self.name, self.config, self.options = config.name, config, options
+        self.device = _device(config, device)
+        self.dtype = DTYPES[config.run["dtype"]]
+        self.seed = int(config.run["seed"])
+        self.dataset = load_data(config.data) if dataset is None else dataset
+        self.split: ClientSplit = split_data(config.split, self.dataset, seed=self.seed)
+        self.estimator = _estimator(config)
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        """Checks of the options that ``CHECKS`` cannot express (one option against another,
+        a choice among names); raise ValueError naming the option."""
+
+    def split_json(self) -> dict[str, Any]:
+        """The client split with each client's label histogram."""
+        return dict(self.split.to_json(self.dataset.train_y, self.dataset.n_classes))

@@ -29,27 +29,18 @@ from problems.workloads.decentralized import (
     momentum_bound,
     smallest_eigenvalue,
 )
-from problems.workloads.splits import ClientSplit
-from testbed.calls import CallCounter
 from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
-from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
-from testbed_app.experiments.config import load_data, split_data
 from testbed_app.experiments.hgp_common import (
-    DTYPES,
+    INFLUENCE_CHECKS,
     INFLUENCE_DEFAULTS,
-    _check_fraction,
-    _check_nonnegative,
-    _check_positive,
-    _device,
-    _estimator,
+    DecentralizedRun,
     _gossip_counts,
-    _options,
     _rng_state,
     _set_rng,
+    train_by_sgp,
 )
 
 #: Steps of the trained model's refinement between two power iterations: lambda_max grows while a
@@ -75,50 +66,19 @@ def sign_agreement(actual: np.ndarray, predicted: np.ndarray) -> float:
     return math.nan if a.size == 0 else float((np.sign(a) == np.sign(p)).mean())
 
 
-def _check_auto(name: str, value: Any, check: Callable[[str, Any], Any]) -> Any:
-    return value if value == "auto" else check(name, value)
+class HGPInfluenceExperiment(DecentralizedRun):
+    """Influence estimation against retraining (see the module docstring) of a config with
+    ``[workload] kind = "hgp_influence"`` and ``model = "logreg"`` (convex, exact retraining)
+    or a network name; its set-up and arguments are :class:`DecentralizedRun`'s."""
 
-
-class HGPInfluenceExperiment:
-    """Influence estimation against retraining (see the module docstring).
-
-    Args:
-        config: a validated config with ``[workload] kind = "hgp_influence"`` and
-            ``model = "logreg"`` (convex, exact retraining) or a network name.
-        device: overrides ``[run] device``.
-        dataset: the loaded data (default: ``[data]`` through the config loader's cache).
-    """
+    DEFAULTS = INFLUENCE_DEFAULTS
+    CHECKS = INFLUENCE_CHECKS
 
     def __init__(self, config: ExperimentConfig, device: str | None = None,
                  dataset: Dataset | None = None) -> None:
-        options = _options(config, INFLUENCE_DEFAULTS)
-        val_fraction = _check_fraction("val_fraction", options["val_fraction"])
-        _check_nonnegative("weight_decay", options["weight_decay"])
-        for key in ("top_k", "retrain_per_step", "retrain_steps", "train_refine_steps"):
-            _check_positive(key, options[key], integer=True)
-        for key in ("train_grad_tol", "retrain_grad_tol", "jitter_scale"):
-            _check_positive(key, options[key])
-        _check_auto("retrain_step_size", options["retrain_step_size"], _check_positive)
-        _check_auto("damping_margin", options["damping_margin"], _check_nonnegative)
-        jitter = options["jitter_count"]
-        if isinstance(jitter, bool) or not isinstance(jitter, int) or jitter < 0:
-            raise ValueError(f"[workload] jitter_count must be an integer >= 0, got {jitter!r}")
-        momentum = options["momentum"]
-        if momentum != "nesterov" and (isinstance(momentum, bool) or not isinstance(
-                momentum, (int, float)) or not 0.0 <= momentum < 1.0):
-            raise ValueError(f"[workload] momentum must be \"nesterov\" or a number in [0, 1), "
-                             f"got {momentum!r}")
-        if momentum == "nesterov" and options["weight_decay"] <= 0:
-            raise ValueError("[workload] momentum = \"nesterov\" sets beta from the weight "
-                             "decay's curvature n * weight_decay; it needs weight_decay > 0")
-        self.name, self.config, self.options = config.name, config, options
-        self.device = _device(config, device)
-        self.dtype = DTYPES[config.run["dtype"]]
-        self.seed = int(config.run["seed"])
-        self.estimator = _estimator(config)
-        self.dataset = load_data(config.data) if dataset is None else dataset
-        self.split: ClientSplit = split_data(config.split, self.dataset, seed=self.seed)
-        train, val = self.split.holdout(val_fraction, seed=self.seed)
+        super().__init__(config, device, dataset)
+        options = self.options
+        train, val = self.split.holdout(float(options["val_fraction"]), seed=self.seed)
         net = build_classifier(config.workload.get("model", "logreg"), self.dataset.input_shape,
                                self.dataset.n_classes)
 
@@ -150,6 +110,19 @@ class HGPInfluenceExperiment:
         self.step_count = 0
         self.x0 = self.problem.initial_point()[0]
         self.record: dict[str, Any] = {}
+
+    def _check_options(self, options: dict[str, Any]) -> None:
+        jitter = options["jitter_count"]
+        if isinstance(jitter, bool) or not isinstance(jitter, int) or jitter < 0:
+            raise ValueError(f"[workload] jitter_count must be an integer >= 0, got {jitter!r}")
+        momentum = options["momentum"]
+        if momentum != "nesterov" and (isinstance(momentum, bool) or not isinstance(
+                momentum, (int, float)) or not 0.0 <= momentum < 1.0):
+            raise ValueError(f"[workload] momentum must be \"nesterov\" or a number in [0, 1), "
+                             f"got {momentum!r}")
+        if momentum == "nesterov" and options["weight_decay"] <= 0:
+            raise ValueError("[workload] momentum = \"nesterov\" sets beta from the weight "
+                             "decay's curvature n * weight_decay; it needs weight_decay > 0")
 
     # ----------------------------------------------------------------- the protocol's pieces
     def _grad(self, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -250,16 +223,11 @@ class HGPInfluenceExperiment:
     def _first_step(self) -> MetricRow:
         problem, n, x0 = self.problem, self.problem.n_clients, self.x0
         estimator = self.estimator
-        inner = estimator.inner
-        assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
         # SGP training (the paper's), counted; then the model is refined to stationarity
-        counter = CallCounter()
-        state = estimator.init(problem)
-        graph = estimator.graph(n)
-        sgp = inner.run(problem, x0, state.y, state.omega, state.time, graph,
-                        Oracles(problem, counter), GraphLedger(n, counter), self.rng)
+        sgp, sgp_rounds, sgp_floats = train_by_sgp(estimator, problem, x0,
+                                                   estimator.init(problem), estimator.graph(n),
+                                                   self.rng)
         y_sgp = sgp.y.mean(0).detach()
-        sgp_rounds, sgp_floats = _gossip_counts(counter.snapshot())
         sgp_grad = float(self._grad(x0)(y_sgp).norm())
         refined, refine_lams = self._refine(y_sgp)
         y_model = refined.y
@@ -275,6 +243,8 @@ class HGPInfluenceExperiment:
         self.record = {"retrain_step": step, "retrain_momentum": beta}
         row.update(self._damping(y_model, top.value))
         # HGP's Neumann series at the refined model (no further SGP steps), damped Hessians
+        inner = estimator.inner
+        assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
         hgp_estimator = dataclasses.replace(estimator, inner=dataclasses.replace(inner, steps=0))
         hgp_state = HGPState(y_model.expand(n, -1).clone(), sgp.omega, sgp.time)
         hgp = hgp_estimator.run(problem.with_damping(row["damping"]), x0, hgp_state, self.rng,
@@ -392,9 +362,6 @@ class HGPInfluenceExperiment:
         self.record = record
 
     # ----------------------------------------------------------------- records
-    def split_json(self) -> dict[str, Any]:
-        return dict(self.split.to_json(self.dataset.train_y, self.dataset.n_classes))
-
     def describe(self) -> dict[str, Any]:
         return {"problem": self.problem.id, "dim_y": self.problem.dim_y,
                 "dim_x": self.problem.dim_x, "estimator": repr(self.estimator),

@@ -19,27 +19,19 @@ from problems.workloads.decentralized import (
     client_samples,
 )
 from problems.workloads.splits import ClientSplit
-from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPState
-from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
-from testbed_app.experiments.config import load_data, split_data
 from testbed_app.experiments.hgp_common import (
-    DTYPES,
     METHODS,
+    PERSONALIZATION_CHECKS,
     PERSONALIZATION_DEFAULTS,
-    _check_fraction,
-    _check_nonnegative,
-    _check_positive,
-    _device,
-    _estimator,
+    DecentralizedRun,
     _gossip_counts,
-    _options,
     _rng_state,
     _set_rng,
+    train_by_sgp,
 )
 
 
@@ -76,49 +68,26 @@ def _with_clusters(samples: Any, cluster_of: np.ndarray, shift: np.ndarray,
     return dataclasses.replace(samples, inputs=(samples.inputs - mean) / std)
 
 
-class HGPPersonalizationExperiment:
-    """HGP-PL, HGP-MTL and SGP in lockstep (see the module docstring).
+class HGPPersonalizationExperiment(DecentralizedRun):
+    """HGP-PL, HGP-MTL and SGP in lockstep (see the module docstring) on a config with
+    ``[workload] kind = "hgp_personalization"``; its set-up and arguments are
+    :class:`DecentralizedRun`'s."""
 
-    Args:
-        config: a validated config with ``[workload] kind = "hgp_personalization"``.
-        device: overrides ``[run] device``.
-        dataset: the loaded data (default: ``[data]`` through the config loader's cache).
-    """
+    DEFAULTS = PERSONALIZATION_DEFAULTS
+    CHECKS = PERSONALIZATION_CHECKS
 
     def __init__(self, config: ExperimentConfig, device: str | None = None,
                  dataset: Dataset | None = None) -> None:
-        options = _options(config, PERSONALIZATION_DEFAULTS)
-        methods = list(options["methods"])
-        if not methods or any(m not in METHODS for m in methods) or len(set(methods)) != len(
-                methods):
-            raise ValueError(f"[workload] methods must be distinct names from {list(METHODS)}, "
-                             f"got {options['methods']!r}")
-        if options["outer_data"] not in ("train", "val"):
-            raise ValueError(f"[workload] outer_data must be 'train' or 'val', got "
-                             f"{options['outer_data']!r}")
-        test_fraction = _check_fraction("test_fraction", options["test_fraction"])
-        val_fraction = _check_fraction("val_fraction", options["val_fraction"])
-        clusters = _check_positive("input_clusters", options["input_clusters"], integer=True)
-        for key in ("pl_hyper_lr", "mtl_hyper_lr"):
-            _check_positive(key, options[key])
-        for key in ("weight_decay", "pl_outer_l2", "mtl_outer_l2"):
-            _check_nonnegative(key, options[key])
-        self.name, self.config, self.options = config.name, config, options
-        self.device = _device(config, device)
-        self.dtype = DTYPES[config.run["dtype"]]
-        self.seed = int(config.run["seed"])
-        batch = options["sgp_batch_size"]
-        if batch != 0:
-            _check_positive("sgp_batch_size", batch, integer=True)
-        estimator = _estimator(config)
-        inner = estimator.inner
+        super().__init__(config, device, dataset)
+        options, methods = self.options, list(self.options["methods"])
+        inner = self.estimator.inner
         assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
         self.estimator = dataclasses.replace(
-            estimator, inner=dataclasses.replace(inner, batch_size=batch or None))
-        self.dataset = load_data(config.data) if dataset is None else dataset
-        self.split: ClientSplit = split_data(config.split, self.dataset, seed=self.seed)
-        rest, test = self.split.holdout(test_fraction, seed=self.seed)
-        train, val = rest.holdout(val_fraction, seed=self.seed + 1)
+            self.estimator, inner=dataclasses.replace(
+                inner, batch_size=options["sgp_batch_size"] or None))
+        rest, test = self.split.holdout(float(options["test_fraction"]), seed=self.seed)
+        train, val = rest.holdout(float(options["val_fraction"]), seed=self.seed + 1)
+        clusters = options["input_clusters"]
         n = self.split.n_clients
         cluster_rng = np.random.default_rng([self.seed, 11])
         self.cluster_of = cluster_rng.permutation(n) % clusters
@@ -156,6 +125,16 @@ class HGPPersonalizationExperiment:
         self.graph: GraphSequence = self.estimator.graph(n)
         self.step_count = 0
 
+    def _check_options(self, options: dict[str, Any]) -> None:
+        methods = list(options["methods"])
+        if not methods or any(m not in METHODS for m in methods) or len(set(methods)) != len(
+                methods):
+            raise ValueError(f"[workload] methods must be distinct names from {list(METHODS)}, "
+                             f"got {options['methods']!r}")
+        if options["outer_data"] not in ("train", "val"):
+            raise ValueError(f"[workload] outer_data must be 'train' or 'val', got "
+                             f"{options['outer_data']!r}")
+
     def _new_run(self, method: str, problem: PersonalizationProblem) -> _MethodRun:
         lam = problem.initial_point()[0].clone().requires_grad_(method != "sgp")
         optimizer = None
@@ -181,14 +160,9 @@ class HGPPersonalizationExperiment:
     def _advance(self, run: _MethodRun) -> MetricRow:
         problem, x = run.problem, run.lam.detach()
         if run.optimizer is None:  # SGP: retrain only, lambda fixed
-            counter = CallCounter()
-            inner = self.estimator.inner
-            assert isinstance(inner, StochasticGradientPush)
-            out = inner.run(problem, x, run.state.y, run.state.omega, run.state.time, self.graph,
-                            Oracles(problem, counter), GraphLedger(problem.n_clients, counter),
-                            run.rng)
+            out, rounds, floats = train_by_sgp(self.estimator, problem, x, run.state, self.graph,
+                                               run.rng)
             run.state = HGPState(out.y, out.omega, out.time)
-            rounds, floats = _gossip_counts(counter.snapshot())
             metrics = problem.evaluate(x, run.state.y)
         else:
             hgp = self.estimator.run(problem, x, run.state, run.rng, track_consensus=False)
@@ -238,9 +212,7 @@ class HGPPersonalizationExperiment:
     # ----------------------------------------------------------------- records
     def split_json(self) -> dict[str, Any]:
         """The client split with each client's label histogram and input cluster."""
-        record = dict(self.split.to_json(self.dataset.train_y, self.dataset.n_classes))
-        record["input_cluster"] = self.cluster_of.tolist()
-        return record
+        return {**super().split_json(), "input_cluster": self.cluster_of.tolist()}
 
     def describe(self) -> dict[str, Any]:
         return {"methods": [r.name for r in self.runs],

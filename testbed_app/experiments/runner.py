@@ -47,6 +47,7 @@ from typing import Any
 import torch
 
 from results_format import atomic_write, json_default
+from results_format.provenance import provenance
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.checkpoints import (  # noqa: F401
     _CLASS_PACKAGES,
@@ -84,7 +85,6 @@ from testbed_app.experiments.metrics_csv import (  # noqa: F401
 )
 from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
-from theory_checks.runner import git_commit, package_versions
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
 #: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
@@ -114,8 +114,7 @@ def _metadata(config: ExperimentConfig, experiment: Experiment, started: str,
     return {
         "experiment": config.name, "paper": config.paper,
         "config": str(config.path) if config.path else None,
-        "git_commit": git_commit(), "versions": package_versions(),
-        "seed": config.run["seed"], "device": config.run["device"],
+        **provenance(), "seed": config.run["seed"], "device": config.run["device"],
         "dtype": config.run["dtype"], "dataset": config.data["dataset"],
         "machine": machine(), "started": started, "resumed_from_step": resumed_from,
         "experiment_details": describe() if describe else {},

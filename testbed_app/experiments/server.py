@@ -145,7 +145,6 @@ class ServerExperiment:
 
     # ------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
-        ledger = self.ctx.ledger
         return {
             "step": self.step_count,
             "algorithm_state": self.state,
@@ -155,10 +154,7 @@ class ServerExperiment:
                          if self.device.type == "cuda" else None),
             "calls": {k: v for k, v in self.ctx.calls().as_dict().items()
                       if k not in ("floats_sent", "oracle_calls")},
-            "ledger": {"rounds": ledger.rounds, "messages": ledger.messages,
-                       "floats_up": ledger.floats_up.copy(),
-                       "floats_down": ledger.floats_down.copy(),
-                       "payload_sizes": sorted(ledger.payload_sizes)},
+            "ledger": self.ctx.ledger.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -173,11 +169,7 @@ class ServerExperiment:
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
         for field, count in state["calls"].items():
             self.ctx.counter.add(field, count)
-        ledger, saved = self.ctx.ledger, state["ledger"]
-        ledger.rounds, ledger.messages = int(saved["rounds"]), int(saved["messages"])
-        ledger.floats_up[:] = saved["floats_up"]
-        ledger.floats_down[:] = saved["floats_down"]
-        ledger.payload_sizes = set(saved["payload_sizes"])
+        self.ctx.ledger.load_state_dict(state["ledger"])
 
 
 def build_server_experiment(config: ExperimentConfig, device: str | None = None) -> \

@@ -1,0 +1,120 @@
+"""The report's sections on the papers' experiments and the benchmarks: ``replication/*.json``
+(REPLICATION_SCHEMA) and ``bench/*.json`` (BENCH_SCHEMA), or, when absent, the exact commands
+that write them and what they cost."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from reports.section_model import Command, Section, Table
+from reports.section_model import fmt as _fmt
+from reports.section_model import not_run as _not_run
+
+#: How to fill the replication and benchmark sections, and what it costs (measured on this
+#: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
+REPLICATION_COMMANDS = (
+    ("testbed run configs/X.toml --rounds 5 --results {results}",
+     "a partial smoke run of one config: 6-22 s each (the record says \"partial\")"),
+    ("testbed run configs --results {results} --threads 1   (or: tox -e workloads)",
+     "every paper experiment at its full horizon, resuming: tens of minutes (the two HGP "
+     "influence configs alone take 14 min on one core)"),
+)
+BENCH_COMMANDS = (
+    ("python benchmarks/run.py --quick --out {results}/bench",
+     "every benchmark's smoke mode: about 20 s on 2 cores (smoke sizes; its targets are not "
+     "the issue's)"),
+    ("python benchmarks/run.py --out {results}/bench   (or: tox -e bench)",
+     "the full benchmarks: the closed-form rounds about 10 min; the scale benchmark builds "
+     "M = 10,000 clients and needs about 19 GB of memory"),
+)
+
+
+def replication(results_dir: Path) -> Section:
+    """One table of every ``replication/*.json`` (REPLICATION_SCHEMA) row."""
+    section = Section("replication", "Replication of the papers' experiments")
+    files = sorted((results_dir / "replication").glob("*.json"))
+    if not files:
+        _not_run(section, "no replication/*.json: the experiment configs write them, from the "
+                 "repository root", *(Command(c.format(results=results_dir), d)
+                                      for c, d in REPLICATION_COMMANDS))
+        return section
+    from results_format import REPLICATION_SCHEMA
+
+    rows = []
+    for path in files:
+        data = _schema_json(path, REPLICATION_SCHEMA, section)
+        if data is None:
+            continue
+        found = data.get("metadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        where = ", ".join(str(meta[k]) for k in ("dataset", "device") if meta.get(k))
+        status = str(meta.get("status") or "")
+        for r in data["rows"]:
+            if not isinstance(r, dict):
+                continue
+            testbed = (_fmt(r.get("testbed_value")) if r.get("testbed_value") is not None
+                       else "not reached")
+            rows.append((f"{data['paper']}, {data['table']}: {data['experiment']}"
+                         + (f" ({where})" if where else ""),
+                         str(r.get("setting", "")), str(r.get("metric", "")),
+                         _fmt(r.get("paper_value")), testbed, str(r.get("unit", "")),
+                         status or "—", str(r.get("differences", ""))))
+    if rows:
+        section.tables.append(Table(
+            ("Experiment", "Setting", "Metric", "Paper", "Testbed", "Unit", "Run",
+             "Differences from the paper"), tuple(rows)))
+    return section
+
+
+def bench(results_dir: Path) -> Section:
+    """Per ``bench/*.json`` (BENCH_SCHEMA): its targets, and its measured rows folded."""
+    section = Section("bench", "Benchmarks")
+    files = sorted((results_dir / "bench").glob("*.json"))
+    if not files:
+        _not_run(section, "no bench/*.json: the benchmark scripts write them, from the "
+                 "repository root", *(Command(c.format(results=results_dir), d)
+                                      for c, d in BENCH_COMMANDS))
+        return section
+    from results_format import BENCH_SCHEMA
+
+    for path in files:
+        data = _schema_json(path, BENCH_SCHEMA, section)
+        if data is None:
+            continue
+        machine = data.get("machine") or {}
+        quick = isinstance(machine, dict) and bool(machine.get("quick"))
+        machine_text = ", ".join(f"{k}: {v}" for k, v in machine.items()) \
+            if isinstance(machine, dict) else str(machine)
+        name = str(data["benchmark"]) + (" (quick mode: smoke sizes, not the benchmark's)"
+                                         if quick else "")
+        targets = tuple((str(t.get("name", "")), _fmt(t.get("measured"), 6),
+                         str(t.get("direction", "")).replace("_", " "), _fmt(t.get("target"), 6),
+                         _fmt(t.get("met"))) for t in data["targets"] if isinstance(t, dict))
+        if targets:
+            section.tables.append(Table(("Target", "Measured", "Direction", "Target value",
+                                         "Met"), targets, f"{name}: targets"))
+        rows = [r for r in data["rows"] if isinstance(r, dict)]
+        head = tuple(dict.fromkeys(k for r in rows for k in r))
+        section.tables.append(Table(
+            head, tuple(tuple(_fmt(r.get(k), 6) for k in head) for r in rows),
+            f"{name}: {data['description']} ({machine_text})", folded=True))
+    return section
+
+
+def _schema_json(path: Path, keys: Sequence[str], section: Section) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        section.notes.append(f"{path.name} unreadable ({error}); skipped.")
+        return None
+    missing = [k for k in keys if not isinstance(data, dict) or k not in data]
+    if missing:
+        section.notes.append(f"{path.name}: missing keys {missing} of the schema; skipped.")
+        return None
+    if not isinstance(data.get("rows"), list):
+        section.notes.append(f"{path.name}: 'rows' is not a list; skipped.")
+        return None
+    return data

@@ -1,0 +1,199 @@
+r"""FedNest's inner and outer updates as strategies (Tarzanagh et al., ICML 2022, Table 2).
+
+A FedNest variant is a pair of strategies, one inner update run ``T`` times and one outer update
+(:class:`~testbed.algorithms.fednest.FedNest`'s ``inner_method`` and ``outer_method``). Each field
+takes a strategy object or its name, resolved through :data:`INNER_UPDATES` /
+:data:`OUTER_UPDATES`:
+
+| name | strategy | paper | rounds |
+| --- | --- | --- | --- |
+| inner "svrg" | :class:`FedInn` | FedInn, Alg. 4 | ``2T`` |
+| inner "sgd" | :class:`LFedInn` | LFedInn / FedAvg (Alg. 6 reconstructed, notes 2.7) | ``T`` |
+| outer "svrg" | :class:`FedOut` | FedIHGP + FedOut, Algs. 3, 2 | ``N' + 3`` (``N + 3``: fixed N) |
+| outer "local" | :class:`LFedOut` | LFedOut, local Neumann (Alg. 5 reconstructed) | ``1`` |
+| outer "minimax" | :class:`MinimaxFedOut` | FedOut without the indirect term, eq. (12) | ``2`` |
+
+A strategy is a small frozen dataclass with its ``update``, its share of the rounds formula
+(:meth:`rounds`: text as the paper prints it and the symbols' values) and any problem check. It
+has no hyperparameters of its own: ``T``, ``N``, ``tau``, the truncation and the step rule are
+FedNest's dataclass fields (their one home), which ``update`` and ``rounds`` read from the
+configuration they are given.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+import torch
+
+from problems import Problem
+from testbed.estimators.fednest import IHGPResult, fedihgp, fedinn, fedout, lfedout
+from testbed.federation.context import FederatedContext
+
+if TYPE_CHECKING:  # the configuration a strategy reads; fednest.py imports this module
+    from testbed.algorithms.fednest import FedNest, StepSizes
+
+
+class RoundsShare(NamedTuple):
+    """A strategy's share of FedNest's rounds formula: ``text`` (``"2T"``, ``"N' + 3"``) and the
+    values of the symbols it uses."""
+
+    text: str
+    parameters: dict[str, int]
+
+
+@dataclasses.dataclass(frozen=True)
+class InnerUpdate(abc.ABC):
+    """One inner call ``y^{k,t+1} = update(x^k, y^{k,t}, beta)`` of Alg. 1 (run ``T`` times)."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def rounds(self, config: FedNest) -> RoundsShare:
+        """The rounds of the ``T`` calls of one outer iteration."""
+
+    @abc.abstractmethod
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> torch.Tensor:
+        """``y^+`` from ``y`` at ``x``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _LocalInnerRound(InnerUpdate):
+    """Local steps on y from the server's ``y``, averaged in one round; with
+    ``variance_reduction`` around the averaged gradient ``q`` of a round before
+    (:func:`~testbed.estimators.fednest.fedinn`)."""
+
+    variance_reduction: ClassVar[bool]
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, config.local_steps,
+                      variance_reduction=self.variance_reduction,
+                      scale_by_steps=config.scale_by_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class FedInn(_LocalInnerRound):
+    """FedInn (Alg. 4): SVRG local steps on y around the averaged gradient ``q``; two rounds
+    (``q``, then the average of the local iterates)."""
+
+    name: ClassVar[str] = "svrg"
+    variance_reduction: ClassVar[bool] = True
+
+    def rounds(self, config: FedNest) -> RoundsShare:
+        return RoundsShare("2T", {"T": config.inner_steps})
+
+
+@dataclasses.dataclass(frozen=True)
+class LFedInn(_LocalInnerRound):
+    """LFedInn (FedAvg on y; Alg. 6 as reconstructed in notes 2.7): FedInn's local steps without
+    the control variate; one round."""
+
+    name: ClassVar[str] = "sgd"
+    variance_reduction: ClassVar[bool] = False
+
+    def rounds(self, config: FedNest) -> RoundsShare:
+        return RoundsShare("T", {"T": config.inner_steps})
+
+
+@dataclasses.dataclass(frozen=True)
+class OuterUpdate(abc.ABC):
+    """The outer update ``x^{k+1} = update(x^k, y^{k+1}, alpha)`` of Alg. 1."""
+
+    name: ClassVar[str]
+
+    def check_problem(self, problem: Problem) -> None:
+        """Raise when the update is not valid for ``problem`` (none by default)."""
+        del problem  # valid on every kind FedNest supports
+
+    @abc.abstractmethod
+    def rounds(self, config: FedNest) -> RoundsShare:
+        """The rounds of one call."""
+
+    @abc.abstractmethod
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        """``(x^+, h, FedIHGP's result or None)`` at ``(x, y^+)``."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FedOut(OuterUpdate):
+    """FedIHGP (Alg. 3, ``N' + 1`` rounds, ``N + 1`` deterministic) then FedOut (Alg. 2, two
+    rounds): SVRG local steps on x with the drift correction on the direct part only (eqs.
+    (10)-(11))."""
+
+    name: ClassVar[str] = "svrg"
+
+    def rounds(self, config: FedNest) -> RoundsShare:
+        return RoundsShare("N' + 3" if config.truncation == "random" else "N + 3",
+                           {"N": config.neumann_terms})
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
+        x_plus, h = fedout(ctx, x, y, result.p, steps.outer, config.local_steps,
+                           config.scale_by_steps)
+        return x_plus, h, result
+
+
+@dataclasses.dataclass(frozen=True)
+class MinimaxFedOut(OuterUpdate):
+    """FedOut without the indirect term (Sec. 2.5, eq. (12)): ``grad_xy g_i = 0`` cannot be
+    assumed in general, so it is valid only for minimax problems; two rounds."""
+
+    name: ClassVar[str] = "minimax"
+
+    def check_problem(self, problem: Problem) -> None:
+        if problem.kind != "minimax":
+            raise ValueError("outer_method='minimax' drops the indirect term, which is valid "
+                             f"only for minimax problems (got a {problem.kind} problem)")
+
+    def rounds(self, config: FedNest) -> RoundsShare:
+        return RoundsShare("2", {})
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps,
+                           config.scale_by_steps)
+        return x_plus, h, None
+
+
+@dataclasses.dataclass(frozen=True)
+class LFedOut(OuterUpdate):
+    """LFedOut (Alg. 5 as reconstructed in notes 2.7): local hypergradient steps with each
+    client's own Neumann series, one round; on a minimax problem without the indirect term."""
+
+    name: ClassVar[str] = "local"
+
+    def rounds(self, config: FedNest) -> RoundsShare:
+        return RoundsShare("1", {})
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = lfedout(ctx, x, y, steps.outer, config.local_steps, config.neumann_terms,
+                            steps.neumann, indirect=ctx.problem.kind != "minimax",
+                            scale_by_steps=config.scale_by_steps)
+        return x_plus, h, None
+
+
+# The strategies by name: the values ``inner_method`` / ``outer_method`` took before they were
+# strategies, which the registry, the claims, the configs and the tests still pass.
+INNER_UPDATES: dict[str, InnerUpdate] = {s.name: s for s in (FedInn(), LFedInn())}
+OUTER_UPDATES: dict[str, OuterUpdate] = {s.name: s for s in (FedOut(), LFedOut(),
+                                                             MinimaxFedOut())}
+
+__all__ = [
+    "INNER_UPDATES",
+    "OUTER_UPDATES",
+    "FedInn",
+    "FedOut",
+    "InnerUpdate",
+    "LFedInn",
+    "LFedOut",
+    "MinimaxFedOut",
+    "OuterUpdate",
+    "RoundsShare",
+]

@@ -1,0 +1,225 @@
+"""Figures that say what they show (issue 14): a theory line beside every measured rate, bound
+and exponent (from values in the results files, never invented), log axes for power laws, y
+labels naming the quantity, counts against their formula, panels titled by the problem, and a
+figure drawn again only when its inputs changed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from reports import plots
+from reports.build import build_report
+from reports.case_titles import case_title
+from reports.figure_cache import MANIFEST
+from reports.figure_spec import Curve, quantity_label, slope_guide
+from tests.test_report import _case, _claim, _write_series
+
+THEORY_ROLES = set(plots.THEORY_ROLES)
+SPEC = {"family": "QuadraticBilevel.random", "n_clients": 6, "dim_x": 3, "dim_y": 2,
+        "condition_number": 2.36358, "seed": 228041, "hessian_heterogeneity": 0.105375,
+        "gradient_heterogeneity": 1.28481e-277, "mu": 1.0, "n_samples": 0,
+        "gradient_noise": 0.0, "hessian_noise": 0.0}
+PID = "quad.bilevel.m6.dx3.dy2.k2.36358.hh0.105375.gh1.28481e-277.n0.seed228041"
+
+RATE = "classical.toy.rate_without_theory_series"
+POWER = "hgp.toy.noise_exponent_b"
+OTHER_VARIABLE = "aggitd.toy.participation"
+COUNT = "fednest.toy.rounds"
+BOUND_NO_SERIES = "fednest.toy.bound_without_series"
+NO_THEORY = "fedmsa.toy.exponent_without_theory"
+
+
+def _fit(estimate: float, theory: float, quantity: str, half_width: float = 1e-3,
+         tolerance: float = 0.05) -> dict:
+    return {"quantity": quantity, "estimate": estimate, "ci_low": estimate - half_width,
+            "ci_high": estimate + half_width, "theory": theory, "tolerance": tolerance,
+            "confidence": 0.95}
+
+
+def _fitted_case(fit: dict, relation: str) -> dict:
+    case = _case(PID, fit["estimate"], fit["theory"], True, relation, fit)
+    return case | {"spec": SPEC, "outcome": "holds"}
+
+
+def make_figure_results(root: Path) -> Path:
+    """One claim per figure kind, in the runner's layout."""
+    (root / "claims").mkdir(parents=True)
+    (root / "metadata.json").write_text(json.dumps({"profile": {"name": "fast"}}))
+    claims, series = {}, {}
+
+    rate_fit = _fit(math.log(0.5), math.log(0.5) * 1.01, "log error per inner iteration")
+    claims[RATE] = _claim(RATE, "Classical", "linear_rate", "holds",
+                          [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
+                          fits=[rate_fit | {"problem_id": PID}])
+    series[RATE] = ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0)
+                               for t in range(10)])
+
+    power_fit = _fit(-0.5, -0.5, "exponent of the exact noise floor RMS in b")
+    claims[POWER] = _claim(POWER, "HGP", "scaling_exponent", "holds",
+                           [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
+                           fits=[power_fit | {"problem_id": PID}])
+    series[POWER] = ("hgp-stochastic", [
+        (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
+        for b in (2, 4, 8, 16) for name, scale in (("measured", 1.0), ("bound", 1.01))])
+
+    # the exponent is in (M-S)/(S(M-1)), not in the plotted S: no slope on the S axis
+    other_fit = _fit(1.0, 1.0, "exponent of Var[h] in (M-S)/(S(M-1))", tolerance=0.02)
+    claims[OTHER_VARIABLE] = _claim(OTHER_VARIABLE, "AggITD", "scaling_exponent", "holds",
+                                    [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
+                                    fits=[other_fit | {"problem_id": PID}])
+    series[OTHER_VARIABLE] = ("aggitd", [
+        (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0)
+        for s in (1, 2, 3, 4)])
+
+    claims[COUNT] = _claim(COUNT, "FedNest", "communication_count", "holds", [
+        _case(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
+        for n in (1, 3, 5, 8)])
+    series[COUNT] = ("fednest", [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0)
+                                 for n in (1, 3, 5, 8)])
+
+    claims[BOUND_NO_SERIES] = _claim(BOUND_NO_SERIES, "FedNest", "bias_bound", "holds", [
+        _case(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)])
+
+    claims[NO_THEORY] = _claim(NO_THEORY, "FedMSA", "scaling_exponent", "holds", [
+        _case(PID, 0.5, math.nan, True, "monotone") | {"spec": SPEC}])
+    series[NO_THEORY] = ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0)
+                                    for r in (1, 2, 4, 8)])
+
+    for cid, data in claims.items():
+        (root / "claims" / f"{cid}.json").write_text(json.dumps(data))
+    for cid, (estimator, rows) in series.items():
+        _write_series(root / "series" / f"{cid}.csv", cid, estimator, rows)
+    return root
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
+    root = tmp_path_factory.mktemp("figures")
+    index = build_report(make_figure_results(root / "results"), root / "out")
+    manifest = json.loads((index.parent / "figures" / MANIFEST).read_text())["figures"]
+    return index, manifest, index.read_text(encoding="utf-8")
+
+
+def _panels(manifest: dict, cid: str) -> list[dict]:
+    return manifest[f"{cid}.png"]["artists"]
+
+
+def _roles(manifest: dict, cid: str) -> set[str]:
+    return {role for panel in _panels(manifest, cid) for role in panel["roles"]}
+
+
+def test_every_rate_exponent_and_bound_figure_draws_a_theory_line(built):
+    _, manifest, _ = built
+    for cid in (RATE, POWER, OTHER_VARIABLE, COUNT, BOUND_NO_SERIES):
+        assert _roles(manifest, cid) & THEORY_ROLES, cid
+
+
+def test_rate_without_theory_series_gets_the_fits_slope_and_interval(built):
+    _, manifest, _ = built
+    series_panel, fit_panel = _panels(manifest, RATE)
+    assert {"measured", "theory-slope", "fitted-interval"} <= set(series_panel["roles"])
+    assert series_panel["yscale"] == "log" and series_panel["xscale"] == "linear"
+    assert {"theory-level", "allowed-region", "fit-estimate"} <= set(fit_panel["roles"])
+
+
+def test_power_law_on_log_log_axes_with_the_quantity_as_y_label(built):
+    _, manifest, _ = built
+    first = _panels(manifest, POWER)[0]
+    assert first["xscale"] == first["yscale"] == "log"
+    assert "exact noise floor RMS" in first["ylabel"] and "error" not in first["ylabel"]
+    assert first["xlabel"].startswith("batch size")
+    assert {"bound", "theory-slope", "fitted-interval"} <= set(first["roles"])
+
+
+def test_no_slope_on_an_axis_the_fit_is_not_in(built):
+    index, manifest, text = built
+    series_panel, fit_panel = _panels(manifest, OTHER_VARIABLE)
+    assert "theory-slope" not in series_panel["roles"]
+    assert "theory-level" in fit_panel["roles"]
+    assert "its theory is shown in the right-hand panel only" in text
+
+
+def test_counts_are_measured_against_the_formula_across_configurations(built):
+    _, manifest, _ = built
+    (panel,) = _panels(manifest, COUNT)  # one panel for all configurations, not one dot each
+    assert {"case-measured", "case-bound"} <= set(panel["roles"])
+    assert panel["xlabel"] == "the formula's value"
+    assert panel["ylabel"].startswith("rounds measured")
+
+
+def test_no_theory_line_is_invented(built):
+    _, manifest, _ = built
+    assert not _roles(manifest, NO_THEORY) & THEORY_ROLES
+
+
+def test_panel_titles_describe_the_problem_not_its_id(built):
+    _, manifest, _ = built
+    title = _panels(manifest, POWER)[0]["title"]
+    assert title.startswith("worst case: Quadratic bilevel: 6 clients, d_x 3, d_y 2, κ 2.36")
+    assert "gradient het. ~0" in title and "e-277" not in title and PID not in title
+    assert case_title("p.unknown", None) == "p.unknown"
+
+
+def test_quantity_labels():
+    assert quantity_label("exponent of Var[h] in (M-S)/(S(M-1))") == "Var[h]"
+    assert quantity_label("log ||grad f(x_N)|| per Neumann term") == "||grad f(x_N)||"
+    assert quantity_label("exponent of the exact noise floor RMS in b") == \
+        "exact noise floor RMS"
+    assert quantity_label("something else") is None
+
+
+def test_slope_guide_uses_the_recorded_theory_and_checks_the_axis():
+    curve = Curve("e", "measured", "b", (2.0, 4.0, 8.0, 16.0),
+                  tuple(3 * b**-0.5 for b in (2.0, 4.0, 8.0, 16.0)), (0.0,) * 4)
+    guide = slope_guide(curve, _fit(-0.5, -0.47, "q"), "power")
+    assert guide is not None and guide.theory == -0.47 and guide.estimate == -0.5
+    assert (guide.x_low, guide.x_high) == (2.0, 16.0)
+    assert slope_guide(curve, _fit(1.0, 1.0, "q"), "power") is None  # another variable
+
+
+# --------------------------------------------------------------------------- the figure cache
+
+
+def _pngs(out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (out / "figures").glob("*.png")}
+
+
+def test_rebuild_draws_only_the_figures_whose_inputs_changed(tmp_path, monkeypatch):
+    results = make_figure_results(tmp_path / "results")
+    out = tmp_path / "out"
+    build_report(results, out)
+    first = _pngs(out)
+    assert len(first) >= 5
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an unchanged figure was drawn again")
+
+    monkeypatch.setattr(plots, "draw_figure", refuse)
+    build_report(results, out)  # unchanged results: nothing is drawn
+    assert _pngs(out) == first
+    monkeypatch.undo()
+
+    series = results / "series" / f"{RATE}.csv"
+    series.write_text(series.read_text().replace(",0.5,", ",0.55,"))
+    build_report(results, out)
+    changed = {name for name, mtime in _pngs(out).items() if mtime != first[name]}
+    assert changed == {f"{RATE}.png"}
+
+
+def test_a_damaged_figure_is_drawn_again_and_a_removed_claim_pruned(tmp_path):
+    results = make_figure_results(tmp_path / "results")
+    out = tmp_path / "out"
+    build_report(results, out)
+    damaged = out / "figures" / f"{POWER}.png"
+    damaged.write_bytes(b"not a png")
+    (results / "claims" / f"{COUNT}.json").unlink()
+    build_report(results, out)
+    assert damaged.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (out / "figures" / f"{COUNT}.png").exists()
+    manifest = json.loads((out / "figures" / MANIFEST).read_text())["figures"]
+    assert f"{COUNT}.png" not in manifest
+    assert not list((out / "figures").glob("*.tmp"))

@@ -1,0 +1,59 @@
+"""Algorithm 1's exact identities: the mean over Q against eq. (11) and the per-index
+closed form of eq. (5) (also run on Alg. 1 as printed, to refute its typos)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from theory_checks.aggitd.common import _run, _setup
+from theory_checks.claim import Case, Claim, Measurement
+from theory_checks.tolerances import IDENTITY_RTOL
+
+
+def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Mean over Q = 0..N of the estimator equals eq. (11) along the FedSVRG trajectory."""
+    ex, x, y0 = _setup(case)
+    seed = case.params["point_seed"]
+    n, tau = seed % 9, 1 + (seed // 9) % 3
+    beta = lam = 1.0 / ex.L_g
+    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    gx, _ = ex.grad_outer(ys[-1])
+    predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
+    params = {"inner_steps": n, "local_steps": tau, "inner_step_size": beta,
+              "neumann_step_size": lam}
+    outs = [_run(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
+    mean = torch.stack([o.value for o in outs]).mean(0)
+    expected = _run(make, ex.problem, x, y0, expectation=True, **params)
+    scale = ex.scale(ys[-1])
+    residuals = {
+        "mean_over_index": float((mean - predicted).norm()) / scale,
+        "expectation_mode": float((expected.value - predicted).norm()) / scale,
+        "inner_iterate": float((outs[0].state.y - ys[-1]).norm())
+        / (float(ys[-1].norm()) + float(y0.norm()) + 1e-300),
+    }
+    worst = max(residuals.values())
+    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative residual <=",
+                       details={"inner_steps": n, "local_steps": tau, **residuals})
+
+
+def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """For a fixed Q: h = grad_x f(y^N) - lam (N+1) J prod_{t=N}^{Q+1}(I - lam H) grad_y f(y^Q)."""
+    ex, x, y0 = _setup(case)
+    seed = case.params["point_seed"]
+    n = 1 + seed % 12
+    q = (seed // 12) % (n + 1)
+    tau = 1 + (seed // 200) % 2
+    beta = lam = 1.0 / ex.L_g
+    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    gx, _ = ex.grad_outer(ys[-1])
+    hess_iv = lam * (n + 1) * torch.linalg.matrix_power(ex.eye - lam * ex.H, n - q) \
+        @ ex.grad_outer(ys[q])[1]
+    predicted = gx - ex.J @ hess_iv
+    out = _run(make, ex.problem, x, y0, inner_steps=n, local_steps=tau, inner_step_size=beta,
+               neumann_step_size=lam, index=q)
+    relative = float((out.value - predicted).norm()) / ex.scale(ys[-1])
+    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
+                       "relative residual <=", details={"inner_steps": n, "index": q})

@@ -1,0 +1,279 @@
+r"""The papers' round-savings claims, each algorithm tuned the same way, over many problems.
+
+Three claims compare an algorithm with FedNest in the rounds it needs to reach one target:
+
+- AggITD (Xiao & Ji 2023; abstract, Sec. 4, Table 2): FBO-AggITD needs *fewer* communication
+  rounds than FedNest on heterogeneous clients (per outer iteration ``2N + 3`` against
+  ``2N + T + 3``; Table 2 measures 2.5-3x fewer rounds to 90% test accuracy);
+- FedMSA (Tarzanagh et al. 2023; abstract, Fig. 1(a), Fig. 4): "order-of-magnitude savings in
+  communication rounds", i.e. at most 1/10 of FedNest's rounds;
+- LFedNest (FedNest, Tarzanagh et al. 2022; Sec. 2.6, Sec. 4.1): LFedNest saves rounds
+  (``T + 1`` against ``2T + N + 3`` per iteration) and "performs well on homogeneous clients",
+  i.e. fewer rounds than FedNest there (the paper says it degrades under heterogeneity, so that
+  is the claim's condition).
+
+**What is measured** (every definition is in :mod:`theory_checks.comparison.runs`, shared with the
+rounds-to-target table): the rounds ``R`` after which the relative stationarity
+``||grad h(x_k)|| / ||grad h(x_0)||`` stays at or below ``eps = 0.1`` (held through round
+``2R``; a run that does not reach counts ``CAP = 300`` rounds). A case is a multi-client
+problem *family* drawn by hypothesis (heterogeneous for AggITD and FedMSA, homogeneous for
+LFedNest). Tuning: on :data:`TUNING_PROBLEMS` fixed draws of the family (none of them evaluated),
+each algorithm's outer step ``c / L_h`` is chosen from the same grid ``{1/4, ..., 4}`` by the
+same rule (least total ``R``), inner and Neumann steps ``1 / l_{g,1}``. The tuning is
+deterministic given the case (fixed streams), so what follows is a sample of independent
+problems given the selected steps.
+
+**The statistical test.** Evaluation ``j`` draws an independent problem ``P_j`` of the family
+(``design.rng``), runs FedNest and the claim's algorithm (built with ``make``, so a registered
+variant or a perturbation is what is checked) at their tuned steps, and records whether the
+ratio is within the claim:
+
+.. math::
+
+    S_j = \mathbb{1}\big[R_{\rm cand}(P_j) < b\, R_{\rm FedNest}(P_j)\big] \ (b = 1),\qquad
+    S_j = \mathbb{1}\big[R_{\rm cand}(P_j) \le b\, R_{\rm FedNest}(P_j)\big] \ (b = 1/10).
+
+The claim, read as a statement about the typical problem of the family (the papers report one
+run per setting), is that the median ratio is within ``b``: ``p = P(S = 1) > 1/2``. The evidence
+is an exact Clopper-Pearson interval of ``p`` (:func:`sequential_binomial`: two planned looks,
+each at half the case's rate), decided against ``[1/2, 1]``: "holds" when the whole interval is
+above 1/2, "fails" when it is below, "undecided" otherwise. The looks' sizes are computed before
+sampling from the rate and the effects :data:`RESOLVED_FRACTIONS`. The geometric-mean ratio and
+its 95% Student-t interval over the problems are reported beside it (descriptive).
+
+.. warning:: The papers' experiments are MNIST networks with minibatches; here the problems are
+   closed-form quadratics with exact local oracles, and both FedNest's and AggITD's
+   hypergradients are their deterministic-sum forms (the random-index forms of the theory
+   leave neither algorithm below the target: :class:`theory_checks.comparison.runs.Comparison`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from problems import ProblemError, QuadraticBilevel, strategies
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim_file import load_claims
+from theory_checks.comparison import runs as runs
+from theory_checks.comparison.runs import BASELINE, COMPARISONS, Comparison
+from theory_checks.decision import (
+    Binomial,
+    Design,
+    Evidence,
+    SpentRate,
+    StatTest,
+    clopper_pearson,
+)
+
+# The design has two looks (a group-sequential Binomial, each look at half the case's rate,
+# Bonferroni, so stopping at the first decided look keeps the false-failure rate):
+# Why 0.95 at the first look: it resolves a family on which the claim holds (or fails) on 95%
+# of the problems, with 15 problems at rate 1e-3 (the correct algorithms on most families, and
+# every perturbation, stop there).
+# Why 0.8 at the second: a family where FedNest reaches the target in one outer iteration on
+# some problems (30 rounds, so FedMSA would need <= 3) holds on ~85% of them; 0.8 resolves it
+# with ~40 problems. A family where the claim holds on only ~60% of problems is a split
+# verdict, and "undecided" is then the right answer.
+RESOLVED_FRACTIONS = (0.95, 0.8)
+MAX_TRIALS = 64  # a cap on the problems per look (the confirmation multiplies it by 4)
+# Monte Carlo keys: the problem draw of evaluation j, and the stream of each grid step of each
+# algorithm on it.
+_PROBLEM, _RUN = 1, 2
+
+
+def trials_for(rate: float, fraction: float) -> int:
+    """The fewest problems ``n`` for which ``floor(fraction n)`` successes put the one-sided
+    Clopper-Pearson lower bound at ``rate`` above 1/2 (and, symmetrically, as many failures
+    put the upper bound below it)."""
+    n = 2
+    while clopper_pearson(math.floor(fraction * n), n, rate)[0] <= 0.5:
+        n += 1
+        if n > 10_000:
+            raise ValueError(f"no n resolves fraction {fraction} at rate {rate}")
+    return n
+
+
+def sequential_binomial(successes: int, trials: int, looks: int) -> Evidence:
+    """A proportion ``successes / trials`` of independent trials observed at the last of up to
+    ``looks`` planned looks: exact Clopper-Pearson bounds at ``rate / looks``.
+
+    Why valid: a design that may stop at any of ``L`` looks fails falsely only if some look's
+    bound crosses; at ``rate / L`` per look the union has probability ``<= rate`` (Bonferroni
+    over looks), whatever the stopping rule.
+    """
+    return SpentRate(Binomial(successes, trials), looks)
+
+
+def looks_for(rate: float) -> tuple[int, ...]:
+    """The cumulative problem counts of the looks, before any sampling, from the case's rate
+    and :data:`RESOLVED_FRACTIONS`."""
+    per_look = rate / len(RESOLVED_FRACTIONS)
+    return tuple(min(MAX_TRIALS, trials_for(per_look, f)) for f in RESOLVED_FRACTIONS)
+
+
+# The tuning problems of a case: fixed draws of its family, on fixed streams (explicit seeds),
+# none of which the evaluation draws (those come from the design's streams). Tuning is part of
+# the case, not of the Monte Carlo sample: given the case, the evaluation problems are
+# independent and the Binomial interval is exact.
+TUNING_PROBLEMS = 3  # why 3: one problem's best step can be marginal elsewhere (a c = 2 picked
+# on one draw failed on 13 of 14 others); the least total over three draws is robust
+_TUNING_STREAM = 20240601
+# Tuning is deterministic given (algorithm, configuration, family): the confirmation stage and a
+# counterexample's replay measure the same case again and reuse it instead of re-running the
+# grid. The key is the built algorithm's repr (class and every field, so a perturbed algorithm
+# never shares an entry with the correct one) and the family's spec.
+_TUNING_CACHE: dict[tuple[str, str], runs.Tuning] = {}
+
+
+def _tuning(comparison: Comparison, build: Callable[..., Any], name: str,
+            config: dict[str, Any], spec: dict[str, Any]) -> runs.Tuning:
+    problems = [runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]), comparison)
+                for i in range(TUNING_PROBLEMS)]
+    key = (repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
+           repr(sorted((k, v) for k, v in spec.items() if k != "seed")))
+    if key not in _TUNING_CACHE:
+        _TUNING_CACHE[key] = runs.tune(
+            build, name, config, problems,
+            lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]))
+    return _TUNING_CACHE[key]
+
+
+def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Generator:
+    """The stream of one run: problem ``problem_index``, the candidate's or the baseline's."""
+    return design.rng(_RUN, problem_index, int(role == "baseline"))
+
+
+def _check(comparison: Comparison) -> Callable[..., Measurement]:
+    def check(claim: Claim, case: Case, make: Callable[..., Any],
+              design: Design) -> Measurement:
+        try:
+            case.problem.outer_minimizer()
+        except ProblemError as error:
+            raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
+        spec = case.problem.spec()
+        try:
+            cand_tuning = _tuning(comparison, make, comparison.candidate,
+                                  dict(comparison.candidate_config), spec)
+            base_tuning = _tuning(comparison, functools.partial(runs._build, BASELINE, {}),
+                                  BASELINE, dict(comparison.baseline_config), spec)
+        except ProblemError as error:  # the family has (almost) no problem to compare on
+            raise NotMeasurable(str(error)) from error
+        if base_tuning.multiple is None:
+            raise NotMeasurable("FedNest reaches the target at no step of the grid on the "
+                                "family's tuning problems: no round count to compare with")
+        # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
+        # the cap, which is what never reaching costs it)
+        cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
+        looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
+        per_problem: list[dict[str, Any]] = []
+        series = []
+        for j in range(looks[-1]):
+            if j in looks:  # a look: stop when its interval already decides
+                at_look = sequential_binomial(sum(p["within_claim"] for p in per_problem), j,
+                                             len(looks))
+                if (at_look.lower(design.false_fail_rate) >= 0.5
+                        or at_look.upper(design.false_fail_rate) < 0.5):
+                    break
+            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j), comparison)
+            verdict = runs.compare_at(
+                comparison, drawn, make, cand_multiple, base_tuning.multiple,
+                functools.partial(_run_stream, design, j))
+            base = verdict.baseline
+            per_problem.append({
+                "seed": drawn.spec()["seed"], "within_claim": verdict.within,
+                "ratio": verdict.ratio, "candidate_rounds": verdict.candidate.rounds,
+                "candidate_stop": verdict.candidate.stop,
+                "fednest_rounds": None if base is None else base.rounds,
+                "fednest_stop": None if base is None else base.stop})
+            if verdict.ratio is not None:
+                series += [SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0,
+                                       comparison.candidate),
+                           SeriesPoint("bound", "problem", j, comparison.bound, 0, 0,
+                                       comparison.candidate)]
+        trials = len(per_problem)
+        successes = sum(p["within_claim"] for p in per_problem)
+        known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
+        mean, low, high = (runs.log_ratio_evidence_interval(known) if known
+                           else (math.nan, math.nan, math.nan))
+        relation = "<" if comparison.bound >= 1.0 else "<="
+        return Measurement(
+            successes / trials, 0.5, True,
+            f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
+            "(Clopper-Pearson)",
+            series=tuple(series),
+            details={"target": runs.TARGET, "round_budget": runs.ROUND_BUDGET, "cap": runs.CAP,
+                     "step_grid": list(runs.STEP_GRID), "bound": comparison.bound,
+                     "tuning": {"candidate": cand_tuning.describe(),
+                                "fednest": base_tuning.describe()},
+                     "candidate_multiple": cand_multiple,
+                     "candidate_config": dict(comparison.candidate_config),
+                     "fednest_config": dict(comparison.baseline_config),
+                     "rounds_per_iteration": {
+                         "candidate": comparison.candidate_rounds_per_iteration(),
+                         "fednest": comparison.baseline_rounds_per_iteration()},
+                     "problems": trials, "within_claim": successes, "looks": looks,
+                     # descriptive, over the problems where neither run was stopped early
+                     "exact_ratios": len(known),
+                     "geometric_mean_ratio": math.exp(mean) if known else None,
+                     "ratio_interval_95": [math.exp(low), math.exp(high)]
+                     if math.isfinite(low) else None,
+                     "per_problem": per_problem},
+            tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
+                            "family's problems", sequential_binomial(successes, trials, len(looks)),
+                            low=0.5),))
+
+    check.__qualname__ = f"comparison_check_{comparison.key}"
+    return check
+
+
+def _family(homogeneous: bool) -> Callable[[], st.SearchStrategy[Case]]:
+    """Multi-client quadratic families: heterogeneous (both knobs bounded away from zero) or
+    homogeneous (identical clients), kappa in [2, 3].
+
+    Why kappa <= 3: FedNest's N = 5 (AggITD's setting) or N = 3 (FedMSA's) Neumann terms leave
+    a bias floor that grows with kappa (s ~ 0.02-0.06 at kappa = 3); above it the target 0.1
+    is out of FedNest's reach on most draws and the comparison would measure the floor.
+    Why dim_x >= 2: with one outer coordinate the tuned step c = 1 is Newton's step, FedNest
+    reaches the target in one outer iteration, and the comparison reduces to one iteration's
+    bias against the candidate's first rounds (measured on dim_x = 1: FedMSA's first two
+    rounds, 4 > 30 / 10; AggITD missing FedNest's one-iteration 18 rounds on 3 of 14 problems);
+    the papers' claims are about runs of hundreds of rounds, where the per-iteration saving
+    compounds. Why gradient heterogeneity in [1, 2]: the spread of the clients' linear terms is
+    then as large as their mean (standard normal entries), the analogue of the papers' non-iid
+    splits; the claims are made "in the presence of data heterogeneity". Why small dimensions:
+    every case runs two grid searches and 15-40 problems.
+    """
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Case:
+        problem = QuadraticBilevel.random(
+            draw(st.integers(3 if not homogeneous else 2, 8)), draw(st.integers(2, 3)),
+            draw(st.integers(2, 3)), draw(st.floats(2.0, 3.0)), seed=draw(strategies.SEEDS),
+            hessian_heterogeneity=0.0 if homogeneous else draw(st.floats(0.1, 0.3)),
+            gradient_heterogeneity=0.0 if homogeneous else draw(st.floats(1.0, 2.0)))
+        return Case(problem, {})
+
+    return build
+
+
+
+# Check of claim comparison.aggitd_fewer_rounds_than_fednest
+aggitd_fewer_rounds_than_fednest_check = _check(COMPARISONS["aggitd"])
+
+# Check of claim comparison.fedmsa_tenfold_fewer_rounds
+fedmsa_tenfold_fewer_rounds_check = _check(COMPARISONS["fedmsa"])
+
+# Check of claim comparison.lfednest_fewer_rounds_homogeneous
+lfednest_fewer_rounds_homogeneous_check = _check(COMPARISONS["lfednest"])
+
+
+CLAIMS: tuple[Claim, ...] = load_claims(Path(__file__).with_name("claims.toml"))
+
+__all__ = ["CLAIMS", "RESOLVED_FRACTIONS", "looks_for", "sequential_binomial", "trials_for"]

@@ -1,0 +1,205 @@
+"""FedMSA perturbations: the smallest realistic bug that each claim expected to hold must catch.
+
+Each builder takes the registry's keyword parameters (like ``EstimatorInfo.build``), builds the
+registered algorithm and returns a copy of it with one mistake: a subclass of
+:class:`~testbed.algorithms.fedmsa.FedMSA` or of its maps. Which claim names which builder, and
+why that bug is the smallest that matters to it, is in the claim literals
+(:mod:`theory_checks.fedmsa`, :mod:`theory_checks.fedmsa.rates`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
+from testbed.registry import get_estimator
+from theory_checks.perturbed_variants import recast
+
+# --------------------------------------------------------------------------- maps
+
+
+@dataclasses.dataclass(frozen=True)
+class FreshSampleAtOldPoint(BilevelMaps):
+    """Eqs. (5)-(6) evaluate both points of a difference on one sample; here the second stacked
+    point (the previous one) gets the next sample of the client's set instead."""
+
+    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        C = int(clients.shape[0]) // 2
+        if C == 0 or batches[0] is None:
+            return super().evaluate(oracles, x, Z, clients, batches)
+        shifted = [None if b is None else repeat_batch(b, 1) for b in batches]
+        for b in shifted:
+            if b is not None:
+                b.indices[C:] = (b.indices[C:] + 1) % oracles.problem.n_samples
+        return super().evaluate(oracles, x, Z, clients, shifted)
+
+
+@dataclasses.dataclass(frozen=True)
+class IndirectTermOnW(BilevelMaps):
+    """(10b)'s indirect term ``grad^2_xw g v`` evaluated on the w-block of ``z = [w; v]``
+    instead of the v-block (an off-by-one-block slice of the flat Z)."""
+
+    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        p, s = super().evaluate(oracles, x, Z, clients, batches)
+        dy = oracles.problem.dim_y
+        w, v = Z[:, :dy], Z[:, dy:]
+        zeta = batches[1]
+        Jv = oracles.jvp_inner_xy(x, w, v, clients, zeta)
+        Jw = oracles.jvp_inner_xy(x, w, w, clients, zeta)
+        return p + Jv - Jw, s
+
+
+@dataclasses.dataclass(frozen=True)
+class VEquationSignConvention(BilevelMaps):
+    """(10a)'s v-block with eq. (1)'s sign convention, ``grad^2_w g v + grad_w f``, beside
+    (10b) in eq. (2)'s: the paper uses both conventions (notes 1.3), and mixing them moves the
+    fixed point to ``v = -v*``, so P there is not the hypergradient."""
+
+    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        p, s = super().evaluate(oracles, x, Z, clients, batches)
+        dy = oracles.problem.dim_y
+        _, fw = oracles.grad_outer(x, Z[:, :dy], clients, batches[0])
+        return p, torch.cat([s[:, :dy], s[:, dy:] + 2.0 * fw], dim=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class AlwaysPaper(CompositionalMaps):
+    """Claims the "exact" semantics but evaluates the paper's average of per-client products."""
+
+    def exact_map(self, problem: Any, x: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
+        return CompositionalMaps("paper").exact_map(problem, x, Z)
+
+
+# --------------------------------------------------------------------------- algorithm
+
+
+class _Only:
+    """A view of a federated context in which the named calls see only the first client."""
+
+    def __init__(self, ctx: Any, first_global: bool = False, first_local: bool = False):
+        self._ctx = ctx
+        self._first_global, self._first_local = first_global, first_local
+
+    def all_clients(self) -> torch.Tensor:
+        clients = self._ctx.all_clients()
+        return clients[:1] if self._first_global else clients
+
+    def participants(self) -> torch.Tensor:
+        clients = self._ctx.participants()
+        return clients[:1] if self._first_local else clients
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ctx, name)
+
+
+@dataclasses.dataclass(frozen=True)
+class OneClientGlobal(FedMSA):
+    """The global step (5) uses client 0's maps only instead of the average over M clients."""
+
+    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
+                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
+                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+        view: Any = _Only(ctx, first_global=True)
+        return super().global_directions(view, points[:1],
+                                         None if prev is None else prev[:1], h_prev, q_prev,
+                                         rho)
+
+
+@dataclasses.dataclass(frozen=True)
+class AdoptFirst(FedMSA):
+    """The server adopts the first sampled client's model instead of averaging the S models."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        view: Any = _Only(ctx, first_local=True)
+        return super().step(view, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class StatefulClient(FedMSA):
+    """Eq. (5)'s ``h_{r-1}, q_{r-1}`` taken from the local client's last SARAH state
+    ``(h_{r-1,K}, q_{r-1,K})`` instead of the previous global averages (notes 2.2: the clients
+    are stateless; the server sends ``h_{r-1}``)."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        if state.local:
+            last = state.local[-1]
+            state = dataclasses.replace(state, h=last.h[0], q=last.q[0])
+        return super().step(ctx, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraLocalStep(FedMSA):
+    """The local loop runs K + 1 steps in rounds r >= 1 (``range(K + 1)`` for
+    ``range(1, K + 1)``)."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        if state.round == 0:
+            return super().step(ctx, state)
+        return FedMSA.step(dataclasses.replace(self, local_steps=self.local_steps + 1), ctx,
+                           state)
+
+
+@dataclasses.dataclass(frozen=True)
+class IgnoresK(FedMSA):
+    """Runs one local step whatever K is (a loop bound that stops after the first step)."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        return FedMSA.step(dataclasses.replace(self, local_steps=1), ctx, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class AscentOnZ(FedMSA):
+    """``z <- z + beta q``: the stochastic-approximation update written with the other sign
+    convention (``z_{k+1} = z_k + beta S`` for a map S defined as minus FedMSA's)."""
+
+    def _betas(self, problem: Any) -> torch.Tensor:
+        return -super()._betas(problem)
+
+
+# --------------------------------------------------------------------------- builders
+
+
+def _with(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
+          ) -> Callable[..., FedMSA]:
+    def make(**kw: Any) -> FedMSA:
+        alg = get_estimator(entry).build(**kw)
+        return recast(alg, cls, **({} if maps is None else {"maps": maps}))
+
+    return make
+
+
+fresh_sample_at_old_point = _with(maps=FreshSampleAtOldPoint())
+indirect_term_on_w = _with(maps=IndirectTermOnW())
+v_equation_sign_convention = _with(maps=VEquationSignConvention())
+always_paper_semantics = _with(maps=AlwaysPaper(), entry="fedmsa-mco")
+one_client_global = _with(OneClientGlobal)
+adopt_first = _with(AdoptFirst)
+stateful_client = _with(StatefulClient)
+extra_local_step = _with(ExtraLocalStep)
+ignores_k = _with(IgnoresK)
+ascent_on_z = _with(AscentOnZ)
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightDecay(FedMSA):
+    """An L2 regulariser left on: the global direction is ``h_r + decay * x_r`` (a default
+    weight decay of the training loop applied to the hypergradient)."""
+
+    decay: float = 1e-2
+
+    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
+                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
+                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
+        return h + self.decay * points[0, : h.shape[0]], q
+
+
+weight_decay = _with(WeightDecay)

@@ -1,0 +1,108 @@
+"""LFedNest's heterogeneity-bias check (notes 2.7 [D], T19): its direction's formula and the
+exponent of its gap to FedNest's expected direction in the Hessian heterogeneity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from problems import QuadraticBilevel, strategies
+from testbed.federation.context import FederatedContext
+from theory_checks import _stats
+from theory_checks._exact import evaluation_point
+from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.fednest.common import _client_matrices, _expected_ihgp, _fedihgp, _power
+from theory_checks.tolerances import IDENTITY_RTOL
+
+# Why h0 = 1e-3: the LFedNest bias is h c_1 + h^2 c_2 + ...; the relative second-order share
+# on [h0, 8 h0] is <= 8 h0 ||c_2|| / ||c_1||, and expanding (H_bar + h Delta)^{-1} gives
+# ||c_2|| / ||c_1|| <= ~2 kappa (<= 40 here), so the fitted exponent moves by < 0.35 * 8e-3 ...
+# in practice < 0.01; the tolerance 0.02 is twice that.
+LFEDNEST_H0 = 1e-3
+LFEDNEST_EXPONENT_TOL = 0.02
+
+
+def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torch.Tensor,
+                    terms: int, lam: float) -> dict[str, torch.Tensor]:
+    """LFedNest's direction (one local step, alpha = 1: ``h = x - x^+``), its notes-2.7 formula
+    ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]`` and FedNest's ``E_{N'}[h]``,
+    all at ``(x, y*(x))``."""
+    y = problem.exact_inner_solution(x)
+    algorithm = make(inner_steps=1, neumann_terms=terms, local_steps=1, outer_step_size=1.0,
+                     neumann_step_size=lam)
+    steps = algorithm.resolve_steps(problem)
+    ctx = FederatedContext(problem, np.random.default_rng(0))
+    _, lfed, _ = algorithm.outer_update(ctx, x, y, steps)
+    mats = _client_matrices(problem, x, y)
+    eye = torch.eye(problem.dim_y, dtype=torch.float64)
+    local = torch.stack([torch.linalg.solve(
+        mats["H"][i], (eye - _power(eye - lam * mats["H"][i], terms)) @ mats["gy"][i])
+        for i in range(problem.n_clients)])  # reference formula, one client at a time
+    formula = (mats["gx"] - torch.einsum("mij,mj->mi", mats["J"], local)).mean(0)
+    fed = _fedihgp(_fedihgp_builder, terms, lam)
+    mean_p, _, _ = _expected_ihgp(fed, problem, x, y)
+    fednest, _, _ = fed.direction(FederatedContext(problem, np.random.default_rng(0)), x, y,
+                                  mean_p)
+    return {"lfednest": lfed, "formula": formula, "fednest": fednest,
+            "exact": problem.exact_hypergradient(x)}
+
+
+def _fedihgp_builder(**kw: Any) -> Any:
+    from testbed.registry import get_estimator
+
+    return get_estimator("fedihgp").build(**kw)
+
+
+def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """LFedNest's heterogeneity bias (notes 2.7 [D], T19), on one problem drawn at Hessian
+    heterogeneity h in {0, h0, 2 h0, 4 h0, 8 h0} (same seed: the means do not change with h).
+
+    Checks: LFedNest's direction equals its formula (1e-10); its gap to FedNest's expected
+    direction ``E_{N'}[h]`` (same N and l) is 0 at h = 0 (1e-10) and has fitted exponent 1 in h;
+    FedNest's bias ``E[h] - grad f`` does not depend on h (1e-10).
+    """
+    spec = dict(case.problem.spec())
+    spec.pop("family")
+    grid = [0.0] + [LFEDNEST_H0 * 2**k for k in range(4)]
+    problems = [QuadraticBilevel.random(**{**spec, "hessian_heterogeneity": h}) for h in grid]
+    lam = 1.0 / max(p.constants().L_clients for p in problems)
+    terms = int(case.params["neumann_terms"])
+    x, _ = evaluation_point(problems[0], case.params["point_seed"])
+    parts = [_lfednest_parts(p, make, x, terms, lam) for p in problems]
+    scale = 1.0 + max(float(q["exact"].norm()) + float(q["fednest"].norm()) for q in parts)
+    identity = max(float((q["lfednest"] - q["formula"]).norm()) for q in parts) / scale
+    gaps = [float((q["lfednest"] - q["fednest"]).norm()) for q in parts]
+    fed_bias = [q["fednest"] - q["exact"] for q in parts]
+    drift = max(float((b - fed_bias[0]).norm()) for b in fed_bias) / scale
+    homogeneous = gaps[0] / scale
+    if min(gaps[1:]) <= 1e-8 * scale:
+        raise NotMeasurable("LFedNest's first-order heterogeneity term vanishes on this case")
+    fit = _stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
+    result = Fit("exponent of ||LFedNest - FedNest|| in Hessian heterogeneity", fit.slope,
+                 fit.ci_low, fit.ci_high, 1.0, LFEDNEST_EXPONENT_TOL)
+    passed = (identity <= IDENTITY_RTOL and homogeneous <= IDENTITY_RTOL
+              and drift <= IDENTITY_RTOL and result.agrees)
+    series = tuple([SeriesPoint("measured", "hessian_heterogeneity", h, g, label="lfednest")
+                    for h, g in zip(grid, gaps, strict=True)]
+                   + [SeriesPoint("measured", "hessian_heterogeneity", h, float(b.norm()),
+                                  label="fedihgp") for h, b in zip(grid, fed_bias, strict=True)])
+    return Measurement(fit.slope, 1.0, passed,
+                       "|exponent - 1| <= 0.02; formula, zero at h = 0, FedNest bias fixed "
+                       "(1e-10)", series=series, fit=result,
+                       details={"identity": identity, "homogeneous_gap": homogeneous,
+                                "fednest_bias_drift": drift, "neumann_terms": terms})
+
+
+def _lfednest_cases() -> st.SearchStrategy[Case]:
+    return st.builds(
+        lambda m, dx, dy, kappa, gh, seed, point, terms: Case(
+            QuadraticBilevel.random(m, dx, dy, kappa if dy > 1 else 1.0, seed=seed,
+                                    hessian_heterogeneity=0.0, gradient_heterogeneity=gh),
+            {"point_seed": point, "neumann_terms": terms}),
+        st.integers(2, 5), st.integers(1, 3), st.integers(1, 3), st.floats(1.0, 20.0),
+        st.floats(0.5, 3.0), strategies.SEEDS, strategies.SEEDS, st.integers(1, 16))

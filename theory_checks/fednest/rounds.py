@@ -1,0 +1,113 @@
+"""FedNest's communication-round checks (Sec. 2.4, Table 2): ledger rounds per outer iteration
+of every variant, and the count under FedIHGP's random truncation ``N'``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from problems import ProblemConstants, strategies
+from testbed.algorithms.base import run_algorithm
+from testbed.algorithms.fednest import FedNest
+from testbed.algorithms.rounds import RoundsFormula
+from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from theory_checks.fednest.common import _bilevel, _per_client_taus
+
+
+def _round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
+    @st.composite
+    def build(draw: st.DrawFn) -> Case:
+        if kind == "minimax":
+            problem = draw(strategies.quadratic_minimax(max_clients=5, max_dim=3,
+                                                        kappa=(1.0, 10.0)))
+        else:
+            problem = draw(_bilevel(max_clients=5, max_dim=3, kappa=(1.0, 10.0)))
+        taus = draw(_per_client_taus(problem, 1, 2))
+        participation = draw(st.one_of(st.none(), st.integers(1, problem.n_clients)))
+        return Case(problem, {"inner_steps": draw(st.integers(1, 3)),
+                              "neumann_terms": draw(st.integers(1, 4)),
+                              "local_steps": taus, "participation": participation,
+                              "point_seed": draw(strategies.SEEDS)})
+
+    return lambda: build()
+
+
+def _rounds_run(case: Case, make: Callable[..., Any], truncation: str) -> tuple[Any, list[Any]]:
+    params = case.params
+    algorithm = make(inner_steps=params["inner_steps"], neumann_terms=params["neumann_terms"],
+                     local_steps=params["local_steps"], participation=params["participation"],
+                     truncation=truncation)
+    records = run_algorithm(algorithm, case.problem, 2, np.random.default_rng(
+        params["point_seed"]))
+    return algorithm, records
+
+
+def _table2(inner: str, outer: str, T: int = 1, N: int = 1,
+            truncation: str = "deterministic") -> RoundsFormula:
+    """Table 2's count of the variant (``inner_method``, ``outer_method``) at ``T`` and ``N``:
+    FedNest's ``rounds_formula()``, the formula's one home."""
+    return FedNest(inner_steps=T, neumann_terms=N, inner_method=inner,  # type: ignore[arg-type]
+                   outer_method=outer, truncation=truncation).rounds_formula()  # type: ignore
+
+
+def _table2_formula(inner: str, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
+                                                        float]:
+    """The claim's bound: Table 2's count at the case's ``T`` and ``N``."""
+    def bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
+        value = _table2(inner, outer, int(params["inner_steps"]),
+                        int(params["neumann_terms"])).value()
+        assert value is not None
+        return float(value)
+
+    return bound
+
+
+def check_rounds(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Ledger rounds of every outer iteration == ``rounds_per_iteration()`` == Table 2."""
+    algorithm, records = _rounds_run(case, make, "deterministic")
+    formula = claim.evaluate_bound(case.problem.constants(), case.params)
+    measured = [records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
+                for k in range(1, len(records))]
+    passed = all(r == formula for r in measured) and algorithm.rounds_per_iteration() == formula
+    series = tuple(SeriesPoint("measured", "outer_iteration", k + 1, r, 0, r)
+                   for k, r in enumerate(measured))
+    return Measurement(float(max(measured)), formula, passed, "== at every iteration",
+                       series=series, details={"declared": algorithm.rounds_per_iteration()})
+
+
+def check_rounds_paper_random(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """FedNest as listed (random N', Alg. 3) uses exactly ``2T + N + 3`` rounds per iteration.
+
+    ``params["truncation"]`` (default "random") lets the positive control run the same count on
+    the official code's deterministic truncation."""
+    _, records = _rounds_run(case, make, case.params.get("truncation", "random"))
+    formula = claim.evaluate_bound(case.problem.constants(), case.params)
+    measured = [r.state.rounds for r in records[1:]]
+    return Measurement(float(min(measured)), formula, all(r == formula for r in measured),
+                       "== at every iteration",
+                       details={"truncation_indices": [r.state.truncation_index
+                                                       for r in records[1:]]})
+
+
+def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Corrected: ``2T + N' + 3 <= 2T + N + 2`` with the drawn ``N'`` of each iteration."""
+    _, records = _rounds_run(case, make, "random")
+    T, N = case.params["inner_steps"], case.params["neumann_terms"]
+    formula = _table2("svrg", "svrg", T, N, truncation="random")  # 2T + N' + 3
+    ceiling = formula.value(**{"N'": N - 1})  # Alg. 3 draws N' <= N - 1: 2T + N + 2
+    assert ceiling is not None
+    ok, measured = True, []
+    for k in range(1, len(records)):
+        rounds = records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
+        n_prime = records[k].state.truncation_index
+        ok = ok and rounds == records[k].state.rounds == formula.value(
+            **{"N'": n_prime}) and rounds <= ceiling
+        measured.append(rounds)
+    return Measurement(float(max(measured)), float(ceiling), ok,
+                       "== 2T + N' + 3 and <= 2T + N + 2")
+
+

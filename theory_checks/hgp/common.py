@@ -1,0 +1,259 @@
+"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and constants.
+
+Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
+optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
+``e_k = grad_lambda f_k``; ``GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c``. HGP's ``v^(m)`` is
+compared with GlobalGrad in stacked Euclidean norm, normalised by ``||d_x f|| = ||[c_k]_k||``
+as in Theorem 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from problems import strategies
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.hgp import DecentralizedGradient, HGPState
+from theory_checks.claim import Case
+
+# Why 5%: the issue's tolerance for fitted rates against theory (as in the classical claims).
+RATE_RTOL = 0.05
+
+
+def point(problem: Any, seed: int) -> torch.Tensor:
+    """A seeded outer point ``x = [lambda_i]`` (standard normal around the initial point)."""
+    rng = np.random.default_rng(seed)
+    return problem.initial_point()[0] + torch.as_tensor(
+        rng.standard_normal(problem.dim_x), dtype=torch.float64)
+
+
+def global_grad(problem: Any, x: torch.Tensor) -> torch.Tensor:
+    """``(n, dl)`` GlobalGrad by a linear solve (the exact answer)."""
+    return DecentralizedGradient("global").per_client(problem, x)
+
+
+def scale(blocks: dict[str, torch.Tensor]) -> float:
+    """Natural size of GlobalGrad's terms: ``||e|| + max||J_i|| ||(sum H)^{-1}|| ||sum c||``."""
+    J_norm = float(torch.linalg.matrix_norm(blocks["J"], ord=2).max())
+    inv = 1.0 / float(torch.linalg.eigvalsh(blocks["H"].sum(0)).min())
+    return float(blocks["e"].norm()) + J_norm * inv * float(blocks["c"].sum(0).norm()) + 1e-300
+
+
+def det_constants(problem: Any, blocks: dict[str, torch.Tensor], eta: float) -> dict[str, float]:
+    """Deterministic-oracle constants of D1 (notes 4.6): alpha, beta, r, rho_bar."""
+    H = blocks["H"]
+    n, dy = H.shape[0], H.shape[1]
+    eye = torch.eye(dy, dtype=torch.float64)
+    eig = torch.linalg.eigvalsh(H)
+    r = float(torch.linalg.matrix_norm(eye - eta * H, ord=2).max())
+    rho_bar = float(torch.linalg.matrix_norm(eye - eta * H.mean(0), ord=2))
+    return {"alpha": float(eig.min()), "L": float(eig.max()), "r": r, "rho_bar": rho_bar,
+            "beta": float(torch.linalg.matrix_norm(blocks["J"], ord=2).max()), "n": float(n)}
+
+
+def graph_cases(
+    problem_strategy: st.SearchStrategy[Any], families: tuple[str, ...],
+    steps: tuple[int, int] = (1, 12), **extra: st.SearchStrategy[Any],
+) -> Callable[[], st.SearchStrategy[Case]]:
+    """Cases with a problem, a point seed, a graph family, a graph seed and S."""
+
+    def build() -> st.SearchStrategy[Case]:
+        def make(problem: Any, seed: int, family: str, graph_seed: int, S: int,
+                 **more: Any) -> Case:
+            return Case(problem, {"point_seed": seed, "graph_family": family,
+                                  "graph_seed": graph_seed, "pushsum_steps": S, **more})
+
+        return st.builds(make, problem_strategy, strategies.SEEDS, st.sampled_from(families),
+                         st.integers(0, 2**16), st.integers(*steps), **extra)
+
+    return build
+
+
+def fresh_state(problem: Any) -> HGPState:
+    n = problem.n_clients
+    return HGPState(problem.initial_point()[1].expand(n, -1).clone(),
+                    torch.ones(n, dtype=torch.float64), 0)
+
+
+def graph_of(case: Case) -> GraphSequence:
+    return GraphSequence(case.params["graph_family"], case.problem.n_clients,
+                         case.params["graph_seed"])
+
+
+def stacked_error(trajectory: torch.Tensor, exact: torch.Tensor) -> np.ndarray:
+    """``||v^(m) - GlobalGrad||`` (stacked over clients) for every m of a ``(M+1, n, dl)`` run."""
+    return (trajectory - exact).flatten(1).norm(dim=1).numpy()
+
+
+def terms_for(rate: float, target: float, cap: int) -> int:
+    """Smallest M with ``rate^M <= target`` (at most ``cap``; rate in (0, 1))."""
+    if rate <= 0.0:
+        return 1
+    return int(min(cap, max(1, math.ceil(math.log(target) / math.log(rate)))))
+
+
+# --------------------------------------------------------------------------- exact moments
+
+
+def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
+    """The ``(n, n)`` operators ``Theta_hat^(m)``, ``m = 1..count``, that ``est`` applies to
+    ``u`` in a run from a fresh state (graph step 0, Push-Sum weights 1).
+
+    Read off the estimator's own averaging (the identity basis through its ``average_step``, as
+    :meth:`HyperGradientPush.averaging_operator` does), carrying the Push-Sum weights from call
+    to call when ``est.keep_weights`` (the practical form), so they are what the estimator does.
+    """
+    from testbed.decentralized.ledger import GraphLedger
+    from testbed.federation.ledger import Ledger
+
+    graph = est.graph(n)
+    basis = torch.eye(n, dtype=torch.float64)[None]
+    weights = torch.ones(1, n, dtype=torch.float64)
+    time, operators = 0, []
+    for _ in range(count):
+        out, new_weights, time = est.average_step(basis, weights, time, graph, GraphLedger(n),
+                                              Ledger(n))
+        operators.append(out[0].numpy().copy())
+        if est.keep_weights:
+            weights = new_weights
+    return operators
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseMoments:
+    """Exact conditional moments of stochastic HGP given the graph sequence.
+
+    Attributes:
+        mean: ``(M + 1, n, dl)``: ``E[v^(m) | graphs]`` for ``m = 0..M``.
+        covariance: ``(n dl, n dl)``: ``Cov(v^(M) | graphs)`` (client-major, then coordinate).
+        variance: ``(M + 1,)``: ``E[||v^(m) - E v^(m)||^2 | graphs]`` (stacked over clients).
+    """
+
+    mean: np.ndarray
+    covariance: np.ndarray
+    variance: np.ndarray
+
+    @property
+    def coordinate_sd(self) -> np.ndarray:
+        """``(n, dl)``: standard deviation of each coordinate of ``v^(M)``."""
+        n, dl = self.mean.shape[1:]
+        return np.sqrt(np.clip(np.diag(self.covariance), 0.0, None)).reshape(n, dl)
+
+
+def noise_moments(problem: Any, x: torch.Tensor, est: Any,
+                  batch_size: int | None = None,
+                  sample_indices: np.ndarray | None = None,
+                  operators: list[np.ndarray] | None = None) -> NoiseMoments:
+    """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a :class:`PerClientQuadratic`
+    with finite sample sets, by the linear recursion of its first two moments (no sampling).
+
+    Stochastic HGP (Alg. 2 with minibatch b, inner iterate ``y*``) is, per client i and step m,
+    with ``w^(m) = Theta_hat^(m) u^(m-1)`` (row i of the averaging applied to the stacked u):
+
+    .. math::
+
+        u_i^{(m)} = (I - \\eta \\hat A_i^{(m)}) w_i^{(m)}, \\qquad
+        v_i^{(m)} = v_i^{(m-1)} + \\eta (\\hat C_i^{(m)})^T w_i^{(m)}
+
+    (``J_i = -C_i^T``), ``u_i^(0) = c_i``, ``v_i^(0) = e_i``. ``hat A_i^(m)`` is the mean of b
+    sample Hessians ``A_ij`` with ``j`` drawn uniformly *with replacement* from the client's N
+    samples (``problems._rows.draw_indices``); ``hat C`` likewise, from an independent batch, or
+    the same one when ``est.shared_sample``; batches are independent across clients, replicas
+    and steps. With ``Delta_ij = A_ij - A_i`` (centred: ``sum_j Delta_ij = 0`` exactly by
+    construction) the batch mean's deviation ``D`` satisfies, for any matrix ``S``,
+
+    .. math::  E[D S D'^T] = \\frac{1}{b} \\frac{1}{N} \\sum_j \\Delta_{ij} S \\Delta'^T_{ij},
+
+    (the cross terms of two distinct draws vanish because each draw is centred), and the step's
+    random factor is independent of ``w^(m)``. So with ``Z = (u, v)`` stacked and
+    ``Z^(m) = K^(m) Z^(m-1)``, ``K = bar K + D``:
+
+    .. math::
+
+        E Z^{(m)} = \\bar K E Z^{(m-1)}, \\qquad
+        \\mathrm{Cov}\\, Z^{(m)} = \\bar K\\, \\mathrm{Cov}\\, Z^{(m-1)} \\bar K^T
+            + E[D\\, (\\mathrm{Cov} + \\mu\\mu^T)\\, D^T],
+
+    whose last term is block-diagonal over clients and needs only ``E[w_i w_i^T]``. Everything
+    is float64; ``Theta_hat^(m)`` are the estimator's own (:func:`averaging_operators`), so the
+    mean path equals the estimator's deterministic run (a check the claims make).
+
+    Args:
+        batch_size: b (default ``est.batch_size``; ``None``: no noise, the mean only).
+        sample_indices: restrict each client's sample set to these indices (used to predict
+            the moments of a sampler that draws from a subset, e.g. a perturbation).
+        operators: ``averaging_operators(est, n, M)`` when already computed (they do not
+            depend on b, only on the averaging, the graphs and S).
+    """
+    b = est.batch_size if batch_size is None else batch_size
+    n, dy, dl = problem.n_clients, problem.dim_y, problem.dim_hyper
+    M = int(est.neumann_terms)
+    eta = est.step_size(problem)
+    blocks = problem.client_blocks(x)
+    A = problem.A.numpy()
+    C = problem.C.numpy()  # (n, dy, dl); J_i = -C_i^T
+    mu_u = blocks["c"].numpy().copy()
+    mu_v = blocks["e"].numpy().copy()
+    if b is not None:
+        A_s, C_s = problem.A_samples.numpy(), problem.C_samples.numpy()
+        if sample_indices is not None:
+            A_s, C_s = A_s[:, sample_indices], C_s[:, sample_indices]
+        N = A_s.shape[1]
+        # deviations from the client means the deterministic run uses (a subset's deviations
+        # are not centred: their mean is the subset sampler's bias, carried in the mean path)
+        dev_A = -eta * (A_s - A[:, None])                      # (n, N, dy, dy): u-rows
+        dev_C = eta * np.swapaxes(C_s - C[:, None], 2, 3)      # (n, N, dl, dy): v-rows
+        bias_A, bias_C = dev_A.mean(1), dev_C.mean(1)
+        # remove the mean of a subset's deviations so the second moment below is a covariance
+        dev_A, dev_C = dev_A - bias_A[:, None], dev_C - bias_C[:, None]
+    else:
+        bias_A = np.zeros((n, dy, dy))
+        bias_C = np.zeros((n, dl, dy))
+    step_u = np.eye(dy)[None] - eta * A + bias_A             # E[I - eta hat A_i]
+    step_v = eta * np.swapaxes(C, 1, 2) + bias_C               # E[eta hat C_i^T]
+    DU, D = n * dy, n * (dy + dl)
+    K_u = np.zeros((DU, DU))
+    K_v = np.zeros((n * dl, DU))
+    for i in range(n):
+        K_u[i * dy:(i + 1) * dy, i * dy:(i + 1) * dy] = step_u[i]
+        K_v[i * dl:(i + 1) * dl, i * dy:(i + 1) * dy] = step_v[i]
+    cov = np.zeros((D, D))
+    means = [mu_v.copy()]
+    variances = [0.0]
+    for T in (averaging_operators(est, n, M) if operators is None else operators):
+        G = np.kron(T, np.eye(dy))
+        K = np.zeros((D, D))
+        K[:DU, :DU] = K_u @ G
+        K[DU:, :DU] = K_v @ G
+        K[DU:, DU:] = np.eye(n * dl)
+        new = K @ cov @ K.T
+        if b is not None:
+            mu_flat = mu_u.reshape(-1)
+            second = G @ (cov[:DU, :DU] + np.outer(mu_flat, mu_flat)) @ G.T
+            S = np.stack([second[i * dy:(i + 1) * dy, i * dy:(i + 1) * dy] for i in range(n)])
+            scale_ = 1.0 / (N * b)
+            uu = np.einsum("inab,ibc,indc->iad", dev_A, S, dev_A) * scale_
+            vv = np.einsum("inab,ibc,indc->iad", dev_C, S, dev_C) * scale_
+            uv = (np.einsum("inab,ibc,indc->iad", dev_A, S, dev_C) * scale_
+                  if est.shared_sample else np.zeros((n, dy, dl)))
+            for i in range(n):
+                ru = slice(i * dy, (i + 1) * dy)
+                rv = slice(DU + i * dl, DU + (i + 1) * dl)
+                new[ru, ru] += uu[i]
+                new[rv, rv] += vv[i]
+                new[ru, rv] += uv[i]
+                new[rv, ru] += uv[i].T
+        cov = 0.5 * (new + new.T)
+        w = T @ mu_u
+        mu_v = mu_v + np.einsum("iab,ib->ia", step_v, w)
+        mu_u = np.einsum("iab,ib->ia", step_u, w)
+        means.append(mu_v.copy())
+        variances.append(float(np.trace(cov[DU:, DU:])))
+    return NoiseMoments(np.stack(means), cov[DU:, DU:].copy(), np.array(variances))

@@ -2,20 +2,34 @@
 
 Adding a variant is one file (the estimator, or a configuration of an existing one) plus one
 ``EstimatorInfo`` entry in its paper's module of :mod:`testbed.entries` (``classical``,
-``fednest``, ``aggitd``, ``fedmsa``, ``hgp``). Every concrete :class:`~testbed.Estimator` subclass
+``fednest``, ``aggitd``, ``fedmsa``, ``hgp``), or, from another package, one entry point
+(:mod:`testbed.plugins`). Every concrete :class:`~testbed.Estimator` subclass
 must appear in ``ESTIMATOR_DB`` and every entry must name its claims (ids of
 :mod:`theory_checks` claims) or say why it has none; ``tests/test_registry.py`` enforces both.
 """
 
 from __future__ import annotations
 
+from testbed import plugins
 from testbed.entries import aggitd, classical, fedmsa, fednest, hgp
 from testbed.info import EstimatorInfo
 
-ESTIMATOR_DB: list[EstimatorInfo] = sorted(
-    classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES,
-    key=lambda info: info.name,
-)
+BUILTIN: tuple[EstimatorInfo, ...] = tuple(
+    classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES)
+
+# The built-ins and every installed plugin's entries (:mod:`testbed.plugins`), sorted by name;
+# one list, refreshed in place, so every importer sees the same entries.
+ESTIMATOR_DB: list[EstimatorInfo] = []
+
+
+def refresh_plugins() -> list[plugins.PluginProblem]:
+    """Reload the plugins' entries (after installing one, or in a test); the problems of the
+    entry points left out."""
+    ESTIMATOR_DB[:] = sorted(BUILTIN + tuple(plugins.load(BUILTIN)), key=lambda info: info.name)
+    return plugins.problems()
+
+
+refresh_plugins()
 
 
 def get_estimator(name: str) -> EstimatorInfo:

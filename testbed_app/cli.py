@@ -9,6 +9,7 @@ Examples::
     testbed report                      # build reports/output/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
+    testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
     testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
 """
 
@@ -51,6 +52,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
         if verbose:
             params = ", ".join(f"{k}={v!r}" for k, v in e.defaults.items()) or "(none)"
             print(f"      role: {e.role}; parameters (defaults): {params}")
+    _print_plugin_problems()
     print("\nClaims:")
     for c in CLAIM_DB:
         print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
@@ -69,6 +71,15 @@ def _cmd_list(args: argparse.Namespace) -> int:
     if verbose:
         _list_workloads()
     return 0
+
+
+def _print_plugin_problems() -> None:
+    """The plugins left out, on stderr (the built-ins are listed regardless)."""
+    from testbed import plugins
+    from theory_checks.registry import claim_plugin_problems
+
+    for problem in plugins.problems() + claim_plugin_problems():
+        print(f"testbed: warning: {problem}", file=sys.stderr)
 
 
 def _list_workloads() -> None:
@@ -310,6 +321,38 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     return 0 if passed else 1
 
 
+def _cmd_verify(args: argparse.Namespace) -> int:
+    import torch
+
+    from testbed_app import verify as verifying
+
+    torch.set_default_dtype(torch.float64)
+    info = verifying.resolve_target(args.target)
+    results = Path(args.results) if args.results else Path("results") / "verify" / info.name
+    info, summaries = verifying.verify(info, results, args.profile, args.claim,
+                                       resume=args.resume, progress=not args.quiet)
+    print(f"\n{info.name} ({info.paper}; {info.reference})")
+    print(verifying.verdict_table(summaries))
+    status = 0
+    if args.against:
+        from testbed_app import regression
+
+        passed, table = regression.run(info.name, args.against)
+        print(f"\nagainst {args.against}:\n{table}")
+        status = 0 if passed else 1
+    if not args.no_report:
+        from reports.build import build_report
+
+        index = build_report(results, results / "report")
+        print(f"\nreport: {index}")
+    failed = verifying.failures(summaries)
+    if failed:
+        print(f"{len(failed)} declared claim(s) not holding: " + "; ".join(failed),
+              file=sys.stderr)
+        return 1
+    return status
+
+
 def _positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--threads 0`` and ``--rounds -2`` are errors)."""
     try:
@@ -382,6 +425,20 @@ def build_parser() -> argparse.ArgumentParser:
     regress.add_argument("--out", help="also write the measurements to this JSON file")
     regress.add_argument("--quiet", action="store_true", help="no progress bar")
     regress.set_defaults(func=_cmd_regress)
+    verify = sub.add_parser("verify", help="check one estimator (a registry or plugin name, or "
+                                           "module:object) against every claim it declares")
+    verify.add_argument("target", help="registry/plugin name or module:object (an EstimatorInfo)")
+    verify.add_argument("--against", help="also compare with this registered entry (regress)")
+    verify.add_argument("--claim", action="append", help="only this claim (repeatable)")
+    verify.add_argument("--profile", choices=("fast", "thorough"), default=None,
+                        help="fast (default, or $TESTBED_PROFILE) or thorough")
+    verify.add_argument("--results", help="results directory (default results/verify/NAME)")
+    verify.add_argument("--resume", action="store_true",
+                        help="reuse finished claims (off by default: the target's code may have "
+                             "changed, and a claim's fingerprint does not cover it)")
+    verify.add_argument("--no-report", action="store_true", help="skip the report")
+    verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    verify.set_defaults(func=_cmd_verify)
     return parser
 
 

@@ -25,7 +25,7 @@ import hashlib
 import io
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -513,16 +513,25 @@ def run_claims(
     progress: bool = True,
 ) -> list[dict[str, Any]]:
     """Run every claim (skipping finished ones when ``resume``), write results, return summaries."""
+    return run_claim_runs(claim_runs(claims), out_dir, profile, resume, progress)
+
+
+def run_claim_runs(
+    runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
+    progress: bool = True,
+) -> list[dict[str, Any]]:
+    """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
+    as ``testbed verify``'s), write their results, return their summaries."""
     with running_on(profile):
-        return _run_claims(claims, out_dir, profile, resume, progress)
+        return _run_claim_runs(runs, out_dir, profile, resume, progress)
 
 
-def _run_claims(
-    claims: Iterable[Claim], out_dir: Path, profile: Profile, resume: bool, progress: bool,
+def _run_claim_runs(
+    runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
+    progress: bool,
 ) -> list[dict[str, Any]]:
     from tqdm import tqdm
 
-    runs = claim_runs(claims)
     out_dir.mkdir(parents=True, exist_ok=True)
     write_metadata(out_dir, profile)
     summaries = []

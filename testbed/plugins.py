@@ -1,0 +1,131 @@
+"""Estimators and algorithms from installed packages: Python entry points.
+
+A package adds a variant without forking the testbed by declaring, in its ``pyproject.toml``::
+
+    [project.entry-points."testbed.estimators"]
+    my-variant = "my_package.entries:ENTRY"      # an EstimatorInfo, or a list of them
+
+(``testbed.algorithms`` likewise for outer loops, ``role="algorithm"``). The registry loads them
+beside the built-ins (:data:`testbed.registry.ESTIMATOR_DB`), so ``testbed list``, ``check``,
+``calibrate``, ``regress``, ``verify`` and the report see them like any built-in.
+
+A bad plugin never breaks the built-ins: an entry point that does not import, is not an
+``EstimatorInfo``, has a class that does not implement the interface of its role, a name that
+clashes with another entry, or defaults that do not build, is left out, and the reason, naming
+the package and the entry point, is kept in :func:`problems` (``testbed list`` prints them;
+``testbed verify`` of such a target fails with it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from testbed.info import EstimatorInfo
+
+GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginProblem:
+    """Why an entry point was left out."""
+
+    group: str
+    entry_point: str
+    package: str
+    reason: str
+
+    def __str__(self) -> str:
+        return (f"plugin {self.entry_point!r} of package {self.package!r} "
+                f"(entry point group {self.group!r}) was not loaded: {self.reason}")
+
+
+class PluginError(Exception):
+    """A plugin that cannot be used; the message names its package and entry point."""
+
+
+_PROBLEMS: list[PluginProblem] = []
+
+
+def problems() -> list[PluginProblem]:
+    """The entry points left out by the last load, with their reasons."""
+    return list(_PROBLEMS)
+
+
+def entry_points(group: str) -> Sequence[importlib.metadata.EntryPoint]:
+    """The installed entry points of ``group`` (the one place the registry asks)."""
+    return tuple(importlib.metadata.entry_points(group=group))
+
+
+def package_of(entry: importlib.metadata.EntryPoint) -> str:
+    dist = getattr(entry, "dist", None)
+    return dist.name if dist is not None else entry.value.split(":")[0].split(".")[0]
+
+
+def _interface(role: str) -> type:
+    if role == "algorithm":
+        from testbed.algorithms.base import OuterAlgorithm
+
+        return OuterAlgorithm
+    from testbed.estimators.base import Estimator
+
+    return Estimator
+
+
+def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
+    """``info`` if it is a usable registry entry of ``role`` whose name is not ``taken``;
+    :class:`PluginError` saying what is wrong otherwise."""
+    if not isinstance(info, EstimatorInfo):
+        raise PluginError(f"it is a {type(info).__name__}, not a testbed.EstimatorInfo")
+    if info.name in set(taken):
+        raise PluginError(f"its name {info.name!r} is already registered (built-in names and "
+                          "other plugins' names cannot be replaced)")
+    if info.name != info.name.lower() or not info.name or " " in info.name:
+        raise PluginError(f"its name {info.name!r} must be lower-case without spaces")
+    if info.role != role:
+        raise PluginError(f"its role is {info.role!r}, but the group holds {role}s")
+    interface = _interface(role)
+    if not (isinstance(info.cls, type) and issubclass(info.cls, interface)):
+        raise PluginError(f"its class {info.cls!r} does not subclass testbed's "
+                          f"{interface.__name__}")
+    try:
+        built = info.build()
+    except Exception as error:  # noqa: BLE001 - any failure of user code is reported
+        raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
+            from error
+    if not isinstance(built, interface):
+        raise PluginError(f"its make returns a {type(built).__name__}, not a "
+                          f"{interface.__name__}")
+    return info
+
+
+def load(builtin: Sequence[EstimatorInfo]) -> list[EstimatorInfo]:
+    """The usable entries of every installed plugin (names distinct from ``builtin`` and from
+    each other); the others are recorded in :func:`problems`."""
+    _PROBLEMS.clear()
+    taken = {info.name for info in builtin}
+    loaded: list[EstimatorInfo] = []
+    for group, role in GROUPS.items():
+        for entry in entry_points(group):
+            try:
+                try:
+                    value = entry.load()
+                except Exception as error:  # noqa: BLE001 - a plugin's import may fail anyhow
+                    raise PluginError(f"it does not import: {type(error).__name__}: "
+                                      f"{error}") from error
+                items = list(value) if isinstance(value, (list, tuple)) else [value]
+                checked: list[EstimatorInfo] = []
+                for item in items:
+                    checked.append(check_entry(item, role, taken | {c.name for c in checked}))
+            except PluginError as error:
+                _PROBLEMS.append(PluginProblem(group, entry.name, package_of(entry), str(error)))
+                continue
+            taken |= {c.name for c in checked}
+            loaded += checked
+    return loaded
+
+
+__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "entry_points", "load",
+           "package_of", "problems"]

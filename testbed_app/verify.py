@@ -1,0 +1,108 @@
+"""``testbed verify TARGET``: check one estimator, built in or from a researcher's own package,
+against every claim it declares, and optionally against the estimator it improves.
+
+The target is a registry name (a built-in, or a plugin's entry name) or ``module:object`` naming
+an :class:`~testbed.EstimatorInfo` that need not be installed as a plugin. Its claims are those
+that name it and those its entry enrolls in (:func:`theory_checks.registry.claims_of`); each is
+decided by the same runner as ``testbed check`` (deterministic claims to round-off, statistical
+ones at their stated false-failure rate), so a verdict of ``verify`` means what a verdict of
+``check`` means.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from testbed.info import EstimatorInfo
+
+
+class VerifyError(ValueError):
+    """A target that cannot be verified, with the reason."""
+
+
+def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
+    """The registry entry ``target`` names, registering a ``module:object`` entry (checked like
+    a plugin's) for this process when it is not registered yet."""
+    from testbed import plugins
+    from testbed.registry import ESTIMATOR_DB
+
+    registered = {info.name: info for info in ESTIMATOR_DB}
+    if isinstance(target, EstimatorInfo):
+        info = target
+    elif target in registered:
+        return registered[target]
+    elif ":" in target:
+        module_name, _, attribute = target.partition(":")
+        try:
+            info = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as error:
+            raise VerifyError(f"cannot load {target!r}: {type(error).__name__}: {error}") \
+                from error
+    else:
+        failed = [str(p) for p in plugins.problems() if p.entry_point == target]
+        hint = f"; {failed[0]}" if failed else ""
+        raise VerifyError(f"no estimator named {target!r} (registered: "
+                          f"{', '.join(sorted(registered))}){hint}")
+    if registered.get(str(getattr(info, "name", ""))) is info:
+        return info
+    try:
+        plugins.check_entry(info, getattr(info, "role", "estimator"), registered)
+    except plugins.PluginError as error:
+        raise VerifyError(f"{target!r} cannot be verified: {error}") from error
+    ESTIMATOR_DB.append(info)
+    ESTIMATOR_DB.sort(key=lambda entry: entry.name)
+    return info
+
+
+def target_runs(name: str, claim_ids: Sequence[str] | None = None) -> list[Any]:
+    """``(claim, estimator)`` runs that check ``name``: its own claims on it, the claims it is
+    enrolled in on it, and claims that name it beside another estimator (comparisons) as the
+    claim runs them."""
+    from theory_checks.registry import claims_of, get_claim
+    from theory_checks.runner import claim_runs
+
+    claims = [get_claim(c) for c in claim_ids] if claim_ids else list(claims_of(name))
+    if not claims:
+        raise VerifyError(f"{name!r} declares no claim: name it in a claim's estimators or list "
+                          "claims in its entry's enrolled_claims")
+    runs = [(c, e) for c, e in claim_runs(claims)
+            if e == name or (name in c.estimators and e == c.estimators[0])]
+    foreign = [c.id for c in claims if not any(run[0] is c for run in runs)]
+    if foreign:
+        raise VerifyError(f"{name!r} is neither named by nor enrolled in: {', '.join(foreign)}")
+    return runs
+
+
+def verify(target: str | EstimatorInfo, results: Path, profile_name: str | None = None,
+           claim_ids: Sequence[str] | None = None, resume: bool = True,
+           progress: bool = True) -> tuple[EstimatorInfo, list[dict[str, Any]]]:
+    """Run the target's claims into ``results`` (resuming); its entry and the run summaries."""
+    from theory_checks.runner import get_profile, run_claim_runs
+
+    info = resolve_target(target)
+    runs = target_runs(info.name, claim_ids)
+    return info, run_claim_runs(runs, results, get_profile(profile_name), resume, progress)
+
+
+def failures(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """Runs whose verdict is not the expected one (an "undecided" included: the budget did not
+    establish the claim), with the verdict."""
+    return [f"{s['id']}: {s['verdict']} (expected {s['expected']})" for s in summaries
+            if not s["as_expected"]]
+
+
+def verdict_table(summaries: Sequence[dict[str, Any]]) -> str:
+    width = max([len(s["id"]) for s in summaries] + [5])
+    lines = [f"{'claim':{width}s}  {'verdict':22s} {'expected':9s} cases  as expected",
+             "-" * (width + 50)]
+    for s in summaries:
+        lines.append(f"{s['id']:{width}s}  {s['verdict']:22s} {s['expected']:9s} "
+                     f"{s['n_cases']:5d}  {'yes' if s['as_expected'] else 'NO'}")
+    return "\n".join(lines)
+
+
+__all__ = ["VerifyError", "failures", "resolve_target", "target_runs", "verdict_table",
+           "verify"]

@@ -1,0 +1,45 @@
+"""Plugin entries for tests/test_plugins.py: a deliberately broken copy of the example plugin
+and malformed entries (what a researcher's package may get wrong)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from testbed.info import EstimatorInfo
+from testbed.registry import get_estimator
+
+
+def broken_copy() -> EstimatorInfo:
+    """The example's estimator with its Neumann step 0.1% too long: the series then sums
+    ``(I - 1.001 lambda H)^j``, a bias the Neumann error identity sees on every bilevel case.
+
+    (An off-by-one in the number of terms is not caught on the fast profile's 8 cases: on the
+    minimax ones ``grad_y f(x, y*) = 0`` and on those with kappa near 1 ``I - lambda H`` is
+    near 0, so the Neumann error vanishes whatever N; recorded as an open finding.)
+    """
+    from my_estimator.horner import ENTRY, HornerNeumann
+
+    from testbed.estimators.solvers import default_step_size
+
+    @dataclasses.dataclass(frozen=True)
+    class StepTooLong(HornerNeumann):
+        def solve(self, hvp, rhs: torch.Tensor, problem: object) -> torch.Tensor:
+            lam = self.step_size or default_step_size(problem, "StepTooLong")  # type: ignore
+            return HornerNeumann(self.terms, 1.001 * lam).solve(hvp, rhs, problem)
+
+    def make(**kw):
+        est = ENTRY.make(**kw)
+        solver = est.linear_solver
+        return dataclasses.replace(est, linear_solver=StepTooLong(solver.terms,
+                                                                  solver.step_size))
+
+    return dataclasses.replace(ENTRY, name="my-horner-aid-broken", make=make)
+
+
+# a name that a built-in holds
+CLASH = dataclasses.replace(get_estimator("aid-cg"), defaults=None)
+# a class that is not an Estimator
+WRONG_CLASS = EstimatorInfo(name="not-an-estimator", cls=dict, paper="x", reference="x",
+                            supports=frozenset({"bilevel"}), make=dict, defaults={})

@@ -1,0 +1,96 @@
+"""Plugins (testbed/plugins.py, theory_checks/registry.py, testbed verify): an installed package's
+estimator is seen like a built-in, a broken copy of it fails verify with the claim named, and a
+malformed plugin is a clear error that leaves the built-ins working."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+
+import pytest
+
+from testbed import plugins, registry
+from testbed_app.cli import main
+from theory_checks import registry as claim_registry
+
+EXAMPLE = importlib.util.find_spec("my_estimator") is not None
+needs_example = pytest.mark.skipif(
+    not EXAMPLE, reason="examples/my_estimator is not installed (tox installs it; by hand: "
+                        "pip install --no-deps -e examples/my_estimator)")
+
+
+@pytest.fixture
+def restore_registry():
+    saved = list(registry.ESTIMATOR_DB)
+    yield
+    registry.ESTIMATOR_DB[:] = saved
+
+
+@needs_example
+def test_the_installed_example_is_listed_and_verified(capsys, tmp_path, restore_registry):
+    assert main(["list"]) == 0
+    assert "my-horner-aid" in capsys.readouterr().out
+    status = main(["verify", "my-horner-aid", "--results", str(tmp_path), "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    for claim in ("classical.neumann.error_identity", "classical.neumann.error_bound",
+                  "classical.neumann.decay_rate", "classical.gd.linear_rate"):
+        assert f"{claim}@my-horner-aid" in out
+    assert "NO" not in out.split("report:")[0]
+    assert (tmp_path / "report" / "index.html").is_file()
+
+
+@needs_example
+def test_a_broken_copy_fails_verify_naming_the_claim(capsys, tmp_path, restore_registry,
+                                                      monkeypatch):
+    from tests import plugin_doubles
+
+    monkeypatch.setattr(plugin_doubles, "BROKEN", plugin_doubles.broken_copy(), raising=False)
+    status = main(["verify", "tests.plugin_doubles:BROKEN", "--results", str(tmp_path),
+                   "--quiet", "--no-report", "--claim", "classical.neumann.error_identity"])
+    captured = capsys.readouterr()
+    assert status == 1
+    assert "classical.neumann.error_identity@my-horner-aid-broken: fails as stated" \
+        in captured.err
+
+
+def _entry(name: str, value: str, group: str) -> importlib.metadata.EntryPoint:
+    return importlib.metadata.EntryPoint(name=name, value=value, group=group)
+
+
+MALFORMED = {
+    "testbed.estimators": [
+        _entry("no-module", "no_such_package_xyz.entries:ENTRY", "testbed.estimators"),
+        _entry("not-info", "math:pi", "testbed.estimators"),
+        _entry("clash", "tests.plugin_doubles:CLASH", "testbed.estimators"),
+        _entry("wrong-class", "tests.plugin_doubles:WRONG_CLASS", "testbed.estimators"),
+    ],
+    "testbed.claims": [_entry("claims-of-nobody", "math:tau", "testbed.claims")],
+}
+
+
+def test_malformed_plugins_are_named_and_the_built_ins_still_work(monkeypatch, capsys):
+    builtin = {info.name for info in registry.BUILTIN}
+    monkeypatch.setattr(plugins, "entry_points", lambda group: MALFORMED.get(group, []))
+    try:
+        problems = registry.refresh_plugins() + claim_registry.refresh_claim_plugins()
+        reasons = {p.entry_point: p.reason for p in problems}
+        assert set(reasons) == {"no-module", "not-info", "clash", "wrong-class",
+                                "claims-of-nobody"}
+        assert "does not import: ModuleNotFoundError" in reasons["no-module"]
+        assert "is a float, not a testbed.EstimatorInfo" in reasons["not-info"]
+        assert "'aid-cg' is already registered" in reasons["clash"]
+        assert "does not subclass testbed's Estimator" in reasons["wrong-class"]
+        assert "holds a float, not a Claim" in reasons["claims-of-nobody"]
+        assert all(p.package for p in problems)
+        assert {info.name for info in registry.ESTIMATOR_DB} == builtin
+        assert len(claim_registry.CLAIM_DB) == len(claim_registry.BUILTIN_CLAIMS)
+        assert main(["list"]) == 0
+        err = capsys.readouterr().err
+        assert "plugin 'clash' of package 'tests'" in err
+        assert main(["verify", "no-module", "--quiet"]) == 2
+        assert "no estimator named 'no-module'" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        registry.refresh_plugins()
+        claim_registry.refresh_claim_plugins()

@@ -32,14 +32,23 @@ BENCH_COMMANDS = (
 )
 
 
+def _files_or_commands(results_dir: Path, folder: str, section: Section, writers: str,
+                       commands: Sequence[tuple[str, str]]) -> list[Path]:
+    """The ``folder/*.json`` files; none: the section is "not run" with the commands that
+    write them and their durations."""
+    files = sorted((results_dir / folder).glob("*.json"))
+    if not files:
+        _not_run(section, f"no {folder}/*.json: {writers} write them, from the repository root",
+                 *(Command(c.format(results=results_dir), d) for c, d in commands))
+    return files
+
+
 def replication(results_dir: Path) -> Section:
     """One table of every ``replication/*.json`` (REPLICATION_SCHEMA) row."""
     section = Section("replication", "Replication of the papers' experiments")
-    files = sorted((results_dir / "replication").glob("*.json"))
+    files = _files_or_commands(results_dir, "replication", section, "the experiment configs",
+                               REPLICATION_COMMANDS)
     if not files:
-        _not_run(section, "no replication/*.json: the experiment configs write them, from the "
-                 "repository root", *(Command(c.format(results=results_dir), d)
-                                      for c, d in REPLICATION_COMMANDS))
         return section
     from results_format import REPLICATION_SCHEMA
 
@@ -72,11 +81,9 @@ def replication(results_dir: Path) -> Section:
 def bench(results_dir: Path) -> Section:
     """Per ``bench/*.json`` (BENCH_SCHEMA): its targets, and its measured rows folded."""
     section = Section("bench", "Benchmarks")
-    files = sorted((results_dir / "bench").glob("*.json"))
+    files = _files_or_commands(results_dir, "bench", section, "the benchmark scripts",
+                               BENCH_COMMANDS)
     if not files:
-        _not_run(section, "no bench/*.json: the benchmark scripts write them, from the "
-                 "repository root", *(Command(c.format(results=results_dir), d)
-                                      for c, d in BENCH_COMMANDS))
         return section
     from results_format import BENCH_SCHEMA
 

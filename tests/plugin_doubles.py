@@ -15,9 +15,8 @@ def broken_copy() -> EstimatorInfo:
     """The example's estimator with its Neumann step 0.1% too long: the series then sums
     ``(I - 1.001 lambda H)^j``, a bias the Neumann error identity sees on every bilevel case.
 
-    (An off-by-one in the number of terms is not caught on the fast profile's 8 cases: on the
-    minimax ones ``grad_y f(x, y*) = 0`` and on those with kappa near 1 ``I - lambda H`` is
-    near 0, so the Neumann error vanishes whatever N; recorded as an open finding.)
+    (An off-by-one in the number of terms is caught too since the identity rejects the cases
+    whose Neumann error vanishes whatever N: tests/test_neumann_identity_power.py.)
     """
     from my_estimator.horner import ENTRY, HornerNeumann
 

@@ -28,7 +28,8 @@ one module per job: :mod:`~theory_checks.fednest.common` (shared helpers and str
 (FedIHGP's variance), :mod:`~theory_checks.fednest.fedinn` (FedInn / FedAvg),
 :mod:`~theory_checks.fednest.minimax`, :mod:`~theory_checks.fednest.compositional`,
 :mod:`~theory_checks.fednest.rounds` (communication), :mod:`~theory_checks.fednest.floor`
-(Thm 3.1's floor) and :mod:`~theory_checks.fednest.claims` (the ``CLAIMS`` literal).
+(Thm 3.1's floor) and :mod:`~theory_checks.fednest.claims` (the cases and controls that
+``claims.toml`` names, and ``CLAIMS`` read from it).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The claims of :mod:`theory_checks.fednest` as data: the positive controls of the refuted
-claims, the Table 2 round-count claim factory, and the ``CLAIMS`` literal.
+claims, the Table 2 round-count claim factory, and ``CLAIMS`` (read from ``claims.toml``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The claims of :mod:`theory_checks.fednest.rates` as data: the K-rate notes, the (14b)
-counterexample and positive control, and the ``CLAIMS`` literal.
+counterexample and positive control, and ``CLAIMS`` (read from ``rates_claims.toml``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ lives in sibling modules of one job each:
 - :mod:`theory_checks.hgp.exact_averaging`: Lemma 1, the D2 error identity and Theorem 2;
 - :mod:`theory_checks.hgp.pushsum`: Lemma 2 and the explicit Push-Sum bound;
 - :mod:`theory_checks.hgp.theorem1`: Corollary 1 (D1), the stated step condition, the rates;
-- :mod:`theory_checks.hgp.core_claims`: the CORE_CLAIMS literal.
+- :mod:`theory_checks.hgp.core_claims`: CORE_CLAIMS, read from ``core_claims.toml``.
 
 Stochastic claims live in :mod:`theory_checks.hgp.stochastic`; applications and communication in
 :mod:`theory_checks.hgp.applications`. Every check compares the estimator's output with a bound

@@ -1,5 +1,6 @@
-"""The CORE_CLAIMS literal of HGP (Lemmas 1-2, Corollary 1, Theorems 1-2): the deterministic
-claims, each wired to its check in the sibling modules; :mod:`theory_checks.hgp` adds the rest.
+"""The CORE_CLAIMS of HGP (Lemmas 1-2, Corollary 1, Theorems 1-2), read from
+``core_claims.toml``: the deterministic claims, each naming its check in the sibling modules;
+:mod:`theory_checks.hgp` adds the rest.
 """
 
 from __future__ import annotations

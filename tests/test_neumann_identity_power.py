@@ -1,0 +1,33 @@
+"""Found while verifying the example plugin: `classical.neumann.error_identity` held for an
+estimator with one Neumann term too few, because on its fast profile's 8 cases the Neumann error
+vanishes whatever N (minimax problems: grad_y f(x, y*) = 0; kappa ~ 1: I - lambda H ~ 0). Those
+cases are now rejected as unable to test the claim, and the off-by-one is caught."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from testbed.estimators.solvers import Neumann
+from testbed.registry import get_estimator
+from theory_checks.registry import get_claim
+from theory_checks.runner import get_profile, run_claim
+
+
+def _one_term_short(**kw):
+    est = get_estimator("aid-neumann").build(**kw)
+    solver = est.linear_solver
+    return dataclasses.replace(est, linear_solver=Neumann(max(solver.terms - 1, 1),
+                                                          solver.step_size))
+
+
+def test_an_off_by_one_in_the_neumann_terms_fails_the_identity():
+    claim = get_claim("classical.neumann.error_identity")
+    result = run_claim(claim, get_profile("fast"), make=_one_term_short)
+    assert result.verdict == "fails as stated"
+    assert any("below what the identity resolves" in r for r in result.rejected)
+
+
+def test_the_correct_estimator_still_holds_on_cases_that_test_it():
+    result = run_claim(get_claim("classical.neumann.error_identity"), get_profile("fast"))
+    assert result.verdict == "holds" and len(result.cases) >= 8
+    assert all(c.measurement.passed for c in result.cases)

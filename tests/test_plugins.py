@@ -94,3 +94,13 @@ def test_malformed_plugins_are_named_and_the_built_ins_still_work(monkeypatch, c
         monkeypatch.undo()
         registry.refresh_plugins()
         claim_registry.refresh_claim_plugins()
+
+
+@needs_example
+def test_verify_against_adds_the_regression_comparison(capsys, tmp_path, restore_registry):
+    status = main(["verify", "my-horner-aid", "--against", "aid-neumann", "--results",
+                   str(tmp_path), "--quiet", "--no-report", "--claim",
+                   "classical.neumann.error_identity"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "against aid-neumann:" in out and "0 worse" in out

@@ -5,6 +5,8 @@ Examples::
     testbed list                        # problems, estimators and claims with references
     testbed check --profile fast        # run every claim check, write results/, print verdicts
     testbed check --claim classical.gd.linear_rate --profile thorough
+    testbed check --jobs 2              # the claims over 2 local processes (same results)
+    testbed check --executor ray --address auto   # the claims on a Ray cluster
     testbed calibrate --seeds 20        # observed false-failure rates of statistical claims
     testbed report                      # build reports/output/ from results/
     testbed regress                     # compare every estimator with the committed baseline
@@ -18,6 +20,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testbed_app.executors import Executor
 
 
 def _parameters(function: object) -> str:
@@ -120,8 +126,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if path.stem.split("@")[0] in ids:
             print(f"testbed: warning: {path}: {reason}; treated as not checked and rerun",
                   file=sys.stderr)
+    executor = _executor(args)
     summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
-                           progress=not args.quiet)
+                           progress=not args.quiet, execute=executor.run)
     width = max(len(s["id"]) for s in summaries)
     print(f"\n{'claim':{width}s}  {'verdict':22s} cases  expected  power  control")
     for s in summaries:
@@ -139,6 +146,35 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if not args.claim and not args.claims_only:
         _measure_report_tables(Path(args.results), resume=not args.fresh, progress=not args.quiet)
     return _exit_status(summaries)
+
+
+def _executor(args: argparse.Namespace) -> Executor:
+    """The executor ``--executor``, ``--jobs``, ``--address`` ... name
+    (:mod:`testbed_app.executors`)."""
+    from testbed_app.executors import make_executor
+
+    return make_executor(args.executor, args.jobs, args.address, args.cpus_per_task,
+                         args.max_retries)
+
+
+def _add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """Where the units of work run (README "Running on several machines")."""
+    from testbed_app.executors import DEFAULT_RETRIES
+
+    group = parser.add_argument_group("where the work runs")
+    group.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local (default: this machine) or ray (a Ray cluster; needs the "
+                            "optional extra hypergradient-testbed[ray])")
+    group.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
+                       help="local executor: N worker processes (default 1: this process)")
+    group.add_argument("--address", default=None,
+                       help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
+                            "start a Ray instance on this machine for the run")
+    group.add_argument("--cpus-per-task", type=_positive_int, default=1, metavar="N",
+                       help="ray executor: CPUs per task, also its torch thread count")
+    group.add_argument("--max-retries", type=int, default=DEFAULT_RETRIES, metavar="N",
+                       help="ray executor: retries of a task whose worker dies "
+                            f"(default {DEFAULT_RETRIES})")
 
 
 def _unreadable_claim_files(results: Path) -> list[tuple[Path, str]]:
@@ -381,6 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.add_argument("--claims-only", action="store_true",
                        help="skip the communication and rounds-to-error measurements")
+    _add_executor_options(check)
     check.set_defaults(func=_cmd_check)
     calibrate = sub.add_parser(
         "calibrate", help="observed false-failure rates of the statistical claims over seeds")

@@ -19,30 +19,41 @@ nothing lost. Layout under the results directory (``results/`` by default):
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
-import io
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
-
-from results_format import atomic_write, atomic_write_bytes, json_default
 
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
-from results_format.provenance import provenance
-from results_format.resume import fingerprint, read_fresh, write_json
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
+
+# the result types and files live in theory_checks.claim_results; re-exported here
+from theory_checks.claim_results import (  # noqa: E402, F401
+    SERIES_COLUMNS,
+    CaseResult,
+    ClaimFiles,
+    ClaimResult,
+    _case_summary,
+    _decision_summary,
+    _json_bytes,
+    _rebuild_problem,
+    claim_fingerprint,
+    is_done,
+    render_claim_result,
+    write_claim_files,
+    write_claim_result,
+    write_metadata,
+)
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
 
 # the profiles live in theory_checks.profiles; re-exported here (``X as X``) for the claims
@@ -70,53 +81,6 @@ from theory_checks.profiles import (
 from theory_checks.profiles import (
     running_on as running_on,
 )
-
-SERIES_COLUMNS = (
-    "claim", "estimator", "problem_id", "seed", "params", "series", "step_name", "step",
-    "value", "oracle_calls", "comm_rounds",
-)
-
-
-@dataclasses.dataclass
-class CaseResult:
-    """One measured case: the measurement, its outcome and, for a statistical claim, the
-    decision of each test and the confirmation run of a first-stage failure."""
-
-    problem_id: str
-    spec: dict[str, Any]
-    params: dict[str, Any]
-    measurement: Measurement
-    outcome: Outcome = "holds"
-    decisions: list[TestDecision] = dataclasses.field(default_factory=list)
-    design: Design | None = None
-    confirmation: CaseResult | None = None
-
-
-@dataclasses.dataclass
-class ClaimResult:
-    claim: Claim
-    verdict: Verdict
-    cases: list[CaseResult]
-    counterexample: CaseResult | None
-    rejected: list[str]
-    seconds: float
-    estimator: str = ""
-    profile: str = "fast"
-    undecided: list[CaseResult] = dataclasses.field(default_factory=list)
-    unconfirmed: list[CaseResult] = dataclasses.field(default_factory=list)
-    case_rate: float | None = None
-    calibration_seed: int = 0
-
-    @property
-    def run_id(self) -> str:
-        """The claim id, suffixed ``@estimator`` for a variant enrolled through the registry."""
-        if not self.estimator or self.estimator == self.claim.estimators[0]:
-            return self.claim.id
-        return f"{self.claim.id}@{self.estimator}"
-
-    @property
-    def as_expected(self) -> bool:
-        return self.verdict in self.claim.expected_verdicts(self.profile)
 
 
 def claim_seed(claim_id: str) -> int:
@@ -377,175 +341,115 @@ def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..
     return measure_and_decide(claim, case, make, design, claim.false_fail_rate)
 
 
-# --------------------------------------------------------------------------- results files
+def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFiles:
+    """Check one ``(claim, estimator)`` run on ``profile`` and give its results files, unwritten
+    (the unit of work an executor runs: the driver writes them, :func:`write_claim_files`).
 
-
-def claim_fingerprint(claim: Claim, profile: Profile) -> str:
-    """Changes when the claim's definition on ``profile`` changes, so stale results are not
-    reused."""
-    return fingerprint(claim.id, claim.reference, claim.kind, claim.statement,
-                       ",".join(claim.estimators), claim.check.__qualname__,
-                       str(claim_max_examples(claim, profile)), claim.decision,
-                       repr(claim.false_fail_rate),
-                       claim.perturbation.name if claim.perturbation else "",
-                       "control" if claim.positive_control else "")
-
-
-def _decision_summary(d: TestDecision) -> dict[str, Any]:
-    return dataclasses.asdict(d)
-
-
-def _case_summary(r: CaseResult) -> dict[str, Any]:
-    m = r.measurement
-    summary: dict[str, Any] = {
-        "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
-        "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
-        "outcome": r.outcome,
-        "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
-    }
-    if r.decisions:
-        summary["decisions"] = [_decision_summary(d) for d in r.decisions]
-    if r.design is not None:
-        summary["design"] = {"seed": list(r.design.seed), "scale": r.design.scale,
-                             "false_fail_rate": r.design.false_fail_rate}
-    if r.confirmation is not None:
-        summary["confirmation"] = _case_summary(r.confirmation)
-    return summary
-
-
-def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
-                       power: dict[str, Any] | None = None,
-                       control: dict[str, Any] | None = None) -> Path:
-    """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
-
-    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
-    beside the verdict when given.
+    The perturbation and the positive control are the claim check's, not the estimator's: they
+    run once, with the claim's own estimator.
     """
-    claim = result.claim
-    run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
-    counter_path = None
-    if result.counterexample is not None:
-        ce = result.counterexample
-        counter_path = Path("counterexamples") / f"{run_id}.json"
-        write_json(out_dir / counter_path,
-                   {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
-                    **_case_summary(ce)}, indent=2, default=json_default)
-        arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
-        if arrays is not None:
-            buffer = io.BytesIO()
-            np.savez(buffer, **arrays())
-            atomic_write_bytes(out_dir / "counterexamples" / f"{run_id}.npz", buffer.getvalue())
-    cases = result.cases + result.undecided + (
-        [result.counterexample] if result.counterexample else [])
-    series_path = out_dir / "series" / f"{run_id}.csv"
-    with io.StringIO(newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(SERIES_COLUMNS)
-        for r in cases:
-            params = json.dumps(r.params, sort_keys=True, default=json_default)
-            seed = r.spec.get("seed", "")
-            for p in r.measurement.series:
-                writer.writerow([claim.id, p.label or estimator, r.problem_id, seed,
-                                 params,
-                                 p.series, p.step_name, p.step, repr(p.value),
-                                 p.oracle_calls, p.comm_rounds])
-        atomic_write(series_path, handle.getvalue())
-    fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
-            for r in cases if r.measurement.fit is not None]
-    payload = {
-        "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,
-        "reference": claim.reference, "kind": claim.kind,
-        "statement": claim.statement, "estimators": list(claim.estimators),
-        "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
-        "expected_verdicts": list(claim.expected_verdicts(profile.name)),
-        "verdict": result.verdict, "as_expected": result.as_expected,
-        "decision": claim.decision,
-        "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
-        "case_false_fail_rate": result.case_rate,
-        "calibration_seed": result.calibration_seed,
-        "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
-        "n_cases": len(result.cases), "n_undecided": len(result.undecided),
-        "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
-        "seconds": result.seconds,
-        "counterexample": str(counter_path) if counter_path else None,
-        "cases": [_case_summary(r) for r in cases],
-        "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
-        "series_file": str(Path("series") / f"{run_id}.csv"),
-        "power": power, "positive_control": control,
-    }
-    path = out_dir / "claims" / f"{run_id}.json"
-    write_json(path, payload, indent=2, default=json_default)
-    return path
+    with running_on(profile):
+        own = estimator == claim.estimators[0]
+        power = run_power(claim, profile) if own else None
+        control = run_positive_control(claim, profile) if own else None
+        result = run_claim(claim, profile, estimator=estimator)
+        return render_claim_result(result, profile, power, control)
 
 
-def _rebuild_problem(spec: dict[str, Any]) -> Any:
-    from problems import from_spec
+@dataclasses.dataclass
+class ClaimRunTask:
+    """One ``(claim, estimator)`` run as a picklable unit of work: calling it gives the run's
+    :data:`ClaimFiles`.
 
-    try:
-        return from_spec(spec)
-    except (KeyError, ValueError):
-        return None
+    In the driver's process it checks the claim object it was made with; pickled to a worker
+    (a local process or a Ray node) it carries the claim's id and finds the claim in the
+    worker's registry (claims hold local functions, which do not pickle), and it sets the
+    worker's torch default dtype to the driver's, so a worker computes the same numbers.
+    """
+
+    claim_id: str
+    estimator: str
+    profile: Profile
+    default_dtype: str = "float64"
+    claim: Claim | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "claim": None}
+
+    def __call__(self) -> ClaimFiles:
+        import torch
+
+        claim = self.claim
+        if claim is None:
+            from theory_checks.registry import get_claim
+
+            claim = get_claim(self.claim_id)
+            torch.set_default_dtype(getattr(torch, self.default_dtype))
+        return compute_claim_run(claim, self.estimator, self.profile)
 
 
-def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = None) -> bool:
-    """Whether the claim's results file is there, whole, and of this profile and definition
-    (a missing, torn, foreign or stale one: rerun the claim)."""
-    return read_fresh(out_dir / "claims" / f"{run_id or claim.id}.json",
-                      claim_fingerprint(claim, profile), profile.name,
-                      keys=("verdict", "as_expected")) is not None
+def claim_run_task(claim: Claim, estimator: str, profile: Profile) -> ClaimRunTask:
+    """The :class:`ClaimRunTask` of one run, with the driver's torch default dtype."""
+    import torch
+
+    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
+    return ClaimRunTask(claim.id, estimator, profile, dtype, claim)
 
 
-def write_metadata(out_dir: Path, profile: Profile) -> None:
-    from theory_checks.registry import CLAIM_DB
+#: How an executor runs tasks: given the tasks, it yields ``(index, result)`` for each as it
+#: finishes, in any order (``testbed_app.executors``); the default runs them one by one here.
+Execute = Callable[[Sequence[ClaimRunTask]], Iterable[tuple[int, ClaimFiles]]]
 
-    registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
-                   "statement": c.statement, "estimators": list(c.estimators),
-                   "expected": c.expected, "decision": c.decision,
-                   "corrects": c.corrects} for c in CLAIM_DB]
-    meta = {**provenance(), "profile": dataclasses.asdict(profile),
-            "hypothesis": "seed = sha256(claim id), no database",
-            "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
-    write_json(out_dir / "metadata.json", meta, indent=2)
+
+def run_in_process(tasks: Sequence[ClaimRunTask]) -> Iterator[tuple[int, ClaimFiles]]:
+    """The default :data:`Execute`: each task in turn, in this process."""
+    for index, task in enumerate(tasks):
+        yield index, task()
 
 
 def run_claims(
     claims: Iterable[Claim], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True,
+    progress: bool = True, execute: Execute | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every claim (skipping finished ones when ``resume``), write results, return summaries."""
-    return run_claim_runs(claim_runs(claims), out_dir, profile, resume, progress)
+    """Run every claim (skipping finished ones when ``resume``), write results, return summaries;
+    ``execute`` runs the claims' runs (in this process, one by one, by default)."""
+    return run_claim_runs(claim_runs(claims), out_dir, profile, resume, progress, execute)
 
 
 def run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True,
+    progress: bool = True, execute: Execute | None = None,
 ) -> list[dict[str, Any]]:
     """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
     as ``testbed verify``'s), write their results, return their summaries."""
     with running_on(profile):
-        return _run_claim_runs(runs, out_dir, profile, resume, progress)
+        return _run_claim_runs(runs, out_dir, profile, resume, progress,
+                               execute or run_in_process)
 
 
 def _run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
-    progress: bool,
+    progress: bool, execute: Execute,
 ) -> list[dict[str, Any]]:
+    """The driver: skips the finished runs, hands the others to ``execute`` and writes each
+    one's files as it comes back (so an interrupted run resumes with nothing lost), with one
+    progress bar over every run."""
     from tqdm import tqdm
 
     out_dir.mkdir(parents=True, exist_ok=True)
     write_metadata(out_dir, profile)
-    summaries = []
-    bar = tqdm(runs, desc="claims", unit="claim", disable=not progress)
-    for claim, estimator in bar:
-        run_id = claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
-        bar.set_postfix_str(run_id)
-        if not (resume and is_done(claim, out_dir, profile, run_id)):
-            own = estimator == claim.estimators[0]
-            # the perturbation and the positive control are the claim check's, not the
-            # estimator's: run once, with the claim's own estimator
-            power = run_power(claim, profile) if own else None
-            control = run_positive_control(claim, profile) if own else None
-            write_claim_result(run_claim(claim, profile, estimator=estimator), out_dir, profile,
-                               power, control)
-        summaries.append(json.loads((out_dir / "claims" / f"{run_id}.json").read_text()))
-    return summaries
+    run_ids = [claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
+               for claim, estimator in runs]
+    pending = [(run_id, claim_run_task(claim, estimator, profile))
+               for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
+               if not (resume and is_done(claim, out_dir, profile, run_id))]
+    with tqdm(total=len(runs), initial=len(runs) - len(pending), desc="claims", unit="claim",
+              disable=not progress) as bar:
+        if pending:
+            bar.set_postfix_str(pending[0][0])
+        for index, files in execute([task for _, task in pending]):
+            write_claim_files(files, out_dir)
+            bar.update(1)
+            bar.set_postfix_str(pending[index][0])
+    return [json.loads((out_dir / "claims" / f"{run_id}.json").read_text())
+            for run_id in run_ids]

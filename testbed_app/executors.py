@@ -1,0 +1,187 @@
+"""Where the application's units of work run: in this process, in local processes, or on Ray.
+
+A unit of work (a task) is a picklable callable without arguments whose result is picklable:
+:class:`theory_checks.runner.ClaimRunTask` gives one ``(claim, estimator)`` run's results files
+as bytes. An executor runs a list of tasks and yields ``(index, result)`` for each as it
+finishes, in any order; the driver (the process that runs ``testbed``) writes each result into
+the results folder atomically as it comes back, so workers need no shared filesystem and an
+interrupted run resumes exactly as a local one does. Results do not depend on the executor: a
+task carries everything that defines its numbers (claim id, estimator, profile, torch dtype),
+and the draws are seeded by the claim id.
+
+- :class:`LocalExecutor` (``--executor local``, the default): ``jobs=1`` runs the tasks one by
+  one in this process (the behaviour before executors); ``jobs=N`` spreads them over N local
+  worker processes (``spawn``), each with ``cpu_count // N`` torch threads.
+- :class:`RayExecutor` (``--executor ray [--address auto|ray://HOST:PORT]``): one Ray task per
+  unit, asking for ``cpus_per_task`` CPUs (torch's thread count is set to that allocation) and
+  retried up to ``max_retries`` times when its worker process or node dies. Ray is an optional
+  extra (``pip install hypergradient-testbed[ray]``), imported only when this executor starts;
+  usage-stats reporting is switched off (``RAY_USAGE_STATS_ENABLED=0``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+#: What ``--executor ray`` prints when Ray is not installed.
+RAY_MISSING = ("--executor ray needs Ray, an optional extra: "
+               "pip install 'hypergradient-testbed[ray]' (or pip install 'ray[default]>=2.40')")
+#: Retries of a Ray task whose worker process or node dies (an exception the task raises
+#: itself is not retried: it would raise again with the same seeds).
+DEFAULT_RETRIES = 3
+
+
+class Executor(Protocol):
+    """Runs tasks; yields ``(index, result)`` for each as it finishes, in any order. A task's
+    exception is raised by the iterator (the finished results before it have been yielded)."""
+
+    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]: ...
+
+
+def _set_threads(threads: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, int(threads)))
+
+
+def _start_local_worker(threads: int) -> None:
+    """A local worker process: ``threads`` torch threads; Ctrl-C (sent to the whole process
+    group) ends it quietly, the driver reporting the interruption once."""
+    import signal
+
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    _set_threads(threads)
+
+
+def _call(task: Callable[[], T]) -> T:
+    return task()
+
+
+class LocalExecutor:
+    """``jobs`` = 1: each task in turn in this process (no pickling, today's behaviour);
+    ``jobs`` > 1: a pool of ``jobs`` spawned processes, each with ``threads`` torch threads
+    (default ``cpu_count // jobs``, at least 1)."""
+
+    def __init__(self, jobs: int = 1, threads: int | None = None) -> None:
+        if jobs < 1:
+            raise ValueError(f"--jobs must be >= 1, got {jobs}")
+        self.jobs = jobs
+        self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+
+    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
+        if self.jobs == 1 or len(tasks) <= 1:
+            for index, task in enumerate(tasks):
+                yield index, task()
+            return
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+        context = multiprocessing.get_context("spawn")  # no fork of a threaded torch process
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
+                                   initializer=_start_local_worker,
+                                   initargs=(self.threads,))
+        try:
+            futures: dict[Future[T], int] = {pool.submit(_call, task): index
+                                             for index, task in enumerate(tasks)}
+            waiting = set(futures)
+            while waiting:
+                done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=futures.__getitem__):
+                    yield futures[future], future.result()
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, with usage-stats reporting off; a clear error when not installed."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    try:
+        import ray
+    except ImportError as error:
+        raise ValueError(RAY_MISSING) from error
+    return ray
+
+
+def _ray_call(task: Callable[[], T], threads: int) -> T:
+    """A task on a Ray worker: torch's threads set to the task's CPU allocation."""
+    _set_threads(threads)
+    return task()
+
+
+class RayExecutor:
+    """One Ray task per unit of work on the cluster at ``address`` (``None``: a Ray instance
+    started on this machine for the run; ``"auto"``: the cluster this machine belongs to;
+    ``"ray://HOST:PORT"``: a remote cluster's client server). Each task asks for
+    ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs and is retried ``max_retries`` times when
+    its worker dies. Results come back to this process (the driver), which writes them."""
+
+    def __init__(self, address: str | None = None, cpus_per_task: int = 1,
+                 gpus_per_task: float = 0, max_retries: int = DEFAULT_RETRIES,
+                 init_options: dict[str, Any] | None = None) -> None:
+        if cpus_per_task < 1:
+            raise ValueError(f"--cpus-per-task must be >= 1, got {cpus_per_task}")
+        self.address = address
+        self.cpus_per_task = cpus_per_task
+        self.gpus_per_task = gpus_per_task
+        self.max_retries = max_retries
+        self.init_options = dict(init_options or {})
+        self.ray = import_ray()
+
+    def _connect(self) -> bool:
+        """Join (or start) the cluster unless this process already has; whether it did."""
+        if self.ray.is_initialized():
+            return False
+        options: dict[str, Any] = {"address": self.address, "log_to_driver": False,
+                                   "configure_logging": False, **self.init_options}
+        if self.address is None:
+            # a Ray instance of our own: no dashboard, on this machine's loopback
+            options.setdefault("include_dashboard", False)
+        self.ray.init(**options)
+        return True
+
+    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
+        if not tasks:
+            return
+        ray = self.ray
+        started = self._connect()
+        try:
+            remote = ray.remote(_ray_call).options(
+                num_cpus=self.cpus_per_task, num_gpus=self.gpus_per_task,
+                max_retries=self.max_retries, retry_exceptions=False)
+            refs = {remote.remote(task, self.cpus_per_task): index
+                    for index, task in enumerate(tasks)}
+            waiting = list(refs)
+            try:
+                while waiting:
+                    done, waiting = ray.wait(waiting, num_returns=1)
+                    for ref in done:
+                        yield refs[ref], ray.get(ref)
+            finally:
+                for ref in waiting:
+                    ray.cancel(ref, force=True)
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_executor(name: str = "local", jobs: int = 1, address: str | None = None,
+                  cpus_per_task: int = 1, max_retries: int = DEFAULT_RETRIES) -> Executor:
+    """The executor the command line names (``--executor``, ``--jobs``, ``--address``,
+    ``--cpus-per-task``, ``--max-retries``)."""
+    if name == "local":
+        if address is not None:
+            raise ValueError("--address is for --executor ray")
+        return LocalExecutor(jobs)
+    if name == "ray":
+        if jobs != 1:
+            raise ValueError("--jobs is for --executor local (Ray runs one task per free CPU)")
+        return RayExecutor(address, cpus_per_task, max_retries=max_retries)
+    raise ValueError(f"unknown executor {name!r}: local or ray")
+
+
+__all__ = ["DEFAULT_RETRIES", "RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor",
+           "import_ray", "make_executor"]

@@ -1,0 +1,110 @@
+"""``testbed check --executor ray`` on a two-node Ray cluster on this machine
+(``ray.cluster_utils.Cluster``): the same results files as the local executor, and a worker
+killed mid-run loses nothing.
+
+Run by ``tox -e cluster`` only (it sets ``TESTBED_CLUSTER_TESTS=1`` and runs pytest inside a
+network namespace of its own holding only loopback, ``unshare -n``, so every Ray process listens
+and talks on 127.0.0.1); skipped everywhere else, and skipped when the namespace has another
+interface (Ray would advertise that interface's address).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+if os.environ.get("TESTBED_CLUSTER_TESTS") != "1":
+    pytest.skip("Ray cluster tests: run by tox -e cluster (TESTBED_CLUSTER_TESTS=1)",
+                allow_module_level=True)
+if {name for _, name in socket.if_nameindex()} != {"lo"}:
+    pytest.skip("Ray cluster tests run in a loopback-only network namespace: "
+                "unshare -n sh -c 'ip link set lo up; pytest tests/cluster' (as tox -e cluster)",
+                allow_module_level=True)
+os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+ray = pytest.importorskip("ray")
+
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from testbed_app import cli  # noqa: E402
+from tests.test_executors import CLAIMS, results_files  # noqa: E402
+
+pytestmark = pytest.mark.cluster
+
+#: the claims of these tests: the executor tests' ones (variants, a counterexample) and a
+#: statistical claim (its Monte Carlo streams come from the claim id, not the worker)
+CLUSTER_CLAIMS = (*CLAIMS, "fednest.lemma22.abs_error_as_stated")
+CHECK = ["check", "--profile", "fast", "--quiet",
+         *[arg for claim in CLUSTER_CLAIMS for arg in ("--claim", claim)]]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head node and a worker node, one CPU each, on 127.0.0.1."""
+    two = Cluster(initialize_head=True,
+                  head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                  "node_ip_address": "127.0.0.1"})
+    two.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    two.wait_for_nodes()
+    yield two
+    two.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    folder = tmp_path_factory.mktemp("local")
+    assert cli.main([*CHECK, "--results", str(folder)]) == 0
+    return results_files(folder)
+
+
+def test_ray_cluster_writes_the_local_executors_results_files(
+        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
+    assert cli.main([*CHECK, "--results", str(tmp_path), "--executor", "ray",
+                     "--address", cluster.address]) == 0
+    on_ray = results_files(tmp_path)
+    assert on_ray.keys() == local_results.keys()
+    for name in local_results:
+        assert on_ray[name] == local_results[name], name
+
+
+def _kill_first_task_worker(killed: list[int], stop: threading.Event) -> None:
+    """SIGKILL the first Ray worker process seen running a task (``ray::_ray_call``)."""
+    while not stop.is_set():
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                running = b"ray::_ray_call" in cmdline.read_bytes()
+            except OSError:
+                continue  # the process ended meanwhile
+            if running:
+                pid = int(cmdline.parent.name)
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                return
+        time.sleep(0.05)
+
+
+def test_a_worker_killed_mid_run_loses_nothing(
+        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
+    killed: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_first_task_worker, args=(killed, stop))
+    killer.start()
+    try:
+        status = cli.main([*CHECK, "--results", str(tmp_path), "--executor", "ray",
+                           "--address", cluster.address])
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no task worker was seen to kill"
+    assert status == 0
+    on_ray = results_files(tmp_path)
+    assert on_ray.keys() == local_results.keys()
+    for name in local_results:
+        assert on_ray[name] == local_results[name], name

@@ -1,0 +1,122 @@
+"""Executors (testbed_app/executors.py): the driver writes what workers return, and the results
+files do not depend on where the work ran."""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from testbed_app import cli
+from testbed_app.executors import RAY_MISSING, LocalExecutor, make_executor
+from theory_checks.registry import get_claim
+from theory_checks.runner import claim_runs, get_profile, run_claim_runs
+
+#: a claim with two enrolled variants (three runs) and one that fails as stated (a
+#: counterexample's JSON and arrays): every kind of results file, in a few seconds
+CLAIMS = ("classical.neumann.error_identity", "fedmsa.rho.as_stated")
+
+
+#: a wall time in a claim's JSON (the run's, its power run's, its positive control's)
+TIMING = re.compile(rb'"seconds": [-+.0-9eE]+')
+
+
+def results_files(folder: Path) -> dict[str, bytes]:
+    """Every results file under ``folder`` but ``metadata.json`` (commit, time written), byte
+    for byte, with only the wall times in the claim JSONs (different on every run, in one
+    process too) replaced by 0: what must not depend on the executor."""
+    files = {}
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder).as_posix()
+        if path.is_file() and relative != "metadata.json":
+            files[relative] = TIMING.sub(b'"seconds": 0', path.read_bytes())
+    return files
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _fail() -> int:
+    raise RuntimeError("task failed")
+
+
+def test_local_executor_runs_every_task_in_process() -> None:
+    tasks = [partial(_square, i) for i in range(5)]
+    assert list(LocalExecutor(1).run(tasks)) == [(i, i * i) for i in range(5)]
+
+
+def test_a_task_error_in_a_worker_process_reaches_the_driver() -> None:
+    # (the pool's results themselves: test_jobs_2_writes_the_same_results_files...)
+    with pytest.raises(RuntimeError, match="task failed"):
+        list(LocalExecutor(2, threads=1).run([partial(_square, 1), _fail]))
+
+
+def test_executor_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="--jobs"):
+        make_executor("local", jobs=0)
+    with pytest.raises(ValueError, match="--address is for --executor ray"):
+        make_executor("local", address="auto")
+    with pytest.raises(ValueError, match="unknown executor"):
+        make_executor("dask")
+
+
+def test_executor_ray_without_ray_says_how_to_install_it(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    status = cli.main(["check", "--claim", CLAIMS[0], "--executor", "ray", "--results",
+                       "unused", "--quiet"])
+    assert status == 2
+    assert RAY_MISSING in capsys.readouterr().err
+    assert "pip install 'hypergradient-testbed[ray]'" in RAY_MISSING
+
+
+class Recording:
+    """An executor that records the tasks it is given and runs them in reverse order."""
+
+    def __init__(self) -> None:
+        self.given: list[Any] = []
+
+    def run(self, tasks: Sequence[Callable[[], Any]]) -> Iterator[tuple[int, Any]]:
+        self.given += list(tasks)
+        for index in reversed(range(len(tasks))):
+            yield index, tasks[index]()
+
+
+def test_the_driver_writes_results_in_any_order_and_skips_finished_runs(
+        tmp_path: Path) -> None:
+    torch.set_default_dtype(torch.float64)
+    profile = get_profile("fast")
+    runs = claim_runs([get_claim(CLAIMS[0])])
+    recording = Recording()
+    summaries = run_claim_runs(runs, tmp_path, profile, progress=False,
+                               execute=recording.run)
+    assert [s["id"] for s in summaries] == [
+        CLAIMS[0] if e == c.estimators[0] else f"{c.id}@{e}" for c, e in runs]
+    assert len(recording.given) == len(runs)
+    again = Recording()
+    assert run_claim_runs(runs, tmp_path, profile, progress=False,
+                          execute=again.run) == summaries
+    assert again.given == []  # resumed: nothing left to run
+
+
+def test_jobs_2_writes_the_same_results_files_as_one_process(tmp_path: Path) -> None:
+    """``testbed check --jobs 2`` (two spawned processes, one torch thread each) against the
+    in-process run: every file the same byte for byte, but the wall times in the claim JSONs
+    and metadata.json (commit, time written)."""
+    claims = [arg for claim in CLAIMS for arg in ("--claim", claim)]
+    common = ["check", "--profile", "fast", *claims, "--quiet"]
+    assert cli.main([*common, "--results", str(tmp_path / "one")]) == 0
+    assert cli.main([*common, "--results", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    one, two = results_files(tmp_path / "one"), results_files(tmp_path / "two")
+    assert any(name.endswith(".npz") for name in one)  # a counterexample was compared too
+    assert one.keys() == two.keys()
+    for name in one:
+        assert one[name] == two[name], name

@@ -1,0 +1,234 @@
+"""A claim run's results and its files: the result types, the files a run writes (rendered as
+bytes, then written atomically, claim JSON last since its presence marks the run done), the
+freshness check that resumes, and the run's metadata. See :mod:`theory_checks.runner` for the
+layout of the results folder."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from results_format import atomic_write_bytes, json_default
+from results_format.provenance import provenance
+from results_format.resume import fingerprint, read_fresh, write_json
+from theory_checks.claim import Claim, Measurement, Verdict
+from theory_checks.decision import Design, Outcome, TestDecision
+from theory_checks.profiles import Profile, claim_max_examples
+
+SERIES_COLUMNS = (
+    "claim", "estimator", "problem_id", "seed", "params", "series", "step_name", "step",
+    "value", "oracle_calls", "comm_rounds",
+)
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """One measured case: the measurement, its outcome and, for a statistical claim, the
+    decision of each test and the confirmation run of a first-stage failure."""
+
+    problem_id: str
+    spec: dict[str, Any]
+    params: dict[str, Any]
+    measurement: Measurement
+    outcome: Outcome = "holds"
+    decisions: list[TestDecision] = dataclasses.field(default_factory=list)
+    design: Design | None = None
+    confirmation: CaseResult | None = None
+
+
+@dataclasses.dataclass
+class ClaimResult:
+    claim: Claim
+    verdict: Verdict
+    cases: list[CaseResult]
+    counterexample: CaseResult | None
+    rejected: list[str]
+    seconds: float
+    estimator: str = ""
+    profile: str = "fast"
+    undecided: list[CaseResult] = dataclasses.field(default_factory=list)
+    unconfirmed: list[CaseResult] = dataclasses.field(default_factory=list)
+    case_rate: float | None = None
+    calibration_seed: int = 0
+
+    @property
+    def run_id(self) -> str:
+        """The claim id, suffixed ``@estimator`` for a variant enrolled through the registry."""
+        if not self.estimator or self.estimator == self.claim.estimators[0]:
+            return self.claim.id
+        return f"{self.claim.id}@{self.estimator}"
+
+    @property
+    def as_expected(self) -> bool:
+        return self.verdict in self.claim.expected_verdicts(self.profile)
+
+
+# --------------------------------------------------------------------------- results files
+
+
+def claim_fingerprint(claim: Claim, profile: Profile) -> str:
+    """Changes when the claim's definition on ``profile`` changes, so stale results are not
+    reused."""
+    return fingerprint(claim.id, claim.reference, claim.kind, claim.statement,
+                       ",".join(claim.estimators), claim.check.__qualname__,
+                       str(claim_max_examples(claim, profile)), claim.decision,
+                       repr(claim.false_fail_rate),
+                       claim.perturbation.name if claim.perturbation else "",
+                       "control" if claim.positive_control else "")
+
+
+def _decision_summary(d: TestDecision) -> dict[str, Any]:
+    return dataclasses.asdict(d)
+
+
+def _case_summary(r: CaseResult) -> dict[str, Any]:
+    m = r.measurement
+    summary: dict[str, Any] = {
+        "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
+        "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
+        "outcome": r.outcome,
+        "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
+    }
+    if r.decisions:
+        summary["decisions"] = [_decision_summary(d) for d in r.decisions]
+    if r.design is not None:
+        summary["design"] = {"seed": list(r.design.seed), "scale": r.design.scale,
+                             "false_fail_rate": r.design.false_fail_rate}
+    if r.confirmation is not None:
+        summary["confirmation"] = _case_summary(r.confirmation)
+    return summary
+
+
+#: A run's results files: each path (relative to the results folder, ``/``-separated) with its
+#: bytes, in the order they are written; the claim's JSON comes last, since its presence marks
+#: the run done (:func:`is_done`). Picklable: what a worker sends back to the driver.
+ClaimFiles = dict[str, bytes]
+
+
+def _json_bytes(data: Any, **options: Any) -> bytes:
+    """What :func:`~results_format.resume.write_json` writes for ``data``, as bytes."""
+    return json.dumps(data, **options).encode()
+
+
+def render_claim_result(result: ClaimResult, profile: Profile,
+                        power: dict[str, Any] | None = None,
+                        control: dict[str, Any] | None = None) -> ClaimFiles:
+    """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
+
+    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
+    beside the verdict when given.
+    """
+    claim = result.claim
+    run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
+    files: ClaimFiles = {}
+    counter_path = None
+    if result.counterexample is not None:
+        ce = result.counterexample
+        counter_path = Path("counterexamples") / f"{run_id}.json"
+        files[counter_path.as_posix()] = _json_bytes(
+            {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
+             **_case_summary(ce)}, indent=2, default=json_default)
+        arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
+        if arrays is not None:
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays())
+            files[f"counterexamples/{run_id}.npz"] = buffer.getvalue()
+    cases = result.cases + result.undecided + (
+        [result.counterexample] if result.counterexample else [])
+    with io.StringIO(newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(SERIES_COLUMNS)
+        for r in cases:
+            params = json.dumps(r.params, sort_keys=True, default=json_default)
+            seed = r.spec.get("seed", "")
+            for p in r.measurement.series:
+                writer.writerow([claim.id, p.label or estimator, r.problem_id, seed,
+                                 params,
+                                 p.series, p.step_name, p.step, repr(p.value),
+                                 p.oracle_calls, p.comm_rounds])
+        files[f"series/{run_id}.csv"] = handle.getvalue().encode()
+    fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
+            for r in cases if r.measurement.fit is not None]
+    payload = {
+        "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,
+        "reference": claim.reference, "kind": claim.kind,
+        "statement": claim.statement, "estimators": list(claim.estimators),
+        "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
+        "expected_verdicts": list(claim.expected_verdicts(profile.name)),
+        "verdict": result.verdict, "as_expected": result.as_expected,
+        "decision": claim.decision,
+        "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
+        "case_false_fail_rate": result.case_rate,
+        "calibration_seed": result.calibration_seed,
+        "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
+        "n_cases": len(result.cases), "n_undecided": len(result.undecided),
+        "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
+        "seconds": result.seconds,
+        "counterexample": str(counter_path) if counter_path else None,
+        "cases": [_case_summary(r) for r in cases],
+        "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
+        "series_file": str(Path("series") / f"{run_id}.csv"),
+        "power": power, "positive_control": control,
+    }
+    files[f"claims/{run_id}.json"] = _json_bytes(payload, indent=2, default=json_default)
+    return files
+
+
+def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
+    """Write ``files`` (:func:`render_claim_result`) under ``out_dir``, each atomically and in
+    their order (the claim's JSON last); return the claim JSON's path."""
+    last = None
+    for relative, data in files.items():
+        last = out_dir / relative
+        atomic_write_bytes(last, data)
+    if last is None or last.parent.name != "claims":
+        raise ValueError("a claim run's files end with its claims/<run_id>.json")
+    return last
+
+
+def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
+                       power: dict[str, Any] | None = None,
+                       control: dict[str, Any] | None = None) -> Path:
+    """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
+
+    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
+    beside the verdict when given.
+    """
+    return write_claim_files(render_claim_result(result, profile, power, control), out_dir)
+
+
+def _rebuild_problem(spec: dict[str, Any]) -> Any:
+    from problems import from_spec
+
+    try:
+        return from_spec(spec)
+    except (KeyError, ValueError):
+        return None
+
+
+def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = None) -> bool:
+    """Whether the claim's results file is there, whole, and of this profile and definition
+    (a missing, torn, foreign or stale one: rerun the claim)."""
+    return read_fresh(out_dir / "claims" / f"{run_id or claim.id}.json",
+                      claim_fingerprint(claim, profile), profile.name,
+                      keys=("verdict", "as_expected")) is not None
+
+
+def write_metadata(out_dir: Path, profile: Profile) -> None:
+    from theory_checks.registry import CLAIM_DB
+
+    registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
+                   "statement": c.statement, "estimators": list(c.estimators),
+                   "expected": c.expected, "decision": c.decision,
+                   "corrects": c.corrects} for c in CLAIM_DB]
+    meta = {**provenance(), "profile": dataclasses.asdict(profile),
+            "hypothesis": "seed = sha256(claim id), no database",
+            "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
+    write_json(out_dir / "metadata.json", meta, indent=2)

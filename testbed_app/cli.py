@@ -251,7 +251,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         bar.set_postfix_str(message)
 
     summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
-                          Path(args.results), progress)
+                          Path(args.results), progress, execute=_executor(args).run)
     bar.close()
     print(format_table(summaries))
     print(f"\nresults in {Path(args.results) / 'calibration'}")
@@ -429,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fast (default, or $TESTBED_PROFILE) or thorough")
     calibrate.add_argument("--results", default="results", help="results directory")
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_executor_options(calibrate)
     calibrate.set_defaults(func=_cmd_calibrate)
     run = sub.add_parser("run", help="run experiment configs (TOML), resuming by default")
     run.add_argument("config", nargs="+",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,42 +88,106 @@ def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
     return [r for r in data["runs"] if isinstance(r, dict) and {"seed", "verdict"} <= set(r)]
 
 
+@dataclasses.dataclass
+class CalibrationTask:
+    """One claim x calibration seed as a picklable unit of work (``testbed calibrate
+    --executor``): calling it gives the seed's record. Pickled to a worker it carries the
+    claim's id (claims hold local functions) and the driver's torch default dtype, like
+    :class:`~theory_checks.runner.ClaimRunTask`."""
+
+    claim_id: str
+    seed: int
+    profile: Profile
+    default_dtype: str = "float64"
+    make: Callable[..., Any] | None = None
+    claim: Claim | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "claim": None}
+
+    def __call__(self) -> dict[str, Any]:
+        import torch
+
+        claim = self.claim
+        if claim is None:
+            from theory_checks.registry import get_claim
+
+            claim = get_claim(self.claim_id)
+            torch.set_default_dtype(getattr(torch, self.default_dtype))
+        start = time.perf_counter()
+        result = run_claim(claim, self.profile, make=self.make, calibration_seed=self.seed)
+        return {"seed": self.seed, "verdict": result.verdict,
+                "n_undecided": len(result.undecided),
+                "n_unconfirmed": len(result.unconfirmed),
+                "seconds": time.perf_counter() - start}
+
+
+#: How an executor runs tasks (``testbed_app.executors``): ``(index, result)`` as each finishes.
+Execute = Callable[[Sequence[CalibrationTask]], Iterable[tuple[int, dict[str, Any]]]]
+
+
+def _in_process(tasks: Sequence[CalibrationTask]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for index, task in enumerate(tasks):
+        yield index, task()
+
+
+def _check_calibratable(claim: Claim, seeds: int) -> None:
+    if not claim.statistical:
+        raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
+    if seeds < 1:
+        raise ValueError(f"--seeds must be >= 1, got {seeds}")
+
+
 def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | None = None,
                     progress: Callable[[str], None] | None = None,
                     make: Callable[..., Any] | None = None) -> CalibrationSummary:
     """Run ``claim`` under calibration seeds ``0..seeds-1`` (resuming from ``out_dir``);
     ``make`` replaces the registry's builder (a variant under study)."""
-    if not claim.statistical:
-        raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
-    if seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {seeds}")
-    fingerprint = claim_fingerprint(claim, profile)
-    path = out_dir / "calibration" / f"{claim.id}.json" if out_dir else None
-    records = _load(path, fingerprint, profile.name) if path else []
-    done = {int(r["seed"]) for r in records}
-    for k in range(seeds):
-        if k in done:
-            continue
-        start = time.perf_counter()
-        result = run_claim(claim, profile, make=make, calibration_seed=k)
-        records.append({"seed": k, "verdict": result.verdict,
-                        "n_undecided": len(result.undecided),
-                        "n_unconfirmed": len(result.unconfirmed),
-                        "seconds": time.perf_counter() - start})
+    return calibrate_claims([claim], seeds, profile, out_dir, progress, make=make)[0]
+
+
+def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
+                     out_dir: Path | None = None,
+                     progress: Callable[[str], None] | None = None,
+                     execute: Execute | None = None,
+                     make: Callable[..., Any] | None = None) -> list[CalibrationSummary]:
+    """Every ``claim`` x seed not yet recorded, run by ``execute`` (default: one by one in this
+    process); this process (the driver) appends each record to ``calibration/<claim>.json`` as
+    it arrives, in seed order within the file, so an interrupted run resumes and the files do not
+    depend on the executor (but for the measured ``seconds``)."""
+    import torch
+
+    for claim in claims:
+        _check_calibratable(claim, seeds)
+    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
+    stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
+    paths = {c.id: (out_dir / "calibration" / f"{c.id}.json" if out_dir else None)
+             for c in claims}
+    records: dict[str, list[dict[str, Any]]] = {}
+    for c in claims:
+        path = paths[c.id]
+        records[c.id] = _load(path, stamps[c.id], profile.name) if path is not None else []
+    tasks = [CalibrationTask(c.id, k, profile, dtype, make, c) for c in claims
+             for k in range(seeds) if k not in {int(r["seed"]) for r in records[c.id]}]
+    for index, record in (execute or _in_process)(tasks):
+        claim_id = tasks[index].claim_id
+        records[claim_id] = sorted([*records[claim_id], record], key=lambda r: r["seed"])
+        path = paths[claim_id]
         if path is not None:
-            write_json(path, {"claim": claim.id, "fingerprint": fingerprint,
-                              "profile": profile.name, "runs": records}, indent=2)
+            write_json(path, {"claim": claim_id, "fingerprint": stamps[claim_id],
+                              "profile": profile.name, "runs": records[claim_id]}, indent=2)
         if progress is not None:
-            progress(f"{claim.id} seed {k}: {result.verdict}")
-    records = sorted((r for r in records if int(r["seed"]) < seeds), key=lambda r: r["seed"])
-    return summarize(claim, profile.name, records)
+            progress(f"{claim_id} seed {record['seed']}: {record['verdict']}")
+    return [summarize(c, profile.name, [r for r in records[c.id] if int(r["seed"]) < seeds])
+            for c in claims]
 
 
 def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Path,
-              progress: Callable[[str], None] | None = None) -> list[CalibrationSummary]:
+              progress: Callable[[str], None] | None = None,
+              execute: Execute | None = None) -> list[CalibrationSummary]:
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
-    summaries = [calibrate_claim(c, seeds, profile, out_dir, progress)
-                 for c in claims if c.statistical]
+    summaries = calibrate_claims([c for c in claims if c.statistical], seeds, profile, out_dir,
+                                 progress, execute)
     write_json(out_dir / "calibration" / "summary.json",
                {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
                 "claims": [dataclasses.asdict(s) for s in summaries]}, indent=2)

@@ -19,13 +19,15 @@ the package and the entry point, is kept in :func:`problems` (``testbed list`` p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from testbed.info import EstimatorInfo
 
 GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,36 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
     return info
 
 
+def _as_items(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
+               check: Callable[[Any, set[str]], T], key: Callable[[T], str], taken: set[str],
+               problems: list[PluginProblem]) -> list[T]:
+    """The usable items of ``group``'s entry points: each entry point's value split into items
+    by ``items_of``, each item ``check``-ed against the names ``taken`` so far (``check``
+    raises :class:`PluginError`). An entry point that does not import or has a bad item is
+    left out whole and recorded in ``problems``; ``taken`` gains the loaded items' names."""
+    loaded: list[T] = []
+    for entry in entry_points(group):
+        checked: list[T] = []
+        try:
+            try:
+                value = entry.load()
+            except Exception as error:  # noqa: BLE001 - a plugin's import may fail anyhow
+                raise PluginError(f"it does not import: {type(error).__name__}: "
+                                  f"{error}") from error
+            for item in items_of(value):
+                checked.append(check(item, taken | {key(c) for c in checked}))
+        except PluginError as error:
+            problems.append(PluginProblem(group, entry.name, package_of(entry), str(error)))
+            continue
+        taken |= {key(c) for c in checked}
+        loaded += checked
+    return loaded
+
+
 def load(builtin: Sequence[EstimatorInfo]) -> list[EstimatorInfo]:
     """The usable entries of every installed plugin (names distinct from ``builtin`` and from
     each other); the others are recorded in :func:`problems`."""
@@ -108,24 +140,14 @@ def load(builtin: Sequence[EstimatorInfo]) -> list[EstimatorInfo]:
     taken = {info.name for info in builtin}
     loaded: list[EstimatorInfo] = []
     for group, role in GROUPS.items():
-        for entry in entry_points(group):
-            try:
-                try:
-                    value = entry.load()
-                except Exception as error:  # noqa: BLE001 - a plugin's import may fail anyhow
-                    raise PluginError(f"it does not import: {type(error).__name__}: "
-                                      f"{error}") from error
-                items = list(value) if isinstance(value, (list, tuple)) else [value]
-                checked: list[EstimatorInfo] = []
-                for item in items:
-                    checked.append(check_entry(item, role, taken | {c.name for c in checked}))
-            except PluginError as error:
-                _PROBLEMS.append(PluginProblem(group, entry.name, package_of(entry), str(error)))
-                continue
-            taken |= {c.name for c in checked}
-            loaded += checked
+        loaded += load_group(group, _as_items, functools.partial(_check_role, role),
+                             lambda info: info.name, taken, _PROBLEMS)
     return loaded
 
 
+def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
+    return check_entry(info, role, taken)
+
+
 __all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "entry_points", "load",
-           "package_of", "problems"]
+           "load_group", "package_of", "problems"]

@@ -25,7 +25,13 @@ from typing import Any
 from results_format.resume import read_fresh, write_json
 from theory_checks.claim import Claim
 from theory_checks.decision import clopper_pearson
-from theory_checks.runner import Profile, claim_fingerprint, run_claim
+from theory_checks.runner import (
+    Profile,
+    RegisteredClaimTask,
+    claim_fingerprint,
+    driver_dtype,
+    run_claim,
+)
 
 # Why 95%: the calibration table's interval is a report to a reader (how precisely K seeds pin
 # the rate down), not a decision on a paper's claim.
@@ -89,11 +95,10 @@ def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
 
 
 @dataclasses.dataclass
-class CalibrationTask:
+class CalibrationTask(RegisteredClaimTask):
     """One claim x calibration seed as a picklable unit of work (``testbed calibrate
-    --executor``): calling it gives the seed's record. Pickled to a worker it carries the
-    claim's id (claims hold local functions) and the driver's torch default dtype, like
-    :class:`~theory_checks.runner.ClaimRunTask`."""
+    --executor``; :class:`~theory_checks.runner.RegisteredClaimTask`): calling it gives the
+    seed's record."""
 
     claim_id: str
     seed: int
@@ -102,20 +107,10 @@ class CalibrationTask:
     make: Callable[..., Any] | None = None
     claim: Claim | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "claim": None}
-
     def __call__(self) -> dict[str, Any]:
-        import torch
-
-        claim = self.claim
-        if claim is None:
-            from theory_checks.registry import get_claim
-
-            claim = get_claim(self.claim_id)
-            torch.set_default_dtype(getattr(torch, self.default_dtype))
         start = time.perf_counter()
-        result = run_claim(claim, self.profile, make=self.make, calibration_seed=self.seed)
+        result = run_claim(self.resolved_claim(), self.profile, make=self.make,
+                           calibration_seed=self.seed)
         return {"seed": self.seed, "verdict": result.verdict,
                 "n_undecided": len(result.undecided),
                 "n_unconfirmed": len(result.unconfirmed),
@@ -155,11 +150,9 @@ def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
     process); this process (the driver) appends each record to ``calibration/<claim>.json`` as
     it arrives, in seed order within the file, so an interrupted run resumes and the files do not
     depend on the executor (but for the measured ``seconds``)."""
-    import torch
-
     for claim in claims:
         _check_calibratable(claim, seeds)
-    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
+    dtype = driver_dtype()
     stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
     paths = {c.id: (out_dir / "calibration" / f"{c.id}.json" if out_dir else None)
              for c in claims}

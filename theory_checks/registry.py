@@ -58,24 +58,8 @@ def _check_claim(claim: Any, taken: set[str]) -> Claim:
 def refresh_claim_plugins() -> list[plugins.PluginProblem]:
     """Reload the plugins' claims; the problems of the entry points left out."""
     _PROBLEMS.clear()
-    taken = {c.id for c in BUILTIN_CLAIMS}
-    added: list[Claim] = []
-    for entry in plugins.entry_points(CLAIMS_GROUP):
-        try:
-            try:
-                value = entry.load()
-            except Exception as error:  # noqa: BLE001 - a plugin's import may fail anyhow
-                raise plugins.PluginError(f"it does not import: {type(error).__name__}: "
-                                          f"{error}") from error
-            checked: list[Claim] = []
-            for claim in _claims_of_value(value):
-                checked.append(_check_claim(claim, taken | {c.id for c in checked}))
-        except plugins.PluginError as error:
-            _PROBLEMS.append(plugins.PluginProblem(CLAIMS_GROUP, entry.name,
-                                                   plugins.package_of(entry), str(error)))
-            continue
-        taken |= {c.id for c in checked}
-        added += checked
+    added = plugins.load_group(CLAIMS_GROUP, _claims_of_value, _check_claim,
+                               lambda claim: claim.id, {c.id for c in BUILTIN_CLAIMS}, _PROBLEMS)
     CLAIM_DB[:] = sorted(BUILTIN_CLAIMS + tuple(added), key=lambda c: c.id)
     return list(_PROBLEMS)
 

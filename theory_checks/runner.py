@@ -356,16 +356,43 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
         return render_claim_result(result, profile, power, control)
 
 
-@dataclasses.dataclass
-class ClaimRunTask:
-    """One ``(claim, estimator)`` run as a picklable unit of work: calling it gives the run's
-    :data:`ClaimFiles`.
+class RegisteredClaimTask:
+    """A unit of work on one claim that pickles to a worker (a local process or a Ray node):
+    claims hold local functions, which do not pickle, so a pickled task carries the claim's id
+    and finds the claim in the worker's registry, and sets the worker's torch default dtype to
+    the driver's so the worker computes the same numbers. Subclasses are dataclasses with the
+    fields ``claim_id``, ``default_dtype`` and ``claim`` (the driver's object)."""
 
-    In the driver's process it checks the claim object it was made with; pickled to a worker
-    (a local process or a Ray node) it carries the claim's id and finds the claim in the
-    worker's registry (claims hold local functions, which do not pickle), and it sets the
-    worker's torch default dtype to the driver's, so a worker computes the same numbers.
-    """
+    claim_id: str
+    default_dtype: str
+    claim: Claim | None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "claim": None}
+
+    def resolved_claim(self) -> Claim:
+        """The claim object: the driver's, or, in a worker, the registry's."""
+        if self.claim is not None:
+            return self.claim
+        import torch
+
+        from theory_checks.registry import get_claim
+
+        torch.set_default_dtype(getattr(torch, self.default_dtype))
+        return get_claim(self.claim_id)
+
+
+def driver_dtype() -> str:
+    """The driver's torch default dtype, as a task carries it (``"float64"``)."""
+    import torch
+
+    return str(torch.get_default_dtype()).removeprefix("torch.")
+
+
+@dataclasses.dataclass
+class ClaimRunTask(RegisteredClaimTask):
+    """One ``(claim, estimator)`` run as a picklable unit of work
+    (:class:`RegisteredClaimTask`): calling it gives the run's :data:`ClaimFiles`."""
 
     claim_id: str
     estimator: str
@@ -373,27 +400,13 @@ class ClaimRunTask:
     default_dtype: str = "float64"
     claim: Claim | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "claim": None}
-
     def __call__(self) -> ClaimFiles:
-        import torch
-
-        claim = self.claim
-        if claim is None:
-            from theory_checks.registry import get_claim
-
-            claim = get_claim(self.claim_id)
-            torch.set_default_dtype(getattr(torch, self.default_dtype))
-        return compute_claim_run(claim, self.estimator, self.profile)
+        return compute_claim_run(self.resolved_claim(), self.estimator, self.profile)
 
 
 def claim_run_task(claim: Claim, estimator: str, profile: Profile) -> ClaimRunTask:
     """The :class:`ClaimRunTask` of one run, with the driver's torch default dtype."""
-    import torch
-
-    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
-    return ClaimRunTask(claim.id, estimator, profile, dtype, claim)
+    return ClaimRunTask(claim.id, estimator, profile, driver_dtype(), claim)
 
 
 #: How an executor runs tasks: given the tasks, it yields ``(index, result)`` for each as it

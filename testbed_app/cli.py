@@ -13,17 +13,20 @@ Examples::
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
     testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
+    testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from testbed_app.executors import Executor
+    from testbed_app.experiments.base import ExperimentConfig
 
 
 def _parameters(function: object) -> str:
@@ -280,10 +283,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.fresh and args.recover:
         raise ValueError("--fresh and --recover exclude each other: --fresh deletes the run "
                          "folder, --recover keeps it and resumes from its last good state")
+    if args.executor == "local" and args.jobs == 1:
+        summaries: Iterator[dict[str, Any]] = (
+            run_experiment(config, Path(args.results), fresh=args.fresh,
+                           progress=not args.quiet, recover=args.recover)
+            for config in configs)
+    else:
+        summaries = iter(_run_on_executor(configs, args))
     status = 0
-    for config in configs:
-        summary = run_experiment(config, Path(args.results), fresh=args.fresh,
-                                 progress=not args.quiet, recover=args.recover)
+    for summary in summaries:
         last = summary["last_row"] or {}
         state = "" if summary["status"] == "completed" else f" ({summary['status']})"
         print(f"{summary['name']}: {summary['steps']} steps, "
@@ -293,6 +301,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if summary["status"].startswith("diverged"):
             status = 1
     return status
+
+
+def _run_on_executor(configs: list[ExperimentConfig],
+                     args: argparse.Namespace) -> list[dict[str, Any]]:
+    """``testbed run`` through ``--jobs N`` or ``--executor ray``: each config a chain of
+    segments between checkpoints, the configs side by side, one progress bar over all steps
+    (:mod:`testbed_app.experiments.segments`)."""
+    from tqdm import tqdm
+
+    from testbed_app.experiments.segments import SegmentResult, run_experiments
+
+    bar = tqdm(total=sum(int(c.run["rounds"]) for c in configs), desc="run", unit="step",
+               disable=args.quiet)
+    seen: dict[int, int] = {}
+
+    def on_segment(index: int, result: SegmentResult) -> None:
+        summary = result.summary
+        for message in summary["notes"]:
+            print(f"{summary['name']}: {message}", file=sys.stderr)
+        before = seen.get(index, int(summary["resumed_from"]))
+        if index not in seen:
+            bar.update(before)  # steps done before this run (resumed)
+        seen[index] = int(summary["steps"])
+        bar.update(max(seen[index] - before, 0))
+        bar.set_postfix_str(f"{summary['name']}: {summary['status']}")
+
+    try:
+        return run_experiments(configs, Path(args.results), _executor(args).run,
+                               fresh=args.fresh, recover=args.recover,
+                               segment_steps=args.segment_steps, on_segment=on_segment)
+    finally:
+        bar.close()
 
 
 def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
@@ -351,7 +391,8 @@ def _cmd_regress(args: argparse.Namespace) -> int:
 
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
     passed, table = regression.run(args.estimator, args.against, args.update_baseline,
-                                   baseline, Path(args.out) if args.out else None, progress)
+                                   baseline, Path(args.out) if args.out else None, progress,
+                                   execute=_executor(args).run)
     bar.close()
     print(table)
     return 0 if passed else 1
@@ -446,7 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "good state (previous checkpoint, else step 0), keeping metrics")
     run.add_argument("--threads", type=_positive_int, metavar="N",
                      help="torch CPU threads (1 is fastest for the small digits models)")
+    run.add_argument("--segment-steps", type=_positive_int, metavar="N",
+                     help="with --jobs N or --executor ray: steps per task (a task ends at "
+                          "the first checkpoint N steps on; default: [run] checkpoint_every)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_executor_options(run)
     run.set_defaults(func=_cmd_run)
     report = sub.add_parser("report", help="build the empirical-vs-theory report")
     report.add_argument("--results", default="results", help="results directory")
@@ -462,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="baseline file (default reports/baselines/regress.json)")
     regress.add_argument("--out", help="also write the measurements to this JSON file")
     regress.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_executor_options(regress)
     regress.set_defaults(func=_cmd_regress)
     verify = sub.add_parser("verify", help="check one estimator (a registry or plugin name, or "
                                            "module:object) against every claim it declares")

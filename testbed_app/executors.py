@@ -2,21 +2,32 @@
 
 A unit of work (a task) is a picklable callable without arguments whose result is picklable:
 :class:`theory_checks.runner.ClaimRunTask` gives one ``(claim, estimator)`` run's results files
-as bytes. An executor runs a list of tasks and yields ``(index, result)`` for each as it
+as bytes, :class:`theory_checks.calibration.CalibrationTask` one claim x seed's record,
+:class:`testbed_app.regression.GridCellTask` one regression grid cell's measurements and
+:class:`testbed_app.experiments.segments.SegmentTask` a stretch of an experiment run between two
+checkpoints. An executor runs a list of tasks and yields ``(index, result)`` for each as it
 finishes, in any order; the driver (the process that runs ``testbed``) writes each result into
 the results folder atomically as it comes back, so workers need no shared filesystem and an
 interrupted run resumes exactly as a local one does. Results do not depend on the executor: a
-task carries everything that defines its numbers (claim id, estimator, profile, torch dtype),
-and the draws are seeded by the claim id.
+task carries everything that defines its numbers (claim id, estimator, profile, torch dtype,
+seeds, an experiment's checkpoint), and the draws are seeded by what the task names.
+
+Chains: ``run(tasks, then=...)`` calls ``then(index, result)`` after the driver has taken each
+result (so after it has written it); a task it returns runs next under the same index, ``None``
+ends that chain. An experiment is such a chain of segments, each starting from the checkpoint the
+previous one returned; the chains of different experiments run side by side.
+
+Resources: a task with a ``gpus`` attribute asks Ray for that many GPUs (an experiment config
+on ``cuda``: one); every Ray task asks for ``cpus_per_task`` CPUs and sets torch's thread count
+to that allocation; a local worker process gets ``cpu_count // jobs`` threads.
 
 - :class:`LocalExecutor` (``--executor local``, the default): ``jobs=1`` runs the tasks one by
-  one in this process (the behaviour before executors); ``jobs=N`` spreads them over N local
-  worker processes (``spawn``), each with ``cpu_count // N`` torch threads.
+  one in this process (the behaviour before executors; a chain runs to its end before the next
+  one starts); ``jobs=N`` spreads them over N local worker processes (``spawn``).
 - :class:`RayExecutor` (``--executor ray [--address auto|ray://HOST:PORT]``): one Ray task per
-  unit, asking for ``cpus_per_task`` CPUs (torch's thread count is set to that allocation) and
-  retried up to ``max_retries`` times when its worker process or node dies. Ray is an optional
-  extra (``pip install hypergradient-testbed[ray]``), imported only when this executor starts;
-  usage-stats reporting is switched off (``RAY_USAGE_STATS_ENABLED=0``).
+  unit, retried up to ``max_retries`` times when its worker process or node dies. Ray is an
+  optional extra (``pip install hypergradient-testbed[ray]``), imported only when this executor
+  starts; usage-stats reporting is switched off (``RAY_USAGE_STATS_ENABLED=0``).
 """
 
 from __future__ import annotations
@@ -35,11 +46,22 @@ RAY_MISSING = ("--executor ray needs Ray, an optional extra: "
 DEFAULT_RETRIES = 3
 
 
-class Executor(Protocol):
-    """Runs tasks; yields ``(index, result)`` for each as it finishes, in any order. A task's
-    exception is raised by the iterator (the finished results before it have been yielded)."""
+#: ``then(index, result)``: the task to run next in ``index``'s chain, or None (module docstring)
+Then = Callable[[int, Any], "Callable[[], Any] | None"]
 
-    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]: ...
+
+class Executor(Protocol):
+    """Runs tasks; yields ``(index, result)`` for each as it finishes, in any order, then asks
+    ``then`` for the next task of that index's chain. A task's exception is raised by the
+    iterator (the finished results before it have been yielded)."""
+
+    def run(self, tasks: Sequence[Callable[[], T]],
+            then: Then | None = None) -> Iterator[tuple[int, T]]: ...
+
+
+def task_gpus(task: object, default: float = 0) -> float:
+    """The GPUs a task asks for: its ``gpus`` attribute, else ``default``."""
+    return float(getattr(task, "gpus", default))
 
 
 def _set_threads(threads: int) -> None:
@@ -72,10 +94,10 @@ class LocalExecutor:
         self.jobs = jobs
         self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
 
-    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
-        if self.jobs == 1 or len(tasks) <= 1:
-            for index, task in enumerate(tasks):
-                yield index, task()
+    def run(self, tasks: Sequence[Callable[[], T]],
+            then: Then | None = None) -> Iterator[tuple[int, T]]:
+        if self.jobs == 1 or (len(tasks) <= 1 and then is None):
+            yield from self._run_here(tasks, then)
             return
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -91,9 +113,26 @@ class LocalExecutor:
             while waiting:
                 done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=futures.__getitem__):
-                    yield futures[future], future.result()
+                    index, result = futures.pop(future), future.result()
+                    yield index, result
+                    following = then(index, result) if then is not None else None
+                    if following is not None:
+                        submitted = pool.submit(_call, following)
+                        futures[submitted] = index
+                        waiting.add(submitted)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+    @staticmethod
+    def _run_here(tasks: Sequence[Callable[[], T]],
+                  then: Then | None) -> Iterator[tuple[int, T]]:
+        """Each task in turn in this process, a chain to its end before the next one."""
+        for index, task in enumerate(tasks):
+            current: Callable[[], T] | None = task
+            while current is not None:
+                result = current()
+                yield index, result
+                current = then(index, result) if then is not None else None
 
 
 def import_ray() -> Any:
@@ -143,23 +182,34 @@ class RayExecutor:
         self.ray.init(**options)
         return True
 
-    def run(self, tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
+    def run(self, tasks: Sequence[Callable[[], T]],
+            then: Then | None = None) -> Iterator[tuple[int, T]]:
         if not tasks:
             return
         ray = self.ray
         started = self._connect()
         try:
-            remote = ray.remote(_ray_call).options(
-                num_cpus=self.cpus_per_task, num_gpus=self.gpus_per_task,
-                max_retries=self.max_retries, retry_exceptions=False)
-            refs = {remote.remote(task, self.cpus_per_task): index
-                    for index, task in enumerate(tasks)}
+            remote = ray.remote(_ray_call)
+
+            def submit(task: Callable[[], T]) -> Any:
+                return remote.options(
+                    num_cpus=self.cpus_per_task, num_gpus=task_gpus(task, self.gpus_per_task),
+                    max_retries=self.max_retries, retry_exceptions=False,
+                ).remote(task, self.cpus_per_task)
+
+            refs = {submit(task): index for index, task in enumerate(tasks)}
             waiting = list(refs)
             try:
                 while waiting:
                     done, waiting = ray.wait(waiting, num_returns=1)
                     for ref in done:
-                        yield refs[ref], ray.get(ref)
+                        index, result = refs.pop(ref), ray.get(ref)
+                        yield index, result
+                        following = then(index, result) if then is not None else None
+                        if following is not None:
+                            submitted = submit(following)
+                            refs[submitted] = index
+                            waiting.append(submitted)
             finally:
                 for ref in waiting:
                     ray.cancel(ref, force=True)
@@ -183,5 +233,5 @@ def make_executor(name: str = "local", jobs: int = 1, address: str | None = None
     raise ValueError(f"unknown executor {name!r}: local or ray")
 
 
-__all__ = ["DEFAULT_RETRIES", "RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor",
-           "import_ray", "make_executor"]
+__all__ = ["DEFAULT_RETRIES", "RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor", "Then",
+           "import_ray", "make_executor", "task_gpus"]

@@ -64,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,17 +95,22 @@ Statistic = Literal["mean", "variance"]
 FAILED_LABEL = {"rounds_to_target": "not reached"}  # other metrics: "diverged"
 
 
+#: The fixed grid's problem kinds, each built from a problem seed; every problem has a sample
+#: set so minibatch variants can run.
+GRID: dict[str, Callable[[int], Any]] = {
+    "bilevel": lambda seed: QuadraticBilevel.random(
+        6, 3, 4, 10.0, seed=seed, hessian_heterogeneity=0.3, gradient_heterogeneity=1.0,
+        hessian_noise=0.1, n_samples=8, gradient_noise=0.2),
+    "minimax": lambda seed: QuadraticMinimax.random(
+        6, 3, 4, 10.0, 0.3, seed=seed, hessian_noise=0.1, n_samples=8, gradient_noise=0.2),
+    "compositional": lambda seed: LinearCompositional.random(
+        6, [3, 4], seed, heterogeneity=0.3, n_samples=8, value_noise=0.2),
+}
+
+
 def grid_problems(seed: int) -> dict[str, Any]:
-    """The fixed grid: every problem has a sample set so minibatch variants can run."""
-    return {
-        "bilevel": QuadraticBilevel.random(6, 3, 4, 10.0, seed=seed, hessian_heterogeneity=0.3,
-                                           gradient_heterogeneity=1.0, hessian_noise=0.1,
-                                           n_samples=8, gradient_noise=0.2),
-        "minimax": QuadraticMinimax.random(6, 3, 4, 10.0, 0.3, seed=seed, hessian_noise=0.1,
-                                           n_samples=8, gradient_noise=0.2),
-        "compositional": LinearCompositional.random(6, [3, 4], seed, heterogeneity=0.3,
-                                                    n_samples=8, value_noise=0.2),
-    }
+    """The grid's problems of one problem seed, by kind (:data:`GRID`)."""
+    return {kind: build(seed) for kind, build in GRID.items()}
 
 
 # ------------------------------------------------------------------------------- samples
@@ -258,22 +263,83 @@ def _measure_algorithm(info: EstimatorInfo, problem: Any, seed: int) -> dict[str
     return {metric: Samples((tuple(values),)) for metric, values in out.items()}
 
 
+def _measure_cell(info: EstimatorInfo, seed: int, kind: str) -> dict[str, Samples]:
+    """The metrics of one grid cell: one entry on the ``kind`` problem of one problem seed."""
+    run = _measure_algorithm if info.role == "algorithm" else _measure_estimator
+    return run(info, GRID[kind](seed), seed)
+
+
+@dataclasses.dataclass
+class GridCellTask:
+    """One grid cell ``(entry, problem seed, problem kind)`` as a unit of work for an executor
+    (:mod:`testbed_app.executors`): calling it gives the cell's metrics. In the driver it uses
+    the entry object it was made with; pickled to a worker it carries the entry's name (and the
+    driver's torch default dtype) and finds the entry in the worker's registry, plugins
+    included. The cell's draws are seeded by the problem seed and replicate, so the numbers do
+    not depend on where it runs."""
+
+    name: str
+    seed: int
+    kind: str
+    default_dtype: str = "float64"
+    info: EstimatorInfo | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "info": None}
+
+    def __call__(self) -> dict[str, Samples]:
+        info = self.info
+        if info is None:  # in a worker
+            torch.set_default_dtype(getattr(torch, self.default_dtype))
+            info = get_estimator(self.name)
+        return _measure_cell(info, self.seed, self.kind)
+
+
+#: How an executor runs tasks (:data:`testbed_app.executors.Executor.run`); the default runs
+#: them one by one in this process.
+Execute = Callable[[Sequence[GridCellTask]], Iterable[tuple[int, dict[str, Samples]]]]
+
+
+def grid_cells(info: EstimatorInfo) -> list[GridCellTask]:
+    """The grid cells of one entry: every problem seed x every kind it supports."""
+    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
+    return [GridCellTask(info.name, seed, kind, dtype, info)
+            for seed in PROBLEM_SEEDS for kind in GRID if kind in info.supports]
+
+
+def _in_process(tasks: Sequence[GridCellTask]) -> Iterator[tuple[int, dict[str, Samples]]]:
+    for index, task in enumerate(tasks):
+        yield index, task()
+
+
+def measure_all(infos: Sequence[EstimatorInfo],
+                progress: Callable[[str], None] | None = None,
+                execute: Execute | None = None) -> dict[str, dict[str, dict[str, Samples]]]:
+    """Metrics of registry entries on every grid problem each supports: name -> kind -> metric.
+
+    The cells run through ``execute`` (in this process, one by one, by default) and come back
+    in any order; they are assembled in grid order (problem seeds ascending), so the result does
+    not depend on the executor."""
+    tasks = [task for info in infos for task in grid_cells(info)]
+    done: dict[int, dict[str, Samples]] = {}
+    for index, metrics in (execute or _in_process)(tasks):
+        done[index] = metrics
+        if progress:
+            task = tasks[index]
+            progress(f"{task.name} {task.kind} seed {task.seed}")
+    parts: dict[str, dict[str, dict[str, list[Samples]]]] = {info.name: {} for info in infos}
+    for index, task in enumerate(tasks):  # grid order: seeds ascending within each kind
+        bucket = parts[task.name].setdefault(task.kind, {})
+        for metric, samples in done[index].items():
+            bucket.setdefault(metric, []).append(samples)
+    return {name: {kind: {m: _concat(p) for m, p in metrics.items()}
+                   for kind, metrics in kinds.items()} for name, kinds in parts.items()}
+
+
 def measure(info: EstimatorInfo, progress: Callable[[str], None] | None = None
             ) -> dict[str, dict[str, Samples]]:
     """Metrics of one registry entry on every grid problem it supports: kind -> metric."""
-    per_kind: dict[str, dict[str, list[Samples]]] = {}
-    run = _measure_algorithm if info.role == "algorithm" else _measure_estimator
-    for seed in PROBLEM_SEEDS:
-        for kind, problem in grid_problems(seed).items():
-            if kind not in info.supports:
-                continue
-            bucket = per_kind.setdefault(kind, {})
-            for metric, samples in run(info, problem, seed).items():
-                bucket.setdefault(metric, []).append(samples)
-            if progress:
-                progress(f"{info.name} {kind} seed {seed}")
-    return {kind: {m: _concat(parts) for m, parts in metrics.items()}
-            for kind, metrics in per_kind.items()}
+    return measure_all([info], progress).get(info.name, {})
 
 
 def _concat(parts: Sequence[Samples]) -> Samples:
@@ -461,14 +527,17 @@ def run(
     baseline: Path = BASELINE,
     out: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    execute: Execute | None = None,
 ) -> tuple[bool, str]:
-    """Measure, compare and report. Returns ``(passed, readable table)``."""
+    """Measure (the grid cells through ``execute``, in this process by default), compare and
+    report. Returns ``(passed, readable table)``."""
     from testbed.registry import BUILTIN
 
     # every built-in entry by default; a plugin's by --estimator (compared with --against)
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]
     names = list(names) + ([against] if against else [])
-    results = {name: measure(get_estimator(name), progress) for name in dict.fromkeys(names)}
+    results = measure_all([get_estimator(name) for name in dict.fromkeys(names)], progress,
+                          execute)
     if out is not None:
         save(results, out)
     if update_baseline:

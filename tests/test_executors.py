@@ -134,3 +134,18 @@ def test_calibrate_with_jobs_2_writes_the_same_calibration_files(tmp_path: Path)
     assert one and one == two
     runs = json.loads(one[f"calibration/{claim}.json"])["runs"]
     assert [r["seed"] for r in runs] == [0, 1, 2]
+
+
+def test_regress_with_jobs_2_writes_the_same_measurements(tmp_path: Path) -> None:
+    """``testbed regress`` grid cells (entry x problem seed x problem kind) on two processes:
+    the measurements file is the in-process one byte for byte (cells come back in any order
+    and are assembled in grid order). Why these entries: an estimator with minibatch variants
+    and an algorithm, the quickest of each (a few seconds)."""
+    common = ["regress", "--estimator", "lfednest", "--against", "aid-neumann", "--quiet"]
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    assert cli.main([*common, "--out", str(one)]) in (0, 1)
+    assert cli.main([*common, "--out", str(two), "--jobs", "2"]) in (0, 1)
+    measured = json.loads(one.read_text())["entries"]
+    assert set(measured) == {"aid-neumann", "lfednest"}
+    assert "log10_variance_mb" in measured["aid-neumann"]["bilevel"]
+    assert one.read_bytes() == two.read_bytes()

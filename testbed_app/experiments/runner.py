@@ -164,7 +164,8 @@ def _divergence(experiment: Experiment, row: MetricRow) -> str | None:
 
 def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: bool = False,
                    progress: bool = True, recover: bool = False,
-                   notify: Callable[[str], None] | None = None) -> dict[str, Any]:
+                   notify: Callable[[str], None] | None = None,
+                   segment_steps: int | None = None) -> dict[str, Any]:
     """Run (or resume) ``config``; write its results under ``results_dir``; return a summary.
 
     Args:
@@ -177,11 +178,16 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             ``metrics.csv`` whose later rows are dropped is first copied aside.
         notify: where notes go (a torn metrics row repaired, a checkpoint set aside, a
             divergence); standard error by default.
+        segment_steps: run one segment only: stop after the first checkpoint written at
+            least this many steps after the start (status ``"paused at step k"``, no
+            replication record); a rerun goes on from there
+            (:mod:`testbed_app.experiments.segments`). ``None``: run to the end.
 
     Returns:
         ``{"name", "run_dir", "steps", "resumed_from", "last_row", "replication", "status",
         "notes"}`` (``replication`` is the written path or ``None``; ``status`` is
-        ``"completed"``, ``"partial: k of K steps ..."`` or ``"diverged at step k: ..."``).
+        ``"completed"``, ``"partial: k of K steps ..."``, ``"diverged at step k: ..."`` or, with
+        ``segment_steps``, ``"paused at step k"``).
 
     Raises:
         CheckpointError, ResultsError: a results file cannot be used; the message names it
@@ -258,12 +264,16 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
                 status = f"diverged at step {step}: {reason}"
                 note(status)
                 break
-            if step % every == 0 or step == rounds:
-                save_checkpoint(checkpoint_path, experiment, step, config_hash)
             if not math.isnan(row.get("test_accuracy", math.nan)):
                 accuracy = row["test_accuracy"]
             bar.update(1)
             bar.set_postfix_str(_progress_text(row, accuracy))
+            if step % every == 0 or step == rounds:
+                save_checkpoint(checkpoint_path, experiment, step, config_hash)
+                if segment_steps is not None and step - start >= segment_steps and \
+                        step < rounds:
+                    status = f"paused at step {step}"
+                    break
     finally:
         writer.close()
         bar.close()
@@ -278,7 +288,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
                      "status": status})
     atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
     replication = None
-    if config.replication is not None:
+    if config.replication is not None and not status.startswith("paused"):
         record = replication_record(config, rows, {
             "dataset": config.data["dataset"], "device": device, "dtype": config.run["dtype"],
             "commit": metadata["git_commit"], "config": metadata["config"],

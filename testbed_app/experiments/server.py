@@ -145,13 +145,15 @@ class ServerExperiment:
 
     # ------------------------------------------------------------------------- state
     def state_dict(self) -> dict[str, Any]:
+        """The state a resumption needs. Every draw of a run comes from the experiment's numpy
+        generator (client sampling, minibatches) or from seeded initialisations (the models
+        fork torch's RNG around ``manual_seed``); torch's process-wide RNG is not drawn from,
+        so it is not part of the state (it was once, which made a checkpoint's bytes depend on
+        what the process had drawn before the run)."""
         return {
             "step": self.step_count,
             "algorithm_state": self.state,
             "numpy_rng": self.rng.bit_generator.state,
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": (torch.cuda.get_rng_state(self.device)
-                         if self.device.type == "cuda" else None),
             "calls": {k: v for k, v in self.ctx.calls().as_dict().items()
                       if k not in ("floats_sent", "oracle_calls")},
             "ledger": self.ctx.ledger.state_dict(),
@@ -164,9 +166,7 @@ class ServerExperiment:
         self.step_count = int(state["step"])
         self.state = state["algorithm_state"]
         self.rng.bit_generator.state = state["numpy_rng"]
-        torch.set_rng_state(state["torch_rng"])
-        if state["cuda_rng"] is not None and self.device.type == "cuda":
-            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
+        # "torch_rng" / "cuda_rng" of older checkpoints: nothing draws from them (state_dict)
         for field, count in state["calls"].items():
             self.ctx.counter.add(field, count)
         self.ctx.ledger.load_state_dict(state["ledger"])

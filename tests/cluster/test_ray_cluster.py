@@ -1,6 +1,6 @@
-"""``testbed check --executor ray`` on a two-node Ray cluster on this machine
-(``ray.cluster_utils.Cluster``): the same results files as the local executor, and a worker
-killed mid-run loses nothing.
+"""The Ray executor on a two-node Ray cluster on this machine (``ray.cluster_utils.Cluster``):
+``testbed check``, ``calibrate``, ``regress`` and ``run`` write the same results files as the
+local executor, and a worker killed mid-run (a claim run, an experiment segment) loses nothing.
 
 Run by ``tox -e cluster`` only (it sets ``TESTBED_CLUSTER_TESTS=1`` and runs pytest inside a
 network namespace of its own holding only loopback, ``unshare -n``, so every Ray process listens
@@ -35,6 +35,8 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 from testbed_app import cli  # noqa: E402
 from tests.test_executors import CLAIMS, results_files  # noqa: E402
+from tests.test_experiment_segments import FIVE_STEPS, _rename, _run_files  # noqa: E402
+from tests.test_experiments import write  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -90,21 +92,82 @@ def _kill_first_task_worker(killed: list[int], stop: threading.Event) -> None:
         time.sleep(0.05)
 
 
-def test_a_worker_killed_mid_run_loses_nothing(
-        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
+def _with_a_worker_killed(argv: list[str]) -> int:
+    """``testbed ARGV`` while the first Ray worker seen running a task is SIGKILLed."""
     killed: list[int] = []
     stop = threading.Event()
     killer = threading.Thread(target=_kill_first_task_worker, args=(killed, stop))
     killer.start()
     try:
-        status = cli.main([*CHECK, "--results", str(tmp_path), "--executor", "ray",
-                           "--address", cluster.address])
+        status = cli.main(argv)
     finally:
         stop.set()
         killer.join()
     assert killed, "no task worker was seen to kill"
+    return status
+
+
+def test_a_worker_killed_mid_run_loses_nothing(
+        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
+    status = _with_a_worker_killed([*CHECK, "--results", str(tmp_path), "--executor", "ray",
+                                    "--address", cluster.address])
     assert status == 0
     on_ray = results_files(tmp_path)
     assert on_ray.keys() == local_results.keys()
     for name in local_results:
         assert on_ray[name] == local_results[name], name
+
+
+def test_calibration_on_the_cluster_writes_the_local_files(
+        cluster: Any, tmp_path: Path) -> None:
+    # the quickest statistical claim, more seeds than nodes (records come back out of order)
+    common = ["calibrate", "--claim", "fednest.lemma22.abs_error_per_sample", "--seeds", "3",
+              "--quiet", "--profile", "fast"]
+    assert cli.main([*common, "--results", str(tmp_path / "local")]) in (0, 1)
+    assert cli.main([*common, "--results", str(tmp_path / "ray"), "--executor", "ray",
+                     "--address", cluster.address]) in (0, 1)
+    local, on_ray = results_files(tmp_path / "local"), results_files(tmp_path / "ray")
+    assert local and local == on_ray
+
+
+def test_regress_on_the_cluster_measures_what_the_local_executor_does(
+        cluster: Any, tmp_path: Path) -> None:
+    common = ["regress", "--estimator", "lfednest", "--against", "aid-neumann", "--quiet"]
+    assert cli.main([*common, "--out", str(tmp_path / "local.json")]) in (0, 1)
+    assert cli.main([*common, "--out", str(tmp_path / "ray.json"), "--executor", "ray",
+                     "--address", cluster.address]) in (0, 1)
+    assert (tmp_path / "local.json").read_bytes() == (tmp_path / "ray.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def experiment_configs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Two tiny experiment configs of five steps, a checkpoint every two (three segments)."""
+    folder = tmp_path_factory.mktemp("configs")
+    return [str(write(folder, FIVE_STEPS, name="a.toml")),
+            str(_rename(write(folder, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b"))]
+
+
+@pytest.fixture(scope="module")
+def local_runs(experiment_configs: list[str],
+               tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    folder = tmp_path_factory.mktemp("local-runs")
+    assert cli.main(["run", *experiment_configs, "--quiet", "--results", str(folder)]) == 0
+    return _run_files(folder)
+
+
+def test_experiment_configs_on_the_cluster_write_the_local_run_files(
+        cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes],
+        tmp_path: Path) -> None:
+    assert cli.main(["run", *experiment_configs, "--quiet", "--results", str(tmp_path),
+                     "--executor", "ray", "--address", cluster.address]) == 0
+    assert _run_files(tmp_path) == local_runs
+
+
+def test_an_experiment_segment_whose_worker_is_killed_is_rerun(
+        cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes],
+        tmp_path: Path) -> None:
+    status = _with_a_worker_killed(["run", *experiment_configs, "--quiet", "--results",
+                                    str(tmp_path), "--executor", "ray",
+                                    "--address", cluster.address])
+    assert status == 0
+    assert _run_files(tmp_path) == local_runs

@@ -1,0 +1,194 @@
+"""``testbed run`` through an executor (testbed_app/experiments/segments.py): a run is a chain of
+segments between checkpoints, the driver writes every file, and the results do not depend on the
+executor or on where a run was interrupted."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testbed_app import cli
+from testbed_app.executors import LocalExecutor, RayExecutor
+from testbed_app.experiments.config import load_config
+from testbed_app.experiments.segments import (
+    SegmentResult,
+    SegmentTask,
+    run_experiments,
+    segment_task,
+)
+from tests.test_executors import results_files
+from tests.test_experiments import write
+
+#: 5 steps, a checkpoint every 2: three segments (steps 1-2, 3-4, 5), the last one shorter
+FIVE_STEPS = {"run.rounds": 5, "run.checkpoint_every": 2}
+
+
+def _rename(path: Path, name: str) -> Path:
+    path.write_text(path.read_text().replace('name = "tiny"', f'name = "{name}"'))
+    return path
+
+
+@pytest.fixture
+def two_configs(tmp_path: Path) -> list[str]:
+    first = write(tmp_path, FIVE_STEPS, name="a.toml")
+    second = _rename(write(tmp_path, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b")
+    return [str(first), str(second)]
+
+
+def _run_files(folder: Path) -> dict[str, bytes]:
+    """The run folders' and replication records' files; metadata.json (times, machine, the
+    step the last segment resumed from) is the one file allowed to differ."""
+    return {name: data for name, data in results_files(folder).items()
+            if not name.endswith("metadata.json")}
+
+
+def test_jobs_2_writes_the_same_run_files_as_one_process(
+        two_configs: list[str], tmp_path: Path) -> None:
+    """Two configs side by side on two spawned processes, each a chain of three segments
+    (checkpoints at steps 2 and 4, the end at 5): metrics, checkpoints (the latest and the
+    previous), split, config and replication record byte for byte those of the plain run."""
+    common = ["run", *two_configs, "--quiet"]
+    assert cli.main([*common, "--results", str(tmp_path / "one")]) == 0
+    assert cli.main([*common, "--results", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    one, two = _run_files(tmp_path / "one"), _run_files(tmp_path / "two")
+    assert {"runs/tiny/checkpoint.pt", "runs/tiny/checkpoint.prev.pt", "runs/tiny/metrics.csv",
+            "runs/tiny-b/metrics.csv", "replication/tiny-b.json"} <= one.keys()
+    assert one.keys() == two.keys()
+    for name in one:
+        assert one[name] == two[name], name
+
+
+class Chains:
+    """An executor running chains in this process that records each segment's task."""
+
+    def __init__(self, stop_after: int | None = None) -> None:
+        self.tasks: list[SegmentTask] = []
+        self.stop_after = stop_after
+
+    def run(self, tasks: Sequence[Callable[[], Any]],
+            then: Callable[[int, Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
+        def recorded(index: int, result: Any) -> Any:
+            if self.stop_after is not None and len(self.tasks) >= self.stop_after:
+                raise KeyboardInterrupt  # the driver is interrupted between two segments
+            following = then(index, result) if then else None
+            if following is not None:
+                self.tasks.append(following)
+            return following
+
+        self.tasks += list(tasks)
+        yield from LocalExecutor(1).run(tasks, recorded)
+
+
+def test_segments_end_at_checkpoints_and_an_interrupted_driver_resumes(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FIVE_STEPS))
+    cli.main(["run", str(config.path), "--quiet", "--results", str(tmp_path / "plain")])
+    chains = Chains(stop_after=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiments([config], tmp_path / "chained", chains.run)
+    # two segments ran (steps 1-2 and 3-4), each started from the driver's folder as it was
+    assert [t.files.keys() >= {"runs/tiny/checkpoint.pt"} for t in chains.tasks] == [False, True]
+    interrupted = tmp_path / "chained" / "runs" / "tiny"
+    assert len((interrupted / "metrics.csv").read_text().splitlines()) == 1 + 4
+    resumed = Chains()
+    [summary] = run_experiments([config], tmp_path / "chained", resumed.run)
+    assert summary["resumed_from"] == 4 and summary["status"] == "completed"
+    assert summary["run_dir"] == interrupted
+    assert len(resumed.tasks) == 1  # only step 5 was left
+    plain, chained = _run_files(tmp_path / "plain"), _run_files(tmp_path / "chained")
+    assert plain == chained
+
+
+def test_segment_steps_sets_how_far_a_task_runs(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, {"run.rounds": 6, "run.checkpoint_every": 1}))
+    chains = Chains()
+    run_experiments([config], tmp_path, chains.run, segment_steps=3)
+    assert len(chains.tasks) == 2  # steps 1-3 and 4-6, not six one-step tasks
+
+
+def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(
+        tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FIVE_STEPS))
+    for where in ("plain", "chained"):
+        cli.main(["run", str(config.path), "--quiet", "--rounds", "2",
+                  "--results", str(tmp_path / where)])
+        (tmp_path / where / "runs/tiny/checkpoint.pt").write_bytes(b"not a checkpoint")
+    assert cli.main(["run", str(config.path), "--quiet", "--recover",
+                     "--results", str(tmp_path / "plain")]) == 0
+    run_experiments([config], tmp_path / "chained", Chains().run, recover=True)
+    plain, chained = _run_files(tmp_path / "plain"), _run_files(tmp_path / "chained")
+    assert "runs/tiny/checkpoint.pt.bad" in chained
+    assert plain == chained
+
+
+def test_configs_sharing_a_name_are_refused_side_by_side(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path))
+    with pytest.raises(ValueError, match="configs named tiny more than once"):
+        run_experiments([config, config], tmp_path, Chains().run)
+
+
+def test_a_cuda_config_asks_the_executor_for_one_gpu(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path))
+    on_cpu = segment_task(config, tmp_path)
+    on_cuda = segment_task(dataclasses.replace(config, run={**config.run, "device": "cuda"}),
+                           tmp_path)
+    assert (on_cpu.gpus, on_cuda.gpus) == (0.0, 1.0)
+
+    class FakeRay:
+        """Records the resources of each Ray task submitted (no Ray needed)."""
+
+        def __init__(self) -> None:
+            self.asked: list[dict[str, Any]] = []
+
+        def is_initialized(self) -> bool:
+            return True
+
+        def remote(self, function: Callable[..., Any]) -> Any:
+            fake = self
+
+            class Remote:
+                def options(self, **options: Any) -> Any:
+                    fake.asked.append(options)
+                    return self
+
+                def remote(self, task: Any, threads: int) -> Any:
+                    return object()  # a reference to the task's result
+
+            return Remote()
+
+        def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
+            return refs[:num_returns], refs[num_returns:]
+
+        def get(self, ref: Any) -> Any:
+            return "done"
+
+    executor = RayExecutor.__new__(RayExecutor)
+    executor.__dict__.update(address=None, cpus_per_task=2, gpus_per_task=0, max_retries=3,
+                             init_options={}, ray=FakeRay())
+    assert list(executor.run([on_cpu, on_cuda])) == [(0, "done"), (1, "done")]
+    assert [(o["num_cpus"], o["num_gpus"]) for o in executor.ray.asked] == [(2, 0.0), (2, 1.0)]
+
+
+def test_a_segment_returns_only_the_files_it_changed(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, FIVE_STEPS))
+    first = segment_task(config, tmp_path)()
+    assert isinstance(first, SegmentResult) and first.summary["status"] == "paused at step 2"
+    assert "runs/tiny/checkpoint.pt" in first.files and first.summary["run_dir"] == "runs/tiny"
+    assert "replication/tiny.json" not in first.files  # written at the end only
+
+
+def test_a_runs_files_do_not_depend_on_what_the_process_drew_before(tmp_path: Path) -> None:
+    """Found while making the segments byte-identical: checkpoints held torch's process-wide
+    RNG state, which no step draws from, so the same config run after other work (the second
+    config of one ``testbed run``, or in a fresh worker) wrote different checkpoint bytes."""
+    import torch
+
+    config = str(write(tmp_path, FIVE_STEPS))
+    for seed in (1, 2):
+        torch.manual_seed(seed)  # the process's torch RNG as earlier work left it
+        torch.rand(seed)
+        assert cli.main(["run", config, "--quiet", "--results", str(tmp_path / str(seed))]) == 0
+    assert _run_files(tmp_path / "1") == _run_files(tmp_path / "2")

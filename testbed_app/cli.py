@@ -129,9 +129,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if path.stem.split("@")[0] in ids:
             print(f"testbed: warning: {path}: {reason}; treated as not checked and rerun",
                   file=sys.stderr)
-    executor = _executor(args)
-    summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
-                           progress=not args.quiet, execute=executor.run)
+    with _executor(args) as executor:  # one Ray instance for the claims and the tables
+        summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
+                               progress=not args.quiet, execute=executor.run)
+        _print_verdicts(summaries, args, profile.name)
+        if not args.claim and not args.claims_only:
+            _measure_report_tables(Path(args.results), not args.fresh, not args.quiet,
+                                   executor)
+    return _exit_status(summaries)
+
+
+def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: str) -> None:
+    """The verdict table ``testbed check`` prints."""
     width = max(len(s["id"]) for s in summaries)
     print(f"\n{'claim':{width}s}  {'verdict':22s} cases  expected  power  control")
     for s in summaries:
@@ -144,11 +153,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
               f"{caught:6s} {held}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
-    print(f"\n{len(summaries)} claims checked ({profile.name} profile): {_counts(summaries)}; "
+    print(f"\n{len(summaries)} claims checked ({profile} profile): {_counts(summaries)}; "
           f"results in {args.results}")
-    if not args.claim and not args.claims_only:
-        _measure_report_tables(Path(args.results), resume=not args.fresh, progress=not args.quiet)
-    return _exit_status(summaries)
 
 
 def _executor(args: argparse.Namespace) -> Executor:
@@ -335,13 +341,17 @@ def _run_on_executor(configs: list[ExperimentConfig],
         bar.close()
 
 
-def _measure_report_tables(results: Path, resume: bool, progress: bool) -> None:
-    """The report's measured tables: communication per iteration and rounds to error."""
+def _measure_report_tables(results: Path, resume: bool, progress: bool,
+                           executor: Executor) -> None:
+    """The report's measured tables: communication per iteration and rounds to error, their
+    units of work through ``executor`` as the claims'."""
     from testbed_app import communication
     from theory_checks.comparison import table as comparison_table
 
-    print(f"communication table: {communication.write_table(results, resume, progress)}")
-    print(f"rounds to error: {comparison_table.run_all(results, resume, progress)}")
+    print("communication table: "
+          f"{communication.write_table(results, resume, progress, executor.run)}")
+    print("rounds to error: "
+          f"{comparison_table.run_all(results, resume, progress, executor.run)}")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

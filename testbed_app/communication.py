@@ -16,14 +16,15 @@ its ``rounds_per_iteration()`` if it declares one, marked "declared, no paper fo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from results_format.resume import FINGERPRINT_KEY, read_fresh, write_json
 from results_format.resume import fingerprint as fingerprint_of
-from results_format.resume import reuse_or_write
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.info import EstimatorInfo
 
@@ -89,19 +90,56 @@ def fingerprint(infos: Sequence[EstimatorInfo]) -> str:
     return fingerprint_of(algorithms, str(ITERATIONS))
 
 
-def write_table(results_dir: Path, resume: bool = True, progress: bool = True) -> Path:
-    """Measure every registered algorithm and write ``results/communication.json``."""
+@dataclasses.dataclass
+class CommunicationTask:
+    """One algorithm's row as a unit of work for an executor (:mod:`testbed_app.executors`):
+    the driver's entry object in process; pickled, the entry's name (found in the worker's
+    registry) and the driver's torch default dtype."""
+
+    name: str
+    default_dtype: str = "float64"
+    info: EstimatorInfo | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "info": None}
+
+    def __call__(self) -> dict[str, Any]:
+        info = self.info
+        if info is None:  # in a worker
+            import torch
+
+            from testbed.registry import get_estimator
+
+            torch.set_default_dtype(getattr(torch, self.default_dtype))
+            info = get_estimator(self.name)
+        return measure(info)
+
+
+def _in_process(tasks: Sequence[CommunicationTask]) -> Iterator[tuple[int, dict[str, Any]]]:
+    for index, task in enumerate(tasks):
+        yield index, task()
+
+
+def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
+                execute: Callable[[Sequence[CommunicationTask]],
+                                  Iterable[tuple[int, dict[str, Any]]]] | None = None) -> Path:
+    """Measure every registered algorithm (each a task through ``execute``, in this process by
+    default) and write ``results/communication.json``, unless it is fresh and ``resume``."""
     from tqdm import tqdm
 
     from testbed.registry import ESTIMATOR_DB
+    from theory_checks.runner import driver_dtype
 
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE
-
-    def table() -> dict[str, Any]:
-        rows = [measure(i) for i in tqdm(infos, desc="communication", unit="algorithm",
-                                         disable=not progress)]
-        return {"iterations": ITERATIONS, "seed": 0, "rows": rows}
-
-    reuse_or_write(path, fingerprint(infos), table, resume=resume, indent=1)
+    stamp = fingerprint(infos)
+    if resume and read_fresh(path, stamp) is not None:
+        return path
+    tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
+    rows: dict[int, dict[str, Any]] = {}
+    for index, row in tqdm((execute or _in_process)(tasks), total=len(tasks),
+                           desc="communication", unit="algorithm", disable=not progress):
+        rows[index] = row
+    write_json(path, {FINGERPRINT_KEY: stamp, "iterations": ITERATIONS, "seed": 0,
+                      "rows": [rows[i] for i in range(len(tasks))]}, indent=1)
     return path

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+S = TypeVar("S", bound="_Session")
 
 #: What ``--executor ray`` prints when Ray is not installed.
 RAY_MISSING = ("--executor ray needs Ray, an optional extra: "
@@ -57,6 +58,21 @@ class Executor(Protocol):
 
     def run(self, tasks: Sequence[Callable[[], T]],
             then: Then | None = None) -> Iterator[tuple[int, T]]: ...
+
+    def __enter__(self) -> Executor: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+
+class _Session:
+    """``with executor:`` holds what the executor starts (a Ray instance) across several
+    ``run`` calls of one command, instead of starting it for each."""
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def task_gpus(task: object, default: float = 0) -> float:
@@ -83,7 +99,7 @@ def _call(task: Callable[[], T]) -> T:
     return task()
 
 
-class LocalExecutor:
+class LocalExecutor(_Session):
     """``jobs`` = 1: each task in turn in this process (no pickling, today's behaviour);
     ``jobs`` > 1: a pool of ``jobs`` spawned processes, each with ``threads`` torch threads
     (default ``cpu_count // jobs``, at least 1)."""
@@ -151,12 +167,17 @@ def _ray_call(task: Callable[[], T], threads: int) -> T:
     return task()
 
 
-class RayExecutor:
+class RayExecutor(_Session):
     """One Ray task per unit of work on the cluster at ``address`` (``None``: a Ray instance
     started on this machine for the run; ``"auto"``: the cluster this machine belongs to;
     ``"ray://HOST:PORT"``: a remote cluster's client server). Each task asks for
     ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs and is retried ``max_retries`` times when
-    its worker dies. Results come back to this process (the driver), which writes them."""
+    its worker dies. Results come back to this process (the driver), which writes them. A Ray
+    instance this executor starts is shut down after each ``run``, or, inside ``with executor:``,
+    once at the end of the block."""
+
+    _held = False  # inside ``with``: keep the connection between runs
+    _started = False  # this executor started (or joined) Ray in this process
 
     def __init__(self, address: str | None = None, cpus_per_task: int = 1,
                  gpus_per_task: float = 0, max_retries: int = DEFAULT_RETRIES,
@@ -169,6 +190,19 @@ class RayExecutor:
         self.max_retries = max_retries
         self.init_options = dict(init_options or {})
         self.ray = import_ray()
+
+    def __enter__(self) -> RayExecutor:
+        self._held = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._held = False
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        if self._started:
+            self._started = False
+            self.ray.shutdown()
 
     def _connect(self) -> bool:
         """Join (or start) the cluster unless this process already has; whether it did."""
@@ -187,7 +221,7 @@ class RayExecutor:
         if not tasks:
             return
         ray = self.ray
-        started = self._connect()
+        self._started = self._connect() or self._started
         try:
             remote = ray.remote(_ray_call)
 
@@ -214,8 +248,8 @@ class RayExecutor:
                 for ref in waiting:
                     ray.cancel(ref, force=True)
         finally:
-            if started:
-                ray.shutdown()
+            if not self._held:
+                self._disconnect()
 
 
 def make_executor(name: str = "local", jobs: int = 1, address: str | None = None,

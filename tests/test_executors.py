@@ -149,3 +149,101 @@ def test_regress_with_jobs_2_writes_the_same_measurements(tmp_path: Path) -> Non
     assert set(measured) == {"aid-neumann", "lfednest"}
     assert "log10_variance_mb" in measured["aid-neumann"]["bilevel"]
     assert one.read_bytes() == two.read_bytes()
+
+
+def test_the_report_tables_through_an_executor_write_the_in_process_files(
+        tmp_path: Path) -> None:
+    """The communication and rounds-to-error tables ``testbed check`` measures after the claims:
+    their units (an algorithm's row; a comparison's tuning, a table run) on two spawned
+    processes give the in-process files byte for byte, and a reversing executor shows the driver
+    writes them in table order whatever order they come back in. Why the whole table: 7 s in
+    one process on 2 cores; the spawned run adds the workers' start."""
+    from testbed_app import communication
+    from theory_checks.comparison import table
+
+    torch.set_default_dtype(torch.float64)
+    folders = {name: tmp_path / name for name in ("here", "reversed", "two")}
+    executors = {"here": None, "reversed": Recording().run,
+                 "two": LocalExecutor(2, threads=1).run}
+    for name, folder in folders.items():
+        table.run_all(folder, progress=False, execute=executors[name])
+        communication.write_table(folder, progress=False, execute=executors[name])
+    here = results_files(folders["here"])
+    assert "comparison/rounds_to_error.json" in here and "communication.json" in here
+    assert results_files(folders["reversed"]) == here
+    assert results_files(folders["two"]) == here
+
+
+class FakeRay:
+    """Stands in for the ray module: counts init/shutdown, runs each task when it is got."""
+
+    def __init__(self) -> None:
+        self.initialized = False
+        self.inits = self.shutdowns = 0
+        self.asked: list[dict[str, Any]] = []  # each task's resources
+
+    def is_initialized(self) -> bool:
+        return self.initialized
+
+    def init(self, **options: Any) -> None:
+        self.initialized, self.inits = True, self.inits + 1
+
+    def shutdown(self) -> None:
+        self.initialized, self.shutdowns = False, self.shutdowns + 1
+
+    def remote(self, function: Callable[..., Any]) -> Any:
+        asked = self.asked
+
+        class Remote:
+            def options(self, **options: Any) -> Any:
+                asked.append(options)
+                return self
+
+            def remote(self, task: Any, threads: int) -> Any:
+                return partial(task)  # a reference: called by get()
+
+        return Remote()
+
+    def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref: Any) -> Any:
+        return ref()
+
+
+def fake_ray_executor(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:
+    """A :class:`RayExecutor` (``options``: its arguments) on :class:`FakeRay`."""
+    from testbed_app import executors
+
+    fake = FakeRay()
+    monkeypatch.setattr(executors, "import_ray", lambda: fake)
+    return executors.RayExecutor(**options)
+
+
+def test_a_ray_instance_started_for_a_command_serves_all_its_runs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``testbed check`` runs the claims, then the tables' units: inside ``with executor`` the
+    Ray instance it starts is started once and shut down once; outside, once per run."""
+    executor = fake_ray_executor(monkeypatch)
+    with executor:
+        assert list(executor.run([partial(_square, 2)])) == [(0, 4)]
+        assert list(executor.run([partial(_square, 3)])) == [(0, 9)]
+    assert (executor.ray.inits, executor.ray.shutdowns) == (1, 1)
+    list(executor.run([partial(_square, 2)]))
+    list(executor.run([partial(_square, 2)]))
+    assert (executor.ray.inits, executor.ray.shutdowns) == (3, 3)
+
+
+def test_chains_continue_under_the_same_index_on_every_executor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``then`` gives the next task of a chain; each executor runs chains to their ends."""
+    def then(index: int, result: int) -> Callable[[], int] | None:
+        return partial(_square, result) if result < 100 else None  # 2 -> 4 -> 16 -> 256
+
+    expected = {0: [4, 16, 256], 1: [9, 81, 6561]}
+    for executor in (LocalExecutor(1), LocalExecutor(2, threads=1),
+                     fake_ray_executor(monkeypatch)):
+        seen: dict[int, list[int]] = {0: [], 1: []}
+        for index, result in executor.run([partial(_square, 2), partial(_square, 3)], then):
+            seen[index].append(result)
+        assert seen == expected, executor

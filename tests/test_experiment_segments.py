@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from testbed_app import cli
-from testbed_app.executors import LocalExecutor, RayExecutor
+from testbed_app.executors import LocalExecutor
 from testbed_app.experiments.config import load_config
 from testbed_app.experiments.segments import (
     SegmentResult,
@@ -20,7 +20,7 @@ from testbed_app.experiments.segments import (
     run_experiments,
     segment_task,
 )
-from tests.test_executors import results_files
+from tests.test_executors import fake_ray_executor, results_files
 from tests.test_experiments import write
 
 #: 5 steps, a checkpoint every 2: three segments (steps 1-2, 3-4, 5), the last one shorter
@@ -130,45 +130,17 @@ def test_configs_sharing_a_name_are_refused_side_by_side(tmp_path: Path) -> None
         run_experiments([config, config], tmp_path, Chains().run)
 
 
-def test_a_cuda_config_asks_the_executor_for_one_gpu(tmp_path: Path) -> None:
+def test_a_cuda_config_asks_the_executor_for_one_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = load_config(write(tmp_path))
     on_cpu = segment_task(config, tmp_path)
-    on_cuda = segment_task(dataclasses.replace(config, run={**config.run, "device": "cuda"}),
-                           tmp_path)
+    on_cuda = dataclasses.replace(on_cpu, config=dataclasses.replace(
+        config, run={**config.run, "device": "cuda"}))
     assert (on_cpu.gpus, on_cuda.gpus) == (0.0, 1.0)
-
-    class FakeRay:
-        """Records the resources of each Ray task submitted (no Ray needed)."""
-
-        def __init__(self) -> None:
-            self.asked: list[dict[str, Any]] = []
-
-        def is_initialized(self) -> bool:
-            return True
-
-        def remote(self, function: Callable[..., Any]) -> Any:
-            fake = self
-
-            class Remote:
-                def options(self, **options: Any) -> Any:
-                    fake.asked.append(options)
-                    return self
-
-                def remote(self, task: Any, threads: int) -> Any:
-                    return object()  # a reference to the task's result
-
-            return Remote()
-
-        def wait(self, refs: list[Any], num_returns: int) -> tuple[list[Any], list[Any]]:
-            return refs[:num_returns], refs[num_returns:]
-
-        def get(self, ref: Any) -> Any:
-            return "done"
-
-    executor = RayExecutor.__new__(RayExecutor)
-    executor.__dict__.update(address=None, cpus_per_task=2, gpus_per_task=0, max_retries=3,
-                             init_options={}, ray=FakeRay())
-    assert list(executor.run([on_cpu, on_cuda])) == [(0, "done"), (1, "done")]
+    executor = fake_ray_executor(monkeypatch, cpus_per_task=2)
+    list(executor.run([on_cpu]))  # (no GPU here to run the cuda one on)
+    executor.ray.get = lambda ref: None  # submitted, not run
+    list(executor.run([on_cuda]))
     assert [(o["num_cpus"], o["num_gpus"]) for o in executor.ray.asked] == [(2, 0.0), (2, 1.0)]
 
 

@@ -1,7 +1,13 @@
 """Found while verifying the example plugin: `classical.neumann.error_identity` held for an
 estimator with one Neumann term too few, because on its fast profile's 8 cases the Neumann error
 vanishes whatever N (minimax problems: grad_y f(x, y*) = 0; kappa ~ 1: I - lambda H ~ 0). Those
-cases are now rejected as unable to test the claim, and the off-by-one is caught."""
+cases are now rejected as unable to test the claim, and the off-by-one is caught.
+
+The same held for `classical.itd.error_identity` (flagged last session, measured here): on the
+fast profile an ITD one unrolled step short passed 4 of its 5 cases (minimax at kappa = 1 and
+compositional problems, whose identity inner Hessian makes beta H = I: every T >= 1 gives the
+same ITD); the claim still failed it on the fifth. Cases whose identity does not change between
+T - 1, T and T + 1 are now rejected."""
 
 from __future__ import annotations
 
@@ -31,3 +37,15 @@ def test_the_correct_estimator_still_holds_on_cases_that_test_it():
     result = run_claim(get_claim("classical.neumann.error_identity"), get_profile("fast"))
     assert result.verdict == "holds" and len(result.cases) >= 8
     assert all(c.measurement.passed for c in result.cases)
+
+
+def test_itd_cases_that_cannot_tell_t_from_t_minus_one_are_rejected():
+    from theory_checks.classical.perturbations import ITD_ONE_STEP_SHORT
+
+    claim = get_claim("classical.itd.error_identity")
+    correct = run_claim(claim, get_profile("fast"))
+    assert correct.verdict == "holds" and len(correct.cases) >= 8
+    assert any("an off-by-one in T would pass" in r for r in correct.rejected)
+    short = run_claim(claim, get_profile("fast"), make=ITD_ONE_STEP_SHORT.build)
+    assert short.verdict == "fails as stated"
+    assert not [c for c in short.cases if c.measurement.passed]  # was 4 of 5 cases

@@ -304,17 +304,36 @@ def _itd_run(case: Case, make: Callable[..., Any], steps: int) -> tuple[Any, ...
     return out, view, x, y0, y_star, grad_x, grad_y, beta
 
 
-def check_itd_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """ITD_T = grad_x f(x, y_T) - J H^{-1}(I - (I - beta H)^T) grad_y f(x, y_T) on quadratics."""
-    problem = case.problem
-    steps = int(case.params.get("inner_steps", 1 + case.params["point_seed"] % 40))
-    out, view, x, y0, y_star, grad_x, grad_y, beta = _itd_run(case, make, steps)
-    eye = torch.eye(problem.dim_y, dtype=torch.float64)
+def _itd_prediction(view: Any, x: torch.Tensor, y0: torch.Tensor, y_star: torch.Tensor,
+                    beta: float, steps: int) -> tuple[torch.Tensor, float]:
+    """The identity's ITD_T and the scale of its residual (the gradients at y_T)."""
+    eye = torch.eye(y0.shape[0], dtype=torch.float64)
     A_T = torch.linalg.matrix_power(eye - beta * view.H, steps)
     y_T = y_star + A_T @ (y0 - y_star)
     gx_T, gy_T = view.grad_outer(x, y_T)
     predicted = gx_T - view.J @ torch.linalg.solve(view.H, (eye - A_T) @ gy_T)
-    m = _relative_identity(out.value - predicted, _scale(view, gx_T, gy_T))
+    return predicted, _scale(view, gx_T, gy_T)
+
+
+def check_itd_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """ITD_T = grad_x f(x, y_T) - J H^{-1}(I - (I - beta H)^T) grad_y f(x, y_T) on quadratics.
+
+    A case whose identity gives the same value at T - 1 or T + 1 as at T (to within what the
+    identity resolves) cannot test it: with ``beta H = I`` (kappa = 1, or a compositional
+    problem's identity inner Hessian) one step reaches y* and every T >= 1 gives the same ITD, so
+    an estimator off by one step would pass. Such cases are rejected, not counted as passes.
+    """
+    steps = int(case.params.get("inner_steps", 1 + case.params["point_seed"] % 40))
+    out, view, x, y0, y_star, _, _, beta = _itd_run(case, make, steps)
+    predicted, scale = _itd_prediction(view, x, y0, y_star, beta, steps)
+    for neighbour in (steps - 1, steps + 1):
+        other, _ = _itd_prediction(view, x, y0, y_star, beta, neighbour)
+        gap = float((other - predicted).norm())
+        if neighbour >= 0 and gap < UNRESOLVED_ERROR * scale:
+            raise NotMeasurable(f"the identity gives the same ITD at T = {neighbour} as at "
+                                f"T = {steps} ({gap / scale:.2g} of the scale): an off-by-one "
+                                "in T would pass")
+    m = _relative_identity(out.value - predicted, scale)
     return Measurement(m.measured, m.bound, m.passed, "relative residual <=",
                        details={"inner_steps": steps})
 

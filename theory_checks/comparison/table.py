@@ -15,15 +15,21 @@ import dataclasses
 import functools
 import io
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from results_format import atomic_write
+from results_format.resume import (
+    FINGERPRINT_KEY,
+    is_fresh_file,
+    read_fresh,
+    write_json,
+    write_stamped,
+)
 from results_format.resume import fingerprint as fingerprint_of
-from results_format.resume import is_fresh_file, reuse_or_write, write_json, write_stamped
 from theory_checks.comparison import runs as definitions
 
 SEEDS = (0, 1, 2, 3, 4, 5)  # the table's evaluation problems (family seeds)
@@ -232,37 +238,109 @@ def _tuning_record(comparison: definitions.Comparison) -> dict[str, Any]:
                 comparison, _family_problem(comparison, seed)) for seed in SEEDS}}
 
 
-def run_all(results_dir: Path, resume: bool = True, progress: bool = True) -> Path:
+@dataclasses.dataclass(frozen=True)
+class TuningTask:
+    """The tuning record of one comparison of :data:`~theory_checks.comparison.runs.TABLE`, a
+    unit of work for an executor (``testbed_app.executors``): it names the comparison by key,
+    so it pickles to a worker, and carries the driver's torch default dtype."""
+
+    key: str
+    default_dtype: str = "float64"
+
+    def __call__(self) -> dict[str, Any]:
+        _use_dtype(self.default_dtype)
+        return _tuning_record(definitions.TABLE[self.key])
+
+
+@dataclasses.dataclass(frozen=True)
+class TableRunTask:
+    """One run of the table (comparison key, step rule, role, evaluation seed, step multiple)
+    as a unit of work: calling it gives the run's CSV text."""
+
+    key: str
+    rule: str
+    role: str
+    seed: int
+    multiple: float | None
+    default_dtype: str = "float64"
+
+    def __call__(self) -> str:
+        _use_dtype(self.default_dtype)
+        return _csv_text(table_run(definitions.TABLE[self.key], self.rule, self.role,
+                                   self.seed, self.multiple))
+
+
+def _use_dtype(name: str) -> None:
+    import torch
+
+    torch.set_default_dtype(getattr(torch, name))
+
+
+def _in_process(tasks: Sequence[Callable[[], Any]]) -> Iterator[tuple[int, Any]]:
+    for index, task in enumerate(tasks):
+        yield index, task()
+
+
+def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
+            execute: Callable[[Sequence[Callable[[], Any]]], Iterable[tuple[int, Any]]]
+            | None = None) -> Path:
     """Run (or resume) every comparison, both step rules, every seed; write the CSV and the
-    summary JSON (``comparison/rounds_to_error.{csv,json}``, the earlier names)."""
+    summary JSON (``comparison/rounds_to_error.{csv,json}``, the earlier names).
+
+    The tunings and then the runs go through ``execute`` (an executor's ``run``; in this
+    process by default); the driver writes what comes back, each file atomically with its
+    fingerprint, so the files do not depend on where the work ran and an interrupted table
+    resumes."""
     from tqdm import tqdm
 
+    from theory_checks.runner import driver_dtype
+
+    execute = execute or _in_process
+    dtype = driver_dtype()
     out = Path(results_dir) / definitions.SUBDIR
-    rows: list[dict[str, Any]] = []
-    tunings: dict[str, dict[str, Any]] = {}
-    trivial: dict[str, dict[int, bool]] = {}
-    for key, comparison in definitions.TABLE.items():
-        cached = reuse_or_write(out / "runs" / f"{key}@tuning.json",
-                                _comparison_fingerprint(comparison),
-                                functools.partial(_tuning_record, comparison), resume=resume,
-                                **JSON_OPTIONS)
-        tunings[key] = {role: cached[role] for role in ("candidate", "baseline")}
-        trivial[key] = {int(seed): flag for seed, flag in cached["one_iteration"].items()}
-    pending = [(key, rule, role, seed) for key in definitions.TABLE for rule in definitions.RULES
-               for role in ("candidate", "baseline") for seed in SEEDS]
-    bar = tqdm(pending, desc="rounds to target", unit="run", disable=not progress)
-    for key, rule, role, seed in bar:
-        bar.set_postfix_str(f"{key} {rule} {role} seed {seed}")
-        comparison = definitions.TABLE[key]
-        multiple = tunings[key][role]["multiple"] if rule == "tuned" else None
-        if rule == "tuned" and multiple is None:
-            multiple = 1.0  # no grid step reached on the tuning problem: the prescribed c
-        path = out / "runs" / f"{key}@{rule}@{role}@{seed}.csv"
-        stamp = fingerprint(_comparison_fingerprint(comparison), rule, role, seed, multiple)
-        if not (resume and is_fresh_file(path, stamp)):
-            write_stamped(path, _csv_text(table_run(comparison, rule, role, seed, multiple)),
-                          stamp)
-        rows.extend(_read_csv(path))
+    tuning_paths = {key: out / "runs" / f"{key}@tuning.json" for key in definitions.TABLE}
+    tuning_stamps = {key: _comparison_fingerprint(c) for key, c in definitions.TABLE.items()}
+    records: dict[str, dict[str, Any]] = {}
+    for key, path in tuning_paths.items():
+        saved = read_fresh(path, tuning_stamps[key]) if resume else None
+        if saved is not None:
+            records[key] = saved
+    missing = [key for key in definitions.TABLE if key not in records]
+    tuning_tasks = [TuningTask(key, dtype) for key in missing]
+    for index, computed in tqdm(execute(tuning_tasks), total=len(tuning_tasks),
+                                desc="rounds to target: tuning", unit="comparison",
+                                disable=not progress or not tuning_tasks):
+        key = missing[index]
+        records[key] = {FINGERPRINT_KEY: tuning_stamps[key], **computed}
+        write_json(tuning_paths[key], records[key], **JSON_OPTIONS)
+    tunings = {key: {role: records[key][role] for role in ("candidate", "baseline")}
+               for key in definitions.TABLE}
+    trivial = {key: {int(seed): flag for seed, flag in records[key]["one_iteration"].items()}
+               for key in definitions.TABLE}
+
+    runs = []  # (path, stamp, task) in table order
+    for key in definitions.TABLE:
+        for rule in definitions.RULES:
+            for role in ("candidate", "baseline"):
+                for seed in SEEDS:
+                    multiple = tunings[key][role]["multiple"] if rule == "tuned" else None
+                    if rule == "tuned" and multiple is None:
+                        multiple = 1.0  # no grid step reached on the tuning problem: the c
+                    path = out / "runs" / f"{key}@{rule}@{role}@{seed}.csv"
+                    stamp = fingerprint(tuning_stamps[key], rule, role, seed, multiple)
+                    runs.append((path, stamp,
+                                 TableRunTask(key, rule, role, seed, multiple, dtype)))
+    pending = [i for i, (path, stamp, _) in enumerate(runs)
+               if not (resume and is_fresh_file(path, stamp))]
+    bar = tqdm(total=len(pending), desc="rounds to target", unit="run",
+               disable=not progress or not pending)
+    for index, text in execute([runs[i][2] for i in pending]):
+        path, stamp, task = runs[pending[index]]
+        write_stamped(path, text, stamp)
+        bar.update(1)
+        bar.set_postfix_str(f"{task.key} {task.rule} {task.role} seed {task.seed}")
+    bar.close()
+    rows = [row for path, _, _ in runs for row in _read_csv(path)]
     _write_csv(out / "rounds_to_error.csv", rows)
     summary = out / "rounds_to_error.json"
     _atomic_json(summary, summarise(rows, tunings, trivial))

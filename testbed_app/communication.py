@@ -17,7 +17,7 @@ its ``rounds_per_iteration()`` if it declares one, marked "declared, no paper fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from results_format.resume import FINGERPRINT_KEY, read_fresh, write_json
 from results_format.resume import fingerprint as fingerprint_of
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.info import EstimatorInfo
+from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
 FILE = "communication.json"
@@ -91,33 +92,16 @@ def fingerprint(infos: Sequence[EstimatorInfo]) -> str:
 
 
 @dataclasses.dataclass
-class CommunicationTask:
-    """One algorithm's row as a unit of work for an executor (:mod:`testbed_app.executors`):
-    the driver's entry object in process; pickled, the entry's name (found in the worker's
-    registry) and the driver's torch default dtype."""
+class CommunicationTask(RegisteredEntryTask):
+    """One algorithm's row as a unit of work for an executor (:mod:`testbed_app.executors`;
+    pickling: :class:`~theory_checks.units.RegisteredEntryTask`)."""
 
     name: str
     default_dtype: str = "float64"
     info: EstimatorInfo | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "info": None}
-
     def __call__(self) -> dict[str, Any]:
-        info = self.info
-        if info is None:  # in a worker
-            import torch
-
-            from testbed.registry import get_estimator
-
-            torch.set_default_dtype(getattr(torch, self.default_dtype))
-            info = get_estimator(self.name)
-        return measure(info)
-
-
-def _in_process(tasks: Sequence[CommunicationTask]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for index, task in enumerate(tasks):
-        yield index, task()
+        return measure(self.resolved_info())
 
 
 def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
@@ -128,8 +112,6 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
     from tqdm import tqdm
 
     from testbed.registry import ESTIMATOR_DB
-    from theory_checks.runner import driver_dtype
-
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE
     stamp = fingerprint(infos)
@@ -137,7 +119,7 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
         return path
     tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
     rows: dict[int, dict[str, Any]] = {}
-    for index, row in tqdm((execute or _in_process)(tasks), total=len(tasks),
+    for index, row in tqdm((execute or run_in_process)(tasks), total=len(tasks),
                            desc="communication", unit="algorithm", disable=not progress):
         rows[index] = row
     write_json(path, {FINGERPRINT_KEY: stamp, "iterations": ITERATIONS, "seed": 0,

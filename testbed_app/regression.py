@@ -64,7 +64,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -76,6 +76,7 @@ from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
 from results_format.resume import write_json
 from testbed.info import EstimatorInfo
 from testbed.registry import get_estimator
+from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 BASELINE = Path(__file__).resolve().parent.parent / "reports" / "baselines" / "regress.json"
 BASELINE_FORMAT = 2  # 2: per-seed replicate values (paired test); 1 was pooled mean and se
@@ -270,13 +271,11 @@ def _measure_cell(info: EstimatorInfo, seed: int, kind: str) -> dict[str, Sample
 
 
 @dataclasses.dataclass
-class GridCellTask:
+class GridCellTask(RegisteredEntryTask):
     """One grid cell ``(entry, problem seed, problem kind)`` as a unit of work for an executor
-    (:mod:`testbed_app.executors`): calling it gives the cell's metrics. In the driver it uses
-    the entry object it was made with; pickled to a worker it carries the entry's name (and the
-    driver's torch default dtype) and finds the entry in the worker's registry, plugins
-    included. The cell's draws are seeded by the problem seed and replicate, so the numbers do
-    not depend on where it runs."""
+    (:mod:`testbed_app.executors`; pickling: :class:`~theory_checks.units.RegisteredEntryTask`):
+    calling it gives the cell's metrics. The cell's draws are seeded by the problem seed and
+    replicate, so the numbers do not depend on where it runs."""
 
     name: str
     seed: int
@@ -284,15 +283,8 @@ class GridCellTask:
     default_dtype: str = "float64"
     info: EstimatorInfo | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "info": None}
-
     def __call__(self) -> dict[str, Samples]:
-        info = self.info
-        if info is None:  # in a worker
-            torch.set_default_dtype(getattr(torch, self.default_dtype))
-            info = get_estimator(self.name)
-        return _measure_cell(info, self.seed, self.kind)
+        return _measure_cell(self.resolved_info(), self.seed, self.kind)
 
 
 #: How an executor runs tasks (:data:`testbed_app.executors.Executor.run`); the default runs
@@ -302,14 +294,8 @@ Execute = Callable[[Sequence[GridCellTask]], Iterable[tuple[int, dict[str, Sampl
 
 def grid_cells(info: EstimatorInfo) -> list[GridCellTask]:
     """The grid cells of one entry: every problem seed x every kind it supports."""
-    dtype = str(torch.get_default_dtype()).removeprefix("torch.")
-    return [GridCellTask(info.name, seed, kind, dtype, info)
+    return [GridCellTask(info.name, seed, kind, driver_dtype(), info)
             for seed in PROBLEM_SEEDS for kind in GRID if kind in info.supports]
-
-
-def _in_process(tasks: Sequence[GridCellTask]) -> Iterator[tuple[int, dict[str, Samples]]]:
-    for index, task in enumerate(tasks):
-        yield index, task()
 
 
 def measure_all(infos: Sequence[EstimatorInfo],
@@ -322,7 +308,7 @@ def measure_all(infos: Sequence[EstimatorInfo],
     not depend on the executor."""
     tasks = [task for info in infos for task in grid_cells(info)]
     done: dict[int, dict[str, Samples]] = {}
-    for index, metrics in (execute or _in_process)(tasks):
+    for index, metrics in (execute or run_in_process)(tasks):
         done[index] = metrics
         if progress:
             task = tasks[index]

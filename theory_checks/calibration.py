@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +29,9 @@ from theory_checks.runner import (
     Profile,
     RegisteredClaimTask,
     claim_fingerprint,
-    driver_dtype,
     run_claim,
 )
+from theory_checks.units import driver_dtype, run_in_process
 
 # Why 95%: the calibration table's interval is a report to a reader (how precisely K seeds pin
 # the rate down), not a decision on a paper's claim.
@@ -121,11 +121,6 @@ class CalibrationTask(RegisteredClaimTask):
 Execute = Callable[[Sequence[CalibrationTask]], Iterable[tuple[int, dict[str, Any]]]]
 
 
-def _in_process(tasks: Sequence[CalibrationTask]) -> Iterator[tuple[int, dict[str, Any]]]:
-    for index, task in enumerate(tasks):
-        yield index, task()
-
-
 def _check_calibratable(claim: Claim, seeds: int) -> None:
     if not claim.statistical:
         raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
@@ -162,7 +157,7 @@ def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
         records[c.id] = _load(path, stamps[c.id], profile.name) if path is not None else []
     tasks = [CalibrationTask(c.id, k, profile, dtype, make, c) for c in claims
              for k in range(seeds) if k not in {int(r["seed"]) for r in records[c.id]}]
-    for index, record in (execute or _in_process)(tasks):
+    for index, record in (execute or run_in_process)(tasks):
         claim_id = tasks[index].claim_id
         records[claim_id] = sorted([*records[claim_id], record], key=lambda r: r["seed"])
         path = paths[claim_id]

@@ -23,7 +23,7 @@ import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +81,7 @@ from theory_checks.profiles import (
 from theory_checks.profiles import (
     running_on as running_on,
 )
+from theory_checks.units import driver_dtype, run_in_process, use_dtype  # noqa: F401
 
 
 def claim_seed(claim_id: str) -> int:
@@ -374,19 +375,10 @@ class RegisteredClaimTask:
         """The claim object: the driver's, or, in a worker, the registry's."""
         if self.claim is not None:
             return self.claim
-        import torch
-
         from theory_checks.registry import get_claim
 
-        torch.set_default_dtype(getattr(torch, self.default_dtype))
+        use_dtype(self.default_dtype)
         return get_claim(self.claim_id)
-
-
-def driver_dtype() -> str:
-    """The driver's torch default dtype, as a task carries it (``"float64"``)."""
-    import torch
-
-    return str(torch.get_default_dtype()).removeprefix("torch.")
 
 
 @dataclasses.dataclass
@@ -412,12 +404,6 @@ def claim_run_task(claim: Claim, estimator: str, profile: Profile) -> ClaimRunTa
 #: How an executor runs tasks: given the tasks, it yields ``(index, result)`` for each as it
 #: finishes, in any order (``testbed_app.executors``); the default runs them one by one here.
 Execute = Callable[[Sequence[ClaimRunTask]], Iterable[tuple[int, ClaimFiles]]]
-
-
-def run_in_process(tasks: Sequence[ClaimRunTask]) -> Iterator[tuple[int, ClaimFiles]]:
-    """The default :data:`Execute`: each task in turn, in this process."""
-    for index, task in enumerate(tasks):
-        yield index, task()
 
 
 def run_claims(

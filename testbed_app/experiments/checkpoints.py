@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,16 @@ def _class_name(obj: Any) -> str:
 
 
 def encode(obj: Any) -> Any:
-    """``obj`` as tensors and plain data (see the comment above); raises TypeError on others."""
-    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor)):
+    """``obj`` as tensors and plain data (see the comment above); raises TypeError on others.
+
+    Strings are interned: pickle writes a string once and then refers to it when the same
+    object recurs, so without interning a state restored from a checkpoint (whose strings are
+    fresh objects, e.g. an optimizer's ``"step"`` key) would be saved with other bytes than the
+    same state computed in one go; interned, equal strings are one object either way and the
+    checkpoint's bytes depend only on its content."""
+    if isinstance(obj, str):
+        return sys.intern(str(obj))
+    if obj is None or isinstance(obj, (bool, int, float, torch.Tensor)):
         return obj
     if isinstance(obj, np.ndarray):
         if obj.dtype == object:
@@ -67,7 +76,7 @@ def encode(obj: Any) -> Any:
         return {_TAG: kind, "items": [encode(v) for v in sorted(obj, key=repr)]}
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and _TAG not in obj:
-            return {k: encode(v) for k, v in obj.items()}
+            return {encode(k): encode(v) for k, v in obj.items()}
         return {_TAG: "dict", "items": [[encode(k), encode(v)] for k, v in obj.items()]}
     raise TypeError(f"checkpoint: cannot store a {type(obj).__module__}.{type(obj).__name__} "
                     "(only tensors, plain data, numpy arrays and this project's named tuples "

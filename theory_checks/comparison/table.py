@@ -15,7 +15,7 @@ import dataclasses
 import functools
 import io
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from results_format.resume import (
 )
 from results_format.resume import fingerprint as fingerprint_of
 from theory_checks.comparison import runs as definitions
+from theory_checks.units import driver_dtype, run_in_process, use_dtype
 
 SEEDS = (0, 1, 2, 3, 4, 5)  # the table's evaluation problems (family seeds)
 TUNING_SEEDS = (1000, 1001, 1002)  # the table's tuning problems: draws no evaluation uses
@@ -248,7 +249,7 @@ class TuningTask:
     default_dtype: str = "float64"
 
     def __call__(self) -> dict[str, Any]:
-        _use_dtype(self.default_dtype)
+        use_dtype(self.default_dtype)
         return _tuning_record(definitions.TABLE[self.key])
 
 
@@ -265,20 +266,9 @@ class TableRunTask:
     default_dtype: str = "float64"
 
     def __call__(self) -> str:
-        _use_dtype(self.default_dtype)
+        use_dtype(self.default_dtype)
         return _csv_text(table_run(definitions.TABLE[self.key], self.rule, self.role,
                                    self.seed, self.multiple))
-
-
-def _use_dtype(name: str) -> None:
-    import torch
-
-    torch.set_default_dtype(getattr(torch, name))
-
-
-def _in_process(tasks: Sequence[Callable[[], Any]]) -> Iterator[tuple[int, Any]]:
-    for index, task in enumerate(tasks):
-        yield index, task()
 
 
 def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
@@ -293,9 +283,7 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
     resumes."""
     from tqdm import tqdm
 
-    from theory_checks.runner import driver_dtype
-
-    execute = execute or _in_process
+    execute = execute or run_in_process
     dtype = driver_dtype()
     out = Path(results_dir) / definitions.SUBDIR
     tuning_paths = {key: out / "runs" / f"{key}@tuning.json" for key in definitions.TABLE}

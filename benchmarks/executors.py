@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,7 +87,6 @@ def main() -> int:
                           "same_files_as_local": _files(results) == _files(
                               Path(tmp) / "local")})
             print(modes[-1], flush=True)
-        shutil.rmtree(tmp, ignore_errors=True)
     local = modes[0]["seconds"]
     for mode in modes:
         mode["ratio_to_local"] = round(mode["seconds"] / local, 3)

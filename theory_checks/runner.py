@@ -81,7 +81,7 @@ from theory_checks.profiles import (
 from theory_checks.profiles import (
     running_on as running_on,
 )
-from theory_checks.units import driver_dtype, run_in_process, use_dtype  # noqa: F401
+from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
 
 
 def claim_seed(claim_id: str) -> int:
@@ -357,28 +357,21 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
         return render_claim_result(result, profile, power, control)
 
 
-class RegisteredClaimTask:
-    """A unit of work on one claim that pickles to a worker (a local process or a Ray node):
-    claims hold local functions, which do not pickle, so a pickled task carries the claim's id
-    and finds the claim in the worker's registry, and sets the worker's torch default dtype to
-    the driver's so the worker computes the same numbers. Subclasses are dataclasses with the
-    fields ``claim_id``, ``default_dtype`` and ``claim`` (the driver's object)."""
+class RegisteredClaimTask(SentByName):
+    """A unit of work on one claim that pickles to a worker (a local process or a Ray node;
+    :class:`~theory_checks.units.SentByName`): it carries the claim's id and finds the claim in
+    the worker's registry. Subclasses are dataclasses with the fields ``claim_id``,
+    ``default_dtype`` and ``claim`` (the driver's object)."""
 
+    held = "claim"
     claim_id: str
-    default_dtype: str
     claim: Claim | None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "claim": None}
 
     def resolved_claim(self) -> Claim:
         """The claim object: the driver's, or, in a worker, the registry's."""
-        if self.claim is not None:
-            return self.claim
         from theory_checks.registry import get_claim
 
-        use_dtype(self.default_dtype)
-        return get_claim(self.claim_id)
+        return self._resolved(get_claim, self.claim_id)
 
 
 @dataclasses.dataclass

@@ -10,7 +10,7 @@ name, not the entry (:class:`RegisteredEntryTask`; claims: ``runner.RegisteredCl
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from testbed.info import EstimatorInfo
 
@@ -41,28 +41,42 @@ def run_in_process(tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
         yield index, task()
 
 
-class RegisteredEntryTask:
-    """A unit of work about one registry entry (an estimator or algorithm) that pickles to a
-    worker: in the driver it uses the entry object it was made with (which need not be
-    registered: ``testbed verify module:object``); pickled, it carries the entry's name and the
-    driver's dtype and finds the entry in the worker's registry, plugins included. Subclasses
-    are dataclasses with the fields ``name``, ``default_dtype`` and ``info``."""
+class SentByName:
+    """A unit of work that holds the driver's object (a claim, a registry entry) in the
+    attribute named by ``held``, and, pickled to a worker, leaves it out: the object may hold
+    local functions, which do not pickle, and the worker finds its own copy by name, after
+    setting the driver's dtype (``default_dtype``)."""
 
-    name: str
+    held: ClassVar[str]
     default_dtype: str
-    info: EstimatorInfo | None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "info": None}
+        return {**self.__dict__, self.held: None}
+
+    def _resolved(self, lookup: Callable[[str], T], name: str) -> T:
+        """The driver's object, or, in a worker, ``lookup(name)`` with the dtype set first."""
+        own = getattr(self, self.held)
+        if own is not None:
+            return cast(T, own)
+        use_dtype(self.default_dtype)
+        return lookup(name)
+
+
+class RegisteredEntryTask(SentByName):
+    """A unit of work about one registry entry (an estimator or algorithm): in the driver it
+    uses the entry object it was made with (which need not be registered: ``testbed verify
+    module:object``); in a worker it finds the entry in the registry, plugins included.
+    Subclasses are dataclasses with the fields ``name``, ``default_dtype`` and ``info``."""
+
+    held = "info"
+    name: str
+    info: EstimatorInfo | None
 
     def resolved_info(self) -> EstimatorInfo:
-        """The entry: the driver's, or, in a worker, the registry's (dtype set first)."""
-        if self.info is not None:
-            return self.info
         from testbed.registry import get_estimator
 
-        use_dtype(self.default_dtype)
-        return get_estimator(self.name)
+        return self._resolved(get_estimator, self.name)
 
 
-__all__ = ["Execute", "RegisteredEntryTask", "driver_dtype", "run_in_process", "use_dtype"]
+__all__ = ["Execute", "RegisteredEntryTask", "SentByName", "driver_dtype", "run_in_process",
+           "use_dtype"]

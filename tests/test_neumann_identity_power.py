@@ -7,7 +7,11 @@ The same held for `classical.itd.error_identity` (flagged last session, measured
 fast profile an ITD one unrolled step short passed 4 of its 5 cases (minimax at kappa = 1 and
 compositional problems, whose identity inner Hessian makes beta H = I: every T >= 1 gives the
 same ITD); the claim still failed it on the fifth. Cases whose identity does not change between
-T - 1, T and T + 1 are now rejected."""
+T - 1, T and T + 1 are now rejected.
+
+And for `aggitd.alg1.per_index_identity`: with kappa = 1 and Q < N the indirect term, and with it
+the importance weight lambda (N + 1) the identity is about, vanishes; an estimator weighting Q by
+lambda N passed 14 fast-profile cases before one caught it. Those cases are now rejected."""
 
 from __future__ import annotations
 
@@ -49,3 +53,13 @@ def test_itd_cases_that_cannot_tell_t_from_t_minus_one_are_rejected():
     short = run_claim(claim, get_profile("fast"), make=ITD_ONE_STEP_SHORT.build)
     assert short.verdict == "fails as stated"
     assert not [c for c in short.cases if c.measurement.passed]  # was 4 of 5 cases
+
+
+def test_aggitd_cases_whose_indirect_term_vanishes_are_rejected():
+    claim = get_claim("aggitd.alg1.per_index_identity")
+    correct = run_claim(claim, get_profile("fast"))
+    assert correct.verdict == "holds once corrected" and len(correct.cases) >= 8
+    assert any("the importance weight is untested" in r for r in correct.rejected)
+    weight_n = run_claim(claim, get_profile("fast"), make=claim.perturbation.build)
+    assert weight_n.verdict == "fails as stated"
+    assert not [c for c in weight_n.cases if c.measurement.passed]  # was 14 cases

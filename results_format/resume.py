@@ -9,7 +9,8 @@ recomputed and written again, atomically, with the new fingerprint. Two ways of 
 
 - a JSON object holding ``"fingerprint"`` (and ``"profile"``) beside its content:
   :func:`read_fresh` reads it back only when it is fresh, :func:`write_json` writes it, and
-  :func:`reuse_or_write` does both for a result computed in one go;
+  :func:`reuse_or_write` does both for a result computed in one go (:func:`write_fresh` its
+  writing half);
 - any other file (a CSV) with the fingerprint in a ``.fingerprint`` file beside it:
   :func:`is_fresh_file` and :func:`write_stamped`.
 
@@ -87,7 +88,15 @@ def reuse_or_write(path: Path, stamp: str, compute: Callable[[], Mapping[str, An
     saved = read_fresh(path, stamp) if resume else None
     if saved is not None:
         return saved
-    record = {FINGERPRINT_KEY: stamp, **compute()}
+    return write_fresh(path, stamp, compute(), **options)
+
+
+def write_fresh(path: Path, stamp: str, content: Mapping[str, Any],
+                **options: Any) -> dict[str, Any]:
+    """``{"fingerprint": stamp, **content}`` written with :func:`write_json` and returned: the
+    writing half of :func:`reuse_or_write`, for a producer that computes several results
+    together (an executor's batch) after reading which are fresh."""
+    record = {FINGERPRINT_KEY: stamp, **content}
     write_json(path, record, **options)
     return record
 
@@ -118,5 +127,6 @@ def write_stamped(path: Path, text: str, stamp: str) -> None:
 __all__ = [
     "FINGERPRINT_KEY", "FINGERPRINT_LENGTH", "PROFILE_KEY", "STAMP_SUFFIX", "fingerprint",
     "is_fresh", "is_fresh_file", "read_fresh", "read_json", "reuse_or_write", "stamp_path",
+    "write_fresh",
     "write_json", "write_stamped",
 ]

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from results_format.resume import FINGERPRINT_KEY, read_fresh, write_json
 from results_format.resume import fingerprint as fingerprint_of
+from results_format.resume import reuse_or_write
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.info import EstimatorInfo
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
@@ -112,16 +112,18 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
     from tqdm import tqdm
 
     from testbed.registry import ESTIMATOR_DB
+
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE
-    stamp = fingerprint(infos)
-    if resume and read_fresh(path, stamp) is not None:
-        return path
-    tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
-    rows: dict[int, dict[str, Any]] = {}
-    for index, row in tqdm((execute or run_in_process)(tasks), total=len(tasks),
-                           desc="communication", unit="algorithm", disable=not progress):
-        rows[index] = row
-    write_json(path, {FINGERPRINT_KEY: stamp, "iterations": ITERATIONS, "seed": 0,
-                      "rows": [rows[i] for i in range(len(tasks))]}, indent=1)
+
+    def table() -> dict[str, Any]:
+        tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
+        rows: dict[int, dict[str, Any]] = {}
+        for index, row in tqdm((execute or run_in_process)(tasks), total=len(tasks),
+                               desc="communication", unit="algorithm", disable=not progress):
+            rows[index] = row
+        return {"iterations": ITERATIONS, "seed": 0,
+                "rows": [rows[i] for i in range(len(tasks))]}
+
+    reuse_or_write(path, fingerprint(infos), table, resume=resume, indent=1)
     return path

@@ -10,12 +10,7 @@ import torch
 
 from theory_checks.aggitd.common import _run, _setup
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.tolerances import IDENTITY_RTOL
-
-#: An indirect term below this fraction of the scale is not resolved by the identity's
-#: tolerance (IDENTITY_RTOL = 1e-10 relative) with a margin of 1000: a weight error on it could
-#: hide under round-off.
-UNRESOLVED_TERM = 1e3 * IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
 def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -25,7 +25,7 @@ from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # Why 5%: the stated tolerance for fitted rates against theory. The fit windows below
 # are chosen so that faster modes perturb the fitted slope by well under 1%.
@@ -89,10 +89,7 @@ def _grid(low: int, high: int, points: int = 25) -> list[int]:
                       .astype(int).tolist()))
 
 
-# Why 1e-7: an identity case resolves a difference of IDENTITY_RTOL (1e-10) of the scale; an
-# error term 1000 times larger makes one Neumann term more or less (a factor (1 - lambda mu)
-# <= 1 - 1/100 at kappa <= 100, so a change of at least 1% of the term) stand out of round-off.
-UNRESOLVED_ERROR = 1e-7
+# UNRESOLVED_TERM (theory_checks.tolerances): a term an identity case cannot test.
 
 
 def _relative_identity(residual: torch.Tensor, scale: float) -> Measurement:
@@ -126,7 +123,7 @@ def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., A
     contraction = torch.linalg.matrix_power(eye - lam * view.H, terms)
     predicted = view.J @ torch.linalg.solve(view.H, contraction @ grad_y)
     scale = _scale(view, grad_x, grad_y)
-    if float(predicted.norm()) < UNRESOLVED_ERROR * scale:
+    if float(predicted.norm()) < UNRESOLVED_TERM * scale:
         # Why: a minimax problem has grad_y f(x, y*) = 0 and kappa ~ 1 gives I - lambda H ~ 0,
         # so the Neumann error is zero whatever N: the identity would hold for an estimator
         # with N - 1 terms too. Such a case cannot test the claim and is not counted as a pass.
@@ -329,7 +326,7 @@ def check_itd_error_identity(claim: Claim, case: Case, make: Callable[..., Any])
     for neighbour in (steps - 1, steps + 1):
         other, _ = _itd_prediction(view, x, y0, y_star, beta, neighbour)
         gap = float((other - predicted).norm())
-        if neighbour >= 0 and gap < UNRESOLVED_ERROR * scale:
+        if neighbour >= 0 and gap < UNRESOLVED_TERM * scale:
             raise NotMeasurable(f"the identity gives the same ITD at T = {neighbour} as at "
                                 f"T = {steps} ({gap / scale:.2g} of the scale): an off-by-one "
                                 "in T would pass")

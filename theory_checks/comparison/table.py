@@ -22,14 +22,14 @@ from typing import Any
 import numpy as np
 
 from results_format import atomic_write
+from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import (
-    FINGERPRINT_KEY,
     is_fresh_file,
     read_fresh,
+    write_fresh,
     write_json,
     write_stamped,
 )
-from results_format.resume import fingerprint as fingerprint_of
 from theory_checks.comparison import runs as definitions
 from theory_checks.units import driver_dtype, run_in_process, use_dtype
 
@@ -299,8 +299,8 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
                                 desc="rounds to target: tuning", unit="comparison",
                                 disable=not progress or not tuning_tasks):
         key = missing[index]
-        records[key] = {FINGERPRINT_KEY: tuning_stamps[key], **computed}
-        write_json(tuning_paths[key], records[key], **JSON_OPTIONS)
+        records[key] = write_fresh(tuning_paths[key], tuning_stamps[key], computed,
+                                   **JSON_OPTIONS)
     tunings = {key: {role: records[key][role] for role in ("candidate", "baseline")}
                for key in definitions.TABLE}
     trivial = {key: {int(seed): flag for seed, flag in records[key]["one_iteration"].items()}

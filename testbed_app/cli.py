@@ -252,6 +252,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     statistical = [c for c in claims if c.statistical]
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    executor = _executor(args)  # a bad option is reported before the bar starts
     bar = tqdm(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
                disable=args.quiet)
 
@@ -260,7 +261,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         bar.set_postfix_str(message)
 
     summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
-                          Path(args.results), progress, execute=_executor(args).run)
+                          Path(args.results), progress, execute=executor.run)
     bar.close()
     print(format_table(summaries))
     print(f"\nresults in {Path(args.results) / 'calibration'}")
@@ -318,6 +319,7 @@ def _run_on_executor(configs: list[ExperimentConfig],
 
     from testbed_app.experiments.segments import SegmentResult, run_experiments
 
+    executor = _executor(args)  # a bad option is reported before the bar starts
     bar = tqdm(total=sum(int(c.run["rounds"]) for c in configs), desc="run", unit="step",
                disable=args.quiet)
     seen: dict[int, int] = {}
@@ -334,7 +336,7 @@ def _run_on_executor(configs: list[ExperimentConfig],
         bar.set_postfix_str(f"{summary['name']}: {summary['status']}")
 
     try:
-        return run_experiments(configs, Path(args.results), _executor(args).run,
+        return run_experiments(configs, Path(args.results), executor.run,
                                fresh=args.fresh, recover=args.recover,
                                segment_steps=args.segment_steps, on_segment=on_segment)
     finally:
@@ -393,6 +395,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     from testbed_app import regression
 
     torch.set_default_dtype(torch.float64)
+    executor = _executor(args)  # a bad option is reported before the bar starts
     bar = tqdm(desc="regress", unit="run", disable=args.quiet)
 
     def progress(message: str) -> None:
@@ -402,7 +405,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
     passed, table = regression.run(args.estimator, args.against, args.update_baseline,
                                    baseline, Path(args.out) if args.out else None, progress,
-                                   execute=_executor(args).run)
+                                   execute=executor.run)
     bar.close()
     print(table)
     return 0 if passed else 1

@@ -247,3 +247,21 @@ def test_chains_continue_under_the_same_index_on_every_executor(
         for index, result in executor.run([partial(_square, 2), partial(_square, 3)], then):
             seen[index].append(result)
         assert seen == expected, executor
+
+
+@pytest.mark.parametrize("command", [
+    ["check", "--claim", CLAIMS[0], "--results", "unused"],
+    ["calibrate", "--seeds", "2", "--results", "unused"],
+    ["regress"],
+    ["run", "configs/fednest_imbalanced.toml", "--results", "unused"],
+])
+def test_a_bad_executor_option_is_one_line_before_any_work(
+        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Every command that takes the executor options reports a bad combination on one line,
+    exit 2, before a progress bar starts (it did after an empty bar for regress, calibrate and
+    run)."""
+    status = cli.main([*command, "--jobs", "2", "--executor", "ray"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.strip() == ("testbed: error: --jobs is for --executor local (Ray runs one task "
+                           "per free CPU)")

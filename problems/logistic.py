@@ -127,9 +127,9 @@ class PerClientLogistic(ProblemFamily):
 
     # ------------------------------------------------------------------ identity
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"features": self.a.numpy().copy(), "labels": self.z.numpy().copy(),
-                "val_features": self.a_val.numpy().copy(),
-                "val_labels": self.z_val.numpy().copy()}
+        return {"features": self.a.cpu().numpy().copy(), "labels": self.z.cpu().numpy().copy(),
+                "val_features": self.a_val.cpu().numpy().copy(),
+                "val_labels": self.z_val.cpu().numpy().copy()}
 
     # ------------------------------------------------------------------ oracle interface
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
@@ -168,8 +168,8 @@ class PerClientLogistic(ProblemFamily):
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``lambda = 0`` (decay: unit decay ``exp(0)``) or ``lambda = 1`` (weights)."""
         fill = 0.0 if self.hyper == "decay" else 1.0
-        return (torch.full((self.dim_x,), fill, dtype=torch.float64),
-                torch.zeros(self.dim_y, dtype=torch.float64))
+        return (torch.full((self.dim_x,), fill, dtype=torch.float64, device=self.device),
+                torch.zeros(self.dim_y, dtype=torch.float64, device=self.device))
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:
@@ -189,7 +189,7 @@ class PerClientLogistic(ProblemFamily):
         grad = torch.einsum("ck,ckd->cd", w * (p - self.z), self.a) / N + self.mu * y
         curv = w * p * (1 - p)
         hess = torch.einsum("ck,ckd,cke->cde", curv, self.a, self.a) / N
-        hess = hess + self.mu * torch.eye(self.dim_y, dtype=torch.float64)
+        hess = hess + self.mu * torch.eye(self.dim_y, dtype=torch.float64, device=self.device)
         if self.hyper == "decay":
             decay = torch.exp(lam)
             grad = grad + decay * y
@@ -203,7 +203,7 @@ class PerClientLogistic(ProblemFamily):
             ProblemError: if Newton has not converged after :data:`NEWTON_MAX_ITERATIONS`.
         """
         lam = self._lam(x)
-        y = torch.zeros(self.dim_y, dtype=torch.float64)
+        y = torch.zeros(self.dim_y, dtype=torch.float64, device=self.device)
 
         def total(v: torch.Tensor) -> float:
             s = torch.einsum("ckd,d->ck", self.a, v)
@@ -288,7 +288,8 @@ class PerClientLogistic(ProblemFamily):
         eig = torch.linalg.eigvalsh(H_bar)
         client_eig = torch.linalg.eigvalsh(blk["H"])
         cross = torch.cat(list(blk["J"]), 0) / self.n_clients
-        grad, _ = self._inner_derivatives(self._lam(x0), torch.zeros(self.dim_y))
+        zero = torch.zeros(self.dim_y, dtype=torch.float64, device=self.device)
+        grad, _ = self._inner_derivatives(self._lam(x0), zero)
         dev = grad - grad.mean(0)
         return ProblemConstants(
             mu=float(eig.min()), L=float(eig.max()), mu_clients=float(client_eig.min()),

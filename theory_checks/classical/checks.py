@@ -193,8 +193,8 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     lam = 1.0 / float(problem.constants().L)
     eigenvalues, vectors = view.spectrum
-    coeffs = vectors.T @ grad_y.numpy()
-    J = view.J.numpy()
+    coeffs = vectors.T @ grad_y.cpu().numpy()
+    J = view.J.cpu().numpy()
     amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
                            for k in range(len(eigenvalues))])
     rates = np.abs(1.0 - lam * eigenvalues)
@@ -255,7 +255,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     view = quadratic_view(problem, x, y_star)
     beta = 1.0 / constants.L
     eigenvalues, vectors = view.spectrum
-    amplitudes = np.abs(vectors.T @ (y0 - y_star).numpy())
+    amplitudes = np.abs(vectors.T @ (y0 - y_star).cpu().numpy())
     rates = np.abs(1.0 - beta * eigenvalues)
     rho = 1.0 - constants.mu / constants.L
     initial = float((y0 - y_star).norm())

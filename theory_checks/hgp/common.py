@@ -89,7 +89,7 @@ def graph_of(case: Case) -> GraphSequence:
 
 def stacked_error(trajectory: torch.Tensor, exact: torch.Tensor) -> np.ndarray:
     """``||v^(m) - GlobalGrad||`` (stacked over clients) for every m of a ``(M+1, n, dl)`` run."""
-    return (trajectory - exact).flatten(1).norm(dim=1).numpy()
+    return (trajectory - exact).flatten(1).norm(dim=1).cpu().numpy()
 
 
 def terms_for(rate: float, target: float, cap: int) -> int:
@@ -120,7 +120,7 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     for _ in range(count):
         out, new_weights, time = est.average_step(basis, weights, time, graph, GraphLedger(n),
                                               Ledger(n))
-        operators.append(out[0].numpy().copy())
+        operators.append(out[0].cpu().numpy().copy())
         if est.keep_weights:
             weights = new_weights
     return operators
@@ -197,12 +197,12 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
     M = int(est.neumann_terms)
     eta = est.step_size(problem)
     blocks = problem.client_blocks(x)
-    A = problem.A.numpy()
-    C = problem.C.numpy()  # (n, dy, dl); J_i = -C_i^T
-    mu_u = blocks["c"].numpy().copy()
-    mu_v = blocks["e"].numpy().copy()
+    A = problem.A.cpu().numpy()
+    C = problem.C.cpu().numpy()  # (n, dy, dl); J_i = -C_i^T
+    mu_u = blocks["c"].cpu().numpy().copy()
+    mu_v = blocks["e"].cpu().numpy().copy()
     if b is not None:
-        A_s, C_s = problem.A_samples.numpy(), problem.C_samples.numpy()
+        A_s, C_s = problem.A_samples.cpu().numpy(), problem.C_samples.cpu().numpy()
         if sample_indices is not None:
             A_s, C_s = A_s[:, sample_indices], C_s[:, sample_indices]
         N = A_s.shape[1]

@@ -118,7 +118,7 @@ def _mean_path_gap(problem: Any, x: torch.Tensor, make: Callable[..., Any],
     same graphs (D3: the conditional mean of the stochastic form is the deterministic form)."""
     det = make(**{**params, "batch_size": None}).run(
         problem, x, fresh_state(problem), np.random.default_rng(0),
-        track_consensus=False).trajectory[:, 0].numpy()
+        track_consensus=False).trajectory[:, 0].cpu().numpy()
     return float(np.abs(moments.mean - det).max()) / (1.0 + float(np.abs(det).max()))
 
 
@@ -136,7 +136,7 @@ def variance_ratio_test(est: Any, problem: Any, x: torch.Tensor, moments: Any,
     rate_side = design.false_fail_rate / (2 * n_tests)
     R = design.samples(replicates_for_half_width(VARIANCE_PLANNING_SD, VARIANCE_HALF_WIDTH,
                                                  rate_side, minimum=100))
-    samples = _replicas(est, problem, x, R, design.rng(key)).numpy()
+    samples = _replicas(est, problem, x, R, design.rng(key)).cpu().numpy()
     deviation = samples - moments.mean[-1]
     ratios = (deviation**2).reshape(R, -1).sum(1) / moments.variance[-1]
     return StatTest(quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT,
@@ -175,7 +175,7 @@ def check_unbiased(claim: Claim, case: Case, make: Callable[..., Any],
     # sd 1 after standardising by the exact sd (the interval uses the sample sd)
     R = design.samples(replicates_for_half_width(1.0, BIAS_HALF_WIDTH, rate_side,
                                                  minimum=100))
-    samples = _replicas(est, problem, x, R, design.rng(0)).numpy().reshape(R, -1)
+    samples = _replicas(est, problem, x, R, design.rng(0)).cpu().numpy().reshape(R, -1)
     z = (samples - moments.mean[-1].reshape(-1))[:, noisy] / sd[noisy]
     tests = tuple(StatTest(f"bias of coordinate {k} / its sd", batch_evidence(z[:, j]),
                            low=-BIAS_MARGIN, high=BIAS_MARGIN)
@@ -368,7 +368,7 @@ def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
                                           / math.log(1.0 - eps / 2))))
     samples = _replicas(est, problem, x, R, design.rng(0))
     grad_norm = float(problem.client_blocks(x)["c"].norm())
-    errors = (samples - global_grad(problem, x)).flatten(1).norm(dim=1).numpy() / grad_norm
+    errors = (samples - global_grad(problem, x)).flatten(1).norm(dim=1).cpu().numpy() / grad_norm
     dims = problem.dim_y + problem.dim_hyper
     bound = theorem1_bound(mu, alpha, beta, eta, c, n, dims, eps) + tail
     above = int((errors > bound).sum())

@@ -133,7 +133,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     eta = case.params["eta_factor"] / float(problem.constants().L_clients)
     H_bar, c_bar = blocks["H"].mean(0), blocks["c"].mean(0)
     values, vectors = torch.linalg.eigh(H_bar)
-    rates = np.abs(1.0 - eta * values.numpy())
+    rates = np.abs(1.0 - eta * values.cpu().numpy())
     order = np.argsort(-rates)
     J_stack = torch.cat(list(blocks["J"]), 0)
     amplitudes = np.array([float((J_stack @ vectors[:, j]).norm()) * abs(float(vectors[:, j]

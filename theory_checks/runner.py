@@ -43,6 +43,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     CaseResult,
     ClaimFiles,
     ClaimResult,
+    ReadingResult,
     _case_summary,
     _decision_summary,
     _json_bytes,
@@ -55,6 +56,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     write_metadata,
 )
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
+from theory_checks.hypotheses import HypothesisMargin, Reading, margins, rejection_reason
 
 # the profiles live in theory_checks.profiles; re-exported here (``X as X``) for the claims
 from theory_checks.profiles import (
@@ -153,11 +155,30 @@ def decide_case(claim: Claim, measurement: Measurement, rate: float
 
 def _case_result(case: Case, measurement: Measurement, outcome: Outcome = "holds",
                  decisions: list[TestDecision] | None = None,
-                 design: Design | None = None) -> CaseResult:
+                 design: Design | None = None,
+                 hypotheses: list[HypothesisMargin] | None = None) -> CaseResult:
     problem = case.problem
     spec = problem.spec() if hasattr(problem, "spec") else {"id": problem.id}
     return CaseResult(problem.id, spec, dict(case.params), measurement, outcome,
-                      list(decisions or []), design)
+                      list(decisions or []), design, hypotheses=list(hypotheses or []))
+
+
+class OutsideHypotheses(NotMeasurable):
+    """A case outside one of the claim's hypotheses: it can neither pass nor refute the claim.
+    Carries the margins (every one evaluated, the violated ones named in the message)."""
+
+    def __init__(self, found: list[HypothesisMargin]) -> None:
+        super().__init__(rejection_reason(found))
+        self.margins = found
+
+
+def hypothesis_margins(claim: Claim, case: Case) -> list[HypothesisMargin]:
+    """The claim's hypotheses evaluated on ``case``; :class:`OutsideHypotheses` when the case
+    violates one (the runner rejects it before measuring)."""
+    found = margins(claim.hypotheses, case)
+    if any(not m.holds for m in found):
+        raise OutsideHypotheses(found)
+    return found
 
 
 def _case_key(case: Case) -> str:
@@ -169,17 +190,18 @@ def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
     """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
     stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
     case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
+    found = hypothesis_margins(claim, case)
     if design is not None:
         design = design.for_case(_case_key(case))
     measurement = measure(claim, case, make, design)
     outcome, decisions = decide_case(claim, measurement, rate)
-    result = _case_result(case, measurement, outcome, decisions, design)
+    result = _case_result(case, measurement, outcome, decisions, design, found)
     if claim.statistical and outcome == "fails" and design is not None:
         second_design = design.confirmation()
         second = measure(claim, case, make, second_design)
         second_outcome, second_decisions = decide_case(claim, second, rate)
         result.confirmation = _case_result(case, second, second_outcome, second_decisions,
-                                           second_design)
+                                           second_design, found)
         result.outcome = second_outcome
     return result
 
@@ -190,9 +212,54 @@ def run_claim(
 ) -> ClaimResult:
     """Check ``claim`` on drawn cases and give its verdict (:func:`_check_claim`), with
     ``profile`` the running profile (:func:`running_on`) while its cases are drawn and
-    measured."""
+    measured; a claim with readings is checked under each (:func:`_check_readings`)."""
     with running_on(profile):
+        if claim.readings:
+            return _check_readings(claim, profile, make, estimator, calibration_seed)
         return _check_claim(claim, profile, make, estimator, calibration_seed)
+
+
+def with_reading(case: Case, reading: Reading) -> Case:
+    """``case`` under ``reading``: the reading's parameters join the case's."""
+    return Case(case.problem, {**case.params, **reading.params})
+
+
+def under_reading(claim: Claim, reading: Reading) -> Claim:
+    """The claim checked under one reading: the same cases (strategy and saved examples), each
+    with the reading's parameters; no readings of its own."""
+    strategy, examples = claim.strategy, claim.examples
+    return dataclasses.replace(
+        claim, readings=(),
+        strategy=lambda: strategy().map(lambda case: with_reading(case, reading)),
+        examples=tuple((lambda known=known: with_reading(known(), reading))
+                       for known in examples))
+
+
+def _check_readings(
+    claim: Claim, profile: Profile, make: Callable[..., Any] | None,
+    estimator: str | None, calibration_seed: int,
+) -> ClaimResult:
+    """A claim with several readings: each is checked on the same cases. The claim "fails as
+    stated" only when every reading fails; when some reading holds, the verdict is that
+    reading's (and :attr:`ClaimResult.holding_readings` names the readings that hold); otherwise
+    it is undecided. The cases recorded are those of the first holding reading (or the first
+    reading's)."""
+    results = [_check_claim(under_reading(claim, reading), profile, make, estimator,
+                            calibration_seed) for reading in claim.readings]
+    per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
+                                 r.counterexample)
+                   for reading, r in zip(claim.readings, results, strict=True)]
+    holding = [r for r in results if r.verdict in ("holds", "holds once corrected")]
+    if holding:
+        chosen = holding[0]
+    elif all(r.verdict == "fails as stated" for r in results):
+        chosen = results[0]
+    else:
+        chosen = next(r for r in results if r.verdict == "undecided")
+    return dataclasses.replace(
+        chosen, claim=claim, readings=per_reading,
+        rejected=[reason for r in results for reason in r.rejected],
+        seconds=sum(r.seconds for r in results))
 
 
 def _check_claim(
@@ -316,14 +383,29 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
     holds): ``holds`` must be the outcome for the check to be able to say both."""
     if claim.positive_control is None:
         return None
-    case = claim.positive_control()
+    base = claim.positive_control()
     rate = claim.false_fail_rate if claim.statistical else 0.0
     design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
               if claim.statistical else None)
     start = time.perf_counter()
-    result = measure_and_decide(claim, case, default_make(claim), design, rate)
-    return {"outcome": result.outcome, "holds": result.outcome == "holds",
-            "seconds": time.perf_counter() - start, "case": _case_summary(result)}
+    readings = claim.readings or (Reading("as stated", claim.statement),)
+    outcomes, summaries = [], []
+    for reading in readings:
+        case = with_reading(base, reading)
+        try:
+            result = measure_and_decide(claim, case, default_make(claim), design, rate)
+        except OutsideHypotheses as outside:
+            # a control outside the paper's hypotheses shows nothing: it is no control
+            return {"outcome": "outside hypotheses", "holds": False, "reason": str(outside),
+                    "seconds": time.perf_counter() - start,
+                    "hypotheses": [m.as_dict() for m in outside.margins]}
+        outcomes.append(result.outcome)
+        summaries.append(_case_summary(result))
+    outcome = "holds" if all(o == "holds" for o in outcomes) else (
+        "fails" if "fails" in outcomes else "undecided")
+    return {"outcome": outcome, "holds": outcome == "holds",
+            "seconds": time.perf_counter() - start, "case": summaries[0],
+            **({"readings": [r.name for r in claim.readings]} if claim.readings else {})}
 
 
 def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],

@@ -124,6 +124,6 @@ class Reading:
 
 
 __all__ = [
-    "OUTSIDE_PREFIX", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading", "at_least", "at_most", "margins",
-    "rejection_reason", "violated",
+    "OUTSIDE_PREFIX", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading", "at_least",
+    "at_most", "margins", "rejection_reason", "violated",
 ]

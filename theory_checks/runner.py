@@ -227,12 +227,19 @@ def with_reading(case: Case, reading: Reading) -> Case:
 def under_reading(claim: Claim, reading: Reading) -> Claim:
     """The claim checked under one reading: the same cases (strategy and saved examples), each
     with the reading's parameters; no readings of its own."""
-    strategy, examples = claim.strategy, claim.examples
-    return dataclasses.replace(
-        claim, readings=(),
-        strategy=lambda: strategy().map(lambda case: with_reading(case, reading)),
-        examples=tuple((lambda known=known: with_reading(known(), reading))
-                       for known in examples))
+    strategy = claim.strategy
+
+    def read(case: Case) -> Case:
+        return with_reading(case, reading)
+
+    def cases() -> Any:
+        return strategy().map(read)
+
+    def saved(known: Callable[[], Case]) -> Callable[[], Case]:
+        return lambda: read(known())
+
+    return dataclasses.replace(claim, readings=(), strategy=cases,
+                               examples=tuple(saved(known) for known in claim.examples))
 
 
 def _check_readings(

@@ -130,7 +130,15 @@ def test_positive_control_outside_a_hypothesis_is_no_control():
     assert outcome["holds"] is False and outcome["outcome"] == "outside hypotheses"
     inside = run_positive_control(_claim(positive_control=known_case(_spec(1.0), {}),
                                          expected="fails", readings=READINGS), PROFILE)
-    assert inside["holds"] and inside["readings"] == ["strict", "lenient"]
+    assert inside["holds"] and inside["readings"] == {"strict": "holds", "lenient": "holds"}
+    # mu = 3 holds only under the lenient reading: enough to show the check can say "holds"
+    some = run_positive_control(_claim(positive_control=known_case(_spec(3.0), {}),
+                                       expected="fails", readings=READINGS), PROFILE)
+    assert some["holds"] and some["readings"] == {"strict": "fails", "lenient": "holds"}
+    assert some["case"]["params"]["reading"] == "lenient"
+    none = run_positive_control(_claim(positive_control=known_case(_spec(5.0), {}),
+                                       expected="fails", readings=READINGS), PROFILE)
+    assert not none["holds"] and none["outcome"] == "fails"
 
 
 def test_claim_files_declare_hypotheses_and_readings():

@@ -74,6 +74,10 @@ class Fit:
         theory: the value the paper's bound implies.
         tolerance: the largest accepted ``|estimate - theory|``.
         confidence: level of the interval.
+        residual: the largest distance of a fitted point from the line, in the fit's units. On
+            exact (deterministic) data there is no sampling error: the interval only measures
+            how far the points are from a line, so the results files keep this residual
+            instead of an interval with a confidence level (:func:`fit_record`).
     """
 
     quantity: str
@@ -83,6 +87,7 @@ class Fit:
     theory: float
     tolerance: float
     confidence: float = 0.95
+    residual: float | None = None
 
     @property
     def agrees(self) -> bool:
@@ -95,6 +100,18 @@ class Fit:
         the whole interval lies outside, with probability <= (1 - confidence) / 2."""
         return (self.ci_high >= self.theory - self.tolerance
                 and self.ci_low <= self.theory + self.tolerance)
+
+
+def fit_record(fit: Fit, exact: bool) -> dict[str, Any]:
+    """A fit as the results files keep it. A fit of exact data (a deterministic claim, or an
+    exponent computed exactly, whose interval is the point itself) has ``basis = "exact"``, its
+    residual and no interval; a Monte Carlo fit keeps its interval and confidence level."""
+    record = dataclasses.asdict(fit)
+    if exact or fit.ci_low == fit.ci_high:
+        record.update(basis="exact", ci_low=None, ci_high=None, confidence=None)
+    else:
+        record["basis"] = "monte carlo"
+    return record
 
 
 @dataclasses.dataclass(frozen=True)

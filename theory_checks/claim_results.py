@@ -18,7 +18,7 @@ import numpy as np
 from results_format import atomic_write_bytes, json_default
 from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
-from theory_checks.claim import Claim, Measurement, Verdict
+from theory_checks.claim import Claim, Measurement, Verdict, fit_record
 from theory_checks.decision import Design, Outcome, TestDecision
 from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
 from theory_checks.profiles import Profile, claim_max_examples
@@ -131,7 +131,9 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
         "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
         "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
         "outcome": r.outcome,
-        "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
+        # a deterministic claim's case has no Monte Carlo design: its data are exact
+        "fit": fit_record(m.fit, exact=r.design is None) if m.fit else None,
+        "details": dict(m.details),
     }
     if r.decisions:
         summary["decisions"] = [_decision_summary(d) for d in r.decisions]
@@ -194,7 +196,8 @@ def render_claim_result(result: ClaimResult, profile: Profile,
                                  p.oracle_calls, p.comm_rounds])
         files[f"series/{run_id}.csv"] = handle.getvalue().encode()
     outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
-    fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
+    fits = [fit_record(r.measurement.fit, exact=not claim.statistical)
+            | {"problem_id": r.problem_id}
             for r in cases if r.measurement.fit is not None]
     payload = {
         "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,

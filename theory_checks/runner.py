@@ -387,7 +387,8 @@ def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
 
 def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
     """Run the check on the claim's positive control (a case inside its conditions where it
-    holds): ``holds`` must be the outcome for the check to be able to say both."""
+    holds): ``holds`` must be the outcome (under some reading of a claim with readings) for the
+    check to be able to say both. A control outside the claim's hypotheses is no control."""
     if claim.positive_control is None:
         return None
     base = claim.positive_control()
@@ -408,11 +409,15 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
                     "hypotheses": [m.as_dict() for m in outside.margins]}
         outcomes.append(result.outcome)
         summaries.append(_case_summary(result))
-    outcome = "holds" if all(o == "holds" for o in outcomes) else (
-        "fails" if "fails" in outcomes else "undecided")
+    # the control shows the check can say "holds": under some reading (a claim refuted under
+    # every reading may have readings no case inside the hypotheses satisfies)
+    holding = [i for i, o in enumerate(outcomes) if o == "holds"]
+    outcome = "holds" if holding else ("undecided" if "undecided" in outcomes else "fails")
     return {"outcome": outcome, "holds": outcome == "holds",
-            "seconds": time.perf_counter() - start, "case": summaries[0],
-            **({"readings": [r.name for r in claim.readings]} if claim.readings else {})}
+            "seconds": time.perf_counter() - start,
+            "case": summaries[holding[0] if holding else 0],
+            **({"readings": {r.name: o for r, o in zip(claim.readings, outcomes, strict=True)}}
+               if claim.readings else {})}
 
 
 def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],

@@ -214,7 +214,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     fit = _stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
     result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 tolerance)
+                 tolerance, residual=fit.residual_max)
     series = tuple(
         [SeriesPoint("measured", "neumann_terms", n, e, h) for n, e, h in
          zip(terms, errors, hvps, strict=True)]
@@ -278,7 +278,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     theory = math.log(rho)
     fit = _stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
     result = Fit("log error per inner iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory))
+                 RATE_RTOL * abs(theory), residual=fit.residual_max)
     series += [SeriesPoint("fitted", "iteration", int(t),
                            math.exp(fit.intercept + fit.slope * t)) for t in steps[start:]]
     series += [SeriesPoint("theory", "iteration", int(t),

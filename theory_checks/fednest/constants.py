@@ -73,20 +73,48 @@ def fednest_constants(problem: Any) -> FedNestConstants:
                             mu_g=float(y_block.min()), l_g1_y=float(y_block.max()))
 
 
+#: The readings of ``l_{g,1}`` a claim may be checked under (``params["l_g1"]``): A1's
+#: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.5
+#: uses (``l_{g,1} = 1`` for ``g_i = (1/2)||y - r_i(x)||^2``, whose joint constant is
+#: ``1 + ||grad r_i||^2``).
+L_G1_READINGS = {
+    "joint": "A1 as defined: grad g_i Lipschitz in z = (x, y) jointly",
+    "y_block": "the y block alone, max_i lambda_max(grad^2_y g_i) (Sec. 2.5's l_{g,1} = 1)",
+}
+
+
+def inner_smoothness(problem: Any) -> float:
+    """``max_i lambda_max(grad^2_y g_i)``: the smoothness of every ``g_i`` in ``y``, whose inverse
+    is the inner gradient step the checks take for FedInn (A1 gives ``<= l_{g,1}``; the step
+    conditions of Thm 3.1 leave the constants open, notes 3.4)."""
+    return fednest_constants(problem).l_g1_y
+
+
+def l_g1(case: Any) -> float:
+    """``l_{g,1}`` of the case's problem under the case's reading of it (:data:`L_G1_READINGS`;
+    A1's joint constant unless ``params["l_g1"]`` says ``"y_block"``)."""
+    reading = case.params.get("l_g1", "joint")
+    if reading not in L_G1_READINGS:
+        raise ValueError(f"unknown reading of l_{{g,1}}: {reading!r}")
+    constants = fednest_constants(case.problem)
+    return constants.l_g1 if reading == "joint" else constants.l_g1_y
+
+
 def neumann_scale(case: Any) -> float:
     """The scale ``l`` of FedIHGP's factors ``I - H/l`` (Alg. 3: ``1/l_{g,1}``) in ``case``: the
-    inverse of its ``neumann_step_size`` when the case sets one, else A1's ``l_{g,1}``."""
+    inverse of its ``neumann_step_size`` when the case sets one, else :func:`l_g1`."""
     step = case.params.get("neumann_step_size")
-    return 1.0 / float(step) if step else fednest_constants(case.problem).l_g1
+    return 1.0 / float(step) if step else l_g1(case)
 
 
 #: A1 for FedIHGP's scale: the ``l_{g,1}`` Alg. 3 divides by is a Lipschitz constant of
-#: ``grad g_i`` in ``z = (x, y)``.
+#: ``grad g_i`` in ``z = (x, y)`` (or, under the y-block reading, of ``grad_y g_i`` in ``y``).
 A1_NEUMANN_SCALE = Hypothesis(
     "A1 (l_{g,1})",
-    "FedIHGP's scale l >= l_{g,1} = max_i ||grad^2 g_i(z)||_2, z = (x, y) jointly",
+    "FedIHGP's scale l >= l_{g,1} = max_i ||grad^2 g_i(z)||_2, z = (x, y) jointly (y block "
+    "under that reading)",
     f"{REF}, Assumption A1; Alg. 3",
-    lambda case: at_least(neumann_scale(case), fednest_constants(case.problem).l_g1))
+    lambda case: at_least(neumann_scale(case), l_g1(case)))
 
 #: A2: every client's inner objective strongly convex in y.
 A2_STRONG_CONVEXITY = Hypothesis(
@@ -107,5 +135,6 @@ LEMMA22 = (A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
 
 __all__ = [
     "A1_F_LIPSCHITZ_GLOBAL", "A1_NEUMANN_SCALE", "A2_STRONG_CONVEXITY", "FedNestConstants",
-    "LEMMA22", "REF", "fednest_constants", "neumann_scale",
+    "L_G1_READINGS", "LEMMA22", "REF", "fednest_constants", "inner_smoothness", "l_g1",
+    "neumann_scale",
 ]

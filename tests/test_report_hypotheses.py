@@ -21,7 +21,8 @@ CLAIM = {
 
 def test_margins_come_from_the_failing_case():
     lines = hypothesis_lines(CLAIM)
-    assert lines == ["A1: l >= joint (paper, A1); margin +0", "A2: mu > 0 (paper, A2); margin +0.25"]
+    assert lines == ["A1: l >= joint (paper, A1); margin +0",
+                     "A2: mu > 0 (paper, A2); margin +0.25"]
 
 
 def test_a_violated_hypothesis_is_shouted_and_missing_margins_said():

@@ -61,6 +61,9 @@ export -f install_project
 export PYTHON
 step install 120 bash -c install_project
 
+# the checkout's own code first, installed or not (a failed install still runs the tests)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
 # 2. the device and the precision policy as torch reports them
 step device 60 $PYTHON -c "
 import json, torch

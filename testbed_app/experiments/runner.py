@@ -20,7 +20,12 @@ kept as ``checkpoint.prev.pt`` until the new one is written and read back. A cor
 checkpoint, or a ``metrics.csv`` damaged before its last row, stops the run with the file named
 and nothing deleted; ``recover=True`` (``--recover``) sets the bad file aside and resumes from
 the last good state. A torn last row of ``metrics.csv`` is dropped and recomputed, with a note.
-A step whose iterates or losses are no longer finite stops the run as "diverged at step k".
+A step whose iterates or losses are no longer finite, whose losses grow far above their start,
+whose accuracy falls to chance, or inside which a phase diverged stops the run as "diverged at
+step k: <figures>" (:mod:`testbed_app.experiments.divergence`). An experiment with long steps
+(``on_phase``) gets progress and a checkpoint after each finished piece of a step
+(:mod:`testbed_app.experiments.step_pieces`); a resumed run says from where ("resuming from step
+N (phase: ...)"), and Ctrl-C says what the last checkpoint holds.
 A checkpoint written by a different config is refused
 (``--rounds``, ``--device``, ``checkpoint_every``, the description and the ``[replication]``
 table may change between the two). At the end, a

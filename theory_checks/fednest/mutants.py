@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
 import torch
 
 from testbed.algorithms.fednest import FedNest
@@ -28,32 +27,15 @@ from testbed.estimators.fednest import (
     fedout,
     lfedout,
     send,
-    truncation_probabilities,
 )
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round
+from testbed.registry import get_estimator
 from theory_checks.fednest import perturbations as perturb
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import part_variant, registry_variant
 
 # --------------------------------------------------------------------------- FedIHGP
-
-
-@dataclasses.dataclass(frozen=True)
-class ShiftedTermsIHGP(FedIHGP):
-    """FedIHGP run with ``N + shift`` terms while N is reported: N' drawn from ``0..N`` and the
-    scale ``(N + 1)/l`` (a loop bound and a weight off by one together)."""
-
-    shift: int = 1
-
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
-        _, lam = self.steps(ctx.problem)
-        return fedihgp(ctx, x, y, max(self.neumann_terms + self.shift, 1), lam,
-                       self.truncation, truncation_index)
-
-    def truncation_probabilities(self) -> np.ndarray:
-        return truncation_probabilities(max(self.neumann_terms + self.shift, 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,10 +343,21 @@ def _ihgp(cls: type, **fixed: Any) -> dict[str, Any]:
     return {"fedihgp": registry_variant("fedihgp", cls, **fixed)}
 
 
+def _ihgp_terms_shifted(shift: int) -> dict[str, Any]:
+    """FedIHGP built with ``N + shift`` terms where the caller asked for N (the count passed on
+    wrongly): every part of it, the draw of N', its scale and its path, is that of N + shift."""
+    def make(**kw: Any) -> FedIHGP:
+        info = get_estimator("fedihgp")
+        terms = kw.get("neumann_terms", info.defaults["neumann_terms"])
+        return info.build(**{**kw, "neumann_terms": max(terms + shift, 1)})
+
+    return {"fedihgp": make}
+
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("fedihgp.terms_plus_one", "FedIHGP", "count",
-           "FedIHGP runs N + 1 terms while N is reported (N' from 0..N, scale (N + 1)/l)",
-           _ihgp(ShiftedTermsIHGP, shift=1), first=(IHGP_IDENTITY,), cheap=True),
+           "FedIHGP built with N + 1 terms where N was asked for (N' from 0..N, scale "
+           "(N + 1)/l)", _ihgp_terms_shifted(1), first=(IHGP_IDENTITY,), cheap=True),
     Mutant("fedihgp.scale_n_plus_one", "FedIHGP", "normalisation",
            "p_0 scaled by (N + 1)/l instead of N/l (N' counted on 0..N)",
            _ihgp(perturb.ScaledIHGP), first=(IHGP_IDENTITY,)),

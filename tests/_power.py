@@ -13,17 +13,29 @@ from typing import Any
 
 from problems import from_spec
 from theory_checks.claim import Case, Claim
-from theory_checks.runner import Profile, measure_and_decide, run_claim
+from theory_checks.runner import ClaimResult, Profile, measure_and_decide, run_claim
+
+
+def correct_run(claim: Claim, profile: Profile, estimator: str | None = None) -> ClaimResult:
+    """The claim on the correct estimator (it must hold: its cases are the ones to test)."""
+    assert not claim.statistical, claim.id
+    result = run_claim(claim, profile, estimator=estimator)
+    assert result.verdict in ("holds", "holds once corrected"), (claim.id, result.verdict)
+    return result
+
+
+def outcomes_on(result: ClaimResult, make: Callable[..., Any]) -> list[tuple[dict, str]]:
+    """``(params, outcome)`` of the bug ``make`` on every case ``result`` accepted."""
+    out = []
+    for accepted in result.cases:
+        case = Case(from_spec(accepted.spec), accepted.params)
+        out.append((accepted.params, measure_and_decide(result.claim, case, make, None,
+                                                        0.0).outcome))
+    return out
 
 
 def passes_on_accepted_cases(claim: Claim, make: Callable[..., Any], profile: Profile,
                              estimator: str | None = None) -> tuple[int, int]:
     """``(cases the bug passes, cases the correct run accepted)`` for a deterministic claim."""
-    assert not claim.statistical, claim.id
-    correct = run_claim(claim, profile, estimator=estimator)
-    assert correct.verdict in ("holds", "holds once corrected"), (claim.id, correct.verdict)
-    passed = 0
-    for accepted in correct.cases:
-        case = Case(from_spec(accepted.spec), accepted.params)
-        passed += measure_and_decide(claim, case, make, None, 0.0).outcome == "holds"
-    return passed, len(correct.cases)
+    outcomes = outcomes_on(correct_run(claim, profile, estimator), make)
+    return sum(outcome == "holds" for _, outcome in outcomes), len(outcomes)

@@ -77,8 +77,8 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
 
     A case whose identity is the same at ``M - 1`` or ``M + 1`` as at M (to within what the
     identity resolves) cannot test it: with ``eta H_bar = I`` (kappa = 1 at eta = 1/L) every
-    M >= 1 gives GlobalGrad, so an HGP with an iteration too many or too few would pass. Such
-    cases are rejected, not counted as passes.
+    M >= 1 gives GlobalGrad, so an HGP with an iteration too many or too few would pass; at
+    M = 0 no step is taken. Such cases are rejected, not counted as passes.
     """
     problem = case.problem
     x = point(problem, case.params["point_seed"])
@@ -93,6 +93,10 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         return torch.einsum("kij,j->ki", blocks["J"], torch.linalg.solve(H_bar, power @ c_bar))
 
     predicted, unit = predicted_error(M), scale(blocks)
+    if M == 0:
+        # v^(0) = e_i: no iteration ran, so the recursion's step and update are untested (a
+        # halved eta or a sign-flipped v-update passes); such a case is not a pass either.
+        raise NotMeasurable("M = 0: no iteration, the recursion is untested")
     for neighbour in (M - 1, M + 1):
         gap = float((predicted_error(neighbour) - predicted).norm()) if neighbour >= 0 else 1.0
         if gap < UNRESOLVED_TERM * unit:

@@ -268,12 +268,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("pushsum.graph_clock_stale", "Push-Sum", "stale",
            "the graph clock is not advanced between Push-Sum calls: every call gossips over "
            "the same segment of the time-varying graph", _loop(StaleClock, GOSSIP_ENTRIES),
-           first=(CONSENSUS, "hgp.corollary1.explicit_bound")),
+           first=("hgp.communication.vector_messages",)),
     Mutant("pushsum.weights_not_reset", "Push-Sum", "pushsum_weight",
            "the Push-Sum weights omega carried over between calls instead of reset to 1 "
            "(the practical form's keep_weights on by mistake)",
            _loop(HyperGradientPush, ("hgp", "hgp-stochastic"), keep_weights=True),
-           first=(CONSENSUS, "hgp.corollary1.explicit_bound")),
+           first=("hgp.negative_control.not_strongly_connected",)),
     Mutant("pushsum.row_stochastic", "Push-Sum", "pushsum_weight",
            "the weights split by the receiver's in-degree (rows summing to one) instead of "
            "the sender's out-degree", _loop(RowStochastic, GOSSIP_ENTRIES),

@@ -88,13 +88,13 @@ def test_fednest_random_truncation_count_reads_the_top_of_the_draw():
     assert len(outcomes) >= 8 and all(o == "fails" for _, o in outcomes), outcomes
 
 
-def test_lfednest_cases_whose_formula_cannot_tell_n_are_rejected():
-    claim = get_claim("fednest.lfednest.heterogeneity_bias")
-    correct = run_claim(claim, FAST)
-    assert correct.verdict == "holds" and len(correct.cases) >= 2
-    assert any("N is untested" in r for r in correct.rejected)
-    short = run_claim(claim, FAST, make=_builder("lfedout.terms_minus_one", "lfednest"))
-    assert short.verdict == "fails as stated"
+def test_lfednest_fails_a_local_series_a_term_short_on_every_case_where_there_is_one():
+    """N - 1 terms at N = 1 is no bug (the mutant runs 1 term): every other accepted case fails
+    it. (With A1's joint l_{g,1} the drawn cases no longer have A_i ~ 0; the rejection of cases
+    whose formula is the same at N - 1 or N + 1 stays for those that would.)"""
+    correct = correct_run(get_claim("fednest.lfednest.heterogeneity_bias"), FAST)
+    outcomes = outcomes_on(correct, _builder("lfedout.terms_minus_one", "lfednest"))
+    assert outcomes and all((o == "holds") == (p["neumann_terms"] == 1) for p, o in outcomes)
 
 
 @pytest.mark.parametrize(("claim_id", "mutant", "entry"), [

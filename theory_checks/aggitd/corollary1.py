@@ -50,7 +50,7 @@ def _cor1_run(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     scale = float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star)
     return {"n": n, "lam": lam, "scale": scale, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g, "M": M,
             "stationarity": stationarity, "constants": ex.constants, "kappa_h": kappa_h,
-            "limit_identity": _limit_identity(problem, algorithm, n, lam)}
+            "algorithm": algorithm, "problem": problem}
 
 
 def _truncated_limit(problem: Any, n: int, lam: float) -> torch.Tensor:
@@ -131,7 +131,7 @@ def check_cor1_floor_kept(claim: Claim, case: Case, make: Callable[..., Any]) ->
     # than the whole indirect part (a sign flip) exceeds it; the limit it bounds must also be
     # the fixed point of the truncated series at the stated lambda and N (an exact identity a
     # mis-set step, a missing weight or a wrong count breaks).
-    identity = run["limit_identity"]
+    identity = _limit_identity(run["problem"], run["algorithm"], run["n"], run["lam"])
     return Measurement(late, bound, late <= bound and settled and identity <= IDENTITY_RTOL,
                        "limit <= floor term; the limit is the truncated series' fixed point "
                        "(1e-10)", series=series,

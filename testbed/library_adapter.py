@@ -43,15 +43,14 @@ class MissingLibrary(ImportError):
     """The library an adapter translates is not installed; the message says how to install it."""
 
 
-def require(module: str, extra: str) -> types.ModuleType:
+def require(module: str, extra: str, note: str = "") -> types.ModuleType:
     """``import module``, or :class:`MissingLibrary` with the one line that installs it
-    (``pip install 'hypergradient-testbed[extra]'``)."""
+    (``pip install 'hypergradient-testbed[extra]'``, and ``note`` when installing needs more)."""
     try:
         return importlib.import_module(module)
     except ImportError as error:
         raise MissingLibrary(f"{module} is not installed: pip install "
-                             f"'hypergradient-testbed[{extra}]' (then the adapter package "
-                             f"integrations/{extra})") from error
+                             f"'hypergradient-testbed[{extra}]'{note}") from error
 
 
 @dataclasses.dataclass
@@ -109,7 +108,9 @@ def dense_derivatives(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> Den
     objectives = GlobalObjectives(problem)
     gx, gy = torch.func.grad(objectives.outer, argnums=(0, 1))(x, y)
     g_x = torch.func.grad(objectives.inner, argnums=0)(x, y)
-    H = torch.func.hessian(objectives.inner, argnums=1)(x, y)
+    # reverse over reverse: forward mode would make torch import its jvp decompositions,
+    # which warn (torch.jit.script deprecated) in torch 2.13
+    H = torch.func.jacrev(torch.func.grad(objectives.inner, argnums=1), argnums=1)(x, y)
     J = torch.func.jacrev(torch.func.grad(objectives.inner, argnums=0), argnums=1)(x, y)
     return DenseDerivatives(gx, gy, g_x, 0.5 * (H + H.T), J)
 

@@ -53,7 +53,9 @@ from testbed.library_adapter import (
     require,
 )
 
-require("betty", "betty")
+# betty-ml 0.1.1 declares torch>=1.6.*, which pip >= 24.1 refuses
+require("betty", "betty", " with pip<24.1 (betty-ml 0.1.1's metadata says torch>=1.6.*, which "
+        "newer pip refuses)")
 from betty.configs import Config, EngineConfig  # noqa: E402  (after the install hint)
 from betty.engine import Engine  # noqa: E402
 from betty.logging import get_logger  # noqa: E402

@@ -115,6 +115,20 @@ def dense_derivatives(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> Den
     return DenseDerivatives(gx, gy, g_x, 0.5 * (H + H.T), J)
 
 
+class InnerVector(torch.nn.Module):
+    """The inner variable ``y`` as the one parameter of a module whose forward is ``g(x, y)``:
+    what a library's differentiable optimiser steps (TorchOpt's ``MetaSGD``, higher's
+    ``innerloop_ctx``)."""
+
+    def __init__(self, objectives: GlobalObjectives, y0: torch.Tensor) -> None:
+        super().__init__()
+        self.objectives = objectives
+        self.y = torch.nn.Parameter(y0.detach().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.objectives.inner(x, self.y)
+
+
 def default_inner_step(problem: Problem, step: float | None) -> float:
     """``step``, or ``1 / L`` from the problem's constants (the classical claims' beta)."""
     if step is not None:
@@ -181,5 +195,6 @@ class LibraryEstimator(Estimator):
         iterate the library left, aux)``."""
 
 
-__all__ = ["DenseDerivatives", "GlobalObjectives", "dense_derivatives", "LibraryEstimator", "MissingLibrary", "default_inner_step",
-           "require"]
+__all__ = ["DenseDerivatives", "GlobalObjectives", "InnerVector", "LibraryEstimator",
+           "MissingLibrary",
+           "default_inner_step", "dense_derivatives", "require"]

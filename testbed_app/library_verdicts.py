@@ -112,7 +112,7 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
         @settings(max_examples=cases, database=None, deadline=None, phases=(Phase.generate,),
                   derandomize=False, suppress_health_check=list(HealthCheck))
         @given(claim.strategy())
-        def draw(case: Any) -> None:
+        def draw(case: Any, value: int = value) -> None:
             try:
                 result = measure_and_decide(claim, case, make, None, 0.0)
             except NotMeasurable:

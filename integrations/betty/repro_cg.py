@@ -77,7 +77,7 @@ def main():
         A, B, c, x = problem(seed)
         exact = x + B.T @ np.linalg.solve(A, c)  # independent: NumPy's solve
 
-        def error(config):
+        def error(config, A=A, B=B, c=c, x=x, exact=exact):
             value = betty_hypergradient(A, B, c, x, config)
             return np.linalg.norm(value - exact) / np.linalg.norm(exact)
 

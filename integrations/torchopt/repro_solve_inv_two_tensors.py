@@ -57,7 +57,7 @@ def main():
         A, B, c, x = problem(seed)
         exact = x + B.T @ np.linalg.solve(A, c)  # independent: NumPy's solve
 
-        def error(solve, split):
+        def error(solve, split, A=A, B=B, c=c, x=x, exact=exact):
             value = torchopt_hypergradient(A, B, c, x, solve, split)
             return np.linalg.norm(value - exact) / np.linalg.norm(exact)
 

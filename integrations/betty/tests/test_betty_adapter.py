@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from testbed_betty import perturbations as bugs
 
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from testbed_app.library_verdicts import fresh_seed_outcomes, verdict_changes
-from testbed_betty import perturbations as bugs
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, replay_counterexample, run_claim

@@ -50,7 +50,7 @@ from typing import Any
 
 import torch
 
-from problems import Problem, all_clients
+from problems import Problem
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator
 from testbed_fednest_authors.authors_code import CODE, their_prints_silenced
 
@@ -190,4 +190,4 @@ class AuthorsFedNest(LibraryEstimator):
         return {"p": p, "h": hg, "x_plus": (x - moved).detach()}
 
 
-__all__ = ["AuthorsFedNest", "ProblemNet", "all_clients", "authors_arguments"]
+__all__ = ["AuthorsFedNest", "ProblemNet", "authors_arguments", "split_rows"]

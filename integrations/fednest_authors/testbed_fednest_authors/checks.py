@@ -28,7 +28,7 @@ from testbed.estimators.fednest import fedout
 from testbed.federation.context import FederatedContext
 from testbed.library_adapter import dense_derivatives
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.fednest.common import paper_constants
+from theory_checks.fednest.constants import fednest_constants, neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
@@ -58,7 +58,7 @@ def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., A
     problem = case.problem
     terms = int(case.params["neumann_terms"])
     x, y = seeded_point(problem, int(case.params["point_seed"]))
-    eta = 1.0 / paper_constants(problem)["l_g1"]
+    eta = 1.0 / neumann_scale(case)
     d = dense_derivatives(problem, x, y)
     A = torch.eye(problem.dim_y, dtype=torch.float64) - eta * d.H
     powers = [torch.linalg.matrix_power(A, k) for k in range(terms + 1)]
@@ -91,8 +91,8 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     terms = int(case.params["neumann_terms"])
     x, y = seeded_point(problem, int(case.params["point_seed"]))
     x = float(case.params.get("point_scale", 1.0)) * x
-    pc = paper_constants(problem)
-    eta = 1.0 / pc["l_g1"]
+    pc = fednest_constants(problem).as_dict()
+    eta = 1.0 / neumann_scale(case)
     d = dense_derivatives(problem, x, y)
     plug_in = d.grad_x_f - d.J @ torch.linalg.solve(d.H, d.grad_y_f)
     error = float((_hypergradient(make, problem, x, y, terms, eta) - plug_in).norm())
@@ -116,7 +116,7 @@ def check_fedout_identity(claim: Claim, case: Case, make: Callable[..., Any]) ->
     terms = int(case.params["neumann_terms"])
     tau = 1 + seed % 5
     x, y = seeded_point(problem, seed)
-    eta = 1.0 / paper_constants(problem)["l_g1"]
+    eta = 1.0 / neumann_scale(case)
     estimator = make(inner_steps=0, neumann_terms=terms, neumann_step_size=eta,
                      outer_local_steps=tau)
     theirs = estimator.fed_out(problem, x, y)

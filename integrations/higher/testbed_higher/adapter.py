@@ -26,24 +26,13 @@ from testbed.estimators.global_oracles import GlobalOracles
 from testbed.estimators.solvers import InnerRun, InnerSolver
 from testbed.library_adapter import (
     GlobalObjectives,
+    InnerVector,
     LibraryEstimator,
     default_inner_step,
     require,
 )
 
 higher = require("higher", "higher")
-
-
-class InnerVector(torch.nn.Module):
-    """The inner variable ``y`` as the one parameter of a module whose forward is ``g(x, y)``."""
-
-    def __init__(self, objectives: GlobalObjectives, y0: torch.Tensor) -> None:
-        super().__init__()
-        self.objectives = objectives
-        self.y = torch.nn.Parameter(y0.detach().clone())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.objectives.inner(x, self.y)
 
 
 @dataclasses.dataclass(frozen=True)

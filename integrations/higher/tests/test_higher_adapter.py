@@ -9,9 +9,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from testbed_higher import perturbations as bugs
 
 from testbed_app.library_verdicts import verdict_changes
-from testbed_higher import perturbations as bugs
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import run_claim

@@ -60,6 +60,7 @@ from testbed.estimators.global_oracles import GlobalOracles
 from testbed.estimators.solvers import InnerRun, InnerSolver
 from testbed.library_adapter import (
     GlobalObjectives,
+    InnerVector,
     LibraryEstimator,
     default_inner_step,
     require,
@@ -164,18 +165,6 @@ class TorchoptImplicit(LibraryEstimator):
         return value, y.detach(), {"leaves": parts}
 
 
-class InnerVector(torch.nn.Module):
-    """The inner variable ``y`` as the one parameter of a module whose forward is ``g(x, y)``."""
-
-    def __init__(self, objectives: GlobalObjectives, y0: torch.Tensor) -> None:
-        super().__init__()
-        self.objectives = objectives
-        self.y = torch.nn.Parameter(y0.detach().clone())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.objectives.inner(x, self.y)
-
-
 @dataclasses.dataclass(frozen=True)
 class MetaSGDLoop(InnerSolver):
     """``steps`` differentiable steps of ``torchopt.MetaSGD(lr=step_size)`` (the unrolled inner
@@ -189,7 +178,7 @@ class MetaSGDLoop(InnerSolver):
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
         module = InnerVector(objectives, y0)
         optimizer = torchopt.MetaSGD(module, lr=default_inner_step(problem, self.step_size))
-        trajectory = [module.y]
+        trajectory: list[torch.Tensor] = [module.y]
         for _ in range(self.steps):
             optimizer.step(module(x))
             trajectory.append(module.y)

@@ -12,9 +12,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from testbed_torchopt import perturbations as bugs
 
 from testbed_app.library_verdicts import fresh_seed_outcomes, verdict_changes
-from testbed_torchopt import perturbations as bugs
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, replay_counterexample, run_claim

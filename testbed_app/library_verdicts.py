@@ -107,12 +107,13 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
     claim = get_claim(claim_id)
     make = default_make(claim, estimator)
     outcomes: list[dict[str, Any]] = []
-    for value in seeds:
+
+    def draw_with(value: int) -> None:
         @seed(value)
         @settings(max_examples=cases, database=None, deadline=None, phases=(Phase.generate,),
                   derandomize=False, suppress_health_check=list(HealthCheck))
         @given(claim.strategy())
-        def draw(case: Any, value: int = value) -> None:
+        def draw(case: Any) -> None:
             try:
                 result = measure_and_decide(claim, case, make, None, 0.0)
             except NotMeasurable:
@@ -123,6 +124,9 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
                              "bound": m.bound, "outcome": result.outcome})
 
         draw()
+
+    for value in seeds:
+        draw_with(value)
     return outcomes
 
 

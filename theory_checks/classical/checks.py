@@ -247,7 +247,20 @@ def _textbook_cg(H: np.ndarray, rhs: np.ndarray, iterations: int) -> np.ndarray:
 
 
 def check_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """AID-CG with dim_y iterations and the exact inner solution equals the exact hypergradient.
+    """AID-CG with dim_y iterations and the exact inner solution equals the exact hypergradient."""
+    return cg_exactness(case, make, operator_power=1)
+
+
+def check_normal_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """AID with CG on the normal equations ``H^T H u = H^T grad_y f`` (a library's solver for
+    non-symmetric systems), dim_y iterations, exact inner solution: exact, to the round-off of
+    CG on ``H^T H``, whose condition number is kappa^2."""
+    return cg_exactness(case, make, operator_power=2)
+
+
+def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> Measurement:
+    """CG with dim_y iterations on the operator ``H^operator_power`` (1: H; 2: the normal
+    equations) from the exact inner solution: the relative error of the hypergradient.
 
     A case on which CG is already exact after dim_y - 1 iterations cannot test the count: with
     ``grad_y f(x, y*) = 0`` (minimax problems) or an inner Hessian with fewer than dim_y distinct
@@ -258,7 +271,9 @@ def check_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     scale = _scale(view, grad_x, grad_y)
     H, J, g = view.H.numpy(), view.J.numpy(), grad_y.numpy()
-    short = J @ (_textbook_cg(H, g, problem.dim_y - 1) - np.linalg.solve(H, g))
+    operator = np.linalg.matrix_power(H, operator_power)  # H, or H^T H (H symmetric)
+    rhs = np.linalg.matrix_power(H, operator_power - 1) @ g
+    short = J @ (_textbook_cg(operator, rhs, problem.dim_y - 1) - np.linalg.solve(H, g))
     if float(np.linalg.norm(short)) < UNRESOLVED_TERM * scale:
         raise NotMeasurable("CG is exact here after dim_y - 1 iterations ("
                             f"{float(np.linalg.norm(short)) / scale:.2g} of the scale): a CG "
@@ -267,9 +282,10 @@ def check_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
     residual = out.value - problem.exact_hypergradient(x)
     relative = float(residual.norm()) / scale
-    # Why kappa * 1e-10: CG's forward error in floating point grows with the condition number
-    # (Greenbaum 1997, Thm 4.2.1); at kappa = 1 this is the identity tier.
-    tol = IDENTITY_RTOL * problem.constants().kappa
+    # Why kappa(operator) * 1e-10: CG's forward error in floating point grows with the condition
+    # number of the operator it runs on (Greenbaum 1997, Thm 4.2.1), kappa for H and kappa^2 for
+    # H^T H; at kappa = 1 this is the identity tier.
+    tol = IDENTITY_RTOL * problem.constants().kappa ** operator_power
     return Measurement(relative, tol, relative <= tol, "relative error <=",
                        details={"cg_iterations": problem.dim_y, "hvp_calls": out.calls.hvp})
 

@@ -184,8 +184,8 @@ def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
     return {"notes": notes, "artists": artists}
 
 
-def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
-             cache: FigureCache | None = None) -> ClaimSection:
+def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
+                  cache: FigureCache | None = None) -> ClaimSection:
     """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
     of its own, saved at once, when None)."""
     worst = worst_case(claim)

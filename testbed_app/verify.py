@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.info import EstimatorInfo
+from testbed.names import did_you_mean
 
 
 class VerifyError(ValueError):
@@ -44,8 +45,8 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
     else:
         failed = [str(p) for p in plugins.problems() if p.entry_point == target]
         hint = f"; {failed[0]}" if failed else ""
-        raise VerifyError(f"no estimator named {target!r} (registered: "
-                          f"{', '.join(sorted(registered))}){hint}")
+        raise VerifyError(f"no estimator named {target!r}{did_you_mean(target, registered)}; "
+                          f"`testbed list` shows every registered estimator{hint}")
     if registered.get(str(getattr(info, "name", ""))) is info:
         return info
     try:

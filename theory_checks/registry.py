@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from testbed import plugins
+from testbed.names import did_you_mean
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
 from theory_checks.aggitd import rates as aggitd_rates
 from theory_checks.claim import Claim
@@ -72,10 +73,13 @@ refresh_claim_plugins()
 
 
 def get_claim(claim_id: str) -> Claim:
+    """The registered claim ``claim_id``; a ``KeyError`` of one line naming the closest ids
+    otherwise."""
     for claim in CLAIM_DB:
         if claim.id == claim_id:
             return claim
-    raise KeyError(f"no claim {claim_id!r}; known: {', '.join(c.id for c in CLAIM_DB)}")
+    raise KeyError(f"no claim {claim_id!r}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
+                   "`testbed list` shows every claim")
 
 
 def claims_of(estimator: str) -> tuple[Claim, ...]:

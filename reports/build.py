@@ -90,7 +90,8 @@ def build_report(results_dir: Path, out_dir: Path,
             progress(len(claims), sections[-1].id)
     extras = build_sections(results_dir, out_dir, cache)
     cache.prune()
-    page = page_context(meta, sections, notes, extras, load_calibration(results_dir))
+    page = page_context(meta, sections, notes, extras, load_calibration(results_dir),
+                        results=str(results_dir))
     index = out_dir / "index.html"
     atomic_write(index, render_html(page))
     atomic_write(out_dir / "report.md", render_markdown(page))

@@ -85,7 +85,9 @@ def verify(target: str | EstimatorInfo, results: Path, profile_name: str | None 
 
     info = resolve_target(target)
     runs = target_runs(info.name, claim_ids)
-    return info, run_claim_runs(runs, results, get_profile(profile_name), resume, progress)
+    # the results are about the target: its report lists no other claim
+    return info, run_claim_runs(runs, results, get_profile(profile_name), resume, progress,
+                                only_these=True)
 
 
 def failures(summaries: Sequence[dict[str, Any]]) -> list[str]:

@@ -410,18 +410,21 @@ def run_claims(
 
 def run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True, execute: Execute | None = None,
+    progress: bool = True, execute: Execute | None = None, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
-    as ``testbed verify``'s), write their results, return their summaries."""
+    as ``testbed verify``'s), write their results, return their summaries. ``metadata.json``
+    lists every registered claim (the report shows those without results as "not checked"),
+    or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
+    target)."""
     with running_on(profile):
         return _run_claim_runs(runs, out_dir, profile, resume, progress,
-                               execute or run_in_process)
+                               execute or run_in_process, only_these)
 
 
 def _run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
-    progress: bool, execute: Execute,
+    progress: bool, execute: Execute, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """The driver: skips the finished runs, hands the others to ``execute`` and writes each
     one's files as it comes back (so an interrupted run resumes with nothing lost), with one
@@ -429,7 +432,7 @@ def _run_claim_runs(
     from tqdm import tqdm
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_metadata(out_dir, profile)
+    write_metadata(out_dir, profile, runs if only_these else None)
     run_ids = [claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
                for claim, estimator in runs]
     pending = [(run_id, claim_run_task(claim, estimator, profile))

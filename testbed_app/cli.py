@@ -419,17 +419,24 @@ def _cmd_regress(args: argparse.Namespace) -> int:
 
     torch.set_default_dtype(torch.float64)
     executor = _executor(args)  # a bad option is reported before the bar starts
-    bar = tqdm(desc="regress", unit="run", disable=args.quiet)
+    bars: list[Any] = []
 
     def progress(message: str) -> None:
-        bar.update(1)
-        bar.set_postfix_str(message)
+        # the bar starts with the first grid cell measured: a missing baseline (read before
+        # any measurement) is an error line of its own, with no bar before it
+        if not bars:
+            bars.append(tqdm(desc="regress", unit="grid cell", disable=args.quiet))
+        bars[0].update(1)
+        bars[0].set_postfix_str(message)
 
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
-    passed, table = regression.run(args.estimator, args.against, args.update_baseline,
-                                   baseline, Path(args.out) if args.out else None, progress,
-                                   execute=executor.run)
-    bar.close()
+    try:
+        passed, table = regression.run(args.estimator, args.against, args.update_baseline,
+                                       baseline, Path(args.out) if args.out else None, progress,
+                                       execute=executor.run)
+    finally:
+        for bar in bars:
+            bar.close()  # an error line after it starts on a line of its own
     print(table)
     return 0 if passed else 1
 

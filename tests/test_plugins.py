@@ -135,3 +135,17 @@ def test_verify_against_adds_the_regression_comparison(capsys, tmp_path, restore
     out = capsys.readouterr().out
     assert status == 0, out
     assert "against aid-neumann:" in out and "0 worse" in out
+
+
+def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_shapes(
+        capsys, tmp_path, restore_registry):
+    """`testbed verify` of an AggITD with one inner step more said only "operands could not be
+    broadcast together with shapes (32,) (31,)": the line names the claim and the estimator."""
+    status = main(["verify", "tests.plugin_doubles:AGGITD_ONE_MORE_STEP", "--claim",
+                   "aggitd.lower.contraction", "--results", str(tmp_path), "--quiet",
+                   "--no-report"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith("testbed: error: claim aggitd.lower.contraction on estimator "
+                          "aggitd-one-more-step: the check could not use the estimator's output")
+    assert "shapes (32,) (31,)" in err and "it expects what aggitd returns" in err

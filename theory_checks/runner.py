@@ -353,8 +353,21 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
         own = estimator == claim.estimators[0]
         power = run_power(claim, profile) if own else None
         control = run_positive_control(claim, profile) if own else None
-        result = run_claim(claim, profile, estimator=estimator)
+        try:
+            result = run_claim(claim, profile, estimator=estimator)
+        except (ValueError, RuntimeError, IndexError, TypeError) as error:
+            # an estimator whose output the check cannot use (say a trajectory one entry
+            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
+            # name the claim and the estimator beside what failed
+            raise ClaimRunError(
+                f"claim {claim.id} on estimator {estimator}: the check could not use the "
+                f"estimator's output ({type(error).__name__}: {error}); it expects what "
+                f"{claim.estimators[0]} returns, with the same shapes") from error
         return render_claim_result(result, profile, power, control)
+
+
+class ClaimRunError(ValueError):
+    """A claim run that could not be measured: names the claim, the estimator and the cause."""
 
 
 class RegisteredClaimTask(SentByName):

@@ -173,8 +173,14 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
               f"{caught:6s} {held}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
-    print(f"\n{len(summaries)} claims checked ({profile} profile): {_counts(summaries)}; "
+    own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
+    print(f"\n{len(own)} claims of the papers checked ({profile} profile): {_counts(own)}; "
           f"results in {args.results}")
+    outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
+    if outside:  # plugins', integrations': never in the papers' counts
+        origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
+        print(f"{len(outside)} runs of estimators or claims from outside the testbed "
+              f"({origins}): {_counts(outside)}")
 
 
 def _executor(args: argparse.Namespace) -> Executor:

@@ -40,7 +40,12 @@ def test_check_writes_results_and_resumes(tmp_path, capsys):
 
     runs = claim_runs([get_claim(claim)])
     assert "aid-fp" in {estimator for _, estimator in runs}
-    assert f"{len(runs)} claims checked" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    plugin = [e for _, e in runs if e == "my-horner-aid"]  # where the example is installed
+    assert f"{len(runs) - len(plugin)} claims of the papers checked" in out
+    if plugin:  # the example plugin's run is counted apart from the papers'
+        assert "1 runs of estimators or claims from outside the testbed (plugin my-estimator)" \
+            in out
 
 
 def test_unknown_claim_is_a_clear_error(capsys):

@@ -50,7 +50,7 @@ def experiment_config(kind: str, **changes: Any) -> ExperimentConfig:
         data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0,
               "limit": 160},
         split={"scheme": "iid", "n_clients": 4}, workload=workload, algorithm=algorithm,
-        run={"rounds": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
+        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
              "dtype": "float32"})
     for section, values in changes.items():
         fields[section] = {**fields[section], **values} if isinstance(values, dict) else values

@@ -25,7 +25,7 @@ from tests.test_experiments import write
 
 #: The review's finding: FedNest on the digits MLP at outer step 500 (4 steps: at the fifth the
 #: outer iterate has grown 1e12-fold, which the iterate check caught already).
-STEP_500 = {"algorithm.outer_step_size": 500.0, "run.rounds": 4}
+STEP_500 = {"algorithm.outer_step_size": 500.0, "run.steps": 4}
 
 
 def _replication(results: Path) -> dict:

@@ -46,8 +46,8 @@ CNN_RTOL = 1e-3
 TWO_STEP_CONFIGS = [p for p in CONFIGS if p.stem != "hgp_influence_cnn"]
 
 
-def _rows(path: Path, device: str, out: Path, rounds: int = 2, **overrides: object) -> dict:
-    config = load_config(path, {"run.rounds": rounds, "run.device": device, **overrides})
+def _rows(path: Path, device: str, out: Path, steps: int = 2, **overrides: object) -> dict:
+    config = load_config(path, {"run.steps": steps, "run.device": device, **overrides})
     summary = runner.run_experiment(config, out / device, progress=False)
     rows = runner.read_metrics(out / device / "runs" / config.name / "metrics.csv")
     one_sample = 1.0 / int(load_data(config.data).test_y.numel())
@@ -91,7 +91,7 @@ def test_the_precision_policy_keeps_float32_products_ieee_on_the_gpu():
 
 def test_the_cnn_influence_step_gives_the_cpus_figures_on_cuda(tmp_path):
     path = ROOT / "configs" / "hgp_influence_cnn.toml"
-    run = _rows(path, "cuda", tmp_path, rounds=1)
+    run = _rows(path, "cuda", tmp_path, steps=1)
     assert run["summary"]["status"].startswith(("completed", "partial"))
     row = run["rows"][0]
     for key in ("train_grad_norm", "lambda_max"):
@@ -101,7 +101,7 @@ def test_the_cnn_influence_step_gives_the_cpus_figures_on_cuda(tmp_path):
 
 def test_the_cnn_influence_step_with_tf32_forced_matches_or_stops_as_diverged(tmp_path):
     path = ROOT / "configs" / "hgp_influence_cnn.toml"
-    run = _rows(path, "cuda", tmp_path, rounds=1, **{"run.tf32": True})
+    run = _rows(path, "cuda", tmp_path, steps=1, **{"run.tf32": True})
     status = run["summary"]["status"]
     if status.startswith("diverged"):
         assert "step 1" in status

@@ -41,7 +41,7 @@ def _cheap_spectra(monkeypatch) -> None:
 @pytest.fixture
 def config(monkeypatch):
     _cheap_spectra(monkeypatch)
-    return experiment_config("hgp_influence", workload=NETWORK, run={"rounds": 2})
+    return experiment_config("hgp_influence", workload=NETWORK, run={"steps": 2})
 
 
 def _metrics(results: Path) -> bytes:
@@ -122,7 +122,7 @@ def test_a_tf32_like_underestimate_of_lambda_max_stops_the_refinement_as_diverge
     monkeypatch.setattr(influence, "largest_eigenvalue",
                         lambda *a, **k: SpectralEstimate(0.003, 10, True))
     config = experiment_config("hgp_influence", workload={**NETWORK, "train_refine_steps": 50},
-                               run={"rounds": 2})
+                               run={"steps": 2})
     path = tmp_path / "config.toml"
     path.write_text(dump_toml(config))
     code = main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet"])
@@ -149,7 +149,7 @@ def test_an_unstable_retraining_step_stops_the_run_as_diverged(config, tmp_path,
 
 def test_an_unstable_sgp_training_stops_the_run_as_diverged(tmp_path, monkeypatch):
     _cheap_spectra(monkeypatch)
-    config = experiment_config("hgp_influence", workload=NETWORK, run={"rounds": 2},
+    config = experiment_config("hgp_influence", workload=NETWORK, run={"steps": 2},
                                algorithm={"inner_step_size": 1e4, "inner_steps": 20})
     summary = runner.run_experiment(config, tmp_path, progress=False)
     assert summary["status"].startswith("diverged at step 1: training by SGP")

@@ -93,14 +93,14 @@ def test_every_command_that_computes_sets_the_policy(monkeypatch) -> None:
 
 
 def test_a_run_records_its_policy_and_a_config_may_ask_for_tf32(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, {"run.rounds": 1}))
+    config = load_config(write(tmp_path, {"run.steps": 1}))
     assert config.run["tf32"] is False
     set_precision(tf32=True)
     runner.run_experiment(config, tmp_path / "off", progress=False)
     meta = json.loads((tmp_path / "off" / "runs" / "tiny" / "metadata.json").read_text())
     assert is_policy(meta["precision"]) and is_policy(precision_record())
 
-    asked = load_config(write(tmp_path, {"run.rounds": 1, "run.tf32": True}, name="tf32.toml"))
+    asked = load_config(write(tmp_path, {"run.steps": 1, "run.tf32": True}, name="tf32.toml"))
     runner.run_experiment(asked, tmp_path / "on", progress=False)
     meta = json.loads((tmp_path / "on" / "runs" / "tiny" / "metadata.json").read_text())
     assert is_policy(meta["precision"], tf32=True)
@@ -108,13 +108,13 @@ def test_a_run_records_its_policy_and_a_config_may_ask_for_tf32(tmp_path: Path) 
 
 
 def test_switching_tf32_does_not_resume_the_other_settings_checkpoint(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, {"run.rounds": 1}))
+    config = load_config(write(tmp_path, {"run.steps": 1}))
     runner.run_experiment(config, tmp_path / "results", progress=False)
-    on = load_config(write(tmp_path, {"run.rounds": 2}), {"run.tf32": True})
+    on = load_config(write(tmp_path, {"run.steps": 2}), {"run.tf32": True})
     with pytest.raises(ConfigError, match="different config"):
         runner.run_experiment(on, tmp_path / "results", progress=False)
     # without the key the fingerprint is the one of a config that never had it
-    off = load_config(write(tmp_path, {"run.rounds": 2, "run.tf32": False}))
+    off = load_config(write(tmp_path, {"run.steps": 2, "run.tf32": False}))
     assert runner.run_experiment(off, tmp_path / "results", progress=False)["resumed_from"] == 1
 
 

@@ -23,6 +23,7 @@ def _warn_from(module: str, category: type[Warning] = UserWarning) -> None:
 @pytest.mark.parametrize("module", [
     "testbed.estimators.validation", "testbed_app.cli", "problems._base", "theory_checks.runner",
     "results_format.resume", "reports.build", "tests.test_x", "conftest", "my_estimator.horner",
+    "testbed_torchopt.adapter",
     "_common", "closed_form_rounds"])
 def test_the_projects_own_warnings_are_errors(module: str) -> None:
     with pytest.raises(UserWarning, match="a test warning"):

@@ -270,7 +270,7 @@ def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> M
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     scale = _scale(view, grad_x, grad_y)
-    H, J, g = view.H.numpy(), view.J.numpy(), grad_y.numpy()
+    H, J, g = view.H.cpu().numpy(), view.J.cpu().numpy(), grad_y.cpu().numpy()
     operator = np.linalg.matrix_power(H, operator_power)  # H, or H^T H (H symmetric)
     rhs = np.linalg.matrix_power(H, operator_power - 1) @ g
     short = J @ (_textbook_cg(operator, rhs, problem.dim_y - 1) - np.linalg.solve(H, g))

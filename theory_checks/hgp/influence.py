@@ -151,8 +151,8 @@ def _scale_margin(case: Case) -> float:
     spec = case.problem.spec()
     if spec.get("family") != "PerClientLogistic.random" or spec.get("hyper") != "weights":
         return -1.0
-    return -max(abs(float(spec[key]) - float(value)) / float(value)
-                for key, value in TABLE4_SCALE.items() if key != "hyper")
+    return 0.0 - max(abs(float(spec[key]) - float(value)) / float(value)
+                     for key, value in TABLE4_SCALE.items() if key != "hyper")
 
 
 #: Table 4's scale as a condition on a case: a table's number is decided only at the setting it

@@ -116,7 +116,8 @@ def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
 
 def planned_cases(claim: Claim, profile: Profile) -> int:
     """Cases a run may measure: drawn ones (profile- and claim-capped) plus the known ones."""
-    drawn = min(profile.max_examples, claim_max_examples(claim, profile) or profile.max_examples)
+    cap = claim_max_examples(claim, profile)
+    drawn = profile.max_examples if cap is None else min(profile.max_examples, cap)
     return drawn + len(claim.examples)
 
 
@@ -302,12 +303,17 @@ def _check_claim(
 
     # The cases come from an explicit seed derived from the claim id (not from hypothesis's
     # derandomize, which hashes the test function's source and so changes with any edit here).
+    drawn = planned_cases(claim, profile) - len(claim.examples)
+    # a profile on which a claim draws no case runs its saved cases only (its explicit phase)
+    phases = ((Phase.explicit,) if drawn < 1 else
+              (Phase.explicit, Phase.generate,
+               *((Phase.shrink,) if claim.shrink and not claim.statistical else ())))
+
     @seed(claim_seed(claim.id))
     @settings(
-        max_examples=planned_cases(claim, profile) - len(claim.examples),
+        max_examples=max(drawn, 1),
         derandomize=False, database=None, deadline=None,
-        phases=(Phase.explicit, Phase.generate,
-                *((Phase.shrink,) if claim.shrink and not claim.statistical else ())),
+        phases=phases,
         print_blob=False,
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much),

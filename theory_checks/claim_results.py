@@ -200,7 +200,8 @@ def render_claim_result(result: ClaimResult, profile: Profile,
             | {"problem_id": r.problem_id}
             for r in cases if r.measurement.fit is not None]
     payload = {
-        "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,
+        "id": run_id, "claim": claim.id, "estimator": estimator,
+        "estimator_entry": estimator_entry(estimator), "paper": claim.paper,
         "reference": claim.reference, "kind": claim.kind,
         "statement": claim.statement, "estimators": list(claim.estimators),
         "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
@@ -272,13 +273,29 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
                       keys=("verdict", "as_expected")) is not None
 
 
-def write_metadata(out_dir: Path, profile: Profile) -> None:
-    from theory_checks.registry import CLAIM_DB
+def estimator_entry(name: str) -> dict[str, Any] | None:
+    """What the report needs of the estimator a run checked: its entry's paper (a library's
+    name for an adapter), reference (with the library's version) and whether it is one of the
+    testbed's own (``builtin``: a plugin's or an adapter's runs stay out of the papers'
+    counts)."""
+    from testbed.registry import BUILTIN, get_estimator
 
+    try:
+        info = get_estimator(name)
+    except KeyError:
+        return None
+    return {"paper": info.paper, "reference": info.reference,
+            "builtin": any(b.name == name for b in BUILTIN)}
+
+
+def write_metadata(out_dir: Path, profile: Profile) -> None:
+    from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB
+
+    builtin = {c.id for c in BUILTIN_CLAIMS}
     registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
                    "statement": c.statement, "estimators": list(c.estimators),
                    "expected": c.expected, "decision": c.decision,
-                   "corrects": c.corrects} for c in CLAIM_DB]
+                   "corrects": c.corrects, "builtin": c.id in builtin} for c in CLAIM_DB]
     meta = {**provenance(), "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}

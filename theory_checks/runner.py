@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from hypothesis.errors import Unsatisfiable
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
+from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
@@ -132,7 +134,14 @@ def measure(claim: Claim, case: Case, make: Callable[..., Any],
     """Run ``claim``'s check on ``case``; a statistical check also gets ``design`` (the first
     stage of calibration seed 0 at the claim's whole rate when none is given)."""
     if not claim.statistical:
-        return claim.check(claim, case, make)
+        try:
+            return claim.check(claim, case, make)
+        except DivergenceError as error:
+            # A deterministic claim states a finite value; an estimate that is not finite (the
+            # estimator's entry point refuses to return it) fails the case, it is not a crash
+            # of the run (a library's CG dividing 0 by 0 past convergence is one).
+            return Measurement(math.inf, math.inf, False, "the estimate is finite",
+                               details={"diverged": str(error)})
     if design is None:
         design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "fast")
     return claim.check(claim, case, make, design)

@@ -500,6 +500,7 @@ COMMANDS = {
     "report": "build the empirical-vs-theory report from results/",
     "regress": "compare estimators with the committed regression baseline",
     "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
+    "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
 }
 DESCRIPTION = """\
 The hypergradient testbed: checks the claims of the federated hypergradient papers
@@ -614,7 +615,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(func=_cmd_verify)
     from testbed_app import mutate
 
-    mutate.add_parser(sub)
+    mutate.add_arguments(_command(sub, "mutate"))
     return parser
 
 

@@ -1,4 +1,5 @@
-"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and constants.
+"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and exact noise moments
+(the constants are :mod:`theory_checks.hgp.constants`).
 
 Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
 optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
@@ -44,18 +45,6 @@ def scale(blocks: dict[str, torch.Tensor]) -> float:
     J_norm = float(torch.linalg.matrix_norm(blocks["J"], ord=2).max())
     inv = 1.0 / float(torch.linalg.eigvalsh(blocks["H"].sum(0)).min())
     return float(blocks["e"].norm()) + J_norm * inv * float(blocks["c"].sum(0).norm()) + 1e-300
-
-
-def det_constants(problem: Any, blocks: dict[str, torch.Tensor], eta: float) -> dict[str, float]:
-    """Deterministic-oracle constants of D1 (notes 4.6): alpha, beta, r, rho_bar."""
-    H = blocks["H"]
-    n, dy = H.shape[0], H.shape[1]
-    eye = torch.eye(dy, dtype=torch.float64)
-    eig = torch.linalg.eigvalsh(H)
-    r = float(torch.linalg.matrix_norm(eye - eta * H, ord=2).max())
-    rho_bar = float(torch.linalg.matrix_norm(eye - eta * H.mean(0), ord=2))
-    return {"alpha": float(eig.min()), "L": float(eig.max()), "r": r, "rho_bar": rho_bar,
-            "beta": float(torch.linalg.matrix_norm(blocks["J"], ord=2).max()), "n": float(n)}
 
 
 def graph_cases(

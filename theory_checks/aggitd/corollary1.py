@@ -61,7 +61,7 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
                      outer_step_size=alpha, expectation=True)
     it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
     G, g0 = _outer_affine(problem)
-    G_np, g0_np, dx = G.numpy(), g0.numpy(), problem.dim_x
+    G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
     base = {"n": n, "lam": lam, "beta": beta, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g,
             "radius": it.radius, "constants": ex.constants,
             "scale": float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star)}
@@ -71,7 +71,7 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
 
     z_inf = fixed_point(it)
     limit = float(stationarity(z_inf))
-    z0 = torch.cat([x0, y0]).numpy()
+    z0 = torch.cat([x0, y0]).cpu().numpy()
     infimum, iterations = trajectory_minimum(it, z0, stationarity, limit)
     x_inf = torch.as_tensor(z_inf[:dx])
     y_inf = torch.as_tensor(z_inf[dx:])

@@ -57,7 +57,7 @@ def affine_iteration(algorithm: Any, problem: Any, seed: int = 0) -> AffineItera
         zt = torch.as_tensor(z, dtype=torch.float64)
         state = init._replace(x=zt[:dx].clone(), y=zt[dx:].clone())
         new = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)[-1]
-        return torch.cat([new.state.x, new.state.y]).numpy()
+        return torch.cat([new.state.x, new.state.y]).cpu().numpy()
 
     d = dx + dy
     c = step(np.zeros(d))

@@ -58,8 +58,8 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
     if horizon > TAU_MAX_ITERATIONS:
         raise NotMeasurable(f"horizon 1/(alpha mu_h) = {horizon} iterations: too long")
     G, g0 = _outer_affine(problem)
-    G_np, g0_np, dx = G.numpy(), g0.numpy(), problem.dim_x
-    z0 = torch.cat([x0, ex.y_star]).numpy()
+    G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
+    z0 = torch.cat([x0, ex.y_star]).cpu().numpy()
 
     def stationarity(z: np.ndarray) -> np.ndarray:
         return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)

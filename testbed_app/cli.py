@@ -14,6 +14,7 @@ Examples::
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
     testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
     testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
+    testbed deploy configs/deploy/fednest_quadratic.toml --engine local   # FedNest on Flower
 """
 
 from __future__ import annotations
@@ -536,6 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
     verify.set_defaults(func=_cmd_verify)
+    from testbed_app.flower.command import add_parser as add_deploy_parser
+
+    add_deploy_parser(sub)
     return parser
 
 

@@ -33,6 +33,7 @@ an hour on 2 cores).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import tempfile
@@ -48,17 +49,21 @@ DESCRIPTION = ("FBO-AggITD (7 rounds per iteration, 10 clients per iteration) on
                "deployment, against the batched simulation; M = 10, 100; quadratic and digits MLP")
 CLIENTS = (10, 100)
 PER_ROUND = 10
-# Memory a SuperNode process and a running ClientApp process hold (RSS measured on this machine,
-# flwr 1.42, torch 2.13): what deployment_fits compares with MemAvailable.
+# Memory a SuperNode process and a running ClientApp process hold, rounded up from what this
+# machine measured (flwr 1.42, torch 2.13, 2026-11-26: a SuperNode 132 MB RSS, a ClientApp's
+# imports 308 MB before its problem and work): what deployment_fits compares with MemAvailable,
+# with a margin for the other processes of a shared machine.
 SUPERNODE_MB = 150
 CLIENTAPP_MB = 450
 MARGIN_MB = 3000
+# why 5: the batched iteration takes milliseconds, so its mean over 5 (after a warm-up run) is
+# steady; the Flower engines time 2 iterations (simulation) and 1 (a local deployment's
+# iteration takes minutes here)
+BATCHED_ITERATIONS = 5
 
 
 def specs(n_clients: int, quick: bool) -> dict[str, Any]:
     """The closed-form and the digits spec for ``n_clients`` clients."""
-    import dataclasses
-
     from problems import QuadraticBilevel
     from testbed_app.flower.spec import DeploySpec, load_spec
 
@@ -129,7 +134,8 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
         for n_clients in (CLIENTS[:1] if quick else CLIENTS):
             for problem, spec in specs(n_clients, quick).items():
                 load_before = load_average()
-                _, batched = simulate(spec)
+                simulate(spec)  # warm-up: the first calls fill caches (the MLP's feature cache)
+                _, batched = simulate(dataclasses.replace(spec, rounds=BATCHED_ITERATIONS))
                 rounds = spec.build_algorithm().rounds_per_iteration()
                 rows.append(_row(problem, spec, "batched simulation", [batched],
                                  batched / rounds, batched, load_before,
@@ -161,8 +167,6 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
 
 def _one_iteration(spec: Any) -> Any:
     """A local deployment's round takes tens of seconds here: one outer iteration is timed."""
-    import dataclasses
-
     return dataclasses.replace(spec, rounds=1)
 
 

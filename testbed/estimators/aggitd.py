@@ -241,7 +241,7 @@ class AggITD(FederatedEstimator):
         trajectory = [y]
         for t in range(n + 1):
             term: ClientWork | None = None
-            if self.expectation or t == index or t > index:
+            if t >= index:  # a term starts at t = Q (every t in expectation mode, Q = -1)
                 term = HessIVTerm(x, y, z, recursion_step, self.expectation or t == index)
             if t < n:
                 if self.lower_solver == "svrg":

@@ -80,6 +80,9 @@ def run_command(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise ValueError("--gpus-per-client: CUDA is not available on this machine")
+    if args.engine == "simulation" and spec.device == "cuda" and args.gpus_per_client == 0:
+        raise ValueError("device cuda on the simulation engine: give each client's Ray actor "
+                         "a GPU (--gpus-per-client 1, or a fraction to share one)")
     engine = ENGINES[args.engine]
     results = Path(args.results)
     folder = run_folder(results, spec.name, engine)

@@ -184,8 +184,11 @@ class LocalDeployment:
 
     def stop(self) -> None:
         processes = [*self.supernodes, *([self.superlink] if self.superlink else [])]
+        # the ServerApp and ClientApp processes Flower starts in sessions of their own
+        spawned = _descendants({process.pid for process in processes})
         for process in processes:
             _signal_group(process, signal.SIGTERM)
+        _signal_pids(spawned, signal.SIGTERM)
         deadline = time.monotonic() + 10.0  # why 10 s: Flower's processes exit within ~2 s
         for process in processes:
             try:
@@ -195,6 +198,10 @@ class LocalDeployment:
                 process.wait()
         for process in processes:  # children left in a group whose leader has exited
             _signal_group(process, signal.SIGKILL)
+        while spawned and time.monotonic() < deadline:
+            spawned = {pid for pid in spawned if _alive(pid)}
+            time.sleep(0.1)
+        _signal_pids(spawned, signal.SIGKILL)
         shutil.rmtree(self.home, ignore_errors=True)
 
     # ------------------------------------------------------------------ runs
@@ -234,6 +241,41 @@ def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(process.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _signal_pids(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _descendants(roots: set[int]) -> set[int]:
+    """Every live process below ``roots`` (by parent id, /proc), including those Flower starts
+    in a session of their own; empty where there is no /proc."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
+                                           .split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    found: set[int] = set()
+    frontier = set(roots)
+    while frontier:
+        children = {pid for pid, parent in parents.items() if parent in frontier} - found
+        found |= children
+        frontier = children
+    return found
 
 
 def _toml(values: dict[str, Any]) -> str:

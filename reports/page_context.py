@@ -40,6 +40,7 @@ from reports.claims_table import (
     expected_class,
     power_text,
 )
+from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import _bool, _float
 from reports.sections import Section
 
@@ -121,6 +122,20 @@ class Row:
     @property
     def notes(self) -> str:
         return str(self.claim.get("notes") or "")
+
+    @property
+    def hypotheses(self) -> list[str]:
+        """The paper's hypotheses with their margins on the case the verdict rests on."""
+        return hypothesis_lines(self.claim)
+
+    @property
+    def readings(self) -> list[str]:
+        """The statement's readings with the verdict under each."""
+        return reading_lines(self.claim)
+
+    @property
+    def refutation_summary(self) -> str:
+        return refutation_summary(self.claim)
 
 
 @dataclasses.dataclass

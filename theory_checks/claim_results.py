@@ -18,8 +18,9 @@ import numpy as np
 from results_format import atomic_write_bytes, json_default
 from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
-from theory_checks.claim import Claim, Measurement, Verdict
+from theory_checks.claim import Claim, Measurement, Verdict, fit_record
 from theory_checks.decision import Design, Outcome, TestDecision
+from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
 from theory_checks.profiles import Profile, claim_max_examples
 
 SERIES_COLUMNS = (
@@ -41,6 +42,25 @@ class CaseResult:
     decisions: list[TestDecision] = dataclasses.field(default_factory=list)
     design: Design | None = None
     confirmation: CaseResult | None = None
+    hypotheses: list[HypothesisMargin] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadingResult:
+    """A claim checked under one reading of its statement (:class:`~theory_checks.hypotheses.
+    Reading`): its own verdict, case count and counterexample."""
+
+    name: str
+    statement: str
+    verdict: Verdict
+    n_cases: int
+    counterexample: CaseResult | None
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
+                "n_cases": self.n_cases,
+                "counterexample": _case_summary(self.counterexample)
+                if self.counterexample is not None else None}
 
 
 @dataclasses.dataclass
@@ -57,6 +77,13 @@ class ClaimResult:
     unconfirmed: list[CaseResult] = dataclasses.field(default_factory=list)
     case_rate: float | None = None
     calibration_seed: int = 0
+    readings: list[ReadingResult] = dataclasses.field(default_factory=list)
+
+    @property
+    def holding_readings(self) -> list[str]:
+        """The readings under which the claim holds (empty without readings)."""
+        return [r.name for r in self.readings
+                if r.verdict in ("holds", "holds once corrected")]
 
     @property
     def run_id(self) -> str:
@@ -76,12 +103,22 @@ class ClaimResult:
 def claim_fingerprint(claim: Claim, profile: Profile) -> str:
     """Changes when the claim's definition on ``profile`` changes, so stale results are not
     reused."""
-    return fingerprint(claim.id, claim.reference, claim.kind, claim.statement,
-                       ",".join(claim.estimators), claim.check.__qualname__,
-                       str(claim_max_examples(claim, profile)), claim.decision,
-                       repr(claim.false_fail_rate),
-                       claim.perturbation.name if claim.perturbation else "",
-                       "control" if claim.positive_control else "")
+    parts = [claim.id, claim.reference, claim.kind, claim.statement,
+             ",".join(claim.estimators), claim.check.__qualname__,
+             str(claim_max_examples(claim, profile)), claim.decision,
+             repr(claim.false_fail_rate),
+             claim.perturbation.name if claim.perturbation else "",
+             "control" if claim.positive_control else ""]
+    # hypotheses and readings join the definition only where declared, so the fingerprints of
+    # claims without them are those of before they existed
+    if claim.hypotheses:
+        parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
+    if claim.readings:
+        parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
+                              for r in claim.readings))
+    if claim.scale:
+        parts.append(claim.scale)
+    return fingerprint(*parts)
 
 
 def _decision_summary(d: TestDecision) -> dict[str, Any]:
@@ -94,7 +131,9 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
         "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
         "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
         "outcome": r.outcome,
-        "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
+        # a deterministic claim's case has no Monte Carlo design: its data are exact
+        "fit": fit_record(m.fit, exact=r.design is None) if m.fit else None,
+        "details": dict(m.details),
     }
     if r.decisions:
         summary["decisions"] = [_decision_summary(d) for d in r.decisions]
@@ -103,6 +142,8 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
                              "false_fail_rate": r.design.false_fail_rate}
     if r.confirmation is not None:
         summary["confirmation"] = _case_summary(r.confirmation)
+    if r.hypotheses:
+        summary["hypotheses"] = [m.as_dict() for m in r.hypotheses]
     return summary
 
 
@@ -154,7 +195,9 @@ def render_claim_result(result: ClaimResult, profile: Profile,
                                  p.series, p.step_name, p.step, repr(p.value),
                                  p.oracle_calls, p.comm_rounds])
         files[f"series/{run_id}.csv"] = handle.getvalue().encode()
-    fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
+    outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
+    fits = [fit_record(r.measurement.fit, exact=not claim.statistical)
+            | {"problem_id": r.problem_id}
             for r in cases if r.measurement.fit is not None]
     payload = {
         "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,
@@ -170,12 +213,20 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
         "n_cases": len(result.cases), "n_undecided": len(result.undecided),
         "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
+        "n_outside_hypotheses": len(outside),
+        # the distinct reasons, first ten: which hypothesis drawn cases fell outside, by how much
+        "outside_hypotheses": sorted(set(outside))[:10],
         "seconds": result.seconds,
         "counterexample": str(counter_path) if counter_path else None,
         "cases": [_case_summary(r) for r in cases],
         "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path("series") / f"{run_id}.csv"),
         "power": power, "positive_control": control,
+        "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
+                       for h in claim.hypotheses],
+        "readings": [r.summary() for r in result.readings],
+        "holding_readings": result.holding_readings,
+        "scale": claim.scale or None,
     }
     files[f"claims/{run_id}.json"] = _json_bytes(payload, indent=2, default=json_default)
     return files

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.base import OuterAlgorithm, model_point
 from testbed.federation.context import FederatedContext
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
 from testbed_app.experiments.config import load_data
@@ -59,20 +59,6 @@ def build_algorithm(algorithm: dict[str, Any]) -> OuterAlgorithm:
                          "`testbed list`)")
     built: OuterAlgorithm = info.build(**params)
     return built
-
-
-def model_point(state: Any, dim_y: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``(x, y)`` an algorithm state defines.
-
-    FedNest and FBO-AggITD states carry ``y``; FedMSA's bilevel state carries
-    ``Z = [w; v]`` (inner weights, then the inverse-Hessian-gradient variable; FedMSA eq. (10)),
-    whose first ``dim_y`` entries are the model.
-    """
-    if hasattr(state, "y"):
-        return state.x, state.y
-    if hasattr(state, "Z"):
-        return state.x, state.Z[..., :dim_y]
-    raise TypeError(f"cannot read the model (x, y) from a {type(state).__name__} state")
 
 
 class ServerExperiment:

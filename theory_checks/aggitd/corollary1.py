@@ -67,7 +67,7 @@ def check_cor1_no_floor(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                                int(k) * (2 * run["n"] + 3)) for k, v in enumerate(stat))
     result = None if fit is None else Fit(
         "exponent of min_k ||grad f(x_k)||^2 in K (late half)", fit.slope, fit.ci_low,
-        fit.ci_high, -0.5, 0.1)
+        fit.ci_high, -0.5, 0.1, residual=fit.residual_max)
     return Measurement(exponent, -0.5, passed, "exponent <= -0.5 + 0.1", series=series,
                        fit=result, details={"inner_steps": run["n"],
                                             "final_stationarity": float(stat[-1]),

@@ -25,6 +25,7 @@ from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
+from theory_checks.classical.constants import smoothness
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # Why 5%: the issue's stated tolerance for fitted rates against theory. The fit windows below
@@ -115,7 +116,7 @@ def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., A
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     terms = int(case.params.get("neumann_terms", 1 + case.params["point_seed"] % 60))
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     estimator = make(inner_steps=None, neumann_terms=terms, neumann_step_size=lam)
     out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
     exact = problem.exact_hypergradient(x)
@@ -148,7 +149,7 @@ def _neumann_errors(case: Case, make: Callable[..., Any], terms: list[int]) -> t
         np.ndarray, list[int], Any, float, torch.Tensor, torch.Tensor]:
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     exact = problem.exact_hypergradient(x)
     errors, hvps = [], []
     for n in terms:
@@ -191,7 +192,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     """Fitted slope of log||error|| in N equals log(1 - lambda mu) within 5%."""
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
     coeffs = vectors.T @ grad_y.numpy()
     J = view.J.numpy()
@@ -214,7 +215,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     fit = _stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
     result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 tolerance)
+                 tolerance, residual=fit.residual_max)
     series = tuple(
         [SeriesPoint("measured", "neumann_terms", n, e, h) for n, e, h in
          zip(terms, errors, hvps, strict=True)]
@@ -253,7 +254,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     x, y0 = evaluation_point(problem, case.params["point_seed"])
     y_star = problem.exact_inner_solution(x)
     view = quadratic_view(problem, x, y_star)
-    beta = 1.0 / constants.L
+    beta = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
     amplitudes = np.abs(vectors.T @ (y0 - y_star).numpy())
     rates = np.abs(1.0 - beta * eigenvalues)
@@ -278,7 +279,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     theory = math.log(rho)
     fit = _stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
     result = Fit("log error per inner iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory))
+                 RATE_RTOL * abs(theory), residual=fit.residual_max)
     series += [SeriesPoint("fitted", "iteration", int(t),
                            math.exp(fit.intercept + fit.slope * t)) for t in steps[start:]]
     series += [SeriesPoint("theory", "iteration", int(t),
@@ -295,7 +296,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
 def _itd_run(case: Case, make: Callable[..., Any], steps: int) -> tuple[Any, ...]:
     problem = case.problem
     view, x, y0, y_star, grad_x, grad_y = _exact_parts(case)
-    beta = 1.0 / float(problem.constants().L)
+    beta = 1.0 / smoothness(problem)
     estimator = make(inner_steps=steps, inner_step_size=beta)
     out = estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(0))
     return out, view, x, y0, y_star, grad_x, grad_y, beta
@@ -352,7 +353,7 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
     constants = problem.constants()
     view, x, y0, y_star, grad_x, grad_y = _exact_parts(case)
     exact = problem.exact_hypergradient(x)
-    beta = 1.0 / constants.L
+    beta = 1.0 / smoothness(problem)
     slack = IDENTITY_RTOL * _scale(view, grad_x, grad_y)
     t_max = int(min(150, math.ceil(3 * constants.kappa) + 3))  # why: ~3 e-folds of decay
     series, worst, last = [], -math.inf, (0.0, 0.0)

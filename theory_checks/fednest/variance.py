@@ -22,6 +22,7 @@ from theory_checks.fednest.common import (
     _power,
     scripted_context,
 )
+from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -44,7 +45,7 @@ def check_variance_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
     terms = int(case.params["neumann_terms"])
-    lam = 1.0 / problem.constants().L_clients
+    lam = 1.0 / fednest_constants(problem).l_g1
     estimator = _fedihgp(make, terms, lam)
     mean, second, _ = _expected_ihgp(estimator, problem, x, y)
     mats = _client_matrices(problem, x, y)
@@ -69,8 +70,9 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
     constants = problem.constants()
-    lam = 1.0 / constants.L_clients
-    kappa = constants.L_clients / constants.mu
+    l_g1 = fednest_constants(problem).l_g1
+    lam = 1.0 / l_g1
+    kappa = l_g1 / constants.mu
     base = int(8 * math.ceil(kappa))
     grid = [base, 2 * base, 4 * base, 8 * base]
     variances, series = [], []
@@ -85,7 +87,8 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     fit = _stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
     deviation = (2 * kappa - 1) / base
     tolerance = deviation / (1.0 - deviation) + 0.02
-    result = Fit("exponent of Var(p) in N", fit.slope, fit.ci_low, fit.ci_high, 1.0, tolerance)
+    result = Fit("exponent of Var(p) in N", fit.slope, fit.ci_low, fit.ci_high, 1.0, tolerance,
+                 residual=fit.residual_max)
     series += [SeriesPoint("fitted", "neumann_terms", n,
                            math.exp(fit.intercept) * n**fit.slope) for n in grid]
     return Measurement(fit.slope, 1.0, result.agrees, "|fit - 1| <= derived deviation",
@@ -104,7 +107,7 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
     problem = case.problem
     m = problem.n_clients
     x, y = evaluation_point(problem, case.params["point_seed"])
-    lam = 1.0 / problem.constants().L_clients
+    lam = 1.0 / fednest_constants(problem).l_g1
     gy = _client_matrices(problem, x, y)["gy"]
     sigma2 = float(((gy - gy.mean(0)) ** 2).sum(1).mean())
     full = lam * gy.mean(0)
@@ -133,7 +136,7 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
                            series=tuple(series), details=details)
     fit = _stats.fit_exponent(np.array(laws), np.array(variances))
     result = Fit("exponent of Var in (m-s)/(s(m-1))", fit.slope, fit.ci_low, fit.ci_high, 1.0,
-                 1e-6)
+                 1e-6, residual=fit.residual_max)
     return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL and result.agrees,
                        "relative residual <= and exponent = 1", series=tuple(series), fit=result,
                        details=details)

@@ -71,9 +71,9 @@ def specs(n_clients: int, quick: bool) -> dict[str, Any]:
                  "outer_step_size": 0.05, "participation": PER_ROUND}
     dim = 4 if quick else 10
     quadratic = DeploySpec(f"bench-quadratic-m{n_clients}", {"closed_form": QuadraticBilevel.random(
-        n_clients, dim, dim, 10.0, 0.3, seed=0).spec()}, algorithm, rounds=2)
+        n_clients, dim, dim, 10.0, 0.3, seed=0).spec()}, algorithm, steps=2)
     config = Path(__file__).resolve().parents[1] / "configs" / "aggitd_table2_iid_tau1.toml"
-    digits = load_spec(config, rounds=2, overrides={
+    digits = load_spec(config, steps=2, overrides={
         "split.n_clients": n_clients, "algorithm.inner_steps": 2,
         "algorithm.participation": PER_ROUND})
     digits = dataclasses.replace(digits, name=f"bench-digits-m{n_clients}")
@@ -135,7 +135,7 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
             for problem, spec in specs(n_clients, quick).items():
                 load_before = load_average()
                 simulate(spec)  # warm-up: the first calls fill caches (the MLP's feature cache)
-                _, batched = simulate(dataclasses.replace(spec, rounds=BATCHED_ITERATIONS))
+                _, batched = simulate(dataclasses.replace(spec, steps=BATCHED_ITERATIONS))
                 rounds = spec.build_algorithm().rounds_per_iteration()
                 rows.append(_row(problem, spec, "batched simulation", [batched],
                                  batched / rounds, batched, load_before,
@@ -167,7 +167,7 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
 
 def _one_iteration(spec: Any) -> Any:
     """A local deployment's round takes tens of seconds here: one outer iteration is timed."""
-    return dataclasses.replace(spec, rounds=1)
+    return dataclasses.replace(spec, steps=1)
 
 
 if __name__ == "__main__":

@@ -25,13 +25,22 @@ def test_claim_fingerprints_are_the_ones_written_before():
 
     for claim in CLAIM_DB:
         for profile in PROFILES.values():
-            text = "|".join([claim.id, claim.reference, claim.kind, claim.statement,
-                             ",".join(claim.estimators), claim.check.__qualname__,
-                             str(claim_max_examples(claim, profile)), claim.decision,
-                             repr(claim.false_fail_rate),
-                             claim.perturbation.name if claim.perturbation else "",
-                             "control" if claim.positive_control else ""])
-            assert claim_fingerprint(claim, profile) == _sha16(text), claim.id
+            parts = [claim.id, claim.reference, claim.kind, claim.statement,
+                     ",".join(claim.estimators), claim.check.__qualname__,
+                     str(claim_max_examples(claim, profile)), claim.decision,
+                     repr(claim.false_fail_rate),
+                     claim.perturbation.name if claim.perturbation else "",
+                     "control" if claim.positive_control else ""]
+            # issue 22: hypotheses, readings and a stated scale are part of a claim's definition
+            # where declared (and only there: a claim without them keeps its fingerprint)
+            if claim.hypotheses:
+                parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
+            if claim.readings:
+                parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
+                                      for r in claim.readings))
+            if claim.scale:
+                parts.append(claim.scale)
+            assert claim_fingerprint(claim, profile) == _sha16("|".join(parts)), claim.id
 
 
 def test_comparison_fingerprints_are_the_ones_written_before():
@@ -67,12 +76,12 @@ def test_config_fingerprint_is_the_one_written_before(name):
                                                     default=str))
     # what a resumed run may change: the description, the replication table, where and how
     # long it runs
-    assert RESUMABLE_CHANGES == ("description", "replication", "run.rounds", "run.device",
+    assert RESUMABLE_CHANGES == ("description", "replication", "run.steps", "run.device",
                                  "run.checkpoint_every")
     content = {key: value for key, value in as_dict(config).items()
                if key not in ("description", "replication")}
     content["run"] = {key: value for key, value in content["run"].items()
-                      if key not in ("rounds", "device", "checkpoint_every")}
+                      if key not in ("steps", "device", "checkpoint_every")}
     assert fingerprint(config, ignore=RESUMABLE_CHANGES) == _sha16(
         json.dumps(content, sort_keys=True, default=str))
 

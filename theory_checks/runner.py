@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -33,6 +34,7 @@ from hypothesis.errors import Unsatisfiable
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
+from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
@@ -132,7 +134,14 @@ def measure(claim: Claim, case: Case, make: Callable[..., Any],
     """Run ``claim``'s check on ``case``; a statistical check also gets ``design`` (the first
     stage of calibration seed 0 at the claim's whole rate when none is given)."""
     if not claim.statistical:
-        return claim.check(claim, case, make)
+        try:
+            return claim.check(claim, case, make)
+        except DivergenceError as error:
+            # A deterministic claim states a finite value; an estimate that is not finite (the
+            # estimator's entry point refuses to return it) fails the case, it is not a crash
+            # of the run (a library's CG dividing 0 by 0 past convergence is one).
+            return Measurement(math.inf, math.inf, False, "the estimate is finite",
+                               details={"diverged": str(error)})
     if design is None:
         design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "fast")
     return claim.check(claim, case, make, design)
@@ -453,8 +462,21 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
         own = estimator == claim.estimators[0]
         power = run_power(claim, profile) if own else None
         control = run_positive_control(claim, profile) if own else None
-        result = run_claim(claim, profile, estimator=estimator)
+        try:
+            result = run_claim(claim, profile, estimator=estimator)
+        except (ValueError, RuntimeError, IndexError, TypeError) as error:
+            # an estimator whose output the check cannot use (say a trajectory one entry
+            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
+            # name the claim and the estimator beside what failed
+            raise ClaimRunError(
+                f"claim {claim.id} on estimator {estimator}: the check could not use the "
+                f"estimator's output ({type(error).__name__}: {error}); it expects what "
+                f"{claim.estimators[0]} returns, with the same shapes") from error
         return render_claim_result(result, profile, power, control)
+
+
+class ClaimRunError(ValueError):
+    """A claim run that could not be measured: names the claim, the estimator and the cause."""
 
 
 class RegisteredClaimTask(SentByName):
@@ -510,18 +532,21 @@ def run_claims(
 
 def run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True, execute: Execute | None = None,
+    progress: bool = True, execute: Execute | None = None, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
-    as ``testbed verify``'s), write their results, return their summaries."""
+    as ``testbed verify``'s), write their results, return their summaries. ``metadata.json``
+    lists every registered claim (the report shows those without results as "not checked"),
+    or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
+    target)."""
     with running_on(profile):
         return _run_claim_runs(runs, out_dir, profile, resume, progress,
-                               execute or run_in_process)
+                               execute or run_in_process, only_these)
 
 
 def _run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
-    progress: bool, execute: Execute,
+    progress: bool, execute: Execute, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """The driver: skips the finished runs, hands the others to ``execute`` and writes each
     one's files as it comes back (so an interrupted run resumes with nothing lost), with one
@@ -529,7 +554,7 @@ def _run_claim_runs(
     from tqdm import tqdm
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_metadata(out_dir, profile)
+    write_metadata(out_dir, profile, runs if only_these else None)
     run_ids = [claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
                for claim, estimator in runs]
     pending = [(run_id, claim_run_task(claim, estimator, profile))

@@ -16,7 +16,7 @@ each becomes one row of ``<results>/replication/<experiment>.json``
 ``eval_every`` steps and always at the last one). A NaN at the last evaluated row is not
 skipped over to an earlier number: the value is ``None``. A diverged run (``status`` "diverged
 at step k") gives no number at all: each row's ``testbed_value`` is that status, and a partial
-run (``--rounds`` below the config's own horizon) says so in the metadata and in each row's
+run (``--steps`` below the config's own horizon) says so in the metadata and in each row's
 ``differences``.
 """
 

@@ -75,7 +75,7 @@ class ServerExperiment:
         run = config.run
         self.device = torch.device(device or run["device"])
         self.eval_every = int(run["eval_every"])
-        self.last_step = int(run["rounds"])
+        self.last_step = int(run["steps"])
         self.dataset = load_data(config.data)
         self.problem = build_problem(config, self.device)
         self.algorithm = build_algorithm(config.algorithm)

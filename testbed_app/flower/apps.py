@@ -64,7 +64,7 @@ def serve(grid: Grid, spec: DeploySpec, results: Path, engine: str,
                                algorithm.participation, None, transport=transport)
         state = algorithm.init(problem)
         recorder.start(state)
-        for k in range(1, spec.rounds + 1):
+        for k in range(1, spec.steps + 1):
             transport.begin_iteration(k)
             calls, messages = ctx.calls(), ctx.ledger.messages
             traffic = transport.traffic.copy()

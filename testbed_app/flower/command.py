@@ -24,19 +24,16 @@ from testbed_app.flower import require_flower
 ENGINES = {"simulation": "simulation", "local": "deployment"}
 
 
-def add_parser(sub: Any) -> None:
-    """The ``deploy`` subcommand's arguments."""
-    deploy = sub.add_parser(
-        "deploy", help="run a server-based algorithm on Flower (simulation engine or SuperLink "
-                       "and SuperNodes on this machine) and compare it with the simulation")
+def add_arguments(deploy: argparse.ArgumentParser) -> None:
+    """The options of ``testbed deploy`` on its subparser (made by the command line)."""
     deploy.add_argument("config", help="a closed-form deploy config (configs/deploy/*.toml) or a "
                                        "server-based experiment config (configs/*.toml)")
     deploy.add_argument("--engine", choices=tuple(ENGINES), default="simulation",
                         help="simulation: Flower's simulation engine, clients as Ray actors "
                              "(default); local: a SuperLink and one SuperNode process per "
                              "client on 127.0.0.1")
-    deploy.add_argument("--rounds", type=_positive_int, metavar="N",
-                        help="override [run] rounds (outer iterations)")
+    deploy.add_argument("--steps", type=_positive_int, metavar="N",
+                        help="override [run] steps (outer iterations)")
     deploy.add_argument("--device", choices=("cpu", "cuda"),
                         help="override [run] device (digits workloads)")
     deploy.add_argument("--results", default="results", help="results directory")
@@ -72,7 +69,7 @@ def run_command(args: argparse.Namespace) -> int:
     from testbed_app.flower.spec import load_spec
 
     require_flower()  # one line with the install command when Flower is absent (exit 2)
-    spec = load_spec(args.config, rounds=args.rounds, device=args.device)
+    spec = load_spec(args.config, steps=args.steps, device=args.device)
     if args.cpus_per_client <= 0 or args.gpus_per_client < 0:
         raise ValueError("--cpus-per-client must be > 0 and --gpus-per-client >= 0")
     if args.gpus_per_client > 0:
@@ -95,7 +92,7 @@ def run_command(args: argparse.Namespace) -> int:
     from testbed_app.flower.transport import ClientLost
 
     print(f"{spec.name}: {spec.algorithm['name']} on Flower ({args.engine}), "
-          f"{spec.n_clients} clients, {spec.rounds} outer iterations")
+          f"{spec.n_clients} clients, {spec.steps} outer iterations")
     try:
         if engine == "simulation":
             run_on_simulation(spec, results, cpus_per_client=args.cpus_per_client,
@@ -162,4 +159,4 @@ def describe(comparison: dict[str, Any]) -> str:
             f"{seconds['batched']:.4f} ({ratio:.0f}x)")
 
 
-__all__ = ["add_parser", "run_command"]
+__all__ = ["add_arguments", "run_command"]

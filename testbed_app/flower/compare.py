@@ -37,8 +37,8 @@ def simulate(spec: DeploySpec) -> tuple[list[Any], float]:
 
     problem, algorithm = spec.build_problem(), spec.build_algorithm()
     started = time.perf_counter()
-    records = run_algorithm(algorithm, problem, spec.rounds, np.random.default_rng(spec.seed))
-    seconds = (time.perf_counter() - started) / spec.rounds
+    records = run_algorithm(algorithm, problem, spec.steps, np.random.default_rng(spec.seed))
+    seconds = (time.perf_counter() - started) / spec.steps
     return [record.state for record in records], seconds
 
 

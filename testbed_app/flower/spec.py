@@ -13,7 +13,7 @@ recipe and evaluates only its own client's row (:mod:`testbed_app.flower.client`
 - a closed-form config (``configs/deploy/*.toml``): a ``[problem]`` table holding a closed-form
   family's recipe (its ``family``, e.g. ``"QuadraticBilevel.random"``, and its builder's
   arguments, as :meth:`spec` of the problem gives them), ``[algorithm]`` as in an experiment
-  config, and ``[run]`` with ``rounds`` (outer iterations) and ``seed`` (the server's
+  config, and ``[run]`` with ``steps`` (outer iterations) and ``seed`` (the server's
   generator: client sampling, FedNest's ``N'``); closed forms run in float64 on the CPU::
 
       name = "fednest-quadratic"
@@ -28,7 +28,7 @@ recipe and evaluates only its own client's row (:mod:`testbed_app.flower.client`
       name = "fednest"
       truncation = "deterministic"
       [run]
-      rounds = 3
+      steps = 3
 
 A bad file, section or key is a :class:`~testbed_app.experiments.config.ConfigError` naming it.
 """
@@ -45,7 +45,7 @@ from testbed_app.experiments.config import ConfigError
 
 #: ``[run]`` keys of a closed-form deploy config: default, check, what a valid value is.
 RUN_KEYS: dict[str, tuple[Any, str]] = {
-    "rounds": (None, "a positive integer (outer iterations)"),
+    "steps": (None, "a positive integer (outer iterations)"),
     "seed": (0, "an integer >= 0"),
 }
 TOP_KEYS = ("name", "description")
@@ -61,7 +61,7 @@ class DeploySpec:
         problem: ``{"closed_form": recipe}`` (a :func:`problems.from_spec` recipe) or
             ``{"experiment": text}`` (a validated experiment config as TOML text).
         algorithm: ``{"name": registered algorithm, **parameters}``.
-        rounds: outer iterations K.
+        steps: outer iterations K.
         seed: the server's generator (client sampling, FedNest's ``N'``).
         device: ``"cpu"`` or ``"cuda"`` (the server's and every client's).
     """
@@ -69,7 +69,7 @@ class DeploySpec:
     name: str
     problem: dict[str, Any]
     algorithm: dict[str, Any]
-    rounds: int
+    steps: int
     seed: int = 0
     device: str = "cpu"
 
@@ -133,17 +133,17 @@ class DeploySpec:
         return algorithm
 
 
-def load_spec(path: str | Path, rounds: int | None = None, device: str | None = None,
+def load_spec(path: str | Path, steps: int | None = None, device: str | None = None,
               overrides: Mapping[str, Any] | None = None) -> DeploySpec:
     """The :class:`DeploySpec` of a deploy config or a server-based experiment config, with
-    ``--rounds`` / ``--device`` and ``{"section.key": value}`` overrides applied; every error
+    ``--steps`` / ``--device`` and ``{"section.key": value}`` overrides applied; every error
     names the file and the key."""
     from testbed_app.experiments.config import apply_overrides, load_config, read_toml
 
     path = Path(path)
     raw = apply_overrides(read_toml(path), overrides)
     if "problem" not in raw:
-        config = load_config(path, {**(overrides or {}), "run.rounds": rounds,
+        config = load_config(path, {**(overrides or {}), "run.steps": steps,
                                     "run.device": device})
         if config.workload["kind"] not in SERVER_KINDS:
             raise ConfigError(f"{path}: [workload] kind = {config.workload['kind']!r} is "
@@ -152,10 +152,10 @@ def load_spec(path: str | Path, rounds: int | None = None, device: str | None = 
         from testbed_app.experiments.config import dump_toml
 
         spec = DeploySpec(config.name, {"experiment": dump_toml(config)}, dict(config.algorithm),
-                          int(config.run["rounds"]), int(config.run["seed"]),
+                          int(config.run["steps"]), int(config.run["seed"]),
                           str(config.run["device"]))
     else:
-        spec = _closed_form(str(path), raw, rounds, device)
+        spec = _closed_form(str(path), raw, steps, device)
     try:
         spec.build_algorithm()
     except ConfigError as error:
@@ -163,7 +163,7 @@ def load_spec(path: str | Path, rounds: int | None = None, device: str | None = 
     return spec
 
 
-def _closed_form(source: str, raw: Mapping[str, Any], rounds: int | None,
+def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
                  device: str | None) -> DeploySpec:
     from testbed_app.experiments.config import check_algorithm
 
@@ -186,9 +186,9 @@ def _closed_form(source: str, raw: Mapping[str, Any], rounds: int | None,
     if device not in (None, "cpu"):
         raise ConfigError(f"{source}: --device {device}: closed-form problems run in float64 on "
                           "the CPU here (the digits workloads take a device)")
-    run = _run(source, {**raw["run"], **({} if rounds is None else {"rounds": rounds})})
+    run = _run(source, {**raw["run"], **({} if steps is None else {"steps": steps})})
     algorithm = check_algorithm(source, raw["algorithm"], problem.kind)
-    return DeploySpec(name, {"closed_form": problem.spec()}, algorithm, run["rounds"],
+    return DeploySpec(name, {"closed_form": problem.spec()}, algorithm, run["steps"],
                       run["seed"])
 
 
@@ -216,7 +216,7 @@ def _run(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{source}: [run] {key}: unknown key; known: {sorted(RUN_KEYS)}")
     run = {key: given.get(key, default) for key, (default, _) in RUN_KEYS.items()}
     checks = {
-        "rounds": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
         "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     }
     for key, check in checks.items():

@@ -156,12 +156,12 @@ def test_a_lost_client_names_the_round_and_keeps_every_finished_iteration(tmp_pa
 def test_a_bad_deploy_config_is_one_error_naming_file_and_key(tmp_path):
     config = tmp_path / "bad.toml"
     config.write_text('name = "b"\n[problem]\nfamily = "Quadratic"\n[algorithm]\nname = '
-                      '"fednest"\n[run]\nrounds = 2\n')
+                      '"fednest"\n[run]\nsteps = 2\n')
     with pytest.raises(ConfigError, match=r"bad.toml: \[problem\] family: expected one of"):
         load_spec(config)
     config.write_text('name = "b"\n[problem]\nfamily = "QuadraticBilevel.random"\nn_clients = 3'
                       '\ndim_x = 2\ndim_y = 2\ncondition_number = 5.0\n[algorithm]\nname = '
-                      '"fednest"\n[run]\nrounds = 2\nspeed = 3\n')
+                      '"fednest"\n[run]\nsteps = 2\nspeed = 3\n')
     with pytest.raises(ConfigError, match=r"\[run\] speed: unknown key"):
         load_spec(config)
     with pytest.raises(ConfigError, match="decentralized"):

@@ -41,12 +41,12 @@ PROBLEM = QuadraticBilevel.random(3, 3, 4, 10.0, 0.3, seed=1)
 AGGITD = {"name": "fbo-aggitd", "inner_steps": 1, "outer_step_size": 0.05, "participation": 2}
 
 
-def _config(tmp_path: Path, algorithm: dict, rounds: int) -> Path:
+def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
     lines = ['name = "deployed"', "[problem]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in PROBLEM.spec().items()]
     lines += ["[algorithm]"] + [f"{key} = {json.dumps(value)}"
                                 for key, value in algorithm.items()]
-    lines += ["[run]", f"rounds = {rounds}", "seed = 3"]
+    lines += ["[run]", f"steps = {steps}", "seed = 3"]
     path = tmp_path / "deployed.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -76,14 +76,14 @@ def _deploy(config: Path, results: Path, engine: str) -> dict:
 
 def test_testbed_deploy_on_flowers_simulation_engine(tmp_path):
     """Clients as Ray actors (``run_simulation``), the simulation's iterates and counts."""
-    _deploy(_config(tmp_path, AGGITD, rounds=2), tmp_path / "results", "simulation")
+    _deploy(_config(tmp_path, AGGITD, steps=2), tmp_path / "results", "simulation")
 
 
 def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):
     """``testbed deploy --engine local``: a SuperLink, 3 SuperNodes and ``flwr run`` as
     separate processes; the iterates and counts of the simulation; every process stopped."""
     results = tmp_path / "results"
-    _deploy(_config(tmp_path, AGGITD, rounds=2), results, "local")
+    _deploy(_config(tmp_path, AGGITD, steps=2), results, "local")
     logs = run_folder(results, "deployed", "deployment") / "logs"
     assert sorted(p.name for p in logs.glob("supernode-*.log")) == [
         "supernode-0.log", "supernode-1.log", "supernode-2.log"]
@@ -92,7 +92,7 @@ def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):
 
 def test_a_killed_supernode_is_reported_with_its_round_and_nothing_written_is_lost(tmp_path):
     spec = DeploySpec("killed", {"closed_form": PROBLEM.spec()},
-                      {"name": "fedmsa", "local_steps": 2}, rounds=20, seed=3)
+                      {"name": "fedmsa", "local_steps": 2}, steps=20, seed=3)
     logs = tmp_path / "logs"
     with LocalDeployment(spec.n_clients, logs) as deployment:
         with deployment.submitted(spec, tmp_path) as run:
@@ -110,7 +110,7 @@ def test_a_killed_supernode_is_reported_with_its_round_and_nothing_written_is_lo
     lost = record["lost"]
     assert lost["client"] == 1 and "Node Unavailable" in lost["reason"]
     completed = lost["iterations_completed"]
-    assert 1 <= completed < spec.rounds
+    assert 1 <= completed < spec.steps
     assert [row["iteration"] for row in record["iterations"]] == list(range(1, completed + 1))
     assert all(row["counts_agree"] for row in record["iterations"])
     assert len(iterates["x"]) == completed + 1

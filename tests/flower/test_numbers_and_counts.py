@@ -60,7 +60,7 @@ def _spec(name: str, kind: str, participation: float | None, extra: dict) -> Dep
     if participation is not None:
         params["participation"] = participation
     return DeploySpec(f"{name}-{kind}-{participation}", {"closed_form": PROBLEMS[kind].spec()},
-                      params, rounds=3, seed=7)
+                      params, steps=3, seed=7)
 
 
 @pytest.mark.parametrize("name, kind, participation, extra", CASES,
@@ -75,7 +75,7 @@ def test_closed_form_iterates_and_counts_equal_the_simulation(tmp_path, name, ki
     assert comparison["dtype"] == "float64" and comparison["tolerance"] == 1e-12
     assert comparison["worst_relative"] <= 1e-12, comparison["iterations"]
     rows = record["iterations"]
-    assert len(rows) == spec.rounds
+    assert len(rows) == spec.steps
     for row in rows:
         ledger, flower = row["ledger"], row["flower"]
         # one exchange per aggregation round, one array per ledger message, the same floats
@@ -113,7 +113,7 @@ def test_rounds_per_iteration_are_the_papers(tmp_path, name, formula):
                                     "fednest_hyper_representation.toml",
                                     "fedmsa_rounds_to_90.toml"])
 def test_digits_mlp_iterates_equal_the_simulation_in_float32(tmp_path, config):
-    spec = load_spec(CONFIGS / config, rounds=2)
+    spec = load_spec(CONFIGS / config, steps=2)
     record, iterates, _ = run_direct(spec, tmp_path)
     assert record["status"] == "completed"
     comparison = compare(spec, record, iterates)

@@ -184,7 +184,9 @@ def check_headline(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     setting = SETTINGS[str(case.params["setting"])]
     bound = READING_BOUNDS[str(case.params.get("reading", "as printed"))](setting)
     seeds = [int(s) for s in case.params["seeds"]]
-    rows, series = [], []
+    rows: list[dict[str, Any]] = []
+    ranges: list[tuple[float, float]] = []
+    series = []
     for seed in seeds:
         candidate = run_to_threshold(make(**setting.candidate.params), setting.workload, seed,
                                      setting.candidate.iterations)
@@ -192,6 +194,7 @@ def check_headline(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
             **baseline_params(setting, case)), setting.workload, seed,
             setting.baseline.iterations)
         low, high = factor_range(candidate, baseline)
+        ranges.append((low, high))
         rows.append({"seed": seed, "candidate_rounds": candidate.rounds,
                      "candidate_budget": candidate.budget,
                      "candidate_final_accuracy": candidate.final_accuracy,
@@ -203,19 +206,19 @@ def check_headline(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
                    SeriesPoint("bound", "seed", seed, bound)]
     # some seed certainly reaches the bound: holds; every seed certainly below it: fails;
     # otherwise a run that never reached leaves the factor on both sides of the bound
-    reaches = any(r["factor_low"] >= bound for r in rows)
-    below = all(r["factor_high"] < bound for r in rows)
+    reaches = any(low >= bound for low, _ in ranges)
+    below = all(high < bound for _, high in ranges)
     if not (reaches or below):
         raise NotMeasurable(f"runs that never reached 90% leave every seed's factor straddling "
-                            f"{bound:g}: {[(r['factor_low'], r['factor_high']) for r in rows]}")
-    best = max(r["factor_low"] if reaches else r["factor_high"] for r in rows)
+                            f"{bound:g}: {ranges}")
+    best = max(low if reaches else high for low, high in ranges)
     return Measurement(best, bound, reaches,
                        "largest factor over seeds >= (fails only when every seed is below)",
                        series=tuple(series),
                        details={"setting": setting.name, "paper_rounds": setting.paper_rounds,
                                 "paper_factor": setting.paper_factor, "threshold": THRESHOLD,
                                 "per_seed": rows,
-                                "factors": [r["factor_low"] for r in rows]})
+                                "factors": [low for low, _ in ranges]})
 
 
 def _cases(settings: tuple[str, ...], seeds: tuple[int, ...]) -> Callable[[], Any]:

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from problems import strategies
 from testbed.federation.context import FederatedContext
 from theory_checks._exact import evaluation_point
-from theory_checks.claim import Case, Claim, Measurement
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.fednest.common import _case_builder, _expected_ihgp, _fedihgp
 from theory_checks.fednest.constants import neumann_scale
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
 def _compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
@@ -27,17 +27,30 @@ def _compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.Se
 
 def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., Any]
                                  ) -> Measurement:
-    """Notes 2.6: one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` (beta = 1: exact)."""
+    """Notes 2.6: one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` (beta = 1: exact).
+
+    A case whose identity is the same at ``tau - 1`` or ``tau + 1`` local steps as at tau (to
+    within what the identity resolves) cannot test it: at ``beta = 1`` one local step already
+    reaches y*, so FedInn with a local step too many or too few would pass. Such cases are
+    rejected, not counted as passes.
+    """
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
     beta, tau = float(case.params["inner_step_size"]), int(case.params["local_steps"])
+    y_star = problem.exact_inner_solution(x)
+    scale = 1.0 + float(y.norm()) + float(y_star.norm())
+    distance = float((y - y_star).norm())
+    for neighbour in (tau - 1, tau + 1):
+        gap = abs((1.0 - beta) ** neighbour - (1.0 - beta) ** tau) * distance
+        if gap < UNRESOLVED_TERM * scale:
+            raise NotMeasurable(f"the identity gives the same y^+ at tau = {neighbour} local "
+                                f"steps as at tau = {tau} ({gap / scale:.2g} of the scale): a "
+                                "local step too many or too few would pass")
     algorithm = make(inner_steps=1, local_steps=tau, inner_step_size=beta, scale_by_steps=False)
     steps = algorithm.resolve_steps(problem)
     ctx = FederatedContext(problem, np.random.default_rng(0))
     y_plus = algorithm.inner_update(ctx, x, y, steps)
-    y_star = problem.exact_inner_solution(x)
     predicted = y_star + (1.0 - beta) ** tau * (y - y_star)
-    scale = 1.0 + float(y.norm()) + float(y_star.norm())
     relative = float((y_plus - predicted).norm()) / scale
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, "relative residual <=",
                        details={"beta": beta, "local_steps": tau,

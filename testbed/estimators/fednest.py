@@ -90,10 +90,14 @@ def outer_smoothness(problem: Problem) -> float:
 # ------------------------------------------------------------------------------- messages
 
 
-def send(ctx: FederatedContext, clients: torch.Tensor, **values: torch.Tensor) -> None:
-    """Broadcast each vector to ``clients`` under its name (one message per vector; not a
-    round)."""
-    for name, value in values.items():
+def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor,
+         **named: torch.Tensor) -> None:
+    """Broadcast each vector to ``clients`` (one message per vector; not a round). Vectors given
+    by keyword go under that name, which a deployment needs (``send(ctx, clients, x=x, y=y)``);
+    positional ones go unnamed (an in-process variant, e.g. a mutant)."""
+    for value in values:
+        ctx.send(value, clients)
+    for name, value in named.items():
         ctx.send(value, clients, name)
 
 

@@ -503,8 +503,8 @@ COMMANDS = {
     "regress": "compare estimators with the committed regression baseline",
     "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
     "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
-    "deploy": "run a server algorithm on Flower (simulation engine or SuperLink and SuperNodes) "
-              "and compare it with the simulation",
+    "deploy": "run a server algorithm on Flower (simulation engine, or SuperLink and "
+              "SuperNodes) against the simulation",
 }
 DESCRIPTION = """\
 The hypergradient testbed: checks the claims of the federated hypergradient papers

@@ -74,6 +74,9 @@ def refutation_summary(claim: dict[str, Any]) -> str:
         parts.append(f"inside {len(hypotheses)} declared hypothes"
                      f"{'is' if len(hypotheses) == 1 else 'es'}"
                      + ("" if inside is None else "" if inside else " (one is violated!)"))
+    elif claim.get("scale"):
+        parts.append("under the paper's protocol at the closest scale the data allow (the "
+                     "differences are stated with the claim)")
     else:
         parts.append("no hypotheses declared")
     if readings:

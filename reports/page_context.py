@@ -180,6 +180,12 @@ class Row:
     def refutation_summary(self) -> str:
         return refutation_summary(self.claim)
 
+    @property
+    def scale(self) -> str:
+        """For a number from a paper's table: how the claim's protocol differs from the
+        paper's scale."""
+        return str(self.claim.get("scale") or "")
+
 
 @dataclasses.dataclass
 class VerdictGroup:

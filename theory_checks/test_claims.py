@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from tests._replay import assert_perturbation_detected
-from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB
 from theory_checks.runner import (
     claim_runs,
     get_profile,
@@ -112,3 +112,29 @@ def test_statistical_claim_is_calibrated(claim_id, tmp_path):
     assert summary.seeds == 20 and summary.expected == "holds"
     assert summary.consistent, summary
     assert sum(summary.verdicts.values()) == 20, summary.verdicts
+
+
+# Claims whose statement holds under no assumption a case could violate: combinatorial counts of
+# an algorithm's messages and the comparisons' protocols (their conditions are the family they
+# draw and the paper's setting, which every case is by construction).
+WITHOUT_HYPOTHESES = {
+    "fednest.rounds.": "round counts: combinatorial, true of every problem",
+    "comparison.": "protocol comparisons: the family drawn and the paper's setting (and, for a "
+                   "headline, the scale stated in the claim's `scale`) are the conditions",
+}
+
+
+def test_every_claim_declares_the_papers_hypotheses():
+    """Issue 22: a claim declares the paper's assumptions and conditions as hypotheses on a case
+    (theory_checks/<paper>/constants.py), so that no case outside them counts; a claim expected
+    to fail must declare them (a refutation lists every hypothesis with its margin). The only
+    exceptions are named, with their reason."""
+    missing = []
+    for claim in BUILTIN_CLAIMS:
+        if claim.hypotheses:
+            continue
+        if not any(claim.id.startswith(prefix) for prefix in WITHOUT_HYPOTHESES):
+            missing.append(f"{claim.id}{' (a refutation)' if claim.expected == 'fails' else ''}")
+        elif claim.expected == "fails" and not claim.scale:
+            missing.append(f"{claim.id} (a refutation with neither hypotheses nor a scale)")
+    assert not missing, f"claims without hypotheses: {missing}"

@@ -163,6 +163,9 @@ class AggITD(FederatedEstimator):
             ``z^t = (I - lambda H_t) z^{t-1} + r^t`` from ``t = 0`` and ``p = lambda z^N``.
             Same rounds; one more gradient and HVP per step.
         as_printed: the algorithm with the two printed typos (see the warning).
+        printed_line6: with ``as_printed``, keep line 6 as printed (no ``lambda``); ``False``
+            restores ``lambda`` there (a reader's repair of the obvious typo) and keeps line 15's
+            ``z^{N-1}``, the other reading of the printed algorithm.
         participation, batch_size: see :class:`~testbed.FederatedEstimator`.
 
     Examples:
@@ -185,6 +188,7 @@ class AggITD(FederatedEstimator):
     index: int | None = None
     expectation: bool = False
     as_printed: bool = False
+    printed_line6: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -235,7 +239,7 @@ class AggITD(FederatedEstimator):
         ctx.broadcast(y, clients, "y")
         ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients,
                       "Q")
-        recursion_step = 1.0 if self.as_printed else lam
+        recursion_step = 1.0 if self.as_printed and self.printed_line6 else lam
         z: torch.Tensor | None = None
         z_trace: list[torch.Tensor] = []
         trajectory = [y]

@@ -110,7 +110,7 @@ def decode(obj: Any) -> Any:
     if kind is None:
         return {k: decode(v) for k, v in obj.items()}
     if kind == "ndarray":
-        return obj["data"].numpy().copy()
+        return obj["data"].cpu().numpy().copy()
     if kind == "npscalar":
         return np.dtype(obj["dtype"]).type(obj["value"])
     if kind == "torch.dtype":

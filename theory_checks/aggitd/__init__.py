@@ -6,17 +6,16 @@ participating clients. ``H = grad^2_y g`` and ``J = grad^2_xy g`` are constant o
 families (so the paper's Hessian-Lipschitz constant ``rho`` is 0 and the ``alpha_1``,
 ``alpha_2`` terms of Prop. 1 vanish).
 
-The paper's constants are read off each problem as follows (notes 3.1):
-
-- ``mu`` = ``lambda_min`` of the global inner Hessian; ``L_g`` = ``max(L, L_clients, ||J||)``
-  (Assumption 2 bounds every ``||grad^2_y G_i||`` and ``||grad^2_xy G||`` by ``L_g``);
-- ``L_f`` = Lipschitz constant of ``grad_y f`` in y (``||C_bar||``): the only place it enters
-  Prop. 1 is ``||grad_y f(y^Q) - grad_y f(y^N)|| <= L_f ||y^Q - y^N||``;
-- ``M`` bounds ``||grad_y f||``, which no quadratic satisfies globally (notes 6, item 20), so it is
-  the maximum of ``||grad_y f(x, y)||`` over the points the run visits (and ``y*``): the proofs
-  only use the bound at those points;
-- ``sigma_g^2`` = ``max(sigma_1^2, sigma_2^2)``; the checks use exact oracles (``sigma_1 = 0``) and
-  measure ``sigma_2^2`` = max over the visited points of ``mean_i ||grad_y g_i - grad_y g||^2``.
+The paper's constants, step rules and assumptions are in one module,
+:mod:`theory_checks.aggitd.constants`, which every check uses and whose hypotheses every claim
+declares: ``mu`` is Assumption 1's (the smallest eigenvalue of every client's and sample's inner
+Hessian), ``L_g`` and ``L_f`` Assumption 2's (spectral norms of every client's and sample's
+Hessian of ``g_i`` and ``f_i`` in ``z = (x, y)`` jointly), ``M`` the largest ``||grad_z F_i||``
+at the points a statement evaluates (the whole space's when ``f`` is affine: no quadratic ``f``
+is Lipschitz globally, notes 6 item 20), ``sigma_g^2`` Assumption 4's dissimilarity
+``E_i ||grad_z g_i - grad_z g||^2`` at those points (exact oracles: ``sigma_1 = 0``); the steps
+are ``lambda = min{10, 1/L_g}``, ``beta = min{1, lambda, 1/(6 L_g)}`` and the outer steps of
+Lemma 3 and Theorem 1 unless a case names its own.
 
 Every claim of this module is deterministic: exact oracles, full participation (or every client
 subset enumerated) and the expectation over the server's index Q computed exactly (one run per
@@ -26,7 +25,9 @@ draw. Theorem 1's stochastic rate is the statistical claim, in :mod:`theory_chec
 
 The code lives in sibling modules of one job each (this module gathers their ``CLAIMS``):
 
+- :mod:`~theory_checks.aggitd.constants`: the paper's constants, step rules and hypotheses;
 - :mod:`~theory_checks.aggitd.common`: the shared case strategies and exact helpers;
+- :mod:`~theory_checks.aggitd.iteration`: FBO-AggITD's expected iteration as an affine map;
 - :mod:`~theory_checks.aggitd.identities`: Algorithm 1's identities (eqs. 5 and 11) and errata;
 - :mod:`~theory_checks.aggitd.bounds`: Props. 1 and 2 and the lower-level contraction;
 - :mod:`~theory_checks.aggitd.communication`: the rounds and floats per iteration (Table 1);

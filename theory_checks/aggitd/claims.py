@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from problems import QuadraticBilevel
+from problems import QuadraticBilevel, QuadraticMinimax
 from theory_checks.claim import Claim, known_case
 from theory_checks.claim_file import load_claims
 
@@ -13,13 +13,10 @@ from theory_checks.claim_file import load_claims
 # Any problem with Q = N (point_seed 12: N = 1, Q = 1): the HessIV product is empty, so neither
 # printed typo of Alg. 1 (lambda dropped in line 6, z^{N-1} in line 15) changes the estimate.
 _CONTROL_PROBLEM = QuadraticBilevel.random(2, 2, 2, 3.0, seed=0).spec()
-# kappa_g = 1 (identical client Hessians mu I with mu = 2 >= ||J|| = 1.65, so L_g = mu):
-# Corollary 1's N = ceil(kappa_g) (2: kappa_g is 1 + 2e-16 after round-off) and lambda = 1/L_g
-# make (1 - lambda mu)^{N+1} = 0 to round-off, so there is no floor and the iterates reach the
-# stationary point to round-off.
-_NO_FLOOR_CONTROL = QuadraticBilevel.random(2, 1, 2, 1.0, seed=0, mu=2.0,
-                                            hessian_heterogeneity=0.0,
-                                            gradient_heterogeneity=1.0).spec()
+# A minimax instance (g = -f): grad_y f(x, y*(x)) = 0, so the HessIV's truncation has nothing to
+# truncate at the limit, whose stationarity is 0 to round-off at Theorem 1's steps and Corollary
+# 1's N, under every reading of the claim.
+_NO_FLOOR_CONTROL = QuadraticMinimax.random(2, 1, 2, 1.5, seed=0).spec()
 
 # Positive control of claim aggitd.alg1.as_printed
 alg1_as_printed_control = known_case(_CONTROL_PROBLEM, {"point_seed": 12})

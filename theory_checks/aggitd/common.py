@@ -1,7 +1,7 @@
 """Shared helpers of the AggITD claims: the exact-run sentinel :data:`NO_DRAWS`, the case
-strategies, :class:`_Exact` (dense derivatives and the paper's constants of one problem),
-the estimator runner and the affine hypergradient and fixed-subset context of the algorithm
-checks (notation and constants: :mod:`theory_checks.aggitd`)."""
+strategies, :class:`_Exact` (dense derivatives of one problem, with the paper's constants from
+:mod:`theory_checks.aggitd.constants`), the estimator runner and the affine hypergradient and
+fixed-subset context of the algorithm checks (notation: :mod:`theory_checks.aggitd`)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
 from theory_checks._exact import evaluation_point, quadratic_view
+from theory_checks.aggitd.constants import aggitd_constants, dissimilarity_sq
 from theory_checks.claim import Case, NotMeasurable
 from theory_checks.classical.checks import closed_form_problems
 
@@ -75,7 +76,9 @@ def _bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case
 
 
 class _Exact:
-    """Dense derivatives, per-client Hessians and the paper's constants of one problem."""
+    """Dense derivatives and per-client Hessians of one problem, with the paper's constants
+    (``paper``, :func:`~theory_checks.aggitd.constants.aggitd_constants`: ``mu``, ``L_g`` and
+    ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``)."""
 
     def __init__(self, problem: Any, x: torch.Tensor) -> None:
         self.problem = problem
@@ -89,18 +92,17 @@ class _Exact:
         eye = torch.eye(problem.dim_y, dtype=torch.float64)
         cols = [self.oracles.hvp_inner(x, self.y_star, e, self.clients) for e in eye]
         self.client_H = torch.stack(cols, dim=2)  # (M, dy, dy): column k is H_i e_k
-        c = self.constants
-        self.mu = c.mu
-        self.L_g = max(c.L, c.L_clients, c.cross_norm)
-        self.L_f = c.outer_grad_y_lipschitz
+        self.paper = aggitd_constants(problem)
+        self.mu, self.L_g, self.L_f = self.paper.mu, self.paper.L_g, self.paper.L_f
         self.eye = eye
 
     def grad_outer(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.view.grad_outer(self.x, y)
 
     def heterogeneity_sq(self, y: torch.Tensor) -> float:
-        g = self.oracles.grad_inner(self.x, y, self.clients)
-        return float(((g - g.mean(0)) ** 2).sum(-1).mean())
+        """Assumption 4's dissimilarity at ``(x, y)`` (:func:`~theory_checks.aggitd.constants.
+        dissimilarity_sq`)."""
+        return dissimilarity_sq(self.problem, self.x, y)
 
     def fedsvrg_trajectory(self, y0: torch.Tensor, steps: int, beta: float, tau: int
                            ) -> list[torch.Tensor]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
+from theory_checks.aggitd.constants import inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 
 
@@ -30,7 +31,8 @@ def _comm_check(claim: Claim, case: Case, make: Callable[..., Any], sgd: bool) -
     n = seed % 7
     tau = 1 + (seed // 7) % 4
     participation = [None, 0.5, 1][(seed // 28) % 3]
-    algorithm = make(inner_steps=n, local_steps=tau, participation=participation)
+    algorithm = make(inner_steps=n, local_steps=tau, participation=participation,
+                     inner_step_size=inner_step(case), neumann_step_size=neumann_step(case))
     # the only draws are Q and, under partial participation, the client subset: the counts
     # below are exact for every draw (they depend on Q, which is read back from the state),
     # so the seed only picks which of them is checked

@@ -1,9 +1,18 @@
 """Corollary 1 as stated (no truncation floor, refuted) and corrected (Theorem 1's
-non-vanishing (1 - lambda mu)^{2N+2} floor term kept)."""
+non-vanishing (1 - lambda mu)^{2N+2} floor term kept), both at Theorem 1's step rule.
+
+Theorem 1 takes ``alpha_k = min{alpha_1, alpha_2, alpha_3, alpha_bar / sqrt(K)}`` (~1e-4 on the
+drawn cases) and ``beta_k`` in ``[max{beta_bar alpha_k / N, lambda / 10}, min{1, lambda,
+1/(6 L_g)}]``; Corollary 1 adds ``N = O(kappa_g)``. At those steps the iterates need ~1e5
+iterations to settle, so the run is followed exactly as an affine map
+(:mod:`theory_checks.aggitd.iteration`: exact oracles, the exact mean over Q) to its limit,
+the fixed point, and over its whole trajectory. Both claims are about that limit: with a floor,
+``||grad f(x_k)||^2`` converges to ``||grad f(x_inf)||^2 > 0`` (notes 6 item 12), which the
+corrected claim bounds by Theorem 1's floor term and the stated one says is not there.
+"""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -12,44 +21,64 @@ import torch
 
 from problems import ProblemConstants
 from testbed.algorithms.base import run_algorithm
-from theory_checks import _stats
 from theory_checks._exact import quadratic_view
-from theory_checks.aggitd.common import NO_DRAWS, _setup, outer_spectrum
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.aggitd.common import NO_DRAWS, _outer_affine, _setup
+from theory_checks.aggitd.constants import (
+    gradient_bound,
+    inner_step,
+    neumann_step,
+    theorem1_inner_steps,
+    theorem1_outer_step,
+)
+from theory_checks.aggitd.iteration import affine_iteration, fixed_point, trajectory_minimum
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 
-COR1_ITERATIONS = 20
+# Why 16: an iteration costs N inner steps and the affine map is read off d + 2 iterations; N
+# = c ceil(kappa_g) beyond 16 only makes the floor (1 - lambda mu)^{2N+2} smaller, not zero.
+COR1_MAX_INNER_STEPS = 16
 
 
-def _cor1_run(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
-    """FBO-AggITD with N = ceil(kappa_g), exact oracles, exact mean over Q, K iterations."""
+def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
+    """FBO-AggITD at Theorem 1's steps with Corollary 1's ``N``, followed to its limit.
+
+    Returns the limit's stationarity ``||grad f(x_inf)||^2``, the minimum over the whole
+    trajectory from the case's start, and the constants of the floor term at the limit.
+    :class:`NotMeasurable` when the iteration does not contract: its iterates then leave every
+    bounded region, where no quadratic ``f`` has Assumption 2's finite ``M`` (the bounded-
+    gradient assumption holds for the closed-form families only on bounded regions), so the
+    case is outside the theorem's hypotheses. (The claims declare that f is bounded below,
+    :data:`~theory_checks.aggitd.constants.F_BOUNDED_BELOW`: a thorough draw whose outer
+    Hessian had eigenvalue -0.305 diverged at spectral radius 1 + 1.6e-6 before it did.)
+    """
     problem = case.problem
     ex, x0, y0 = _setup(case)
-    eig = outer_spectrum(problem)
-    kappa_h = float(eig.max() / eig.min())
-    if kappa_h > 3.0:
-        # Why 3: K = 20 outer steps of size 1/L_h contract the outer error by
-        # (1 - 1/kappa_h)^20 <= 3e-4, enough to see the plateau; larger kappa_h needs more K.
-        raise NotMeasurable(f"outer condition number {kappa_h:.3g} > 3: K too short")
-    n = math.ceil(ex.L_g / ex.mu)  # Corollary 1's N = O(kappa_g)
-    if n > 4:
-        raise NotMeasurable(f"N = kappa_g = {n} > 4: too slow for this check's budget")
-    lam = beta = 1.0 / ex.L_g
-    alpha = 1.0 / float(eig.max())
+    n = theorem1_inner_steps(case)
+    if n > COR1_MAX_INNER_STEPS:
+        raise NotMeasurable(f"N = {n} > {COR1_MAX_INNER_STEPS}: too slow for this budget")
+    lam, beta, alpha = neumann_step(case), inner_step(case), theorem1_outer_step(case)
     algorithm = make(inner_steps=n, inner_step_size=beta, neumann_step_size=lam,
                      outer_step_size=alpha, expectation=True)
-    state = algorithm.init(problem)._replace(x=x0, y=y0)
-    records = run_algorithm(algorithm, problem, COR1_ITERATIONS, NO_DRAWS, state=state)
-    xs = [r.x for r in records]
-    stationarity = np.array([float(problem.exact_hypergradient(x).norm() ** 2) for x in xs])
-    # M bounds ||grad_y f|| where the estimator evaluates it in the limit: at the last
-    # iterate's inner points (the floor is a statement about the limit)
-    last = records[-1]
-    M = max(float(ex.view.grad_outer(last.x, y)[1].norm())
-            for y in (last.state.y, problem.exact_inner_solution(last.x)))
-    scale = float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star)
-    return {"n": n, "lam": lam, "scale": scale, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g, "M": M,
-            "stationarity": stationarity, "constants": ex.constants, "kappa_h": kappa_h,
+    it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
+    G, g0 = _outer_affine(problem)
+    G_np, g0_np, dx = G.numpy(), g0.numpy(), problem.dim_x
+    base = {"n": n, "lam": lam, "beta": beta, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g,
+            "radius": it.radius, "constants": ex.constants,
+            "scale": float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star)}
+
+    def stationarity(z: np.ndarray) -> np.ndarray:
+        return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)
+
+    z_inf = fixed_point(it)
+    limit = float(stationarity(z_inf))
+    z0 = torch.cat([x0, y0]).numpy()
+    infimum, iterations = trajectory_minimum(it, z0, stationarity, limit)
+    x_inf = torch.as_tensor(z_inf[:dx])
+    y_inf = torch.as_tensor(z_inf[dx:])
+    # M bounds ||grad F_i|| where the estimator evaluates it in the limit: at the limit's inner
+    # point and at y*(x_inf) (the floor is a statement about the limit)
+    M = gradient_bound(problem, [(x_inf, y_inf), (x_inf, problem.exact_inner_solution(x_inf))])
+    return {**base, "limit": limit, "infimum": infimum, "iterations": iterations, "M": M,
             "algorithm": algorithm, "problem": problem}
 
 
@@ -83,27 +112,23 @@ def _limit_identity(problem: Any, algorithm: Any, n: int, lam: float) -> float:
 
 
 def check_cor1_no_floor(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Cor. 1 as stated: with N = O(kappa), min_k ||grad f(x_k)||^2 decays at least like K^-1/2."""
-    run = _cor1_run(case, make)
-    stat = run["stationarity"]
-    best = np.minimum.accumulate(stat)
-    if best[-1] <= (IDENTITY_RTOL * run["scale"]) ** 2:
-        exponent = -math.inf  # reached zero to round-off: consistent with the corollary
-        fit = None
-    else:
-        ks = np.arange(COR1_ITERATIONS // 2, COR1_ITERATIONS + 1)
-        fit = _stats.fit_exponent(ks, best[ks])
-        exponent = fit.slope
-    passed = exponent <= -0.5 + 0.1
-    series = tuple(SeriesPoint("measured", "outer_iteration", int(k), float(v), 0,
-                               int(k) * (2 * run["n"] + 3)) for k, v in enumerate(stat))
-    result = None if fit is None else Fit(
-        "exponent of min_k ||grad f(x_k)||^2 in K (late half)", fit.slope, fit.ci_low,
-        fit.ci_high, -0.5, 0.1, residual=fit.residual_max)
-    return Measurement(exponent, -0.5, passed, "exponent <= -0.5 + 0.1", series=series,
-                       fit=result, details={"inner_steps": run["n"],
-                                            "final_stationarity": float(stat[-1]),
-                                            "kappa_h": run["kappa_h"]})
+    """Cor. 1 as stated: with N = O(kappa_g) the stationarity decays like K^{-1/2}, so its limit
+    (``average`` reading: Cor. 1's (1/K) sum_k) or its infimum over the trajectory (``min``:
+    the best iterate) is 0 to round-off."""
+    run = _cor1_limit(case, make)
+    reading = case.params.get("stationarity", "min")
+    measured = run["infimum"] if reading == "min" else run["limit"]
+    # Why (1e-10 scale)^2: a limit that is exactly stationary is met to round-off only.
+    tolerance = (IDENTITY_RTOL * run["scale"]) ** 2
+    return Measurement(
+        measured, tolerance, measured <= tolerance,
+        f"{'inf_k' if reading == 'min' else 'lim_k'} ||grad f(x_k)||^2 <= round-off",
+        series=(SeriesPoint("measured", "outer_iteration", run["iterations"], measured),),
+        details={"inner_steps": run["n"], "limit_stationarity": run["limit"],
+                 "trajectory_infimum": run["infimum"], "iterations_followed": run["iterations"],
+                 "spectral_radius": run["radius"], "neumann_step_size": run["lam"],
+                 "inner_step_size": run["beta"], "outer_step_size": run["alpha"],
+                 "reading": reading})
 
 
 def cor1_floor_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
@@ -115,25 +140,22 @@ def cor1_floor_bound(constants: ProblemConstants, params: Mapping[str, float]) -
 
 def check_cor1_floor_kept(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Corrected: the limit stationarity is at most Thm 1's (1 - lam mu)^{2N+2} floor term."""
-    run = _cor1_run(case, make)
-    stat = run["stationarity"]
-    late = float(stat[-1])
+    run = _cor1_limit(case, make)
+    late = run["limit"]
     params = {"neumann_step_size": run["lam"], "mu": run["mu"], "inner_steps": run["n"],
               "L_g": run["L_g"], "M": run["M"], "outer_step_size": run["alpha"]}
-    # Why the additive (1e-10 scale)^2: a zero floor (kappa_g = 1) is met to round-off only.
+    # Why the additive (1e-10 scale)^2: a zero floor is met to round-off only.
     bound = claim.evaluate_bound(run["constants"], params) + (IDENTITY_RTOL * run["scale"]) ** 2
-    # the run must have reached its limit: the last iterations change by < 1% of the floor
-    settled = abs(float(stat[-1]) - float(stat[-2])) <= 0.01 * bound + 1e-20
-    series = tuple(SeriesPoint("measured", "outer_iteration", int(k), float(v))
-                   for k, v in enumerate(stat)) + (
-        SeriesPoint("bound", "outer_iteration", COR1_ITERATIONS, bound),)
+    series = (SeriesPoint("measured", "outer_iteration", run["iterations"], late),
+              SeriesPoint("bound", "outer_iteration", run["iterations"], bound))
     # The floor term is loose (>= 100x the limit on every drawn case), so only a bias larger
     # than the whole indirect part (a sign flip) exceeds it; the limit it bounds must also be
     # the fixed point of the truncated series at the stated lambda and N (an exact identity a
     # mis-set step, a missing weight or a wrong count breaks).
     identity = _limit_identity(run["problem"], run["algorithm"], run["n"], run["lam"])
-    return Measurement(late, bound, late <= bound and settled and identity <= IDENTITY_RTOL,
+    return Measurement(late, bound, late <= bound and identity <= IDENTITY_RTOL,
                        "limit <= floor term; the limit is the truncated series' fixed point "
                        "(1e-10)", series=series,
-                       details={"inner_steps": run["n"], "settled": settled,
-                                "limit_identity": identity})
+                       details={"inner_steps": run["n"], "spectral_radius": run["radius"],
+                                "trajectory_infimum": run["infimum"],
+                                "outer_step_size": run["alpha"], "limit_identity": identity})

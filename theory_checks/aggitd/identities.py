@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from theory_checks.aggitd.common import ExtremeIndexDraw, _run, _setup
+from theory_checks.aggitd.constants import inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
@@ -27,7 +28,7 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         # the count and the weight the identity is about are untested (an AggITD forgetting
         # the weight, or stepping beta / 2, passes); such a case is not a pass.
         raise NotMeasurable("N = 0: no lower round, the weight lambda (N + 1) is untested")
-    beta = lam = 1.0 / ex.L_g
+    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
     ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
@@ -60,7 +61,7 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     n = 1 + seed % 12
     q = (seed // 12) % (n + 1)
     tau = 1 + (seed // 200) % 2
-    beta = lam = 1.0 / ex.L_g
+    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
     ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     hess_iv = lam * (n + 1) * torch.linalg.matrix_power(ex.eye - lam * ex.H, n - q) \
@@ -75,8 +76,12 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
                             f"({float(indirect.norm()) / scale:.2g} of the scale): the "
                             "importance weight is untested")
     predicted = gx - indirect
+    # a reading of Alg. 1 as printed (claim aggitd.alg1.as_printed): line 6 with or without
+    # lambda
+    reading = ({"printed_line6": case.params["printed_line6"]}
+               if "printed_line6" in case.params else {})
     out = _run(make, ex.problem, x, y0, inner_steps=n, local_steps=tau, inner_step_size=beta,
-               neumann_step_size=lam, index=q)
+               neumann_step_size=lam, index=q, **reading)
     relative = float((out.value - predicted).norm()) / scale
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
                        "relative residual <=", details={"inner_steps": n, "index": q})

@@ -12,10 +12,9 @@ Companion of :mod:`theory_checks.aggitd` (same notation and constants, whose hel
   tolerances.
 - **Scaling** of FBO-AggITD in the local steps ``tau`` and the sampled clients ``S``.
 
-Constants beyond :class:`theory_checks.aggitd._Exact`: ``L_f`` is the Lipschitz constant of the
-*full* gradient ``grad F_i(x, y)`` (Assumption 2; the spectral norm of each client's Hessian of
-``f_i`` in ``(x, y)``, maximised over clients), which is what ``M_f`` and ``L'_f`` of Lemma 4 are
-built from; ``M`` bounds ``||grad F_i||`` over the points a run visits (notes 6 item 20).
+Constants: :mod:`theory_checks.aggitd.constants` (Assumptions 1-4 as the paper defines them,
+``L_f`` and ``L_g`` jointly in ``(x, y)`` and per sample, Lemma 4's ``M_f`` and ``L'_f``, ``M``
+bounding ``||grad F_i||`` over the points a run visits, notes 6 item 20).
 
 This module holds Theorem 1's check, its design constants (``THM1_*``, which tests patch
 here) and :data:`CLAIMS`; the other checks live in sibling modules, one job each:
@@ -48,12 +47,14 @@ from theory_checks.aggitd.common import (
     _outer_affine,
     _setup,
 )
-from theory_checks.aggitd.rates_claims import EXACT_CLAIMS
-from theory_checks.aggitd.rates_common import (
-    Lemma4Constants,
+from theory_checks.aggitd.constants import (
+    AggITDConstants,
     gradient_bound,
-    outer_lipschitz,
+    inner_step,
+    neumann_step,
+    theorem1_caps,
 )
+from theory_checks.aggitd.rates_claims import EXACT_CLAIMS
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
@@ -70,19 +71,16 @@ __all__ = [
 # --------------------------------------------------------------------------- Theorem 1
 
 
-def thm1_constants(c: Lemma4Constants, params: Mapping[str, float]) -> dict[str, float]:
-    """``alpha_1..3, beta_bar, c_0..c_3, sigma_h^2`` of Appendix D.1 with ``rho = 0``.
+def thm1_constants(c: AggITDConstants, params: Mapping[str, float]) -> dict[str, float]:
+    """``alpha_1..3, beta_bar`` (:func:`~theory_checks.aggitd.constants.theorem1_caps`),
+    ``c_0..c_3, sigma_h^2`` of Appendix D.1 with ``rho = 0``.
 
     With ``rho = 0`` the terms in ``L_yx`` and ``rho^2`` vanish (``eta L_yx D_h^2 = 0``).
     """
     n, lam, alpha = params["inner_steps"], params["neumann_step_size"], params["alpha_k"]
     M = params["M"]
-    a2 = c.alpha_2
-    beta_bar = (c.M_f * c.L_y * a2 / 2.0 + 11.0 * c.M_f * c.L_y
-                + (6.0 + a2 / 3.0) * (n + 1) * lam * c.L_y * c.L_g**2 / c.M_f
-                * 6.0 * c.L_f**2 / c.mu) / c.mu
-    a1 = 1.0 / (8.0 * c.L_f_prime + 16.0 * c.M_f * c.L_y)
-    a3 = n * min(1.0, lam, 1.0 / (6.0 * c.L_g)) / (2.0 * beta_bar)
+    caps = theorem1_caps(c, int(n), lam)
+    a1, a2, a3, beta_bar = caps["alpha_1"], caps["alpha_2"], caps["alpha_3"], caps["beta_bar"]
     c0 = 2.0 * c.L_f_prime + 4.0 * c.M_f * c.L_y
     c1 = 0.25 + 4.0 * c.L_f_prime + 8.0 * c.M_f * c.L_y
     c2 = 0.5 + 4.0 * c.L_f_prime + 8.0 * c.M_f * c.L_y
@@ -100,7 +98,7 @@ def thm1_bound(constants: ProblemConstants, params: Mapping[str, float]) -> floa
     sqrt K)(c0 M^2 + c1 sigma_h^2 + c2 sigma_f^2 + c3 sigma_g^2) + 8 L_g^2 M^2 (1 - lam mu)^{2N+2}
     (3 + alpha_k / 6) / mu^2``, with ``W_0 = f(x_0) - inf f + (M_f / L_y) ||y_0 - y*(x_0)||^2``
     (notes 6 item 15: the paper writes W_0 for W_0 - inf W)."""
-    c = Lemma4Constants(params["mu"], params["L_g"], params["L_f"])
+    c = AggITDConstants(params["mu"], params["L_g"], params["L_f"])
     k = thm1_constants(c, params)
     K, a_bar, M = params["K"], params["alpha_bar"], params["M"]
     lam, n, mu = params["neumann_step_size"], params["inner_steps"], params["mu"]
@@ -206,8 +204,8 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
     if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:
         raise NotMeasurable(f"outer condition number {L_h / mu_h:.3g} > 4: alpha L_h > 1")
     k1, k2 = THM1_K
-    lam = 1.0 / ex.L_g
-    beta = min(1.0, lam, 1.0 / (6.0 * ex.L_g))  # Theorem 1's beta_k range (upper end >= lam/10)
+    # Theorem 1's lambda and the upper end of its beta_k range (>= lambda / 10)
+    lam, beta = neumann_step(case), inner_step(case)
     alpha_bar = THM1_STEP_AT_KMIN / mu_h * math.sqrt(k1)
     algorithms = {K: make(inner_steps=THM1_INNER_STEPS, inner_step_size=beta,
                           neumann_step_size=lam, outer_step_size=alpha_bar / math.sqrt(K),
@@ -235,7 +233,7 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
     noise = [problem.noise_variance(x, y, 1) for x, y in points]
     params = {
         "inner_steps": THM1_INNER_STEPS, "neumann_step_size": lam, "mu": ex.mu, "L_g": ex.L_g,
-        "L_f": outer_lipschitz(problem), "M": gradient_bound(problem, points),
+        "L_f": ex.L_f, "M": gradient_bound(problem, points),
         "alpha_bar": alpha_bar,
         "gap": float(0.5 * (x0 - x_star) @ G @ (x0 - x_star)),  # f(x_0) - inf f, f quadratic
         "initial_gap_sq": float((y0 - y_star0).norm() ** 2),
@@ -256,7 +254,7 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
     series = tuple(p for j, K in enumerate(THM1_K) for p in (
         SeriesPoint("measured", "outer_iterations K", K, float(means[j])),
         SeriesPoint("bound", "outer_iterations K", K, bounds[j])))
-    caps = thm1_constants(Lemma4Constants(ex.mu, ex.L_g, params["L_f"]),
+    caps = thm1_constants(ex.paper,
                           {**params, "alpha_k": alpha_bar / math.sqrt(k2)})
     cap = min(caps["alpha_1"], caps["alpha_2"], caps["alpha_3"])
     return Measurement(

@@ -9,11 +9,11 @@ from problems import QuadraticBilevel
 from theory_checks.claim import Claim, known_case
 from theory_checks.claim_file import load_claims
 
-# Positive control of the printed sum: a one-dimensional inner problem with lambda mu = 1
-# (identical clients, inner Hessian mu = 1 >= ||J|| = 0.64, so L_g = mu): the dropped Q = 0
-# term (1 - lambda mu)^{2N} is 0 and the printed and corrected sums agree.
-_SUM_CONTROL = QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, mu=1.0, hessian_heterogeneity=0.0,
-                                       gradient_heterogeneity=0.0).spec()
+# Positive control of the printed sum: the saved counterexample's problem (one client, f affine,
+# so Assumption 2's M holds on the whole space) at mu = 1 instead of 0.1: lambda mu = 0.43 and
+# ||J||^2 / L_g^2 = 0.57 leave the second moment at 0.75 of the printed sum (N = 1), inside.
+_SUM_CONTROL = QuadraticBilevel.random(1, 1, 1, 1.0, seed=164, mu=1.0, hessian_heterogeneity=0.0,
+                                       gradient_heterogeneity=0.0, outer_curvature=0.0).spec()
 
 
 # Every claim of the companion but Theorem 1's, in the order of CLAIMS.

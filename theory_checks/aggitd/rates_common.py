@@ -1,43 +1,10 @@
-"""Shared helpers of the AggITD rate, errata and scaling checks: the constants ``L_f`` and
-``M`` of the full gradient, Lemma 4's constants, the fixed-Q generator and the context
-that records One-Round-Upper's uploads."""
+"""Shared helpers of the AggITD rate, errata and scaling checks: the fixed-Q generator and the
+observer that records One-Round-Upper's uploads (the constants, ``L_f``, ``M`` and Lemma 4's
+among them, are in :mod:`theory_checks.aggitd.constants`)."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 import torch
-
-from testbed.oracles import Oracles
-from theory_checks.aggitd.common import _Exact
-
-
-def outer_lipschitz(problem: Any) -> float:
-    """``L_f``: max over clients of ``||grad^2_{(x,y)} f_i||`` (constant on the quadratics)."""
-    dx, dy = problem.dim_x, problem.dim_y
-    zeros = torch.zeros(dx + dy, dtype=torch.float64)
-    worst = 0.0
-    for client in range(problem.n_clients):
-        index = torch.tensor([client])
-
-        def f(z: torch.Tensor, index: torch.Tensor = index) -> torch.Tensor:
-            return problem.outer_loss(z[None, :dx], z[None, dx:], index, None)[0]
-
-        hess = torch.autograd.functional.hessian(f, zeros)
-        worst = max(worst, float(torch.linalg.matrix_norm(hess, ord=2)))
-    return worst
-
-
-def gradient_bound(problem: Any, points: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
-    """``M``: max over clients and the given ``(x, y)`` of ``||grad F_i(x, y)||`` (exact)."""
-    oracles = Oracles(problem)
-    clients = torch.arange(problem.n_clients)
-    worst = 0.0
-    for x, y in points:
-        gx, gy = oracles.grad_outer(x, y, clients)
-        worst = max(worst, float(torch.sqrt((gx**2).sum(-1) + (gy**2).sum(-1)).max()))
-    return worst
 
 
 class FixedIndex:
@@ -66,33 +33,3 @@ class LastUploads:
 
     def __call__(self, uploads: torch.Tensor, clients: torch.Tensor) -> None:
         self.uploads = uploads.detach().clone()
-
-
-@dataclasses.dataclass(frozen=True)
-class Lemma4Constants:
-    """Lemma 4 / Appendix D.1 constants with ``rho = 0`` (so ``L_yx = 0``)."""
-
-    mu: float
-    L_g: float
-    L_f: float
-
-    @property
-    def L_y(self) -> float:
-        return self.L_g / self.mu
-
-    @property
-    def M_f(self) -> float:
-        return self.L_f + self.L_g * self.L_f / self.mu
-
-    @property
-    def L_f_prime(self) -> float:
-        return self.L_f + self.L_g * (self.L_f + self.M_f) / self.mu
-
-    @property
-    def alpha_2(self) -> float:
-        """``1 / (324 M_f^2 + 6 M_f)``: Lemma 3's and Theorem 1's outer step cap."""
-        return 1.0 / (324.0 * self.M_f**2 + 6.0 * self.M_f)
-
-
-def _lemma4(problem: Any, ex: _Exact) -> Lemma4Constants:
-    return Lemma4Constants(ex.mu, ex.L_g, outer_lipschitz(problem))

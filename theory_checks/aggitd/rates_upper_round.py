@@ -15,13 +15,14 @@ from testbed.algorithms.aggitd import AggITDState
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks.aggitd.common import _Exact, _setup
-from theory_checks.aggitd.rates_common import (
-    FixedIndex,
-    LastUploads,
-    Lemma4Constants,
-    _lemma4,
+from theory_checks.aggitd.constants import (
+    AggITDConstants,
     gradient_bound,
+    inner_step,
+    lemma3_outer_step,
+    neumann_step,
 )
+from theory_checks.aggitd.rates_common import FixedIndex, LastUploads
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -85,8 +86,8 @@ def upper_round(problem: Any, ex: _Exact, x: torch.Tensor, y0: torch.Tensor,
     gx, gy = ex.grad_outer(y_plus)
     target = ex.J @ torch.linalg.solve(ex.H, gy)
     return UpperRound(
-        drift=torch.stack(drifts).mean(0).numpy(),
-        direction_sq=torch.stack(directions).mean(0).numpy(),
+        drift=torch.stack(drifts).mean(0).cpu().numpy(),
+        direction_sq=torch.stack(directions).mean(0).cpu().numpy(),
         b_i=float((torch.stack(indirect).mean(0) - target).norm() ** 2),
         y_gap_sq=float((y_plus - ex.y_star).norm() ** 2),
         stationarity=float(problem.exact_hypergradient(x).norm() ** 2),
@@ -94,21 +95,20 @@ def upper_round(problem: Any, ex: _Exact, x: torch.Tensor, y0: torch.Tensor,
 
 
 def _upper_setup(case: Case) -> tuple[Any, _Exact, torch.Tensor, torch.Tensor, dict[str, Any],
-                                      Lemma4Constants]:
-    """Lemma 3's conditions: lam = 1/L_g, beta = min(1, lam, 1/(6 L_g)), alpha = alpha_2."""
+                                      AggITDConstants]:
+    """Lemma 3's conditions (:mod:`~theory_checks.aggitd.constants`): lam = min(10, 1/L_g),
+    beta = min(1, lam, 1/(6 L_g)), alpha = alpha_2."""
     ex, x, y0 = _setup(case)
-    c = _lemma4(case.problem, ex)
     seed = case.params["point_seed"]
-    lam = 1.0 / ex.L_g
     # Why tau in {4, 8}: the lemma's point is a tau-free bound under alpha_i = alpha / tau_i,
     # so large tau is the demanding case; tau = 1 makes the local path one step.
     params = {"inner_steps": 1 + seed % 2, "local_steps": (4, 8)[(seed // 2) % 2],
-              "inner_step_size": min(1.0, lam, 1.0 / (6.0 * ex.L_g)), "neumann_step_size": lam,
-              "outer_step_size": c.alpha_2}
-    return case.problem, ex, x, y0, params, c
+              "inner_step_size": inner_step(case), "neumann_step_size": neumann_step(case),
+              "outer_step_size": lemma3_outer_step(case)}
+    return case.problem, ex, x, y0, params, ex.paper
 
 
-def _sigma_h_sq(params: Mapping[str, Any], c: Lemma4Constants, M: float) -> float:
+def _sigma_h_sq(params: Mapping[str, Any], c: AggITDConstants, M: float) -> float:
     return params["neumann_step_size"] * (params["inner_steps"] + 1) * c.L_g**2 * M**2 / c.mu
 
 

@@ -12,6 +12,8 @@ read off the family's arrays (:func:`reference_maps`), so a wrong map in the alg
 The claims are data, :file:`claims.toml` and :file:`rates.toml`, read by
 :mod:`theory_checks.fedmsa.claims` (which holds the cases and controls they name) and
 :mod:`theory_checks.fedmsa.rates`; the checks live in one-job modules:
+:mod:`theory_checks.fedmsa.constants` (the paper's constants, step and batch conditions and
+assumptions as hypotheses, which every claim declares),
 :mod:`theory_checks.fedmsa.reference` (reference maps, criterion, helpers),
 :mod:`theory_checks.fedmsa.cases` (case strategies),
 :mod:`theory_checks.fedmsa.identities` (exact identities, Lemma B.1) and

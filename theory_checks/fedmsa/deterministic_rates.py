@@ -11,15 +11,14 @@ import numpy as np
 
 from theory_checks import _stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.reference import (
     _point,
     _radius,
     build,
     criterion,
-    heterogeneity_tau,
     local_points,
     run,
-    single_timescale_step,
 )
 from theory_checks.runner import fast_profile
 
@@ -36,18 +35,20 @@ def _averaged_criterion(problem: Any, records: list[Any]) -> np.ndarray:
     """Output-rule criterion after each round R: the mean of the criterion over every local
     iterate ``(r, k)`` of rounds ``0..R-1`` (the expectation over ``(r, k) ~ Unif``)."""
     xs, Zs, rounds = local_points(records)
-    values = criterion(problem, xs, Zs).numpy()
+    values = criterion(problem, xs, Zs).cpu().numpy()
     sums = np.cumsum(values)
     counts = np.arange(1, len(values) + 1)
     ends = [i for i in range(len(rounds)) if i == len(rounds) - 1 or rounds[i + 1] != rounds[i]]
     return np.array([sums[i] / counts[i] for i in ends])
 
 
-def _rate_setup(problem: Any, K: int) -> tuple[float, float, float, float]:
+def _rate_setup(case: Case, K: int) -> tuple[float, float, float, float]:
     """Steps following Theorem 3.1, ``alpha, beta = O(1/(tau K))``: the contracting pair of
-    :func:`single_timescale_step` capped at ``1/(4 tau K)``; returns alpha, beta, tau and the
-    spectral radius of centralised MSA's iteration with those steps."""
-    alpha, beta, _ = single_timescale_step(problem)
+    :func:`~theory_checks.fedmsa.constants.theorem31_steps` (inside Lemmas B.1-B.2) capped at
+    ``1/(4 tau K)``; returns alpha, beta, tau and the spectral radius of centralised MSA's
+    iteration with those steps."""
+    problem = case.problem
+    alpha, beta = theorem31_steps(case)
     tau = heterogeneity_tau(problem)
     if tau > 0:
         alpha, beta = min(alpha, 1.0 / (4.0 * tau * K)), min(beta, 1.0 / (4.0 * tau * K))
@@ -56,9 +57,10 @@ def _rate_setup(problem: Any, K: int) -> tuple[float, float, float, float]:
 
 def _round_budget() -> int:
     # Why: one FedMSA round with K local steps costs (1 + K) batched map evaluations of ~5 ms
-    # each (six autodiff passes through Oracles); the fast profile must keep a claim's 8 cases
-    # near 5 s, the thorough one may spend a minute.
-    return 100 if fast_profile() else 2000
+    # each (six autodiff passes through Oracles); the fast profile must keep a claim's 4 cases
+    # near 8 s (steps inside Lemmas B.1-B.2 contract 2-8x slower than the fastest contracting
+    # pair, so R = 9..23 rounds), the thorough one may spend a minute.
+    return 400 if fast_profile() else 2000
 
 
 # Why R in (4, 8, 16, 32) horizons: the values are exact expectations, and past 4 horizons
@@ -85,7 +87,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
 
     problem = case.problem
     K = case.params["local_steps"]
-    alpha, beta, tau, radius = _rate_setup(problem, K)
+    alpha, beta, tau, radius = _rate_setup(case, K)
     # the horizon: 6 / (contraction gap) local steps of centralised MSA leave e^-6 of the start
     gap = max(1.0 - radius, 1e-12)
     horizon = max(4, int(math.ceil(6.0 / (gap * K))))
@@ -120,7 +122,8 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     problem = case.problem
     if heterogeneity_tau(problem) > 1e-12:
         raise NotMeasurable("tau > 0")
-    alpha, beta, radius = single_timescale_step(problem)
+    alpha, beta = theorem31_steps(case)
+    radius = _radius(problem, alpha, beta)
     Ks = np.array([2, 4, 8])
     # Why R = 6 / (K_min (1 - radius)): the smallest K must already see the sum of the
     # criterion converge (e^-6 of its first terms), else the average is flat in K.

@@ -13,12 +13,12 @@ import torch
 from problems import LinearCompositional
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.fedmsa.constants import fedmsa_constants, heterogeneity_tau, lemma_b1_step
 from theory_checks.fedmsa.reference import (
     _point,
     _sizes,
     build,
     fixed_point_Z,
-    heterogeneity_tau,
     joint_jacobian,
     mean_maps,
     reference_maps,
@@ -198,14 +198,21 @@ def _z_jacobian(problem: Any) -> torch.Tensor:
 
 
 def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurement:
+    """Lemma B.1 on FedMSA's z-update from the worst start, with the paper's constants
+    (:mod:`~theory_checks.fedmsa.constants`): as printed, A5's lambda per client, A3's L_s
+    under the case's reading (``lipschitz``: in z, the proof's use, or jointly in (x, z)) and
+    beta = lambda / (2 L_s); corrected, the averaged map's lambda (the proof's use of A5) and
+    beta = lambda / (4 L_s^2)."""
     problem = case.problem
     dx, dz = _sizes(problem)
     J = _z_jacobian(problem)
-    lam = float(torch.linalg.eigvalsh(0.5 * (J + J.T)).min())
+    c = fedmsa_constants(problem)
+    reading = case.params.get("lipschitz")
+    L = max(c.lipschitz(reading))
+    lam = min(c.lam) if corrected else min(c.lam_clients)
     if lam <= 1e-8:
         raise NotMeasurable(f"A5 fails for z = [w; v] jointly (lambda = {lam:.3g}; notes 6.13)")
-    L = float(torch.linalg.matrix_norm(J, ord=2))
-    beta = lam / (4 * L**2) if corrected else lam / (2 * L)
+    beta = lam / (4 * L**2) if corrected else lemma_b1_step(case)
     coeff = (1 - lam * beta + 2 * L**2 * beta**2) if corrected else (1 - lam * beta)
     eye = torch.eye(dz, dtype=torch.float64)
     # the worst start: the top right singular vector of I - beta J (the lemma is "for all z")
@@ -246,7 +253,7 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
                                                      if corrected else ""),
                        series=tuple(series),
                        details={"lambda": lam, "L": L, "beta": beta, "coefficient": coeff,
-                                "update_residual": update})
+                                "update_residual": update, "lipschitz_reading": reading or "z"})
 
 
 def check_lemma_b1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

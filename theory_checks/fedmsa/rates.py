@@ -72,7 +72,7 @@ _RHO_NOTE = (
     "Started at the fixed point (x*, Z*(x*)), so the deterministic terms of Thm 3.1 vanish and "
     "the criterion is the noise part; additive noise only (3 samples per client, gradient "
     "noise 1), K = 1, batch 1, R in R_0 (1, 2, 4, 8) with R_0 >= 32 and >= 4 contraction "
-    "horizons, steps from single_timescale_step. The theorem's slowest noise term is "
+    "horizons, steps inside Lemmas B.1-B.2. The theorem's slowest noise term is "
     "(sigma/(MKR))^{2/3}. " + _EXACT_NOTE
 )
 

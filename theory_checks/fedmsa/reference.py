@@ -101,12 +101,6 @@ def joint_jacobian(problem: Any, per_client: bool = False) -> torch.Tensor:
     return (values[1:] - values[:1]).permute(1, 2, 0)
 
 
-def heterogeneity_tau(problem: Any) -> float:
-    """``tau = max_m ||J^m - J||`` of the joint map (Def. 2.2 with averages, Assumption C)."""
-    J_m = joint_jacobian(problem, per_client=True)
-    return float(torch.linalg.matrix_norm(J_m - J_m.mean(0), ord=2).max())
-
-
 def fixed_point_Z(problem: Any, x: torch.Tensor) -> torch.Tensor:
     """``Z*(x)`` for points ``x (T, d_0)``: the solution of ``S(x, Z) = 0`` (affine in Z)."""
     dx, dz = _sizes(problem)

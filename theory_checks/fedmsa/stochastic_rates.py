@@ -25,6 +25,7 @@ from theory_checks.claim import (
     SeriesPoint,
     known_case,
 )
+from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.exact import (
     _Branch,
     _Layout,
@@ -37,13 +38,12 @@ from theory_checks.fedmsa.exact import (
 from theory_checks.fedmsa.reference import (
     _affine_matrix,
     _point,
+    _radius,
     _sizes,
     build,
     fixed_point_Z,
-    heterogeneity_tau,
     mean_maps,
     run,
-    single_timescale_step,
 )
 from theory_checks.runner import fast_profile
 
@@ -126,7 +126,7 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     K, rho, R = (int(M_RATE_SETUP["local_steps"]), float(M_RATE_SETUP["momentum"]),
                  int(M_RATE_SETUP["rounds"]))
     one = replicated(problem, 1)
-    alpha, beta, _ = single_timescale_step(one)
+    alpha, beta = theorem31_steps(case)  # the case's problem is one client: client 0's steps
     x0, Z0 = fixed_point(one)
     grid = list(_m_grid())
     values = []
@@ -180,7 +180,7 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     K, R = TAU_SETUP["local_steps"], TAU_SETUP["rounds"]
     problems = [_rebuild(case.problem.spec(), h) for h in HETEROGENEITY_GRID]
     taus = [heterogeneity_tau(p) for p in problems]
-    alpha0, beta0, _ = single_timescale_step(problems[0])
+    alpha0, beta0 = theorem31_steps(case)  # the case's instance is the grid's first
     x0 = _point(problems[0], case.params["seed"])
     values = []
     for p, tau in zip(problems, taus, strict=True):
@@ -235,9 +235,17 @@ def _r_grid(radius: float) -> tuple[int, ...]:
 
 
 def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Measurement:
+    """The noise part of the output-rule criterion against R, exact, with ``rho = 1/R`` (times
+    the case's ``rho_constant``, Theta(1/R)'s constant) or the proof's ``max(1/R, R^{-2/3})``
+    (``proof_choice``), and the round-0 batch of the case's ``initial_batch``: ``"b"``
+    (Algorithm 1's box: the batch b = 1 of every round) or ``"KR"`` (the proof's b_0 = K R).
+    Steps from :func:`~theory_checks.fedmsa.constants.theorem31_steps` (inside Lemmas B.1-B.2)."""
     problem = case.problem
     K = 1
-    alpha, beta, radius = single_timescale_step(problem)
+    alpha, beta = theorem31_steps(case)
+    radius = _radius(problem, alpha, beta)
+    if radius >= 0.999:
+        raise NotMeasurable(f"centralised MSA does not contract at these steps ({radius:.4f})")
     x0, Z0 = fixed_point(problem)
     offset = float(case.params.get("offset", 0.0))
     if offset:
@@ -247,6 +255,8 @@ def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Meas
     dx, dz = _sizes(problem)
     layout = _Layout(dx, dz)
     rng = np.random.default_rng(case.params["seed"])
+    initial_batch = case.params.get("initial_batch", "b")
+    rho_constant = float(case.params.get("rho_constant", 1.0))
 
     def alg_at(rho: float, batch: int = 1) -> Any:
         return build(make, problem, local_steps=K, momentum=rho, outer_step_size=alpha,
@@ -260,13 +270,13 @@ def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Meas
     grid = _r_grid(radius)
     values, rhos = [], []
     for R in grid:
-        # Thm 3.1: rho = 1/R. The proof: rho = max(1/R, rho_2) with rho_2 ~ R^{-2/3}, b_0 = KR.
-        rho = max(1.0 / R, R ** (-2.0 / 3.0)) if proof_choice else 1.0 / R
+        # Thm 3.1: rho = Theta(1/R). The proof: rho = max(1/R, rho_2) with rho_2 ~ R^{-2/3}.
+        rho = max(1.0 / R, R ** (-2.0 / 3.0)) if proof_choice else min(1.0, rho_constant / R)
         w = (rho - _RHO_ANCHORS[0]) / (_RHO_ANCHORS[1] - _RHO_ANCHORS[0])
         rest = [_Branch.mix(a, b, w) for a, b in zip(*anchors, strict=True)]
         validate_round(alg_at(rho), problem, layout, rest, n, rng)
         round0 = first
-        if proof_choice:
+        if initial_batch == "KR":
             round0 = [b.rebatched(K * R) for b in first]
             alg0 = alg_at(rho, K * R)
             validate_round(alg0, problem, layout, round0, n, rng,
@@ -276,12 +286,13 @@ def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Meas
     return _exponent_measurement("exponent of E criterion in R", grid, values,
                                  THEORY_M_EXPONENT, THEORY_M_EXPONENT + EXPONENT_TOL,
                                  {"K": K, "alpha": alpha, "beta": beta, "radius": radius,
-                                  "rho": rhos, "offset": offset,
+                                  "rho": rhos, "offset": offset, "initial_batch": initial_batch,
                                   "proof_choice": proof_choice}, "rounds R")
 
 
 def check_rho_as_stated(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """rho = 1/R and Algorithm 1's box (batch b in every round): exponent in R <= -2/3."""
+    """rho = c/R (c: the case's ``rho_constant``, 1 by default) and the case's round-0 batch
+    (Algorithm 1's box unless the case names ``initial_batch = "KR"``): exponent in R <= -2/3."""
     return _check_rho(case, make, proof_choice=False)
 
 
@@ -290,28 +301,36 @@ def check_rho_proof_choice(claim: Claim, case: Case, make: Callable[..., Any]) -
     return _check_rho(case, make, proof_choice=True)
 
 
-def _noisy_cases() -> st.SearchStrategy[Case]:
+def _noisy_cases(initial_batch: str = "b", max_clients: int | None = None
+                 ) -> Callable[[], st.SearchStrategy[Case]]:
     """Additive noise only (hessian_noise = 0): Lemma B.5's mean-Lipschitz step condition is
     void, the momentum error obeys d_r = (1 - rho) d_{r-1} + rho eps_r exactly, and the rounds
     are affine in the samples' noise (the exact moments apply). Why M <= 2 and dimensions <= 2
-    on the fast profile: the identification runs 3 M (D + 1 + 2 (M + 1)(n - 1)) rounds."""
-    fast = fast_profile()
-    size: dict[str, Any] = {"max_clients": 2 if fast else 3, "max_dim": 2 if fast else 3,
-                            "kappa": (1.0, 2.0), "max_hessian_heterogeneity": 0.3,
-                            "n_samples": 3, "gradient_noise": 1.0}
-    problem = st.one_of(strategies.quadratic_bilevel(**size),
-                        strategies.quadratic_minimax(**size))
-    return st.builds(lambda p, seed: Case(p, {"seed": seed, "offset": 0.0}), problem,
-                     strategies.SEEDS)
+    on the fast profile: the identification runs 3 M (D + 1 + 2 (M + 1)(n - 1)) rounds. The
+    cases carry the round-0 batch rule ``initial_batch`` (``"b"``: Algorithm 1's box; ``"KR"``:
+    the proof's b_0 = K R)."""
+    def build() -> st.SearchStrategy[Case]:
+        fast = fast_profile()
+        clients = max_clients or (2 if fast else 3)
+        size: dict[str, Any] = {"max_clients": clients, "max_dim": 2 if fast else 3,
+                                "kappa": (1.0, 2.0), "max_hessian_heterogeneity": 0.3,
+                                "n_samples": 3, "gradient_noise": 1.0}
+        problem = st.one_of(strategies.quadratic_bilevel(**size),
+                            strategies.quadratic_minimax(**size))
+        return st.builds(lambda p, seed: Case(p, {"seed": seed, "offset": 0.0,
+                                                  "initial_batch": initial_batch}),
+                         problem, strategies.SEEDS)
+
+    return build
 
 
 def _noise_free_control() -> Callable[[], Case]:
-    """Inside Theorem 3.1's conditions with sigma = 0 (gradient noise 0 on the same sample
-    sets), started off the fixed point: only the deterministic terms tau/R + 1/(sqrt(K) R)
-    remain, the criterion decays like 1/R and the same check says "holds"."""
-    problem = QuadraticBilevel.random(2, 1, 2, 2.0, seed=3, hessian_heterogeneity=0.3,
-                                      gradient_heterogeneity=0.5, n_samples=3,
-                                      gradient_noise=0.0)
+    """Inside Theorem 3.1's conditions (one client: A5 holds per client) with sigma = 0
+    (gradient noise 0 on the same sample sets), started off the fixed point: only the
+    deterministic terms tau/R + 1/(sqrt(K) R) remain, the criterion decays like 1/R and the
+    same check says "holds"."""
+    problem = QuadraticBilevel.random(1, 1, 2, 2.0, seed=3, gradient_heterogeneity=0.5,
+                                      n_samples=3, gradient_noise=0.0)
     return known_case(problem.spec(), {"seed": 0, "offset": 1.0})
 
 
@@ -323,7 +342,7 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     in (M - S) / (S (M - 1)) equals 1."""
     problem = case.problem
     m = problem.n_clients
-    alpha, beta, _ = single_timescale_step(problem)
+    alpha, beta = theorem31_steps(case)
     alg = build(make, problem, local_steps=3, momentum=0.5, outer_step_size=alpha,
                 inner_step_size=beta, batch_size=None, participation=None)
     start = run(alg, problem, 1, seed=case.params["seed"],

@@ -7,8 +7,9 @@ HGP's averaging rules ``PushSumAveraging``, ``ExactAveraging``, ``ServerAveragin
 classical estimators and solvers, the oracles and the federation. The public subpackages hold
 the rest: ``testbed.estimators`` (hypergradient estimators and their building blocks),
 ``testbed.algorithms`` (outer loops, FedNest's update strategies), ``testbed.federation``
-(context, ledger, local rounds, sampling), ``testbed.decentralized`` (graphs, Push-Sum, HGP and
-its averaging rules) and ``testbed.entries`` (the registry's entries per paper).
+(context, ledger, local rounds, sampling, the clients' work of a round),
+``testbed.decentralized`` (graphs, Push-Sum, HGP and its averaging rules) and
+``testbed.entries`` (the registry's entries per paper).
 
 The names below are imported on first use (PEP 562 ``__getattr__``), so that ``import
 testbed`` (and ``testbed --help``) does not import torch; ``from testbed import Neumann`` works
@@ -69,6 +70,10 @@ _WHERE: dict[str, str] = {
     "Neumann": "testbed.estimators.solvers",
     "DivergenceError": "testbed.estimators.validation",
     "InputError": "testbed.estimators.validation",
+    "ClientReply": "testbed.federation.client_work",
+    "ClientWork": "testbed.federation.client_work",
+    "InProcessClients": "testbed.federation.client_work",
+    "portable": "testbed.federation.client_work",
     "FederatedContext": "testbed.federation.context",
     "Ledger": "testbed.federation.ledger",
     "local_round": "testbed.federation.local",

@@ -1,4 +1,5 @@
-"""The testbed command line: list, check, calibrate, run, report, regress, verify.
+"""The testbed command line: list, check, calibrate, run, report, regress, verify, mutate,
+deploy.
 
 Examples (also shown by ``testbed --help``)::
 
@@ -15,6 +16,7 @@ Examples (also shown by ``testbed --help``)::
     testbed mutate                      # realistic bugs against the claims: the mutation table
     testbed run configs/aggitd_table2_iid_tau1.toml --steps 20   # one paper experiment
     testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
+    testbed deploy configs/deploy/fednest_quadratic.toml --engine local   # FedNest on Flower
 """
 
 from __future__ import annotations
@@ -510,6 +512,8 @@ COMMANDS = {
     "regress": "compare estimators with the committed regression baseline",
     "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
     "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
+    "deploy": "run a server algorithm on Flower (simulation engine, or SuperLink and "
+              "SuperNodes) against the simulation",
 }
 DESCRIPTION = """\
 The hypergradient testbed: checks the claims of the federated hypergradient papers
@@ -629,8 +633,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(verify)
     verify.set_defaults(func=_cmd_verify)
     from testbed_app import mutate
+    from testbed_app.flower import command as deploy
 
     mutate.add_arguments(_command(sub, "mutate"))
+    deploy.add_arguments(_command(sub, "deploy"))
     return parser
 
 

@@ -25,22 +25,12 @@ import numpy as np
 
 from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import reuse_or_write
-from testbed.algorithms.rounds import RoundsFormula
 from testbed.info import EstimatorInfo
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
 FILE = "communication.json"
 KIND_ORDER = ("bilevel", "minimax", "compositional")
-
-
-def _per_iteration_formula(formula: RoundsFormula, state: Any) -> int | None:
-    """The formula at one iteration (a drawn ``N'`` read from the state), or its fixed value."""
-    fixed = formula.value()
-    if fixed is not None:
-        return fixed
-    index = getattr(state, "truncation_index", None)
-    return None if index is None else formula.value(**{"N'": int(index)})
 
 
 def measure(info: EstimatorInfo) -> dict[str, Any]:
@@ -58,7 +48,7 @@ def measure(info: EstimatorInfo) -> dict[str, Any]:
     formula = algorithm.rounds_formula()
     expected: list[int | None] = []
     if formula is not None:
-        expected = [_per_iteration_formula(formula, r.state) for r in records[1:]]
+        expected = [formula.at_iteration(r.state) for r in records[1:]]
     declared = algorithm.rounds_per_iteration()
     agrees = (all(e == m for e, m in zip(expected, rounds, strict=True))
               if expected and None not in expected else None)

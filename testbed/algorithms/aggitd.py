@@ -35,7 +35,7 @@ from testbed.estimators.aggitd import AggITD, check_shared_parameters
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import check_step
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import local_round
+from testbed.federation.local import LocalIterates, OuterGradientXAt
 
 # Why 0.01: the outer step of the paper's experiments (App. A.3); small enough to be stable on
 # the closed-form families drawn by problems.strategies, whose outer Hessians stay below ~50.
@@ -132,9 +132,7 @@ def one_round_upper(
     clients: torch.Tensor, local_steps: Any, outer_step_size: float,
 ) -> torch.Tensor:
     """One-Round-Upper (Alg. 4): ``tau_i`` SVRG-corrected local x-steps, one round."""
-
-    def direct(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ctx.oracles.grad_outer_x(points, y, active, batch)
-
-    return local_round(ctx, x, clients, direct, local_steps, outer_step_size,
-                       global_direction=h, scale_by_steps=True)
+    work = LocalIterates(x, OuterGradientXAt(y), local_steps, outer_step_size,
+                         global_direction=h, scale_by_steps=True)
+    (local,) = ctx.run_clients(work, clients).uploads
+    return ctx.aggregate(local, clients, "x")

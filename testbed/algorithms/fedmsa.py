@@ -58,7 +58,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -73,6 +73,7 @@ from testbed.algorithms.fedmsa_maps import (
 )
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.validation import check_positive_int, check_step_below
+from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
 from testbed.federation.context import FederatedContext
 
 
@@ -121,6 +122,7 @@ def _check_step(value: Any, name: str) -> None:
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
+@portable
 @dataclasses.dataclass(frozen=True)
 class FedMSA(OuterAlgorithm):
     """FedMSA (Tarzanagh et al. 2023), Algorithm 1; see the module docstring.
@@ -227,7 +229,6 @@ class FedMSA(OuterAlgorithm):
         return previous
 
     def step(self, ctx: FederatedContext, state: FedMSAState) -> FedMSAState:
-        problem = ctx.problem
         first = state.round == 0
         rho = 1.0 if first else float(self.momentum)
         K = 1 if first else self.local_steps
@@ -236,36 +237,23 @@ class FedMSA(OuterAlgorithm):
         here = torch.cat([state.x, state.Z])
         # communication 1: the server point(s) down, (h^m, q^m) up, (h_r, q_r) echoed to all
         if rho == 1.0:
-            points, prev = ctx.broadcast(here, everyone), None
+            sent = here
+            points, prev = ctx.broadcast(sent, everyone, "point"), None
         else:
             assert state.x_prev is not None and state.Z_prev is not None
-            sent = ctx.broadcast(torch.cat([here, state.x_prev, state.Z_prev]), everyone)
-            points, prev = sent[:, : here.shape[0]], sent[:, here.shape[0]:]
+            sent = torch.cat([here, state.x_prev, state.Z_prev])
+            both = ctx.broadcast(sent, everyone, "point")
+            points, prev = both[:, : here.shape[0]], both[:, here.shape[0]:]
         h, q = self.global_directions(ctx, points, prev, state.h, state.q, rho)
         # communication 2: local recursion (6) on the sampled client(s), model up
         local_clients = ctx.participants()
-        S = int(local_clients.shape[0])
-        betas = self._betas(problem).to(state.Z)  # the iterates' dtype and device
-        xk, Zk = state.x.expand(S, -1).clone(), state.Z.expand(S, -1).clone()
-        xa, Za = xk, Zk
-        hk, qk = h.expand(S, -1).clone(), q.expand(S, -1).clone()
-        iterates = []
-        for k in range(1, K + 1):
-            batches = draw_batches(ctx, local_clients, self.maps.n_batches)
-            xa, Za = self.correction_point((xk, Zk), (xa, Za))
-            p, s = self.maps.evaluate(
-                ctx.oracles, torch.cat([xk, xa]), torch.cat([Zk, Za]), local_clients.repeat(2),
-                [repeat_batch(b, 2) for b in batches])
-            hk = p[:S] + hk - p[S:]
-            qk = s[:S] + qk - s[S:]
-            iterates.append(LocalIterate(k, xk, Zk, hk, qk))
-            xa, Za = xk, Zk
-            xk, Zk = xk - self.outer_step_size * hk, Zk - betas * qk  # simultaneous (Jacobi)
-        model = ctx.aggregate(torch.cat([xk, Zk], dim=1), local_clients)
+        work = MSALocalRecursion(self, sent, torch.cat([h, q]), dx, K)
+        reply = ctx.run_clients(work, local_clients)
+        model = ctx.aggregate(reply.uploads[0], local_clients, "model")
         return FedMSAState(
             x=model[:dx], Z=model[dx:], h=h, q=q, x_prev=state.x, Z_prev=state.Z,
             round=state.round + 1, clients=local_clients, anchor_x=state.x,
-            anchor_Z=state.Z, local=tuple(iterates),
+            anchor_Z=state.Z, local=reply.trace or (),
         )
 
     def check_problem(self, problem: Problem) -> None:
@@ -286,3 +274,45 @@ class FedMSA(OuterAlgorithm):
         for beta in betas:
             check_step_below(float(beta), bound, "FedMSA.inner_step_size (beta)", problem,
                              f"(0, {bound:.6g})", constant, "FedMSA's default 0.1")
+
+
+@dataclasses.dataclass(frozen=True)
+class MSALocalRecursion(ClientWork):
+    r"""The local phase of a round on the sampled client(s): ``K`` steps of recursion (6) from
+    the broadcast point ``(x_r, Z_r)`` (the first ``d_0 + d_Z`` entries of ``sent``) and the
+    round's averages ``[h_r; q_r]`` (``echo``); the upload is the last local iterate
+    ``[x_{r+1}; Z_{r+1}]``, the trace the local iterates (:class:`LocalIterate`).
+
+    The configuration is the algorithm's (``alpha``, the ``beta_n``, the maps and the
+    correction point of (6)).
+    """
+
+    kind: ClassVar[str] = "msa_local_recursion"
+    config: FedMSA
+    sent: torch.Tensor
+    echo: torch.Tensor
+    dim_x: int
+    local_steps: int
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        config, dx, S = self.config, self.dim_x, int(clients.shape[0])
+        dz = sum(config.maps.level_sizes(side.problem))
+        x0, Z0 = self.sent[:dx], self.sent[dx:dx + dz]
+        betas = config._betas(side.problem).to(Z0)  # the iterates' dtype and device
+        xk, Zk = x0.expand(S, -1).clone(), Z0.expand(S, -1).clone()
+        xa, Za = xk, Zk
+        h, q = self.echo[:dx], self.echo[dx:]
+        hk, qk = h.expand(S, -1).clone(), q.expand(S, -1).clone()
+        iterates = []
+        for k in range(1, self.local_steps + 1):
+            batches = draw_batches(side, clients, config.maps.n_batches)
+            xa, Za = config.correction_point((xk, Zk), (xa, Za))
+            p, s = config.maps.evaluate(
+                side.oracles, torch.cat([xk, xa]), torch.cat([Zk, Za]), clients.repeat(2),
+                [repeat_batch(b, 2) for b in batches])
+            hk = p[:S] + hk - p[S:]
+            qk = s[:S] + qk - s[S:]
+            iterates.append(LocalIterate(k, xk, Zk, hk, qk))
+            xa, Za = xk, Zk
+            xk, Zk = xk - config.outer_step_size * hk, Zk - betas * qk  # simultaneous (Jacobi)
+        return ClientReply((torch.cat([xk, Zk], dim=1),), tuple(iterates))

@@ -56,6 +56,7 @@ from typing import Any, ClassVar, Literal
 import torch
 
 from problems import Batch, Problem
+from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 
@@ -69,7 +70,7 @@ def repeat_batch(batch: Batch | None, times: int) -> Batch | None:
     return Batch(batch.indices.repeat(times, 1))
 
 
-def draw_batches(ctx: FederatedContext, clients: torch.Tensor, count: int) -> Batches:
+def draw_batches(ctx: ClientSide, clients: torch.Tensor, count: int) -> Batches:
     """``count`` independent minibatches (``xi``, ``zeta^1``, ...) for ``clients``."""
     return [ctx.draw(clients) for _ in range(count)]
 
@@ -114,29 +115,65 @@ class MSAMaps(abc.ABC):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Eq. (5) over all M clients, one aggregation; returns ``(h_r, q_r)``.
 
-        ``points`` (M, d_0 + d_Z) are the broadcast ``(x_r, Z_r)``; ``prev`` the broadcast
-        ``(x_{r-1}, Z_{r-1})`` (``None`` when ``rho = 1``). Each client uses one sample at both
-        points: ``h^m = p^m(x_r; xi) + (1 - rho)(h_{r-1} - p^m(x_{r-1}; xi))``, likewise ``q^m``.
+        ``points`` (M, d_0 + d_Z) are the broadcast ``(x_r, Z_r)`` (identical rows); ``prev``
+        the broadcast ``(x_{r-1}, Z_{r-1})`` (``None`` when ``rho = 1``). Each client uses one
+        sample at both points: ``h^m = p^m(x_r; xi) + (1 - rho)(h_{r-1} - p^m(x_{r-1}; xi))``,
+        likewise ``q^m`` (:class:`MSAGlobalStep`, the clients' part).
         """
-        problem = ctx.problem
-        dx = points.shape[1] - sum(self.level_sizes(problem))
+        dx = points.shape[1] - sum(self.level_sizes(ctx.problem))
         clients = ctx.all_clients()
-        M = int(clients.shape[0])
-        batches = draw_batches(ctx, clients, self.n_batches)
-        if prev is None or rho == 1.0:
-            p, s = self.evaluate(ctx.oracles, points[:, :dx], points[:, dx:], clients, batches)
-            h_m, q_m = p, s
-        else:
-            assert h_prev is not None and q_prev is not None
-            both = torch.cat([points, prev])
-            p, s = self.evaluate(ctx.oracles, both[:, :dx], both[:, dx:], clients.repeat(2),
-                                 [repeat_batch(b, 2) for b in batches])
-            h_m = p[:M] + (1.0 - rho) * (h_prev - p[M:])
-            q_m = s[:M] + (1.0 - rho) * (q_prev - s[M:])
-        mean = ctx.aggregate(torch.cat([h_m, q_m], dim=1), clients)
+        # what every client was sent, and the averages of the last round it was sent back
+        sent = points[0] if prev is None else torch.cat([points[0], prev[0]])
+        echo = None if h_prev is None or q_prev is None else torch.cat([h_prev, q_prev])
+        work = MSAGlobalStep(self, sent, echo, rho, dx, prev is not None)
+        (uploads,) = ctx.run_clients(work, clients).uploads
+        mean = ctx.aggregate(uploads, clients, "hq")
         return mean[:dx], mean[dx:]
 
 
+@dataclasses.dataclass(frozen=True)
+class MSAGlobalStep(ClientWork):
+    """The clients' part of eq. (5) (:meth:`MSAMaps.global_step`): ``[h^m; q^m]`` from the
+    broadcast point (and the previous one) and the averages ``[h_{r-1}; q_{r-1}]`` of the last
+    round (``echo``, which every client was sent back).
+
+    Attributes:
+        sent: ``[x_r; Z_r]``, or ``[x_r; Z_r; x_{r-1}; Z_{r-1}]`` when ``with_previous``.
+        dim_x: ``d_0``, where ``Z`` starts.
+    """
+
+    kind: ClassVar[str] = "msa_global_step"
+    maps: MSAMaps
+    sent: torch.Tensor
+    echo: torch.Tensor | None
+    rho: float
+    dim_x: int
+    with_previous: bool
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        maps, dx, M = self.maps, self.dim_x, int(clients.shape[0])
+        rows = self.sent.detach().expand(M, -1).clone()  # the broadcast's per-client copies
+        if self.with_previous:
+            width = rows.shape[1] // 2
+            points, prev = rows[:, :width], rows[:, width:]
+        else:
+            points, prev = rows, None
+        batches = draw_batches(side, clients, maps.n_batches)
+        if prev is None or self.rho == 1.0:
+            p, s = maps.evaluate(side.oracles, points[:, :dx], points[:, dx:], clients, batches)
+            h_m, q_m = p, s
+        else:
+            assert self.echo is not None
+            h_prev, q_prev = self.echo[:dx], self.echo[dx:]
+            both = torch.cat([points, prev])
+            p, s = maps.evaluate(side.oracles, both[:, :dx], both[:, dx:], clients.repeat(2),
+                                 [repeat_batch(b, 2) for b in batches])
+            h_m = p[:M] + (1.0 - self.rho) * (h_prev - p[M:])
+            q_m = s[:M] + (1.0 - self.rho) * (q_prev - s[M:])
+        return ClientReply((torch.cat([h_m, q_m], dim=1),))
+
+
+@portable
 @dataclasses.dataclass(frozen=True)
 class BilevelMaps(MSAMaps):
     """FedMSA's bilevel maps, eq. (10) with the corrected (10a); ``Z = [w; v]``.
@@ -179,6 +216,7 @@ class BilevelMaps(MSAMaps):
         return fx - Jv, torch.cat([gw, Hv - fw], dim=1)
 
 
+@portable
 @dataclasses.dataclass(frozen=True)
 class CompositionalMaps(MSAMaps):
     """FedMSA's multi-level compositional maps, eq. (11); ``Z = [z^1; ...; z^N]``.

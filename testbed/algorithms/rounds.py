@@ -17,6 +17,7 @@ import dataclasses
 import math
 import re
 from collections.abc import Mapping
+from typing import Any
 
 _FACTOR = re.compile(r"^(\d*)([A-Z]'?)?$")
 
@@ -69,6 +70,15 @@ class RoundsFormula:
         if any(s not in values for _, symbols in terms for s in symbols):
             return None
         return sum(c * math.prod(int(values[s]) for s in symbols) for c, symbols in terms)
+
+    def at_iteration(self, state: Any) -> int | None:
+        """The formula at one iteration: its fixed value, or at the ``N'`` the iteration drew
+        (read from the state's ``truncation_index``; FedNest's random truncation)."""
+        fixed = self.value()
+        if fixed is not None:
+            return fixed
+        index = getattr(state, "truncation_index", None)
+        return None if index is None else self.value(**{"N'": int(index)})
 
 
 __all__ = ["RoundsFormula"]

@@ -24,12 +24,17 @@ the lower-level rounds: every step's ``z^t`` is averaged at the server, so the p
 Communication (Table 1): ``2N + 2`` rounds per call with the FedSVRG lower level (N anchor
 rounds carrying ``q^t`` and, from ``t = Q``, ``z^t``; N One-Round-Lower rounds; the ``t = N``
 round carrying ``z^N``; the hypergradient round), ``2N + 3`` with FBO-AggITD's One-Round-Upper.
+
+The clients' part of each round is a client work (:mod:`testbed.federation.client_work`):
+:class:`HessIVTerm` (``z_i^t``), the anchor gradient and the local steps of
+:mod:`testbed.federation.local`, and :class:`AggITDDirection`, so the same per-client code runs
+batched and on deployed clients.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -39,8 +44,9 @@ from testbed.algorithms.base import FederatedEstimator
 from testbed.estimators.base import InnerState
 from testbed.estimators.solvers import default_step_size
 from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
+from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, Together
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import local_round
+from testbed.federation.local import InnerGradient, InnerGradientAt, LocalIterates
 
 LOWER_SOLVERS = ("svrg", "sgd")
 
@@ -64,7 +70,53 @@ def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tenso
     notes 2.6): it is a separate message of ``dim_y`` floats each way, recorded in the ledger,
     but it does not open a round of its own.
     """
-    return ctx.aggregate_in_round(uploads, clients)
+    return ctx.aggregate_in_round(uploads, clients, "z")
+
+
+@dataclasses.dataclass(frozen=True)
+class HessIVTerm(ClientWork):
+    r"""A client's ``z_i^t`` of Alg. 1: ``grad_y F_i(x, y^t)`` when a term starts here
+    (``fresh``: ``t = Q``, or every t in expectation mode), the recursion
+    ``z^{t-1} - lambda grad^2_y G_i(x, y^t) z^{t-1}`` from the averaged ``z`` of the round
+    before, or their sum (expectation mode, ``t >= 1``)."""
+
+    kind: ClassVar[str] = "hessiv_term"
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor | None
+    recursion_step: float
+    fresh: bool
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        oracles = side.oracles
+        if self.fresh:
+            r = oracles.grad_outer_y(self.x, self.y, clients, side.draw(clients))
+            if self.z is None:
+                return ClientReply((r,))
+            return ClientReply((self.z - self.recursion_step * oracles.hvp_inner(
+                self.x, self.y, self.z, clients, side.draw(clients)) + r,))
+        assert self.z is not None  # the recursion continues a term started at t = Q
+        return ClientReply((self.z - self.recursion_step * oracles.hvp_inner(
+            self.x, self.y, self.z, clients, side.draw(clients)),))
+
+
+@dataclasses.dataclass(frozen=True)
+class AggITDDirection(ClientWork):
+    r"""The hypergradient round: ``grad_x F_i(x, y^N) - grad^2_xy G_i(x, y^N) p`` with
+    ``p = scale z`` (``lambda (N + 1) z^N``; ``lambda z^N`` in expectation mode) from the
+    averaged ``z`` the clients hold."""
+
+    kind: ClassVar[str] = "aggitd_direction"
+    x: torch.Tensor
+    y: torch.Tensor
+    z: torch.Tensor
+    scale: float
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        p = self.scale * self.z
+        grad_x = side.oracles.grad_outer_x(self.x, self.y, clients, side.draw(clients))
+        cross = side.oracles.jvp_inner_xy(self.x, self.y, p, clients, side.draw(clients))
+        return ClientReply((grad_x - cross,))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,60 +234,58 @@ class AggITD(FederatedEstimator):
             index = self.index
         else:
             index = draw_index(ctx.rng, n)
-        oracles = ctx.oracles
         y = state.y.detach().clone()
-        ctx.broadcast(x, clients)
-        ctx.broadcast(y, clients)
-        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients)
+        ctx.broadcast(x, clients, "x")
+        ctx.broadcast(y, clients, "y")
+        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients,
+                      "Q")
         recursion_step = 1.0 if self.as_printed and self.printed_line6 else lam
-
-        def lower_oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-            return oracles.grad_inner(x, points, active, batch)
-
         z: torch.Tensor | None = None
         z_trace: list[torch.Tensor] = []
         trajectory = [y]
         for t in range(n + 1):
-            upload: torch.Tensor | None = None
-            if self.expectation or t == index:
-                r = oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
-                upload = r
-                if z is not None:  # expectation mode, t >= 1
-                    upload = z - recursion_step * oracles.hvp_inner(
-                        x, y, z, clients, ctx.draw(clients)) + r
-            elif t > index:
-                assert z is not None
-                upload = z - recursion_step * oracles.hvp_inner(
-                    x, y, z, clients, ctx.draw(clients))
+            term: ClientWork | None = None
+            if t >= index:  # a term starts at t = Q (every t in expectation mode, Q = -1)
+                term = HessIVTerm(x, y, z, recursion_step, self.expectation or t == index)
             if t < n:
                 if self.lower_solver == "svrg":
-                    anchor = ctx.aggregate(
-                        oracles.grad_inner(x, y, clients, ctx.draw(clients)), clients)
-                    if upload is not None:
-                        z = piggyback(ctx, upload, clients)
-                    y = local_round(ctx, y, clients, lower_oracle, self.local_steps, beta,
-                                    global_direction=anchor, scale_by_steps=True)
+                    # z_i^t rides on the anchor round, then One-Round-Lower is a round of its own
+                    first = InnerGradient(x, y, rows=False)
+                    uploads = ctx.run_clients(first if term is None else Together((term, first)),
+                                              clients).uploads
+                    anchor = ctx.aggregate(uploads[-1], clients, "q")
+                    if term is not None:
+                        z = piggyback(ctx, uploads[0], clients)
+                    lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta,
+                                          global_direction=anchor, scale_by_steps=True)
+                    (local,) = ctx.run_clients(lower, clients).uploads
                 else:
-                    y = local_round(ctx, y, clients, lower_oracle, self.local_steps, beta,
-                                    scale_by_steps=True)
-                    if upload is not None:
-                        z = piggyback(ctx, upload, clients)
+                    # FedAvg lower level: z_i^t rides on the local-step round
+                    lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta,
+                                          scale_by_steps=True)
+                    uploads = ctx.run_clients(lower if term is None else Together((term, lower)),
+                                              clients).uploads
+                    local = uploads[-1]
+                y = ctx.aggregate(local, clients, "y")
+                if self.lower_solver != "svrg" and term is not None:
+                    z = piggyback(ctx, uploads[0], clients)
                 trajectory.append(y)
             else:
-                assert upload is not None
-                z = ctx.aggregate(upload, clients)
+                assert term is not None
+                (last,) = ctx.run_clients(term, clients).uploads
+                z = ctx.aggregate(last, clients, "z")
             if z is not None:
                 z_trace.append(z)
         assert z is not None
         if self.expectation:
-            p = lam * z
+            scale, used = lam, z
         elif self.as_printed and index < n:
-            p = lam * (n + 1) * z_trace[-2]  # z^{N-1}, as printed in line 15
+            scale, used = lam * (n + 1), z_trace[-2]  # z^{N-1}, as printed in line 15
         else:
-            p = lam * (n + 1) * z
-        grad_x = oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
-        cross = oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
-        value = ctx.aggregate(grad_x - cross, clients)
+            scale, used = lam * (n + 1), z
+        p = scale * used
+        (direction,) = ctx.run_clients(AggITDDirection(x, y, used, scale), clients).uploads
+        value = ctx.aggregate(direction, clients, "h")
         aux = {"y": y, "index": index, "clients": clients, "p": p, "trajectory": trajectory,
                "step_sizes": (beta, lam)}
         return value, InnerState(y), aux

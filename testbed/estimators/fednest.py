@@ -8,7 +8,10 @@ Notation (README glossary): ``H = grad^2_y g`` (global), ``H_i = grad^2_y g_i``,
 Every message goes through the :class:`~testbed.federation.context.FederatedContext`'s ledger and
 carries one ``dx``- or ``dy``-vector; no Hessian or Jacobian is ever sent. Client work is one
 batched oracle call over the participating clients (no per-client Python loop), and the local
-loops are :func:`~testbed.federation.local.local_round`.
+loops are :func:`~testbed.federation.local.local_round`. The algorithms' rounds hand their client
+work to the context as :class:`~testbed.federation.client_work.ClientWork` (:class:`IHGPFirstTerm`,
+:class:`IHGPTerm`, :class:`OuterDirection`, the local steps with :class:`LocalHypergradientAt`),
+so the same per-client code runs batched here and on deployed clients.
 
 Minimax and compositional problems need no separate oracle: the problem families define
 ``g_i = -f_i`` (minimax), so ``grad_y g_i = -grad_y f_i`` is FedInn's ascent direction ``G_i``
@@ -19,17 +22,25 @@ is the ``q_i`` of Sec. 2.5.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import numpy as np
 import torch
 
-from problems import Problem
+from problems import Batch, Problem
 from testbed.algorithms.base import FederatedEstimator
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
+from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import local_round, steps_per_client
+from testbed.federation.local import (
+    InnerGradient,
+    InnerGradientAt,
+    LocalDirection,
+    LocalIterates,
+    OuterGradientXAt,
+    steps_per_client,
+)
 
 Truncation = Literal["random", "deterministic"]
 TRUNCATIONS: tuple[str, ...] = ("random", "deterministic")
@@ -79,10 +90,15 @@ def outer_smoothness(problem: Problem) -> float:
 # ------------------------------------------------------------------------------- messages
 
 
-def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor) -> None:
-    """Broadcast each vector to ``clients`` (one message per vector; not a round)."""
+def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor,
+         **named: torch.Tensor) -> None:
+    """Broadcast each vector to ``clients`` (one message per vector; not a round). Vectors given
+    by keyword go under that name, which a deployment needs (``send(ctx, clients, x=x, y=y)``);
+    positional ones go unnamed (an in-process variant, e.g. a mutant)."""
     for value in values:
         ctx.send(value, clients)
+    for name, value in named.items():
+        ctx.send(value, clients, name)
 
 
 # ------------------------------------------------------------------------------- FedInn
@@ -115,17 +131,15 @@ def fedinn(
     ``y^+ - y* = (I - P H)(y - y*)`` with ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``.
     """
     clients = ctx.participants()
-    send(ctx, clients, x, y)
-
-    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ctx.oracles.grad_inner(x, points, active, batch)
-
+    send(ctx, clients, x=x, y=y)
     direction = None
     if variance_reduction:
-        snapshot = oracle(y.expand(int(clients.shape[0]), -1), clients, ctx.draw(clients))
-        direction = ctx.aggregate(snapshot, clients)
-    return local_round(ctx, y, clients, oracle, local_steps, inner_step_size,
-                       global_direction=direction, scale_by_steps=scale_by_steps)
+        (snapshot,) = ctx.run_clients(InnerGradient(x, y), clients).uploads
+        direction = ctx.aggregate(snapshot, clients, "q")
+    work = LocalIterates(y, InnerGradientAt(x), local_steps, inner_step_size,
+                      global_direction=direction, scale_by_steps=scale_by_steps)
+    (local,) = ctx.run_clients(work, clients).uploads
+    return ctx.aggregate(local, clients, "y")
 
 
 # ------------------------------------------------------------------------------- FedIHGP
@@ -198,21 +212,50 @@ def fedihgp(
         check_truncation(truncation)
         n_prime, scale = neumann_terms, lam
     clients = ctx.participants()
-    send(ctx, clients, x, y)
-    grad_y = ctx.oracles.grad_outer_y(x, y, clients, ctx.draw(clients))
-    p = ctx.aggregate(scale * grad_y, clients)
+    send(ctx, clients, x=x, y=y)
+    (first,) = ctx.run_clients(IHGPFirstTerm(x, y, scale), clients).uploads
+    p = ctx.aggregate(first, clients, "p")
     path, total = [p], p
     for _ in range(n_prime):
         previous = clients
         clients = ctx.participants()
         if not torch.equal(previous, clients):  # new clients need the model and p_{n-1}
-            send(ctx, clients, x, y, p)
-        products = ctx.oracles.hvp_inner(x, y, p, clients, ctx.draw(clients))
-        p = ctx.aggregate(p - lam * products, clients)
+            send(ctx, clients, x=x, y=y, p=p)
+        (term,) = ctx.run_clients(IHGPTerm(x, y, p, lam), clients).uploads
+        p = ctx.aggregate(term, clients, "p")
         path.append(p)
         total = total + p
     value = p if truncation == "random" else total
     return IHGPResult(value, n_prime, tuple(path), n_prime + 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class IHGPFirstTerm(ClientWork):
+    """FedIHGP's first round (eq. (13b)): ``scale * grad_y f_i(x, y; xi_i)``."""
+
+    kind: ClassVar[str] = "ihgp_first_term"
+    x: torch.Tensor
+    y: torch.Tensor
+    scale: float
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        grad_y = side.oracles.grad_outer_y(self.x, self.y, clients, side.draw(clients))
+        return ClientReply((self.scale * grad_y,))
+
+
+@dataclasses.dataclass(frozen=True)
+class IHGPTerm(ClientWork):
+    """A later FedIHGP round (eq. (13b)): ``p - (1/l) grad^2_y g_i(x, y; zeta_i) p``."""
+
+    kind: ClassVar[str] = "ihgp_term"
+    x: torch.Tensor
+    y: torch.Tensor
+    p: torch.Tensor
+    neumann_step_size: float
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        products = side.oracles.hvp_inner(self.x, self.y, self.p, clients, side.draw(clients))
+        return ClientReply((self.p - self.neumann_step_size * products,))
 
 
 def truncation_probabilities(neumann_terms: int) -> np.ndarray:
@@ -222,7 +265,7 @@ def truncation_probabilities(neumann_terms: int) -> np.ndarray:
 
 
 def local_neumann(
-    ctx: FederatedContext,
+    ctx: ClientSide,
     x: torch.Tensor,
     y: torch.Tensor,
     grad_y: torch.Tensor,
@@ -251,7 +294,7 @@ def local_neumann(
 
 
 def client_directions(
-    ctx: FederatedContext,
+    ctx: ClientSide,
     x: torch.Tensor,
     y: torch.Tensor,
     p: torch.Tensor | None,
@@ -265,6 +308,21 @@ def client_directions(
         return direct, torch.zeros_like(direct)
     indirect = -ctx.oracles.jvp_inner_xy(x, y, p, clients, ctx.draw(clients))
     return direct, indirect
+
+
+@dataclasses.dataclass(frozen=True)
+class OuterDirection(ClientWork):
+    """FedOut's first round (Alg. 2, eq. (13a)): each client's direct plus indirect part
+    (:func:`client_directions`; ``p`` None: minimax, eq. (12))."""
+
+    kind: ClassVar[str] = "outer_direction"
+    x: torch.Tensor
+    y: torch.Tensor
+    p: torch.Tensor | None
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        direct, indirect = client_directions(side, self.x, self.y, self.p, clients)
+        return ClientReply((direct + indirect,))
 
 
 def fedout(
@@ -291,18 +349,15 @@ def fedout(
     issue 11). Returns ``(x^+, h)``.
     """
     clients = ctx.participants()
-    send(ctx, clients, x, y)
+    send(ctx, clients, x=x, y=y)
     if p is not None:
-        send(ctx, clients, p)
-    direct, indirect = client_directions(ctx, x, y, p, clients)
-    h = ctx.aggregate(direct + indirect, clients)
-
-    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        return ctx.oracles.grad_outer_x(points, y, active, batch)
-
-    x_plus = local_round(ctx, x, clients, oracle, local_steps, outer_step_size,
-                         global_direction=h, scale_by_steps=scale_by_steps)
-    return x_plus, h
+        send(ctx, clients, p=p)
+    (direction,) = ctx.run_clients(OuterDirection(x, y, p), clients).uploads
+    h = ctx.aggregate(direction, clients, "h")
+    work = LocalIterates(x, OuterGradientXAt(y), local_steps, outer_step_size,
+                      global_direction=h, scale_by_steps=scale_by_steps)
+    (local,) = ctx.run_clients(work, clients).uploads
+    return ctx.aggregate(local, clients, "x"), h
 
 
 def lfedout(
@@ -332,20 +387,37 @@ def lfedout(
     .. warning:: Reconstructed: Alg. 5 is missing from the seed text (notes 0, 2.7).
     """
     clients = ctx.participants()
-    send(ctx, clients, x, y)
-
-    def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-        direct, grad_y = ctx.oracles.grad_outer(points, y, active, batch)
-        if not indirect:
-            return direct
-        p = local_neumann(ctx, points, y, grad_y, active, neumann_terms, neumann_step_size)
-        return direct - ctx.oracles.jvp_inner_xy(points, y, p, active, ctx.draw(active))
-
-    x_plus = local_round(ctx, x, clients, oracle, local_steps, outer_step_size,
-                         scale_by_steps=scale_by_steps)
+    send(ctx, clients, x=x, y=y)
+    direction = LocalHypergradientAt(y, neumann_terms, neumann_step_size, indirect)
+    work = LocalIterates(x, direction, local_steps, outer_step_size, scale_by_steps=scale_by_steps)
+    (local,) = ctx.run_clients(work, clients).uploads
+    x_plus = ctx.aggregate(local, clients, "x")
     taus = steps_per_client(local_steps, clients).to(torch.float64)
     applied = 1.0 if scale_by_steps else float(taus.mean())
     return x_plus, (x - x_plus) / (outer_step_size * applied)
+
+
+@portable
+@dataclasses.dataclass(frozen=True)
+class LocalHypergradientAt(LocalDirection):
+    r"""LFedOut's local direction at the broadcast ``y``: ``grad_x f_i - grad^2_xy g_i p_i``
+    with the client's own Neumann series ``p_i`` (:func:`local_neumann`); ``indirect=False``
+    drops the second term (minimax)."""
+
+    y: torch.Tensor
+    neumann_terms: int
+    neumann_step_size: float
+    indirect: bool = True
+
+    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
+                 batch: Batch | None) -> torch.Tensor:
+        direct, grad_y = side.oracles.grad_outer(points, self.y, clients, batch)
+        if not self.indirect:
+            return direct
+        p = local_neumann(side, points, self.y, grad_y, clients, self.neumann_terms,
+                          self.neumann_step_size)
+        return direct - side.oracles.jvp_inner_xy(points, self.y, p, clients,
+                                                   side.draw(clients))
 
 
 # ------------------------------------------------------------------------------- estimator
@@ -424,9 +496,9 @@ class FedIHGP(FederatedEstimator):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """One round: ``(h, per-client direct, per-client indirect)`` at ``(x, y)`` given ``p``."""
         clients = ctx.participants()
-        send(ctx, clients, x, y)
+        send(ctx, clients, x=x, y=y)
         if p is not None:
-            send(ctx, clients, p)
+            send(ctx, clients, p=p)
         direct, indirect = client_directions(ctx, x, y, p, clients)
         return ctx.aggregate(direct + indirect, clients), direct, indirect
 
@@ -449,7 +521,11 @@ class FedIHGP(FederatedEstimator):
 
 __all__ = [
     "FedIHGP",
+    "IHGPFirstTerm",
     "IHGPResult",
+    "IHGPTerm",
+    "LocalHypergradientAt",
+    "OuterDirection",
     "client_directions",
     "fedihgp",
     "fedinn",

@@ -8,9 +8,13 @@ size. Algorithms only talk to clients through it:
 - ``participants()`` draws this round's clients (all of them under full participation);
 - ``draw(clients)`` draws one fresh minibatch per participating client (``None`` when exact);
 - ``broadcast`` / ``send`` / ``aggregate`` (and ``aggregate_in_round``) move vectors through
-  the ledger; ``rounds_so_far()`` reads its round count;
+  the ledger, each under a name (what the vector is: ``"x"``, ``"q"``, ...) that a deployment
+  uses for the clients' copy; ``rounds_so_far()`` reads its round count;
+- ``run_clients(work, clients)`` has the participating clients compute a round's uploads
+  (:class:`~testbed.federation.client_work.ClientWork`) through the context's transport: in
+  this process by default (the batched simulation), or on deployed clients;
 - the client oracles (``grad_inner``, ``grad_outer``, ``hvp``, ``jvp_xy``) evaluate the
-  participating clients in one batched call.
+  participating clients in one batched call (the context is the in-process clients' side).
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ import torch
 
 from problems import Batch, Problem
 from testbed.calls import CallCounter, Calls
+from testbed.federation.client_work import (
+    ClientReply,
+    ClientTransport,
+    ClientWork,
+    InProcessClients,
+)
 from testbed.federation.ledger import Ledger
 from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles
@@ -62,8 +72,11 @@ class FederatedContext:
         batches: how minibatches are drawn; ``None`` means the problem's ``sample_batch``.
         upload_observer: called with ``(uploads, clients)`` at each aggregation (a check that
             reads what the clients sent), after the ledger has counted it.
+        transport: where the clients' work runs and what carries the ledger's vectors;
+            ``None`` means :class:`~testbed.federation.client_work.InProcessClients` (the
+            batched simulation).
 
-    The last three compose a context for a check instead of subclassing it.
+    The sampler, batches and observer compose a context for a check instead of subclassing it.
     """
 
     problem: Problem
@@ -73,6 +86,7 @@ class FederatedContext:
     sampler: ParticipantSource | None = None
     batches: BatchSource | None = None
     upload_observer: UploadObserver | None = None
+    transport: ClientTransport | None = None
 
     def __post_init__(self) -> None:
         self.counter = CallCounter()
@@ -80,6 +94,8 @@ class FederatedContext:
         self.ledger = Ledger(self.problem.n_clients, self.counter)
         if self.sampler is None:
             self.sampler = ClientSampler(self.problem.n_clients, self.participation)
+        if self.transport is None:
+            self.transport = InProcessClients()
 
     # ----------------------------------------------------------------- clients and batches
     def participants(self) -> torch.Tensor:
@@ -98,24 +114,46 @@ class FederatedContext:
         return self.problem.sample_batch(self.rng, clients, self.batch_size)
 
     # ----------------------------------------------------------------- communication
-    def broadcast(self, value: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
-        return self.ledger.broadcast(value, clients)
+    def broadcast(self, value: torch.Tensor, clients: torch.Tensor,
+                  name: str | None = None) -> torch.Tensor:
+        """Send ``value`` to ``clients``, counted; one copy per client
+        (:meth:`Ledger.broadcast`)."""
+        copies = self.ledger.broadcast(value, clients)
+        self._transport().sent(name, value, clients)
+        return copies
 
-    def send(self, value: torch.Tensor, clients: torch.Tensor) -> None:
+    def send(self, value: torch.Tensor, clients: torch.Tensor, name: str | None = None) -> None:
         """The broadcast of ``value`` to ``clients``, counted, for callers that keep using the
         server's copy (no per-client copies are made)."""
         self.ledger.send(value, clients)
+        self._transport().sent(name, value, clients)
 
-    def aggregate(self, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    def aggregate(self, uploads: torch.Tensor, clients: torch.Tensor,
+                  name: str | None = None) -> torch.Tensor:
+        """One round: average the clients' ``uploads`` and send the mean back (the clients'
+        copy is called ``name``)."""
         mean = self.ledger.aggregate(uploads, clients)
+        self._transport().aggregated(name, uploads, mean, clients)
         if self.upload_observer is not None:
             self.upload_observer(uploads, clients)
         return mean
 
-    def aggregate_in_round(self, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    def aggregate_in_round(self, uploads: torch.Tensor, clients: torch.Tensor,
+                           name: str | None = None) -> torch.Tensor:
         """A second payload averaged inside the round being held: its messages are counted,
         no new round (:meth:`Ledger.aggregate_in_round`)."""
-        return self.ledger.aggregate_in_round(uploads, clients)
+        mean = self.ledger.aggregate_in_round(uploads, clients)
+        self._transport().aggregated(name, uploads, mean, clients)
+        return mean
+
+    def run_clients(self, work: ClientWork, clients: torch.Tensor) -> ClientReply:
+        """The uploads of ``clients`` for ``work`` (one row each), computed where the
+        transport runs the clients: by default in this process, batched over ``clients``."""
+        return self._transport().run(self, work, clients)
+
+    def _transport(self) -> ClientTransport:
+        assert self.transport is not None  # set in __post_init__
+        return self.transport
 
     def rounds_so_far(self) -> int:
         """Communication rounds (aggregations) held in this context so far; the difference of

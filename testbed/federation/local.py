@@ -15,15 +15,23 @@ without the control variate, ``d_{i,nu} = G_i(w_{i,nu}; zeta_{i,nu})`` (FedAvg).
 The same sample is used at the local point and at the anchor (FedNest notes 5.4; AggITD Alg. 2
 line 4). Clients with fewer local steps stop early (device heterogeneity); the per-client step is
 ``step_size / tau_i`` when ``scale_by_steps`` (the step rule of FedNest Thm 3.1 and AggITD).
+
+The clients' part, :func:`local_iterates`, is also the client work :class:`LocalIterates` (with
+its direction ``G_i`` one of the portable directions below), so the same local steps run in the
+batched simulation and on deployed clients (:mod:`testbed.federation.client_work`).
 """
 
 from __future__ import annotations
 
+import abc
+import dataclasses
 from collections.abc import Callable, Sequence
+from typing import ClassVar
 
 import torch
 
 from problems import Batch
+from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
 from testbed.federation.context import FederatedContext
 
 # oracle(points (C, d), clients (C,), batch) -> per-client directions (C, d)
@@ -51,6 +59,7 @@ def local_round(
     step_size: float,
     global_direction: torch.Tensor | None = None,
     scale_by_steps: bool = False,
+    name: str | None = None,
 ) -> torch.Tensor:
     """Run local steps from the broadcast ``anchor`` on ``clients``; one aggregation round.
 
@@ -62,10 +71,27 @@ def local_round(
         local_steps: ``tau`` for all clients, or a per-client sequence ``tau_i``.
         step_size: eta; divided by ``tau_i`` when ``scale_by_steps``.
         global_direction: ``d_bar``; when given, the SVRG/FedLin control variate is used.
+        name: the clients' name for the average sent back.
 
     Returns:
         The average of the clients' last local iterates (the new server point).
     """
+    return ctx.aggregate(local_iterates(ctx, anchor, clients, oracle, local_steps, step_size,
+                                        global_direction, scale_by_steps), clients, name)
+
+
+def local_iterates(
+    side: ClientSide,
+    anchor: torch.Tensor,
+    clients: torch.Tensor,
+    oracle: LocalOracle,
+    local_steps: int | Sequence[int],
+    step_size: float,
+    global_direction: torch.Tensor | None = None,
+    scale_by_steps: bool = False,
+) -> torch.Tensor:
+    """The clients' part of :func:`local_round`: their last local iterates ``w_{i,tau_i}``, one
+    row per client in ``clients`` (``side`` draws the minibatches)."""
     taus = steps_per_client(local_steps, clients)
     steps = ((step_size / taus.to(anchor.dtype)) if scale_by_steps else torch.full(
         taus.shape, step_size, dtype=anchor.dtype)).to(anchor.device)
@@ -83,7 +109,7 @@ def local_round(
     tau_list = taus.tolist()
     for nu in range(max(tau_list)):
         if min(tau_list) > nu:
-            batch = ctx.draw(clients)
+            batch = side.draw(clients)
             direction = oracle(local, clients, batch)
             if global_direction is not None:
                 # in place on the round's own temporary (never on an oracle's output, which
@@ -98,9 +124,89 @@ def local_round(
         rows = torch.tensor([c for c, tau in enumerate(tau_list) if tau > nu], dtype=torch.long)
         active = clients[rows]
         rows = rows.to(anchor.device)  # index the iterates where they live
-        batch = ctx.draw(active)
+        batch = side.draw(active)
         direction = oracle(local[rows], active, batch)
         if global_direction is not None:
             direction = direction - oracle(anchors[rows], active, batch) + global_direction
         local = local.index_copy(0, rows, local[rows] - steps[rows, None] * direction)
-    return ctx.aggregate(local, clients)
+    return local
+
+
+# ------------------------------------------------------------------------------- client work
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalDirection(abc.ABC):
+    """A client's local direction ``G_i(points; batch)`` for :class:`LocalIterates`."""
+
+    @abc.abstractmethod
+    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
+                 batch: Batch | None) -> torch.Tensor:
+        """``G_i`` at each row of ``points`` for client ``clients[c]``."""
+
+
+@portable
+@dataclasses.dataclass(frozen=True)
+class InnerGradientAt(LocalDirection):
+    """``grad_y g_i(x, .)`` at the broadcast ``x`` (FedInn, One-Round-Lower)."""
+
+    x: torch.Tensor
+
+    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
+                 batch: Batch | None) -> torch.Tensor:
+        return side.oracles.grad_inner(self.x, points, clients, batch)
+
+
+@portable
+@dataclasses.dataclass(frozen=True)
+class OuterGradientXAt(LocalDirection):
+    """``grad_x f_i(., y)`` at the broadcast ``y`` (FedOut's and One-Round-Upper's direct
+    part)."""
+
+    y: torch.Tensor
+
+    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
+                 batch: Batch | None) -> torch.Tensor:
+        return side.oracles.grad_outer_x(points, self.y, clients, batch)
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalIterates(ClientWork):
+    """:func:`local_iterates` as a round's client work: the upload is each client's last local
+    iterate, which the server averages (:func:`local_round`)."""
+
+    kind: ClassVar[str] = "local_iterates"
+    anchor: torch.Tensor
+    direction: LocalDirection
+    local_steps: int | tuple[int, ...]
+    step_size: float
+    global_direction: torch.Tensor | None = None
+    scale_by_steps: bool = False
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Batch | None
+                   ) -> torch.Tensor:
+            return self.direction(side, points, active, batch)
+
+        return ClientReply((local_iterates(side, self.anchor, clients, oracle, self.local_steps,
+                                           self.step_size, self.global_direction,
+                                           self.scale_by_steps),))
+
+
+@dataclasses.dataclass(frozen=True)
+class InnerGradient(ClientWork):
+    """``grad_y g_i(x, y)`` at the broadcast point: the anchor gradient whose average is the
+    control variate's ``q`` (FedInn's first round; AggITD's anchor round, Alg. 2)."""
+
+    kind: ClassVar[str] = "inner_gradient"
+    x: torch.Tensor
+    y: torch.Tensor
+    #: evaluate at ``y`` expanded to one row per client (FedInn) or at the shared vector
+    #: (AggITD): the two shapes take different closed-form kernels, so each caller keeps its own
+    #: and its numbers stay what they were
+    rows: bool = True
+
+    def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
+        points = self.y.expand(int(clients.shape[0]), -1) if self.rows else self.y
+        return ClientReply((side.oracles.grad_inner(self.x, points, clients,
+                                                    side.draw(clients)),))

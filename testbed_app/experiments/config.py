@@ -345,7 +345,7 @@ def validate(raw: Mapping[str, Any], source: str = "<config>",
     data = _check_data(source, raw["data"])
     split = _check_split(source, raw["split"], data, run["seed"])
     workload = _check_workload(source, raw["workload"])
-    algorithm = _check_algorithm(source, raw["algorithm"], workload["kind"])
+    algorithm = check_algorithm(source, raw["algorithm"], workload["kind"])
     replication = (_check_replication(source, raw["replication"]) if "replication" in raw
                    else None)
     return ExperimentConfig(name=top["name"], paper=top["paper"],
@@ -448,7 +448,9 @@ def _workload_defaults(kind: str) -> dict[str, Any]:
     return dict(registry.workload_options(kind))
 
 
-def _check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[str, Any]:
+def check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The ``[algorithm]`` table checked: a registered name, parameters its entry has, values
+    of the right type that its constructor accepts (also read by ``testbed deploy``)."""
     from testbed.registry import ESTIMATOR_DB
 
     name = given.get("name")

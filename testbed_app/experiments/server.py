@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed.algorithms.base import model_point
+from testbed.algorithms.base import OuterAlgorithm, model_point
 from testbed.federation.context import FederatedContext
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
 from testbed_app.experiments.config import load_data
@@ -33,6 +33,34 @@ COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 
+def build_problem(config: ExperimentConfig, device: torch.device | str) -> Any:
+    """The workload problem of a validated server-experiment config: its dataset, client split
+    and model, in the config's dtype on ``device`` (also what a deployed client builds); a
+    :class:`~problems.Problem` with the workloads' ``description`` and ``evaluate``."""
+    from problems.workloads.registry import build_workload
+
+    options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
+    # the split spec, not a computed split: loss tuning splits its long-tailed subsample
+    return build_workload(config.workload["kind"], load_data(config.data), dict(config.split),
+                          model=config.workload["model"], seed=int(config.run["seed"]),
+                          device=torch.device(device), dtype=DTYPES[config.run["dtype"]],
+                          **options)
+
+
+def build_algorithm(algorithm: dict[str, Any]) -> OuterAlgorithm:
+    """The registered outer algorithm an ``[algorithm]`` table names, with its overrides."""
+    from testbed.registry import get_estimator
+
+    params = {k: v for k, v in algorithm.items() if k != "name"}
+    info = get_estimator(algorithm["name"])
+    if info.role != "algorithm":
+        raise ValueError(f"[algorithm] name: {info.name!r} is an estimator; a server "
+                         "experiment runs an outer algorithm (role 'algorithm' in "
+                         "`testbed list`)")
+    built: OuterAlgorithm = info.build(**params)
+    return built
+
+
 class ServerExperiment:
     """One registered outer algorithm run on a server-based workload (see the module doc).
 
@@ -42,9 +70,6 @@ class ServerExperiment:
     """
 
     def __init__(self, config: ExperimentConfig, device: str | None = None) -> None:
-        from problems.workloads.registry import build_workload
-        from testbed.registry import get_estimator
-
         self.name = config.name
         self.config = config
         run = config.run
@@ -52,19 +77,8 @@ class ServerExperiment:
         self.eval_every = int(run["eval_every"])
         self.last_step = int(run["steps"])
         self.dataset = load_data(config.data)
-        options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
-        # the split spec, not a computed split: loss tuning splits its long-tailed subsample
-        self.problem = build_workload(config.workload["kind"], self.dataset, dict(config.split),
-                                      model=config.workload["model"], seed=int(run["seed"]),
-                                      device=self.device, dtype=DTYPES[run["dtype"]],
-                                      **options)
-        params = {k: v for k, v in config.algorithm.items() if k != "name"}
-        info = get_estimator(config.algorithm["name"])
-        if info.role != "algorithm":
-            raise ValueError(f"[algorithm] name: {info.name!r} is an estimator; a server "
-                             "experiment runs an outer algorithm (role 'algorithm' in "
-                             "`testbed list`)")
-        self.algorithm = info.build(**params)
+        self.problem = build_problem(config, self.device)
+        self.algorithm = build_algorithm(config.algorithm)
         self.rng = np.random.default_rng(int(run["seed"]))
         self.ctx = FederatedContext(self.problem, self.rng, self.algorithm.participation,
                                     self.algorithm.batch_size)

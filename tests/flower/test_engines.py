@@ -1,0 +1,132 @@
+"""The two ways to run a deployment, for real: Flower's simulation engine (clients as Ray actors)
+and a SuperLink with one SuperNode process per client, started and stopped here, on loopback
+only; and a SuperNode killed mid-run.
+
+They need a network namespace holding only loopback (``tox -e flower`` runs pytest inside
+``unshare -n``, as the Ray cluster tests do), so every process listens and talks on 127.0.0.1;
+elsewhere they skip.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.flower import ONLY_IN_TOX_FLOWER
+
+pytest.importorskip("flwr", reason="tox -e flower installs Flower (the [flower] extra)")
+
+# the network interfaces of this process's namespace (sysfs may show the host's)
+LOOPBACK_ONLY = [name for _, name in socket.if_nameindex()] == ["lo"]
+pytestmark = [ONLY_IN_TOX_FLOWER, pytest.mark.skipif(
+    not LOOPBACK_ONLY, reason="starts Ray / a SuperLink: needs a network namespace holding only "
+                              "loopback (tox -e flower runs the tests in one, unshare -n)")]
+
+from problems import QuadraticBilevel  # noqa: E402
+from testbed_app.flower.compare import compare  # noqa: E402
+from testbed_app.flower.engines import LocalDeployment  # noqa: E402
+from testbed_app.flower.records import read_run, run_folder  # noqa: E402
+from testbed_app.flower.spec import DeploySpec  # noqa: E402
+
+PROBLEM = QuadraticBilevel.random(3, 3, 4, 10.0, 0.3, seed=1)
+# FBO-AggITD with N = 1 (2N + 3 = 5 rounds) on 2 of 3 clients per iteration: every round kind,
+# a client set drawn by the server's seeded generator, and few rounds (a round of a local
+# deployment takes seconds: each message starts a ClientApp process)
+AGGITD = {"name": "fbo-aggitd", "inner_steps": 1, "outer_step_size": 0.05, "participation": 2}
+
+
+def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
+    lines = ['name = "deployed"', "[problem]"]
+    lines += [f"{key} = {json.dumps(value)}" for key, value in PROBLEM.spec().items()]
+    lines += ["[algorithm]"] + [f"{key} = {json.dumps(value)}"
+                                for key, value in algorithm.items()]
+    lines += ["[run]", f"steps = {steps}", "seed = 3"]
+    path = tmp_path / "deployed.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _deploy(config: Path, results: Path, engine: str) -> dict:
+    """``testbed deploy CONFIG --engine ENGINE`` in a process of its own (Ray and Flower start
+    and stop there); its run record, after checking the command's verdict."""
+    done = subprocess.run([sys.executable, "-m", "testbed_app", "deploy", str(config),
+                           "--engine", engine, "--results", str(results)],
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "against the batched simulation: the same" in done.stdout, done.stdout
+    name = {"local": "deployment"}.get(engine, engine)
+    record, iterates = read_run(run_folder(results, "deployed", name))
+    assert record["engine"] == name and record["status"] == "completed"
+    # the command's comparison, and this test's own
+    comparison = json.loads((run_folder(results, "deployed", name) / "comparison.json")
+                            .read_text())
+    assert comparison["same_numbers"] and comparison["same_counts"]
+    spec = DeploySpec.from_json(json.dumps(record["spec"]))
+    assert compare(spec, record, iterates)["worst_relative"] <= 1e-12  # float64 round-off
+    assert [row["flower"]["exchanges"] for row in record["iterations"]] == [5, 5]
+    assert all(row["counts_agree"] for row in record["iterations"])
+    return record
+
+
+def test_testbed_deploy_on_flowers_simulation_engine(tmp_path):
+    """Clients as Ray actors (``run_simulation``), the simulation's iterates and counts."""
+    _deploy(_config(tmp_path, AGGITD, steps=2), tmp_path / "results", "simulation")
+
+
+def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):
+    """``testbed deploy --engine local``: a SuperLink, 3 SuperNodes and ``flwr run`` as
+    separate processes; the iterates and counts of the simulation; every process stopped."""
+    results = tmp_path / "results"
+    _deploy(_config(tmp_path, AGGITD, steps=2), results, "local")
+    logs = run_folder(results, "deployed", "deployment") / "logs"
+    assert sorted(p.name for p in logs.glob("supernode-*.log")) == [
+        "supernode-0.log", "supernode-1.log", "supernode-2.log"]
+    assert not _flower_processes(), "testbed deploy left Flower processes running"
+
+
+def test_a_killed_supernode_is_reported_with_its_round_and_nothing_written_is_lost(tmp_path):
+    spec = DeploySpec("killed", {"closed_form": PROBLEM.spec()},
+                      {"name": "fedmsa", "local_steps": 2}, steps=20, seed=3)
+    logs = tmp_path / "logs"
+    with LocalDeployment(spec.n_clients, logs) as deployment:
+        with deployment.submitted(spec, tmp_path) as run:
+            folder = run_folder(tmp_path, spec.name, "deployment")
+            deadline = time.monotonic() + 900  # why: a round takes seconds to tens of seconds
+            while _iterations(folder) < 1:
+                assert run.poll() is None, (logs / "flwr-run.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "no iteration finished in 900 s"
+                time.sleep(1.0)
+            deployment.kill_supernode(1)
+            # Flower declares the node unavailable after 2 missed heartbeats (30 s apart)
+            run.wait(timeout=600)
+    record, iterates = read_run(folder)
+    assert record["status"].startswith("lost: outer iteration"), record["status"]
+    lost = record["lost"]
+    assert lost["client"] == 1 and "Node Unavailable" in lost["reason"]
+    completed = lost["iterations_completed"]
+    assert 1 <= completed < spec.steps
+    assert [row["iteration"] for row in record["iterations"]] == list(range(1, completed + 1))
+    assert all(row["counts_agree"] for row in record["iterations"])
+    assert len(iterates["x"]) == completed + 1
+    assert f"outer iteration {completed + 1}, round" in lost["round"]
+    assert not _flower_processes()
+
+
+def _iterations(folder: Path) -> int:
+    try:
+        return len(json.loads((folder / "run.json").read_text())["iterations"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def _flower_processes() -> list[str]:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines()
+            if any(name in line for name in ("flower-superlink", "flower-supernode",
+                                             "flwr-serverapp", "flwr-clientapp"))]

@@ -12,6 +12,7 @@ from typing import Any
 from reports.section_model import Command, Section, Table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
+from results_format.replication import replication_problem
 
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
@@ -56,6 +57,12 @@ def replication(results_dir: Path) -> Section:
     for path in files:
         data = _schema_json(path, REPLICATION_SCHEMA, section)
         if data is None:
+            continue
+        problem = replication_problem(data, results_dir)
+        if problem is not None:  # never shown as measured
+            section.notes.append(f"replication/{path.name} not trusted ({problem}); its rows "
+                                 "are not shown. Rerun its config with `testbed run` to write "
+                                 "it again.")
             continue
         found = data.get("metadata")
         meta: dict[str, Any] = found if isinstance(found, dict) else {}

@@ -17,12 +17,17 @@ interrupted calibration resumes) and ``calibration/summary.json``.
 from __future__ import annotations
 
 import dataclasses
+import json
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.locks import holding
+from results_format.records import calibration_record_problem
 from results_format.resume import read_fresh, write_json
+from results_format.validation import seal
 from theory_checks.claim import Claim
 from theory_checks.decision import clopper_pearson
 from theory_checks.runner import (
@@ -32,6 +37,11 @@ from theory_checks.runner import (
     run_claim,
 )
 from theory_checks.units import driver_dtype, run_in_process
+
+
+def _warn(message: str) -> None:
+    print(f"testbed: warning: {message}", file=sys.stderr)
+
 
 # Why 95%: the calibration table's interval is a report to a reader (how precisely K seeds pin
 # the rate down), not a decision on a paper's claim.
@@ -86,12 +96,19 @@ def summarize(claim: Claim, profile: str, records: list[dict[str, Any]]) -> Cali
                               consistent, sum(float(r["seconds"]) for r in records))
 
 
-def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
-    """The seeds already run (same claim definition and profile); a torn file starts over."""
+def _load(path: Path, fingerprint: str, profile: str,
+          notify: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
+    """The seeds already run (same claim definition and profile); a torn file, or one that
+    does not fit its schema (:func:`results_format.records.calibration_record_problem`),
+    starts over, the latter with a note naming it."""
     data = read_fresh(path, fingerprint, profile, keys=("runs",))
-    if data is None or not isinstance(data["runs"], list):
+    if data is None:
         return []
-    return [r for r in data["runs"] if isinstance(r, dict) and {"seed", "verdict"} <= set(r)]
+    problem = calibration_record_problem(data, path.stem)
+    if problem is not None:
+        notify(f"{path}: not trusted ({problem}); its seeds are run again")
+        return []
+    return list(data["runs"])
 
 
 @dataclasses.dataclass
@@ -147,6 +164,19 @@ def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
     depend on the executor (but for the measured ``seconds``)."""
     for claim in claims:
         _check_calibratable(claim, seeds)
+    if out_dir is None:
+        return _calibrate_claims(claims, seeds, profile, None, progress, execute, make)
+    # one writer per claim's calibration record (results_format.locks)
+    with holding(out_dir, [(f"calibration-{c.id}", f"the calibration of {c.id} in {out_dir}")
+                           for c in claims]):
+        return _calibrate_claims(claims, seeds, profile, out_dir, progress, execute, make)
+
+
+def _calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
+                      out_dir: Path | None, progress: Callable[[str], None] | None,
+                      execute: Execute | None, make: Callable[..., Any] | None,
+                      ) -> list[CalibrationSummary]:
+    """:func:`calibrate_claims` with the records locked."""
     dtype = driver_dtype()
     stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
     paths = {c.id: (out_dir / "calibration" / f"{c.id}.json" if out_dir else None)
@@ -176,9 +206,11 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
     summaries = calibrate_claims([c for c in claims if c.statistical], seeds, profile, out_dir,
                                  progress, execute)
+    # sealed: the report checks the seal and recomputes the counts before it shows a number
+    summary = {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
+               "claims": [dataclasses.asdict(s) for s in summaries]}
     write_json(out_dir / "calibration" / "summary.json",
-               {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
-                "claims": [dataclasses.asdict(s) for s in summaries]}, indent=2)
+               seal(json.loads(json.dumps(summary))), indent=2)
     return summaries
 
 

@@ -39,8 +39,14 @@ from results_format.writing import atomic_write_bytes as atomic_write_bytes
 #:              "testbed_value": float | str | None,   # None: target not reached;
 #:                                          # "diverged at step k": the run diverged
 #:              "unit": str,
-#:              "differences": str}]}       # setting differences, stated honestly
-REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
+#:              "differences": str,         # setting differences, stated honestly
+#:              "definition": {"metric": str, "threshold" | "column": ...}}],
+#:                                          # how testbed_value is computed from metrics.csv
+#:                                          # (results_format.replication.measure)
+#:    "metrics_rows_sha256": str,           # the metrics rows it was computed from
+#:    "content_sha256": str}                # the seal (results_format.validation)
+REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows", "metrics_rows_sha256",
+                      "content_sha256")
 
 #: ``<results>/bench/<benchmark>.json``::
 #:

@@ -82,6 +82,9 @@ def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
             last one is not a metrics row or breaks the order of steps.
     """
     path = Path(path)
+    if path.is_symlink():
+        raise MetricsFileError(f"{path}: a symbolic link; the testbed reads and appends to the "
+                               "metrics file it wrote, never through a link. Move it aside")
     if not path.exists():
         return [], []
     try:

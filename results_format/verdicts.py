@@ -240,6 +240,23 @@ def companion_problems(data: Mapping[str, Any], results_dir: Path, where: str) -
             continue
         if file_digest(data_bytes) != digest:
             problems.append(f"{relative} differs from the file this result was written with")
+        elif relative == data["counterexample"]:
+            problems += _counterexample_problems(data_bytes, data["claim"], relative)
+    return problems
+
+
+def _counterexample_problems(data: bytes, claim: str, relative: str) -> list[str]:
+    """A counterexample file's content against :data:`COUNTEREXAMPLE_SCHEMA`: the failing case
+    of ``claim``."""
+    import json
+
+    try:
+        record = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as error:
+        return [f"{relative} is not JSON ({error})"]
+    problems = field_problems(record, COUNTEREXAMPLE_SCHEMA, relative)
+    if not problems and (record["claim"] != claim or record["outcome"] != "fails"):
+        problems.append(f"{relative} is not a failing case of {claim}")
     return problems
 
 

@@ -390,9 +390,7 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     from testbed_app import regression
 
     torch.set_default_dtype(torch.float64)
-    if args.against and not args.estimator:
-        raise ValueError("--against compares one entry with another: name the entry to "
-                         "compare with --estimator NAME")
+    regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; name the JSON file to write")
     executor = _executor(args)  # a bad option is reported before the bar starts

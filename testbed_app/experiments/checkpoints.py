@@ -292,23 +292,27 @@ ADVICE = ("Nothing was deleted. Rerun with --recover to set the bad file aside a
 
 def _shape_mismatch(expected: Any, loaded: Any, where: str = "state") -> str | None:
     """Where ``loaded`` (a checkpoint's state) holds a tensor or array of another shape or
-    dtype than ``expected`` (a freshly built experiment's state) at the same place; ``None``
-    when none does. Only places both hold are compared (a state may grow as a run goes)."""
+    dtype, or a state of another type (a named tuple or dataclass: another algorithm's), than
+    ``expected`` (a freshly built experiment's state) at the same place; ``None`` when none
+    does. Only places both hold are compared (a state may grow as a run goes)."""
     if isinstance(expected, dict) and isinstance(loaded, dict):
         for key in expected.keys() & loaded.keys():
             found = _shape_mismatch(expected[key], loaded[key], f"{where}[{key!r}]")
             if found:
                 return found
+    elif hasattr(expected, "_fields") or dataclasses.is_dataclass(expected):
+        if type(expected) is not type(loaded):  # another algorithm's state, say
+            return (f"{where} is a {type(loaded).__name__}, this experiment's is a "
+                    f"{type(expected).__name__}")
+        if hasattr(expected, "_fields"):
+            return _shape_mismatch(expected._asdict(), loaded._asdict(), where)
+        return _shape_mismatch(vars(expected), vars(loaded), where)
     elif isinstance(expected, (list, tuple)) and isinstance(loaded, (list, tuple)):
         if len(expected) == len(loaded):
             for i, (a, b) in enumerate(zip(expected, loaded, strict=True)):
                 found = _shape_mismatch(a, b, f"{where}[{i}]")
                 if found:
                     return found
-    elif hasattr(expected, "_fields") and type(expected) is type(loaded):
-        return _shape_mismatch(expected._asdict(), loaded._asdict(), where)
-    elif dataclasses.is_dataclass(expected) and type(expected) is type(loaded):
-        return _shape_mismatch(vars(expected), vars(loaded), where)
     elif isinstance(expected, (torch.Tensor, np.ndarray)):
         if not isinstance(loaded, type(expected)):
             return f"{where} is a {type(loaded).__name__}, expected a {type(expected).__name__}"

@@ -50,7 +50,7 @@ BAD_CONFIGS = [
      "[workload] validation_fraction", "expected a finite number"),
     ("number where the model name goes", {"workload.model": 3}, "[workload] model",
      "expected a model name"),
-    ("a path as the run name", {"name": "../escape"}, "name", "without path separators"),
+    ("a path as the run name", {"name": "../escape"}, "name", "it holds a path separator"),
     ("accuracy threshold above 1", {"replication.threshold": 2}, "[replication] threshold",
      "a test accuracy in (0, 1]"),
     ("a section that is not a table", {"run": 5}, "[run] must be a table", ""),

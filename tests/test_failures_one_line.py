@@ -263,13 +263,14 @@ DISK_SCRIPT = textwrap.dedent("""
     results, report = mount / "results", mount / "report"
     out = {}
     def fill():
-        with open(mount / "filler", "wb") as handle:
+        descriptor = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT)
+        for size in (65536, 4096, 1):
             try:
                 while True:
-                    handle.write(b"x" * 4096)
-                    handle.flush()
+                    os.write(descriptor, b"x" * size)
             except OSError:
                 pass
+        os.close(descriptor)
     def tmp_files():
         return [str(p) for p in mount.rglob("*.tmp")]
     assert main(["run", config, "--results", str(results), "--quiet", "--rounds", "1"]) == 0

@@ -113,14 +113,21 @@ def _same_file(recorded: str, path: Path) -> bool:
 
 
 def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -> str | None:
-    """Why ``config`` may not use (``fresh``: delete) its run folder: the folder's
-    ``metadata.json`` records another config file; with ``fresh``, also a folder the testbed
-    cannot tell is this config's (no readable metadata, or no config path to compare)."""
+    """Why ``config`` may not use (``fresh``: delete) its run folder: its recorded
+    ``config.toml`` is not this config and its ``metadata.json`` records another config file
+    (by file name: an edited config stays its folder's, ``b.toml`` of the same ``name`` does
+    not); with ``fresh``, also a folder the testbed cannot tell is this config's (no readable
+    metadata, or no config path to compare)."""
     folder = run_dir(config, results)
     if not folder.exists():
         return None
     if not folder.is_dir():
         return f"{folder} is a file, not a run folder; move it away"
+    try:
+        if (folder / "config.toml").read_text() == dump_toml(config):
+            return None  # the config as recorded is the config being run
+    except (OSError, UnicodeDecodeError):
+        pass
     try:
         recorded = json.loads((folder / "metadata.json").read_text()).get("config")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):

@@ -6,8 +6,9 @@ naming the key), or returns ``None``; each reader of such a file calls it before
 number, and treats a file with a problem as absent (recomputed by the command that writes it,
 or shown as "not trusted" in the report), with a one-line note naming the file:
 
-- ``calibration/<claim>.json``: :func:`calibration_record_problem` (one record per seed, no
-  seed twice, verdicts from the vocabulary);
+- ``calibration/<claim>.json``: :func:`calibration_record_problem` and
+  :func:`usable_calibration_runs` (one record per seed, no seed twice, verdicts from the
+  vocabulary);
 - ``calibration/summary.json``: :func:`calibration_summary_problem` (numbers where numbers
   belong, the counts and the "consistent" flag recomputed from the recorded counts);
 - ``reports/baselines/regress.json``: :func:`baseline_problem`;
@@ -54,21 +55,34 @@ def _first(problems: list[str]) -> str | None:
 
 
 def calibration_record_problem(data: Any, claim_id: str | None = None) -> str | None:
-    """Why a ``calibration/<claim>.json`` cannot be resumed from (module docstring)."""
+    """Why a ``calibration/<claim>.json`` cannot be resumed from at all (its own fields; its
+    seeds are checked one by one by :func:`usable_calibration_runs`)."""
     problems = field_problems(data, CALIBRATION_RECORD_SCHEMA)
     if problems:
         return _first(problems)
     if claim_id is not None and data["claim"] != claim_id:
         return f"claim is {data['claim']!r}, the file is that of {claim_id}"
-    seeds: set[int] = set()
-    for i, run in enumerate(data["runs"]):
-        problems = field_problems(run, CALIBRATION_RUN_SCHEMA, f"runs[{i}]")
-        if problems:
-            return _first(problems)
-        if run["seed"] in seeds:
-            return f"runs[{i}]: seed {run['seed']} is recorded twice"
-        seeds.add(run["seed"])
     return None
+
+
+def usable_calibration_runs(runs: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The seeds of a calibration record that can be believed, and why each other one cannot
+    (a field of the wrong type, a verdict outside the vocabulary, a seed recorded twice: both
+    records are dropped, since either may be the edited one). The dropped seeds are run
+    again."""
+    problems: list[str] = []
+    valid: list[dict[str, Any]] = []
+    for i, run in enumerate(runs):
+        found = field_problems(run, CALIBRATION_RUN_SCHEMA, f"runs[{i}]",
+                               optional=("n_undecided", "n_unconfirmed"))
+        if found:
+            problems.append(_first(found) or "")
+        else:
+            valid.append(run)
+    seeds = [run["seed"] for run in valid]
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    problems += [f"seed {seed} is recorded twice" for seed in twice]
+    return [run for run in valid if run["seed"] not in twice], problems
 
 
 def calibration_summary_problem(data: Any) -> str | None:
@@ -144,4 +158,4 @@ def metadata_problem(data: Any) -> str | None:
 __all__ = ["BASELINE_SCHEMA", "CALIBRATION_RECORD_SCHEMA", "CALIBRATION_ROW_SCHEMA",
            "CALIBRATION_RUN_SCHEMA", "CALIBRATION_SUMMARY_SCHEMA", "CHECKPOINT_SCHEMA",
            "SAMPLES_SCHEMA", "baseline_problem", "calibration_record_problem",
-           "calibration_summary_problem", "metadata_problem"]
+           "calibration_summary_problem", "metadata_problem", "usable_calibration_runs"]

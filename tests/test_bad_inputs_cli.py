@@ -73,7 +73,7 @@ def test_bad_config_is_one_line_with_file_and_key(tmp_path, capsys, label, edits
 
 @pytest.mark.parametrize(("label", "text", "expected"), [
     ("not TOML", "name = [unclosed\n", "not valid TOML"),
-    ("empty file", "", "missing (expected a non-empty string"),
+    ("empty file", "", "name: missing (expected a plain folder name"),
     ("binary garbage", "\x00\x01\x02", "not valid TOML"),
 ])
 def test_unparsable_config_files_are_named(tmp_path, capsys, label, text, expected):

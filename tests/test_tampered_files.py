@@ -413,7 +413,7 @@ def test_a_calibration_record_with_a_seed_twice_is_run_again(tmp_path, checked, 
     capsys.readouterr()
     assert main(args) == 0
     err = capsys.readouterr().err
-    assert f"{record}: not trusted (runs[1]: seed 0 is recorded twice)" in err
+    assert f"{record}: not trusted (seed 0 is recorded twice); that seed is run again" in err
     assert [r["seed"] for r in json.loads(record.read_text())["runs"]] == [0, 1]
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from results_format.locks import holding
-from results_format.records import calibration_record_problem
+from results_format.records import calibration_record_problem, usable_calibration_runs
 from results_format.resume import read_fresh, write_json
 from results_format.validation import seal
 from theory_checks.claim import Claim
@@ -100,7 +100,9 @@ def _load(path: Path, fingerprint: str, profile: str,
           notify: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
     """The seeds already run (same claim definition and profile); a torn file, or one that
     does not fit its schema (:func:`results_format.records.calibration_record_problem`),
-    starts over, the latter with a note naming it."""
+    starts over, and a seed's record that cannot be believed
+    (:func:`~results_format.records.usable_calibration_runs`) is run again, each with a note
+    naming the file."""
     data = read_fresh(path, fingerprint, profile, keys=("runs",))
     if data is None:
         return []
@@ -108,7 +110,10 @@ def _load(path: Path, fingerprint: str, profile: str,
     if problem is not None:
         notify(f"{path}: not trusted ({problem}); its seeds are run again")
         return []
-    return list(data["runs"])
+    runs, problems = usable_calibration_runs(data["runs"])
+    for problem in problems:
+        notify(f"{path}: not trusted ({problem}); that seed is run again")
+    return runs
 
 
 @dataclasses.dataclass

@@ -108,3 +108,14 @@ __all__ += ["PerClientLogistic", "PerClientQuadratic"]
 from problems.loop_reference import PerClientLoop  # noqa: E402
 
 __all__ += ["PerClientLoop"]
+
+
+def _workload_recipe(**spec: object) -> object:
+    """A saved workload recipe (:class:`problems.workloads.WorkloadRecipe`), imported only when a
+    spec names one: the workloads' data and models are not loaded with :mod:`problems`."""
+    from problems.workloads.recipe import WorkloadRecipe
+
+    return WorkloadRecipe(**spec)  # type: ignore[arg-type]
+
+
+SPEC_BUILDERS["WorkloadRecipe"] = _workload_recipe

@@ -59,6 +59,8 @@ _SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
 #: <problems.minimax.QuadraticMinimax.random>` that must be finite and >= 0.
 NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "gradient_heterogeneity", "gradient_noise",
                      "hessian_noise")
+#: Knobs that scale arrays after the draw (``random``): non-negative, in the spec only when set.
+SCALE_KNOBS = ("cross_scale", "outer_curvature")
 
 
 class QuadraticBilevel(ClientArrayFamily):
@@ -90,13 +92,19 @@ class QuadraticBilevel(ClientArrayFamily):
         "QuadraticBilevel.random": (
             "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}"
             ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
-            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}"),
+            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}{scales_suffix}"),
     }
     INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
     SAMPLE_NAMES = _SAMPLE_NAMES
 
     kind: ProblemKind = "bilevel"
+
+    @property
+    def scales_suffix(self) -> str:
+        """The id's part for the scale knobs of ``random`` that are set (empty when none is)."""
+        return "".join(f".{tag}{self._spec[knob]:g}" for knob, tag in
+                       (("cross_scale", "cs"), ("outer_curvature", "oc")) if knob in self._spec)
 
     def __init__(
         self,
@@ -144,6 +152,8 @@ class QuadraticBilevel(ClientArrayFamily):
         n_samples: int = 0,
         gradient_noise: float = 0.0,
         hessian_noise: float = 0.0,
+        cross_scale: float = 1.0,
+        outer_curvature: float = 1.0,
     ) -> QuadraticBilevel:
         """Draw a problem whose mean inner Hessian has spectrum log-spaced in ``[mu, kappa mu]``.
 
@@ -166,6 +176,13 @@ class QuadraticBilevel(ClientArrayFamily):
             hessian_noise: relative size ``eta`` of the per-sample Hessian noise
                 (``A_ij = A_bar^{1/2}(I + S_i + N_ij)A_bar^{1/2}`` with ``max ||N_ij|| = eta``);
                 ``h + eta < 1`` keeps every sample Hessian positive definite.
+            cross_scale: multiplies every ``B_i`` (the cross derivative ``grad^2_xy g``) after
+                the draw; a small one makes a paper's joint Lipschitz constant over ``(x, y)``
+                (FedNest's A1, AggITD's Assumption 2) close to ``lambda_max(A_i)``.
+            outer_curvature: multiplies ``C_i, D_i, E_i`` after the draw; 0 makes every ``f_i``
+                affine, hence Lipschitz on the whole space (FedNest A1's ``l_{f,0}`` read
+                globally). Both default to 1, which leaves the draw, the spec and the id as
+                they were before the knobs existed.
         """
         label = "QuadraticBilevel.random"
         hh = either(hessian_heterogeneity, heterogeneity)
@@ -177,8 +194,13 @@ class QuadraticBilevel(ClientArrayFamily):
             "n_samples": n_samples, "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
-        rng = recipe_rng(spec, nonnegative=NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
-                         positive=("mu",), dims=("dim_x", "dim_y"))
+        # the scale knobs join the spec (and the id) only when set, so that every problem drawn
+        # before they existed keeps its spec and id
+        spec.update({k: v for k, v in (("cross_scale", cross_scale),
+                                       ("outer_curvature", outer_curvature)) if v != 1.0})
+        rng = recipe_rng(spec, nonnegative=(*NONNEGATIVE_KNOBS,
+                                            *(k for k in SCALE_KNOBS if k in spec)),
+                         below_one=HESSIAN_SPREADS, positive=("mu",), dims=("dim_x", "dim_y"))
         M, dx, dy = n_clients, dim_x, dim_y
         # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
         hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
@@ -204,6 +226,8 @@ class QuadraticBilevel(ClientArrayFamily):
             samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
             for key, base in (("b", b), ("c", c), ("e", e)):
                 samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
+        # scaled after every draw, so the generator's stream is the same whatever the scales
+        B, C, D, E = B * cross_scale, C * outer_curvature, D * outer_curvature, E * outer_curvature
         return cls(Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e, name=label,
                    spec=spec, **{k: Owned(v) for k, v in samples.items()})
 

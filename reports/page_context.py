@@ -9,6 +9,8 @@ out. The page answers "which claims of this paper hold?" first:
   case, the figure), the correction checked beside it and the counterexample files;
 - per paper, the **summary table**, where each correction sits on the row under the claim it
   corrects;
+- the **verified libraries and plugins** (runs of estimators that are not the testbed's own,
+  :func:`outside_papers`), a table per library, outside the papers' counts;
 - then the sections (calibration, communication, rounds to error, replication, benchmarks) and
   each claim in detail.
 """
@@ -40,6 +42,7 @@ from reports.claims_table import (
     expected_class,
     power_text,
 )
+from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import _bool, _float
 from reports.sections import Section
 
@@ -122,6 +125,20 @@ class Row:
     def notes(self) -> str:
         return str(self.claim.get("notes") or "")
 
+    @property
+    def hypotheses(self) -> list[str]:
+        """The paper's hypotheses with their margins on the case the verdict rests on."""
+        return hypothesis_lines(self.claim)
+
+    @property
+    def readings(self) -> list[str]:
+        """The statement's readings with the verdict under each."""
+        return reading_lines(self.claim)
+
+    @property
+    def refutation_summary(self) -> str:
+        return refutation_summary(self.claim)
+
 
 @dataclasses.dataclass
 class MatrixCell:
@@ -154,6 +171,8 @@ class PaperTable:
     paper: str
     anchor: str
     rows: list[Row]
+    #: a library's table: each estimator verified and its entry's reference (library version)
+    estimators: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -171,10 +190,29 @@ class Page:
     extras: list[Section]
     table_head: tuple[str, ...] = TABLE_HEAD
     fit_head: tuple[str, ...] = FIT_HEAD
+    #: verified libraries and plugins (:func:`outside_papers`), one table each
+    libraries: list[PaperTable] = dataclasses.field(default_factory=list)
 
     @property
     def rows(self) -> list[Row]:
-        return [r for p in self.papers for r in p.rows]
+        return [r for p in self.papers + self.libraries for r in p.rows]
+
+
+def outside_papers(claim: dict[str, Any]) -> bool:
+    """A run of a plugin's or a library adapter's estimator, or a claim a plugin declares
+    (their results record ``builtin: false``): shown in the libraries' section and never in
+    the papers' counts (the matrix, the errata, the summary line)."""
+    entry = claim.get("estimator_entry")
+    if isinstance(entry, dict):
+        return entry.get("builtin") is False
+    return claim.get("builtin") is False
+
+
+def library_name(claim: dict[str, Any]) -> str:
+    """The library (or plugin package's paper) a run outside the papers belongs to."""
+    entry = claim.get("estimator_entry")
+    name = entry.get("paper") if isinstance(entry, dict) else None
+    return str(name or claim.get("paper") or "unknown library")
 
 
 def decision_lines(c: dict[str, Any]) -> list[str]:
@@ -254,8 +292,17 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
     for s in sections:
         if s.claim.get("corrects") in by_id:
             corrected_by.setdefault(str(s.claim["corrects"]), []).append(s)
-    papers, rows_by_id = [], {}
-    for paper, group in _by_paper(sections):
+    papers: list[PaperTable] = []
+    libraries: list[PaperTable] = []
+    rows_by_id: dict[str, Row] = {}
+    inside = [s for s in sections if not outside_papers(s.claim)]
+    outside: dict[str, list[ClaimSection]] = {}
+    for s in sections:
+        if outside_papers(s.claim):
+            outside.setdefault(library_name(s.claim), []).append(s)
+    groups = [(False, paper, group) for paper, group in _by_paper(inside)]
+    groups += [(True, name, outside[name]) for name in sorted(outside)]
+    for is_library, paper, group in groups:
         rows, first = [], set()
         for s in _ordered(group):
             c = s.claim
@@ -269,7 +316,13 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
                 row.verdict_anchor = f"{slug(paper)}-{slug(verdict)}"
             rows.append(row)
             rows_by_id[s.id] = row
-        papers.append(PaperTable(paper, f"paper-{slug(paper)}", rows))
+        if is_library:
+            entries = {(str(s.claim.get("estimator")), str(s.claim["estimator_entry"].get(
+                "reference", ""))) for s in group if isinstance(s.claim.get("estimator_entry"),
+                                                                dict)}
+            libraries.append(PaperTable(paper, f"library-{slug(paper)}", rows, sorted(entries)))
+        else:
+            papers.append(PaperTable(paper, f"paper-{slug(paper)}", rows))
     columns = list(VERDICT_COLUMNS)
     columns += sorted({r.verdict for p in papers for r in p.rows} - set(columns),
                       key=lambda v: (v != "not checked", v))
@@ -287,9 +340,9 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
         headline=_headline(meta), fields=_header_fields(meta), notes=list(notes),
-        summary=_summary(sections), columns=columns, matrix=matrix,
+        summary=_summary(inside), columns=columns, matrix=matrix,
         totals=totals + [sum(m.total for m in matrix)], errata=errata, papers=papers,
-        extras=list(extras))
+        extras=list(extras), libraries=libraries)
 
 
 def paper_rank(paper: str) -> int:

@@ -65,7 +65,7 @@ DECISION_SCHEMA: dict[str, Any] = {
 }
 #: A fit (``cases[i].fit``, ``fits[j]``).
 FIT_SCHEMA: dict[str, Any] = {
-    "quantity": "str", "estimate": "finite", "ci_low": "number", "ci_high": "number",
+    "quantity": "str", "estimate": "finite", "ci_low": "number|null", "ci_high": "number|null",
     "theory": "finite", "tolerance": "number",
 }
 #: ``counterexamples/<run_id>.json``: the failing case, with the claim it refutes.
@@ -105,6 +105,19 @@ def combine(outcomes: Iterable[str]) -> str:
     if "undecided" in seen:
         return "undecided"
     return "holds"
+
+
+def verdict_over_readings(verdicts: Iterable[str]) -> str:
+    """A claim read several ways (its readings, each checked on the same cases): the first
+    reading that holds gives the verdict; "fails as stated" only when every reading fails; else
+    "undecided"."""
+    seen = list(verdicts)
+    holding = [v for v in seen if v in ("holds", "holds once corrected")]
+    if holding:
+        return holding[0]
+    if seen and all(v == "fails as stated" for v in seen):
+        return "fails as stated"
+    return "undecided"
 
 
 def verdict_of(outcomes: Iterable[str], corrects: bool) -> str:
@@ -204,9 +217,16 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
     if (failing == 1) != (data["counterexample"] is not None):
         problems.append("a counterexample is recorded without a failing case" if failing == 0
                         else "a failing case is recorded without its counterexample file")
-    verdict = verdict_of(outcomes, data["corrects"] is not None)
+    verdict = verdict_of(outcomes, bool(data["corrects"]))
     if data["verdict"] != verdict:
         problems.append(f"verdict is {data['verdict']!r}, its recorded cases give {verdict!r}")
+    readings = data.get("readings") or []
+    if readings:
+        if not all(isinstance(r, dict) and r.get("verdict") in VERDICTS for r in readings):
+            problems.append("readings holds a reading without a verdict")
+        elif data["verdict"] != verdict_over_readings(r["verdict"] for r in readings):
+            problems.append(f"verdict is {data['verdict']!r}, its readings give "
+                            f"{verdict_over_readings(r['verdict'] for r in readings)!r}")
     expected = data["expected_verdicts"]
     bad = [v for v in expected if v not in VERDICTS]
     if bad:
@@ -322,4 +342,5 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
 __all__ = ["CASE_SCHEMA", "CLAIM_RESULT_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS",
            "DECISION_SCHEMA", "FILES_KEY", "FIT_SCHEMA", "OUTCOMES", "SERIES_COLUMNS_READ",
            "VERDICTS", "claim_file_problem", "combine", "companion_problems", "interval_outcome",
-           "read_claim_file", "recomputed_problems", "untrusted_claim_files", "verdict_of"]
+           "read_claim_file", "recomputed_problems", "untrusted_claim_files", "verdict_of",
+           "verdict_over_readings"]

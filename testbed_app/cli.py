@@ -12,6 +12,7 @@ Examples::
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
+    testbed mutate                      # realistic bugs against the claims: the mutation table
     testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
     testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
 """
@@ -534,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
     verify.set_defaults(func=_cmd_verify)
+    from testbed_app import mutate
+
+    mutate.add_parser(sub)
     return parser
 
 

@@ -42,7 +42,10 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
             raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
                 from None
     else:
-        failed = [str(p) for p in plugins.problems() if p.entry_point == target]
+        # a plugin's entry point names its entries or is the prefix of their names
+        # ("torchopt" for "torchopt-implicit-cg")
+        failed = [str(p) for p in plugins.problems()
+                  if p.entry_point == target or target.startswith(f"{p.entry_point}-")]
         hint = f"; {failed[0]}" if failed else ""
         raise VerifyError(f"no estimator named {target!r} (registered: "
                           f"{', '.join(sorted(registered))}){hint}")

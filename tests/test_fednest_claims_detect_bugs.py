@@ -26,7 +26,6 @@ REFUTED = {
     "fednest.lemma22.paper_constant": "fednest.lemma22.averaged_bias",
     "fednest.minimax.per_client_indirect_zero": "fednest.minimax.averaged_indirect_zero",
     "fednest.compositional.paper_indirect_form": "fednest.compositional.single_term_unbiased",
-    "fednest.rounds.paper_count_random": "fednest.rounds.random_truncation",
 }
 
 
@@ -69,3 +68,19 @@ def test_refuted_claim_fails_and_its_correction_holds(claim_id, tmp_path):
     corrected = CLAIMS[REFUTED[claim_id]]
     assert corrected.corrects == claim_id or corrected.corrects in REFUTED
     assert run_claim(corrected, PROFILE).verdict == "holds once corrected"
+
+
+def test_the_round_count_holds_as_a_budget_and_fails_as_an_exact_count():
+    """Sec. 2.4's "FedNest requires 2T + N + 3 rounds" (issue 22): read as exactly, Alg. 3's
+    random N' <= N - 1 refutes it on every iteration; read as a budget it holds, so the claim
+    holds and says under which reading; the exact count with N' is its own claim."""
+    claim = CLAIMS["fednest.rounds.paper_count_random"]
+    assert claim.expected == "holds" and [r.name for r in claim.readings] == [
+        "exactly", "at most (a budget)"]
+    result = run_claim(claim, PROFILE)
+    assert result.verdict == "holds" and result.holding_readings == ["at most (a budget)"]
+    exactly = result.readings[0]
+    assert exactly.verdict == "fails as stated"
+    ce = exactly.counterexample.measurement
+    assert ce.measured < ce.bound  # 2T + N' + 3 < 2T + N + 3: under the budget, not equal
+    assert run_claim(CLAIMS["fednest.rounds.random_truncation"], PROFILE).verdict == "holds"

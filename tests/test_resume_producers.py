@@ -25,13 +25,22 @@ def test_claim_fingerprints_are_the_ones_written_before():
 
     for claim in CLAIM_DB:
         for profile in PROFILES.values():
-            text = "|".join([claim.id, claim.reference, claim.kind, claim.statement,
-                             ",".join(claim.estimators), claim.check.__qualname__,
-                             str(claim_max_examples(claim, profile)), claim.decision,
-                             repr(claim.false_fail_rate),
-                             claim.perturbation.name if claim.perturbation else "",
-                             "control" if claim.positive_control else ""])
-            assert claim_fingerprint(claim, profile) == _sha16(text), claim.id
+            parts = [claim.id, claim.reference, claim.kind, claim.statement,
+                     ",".join(claim.estimators), claim.check.__qualname__,
+                     str(claim_max_examples(claim, profile)), claim.decision,
+                     repr(claim.false_fail_rate),
+                     claim.perturbation.name if claim.perturbation else "",
+                     "control" if claim.positive_control else ""]
+            # issue 22: hypotheses, readings and a stated scale are part of a claim's definition
+            # where declared (and only there: a claim without them keeps its fingerprint)
+            if claim.hypotheses:
+                parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
+            if claim.readings:
+                parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
+                                      for r in claim.readings))
+            if claim.scale:
+                parts.append(claim.scale)
+            assert claim_fingerprint(claim, profile) == _sha16("|".join(parts)), claim.id
 
 
 def test_comparison_fingerprints_are_the_ones_written_before():

@@ -9,11 +9,12 @@ compositional) without family-specific code, and cross-checks the families' own 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import torch
 
-from problems import Problem
+from problems import Batch, Problem
 from testbed.oracles import Oracles
 
 
@@ -103,3 +104,46 @@ def dominant_mode_window(
     else:
         return None
     return (start, stop) if stop > start else None
+
+
+def joint_hessians(problem: Problem, which: str = "g", per_sample: bool = False,
+                   point: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Each client's Hessian of ``g_i`` (``which="g"``) or ``f_i`` (``"f"``) in ``z = (x, y)``
+    jointly, ``(M, dx + dy, dx + dy)``; with ``per_sample`` each sample's, ``(M, n, d, d)`` (the
+    losses of one-sample minibatches). Evaluated at ``point`` (default ``z = 0``): constant on
+    the quadratic families, which is where the papers' Lipschitz constants are these norms.
+
+    The papers' smoothness assumptions are joint in ``z`` (FedNest A1: ``grad g_i(z)`` is
+    ``l_{g,1}``-Lipschitz; AggITD Assumption 2: ``grad G_i(z; zeta)`` is ``L_g``-Lipschitz), so
+    their constants are spectral norms of these matrices, not of the ``y`` block alone.
+    """
+    dx, dy, m = problem.dim_x, problem.dim_y, problem.n_clients
+    clients = torch.arange(m)
+    loss_fn = problem.outer_loss if which == "f" else problem.inner_loss
+    batches: list[Any] = [None]
+    if per_sample:
+        n = int(getattr(problem, "n_samples", 0) or 0)
+        if n == 0:
+            raise ValueError(f"{problem.id}: no samples, so no per-sample Hessians")
+        batches = [Batch(torch.full((m, 1), j, dtype=torch.long)) for j in range(n)]
+    out = []
+    for batch in batches:
+        if point is None:
+            z0 = torch.zeros(m, dx + dy, dtype=torch.float64)
+        else:
+            z0 = torch.cat([point[0], point[1]]).expand(m, dx + dy).clone()
+        z = z0.requires_grad_(True)
+        loss = loss_fn(z[:, :dx], z[:, dx:], clients, batch).sum()
+        (grad,) = torch.autograd.grad(loss, z, create_graph=True)
+        rows = []
+        for k in range(dx + dy):
+            (row,) = torch.autograd.grad(grad[:, k].sum(), z, retain_graph=True,
+                                         allow_unused=True)
+            rows.append(torch.zeros_like(z) if row is None else row)
+        out.append(torch.stack(rows, dim=1).detach())
+    return torch.stack(out, dim=1) if per_sample else out[0]
+
+
+def spectral_norm_max(matrices: torch.Tensor) -> float:
+    """``max ||A||_2`` over a stack of matrices."""
+    return float(torch.linalg.matrix_norm(matrices, ord=2).max())

@@ -53,7 +53,7 @@ def sampling_exponent_measurement(m: int, outcome: Callable[[tuple[int, ...]], t
         raise NotMeasurable(identical_reason)
     fit = _stats.fit_exponent(np.array(factors), np.array(variances))
     result = Fit(f"exponent of {quantity} in (M-S)/(S(M-1))", fit.slope, fit.ci_low,
-                 fit.ci_high, 1.0, 0.02, fit.confidence)
+                 fit.ci_high, 1.0, 0.02, fit.confidence, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)
                    for s, v in enumerate(variances))
     return Measurement(fit.slope, 1.0, result.agrees, "|exponent - 1| <= 0.02", series=series,

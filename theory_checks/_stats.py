@@ -138,6 +138,9 @@ class LinearFit:
     num_points: int
     std_error: float = math.nan  # of the slope
     dof: int = 0  # residual degrees of freedom of the interval
+    # largest |y - line| over the points: on exact (deterministic) data the interval measures
+    # how far the points are from a line, not chance, and this is the figure to show
+    residual_max: float = math.nan
 
 
 def fit_slope(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> LinearFit:
@@ -162,7 +165,7 @@ def fit_slope(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> LinearF
     std_error = math.sqrt(sigma2 / sxx)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 2)) * std_error
     return LinearFit(slope, intercept, slope - half, slope + half, confidence, n, std_error,
-                     n - 2)
+                     n - 2, float(np.abs(residual).max()))
 
 
 def fit_rate(steps: np.ndarray, errors: np.ndarray, confidence: float = 0.95) -> LinearFit:

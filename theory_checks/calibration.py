@@ -6,7 +6,10 @@ seeds (the same drawn cases; calibration seed ``k`` changes every stream the che
 counts the verdicts. For a claim the testbed has established to hold, every "fails as stated" is
 a false failure: the observed rate ``f / K`` with its exact (Clopper-Pearson) 95% interval is
 *consistent* with the stated rate when the interval's lower end does not exceed it (the data do
-not show more false failures than stated). For a claim established to fail, the fraction of
+not show more false failures than stated). That is all a few seeds can show: 0 false failures
+in 20 seeds bounds the rate at 16.8% (the interval's upper end), not at the stated 1e-3, and
+bounding it at 1e-3 takes 3688 clean seeds (two-sided 95% interval)
+(:func:`seeds_to_bound`). The table says both. For a claim established to fail, the fraction of
 seeds that confirm the refutation is the check's power on it. Undecided runs are counted apart:
 they are neither false failures nor decisions.
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -75,6 +79,14 @@ class CalibrationSummary:
     rate_high: float
     consistent: bool
     seconds: float
+
+
+def seeds_to_bound(rate: float, confidence: float = CALIBRATION_CONFIDENCE) -> int:
+    """Clean seeds (no false failure) whose two-sided Clopper-Pearson interval at
+    ``confidence`` ends at or below ``rate``: the smallest ``K`` with ``1 - (tail)^(1/K) <= rate``
+    (3688 for 1e-3 at 95%, tail 0.025)."""
+    tail = (1.0 - confidence) / 2.0
+    return int(math.ceil(math.log(tail) / math.log1p(-rate)))
 
 
 def summarize(claim: Claim, profile: str, records: list[dict[str, Any]]) -> CalibrationSummary:
@@ -213,7 +225,8 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
                                  progress, execute)
     # sealed: the report checks the seal and recomputes the counts before it shows a number
     summary = {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
-               "claims": [dataclasses.asdict(s) for s in summaries]}
+               "claims": [dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)}
+                          for s in summaries]}
     write_json(out_dir / "calibration" / "summary.json",
                seal(json.loads(json.dumps(summary))), indent=2)
     return summaries
@@ -226,10 +239,25 @@ def format_table(summaries: Iterable[CalibrationSummary]) -> str:
         return "no statistical claim to calibrate"
     width = max(len(s.claim) for s in rows)
     lines = [f"{'claim':{width}s} expected seeds  fails undecided  observed rate [95% CI]"
-             "       stated  consistent"]
+             "       stated  consistent  what the seeds show"]
     for s in rows:
         observed = s.refuted / s.seeds
         lines.append(f"{s.claim:{width}s} {s.expected:8s} {s.seeds:5d} {s.refuted:6d} "
                      f"{s.undecided:9d}  {observed:.3f} [{s.rate_low:.3f}, {s.rate_high:.3f}]"
-                     f"  {s.stated_rate:8.0e}  {'yes' if s.consistent else 'NO'}")
+                     f"  {s.stated_rate:8.0e}  {'yes' if s.consistent else 'NO ':3s}         "
+                     f"{what_seeds_show(s)}")
     return "\n".join(lines)
+
+
+def what_seeds_show(summary: CalibrationSummary) -> str:
+    """One line on what the calibration can resolve: for a holds claim, the rate its seeds bound
+    (the interval's upper end) and the clean seeds it would take to bound the stated rate."""
+    if summary.expected != "holds":
+        return (f"refuted on {summary.refuted} of {summary.seeds - summary.undecided} decided "
+                "seeds")
+    shown = (f"false-failure rate at most {summary.rate_high:.3g} at 95% "
+             f"({summary.false_failures} of {summary.seeds})")
+    if summary.rate_high > summary.stated_rate:
+        shown += (f"; bounding it at the stated {summary.stated_rate:.0e} takes "
+                  f"{seeds_to_bound(summary.stated_rate)} clean seeds")
+    return shown

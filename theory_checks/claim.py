@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from problems import ProblemConstants
 from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
+from theory_checks.hypotheses import Hypothesis, Reading
 
 
 class PerProfile(NamedTuple):
@@ -75,6 +76,10 @@ class Fit:
         theory: the value the paper's bound implies.
         tolerance: the largest accepted ``|estimate - theory|``.
         confidence: level of the interval.
+        residual: the largest distance of a fitted point from the line, in the fit's units. On
+            exact (deterministic) data there is no sampling error: the interval only measures
+            how far the points are from a line, so the results files keep this residual
+            instead of an interval with a confidence level (:func:`fit_record`).
     """
 
     quantity: str
@@ -84,6 +89,7 @@ class Fit:
     theory: float
     tolerance: float
     confidence: float = 0.95
+    residual: float | None = None
 
     @property
     def agrees(self) -> bool:
@@ -96,6 +102,18 @@ class Fit:
         the whole interval lies outside, with probability <= (1 - confidence) / 2."""
         return (self.ci_high >= self.theory - self.tolerance
                 and self.ci_low <= self.theory + self.tolerance)
+
+
+def fit_record(fit: Fit, exact: bool) -> dict[str, Any]:
+    """A fit as the results files keep it. A fit of exact data (a deterministic claim, or an
+    exponent computed exactly, whose interval is the point itself) has ``basis = "exact"``, its
+    residual and no interval; a Monte Carlo fit keeps its interval and confidence level."""
+    record = dataclasses.asdict(fit)
+    if exact or fit.ci_low == fit.ci_high:
+        record.update(basis="exact", ci_low=None, ci_high=None, confidence=None)
+    else:
+        record["basis"] = "monte carlo"
+    return record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +229,16 @@ class Claim:
         perturbation: the bug the check must catch (every claim expected to hold has one).
         positive_control: a case inside the claim's conditions on which the check says
             "holds" (every claim expected to fail has one: the check can say both).
+        hypotheses: the paper's assumptions and conditions the claim is stated under, as
+            predicates on a case (:class:`~theory_checks.hypotheses.Hypothesis`, with the
+            constants of the paper's ``constants`` module): a case outside one is rejected,
+            neither a pass nor a counterexample; every measured case records the margins.
+        readings: the reasonable readings of the statement
+            (:class:`~theory_checks.hypotheses.Reading`), each checked on the same cases; "fails
+            as stated" needs every reading to fail. Empty: the statement has one reading.
+        scale: for a number read off a paper's table or figure, the paper's stated scale
+            (clients, samples, dimension, protocol) the cases reproduce, and the differences
+            that remain; a refutation of such a number is recorded only at that scale.
     """
 
     id: str
@@ -233,6 +261,9 @@ class Claim:
     undecided_on: tuple[str, ...] = ()
     perturbation: Perturbation | None = None
     positive_control: Callable[[], Case] | None = None
+    hypotheses: tuple[Hypothesis, ...] = ()
+    readings: tuple[Reading, ...] = ()
+    scale: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:
@@ -245,6 +276,12 @@ class Claim:
             raise ValueError(f"claim {self.id}: false_fail_rate must be in (0, 1)")
         if self.undecided_on and self.decision != "statistical":
             raise ValueError(f"claim {self.id}: only a statistical claim can be undecided")
+        names = [h.name for h in self.hypotheses]
+        if len(set(names)) != len(names):
+            raise ValueError(f"claim {self.id}: two hypotheses share a name ({names})")
+        if len(self.readings) == 1:
+            raise ValueError(f"claim {self.id}: one reading is the statement itself; declare "
+                             "readings only when there are several")
 
     @property
     def statistical(self) -> bool:

@@ -24,6 +24,19 @@ paper, what the testbed has established, the notes behind each tolerance) and na
     problem = {family = "QuadraticBilevel.random", n_clients = 1, ...}
     params = {point_seed = 0}
 
+``hypotheses`` lists the paper's assumptions and conditions as references to
+:class:`~theory_checks.hypotheses.Hypothesis` objects (or calls of builders that return one), and
+``readings`` the reasonable readings of the statement as tables:
+
+.. code-block:: toml
+
+    hypotheses = ["theory_checks.fednest.constants:A1", "theory_checks.fednest.constants:A2"]
+
+    [[claim.readings]]
+    name = "at most (a budget)"
+    statement = "rounds per iteration <= 2T + N + 3"
+    params = {reading = "at_most"}
+
 A perturbation may be a reference or an inline table (``name``, ``description``, ``build`` as a
 reference, optional ``max_examples``, ``slow``, ``profile``); ``examples`` is a list of saved
 cases or references. Every field of :class:`~theory_checks.claim.Claim` may be given; unknown
@@ -44,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from theory_checks.claim import Claim, PerProfile, Perturbation, known_case
+from theory_checks.hypotheses import Hypothesis, Reading
 
 
 class ClaimFileError(ValueError):
@@ -54,6 +68,7 @@ _CLAIM_FIELDS = {f.name for f in dataclasses.fields(Claim)}
 _REFERENCE_FIELDS = ("strategy", "check", "bound")
 _TUPLE_FIELDS = ("estimators", "undecided_on")
 _PERTURBATION_FIELDS = {f.name for f in dataclasses.fields(Perturbation)}
+_READING_FIELDS = {f.name for f in dataclasses.fields(Reading)}
 
 
 def resolve(reference: str) -> Any:
@@ -119,6 +134,28 @@ def _perturbation(value: Any) -> Perturbation:
     return Perturbation(**{**value, "build": code(value["build"])})
 
 
+def _hypothesis(value: Any) -> Hypothesis:
+    found = code(value)
+    if not isinstance(found, Hypothesis):
+        raise ClaimFileError(f"hypotheses: {value!r} is a {type(found).__name__}, not a "
+                             "Hypothesis")
+    return found
+
+
+def _reading(value: Any) -> Reading:
+    if not isinstance(value, Mapping):
+        raise ClaimFileError(f"a reading is a table (name, statement, params), got {value!r}")
+    unknown = set(value) - _READING_FIELDS
+    missing = {"name", "statement"} - set(value)
+    if unknown or missing:
+        raise ClaimFileError(f"reading: unknown key(s) {sorted(unknown)}, missing "
+                             f"{sorted(missing)}")
+    params = value.get("params", {})
+    if not isinstance(params, Mapping):
+        raise ClaimFileError(f"reading {value['name']!r}: params must be a table")
+    return Reading(str(value["name"]), str(value["statement"]), _as_tuples(dict(params)))
+
+
 def _field(name: str, value: Any) -> Any:
     """One claim field's value as :class:`Claim` takes it."""
     if name in _REFERENCE_FIELDS:
@@ -133,6 +170,10 @@ def _field(name: str, value: Any) -> Any:
         return _saved_case(value)
     if name == "perturbation":
         return _perturbation(value)
+    if name in ("hypotheses", "readings"):
+        if not isinstance(value, list):
+            raise ClaimFileError(f"{name} must be a list, got {value!r}")
+        return tuple((_hypothesis if name == "hypotheses" else _reading)(v) for v in value)
     return value
 
 

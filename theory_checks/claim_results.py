@@ -21,8 +21,9 @@ from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
 from results_format.verdicts import FILES_KEY, claim_file_problem
-from theory_checks.claim import Claim, Measurement, Verdict
+from theory_checks.claim import Claim, Measurement, Verdict, fit_record
 from theory_checks.decision import Design, Outcome, TestDecision
+from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
 from theory_checks.profiles import Profile, claim_max_examples
 
 SERIES_COLUMNS = (
@@ -44,6 +45,25 @@ class CaseResult:
     decisions: list[TestDecision] = dataclasses.field(default_factory=list)
     design: Design | None = None
     confirmation: CaseResult | None = None
+    hypotheses: list[HypothesisMargin] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadingResult:
+    """A claim checked under one reading of its statement (:class:`~theory_checks.hypotheses.
+    Reading`): its own verdict, case count and counterexample."""
+
+    name: str
+    statement: str
+    verdict: Verdict
+    n_cases: int
+    counterexample: CaseResult | None
+
+    def summary(self) -> dict[str, Any]:
+        return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
+                "n_cases": self.n_cases,
+                "counterexample": _case_summary(self.counterexample)
+                if self.counterexample is not None else None}
 
 
 @dataclasses.dataclass
@@ -60,6 +80,13 @@ class ClaimResult:
     unconfirmed: list[CaseResult] = dataclasses.field(default_factory=list)
     case_rate: float | None = None
     calibration_seed: int = 0
+    readings: list[ReadingResult] = dataclasses.field(default_factory=list)
+
+    @property
+    def holding_readings(self) -> list[str]:
+        """The readings under which the claim holds (empty without readings)."""
+        return [r.name for r in self.readings
+                if r.verdict in ("holds", "holds once corrected")]
 
     @property
     def run_id(self) -> str:
@@ -79,12 +106,22 @@ class ClaimResult:
 def claim_fingerprint(claim: Claim, profile: Profile) -> str:
     """Changes when the claim's definition on ``profile`` changes, so stale results are not
     reused."""
-    return fingerprint(claim.id, claim.reference, claim.kind, claim.statement,
-                       ",".join(claim.estimators), claim.check.__qualname__,
-                       str(claim_max_examples(claim, profile)), claim.decision,
-                       repr(claim.false_fail_rate),
-                       claim.perturbation.name if claim.perturbation else "",
-                       "control" if claim.positive_control else "")
+    parts = [claim.id, claim.reference, claim.kind, claim.statement,
+             ",".join(claim.estimators), claim.check.__qualname__,
+             str(claim_max_examples(claim, profile)), claim.decision,
+             repr(claim.false_fail_rate),
+             claim.perturbation.name if claim.perturbation else "",
+             "control" if claim.positive_control else ""]
+    # hypotheses and readings join the definition only where declared, so the fingerprints of
+    # claims without them are those of before they existed
+    if claim.hypotheses:
+        parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
+    if claim.readings:
+        parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
+                              for r in claim.readings))
+    if claim.scale:
+        parts.append(claim.scale)
+    return fingerprint(*parts)
 
 
 def _decision_summary(d: TestDecision) -> dict[str, Any]:
@@ -97,7 +134,9 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
         "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
         "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
         "outcome": r.outcome,
-        "fit": dataclasses.asdict(m.fit) if m.fit else None, "details": dict(m.details),
+        # a deterministic claim's case has no Monte Carlo design: its data are exact
+        "fit": fit_record(m.fit, exact=r.design is None) if m.fit else None,
+        "details": dict(m.details),
     }
     if r.decisions:
         summary["decisions"] = [_decision_summary(d) for d in r.decisions]
@@ -106,6 +145,8 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
                              "false_fail_rate": r.design.false_fail_rate}
     if r.confirmation is not None:
         summary["confirmation"] = _case_summary(r.confirmation)
+    if r.hypotheses:
+        summary["hypotheses"] = [m.as_dict() for m in r.hypotheses]
     return summary
 
 
@@ -157,10 +198,13 @@ def render_claim_result(result: ClaimResult, profile: Profile,
                                  p.series, p.step_name, p.step, repr(p.value),
                                  p.oracle_calls, p.comm_rounds])
         files[f"series/{run_id}.csv"] = handle.getvalue().encode()
-    fits = [dataclasses.asdict(r.measurement.fit) | {"problem_id": r.problem_id}
+    outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
+    fits = [fit_record(r.measurement.fit, exact=not claim.statistical)
+            | {"problem_id": r.problem_id}
             for r in cases if r.measurement.fit is not None]
     payload = {
-        "id": run_id, "claim": claim.id, "estimator": estimator, "paper": claim.paper,
+        "id": run_id, "claim": claim.id, "estimator": estimator,
+        "estimator_entry": estimator_entry(estimator), "paper": claim.paper,
         "reference": claim.reference, "kind": claim.kind,
         "statement": claim.statement, "estimators": list(claim.estimators),
         "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
@@ -173,12 +217,20 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
         "n_cases": len(result.cases), "n_undecided": len(result.undecided),
         "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
+        "n_outside_hypotheses": len(outside),
+        # the distinct reasons, first ten: which hypothesis drawn cases fell outside, by how much
+        "outside_hypotheses": sorted(set(outside))[:10],
         "seconds": result.seconds,
         "counterexample": str(counter_path) if counter_path else None,
         "cases": [_case_summary(r) for r in cases],
         "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path("series") / f"{run_id}.csv"),
         "power": power, "positive_control": control,
+        "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
+                       for h in claim.hypotheses],
+        "readings": [r.summary() for r in result.readings],
+        "holding_readings": result.holding_readings,
+        "scale": claim.scale or None,
         # the companion files' digests, so a reader can tell they are the ones written here
         FILES_KEY: {relative: file_digest(data) for relative, data in files.items()},
     }
@@ -231,13 +283,29 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
             and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name)))
 
 
-def write_metadata(out_dir: Path, profile: Profile) -> None:
-    from theory_checks.registry import CLAIM_DB
+def estimator_entry(name: str) -> dict[str, Any] | None:
+    """What the report needs of the estimator a run checked: its entry's paper (a library's
+    name for an adapter), reference (with the library's version) and whether it is one of the
+    testbed's own (``builtin``: a plugin's or an adapter's runs stay out of the papers'
+    counts)."""
+    from testbed.registry import BUILTIN, get_estimator
 
+    try:
+        info = get_estimator(name)
+    except KeyError:
+        return None
+    return {"paper": info.paper, "reference": info.reference,
+            "builtin": any(b.name == name for b in BUILTIN)}
+
+
+def write_metadata(out_dir: Path, profile: Profile) -> None:
+    from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB
+
+    builtin = {c.id for c in BUILTIN_CLAIMS}
     registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
                    "statement": c.statement, "estimators": list(c.estimators),
                    "expected": c.expected, "decision": c.decision,
-                   "corrects": c.corrects} for c in CLAIM_DB]
+                   "corrects": c.corrects, "builtin": c.id in builtin} for c in CLAIM_DB]
     meta = {**provenance(), "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}

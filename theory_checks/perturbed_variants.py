@@ -3,7 +3,8 @@
 One module per paper. Each defines deliberately wrong estimators (a subclass of the real one with
 one realistic mistake) and the builders that a claim's :class:`theory_checks.claim.Perturbation`
 names; ``testbed check`` runs them and records whether the check caught them (the check's power),
-and ``theory_checks/test_claims.py`` asserts it.
+and ``theory_checks/test_claims.py`` asserts it. The mutants of ``testbed mutate``
+(:mod:`theory_checks.mutation`, each paper's ``mutants.py``) are built with the same helpers.
 """
 
 from __future__ import annotations
@@ -26,5 +27,22 @@ def registry_variant(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
 
     def make(**kw: Any) -> Any:
         return recast(get_estimator(name).build(**kw), cls, **fixed)
+
+    return make
+
+
+def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[..., Any]:
+    """Builder of registry entry ``name`` whose part ``field`` (a solver, a strategy, the maps)
+    is recast as ``cls`` (:func:`recast`); an entry whose part is not an instance of ``cls``'s
+    parent (e.g. an exact inner solution where the bug is in gradient descent) is left as
+    built: the bug lives only where the part runs."""
+    from testbed.registry import get_estimator
+
+    def make(**kw: Any) -> Any:
+        built = get_estimator(name).build(**kw)
+        part = getattr(built, field)
+        if not isinstance(part, cls.__mro__[1]):
+            return built
+        return dataclasses.replace(built, **{field: recast(part, cls, **fixed)})
 
     return make

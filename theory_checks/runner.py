@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -35,7 +36,8 @@ from results_format.locks import holding
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
-from results_format.verdicts import verdict_of
+from results_format.verdicts import verdict_of, verdict_over_readings
+from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
@@ -46,6 +48,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     CaseResult,
     ClaimFiles,
     ClaimResult,
+    ReadingResult,
     _case_summary,
     _decision_summary,
     _json_bytes,
@@ -58,6 +61,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     write_metadata,
 )
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
+from theory_checks.hypotheses import HypothesisMargin, Reading, margins, rejection_reason
 
 # the profiles live in theory_checks.profiles; re-exported here (``X as X``) for the claims
 from theory_checks.profiles import (
@@ -117,7 +121,8 @@ def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
 
 def planned_cases(claim: Claim, profile: Profile) -> int:
     """Cases a run may measure: drawn ones (profile- and claim-capped) plus the known ones."""
-    drawn = min(profile.max_examples, claim_max_examples(claim, profile) or profile.max_examples)
+    cap = claim_max_examples(claim, profile)
+    drawn = profile.max_examples if cap is None else min(profile.max_examples, cap)
     return drawn + len(claim.examples)
 
 
@@ -132,7 +137,14 @@ def measure(claim: Claim, case: Case, make: Callable[..., Any],
     """Run ``claim``'s check on ``case``; a statistical check also gets ``design`` (the first
     stage of calibration seed 0 at the claim's whole rate when none is given)."""
     if not claim.statistical:
-        return claim.check(claim, case, make)
+        try:
+            return claim.check(claim, case, make)
+        except DivergenceError as error:
+            # A deterministic claim states a finite value; an estimate that is not finite (the
+            # estimator's entry point refuses to return it) fails the case, it is not a crash
+            # of the run (a library's CG dividing 0 by 0 past convergence is one).
+            return Measurement(math.inf, math.inf, False, "the estimate is finite",
+                               details={"diverged": str(error)})
     if design is None:
         design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "fast")
     return claim.check(claim, case, make, design)
@@ -156,11 +168,30 @@ def decide_case(claim: Claim, measurement: Measurement, rate: float
 
 def _case_result(case: Case, measurement: Measurement, outcome: Outcome = "holds",
                  decisions: list[TestDecision] | None = None,
-                 design: Design | None = None) -> CaseResult:
+                 design: Design | None = None,
+                 hypotheses: list[HypothesisMargin] | None = None) -> CaseResult:
     problem = case.problem
     spec = problem.spec() if hasattr(problem, "spec") else {"id": problem.id}
     return CaseResult(problem.id, spec, dict(case.params), measurement, outcome,
-                      list(decisions or []), design)
+                      list(decisions or []), design, hypotheses=list(hypotheses or []))
+
+
+class OutsideHypotheses(NotMeasurable):
+    """A case outside one of the claim's hypotheses: it can neither pass nor refute the claim.
+    Carries the margins (every one evaluated, the violated ones named in the message)."""
+
+    def __init__(self, found: list[HypothesisMargin]) -> None:
+        super().__init__(rejection_reason(found))
+        self.margins = found
+
+
+def hypothesis_margins(claim: Claim, case: Case) -> list[HypothesisMargin]:
+    """The claim's hypotheses evaluated on ``case``; :class:`OutsideHypotheses` when the case
+    violates one (the runner rejects it before measuring)."""
+    found = margins(claim.hypotheses, case)
+    if any(not m.holds for m in found):
+        raise OutsideHypotheses(found)
+    return found
 
 
 def _case_key(case: Case) -> str:
@@ -172,17 +203,18 @@ def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
     """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
     stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
     case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
+    found = hypothesis_margins(claim, case)
     if design is not None:
         design = design.for_case(_case_key(case))
     measurement = measure(claim, case, make, design)
     outcome, decisions = decide_case(claim, measurement, rate)
-    result = _case_result(case, measurement, outcome, decisions, design)
+    result = _case_result(case, measurement, outcome, decisions, design, found)
     if claim.statistical and outcome == "fails" and design is not None:
         second_design = design.confirmation()
         second = measure(claim, case, make, second_design)
         second_outcome, second_decisions = decide_case(claim, second, rate)
         result.confirmation = _case_result(case, second, second_outcome, second_decisions,
-                                           second_design)
+                                           second_design, found)
         result.outcome = second_outcome
     return result
 
@@ -193,9 +225,57 @@ def run_claim(
 ) -> ClaimResult:
     """Check ``claim`` on drawn cases and give its verdict (:func:`_check_claim`), with
     ``profile`` the running profile (:func:`running_on`) while its cases are drawn and
-    measured."""
+    measured; a claim with readings is checked under each (:func:`_check_readings`)."""
     with running_on(profile):
+        if claim.readings:
+            return _check_readings(claim, profile, make, estimator, calibration_seed)
         return _check_claim(claim, profile, make, estimator, calibration_seed)
+
+
+def with_reading(case: Case, reading: Reading) -> Case:
+    """``case`` under ``reading``: the reading's parameters join the case's."""
+    return Case(case.problem, {**case.params, **reading.params})
+
+
+def under_reading(claim: Claim, reading: Reading) -> Claim:
+    """The claim checked under one reading: the same cases (strategy and saved examples), each
+    with the reading's parameters; no readings of its own."""
+    strategy = claim.strategy
+
+    def read(case: Case) -> Case:
+        return with_reading(case, reading)
+
+    def cases() -> Any:
+        return strategy().map(read)
+
+    def saved(known: Callable[[], Case]) -> Callable[[], Case]:
+        return lambda: read(known())
+
+    return dataclasses.replace(claim, readings=(), strategy=cases,
+                               examples=tuple(saved(known) for known in claim.examples))
+
+
+def _check_readings(
+    claim: Claim, profile: Profile, make: Callable[..., Any] | None,
+    estimator: str | None, calibration_seed: int,
+) -> ClaimResult:
+    """A claim with several readings: each is checked on the same cases. The claim "fails as
+    stated" only when every reading fails; when some reading holds, the verdict is that
+    reading's (and :attr:`ClaimResult.holding_readings` names the readings that hold); otherwise
+    it is undecided. The cases recorded are those of the first holding reading (or the first
+    reading's)."""
+    results = [_check_claim(under_reading(claim, reading), profile, make, estimator,
+                            calibration_seed) for reading in claim.readings]
+    per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
+                                 r.counterexample)
+                   for reading, r in zip(claim.readings, results, strict=True)]
+    # the rule a results file is checked against when read back (results_format.verdicts)
+    verdict = verdict_over_readings(r.verdict for r in results)
+    chosen = next(r for r in results if r.verdict == verdict)
+    return dataclasses.replace(
+        chosen, claim=claim, readings=per_reading,
+        rejected=[reason for r in results for reason in r.rejected],
+        seconds=sum(r.seconds for r in results))
 
 
 def _check_claim(
@@ -231,12 +311,17 @@ def _check_claim(
 
     # The cases come from an explicit seed derived from the claim id (not from hypothesis's
     # derandomize, which hashes the test function's source and so changes with any edit here).
+    drawn = planned_cases(claim, profile) - len(claim.examples)
+    # a profile on which a claim draws no case runs its saved cases only (its explicit phase)
+    phases = ((Phase.explicit,) if drawn < 1 else
+              (Phase.explicit, Phase.generate,
+               *((Phase.shrink,) if claim.shrink and not claim.statistical else ())))
+
     @seed(claim_seed(claim.id))
     @settings(
-        max_examples=planned_cases(claim, profile) - len(claim.examples),
+        max_examples=max(drawn, 1),
         derandomize=False, database=None, deadline=None,
-        phases=(Phase.explicit, Phase.generate,
-                *((Phase.shrink,) if claim.shrink and not claim.statistical else ())),
+        phases=phases,
         print_blob=False,
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much),
@@ -313,17 +398,37 @@ def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
 
 def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
     """Run the check on the claim's positive control (a case inside its conditions where it
-    holds): ``holds`` must be the outcome for the check to be able to say both."""
+    holds): ``holds`` must be the outcome (under some reading of a claim with readings) for the
+    check to be able to say both. A control outside the claim's hypotheses is no control."""
     if claim.positive_control is None:
         return None
-    case = claim.positive_control()
+    base = claim.positive_control()
     rate = claim.false_fail_rate if claim.statistical else 0.0
     design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
               if claim.statistical else None)
     start = time.perf_counter()
-    result = measure_and_decide(claim, case, default_make(claim), design, rate)
-    return {"outcome": result.outcome, "holds": result.outcome == "holds",
-            "seconds": time.perf_counter() - start, "case": _case_summary(result)}
+    readings = claim.readings or (Reading("as stated", claim.statement),)
+    outcomes, summaries = [], []
+    for reading in readings:
+        case = with_reading(base, reading)
+        try:
+            result = measure_and_decide(claim, case, default_make(claim), design, rate)
+        except OutsideHypotheses as outside:
+            # a control outside the paper's hypotheses shows nothing: it is no control
+            return {"outcome": "outside hypotheses", "holds": False, "reason": str(outside),
+                    "seconds": time.perf_counter() - start,
+                    "hypotheses": [m.as_dict() for m in outside.margins]}
+        outcomes.append(result.outcome)
+        summaries.append(_case_summary(result))
+    # the control shows the check can say "holds": under some reading (a claim refuted under
+    # every reading may have readings no case inside the hypotheses satisfies)
+    holding = [i for i, o in enumerate(outcomes) if o == "holds"]
+    outcome = "holds" if holding else ("undecided" if "undecided" in outcomes else "fails")
+    return {"outcome": outcome, "holds": outcome == "holds",
+            "seconds": time.perf_counter() - start,
+            "case": summaries[holding[0] if holding else 0],
+            **({"readings": {r.name: o for r, o in zip(claim.readings, outcomes, strict=True)}}
+               if claim.readings else {})}
 
 
 def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],

@@ -8,6 +8,7 @@ from problems.workloads.data import DATASETS, Dataset, DatasetError, load_datase
 from problems.workloads.decentralized import InfluenceProblem, PersonalizationProblem
 from problems.workloads.hyper_representation import HyperRepresentation
 from problems.workloads.loss_tuning import LossTuning
+from problems.workloads.recipe import WorkloadRecipe
 from problems.workloads.registry import (
     WORKLOAD_BUILDERS,
     WorkloadError,
@@ -26,6 +27,6 @@ __all__ = [
     "DATASETS", "Dataset", "DatasetError", "load_dataset",
     "SCHEMES", "ClientSplit", "SplitError", "long_tail_indices", "split_clients",
     "HyperRepresentation", "LossTuning", "WORKLOAD_BUILDERS", "WorkloadError",
-    "build_workload", "workload_options",
+    "build_workload", "workload_options", "WorkloadRecipe",
     "InfluenceProblem", "PersonalizationProblem",
 ]

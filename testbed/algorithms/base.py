@@ -138,6 +138,20 @@ class IterationRecord:
     calls: Calls
 
 
+def model_point(state: Any, dim_y: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``(x, y)`` an algorithm state defines.
+
+    FedNest and FBO-AggITD states carry ``y``; FedMSA's bilevel state carries
+    ``Z = [w; v]`` (inner weights, then the inverse-Hessian-gradient variable; FedMSA eq. (10)),
+    whose first ``dim_y`` entries are the model.
+    """
+    if hasattr(state, "y"):
+        return state.x, state.y
+    if hasattr(state, "Z"):
+        return state.x, state.Z[..., :dim_y]
+    raise TypeError(f"cannot read the model (x, y) from a {type(state).__name__} state")
+
+
 def run_algorithm(
     algorithm: OuterAlgorithm,
     problem: Problem,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from testbed.algorithms.base import model_point
 from testbed.federation.context import FederatedContext
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
 from testbed_app.experiments.config import load_data
@@ -30,20 +31,6 @@ COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down
                               "oracle_calls")
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-
-def model_point(state: Any, dim_y: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``(x, y)`` an algorithm state defines.
-
-    FedNest and FBO-AggITD states carry ``y``; FedMSA's bilevel state carries
-    ``Z = [w; v]`` (inner weights, then the inverse-Hessian-gradient variable; FedMSA eq. (10)),
-    whose first ``dim_y`` entries are the model.
-    """
-    if hasattr(state, "y"):
-        return state.x, state.y
-    if hasattr(state, "Z"):
-        return state.x, state.Z[..., :dim_y]
-    raise TypeError(f"cannot read the model (x, y) from a {type(state).__name__} state")
 
 
 class ServerExperiment:

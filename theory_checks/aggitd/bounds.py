@@ -124,7 +124,8 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     fit = _stats.fit_exponent(np.array(sizes), np.array(moments))
     # Why 0.15: past saturation the exponent is 1 up to the trajectory's transient, which the
     # warm start makes small; a missing (N+1) factor gives -1, a doubled one 2.
-    result = Fit("exponent of E||h^I||^2 in N+1", fit.slope, fit.ci_low, fit.ci_high, 1.0, 0.15)
+    result = Fit("exponent of E||h^I||^2 in N+1", fit.slope, fit.ci_low, fit.ci_high, 1.0, 0.15,
+                 residual=fit.residual_max)
     return Measurement(fit.slope, 1.0, worst <= 0.0 and result.agrees,
                        "<= bound at every N and |exponent - 1| <= 0.15", series=tuple(series),
                        fit=result, details={"second_moments": moments})

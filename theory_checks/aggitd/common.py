@@ -34,6 +34,23 @@ class NoDraws:
 NO_DRAWS: Any = NoDraws()
 
 
+class ExtremeIndexDraw(NoDraws):
+    """A generator for one draw of AggITD's index ``Q ~ U{0..N}`` (Alg. 1 line 1) that returns
+    the lowest (``end="low"``) or the highest (``"high"``) value the draw can give, so a check
+    reads the support the estimator samples from in two runs: it must be exactly ``0..N`` (the
+    range the mean over Q, eq. (11), is taken over). Any other draw is refused, as by
+    :class:`NoDraws`."""
+
+    def __init__(self, end: str) -> None:
+        self.end = end
+
+    def integers(self, low: int, high: int | None = None, size: Any = None) -> int:
+        if size is not None:
+            raise RuntimeError("an index check drew an array (rng.integers(size=...))")
+        low, high = (0, low) if high is None else (low, high)
+        return int(low if self.end == "low" else high - 1)
+
+
 # --------------------------------------------------------------------------- strategies
 
 
@@ -122,10 +139,10 @@ def _setup(case: Case) -> tuple[_Exact, torch.Tensor, torch.Tensor]:
 
 
 def _run(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: torch.Tensor,
-         **params: Any) -> Any:
+         rng: Any = NO_DRAWS, **params: Any) -> Any:
     estimator = make(**params)
     estimator.init(problem)
-    return estimator.estimate(problem, x, InnerState(y0), NO_DRAWS)
+    return estimator.estimate(problem, x, InnerState(y0), rng)
 
 
 def outer_spectrum(problem: Any) -> torch.Tensor:

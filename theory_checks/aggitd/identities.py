@@ -8,16 +8,25 @@ from typing import Any
 
 import torch
 
-from theory_checks.aggitd.common import _run, _setup
+from theory_checks.aggitd.common import ExtremeIndexDraw, _run, _setup
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
 def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Mean over Q = 0..N of the estimator equals eq. (11) along the FedSVRG trajectory."""
+    """Mean over Q = 0..N of the estimator equals eq. (11) along the FedSVRG trajectory, and the
+    estimator's own draw of Q ranges over exactly 0..N (the support the mean is taken over:
+    read with :class:`~theory_checks.aggitd.common.ExtremeIndexDraw`, its lowest and highest
+    value; an estimator drawing from 0..N - 1 would make the enumerated mean a mean it never
+    samples)."""
     ex, x, y0 = _setup(case)
     seed = case.params["point_seed"]
     n, tau = seed % 9, 1 + (seed // 9) % 3
+    if n == 0:
+        # Why: with N = 0 there is no lower round and the weight lambda (N + 1) is lambda, so
+        # the count and the weight the identity is about are untested (an AggITD forgetting
+        # the weight, or stepping beta / 2, passes); such a case is not a pass.
+        raise NotMeasurable("N = 0: no lower round, the weight lambda (N + 1) is untested")
     beta = lam = 1.0 / ex.L_g
     ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
@@ -27,8 +36,12 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     outs = [_run(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
     mean = torch.stack([o.value for o in outs]).mean(0)
     expected = _run(make, ex.problem, x, y0, expectation=True, **params)
+    support = [_run(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
+               for end in ("low", "high")]
     scale = ex.scale(ys[-1])
     residuals = {
+        # 0 when the draw's support is 0..N, else 1 (an O(1) failure, like a wrong identity)
+        "index_support": float(support != [0, n]),
         "mean_over_index": float((mean - predicted).norm()) / scale,
         "expectation_mode": float((expected.value - predicted).norm()) / scale,
         "inner_iterate": float((outs[0].state.y - ys[-1]).norm())
@@ -36,7 +49,8 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     }
     worst = max(residuals.values())
     return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative residual <=",
-                       details={"inner_steps": n, "local_steps": tau, **residuals})
+                       details={"inner_steps": n, "local_steps": tau, "index_range": support,
+                                **residuals})
 
 
 def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

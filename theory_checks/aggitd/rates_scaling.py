@@ -54,7 +54,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         raise NotMeasurable("started at a stationary point")
     fit = _stats.fit_exponent(np.array(TAU_GRID, float), np.array(values))
     result = Fit("exponent of (1/K) sum ||grad f(x_k)||^2 in tau", fit.slope, fit.ci_low,
-                 fit.ci_high, 0.0, TAU_TOLERANCE)
+                 fit.ci_high, 0.0, TAU_TOLERANCE, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local_steps", t, v)
                    for t, v in zip(TAU_GRID, values, strict=True))
     return Measurement(fit.slope, 0.0, result.agrees, "|exponent| <= 0.05", series=series,

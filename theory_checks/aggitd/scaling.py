@@ -56,7 +56,7 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = _stats.fit_rate(np.array(grid), np.array(errors))
     result = Fit("log bias per inner step N", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory))
+                 RATE_RTOL * abs(theory), residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "inner_steps", n, e) for n, e in
                    zip(grid, errors, strict=True))
     return Measurement(fit.slope, theory, result.agrees, "|fit - theory| <= 5% |theory|",
@@ -86,7 +86,7 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     # Why 0.05: with alpha = 0.1 / L_h the local steps change the drift by O(alpha L_h) = 10%
     # between tau = 1 and 16, an exponent of about 0.04; a missing 1/tau gives 2.
     result = Fit("exponent of ||x_1 - x_0||^2 in tau", fit.slope, fit.ci_low, fit.ci_high,
-                 0.0, 0.05)
+                 0.0, 0.05, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local_steps", t, d)
                    for t, d in zip(TAU_GRID, drifts, strict=True))
     return Measurement(fit.slope, 0.0, result.agrees, "|exponent| <= 0.05", series=series,

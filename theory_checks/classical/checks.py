@@ -25,6 +25,7 @@ from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
+from theory_checks.classical.constants import smoothness
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # Why 5%: the issue's stated tolerance for fitted rates against theory. The fit windows below
@@ -115,7 +116,7 @@ def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., A
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     terms = int(case.params.get("neumann_terms", 1 + case.params["point_seed"] % 60))
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     estimator = make(inner_steps=None, neumann_terms=terms, neumann_step_size=lam)
     out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
     exact = problem.exact_hypergradient(x)
@@ -148,7 +149,7 @@ def _neumann_errors(case: Case, make: Callable[..., Any], terms: list[int]) -> t
         np.ndarray, list[int], Any, float, torch.Tensor, torch.Tensor]:
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     exact = problem.exact_hypergradient(x)
     errors, hvps = [], []
     for n in terms:
@@ -191,7 +192,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     """Fitted slope of log||error|| in N equals log(1 - lambda mu) within 5%."""
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
-    lam = 1.0 / float(problem.constants().L)
+    lam = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
     coeffs = vectors.T @ grad_y.numpy()
     J = view.J.numpy()
@@ -214,7 +215,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     fit = _stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
     result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 tolerance)
+                 tolerance, residual=fit.residual_max)
     series = tuple(
         [SeriesPoint("measured", "neumann_terms", n, e, h) for n, e, h in
          zip(terms, errors, hvps, strict=True)]
@@ -228,17 +229,63 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
 # --------------------------------------------------------------------------- CG
 
 
+def _textbook_cg(H: np.ndarray, rhs: np.ndarray, iterations: int) -> np.ndarray:
+    """``iterations`` steps of textbook conjugate gradient on ``H v = rhs`` from ``v = 0``, on
+    the dense matrix (an implementation independent of the estimator's, which sees only
+    Hessian-vector products); exact arithmetic stops at a zero residual."""
+    v, residual = np.zeros_like(rhs), rhs.copy()
+    direction, rr = residual.copy(), float(residual @ residual)
+    for _ in range(iterations):
+        if rr == 0.0:
+            break
+        h_dir = H @ direction
+        step = rr / float(direction @ h_dir)
+        v, residual = v + step * direction, residual - step * h_dir
+        rr_next = float(residual @ residual)
+        direction, rr = residual + (rr_next / rr) * direction, rr_next
+    return v
+
+
 def check_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """AID-CG with dim_y iterations and the exact inner solution equals the exact hypergradient."""
+    return cg_exactness(case, make, operator_power=1)
+
+
+def check_normal_cg_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """AID with CG on the normal equations ``H^T H u = H^T grad_y f`` (a library's solver for
+    non-symmetric systems), dim_y iterations, exact inner solution: exact, to the round-off of
+    CG on ``H^T H``, whose condition number is kappa^2."""
+    return cg_exactness(case, make, operator_power=2)
+
+
+def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> Measurement:
+    """CG with dim_y iterations on the operator ``H^operator_power`` (1: H; 2: the normal
+    equations) from the exact inner solution: the relative error of the hypergradient.
+
+    A case on which CG is already exact after dim_y - 1 iterations cannot test the count: with
+    ``grad_y f(x, y*) = 0`` (minimax problems) or an inner Hessian with fewer than dim_y distinct
+    eigenvalues excited by ``grad_y f`` (a compositional problem's H = I) the Krylov space is
+    exhausted early, and a CG one iteration short would pass. Such cases are rejected.
+    """
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
+    scale = _scale(view, grad_x, grad_y)
+    H, J, g = view.H.numpy(), view.J.numpy(), grad_y.numpy()
+    operator = np.linalg.matrix_power(H, operator_power)  # H, or H^T H (H symmetric)
+    rhs = np.linalg.matrix_power(H, operator_power - 1) @ g
+    short = J @ (_textbook_cg(operator, rhs, problem.dim_y - 1) - np.linalg.solve(H, g))
+    if float(np.linalg.norm(short)) < UNRESOLVED_TERM * scale:
+        raise NotMeasurable("CG is exact here after dim_y - 1 iterations ("
+                            f"{float(np.linalg.norm(short)) / scale:.2g} of the scale): a CG "
+                            "one iteration short would pass")
     estimator = make(inner_steps=None, cg_iterations=problem.dim_y)
     out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
     residual = out.value - problem.exact_hypergradient(x)
-    relative = float(residual.norm()) / _scale(view, grad_x, grad_y)
-    # Why kappa * 1e-10: CG's forward error in floating point grows with the condition number
-    # (Greenbaum 1997, Thm 4.2.1); at kappa = 1 this is the identity tier.
-    tol = IDENTITY_RTOL * problem.constants().kappa
+    relative = float(residual.norm()) / scale
+    # Why kappa(operator) * 1e-10: CG's forward error in floating point grows with the condition
+    # number of the operator it runs on (Greenbaum 1997, Thm 4.2.1), kappa for H and kappa^2 for
+    # H^T H; at kappa = 1 this is the identity tier.
+    tol = IDENTITY_RTOL * problem.constants().kappa ** operator_power
     return Measurement(relative, tol, relative <= tol, "relative error <=",
                        details={"cg_iterations": problem.dim_y, "hvp_calls": out.calls.hvp})
 
@@ -253,7 +300,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     x, y0 = evaluation_point(problem, case.params["point_seed"])
     y_star = problem.exact_inner_solution(x)
     view = quadratic_view(problem, x, y_star)
-    beta = 1.0 / constants.L
+    beta = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
     amplitudes = np.abs(vectors.T @ (y0 - y_star).numpy())
     rates = np.abs(1.0 - beta * eigenvalues)
@@ -278,7 +325,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     theory = math.log(rho)
     fit = _stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
     result = Fit("log error per inner iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory))
+                 RATE_RTOL * abs(theory), residual=fit.residual_max)
     series += [SeriesPoint("fitted", "iteration", int(t),
                            math.exp(fit.intercept + fit.slope * t)) for t in steps[start:]]
     series += [SeriesPoint("theory", "iteration", int(t),
@@ -295,7 +342,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
 def _itd_run(case: Case, make: Callable[..., Any], steps: int) -> tuple[Any, ...]:
     problem = case.problem
     view, x, y0, y_star, grad_x, grad_y = _exact_parts(case)
-    beta = 1.0 / float(problem.constants().L)
+    beta = 1.0 / smoothness(problem)
     estimator = make(inner_steps=steps, inner_step_size=beta)
     out = estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(0))
     return out, view, x, y0, y_star, grad_x, grad_y, beta
@@ -352,7 +399,7 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
     constants = problem.constants()
     view, x, y0, y_star, grad_x, grad_y = _exact_parts(case)
     exact = problem.exact_hypergradient(x)
-    beta = 1.0 / constants.L
+    beta = 1.0 / smoothness(problem)
     slack = IDENTITY_RTOL * _scale(view, grad_x, grad_y)
     t_max = int(min(150, math.ceil(3 * constants.kappa) + 3))  # why: ~3 e-folds of decay
     series, worst, last = [], -math.inf, (0.0, 0.0)

@@ -139,7 +139,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         raise NotMeasurable("criterion reached exactly zero")
     fit = _stats.fit_exponent(Ks, values_a)
     result = Fit("exponent of the averaged criterion in K (tau = 0)", fit.slope, fit.ci_low,
-                 fit.ci_high, -0.5, EXPONENT_TOL)
+                 fit.ci_high, -0.5, EXPONENT_TOL, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local steps K", int(k), float(v))
                    for k, v in zip(Ks, values_a, strict=True))
     passed = fit.slope <= -0.5 + EXPONENT_TOL

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from problems import LinearCompositional
+from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.reference import (
     _point,
@@ -24,7 +25,7 @@ from theory_checks.fedmsa.reference import (
     run,
     single_timescale_step,
 )
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- exact identities
 
@@ -152,15 +153,25 @@ def _mco_fixed_point(problem: LinearCompositional, semantics: str, make: Callabl
 
 
 def check_mco_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """grad f(x_fp) == 0 at the fixed point x_fp of the maps (semantics in the params)."""
+    """grad f(x_fp) == 0 at the fixed point x_fp of the maps (semantics in the params).
+
+    The exact semantics corrects the paper's: a case on which the paper's maps (the registered
+    ones, eq. (11b)) are stationary too cannot tell the correction from the original (with
+    homogeneous Jacobians the average of products is the product of averages), so maps that
+    evaluate the paper's products under the exact name would pass it. Such cases are rejected
+    for the exact semantics.
+    """
     problem = case.problem
     x_fp, cond = _mco_fixed_point(problem, case.params["semantics"], make)
+    if case.params["semantics"] == "exact":
+        x_paper, _ = _mco_fixed_point(problem, "paper", get_estimator("fedmsa-mco").build)
+        paper_rel = float(problem.exact_gradient(x_paper).norm()) / _mco_scale(problem, x_paper)
+        if paper_rel < UNRESOLVED_TERM:
+            raise NotMeasurable("the paper's semantics is stationary here too "
+                                f"({paper_rel:.2g}): the case cannot tell the correction from "
+                                "the original")
     grad = problem.exact_gradient(x_fp)
-    G = problem.composed_matrix()
-    u = problem.level_values(x_fp)[-1]
-    scale = float(torch.linalg.matrix_norm(G, ord=2)) * float(
-        (problem.means["Q"] @ u).norm() + problem.means["t"].norm()) + 1e-300
-    rel = float(grad.norm()) / scale
+    rel = float(grad.norm()) / _mco_scale(problem, x_fp)
     tol = IDENTITY_RTOL * max(1.0, cond / 100.0)  # linear-solve round-off grows with cond
     x_star = problem.optimum()
     return Measurement(rel, tol, rel <= tol, "relative ||grad f(x_fp)|| <=",
@@ -168,6 +179,14 @@ def check_mco_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
                                 "distance_to_optimum": float((x_fp - x_star).norm()),
                                 "x_fixed_point": x_fp.tolist(), "x_star": x_star.tolist(),
                                 "tau": heterogeneity_tau(problem)})
+
+
+def _mco_scale(problem: LinearCompositional, x: torch.Tensor) -> float:
+    """The natural size of ``grad f`` at ``x``: ``||G|| (||Q u|| + ||t||)``."""
+    G = problem.composed_matrix()
+    u = problem.level_values(x)[-1]
+    return float(torch.linalg.matrix_norm(G, ord=2)) * float(
+        (problem.means["Q"] @ u).norm() + problem.means["t"].norm()) + 1e-300
 
 
 # --------------------------------------------------------------------------- Lemma B.1
@@ -197,12 +216,15 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
                 inner_step_size=beta, batch_size=None)
     records = run(alg, problem, 3, seed=case.params["seed"],
                   state=alg.state_at(problem, x0, Z0))
-    worst, series, step = -math.inf, [], 0
+    worst, series, step, update = -math.inf, [], 0, 0.0
     for rec in records[1:]:
         its = rec.state.local
         nxt = [(it.Z[0]) for it in its[1:]] + [rec.state.Z]
         for it, Z_next in zip(its, nxt, strict=True):
             x_k, Z_k = it.x[:1], it.Z[:1]
+            # the update the lemma is about: z_{k+1} = z_k - beta q_k at the stated beta
+            update = max(update, float((Z_next - Z_k[0] + beta * it.q[0]).norm())
+                         / (1.0 + float(Z_k.norm())))
             Z_star = fixed_point_Z(problem, x_k)[0]
             S_k = mean_maps(problem, x_k, Z_k)[1][0]
             lhs = float(((Z_next - Z_star) ** 2).sum())
@@ -213,9 +235,18 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
                        SeriesPoint("bound", "local step", step, rhs)]
             step += 1
     # Why 1e-10 relative slack: the two sides are float64 sums of O(1) terms.
-    return Measurement(worst, 1e-10, worst <= 1e-10, "max (LHS - RHS) / RHS <=",
+    passed = worst <= 1e-10
+    if corrected:
+        # The corrected coefficient is loose: a step off by a factor in about [0.26, 7.7]
+        # still satisfies the inequality, so the run also checks that its steps are the
+        # update at the stated beta (an exact identity a mis-set step breaks).
+        passed = passed and update <= IDENTITY_RTOL
+    return Measurement(worst, 1e-10, passed,
+                       "max (LHS - RHS) / RHS <=" + ("; z_{k+1} = z_k - beta q_k (1e-10)"
+                                                     if corrected else ""),
                        series=tuple(series),
-                       details={"lambda": lam, "L": L, "beta": beta, "coefficient": coeff})
+                       details={"lambda": lam, "L": L, "beta": beta, "coefficient": coeff,
+                                "update_residual": update})
 
 
 def check_lemma_b1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -17,6 +17,7 @@ from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design, Hoeffding
 from theory_checks.fednest.common import LinearOuterProbe, _client_matrices, _fedihgp
+from theory_checks.fednest.constants import neumann_scale
 from theory_checks.fednest.k_rate import sequential_test
 
 
@@ -65,15 +66,18 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
     is computed before sampling so that the half-width at half the case's rate is at most
     ``ABS_ERROR_EFFECT`` of the bound (capped at ``ABS_ERROR_MAX_DRAWS``), and drawn in two
     looks (:func:`sequential_test`: a quarter, then all), each decided at half the rate.
-    The claim's bound picks the constants and ``l``: as stated (A1-A2, ``l = max_i
-    lambda_max(H_i)``, :func:`abs_error_bound_as_stated`) or per sample (``l`` the largest
-    sample eigenvalue, :func:`abs_error_bound_per_sample`).
+    The claim's bound picks the constants and ``l``: as stated (A1-A2: ``l = l_{g,1}``, the
+    Lipschitz constant of ``grad g_i`` jointly in ``(x, y)``,
+    :func:`~theory_checks.fednest.constants.neumann_scale`, and :func:`abs_error_bound_as_stated`)
+    or per sample (``l`` the largest sample eigenvalue, :func:`abs_error_bound_per_sample`).
     """
     problem = case.problem
     terms = int(case.params["neumann_terms"])
     mu_s, l_s = _sample_hessian_range(problem)
     constants = problem.constants()
-    l_g = l_s if claim.bound is abs_error_bound_per_sample else constants.L_clients
+    # the scale FedIHGP divides by: A1's l_{g,1} (theory_checks.fednest.constants, joint in
+    # (x, y)) as stated, the largest sample eigenvalue in the per-sample correction
+    l_g = l_s if claim.bound is abs_error_bound_per_sample else neumann_scale(case)
     estimator = _fedihgp(make, terms, 1.0 / l_g, participation=case.params["participation"],
                          batch_size=1)
     x, y = evaluation_point(problem, case.params["point_seed"])

@@ -33,11 +33,18 @@ from theory_checks.fednest.rounds import (
 # ------------------------------------------------------------------------------- positive controls
 # A case inside each refuted claim's conditions on which its check says "holds".
 
-# One client near its solution (the saved paper_constant counterexample's problem at another
-# point): the per-client and the averaged bias coincide, and ||grad_y f|| <= l_{f,1} there, so
-# (15) holds with the paper's b (measured 0.042 against 0.90).
-_ONE_CLIENT_NEAR_SOLUTION = known_case(
-    QuadraticBilevel.random(1, 1, 2, 1.0, seed=0).spec(),
+# One client (per-client and averaged bias coincide) with affine f: the bias J H^{-1} A^N c is
+# at most l_{g,1} l_{f,0} (1 - mu/l)^N / mu, so (15) with its proof's constant holds (as printed
+# b = 0 and it fails: the control holds under one reading, which shows the check can say holds).
+_ONE_CLIENT_AFFINE_OUTER = known_case(
+    QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0).spec(),
+    {"point_seed": 0, "neumann_terms": 4, "point_scale": 1.0})
+
+# No cross derivative (J = 0) and affine f: the bias J H^{-1} A^N grad_y f is 0, at most the
+# printed b = kappa_g l_{f,1} rho^N = 0. Affine f keeps the control inside A1 read globally, and
+# with J != 0 every affine-f case has a bias above the printed b = 0 (the refutation).
+_NO_CROSS_AFFINE_OUTER = known_case(
+    QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0, cross_scale=0.0).spec(),
     {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0})
 
 # One client: its grad_y f_1(x, y*) is the mean, which vanishes at y* (Danskin), so the
@@ -45,20 +52,12 @@ _ONE_CLIENT_NEAR_SOLUTION = known_case(
 _MINIMAX_ONE_CLIENT = known_case(
     QuadraticMinimax.random(1, 2, 2, 4.0, seed=0).spec(), {"point_seed": 0})
 
-# N = 1: N' = 0 is the only draw, and h_i = l_{g,1} grad r_i^T p_0 is FedOut's direction.
+# N = 1: N' = 0 is the only draw, and h_i = l_{g,1} grad r_i^T p_0 is FedOut's direction when
+# l_{g,1} = 1 (the y-block reading; under A1's joint constant the form is off by the factor
+# l_{g,1}, so the control holds under that one reading).
 _COMPOSITIONAL_ONE_TERM = known_case(
     LinearCompositional.random(3, [2, 3], 0, heterogeneity=1.0).spec(),
     {"point_seed": 0, "neumann_terms": 1})
-
-# No case inside paper_count_random's conditions can hold: Alg. 3's N' <= N - 1 gives
-# 2T + N' + 3 <= 2T + N + 2 rounds at every iteration. The control runs the same ledger count on
-# the official code's deterministic truncation (all N Hessian rounds), the schedule the paper's
-# 2T + N + 3 describes, so the check is shown able to say "holds".
-_ROUNDS_DETERMINISTIC = known_case(
-    QuadraticBilevel.random(3, 2, 2, 4.0, seed=0, hessian_heterogeneity=0.3,
-                            gradient_heterogeneity=1.0).spec(),
-    {"inner_steps": 2, "neumann_terms": 3, "local_steps": (1, 2, 1), "participation": 2,
-     "point_seed": 0, "truncation": "deterministic"})
 
 
 # =============================================================================== the claims
@@ -89,17 +88,40 @@ lemma22_inverse_hessian_identity_cases = _case_builder(_closed_form(max_clients=
 # Cases of claim fednest.lemma22.inverse_hessian_bound
 lemma22_inverse_hessian_bound_cases = _case_builder(_closed_form(max_clients=4, max_dim=3))
 
-# Cases of claim fednest.lemma22.per_client_bias
-lemma22_per_client_bias_cases = _case_builder(_bilevel(max_clients=5, max_dim=3),
-                                              neumann_terms=st.integers(1, 40))
+def _affine_outer_bilevel(min_clients: int = 1, max_clients: int = 5, max_dim: int = 3,
+                          gradient_heterogeneity: tuple[float, float] = (0.0, 2.0)
+                          ) -> st.SearchStrategy[QuadraticBilevel]:
+    """Bilevel problems whose every ``f_i`` is affine (``outer_curvature = 0``): Lipschitz on the
+    whole space, so A1 holds under its strictest reading with ``l_{f,1} = 0`` and ``l_{f,0} =
+    max_i ||grad f_i||`` (:data:`theory_checks.fednest.constants.A1_F_LIPSCHITZ_GLOBAL`)."""
+    @st.composite
+    def build(draw: st.DrawFn) -> QuadraticBilevel:
+        dim_y = draw(st.integers(1, max_dim))
+        return QuadraticBilevel.random(
+            draw(st.integers(min_clients, max_clients)), draw(st.integers(1, max_dim)), dim_y,
+            draw(st.floats(1.0, 10.0)) if dim_y > 1 else 1.0, seed=draw(strategies.SEEDS),
+            hessian_heterogeneity=draw(st.floats(0.0, 0.5)),
+            gradient_heterogeneity=draw(st.floats(*gradient_heterogeneity)),
+            outer_curvature=0.0)
+
+    return build()
+
+
+# Cases of claim fednest.lemma22.per_client_bias: affine f_i (inside A1 read globally), several
+# clients with spread gradients, and N up to 60, where (15)'s b (as printed or with its proof's
+# l_{f,0}) has decayed while the per-client gap, which does not depend on N, has not.
+lemma22_per_client_bias_cases = _case_builder(
+    _affine_outer_bilevel(min_clients=2, gradient_heterogeneity=(0.5, 2.0)),
+    neumann_terms=st.integers(1, 60))
 
 # Cases of claim fednest.lemma22.averaged_bias
 lemma22_averaged_bias_cases = _case_builder(_bilevel(max_clients=5, max_dim=3),
                                             neumann_terms=st.integers(1, 40),
                                             point_scale=st.floats(1.0, 20.0))
 
-# Cases of claim fednest.lemma22.paper_constant
-lemma22_paper_constant_cases = _case_builder(_bilevel(max_clients=4, max_dim=3),
+# Cases of claim fednest.lemma22.paper_constant: affine f_i (inside A1 read globally), where
+# l_{f,1} = 0 while the bias J H^{-1} A^N grad_y f is not zero
+lemma22_paper_constant_cases = _case_builder(_affine_outer_bilevel(max_clients=4),
                                              neumann_terms=st.integers(1, 30),
                                              point_scale=st.floats(1.0, 50.0))
 
@@ -136,12 +158,31 @@ compositional_one_call_exact_cases = _compositional_cases(
     inner_step_size=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
     local_steps=st.integers(1, 4))
 
-# Cases of claims fednest.compositional.paper_indirect_form and .single_term_unbiased
+# Cases of claim fednest.compositional.paper_indirect_form (checked under both readings of
+# l_{g,1}, theory_checks.fednest.constants.L_G1_READINGS)
 compositional_neumann_cases = _compositional_cases(neumann_terms=st.integers(1, 4))
 
+# Cases of claim fednest.compositional.single_term_unbiased: l_{g,1} = 1, the y block (Cor.
+# 3.3's kappa_g = 1), where I - H/l = 0 makes every p_{N'} with N' >= 1 vanish
+compositional_single_term_cases = _compositional_cases(neumann_terms=st.integers(1, 4),
+                                                       l_g1=st.just("y_block"))
+
 # Cases of claim fednest.thm31.stationarity_floor
+def _small_cross_term(problems: st.SearchStrategy[QuadraticBilevel]
+                      ) -> st.SearchStrategy[QuadraticBilevel]:
+    """The drawn problems, some with the cross derivative scaled to 0.1: A1's joint l_{g,1} is
+    then close to lambda_max(H), so at small kappa the floor sits near its bound, where a wrong
+    Neumann step shows (at the full cross term l_{g,1} > lambda_max(H) leaves the bound slack)."""
+    def rescale(problem: QuadraticBilevel, cross: float) -> QuadraticBilevel:
+        return problem if cross == 1.0 else QuadraticBilevel.random(
+            **{**{k: v for k, v in problem.spec().items() if k != "family"},
+               "cross_scale": cross})
+
+    return st.builds(rescale, problems, st.sampled_from([1.0, 0.1]))
+
+
 thm31_stationarity_floor_cases = _case_builder(
-    _bilevel(max_clients=3, max_dim=2, kappa=(1.0, 5.0)),
+    _small_cross_term(_bilevel(max_clients=3, max_dim=2, kappa=(1.0, 5.0))),
     neumann_terms=st.integers(1, 10), inner_steps=st.integers(2, 4))
 
 

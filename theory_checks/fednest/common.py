@@ -1,6 +1,7 @@
-"""FedNest's shared helpers: paper/reference names, client matrices, A1-A2 constants, the
-linear-outer probe, the scripted context, FedIHGP's exact expectation over ``N'``, affine maps
-read column by column, and the hypothesis strategies of :mod:`theory_checks.fednest`'s claims.
+"""FedNest's shared helpers: paper/reference names, client matrices, the linear-outer probe,
+the scripted context, FedIHGP's exact expectation over ``N'``, affine maps read column by
+column, and the hypothesis strategies of :mod:`theory_checks.fednest`'s claims (the A1-A2
+constants live in :mod:`theory_checks.fednest.constants`).
 """
 
 from __future__ import annotations
@@ -37,30 +38,6 @@ def _client_matrices(problem: Any, x: torch.Tensor, y: torch.Tensor) -> dict[str
     J = torch.stack([oracles.jvp_inner_xy(x, y, e, clients) for e in eye], dim=2)
     gx, gy = oracles.grad_outer(x, y, clients)
     return {"H": 0.5 * (H + H.transpose(1, 2)), "J": J, "gx": gx, "gy": gy}
-
-
-def _joint_lipschitz(problem: Any, which: str) -> float:
-    """``max_i ||grad^2 f_i||`` or ``max_i ||grad^2 g_i||`` in ``z = (x, y)`` (FedNest A1's
-    ``l_{f,1}`` and ``l_{g,1}``); constant on the quadratic families."""
-    dx, dy = problem.dim_x, problem.dim_y
-    z = torch.zeros(problem.n_clients, dx + dy, dtype=torch.float64, requires_grad=True)
-    loss_fn = problem.outer_loss if which == "f" else problem.inner_loss
-    loss = loss_fn(z[:, :dx], z[:, dx:], _clients(problem), None).sum()
-    (grad,) = torch.autograd.grad(loss, z, create_graph=True)
-    rows = []
-    for k in range(dx + dy):
-        (row,) = torch.autograd.grad(grad[:, k].sum(), z, retain_graph=True, allow_unused=True)
-        rows.append(torch.zeros_like(z) if row is None else row)
-    hessians = torch.stack(rows, dim=1).detach()
-    return float(torch.linalg.matrix_norm(hessians, ord=2).max())
-
-
-def paper_constants(problem: Any) -> dict[str, float]:
-    """FedNest's A1/A2 constants: ``l_{g,1}``, ``mu_g``, ``kappa_g``, ``l_{f,1}``."""
-    c = problem.constants()
-    l_g1 = max(_joint_lipschitz(problem, "g"), c.L_clients)
-    return {"l_g1": l_g1, "mu_g": c.mu_clients, "kappa_g": l_g1 / c.mu_clients,
-            "l_f1": _joint_lipschitz(problem, "f")}
 
 
 class LinearOuterProbe:

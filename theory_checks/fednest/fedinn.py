@@ -26,6 +26,7 @@ from theory_checks.fednest.common import (
     _per_client_taus,
     _power,
 )
+from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -130,7 +131,7 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
     for tau in grid:
         x, y_star, _, M, steps = _inner_map(case, make, local_steps=tau, scale_by_steps=scaled,
                                             inner_step_size=case.params["beta_scale"]
-                                            / problem.constants().L_clients)
+                                            / inner_smoothness(problem))
         H = _client_matrices(problem, x, y_star)["H"]
         predicted = _fedinn_prediction(H, _taus(tau, problem.n_clients), steps.inner, scaled)
         rho_m = float(torch.linalg.eigvals(M).abs().max())
@@ -146,7 +147,7 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
     fit = _stats.fit_exponent(np.array(grid, float), np.array(measured))
     theory = _stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
     result = Fit("exponent of -log rho in tau (derived, not paper)", fit.slope, fit.ci_low,
-                 fit.ci_high, theory, 1e-6)
+                 fit.ci_high, theory, 1e-6, residual=fit.residual_max)
     return Measurement(fit.slope, theory, result.agrees, "|fit - derived| <= 1e-6",
                        series=tuple(series), fit=result, details={"scale_by_steps": scaled})
 

@@ -14,6 +14,7 @@ from problems import ProblemConstants
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fednest.common import _client_matrices, _measured_map
+from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -37,8 +38,10 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
     if problem.kind != "bilevel":
         raise NotMeasurable("only bilevel problems have a nonzero bias floor")
     terms = int(case.params["neumann_terms"])
+    # FedIHGP's scale 1/l_{g,1}, A1's constant (theory_checks.fednest.constants), as Alg. 3 has it
     algorithm = make(inner_steps=case.params["inner_steps"], neumann_terms=terms, local_steps=1,
-                     truncation="deterministic")
+                     truncation="deterministic",
+                     neumann_step_size=1.0 / fednest_constants(problem).l_g1)
     steps = algorithm.resolve_steps(problem)
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)

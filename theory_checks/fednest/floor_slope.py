@@ -15,7 +15,8 @@ from theory_checks import _stats
 from theory_checks._exact import dominant_mode_window
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fednest.claims import CLAIMS as FEDNEST_CLAIMS
-from theory_checks.fednest.common import _client_matrices, paper_constants
+from theory_checks.fednest.common import _client_matrices
+from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.floor import check_stationarity_floor
 from theory_checks.fednest.k_rate import _outer_hessian, _x_star
 
@@ -56,7 +57,7 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     if problem.kind != "bilevel":
         raise NotMeasurable("only bilevel problems have a nonzero bias floor")
     parts = _floor_parts(case)
-    lam = 1.0 / problem.constants().L_clients
+    lam = 1.0 / fednest_constants(problem).l_g1
     values, vectors = parts["values"], parts["vectors"]
     coeffs = vectors.T @ parts["v"].numpy()
     JH = parts["J"].numpy() @ vectors / values
@@ -89,12 +90,12 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
                            details={"rho": rhos})
     fit = _stats.fit_rate(np.array(grid, float), np.array(floors))
     theory = math.log(1.0 - lam * float(values[0]))
-    pc = paper_constants(problem)
+    pc = fednest_constants(problem).as_dict()
     paper_slope = math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 \
         else -math.inf
     tolerance = FLOOR_SLOPE_RTOL * abs(theory)
     result = Fit("log ||grad f(x_N)|| per Neumann term", fit.slope, fit.ci_low, fit.ci_high,
-                 theory, tolerance)
+                 theory, tolerance, residual=fit.residual_max)
     series += [SeriesPoint("theory", "neumann_terms", n,
                            floors[0] * math.exp(theory * (n - grid[0]))) for n in grid]
     passed = result.agrees and fit.slope <= paper_slope + tolerance

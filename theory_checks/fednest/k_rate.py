@@ -28,6 +28,7 @@ from theory_checks.decision import (
     replicates_for_half_width,
 )
 from theory_checks.fednest.common import _client_matrices, _measured_map
+from theory_checks.fednest.constants import fednest_constants, inner_smoothness
 from theory_checks.fednest.floor import floor_bound
 
 # Thm 3.1's rate: (1/K) sum_k E||grad f(x_k)||^2 = O(K^{-1/2}).
@@ -116,7 +117,7 @@ def _neumann_for_horizon(problem: Any, x_star: torch.Tensor, K: int, target: flo
     view = _client_matrices(problem, x_star, problem.exact_inner_solution(x_star))
     params = {"cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
               "grad_y_norm": float(view["gy"].mean(0).norm()),
-              "neumann_step_size": 1.0 / problem.constants().L_clients}
+              "neumann_step_size": 1.0 / fednest_constants(problem).l_g1}
     constants = problem.constants()
     for terms in range(1, 200):
         if floor_bound(constants, {**params, "neumann_terms": terms}) <= target / math.sqrt(K):
@@ -126,11 +127,12 @@ def _neumann_for_horizon(problem: Any, x_star: torch.Tensor, K: int, target: flo
 
 def _rate_algorithm(make: Callable[..., Any], problem: Any, alpha: float, beta: float,
                     terms: int, batch_size: int | None) -> Any:
-    """FedNest with T = 1, tau = 1 and the given steps; ``l`` is ``l_{g,1} = max_i L_i``."""
+    """FedNest with T = 1, tau = 1 and the given steps; FedIHGP's ``l`` is A1's ``l_{g,1}``
+    (:mod:`theory_checks.fednest.constants`)."""
     kw: dict[str, Any] = {"inner_steps": 1, "local_steps": 1, "inner_step_size": beta,
                           "outer_step_size": alpha, "batch_size": batch_size}
     if problem.kind != "minimax":
-        kw.update(neumann_terms=terms, neumann_step_size=1.0 / problem.constants().L_clients)
+        kw.update(neumann_terms=terms, neumann_step_size=1.0 / fednest_constants(problem).l_g1)
     return make(**kw)
 
 
@@ -162,7 +164,7 @@ def _stable_outer_step(make: Callable[..., Any], problem: Any, x_star: torch.Ten
     constants (not given in the seed, notes 3.4).
     """
     alpha = 1.0 / float(torch.linalg.eigvalsh(_outer_hessian(problem)).max())
-    beta = 1.0 / problem.constants().L_clients
+    beta = 1.0 / inner_smoothness(problem)
     for _ in range(6):
         rho = _exact_map_radius(make, problem, x_star, alpha, beta, terms)
         if rho < 1.0:
@@ -246,7 +248,7 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
         return _neumann_for_horizon(problem, x_star, K, target) if problem.kind == "bilevel" else 1
 
     alpha_1, rho = _stable_outer_step(make, problem, x_star, terms_at(8))
-    l_g = problem.constants().L_clients
+    l_g = inner_smoothness(problem)
     k_1, rho_top = (_first_horizon(make, problem, x_star, alpha_1 / 2, 1 / (2 * l_g),
                                    terms_at(8)) if rho < 1.0 else (0, rho))
     if rho_top >= 1.0:  # Thm 3.1 presumes small steps make the iteration converge

@@ -25,9 +25,12 @@ MINIMAX_RATE_RTOL = 1e-6
 
 
 
-def _minimax_map(t_bar: float, lam: float, beta: float, alpha: float, tau: int, T: int
-                 ) -> np.ndarray:
-    """Notes 4.3: ``M = T_x T_y^T`` per coordinate on ``(dx, dy)``."""
+def _minimax_map(t_bar: float, lam: float, beta: float, alpha: float, tau: int, T: int,
+                 scale_by_steps: bool = False) -> np.ndarray:
+    """Notes 4.3: ``M = T_x T_y^T`` per coordinate on ``(dx, dy)``; with ``scale_by_steps``
+    each of the tau local steps is ``beta / tau`` and ``alpha / tau`` (Thm 3.1's rule)."""
+    if scale_by_steps:
+        beta, alpha = beta / tau, alpha / tau
     beta_eff = 1.0 - (1.0 - beta) ** tau
     alpha_eff = (1.0 - (1.0 - alpha * lam) ** tau) / lam
     T_y = np.array([[1.0, 0.0], [-beta_eff * t_bar, 1.0 - beta_eff]])
@@ -36,13 +39,18 @@ def _minimax_map(t_bar: float, lam: float, beta: float, alpha: float, tau: int, 
 
 
 def _synthetic_cases() -> st.SearchStrategy[Case]:
+    # scale_by_steps drawn too: the default step rule (alpha / tau_i, beta / tau_i of Thm 3.1)
+    # is the one FedNest runs with, and a FedOut whose local step forgets its 1/tau_i changes
+    # this map only when it applies (no other claim runs FedOut's local x-steps with tau > 1
+    # under that rule and resolves the step).
     return st.builds(
-        lambda m, d, seed, point, T, tau, beta, alpha_lam: Case(
+        lambda m, d, seed, point, T, tau, beta, alpha_lam, scaled: Case(
             QuadraticMinimax.fednest_synthetic(n_clients=m, dim=d, s=1.0, seed=seed),
             {"point_seed": point, "inner_steps": T, "local_steps": tau,
-             "inner_step_size": beta, "alpha_lambda": alpha_lam}),
+             "inner_step_size": beta, "alpha_lambda": alpha_lam, "scale_by_steps": scaled}),
         st.integers(2, 12), st.integers(1, 3), strategies.SEEDS, strategies.SEEDS,
-        st.integers(1, 2), st.integers(1, 3), st.floats(0.05, 1.0), st.floats(0.02, 0.9))
+        st.integers(1, 2), st.integers(1, 3), st.floats(0.05, 1.0), st.floats(0.02, 0.9),
+        st.booleans())
 
 
 def _run_synthetic(problem: Any, make: Callable[..., Any], params: Mapping[str, Any],
@@ -50,7 +58,8 @@ def _run_synthetic(problem: Any, make: Callable[..., Any], params: Mapping[str, 
     lam = float(problem.Lam[0, 0, 0])
     algorithm = make(inner_steps=params["inner_steps"], local_steps=params["local_steps"],
                      inner_step_size=params["inner_step_size"],
-                     outer_step_size=params["alpha_lambda"] / lam, scale_by_steps=False)
+                     outer_step_size=params["alpha_lambda"] / lam,
+                     scale_by_steps=bool(params.get("scale_by_steps", False)))
     rng = np.random.default_rng(params["point_seed"])
     x0 = torch.as_tensor(rng.standard_normal(problem.dim_x))
     y0 = torch.as_tensor(rng.standard_normal(problem.dim_y))
@@ -79,7 +88,8 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
     t_bar = float(problem.A[:, 0, 0].mean())
     lam = float(problem.Lam[0, 0, 0])
     M = _minimax_map(t_bar, lam, params["inner_step_size"], params["alpha_lambda"] / lam,
-                     params["local_steps"], params["inner_steps"])
+                     params["local_steps"], params["inner_steps"],
+                     bool(params.get("scale_by_steps", False)))
     rho, rho_hat = float(np.abs(np.linalg.eigvals(M)).max()), float(
         np.abs(np.linalg.eigvals(M_hat)).max())
     relative = abs(rho_hat - rho) / max(rho, 1e-300)

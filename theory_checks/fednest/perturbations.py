@@ -307,6 +307,23 @@ LOCAL_NEUMANN_STEP_0_9 = Perturbation(
 )
 
 
+def _one_hessian_round_too_many(**kw: Any) -> FedNest:
+    """FedNest on the deterministic truncation (the official code's schedule) with N + 1 Hessian
+    rounds where the case asks for N."""
+    return get_estimator("fednest").build(**{**kw, "truncation": "deterministic",
+                                              "neumann_terms": int(kw["neumann_terms"]) + 1})
+
+
+ROUNDS_OVER_BUDGET = Perturbation(
+    "one Hessian round too many (deterministic truncation)",
+    "FedIHGP's loop runs N + 1 Hessian rounds on the deterministic schedule (an off-by-one in N): "
+    "2T + N + 4 rounds per iteration, one over the 2T + N + 3 budget. An off-by-one on the "
+    "random schedule (2T + N' + 4 <= 2T + N + 3) stays within the budget, which has one round "
+    "of slack; fednest.rounds.random_truncation's exact count catches that one.",
+    _one_hessian_round_too_many,
+)
+
+
 def extra_round(name: str) -> Perturbation:
     """One aggregation more per outer iteration than ``name`` declares: the smallest count bug."""
     return Perturbation(

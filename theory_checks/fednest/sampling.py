@@ -15,6 +15,7 @@ from problems import QuadraticBilevel, strategies
 from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 from theory_checks.fednest.common import _client_matrices, _fedihgp, scripted_context
+from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -56,7 +57,7 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
     problem = case.problem
     m, terms = problem.n_clients, int(case.params["neumann_terms"])
     x, y = evaluation_point(problem, case.params["point_seed"])
-    lam = 1.0 / problem.constants().L_clients
+    lam = 1.0 / fednest_constants(problem).l_g1
     mats = _client_matrices(problem, x, y)
     worst, series, sizes, client_parts = 0.0, [], [], []
     _, full_mean = sampling_variance_formula(mats["H"], mats["gy"], lam, terms, m)

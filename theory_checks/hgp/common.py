@@ -150,7 +150,8 @@ class NoiseMoments:
 def noise_moments(problem: Any, x: torch.Tensor, est: Any,
                   batch_size: int | None = None,
                   sample_indices: np.ndarray | None = None,
-                  operators: list[np.ndarray] | None = None) -> NoiseMoments:
+                  operators: list[np.ndarray] | None = None,
+                  eta: float | None = None) -> NoiseMoments:
     """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a :class:`PerClientQuadratic`
     with finite sample sets, by the linear recursion of its first two moments (no sampling).
 
@@ -191,11 +192,14 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
             the moments of a sampler that draws from a subset, e.g. a perturbation).
         operators: ``averaging_operators(est, n, M)`` when already computed (they do not
             depend on b, only on the averaging, the graphs and S).
+        eta: the step of the recursion (default ``est.step_size(problem)``, the estimator's
+            own); a claim that states its eta passes it, so the moments are those of the
+            stated step, not of whatever step the estimator runs.
     """
     b = est.batch_size if batch_size is None else batch_size
     n, dy, dl = problem.n_clients, problem.dim_y, problem.dim_hyper
     M = int(est.neumann_terms)
-    eta = est.step_size(problem)
+    eta = est.step_size(problem) if eta is None else float(eta)
     blocks = problem.client_blocks(x)
     A = problem.A.numpy()
     C = problem.C.numpy()  # (n, dy, dl); J_i = -C_i^T

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.hgp import HGPState
-from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.hgp.common import (
     det_constants,
     global_grad,
@@ -23,7 +23,7 @@ from theory_checks.hgp.common import (
     terms_for,
 )
 from theory_checks.hgp.core_helpers import _run
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Lemma 1
 
@@ -73,19 +73,39 @@ def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
 
 
 def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Exact averaging: ``v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar``."""
+    """Exact averaging: ``v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar``.
+
+    A case whose identity is the same at ``M - 1`` or ``M + 1`` as at M (to within what the
+    identity resolves) cannot test it: with ``eta H_bar = I`` (kappa = 1 at eta = 1/L) every
+    M >= 1 gives GlobalGrad, so an HGP with an iteration too many or too few would pass; at
+    M = 0 no step is taken. Such cases are rejected, not counted as passes.
+    """
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
     M = int(case.params["neumann_terms"])
     eta = case.params["eta_factor"] / float(problem.constants().L_clients)
-    est = make(neumann_terms=M, neumann_step_size=eta, averaging=case.params["averaging"])
-    v = _run(est, problem, x).trajectory[-1, 0]
     H_bar, c_bar = blocks["H"].mean(0), blocks["c"].mean(0)
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
-    power = torch.linalg.matrix_power(eye - eta * H_bar, M)
-    predicted = torch.einsum("kij,j->ki", blocks["J"], torch.linalg.solve(H_bar, power @ c_bar))
-    residual = float((v - global_grad(problem, x) - predicted).norm()) / scale(blocks)
+
+    def predicted_error(terms: int) -> torch.Tensor:
+        power = torch.linalg.matrix_power(eye - eta * H_bar, terms)
+        return torch.einsum("kij,j->ki", blocks["J"], torch.linalg.solve(H_bar, power @ c_bar))
+
+    predicted, unit = predicted_error(M), scale(blocks)
+    if M == 0:
+        # v^(0) = e_i: no iteration ran, so the recursion's step and update are untested (a
+        # halved eta or a sign-flipped v-update passes); such a case is not a pass either.
+        raise NotMeasurable("M = 0: no iteration, the recursion is untested")
+    for neighbour in (M - 1, M + 1):
+        gap = float((predicted_error(neighbour) - predicted).norm()) if neighbour >= 0 else 1.0
+        if gap < UNRESOLVED_TERM * unit:
+            raise NotMeasurable(f"the identity gives the same v at M = {neighbour} as at M = {M} "
+                                f"({gap / unit:.2g} of the scale): an iteration too many or too "
+                                "few would pass")
+    est = make(neumann_terms=M, neumann_step_size=eta, averaging=case.params["averaging"])
+    v = _run(est, problem, x).trajectory[-1, 0]
+    residual = float((v - global_grad(problem, x) - predicted).norm()) / unit
     return Measurement(residual, IDENTITY_RTOL, residual <= IDENTITY_RTOL,
                        "relative residual <=", details={"neumann_terms": M, "eta": eta})
 

@@ -128,7 +128,7 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
                                                    "max_c_over_bound": ratio})
     fit = _stats.fit_rate(np.array(grid)[keep], c[keep])
     result = Fit("log consensus error per Push-Sum step", fit.slope, fit.ci_low, fit.ci_high,
-                 0.0, abs(fit.slope))
+                 0.0, abs(fit.slope), residual=fit.residual_max)
     passed = constant_ok and fit.ci_high < 0.0
     return Measurement(fit.slope, 0.0, passed, "c_S <= (n - 1) tau(A(S:1)) / delta_S at every "
                        "S and 95% interval of the slope < 0", series=series, fit=result,

@@ -363,6 +363,12 @@ def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
         if S >= 256:
             raise NotMeasurable("the S-condition of Thm 1 fails up to S = 256")
         S *= 2
+    # The bound is loose by design (49x-940x the 0.9-quantile), so no realistic bug in the
+    # recursion can exceed it; the same configuration's deterministic form must follow eq.
+    # (10)'s mean recursion at the stated eta with the estimator's own averaging operators
+    # (exact, 1e-10), which a mis-set step or an iteration too many breaks.
+    exact_mean = noise_moments(problem, x, make(**{**params, "batch_size": None}), eta=eta)
+    mean_gap = _mean_path_gap(problem, x, make, params, exact_mean)
     # one test, one bounded side: the whole case rate
     R = design.samples(max(100, math.ceil(math.log(design.false_fail_rate)
                                           / math.log(1.0 - eps / 2))))
@@ -373,10 +379,13 @@ def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
     bound = theorem1_bound(mu, alpha, beta, eta, c, n, dims, eps) + tail
     above = int((errors > bound).sum())
     quantile = float(np.quantile(errors, 1 - eps))
-    return Measurement(quantile, bound, bool(np.isfinite(errors).all()),
-                       "P(normalised error > bound) <= eps (Clopper-Pearson)",
+    return Measurement(quantile, bound,
+                       bool(np.isfinite(errors).all()) and mean_gap <= IDENTITY_RTOL,
+                       "P(normalised error > bound) <= eps (Clopper-Pearson); mean path = "
+                       "eq. (10) at the stated eta (1e-10)",
                        details={"above": above, "replicas": R, "c_S": c, "pushsum_steps": S,
-                                "bound_over_quantile": bound / max(quantile, 1e-300)},
+                                "bound_over_quantile": bound / max(quantile, 1e-300),
+                                "mean_path_gap": mean_gap},
                        tests=(StatTest("P(error > Thm 1 bound)", Binomial(above, R),
                                        high=eps),))
 

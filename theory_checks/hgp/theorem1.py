@@ -153,7 +153,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     alpha = float(torch.linalg.eigvalsh(blocks["H"]).min())
     guaranteed = math.log(max(1e-300, 1 - eta * alpha / 2))
     result = Fit("log error per Neumann iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory))
+                 RATE_RTOL * abs(theory), residual=fit.residual_max)
     # The Push-Sum guarantee needs eta <= 1/L (the step condition the paper leaves unstated,
     # claim hgp.theorem1.stated_step_condition); beyond it only the fitted rate is checked.
     within_step_condition = eta * float(problem.constants().L_clients) <= 1.0
@@ -203,7 +203,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     # Why 25%: the notes' tolerance (T6): a sign-alternating second eigenvalue of W and the
     # O(c_S^2) terms bend the finite-S floors.
     result = Fit("log error floor per Push-Sum step", fit.slope, fit.ci_low, fit.ci_high,
-                 theory, 0.25 * abs(theory))
+                 theory, 0.25 * abs(theory), residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "pushsum_steps", S, f, 0, S * M)
                    for S, f in zip(grid, floors, strict=True))
     return Measurement(fit.slope, theory, result.agrees, "|fit - log tau| <= 25% |log tau|",

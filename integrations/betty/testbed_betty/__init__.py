@@ -1,0 +1,1 @@
+"""The hypergradient testbed's adapter of Betty (``testbed verify betty-...``)."""

@@ -1,0 +1,1 @@
+"""The hypergradient testbed's adapter of higher (``testbed verify higher-unrolled``)."""

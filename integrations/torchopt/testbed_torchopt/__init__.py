@@ -1,0 +1,1 @@
+"""The hypergradient testbed's adapter of TorchOpt (``testbed verify torchopt-...``)."""

@@ -1,0 +1,100 @@
+"""``testbed mutate``: run the catalogue of realistic bugs against the claims that concern them
+and print the mutation table (:mod:`theory_checks.mutation`, catalogue
+:mod:`theory_checks.mutants`).
+
+Examples::
+
+    testbed mutate                         # every mutant, fast profile, results/mutation/
+    testbed mutate --family FedIHGP        # one family (repeatable)
+    testbed mutate --mutant aggitd.weight_lambda_n --every-claim   # every claim, not the first kill
+    testbed mutate --list                  # the catalogue: mutant, family, kind, description
+
+Exit status: 0 when every mutant run is killed or, declared equivalent, survives; 1 when a
+mutant survives that is not declared equivalent, or a declared-equivalent one is killed; 2 on
+bad input (an unknown family or mutant, one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``mutate`` on the command line's subparsers."""
+    mutate = sub.add_parser(
+        "mutate", help="run realistic bugs (mutants) against the claims: the checks' power")
+    mutate.add_argument("--family", action="append",
+                        help="only this family's mutants (repeatable; see --list)")
+    mutate.add_argument("--mutant", action="append", help="only this mutant (repeatable)")
+    mutate.add_argument("--profile", choices=("fast", "thorough"), default=None,
+                        help="fast (default, or $TESTBED_PROFILE) or thorough")
+    mutate.add_argument("--results", default="results", help="results directory")
+    mutate.add_argument("--every-claim", action="store_true",
+                        help="run every claim that concerns a mutant, not only until one "
+                             "kills it")
+    mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
+    mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    mutate.add_argument("--quiet", action="store_true", help="no progress bar")
+    mutate.set_defaults(func=cmd_mutate)
+
+
+def _chosen(families: list[str] | None, names: list[str] | None) -> list[Any]:
+    from theory_checks.mutants import MUTANT_DB, get_mutant
+    from theory_checks.mutants import families as known_families
+
+    if families:
+        unknown = sorted(set(families) - set(known_families()))
+        if unknown:
+            raise ValueError(f"--family: no family {', '.join(map(repr, unknown))}; known: "
+                             f"{', '.join(known_families())}")
+    chosen = [m for m in MUTANT_DB if not families or m.family in families]
+    if names:
+        picked = [get_mutant(name) for name in names]  # KeyError names an unknown mutant
+        chosen = [m for m in chosen if m in picked]
+    return chosen
+
+
+def cmd_mutate(args: argparse.Namespace) -> int:
+    import torch
+    from tqdm import tqdm
+
+    from theory_checks.mutants import MUTANT_DB
+    from theory_checks.mutation import as_expected, format_table, run_mutants
+    from theory_checks.runner import get_profile
+
+    chosen = _chosen(args.family, args.mutant)
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:40s} {m.family:28s} {m.kind:14s} {m.description}")
+        return 0
+    profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
+    torch.set_default_dtype(torch.float64)
+    bar = tqdm(total=len(chosen), desc="mutants", unit="mutant", disable=args.quiet)
+    current: list[str] = []
+
+    def progress(message: str) -> None:
+        name = message.split(":")[0]
+        if current and current[-1] != name:
+            bar.update(1)
+        if not current or current[-1] != name:
+            current.append(name)
+        bar.set_postfix_str(message)
+
+    try:
+        records = run_mutants(chosen, profile, Path(args.results),
+                              every_claim=args.every_claim, resume=not args.fresh,
+                              progress=progress, catalogue=MUTANT_DB)
+    finally:
+        bar.update(len(chosen) - bar.n)
+        bar.close()
+    print(format_table(records))
+    print(f"\nresults in {Path(args.results) / 'mutation'} ({profile.name} profile)")
+    wrong = [r["mutant"] for r in records if not as_expected(r)]
+    if wrong:
+        print(f"{len(wrong)} mutant(s) not as expected (survived, or declared equivalent and "
+              f"killed): {', '.join(wrong)}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,54 @@
+"""Runs of estimators that are not the testbed's own (a library's adapter, a researcher's
+plugin) get a section per library in the report and never change the papers' counts: not in the
+matrix, not in the errata, not in the summary line (issue 25)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from reports.build import build_report
+from tests.test_report import _case, _claim, make_results
+
+LIBRARY_RUN = "classical.exact.finite_differences@somelib-solver"
+PLUGIN_CLAIM = "somelib.solver.identity"
+
+
+def _with_library_runs(root: Path) -> Path:
+    results = make_results(root)
+    run = _claim(LIBRARY_RUN, "Classical", "exact_identity", "fails as stated",
+                 [_case("p.lib", 0.01, 1e-6, False)],
+                 counterexample=f"counterexamples/{LIBRARY_RUN}.json")
+    run.update(estimator="somelib-solver", as_expected=False, expected="holds",
+               estimator_entry={"paper": "somelib", "reference": "somelib 1.2.3: solve()",
+                                "builtin": False})
+    (root / "claims" / f"{LIBRARY_RUN}.json").write_text(json.dumps(run))
+    (root / "counterexamples").mkdir(exist_ok=True)
+    (root / "counterexamples" / f"{LIBRARY_RUN}.json").write_text(json.dumps({"claim": "x"}))
+    meta = json.loads((root / "metadata.json").read_text())
+    meta["claims_registered"] = [{"id": PLUGIN_CLAIM, "paper": "somelib", "reference": "r",
+                                  "kind": "exact_identity", "statement": "s",
+                                  "estimators": ["somelib-solver"], "expected": "holds",
+                                  "builtin": False}]
+    (root / "metadata.json").write_text(json.dumps(meta))
+    return results
+
+
+def test_a_library_run_has_its_own_section_and_stays_out_of_the_papers_counts(tmp_path):
+    results = _with_library_runs(tmp_path / "results")
+    build_report(results, tmp_path / "report")
+    page = (tmp_path / "report" / "report.md").read_text()
+    glance, rest = page.split("<a id=\"errata\"></a>", 1)
+    errata, after = rest.split("## Verified libraries and plugins", 1)
+    assert "somelib" not in glance and LIBRARY_RUN not in errata  # matrix, summary, errata
+    assert "### somelib" in after and "somelib 1.2.3: solve()" in after
+    library_section = after.split("<a id=\"paper-", 1)[0]
+    assert LIBRARY_RUN in library_section and PLUGIN_CLAIM in library_section
+    html = (tmp_path / "report" / "index.html").read_text()
+    assert 'id="library-somelib"' in html and 'id="verdict-matrix"' in html
+
+
+def test_without_library_runs_there_is_no_library_section(tmp_path):
+    results = make_results(tmp_path / "results")
+    build_report(results, tmp_path / "report")
+    assert "Verified libraries" not in (tmp_path / "report" / "report.md").read_text()

@@ -1,0 +1,185 @@
+"""Mutants of AggITD (Xiao & Ji, ICML 2023, Alg. 1) and FBO-AggITD (Alg. 3 with One-Round-Lower
+and One-Round-Upper): realistic bugs that ``testbed mutate`` runs against the AggITD claims
+(:mod:`theory_checks.mutation`).
+
+A bug in the estimator AggITD lives in FBO-AggITD too (its ``estimator`` property builds one),
+so each estimator bug is built for both entries: the estimator recast as the mutated subclass,
+and FBO-AggITD whose ``estimator`` is that subclass. The perturbation classes of
+:mod:`theory_checks.aggitd.perturbations` that are one of these bugs are reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from testbed.algorithms.aggitd import AggITDState, FBOAggITD, one_round_upper
+from testbed.estimators.aggitd import AggITD
+from testbed.estimators.base import InnerState
+from testbed.federation.context import FederatedContext
+from testbed.registry import get_estimator
+from theory_checks.aggitd import perturbations as perturb
+from theory_checks.mutation import Mutant
+from theory_checks.perturbed_variants import recast, registry_variant
+
+IDENTITY = "aggitd.alg1.per_index_identity"
+MEAN_IDENTITY = "aggitd.prop1.mean_identity"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledInnerStep(AggITD):
+    """AggITD whose One-Round-Lower steps ``factor * beta`` while beta is reported."""
+
+    factor: float = 0.5
+
+    def step_sizes(self, problem: Any) -> tuple[float, float]:
+        beta, lam = super().step_sizes(problem)
+        return self.factor * beta, lam
+
+
+@dataclasses.dataclass(frozen=True)
+class ExtraLowerStep(AggITD):
+    """AggITD that runs N + 1 lower-level rounds (and N + 2 HessIV terms) while N is reported
+    (``range(N + 2)`` for ``range(N + 1)``)."""
+
+    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+        return AggITD.estimate_in(dataclasses.replace(self, inner_steps=self.inner_steps + 1),
+                                  ctx, x, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShortIndexDraw(AggITD):
+    """AggITD drawing Q from ``0..N - 1`` (``rng.integers(0, N)``) instead of ``0..N`` while
+    keeping the weight ``lambda (N + 1)``."""
+
+    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+        if self.expectation or self.index is not None or self.inner_steps == 0:
+            return super().estimate_in(ctx, x, state)
+        q = int(ctx.rng.integers(0, self.inner_steps))
+        return AggITD.estimate_in(dataclasses.replace(self, index=q), ctx, x, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleUpperPoint(FBOAggITD):
+    """FBO-AggITD whose One-Round-Upper runs at the iteration's starting ``y_k`` instead of
+    the ``y_{k+1}`` AggITD's lower rounds just computed."""
+
+    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+        h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
+        x_next = one_round_upper(ctx, state.x, state.y, h, aux["clients"], self.local_steps,
+                                 self.outer_step_size or 0.01)
+        return AggITDState(x_next, inner.y, h, aux["index"])
+
+
+@dataclasses.dataclass(frozen=True)
+class UncorrectedUpper(FBOAggITD):
+    """One-Round-Upper without its SVRG correction: each client's local steps follow the
+    broadcast h alone (``h_{i,nu} = h~``, the direct-part correction dropped)."""
+
+    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+        h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
+        clients = aux["clients"]
+        # tau_i steps of alpha / tau_i along h~: x - alpha h~ on every client, averaged
+        alpha = self.outer_step_size or 0.01
+        x_next = ctx.aggregate((state.x - alpha * h).expand(int(clients.shape[0]), -1),
+                               clients)
+        return AggITDState(x_next, inner.y, h, aux["index"])
+
+
+@dataclasses.dataclass(frozen=True)
+class WithEstimator(FBOAggITD):
+    """FBO-AggITD whose AggITD is ``estimator_class`` (a mutated subclass, with ``fixed``)."""
+
+    estimator_class: type = AggITD
+    estimator_fixed: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def estimator(self) -> AggITD:
+        return recast(super().estimator, self.estimator_class, **dict(self.estimator_fixed))
+
+
+def _both(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
+    """The AggITD bug ``cls`` in the estimator entry and inside FBO-AggITD."""
+    def algorithm(**kw: Any) -> Any:
+        return recast(get_estimator("fbo-aggitd").build(**kw), WithEstimator,
+                      estimator_class=cls, estimator_fixed=tuple(fixed.items()))
+
+    return {"aggitd": registry_variant("aggitd", cls, **fixed), "fbo-aggitd": algorithm}
+
+
+def _fbo(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
+    return {"fbo-aggitd": registry_variant("fbo-aggitd", cls, **fixed)}
+
+
+def _uncorrected_lower(**kw: Any) -> AggITD:
+    """AggITD whose One-Round-Lower drops its FedSVRG control variate (the FedAvg lower level
+    of the SGD variant) while reporting the SVRG one."""
+    return recast(get_estimator("aggitd").build(**kw), AggITD, lower_solver="sgd")
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("aggitd.weight_lambda_n", "AggITD", "normalisation",
+           "the importance weight lambda N instead of lambda (N + 1) (N + 1 indices, weight N)",
+           _both(perturb.ScaledIndirect, weight="n"), first=(IDENTITY,), cheap=True),
+    Mutant("aggitd.weight_forgotten", "AggITD", "normalisation",
+           "the importance weight forgotten: p = lambda z^N (a missing (N + 1))",
+           _both(perturb.ScaledIndirect, weight="none"), first=(IDENTITY,)),
+    Mutant("aggitd.neumann_step_halved", "AggITD", "step",
+           "the HessIV recursion steps lambda / 2 while lambda is reported",
+           _both(perturb.ScaledNeumannStep, factor=0.5), first=(IDENTITY,)),
+    Mutant("aggitd.neumann_step_doubled", "AggITD", "step",
+           "the HessIV recursion steps 2 lambda", _both(perturb.ScaledNeumannStep, factor=2.0),
+           first=(IDENTITY,)),
+    Mutant("aggitd.inner_step_halved", "AggITD", "step",
+           "One-Round-Lower steps beta / 2 while beta is reported",
+           _both(ScaledInnerStep, factor=0.5), first=(IDENTITY,)),
+    Mutant("aggitd.inner_step_doubled", "AggITD", "step",
+           "One-Round-Lower steps 2 beta", _both(ScaledInnerStep, factor=2.0),
+           first=(IDENTITY,)),
+    Mutant("aggitd.indirect_sign_flipped", "AggITD", "correction",
+           "h = grad_x F + J p: the indirect part added",
+           _both(perturb.ScaledIndirect, factor=-1.0), first=(IDENTITY,)),
+    Mutant("aggitd.extra_lower_round", "AggITD", "count",
+           "N + 1 lower-level rounds (and HessIV terms) while N is reported",
+           _both(ExtraLowerStep), first=(IDENTITY,)),
+    Mutant("aggitd.index_draw_short", "AggITD", "count",
+           "Q drawn from 0..N - 1 (rng.integers(0, N)) with the weight lambda (N + 1)",
+           _both(ShortIndexDraw), first=(MEAN_IDENTITY,)),
+    Mutant("aggitd.sum_over_m", "AggITD", "normalisation",
+           "the server divides the clients' hypergradient sum by M instead of |S|",
+           _both(perturb.MeanOverAllClients), first=("aggitd.scaling.participation",)),
+    Mutant("aggitd.lower_correction_dropped", "AggITD", "correction",
+           "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
+           {"aggitd": _uncorrected_lower}, first=(IDENTITY, "aggitd.lower.contraction")),
+    Mutant("fbo-aggitd.upper_missing_1_over_tau", "FBO-AggITD", "normalisation",
+           "One-Round-Upper's local step alpha, not alpha / tau_i",
+           _fbo(perturb.UnscaledUpper), first=("aggitd.errata.dh_theorem2_constant",)),
+    Mutant("fbo-aggitd.upper_step_times_tau", "FBO-AggITD", "step",
+           "One-Round-Upper's alpha / tau_i read as alpha tau_i",
+           _fbo(perturb.UnscaledUpper, outer_step_factor="tau"),
+           first=("aggitd.lemma3.drift_bound",)),
+    Mutant("fbo-aggitd.update_divided_by_m", "FBO-AggITD", "normalisation",
+           "the server divides the summed x-updates by M instead of |S|",
+           _fbo(perturb.DividesByM), first=("aggitd.scaling.participation_algorithm",)),
+    Mutant("fbo-aggitd.upper_correction_dropped", "FBO-AggITD", "correction",
+           "One-Round-Upper's local steps follow h~ alone (its SVRG correction dropped)",
+           _fbo(UncorrectedUpper), first=("aggitd.errata.dh_theorem2_constant",)),
+    Mutant("fbo-aggitd.stale_upper_point", "FBO-AggITD", "stale",
+           "One-Round-Upper runs at y_k instead of the y_{k+1} of the lower rounds",
+           _fbo(StaleUpperPoint),
+           equivalent="One-Round-Upper uses y only in its correction grad_x F_i(x_nu, y) - "
+                      "grad_x F_i(x, y) (h~ is computed at y_{k+1} by AggITD), which on every "
+                      "closed-form family (F quadratic in (x, y), coupled bilinearly) equals "
+                      "grad^2_xx F_i (x_nu - x) whatever y; no claim runs FBO-AggITD on an "
+                      "outer objective with a non-bilinear x-y coupling"),
+    Mutant("fbo-aggitd.extra_round", "FBO-AggITD", "count",
+           "y aggregated once more per iteration in a round of its own",
+           {"fbo-aggitd": perturb.EXTRA_ROUND.build,
+            "fbo-aggitd-sgd": perturb.EXTRA_ROUND_SGD.build},
+           first=("aggitd.comm.rounds_per_iteration",), cheap=True),
+)

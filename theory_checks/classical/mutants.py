@@ -1,0 +1,395 @@
+"""Mutants of the classical estimators (AID with Neumann, CG or fixed-point adjoints, ITD, the
+closed form) and of the gradient-descent inner solver they share: realistic bugs that
+``testbed mutate`` runs against the classical claims (:mod:`theory_checks.mutation`).
+
+Each bug is a subclass of the real part (a solver, the estimator) with one mistake, recast from
+the registry's build (:func:`~theory_checks.perturbed_variants.part_variant`,
+:func:`~theory_checks.perturbed_variants.registry_variant`); nothing is patched at run time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from testbed.calls import CallCounter
+from testbed.estimators.base import Estimate, InnerState
+from testbed.estimators.classical import (
+    ExactHypergradient,
+    ImplicitDifferentiation,
+    IterativeDifferentiation,
+)
+from testbed.estimators.fixed_point import FixedPoint
+from testbed.estimators.global_oracles import GlobalOracles
+from testbed.estimators.solvers import (
+    ConjugateGradient,
+    GradientDescent,
+    InnerRun,
+    Neumann,
+    default_step_size,
+)
+from testbed.oracles import Oracles
+from theory_checks.mutation import Mutant
+from theory_checks.perturbed_variants import part_variant, registry_variant
+
+AID = ("aid-neumann", "aid-cg", "aid-fp")
+IDENTITY = "classical.neumann.error_identity"
+ITD_IDENTITY = "classical.itd.error_identity"
+GD_RATE = "classical.gd.linear_rate"
+
+# --------------------------------------------------------------------------- linear solvers
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedNeumann(Neumann):
+    """The Neumann series with ``terms + shift`` terms (an off-by-one in the loop bound)."""
+
+    shift: int = -1
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        return Neumann(max(self.terms + self.shift, 1), self.step_size).solve(hvp, rhs, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledStepNeumann(Neumann):
+    """The Neumann series run with ``factor * lambda`` while lambda is reported."""
+
+    factor: float = 2.0
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        lam = self.step_size or default_step_size(problem, "Neumann")
+        return Neumann(self.terms, self.factor * lam).solve(hvp, rhs, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnscaledNeumann(Neumann):
+    """``sum_j (I - lambda H)^j r`` without the leading lambda (a missing normalisation)."""
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        lam = self.step_size or default_step_size(problem, "Neumann")
+        return super().solve(hvp, rhs, problem) / lam
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedCG(ConjugateGradient):
+    """Conjugate gradient with ``iterations + shift`` iterations."""
+
+    shift: int = -1
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        count = max(self.iterations + self.shift, 0)
+        if count == 0:
+            return torch.zeros_like(rhs)
+        return ConjugateGradient(count).solve(hvp, rhs, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlippedDirectionCG(ConjugateGradient):
+    """CG whose new search direction subtracts the old one (``r - beta p`` for ``r + beta p``)."""
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        v, residual = torch.zeros_like(rhs), rhs.clone()
+        direction, rr = residual.clone(), residual @ residual
+        for _ in range(self.iterations):
+            if float(rr) == 0.0:
+                break
+            h_dir = hvp(direction)
+            step = rr / (direction @ h_dir)
+            v, residual = v + step * direction, residual - step * h_dir
+            rr_next = residual @ residual
+            direction = residual - (rr_next / rr) * direction  # the bug: - for +
+            rr = rr_next
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleResidualCG(ConjugateGradient):
+    """CG that never updates ``r'r`` after the first iteration (a stale scalar)."""
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        v, residual = torch.zeros_like(rhs), rhs.clone()
+        direction, rr = residual.clone(), residual @ residual
+        for _ in range(self.iterations):
+            if float(rr) == 0.0:
+                break
+            h_dir = hvp(direction)
+            step = rr / (direction @ h_dir)
+            v, residual = v + step * direction, residual - step * h_dir
+            direction = residual + ((residual @ residual) / rr) * direction  # rr never moves on
+        return v
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedFixedPoint(FixedPoint):
+    """The fixed-point adjoint with ``iterations + shift`` iterations."""
+
+    shift: int = -1
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        return FixedPoint(max(self.iterations + self.shift, 1), self.step_size).solve(
+            hvp, rhs, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class UnscaledRhsFixedPoint(FixedPoint):
+    """``v <- v - lambda H v + r``: the right-hand side added without its step lambda."""
+
+    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
+        lam = self.step_size or default_step_size(problem, "FixedPoint")
+        v = lam * rhs
+        for _ in range(self.iterations - 1):
+            v = v - lam * hvp(v) + rhs
+        return v
+
+
+# --------------------------------------------------------------------------- inner solver
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedGD(GradientDescent):
+    """Gradient descent that runs ``steps + shift`` steps while ``steps`` are asked for."""
+
+    shift: int = -1
+
+    def run(self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
+            ) -> InnerRun:
+        return GradientDescent(max(self.steps + self.shift, 0), self.step_size).run(
+            oracles, x, y0, keep_trajectory)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledStepGD(GradientDescent):
+    """Gradient descent stepping ``factor * beta`` while beta is reported."""
+
+    factor: float = 0.5
+
+    def run(self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
+            ) -> InnerRun:
+        beta = self.step_size or default_step_size(oracles.problem, "GradientDescent")
+        out = GradientDescent(self.steps, self.factor * beta).run(oracles, x, y0,
+                                                                   keep_trajectory)
+        return dataclasses.replace(out, step_size=beta)
+
+
+# --------------------------------------------------------------------------- AID
+
+
+@dataclasses.dataclass(frozen=True)
+class FlippedIndirectAID(ImplicitDifferentiation):
+    """AID adding the indirect term: ``grad_x f + J v`` for ``grad_x f - J v``."""
+
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        value, aux = super().differentiate(oracles, x, run, problem)
+        grad_x, _ = oracles.grad_outer(x, run.y)
+        return 2.0 * grad_x - value, aux
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleAID(ImplicitDifferentiation):
+    """AID that differentiates at the warm start it was given (the state's y) instead of the
+    inner solver's result (the solved iterate computed, then not used)."""
+
+    def estimate(self, problem: Any, x: torch.Tensor, state: InnerState,
+                 rng: np.random.Generator) -> Estimate:
+        counter = CallCounter()
+        oracles = GlobalOracles(Oracles(problem, counter), rng, self.batch_size)
+        run = self.inner.run(oracles, x, state.y, keep_trajectory=False)
+        stale = InnerRun(state.y, [state.y], [], run.step_size)
+        value, aux = self.differentiate(oracles, x, stale, problem)
+        return Estimate(value, InnerState(run.y), counter.snapshot(), aux)
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstClientAID(ImplicitDifferentiation):
+    """AID whose ``grad_y f`` is client 0's instead of the clients' mean (a missing average)."""
+
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        y = run.y
+        grad_x, _ = oracles.grad_outer(x, y)
+        _, per_client = oracles.oracles.grad_outer(x, y, oracles.clients, oracles.draw())
+        adjoint = self.linear_solver.solve(lambda v: oracles.hvp(x, y, v), per_client[0],
+                                           problem)
+        return grad_x - oracles.jvp_xy(x, y, adjoint), {"y": y, "adjoint": adjoint}
+
+
+# --------------------------------------------------------------------------- ITD
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedITD(IterativeDifferentiation):
+    """ITD that unrolls and differentiates ``T + shift`` steps when asked for T."""
+
+    shift: int = 1
+
+    def estimate(self, problem: Any, x: torch.Tensor, state: Any, rng: Any) -> Estimate:
+        inner = GradientDescent(max(self.inner.steps + self.shift, 0), self.inner.step_size)
+        return IterativeDifferentiation(inner, self.batch_size).estimate(problem, x, state, rng)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReverseStepITD(IterativeDifferentiation):
+    """ITD whose reverse pass uses ``factor * beta`` (the step read from another place)."""
+
+    factor: float = 2.0
+
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        scaled = dataclasses.replace(run, step_size=self.factor * run.step_size)
+        return super().differentiate(oracles, x, scaled, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleReverseITD(IterativeDifferentiation):
+    """ITD's reverse pass evaluated at the last iterate ``y_T`` for every t instead of ``y_t``
+    (a stale iterate in the backward loop)."""
+
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        stale = dataclasses.replace(run, trajectory=[run.y] * len(run.trajectory))
+        return super().differentiate(oracles, x, stale, problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class LateAdjointITD(IterativeDifferentiation):
+    """ITD whose adjoint is first updated one step late (``if t > 1`` for ``if t > 0``)."""
+
+    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
+                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+        beta = run.step_size
+        value, adjoint = oracles.grad_outer(x, run.y)
+        for t in range(self.inner.steps - 1, -1, -1):
+            y_t, batch = run.trajectory[t], run.batches[t]
+            value = value - beta * oracles.jvp_xy(x, y_t, adjoint, batch)
+            if t > 0 and t != self.inner.steps - 1:  # the bug: the first update is skipped
+                adjoint = adjoint - beta * oracles.hvp(x, y_t, adjoint, batch)
+        return value, {"y": run.y}
+
+
+# --------------------------------------------------------------------------- closed form
+
+
+@dataclasses.dataclass(frozen=True)
+class PerClientExact(ExactHypergradient):
+    """The closed form with each client's own adjoint ``mean_i J_i H_i^{-1} grad_y f_i`` instead
+    of ``J H^{-1} grad_y f`` with averaged H and grad_y f (per-client instead of averaged)."""
+
+    def estimate(self, problem: Any, x: torch.Tensor, state: None,
+                 rng: np.random.Generator) -> Estimate:
+        y = problem.exact_inner_solution(x)
+        oracles, clients = Oracles(problem), torch.arange(problem.n_clients)
+        eye = torch.eye(problem.dim_y, dtype=torch.float64)
+        rows = y.expand(problem.n_clients, -1)
+        H = torch.stack([oracles.hvp_inner(x, rows, e.expand_as(rows), clients) for e in eye], 2)
+        J = torch.stack([oracles.jvp_inner_xy(x, rows, e.expand_as(rows), clients)
+                         for e in eye], 2)
+        gx, gy = oracles.grad_outer(x, rows, clients)
+        adjoints = torch.linalg.solve(H, gy[..., None])[..., 0]
+        value = (gx - torch.einsum("mij,mj->mi", J, adjoints)).mean(0)
+        return Estimate(value, state, CallCounter().snapshot(), {})
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+
+def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[str, Any]:
+    """The bug in a part that ``entries`` share: each entry's builder with ``field`` recast."""
+    return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("aid-neumann.terms_minus_one", "AID-Neumann", "count",
+           "the Neumann loop runs N - 1 terms when N are asked for",
+           _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
+           first=(IDENTITY,), cheap=True),
+    Mutant("aid-neumann.terms_plus_one", "AID-Neumann", "count",
+           "the Neumann loop runs N + 1 terms (range(N) for range(N - 1))",
+           _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1), first=(IDENTITY,)),
+    Mutant("aid-neumann.step_doubled", "AID-Neumann", "step",
+           "the series runs with 2 lambda while lambda is reported",
+           _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
+           first=(IDENTITY,)),
+    Mutant("aid-neumann.step_halved", "AID-Neumann", "step",
+           "the series runs with lambda / 2 while lambda is reported",
+           _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
+           first=(IDENTITY,)),
+    Mutant("aid-neumann.missing_lambda", "AID-Neumann", "normalisation",
+           "the partial sum returned without its factor lambda",
+           _on(("aid-neumann",), "linear_solver", UnscaledNeumann), first=(IDENTITY,)),
+    Mutant("aid-neumann.indirect_sign_flipped", "AID-Neumann", "correction",
+           "the indirect term added: grad_x f + J v",
+           {"aid-neumann": registry_variant("aid-neumann", FlippedIndirectAID)},
+           first=(IDENTITY,), cheap=True),
+    Mutant("aid-neumann.stale_inner_iterate", "AID-Neumann", "stale",
+           "the adjoint and cross term evaluated at the warm start y_0, not the solved y_T",
+           {"aid-neumann": registry_variant("aid-neumann", StaleAID)}, first=(IDENTITY,)),
+    Mutant("aid-neumann.first_client_gradient", "AID-Neumann", "per_client",
+           "grad_y f of client 0 instead of the clients' mean",
+           {"aid-neumann": registry_variant("aid-neumann", FirstClientAID)}, first=(IDENTITY,)),
+    Mutant("gd.steps_minus_one", "gradient descent (AID, ITD)", "count",
+           "the inner gradient descent runs T - 1 steps when T are asked for (every entry "
+           "that runs it: AID-Neumann, AID-CG, AID-FP, ITD)",
+           _on((*AID, "itd"), "inner", ShiftedGD, shift=-1), first=(ITD_IDENTITY,)),
+    Mutant("gd.step_halved", "gradient descent (AID, ITD)", "step",
+           "the inner gradient descent steps beta / 2 while beta is reported",
+           _on((*AID, "itd"), "inner", ScaledStepGD, factor=0.5), first=(GD_RATE,)),
+    Mutant("gd.step_doubled", "gradient descent (AID, ITD)", "step",
+           "the inner gradient descent steps 2 beta (= 2/L: no contraction on the top mode)",
+           _on((*AID, "itd"), "inner", ScaledStepGD, factor=2.0), first=(GD_RATE,)),
+    Mutant("aid-cg.iterations_minus_one", "AID-CG", "count",
+           "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
+           _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
+           first=("classical.cg.exact_after_dim_y",), cheap=True),
+    Mutant("aid-cg.iterations_plus_one", "AID-CG", "count",
+           "conjugate gradient runs dim_y + 1 iterations",
+           _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
+           equivalent="in exact arithmetic CG's residual is zero after dim_y iterations and "
+                      "its loop stops; in float64 the extra iteration moves v by the round-off "
+                      "of the residual (about 1e-16 relative), far below the claim's "
+                      "kappa x 1e-10, and no claim counts AID-CG's Hessian-vector products"),
+    Mutant("aid-cg.direction_sign_flipped", "AID-CG", "correction",
+           "the new search direction subtracts the old one: r - beta p",
+           _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
+           first=("classical.cg.exact_after_dim_y",)),
+    Mutant("aid-cg.stale_residual_norm", "AID-CG", "stale",
+           "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
+           _on(("aid-cg",), "linear_solver", StaleResidualCG),
+           first=("classical.cg.exact_after_dim_y",)),
+    Mutant("aid-fp.iterations_minus_one", "AID-FP", "count",
+           "the fixed-point adjoint runs K - 1 iterations",
+           _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1), first=(IDENTITY,)),
+    Mutant("aid-fp.rhs_without_step", "AID-FP", "normalisation",
+           "v <- v - lambda H v + r: the right-hand side added without lambda",
+           _on(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint), first=(IDENTITY,)),
+    Mutant("itd.steps_plus_one", "ITD", "count",
+           "ITD unrolls and differentiates T + 1 steps when T are asked for",
+           {"itd": registry_variant("itd", ShiftedITD, shift=1)}, first=(ITD_IDENTITY,),
+           cheap=True),
+    Mutant("itd.steps_minus_one", "ITD", "count",
+           "ITD unrolls and differentiates T - 1 steps",
+           {"itd": registry_variant("itd", ShiftedITD, shift=-1)}, first=(ITD_IDENTITY,)),
+    Mutant("itd.reverse_step_doubled", "ITD", "step",
+           "the reverse pass uses 2 beta while the forward pass used beta",
+           {"itd": registry_variant("itd", ReverseStepITD, factor=2.0)},
+           first=(ITD_IDENTITY,)),
+    Mutant("itd.adjoint_update_late", "ITD", "count",
+           "the reverse pass skips the adjoint update at its first step (t = T - 1)",
+           {"itd": registry_variant("itd", LateAdjointITD)}, first=(ITD_IDENTITY,)),
+    Mutant("itd.reverse_pass_at_last_iterate", "ITD", "stale",
+           "the reverse pass evaluates its products at y_T for every t instead of y_t",
+           {"itd": registry_variant("itd", StaleReverseITD)},
+           equivalent="the products are grad^2_y g and grad^2_xy g, which are constant in y on "
+                      "every closed-form family (quadratic inner problems), so the reverse pass "
+                      "computes the same vectors at y_T as at y_t; the claims run ITD only on "
+                      "those families (the workloads, where the Hessians vary with y, carry no "
+                      "exact hypergradient to compare with)"),
+    Mutant("exact.per_client_adjoint", "exact hypergradient", "per_client",
+           "the closed form averages per-client hypergradients grad_x f_i - J_i H_i^{-1} "
+           "grad_y f_i instead of using the averaged H and grad_y f",
+           {"exact": registry_variant("exact", PerClientExact)},
+           first=("classical.exact.finite_differences",)),
+)

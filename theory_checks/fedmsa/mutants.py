@@ -1,0 +1,159 @@
+"""Mutants of FedMSA (Tarzanagh, Li, Sharma, Oymak 2023, Algorithm 1) and its multi-level
+compositional form (FedMCO, eq. (11)): realistic bugs that ``testbed mutate`` runs against the
+FedMSA claims (:mod:`theory_checks.mutation`).
+
+A bug in the round (Algorithm 1's global step (5) or local recursion (6)) is a subclass of
+:class:`~testbed.algorithms.fedmsa.FedMSA` and lives in both entries (``fedmsa`` and
+``fedmsa-mco`` run the same round); a bug in the maps of eq. (10) or (11) is a subclass of the
+maps, put in the built algorithm (:func:`~theory_checks.perturbed_variants.part_variant`). The
+perturbation classes of :mod:`theory_checks.fedmsa.perturbations` that are one of these bugs
+are reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from testbed.algorithms.fedmsa import FedMSA
+from theory_checks.fedmsa import perturbations as perturb
+from theory_checks.mutation import Mutant
+from theory_checks.perturbed_variants import part_variant, registry_variant
+
+ENTRIES = ("fedmsa", "fedmsa-mco")
+TELESCOPING = "fedmsa.local.deterministic_telescoping"
+FIRST_STEP = "fedmsa.local.first_step_is_global_direction"
+CENTRALISED = "fedmsa.tau_zero.equals_centralised_msa"
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledOuterStep(FedMSA):
+    """FedMSA stepping ``factor * alpha`` on x while alpha is reported."""
+
+    factor: float = 2.0
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        scaled = dataclasses.replace(self, outer_step_size=self.factor * self.outer_step_size)
+        return FedMSA.step(scaled, ctx, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledInnerStep(FedMSA):
+    """FedMSA stepping ``factor * beta_n`` on every level while beta_n is reported."""
+
+    factor: float = 0.5
+
+    def _betas(self, problem: Any) -> torch.Tensor:
+        return self.factor * super()._betas(problem)
+
+
+@dataclasses.dataclass(frozen=True)
+class MomentumDropped(FedMSA):
+    """Eq. (5) without its momentum correction ``(1 - rho)(h_{r-1} - p(x_{r-1}))``: every
+    round's global direction is the fresh estimate alone (rho read as 1)."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        return FedMSA.step(dataclasses.replace(self, momentum=1.0), ctx, state)
+
+
+@dataclasses.dataclass(frozen=True)
+class MomentumSignFlipped(FedMSA):
+    """Eq. (5)'s correction subtracted: ``h_r = p(x_r) - (1 - rho)(h_{r-1} - p(x_{r-1}))``
+    (the global step run with ``2 - rho``, whose coefficient is ``-(1 - rho)``)."""
+
+    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
+                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
+                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+        return super().global_directions(ctx, points, prev, h_prev, q_prev, 2.0 - rho)
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenLocalDirections(FedMSA):
+    """Recursion (6)'s correction ``p(x_k) - p(x_{k-1})`` taken at the current local point for
+    both terms (an index slip), so every local step reuses the round's ``(h_r, q_r)``."""
+
+    def correction_point(self, current: Any, previous: Any) -> Any:
+        return current
+
+
+@dataclasses.dataclass(frozen=True)
+class SummedGlobal(FedMSA):
+    """Eq. (5)'s server sums the M clients' estimates instead of averaging (a missing 1/M,
+    the paper's (Fed-MSA) sum notation taken literally)."""
+
+    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
+                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
+                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
+        M = float(ctx.problem.n_clients)
+        return M * h, M * q
+
+
+def _round(cls: type, **fixed: Any) -> dict[str, Any]:
+    """A bug in the round: both entries."""
+    return {entry: registry_variant(entry, cls, **fixed) for entry in ENTRIES}
+
+
+def _bilevel_maps(cls: type) -> dict[str, Any]:
+    return {"fedmsa": part_variant("fedmsa", "maps", cls)}
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("fedmsa.local_step_extra", "FedMSA", "count",
+           "the local loop runs K + 1 steps in rounds r >= 1", _round(perturb.ExtraLocalStep),
+           first=(CENTRALISED,), cheap=True),
+    Mutant("fedmsa.local_steps_ignored", "FedMSA", "count",
+           "one local step whatever K is", _round(perturb.IgnoresK),
+           first=(TELESCOPING, FIRST_STEP)),
+    Mutant("fedmsa.outer_step_doubled", "FedMSA", "step", "x steps 2 alpha",
+           _round(ScaledOuterStep, factor=2.0), first=(TELESCOPING, CENTRALISED)),
+    Mutant("fedmsa.outer_step_halved", "FedMSA", "step", "x steps alpha / 2",
+           _round(ScaledOuterStep, factor=0.5), first=(TELESCOPING, CENTRALISED)),
+    Mutant("fedmsa.inner_step_halved", "FedMSA", "step", "every z^n steps beta_n / 2",
+           _round(ScaledInnerStep, factor=0.5), first=(TELESCOPING, CENTRALISED)),
+    Mutant("fedmsa.inner_step_sign_flipped", "FedMSA", "step",
+           "z <- z + beta q (the other sign convention of the map)",
+           _round(perturb.AscentOnZ), first=(TELESCOPING, CENTRALISED)),
+    Mutant("fedmsa.momentum_dropped", "FedMSA", "correction",
+           "eq. (5) without its momentum correction (rho read as 1)",
+           _round(MomentumDropped), first=("fedmsa.rho.proof_choice",)),
+    Mutant("fedmsa.momentum_sign_flipped", "FedMSA", "correction",
+           "eq. (5)'s momentum correction subtracted instead of added",
+           _round(MomentumSignFlipped), first=(CENTRALISED, "fedmsa.rho.proof_choice")),
+    Mutant("fedmsa.local_directions_frozen", "FedMSA", "stale",
+           "recursion (6)'s correction p(x_k) - p(x_{k-1}) taken at x_k twice: every local "
+           "step reuses the round's (h_r, q_r)",
+           {entry: registry_variant(entry, FrozenLocalDirections) for entry in ENTRIES},
+           first=(TELESCOPING,)),
+    Mutant("fedmsa.stateful_client", "FedMSA", "stale",
+           "eq. (5)'s h_{r-1}, q_{r-1} taken from the client's last local state, not the "
+           "previous global averages", _round(perturb.StatefulClient),
+           first=(CENTRALISED, "fedmsa.rho.proof_choice")),
+    Mutant("fedmsa.one_client_global", "FedMSA", "per_client",
+           "the global step (5) uses client 0's maps instead of the average over M clients",
+           _round(perturb.OneClientGlobal), first=("fedmsa.blo.fixed_point_is_hypergradient",
+                                                   CENTRALISED)),
+    Mutant("fedmsa.global_summed", "FedMSA", "normalisation",
+           "the global step sums the M clients' estimates (a missing 1/M)",
+           _round(SummedGlobal), first=(CENTRALISED,)),
+    Mutant("fedmsa.indirect_term_on_w", "FedMSA bilevel maps", "stale",
+           "(10b)'s indirect term evaluated on the w-block of z instead of the v-block",
+           _bilevel_maps(perturb.IndirectTermOnW),
+           first=("fedmsa.blo.fixed_point_is_hypergradient",)),
+    Mutant("fedmsa.v_equation_sign", "FedMSA bilevel maps", "correction",
+           "(10a)'s v-block with eq. (1)'s sign convention (+ grad_w f)",
+           _bilevel_maps(perturb.VEquationSignConvention),
+           first=("fedmsa.blo.fixed_point_is_hypergradient",)),
+    Mutant("fedmsa.fresh_sample_at_old_point", "FedMSA bilevel maps", "correction",
+           "the previous point of a difference in (5)-(6) gets the next sample instead of the "
+           "same one", _bilevel_maps(perturb.FreshSampleAtOldPoint),
+           first=("fedmsa.rate.tau_stochastic", "fedmsa.rate.M_stochastic")),
+    Mutant("fedmsa-mco.paper_products", "FedMCO maps", "per_client",
+           "the 'exact' semantics evaluates the average of per-client Jacobian products "
+           "(11b) instead of the product of averaged Jacobians",
+           {"fedmsa-mco": part_variant("fedmsa-mco", "maps", perturb.AlwaysPaper)},
+           first=("fedmsa.mco.exact_semantics_fixed_point_stationary",)),
+)
+

@@ -1,0 +1,469 @@
+"""Mutants of FedNest (Tarzanagh et al., ICML 2022): realistic bugs in FedInn (Alg. 4), LFedInn,
+FedIHGP (Alg. 3), FedOut (Alg. 2), LFedOut (local Neumann), the minimax form and the outer loop,
+which ``testbed mutate`` runs against the FedNest claims (:mod:`theory_checks.mutation`).
+
+FedNest's variants are pairs of update strategies, so a bug in FedInn or FedOut is a subclass of
+that strategy with one mistake, put in the built algorithm's ``inner_method`` / ``outer_method``
+(:func:`~theory_checks.perturbed_variants.part_variant`); a bug in the estimator FedIHGP is a
+subclass of it (:func:`~theory_checks.perturbed_variants.registry_variant`). The compositional
+path is FedNest on compositional problems: its bugs are FedInn's and FedIHGP's, run against the
+compositional claims too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from testbed.algorithms.fednest import FedNest
+from testbed.algorithms.fednest_updates import FedInn, FedOut, LFedInn, LFedOut, MinimaxFedOut
+from testbed.estimators.fednest import (
+    FedIHGP,
+    IHGPResult,
+    fedihgp,
+    fedinn,
+    fedout,
+    lfedout,
+    send,
+)
+from testbed.federation.context import FederatedContext
+from testbed.federation.local import local_round
+from testbed.registry import get_estimator
+from theory_checks.fednest import perturbations as perturb
+from theory_checks.mutation import Mutant
+from theory_checks.perturbed_variants import part_variant, registry_variant
+
+# --------------------------------------------------------------------------- FedIHGP
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledStepIHGP(FedIHGP):
+    """FedIHGP whose Neumann step is ``factor / l`` while ``1 / l`` is reported."""
+
+    factor: float = 0.5
+
+    def steps(self, problem: Any) -> tuple[float, float]:
+        beta, lam = super().steps(problem)
+        return beta, self.factor * lam
+
+
+@dataclasses.dataclass(frozen=True)
+class SummedIHGP(FedIHGP):
+    """FedIHGP whose server sums ``p_0`` over the subset instead of averaging (a missing
+    ``1/|S_0|``)."""
+
+    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+             truncation_index: int | None = None) -> IHGPResult:
+        out = super().ihgp(ctx, x, y, truncation_index)
+        size = float(ctx.problem.n_clients if ctx.participation is None else len(
+            ctx.participants()))
+        return out._replace(p=size * out.p, path=tuple(size * q for q in out.path))
+
+
+@dataclasses.dataclass(frozen=True)
+class FlippedIndirectIHGP(FedIHGP):
+    """FedIHGP's direction adds the indirect part: ``grad_x f_i + J_i p`` (eq. (13a)'s sign)."""
+
+    def direction(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+                  p: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return super().direction(ctx, x, y, None if p is None else -p)
+
+
+# --------------------------------------------------------------------------- FedInn / LFedInn
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedLocalFedInn(FedInn):
+    """FedInn running ``tau_i + shift`` local steps (at least one)."""
+
+    shift: int = 1
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, _shifted(config.local_steps, self.shift),
+                      variance_reduction=True, scale_by_steps=config.scale_by_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedLocalLFedInn(LFedInn):
+    """LFedInn (FedAvg) running ``tau_i + shift`` local steps."""
+
+    shift: int = 1
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, _shifted(config.local_steps, self.shift),
+                      variance_reduction=False, scale_by_steps=config.scale_by_steps)
+
+
+def _shifted(local_steps: Any, shift: int) -> Any:
+    if isinstance(local_steps, int):
+        return max(local_steps + shift, 1)
+    return tuple(max(t + shift, 1) for t in local_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledStepFedInn(FedInn):
+    """FedInn stepping ``factor * beta`` while beta is reported."""
+
+    factor: float = 2.0
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return super().update(config, ctx, x, y, steps._replace(inner=self.factor * steps.inner))
+
+
+@dataclasses.dataclass(frozen=True)
+class UnscaledFedInn(FedInn):
+    """FedInn's local step ``beta`` where Thm 3.1's rule says ``beta / tau_i`` (a missing
+    ``1/tau``)."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=True,
+                      scale_by_steps=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class UncorrectedFedInn(FedInn):
+    """FedInn without its control variate (the FedAvg step of LFedInn under FedInn's name)."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=False,
+                      scale_by_steps=config.scale_by_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class FlippedCorrectionFedInn(FedInn):
+    """FedInn whose control variate subtracts the averaged gradient ``q``:
+    ``G_i(y_nu) - G_i(y) - q`` for ``G_i(y_nu) - G_i(y) + q``."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        clients = ctx.participants()
+        send(ctx, clients, x, y)
+
+        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+            return ctx.oracles.grad_inner(x, points, active, batch)
+
+        snapshot = oracle(y.expand(int(clients.shape[0]), -1), clients, ctx.draw(clients))
+        q = ctx.aggregate(snapshot, clients)
+        return local_round(ctx, y, clients, oracle, config.local_steps, steps.inner,
+                           global_direction=-q, scale_by_steps=config.scale_by_steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectedLFedInn(LFedInn):
+    """LFedInn (FedAvg) that runs FedInn's control variate (the baseline secretly corrected)."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> torch.Tensor:
+        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=True,
+                      scale_by_steps=config.scale_by_steps)
+
+
+# --------------------------------------------------------------------------- FedOut / LFedOut
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedTermsFedOut(FedOut):
+    """FedOut whose FedIHGP runs ``N + shift`` terms while N is reported."""
+
+    shift: int = 1
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        shifted = dataclasses.replace(config, neumann_terms=max(config.neumann_terms
+                                                                + self.shift, 1))
+        return super().update(shifted, ctx, x, y, steps)
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledNeumannFedOut(FedOut):
+    """FedOut whose FedIHGP steps ``factor / l`` while ``1 / l`` is reported."""
+
+    factor: float = 0.5
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        return super().update(config, ctx, x, y,
+                              steps._replace(neumann=self.factor * steps.neumann))
+
+
+@dataclasses.dataclass(frozen=True)
+class FlippedIndirectFedOut(FedOut):
+    """FedOut adding the indirect part: FedIHGP's ``p`` used with the wrong sign."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
+        x_plus, h = fedout(ctx, x, y, -result.p, steps.outer, config.local_steps,
+                           config.scale_by_steps)
+        return x_plus, h, result
+
+
+@dataclasses.dataclass(frozen=True)
+class UncorrectedFedOut(FedOut):
+    """FedOut's local x-steps without the drift correction: each client steps along its own
+    direct gradient ``grad_x f_i`` (FedAvg on x), the broadcast h computed and not used."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
+        clients = ctx.participants()
+        send(ctx, clients, x, y, result.p)
+        direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
+        indirect = -ctx.oracles.jvp_inner_xy(x, y, result.p, clients, ctx.draw(clients))
+        h = ctx.aggregate(direct + indirect, clients)
+
+        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+            return ctx.oracles.grad_outer_x(points, y, active, batch)
+
+        x_plus = local_round(ctx, x, clients, oracle, config.local_steps, steps.outer,
+                             scale_by_steps=config.scale_by_steps)
+        return x_plus, h, result
+
+
+@dataclasses.dataclass(frozen=True)
+class UnscaledFedOut(FedOut):
+    """FedOut's local x-step ``alpha`` where the rule says ``alpha / tau_i``."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
+        x_plus, h = fedout(ctx, x, y, result.p, steps.outer, config.local_steps,
+                           scale_by_steps=False)
+        return x_plus, h, result
+
+
+@dataclasses.dataclass(frozen=True)
+class UnscaledMinimaxFedOut(MinimaxFedOut):
+    """The minimax FedOut (the same ``fedout`` routine) with local x-step ``alpha``."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps,
+                           scale_by_steps=False)
+        return x_plus, h, None
+
+
+@dataclasses.dataclass(frozen=True)
+class UncorrectedMinimaxFedOut(MinimaxFedOut):
+    """The minimax FedOut's local x-steps without the drift correction (FedAvg on x)."""
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        clients = ctx.participants()
+        send(ctx, clients, x, y)
+        h = ctx.aggregate(ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients)), clients)
+
+        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
+            return ctx.oracles.grad_outer_x(points, y, active, batch)
+
+        x_plus = local_round(ctx, x, clients, oracle, config.local_steps, steps.outer,
+                             scale_by_steps=config.scale_by_steps)
+        return x_plus, h, None
+
+
+@dataclasses.dataclass(frozen=True)
+class ShiftedTermsLFedOut(LFedOut):
+    """LFedOut whose local Neumann series runs ``N + shift`` terms."""
+
+    shift: int = -1
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = lfedout(ctx, x, y, steps.outer, config.local_steps,
+                            max(config.neumann_terms + self.shift, 1), steps.neumann,
+                            indirect=ctx.problem.kind != "minimax",
+                            scale_by_steps=config.scale_by_steps)
+        return x_plus, h, None
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledNeumannLFedOut(LFedOut):
+    """LFedOut whose local Neumann series steps ``factor / l``."""
+
+    factor: float = 0.5
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        return super().update(config, ctx, x, y,
+                              steps._replace(neumann=self.factor * steps.neumann))
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaledStepMinimaxFedOut(MinimaxFedOut):
+    """The minimax FedOut stepping ``factor * alpha``."""
+
+    factor: float = 2.0
+
+    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        return super().update(config, ctx, x, y, steps._replace(outer=self.factor * steps.outer))
+
+
+# --------------------------------------------------------------------------- the outer loop
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleInnerFedNest(FedNest):
+    """FedNest whose outer update runs at the iteration's starting ``y^k`` instead of the
+    ``y^{k+1}`` its T inner calls just computed (the stale variable passed on)."""
+
+    def step(self, ctx: FederatedContext, state: Any) -> Any:
+        start = ctx.rounds_so_far()
+        y = state.y
+        for _ in range(self.inner_steps):
+            y = self.inner_update(ctx, state.x, y, state.steps)
+        x_plus, h, result = self.outer_update(ctx, state.x, state.y, state.steps)
+        index = None if result is None else result.truncation_index
+        return type(state)(x_plus, y, h, state.steps, index, ctx.rounds_so_far() - start)
+
+
+# --------------------------------------------------------------------------- the catalogue
+
+FEDINN_ENTRIES = ("fednest", "fednest-minimax", "lfednest-svrg")
+FEDOUT_ENTRIES = ("fednest", "fednest-sgd")
+LFEDOUT_ENTRIES = ("lfednest", "lfednest-svrg")
+FEDAVG_ENTRIES = ("lfednest", "fednest-sgd")
+FEDNEST_VARIANTS = ("fednest", "fednest-sgd", "lfednest", "lfednest-svrg", "fednest-minimax")
+IHGP_IDENTITY = "fednest.lemma22.inverse_hessian_identity"
+FEDINN_RATE = "fednest.fedinn.linear_rate"
+
+
+def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[str, Any]:
+    return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
+
+
+def _ihgp(cls: type, **fixed: Any) -> dict[str, Any]:
+    return {"fedihgp": registry_variant("fedihgp", cls, **fixed)}
+
+
+def _ihgp_terms_shifted(shift: int) -> dict[str, Any]:
+    """FedIHGP built with ``N + shift`` terms where the caller asked for N (the count passed on
+    wrongly): every part of it, the draw of N', its scale and its path, is that of N + shift."""
+    def make(**kw: Any) -> FedIHGP:
+        info = get_estimator("fedihgp")
+        terms = kw.get("neumann_terms", info.defaults["neumann_terms"])
+        return info.build(**{**kw, "neumann_terms": max(terms + shift, 1)})
+
+    return {"fedihgp": make}
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant("fedihgp.terms_plus_one", "FedIHGP", "count",
+           "FedIHGP built with N + 1 terms where N was asked for (N' from 0..N, scale "
+           "(N + 1)/l)", _ihgp_terms_shifted(1), first=(IHGP_IDENTITY,), cheap=True),
+    Mutant("fedihgp.scale_n_plus_one", "FedIHGP", "normalisation",
+           "p_0 scaled by (N + 1)/l instead of N/l (N' counted on 0..N)",
+           _ihgp(perturb.ScaledIHGP), first=(IHGP_IDENTITY,)),
+    Mutant("fedihgp.step_halved", "FedIHGP", "step",
+           "the Neumann step 1/(2l) while 1/l is reported",
+           _ihgp(ScaledStepIHGP, factor=0.5), first=(IHGP_IDENTITY,)),
+    Mutant("fedihgp.step_doubled", "FedIHGP", "step",
+           "the Neumann step 2/l (l read for g/2)", _ihgp(ScaledStepIHGP, factor=2.0),
+           first=(IHGP_IDENTITY,)),
+    Mutant("fedihgp.p0_summed", "FedIHGP", "normalisation",
+           "p_0 summed over the subset, not averaged (a missing 1/|S_0|)", _ihgp(SummedIHGP),
+           first=(IHGP_IDENTITY,)),
+    Mutant("fedihgp.same_subset", "FedIHGP", "stale",
+           "every Hessian round reuses the subset S_0 drawn for p_0",
+           _ihgp(perturb.SameSubsetIHGP), first=("fednest.ihgp.client_sampling_variance",)),
+    Mutant("fedihgp.subset_ignored", "FedIHGP", "per_client",
+           "the subset S_0 is drawn, then every client is averaged",
+           _ihgp(perturb.AllClientsIHGP), first=("fednest.ihgp.client_sampling_variance",)),
+    Mutant("fedihgp.indirect_sign_flipped", "FedIHGP", "correction",
+           "the direction adds J_i p instead of subtracting it", _ihgp(FlippedIndirectIHGP),
+           first=("fednest.compositional.single_term_unbiased",)),
+    Mutant("fedinn.local_step_extra", "FedInn", "count",
+           "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
+           _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
+           first=("fednest.compositional.one_call_exact", FEDINN_RATE), cheap=True),
+    Mutant("fedinn.local_step_missing", "FedInn", "count",
+           "FedInn runs tau_i - 1 local steps (at least one)",
+           _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
+           first=(FEDINN_RATE,)),
+    Mutant("fedinn.step_doubled", "FedInn", "step", "FedInn steps 2 beta",
+           _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
+           first=(FEDINN_RATE,)),
+    Mutant("fedinn.step_halved", "FedInn", "step", "FedInn steps beta / 2",
+           _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
+           first=(FEDINN_RATE,)),
+    Mutant("fedinn.missing_1_over_tau", "FedInn", "normalisation",
+           "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
+           _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
+           first=(FEDINN_RATE, "fednest.fedinn.tau_exponent")),
+    Mutant("fedinn.correction_dropped", "FedInn", "correction",
+           "FedInn without its control variate (a FedAvg step)",
+           _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn), first=(FEDINN_RATE,)),
+    Mutant("fedinn.correction_sign_flipped", "FedInn", "correction",
+           "the control variate subtracts the averaged gradient q instead of adding it",
+           _on(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
+           first=(FEDINN_RATE,)),
+    Mutant("lfedinn.local_step_extra", "LFedInn (FedAvg)", "count",
+           "LFedInn runs tau_i + 1 local steps",
+           _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
+           first=("fednest.fedavg.biased_fixed_point",)),
+    Mutant("lfedinn.secretly_corrected", "LFedInn (FedAvg)", "correction",
+           "the FedAvg baseline runs FedInn's control variate",
+           _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
+           first=("fednest.fedavg.biased_fixed_point",)),
+    Mutant("fedout.ihgp_terms_plus_one", "FedOut", "count",
+           "FedOut's FedIHGP runs N + 1 terms while N is reported",
+           _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
+           first=("fednest.rounds.fednest", "fednest.thm31.stationarity_floor")),
+    Mutant("fedout.ihgp_terms_minus_one", "FedOut", "count",
+           "FedOut's FedIHGP runs N - 1 terms while N is reported",
+           _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
+           first=("fednest.rounds.fednest", "fednest.thm31.stationarity_floor")),
+    Mutant("fedout.ihgp_step_halved", "FedOut", "step",
+           "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
+           _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
+           first=("fednest.thm31.stationarity_floor",)),
+    Mutant("fedout.indirect_sign_flipped", "FedOut", "correction",
+           "FedOut adds the indirect part (p used with the wrong sign)",
+           _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
+           first=("fednest.thm31.stationarity_floor",)),
+    Mutant("fedout.correction_dropped", "FedOut", "correction",
+           "FedOut's local x-steps without the drift correction (each client along its own "
+           "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
+           "FedOut share",
+           {**_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
+            **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut)},
+           first=("fednest.thm31.stationarity_floor",)),
+    Mutant("fedout.missing_1_over_tau", "FedOut", "normalisation",
+           "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
+           "routine FedOut and the minimax FedOut share",
+           {**_on(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
+            **_on(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut)},
+           first=("fednest.minimax.synthetic_linear_rate",)),
+    Mutant("fednest.stale_inner_iterate", "FedNest outer loop", "stale",
+           "the outer update runs at y^k instead of the y^{k+1} the inner calls computed "
+           "(FedNest.step, shared by every variant)",
+           {name: registry_variant(name, StaleInnerFedNest) for name in FEDNEST_VARIANTS},
+           first=("fednest.minimax.synthetic_linear_rate",)),
+    Mutant("fednest.extra_round", "FedNest outer loop", "count",
+           "each outer iteration aggregates once more than Table 2's formula",
+           {name: registry_variant(name, perturb.ExtraRound) for name in FEDNEST_VARIANTS},
+           first=("fednest.rounds.fednest",)),
+    Mutant("lfedout.terms_minus_one", "LFedOut (local Neumann)", "count",
+           "LFedOut's local Neumann series runs N - 1 terms",
+           _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
+           first=("fednest.lfednest.heterogeneity_bias",)),
+    Mutant("lfedout.step_halved", "LFedOut (local Neumann)", "step",
+           "LFedOut's local Neumann series steps 1/(2l)",
+           _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
+           first=("fednest.lfednest.heterogeneity_bias",)),
+    Mutant("minimax.outer_step_doubled", "FedNest minimax", "step",
+           "the minimax FedOut steps 2 alpha",
+           _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
+           first=("fednest.minimax.synthetic_linear_rate",)),
+    Mutant("minimax.ascent_step_halved", "FedNest minimax", "step",
+           "the minimax FedInn ascent on y steps beta / 2",
+           _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
+           first=("fednest.minimax.synthetic_linear_rate",)),
+)

@@ -1,0 +1,129 @@
+"""A paper's assumptions and conditions as predicates on a case, and the readings of a statement.
+
+A refutation is a statement about someone's published work: it is worth recording only on a case
+that satisfies every assumption and condition of the paper, with the constants computed as the
+paper defines them, and only when the statement fails under every reasonable reading. This
+module gives both as data a claim declares:
+
+- :class:`Hypothesis`: one assumption or condition (FedNest's A1 with its joint Lipschitz
+  constant, a step-size cap, ``N >= ...``, an initial batch ``b_0``). Its ``margin`` is the
+  relative slack on a case, ``>= 0`` inside, ``< 0`` outside (:func:`at_most`,
+  :func:`at_least`). The runner evaluates every hypothesis of a claim before it measures a
+  case: a case outside one is rejected with its reason, neither a pass nor a counterexample,
+  and hypothesis's shrinking then stays inside (a rejected draw cannot be a shrink target).
+  Every measured case records its margins, so a refutation lists them.
+- :class:`Reading`: one reasonable reading of a statement ("requires 2T + N + 3 rounds" read as
+  exactly or as at most). A claim with readings is checked under each (the reading's parameters
+  join every case's); it "fails as stated" only when every reading fails, and otherwise its
+  verdict says which readings hold.
+
+The constants a hypothesis and a check use come from one module per paper
+(``theory_checks/<paper>/constants.py``), so a check and the assumptions it is judged against
+can never use two definitions of one constant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+#: A hypothesis's margin on a case: ``>= 0`` inside, ``< 0`` outside. Takes the case (a
+#: :class:`theory_checks.claim.Case`: ``problem`` and ``params``).
+MarginFn = Callable[[Any], float]
+
+
+@dataclasses.dataclass(frozen=True)
+class Hypothesis:
+    """An assumption or condition of a paper, checked on every case of the claims that declare
+    it.
+
+    Attributes:
+        name: short name, as the paper has it ("A1", "Thm 1 step cap").
+        statement: the condition in plain-text math, with the constant's definition
+            ("l_{g,1} >= max_i ||grad^2 g_i(z)||, z = (x, y) jointly").
+        reference: where the paper states it ("Tarzanagh et al. 2022, Assumption A1").
+        margin: the relative slack on a case (:data:`MarginFn`): ``>= 0`` inside.
+    """
+
+    name: str
+    statement: str
+    reference: str
+    margin: MarginFn
+
+    def evaluate(self, case: Any) -> HypothesisMargin:
+        value = float(self.margin(case))
+        if math.isnan(value):
+            raise ValueError(f"hypothesis {self.name}: margin evaluated to NaN")
+        return HypothesisMargin(self.name, self.statement, self.reference, value)
+
+
+@dataclasses.dataclass(frozen=True)
+class HypothesisMargin:
+    """A hypothesis evaluated on one case: ``margin >= 0`` means the case satisfies it."""
+
+    name: str
+    statement: str
+    reference: str
+    margin: float
+
+    @property
+    def holds(self) -> bool:
+        return self.margin >= 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"holds": self.holds}
+
+
+def at_most(value: float, cap: float) -> float:
+    """Margin of ``value <= cap``: ``(cap - value) / |cap|`` (the relative room left)."""
+    scale = abs(cap) if cap != 0.0 else 1.0
+    return (cap - value) / scale
+
+
+def at_least(value: float, floor: float) -> float:
+    """Margin of ``value >= floor``: ``(value - floor) / |floor|``."""
+    scale = abs(floor) if floor != 0.0 else 1.0
+    return (value - floor) / scale
+
+
+def margins(hypotheses: Sequence[Hypothesis], case: Any) -> list[HypothesisMargin]:
+    """Every hypothesis evaluated on ``case``, in the claim's order."""
+    return [h.evaluate(case) for h in hypotheses]
+
+
+def violated(found: Sequence[HypothesisMargin]) -> list[HypothesisMargin]:
+    return [m for m in found if not m.holds]
+
+
+#: How the reason of a case rejected for a hypothesis begins (results files count them).
+OUTSIDE_PREFIX = "outside the paper's hypotheses: "
+
+
+def rejection_reason(found: Sequence[HypothesisMargin]) -> str:
+    """The reason a case outside some hypotheses is rejected, naming each with its margin."""
+    return OUTSIDE_PREFIX + "; ".join(
+        f"{m.name} ({m.statement}) margin {m.margin:.3g}" for m in violated(found))
+
+
+@dataclasses.dataclass(frozen=True)
+class Reading:
+    """One reasonable reading of a claim's statement.
+
+    Attributes:
+        name: short name ("exactly", "at most (a budget)").
+        statement: the statement under this reading.
+        params: parameters added to every case's (the check reads them, e.g.
+            ``{"reading": "at_most"}``).
+    """
+
+    name: str
+    statement: str
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+__all__ = [
+    "OUTSIDE_PREFIX", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading", "at_least",
+    "at_most", "margins", "rejection_reason", "violated",
+]

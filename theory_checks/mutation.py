@@ -1,0 +1,302 @@
+"""Power measured by mutants: realistic bugs in every estimator and algorithm family, run against
+the claims that concern them (``testbed mutate``).
+
+A claim that holds is worth only as much as the bugs it would catch. A :class:`Mutant` is a
+small, realistic bug (an off-by-one in a count, a step doubled or halved, a missing ``1/M``,
+``1/tau`` or ``1/(N + 1)``, per-client instead of averaged, a dropped or sign-flipped correction,
+a stale iterate, a wrong Push-Sum weight) built the way the claims' perturbations are: a
+subclass of the real estimator, algorithm or part with one mistake, recast from the registry's
+own build (:mod:`theory_checks.perturbed_variants`). Its ``builds`` map each registry entry the
+bug lives in (a bug in shared code lives in every entry that runs it) to a builder of the
+mutated entry.
+
+:func:`run_mutant` runs the mutant against every claim that concerns one of its entries and that
+holds on the correct code (a refuted claim cannot tell a bug from the original): the claim is
+checked with the mutant's builder exactly as ``testbed check`` checks the entry (same cases,
+same decision procedure, shrinking off), and the mutant is **killed** by the first claim whose
+verdict is "fails as stated" or whose check cannot run on it (an error raised by the check or a
+guard of the library, recorded with its message). The claims run cheapest first: those the
+mutant names (``first``), then deterministic, statistical, budget-undecided and comparison
+claims. A mutant no claim can tell from the original carries ``equivalent``: the argument why
+(it is run all the same, and a kill contradicts the argument).
+
+Results: ``mutation/<mutant>.json`` (one per mutant, rewritten after every claim run, so an
+interrupted run resumes claim by claim; stamped with a fingerprint of the mutant, the claims'
+definitions and the profile) and ``mutation/summary.json`` (every fresh record of the folder,
+in catalogue order), which the report reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from results_format.resume import fingerprint, read_fresh, write_json
+from theory_checks.claim import Claim
+from theory_checks.profiles import Profile
+
+#: The kinds of realistic bug of the catalogue (issue 22), with the words the table uses.
+MUTANT_KINDS: dict[str, str] = {
+    "count": "one term, inner step or local step too many or too few",
+    "step": "a step size doubled or halved",
+    "normalisation": "a missing 1/M, 1/tau or 1/(N+1)",
+    "per_client": "per-client instead of averaged",
+    "correction": "a dropped or sign-flipped correction term",
+    "stale": "a stale iterate",
+    "pushsum_weight": "a wrong Push-Sum weight",
+}
+
+#: Status of a mutant after its run.
+KILLED, SURVIVED, EQUIVALENT = "killed", "survived", "equivalent"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    """One realistic bug.
+
+    Attributes:
+        name: ``<entry>.<what is wrong>`` (the id in the table and the results file name).
+        family: the estimator or algorithm family it belongs to ("AID-Neumann", "FedIHGP", ...).
+        kind: one of :data:`MUTANT_KINDS`.
+        description: what is wrong, in the code's terms.
+        builds: registry entry -> builder of that entry with the bug (keyword parameters as the
+            registry's ``build``).
+        first: claims expected to kill it, tried before the others (an ordering only).
+        equivalent: why no claim can tell it from the original (an argument); empty when the
+            mutant must be killed.
+        cheap: part of the default test run's subset (killed within a few seconds).
+    """
+
+    name: str
+    family: str
+    kind: str
+    description: str
+    builds: Mapping[str, Callable[..., Any]]
+    first: tuple[str, ...] = ()
+    equivalent: str = ""
+    cheap: bool = False
+
+    def __post_init__(self) -> None:
+        if self.kind not in MUTANT_KINDS:
+            raise ValueError(f"mutant {self.name}: unknown kind {self.kind!r}; "
+                             f"choose from {sorted(MUTANT_KINDS)}")
+        if not self.builds:
+            raise ValueError(f"mutant {self.name}: builds no entry")
+
+
+def can_kill(claim: Claim) -> bool:
+    """Whether a claim can kill a mutant: only one that holds on the correct code (or holds once
+    corrected) can tell a bug from the original."""
+    return claim.expected == "holds"
+
+
+def _cost_rank(claim: Claim, profile: Profile) -> int:
+    """Cheapest first: deterministic, statistical, undecided by design on ``profile``,
+    comparisons (whole tuned algorithm runs)."""
+    if claim.id.startswith("comparison."):
+        return 3
+    if profile.name in claim.undecided_on:
+        return 2
+    return 1 if claim.statistical else 0
+
+
+def checks_through_builder(claim: Claim, entry: str) -> bool:
+    """Whether ``claim``'s check builds ``entry`` through the builder it is given (its first
+    estimator, or a variant enrolled in it): only there can a mutated builder be put in. A
+    claim's other estimators (a comparison's FedNest baseline, the taxonomy's ClientGrad) are
+    built inside the check by name."""
+    from theory_checks.runner import enrolled_variants
+
+    return entry == claim.estimators[0] or entry in enrolled_variants(claim)
+
+
+def planned_runs(mutant: Mutant, profile: Profile) -> list[tuple[Claim, str]]:
+    """Every ``(claim, entry)`` the mutant runs against, in the order they are tried."""
+    from theory_checks.registry import claims_of
+
+    runs = [(claim, entry) for entry in mutant.builds for claim in claims_of(entry)
+            if can_kill(claim) and checks_through_builder(claim, entry)]
+    first = {claim_id: rank for rank, claim_id in enumerate(mutant.first)}
+    return sorted(runs, key=lambda run: (first.get(run[0].id, len(first)),
+                                         _cost_rank(run[0], profile)))
+
+
+def mutant_fingerprint(mutant: Mutant, profile: Profile,
+                       runs: Sequence[tuple[Claim, str]]) -> str:
+    """Changes when the mutant or a claim it runs against changes (on ``profile``)."""
+    from theory_checks.claim_results import claim_fingerprint
+
+    return fingerprint(mutant.name, mutant.kind, mutant.description, mutant.equivalent,
+                       *(f"{entry}:{claim_fingerprint(claim, profile)}"
+                         for claim, entry in runs))
+
+
+def _no_shrink(claim: Claim) -> Claim:
+    # Why no shrinking: a mutant's kill needs one failing case, not a minimal one; shrinking
+    # would multiply the cost of every kill without changing whether it happened.
+    return dataclasses.replace(claim, shrink=False)
+
+
+def run_once(claim: Claim, entry: str, make: Callable[..., Any], profile: Profile
+             ) -> dict[str, Any]:
+    """The claim checked on the mutated entry: its verdict, or the error its check raised."""
+    from theory_checks.runner import run_claim
+
+    start = time.perf_counter()
+    try:
+        result = run_claim(_no_shrink(claim), profile, make=make, estimator=entry)
+    except Exception as error:  # the check (or a guard of the library) refuses the mutant
+        return {"claim": claim.id, "estimator": entry, "verdict": "error",
+                "error": f"{type(error).__name__}: {str(error)[:300]}", "killed": True,
+                "cases_passed": 0, "seconds": time.perf_counter() - start}
+    return {"claim": claim.id, "estimator": entry, "verdict": result.verdict, "error": None,
+            "killed": result.verdict == "fails as stated", "cases_passed": len(result.cases),
+            "seconds": time.perf_counter() - start}
+
+
+def status_of(mutant: Mutant, runs: Sequence[Mapping[str, Any]]) -> str:
+    if any(r["killed"] for r in runs):
+        return KILLED
+    return EQUIVALENT if mutant.equivalent else SURVIVED
+
+
+def as_expected(record: Mapping[str, Any]) -> bool:
+    """A mutant is as expected when it is killed, or declared equivalent and not killed."""
+    return bool(record["status"] == KILLED) != bool(record["equivalent"])
+
+
+def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
+               every_claim: bool = False, resume: bool = True,
+               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run ``mutant`` against the claims that concern it and give its record (written to
+    ``out_dir / "mutation" / <name>.json`` after every claim when ``out_dir`` is given).
+
+    Stops at the first kill unless ``every_claim`` (a declared-equivalent mutant always runs
+    every claim: its argument says none can kill it). Resumes from a fresh record.
+    """
+    from theory_checks.runner import running_on
+
+    runs = planned_runs(mutant, profile)
+    stamp = mutant_fingerprint(mutant, profile, runs)
+    path = out_dir / "mutation" / f"{mutant.name}.json" if out_dir is not None else None
+    saved = read_fresh(path, stamp, profile.name, keys=("runs",)) if (
+        path is not None and resume) else None
+    done: list[dict[str, Any]] = list(saved["runs"]) if saved else []
+    seen = {(r["claim"], r["estimator"]) for r in done}
+    record = _record(mutant, profile, stamp, runs, done)
+    with running_on(profile):
+        for claim, entry in runs:
+            if record["status"] == KILLED and not (every_claim or mutant.equivalent):
+                break
+            if (claim.id, entry) in seen:
+                continue
+            if progress is not None:
+                progress(f"{mutant.name}: {claim.id}")
+            done.append(run_once(claim, entry, mutant.builds[entry], profile))
+            record = _record(mutant, profile, stamp, runs, done)
+            if path is not None:
+                write_json(path, record, indent=2)
+    if path is not None and saved is None and not done:
+        write_json(path, record, indent=2)  # no claim concerns it: recorded as such
+    return record
+
+
+def _record(mutant: Mutant, profile: Profile, stamp: str,
+            runs: Sequence[tuple[Claim, str]], done: list[dict[str, Any]]) -> dict[str, Any]:
+    killers = [r["claim"] + ("" if r["error"] is None else " (error)")
+               for r in done if r["killed"]]
+    return {"mutant": mutant.name, "family": mutant.family, "kind": mutant.kind,
+            "kind_text": MUTANT_KINDS[mutant.kind], "description": mutant.description,
+            "entries": list(mutant.builds), "equivalent": mutant.equivalent,
+            "fingerprint": stamp, "profile": profile.name, "planned": len(runs),
+            "status": status_of(mutant, done), "killed_by": killers, "runs": done}
+
+
+def run_mutants(mutants: Iterable[Mutant], profile: Profile, out_dir: Path, *,
+                every_claim: bool = False, resume: bool = True,
+                progress: Callable[[str], None] | None = None,
+                catalogue: Sequence[Mutant] | None = None) -> list[dict[str, Any]]:
+    """Run each mutant (:func:`run_mutant`), then write ``mutation/summary.json``: every fresh
+    record in the folder, in the order of ``catalogue`` (default: these mutants)."""
+    chosen = list(mutants)
+    records = [run_mutant(m, profile, out_dir, every_claim=every_claim, resume=resume,
+                          progress=progress) for m in chosen]
+    write_summary(out_dir, profile, catalogue or chosen)
+    return records
+
+
+def fresh_records(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
+                  ) -> list[dict[str, Any]]:
+    """The records of ``out_dir / "mutation"`` that are fresh for ``catalogue`` on ``profile``,
+    in catalogue order (a stale or torn file is left out)."""
+    records = []
+    for mutant in catalogue:
+        path = out_dir / "mutation" / f"{mutant.name}.json"
+        stamp = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
+        saved = read_fresh(path, stamp, profile.name, keys=("runs", "status"))
+        if saved is not None:
+            records.append(saved)
+    return records
+
+
+def write_summary(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]) -> dict[str, Any]:
+    records = fresh_records(out_dir, profile, catalogue)
+    summary = {"profile": profile.name, "catalogue": len(catalogue), "counts": counts(records),
+               "kinds": MUTANT_KINDS, "mutants": [_summary_row(r) for r in records]}
+    write_json(out_dir / "mutation" / "summary.json", summary, indent=2)
+    return summary
+
+
+def _summary_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    runs = record["runs"]
+    return {"mutant": record["mutant"], "family": record["family"], "kind": record["kind"],
+            "description": record["description"], "status": record["status"],
+            "killed_by": record["killed_by"], "equivalent": record["equivalent"],
+            "claims_run": len(runs), "planned": record["planned"],
+            "cases_passed_before_kill": next((r["cases_passed"] for r in runs if r["killed"]),
+                                             None),
+            "seconds": sum(float(r["seconds"]) for r in runs),
+            "as_expected": as_expected(record)}
+
+
+def counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    rows = list(records)
+    return {"mutants": len(rows),
+            KILLED: sum(r["status"] == KILLED for r in rows),
+            EQUIVALENT: sum(r["status"] == EQUIVALENT for r in rows),
+            SURVIVED: sum(r["status"] == SURVIVED for r in rows),
+            "not as expected": sum(not as_expected(r) for r in rows)}
+
+
+def format_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """The mutation table: mutant, family, claims run, killed by which claim, or "equivalent:
+    reason"."""
+    if not records:
+        return "no mutant run"
+    width = max(len(r["mutant"]) for r in records)
+    fam = max(len(r["family"]) for r in records)
+    lines = [f"{'mutant':{width}s}  {'family':{fam}s}  claims run  result"]
+    for r in records:
+        runs = len(r["runs"])
+        if r["status"] == KILLED:
+            result = "killed by " + ", ".join(r["killed_by"])
+            if r["equivalent"]:
+                result += "  (NOT equivalent as declared)"
+        elif r["status"] == EQUIVALENT:
+            result = f"equivalent: {r['equivalent']}"
+        else:
+            result = "SURVIVED"
+        lines.append(f"{r['mutant']:{width}s}  {r['family']:{fam}s}  "
+                     f"{runs:4d} of {r['planned']:<3d}  {result}")
+    c = counts(records)
+    lines.append(f"\n{c['mutants']} mutants: {c[KILLED]} killed, {c[EQUIVALENT]} equivalent, "
+                 f"{c[SURVIVED]} survived")
+    return "\n".join(lines)
+
+
+__all__ = ["EQUIVALENT", "KILLED", "MUTANT_KINDS", "SURVIVED", "Mutant", "as_expected",
+           "can_kill", "checks_through_builder", "counts", "format_table", "fresh_records",
+           "planned_runs", "run_mutant", "run_mutants", "write_summary"]

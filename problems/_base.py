@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -304,6 +304,18 @@ def check_int(problem: str, name: str, value: object, minimum: int | None = 0) -
         raise ProblemError(f"{problem}: {name} must be {what}, got {value!r}")
     if minimum is not None and int(value) < minimum:  # type: ignore[call-overload]
         raise ProblemError(f"{problem}: {name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_dims(problem: str, dims: object, minimum_length: int = 1) -> tuple[int, ...]:
+    """A sequence of at least ``minimum_length`` integers ``>= 1`` (not a string, not floats:
+    ``dims = (2.5, 3)`` used to build dimension 2), as a tuple."""
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
+        raise ProblemError(f"{problem}: dims must be a sequence of integers >= 1, got {dims!r}")
+    if len(dims) < minimum_length or not all(_is_int(d) and int(d) >= 1  # type: ignore[call-overload]
+                                             for d in dims):
+        raise ProblemError(f"{problem}: dims must be {minimum_length} or more integers >= 1, "
+                           f"got {tuple(dims)!r}")
+    return tuple(int(d) for d in dims)  # type: ignore[call-overload]
 
 
 def check_clients(problem: str, n_clients: int) -> None:

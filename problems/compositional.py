@@ -65,6 +65,7 @@ from problems._base import (
     ProblemError,
     ProblemKind,
     check_arrays,
+    check_dims,
     check_samples,
     symmetric_operator,
 )
@@ -242,7 +243,7 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             value_noise: standard deviation of the sample noise on ``w`` and ``t``.
         """
         label = "LinearCompositional.random"
-        dims = tuple(int(d) for d in dims)
+        dims = check_dims(label, dims, minimum_length=2)
         jh = either(jacobian_heterogeneity, heterogeneity)
         vh = either(value_heterogeneity, heterogeneity)
         spec = {
@@ -252,16 +253,14 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             "hessian_heterogeneity": hessian_heterogeneity, "mu": mu, "n_samples": n_samples,
             "matrix_noise": matrix_noise, "value_noise": value_noise,
         }
-        if len(dims) < 2 or min(dims) < 1:
-            raise ProblemError(f"{label}: dims needs >= 2 positive entries, got {dims}")
         if dims[0] > min(dims[1:]):
             raise ProblemError(
                 f"{label}: d_0 = {dims[0]} exceeds a later dimension in {dims}; "
                 "the composed map cannot have full column rank"
             )
+        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",))
         if hessian_heterogeneity >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
-        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",))
         M, N = n_clients, len(dims) - 1
         R = np.eye(dims[0])
         W, w = [], []

@@ -110,7 +110,8 @@ class PerClientLogistic(ProblemFamily):
         spec = {"family": label, "n_clients": n_clients, "dim": dim, "n_train": n_train,
                 "n_val": n_val, "seed": seed, "mu": mu, "hyper": hyper,
                 "components": components, "concentration": concentration}
-        rng = recipe_rng(spec)
+        rng = recipe_rng(spec, dims=("dim", "n_train", "n_val", "components"),
+                         positive=("mu", "concentration"))
         theta = rng.uniform(-1.0, 1.0, size=(components, dim))
         weights = rng.dirichlet(np.full(components, concentration), size=n_clients)
 

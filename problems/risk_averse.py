@@ -89,8 +89,9 @@ class RiskAverse(ProblemFamily):
         self._spec = {"family": "RiskAverse", "n_clients": n_clients, "dim": dim,
                       "n_examples": n_examples, "lam": lam, "delta": delta,
                       "noise_std": noise_std, "seed": seed}
-        rng = recipe_rng(self._spec, nonnegative=("lam", "noise_std"), positive=("delta",))
-        if dim < 1 or n_examples < 1 or n_examples % n_clients:
+        rng = recipe_rng(self._spec, nonnegative=("lam", "noise_std"), positive=("delta",),
+                         dims=("dim", "n_examples"))
+        if n_examples % n_clients:
             raise ProblemError(
                 f"{self.name}: need dim >= 1 and n_examples ({n_examples}) "
                 f"divisible by n_clients ({n_clients})"

@@ -20,13 +20,10 @@ templates under ``templates/``). A figure is drawn again only when its inputs ch
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-from reports.claim_figures import (  # noqa: F401  (re-exported; `testbed report` wraps _section)
-    MAX_CASES_PLOTTED,
-    _section,
-    select_cases,
-)
+from reports.claim_figures import claim_section, select_cases
 from reports.claims_table import ClaimSection, worst_case, worst_case_text
 from reports.figure_cache import FigureCache
 from reports.page_context import page_context
@@ -55,13 +52,16 @@ __all__ = [
 ]
 
 
-def build_report(results_dir: Path, out_dir: Path) -> Path:
+def build_report(results_dir: Path, out_dir: Path,
+                 progress: Callable[[int, str], None] | None = None) -> Path:
     """Build the report of ``results_dir`` into ``out_dir``; return the path of index.html.
 
     Reads only the results files (``testbed check`` writes them); reruns nothing. Writes
     ``index.html``, ``report.md``, ``figures/*.png`` (with ``figures/manifest.json``, which
     keys each figure by its inputs so that an unchanged one is not drawn again) and
-    ``counterexamples/*`` in ``out_dir``; every file is written atomically.
+    ``counterexamples/*`` in ``out_dir``; every file is written atomically. ``progress(total,
+    claim_id)`` is called after each claim's section (its figure drawn), from the first claim
+    on: nothing before the results are found readable.
 
     Raises:
         FileNotFoundError: if ``results_dir`` is missing or holds no claim results.
@@ -83,11 +83,15 @@ def build_report(results_dir: Path, out_dir: Path) -> Path:
                       + ", ".join(stale))
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = FigureCache.load(out_dir / "figures")
-    # looked up here at each call: `testbed report` wraps _section to show its progress
-    sections = [_section(c, results_dir, out_dir, cache=cache) for c in claims]
+    sections = []
+    for claim in claims:
+        sections.append(claim_section(claim, results_dir, out_dir, cache=cache))
+        if progress is not None:
+            progress(len(claims), sections[-1].id)
     extras = build_sections(results_dir, out_dir, cache)
     cache.prune()
-    page = page_context(meta, sections, notes, extras, load_calibration(results_dir))
+    page = page_context(meta, sections, notes, extras, load_calibration(results_dir),
+                        results=str(results_dir))
     index = out_dir / "index.html"
     atomic_write(index, render_html(page))
     atomic_write(out_dir / "report.md", render_markdown(page))

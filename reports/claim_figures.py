@@ -24,6 +24,7 @@ from reports.figure_spec import (
     FitPanel,
     SeriesPanel,
     choose_summary,
+    interval_words,
     quantity_label,
     slope_guide,
     step_label,
@@ -123,8 +124,9 @@ def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tu
         # a power law is a line on log-log axes; a step 0 (say iteration 0) is left out there
         xlog = law == "power" and sum(1 for c in measured[:1] for x in c.steps if x > 0) >= 2
         guides = []
-        if law and case[0] in fits and not any(c.series in ("theory", "fitted")
-                                                for c in curves):
+        # the theory's slope in every panel of a rate or an exponent whose series records no
+        # theory (a pale fitted band alone left the theory to the summary panel)
+        if law and case[0] in fits and not any(c.series == "theory" for c in curves):
             guide = slope_guide(measured[0], fits[case[0]], "power" if xlog else "geometric") \
                 if (xlog or law == "geometric") else None
             if guide is not None:
@@ -164,21 +166,32 @@ def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
             parts.append("black dash-dot: the theoretical rate recorded with the series")
         if "fitted" in series:
             parts.append("wide pale band: the fitted rate over its fitting window")
-        if any(p.guides for p in spec.series_panels):
+        guides = [g for p in spec.series_panels for g in p.guides]
+        if guides:
             parts.append("black dash-dot: the theory's slope (recorded with the fit) drawn "
                          "through the measured points it was fitted on, beside the fitted "
-                         "slope's 95% interval (pale fan)")
+                         f"slope's {interval_words([g.level for g in guides])} (pale fan)")
         if spec.oracle_row:
             parts.append("second row: the same against oracle calls")
     text = "; ".join(parts) + ("." if parts else "")
+    # "Right:" only where there is a panel on its left
+    where = " Right: " if spec.series_panels else ""
     if isinstance(spec.summary, FitPanel):
-        text += (" Right: each case's fitted value with its 95% interval (green: holds, red: "
+        words = interval_words([p.level for p in spec.summary.points])
+        text += (f"{where}each case's fitted value with its {words} (green: holds, red: "
                  "fails, purple: undecided) against the theory recorded with the fit (black "
                  "dash-dot) and the region the check allows (grey).")
     elif spec.summary is not None:
-        text += (" Right: each case's measured value against its "
-                 + ("formula; x is the formula's value, so agreeing points lie on the line."
-                    if spec.summary.against_bound else "bound (black dash-dot)."))
+        text += f"{where}each case's measured value (green: holds, red cross: fails) against "
+        if not spec.summary.against_bound:
+            text += "its bound (black dash-dot)."
+        elif "==" in spec.summary.relation or "count" in spec.summary.title \
+                or "rounds" in spec.summary.title:
+            text += ("its formula; x is the formula's value, so a count that agrees lies on "
+                     "the line.")
+        else:
+            text += ("its bound; x is the bound's value, so a case that holds lies on or below "
+                     "the line y = x, and one above it fails.")
     if fitted_elsewhere:
         text += (" The fit is in another variable or window than the plotted axis, so its "
                  "theory is shown in the right-hand panel only.")
@@ -192,8 +205,8 @@ def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
     return {"notes": notes, "artists": artists}
 
 
-def _section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
-             cache: FigureCache | None = None) -> ClaimSection:
+def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
+                  cache: FigureCache | None = None) -> ClaimSection:
     """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
     of its own, saved at once, when None)."""
     if claim.get("verdict") == NOT_TRUSTED:  # never shown as measured: no figure, no number

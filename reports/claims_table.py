@@ -148,8 +148,7 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
         return "no cases"
     fit = _case_fit(case)
     if fit is not None:
-        return (f"fitted slope {_num(fit.get('estimate'), 4)} "
-                f"[{_num(fit.get('ci_low'), 4)}, {_num(fit.get('ci_high'), 4)}] "
+        return (f"fitted slope {_num(fit.get('estimate'), 4)} ({interval_text(fit)}) "
                 f"vs theory {_num(fit.get('theory'), 4)}")
     measured, bound = _float(case.get("measured")), _float(case.get("bound"))
     text = f"{_num(measured)} vs bound {_num(bound)} ({case.get('relation', '<=')})"
@@ -161,17 +160,6 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
 
 
 # --------------------------------------------------------------------------- table cells
-
-
-def _paper_key(paper: str) -> tuple[int, str]:
-    return (PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER), paper)
-
-
-def _by_paper(sections: Iterable[ClaimSection]) -> list[tuple[str, list[ClaimSection]]]:
-    groups: dict[str, list[ClaimSection]] = {}
-    for s in sections:
-        groups.setdefault(str(s.claim.get("paper") or "unknown paper"), []).append(s)
-    return [(p, groups[p]) for p in sorted(groups, key=_paper_key)]
 
 
 def _cases_text(claim: dict[str, Any]) -> str:
@@ -202,16 +190,35 @@ def _cases_text(claim: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def _expected_text(claim: dict[str, Any]) -> str:
-    """"yes" / "NO" against the testbed's expectation; "not checked" is neither."""
-    if claim.get("verdict") in ("not checked", "not trusted"):
-        return str(claim.get("verdict"))
+def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
+    """The verdict against what the testbed has established about the claim: a short text for
+    the one-line row, a sentence for the detail, and its CSS class.
+
+    A verdict "fails as stated" that the testbed expected is a known erratum reproduced, never
+    "expected: yes" (which read as if the paper's statement were expected to hold); a verdict
+    the testbed did not expect says so in capitals; "not checked" is neither.
+    """
+    verdict = claim.get("verdict")
+    if verdict == "not checked":
+        return ("not checked", "not checked: no results file for this claim", "muted")
+    if verdict == "not trusted":
+        return ("not trusted", f"not trusted, not shown: {claim.get('trust_problem')}", "muted")
     flag = _bool(claim.get("as_expected"))
-    return "n/a" if flag is None else ("yes" if flag else "NO")
-
-
-def expected_class(text: str) -> str:
-    return {"yes": "expected-yes", "NO": "expected-no"}.get(text, "muted")
+    if flag is None:
+        return ("n/a", "the results file does not record what the testbed expected", "muted")
+    if not flag:
+        record = claim.get("expected_verdicts") or [claim.get("expected")]
+        established = " or ".join(str(v) for v in record if v)
+        return (f"NOT as recorded ({established})",
+                f"NOT what the testbed has established ({established}): a departure to "
+                "investigate", "expected-no")
+    if verdict == "fails as stated":
+        return ("known erratum", "a known erratum: the testbed refuted this statement before, "
+                "and this run refuted it again", "expected-yes")
+    if verdict == "undecided":
+        return ("by design", "undecided by design on this profile (its budget is a smoke run "
+                "of the code path); the command given decides it", "muted")
+    return ("as expected", "the verdict the testbed has established", "expected-yes")
 
 
 def decision_text(claim: dict[str, Any]) -> str:
@@ -320,21 +327,39 @@ def _summary(sections: Sequence[ClaimSection]) -> str:
     return text + "."
 
 
-TABLE_HEAD = ("Claim and statement", "Verdict", "Worst case (measured vs theory)",
-              "What the verdict rests on", "Power · calibration")
-FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval", "Theory", "Tolerance", "Agrees")
+TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Statement")
+FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval or residual", "Theory", "Tolerance",
+            "Outcome")
+
+
+def level_text(level: float) -> str:
+    """A confidence level as a percentage with the digits it has (0.999 is 99.9%, not 100%)."""
+    return f"{100 * level:.6g}%"
+
+
+def interval_text(fit: dict[str, Any]) -> str:
+    """What the fit record says about its uncertainty: a fit residual when it carries one (a
+    fit on exact data), else its interval with the level it was computed at; an interval of
+    zero width without a level below 1 is a fit on exact data with nothing recorded."""
+    residual = _float(fit.get("residual"))
+    if math.isfinite(residual):
+        return f"exact data, fit residual {_num(residual, 2)}"
+    low, high = _float(fit.get("ci_low")), _float(fit.get("ci_high"))
+    level = _float(fit.get("confidence"))
+    if low == high and not (math.isfinite(level) and level < 1.0):
+        return "exact data (no interval)"
+    text = f"[{_num(low, 4)}, {_num(high, 4)}]"
+    if math.isfinite(level):
+        text += f" ({level_text(level)})"
+    return text
 
 
 def _fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
-    """One row per fit, numbered as the figure's fit panel numbers them."""
+    """One row per fit, numbered as the figure's fit panel numbers them; the outcome is the
+    case's decision (an undecided case is "undecided", never "yes")."""
     rows: list[tuple[str, ...]] = []
-    for number, (fit, _, _) in enumerate(claim_fits(claim), start=1):
+    for number, (fit, outcome, _) in enumerate(claim_fits(claim), start=1):
         est, theory, tol = (_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
-        agrees = "yes" if abs(est - theory) <= tol else "NO"
-        level = _float(fit.get("confidence"))
-        interval = f"[{_num(fit.get('ci_low'), 4)}, {_num(fit.get('ci_high'), 4)}]"
-        if math.isfinite(level):
-            interval += f" ({level:.0%})"
         rows.append((f"{number}: {fit.get('problem_id', '?')}", str(fit.get("quantity", "")),
-                     _num(est, 4), interval, _num(theory, 4), _num(tol, 3), agrees))
+                     _num(est, 4), interval_text(fit), _num(theory, 4), _num(tol, 3), outcome))
     return rows

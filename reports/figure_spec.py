@@ -97,6 +97,8 @@ class Guide:
     ci_low: float
     ci_high: float
     estimator: str
+    #: the confidence level the fit recorded for its interval (NaN: none, exact data)
+    level: float = math.nan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +121,20 @@ class FitPoint:
     theory: float
     tolerance: float
     outcome: str
+    #: the confidence level the fit recorded for its interval (NaN: none, exact data)
+    level: float = math.nan
+
+
+def interval_words(levels: Sequence[float]) -> str:
+    """How the figures name the fits' intervals: by the level the fits recorded ("95%
+    interval"), never a level they did not use; "interval (exact data: none)" when none has
+    one."""
+    finite = sorted({round(level, 6) for level in levels if math.isfinite(level) and level < 1})
+    if not finite:
+        return "interval (exact data: none)"
+    if len(finite) == 1:
+        return f"{100 * finite[0]:.6g}% interval"
+    return "interval at the level each fit recorded"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -257,8 +273,20 @@ def slope_guide(curve: Curve, fit: dict[str, Any], law: str) -> Guide | None:
             return Guide(law, min(x_window), max(x_window),
                          math.exp(cx) if law == "power" else cx, math.exp(cy), theory,
                          estimate, low if math.isfinite(low) else estimate,
-                         high if math.isfinite(high) else estimate, curve.estimator)
+                         high if math.isfinite(high) else estimate, curve.estimator,
+                         _level(fit))
     return None
+
+
+def _level(fit: dict[str, Any]) -> float:
+    """The fit's recorded confidence level; NaN for a fit on exact data (a residual, or an
+    interval of zero width)."""
+    if math.isfinite(_to_float(fit.get("residual"))):
+        return math.nan
+    level = _to_float(fit.get("confidence"))
+    if _to_float(fit.get("ci_low")) == _to_float(fit.get("ci_high")) and level >= 1.0:
+        return math.nan
+    return level
 
 
 def _to_float(value: Any) -> float:
@@ -312,7 +340,7 @@ def fit_panel(claim: dict[str, Any], limit: int = 40) -> FitPanel | None:
         low, high = _to_float(fit.get("ci_low")), _to_float(fit.get("ci_high"))
         points.append(FitPoint(str(i + 1), estimate, low if math.isfinite(low) else estimate,
                                high if math.isfinite(high) else estimate, theory,
-                               _to_float(fit.get("tolerance")), outcome))
+                               _to_float(fit.get("tolerance")), outcome, _level(fit)))
     if not points:
         return None
     kind = "exponent" if "exponent" in quantity else "slope" if "log" in quantity else "value"

@@ -4,15 +4,19 @@
 sections and the metadata into a :class:`Page`; the templates of :mod:`reports.rendering` lay it
 out. The page answers "which claims of this paper hold?" first:
 
-- the **matrix** of papers by verdict, each count linking to the first of its rows;
-- the **errata**: per claim that fails as stated, the paper's statement, what was measured (the
-  case, the figure), the correction checked beside it and the counterexample files;
-- per paper, the **summary table**, where each correction sits on the row under the claim it
-  corrects;
-- the **verified libraries and plugins** (runs of estimators that are not the testbed's own,
-  :func:`outside_papers`), a table per library, outside the papers' counts;
-- then the sections (calibration, communication, rounds to error, replication, benchmarks) and
-  each claim in detail.
+- **at a glance** (the first screen): per paper, its claims grouped by verdict (holds, fails as
+  stated, holds once corrected, undecided; "not checked" apart), each claim's id linking to its
+  row; the undecided ones with the command that decides them and how long it takes;
+- per paper, the **summary table** in the same groups, one line per claim (its verdict and what
+  the testbed expected, the measured figure against the theory, the statement), each linking to
+  its detail;
+- the **errata** (per statement that fails as printed: what was measured, the correction
+  checked beside it, the counterexample files), the sections (calibration, communication,
+  rounds to error, replication, benchmarks) and each claim in detail, all folded.
+
+Claim runs that are not the testbed's own (a plugin's estimator or claims, an integration, a
+``testbed verify`` target: the results' ``origin``) are grouped apart from the papers and never
+counted in the papers' totals.
 """
 
 from __future__ import annotations
@@ -30,44 +34,65 @@ from reports.claims_table import (
     TABLE_HEAD,
     VERDICT_CLASSES,
     ClaimSection,
-    _by_paper,
     _cases_text,
-    _expected_text,
     _fit_rows,
     _header_fields,
     _num,
     _summary,
     calibration_text,
     decision_text,
-    expected_class,
+    expectation,
     power_text,
 )
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import _bool, _float
 from reports.sections import Section
 
-VERDICT_COLUMNS = ("holds", "fails as stated", "holds once corrected", "undecided")
+#: The verdict groups, in the order every paper shows them ("not checked" last, apart).
+VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
+#: Results files written before runs recorded their origin are the testbed's own.
+BUILT_IN = "built-in"
 
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
+@dataclasses.dataclass(frozen=True)
+class DecideCommand:
+    """The run that decides an undecided claim, and what it takes."""
+
+    command: str
+    seconds: float | None
+
+    @property
+    def duration(self) -> str:
+        if self.seconds is None or not math.isfinite(self.seconds):
+            return "time not measured"
+        return _duration(self.seconds)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    return f"about {seconds / 60:.1f} min"
+
+
 @dataclasses.dataclass
 class Row:
-    """One claim: its row in its paper's table and its detail article."""
+    """One claim run: its line in its paper's table and its detail."""
 
     section: ClaimSection
     paper: str
     verdict: str
-    expected: str
     basis: str
     power: str
     calibration: str
     corrects: ClaimSection | None = None
     corrected_by: list[ClaimSection] = dataclasses.field(default_factory=list)
-    #: the anchor the matrix links to, on the first row of this verdict in this paper
-    verdict_anchor: str = ""
+    #: the name shown at a glance: the id without its paper's prefix
+    short: str = ""
+    decide: DecideCommand | None = None
 
     @property
     def claim(self) -> dict[str, Any]:
@@ -90,12 +115,28 @@ class Row:
         return VERDICT_CLASSES.get(self.verdict, "verdict-unknown")
 
     @property
-    def expected_class(self) -> str:
-        return expected_class(self.expected)
+    def expectation(self) -> tuple[str, str, str]:
+        """(short text, long text, CSS class) of the verdict against the testbed's record."""
+        return expectation(self.claim)
+
+    @property
+    def measured(self) -> str:
+        """The row's measured figure: the worst case against the theory, or, for an undecided
+        claim, the run that decides it."""
+        if self.decide is not None:
+            return f"decided by {self.decide.command} ({self.decide.duration})"
+        return self.section.worst
 
     @property
     def statement(self) -> str:
         return str(self.claim.get("statement") or "")
+
+    @property
+    def line_statement(self) -> str:
+        """The statement for a one-line row, a correction naming the claim it corrects."""
+        if self.corrects is not None:
+            return f"corrects {self.corrects.id}: {self.statement}"
+        return self.statement
 
     @property
     def reference(self) -> str:
@@ -141,23 +182,47 @@ class Row:
 
 
 @dataclasses.dataclass
-class MatrixCell:
+class VerdictGroup:
+    """A paper's claims with one verdict."""
+
     verdict: str
-    count: int
-    link: str
-    claims: list[str]
+    rows: list[Row]
+    anchor: str
+    #: one command deciding every undecided claim of the group, with the sum of their times
+    decide: DecideCommand | None = None
 
     @property
     def css(self) -> str:
-        return VERDICT_CLASSES.get(self.verdict, "verdict-unknown") if self.count else "zero"
+        return VERDICT_CLASSES.get(self.verdict, "verdict-unknown")
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
 
 
 @dataclasses.dataclass
-class MatrixRow:
+class PaperTable:
+    """A paper's claims (or, apart, one plugin's or integration's runs), grouped by verdict."""
+
     paper: str
     anchor: str
-    cells: list[MatrixCell]
-    total: int
+    groups: list[VerdictGroup]
+    #: "" for the papers; the origin ("plugin my-estimator") for runs that are not built in
+    origin: str = ""
+
+    @property
+    def rows(self) -> list[Row]:
+        return [r for g in self.groups for r in g.rows]
+
+    @property
+    def counts(self) -> str:
+        """"34 claims: 25 hold, 3 fail as stated, ..." (the verdicts present, in order)."""
+        words = {"holds": "hold", "fails as stated": "fail as stated",
+                 "holds once corrected": "hold once corrected"}
+        n = len(self.rows)
+        parts = [f"{g.count} {words.get(g.verdict, g.verdict) if g.count != 1 else g.verdict}"
+                 for g in self.groups]
+        return f"{n} claim{'s' if n != 1 else ''}: " + ", ".join(parts)
 
 
 @dataclasses.dataclass
@@ -167,52 +232,27 @@ class Erratum:
 
 
 @dataclasses.dataclass
-class PaperTable:
-    paper: str
-    anchor: str
-    rows: list[Row]
-    #: a library's table: each estimator verified and its entry's reference (library version)
-    estimators: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-
-
-@dataclasses.dataclass
 class Page:
     title: str
     headline: str
     fields: list[tuple[str, str]]
     notes: list[str]
     summary: str
-    columns: list[str]
-    matrix: list[MatrixRow]
-    totals: list[int]
-    errata: list[Erratum]
     papers: list[PaperTable]
+    #: runs that are not the testbed's own (plugins, integrations, verified targets)
+    outside: list[PaperTable]
+    errata: list[Erratum]
     extras: list[Section]
     table_head: tuple[str, ...] = TABLE_HEAD
     fit_head: tuple[str, ...] = FIT_HEAD
-    #: verified libraries and plugins (:func:`outside_papers`), one table each
-    libraries: list[PaperTable] = dataclasses.field(default_factory=list)
+
+    @property
+    def tables(self) -> list[PaperTable]:
+        return self.papers + self.outside
 
     @property
     def rows(self) -> list[Row]:
-        return [r for p in self.papers + self.libraries for r in p.rows]
-
-
-def outside_papers(claim: dict[str, Any]) -> bool:
-    """A run of a plugin's or a library adapter's estimator, or a claim a plugin declares
-    (their results record ``builtin: false``): shown in the libraries' section and never in
-    the papers' counts (the matrix, the errata, the summary line)."""
-    entry = claim.get("estimator_entry")
-    if isinstance(entry, dict):
-        return entry.get("builtin") is False
-    return claim.get("builtin") is False
-
-
-def library_name(claim: dict[str, Any]) -> str:
-    """The library (or plugin package's paper) a run outside the papers belongs to."""
-    entry = claim.get("estimator_entry")
-    name = entry.get("paper") if isinstance(entry, dict) else None
-    return str(name or claim.get("paper") or "unknown library")
+        return [r for p in self.tables for r in p.rows]
 
 
 def decision_lines(c: dict[str, Any]) -> list[str]:
@@ -247,32 +287,68 @@ def decision_lines(c: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _ordered(group: Sequence[ClaimSection]) -> list[ClaimSection]:
-    """The paper's claims by id, each correction moved onto the row under the claim it
-    corrects (a correction of a correction under that one)."""
-    ids = {s.id for s in group}
-    corrections: dict[str, list[ClaimSection]] = {}
-    for s in group:
-        target = s.claim.get("corrects")
-        if target in ids and target != s.id:
-            corrections.setdefault(str(target), []).append(s)
-    placed: set[str] = set()
-    out: list[ClaimSection] = []
+def decide_command(claim: dict[str, Any], results: str) -> DecideCommand | None:
+    """For an undecided claim: ``testbed check`` on the profile that decides it (recorded as
+    ``decided_on`` when its profile cannot decide it by design; else the thorough profile, with
+    more samples), with the measured time when the claim records one."""
+    if claim.get("verdict") != "undecided":
+        return None
+    decided = claim.get("decided_on")
+    decided = decided if isinstance(decided, dict) else {}
+    profile = str(decided.get("profile") or "thorough")
+    seconds = _float(decided.get("seconds"))
+    where = f" --results {results}" if results and results != "results" else ""
+    return DecideCommand(f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
+                         seconds if math.isfinite(seconds) else None)
 
-    def place(s: ClaimSection) -> None:
-        if s.id in placed:
-            return
-        placed.add(s.id)
-        out.append(s)
-        for c in sorted(corrections.get(s.id, []), key=lambda c: c.id):
-            place(c)
 
-    for s in sorted(group, key=lambda s: s.id):
-        if s.claim.get("corrects") not in ids or s.claim.get("corrects") == s.id:
-            place(s)
-    for s in sorted(group, key=lambda s: s.id):  # a cycle of corrections: keep every claim
-        place(s)
-    return out
+def _merged_decide(rows: Sequence[Row]) -> DecideCommand | None:
+    """One command for several undecided claims of one profile (``--claim A B C``)."""
+    commands = [r.decide for r in rows if r.decide is not None]
+    if len(commands) < 2:
+        return commands[0] if commands else None
+    heads = {c.command.split(" --claim ")[0] for c in commands}
+    tails = {c.command.split(" --claim ")[1].partition(" ")[2] for c in commands}
+    if len(heads) != 1 or len(tails) != 1:
+        return None
+    ids = " ".join(r.id for r in rows if r.decide is not None)
+    tail = tails.pop()
+    seconds = [c.seconds for c in commands]
+    total = None if any(s is None for s in seconds) else sum(s for s in seconds if s)
+    return DecideCommand(f"{heads.pop()} --claim {ids}" + (f" {tail}" if tail else ""), total)
+
+
+def _short(claim_id: str, paper: str) -> str:
+    """The id without its paper's prefix (``fednest.thm31.k_rate_bilevel`` under FedNest reads
+    ``thm31.k_rate_bilevel``)."""
+    prefix = paper.lower() + "."
+    return claim_id[len(prefix):] if claim_id.lower().startswith(prefix) else claim_id
+
+
+def _origin(section: ClaimSection) -> str:
+    return str(section.claim.get("origin") or BUILT_IN)
+
+
+def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
+    estimators = sorted({str(s.claim.get("estimator") or "") for s in sections} - {""})
+    return f"{origin}: {', '.join(estimators)}" if estimators else origin
+
+
+def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
+             rows_by_id: dict[str, Row], origin: str = "") -> PaperTable:
+    """A paper's (or an origin's) table: its rows in verdict groups, each sorted by id."""
+    by_verdict: dict[str, list[Row]] = {}
+    for s in sections:
+        row = rows_by_id[s.id]
+        by_verdict.setdefault(row.verdict, []).append(row)
+    order = list(VERDICT_ORDER) + sorted(set(by_verdict) - set(VERDICT_ORDER))
+    groups = []
+    for verdict in order:
+        rows = sorted(by_verdict.get(verdict, []), key=lambda r: r.id)
+        if rows:
+            groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(verdict)}",
+                                       _merged_decide(rows) if verdict == "undecided" else None))
+    return PaperTable(title, anchor, groups, origin)
 
 
 def _headline(meta: dict[str, Any]) -> str:
@@ -283,66 +359,48 @@ def _headline(meta: dict[str, Any]) -> str:
             f"{meta.get('written', 'unknown')}")
 
 
+def _paper_key(paper: str) -> tuple[int, str]:
+    return (PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER), paper)
+
+
 def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: Sequence[str],
                  extras: Sequence[Section] = (),
-                 calibration: dict[str, dict[str, Any]] | None = None) -> Page:
-    """The whole page as data (see the module docstring)."""
+                 calibration: dict[str, dict[str, Any]] | None = None,
+                 results: str = "results") -> Page:
+    """The whole page as data (see the module docstring); ``results`` is the results folder
+    named in the commands the page gives."""
     by_id = {s.id: s for s in sections}
     corrected_by: dict[str, list[ClaimSection]] = {}
     for s in sections:
         if s.claim.get("corrects") in by_id:
             corrected_by.setdefault(str(s.claim["corrects"]), []).append(s)
-    papers: list[PaperTable] = []
-    libraries: list[PaperTable] = []
     rows_by_id: dict[str, Row] = {}
-    inside = [s for s in sections if not outside_papers(s.claim)]
-    outside: dict[str, list[ClaimSection]] = {}
     for s in sections:
-        if outside_papers(s.claim):
-            outside.setdefault(library_name(s.claim), []).append(s)
-    groups = [(False, paper, group) for paper, group in _by_paper(inside)]
-    groups += [(True, name, outside[name]) for name in sorted(outside)]
-    for is_library, paper, group in groups:
-        rows, first = [], set()
-        for s in _ordered(group):
-            c = s.claim
-            verdict = str(c.get("verdict", "unknown"))
-            row = Row(s, paper, verdict, _expected_text(c), _cases_text(c), power_text(c),
-                      calibration_text(c, calibration),
-                      by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
-                      sorted(corrected_by.get(s.id, []), key=lambda x: x.id))
-            if verdict not in first:
-                first.add(verdict)
-                row.verdict_anchor = f"{slug(paper)}-{slug(verdict)}"
-            rows.append(row)
-            rows_by_id[s.id] = row
-        if is_library:
-            entries = {(str(s.claim.get("estimator")), str(s.claim["estimator_entry"].get(
-                "reference", ""))) for s in group if isinstance(s.claim.get("estimator_entry"),
-                                                                dict)}
-            libraries.append(PaperTable(paper, f"library-{slug(paper)}", rows, sorted(entries)))
-        else:
-            papers.append(PaperTable(paper, f"paper-{slug(paper)}", rows))
-    columns = list(VERDICT_COLUMNS)
-    columns += sorted({r.verdict for p in papers for r in p.rows} - set(columns),
-                      key=lambda v: (v != "not checked", v))
-    matrix = []
-    for table in papers:
-        cells = []
-        for verdict in columns:
-            members = [r for r in table.rows if r.verdict == verdict]
-            link = f"#{slug(table.paper)}-{slug(verdict)}" if members else ""
-            cells.append(MatrixCell(verdict, len(members), link, [r.id for r in members]))
-        matrix.append(MatrixRow(table.paper, table.anchor, cells, len(table.rows)))
-    totals = [sum(m.cells[i].count for m in matrix) for i in range(len(columns))]
+        c = s.claim
+        paper = str(c.get("paper") or "unknown paper")
+        rows_by_id[s.id] = Row(
+            s, paper, str(c.get("verdict", "unknown")), _cases_text(c), power_text(c),
+            calibration_text(c, calibration),
+            by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
+            sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
+            _short(s.id, paper), decide_command(c, results))
+    own = [s for s in sections if _origin(s) == BUILT_IN]
+    papers = [_grouped(paper, f"paper-{slug(paper)}",
+                       [s for s in own if rows_by_id[s.id].paper == paper], rows_by_id)
+              for paper in sorted({rows_by_id[s.id].paper for s in own}, key=_paper_key)]
+    origins = sorted({_origin(s) for s in sections} - {BUILT_IN})
+    outside = []
+    for origin in origins:
+        members = [s for s in sections if _origin(s) == origin]
+        outside.append(_grouped(_origin_title(origin, members), f"outside-{slug(origin)}",
+                                members, rows_by_id, origin))
     errata = [Erratum(r, [rows_by_id[c.id] for c in r.corrected_by if c.id in rows_by_id])
-              for p in papers for r in p.rows if r.verdict == "fails as stated"]
+              for p in papers + outside for r in p.rows if r.verdict == "fails as stated"]
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
         headline=_headline(meta), fields=_header_fields(meta), notes=list(notes),
-        summary=_summary(inside), columns=columns, matrix=matrix,
-        totals=totals + [sum(m.total for m in matrix)], errata=errata, papers=papers,
-        extras=list(extras), libraries=libraries)
+        summary=_summary([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
+        outside=outside, errata=errata, extras=list(extras))
 
 
 def paper_rank(paper: str) -> int:

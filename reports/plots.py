@@ -37,6 +37,7 @@ from reports.figure_spec import (  # noqa: E402
     FitPanel,
     Guide,
     SeriesPanel,
+    interval_words,
 )
 
 # Fixed so that figures do not depend on a user's matplotlibrc. DejaVu Sans ships with
@@ -179,8 +180,8 @@ def _draw_guide(ax: Any, guide: Guide, legend: _Legend) -> None:
     if guide.ci_high > guide.ci_low:
         ax.fill_between(xs, low, high, color=color, alpha=0.25, linewidth=0, zorder=1,
                         gid="fitted-interval")
-        legend.add("fitted-interval", Patch(color=color, alpha=0.25,
-                                            label="fitted slope, 95% interval"))
+        legend.add("fitted-interval", Patch(
+            color=color, alpha=0.25, label=f"fitted slope, {interval_words([guide.level])}"))
     else:
         ax.plot(xs, line(guide.estimate), color=color, linewidth=5, alpha=0.3, zorder=1,
                 gid="fitted-interval", solid_capstyle="butt")
@@ -255,23 +256,36 @@ def _fit_summary(ax: Any, panel: FitPanel, legend: _Legend) -> None:
     ax.set_xlabel("fit (numbered as in the fits table)")
     ax.set_ylabel(wrap(panel.ylabel, 44, 3), fontsize=7.5)
     ax.set_title(panel.title)
+    words = interval_words([p.level for p in panel.points])
     legend.add("fit-estimate", Line2D([], [], color="#444444", marker="o", linestyle="",
-                                      label="fitted value, 95% interval (colour: outcome)"))
+                                      label=f"fitted value, {words} (colour: outcome)"))
     legend.add("theory-level", Line2D([], [], color=THEORY_COLOR, linestyle="-.",
                                       label="theory (recorded with the fit)"))
     legend.add("allowed-region", Patch(color=REGION_COLOR, alpha=0.3,
                                        label="allowed by the check (tolerance)"))
 
 
+def draw_case_points(ax: Any, xs: Sequence[float], points: Sequence[Any]) -> None:
+    """The cases' measured values, coloured by outcome; a case that fails is drawn last, as a
+    larger cross ringed in white, so that passing points at the same place (say all at the
+    origin) never hide it."""
+    order = sorted(range(len(points)), key=lambda i: points[i].outcome == "fails")
+    for i in order:
+        fails = points[i].outcome == "fails"
+        ax.scatter([xs[i]], [points[i].measured],
+                   c=OUTCOME_COLORS.get(points[i].outcome, "#444444"),
+                   s=90 if fails else 22, marker="X" if fails else "o",
+                   edgecolors="white" if fails else "none", linewidths=0.8,
+                   zorder=6 if fails else 4, gid="case-measured")
+
+
 def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
     values = [v for p in panel.points for v in (p.measured, p.bound)]
     positive = all(v > 0 for v in values)
     log = positive and max(values) / min(values) > 20
-    colors = [OUTCOME_COLORS.get(p.outcome, "#444444") for p in panel.points]
     if panel.against_bound:
         xs = [p.bound for p in panel.points]
-        ax.scatter(xs, [p.measured for p in panel.points], c=colors, s=22, zorder=4,
-                   gid="case-measured")
+        draw_case_points(ax, xs, panel.points)
         line = sorted(set(xs))
         ax.plot(line, line, color=THEORY_COLOR, linestyle="-.", linewidth=1.2, zorder=3,
                 gid="case-bound")
@@ -281,8 +295,7 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
             ax.set_xscale("log")
     else:
         xs = list(range(1, len(panel.points) + 1))
-        ax.scatter(xs, [p.measured for p in panel.points], c=colors, s=22, zorder=4,
-                   gid="case-measured")
+        draw_case_points(ax, xs, panel.points)
         ax.hlines([p.bound for p in panel.points], [x - 0.4 for x in xs],
                   [x + 0.4 for x in xs], color=THEORY_COLOR, linestyle="-.", linewidth=1.3,
                   zorder=3, gid="case-bound")
@@ -295,7 +308,8 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
     ax.set_ylabel(wrap(panel.ylabel + (" (log scale)" if log else ""), 44, 3), fontsize=7.5)
     ax.set_title(panel.title if len(panel.title) < 45 else wrap(panel.title, 45, 2))
     legend.add("case-measured", Line2D([], [], color="#444444", marker="o", linestyle="",
-                                       label="measured per case (colour: outcome)"))
+                                       label="measured per case (colour: outcome; a failing "
+                                             "case: a large cross, drawn on top)"))
     legend.add("case-bound", Line2D([], [], color=THEORY_COLOR, linestyle="-.",
                                     label="bound or formula (" + (panel.relation[:40] or "=")
                                     + ")"))

@@ -54,6 +54,8 @@ class PluginError(Exception):
 
 
 _PROBLEMS: list[PluginProblem] = []
+#: (entry point group, loaded item's name) -> the package that provides it.
+_PACKAGES: dict[tuple[str, str], str] = {}
 
 
 def problems() -> list[PluginProblem]:
@@ -136,8 +138,15 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
             problems.append(PluginProblem(group, entry.name, package_of(entry), str(error)))
             continue
         taken |= {key(c) for c in checked}
+        _PACKAGES.update({(group, key(c)): package_of(entry) for c in checked})
         loaded += checked
     return loaded
+
+
+def package_providing(group: str, name: str) -> str | None:
+    """The installed package whose entry point of ``group`` provided the item ``name`` (an
+    estimator's or a claim's), or None (a built-in, or not loaded from a plugin)."""
+    return _PACKAGES.get((group, name))
 
 
 def load(builtin: Sequence[EstimatorInfo]) -> list[EstimatorInfo]:
@@ -157,4 +166,4 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
 
 
 __all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "entry_points", "load",
-           "load_group", "package_of", "problems"]
+           "load_group", "package_of", "package_providing", "problems"]

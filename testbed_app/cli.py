@@ -1,19 +1,19 @@
-"""The ``testbed`` command: list, check, report.
+"""The testbed command line: list, check, calibrate, run, report, regress, verify.
 
-Examples::
+Examples (also shown by ``testbed --help``)::
 
     testbed list                        # problems, estimators and claims with references
-    testbed check --profile fast        # run every claim check, write results/, print verdicts
-    testbed check --claim classical.gd.linear_rate --profile thorough
+    testbed check                       # every claim, the fast profile; results/, verdicts
+    testbed check --claim classical.gd.linear_rate classical.cg.exact_after_dim_y   # two claims
     testbed check --jobs 2              # the claims over 2 local processes (same results)
-    testbed check --executor ray --address auto   # the claims on a Ray cluster
+    testbed check --profile thorough --claim fednest.thm31.k_rate_bilevel   # decides it
     testbed calibrate --seeds 20        # observed false-failure rates of statistical claims
     testbed report                      # build reports/output/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
     testbed mutate                      # realistic bugs against the claims: the mutation table
-    testbed run configs/aggitd_table2_iid_tau1.toml --rounds 20   # one paper experiment
+    testbed run configs/aggitd_table2_iid_tau1.toml --steps 20   # one paper experiment
     testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
 """
 
@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from results_format.verdicts import untrusted_claim_files
+from testbed_app.experiments.config import DeprecatedName
 
 if TYPE_CHECKING:
     from testbed_app.executors import Executor
@@ -108,7 +110,7 @@ def _list_workloads() -> None:
     print("  [run] defaults: " + ", ".join(
         f"{k}={'(required)' if v.default is config._REQUIRED else repr(v.default)}"
         for k, v in config._RUN.items()))
-    print(f"  limits: rounds <= {config.MAX_ROUNDS:,}, step sizes <= {config.MAX_STEP_SIZE:g}, "
+    print(f"  limits: steps <= {config.MAX_STEPS:,}, step sizes <= {config.MAX_STEP_SIZE:g}, "
           f"iterations per step <= {config.MAX_ITERATIONS:,}")
     for kind in EXPERIMENT_BUILDERS:
         defaults = config._workload_defaults(kind)
@@ -121,11 +123,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     import torch
 
-    from theory_checks.registry import CLAIM_DB, get_claim
     from theory_checks.runner import get_profile, run_claims
 
     torch.set_default_dtype(torch.float64)
-    claims = [get_claim(c) for c in args.claim] if args.claim else list(CLAIM_DB)
+    claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
     ids = {c.id for c in claims}
     for path, reason in untrusted_claim_files(_folder(args.results, "--results")):
@@ -139,6 +140,24 @@ def _cmd_check(args: argparse.Namespace) -> int:
             _measure_report_tables(Path(args.results), not args.fresh, not args.quiet,
                                    executor)
     return _exit_status(summaries)
+
+
+def _named_claims(ids: list[str] | None) -> list[Any]:
+    """The claims ``--claim`` names (each once, in the order given), every registered claim
+    without it; every unknown id in one line, each with its "did you mean"."""
+    from theory_checks.registry import CLAIM_DB, get_claim
+
+    if not ids:
+        return list(CLAIM_DB)
+    claims, unknown = [], []
+    for claim_id in dict.fromkeys(ids):
+        try:
+            claims.append(get_claim(claim_id))
+        except KeyError as error:
+            unknown.append(_message(error).removesuffix("; `testbed list` shows every claim"))
+    if unknown:
+        raise KeyError("; ".join(unknown) + "; `testbed list` shows every claim")
+    return claims
 
 
 def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: str) -> None:
@@ -155,8 +174,14 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
               f"{caught:6s} {held}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
-    print(f"\n{len(summaries)} claims checked ({profile} profile): {_counts(summaries)}; "
+    own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
+    print(f"\n{len(own)} claims of the papers checked ({profile} profile): {_counts(own)}; "
           f"results in {args.results}")
+    outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
+    if outside:  # plugins', integrations': never in the papers' counts
+        origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
+        print(f"{len(outside)} runs of estimators or claims from outside the testbed "
+              f"({origins}): {_counts(outside)}")
 
 
 def _executor(args: argparse.Namespace) -> Executor:
@@ -229,11 +254,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from theory_checks.calibration import calibrate, format_table
-    from theory_checks.registry import CLAIM_DB, get_claim
     from theory_checks.runner import get_profile
 
     torch.set_default_dtype(torch.float64)
-    claims = [get_claim(c) for c in args.claim] if args.claim else list(CLAIM_DB)
+    claims = _named_claims(args.claim)
     deterministic = [c.id for c in claims if not c.statistical]
     if args.claim and deterministic:
         raise ValueError(f"deterministic claim(s) have nothing to calibrate: "
@@ -265,7 +289,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    overrides = {"run.device": args.device, "run.rounds": args.rounds}
+    if args.rounds is not None:
+        if args.steps is not None:
+            raise ValueError("--rounds is the old name of --steps; give --steps alone")
+        warnings.warn("--rounds is the old name of --steps (outer iterations; a round is a "
+                      "communication round); use --steps", DeprecatedName, stacklevel=1)
+    overrides = {"run.device": args.device,
+                 "run.steps": args.steps if args.steps is not None else args.rounds}
     paths = []
     for arg in map(Path, args.config):
         if arg.is_dir():
@@ -293,7 +323,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         last = summary["last_row"] or {}
         state = "" if summary["status"] == "completed" else f" ({summary['status']})"
         print(f"{summary['name']}: {summary['steps']} steps, "
-              f"{int(last.get('rounds', 0))} rounds, results in {summary['run_dir']}{state}")
+              f"{int(last.get('rounds', 0))} communication rounds, results in "
+              f"{summary['run_dir']}{state}")
         if summary["replication"]:
             print(f"  replication rows: {summary['replication']}")
         if summary["status"].startswith("diverged"):
@@ -311,7 +342,8 @@ def _run_on_executor(configs: list[ExperimentConfig],
     from testbed_app.experiments.segments import SegmentResult, run_experiments
 
     executor = _executor(args)  # a bad option is reported before the bar starts
-    bar = tqdm(total=sum(int(c.run["rounds"]) for c in configs), desc="run", unit="step",
+    bar = tqdm(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
+               unit="step",
                disable=args.quiet)
     seen: dict[int, int] = {}
 
@@ -360,26 +392,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     for path, reason in untrusted_claim_files(results):
         print(f"testbed: warning: {path}: {reason}; shown without its measurements",
               file=sys.stderr)
-    n_claims = len(list((results / "claims").glob("*.json")))
-    bar = tqdm(total=n_claims or None, desc="report: claims and figures", unit="claim",
-               disable=args.quiet)
-    # build_report draws one figure per claim (about a second each on 2 cores) and then the
-    # tables; a counting wrapper around its per-claim step shows that progress without a
-    # second code path in reports/build.py
-    section = build._section
+    bars: list[Any] = []
 
-    def counted(*a: object, **k: object) -> object:
-        out = section(*a, **k)  # type: ignore[arg-type]
-        bar.update(1)
-        bar.set_postfix_str(str(getattr(out, "id", "")))
-        return out
+    def progress(total: int, claim_id: str) -> None:
+        # the bar starts with the first claim drawn: a missing or empty results folder is an
+        # error line of its own, with no empty bar before it
+        if not bars:
+            bars.append(tqdm(total=total, desc="report: claims and figures", unit="claim",
+                             disable=args.quiet))
+        bars[0].update(1)
+        bars[0].set_postfix_str(claim_id)
 
-    build._section = counted  # type: ignore[assignment]
     try:
-        index = build.build_report(results, Path(args.out))
+        index = build.build_report(results, Path(args.out), progress)
     finally:
-        build._section = section  # type: ignore[assignment]
-        bar.close()
+        for bar in bars:
+            bar.close()
     print(f"report written: {index}")
     return 0
 
@@ -395,17 +423,24 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     if args.out and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; name the JSON file to write")
     executor = _executor(args)  # a bad option is reported before the bar starts
-    bar = tqdm(desc="regress", unit="run", disable=args.quiet)
+    bars: list[Any] = []
 
     def progress(message: str) -> None:
-        bar.update(1)
-        bar.set_postfix_str(message)
+        # the bar starts with the first grid cell measured: a missing baseline (read before
+        # any measurement) is an error line of its own, with no bar before it
+        if not bars:
+            bars.append(tqdm(desc="regress", unit="grid cell", disable=args.quiet))
+        bars[0].update(1)
+        bars[0].set_postfix_str(message)
 
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
-    passed, table = regression.run(args.estimator, args.against, args.update_baseline,
-                                   baseline, Path(args.out) if args.out else None, progress,
-                                   execute=executor.run)
-    bar.close()
+    try:
+        passed, table = regression.run(args.estimator, args.against, args.update_baseline,
+                                       baseline, Path(args.out) if args.out else None, progress,
+                                       execute=executor.run)
+    finally:
+        for bar in bars:
+            bar.close()  # an error line after it starts on a line of its own
     print(table)
     return 0 if passed else 1
 
@@ -443,7 +478,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (``--threads 0`` and ``--rounds -2`` are errors)."""
+    """argparse type: an integer >= 1 (``--threads 0`` and ``--steps -2`` are errors)."""
     try:
         value = int(text)
     except ValueError:
@@ -453,18 +488,58 @@ def _positive_int(text: str) -> int:
     return value
 
 
+#: Every command with its one line of help (``testbed --help`` lists them in this order).
+COMMANDS = {
+    "list": "registered problems, estimators and claims",
+    "check": "run the claim checks, write results/, print each claim's verdict",
+    "calibrate": "observed false-failure rates of the statistical claims over seeds",
+    "run": "run experiment configs (TOML), resuming by default",
+    "report": "build the empirical-vs-theory report from results/",
+    "regress": "compare estimators with the committed regression baseline",
+    "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
+    "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
+}
+DESCRIPTION = """\
+The hypergradient testbed: checks the claims of the federated hypergradient papers
+(FedNest, AggITD, FedMSA, HGP) on problems with exact answers, runs their experiments
+and reports which claims hold.
+
+commands (testbed COMMAND --help describes one):
+""" + "\n".join(f"  {name:10s} {text}" for name, text in COMMANDS.items())
+EXAMPLES = "examples:\n" + "\n".join(
+    line.strip().removeprefix("testbed").join(("  testbed", "")) for line in
+    (__doc__ or "").split("::", 1)[-1].strip().splitlines())
+
+
+def _command(sub: Any, name: str) -> argparse.ArgumentParser:
+    """The subcommand ``name`` with its line of :data:`COMMANDS` as its description."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, description=COMMANDS[name])
+    return parser
+
+
+def _add_claim_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--claim ID [ID ...]``, also repeatable (``--claim A --claim B``)."""
+    parser.add_argument("--claim", action="extend", nargs="+", metavar="ID",
+                        help=f"{what} (several ids after one --claim, or --claim repeated; "
+                             "testbed list shows the ids)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="testbed", description=__doc__,
+    parser = argparse.ArgumentParser(prog="testbed", usage="testbed [-h] COMMAND ...",
+                                     description=DESCRIPTION, epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-    listing = sub.add_parser("list", help="registered problems, estimators and claims")
+    # the commands are listed in the description (one line each), not by argparse, which
+    # wraps a command name longer than its help column onto a line of its own
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help=argparse.SUPPRESS)
+    listing = _command(sub, "list")
     listing.add_argument("--verbose", "-v", action="store_true",
                          help="also each entry's parameters and defaults, and the config keys")
     listing.set_defaults(func=_cmd_list)
-    check = sub.add_parser("check", help="run the claim checks and write results")
+    check = _command(sub, "check")
     check.add_argument("--profile", choices=("fast", "thorough"), default=None,
                        help="fast (default, or $TESTBED_PROFILE) or thorough")
-    check.add_argument("--claim", action="append", help="check only this claim (repeatable)")
+    _add_claim_option(check, "check only these claims")
     check.add_argument("--results", default="results", help="results directory")
     check.add_argument("--fresh", action="store_true", help="rerun claims already done")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -472,10 +547,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip the communication and rounds-to-error measurements")
     _add_executor_options(check)
     check.set_defaults(func=_cmd_check)
-    calibrate = sub.add_parser(
-        "calibrate", help="observed false-failure rates of the statistical claims over seeds")
-    calibrate.add_argument("--claim", action="append",
-                           help="calibrate only this statistical claim (repeatable)")
+    calibrate = _command(sub, "calibrate")
+    _add_claim_option(calibrate, "calibrate only these statistical claims")
     calibrate.add_argument("--seeds", type=int, default=20,
                            help="independent Monte Carlo seeds per claim (default 20)")
     calibrate.add_argument("--profile", choices=("fast", "thorough"), default=None,
@@ -484,13 +557,16 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(calibrate)
     calibrate.set_defaults(func=_cmd_calibrate)
-    run = sub.add_parser("run", help="run experiment configs (TOML), resuming by default")
+    run = _command(sub, "run")
     run.add_argument("config", nargs="+",
                      help="experiment config file(s) or folder(s) of them, e.g. configs/")
     run.add_argument("--device", choices=("cpu", "cuda"), help="override [run] device")
+    run.add_argument("--steps", type=_positive_int, metavar="N",
+                     help="override [run] steps (outer iterations); below the config's own "
+                          "steps the replication record is marked partial")
     run.add_argument("--rounds", type=_positive_int, metavar="N",
-                     help="override [run] rounds (outer iterations); below the config's own "
-                          "rounds the replication record is marked partial")
+                     help="deprecated: the old name of --steps (it counts outer iterations, "
+                          "not communication rounds)")
     run.add_argument("--results", default="results", help="results directory")
     run.add_argument("--fresh", action="store_true",
                      help="delete the run folder (checkpoint and metrics) and start over")
@@ -505,12 +581,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     run.set_defaults(func=_cmd_run)
-    report = sub.add_parser("report", help="build the empirical-vs-theory report")
+    report = _command(sub, "report")
     report.add_argument("--results", default="results", help="results directory")
     report.add_argument("--out", default="reports/output", help="output directory")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(func=_cmd_report)
-    regress = sub.add_parser("regress", help="compare estimators with committed baselines")
+    regress = _command(sub, "regress")
     regress.add_argument("--estimator", help="check only this registered entry")
     regress.add_argument("--against", help="compare --estimator with this entry, not a baseline")
     regress.add_argument("--update-baseline", action="store_true",
@@ -521,11 +597,10 @@ def build_parser() -> argparse.ArgumentParser:
     regress.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(regress)
     regress.set_defaults(func=_cmd_regress)
-    verify = sub.add_parser("verify", help="check one estimator (a registry or plugin name, or "
-                                           "module:object) against every claim it declares")
+    verify = _command(sub, "verify")
     verify.add_argument("target", help="registry/plugin name or module:object (an EstimatorInfo)")
     verify.add_argument("--against", help="also compare with this registered entry (regress)")
-    verify.add_argument("--claim", action="append", help="only this claim (repeatable)")
+    _add_claim_option(verify, "only these claims")
     verify.add_argument("--profile", choices=("fast", "thorough"), default=None,
                         help="fast (default, or $TESTBED_PROFILE) or thorough")
     verify.add_argument("--results", help="results directory (default results/verify/NAME)")
@@ -537,7 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(func=_cmd_verify)
     from testbed_app import mutate
 
-    mutate.add_parser(sub)
+    mutate.add_arguments(_command(sub, "mutate"))
     return parser
 
 
@@ -570,6 +645,19 @@ def _quiet_stdout() -> None:
         pass
 
 
+_SHOW_WARNING = warnings.showwarning
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, file: Any = None, line: str | None = None) -> None:
+    """The testbed's own warnings (an option or config key under its old name) as one line
+    ``testbed: warning: ...`` on stderr; any other warning as Python shows it."""
+    if issubclass(category, DeprecatedName):
+        print(f"testbed: warning: {message}", file=sys.stderr)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command; user errors (a bad config, argument or results file) print one line
     ``testbed: error: ...`` and return 2; Ctrl-C returns 130 with how to resume; any other
@@ -578,7 +666,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        with warnings.catch_warnings():
+            warnings.showwarning = _one_line_warning
+            return int(args.func(args))
     except KeyboardInterrupt:
         print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
               "kept)", file=sys.stderr)

@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any
 
 
-def add_parser(sub: Any) -> None:
-    """Register ``mutate`` on the command line's subparsers."""
-    mutate = sub.add_parser(
-        "mutate", help="run realistic bugs (mutants) against the claims: the checks' power")
+def add_arguments(mutate: argparse.ArgumentParser) -> None:
+    """The options of ``testbed mutate`` on its subparser (made by the command line)."""
     mutate.add_argument("--family", action="append",
                         help="only this family's mutants (repeatable; see --list)")
     mutate.add_argument("--mutant", action="append", help="only this mutant (repeatable)")

@@ -79,6 +79,9 @@ from testbed.info import EstimatorInfo
 from testbed.registry import get_estimator
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
+#: The committed baseline: ``reports/baselines/regress.json`` of the source tree, shipped in the
+#: package as data of ``reports`` (``[tool.setuptools.package-data]``), so an installed testbed
+#: (a wheel, tox's environments) finds it at the same place beside ``testbed_app``.
 BASELINE = Path(__file__).resolve().parent.parent / "reports" / "baselines" / "regress.json"
 BASELINE_FORMAT = 2  # 2: per-seed replicate values (paired test); 1 was pooled mean and se
 FAMILY_WISE_FALSE_FAIL = 1e-3
@@ -489,10 +492,16 @@ def save(results: dict[str, dict[str, dict[str, Samples]]], path: Path) -> None:
 
 
 def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
+    """The baseline at ``path``; a missing file is an error that never suggests writing a new
+    one (``--update-baseline`` records this machine's measurements as the reference: a
+    deliberate change, not a way to make a missing baseline appear)."""
     if not path.exists():
+        where = ("the committed baseline ships with the testbed (reports/baselines/regress.json "
+                 "beside testbed_app); reinstall the package" if path == BASELINE
+                 else "name an existing baseline with --baseline FILE")
         raise FileNotFoundError(
-            f"no regression baseline at {path}; create one with `testbed regress --update-baseline`"
-        )
+            f"no regression baseline at {path}: {where}, or compare two entries with "
+            "--estimator A --against B")
     try:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, ValueError) as error:
@@ -537,10 +546,11 @@ def run(
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]
     names = list(names) + ([against] if against else [])
     check_options(estimator, against)
-    # the baseline is read (and checked) before any work, so a bad one costs nothing
-    reference = load(baseline) if not (update_baseline or against) else {}
-    results = measure_all([get_estimator(name) for name in dict.fromkeys(names)], progress,
-                          execute)
+    infos = [get_estimator(name) for name in dict.fromkeys(names)]
+    # the baseline is read (and checked) before any measurement: a missing, unreadable or
+    # malformed one is reported at once, not after minutes of work
+    reference = load(baseline) if not (update_baseline or against) else None
+    results = measure_all(infos, progress, execute)
     if out is not None:
         save(results, out)
     if update_baseline:
@@ -551,6 +561,7 @@ def run(
     if against:
         rows = compare(results, results, [(str(estimator), against)])
     else:
+        assert reference is not None
         builtin = {info.name for info in BUILTIN}
         # a plugin's entry has no committed baseline: it is compared with --against instead
         missing = [n for n in results if n not in reference and n in builtin]

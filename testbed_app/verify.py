@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from testbed.info import EstimatorInfo
+from testbed.names import did_you_mean
 
 
 class VerifyError(ValueError):
@@ -47,8 +48,8 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
         failed = [str(p) for p in plugins.problems()
                   if p.entry_point == target or target.startswith(f"{p.entry_point}-")]
         hint = f"; {failed[0]}" if failed else ""
-        raise VerifyError(f"no estimator named {target!r} (registered: "
-                          f"{', '.join(sorted(registered))}){hint}")
+        raise VerifyError(f"no estimator named {target!r}{did_you_mean(target, registered)}; "
+                          f"`testbed list` shows every registered estimator{hint}")
     if registered.get(str(getattr(info, "name", ""))) is info:
         return info
     try:
@@ -102,7 +103,9 @@ def verify(target: str | EstimatorInfo, results: Path, profile_name: str | None 
 
     info = resolve_target(target)
     runs = target_runs(info.name, claim_ids)
-    return info, run_claim_runs(runs, results, get_profile(profile_name), resume, progress)
+    # the results are about the target: its report lists no other claim
+    return info, run_claim_runs(runs, results, get_profile(profile_name), resume, progress,
+                                only_these=True)
 
 
 def failures(summaries: Sequence[dict[str, Any]]) -> list[str]:

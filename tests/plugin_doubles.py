@@ -42,3 +42,21 @@ CLASH = dataclasses.replace(get_estimator("aid-cg"), defaults=None)
 # a class that is not an Estimator
 WRONG_CLASS = EstimatorInfo(name="not-an-estimator", cls=dict, paper="x", reference="x",
                             supports=frozenset({"bilevel"}), make=dict, defaults={})
+
+
+def aggitd_one_more_step() -> EstimatorInfo:
+    """AggITD running one inner step more than asked (``N + 1`` lower-level rounds): its
+    iterate trajectory is one entry longer than the checks expect."""
+    base = get_estimator("aggitd")
+
+    def make(**kw):
+        est = base.build(**kw)
+        return dataclasses.replace(est, inner_steps=est.inner_steps + 1)
+
+    return dataclasses.replace(base, name="aggitd-one-more-step", make=make,
+                               enrolled_claims=("aggitd.lower.contraction",
+                                                "aggitd.prop1.mean_identity",
+                                                "aggitd.alg1.per_index_identity"))
+
+
+AGGITD_ONE_MORE_STEP = aggitd_one_more_step()

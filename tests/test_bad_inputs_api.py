@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 import torch
 
-from problems import ProblemError, QuadraticBilevel, QuadraticMinimax
+from problems import (
+    LinearCompositional,
+    PerClientQuadratic,
+    ProblemError,
+    QuadraticBilevel,
+    QuadraticMinimax,
+    RiskAverse,
+)
+from problems.logistic import PerClientLogistic
 from problems.workloads.splits import SplitError, split_clients
 from testbed import (
     DivergenceError,
@@ -187,3 +195,112 @@ def test_split_parameters_of_the_wrong_type_are_named(scheme, kwargs, message):
 def test_split_with_two_and_a_half_clients_is_an_error():
     with pytest.raises(SplitError, match="n_clients must be a positive integer, got 2.5"):
         split_clients(LABELS, 2.5, "iid", seed=0)
+
+
+# ------------------------------------------------------------------------------ issue 23
+
+
+def test_hgp_inner_steps_outside_the_stability_region_are_refused():
+    """HGP with an SGP step of 1 or 100 on a problem whose bound 2/L is 0.5 returned
+    hypergradients of 1e9-1e10 (relative error 7e10, then 1e89) without a word; on a complete
+    graph SGP is gradient descent on the mean with that step, so 2/L bounds every graph."""
+    problem = PerClientQuadratic.random(4, 2, 3, 4.0, 11, outer_coupling=0.5)
+    bound = 2.0 / problem.constants().L
+    x = problem.initial_point()[0]
+    for step in (1.0, 100.0):
+        est = get_estimator("hgp").build(inner_steps=50, inner_step_size=step)
+        with pytest.raises(DivergenceError, match=r"inner.step_size \(StochasticGradientPush\)"
+                                                  rf" = {step:g} is outside the stability "
+                                                  rf"region \(0, 2/L\) = \(0, {bound:.6g}\)"):
+            est.estimate(problem, x, est.init(problem), np.random.default_rng(0))
+    inside = get_estimator("hgp").build(inner_steps=50, inner_step_size=0.9 * bound)
+    value = inside.estimate(problem, x, inside.init(problem), np.random.default_rng(0)).value
+    assert bool(torch.isfinite(value).all()) and float(value.norm()) < 10.0
+
+
+def test_fedmsa_inner_steps_outside_the_stability_region_are_refused():
+    """FedMSA with inner step 10 reached ||x|| = 4.4e10 in 3 steps."""
+    alg = get_estimator("fedmsa").build(inner_step_size=10.0)
+    with pytest.raises(DivergenceError, match=r"FedMSA.inner_step_size \(beta\) = 10 is outside "
+                                              rf"the stability region \(0, {2 / L2:.6g}\)"):
+        run_algorithm(alg, P2, 3, np.random.default_rng(0))
+    records = run_algorithm(get_estimator("fedmsa").build(), P2, 3, np.random.default_rng(0))
+    assert float(records[-1].x.norm()) < 1.0  # the default step 0.1 < 2/L runs as before
+    # the multi-level form tracks z^n - f_n(z^(n-1)), of unit slope: beta < 2
+    compositional = LinearCompositional.random(2, (2, 3), seed=0)
+    with pytest.raises(DivergenceError, match=r"outside the stability region \(0, 2\)"):
+        run_algorithm(get_estimator("fedmsa-mco").build(inner_step_size=2.5), compositional, 1,
+                      np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: LinearCompositional.random(2, 2.5, seed=0),
+     r"dims must be a sequence of integers >= 1, got 2\.5"),
+    (lambda: LinearCompositional.random(2, (2.5, 3), seed=0),
+     r"dims must be 2 or more integers >= 1, got \(2\.5, 3\)"),
+    (lambda: LinearCompositional.random(2, "23", seed=0),
+     "dims must be a sequence of integers"),
+    (lambda: LinearCompositional.random(2, (2, 3), seed=0, hessian_heterogeneity="x"),
+     "hessian_heterogeneity must be a number >= 0"),
+    (lambda: RiskAverse(dim=2.5), "dim must be an integer"),
+    (lambda: RiskAverse(n_examples=-4), "dimensions must be >= 1"),
+    (lambda: PerClientLogistic.random(dim=2.5),
+     "dim must be an integer"),
+    (lambda: PerClientLogistic.random(n_train="x"),
+     "n_train must be an integer"),
+    (lambda: PerClientLogistic.random(concentration=-1.0),
+     "concentration must be a positive number"),
+], ids=["LinearCompositional dims 2.5", "dims (2.5, 3) built dimension 2", "dims a string",
+        "heterogeneity a string", "RiskAverse dim 2.5", "RiskAverse n_examples -4",
+        "PerClientLogistic dim 2.5", "PerClientLogistic n_train 'x'",
+        "PerClientLogistic concentration -1"])
+def test_every_problem_constructor_names_a_bad_argument(build, message):
+    with pytest.raises(ProblemError, match=message) as info:
+        build()
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("name", ["fednest", "fbo-aggitd", "aid-neumann", "itd", "fedihgp"])
+def test_estimators_without_an_inner_variable_refuse_risk_averse_in_one_line(name):
+    """FedNest and AID on RiskAverse (FedMSA's multi-level problem) raised AttributeError
+    'initial_point'; FedMSA's multi-level form runs on it."""
+    problem = RiskAverse(n_clients=2, dim=3, n_examples=20, seed=0)
+    info = get_estimator(name)
+    with pytest.raises(InputError, match="needs a problem with an inner variable y .*"
+                                         "fedmsa-mco") as caught:
+        if info.role == "algorithm":
+            run_algorithm(info.build(), problem, 1, np.random.default_rng(0))
+        else:
+            info.build().init(problem)
+    assert "\n" not in str(caught.value)
+    run_algorithm(get_estimator("fedmsa-mco").build(), problem, 1, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_foreign_state_a_missing_rng_or_problem_are_named(name):
+    other = QuadraticBilevel.random(3, 2, 4, condition_number=5.0, seed=1)  # dim_y 4, not 3
+    est = get_estimator(name).build()
+    x, rng = torch.zeros(2, dtype=torch.float64), np.random.default_rng(0)
+    with pytest.raises(InputError, match="rng must be a numpy.random.Generator"):
+        est.estimate(P2, x, est.init(P2), None)
+    with pytest.raises(InputError, match="problem must be a testbed problem .* got a "
+                                         "builtins.NoneType"):
+        est.estimate(None, x, est.init(P2), rng)
+    with pytest.raises(InputError, match="problem must be a testbed problem"):
+        est.init(None)
+    if est.init(other) is not None:  # the exact estimator keeps no state
+        with pytest.raises(InputError, match="the state does not fit problem "
+                                             rf"{P2.id}: .*make the state with init\(problem\)"):
+            est.estimate(P2, x, est.init(other), rng)
+
+
+def test_run_algorithm_names_a_foreign_state_a_missing_rng_or_problem():
+    other = QuadraticBilevel.random(3, 2, 4, condition_number=5.0, seed=1)
+    for name in ("fednest", "fbo-aggitd", "fedmsa"):
+        alg = get_estimator(name).build()
+        with pytest.raises(InputError, match="rng must be a numpy.random.Generator"):
+            run_algorithm(alg, P2, 1, None)
+        with pytest.raises(InputError, match="problem must be a testbed problem"):
+            run_algorithm(alg, None, 1, np.random.default_rng(0))
+        with pytest.raises(InputError, match="the state does not fit problem"):
+            run_algorithm(alg, P2, 1, np.random.default_rng(0), state=alg.init(other))

@@ -40,8 +40,8 @@ BAD_CONFIGS = [
     ("string client count", {"split.n_clients": "4"},
      "[split] n_clients", "expected a positive integer"),
     ("negative seed", {"run.seed": -1}, "[run] seed", "expected an integer >= 0"),
-    ("rounds = 10**13", {"run.rounds": 10 ** 13}, "[run] rounds", "<= 1,000,000"),
-    ("rounds = 1e13 (a float)", {"run.rounds": 1e13}, "[run] rounds", "a positive integer"),
+    ("steps = 10**13", {"run.steps": 10 ** 13}, "[run] steps", "<= 1,000,000"),
+    ("steps = 1e13 (a float)", {"run.steps": 1e13}, "[run] steps", "a positive integer"),
     ("checkpoint_every = 0", {"run.checkpoint_every": 0}, "[run] checkpoint_every",
      "a positive integer"),
     ("string test fraction", {"data.test_fraction": "0.25"}, "[data] test_fraction",
@@ -93,9 +93,9 @@ def test_missing_config_and_empty_folder_are_named(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--threads", "0"], ["--threads", "-2"], ["--rounds", "0"], ["--rounds", "abc"],
+    ["--threads", "0"], ["--threads", "-2"], ["--steps", "0"], ["--steps", "abc"],
     ["--device", "tpu"],
-], ids=["threads 0", "threads -2", "rounds 0", "rounds abc", "device tpu"])
+], ids=["threads 0", "threads -2", "steps 0", "steps abc", "device tpu"])
 def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv):
     with pytest.raises(SystemExit) as info:
         main(["run", str(write(tmp_path)), "--quiet", *argv])

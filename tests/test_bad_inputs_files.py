@@ -35,7 +35,7 @@ def runs(tmp_path_factory) -> dict[str, object]:
         runner.run_experiment(load_config(path), root / "straight", progress=False)
         out[f"{label}.straight"] = (root / "straight" / "runs" / "tiny" / "metrics.csv"
                                     ).read_bytes()
-        runner.run_experiment(load_config(path, {"run.rounds": 2}), root / "partial",
+        runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial",
                               progress=False)
         out[f"{label}.partial"] = root / "partial"
     return out
@@ -269,7 +269,7 @@ def test_final_value_does_not_skip_a_nan_at_the_last_evaluated_row():
 
 def test_partial_replication_record_says_partial(tmp_path, capsys):
     path = write(tmp_path)  # the config's own horizon: 3 steps
-    assert main(["run", str(path), "--rounds", "2", "--results", str(tmp_path / "r"),
+    assert main(["run", str(path), "--steps", "2", "--results", str(tmp_path / "r"),
                  "--quiet"]) == 0
     assert "partial: 2 of the config's 3 steps" in capsys.readouterr().out
     record = json.loads((tmp_path / "r" / "replication" / "tiny.json").read_text())

@@ -94,3 +94,21 @@ def test_a_call_table_passes_arrays_as_tuples():
     assert got == {"kappa": (1.0, 2.0), "nested": {"a": (1,)}}
     with pytest.raises(ClaimFileError, match="expected a reference"):
         code(3)
+
+
+def test_a_claim_undecided_by_design_names_the_run_that_decides_it():
+    """FedNest's K-rate claims are undecided on the fast profile by design: each records the
+    measured time of `testbed check --profile thorough --claim ID`, which decides it, and the
+    report prints both beside the verdict."""
+    import dataclasses
+
+    for claim_id in ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
+                     "fednest.cor33.k_rate_compositional"):
+        claim = get_claim(claim_id)
+        assert claim.deciding_profile("fast") == "thorough"
+        assert claim.deciding_profile("thorough") is None
+        assert claim.decide_seconds is not None and claim.decide_seconds > 0
+    decided = get_claim("classical.gd.linear_rate")
+    assert decided.deciding_profile("fast") is None
+    with pytest.raises(ValueError, match="decide_seconds .* needs undecided_on"):
+        dataclasses.replace(decided, decide_seconds=10.0)

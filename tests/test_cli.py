@@ -1,12 +1,15 @@
 """The `testbed` command: list shows every registered item; check writes results and resumes."""
 
 import json
+import re
 import subprocess
 import sys
 
+import pytest
+
 from problems import PROBLEM_DB
 from testbed.registry import ESTIMATOR_DB
-from testbed_app.cli import main
+from testbed_app.cli import COMMANDS, build_parser, main
 from theory_checks.registry import CLAIM_DB
 
 
@@ -37,12 +40,64 @@ def test_check_writes_results_and_resumes(tmp_path, capsys):
 
     runs = claim_runs([get_claim(claim)])
     assert "aid-fp" in {estimator for _, estimator in runs}
-    assert f"{len(runs)} claims checked" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    plugin = [e for _, e in runs if e == "my-horner-aid"]  # where the example is installed
+    assert f"{len(runs) - len(plugin)} claims of the papers checked" in out
+    if plugin:  # the example plugin's run is counted apart from the papers'
+        assert "1 runs of estimators or claims from outside the testbed (plugin my-estimator)" \
+            in out
 
 
 def test_unknown_claim_is_a_clear_error(capsys):
     assert main(["check", "--claim", "no.such.claim", "--quiet"]) == 2
     assert "no claim 'no.such.claim'" in capsys.readouterr().err
+
+
+def test_unknown_claim_ids_are_one_line_with_did_you_mean(capsys):
+    """An unknown id used to print all 100 ids on one 3,294-character line."""
+    assert main(["check", "--claim", "fednest.thm31.k_rate", "classical.gd.linear_rat",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400, err
+    assert "no claim 'fednest.thm31.k_rate' (did you mean 'fednest.thm31.k_rate_bilevel'" in err
+    assert "no claim 'classical.gd.linear_rat' (did you mean 'classical.gd.linear_rate'" in err
+    assert err.rstrip().endswith("`testbed list` shows every claim")
+    for command in (["calibrate", "--seeds", "1"], ["verify", "aid-fp", "--no-report"]):
+        assert main([*command, "--claim", "classical.gd.linear_rat", "--quiet"]) == 2
+        assert "did you mean 'classical.gd.linear_rate'" in capsys.readouterr().err
+    assert main(["verify", "aid-f", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no estimator named 'aid-f' (did you mean 'aid-fp'" in err and len(err) < 300
+
+
+def test_claim_takes_several_ids_after_one_flag_and_repeated_flags(tmp_path, capsys):
+    """The README shows `[--claim ID ...]`: several ids after one flag, and the flag repeated,
+    in check, calibrate and verify."""
+    parser = build_parser()
+    for command in (["check"], ["calibrate"], ["verify", "aid-fp"]):
+        args = parser.parse_args([*command, "--claim", "a", "b", "--claim", "c"])
+        assert args.claim == ["a", "b", "c"], command
+    first, second = "classical.neumann.error_identity", "classical.cg.exact_after_dim_y"
+    assert main(["check", "--claim", first, second, "--results", str(tmp_path), "--quiet",
+                 "--profile", "fast"]) == 0
+    out = capsys.readouterr().out
+    assert {first, second} <= {path.stem for path in (tmp_path / "claims").glob("*.json")}
+    assert f"{first} " in out and f"{second} " in out
+
+
+def test_help_lists_every_command_on_one_line_each(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out and "The ``testbed`` command" not in out
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
+    commands = set(re.findall(r"'([a-z]+)'", capsys.readouterr().err.split("choose from")[1]))
+    listed = dict(re.findall(r"^  ([a-z]+) +(\S.*)$", out, re.M))
+    assert commands == set(COMMANDS) and len(commands) == 8
+    for name in commands:
+        assert listed[name] == COMMANDS[name]  # the command and its whole help on one line
 
 
 def test_python_dash_m_entry_point():
@@ -70,5 +125,14 @@ def test_list_verbose_shows_parameters_and_defaults(capsys):
     for key, value in fednest.defaults.items():
         assert f"{key}={value!r}" in out
     assert "parameters: seed=0" in out  # the problems' builders
-    assert "[workload] kind = 'hyper_representation'" in out and "limits: rounds <=" in out
+    assert "[workload] kind = 'hyper_representation'" in out and "limits: steps <=" in out
     assert main(["list"]) == 0 and "parameters (defaults)" not in capsys.readouterr().out
+
+
+def test_report_of_a_missing_results_folder_is_one_line_without_a_bar(tmp_path, capsys):
+    """`testbed report --results MISSING` drew an empty progress bar before its error."""
+    assert main(["report", "--results", str(tmp_path / "missing"), "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("testbed: error: results directory") and err.count("\n") == 1, err
+    assert "report: claims" not in err and "%|" not in err

@@ -24,7 +24,7 @@ from tests.test_executors import fake_ray_executor, results_files
 from tests.test_experiments import write
 
 #: 5 steps, a checkpoint every 2: three segments (steps 1-2, 3-4, 5), the last one shorter
-FIVE_STEPS = {"run.rounds": 5, "run.checkpoint_every": 2}
+FIVE_STEPS = {"run.steps": 5, "run.checkpoint_every": 2}
 
 
 def _rename(path: Path, name: str) -> Path:
@@ -103,7 +103,7 @@ def test_segments_end_at_checkpoints_and_an_interrupted_driver_resumes(tmp_path:
 
 
 def test_segment_steps_sets_how_far_a_task_runs(tmp_path: Path) -> None:
-    config = load_config(write(tmp_path, {"run.rounds": 6, "run.checkpoint_every": 1}))
+    config = load_config(write(tmp_path, {"run.steps": 6, "run.checkpoint_every": 1}))
     chains = Chains()
     run_experiments([config], tmp_path, chains.run, segment_steps=3)
     assert len(chains.tasks) == 2  # steps 1-3 and 4-6, not six one-step tasks
@@ -113,7 +113,7 @@ def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(
         tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FIVE_STEPS))
     for where in ("plain", "chained"):
-        cli.main(["run", str(config.path), "--quiet", "--rounds", "2",
+        cli.main(["run", str(config.path), "--quiet", "--steps", "2",
                   "--results", str(tmp_path / where)])
         (tmp_path / where / "runs/tiny/checkpoint.pt").write_bytes(b"not a checkpoint")
     assert cli.main(["run", str(config.path), "--quiet", "--recover",
@@ -180,7 +180,7 @@ def test_every_experiment_kind_resumes_to_the_same_bytes(name: str, tmp_path: Pa
     starts from a restored state."""
     from testbed_app.experiments.runner import run_experiment
 
-    config = load_config(CONFIGS / f"{name}.toml", {"run.rounds": 2, "run.device": None})
+    config = load_config(CONFIGS / f"{name}.toml", {"run.steps": 2, "run.device": None})
     config = dataclasses.replace(config, run={**config.run, "checkpoint_every": 1})
     run_experiment(config, tmp_path / "plain", progress=False)
     chains = Chains()

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ TINY: dict[str, Any] = {
     "algorithm": {"name": "fednest", "inner_steps": 1, "neumann_terms": 1, "local_steps": 1,
                   "inner_step_size": 0.05, "outer_step_size": 0.05,
                   "neumann_step_size": 0.05},
-    "run": {"rounds": 3, "checkpoint_every": 2, "seed": 3},
+    "run": {"steps": 3, "checkpoint_every": 2, "seed": 3},
     "replication": {"table": "test table", "metric": "rounds_to_accuracy", "threshold": 0.1,
                     "paper_value": 100, "differences": "a test",
                     "extra_rows": [{"metric": "final_test_accuracy", "paper_value": 90.0}]},
@@ -63,9 +64,9 @@ def write(tmp_path: Path, edits: dict[str, Any] | None = None, drop: tuple[str, 
 
 
 def test_unknown_key_is_named_with_file_section_and_suggestion(tmp_path):
-    path = write(tmp_path, {"run.roundz": 5})
-    with pytest.raises(ConfigError, match=r"config\.toml: \[run\]: unknown key 'roundz' "
-                                          r"\(did you mean 'rounds'\?\)"):
+    path = write(tmp_path, {"run.stepz": 5})
+    with pytest.raises(ConfigError, match=r"config\.toml: \[run\]: unknown key 'stepz' "
+                                          r"\(did you mean 'steps'\?\)"):
         load_config(path)
 
 
@@ -76,8 +77,8 @@ def test_unknown_section_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize(("edit", "message"), [
-    ({"run.rounds": -3}, r"\[run\] rounds: expected a positive integer"),
-    ({"run.rounds": 2.5}, r"\[run\] rounds: expected a positive integer"),
+    ({"run.steps": -3}, r"\[run\] steps: expected a positive integer"),
+    ({"run.steps": 2.5}, r"\[run\] steps: expected a positive integer"),
     ({"run.dtype": "float16"}, r"\[run\] dtype"),
     ({"data.test_fraction": 1.5}, r"\[data\] test_fraction: expected a number in \(0, 1\)"),
     ({"split.n_clients": 401}, r"\[split\] n_clients: 401 clients but only 400 training"),
@@ -134,8 +135,8 @@ def test_bad_config_fails_before_any_file_is_written(tmp_path, capsys):
 
 
 def test_overrides_replace_keys(tmp_path):
-    config = load_config(write(tmp_path), {"run.rounds": 7, "run.device": None})
-    assert config.run["rounds"] == 7 and config.run["device"] == "cpu"
+    config = load_config(write(tmp_path), {"run.steps": 7, "run.device": None})
+    assert config.run["steps"] == 7 and config.run["device"] == "cpu"
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
@@ -152,6 +153,8 @@ def test_shipped_configs_cover_the_papers_with_distinct_names():
     configs = [load_config(path) for path in CONFIGS]
     names = [config.name for config in configs]
     assert len(set(names)) == len(names), "two configs would share a results folder"
+    # a run folder (results/runs/<name>) is named as its config file is
+    assert [(c.path.stem if c.path else None) for c in configs] == names
     assert {"AggITD", "FedNest", "FedMSA"} <= {config.paper for config in configs}
     # AggITD Table 2: FBO-AggITD and FedNest in each of the four settings
     table2 = [(c.algorithm["name"], c.split["scheme"], c.algorithm["local_steps"])
@@ -245,7 +248,7 @@ def test_accuracy_is_evaluated_every_eval_every_steps_and_at_the_end(tmp_path):
 
 
 def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, monkeypatch):
-    config = load_config(write(tmp_path, {"run.rounds": 6, "run.checkpoint_every": 3}))
+    config = load_config(write(tmp_path, {"run.steps": 6, "run.checkpoint_every": 3}))
     runner.run_experiment(config, tmp_path / "straight", progress=False)
 
     original = ServerExperiment.step
@@ -275,7 +278,7 @@ def test_interrupted_and_resumed_run_equals_the_uninterrupted_one(tmp_path, monk
 def test_longer_rounds_and_new_paper_values_continue_a_finished_run(tmp_path):
     short = load_config(write(tmp_path))
     runner.run_experiment(short, tmp_path / "results", progress=False)
-    longer = load_config(write(tmp_path, {"replication.paper_value": 7}), {"run.rounds": 4})
+    longer = load_config(write(tmp_path, {"replication.paper_value": 7}), {"run.steps": 4})
     summary = runner.run_experiment(longer, tmp_path / "results", progress=False)
     assert summary["resumed_from"] == 3 and summary["steps"] == 4
 
@@ -290,17 +293,54 @@ def test_checkpoint_of_another_config_is_refused(tmp_path):
 
 
 def test_cli_run_prints_where_the_results_are(tmp_path, capsys):
-    code = main(["run", str(write(tmp_path)), "--rounds", "1", "--results",
+    code = main(["run", str(write(tmp_path)), "--steps", "1", "--results",
                  str(tmp_path / "results"), "--quiet"])
     assert code == 0
     out = capsys.readouterr().out
     assert "tiny: 1 steps" in out and "replication" in out
+    assert "communication rounds, results in" in out  # a round is a communication round
+
+
+def test_rounds_is_a_deprecated_name_of_steps_that_warns(tmp_path, capsys):
+    """`--rounds` and `[run] rounds` counted outer iterations, while a round is a communication
+    round everywhere else: both still work, each with one warning line naming the new name."""
+    old = write(tmp_path, drop=("run.steps",), name="old.toml")
+    old.write_text(old.read_text().replace("[run]\n", "[run]\nrounds = 2\n"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        code = main(["run", str(old), "--rounds", "1", "--results", str(tmp_path / "r"),
+                     "--quiet"])
+    assert code == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [line for line in err if line.startswith("testbed: warning:")] == [
+        "testbed: warning: --rounds is the old name of --steps (outer iterations; a round is "
+        "a communication round); use --steps",
+        f"testbed: warning: {old}: [run] rounds is the old name of [run] steps (outer "
+        "iterations; a round is a communication round); rename it to steps"]
+    config = json.loads((tmp_path / "r" / "runs" / "tiny" / "metadata.json").read_text())
+    assert config["status"].startswith("partial: 1 of the config's 2 steps (--steps 1)")
+    both = write(tmp_path, {"run.rounds": 2}, name="both.toml")
+    assert main(["run", str(both), "--quiet", "--results", str(tmp_path / "r")]) == 2
+    assert "both [run] steps and its old name rounds are set" in capsys.readouterr().err
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["run", str(write(tmp_path)), "--steps", "1", "--rounds", "1",
+                     "--quiet", "--results", str(tmp_path / "r")]) == 2
+    assert "give --steps alone" in capsys.readouterr().err
+
+
+def test_the_progress_bar_counts_outer_steps_and_names_communication_rounds(tmp_path, capsys):
+    assert main(["run", str(write(tmp_path)), "--steps", "2", "--results",
+                 str(tmp_path / "results")]) == 0
+    err = capsys.readouterr().err
+    assert "tiny: outer steps: 100%" in err and "2/2" in err
+    assert "comm. rounds=" in err and " rounds=" not in err.replace("comm. rounds=", "")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
 def test_every_shipped_config_runs_two_steps(path, tmp_path):
-    config = load_config(path, {"run.rounds": 2})
+    config = load_config(path, {"run.steps": 2})
     summary = runner.run_experiment(config, tmp_path, progress=False)
     assert summary["steps"] == 2
     assert set(METRIC_KEYS) <= set(summary["last_row"])

@@ -24,7 +24,7 @@ def test_settings_are_the_replication_configs(name):
         algorithm = dict(config["algorithm"])
         assert algorithm.pop("name") == run.algorithm
         assert algorithm == dict(run.params)
-        assert config["run"]["rounds"] == run.iterations
+        assert config["run"]["steps"] == run.iterations
         assert config["split"] == dict(setting.workload.split)
         workload = dict(config["workload"])
         assert (workload.pop("kind"), workload.pop("model")) == (setting.workload.kind, "mlp")

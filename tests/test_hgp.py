@@ -146,7 +146,8 @@ def test_taxonomy_and_invalid_use(problem):
     value = g.estimate(problem, x, None, np.random.default_rng(0)).value
     assert float((value - problem.exact_hypergradient(x)).norm()) <= 1e-12
     with pytest.raises(ValueError, match="closed-form"):
-        DecentralizedGradient("client").init(SimpleNamespace(kind="bilevel"))
+        DecentralizedGradient("client").init(SimpleNamespace(
+            kind="bilevel", dim_x=2, n_clients=2, initial_point=None))  # no closed forms
     with pytest.raises(ValueError, match="averaging"):
         HyperGradientPush(averaging="gossip")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="neumann_terms"):

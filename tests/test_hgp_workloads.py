@@ -199,7 +199,7 @@ def _config(kind: str, **changes: Any) -> ExperimentConfig:
         data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0,
               "limit": 160},
         split={"scheme": "iid", "n_clients": 4}, workload=workload, algorithm=algorithm,
-        run={"rounds": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
+        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
              "dtype": "float32"})
     for section, values in changes.items():
         fields[section] = {**fields[section], **values} if isinstance(values, dict) else values
@@ -278,7 +278,7 @@ def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     # stops a run is recorded as "not reached"
     config = _config("hgp_influence", workload={
         "model": "mlp", "retrain_steps": 3, "train_refine_steps": 5, "jitter_count": 1,
-        "train_grad_tol": 1e-12, "retrain_grad_tol": 1e-12}, run={"rounds": 2})
+        "train_grad_tol": 1e-12, "retrain_grad_tol": 1e-12}, run={"steps": 2})
     experiment = build_hgp_influence(config)
     assert isinstance(experiment, HGPInfluenceExperiment)
     rows = [experiment.step() for _ in range(2)]
@@ -303,7 +303,7 @@ def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     ("hgp_personalization", {"workload": {"pl_hyper_lr": -1.0}}, "pl_hyper_lr"),
     ("hgp_personalization", {"algorithm": {"inner_steps": None}}, "inner_steps"),
     ("hgp_influence", {"workload": {"top_k": 0}}, "top_k"),
-    ("hgp_influence", {"run": {"rounds": 9}}, "rounds"),
+    ("hgp_influence", {"run": {"steps": 9}}, "steps"),
     ("hgp_influence", {"workload": {"weight_decay": 0.0}}, "weight_decay"),
     ("hgp_influence", {"workload": {"retrain_step_size": "fast"}}, "retrain_step_size"),
     ("hgp_influence", {"workload": {"momentum": 1.0}}, "momentum"),

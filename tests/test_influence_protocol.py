@@ -229,7 +229,7 @@ def _config(**workload: Any) -> ExperimentConfig:
         algorithm={"name": "hgp", "neumann_terms": 40, "pushsum_steps": 2,
                    "neumann_step_size": 0.5, "inner_steps": 20, "inner_step_size": 0.5,
                    "sgp_variant": "assran"},
-        run={"rounds": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0,
+        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0,
              "device": "cpu", "dtype": "float32"})
 
 

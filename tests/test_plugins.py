@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 
 import pytest
 
@@ -37,7 +38,37 @@ def test_the_installed_example_is_listed_and_verified(capsys, tmp_path, restore_
                   "classical.neumann.decay_rate", "classical.gd.linear_rate"):
         assert f"{claim}@my-horner-aid" in out
     assert "NO" not in out.split("report:")[0]
-    assert (tmp_path / "report" / "index.html").is_file()
+    report = (tmp_path / "report" / "index.html").read_text()
+    # the verify report is about the target: its runs in their own section, and no paper's
+    # claims listed as "not checked"
+    assert 'id="outside"' in report and "plugin my-estimator: my-horner-aid" in report
+    assert 'data-paper="Classical"' not in report and "not checked" not in report
+
+
+@needs_example
+def test_plugin_runs_are_reported_apart_from_the_papers_counts(tmp_path, restore_registry):
+    """tox installs examples/my_estimator into every environment, and its runs of the classical
+    claims were counted with the papers' (a newcomer got 108 claims and 75 holds where the
+    README says 104 and 71): each run records its origin, and the report lists the plugin's
+    runs in a section of their own, outside every paper's count."""
+    from reports.build import build_report
+    from theory_checks.registry import BUILTIN_CLAIMS
+
+    claim, results = "classical.neumann.error_identity", tmp_path / "results"
+    assert main(["check", "--claim", claim, "--results", str(results), "--quiet",
+                 "--profile", "fast"]) == 0
+    origin = {path.stem: json.loads(path.read_text())["origin"]
+              for path in (results / "claims").glob("*.json")}
+    assert origin == {claim: "built-in", f"{claim}@aid-fp": "built-in",
+                      f"{claim}@my-horner-aid": "plugin my-estimator"}
+    text = build_report(results, tmp_path / "out").read_text()
+    papers, outside = text.split('id="outside"')[0], text.split('id="outside"')[1]
+    glance_end = outside.index('</section>')
+    assert f"{claim}@my-horner-aid" not in papers.split('id="at-a-glance"')[1]
+    assert f"{claim}@my-horner-aid" in outside[:glance_end]
+    assert "plugin my-estimator: my-horner-aid" in outside[:glance_end]
+    # the papers' sentence counts the built-in runs only (each claim and the aid-fp variant)
+    assert f"{len(BUILTIN_CLAIMS) + 1} claims, 2 checked: 2 as the testbed expects" in papers
 
 
 @needs_example
@@ -104,3 +135,17 @@ def test_verify_against_adds_the_regression_comparison(capsys, tmp_path, restore
     out = capsys.readouterr().out
     assert status == 0, out
     assert "against aid-neumann:" in out and "0 worse" in out
+
+
+def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_shapes(
+        capsys, tmp_path, restore_registry):
+    """`testbed verify` of an AggITD with one inner step more said only "operands could not be
+    broadcast together with shapes (32,) (31,)": the line names the claim and the estimator."""
+    status = main(["verify", "tests.plugin_doubles:AGGITD_ONE_MORE_STEP", "--claim",
+                   "aggitd.lower.contraction", "--results", str(tmp_path), "--quiet",
+                   "--no-report"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith("testbed: error: claim aggitd.lower.contraction on estimator "
+                          "aggitd-one-more-step: the check could not use the estimator's output")
+    assert "shapes (32,) (31,)" in err and "it expects what aggitd returns" in err

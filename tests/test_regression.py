@@ -12,6 +12,7 @@ import pytest
 from testbed import registry
 from testbed.estimators.solvers import Neumann
 from testbed_app import regression
+from testbed_app.cli import main
 
 
 @pytest.fixture
@@ -69,9 +70,47 @@ def test_baseline_round_trip_and_regression_detection(small_grid, worse_variant,
     assert not passed and "WORSE" in table
 
 
-def test_missing_baseline_is_a_clear_error(tmp_path):
-    with pytest.raises(FileNotFoundError, match="--update-baseline"):
+def test_missing_baseline_is_a_clear_error_that_never_suggests_writing_one(tmp_path, capsys):
+    """From a wheel the baseline was missing and the error suggested `--update-baseline`, which
+    would silently make a new baseline instead of using the committed one; it came after 22-24
+    s of measuring, printed on the progress bar's line."""
+    with pytest.raises(FileNotFoundError, match="no regression baseline at") as info:
         regression.load(tmp_path / "nope.json")
+    assert "--update-baseline" not in str(info.value)
+    assert "--baseline FILE" in str(info.value)
+    code = main(["regress", "--estimator", "aid-neumann", "--baseline",
+                 str(tmp_path / "nope.json")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("testbed: error: no regression baseline at"), err
+    assert err.count("\n") == 1 and "regress:" not in err and "--update-baseline" not in err
+
+
+def test_the_committed_baseline_ships_in_the_wheel(tmp_path):
+    """`tox -e regress` runs the installed wheel: the wheel holds reports/baselines/regress.json
+    at the path testbed_app.regression.BASELINE takes from an installed package, and reading
+    it from an unpacked wheel (not this editable checkout) works."""
+    import subprocess
+    import sys
+    import zipfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    # why --no-build-isolation: setuptools is in the environment, and isolation would fetch it
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                    "--quiet", "-w", str(tmp_path / "dist"), str(root)], check=True,
+                   capture_output=True, cwd=tmp_path)
+    wheel = next((tmp_path / "dist").glob("hypergradient_testbed-*.whl"))
+    with zipfile.ZipFile(wheel) as archive:
+        assert "reports/baselines/regress.json" in archive.namelist()
+        archive.extractall(tmp_path / "site")
+    code = ("import json, testbed_app.regression as r; "
+            "print(r.BASELINE); print(len(r.baseline_entries()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"),
+                                                        "PATH": "/usr/bin:/bin"}).stdout
+    path, entries = out.split()
+    assert Path(path).is_relative_to(tmp_path / "site") and int(entries) == len(
+        regression.baseline_entries())
 
 
 def test_committed_baseline_covers_every_built_in_entry():

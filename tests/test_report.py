@@ -166,8 +166,8 @@ def test_counterexample_link_resolves(report):
     links = _Links()
     links.feed(text)
     targets = [h for h in links.href if h.startswith("counterexamples/")]
-    # the errata, the summary table and the claim section
-    assert targets == [f"counterexamples/{FAILING}.json"] * 3
+    # the errata and the claim's detail (the summary line links the detail)
+    assert targets == [f"counterexamples/{FAILING}.json"] * 2
     data = json.loads((index.parent / targets[0]).read_text())
     assert data["claim"] == FAILING
     assert f"(counterexamples/{FAILING}.json)" in markdown
@@ -186,12 +186,12 @@ def test_offline_no_remote_resources(report):
 
 def test_verdicts_worst_cases_and_fits_are_shown(report):
     _, text, markdown = report
-    assert 'class="verdict verdict-fails">fails as stated' in text
-    assert 'class="verdict verdict-holds">holds' in text
+    assert re.search(r'class="clip verdict verdict-fails"[^>]*>fails as stated', text)
+    assert re.search(r'class="clip verdict verdict-holds"[^>]*>holds', text)
     assert "0.9 vs bound 0.3" in text  # the failing case, not the largest passing ratio
     assert "0.3 vs bound 0.4" in text  # largest finite ratio; not the zero-bound case
-    assert "fitted slope -0.69 [-0.7, -0.68] vs theory -0.693" in text
-    assert "fitted slope -0.69 [-0.7, -0.68] vs theory -0.693" in markdown
+    assert "fitted slope -0.69 ([-0.7, -0.68] (95%)) vs theory -0.693" in text
+    assert "fitted slope -0.69 ([-0.7, -0.68] (95%)) vs theory -0.693" in markdown
     assert r"\|\|e_N\|\|" in markdown  # pipes escaped in Markdown table cells
 
 
@@ -285,3 +285,30 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text
     md = (out / "report.md").read_text()
     assert "| hgp.toy.exponent | holds | 20 | 0 | 2 |" in md
+
+
+def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
+    """An undecided K-rate claim showed `[-112.9, 111.5] (100%)` beside "Agrees: yes", and fits
+    on exact data were labelled "(100%)" under captions saying 95%: the row shows the fit's own
+    level (99.9%), "exact data" for an interval of zero width, the fit residual when the record
+    carries one, and the case's outcome, never "yes" for an undecided case."""
+    from reports.claims_table import _fit_rows, interval_text
+
+    undecided = {"estimate": -0.676, "ci_low": -112.86, "ci_high": 111.51, "theory": -0.5,
+                 "tolerance": 0.25, "confidence": 0.999, "problem_id": "p.u",
+                 "quantity": "exponent of Q in K"}
+    exact = {"estimate": -1.0, "ci_low": -1.0, "ci_high": -1.0, "theory": -1.0,
+             "tolerance": 0.02, "confidence": 1.0, "problem_id": "p.e", "quantity": "exponent"}
+    residual = dict(exact, problem_id="p.r", residual=3e-15, confidence=None)
+    claim = {"cases": [dict(_case("p.u", -0.676, -0.5, True), outcome="undecided",
+                            fit=undecided),
+                       dict(_case("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
+                       dict(_case("p.r", -1.0, -1.0, True), outcome="holds", fit=residual)],
+             "fits": [undecided, exact, residual]}
+    rows = _fit_rows(claim)
+    assert rows[0][3] == "[-112.9, 111.5] (99.9%)" and rows[0][-1] == "undecided"
+    assert rows[1][3] == "exact data (no interval)" and rows[1][-1] == "holds"
+    assert rows[2][3] == "exact data, fit residual 3e-15"
+    assert "yes" not in {row[-1] for row in rows}
+    assert interval_text({"ci_low": 0.1, "ci_high": 0.2, "confidence": 0.95}) == \
+        "[0.1, 0.2] (95%)"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,8 @@ OTHER_VARIABLE = "aggitd.toy.participation"
 COUNT = "fednest.toy.rounds"
 BOUND_NO_SERIES = "fednest.toy.bound_without_series"
 NO_THEORY = "fedmsa.toy.exponent_without_theory"
+FITTED_BAND = "fednest.toy.variance_linear_in_n"  # measured + fitted series, three cases
+ORIGIN_FAIL = "fednest.toy.per_client_bias"  # the failing case at the origin, under the others
 
 
 def _fit(estimate: float, theory: float, quantity: str, half_width: float = 1e-3,
@@ -88,6 +91,25 @@ def make_figure_results(root: Path) -> Path:
         _case(PID, 0.5, math.nan, True, "monotone") | {"spec": SPEC}])
     series[NO_THEORY] = ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0)
                                     for r in (1, 2, 4, 8)])
+
+    # like fednest.ihgp.variance_linear_in_n: each case records its fitted rate as a series
+    # (a pale band) and no theory series; the theory line showed in one panel of four
+    pids = [f"{PID}.{i}" for i in range(3)]
+    band_fits = [_fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
+                 for i, pid in enumerate(pids)]
+    claims[FITTED_BAND] = _claim(
+        FITTED_BAND, "FedNest", "scaling_exponent", "holds",
+        [_case(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit) | {"spec": SPEC}
+         for pid, fit in zip(pids, band_fits, strict=True)], fits=band_fits)
+    series[FITTED_BAND] = ("fedihgp", [
+        (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
+        for i, pid in enumerate(pids) for n in (8, 16, 32, 64)
+        for name in ("measured", "fitted")])
+
+    # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
+    claims[ORIGIN_FAIL] = _claim(ORIGIN_FAIL, "FedNest", "bias_bound", "fails as stated", [
+        _case("p.0", 0.0, 0.0, True), _case("p.1", 0.0, 0.0, True),
+        _case("p.2", 0.0, 0.0, False), _case("p.3", 0.5, 1.0, True)])
 
     for cid, data in claims.items():
         (root / "claims" / f"{cid}.json").write_text(json.dumps(data))
@@ -223,3 +245,73 @@ def test_a_damaged_figure_is_drawn_again_and_a_removed_claim_pruned(tmp_path):
     manifest = json.loads((out / "figures" / MANIFEST).read_text())["figures"]
     assert f"{COUNT}.png" not in manifest
     assert not list((out / "figures").glob("*.tmp"))
+
+
+def test_a_fitted_band_gets_the_theory_slope_in_every_panel(built):
+    """fednest.ihgp.variance_linear_in_n showed the theory line in one panel of four (the
+    fit summary): each series panel now draws the theory's slope through its points."""
+    _, manifest, text = built
+    *series_panels, summary = _panels(manifest, FITTED_BAND)
+    assert len(series_panels) == 3
+    for panel in series_panels:
+        assert {"measured", "series:fitted", "theory-slope"} <= set(panel["roles"]) or \
+            {"measured", "fitted", "theory-slope"} <= set(panel["roles"]), panel
+    assert "theory-level" in summary["roles"]
+    assert "95% interval" in text  # the fits record 0.95, and the caption says so
+
+
+def test_a_single_panel_caption_has_no_right_and_a_bound_says_where_holding_cases_lie(built):
+    _, manifest, text = built
+    assert len(_panels(manifest, ORIGIN_FAIL)) == 1
+    caption = re.search(r'id="claim-fednest-toy-per_client_bias-figure">.*?<figcaption>(.*?)<',
+                        text, re.S)
+    assert caption and not caption.group(1).startswith("Right")
+    assert "on or below the line y = x, and one above it fails" in caption.group(1)
+    assert "agreeing points lie on the line" not in text
+
+
+def test_a_failing_case_is_drawn_on_top_of_passing_ones_at_the_same_place():
+    """fednest.lemma22.per_client_bias's failing case sat at the origin under the passing
+    points: it is drawn last, larger, as a cross."""
+    import matplotlib.pyplot as plt
+
+    from reports.figure_spec import CasePoint
+
+    points = [CasePoint("1", 0.0, 0.0, "holds"), CasePoint("2", 0.0, 0.0, "fails"),
+              CasePoint("3", 0.0, 0.0, "holds")]
+    fig, ax = plt.subplots()
+    try:
+        plots.draw_case_points(ax, [0.0, 0.0, 0.0], points)
+        drawn = [c for c in ax.collections if c.get_gid() == "case-measured"]
+        top = max(drawn, key=lambda c: c.get_zorder())
+        assert top is drawn[-1] and top.get_sizes()[0] > 3 * drawn[0].get_sizes()[0]
+        assert tuple(top.get_facecolor()[0][:3]) == pytest.approx(
+            tuple(int(plots.OUTCOME_COLORS["fails"][i:i + 2], 16) / 255 for i in (1, 3, 5)))
+    finally:
+        plt.close(fig)
+
+
+def test_rounds_to_error_figure_is_readable_and_colour_blind_safe(tmp_path):
+    """It had 7 px tick labels (an 18.6-inch figure scaled to the page) and two hard-to-tell
+    colours: at most 13.5 inches wide at 10 pt ticks, each algorithm its own Okabe-Ito colour
+    and line style."""
+    from PIL import Image
+
+    from reports import comparison_figure as cf
+    from reports.figure_spec import Trace
+
+    styles = [cf.algorithm_style(name) for name in cf.ALGORITHM_STYLES]
+    assert len({s["color"] for s in styles}) == len(styles)
+    assert len({str(s["linestyle"]) for s in styles}) == len(styles)
+    okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00",
+                 "#CC79A7"}
+    assert {s["color"] for s in styles} <= okabe_ito
+    assert cf.FONT_SIZES["xtick.labelsize"] >= 10 and cf.FONT_SIZES["ytick.labelsize"] >= 10
+    metrics = ["aggitd", "fedmsa", "lfednest", "fedmsa_vs_fednest_n5", "lfednest_heterogeneous"]
+    curves = {name: [Trace("0", (1.0, 2.0, 3.0), (10.0, 20.0, 30.0),
+                           {m: (1.0, 0.1, 0.01) for m in metrics})]
+              for name in cf.ALGORITHM_STYLES}
+    path = tmp_path / "r.png"
+    cf.plot_rounds_to_error(curves, {m: 0.1 for m in metrics}, path)
+    with Image.open(path) as image:
+        assert image.size[0] <= cf.WIDTH_INCHES * 100 + 1  # shown about 1:1 on a 1400 px page

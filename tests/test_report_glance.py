@@ -80,51 +80,90 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, _Ids
     return index, text, (index.parent / "report.md").read_text(encoding="utf-8"), ids
 
 
-def _matrix_row(text: str, paper: str) -> str:
-    match = re.search(rf'<tr><th scope="row"><a href="#paper-{paper.lower()}">{paper}</a></th>'
-                      r"(.*?)</tr>", text)
-    assert match, paper
+def _glance(text: str, paper: str) -> dict[str, list[str]]:
+    """The first screen's list of one paper: verdict -> the ids its chips name."""
+    block = re.search(rf'<div class="paper-glance" data-paper="{paper}">(.*?</div>)\n</div>',
+                      text, re.S)
+    assert block, paper
+    groups = re.findall(r'<div class="group" data-verdict="([^"]+)">(.*?)</div>', block.group(1))
+    return {verdict: re.findall(r'class="chip" href="#row-[^"]*" title="([^:"]+):', body)
+            for verdict, body in groups}
+
+
+def _detail(text: str, claim_id: str) -> str:
+    match = re.search(rf'<details class="claim" id="claim-{re.escape(claim_id.replace(".", "-"))}"'
+                      r">(.*?)</details>", text, re.S)
+    assert match, claim_id
     return match.group(1)
 
 
-def test_matrix_counts_each_paper_by_verdict_and_links_to_the_rows(page):
+def test_first_screen_lists_each_papers_claims_by_verdict_with_links(page):
     _, text, markdown, ids = page
-    head = re.search(r'<table class="matrix[^>]*>.*?<thead>(.*?)</thead>', text, re.S)
-    assert head and re.findall(r">([a-z ]+)</th>", head.group(1))[:5] == [
-        "holds", "fails as stated", "holds once corrected", "undecided", "not checked"]
-    fednest = _matrix_row(text, "FedNest")
-    counts = re.findall(r'<td class="count[^"]*">(?:<a href="([^"]*)"[^>]*>)?(\d+)', fednest)
-    assert [int(n) for _, n in counts] == [1, 1, 1, 0, 1, 4]  # holds, fails, ..., all
-    for href, _ in counts:
-        if href:
-            assert href[1:] in ids.ids, href  # every count links to an existing row anchor
-    assert "[1](#fednest-fails-as-stated)" in markdown
-    assert text.index('id="verdict-matrix"') < text.index('id="errata"') < \
-        text.index('id="paper-fednest"')
+    fednest = _glance(text, "FedNest")
+    assert list(fednest) == ["holds", "fails as stated", "holds once corrected", "not checked"]
+    assert fednest["fails as stated"] == [FAILING]
+    assert fednest["holds once corrected"] == [CORRECTION]
+    assert fednest["holds"] == [LATER]
+    assert fednest["not checked"] == []  # counted, not listed: no results file
+    assert ">not checked 1</a>" in text
+    assert _glance(text, "AggITD")["fails as stated"] == [ZERO_CASES]
+    for href in re.findall(r'class="(?:chip|badge [^"]*)" href="#([^"]+)"', text):
+        assert href in ids.ids, href  # every chip and group badge links to an existing anchor
+    assert "**[FedNest](#paper-fednest)**: 4 claims: 1 holds, 1 fails as stated, 1 holds " \
+        "once corrected, 1 not checked" in markdown
+    assert f"[`toy.bias_bound`](#row-{FAILING.replace('.', '-')})" in markdown
+    assert text.index('id="at-a-glance"') < text.index('id="paper-fednest"') < \
+        text.index('id="errata"') < text.index('id="details"')
 
 
 def test_not_checked_is_never_counted_as_expected(page):
     _, text, markdown, _ = page
-    row = re.search(rf'<tr id="row-{UNCHECKED.replace(".", "-")}".*?</tr>', text)
-    assert row and "expected: not checked" in row.group(0)
-    assert "expected-yes" not in row.group(0) and "expected: yes" not in row.group(0)
+    row = re.search(rf'<tr class="claim-row" id="row-{UNCHECKED.replace(".", "-")}".*?</tr>',
+                    text)
+    assert row and "· not checked</span>" in row.group(0)
+    assert "expected-yes" not in row.group(0) and "as expected" not in row.group(0)
     assert "1 not checked (not counted as expected)" in text
     checked = re.search(r"(\d+) claims, (\d+) checked: (\d+) as the testbed expects", text)
     assert checked and int(checked.group(2)) == int(checked.group(1)) - 1
     assert int(checked.group(3)) <= int(checked.group(2))
-    assert "(expected: not checked)" in markdown
+    assert "**not checked** (not checked)" in markdown
 
 
-def test_a_refuted_claim_and_its_correction_sit_on_adjacent_rows(page):
-    _, text, markdown, ids = page
-    rows = ids.rows
-    refuted = rows.index("row-" + FAILING.replace(".", "-"))
-    assert rows[refuted + 1] == "row-" + CORRECTION.replace(".", "-")
-    assert rows.index("row-" + LATER.replace(".", "-")) > refuted + 1
-    assert "corrected by" in text and "↳ corrects" in text
-    lines = [line for line in markdown.splitlines() if f"[`{FAILING}`]" in line
-             or f"[`{CORRECTION}`]" in line]
-    assert any("↳ corrects" in line for line in lines)
+def test_a_refuted_claim_and_its_correction_name_each_other(page):
+    _, text, markdown, _ = page
+    correction = re.search(rf'<tr class="claim-row" id="row-{CORRECTION.replace(".", "-")}"'
+                           r".*?</tr>", text)
+    assert correction and f"corrects {FAILING}: " in correction.group(0)
+    assert f'Corrected by <a href="#claim-{CORRECTION.replace(".", "-")}">' in \
+        _detail(text, FAILING)
+    assert f"| corrects {FAILING}: " in markdown
+
+
+def test_a_fails_as_stated_verdict_reads_as_a_known_erratum_not_as_expected_to_hold(page):
+    """"fails as stated / expected: yes" read as if the paper's claim were expected to hold."""
+    _, text, markdown, _ = page
+    row = re.search(rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>', text)
+    assert row and "fails as stated <span" in row.group(0) and "known erratum" in row.group(0)
+    assert "expected: yes" not in text and "expected: yes" not in markdown
+    assert "a known erratum: the testbed refuted this statement before" in \
+        _detail(text, FAILING)
+    assert "**fails as stated** (known erratum)" in markdown
+
+
+def test_a_verdict_resting_on_the_saved_counterexample_says_so(page):
+    _, text, _, _ = page
+    detail = _detail(text, ZERO_CASES)
+    assert "refuted on the saved counterexample, replayed before any drawn case" in detail
+    assert "confirmed on fresh seeds" in detail
+    assert "0 cases held" not in detail
+
+
+def test_power_and_calibration_are_shown_per_claim(page):
+    _, text, markdown, _ = page
+    assert "Calibration: 19/20 refutations [0.75, 0.999] vs stated 0.001" in \
+        _detail(text, ZERO_CASES)
+    assert "Calibration: n/a (deterministic)" in _detail(text, FAILING)
+    assert "19/20 refutations" in markdown
 
 
 def test_errata_give_statement_measurement_correction_and_files(page):
@@ -141,24 +180,6 @@ def test_errata_give_statement_measurement_correction_and_files(page):
         assert (index.parent / "counterexamples" / name).is_file()
     assert "no corrected claim is checked" in body  # ZERO_CASES has no correction
     assert "## Errata: 2 statements that fail as printed" in markdown
-
-
-def test_a_verdict_resting_on_the_saved_counterexample_says_so(page):
-    _, text, _, _ = page
-    row = re.search(rf'<tr id="row-{ZERO_CASES.replace(".", "-")}".*?</tr>', text)
-    assert row
-    assert "refuted on the saved counterexample, replayed before any drawn case" in row.group(0)
-    assert "confirmed on fresh seeds" in row.group(0)
-    assert "0 cases held" not in row.group(0)
-
-
-def test_power_and_calibration_are_shown_per_claim(page):
-    _, text, markdown, _ = page
-    row = re.search(rf'<tr id="row-{ZERO_CASES.replace(".", "-")}".*?</tr>', text)
-    assert row and "calibration: 19/20 refutations [0.75, 0.999] vs stated 0.001" in row.group(0)
-    deterministic = re.search(rf'<tr id="row-{FAILING.replace(".", "-")}".*?</tr>', text)
-    assert deterministic and "calibration: n/a (deterministic)" in deterministic.group(0)
-    assert "19/20 refutations" in markdown
 
 
 def test_empty_sections_give_the_exact_command_and_its_duration(page):

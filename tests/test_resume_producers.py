@@ -76,12 +76,12 @@ def test_config_fingerprint_is_the_one_written_before(name):
                                                     default=str))
     # what a resumed run may change: the description, the replication table, where and how
     # long it runs
-    assert RESUMABLE_CHANGES == ("description", "replication", "run.rounds", "run.device",
+    assert RESUMABLE_CHANGES == ("description", "replication", "run.steps", "run.device",
                                  "run.checkpoint_every")
     content = {key: value for key, value in as_dict(config).items()
                if key not in ("description", "replication")}
     content["run"] = {key: value for key, value in content["run"].items()
-                      if key not in ("rounds", "device", "checkpoint_every")}
+                      if key not in ("steps", "device", "checkpoint_every")}
     assert fingerprint(config, ignore=RESUMABLE_CHANGES) == _sha16(
         json.dumps(content, sort_keys=True, default=str))
 

@@ -226,6 +226,9 @@ class Claim:
             cases (split by Bonferroni; see :mod:`theory_checks.decision`).
         undecided_on: profiles whose budget cannot decide the claim (its expected verdict there
             is "undecided"); allowed only where another profile decides it.
+        decide_seconds: for a claim ``undecided_on`` a profile, the measured wall time of the
+            command that decides it, ``testbed check --profile P --claim ID`` with P the
+            profile that decides it (the report prints both beside the undecided verdict).
         perturbation: the bug the check must catch (every claim expected to hold has one).
         positive_control: a case inside the claim's conditions on which the check says
             "holds" (every claim expected to fail has one: the check can say both).
@@ -259,6 +262,7 @@ class Claim:
     decision: Decision = "deterministic"
     false_fail_rate: float = DEFAULT_FALSE_FAIL_RATE
     undecided_on: tuple[str, ...] = ()
+    decide_seconds: float | None = None
     perturbation: Perturbation | None = None
     positive_control: Callable[[], Case] | None = None
     hypotheses: tuple[Hypothesis, ...] = ()
@@ -276,6 +280,11 @@ class Claim:
             raise ValueError(f"claim {self.id}: false_fail_rate must be in (0, 1)")
         if self.undecided_on and self.decision != "statistical":
             raise ValueError(f"claim {self.id}: only a statistical claim can be undecided")
+        if self.decide_seconds is not None and not (
+                self.undecided_on and self.decide_seconds > 0):
+            raise ValueError(f"claim {self.id}: decide_seconds is the time of the run that "
+                             "decides a claim undecided_on a profile; it needs undecided_on and "
+                             "a positive number")
         names = [h.name for h in self.hypotheses]
         if len(set(names)) != len(names):
             raise ValueError(f"claim {self.id}: two hypotheses share a name ({names})")
@@ -294,6 +303,15 @@ class Claim:
         else:
             decided = ("holds once corrected",) if self.corrects else ("holds",)
         return (*decided, "undecided") if profile in self.undecided_on else decided
+
+    def deciding_profile(self, profile: str) -> str | None:
+        """The profile whose run decides the claim when ``profile``'s budget cannot (None when
+        ``profile`` decides it)."""
+        from theory_checks.profiles import PROFILES
+
+        if profile not in self.undecided_on:
+            return None
+        return next((p for p in PROFILES if p not in self.undecided_on), None)
 
     def evaluate_bound(self, constants: ProblemConstants, params: Mapping[str, float]) -> float:
         if self.bound is None:

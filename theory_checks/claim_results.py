@@ -10,6 +10,7 @@ import dataclasses
 import io
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,8 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
     beside the verdict when given.
     """
+    from theory_checks.registry import run_origin
+
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
     files: ClaimFiles = {}
@@ -226,6 +229,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path("series") / f"{run_id}.csv"),
         "power": power, "positive_control": control,
+        "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),
         "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
                        for h in claim.hypotheses],
         "readings": [r.summary() for r in result.readings],
@@ -239,6 +243,15 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     files[f"claims/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
         payload, default=json_default))), indent=2)
     return files
+
+
+def _decided_on(claim: Claim, profile: str) -> dict[str, Any] | None:
+    """For a claim this profile cannot decide: the profile that does, and the measured wall
+    time of its command (the report says how to decide the claim)."""
+    deciding = claim.deciding_profile(profile)
+    if deciding is None:
+        return None
+    return {"profile": deciding, "seconds": claim.decide_seconds}
 
 
 def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
@@ -298,14 +311,21 @@ def estimator_entry(name: str) -> dict[str, Any] | None:
             "builtin": any(b.name == name for b in BUILTIN)}
 
 
-def write_metadata(out_dir: Path, profile: Profile) -> None:
-    from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB
+def write_metadata(out_dir: Path, profile: Profile,
+                   runs: Sequence[tuple[Claim, str]] | None = None) -> None:
+    """``metadata.json``: provenance, the profile, and what these results are about: every
+    registered claim by default, or the given ``(claim, estimator)`` runs (``testbed verify``),
+    each with its id and origin (the report lists the ones without results as "not
+    checked")."""
+    from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
 
-    builtin = {c.id for c in BUILTIN_CLAIMS}
-    registered = [{"id": c.id, "paper": c.paper, "reference": c.reference, "kind": c.kind,
-                   "statement": c.statement, "estimators": list(c.estimators),
-                   "expected": c.expected, "decision": c.decision,
-                   "corrects": c.corrects, "builtin": c.id in builtin} for c in CLAIM_DB]
+    pairs = [(c, c.estimators[0]) for c in CLAIM_DB] if runs is None else runs
+    registered = [{"id": c.id if e == c.estimators[0] else f"{c.id}@{e}", "paper": c.paper,
+                   "reference": c.reference, "kind": c.kind, "statement": c.statement,
+                   "estimators": list(c.estimators), "estimator": e, "expected": c.expected,
+                   "decision": c.decision, "corrects": c.corrects, "origin": origin,
+                   "builtin": origin == BUILT_IN}
+                  for c, e in pairs for origin in (run_origin(c, e),)]
     meta = {**provenance(), "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}

@@ -16,6 +16,7 @@ from typing import Any
 
 from results_format.paths import name_problem
 from testbed import plugins
+from testbed.names import did_you_mean
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
 from theory_checks.aggitd import rates as aggitd_rates
 from theory_checks.claim import Claim
@@ -76,10 +77,38 @@ refresh_claim_plugins()
 
 
 def get_claim(claim_id: str) -> Claim:
+    """The registered claim ``claim_id``; a ``KeyError`` of one line naming the closest ids
+    otherwise."""
     for claim in CLAIM_DB:
         if claim.id == claim_id:
             return claim
-    raise KeyError(f"no claim {claim_id!r}; known: {', '.join(c.id for c in CLAIM_DB)}")
+    raise KeyError(f"no claim {claim_id!r}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
+                   "`testbed list` shows every claim")
+
+
+#: The origin of a claim run whose claim and estimator are both the testbed's own.
+BUILT_IN = "built-in"
+
+
+def run_origin(claim: Claim, estimator: str) -> str:
+    """Where a ``(claim, estimator)`` run comes from: :data:`BUILT_IN` when the claim and the
+    estimator are both the testbed's own, else the plugin package(s) that provide them
+    (``"plugin my-estimator"``), or ``"outside the testbed"`` for an entry registered at run
+    time (``testbed verify module:object``). The report counts only built-in runs in the
+    papers' totals and shows the others in a section of their own."""
+    from testbed.registry import BUILTIN
+
+    builtin_estimator = estimator in {info.name for info in BUILTIN}
+    builtin_claim = claim.id in {c.id for c in BUILTIN_CLAIMS}
+    if builtin_estimator and builtin_claim:
+        return BUILT_IN
+    packages = []
+    if not builtin_claim:
+        packages.append(plugins.package_providing(CLAIMS_GROUP, claim.id))
+    if not builtin_estimator:
+        packages += [plugins.package_providing(group, estimator) for group in plugins.GROUPS]
+    named = sorted({p for p in packages if p})
+    return f"plugin {', '.join(named)}" if named else "outside the testbed"
 
 
 def claims_of(estimator: str) -> tuple[Claim, ...]:

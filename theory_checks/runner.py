@@ -458,8 +458,21 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
         own = estimator == claim.estimators[0]
         power = run_power(claim, profile) if own else None
         control = run_positive_control(claim, profile) if own else None
-        result = run_claim(claim, profile, estimator=estimator)
+        try:
+            result = run_claim(claim, profile, estimator=estimator)
+        except (ValueError, RuntimeError, IndexError, TypeError) as error:
+            # an estimator whose output the check cannot use (say a trajectory one entry
+            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
+            # name the claim and the estimator beside what failed
+            raise ClaimRunError(
+                f"claim {claim.id} on estimator {estimator}: the check could not use the "
+                f"estimator's output ({type(error).__name__}: {error}); it expects what "
+                f"{claim.estimators[0]} returns, with the same shapes") from error
         return render_claim_result(result, profile, power, control)
+
+
+class ClaimRunError(ValueError):
+    """A claim run that could not be measured: names the claim, the estimator and the cause."""
 
 
 class RegisteredClaimTask(SentByName):
@@ -515,18 +528,21 @@ def run_claims(
 
 def run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True, execute: Execute | None = None,
+    progress: bool = True, execute: Execute | None = None, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
-    as ``testbed verify``'s), write their results, return their summaries."""
+    as ``testbed verify``'s), write their results, return their summaries. ``metadata.json``
+    lists every registered claim (the report shows those without results as "not checked"),
+    or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
+    target)."""
     with running_on(profile):
         return _run_claim_runs(runs, out_dir, profile, resume, progress,
-                               execute or run_in_process)
+                               execute or run_in_process, only_these)
 
 
 def _run_claim_runs(
     runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
-    progress: bool, execute: Execute,
+    progress: bool, execute: Execute, only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """The driver: skips the finished runs, hands the others to ``execute`` and writes each
     one's files as it comes back (so an interrupted run resumes with nothing lost), with one
@@ -536,7 +552,7 @@ def _run_claim_runs(
     # a second process checking one of these claims into this folder stops before any work
     with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
                            for run_id in run_ids]):
-        write_metadata(out_dir, profile)
+        write_metadata(out_dir, profile, runs if only_these else None)
         pending = [(run_id, claim_run_task(claim, estimator, profile))
                    for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
                    if not (resume and is_done(claim, out_dir, profile, run_id))]

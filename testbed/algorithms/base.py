@@ -25,7 +25,16 @@ from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
 from testbed.estimators.base import Estimate, Estimator, validate_own_method
-from testbed.estimators.validation import InputError, check_iterate, check_point, check_positive_int
+from testbed.estimators.validation import (
+    InputError,
+    check_inner_form,
+    check_iterate,
+    check_point,
+    check_positive_int,
+    check_problem_object,
+    check_rng,
+    check_state,
+)
 from testbed.federation.context import FederatedContext
 
 
@@ -110,6 +119,7 @@ class OuterAlgorithm(abc.ABC):
         return formula.value()
 
     def check_problem(self, problem: Problem) -> None:
+        check_inner_form(problem, type(self).__name__)
         if problem.kind not in self.supports:
             raise ValueError(f"{type(self).__name__} does not support {problem.kind} problems "
                              f"(supports: {sorted(self.supports)})")
@@ -169,9 +179,15 @@ def run_algorithm(
             :data:`~testbed.estimators.validation.GROWTH_FACTOR` times its start.
     """
     check_positive_int(iterations, "iterations")
+    who = f"run_algorithm({type(algorithm).__name__})"
+    check_problem_object(problem, who)
+    check_rng(rng, who)
     algorithm.check_problem(problem)
     ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
-    state = algorithm.init(problem) if state is None else state
+    if state is None:
+        state = algorithm.init(problem)
+    else:
+        check_state(algorithm.init(problem), state, problem, who)
     records = [IterationRecord(0, state.x, state, ctx.calls())]
     x0_norm = float(state.x.norm()) if isinstance(state.x, torch.Tensor) else 0.0
     if callback:

@@ -72,7 +72,7 @@ from testbed.algorithms.fedmsa_maps import (
     repeat_batch,
 )
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_positive_int, check_step_below
 from testbed.federation.context import FederatedContext
 
 
@@ -269,8 +269,20 @@ class FedMSA(OuterAlgorithm):
         )
 
     def check_problem(self, problem: Problem) -> None:
+        """A problem of the maps' kinds, and steps ``beta`` inside the stability region the
+        problem gives (:meth:`MSAMaps.inner_step_region`): a ``beta`` beyond it took ``||x||``
+        to 4.4e10 in 3 rounds without a word."""
         if problem.kind not in self.maps.kinds:
             raise ValueError(f"FedMSA with {type(self.maps).__name__} does not support "
                              f"{problem.kind} problems (supports: {sorted(self.maps.kinds)})")
         if isinstance(self.maps, CompositionalMaps):
             self.maps.level_sizes(problem)  # raises a clear error without level maps
+        region = self.maps.inner_step_region(problem)
+        if region is None:
+            return
+        bound, constant = region
+        betas = (self.inner_step_size if isinstance(self.inner_step_size, Sequence)
+                 else (self.inner_step_size,))
+        for beta in betas:
+            check_step_below(float(beta), bound, "FedMSA.inner_step_size (beta)", problem,
+                             f"(0, {bound:.6g})", constant, "FedMSA's default 0.1")

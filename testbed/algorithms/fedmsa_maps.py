@@ -93,6 +93,11 @@ class MSAMaps(abc.ABC):
         """``(x_0, Z_0)``."""
 
     @abc.abstractmethod
+    def inner_step_region(self, problem: Problem) -> tuple[float, str] | None:
+        """The end of the stable steps ``beta`` on ``Z`` and the constant it comes from, or
+        None when the problem does not give it."""
+
+    @abc.abstractmethod
     def evaluate(
         self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
         batches: Batches,
@@ -146,6 +151,16 @@ class BilevelMaps(MSAMaps):
     def level_sizes(self, problem: Problem) -> tuple[int, ...]:
         return (2 * problem.dim_y,)
 
+    def inner_step_region(self, problem: Problem) -> tuple[float, str] | None:
+        """``z = (w, v)`` moves along ``(grad_y g(w), H v - grad_y f(w))``: both multiply their
+        error by ``I - beta H``, so ``beta < 2 / L`` (the problem's inner smoothness), as for
+        gradient descent; None when the problem has no constants."""
+        constants = getattr(problem, "constants", None)
+        if constants is None:
+            return None
+        L = float(constants().L)
+        return 2.0 / L, f"L = {L:.6g}"
+
     def initial(self, problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
         x0, y0 = problem.initial_point()
         return x0.clone(), torch.cat([y0, torch.zeros_like(y0)])
@@ -179,6 +194,12 @@ class CompositionalMaps(MSAMaps):
 
     kinds: ClassVar[frozenset[str]] = frozenset({"compositional"})
     semantics: Literal["paper", "exact"] = "paper"
+
+    def inner_step_region(self, problem: Problem) -> tuple[float, str] | None:
+        """``z^n`` moves along ``z^n - f_n(z^{n-1})``, whose derivative in ``z^n`` is the
+        identity: ``z^n <- (1 - beta) z^n + beta f_n``, stable for ``beta < 2``."""
+        del problem
+        return 2.0, "the tracking map z^n - f_n(z^(n-1)) has unit slope in z^n"
 
     def __post_init__(self) -> None:
         if self.semantics not in ("paper", "exact"):

@@ -26,8 +26,12 @@ from problems import Problem
 from testbed.calls import Calls
 from testbed.estimators.validation import (
     check_estimate,
+    check_inner_form,
     check_point,
+    check_problem_object,
+    check_rng,
     check_stable_steps,
+    check_state,
 )
 
 
@@ -60,9 +64,11 @@ class Estimator(abc.ABC):
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every ``estimate`` a subclass defines checks its ``x`` and its result (one place:
-        :mod:`testbed.estimators.validation`), so no estimator copies the checks."""
+        """Every ``init`` and ``estimate`` a subclass defines checks its problem, ``x``, state,
+        ``rng`` and its result (one place: :mod:`testbed.estimators.validation`), so no
+        estimator copies the checks."""
         super().__init_subclass__(**kwargs)
+        validate_own_method(cls, "init", _validated_init)
         validate_own_method(cls, "estimate", _validated_estimate)
 
     @abc.abstractmethod
@@ -76,7 +82,9 @@ class Estimator(abc.ABC):
         """Hypergradient estimate at ``x``."""
 
     def check_problem(self, problem: Problem) -> None:
-        """Raise a clear error when ``problem``'s kind is not supported by this estimator."""
+        """Raise a clear error when ``problem``'s kind is not supported by this estimator, or
+        when it has no inner variable (a multi-level compositional problem)."""
+        check_inner_form(problem, type(self).__name__)
         if problem.kind not in self.supports:
             raise ValueError(
                 f"{type(self).__name__} does not support {problem.kind} problems "
@@ -96,12 +104,27 @@ def validate_own_method(cls: type, name: str, wrap: Callable[[Any], Any]) -> Non
     setattr(cls, name, wrapped)
 
 
+def _validated_init(method: Any) -> Any:
+    @functools.wraps(method)
+    def init(self: Estimator, problem: Problem) -> Any:
+        who = f"{type(self).__name__}.init"
+        check_problem_object(problem, who)
+        self.check_problem(problem)
+        return method(self, problem)
+
+    return init
+
+
 def _validated_estimate(method: Any) -> Any:
     @functools.wraps(method)
     def estimate(self: Estimator, problem: Problem, x: torch.Tensor, state: Any,
                  rng: np.random.Generator) -> Estimate:
+        who = f"{type(self).__name__}.estimate"
+        check_problem_object(problem, who)
+        check_rng(rng, who)
         check_point(problem, x)
         check_stable_steps(self, problem)
+        check_state(self.init(problem), state, problem, who)
         out = method(self, problem, x, state, rng)
         check_estimate(problem, out.value, type(self).__name__)
         return out

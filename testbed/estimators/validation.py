@@ -14,6 +14,7 @@ copies them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from collections.abc import Mapping, Sequence
@@ -123,6 +124,73 @@ def problem_constants(problem: Any) -> Any:
     return facts["constants"]
 
 
+#: What the estimators and algorithms read of a problem before anything else.
+PROBLEM_ATTRIBUTES = ("kind", "dim_x", "n_clients")
+
+
+def check_problem_object(problem: Any, who: str) -> None:
+    """Raise :class:`InputError` unless ``problem`` is a testbed problem (``None`` or another
+    object gave "'NoneType' object has no attribute 'dim_x'" from deep inside)."""
+    if any(not hasattr(problem, name) for name in PROBLEM_ATTRIBUTES):
+        raise InputError(f"{who}: problem must be a testbed problem (for example "
+                         "problems.QuadraticBilevel.random(...)); got a "
+                         f"{type(problem).__module__}.{type(problem).__name__}")
+
+
+def check_inner_form(problem: Any, who: str) -> None:
+    """Raise :class:`InputError` unless ``problem`` has an inner variable ``y``
+    (``initial_point()``): a multi-level compositional problem such as ``RiskAverse`` has none,
+    and FedNest, AggITD and AID on it raised "no attribute 'initial_point'"."""
+    if not hasattr(problem, "initial_point"):
+        name = getattr(problem, "name", type(problem).__name__)
+        raise InputError(f"{who} needs a problem with an inner variable y (initial_point()); "
+                         f"{name} is a {getattr(problem, 'n_levels', 'multi')}-level "
+                         "compositional problem without one: FedMSA's multi-level form "
+                         "(fedmsa-mco) runs on it")
+
+
+def check_rng(rng: Any, who: str) -> None:
+    """Raise :class:`InputError` for a missing generator (``rng=None`` gave "'NoneType' object
+    has no attribute 'integers'" from the first draw, or nothing where no draw happens)."""
+    # None only: checks pass stand-ins (a fixed index; a guard that fails on any draw), and
+    # looking at an attribute of the guard would count as a draw
+    if rng is None:
+        raise InputError(f"{who}: rng must be a numpy.random.Generator "
+                         "(numpy.random.default_rng(seed)); got None")
+
+
+def check_state(expected: Any, state: Any, problem: Any, who: str) -> None:
+    """Raise :class:`InputError` when ``state`` does not fit ``problem``: a tensor of another
+    shape, dtype or device than in ``expected`` (the state ``init(problem)`` makes) at the same
+    place. A state from another problem gave "Expected size for first two dimensions of batch2
+    tensor to be: [3, 4] but got: [3, 3]"."""
+    name = getattr(problem, "id", type(problem).__name__)
+
+    def walk(want: Any, got: Any, where: str) -> None:
+        if isinstance(want, torch.Tensor):
+            if not isinstance(got, torch.Tensor) or got.shape != want.shape or \
+                    got.dtype != want.dtype or not _same_device(got.device, want.device):
+                shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
+                raise InputError(f"{who}: the state does not fit problem {name}: {where} is "
+                                 f"{shape}, the problem's is {tuple(want.shape)} "
+                                 f"({want.dtype}); make the state with init(problem)")
+        elif dataclasses.is_dataclass(want) and not isinstance(want, type) and \
+                type(got) is type(want):
+            for field in dataclasses.fields(want):
+                walk(getattr(want, field.name), getattr(got, field.name),
+                     f"{where}.{field.name}" if where else field.name)
+        elif isinstance(want, tuple) and isinstance(got, tuple) and len(want) == len(got):
+            fields = getattr(want, "_fields", None) or [f"[{i}]" for i in range(len(want))]
+            for field, w, g in zip(fields, want, got, strict=True):
+                walk(w, g, f"{where}.{field}" if where else str(field))
+        elif isinstance(want, tuple):
+            raise InputError(f"{who}: the state does not fit problem {name}: expected a "
+                             f"{type(want).__name__} (from init(problem)), got a "
+                             f"{type(got).__name__}")
+
+    walk(expected, state, "")
+
+
 def _same_device(a: torch.device, b: torch.device) -> bool:
     return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
 
@@ -169,13 +237,20 @@ def check_stable_step(step: float | None, problem: Any, what: str) -> None:
     constants = problem_constants(problem)
     if constants is None:
         return
-    bound = 2.0 / float(constants.L)
+    L = float(constants.L)
+    check_step_below(step, 2.0 / L, what, problem, f"(0, 2/L) = (0, {2.0 / L:.6g})",
+                     f"L = {L:.6g}", f"the default 1/L = {1.0 / L:.6g}")
+
+
+def check_step_below(step: float, bound: float, what: str, problem: Any, region: str,
+                     constant: str, default: str) -> None:
+    """Refuse ``step >= bound`` (the end of a stability region): one line naming the step, the
+    region, the problem and its constant, and the default step."""
     if not step < bound:
         raise DivergenceError(
-            f"{what} = {step:.6g} is outside the stability region (0, 2/L) = (0, {bound:.6g}) "
-            f"of problem {getattr(problem, 'id', type(problem).__name__)} (L = "
-            f"{float(constants.L):.6g}): the iteration would diverge; use a step below "
-            f"{bound:.6g} (the default 1/L = {bound / 2:.6g})")
+            f"{what} = {step:.6g} is outside the stability region {region} of problem "
+            f"{getattr(problem, 'id', type(problem).__name__)} ({constant}): the iteration "
+            f"would diverge; use a step below {bound:.6g} ({default})")
 
 
 def check_stable_steps(estimator: Any, problem: Any) -> None:
@@ -188,9 +263,13 @@ def check_stable_steps(estimator: Any, problem: Any) -> None:
                       f"{name}.neumann_step_size")
     for part in ("inner", "linear_solver"):
         solver = getattr(estimator, part, None)
-        # only the classical solvers (GradientDescent, Neumann, FixedPoint) take a step on the
-        # global H; HGP's SGP step is per client in the sum convention (its own rule)
-        if not type(solver).__module__.startswith("testbed.estimators"):
+        # the classical solvers (GradientDescent, Neumann, FixedPoint) take a step on the
+        # global H; HGP's SGP (testbed.decentralized) too: on a complete graph its mixing
+        # averages the clients' steps, y <- y - gamma mean_i grad g_i(y), gradient descent on
+        # the mean with step gamma, so gamma >= 2/L diverges whatever the graph (sparser graphs
+        # only shrink the stable steps: a client's step is gamma / omega_i)
+        if not type(solver).__module__.startswith(("testbed.estimators",
+                                                   "testbed.decentralized")):
             continue
         step = getattr(solver, "step_size", None)
         if isinstance(step, (int, float)) and not isinstance(step, bool):

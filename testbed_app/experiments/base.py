@@ -10,7 +10,7 @@ the same numbers as an uninterrupted one.
 
 Files a run writes under ``<results>/runs/<experiment name>/``:
 
-- ``config.toml``: the validated config as run (with ``--rounds`` / ``--device`` overrides);
+- ``config.toml``: the validated config as run (with ``--steps`` / ``--device`` overrides);
 - ``metrics.csv``: one :class:`MetricRow` per step, appended and flushed as the run goes;
 - ``split.json``: the client split and each client's label histogram;
 - ``checkpoint.pt``: the latest state (written atomically: temporary file, then rename);
@@ -56,7 +56,7 @@ class ExperimentConfig:
                       | "hgp_influence", model = "mlp" | "cnn" | "logreg", and the kind's options
         [algorithm]   name = a registered estimator/algorithm name (``testbed list``), and
                       overrides of its registry defaults
-        [run]         rounds (outer iterations), eval_every, checkpoint_every, seed,
+        [run]         steps (outer iterations), eval_every, checkpoint_every, seed,
                       device = "cpu" | "cuda", dtype = "float32" | "float64"
         [replication] (optional) table, setting, metric, threshold, paper_value, unit,
                       differences
@@ -75,8 +75,8 @@ class ExperimentConfig:
     run: dict[str, Any]
     replication: dict[str, Any] | None = None
     path: Path | None = None
-    #: ``[run] rounds`` as the file gives it, before a ``--rounds`` override: a run that stops
-    #: short of it is partial (its replication record says so). ``None``: same as ``rounds``.
+    #: ``[run] steps`` as the file gives it, before a ``--steps`` override: a run that stops
+    #: short of it is partial (its replication record says so). ``None``: same as ``steps``.
     horizon: int | None = dataclasses.field(default=None, compare=False)
 
 

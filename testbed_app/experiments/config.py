@@ -1,12 +1,12 @@
 """Load an experiment config (TOML) and reject a bad one before any work starts.
 
 :func:`load_config` reads ``configs/<experiment>.toml`` with :mod:`tomllib`, applies command-line
-overrides (``{"run.rounds": 5, "run.device": "cuda"}``), checks every section and key, fills the
+overrides (``{"run.steps": 5, "run.device": "cuda"}``), checks every section and key, fills the
 defaults in, and returns an :class:`~testbed_app.experiments.base.ExperimentConfig` whose
 sections are plain dicts. What it rejects, always naming the file and the key:
 
 - unknown sections and keys, with a "did you mean" suggestion;
-- impossible values (rounds < 1, a test fraction outside (0, 1), more clients than training
+- impossible values (steps < 1, a test fraction outside (0, 1), more clients than training
   samples, an unknown dataset, split scheme, workload kind or algorithm, an algorithm parameter
   that is not in the registry entry's defaults, workload options the builder does not declare);
 - a missing dataset folder for mnist / fashion-mnist / cifar10 (the loader's
@@ -22,11 +22,11 @@ TOML (the ``config.toml`` of a run); loading it gives the same config.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import json
 import math
 import tomllib
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ import tomli_w
 
 from results_format.paths import name_problem
 from results_format.resume import fingerprint as fingerprint_of
+from testbed.names import did_you_mean
 from testbed_app.experiments.base import ExperimentConfig
 
 PAPERS: tuple[str, ...] = ("FedNest", "AggITD", "FedMSA", "HGP")
@@ -51,14 +52,14 @@ REPLICATION_METRICS: tuple[str, ...] = (
 _REQUIRED = object()  # marks a key without a default
 
 #: Limits that catch absurd values before a run starts. Why these numbers:
-#: - MAX_ROUNDS: the papers run at most a few thousand outer iterations; one iteration of the
+#: - MAX_STEPS: the papers run at most a few thousand outer iterations; one iteration of the
 #:   smallest workload takes ~0.1 s on 2 cores, so 1e6 is already more than a day and 1e13
 #:   (accepted before, "ETA 5e9 hours") is a typo.
 #: - MAX_STEP_SIZE: the configs use steps of 0.003-0.05 on losses that are means over samples;
 #:   a step above 1e4 overflows float32 iterates within a few steps (no paper uses one above 1).
 #: - MAX_ITERATIONS: inner steps, Neumann terms and gossip steps per outer iteration; the
 #:   papers use at most a few hundred, 1e5 would take hours per outer iteration.
-MAX_ROUNDS = 1_000_000
+MAX_STEPS = 1_000_000
 MAX_STEP_SIZE = 1e4
 MAX_ITERATIONS = 100_000
 MAX_BATCH_SIZE = 1_000_000
@@ -126,12 +127,12 @@ _WORKLOAD = {
 }
 
 _RUN = {
-    "rounds": _Key(_REQUIRED, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
-                   f"a positive integer <= {MAX_ROUNDS:,} (outer iterations)"),
-    "eval_every": _Key(1, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
-                       f"a positive integer <= {MAX_ROUNDS:,}"),
-    "checkpoint_every": _Key(10, lambda v: _positive_int(v) and v <= MAX_ROUNDS,
-                             f"a positive integer <= {MAX_ROUNDS:,}"),
+    "steps": _Key(_REQUIRED, lambda v: _positive_int(v) and v <= MAX_STEPS,
+                  f"a positive integer <= {MAX_STEPS:,} (outer iterations)"),
+    "eval_every": _Key(1, lambda v: _positive_int(v) and v <= MAX_STEPS,
+                       f"a positive integer <= {MAX_STEPS:,}"),
+    "checkpoint_every": _Key(10, lambda v: _positive_int(v) and v <= MAX_STEPS,
+                             f"a positive integer <= {MAX_STEPS:,}"),
     "seed": _Key(0, _nonnegative_int, "an integer >= 0"),
     "device": _Key("cpu", lambda v: v in DEVICES, f"one of {list(DEVICES)}"),
     "dtype": _Key("float32", lambda v: v in DTYPES, f"one of {list(DTYPES)}"),
@@ -232,8 +233,7 @@ def _where(source: str, section: str | None, key: str | None = None) -> str:
 
 
 def _suggest(word: str, known: Any) -> str:
-    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    return did_you_mean(word, known, n=1)
 
 
 def _unknown(source: str, section: str | None, key: str, known: Any, what: str = "key") -> \
@@ -313,6 +313,8 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None) ->
         if value is None:
             continue
         section, _, key = dotted.partition(".")
+        if section == "run" and key == DEPRECATED_RUN_KEY:
+            key = "steps"  # a caller's override under the old name
         if not key:
             out[section] = value
             continue
@@ -328,16 +330,18 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
 
     Args:
         path: a TOML file (layout in :class:`~testbed_app.experiments.base.ExperimentConfig`).
-        overrides: ``{"section.key": value}``, e.g. ``{"run.rounds": 5}`` from ``--rounds 5``.
+        overrides: ``{"section.key": value}``, e.g. ``{"run.steps": 5}`` from ``--steps 5``.
 
     Raises:
         ConfigError: the first problem found, naming the file, the section and the key.
     """
     path = Path(path)
     raw = read_toml(path)
+    if isinstance(raw.get("run"), dict):
+        raw["run"] = _renamed_steps(str(path), raw["run"])
     config = validate(apply_overrides(raw, overrides), source=str(path), path=path)
-    file_rounds = raw.get("run", {}).get("rounds") if isinstance(raw.get("run"), dict) else None
-    horizon = file_rounds if _positive_int(file_rounds) else None
+    file_steps = raw["run"].get("steps")
+    horizon = file_steps if _positive_int(file_steps) else None
     return dataclasses.replace(config, horizon=horizon)
 
 
@@ -354,7 +358,7 @@ def validate(raw: Mapping[str, Any], source: str = "<config>",
     for section in ("data", "split", "workload", "algorithm", "run"):
         if section not in raw:
             raise ConfigError(f"{source}: missing section [{section}]")
-    run = _fill(source, "run", raw["run"], _RUN)
+    run = _fill(source, "run", _renamed_steps(source, raw["run"]), _RUN)
     _check_device(source, run["device"])
     data = _check_data(source, raw["data"])
     split = _check_split(source, raw["split"], data, run["seed"])
@@ -366,6 +370,33 @@ def validate(raw: Mapping[str, Any], source: str = "<config>",
                             description=top["description"], data=data, split=split,
                             workload=workload, algorithm=algorithm, run=run,
                             replication=replication, path=path)
+
+
+#: ``[run] rounds``, the old name of ``[run] steps``: it counted outer iterations, while
+#: everywhere else (the ledger, metrics.csv, the papers' formulas) a round is one
+#: communication round. Still read, with a warning, so older configs run unchanged.
+DEPRECATED_RUN_KEY = "rounds"
+
+
+class DeprecatedName(FutureWarning):
+    """An option or config key under its old name (the command line prints it as one
+    ``testbed: warning:`` line)."""
+
+
+def _renamed_steps(source: str, run: Mapping[str, Any]) -> dict[str, Any]:
+    """``[run]`` with the old key ``rounds`` read as ``steps`` (a warning naming the file); both
+    at once is an error."""
+    run = dict(run)
+    if DEPRECATED_RUN_KEY not in run:
+        return run
+    if "steps" in run:
+        raise ConfigError(f"{_where(source, 'run', 'rounds')}: both [run] steps and its old name "
+                          "rounds are set; keep steps (outer iterations)")
+    warnings.warn(f"{_where(source, 'run', 'rounds')} is the old name of [run] steps (outer "
+                  "iterations; a round is a communication round); rename it to steps",
+                  DeprecatedName, stacklevel=3)
+    run["steps"] = run.pop(DEPRECATED_RUN_KEY)
+    return run
 
 
 def _check_device(source: str, device: str) -> None:

@@ -99,11 +99,11 @@ class HGPInfluenceExperiment(DecentralizedRun):
         self.reference = (problem(torch.float64) if net.convex and self.dtype != torch.float64
                           else self.problem)
         self.total_steps = 1 + math.ceil(options["top_k"] / options["retrain_per_step"])
-        if int(config.run["rounds"]) > self.total_steps:
-            raise ValueError(f"[run] rounds: this influence run has {self.total_steps} steps "
+        if int(config.run["steps"]) > self.total_steps:
+            raise ValueError(f"[run] steps: this influence run has {self.total_steps} steps "
                              f"(1 training + HGP step, then top_k={options['top_k']} "
                              f"retrainings, {options['retrain_per_step']} per step); got "
-                             f"{config.run['rounds']}")
+                             f"{config.run['steps']}")
         self.test_x = self.dataset.test_x.to(device=self.device, dtype=self.dtype)
         self.test_y = self.dataset.test_y.to(self.device)
         self.rng = np.random.default_rng([self.seed, 200])

@@ -9,7 +9,7 @@ each row records its ``definition``, and the record the digest of the metrics ro
 computed from and a seal (:func:`results_format.validation.seal`).
 
 A diverged run (``status`` "diverged at step k") gives no number at all: each row's
-``testbed_value`` is that status, and a partial run (``--rounds`` below the config's own
+``testbed_value`` is that status, and a partial run (``--steps`` below the config's own
 horizon) says so in the metadata and in each row's ``differences``.
 """
 

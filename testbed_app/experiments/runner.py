@@ -22,7 +22,7 @@ and nothing deleted; ``recover=True`` (``--recover``) sets the bad file aside an
 the last good state. A torn last row of ``metrics.csv`` is dropped and recomputed, with a note.
 A step whose iterates or losses are no longer finite stops the run as "diverged at step k".
 A checkpoint written by a different config is refused
-(``--rounds``, ``--device``, ``checkpoint_every``, the description and the ``[replication]``
+(``--steps``, ``--device``, ``checkpoint_every``, the description and the ``[replication]``
 table may change between the two). At the end, a
 config with a ``[replication]`` table gets ``<results>/replication/<name>.json``.
 
@@ -90,7 +90,7 @@ from testbed_app.experiments.replication import replication_record
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
 #: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
-RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.rounds", "run.device",
+RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
                                       "run.checkpoint_every")
 
 
@@ -215,7 +215,8 @@ def _split_json(config: ExperimentConfig, experiment: Experiment) -> dict[str, A
 
 
 def _progress_text(row: MetricRow, accuracy: float) -> str:
-    text = f"rounds={int(row['rounds'])} floats={row['floats_sent']:.3g}"
+    """The bar's postfix: what the steps so far cost in communication, and the accuracy."""
+    text = f"comm. rounds={int(row['rounds'])} floats sent={row['floats_sent']:.3g}"
     if not math.isnan(accuracy):
         text += f" acc={accuracy:.4f}"
     return text
@@ -252,7 +253,8 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
         config: a validated config (:func:`~testbed_app.experiments.config.load_config`).
         results_dir: the results root (``results/`` by default on the command line).
         fresh: ignore (and delete) an existing checkpoint and metrics.
-        progress: show a tqdm bar with rounds, accuracy and floats sent so far.
+        progress: show a tqdm bar of outer steps, with the communication rounds, accuracy and
+            floats sent so far.
         recover: set a corrupt, foreign or mismatched checkpoint aside (never deleted) and
             resume from the last good one (``checkpoint.prev.pt``), else from step 0; a
             ``metrics.csv`` whose later rows are dropped is first copied aside.
@@ -337,15 +339,15 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
     # rows after the checkpoint (an interruption between two checkpoints) are recomputed
     _write_metrics(metrics_path, kept)
 
-    rounds, every = int(config.run["rounds"]), int(config.run["checkpoint_every"])
+    steps, every = int(config.run["steps"]), int(config.run["checkpoint_every"])
     tic = time.perf_counter()
     accuracy = math.nan
     status = "completed"
-    bar = tqdm(total=rounds, initial=min(start, rounds), desc=config.name, unit="step",
-               disable=not progress)
+    bar = tqdm(total=steps, initial=min(start, steps), desc=f"{config.name}: outer steps",
+               unit="step", disable=not progress)
     writer = _MetricsWriter(metrics_path)
     try:
-        for step in range(start + 1, rounds + 1):
+        for step in range(start + 1, steps + 1):
             row = experiment.step()
             if int(row["step"]) != step:
                 raise RuntimeError(f"{config.name}: experiment reported step {row['step']} "
@@ -361,22 +363,22 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
                 accuracy = row["test_accuracy"]
             bar.update(1)
             bar.set_postfix_str(_progress_text(row, accuracy))
-            if step % every == 0 or step == rounds:
+            if step % every == 0 or step == steps:
                 save_checkpoint(checkpoint_path, experiment, step, config_hash,
                                 writer.digest(step))
                 if segment_steps is not None and step - start >= segment_steps and \
-                        step < rounds:
+                        step < steps:
                     status = f"paused at step {step}"
                     break
     finally:
         writer.close()
         bar.close()
 
-    rows = [r for r in read_metrics(metrics_path) if r["step"] <= rounds]
-    horizon = config.horizon if config.horizon is not None else rounds
+    rows = [r for r in read_metrics(metrics_path) if r["step"] <= steps]
+    horizon = config.horizon if config.horizon is not None else steps
     if status == "completed" and len(rows) < horizon:
-        status = (f"partial: {len(rows)} of the config's {horizon} steps (--rounds {rounds}); "
-                  "rerun without --rounds to complete it")
+        status = (f"partial: {len(rows)} of the config's {horizon} steps (--steps {steps}); "
+                  "rerun without --steps to complete it")
     metadata.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
                      "seconds_this_session": time.perf_counter() - tic, "steps": len(rows),
                      "status": status})

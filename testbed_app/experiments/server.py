@@ -50,7 +50,7 @@ class ServerExperiment:
         run = config.run
         self.device = torch.device(device or run["device"])
         self.eval_every = int(run["eval_every"])
-        self.last_step = int(run["rounds"])
+        self.last_step = int(run["steps"])
         self.dataset = load_data(config.data)
         options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
         # the split spec, not a computed split: loss tuning splits its long-tailed subsample

@@ -80,8 +80,8 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
 NOT_TRUSTED = "not trusted"
 #: What a row of an untrusted file keeps: the claim's words, from the registry recorded in
 #: ``metadata.json`` (never from the file that is not believed).
-_WORDS = ("paper", "reference", "kind", "statement", "estimators", "expected", "decision",
-          "corrects")
+_WORDS = ("paper", "reference", "kind", "statement", "estimators", "estimator", "expected",
+          "decision", "corrects", "origin", "builtin")
 
 
 def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -104,7 +104,8 @@ def _empty_row(claim_id: str, entry: dict[str, Any] | None, verdict: str) -> dic
 
 def _untrusted_row(run_id: str, reason: str, registered: dict[str, dict[str, Any]]
                    ) -> dict[str, Any]:
-    row = _empty_row(run_id, registered.get(run_id.split("@")[0]), NOT_TRUSTED)
+    entry = registered.get(run_id) or registered.get(run_id.split("@")[0])
+    row = _empty_row(run_id, entry, NOT_TRUSTED)
     row["trust_problem"] = reason
     return row
 

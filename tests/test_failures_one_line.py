@@ -52,7 +52,7 @@ def checked(tmp_path_factory) -> Path:
 def test_results_or_out_naming_a_file_is_one_line(tmp_path, capsys, checked):
     afile = tmp_path / "afile"
     afile.write_text("mine")
-    config = write(tmp_path, {"run.rounds": 1})
+    config = write(tmp_path, {"run.steps": 1})
     for argv in (["check", "--claim", CLAIM, "--results", str(afile)],
                  ["report", "--results", str(afile), "--out", str(tmp_path / "o")],
                  ["report", "--results", str(checked), "--out", str(afile)],
@@ -240,9 +240,9 @@ def test_report_on_a_full_disk_is_one_line(tmp_path, capsys, checked, full_disk)
 
 
 def test_run_on_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
-    path = write(tmp_path, {"run.rounds": 2, "run.checkpoint_every": 1})
+    path = write(tmp_path, {"run.steps": 2, "run.checkpoint_every": 1})
     results = tmp_path / "results"
-    assert main(["run", str(path), "--results", str(results), "--quiet", "--rounds",
+    assert main(["run", str(path), "--results", str(results), "--quiet", "--steps",
                  "1"]) == 0
     folder = results / "runs" / "tiny"
     before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
@@ -273,7 +273,7 @@ DISK_SCRIPT = textwrap.dedent("""
         os.close(descriptor)
     def tmp_files():
         return [str(p) for p in mount.rglob("*.tmp")]
-    assert main(["run", config, "--results", str(results), "--quiet", "--rounds", "1"]) == 0
+    assert main(["run", config, "--results", str(results), "--quiet", "--steps", "1"]) == 0
     assert main(["check", "--claim", sys.argv[3], "--results", str(results), "--quiet"]) == 0
     metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
     claim = (results / "claims" / (sys.argv[3] + ".json")).read_bytes()
@@ -307,7 +307,7 @@ def test_a_real_full_and_read_only_tmpfs(tmp_path):
         pytest.skip("a tmpfs of its own needs a private mount namespace (unshare -m, root)")
     mount = tmp_path / "disk"
     mount.mkdir()
-    config = write(tmp_path, {"run.rounds": 2, "run.checkpoint_every": 1})
+    config = write(tmp_path, {"run.steps": 2, "run.checkpoint_every": 1})
     script = tmp_path / "disk_full.py"
     script.write_text(DISK_SCRIPT)
     # Why 8 MB: room for a 1-step run, one claim's results and a report's figures, so that
@@ -362,8 +362,8 @@ def _alive(pid: int) -> bool:
 def test_workers_of_a_killed_jobs_driver_do_not_outlive_it(tmp_path):
     """`testbed run --jobs 2` killed (SIGKILL): its pool workers and the resource tracker end
     within seconds (they ran 45 s and more before)."""
-    a = write(tmp_path, {"run.rounds": 2000, "run.checkpoint_every": 1000}, name="a.toml")
-    b = write(tmp_path, {"name": "other", "run.rounds": 2000, "run.checkpoint_every": 1000},
+    a = write(tmp_path, {"run.steps": 2000, "run.checkpoint_every": 1000}, name="a.toml")
+    b = write(tmp_path, {"name": "other", "run.steps": 2000, "run.checkpoint_every": 1000},
               name="b.toml")
     driver = subprocess.Popen([sys.executable, "-m", "testbed_app", "run", str(a), str(b),
                                "--results", str(tmp_path / "results"), "--quiet", "--jobs",

@@ -210,7 +210,7 @@ def partial_run(tmp_path_factory) -> dict[str, object]:
     edits = {"run.checkpoint_every": 1, "replication.threshold": 0.99}
     path = write(root, edits)
     runner.run_experiment(load_config(path), root / "straight", progress=False)
-    runner.run_experiment(load_config(path, {"run.rounds": 2}), root / "partial",
+    runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial",
                           progress=False)
     return {"root": root, "edits": edits,
             "straight": (root / "straight" / "runs" / "tiny" / "metrics.csv").read_bytes(),
@@ -346,9 +346,9 @@ def test_an_edited_checkpoint_is_named_with_recover(tmp_path, partial_run, capsy
 def test_a_checkpoint_of_another_algorithm_is_named_not_an_attribute_error(tmp_path, capsys):
     """An FBO-AggITD checkpoint given to a FedNest run (its config fingerprint and metrics
     digest forged to match, resealed): one line naming the checkpoint and --recover."""
-    fednest = write(tmp_path, {"run.rounds": 1})
+    fednest = write(tmp_path, {"run.steps": 1})
     (tmp_path / "other").mkdir()
-    aggitd = write(tmp_path / "other", {"run.rounds": 1, "algorithm": {
+    aggitd = write(tmp_path / "other", {"run.steps": 1, "algorithm": {
         "name": "fbo-aggitd", "inner_steps": 1, "local_steps": 1,
         "inner_step_size": 0.05, "outer_step_size": 0.05, "neumann_step_size": 0.05}})
     runner.run_experiment(load_config(aggitd), tmp_path / "aggitd", progress=False)
@@ -361,7 +361,7 @@ def test_a_checkpoint_of_another_algorithm_is_named_not_an_attribute_error(tmp_p
     _save(folder, raw, reseal=True)
     capsys.readouterr()
     assert main(["run", str(fednest), "--results", str(tmp_path / "results"), "--quiet",
-                 "--rounds", "2"]) == 2
+                 "--steps", "2"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "AttributeError" not in err.split(":")[0]
     assert "checkpoint.pt: does not fit this experiment" in err and "--recover" in err

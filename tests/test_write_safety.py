@@ -76,7 +76,7 @@ def test_check_and_run_never_write_through_links_at_old_temporary_names(tmp_path
     (results / "claims").mkdir(parents=True)
     (results / "claims" / f"{CLAIM}.json.tmp").symlink_to(victim)
     assert main(["check", "--claim", CLAIM, "--results", str(results), "--quiet"]) == 0
-    path = write(tmp_path, {"run.rounds": 2})
+    path = write(tmp_path, {"run.steps": 2})
     folder = results / "runs" / "tiny"
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt.tmp").symlink_to(victim)
@@ -153,8 +153,8 @@ def test_a_config_with_a_nul_in_its_name_names_the_file_and_key(tmp_path, capsys
 
 def test_fresh_never_deletes_another_configs_run_folder(tmp_path, capsys):
     """a.toml then b.toml --fresh, both with name = "tiny": refused, a's run kept."""
-    a = write(tmp_path, {"run.rounds": 1}, name="a.toml")
-    b = write(tmp_path, {"run.rounds": 1, "run.seed": 4}, name="b.toml")
+    a = write(tmp_path, {"run.steps": 1}, name="a.toml")
+    b = write(tmp_path, {"run.steps": 1, "run.seed": 4}, name="b.toml")
     results = tmp_path / "results"
     assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
     metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
@@ -185,7 +185,7 @@ def test_fresh_refuses_a_folder_the_testbed_did_not_record(tmp_path, capsys):
     folder = results / "runs" / "tiny"
     folder.mkdir(parents=True)
     (folder / "notes.txt").write_text("mine")
-    path = write(tmp_path, {"run.rounds": 1})
+    path = write(tmp_path, {"run.steps": 1})
     assert main(["run", str(path), "--results", str(results), "--quiet", "--fresh"]) == 2
     assert "names no config file" in _one_line(capsys)
     assert (folder / "notes.txt").read_text() == "mine"
@@ -193,8 +193,8 @@ def test_fresh_refuses_a_folder_the_testbed_did_not_record(tmp_path, capsys):
 
 def test_two_configs_of_one_name_in_one_command_are_refused_before_any_work(tmp_path,
                                                                             capsys):
-    a = write(tmp_path, {"run.rounds": 1}, name="a.toml")
-    b = write(tmp_path, {"run.rounds": 1}, name="b.toml")
+    a = write(tmp_path, {"run.steps": 1}, name="a.toml")
+    b = write(tmp_path, {"run.steps": 1}, name="b.toml")
     for jobs in ("1", "2"):
         assert main(["run", str(a), str(b), "--results", str(tmp_path / "results"),
                      "--quiet", "--jobs", jobs]) == 2
@@ -233,7 +233,7 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 def test_a_run_folder_held_by_another_process_is_one_line_naming_it(tmp_path, capsys):
-    path = write(tmp_path, {"run.rounds": 1})
+    path = write(tmp_path, {"run.steps": 1})
     results = tmp_path / "results"
     holder = _hold(results, "run-tiny", "hold")
     try:
@@ -275,10 +275,11 @@ def test_locks_are_reentrant_and_released(tmp_path):
         assert record["pid"] == os.getpid()
 
 
+@pytest.mark.slow  # two processes importing torch; the held-lock tests above cover the rule
 def test_two_runs_of_one_config_at_once_do_not_share_the_folder(tmp_path):
     """The review's race (two `testbed run` of one config at once: 397 or 401 rows instead
     of 200 in 4 of 10 trials): the second process stops with exit 2 naming the first."""
-    path = write(tmp_path, {"run.rounds": 400, "run.checkpoint_every": 50})
+    path = write(tmp_path, {"run.steps": 400, "run.checkpoint_every": 50})
     results = tmp_path / "results"
     command = [sys.executable, "-m", "testbed_app", "run", str(path), "--results",
                str(results), "--quiet", "--threads", "1"]
@@ -294,7 +295,7 @@ def test_two_runs_of_one_config_at_once_do_not_share_the_folder(tmp_path):
         assert f"pid {first.pid}" in second.stderr and second.stderr.count("\n") == 1
     finally:
         first.terminate()
-        first.wait(timeout=60)
+        first.communicate(timeout=60)  # waits, and closes its pipe
     rows = runner.read_metrics(results / "runs" / "tiny" / "metrics.csv")
     assert [r["step"] for r in rows] == list(range(1, len(rows) + 1))
 

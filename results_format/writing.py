@@ -51,6 +51,26 @@ def write_failed(path: Path, error: OSError) -> WriteFailed:
     return failed
 
 
+def _creation_mode() -> int:
+    """The mode ``open(path, "w")`` gives a new file: 0666 less the process's umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+#: Read once at import (reading the umask means setting it, so not at every write).
+_NEW_FILE_MODE = _creation_mode()
+
+
+def _mode_for(path: Path) -> int:
+    """The mode the file written at ``path`` gets: the old file's, as a rewrite in place would
+    keep it, else a new file's (:data:`_NEW_FILE_MODE`)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        return _NEW_FILE_MODE
+
+
 def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -79,6 +99,7 @@ def atomic_output(path: Path) -> Iterator[tuple[IO[bytes], Path]]:
         raise write_failed(path, error) from None
     temporary = Path(name)
     try:
+        os.fchmod(descriptor, _mode_for(path))  # mkstemp makes 0600: give a plain file's mode
         with os.fdopen(descriptor, "wb") as handle:
             yield handle, temporary
             handle.flush()

@@ -53,6 +53,20 @@ def test_atomic_write_never_writes_through_a_planted_link(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["x.json", "x.json.tmp"]
 
 
+def test_written_files_get_a_plain_files_mode(tmp_path):
+    """Not mkstemp's 0600: a report or results folder stays readable as before."""
+    plain = tmp_path / "plain.json"
+    plain.write_text("")  # what open(path, "w") gives under this process's umask
+    fresh = tmp_path / "new.json"
+    atomic_write(fresh, "{}")
+    old = tmp_path / "old.json"
+    old.write_text("")
+    old.chmod(0o640)
+    atomic_write(old, "{}")
+    assert fresh.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+    assert old.stat().st_mode & 0o777 == 0o640
+
+
 def test_a_failed_write_leaves_the_earlier_file_and_no_temporary(tmp_path):
     from results_format.writing import WriteFailed, atomic_write_bytes
 

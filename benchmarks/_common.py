@@ -28,6 +28,7 @@ import torch.utils.benchmark as benchmark
 from results_format import BENCH_SCHEMA
 from results_format.provenance import package_versions
 from results_format.resume import write_json
+from testbed.precision import precision_record, set_precision
 
 Row = dict[str, float | int | str | bool]
 Target = dict[str, float | str | bool]
@@ -178,12 +179,14 @@ def load_average() -> float:
 
 
 def machine(device_list: Sequence[str]) -> dict[str, Any]:
-    """The ``machine`` block: CPU, cores, devices timed, torch, threads and load."""
+    """The ``machine`` block: CPU, cores, devices timed, torch, threads, the precision policy
+    (:mod:`testbed.precision`: ``tf32`` and the flags as torch reports them) and load."""
     timed = [f"cuda ({torch.cuda.get_device_name(0)})" if d == "cuda" else d
              for d in device_list]
     if not torch.cuda.is_available():
         timed.append("no CUDA GPU available")
     versions = package_versions(("torch",))
+    precision = precision_record()
     return {
         "cpu": _cpu_name(),
         "cores": int(os.cpu_count() or 1),
@@ -191,6 +194,8 @@ def machine(device_list: Sequence[str]) -> dict[str, Any]:
         "torch": versions["torch"],
         "torch_threads": torch.get_num_threads(),
         "python": versions["python"],
+        "tf32": bool(precision["tf32"]),
+        "precision": ", ".join(f"{k}={v}" for k, v in precision.items() if k != "tf32"),
     }
 
 
@@ -254,7 +259,7 @@ Measure = Callable[[bool, list[str]], tuple[list[Row], list[Target]]]
 
 def run_benchmark(
     name: str, description: str, measure: Measure, *, quick: bool, out_dir: Path,
-    device: str | None = None, threads: int = 1,
+    device: str | None = None, threads: int = 1, tf32: bool = False,
 ) -> Path:
     """Measure on the available devices, record the machine and its load, write the file.
 
@@ -264,8 +269,10 @@ def run_benchmark(
     Why 1 by default: on a shared machine torch's parallel CPU kernels stall behind other
     processes (a 100-row gather took 28 ms with 2 threads at load 9 on 2 cores, 21 us with 1),
     so single-threaded timings are the ones that compare across runs; both sides of a ratio
-    run with the same setting.
+    run with the same setting. ``tf32``: the precision policy (:func:`testbed.precision.
+    set_precision`; off unless ``--tf32`` asks), recorded in the file's ``machine`` block.
     """
+    set_precision(tf32)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     device_list = devices(device)
@@ -290,7 +297,7 @@ def cli(name: str, description: str, measure: Measure, argv: Sequence[str] | Non
     add_arguments(parser)
     args = parser.parse_args(argv)
     path = run_benchmark(name, description, measure, quick=args.quick, out_dir=args.out,
-                         device=args.device, threads=args.threads)
+                         device=args.device, threads=args.threads, tf32=args.tf32)
     print(f"wrote {path}")
     return 0
 
@@ -304,3 +311,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="time only this device (default: cpu, and cuda when available)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads while timing (default 1; see run_benchmark)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="allow TF32 on a GPU (default: off, testbed.precision's policy)")

@@ -309,7 +309,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             authors_repo(args.authors_repo)  # fail early, before any timing
             os.environ[AUTHORS_ENV] = str(args.authors_repo)
         path = run_benchmark(NAME, DESCRIPTION, measure, quick=args.quick, out_dir=args.out,
-                             device=args.device or "cpu", threads=args.threads)
+                             device=args.device or "cpu", threads=args.threads,
+                             tf32=args.tf32)
     except AuthorsCodeError as error:
         print(f"{NAME}: {error}", file=sys.stderr)
         return 2

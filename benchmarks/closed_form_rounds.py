@@ -35,7 +35,9 @@ autograd loop at M = 100, d = 50.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -52,7 +54,7 @@ from _loops import (
     stream_pass,
 )
 
-from problems import PerClientLoop, Problem, QuadraticBilevel
+from problems import Owned, PerClientLoop, Problem, QuadraticBilevel
 from testbed import get_estimator
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.estimators.aggitd import draw_index
@@ -183,15 +185,121 @@ def measure_point(name: str, algorithm: OuterAlgorithm, problem: QuadraticBileve
 
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
-    del device_list  # float64 closed-form problems: CPU only
     rows: list[Row] = []
-    for d in DIMS(quick):
-        for M in CLIENTS(quick):
-            problem = QuadraticBilevel.random(M, d, d, 10.0, 0.3, seed=0)
+    if "cpu" in device_list:
+        for d in DIMS(quick):
+            for M in CLIENTS(quick):
+                problem = QuadraticBilevel.random(M, d, d, 10.0, 0.3, seed=0)
+                for name, algorithm in algorithms(problem).items():
+                    rows.append({"device": "cpu", **measure_point(name, algorithm, problem,
+                                                                  quick)})
+                del problem
+    out = targets(rows, quick) if rows else []
+    if "cuda" in device_list:
+        gpu_rows = cuda_rows(quick)
+        rows += gpu_rows
+        out += cuda_targets(gpu_rows)
+    return rows, out
+
+
+# ------------------------------------------------------------------------------- on a GPU
+#: The CUDA rows (issue 24): a FedNest and an FBO-AggITD round at d = 200 and M = 10^3, 10^4
+#: and 10^5 on the GPU, float64, against the same-work replica on the same GPU.
+CUDA_CLIENTS = Sized(full=(1000, 10_000, 100_000), quick=(8,))
+CUDA_DIM = Sized(full=200, quick=3)
+#: Clients drawn by ``QuadraticBilevel.random`` (on the CPU), then repeated on the GPU up to M.
+#: Why: drawing 10^4 clients at d = 200 takes 250 s on 2 CPU cores (eigen-decompositions of
+#: each client's spread), longer than a GPU session's budget for this benchmark, while a round's
+#: time does not depend on the matrices' values, only on their number and size; every client is
+#: still a validated problem's client (the constructor checks the repeated arrays on the GPU).
+CUDA_TILE = Sized(full=100, quick=4)
+#: Device memory the arrays may take (the rest: the round's temporaries, the allocator's slack).
+CUDA_MEMORY_FRACTION = 0.8
+TARGET_LINEAR = 1.3  # time per client at the largest M over M = 10^3 (the scale benchmark's)
+
+
+def array_bytes(clients: int, dim: int) -> int:
+    """Bytes of a ``QuadraticBilevel``'s float64 arrays with ``dim_x = dim_y = dim``: five
+    ``(M, d, d)`` stacks (A, B, C, D, E) and three ``(M, d)`` vectors."""
+    return 8 * clients * (5 * dim * dim + 3 * dim)
+
+
+def tiled(base: QuadraticBilevel, clients: int) -> QuadraticBilevel:
+    """``base``'s clients repeated up to ``clients`` on torch's default device (module
+    constants above)."""
+    reps = -(-clients // base.n_clients)
+
+    def rep(array: torch.Tensor) -> Owned:
+        moved = array.to(torch.get_default_device())
+        return Owned(moved.repeat(reps, *([1] * (moved.dim() - 1)))[:clients].contiguous())
+
+    return QuadraticBilevel(*(rep(getattr(base, k)) for k in "ABbCDcEe"),
+                            name="QuadraticBilevel.tiled")
+
+
+def cuda_rows(quick: bool) -> list[Row]:
+    """The CUDA rows: batched round and replica, interleaved on the GPU; a point whose arrays
+    do not fit the GPU's free memory is a row saying so (``skipped``), not a crash."""
+    d = CUDA_DIM(quick)
+    base = QuadraticBilevel.random(CUDA_TILE(quick), d, d, 10.0, 0.3, seed=0)
+    rows: list[Row] = []
+    gpu = torch.cuda.get_device_name(0)
+    for M in CUDA_CLIENTS(quick):
+        need, (free, _) = array_bytes(M, d), torch.cuda.mem_get_info()
+        if need > CUDA_MEMORY_FRACTION * free:
+            rows.append({"device": "cuda", "algorithm": "fednest, fbo-aggitd", "clients": M,
+                         "dim": d, "array_gb": need / 1e9,
+                         "skipped": f"needs {need / 1e9:.0f} GB of float64 arrays; {gpu} has "
+                                    f"{free / 1e9:.0f} GB free ({CUDA_MEMORY_FRACTION:.0%} "
+                                    "usable)"})
+            continue
+        with torch.device("cuda"):
+            start = time.perf_counter()
+            problem = tiled(base, M)
+            torch.cuda.synchronize()
+            build_s = time.perf_counter() - start
             for name, algorithm in algorithms(problem).items():
-                rows.append(measure_point(name, algorithm, problem, quick))
-            del problem
-    return rows, targets(rows, quick)
+                state = algorithm.init(problem)
+                timings = interleaved({"batched": functools.partial(one_round, algorithm,
+                                                                    problem, state),
+                                       "replica": replica(name, algorithm, problem, state)},
+                                      quick=quick)
+                batched = timings["batched"]
+                scale = max(1.0, float(_x(batched.result).abs().max()))
+                gap = float((_x(timings["replica"].result) - _x(batched.result)).abs().max())
+                if not gap <= AGREE_RTOL * scale:
+                    raise AssertionError(f"{name}, M = {M}, d = {d}, cuda: the replica's iterate "
+                                         f"differs from the batched one by {gap:.3g}")
+                rows.append({"device": "cuda", "algorithm": name, "clients": M, "dim": d,
+                             "array_gb": need / 1e9, "build_s": build_s,
+                             "batched_s": batched.median,
+                             "replica_s": timings["replica"].median,
+                             "replica_over_batched": timings["replica"].median / batched.median,
+                             "batched_ms_per_client": 1e3 * batched.median / M,
+                             "repeats": batched.repeats})
+        del problem
+        torch.cuda.empty_cache()
+    return rows
+
+
+def cuda_targets(rows: list[Row]) -> list[Target]:
+    """Within 1.5x of the same-work replica at every measured M; time per client at the
+    largest measured M within 1.3x of the smallest (linear in M)."""
+    out: list[Target] = []
+    measured = [r for r in rows if "skipped" not in r]
+    for row in measured:
+        out.append(target(f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}, cuda: "
+                          "batched / same-work replica",
+                          1.0 / float(row["replica_over_batched"]), TARGET_REPLICA, "at_most"))
+    for name in sorted({str(r["algorithm"]) for r in measured}):
+        by_m = {int(r["clients"]): r for r in measured if r["algorithm"] == name}
+        if len(by_m) >= 2:
+            low, high = min(by_m), max(by_m)
+            growth = (float(by_m[high]["batched_ms_per_client"])
+                      / float(by_m[low]["batched_ms_per_client"]))
+            out.append(target(f"{name}, cuda: time per client at M = {high} over M = {low}",
+                              growth, TARGET_LINEAR, "at_most"))
+    return out
 
 
 def targets(rows: list[Row], quick: bool) -> list[Target]:

@@ -49,6 +49,10 @@ def point(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     from _common import time_call
+
+    from testbed.precision import set_precision
+
+    set_precision()  # a fresh interpreter: the policy again (float64 never uses TF32 anyway)
     from closed_form_rounds import algorithms, one_round
 
     from problems import QuadraticBilevel

@@ -36,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in args.names or list(BENCHMARKS):
         module = BENCHMARKS[name]
         path = run_benchmark(module.NAME, module.DESCRIPTION, module.measure, quick=args.quick,
-                             out_dir=args.out, device=args.device, threads=args.threads)
+                             out_dir=args.out, device=args.device, threads=args.threads,
+                             tf32=args.tf32)
         print(f"wrote {path}", flush=True)
     return 0
 

@@ -6,10 +6,12 @@ from problems._base import (
     Batch,
     ClosedFormOracles,
     ClosedFormProblem,
+    Owned,
     Problem,
     ProblemConstants,
     ProblemError,
     ProblemKind,
+    default_device,
     from_spec,
 )
 from problems._rows import RecentCache, all_clients, is_plain, matvec, memory_key, rmatvec
@@ -59,6 +61,8 @@ register(ProblemInfo(
 
 __all__ = [
     "PROBLEM_KINDS",
+    "default_device",
+    "Owned",
     "ProblemFamily",
     "Batch",
     "ClosedFormOracles",

@@ -468,19 +468,30 @@ class Owned:
         self.array = array
 
 
+def default_device() -> torch.device:
+    """torch's default device (``torch.set_default_device``; the CPU unless a command's
+    ``--device`` set it): where a problem built from numpy arrays puts them."""
+    getter = getattr(torch, "get_default_device", None)  # torch >= 2.3
+    return getter() if getter is not None else torch.empty(0).device
+
+
 def as_tensor(array: object) -> torch.Tensor:
     """float64 tensor copy of ``array`` (numpy array, tensor or nested list); an :class:`Owned`
-    float64 array is taken without a copy."""
+    float64 array is taken without a copy. A numpy array or list goes to
+    :func:`default_device`; a tensor stays where it is."""
     if isinstance(array, Owned):
         inner = array.array
         if isinstance(inner, np.ndarray) and inner.dtype == np.float64:
-            return torch.from_numpy(np.ascontiguousarray(inner))
+            shared = torch.from_numpy(np.ascontiguousarray(inner))
+            device = default_device()
+            return shared if device.type == "cpu" else shared.to(device)
         return torch.as_tensor(inner, dtype=torch.float64).detach()
     return torch.as_tensor(array, dtype=torch.float64).detach().clone()
 
 
-def from_spec(spec: dict[str, object]) -> object:
-    """Rebuild a problem from its :meth:`spec` (a counterexample's recipe).
+def from_spec(spec: dict[str, object], device: str | torch.device | None = None) -> object:
+    """Rebuild a problem from its :meth:`spec` (a counterexample's recipe), on ``device``
+    (default: :func:`default_device`).
 
     Families register a builder in :data:`SPEC_BUILDERS` under their ``family`` name.
     """
@@ -488,7 +499,9 @@ def from_spec(spec: dict[str, object]) -> object:
     if family not in SPEC_BUILDERS:
         raise KeyError(f"no builder for problem family {family!r}; known: {sorted(SPEC_BUILDERS)}")
     kwargs = {k: v for k, v in spec.items() if k != "family"}
-    return SPEC_BUILDERS[str(family)](**kwargs)
+    problem = SPEC_BUILDERS[str(family)](**kwargs)
+    move = getattr(problem, "to", None)
+    return move(device) if device is not None and move is not None else problem
 
 
 SPEC_BUILDERS: dict[str, Callable[..., object]] = {}

@@ -193,7 +193,7 @@ def draw_indices(
     if batch_size < 1:
         raise ProblemError(f"{problem}: batch size must be >= 1, got {batch_size}")
     indices = rng.integers(0, n_samples, size=(int(clients.shape[0]), batch_size))
-    return Batch(torch.as_tensor(indices, dtype=torch.long))
+    return Batch(torch.as_tensor(indices, dtype=torch.long, device=clients.device))
 
 
 def centered_noise(

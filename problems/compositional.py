@@ -288,14 +288,14 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     # ---------------------------------------------------------------- identity
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Every array that defines the problem (``W0, w0, ..., Q, t`` and samples)."""
-        out = {k: v.numpy().copy() for k, v in self._named_arrays().items()}
+        out = {k: v.cpu().numpy().copy() for k, v in self._named_arrays().items()}
         if self.n_samples:
             assert self.W_samples is not None and self.w_samples is not None
             assert self.t_samples is not None
             for n in range(self.n_levels):
-                out[f"W{n}_samples"] = self.W_samples[n].numpy().copy()
-                out[f"w{n}_samples"] = self.w_samples[n].numpy().copy()
-            out["t_samples"] = self.t_samples.numpy().copy()
+                out[f"W{n}_samples"] = self.W_samples[n].cpu().numpy().copy()
+                out[f"w{n}_samples"] = self.w_samples[n].cpu().numpy().copy()
+            out["t_samples"] = self.t_samples.cpu().numpy().copy()
         return out
 
     # -------------------------------------------------------------- level maps
@@ -407,7 +407,8 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     def optimum(self) -> torch.Tensor:
         """``x* = (G^T Qbar G)^{-1} G^T (tbar - Qbar c)`` with ``c = u(0)`` (least
         squares)."""
-        c = self.level_values(torch.zeros(self.dims[0], dtype=torch.float64))[-1]
+        c = self.level_values(torch.zeros(self.dims[0], dtype=torch.float64,
+                                          device=self.device))[-1]
         G, m = self.composed_matrix(), self.means
         return torch.linalg.solve(self.objective_hessian(), G.T @ (m["t"] - m["Q"] @ c))
 
@@ -459,6 +460,6 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         if self.n_levels == 1:
             out["grad_inner_y"] = out["value_0"]
             out["grad_outer_y"] = out["grad_1"]
-            out["grad_outer_x"] = torch.zeros(self.n_clients, dtype=torch.float64)
-            out["hessian_inner"] = torch.zeros(self.n_clients, dtype=torch.float64)
+            zero = torch.zeros(self.n_clients, dtype=torch.float64, device=self.device)
+            out["grad_outer_x"], out["hessian_inner"] = zero, zero.clone()
         return out

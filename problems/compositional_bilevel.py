@@ -124,8 +124,8 @@ class CompositionalBilevelView:
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return (
-            torch.zeros(self.dims[0], dtype=torch.float64),
-            torch.zeros(self.dims[1], dtype=torch.float64),
+            torch.zeros(self.dims[0], dtype=torch.float64, device=self.W[0].device),
+            torch.zeros(self.dims[1], dtype=torch.float64, device=self.W[0].device),
         )
 
     def exact_inner_solution(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,6 +19,7 @@ the client means, and the starting point ``(0, 0)``.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -57,6 +58,17 @@ class _Attributes(dict[str, Any]):
 #: The knobs of a client Hessian spread ``S_i`` and of the sample noise ``N_ij`` on it, in the
 #: families that draw ``H^{1/2} (I + S_i + N_ij) H^{1/2}``: their sum must stay below 1.
 HESSIAN_SPREADS = ("hessian_heterogeneity", "hessian_noise")
+
+
+def _moved(value: Any, device: torch.device) -> Any:
+    """``value`` with every tensor in it (in dicts, lists and tuples too) on ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _moved(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):
+        return type(value)(_moved(v, device) for v in value)
+    return value
 
 
 def either(knob: float | None, shorthand: float) -> float:
@@ -134,13 +146,38 @@ class ProblemFamily:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Every array that defines the problem, for saving a counterexample exactly."""
-        out = {k: getattr(self, k).numpy().copy() for k in self.ARRAY_NAMES}
+        out = {k: getattr(self, k).cpu().numpy().copy() for k in self.ARRAY_NAMES}
         if getattr(self, "n_samples", 0):
-            out.update({k: getattr(self, k).numpy().copy() for k in self.SAMPLE_NAMES})
+            out.update({k: getattr(self, k).cpu().numpy().copy() for k in self.SAMPLE_NAMES})
         return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r})"
+
+    @property
+    def device(self) -> torch.device:
+        """Where the problem's arrays live: its oracles, exact answers and starting point
+        compute there (float64 on a GPU too)."""
+        for value in vars(self).values():
+            if isinstance(value, torch.Tensor):
+                return value.device
+        return torch.device("cpu")
+
+    def to(self, device: str | torch.device) -> Any:
+        """This problem with every array on ``device`` (a copy; dtypes kept, float64): the same
+        problem, the same id and recipe, its oracles and exact answers computed there. Caches
+        (``functools.cached_property``: client means, gathered rows) are dropped and rebuilt on
+        the device when first used."""
+        device = torch.device(device)
+        if device == self.device:
+            return self
+        out = copy.copy(self)
+        for key, value in vars(self).items():
+            if isinstance(getattr(type(self), key, None), functools.cached_property):
+                del vars(out)[key]
+            else:
+                vars(out)[key] = _moved(value, device)
+        return out
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
@@ -209,8 +246,8 @@ class ClientArrayFamily(ProblemFamily):
             matrices + matrices.transpose(-1, -2))
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(self.dim_x, dtype=torch.float64),
-                torch.zeros(self.dim_y, dtype=torch.float64))
+        return (torch.zeros(self.dim_x, dtype=torch.float64, device=self.device),
+                torch.zeros(self.dim_y, dtype=torch.float64, device=self.device))
 
     def _inner_constants(self, hessians: str, linear: str, **outer: float) -> ProblemConstants:
         """:class:`~problems._base.ProblemConstants` of an inner objective with client Hessians

@@ -64,7 +64,7 @@ _NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "hessian_noise", "cross_noise", "
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
     """Row c: block ``clients[c]`` (of size ``block``) of ``x[c]`` (x is ``(C, n * block)``)."""
     count = x.shape[0]
-    index = torch.arange(count) * n + clients
+    index = torch.arange(count, device=clients.device) * n + clients
     return x.reshape(count * n, block).index_select(0, index)
 
 
@@ -240,7 +240,7 @@ class PerClientQuadratic(ClientArrayFamily):
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:
         """``h(x) = mean_i f_i(y*(x), lambda_i)``."""
         y = self.exact_inner_solution(x)
-        clients = torch.arange(self.n_clients)
+        clients = torch.arange(self.n_clients, device=self.device)
         return self.outer_loss(x.expand(self.n_clients, -1), y.expand(self.n_clients, -1),
                                clients, None).mean()
 
@@ -248,11 +248,13 @@ class PerClientQuadratic(ClientArrayFamily):
         """``grad^2 h`` (constant: y* is affine in x and f quadratic), dense ``(dx, dx)``."""
         n, dl, dy = self.n_clients, self.dim_hyper, self.dim_y
         Y = torch.linalg.solve(self.A.sum(0), torch.cat(list(self.C), dim=1))  # dy*/dx
-        P_full = torch.zeros(n, dy, n, dl, dtype=torch.float64)
-        P_full[torch.arange(n), :, torch.arange(n), :] = self.P
+        P_full = torch.zeros(n, dy, n, dl, dtype=torch.float64, device=self.device)
+        every = torch.arange(n, device=self.device)
+        P_full[every, :, every, :] = self.P
         R = Y[None] + P_full.reshape(n, dy, n * dl)  # d r_i / dx, stacked over clients
         hess = torch.einsum("kia,kij,kjb->ab", R, self.Q, R)
-        hess = hess / n + self.rho / n * torch.eye(self.dim_x, dtype=torch.float64)
+        hess = hess / n + self.rho / n * torch.eye(self.dim_x, dtype=torch.float64,
+                                                    device=self.device)
         return 0.5 * (hess + hess.T)
 
     def outer_minimizer(self) -> torch.Tensor:
@@ -260,7 +262,7 @@ class PerClientQuadratic(ClientArrayFamily):
         hess = self.outer_hessian()
         if float(torch.linalg.eigvalsh(hess).min()) <= 0.0:
             raise ProblemError(f"{self.name}: h is not strongly convex (rho = 0?)")
-        zero = torch.zeros(self.dim_x, dtype=torch.float64)
+        zero = torch.zeros(self.dim_x, dtype=torch.float64, device=self.device)
         return torch.linalg.solve(hess, -self.exact_hypergradient(zero))
 
     # ------------------------------------------------------------------ constants

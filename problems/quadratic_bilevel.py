@@ -383,7 +383,7 @@ class QuadraticBilevel(ClientArrayFamily):
                 f"eigenvalue {lowest:.3g}), so it has no unique minimiser"
             )
         return torch.linalg.solve(hess, -self.exact_hypergradient(
-            torch.zeros(self.dim_x, dtype=torch.float64)))
+            torch.zeros(self.dim_x, dtype=torch.float64, device=self.device)))
 
     def hypergradient_jacobian(self) -> torch.Tensor:
         """``dy*/dx = A_bar^{-1} B_bar`` of shape ``(dy, dx)``."""

@@ -154,7 +154,7 @@ class RiskAverse(ProblemFamily):
 
     def mean_level_map(self, n: int, u: torch.Tensor) -> torch.Tensor:
         """``fbar^n(u) = mean_m f^{m,n}(u)`` at a single point ``u (dims[n],)``."""
-        clients = torch.arange(self.n_clients)
+        clients = torch.arange(self.n_clients, device=self.device)
         rows = u.expand(self.n_clients, -1)
         return self.level_map(n, rows, clients).mean(0)
 
@@ -190,20 +190,20 @@ class RiskAverse(ProblemFamily):
             return self._optimum.clone()
 
         def fun(v: np.ndarray) -> tuple[float, np.ndarray]:
-            x = torch.as_tensor(v, dtype=torch.float64)
-            return float(self.objective(x)), self.exact_gradient(x).numpy()
+            x = torch.as_tensor(v, dtype=torch.float64, device=self.device)
+            return float(self.objective(x)), self.exact_gradient(x).cpu().numpy()
 
         # Why maxiter 10_000: BFGS needs O(d) iterations per digit near a smooth
         # minimum; this cap only guards against a runaway, it is never reached on the
         # default instance.
         result = scipy.optimize.minimize(
             fun,
-            self.x_true.numpy(),
+            self.x_true.cpu().numpy(),
             jac=True,
             method="BFGS",
             options={"gtol": 1e-10, "maxiter": 10_000},
         )
-        x_star = torch.as_tensor(result.x, dtype=torch.float64)
+        x_star = torch.as_tensor(result.x, dtype=torch.float64, device=self.device)
         grad_norm = float(torch.linalg.vector_norm(self.exact_gradient(x_star)))
         if grad_norm > 1e-7:
             raise ProblemError(

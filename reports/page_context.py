@@ -326,12 +326,29 @@ def _short(claim_id: str, paper: str) -> str:
 
 
 def _origin(section: ClaimSection) -> str:
-    return str(section.claim.get("origin") or BUILT_IN)
+    """Where a run comes from (the results' ``origin``; for results that record only whether
+    the estimator or the claim is built in, the library or plugin they name)."""
+    claim = section.claim
+    if claim.get("origin"):
+        return str(claim["origin"])
+    entry = claim.get("estimator_entry")
+    if isinstance(entry, dict) and entry.get("builtin") is False:
+        return f"library {entry.get('paper') or 'unknown'}"
+    if claim.get("builtin") is False:
+        return f"plugin {claim.get('paper') or 'unknown'}"
+    return BUILT_IN
 
 
 def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
+    """An outside table's title: its origin, the estimators checked and, for a library's
+    adapter, the entry's reference (the library's version and call)."""
     estimators = sorted({str(s.claim.get("estimator") or "") for s in sections} - {""})
-    return f"{origin}: {', '.join(estimators)}" if estimators else origin
+    references = sorted({str(entry.get("reference")) for s in sections
+                         for entry in (s.claim.get("estimator_entry"),)
+                         if isinstance(entry, dict) and entry.get("reference")
+                         and entry.get("builtin") is False})
+    title = f"{origin}: {', '.join(estimators)}" if estimators else origin
+    return title + (f" ({'; '.join(references)})" if references else "")
 
 
 def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
@@ -395,7 +412,7 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
         outside.append(_grouped(_origin_title(origin, members), f"outside-{slug(origin)}",
                                 members, rows_by_id, origin))
     errata = [Erratum(r, [rows_by_id[c.id] for c in r.corrected_by if c.id in rows_by_id])
-              for p in papers + outside for r in p.rows if r.verdict == "fails as stated"]
+              for p in papers for r in p.rows if r.verdict == "fails as stated"]
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
         headline=_headline(meta), fields=_header_fields(meta), notes=list(notes),

@@ -193,6 +193,14 @@ def _executor(args: argparse.Namespace) -> Executor:
                          args.max_retries)
 
 
+def _add_device_option(parser: argparse.ArgumentParser) -> None:
+    """``--device``: where the claims' closed-form problems and estimators compute
+    (:mod:`testbed.devices`; float64 on a GPU too)."""
+    parser.add_argument("--device", dest="compute_device", choices=("cpu", "cuda"),
+                        default=None, help="compute on this device (default: the CPU); the "
+                        "closed-form problems stay float64 on a GPU")
+
+
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     """Where the units of work run (README "Running on several machines")."""
     from testbed_app.executors import DEFAULT_RETRIES
@@ -295,7 +303,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         warnings.warn("--rounds is the old name of --steps (outer iterations; a round is a "
                       "communication round); use --steps", DeprecatedName, stacklevel=1)
     overrides = {"run.device": args.device,
-                 "run.steps": args.steps if args.steps is not None else args.rounds}
+                 "run.steps": args.steps if args.steps is not None else args.rounds,
+                 "run.tf32": True if args.tf32 else None}
     paths = []
     for arg in map(Path, args.config):
         if arg.is_dir():
@@ -535,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing = _command(sub, "list")
     listing.add_argument("--verbose", "-v", action="store_true",
                          help="also each entry's parameters and defaults, and the config keys")
-    listing.set_defaults(func=_cmd_list)
+    listing.set_defaults(func=_cmd_list, computes=False)
     check = _command(sub, "check")
     check.add_argument("--profile", choices=("fast", "thorough"), default=None,
                        help="fast (default, or $TESTBED_PROFILE) or thorough")
@@ -545,6 +554,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--quiet", action="store_true", help="no progress bar")
     check.add_argument("--claims-only", action="store_true",
                        help="skip the communication and rounds-to-error measurements")
+    _add_device_option(check)
     _add_executor_options(check)
     check.set_defaults(func=_cmd_check)
     calibrate = _command(sub, "calibrate")
@@ -555,6 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="fast (default, or $TESTBED_PROFILE) or thorough")
     calibrate.add_argument("--results", default="results", help="results directory")
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device_option(calibrate)
     _add_executor_options(calibrate)
     calibrate.set_defaults(func=_cmd_calibrate)
     run = _command(sub, "run")
@@ -578,6 +589,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--segment-steps", type=_positive_int, metavar="N",
                      help="with --jobs N or --executor ray: steps per task (a task ends at "
                           "the first checkpoint N steps on; default: [run] checkpoint_every)")
+    run.add_argument("--tf32", action="store_true",
+                     help="override [run] tf32: allow TF32 on a GPU (default off)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     run.set_defaults(func=_cmd_run)
@@ -585,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--results", default="results", help="results directory")
     report.add_argument("--out", default="reports/output", help="output directory")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
-    report.set_defaults(func=_cmd_report)
+    report.set_defaults(func=_cmd_report, computes=False)
     regress = _command(sub, "regress")
     regress.add_argument("--estimator", help="check only this registered entry")
     regress.add_argument("--against", help="compare --estimator with this entry, not a baseline")
@@ -595,6 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="baseline file (default reports/baselines/regress.json)")
     regress.add_argument("--out", help="also write the measurements to this JSON file")
     regress.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device_option(regress)
     _add_executor_options(regress)
     regress.set_defaults(func=_cmd_regress)
     verify = _command(sub, "verify")
@@ -609,6 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "changed, and a claim's fingerprint does not cover it)")
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_device_option(verify)
     verify.set_defaults(func=_cmd_verify)
     from testbed_app import mutate
 
@@ -661,11 +676,26 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
 def main(argv: list[str] | None = None) -> int:
     """Run the command; user errors (a bad config, argument or results file) print one line
     ``testbed: error: ...`` and return 2; Ctrl-C returns 130 with how to resume; any other
-    exception is an internal error and keeps its traceback."""
+    exception is an internal error and keeps its traceback.
+
+    Every command that computes (all but ``list`` and ``report``, which set ``computes=False``)
+    runs under the precision policy of :mod:`testbed.precision`: TF32 off unless ``--tf32``
+    (or, for ``run``, a config's ``[run] tf32``) asks for it."""
     from results_format.locks import LockHeld
 
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "computes", True):
+            from testbed.precision import set_precision
+
+            set_precision(bool(getattr(args, "tf32", False)))
+        if getattr(args, "compute_device", None):
+            from testbed.devices import use_device
+
+            if getattr(args, "executor", "local") != "local" and args.compute_device != "cpu":
+                raise ValueError("--device cuda runs on this machine's GPU: use it with the "
+                                 "local executor (--jobs N), not --executor ray")
+            use_device(args.compute_device)
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
             return int(args.func(args))

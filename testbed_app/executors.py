@@ -81,9 +81,16 @@ def task_gpus(task: object, default: float = 0) -> float:
 
 
 def _set_threads(threads: int) -> None:
+    """A worker's torch threads, and the precision policy (:mod:`testbed.precision`: TF32 off;
+    an experiment segment sets its config's own when it starts)."""
     import torch
 
+    from testbed.devices import use_device_of_environment
+    from testbed.precision import set_precision
+
     torch.set_num_threads(max(1, int(threads)))
+    set_precision()
+    use_device_of_environment()  # the driver's --device (testbed.devices)
 
 
 #: How often a local worker checks that its driver is alive (seconds): a worker of a killed

@@ -35,9 +35,11 @@ def assert_claims_hold(target: str | EstimatorInfo, claims: Sequence[str] | None
     run summaries. ``target``: a registry or plugin name, ``module:object``, or an entry."""
     import torch
 
+    from testbed.precision import set_precision
     from testbed_app.verify import failures, verdict_table, verify
 
     torch.set_default_dtype(torch.float64)
+    set_precision()
     folder = Path(results) if results is not None else Path(tempfile.mkdtemp(prefix="verify-"))
     _, summaries = verify(target, folder, profile, claims, resume=False, progress=False)
     failed = failures(summaries)

@@ -38,8 +38,11 @@ def bench_modules():
 
 @pytest.fixture(scope="module")
 def quick_results(bench_modules, tmp_path_factory) -> dict[str, dict]:
+    from testbed.precision import set_precision
+
     run, _ = bench_modules
     out = tmp_path_factory.mktemp("bench")
+    set_precision(tf32=True)  # the entry point must set the policy whatever it finds
     assert run.main(["--quick", "--out", str(out)]) == 0
     return {path.stem: json.loads(path.read_text()) for path in out.glob("*.json")}
 
@@ -52,6 +55,9 @@ def test_every_benchmark_writes_a_schema_valid_file(bench_modules, quick_results
         common.validate(payload)
         assert payload["benchmark"] == name
         assert payload["machine"]["quick"] is True
+        # the precision policy (testbed.precision) recorded: TF32 off, matmul "highest"
+        assert payload["machine"]["tf32"] is False
+        assert "float32_matmul_precision=highest" in payload["machine"]["precision"]
         if not torch.cuda.is_available():
             assert "no CUDA GPU available" in payload["machine"]["device"]
         for row in payload["rows"]:

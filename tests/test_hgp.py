@@ -261,7 +261,7 @@ def test_lemma2_explicit_bound_holds_and_is_nearly_tight():
     equality on a step without edges (A = I: c = 1 = bound), and above 0.8 of the bound on a
     mixing graph, so a Push-Sum that mixes less than Alg. 1 (one step short) exceeds it."""
     from testbed.decentralized.graphs import CONNECTED_FAMILIES
-    from theory_checks.hgp.pushsum import pushsum_bound
+    from theory_checks.hgp.constants import pushsum_bound
 
     worst = 0.0
     for family in CONNECTED_FAMILIES:

@@ -21,7 +21,7 @@ from problems.workloads.decentralized import (
 )
 from problems.workloads.splits import split_clients
 from testbed.registry import get_estimator
-from testbed_app.experiments.base import METRIC_KEYS, ExperimentConfig
+from testbed_app.experiments.base import METRIC_KEYS
 from testbed_app.experiments.hgp import (
     HGPInfluenceExperiment,
     HGPPersonalizationExperiment,
@@ -31,6 +31,7 @@ from testbed_app.experiments.hgp import (
     r_squared,
 )
 from tests._influence import DIGITS
+from tests._influence import experiment_config as _config
 from tests._influence import influence_problem as _influence_problem
 
 
@@ -181,29 +182,6 @@ def test_r_squared_and_f1() -> None:
 
 
 # ------------------------------------------------------------------------------ experiments
-
-
-def _config(kind: str, **changes: Any) -> ExperimentConfig:
-    algorithm = {"name": "hgp-practical" if kind == "hgp_personalization" else "hgp",
-                 "neumann_terms": 3, "pushsum_steps": 2, "neumann_step_size": 0.1,
-                 "inner_steps": 4, "inner_step_size": 0.1, "sgp_variant": "nedic"}
-    if kind == "hgp_personalization":
-        algorithm["batch_size"] = 4
-        workload: dict[str, Any] = {"kind": kind, "model": "logreg", "learners": 2,
-                                    "sgp_batch_size": 8}
-    else:
-        workload = {"kind": kind, "model": "logreg", "top_k": 4, "retrain_per_step": 2,
-                    "weight_decay": 0.05}
-    fields: dict[str, Any] = dict(
-        name="hgp-test", paper="HGP", description="",
-        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0,
-              "limit": 160},
-        split={"scheme": "iid", "n_clients": 4}, workload=workload, algorithm=algorithm,
-        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
-             "dtype": "float32"})
-    for section, values in changes.items():
-        fields[section] = {**fields[section], **values} if isinstance(values, dict) else values
-    return ExperimentConfig(**fields)
 
 
 def _resumed_rows(make: Any, steps: int, split: int) -> tuple[list[Any], list[Any], Any]:

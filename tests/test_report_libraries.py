@@ -39,13 +39,17 @@ def test_a_library_run_has_its_own_section_and_stays_out_of_the_papers_counts(tm
     build_report(results, tmp_path / "report")
     page = (tmp_path / "report" / "report.md").read_text()
     glance, rest = page.split("<a id=\"errata\"></a>", 1)
-    errata, after = rest.split("## Verified libraries and plugins", 1)
-    assert "somelib" not in glance and LIBRARY_RUN not in errata  # matrix, summary, errata
-    assert "### somelib" in after and "somelib 1.2.3: solve()" in after
-    library_section = after.split("<a id=\"paper-", 1)[0]
-    assert LIBRARY_RUN in library_section and PLUGIN_CLAIM in library_section
+    papers, outside = glance.split("### Plugins, integrations and verified estimators", 1)
+    errata = rest.split("<a id=\"paper-", 1)[0]
+    # the papers' counts, their lists and the errata know nothing of the library's runs
+    assert "5 claims, 5 checked" in papers and "somelib" not in papers
+    assert LIBRARY_RUN not in errata
+    # the library and the plugin's claim have their own entries, outside the papers
+    assert "library somelib" in outside and "plugin somelib" in outside
+    assert "exact.finite_differences@somelib-solver" in outside
     html = (tmp_path / "report" / "index.html").read_text()
-    assert 'id="library-somelib"' in html and 'id="verdict-matrix"' in html
+    assert 'id="outside-library-somelib"' in html and 'id="outside"' in html
+    assert "somelib 1.2.3: solve()" in page  # the library's version, in the run's detail
 
 
 def test_without_library_runs_there_is_no_library_section(tmp_path):

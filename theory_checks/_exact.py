@@ -47,7 +47,7 @@ class QuadraticView:
     def spectrum(self) -> tuple[np.ndarray, np.ndarray]:
         """Eigenvalues (ascending) and eigenvectors of H."""
         values, vectors = torch.linalg.eigh(self.H)
-        return values.numpy(), vectors.numpy()
+        return values.cpu().numpy(), vectors.cpu().numpy()
 
 
 def quadratic_view(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> QuadraticView:

@@ -326,7 +326,11 @@ def write_metadata(out_dir: Path, profile: Profile,
                    "decision": c.decision, "corrects": c.corrects, "origin": origin,
                    "builtin": origin == BUILT_IN}
                   for c, e in pairs for origin in (run_origin(c, e),)]
-    meta = {**provenance(), "profile": dataclasses.asdict(profile),
+    from problems import default_device
+    from testbed.precision import precision_record
+
+    meta = {**provenance(), "precision": precision_record(), "device": str(default_device()),
+            "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
     write_json(out_dir / "metadata.json", meta, indent=2)

@@ -122,7 +122,7 @@ class ClientData:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ProblemError(f"{what}: batch size must be an integer >= 1, got {batch_size!r}")
         rows = clients.detach().cpu()
-        pairs = (self.train.counts.cpu()[rows] * self.val.counts.cpu()[rows]).numpy()
+        pairs = (self.train.counts.cpu()[rows] * self.val.counts.cpu()[rows]).cpu().numpy()
         draws = rng.integers(0, pairs[:, None], size=(int(rows.shape[0]), batch_size))
         return Batch(torch.as_tensor(draws, dtype=torch.long))
 

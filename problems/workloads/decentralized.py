@@ -69,6 +69,7 @@ from problems.workloads.spectral import (  # re-exported: the influence protocol
     POWER_ITERATIONS,
     POWER_RTOL,
     Descent,
+    DescentDiverged,
     SpectralEstimate,
     descend,
     largest_eigenvalue,
@@ -549,7 +550,8 @@ class PersonalizationProblem(_PerClientClassification):
         return out
 
 
-__all__ = ["CLASSIFIERS", "Classifier", "Descent", "InfluenceProblem", "LANCZOS_TOL",
-           "POWER_ITERATIONS", "POWER_RTOL", "PersonalizationProblem", "SpectralEstimate",
+__all__ = ["CLASSIFIERS", "Classifier", "Descent", "DescentDiverged", "InfluenceProblem",
+           "LANCZOS_TOL", "POWER_ITERATIONS", "POWER_RTOL", "PersonalizationProblem",
+           "SpectralEstimate",
            "build_classifier", "client_samples", "descend", "largest_eigenvalue",
            "momentum_bound", "own_blocks", "power_iteration", "smallest_eigenvalue"]

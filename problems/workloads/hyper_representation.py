@@ -141,7 +141,7 @@ def build_hyper_representation(
     if network.body.n_params == 0:
         raise WorkloadError(f"hyper_representation: model {network.name!r} has no "
                             "representation layers to learn as the outer variable")
-    client_split = resolve_split(split, data.train_y.numpy(), data.n_classes, seed)
+    client_split = resolve_split(split, data.train_y.cpu().numpy(), data.n_classes, seed)
     parts = assemble(data, client_split, validation_fraction=validation_fraction,
                      normalize=normalize, seed=seed, dtype=dtype, device=device,
                      what="hyper_representation")

@@ -143,7 +143,7 @@ def build_loss_tuning(
     strength = check_nonnegative("loss_tuning", "inner_regularization", inner_regularization,
                                  WorkloadError)
     data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
-    labels = data.train_y.numpy()
+    labels = data.train_y.cpu().numpy()
     client_split = _long_tailed_split(split, labels, data.n_classes, imbalance_ratio,
                                       head_class_size, seed)
     counts = np.bincount(labels[client_split.assigned()], minlength=data.n_classes)

@@ -113,7 +113,7 @@ def smallest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int
         return out.detach().to(torch.float64).cpu().numpy()
 
     operator = LinearOperator((dim, dim), matvec=apply, dtype=np.float64)
-    start = _start_vector(dim, seed, torch.float64, "cpu").numpy()
+    start = _start_vector(dim, seed, torch.float64, "cpu").cpu().numpy()
     basis = min(LANCZOS_BASIS, dim - 1)
     try:
         values = eigsh(operator, k=1, which="SA", v0=start, tol=tol, ncv=basis,
@@ -127,13 +127,19 @@ def smallest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int
 
 
 class Descent(NamedTuple):
-    """Gradient descent to a tolerance: the end point, steps taken, final gradient norm, and
-    whether ``||grad|| <= tol`` was reached within the step cap."""
+    """Gradient descent to a tolerance: the end point, steps taken, final gradient norm,
+    whether ``||grad|| <= tol`` was reached within the step cap, and the gradient norm at the
+    start (for a caller's divergence test: an end far above the start)."""
 
     y: torch.Tensor
     steps: int
     grad_norm: float
     reached: bool
+    start_grad_norm: float = math.nan
+
+
+class DescentDiverged(ProblemError):
+    """:func:`descend` met a gradient that is not finite."""
 
 
 def momentum_bound(momentum: float) -> float:
@@ -157,15 +163,18 @@ def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *
         raise ProblemError(f"momentum must be in [0, 1), got {momentum}")
     y = start.detach().clone()
     previous = y
-    norm = math.inf
+    norm = first = math.inf
     for k in range(max_steps + 1):
         g = grad(y)
         norm = float(g.norm())
+        if k == 0:
+            first = norm
         if not math.isfinite(norm):
-            raise ProblemError(f"gradient descent diverged at step {k} (step size {step:g}): "
-                               "the gradient is not finite")
+            raise DescentDiverged(f"gradient descent diverged at step {k} (step size {step:g}):"
+                                  f" the gradient is not finite (its norm was {first:.3g} at "
+                                  "the start)")
         if norm <= tol:
-            return Descent(y, k, norm, True)
+            return Descent(y, k, norm, True, first)
         if k == max_steps:
             break
         if momentum == 0.0:
@@ -173,6 +182,6 @@ def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *
         else:
             z = y + momentum * (y - previous)
             previous, y = y, z - step * grad(z)
-    return Descent(y, max_steps, norm, False)
+    return Descent(y, max_steps, norm, False, first)
 
 

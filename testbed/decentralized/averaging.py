@@ -94,7 +94,7 @@ def measured_operator(average: Callable[[torch.Tensor, torch.Tensor], torch.Tens
     basis = torch.eye(n, dtype=torch.float64)[None]
     w = (torch.ones(1, n, dtype=torch.float64) if omega is None
          else omega.reshape(1, n).clone())
-    return average(basis, w)[0].numpy()
+    return average(basis, w)[0].cpu().numpy()
 
 
 @dataclasses.dataclass(frozen=True)

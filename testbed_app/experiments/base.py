@@ -16,6 +16,15 @@ Files a run writes under ``<results>/runs/<experiment name>/``:
 - ``checkpoint.pt``: the latest state (written atomically: temporary file, then rename);
 - ``metadata.json``: git commit, package versions, seed, device, machine.
 
+Optional attributes the runner reads where an experiment has them: ``initial_metrics`` (the
+metrics at the starting point) and ``chance_accuracy`` (``1 / n_classes``), the references of
+the divergence watch (:mod:`testbed_app.experiments.divergence`); ``on_phase`` and ``phase``,
+for an experiment whose steps are long: the runner sets ``on_phase`` to a
+:class:`~testbed_app.experiments.step_pieces.StepPieces` that the experiment calls as pieces of a
+step begin and finish (progress, a checkpoint after each finished piece), and ``phase`` names
+the finished pieces a restored state holds (a resumed run says so). A step may raise
+:class:`~testbed_app.experiments.divergence.Diverged` when a phase inside it diverged.
+
 Replication rows, the report's "paper vs testbed" tables, go to
 ``<results>/replication/<experiment name>.json`` in the :data:`REPLICATION_SCHEMA` form, and
 benchmark results to ``<results>/bench/<benchmark>.json`` in the :data:`BENCH_SCHEMA` form.

@@ -120,7 +120,7 @@ def decode(obj: Any) -> Any:
     if kind is None:
         return {k: decode(v) for k, v in obj.items()}
     if kind == "ndarray":
-        return obj["data"].numpy().copy()
+        return obj["data"].cpu().numpy().copy()
     if kind == "npscalar":
         return np.dtype(obj["dtype"]).type(obj["value"])
     if kind == "torch.dtype":
@@ -333,7 +333,7 @@ def _unusable(checkpoint: dict[str, Any], path: Path, rows: Sequence[MetricRow],
         return ResultsError(f"{path.parent / 'metrics.csv'} holds steps 1..{contiguous} but "
                             f"{path} is at step {step}: rows are missing")
     recorded = checkpoint.get(METRICS)
-    if isinstance(recorded, str) and recorded != rows_digest(rows[:step]):
+    if isinstance(recorded, str) and recorded and recorded != rows_digest(rows[:step]):
         return ResultsError(f"{path.parent / 'metrics.csv'} rows 1..{step} differ from those "
                             f"{path.name} was written after (edited since?)")
     mismatch = _shape_mismatch(expected_state, checkpoint["experiment"])

@@ -136,6 +136,9 @@ _RUN = {
     "seed": _Key(0, _nonnegative_int, "an integer >= 0"),
     "device": _Key("cpu", lambda v: v in DEVICES, f"one of {list(DEVICES)}"),
     "dtype": _Key("float32", lambda v: v in DTYPES, f"one of {list(DTYPES)}"),
+    # TF32 on a GPU (testbed.precision): off unless a config asks; changes the numbers, so a
+    # checkpoint of one setting does not resume under the other
+    "tf32": _Key(False, lambda v: isinstance(v, bool), "true or false"),
 }
 
 _ROW = {

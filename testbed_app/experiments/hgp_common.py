@@ -218,6 +218,7 @@ class DecentralizedRun:
         self.seed = int(config.run["seed"])
         self.dataset = load_data(config.data) if dataset is None else dataset
         self.split: ClientSplit = split_data(config.split, self.dataset, seed=self.seed)
+        self.chance_accuracy = 1.0 / self.dataset.n_classes  # the divergence watch's chance
         self.estimator = _estimator(config)
 
     def _check_options(self, options: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ The protocol is described in :mod:`testbed_app.experiments.hgp` ("Influence prot
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from problems.workloads.decentralized import (
     POWER_ITERATIONS,
     POWER_RTOL,
     Descent,
+    DescentDiverged,
     InfluenceProblem,
     SpectralEstimate,
     build_classifier,
@@ -33,6 +35,11 @@ from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
+from testbed_app.experiments.divergence import (
+    Diverged,
+    accuracy_collapse,
+    gradient_growth,
+)
 from testbed_app.experiments.hgp_common import (
     INFLUENCE_CHECKS,
     INFLUENCE_DEFAULTS,
@@ -48,6 +55,17 @@ from testbed_app.experiments.hgp_common import (
 #: 1/lambda_max is re-estimated every REFINE_CHUNK steps (a power iteration costs ~10-40
 #: Hessian-vector products, a few percent of a chunk's gradients).
 REFINE_CHUNK = 250
+
+
+def _to_device(value: Any, device: torch.device) -> Any:
+    """``value`` with every tensor in it (nested dicts, lists, tuples) moved to ``device``."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device) for v in value)
+    return value
 
 
 def pearson_r(actual: np.ndarray, predicted: np.ndarray) -> float:
@@ -110,6 +128,12 @@ class HGPInfluenceExperiment(DecentralizedRun):
         self.step_count = 0
         self.x0 = self.problem.initial_point()[0]
         self.record: dict[str, Any] = {}
+        #: the finished pieces of the step under way (empty between steps), ``phase`` their
+        #: description; ``on_phase(description, finished)`` is the runner's hook (progress,
+        #: a checkpoint after each finished piece), None outside a run
+        self.partial: dict[str, Any] = {}
+        self.phase: str | None = None
+        self.on_phase: Callable[[str, bool], None] | None = None
 
     def _check_options(self, options: dict[str, Any]) -> None:
         jitter = options["jitter_count"]
@@ -150,20 +174,36 @@ class HGPInfluenceExperiment(DecentralizedRun):
         q = min(1.0, self.problem.n_clients * self.problem.weight_decay / lam_max)
         return (1.0 - math.sqrt(q)) / (1.0 + math.sqrt(q))
 
-    def _refine(self, y: torch.Tensor) -> tuple[Descent, list[float]]:
+    def _refine(self) -> tuple[Descent, list[float]]:
         """The trained model refined by full-batch descent on G at step 1/lambda_max
-        (re-estimated every REFINE_CHUNK steps) until ``||grad G|| <= train_grad_tol``."""
+        (re-estimated every REFINE_CHUNK steps) until ``||grad G|| <= train_grad_tol``; a
+        piece of the step after each chunk (its state in ``partial["refine"]``), stopped as
+        diverged when a chunk ends with a gradient far above the refinement's start."""
         tol, cap = float(self.options["train_grad_tol"]), int(self.options["train_refine_steps"])
-        taken, estimates = 0, []
-        while True:
+        part = self.partial["refine"]
+        while not part["done"]:
+            y, taken = part["y"], int(part["taken"])
             lam = self._lambda_max(y).value
-            estimates.append(lam)
-            out = descend(self._grad(self.x0), y, step=1.0 / lam, tol=tol,
-                          max_steps=min(REFINE_CHUNK, cap - taken),
-                          momentum=self._momentum(lam))
-            y, taken = out.y, taken + out.steps
-            if out.reached or taken >= cap:
-                return Descent(y, taken, out.grad_norm, out.reached), estimates
+            self._phase(f"refinement: {taken} of at most {cap} steps, ||grad G|| = "
+                        f"{part['grad_norm']:.3g}", finished=False)
+            try:
+                out = descend(self._grad(self.x0), y, step=1.0 / lam, tol=tol,
+                              max_steps=min(REFINE_CHUNK, cap - taken),
+                              momentum=self._momentum(lam))
+            except DescentDiverged as error:
+                raise Diverged(f"refinement after {taken} steps: {error}") from None
+            taken += out.steps
+            part.update({"y": out.y, "taken": taken, "grad_norm": out.grad_norm,
+                         "reached": out.reached, "done": out.reached or taken >= cap,
+                         "estimates": [*part["estimates"], lam]})
+            reason = gradient_growth(f"refinement ({taken} steps, from the SGP model)",
+                                     part["grad_start"], out.grad_norm)
+            if reason:
+                raise Diverged(reason)
+            self._phase(f"refinement: {taken} of at most {cap} steps, ||grad G|| = "
+                        f"{out.grad_norm:.3g}")
+        return (Descent(part["y"], int(part["taken"]), part["grad_norm"], part["reached"]),
+                list(part["estimates"]))
 
     def _retrain_step(self, lam_max: float) -> tuple[float, float, float]:
         """``(step, beta, bound)``: the retraining step (1/lambda_max, or the configured one,
@@ -204,72 +244,88 @@ class HGPInfluenceExperiment(DecentralizedRun):
                 "lanczos_converged": float(lam_min.converged), "damping_margin": margin,
                 "damping": delta, "neumann_eta_lambda": product}
 
-    def _retrain(self, x: torch.Tensor, start: torch.Tensor) -> tuple[torch.Tensor, Descent | None]:
+    def _retrain(self, x: torch.Tensor, start: torch.Tensor,
+                 label: str) -> tuple[torch.Tensor, Descent | None]:
         """The model retrained for hyperparameters x from ``start``: the exact re-solve for the
-        convex model (float64 Newton), descent to ``retrain_grad_tol`` for a network."""
+        convex model (float64 Newton), descent to ``retrain_grad_tol`` for a network, stopped
+        as diverged (:class:`Diverged`, naming ``label``) when its gradient ends far above
+        where it started."""
         if self.problem.net.convex:
             return self.reference.exact_inner_solution(x, start=start), None
         record = self.record
-        out = descend(self._grad(x), start, step=record["retrain_step"],
-                      tol=float(self.options["retrain_grad_tol"]),
-                      max_steps=int(self.options["retrain_steps"]),
-                      momentum=record["retrain_momentum"])
+        try:
+            out = descend(self._grad(x), start, step=record["retrain_step"],
+                          tol=float(self.options["retrain_grad_tol"]),
+                          max_steps=int(self.options["retrain_steps"]),
+                          momentum=record["retrain_momentum"])
+        except DescentDiverged as error:
+            raise Diverged(f"{label}: {error}") from None
+        reason = gradient_growth(label, out.start_grad_norm, out.grad_norm)
+        if reason:
+            raise Diverged(reason)
         return out.y, out
 
     def _F(self, x: torch.Tensor, y: torch.Tensor) -> float:
         return float(self.reference.total_outer(x.to(self.reference.dtype),
                                                 y.to(self.reference.dtype)))
 
+    def _accuracy(self, y: torch.Tensor) -> float:
+        """Test accuracy of the shared model ``y``."""
+        with torch.no_grad():
+            logits = self.problem.net.apply(y, self.test_x)
+            return float((logits.argmax(-1) == self.test_y).to(self.dtype).mean())
+
+    def _train(self) -> dict[str, Any]:
+        """SGP's training of the shared model (the paper's), counted; ``partial["sgp"]``.
+        One piece of the step (SGP's step-size schedule spans its whole run, so it is not cut
+        into chunks); stopped as diverged when the gradient of G at the consensus ends far
+        above its value at the initial model."""
+        problem, x0, estimator = self.problem, self.x0, self.estimator
+        if "sgp" not in self.partial:
+            steps = estimator.inner.steps  # type: ignore[union-attr]
+            self._phase(f"training by SGP ({steps} gossip steps)", finished=False)
+            state = estimator.init(problem)
+            start = float(self._grad(x0)(state.y.mean(0).detach()).norm())
+            sgp, sgp_rounds, sgp_floats = train_by_sgp(estimator, problem, x0, state,
+                                                       estimator.graph(problem.n_clients),
+                                                       self.rng)
+            y_sgp = sgp.y.mean(0).detach()
+            grad = float(self._grad(x0)(y_sgp).norm())
+            reason = gradient_growth("training by SGP", start, grad)
+            if reason:
+                raise Diverged(reason)
+            self.partial["sgp"] = {
+                "y": sgp.y.detach(), "omega": sgp.omega.detach(), "time": int(sgp.time),
+                "rounds": sgp_rounds, "floats": sgp_floats, "grad_start": start, "grad": grad,
+                "accuracy": self._accuracy(y_sgp)}
+            self.partial["refine"] = {"y": y_sgp, "taken": 0, "grad_norm": grad,
+                                      "grad_start": grad, "reached": False, "done": False,
+                                      "estimates": []}
+            self._phase(f"training by SGP done ({steps} gossip steps), ||grad G|| = "
+                        f"{grad:.3g}")
+        return dict(self.partial["sgp"])
+
     def _first_step(self) -> MetricRow:
-        problem, n, x0 = self.problem, self.problem.n_clients, self.x0
-        estimator = self.estimator
-        # SGP training (the paper's), counted; then the model is refined to stationarity
-        sgp, sgp_rounds, sgp_floats = train_by_sgp(estimator, problem, x0,
-                                                   estimator.init(problem), estimator.graph(n),
-                                                   self.rng)
-        y_sgp = sgp.y.mean(0).detach()
-        sgp_grad = float(self._grad(x0)(y_sgp).norm())
-        refined, refine_lams = self._refine(y_sgp)
+        """Step 1 in pieces, each kept in ``partial`` and announced by :meth:`_phase` (the
+        runner checkpoints it): training by SGP, the refinement's chunks, the analysis (the
+        retraining step, damping and HGP's estimate), and for a network the control
+        retraining."""
+        problem, x0 = self.problem, self.x0
+        sgp = self._train()
+        refined, refine_lams = self._refine()
         y_model = refined.y
-        top = self._lambda_max(y_model)
-        step, beta, bound = self._retrain_step(top.value)
-        row: MetricRow = {
-            "train_grad_norm_sgp": sgp_grad, "train_grad_norm": refined.grad_norm,
-            "train_refine_steps": float(refined.steps),
-            "train_stationary": float(refined.reached),
-            "lambda_max": top.value, "lambda_max_converged": float(top.converged),
-            "lambda_max_sgp": refine_lams[0], "retrain_step": step,
-            "retrain_momentum": beta, "retrain_step_bound": bound}
-        self.record = {"retrain_step": step, "retrain_momentum": beta}
-        row.update(self._damping(y_model, top.value))
-        # HGP's Neumann series at the refined model (no further SGP steps), damped Hessians
-        inner = estimator.inner
-        assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
-        hgp_estimator = dataclasses.replace(estimator, inner=dataclasses.replace(inner, steps=0))
-        hgp_state = HGPState(y_model.expand(n, -1).clone(), sgp.omega, sgp.time)
-        hgp = hgp_estimator.run(problem.with_damping(row["damping"]), x0, hgp_state, self.rng,
-                                track_consensus=False)
-        rounds, floats = _gossip_counts(hgp.calls)
-        mask = problem.sample_mask
-        predicted = -hgp.trajectory[-1, 0].detach()
-        record: dict[str, Any] = {
-            "predicted": predicted, "y_model": y_model, "rounds": sgp_rounds + rounds,
-            "floats_sent": sgp_floats + floats, "actual": [], "retrain_steps": [],
-            "retrain_grad_norms": [], "retrain_reached": [], "jitter": [],
-            "retrain_step": step, "retrain_momentum": beta}
-        scores = torch.where(mask, predicted.abs(), torch.full_like(predicted, -1.0)).reshape(-1)
-        k = min(int(self.options["top_k"]), int(mask.sum()))
-        top_k = torch.argsort(scores, descending=True)[:k].cpu()
-        record["top"] = [(int(i) // problem.dim_hyper, int(i) % problem.dim_hyper)
-                         for i in top_k]
-        row.update({"r2_exact": math.nan, "r2_exact_top": math.nan,
-                    "hgp_relative_error": math.nan})
+        if "analysis" not in self.partial:
+            self._phase("lambda_max, damping and HGP's estimate", finished=False)
+            self.partial["analysis"] = self._analyse(sgp, refined, refine_lams)
+            self._phase("HGP's estimate done")
+        row, record = self.partial["analysis"]
         self.record = record
         if problem.net.convex:
             reference, x64 = self.reference, x0.to(torch.float64)
             y_ref = reference.exact_inner_solution(x64, start=y_model.to(torch.float64))
             exact = -reference.exact_global_grad(x64, y_ref)
-            predicted = predicted.to(torch.float64)
+            predicted = record["predicted"].to(torch.float64)
+            mask = problem.sample_mask
             flat_mask = mask.reshape(-1)
             chosen = torch.as_tensor([i * problem.dim_hyper + j for i, j in record["top"]],
                                      device=exact.device)
@@ -282,7 +338,9 @@ class HGPInfluenceExperiment(DecentralizedRun):
             record["y_ref"], control_steps = y_ref, 0.0
         else:
             # the control retraining on the full objective, from the trained model
-            record["y_ref"], control = self._retrain(x0, y_model)
+            retrain_steps = int(self.options["retrain_steps"])
+            self._phase(f"control retraining (at most {retrain_steps} steps)", finished=False)
+            record["y_ref"], control = self._retrain(x0, y_model, "control retraining")
             assert control is not None
             control_steps = float(control.steps)
         record["F_ref"] = self._F(x0, record["y_ref"])
@@ -290,20 +348,69 @@ class HGPInfluenceExperiment(DecentralizedRun):
         record["first_row"] = dict(row)
         return row
 
-    def _retrain_next(self) -> None:
+    def _analyse(self, sgp: dict[str, Any], refined: Descent,
+                 refine_lams: list[float]) -> tuple[MetricRow, dict[str, Any]]:
+        """The trained model's figures (lambda_max, the retraining step, damping), HGP's
+        Neumann series at it, and the top-k removals: ``(row so far, record)``; stopped as
+        diverged when the refinement left the model at chance after SGP had trained it."""
+        problem, n, x0 = self.problem, self.problem.n_clients, self.x0
+        estimator = self.estimator
+        y_model = refined.y
+        accuracy = self._accuracy(y_model)
+        reason = accuracy_collapse("test accuracy after the refinement", accuracy,
+                                   sgp["accuracy"], self.chance_accuracy)
+        if reason:
+            raise Diverged(reason)
+        top = self._lambda_max(y_model)
+        step, beta, bound = self._retrain_step(top.value)
+        row: MetricRow = {
+            "train_grad_norm_sgp": sgp["grad"], "train_grad_norm": refined.grad_norm,
+            "train_refine_steps": float(refined.steps),
+            "train_stationary": float(refined.reached),
+            "lambda_max": top.value, "lambda_max_converged": float(top.converged),
+            "lambda_max_sgp": refine_lams[0], "retrain_step": step,
+            "retrain_momentum": beta, "retrain_step_bound": bound}
+        row.update(self._damping(y_model, top.value))
+        # HGP's Neumann series at the refined model (no further SGP steps), damped Hessians
+        inner = estimator.inner
+        assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
+        hgp_estimator = dataclasses.replace(estimator, inner=dataclasses.replace(inner, steps=0))
+        hgp_state = HGPState(y_model.expand(n, -1).clone(), sgp["omega"], sgp["time"])
+        hgp = hgp_estimator.run(problem.with_damping(row["damping"]), x0, hgp_state, self.rng,
+                                track_consensus=False)
+        rounds, floats = _gossip_counts(hgp.calls)
+        mask = problem.sample_mask
+        predicted = -hgp.trajectory[-1, 0].detach()
+        record: dict[str, Any] = {
+            "predicted": predicted, "y_model": y_model, "rounds": sgp["rounds"] + rounds,
+            "floats_sent": sgp["floats"] + floats, "actual": [], "retrain_steps": [],
+            "retrain_grad_norms": [], "retrain_reached": [], "jitter": [],
+            "retrain_step": step, "retrain_momentum": beta}
+        scores = torch.where(mask, predicted.abs(), torch.full_like(predicted, -1.0)).reshape(-1)
+        k = min(int(self.options["top_k"]), int(mask.sum()))
+        top_k = torch.argsort(scores, descending=True)[:k].cpu()
+        record["top"] = [(int(i) // problem.dim_hyper, int(i) % problem.dim_hyper)
+                         for i in top_k]
+        row.update({"r2_exact": math.nan, "r2_exact_top": math.nan,
+                    "hgp_relative_error": math.nan})
+        return row, record
+
+    def _retrain_until(self, target: int) -> None:
+        """Retrain the top-k removals until ``target`` of them are done, one piece of the
+        step each (the record holds the finished ones, so a resumed step goes on from the
+        next)."""
         record, problem = self.record, self.problem
-        done = len(record["actual"])
         start = record["y_ref"] if problem.net.convex else record["y_model"]
-        for client, sample in record["top"][done:done + int(self.options["retrain_per_step"])]:
+        total = len(record["top"])
+        while len(record["actual"]) < target:
             index = len(record["actual"])
+            client, sample = record["top"][index]
+            label = f"retraining {index + 1} of {total} (client {client}, sample {sample})"
+            self._phase(label, finished=False)
             x = problem.without(self.x0, client, sample).to(self.reference.dtype)
-            y, out = self._retrain(x, start)
+            y, out = self._retrain(x, start, label)
             value = self._F(x, y)
-            record["actual"].append(value - record["F_ref"])
-            record["retrain_steps"].append(0 if out is None else out.steps)
-            record["retrain_grad_norms"].append(
-                float(self.reference.total_grad(x, y).norm()) if out is None else out.grad_norm)
-            record["retrain_reached"].append(True if out is None else out.reached)
+            jitter = math.nan
             if index < int(self.options["jitter_count"]):
                 # the same retraining from a start moved by jitter_scale * N(0, I) (seeded per
                 # instance): how far the "actual" effect is resolved
@@ -311,25 +418,44 @@ class HGPInfluenceExperiment(DecentralizedRun):
                     start.numel())
                 moved = start + float(self.options["jitter_scale"]) * torch.as_tensor(
                     noise, dtype=start.dtype, device=start.device)
-                record["jitter"].append(abs(self._F(x, self._retrain(x, moved)[0]) - value))
+                jitter = abs(self._F(x, self._retrain(x, moved, f"{label}, jittered")[0])
+                             - value)
+            record["actual"].append(value - record["F_ref"])
+            record["retrain_steps"].append(0 if out is None else out.steps)
+            record["retrain_grad_norms"].append(
+                float(self.reference.total_grad(x, y).norm()) if out is None else out.grad_norm)
+            record["retrain_reached"].append(True if out is None else out.reached)
+            if not math.isnan(jitter):
+                record["jitter"].append(jitter)
+            self._phase(f"retraining {index + 1} of {total} done")
+
+    def _phase(self, description: str, finished: bool = True) -> None:
+        """Announce a piece of the current step: ``finished`` (its result is in the state
+        :meth:`state_dict` returns, so the runner may checkpoint it) or begun."""
+        if finished:
+            self.phase = f"step {self.step_count + 1}, {description}"
+        if self.on_phase is not None:
+            self.on_phase(description, finished)
 
     # ----------------------------------------------------------------- Experiment protocol
     def step(self) -> MetricRow:
         if self.step_count >= self.total_steps:
             raise RuntimeError(f"{self.name}: the influence run is complete after "
                                f"{self.total_steps} steps")
-        self.step_count += 1
-        row = self._first_step() if self.step_count == 1 else dict(self.record["first_row"])
-        if self.step_count > 1:
-            self._retrain_next()
+        number = self.step_count + 1
+        if number == 1:
+            row = self._first_step()
+        else:
+            per_step = int(self.options["retrain_per_step"])
+            self._retrain_until(min(len(self.record["top"]), (number - 1) * per_step))
+            row = dict(self.record["first_row"])
+        self.step_count, self.partial, self.phase = number, {}, None
         record = self.record
         actual = np.asarray(record["actual"], float)
         predicted = np.asarray([float(record["predicted"][i, j])
                                 for i, j in record["top"][:actual.size]])
         jitter = np.asarray(record["jitter"], float)
-        with torch.no_grad():
-            logits = self.problem.net.apply(record["y_model"], self.test_x)
-            accuracy = float((logits.argmax(-1) == self.test_y).to(self.dtype).mean())
+        accuracy = self._accuracy(record["y_model"])
         r = pearson_r(actual, predicted)
         nan = math.nan
         row.update({
@@ -348,9 +474,12 @@ class HGPInfluenceExperiment(DecentralizedRun):
         return row
 
     def state_dict(self) -> dict[str, Any]:
+        """The finished steps' state and, inside a step, its finished pieces (``partial``,
+        described by ``phase``): a run resumed from it goes on from the next piece."""
         return {"step": self.step_count, "rng": _rng_state(self.rng),
                 "record": {k: (list(v) if isinstance(v, list) else v)
-                           for k, v in self.record.items()}}
+                           for k, v in self.record.items()},
+                "partial": copy.deepcopy(self.partial), "phase": self.phase}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
@@ -360,6 +489,11 @@ class HGPInfluenceExperiment(DecentralizedRun):
             if isinstance(record.get(key), torch.Tensor):
                 record[key] = record[key].to(self.device)
         self.record = record
+        # checkpoints of runs before pieces were kept have neither key
+        self.partial = _to_device(dict(state.get("partial") or {}), self.device)
+        self.phase = state.get("phase")
+        if "analysis" in self.partial:
+            self.record = self.partial["analysis"][1]
 
     # ----------------------------------------------------------------- records
     def describe(self) -> dict[str, Any]:

@@ -20,7 +20,12 @@ kept as ``checkpoint.prev.pt`` until the new one is written and read back. A cor
 checkpoint, or a ``metrics.csv`` damaged before its last row, stops the run with the file named
 and nothing deleted; ``recover=True`` (``--recover``) sets the bad file aside and resumes from
 the last good state. A torn last row of ``metrics.csv`` is dropped and recomputed, with a note.
-A step whose iterates or losses are no longer finite stops the run as "diverged at step k".
+A step whose iterates or losses are no longer finite, whose losses grow far above their start,
+whose accuracy falls to chance, or inside which a phase diverged stops the run as "diverged at
+step k: <figures>" (:mod:`testbed_app.experiments.divergence`). An experiment with long steps
+(``on_phase``) gets progress and a checkpoint after each finished piece of a step
+(:mod:`testbed_app.experiments.step_pieces`); a resumed run says from where ("resuming from step
+N (phase: ...)"), and Ctrl-C says what the last checkpoint holds.
 A checkpoint written by a different config is refused
 (``--steps``, ``--device``, ``checkpoint_every``, the description and the ``[replication]``
 table may change between the two). At the end, a
@@ -50,6 +55,7 @@ from results_format import atomic_write, json_default
 from results_format.locks import holding
 from results_format.paths import plain_name
 from results_format.provenance import provenance
+from testbed.precision import set_precision
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.checkpoints import (  # noqa: F401
     _CLASS_PACKAGES,
@@ -76,6 +82,7 @@ from testbed_app.experiments.config import (
     load_data,
     split_data,
 )
+from testbed_app.experiments.divergence import Diverged, MetricsWatch
 from testbed_app.experiments.metrics_csv import (  # noqa: F401
     CheckpointError,
     ResultsError,
@@ -87,11 +94,20 @@ from testbed_app.experiments.metrics_csv import (  # noqa: F401
 )
 from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
+from testbed_app.experiments.step_pieces import StepPieces
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
 #: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
 RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
                                       "run.checkpoint_every")
+
+
+def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
+    """What a checkpoint's config fingerprint leaves out: :data:`RESUMABLE_CHANGES`, and
+    ``[run] tf32`` when it is off, so that a config without TF32 keeps the fingerprint it had
+    before the key existed (its checkpoints still resume) while a switch either way is refused
+    (TF32 changes the numbers)."""
+    return RESUMABLE_CHANGES + (() if config.run.get("tf32") else ("run.tf32",))
 
 
 def run_dir(config: ExperimentConfig, results: Path) -> Path:
@@ -189,13 +205,13 @@ def machine() -> dict[str, Any]:
 
 
 def _metadata(config: ExperimentConfig, experiment: Experiment, started: str,
-              resumed_from: int) -> dict[str, Any]:
+              resumed_from: int, precision: dict[str, Any]) -> dict[str, Any]:
     describe = getattr(experiment, "describe", None)
     return {
         "experiment": config.name, "paper": config.paper,
         "config": str(config.path) if config.path else None,
         **provenance(), "seed": config.run["seed"], "device": config.run["device"],
-        "dtype": config.run["dtype"], "dataset": config.data["dataset"],
+        "dtype": config.run["dtype"], "precision": precision, "dataset": config.data["dataset"],
         "machine": machine(), "started": started, "resumed_from_step": resumed_from,
         "experiment_details": describe() if describe else {},
     }
@@ -222,13 +238,16 @@ def _progress_text(row: MetricRow, accuracy: float) -> str:
     return text
 
 
-def _divergence(experiment: Experiment, row: MetricRow) -> str | None:
+def _divergence(experiment: Experiment, row: MetricRow,
+                watch: MetricsWatch | None = None) -> str | None:
     """Why this step counts as diverged, or None.
 
-    The experiment's own test first (``divergence()``: non-finite or exploded iterates), then
-    the row: an infinite value, or a NaN loss in a row that was evaluated (a NaN test
-    accuracy means "not evaluated this step"; a NaN loss beside a measured accuracy means the
-    model's outputs are NaN, which argmax reads as class 0).
+    The experiment's own test first (``divergence()``: non-finite or exploded iterates, a
+    phase inside the step that diverged), then the row: an infinite value, or a NaN loss in a
+    row that was evaluated (a NaN test accuracy means "not evaluated this step"; a NaN loss
+    beside a measured accuracy means the model's outputs are NaN, which argmax reads as class
+    0); then ``watch`` (:class:`~testbed_app.experiments.divergence.MetricsWatch`: a loss far
+    above its start, an accuracy fallen to chance).
     """
     own = getattr(experiment, "divergence", None)
     if own is not None:
@@ -240,7 +259,7 @@ def _divergence(experiment: Experiment, row: MetricRow) -> str | None:
         bad += [key for key, value in row.items() if math.isnan(value) and key.endswith("loss")]
     if bad:
         return f"non-finite {', '.join(sorted(set(bad)))}"
-    return None
+    return watch.update(row) if watch is not None else None
 
 
 def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: bool = False,
@@ -299,11 +318,13 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
 
     device = config.run["device"]
     source = str(config.path) if config.path else config.name
+    # the precision policy before anything computes (here, wherever an executor runs this)
+    precision = set_precision(bool(config.run.get("tf32", False)))
     try:
         experiment = build_experiment(config, device)
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from error
-    config_hash = fingerprint(config, ignore=RESUMABLE_CHANGES)
+    config_hash = fingerprint(config, ignore=_fingerprint_ignores(config))
     checkpoint_path, metrics_path = folder / "checkpoint.pt", folder / "metrics.csv"
     if fresh:
         remove_run_folder(config, results)
@@ -329,8 +350,13 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
         shutil.copy2(metrics_path, backup)
         note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
              f"{backup.name}")
+    phase = getattr(experiment, "phase", None)  # the finished pieces of a step under way
+    resumed = f"step {start}" + (f" (phase: {phase})" if phase else "")
+    if (start > 0 or phase) and segment_steps is None:
+        note(f"resuming from {resumed}")
+
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
-    metadata = _metadata(config, experiment, started, start)
+    metadata = _metadata(config, experiment, started, start, precision)
     # the record of whose folder this is first (check_run_folders reads it)
     atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
     atomic_write(folder / "config.toml", dump_toml(config))
@@ -346,14 +372,28 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
     bar = tqdm(total=steps, initial=min(start, steps), desc=f"{config.name}: outer steps",
                unit="step", disable=not progress)
     writer = _MetricsWriter(metrics_path)
+    watch = MetricsWatch(getattr(experiment, "chance_accuracy", None),
+                         getattr(experiment, "initial_metrics", None), kept)
+    pieces = StepPieces(bar, lambda done: save_checkpoint(checkpoint_path, experiment, done,
+                                                          config_hash, writer.digest(done)),
+                        saved=resumed if start > 0 or phase else None)
+    phased = hasattr(experiment, "on_phase")  # long steps: progress and checkpoints inside
+    if phased:
+        experiment.on_phase = pieces  # type: ignore[attr-defined]
     try:
         for step in range(start + 1, steps + 1):
-            row = experiment.step()
+            pieces.step = step
+            try:
+                row = experiment.step()
+            except Diverged as error:  # a phase inside the step: no row for it
+                status = f"diverged at step {step}: {error}"
+                note(status)
+                break
             if int(row["step"]) != step:
                 raise RuntimeError(f"{config.name}: experiment reported step {row['step']} "
                                    f"at step {step}")
             writer.append(row)
-            reason = _divergence(experiment, row)
+            reason = _divergence(experiment, row, watch)
             if reason is not None:
                 # no checkpoint of a diverged state: a rerun recomputes up to here and stops
                 status = f"diverged at step {step}: {reason}"
@@ -363,16 +403,22 @@ def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bo
                 accuracy = row["test_accuracy"]
             bar.update(1)
             bar.set_postfix_str(_progress_text(row, accuracy))
-            if step % every == 0 or step == steps:
+            if step % every == 0 or step == steps or phased:
                 save_checkpoint(checkpoint_path, experiment, step, config_hash,
                                 writer.digest(step))
+                pieces.step_saved(step)
                 if segment_steps is not None and step - start >= segment_steps and \
                         step < steps:
                     status = f"paused at step {step}"
                     break
+    except KeyboardInterrupt:
+        note(pieces.interrupted())
+        raise
     finally:
         writer.close()
         bar.close()
+        if phased:
+            experiment.on_phase = None  # type: ignore[attr-defined]
 
     rows = [r for r in read_metrics(metrics_path) if r["step"] <= steps]
     horizon = config.horizon if config.horizon is not None else steps

@@ -73,8 +73,12 @@ class ServerExperiment:
         x0, y0 = model_point(self.state, self.problem.dim_y)
         self._start_norms = (float(x0.norm()), float(y0.norm()))
         self.step_count = 0
-        # the evaluation's keys, so that every row has the same columns
-        self.eval_keys = tuple(self._evaluate())
+        # the metrics at the starting point: the divergence watch's reference for the losses
+        # (testbed_app.experiments.divergence), and the evaluation's keys, so that every row
+        # has the same columns
+        self.initial_metrics = self._evaluate()
+        self.eval_keys = tuple(self.initial_metrics)
+        self.chance_accuracy = 1.0 / self.dataset.n_classes
 
     # ------------------------------------------------------------------------- records
     def split_json(self) -> dict[str, Any]:

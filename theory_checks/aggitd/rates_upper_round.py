@@ -85,8 +85,8 @@ def upper_round(problem: Any, ex: _Exact, x: torch.Tensor, y0: torch.Tensor,
     gx, gy = ex.grad_outer(y_plus)
     target = ex.J @ torch.linalg.solve(ex.H, gy)
     return UpperRound(
-        drift=torch.stack(drifts).mean(0).numpy(),
-        direction_sq=torch.stack(directions).mean(0).numpy(),
+        drift=torch.stack(drifts).mean(0).cpu().numpy(),
+        direction_sq=torch.stack(directions).mean(0).cpu().numpy(),
         b_i=float((torch.stack(indirect).mean(0) - target).norm() ** 2),
         y_gap_sq=float((y_plus - ex.y_star).norm() ** 2),
         stationarity=float(problem.exact_hypergradient(x).norm() ** 2),

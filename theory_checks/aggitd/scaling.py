@@ -31,8 +31,8 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     lam = 1.0 / ex.constants.L  # the aggregated product contracts at 1 - lam mu for lam <= 1/L
     gx, gy = ex.grad_outer(ex.y_star)
     eigenvalues, vectors = ex.view.spectrum
-    coeffs = vectors.T @ gy.numpy()
-    J = ex.J.numpy()
+    coeffs = vectors.T @ gy.cpu().numpy()
+    J = ex.J.cpu().numpy()
     amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
                            for k in range(len(eigenvalues))])
     rates = np.abs(1.0 - lam * eigenvalues)

@@ -194,8 +194,8 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     lam = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
-    coeffs = vectors.T @ grad_y.numpy()
-    J = view.J.numpy()
+    coeffs = vectors.T @ grad_y.cpu().numpy()
+    J = view.J.cpu().numpy()
     amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
                            for k in range(len(eigenvalues))])
     rates = np.abs(1.0 - lam * eigenvalues)
@@ -270,7 +270,7 @@ def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> M
     problem = case.problem
     view, x, _, _, grad_x, grad_y = _exact_parts(case)
     scale = _scale(view, grad_x, grad_y)
-    H, J, g = view.H.numpy(), view.J.numpy(), grad_y.numpy()
+    H, J, g = view.H.cpu().numpy(), view.J.cpu().numpy(), grad_y.cpu().numpy()
     operator = np.linalg.matrix_power(H, operator_power)  # H, or H^T H (H symmetric)
     rhs = np.linalg.matrix_power(H, operator_power - 1) @ g
     short = J @ (_textbook_cg(operator, rhs, problem.dim_y - 1) - np.linalg.solve(H, g))
@@ -302,7 +302,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     view = quadratic_view(problem, x, y_star)
     beta = 1.0 / smoothness(problem)
     eigenvalues, vectors = view.spectrum
-    amplitudes = np.abs(vectors.T @ (y0 - y_star).numpy())
+    amplitudes = np.abs(vectors.T @ (y0 - y_star).cpu().numpy())
     rates = np.abs(1.0 - beta * eigenvalues)
     rho = 1.0 - constants.mu / constants.L
     initial = float((y0 - y_star).norm())

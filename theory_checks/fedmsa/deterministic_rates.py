@@ -36,7 +36,7 @@ def _averaged_criterion(problem: Any, records: list[Any]) -> np.ndarray:
     """Output-rule criterion after each round R: the mean of the criterion over every local
     iterate ``(r, k)`` of rounds ``0..R-1`` (the expectation over ``(r, k) ~ Unif``)."""
     xs, Zs, rounds = local_points(records)
-    values = criterion(problem, xs, Zs).numpy()
+    values = criterion(problem, xs, Zs).cpu().numpy()
     sums = np.cumsum(values)
     counts = np.arange(1, len(values) + 1)
     ends = [i for i in range(len(rounds)) if i == len(rounds) - 1 or rounds[i + 1] != rounds[i]]

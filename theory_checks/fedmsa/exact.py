@@ -85,7 +85,7 @@ class _Layout:
             raise NotMeasurable("a round left the state without h, q or the previous point")
         for it in st_.local:
             parts += [it.x[0], it.Z[0]]
-        return torch.cat(parts).numpy().copy()
+        return torch.cat(parts).cpu().numpy().copy()
 
     def iterates(self, n_out: int) -> list[slice]:
         return [slice(self.D + k * self.du, self.D + (k + 1) * self.du)
@@ -238,8 +238,8 @@ def criterion_form(problem: Any, layout: _Layout) -> tuple[np.ndarray, np.ndarra
         Z_star = fixed_point_Z(problem, x)
         return torch.cat([mean_maps(problem, x, Z_star)[0], Z - Z_star], dim=-1)
 
-    G = _affine_matrix(parts, layout.du).numpy()
-    g = parts(torch.zeros(1, layout.du, dtype=torch.float64))[0].numpy()
+    G = _affine_matrix(parts, layout.du).cpu().numpy()
+    g = parts(torch.zeros(1, layout.du, dtype=torch.float64))[0].cpu().numpy()
     return G, g
 
 

@@ -37,7 +37,8 @@ def _floor_parts(case: Case) -> dict[str, Any]:
     mats = _client_matrices(problem, x_star, y_star)
     H, J, v = mats["H"].mean(0), mats["J"].mean(0), mats["gy"].mean(0)
     values, vectors = torch.linalg.eigh(H)
-    return {"H": H, "J": J, "v": v, "values": values.numpy(), "vectors": vectors.numpy()}
+    return {"H": H, "J": J, "v": v, "values": values.cpu().numpy(),
+            "vectors": vectors.cpu().numpy()}
 
 
 def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -59,8 +60,8 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     parts = _floor_parts(case)
     lam = 1.0 / fednest_constants(problem).l_g1
     values, vectors = parts["values"], parts["vectors"]
-    coeffs = vectors.T @ parts["v"].numpy()
-    JH = parts["J"].numpy() @ vectors / values
+    coeffs = vectors.T @ parts["v"].cpu().numpy()
+    JH = parts["J"].cpu().numpy() @ vectors / values
     amplitudes = np.abs(coeffs) * np.linalg.norm(JH, axis=0)
     rates = 1.0 - lam * values
     scale = float(np.linalg.norm(JH, 2) * np.linalg.norm(coeffs)) + 1e-300

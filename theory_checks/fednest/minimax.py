@@ -79,7 +79,7 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
     x_star, y_star = problem.saddle_point()
     z_star = torch.cat([x_star, y_star])
     traj = _run_synthetic(problem, make, params, 4)
-    dev = (traj - z_star).numpy()
+    dev = (traj - z_star).cpu().numpy()
     X = np.concatenate([np.stack([dev[k, :d], dev[k, d:]]) for k in range(3)], axis=1)
     Y = np.concatenate([np.stack([dev[k + 1, :d], dev[k + 1, d:]]) for k in range(3)], axis=1)
     if np.linalg.cond(X) > 1e8:

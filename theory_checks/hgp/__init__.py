@@ -4,6 +4,8 @@ Theorem 2, the errata of the notes (sec. 7), the negative control and the applic
 This module assembles :data:`CLAIMS`; the code
 lives in sibling modules of one job each:
 
+- :mod:`theory_checks.hgp.constants`: the paper's constants (alpha, beta, L, kappa, mu, nu, c_S)
+  and its assumptions and conditions as hypotheses, used by every check;
 - :mod:`theory_checks.hgp.core_helpers`: shared helpers (mixing families, case strategy, a run);
 - :mod:`theory_checks.hgp.exact_averaging`: Lemma 1, the D2 error identity and Theorem 2;
 - :mod:`theory_checks.hgp.pushsum`: Lemma 2 and the explicit Push-Sum bound;
@@ -11,7 +13,8 @@ lives in sibling modules of one job each:
 - :mod:`theory_checks.hgp.core_claims`: CORE_CLAIMS, read from ``core_claims.toml``.
 
 Stochastic claims live in :mod:`theory_checks.hgp.stochastic`; applications and communication in
-:mod:`theory_checks.hgp.applications`. Every check compares the estimator's output with a bound
+:mod:`theory_checks.hgp.applications`, influence estimation (Table 4) in
+:mod:`theory_checks.hgp.influence`. Every check compares the estimator's output with a bound
 from the paper's formula (or the notes' explicit version of it) and the problem's constants.
 """
 

@@ -1,5 +1,6 @@
 """HGP claims: the negative control, the GlobalGrad/ClientGrad/LocalGrad taxonomy, vector-only
-communication, influence estimation (Table 4) and personalization (sec. 5.3, Table 2).
+communication and personalization (sec. 5.3, Table 2); influence estimation (Table 4) is
+:mod:`theory_checks.hgp.influence`.
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import PerClientLogistic, PerClientQuadratic, strategies
+from problems import PerClientQuadratic, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
-from testbed.decentralized.influence_metrics import r_squared
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
 from theory_checks.hgp.common import (
-    det_constants,
     fresh_state,
     global_grad,
     graph_cases,
@@ -29,6 +28,7 @@ from theory_checks.hgp.common import (
     stacked_error,
     terms_for,
 )
+from theory_checks.hgp.constants import deterministic_contractions, step_size
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- negative control
@@ -42,8 +42,8 @@ def check_negative_control(claim: Claim, case: Case, make: Callable[..., Any]) -
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
-    eta = 1.0 / float(problem.constants().L_clients)
-    k = det_constants(problem, blocks, eta)
+    eta = step_size(case)  # 1/L
+    k = deterministic_contractions(blocks, eta)
     # Why r^M <= 1e-7: every block-row of (I - eta H) Theta_hat contracts by r in the block
     # infinity norm (Theta_hat is row-stochastic), so the iteration has settled to 1e-7.
     M = terms_for(k["r"], 1e-7, 300)
@@ -187,54 +187,6 @@ def check_communication(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                        details={"payload_sizes": sorted(ledger.payload_sizes) if ledger else []})
 
 
-# --------------------------------------------------------------------------- influence
-
-
-def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Influence estimation (eq. 12, Table 4): HGP's ``-<d_lambda F>_ik`` on per-sample loss
-    weights against the exact influence (R^2 >= 0.99), or, with ``against_retraining`` in the
-    case, against retraining without the sample on the 10 largest predictions (R^2 >= 0.99,
-    the paper's Table 4 figure)."""
-    problem = case.problem
-    x = problem.initial_point()[0]
-    blocks = problem.client_blocks(x)
-    eta = 1.0 / float(torch.linalg.eigvalsh(blocks["H"]).max())
-    k = det_constants(problem, blocks, eta)
-    # Why rho_bar^M <= 1e-8 and S = 30: truncation and consensus errors then sit far below the
-    # spread of the influences (R^2 against the exact influence is then ~1).
-    M = terms_for(k["rho_bar"], 1e-8, 600)
-    est = make(neumann_terms=M, pushsum_steps=30, neumann_step_size=eta,
-               graph_seed=case.params["graph_seed"])
-    predicted = -est.run(problem, x, fresh_state(problem),
-                         np.random.default_rng(0)).trajectory[-1, 0]
-    exact = -problem.global_grad(x)
-    r2_exact = r_squared(exact.flatten().numpy(), predicted.flatten().numpy())
-    # Why the 10 largest |predictions| (global): the paper's protocol takes the top 50 of 200
-    # instances; 10 retrainings keep the check fast while covering the largest effects.
-    top = torch.argsort(predicted.flatten().abs(), descending=True)[:10]
-    n_samples = problem.dim_hyper
-    actual = torch.stack([problem.removal_effects(x, int(i) // n_samples,
-                                                  torch.tensor([int(i) % n_samples]))[0]
-                          for i in top])
-    r2_retrain = r_squared(actual.numpy(), predicted.flatten()[top].numpy())
-    # Why 0.99 against the exact influence: truncation and consensus errors are ~1e-8, so any
-    # shortfall is an estimator error. Retraining is compared with the paper's Table 4 figure
-    # (R^2 0.99) in the claim hgp.influence.r2_retraining.
-    retraining = bool(case.params.get("against_retraining", False))
-    measured = r2_retrain if retraining else r2_exact
-    return Measurement(measured, 0.99, measured >= 0.99,
-                       "R^2 vs retraining >= 0.99" if retraining else "R^2 vs exact >= 0.99",
-                       series=tuple(SeriesPoint("measured", "actual", float(a), float(p))
-                                    for a, p in zip(actual, predicted.flatten()[top],
-                                                    strict=True)),
-                       details={"r2_exact": r2_exact, "r2_retraining": r2_retrain})
-
-
-def _influence_cases() -> st.SearchStrategy[Case]:
-    return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
-                     strategies.per_client_logistic(), st.integers(0, 2**16))
-
-
 # --------------------------------------------------------------------------- personalization
 
 
@@ -278,18 +230,6 @@ def _personalization_cases() -> st.SearchStrategy[Case]:
 # Cases of claim hgp.communication.vector_messages
 communication_vector_messages_cases = graph_cases(strategies.per_client_quadratic(),
                                                   CONNECTED_FAMILIES, (1, 6))
-
-
-def influence_r2_retraining_cases() -> st.SearchStrategy[Case]:
-    """Cases of claim hgp.influence.r2_retraining."""
-    return _influence_cases().map(
-        lambda case: Case(case.problem, {**case.params, "against_retraining": True}))
-
-
-# Positive control of claim hgp.influence.r2_retraining
-influence_r2_retraining_control = known_case(
-    PerClientLogistic.random(2, 2, 60, 60, 0, mu=0.5, hyper="weights").spec(),
-    {"graph_seed": 0, "against_retraining": True})
 
 
 CLAIMS: tuple[Claim, ...] = load_claims(Path(__file__).with_name("applications.toml"))

@@ -1,4 +1,5 @@
-"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and constants.
+"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and exact noise moments
+(the constants are :mod:`theory_checks.hgp.constants`).
 
 Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
 optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
@@ -46,18 +47,6 @@ def scale(blocks: dict[str, torch.Tensor]) -> float:
     return float(blocks["e"].norm()) + J_norm * inv * float(blocks["c"].sum(0).norm()) + 1e-300
 
 
-def det_constants(problem: Any, blocks: dict[str, torch.Tensor], eta: float) -> dict[str, float]:
-    """Deterministic-oracle constants of D1 (notes 4.6): alpha, beta, r, rho_bar."""
-    H = blocks["H"]
-    n, dy = H.shape[0], H.shape[1]
-    eye = torch.eye(dy, dtype=torch.float64)
-    eig = torch.linalg.eigvalsh(H)
-    r = float(torch.linalg.matrix_norm(eye - eta * H, ord=2).max())
-    rho_bar = float(torch.linalg.matrix_norm(eye - eta * H.mean(0), ord=2))
-    return {"alpha": float(eig.min()), "L": float(eig.max()), "r": r, "rho_bar": rho_bar,
-            "beta": float(torch.linalg.matrix_norm(blocks["J"], ord=2).max()), "n": float(n)}
-
-
 def graph_cases(
     problem_strategy: st.SearchStrategy[Any], families: tuple[str, ...],
     steps: tuple[int, int] = (1, 12), **extra: st.SearchStrategy[Any],
@@ -89,7 +78,7 @@ def graph_of(case: Case) -> GraphSequence:
 
 def stacked_error(trajectory: torch.Tensor, exact: torch.Tensor) -> np.ndarray:
     """``||v^(m) - GlobalGrad||`` (stacked over clients) for every m of a ``(M+1, n, dl)`` run."""
-    return (trajectory - exact).flatten(1).norm(dim=1).numpy()
+    return (trajectory - exact).flatten(1).norm(dim=1).cpu().numpy()
 
 
 def terms_for(rate: float, target: float, cap: int) -> int:
@@ -120,7 +109,7 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     for _ in range(count):
         out, new_weights, time = est.average_step(basis, weights, time, graph, GraphLedger(n),
                                               Ledger(n))
-        operators.append(out[0].numpy().copy())
+        operators.append(out[0].cpu().numpy().copy())
         if est.keep_weights:
             weights = new_weights
     return operators
@@ -201,12 +190,12 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
     M = int(est.neumann_terms)
     eta = est.step_size(problem) if eta is None else float(eta)
     blocks = problem.client_blocks(x)
-    A = problem.A.numpy()
-    C = problem.C.numpy()  # (n, dy, dl); J_i = -C_i^T
-    mu_u = blocks["c"].numpy().copy()
-    mu_v = blocks["e"].numpy().copy()
+    A = problem.A.cpu().numpy()
+    C = problem.C.cpu().numpy()  # (n, dy, dl); J_i = -C_i^T
+    mu_u = blocks["c"].cpu().numpy().copy()
+    mu_v = blocks["e"].cpu().numpy().copy()
     if b is not None:
-        A_s, C_s = problem.A_samples.numpy(), problem.C_samples.numpy()
+        A_s, C_s = problem.A_samples.cpu().numpy(), problem.C_samples.cpu().numpy()
         if sample_indices is not None:
             A_s, C_s = A_s[:, sample_indices], C_s[:, sample_indices]
         N = A_s.shape[1]

@@ -15,17 +15,28 @@ from problems import strategies
 from testbed.decentralized.hgp import HGPState
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.hgp.common import (
-    det_constants,
     global_grad,
     point,
     scale,
     stacked_error,
     terms_for,
 )
+from theory_checks.hgp.constants import (
+    deterministic_contractions,
+    hgp_constants,
+    series_converges,
+    step_size,
+)
 from theory_checks.hgp.core_helpers import _run
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Lemma 1
+
+#: The steps Lemma 1's check runs at, in units of 1/L: eq. (10)'s fixed point must be the same
+#: at each; the largest (1.25/L) keeps ``eta lambda_max(H_bar) < 2`` (the series converges).
+LEMMA1_ETA_FACTORS = (0.75, 1.0, 1.25)
+#: eq. (10) converges at each of Lemma 1's steps (the claim's hypothesis).
+LEMMA1_SERIES_CONVERGES = series_converges(LEMMA1_ETA_FACTORS)
 
 
 def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -37,19 +48,19 @@ def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     blocks = problem.client_blocks(x)
     exact = global_grad(problem, x)
     unit = scale(blocks)
-    L = float(problem.constants().L_clients)
+    L = hgp_constants(problem).L
     y_star = blocks["y"]
     clients = torch.arange(problem.n_clients)
     from testbed.oracles import Oracles
 
     oracles = Oracles(problem)
     values, residuals, worst = [], [], 0.0
-    for factor in (0.75, 1.0, 1.25):
+    for factor in LEMMA1_ETA_FACTORS:
         eta = factor / L
-        k = det_constants(problem, blocks, eta)
+        rho_bar = deterministic_contractions(blocks, eta)["rho_bar"]
         # Why 1e-13: the truncation J H_bar^{-1}(I - eta H_bar)^M c_bar (notes D2) is then below
         # the identity tolerance by three orders, so any remaining gap is the estimator's.
-        M = terms_for(k["rho_bar"], 1e-13, 2000)
+        M = terms_for(rho_bar, 1e-13, 2000)
         est = make(neumann_terms=M, neumann_step_size=eta)
         v = _run(est, problem, x).trajectory[-1, 0]
         values.append(v)
@@ -84,7 +95,7 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
     M = int(case.params["neumann_terms"])
-    eta = case.params["eta_factor"] / float(problem.constants().L_clients)
+    eta = step_size(case)  # eta_factor / L
     H_bar, c_bar = blocks["H"].mean(0), blocks["c"].mean(0)
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
 
@@ -124,15 +135,22 @@ def _identity_cases() -> st.SearchStrategy[Case]:
 def _theorem2(case: Case, make: Callable[..., Any], corrected: bool) -> Measurement:
     """Error of exact-averaging HGP evaluated at ``y_hat = y* + t Delta`` against Thm 2's
     linear term; Delta is the worst direction of the (C) term ``grad_lambda f(y_hat) -
-    grad_lambda f(y*)`` (top singular vector of blockdiag(P_i^T Q_i))."""
+    grad_lambda f(y*)`` (top singular vector of blockdiag(P_i^T Q_i)).
+
+    The statement's ``exp(-O(M))`` has unspecified constants, so a shortfall counts only when it
+    does not diminish with M: each distance is run at M (``rho_bar^M <= 1e-12``) and at 2M, the
+    bound's M-term taken as the proof's ``(beta/alpha) rho_bar^M ||d_x f||`` at each, and the
+    case fails only where the error exceeds the bound at both (by the same amount: the error
+    converges in M, the excess is the (C) term).
+    """
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
-    consts = problem.hgp_constants()
-    eta = 1.0 / consts["L"]
-    k = det_constants(problem, blocks, eta)
-    alpha, beta, nu_f = consts["alpha"], consts["beta"], consts["nu_f"]
-    M = terms_for(k["rho_bar"], 1e-12, 2000)
+    k = hgp_constants(problem)
+    eta = step_size(case, k)  # 1/L
+    rho_bar = deterministic_contractions(blocks, eta)["rho_bar"]
+    alpha, beta, nu_f = k.alpha, k.beta, k.nu_f
+    M = terms_for(rho_bar, 1e-12, 2000)
     PtQ = problem.P.transpose(1, 2) @ problem.Q
     n, dy = problem.n_clients, problem.dim_y
     direction = torch.zeros(n, dy, dtype=torch.float64)
@@ -145,22 +163,29 @@ def _theorem2(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     exact = global_grad(problem, x)
     grad_norm = float(blocks["c"].norm())
     coefficient = (1 + 2 * beta / alpha) if corrected else beta / alpha
-    series, worst, last = [], -math.inf, (0.0, 0.0)
+    tolerance = IDENTITY_RTOL * scale(blocks)
+    series, worst, last, excesses = [], -math.inf, (0.0, 0.0), []
     for t in (1e-3, 1e-2, 1e-1, 1.0):
         y_hat = blocks["y"] + t * direction
         state = HGPState(y_hat, torch.ones(n, dtype=torch.float64), 0)
-        est = make(neumann_terms=M, neumann_step_size=eta, inner_steps=0)
-        error = float(stacked_error(_run(est, problem, x, state).trajectory[-1:, 0], exact)[0])
+        est = make(neumann_terms=2 * M, neumann_step_size=eta, inner_steps=0)
+        run = stacked_error(_run(est, problem, x, state).trajectory[:, 0], exact)
         distance = float((y_hat - blocks["y"]).norm())
-        truncation = (beta / alpha) * k["rho_bar"] ** M * grad_norm
-        bound = nu_f * coefficient * distance + truncation
-        worst = max(worst, error - bound - IDENTITY_RTOL * scale(blocks))
+        excess = []
+        for terms in (M, 2 * M):
+            bound_at = nu_f * coefficient * distance + (beta / alpha) * rho_bar**terms * grad_norm
+            excess.append(float(run[terms]) - bound_at)
+        worst = max(worst, min(excess) - tolerance)
+        excesses.append(excess)
+        error, bound = float(run[M]), nu_f * coefficient * distance + (
+            beta / alpha) * rho_bar**M * grad_norm
         series += [SeriesPoint("measured", "inner_error", distance, error),
                    SeriesPoint("bound", "inner_error", distance, bound)]
         last = (error, bound)
-    return Measurement(last[0], last[1], worst <= 0.0, "<= at every ||y_hat - y*||",
+    return Measurement(last[0], last[1], worst <= 0.0, "<= at every ||y_hat - y*|| (at M or 2M)",
                        series=tuple(series), details={"beta_over_alpha": beta / alpha,
-                                                      "nu_f": nu_f})
+                                                      "nu_f": nu_f, "neumann_terms": M,
+                                                      "excess_at_M_and_2M": excesses})
 
 
 def check_theorem2_as_stated(claim: Claim, case: Case, make: Callable[..., Any]

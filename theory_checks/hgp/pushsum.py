@@ -1,5 +1,6 @@
-"""Lemma 2 of HGP (Push-Sum consensus error): the proof's sqrt(n) step, the explicit Push-Sum
-bound ``(n - 1) tau(A(S:1)) / delta_S`` with Dobrushin's coefficient, and their checks.
+"""Lemma 2 of HGP (Push-Sum consensus error): the proof's sqrt(n) step and the explicit Push-Sum
+bound ``(n - 1) tau(A(S:1)) / delta_S`` (Dobrushin's coefficient,
+:func:`theory_checks.hgp.constants.pushsum_bound`), and their checks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from testbed.decentralized.graphs import GraphSequence
 from theory_checks import _stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, SeriesPoint
 from theory_checks.hgp.common import graph_cases, graph_of
+from theory_checks.hgp.constants import pushsum_bound
 from theory_checks.hgp.core_helpers import MIXING_FAMILIES
 
 # --------------------------------------------------------------------------- Lemma 2
@@ -61,37 +63,6 @@ def check_lemma2_sqrt_n(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     return Measurement(worst, 1.0 + 1e-12, worst <= 1.0 + 1e-12,
                        "sigma_max(E) / (sqrt(n) max|E_ij|) <=",
                        details={"pushsum_steps": worst_S})
-
-
-def ergodicity_coefficient(P: np.ndarray) -> float:
-    """Dobrushin's coefficient of a column-stochastic ``P``: ``max_{j,k} (1/2)||P e_j -
-    P e_k||_1`` (1 - the least overlap of two columns; submultiplicative, 0 iff rank one)."""
-    return float(0.5 * np.abs(P[:, :, None] - P[:, None, :]).sum(axis=0).max())
-
-
-def pushsum_bound(graph: GraphSequence, S: int) -> tuple[float, float, float]:
-    """Lemma 2's constant from its proof, explicit: ``(n - 1) tau(A(S:1)) / delta_S``.
-
-    With ``P = A(S:1) = A(S) ... A(1)`` (the column-stochastic Push-Sum weights of the graph
-    steps, Alg. 1) and weights ``omega = P 1``, ``Theta_hat = diag(omega)^{-1} P``, so
-    ``E = Theta_hat - Theta = diag(omega)^{-1} P (I - Theta)`` and
-
-    .. math::  |E_ij| = \\frac{1}{n \\omega_i} |\\textstyle\\sum_k (P_{ij} - P_{ik})|
-               \\le \\frac{n - 1}{n} \\frac{\\tau(P)}{\\delta_S}
-
-    (a coordinate of the difference of two probability vectors is at most their total
-    variation distance), the entrywise bound Nedic-Olshevsky's Lemma 1 states with existential
-    ``8/delta`` and ``tau^S``; then ``sigma_max(E) <= ||E||_F <= n max|E_ij|`` (the step the
-    paper writes with sqrt(n)). Returns ``(bound, tau(P), delta_S)``. The reference P comes from
-    the graph sequence, not from the estimator.
-    """
-    n = graph.n
-    P = np.eye(n)
-    for A in graph.mixing(0, S):
-        P = A @ P
-    tau = ergodicity_coefficient(P)
-    delta = float((P @ np.ones(n)).min())
-    return (n - 1) * tau / delta, tau, delta
 
 
 def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -32,6 +32,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from testbed.decentralized.graphs import GraphSequence
 from theory_checks import _stats
 from theory_checks.claim import (
     Case,
@@ -57,6 +58,17 @@ from theory_checks.hgp.common import (
     noise_moments,
     point,
     terms_for,
+)
+from theory_checks.hgp.constants import (
+    case_constants,
+    case_graph,
+    eta_alpha_below_one,
+    pushsum_errors,
+    s_condition,
+    s_condition_cap,
+    step_condition,
+    step_size,
+    steps_meeting_s_condition,
 )
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -118,7 +130,7 @@ def _mean_path_gap(problem: Any, x: torch.Tensor, make: Callable[..., Any],
     same graphs (D3: the conditional mean of the stochastic form is the deterministic form)."""
     det = make(**{**params, "batch_size": None}).run(
         problem, x, fresh_state(problem), np.random.default_rng(0),
-        track_consensus=False).trajectory[:, 0].numpy()
+        track_consensus=False).trajectory[:, 0].cpu().numpy()
     return float(np.abs(moments.mean - det).max()) / (1.0 + float(np.abs(det).max()))
 
 
@@ -136,7 +148,7 @@ def variance_ratio_test(est: Any, problem: Any, x: torch.Tensor, moments: Any,
     rate_side = design.false_fail_rate / (2 * n_tests)
     R = design.samples(replicates_for_half_width(VARIANCE_PLANNING_SD, VARIANCE_HALF_WIDTH,
                                                  rate_side, minimum=100))
-    samples = _replicas(est, problem, x, R, design.rng(key)).numpy()
+    samples = _replicas(est, problem, x, R, design.rng(key)).cpu().numpy()
     deviation = samples - moments.mean[-1]
     ratios = (deviation**2).reshape(R, -1).sum(1) / moments.variance[-1]
     return StatTest(quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT,
@@ -175,7 +187,7 @@ def check_unbiased(claim: Claim, case: Case, make: Callable[..., Any],
     # sd 1 after standardising by the exact sd (the interval uses the sample sd)
     R = design.samples(replicates_for_half_width(1.0, BIAS_HALF_WIDTH, rate_side,
                                                  minimum=100))
-    samples = _replicas(est, problem, x, R, design.rng(0)).numpy().reshape(R, -1)
+    samples = _replicas(est, problem, x, R, design.rng(0)).cpu().numpy().reshape(R, -1)
     z = (samples - moments.mean[-1].reshape(-1))[:, noisy] / sd[noisy]
     tests = tuple(StatTest(f"bias of coordinate {k} / its sd", batch_evidence(z[:, j]),
                            low=-BIAS_MARGIN, high=BIAS_MARGIN)
@@ -212,12 +224,12 @@ def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any],
     """
     problem = case.problem
     x = point(problem, case.params["point_seed"])
-    consts = problem.hgp_constants()
-    eta = 1.0 / consts["L"]
+    k = case_constants(case)  # the minibatch oracle's
+    eta = step_size(case, k)  # 1/L
     # Why (1 - eta alpha / 2)^M <= 1e-3 (at most 80 terms): the noise terms of step m are
     # weighted by at most q^m <= (1 - eta alpha/2)^m (notes 4.4), so the floor is reached to
     # 0.1%; the exact moments are exact at any M, the cap only keeps the Monte Carlo run short.
-    M = terms_for(1 - eta * consts["alpha"] / 2, 1e-3, 80)
+    M = terms_for(1 - eta * k.alpha / 2, 1e-3, 80)
     params = {"neumann_terms": M, "pushsum_steps": case.params["pushsum_steps"],
               "graph_seed": case.params["graph_seed"], "neumann_step_size": eta}
     operators = averaging_operators(make(**params), problem.n_clients, M)
@@ -260,6 +272,11 @@ ETA_BATCH = 2
 ETA_TOLERANCE = 0.15
 
 
+#: Thm 1's conditions at every step of the sqrt(eta) check (the largest, 0.4/L, binds).
+SQRT_ETA_ETA_ALPHA = eta_alpha_below_one(ETA_FACTORS)
+SQRT_ETA_STEP_CONDITION = step_condition(ETA_FACTORS)
+
+
 def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
                    design: Design) -> Measurement:
     """Notes D4 / 7.2 item 16, exact averaging, minibatch b = 2: the exact noise floor RMS
@@ -269,13 +286,12 @@ def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
     the largest eta over the exact variance (:func:`variance_ratio_test`)."""
     problem = case.problem
     x = point(problem, case.params["point_seed"])
-    consts = problem.hgp_constants()
-    alpha, beta = consts["alpha"], consts["beta"]
-    mu2 = consts["kappa_lambda"] ** 2 + consts["kappa_x"] ** 2 * beta**2 / alpha**2
+    k = case_constants(case)  # the minibatch oracle's
+    alpha, mu2 = k.alpha, k.mu**2
     grad_norm = float(problem.client_blocks(x)["c"].norm())
     rms, bounds, ests, moments = [], [], [], []
     for f in ETA_FACTORS:
-        eta = f / consts["L"]
+        eta = f / k.L
         # Why 3 / (eta alpha) terms: the variance settles like (1 - eta alpha)^(2m), so this is
         # e^-6 ~ 0.25% from its limit (the moments are exact at this M either way).
         M = int(min(400, math.ceil(3.0 / (eta * alpha))))
@@ -327,42 +343,55 @@ def theorem1_bound(mu: float, alpha: float, beta: float, eta: float, c: float, n
             + 2 * beta / (eta * alpha**2) * c)
 
 
-def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
-                           design: Design) -> Measurement:
-    """Thm 1 at eps = 0.1: ``P(normalised error > bound) <= eps``.
-
-    The S-condition is enforced first by doubling S until the estimator's own consensus error
-    ``c = max_m sigma_max(Theta_hat^(m) - Theta) <= eta alpha / (2 (1 - eta alpha))`` (read off
-    its averaging operators; no sampling). Then R independent replicas; the number above the
-    bound is Binomial(R, p) and the claim's region is ``p <= eps`` (one-sided, Clopper-Pearson
-    evidence). R is set before sampling: with no exceedance, the upper bound at the case's rate
-    is ``<= eps / 2``, so a few exceedances still decide "holds"; a bound that fails twice as
-    often as claimed (p = 2 eps) is then refuted at the confirmation's 4 R.
-    """
-    problem = case.problem
-    x = point(problem, case.params["point_seed"])
-    consts = problem.hgp_constants()
-    alpha, beta, eta = consts["alpha"], consts["beta"], 1.0 / consts["L"]
-    mu = math.sqrt(consts["kappa_lambda"] ** 2 + consts["kappa_x"] ** 2 * beta**2 / alpha**2)
+def high_probability_setup(case: Case) -> tuple[GraphSequence, int, int, float, float]:
+    """What Thm 1's check runs on a case: its graph, the smallest ``S = S_0 2^k <= 256`` meeting
+    the S condition with ``c_S`` of Alg. 1 on the graph (:func:`~theory_checks.hgp.constants.
+    steps_meeting_s_condition`; the case's S when none does, which the S-condition hypothesis
+    then rejects), M, eta = 1/L and alpha of the minibatch oracle."""
+    k = case_constants(case)
+    eta = step_size(case, k)  # 1/L
     # Why (1 - eta alpha/2)^M (M + 1) <= 1e-3 (beta/alpha): the exp(-O(M)) term (ratio
     # q <= 1 - eta alpha/2 up to a factor linear in M, notes 4.4) is then negligible; it is
     # still added to the bound.
     M = 10
-    while (1 - eta * alpha / 2) ** M * (M + 1) > 1e-3 and M < 400:
+    while (1 - eta * k.alpha / 2) ** M * (M + 1) > 1e-3 and M < 400:
         M += 10
+    graph = case_graph(case, "random_directed")
+    S = int(case.params["pushsum_steps"])
+    found = steps_meeting_s_condition(graph, S, M, eta, k.alpha)
+    return graph, (found[0] if found else S), M, eta, k.alpha
+
+
+#: Thm 1's S condition at the S the high-probability check runs.
+HIGH_PROBABILITY_S_CONDITION = s_condition(high_probability_setup)
+
+
+def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
+                           design: Design) -> Measurement:
+    """Thm 1 at eps = 0.1: ``P(normalised error > bound) <= eps``.
+
+    The S-condition holds by construction (:func:`high_probability_setup`: S doubled until
+    ``c_S = max_m sigma_max(Theta_hat^(m) - Theta) <= eta alpha / (2 (1 - eta alpha))``, c_S of
+    Alg. 1 on the graph sequence, never the estimator's own averaging; no sampling). Then R
+    independent replicas; the number above the bound is Binomial(R, p) and the claim's region
+    is ``p <= eps`` (one-sided, Clopper-Pearson evidence). R is set before sampling: with no
+    exceedance, the upper bound at the case's rate is ``<= eps / 2``, so a few exceedances
+    still decide "holds"; a bound that fails twice as often as claimed (p = 2 eps) is then
+    refuted at the confirmation's 4 R.
+    """
+    problem = case.problem
+    x = point(problem, case.params["point_seed"])
+    k = case_constants(case)  # the minibatch oracle's
+    alpha, beta, mu = k.alpha, k.beta, k.mu
+    graph, S, M, eta, _ = high_probability_setup(case)
+    c = max(pushsum_errors(graph, S, M))
+    if c > s_condition_cap(eta, alpha):
+        raise NotMeasurable("the S-condition of Thm 1 fails up to S = 256")
     tail = beta / alpha * (1 - eta * alpha / 2) ** M * (M + 1)
-    S, eps, n = int(case.params["pushsum_steps"]), HIGH_PROBABILITY_EPS, problem.n_clients
-    theta = np.full((n, n), 1.0 / n)
-    while True:
-        params = {"neumann_terms": M, "pushsum_steps": S, "graph_seed": case.params["graph_seed"],
-                  "batch_size": case.params["batch_size"], "neumann_step_size": eta}
-        est = make(**params)
-        c = max(float(np.linalg.norm(T - theta, 2)) for T in averaging_operators(est, n, M))
-        if c <= eta * alpha / (2 * (1 - eta * alpha)):
-            break
-        if S >= 256:
-            raise NotMeasurable("the S-condition of Thm 1 fails up to S = 256")
-        S *= 2
+    eps, n = HIGH_PROBABILITY_EPS, problem.n_clients
+    params = {"neumann_terms": M, "pushsum_steps": S, "graph_seed": graph.seed,
+              "batch_size": case.params["batch_size"], "neumann_step_size": eta}
+    est = make(**params)
     # The bound is loose by design (49x-940x the 0.9-quantile), so no realistic bug in the
     # recursion can exceed it; the same configuration's deterministic form must follow eq.
     # (10)'s mean recursion at the stated eta with the estimator's own averaging operators
@@ -374,7 +403,7 @@ def check_high_probability(claim: Claim, case: Case, make: Callable[..., Any],
                                           / math.log(1.0 - eps / 2))))
     samples = _replicas(est, problem, x, R, design.rng(0))
     grad_norm = float(problem.client_blocks(x)["c"].norm())
-    errors = (samples - global_grad(problem, x)).flatten(1).norm(dim=1).numpy() / grad_norm
+    errors = (samples - global_grad(problem, x)).flatten(1).norm(dim=1).cpu().numpy() / grad_norm
     dims = problem.dim_y + problem.dim_hyper
     bound = theorem1_bound(mu, alpha, beta, eta, c, n, dims, eps) + tail
     above = int((errors > bound).sum())

@@ -19,12 +19,20 @@ from theory_checks._exact import dominant_mode_window
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.hgp.common import (
     RATE_RTOL,
-    det_constants,
     global_grad,
     point,
     scale,
     stacked_error,
     terms_for,
+)
+from theory_checks.hgp.constants import (
+    case_graph,
+    deterministic_contractions,
+    hgp_constants,
+    pushsum_errors,
+    s_condition,
+    step_condition_holds,
+    step_size,
 )
 from theory_checks.hgp.core_helpers import _run
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -32,47 +40,53 @@ from theory_checks.tolerances import IDENTITY_RTOL
 # --------------------------------------------------------------------------- Corollary 1 (D1)
 
 
-def _pushsum_run(case: Case, make: Callable[..., Any], eta: float, terms: int,
-                 k: dict[str, float]) -> tuple[Any, float, int]:
-    """Run HGP, doubling S until ``q = r (1 + c_S) < 1`` (the S-threshold of footnote 4)."""
+def cor1_setup(case: Case) -> tuple[GraphSequence, int, int, float, float]:
+    """What Corollary 1 (D1) runs on a case: its graph, the smallest ``S = S_0 2^k`` at which
+    ``q = r (1 + c_S) < 1`` (footnote 4's S-threshold, ``c_S`` of Alg. 1 on the graph), M with
+    ``rho_bar^M <= 1e-6``, eta = 1/L and alpha."""
     problem = case.problem
-    x = point(problem, case.params["point_seed"])
+    k = hgp_constants(problem)
+    eta = step_size(case, k)  # 1/L: the proof's step condition
+    contraction = deterministic_contractions(problem.client_blocks(point(problem, 0)), eta)
+    # Why rho_bar^M <= 1e-6: the geometric term is then far below the consensus term, so the
+    # run covers the decay and the floor of the bound.
+    M = terms_for(contraction["rho_bar"], 1e-6, 300)
+    graph = case_graph(case, "random_directed")
     S = int(case.params["pushsum_steps"])
-    while True:
-        est = make(neumann_terms=terms, pushsum_steps=S, neumann_step_size=eta,
-                   graph_family=case.params["graph_family"], graph_seed=case.params["graph_seed"])
-        out = _run(est, problem, x)
-        c = max(out.consensus_errors)
-        if k["r"] * (1 + c) < 1.0:
-            return out, c, S
-        # Why 256: past it the sequence is not contracting in practice on these small graphs.
-        if S >= 256:
-            raise NotMeasurable(f"q = r (1 + c_S) >= 1 up to S = {S} (below the S-threshold)")
+    # Why 256: past it the sequence is not contracting in practice on these small graphs.
+    while contraction["r"] * (1 + max(pushsum_errors(graph, S, M))) >= 1.0 and S < 256:
         S *= 2
+    return graph, S, M, eta, k.alpha
 
 
-def d1_bound(k: dict[str, float], eta: float, c: float, m: np.ndarray) -> np.ndarray:
+def d1_bound(r: float, rho: float, beta: float, eta: float, c: float,
+             m: np.ndarray) -> np.ndarray:
     """Notes 4.6 D1: ``eta beta c (1 - rho + r)/((1 - q)(1 - rho)) + eta beta rho^m/(1 - rho)``."""
-    r, rho, beta = k["r"], k["rho_bar"], k["beta"]
     q = r * (1 + c)
     return eta * beta * c * (1 - rho + r) / ((1 - q) * (1 - rho)) + eta * beta * rho**m / (1 - rho)
 
 
 def check_corollary1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Explicit Cor. 1 (D1) with the measured c_S, at every m <= M, on the drawn graph family."""
+    """Explicit Cor. 1 (D1) at every m <= M on the drawn graph family, with ``c_S`` the Push-Sum
+    error of Alg. 1 on the graph sequence (:func:`~theory_checks.hgp.constants.pushsum_errors`,
+    not the estimator's own averaging: a gossip that mixes less than Alg. 1 must not widen its
+    own bound)."""
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
-    eta = 1.0 / float(problem.constants().L_clients)  # eta <= 1/L: the proof's condition
-    k = det_constants(problem, blocks, eta)
-    # Why rho_bar^M <= 1e-6: the geometric term is then far below the consensus term, so the
-    # run covers the decay and the floor of the bound.
-    M = terms_for(k["rho_bar"], 1e-6, 300)
-    out, c, S = _pushsum_run(case, make, eta, M, k)
-    errors = stacked_error(out.trajectory[:, 0], global_grad(problem, x))
+    graph, S, M, eta, _ = cor1_setup(case)
+    k = hgp_constants(problem)
+    contraction = deterministic_contractions(blocks, eta)
+    r, rho = contraction["r"], contraction["rho_bar"]
+    c = max(pushsum_errors(graph, S, M))
+    if r * (1 + c) >= 1.0:
+        raise NotMeasurable(f"q = r (1 + c_S) >= 1 up to S = {S} (below the S-threshold)")
+    est = make(neumann_terms=M, pushsum_steps=S, neumann_step_size=eta,
+               graph_family=graph.family, graph_seed=graph.seed)
+    errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     errors = errors / float(blocks["c"].norm())
     m = np.arange(len(errors))
-    bound = d1_bound(k, eta, c, m)
+    bound = d1_bound(r, rho, k.beta, eta, c, m)
     slack = IDENTITY_RTOL  # round-off of the estimate itself once the bound reaches it
     passed = bool((errors <= bound + slack).all())
     series = tuple([SeriesPoint("measured", "neumann_terms", int(i), float(e), 0, int(i) * S)
@@ -80,38 +94,72 @@ def check_corollary1(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
                    + [SeriesPoint("bound", "neumann_terms", int(i), float(b), 0, int(i) * S)
                       for i, b in zip(m, bound, strict=True)])
     return Measurement(float(errors[-1]), float(bound[-1]), passed, "<= at every m",
-                       series=series, details={"c_S": c, "pushsum_steps": S, "q": k["r"] * (1 + c),
+                       series=series, details={"c_S": c, "pushsum_steps": S, "q": r * (1 + c),
                                                "bound_over_measured": float(bound[-1] /
                                                                             max(errors[-1],
                                                                                 1e-300))})
 
 
+#: Why 20 terms: enough for (1 - eta alpha)^m to fall below the actual contraction wherever
+#: eta L > 2 - eta alpha, and for a divergent iteration to grow by orders; short enough for
+#: hypothesis' shrinking to be quick.
+STATED_STEP_TERMS = 20
+
+
+def stated_step_setup(case: Case) -> tuple[GraphSequence, int, int, float, float]:
+    """What the stated-condition check runs: the fully connected graph, S = 1 (so ``Theta_hat =
+    Theta`` and ``c_S = 0`` to round-off), M = 20, ``eta = eta_alpha / alpha``."""
+    k = hgp_constants(case.problem)
+    return (GraphSequence("fully_connected", case.problem.n_clients), 1, STATED_STEP_TERMS,
+            step_size(case, k), k.alpha)
+
+
+#: Thm 1's S condition at what the stated-condition check runs (``c_S = 0`` to round-off).
+STATED_STEP_S_CONDITION = s_condition(stated_step_setup)
+
+
 def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., Any]
                                 ) -> Measurement:
-    """Cor. 1 as the proof writes it, ``(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2))
-    c_S``, under the *stated* condition only (``0 < eta alpha < 1``; notes 7.2 item 9)."""
+    """Cor. 1 under the *stated* condition only (``0 < eta alpha < 1``; notes 7.2 item 9), on
+    the fully connected graph (``c_S = 0``), in one of two readings (``case.params["reading"]``):
+
+    - ``"explicit"`` (default): the proof's explicit form, ``(beta/alpha)(1 - eta alpha)^m +
+      (2 beta/(eta alpha^2)) c_S`` at every m <= 20;
+    - ``"exp_term"``: as printed, ``(2 beta/(eta alpha^2)) c_S + exp(-O(M))`` with the
+      exponentially diminishing term's constants unspecified: the error must tend to the
+      ``c_S`` floor, so it fails only where the error grows geometrically (least-squares slope
+      of ``log error`` over ``m = 10..20`` > 0) while above the floor.
+    """
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
-    k0 = det_constants(problem, blocks, 1.0)
-    eta = case.params["eta_alpha"] / k0["alpha"]  # the stated condition: eta alpha < 1
-    k = det_constants(problem, blocks, eta)
-    # Why 20 terms: enough for (1 - eta alpha)^m to fall below the actual contraction
-    # wherever eta L > 2 - eta alpha, and short enough for hypothesis' shrinking to be quick.
-    M = 20
-    est = make(neumann_terms=M, pushsum_steps=1, neumann_step_size=eta,
-               graph_family="fully_connected")
-    out = _run(est, problem, x)
-    c = max(out.consensus_errors)
-    errors = stacked_error(out.trajectory[:, 0], global_grad(problem, x))
+    graph, S, M, eta, a = stated_step_setup(case)
+    k = hgp_constants(problem)
+    b = k.beta
+    c = max(pushsum_errors(graph, S, M))
+    est = make(neumann_terms=M, pushsum_steps=S, neumann_step_size=eta,
+               graph_family=graph.family)
+    errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     errors = errors / float(blocks["c"].norm())
     m = np.arange(len(errors))
-    a, b = k["alpha"], k["beta"]
-    bound = (b / a) * (1 - eta * a) ** m + 2 * b / (eta * a**2) * c
+    floor = 2 * b / (eta * a**2) * c
+    details = {"eta_L": eta * k.L, "eta_alpha": eta * a, "c_S": c,
+               "rho_bar": deterministic_contractions(blocks, eta)["rho_bar"]}
+    if case.params.get("reading", "explicit") == "exp_term":
+        tail = slice(M // 2, M + 1)
+        above = errors[tail] > floor + IDENTITY_RTOL
+        if not above.all():  # at the floor (to round-off): the M-term has vanished
+            return Measurement(float(errors[-1]), floor, True, "error -> c_S floor",
+                               details=details)
+        slope = float(_stats.fit_rate(m[tail], errors[tail] - floor).slope)
+        return Measurement(slope, 0.0, slope <= 0.0, "growth rate of log(error - floor) "
+                           "over m = 10..20 <= 0 (the M-term diminishes)",
+                           details={**details, "error_at_M": float(errors[-1])})
+    bound = (b / a) * (1 - eta * a) ** m + floor
     worst = int(np.argmax(errors - bound))
     return Measurement(float(errors[worst]), float(bound[worst]),
                        bool((errors <= bound + IDENTITY_RTOL).all()), "<= at every m",
-                       details={"eta_L": eta * k["L"], "eta_alpha": eta * a, "m": worst})
+                       details={**details, "m": worst})
 
 
 def _step_cases() -> st.SearchStrategy[Case]:
@@ -130,10 +178,11 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
-    eta = case.params["eta_factor"] / float(problem.constants().L_clients)
+    k = hgp_constants(problem)
+    eta = step_size(case, k)  # eta_factor / L
     H_bar, c_bar = blocks["H"].mean(0), blocks["c"].mean(0)
     values, vectors = torch.linalg.eigh(H_bar)
-    rates = np.abs(1.0 - eta * values.numpy())
+    rates = np.abs(1.0 - eta * values.cpu().numpy())
     order = np.argsort(-rates)
     J_stack = torch.cat(list(blocks["J"]), 0)
     amplitudes = np.array([float((J_stack @ vectors[:, j]).norm()) * abs(float(vectors[:, j]
@@ -150,20 +199,21 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     steps = np.arange(start, stop + 1)
     fit = _stats.fit_rate(steps, errors[start:stop + 1])
     theory = math.log(float(rates[order[0]]))
-    alpha = float(torch.linalg.eigvalsh(blocks["H"]).min())
-    guaranteed = math.log(max(1e-300, 1 - eta * alpha / 2))
+    guaranteed = math.log(max(1e-300, 1 - eta * k.alpha / 2))
     result = Fit("log error per Neumann iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
                  RATE_RTOL * abs(theory), residual=fit.residual_max)
-    # The Push-Sum guarantee needs eta <= 1/L (the step condition the paper leaves unstated,
-    # claim hgp.theorem1.stated_step_condition); beyond it only the fitted rate is checked.
-    within_step_condition = eta * float(problem.constants().L_clients) <= 1.0
+    # The Push-Sum guarantee needs eta L <= 2 - eta alpha (the step condition the paper leaves
+    # unstated, claim hgp.theorem1.stated_step_condition); beyond it only the fitted rate (the
+    # identity's, valid at any eta) is checked.
+    within_step_condition = step_condition_holds(eta, k)
     passed = result.agrees and (not within_step_condition
                                 or fit.slope <= guaranteed + RATE_RTOL * abs(theory))
     series = tuple(SeriesPoint("measured", "neumann_terms", int(s), float(errors[s]))
                    for s in steps)
     return Measurement(fit.slope, theory, passed, "|fit - log rho_bar| <= 5% and fit <= "
                        "log(1 - eta alpha/2)", series=series, fit=result,
-                       details={"window": [start, stop], "guaranteed": guaranteed})
+                       details={"window": [start, stop], "guaranteed": guaranteed,
+                                "within_step_condition": within_step_condition})
 
 
 def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -178,13 +228,13 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     tau = slem(graph.static_weights())
     if tau < 0.05:
         raise NotMeasurable("W mixes in one step (tau < 0.05): no geometric term to fit")
-    eta = 1.0 / float(problem.constants().L_clients)
-    k = det_constants(problem, blocks, eta)
+    eta = step_size(case)  # 1/L, the estimator's default
+    r = deterministic_contractions(blocks, eta)["r"]
     # Why c_S <= 0.05 at the first S: second-order terms in c_S then bend the log-floor by
     # under 5%, so the slope is tau's; 6 points over 6 more S values resolve it.
     S0 = max(1, math.ceil(math.log(0.05) / math.log(tau)))
     grid = list(range(S0, S0 + 6))
-    q = k["r"] * (1 + tau**S0)
+    q = r * (1 + tau**S0)
     if q >= 1:
         raise NotMeasurable("q >= 1 at the grid's first S")
     # Why q^M <= 1e-3 tau^(S0+6) / 10: the truncation term is then 1000x below the smallest

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One GPU session of the testbed (issue 24), in about 8 minutes of device time:
+#   install the project, record the device, run the tests marked `gpu` (every shipped config for
+#   2 steps on CUDA against the CPU, the TF32 policy, the CNN influence step with and without
+#   TF32, claims on CUDA against the CPU) and the CUDA benchmark rows (closed-form FedNest and
+#   FBO-AggITD rounds at d = 200, M = 10^3..10^5, against the same-work replica on the GPU; the
+#   workload rounds). Each step has its own time limit; logs and JSON go to $OUT.
+#
+#   OUT=/some/folder bash benchmarks/gpu_session.sh      (tox -e gpu runs it too)
+#
+# The machine this is written for has torch with CUDA and Python 3.12 and no network: the
+# project is installed with --no-deps, and the pure-Python dependencies it lacks come from
+# .gpu-wheels/ (made on a machine with network by benchmarks/gpu_wheels.sh, carried along).
+# Without a CUDA device every CUDA step is skipped with its reason, and the logs are written.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-results/gpu-session}
+mkdir -p "$OUT"
+LOG="$OUT/session.log"
+PYTHON=${PYTHON:-python3}
+: > "$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
+
+# step NAME LIMIT_SECONDS COMMAND...: run with a time limit, output in $OUT/NAME.log
+step() {
+  local name=$1 limit=$2; shift 2
+  local start; start=$(date +%s)
+  say "== $name (limit ${limit} s): $*"
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  say "   $name: exit $rc after $(( $(date +%s) - start )) s$( [ $rc -eq 124 ] && echo ' (time limit)')"
+  tail -n 3 "$OUT/$name.log" | sed 's/^/   | /' | tee -a "$LOG"
+  return 0
+}
+
+say "gpu session $(date -u +%Y-%m-%dT%H:%M:%SZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+
+# 1. install: what is missing from the carried wheels, then the project itself
+install_project() {
+  local missing
+  missing=$("$PYTHON" - <<'PY'
+import importlib.util
+needs = {'tomli_w': 'tomli-w', 'networkx': 'networkx', 'jinja2': 'jinja2',
+         'markupsafe': 'markupsafe', 'hypothesis': 'hypothesis', 'tqdm': 'tqdm',
+         'sortedcontainers': 'sortedcontainers', 'attr': 'attrs', 'xdist': 'pytest-xdist',
+         'execnet': 'execnet', 'pytest': 'pytest'}
+print(' '.join(d for m, d in needs.items() if importlib.util.find_spec(m) is None))
+PY
+  )
+  echo "missing small dependencies: ${missing:-none}"
+  if [ -n "$missing" ]; then
+    # shellcheck disable=SC2086
+    "$PYTHON" -m pip install --no-index --find-links .gpu-wheels --no-deps $missing || return 3
+  fi
+  for big in numpy scipy sklearn matplotlib sympy torch; do
+    "$PYTHON" -c "import $big" 2>/dev/null || echo "NOT INSTALLED (too large to carry): $big"
+  done
+  "$PYTHON" -m pip install --quiet --no-deps --no-build-isolation .
+}
+export -f install_project
+export PYTHON
+step install 120 bash -c install_project
+
+# the checkout's own code first, installed or not (a failed install still runs the tests)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+
+# 2. the device and the precision policy as torch reports them
+step device 60 $PYTHON -c "
+import json, torch
+from testbed.precision import set_precision
+info = {'torch': torch.__version__, 'cuda': torch.cuda.is_available(),
+        'precision': set_precision()}
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    info.update(device=p.name, memory_gb=round(p.total_memory / 1e9, 1),
+                cuda_version=torch.version.cuda)
+print(json.dumps(info, indent=1))
+open('$OUT/device.json', 'w').write(json.dumps(info, indent=1) + '\n')
+"
+CUDA=$($PYTHON -c "import torch; print(int(torch.cuda.is_available()))" 2>/dev/null || echo 0)
+
+# 3. the tests marked gpu (they skip with their reason without CUDA)
+step gpu-tests 270 $PYTHON -m pytest -m gpu -p no:cacheprovider -n 4 -v -rs --durations=15 \
+  --junitxml="$OUT/gpu-tests.xml" tests/test_gpu.py tests/test_devices.py
+
+# 4. the CUDA benchmark rows
+if [ "$CUDA" = "1" ]; then
+  step bench-closed-form 110 $PYTHON benchmarks/run.py closed_form_rounds --device cuda \
+    --out "$OUT/bench"
+  step bench-workload 60 $PYTHON benchmarks/run.py workload_round --device cuda --out "$OUT/bench"
+else
+  say "== bench-closed-form, bench-workload: skipped: torch sees no CUDA device (torch.cuda.is_available() is False)"
+fi
+say "done $(date -u +%Y-%m-%dT%H:%M:%SZ); files in $OUT"

@@ -1,0 +1,136 @@
+"""Closed-form problems on a device: ``problem.to(device)``, ``--device cpu|cuda`` of check,
+calibrate, regress and verify (``testbed.devices``).
+
+There is no GPU on the machines that run the default tests, so what can be shown here is shown
+by construction: every family moves every one of its arrays (to torch's ``meta`` device, which
+has no data but refuses to be mixed with CPU tensors: a starting point or a client index left
+on the CPU would raise), no code copies a tensor to numpy without ``.cpu()``, ``--device cpu``
+gives the same numbers as no option, and ``--device cuda`` without CUDA is one line. The tests
+marked ``gpu`` (run by ``tox -e gpu``) compare CUDA with the CPU where a GPU is present.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from problems import PROBLEM_DB, QuadraticBilevel, from_spec
+from testbed.devices import DEVICE_ENV, use_device
+from testbed_app.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+NO_CUDA = "needs a CUDA GPU (torch.cuda.is_available() is False); run by tox -e gpu"
+
+
+def _tensors(value: object, path: str = "") -> list[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in _tensors(v, f"{path}.{k}")]
+    if isinstance(value, (list, tuple)):
+        return [t for i, v in enumerate(value) for t in _tensors(v, f"{path}[{i}]")]
+    return []
+
+
+@pytest.mark.parametrize("info", PROBLEM_DB, ids=[p.name for p in PROBLEM_DB])
+def test_every_family_moves_every_array_to_the_device(info) -> None:
+    problem = info.build()
+    assert problem.device == torch.device("cpu") and problem.to("cpu") is problem
+    moved = problem.to("meta")
+    held = _tensors(vars(moved))
+    assert held and all(t.device.type == "meta" for _, t in held), [
+        name for name, t in held if t.device.type != "meta"]
+    assert moved.device.type == "meta" and moved.id == problem.id
+    assert problem.device.type == "cpu"  # a copy: the CPU problem is untouched
+    if hasattr(moved, "initial_point"):
+        assert all(v.device.type == "meta" for v in moved.initial_point())
+
+
+def test_a_moved_problem_computes_the_same_numbers_and_rebuilds_its_caches() -> None:
+    problem = QuadraticBilevel.random(4, 3, 3, 10.0, 0.3, seed=1)
+    x = torch.linspace(-1.0, 1.0, 3, dtype=torch.float64)
+    before = problem.exact_hypergradient(x)  # fills the cached client means
+    moved = problem.to("meta")
+    assert "means" not in vars(moved) or vars(moved)["means"]["A"].device.type == "meta"
+    assert torch.equal(problem.exact_hypergradient(x), before)
+    assert from_spec(problem.spec(), device="meta").device.type == "meta"
+
+
+def test_no_tensor_goes_to_numpy_without_cpu() -> None:
+    """``tensor.numpy()`` raises for a CUDA tensor; numpy arrays have no ``.numpy()``, so every
+    ``.numpy()`` in the code that computes is a tensor's and must follow ``.cpu()``."""
+    bare = re.compile(r"(?<!\.cpu\(\))\.numpy\(\)")
+    offenders = [f"{path.relative_to(ROOT)}:{number}"
+                 for package in ("problems", "testbed", "theory_checks", "testbed_app")
+                 for path in sorted((ROOT / package).rglob("*.py"))
+                 for number, line in enumerate(path.read_text().splitlines(), start=1)
+                 if bare.search(line)]
+    assert not offenders
+
+
+def test_device_cpu_is_torchs_own_default_and_reaches_the_workers(monkeypatch) -> None:
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    assert use_device("cpu") == torch.device("cpu")
+    assert torch.empty(0).device.type == "cpu"
+    import os
+
+    assert os.environ[DEVICE_ENV] == "cpu"
+    with pytest.raises(ValueError, match="one of"):
+        use_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+@pytest.mark.parametrize("command", [["check", "--claim", "classical.neumann.error_identity"],
+                                     ["calibrate", "--claim", "hgp.noise.sqrt_eta"],
+                                     ["regress", "--estimator", "aid-neumann"],
+                                     ["verify", "aid-neumann", "--no-report"]])
+def test_device_cuda_without_cuda_is_one_line(command, tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    assert main([*command, "--device", "cuda", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["testbed: error: --device cuda: torch sees no CUDA device on this machine "
+                   "(torch.cuda.is_available() is False); use --device cpu"]
+
+
+def _without_times(value: object) -> object:
+    """A claim record without its wall-clock times (``seconds``, at any depth)."""
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def _claim_files(results: Path) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for path in sorted((results / "claims").iterdir()):
+        out[path.name] = (_without_times(json.loads(path.read_text())) if path.suffix == ".json"
+                          else path.read_bytes())
+    return out
+
+
+def test_check_on_device_cpu_gives_the_numbers_of_no_option(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    claim = ["--claim", "classical.neumann.error_identity", "--quiet"]
+    assert main(["check", *claim, "--results", str(tmp_path / "plain")]) == 0
+    assert main(["check", *claim, "--results", str(tmp_path / "cpu"), "--device", "cpu"]) == 0
+    assert _claim_files(tmp_path / "plain") == _claim_files(tmp_path / "cpu")
+    meta = json.loads((tmp_path / "cpu" / "metadata.json").read_text())
+    assert meta["device"] == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA)
+def test_a_problem_on_cuda_gives_the_cpus_exact_answers_to_float64_rounding() -> None:
+    problem = QuadraticBilevel.random(50, 20, 20, 100.0, 0.3, seed=2, n_samples=4)
+    on_gpu = problem.to("cuda")
+    x = torch.linspace(-1.0, 1.0, 20, dtype=torch.float64)
+    cpu, gpu = problem.exact_hypergradient(x), on_gpu.exact_hypergradient(x.cuda())
+    assert gpu.device.type == "cuda" and gpu.dtype == torch.float64
+    # kappa 100, d = 20: float64 solves agree to ~kappa * d * 1e-16; 1e-10 is the testbed's
+    # closed-form tolerance (theory_checks/tolerances.py)
+    assert torch.allclose(gpu.cpu(), cpu, rtol=1e-10, atol=1e-12)

@@ -1,0 +1,240 @@
+"""HGP's decentralized influence estimation (Sec. 5.2, eq. 12, Table 4).
+
+With ``g_i = 1/N sum_k lambda_ik ell(xi_ik, x) + mu/2 ||x||^2`` evaluated at ``lambda = 1``, the
+k-th entry of ``<-d_lambda F>_i`` is the linear (first-order) estimate of the change of ``F =
+sum_i f_i`` when sample k of client i is removed (``lambda_ik: 1 -> 0``). Two claims:
+
+- ``hgp.influence.r2`` (the estimator): HGP's estimate against the exact influence ``-<d_lambda
+  F>_ik`` (a linear solve), R^2 >= 0.99 over every sample: what HGP itself contributes;
+- ``hgp.influence.r2_retraining`` (Table 4's number): HGP's estimate against retraining without
+  each of the 50 samples with the largest predicted ``|influence|``, R^2 >= 0.99, at Table 4's
+  scale (:data:`TABLE4_SCALE`) over several data draws. R^2 there measures HGP's error plus the
+  first-order approximation's, whose remainder is ``O(1/N^2)`` per removal: it is small at the
+  paper's 100 samples per client and large at 30 (the toy scale this claim was once decided at).
+
+The retrainings and the exact influences depend only on the problem, HGP's estimate on the
+problem and the estimator: both are cached (:func:`influence_draw`), so the claim's readings
+(which 50 samples; how "0.99" is read) and its perturbation reuse them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from problems import PerClientLogistic, from_spec, strategies
+from testbed.decentralized.influence_metrics import r_squared
+from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from theory_checks.hgp.common import fresh_state, terms_for
+from theory_checks.hgp.constants import REF, deterministic_contractions, step_size
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.profiles import fast_profile
+
+#: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
+#: R^5, 100 training and 100 validation samples per client, the FedEM-style synthetic data with
+#: 3 components and Dirichlet concentration 0.4; per-sample loss weights as hyperparameters.
+TABLE4_SCALE = {"n_clients": 3, "dim": 5, "n_train": 100, "n_val": 100, "components": 3,
+                "concentration": 0.4, "hyper": "weights"}
+#: Sec. 5.2: "We selected the 50 elements with the largest absolute values".
+TOP = 50
+#: The ridge the paper leaves open: 0.01 is the authors' code's weight decay
+#: (hitachi-rd-cv/pdbo-hgp, ClassifierBase(weight_decay=1e-2), infl_toy config), the other two
+#: the independent replication's (issue 22).
+RIDGES = (0.01, 0.125, 0.5)
+#: Why S = 30 and rho_bar^M <= 1e-8: HGP's estimate is then within ~1e-8 (relative) of the exact
+#: influence on these 3-client directed graphs (details.hgp_relative_error), far below any R^2
+#: difference; the paper's M = 500, S = 100, eta = 1 reach the same fixed point (Lemma 1: it is
+#: eta-free) 15x more slowly.
+PUSHSUM_STEPS = 30
+TRUNCATION = 1e-8
+#: Draws of the data per case: a few on the fast profile, more on the thorough one.
+DRAWS = {"fast": 3, "thorough": 5}
+
+
+@dataclasses.dataclass(frozen=True)
+class InfluenceDraw:
+    """One draw of the influence experiment: ``(n, N)`` arrays of HGP's estimate ``-v``, the
+    exact influence ``-<d_lambda F>`` and the retrained change ``F(lambda_ik = 0) - F``."""
+
+    predicted: np.ndarray
+    exact: np.ndarray
+    actual: np.ndarray
+    neumann_terms: int
+    eta: float
+
+    @property
+    def hgp_relative_error(self) -> float:
+        """``||HGP - exact|| / ||exact||`` over every sample."""
+        return float(np.linalg.norm(self.predicted - self.exact) / np.linalg.norm(self.exact))
+
+
+def top_samples(predicted: np.ndarray, selection: str, top: int = TOP) -> np.ndarray:
+    """Flat indices ``i N + k`` of the ``top`` largest ``|predicted|``: over all clients
+    (``"global"``, the authors' code's ``argsort`` over the concatenated hypergradients) or the
+    ``top`` of each client's own (``"per_client"``, ``<-d_lambda f>_i`` read per client)."""
+    n, N = predicted.shape
+    if selection == "global":
+        return np.argsort(-np.abs(predicted).ravel(), kind="stable")[:top]
+    if selection == "per_client":
+        return np.concatenate([i * N + np.argsort(-np.abs(predicted[i]), kind="stable")[:top]
+                               for i in range(n)])
+    raise ValueError(f"selection must be 'global' or 'per_client', got {selection!r}")
+
+
+def retraining_r2(draw: InfluenceDraw, selection: str, top: int = TOP) -> float:
+    """Table 4's R^2 (``1 - SS_res / SS_tot``) of HGP's estimates against retraining on the
+    selected samples."""
+    chosen = top_samples(draw.predicted, selection, top)
+    return r_squared(draw.actual.ravel()[chosen], draw.predicted.ravel()[chosen])
+
+
+@functools.lru_cache(maxsize=64)
+def _exact_and_actual(spec: str) -> tuple[np.ndarray, np.ndarray]:
+    problem = from_spec(json.loads(spec))
+    x = problem.initial_point()[0]
+    return ((-problem.global_grad(x)).cpu().numpy(), problem.all_removal_effects(x).cpu().numpy())
+
+
+@functools.lru_cache(maxsize=64)
+def _hgp_estimate(spec: str, estimator: Any) -> np.ndarray:
+    problem = from_spec(json.loads(spec))
+    out = estimator.run(problem, problem.initial_point()[0], fresh_state(problem),
+                        np.random.default_rng(0), track_consensus=False)
+    return (-out.trajectory[-1, 0]).cpu().numpy()
+
+
+def influence_draw(problem: PerClientLogistic, make: Callable[..., Any], graph_seed: int,
+                   eta: float) -> InfluenceDraw:
+    """HGP at ``eta`` with M until ``rho_bar^M <= 1e-8`` and S = 30 on the graph sequence
+    ``graph_seed``, the exact influences and every retraining, on ``problem`` (cached)."""
+    x = problem.initial_point()[0]
+    rho_bar = deterministic_contractions(problem.client_blocks(x), eta)["rho_bar"]
+    M = terms_for(rho_bar, TRUNCATION, 2000)
+    estimator = make(neumann_terms=M, pushsum_steps=PUSHSUM_STEPS, neumann_step_size=eta,
+                     graph_seed=graph_seed)
+    spec = json.dumps(problem.spec(), sort_keys=True)
+    exact, actual = _exact_and_actual(spec)
+    return InfluenceDraw(_hgp_estimate(spec, estimator), exact, actual, M, eta)
+
+
+# --------------------------------------------------------------------------- hgp.influence.r2
+
+
+def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """HGP's estimate against the exact influence ``-<d_lambda F>_ik`` over every sample
+    (R^2 >= 0.99); eta = 1/L (:func:`~theory_checks.hgp.constants.step_size`)."""
+    draw = influence_draw(case.problem, make, int(case.params["graph_seed"]),
+                          step_size(case))
+    r2 = r_squared(draw.exact.ravel(), draw.predicted.ravel())
+    # Why 0.99: HGP's truncation and consensus errors are ~1e-8 here, so any shortfall is an
+    # estimator error (the perturbation, Push-Sum without its de-bias, gives 0.5-0.9)
+    return Measurement(r2, 0.99, r2 >= 0.99, "R^2 vs exact >= 0.99",
+                       details={"hgp_relative_error": draw.hgp_relative_error,
+                                "neumann_terms": draw.neumann_terms, "eta": draw.eta})
+
+
+def _influence_cases() -> st.SearchStrategy[Case]:
+    return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
+                     strategies.per_client_logistic(), st.integers(0, 2**16))
+
+
+# --------------------------------------------------------------------------- Table 4
+
+
+def _scale_margin(case: Case) -> float:
+    spec = case.problem.spec()
+    if spec.get("family") != "PerClientLogistic.random" or spec.get("hyper") != "weights":
+        return -1.0
+    return 0.0 - max(abs(float(spec[key]) - float(value)) / float(value)
+                     for key, value in TABLE4_SCALE.items() if key != "hyper")
+
+
+#: Table 4's scale as a condition on a case: a table's number is decided only at the setting it
+#: was measured at (a toy-scale case is neither a pass nor a counterexample).
+TABLE4_SETTING = Hypothesis(
+    "Table 4 setting", "3 clients, d = 5, 100 training and 100 validation samples per client, "
+    "FedEM-style data with 3 components and Dirichlet 0.4, per-sample loss weights (margin "
+    "-max relative deviation; 0 at the setting)", f"{REF}, Sec. 5.1-5.2, App. A.1-A.2",
+    _scale_margin)
+
+
+def table4_draws(problem: PerClientLogistic, draws: int) -> list[PerClientLogistic]:
+    """The case's problem and the ``draws - 1`` that follow it (data seeds ``seed + j``)."""
+    spec = problem.spec()
+    return [problem] + [from_spec({**spec, "seed": int(spec["seed"]) + j})
+                        for j in range(1, draws)]
+
+
+def check_r2_retraining(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Table 4's R^2 against retraining at Table 4's scale: the median over the case's data
+    draws (``draws``: its problem and the next seeds) of the R^2 of HGP's estimate against
+    retraining without each of the 50 samples with the largest ``|estimate|``, at least the
+    reading's threshold.
+
+    Readings (``case.params``): ``selection`` ``"global"`` (the 50 largest over all clients,
+    the authors' code) or ``"per_client"`` (each client's 50; pooled R^2), and ``threshold``
+    0.99 (as printed) or 0.985 (the printed 0.99 as a two-decimal rounding). The median, not
+    every draw: Table 4 reports one run, whose setting the median's draw reproduces; the spread
+    over draws is recorded (``details``). HGP runs at eta = 1/L (the case's
+    :func:`~theory_checks.hgp.constants.step_size`) to within 1e-8 of its fixed point.
+    """
+    selection = str(case.params.get("selection", "global"))
+    threshold = float(case.params.get("threshold", 0.99))
+    graph_seed = int(case.params["graph_seed"])
+    draws = table4_draws(case.problem, int(case.params["draws"]))
+    per_draw, global_r2, client_r2, exact_r2, errors, terms = [], [], [], [], [], []
+    for problem in draws:
+        draw = influence_draw(problem, make, graph_seed, step_size(Case(problem, case.params)))
+        per_draw.append(draw)
+        global_r2.append(retraining_r2(draw, "global"))
+        client_r2.append(retraining_r2(draw, "per_client"))
+        exact_r2.append(r_squared(draw.exact.ravel(), draw.predicted.ravel()))
+        errors.append(draw.hgp_relative_error)
+        terms.append(draw.neumann_terms)
+    values = global_r2 if selection == "global" else client_r2
+    median = float(np.median(values))
+    first = per_draw[0]
+    chosen = top_samples(first.predicted, selection)
+    series = tuple(SeriesPoint("measured", "actual", float(a), float(p)) for a, p in
+                   zip(first.actual.ravel()[chosen], first.predicted.ravel()[chosen],
+                       strict=True))
+    return Measurement(median, threshold, median >= threshold,
+                       f"median over draws of R^2 vs retraining ({selection} top {TOP}) >=",
+                       series=series,
+                       details={"selection": selection, "r2_global": global_r2,
+                                "r2_per_client": client_r2, "r2_min": min(values),
+                                "r2_max": max(values), "r2_exact": exact_r2,
+                                "hgp_relative_error": max(errors), "ridge": case.problem.mu,
+                                "seeds": [int(p.spec()["seed"]) for p in draws],
+                                "neumann_terms": terms, "pushsum_steps": PUSHSUM_STEPS,
+                                "eta": [d.eta for d in per_draw], "graph_seed": graph_seed})
+
+
+def table4_cases() -> st.SearchStrategy[Case]:
+    """Cases at Table 4's scale: a data seed, a ridge of :data:`RIDGES`, a graph seed; each
+    case measures :data:`DRAWS` consecutive data seeds (fewer on the fast profile)."""
+    draws = DRAWS["fast" if fast_profile() else "thorough"]
+
+    def build(seed: int, ridge: float, graph_seed: int) -> Case:
+        problem = PerClientLogistic.random(
+            TABLE4_SCALE["n_clients"], TABLE4_SCALE["dim"], TABLE4_SCALE["n_train"],
+            TABLE4_SCALE["n_val"], seed, mu=ridge, hyper="weights",
+            components=TABLE4_SCALE["components"],
+            concentration=TABLE4_SCALE["concentration"])
+        return Case(problem, {"graph_seed": graph_seed, "draws": draws})
+
+    return st.builds(build, st.integers(0, 2**16), st.sampled_from(RIDGES),
+                     st.integers(0, 2**16))
+
+
+__all__ = [
+    "DRAWS", "PUSHSUM_STEPS", "RIDGES", "TABLE4_SCALE", "TABLE4_SETTING", "TOP",
+    "InfluenceDraw", "check_influence", "check_r2_retraining", "influence_draw",
+    "retraining_r2", "table4_cases", "table4_draws", "top_samples",
+]

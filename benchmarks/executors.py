@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results_format import atomic_write
+
 TIMING = re.compile(rb'"seconds": [-+.0-9eE]+')
 RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -92,9 +94,7 @@ def main() -> int:
         mode["ratio_to_local"] = round(mode["seconds"] / local, 3)
     record = {"benchmark": "executors", "profile": args.profile, "cpu_count": os.cpu_count(),
               "date": time.strftime("%Y-%m-%d"), "modes": modes}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "executors.json").write_text(json.dumps(record, indent=2) + "\n")
+    atomic_write(Path(args.out) / "executors.json", json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0
 

@@ -9,7 +9,6 @@ import filecmp
 import json
 import math
 import re
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,16 @@ from reports.figure_spec import (
     slope_guide,
     step_label,
 )
-from reports.results_reading import SeriesRow, _canonical_params, _torn_series_note, read_series
+from reports.results_reading import (
+    NOT_TRUSTED,
+    SeriesRow,
+    _canonical_params,
+    _torn_series_note,
+    read_series,
+)
+from results_format import atomic_write_bytes
+from results_format.paths import UnsafePath, inside
+from results_format.verdicts import FILES_KEY
 
 MAX_CASES_PLOTTED = 4
 SERIES_ORDER = ("measured", "bound", "fitted", "theory")
@@ -201,6 +209,10 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
                   cache: FigureCache | None = None) -> ClaimSection:
     """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
     of its own, saved at once, when None)."""
+    if claim.get("verdict") == NOT_TRUSTED:  # never shown as measured: no figure, no number
+        return ClaimSection(claim, "not shown (its results file is not trusted)", notes=[
+            f"results file claims/{claim['id']}.json not trusted: {claim.get('trust_problem')}"
+            f"; rerun `testbed check --claim {str(claim['id']).split('@')[0]}`."])
     worst = worst_case(claim)
     section = ClaimSection(claim, worst_case_text(worst))
     if worst is not None:
@@ -263,7 +275,10 @@ def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
     """The claim's series rows; a note (and no rows) when the file is missing or unreadable."""
     series_rel = str(claim.get("series_file") or f"series/{claim['id']}.csv")
     try:
-        rows = read_series(results_dir / series_rel)
+        rows = read_series(inside(results_dir, series_rel, f"{claim.get('id')}: series_file"))
+    except UnsafePath as error:
+        section.notes.append(f"series file not read: {error}")
+        return []
     except FileNotFoundError:
         section.notes.append(f"series file {series_rel} is missing")
         return []
@@ -290,18 +305,26 @@ def _copy_counterexample(claim: dict[str, Any], results_dir: Path, out_dir: Path
         if claim.get("verdict") == "fails as stated":
             notes.append("the claim fails but no counterexample file is recorded.")
         return None, []
-    source = results_dir / str(rel)
+    try:  # a path read from a file: only ever a file of the results folder (checked before)
+        source = inside(results_dir, rel, f"{claim.get('id')}: counterexample")
+    except UnsafePath as error:
+        notes.append(f"{error}.")
+        return None, []
     if not source.is_file():
         notes.append(f"counterexample file {rel} is missing from the results.")
         return None, []
     target_dir = out_dir / "counterexamples"
     target_dir.mkdir(parents=True, exist_ok=True)
+    # the counterexample's files the claim's results recorded (their digests were checked)
+    recorded = claim.get(FILES_KEY)
+    listed: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     files = []
-    for companion in sorted(source.parent.glob(source.stem + ".*")):
-        extension = companion.name[len(source.stem):]  # ".json", ".npz"; not another claim's
-        if companion.is_file() and extension.count(".") == 1 and extension != ".tmp":
-            target = target_dir / companion.name
-            if not (target.is_file() and filecmp.cmp(companion, target, shallow=False)):
-                shutil.copyfile(companion, target)
-            files.append(f"counterexamples/{companion.name}")
+    for relative in sorted(listed):
+        companion = results_dir / relative
+        if Path(relative).parent != Path(str(rel)).parent or companion.stem != source.stem:
+            continue
+        target = target_dir / companion.name
+        if not (target.is_file() and filecmp.cmp(companion, target, shallow=False)):
+            atomic_write_bytes(target, companion.read_bytes())
+        files.append(f"counterexamples/{companion.name}")
     return f"counterexamples/{source.name}", files

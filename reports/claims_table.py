@@ -22,6 +22,7 @@ VERDICT_CLASSES = {
     "holds once corrected": "verdict-corrected",
     "undecided": "verdict-undecided",
     "not checked": "verdict-unknown",
+    "not trusted": "verdict-unknown",
 }
 
 
@@ -167,6 +168,8 @@ def _cases_text(claim: dict[str, Any]) -> str:
     unexplained)."""
     if claim.get("verdict") == "not checked":
         return "not checked: no results file for this claim"
+    if claim.get("verdict") == "not trusted":
+        return f"not trusted, not shown: {claim.get('trust_problem')}"
     held = int(_float(claim.get("n_cases", len(claim.get("cases") or []))))
     parts = [f"{held} case{'s' if held != 1 else ''} held"]
     undecided = int(_float(claim.get("n_undecided") or 0))
@@ -198,6 +201,8 @@ def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
     verdict = claim.get("verdict")
     if verdict == "not checked":
         return ("not checked", "not checked: no results file for this claim", "muted")
+    if verdict == "not trusted":
+        return ("not trusted", f"not trusted, not shown: {claim.get('trust_problem')}", "muted")
     flag = _bool(claim.get("as_expected"))
     if flag is None:
         return ("n/a", "the results file does not record what the testbed expected", "muted")
@@ -301,7 +306,7 @@ def _summary(sections: Sequence[ClaimSection]) -> str:
     """One sentence under the matrix: checked claims as expected, and the checks' power. A claim
     "not checked" is counted apart, never as expected."""
     claims = [s.claim for s in sections]
-    checked = [c for c in claims if c.get("verdict") != "not checked"]
+    checked = [c for c in claims if c.get("verdict") not in ("not checked", "not trusted")]
     unexpected = sum(1 for c in checked if _bool(c.get("as_expected")) is False)
     expected = sum(1 for c in checked if _bool(c.get("as_expected")) is True)
     missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
@@ -310,8 +315,13 @@ def _summary(sections: Sequence[ClaimSection]) -> str:
                    and _bool(c["positive_control"].get("holds")) is False)
     text = (f"{len(claims)} claims, {len(checked)} checked: {expected} as the testbed expects, "
             f"{unexpected} verdict(s) differ from what the testbed expects")
-    if len(claims) > len(checked):
-        text += f"; {len(claims) - len(checked)} not checked (not counted as expected)"
+    untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
+    if len(claims) - untrusted > len(checked):
+        text += (f"; {len(claims) - untrusted - len(checked)} not checked (not counted as "
+                 "expected)")
+    if untrusted:
+        text += (f"; {untrusted} results file(s) not trusted (edited or damaged: not shown, "
+                 "not counted)")
     if missed or controls:
         text += f"; {missed} perturbation(s) not caught, {controls} positive control(s) failing"
     return text + "."

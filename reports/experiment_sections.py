@@ -12,6 +12,7 @@ from typing import Any
 from reports.section_model import Command, Section, Table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
+from results_format.replication import RECORD_SCHEMA, replication_problem
 
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
@@ -50,12 +51,16 @@ def replication(results_dir: Path) -> Section:
                                REPLICATION_COMMANDS)
     if not files:
         return section
-    from results_format import REPLICATION_SCHEMA
-
     rows = []
     for path in files:
-        data = _schema_json(path, REPLICATION_SCHEMA, section)
+        data = _schema_json(path, tuple(RECORD_SCHEMA), section)
         if data is None:
+            continue
+        problem = replication_problem(data, results_dir)
+        if problem is not None:  # never shown as measured
+            section.notes.append(f"replication/{path.name} not trusted ({problem}); its rows "
+                                 "are not shown. Rerun its config with `testbed run` to write "
+                                 "it again.")
             continue
         found = data.get("metadata")
         meta: dict[str, Any] = found if isinstance(found, dict) else {}

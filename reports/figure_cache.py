@@ -7,7 +7,7 @@ written and what the drawing returned (the artist roles per panel, notes). A fig
 when its key and the PNG's bytes both match the manifest, so a PNG replaced or damaged by hand,
 or one written by a build interrupted before its manifest entry, is drawn again.
 
-Writes are atomic: a PNG is drawn into a temporary file and renamed over the old one, and the
+Writes are atomic: a PNG is drawn into a fresh temporary file and renamed over the old one, and the
 manifest is rewritten through :func:`results_format.atomic_write` after each drawn figure.
 """
 
@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from results_format import atomic_write
+from results_format.writing import atomic_output
 
 MANIFEST = "manifest.json"
 MANIFEST_FORMAT = 1
@@ -87,14 +87,10 @@ class FigureCache:
         if entry is not None:
             self.reused.append(name)
             return entry
-        self.folder.mkdir(parents=True, exist_ok=True)
-        temporary = self.folder / f".{name}.tmp"
-        try:
+        # a fresh temporary file (never a name planted beforehand), renamed over the PNG
+        with atomic_output(self.folder / name) as (_, temporary):
             result = draw(temporary)
             digest = _file_hash(temporary)
-            os.replace(temporary, self.folder / name)
-        finally:
-            temporary.unlink(missing_ok=True)
         entry = {"key": key, "png_sha256": digest, **result}
         self.entries[name] = entry
         self.drawn.append(name)

@@ -13,6 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from results_format.records import calibration_summary_problem, metadata_problem
+from results_format.verdicts import read_claim_file
+
 
 def _float(value: Any) -> float:
     """A number from JSON or CSV text; accepts ``np.float64(1.5)`` reprs; NaN if unreadable."""
@@ -56,38 +59,66 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
         raise FileNotFoundError(
             f"no claim results (claims/*.json) in {results_dir}; {hint}")
     claims, notes = [], []
+    registered = _registered(results_dir)
     for path in files:
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            notes.append(f"{path.name}: unreadable ({error}); skipped")
+        data, reason = read_claim_file(path, results_dir)
+        if data is None:
+            # never shown as measured: the row keeps the claim's words, not its numbers
+            notes.append(f"{path.name}: {reason}; shown as \"{NOT_TRUSTED}\", without its "
+                         f"measurements. Rerun `testbed check --claim {path.stem.split('@')[0]}"
+                         f" --results {results_dir}` to measure it again")
+            claims.append(_untrusted_row(path.stem, str(reason), registered))
             continue
-        if not isinstance(data, dict):
-            notes.append(f"{path.name}: not a claim object; skipped")
-            continue
-        data.setdefault("id", path.stem)
         claims.append(data)
-    if not claims:
-        raise FileNotFoundError(f"no readable claim results in {results_dir}; {hint}")
-    claims.extend(_registered_but_unchecked(results_dir, {str(c["id"]) for c in claims}))
+    claims.extend(_unchecked_rows(registered, {str(c["id"]) for c in claims}))
     claims.sort(key=lambda c: str(c["id"]))
     return claims, notes
 
 
-def _registered_but_unchecked(results_dir: Path, checked: set[str]) -> list[dict[str, Any]]:
+#: The report's verdict for a claim results file that cannot be believed
+#: (:func:`results_format.verdicts.claim_file_problem`): its measurements are not shown.
+NOT_TRUSTED = "not trusted"
+#: What a row of an untrusted file keeps: the claim's words, from the registry recorded in
+#: ``metadata.json`` (never from the file that is not believed).
+_WORDS = ("paper", "reference", "kind", "statement", "estimators", "estimator", "expected",
+          "decision", "corrects", "origin", "builtin")
+
+
+def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """The claim registry ``testbed check`` recorded in ``metadata.json``, by id (empty when
+    the file is missing or does not fit its schema)."""
+    try:
+        data = json.loads((results_dir / "metadata.json").read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    if metadata_problem(data) is not None:
+        return {}
+    return {entry["id"]: entry for entry in data.get("claims_registered", [])}
+
+
+def _empty_row(claim_id: str, entry: dict[str, Any] | None, verdict: str) -> dict[str, Any]:
+    words = {k: entry[k] for k in _WORDS if entry and k in entry}
+    return dict(words, id=claim_id, verdict=verdict, as_expected=None, n_cases=0, cases=[],
+                fits=[], counterexample=None)
+
+
+def _untrusted_row(run_id: str, reason: str, registered: dict[str, dict[str, Any]]
+                   ) -> dict[str, Any]:
+    entry = registered.get(run_id) or registered.get(run_id.split("@")[0])
+    row = _empty_row(run_id, entry, NOT_TRUSTED)
+    row["trust_problem"] = reason
+    return row
+
+
+def _unchecked_rows(registered: dict[str, dict[str, Any]],
+                    checked: set[str]) -> list[dict[str, Any]]:
     """Rows for claims registered when the results were written but not (yet) checked.
 
     ``testbed check`` records the whole claim registry in ``metadata.json``, so the report lists
     every claim from results files alone, marking the ones without results "not checked".
     """
-    try:
-        registered = json.loads((results_dir / "metadata.json").read_text()).get(
-            "claims_registered", [])
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return []
-    return [dict(entry, verdict="not checked", as_expected=None, n_cases=0, cases=[],
-                 fits=[], counterexample=None)
-            for entry in registered if isinstance(entry, dict) and entry.get("id") not in checked]
+    return [_empty_row(claim_id, entry, "not checked")
+            for claim_id, entry in registered.items() if claim_id not in checked]
 
 
 def _load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
@@ -98,7 +129,10 @@ def _load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
         return {}, ["metadata.json is missing: commit, profile and versions unknown"]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         return {}, [f"metadata.json unreadable ({error})"]
-    return (data if isinstance(data, dict) else {}), []
+    problem = metadata_problem(data)
+    if problem is not None:
+        return {}, [f"metadata.json not used ({problem}): commit, profile and versions unknown"]
+    return data, []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,12 +224,13 @@ def _canonical_params(value: Any) -> str:
 
 def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
     """Per claim id, its row of ``calibration/summary.json`` (``testbed calibrate``); None when
-    the file is absent or unreadable (the calibration section says which)."""
+    the file is absent, unreadable or not to be believed
+    (:func:`results_format.records.calibration_summary_problem`; the calibration section says
+    which)."""
     try:
         data = json.loads((results_dir / "calibration" / "summary.json").read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    rows = data.get("claims") if isinstance(data, dict) else None
-    if not isinstance(rows, list):
+    if calibration_summary_problem(data) is not None:
         return None
-    return {str(r.get("claim")): r for r in rows if isinstance(r, dict)}
+    return {str(r["claim"]): r for r in data["claims"]}

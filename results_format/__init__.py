@@ -9,13 +9,23 @@ and its tests stay light.
 Beside the formats: :mod:`results_format.resume`, the fingerprints that let a rerun reuse a
 saved result (hashing, the freshness test, reading and writing a stamped result), and
 :mod:`results_format.provenance`, the commit and package versions a results file records.
+
+What makes a results file trustworthy lives here too: :mod:`results_format.writing` (whole
+files only, written where the testbed means to: a fresh temporary file, then a rename),
+:mod:`results_format.paths` (names and paths from files and configs kept inside the results
+folder), :mod:`results_format.locks` (one writer per run folder and claim),
+:mod:`results_format.validation` (schemas and seals), :mod:`results_format.verdicts` (a claim
+file's verdict recomputed from its cases), :mod:`results_format.records` (the other files'
+schemas) and :mod:`results_format.metrics` (``metrics.csv``).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
+
+# the one atomic-write home (re-exported: every producer imports it from here)
+from results_format.writing import atomic_write as atomic_write
+from results_format.writing import atomic_write_bytes as atomic_write_bytes
 
 #: ``<results>/replication/<experiment>.json``::
 #:
@@ -29,8 +39,14 @@ from typing import Any
 #:              "testbed_value": float | str | None,   # None: target not reached;
 #:                                          # "diverged at step k": the run diverged
 #:              "unit": str,
-#:              "differences": str}]}       # setting differences, stated honestly
-REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
+#:              "differences": str,         # setting differences, stated honestly
+#:              "definition": {"metric": str, "threshold" | "column": ...}}],
+#:                                          # how testbed_value is computed from metrics.csv
+#:                                          # (results_format.replication.measure)
+#:    "metrics_rows_sha256": str,           # the metrics rows it was computed from
+#:    "content_sha256": str}                # the seal (results_format.validation)
+REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows", "metrics_rows_sha256",
+                      "content_sha256")
 
 #: ``<results>/bench/<benchmark>.json``::
 #:
@@ -40,23 +56,6 @@ REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows")
 #:    "targets": [{"name": str, "measured": float, "target": float,
 #:                 "direction": "at_least" | "at_most", "met": bool}]}
 BENCH_SCHEMA = ("benchmark", "description", "machine", "rows", "targets")
-
-
-def atomic_write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename, creating the folder.
-
-    A reader (or a run interrupted while writing) sees the old file or the new one, never a torn
-    one: ``os.replace`` is atomic on POSIX and Windows within one file system.
-    """
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """:func:`atomic_write` for bytes (a counterexample's ``.npz``)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(path.suffix + ".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, path)
 
 
 def json_default(value: Any) -> Any:

@@ -24,9 +24,14 @@ import importlib.metadata
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from results_format.paths import name_problem
 from testbed.info import EstimatorInfo
 
 GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
+#: What a plugin's own code may raise and still be left out with its reason: any exception,
+#: and also ``SystemExit`` (a module calling ``sys.exit`` at import) and ``KeyboardInterrupt``
+#: raised by the plugin itself, which would otherwise end the command having done nothing.
+PLUGIN_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 T = TypeVar("T")
 
 
@@ -86,8 +91,10 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
     if info.name in set(taken):
         raise PluginError(f"its name {info.name!r} is already registered (built-in names and "
                           "other plugins' names cannot be replaced)")
-    if info.name != info.name.lower() or not info.name or " " in info.name:
-        raise PluginError(f"its name {info.name!r} must be lower-case without spaces")
+    if not isinstance(info.name, str) or info.name != info.name.lower() or not info.name \
+            or " " in info.name or name_problem(info.name) is not None:
+        raise PluginError(f"its name {info.name!r} must be lower-case without spaces, a plain "
+                          "name (it names results files)")
     if info.role != role:
         raise PluginError(f"its role is {info.role!r}, but the group holds {role}s")
     interface = _interface(role)
@@ -96,7 +103,7 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
                           f"{interface.__name__}")
     try:
         built = info.build()
-    except Exception as error:  # noqa: BLE001 - any failure of user code is reported
+    except PLUGIN_FAILURES as error:
         raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
             from error
     if not isinstance(built, interface):
@@ -122,7 +129,7 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
         try:
             try:
                 value = entry.load()
-            except Exception as error:  # noqa: BLE001 - a plugin's import may fail anyhow
+            except PLUGIN_FAILURES as error:
                 raise PluginError(f"it does not import: {type(error).__name__}: "
                                   f"{error}") from error
             for item in items_of(value):

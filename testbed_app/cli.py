@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from results_format.verdicts import untrusted_claim_files
 from testbed_app.experiments.config import DeprecatedName
 
 if TYPE_CHECKING:
@@ -130,10 +131,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
     ids = {c.id for c in claims}
-    for path, reason in _unreadable_claim_files(Path(args.results)):
+    for path, reason in untrusted_claim_files(_folder(args.results, "--results")):
         if path.stem.split("@")[0] in ids:
-            print(f"testbed: warning: {path}: {reason}; treated as not checked and rerun",
-                  file=sys.stderr)
+            print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
     with _executor(args) as executor:  # one Ray instance for the claims and the tables
         summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
                                progress=not args.quiet, execute=executor.run)
@@ -223,25 +223,12 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
                             f"(default {DEFAULT_RETRIES})")
 
 
-def _unreadable_claim_files(results: Path) -> list[tuple[Path, str]]:
-    """Claim result files that cannot be used (torn, not JSON, not a claim object, keys
-    missing), with the reason; ``check`` reruns those claims, ``report`` shows them as not
-    checked."""
-    import json
+def _folder(path: str, option: str) -> Path:
+    """``--results`` / ``--out``: a folder or absent (:func:`results_format.paths.output_folder`;
+    a file or a link loop is one line, exit 2)."""
+    from results_format.paths import output_folder
 
-    bad = []
-    for path in sorted((results / "claims").glob("*.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as error:
-            bad.append((path, f"unreadable ({type(error).__name__}: {error})"))
-            continue
-        if not isinstance(data, dict):
-            bad.append((path, f"not a claim result (a JSON {type(data).__name__})"))
-        elif not {"verdict", "as_expected"} <= set(data):
-            missing = sorted({"verdict", "as_expected"} - set(data))
-            bad.append((path, f"incomplete claim result (missing {', '.join(missing)})"))
-    return bad
+    return output_folder(Path(path), option)
 
 
 def _counts(summaries: list[dict]) -> str:
@@ -297,7 +284,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         bar.set_postfix_str(message)
 
     summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
-                          Path(args.results), progress, execute=executor.run)
+                          _folder(args.results, "--results"), progress, execute=executor.run)
     bar.close()
     print(format_table(summaries))
     print(f"\nresults in {Path(args.results) / 'calibration'}")
@@ -306,7 +293,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from testbed_app.experiments.config import load_config
-    from testbed_app.experiments.runner import run_experiment
+    from testbed_app.experiments.runner import check_run_folders, run_experiment
 
     if args.threads is not None:
         import torch
@@ -333,6 +320,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.fresh and args.recover:
         raise ValueError("--fresh and --recover exclude each other: --fresh deletes the run "
                          "folder, --recover keeps it and resumes from its last good state")
+    # one folder per config, each its own config's: refused before any work, nothing deleted
+    check_run_folders(configs, _folder(args.results, "--results"), args.fresh)
     if args.executor == "local" and args.jobs == 1:
         summaries: Iterator[dict[str, Any]] = (
             run_experiment(config, Path(args.results), fresh=args.fresh,
@@ -406,9 +395,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     from reports import build
 
-    results = Path(args.results)
-    for path, reason in _unreadable_claim_files(results):
-        print(f"testbed: warning: {path}: {reason}; shown as not checked", file=sys.stderr)
+    results = _folder(args.results, "--results")
+    _folder(args.out, "--out")
+    if not results.is_dir():
+        raise FileNotFoundError(f"results directory {results} does not exist; run `testbed check "
+                                f"--results {results}` first to produce results")
+    for path, reason in untrusted_claim_files(results):
+        print(f"testbed: warning: {path}: {reason}; shown without its measurements",
+              file=sys.stderr)
     bars: list[Any] = []
 
     def progress(total: int, claim_id: str) -> None:
@@ -436,6 +430,9 @@ def _cmd_regress(args: argparse.Namespace) -> int:
     from testbed_app import regression
 
     torch.set_default_dtype(torch.float64)
+    regression.check_options(args.estimator, args.against)  # before the bar starts
+    if args.out and Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a folder; name the JSON file to write")
     executor = _executor(args)  # a bad option is reported before the bar starts
     bars: list[Any] = []
 
@@ -466,7 +463,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     torch.set_default_dtype(torch.float64)
     info = verifying.resolve_target(args.target)
-    results = Path(args.results) if args.results else Path("results") / "verify" / info.name
+    results = _folder(args.results or str(Path("results") / "verify" / info.name), "--results")
     info, summaries = verifying.verify(info, results, args.profile, args.claim,
                                        resume=args.resume, progress=not args.quiet)
     print(f"\n{info.name} ({info.paper}; {info.reference})")
@@ -647,6 +644,28 @@ def _message(error: BaseException) -> str:
     return str(error)
 
 
+def _os_message(error: OSError) -> str:
+    """One line for an :class:`OSError`: its file and the system's reason."""
+    from results_format.writing import WriteFailed
+
+    if isinstance(error, WriteFailed) or not error.strerror:
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    where = f"{error.filename}: " if error.filename else ""
+    return f"{where}{error.strerror}"
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush of a closed pipe does
+    not print a traceback at exit."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
 _SHOW_WARNING = warnings.showwarning
 
 
@@ -668,6 +687,8 @@ def main(argv: list[str] | None = None) -> int:
     Every command that computes (all but ``list`` and ``report``, which set ``computes=False``)
     runs under the precision policy of :mod:`testbed.precision`: TF32 off unless ``--tf32``
     (or, for ``run``, a config's ``[run] tf32``) asks for it."""
+    from results_format.locks import LockHeld
+
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "computes", True):
@@ -688,9 +709,17 @@ def main(argv: list[str] | None = None) -> int:
         print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
               "kept)", file=sys.stderr)
         return 130
-    except (KeyError, ValueError, FileNotFoundError, IsADirectoryError,
-            PermissionError) as error:
+    except BrokenPipeError:
+        _quiet_stdout()  # the reader (`| head`) has what it wanted: exit quietly
+        return 0
+    except (KeyError, ValueError, LockHeld) as error:
         print(f"testbed: error: {_message(error)}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        # the machine's answer (a full disk, a read-only folder, a missing or unreadable
+        # file): one line naming the file; a results file is written whole or not at all
+        # (results_format.writing), so nothing half-written is left
+        print(f"testbed: error: {_os_message(error)}", file=sys.stderr)
         return 2
 
 

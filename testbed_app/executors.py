@@ -93,12 +93,35 @@ def _set_threads(threads: int) -> None:
     use_device_of_environment()  # the driver's --device (testbed.devices)
 
 
-def _start_local_worker(threads: int) -> None:
+#: How often a local worker checks that its driver is alive (seconds): a worker of a killed
+#: driver ends within this time (plus the task's current instruction), not when its task ends.
+PARENT_POLL_SECONDS = 0.5
+
+
+def _exit_with_parent(parent: int) -> None:
+    """End this worker as soon as ``parent`` (the driver) is gone: a killed driver (SIGKILL,
+    an out-of-memory kill) cannot stop its pool, and a worker left running would finish its
+    task for nobody and keep the resource tracker alive. Reparented means the driver died."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="testbed-driver-watch", daemon=True).start()
+
+
+def _start_local_worker(threads: int, parent: int | None = None) -> None:
     """A local worker process: ``threads`` torch threads; Ctrl-C (sent to the whole process
-    group) ends it quietly, the driver reporting the interruption once."""
+    group) ends it quietly, the driver reporting the interruption once; it ends when its
+    driver ``parent`` is gone (:func:`_exit_with_parent`)."""
     import signal
 
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+    if parent is not None:
+        _exit_with_parent(parent)
     _set_threads(threads)
 
 
@@ -128,7 +151,7 @@ class LocalExecutor(_Session):
         context = multiprocessing.get_context("spawn")  # no fork of a threaded torch process
         pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
                                    initializer=_start_local_worker,
-                                   initargs=(self.threads,))
+                                   initargs=(self.threads, os.getpid()))
         try:
             futures: dict[Future[T], int] = {pool.submit(_call, task): index
                                              for index, task in enumerate(tasks)}

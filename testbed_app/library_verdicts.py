@@ -29,6 +29,8 @@ from typing import Any
 
 import tomli_w
 
+from results_format import atomic_write
+
 
 def read_record(path: Path) -> dict[str, Any]:
     """The file's table (``library``, ``verdicts``), checked for shape."""
@@ -137,7 +139,7 @@ def record_verdicts(path: Path, version: str, profile: str | None = None) -> dic
     estimators = sorted(record["verdicts"][reference_version(record, version)])
     with tempfile.TemporaryDirectory(prefix="verdicts-") as folder:
         record["verdicts"][version] = run_verdicts(estimators, Path(folder), profile)
-    Path(path).write_text(tomli_w.dumps(record))
+    atomic_write(Path(path), tomli_w.dumps(record))
     return record
 
 

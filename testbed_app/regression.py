@@ -73,6 +73,7 @@ import torch
 from scipy import stats
 
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
+from results_format.records import baseline_problem
 from results_format.resume import write_json
 from testbed.info import EstimatorInfo
 from testbed.registry import get_estimator
@@ -501,7 +502,13 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
         raise FileNotFoundError(
             f"no regression baseline at {path}: {where}, or compare two entries with "
             "--estimator A --against B")
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except (UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"baseline {path} is not JSON ({error})") from None
+    problem = baseline_problem(data)
+    if problem is not None:
+        raise ValueError(f"baseline {path} cannot be compared with: {problem}")
     if data.get("format") != BASELINE_FORMAT:
         raise ValueError(f"baseline {path} has format {data.get('format', 1)}, this testbed reads "
                          f"format {BASELINE_FORMAT}; rewrite it with "
@@ -513,6 +520,13 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
 def baseline_entries(path: Path = BASELINE) -> list[str]:
     """Names of the entries a baseline file holds."""
     return sorted(json.loads(path.read_text()).get("entries", {}))
+
+
+def check_options(estimator: str | None, against: str | None) -> None:
+    """``--against`` needs ``--estimator`` (the entry compared with it)."""
+    if against and not estimator:
+        raise ValueError("--against compares one entry with another: name the entry to "
+                         "compare with --estimator NAME")
 
 
 def run(
@@ -531,9 +545,10 @@ def run(
     # every built-in entry by default; a plugin's by --estimator (compared with --against)
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]
     names = list(names) + ([against] if against else [])
+    check_options(estimator, against)
     infos = [get_estimator(name) for name in dict.fromkeys(names)]
-    # the baseline is read before any measurement: a missing or unreadable one is reported at
-    # once, not after minutes of work
+    # the baseline is read (and checked) before any measurement: a missing, unreadable or
+    # malformed one is reported at once, not after minutes of work
     reference = load(baseline) if not (update_baseline or against) else None
     results = measure_all(infos, progress, execute)
     if out is not None:
@@ -544,8 +559,7 @@ def run(
         save(merged, baseline)
         return True, f"baseline written: {baseline} ({len(results)} entries)"
     if against:
-        assert estimator is not None
-        rows = compare(results, results, [(estimator, against)])
+        rows = compare(results, results, [(str(estimator), against)])
     else:
         assert reference is not None
         builtin = {info.name for info in BUILTIN}

@@ -39,9 +39,9 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
         module_name, _, attribute = target.partition(":")
         try:
             info = getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as error:
-            raise VerifyError(f"cannot load {target!r}: {type(error).__name__}: {error}") \
-                from error
+        except plugins.PLUGIN_FAILURES as error:  # its import runs the user's code: anything
+            raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
+                from None
     else:
         # a plugin's entry point names its entries or is the prefix of their names
         # ("torchopt" for "torchopt-implicit-cg")
@@ -59,6 +59,21 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
     ESTIMATOR_DB.append(info)
     ESTIMATOR_DB.sort(key=lambda entry: entry.name)
     return info
+
+
+def _failure(module: str, error: BaseException) -> str:
+    """One line on why importing a target's module failed."""
+    if isinstance(error, SystemExit):
+        return f"module {module!r} called sys.exit({error.code!r}) when imported"
+    if isinstance(error, KeyboardInterrupt):
+        return f"module {module!r} raised KeyboardInterrupt when imported"
+    if isinstance(error, SyntaxError):
+        return (f"module {module!r} has a syntax error: {error.msg} ({error.filename}, line "
+                f"{error.lineno})")
+    if isinstance(error, (ImportError, AttributeError)):
+        return f"{type(error).__name__}: {error}"
+    text = str(error).strip().splitlines()[0] if str(error).strip() else ""
+    return f"module {module!r} raised {type(error).__name__} when imported: {text}"
 
 
 def target_runs(name: str, claim_ids: Sequence[str] | None = None) -> list[Any]:

@@ -50,7 +50,7 @@ BAD_CONFIGS = [
      "[workload] validation_fraction", "expected a finite number"),
     ("number where the model name goes", {"workload.model": 3}, "[workload] model",
      "expected a model name"),
-    ("a path as the run name", {"name": "../escape"}, "name", "without path separators"),
+    ("a path as the run name", {"name": "../escape"}, "name", "it holds a path separator"),
     ("accuracy threshold above 1", {"replication.threshold": 2}, "[replication] threshold",
      "a test accuracy in (0, 1]"),
     ("a section that is not a table", {"run": 5}, "[run] must be a table", ""),
@@ -73,7 +73,7 @@ def test_bad_config_is_one_line_with_file_and_key(tmp_path, capsys, label, edits
 
 @pytest.mark.parametrize(("label", "text", "expected"), [
     ("not TOML", "name = [unclosed\n", "not valid TOML"),
-    ("empty file", "", "missing (expected a non-empty string"),
+    ("empty file", "", "name: missing (expected a plain folder name"),
     ("binary garbage", "\x00\x01\x02", "not valid TOML"),
 ])
 def test_unparsable_config_files_are_named(tmp_path, capsys, label, text, expected):

@@ -152,7 +152,8 @@ def test_checkpoint_holds_only_tensors_and_plain_data(tmp_path, runs):
 
 def test_a_checkpoint_of_another_config_offers_fresh_and_recover(tmp_path, runs):
     _first_run(tmp_path, runs)
-    changed = write(tmp_path, {"algorithm.outer_step_size": 0.1}, name="changed.toml")
+    (tmp_path / "edited").mkdir()  # the same config file, edited (another folder, same name)
+    changed = write(tmp_path / "edited", {"algorithm.outer_step_size": 0.1})
     with pytest.raises(ConfigError, match="different config.*--fresh.*--recover"):
         runner.run_experiment(load_config(changed), tmp_path / "results", progress=False)
 
@@ -304,7 +305,7 @@ def _copy_checked(checked: Path, tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("label", "content", "reason"), [
     ("empty list", "[]", "not a claim result (a JSON list)"),
-    ("keys missing", '{"id": "x", "verdict": "holds"}', "(missing as_expected)"),
+    ("keys missing", '{"id": "x", "verdict": "holds"}', "claim is missing"),
     ("torn JSON", '{"id": "classical.cg', "unreadable"),
 ])
 def test_check_reruns_an_unusable_claim_file_and_names_it(tmp_path, checked, capsys, label,
@@ -334,21 +335,21 @@ def test_report_names_an_unreadable_claim_file_and_shows_it_not_checked(tmp_path
     assert "not checked" in page
 
 
-def test_truncated_series_csv_gets_a_note_in_the_report(tmp_path, checked):
+def test_truncated_series_csv_is_not_drawn_and_its_claim_not_trusted(tmp_path, checked):
+    """A series file cut short (or otherwise changed) is not the one its claim's results were
+    written with: the claim is shown "not trusted", without a figure or a number."""
     from reports.build import build_report
 
     results = _copy_checked(checked, tmp_path)
     series = results / "series" / f"{CLAIM}.csv"
-    header = series.read_text().splitlines()[0]
-    assert header.startswith("claim,estimator,problem_id")
-    rows = [f"{CLAIM},aid-cg,p0,0,{{}},error,iterations,{k},{10.0 ** -k},{k},0"
-            for k in range(1, 6)]
-    text = "\n".join([header, *rows]) + "\n"
+    text = series.read_text()
+    assert text.startswith("claim,estimator,problem_id")
     series.write_text(text[:-4])  # cut in the middle of the last row (an interrupted write)
     build_report(results, tmp_path / "report")
     page = (tmp_path / "report" / "report.md").read_text()
-    assert f"series file series/{CLAIM}.csv is truncated" in page
-    assert "the figure shows only its 4 complete row(s)" in page
+    assert (f"{CLAIM}.json: not trusted: series/{CLAIM}.csv differs from the file this result "
+            "was written with") in page
+    assert not (tmp_path / "report" / "figures" / f"{CLAIM}.png").exists()
 
 
 def test_no_test_writes_into_the_report_folder():

@@ -126,7 +126,8 @@ def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(
 
 def test_configs_sharing_a_name_are_refused_side_by_side(tmp_path: Path) -> None:
     config = load_config(write(tmp_path))
-    with pytest.raises(ValueError, match="configs named tiny more than once"):
+    with pytest.raises(ValueError, match="2 configs have name = .tiny., so their runs would "
+                                         "share one run folder"):
         run_experiments([config, config], tmp_path, Chains().run)
 
 

@@ -199,9 +199,11 @@ def test_replication_rows_follow_the_schema():
     rows = replication_rows(table, HAND_MADE)
     assert rows == [
         {"setting": "iid, tau = 1", "metric": "rounds to 90% test accuracy", "paper_value": 530,
-         "testbed_value": 54.0, "unit": "communication rounds", "differences": "digits"},
+         "testbed_value": 54.0, "unit": "communication rounds", "differences": "digits",
+         "definition": {"metric": "rounds_to_accuracy", "threshold": 0.9}},
         {"setting": "iid, tau = 1", "metric": "final test accuracy", "paper_value": 92.94,
-         "testbed_value": pytest.approx(93.0), "unit": "%", "differences": "digits"},
+         "testbed_value": pytest.approx(93.0), "unit": "%", "differences": "digits",
+         "definition": {"metric": "final_test_accuracy"}},
     ]
 
 

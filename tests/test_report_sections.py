@@ -12,6 +12,7 @@ import pytest
 
 from reports.build import build_report
 from results_format import BENCH_SCHEMA, REPLICATION_SCHEMA
+from results_format.validation import seal
 from theory_checks.comparison import table as comparison_table
 
 REPLICATION = {
@@ -22,7 +23,10 @@ REPLICATION = {
               "differences": "digits instead of MNIST"},
              {"setting": "non-iid, tau = 5", "metric": "rounds to 90% test accuracy",
               "paper_value": "about 300", "testbed_value": None, "unit": "rounds",
-              "differences": "none"}]}
+              "differences": "none"}],
+    # no run folder beside it here: the seal vouches for the record alone
+    "metrics_rows_sha256": "0" * 64}
+REPLICATION = seal(REPLICATION)
 BENCH = {
     "benchmark": "oracle-throughput", "description": "HVPs per second, batched clients",
     "machine": {"cpu": "toy", "cores": 2, "device": "cpu", "torch": "2.13"},

@@ -20,13 +20,18 @@ interrupted calibration resumes) and ``calibration/summary.json``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.locks import holding
+from results_format.records import calibration_record_problem, usable_calibration_runs
 from results_format.resume import read_fresh, write_json
+from results_format.validation import seal
 from theory_checks.claim import Claim
 from theory_checks.decision import clopper_pearson
 from theory_checks.runner import (
@@ -36,6 +41,11 @@ from theory_checks.runner import (
     run_claim,
 )
 from theory_checks.units import driver_dtype, run_in_process
+
+
+def _warn(message: str) -> None:
+    print(f"testbed: warning: {message}", file=sys.stderr)
+
 
 # Why 95%: the calibration table's interval is a report to a reader (how precisely K seeds pin
 # the rate down), not a decision on a paper's claim.
@@ -98,12 +108,24 @@ def summarize(claim: Claim, profile: str, records: list[dict[str, Any]]) -> Cali
                               consistent, sum(float(r["seconds"]) for r in records))
 
 
-def _load(path: Path, fingerprint: str, profile: str) -> list[dict[str, Any]]:
-    """The seeds already run (same claim definition and profile); a torn file starts over."""
+def _load(path: Path, fingerprint: str, profile: str,
+          notify: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
+    """The seeds already run (same claim definition and profile); a torn file, or one that
+    does not fit its schema (:func:`results_format.records.calibration_record_problem`),
+    starts over, and a seed's record that cannot be believed
+    (:func:`~results_format.records.usable_calibration_runs`) is run again, each with a note
+    naming the file."""
     data = read_fresh(path, fingerprint, profile, keys=("runs",))
-    if data is None or not isinstance(data["runs"], list):
+    if data is None:
         return []
-    return [r for r in data["runs"] if isinstance(r, dict) and {"seed", "verdict"} <= set(r)]
+    problem = calibration_record_problem(data, path.stem)
+    if problem is not None:
+        notify(f"{path}: not trusted ({problem}); its seeds are run again")
+        return []
+    runs, problems = usable_calibration_runs(data["runs"])
+    for problem in problems:
+        notify(f"{path}: not trusted ({problem}); that seed is run again")
+    return runs
 
 
 @dataclasses.dataclass
@@ -159,6 +181,19 @@ def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
     depend on the executor (but for the measured ``seconds``)."""
     for claim in claims:
         _check_calibratable(claim, seeds)
+    if out_dir is None:
+        return _calibrate_claims(claims, seeds, profile, None, progress, execute, make)
+    # one writer per claim's calibration record (results_format.locks)
+    with holding(out_dir, [(f"calibration-{c.id}", f"the calibration of {c.id} in {out_dir}")
+                           for c in claims]):
+        return _calibrate_claims(claims, seeds, profile, out_dir, progress, execute, make)
+
+
+def _calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
+                      out_dir: Path | None, progress: Callable[[str], None] | None,
+                      execute: Execute | None, make: Callable[..., Any] | None,
+                      ) -> list[CalibrationSummary]:
+    """:func:`calibrate_claims` with the records locked."""
     dtype = driver_dtype()
     stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
     paths = {c.id: (out_dir / "calibration" / f"{c.id}.json" if out_dir else None)
@@ -188,10 +223,12 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
     summaries = calibrate_claims([c for c in claims if c.statistical], seeds, profile, out_dir,
                                  progress, execute)
+    # sealed: the report checks the seal and recomputes the counts before it shows a number
+    summary = {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
+               "claims": [dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)}
+                          for s in summaries]}
     write_json(out_dir / "calibration" / "summary.json",
-               {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
-                "claims": [dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)}
-                           for s in summaries]}, indent=2)
+               seal(json.loads(json.dumps(summary))), indent=2)
     return summaries
 
 

@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 from hypothesis import strategies as st
 
 from problems import ProblemConstants
+from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 from theory_checks.hypotheses import Hypothesis, Reading
 
@@ -45,7 +46,8 @@ CLAIM_KINDS: tuple[str, ...] = (
 )
 
 Verdict = Literal["holds", "fails as stated", "holds once corrected", "undecided"]
-VERDICTS: tuple[str, ...] = ("holds", "fails as stated", "holds once corrected", "undecided")
+# VERDICTS (the vocabulary) lives with the results files' schema, which the resume and the
+# report check a file against: results_format.verdicts
 
 
 class NotMeasurable(Exception):

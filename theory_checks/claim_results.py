@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 
 from results_format import atomic_write_bytes, json_default
+from results_format.paths import inside
 from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
+from results_format.validation import file_digest, seal
+from results_format.verdicts import FILES_KEY, claim_file_problem
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
 from theory_checks.decision import Design, Outcome, TestDecision
 from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
@@ -232,8 +235,13 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "readings": [r.summary() for r in result.readings],
         "holding_readings": result.holding_readings,
         "scale": claim.scale or None,
+        # the companion files' digests, so a reader can tell they are the ones written here
+        FILES_KEY: {relative: file_digest(data) for relative, data in files.items()},
     }
-    files[f"claims/{run_id}.json"] = _json_bytes(payload, indent=2, default=json_default)
+    # sealed: a reader recomputes the verdict from the cases and checks the seal before it
+    # believes the file (results_format.verdicts.claim_file_problem)
+    files[f"claims/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
+        payload, default=json_default))), indent=2)
     return files
 
 
@@ -251,7 +259,7 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
     their order (the claim's JSON last); return the claim JSON's path."""
     last = None
     for relative, data in files.items():
-        last = out_dir / relative
+        last = inside(out_dir, relative, "a claim run's file")  # a plugin's id is a name
         atomic_write_bytes(last, data)
     if last is None or last.parent.name != "claims":
         raise ValueError("a claim run's files end with its claims/<run_id>.json")
@@ -281,9 +289,11 @@ def _rebuild_problem(spec: dict[str, Any]) -> Any:
 def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = None) -> bool:
     """Whether the claim's results file is there, whole, and of this profile and definition
     (a missing, torn, foreign or stale one: rerun the claim)."""
-    return read_fresh(out_dir / "claims" / f"{run_id or claim.id}.json",
-                      claim_fingerprint(claim, profile), profile.name,
-                      keys=("verdict", "as_expected")) is not None
+    stem = run_id or claim.id
+    record = read_fresh(out_dir / "claims" / f"{stem}.json", claim_fingerprint(claim, profile),
+                        profile.name, keys=("verdict", "as_expected"))
+    return (record is not None and claim_file_problem(record, out_dir, stem) is None
+            and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name)))
 
 
 def estimator_entry(name: str) -> dict[str, Any] | None:

@@ -37,8 +37,13 @@ from typing import Any, Literal
 import numpy as np
 from scipy import stats
 
+# the vocabulary and the rules that recompute a recorded outcome live with the results files'
+# schema (results_format.verdicts), so the rule that decided is the rule that checks a file
+from results_format.verdicts import OUTCOMES as OUTCOMES
+from results_format.verdicts import combine as _combine
+from results_format.verdicts import interval_outcome
+
 Outcome = Literal["holds", "fails", "undecided"]
-OUTCOMES: tuple[str, ...] = ("holds", "fails", "undecided")
 Decision = Literal["deterministic", "statistical"]
 
 # Why 1e-3: a published claim is called "fails as stated" falsely at most once in a thousand
@@ -294,14 +299,8 @@ class StatTest:
         side_rate = rate / self.sides
         lower, upper = self.evidence.lower(side_rate), self.evidence.upper(side_rate)
         estimate = float(self.evidence.estimate)
-        if not (math.isfinite(lower) and math.isfinite(upper) and math.isfinite(estimate)):
-            outcome: Outcome = "undecided"
-        elif lower > self.high or upper < self.low:
-            outcome = "fails"
-        elif lower >= self.low and upper <= self.high:
-            outcome = "holds"
-        else:
-            outcome = "undecided"
+        outcome: Outcome = interval_outcome(  # type: ignore[assignment]
+            lower, upper, estimate, self.low, self.high)
         factor = 1.0
         if outcome == "undecided":
             half = 0.5 * (upper - lower)
@@ -314,12 +313,7 @@ class StatTest:
 
 def combine(outcomes: Iterable[Outcome]) -> Outcome:
     """A case (or a claim) fails if any part fails, holds if every part holds."""
-    seen = set(outcomes)
-    if "fails" in seen:
-        return "fails"
-    if "undecided" in seen:
-        return "undecided"
-    return "holds"
+    return _combine(outcomes)  # type: ignore[return-value]
 
 
 def decide_tests(tests: Sequence[StatTest], rate: float) -> tuple[Outcome, list[TestDecision]]:

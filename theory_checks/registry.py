@@ -14,6 +14,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from results_format.paths import name_problem
 from testbed import plugins
 from testbed.names import did_you_mean
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
@@ -48,6 +49,9 @@ def _check_claim(claim: Any, taken: set[str]) -> Claim:
         raise plugins.PluginError(f"it holds a {type(claim).__name__}, not a Claim")
     if claim.id in taken:
         raise plugins.PluginError(f"claim id {claim.id!r} is already registered")
+    if name_problem(claim.id) is not None:
+        raise plugins.PluginError(f"claim id {claim.id!r} is not a plain name (it names results "
+                                  f"files): {name_problem(claim.id)}")
     known = {info.name for info in ESTIMATOR_DB}
     unknown = [name for name in claim.estimators if name not in known]
     if unknown:

@@ -31,9 +31,12 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 
+from results_format.locks import holding
+
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
+from results_format.verdicts import verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
@@ -266,13 +269,9 @@ def _check_readings(
     per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
                                  r.counterexample)
                    for reading, r in zip(claim.readings, results, strict=True)]
-    holding = [r for r in results if r.verdict in ("holds", "holds once corrected")]
-    if holding:
-        chosen = holding[0]
-    elif all(r.verdict == "fails as stated" for r in results):
-        chosen = results[0]
-    else:
-        chosen = next(r for r in results if r.verdict == "undecided")
+    # the rule a results file is checked against when read back (results_format.verdicts)
+    verdict = verdict_over_readings(r.verdict for r in results)
+    chosen = next(r for r in results if r.verdict == verdict)
     return dataclasses.replace(
         chosen, claim=claim, readings=per_reading,
         rejected=[reason for r in results for reason in r.rejected],
@@ -361,12 +360,9 @@ def _check_claim(
         # hypothesis replays the minimal failing case last (deterministic claims)
         counterexample = failed[-1] if not claim.statistical else failed[0]
     seconds = time.perf_counter() - start
-    if counterexample is not None:
-        verdict: Verdict = "fails as stated"
-    elif undecided or not (passed or failed):
-        verdict = "undecided"
-    else:
-        verdict = "holds once corrected" if claim.corrects else "holds"
+    # the rule a results file is checked against when read back (results_format.verdicts)
+    outcomes = [r.outcome for r in passed + undecided] + (["fails"] if counterexample else [])
+    verdict: Verdict = verdict_of(outcomes, bool(claim.corrects))  # type: ignore[assignment]
     unique: dict[str, CaseResult] = {}
     for r in passed:
         unique.setdefault(f"{r.problem_id}|{json.dumps(r.params, sort_keys=True)}", r)
@@ -551,16 +547,27 @@ def _run_claim_runs(
     """The driver: skips the finished runs, hands the others to ``execute`` and writes each
     one's files as it comes back (so an interrupted run resumes with nothing lost), with one
     progress bar over every run."""
-    from tqdm import tqdm
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_metadata(out_dir, profile, runs if only_these else None)
     run_ids = [claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
                for claim, estimator in runs]
-    pending = [(run_id, claim_run_task(claim, estimator, profile))
-               for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
-               if not (resume and is_done(claim, out_dir, profile, run_id))]
-    with tqdm(total=len(runs), initial=len(runs) - len(pending), desc="claims", unit="claim",
+    # a second process checking one of these claims into this folder stops before any work
+    with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
+                           for run_id in run_ids]):
+        write_metadata(out_dir, profile, runs if only_these else None)
+        pending = [(run_id, claim_run_task(claim, estimator, profile))
+                   for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
+                   if not (resume and is_done(claim, out_dir, profile, run_id))]
+        _execute_and_write(pending, len(runs), out_dir, progress, execute)
+    return [json.loads((out_dir / "claims" / f"{run_id}.json").read_text())
+            for run_id in run_ids]
+
+
+def _execute_and_write(pending: Sequence[tuple[str, ClaimRunTask]], total: int, out_dir: Path,
+                       progress: bool, execute: Execute) -> None:
+    """Run the ``pending`` tasks through ``execute``, writing each one's files as it comes
+    back, with one progress bar over the ``total`` runs."""
+    from tqdm import tqdm
+
+    with tqdm(total=total, initial=total - len(pending), desc="claims", unit="claim",
               disable=not progress) as bar:
         if pending:
             bar.set_postfix_str(pending[0][0])
@@ -568,5 +575,3 @@ def _run_claim_runs(
             write_claim_files(files, out_dir)
             bar.update(1)
             bar.set_postfix_str(pending[index][0])
-    return [json.loads((out_dir / "claims" / f"{run_id}.json").read_text())
-            for run_id in run_ids]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import pickle
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,9 @@ def load_dataset(name: str, root: str | Path | None = None, *, test_fraction: fl
                 f"dataset {name!r} is read from a local folder: pass root=FOLDER "
                 f"(it is never downloaded; get it from {_source_hint(name)})")
         folder = Path(root).expanduser()
+        if folder.exists() and not folder.is_dir():
+            raise DatasetError(f"dataset folder {str(folder)!r} for {name!r} is a file, not a "
+                               "folder: root names the folder that holds the data files")
         if not folder.is_dir():
             raise DatasetError(f"dataset folder {str(folder)!r} for {name!r} does not exist "
                                f"(get the data from {_source_hint(name)})")
@@ -173,7 +177,9 @@ def read_idx(path: str | Path) -> np.ndarray:
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rb") as handle:
             raw = handle.read()
-    except (OSError, EOFError) as error:     # gzip raises BadGzipFile (an OSError) or EOFError
+    # gzip raises BadGzipFile (an OSError), EOFError (cut short) or zlib.error (a corrupt
+    # compressed stream)
+    except (OSError, EOFError, zlib.error) as error:
         raise DatasetError(f"cannot read IDX file {str(path)!r}: {error}") from error
     if len(raw) < 4:
         raise DatasetError(f"{str(path)!r} is not an IDX file: only {len(raw)} bytes")

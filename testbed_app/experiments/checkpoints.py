@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -14,13 +15,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from results_format import atomic_write_bytes
+from results_format.metrics import rows_digest
+from results_format.records import CHECKPOINT_SCHEMA
 from results_format.resume import FINGERPRINT_KEY, is_fresh
+from results_format.validation import field_problems
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.config import ConfigError
 from testbed_app.experiments.metrics_csv import CheckpointError, ResultsError
 from testbed_app.experiments.registry import build_experiment
 
-CHECKPOINT_VERSION = 1
+#: 2: sealed (:func:`content_seal`) and holding the digest of the metrics rows it follows;
+#: 1 (read, never written): neither.
+CHECKPOINT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+#: Keys of a checkpoint beside its content (``experiment``).
+SEAL, METRICS = "seal", "metrics_rows_sha256"
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -134,9 +144,42 @@ def decode(obj: Any) -> Any:
     raise TypeError(f"unknown checkpoint entry type {kind!r}")
 
 
-def _checkpoint_content(experiment: Experiment, step: int, config_hash: str) -> dict[str, Any]:
-    return {"version": CHECKPOINT_VERSION, "step": step, FINGERPRINT_KEY: config_hash,
-            "experiment": encode(experiment.state_dict())}
+def _digest_into(obj: Any, digest: Any) -> None:
+    """Feed ``obj`` (encoded checkpoint content) into ``digest``: every tensor's dtype, shape
+    and bytes, every other value's type and ``repr``, containers in order (dicts by key)."""
+    if isinstance(obj, torch.Tensor):
+        flat = obj.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+    elif isinstance(obj, dict):
+        digest.update(f"D{len(obj)}".encode())
+        for key in sorted(obj, key=repr):
+            _digest_into(key, digest)
+            _digest_into(obj[key], digest)
+    elif isinstance(obj, (list, tuple)):
+        digest.update(f"{type(obj).__name__[0]}{len(obj)}".encode())
+        for value in obj:
+            _digest_into(value, digest)
+    else:
+        digest.update(f"{type(obj).__name__}:{obj!r};".encode())
+
+
+def content_seal(raw: dict[str, Any]) -> str:
+    """The sha256 (hex) of a checkpoint's content but its seal (:func:`_digest_into`): an
+    edited step, fingerprint, metrics digest or tensor no longer matches it."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    _digest_into({k: v for k, v in raw.items() if k != SEAL}, digest)
+    return digest.hexdigest()
+
+
+def _checkpoint_content(experiment: Experiment, step: int, config_hash: str,
+                        metrics_digest: str = "") -> dict[str, Any]:
+    content = {"version": CHECKPOINT_VERSION, "step": step, FINGERPRINT_KEY: config_hash,
+               METRICS: metrics_digest, "experiment": encode(experiment.state_dict())}
+    content[SEAL] = content_seal(content)
+    return content
 
 
 def previous_checkpoint(path: Path) -> Path:
@@ -144,21 +187,29 @@ def previous_checkpoint(path: Path) -> Path:
     return path.with_name(path.stem + ".prev" + path.suffix)
 
 
-def save_checkpoint(path: Path, experiment: Experiment, step: int, config_hash: str) -> None:
+def save_checkpoint(path: Path, experiment: Experiment, step: int, config_hash: str,
+                    metrics_digest: str = "") -> None:
     """``checkpoint.pt``, atomically, keeping the previous one until the new one is verified.
 
-    The new state goes to a temporary file, is read back (``weights_only=True``) and checked;
-    only then does the old ``checkpoint.pt`` become ``checkpoint.prev.pt`` and the new one
-    take its name. A reader sees a complete file at every moment.
+    The state is serialised in memory and written to a fresh temporary file beside ``path``
+    (:func:`results_format.writing.atomic_write_bytes`: a full disk leaves no temporary file
+    and the old checkpoints whole), read back (``weights_only=True``) and checked; only then
+    does the old ``checkpoint.pt`` become ``checkpoint.prev.pt`` and the new one take its
+    name. A reader sees a complete file at every moment. ``metrics_digest``: the digest of the
+    metrics rows 1..``step`` (:func:`results_format.metrics.rows_digest`), checked on resume.
     """
-    tmp = path.with_suffix(".pt.tmp")
-    torch.save(_checkpoint_content(experiment, step, config_hash), tmp)
-    check = load_checkpoint(tmp, "cpu")  # verified: readable, this format, this step
-    if check["step"] != step or not is_fresh(check, config_hash):
-        raise RuntimeError(f"{tmp}: the checkpoint read back differs from the one written")
-    if path.exists():
-        os.replace(path, previous_checkpoint(path))
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    torch.save(_checkpoint_content(experiment, step, config_hash, metrics_digest), buffer)
+
+    def verify_then_keep_previous(temporary: Path) -> None:
+        check = load_checkpoint(temporary, "cpu")  # readable, this format, sealed, this step
+        if check["step"] != step or not is_fresh(check, config_hash):
+            raise RuntimeError(f"{temporary}: the checkpoint read back differs from the one "
+                               "written")
+        if path.exists():
+            os.replace(path, previous_checkpoint(path))
+
+    atomic_write_bytes(path, buffer.getvalue(), before_replace=verify_then_keep_previous)
 
 
 def load_checkpoint(path: Path, device: str) -> dict[str, Any]:
@@ -174,17 +225,33 @@ def load_checkpoint(path: Path, device: str) -> dict[str, Any]:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise CheckpointError(f"{path}: not a readable checkpoint "
                               f"({type(error).__name__}: {reason[:160]})") from None
-    if not isinstance(raw, dict) or raw.get("version") != CHECKPOINT_VERSION or not {
+    if not isinstance(raw, dict) or raw.get("version") not in READABLE_VERSIONS or not {
             "step", FINGERPRINT_KEY, "experiment"} <= set(raw):
         version = raw.get("version") if isinstance(raw, dict) else type(raw).__name__
         raise CheckpointError(f"{path}: checkpoint format {version!r}, expected "
                               f"{CHECKPOINT_VERSION} (a foreign or older file)")
+    problem = checkpoint_problem(raw)
+    if problem is not None:
+        raise CheckpointError(f"{path}: not this checkpoint as written: {problem}")
     try:
         raw["experiment"] = decode(raw["experiment"])
-        raw["step"] = int(raw["step"])
     except (TypeError, KeyError, ValueError, AttributeError, ImportError) as error:
         raise CheckpointError(f"{path}: checkpoint content not understood ({error})") from None
     return dict(raw)
+
+
+def checkpoint_problem(raw: dict[str, Any]) -> str | None:
+    """Why a checkpoint's own record cannot be believed (its metadata's schema,
+    :data:`results_format.records.CHECKPOINT_SCHEMA`; its seal), or ``None``."""
+    problems = field_problems(raw, CHECKPOINT_SCHEMA)
+    if problems:
+        return problems[0]
+    if raw["version"] >= 2:
+        if not isinstance(raw.get(METRICS), str) or not isinstance(raw.get(SEAL), str):
+            return f"{METRICS} or {SEAL} is missing"
+        if raw[SEAL] != content_seal(raw):
+            return "its content differs from its seal (the file was edited or damaged)"
+    return None
 
 
 def _unused_bad_name(path: Path) -> Path:
@@ -223,6 +290,70 @@ ADVICE = ("Nothing was deleted. Rerun with --recover to set the bad file aside a
           "start over")
 
 
+def _shape_mismatch(expected: Any, loaded: Any, where: str = "state") -> str | None:
+    """Where ``loaded`` (a checkpoint's state) holds a tensor or array of another shape or
+    dtype, or a state of another type (a named tuple or dataclass: another algorithm's), than
+    ``expected`` (a freshly built experiment's state) at the same place; ``None`` when none
+    does. Only places both hold are compared (a state may grow as a run goes)."""
+    if isinstance(expected, dict) and isinstance(loaded, dict):
+        for key in expected.keys() & loaded.keys():
+            found = _shape_mismatch(expected[key], loaded[key], f"{where}[{key!r}]")
+            if found:
+                return found
+    elif hasattr(expected, "_fields") or dataclasses.is_dataclass(expected):
+        if type(expected) is not type(loaded):  # another algorithm's state, say
+            return (f"{where} is a {type(loaded).__name__}, this experiment's is a "
+                    f"{type(expected).__name__}")
+        if hasattr(expected, "_fields"):
+            return _shape_mismatch(expected._asdict(), loaded._asdict(), where)
+        return _shape_mismatch(vars(expected), vars(loaded), where)
+    elif isinstance(expected, (list, tuple)) and isinstance(loaded, (list, tuple)):
+        if len(expected) == len(loaded):
+            for i, (a, b) in enumerate(zip(expected, loaded, strict=True)):
+                found = _shape_mismatch(a, b, f"{where}[{i}]")
+                if found:
+                    return found
+    elif isinstance(expected, (torch.Tensor, np.ndarray)):
+        if not isinstance(loaded, type(expected)):
+            return f"{where} is a {type(loaded).__name__}, expected a {type(expected).__name__}"
+        if tuple(expected.shape) != tuple(loaded.shape) or expected.dtype != loaded.dtype:
+            return (f"{where} has shape {tuple(loaded.shape)} and dtype {loaded.dtype}, this "
+                    f"experiment's has {tuple(expected.shape)} and {expected.dtype}")
+    return None
+
+
+def _unusable(checkpoint: dict[str, Any], path: Path, rows: Sequence[MetricRow],
+              contiguous: int, expected_state: Any) -> ResultsError | None:
+    """Why a readable checkpoint of this config cannot be resumed from with these metrics
+    rows: rows missing behind it or edited since it was written (a :class:`ResultsError`: the
+    metrics are at fault), a state that does not fit this experiment (a
+    :class:`CheckpointError`); ``None`` when it can."""
+    step = checkpoint["step"]
+    if step > contiguous:
+        return ResultsError(f"{path.parent / 'metrics.csv'} holds steps 1..{contiguous} but "
+                            f"{path} is at step {step}: rows are missing")
+    recorded = checkpoint.get(METRICS)
+    if isinstance(recorded, str) and recorded and recorded != rows_digest(rows[:step]):
+        return ResultsError(f"{path.parent / 'metrics.csv'} rows 1..{step} differ from those "
+                            f"{path.name} was written after (edited since?)")
+    mismatch = _shape_mismatch(expected_state, checkpoint["experiment"])
+    if mismatch:
+        return CheckpointError(f"{path}: does not fit this experiment ({mismatch})")
+    return None
+
+
+def _load_into(experiment: Experiment, checkpoint: dict[str, Any],
+               path: Path) -> CheckpointError | None:
+    """Load the checkpoint's state; why it does not fit, or ``None``. Any exception of the
+    experiment's ``load_state_dict`` means that (a state of another algorithm, say)."""
+    try:
+        experiment.load_state_dict(checkpoint["experiment"])
+    except Exception as error:  # noqa: BLE001 - any exception on a foreign state
+        return CheckpointError(f"{path}: does not fit this experiment ("
+                               f"{type(error).__name__}: {error})")
+    return None
+
+
 def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: Path,
             rows: Sequence[MetricRow], config_hash: str, source: str, recover: bool,
             notify: Callable[[str], None]) -> tuple[Experiment, int]:
@@ -231,6 +362,7 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
     contiguous = _contiguous(rows)
     candidates = [p for p in (checkpoint_path, previous_checkpoint(checkpoint_path))
                   if p.exists()]
+    expected_state = experiment.state_dict() if candidates else None
     if not recover:
         if not candidates:
             return experiment, 0
@@ -244,15 +376,10 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
                               "rerun with --fresh to start over (deletes the run folder), or "
                               "with --recover to set it aside and start from step 0 keeping "
                               "the old metrics.csv beside the new one")
-        if checkpoint["step"] > contiguous:
-            raise ResultsError(f"{path.parent / 'metrics.csv'} holds steps 1..{contiguous} "
-                               f"but {path} is at step {checkpoint['step']}: rows are missing. "
-                               f"{ADVICE}")
-        try:
-            experiment.load_state_dict(checkpoint["experiment"])
-        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as error:
-            raise CheckpointError(f"{path}: does not fit this experiment ({type(error).__name__}"
-                                  f": {error}). {ADVICE}") from None
+        problem = (_unusable(checkpoint, path, rows, contiguous, expected_state)
+                   or _load_into(experiment, checkpoint, path))
+        if problem is not None:
+            raise type(problem)(f"{problem}. {ADVICE}")
         return experiment, int(checkpoint["step"])
     for path in candidates:
         try:
@@ -262,15 +389,13 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
         except CheckpointError as error:
             notify(f"{error}; set aside as {_set_aside(path).name}")
             continue
-        if checkpoint["step"] > contiguous:
-            notify(f"{path} is at step {checkpoint['step']}, past the {contiguous} rows of "
-                   "metrics.csv; not used")
+        problem = _unusable(checkpoint, path, rows, contiguous, expected_state)
+        if problem is not None and not isinstance(problem, CheckpointError):
+            notify(f"{problem}; {path.name} not used")
             continue
-        try:
-            experiment.load_state_dict(checkpoint["experiment"])
-        except (KeyError, TypeError, ValueError, IndexError, RuntimeError) as error:
-            notify(f"{path}: does not fit this experiment ({error}); set aside as "
-                   f"{_set_aside(path).name}")
+        problem = problem or _load_into(experiment, checkpoint, path)
+        if problem is not None:
+            notify(f"{problem}; set aside as {_set_aside(path).name}")
             experiment = build_experiment(config, device)  # the failed load may have half-set it
             continue
         notify(f"recovered from {path.name} (step {checkpoint['step']})")

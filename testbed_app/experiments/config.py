@@ -33,6 +33,7 @@ from typing import Any
 
 import tomli_w
 
+from results_format.paths import name_problem
 from results_format.resume import fingerprint as fingerprint_of
 from testbed.names import did_you_mean
 from testbed_app.experiments.base import ExperimentConfig
@@ -99,8 +100,8 @@ class _Key:
 
 
 _TOP = {
-    "name": _Key(_REQUIRED, lambda v: _text(v) and "/" not in v and "\\" not in v,
-                 "a non-empty string without path separators (it names the results folder)"),
+    "name": _Key(_REQUIRED, lambda v: name_problem(v) is None,
+                 "a plain folder name (it names the run folder runs/<name>/)"),
     "paper": _Key(_REQUIRED, lambda v: v in PAPERS, f"one of {list(PAPERS)}"),
     "description": _Key("", lambda v: isinstance(v, str), "a string"),
 }
@@ -260,8 +261,10 @@ def _fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mapp
             continue
         value = given[key]
         if not spec.check(value):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            reason = name_problem(value) if keys is _TOP and key == "name" else None
             raise ConfigError(f"{_where(source, section, key)}: expected {spec.expect}, "
-                              f"got {value!r}")
+                              f"got {shown}" + (f" ({reason})" if reason else ""))
         out[key] = value
     out.update({key: value for key, value in given.items() if key in extra})
     return out
@@ -280,12 +283,30 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     """The TOML file as a dict; a missing file or a syntax error names the file."""
     path = Path(path)
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a config file") from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror})") from None
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: {_undecodable(data, error)}") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+
+
+def _undecodable(data: bytes, error: UnicodeDecodeError) -> str:
+    """Where a config's bytes are not UTF-8: the line, and the key when the line has one."""
+    line = data[:error.start].count(b"\n") + 1
+    text = data.split(b"\n")[line - 1].decode(errors="replace")
+    key = text.split("=", 1)[0].strip() if "=" in text else ""
+    place = f"line {line}" + (f", key {key!r}" if key else "")
+    return f"{place}: not valid UTF-8 (byte 0x{data[error.start]:02x}); save the file as UTF-8"
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -5,12 +5,14 @@ rows as the run goes; and the errors for results files that cannot be used.
 from __future__ import annotations
 
 import csv
-import io
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from results_format import atomic_write
+from results_format import metrics as metrics_format
+from results_format.metrics import format_value as _format
+from results_format.metrics import rows_digest
+from results_format.writing import open_append
 from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.config import ConfigError
 
@@ -24,54 +26,15 @@ class CheckpointError(ResultsError):
     """A checkpoint that is corrupt, foreign or of another format."""
 
 
-def _format(value: float) -> str:
-    """Integers without a decimal point; other floats as ``repr`` (exact round trip)."""
-    if math.isfinite(value) and float(value).is_integer() and abs(value) < 2 ** 53:
-        return str(int(value))
-    return repr(float(value))
-
-
 def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
-    """The rows of a ``metrics.csv`` as floats, and notes on what was repaired.
-
-    A torn last row (an interruption in the middle of writing it: fields missing, a number cut
-    short, no final newline) is dropped with a note; the runner recomputes it. A bad row
-    anywhere else is not a torn write, and raises :class:`ResultsError` naming the line.
-    """
-    if not path.exists():
-        return [], []
+    """The rows of a ``metrics.csv`` as floats, and notes on what was repaired
+    (:func:`results_format.metrics.read_metrics_notes`: a torn last row is dropped with a note;
+    a bad row anywhere else, or steps repeated, skipped or out of order, raise
+    :class:`ResultsError` naming the line)."""
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as error:
-        raise ResultsError(f"{path}: unreadable ({error}); move it aside or rerun with "
-                           "--fresh") from None
-    lines = text.splitlines(keepends=True)
-    if not lines:
-        return [], []
-    header = next(csv.reader([lines[0]]))
-    if not header or "step" not in header:
-        raise ResultsError(f"{path}: line 1 is not a metrics header (no 'step' column): "
-                           f"{lines[0].strip()[:80]!r}; move the file aside or rerun with --fresh")
-    rows: list[MetricRow] = []
-    notes: list[str] = []
-    for number, line in enumerate(lines[1:], start=2):
-        last = number == len(lines)
-        try:
-            if not line.endswith("\n"):
-                raise ValueError("no final newline")
-            fields = next(csv.reader([line]))
-            if len(fields) != len(header):
-                raise ValueError(f"{len(fields)} fields, the header has {len(header)}")
-            rows.append({key: float(value) for key, value in zip(header, fields, strict=True)})
-        except (ValueError, csv.Error, StopIteration) as error:
-            if last:
-                notes.append(f"{path}: torn last row (line {number}: {error}) dropped; it is "
-                             "recomputed")
-                break
-            raise ResultsError(f"{path}: line {number} is not a metrics row ({error}); only a "
-                               "torn last row is repaired automatically. Move the file aside "
-                               "and rerun with --recover") from None
-    return rows, notes
+        return metrics_format.read_metrics_notes(path)
+    except metrics_format.MetricsFileError as error:
+        raise ResultsError(str(error)) from None
 
 
 def read_metrics(path: Path) -> list[MetricRow]:
@@ -81,23 +44,23 @@ def read_metrics(path: Path) -> list[MetricRow]:
 
 
 def _write_metrics(path: Path, rows: Sequence[MetricRow]) -> None:
-    with io.StringIO(newline="") as handle:
-        if rows:
-            writer = csv.writer(handle)
-            writer.writerow(list(rows[0]))
-            writer.writerows([_format(v) for v in row.values()] for row in rows)
-        atomic_write(path, handle.getvalue())
+    atomic_write(path, metrics_format.render_rows(rows))
 
 
 class _MetricsWriter:
-    """Appends rows to ``metrics.csv`` and flushes after each; the header comes from row 1."""
+    """Appends rows to ``metrics.csv`` and flushes after each; the header comes from row 1.
+    ``rows``: every row of the file, as written (a checkpoint records their digest)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        existing = read_metrics(path)
-        self.columns: list[str] | None = list(existing[0]) if existing else None
-        self.handle = path.open("a", newline="")
+        self.rows = read_metrics(path)
+        self.columns: list[str] | None = list(self.rows[0]) if self.rows else None
+        self.handle = open_append(path)  # a link planted at the name is refused
         self.writer = csv.writer(self.handle)
+
+    def digest(self, step: int) -> str:
+        """The digest of rows 1..``step`` (:func:`results_format.metrics.rows_digest`)."""
+        return rows_digest(self.rows[:step])
 
     def append(self, row: MetricRow) -> None:
         if self.columns is None:
@@ -108,6 +71,7 @@ class _MetricsWriter:
                              f"{sorted(self.columns)}")
         self.writer.writerow([_format(row[key]) for key in self.columns])
         self.handle.flush()
+        self.rows.append({key: float(row[key]) for key in self.columns})
 
     def close(self) -> None:
         self.handle.close()

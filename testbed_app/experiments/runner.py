@@ -45,13 +45,15 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from results_format import atomic_write, json_default
+from results_format.locks import holding
+from results_format.paths import plain_name
 from results_format.provenance import provenance
 from testbed.precision import set_precision
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
@@ -109,7 +111,85 @@ def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
 
 
 def run_dir(config: ExperimentConfig, results: Path) -> Path:
-    return Path(results) / "runs" / config.name
+    """``<results>/runs/<name>``; a name that is not a plain folder name is refused."""
+    source = str(config.path) if config.path else "<config>"
+    return Path(results) / "runs" / plain_name(config.name, f"{source}: name")
+
+
+def run_lock(config: ExperimentConfig, results: Path) -> tuple[str, str]:
+    """The lock of ``config``'s run folder (:mod:`results_format.locks`)."""
+    return f"run-{config.name}", f"the run folder {run_dir(config, results)}"
+
+
+def _same_file(recorded: str, path: Path) -> bool:
+    """Whether ``recorded`` (the config path a run recorded) is the config file ``path``: one
+    of the same file name (``a.toml`` is not ``b.toml``; a results folder copied with its
+    configs to another checkout, where the paths differ, stays its configs')."""
+    return Path(recorded).name == Path(path).name
+
+
+def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -> str | None:
+    """Why ``config`` may not use (``fresh``: delete) its run folder: its recorded
+    ``config.toml`` is not this config and its ``metadata.json`` records another config file
+    (by file name: an edited config stays its folder's, ``b.toml`` of the same ``name`` does
+    not); with ``fresh``, also a folder the testbed cannot tell is this config's (no readable
+    metadata, or no config path to compare)."""
+    folder = run_dir(config, results)
+    if not folder.exists():
+        return None
+    if not folder.is_dir():
+        return f"{folder} is a file, not a run folder; move it away"
+    try:
+        if (folder / "config.toml").read_text() == dump_toml(config):
+            return None  # the config as recorded is the config being run
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        recorded = json.loads((folder / "metadata.json").read_text()).get("config")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str) and config.path is not None:
+        if _same_file(recorded, Path(config.path)):
+            return None
+        return (f"{folder} holds the run of {recorded}, not of {config.path} (both configs have "
+                f"name = {config.name!r}); give one of them another name, or move the folder "
+                "away. Nothing was deleted")
+    if fresh and (recorded is not None or config.path is not None):
+        return (f"--fresh: {folder} is not recorded as a run of {config.path or config.name} "
+                "(its metadata.json names no config file); delete it by hand if it should go. "
+                "Nothing was deleted")
+    return None
+
+
+def check_run_folders(configs: Sequence[ExperimentConfig], results: Path, fresh: bool) -> None:
+    """Before any work: no two configs share a run folder, and each run folder is its
+    config's (:func:`folder_owner_problem`); :class:`ConfigError` naming both otherwise."""
+    by_name: dict[str, list[ExperimentConfig]] = {}
+    for config in configs:
+        run_dir(config, results)  # the name is a plain folder name
+        by_name.setdefault(config.name, []).append(config)
+    for name, group in by_name.items():
+        if len(group) > 1:
+            files = ", ".join(str(c.path or "<config>") for c in group)
+            raise ConfigError(f"{files}: {len(group)} configs have name = {name!r}, so their "
+                              "runs would share one run folder; give each its own name")
+    for config in configs:
+        problem = folder_owner_problem(config, results, fresh)
+        if problem is not None:
+            raise ConfigError(problem)
+
+
+def remove_run_folder(config: ExperimentConfig, results: Path) -> None:
+    """``--fresh``: delete ``config``'s run folder, only when it is this config's
+    (:func:`folder_owner_problem`; :class:`ConfigError` otherwise, nothing deleted)."""
+    problem = folder_owner_problem(config, results, fresh=True)
+    if problem is not None:
+        raise ConfigError(problem)
+    folder = run_dir(config, results)
+    if folder.is_dir() and not folder.is_symlink():
+        shutil.rmtree(folder)
+    elif folder.is_symlink():
+        folder.unlink()  # the link, never what it points to
 
 
 # ----------------------------------------------------------------------------- metadata
@@ -214,8 +294,6 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
         CheckpointError, ResultsError: a results file cannot be used; the message names it
             and the way on (``--recover`` or ``--fresh``).
     """
-    from tqdm import tqdm
-
     notes: list[str] = []
 
     def note(message: str) -> None:
@@ -227,6 +305,17 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
 
     results = Path(results_dir)
     folder = run_dir(config, results)
+    with holding(results, [run_lock(config, results)], notify=note):
+        return _run_locked(config, results, folder, fresh, progress, recover, note,
+                           segment_steps, notes)
+
+
+def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bool,
+                progress: bool, recover: bool, note: Callable[[str], None],
+                segment_steps: int | None, notes: list[str]) -> dict[str, Any]:
+    """:func:`run_experiment` with the run folder locked."""
+    from tqdm import tqdm
+
     device = config.run["device"]
     source = str(config.path) if config.path else config.name
     # the precision policy before anything computes (here, wherever an executor runs this)
@@ -237,8 +326,12 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
         raise ConfigError(f"{source}: {error}") from error
     config_hash = fingerprint(config, ignore=_fingerprint_ignores(config))
     checkpoint_path, metrics_path = folder / "checkpoint.pt", folder / "metrics.csv"
-    if fresh and folder.exists():
-        shutil.rmtree(folder)
+    if fresh:
+        remove_run_folder(config, results)
+    else:
+        problem = folder_owner_problem(config, results, fresh=False)
+        if problem is not None:
+            raise ConfigError(problem)
     folder.mkdir(parents=True, exist_ok=True)
 
     try:
@@ -257,8 +350,6 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
         shutil.copy2(metrics_path, backup)
         note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
              f"{backup.name}")
-    # rows after the checkpoint (an interruption between two checkpoints) are recomputed
-    _write_metrics(metrics_path, kept)
     phase = getattr(experiment, "phase", None)  # the finished pieces of a step under way
     resumed = f"step {start}" + (f" (phase: {phase})" if phase else "")
     if (start > 0 or phase) and segment_steps is None:
@@ -266,10 +357,13 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
 
     started = time.strftime("%Y-%m-%dT%H:%M:%S")
     metadata = _metadata(config, experiment, started, start, precision)
+    # the record of whose folder this is first (check_run_folders reads it)
+    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
     atomic_write(folder / "config.toml", dump_toml(config))
     atomic_write(folder / "split.json",
                   json.dumps(_split_json(config, experiment), default=json_default))
-    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
+    # rows after the checkpoint (an interruption between two checkpoints) are recomputed
+    _write_metrics(metrics_path, kept)
 
     steps, every = int(config.run["steps"]), int(config.run["checkpoint_every"])
     tic = time.perf_counter()
@@ -281,7 +375,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
     watch = MetricsWatch(getattr(experiment, "chance_accuracy", None),
                          getattr(experiment, "initial_metrics", None), kept)
     pieces = StepPieces(bar, lambda done: save_checkpoint(checkpoint_path, experiment, done,
-                                                          config_hash),
+                                                          config_hash, writer.digest(done)),
                         saved=resumed if start > 0 or phase else None)
     phased = hasattr(experiment, "on_phase")  # long steps: progress and checkpoints inside
     if phased:
@@ -310,7 +404,8 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             bar.update(1)
             bar.set_postfix_str(_progress_text(row, accuracy))
             if step % every == 0 or step == steps or phased:
-                save_checkpoint(checkpoint_path, experiment, step, config_hash)
+                save_checkpoint(checkpoint_path, experiment, step, config_hash,
+                                writer.digest(step))
                 pieces.step_saved(step)
                 if segment_steps is not None and step - start >= segment_steps and \
                         step < steps:

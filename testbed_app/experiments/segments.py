@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from results_format import atomic_write_bytes
+from results_format.locks import LOCK_FOLDER, holding
+from results_format.paths import inside
 from testbed_app.experiments.base import ExperimentConfig
 
 #: Files a segment writes, in the order the driver writes them (the rest after these):
@@ -102,9 +104,11 @@ def _run_prefix(config: ExperimentConfig) -> str:
 
 
 def _read_files(root: Path) -> dict[str, bytes]:
-    """Every file under ``root``, by path relative to it."""
+    """Every file under ``root``, by path relative to it, but locks (each process holds its
+    own; :mod:`results_format.locks`)."""
     return {path.relative_to(root).as_posix(): path.read_bytes()
-            for path in sorted(root.rglob("*")) if path.is_file()}
+            for path in sorted(root.rglob("*"))
+            if path.is_file() and LOCK_FOLDER not in path.relative_to(root).parts}
 
 
 def run_folder_files(config: ExperimentConfig, results: Path) -> dict[str, bytes]:
@@ -122,7 +126,9 @@ def write_segment(results: Path, config: ExperimentConfig, result: SegmentResult
         return WRITE_ORDER.index(name) if name in WRITE_ORDER else len(WRITE_ORDER)
 
     for relative in sorted(result.files, key=lambda r: (rank(r), r)):
-        atomic_write_bytes(Path(results) / relative, result.files[relative])
+        # a worker names files of its run only (runs/<name>/..., replication/<name>.json)
+        target = inside(Path(results), relative, f"a segment of {config.name}")
+        atomic_write_bytes(target, result.files[relative])
     folder = Path(results) / "runs" / config.name
     for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
         relative = path.relative_to(results).as_posix()
@@ -152,17 +158,23 @@ def run_experiments(configs: Sequence[ExperimentConfig], results: Path, execute:
     ``fresh`` deletes the run folders first; ``recover`` applies to each run's first segment
     (later ones resume from checkpoints the run itself wrote); ``on_segment(index, result)`` is
     called after each segment's files are written (the progress bar)."""
-    import shutil
+    from testbed_app.experiments.runner import check_run_folders, remove_run_folder, run_lock
 
-    names = [c.name for c in configs]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise ValueError(f"configs named {', '.join(twice)} more than once: their runs would "
-                         "share a run folder; run them one after another")
     results = Path(results)
-    if fresh:
-        for config in configs:
-            shutil.rmtree(results / "runs" / config.name, ignore_errors=True)
+    check_run_folders(configs, results, fresh)  # before any work: nothing deleted on refusal
+    # the driver holds every run folder's lock for the whole command
+    with holding(results, [run_lock(c, results) for c in configs]):
+        if fresh:
+            for config in configs:
+                remove_run_folder(config, results)
+        return _run_chains(configs, results, execute, recover, segment_steps, on_segment)
+
+
+def _run_chains(configs: Sequence[ExperimentConfig], results: Path, execute: Execute,
+                recover: bool, segment_steps: int | None,
+                on_segment: Callable[[int, SegmentResult], None] | None,
+                ) -> list[dict[str, Any]]:
+    """:func:`run_experiments` with the run folders checked and locked."""
     last: dict[int, SegmentResult] = {}
 
     def then(index: int, result: SegmentResult) -> SegmentTask | None:

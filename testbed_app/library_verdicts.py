@@ -94,12 +94,12 @@ def verdict_changes(path: Path, version: str, results: Path | None = None,
     return reference, changes
 
 
-def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8
-                        ) -> list[dict[str, Any]]:
-    """Measure ``claim_id`` on ``estimator`` over cases drawn from the claim's strategy with each
-    of ``seeds`` (other seeds than the claim's own, which ``testbed verify`` uses): how a
-    refutation is confirmed on fresh cases. One record per measured case (rejected cases are
-    left out): problem id, parameters, measured value, bound and outcome."""
+def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8,
+                        profile: str = "fast") -> list[dict[str, Any]]:
+    """Measure ``claim_id`` on ``estimator`` over cases drawn from the claim's strategy for
+    ``profile`` with each of ``seeds`` (other seeds than the claim's own, which ``testbed
+    verify`` uses): how a refutation is confirmed on fresh cases. One record per measured case
+    (rejected cases are left out): problem id, parameters, measured value, bound and outcome."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     from theory_checks.claim import NotMeasurable
@@ -114,7 +114,7 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
         @seed(value)
         @settings(max_examples=cases, database=None, deadline=None, phases=(Phase.generate,),
                   derandomize=False, suppress_health_check=list(HealthCheck))
-        @given(claim.strategy())
+        @given(claim.cases(profile))
         def draw(case: Any) -> None:
             try:
                 result = measure_and_decide(claim, case, make, None, 0.0)

@@ -16,21 +16,14 @@ from typing import Any, Literal, NamedTuple
 
 from hypothesis import strategies as st
 
-from problems import ProblemConstants
+from problems import ProblemConstants, from_spec
 from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 from theory_checks.hypotheses import Hypothesis, Reading
 
-
-class PerProfile(NamedTuple):
-    """A value that depends on the profile a claim runs on (``testbed check --profile``): the
-    runner resolves it with the profile it is given when the claim runs, never at import."""
-
-    fast: Any
-    thorough: Any
-
-    def resolve(self, profile_name: str) -> Any:
-        return self.fast if profile_name == "fast" else self.thorough
+# PerProfile lives with the profiles; re-exported (``X as X``) for the claims that name it here
+from theory_checks.profiles import PROFILES
+from theory_checks.profiles import PerProfile as PerProfile
 
 ClaimKind = Literal[
     "exact_identity",
@@ -202,7 +195,9 @@ class Claim:
         kind: one of :data:`CLAIM_KINDS`.
         statement: the formula, in plain text math.
         estimators: registry names of the estimators the claim is about.
-        strategy: returns a hypothesis strategy of :class:`Case`.
+        strategy: returns a hypothesis strategy of :class:`Case`; a :class:`PerProfile` of two
+            such builders where the cases differ by profile (smaller instances on ``fast``):
+            :meth:`cases` resolves it with the profile the run is given.
         check: measures the claim on one case; its third argument builds the estimator from
             keyword parameters (the registry's ``build``; a test may pass a perturbed one).
         bound: the bound from the paper's formula and the problem's constants, when the claim has
@@ -250,7 +245,7 @@ class Claim:
     kind: ClaimKind
     statement: str
     estimators: tuple[str, ...]
-    strategy: Callable[[], st.SearchStrategy[Case]]
+    strategy: Callable[[], st.SearchStrategy[Case]] | PerProfile
     check: CheckFn
     bound: BoundFn | None = None
     corrects: str | None = None
@@ -292,6 +287,13 @@ class Claim:
             raise ValueError(f"claim {self.id}: one reading is the statement itself; declare "
                              "readings only when there are several")
 
+    def cases(self, profile: str) -> st.SearchStrategy[Case]:
+        """The strategy the claim's cases are drawn from on the profile called ``profile``."""
+        strategy = self.strategy
+        if isinstance(strategy, PerProfile):
+            strategy = strategy.resolve(profile)
+        return strategy()
+
     @property
     def statistical(self) -> bool:
         return self.decision == "statistical"
@@ -307,8 +309,6 @@ class Claim:
     def deciding_profile(self, profile: str) -> str | None:
         """The profile whose run decides the claim when ``profile``'s budget cannot (None when
         ``profile`` decides it)."""
-        from theory_checks.profiles import PROFILES
-
         if profile not in self.undecided_on:
             return None
         return next((p for p in PROFILES if p not in self.undecided_on), None)
@@ -326,8 +326,6 @@ def known_case(spec: Mapping[str, Any], params: Mapping[str, Any]) -> Callable[[
     """A case rebuilt from a saved counterexample (problem spec + parameters), for ``examples``."""
 
     def build() -> Case:
-        from problems import from_spec
-
         return Case(from_spec(dict(spec)), dict(params))
 
     return build

@@ -177,8 +177,6 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     Stops at the first kill unless ``every_claim`` (a declared-equivalent mutant always runs
     every claim: its argument says none can kill it). Resumes from a fresh record.
     """
-    from theory_checks.runner import running_on
-
     runs = planned_runs(mutant, profile)
     stamp = mutant_fingerprint(mutant, profile, runs)
     path = out_dir / "mutation" / f"{mutant.name}.json" if out_dir is not None else None
@@ -187,18 +185,17 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     done: list[dict[str, Any]] = list(saved["runs"]) if saved else []
     seen = {(r["claim"], r["estimator"]) for r in done}
     record = _record(mutant, profile, stamp, runs, done)
-    with running_on(profile):
-        for claim, entry in runs:
-            if record["status"] == KILLED and not (every_claim or mutant.equivalent):
-                break
-            if (claim.id, entry) in seen:
-                continue
-            if progress is not None:
-                progress(f"{mutant.name}: {claim.id}")
-            done.append(run_once(claim, entry, mutant.builds[entry], profile))
-            record = _record(mutant, profile, stamp, runs, done)
-            if path is not None:
-                write_json(path, record, indent=2)
+    for claim, entry in runs:
+        if record["status"] == KILLED and not (every_claim or mutant.equivalent):
+            break
+        if (claim.id, entry) in seen:
+            continue
+        if progress is not None:
+            progress(f"{mutant.name}: {claim.id}")
+        done.append(run_once(claim, entry, mutant.builds[entry], profile))
+        record = _record(mutant, profile, stamp, runs, done)
+        if path is not None:
+            write_json(path, record, indent=2)
     if path is not None and saved is None and not done:
         write_json(path, record, indent=2)  # no claim concerns it: recorded as such
     return record

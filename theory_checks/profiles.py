@@ -1,21 +1,35 @@
-"""Profiles: how hard a run looks, passed to the run rather than read at import (issue 13).
+"""Profiles: how hard a run looks, an argument of the run (issues 13 and 26).
 
-A :class:`Profile` caps the drawn cases; :func:`running_on` makes a profile the running one
-while a claim's cases are drawn and measured (a context variable), and what a claim sizes by the
-profile is a :class:`~theory_checks.claim.PerProfile` value resolved then.
-``$TESTBED_PROFILE`` is only the default of a command line or a test run.
+A :class:`Profile` caps the drawn cases. It travels one way: the command line (or a test
+session) picks it, :func:`get_profile` reading ``$TESTBED_PROFILE`` only as that entry point's
+default, and passes it to the runner, which gives each check what the profile decides: the
+claim's cases are drawn from its strategy for the profile (a :class:`PerProfile` value), a
+statistical check gets the profile's name in its design
+(:attr:`~theory_checks.decision.Design.profile`), and a deterministic check reads its budgets
+from its case's parameters. No check reads the environment or an ambient profile.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import os
-from collections.abc import Iterator
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from theory_checks.claim import Claim, PerProfile
+if TYPE_CHECKING:
+    from theory_checks.claim import Claim
+
+
+class PerProfile(NamedTuple):
+    """A value that depends on the profile a claim runs on (``testbed check --profile``): the
+    runner resolves it with the profile it is given when the claim runs, never at import."""
+
+    fast: Any
+    thorough: Any
+
+    def resolve(self, profile_name: str) -> Any:
+        """The fast value on ``fast``; the thorough one on any other profile (``thorough``, or
+        a test's own, such as the perturbation tests' ``Profile("perturbation", 5)``)."""
+        return self.fast if profile_name == "fast" else self.thorough
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +51,8 @@ PROFILES = {
 
 def get_profile(name: str | None = None) -> Profile:
     """The profile called ``name``; without a name, ``$TESTBED_PROFILE`` (default ``fast``): the
-    default of a command line or a test run, read when asked, never at import."""
+    default of a command line or a test session, which passes the profile down; nothing below
+    an entry point calls it without a name."""
     name = name or os.environ.get("TESTBED_PROFILE", "fast")
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r}; choose from {sorted(PROFILES)}")
@@ -45,34 +60,6 @@ def get_profile(name: str | None = None) -> Profile:
 
 
 _T = TypeVar("_T")
-
-
-# The profile of the claim being run: set by run_claim / run_claims from their ``profile``
-# argument for the duration of the run (a context variable, so nested and concurrent runs each
-# see their own); None outside a run.
-_RUNNING: contextvars.ContextVar[Profile | None] = contextvars.ContextVar("profile", default=None)
-
-
-@contextlib.contextmanager
-def running_on(profile: Profile) -> Iterator[Profile]:
-    """Run the enclosed claim code on ``profile`` (what :func:`active_profile` returns)."""
-    token = _RUNNING.set(profile)
-    try:
-        yield profile
-    finally:
-        _RUNNING.reset(token)
-
-
-def active_profile() -> Profile:
-    """The profile of the claim being run (:func:`running_on`); outside a run, the default of
-    :func:`get_profile`."""
-    return _RUNNING.get() or get_profile()
-
-
-def fast_profile() -> bool:
-    """Whether the running claim runs on the fast profile: costly Monte Carlo claims read it,
-    when their cases are drawn, to size their designs."""
-    return active_profile().name == "fast"
 
 
 def per_profile(fast: _T, thorough: _T) -> PerProfile:

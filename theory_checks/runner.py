@@ -40,7 +40,7 @@ from results_format.verdicts import verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
 from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Verdict
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
 
 # the result types and files live in theory_checks.claim_results; re-exported here
 from theory_checks.claim_results import (  # noqa: E402, F401
@@ -63,31 +63,12 @@ from theory_checks.claim_results import (  # noqa: E402, F401
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
 from theory_checks.hypotheses import HypothesisMargin, Reading, margins, rejection_reason
 
-# the profiles live in theory_checks.profiles; re-exported here (``X as X``) for the claims
-from theory_checks.profiles import (
-    PROFILES as PROFILES,
-)
-from theory_checks.profiles import (
-    Profile as Profile,
-)
-from theory_checks.profiles import (
-    active_profile as active_profile,
-)
-from theory_checks.profiles import (
-    claim_max_examples as claim_max_examples,
-)
-from theory_checks.profiles import (
-    fast_profile as fast_profile,
-)
-from theory_checks.profiles import (
-    get_profile as get_profile,
-)
-from theory_checks.profiles import (
-    per_profile as per_profile,
-)
-from theory_checks.profiles import (
-    running_on as running_on,
-)
+# the profiles live in theory_checks.profiles; re-exported here (``X as X``) for their importers
+from theory_checks.profiles import PROFILES as PROFILES
+from theory_checks.profiles import Profile as Profile
+from theory_checks.profiles import claim_max_examples as claim_max_examples
+from theory_checks.profiles import get_profile as get_profile
+from theory_checks.profiles import per_profile as per_profile
 from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
 
 
@@ -223,13 +204,12 @@ def run_claim(
     claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
     estimator: str | None = None, calibration_seed: int = 0,
 ) -> ClaimResult:
-    """Check ``claim`` on drawn cases and give its verdict (:func:`_check_claim`), with
-    ``profile`` the running profile (:func:`running_on`) while its cases are drawn and
-    measured; a claim with readings is checked under each (:func:`_check_readings`)."""
-    with running_on(profile):
-        if claim.readings:
-            return _check_readings(claim, profile, make, estimator, calibration_seed)
-        return _check_claim(claim, profile, make, estimator, calibration_seed)
+    """Check ``claim`` on cases drawn for ``profile`` and give its verdict
+    (:func:`_check_claim`); a claim with readings is checked under each
+    (:func:`_check_readings`)."""
+    if claim.readings:
+        return _check_readings(claim, profile, make, estimator, calibration_seed)
+    return _check_claim(claim, profile, make, estimator, calibration_seed)
 
 
 def with_reading(case: Case, reading: Reading) -> Case:
@@ -240,17 +220,18 @@ def with_reading(case: Case, reading: Reading) -> Case:
 def under_reading(claim: Claim, reading: Reading) -> Claim:
     """The claim checked under one reading: the same cases (strategy and saved examples), each
     with the reading's parameters; no readings of its own."""
-    strategy = claim.strategy
-
     def read(case: Case) -> Case:
         return with_reading(case, reading)
 
-    def cases() -> Any:
-        return strategy().map(read)
+    def read_all(strategy: Callable[[], Any]) -> Callable[[], Any]:
+        return lambda: strategy().map(read)
 
     def saved(known: Callable[[], Case]) -> Callable[[], Case]:
         return lambda: read(known())
 
+    strategy = claim.strategy
+    cases = (PerProfile(read_all(strategy.fast), read_all(strategy.thorough))
+             if isinstance(strategy, PerProfile) else read_all(strategy))
     return dataclasses.replace(claim, readings=(), strategy=cases,
                                examples=tuple(saved(known) for known in claim.examples))
 
@@ -326,7 +307,7 @@ def _check_claim(
         suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
                                HealthCheck.filter_too_much),
     )
-    @given(claim.strategy())
+    @given(claim.cases(profile.name))
     def property_(case: Case) -> None:
         if claim.statistical and failed:
             return  # a confirmed failure decides the claim; no more cases are measured
@@ -454,21 +435,20 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
     The perturbation and the positive control are the claim check's, not the estimator's: they
     run once, with the claim's own estimator.
     """
-    with running_on(profile):
-        own = estimator == claim.estimators[0]
-        power = run_power(claim, profile) if own else None
-        control = run_positive_control(claim, profile) if own else None
-        try:
-            result = run_claim(claim, profile, estimator=estimator)
-        except (ValueError, RuntimeError, IndexError, TypeError) as error:
-            # an estimator whose output the check cannot use (say a trajectory one entry
-            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
-            # name the claim and the estimator beside what failed
-            raise ClaimRunError(
-                f"claim {claim.id} on estimator {estimator}: the check could not use the "
-                f"estimator's output ({type(error).__name__}: {error}); it expects what "
-                f"{claim.estimators[0]} returns, with the same shapes") from error
-        return render_claim_result(result, profile, power, control)
+    own = estimator == claim.estimators[0]
+    power = run_power(claim, profile) if own else None
+    control = run_positive_control(claim, profile) if own else None
+    try:
+        result = run_claim(claim, profile, estimator=estimator)
+    except (ValueError, RuntimeError, IndexError, TypeError) as error:
+        # an estimator whose output the check cannot use (say a trajectory one entry
+        # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
+        # name the claim and the estimator beside what failed
+        raise ClaimRunError(
+            f"claim {claim.id} on estimator {estimator}: the check could not use the "
+            f"estimator's output ({type(error).__name__}: {error}); it expects what "
+            f"{claim.estimators[0]} returns, with the same shapes") from error
+    return render_claim_result(result, profile, power, control)
 
 
 class ClaimRunError(ValueError):
@@ -535,9 +515,8 @@ def run_claim_runs(
     lists every registered claim (the report shows those without results as "not checked"),
     or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
     target)."""
-    with running_on(profile):
-        return _run_claim_runs(runs, out_dir, profile, resume, progress,
-                               execute or run_in_process, only_these)
+    return _run_claim_runs(runs, out_dir, profile, resume, progress,
+                           execute or run_in_process, only_these)
 
 
 def _run_claim_runs(

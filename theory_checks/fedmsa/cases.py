@@ -4,19 +4,19 @@ instances of Lemma B.1."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
 from theory_checks.claim import Case
-from theory_checks.runner import fast_profile
+from theory_checks.profiles import PerProfile
 
-_MOMENTA = st.sampled_from([0.0, 0.3, 1.0])
+MOMENTA = st.sampled_from([0.0, 0.3, 1.0])
 
 
-def _families(*, stochastic: bool = False, tau_zero: bool = False, max_dim: int = 4,
+def families(*, stochastic: bool = False, tau_zero: bool = False, max_dim: int = 4,
               max_clients: int = 6, kappa: tuple[float, float] = (1.0, 30.0),
               max_levels: int = 3) -> st.SearchStrategy[Any]:
     hh = 0.0 if tau_zero else 0.5
@@ -36,17 +36,22 @@ def _families(*, stochastic: bool = False, tau_zero: bool = False, max_dim: int 
     )
 
 
-def _cases(problems: st.SearchStrategy[Any], **params: st.SearchStrategy[Any]
-           ) -> Callable[[], st.SearchStrategy[Case]]:
+def cases_of(problems: st.SearchStrategy[Any], fixed: Mapping[str, Any] | None = None,
+             **params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
+    """A claim's strategy: cases of ``problems``, each with a drawn seed, the drawn ``params``
+    and the ``fixed`` parameters (the same in every case)."""
+    constant = dict(fixed or {})
+
     def make() -> st.SearchStrategy[Case]:
-        return st.builds(lambda problem, seed, extra: Case(problem, {"seed": seed, **extra}),
-                         problems, strategies.SEEDS, st.fixed_dictionaries(params))
+        return st.builds(
+            lambda problem, seed, extra: Case(problem, {"seed": seed, **extra, **constant}),
+            problems, strategies.SEEDS, st.fixed_dictionaries(params))
 
     return make
 
 
 @st.composite
-def _scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
+def scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
     """Quadratic bilevel problems with ``mu`` in [0.5, 8]: Lemma B.1's step rule is not
     scale-invariant, so the inner curvature's absolute size matters (notes 3.4)."""
     dx = draw(st.integers(1, 3))
@@ -60,21 +65,32 @@ def _scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
                                    gradient_heterogeneity=1.0, mu=mu)
 
 
-def _rate_families(tau_zero: bool = False) -> st.SearchStrategy[Any]:
-    """Why smaller instances on the fast profile: the number of rounds needed grows with kappa
-    and the dimension; kappa <= 2 and dimensions <= 2 keep a case near half a second."""
-    if fast_profile():
-        return _families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2,
+def _rate_families(fast: bool, tau_zero: bool = False) -> st.SearchStrategy[Any]:
+    """Why smaller instances on the fast profile (``fast``): the number of rounds needed grows
+    with kappa and the dimension; kappa <= 2 and dimensions <= 2 keep a case near half a
+    second."""
+    if fast:
+        return families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2,
                          max_clients=3)
-    return _families(tau_zero=tau_zero, max_dim=3, kappa=(1.0, 10.0), max_levels=3)
+    return families(tau_zero=tau_zero, max_dim=3, kappa=(1.0, 10.0), max_levels=3)
 
 
-def _rate_cases(tau_zero: bool = False, with_K: bool = True
-                ) -> Callable[[], st.SearchStrategy[Case]]:
-    def make() -> st.SearchStrategy[Case]:
-        params: dict[str, st.SearchStrategy[Any]] = {"momentum": _MOMENTA}
-        if with_K:
-            params["local_steps"] = st.integers(1, 2 if fast_profile() else 4)
-        return _cases(_rate_families(tau_zero), **params)()
+def rate_cases(tau_zero: bool = False, with_K: bool = True,
+               round_budget: Mapping[str, int] | None = None) -> PerProfile:
+    """The rate claims' cases, per profile (smaller instances and ``K <= 2`` on fast): a seed,
+    a momentum, the local steps ``K`` (``with_K``) and, given ``round_budget`` (per profile
+    name), the case's budget of map evaluations, ``params["round_budget"]``, which the check
+    refuses to exceed."""
+    def on(profile: str) -> Callable[[], st.SearchStrategy[Case]]:
+        fast = profile == "fast"
+        fixed = {} if round_budget is None else {"round_budget": int(round_budget[profile])}
 
-    return make
+        def make() -> st.SearchStrategy[Case]:
+            params: dict[str, st.SearchStrategy[Any]] = {"momentum": MOMENTA}
+            if with_K:
+                params["local_steps"] = st.integers(1, 2 if fast else 4)
+            return cases_of(_rate_families(fast, tau_zero), fixed, **params)()
+
+        return make
+
+    return PerProfile(on("fast"), on("thorough"))

@@ -20,7 +20,6 @@ from theory_checks.fedmsa.reference import (
     local_points,
     run,
 )
-from theory_checks.runner import fast_profile
 
 # Why 0.1 on an exponent: the fitted exponents come from 4-6 grid points of a deterministic
 # curve whose leading-order behaviour is the claimed power; sub-leading terms (the partial sum of
@@ -53,14 +52,6 @@ def _rate_setup(case: Case, K: int) -> tuple[float, float, float, float]:
     if tau > 0:
         alpha, beta = min(alpha, 1.0 / (4.0 * tau * K)), min(beta, 1.0 / (4.0 * tau * K))
     return alpha, beta, tau, _radius(problem, alpha, beta)
-
-
-def _round_budget() -> int:
-    # Why: one FedMSA round with K local steps costs (1 + K) batched map evaluations of ~5 ms
-    # each (six autodiff passes through Oracles); the fast profile must keep a claim's 4 cases
-    # near 8 s (steps inside Lemmas B.1-B.2 contract 2-8x slower than the fastest contracting
-    # pair, so R = 9..23 rounds), the thorough one may spend a minute.
-    return 400 if fast_profile() else 2000
 
 
 # Why R in (4, 8, 16, 32) horizons: the values are exact expectations, and past 4 horizons
@@ -118,7 +109,8 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
 
 
 def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """tau = 0: the criterion at fixed R is O(1/(sqrt(K) R)); fitted exponent in K <= -1/2."""
+    """tau = 0: the criterion at fixed R is O(1/(sqrt(K) R)); fitted exponent in K <= -1/2.
+    A case whose rounds need more map evaluations than its ``round_budget`` is not measured."""
     problem = case.problem
     if heterogeneity_tau(problem) > 1e-12:
         raise NotMeasurable("tau > 0")
@@ -128,7 +120,8 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     # Why R = 6 / (K_min (1 - radius)): the smallest K must already see the sum of the
     # criterion converge (e^-6 of its first terms), else the average is flat in K.
     R = max(3, int(math.ceil(6.0 / (Ks[0] * (1.0 - radius)))))
-    if R * int((Ks + 1).sum()) > _round_budget():
+    # the case's budget of map evaluations, per profile (claims.toml says why)
+    if R * int((Ks + 1).sum()) > int(case.params["round_budget"]):
         raise NotMeasurable(f"R = {R} rounds for K up to {Ks[-1]}: over the budget")
     values = []
     for K in Ks:

@@ -4,6 +4,7 @@ case strategies of those claims."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -45,7 +46,7 @@ from theory_checks.fedmsa.reference import (
     mean_maps,
     run,
 )
-from theory_checks.runner import fast_profile
+from theory_checks.profiles import PerProfile
 
 # Why 0.1 on an exponent: the values are exact expectations, so the only departure from the
 # asymptotic power is pre-asymptotic: the criterion ramps up over the first ~horizon rounds from
@@ -105,11 +106,10 @@ def replicated(problem: QuadraticBilevel, m: int) -> QuadraticBilevel:
     return QuadraticBilevel(**arrays, name=f"{problem.name}[0]x{m}")
 
 
-def _m_grid() -> tuple[int, ...]:
-    """Why {1, 2, 4} on the fast profile: identifying a round of M iid clients costs D + 1 +
-    2 (M + 1)(n - 1) single-round runs of ~10 ms (plus M validation rounds); the thorough
-    profile adds 8."""
-    return (1, 2, 4) if fast_profile() else (1, 2, 4, 8)
+# Why {1, 2, 4} on the fast profile: identifying a round of M iid clients costs D + 1 +
+# 2 (M + 1)(n - 1) single-round runs of ~10 ms (plus M validation rounds); the thorough
+# profile adds 8. A case carries its grid (``params["m_grid"]``, :data:`IDENTICAL_CLIENTS`).
+M_GRIDS = PerProfile(fast=(1, 2, 4), thorough=(1, 2, 4, 8))
 
 
 # Why K = 1, rho = 1/2, R = 6: momentum on (eq. (5)'s recursion is exercised) and a short
@@ -120,15 +120,16 @@ M_RATE_SETUP: dict[str, float] = {"local_steps": 1, "momentum": 0.5, "rounds": 6
 
 def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Exact noise-only criterion (start at the fixed point) of M copies of client 0 (its
-    sample set included) against M: exponent <= -2/3 + 0.1. Every M has the same means and the
-    same per-client noise, so only the number of independent draws (5) averages changes."""
+    sample set included) against M over the case's ``m_grid``: exponent <= -2/3 + 0.1. Every M
+    has the same means and the same per-client noise, so only the number of independent draws
+    (5) averages changes."""
     problem = case.problem
     K, rho, R = (int(M_RATE_SETUP["local_steps"]), float(M_RATE_SETUP["momentum"]),
                  int(M_RATE_SETUP["rounds"]))
     one = replicated(problem, 1)
     alpha, beta = theorem31_steps(case)  # the case's problem is one client: client 0's steps
     x0, Z0 = fixed_point(one)
-    grid = list(_m_grid())
+    grid = list(case.params["m_grid"])
     values = []
     for m in grid:
         sub = replicated(problem, m)
@@ -142,18 +143,25 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
                                  "clients M")
 
 
-def _identical_clients() -> st.SearchStrategy[Case]:
-    """The instance whose client 0 is replicated (its other clients are not used). Why
-    dimensions 1 and 2 samples on the fast profile: the identification's cost grows with
-    D = 3 (d_x + 2 d_y) and with n - 1 per minibatch row."""
-    fast = fast_profile()
+def identical_clients(fast: bool) -> st.SearchStrategy[Case]:
+    """The instance whose client 0 is replicated (its other clients are not used), with the
+    profile's grid of client counts (:data:`M_GRIDS`). Why dimensions 1 and 2 samples on the
+    fast profile (``fast``): the identification's cost grows with D = 3 (d_x + 2 d_y) and with
+    n - 1 per minibatch row."""
+    m_grid = M_GRIDS.fast if fast else M_GRIDS.thorough
     problem = st.builds(
         lambda dx, dy, kappa, seed, n: QuadraticBilevel.random(
             1, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, n_samples=n,
             gradient_noise=1.0),
         st.integers(1, 1 if fast else 2), st.integers(1, 1 if fast else 2),
         st.floats(1.0, 2.0), strategies.SEEDS, st.just(2) if fast else st.integers(2, 3))
-    return st.builds(lambda p, seed: Case(p, {"seed": seed}), problem, strategies.SEEDS)
+    return st.builds(lambda p, seed: Case(p, {"seed": seed, "m_grid": m_grid}), problem,
+                     strategies.SEEDS)
+
+
+#: The cases of claim fedmsa.rate.M_stochastic, per profile.
+IDENTICAL_CLIENTS = PerProfile(functools.partial(identical_clients, fast=True),
+                               functools.partial(identical_clients, fast=False))
 
 
 # =============================================================================== rate in tau
@@ -197,10 +205,9 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
                                  "heterogeneity tau")
 
 
-def _tau_cases() -> st.SearchStrategy[Case]:
-    """Why M <= 2 and dimension 1 on the fast profile: three identifications (one per tau) of
-    M (D + 1 + (2 M + 2 K)(n - 1)) two-step rounds."""
-    fast = fast_profile()
+def tau_cases(fast: bool) -> st.SearchStrategy[Case]:
+    """Why M <= 2 and dimension 1 on the fast profile (``fast``): three identifications (one
+    per tau) of M (D + 1 + (2 M + 2 K)(n - 1)) two-step rounds."""
     problem = st.builds(
         lambda m, dx, dy, kappa, seed, n: QuadraticBilevel.random(
             m, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, hessian_heterogeneity=0.1,
@@ -209,6 +216,11 @@ def _tau_cases() -> st.SearchStrategy[Case]:
         st.integers(1, 1 if fast else 2), st.floats(1.0, 2.0), strategies.SEEDS,
         st.just(2) if fast else st.just(3))
     return st.builds(lambda p, seed: Case(p, {"seed": seed}), problem, strategies.SEEDS)
+
+
+#: The cases of claim fedmsa.rate.tau_stochastic, per profile.
+TAU_CASES = PerProfile(functools.partial(tau_cases, fast=True),
+                       functools.partial(tau_cases, fast=False))
 
 
 # =============================================================================== rho
@@ -301,16 +313,14 @@ def check_rho_proof_choice(claim: Claim, case: Case, make: Callable[..., Any]) -
     return _check_rho(case, make, proof_choice=True)
 
 
-def _noisy_cases(initial_batch: str = "b", max_clients: int | None = None
-                 ) -> Callable[[], st.SearchStrategy[Case]]:
+def noisy_cases(initial_batch: str = "b", max_clients: int | None = None) -> PerProfile:
     """Additive noise only (hessian_noise = 0): Lemma B.5's mean-Lipschitz step condition is
     void, the momentum error obeys d_r = (1 - rho) d_{r-1} + rho eps_r exactly, and the rounds
     are affine in the samples' noise (the exact moments apply). Why M <= 2 and dimensions <= 2
     on the fast profile: the identification runs 3 M (D + 1 + 2 (M + 1)(n - 1)) rounds. The
     cases carry the round-0 batch rule ``initial_batch`` (``"b"``: Algorithm 1's box; ``"KR"``:
-    the proof's b_0 = K R)."""
-    def build() -> st.SearchStrategy[Case]:
-        fast = fast_profile()
+    the proof's b_0 = K R). One strategy per profile."""
+    def build(fast: bool) -> st.SearchStrategy[Case]:
         clients = max_clients or (2 if fast else 3)
         size: dict[str, Any] = {"max_clients": clients, "max_dim": 2 if fast else 3,
                                 "kappa": (1.0, 2.0), "max_hessian_heterogeneity": 0.3,
@@ -321,7 +331,7 @@ def _noisy_cases(initial_batch: str = "b", max_clients: int | None = None
                                                   "initial_batch": initial_batch}),
                          problem, strategies.SEEDS)
 
-    return build
+    return PerProfile(functools.partial(build, fast=True), functools.partial(build, fast=False))
 
 
 def _noise_free_control() -> Callable[[], Case]:

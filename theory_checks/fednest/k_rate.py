@@ -30,6 +30,7 @@ from theory_checks.decision import (
 from theory_checks.fednest.common import _client_matrices, _measured_map
 from theory_checks.fednest.constants import fednest_constants, inner_smoothness
 from theory_checks.fednest.floor import floor_bound
+from theory_checks.profiles import PerProfile
 
 # Thm 3.1's rate: (1/K) sum_k E||grad f(x_k)||^2 = O(K^{-1/2}).
 RATE_EXPONENT = -0.5
@@ -65,19 +66,15 @@ TRANSIENT_SPAN = 4.0
 FIRST_LOOK = 16
 
 
-def _horizon_design(profile: str) -> tuple[int, int, int]:
-    """``(K_2 / K_1, replicate cap, iteration cap per case)`` of the design's profile.
-
-    Thorough: ``K_2 = 16 K_1`` (the ratio that minimises the exponent's variance per iteration
-    when the replicate's relative scatter falls like ``K^{-1/4}``, as measured: the per-iteration
-    cost ``(1 + r) K_1`` against ``log r``, flat between 8 and 16) and at most 16000 FedNest
-    iterations per case (one iteration costs 5-9 ms on one core: ~2 min). Fast: ``K_2 = 4 K_1``
-    and 2 replicates (160 iterations, ~1.5 s): a smoke run of the code path, which cannot decide
-    (the claims are ``undecided_on=("fast",)``).
-    """
-    if profile == "fast":
-        return 4, 2, 10**9
-    return 16, 10**9, 16000
+#: ``(K_2 / K_1, replicate cap, iteration cap per case)`` per profile.
+#:
+#: Thorough: ``K_2 = 16 K_1`` (the ratio that minimises the exponent's variance per iteration
+#: when the replicate's relative scatter falls like ``K^{-1/4}``, as measured: the per-iteration
+#: cost ``(1 + r) K_1`` against ``log r``, flat between 8 and 16) and at most 16000 FedNest
+#: iterations per case (one iteration costs 5-9 ms on one core: ~2 min). Fast: ``K_2 = 4 K_1``
+#: and 2 replicates (160 iterations, ~1.5 s): a smoke run of the code path, which cannot decide
+#: (the claims are ``undecided_on=("fast",)``). The check reads its design's profile.
+HORIZON_DESIGNS = PerProfile(fast=(4, 2, 10**9), thorough=(16, 10**9, 16000))
 
 
 def sequential_test(quantity: str, draw: Callable[[int], float], looks: list[int],
@@ -215,7 +212,7 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
     ``alpha_1 = 1/L_h`` with ``beta = 1/l`` makes the exact-oracle map nilpotent (a one-step
     solver), so the transient vanishes at ``K_1`` and grows again at smaller steps.
     ``K_1`` (:func:`_first_horizon`) is the first power of two by which the slowest exact-oracle
-    mode has decayed by ``e^{-4}``; ``K_2 = r K_1`` (:func:`_horizon_design`). Bilevel: ``N_K``
+    mode has decayed by ``e^{-4}``; ``K_2 = r K_1`` (:data:`HORIZON_DESIGNS`). Bilevel: ``N_K``
     from Cor. 3.1 (:func:`_neumann_for_horizon`); compositional: ``N = 1``.
 
     What the statement implies: on these quadratics both terms of Thm 3.1 are ``K^{-1/2}`` times
@@ -236,7 +233,7 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
     """
     problem = case.problem
     x_star = _x_star(problem)
-    ratio, replicate_cap, iteration_cap = _horizon_design(design.profile)
+    ratio, replicate_cap, iteration_cap = HORIZON_DESIGNS.resolve(design.profile)
     u, w = evaluation_point(problem, case.params["point_seed"])
     x0 = x_star + u
     y0 = problem.exact_inner_solution(x0) + w

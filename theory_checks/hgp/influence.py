@@ -34,7 +34,7 @@ from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 from theory_checks.hgp.common import fresh_state, terms_for
 from theory_checks.hgp.constants import REF, deterministic_contractions, step_size
 from theory_checks.hypotheses import Hypothesis
-from theory_checks.profiles import fast_profile
+from theory_checks.profiles import PerProfile
 
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
 #: R^5, 100 training and 100 validation samples per client, the FedEM-style synthetic data with
@@ -54,7 +54,7 @@ RIDGES = (0.01, 0.125, 0.5)
 PUSHSUM_STEPS = 30
 TRUNCATION = 1e-8
 #: Draws of the data per case: a few on the fast profile, more on the thorough one.
-DRAWS = {"fast": 3, "thorough": 5}
+DRAWS = PerProfile(fast=3, thorough=5)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,10 +216,9 @@ def check_r2_retraining(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                                 "eta": [d.eta for d in per_draw], "graph_seed": graph_seed})
 
 
-def table4_cases() -> st.SearchStrategy[Case]:
+def table4_cases(draws: int) -> st.SearchStrategy[Case]:
     """Cases at Table 4's scale: a data seed, a ridge of :data:`RIDGES`, a graph seed; each
-    case measures :data:`DRAWS` consecutive data seeds (fewer on the fast profile)."""
-    draws = DRAWS["fast" if fast_profile() else "thorough"]
+    case measures ``draws`` consecutive data seeds (``params["draws"]``)."""
 
     def build(seed: int, ridge: float, graph_seed: int) -> Case:
         problem = PerClientLogistic.random(
@@ -233,8 +232,14 @@ def table4_cases() -> st.SearchStrategy[Case]:
                      st.integers(0, 2**16))
 
 
+#: The cases of claim hgp.influence.r2_retraining, per profile: :data:`DRAWS` data seeds each
+#: (fewer on the fast profile).
+TABLE4_CASES = PerProfile(functools.partial(table4_cases, DRAWS.fast),
+                          functools.partial(table4_cases, DRAWS.thorough))
+
+
 __all__ = [
     "DRAWS", "PUSHSUM_STEPS", "RIDGES", "TABLE4_SCALE", "TABLE4_SETTING", "TOP",
-    "InfluenceDraw", "check_influence", "check_r2_retraining", "influence_draw",
+    "InfluenceDraw", "TABLE4_CASES", "check_influence", "check_r2_retraining", "influence_draw",
     "retraining_r2", "table4_cases", "table4_draws", "top_samples",
 ]

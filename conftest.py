@@ -12,7 +12,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from theory_checks import _determinism  # noqa: F401  (hypothesis draws depend on seeds only)
+from theory_checks import determinism  # noqa: F401  (hypothesis draws depend on seeds only)
 
 torch.set_default_dtype(torch.float64)
 if os.environ.get("PYTEST_XDIST_WORKER"):

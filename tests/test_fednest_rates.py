@@ -13,7 +13,7 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.decision import SpentRate, StudentT, batch_evidence
 from theory_checks.fednest import k_rate as fednest_k_rate
 from theory_checks.fednest import rates as fednest_rates
@@ -113,7 +113,7 @@ def test_replicate_exponents_give_a_valid_interval_where_a_common_stream_fit_doe
     sizes = 16.0 * 2.0 ** np.arange(4)
     tilt = 0.1 * rng.standard_normal(20)
     curves = sizes ** (-0.5 + tilt[:, None]) * np.exp(0.002 * rng.standard_normal((20, 4)))
-    fits = [_stats.fit_exponent(sizes, c, confidence=0.95) for c in curves]
+    fits = [stats.fit_exponent(sizes, c, confidence=0.95) for c in curves]
     covered = sum(f.ci_low <= -0.5 <= f.ci_high for f in fits)
     assert covered <= 10  # a valid 95% interval would cover in ~19 of 20
     ev = batch_evidence([f.slope for f in fits])

@@ -230,7 +230,7 @@ def test_noise_exponent_fluke_is_reproduced_and_the_exact_moment_gives_minus_one
     """The review's finding on hgp.theorem1.noise_exponent_b: the old design (64 replicas per b
     on one common stream, seed 1, least-squares exponent) gives -0.389 on the saved case, while
     the exact second moment gives -0.5006 (RMS 0.01141, 0.00806, 0.00570, 0.00403)."""
-    from theory_checks import _stats
+    from theory_checks import stats
     from theory_checks.hgp.common import fresh_state, noise_moments, point, terms_for
 
     p = _saved_noise_case()
@@ -249,11 +249,11 @@ def test_noise_exponent_fluke_is_reproduced_and_the_exact_moment_gives_minus_one
             p, x, fresh_state(p), np.random.default_rng(1), replicas=64,
             track_consensus=False).trajectory[-1]
         old.append(float(((samples - mean) ** 2).flatten(1).sum(1).mean().sqrt()))
-    assert _stats.fit_exponent(sizes, np.array(old)).slope == pytest.approx(-0.389, abs=5e-3)
+    assert stats.fit_exponent(sizes, np.array(old)).slope == pytest.approx(-0.389, abs=5e-3)
     exact = np.sqrt([noise_moments(p, x, make(**params, batch_size=int(b))).variance[-1]
                      for b in sizes])
     np.testing.assert_allclose(exact, [0.01141, 0.00806, 0.00570, 0.00403], rtol=2e-3)
-    assert _stats.fit_exponent(sizes, exact).slope == pytest.approx(-0.5006, abs=1e-4)
+    assert stats.fit_exponent(sizes, exact).slope == pytest.approx(-0.5006, abs=1e-4)
 
 
 def test_lemma2_explicit_bound_holds_and_is_nearly_tight():

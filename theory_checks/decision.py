@@ -22,7 +22,7 @@ times the samples before the failure is recorded (:class:`Design.confirmation`).
 
 Sample sizes are computed before sampling from the rate and the effect size a claim must
 resolve: :func:`replicates_for_half_width` and the ``min_num_samples_*`` helpers of
-:mod:`theory_checks._stats`.
+:mod:`theory_checks.stats`.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def clopper_pearson(successes: int, trials: int, rate: float) -> tuple[float, fl
 
 
 def slope_evidence(fit: Any) -> StudentT:
-    """The Student-t evidence of a least-squares slope (:class:`theory_checks._stats.LinearFit`).
+    """The Student-t evidence of a least-squares slope (:class:`theory_checks.stats.LinearFit`).
 
     Valid when the residuals are independent: fit points from independent streams, or a
     fixed-effect fit whose replicate levels absorb the common random numbers. A plain fit of

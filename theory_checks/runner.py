@@ -39,7 +39,7 @@ from results_format.provenance import package_versions as package_versions
 from results_format.verdicts import verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
 from testbed.registry import get_estimator
-from theory_checks import _determinism  # noqa: F401  (before any draw: seed-only draws)
+from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
 
 # the result types and files live in theory_checks.claim_results; re-exported here

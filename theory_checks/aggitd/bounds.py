@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.aggitd.common import _run, _setup
 from theory_checks.aggitd.constants import gradient_bound, inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
@@ -138,7 +138,7 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
                    SeriesPoint("bound", "inner_steps", n, bound)]
     if min(moments) <= (1e-8 * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("indirect part is zero to round-off (grad_y f or J vanishes)")
-    fit = _stats.fit_exponent(np.array(sizes), np.array(moments))
+    fit = stats.fit_exponent(np.array(sizes), np.array(moments))
     # Why 0.15: past saturation the exponent is 1 up to the trajectory's transient, which the
     # warm start makes small; a missing (N+1) factor gives -1, a doubled one 2.
     result = Fit("exponent of E||h^I||^2 in N+1", fit.slope, fit.ci_low, fit.ci_high, 1.0, 0.15,

@@ -16,10 +16,10 @@ from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
-from theory_checks._exact import evaluation_point, quadratic_view
 from theory_checks.aggitd.constants import aggitd_constants, dissimilarity_sq
 from theory_checks.claim import Case, NotMeasurable
 from theory_checks.classical.checks import closed_form_problems
+from theory_checks.exact_quantities import evaluation_point, quadratic_view
 
 
 class NoDraws:

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from problems import Batch
-from theory_checks._exact import joint_hessians
+from theory_checks.exact_quantities import joint_hessians
 from theory_checks.hypotheses import Hypothesis, at_least, at_most
 
 REF = "Xiao & Ji 2023"

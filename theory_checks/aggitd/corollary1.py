@@ -21,7 +21,6 @@ import torch
 
 from problems import ProblemConstants
 from testbed.algorithms.base import run_algorithm
-from theory_checks._exact import quadratic_view
 from theory_checks.aggitd.common import NO_DRAWS, _outer_affine, _setup
 from theory_checks.aggitd.constants import (
     gradient_bound,
@@ -32,6 +31,7 @@ from theory_checks.aggitd.constants import (
 )
 from theory_checks.aggitd.iteration import affine_iteration, fixed_point, trajectory_minimum
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why 16: an iteration costs N inner steps and the affine map is read off d + 2 iterations; N

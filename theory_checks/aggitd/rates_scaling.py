@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
 from testbed.algorithms.aggitd import AggITDState
-from theory_checks import _stats
-from theory_checks._sampling import sampling_exponent_measurement
+from theory_checks import stats
 from theory_checks.aggitd.common import _outer_affine, _setup, fixed_clients_context, outer_spectrum
 from theory_checks.aggitd.constants import (
     inner_step,
@@ -26,6 +25,7 @@ from theory_checks.aggitd.constants import (
 from theory_checks.aggitd.iteration import affine_iteration, trajectory_mean
 from theory_checks.aggitd.rates_common import FixedIndex
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- scaling
@@ -72,7 +72,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         values.append(trajectory_mean(it, z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
-    fit = _stats.fit_exponent(np.array(TAU_GRID, float), np.array(values))
+    fit = stats.fit_exponent(np.array(TAU_GRID, float), np.array(values))
     result = Fit("exponent of (1/K) sum ||grad f(x_k)||^2 in tau", fit.slope, fit.ci_low,
                  fit.ci_high, 0.0, TAU_TOLERANCE, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local_steps", t, v)

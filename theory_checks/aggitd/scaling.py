@@ -14,12 +14,12 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
-from theory_checks import _stats
-from theory_checks._exact import dominant_mode_window, evaluation_point
-from theory_checks._sampling import sampling_exponent_measurement
+from theory_checks import stats
 from theory_checks.aggitd.common import NO_DRAWS, _run, _setup, fixed_clients_context
 from theory_checks.aggitd.constants import inner_step, lemma3_outer_step, neumann_step
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.client_sampling import sampling_exponent_measurement
+from theory_checks.exact_quantities import dominant_mode_window, evaluation_point
 
 # Why 5%: the testbed's tolerance for fitted rates against theory (README, Tolerances).
 RATE_RTOL = 0.05
@@ -57,7 +57,7 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
                    neumann_step_size=lam, expectation=True)
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
-    fit = _stats.fit_rate(np.array(grid), np.array(errors))
+    fit = stats.fit_rate(np.array(grid), np.array(errors))
     result = Fit("log bias per inner step N", fit.slope, fit.ci_low, fit.ci_high, theory,
                  RATE_RTOL * abs(theory), residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "inner_steps", n, e) for n, e in
@@ -90,7 +90,7 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
-    fit = _stats.fit_exponent(np.array(TAU_GRID, dtype=float), np.array(drifts))
+    fit = stats.fit_exponent(np.array(TAU_GRID, dtype=float), np.array(drifts))
     result = Fit("exponent of ||x_1 - x_0||^2 in tau", fit.slope, fit.ci_low, fit.ci_high,
                  0.0, TAU_EXPONENT_EDGE, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local_steps", t, d)

@@ -21,11 +21,11 @@ from problems import ProblemConstants, strategies
 from testbed.estimators.base import InnerState
 from testbed.estimators.global_oracles import GlobalOracles
 from testbed.oracles import Oracles
-from theory_checks import _stats
-from theory_checks._exact import dominant_mode_window, evaluation_point, quadratic_view
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
 from theory_checks.classical.constants import smoothness
+from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # Why 5%: the stated tolerance for fitted rates against theory. The fit windows below
@@ -212,7 +212,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
         raise NotMeasurable("dominant-mode window shorter than 3 terms")
     terms = sorted(set(np.linspace(start, stop, num=12).round().astype(int).tolist()))
     errors, hvps, *_ = _neumann_errors(case, make, terms)
-    fit = _stats.fit_rate(np.array(terms), errors)
+    fit = stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
     result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
                  tolerance, residual=fit.residual_max)
@@ -323,7 +323,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     series += [SeriesPoint("bound", "iteration", int(t), float(b), problem.n_clients * int(t))
                for t, b in zip(steps, bounds, strict=True)]
     theory = math.log(rho)
-    fit = _stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
+    fit = stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
     result = Fit("log error per inner iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
                  RATE_RTOL * abs(theory), residual=fit.residual_max)
     series += [SeriesPoint("fitted", "iteration", int(t),

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.reference import (
@@ -93,7 +93,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     values = averaged[grid - 1]
     if values.min() <= 0 or not np.isfinite(values).all():
         raise NotMeasurable("criterion reached exactly zero or overflowed")
-    fit = _stats.fit_exponent(grid, values)
+    fit = stats.fit_exponent(grid, values)
     local = (np.diff(np.log(values)) / np.diff(np.log(grid))).tolist()
     # exact values: no sampling interval (confidence 1); the local exponents are in details
     result = Fit("exponent of E averaged criterion in R", fit.slope, fit.slope, fit.slope,
@@ -133,7 +133,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     values_a = np.array(values)
     if values_a.min() <= 0:
         raise NotMeasurable("criterion reached exactly zero")
-    fit = _stats.fit_exponent(Ks, values_a)
+    fit = stats.fit_exponent(Ks, values_a)
     result = Fit("exponent of the averaged criterion in K (tau = 0)", fit.slope, fit.ci_low,
                  fit.ci_high, -0.5, EXPONENT_TOL, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "local steps K", int(k), float(v))

@@ -14,8 +14,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, QuadraticMinimax, strategies
-from theory_checks import _stats
-from theory_checks._sampling import sampling_exponent_measurement
+from theory_checks import stats
 from theory_checks.aggitd.common import fixed_clients_context
 from theory_checks.claim import (
     Case,
@@ -26,6 +25,7 @@ from theory_checks.claim import (
     SeriesPoint,
     known_case,
 )
+from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.exact import (
     _Branch,
@@ -84,7 +84,7 @@ def _exponent_measurement(quantity: str, sizes: Sequence[float], values: Sequenc
     sizes_a, values_a = np.asarray(sizes, dtype=np.float64), np.asarray(values, dtype=np.float64)
     if not (np.isfinite(values_a).all() and values_a.min() > 0.0):
         raise NotMeasurable("criterion exactly zero or not finite")
-    raw = _stats.fit_exponent(sizes_a, values_a)
+    raw = stats.fit_exponent(sizes_a, values_a)
     local = (np.diff(np.log(values_a)) / np.diff(np.log(sizes_a))).tolist()
     # exact values: no sampling interval (confidence 1); the local exponents are in details
     fit = Fit(quantity, raw.slope, raw.slope, raw.slope, theory, bound - theory, 1.0)

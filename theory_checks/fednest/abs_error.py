@@ -12,10 +12,10 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
-from theory_checks import _stats
-from theory_checks._exact import evaluation_point
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design, Hoeffding
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import LinearOuterProbe, _client_matrices, _fedihgp
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.fednest.k_rate import sequential_test
@@ -92,7 +92,7 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
     # them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at a quarter of
     # the cost, confirmation included.
     looks_rate = design.false_fail_rate / 2.0
-    total = design.samples(min(ABS_ERROR_MAX_DRAWS, _stats.min_num_samples_for_hoeffding(
+    total = design.samples(min(ABS_ERROR_MAX_DRAWS, stats.min_num_samples_for_hoeffding(
         2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate)))
     looks = sorted({max(1, total // 4), total})
     eye = torch.eye(problem.dim_y, dtype=torch.float64)

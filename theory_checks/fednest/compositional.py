@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.federation.context import FederatedContext
-from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import _case_builder, _expected_ihgp, _fedihgp
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM

@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from theory_checks._exact import joint_hessians, spectral_norm_max
+from theory_checks.exact_quantities import joint_hessians, spectral_norm_max
 from theory_checks.hypotheses import Hypothesis, at_least, at_most
 
 REF = "Tarzanagh et al. 2022"

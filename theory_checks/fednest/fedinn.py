@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from problems import strategies
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks import _stats
-from theory_checks._exact import evaluation_point
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
     _client_matrices,
     _clients,
@@ -144,8 +144,8 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
                    SeriesPoint("theory", "local_steps", tau, rho_p)]
     if min(measured) <= 0.0:
         return Measurement(0.0, 1.0, False, "progress > 0", series=tuple(series))
-    fit = _stats.fit_exponent(np.array(grid, float), np.array(measured))
-    theory = _stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
+    fit = stats.fit_exponent(np.array(grid, float), np.array(measured))
+    theory = stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
     result = Fit("exponent of -log rho in tau (derived, not paper)", fit.slope, fit.ci_low,
                  fit.ci_high, theory, 1e-6, residual=fit.residual_max)
     return Measurement(fit.slope, theory, result.agrees, "|fit - derived| <= 1e-6",

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from theory_checks import _stats
-from theory_checks._exact import dominant_mode_window
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.fednest.claims import CLAIMS as FEDNEST_CLAIMS
 from theory_checks.fednest.common import _client_matrices
 from theory_checks.fednest.constants import fednest_constants
@@ -50,9 +50,10 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     the floor decays like ``(1 - mu/l)^N`` with ``mu = lambda_min(H_bar)`` and
     ``l = 1/neumann_step_size`` (the exact form of notes 3.2 / T11, halved for the norm). The
     fit uses N in the window where the slowest mode dominates
-    (:func:`theory_checks._exact.dominant_mode_window`); the check also asks the fitted slope to
-    be no shallower than the slope of the paper's ``b`` (``log((kappa_g - 1)/kappa_g)``, A1-A2
-    constants), i.e. (15)'s rate is an upper bound on the measured one.
+    (:func:`theory_checks.exact_quantities.dominant_mode_window`); the check also asks the
+    fitted slope to be no shallower than the slope of the paper's ``b``
+    (``log((kappa_g - 1)/kappa_g)``, A1-A2 constants), i.e. (15)'s rate is an upper bound on
+    the measured one.
     """
     problem = case.problem
     if problem.kind != "bilevel":
@@ -89,7 +90,7 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     if max(rhos) >= 1.0 or min(floors) <= 0.0:
         return Measurement(math.nan, 0.0, False, "deterministic FedNest converges",
                            details={"rho": rhos})
-    fit = _stats.fit_rate(np.array(grid, float), np.array(floors))
+    fit = stats.fit_rate(np.array(grid, float), np.array(floors))
     theory = math.log(1.0 - lam * float(values[0]))
     pc = fednest_constants(problem).as_dict()
     paper_slope = math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 \

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 from problems import LinearCompositional, QuadraticBilevel, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
-from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import (
     Design,
@@ -27,6 +26,7 @@ from theory_checks.decision import (
     batch_evidence,
     replicates_for_half_width,
 )
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import _client_matrices, _measured_map
 from theory_checks.fednest.constants import fednest_constants, inner_smoothness
 from theory_checks.fednest.floor import floor_bound

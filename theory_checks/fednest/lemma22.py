@@ -13,8 +13,8 @@ import torch
 
 from problems import ProblemConstants
 from testbed.federation.context import FederatedContext
-from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
     _client_matrices,
     _expected_hessian_inverse,

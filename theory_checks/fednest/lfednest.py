@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
 from testbed.federation.context import FederatedContext
-from theory_checks import _stats
-from theory_checks._exact import evaluation_point
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import _client_matrices, _expected_ihgp, _fedihgp, _power
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
@@ -98,7 +98,7 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     homogeneous = gaps[0] / scale
     if min(gaps[1:]) <= 1e-8 * scale:
         raise NotMeasurable("LFedNest's first-order heterogeneity term vanishes on this case")
-    fit = _stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
+    fit = stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
     result = Fit("exponent of ||LFedNest - FedNest|| in Hessian heterogeneity", fit.slope,
                  fit.ci_low, fit.ci_high, 1.0, LFEDNEST_EXPONENT_TOL, residual=fit.residual_max)
     passed = (identity <= IDENTITY_RTOL and homogeneous <= IDENTITY_RTOL

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from problems import QuadraticMinimax, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
-from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import _case_builder, _client_matrices
 from theory_checks.tolerances import IDENTITY_RTOL
 

@@ -12,8 +12,8 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
-from theory_checks._exact import evaluation_point
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import _client_matrices, _fedihgp, scripted_context
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from theory_checks import _stats
-from theory_checks._exact import evaluation_point
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
     _client_matrices,
     _expected_ihgp,
@@ -92,7 +92,7 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
                                details={"neumann_terms": terms, "variance": variance})
         variances.append(variance)
         series.append(SeriesPoint("measured", "neumann_terms", terms, variance, 0, terms))
-    fit = _stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
+    fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
     deviation = (2 * kappa - 1) / base
     tolerance = deviation / (1.0 - deviation) + 0.02
     result = Fit("exponent of Var(p) in N", fit.slope, fit.ci_low, fit.ci_high, 1.0, tolerance,
@@ -144,7 +144,7 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
         passed = worst <= IDENTITY_RTOL
         return Measurement(worst, IDENTITY_RTOL, passed, "relative residual <=",
                            series=tuple(series), details=details)
-    fit = _stats.fit_exponent(np.array(laws), np.array(variances))
+    fit = stats.fit_exponent(np.array(laws), np.array(variances))
     result = Fit("exponent of Var in (m-s)/(s(m-1))", fit.slope, fit.ci_low, fit.ci_high, 1.0,
                  1e-6, residual=fit.residual_max)
     return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL and result.agrees,

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.graphs import GraphSequence
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, SeriesPoint
 from theory_checks.hgp.common import graph_cases, graph_of
 from theory_checks.hgp.constants import pushsum_bound
@@ -97,7 +97,7 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
         return Measurement(float(c[-1]), 1e-12, passed, "c_S at the largest S <=",
                            series=series, details={"constant_ok": constant_ok,
                                                    "max_c_over_bound": ratio})
-    fit = _stats.fit_rate(np.array(grid)[keep], c[keep])
+    fit = stats.fit_rate(np.array(grid)[keep], c[keep])
     result = Fit("log consensus error per Push-Sum step", fit.slope, fit.ci_low, fit.ci_high,
                  0.0, abs(fit.slope), residual=fit.residual_max)
     passed = constant_ok and fit.ci_high < 0.0

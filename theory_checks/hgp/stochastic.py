@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.graphs import GraphSequence
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.claim import (
     Case,
     Claim,
@@ -239,7 +239,7 @@ def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any],
     if V[1] <= 0.0:
         raise NotMeasurable("no sampling noise reaches v^(M)")
     rms = np.sqrt([V[b] for b in NOISE_B_GRID])
-    exponent = float(_stats.fit_exponent(np.array(NOISE_B_GRID), rms).slope)
+    exponent = float(stats.fit_exponent(np.array(NOISE_B_GRID), rms).slope)
     # Why 1e-12 relative: V(1)/b - V(b) = sum_{k>=2} a_k (b^-1 - b^-k) >= 0 exactly; round-off
     # of the float64 recursion is ~1e-15 relative.
     upper_ok = all(V[b] <= V[1] / b * (1 + 1e-12) for b in NOISE_B_GRID)
@@ -304,7 +304,7 @@ def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
         bounds.append((4.0 / 3.0) * (eta / alpha) * mu2 * grad_norm**2)
     if min(rms) <= 0.0:
         raise NotMeasurable("no sampling noise reaches v^(M)")
-    exponent = float(_stats.fit_exponent(np.array(ETA_FACTORS), np.array(rms)).slope)
+    exponent = float(stats.fit_exponent(np.array(ETA_FACTORS), np.array(rms)).slope)
     # Why 1e-12 relative: the exact mean square has float64 round-off only.
     bound_ok = all(r**2 <= b * (1 + 1e-12) for r, b in zip(rms, bounds, strict=True))
     exponent_ok = abs(exponent - 0.5) <= ETA_TOLERANCE

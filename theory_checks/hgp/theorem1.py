@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.graphs import GraphSequence
-from theory_checks import _stats
-from theory_checks._exact import dominant_mode_window
+from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.hgp.common import (
     RATE_RTOL,
     global_grad,
@@ -151,7 +151,7 @@ def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., An
         if not above.all():  # at the floor (to round-off): the M-term has vanished
             return Measurement(float(errors[-1]), floor, True, "error -> c_S floor",
                                details=details)
-        slope = float(_stats.fit_rate(m[tail], errors[tail] - floor).slope)
+        slope = float(stats.fit_rate(m[tail], errors[tail] - floor).slope)
         return Measurement(slope, 0.0, slope <= 0.0, "growth rate of log(error - floor) "
                            "over m = 10..20 <= 0 (the M-term diminishes)",
                            details={**details, "error_at_M": float(errors[-1])})
@@ -197,7 +197,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     est = make(neumann_terms=stop, neumann_step_size=eta)
     errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     steps = np.arange(start, stop + 1)
-    fit = _stats.fit_rate(steps, errors[start:stop + 1])
+    fit = stats.fit_rate(steps, errors[start:stop + 1])
     theory = math.log(float(rates[order[0]]))
     guaranteed = math.log(max(1e-300, 1 - eta * k.alpha / 2))
     result = Fit("log error per Neumann iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
@@ -248,7 +248,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     floors_arr = np.array(floors)
     if (floors_arr < 1e-12 * scale(blocks)).any():
         raise NotMeasurable("floor at round-off")
-    fit = _stats.fit_rate(np.array(grid), floors_arr)
+    fit = stats.fit_rate(np.array(grid), floors_arr)
     theory = math.log(tau)
     # Why 25%: the notes' tolerance (T6): a sign-alternating second eigenvalue of W and the
     # O(c_S^2) terms bend the finite-S floors.

@@ -20,7 +20,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from theory_checks import _stats
+from theory_checks import stats
 from theory_checks.claim import Fit, Measurement, NotMeasurable, SeriesPoint
 
 
@@ -51,7 +51,7 @@ def sampling_exponent_measurement(m: int, outcome: Callable[[tuple[int, ...]], t
     factors, variances = subset_variances(m, outcome)
     if min(variances) <= 1e-24:
         raise NotMeasurable(identical_reason)
-    fit = _stats.fit_exponent(np.array(factors), np.array(variances))
+    fit = stats.fit_exponent(np.array(factors), np.array(variances))
     result = Fit(f"exponent of {quantity} in (M-S)/(S(M-1))", fit.slope, fit.ci_low,
                  fit.ci_high, 1.0, 0.02, fit.confidence, residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)

@@ -18,7 +18,6 @@ import torch
 
 from problems import QuadraticBilevel, from_spec
 from testbed.registry import get_estimator
-from theory_checks.aggitd.common import _outer_affine
 from theory_checks.aggitd.constants import (
     A2_M_GLOBAL,
     LAMBDA_CAP,
@@ -33,6 +32,7 @@ from theory_checks.aggitd.identities import check_per_index_identity
 from theory_checks.aggitd.rates_errata import check_geometric_sum_printed
 from theory_checks.aggitd.scaling import check_tau_invariance
 from theory_checks.claim import Case
+from theory_checks.exact_quantities import outer_affine
 from theory_checks.hypotheses import margins
 from theory_checks.registry import get_claim
 
@@ -139,7 +139,7 @@ def test_prop2_positive_control_holds_inside():
 
 def test_finding_tau_invariance_two_sided_would_refute_a_holding_case():
     p = from_spec(OLD_PROP2_CASE | {"mu": 1.0})
-    G, _ = _outer_affine(p)
+    G, _ = outer_affine(p)
     L_h = float(torch.linalg.matrix_norm(G, ord=2))
     old = _old_max_constant(p)
     make = get_estimator("fbo-aggitd").build

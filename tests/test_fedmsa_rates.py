@@ -22,8 +22,8 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
 from theory_checks.fedmsa.exact import (
-    _Branch,
-    _Layout,
+    Branch,
+    Layout,
     _run_round,
     criterion_form,
     expected_criteria,
@@ -34,10 +34,10 @@ from theory_checks.fedmsa.reference import mean_maps
 from theory_checks.fedmsa.stochastic_rates import fixed_point, replicated
 
 
-def _small() -> tuple[QuadraticBilevel, _Layout]:
+def _small() -> tuple[QuadraticBilevel, Layout]:
     p = QuadraticBilevel.random(2, 1, 1, 1.0, seed=4, hessian_heterogeneity=0.3,
                                 gradient_heterogeneity=0.5, n_samples=2, gradient_noise=1.0)
-    return p, _Layout(p.dim_x, 2 * p.dim_y)
+    return p, Layout(p.dim_x, 2 * p.dim_y)
 
 
 def _alg(rho: float = 0.4, batch: int | None = 1, K: int = 1) -> FedMSA:
@@ -149,7 +149,7 @@ def test_rho_interpolation_equals_identification():
     p, layout = _small()
     a, b, mid = (identify_round(_alg(r), p, layout, p.n_samples) for r in (0.25, 0.75, 0.5))
     for ba, bb, bm in zip(a, b, mid, strict=True):
-        mixed = _Branch.mix(ba, bb, 0.5)
+        mixed = Branch.mix(ba, bb, 0.5)
         np.testing.assert_allclose(mixed.T, bm.T, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(mixed.c, bm.c, rtol=1e-12, atol=1e-12)
         for rm, r in zip(mixed.responses, bm.responses, strict=True):

@@ -167,7 +167,6 @@ def test_no_check_reads_the_environment_or_an_ambient_profile():
     assert ambient_profile_reads() == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26: fixed in a following commit")
 def test_theory_checks_has_no_import_loop():
     assert import_cycles() == []
 
@@ -177,7 +176,6 @@ def test_the_profile_closes_no_loop_through_the_runner():
     assert not [c for c in import_cycles() if "theory_checks.runner" in c]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26: fixed in a following commit")
 def test_no_module_imports_another_modules_private_names():
     assert private_imports() == []
 

@@ -63,7 +63,7 @@ class ReadingResult:
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
                 "n_cases": self.n_cases,
-                "counterexample": _case_summary(self.counterexample)
+                "counterexample": case_summary(self.counterexample)
                 if self.counterexample is not None else None}
 
 
@@ -129,7 +129,7 @@ def _decision_summary(d: TestDecision) -> dict[str, Any]:
     return dataclasses.asdict(d)
 
 
-def _case_summary(r: CaseResult) -> dict[str, Any]:
+def case_summary(r: CaseResult) -> dict[str, Any]:
     m = r.measurement
     summary: dict[str, Any] = {
         "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
@@ -145,7 +145,7 @@ def _case_summary(r: CaseResult) -> dict[str, Any]:
         summary["design"] = {"seed": list(r.design.seed), "scale": r.design.scale,
                              "false_fail_rate": r.design.false_fail_rate}
     if r.confirmation is not None:
-        summary["confirmation"] = _case_summary(r.confirmation)
+        summary["confirmation"] = case_summary(r.confirmation)
     if r.hypotheses:
         summary["hypotheses"] = [m.as_dict() for m in r.hypotheses]
     return summary
@@ -181,7 +181,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         counter_path = Path("counterexamples") / f"{run_id}.json"
         files[counter_path.as_posix()] = _json_bytes(
             {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
-             **_case_summary(ce)}, indent=2, default=json_default)
+             **case_summary(ce)}, indent=2, default=json_default)
         arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
         if arrays is not None:
             buffer = io.BytesIO()
@@ -225,8 +225,8 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "outside_hypotheses": sorted(set(outside))[:10],
         "seconds": result.seconds,
         "counterexample": str(counter_path) if counter_path else None,
-        "cases": [_case_summary(r) for r in cases],
-        "unconfirmed": [_case_summary(r) for r in result.unconfirmed], "fits": fits,
+        "cases": [case_summary(r) for r in cases],
+        "unconfirmed": [case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path("series") / f"{run_id}.csv"),
         "power": power, "positive_control": control,
         "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),

@@ -147,3 +147,15 @@ def joint_hessians(problem: Problem, which: str = "g", per_sample: bool = False,
 def spectral_norm_max(matrices: torch.Tensor) -> float:
     """``max ||A||_2`` over a stack of matrices."""
     return float(torch.linalg.matrix_norm(matrices, ord=2).max())
+
+
+def outer_affine(problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+    """``grad h(x) = G x + g0`` on the closed-form families (the outer objective
+    ``h(x) = f(x, y*(x))`` is quadratic there): ``(G, g0)`` from ``dx + 1`` exact
+    hypergradients, ``G`` symmetrized (it is ``grad^2 h``)."""
+    zero = torch.zeros(problem.dim_x, dtype=torch.float64)
+    g0 = problem.exact_hypergradient(zero)
+    cols = [problem.exact_hypergradient(e) - g0
+            for e in torch.eye(problem.dim_x, dtype=torch.float64)]
+    G = torch.stack(cols, dim=1)
+    return 0.5 * (G + G.T), g0

@@ -49,10 +49,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     ClaimFiles,
     ClaimResult,
     ReadingResult,
-    _case_summary,
-    _decision_summary,
-    _json_bytes,
-    _rebuild_problem,
+    case_summary,
     claim_fingerprint,
     is_done,
     render_claim_result,
@@ -374,7 +371,7 @@ def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
     return {"name": p.name, "description": p.description, "verdict": result.verdict,
             "caught": result.verdict == "fails as stated", "profile": power_profile(
                 claim, profile).name, "seconds": result.seconds,
-            "counterexample": _case_summary(ce) if ce else None}
+            "counterexample": case_summary(ce) if ce else None}
 
 
 def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
@@ -400,7 +397,7 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
                     "seconds": time.perf_counter() - start,
                     "hypotheses": [m.as_dict() for m in outside.margins]}
         outcomes.append(result.outcome)
-        summaries.append(_case_summary(result))
+        summaries.append(case_summary(result))
     # the control shows the check can say "holds": under some reading (a claim refuted under
     # every reading may have readings no case inside the hypotheses satisfies)
     holding = [i for i, o in enumerate(outcomes) if o == "holds"]

@@ -12,7 +12,7 @@ import torch
 
 from problems import ProblemConstants
 from theory_checks import stats
-from theory_checks.aggitd.common import _run, _setup
+from theory_checks.aggitd.common import exact_setup, run_estimate
 from theory_checks.aggitd.constants import gradient_bound, inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -41,7 +41,7 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     N. From a random start the initial-gap and drift terms, with Assumption 2's joint L_f, are
     too large for that.
     """
-    ex, x, y_start = _setup(case)
+    ex, x, y_start = exact_setup(case)
     tau = 1 + case.params["point_seed"] % 3
     lam, beta = neumann_step(case), inner_step(case)  # Prop. 1's caps (constants module)
     series, worst, last = [], -math.inf, (0.0, 0.0)
@@ -49,8 +49,8 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     for start, y0 in (("start", y_start), ("y*", ex.y_star)):
         worst_ratio = 0.0
         for n in (0, 1, 2, 3, 5, 8, 12, 16):
-            out = _run(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
-                       inner_step_size=beta, neumann_step_size=lam, expectation=True)
+            out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
+                               inner_step_size=beta, neumann_step_size=lam, expectation=True)
             y_n = out.state.y
             gx, gy = ex.grad_outer(y_n)
             target = ex.J @ torch.linalg.solve(ex.H, gy)
@@ -107,7 +107,7 @@ def prop2_grid(terms: np.ndarray) -> tuple[int, ...] | None:
 
 def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu; fitted exponent in N+1 equals 1."""
-    ex, x, _ = _setup(case)
+    ex, x, _ = exact_setup(case)
     y0 = ex.y_star  # a stationary trajectory: the N dependence is the estimator's alone
     lam, beta = neumann_step(case), inner_step(case)
     gy = ex.grad_outer(ex.y_star)[1]
@@ -122,8 +122,8 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     for n in grid:
         values, points = [], [ex.y_star]
         for q in range(n + 1):
-            out = _run(make, ex.problem, x, y0, inner_steps=n, inner_step_size=beta,
-                       neumann_step_size=lam, index=q)
+            out = run_estimate(make, ex.problem, x, y0, inner_steps=n, inner_step_size=beta,
+                               neumann_step_size=lam, index=q)
             gx, _ = ex.grad_outer(out.state.y)
             values.append(float((gx - out.value).norm() ** 2))
             points = out.aux["trajectory"] + [ex.y_star]
@@ -153,12 +153,12 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
 
 def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Eq. (14) at every step and eq. (15) at every Q; the deterministic floor is measured."""
-    ex, x, y0 = _setup(case)
+    ex, x, y0 = exact_setup(case)
     tau = 1 + case.params["point_seed"] % 4
     lam, beta = neumann_step(case), inner_step(case)
     n = 30
-    out = _run(make, ex.problem, x, y0, inner_steps=n, local_steps=tau, inner_step_size=beta,
-               neumann_step_size=lam, index=n)
+    out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
+                       inner_step_size=beta, neumann_step_size=lam, index=n)
     ys = out.aux["trajectory"]
     errors = np.array([float((y - ex.y_star).norm() ** 2) for y in ys])
     sigma_sq = max(ex.heterogeneity_sq(y) for y in ys)
@@ -170,8 +170,8 @@ def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) 
     accumulated = rate**qs * errors[0] + 25.0 * n * beta**2 * sigma_sq
     accumulated_ok = bool((errors <= accumulated + slack).all())
     # the floor: started at y*, deterministic FedSVRG stays there (y* is its fixed point)
-    fixed = _run(make, ex.problem, x, ex.y_star, inner_steps=3, local_steps=tau,
-                 inner_step_size=beta, neumann_step_size=lam, index=3)
+    fixed = run_estimate(make, ex.problem, x, ex.y_star, inner_steps=3, local_steps=tau,
+                         inner_step_size=beta, neumann_step_size=lam, index=3)
     measured_floor = float((fixed.state.y - ex.y_star).norm() ** 2)
     series = [SeriesPoint("measured", "inner_step", int(t), float(e), 0, 2 * int(t))
               for t, e in enumerate(errors)]

@@ -1,5 +1,5 @@
 """Shared helpers of the AggITD claims: the exact-run sentinel :data:`NO_DRAWS`, the case
-strategies, :class:`_Exact` (dense derivatives of one problem, with the paper's constants from
+strategies, :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
 :mod:`theory_checks.aggitd.constants`), the estimator runner and the affine hypergradient and
 fixed-subset context of the algorithm checks (notation: :mod:`theory_checks.aggitd`)."""
 
@@ -19,7 +19,7 @@ from testbed.oracles import Oracles
 from theory_checks.aggitd.constants import aggitd_constants, dissimilarity_sq
 from theory_checks.claim import Case, NotMeasurable
 from theory_checks.classical.checks import closed_form_problems
-from theory_checks.exact_quantities import evaluation_point, quadratic_view
+from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
 
 
 class NoDraws:
@@ -75,7 +75,7 @@ def _bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case
 # --------------------------------------------------------------------------- exact helpers
 
 
-class _Exact:
+class ExactView:
     """Dense derivatives and per-client Hessians of one problem, with the paper's constants
     (``paper``, :func:`~theory_checks.aggitd.constants.aggitd_constants`: ``mu``, ``L_g`` and
     ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``)."""
@@ -135,36 +135,31 @@ class _Exact:
                      ) + 1e-300
 
 
-def _setup(case: Case) -> tuple[_Exact, torch.Tensor, torch.Tensor]:
+def exact_setup(case: Case) -> tuple[ExactView, torch.Tensor, torch.Tensor]:
+    """The case's exact view at its evaluation point ``(x, y0)`` (seeded by ``point_seed``),
+    with ``x`` and ``y0``."""
     x, y0 = evaluation_point(case.problem, case.params["point_seed"])
-    return _Exact(case.problem, x), x, y0
+    return ExactView(case.problem, x), x, y0
 
 
-def _run(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: torch.Tensor,
-         rng: Any = NO_DRAWS, **params: Any) -> Any:
+def run_estimate(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: torch.Tensor,
+                 rng: Any = NO_DRAWS, **params: Any) -> Any:
+    """One estimate at ``(x, y0)`` of the estimator ``make(**params)`` (with no random draws
+    unless ``rng`` is given)."""
     estimator = make(**params)
     estimator.init(problem)
     return estimator.estimate(problem, x, InnerState(y0), rng)
 
 
 def outer_spectrum(problem: Any) -> torch.Tensor:
-    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian, :func:`_outer_affine`);
+    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
+    :func:`~theory_checks.exact_quantities.outer_affine`);
     :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
-    G, _ = _outer_affine(problem)
+    G, _ = outer_affine(problem)
     eig = torch.linalg.eigvalsh(G)
     if float(eig.min()) <= 0.0:
         raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
     return eig
-
-
-def _outer_affine(problem: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """``grad h(x) = G x + g0`` on the closed-form families: ``(G, g0)`` from dx+1 calls."""
-    zero = torch.zeros(problem.dim_x, dtype=torch.float64)
-    g0 = problem.exact_hypergradient(zero)
-    cols = [problem.exact_hypergradient(e) - g0
-            for e in torch.eye(problem.dim_x, dtype=torch.float64)]
-    G = torch.stack(cols, dim=1)
-    return 0.5 * (G + G.T), g0
 
 
 def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> FederatedContext:

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from problems import Batch
-from theory_checks.exact_quantities import joint_hessians
+from theory_checks.exact_quantities import joint_hessians, outer_affine
 from theory_checks.hypotheses import Hypothesis, at_least, at_most
 
 REF = "Xiao & Ji 2023"
@@ -297,9 +297,7 @@ def _bounded_below_margin(case: Any) -> float:
     """``lambda_min / lambda_max`` of ``grad^2 h`` (``h(x) = f(x, y*(x))`` is quadratic on the
     closed-form families: bounded below iff this is >= 0 and, when 0, the gradient's constant
     lies in the range; the margin treats the edge as inside)."""
-    from theory_checks.aggitd.common import _outer_affine
-
-    G, _ = _outer_affine(case.problem)
+    G, _ = outer_affine(case.problem)
     eig = torch.linalg.eigvalsh(G)
     return float(eig.min() / eig.abs().max())
 

@@ -21,7 +21,7 @@ import torch
 
 from problems import ProblemConstants
 from testbed.algorithms.base import run_algorithm
-from theory_checks.aggitd.common import NO_DRAWS, _outer_affine, _setup
+from theory_checks.aggitd.common import NO_DRAWS, exact_setup
 from theory_checks.aggitd.constants import (
     gradient_bound,
     inner_step,
@@ -31,7 +31,7 @@ from theory_checks.aggitd.constants import (
 )
 from theory_checks.aggitd.iteration import affine_iteration, fixed_point, trajectory_minimum
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.exact_quantities import quadratic_view
+from theory_checks.exact_quantities import outer_affine, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why 16: an iteration costs N inner steps and the affine map is read off d + 2 iterations; N
@@ -52,7 +52,7 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     Hessian had eigenvalue -0.305 diverged at spectral radius 1 + 1.6e-6 before it did.)
     """
     problem = case.problem
-    ex, x0, y0 = _setup(case)
+    ex, x0, y0 = exact_setup(case)
     n = theorem1_inner_steps(case)
     if n > COR1_MAX_INNER_STEPS:
         raise NotMeasurable(f"N = {n} > {COR1_MAX_INNER_STEPS}: too slow for this budget")
@@ -60,7 +60,7 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     algorithm = make(inner_steps=n, inner_step_size=beta, neumann_step_size=lam,
                      outer_step_size=alpha, expectation=True)
     it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
-    G, g0 = _outer_affine(problem)
+    G, g0 = outer_affine(problem)
     G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
     base = {"n": n, "lam": lam, "beta": beta, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g,
             "radius": it.radius, "constants": ex.constants,

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from theory_checks.aggitd.common import ExtremeIndexDraw, _run, _setup
+from theory_checks.aggitd.common import ExtremeIndexDraw, exact_setup, run_estimate
 from theory_checks.aggitd.constants import inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
@@ -20,7 +20,7 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     read with :class:`~theory_checks.aggitd.common.ExtremeIndexDraw`, its lowest and highest
     value; an estimator drawing from 0..N - 1 would make the enumerated mean a mean it never
     samples)."""
-    ex, x, y0 = _setup(case)
+    ex, x, y0 = exact_setup(case)
     seed = case.params["point_seed"]
     n, tau = seed % 9, 1 + (seed // 9) % 3
     if n == 0:
@@ -34,10 +34,10 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
     params = {"inner_steps": n, "local_steps": tau, "inner_step_size": beta,
               "neumann_step_size": lam}
-    outs = [_run(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
+    outs = [run_estimate(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
     mean = torch.stack([o.value for o in outs]).mean(0)
-    expected = _run(make, ex.problem, x, y0, expectation=True, **params)
-    support = [_run(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
+    expected = run_estimate(make, ex.problem, x, y0, expectation=True, **params)
+    support = [run_estimate(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
                for end in ("low", "high")]
     scale = ex.scale(ys[-1])
     residuals = {
@@ -56,7 +56,7 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
 
 def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """For a fixed Q: h = grad_x f(y^N) - lam (N+1) J prod_{t=N}^{Q+1}(I - lam H) grad_y f(y^Q)."""
-    ex, x, y0 = _setup(case)
+    ex, x, y0 = exact_setup(case)
     seed = case.params["point_seed"]
     n = 1 + seed % 12
     q = (seed // 12) % (n + 1)
@@ -80,8 +80,8 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     # lambda
     reading = ({"printed_line6": case.params["printed_line6"]}
                if "printed_line6" in case.params else {})
-    out = _run(make, ex.problem, x, y0, inner_steps=n, local_steps=tau, inner_step_size=beta,
-               neumann_step_size=lam, index=q, **reading)
+    out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
+                       inner_step_size=beta, neumann_step_size=lam, index=q, **reading)
     relative = float((out.value - predicted).norm()) / scale
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
                        "relative residual <=", details={"inner_steps": n, "index": q})

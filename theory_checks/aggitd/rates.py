@@ -44,8 +44,7 @@ from testbed.estimators.base import InnerState
 from testbed.estimators.validation import DivergenceError
 from theory_checks.aggitd.common import (
     NO_DRAWS,
-    _outer_affine,
-    _setup,
+    exact_setup,
 )
 from theory_checks.aggitd.constants import (
     AggITDConstants,
@@ -58,6 +57,7 @@ from theory_checks.aggitd.rates_claims import EXACT_CLAIMS
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.claim_file import load_claims
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
+from theory_checks.exact_quantities import outer_affine
 from theory_checks.tolerances import IDENTITY_RTOL
 
 __all__ = [
@@ -197,8 +197,8 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
     "holds" with the ``M`` of the visited points.
     """
     problem = case.problem
-    ex, x0, y0 = _setup(case)
-    G, g0 = _outer_affine(problem)
+    ex, x0, y0 = exact_setup(case)
+    G, g0 = outer_affine(problem)
     eig = torch.linalg.eigvalsh(G)
     mu_h, L_h = float(eig.min()), float(eig.max())
     if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:

@@ -12,7 +12,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
-from theory_checks.aggitd.common import _run, _setup
+from theory_checks.aggitd.common import exact_setup, run_estimate
 from theory_checks.aggitd.constants import gradient_bound, inner_step, neumann_step
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -43,7 +43,7 @@ def _check_geometric_sum(claim: Claim, case: Case, make: Callable[..., Any],
     largest ``||grad_z F_i||`` at the point the estimator evaluates, the whole space's when
     ``f`` is affine) and Assumption 1's ``mu``.
     """
-    ex, x, _ = _setup(case)
+    ex, x, _ = exact_setup(case)
     lam = neumann_step(case)
     beta = inner_step(case)
     gy = ex.grad_outer(ex.y_star)[1]
@@ -57,8 +57,8 @@ def _check_geometric_sum(claim: Claim, case: Case, make: Callable[..., Any],
     for n in (1, 2, 4):
         values = []
         for q in range(n + 1):
-            out = _run(make, ex.problem, x, ex.y_star, inner_steps=n, inner_step_size=beta,
-                       neumann_step_size=lam, index=q)
+            out = run_estimate(make, ex.problem, x, ex.y_star, inner_steps=n, inner_step_size=beta,
+                               neumann_step_size=lam, index=q)
             values.append(float((ex.grad_outer(out.state.y)[0] - out.value).norm() ** 2))
         moment = float(np.mean(values))
         bound = claim.evaluate_bound(ex.constants, {

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel, strategies
 from testbed.algorithms.aggitd import AggITDState
 from theory_checks import stats
-from theory_checks.aggitd.common import _outer_affine, _setup, fixed_clients_context, outer_spectrum
+from theory_checks.aggitd.common import exact_setup, fixed_clients_context, outer_spectrum
 from theory_checks.aggitd.constants import (
     inner_step,
     lemma3_outer_step,
@@ -26,6 +26,7 @@ from theory_checks.aggitd.iteration import affine_iteration, trajectory_mean
 from theory_checks.aggitd.rates_common import FixedIndex
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.client_sampling import sampling_exponent_measurement
+from theory_checks.exact_quantities import outer_affine
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- scaling
@@ -50,14 +51,14 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
     horizon on which the outer error falls by e^-1), followed as an affine map
     (:mod:`~theory_checks.aggitd.iteration`)."""
     problem = case.problem
-    ex, x0, _ = _setup(case)
+    ex, x0, _ = exact_setup(case)
     mu_h = float(outer_spectrum(problem).min())
     n, lam, beta = theorem1_inner_steps(case), neumann_step(case), inner_step(case)
     alpha = theorem1_outer_step(case)
     horizon = math.ceil(1.0 / (alpha * mu_h))
     if horizon > TAU_MAX_ITERATIONS:
         raise NotMeasurable(f"horizon 1/(alpha mu_h) = {horizon} iterations: too long")
-    G, g0 = _outer_affine(problem)
+    G, g0 = outer_affine(problem)
     G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
     z0 = torch.cat([x0, ex.y_star]).cpu().numpy()
 
@@ -90,7 +91,7 @@ def check_participation_algorithm(claim: Claim, case: Case, make: Callable[..., 
     (M - S) / (S (M - 1)) equals 1."""
     problem = case.problem
     m = problem.n_clients
-    ex, x0, y0 = _setup(case)
+    ex, x0, y0 = exact_setup(case)
     algorithm = make(inner_steps=1, local_steps=2, outer_step_size=lemma3_outer_step(case),
                      neumann_step_size=neumann_step(case), inner_step_size=inner_step(case))
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:

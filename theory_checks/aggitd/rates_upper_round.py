@@ -14,7 +14,7 @@ from problems import ProblemConstants
 from testbed.algorithms.aggitd import AggITDState
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks.aggitd.common import _Exact, _setup
+from theory_checks.aggitd.common import ExactView, exact_setup
 from theory_checks.aggitd.constants import (
     AggITDConstants,
     gradient_bound,
@@ -50,7 +50,7 @@ class UpperRound:
     replay_gap: float
 
 
-def upper_round(problem: Any, ex: _Exact, x: torch.Tensor, y0: torch.Tensor,
+def upper_round(problem: Any, ex: ExactView, x: torch.Tensor, y0: torch.Tensor,
                 make: Callable[..., Any], **params: Any) -> UpperRound:
     """Run one iteration for every Q and replay One-Round-Upper's local path per client."""
     n, tau, alpha = params["inner_steps"], params["local_steps"], params["outer_step_size"]
@@ -94,11 +94,11 @@ def upper_round(problem: Any, ex: _Exact, x: torch.Tensor, y0: torch.Tensor,
         M=gradient_bound(problem, points), replay_gap=max(gaps))
 
 
-def _upper_setup(case: Case) -> tuple[Any, _Exact, torch.Tensor, torch.Tensor, dict[str, Any],
+def _upper_setup(case: Case) -> tuple[Any, ExactView, torch.Tensor, torch.Tensor, dict[str, Any],
                                       AggITDConstants]:
     """Lemma 3's conditions (:mod:`~theory_checks.aggitd.constants`): lam = min(10, 1/L_g),
     beta = min(1, lam, 1/(6 L_g)), alpha = alpha_2."""
-    ex, x, y0 = _setup(case)
+    ex, x, y0 = exact_setup(case)
     seed = case.params["point_seed"]
     # Why tau in {4, 8}: the lemma's point is a tau-free bound under alpha_i = alpha / tau_i,
     # so large tau is the demanding case; tau = 1 makes the local path one step.

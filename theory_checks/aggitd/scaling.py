@@ -15,7 +15,7 @@ from problems import QuadraticBilevel, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from theory_checks import stats
-from theory_checks.aggitd.common import NO_DRAWS, _run, _setup, fixed_clients_context
+from theory_checks.aggitd.common import NO_DRAWS, exact_setup, fixed_clients_context, run_estimate
 from theory_checks.aggitd.constants import inner_step, lemma3_outer_step, neumann_step
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.client_sampling import sampling_exponent_measurement
@@ -28,7 +28,7 @@ FIT_FLOOR = 1e-9
 
 def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """From y^0 = y*: ||E_Q h - grad f|| decays like (1 - lam mu)^{N+1}; fitted slope in N."""
-    ex, x, _ = _setup(case)
+    ex, x, _ = exact_setup(case)
     # lambda <= 1/L_g <= 1/L: the aggregated product contracts at 1 - lam mu_mean, mu_mean the
     # smallest eigenvalue of the mean Hessian (the exact rate, >= Assumption 1's mu)
     lam, beta = neumann_step(case), inner_step(case)
@@ -53,8 +53,8 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     exact = ex.problem.exact_hypergradient(x)
     errors = []
     for n in grid:
-        out = _run(make, ex.problem, x, ex.y_star, inner_steps=n, inner_step_size=beta,
-                   neumann_step_size=lam, expectation=True)
+        out = run_estimate(make, ex.problem, x, ex.y_star, inner_steps=n, inner_step_size=beta,
+                           neumann_step_size=lam, expectation=True)
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = stats.fit_rate(np.array(grid), np.array(errors))
@@ -79,7 +79,7 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     <= 0.05 (Lemma 3, Eq. 26), at Lemma 3's steps (:mod:`~theory_checks.aggitd.constants`:
     alpha <= alpha_2, lambda <= min(10, 1/L_g), beta <= min(1, lambda, 1/(6 L_g)))."""
     problem = case.problem
-    ex, x0, _ = _setup(case)
+    ex, x0, _ = exact_setup(case)
     alpha, lam, beta = lemma3_outer_step(case), neumann_step(case), inner_step(case)
     drifts = []
     for tau in TAU_GRID:

@@ -43,11 +43,11 @@ import torch
 
 from problems import LinearCompositional
 from theory_checks.fedmsa.reference import (
-    _sizes,
     fixed_point_Z,
     joint_jacobian,
     reference_maps,
     single_timescale_step,
+    state_sizes,
 )
 from theory_checks.hypotheses import Hypothesis, at_least, at_most
 
@@ -103,7 +103,7 @@ def levels(problem: Any) -> list[int]:
     """The sizes of the levels ``z^1..z^N``: eq. (10) has one, ``z = [w; v]``."""
     if isinstance(problem, LinearCompositional):
         return list(problem.dims[1:])
-    return [_sizes(problem)[1]]
+    return [state_sizes(problem)[1]]
 
 
 def heterogeneity_tau(problem: Any) -> float:
@@ -118,7 +118,7 @@ def _spectral(matrix: torch.Tensor) -> float:
 
 def fedmsa_constants(problem: Any) -> FedMSAConstants:
     """Assumptions A and C's constants of ``problem`` (exact: the maps are affine)."""
-    dx, _ = _sizes(problem)
+    dx, _ = state_sizes(problem)
     J_m = joint_jacobian(problem, per_client=True)  # (M, d, d), rows (P, S), columns (x, Z)
     J = J_m.mean(0)
     lam, lam_clients, L_s, L_s_joint, sigma_min = [], [], [], [], []
@@ -143,7 +143,7 @@ def fedmsa_constants(problem: Any) -> FedMSAConstants:
 def _client_offset(problem: Any) -> float:
     """``max_m ||S^m(x, z*(x))||`` over ``x`` in ``{0, e_1, .., e_dx}`` (affine in x, so zero at
     those points means zero everywhere), relative to the largest client map value there."""
-    dx, _ = _sizes(problem)
+    dx, _ = state_sizes(problem)
     xs = torch.cat([torch.zeros(1, dx, dtype=torch.float64), torch.eye(dx, dtype=torch.float64)])
     _, S = reference_maps(problem, xs, fixed_point_Z(problem, xs))
     _, S0 = reference_maps(problem, xs, torch.zeros_like(fixed_point_Z(problem, xs)))

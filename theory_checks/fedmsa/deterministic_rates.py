@@ -13,12 +13,12 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.reference import (
-    _point,
-    _radius,
     build,
     criterion,
     local_points,
+    msa_radius,
     run,
+    start_point,
 )
 
 # Why 0.1 on an exponent: the fitted exponents come from 4-6 grid points of a deterministic
@@ -51,7 +51,7 @@ def _rate_setup(case: Case, K: int) -> tuple[float, float, float, float]:
     tau = heterogeneity_tau(problem)
     if tau > 0:
         alpha, beta = min(alpha, 1.0 / (4.0 * tau * K)), min(beta, 1.0 / (4.0 * tau * K))
-    return alpha, beta, tau, _radius(problem, alpha, beta)
+    return alpha, beta, tau, msa_radius(problem, alpha, beta)
 
 
 # Why R in (4, 8, 16, 32) horizons: the values are exact expectations, and past 4 horizons
@@ -87,7 +87,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         raise NotMeasurable(f"needs {grid[-1]} rounds of K = {K} (slow contraction)")
     alg = build(make, problem, local_steps=K, momentum=case.params["momentum"],
                 outer_step_size=alpha, inner_step_size=beta, batch_size=None)
-    x0 = _point(problem, case.params["seed"])
+    x0 = start_point(problem, case.params["seed"])
     Z0 = alg.maps.initial(problem)[1]
     averaged = exact_run(alg, problem, x0, Z0, 1, case.params["seed"]).criteria(int(grid[-1]))
     values = averaged[grid - 1]
@@ -115,7 +115,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     if heterogeneity_tau(problem) > 1e-12:
         raise NotMeasurable("tau > 0")
     alpha, beta = theorem31_steps(case)
-    radius = _radius(problem, alpha, beta)
+    radius = msa_radius(problem, alpha, beta)
     Ks = np.array([2, 4, 8])
     # Why R = 6 / (K_min (1 - radius)): the smallest K must already see the sum of the
     # criterion converge (e^-6 of its first terms), else the average is flat in K.
@@ -128,7 +128,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         alg = build(make, problem, local_steps=int(K), momentum=case.params["momentum"],
                     outer_step_size=alpha, inner_step_size=beta, batch_size=None)
         records = run(alg, problem, R, seed=case.params["seed"],
-                      state=alg.state_at(problem, _point(problem, case.params["seed"])))
+                      state=alg.state_at(problem, start_point(problem, case.params["seed"])))
         values.append(_averaged_criterion(problem, records)[-1])
     values_a = np.array(values)
     if values_a.min() <= 0:

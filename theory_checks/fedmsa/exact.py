@@ -17,7 +17,7 @@ from testbed.algorithms.fedmsa import FedMSAState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa.reference import _affine_matrix, _sizes, fixed_point_Z, mean_maps
+from theory_checks.fedmsa.reference import affine_matrix, fixed_point_Z, mean_maps, state_sizes
 
 # =============================================================================== exact moments
 
@@ -55,7 +55,7 @@ def scripted_round_context(problem: Any, batch_size: int | None, choice: int,
 
 
 @dataclasses.dataclass(frozen=True)
-class _Layout:
+class Layout:
     """The flat state ``s = (x, Z, h, q, x_prev, Z_prev)`` (``D = 3 (d_x + d_Z)``) of FedMSA
     after a round, and a round's outputs: the next ``s`` then its local iterates ``(x_{r+1,k},
     Z_{r+1,k})``, ``k = 1..K`` (the output rule's candidates)."""
@@ -93,7 +93,7 @@ class _Layout:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Branch:
+class Branch:
     """One round with the local phase on one client, identified from the algorithm:
     ``outputs = T s + c + sum over slots j and columns of responses[j][sample]``.
 
@@ -138,7 +138,7 @@ class _Branch:
                 out = out + resp[int(sample)]
         return out
 
-    def rebatched(self, width: int) -> _Branch:
+    def rebatched(self, width: int) -> Branch:
         """The same round with minibatches of ``width`` draws: each column's response is
         ``old width / width`` times the identified one (a minibatch is a mean)."""
         resp = tuple(r * (self.widths[call] / width)
@@ -146,7 +146,7 @@ class _Branch:
         return dataclasses.replace(self, responses=resp, widths=tuple(width for _ in self.widths))
 
     @staticmethod
-    def mix(a: _Branch, b: _Branch, w: float) -> _Branch:
+    def mix(a: Branch, b: Branch, w: float) -> Branch:
         """``(1 - w) a + w b`` entry by entry: the round at an intermediate value of a parameter
         the round is affine in (rho: eq. (5) is affine in rho)."""
         if a.slots != b.slots or a.widths != b.widths or a.c.shape != b.c.shape:
@@ -157,7 +157,7 @@ class _Branch:
         return dataclasses.replace(a, T=T, c=(1.0 - w) * a.c + w * b.c, responses=resp)
 
 
-def _run_round(alg: Any, problem: Any, layout: _Layout, state: FedMSAState, choice: int,
+def _run_round(alg: Any, problem: Any, layout: Layout, state: FedMSAState, choice: int,
                overrides: dict[tuple[int, int, int], int] | None = None,
                draws: Sequence[np.ndarray] | None = None
                ) -> tuple[np.ndarray, list[tuple[int, int]]]:
@@ -166,10 +166,10 @@ def _run_round(alg: Any, problem: Any, layout: _Layout, state: FedMSAState, choi
     return layout.outputs(alg.step(ctx, state)), batches.shapes
 
 
-def identify_round(alg: Any, problem: Any, layout: _Layout, n_samples: int,
+def identify_round(alg: Any, problem: Any, layout: Layout, n_samples: int,
                    start: FedMSAState | None = None, clients: Sequence[int] | None = None
-                   ) -> list[_Branch]:
-    """One :class:`_Branch` per local client (``clients``, default all) of one round of
+                   ) -> list[Branch]:
+    """One :class:`Branch` per local client (``clients``, default all) of one round of
     ``alg``: round 0 from ``start`` when given (1 run), else a round >= 1 as an affine map of
     the state vector (``D + 1`` runs at the unit vectors), plus ``n_samples - 1`` runs per
     minibatch row for its responses. Every run draws sample 0 except where stated."""
@@ -191,8 +191,8 @@ def identify_round(alg: Any, problem: Any, layout: _Layout, n_samples: int,
                                          overrides={(call, row, 0): i})[0] - c
                 slots.append((call, row))
                 responses.append(resp)
-        branches.append(_Branch(T, c, tuple(slots), tuple(responses),
-                                tuple(r for r, _ in shapes), tuple(w for _, w in shapes)))
+        branches.append(Branch(T, c, tuple(slots), tuple(responses),
+                               tuple(r for r, _ in shapes), tuple(w for _, w in shapes)))
     return branches
 
 
@@ -202,7 +202,7 @@ def identify_round(alg: Any, problem: Any, layout: _Layout, n_samples: int,
 AFFINE_RTOL = 1e-8
 
 
-def validate_round(alg: Any, problem: Any, layout: _Layout, branches: list[_Branch],
+def validate_round(alg: Any, problem: Any, layout: Layout, branches: list[Branch],
                    n_samples: int, rng: np.random.Generator,
                    start: FedMSAState | None = None, client: int | None = None) -> float:
     """Run one round of ``alg`` with a random (or the given) local client, random draws in
@@ -227,7 +227,7 @@ def validate_round(alg: Any, problem: Any, layout: _Layout, branches: list[_Bran
     return err
 
 
-def criterion_form(problem: Any, layout: _Layout) -> tuple[np.ndarray, np.ndarray]:
+def criterion_form(problem: Any, layout: Layout) -> tuple[np.ndarray, np.ndarray]:
     """``(G, g)`` with Theorem 3.1's criterion ``||P(x, Z*(x))||^2 + ||Z - Z*(x)||^2 =
     ||G u + g||^2`` at ``u = (x, Z)``; both parts are affine in ``u`` on these families (the
     reference maps of :mod:`theory_checks.fedmsa`, read off the problem's arrays)."""
@@ -238,13 +238,13 @@ def criterion_form(problem: Any, layout: _Layout) -> tuple[np.ndarray, np.ndarra
         Z_star = fixed_point_Z(problem, x)
         return torch.cat([mean_maps(problem, x, Z_star)[0], Z - Z_star], dim=-1)
 
-    G = _affine_matrix(parts, layout.du).cpu().numpy()
+    G = affine_matrix(parts, layout.du).cpu().numpy()
     g = parts(torch.zeros(1, layout.du, dtype=torch.float64))[0].cpu().numpy()
     return G, g
 
 
-def expected_criteria(first: list[_Branch], rest: list[_Branch], R: int, G: np.ndarray,
-                      g: np.ndarray, layout: _Layout) -> np.ndarray:
+def expected_criteria(first: list[Branch], rest: list[Branch], R: int, G: np.ndarray,
+                      g: np.ndarray, layout: Layout) -> np.ndarray:
     """Exact ``E`` of the output-rule criterion after each of rounds 1..R: the mean over every
     local iterate of rounds ``0..R-1`` of ``E||G u + g||^2 = tr(G'G Cov u) + ||G E u + g||^2``,
     the local client of each round uniform over the branches.
@@ -281,9 +281,9 @@ class _Exact:
     """A problem's identified FedMSA rounds: round 0 from the start (``first``) and rounds >= 1
     (``rest``), with what :func:`expected_criteria` needs."""
 
-    first: list[_Branch]
-    rest: list[_Branch]
-    layout: _Layout
+    first: list[Branch]
+    rest: list[Branch]
+    layout: Layout
     G: np.ndarray
     g: np.ndarray
 
@@ -301,14 +301,14 @@ def exact_run(alg: Any, problem: Any, x0: torch.Tensor, Z0: torch.Tensor, n_samp
     moments: client 0 is identified and every other client is validated against it (one random
     round each) instead of being identified.
     """
-    dx, dz = _sizes(problem)
-    layout = _Layout(dx, dz)
+    dx, dz = state_sizes(problem)
+    layout = Layout(dx, dz)
     rng = np.random.default_rng(seed)
     start = alg.state_at(problem, x0, Z0)
     clients = (0,) if iid else None
     M = problem.n_clients
 
-    def check(branches: list[_Branch], algorithm: Any, at: FedMSAState | None) -> list[_Branch]:
+    def check(branches: list[Branch], algorithm: Any, at: FedMSAState | None) -> list[Branch]:
         if not iid:
             validate_round(algorithm, problem, layout, branches, n_samples, rng, at)
             return branches

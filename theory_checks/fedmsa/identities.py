@@ -15,8 +15,6 @@ from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.constants import fedmsa_constants, heterogeneity_tau, lemma_b1_step
 from theory_checks.fedmsa.reference import (
-    _point,
-    _sizes,
     build,
     fixed_point_Z,
     joint_jacobian,
@@ -24,6 +22,8 @@ from theory_checks.fedmsa.reference import (
     reference_maps,
     run,
     single_timescale_step,
+    start_point,
+    state_sizes,
 )
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
@@ -96,7 +96,7 @@ def check_tau_zero(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     alpha, beta, _ = single_timescale_step(problem)
     alg = build(make, problem, local_steps=K, momentum=case.params["momentum"],
                 outer_step_size=alpha, inner_step_size=beta, batch_size=None)
-    state = alg.state_at(problem, _point(problem, case.params["seed"]))
+    state = alg.state_at(problem, start_point(problem, case.params["seed"]))
     records = run(alg, problem, R, seed=case.params["seed"], state=state)
     xs, Zs = _centralised(problem, state.x, state.Z, alpha, beta, 1 + (R - 1) * K)
     scale = float(xs.abs().max() + Zs.abs().max()) + 1.0
@@ -115,7 +115,7 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
     """avg_m P^m(x, z*(x)) == grad F(x) and avg_m S^m(x, z*(x)) == 0, with the algorithm's maps."""
     problem = case.problem
     alg = build(make, problem)
-    x = _point(problem, case.params["seed"])
+    x = start_point(problem, case.params["seed"])
     Z_star = fixed_point_Z(problem, x[None])[0]
     M = problem.n_clients
     from testbed.oracles import Oracles
@@ -193,7 +193,7 @@ def _mco_scale(problem: LinearCompositional, x: torch.Tensor) -> float:
 
 
 def _z_jacobian(problem: Any) -> torch.Tensor:
-    dx, dz = _sizes(problem)
+    dx, dz = state_sizes(problem)
     return joint_jacobian(problem)[dx:, dx:]
 
 
@@ -204,7 +204,7 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     beta = lambda / (2 L_s); corrected, the averaged map's lambda (the proof's use of A5) and
     beta = lambda / (4 L_s^2)."""
     problem = case.problem
-    dx, dz = _sizes(problem)
+    dx, dz = state_sizes(problem)
     J = _z_jacobian(problem)
     c = fedmsa_constants(problem)
     reading = case.params.get("lipschitz")
@@ -217,7 +217,7 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     eye = torch.eye(dz, dtype=torch.float64)
     # the worst start: the top right singular vector of I - beta J (the lemma is "for all z")
     _, _, Vh = torch.linalg.svd(eye - beta * J)
-    x0 = _point(problem, case.params["seed"])
+    x0 = start_point(problem, case.params["seed"])
     Z0 = fixed_point_Z(problem, x0[None])[0] + Vh[0]
     alg = build(make, problem, local_steps=3, momentum=0.5, outer_step_size=beta,
                 inner_step_size=beta, batch_size=None)

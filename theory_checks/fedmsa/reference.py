@@ -71,13 +71,14 @@ def mean_maps(problem: Any, x: torch.Tensor, Z: torch.Tensor) -> tuple[torch.Ten
     return P.mean(1), S.mean(1)
 
 
-def _sizes(problem: Any) -> tuple[int, int]:
+def state_sizes(problem: Any) -> tuple[int, int]:
+    """``(d_x, d_Z)``: the sizes of the outer variable and of the stacked inner ones."""
     if isinstance(problem, LinearCompositional):
         return problem.dims[0], sum(problem.dims[1:])
     return problem.dim_x, 2 * problem.dim_y
 
 
-def _affine_matrix(fn: Callable[[torch.Tensor], torch.Tensor], dim: int) -> torch.Tensor:
+def affine_matrix(fn: Callable[[torch.Tensor], torch.Tensor], dim: int) -> torch.Tensor:
     """Matrix of an affine map ``fn: (T, dim) -> (T, out)`` (its columns are differences)."""
     eye = torch.eye(dim, dtype=torch.float64)
     points = torch.cat([torch.zeros(1, dim, dtype=torch.float64), eye])
@@ -87,7 +88,7 @@ def _affine_matrix(fn: Callable[[torch.Tensor], torch.Tensor], dim: int) -> torc
 
 def joint_jacobian(problem: Any, per_client: bool = False) -> torch.Tensor:
     """Jacobian of ``u = (x, Z) -> (P, S)`` (global; or per client, ``(M, d, d)``)."""
-    dx, dz = _sizes(problem)
+    dx, dz = state_sizes(problem)
 
     def fn(u: torch.Tensor) -> torch.Tensor:
         P, S = reference_maps(problem, u[:, :dx], u[:, dx:])
@@ -95,7 +96,7 @@ def joint_jacobian(problem: Any, per_client: bool = False) -> torch.Tensor:
         return out if per_client else out.mean(1)
 
     if not per_client:
-        return _affine_matrix(fn, dx + dz)
+        return affine_matrix(fn, dx + dz)
     eye = torch.eye(dx + dz, dtype=torch.float64)
     values = fn(torch.cat([torch.zeros(1, dx + dz, dtype=torch.float64), eye]))
     return (values[1:] - values[:1]).permute(1, 2, 0)
@@ -103,9 +104,9 @@ def joint_jacobian(problem: Any, per_client: bool = False) -> torch.Tensor:
 
 def fixed_point_Z(problem: Any, x: torch.Tensor) -> torch.Tensor:
     """``Z*(x)`` for points ``x (T, d_0)``: the solution of ``S(x, Z) = 0`` (affine in Z)."""
-    dx, dz = _sizes(problem)
+    dx, dz = state_sizes(problem)
     T = x.shape[0]
-    J_Z = _affine_matrix(
+    J_Z = affine_matrix(
         lambda Z: mean_maps(problem, torch.zeros(Z.shape[0], dx, dtype=torch.float64), Z)[1], dz)
     offset = mean_maps(problem, x, torch.zeros(T, dz, dtype=torch.float64))[1]
     return -torch.linalg.solve(J_Z, offset.T).T
@@ -153,7 +154,7 @@ def single_timescale_step(problem: Any) -> tuple[float, float, float]:
     """Steps ``(alpha, beta)`` that make centralised MSA contract, and the spectral radius of
     ``I - diag(alpha, beta) J``; NotMeasurable when no tried pair contracts."""
     J = joint_jacobian(problem)
-    dx, _ = _sizes(problem)
+    dx, _ = state_sizes(problem)
     norm = float(torch.linalg.matrix_norm(J, ord=2))
     eye = torch.eye(J.shape[0], dtype=torch.float64)
     best = (math.inf, 0.0, 0.0)
@@ -175,15 +176,18 @@ def single_timescale_step(problem: Any) -> tuple[float, float, float]:
     return best[1], best[2], best[0]
 
 
-def _radius(problem: Any, alpha: float, beta: float) -> float:
+def msa_radius(problem: Any, alpha: float, beta: float) -> float:
+    """Spectral radius of centralised MSA's iteration ``I - diag(alpha, beta) J`` with the
+    steps ``alpha`` (outer) and ``beta`` (inner): below 1 when it contracts."""
     J = joint_jacobian(problem)
-    dx, _ = _sizes(problem)
+    dx, _ = state_sizes(problem)
     scale = torch.cat([torch.full((dx,), alpha), torch.full((J.shape[0] - dx,), beta)])
     eye = torch.eye(J.shape[0], dtype=torch.float64)
     return float(torch.linalg.eigvals(eye - scale[:, None] * J).abs().max())
 
 
-def _point(problem: Any, seed: int) -> torch.Tensor:
-    dx, _ = _sizes(problem)
+def start_point(problem: Any, seed: int) -> torch.Tensor:
+    """A seeded standard-normal outer point ``x`` of size ``d_x``."""
+    dx, _ = state_sizes(problem)
     rng = np.random.default_rng(seed)
     return torch.as_tensor(rng.standard_normal(dx), dtype=torch.float64)

@@ -28,8 +28,8 @@ from theory_checks.claim import (
 from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
 from theory_checks.fedmsa.exact import (
-    _Branch,
-    _Layout,
+    Branch,
+    Layout,
     criterion_form,
     exact_run,
     expected_criteria,
@@ -37,14 +37,14 @@ from theory_checks.fedmsa.exact import (
     validate_round,
 )
 from theory_checks.fedmsa.reference import (
-    _affine_matrix,
-    _point,
-    _radius,
-    _sizes,
+    affine_matrix,
     build,
     fixed_point_Z,
     mean_maps,
+    msa_radius,
     run,
+    start_point,
+    state_sizes,
 )
 from theory_checks.profiles import PerProfile
 
@@ -63,12 +63,12 @@ THEORY_M_EXPONENT = -2.0 / 3.0  # (sigma / (M K R))^{2/3}: the slowest term of T
 
 def fixed_point(problem: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """``(x*, Z*(x*))`` with ``P(x*, Z*(x*)) = 0`` (the reduced map is affine in x)."""
-    dx, _ = _sizes(problem)
+    dx, _ = state_sizes(problem)
 
     def reduced(x: torch.Tensor) -> torch.Tensor:
         return mean_maps(problem, x, fixed_point_Z(problem, x))[0]
 
-    A = _affine_matrix(reduced, dx)
+    A = affine_matrix(reduced, dx)
     cond = float(torch.linalg.cond(A))
     # Why 1e6: beyond it the solve's round-off (cond * 1e-16) is no longer negligible.
     if not math.isfinite(cond) or cond > 1e6:
@@ -189,7 +189,7 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     problems = [_rebuild(case.problem.spec(), h) for h in HETEROGENEITY_GRID]
     taus = [heterogeneity_tau(p) for p in problems]
     alpha0, beta0 = theorem31_steps(case)  # the case's instance is the grid's first
-    x0 = _point(problems[0], case.params["seed"])
+    x0 = start_point(problems[0], case.params["seed"])
     values = []
     for p, tau in zip(problems, taus, strict=True):
         # alpha, beta = O(1/(tau K)) (Thm 3.1): the contracting pair at the smallest tau, scaled
@@ -255,17 +255,17 @@ def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Meas
     problem = case.problem
     K = 1
     alpha, beta = theorem31_steps(case)
-    radius = _radius(problem, alpha, beta)
+    radius = msa_radius(problem, alpha, beta)
     if radius >= 0.999:
         raise NotMeasurable(f"centralised MSA does not contract at these steps ({radius:.4f})")
     x0, Z0 = fixed_point(problem)
     offset = float(case.params.get("offset", 0.0))
     if offset:
-        direction = _point(problem, case.params["seed"])
+        direction = start_point(problem, case.params["seed"])
         x0 = x0 + offset * direction / direction.norm()
     n = max(problem.n_samples, 1)
-    dx, dz = _sizes(problem)
-    layout = _Layout(dx, dz)
+    dx, dz = state_sizes(problem)
+    layout = Layout(dx, dz)
     rng = np.random.default_rng(case.params["seed"])
     initial_batch = case.params.get("initial_batch", "b")
     rho_constant = float(case.params.get("rho_constant", 1.0))
@@ -285,7 +285,7 @@ def _check_rho(case: Case, make: Callable[..., Any], proof_choice: bool) -> Meas
         # Thm 3.1: rho = Theta(1/R). The proof: rho = max(1/R, rho_2) with rho_2 ~ R^{-2/3}.
         rho = max(1.0 / R, R ** (-2.0 / 3.0)) if proof_choice else min(1.0, rho_constant / R)
         w = (rho - _RHO_ANCHORS[0]) / (_RHO_ANCHORS[1] - _RHO_ANCHORS[0])
-        rest = [_Branch.mix(a, b, w) for a, b in zip(*anchors, strict=True)]
+        rest = [Branch.mix(a, b, w) for a, b in zip(*anchors, strict=True)]
         validate_round(alg_at(rho), problem, layout, rest, n, rng)
         round0 = first
         if initial_batch == "KR":
@@ -356,7 +356,7 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     alg = build(make, problem, local_steps=3, momentum=0.5, outer_step_size=alpha,
                 inner_step_size=beta, batch_size=None, participation=None)
     start = run(alg, problem, 1, seed=case.params["seed"],
-                state=alg.state_at(problem, _point(problem, case.params["seed"])))[-1].state
+                state=alg.state_at(problem, start_point(problem, case.params["seed"])))[-1].state
 
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
         ctx = fixed_clients_context(problem, np.random.default_rng(0), torch.tensor(subset))

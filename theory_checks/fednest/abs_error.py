@@ -16,7 +16,7 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design, Hoeffding
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import LinearOuterProbe, _client_matrices, _fedihgp
+from theory_checks.fednest.common import LinearOuterProbe, client_matrices, fedihgp
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.fednest.k_rate import sequential_test
 
@@ -78,10 +78,10 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
     # the scale FedIHGP divides by: A1's l_{g,1} (theory_checks.fednest.constants, joint in
     # (x, y)) as stated, the largest sample eigenvalue in the per-sample correction
     l_g = l_s if claim.bound is abs_error_bound_per_sample else neumann_scale(case)
-    estimator = _fedihgp(make, terms, 1.0 / l_g, participation=case.params["participation"],
-                         batch_size=1)
+    estimator = fedihgp(make, terms, 1.0 / l_g, participation=case.params["participation"],
+                        batch_size=1)
     x, y = evaluation_point(problem, case.params["point_seed"])
-    H = _client_matrices(problem, x, y)["H"].mean(0)
+    H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
     bound = claim.evaluate_bound(constants, {"mu_samples": mu_s, "neumann_terms": terms})
     contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))

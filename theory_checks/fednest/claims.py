@@ -5,6 +5,7 @@ claims, the Table 2 round-count claim factory, and ``CLAIMS`` (read from ``claim
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -15,20 +16,30 @@ from theory_checks.fednest import perturbations as perturb
 from theory_checks.fednest.common import (
     PAPER,
     REF,
-    _bilevel,
-    _case_builder,
-    _closed_form,
-    _heterogeneous_bilevel,
+    bilevel_problems,
+    case_builder,
+    heterogeneous_bilevel,
 )
 from theory_checks.fednest.compositional import (
-    _compositional_cases,
+    compositional_cases,
 )
 from theory_checks.fednest.rounds import (
-    _round_cases,
-    _table2,
-    _table2_formula,
     check_rounds,
+    round_cases,
+    table2_formula,
+    table2_rounds,
 )
+
+
+def _closed_form(max_clients: int = 6, max_dim: int = 4,
+                 kappa: tuple[float, float] = (1.0, 30.0)) -> st.SearchStrategy[Any]:
+    """Every closed-form family: bilevel, minimax, one-level compositional."""
+    return st.one_of(
+        bilevel_problems(max_clients, max_dim, kappa),
+        strategies.quadratic_minimax(max_clients=max_clients, max_dim=max_dim, kappa=kappa),
+        strategies.linear_compositional(max_clients=max_clients, min_levels=1, max_levels=1,
+                                        max_dim=max_dim),
+    )
 
 # ------------------------------------------------------------------------------- positive controls
 # A case inside each refuted claim's conditions on which its check says "holds".
@@ -65,7 +76,7 @@ _COMPOSITIONAL_ONE_TERM = known_case(
 
 def _rounds_claim(name: str, inner: str, outer: str) -> Claim:
     kind = "minimax" if outer == "minimax" else "bilevel"
-    formula = _table2(inner, outer).text
+    formula = table2_rounds(inner, outer).text
     return Claim(
         id=f"fednest.rounds.{name.replace('-', '_')}",
         paper=PAPER,
@@ -74,19 +85,19 @@ def _rounds_claim(name: str, inner: str, outer: str) -> Claim:
         statement=f"{name}: ledger rounds per outer iteration = {formula} "
                   "(deterministic FedIHGP count), for any participation and tau_i",
         estimators=(name,),
-        strategy=_round_cases(kind),
+        strategy=round_cases(kind),
         check=check_rounds,
-        bound=_table2_formula(inner, outer),
+        bound=table2_formula(inner, outer),
         perturbation=perturb.extra_round(name),
     )
 
 
 # Cases of claim fednest.lemma22.inverse_hessian_identity
-lemma22_inverse_hessian_identity_cases = _case_builder(_closed_form(max_clients=5, max_dim=4),
-                                                       neumann_terms=st.integers(1, 20))
+lemma22_inverse_hessian_identity_cases = case_builder(_closed_form(max_clients=5, max_dim=4),
+                                                      neumann_terms=st.integers(1, 20))
 
 # Cases of claim fednest.lemma22.inverse_hessian_bound
-lemma22_inverse_hessian_bound_cases = _case_builder(_closed_form(max_clients=4, max_dim=3))
+lemma22_inverse_hessian_bound_cases = case_builder(_closed_form(max_clients=4, max_dim=3))
 
 def _affine_outer_bilevel(min_clients: int = 1, max_clients: int = 5, max_dim: int = 3,
                           gradient_heterogeneity: tuple[float, float] = (0.0, 2.0)
@@ -110,38 +121,38 @@ def _affine_outer_bilevel(min_clients: int = 1, max_clients: int = 5, max_dim: i
 # Cases of claim fednest.lemma22.per_client_bias: affine f_i (inside A1 read globally), several
 # clients with spread gradients, and N up to 60, where (15)'s b (as printed or with its proof's
 # l_{f,0}) has decayed while the per-client gap, which does not depend on N, has not.
-lemma22_per_client_bias_cases = _case_builder(
+lemma22_per_client_bias_cases = case_builder(
     _affine_outer_bilevel(min_clients=2, gradient_heterogeneity=(0.5, 2.0)),
     neumann_terms=st.integers(1, 60))
 
 # Cases of claim fednest.lemma22.averaged_bias
-lemma22_averaged_bias_cases = _case_builder(_bilevel(max_clients=5, max_dim=3),
-                                            neumann_terms=st.integers(1, 40),
-                                            point_scale=st.floats(1.0, 20.0))
+lemma22_averaged_bias_cases = case_builder(bilevel_problems(max_clients=5, max_dim=3),
+                                           neumann_terms=st.integers(1, 40),
+                                           point_scale=st.floats(1.0, 20.0))
 
 # Cases of claim fednest.lemma22.paper_constant: affine f_i (inside A1 read globally), where
 # l_{f,1} = 0 while the bias J H^{-1} A^N grad_y f is not zero
-lemma22_paper_constant_cases = _case_builder(_affine_outer_bilevel(max_clients=4),
-                                             neumann_terms=st.integers(1, 30),
-                                             point_scale=st.floats(1.0, 50.0))
+lemma22_paper_constant_cases = case_builder(_affine_outer_bilevel(max_clients=4),
+                                            neumann_terms=st.integers(1, 30),
+                                            point_scale=st.floats(1.0, 50.0))
 
 # Cases of claim fednest.ihgp.variance_exact
-ihgp_variance_exact_cases = _case_builder(_closed_form(max_clients=5, max_dim=4),
-                                          neumann_terms=st.integers(1, 40))
+ihgp_variance_exact_cases = case_builder(_closed_form(max_clients=5, max_dim=4),
+                                         neumann_terms=st.integers(1, 40))
 
 # Cases of claim fednest.ihgp.variance_linear_in_n
-ihgp_variance_linear_in_n_cases = _case_builder(
+ihgp_variance_linear_in_n_cases = case_builder(
     _closed_form(max_clients=3, max_dim=3, kappa=(1.0, 2.0)))
 
 # Cases of claim fednest.ihgp.client_sampling_variance
-ihgp_client_sampling_variance_cases = _case_builder(
-    _heterogeneous_bilevel(min_hessian=0.0, max_dim=3, kappa_max=10.0, clients=(4, 7)))
+ihgp_client_sampling_variance_cases = case_builder(
+    heterogeneous_bilevel(min_hessian=0.0, max_dim=3, kappa_max=10.0, clients=(4, 7)))
 
 
 def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
     """Cases of claim fednest.fedavg.biased_fixed_point."""
     return st.builds(lambda p, seed, tau: Case(p, {"point_seed": seed, "local_steps": tau}),
-                     _heterogeneous_bilevel(), strategies.SEEDS, st.integers(2, 5))
+                     heterogeneous_bilevel(), strategies.SEEDS, st.integers(2, 5))
 
 
 def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
@@ -149,23 +160,23 @@ def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
     return st.builds(
         lambda p, seed, scaled, beta: Case(p, {"point_seed": seed, "scale_by_steps": scaled,
                                                "beta_scale": beta}),
-        _heterogeneous_bilevel(min_hessian=0.0, max_hessian=0.5, max_dim=3, kappa_max=10.0),
+        heterogeneous_bilevel(min_hessian=0.0, max_hessian=0.5, max_dim=3, kappa_max=10.0),
         strategies.SEEDS, st.booleans(), st.floats(0.05, 0.25))
 
 
 # Cases of claim fednest.compositional.one_call_exact
-compositional_one_call_exact_cases = _compositional_cases(
+compositional_one_call_exact_cases = compositional_cases(
     inner_step_size=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
     local_steps=st.integers(1, 4))
 
 # Cases of claim fednest.compositional.paper_indirect_form (checked under both readings of
 # l_{g,1}, theory_checks.fednest.constants.L_G1_READINGS)
-compositional_neumann_cases = _compositional_cases(neumann_terms=st.integers(1, 4))
+compositional_neumann_cases = compositional_cases(neumann_terms=st.integers(1, 4))
 
 # Cases of claim fednest.compositional.single_term_unbiased: l_{g,1} = 1, the y block (Cor.
 # 3.3's kappa_g = 1), where I - H/l = 0 makes every p_{N'} with N' >= 1 vanish
-compositional_single_term_cases = _compositional_cases(neumann_terms=st.integers(1, 4),
-                                                       l_g1=st.just("y_block"))
+compositional_single_term_cases = compositional_cases(neumann_terms=st.integers(1, 4),
+                                                      l_g1=st.just("y_block"))
 
 # Cases of claim fednest.thm31.stationarity_floor
 def _small_cross_term(problems: st.SearchStrategy[QuadraticBilevel]
@@ -181,8 +192,8 @@ def _small_cross_term(problems: st.SearchStrategy[QuadraticBilevel]
     return st.builds(rescale, problems, st.sampled_from([1.0, 0.1]))
 
 
-thm31_stationarity_floor_cases = _case_builder(
-    _small_cross_term(_bilevel(max_clients=3, max_dim=2, kappa=(1.0, 5.0))),
+thm31_stationarity_floor_cases = case_builder(
+    _small_cross_term(bilevel_problems(max_clients=3, max_dim=2, kappa=(1.0, 5.0))),
     neumann_terms=st.integers(1, 10), inner_steps=st.integers(2, 4))
 
 

@@ -17,7 +17,8 @@ from problems import ProblemConstants, QuadraticBilevel, strategies
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import ClientSampler, ScriptedParticipants
 from testbed.oracles import Oracles
-from theory_checks.claim import Case
+from theory_checks.claim import Case, NotMeasurable
+from theory_checks.exact_quantities import outer_affine
 
 PAPER = "FedNest"
 REF = "Tarzanagh et al. 2022"
@@ -26,13 +27,14 @@ REF = "Tarzanagh et al. 2022"
 # =============================================================================== helpers
 
 
-def _clients(problem: Any) -> torch.Tensor:
+def all_clients(problem: Any) -> torch.Tensor:
+    """The indices of every client: full participation."""
     return torch.arange(problem.n_clients)
 
 
-def _client_matrices(problem: Any, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+def client_matrices(problem: Any, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per-client ``H_i (M, dy, dy)``, ``J_i (M, dx, dy)``, ``grad_x f_i``, ``grad_y f_i``."""
-    oracles, clients = Oracles(problem), _clients(problem)
+    oracles, clients = Oracles(problem), all_clients(problem)
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     H = torch.stack([oracles.hvp_inner(x, y, e, clients) for e in eye], dim=2)
     J = torch.stack([oracles.jvp_inner_xy(x, y, e, clients) for e in eye], dim=2)
@@ -84,8 +86,8 @@ def scripted_context(problem: Any, subsets: Iterable[torch.Tensor],
                             sampler=ScriptedParticipants(list(subsets), then))
 
 
-def _expected_ihgp(estimator: Any, problem: Any, x: torch.Tensor,
-                   y: torch.Tensor) -> tuple[torch.Tensor, float, Any]:
+def expected_ihgp(estimator: Any, problem: Any, x: torch.Tensor,
+                  y: torch.Tensor) -> tuple[torch.Tensor, float, Any]:
     """``E[p]`` and ``E||p||^2`` over ``N'`` (exact finite sum; full participation)."""
     ctx = FederatedContext(problem, np.random.default_rng(0))
     result = estimator.ihgp(ctx, x, y, truncation_index=estimator.neumann_terms - 1)
@@ -96,23 +98,14 @@ def _expected_ihgp(estimator: Any, problem: Any, x: torch.Tensor,
     return mean, second, result
 
 
-def _expected_hessian_inverse(estimator: Any, problem: Any, x: torch.Tensor,
-                              y: torch.Tensor) -> torch.Tensor:
-    eye = torch.eye(problem.dim_y, dtype=torch.float64)
-    columns = [_expected_ihgp(estimator, LinearOuterProbe(problem, e), x, y)[0] for e in eye]
-    return torch.stack(columns, dim=1)
-
-
-def _power(A: torch.Tensor, n: int) -> torch.Tensor:
-    return torch.linalg.matrix_power(A, n)
-
-
-def _fedihgp(make: Callable[..., Any], terms: int, lam: float, **kw: Any) -> Any:
+def fedihgp(make: Callable[..., Any], terms: int, lam: float, **kw: Any) -> Any:
+    """FedIHGP alone (Alg. 3, no inner steps) from the builder ``make``: ``terms`` Neumann
+    terms of step ``lam``."""
     return make(inner_steps=0, neumann_terms=terms, neumann_step_size=lam, **kw)
 
 
-def _measured_map(update: Callable[[torch.Tensor], torch.Tensor], center: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor]:
+def measured_map(update: Callable[[torch.Tensor], torch.Tensor], center: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(update(center) - center, columns update(center + e_j) - update(center))``."""
     base = update(center)
     eye = torch.eye(center.shape[0], dtype=torch.float64)
@@ -120,12 +113,23 @@ def _measured_map(update: Callable[[torch.Tensor], torch.Tensor], center: torch.
     return base - center, torch.stack(columns, dim=1)
 
 
+def outer_minimizer(problem: Any) -> torch.Tensor:
+    """``x* = argmin f = -G^{-1} g0`` of a closed-form problem, whose outer gradient is
+    ``G x + g0`` (:func:`~theory_checks.exact_quantities.outer_affine`); not measurable when
+    ``f`` is not strongly convex (Thm 3.1's K-rate regime and the floor's limit need it)."""
+    hess, g0 = outer_affine(problem)
+    if float(torch.linalg.eigvalsh(hess).min()) <= 0.0:
+        raise NotMeasurable("f is not strongly convex: the K-rate regime is not reached")
+    return torch.linalg.solve(hess, -g0)
+
 
 # =============================================================================== strategies
 
 
-def _case_builder(problems: st.SearchStrategy[Any], **params: st.SearchStrategy[Any]
-                  ) -> Callable[[], st.SearchStrategy[Case]]:
+def case_builder(problems: st.SearchStrategy[Any], **params: st.SearchStrategy[Any]
+                 ) -> Callable[[], st.SearchStrategy[Case]]:
+    """A claim's strategy: cases of ``problems`` with a drawn ``point_seed`` and the drawn
+    ``params``."""
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed, values: Case(problem, {"point_seed": seed, **values}),
@@ -134,26 +138,18 @@ def _case_builder(problems: st.SearchStrategy[Any], **params: st.SearchStrategy[
     return build
 
 
-def _bilevel(max_clients: int = 6, max_dim: int = 4, kappa: tuple[float, float] = (1.0, 30.0),
-             min_dim_y: int = 1) -> st.SearchStrategy[Any]:
+def bilevel_problems(max_clients: int = 6, max_dim: int = 4,
+                     kappa: tuple[float, float] = (1.0, 30.0),
+                     min_dim_y: int = 1) -> st.SearchStrategy[Any]:
+    """Quadratic bilevel problems of :func:`problems.strategies.quadratic_bilevel`."""
     return strategies.quadratic_bilevel(max_clients=max_clients, max_dim=max_dim, kappa=kappa,
                                         min_dim_y=min_dim_y)
 
 
-def _closed_form(max_clients: int = 6, max_dim: int = 4,
-                 kappa: tuple[float, float] = (1.0, 30.0)) -> st.SearchStrategy[Any]:
-    return st.one_of(
-        _bilevel(max_clients, max_dim, kappa),
-        strategies.quadratic_minimax(max_clients=max_clients, max_dim=max_dim, kappa=kappa),
-        strategies.linear_compositional(max_clients=max_clients, min_levels=1, max_levels=1,
-                                        max_dim=max_dim),
-    )
-
-
 @st.composite
-def _heterogeneous_bilevel(draw: st.DrawFn, min_hessian: float = 0.2, max_hessian: float = 0.9,
-                           max_dim: int = 4, kappa_max: float = 20.0,
-                           clients: tuple[int, int] = (2, 6)) -> QuadraticBilevel:
+def heterogeneous_bilevel(draw: st.DrawFn, min_hessian: float = 0.2, max_hessian: float = 0.9,
+                          max_dim: int = 4, kappa_max: float = 20.0,
+                          clients: tuple[int, int] = (2, 6)) -> QuadraticBilevel:
     """Bilevel problems with several clients, Hessian heterogeneity >= min_hessian and
     gradient heterogeneity >= 0.5."""
     dim_x = draw(st.integers(1, max_dim))
@@ -167,7 +163,8 @@ def _heterogeneous_bilevel(draw: st.DrawFn, min_hessian: float = 0.2, max_hessia
 
 
 @st.composite
-def _per_client_taus(draw: st.DrawFn, problem: Any, low: int = 1, high: int = 4
-                     ) -> tuple[int, ...]:
+def per_client_taus(draw: st.DrawFn, problem: Any, low: int = 1, high: int = 4
+                    ) -> tuple[int, ...]:
+    """A number of local steps in ``[low, high]`` for each client of ``problem``."""
     return tuple(draw(st.integers(low, high)) for _ in range(problem.n_clients))
 

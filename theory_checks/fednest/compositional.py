@@ -15,14 +15,14 @@ from problems import strategies
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import _case_builder, _expected_ihgp, _fedihgp
+from theory_checks.fednest.common import case_builder, expected_ihgp, fedihgp
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
-def _compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
-    return _case_builder(strategies.linear_compositional(max_clients=6, min_levels=1,
-                                                         max_levels=1, max_dim=4), **params)
+def compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
+    return case_builder(strategies.linear_compositional(max_clients=6, min_levels=1,
+                                                        max_levels=1, max_dim=4), **params)
 
 
 def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., Any]
@@ -65,8 +65,8 @@ def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]
     # l_{g,1} under the case's reading (theory_checks.fednest.constants.L_G1_READINGS): A1's joint
     # constant 1 + ||grad r_i||^2, or the y block's 1 (Sec. 2.5, Cor. 3.3's kappa_g = 1)
     scale = neumann_scale(case)
-    estimator = _fedihgp(make, terms, 1.0 / scale)
-    mean_p, _, result = _expected_ihgp(estimator, problem, x, y)
+    estimator = fedihgp(make, terms, 1.0 / scale)
+    mean_p, _, result = expected_ihgp(estimator, problem, x, y)
     ctx = FederatedContext(problem, np.random.default_rng(0))
     indirect = [estimator.direction(ctx, x, y, p)[2] for p in result.path]
     h_mean, _, _ = estimator.direction(ctx, x, y, mean_p)

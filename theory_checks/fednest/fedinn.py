@@ -19,12 +19,11 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
-    _client_matrices,
-    _clients,
-    _heterogeneous_bilevel,
-    _measured_map,
-    _per_client_taus,
-    _power,
+    all_clients,
+    client_matrices,
+    heterogeneous_bilevel,
+    measured_map,
+    per_client_taus,
 )
 from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -38,7 +37,7 @@ def _fedinn_prediction(H: torch.Tensor, taus: torch.Tensor, beta: float, scale_b
     for i in range(H.shape[0]):  # reference formula, one client at a time (not the estimator)
         tau = int(taus[i])
         step = beta / tau if scale_by_steps else beta
-        P = P + torch.linalg.solve(H[i], eye - _power(eye - step * H[i], tau))
+        P = P + torch.linalg.solve(H[i], eye - torch.linalg.matrix_power(eye - step * H[i], tau))
     P = P / H.shape[0]
     return eye - P @ H.mean(0)
 
@@ -61,7 +60,7 @@ def _inner_map(case: Case, make: Callable[..., Any], **kw: Any
     def update(y: torch.Tensor) -> torch.Tensor:
         return algorithm.inner_update(ctx, x, y, steps)
 
-    offset, measured = _measured_map(update, y_star)
+    offset, measured = measured_map(update, y_star)
     return x, y_star, offset, measured, steps
 
 
@@ -72,7 +71,7 @@ def check_fedinn_linear_rate(claim: Claim, case: Case, make: Callable[..., Any])
     taus, scaled = case.params["local_steps"], case.params["scale_by_steps"]
     x, y_star, offset, measured, steps = _inner_map(case, make, local_steps=taus,
                                                     scale_by_steps=scaled)
-    H = _client_matrices(problem, x, y_star)["H"]
+    H = client_matrices(problem, x, y_star)["H"]
     predicted = _fedinn_prediction(H, _taus(taus, problem.n_clients), steps.inner, scaled)
     scale = 1.0 + float(y_star.norm())
     map_error = float(torch.linalg.matrix_norm(measured - predicted, ord=2))
@@ -94,15 +93,15 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     taus = case.params["local_steps"]
     x, _ = evaluation_point(problem, case.params["point_seed"])
     y_star = problem.exact_inner_solution(x)
-    mats = _client_matrices(problem, x, torch.zeros_like(y_star))
+    mats = client_matrices(problem, x, torch.zeros_like(y_star))
     H = mats["H"]
-    grad0 = Oracles(problem).grad_inner(x, torch.zeros_like(y_star), _clients(problem))
+    grad0 = Oracles(problem).grad_inner(x, torch.zeros_like(y_star), all_clients(problem))
     y_clients = -torch.linalg.solve(H, grad0.unsqueeze(-1)).squeeze(-1)  # y_i* = H_i^{-1} c_i
     algorithm = make(inner_steps=1, local_steps=taus, scale_by_steps=False)
     steps = algorithm.resolve_steps(problem)
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     tau_t = _taus(taus, problem.n_clients)
-    W = torch.stack([eye - _power(eye - steps.inner * H[i], int(tau_t[i]))
+    W = torch.stack([eye - torch.linalg.matrix_power(eye - steps.inner * H[i], int(tau_t[i]))
                      for i in range(problem.n_clients)])  # reference formula per client
     y_inf = torch.linalg.solve(W.sum(0), (W @ y_clients.unsqueeze(-1)).squeeze(-1).sum(0))
     ctx = FederatedContext(problem, np.random.default_rng(0))
@@ -132,7 +131,7 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
         x, y_star, _, M, steps = _inner_map(case, make, local_steps=tau, scale_by_steps=scaled,
                                             inner_step_size=case.params["beta_scale"]
                                             / inner_smoothness(problem))
-        H = _client_matrices(problem, x, y_star)["H"]
+        H = client_matrices(problem, x, y_star)["H"]
         predicted = _fedinn_prediction(H, _taus(tau, problem.n_clients), steps.inner, scaled)
         rho_m = float(torch.linalg.eigvals(M).abs().max())
         rho_p = float(torch.linalg.eigvals(predicted).abs().max())
@@ -154,9 +153,9 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
 
 @st.composite
 def _fedinn_draw(draw: st.DrawFn) -> Case:
-    problem = draw(_heterogeneous_bilevel(min_hessian=0.0))
+    problem = draw(heterogeneous_bilevel(min_hessian=0.0))
     return Case(problem, {"point_seed": draw(strategies.SEEDS),
-                          "local_steps": draw(_per_client_taus(problem, 1, 4)),
+                          "local_steps": draw(per_client_taus(problem, 1, 4)),
                           "scale_by_steps": True})
 
 

@@ -13,7 +13,7 @@ import torch
 from problems import ProblemConstants
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.fednest.common import _client_matrices, _measured_map
+from theory_checks.fednest.common import client_matrices, measured_map
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -60,14 +60,14 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
         return torch.cat([new.x, new.y])
 
     z_star = torch.cat([x_star, y_star])
-    offset, G = _measured_map(step, z_star)
+    offset, G = measured_map(step, z_star)
     rho = float(torch.linalg.eigvals(G).abs().max())
     eye = torch.eye(G.shape[0], dtype=torch.float64)
     z_limit = z_star + torch.linalg.solve(eye - G, offset)
     x_limit = z_limit[:dx]
     floor = float(problem.exact_hypergradient(x_limit).norm() ** 2)
     y_lim = problem.exact_inner_solution(x_limit)
-    view = _client_matrices(problem, x_limit, y_lim)
+    view = client_matrices(problem, x_limit, y_lim)
     params = {"neumann_terms": terms, "neumann_step_size": steps.neumann,
               "cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
               "grad_y_norm": float(view["gy"].mean(0).norm())}

@@ -13,12 +13,11 @@ import torch
 
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.exact_quantities import dominant_mode_window, outer_affine
 from theory_checks.fednest.claims import CLAIMS as FEDNEST_CLAIMS
-from theory_checks.fednest.common import _client_matrices
+from theory_checks.fednest.common import client_matrices, outer_minimizer
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.floor import check_stationarity_floor
-from theory_checks.fednest.k_rate import _outer_hessian, _x_star
 
 # Why 5%: inside the dominant-mode window the other eigenmodes carry <= 0.1% of the floor and the
 # limit point's own N-dependence (grad_y f(x_N) -> grad_y f(x*)) moves it by O(rho^N); the
@@ -29,12 +28,12 @@ FLOOR_SLOPE_RTOL = 0.05
 def _floor_parts(case: Case) -> dict[str, Any]:
     """Eigen-decomposition behind the floor ``||grad f(x_N)|| ~ ||J H^{-1} A^{N+1} v*||``."""
     problem = case.problem
-    hess = _outer_hessian(problem)
+    hess = outer_affine(problem)[0]
     if float(torch.linalg.eigvalsh(hess).min()) <= 0.0:
         raise NotMeasurable("h is not strongly convex: no bounded-below floor to reach")
-    x_star = _x_star(problem)
+    x_star = outer_minimizer(problem)
     y_star = problem.exact_inner_solution(x_star)
-    mats = _client_matrices(problem, x_star, y_star)
+    mats = client_matrices(problem, x_star, y_star)
     H, J, v = mats["H"].mean(0), mats["J"].mean(0), mats["gy"].mean(0)
     values, vectors = torch.linalg.eigh(H)
     return {"H": H, "J": J, "v": v, "values": values.cpu().numpy(),

@@ -26,8 +26,8 @@ from theory_checks.decision import (
     batch_evidence,
     replicates_for_half_width,
 )
-from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import _client_matrices, _measured_map
+from theory_checks.exact_quantities import evaluation_point, outer_affine
+from theory_checks.fednest.common import client_matrices, measured_map, outer_minimizer
 from theory_checks.fednest.constants import fednest_constants, inner_smoothness
 from theory_checks.fednest.floor import floor_bound
 from theory_checks.profiles import PerProfile
@@ -98,20 +98,11 @@ def sequential_test(quantity: str, draw: Callable[[int], float], looks: list[int
     return test, values
 
 
-def _outer_hessian(problem: Any) -> torch.Tensor:
-    """``grad^2 f`` of the closed-form (quadratic) outer objective, read off its exact gradient."""
-    zero = torch.zeros(problem.dim_x, dtype=torch.float64)
-    base = problem.exact_hypergradient(zero)
-    eye = torch.eye(problem.dim_x, dtype=torch.float64)
-    hess = torch.stack([problem.exact_hypergradient(e) - base for e in eye], dim=1)
-    return 0.5 * (hess + hess.T)
-
-
 def _neumann_for_horizon(problem: Any, x_star: torch.Tensor, K: int, target: float) -> int:
     """Cor. 3.1's ``N = O(kappa_g log K)`` in explicit form: the smallest N whose bias floor
     ``b_N^2`` (corrected constant of Lemma 2.2, eq. (15), at ``x*``) is at most
     ``target / sqrt(K)``, so the ``b^2`` term of Thm 3.1 decays like the ``K^{-1/2}`` term."""
-    view = _client_matrices(problem, x_star, problem.exact_inner_solution(x_star))
+    view = client_matrices(problem, x_star, problem.exact_inner_solution(x_star))
     params = {"cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
               "grad_y_norm": float(view["gy"].mean(0).norm()),
               "neumann_step_size": 1.0 / fednest_constants(problem).l_g1}
@@ -147,7 +138,7 @@ def _exact_map_radius(make: Callable[..., Any], problem: Any, x_star: torch.Tens
         new = algorithm.step(ctx, start._replace(x=z[:dx], y=z[dx:]))
         return torch.cat([new.x, new.y])
 
-    _, G = _measured_map(step, torch.cat([x_star, problem.exact_inner_solution(x_star)]))
+    _, G = measured_map(step, torch.cat([x_star, problem.exact_inner_solution(x_star)]))
     return float(torch.linalg.eigvals(G).abs().max())
 
 
@@ -160,7 +151,7 @@ def _stable_outer_step(make: Callable[..., Any], problem: Any, x_star: torch.Ten
     exact-oracle iteration contracts: the theorem's ``alpha_bar_1..3`` are such problem
     constants (not given in the seed, notes 3.4).
     """
-    alpha = 1.0 / float(torch.linalg.eigvalsh(_outer_hessian(problem)).max())
+    alpha = 1.0 / float(torch.linalg.eigvalsh(outer_affine(problem)[0]).max())
     beta = 1.0 / inner_smoothness(problem)
     for _ in range(6):
         rho = _exact_map_radius(make, problem, x_star, alpha, beta, terms)
@@ -179,14 +170,6 @@ def _first_horizon(make: Callable[..., Any], problem: Any, x_star: torch.Tensor,
         return 0, rho
     needed = TRANSIENT_SPAN / (1.0 - rho)
     return max(8, 2 ** math.ceil(math.log2(needed))), rho
-
-
-def _x_star(problem: Any) -> torch.Tensor:
-    hess = _outer_hessian(problem)
-    if float(torch.linalg.eigvalsh(hess).min()) <= 0.0:
-        raise NotMeasurable("f is not strongly convex: the K-rate regime is not reached")
-    zero = torch.zeros(problem.dim_x, dtype=torch.float64)
-    return torch.linalg.solve(hess, -problem.exact_hypergradient(zero))
 
 
 def _averaged_stationarity(algorithm: Any, problem: Any, K: int, start: tuple[Any, Any],
@@ -232,7 +215,7 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
     part.
     """
     problem = case.problem
-    x_star = _x_star(problem)
+    x_star = outer_minimizer(problem)
     ratio, replicate_cap, iteration_cap = HORIZON_DESIGNS.resolve(design.profile)
     u, w = evaluation_point(problem, case.params["point_seed"])
     x0 = x_star + u
@@ -314,7 +297,7 @@ class _Diverged(Exception):
 # Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after halvings, so
 # the smallest horizon of the grid is already past the transient; n_samples = 8 with noise of
 # order one makes the stochastic term a visible share of Q(K) (both scale like K^{-1/2}).
-def _rate_bilevel() -> st.SearchStrategy[Any]:
+def rate_bilevel() -> st.SearchStrategy[Any]:
     return st.builds(
         lambda m, dy, hh, gh, noise, hnoise, seed: QuadraticBilevel.random(
             m, 1, dy, 2.0 if dy > 1 else 1.0, seed=seed, hessian_heterogeneity=hh,
@@ -324,13 +307,13 @@ def _rate_bilevel() -> st.SearchStrategy[Any]:
         st.floats(0.2, 1.0), st.floats(0.0, 0.3), strategies.SEEDS)
 
 
-def _rate_minimax() -> st.SearchStrategy[Any]:
+def rate_minimax() -> st.SearchStrategy[Any]:
     return strategies.quadratic_minimax(max_clients=4, max_dim=1, kappa=(1.0, 1.0),
                                         max_hessian_heterogeneity=0.3, n_samples=8,
                                         gradient_noise=0.5, hessian_noise=0.3)
 
 
-def _rate_compositional() -> st.SearchStrategy[Any]:
+def rate_compositional() -> st.SearchStrategy[Any]:
     return st.builds(
         lambda m, d1, het, noise, seed: LinearCompositional.random(
             m, [1, d1], seed, heterogeneity=het, n_samples=8, matrix_noise=noise,

@@ -16,14 +16,22 @@ from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
-    _client_matrices,
-    _expected_hessian_inverse,
-    _expected_ihgp,
-    _fedihgp,
-    _power,
+    LinearOuterProbe,
+    client_matrices,
+    expected_ihgp,
+    fedihgp,
 )
 from theory_checks.fednest.constants import fednest_constants, neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL
+
+
+def _expected_hessian_inverse(estimator: Any, problem: Any, x: torch.Tensor,
+                              y: torch.Tensor) -> torch.Tensor:
+    """``E[H_hat]`` of FedIHGP over ``N'``, column by column: the expected IHGP of the probe
+    whose outer gradient is ``e_j`` (:class:`~theory_checks.fednest.common.LinearOuterProbe`)."""
+    eye = torch.eye(problem.dim_y, dtype=torch.float64)
+    columns = [expected_ihgp(estimator, LinearOuterProbe(problem, e), x, y)[0] for e in eye]
+    return torch.stack(columns, dim=1)
 
 
 def check_inverse_hessian_identity(claim: Claim, case: Case, make: Callable[..., Any]
@@ -33,12 +41,12 @@ def check_inverse_hessian_identity(claim: Claim, case: Case, make: Callable[...,
     x, y = evaluation_point(problem, case.params["point_seed"])
     terms = int(case.params["neumann_terms"])
     lam = 1.0 / neumann_scale(case)
-    estimator = _fedihgp(make, terms, lam)
+    estimator = fedihgp(make, terms, lam)
     expected = _expected_hessian_inverse(estimator, problem, x, y)
-    H = _client_matrices(problem, x, y)["H"].mean(0)
+    H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
-    predicted = H_inv @ _power(eye - lam * H, terms)
+    predicted = H_inv @ torch.linalg.matrix_power(eye - lam * H, terms)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
     relative = float(torch.linalg.matrix_norm(H_inv - expected - predicted, ord=2)) / scale
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, "relative residual <=",
@@ -58,14 +66,14 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
     x, y = evaluation_point(problem, case.params["point_seed"])
     pc = fednest_constants(problem).as_dict()
     lam = 1.0 / neumann_scale(case)
-    H = _client_matrices(problem, x, y)["H"].mean(0)
+    H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
     series, worst, last = [], -math.inf, (0.0, 0.0)
     # Why this grid: 1..16 covers the regime N < kappa (bound near 1/mu) and N > kappa (several
     # e-folds) at kappa <= 30 while keeping sum(N) * dim_y Hessian rounds small.
     for terms in (1, 2, 4, 8, 16):
-        estimator = _fedihgp(make, terms, lam)
+        estimator = fedihgp(make, terms, lam)
         error = float(torch.linalg.matrix_norm(
             H_inv - _expected_hessian_inverse(estimator, problem, x, y), ord=2))
         bound = claim.evaluate_bound(problem.constants(), {**pc, "neumann_terms": terms})
@@ -86,11 +94,11 @@ def _indirect_bias_parts(case: Case, make: Callable[..., Any], point_scale: floa
     y = problem.exact_inner_solution(x)
     terms = int(case.params["neumann_terms"])
     pc = fednest_constants(problem).as_dict()
-    estimator = _fedihgp(make, terms, 1.0 / neumann_scale(case))
-    mean_p, _, _ = _expected_ihgp(estimator, problem, x, y)
+    estimator = fedihgp(make, terms, 1.0 / neumann_scale(case))
+    mean_p, _, _ = expected_ihgp(estimator, problem, x, y)
     ctx = FederatedContext(problem, np.random.default_rng(0))
     h, direct, indirect = estimator.direction(ctx, x, y, mean_p)  # linear in p: E over N'
-    mats = _client_matrices(problem, x, y)
+    mats = client_matrices(problem, x, y)
     J_bar, H_bar = mats["J"].mean(0), mats["H"].mean(0)
     plug_in_clients = -(J_bar @ torch.linalg.solve(H_bar, mats["gy"].T)).T  # (M, dx), eq (8b)
     plug_in = plug_in_clients.mean(0)

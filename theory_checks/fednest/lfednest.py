@@ -16,7 +16,7 @@ from testbed.federation.context import FederatedContext
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import _client_matrices, _expected_ihgp, _fedihgp, _power
+from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
@@ -39,9 +39,9 @@ def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torc
     steps = algorithm.resolve_steps(problem)
     ctx = FederatedContext(problem, np.random.default_rng(0))
     _, lfed, _ = algorithm.outer_update(ctx, x, y, steps)
-    mats = _client_matrices(problem, x, y)
-    fed = _fedihgp(_fedihgp_builder, terms, lam)
-    mean_p, _, _ = _expected_ihgp(fed, problem, x, y)
+    mats = client_matrices(problem, x, y)
+    fed = fedihgp(_fedihgp_builder, terms, lam)
+    mean_p, _, _ = expected_ihgp(fed, problem, x, y)
     fednest, _, _ = fed.direction(FederatedContext(problem, np.random.default_rng(0)), x, y,
                                   mean_p)
     return {"lfednest": lfed, "formula": _lfednest_formula(mats, lam, terms),
@@ -55,8 +55,8 @@ def _lfednest_formula(mats: dict[str, torch.Tensor], lam: float, terms: int) -> 
     a time (a reference formula, not the estimator)."""
     eye = torch.eye(mats["H"].shape[1], dtype=torch.float64)
     local = torch.stack([torch.linalg.solve(
-        mats["H"][i], (eye - _power(eye - lam * mats["H"][i], terms)) @ mats["gy"][i])
-        for i in range(mats["H"].shape[0])])
+        H_i, (eye - torch.linalg.matrix_power(eye - lam * H_i, terms)) @ gy_i)
+        for H_i, gy_i in zip(mats["H"], mats["gy"], strict=True)])
     return (mats["gx"] - torch.einsum("mij,mj->mi", mats["J"], local)).mean(0)
 
 

@@ -16,7 +16,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import _case_builder, _client_matrices
+from theory_checks.fednest.common import case_builder, client_matrices
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why 1e-6: the notes' tolerance for the minimax rate (4.3); the regression that reads the
@@ -110,7 +110,7 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
 
 
 def _minimax_cases() -> Callable[[], st.SearchStrategy[Case]]:
-    return _case_builder(strategies.quadratic_minimax(max_clients=6, max_dim=4, kappa=(1.0, 20.0)))
+    return case_builder(strategies.quadratic_minimax(max_clients=6, max_dim=4, kappa=(1.0, 20.0)))
 
 
 def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
@@ -122,7 +122,7 @@ def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     y_plus = algorithm.inner_update(ctx, x, problem.exact_inner_solution(x), steps)
     _, grad_y = ctx.oracles.grad_outer(x, y_plus, ctx.all_clients())
     _, h, _ = algorithm.outer_update(ctx, x, y_plus, steps)
-    mats = _client_matrices(problem, x, y_plus)
+    mats = client_matrices(problem, x, y_plus)
     return {"x": x, "y": y_plus, "grad_y": grad_y, "h": h, "mats": mats,
             "exact": problem.exact_hypergradient(x),
             "scale": float(mats["gx"].norm(dim=1).max() + mats["gy"].norm(dim=1).max()) + 1.0}

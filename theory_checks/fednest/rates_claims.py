@@ -12,11 +12,11 @@ from problems import QuadraticBilevel
 from theory_checks.claim import Claim, known_case
 from theory_checks.claim_file import load_claims
 from theory_checks.fednest import perturbations as perturb
-from theory_checks.fednest.common import _bilevel, _case_builder
+from theory_checks.fednest.common import bilevel_problems, case_builder
 from theory_checks.fednest.k_rate import (
-    _rate_bilevel,
-    _rate_compositional,
-    _rate_minimax,
+    rate_bilevel,
+    rate_compositional,
+    rate_minimax,
 )
 
 # The (14b) counterexample: one client, kappa = 1 (mu_g = l_{g,1} = 1), two samples whose
@@ -43,26 +43,27 @@ _ABS_ERROR_CONTROL = known_case(
     {"point_seed": 0, "neumann_terms": 2, "participation": None})
 
 # Cases of claim fednest.thm31.k_rate_bilevel
-thm31_k_rate_bilevel_cases = _case_builder(_rate_bilevel())
+thm31_k_rate_bilevel_cases = case_builder(rate_bilevel())
 
 # Perturbation of claim fednest.thm31.k_rate_bilevel
 thm31_k_rate_bilevel_perturbation = perturb.DRIFTING_OUTER["fednest"]
 
 # Cases of claim fednest.cor32.k_rate_minimax
-cor32_k_rate_minimax_cases = _case_builder(_rate_minimax())
+cor32_k_rate_minimax_cases = case_builder(rate_minimax())
 
 # Perturbation of claim fednest.cor32.k_rate_minimax
 cor32_k_rate_minimax_perturbation = perturb.DRIFTING_OUTER["fednest-minimax"]
 
 # Cases of claim fednest.cor33.k_rate_compositional
-cor33_k_rate_compositional_cases = _case_builder(_rate_compositional())
+cor33_k_rate_compositional_cases = case_builder(rate_compositional())
 
 # Perturbation of claim fednest.cor33.k_rate_compositional
 cor33_k_rate_compositional_perturbation = perturb.DRIFTING_OUTER["fednest"]
 
 # Cases of claim fednest.thm31.floor_slope_in_n
-thm31_floor_slope_in_n_cases = _case_builder(_bilevel(max_clients=3, max_dim=2, kappa=(1.5, 5.0),
-                                                      min_dim_y=2), inner_steps=st.integers(2, 4))
+thm31_floor_slope_in_n_cases = case_builder(
+    bilevel_problems(max_clients=3, max_dim=2, kappa=(1.5, 5.0), min_dim_y=2),
+    inner_steps=st.integers(2, 4))
 
 
 CLAIMS: tuple[Claim, ...] = load_claims(Path(__file__).with_name("rates_claims.toml"))

@@ -15,18 +15,18 @@ from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.rounds import RoundsFormula
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
-from theory_checks.fednest.common import _bilevel, _per_client_taus
+from theory_checks.fednest.common import bilevel_problems, per_client_taus
 
 
-def _round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
+def round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         if kind == "minimax":
             problem = draw(strategies.quadratic_minimax(max_clients=5, max_dim=3,
                                                         kappa=(1.0, 10.0)))
         else:
-            problem = draw(_bilevel(max_clients=5, max_dim=3, kappa=(1.0, 10.0)))
-        taus = draw(_per_client_taus(problem, 1, 2))
+            problem = draw(bilevel_problems(max_clients=5, max_dim=3, kappa=(1.0, 10.0)))
+        taus = draw(per_client_taus(problem, 1, 2))
         participation = draw(st.one_of(st.none(), st.integers(1, problem.n_clients)))
         return Case(problem, {"inner_steps": draw(st.integers(1, 3)),
                               "neumann_terms": draw(st.integers(1, 4)),
@@ -65,20 +65,20 @@ class TopTruncationDraw:
         return getattr(self._rng, name)
 
 
-def _table2(inner: str, outer: str, T: int = 1, N: int = 1,
-            truncation: str = "deterministic") -> RoundsFormula:
+def table2_rounds(inner: str, outer: str, T: int = 1, N: int = 1,
+                  truncation: str = "deterministic") -> RoundsFormula:
     """Table 2's count of the variant (``inner_method``, ``outer_method``) at ``T`` and ``N``:
     FedNest's ``rounds_formula()``, the formula's one home."""
     return FedNest(inner_steps=T, neumann_terms=N, inner_method=inner,  # type: ignore[arg-type]
                    outer_method=outer, truncation=truncation).rounds_formula()  # type: ignore
 
 
-def _table2_formula(inner: str, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
-                                                        float]:
+def table2_formula(inner: str, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
+                                                       float]:
     """The claim's bound: Table 2's count at the case's ``T`` and ``N``."""
     def bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
-        value = _table2(inner, outer, int(params["inner_steps"]),
-                        int(params["neumann_terms"])).value()
+        value = table2_rounds(inner, outer, int(params["inner_steps"]),
+                              int(params["neumann_terms"])).value()
         assert value is not None
         return float(value)
 
@@ -138,7 +138,7 @@ def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     """
     _, records = _rounds_run(case, make, "random")
     T, N = case.params["inner_steps"], case.params["neumann_terms"]
-    formula = _table2("svrg", "svrg", T, N, truncation="random")  # 2T + N' + 3
+    formula = table2_rounds("svrg", "svrg", T, N, truncation="random")  # 2T + N' + 3
     ceiling = formula.value(**{"N'": N - 1})  # Alg. 3 draws N' <= N - 1: 2T + N + 2
     assert ceiling is not None
     _, top = _rounds_run(case, make, "random", TopTruncationDraw(case.params["point_seed"]), 1)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel, strategies
 from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import _client_matrices, _fedihgp, scripted_context
+from theory_checks.fednest.common import client_matrices, fedihgp, scripted_context
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -58,13 +58,13 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
     m, terms = problem.n_clients, int(case.params["neumann_terms"])
     x, y = evaluation_point(problem, case.params["point_seed"])
     lam = 1.0 / fednest_constants(problem).l_g1
-    mats = _client_matrices(problem, x, y)
+    mats = client_matrices(problem, x, y)
     worst, series, sizes, client_parts = 0.0, [], [], []
     _, full_mean = sampling_variance_formula(mats["H"], mats["gy"], lam, terms, m)
     var_full, _ = sampling_variance_formula(mats["H"], mats["gy"], lam, terms, m)
     for s in range(1, m + 1):
         subsets = [torch.tensor(c) for c in itertools.combinations(range(m), s)]
-        estimator = _fedihgp(make, terms, lam, participation=s)
+        estimator = fedihgp(make, terms, lam, participation=s)
         paths = []
         for sequence in itertools.product(subsets, repeat=terms):
             ctx = scripted_context(problem, sequence, s)

@@ -16,10 +16,9 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
-    _client_matrices,
-    _expected_ihgp,
-    _fedihgp,
-    _power,
+    client_matrices,
+    expected_ihgp,
+    fedihgp,
     scripted_context,
 )
 from theory_checks.fednest.constants import fednest_constants
@@ -36,7 +35,7 @@ def _variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, terms: int
         second += float(power @ power)
         power = A @ power
     second *= terms * lam**2
-    mean = torch.linalg.solve(H, (eye - _power(A, terms)) @ v)
+    mean = torch.linalg.solve(H, (eye - torch.linalg.matrix_power(A, terms)) @ v)
     return second, float(mean @ mean)
 
 
@@ -46,9 +45,9 @@ def check_variance_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     x, y = evaluation_point(problem, case.params["point_seed"])
     terms = int(case.params["neumann_terms"])
     lam = 1.0 / fednest_constants(problem).l_g1
-    estimator = _fedihgp(make, terms, lam)
-    mean, second, _ = _expected_ihgp(estimator, problem, x, y)
-    mats = _client_matrices(problem, x, y)
+    estimator = fedihgp(make, terms, lam)
+    mean, second, _ = expected_ihgp(estimator, problem, x, y)
+    mats = client_matrices(problem, x, y)
     second_th, mean_sq_th = _variance_formula(mats["H"].mean(0), mats["gy"].mean(0), lam, terms)
     scale = second_th + 1e-300
     residual = (abs(second - second_th) + abs(float(mean @ mean) - mean_sq_th)) / scale
@@ -80,10 +79,10 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     kappa = l_g1 / constants.mu
     base = int(8 * math.ceil(kappa))
     grid = [base, 2 * base, 4 * base, 8 * base]
-    mats = _client_matrices(problem, x, y)
+    mats = client_matrices(problem, x, y)
     variances, series, law = [], [], 0.0
     for terms in grid:
-        mean, second, _ = _expected_ihgp(_fedihgp(make, terms, lam), problem, x, y)
+        mean, second, _ = expected_ihgp(fedihgp(make, terms, lam), problem, x, y)
         second_th, _ = _variance_formula(mats["H"].mean(0), mats["gy"].mean(0), lam, terms)
         law = max(law, abs(second - second_th) / (second_th + 1e-300))
         variance = second - float(mean @ mean)
@@ -118,7 +117,7 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
     m = problem.n_clients
     x, y = evaluation_point(problem, case.params["point_seed"])
     lam = 1.0 / fednest_constants(problem).l_g1
-    gy = _client_matrices(problem, x, y)["gy"]
+    gy = client_matrices(problem, x, y)["gy"]
     sigma2 = float(((gy - gy.mean(0)) ** 2).sum(1).mean())
     full = lam * gy.mean(0)
     if sigma2 <= 1e-12 * float(gy.norm()) ** 2:
@@ -126,7 +125,7 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
     sizes, variances, laws, worst, series = [], [], [], 0.0, []
     for s in range(1, m):
         subsets = [torch.tensor(c) for c in itertools.combinations(range(m), s)]
-        estimator = _fedihgp(make, 1, lam, participation=s)
+        estimator = fedihgp(make, 1, lam, participation=s)
         ctx = scripted_context(problem, subsets, s)
         values = torch.stack([estimator.ihgp(ctx, x, y).p for _ in subsets])
         mean_gap = float((values.mean(0) - full).norm()) / float(full.norm() + 1e-300)

@@ -6,7 +6,8 @@ lives in sibling modules of one job each:
 
 - :mod:`theory_checks.hgp.constants`: the paper's constants (alpha, beta, L, kappa, mu, nu, c_S)
   and its assumptions and conditions as hypotheses, used by every check;
-- :mod:`theory_checks.hgp.core_helpers`: shared helpers (mixing families, case strategy, a run);
+- :mod:`theory_checks.hgp.common`: the paper's shared helpers (mixing families, case
+  strategies, a run, exact blocks and noise moments);
 - :mod:`theory_checks.hgp.exact_averaging`: Lemma 1, the D2 error identity and Theorem 2;
 - :mod:`theory_checks.hgp.pushsum`: Lemma 2 and the explicit Push-Sum bound;
 - :mod:`theory_checks.hgp.theorem1`: Corollary 1 (D1), the stated step condition, the rates;

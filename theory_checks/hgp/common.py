@@ -1,5 +1,6 @@
-"""Shared pieces of the HGP claim checks: cases, exact blocks, norms and exact noise moments
-(the constants are :mod:`theory_checks.hgp.constants`).
+"""Shared pieces of the HGP claim checks: the graph families that mix, cases, one estimator
+run, exact blocks, norms and exact noise moments (the constants are
+:mod:`theory_checks.hgp.constants`).
 
 Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
 optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
@@ -20,12 +21,15 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import DecentralizedGradient, HGPState
 from theory_checks.claim import Case
 
 # Why 5%: the issue's tolerance for fitted rates against theory (as in the classical claims).
 RATE_RTOL = 0.05
+
+# Families that satisfy Assumption 1 and do not make Push-Sum trivially exact.
+MIXING_FAMILIES = tuple(f for f in CONNECTED_FAMILIES if f != "fully_connected")
 
 
 def point(problem: Any, seed: int) -> torch.Tensor:
@@ -69,6 +73,27 @@ def fresh_state(problem: Any) -> HGPState:
     n = problem.n_clients
     return HGPState(problem.initial_point()[1].expand(n, -1).clone(),
                     torch.ones(n, dtype=torch.float64), 0)
+
+
+def exact_averaging_cases(**kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+    """Cases of the exact-averaging checks: a per-client quadratic problem (``kwargs`` of
+    :func:`problems.strategies.per_client_quadratic`), a point seed and the step's factor
+    ``eta_factor`` in [0.3, 1.5]."""
+    def build() -> st.SearchStrategy[Case]:
+        return st.builds(lambda problem, seed, f: Case(problem, {"point_seed": seed,
+                                                                 "eta_factor": f}),
+                         strategies.per_client_quadratic(**kwargs), strategies.SEEDS,
+                         st.floats(0.3, 1.5))
+
+    return build
+
+
+def run_hgp(estimator: Any, problem: Any, x: torch.Tensor, state: HGPState | None = None,
+            replicas: int = 1, seed: int = 0) -> Any:
+    """One run of an HGP estimator at ``x`` from ``state`` (a fresh one by default), with the
+    seeded generator ``seed``."""
+    return estimator.run(problem, x, state or fresh_state(problem), np.random.default_rng(seed),
+                         replicas=replicas)
 
 
 def graph_of(case: Case) -> GraphSequence:

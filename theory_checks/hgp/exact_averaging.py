@@ -17,6 +17,7 @@ from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesP
 from theory_checks.hgp.common import (
     global_grad,
     point,
+    run_hgp,
     scale,
     stacked_error,
     terms_for,
@@ -27,7 +28,6 @@ from theory_checks.hgp.constants import (
     series_converges,
     step_size,
 )
-from theory_checks.hgp.core_helpers import _run
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Lemma 1
@@ -62,7 +62,7 @@ def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         # the identity tolerance by three orders, so any remaining gap is the estimator's.
         M = terms_for(rho_bar, 1e-13, 2000)
         est = make(neumann_terms=M, neumann_step_size=eta)
-        v = _run(est, problem, x).trajectory[-1, 0]
+        v = run_hgp(est, problem, x).trajectory[-1, 0]
         values.append(v)
         worst = max(worst, float((v - exact).norm()) / unit)
         rows = y_star.expand(problem.n_clients, -1)
@@ -115,7 +115,7 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
                                 f"({gap / unit:.2g} of the scale): an iteration too many or too "
                                 "few would pass")
     est = make(neumann_terms=M, neumann_step_size=eta, averaging=case.params["averaging"])
-    v = _run(est, problem, x).trajectory[-1, 0]
+    v = run_hgp(est, problem, x).trajectory[-1, 0]
     residual = float((v - global_grad(problem, x) - predicted).norm()) / unit
     return Measurement(residual, IDENTITY_RTOL, residual <= IDENTITY_RTOL,
                        "relative residual <=", details={"neumann_terms": M, "eta": eta})
@@ -169,7 +169,7 @@ def _theorem2(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
         y_hat = blocks["y"] + t * direction
         state = HGPState(y_hat, torch.ones(n, dtype=torch.float64), 0)
         est = make(neumann_terms=2 * M, neumann_step_size=eta, inner_steps=0)
-        run = stacked_error(_run(est, problem, x, state).trajectory[:, 0], exact)
+        run = stacked_error(run_hgp(est, problem, x, state).trajectory[:, 0], exact)
         distance = float((y_hat - blocks["y"]).norm())
         excess = []
         for terms in (M, 2 * M):

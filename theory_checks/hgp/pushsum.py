@@ -16,9 +16,8 @@ from problems import strategies
 from testbed.decentralized.graphs import GraphSequence
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, SeriesPoint
-from theory_checks.hgp.common import graph_cases, graph_of
+from theory_checks.hgp.common import MIXING_FAMILIES, graph_cases, graph_of
 from theory_checks.hgp.constants import pushsum_bound
-from theory_checks.hgp.core_helpers import MIXING_FAMILIES
 
 # --------------------------------------------------------------------------- Lemma 2
 

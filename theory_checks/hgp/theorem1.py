@@ -21,6 +21,7 @@ from theory_checks.hgp.common import (
     RATE_RTOL,
     global_grad,
     point,
+    run_hgp,
     scale,
     stacked_error,
     terms_for,
@@ -34,7 +35,6 @@ from theory_checks.hgp.constants import (
     step_condition_holds,
     step_size,
 )
-from theory_checks.hgp.core_helpers import _run
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # --------------------------------------------------------------------------- Corollary 1 (D1)
@@ -83,7 +83,7 @@ def check_corollary1(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
         raise NotMeasurable(f"q = r (1 + c_S) >= 1 up to S = {S} (below the S-threshold)")
     est = make(neumann_terms=M, pushsum_steps=S, neumann_step_size=eta,
                graph_family=graph.family, graph_seed=graph.seed)
-    errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
+    errors = stacked_error(run_hgp(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     errors = errors / float(blocks["c"].norm())
     m = np.arange(len(errors))
     bound = d1_bound(r, rho, k.beta, eta, c, m)
@@ -139,7 +139,7 @@ def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., An
     c = max(pushsum_errors(graph, S, M))
     est = make(neumann_terms=M, pushsum_steps=S, neumann_step_size=eta,
                graph_family=graph.family)
-    errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
+    errors = stacked_error(run_hgp(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     errors = errors / float(blocks["c"].norm())
     m = np.arange(len(errors))
     floor = 2 * b / (eta * a**2) * c
@@ -195,7 +195,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     if stop - start < 3:
         raise NotMeasurable("dominant-mode window shorter than 3 terms")
     est = make(neumann_terms=stop, neumann_step_size=eta)
-    errors = stacked_error(_run(est, problem, x).trajectory[:, 0], global_grad(problem, x))
+    errors = stacked_error(run_hgp(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     steps = np.arange(start, stop + 1)
     fit = stats.fit_rate(steps, errors[start:stop + 1])
     theory = math.log(float(rates[order[0]]))
@@ -244,7 +244,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     floors = []
     for S in grid:
         est = make(neumann_terms=M, pushsum_steps=S, graph_seed=case.params["graph_seed"])
-        floors.append(float(stacked_error(_run(est, problem, x).trajectory[-1:, 0], exact)[0]))
+        floors.append(float(stacked_error(run_hgp(est, problem, x).trajectory[-1:, 0], exact)[0]))
     floors_arr = np.array(floors)
     if (floors_arr < 1e-12 * scale(blocks)).any():
         raise NotMeasurable("floor at round-off")

@@ -167,7 +167,8 @@ def render_claim_result(result: ClaimResult, profile: Profile,
                         control: dict[str, Any] | None = None) -> ClaimFiles:
     """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
 
-    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
+    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
+    (:func:`~theory_checks.runner.run_positive_control`) are recorded
     beside the verdict when given.
     """
     from theory_checks.registry import run_origin
@@ -271,7 +272,8 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
                        control: dict[str, Any] | None = None) -> Path:
     """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
 
-    ``power`` (:func:`run_power`) and ``control`` (:func:`run_positive_control`) are recorded
+    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
+    (:func:`~theory_checks.runner.run_positive_control`) are recorded
     beside the verdict when given.
     """
     return write_claim_files(render_claim_result(result, profile, power, control), out_dir)

@@ -174,7 +174,8 @@ class ExtraRound(FedNest):
         return new._replace(rounds=new.rounds + 1)
 
 
-# Why 0.1: see DRIFTING_OUTER.
+# Why 0.25: a floor dim_x DRIFT^2 >= 0.0625 exceeds 3 Q(K_1) on every drawn case, so the K-rate
+# check refutes it; a 0.1 drift (floor 0.01) hides under the K^{-1/2} term (DRIFTING_OUTER).
 DRIFT = 0.25
 
 

@@ -121,8 +121,9 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     ``u`` in a run from a fresh state (graph step 0, Push-Sum weights 1).
 
     Read off the estimator's own averaging (the identity basis through its ``average_step``, as
-    :meth:`HyperGradientPush.averaging_operator` does), carrying the Push-Sum weights from call
-    to call when ``est.keep_weights`` (the practical form), so they are what the estimator does.
+    :meth:`~testbed.decentralized.hgp.HyperGradientPush.averaging_operator` does), carrying the
+    Push-Sum weights from call to call when ``est.keep_weights`` (the practical form), so they
+    are what the estimator does.
     """
     from testbed.decentralized.ledger import GraphLedger
     from testbed.federation.ledger import Ledger
@@ -166,8 +167,9 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
                   sample_indices: np.ndarray | None = None,
                   operators: list[np.ndarray] | None = None,
                   eta: float | None = None) -> NoiseMoments:
-    """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a :class:`PerClientQuadratic`
-    with finite sample sets, by the linear recursion of its first two moments (no sampling).
+    """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a
+    :class:`~problems.PerClientQuadratic` with finite sample sets, by the linear recursion of
+    its first two moments (no sampling).
 
     Stochastic HGP (Alg. 2 with minibatch b, inner iterate ``y*``) is, per client i and step m,
     with ``w^(m) = Theta_hat^(m) u^(m-1)`` (row i of the averaging applied to the stacked u):

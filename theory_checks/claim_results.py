@@ -16,16 +16,20 @@ from typing import Any
 
 import numpy as np
 
+from problems import default_device, from_spec
 from results_format import atomic_write_bytes, json_default
 from results_format.paths import inside
 from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
 from results_format.verdicts import FILES_KEY, claim_file_problem
+from testbed.precision import precision_record
+from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
 from theory_checks.decision import Design, Outcome, TestDecision
 from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
 from theory_checks.profiles import Profile, claim_max_examples
+from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
 
 SERIES_COLUMNS = (
     "claim", "estimator", "problem_id", "seed", "params", "series", "step_name", "step",
@@ -171,8 +175,6 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     (:func:`~theory_checks.runner.run_positive_control`) are recorded
     beside the verdict when given.
     """
-    from theory_checks.registry import run_origin
-
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
     files: ClaimFiles = {}
@@ -280,8 +282,6 @@ def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
 
 
 def _rebuild_problem(spec: dict[str, Any]) -> Any:
-    from problems import from_spec
-
     try:
         return from_spec(spec)
     except (KeyError, ValueError):
@@ -303,8 +303,6 @@ def estimator_entry(name: str) -> dict[str, Any] | None:
     name for an adapter), reference (with the library's version) and whether it is one of the
     testbed's own (``builtin``: a plugin's or an adapter's runs stay out of the papers'
     counts)."""
-    from testbed.registry import BUILTIN, get_estimator
-
     try:
         info = get_estimator(name)
     except KeyError:
@@ -319,8 +317,6 @@ def write_metadata(out_dir: Path, profile: Profile,
     registered claim by default, or the given ``(claim, estimator)`` runs (``testbed verify``),
     each with its id and origin (the report lists the ones without results as "not
     checked")."""
-    from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
-
     pairs = [(c, c.estimators[0]) for c in CLAIM_DB] if runs is None else runs
     registered = [{"id": c.id if e == c.estimators[0] else f"{c.id}@{e}", "paper": c.paper,
                    "reference": c.reference, "kind": c.kind, "statement": c.statement,
@@ -328,9 +324,6 @@ def write_metadata(out_dir: Path, profile: Profile,
                    "decision": c.decision, "corrects": c.corrects, "origin": origin,
                    "builtin": origin == BUILT_IN}
                   for c, e in pairs for origin in (run_origin(c, e),)]
-    from problems import default_device
-    from testbed.precision import precision_record
-
     meta = {**provenance(), "precision": precision_record(), "device": str(default_device()),
             "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",

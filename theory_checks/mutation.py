@@ -36,7 +36,10 @@ from typing import Any
 
 from results_format.resume import fingerprint, read_fresh, write_json
 from theory_checks.claim import Claim
+from theory_checks.claim_results import claim_fingerprint
 from theory_checks.profiles import Profile
+from theory_checks.registry import claims_of
+from theory_checks.runner import enrolled_variants, run_claim
 
 #: The kinds of realistic bug of the catalogue (issue 22), with the words the table uses.
 MUTANT_KINDS: dict[str, str] = {
@@ -108,15 +111,11 @@ def checks_through_builder(claim: Claim, entry: str) -> bool:
     estimator, or a variant enrolled in it): only there can a mutated builder be put in. A
     claim's other estimators (a comparison's FedNest baseline, the taxonomy's ClientGrad) are
     built inside the check by name."""
-    from theory_checks.runner import enrolled_variants
-
     return entry == claim.estimators[0] or entry in enrolled_variants(claim)
 
 
 def planned_runs(mutant: Mutant, profile: Profile) -> list[tuple[Claim, str]]:
     """Every ``(claim, entry)`` the mutant runs against, in the order they are tried."""
-    from theory_checks.registry import claims_of
-
     runs = [(claim, entry) for entry in mutant.builds for claim in claims_of(entry)
             if can_kill(claim) and checks_through_builder(claim, entry)]
     first = {claim_id: rank for rank, claim_id in enumerate(mutant.first)}
@@ -127,8 +126,6 @@ def planned_runs(mutant: Mutant, profile: Profile) -> list[tuple[Claim, str]]:
 def mutant_fingerprint(mutant: Mutant, profile: Profile,
                        runs: Sequence[tuple[Claim, str]]) -> str:
     """Changes when the mutant or a claim it runs against changes (on ``profile``)."""
-    from theory_checks.claim_results import claim_fingerprint
-
     return fingerprint(mutant.name, mutant.kind, mutant.description, mutant.equivalent,
                        *(f"{entry}:{claim_fingerprint(claim, profile)}"
                          for claim, entry in runs))
@@ -143,8 +140,6 @@ def _no_shrink(claim: Claim) -> Claim:
 def run_once(claim: Claim, entry: str, make: Callable[..., Any], profile: Profile
              ) -> dict[str, Any]:
     """The claim checked on the mutated entry: its verdict, or the error its check raised."""
-    from theory_checks.runner import run_claim
-
     start = time.perf_counter()
     try:
         result = run_claim(_no_shrink(claim), profile, make=make, estimator=entry)

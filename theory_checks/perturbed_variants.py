@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from testbed.registry import get_estimator
+
 
 def recast(obj: Any, cls: type, **fixed: Any) -> Any:
     """``obj``'s dataclass fields as an instance of ``cls`` (typically a subclass of
@@ -23,8 +25,6 @@ def recast(obj: Any, cls: type, **fixed: Any) -> Any:
 def registry_variant(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     """Builder of registry entry ``name`` (with the keyword parameters a check passes) recast as
     ``cls`` (:func:`recast`)."""
-    from testbed.registry import get_estimator
-
     def make(**kw: Any) -> Any:
         return recast(get_estimator(name).build(**kw), cls, **fixed)
 
@@ -36,8 +36,6 @@ def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[...
     is recast as ``cls`` (:func:`recast`); an entry whose part is not an instance of ``cls``'s
     parent (e.g. an exact inner solution where the bug is in gradient descent) is left as
     built: the bug lives only where the part runs."""
-    from testbed.registry import get_estimator
-
     def make(**kw: Any) -> Any:
         built = get_estimator(name).build(**kw)
         part = getattr(built, field)

@@ -17,6 +17,7 @@ from typing import Any
 from results_format.paths import name_problem
 from testbed import plugins
 from testbed.names import did_you_mean
+from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
 from theory_checks.aggitd import rates as aggitd_rates
 from theory_checks.claim import Claim
@@ -43,8 +44,6 @@ def _claims_of_value(value: Any) -> Sequence[Any]:
 
 
 def _check_claim(claim: Any, taken: set[str]) -> Claim:
-    from testbed.registry import ESTIMATOR_DB
-
     if not isinstance(claim, Claim):
         raise plugins.PluginError(f"it holds a {type(claim).__name__}, not a Claim")
     if claim.id in taken:
@@ -73,9 +72,6 @@ def claim_plugin_problems() -> list[plugins.PluginProblem]:
     return list(_PROBLEMS)
 
 
-refresh_claim_plugins()
-
-
 def get_claim(claim_id: str) -> Claim:
     """The registered claim ``claim_id``; a ``KeyError`` of one line naming the closest ids
     otherwise."""
@@ -96,8 +92,6 @@ def run_origin(claim: Claim, estimator: str) -> str:
     (``"plugin my-estimator"``), or ``"outside the testbed"`` for an entry registered at run
     time (``testbed verify module:object``). The report counts only built-in runs in the
     papers' totals and shows the others in a section of their own."""
-    from testbed.registry import BUILTIN
-
     builtin_estimator = estimator in {info.name for info in BUILTIN}
     builtin_claim = claim.id in {c.id for c in BUILTIN_CLAIMS}
     if builtin_estimator and builtin_claim:
@@ -114,7 +108,10 @@ def run_origin(claim: Claim, estimator: str) -> str:
 def claims_of(estimator: str) -> tuple[Claim, ...]:
     """The claims that check ``estimator``: those that name it, then those its registry entry
     enrolls it in (each link is written once, on one side)."""
-    from testbed.registry import get_estimator
-
     enrolled = set(get_estimator(estimator).enrolled_claims)
     return tuple(c for c in CLAIM_DB if estimator in c.estimators or c.id in enrolled)
+
+
+# Last, once every name above is defined: a plugin imported now may import the modules that use
+# them (the runner, claim_results, calibration, mutation) while this module is still loading.
+refresh_claim_plugins()

@@ -31,6 +31,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 
+from problems import from_spec
 from results_format.locks import holding
 
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
@@ -38,7 +39,7 @@ from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
 from results_format.verdicts import verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
-from testbed.registry import get_estimator
+from testbed.registry import ESTIMATOR_DB, get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
 
@@ -66,6 +67,7 @@ from theory_checks.profiles import Profile as Profile
 from theory_checks.profiles import claim_max_examples as claim_max_examples
 from theory_checks.profiles import get_profile as get_profile
 from theory_checks.profiles import per_profile as per_profile
+from theory_checks.registry import get_claim
 from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
 
 
@@ -85,8 +87,6 @@ def enrolled_variants(claim: Claim) -> list[str]:
     A variant is checked against every claim its registry entry lists, with no edit to the
     claim: this is what makes "one file plus one registry entry" enough to add one.
     """
-    from testbed.registry import ESTIMATOR_DB
-
     return [info.name for info in ESTIMATOR_DB
             if claim.id in info.enrolled_claims and info.name not in claim.estimators]
 
@@ -413,8 +413,6 @@ def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..
                           attempt: int = 0) -> CaseResult:
     """Rebuild a saved counterexample and decide it again; a statistical one on a fresh stream
     (never the one that produced it) at the claim's whole rate, with the confirmation's samples."""
-    from problems import from_spec
-
     # JSON turns tuples (e.g. per-client local steps) into lists; the parameters were tuples.
     params = {k: tuple(v) if isinstance(v, list) else v for k, v in saved["params"].items()}
     case = Case(from_spec(saved["spec"]), params)
@@ -464,8 +462,6 @@ class RegisteredClaimTask(SentByName):
 
     def resolved_claim(self) -> Claim:
         """The claim object: the driver's, or, in a worker, the registry's."""
-        from theory_checks.registry import get_claim
-
         return self._resolved(get_claim, self.claim_id)
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import pytest
 
 from tests._replay import assert_perturbation_detected
-from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB
+from theory_checks.calibration import calibrate_claim
+from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB, get_claim
 from theory_checks.runner import (
     claim_runs,
     get_profile,
@@ -105,9 +106,6 @@ CALIBRATED_IN_DEFAULT_RUN = ("fednest.lemma22.abs_error_per_sample", "hgp.stocha
 @pytest.mark.theory
 @pytest.mark.parametrize("claim_id", CALIBRATED_IN_DEFAULT_RUN)
 def test_statistical_claim_is_calibrated(claim_id, tmp_path):
-    from theory_checks.calibration import calibrate_claim
-    from theory_checks.registry import get_claim
-
     summary = calibrate_claim(get_claim(claim_id), 20, get_profile(), tmp_path)
     assert summary.seeds == 20 and summary.expected == "holds"
     assert summary.consistent, summary

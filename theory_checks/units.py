@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
 from testbed.info import EstimatorInfo
+from testbed.registry import get_estimator
 
 T = TypeVar("T")
 
@@ -73,8 +74,6 @@ class RegisteredEntryTask(SentByName):
     info: EstimatorInfo | None
 
     def resolved_info(self) -> EstimatorInfo:
-        from testbed.registry import get_estimator
-
         return self._resolved(get_estimator, self.name)
 
 

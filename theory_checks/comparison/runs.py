@@ -62,6 +62,11 @@ import numpy as np
 import torch
 from scipy import stats
 
+from problems import ProblemError, from_spec
+from testbed.algorithms.base import iterate_within_rounds
+from testbed.estimators.fednest import outer_smoothness as smoothness
+from testbed.registry import get_estimator
+
 TARGET = 0.1  # relative stationarity ||grad h(x_k)|| / ||grad h(x_0)|| (module docstring)
 # Why 600: FedNest at the tuned step certifies the target within 2R <= ~300 rounds on the
 # compared families (R = 36-144 measured), so the budget leaves a factor of two; a larger one
@@ -86,8 +91,6 @@ SUBDIR = "comparison"
 
 def outer_smoothness(problem: Any) -> float:
     """``L_h = ||grad^2 h||`` of a closed-form problem (FedNest's prescribed ``1 / L_h``)."""
-    from testbed.estimators.fednest import outer_smoothness as smoothness
-
     return smoothness(problem)
 
 
@@ -127,8 +130,6 @@ def run_to_target(algorithm: Any, problem: Any, rng: np.random.Generator,
     ``record`` keeps one row per iteration (stationarity, hypergradient error of the direction
     used, suboptimality).
     """
-    from testbed.algorithms.base import iterate_within_rounds
-
     rows: list[dict[str, Any]] = []
     start = since = None
     before = None
@@ -200,8 +201,6 @@ def step_kwargs(name: str, problem: Any, multiple: float | None) -> dict[str, An
     ``None`` already use ``1 / l_{g,1}``, and ``1 / l_{g,1}`` for the Neumann / ITD step).
     ``None``: the prescribed rule, the registered defaults (empty).
     """
-    from testbed.registry import get_estimator
-
     if multiple is None:
         return {}
     kwargs: dict[str, Any] = {"outer_step_size": multiple / outer_smoothness(problem)}
@@ -370,8 +369,6 @@ class Comparison:
 
 
 def _build(name: str, config: Mapping[str, Any], **steps: Any) -> Any:
-    from testbed.registry import get_estimator
-
     return get_estimator(name).build(**config, **steps)
 
 
@@ -431,8 +428,6 @@ TABLE: dict[str, Comparison] = {**COMPARISONS, **CONTEXT}
 def solved_in_one_iteration(comparison: Comparison, problem: Any) -> bool:
     """Whether FedNest, at its prescribed step ``1 / L_h``, is at the target after its first
     outer iteration: a problem with no round savings to measure (see :func:`draw_problem`)."""
-    from testbed.algorithms.base import iterate_within_rounds
-
     algorithm = _build(BASELINE, comparison.baseline_config)
     records = iterate_within_rounds(algorithm, problem, np.random.default_rng(0), 1)
     start = float(problem.exact_hypergradient(next(records).x).norm())
@@ -452,8 +447,6 @@ def draw_problem(spec: Mapping[str, Any], rng: np.random.Generator,
     (FedMSA's round 0 runs one local step, so it needs >= 4 rounds: 4 / 30 > 1/10 on every
     such problem, measured). The redraw defines the claims' population, stated on the page.
     """
-    from problems import ProblemError, from_spec
-
     for _ in range(tries):
         problem = from_spec({**spec, "seed": int(rng.integers(2**31))})
         try:

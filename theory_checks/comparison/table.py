@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from problems import QuadraticBilevel
 from results_format import atomic_write
 from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import (
@@ -30,6 +31,7 @@ from results_format.resume import (
     write_json,
     write_stamped,
 )
+from testbed.registry import get_estimator
 from theory_checks.comparison import runs as definitions
 from theory_checks.units import driver_dtype, run_in_process, use_dtype
 
@@ -41,8 +43,6 @@ COLUMNS = ("comparison", "rule", "role", "algorithm", "problem_id", "seed", "ste
 
 
 def _family_problem(comparison: definitions.Comparison, seed: int) -> Any:
-    from problems import QuadraticBilevel
-
     return QuadraticBilevel.random(seed=seed, **comparison.family)
 
 
@@ -198,8 +198,6 @@ def fingerprint(*parts: Any) -> str:
 
 
 def _comparison_fingerprint(comparison: definitions.Comparison) -> str:
-    from testbed.registry import get_estimator
-
     defaults = [sorted(get_estimator(n).defaults.items())
                 for n in (comparison.candidate, definitions.BASELINE)]
     return fingerprint(dataclasses.asdict(comparison), defaults, SEEDS, TUNING_SEEDS)

@@ -12,6 +12,7 @@ import numpy as np
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
+from theory_checks.fedmsa.exact import exact_run
 from theory_checks.fedmsa.reference import (
     build,
     criterion,
@@ -74,8 +75,6 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     expectation over it is exact (:func:`theory_checks.fedmsa.exact.exact_run`: the round of
     the registered algorithm identified as an affine map per local client, the state's mean and
     covariance propagated as a mixture)."""
-    from theory_checks.fedmsa.exact import exact_run
-
     problem = case.problem
     K = case.params["local_steps"]
     alpha, beta, tau, radius = _rate_setup(case, K)

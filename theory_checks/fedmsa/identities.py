@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from problems import LinearCompositional
+from testbed.oracles import Oracles
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.fedmsa.constants import fedmsa_constants, heterogeneity_tau, lemma_b1_step
@@ -118,8 +119,6 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
     x = start_point(problem, case.params["seed"])
     Z_star = fixed_point_Z(problem, x[None])[0]
     M = problem.n_clients
-    from testbed.oracles import Oracles
-
     p, s = alg.maps.evaluate(Oracles(problem), x.expand(M, -1), Z_star.expand(M, -1),
                              torch.arange(M), [None] * alg.maps.n_batches)
     exact = problem.exact_hypergradient(x)

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
 from testbed.federation.context import FederatedContext
+from testbed.registry import get_estimator
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
@@ -61,8 +62,6 @@ def _lfednest_formula(mats: dict[str, torch.Tensor], lam: float, terms: int) -> 
 
 
 def _fedihgp_builder(**kw: Any) -> Any:
-    from testbed.registry import get_estimator
-
     return get_estimator("fedihgp").build(**kw)
 
 

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from problems import strategies
 from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import DecentralizedGradient, HGPState
+from testbed.decentralized.ledger import GraphLedger
+from testbed.federation.ledger import Ledger
 from theory_checks.claim import Case
 
 # Why 5%: the issue's tolerance for fitted rates against theory (as in the classical claims).
@@ -125,9 +127,6 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     Push-Sum weights from call to call when ``est.keep_weights`` (the practical form), so they
     are what the estimator does.
     """
-    from testbed.decentralized.ledger import GraphLedger
-    from testbed.federation.ledger import Ledger
-
     graph = est.graph(n)
     basis = torch.eye(n, dtype=torch.float64)[None]
     weights = torch.ones(1, n, dtype=torch.float64)

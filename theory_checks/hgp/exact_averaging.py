@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.hgp import HGPState
+from testbed.oracles import Oracles
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.hgp.common import (
     global_grad,
@@ -51,8 +52,6 @@ def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     L = hgp_constants(problem).L
     y_star = blocks["y"]
     clients = torch.arange(problem.n_clients)
-    from testbed.oracles import Oracles
-
     oracles = Oracles(problem)
     values, residuals, worst = [], [], 0.0
     for factor in LEMMA1_ETA_FACTORS:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.mixing import slem
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.exact_quantities import dominant_mode_window
@@ -219,8 +220,6 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
 def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Thm 1's geometric term in S on the static network (Theta_hat = W^S): the fitted slope of
     the log error floor (M -> infinity) in S equals log tau, tau = SLEM(W) (25%, notes T6)."""
-    from testbed.decentralized.mixing import slem
-
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)

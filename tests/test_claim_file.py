@@ -22,7 +22,7 @@ reference = "Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)"
 kind = "exact_identity"
 statement = "AID-CG with dim_y iterations and y = y*(x) returns grad h exactly"
 estimators = ["aid-cg"]
-strategy = {call = "theory_checks.classical.checks:_cases"}
+strategy = {call = "theory_checks.classical.checks:closed_form_cases"}
 check = "theory_checks.classical.checks:check_cg_exact"
 perturbation = "theory_checks.classical.perturbations:SHORT_CG"
 max_examples = {fast = 2}
@@ -75,7 +75,7 @@ def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
      r"is not of the form 'package\.module:name'"),
     (("\"theory_checks.classical.perturbations:SHORT_CG\"",
       "\"theory_checks.classical.checks:check_cg_exact\""), r"is a function, not a Perturbation"),
-    (("theory_checks.classical.checks:_cases", "theory_checks.nowhere:_cases"),
+    (("theory_checks.classical.checks:closed_form_cases", "theory_checks.nowhere:_cases"),
      r"cannot import theory_checks\.nowhere"),
     (("kind = \"exact_identity\"", "kind = \"a_feeling\""), r"unknown kind 'a_feeling'"),
     (("paper = \"Classical\"", "paper = \"Classical\"\nauthor = \"x\""),

@@ -102,6 +102,19 @@ def private_imports(package: Path = PACKAGE) -> list[str]:
     return found
 
 
+def private_references(package: Path = PACKAGE) -> list[str]:
+    """References of a claims file (``"package.module:name"``) to a ``_private`` name: the
+    claims file imports it by string, from another module."""
+    found = []
+    for toml in sorted(package.rglob("*.toml")):
+        for number, line in enumerate(toml.read_text().split("\n"), 1):
+            for reference in re.findall(r"\"(\w[\w.]*):([\w.]+)\"", line):
+                if any(part.startswith("_") for part in
+                       (*reference[0].split("."), *reference[1].split("."))):
+                    found.append(f"{toml.parent.name}/{toml.name}:{number} {':'.join(reference)}")
+    return found
+
+
 def local_project_imports(package: Path = PACKAGE) -> list[str]:
     """Imports of project modules inside a function (module-level is the rule)."""
     found = []
@@ -180,6 +193,11 @@ def test_no_module_imports_another_modules_private_names():
     assert private_imports() == []
 
 
+def test_no_claims_file_names_a_private_name():
+    # 76 references to _private strategies and controls before issue 26
+    assert private_references() == []
+
+
 def test_project_modules_are_imported_at_module_level():
     # 40 function-local imports of project modules before issue 26, most hiding the loops
     # above; no optional dependency of theory_checks needs one (Ray and Flower are testbed_app's)
@@ -206,6 +224,14 @@ def test_the_scans_find_a_planted_violation(tmp_path, finder):
     (tmp_path / "planted" / "sizes.py").write_text(PLANTED)
     assert len(finder(tmp_path / "planted")) >= 1
     assert all("planted/sizes.py" in line for line in finder(tmp_path / "planted"))
+
+
+def test_the_reference_scan_finds_a_planted_private_reference(tmp_path):
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "claims.toml").write_text(
+        '[[claim]]\nstrategy = {call = "theory_checks.fedmsa.cases:_rate_cases"}\n')
+    assert private_references(tmp_path / "planted") == [
+        "planted/claims.toml:2 theory_checks.fedmsa.cases:_rate_cases"]
 
 
 def test_the_loop_finder_finds_the_reviewed_loop():

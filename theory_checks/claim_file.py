@@ -15,7 +15,7 @@ paper, what the testbed has established, the notes behind each tolerance) and na
     kind = "linear_rate"
     statement = "FedInn: y^+ - y* = (I - P H_bar)(y - y*) ..."
     estimators = ["fednest"]
-    strategy = "theory_checks.fednest.fedinn:_fedinn_cases"
+    strategy = "theory_checks.fednest.fedinn:fedinn_cases"
     check = "theory_checks.fednest.fedinn:check_fedinn_linear_rate"
     perturbation = "theory_checks.fednest.perturbations:INNER_NO_DRIFT_CORRECTION"
     max_examples = {fast = 1, thorough = 3}     # per profile; one left out: the profile's own

@@ -55,8 +55,10 @@ class ExtremeIndexDraw(NoDraws):
 # --------------------------------------------------------------------------- strategies
 
 
-def _cases(kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"),
-           **problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+def closed_form_cases(kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"),
+                      **problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+    """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``) with a
+    drawn ``point_seed``."""
     def build() -> st.SearchStrategy[Case]:
         return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                          closed_form_problems(kinds, **problem_kwargs), strategies.SEEDS)
@@ -64,7 +66,9 @@ def _cases(kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"),
     return build
 
 
-def _bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+    """Cases of quadratic bilevel problems (keyword sizes ``problem_kwargs``) with a drawn
+    ``point_seed``."""
     def build() -> st.SearchStrategy[Case]:
         return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                          strategies.quadratic_bilevel(**problem_kwargs), strategies.SEEDS)

@@ -62,7 +62,7 @@ from theory_checks.tolerances import IDENTITY_RTOL
 
 __all__ = [
     "CLAIMS", "THM1_EXPONENT_EDGE", "THM1_INNER_STEPS", "THM1_K", "THM1_PLANNING_SD",
-    "THM1_STEP_AT_KMIN", "_thm1_average", "_thm1_cases", "check_thm1_rate",
+    "THM1_STEP_AT_KMIN", "_thm1_average", "thm1_cases", "check_thm1_rate",
     "direction_identity", "thm1_bound",
     "thm1_constants", "thm1_replicates",
 ]
@@ -275,7 +275,7 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
         tests=tests)
 
 
-def _thm1_cases() -> st.SearchStrategy[Case]:
+def thm1_cases() -> st.SearchStrategy[Case]:
     problem = strategies.quadratic_minimax(max_clients=3, max_dim=2, kappa=(1.0, 2.0),
                                            max_hessian_heterogeneity=0.3, n_samples=6,
                                            gradient_noise=0.2, hessian_noise=0.05)

@@ -91,8 +91,8 @@ def check_geometric_sum_corrected(claim: Claim, case: Case, make: Callable[..., 
     return _check_geometric_sum(claim, case, make, extra_power=2, proof_norms=True)
 
 
-def _one_dimensional_cases(affine_outer: bool = False
-                           ) -> Callable[[], st.SearchStrategy[Case]]:
+def one_dimensional_cases(affine_outer: bool = False
+                          ) -> Callable[[], st.SearchStrategy[Case]]:
     """Inner dimension 1 and identical client Hessians and Jacobians (clients differ in linear
     terms only): ``||J (I - lam H)^k g|| = ||J|| (1 - lam mu)^k ||g||`` holds with equality, so
     the proof's chain is tight there. ``affine_outer``: every ``f_i`` affine (outer curvature

@@ -104,7 +104,7 @@ def check_participation_algorithm(claim: Claim, case: Case, make: Callable[..., 
                                          "clients identical: no sampling variance")
 
 
-def _four_client_cases() -> st.SearchStrategy[Case]:
+def four_client_cases() -> st.SearchStrategy[Case]:
     """Four clients that differ only in linear terms (every subset is enumerated)."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(

@@ -123,7 +123,7 @@ def check_participation_exponent(
                                          "clients identical: no sampling variance")
 
 
-def _participation_cases() -> st.SearchStrategy[Case]:
+def participation_cases() -> st.SearchStrategy[Case]:
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
             PARTICIPATION_CLIENTS, dx, dy, 1.0 if dy == 1 else kappa, seed=seed,

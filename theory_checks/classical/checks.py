@@ -61,8 +61,10 @@ def closed_form_problems(
     return st.one_of(*options)
 
 
-def _cases(kinds: tuple[str, ...] = ALL_KINDS, **problem_kwargs: Any
-           ) -> Callable[[], st.SearchStrategy[Case]]:
+def closed_form_cases(kinds: tuple[str, ...] = ALL_KINDS, **problem_kwargs: Any
+                      ) -> Callable[[], st.SearchStrategy[Case]]:
+    """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``), each at
+    a drawn point seed."""
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed: Case(problem, {"point_seed": seed}),

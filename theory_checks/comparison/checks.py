@@ -257,7 +257,7 @@ def subpopulation_verdict(successes: int, trials: int, rate: float, looks: int) 
     return decision.outcome
 
 
-def _family(homogeneous: bool) -> Callable[[], st.SearchStrategy[Case]]:
+def quadratic_family_cases(homogeneous: bool) -> Callable[[], st.SearchStrategy[Case]]:
     """Multi-client quadratic families: heterogeneous (both knobs bounded away from zero) or
     homogeneous (identical clients), kappa in [2, 3].
 

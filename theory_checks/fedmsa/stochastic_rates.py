@@ -334,7 +334,7 @@ def noisy_cases(initial_batch: str = "b", max_clients: int | None = None) -> Per
     return PerProfile(functools.partial(build, fast=True), functools.partial(build, fast=False))
 
 
-def _noise_free_control() -> Callable[[], Case]:
+def noise_free_control() -> Callable[[], Case]:
     """Inside Theorem 3.1's conditions (one client: A5 holds per client) with sigma = 0
     (gradient noise 0 on the same sample sets), started off the fixed point: only the
     deterministic terms tau/R + 1/(sqrt(K) R) remain, the criterion decays like 1/R and the
@@ -368,7 +368,7 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                                          "clients' local phases agree: no sampling variance")
 
 
-def _heterogeneous_four() -> st.SearchStrategy[Case]:
+def heterogeneous_four() -> st.SearchStrategy[Case]:
     """Four heterogeneous clients (S = 1..3: three points for the fit)."""
     families = st.sampled_from([QuadraticBilevel.random, QuadraticMinimax.random])
     problem = st.builds(

@@ -119,7 +119,7 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
                        tests=(test,))
 
 
-def _abs_error_cases() -> st.SearchStrategy[Case]:
+def abs_error_cases() -> st.SearchStrategy[Case]:
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         dim_y = draw(st.integers(1, 2))

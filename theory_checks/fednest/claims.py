@@ -47,26 +47,26 @@ def _closed_form(max_clients: int = 6, max_dim: int = 4,
 # One client (per-client and averaged bias coincide) with affine f: the bias J H^{-1} A^N c is
 # at most l_{g,1} l_{f,0} (1 - mu/l)^N / mu, so (15) with its proof's constant holds (as printed
 # b = 0 and it fails: the control holds under one reading, which shows the check can say holds).
-_ONE_CLIENT_AFFINE_OUTER = known_case(
+ONE_CLIENT_AFFINE_OUTER = known_case(
     QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0).spec(),
     {"point_seed": 0, "neumann_terms": 4, "point_scale": 1.0})
 
 # No cross derivative (J = 0) and affine f: the bias J H^{-1} A^N grad_y f is 0, at most the
 # printed b = kappa_g l_{f,1} rho^N = 0. Affine f keeps the control inside A1 read globally, and
 # with J != 0 every affine-f case has a bias above the printed b = 0 (the refutation).
-_NO_CROSS_AFFINE_OUTER = known_case(
+NO_CROSS_AFFINE_OUTER = known_case(
     QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0, cross_scale=0.0).spec(),
     {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0})
 
 # One client: its grad_y f_1(x, y*) is the mean, which vanishes at y* (Danskin), so the
 # per-client statement holds.
-_MINIMAX_ONE_CLIENT = known_case(
+MINIMAX_ONE_CLIENT = known_case(
     QuadraticMinimax.random(1, 2, 2, 4.0, seed=0).spec(), {"point_seed": 0})
 
 # N = 1: N' = 0 is the only draw, and h_i = l_{g,1} grad r_i^T p_0 is FedOut's direction when
 # l_{g,1} = 1 (the y-block reading; under A1's joint constant the form is off by the factor
 # l_{g,1}, so the control holds under that one reading).
-_COMPOSITIONAL_ONE_TERM = known_case(
+COMPOSITIONAL_ONE_TERM = known_case(
     LinearCompositional.random(3, [2, 3], 0, heterogeneity=1.0).spec(),
     {"point_seed": 0, "neumann_terms": 1})
 

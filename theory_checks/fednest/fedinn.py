@@ -159,7 +159,7 @@ def _fedinn_draw(draw: st.DrawFn) -> Case:
                           "scale_by_steps": True})
 
 
-def _fedinn_cases() -> st.SearchStrategy[Case]:
+def fedinn_cases() -> st.SearchStrategy[Case]:
     return _fedinn_draw()
 
 

@@ -113,7 +113,7 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                                 "fednest_bias_drift": drift, "neumann_terms": terms})
 
 
-def _lfednest_cases() -> st.SearchStrategy[Case]:
+def lfednest_cases() -> st.SearchStrategy[Case]:
     return st.builds(
         lambda m, dx, dy, kappa, gh, seed, point, terms: Case(
             QuadraticBilevel.random(m, dx, dy, kappa if dy > 1 else 1.0, seed=seed,

@@ -38,7 +38,7 @@ def _minimax_map(t_bar: float, lam: float, beta: float, alpha: float, tau: int, 
     return T_x @ np.linalg.matrix_power(T_y, T)
 
 
-def _synthetic_cases() -> st.SearchStrategy[Case]:
+def synthetic_cases() -> st.SearchStrategy[Case]:
     # scale_by_steps drawn too: the default step rule (alpha / tau_i, beta / tau_i of Thm 3.1)
     # is the one FedNest runs with, and a FedOut whose local step forgets its 1/tau_i changes
     # this map only when it applies (no other claim runs FedOut's local x-steps with tau > 1
@@ -109,7 +109,7 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
                        series=series, details={"s1_vs_s10": same, "relative_rate_error": relative})
 
 
-def _minimax_cases() -> Callable[[], st.SearchStrategy[Case]]:
+def minimax_cases() -> Callable[[], st.SearchStrategy[Case]]:
     return case_builder(strategies.quadratic_minimax(max_clients=6, max_dim=4, kappa=(1.0, 20.0)))
 
 

@@ -26,7 +26,7 @@ from theory_checks.fednest.k_rate import (
 # spread (0.1..1.9). At cross_scale 1 (||B|| = 0.64, l_{g,1} = 1.3125) the exact error is 2.36
 # against the bound 2, an excess the check's resolution (a quarter of the bound) cannot decide;
 # the case saved before the constant was A1's used l = lambda_max(H) = 1.0 < l_{g,1}, outside A1.
-_ABS_ERROR_COUNTEREXAMPLE = known_case(
+ABS_ERROR_COUNTEREXAMPLE = known_case(
     {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 1,
      "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
      "gradient_heterogeneity": 0.0, "mu": 1.0, "n_samples": 2, "gradient_noise": 0.5,
@@ -37,7 +37,7 @@ _ABS_ERROR_COUNTEREXAMPLE = known_case(
 # so every factor I - H_s/l has norm <= 1 - mu_g/l and the lemma's proof goes through. One
 # client, H = diag(1, 4), l = 4, N = 2: H_hat is (2/l) I or (2/l)(I - H/l), and E||H^{-1} - H_hat||
 # = (0.5 + 0.625)/2 = 0.5625 against 2/mu_g = 2 (the Hoeffding interval reaches ~1.6).
-_ABS_ERROR_CONTROL = known_case(
+ABS_ERROR_CONTROL = known_case(
     QuadraticBilevel.random(1, 1, 2, 4.0, seed=0, n_samples=2, gradient_noise=0.5,
                             hessian_noise=0.0).spec(),
     {"point_seed": 0, "neumann_terms": 2, "participation": None})

@@ -87,7 +87,7 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
                        series=tuple(series), details=details)
 
 
-def _sampling_cases() -> st.SearchStrategy[Case]:
+def sampling_cases() -> st.SearchStrategy[Case]:
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         m, terms = draw(st.sampled_from([(3, 2), (3, 3), (4, 2)]))

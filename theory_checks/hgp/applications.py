@@ -72,7 +72,7 @@ def check_negative_control(claim: Claim, case: Case, make: Callable[..., Any]) -
                                 "errors": errors})
 
 
-def _negative_cases() -> st.SearchStrategy[Case]:
+def negative_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, seed, gs: Case(problem, {"point_seed": seed,
                                                               "graph_seed": gs}),
                      strategies.per_client_quadratic(min_clients=2, max_clients=5,
@@ -148,7 +148,7 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
                        details={"fd_error": fd_error, "identity": identity, "gaps": gaps})
 
 
-def _taxonomy_cases() -> st.SearchStrategy[Case]:
+def taxonomy_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                      strategies.per_client_quadratic(hessian_heterogeneity=(0.2, 0.5),
                                                      outer_coupling=(0.2, 1.0)),
@@ -219,7 +219,7 @@ def check_personalization(claim: Claim, case: Case, make: Callable[..., Any]) ->
                                     problem.outer_minimizer()))})
 
 
-def _personalization_cases() -> st.SearchStrategy[Case]:
+def personalization_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
                      strategies.per_client_quadratic(max_clients=4, max_dim=2, kappa=(1.0, 3.0),
                                                      outer_coupling=(0.5, 1.5),

@@ -120,7 +120,7 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
                        "relative residual <=", details={"neumann_terms": M, "eta": eta})
 
 
-def _identity_cases() -> st.SearchStrategy[Case]:
+def identity_cases() -> st.SearchStrategy[Case]:
     return st.builds(
         lambda problem, seed, f, M, avg: Case(problem, {"point_seed": seed, "eta_factor": f,
                                                          "neumann_terms": M, "averaging": avg}),
@@ -197,7 +197,7 @@ def check_theorem2_corrected(claim: Claim, case: Case, make: Callable[..., Any]
     return _theorem2(case, make, corrected=True)
 
 
-def _thm2_cases() -> st.SearchStrategy[Case]:
+def thm2_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                      strategies.per_client_quadratic(kappa=(1.0, 3.0), cross_scale=(0.05, 1.0),
                                                      outer_coupling=(0.5, 2.0)),

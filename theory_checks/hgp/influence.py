@@ -139,7 +139,7 @@ def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
                                 "neumann_terms": draw.neumann_terms, "eta": draw.eta})
 
 
-def _influence_cases() -> st.SearchStrategy[Case]:
+def influence_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
                      strategies.per_client_logistic(), st.integers(0, 2**16))
 

@@ -106,5 +106,5 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
                                 "max_c_over_bound": ratio, "n": problem.n_clients})
 
 
-def _lemma2_cases() -> st.SearchStrategy[Case]:
+def lemma2_cases() -> st.SearchStrategy[Case]:
     return graph_cases(strategies.per_client_quadratic(max_dim=1), MIXING_FAMILIES)()

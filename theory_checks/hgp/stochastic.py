@@ -103,8 +103,11 @@ BIAS_MARGIN = 0.25
 BIAS_HALF_WIDTH = 0.125
 
 
-def _noisy_cases(steps: tuple[int, int] = (2, 6), **kwargs: Any
-                 ) -> Callable[[], st.SearchStrategy[Case]]:
+def noisy_cases(steps: tuple[int, int] = (2, 6), **kwargs: Any
+                ) -> Callable[[], st.SearchStrategy[Case]]:
+    """Stochastic cases: a per-client quadratic with sample sets (``kwargs`` over the noisy
+    defaults), a point and graph seed, ``S`` Push-Sum steps in ``steps``, a minibatch of 1 or
+    4 and the independent or practical form."""
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed, gs, S, b, form: Case(problem, {

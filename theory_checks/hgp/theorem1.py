@@ -163,7 +163,7 @@ def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., An
                        details={**details, "m": worst})
 
 
-def _step_cases() -> st.SearchStrategy[Case]:
+def step_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, seed, f: Case(problem, {"point_seed": seed,
                                                              "eta_alpha": f}),
                      strategies.per_client_quadratic(kappa=(1.0, 10.0)), strategies.SEEDS,
@@ -259,7 +259,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
                        series=series, fit=result, details={"tau": tau, "neumann_terms": M})
 
 
-def _rate_s_cases() -> st.SearchStrategy[Case]:
+def rate_s_cases() -> st.SearchStrategy[Case]:
     return st.builds(lambda problem, seed, gs: Case(problem, {"point_seed": seed,
                                                               "graph_seed": gs}),
                      strategies.per_client_quadratic(min_clients=3, max_dim=2,

@@ -62,13 +62,14 @@ def test_a_moved_problem_computes_the_same_numbers_and_rebuilds_its_caches() -> 
 
 def test_no_tensor_goes_to_numpy_without_cpu() -> None:
     """``tensor.numpy()`` raises for a CUDA tensor; numpy arrays have no ``.numpy()``, so every
-    ``.numpy()`` in the code that computes is a tensor's and must follow ``.cpu()``."""
+    ``.numpy()`` in the code that computes is a tensor's and must follow ``.cpu()``. The one other
+    kind with a ``.numpy()`` is Flower's ``Array`` (bytes on the host), marked where it is used."""
     bare = re.compile(r"(?<!\.cpu\(\))\.numpy\(\)")
     offenders = [f"{path.relative_to(ROOT)}:{number}"
                  for package in ("problems", "testbed", "theory_checks", "testbed_app")
                  for path in sorted((ROOT / package).rglob("*.py"))
                  for number, line in enumerate(path.read_text().splitlines(), start=1)
-                 if bare.search(line)]
+                 if bare.search(line) and "# flwr Array" not in line]
     assert not offenders
 
 

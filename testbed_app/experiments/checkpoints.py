@@ -150,7 +150,7 @@ def _digest_into(obj: Any, digest: Any) -> None:
     if isinstance(obj, torch.Tensor):
         flat = obj.detach().cpu().contiguous().reshape(-1)
         digest.update(f"T{obj.dtype}{tuple(obj.shape)}".encode())
-        digest.update(flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b"")
+        digest.update(flat.view(torch.uint8).cpu().numpy().tobytes() if flat.numel() else b"")
     elif isinstance(obj, dict):
         digest.update(f"D{len(obj)}".encode())
         for key in sorted(obj, key=repr):

@@ -79,7 +79,8 @@ def handle(message: Any, context: Any, spec: DeploySpec) -> Any:
         raise NotDeployable(f"a message for client {request['client']} reached client {client}")
     problem = problem_of(spec)
     device = problem.initial_point()[0].device
-    vectors = {name: torch.from_numpy(array.numpy()).to(device) for name, array in held.items()}
+    vectors = {name: torch.from_numpy(array.numpy()).to(device)  # flwr Array: host bytes
+               for name, array in held.items()}
     work = decode_work(str(request["work"]), vectors)
     side = DeployedClient(problem)
     reply = work.run(side, torch.tensor([client], dtype=torch.long))

@@ -251,7 +251,7 @@ class FlowerClients:
         for client in ids:
             content = replies[client].content
             record = content[UPLOADS]
-            uploads = [record[str(j)].numpy() for j in range(len(record))]
+            uploads = [record[str(j)].numpy() for j in range(len(record))]  # flwr Array: host bytes
             if rows and len(uploads) != len(rows[0]):
                 raise ClientLost(label, client, self.nodes[client],
                                  f"{len(uploads)} uploads where the others sent {len(rows[0])}")

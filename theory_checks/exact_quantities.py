@@ -149,7 +149,7 @@ def spectral_norm_max(matrices: torch.Tensor) -> float:
     return float(torch.linalg.matrix_norm(matrices, ord=2).max())
 
 
-def outer_affine(problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
+def outer_affine(problem: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """``grad h(x) = G x + g0`` on the closed-form families (the outer objective
     ``h(x) = f(x, y*(x))`` is quadratic there): ``(G, g0)`` from ``dx + 1`` exact
     hypergradients, ``G`` symmetrized (it is ``grad^2 h``)."""

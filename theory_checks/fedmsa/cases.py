@@ -17,8 +17,10 @@ MOMENTA = st.sampled_from([0.0, 0.3, 1.0])
 
 
 def families(*, stochastic: bool = False, tau_zero: bool = False, max_dim: int = 4,
-              max_clients: int = 6, kappa: tuple[float, float] = (1.0, 30.0),
-              max_levels: int = 3) -> st.SearchStrategy[Any]:
+             max_clients: int = 6, kappa: tuple[float, float] = (1.0, 30.0),
+             max_levels: int = 3) -> st.SearchStrategy[Any]:
+    """The closed-form families (bilevel, minimax, compositional) at these sizes; ``stochastic``
+    adds sample noise, ``tau_zero`` makes the clients' Hessians (Jacobians) identical."""
     hh = 0.0 if tau_zero else 0.5
     noise: dict[str, Any] = (
         {"n_samples": 5, "gradient_noise": 0.5, "hessian_noise": 0.1} if stochastic else {})
@@ -71,7 +73,7 @@ def _rate_families(fast: bool, tau_zero: bool = False) -> st.SearchStrategy[Any]
     second."""
     if fast:
         return families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2,
-                         max_clients=3)
+                        max_clients=3)
     return families(tau_zero=tau_zero, max_dim=3, kappa=(1.0, 10.0), max_levels=3)
 
 

@@ -289,16 +289,20 @@ def main(argv: list[str] | None = None) -> int:
     exception is an internal error and keeps its traceback.
 
     The command runs through :func:`testbed_app.commands.execute` (the precision policy, the
-    device, then the command's handler), imported only once the arguments are parsed."""
+    device, then the command's handler), imported only once the arguments are parsed;
+    ``testbed report``, which reads results files only, through
+    :func:`testbed_app.report_command.report_command`, without torch."""
     args = build_parser().parse_args(argv)
     try:
-        # the one import of the commands: after parsing, so that `testbed --help` and a bad
-        # option answer without importing torch (tests/test_cli.py)
-        from testbed_app import commands
-
+        # the commands are imported after parsing, so that `testbed --help` and a bad option
+        # answer without importing torch, and the report starts without it (tests/test_cli.py)
+        if args.command == "report":
+            from testbed_app.report_command import report_command as run
+        else:
+            from testbed_app.commands import execute as run
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
-            return commands.execute(args)
+            return int(run(args))
     except KeyboardInterrupt:
         print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
               "kept)", file=sys.stderr)

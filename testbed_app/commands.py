@@ -39,6 +39,7 @@ from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, workload_optio
 from testbed_app.experiments.runner import check_run_folders, run_experiment
 from testbed_app.experiments.segments import SegmentResult, run_experiments
 from testbed_app.flower import command as deploy
+from testbed_app.report_command import report_command
 from theory_checks.calibration import calibrate, format_table
 from theory_checks.claim import VERDICTS
 from theory_checks.comparison import table as comparison_table
@@ -72,7 +73,6 @@ def _error_text(error: BaseException) -> str:
 
 def _parameters(function: object) -> str:
     """``name=default, ...`` of a callable's parameters (``name`` alone when required)."""
-
     try:
         signature = inspect.signature(function)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -84,7 +84,6 @@ def _parameters(function: object) -> str:
 
 
 def list_command(args: argparse.Namespace) -> int:
-
     verbose = getattr(args, "verbose", False)
     print("Problems:")
     for p in PROBLEM_DB:
@@ -121,14 +120,12 @@ def list_command(args: argparse.Namespace) -> int:
 
 def _print_plugin_problems() -> None:
     """The plugins left out, on stderr (the built-ins are listed regardless)."""
-
     for problem in plugins.problems() + claim_plugin_problems():
         print(f"testbed: warning: {problem}", file=sys.stderr)
 
 
 def _list_workloads() -> None:
     """``testbed run``'s config vocabulary: datasets, split schemes, workload kinds, limits."""
-
     print("\nExperiment configs (testbed run):")
     print(f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
           + ", ".join(f"{k}={v.default!r}" for k, v in config._DATA.items()))
@@ -146,9 +143,6 @@ def _list_workloads() -> None:
 
 
 def check_command(args: argparse.Namespace) -> int:
-
-
-
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
@@ -169,7 +163,6 @@ def check_command(args: argparse.Namespace) -> int:
 def _named_claims(ids: list[str] | None) -> list[Any]:
     """The claims ``--claim`` names (each once, in the order given), every registered claim
     without it; every unknown id in one line, each with its "did you mean"."""
-
     if not ids:
         return list(CLAIM_DB)
     claims, unknown = [], []
@@ -210,7 +203,6 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
 def _executor(args: argparse.Namespace) -> Executor:
     """The executor ``--executor``, ``--jobs``, ``--address`` ... name
     (:mod:`testbed_app.executors`)."""
-
     return make_executor(args.executor, args.jobs, args.address, args.cpus_per_task,
                          args.max_retries)
 
@@ -218,12 +210,10 @@ def _executor(args: argparse.Namespace) -> Executor:
 def _folder(path: str, option: str) -> Path:
     """``--results`` / ``--out``: a folder or absent (:func:`results_format.paths.output_folder`;
     a file or a link loop is one line, exit 2)."""
-
     return output_folder(Path(path), option)
 
 
 def _counts(summaries: list[dict]) -> str:
-
     counts = {v: sum(1 for s in summaries if s["verdict"] == v) for v in VERDICTS}
     return ", ".join(f"{n} {v}" for v, n in counts.items())
 
@@ -249,9 +239,6 @@ def _exit_status(summaries: list[dict]) -> int:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
-
-
-
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     deterministic = [c.id for c in claims if not c.statistical]
@@ -278,9 +265,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-
     if args.threads is not None:
-
         torch.set_num_threads(args.threads)
     if args.rounds is not None:
         if args.steps is not None:
@@ -331,8 +316,6 @@ def _run_on_executor(configs: list[ExperimentConfig],
     """``testbed run`` through ``--jobs N`` or ``--executor ray``: each config a chain of
     segments between checkpoints, the configs side by side, one progress bar over all steps
     (:mod:`testbed_app.experiments.segments`)."""
-
-
     executor = _executor(args)  # a bad option is reported before the bar starts
     bar = tqdm(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
                unit="step",
@@ -362,47 +345,13 @@ def _measure_report_tables(results: Path, resume: bool, progress: bool,
                            executor: Executor) -> None:
     """The report's measured tables: communication per iteration and rounds to error, their
     units of work through ``executor`` as the claims'."""
-
     print("communication table: "
           f"{communication.write_table(results, resume, progress, executor.run)}")
     print("rounds to error: "
           f"{comparison_table.run_all(results, resume, progress, executor.run)}")
 
 
-def report_command(args: argparse.Namespace) -> int:
-
-
-    results = _folder(args.results, "--results")
-    _folder(args.out, "--out")
-    if not results.is_dir():
-        raise FileNotFoundError(f"results directory {results} does not exist; run `testbed check "
-                                f"--results {results}` first to produce results")
-    for path, reason in untrusted_claim_files(results):
-        print(f"testbed: warning: {path}: {reason}; shown without its measurements",
-              file=sys.stderr)
-    bars: list[Any] = []
-
-    def progress(total: int, claim_id: str) -> None:
-        # the bar starts with the first claim drawn: a missing or empty results folder is an
-        # error line of its own, with no empty bar before it
-        if not bars:
-            bars.append(tqdm(total=total, desc="report: claims and figures", unit="claim",
-                             disable=args.quiet))
-        bars[0].update(1)
-        bars[0].set_postfix_str(claim_id)
-
-    try:
-        index = build_report(results, Path(args.out), progress)
-    finally:
-        for bar in bars:
-            bar.close()
-    print(f"report written: {index}")
-    return 0
-
-
 def regress_command(args: argparse.Namespace) -> int:
-
-
     torch.set_default_dtype(torch.float64)
     regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():
@@ -431,8 +380,6 @@ def regress_command(args: argparse.Namespace) -> int:
 
 
 def verify_command(args: argparse.Namespace) -> int:
-
-
     torch.set_default_dtype(torch.float64)
     info = verifying.resolve_target(args.target)
     results = _folder(args.results or str(Path("results") / "verify" / info.name), "--results")
@@ -442,12 +389,10 @@ def verify_command(args: argparse.Namespace) -> int:
     print(verifying.verdict_table(summaries))
     status = 0
     if args.against:
-
         passed, table = regression.run(info.name, args.against)
         print(f"\nagainst {args.against}:\n{table}")
         status = 0 if passed else 1
     if not args.no_report:
-
         index = build_report(results, results / "report")
         print(f"\nreport: {index}")
     failed = verifying.failures(summaries)

@@ -128,15 +128,19 @@ class _Reader(ast.NodeVisitor):
     def _record(self, target: str, line: int) -> None:
         if self.type_checking:
             return
-        (self.result.local if self.depth else self.result.module_level).append((target, line))
+        imports = self.result.local if self.depth else self.result.module_level
+        if (target, line) not in imports:  # `from m import a, b`: one import of m
+            imports.append((target, line))
 
     def _check_private_module(self, target: str, line: int) -> None:
         parts = target.split(".")
         for i, part in enumerate(parts):
             if is_private(part):
                 parent = ".".join(parts[:i])
-                if not (self.result.name == parent or self.result.name.startswith(parent + ".")):
-                    self.result.private_modules.append((".".join(parts[: i + 1]), line))
+                found = (".".join(parts[: i + 1]), line)
+                if not (self.result.name == parent or self.result.name.startswith(parent + ".")
+                        ) and found not in self.result.private_modules:
+                    self.result.private_modules.append(found)
                 return
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:

@@ -84,6 +84,8 @@ def _parameters(function: object) -> str:
 
 
 def list_command(args: argparse.Namespace) -> int:
+    """``testbed list``: problems, estimators and claims with their references (``--verbose``:
+    parameters, defaults and the experiment configs' keys); 0."""
     verbose = getattr(args, "verbose", False)
     print("Problems:")
     for p in PROBLEM_DB:
@@ -143,6 +145,8 @@ def _list_workloads() -> None:
 
 
 def check_command(args: argparse.Namespace) -> int:
+    """``testbed check``: run the claims, write results, print each verdict; the exit status of
+    :func:`_exit_status`."""
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
@@ -239,6 +243,8 @@ def _exit_status(summaries: list[dict]) -> int:
 
 
 def calibrate_command(args: argparse.Namespace) -> int:
+    """``testbed calibrate``: observed false-failure rates of the statistical claims over
+    ``--seeds``; 0 when each is consistent with its stated rate, else 1."""
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     deterministic = [c.id for c in claims if not c.statistical]
@@ -265,6 +271,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
+    """``testbed run``: run experiment configs (resuming); 1 when a run diverged, else 0."""
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     if args.rounds is not None:
@@ -352,6 +359,8 @@ def _measure_report_tables(results: Path, resume: bool, progress: bool,
 
 
 def regress_command(args: argparse.Namespace) -> int:
+    """``testbed regress``: compare entries with the baseline (or ``--against`` another); 0
+    when none is worse, else 1."""
     torch.set_default_dtype(torch.float64)
     regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():
@@ -380,6 +389,8 @@ def regress_command(args: argparse.Namespace) -> int:
 
 
 def verify_command(args: argparse.Namespace) -> int:
+    """``testbed verify``: one estimator's declared claims, then ``--against`` and the report;
+    1 when a declared claim does not hold or it is worse, else 0."""
     torch.set_default_dtype(torch.float64)
     info = verifying.resolve_target(args.target)
     results = _folder(args.results or str(Path("results") / "verify" / info.name), "--results")

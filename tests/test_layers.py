@@ -43,9 +43,11 @@ def tree(tmp_path_factory) -> Path:
 
 
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
-    # --no-cache: each run analyses the files as they are now
+    # --no-cache: each run analyses the files as they are now; a wide terminal: no line of the
+    # report is wrapped
     return subprocess.run([LINT_IMPORTS, "--config", str(tree / "pyproject.toml"), "--no-cache"],
-                          cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+                          cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin",
+                                         "COLUMNS": "400"},
                           capture_output=True, text=True, timeout=300)
 
 
@@ -109,6 +111,29 @@ def test_a_planted_violation_breaks_its_contract(tree, violation):
     # the report lists each broken contract's name, then its violations, under this heading
     _, _, broken = done.stdout.partition("Broken contracts")
     assert contract in broken and named in broken, done.stdout
+
+
+@needs_import_linter
+@pytest.mark.parametrize(("option", "entry", "says"), [
+    ("allowed_local_imports", "testbed.calls -> testbed.oracles",
+     "allowed local import no longer made"),
+    ("ignore", "private name: testbed.calls: testbed.oracles._gone",
+     "ignored finding no longer found"),
+])
+def test_a_list_entry_that_matches_nothing_breaks_the_contract(tree, option, entry, says):
+    """The allowances and the ignored findings only shrink: one left behind is reported."""
+    config = tree / "pyproject.toml"
+    original = config.read_text()
+    assert f"{option} = [\n" in original
+    config.write_text(original.replace(f"{option} = [\n", f"{option} = [\n    {entry!r},\n"
+                                       .replace("'", '"'), 1))
+    try:
+        done = lint(tree)
+    finally:
+        config.write_text(original)
+    assert done.returncode != 0
+    _, _, broken = done.stdout.partition("Broken contracts")
+    assert REACH_INS in broken and says in broken and entry in broken, done.stdout
 
 
 # --- the rules on packages made here ------------------------------------------------------

@@ -8,8 +8,9 @@ breaks on a planted violation. The rules, for every module of the covered packag
 ``import loop``
     no cycle of module-level imports (imports a module runs when it is first imported, class
     bodies included; ``if TYPE_CHECKING:`` blocks and function bodies excluded) passes through
-    it. import-linter's graph cannot tell a module-level import from one in a function, so the
-    cycles are found here (Tarjan's strongly connected components).
+    it; each strongly connected group of modules is reported once, as its shortest loop through
+    its first covered module. import-linter's graph cannot tell a module-level import from one
+    in a function, so the loops are found here (Tarjan's strongly connected components).
 ``private name``
     it imports no ``_private`` name (``from m import _x``, ``m._x``) of another module, and no
     private module outside the package that holds it (``a._b`` from ``a`` and below only, as
@@ -288,6 +289,27 @@ def module_level_cycles(read: dict[str, ModuleImports]) -> list[list[str]]:
     return sorted(components)
 
 
+def shortest_loop(read: dict[str, ModuleImports], start: str, component: set[str]) -> list[str]:
+    """The shortest chain of module-level imports from ``start`` back to itself inside its
+    strongly connected ``component`` (breadth first): ``[start, ..., start]``."""
+    parents: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for target in sorted({t for t, _ in read[module].module_level if t in component}):
+                if target == start:
+                    chain = [module]
+                    while chain[-1] != start:
+                        chain.append(parents[chain[-1]])
+                    return [*reversed(chain), start]
+                if target not in parents:
+                    parents[target] = module
+                    following.append(target)
+        frontier = following
+    raise ValueError(f"{start} is in no loop of {sorted(component)}")
+
+
 def covered(module: str, packages: Iterable[str], excluded: Iterable[str] = ()) -> bool:
     """Whether ``module`` is under one of ``packages`` and under none of ``excluded``."""
     def under(prefixes: Iterable[str]) -> bool:
@@ -302,12 +324,13 @@ def findings(read: dict[str, ModuleImports], packages: Iterable[str],
     packages, excluded = tuple(packages), tuple(excluded)
     allowed = set(allowed_local_imports)
     found: list[Finding] = []
-    for cycle in module_level_cycles(read):
-        inside = [m for m in cycle if covered(m, packages, excluded)]
+    for component in module_level_cycles(read):
+        inside = [m for m in component if covered(m, packages, excluded)]
         if inside:
-            # the line of one import that the cycle runs through, from its first covered module
-            line = next(n for t, n in read[inside[0]].module_level if t in cycle)
-            found.append(Finding("import loop", inside[0], line, " -> ".join(cycle)))
+            loop = shortest_loop(read, inside[0], set(component))
+            # the line of the loop's first import, in its first covered module
+            line = next(n for t, n in read[loop[0]].module_level if t == loop[1])
+            found.append(Finding("import loop", loop[0], line, " -> ".join(loop)))
     for name in sorted(read):
         if not covered(name, packages, excluded):
             continue

@@ -1,8 +1,9 @@
 """The import contracts of ``[tool.importlinter]`` (pyproject.toml) hold, and each can fail.
 
 ``tox -e lint`` runs ``lint-imports`` on the tree; here the same contracts run on a copy of the
-packages, once as they are (kept) and once with one planted violation per kind (broken, naming
-the contract): a claim module importing the application, the report importing a producer, an
+packages, once as they are (kept) and once with one planted violation of each kind (one run:
+each contract must be broken and name its own violation in its section): a claim module
+importing the application, the report importing a producer, an
 estimator importing an outer algorithm, the library importing a private module of
 ``problems``, and, for the "no reach-ins" contract (tests/import_rules.py), a module-level import
 loop, another module's private name, a module patched from outside and an unlisted import in a
@@ -90,50 +91,89 @@ def test_the_contracts_hold_on_the_tree(tree):
     assert f"{len(contracts)} kept, 0 broken" in done.stdout, done.stdout
 
 
-@needs_import_linter
-@pytest.mark.parametrize("violation", sorted(PLANTED))
-def test_a_planted_violation_breaks_its_contract(tree, violation):
-    files, contract, named = PLANTED[violation]
-    originals = {}
+def _planted(tree: Path, files: dict[str, str]) -> dict[Path, str | None]:
+    """Append each text to its file (a new file when absent); the originals, to restore."""
+    originals: dict[Path, str | None] = {}
     for relative, text in files.items():
         path = tree / relative
-        originals[path] = path.read_text() if path.exists() else None
-        path.write_text((originals[path] or "") + f"\n{text}  # planted\n")
+        originals.setdefault(path, path.read_text() if path.exists() else None)
+        path.write_text(path.read_text() + f"\n{text}  # planted\n" if path.exists()
+                        else f"{text}  # planted\n")
+    return originals
+
+
+def _restore(originals: dict[Path, str | None]) -> None:
+    for path, original in originals.items():
+        if original is None:
+            path.unlink()
+        else:
+            path.write_text(original)
+
+
+def broken_contracts(stdout: str) -> dict[str, str]:
+    """Each broken contract's name -> what lint-imports reports under it (a heading is a line
+    underlined by as many dashes)."""
+    _, _, broken = stdout.partition("Broken contracts")
+    lines = broken.splitlines()
+    headings = [i for i in range(len(lines) - 1)
+                if lines[i].strip() and lines[i + 1].strip() == "-" * len(lines[i].strip())]
+    return {lines[i].strip(): "\n".join(lines[i + 2:end])
+            for i, end in zip(headings, [*headings[1:], len(lines)], strict=True)}
+
+
+@pytest.fixture(scope="module")
+def planted_report(tree) -> tuple[int, dict[str, str], str]:
+    """lint-imports on the tree with every violation of PLANTED in it (one run: each contract's
+    section names its own violation); the tree is restored afterwards."""
+    files: dict[str, str] = {}
+    for plants, _, _ in PLANTED.values():
+        for relative, text in plants.items():
+            files[relative] = f"{files[relative]}\n{text}" if relative in files else text
+    originals = _planted(tree, files)
     try:
         done = lint(tree)
     finally:
-        for path, original in originals.items():
-            if original is None:
-                path.unlink()
-            else:
-                path.write_text(original)
-    assert done.returncode != 0
-    # the report lists each broken contract's name, then its violations, under this heading
-    _, _, broken = done.stdout.partition("Broken contracts")
-    assert contract in broken and named in broken, done.stdout
+        _restore(originals)
+    return done.returncode, broken_contracts(done.stdout), done.stdout
 
 
 @needs_import_linter
-@pytest.mark.parametrize(("option", "entry", "says"), [
-    ("allowed_local_imports", "testbed.calls -> testbed.oracles",
-     "allowed local import no longer made"),
-    ("ignore", "private name: testbed.calls: testbed.oracles._gone",
-     "ignored finding no longer found"),
-])
-def test_a_list_entry_that_matches_nothing_breaks_the_contract(tree, option, entry, says):
-    """The allowances and the ignored findings only shrink: one left behind is reported."""
+@pytest.mark.parametrize("violation", sorted(PLANTED))
+def test_a_planted_violation_breaks_its_contract(planted_report, violation):
+    returncode, broken, stdout = planted_report
+    _, contract, named = PLANTED[violation]
+    assert returncode != 0
+    sections = [text for name, text in broken.items() if name.startswith(contract)]
+    assert sections and named in sections[0], stdout
+
+
+STALE = {  # an entry of the reach-ins contract's lists that matches nothing, what it says
+    "allowed_local_imports": ("testbed.calls -> testbed.oracles",
+                              "allowed local import no longer made"),
+    "ignore": ("private name: testbed.calls: testbed.oracles._gone",
+               "ignored finding no longer found"),
+}
+
+
+@needs_import_linter
+def test_a_list_entry_that_matches_nothing_breaks_the_contract(tree):
+    """The allowances and the ignored findings only shrink: an entry left behind is reported."""
     config = tree / "pyproject.toml"
     original = config.read_text()
-    assert f"{option} = [\n" in original
-    config.write_text(original.replace(f"{option} = [\n", f"{option} = [\n    {entry!r},\n"
-                                       .replace("'", '"'), 1))
+    changed = original
+    for option, (entry, _) in STALE.items():
+        assert f"{option} = [\n" in changed
+        changed = changed.replace(f"{option} = [\n", f'{option} = [\n    "{entry}",\n', 1)
+    config.write_text(changed)
     try:
         done = lint(tree)
     finally:
         config.write_text(original)
     assert done.returncode != 0
-    _, _, broken = done.stdout.partition("Broken contracts")
-    assert REACH_INS in broken and says in broken and entry in broken, done.stdout
+    section = next(text for name, text in broken_contracts(done.stdout).items()
+                   if name.startswith(REACH_INS))
+    for entry, says in STALE.values():
+        assert f"{says} (remove it from the list): {entry}" in section, done.stdout
 
 
 # --- the rules on packages made here ------------------------------------------------------
@@ -181,7 +221,8 @@ def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(tmp_p
         "f.py": "import PKG.g\n",
         "g.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import PKG.f\n",
     }, allowed=(("PKG.e", "PKG.d"),))
-    assert [(f.rule, f.text) for f in found] == [("import loop", "PKG.a -> PKG.b -> PKG.c")]
+    assert [(f.rule, f.text) for f in found] == [
+        ("import loop", "PKG.a -> PKG.b -> PKG.c -> PKG.a")]
 
 
 def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):

@@ -29,7 +29,6 @@ from reports.figure_spec import (
     slope_guide,
     step_label,
 )
-from reports.plots import draw_figure
 from reports.results_reading import (
     NOT_TRUSTED,
     SeriesRow,
@@ -200,6 +199,8 @@ def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
 
 
 def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
+    from reports.plots import draw_figure  # matplotlib only when a figure must be drawn
+
     notes, artists = draw_figure(spec, path)
     return {"notes": notes, "artists": artists}
 

@@ -23,7 +23,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.comparison_figure import plot_rounds_to_error
 from reports.experiment_sections import bench, replication
 from reports.figure_cache import FigureCache, figure_key
 from reports.figure_spec import COMPARISON_PLOT_VERSION, Trace
@@ -143,6 +142,8 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
     cache = cache or FigureCache.load(out_dir / "figures")
 
     def draw(path: Path) -> dict[str, Any]:
+        from reports.comparison_figure import plot_rounds_to_error  # matplotlib when drawing
+
         return {"artists": plot_rounds_to_error(curves, targets, path)}
 
     try:

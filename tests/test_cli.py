@@ -120,7 +120,7 @@ def test_help_does_not_import_torch():
 
 def test_report_starts_without_torch(tmp_path):
     """`testbed report` reads results files only: it imports neither torch nor the claims
-    (1.0 s to start, 6.1 s with the other commands' imports, at load 5)."""
+    (0.3 s to start, 6.8 s with the other commands' imports, at load 7)."""
     code = ("import sys; from testbed_app.cli import main; "
             f"status = main(['report', '--results', {str(tmp_path / 'absent')!r}, "
             f"'--out', {str(tmp_path / 'out')!r}]); "

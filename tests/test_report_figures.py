@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reports import claim_figures, plots
+from reports import plots
 from reports.build import build_report
 from reports.case_titles import case_title
 from reports.figure_cache import MANIFEST
@@ -222,7 +222,7 @@ def test_rebuild_draws_only_the_figures_whose_inputs_changed(tmp_path, monkeypat
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("an unchanged figure was drawn again")
 
-    monkeypatch.setattr(claim_figures, "draw_figure", refuse)  # what the report calls
+    monkeypatch.setattr(plots, "draw_figure", refuse)
     build_report(results, out)  # unchanged results: nothing is drawn
     assert _pngs(out) == first
     monkeypatch.undo()

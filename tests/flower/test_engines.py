@@ -128,8 +128,8 @@ def _iterations(folder: Path) -> int:
 def _flower_processes() -> list[str]:
     """Flower processes still alive, looked for over up to 10 s (a process being stopped takes
     a moment to go). An exited one that its parent has not reaped yet (state Z, ``<defunct>``:
-    it runs nothing and holds no resources) is not counted: one was seen right after a killed
-    SuperNode's run, whose stopped SuperLink had not been reaped by init yet."""
+    it runs nothing and holds no resources) is not counted: a ``flwr-serverapp`` was seen so
+    right after a killed SuperNode's run (2026-11-26; its parent not established)."""
     names = ("flower-superlink", "flower-supernode", "flwr-serverapp", "flwr-clientapp")
     deadline = time.monotonic() + 10.0
     while True:

@@ -163,7 +163,7 @@ def _check(comparison: Comparison) -> Callable[..., Measurement]:
         try:
             cand_tuning = _tuning(comparison, make, comparison.candidate,
                                   dict(comparison.candidate_config), spec)
-            base_tuning = _tuning(comparison, functools.partial(runs._build, BASELINE, {}),
+            base_tuning = _tuning(comparison, functools.partial(runs.build_algorithm, BASELINE, {}),
                                   BASELINE, dict(comparison.baseline_config), spec)
         except ProblemError as error:  # the family has (almost) no problem to compare on
             raise NotMeasurable(str(error)) from error

@@ -304,7 +304,7 @@ def compare_at(comparison: Comparison, problem: Any, candidate_build: Callable[.
         name, config, build, c = (
             (comparison.candidate, comparison.candidate_config, candidate_build,
              candidate_multiple) if role == "candidate" else
-            (BASELINE, comparison.baseline_config, functools.partial(_build, BASELINE, {}),
+            (BASELINE, comparison.baseline_config, functools.partial(build_algorithm, BASELINE, {}),
              baseline_multiple))
         return run_to_target(build(**config, **step_kwargs(name, problem, c)), problem,
                              rng_for(role), stop_after=stop_after)
@@ -362,13 +362,14 @@ class Comparison:
     family: Mapping[str, Any]
 
     def candidate_rounds_per_iteration(self) -> int | None:
-        return _build(self.candidate, self.candidate_config).rounds_per_iteration()
+        return build_algorithm(self.candidate, self.candidate_config).rounds_per_iteration()
 
     def baseline_rounds_per_iteration(self) -> int | None:
-        return _build(BASELINE, self.baseline_config).rounds_per_iteration()
+        return build_algorithm(BASELINE, self.baseline_config).rounds_per_iteration()
 
 
-def _build(name: str, config: Mapping[str, Any], **steps: Any) -> Any:
+def build_algorithm(name: str, config: Mapping[str, Any], **steps: Any) -> Any:
+    """The registered algorithm ``name`` built with its comparison ``config`` and the steps."""
     return get_estimator(name).build(**config, **steps)
 
 
@@ -428,7 +429,7 @@ TABLE: dict[str, Comparison] = {**COMPARISONS, **CONTEXT}
 def solved_in_one_iteration(comparison: Comparison, problem: Any) -> bool:
     """Whether FedNest, at its prescribed step ``1 / L_h``, is at the target after its first
     outer iteration: a problem with no round savings to measure (see :func:`draw_problem`)."""
-    algorithm = _build(BASELINE, comparison.baseline_config)
+    algorithm = build_algorithm(BASELINE, comparison.baseline_config)
     records = iterate_within_rounds(algorithm, problem, np.random.default_rng(0), 1)
     start = float(problem.exact_hypergradient(next(records).x).norm())
     first = float(problem.exact_hypergradient(next(records).x).norm())

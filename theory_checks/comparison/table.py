@@ -58,7 +58,7 @@ def table_tuning(comparison: definitions.Comparison) -> dict[str, definitions.Tu
         def rng_for(i: int, k: int, baseline: int = baseline) -> np.random.Generator:
             return np.random.default_rng([TUNING_SEEDS[i], k, baseline])
 
-        build = functools.partial(definitions._build, name, {})
+        build = functools.partial(definitions.build_algorithm, name, {})
         out[role] = definitions.tune(build, name, config, problems,
                               rng_for)
     return out
@@ -70,7 +70,8 @@ def table_run(comparison: definitions.Comparison, rule: str, role: str, seed: in
     name = comparison.candidate if role == "candidate" else definitions.BASELINE
     config = comparison.candidate_config if role == "candidate" else comparison.baseline_config
     problem = _family_problem(comparison, seed)
-    algorithm = definitions._build(name, config, **definitions.step_kwargs(name, problem, multiple))
+    algorithm = definitions.build_algorithm(
+        name, config, **definitions.step_kwargs(name, problem, multiple))
     rng = np.random.default_rng([seed, int(role == "baseline")])
     reach = definitions.run_to_target(algorithm, problem, rng, record=True)
     common = {"comparison": comparison.key, "rule": rule, "role": role, "algorithm": name,

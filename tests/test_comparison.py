@@ -45,7 +45,7 @@ def test_a_dip_below_the_target_that_does_not_last_is_not_reached():
 def test_run_to_target_stops_at_twice_r_and_agrees_with_the_recorded_definition():
     problem = QuadraticBilevel.random(3, 2, 2, 2.0, seed=5, hessian_heterogeneity=0.2,
                                       gradient_heterogeneity=1.0)
-    build = functools.partial(runs._build, "fednest", AGGITD.baseline_config)
+    build = functools.partial(runs.build_algorithm, "fednest", AGGITD.baseline_config)
     kwargs = runs.step_kwargs("fednest", problem, 1.0)
     reach = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0))
     recorded = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0),
@@ -64,8 +64,8 @@ def test_the_old_verdict_came_from_the_steps_not_from_the_algorithms():
     the same grid, FBO-AggITD needs fewer rounds."""
     problem = QuadraticBilevel.random(1, 1, 2, 10.0, seed=106, mu=1.0)
     rng = functools.partial(np.random.default_rng, 0)
-    cand = functools.partial(runs._build, "fbo-aggitd", AGGITD.candidate_config)
-    base = functools.partial(runs._build, "fednest", AGGITD.baseline_config)
+    cand = functools.partial(runs.build_algorithm, "fbo-aggitd", AGGITD.candidate_config)
+    base = functools.partial(runs.build_algorithm, "fednest", AGGITD.baseline_config)
     prescribed_cand = runs.run_to_target(cand(), problem, rng())
     prescribed_base = runs.run_to_target(base(), problem, rng())
     assert prescribed_cand.rounds is None and prescribed_base.rounds is not None
@@ -81,7 +81,7 @@ def test_the_old_verdict_came_from_the_steps_not_from_the_algorithms():
 def test_pruned_search_selects_what_the_full_search_selects():
     problem = QuadraticBilevel.random(3, 2, 2, 2.5, seed=7, hessian_heterogeneity=0.2,
                                       gradient_heterogeneity=1.5)
-    build = functools.partial(runs._build, "fbo-aggitd", {})
+    build = functools.partial(runs.build_algorithm, "fbo-aggitd", {})
     tuning = runs.tune(build, "fbo-aggitd", AGGITD.candidate_config, [problem],
                        lambda i, k: np.random.default_rng([i, k]))
     full = {c: runs.run_to_target(build(**AGGITD.candidate_config,

@@ -62,6 +62,8 @@ import numpy as np
 import torch
 from scipy import stats
 
+from results_format.layout import COMPARISON
+
 TARGET = 0.1  # relative stationarity ||grad h(x_k)|| / ||grad h(x_0)|| (module docstring)
 # Why 600: FedNest at the tuned step certifies the target within 2R <= ~300 rounds on the
 # compared families (R = 36-144 measured), so the budget leaves a factor of two; a larger one
@@ -78,7 +80,7 @@ TRIAL_ORDER = (1.0, 0.5, 2.0, 0.25, 4.0)
 DIVERGED = 1e6  # a relative stationarity above this is divergence: the run stops
 BASELINE = "fednest"
 RULES = ("tuned", "prescribed")
-SUBDIR = "comparison"
+SUBDIR = COMPARISON
 
 
 # --------------------------------------------------------------------------- reaching the target

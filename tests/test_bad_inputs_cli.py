@@ -118,24 +118,24 @@ def test_unknown_claim_and_estimator_entry_are_one_line(capsys):
 
 
 def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
-    from testbed_app.experiments import runner
+    from testbed_app.experiments import segments
 
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(runner, "run_experiment", interrupt)
+    monkeypatch.setattr(segments, "run_experiment", interrupt)
     assert main(["run", str(write(tmp_path)), "--quiet", "--results", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert "interrupted; rerun the same command to resume" in err and "Traceback" not in err
 
 
 def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
-    from testbed_app.experiments import runner
+    from testbed_app.experiments import segments
 
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(runner, "run_experiment", broken)
+    monkeypatch.setattr(segments, "run_experiment", broken)
     with pytest.raises(ZeroDivisionError, match="a bug"):
         main(["run", str(write(tmp_path)), "--quiet", "--results", str(tmp_path)])
 

@@ -23,7 +23,7 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config import load_data, split_data
+from testbed_app.experiments.data import load_data, split_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")
@@ -138,11 +138,9 @@ INFLUENCE_CHECKS: dict[str, Check] = {
 
 
 def _estimator(config: ExperimentConfig) -> HyperGradientPush:
-    """The registered HGP estimator of ``[algorithm]``, which must train by SGP."""
-    from testbed.registry import get_estimator
-
-    params = {k: v for k, v in config.algorithm.items() if k != "name"}
-    estimator = get_estimator(config.algorithm["name"]).build(**params)
+    """The registered HGP estimator of ``[algorithm]`` (built once, ``config.entry``), which
+    must train by SGP."""
+    estimator = config.entry
     if not isinstance(estimator, HyperGradientPush):
         raise ValueError(f"[algorithm] name: {config.algorithm['name']!r} is not an HGP "
                          "estimator (hgp, hgp-practical, hgp-stochastic, ...)")

@@ -179,8 +179,11 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
-    print(f"\n{len(own)} claims of the papers checked ({profile} profile): {_counts(own)}; "
-          f"results in {args.results}")
+    claims = [s for s in own if "@" not in s["id"]]  # a claim on the estimator it names
+    variants = [s for s in own if "@" in s["id"]]  # on a registered variant enrolled in it
+    also = f"; {len(variants)} runs on enrolled variants: {_counts(variants)}" if variants else ""
+    print(f"\n{len(claims)} claims of the papers checked ({profile} profile): "
+          f"{_counts(claims)}{also}; results in {args.results}")
     outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
     if outside:  # plugins', integrations': never in the papers' counts
         origins = ", ".join(sorted({str(s["origin"]) for s in outside}))

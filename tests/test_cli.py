@@ -42,7 +42,8 @@ def test_check_writes_results_and_resumes(tmp_path, capsys):
     assert "aid-fp" in {estimator for _, estimator in runs}
     out = capsys.readouterr().out
     plugin = [e for _, e in runs if e == "my-horner-aid"]  # where the example is installed
-    assert f"{len(runs) - len(plugin)} claims of the papers checked" in out
+    assert "1 claims of the papers checked" in out  # the claim, counted once
+    assert f"{len(runs) - len(plugin) - 1} runs on enrolled variants" in out
     if plugin:  # the example plugin's run is counted apart from the papers'
         assert "1 runs of estimators or claims from outside the testbed (plugin my-estimator)" \
             in out

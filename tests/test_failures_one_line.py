@@ -248,7 +248,10 @@ def test_run_on_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
     before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     _make_disk_full(monkeypatch)
     assert main(["run", str(path), "--results", str(results), "--quiet"]) == 2
-    assert "No space left on device" in _one_line(capsys)
+    # the resume note, then the failure in one line
+    note, error = capsys.readouterr().err.strip().split("\n")
+    assert note == "tiny: resuming from step 1"
+    assert error.startswith("testbed: error: ") and "No space left on device" in error
     assert _temporaries(results) == []
     for name in ("checkpoint.pt", "config.toml", "split.json"):
         assert (folder / name).read_bytes() == before[name]

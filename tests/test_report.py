@@ -12,6 +12,7 @@ import pytest
 
 from reports import plots
 from reports.build import build_report, select_cases, worst_case, worst_case_text
+from tests._claim_files import write_calibration_summary, write_claim_file
 
 COLUMNS = ("claim", "estimator", "problem_id", "seed", "params", "series", "step_name",
            "step", "value", "oracle_calls", "comm_rounds")
@@ -37,7 +38,7 @@ def _claim(cid: str, paper: str, kind: str, verdict: str, cases: list[dict],
             "statement": "||e_N|| <= C q^N", "estimators": ["aid-neumann"],
             "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
             "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",
-            "fingerprint": "0" * 16, "n_cases": len(cases), "n_rejected": 0, "seconds": 0.1,
+            "fingerprint": "0" * 16, "n_rejected": 0, "seconds": 0.1,
             "counterexample": counterexample, "cases": cases, "fits": fits or [],
             "series_file": f"series/{cid}.csv"}
 
@@ -78,13 +79,6 @@ def make_results(root: Path) -> Path:
         EMPTY: _claim(EMPTY, "Classical", "exact_identity", "holds",
                       [_case("p.a", 1e-16, 1e-10, True)]),
     }
-    for cid, data in claims.items():
-        (root / "claims" / f"{cid}.json").write_text(json.dumps(data))
-
-    (root / "counterexamples").mkdir()
-    (root / "counterexamples" / f"{FAILING}.json").write_text(
-        json.dumps({"claim": FAILING, **claims[FAILING]["cases"][1]}))
-
     # The failing claim uses an estimator with no entry in STYLES (fallback colour).
     _write_series(root / "series" / f"{FAILING}.csv", FAILING, "toy-estimator", [
         (pid, series, "neumann_terms", n, value, n)
@@ -106,6 +100,11 @@ def make_results(root: Path) -> Path:
                               ("theory", 0.5**t))
     ])
     _write_series(root / "series" / f"{EMPTY}.csv", EMPTY, "aid-neumann", [])
+    _write_series(root / "series" / f"{NO_FILE}.csv", NO_FILE, "aid-neumann", [])
+    # after the series files: a claim file records their digests
+    for data in claims.values():
+        write_claim_file(root, data)
+    (root / "series" / f"{NO_FILE}.csv").unlink()  # lost after the claim file was written
     return root
 
 
@@ -196,9 +195,11 @@ def test_verdicts_worst_cases_and_fits_are_shown(report):
 
 
 def test_missing_or_empty_series_give_notes(report):
+    """A series file that was written and is gone makes its claim untrusted (its measurements
+    are not shown); a series file with a header only is a claim without series."""
     _, text, markdown = report
-    assert f"series/{NO_FILE}.csv is missing" in text
-    assert f"series/{NO_FILE}.csv is missing" in markdown
+    for page in (text, markdown):
+        assert (f"{NO_FILE}.json: not trusted: series/{NO_FILE}.csv cannot be read" in page)
     assert "no series recorded for this claim" in text
 
 
@@ -254,11 +255,12 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
                  n_cases=0, n_undecided=1, as_expected=False,
                  power={"name": "2x noise", "description": "variance doubled",
                         "caught": True, "verdict": "fails as stated"})
-    (results / "claims" / "hgp.toy.exponent.json").write_text(json.dumps(claim))
+    (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(COLUMNS) + "\n")
+    write_claim_file(results, claim)
     failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
     failing["positive_control"] = {"outcome": "holds", "holds": True, "case": _case(
         "p.ok", 0.1, 0.3, True)}
-    (results / "claims" / f"{FAILING}.json").write_text(json.dumps(failing))
+    write_claim_file(results, failing)
     meta = json.loads((results / "metadata.json").read_text())
     meta["claims_registered"] = [{"id": "fednest.toy.unchecked", "paper": "FedNest",
                                   "reference": "r", "kind": "bias_bound", "statement": "s",
@@ -275,12 +277,11 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "not run (calibration/summary.json is absent" in text
     assert f"<code>testbed calibrate --seeds 20 --results {results}</code>" in text
 
-    (results / "calibration").mkdir()
-    (results / "calibration" / "summary.json").write_text(json.dumps({
+    write_calibration_summary(results, {
         "profile": "fast", "seeds": 20, "confidence": 0.95, "claims": [{
             "claim": "hgp.toy.exponent", "expected": "holds", "seeds": 20, "refuted": 0,
             "undecided": 2, "rate_low": 0.0, "rate_high": 0.168, "stated_rate": 1e-3,
-            "consistent": True}]}))
+            "consistent": True}]})
     text = build_report(results, out).read_text()
     assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text
     md = (out / "report.md").read_text()

@@ -17,6 +17,7 @@ from reports.build import build_report
 from reports.case_titles import case_title
 from reports.figure_cache import MANIFEST
 from reports.figure_spec import Curve, quantity_label, slope_guide
+from tests._claim_files import write_claim_file
 from tests.test_report import _case, _claim, _write_series
 
 THEORY_ROLES = set(plots.THEORY_ROLES)
@@ -88,7 +89,7 @@ def make_figure_results(root: Path) -> Path:
         _case(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)])
 
     claims[NO_THEORY] = _claim(NO_THEORY, "FedMSA", "scaling_exponent", "holds", [
-        _case(PID, 0.5, math.nan, True, "monotone") | {"spec": SPEC}])
+        _case(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}])  # no bound: inf
     series[NO_THEORY] = ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0)
                                     for r in (1, 2, 4, 8)])
 
@@ -109,12 +110,13 @@ def make_figure_results(root: Path) -> Path:
     # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
     claims[ORIGIN_FAIL] = _claim(ORIGIN_FAIL, "FedNest", "bias_bound", "fails as stated", [
         _case("p.0", 0.0, 0.0, True), _case("p.1", 0.0, 0.0, True),
-        _case("p.2", 0.0, 0.0, False), _case("p.3", 0.5, 1.0, True)])
+        _case("p.2", 0.0, 0.0, False), _case("p.3", 0.5, 1.0, True)],
+        counterexample=f"counterexamples/{ORIGIN_FAIL}.json")
 
     for cid, data in claims.items():
-        (root / "claims" / f"{cid}.json").write_text(json.dumps(data))
-    for cid, (estimator, rows) in series.items():
+        estimator, rows = series.get(cid, (data["estimators"][0], []))  # [] : a header only
         _write_series(root / "series" / f"{cid}.csv", cid, estimator, rows)
+        write_claim_file(root, data)
     return root
 
 
@@ -227,6 +229,9 @@ def test_rebuild_draws_only_the_figures_whose_inputs_changed(tmp_path, monkeypat
 
     series = results / "series" / f"{RATE}.csv"
     series.write_text(series.read_text().replace(",0.5,", ",0.55,"))
+    claim = json.loads((results / "claims" / f"{RATE}.json").read_text())
+    claim.pop("files")  # the run that wrote the new series records its digest
+    write_claim_file(results, claim)
     build_report(results, out)
     changed = {name for name, mtime in _pngs(out).items() if mtime != first[name]}
     assert changed == {f"{RATE}.png"}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
+from tests._claim_files import write_calibration_summary, write_claim_file
 from tests.test_report import FAILING, _case, _claim, make_results
 
 CORRECTION = "fednest.toy.bias_bound_corrected"  # corrects FAILING
@@ -41,7 +42,6 @@ class _Ids(HTMLParser):
 
 def _glance_results(root: Path) -> Path:
     results = make_results(root)
-    claims = root / "claims"
     correction = _claim(CORRECTION, "FedNest", "bias_bound", "holds once corrected",
                         [_case("p.a", 0.1, 0.2, True)])
     correction["corrects"] = FAILING
@@ -52,21 +52,20 @@ def _glance_results(root: Path) -> Path:
                      counterexample=f"counterexamples/{ZERO_CASES}.json")
     refuted["n_cases"] = 0
     refuted.update(decision="statistical", false_fail_rate=1e-3)
-    for data in (correction, later, refuted):
-        (claims / f"{data['id']}.json").write_text(json.dumps(data))
-    (root / "counterexamples" / f"{ZERO_CASES}.json").write_text(json.dumps({"claim": "z"}))
     (root / "counterexamples" / f"{ZERO_CASES}.npz").write_bytes(b"arrays")
+    for data in (correction, later, refuted):
+        (root / data["series_file"]).write_text("")
+        write_claim_file(root, data)
     meta = json.loads((root / "metadata.json").read_text())
     meta["claims_registered"] = [{"id": UNCHECKED, "paper": "FedNest", "reference": "r",
                                   "kind": "bias_bound", "statement": "s",
                                   "estimators": ["fedihgp"], "expected": "holds"}]
     (root / "metadata.json").write_text(json.dumps(meta))
-    (root / "calibration").mkdir()
-    (root / "calibration" / "summary.json").write_text(json.dumps({
+    write_calibration_summary(root, {
         "profile": "fast", "seeds": 20, "claims": [{
             "claim": ZERO_CASES, "expected": "fails", "seeds": 20, "refuted": 19,
             "undecided": 1, "rate_low": 0.75, "rate_high": 0.999, "stated_rate": 1e-3,
-            "consistent": True}]}))
+            "consistent": True}]})
     return results
 
 
@@ -124,7 +123,9 @@ def test_not_checked_is_never_counted_as_expected(page):
     assert "expected-yes" not in row.group(0) and "as expected" not in row.group(0)
     assert "1 not checked (not counted as expected)" in text
     checked = re.search(r"(\d+) claims, (\d+) checked: (\d+) as the testbed expects", text)
-    assert checked and int(checked.group(2)) == int(checked.group(1)) - 1
+    # neither the unchecked claim nor make_results' untrusted one (its series file is gone)
+    assert checked and int(checked.group(2)) == int(checked.group(1)) - 2
+    assert "1 results file(s) not trusted" in text
     assert int(checked.group(3)) <= int(checked.group(2))
     assert "**not checked** (not checked)" in markdown
 

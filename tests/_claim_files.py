@@ -1,0 +1,83 @@
+"""Claim results files written by tests the way ``theory_checks.claim_results`` writes them.
+
+The report believes a claim file only when it passes ``results_format.verdicts``' checks (its
+schema, a verdict recomputed from its own cases, its companion files' digests and its seal), so a
+test that builds a small results folder by hand states the parts it cares about and lets
+:func:`write_claim_file` fill in the rest consistently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from results_format.validation import file_digest, seal
+
+#: What a test's expected word means as a verdict (``holds`` of a correction: once corrected).
+_EXPECTED = {"holds": "holds", "fails": "fails as stated"}
+
+
+def _expected_verdicts(record: dict[str, Any]) -> list[str]:
+    word = _EXPECTED.get(record.get("expected", "holds"), "holds")
+    if word == "holds" and record.get("corrects"):
+        word = "holds once corrected"
+    if record.get("as_expected", True) and record["verdict"] != word:
+        return [record["verdict"]]
+    return [word]
+
+
+def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
+    """Write ``data`` as ``results/claims/<id>.json``: the keys it leaves out filled from its
+    cases (each case's outcome from ``passed``, the counts, the decision, the expected
+    verdicts), its counterexample file written from its failing case, the digests of its
+    series and counterexample files as they are on disk, and its seal. Companion files a test
+    wants present must exist before this call; a missing series file stays missing (and the
+    report does not trust the claim)."""
+    record: dict[str, Any] = {
+        "claim": data["id"].split("@")[0],
+        "estimator": (data.get("estimators") or [""])[0],
+        "decision": "deterministic", "n_unconfirmed": 0, "unconfirmed": [], "power": None,
+        "positive_control": None, **data}
+    record["cases"] = [{"outcome": "holds" if case["passed"] else "fails", **case}
+                       for case in record["cases"]]
+    outcomes = [case["outcome"] for case in record["cases"]]
+    record.setdefault("n_cases", outcomes.count("holds"))
+    record.setdefault("n_undecided", outcomes.count("undecided"))
+    record.setdefault("expected_verdicts", _expected_verdicts(record))
+    files: dict[str, str] = {}
+    if record.get("counterexample"):
+        failing = next(case for case in record["cases"] if case["outcome"] == "fails")
+        path = results / record["counterexample"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"claim": record["claim"], "profile": record["profile"],
+                                    "decision": record["decision"], **failing}))
+    for relative in (record["series_file"], record.get("counterexample")):
+        if relative:
+            for path in (results / relative, (results / relative).with_suffix(".npz")):
+                if path.is_file():
+                    files[path.relative_to(results).as_posix()] = file_digest(path.read_bytes())
+    record.setdefault("files", files)
+    target = results / "claims" / f"{record['id']}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(seal(record)))
+    return target
+
+
+def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
+    """Write ``results/calibration/summary.json`` as ``testbed calibrate`` does: each row's
+    verdict counts (the refuted and undecided seeds, the rest the expected verdict), its false
+    failures, profile and time filled in where the test leaves them out, and the seal."""
+    rows = []
+    for row in summary["claims"]:
+        settled = "holds" if row["expected"] == "holds" else "fails as stated"
+        counts = {"fails as stated": row["refuted"], "undecided": row["undecided"]}
+        counts[settled] = counts.get(settled, 0) + row["seeds"] - row["refuted"] - row["undecided"]
+        rows.append({"profile": summary["profile"], "seconds": 1.0,
+                     "false_failures": row["refuted"] if row["expected"] == "holds" else 0,
+                     "verdicts": {k: v for k, v in counts.items() if v}, **row})
+    record = {"confidence": 0.95, **summary, "claims": rows}
+    target = results / "calibration" / "summary.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(seal(record)))
+    return target

@@ -127,7 +127,8 @@ class InPlaceSegment:
         summary = run_experiment(self.config, self.results, fresh=self.fresh,
                                  progress=self.progress, recover=self.recover)
         folder = run_folder(self.results, self.config.name)
-        present = frozenset(f"{_run_prefix(self.config)}{k}" for k in _read_files(folder))
+        present = frozenset(f"{_run_prefix(self.config)}{path.relative_to(folder).as_posix()}"
+                            for path in folder.rglob("*") if path.is_file())
         return SegmentResult({}, present, _relative({**summary, "notes": []}, self.results))
 
 

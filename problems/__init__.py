@@ -110,16 +110,10 @@ __all__ += ["PerClientLogistic", "PerClientQuadratic"]
 
 # --- the per-client-loop reference that the benchmarks compare the batched client axis with ---
 from problems.loop_reference import PerClientLoop  # noqa: E402
+from problems.workloads.recipe import WorkloadRecipe  # noqa: E402
 
 __all__ += ["PerClientLoop"]
 
 
-def _workload_recipe(**spec: object) -> object:
-    """A saved workload recipe (:class:`problems.workloads.WorkloadRecipe`), imported only when a
-    spec names one: the workloads' data and models are not loaded with :mod:`problems`."""
-    from problems.workloads.recipe import WorkloadRecipe
-
-    return WorkloadRecipe(**spec)  # type: ignore[arg-type]
-
-
-SPEC_BUILDERS["WorkloadRecipe"] = _workload_recipe
+# a saved workload recipe (a counterexample on a workload) rebuilds through from_spec
+SPEC_BUILDERS["WorkloadRecipe"] = WorkloadRecipe

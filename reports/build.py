@@ -30,9 +30,9 @@ from reports.page_context import page_context
 from reports.rendering import render_html, render_markdown
 from reports.results_reading import (
     SeriesRow,
-    _load_metadata,
     load_calibration,
     load_claims,
+    load_metadata,
     read_series,
 )
 from reports.sections import build_sections
@@ -72,7 +72,7 @@ def build_report(results_dir: Path, out_dir: Path,
     if out_dir.resolve() == results_dir.resolve():
         raise ValueError("the report's output directory must differ from the results "
                          f"directory {results_dir}")
-    meta, meta_notes = _load_metadata(results_dir)
+    meta, meta_notes = load_metadata(results_dir)
     notes = meta_notes + notes
     profile = meta.get("profile")
     profile_name = profile.get("name") if isinstance(profile, dict) else profile

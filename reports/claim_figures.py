@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reports.case_titles import case_specs, case_title
-from reports.claims_table import ClaimSection, _within_slack, worst_case, worst_case_text
+from reports.claims_table import ClaimSection, within_slack, worst_case, worst_case_text
 from reports.figure_cache import FigureCache, figure_key
 from reports.figure_spec import (
     KIND_LABELS,
@@ -32,9 +32,9 @@ from reports.figure_spec import (
 from reports.results_reading import (
     NOT_TRUSTED,
     SeriesRow,
-    _canonical_params,
-    _torn_series_note,
+    canonical_params,
     read_series,
+    torn_series_note,
 )
 from results_format import atomic_write_bytes
 from results_format.layout import COUNTEREXAMPLES, SERIES
@@ -68,7 +68,7 @@ def select_cases(
 
     ordered = sorted(values, key=lambda c: (group(c), c))
     if worst is not None:
-        key = (worst.get("problem_id"), _canonical_params(worst.get("params") or {}))
+        key = (worst.get("problem_id"), canonical_params(worst.get("params") or {}))
         match = [c for c in ordered if c == key] or \
             [c for c in ordered if c[0] == key[0]]
         if match and group(match[0]) < 2:
@@ -221,7 +221,7 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
     section.counterexample, section.counterexample_files = _copy_counterexample(
         claim, results_dir, out_dir, section.notes)
     slack = sum(1 for c in claim.get("cases") or [] if isinstance(c, dict)
-                and _within_slack(c))
+                and within_slack(c))
     if slack:
         section.notes.append(
             f"{slack} passed case(s) measured above the bound, within the check's round-off "
@@ -233,7 +233,7 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
     cases = select_cases(rows, worst, MAX_CASES_PLOTTED - (summary is not None))
     worst_key = None
     if worst is not None:
-        worst_key = (str(worst.get("problem_id")), _canonical_params(worst.get("params") or {}))
+        worst_key = (str(worst.get("problem_id")), canonical_params(worst.get("params") or {}))
     panels = _panels(claim, rows, cases, worst_key)
     if not panels and summary is None:
         if section.notes and section.notes[-1].startswith("series file"):
@@ -286,7 +286,7 @@ def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
     except (OSError, UnicodeDecodeError, ValueError, csv.Error) as error:
         section.notes.append(f"series file {series_rel} unreadable ({error})")
         return []
-    torn = _torn_series_note(results_dir / series_rel, series_rel, len(rows))
+    torn = torn_series_note(results_dir / series_rel, series_rel, len(rows))
     if torn:
         section.notes.append(torn[0])
         if rows and torn[1] is not None and rows[-1].step == torn[1]:

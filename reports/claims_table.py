@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from reports.figure_spec import claim_fits
-from reports.results_reading import _bool, _float
+from reports.results_reading import as_bool, as_float
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
 VERDICT_CLASSES = {
@@ -69,7 +69,7 @@ def _case_fit(case: dict[str, Any]) -> dict[str, Any] | None:
 
 def _ratio(case: dict[str, Any]) -> float:
     """measured / bound for a "<=" relation (bound / measured for ">=")."""
-    measured, bound = _float(case.get("measured")), _float(case.get("bound"))
+    measured, bound = as_float(case.get("measured")), as_float(case.get("bound"))
     if _lower_bound(case):
         measured, bound = bound, measured
     if math.isnan(measured) or math.isnan(bound):
@@ -92,10 +92,10 @@ def _failed(case: dict[str, Any]) -> bool:
     outcome = case.get("outcome")
     if isinstance(outcome, str):
         return outcome == "fails"
-    return _bool(case.get("passed")) is False
+    return as_bool(case.get("passed")) is False
 
 
-def _within_slack(case: dict[str, Any]) -> bool:
+def within_slack(case: dict[str, Any]) -> bool:
     """A passed bound case whose measured value is above its bound: it passed only by the
     check's round-off slack (say a 1e-16 error against a bound of 0)."""
     return (_case_fit(case) is None and not _failed(case)
@@ -107,20 +107,20 @@ def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
     """Sort key, larger = worse: failed first, then the largest measured/bound ratio.
 
     A fit is scored by ``|estimate - theory| / tolerance``. Passed cases within round-off
-    slack (see :func:`_within_slack`) rank below every case whose ratio says something about
+    slack (see :func:`within_slack`) rank below every case whose ratio says something about
     the bound; they are the worst case only when no other case is left.
     """
     failed = _failed(case)
     fit = _case_fit(case)
     if fit is not None:
-        tol = _float(fit.get("tolerance"))
-        gap = abs(_float(fit.get("estimate")) - _float(fit.get("theory")))
+        tol = as_float(fit.get("tolerance"))
+        gap = abs(as_float(fit.get("estimate")) - as_float(fit.get("theory")))
         score = gap / tol if tol > 0 else (math.inf if gap > 0 else 0.0)
     else:
         score = _ratio(case)
     if math.isnan(score):
         score = math.inf
-    meaningful = failed or not _within_slack(case)
+    meaningful = failed or not within_slack(case)
     return (failed, meaningful, score if math.isfinite(score) else 0.0)
 
 
@@ -133,8 +133,10 @@ def worst_case(claim: dict[str, Any]) -> dict[str, Any] | None:
     return cases[worst]
 
 
-def _num(value: Any, digits: int = 3) -> str:
-    x = _float(value)
+def number_text(value: Any, digits: int = 3) -> str:
+    """``value`` (a number or its text) to ``digits`` significant digits; "n/a" when
+    unreadable, "inf"/"-inf" when infinite."""
+    x = as_float(value)
     if math.isnan(x):
         return "n/a"
     if math.isinf(x):
@@ -148,13 +150,13 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
         return "no cases"
     fit = _case_fit(case)
     if fit is not None:
-        return (f"fitted slope {_num(fit.get('estimate'), 4)} ({interval_text(fit)}) "
-                f"vs theory {_num(fit.get('theory'), 4)}")
-    measured, bound = _float(case.get("measured")), _float(case.get("bound"))
-    text = f"{_num(measured)} vs bound {_num(bound)} ({case.get('relation', '<=')})"
+        return (f"fitted slope {number_text(fit.get('estimate'), 4)} ({interval_text(fit)}) "
+                f"vs theory {number_text(fit.get('theory'), 4)}")
+    measured, bound = as_float(case.get("measured")), as_float(case.get("bound"))
+    text = f"{number_text(measured)} vs bound {number_text(bound)} ({case.get('relation', '<=')})"
     if bound > 0 and math.isfinite(measured):
-        text += f", ratio {_num(measured / bound)}"
-    if _within_slack(case):
+        text += f", ratio {number_text(measured / bound)}"
+    if within_slack(case):
         text += "; passed within the check's round-off slack"
     return text
 
@@ -162,7 +164,7 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
 # --------------------------------------------------------------------------- table cells
 
 
-def _cases_text(claim: dict[str, Any]) -> str:
+def cases_text(claim: dict[str, Any]) -> str:
     """What the verdict rests on: the cases that held or were undecided, and, for a refuted
     claim, that the verdict comes from the saved counterexample (so "0 cases" never stands
     unexplained)."""
@@ -170,9 +172,9 @@ def _cases_text(claim: dict[str, Any]) -> str:
         return "not checked: no results file for this claim"
     if claim.get("verdict") == "not trusted":
         return f"not trusted, not shown: {claim.get('trust_problem')}"
-    held = int(_float(claim.get("n_cases", len(claim.get("cases") or []))))
+    held = int(as_float(claim.get("n_cases", len(claim.get("cases") or []))))
     parts = [f"{held} case{'s' if held != 1 else ''} held"]
-    undecided = int(_float(claim.get("n_undecided") or 0))
+    undecided = int(as_float(claim.get("n_undecided") or 0))
     if undecided:
         parts.append(f"{undecided} undecided")
     if claim.get("counterexample"):
@@ -203,7 +205,7 @@ def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
         return ("not checked", "not checked: no results file for this claim", "muted")
     if verdict == "not trusted":
         return ("not trusted", f"not trusted, not shown: {claim.get('trust_problem')}", "muted")
-    flag = _bool(claim.get("as_expected"))
+    flag = as_bool(claim.get("as_expected"))
     if flag is None:
         return ("n/a", "the results file does not record what the testbed expected", "muted")
     if not flag:
@@ -225,11 +227,12 @@ def decision_text(claim: dict[str, Any]) -> str:
     """How the verdict was decided: float64 tolerances, or intervals at a stated rate."""
     if claim.get("decision") != "statistical":
         return "deterministic (float64, round-off tolerances)"
-    rate, per_case = _float(claim.get("false_fail_rate")), _float(claim.get("case_false_fail_rate"))
-    text = f"statistical: false-failure rate {_num(rate, 2)} per claim"
+    rate = as_float(claim.get("false_fail_rate"))
+    per_case = as_float(claim.get("case_false_fail_rate"))
+    text = f"statistical: false-failure rate {number_text(rate, 2)} per claim"
     if math.isfinite(per_case):
-        text += f" ({_num(per_case, 2)} per case, Bonferroni)"
-    unconfirmed = int(_float(claim.get("n_unconfirmed") or 0))
+        text += f" ({number_text(per_case, 2)} per case, Bonferroni)"
+    unconfirmed = int(as_float(claim.get("n_unconfirmed") or 0))
     if unconfirmed:
         text += f"; {unconfirmed} first-stage failure(s) not confirmed on fresh seeds"
     return text
@@ -241,10 +244,10 @@ def power_text(claim: dict[str, Any]) -> str:
     power, control = claim.get("power"), claim.get("positive_control")
     parts = []
     if isinstance(power, dict):
-        parts.append(f"{'caught' if _bool(power.get('caught')) else 'NOT caught'}: "
+        parts.append(f"{'caught' if as_bool(power.get('caught')) else 'NOT caught'}: "
                      f"{power.get('name', '?')}")
     if isinstance(control, dict):
-        parts.append("positive control " + ("holds" if _bool(control.get("holds"))
+        parts.append("positive control " + ("holds" if as_bool(control.get("holds"))
                                             else f"does NOT hold ({control.get('outcome')})"))
     return "; ".join(parts) if parts else "—"
 
@@ -260,21 +263,23 @@ def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any
     row = calibration.get(str(claim.get("id")))
     if row is None:
         return "not in the calibration run"
-    seeds = int(_float(row.get("seeds") or 0))
-    refuted = int(_float(row.get("refuted") or 0))
+    seeds = int(as_float(row.get("seeds") or 0))
+    refuted = int(as_float(row.get("refuted") or 0))
     what = "refutations" if str(row.get("expected")) == "fails" else "false failures"
-    text = (f"{refuted}/{seeds} {what} [{_num(row.get('rate_low'))}, "
-            f"{_num(row.get('rate_high'))}] vs stated {_num(row.get('stated_rate'))}")
-    consistent = _bool(row.get("consistent"))
+    text = (f"{refuted}/{seeds} {what} [{number_text(row.get('rate_low'))}, "
+            f"{number_text(row.get('rate_high'))}] vs stated {number_text(row.get('stated_rate'))}")
+    consistent = as_bool(row.get("consistent"))
     if consistent is not None:
         text += "; consistent" if consistent else "; NOT consistent"
-    undecided = int(_float(row.get("undecided") or 0))
+    undecided = int(as_float(row.get("undecided") or 0))
     if undecided:
         text += f"; {undecided} undecided"
     return text
 
 
-def _header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
+def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """The report header's (label, value) rows from the results' ``metadata.json``: profile,
+    commit, package versions, when the results were written (and the Hypothesis settings)."""
     profile = meta.get("profile")
     if isinstance(profile, dict):
         extra = ", ".join(f"{k}={v}" for k, v in profile.items() if k != "name")
@@ -302,17 +307,17 @@ def verdict_counts(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
-def _summary(sections: Sequence[ClaimSection]) -> str:
+def summary_sentence(sections: Sequence[ClaimSection]) -> str:
     """One sentence under the matrix: checked claims as expected, and the checks' power. A claim
     "not checked" is counted apart, never as expected."""
     claims = [s.claim for s in sections]
     checked = [c for c in claims if c.get("verdict") not in ("not checked", "not trusted")]
-    unexpected = sum(1 for c in checked if _bool(c.get("as_expected")) is False)
-    expected = sum(1 for c in checked if _bool(c.get("as_expected")) is True)
+    unexpected = sum(1 for c in checked if as_bool(c.get("as_expected")) is False)
+    expected = sum(1 for c in checked if as_bool(c.get("as_expected")) is True)
     missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
-                 and _bool(c["power"].get("caught")) is False)
+                 and as_bool(c["power"].get("caught")) is False)
     controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
-                   and _bool(c["positive_control"].get("holds")) is False)
+                   and as_bool(c["positive_control"].get("holds")) is False)
     text = (f"{len(claims)} claims, {len(checked)} checked: {expected} as the testbed expects, "
             f"{unexpected} verdict(s) differ from what the testbed expects")
     untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
@@ -341,25 +346,26 @@ def interval_text(fit: dict[str, Any]) -> str:
     """What the fit record says about its uncertainty: a fit residual when it carries one (a
     fit on exact data), else its interval with the level it was computed at; an interval of
     zero width without a level below 1 is a fit on exact data with nothing recorded."""
-    residual = _float(fit.get("residual"))
+    residual = as_float(fit.get("residual"))
     if math.isfinite(residual):
-        return f"exact data, fit residual {_num(residual, 2)}"
-    low, high = _float(fit.get("ci_low")), _float(fit.get("ci_high"))
-    level = _float(fit.get("confidence"))
+        return f"exact data, fit residual {number_text(residual, 2)}"
+    low, high = as_float(fit.get("ci_low")), as_float(fit.get("ci_high"))
+    level = as_float(fit.get("confidence"))
     if low == high and not (math.isfinite(level) and level < 1.0):
         return "exact data (no interval)"
-    text = f"[{_num(low, 4)}, {_num(high, 4)}]"
+    text = f"[{number_text(low, 4)}, {number_text(high, 4)}]"
     if math.isfinite(level):
         text += f" ({level_text(level)})"
     return text
 
 
-def _fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
+def fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
     """One row per fit, numbered as the figure's fit panel numbers them; the outcome is the
     case's decision (an undecided case is "undecided", never "yes")."""
     rows: list[tuple[str, ...]] = []
     for number, (fit, outcome, _) in enumerate(claim_fits(claim), start=1):
-        est, theory, tol = (_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
+        est, theory, tol = (as_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
         rows.append((f"{number}: {fit.get('problem_id', '?')}", str(fit.get("quantity", "")),
-                     _num(est, 4), interval_text(fit), _num(theory, 4), _num(tol, 3), outcome))
+                     number_text(est, 4), interval_text(fit), number_text(theory, 4),
+                     number_text(tol, 3), outcome))
     return rows

@@ -12,6 +12,7 @@ from typing import Any
 from reports.section_model import Command, Section, Table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
+from results_format import BENCH_SCHEMA
 from results_format.layout import BENCH, REPLICATION
 from results_format.replication import RECORD_SCHEMA, replication_problem
 
@@ -91,7 +92,6 @@ def bench(results_dir: Path) -> Section:
                                BENCH_COMMANDS)
     if not files:
         return section
-    from results_format import BENCH_SCHEMA
 
     for path in files:
         data = _schema_json(path, BENCH_SCHEMA, section)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.results_reading import _float
+from reports.results_reading import as_float
 
 
 def _counterexample_margins(claim: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,7 +40,7 @@ def hypothesis_lines(claim: dict[str, Any]) -> list[str]:
         if found is None:
             state = "declared (no case recorded its margin)"
         else:
-            margin = _float(found.get("margin"))
+            margin = as_float(found.get("margin"))
             state = (f"margin {margin:+.3g}" + ("" if margin >= 0 else " (OUTSIDE)"))
         lines.append(f"{name}: {h.get('statement', '')} ({h.get('reference', '')}); {state}")
     return lines
@@ -57,7 +57,7 @@ def reading_lines(claim: dict[str, Any]) -> list[str]:
         ce = r.get("counterexample")
         if isinstance(ce, dict):
             line += (f" (counterexample {ce.get('problem_id', '?')}: measured "
-                     f"{_float(ce.get('measured')):.4g} vs {_float(ce.get('bound')):.4g})")
+                     f"{as_float(ce.get('measured')):.4g} vs {as_float(ce.get('bound')):.4g})")
         lines.append(line)
     return lines
 
@@ -70,7 +70,7 @@ def refutation_summary(claim: dict[str, Any]) -> str:
     parts = []
     if hypotheses:
         margins = _counterexample_margins(claim)
-        inside = all(_float(m.get("margin")) >= 0 for m in margins) if margins else None
+        inside = all(as_float(m.get("margin")) >= 0 for m in margins) if margins else None
         parts.append(f"inside {len(hypotheses)} declared hypothes"
                      f"{'is' if len(hypotheses) == 1 else 'es'}"
                      + ("" if inside is None else "" if inside else " (one is violated!)"))

@@ -34,18 +34,18 @@ from reports.claims_table import (
     TABLE_HEAD,
     VERDICT_CLASSES,
     ClaimSection,
-    _cases_text,
-    _fit_rows,
-    _header_fields,
-    _num,
-    _summary,
     calibration_text,
+    cases_text,
     decision_text,
     expectation,
+    fit_rows,
+    header_fields,
+    number_text,
     power_text,
+    summary_sentence,
 )
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
-from reports.results_reading import _bool, _float
+from reports.results_reading import as_bool, as_float
 from reports.sections import Section
 
 #: The verdict groups, in the order every paper shows them ("not checked" last, apart).
@@ -160,7 +160,7 @@ class Row:
 
     @property
     def fit_rows(self) -> list[tuple[str, ...]]:
-        return _fit_rows(self.claim)
+        return fit_rows(self.claim)
 
     @property
     def notes(self) -> str:
@@ -267,7 +267,7 @@ def decision_lines(c: dict[str, Any]) -> list[str]:
     lines = []
     power = c.get("power")
     if isinstance(power, dict):
-        lines.append(f"Perturbation ({'caught' if _bool(power.get('caught')) else 'NOT caught'},"
+        lines.append(f"Perturbation ({'caught' if as_bool(power.get('caught')) else 'NOT caught'},"
                      f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
                      f"{power.get('description', '')}")
     control = c.get("positive_control")
@@ -276,20 +276,22 @@ def decision_lines(c: dict[str, Any]) -> list[str]:
         lines.append(f"Positive control: on {case.get('problem_id', '?')} "
                      f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
                      f"says {control.get('outcome', '?')} (measured "
-                     f"{_num(case.get('measured'))} vs {_num(case.get('bound'))}).")
+                     f"{number_text(case.get('measured'))} vs {number_text(case.get('bound'))}).")
     for case in c.get("cases") or []:
         if not isinstance(case, dict) or case.get("outcome") != "undecided":
             continue
         for d in case.get("decisions") or []:
             if isinstance(d, dict) and d.get("outcome") == "undecided":
-                factor = _float(d.get("budget_factor"))
-                budget = (f"about {_num(factor, 2)}x the samples would decide it"
+                factor = as_float(d.get("budget_factor"))
+                budget = (f"about {number_text(factor, 2)}x the samples would decide it"
                           if math.isfinite(factor) else "the estimate sits on the edge")
                 lines.append(f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
-                             f"{_num(d.get('estimate'), 4)}, interval [{_num(d.get('low'), 4)}, "
-                             f"{_num(d.get('high'), 4)}] at rate {_num(d.get('rate'), 2)} "
-                             f"against [{_num(d.get('region_low'), 4)}, "
-                             f"{_num(d.get('region_high'), 4)}]; {budget}.")
+                             f"{number_text(d.get('estimate'), 4)}, "
+                             f"interval [{number_text(d.get('low'), 4)}, "
+                             f"{number_text(d.get('high'), 4)}] "
+                             f"at rate {number_text(d.get('rate'), 2)} "
+                             f"against [{number_text(d.get('region_low'), 4)}, "
+                             f"{number_text(d.get('region_high'), 4)}]; {budget}.")
     return lines
 
 
@@ -302,7 +304,7 @@ def decide_command(claim: dict[str, Any], results: str) -> DecideCommand | None:
     decided = claim.get("decided_on")
     decided = decided if isinstance(decided, dict) else {}
     profile = str(decided.get("profile") or "thorough")
-    seconds = _float(decided.get("seconds"))
+    seconds = as_float(decided.get("seconds"))
     where = f" --results {results}" if results and results != "results" else ""
     return DecideCommand(f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
                          seconds if math.isfinite(seconds) else None)
@@ -402,7 +404,7 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
         c = s.claim
         paper = str(c.get("paper") or "unknown paper")
         rows_by_id[s.id] = Row(
-            s, paper, str(c.get("verdict", "unknown")), _cases_text(c), power_text(c),
+            s, paper, str(c.get("verdict", "unknown")), cases_text(c), power_text(c),
             calibration_text(c, calibration),
             by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
@@ -421,8 +423,8 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
               for p in papers for r in p.rows if r.verdict == "fails as stated"]
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
-        headline=_headline(meta), fields=_header_fields(meta), notes=list(notes),
-        summary=_summary([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
+        headline=_headline(meta), fields=header_fields(meta), notes=list(notes),
+        summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
         outside=outside, errata=errata, extras=list(extras))
 
 

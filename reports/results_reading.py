@@ -18,7 +18,7 @@ from results_format.records import calibration_summary_problem, metadata_problem
 from results_format.verdicts import read_claim_file
 
 
-def _float(value: Any) -> float:
+def as_float(value: Any) -> float:
     """A number from JSON or CSV text; accepts ``np.float64(1.5)`` reprs; NaN if unreadable."""
     if isinstance(value, (bool, int, float)):
         return float(value)
@@ -34,7 +34,7 @@ def _float(value: Any) -> float:
     return math.nan
 
 
-def _bool(value: Any) -> bool | None:
+def as_bool(value: Any) -> bool | None:
     """A flag written as a bool or as its string ("True", "False"); None if absent."""
     if value is None:
         return None
@@ -122,7 +122,9 @@ def _unchecked_rows(registered: dict[str, dict[str, Any]],
             for claim_id, entry in registered.items() if claim_id not in checked]
 
 
-def _load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
+    """The results' ``metadata.json`` (commit, profile, versions) and notes on what could not
+    be read: ``({}, [why])`` when the file is missing, unreadable or not an object."""
     path = results_dir / METADATA
     try:
         data = json.loads(path.read_text())
@@ -169,24 +171,24 @@ def read_series(path: Path) -> list[SeriesRow]:
             raise ValueError(f"{path.name}: missing columns {sorted(missing)}")
         rows = []
         for raw in reader:
-            step = _float(raw.get("step"))
+            step = as_float(raw.get("step"))
             if not math.isfinite(step):
                 continue
-            oracle = _float(raw.get("oracle_calls") or 0)
+            oracle = as_float(raw.get("oracle_calls") or 0)
             rows.append(SeriesRow(
                 estimator=raw.get("estimator") or "?",
                 problem_id=raw.get("problem_id") or "?",
-                params=_canonical_params(raw.get("params") or ""),
+                params=canonical_params(raw.get("params") or ""),
                 series=raw.get("series") or "?",
                 step_name=raw.get("step_name") or "",
                 step=step,
-                value=_float(raw.get("value")),
+                value=as_float(raw.get("value")),
                 oracle_calls=oracle if math.isfinite(oracle) else 0.0,
             ))
     return rows
 
 
-def _torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | None] | None:
+def torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | None] | None:
     """A note when a series CSV was cut short (a write interrupted, a disk filled): its last
     line has no newline or fewer fields than the header. The figure then shows only the
     complete rows, and the reader must know it is truncated."""
@@ -203,7 +205,7 @@ def _torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | 
         return None
     if text.endswith("\n") and len(last) == len(header):
         return None
-    step = _float(dict(zip(header, last, strict=False)).get("step"))
+    step = as_float(dict(zip(header, last, strict=False)).get("step"))
     complete = n_rows - 1 if math.isfinite(step) else n_rows
     return (f"series file {name} is truncated (its last line is cut short: the file was not "
             f"completely written); the figure shows only its {max(complete, 0)} complete "
@@ -211,7 +213,7 @@ def _torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | 
             step if math.isfinite(step) else None)
 
 
-def _canonical_params(value: Any) -> str:
+def canonical_params(value: Any) -> str:
     """Parameters as sorted-key JSON, whether given as a dict or as JSON text."""
     if isinstance(value, str):
         if not value:

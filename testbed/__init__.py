@@ -24,7 +24,7 @@ from typing import Any
 _WHERE: dict[str, str] = {
     "AggITDState": "testbed.algorithms.aggitd",
     "FBOAggITD": "testbed.algorithms.aggitd",
-    "FederatedEstimator": "testbed.algorithms.base",
+    "FederatedEstimator": "testbed.estimators.federated",
     "IterationRecord": "testbed.algorithms.base",
     "OuterAlgorithm": "testbed.algorithms.base",
     "run_algorithm": "testbed.algorithms.base",

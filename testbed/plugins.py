@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from results_format.paths import name_problem
+from testbed.algorithms.base import OuterAlgorithm
+from testbed.estimators.base import Estimator
 from testbed.info import EstimatorInfo
 
 GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
@@ -75,10 +77,7 @@ def package_of(entry: importlib.metadata.EntryPoint) -> str:
 
 def _interface(role: str) -> type:
     if role == "algorithm":
-        from testbed.algorithms.base import OuterAlgorithm
-
         return OuterAlgorithm
-    from testbed.estimators.base import Estimator
 
     return Estimator
 

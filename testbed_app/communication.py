@@ -26,7 +26,10 @@ import numpy as np
 from results_format.layout import COMMUNICATION
 from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import reuse_or_write
+from testbed.algorithms.base import run_algorithm
 from testbed.info import EstimatorInfo
+from testbed.registry import ESTIMATOR_DB
+from testbed_app.regression import grid_problems
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
@@ -36,8 +39,6 @@ KIND_ORDER = ("bilevel", "minimax", "compositional")
 
 def measure(info: EstimatorInfo) -> dict[str, Any]:
     """One row of the table: ledger rounds per iteration against the paper's formula."""
-    from testbed.algorithms.base import run_algorithm
-    from testbed_app.regression import grid_problems
 
     kind = next(k for k in KIND_ORDER if k in info.supports)
     problem = grid_problems(0)[kind]
@@ -101,8 +102,6 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
     """Measure every registered algorithm (each a task through ``execute``, in this process by
     default) and write ``results/communication.json``, unless it is fresh and ``resume``."""
     from tqdm import tqdm
-
-    from testbed.registry import ESTIMATOR_DB
 
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE

@@ -30,6 +30,10 @@ from typing import Any
 import tomli_w
 
 from results_format import atomic_write
+from testbed_app.verify import verify
+from theory_checks.claim import NotMeasurable
+from theory_checks.registry import get_claim
+from theory_checks.runner import default_make, measure_and_decide
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -61,7 +65,6 @@ def reference_version(record: Mapping[str, Any], version: str) -> str:
 def run_verdicts(estimators: Sequence[str], results: Path, profile: str | None = None
                  ) -> dict[str, dict[str, str]]:
     """``testbed verify`` of each estimator: ``{estimator: {claim id: verdict}}``."""
-    from testbed_app.verify import verify
 
     verdicts: dict[str, dict[str, str]] = {}
     for estimator in estimators:
@@ -101,10 +104,6 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
     refutation is confirmed on fresh cases. One record per measured case (rejected cases are
     left out): problem id, parameters, measured value, bound and outcome."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
-
-    from theory_checks.claim import NotMeasurable
-    from theory_checks.registry import get_claim
-    from theory_checks.runner import default_make, measure_and_decide
 
     claim = get_claim(claim_id)
     make = default_make(claim, estimator)

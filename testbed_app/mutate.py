@@ -21,28 +21,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+from tqdm import tqdm
 
-def add_arguments(mutate: argparse.ArgumentParser) -> None:
-    """The options of ``testbed mutate`` on its subparser (made by the command line)."""
-    mutate.add_argument("--family", action="append",
-                        help="only this family's mutants (repeatable; see --list)")
-    mutate.add_argument("--mutant", action="append", help="only this mutant (repeatable)")
-    mutate.add_argument("--profile", choices=("fast", "thorough"), default=None,
-                        help="fast (default, or $TESTBED_PROFILE) or thorough")
-    mutate.add_argument("--results", default="results", help="results directory")
-    mutate.add_argument("--every-claim", action="store_true",
-                        help="run every claim that concerns a mutant, not only until one "
-                             "kills it")
-    mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
-    mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
-    mutate.add_argument("--quiet", action="store_true", help="no progress bar")
-    mutate.set_defaults(func=cmd_mutate)
+from theory_checks.mutants import MUTANT_DB, get_mutant
+from theory_checks.mutants import families as known_families
+from theory_checks.mutation import as_expected, format_table, run_mutants
+from theory_checks.runner import get_profile
 
 
 def _chosen(families: list[str] | None, names: list[str] | None) -> list[Any]:
-    from theory_checks.mutants import MUTANT_DB, get_mutant
-    from theory_checks.mutants import families as known_families
-
     if families:
         unknown = sorted(set(families) - set(known_families()))
         if unknown:
@@ -55,14 +43,8 @@ def _chosen(families: list[str] | None, names: list[str] | None) -> list[Any]:
     return chosen
 
 
-def cmd_mutate(args: argparse.Namespace) -> int:
-    import torch
-    from tqdm import tqdm
-
-    from theory_checks.mutants import MUTANT_DB
-    from theory_checks.mutation import as_expected, format_table, run_mutants
-    from theory_checks.runner import get_profile
-
+def mutate_command(args: argparse.Namespace) -> int:
+    """``testbed mutate`` (its options: :mod:`testbed_app.cli`); the exit status above."""
     chosen = _chosen(args.family, args.mutant)
     if args.list:
         for m in chosen:

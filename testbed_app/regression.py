@@ -75,8 +75,10 @@ from scipy import stats
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
 from results_format.records import baseline_problem
 from results_format.resume import write_json
+from testbed.algorithms.base import IterationRecord
+from testbed.federation.context import FederatedContext
 from testbed.info import EstimatorInfo
-from testbed.registry import get_estimator
+from testbed.registry import BUILTIN, get_estimator
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 #: The committed baseline: ``reports/baselines/regress.json`` of the source tree, shipped in the
@@ -219,8 +221,6 @@ def _within(records: Sequence[Any], field: str, budget: float) -> int:
 def _run_to_budgets(algorithm: Any, problem: Any, rng: np.random.Generator) -> list[Any]:
     """Iteration records until both budgets are spent (at least ALGORITHM_ITERATIONS, at most
     MAX_ITERATIONS), stopping early once the iterate is no longer finite."""
-    from testbed.algorithms.base import IterationRecord
-    from testbed.federation.context import FederatedContext
 
     algorithm.check_problem(problem)
     ctx = FederatedContext(problem, rng, algorithm.participation, algorithm.batch_size)
@@ -540,7 +540,6 @@ def run(
 ) -> tuple[bool, str]:
     """Measure (the grid cells through ``execute``, in this process by default), compare and
     report. Returns ``(passed, readable table)``."""
-    from testbed.registry import BUILTIN
 
     # every built-in entry by default; a plugin's by --estimator (compared with --against)
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from testbed.info import EstimatorInfo
+from testbed.precision import set_precision
+from testbed_app.verify import failures, verdict_table, verify
 
 
 def assert_claims_hold(target: str | EstimatorInfo, claims: Sequence[str] | None = None, *,
@@ -34,9 +36,6 @@ def assert_claims_hold(target: str | EstimatorInfo, claims: Sequence[str] | None
     ``AssertionError`` naming each claim whose verdict is not the expected one; returns the
     run summaries. ``target``: a registry or plugin name, ``module:object``, or an entry."""
     import torch
-
-    from testbed.precision import set_precision
-    from testbed_app.verify import failures, verdict_table, verify
 
     torch.set_default_dtype(torch.float64)
     set_precision()

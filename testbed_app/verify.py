@@ -16,8 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from testbed import plugins
 from testbed.info import EstimatorInfo
 from testbed.names import did_you_mean
+from testbed.registry import ESTIMATOR_DB
+from theory_checks.registry import claims_of, get_claim
+from theory_checks.runner import claim_runs, get_profile, run_claim_runs
 
 
 class VerifyError(ValueError):
@@ -27,8 +31,6 @@ class VerifyError(ValueError):
 def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
     """The registry entry ``target`` names, registering a ``module:object`` entry (checked like
     a plugin's) for this process when it is not registered yet."""
-    from testbed import plugins
-    from testbed.registry import ESTIMATOR_DB
 
     registered = {info.name: info for info in ESTIMATOR_DB}
     if isinstance(target, EstimatorInfo):
@@ -80,8 +82,6 @@ def target_runs(name: str, claim_ids: Sequence[str] | None = None) -> list[Any]:
     """``(claim, estimator)`` runs that check ``name``: its own claims on it, the claims it is
     enrolled in on it, and claims that name it beside another estimator (comparisons) as the
     claim runs them."""
-    from theory_checks.registry import claims_of, get_claim
-    from theory_checks.runner import claim_runs
 
     claims = [get_claim(c) for c in claim_ids] if claim_ids else list(claims_of(name))
     if not claims:
@@ -99,7 +99,6 @@ def verify(target: str | EstimatorInfo, results: Path, profile_name: str | None 
            claim_ids: Sequence[str] | None = None, resume: bool = True,
            progress: bool = True) -> tuple[EstimatorInfo, list[dict[str, Any]]]:
     """Run the target's claims into ``results`` (resuming); its entry and the run summaries."""
-    from theory_checks.runner import get_profile, run_claim_runs
 
     info = resolve_target(target)
     runs = target_runs(info.name, claim_ids)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed_app.cli import main
+from testbed_app.experiments import segments
 from tests.test_experiments import write
 
 # (label, edits of the tiny config, the key the message must name, what it must say)
@@ -118,20 +119,16 @@ def test_unknown_claim_and_estimator_entry_are_one_line(capsys):
 
 
 def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
-    from testbed_app.experiments import segments
-
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(segments, "run_experiment", interrupt)
+    monkeypatch.setattr(segments, "run_experiment", interrupt)  # what `testbed run` calls
     assert main(["run", str(write(tmp_path)), "--quiet", "--results", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert "interrupted; rerun the same command to resume" in err and "Traceback" not in err
 
 
 def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
-    from testbed_app.experiments import segments
-
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 

@@ -160,9 +160,9 @@ def test_mutate_list_shows_the_catalogue(capsys):
 
 
 def test_a_survivor_makes_the_command_fail(tmp_path, monkeypatch, capsys):
-    import theory_checks.mutants as catalogue
+    from testbed_app import mutate
 
-    monkeypatch.setattr(catalogue, "MUTANT_DB", (_mutant_of_nothing(),))
+    monkeypatch.setattr(mutate, "MUTANT_DB", (_mutant_of_nothing(),))  # the command's catalogue
     assert main(["mutate", "--results", str(tmp_path), "--quiet", "--profile", "fast"]) == 1
     assert "not as expected" in capsys.readouterr().err
 

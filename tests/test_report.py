@@ -293,7 +293,7 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
     on exact data were labelled "(100%)" under captions saying 95%: the row shows the fit's own
     level (99.9%), "exact data" for an interval of zero width, the fit residual when the record
     carries one, and the case's outcome, never "yes" for an undecided case."""
-    from reports.claims_table import _fit_rows, interval_text
+    from reports.claims_table import fit_rows, interval_text
 
     undecided = {"estimate": -0.676, "ci_low": -112.86, "ci_high": 111.51, "theory": -0.5,
                  "tolerance": 0.25, "confidence": 0.999, "problem_id": "p.u",
@@ -306,7 +306,7 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
                        dict(_case("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
                        dict(_case("p.r", -1.0, -1.0, True), outcome="holds", fit=residual)],
              "fits": [undecided, exact, residual]}
-    rows = _fit_rows(claim)
+    rows = fit_rows(claim)
     assert rows[0][3] == "[-112.9, 111.5] (99.9%)" and rows[0][-1] == "undecided"
     assert rows[1][3] == "exact data (no interval)" and rows[1][-1] == "holds"
     assert rows[2][3] == "exact data, fit residual 3e-15"

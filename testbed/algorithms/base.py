@@ -1,9 +1,4 @@
-"""Federated estimators and outer algorithms: the interfaces and the run loop.
-
-A *federated estimator* estimates the hypergradient at x by talking to clients through a
-:class:`~testbed.federation.context.FederatedContext`; it implements ``estimate_in(ctx, x,
-state)``, and the generic :meth:`FederatedEstimator.estimate` runs it in a fresh context so it
-fits the :class:`~testbed.Estimator` interface (its ``calls`` then include rounds and floats).
+"""Outer algorithms: the interface and the run loop.
 
 An *outer algorithm* (FedNest, LFedNest, FBO-AggITD, FedMSA, ...) updates ``x`` (and its inner
 state) once per :meth:`OuterAlgorithm.step`. :func:`run_algorithm` drives it for K iterations in
@@ -24,7 +19,11 @@ import torch
 from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
-from testbed.estimators.base import Estimate, Estimator, validate_own_method
+from testbed.estimators.base import validate_own_method
+
+# FederatedEstimator lived here; re-exported (``X as X``) so that the old path still works
+from testbed.estimators.federated import FederatedEstimator as FederatedEstimator
+from testbed.estimators.federated import check_participation_and_batch
 from testbed.estimators.validation import (
     InputError,
     check_inner_form,
@@ -36,42 +35,6 @@ from testbed.estimators.validation import (
     check_state,
 )
 from testbed.federation.context import FederatedContext
-
-
-def check_participation_and_batch(participation: Any, batch_size: int | None) -> None:
-    if batch_size is not None:
-        check_positive_int(batch_size, "batch_size", minimum=1)
-    if participation is not None and (isinstance(participation, bool) or not isinstance(
-            participation, (int, float))):
-        raise ValueError(f"participation must be None, a fraction or a count, got "
-                         f"{participation!r}")
-
-
-@dataclasses.dataclass(frozen=True)
-class FederatedEstimator(Estimator):
-    """A hypergradient estimator that runs on clients through a federated context."""
-
-    participation: float | int | None = None
-    batch_size: int | None = None
-
-    def __post_init__(self) -> None:
-        check_participation_and_batch(self.participation, self.batch_size)
-
-    @abc.abstractmethod
-    def estimate_in(
-        self, ctx: FederatedContext, x: torch.Tensor, state: Any
-    ) -> tuple[torch.Tensor, Any, dict[str, Any]]:
-        """``(hypergradient, new state, aux)``; every message goes through ``ctx``."""
-
-    def context(self, problem: Problem, rng: np.random.Generator) -> FederatedContext:
-        return FederatedContext(problem, rng, self.participation, self.batch_size)
-
-    def estimate(
-        self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
-    ) -> Estimate:
-        ctx = self.context(problem, rng)
-        value, new_state, aux = self.estimate_in(ctx, x, state)
-        return Estimate(value, new_state, ctx.calls(), aux)
 
 
 @dataclasses.dataclass(frozen=True)

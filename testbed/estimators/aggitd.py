@@ -40,9 +40,9 @@ import numpy as np
 import torch
 
 from problems import Problem
-from testbed.algorithms.base import FederatedEstimator
 from testbed.defaults import AGGITD_INNER_STEPS, AGGITD_LOCAL_STEPS
 from testbed.estimators.base import InnerState
+from testbed.estimators.federated import FederatedEstimator
 from testbed.estimators.solvers import default_step_size
 from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, Together

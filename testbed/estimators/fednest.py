@@ -28,9 +28,9 @@ import numpy as np
 import torch
 
 from problems import Batch, Problem
-from testbed.algorithms.base import FederatedEstimator
 from testbed.defaults import FEDNEST_INNER_STEPS, FEDNEST_LOCAL_STEPS, NEUMANN_TERMS
 from testbed.estimators.base import InnerState
+from testbed.estimators.federated import FederatedEstimator
 from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
 from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
 from testbed.federation.context import FederatedContext

@@ -164,15 +164,18 @@ def _device(config: ExperimentConfig, device: str | None) -> torch.device:
     return chosen
 
 
-def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
+def rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    """A numpy generator's state, as a checkpoint stores it."""
     return dict(rng.bit_generator.state)
 
 
-def _set_rng(rng: np.random.Generator, state: dict[str, Any]) -> None:
+def set_rng(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    """Restore a numpy generator from :func:`rng_state`."""
     rng.bit_generator.state = state
 
 
-def _gossip_counts(calls: Any) -> tuple[int, int]:
+def gossip_counts(calls: Any) -> tuple[int, int]:
+    """``(gossip steps, floats sent)`` of a call-counter snapshot."""
     return int(calls.comm_rounds), int(calls.floats_sent)
 
 
@@ -186,7 +189,7 @@ def train_by_sgp(estimator: HyperGradientPush, problem: Any, x: torch.Tensor, st
     counter = CallCounter()
     out = inner.run(problem, x, state.y, state.omega, state.time, graph,
                     Oracles(problem, counter), GraphLedger(problem.n_clients, counter), rng)
-    return (out, *_gossip_counts(counter.snapshot()))
+    return (out, *gossip_counts(counter.snapshot()))
 
 
 class DecentralizedRun:

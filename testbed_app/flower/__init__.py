@@ -27,6 +27,9 @@ from importlib import metadata
 #: The one line that says how to get Flower.
 INSTALL_HINT = "pip install 'hypergradient-testbed[flower]'"
 
+#: ``testbed deploy --engine``: the command line's name of each engine -> Flower's.
+ENGINES = {"simulation": "simulation", "local": "deployment"}
+
 #: Environment for every Flower process the testbed imports or starts.
 FLOWER_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
               "RAY_USAGE_STATS_ENABLED": "0"}
@@ -53,4 +56,5 @@ def flower_version() -> str:
         return "not installed"
 
 
-__all__ = ["FLOWER_ENV", "INSTALL_HINT", "FlowerMissing", "flower_version", "require_flower"]
+__all__ = ["ENGINES", "FLOWER_ENV", "INSTALL_HINT", "FlowerMissing", "flower_version",
+           "require_flower"]

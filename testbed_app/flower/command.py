@@ -19,62 +19,24 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from testbed_app.flower import require_flower
+import torch
 
-ENGINES = {"simulation": "simulation", "local": "deployment"}
-
-
-def add_arguments(deploy: argparse.ArgumentParser) -> None:
-    """The options of ``testbed deploy`` on its subparser (made by the command line)."""
-    deploy.add_argument("config", help="a closed-form deploy config (configs/deploy/*.toml) or a "
-                                       "server-based experiment config (configs/*.toml)")
-    deploy.add_argument("--engine", choices=tuple(ENGINES), default="simulation",
-                        help="simulation: Flower's simulation engine, clients as Ray actors "
-                             "(default); local: a SuperLink and one SuperNode process per "
-                             "client on 127.0.0.1")
-    deploy.add_argument("--steps", type=_positive_int, metavar="N",
-                        help="override [run] steps (outer iterations)")
-    deploy.add_argument("--device", choices=("cpu", "cuda"),
-                        help="override [run] device (digits workloads)")
-    deploy.add_argument("--results", default="results", help="results directory")
-    deploy.add_argument("--fresh", action="store_true",
-                        help="replace an earlier run of this config on this engine")
-    deploy.add_argument("--cpus-per-client", type=float, default=1.0, metavar="C",
-                        help="simulation engine: CPUs of each client's Ray actor (default 1)")
-    deploy.add_argument("--gpus-per-client", type=float, default=0.0, metavar="G",
-                        help="simulation engine: GPUs of each client's Ray actor (1: one GPU "
-                             "per actor; default 0)")
-    deploy.add_argument("--timeout", type=float, metavar="S",
-                        help="seconds the server waits for a round's replies (default: as long "
-                             "as Flower keeps the messages; a stopped SuperNode is reported "
-                             "once Flower declares it unavailable)")
-    deploy.add_argument("--no-compare", action="store_true",
-                        help="skip the rerun in the batched simulation")
-    deploy.set_defaults(func=run_command)
+from results_format import atomic_write
+from testbed_app.flower import ENGINES, require_flower
+from testbed_app.flower.compare import compare
+from testbed_app.flower.engines import run_on_local_deployment, run_on_simulation
+from testbed_app.flower.records import read_run, run_folder
+from testbed_app.flower.spec import load_spec
+from testbed_app.flower.transport import ClientLost
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def run_command(args: argparse.Namespace) -> int:
-    from results_format import atomic_write
-    from testbed_app.flower.records import read_run, run_folder
-    from testbed_app.flower.spec import load_spec
-
+def deploy_command(args: argparse.Namespace) -> int:
+    """``testbed deploy`` (its options: :mod:`testbed_app.cli`); the exit status above."""
     require_flower()  # one line with the install command when Flower is absent (exit 2)
     spec = load_spec(args.config, steps=args.steps, device=args.device)
     if args.cpus_per_client <= 0 or args.gpus_per_client < 0:
         raise ValueError("--cpus-per-client must be > 0 and --gpus-per-client >= 0")
     if args.gpus_per_client > 0:
-        import torch
-
         if not torch.cuda.is_available():
             raise ValueError("--gpus-per-client: CUDA is not available on this machine")
     if args.engine == "simulation" and spec.device == "cuda" and args.gpus_per_client == 0:
@@ -88,9 +50,6 @@ def run_command(args: argparse.Namespace) -> int:
             raise ValueError(f"{folder}: holds an earlier run of {spec.name} on this engine; "
                              "--fresh replaces it (move it aside to keep it)")
         shutil.rmtree(folder)
-    from testbed_app.flower.engines import run_on_local_deployment, run_on_simulation
-    from testbed_app.flower.transport import ClientLost
-
     print(f"{spec.name}: {spec.algorithm['name']} on Flower ({args.engine}), "
           f"{spec.n_clients} clients, {spec.steps} outer iterations")
     try:
@@ -113,8 +72,6 @@ def run_command(args: argparse.Namespace) -> int:
     if args.no_compare:
         print(f"results in {folder}")
         return 0 if all(r["counts_agree"] for r in record["iterations"]) else 1
-    from testbed_app.flower.compare import compare
-
     comparison = compare(spec, record, iterates)
     atomic_write(folder / "comparison.json", json.dumps(comparison, indent=1) + "\n")
     print(describe(comparison))
@@ -159,4 +116,4 @@ def describe(comparison: dict[str, Any]) -> str:
             f"{seconds['batched']:.4f} ({ratio:.0f}x)")
 
 
-__all__ = ["add_arguments", "run_command"]
+__all__ = ["deploy_command", "describe", "summary"]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from testbed.algorithms.base import run_algorithm
 from testbed_app.flower.records import inner_iterate
 from testbed_app.flower.spec import DeploySpec
 
@@ -33,7 +34,6 @@ TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-4}
 def simulate(spec: DeploySpec) -> tuple[list[Any], float]:
     """The batched simulation's states after iterations 0..K and its mean seconds per outer
     iteration."""
-    from testbed.algorithms.base import run_algorithm
 
     problem, algorithm = spec.build_problem(), spec.build_algorithm()
     started = time.perf_counter()

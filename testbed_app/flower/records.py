@@ -25,6 +25,7 @@ import torch
 
 from results_format import atomic_write, atomic_write_bytes, json_default
 from results_format.provenance import provenance
+from testbed_app.flower import flower_version
 from testbed_app.flower.spec import DeploySpec
 from testbed_app.flower.transport import ClientLost, Traffic
 
@@ -48,7 +49,6 @@ class RunRecorder:
 
     def __init__(self, folder: Path, spec: DeploySpec, engine: str, formula: str | None,
                  n_clients: int) -> None:
-        from testbed_app.flower import flower_version
 
         self.folder = Path(folder)
         self.record: dict[str, Any] = {

@@ -41,7 +41,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from testbed_app.experiments.config import ConfigError
+from problems import SPEC_BUILDERS, ProblemError, from_spec
+from testbed_app.experiments.config import (
+    ConfigError,
+    apply_overrides,
+    check_algorithm,
+    dump_toml,
+    load_config,
+    read_toml,
+    validate,
+)
+from testbed_app.experiments.server import build_algorithm, build_problem
 
 #: ``[run]`` keys of a closed-form deploy config: default, check, what a valid value is.
 RUN_KEYS: dict[str, tuple[Any, str]] = {
@@ -100,23 +110,16 @@ class DeploySpec:
     def build_problem(self) -> Any:
         """The problem (every client's data; a client evaluates only its own row)."""
         if self.exact:
-            from problems import from_spec
-
             return from_spec(dict(self.problem["closed_form"]))
-        from testbed_app.experiments.server import build_problem
 
         return build_problem(self._experiment(), self.device)
 
     def _experiment(self) -> Any:
         import tomllib
 
-        from testbed_app.experiments.config import validate
-
         return validate(tomllib.loads(self.problem["experiment"]), source=self.name)
 
     def build_algorithm(self) -> Any:
-        from testbed_app.experiments.server import build_algorithm
-
         algorithm = build_algorithm(dict(self.algorithm))
         formula = algorithm.rounds_formula()
         if formula is not None and formula.unit != "rounds":
@@ -138,7 +141,6 @@ def load_spec(path: str | Path, steps: int | None = None, device: str | None = N
     """The :class:`DeploySpec` of a deploy config or a server-based experiment config, with
     ``--steps`` / ``--device`` and ``{"section.key": value}`` overrides applied; every error
     names the file and the key."""
-    from testbed_app.experiments.config import apply_overrides, load_config, read_toml
 
     path = Path(path)
     raw = apply_overrides(read_toml(path), overrides)
@@ -149,7 +151,6 @@ def load_spec(path: str | Path, steps: int | None = None, device: str | None = N
             raise ConfigError(f"{path}: [workload] kind = {config.workload['kind']!r} is "
                               f"decentralized; testbed deploy runs server-based workloads "
                               f"({', '.join(SERVER_KINDS)}) and closed-form configs")
-        from testbed_app.experiments.config import dump_toml
 
         spec = DeploySpec(config.name, {"experiment": dump_toml(config)}, dict(config.algorithm),
                           int(config.run["steps"]), int(config.run["seed"]),
@@ -165,7 +166,6 @@ def load_spec(path: str | Path, steps: int | None = None, device: str | None = N
 
 def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
                  device: str | None) -> DeploySpec:
-    from testbed_app.experiments.config import check_algorithm
 
     for key, value in raw.items():
         if key in ("problem", "algorithm", "run"):
@@ -193,8 +193,6 @@ def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
 
 
 def _problem(source: str, recipe: dict[str, Any]) -> Any:
-    from problems import SPEC_BUILDERS, ProblemError, from_spec
-
     family = recipe.get("family")
     if family not in SPEC_BUILDERS:
         raise ConfigError(f"{source}: [problem] family: expected one of {sorted(SPEC_BUILDERS)}, "

@@ -110,8 +110,8 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
                   "local": get_estimator("hgp-localgrad").build()}
     values = {}
     for name, est in quantities.items():
-        est.init(problem)
-        values[name] = est.estimate(problem, x, None, np.random.default_rng(0)).aux["v"]
+        values[name] = est.estimate(problem, x, est.init(problem),
+                                    np.random.default_rng(0)).aux["v"]
     clients = torch.arange(n)
 
     def f_rows(lam: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -126,7 +126,17 @@ def _iterations(folder: Path) -> int:
 
 
 def _flower_processes() -> list[str]:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines()
-            if any(name in line for name in ("flower-superlink", "flower-supernode",
-                                             "flwr-serverapp", "flwr-clientapp"))]
+    """Flower processes still alive, looked for over up to 10 s (a process being stopped takes
+    a moment to go). An exited one that its parent has not reaped yet (state Z, ``<defunct>``:
+    it runs nothing and holds no resources) is not counted: a ``flwr-serverapp`` was seen so
+    right after a killed SuperNode's run (2026-11-26; its parent not established)."""
+    names = ("flower-superlink", "flower-supernode", "flwr-serverapp", "flwr-clientapp")
+    deadline = time.monotonic() + 10.0
+    while True:
+        out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True,
+                             text=True).stdout
+        alive = [line.strip() for line in out.splitlines()
+                 if any(name in line for name in names) and not line.strip().startswith("Z")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.5)

@@ -2,7 +2,7 @@
 
 A benchmark module defines ``NAME``, ``DESCRIPTION`` and ``measure(quick: bool, device: str) ->
 (rows, targets)``; :func:`run_benchmark` adds the machine and writes
-``<out>/<NAME>.json`` in the ``BENCH_SCHEMA`` form of :mod:`testbed_app.experiments.base`, which the
+``<out>/<NAME>.json`` in the :data:`results_format.BENCH_SCHEMA` form, which the
 report renders. Timings are wall-clock medians over repeats after warm-up calls, taken by
 ``torch.utils.benchmark`` (:func:`time_call`: its ``Timer``; :func:`interleaved`: its clock);
 they are measurements of this machine at this moment (the load average is recorded beside
@@ -26,6 +26,7 @@ import torch
 import torch.utils.benchmark as benchmark
 
 from results_format import BENCH_SCHEMA
+from results_format.layout import BENCH
 from results_format.provenance import package_versions
 from results_format.resume import write_json
 from testbed.precision import precision_record, set_precision
@@ -36,7 +37,7 @@ DIRECTIONS = ("at_least", "at_most")
 T = TypeVar("T")
 
 #: Where ``tox -e bench`` and ``benchmarks/run.py`` write by default (the report reads it).
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / "bench"
+DEFAULT_OUT = Path(__file__).resolve().parent.parent / "results" / BENCH
 
 
 # ------------------------------------------------------------------------------- settings

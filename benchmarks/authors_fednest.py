@@ -6,9 +6,10 @@ iteration as ``inner_ep`` FedInn calls (``ClientManageHR.fed_in``) and one FedOu
 steps), then ``assign_hyper_gradient`` and an SGD step on the representation. This benchmark
 drives exactly that loop body, through the authors' modules imported unmodified from a folder
 the user names, and the testbed's :class:`~testbed.FedNest` on
-:func:`~problems.workloads.build_hyper_representation`, on the same in-memory data, and reports
-the time per iteration of each (median of interleaved repeats, torch on 1 thread). Test
-evaluation and logging, which the authors' loop does after each iteration, are left out of both.
+:func:`~problems.workloads.hyper_representation.build_hyper_representation`, on the same
+in-memory data, and reports the time per iteration of each (median of interleaved repeats,
+torch on 1 thread). Test evaluation and logging, which the authors' loop does after each
+iteration, are left out of both.
 
 Same work on both sides (the authors' defaults, ``utils/options.py``):
 

@@ -4,7 +4,7 @@
 
 ``tox -e bench`` runs all of them. Each benchmark is also a script of its own
 (``python benchmarks/closed_form_rounds.py --quick``). The files follow ``BENCH_SCHEMA``
-(:mod:`testbed_app.experiments.base`) and the report renders them.
+(:data:`results_format.BENCH_SCHEMA`) and the report renders them.
 """
 
 from __future__ import annotations

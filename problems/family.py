@@ -183,7 +183,7 @@ class ProblemFamily:
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
     ) -> Batch:
         """``batch_size`` sample indices per evaluated client, uniform with replacement over the
-        client's ``n_samples`` (:func:`problems._base.draw_indices`)."""
+        client's ``n_samples`` (:func:`problems._rows.draw_indices`)."""
         return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
 
@@ -194,7 +194,7 @@ class ClientArrayFamily(ProblemFamily):
 
     The losses read client rows through :meth:`_sampled` (a fresh gather); the closed-form
     oracles through :meth:`_term` and :meth:`_curvature`, which gather each array once per
-    client set (:class:`problems._base.ClientRows`) and apply a symmetric client array through
+    client set (:class:`problems._rows.ClientRows`) and apply a symmetric client array through
     its operator (:meth:`_prepare_oracles`).
     """
 

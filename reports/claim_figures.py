@@ -37,6 +37,7 @@ from reports.results_reading import (
     torn_series_note,
 )
 from results_format import atomic_write_bytes
+from results_format.layout import COUNTEREXAMPLES, SERIES
 from results_format.paths import UnsafePath, inside
 from results_format.verdicts import FILES_KEY
 
@@ -273,7 +274,7 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
 def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
                ) -> list[SeriesRow]:
     """The claim's series rows; a note (and no rows) when the file is missing or unreadable."""
-    series_rel = str(claim.get("series_file") or f"series/{claim['id']}.csv")
+    series_rel = str(claim.get("series_file") or f"{SERIES}/{claim['id']}.csv")
     try:
         rows = read_series(inside(results_dir, series_rel, f"{claim.get('id')}: series_file"))
     except UnsafePath as error:
@@ -313,7 +314,7 @@ def _copy_counterexample(claim: dict[str, Any], results_dir: Path, out_dir: Path
     if not source.is_file():
         notes.append(f"counterexample file {rel} is missing from the results.")
         return None, []
-    target_dir = out_dir / "counterexamples"
+    target_dir = out_dir / COUNTEREXAMPLES
     target_dir.mkdir(parents=True, exist_ok=True)
     # the counterexample's files the claim's results recorded (their digests were checked)
     recorded = claim.get(FILES_KEY)
@@ -326,5 +327,5 @@ def _copy_counterexample(claim: dict[str, Any], results_dir: Path, out_dir: Path
         target = target_dir / companion.name
         if not (target.is_file() and filecmp.cmp(companion, target, shallow=False)):
             atomic_write_bytes(target, companion.read_bytes())
-        files.append(f"counterexamples/{companion.name}")
-    return f"counterexamples/{source.name}", files
+        files.append(f"{COUNTEREXAMPLES}/{companion.name}")
+    return f"{COUNTEREXAMPLES}/{source.name}", files

@@ -13,6 +13,7 @@ from reports.section_model import Command, Section, Table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from results_format import BENCH_SCHEMA
+from results_format.layout import BENCH, REPLICATION
 from results_format.replication import RECORD_SCHEMA, replication_problem
 
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
@@ -48,7 +49,7 @@ def _files_or_commands(results_dir: Path, folder: str, section: Section, writers
 def replication(results_dir: Path) -> Section:
     """One table of every ``replication/*.json`` (REPLICATION_SCHEMA) row."""
     section = Section("replication", "Replication of the papers' experiments")
-    files = _files_or_commands(results_dir, "replication", section, "the experiment configs",
+    files = _files_or_commands(results_dir, REPLICATION, section, "the experiment configs",
                                REPLICATION_COMMANDS)
     if not files:
         return section
@@ -87,7 +88,7 @@ def replication(results_dir: Path) -> Section:
 def bench(results_dir: Path) -> Section:
     """Per ``bench/*.json`` (BENCH_SCHEMA): its targets, and its measured rows folded."""
     section = Section("bench", "Benchmarks")
-    files = _files_or_commands(results_dir, "bench", section, "the benchmark scripts",
+    files = _files_or_commands(results_dir, BENCH, section, "the benchmark scripts",
                                BENCH_COMMANDS)
     if not files:
         return section

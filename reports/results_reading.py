@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from results_format.layout import CALIBRATION, CLAIMS, METADATA, SUMMARY
 from results_format.records import calibration_summary_problem, metadata_problem
 from results_format.verdicts import read_claim_file
 
@@ -54,7 +55,7 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     hint = f"run `testbed check --results {results_dir}` first to produce results"
     if not results_dir.is_dir():
         raise FileNotFoundError(f"results directory {results_dir} does not exist; {hint}")
-    files = sorted((results_dir / "claims").glob("*.json"))
+    files = sorted((results_dir / CLAIMS).glob("*.json"))
     if not files:
         raise FileNotFoundError(
             f"no claim results (claims/*.json) in {results_dir}; {hint}")
@@ -88,7 +89,7 @@ def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
     """The claim registry ``testbed check`` recorded in ``metadata.json``, by id (empty when
     the file is missing or does not fit its schema)."""
     try:
-        data = json.loads((results_dir / "metadata.json").read_text())
+        data = json.loads((results_dir / METADATA).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
     if metadata_problem(data) is not None:
@@ -124,7 +125,7 @@ def _unchecked_rows(registered: dict[str, dict[str, Any]],
 def load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
     """The results' ``metadata.json`` (commit, profile, versions) and notes on what could not
     be read: ``({}, [why])`` when the file is missing, unreadable or not an object."""
-    path = results_dir / "metadata.json"
+    path = results_dir / METADATA
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -230,7 +231,7 @@ def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
     (:func:`results_format.records.calibration_summary_problem`; the calibration section says
     which)."""
     try:
-        data = json.loads((results_dir / "calibration" / "summary.json").read_text())
+        data = json.loads((results_dir / CALIBRATION / SUMMARY).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if calibration_summary_problem(data) is not None:

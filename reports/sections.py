@@ -4,8 +4,8 @@ Each section is read from results files that a measuring step wrote (nothing is 
 
 - ``communication.json`` (:mod:`testbed_app.communication`, written by ``testbed check``);
 - ``comparison/rounds_to_error.json`` and ``.csv`` (:mod:`theory_checks.comparison.runs`, idem);
-- ``replication/*.json`` in :data:`testbed_app.experiments.base.REPLICATION_SCHEMA` form;
-- ``bench/*.json`` in :data:`testbed_app.experiments.base.BENCH_SCHEMA` form;
+- ``replication/*.json`` in :data:`results_format.REPLICATION_SCHEMA` form;
+- ``bench/*.json`` in :data:`results_format.BENCH_SCHEMA` form;
 - ``calibration/summary.json`` (:mod:`theory_checks.calibration`, written by
   ``testbed calibrate``);
 - ``mutation/summary.json`` (:mod:`theory_checks.mutation`, written by ``testbed mutate``).
@@ -31,6 +31,7 @@ from reports.section_model import check_command as _check_command
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from reports.section_model import read_json as _read_json
+from results_format.layout import CALIBRATION, COMMUNICATION, COMPARISON, MUTATION, SUMMARY
 from results_format.records import calibration_summary_problem
 
 __all__ = ["Command", "Section", "Table", "bench", "build_sections", "calibration", "cell_class",
@@ -42,7 +43,7 @@ __all__ = ["Command", "Section", "Table", "bench", "build_sections", "calibratio
 
 def communication(results_dir: Path) -> Section:
     section = Section("communication", "Communication per outer iteration")
-    data = _read_json(results_dir / "communication.json", section, _check_command(results_dir))
+    data = _read_json(results_dir / COMMUNICATION, section, _check_command(results_dir))
     if data is None:
         return section
     section.paragraphs.append(
@@ -78,7 +79,7 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
     "reached" definition (shared with the comparison claims), each algorithm tuned the same way
     and at its paper's prescribed steps, per-problem ratios with their geometric mean."""
     section = Section("rounds-to-error", "Rounds to reach the target: papers vs testbed")
-    folder = results_dir / "comparison"
+    folder = results_dir / COMPARISON
     data = _read_json(folder / "rounds_to_error.json", section, _check_command(results_dir))
     if data is None:
         return section
@@ -187,7 +188,7 @@ def _read_curves(path: Path) -> dict[str, list[Trace]]:
 def calibration(results_dir: Path) -> Section:
     """Observed false-failure rates of the statistical claims over independent seeds."""
     section = Section("calibration", "Calibration of the statistical claims")
-    path = results_dir / "calibration" / "summary.json"
+    path = results_dir / CALIBRATION / SUMMARY
     command = Command(f"testbed calibrate --seeds 20 --results {results_dir}",
                       "about 12-15 minutes on 2 cores on the fast profile; resumes per seed")
     if not path.is_file():
@@ -233,7 +234,7 @@ def mutation(results_dir: Path) -> Section:
     """The mutation table: each realistic bug, the claims run against it, the claim that killed
     it or why it is equivalent (the claims' power, measured)."""
     section = Section("mutation", "Power measured by mutants")
-    path = results_dir / "mutation" / "summary.json"
+    path = results_dir / MUTATION / SUMMARY
     command = Command(f"testbed mutate --results {results_dir}",
                       "a few minutes on 2 cores on the fast profile; resumes claim by claim")
     if not path.is_file():

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.layout import RUN_METRICS, run_folder
 from results_format.metrics import MetricRow, MetricsFileError, read_metrics_notes, rows_digest
 from results_format.validation import field_problems, seal_problem
 
@@ -99,7 +100,7 @@ def replication_problem(data: Any, results_dir: Path | None = None) -> str | Non
         problems += [p for p in [seal_problem(data)] if p]
     if problems or results_dir is None or not isinstance(data.get(ROWS_DIGEST_KEY), str):
         return problems[0] if problems else None
-    metrics = Path(results_dir) / "runs" / str(data["experiment"]) / "metrics.csv"
+    metrics = run_folder(Path(results_dir), str(data["experiment"])) / RUN_METRICS
     try:
         rows, _ = read_metrics_notes(metrics)
     except MetricsFileError as error:

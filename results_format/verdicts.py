@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from results_format.layout import CLAIMS
 from results_format.paths import UnsafePath, inside
 from results_format.validation import field_problems, file_digest, seal_problem
 
@@ -301,7 +302,8 @@ def claim_file_problem(data: Any, results_dir: Path | None = None,
         if sealed is not None:
             problems.append(sealed)
     if not problems and results_dir is not None:
-        problems = companion_problems(data, Path(results_dir), f"claims/{stem or data['id']}.json")
+        problems = companion_problems(data, Path(results_dir),
+                                      f"{CLAIMS}/{stem or data['id']}.json")
     if not problems:
         return None
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -332,7 +334,7 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
     (:func:`read_claim_file`); ``testbed check`` reruns those claims, the report shows them
     "not trusted"."""
     bad = []
-    for path in sorted((Path(results_dir) / "claims").glob("*.json")):
+    for path in sorted((Path(results_dir) / CLAIMS).glob("*.json")):
         _, reason = read_claim_file(path, results_dir)
         if reason is not None:
             bad.append((path, reason))

@@ -30,7 +30,7 @@ from typing import Any
 from results_format.locks import LockHeld
 from results_format.writing import WriteFailed
 from testbed_app.executors import DEFAULT_RETRIES
-from testbed_app.experiments.config import DeprecatedName
+from testbed_app.experiments.errors import DeprecatedName
 from testbed_app.flower import ENGINES
 
 

@@ -23,6 +23,7 @@ from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
 from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
+from results_format.layout import CALIBRATION
 from results_format.paths import output_folder
 from results_format.verdicts import untrusted_claim_files
 from testbed import plugins
@@ -32,12 +33,13 @@ from testbed.registry import ESTIMATOR_DB
 from testbed_app import communication, mutate, regression
 from testbed_app import verify as verifying
 from testbed_app.executors import Executor, make_executor
-from testbed_app.experiments import config
+from testbed_app.experiments import schema
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config import DeprecatedName, load_config
+from testbed_app.experiments.config import load_config, workload_defaults
+from testbed_app.experiments.errors import DeprecatedName
 from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, workload_options
-from testbed_app.experiments.runner import check_run_folders, run_experiment
-from testbed_app.experiments.segments import SegmentResult, run_experiments
+from testbed_app.experiments.run_folders import check_run_folders
+from testbed_app.experiments.segments import SegmentResult, iter_experiments, run_experiments
 from testbed_app.flower import command as deploy
 from testbed_app.report_command import report_command
 from theory_checks.calibration import calibrate, format_table
@@ -130,15 +132,15 @@ def _list_workloads() -> None:
     """``testbed run``'s config vocabulary: datasets, split schemes, workload kinds, limits."""
     print("\nExperiment configs (testbed run):")
     print(f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
-          + ", ".join(f"{k}={v.default!r}" for k, v in config._DATA.items()))
+          + ", ".join(f"{k}={v.default!r}" for k, v in schema.DATA_KEYS.items()))
     print(f"  [split] scheme: {', '.join(SCHEMES)}; parameters: {_parameters(split_clients)}")
     print("  [run] defaults: " + ", ".join(
-        f"{k}={'(required)' if v.default is config._REQUIRED else repr(v.default)}"
-        for k, v in config._RUN.items()))
-    print(f"  limits: steps <= {config.MAX_STEPS:,}, step sizes <= {config.MAX_STEP_SIZE:g}, "
-          f"iterations per step <= {config.MAX_ITERATIONS:,}")
+        f"{k}={'(required)' if v.default is schema.REQUIRED else repr(v.default)}"
+        for k, v in schema.RUN_KEYS.items()))
+    print(f"  limits: steps <= {schema.MAX_STEPS:,}, step sizes <= {schema.MAX_STEP_SIZE:g}, "
+          f"iterations per step <= {schema.MAX_ITERATIONS:,}")
     for kind in EXPERIMENT_BUILDERS:
-        defaults = config._workload_defaults(kind)
+        defaults = workload_defaults(kind)
         options = ", ".join(f"{name}={defaults[name]!r}" if name in defaults else name
                             for name in sorted(workload_options(kind))) or "(none)"
         print(f"  [workload] kind = {kind!r}: options {options}")
@@ -269,7 +271,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
                           _folder(args.results, "--results"), progress, execute=executor.run)
     bar.close()
     print(format_table(summaries))
-    print(f"\nresults in {Path(args.results) / 'calibration'}")
+    print(f"\nresults in {Path(args.results) / CALIBRATION}")
     return 0 if all(s.consistent for s in summaries) else 1
 
 
@@ -300,11 +302,11 @@ def run_command(args: argparse.Namespace) -> int:
                          "folder, --recover keeps it and resumes from its last good state")
     # one folder per config, each its own config's: refused before any work, nothing deleted
     check_run_folders(configs, _folder(args.results, "--results"), args.fresh)
-    if args.executor == "local" and args.jobs == 1:
+    if args.executor == "local" and args.jobs == 1:  # in this process: one segment per run
         summaries: Iterator[dict[str, Any]] = (
-            run_experiment(config, Path(args.results), fresh=args.fresh,
-                           progress=not args.quiet, recover=args.recover)
-            for config in configs)
+            summary for _, summary in iter_experiments(
+                configs, Path(args.results), fresh=args.fresh, recover=args.recover,
+                progress=not args.quiet))
     else:
         summaries = iter(_run_on_executor(configs, args))
     status = 0

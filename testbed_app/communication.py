@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.layout import COMMUNICATION
 from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import reuse_or_write
 from testbed.algorithms.base import run_algorithm
@@ -32,7 +33,7 @@ from testbed_app.regression import grid_problems
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
-FILE = "communication.json"
+FILE = COMMUNICATION
 KIND_ORDER = ("bilevel", "minimax", "compositional")
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from testbed_app import commands
 from testbed_app.cli import main
+from testbed_app.experiments import segments
 from tests.test_experiments import write
 
 # (label, edits of the tiny config, the key the message must name, what it must say)
@@ -122,7 +122,7 @@ def test_ctrl_c_says_how_to_resume(tmp_path, capsys, monkeypatch):
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(commands, "run_experiment", interrupt)  # what `testbed run` calls
+    monkeypatch.setattr(segments, "run_experiment", interrupt)  # what `testbed run` calls
     assert main(["run", str(write(tmp_path)), "--quiet", "--results", str(tmp_path)]) == 130
     err = capsys.readouterr().err
     assert "interrupted; rerun the same command to resume" in err and "Traceback" not in err
@@ -132,7 +132,7 @@ def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ZeroDivisionError("a bug")
 
-    monkeypatch.setattr(commands, "run_experiment", broken)
+    monkeypatch.setattr(segments, "run_experiment", broken)
     with pytest.raises(ZeroDivisionError, match="a bug"):
         main(["run", str(write(tmp_path)), "--quiet", "--results", str(tmp_path)])
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.layout import CALIBRATION, SUMMARY
 from results_format.locks import holding
 from results_format.records import calibration_record_problem, usable_calibration_runs
 from results_format.resume import read_fresh, write_json
@@ -196,7 +197,7 @@ def _calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
     """:func:`calibrate_claims` with the records locked."""
     dtype = driver_dtype()
     stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
-    paths = {c.id: (out_dir / "calibration" / f"{c.id}.json" if out_dir else None)
+    paths = {c.id: (out_dir / CALIBRATION / f"{c.id}.json" if out_dir else None)
              for c in claims}
     records: dict[str, list[dict[str, Any]]] = {}
     for c in claims:
@@ -227,7 +228,7 @@ def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Pa
     summary = {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
                "claims": [dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)}
                           for s in summaries]}
-    write_json(out_dir / "calibration" / "summary.json",
+    write_json(out_dir / CALIBRATION / SUMMARY,
                seal(json.loads(json.dumps(summary))), indent=2)
     return summaries
 

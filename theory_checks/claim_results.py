@@ -18,6 +18,7 @@ import numpy as np
 
 from problems import default_device, from_spec
 from results_format import atomic_write_bytes, json_default
+from results_format.layout import CLAIMS, COUNTEREXAMPLES, METADATA, SERIES
 from results_format.paths import inside
 from results_format.provenance import provenance
 from results_format.resume import fingerprint, read_fresh, write_json
@@ -181,7 +182,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     counter_path = None
     if result.counterexample is not None:
         ce = result.counterexample
-        counter_path = Path("counterexamples") / f"{run_id}.json"
+        counter_path = Path(COUNTEREXAMPLES) / f"{run_id}.json"
         files[counter_path.as_posix()] = _json_bytes(
             {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
              **case_summary(ce)}, indent=2, default=json_default)
@@ -189,7 +190,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         if arrays is not None:
             buffer = io.BytesIO()
             np.savez(buffer, **arrays())
-            files[f"counterexamples/{run_id}.npz"] = buffer.getvalue()
+            files[f"{COUNTEREXAMPLES}/{run_id}.npz"] = buffer.getvalue()
     cases = result.cases + result.undecided + (
         [result.counterexample] if result.counterexample else [])
     with io.StringIO(newline="") as handle:
@@ -203,7 +204,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
                                  params,
                                  p.series, p.step_name, p.step, repr(p.value),
                                  p.oracle_calls, p.comm_rounds])
-        files[f"series/{run_id}.csv"] = handle.getvalue().encode()
+        files[f"{SERIES}/{run_id}.csv"] = handle.getvalue().encode()
     outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
     fits = [fit_record(r.measurement.fit, exact=not claim.statistical)
             | {"problem_id": r.problem_id}
@@ -230,7 +231,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "counterexample": str(counter_path) if counter_path else None,
         "cases": [case_summary(r) for r in cases],
         "unconfirmed": [case_summary(r) for r in result.unconfirmed], "fits": fits,
-        "series_file": str(Path("series") / f"{run_id}.csv"),
+        "series_file": str(Path(SERIES) / f"{run_id}.csv"),
         "power": power, "positive_control": control,
         "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),
         "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
@@ -243,7 +244,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     }
     # sealed: a reader recomputes the verdict from the cases and checks the seal before it
     # believes the file (results_format.verdicts.claim_file_problem)
-    files[f"claims/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
+    files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
         payload, default=json_default))), indent=2)
     return files
 
@@ -264,7 +265,7 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
     for relative, data in files.items():
         last = inside(out_dir, relative, "a claim run's file")  # a plugin's id is a name
         atomic_write_bytes(last, data)
-    if last is None or last.parent.name != "claims":
+    if last is None or last.parent.name != CLAIMS:
         raise ValueError("a claim run's files end with its claims/<run_id>.json")
     return last
 
@@ -292,7 +293,7 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
     """Whether the claim's results file is there, whole, and of this profile and definition
     (a missing, torn, foreign or stale one: rerun the claim)."""
     stem = run_id or claim.id
-    record = read_fresh(out_dir / "claims" / f"{stem}.json", claim_fingerprint(claim, profile),
+    record = read_fresh(out_dir / CLAIMS / f"{stem}.json", claim_fingerprint(claim, profile),
                         profile.name, keys=("verdict", "as_expected"))
     return (record is not None and claim_file_problem(record, out_dir, stem) is None
             and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name)))
@@ -328,4 +329,4 @@ def write_metadata(out_dir: Path, profile: Profile,
             "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
-    write_json(out_dir / "metadata.json", meta, indent=2)
+    write_json(out_dir / METADATA, meta, indent=2)

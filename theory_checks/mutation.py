@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.layout import MUTATION, SUMMARY
 from results_format.resume import fingerprint, read_fresh, write_json
 from theory_checks.claim import Claim
 from theory_checks.claim_results import claim_fingerprint
@@ -174,7 +175,7 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     """
     runs = planned_runs(mutant, profile)
     stamp = mutant_fingerprint(mutant, profile, runs)
-    path = out_dir / "mutation" / f"{mutant.name}.json" if out_dir is not None else None
+    path = out_dir / MUTATION / f"{mutant.name}.json" if out_dir is not None else None
     saved = read_fresh(path, stamp, profile.name, keys=("runs",)) if (
         path is not None and resume) else None
     done: list[dict[str, Any]] = list(saved["runs"]) if saved else []
@@ -226,7 +227,7 @@ def fresh_records(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
     in catalogue order (a stale or torn file is left out)."""
     records = []
     for mutant in catalogue:
-        path = out_dir / "mutation" / f"{mutant.name}.json"
+        path = out_dir / MUTATION / f"{mutant.name}.json"
         stamp = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
         saved = read_fresh(path, stamp, profile.name, keys=("runs", "status"))
         if saved is not None:
@@ -238,7 +239,7 @@ def write_summary(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]) 
     records = fresh_records(out_dir, profile, catalogue)
     summary = {"profile": profile.name, "catalogue": len(catalogue), "counts": counts(records),
                "kinds": MUTANT_KINDS, "mutants": [_summary_row(r) for r in records]}
-    write_json(out_dir / "mutation" / "summary.json", summary, indent=2)
+    write_json(out_dir / MUTATION / SUMMARY, summary, indent=2)
     return summary
 
 

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, Phase, assume, example, given, seed, setting
 from hypothesis.errors import Unsatisfiable
 
 from problems import from_spec
+from results_format.layout import CLAIMS
 from results_format.locks import holding
 
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
@@ -529,7 +530,7 @@ def _run_claim_runs(
                    for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
                    if not (resume and is_done(claim, out_dir, profile, run_id))]
         _execute_and_write(pending, len(runs), out_dir, progress, execute)
-    return [json.loads((out_dir / "claims" / f"{run_id}.json").read_text())
+    return [json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text())
             for run_id in run_ids]
 
 

@@ -31,6 +31,7 @@ import torch
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
+from testbed.defaults import AGGITD_INNER_STEPS, AGGITD_LOCAL_STEPS
 from testbed.estimators.aggitd import AggITD, check_shared_parameters
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import check_step
@@ -82,8 +83,8 @@ class FBOAggITD(OuterAlgorithm):
         participation, batch_size: see :class:`~testbed.OuterAlgorithm`.
     """
 
-    inner_steps: int = 10
-    local_steps: int | tuple[int, ...] = 1
+    inner_steps: int = AGGITD_INNER_STEPS
+    local_steps: int | tuple[int, ...] = AGGITD_LOCAL_STEPS
     inner_step_size: float | None = None
     outer_step_size: float | None = None
     neumann_step_size: float | None = None

@@ -29,6 +29,7 @@ from testbed.algorithms.fednest_updates import (
     OuterUpdate,
 )
 from testbed.algorithms.rounds import RoundsFormula
+from testbed.defaults import FEDNEST_INNER_STEPS, FEDNEST_LOCAL_STEPS, FEDNEST_NEUMANN_TERMS
 from testbed.estimators.fednest import (
     IHGPResult,
     LocalSteps,
@@ -122,9 +123,9 @@ class FedNest(OuterAlgorithm):
     """
 
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
-    inner_steps: int = 5
-    neumann_terms: int = 10
-    local_steps: LocalSteps = 5
+    inner_steps: int = FEDNEST_INNER_STEPS
+    neumann_terms: int = FEDNEST_NEUMANN_TERMS
+    local_steps: LocalSteps = FEDNEST_LOCAL_STEPS
     inner_step_size: float | None = None
     outer_step_size: float | None = None
     neumann_step_size: float | None = None

@@ -34,6 +34,7 @@ import networkx as nx
 import numpy as np
 
 from testbed.decentralized.mixing import metropolis_weights, pushsum_weights
+from testbed.defaults import EDGE_PROBABILITY
 
 GraphFamily = Literal["fully_connected", "directed_ring", "random_directed",
                       "random_undirected", "b_connected", "static_undirected", "disconnected"]
@@ -99,8 +100,8 @@ class GraphSequence:
     family: str
     n: int
     seed: int = 0
-    p_low: float = 0.4
-    p_high: float = 0.8
+    p_low: float = EDGE_PROBABILITY[0]
+    p_high: float = EDGE_PROBABILITY[1]
 
     def __post_init__(self) -> None:
         if self.family not in GRAPH_FAMILIES:

@@ -56,6 +56,7 @@ from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
 from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
+from testbed.defaults import EDGE_PROBABILITY, HGP_NEUMANN_TERMS, HGP_PUSHSUM_STEPS
 from testbed.estimators.base import Estimate, Estimator
 from testbed.estimators.validation import check_positive_int, resolve_strategy
 from testbed.federation.ledger import Ledger
@@ -179,13 +180,13 @@ class HyperGradientPush(Estimator):
     """
 
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel"})
-    neumann_terms: int = 50
-    pushsum_steps: int = 10
+    neumann_terms: int = HGP_NEUMANN_TERMS
+    pushsum_steps: int = HGP_PUSHSUM_STEPS
     neumann_step_size: float | None = None
     averaging: Averaging | AveragingRule = "pushsum"
     graph_family: str = "random_directed"
     graph_seed: int = 0
-    edge_probability: tuple[float, float] = (0.4, 0.8)
+    edge_probability: tuple[float, float] = EDGE_PROBABILITY
     batch_size: int | None = None
     shared_sample: bool = False
     keep_weights: bool = False

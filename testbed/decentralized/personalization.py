@@ -23,6 +23,7 @@ from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.decentralized.hgp import HGPState, HyperGradientPush, hypergradient_from_blocks
 from testbed.decentralized.sgp import StochasticGradientPush
+from testbed.defaults import HGP_PERSONALIZATION
 from testbed.federation.context import FederatedContext
 
 
@@ -46,7 +47,9 @@ class HGPPersonalization(OuterAlgorithm):
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel"})
     outer_step_size: float | None = None
     estimator: HyperGradientPush = dataclasses.field(default_factory=lambda: HyperGradientPush(
-        neumann_terms=20, pushsum_steps=5, inner=StochasticGradientPush(60)))
+        neumann_terms=HGP_PERSONALIZATION["neumann_terms"],
+        pushsum_steps=HGP_PERSONALIZATION["pushsum_steps"],
+        inner=StochasticGradientPush(HGP_PERSONALIZATION["inner_steps"])))
 
     def rounds_formula(self) -> RoundsFormula:
         """``M S + T`` gossip steps per outer iteration: M Neumann terms of S Push-Sum steps

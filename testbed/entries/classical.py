@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from testbed.defaults import NEUMANN_TERMS
 from testbed.estimators.classical import (
     ExactHypergradient,
     ImplicitDifferentiation,
@@ -33,7 +34,7 @@ from testbed.info import ALL_KINDS, EstimatorInfo, field_defaults
 # the step sizes are the solvers' own defaults.
 _PARTS = ("inner", "linear_solver")
 _INNER = {"inner_steps": 100, **field_defaults(GradientDescent, step_size="inner_step_size")}
-_SERIES = {"neumann_terms": 20, **field_defaults(Neumann, step_size="neumann_step_size")}
+_SERIES = {"neumann_terms": NEUMANN_TERMS, **field_defaults(Neumann, step_size="neumann_step_size")}
 
 _entry = functools.partial(EstimatorInfo, paper="Classical", supports=ALL_KINDS)
 

@@ -15,6 +15,7 @@ from testbed.decentralized.averaging import ServerAveraging
 from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush, Quantity
 from testbed.decentralized.personalization import HGPPersonalization
 from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
+from testbed.defaults import HGP_PERSONALIZATION
 from testbed.info import EstimatorInfo, field_defaults
 
 _entry = functools.partial(EstimatorInfo, paper="HGP", supports=frozenset({"bilevel"}))
@@ -88,10 +89,11 @@ ENTRIES: list[EstimatorInfo] = [
         cls=HGPPersonalization,
         reference="HGP sec. 5.3 (HGP-PL: hypergradient descent on per-client lambda_i, SGP)",
         # outer_step_size is HGPPersonalization's field; the other keywords configure the HGP
-        # estimator it holds (M = 15, S = 5, T = 40 Nedic SGP steps, the graph's fields)
+        # estimator it holds (testbed.defaults.HGP_PERSONALIZATION: M, S, T Nedic SGP steps;
+        # the graph's fields)
         make=lambda outer_step_size, **kw: HGPPersonalization(
             outer_step_size=outer_step_size, estimator=_hgp(sgp_variant="nedic")(**kw)),
-        settings={"neumann_terms": 15, "pushsum_steps": 5, "inner_steps": 40,
+        settings={**HGP_PERSONALIZATION,
                   **field_defaults(HyperGradientPush, "graph_family", "graph_seed")},
         fixed=("participation", "batch_size", "estimator"),
         closed_form_only=True,

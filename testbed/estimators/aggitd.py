@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from problems import Problem
+from testbed.defaults import AGGITD_INNER_STEPS, AGGITD_LOCAL_STEPS
 from testbed.estimators.base import InnerState
 from testbed.estimators.federated import FederatedEstimator
 from testbed.estimators.solvers import default_step_size
@@ -180,8 +181,8 @@ class AggITD(FederatedEstimator):
         62
     """
 
-    inner_steps: int = 10
-    local_steps: int | tuple[int, ...] = 1
+    inner_steps: int = AGGITD_INNER_STEPS
+    local_steps: int | tuple[int, ...] = AGGITD_LOCAL_STEPS
     inner_step_size: float | None = None
     neumann_step_size: float | None = None
     lower_solver: str = "svrg"

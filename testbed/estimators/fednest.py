@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from problems import Batch, Problem
+from testbed.defaults import FEDNEST_INNER_STEPS, FEDNEST_LOCAL_STEPS, NEUMANN_TERMS
 from testbed.estimators.base import InnerState
 from testbed.estimators.federated import FederatedEstimator
 from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
@@ -451,10 +452,10 @@ class FedIHGP(FederatedEstimator):
         batch_size: per-client minibatch (``None``: exact local objectives).
     """
 
-    inner_steps: int = 5
-    local_steps: LocalSteps = 5
+    inner_steps: int = FEDNEST_INNER_STEPS
+    local_steps: LocalSteps = FEDNEST_LOCAL_STEPS
     inner_step_size: float | None = None
-    neumann_terms: int = 20
+    neumann_terms: int = NEUMANN_TERMS
     neumann_step_size: float | None = None
     truncation: Truncation = "random"
     scale_by_steps: bool = True

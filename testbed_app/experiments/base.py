@@ -26,15 +26,19 @@ the finished pieces a restored state holds (a resumed run says so). A step may r
 :class:`~testbed_app.experiments.divergence.Diverged` when a phase inside it diverged.
 
 Replication rows, the report's "paper vs testbed" tables, go to
-``<results>/replication/<experiment name>.json`` in the :data:`REPLICATION_SCHEMA` form, and
-benchmark results to ``<results>/bench/<benchmark>.json`` in the :data:`BENCH_SCHEMA` form.
+``<results>/replication/<experiment name>.json`` in the
+:data:`results_format.REPLICATION_SCHEMA` form, and benchmark results to
+``<results>/bench/<benchmark>.json`` in the :data:`results_format.BENCH_SCHEMA` form.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from testbed_app.experiments.algorithm import build_entry
 
 #: Keys every metrics row has (experiments may add more, e.g. ``test_loss``, ``r2``).
 METRIC_KEYS: tuple[str, ...] = (
@@ -45,7 +49,6 @@ METRIC_KEYS: tuple[str, ...] = (
 )
 
 MetricRow = dict[str, float]
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +90,13 @@ class ExperimentConfig:
     #: ``[run] steps`` as the file gives it, before a ``--steps`` override: a run that stops
     #: short of it is partial (its replication record says so). ``None``: same as ``steps``.
     horizon: int | None = dataclasses.field(default=None, compare=False)
+
+    @functools.cached_property
+    def entry(self) -> Any:
+        """The registered estimator or outer algorithm ``[algorithm]`` names, built once
+        (:func:`~testbed_app.experiments.algorithm.build_entry`): validation builds it to run
+        the constructor's checks, and the experiment runs this object."""
+        return build_entry(self.algorithm)
 
 
 @runtime_checkable

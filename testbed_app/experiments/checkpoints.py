@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib
 import io
 import os
 import sys
@@ -16,12 +18,13 @@ import numpy as np
 import torch
 
 from results_format import atomic_write_bytes
+from results_format.layout import RUN_METRICS
 from results_format.metrics import rows_digest
 from results_format.records import CHECKPOINT_SCHEMA
 from results_format.resume import FINGERPRINT_KEY, is_fresh
 from results_format.validation import field_problems
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
-from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.errors import ConfigError
 from testbed_app.experiments.metrics_csv import CheckpointError, ResultsError
 from testbed_app.experiments.registry import build_experiment
 
@@ -94,8 +97,6 @@ def encode(obj: Any) -> Any:
 
 
 def _resolve(name: str) -> Any:
-    import importlib
-
     module, _, qualname = name.partition(":")
     if not module.startswith(_CLASS_PACKAGES):
         raise TypeError(f"class {name!r} is not one of this project's")
@@ -167,8 +168,6 @@ def _digest_into(obj: Any, digest: Any) -> None:
 def content_seal(raw: dict[str, Any]) -> str:
     """The sha256 (hex) of a checkpoint's content but its seal (:func:`_digest_into`): an
     edited step, fingerprint, metrics digest or tensor no longer matches it."""
-    import hashlib
-
     digest = hashlib.sha256()
     _digest_into({k: v for k, v in raw.items() if k != SEAL}, digest)
     return digest.hexdigest()
@@ -254,7 +253,7 @@ def checkpoint_problem(raw: dict[str, Any]) -> str | None:
     return None
 
 
-def _unused_bad_name(path: Path) -> Path:
+def unused_bad_name(path: Path) -> Path:
     """``<name>.bad`` beside ``path``, or ``.bad2``, ``.bad3``, ... when taken."""
     target = path.with_name(path.name + ".bad")
     n = 1
@@ -264,9 +263,9 @@ def _unused_bad_name(path: Path) -> Path:
     return target
 
 
-def _set_aside(path: Path) -> Path:
-    """Rename a bad file to :func:`_unused_bad_name`; never delete it."""
-    target = _unused_bad_name(path)
+def set_aside(path: Path) -> Path:
+    """Rename a bad file to :func:`unused_bad_name`; never delete it."""
+    target = unused_bad_name(path)
     os.replace(path, target)
     return target
 
@@ -330,11 +329,11 @@ def _unusable(checkpoint: dict[str, Any], path: Path, rows: Sequence[MetricRow],
     :class:`CheckpointError`); ``None`` when it can."""
     step = checkpoint["step"]
     if step > contiguous:
-        return ResultsError(f"{path.parent / 'metrics.csv'} holds steps 1..{contiguous} but "
+        return ResultsError(f"{path.parent / RUN_METRICS} holds steps 1..{contiguous} but "
                             f"{path} is at step {step}: rows are missing")
     recorded = checkpoint.get(METRICS)
     if isinstance(recorded, str) and recorded and recorded != rows_digest(rows[:step]):
-        return ResultsError(f"{path.parent / 'metrics.csv'} rows 1..{step} differ from those "
+        return ResultsError(f"{path.parent / RUN_METRICS} rows 1..{step} differ from those "
                             f"{path.name} was written after (edited since?)")
     mismatch = _shape_mismatch(expected_state, checkpoint["experiment"])
     if mismatch:
@@ -354,7 +353,7 @@ def _load_into(experiment: Experiment, checkpoint: dict[str, Any],
     return None
 
 
-def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: Path,
+def resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: Path,
             rows: Sequence[MetricRow], config_hash: str, source: str, recover: bool,
             notify: Callable[[str], None]) -> tuple[Experiment, int]:
     """Load the newest usable checkpoint into ``experiment``; ``(experiment, start step)``."""
@@ -387,7 +386,7 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
             if not is_fresh(checkpoint, config_hash):
                 raise CheckpointError(f"{path}: written by a different config than {source}")
         except CheckpointError as error:
-            notify(f"{error}; set aside as {_set_aside(path).name}")
+            notify(f"{error}; set aside as {set_aside(path).name}")
             continue
         problem = _unusable(checkpoint, path, rows, contiguous, expected_state)
         if problem is not None and not isinstance(problem, CheckpointError):
@@ -395,7 +394,7 @@ def _resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: P
             continue
         problem = problem or _load_into(experiment, checkpoint, path)
         if problem is not None:
-            notify(f"{problem}; set aside as {_set_aside(path).name}")
+            notify(f"{problem}; set aside as {set_aside(path).name}")
             experiment = build_experiment(config, device)  # the failed load may have half-set it
             continue
         notify(f"recovered from {path.name} (step {checkpoint['step']})")

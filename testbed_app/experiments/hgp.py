@@ -84,19 +84,15 @@ moments, numpy generator states, counters), so a resumed run equals an uninterru
 
 This module is the entry point (the builders the registry names); the experiments live in
 :mod:`testbed_app.experiments.personalization` and :mod:`testbed_app.experiments.influence`,
-their shared set-up and option checks in :mod:`testbed_app.experiments.hgp_common`. Their
-names, and the names they import, still resolve here (the module's ``__getattr__``), as they
-did when the experiments lived in this module.
+their shared set-up and option checks in :mod:`testbed_app.experiments.hgp_common`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
 
 from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
-from testbed_app.experiments import hgp_common, influence, personalization
 from testbed_app.experiments.base import Experiment, ExperimentConfig
 from testbed_app.experiments.hgp_common import INFLUENCE_OPTIONS, PERSONALIZATION_OPTIONS
 from testbed_app.experiments.influence import (
@@ -106,19 +102,6 @@ from testbed_app.experiments.influence import (
     sign_agreement,
 )
 from testbed_app.experiments.personalization import HGPPersonalizationExperiment
-
-#: Where the names this module held before the experiments moved out of it are now: any name
-#: of these modules (the experiments' own, and what they import: ``InfluenceProblem``,
-#: ``_check_fraction``, ...) still resolves here, so old imports keep working (PEP 562).
-_MOVED_TO = (influence, personalization, hgp_common)
-
-
-def __getattr__(name: str) -> Any:
-    for module in _MOVED_TO:
-        if hasattr(module, name):
-            return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 # ------------------------------------------------------------------------------ builders
 

@@ -23,7 +23,7 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config import load_data, split_data
+from testbed_app.experiments.data import load_data, split_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")
@@ -138,11 +138,9 @@ INFLUENCE_CHECKS: dict[str, Check] = {
 
 
 def _estimator(config: ExperimentConfig) -> HyperGradientPush:
-    """The registered HGP estimator of ``[algorithm]``, which must train by SGP."""
-    from testbed.registry import get_estimator
-
-    params = {k: v for k, v in config.algorithm.items() if k != "name"}
-    estimator = get_estimator(config.algorithm["name"]).build(**params)
+    """The registered HGP estimator of ``[algorithm]`` (built once, ``config.entry``), which
+    must train by SGP."""
+    estimator = config.entry
     if not isinstance(estimator, HyperGradientPush):
         raise ValueError(f"[algorithm] name: {config.algorithm['name']!r} is not an HGP "
                          "estimator (hgp, hgp-practical, hgp-stochastic, ...)")
@@ -166,15 +164,18 @@ def _device(config: ExperimentConfig, device: str | None) -> torch.device:
     return chosen
 
 
-def _rng_state(rng: np.random.Generator) -> dict[str, Any]:
+def rng_state(rng: np.random.Generator) -> dict[str, Any]:
+    """A numpy generator's state, as a checkpoint stores it."""
     return dict(rng.bit_generator.state)
 
 
-def _set_rng(rng: np.random.Generator, state: dict[str, Any]) -> None:
+def set_rng(rng: np.random.Generator, state: dict[str, Any]) -> None:
+    """Restore a numpy generator from :func:`rng_state`."""
     rng.bit_generator.state = state
 
 
-def _gossip_counts(calls: Any) -> tuple[int, int]:
+def gossip_counts(calls: Any) -> tuple[int, int]:
+    """``(gossip steps, floats sent)`` of a call-counter snapshot."""
     return int(calls.comm_rounds), int(calls.floats_sent)
 
 
@@ -188,7 +189,7 @@ def train_by_sgp(estimator: HyperGradientPush, problem: Any, x: torch.Tensor, st
     counter = CallCounter()
     out = inner.run(problem, x, state.y, state.omega, state.time, graph,
                     Oracles(problem, counter), GraphLedger(problem.n_clients, counter), rng)
-    return (out, *_gossip_counts(counter.snapshot()))
+    return (out, *gossip_counts(counter.snapshot()))
 
 
 class DecentralizedRun:

@@ -44,9 +44,9 @@ from testbed_app.experiments.hgp_common import (
     INFLUENCE_CHECKS,
     INFLUENCE_DEFAULTS,
     DecentralizedRun,
-    _gossip_counts,
-    _rng_state,
-    _set_rng,
+    gossip_counts,
+    rng_state,
+    set_rng,
     train_by_sgp,
 )
 
@@ -378,7 +378,7 @@ class HGPInfluenceExperiment(DecentralizedRun):
         hgp_state = HGPState(y_model.expand(n, -1).clone(), sgp["omega"], sgp["time"])
         hgp = hgp_estimator.run(problem.with_damping(row["damping"]), x0, hgp_state, self.rng,
                                 track_consensus=False)
-        rounds, floats = _gossip_counts(hgp.calls)
+        rounds, floats = gossip_counts(hgp.calls)
         mask = problem.sample_mask
         predicted = -hgp.trajectory[-1, 0].detach()
         record: dict[str, Any] = {
@@ -476,14 +476,14 @@ class HGPInfluenceExperiment(DecentralizedRun):
     def state_dict(self) -> dict[str, Any]:
         """The finished steps' state and, inside a step, its finished pieces (``partial``,
         described by ``phase``): a run resumed from it goes on from the next piece."""
-        return {"step": self.step_count, "rng": _rng_state(self.rng),
+        return {"step": self.step_count, "rng": rng_state(self.rng),
                 "record": {k: (list(v) if isinstance(v, list) else v)
                            for k, v in self.record.items()},
                 "partial": copy.deepcopy(self.partial), "phase": self.phase}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
-        _set_rng(self.rng, state["rng"])
+        set_rng(self.rng, state["rng"])
         record = dict(state["record"])
         for key in ("predicted", "y_model", "y_ref"):
             if isinstance(record.get(key), torch.Tensor):

@@ -1,5 +1,6 @@
 """A run's ``metrics.csv``: reading it back (repairing a torn last row), writing it, appending
-rows as the run goes; and the errors for results files that cannot be used.
+rows as the run goes (its errors, :class:`ResultsError`, are in
+:mod:`testbed_app.experiments.errors`).
 """
 
 from __future__ import annotations
@@ -10,20 +11,13 @@ from pathlib import Path
 
 from results_format import atomic_write
 from results_format import metrics as metrics_format
-from results_format.metrics import format_value as _format
-from results_format.metrics import rows_digest
+from results_format.metrics import format_value, rows_digest
 from results_format.writing import open_append
 from testbed_app.experiments.base import MetricRow
-from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.errors import CheckpointError, ResultsError
 
-
-class ResultsError(ConfigError):
-    """A results file (metrics.csv, checkpoint.pt) that cannot be used; the message names it
-    and says how to go on without losing what is there."""
-
-
-class CheckpointError(ResultsError):
-    """A checkpoint that is corrupt, foreign or of another format."""
+__all__ = ["CheckpointError", "MetricsWriter", "ResultsError", "read_metrics",
+           "read_metrics_notes", "write_metrics"]
 
 
 def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
@@ -43,11 +37,11 @@ def read_metrics(path: Path) -> list[MetricRow]:
     return read_metrics_notes(path)[0]
 
 
-def _write_metrics(path: Path, rows: Sequence[MetricRow]) -> None:
+def write_metrics(path: Path, rows: Sequence[MetricRow]) -> None:
     atomic_write(path, metrics_format.render_rows(rows))
 
 
-class _MetricsWriter:
+class MetricsWriter:
     """Appends rows to ``metrics.csv`` and flushes after each; the header comes from row 1.
     ``rows``: every row of the file, as written (a checkpoint records their digest)."""
 
@@ -69,7 +63,7 @@ class _MetricsWriter:
         if set(row) != set(self.columns):
             raise ValueError(f"metrics row has columns {sorted(row)}, the file has "
                              f"{sorted(self.columns)}")
-        self.writer.writerow([_format(row[key]) for key in self.columns])
+        self.writer.writerow([format_value(row[key]) for key in self.columns])
         self.handle.flush()
         self.rows.append({key: float(row[key]) for key in self.columns})
 

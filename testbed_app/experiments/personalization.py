@@ -28,9 +28,9 @@ from testbed_app.experiments.hgp_common import (
     PERSONALIZATION_CHECKS,
     PERSONALIZATION_DEFAULTS,
     DecentralizedRun,
-    _gossip_counts,
-    _rng_state,
-    _set_rng,
+    gossip_counts,
+    rng_state,
+    set_rng,
     train_by_sgp,
 )
 
@@ -167,7 +167,7 @@ class HGPPersonalizationExperiment(DecentralizedRun):
         else:
             hgp = self.estimator.run(problem, x, run.state, run.rng, track_consensus=False)
             run.state = hgp.state
-            rounds, floats = _gossip_counts(hgp.calls)
+            rounds, floats = gossip_counts(hgp.calls)
             metrics = problem.evaluate(x, run.state.y)  # the model trained for this lambda
             run.optimizer.zero_grad()
             run.lam.grad = hgp.trajectory[-1, 0].reshape(-1).to(run.lam.dtype)
@@ -189,7 +189,7 @@ class HGPPersonalizationExperiment(DecentralizedRun):
             "name": r.name, "lam": r.lam.detach().clone(),
             "optimizer": None if r.optimizer is None else r.optimizer.state_dict(),
             "y": r.state.y.clone(), "omega": r.state.omega.clone(), "time": r.state.time,
-            "rng": _rng_state(r.rng), "rounds": r.rounds, "floats_sent": r.floats_sent,
+            "rng": rng_state(r.rng), "rounds": r.rounds, "floats_sent": r.floats_sent,
             "best": (r.best_val, r.best_test, r.best_p10)} for r in self.runs]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -205,7 +205,7 @@ class HGPPersonalizationExperiment(DecentralizedRun):
                 run.optimizer.load_state_dict(s["optimizer"])
             run.state = HGPState(s["y"].to(self.device), s["omega"].to(self.device),
                                  int(s["time"]))
-            _set_rng(run.rng, s["rng"])
+            set_rng(run.rng, s["rng"])
             run.rounds, run.floats_sent = int(s["rounds"]), int(s["floats_sent"])
             run.best_val, run.best_test, run.best_p10 = s["best"]
 

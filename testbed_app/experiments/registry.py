@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from problems.workloads import registry
 from testbed_app.experiments.base import Experiment, ExperimentConfig
 from testbed_app.experiments.hgp import build_hgp_influence, build_hgp_personalization
 from testbed_app.experiments.server import build_server_experiment
@@ -33,8 +34,6 @@ EXPERIMENT_BUILDERS: dict[str, Builder] = {
 def workload_options(kind: str) -> frozenset[str]:
     """The ``[workload]`` keys, besides ``kind`` and ``model``, that ``kind`` accepts."""
     if kind in SERVER_KINDS:
-        from problems.workloads import registry
-
         # data_root is the [data] root of the config (the runner passes the loaded dataset)
         return frozenset(registry.workload_options(kind)) - {"data_root"}
     if kind not in EXPERIMENT_BUILDERS:

@@ -2,7 +2,7 @@
 
 A config's ``[replication]`` table names one metric (and ``[[replication.extra_rows]]`` more);
 each becomes one row of ``<results>/replication/<experiment>.json``
-(:data:`~testbed_app.experiments.base.REPLICATION_SCHEMA`). How each row's number is computed
+(:data:`results_format.REPLICATION_SCHEMA`). How each row's number is computed
 from the metrics (``rounds_to_accuracy``, ``final_test_accuracy``, ``final_metric``) is part of
 the results format (:mod:`results_format.replication`), so the report can compute it again;
 each row records its ``definition``, and the record the digest of the metrics rows it was

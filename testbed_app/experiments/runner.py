@@ -31,13 +31,18 @@ A checkpoint written by a different config is refused
 table may change between the two). At the end, a
 config with a ``[replication]`` table gets ``<results>/replication/<name>.json``.
 
-This module is the entry point and the run loop; ``metrics.csv`` is read and written by
-:mod:`testbed_app.experiments.metrics_csv`, checkpoints and resumption are
-:mod:`testbed_app.experiments.checkpoints`. Their names are re-exported here.
+This module is the entry point and the run loop, the one place a run's files are written: a
+run on an executor is a chain of segments, each this loop in a private copy of the run folder
+(:mod:`testbed_app.experiments.segments`), and a run in this process is the one-segment case.
+``metrics.csv`` is read and written by :mod:`testbed_app.experiments.metrics_csv`, checkpoints
+and resumption are :mod:`testbed_app.experiments.checkpoints`, whose run folder a config may use
+is :mod:`testbed_app.experiments.run_folders`.
 """
+
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -45,55 +50,54 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from results_format import atomic_write, json_default
+from results_format.layout import (
+    RUN_CHECKPOINT,
+    RUN_CONFIG,
+    RUN_METADATA,
+    RUN_METRICS,
+    RUN_SPLIT,
+    replication_file,
+)
 from results_format.locks import holding
-from results_format.paths import plain_name
 from results_format.provenance import provenance
 from testbed.precision import set_precision
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
-from testbed_app.experiments.checkpoints import (  # noqa: F401
-    _CLASS_PACKAGES,
-    _TAG,
+from testbed_app.experiments.checkpoints import (
     ADVICE,
     CHECKPOINT_VERSION,
-    _checkpoint_content,
-    _class_name,
-    _contiguous,
-    _resolve,
-    _resume,
-    _set_aside,
-    _unused_bad_name,
-    decode,
     encode,
-    load_checkpoint,
-    previous_checkpoint,
+    resume,
     save_checkpoint,
+    set_aside,
+    unused_bad_name,
 )
-from testbed_app.experiments.config import (
-    ConfigError,
-    dump_toml,
-    fingerprint,
-    load_data,
-    split_data,
-)
+from testbed_app.experiments.config_toml import dump_toml, fingerprint
+from testbed_app.experiments.data import load_data, split_data
 from testbed_app.experiments.divergence import Diverged, MetricsWatch
-from testbed_app.experiments.metrics_csv import (  # noqa: F401
-    CheckpointError,
-    ResultsError,
-    _format,
-    _MetricsWriter,
-    _write_metrics,
+from testbed_app.experiments.errors import CheckpointError, ConfigError, ResultsError
+from testbed_app.experiments.metrics_csv import (
+    MetricsWriter,
     read_metrics,
     read_metrics_notes,
+    write_metrics,
 )
 from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
+from testbed_app.experiments.run_folders import (
+    check_run_folders,
+    folder_owner_problem,
+    remove_run_folder,
+    run_dir,
+    run_lock,
+)
 from testbed_app.experiments.step_pieces import StepPieces
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
@@ -110,92 +114,11 @@ def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
     return RESUMABLE_CHANGES + (() if config.run.get("tf32") else ("run.tf32",))
 
 
-def run_dir(config: ExperimentConfig, results: Path) -> Path:
-    """``<results>/runs/<name>``; a name that is not a plain folder name is refused."""
-    source = str(config.path) if config.path else "<config>"
-    return Path(results) / "runs" / plain_name(config.name, f"{source}: name")
-
-
-def run_lock(config: ExperimentConfig, results: Path) -> tuple[str, str]:
-    """The lock of ``config``'s run folder (:mod:`results_format.locks`)."""
-    return f"run-{config.name}", f"the run folder {run_dir(config, results)}"
-
-
-def _same_file(recorded: str, path: Path) -> bool:
-    """Whether ``recorded`` (the config path a run recorded) is the config file ``path``: one
-    of the same file name (``a.toml`` is not ``b.toml``; a results folder copied with its
-    configs to another checkout, where the paths differ, stays its configs')."""
-    return Path(recorded).name == Path(path).name
-
-
-def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -> str | None:
-    """Why ``config`` may not use (``fresh``: delete) its run folder: its recorded
-    ``config.toml`` is not this config and its ``metadata.json`` records another config file
-    (by file name: an edited config stays its folder's, ``b.toml`` of the same ``name`` does
-    not); with ``fresh``, also a folder the testbed cannot tell is this config's (no readable
-    metadata, or no config path to compare)."""
-    folder = run_dir(config, results)
-    if not folder.exists():
-        return None
-    if not folder.is_dir():
-        return f"{folder} is a file, not a run folder; move it away"
-    try:
-        if (folder / "config.toml").read_text() == dump_toml(config):
-            return None  # the config as recorded is the config being run
-    except (OSError, UnicodeDecodeError):
-        pass
-    try:
-        recorded = json.loads((folder / "metadata.json").read_text()).get("config")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        recorded = None
-    if isinstance(recorded, str) and config.path is not None:
-        if _same_file(recorded, Path(config.path)):
-            return None
-        return (f"{folder} holds the run of {recorded}, not of {config.path} (both configs have "
-                f"name = {config.name!r}); give one of them another name, or move the folder "
-                "away. Nothing was deleted")
-    if fresh and (recorded is not None or config.path is not None):
-        return (f"--fresh: {folder} is not recorded as a run of {config.path or config.name} "
-                "(its metadata.json names no config file); delete it by hand if it should go. "
-                "Nothing was deleted")
-    return None
-
-
-def check_run_folders(configs: Sequence[ExperimentConfig], results: Path, fresh: bool) -> None:
-    """Before any work: no two configs share a run folder, and each run folder is its
-    config's (:func:`folder_owner_problem`); :class:`ConfigError` naming both otherwise."""
-    by_name: dict[str, list[ExperimentConfig]] = {}
-    for config in configs:
-        run_dir(config, results)  # the name is a plain folder name
-        by_name.setdefault(config.name, []).append(config)
-    for name, group in by_name.items():
-        if len(group) > 1:
-            files = ", ".join(str(c.path or "<config>") for c in group)
-            raise ConfigError(f"{files}: {len(group)} configs have name = {name!r}, so their "
-                              "runs would share one run folder; give each its own name")
-    for config in configs:
-        problem = folder_owner_problem(config, results, fresh)
-        if problem is not None:
-            raise ConfigError(problem)
-
-
-def remove_run_folder(config: ExperimentConfig, results: Path) -> None:
-    """``--fresh``: delete ``config``'s run folder, only when it is this config's
-    (:func:`folder_owner_problem`; :class:`ConfigError` otherwise, nothing deleted)."""
-    problem = folder_owner_problem(config, results, fresh=True)
-    if problem is not None:
-        raise ConfigError(problem)
-    folder = run_dir(config, results)
-    if folder.is_dir() and not folder.is_symlink():
-        shutil.rmtree(folder)
-    elif folder.is_symlink():
-        folder.unlink()  # the link, never what it points to
-
-
 # ----------------------------------------------------------------------------- metadata
 
 
 def machine() -> dict[str, Any]:
+    """The machine a run computes on, for ``metadata.json``."""
     info: dict[str, Any] = {"platform": platform.platform(), "processor": platform.processor(),
                             "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                             "cuda": torch.cuda.is_available()}
@@ -262,6 +185,11 @@ def _divergence(experiment: Experiment, row: MetricRow,
     return watch.update(row) if watch is not None else None
 
 
+
+
+# ----------------------------------------------------------------------------- the run
+
+
 def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: bool = False,
                    progress: bool = True, recover: bool = False,
                    notify: Callable[[str], None] | None = None,
@@ -304,140 +232,210 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             print(f"{config.name}: {message}", file=sys.stderr)
 
     results = Path(results_dir)
-    folder = run_dir(config, results)
     with holding(results, [run_lock(config, results)], notify=note):
-        return _run_locked(config, results, folder, fresh, progress, recover, note,
-                           segment_steps, notes)
+        run = _open_run(config, results, fresh, recover, note, say_resumed=segment_steps is None)
+        status = _step_through(run, progress, segment_steps)
+        return _finish(run, results, status, notes)
 
 
-def _run_locked(config: ExperimentConfig, results: Path, folder: Path, fresh: bool,
-                progress: bool, recover: bool, note: Callable[[str], None],
-                segment_steps: int | None, notes: list[str]) -> dict[str, Any]:
-    """:func:`run_experiment` with the run folder locked."""
-    from tqdm import tqdm
+@dataclasses.dataclass
+class _Run:
+    """A run as opened by :func:`_open_run`: the experiment resumed at step ``start``, the
+    metrics rows kept up to it, and what its files record."""
 
-    device = config.run["device"]
+    config: ExperimentConfig
+    folder: Path
+    experiment: Experiment
+    start: int
+    config_hash: str
+    metadata: dict[str, Any]
+    resumed: str | None  # what the checkpoint on disk holds ("step 4 (phase: ...)"), or None
+    note: Callable[[str], None]
+    kept: list[MetricRow] = dataclasses.field(default_factory=list)
+    tic: float = 0.0  # when the steps of this session began (perf_counter)
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.folder / RUN_CHECKPOINT
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.folder / RUN_METRICS
+
+
+def _open_run(config: ExperimentConfig, results: Path, fresh: bool, recover: bool,
+              note: Callable[[str], None], say_resumed: bool) -> _Run:
+    """Build the experiment (every config error before a file is written), claim the run
+    folder, resume from its checkpoint and write the files of the run's start."""
     source = str(config.path) if config.path else config.name
     # the precision policy before anything computes (here, wherever an executor runs this)
     precision = set_precision(bool(config.run.get("tf32", False)))
     try:
-        experiment = build_experiment(config, device)
+        experiment = build_experiment(config, config.run["device"])
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from error
     config_hash = fingerprint(config, ignore=_fingerprint_ignores(config))
-    checkpoint_path, metrics_path = folder / "checkpoint.pt", folder / "metrics.csv"
+    folder = _claim_folder(config, results, fresh)
+    metrics_path = folder / RUN_METRICS
+    rows = _read_rows(metrics_path, recover, note)
+    experiment, start = resume(experiment, config, folder / RUN_CHECKPOINT, rows, config_hash,
+                               source, recover, note)
+    kept = [r for r in rows if r["step"] <= start]
+    if recover and len(kept) < len(rows) and metrics_path.exists():
+        backup = unused_bad_name(metrics_path)
+        shutil.copy2(metrics_path, backup)
+        note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
+             f"{backup.name}")
+    phase = getattr(experiment, "phase", None)  # the finished pieces of a step under way
+    resumed = f"step {start}" + (f" (phase: {phase})" if phase else "")
+    if (start > 0 or phase) and say_resumed:
+        note(f"resuming from {resumed}")
+    metadata = _metadata(config, experiment, time.strftime("%Y-%m-%dT%H:%M:%S"), start,
+                         precision)
+    run = _Run(config, folder, experiment, start, config_hash, metadata,
+               resumed if start > 0 or phase else None, note, kept)
+    _write_start_files(run)
+    run.tic = time.perf_counter()
+    return run
+
+
+def _claim_folder(config: ExperimentConfig, results: Path, fresh: bool) -> Path:
+    """The run folder, created: deleted first with ``fresh``; refused when it is another
+    config's (:func:`~testbed_app.experiments.run_folders.folder_owner_problem`)."""
     if fresh:
         remove_run_folder(config, results)
     else:
         problem = folder_owner_problem(config, results, fresh=False)
         if problem is not None:
             raise ConfigError(problem)
+    folder = run_dir(config, results)
     folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
+
+def _read_rows(metrics_path: Path, recover: bool, note: Callable[[str], None]) -> \
+        list[MetricRow]:
+    """The rows of ``metrics.csv`` (a torn last row dropped with a note); a damaged file stops
+    the run, or with ``recover`` is set aside."""
     try:
         rows, repaired = read_metrics_notes(metrics_path)
     except ResultsError as error:
         if not recover:
             raise ResultsError(f"{error}. {ADVICE}") from None
-        rows, repaired = [], [f"{error}; set aside as {_set_aside(metrics_path).name}"]
+        rows, repaired = [], [f"{error}; set aside as {set_aside(metrics_path).name}"]
     for message in repaired:
         note(message)
-    experiment, start = _resume(experiment, config, checkpoint_path, rows, config_hash, source,
-                                recover, note)
-    kept = [r for r in rows if r["step"] <= start]
-    if recover and len(kept) < len(rows) and metrics_path.exists():
-        backup = _unused_bad_name(metrics_path)
-        shutil.copy2(metrics_path, backup)
-        note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
-             f"{backup.name}")
-    phase = getattr(experiment, "phase", None)  # the finished pieces of a step under way
-    resumed = f"step {start}" + (f" (phase: {phase})" if phase else "")
-    if (start > 0 or phase) and segment_steps is None:
-        note(f"resuming from {resumed}")
+    return rows
 
-    started = time.strftime("%Y-%m-%dT%H:%M:%S")
-    metadata = _metadata(config, experiment, started, start, precision)
-    # the record of whose folder this is first (check_run_folders reads it)
-    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
-    atomic_write(folder / "config.toml", dump_toml(config))
-    atomic_write(folder / "split.json",
-                  json.dumps(_split_json(config, experiment), default=json_default))
-    # rows after the checkpoint (an interruption between two checkpoints) are recomputed
-    _write_metrics(metrics_path, kept)
 
+def _write_start_files(run: _Run) -> None:
+    """``metadata.json`` (first: :func:`~testbed_app.experiments.run_folders.check_run_folders`
+    reads it), ``config.toml``, ``split.json``, and ``metrics.csv`` up to the resumed step (rows
+    after the checkpoint, left by an interruption, are recomputed)."""
+    folder, config = run.folder, run.config
+    atomic_write(folder / RUN_METADATA, json.dumps(run.metadata, indent=2, default=json_default))
+    atomic_write(folder / RUN_CONFIG, dump_toml(config))
+    atomic_write(folder / RUN_SPLIT,
+                 json.dumps(_split_json(config, run.experiment), default=json_default))
+    write_metrics(run.metrics_path, run.kept)
+
+
+def _step_through(run: _Run, progress: bool, segment_steps: int | None) -> str:
+    """Steps ``start + 1 ..`` of the run: each row appended to ``metrics.csv``, a checkpoint
+    every ``checkpoint_every`` steps and at the last; the run's status."""
+    config, experiment = run.config, run.experiment
     steps, every = int(config.run["steps"]), int(config.run["checkpoint_every"])
-    tic = time.perf_counter()
-    accuracy = math.nan
-    status = "completed"
-    bar = tqdm(total=steps, initial=min(start, steps), desc=f"{config.name}: outer steps",
+    bar = tqdm(total=steps, initial=min(run.start, steps), desc=f"{config.name}: outer steps",
                unit="step", disable=not progress)
-    writer = _MetricsWriter(metrics_path)
+    writer = MetricsWriter(run.metrics_path)
     watch = MetricsWatch(getattr(experiment, "chance_accuracy", None),
-                         getattr(experiment, "initial_metrics", None), kept)
-    pieces = StepPieces(bar, lambda done: save_checkpoint(checkpoint_path, experiment, done,
-                                                          config_hash, writer.digest(done)),
-                        saved=resumed if start > 0 or phase else None)
+                         getattr(experiment, "initial_metrics", None), run.kept)
+
+    def checkpoint(done: int) -> None:
+        save_checkpoint(run.checkpoint_path, experiment, done, run.config_hash,
+                        writer.digest(done))
+
+    pieces = StepPieces(bar, checkpoint, saved=run.resumed)
     phased = hasattr(experiment, "on_phase")  # long steps: progress and checkpoints inside
     if phased:
         experiment.on_phase = pieces  # type: ignore[attr-defined]
+    accuracy, status = math.nan, "completed"
     try:
-        for step in range(start + 1, steps + 1):
+        for step in range(run.start + 1, steps + 1):
             pieces.step = step
-            try:
-                row = experiment.step()
-            except Diverged as error:  # a phase inside the step: no row for it
-                status = f"diverged at step {step}: {error}"
-                note(status)
-                break
-            if int(row["step"]) != step:
-                raise RuntimeError(f"{config.name}: experiment reported step {row['step']} "
-                                   f"at step {step}")
-            writer.append(row)
-            reason = _divergence(experiment, row, watch)
+            row, reason = _one_step(run, step, writer, watch)
             if reason is not None:
-                # no checkpoint of a diverged state: a rerun recomputes up to here and stops
                 status = f"diverged at step {step}: {reason}"
-                note(status)
+                run.note(status)
                 break
             if not math.isnan(row.get("test_accuracy", math.nan)):
                 accuracy = row["test_accuracy"]
             bar.update(1)
             bar.set_postfix_str(_progress_text(row, accuracy))
             if step % every == 0 or step == steps or phased:
-                save_checkpoint(checkpoint_path, experiment, step, config_hash,
-                                writer.digest(step))
+                checkpoint(step)
                 pieces.step_saved(step)
-                if segment_steps is not None and step - start >= segment_steps and \
+                if segment_steps is not None and step - run.start >= segment_steps and \
                         step < steps:
                     status = f"paused at step {step}"
                     break
     except KeyboardInterrupt:
-        note(pieces.interrupted())
+        run.note(pieces.interrupted())
         raise
     finally:
         writer.close()
         bar.close()
         if phased:
             experiment.on_phase = None  # type: ignore[attr-defined]
+    return status
 
-    rows = [r for r in read_metrics(metrics_path) if r["step"] <= steps]
+
+def _one_step(run: _Run, step: int, writer: MetricsWriter, watch: MetricsWatch) -> \
+        tuple[MetricRow, str | None]:
+    """Step ``step``: its row, appended to ``metrics.csv``, and why it diverged (a phase inside
+    the step, which leaves no row, or the row itself), or None. No checkpoint is written of a
+    diverged state: a rerun recomputes up to here and stops."""
+    try:
+        row = run.experiment.step()
+    except Diverged as error:  # a phase inside the step: no row for it
+        return {}, str(error)
+    if int(row["step"]) != step:
+        raise RuntimeError(f"{run.config.name}: experiment reported step {row['step']} "
+                           f"at step {step}")
+    writer.append(row)
+    return row, _divergence(run.experiment, row, watch)
+
+
+def _finish(run: _Run, results: Path, status: str, notes: list[str]) -> dict[str, Any]:
+    """The run's end: its status (partial when it stopped short of the config's own
+    horizon), the final ``metadata.json``, the replication record; the summary."""
+    config, metadata = run.config, run.metadata
+    steps = int(config.run["steps"])
+    rows = [r for r in read_metrics(run.metrics_path) if r["step"] <= steps]
     horizon = config.horizon if config.horizon is not None else steps
     if status == "completed" and len(rows) < horizon:
         status = (f"partial: {len(rows)} of the config's {horizon} steps (--steps {steps}); "
                   "rerun without --steps to complete it")
     metadata.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "seconds_this_session": time.perf_counter() - tic, "steps": len(rows),
+                     "seconds_this_session": time.perf_counter() - run.tic, "steps": len(rows),
                      "status": status})
-    atomic_write(folder / "metadata.json", json.dumps(metadata, indent=2, default=json_default))
+    atomic_write(run.folder / RUN_METADATA, json.dumps(metadata, indent=2, default=json_default))
     replication = None
     if config.replication is not None and not status.startswith("paused"):
         record = replication_record(config, rows, {
-            "dataset": config.data["dataset"], "device": device, "dtype": config.run["dtype"],
-            "commit": metadata["git_commit"], "config": metadata["config"],
-            "n_clients": config.split["n_clients"], "steps": len(rows),
-            "algorithm": config.algorithm["name"]}, status=status)
-        replication = results / "replication" / f"{config.name}.json"
+            "dataset": config.data["dataset"], "device": config.run["device"],
+            "dtype": config.run["dtype"], "commit": metadata["git_commit"],
+            "config": metadata["config"], "n_clients": config.split["n_clients"],
+            "steps": len(rows), "algorithm": config.algorithm["name"]}, status=status)
+        replication = replication_file(results, config.name)
         atomic_write(replication, json.dumps(record, indent=2, default=json_default))
-    return {"name": config.name, "run_dir": folder, "steps": len(rows), "resumed_from": start,
-            "last_row": rows[-1] if rows else None, "replication": replication,
-            "status": status, "notes": notes}
+    return {"name": config.name, "run_dir": run.folder, "steps": len(rows),
+            "resumed_from": run.start, "last_row": rows[-1] if rows else None,
+            "replication": replication, "status": status, "notes": notes}
+
+
+__all__ = [
+    "CHECKPOINT_VERSION", "CheckpointError", "MetricsWatch", "RESUMABLE_CHANGES",
+    "ResultsError", "check_run_folders", "encode", "machine", "read_metrics", "run_dir",
+    "run_experiment", "run_lock",
+]

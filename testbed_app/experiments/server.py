@@ -21,10 +21,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from problems.workloads.registry import build_workload
 from testbed.algorithms.base import OuterAlgorithm, model_point
+from testbed.estimators.validation import GROWTH_FACTOR
 from testbed.federation.context import FederatedContext
+from testbed.registry import get_estimator
+from testbed_app.experiments.algorithm import build_entry
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
-from testbed_app.experiments.config import load_data
+from testbed_app.experiments.data import load_data
 
 #: Keys every server-experiment row has besides the evaluation's (which are NaN when skipped).
 COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down",
@@ -37,8 +41,6 @@ def build_problem(config: ExperimentConfig, device: torch.device | str) -> Any:
     """The workload problem of a validated server-experiment config: its dataset, client split
     and model, in the config's dtype on ``device`` (also what a deployed client builds); a
     :class:`~problems.Problem` with the workloads' ``description`` and ``evaluate``."""
-    from problems.workloads.registry import build_workload
-
     options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
     # the split spec, not a computed split: loss tuning splits its long-tailed subsample
     return build_workload(config.workload["kind"], load_data(config.data), dict(config.split),
@@ -47,18 +49,22 @@ def build_problem(config: ExperimentConfig, device: torch.device | str) -> Any:
                           **options)
 
 
-def build_algorithm(algorithm: dict[str, Any]) -> OuterAlgorithm:
-    """The registered outer algorithm an ``[algorithm]`` table names, with its overrides."""
-    from testbed.registry import get_estimator
-
-    params = {k: v for k, v in algorithm.items() if k != "name"}
-    info = get_estimator(algorithm["name"])
+def outer_algorithm(name: str, entry: Any) -> OuterAlgorithm:
+    """``entry``, the built registry entry ``name``, as a server experiment's outer algorithm
+    (a ValueError when the entry is an estimator)."""
+    info = get_estimator(name)
     if info.role != "algorithm":
         raise ValueError(f"[algorithm] name: {info.name!r} is an estimator; a server "
                          "experiment runs an outer algorithm (role 'algorithm' in "
                          "`testbed list`)")
-    built: OuterAlgorithm = info.build(**params)
-    return built
+    algorithm: OuterAlgorithm = entry
+    return algorithm
+
+
+def build_algorithm(algorithm: dict[str, Any]) -> OuterAlgorithm:
+    """The registered outer algorithm an ``[algorithm]`` table names, with its overrides
+    (``testbed deploy``; a validated config carries its own, ``config.entry``)."""
+    return outer_algorithm(algorithm["name"], build_entry(algorithm))
 
 
 class ServerExperiment:
@@ -78,7 +84,7 @@ class ServerExperiment:
         self.last_step = int(run["steps"])
         self.dataset = load_data(config.data)
         self.problem = build_problem(config, self.device)
-        self.algorithm = build_algorithm(config.algorithm)
+        self.algorithm = outer_algorithm(config.algorithm["name"], config.entry)
         self.rng = np.random.default_rng(int(run["seed"]))
         self.ctx = FederatedContext(self.problem, self.rng, self.algorithm.participation,
                                     self.algorithm.batch_size)
@@ -135,8 +141,6 @@ class ServerExperiment:
         """Why the current iterate counts as diverged (the runner stops there), or None:
         a non-finite ``x`` or ``y``, or one grown past ``GROWTH_FACTOR`` times its starting
         norm (see :data:`testbed.estimators.validation.GROWTH_FACTOR`)."""
-        from testbed.estimators.validation import GROWTH_FACTOR
-
         x, y = model_point(self.state, self.problem.dim_y)
         for name, value, start in (("x", x, self._start_norms[0]),
                                    ("y", y, self._start_norms[1])):

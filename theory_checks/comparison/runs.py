@@ -63,6 +63,7 @@ import torch
 from scipy import stats
 
 from problems import ProblemError, from_spec
+from results_format.layout import COMPARISON
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.estimators.fednest import outer_smoothness as smoothness
 from testbed.registry import get_estimator
@@ -83,7 +84,7 @@ TRIAL_ORDER = (1.0, 0.5, 2.0, 0.25, 4.0)
 DIVERGED = 1e6  # a relative stationarity above this is divergence: the run stops
 BASELINE = "fednest"
 RULES = ("tuned", "prescribed")
-SUBDIR = "comparison"
+SUBDIR = COMPARISON
 
 
 # --------------------------------------------------------------------------- reaching the target

@@ -276,6 +276,8 @@ def check_thm1_rate(claim: Claim, case: Case, make: Callable[..., Any],
 
 
 def thm1_cases() -> st.SearchStrategy[Case]:
+    """Theorem 1's cases: small quadratic minimax problems (at most 3 clients, dimension 2,
+    kappa in [1, 2]) with 6 noisy samples per client, and a starting point's seed."""
     problem = strategies.quadratic_minimax(max_clients=3, max_dim=2, kappa=(1.0, 2.0),
                                            max_hessian_heterogeneity=0.3, n_samples=6,
                                            gradient_noise=0.2, hessian_noise=0.05)

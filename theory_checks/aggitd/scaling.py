@@ -124,6 +124,8 @@ def check_participation_exponent(
 
 
 def participation_cases() -> st.SearchStrategy[Case]:
+    """Client-sampling cases: ``PARTICIPATION_CLIENTS`` clients with identical Hessians and
+    gradient heterogeneity in [0.1, 3], and a starting point's seed."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
             PARTICIPATION_CLIENTS, dx, dy, 1.0 if dy == 1 else kappa, seed=seed,

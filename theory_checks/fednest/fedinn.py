@@ -160,6 +160,7 @@ def _fedinn_draw(draw: st.DrawFn) -> Case:
 
 
 def fedinn_cases() -> st.SearchStrategy[Case]:
+    """FedInn's cases (drawn by ``_fedinn_draw``)."""
     return _fedinn_draw()
 
 

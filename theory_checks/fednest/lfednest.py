@@ -114,6 +114,8 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
 
 
 def lfednest_cases() -> st.SearchStrategy[Case]:
+    """LFedNest's cases: 2-5 clients with identical Hessians and gradient heterogeneity in
+    [0.5, 3], a point and the Neumann count in [1, 16]."""
     return st.builds(
         lambda m, dx, dy, kappa, gh, seed, point, terms: Case(
             QuadraticBilevel.random(m, dx, dy, kappa if dy > 1 else 1.0, seed=seed,

@@ -43,6 +43,8 @@ def synthetic_cases() -> st.SearchStrategy[Case]:
     # is the one FedNest runs with, and a FedOut whose local step forgets its 1/tau_i changes
     # this map only when it applies (no other claim runs FedOut's local x-steps with tau > 1
     # under that rule and resolves the step).
+    """Cases on FedNest's synthetic minimax problem: 2-12 clients, dimension 1-3, a point, T, tau,
+    the inner step, alpha lambda and whether the local steps are scaled by 1/tau_i."""
     return st.builds(
         lambda m, d, seed, point, T, tau, beta, alpha_lam, scaled: Case(
             QuadraticMinimax.fednest_synthetic(n_clients=m, dim=d, s=1.0, seed=seed),
@@ -110,6 +112,8 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
 
 
 def minimax_cases() -> Callable[[], st.SearchStrategy[Case]]:
+    """The minimax claims' cases: quadratic minimax problems (up to 6 clients, dimension 4,
+    kappa in [1, 20])."""
     return case_builder(strategies.quadratic_minimax(max_clients=6, max_dim=4, kappa=(1.0, 20.0)))
 
 

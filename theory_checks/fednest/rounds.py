@@ -19,6 +19,8 @@ from theory_checks.fednest.common import bilevel_problems, per_client_taus
 
 
 def round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
+    """The round-count cases for ``kind`` ("minimax" or bilevel): a problem, T in [1, 3], N in
+    [1, 4], per-client tau_i in [1, 2] and full or partial participation."""
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         if kind == "minimax":

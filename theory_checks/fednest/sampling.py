@@ -88,6 +88,8 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
 
 
 def sampling_cases() -> st.SearchStrategy[Case]:
+    """Client-sampling cases small enough to enumerate every participant set: (M, N) in
+    {(3, 2), (3, 3), (4, 2)}, heterogeneous quadratic bilevel problems and a point."""
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         m, terms = draw(st.sampled_from([(3, 2), (3, 3), (4, 2)]))

@@ -73,6 +73,7 @@ def check_negative_control(claim: Claim, case: Case, make: Callable[..., Any]) -
 
 
 def negative_cases() -> st.SearchStrategy[Case]:
+    """Cases for HGP's negative control: 2-5 heterogeneous clients, a point and a graph seed."""
     return st.builds(lambda problem, seed, gs: Case(problem, {"point_seed": seed,
                                                               "graph_seed": gs}),
                      strategies.per_client_quadratic(min_clients=2, max_clients=5,
@@ -149,6 +150,8 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
 
 
 def taxonomy_cases() -> st.SearchStrategy[Case]:
+    """Cases for the hypergradient taxonomy (global, per-client, local quantities): heterogeneous
+    clients with an outer coupling, and a point."""
     return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                      strategies.per_client_quadratic(hessian_heterogeneity=(0.2, 0.5),
                                                      outer_coupling=(0.2, 1.0)),
@@ -220,6 +223,8 @@ def check_personalization(claim: Claim, case: Case, make: Callable[..., Any]) ->
 
 
 def personalization_cases() -> st.SearchStrategy[Case]:
+    """Personalization cases: up to 4 clients of dimension 2, kappa in [1, 3], an outer coupling and
+    rho drawn, and a graph seed."""
     return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
                      strategies.per_client_quadratic(max_clients=4, max_dim=2, kappa=(1.0, 3.0),
                                                      outer_coupling=(0.5, 1.5),

@@ -121,6 +121,8 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
 
 
 def identity_cases() -> st.SearchStrategy[Case]:
+    """The exact-averaging identity's cases: a problem, a point, eta as a factor in [0.3, 1.5] of
+    its bound, the Neumann count M in [0, 40] and the averaging rule (exact or server)."""
     return st.builds(
         lambda problem, seed, f, M, avg: Case(problem, {"point_seed": seed, "eta_factor": f,
                                                          "neumann_terms": M, "averaging": avg}),
@@ -189,15 +191,19 @@ def _theorem2(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
 
 def check_theorem2_as_stated(claim: Claim, case: Case, make: Callable[..., Any]
                              ) -> Measurement:
+    """Theorem 2 with its stated constant (see ``_theorem2``)."""
     return _theorem2(case, make, corrected=False)
 
 
 def check_theorem2_corrected(claim: Claim, case: Case, make: Callable[..., Any]
                              ) -> Measurement:
+    """Theorem 2 with the corrected constant (see ``_theorem2``)."""
     return _theorem2(case, make, corrected=True)
 
 
 def thm2_cases() -> st.SearchStrategy[Case]:
+    """Theorem 2's cases: kappa in [1, 3], a cross term in [0.05, 1], an outer coupling in
+    [0.5, 2], and a point."""
     return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
                      strategies.per_client_quadratic(kappa=(1.0, 3.0), cross_scale=(0.05, 1.0),
                                                      outer_coupling=(0.5, 2.0)),

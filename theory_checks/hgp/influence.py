@@ -140,6 +140,7 @@ def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
 
 
 def influence_cases() -> st.SearchStrategy[Case]:
+    """Influence cases: per-client logistic regression problems and a graph seed."""
     return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
                      strategies.per_client_logistic(), st.integers(0, 2**16))
 

@@ -107,4 +107,5 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
 
 
 def lemma2_cases() -> st.SearchStrategy[Case]:
+    """Lemma 2's cases: one-dimensional per-client quadratics on the mixing graph families."""
     return graph_cases(strategies.per_client_quadratic(max_dim=1), MIXING_FAMILIES)()

@@ -164,6 +164,7 @@ def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., An
 
 
 def step_cases() -> st.SearchStrategy[Case]:
+    """Theorem 1's step cases: kappa in [1, 10], a point and eta alpha in [0.05, 0.99]."""
     return st.builds(lambda problem, seed, f: Case(problem, {"point_seed": seed,
                                                              "eta_alpha": f}),
                      strategies.per_client_quadratic(kappa=(1.0, 10.0)), strategies.SEEDS,
@@ -260,6 +261,8 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
 
 
 def rate_s_cases() -> st.SearchStrategy[Case]:
+    """The S-rate cases of Theorem 1: at least 3 clients, dimension 2, kappa in [1, 3], a point and
+    a graph seed."""
     return st.builds(lambda problem, seed, gs: Case(problem, {"point_seed": seed,
                                                               "graph_seed": gs}),
                      strategies.per_client_quadratic(min_clients=3, max_dim=2,

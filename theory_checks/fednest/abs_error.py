@@ -121,8 +121,8 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
 
 def abs_error_cases() -> st.SearchStrategy[Case]:
     """Lemma 2.2's absolute-error cases: noisy quadratic bilevel problems (1-3 clients, Hessian
-    noise below A1's room), a point, the Neumann count N in [2, 8] and full or partial
-    participation."""
+    heterogeneity in [0, 0.5] and Hessian noise at most 0.95 less it), a point, the Neumann
+    count N in [2, 8] and full or partial participation."""
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         dim_y = draw(st.integers(1, 2))

@@ -8,11 +8,16 @@ test that builds a small results folder by hand states the parts it cares about 
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
 
 from results_format.validation import file_digest, seal
+
+#: The columns of ``series/<run_id>.csv`` as the runner writes them.
+COLUMNS = ("claim", "estimator", "problem_id", "seed", "params", "series", "step_name",
+           "step", "value", "oracle_calls", "comm_rounds")
 
 #: What a test's expected word means as a verdict (``holds`` of a correction: once corrected).
 _EXPECTED = {"holds": "holds", "fails": "fails as stated"}
@@ -81,3 +86,37 @@ def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(seal(record)))
     return target
+
+
+def case_record(pid: str, measured: float, bound: float, passed: bool, relation: str = "<=",
+                fit: dict | None = None) -> dict:
+    """One recorded case of a deterministic claim, its keys as the runner writes them but the
+    outcome (:func:`write_claim_file` adds it)."""
+    return {"problem_id": pid, "spec": {"seed": 0}, "params": {"point_seed": 0},
+            "measured": measured, "bound": bound, "passed": passed, "relation": relation,
+            "fit": fit, "details": {}}
+
+
+def claim_record(cid: str, paper: str, kind: str, verdict: str, cases: list[dict],
+                 fits: list[dict] | None = None, counterexample: str | None = None) -> dict:
+    """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile);
+    :func:`write_claim_file` fills in what it leaves out."""
+    return {"id": cid, "paper": paper, "reference": f"{paper} Lemma 1", "kind": kind,
+            "statement": "||e_N|| <= C q^N", "estimators": ["aid-neumann"],
+            "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
+            "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",
+            "fingerprint": "0" * 16, "n_rejected": 0, "seconds": 0.1,
+            "counterexample": counterexample, "cases": cases, "fits": fits or [],
+            "series_file": f"series/{cid}.csv"}
+
+
+def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> None:
+    """``series/<cid>.csv`` in the runner's columns; rows: (problem_id, series, step_name, step,
+    value, oracle_calls)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS)
+        for pid, series, step_name, step, value, oracle in rows:
+            writer.writerow([cid, estimator, pid, 0, '{"point_seed": 0}', series, step_name,
+                             step, value, oracle, 0])

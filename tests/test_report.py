@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 from html.parser import HTMLParser
@@ -12,10 +11,14 @@ import pytest
 
 from reports import plots
 from reports.build import build_report, select_cases, worst_case, worst_case_text
-from tests._claim_files import write_calibration_summary, write_claim_file
-
-COLUMNS = ("claim", "estimator", "problem_id", "seed", "params", "series", "step_name",
-           "step", "value", "oracle_calls", "comm_rounds")
+from tests._claim_files import (
+    COLUMNS,
+    case_record,
+    claim_record,
+    write_calibration_summary,
+    write_claim_file,
+    write_series,
+)
 
 FAILING = "fednest.toy.bias_bound"  # fails as stated, with a counterexample
 BOUND = "classical.toy.error_bound"  # measured against a bound, with oracle calls
@@ -23,35 +26,6 @@ RATE = "classical.toy.linear_rate"  # fitted and theoretical rates
 NO_FILE = "classical.toy.identity_no_file"  # series file missing
 EMPTY = "classical.toy.identity_empty"  # series file with a header only
 CLAIMS = (FAILING, BOUND, RATE, NO_FILE, EMPTY)
-
-
-def _case(pid: str, measured: float, bound: float, passed: bool, relation: str = "<=",
-          fit: dict | None = None) -> dict:
-    return {"problem_id": pid, "spec": {"seed": 0}, "params": {"point_seed": 0},
-            "measured": measured, "bound": bound, "passed": passed, "relation": relation,
-            "fit": fit, "details": {}}
-
-
-def _claim(cid: str, paper: str, kind: str, verdict: str, cases: list[dict],
-           fits: list[dict] | None = None, counterexample: str | None = None) -> dict:
-    return {"id": cid, "paper": paper, "reference": f"{paper} Lemma 1", "kind": kind,
-            "statement": "||e_N|| <= C q^N", "estimators": ["aid-neumann"],
-            "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
-            "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",
-            "fingerprint": "0" * 16, "n_rejected": 0, "seconds": 0.1,
-            "counterexample": counterexample, "cases": cases, "fits": fits or [],
-            "series_file": f"series/{cid}.csv"}
-
-
-def _write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> None:
-    """rows: (problem_id, series, step_name, step, value, oracle_calls)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
-        for pid, series, step_name, step, value, oracle in rows:
-            writer.writerow([cid, estimator, pid, 0, '{"point_seed": 0}', series, step_name,
-                             step, value, oracle, 0])
 
 
 def make_results(root: Path) -> Path:
@@ -65,42 +39,44 @@ def make_results(root: Path) -> Path:
     fit = {"quantity": "log error per step", "estimate": -0.69, "ci_low": -0.70,
            "ci_high": -0.68, "theory": -0.693, "tolerance": 0.035, "confidence": 0.95}
     claims = {
-        FAILING: _claim(FAILING, "FedNest", "bias_bound", "fails as stated",
-                        [_case("p.a", 0.1, 0.2, True), _case("p.b", 0.9, 0.3, False)],
-                        counterexample=f"counterexamples/{FAILING}.json"),
-        BOUND: _claim(BOUND, "Classical", "bias_bound", "holds",
-                      [_case("p.a", 0.1, 0.5, True), _case("p.b", 0.3, 0.4, True),
-                       _case("p.c", 1e-16, 0.0, True)]),
-        RATE: _claim(RATE, "Classical", "linear_rate", "holds",
-                     [_case("p.a", -0.69, -0.693, True, "|fit - theory| <=", fit)],
-                     fits=[fit | {"problem_id": "p.a"}]),
-        NO_FILE: _claim(NO_FILE, "Classical", "exact_identity", "holds",
-                        [_case("p.a", 1e-16, 1e-10, True)]),
-        EMPTY: _claim(EMPTY, "Classical", "exact_identity", "holds",
-                      [_case("p.a", 1e-16, 1e-10, True)]),
+        FAILING: claim_record(FAILING, "FedNest", "bias_bound", "fails as stated",
+                              [case_record("p.a", 0.1, 0.2, True),
+                               case_record("p.b", 0.9, 0.3, False)],
+                              counterexample=f"counterexamples/{FAILING}.json"),
+        BOUND: claim_record(BOUND, "Classical", "bias_bound", "holds",
+                            [case_record("p.a", 0.1, 0.5, True),
+                             case_record("p.b", 0.3, 0.4, True),
+                             case_record("p.c", 1e-16, 0.0, True)]),
+        RATE: claim_record(RATE, "Classical", "linear_rate", "holds",
+                           [case_record("p.a", -0.69, -0.693, True, "|fit - theory| <=", fit)],
+                           fits=[fit | {"problem_id": "p.a"}]),
+        NO_FILE: claim_record(NO_FILE, "Classical", "exact_identity", "holds",
+                              [case_record("p.a", 1e-16, 1e-10, True)]),
+        EMPTY: claim_record(EMPTY, "Classical", "exact_identity", "holds",
+                            [case_record("p.a", 1e-16, 1e-10, True)]),
     }
     # The failing claim uses an estimator with no entry in STYLES (fallback colour).
-    _write_series(root / "series" / f"{FAILING}.csv", FAILING, "toy-estimator", [
+    write_series(root / "series" / f"{FAILING}.csv", FAILING, "toy-estimator", [
         (pid, series, "neumann_terms", n, value, n)
         for pid, scale in (("p.a", 1.0), ("p.b", 3.0))
         for n in range(1, 6)
         for series, value in (("measured", scale * 0.5**n), ("bound", 0.5**n))
     ])
-    _write_series(root / "series" / f"{BOUND}.csv", BOUND, "aid-neumann", [
+    write_series(root / "series" / f"{BOUND}.csv", BOUND, "aid-neumann", [
         (pid, series, "neumann_terms", n, value, 2 * n)
         for pid in ("p.a", "p.b", "p.c")
         for n in range(1, 8)
         for series, value in (("measured", f"np.float64({0.3 * 0.6**n!r})"),
-                              ("bound", 0.0 if pid == "p.c" else 0.6**n))
+                             ("bound", 0.0 if pid == "p.c" else 0.6**n))
     ])
-    _write_series(root / "series" / f"{RATE}.csv", RATE, "aid-cg", [
+    write_series(root / "series" / f"{RATE}.csv", RATE, "aid-cg", [
         ("p.a", series, "iteration", t, value, t if series == "measured" else 0)
         for t in range(10)
         for series, value in (("measured", 0.5**t), ("fitted", 0.98 * 0.5**t),
-                              ("theory", 0.5**t))
+                             ("theory", 0.5**t))
     ])
-    _write_series(root / "series" / f"{EMPTY}.csv", EMPTY, "aid-neumann", [])
-    _write_series(root / "series" / f"{NO_FILE}.csv", NO_FILE, "aid-neumann", [])
+    write_series(root / "series" / f"{EMPTY}.csv", EMPTY, "aid-neumann", [])
+    write_series(root / "series" / f"{NO_FILE}.csv", NO_FILE, "aid-neumann", [])
     # after the series files: a claim file records their digests
     for data in claims.values():
         write_claim_file(root, data)
@@ -213,11 +189,11 @@ def test_missing_results_dir_is_a_clear_error(tmp_path):
 
 
 def test_worst_case_ranks_failures_then_ratio():
-    cases = [_case("a", 0.1, 0.5, True), _case("b", 1e-16, 0.0, True),
-             _case("c", 0.4, 0.5, True)]
+    cases = [case_record("a", 0.1, 0.5, True), case_record("b", 1e-16, 0.0, True),
+             case_record("c", 0.4, 0.5, True)]
     worst = worst_case({"cases": cases})
     assert worst is not None and worst["problem_id"] == "c"
-    worst = worst_case({"cases": cases + [_case("d", 2.0, 1.0, False)]})
+    worst = worst_case({"cases": cases + [case_record("d", 2.0, 1.0, False)]})
     assert worst is not None and worst["problem_id"] == "d"
     assert worst_case({"cases": []}) is None
     assert "round-off slack" in worst_case_text(cases[1])
@@ -246,11 +222,13 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     positive control per claim, the budget that would decide an undecided case, and the
     calibration table (or the command that fills it)."""
     results = make_results(tmp_path / "results")
-    undecided_case = _case("p.u", -0.45, -0.5, True) | {"outcome": "undecided", "decisions": [{
+    undecided_case = case_record("p.u", -0.45, -0.5, True) | {
+        "outcome": "undecided", "decisions": [{
         "quantity": "exponent", "estimate": -0.45, "low": -0.9, "high": 0.0,
         "region_low": -0.6, "region_high": -0.4, "rate": 5e-4, "outcome": "undecided",
         "budget_factor": 81.0, "method": {"method": "StudentT"}}]}
-    claim = _claim("hgp.toy.exponent", "HGP", "scaling_exponent", "undecided", [undecided_case])
+    claim = claim_record("hgp.toy.exponent", "HGP", "scaling_exponent", "undecided",
+                         [undecided_case])
     claim.update(decision="statistical", false_fail_rate=1e-3, case_false_fail_rate=5e-4,
                  n_cases=0, n_undecided=1, as_expected=False,
                  power={"name": "2x noise", "description": "variance doubled",
@@ -258,7 +236,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(COLUMNS) + "\n")
     write_claim_file(results, claim)
     failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
-    failing["positive_control"] = {"outcome": "holds", "holds": True, "case": _case(
+    failing["positive_control"] = {"outcome": "holds", "holds": True, "case": case_record(
         "p.ok", 0.1, 0.3, True)}
     write_claim_file(results, failing)
     meta = json.loads((results / "metadata.json").read_text())
@@ -301,10 +279,11 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
     exact = {"estimate": -1.0, "ci_low": -1.0, "ci_high": -1.0, "theory": -1.0,
              "tolerance": 0.02, "confidence": 1.0, "problem_id": "p.e", "quantity": "exponent"}
     residual = dict(exact, problem_id="p.r", residual=3e-15, confidence=None)
-    claim = {"cases": [dict(_case("p.u", -0.676, -0.5, True), outcome="undecided",
+    claim = {"cases": [dict(case_record("p.u", -0.676, -0.5, True), outcome="undecided",
                             fit=undecided),
-                       dict(_case("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
-                       dict(_case("p.r", -1.0, -1.0, True), outcome="holds", fit=residual)],
+                       dict(case_record("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
+                       dict(case_record("p.r", -1.0, -1.0, True), outcome="holds",
+                            fit=residual)],
              "fits": [undecided, exact, residual]}
     rows = fit_rows(claim)
     assert rows[0][3] == "[-112.9, 111.5] (99.9%)" and rows[0][-1] == "undecided"

@@ -17,8 +17,7 @@ from reports.build import build_report
 from reports.case_titles import case_title
 from reports.figure_cache import MANIFEST
 from reports.figure_spec import Curve, quantity_label, slope_guide
-from tests._claim_files import write_claim_file
-from tests.test_report import _case, _claim, _write_series
+from tests._claim_files import case_record, claim_record, write_claim_file, write_series
 
 THEORY_ROLES = set(plots.THEORY_ROLES)
 SPEC = {"family": "QuadraticBilevel.random", "n_clients": 6, "dim_x": 3, "dim_y": 2,
@@ -45,7 +44,7 @@ def _fit(estimate: float, theory: float, quantity: str, half_width: float = 1e-3
 
 
 def _fitted_case(fit: dict, relation: str) -> dict:
-    case = _case(PID, fit["estimate"], fit["theory"], True, relation, fit)
+    case = case_record(PID, fit["estimate"], fit["theory"], True, relation, fit)
     return case | {"spec": SPEC, "outcome": "holds"}
 
 
@@ -56,40 +55,40 @@ def make_figure_results(root: Path) -> Path:
     claims, series = {}, {}
 
     rate_fit = _fit(math.log(0.5), math.log(0.5) * 1.01, "log error per inner iteration")
-    claims[RATE] = _claim(RATE, "Classical", "linear_rate", "holds",
-                          [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
-                          fits=[rate_fit | {"problem_id": PID}])
+    claims[RATE] = claim_record(RATE, "Classical", "linear_rate", "holds",
+                                [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
+                                fits=[rate_fit | {"problem_id": PID}])
     series[RATE] = ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0)
                                for t in range(10)])
 
     power_fit = _fit(-0.5, -0.5, "exponent of the exact noise floor RMS in b")
-    claims[POWER] = _claim(POWER, "HGP", "scaling_exponent", "holds",
-                           [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
-                           fits=[power_fit | {"problem_id": PID}])
+    claims[POWER] = claim_record(POWER, "HGP", "scaling_exponent", "holds",
+                                 [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
+                                 fits=[power_fit | {"problem_id": PID}])
     series[POWER] = ("hgp-stochastic", [
         (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
         for b in (2, 4, 8, 16) for name, scale in (("measured", 1.0), ("bound", 1.01))])
 
     # the exponent is in (M-S)/(S(M-1)), not in the plotted S: no slope on the S axis
     other_fit = _fit(1.0, 1.0, "exponent of Var[h] in (M-S)/(S(M-1))", tolerance=0.02)
-    claims[OTHER_VARIABLE] = _claim(OTHER_VARIABLE, "AggITD", "scaling_exponent", "holds",
-                                    [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
-                                    fits=[other_fit | {"problem_id": PID}])
+    claims[OTHER_VARIABLE] = claim_record(OTHER_VARIABLE, "AggITD", "scaling_exponent", "holds",
+                                          [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
+                                          fits=[other_fit | {"problem_id": PID}])
     series[OTHER_VARIABLE] = ("aggitd", [
         (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0)
         for s in (1, 2, 3, 4)])
 
-    claims[COUNT] = _claim(COUNT, "FedNest", "communication_count", "holds", [
-        _case(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
+    claims[COUNT] = claim_record(COUNT, "FedNest", "communication_count", "holds", [
+        case_record(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
         for n in (1, 3, 5, 8)])
     series[COUNT] = ("fednest", [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0)
                                  for n in (1, 3, 5, 8)])
 
-    claims[BOUND_NO_SERIES] = _claim(BOUND_NO_SERIES, "FedNest", "bias_bound", "holds", [
-        _case(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)])
+    claims[BOUND_NO_SERIES] = claim_record(BOUND_NO_SERIES, "FedNest", "bias_bound", "holds", [
+        case_record(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)])
 
-    claims[NO_THEORY] = _claim(NO_THEORY, "FedMSA", "scaling_exponent", "holds", [
-        _case(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}])  # no bound: inf
+    claims[NO_THEORY] = claim_record(NO_THEORY, "FedMSA", "scaling_exponent", "holds", [
+        case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}])  # no bound: inf
     series[NO_THEORY] = ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0)
                                     for r in (1, 2, 4, 8)])
 
@@ -98,24 +97,24 @@ def make_figure_results(root: Path) -> Path:
     pids = [f"{PID}.{i}" for i in range(3)]
     band_fits = [_fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
                  for i, pid in enumerate(pids)]
-    claims[FITTED_BAND] = _claim(
+    claims[FITTED_BAND] = claim_record(
         FITTED_BAND, "FedNest", "scaling_exponent", "holds",
-        [_case(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit) | {"spec": SPEC}
-         for pid, fit in zip(pids, band_fits, strict=True)], fits=band_fits)
+        [case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit)
+         | {"spec": SPEC} for pid, fit in zip(pids, band_fits, strict=True)], fits=band_fits)
     series[FITTED_BAND] = ("fedihgp", [
         (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
         for i, pid in enumerate(pids) for n in (8, 16, 32, 64)
         for name in ("measured", "fitted")])
 
     # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
-    claims[ORIGIN_FAIL] = _claim(ORIGIN_FAIL, "FedNest", "bias_bound", "fails as stated", [
-        _case("p.0", 0.0, 0.0, True), _case("p.1", 0.0, 0.0, True),
-        _case("p.2", 0.0, 0.0, False), _case("p.3", 0.5, 1.0, True)],
+    claims[ORIGIN_FAIL] = claim_record(ORIGIN_FAIL, "FedNest", "bias_bound", "fails as stated", [
+        case_record("p.0", 0.0, 0.0, True), case_record("p.1", 0.0, 0.0, True),
+        case_record("p.2", 0.0, 0.0, False), case_record("p.3", 0.5, 1.0, True)],
         counterexample=f"counterexamples/{ORIGIN_FAIL}.json")
 
     for cid, data in claims.items():
         estimator, rows = series.get(cid, (data["estimators"][0], []))  # [] : a header only
-        _write_series(root / "series" / f"{cid}.csv", cid, estimator, rows)
+        write_series(root / "series" / f"{cid}.csv", cid, estimator, rows)
         write_claim_file(root, data)
     return root
 

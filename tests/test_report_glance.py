@@ -14,8 +14,13 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
-from tests._claim_files import write_calibration_summary, write_claim_file
-from tests.test_report import FAILING, _case, _claim, make_results
+from tests._claim_files import (
+    case_record,
+    claim_record,
+    write_calibration_summary,
+    write_claim_file,
+)
+from tests.test_report import FAILING, make_results
 
 CORRECTION = "fednest.toy.bias_bound_corrected"  # corrects FAILING
 LATER = "fednest.toy.zz_later"  # sorts after the correction: stays below the pair
@@ -42,14 +47,15 @@ class _Ids(HTMLParser):
 
 def _glance_results(root: Path) -> Path:
     results = make_results(root)
-    correction = _claim(CORRECTION, "FedNest", "bias_bound", "holds once corrected",
-                        [_case("p.a", 0.1, 0.2, True)])
+    correction = claim_record(CORRECTION, "FedNest", "bias_bound", "holds once corrected",
+                              [case_record("p.a", 0.1, 0.2, True)])
     correction["corrects"] = FAILING
     correction["statement"] = "the corrected bound <script>alert(1)</script> holds"
-    later = _claim(LATER, "FedNest", "bias_bound", "holds", [_case("p.a", 0.1, 0.2, True)])
-    refuted = _claim(ZERO_CASES, "AggITD", "bias_bound", "fails as stated",
-                     [_case("p.z", 2.0, 1.0, False)],
-                     counterexample=f"counterexamples/{ZERO_CASES}.json")
+    later = claim_record(LATER, "FedNest", "bias_bound", "holds",
+                         [case_record("p.a", 0.1, 0.2, True)])
+    refuted = claim_record(ZERO_CASES, "AggITD", "bias_bound", "fails as stated",
+                           [case_record("p.z", 2.0, 1.0, False)],
+                           counterexample=f"counterexamples/{ZERO_CASES}.json")
     refuted["n_cases"] = 0
     refuted.update(decision="statistical", false_fail_rate=1e-3)
     (root / "counterexamples" / f"{ZERO_CASES}.npz").write_bytes(b"arrays")

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from reports.build import build_report
-from tests._claim_files import write_claim_file
-from tests.test_report import _case, _claim, make_results
+from tests._claim_files import case_record, claim_record, write_claim_file
+from tests.test_report import make_results
 
 LIBRARY_RUN = "classical.exact.finite_differences@somelib-solver"
 PLUGIN_CLAIM = "somelib.solver.identity"
@@ -17,9 +17,9 @@ PLUGIN_CLAIM = "somelib.solver.identity"
 
 def _with_library_runs(root: Path) -> Path:
     results = make_results(root)
-    run = _claim(LIBRARY_RUN, "Classical", "exact_identity", "fails as stated",
-                 [_case("p.lib", 0.01, 1e-6, False)],
-                 counterexample=f"counterexamples/{LIBRARY_RUN}.json")
+    run = claim_record(LIBRARY_RUN, "Classical", "exact_identity", "fails as stated",
+                       [case_record("p.lib", 0.01, 1e-6, False)],
+                       counterexample=f"counterexamples/{LIBRARY_RUN}.json")
     run.update(estimator="somelib-solver", as_expected=False, expected="holds",
                estimator_entry={"paper": "somelib", "reference": "somelib 1.2.3: solve()",
                                 "builtin": False})

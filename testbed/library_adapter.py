@@ -37,6 +37,8 @@ import torch
 from problems import Problem, all_clients
 from testbed.calls import CallCounter
 from testbed.estimators.base import Estimate, Estimator, InnerState
+from testbed.estimators.global_oracles import GlobalOracles
+from testbed.estimators.solvers import InnerRun, InnerSolver
 
 
 class MissingLibrary(ImportError):
@@ -195,6 +197,62 @@ class LibraryEstimator(Estimator):
         iterate the library left, aux)``."""
 
 
+@dataclasses.dataclass(frozen=True)
+class UnrolledLoop(InnerSolver):
+    """``steps`` differentiable steps of a library's inner optimiser with step ``step_size``
+    (``None``: 1/L), as a testbed inner solver, so the GD rate claim reads its iterates.
+    Subclasses implement :meth:`unroll` with the library's own optimiser."""
+
+    steps: int
+    step_size: float | None = None
+
+    @abc.abstractmethod
+    def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
+               problem: Problem) -> list[torch.Tensor]:
+        """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
+
+    def run(self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor,
+            keep_trajectory: bool) -> InnerRun:
+        problem = oracles.problem
+        trajectory = [y.detach() for y in self.unroll(GlobalObjectives(problem), x, y0,
+                                                      problem)]
+        return InnerRun(trajectory[-1], trajectory if keep_trajectory else trajectory[-1:], [],
+                        default_inner_step(problem, self.step_size))
+
+
+@dataclasses.dataclass(frozen=True)
+class UnrolledLibraryEstimator(LibraryEstimator):
+    """ITD through a library's differentiable inner loop (:attr:`inner`, an
+    :class:`UnrolledLoop`): ``T`` unrolled steps from ``y0``, then autograd of
+    ``f(x, y_T(x))`` in ``x``.
+
+    Args:
+        inner_steps: T >= 0 unrolled steps (required: an int).
+        inner_step_size: beta, the library optimiser's learning rate (``None``: 1/L).
+    """
+
+    inner_steps: int | None = 100
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.inner_steps is None:
+            raise ValueError(f"{type(self).__name__} unrolls inner_steps steps: give an int")
+
+    @property
+    @abc.abstractmethod
+    def inner(self) -> UnrolledLoop:
+        """The library's loop of ``inner_steps`` steps at ``inner_step_size``."""
+
+    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
+                              y0: torch.Tensor, problem: Problem
+                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        x = x.clone().requires_grad_(True)
+        y_T = self.inner.unroll(objectives, x, y0, problem)[-1]
+        (value,) = torch.autograd.grad(objectives.outer(x, y_T), x, allow_unused=True,
+                                       materialize_grads=True)
+        return value, y_T.detach(), {}
+
+
 __all__ = ["DenseDerivatives", "GlobalObjectives", "InnerVector", "LibraryEstimator",
-           "MissingLibrary",
+           "MissingLibrary", "UnrolledLibraryEstimator", "UnrolledLoop",
            "default_inner_step", "dense_derivatives", "require"]

@@ -17,17 +17,15 @@ does not depend on ``x``, as ITD's statement has it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import torch
 
 from problems import Problem
-from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.solvers import InnerRun, InnerSolver
 from testbed.library_adapter import (
     GlobalObjectives,
     InnerVector,
-    LibraryEstimator,
+    UnrolledLibraryEstimator,
+    UnrolledLoop,
     default_inner_step,
     require,
 )
@@ -36,12 +34,9 @@ higher = require("higher", "higher")
 
 
 @dataclasses.dataclass(frozen=True)
-class DifferentiableSGDLoop(InnerSolver):
+class DifferentiableSGDLoop(UnrolledLoop):
     """``steps`` steps of higher's differentiable ``torch.optim.SGD(lr=step_size)`` (the
-    unrolled inner loop), as a testbed inner solver so the GD rate claim reads its iterates."""
-
-    steps: int
-    step_size: float | None = None
+    unrolled inner loop)."""
 
     def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
                problem: Problem) -> list[torch.Tensor]:
@@ -57,43 +52,19 @@ class DifferentiableSGDLoop(InnerSolver):
                 trajectory.append(fmodel.y)
         return trajectory
 
-    def run(self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor,
-            keep_trajectory: bool) -> InnerRun:
-        problem = oracles.problem
-        trajectory = [y.detach() for y in self.unroll(GlobalObjectives(problem), x, y0,
-                                                      problem)]
-        return InnerRun(trajectory[-1], trajectory if keep_trajectory else trajectory[-1:], [],
-                        default_inner_step(problem, self.step_size))
-
 
 @dataclasses.dataclass(frozen=True)
-class HigherUnrolled(LibraryEstimator):
+class HigherUnrolled(UnrolledLibraryEstimator):
     """ITD through higher's ``innerloop_ctx`` with a differentiable SGD.
 
     Args:
-        inner_steps: T >= 0 unrolled steps (an int).
+        inner_steps: T >= 0 unrolled steps (required: an int).
         inner_step_size: beta, SGD's ``lr`` (``None``: 1/L).
     """
-
-    inner_steps: int | None = 100
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.inner_steps is None:
-            raise ValueError("HigherUnrolled unrolls inner_steps steps: give an int")
 
     @property
     def inner(self) -> DifferentiableSGDLoop:
         return DifferentiableSGDLoop(int(self.inner_steps or 0), self.inner_step_size)
-
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        x = x.clone().requires_grad_(True)
-        y_T = self.inner.unroll(objectives, x, y0, problem)[-1]
-        (value,) = torch.autograd.grad(objectives.outer(x, y_T), x, allow_unused=True,
-                                       materialize_grads=True)
-        return value, y_T.detach(), {}
 
 
 __all__ = ["DifferentiableSGDLoop", "HigherUnrolled"]

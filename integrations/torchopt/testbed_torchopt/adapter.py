@@ -56,12 +56,12 @@ from typing import Any, Literal
 import torch
 
 from problems import Problem
-from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.solvers import InnerRun, InnerSolver
 from testbed.library_adapter import (
     GlobalObjectives,
     InnerVector,
     LibraryEstimator,
+    UnrolledLibraryEstimator,
+    UnrolledLoop,
     default_inner_step,
     require,
 )
@@ -166,12 +166,9 @@ class TorchoptImplicit(LibraryEstimator):
 
 
 @dataclasses.dataclass(frozen=True)
-class MetaSGDLoop(InnerSolver):
+class MetaSGDLoop(UnrolledLoop):
     """``steps`` differentiable steps of ``torchopt.MetaSGD(lr=step_size)`` (the unrolled inner
-    loop), as a testbed inner solver so the GD rate claim reads its iterates."""
-
-    steps: int
-    step_size: float | None = None
+    loop)."""
 
     def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
                problem: Problem) -> list[torch.Tensor]:
@@ -184,17 +181,9 @@ class MetaSGDLoop(InnerSolver):
             trajectory.append(module.y)
         return trajectory
 
-    def run(self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor,
-            keep_trajectory: bool) -> InnerRun:
-        problem = oracles.problem
-        trajectory = [y.detach() for y in self.unroll(GlobalObjectives(problem), x, y0,
-                                                      problem)]
-        return InnerRun(trajectory[-1], trajectory if keep_trajectory else trajectory[-1:], [],
-                        default_inner_step(problem, self.step_size))
-
 
 @dataclasses.dataclass(frozen=True)
-class TorchoptUnrolled(LibraryEstimator):
+class TorchoptUnrolled(UnrolledLibraryEstimator):
     """TorchOpt's explicit (unrolled) meta-gradient: ITD through ``torchopt.MetaSGD``.
 
     Args:
@@ -202,25 +191,9 @@ class TorchoptUnrolled(LibraryEstimator):
         inner_step_size: beta, MetaSGD's ``lr`` (``None``: 1/L).
     """
 
-    inner_steps: int | None = 100
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.inner_steps is None:
-            raise ValueError("TorchoptUnrolled unrolls inner_steps steps: give an int")
-
     @property
     def inner(self) -> MetaSGDLoop:
         return MetaSGDLoop(int(self.inner_steps or 0), self.inner_step_size)
-
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        x = x.clone().requires_grad_(True)
-        y_T = self.inner.unroll(objectives, x, y0, problem)[-1]
-        (value,) = torch.autograd.grad(objectives.outer(x, y_T), x, allow_unused=True,
-                                       materialize_grads=True)
-        return value, y_T.detach(), {}
 
 
 __all__ = ["MetaSGDLoop", "SOLVERS", "TorchoptImplicit", "TorchoptUnrolled"]

@@ -19,16 +19,13 @@ from testbed import plugins
 from testbed.names import did_you_mean
 from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
-from theory_checks.aggitd import rates as aggitd_rates
 from theory_checks.claim import Claim
-from theory_checks.fedmsa import rates as fedmsa_rates
-from theory_checks.fednest import rates as fednest_rates
 
 CLAIMS_GROUP = "testbed.claims"
 
 BUILTIN_CLAIMS: tuple[Claim, ...] = (
-    classical.CLAIMS + fednest.CLAIMS + fednest_rates.CLAIMS + aggitd.CLAIMS
-    + aggitd_rates.CLAIMS + fedmsa.CLAIMS + fedmsa_rates.CLAIMS + hgp.CLAIMS + comparison.CLAIMS)
+    classical.CLAIMS + fednest.CLAIMS + aggitd.CLAIMS + fedmsa.CLAIMS + hgp.CLAIMS
+    + comparison.CLAIMS)
 
 # Built-in and plugin claims sorted by id; one list, refreshed in place (refresh_claim_plugins).
 CLAIM_DB: list[Claim] = []

@@ -38,6 +38,9 @@ The code lives in sibling modules of one job each (this module gathers their ``C
 
 from __future__ import annotations
 
-from theory_checks.aggitd.claims import CLAIMS
+from theory_checks.aggitd import rates
+from theory_checks.aggitd.claims import CLAIMS as FIRST_CLAIMS
+
+CLAIMS = FIRST_CLAIMS + rates.CLAIMS
 
 __all__ = ["CLAIMS"]

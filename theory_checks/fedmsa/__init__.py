@@ -22,6 +22,9 @@ assumptions as hypotheses, which every claim declares),
 
 from __future__ import annotations
 
-from theory_checks.fedmsa.claims import CLAIMS
+from theory_checks.fedmsa import rates
+from theory_checks.fedmsa.claims import CLAIMS as FIRST_CLAIMS
+
+CLAIMS = FIRST_CLAIMS + rates.CLAIMS
 
 __all__ = ["CLAIMS"]

@@ -34,6 +34,9 @@ one module per job: :mod:`~theory_checks.fednest.common` (shared helpers and str
 
 from __future__ import annotations
 
-from theory_checks.fednest.claims import CLAIMS
+from theory_checks.fednest import rates
+from theory_checks.fednest.claims import CLAIMS as FIRST_CLAIMS
+
+CLAIMS = FIRST_CLAIMS + rates.CLAIMS
 
 __all__ = ["CLAIMS"]

@@ -1,0 +1,214 @@
+"""One place per paper result: each claim, with its cases, check, perturbation and positive
+control, lives in the module named after its result, and nothing refers to it by a string.
+
+The layout (README, "Where a claim lives"): a paper's folder ``theory_checks/<paper>/`` holds
+its shared modules (:data:`SHARED_MODULES`: the paper's constants and hypotheses, its shared
+helpers, the wrong estimators that several results' perturbations or the mutants build, the
+mutants) and one module per result, named after the subject of its claims' ids
+(``hgp.theorem2.corrected`` lives in ``theory_checks/hgp/theorem2.py``; a comparison's id has
+no subject, ``comparison.aggitd_table2_factor`` lives in
+``theory_checks/comparison/aggitd_table2_factor.py``). A result module declares ``CLAIMS``.
+
+These tests read the modules themselves (attributes and ``ast``), so a claim defined elsewhere,
+a check or perturbation left in a shared module that only one result uses, a claims file, or a
+claim id written as a string where the claim could be imported fails here with its place.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from theory_checks.claim import Claim
+from theory_checks.profiles import PerProfile
+from theory_checks.registry import BUILTIN_CLAIMS
+
+PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
+PAPERS = ("classical", "fednest", "aggitd", "fedmsa", "hgp", "comparison")
+# A paper's shared modules: what several of its results use (and the mutants, which concern
+# estimators rather than results). Anything else in a paper's folder is a result module.
+SHARED_MODULES = {"__init__", "constants", "common", "perturbations", "mutants"}
+# Modules of a paper's folder that are neither shared helpers nor results, with the reason.
+OTHER_MODULES = {
+    "comparison": {
+        # the rounds-to-target table (testbed run's comparison runs and the report's table),
+        # not a claim: no claim's check runs it
+        "runs", "table",
+    },
+}
+
+
+def result_of(claim_id: str) -> str:
+    """The result module's name of a claim id: its subject (``<paper>.<subject>.<name>``), or
+    the name of a comparison (``comparison.<name>``)."""
+    parts = claim_id.split(".")
+    return parts[1]
+
+
+def _modules(paper: str) -> Iterator[tuple[str, types.ModuleType]]:
+    folder = PACKAGE / paper
+    for info in pkgutil.iter_modules([str(folder)]):
+        yield info.name, importlib.import_module(f"theory_checks.{paper}.{info.name}")
+
+
+def _result_modules(paper: str) -> dict[str, types.ModuleType]:
+    return {name: module for name, module in _modules(paper)
+            if name not in SHARED_MODULES | OTHER_MODULES.get(paper, set())}
+
+
+def _paper_of(claim: Claim) -> str:
+    return claim.id.split(".")[0]
+
+
+def _uses(paper: str) -> dict[int, set[str]]:
+    """Each object a claim of ``paper`` names (check, strategy and its per-profile builders,
+    bound, positive control, examples, perturbation), by ``id``, with the result modules whose
+    claims name it."""
+    used: dict[int, set[str]] = {}
+    for name, module in _result_modules(paper).items():
+        for claim in module.CLAIMS:
+            strategies = (claim.strategy.fast, claim.strategy.thorough) \
+                if isinstance(claim.strategy, PerProfile) else (claim.strategy,)
+            for thing in (claim.check, claim.bound, claim.positive_control, claim.perturbation,
+                          *strategies, *claim.examples):
+                if thing is not None:
+                    used.setdefault(id(thing), set()).add(name)
+    return used
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_a_paper_folder_holds_shared_modules_and_result_modules_only(paper):
+    files = {path.name for path in (PACKAGE / paper).iterdir()
+             if path.is_file() and not path.name.endswith(".pyc")}
+    not_python = sorted(name for name in files if not name.endswith(".py"))
+    assert not not_python, (f"theory_checks/{paper} holds {not_python}: claims are Python, "
+                            "defined in their result's module")
+    results = _result_modules(paper)
+    assert results, f"theory_checks/{paper} has no result module"
+    for name, module in results.items():
+        claims = getattr(module, "CLAIMS", None)
+        assert claims, (f"theory_checks/{paper}/{name}.py declares no CLAIMS: a module of a "
+                        "paper's folder is a result (with its claims) or one of "
+                        f"{sorted(SHARED_MODULES)}")
+
+
+def misplaced_claims(results: dict[str, Any]) -> list[str]:
+    """Claims of the result modules ``results`` (name -> module) declared outside the module of
+    their result, or twice."""
+    placed: dict[str, str] = {}
+    problems = []
+    for name, module in results.items():
+        for claim in module.CLAIMS:
+            if result_of(claim.id) != name:
+                problems.append(f"{claim.id} is declared in {name}.py; it belongs in "
+                                f"{result_of(claim.id)}.py")
+            if claim.id in placed:
+                problems.append(f"{claim.id} is declared in {placed[claim.id]}.py and {name}.py")
+            placed[claim.id] = name
+    return problems
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_every_claim_lives_in_the_module_of_its_result(paper):
+    package = importlib.import_module(f"theory_checks.{paper}")
+    results = _result_modules(paper)
+    assert not misplaced_claims(results), "\n".join(misplaced_claims(results))
+    for name, module in _modules(paper):
+        if name in SHARED_MODULES - {"__init__"}:
+            assert not getattr(module, "CLAIMS", ()), (
+                f"theory_checks/{paper}/{name}.py is a shared module and declares claims")
+    placed = {c.id for module in results.values() for c in module.CLAIMS}
+    builtin = {c.id for c in BUILTIN_CLAIMS if _paper_of(c) == paper}
+    assert placed == builtin == {c.id for c in package.CLAIMS}
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_what_one_result_uses_is_defined_in_its_module(paper):
+    """A check, case strategy, perturbation or control that one result uses lives in its
+    module; one used by several results lives in the paper's shared modules, never in another
+    result's module."""
+    used = _uses(paper)
+    results = _result_modules(paper)
+    shared = {name: module for name, module in _modules(paper) if name in SHARED_MODULES}
+    misplaced = []
+    for name, module in results.items():
+        for claim in module.CLAIMS:
+            for role, thing in (("check", claim.check), ("perturbation", claim.perturbation),
+                                ("positive control", claim.positive_control),
+                                ("strategy", claim.strategy)):
+                if thing is None or isinstance(thing, PerProfile):
+                    continue
+                users = used[id(thing)]
+                home = getattr(thing, "__module__", None)
+                in_module = any(value is thing for value in vars(module).values())
+                in_shared = [s for s, m in shared.items()
+                             if any(value is thing for value in vars(m).values())]
+                if len(users) == 1:
+                    defined_here = (home == module.__name__ if isinstance(thing, types.FunctionType)
+                                    and thing.__code__.co_name == thing.__name__
+                                    and "<locals>" not in thing.__qualname__
+                                    else in_module and not in_shared)
+                    if not defined_here:
+                        misplaced.append(f"{claim.id}: its {role} is used by {name} only and "
+                                         f"is not defined in {paper}/{name}.py")
+                elif not in_shared and not _core(home):
+                    misplaced.append(f"{claim.id}: its {role}, used by {sorted(users)}, belongs "
+                                     f"in a shared module of {paper} (found in {home})")
+    assert not misplaced, "\n".join(misplaced)
+
+
+def _core(module_name: str | None) -> bool:
+    """A module of the checking machinery (theory_checks' own top level), not a paper's."""
+    return bool(module_name) and module_name.count(".") == 1 \
+        and module_name.startswith("theory_checks.")
+
+
+def claim_id_strings(source: str, ids: set[str]) -> list[int]:
+    """Lines of ``source`` where a claim id of ``ids`` is written as a string other than the
+    ``id=`` of a ``Claim(...)``."""
+    tree = ast.parse(source)
+    declared: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
+            declared |= {id(k.value) for k in node.keywords if k.arg == "id"}
+    return [node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in ids
+            and id(node) not in declared]
+
+
+def test_claims_are_referred_to_by_import_not_by_string():
+    """A claim id appears as a string only where its claim is declared (``Claim(id=...)``):
+    ``corrects``, the mutants' ``first`` and every other reference import the claim and use its
+    ``.id``, which a rename or a typo breaks at import time rather than at run time."""
+    ids = {c.id for c in BUILTIN_CLAIMS}
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name.startswith("test_"):
+            continue  # the package's own pytest modules name claims as a user would
+        for line in claim_id_strings(path.read_text(encoding="utf-8"), ids):
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{line}")
+    assert not found, ("claim ids written as strings (import the claim, use .id):\n"
+                       + "\n".join(found))
+
+
+def test_the_layout_rules_catch_planted_violations():
+    """The rules can fail: a claim declared under another result's name, a claim declared twice,
+    and a claim id written as a string are each reported."""
+    results = _result_modules("classical")
+    (first, module), (other, _) = list(results.items())[:2]
+    stray = module.CLAIMS[0]
+    planted = {**results, other: types.SimpleNamespace(CLAIMS=(stray,))}
+    problems = misplaced_claims(planted)
+    assert any(f"{stray.id} is declared in {other}.py; it belongs in {first}.py" in p
+               for p in problems)
+    assert any(f"{stray.id} is declared in {first}.py and {other}.py" in p for p in problems)
+    source = (f'X = Claim(id="{stray.id}")\n'
+              f'M = Mutant("m", first=("{stray.id}",))\n')
+    assert claim_id_strings(source, {stray.id}) == [2]

@@ -1,7 +1,8 @@
 """HGP claims can say both "holds" and "fails".
 
-The perturbations (the smallest bug each claim must catch) live in
-:mod:`theory_checks.hgp.perturbations` and are attached to the claims; the generic
+The perturbations (the smallest bug each claim must catch) live in the module of their result
+(``theory_checks/hgp/<result>.py``; those several results share in
+:mod:`theory_checks.hgp.perturbations`) and are attached to the claims; the generic
 ``theory_checks/test_claims.py::test_perturbation_is_caught`` runs them and
 ``test_positive_control_holds`` runs the controls of the errata. This file checks that every HGP
 claim has one or the other, that the realistic perturbations replaced the huge ones, and that

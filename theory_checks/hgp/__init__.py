@@ -1,32 +1,70 @@
-"""Claims of the HGP paper (Terashita & Hara): Lemma 1, Lemma 2, Theorem 1, Corollary 1,
-Theorem 2, the errata of the notes (sec. 7), the negative control and the applications.
+"""Claims of the HGP paper (Terashita & Hara, "Decentralized Hyper-Gradient Computation over
+Time-Varying Directed Networks"): Lemmas 1-2, Theorems 1-2, Corollary 1, the errata of the notes
+(sec. 7), the negative control and the applications.
 
-This module assembles :data:`CLAIMS`; the code
-lives in sibling modules of one job each:
+Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
+optimum ``H_k = d2_y g_k`` (d_y x d_y), ``J_k = d2_{y lambda} g_k`` (d_lambda x d_y),
+``c_k = grad_y f_k``, ``e_k = grad_lambda f_k``, ``H_bar``, ``c_bar`` their client means;
+``GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c``. ``Theta = (1/n) 1 1^T`` is exact averaging,
+``Theta_hat`` its S-step Push-Sum approximation (Alg. 1), M the number of fixed-point iterations
+of eq. (10), eta their step; ``alpha``, ``beta``, ``L``, ``mu``, ``nu``, ``c_S`` are the paper's
+constants (:mod:`theory_checks.hgp.constants`). Every check compares the estimator's output with
+a bound from the paper's formula (or the notes' explicit version of it) and the problem's
+constants.
 
-- :mod:`theory_checks.hgp.constants`: the paper's constants (alpha, beta, L, kappa, mu, nu, c_S)
-  and its assumptions and conditions as hypotheses, used by every check;
-- :mod:`theory_checks.hgp.common`: the paper's shared helpers (mixing families, case
-  strategies, a run, exact blocks and noise moments);
-- :mod:`theory_checks.hgp.exact_averaging`: Lemma 1, the D2 error identity and Theorem 2;
-- :mod:`theory_checks.hgp.pushsum`: Lemma 2 and the explicit Push-Sum bound;
-- :mod:`theory_checks.hgp.theorem1`: Corollary 1 (D1), the stated step condition, the rates;
-- :mod:`theory_checks.hgp.core_claims`: CORE_CLAIMS, read from ``core_claims.toml``.
+Each result lives in one module, with its statement, hypotheses, cases, check(s),
+perturbation(s), positive control and claims:
 
-Stochastic claims live in :mod:`theory_checks.hgp.stochastic`; applications and communication in
-:mod:`theory_checks.hgp.applications`, influence estimation (Table 4) in
-:mod:`theory_checks.hgp.influence`. Every check compares the estimator's output with a bound
-from the paper's formula (or the notes' explicit version of it) and the problem's constants.
+=========================================  ======================  ===========================
+result                                     module                  claims
+=========================================  ======================  ===========================
+Lemma 1 (eq. 9, eq. 10's fixed point)      :mod:`.lemma1`          ``eta_invariance``
+exact averaging: eq. (16)'s error (D2)     :mod:`.exact_averaging` ``error_identity``
+Lemma 2 (Push-Sum error, eq. 15)           :mod:`.lemma2`          ``sqrt_n_constant``,
+                                                                   ``geometric_consensus``
+Corollary 1 (exact Jacobians; D1)          :mod:`.corollary1`      ``explicit_bound``
+Theorem 1 (and Cor. 2)                     :mod:`.theorem1`        ``stated_step_condition``,
+                                                                   ``rate_in_m``, ``rate_in_s``,
+                                                                   ``noise_exponent_b``,
+                                                                   ``high_probability_bound``
+Theorem 2 (inexact inner solution)         :mod:`.theorem2`        ``as_stated``, ``corrected``
+stochastic HGP unbiased (Remark 3; D3)     :mod:`.stochastic`      ``unbiased``
+noise term ~ sqrt(eta) (erratum; D4)       :mod:`.noise`           ``sqrt_eta``
+Assumption 1 violated (negative control)   :mod:`.negative_control` ``not_strongly_connected``
+GlobalGrad / ClientGrad / LocalGrad        :mod:`.taxonomy`        ``closed_forms``
+vector-only messages (Alg. 1-2)            :mod:`.communication`   ``vector_messages``
+influence estimation (Sec. 5.2, Table 4)   :mod:`.influence`       ``r2``, ``r2_retraining``
+personalization (Sec. 5.3, Table 2)        :mod:`.personalization` ``gain``
+=========================================  ======================  ===========================
+
+Shared by several results: :mod:`.constants` (the paper's constants, assumptions and
+conditions as hypotheses), :mod:`.common` (mixing families, case strategies, a run, exact
+blocks, the exact noise moments and the stochastic claims' conformance tests),
+:mod:`.perturbations` (the wrong estimators several results' perturbations build);
+:mod:`.mutants` holds the realistic bugs ``testbed mutate`` runs against these claims.
 """
 
 from __future__ import annotations
 
-# Library names this module has always exposed, kept so that no importer of them breaks.
-from theory_checks.claim import (
-    Claim,
+from theory_checks.claim import Claim
+from theory_checks.hgp import (
+    communication,
+    corollary1,
+    exact_averaging,
+    influence,
+    lemma1,
+    lemma2,
+    negative_control,
+    noise,
+    personalization,
+    stochastic,
+    taxonomy,
+    theorem1,
+    theorem2,
 )
-from theory_checks.hgp.applications import CLAIMS as APPLICATION_CLAIMS
-from theory_checks.hgp.core_claims import CORE_CLAIMS
-from theory_checks.hgp.stochastic import CLAIMS as STOCHASTIC_CLAIMS
 
-CLAIMS: tuple[Claim, ...] = CORE_CLAIMS + STOCHASTIC_CLAIMS + APPLICATION_CLAIMS
+CLAIMS: tuple[Claim, ...] = (
+    lemma1.CLAIMS + exact_averaging.CLAIMS + lemma2.CLAIMS + corollary1.CLAIMS + theorem1.CLAIMS
+    + theorem2.CLAIMS + stochastic.CLAIMS + noise.CLAIMS + negative_control.CLAIMS
+    + taxonomy.CLAIMS + communication.CLAIMS + influence.CLAIMS + personalization.CLAIMS
+)

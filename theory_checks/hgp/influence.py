@@ -1,20 +1,27 @@
 """HGP's decentralized influence estimation (Sec. 5.2, eq. 12, Table 4).
 
-With ``g_i = 1/N sum_k lambda_ik ell(xi_ik, x) + mu/2 ||x||^2`` evaluated at ``lambda = 1``, the
-k-th entry of ``<-d_lambda F>_i`` is the linear (first-order) estimate of the change of ``F =
-sum_i f_i`` when sample k of client i is removed (``lambda_ik: 1 -> 0``). Two claims:
+With ``g_i = 1/N sum_k lambda_ik ell(xi_ik, x) + mu/2 ||x||^2`` (eq. 12: per-sample loss weights
+as hyperparameters) evaluated at ``lambda = 1``, the k-th entry of ``<-d_lambda F>_i`` is the
+linear (first-order) estimate of the change of ``F = sum_i f_i`` when sample k of client i is
+removed (``lambda_ik: 1 -> 0``). Table 4 reports R^2 = 0.99 between HGP's estimates and
+retraining without each of the 50 samples with the largest estimates (logistic regression).
+Two claims:
 
 - ``hgp.influence.r2`` (the estimator): HGP's estimate against the exact influence ``-<d_lambda
   F>_ik`` (a linear solve), R^2 >= 0.99 over every sample: what HGP itself contributes;
 - ``hgp.influence.r2_retraining`` (Table 4's number): HGP's estimate against retraining without
   each of the 50 samples with the largest predicted ``|influence|``, R^2 >= 0.99, at Table 4's
-  scale (:data:`TABLE4_SCALE`) over several data draws. R^2 there measures HGP's error plus the
-  first-order approximation's, whose remainder is ``O(1/N^2)`` per removal: it is small at the
-  paper's 100 samples per client and large at 30 (the toy scale this claim was once decided at).
+  scale (:data:`TABLE4_SCALE`, the hypothesis :data:`TABLE4_SETTING`) over several data draws,
+  in four readings (which 50 samples; how "0.99" is read). R^2 there measures HGP's error plus
+  the first-order approximation's, whose remainder is ``O(1/N^2)`` per removal: it is small at
+  the paper's 100 samples per client and large at 30.
+
+Hypotheses: Assumption 1, Assumption 2 (the ridge ``mu``), ``0 < eta alpha < 1`` and the step
+condition (HGP runs at eta = 1/L). Perturbation of both: Push-Sum without its de-bias.
 
 The retrainings and the exact influences depend only on the problem, HGP's estimate on the
 problem and the estimator: both are cached (:func:`influence_draw`), so the claim's readings
-(which 50 samples; how "0.99" is read) and its perturbation reuse them.
+and its perturbation reuse them.
 """
 
 from __future__ import annotations
@@ -29,11 +36,22 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import PerClientLogistic, from_spec, strategies
+from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.influence_metrics import r_squared
-from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
+from testbed.decentralized.pushsum import push_sum
+from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
 from theory_checks.hgp.common import fresh_state, terms_for
-from theory_checks.hgp.constants import REF, deterministic_contractions, step_size
-from theory_checks.hypotheses import Hypothesis
+from theory_checks.hgp.constants import (
+    A2_STRONG_CONVEXITY,
+    REF,
+    assumption1,
+    deterministic_contractions,
+    eta_alpha_below_one,
+    step_condition,
+    step_size,
+)
+from theory_checks.hgp.perturbations import swap
+from theory_checks.hypotheses import Hypothesis, Reading
 from theory_checks.profiles import PerProfile
 
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
@@ -238,9 +256,125 @@ def table4_cases(draws: int) -> st.SearchStrategy[Case]:
 TABLE4_CASES = PerProfile(functools.partial(table4_cases, DRAWS.fast),
                           functools.partial(table4_cases, DRAWS.thorough))
 
+# --------------------------------------------------------------------------- perturbation
 
-__all__ = [
-    "DRAWS", "PUSHSUM_STEPS", "RIDGES", "TABLE4_SCALE", "TABLE4_SETTING", "TOP",
-    "InfluenceDraw", "TABLE4_CASES", "check_influence", "check_r2_retraining", "influence_draw",
-    "retraining_r2", "table4_cases", "table4_draws", "top_samples",
-]
+
+@dataclasses.dataclass(frozen=True)
+class _NoDebias(HyperGradientPush):
+    """Push-Sum without the de-bias division (``u_bar = z`` instead of ``z / omega``)."""
+
+    def average_step(self, u: Any, w: Any, time: int, graph: Any, gledger: Any,
+                 sledger: Any) -> Any:
+        if not self.averaging_rule.gossips:
+            return super().average_step(u, w, time, graph, gledger, sledger)
+        result = push_sum(u, graph.mixing(time, self.pushsum_steps), gledger)
+        return result.z, w, time + self.pushsum_steps
+
+
+NO_DEBIAS = Perturbation(
+    "Push-Sum without de-bias",
+    "Push-Sum returns the numerators z instead of z / omega (the de-bias division forgotten): "
+    "exact on doubly stochastic steps, an O(1) consensus bias on directed graphs whose weights "
+    "drift from 1",
+    swap("hgp", _NoDebias),
+)
+
+# --------------------------------------------------------------------------- the claims
+
+
+R2 = Claim(
+    id="hgp.influence.r2",
+    paper="HGP",
+    reference="HGP sec. 5.2, eq. (12), Table 4 (logistic regression: R^2 0.99)",
+    kind="bias_bound",
+    statement="R^2 of HGP's influence -<d_lambda F>_ik against the exact influence >= 0.99",
+    estimators=("hgp",),
+    strategy=influence_cases,
+    check=check_influence,
+    hypotheses=(
+        assumption1(),
+        A2_STRONG_CONVEXITY,
+        eta_alpha_below_one(),
+        step_condition(),
+    ),
+    perturbation=NO_DEBIAS,
+    notes=("What HGP contributes to Table 4's R^2: its estimate against the exact -<d_lambda "
+           "F>_ik (a linear solve) over every sample, on small drawn problems (2-4 clients, "
+           "30-60 samples); the table's number itself, against retraining, is "
+           "hgp.influence.r2_retraining at the table's scale."),
+)
+
+
+R2_RETRAINING = Claim(
+    id="hgp.influence.r2_retraining",
+    paper="HGP",
+    reference="HGP sec. 5.2, Table 4 (logistic regression: R^2 0.99 against retraining)",
+    kind="bias_bound",
+    statement=("at Table 4's scale (3 clients, d = 5, 100 + 100 samples per client, FedEM-style "
+               "data), R^2 of HGP's influence against retraining without each of the 50 most "
+               "influential samples >= 0.99 (median over data draws)"),
+    estimators=("hgp",),
+    strategy=TABLE4_CASES,
+    check=check_r2_retraining,
+    # Why 1 case on the fast profile (3 data draws) and 4 on the thorough one (5 draws each): a
+    # draw is one HGP run and 300 batched retrainings (~1 s on one core); 20 draws give the spread
+    shrink=False,
+    max_examples=PerProfile(1, 4),
+    hypotheses=(
+        TABLE4_SETTING,
+        assumption1(),
+        A2_STRONG_CONVEXITY,
+        eta_alpha_below_one(),
+        step_condition(),
+    ),
+    scale=("Table 4 / Sec. 5.1-5.2 as stated: 3 clients, d = 5, 100 training and 100 validation "
+           "samples per client, FedEM-style synthetic data (3 components, Dirichlet 0.4), "
+           "per-sample loss weights, top 50 removals, RandD graphs with edge probabilities "
+           "U[0.4, 0.8]. Differences that remain: the ridge the paper leaves open (drawn from "
+           "0.01, the authors' code's weight decay, 0.125 and 0.5; below 0.01 R^2 falls: at "
+           "0.001 the median of 100 draws is 0.992 and 54% reach 0.99); no intercept (the "
+           "labels' model has none); the inner solution and every retraining exact (Newton) "
+           "instead of 5000 SGP steps; HGP at eta = 1/L to 1e-8 of its fixed point (S = 30) "
+           "instead of M = 500, S = 100, eta = 1 (Lemma 1: the same fixed point); the FedEM "
+           "generator as intended (the authors' code fills only the first component's labels); "
+           "several data draws, not one."),
+    perturbation=NO_DEBIAS,
+    notes=("Decided at the table's scale over several data draws (median; the spread in "
+           "details). Replication (independent numpy code, exact influence and Newton "
+           "retraining, global top 50): ridge 0.01, 100 draws: median 0.9958, 5% quantile "
+           "0.9908, min 0.9763, 95% of draws >= 0.99, 98% >= 0.985; ridge 0.125 and 0.5, 30 "
+           "draws each: min 0.9997 and 0.9998. HGP itself is within 1e-9 of the exact influence "
+           "(R^2 against it 1.000), so the shortfall where there is one is the first-order "
+           "approximation's. Replication record at a toy scale, not a refutation: until issue 22 "
+           "this claim ran on 2 clients x 30 samples, d = 2, top 10 and recorded 'fails as "
+           "stated' on seed 0 (ridge 0.125): R^2 0.982 against retraining, 1.000 against the "
+           "exact influence; over 40 seeds there the exact influence's R^2 ranges from 0.199 to "
+           "0.9997 (85% >= 0.99): one removal of 30 moves the model by O(1/N) and the "
+           "first-order estimate misses O(1/N^2). Such a case is now outside TABLE4_SETTING "
+           "(rejected). Perturbation: Push-Sum without its de-bias (median 0.83-0.90 on the "
+           "first draws)."),
+    readings=(
+        Reading(
+            "global top 50, >= 0.99 as printed",
+            "R^2 on the 50 largest |estimates| over all clients (the authors' code) >= 0.99",
+            {"selection": "global", "threshold": 0.99}),
+        Reading(
+            "per-client top 50, >= 0.99 as printed",
+            "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.99",
+            {"selection": "per_client", "threshold": 0.99}),
+        Reading(
+            "global top 50, 0.99 as a two-decimal rounding (>= 0.985)",
+            "R^2 on the 50 largest |estimates| over all clients >= 0.985",
+            {"selection": "global", "threshold": 0.985}),
+        Reading(
+            "per-client top 50, 0.99 as a two-decimal rounding (>= 0.985)",
+            "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.985",
+            {"selection": "per_client", "threshold": 0.985}),
+    ),
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    R2,
+    R2_RETRAINING,
+)

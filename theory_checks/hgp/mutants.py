@@ -25,13 +25,14 @@ from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import push_sum
 from testbed.registry import get_estimator
+from theory_checks.hgp import communication, exact_averaging, lemma2, negative_control, taxonomy
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import recast
 
 LOOP_ENTRIES = ("hgp", "hgp-exact-averaging", "hgp-stochastic", "hgp-static", "hgp-practical")
 GOSSIP_ENTRIES = ("hgp", "hgp-stochastic", "hgp-static", "hgp-practical")
-IDENTITY = "hgp.exact_averaging.error_identity"
-CONSENSUS = "hgp.lemma2.geometric_consensus"
+IDENTITY = exact_averaging.ERROR_IDENTITY.id
+CONSENSUS = lemma2.GEOMETRIC_CONSENSUS.id
 
 # --------------------------------------------------------------------------- the loop
 
@@ -268,12 +269,12 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("pushsum.graph_clock_stale", "Push-Sum", "stale",
            "the graph clock is not advanced between Push-Sum calls: every call gossips over "
            "the same segment of the time-varying graph", _loop(StaleClock, GOSSIP_ENTRIES),
-           first=("hgp.communication.vector_messages",)),
+           first=(communication.VECTOR_MESSAGES.id,)),
     Mutant("pushsum.weights_not_reset", "Push-Sum", "pushsum_weight",
            "the Push-Sum weights omega carried over between calls instead of reset to 1 "
            "(the practical form's keep_weights on by mistake)",
            _loop(HyperGradientPush, ("hgp", "hgp-stochastic"), keep_weights=True),
-           first=("hgp.negative_control.not_strongly_connected",)),
+           first=(negative_control.NOT_STRONGLY_CONNECTED.id,)),
     Mutant("pushsum.row_stochastic", "Push-Sum", "pushsum_weight",
            "the weights split by the receiver's in-degree (rows summing to one) instead of "
            "the sender's out-degree", _loop(RowStochastic, GOSSIP_ENTRIES),
@@ -282,5 +283,5 @@ MUTANTS: tuple[Mutant, ...] = (
            "GlobalGrad computed with each client's own c_i instead of sum_k c_k",
            {"hgp-globalgrad": lambda **kw: recast(get_estimator("hgp-globalgrad").build(**kw),
                                                   ClientAdjointGlobal)},
-           first=("hgp.taxonomy.closed_forms",)),
+           first=(taxonomy.CLOSED_FORMS.id,)),
 )

@@ -1,0 +1,117 @@
+"""HGP's communication: only vectors of size d_y + 1 travel (Alg. 1-2; notes 3.3, 6.3 T13).
+
+HGP's point (Sec. 3.3, Remark 2): every block of the Hessian and Jacobian is computable by one
+client, so only ``u``-sized Push-Sum messages are exchanged: per Push-Sum step s each client j
+sends its numerator and weight, ``d_y + 1`` floats, to each of its out-neighbours; Hessians
+(``O(d_y^2)``) and the hyperparameter-sized ``v_i`` never leave a client. Over M fixed-point
+iterations of S steps,
+
+.. math::  \\text{floats sent} = \\sum_{m=1}^{M} \\sum_{s=1}^{S} \\sum_j
+           (|N_j^{out}(s)| - 1)(d_y + 1).
+
+Hypotheses: Assumption 1, Assumption 2.
+
+Checked (:func:`check_communication`, ``hgp.communication.vector_messages``): the graph ledger
+of a run (M = 5, S in [1, 6], every connected family) against the count from the graph
+sequence, in total and per client, and its payload sizes equal to ``{d_y + 1}``. Perturbation:
+``v`` gossiped once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from problems import strategies
+from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
+from testbed.decentralized.hgp import HyperGradientPush
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
+from theory_checks.hgp.common import fresh_state, graph_cases, point
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
+from theory_checks.hgp.perturbations import swap
+
+
+def check_communication(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Every message is a ``d_y + 1`` vector (numerator and weight) per edge per Push-Sum step:
+    payload sizes are exactly ``{d_y + 1}`` (no Hessian, no hyperparameter-sized v) and the total
+    equals ``sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1)`` from the graph sequence."""
+    problem = case.problem
+    if problem.dim_hyper == problem.dim_y + 1:
+        raise NotMeasurable("d_lambda = d_y + 1: a leaked v would look like a Push-Sum message")
+    x = point(problem, case.params["point_seed"])
+    M, S = 5, int(case.params["pushsum_steps"])
+    est = make(neumann_terms=M, pushsum_steps=S, graph_family=case.params["graph_family"],
+               graph_seed=case.params["graph_seed"])
+    out = est.run(problem, x, fresh_state(problem), np.random.default_rng(0))
+    ledger = out.graph_ledger
+    graph = GraphSequence(case.params["graph_family"], problem.n_clients,
+                          case.params["graph_seed"])
+    edges = graph.edges(0, M * S)
+    out_degree = edges.sum(axis=1) - 1  # [s, j]: messages j sends at step s (self-loop free)
+    size = problem.dim_y + 1
+    expected = int(out_degree.sum()) * size
+    per_client = out_degree.sum(axis=0) * size
+    measured = ledger.total_floats if ledger is not None else -1
+    passed = (ledger is not None and ledger.payload_sizes == {size} and measured == expected
+              and bool((ledger.floats_sent == per_client).all())
+              and out.calls.floats_up == expected)
+    return Measurement(float(measured), float(expected), passed,
+                       "floats sent == sum (out-degree)(d_y + 1), payloads == {d_y + 1}",
+                       details={"payload_sizes": sorted(ledger.payload_sizes) if ledger else []})
+
+
+# Cases of claim hgp.communication.vector_messages
+communication_vector_messages_cases = graph_cases(strategies.per_client_quadratic(),
+                                                  CONNECTED_FAMILIES, (1, 6))
+
+# --------------------------------------------------------------------------- perturbation
+
+
+@dataclasses.dataclass(frozen=True)
+class _Leaky(HyperGradientPush):
+    """Also gossips the hyperparameter-sized v once (which must never leave a client)."""
+
+    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
+            replicas: int = 1, track_consensus: bool = True) -> Any:
+        out = super().run(problem, x, state, rng, replicas, track_consensus)
+        if out.graph_ledger is not None:
+            graph = self.graph(problem.n_clients)
+            out.graph_ledger.gossip(out.trajectory[-1, 0], graph.mixing(0, 1))
+        return out
+
+
+LEAKY = Perturbation(
+    "v gossiped once",
+    "the hyperparameter-sized v is gossiped once besides the Push-Sum messages (a debugging "
+    "all-reduce left in): one extra payload size in the ledger",
+    swap("hgp", _Leaky),
+)
+
+# --------------------------------------------------------------------------- the claim
+
+
+VECTOR_MESSAGES = Claim(
+    id="hgp.communication.vector_messages",
+    paper="HGP",
+    reference="HGP Alg. 1-2 (O(d_x) messages, Hessians never sent); notes 3.3, 6.3 T13",
+    kind="communication_count",
+    statement=("floats sent = sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1); every payload has "
+               "d_y + 1 floats (v_i and Hessians never leave a client)"),
+    estimators=("hgp",),
+    strategy=communication_vector_messages_cases,
+    check=check_communication,
+    hypotheses=(
+        assumption1(),
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=LEAKY,
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    VECTOR_MESSAGES,
+)

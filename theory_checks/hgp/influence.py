@@ -30,7 +30,7 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from hypothesis import strategies as st
@@ -57,8 +57,8 @@ from theory_checks.profiles import PerProfile
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
 #: R^5, 100 training and 100 validation samples per client, the FedEM-style synthetic data with
 #: 3 components and Dirichlet concentration 0.4; per-sample loss weights as hyperparameters.
-TABLE4_SCALE = {"n_clients": 3, "dim": 5, "n_train": 100, "n_val": 100, "components": 3,
-                "concentration": 0.4, "hyper": "weights"}
+TABLE4_SCALE: dict[str, Any] = {"n_clients": 3, "dim": 5, "n_train": 100, "n_val": 100,
+                                "components": 3, "concentration": 0.4, "hyper": "weights"}
 #: Sec. 5.2: "We selected the 50 elements with the largest absolute values".
 TOP = 50
 #: The ridge the paper leaves open: 0.01 is the authors' code's weight decay
@@ -114,14 +114,14 @@ def retraining_r2(draw: InfluenceDraw, selection: str, top: int = TOP) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _exact_and_actual(spec: str) -> tuple[np.ndarray, np.ndarray]:
-    problem = from_spec(json.loads(spec))
+    problem: Any = from_spec(json.loads(spec))
     x = problem.initial_point()[0]
     return ((-problem.global_grad(x)).cpu().numpy(), problem.all_removal_effects(x).cpu().numpy())
 
 
 @functools.lru_cache(maxsize=64)
 def _hgp_estimate(spec: str, estimator: Any) -> np.ndarray:
-    problem = from_spec(json.loads(spec))
+    problem: Any = from_spec(json.loads(spec))
     out = estimator.run(problem, problem.initial_point()[0], fresh_state(problem),
                         np.random.default_rng(0), track_consensus=False)
     return (-out.trajectory[-1, 0]).cpu().numpy()
@@ -167,7 +167,7 @@ def influence_cases() -> st.SearchStrategy[Case]:
 
 
 def _scale_margin(case: Case) -> float:
-    spec = case.problem.spec()
+    spec: dict[str, Any] = case.problem.spec()
     if spec.get("family") != "PerClientLogistic.random" or spec.get("hyper") != "weights":
         return -1.0
     return 0.0 - max(abs(float(spec[key]) - float(value)) / float(value)
@@ -185,8 +185,8 @@ TABLE4_SETTING = Hypothesis(
 
 def table4_draws(problem: PerClientLogistic, draws: int) -> list[PerClientLogistic]:
     """The case's problem and the ``draws - 1`` that follow it (data seeds ``seed + j``)."""
-    spec = problem.spec()
-    return [problem] + [from_spec({**spec, "seed": int(spec["seed"]) + j})
+    spec: dict[str, Any] = problem.spec()
+    return [problem] + [cast(PerClientLogistic, from_spec({**spec, "seed": int(spec["seed"]) + j}))
                         for j in range(1, draws)]
 
 

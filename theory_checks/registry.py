@@ -95,8 +95,8 @@ def defined_in(claim: Claim) -> str:
             module = importlib.import_module(f"{package.__name__}.{info.name}")
             if any(c is claim for c in getattr(module, "CLAIMS", ())):
                 return _relative(module)
-    module = inspect.getmodule(claim.check)
-    return f"its check in {module.__name__ if module else '?'}"
+    check_module = inspect.getmodule(claim.check)
+    return f"its check in {check_module.__name__ if check_module else '?'}"
 
 
 def _relative(module: types.ModuleType) -> str:

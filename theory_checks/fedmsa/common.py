@@ -626,9 +626,3 @@ def cases_of(problems: st.SearchStrategy[Any], fixed: Mapping[str, Any] | None =
             problems, strategies.SEEDS, st.fixed_dictionaries(params))
 
     return make
-
-
-@st.composite
-def scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
-    """Quadratic bilevel problems with ``mu`` in [0.5, 8]: Lemma B.1's step rule is not
-    scale-invariant, so the inner curvature's absolute size matters (notes 3.4)."""

@@ -170,7 +170,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     criterion after R rounds is O(tau/R + 1/(sqrt(K) R)); exact exponent in R <= -1 + 0.02.
 
     Exact maps (sigma = 0), so the only randomness is the local client of every round; the
-    expectation over it is exact (:func:`theory_checks.fedmsa.exact.exact_run`: the round of
+    expectation over it is exact (:func:`theory_checks.fedmsa.common.exact_run`: the round of
     the registered algorithm identified as an affine map per local client, the state's mean and
     covariance propagated as a mixture)."""
     problem = case.problem

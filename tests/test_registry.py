@@ -22,9 +22,8 @@ def test_every_estimator_and_algorithm_class_is_registered():
         missing = [c.__name__ for c in _concrete_subclasses(base)
                    if c not in registered
                    # deliberately wrong estimators: test doubles, the claims' perturbations (in
-                   # their result's module or a paper's perturbations.py) and the mutation
-                   # catalogue (theory_checks/<family>/mutants.py); theory_checks defines no
-                   # estimator of its own
+                   # a paper's perturbations.py or in the result module that uses them) and the
+                   # mutation catalogue (theory_checks/<family>/mutants.py)
                    and not c.__module__.startswith(("tests.", "theory_checks."))]
         assert not missing, f"classes not in ESTIMATOR_DB: {missing}"
 

@@ -22,9 +22,9 @@ reference = "Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)"
 kind = "exact_identity"
 statement = "AID-CG with dim_y iterations and y = y*(x) returns grad h exactly"
 estimators = ["aid-cg"]
-strategy = {call = "theory_checks.classical.checks:closed_form_cases"}
-check = "theory_checks.classical.checks:check_cg_exact"
-perturbation = "theory_checks.classical.perturbations:SHORT_CG"
+strategy = {call = "theory_checks.classical.common:closed_form_cases"}
+check = "theory_checks.classical.cg:check_cg_exact"
+perturbation = "theory_checks.classical.cg:SHORT_CG"
 max_examples = {fast = 2}
 
 [claim.positive_control]
@@ -41,15 +41,12 @@ def _write(tmp_path: Path, text: str) -> Path:
 
 
 def test_every_shipped_claims_file_loads_and_its_claims_are_registered():
+    # the papers' claims move from these files into their result modules (issue 26): the
+    # files left must still load into registered claims
     files = sorted(ROOT.rglob("*.toml"))
-    assert len(files) >= 12
     registered = {c.id for c in CLAIM_DB}
     loaded = [claim for path in files for claim in load_claims(path)]
     assert {c.id for c in loaded} <= registered
-    # the Table 2 round counts per variant are made from the algorithms' formulas, not a file
-    made = {"fednest.rounds." + v for v in ("fednest", "lfednest", "fednest_sgd",
-                                            "lfednest_svrg", "fednest_minimax")}
-    assert registered - {c.id for c in loaded} == made
 
 
 def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
@@ -70,12 +67,12 @@ def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
      r"claims\.toml: claim classical\.cg\.exact_after_dim_y: unknown key\(s\) \['verdict'\]"),
     (("check_cg_exact", "check_cg_exactly"),
      r"claim classical\.cg\.exact_after_dim_y: .*has no check_cg_exactly"),
-    (("\"theory_checks.classical.checks:check_cg_exact\"",
-      "\"theory_checks.classical.checks.check_cg_exact\""),
+    (("\"theory_checks.classical.cg:check_cg_exact\"",
+      "\"theory_checks.classical.cg.check_cg_exact\""),
      r"is not of the form 'package\.module:name'"),
-    (("\"theory_checks.classical.perturbations:SHORT_CG\"",
-      "\"theory_checks.classical.checks:check_cg_exact\""), r"is a function, not a Perturbation"),
-    (("theory_checks.classical.checks:closed_form_cases", "theory_checks.nowhere:_cases"),
+    (("\"theory_checks.classical.cg:SHORT_CG\"",
+      "\"theory_checks.classical.cg:check_cg_exact\""), r"is a function, not a Perturbation"),
+    (("theory_checks.classical.common:closed_form_cases", "theory_checks.nowhere:_cases"),
      r"cannot import theory_checks\.nowhere"),
     (("kind = \"exact_identity\"", "kind = \"a_feeling\""), r"unknown kind 'a_feeling'"),
     (("paper = \"Classical\"", "paper = \"Classical\"\nauthor = \"x\""),

@@ -51,7 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib
 import io
 import os
 import sys
@@ -76,18 +75,28 @@ from closed_form_rounds import one_round
 
 from problems.workloads import Dataset, build_workload
 from testbed.algorithms.fednest import FedNest
+from testbed.authors_code import (
+    AUTHORS_ENV,
+    AuthorsCodeError,
+    checkout,
+    import_authors_code,
+    named_checkout,
+)
 
 NAME = "authors_fednest"
 DESCRIPTION = ("Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP "
                "hyper-representation, 100 clients of MNIST-shaped data) against the authors' "
                "code driven through its own modules; target: >= 3x on CPU at 1 thread")
 TARGET_SPEEDUP = 3.0
-AUTHORS_ENV = "FEDNEST_AUTHORS_REPO"
-#: The authors' modules this benchmark imports (relative to their repository root).
-AUTHORS_FILES = ("core/ClientManage_hr.py", "core/function.py", "models/ModelBuilder.py",
-                 "utils/options.py")
-#: Imports of the authors' modules that they never use, and the names imported from them.
-UNUSED_IMPORTS = {"cv2": ("log",), "importlib_metadata": ("requires",)}
+#: The authors' objects this benchmark uses, by module (relative to their repository root).
+AUTHORS_OBJECTS = {
+    "ClientManageHR": "core.ClientManage_hr:ClientManageHR",
+    "assign_hyper_gradient": "core.function:assign_hyper_gradient",
+    "build_model": "models.ModelBuilder:build_model",
+    "args_parser": "utils.options:args_parser",
+}
+AUTHORS_FILES = tuple(sorted({reference.partition(":")[0].replace(".", "/") + ".py"
+                              for reference in AUTHORS_OBJECTS.values()}))
 CLIENTS, QUICK_CLIENTS = 100, 4
 PER_CLIENT, QUICK_PER_CLIENT = 600, 20  # MNIST's 60,000 training images over 100 clients
 CLIENTS_PER_ROUND = (10, 100)
@@ -96,10 +105,6 @@ CLASSES, SHAPE = 10, (1, 28, 28)
 INNER_STEPS, NEUMANN_TERMS, LOCAL_STEPS = 1, 5, 5
 QUICK_NEUMANN_TERMS, QUICK_LOCAL_STEPS = 2, 2
 INNER_LR, HYPER_LR = 0.003, 0.01  # options.py: --lr 0.003, --hlr 0.01 (also the Neumann scale)
-
-
-class AuthorsCodeError(RuntimeError):
-    """The named folder does not hold the authors' FedNest code, or it cannot be imported."""
 
 
 # --------------------------------------------------------------------------- the data
@@ -155,49 +160,11 @@ def testbed_iteration(images: torch.Tensor, labels: torch.Tensor, clients: int,
 def authors_repo(path: str | os.PathLike[str] | None) -> Path | None:
     """The authors' repository folder (``path`` or ``$FEDNEST_AUTHORS_REPO``), or ``None``.
 
-    Raises :class:`AuthorsCodeError` when a folder is named but lacks their modules.
+    Raises :class:`~testbed.authors_code.AuthorsCodeError` when a folder is named but lacks
+    their modules.
     """
-    named = path if path is not None else os.environ.get(AUTHORS_ENV) or None
-    if named is None:
-        return None
-    repo = Path(named).expanduser().resolve()
-    missing = [name for name in AUTHORS_FILES if not (repo / name).is_file()]
-    if missing:
-        raise AuthorsCodeError(f"{repo} is not a checkout of ucr-optml/FedNest: it lacks "
-                               f"{', '.join(missing)}")
-    return repo
-
-
-def import_authors_code(repo: Path) -> types.SimpleNamespace:
-    """Import the authors' modules from ``repo`` (their top-level packages ``core``, ``models``
-    and ``utils``), with empty stand-ins for their unused imports when those are missing."""
-    for package in ("core", "models", "utils"):
-        loaded = sys.modules.get(package)
-        if loaded is not None and not str(getattr(loaded, "__file__", "")).startswith(str(repo)):
-            raise AuthorsCodeError(f"a different top-level package {package!r} is already "
-                                   f"imported ({getattr(loaded, '__file__', loaded)}); run this "
-                                   "benchmark in its own process")
-    for module, names in UNUSED_IMPORTS.items():
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            stand_in = types.ModuleType(module)
-            stand_in.__doc__ = "empty stand-in for an import the authors' code never uses"
-            for name in names:
-                setattr(stand_in, name, None)
-            sys.modules[module] = stand_in
-    if str(repo) not in sys.path:
-        sys.path.insert(0, str(repo))
-    try:
-        return types.SimpleNamespace(
-            ClientManageHR=importlib.import_module("core.ClientManage_hr").ClientManageHR,
-            assign_hyper_gradient=importlib.import_module("core.function").assign_hyper_gradient,
-            build_model=importlib.import_module("models.ModelBuilder").build_model,
-            args_parser=importlib.import_module("utils.options").args_parser,
-        )
-    except (ImportError, AttributeError) as error:
-        raise AuthorsCodeError(f"cannot import the authors' modules from {repo}: "
-                               f"{error}") from error
+    named = path if path is not None else named_checkout()
+    return None if named is None else checkout(named, AUTHORS_FILES)
 
 
 def authors_arguments(code: types.SimpleNamespace, clients: int, per_round: int, batch: int,
@@ -266,7 +233,7 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
     per_client = QUICK_PER_CLIENT if quick else PER_CLIENT
     images, labels = mnist_shaped(clients, per_client)
     repo = authors_repo(None)
-    code = import_authors_code(repo) if repo is not None else None
+    code = import_authors_code(repo, AUTHORS_OBJECTS) if repo is not None else None
     rows: list[Row] = []
     targets: list[Target] = []
     for per_round in ((2, clients) if quick else CLIENTS_PER_ROUND):

@@ -39,6 +39,10 @@ Inner and local steps, each shared by an estimator and the outer algorithm built
 Graphs: :data:`EDGE_PROBABILITY` = (0.4, 0.8), HGP's RandD graphs (sec. 5.3:
 rho_ij ~ U[0.4, 0.8]), for :class:`testbed.decentralized.graphs.GraphSequence` and the HGP
 estimator alike.
+
+Running: :data:`TASK_RETRIES` = 3, the retries of a Ray task whose worker process or node dies
+(``--max-retries``; an exception the task raises itself is not retried: it would raise again
+with the same seeds).
 """
 
 from __future__ import annotations
@@ -56,3 +60,5 @@ AGGITD_INNER_STEPS = 10
 AGGITD_LOCAL_STEPS = 1
 
 EDGE_PROBABILITY: tuple[float, float] = (0.4, 0.8)
+
+TASK_RETRIES = 3

@@ -29,7 +29,7 @@ from typing import Any
 
 from results_format.locks import LockHeld
 from results_format.writing import WriteFailed
-from testbed_app.executors import DEFAULT_RETRIES
+from testbed.defaults import TASK_RETRIES
 from testbed_app.experiments.errors import DeprecatedName
 from testbed_app.flower import ENGINES
 
@@ -55,9 +55,9 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
                             "start a Ray instance on this machine for the run")
     group.add_argument("--cpus-per-task", type=_positive_int, default=1, metavar="N",
                        help="ray executor: CPUs per task, also its torch thread count")
-    group.add_argument("--max-retries", type=int, default=DEFAULT_RETRIES, metavar="N",
+    group.add_argument("--max-retries", type=int, default=TASK_RETRIES, metavar="N",
                        help="ray executor: retries of a task whose worker dies "
-                            f"(default {DEFAULT_RETRIES})")
+                            f"(default {TASK_RETRIES})")
 
 
 def _positive_int(text: str) -> int:

@@ -36,15 +36,18 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
+import torch
+
+from testbed.defaults import TASK_RETRIES
+from testbed.devices import use_device_of_environment
+from testbed.precision import set_precision
+
 T = TypeVar("T")
 S = TypeVar("S", bound="_Session")
 
 #: What ``--executor ray`` prints when Ray is not installed.
 RAY_MISSING = ("--executor ray needs Ray, an optional extra: "
                "pip install 'hypergradient-testbed[ray]' (or pip install 'ray[default]>=2.40')")
-#: Retries of a Ray task whose worker process or node dies (an exception the task raises
-#: itself is not retried: it would raise again with the same seeds).
-DEFAULT_RETRIES = 3
 
 
 #: ``then(index, result)``: the task to run next in ``index``'s chain, or None (module docstring)
@@ -83,11 +86,6 @@ def task_gpus(task: object, default: float = 0) -> float:
 def _set_threads(threads: int) -> None:
     """A worker's torch threads, and the precision policy (:mod:`testbed.precision`: TF32 off;
     an experiment segment sets its config's own when it starts)."""
-    import torch
-
-    from testbed.devices import use_device_of_environment
-    from testbed.precision import set_precision
-
     torch.set_num_threads(max(1, int(threads)))
     set_precision()
     use_device_of_environment()  # the driver's --device (testbed.devices)
@@ -210,7 +208,7 @@ class RayExecutor(_Session):
     _started = False  # this executor started (or joined) Ray in this process
 
     def __init__(self, address: str | None = None, cpus_per_task: int = 1,
-                 gpus_per_task: float = 0, max_retries: int = DEFAULT_RETRIES,
+                 gpus_per_task: float = 0, max_retries: int = TASK_RETRIES,
                  init_options: dict[str, Any] | None = None) -> None:
         if cpus_per_task < 1:
             raise ValueError(f"--cpus-per-task must be >= 1, got {cpus_per_task}")
@@ -283,7 +281,7 @@ class RayExecutor(_Session):
 
 
 def make_executor(name: str = "local", jobs: int = 1, address: str | None = None,
-                  cpus_per_task: int = 1, max_retries: int = DEFAULT_RETRIES) -> Executor:
+                  cpus_per_task: int = 1, max_retries: int = TASK_RETRIES) -> Executor:
     """The executor the command line names (``--executor``, ``--jobs``, ``--address``,
     ``--cpus-per-task``, ``--max-retries``)."""
     if name == "local":
@@ -297,5 +295,5 @@ def make_executor(name: str = "local", jobs: int = 1, address: str | None = None
     raise ValueError(f"unknown executor {name!r}: local or ray")
 
 
-__all__ = ["DEFAULT_RETRIES", "RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor", "Then",
+__all__ = ["RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor", "Then",
            "import_ray", "make_executor", "task_gpus"]

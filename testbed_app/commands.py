@@ -45,7 +45,7 @@ from testbed_app.report_command import report_command
 from theory_checks.calibration import calibrate, format_table
 from theory_checks.claim import VERDICTS
 from theory_checks.comparison import table as comparison_table
-from theory_checks.registry import CLAIM_DB, claim_plugin_problems, get_claim
+from theory_checks.registry import CLAIM_DB, claim_plugin_problems, defined_in, get_claim
 from theory_checks.runner import get_profile, run_claims
 
 
@@ -107,6 +107,7 @@ def list_command(args: argparse.Namespace) -> int:
         print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
         if verbose:
             print(f"      {c.statement}")
+            print(f"      defined in: {defined_in(c)}")
             print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
             decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
                         if c.statistical else "deterministic")

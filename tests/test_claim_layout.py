@@ -28,7 +28,7 @@ import pytest
 
 from theory_checks.claim import Claim
 from theory_checks.profiles import PerProfile
-from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import BUILTIN_CLAIMS, defined_in
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PAPERS = ("classical", "fednest", "aggitd", "fedmsa", "hgp", "comparison")
@@ -127,6 +127,14 @@ def test_every_claim_lives_in_the_module_of_its_result(paper):
     placed = {c.id for module in results.values() for c in module.CLAIMS}
     builtin = {c.id for c in BUILTIN_CLAIMS if _paper_of(c) == paper}
     assert placed == builtin == {c.id for c in package.CLAIMS}
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_testbed_list_names_the_file_of_each_claim(paper):
+    """``testbed list --verbose`` prints where each claim is declared: the result's module."""
+    for claim in BUILTIN_CLAIMS:
+        if _paper_of(claim) == paper:
+            assert defined_in(claim) == f"theory_checks/{paper}/{result_of(claim.id)}.py"
 
 
 @pytest.mark.parametrize("paper", PAPERS)

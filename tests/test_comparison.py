@@ -18,7 +18,7 @@ import pytest
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
-from theory_checks.comparison import checks as comparison
+from theory_checks.comparison import common as comparison
 from theory_checks.comparison import runs, table
 from theory_checks.decision import clopper_pearson, first_design
 from theory_checks.registry import get_claim

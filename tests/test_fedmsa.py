@@ -14,8 +14,8 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
+from theory_checks.fedmsa.common import mean_maps, reference_maps
 from theory_checks.fedmsa.constants import heterogeneity_tau
-from theory_checks.fedmsa.reference import mean_maps, reference_maps
 
 
 def _bilevel(M: int = 4, hh: float = 0.3, seed: int = 0, **kw) -> QuadraticBilevel:

@@ -1,6 +1,7 @@
 """Every FedMSA claim carries what shows its check can say both verdicts.
 
-The perturbations (theory_checks/fedmsa/perturbations.py) and positive controls are claim data;
+The perturbations and positive controls are claim data (each in its result's module,
+theory_checks/fedmsa/<subject>.py; the wrong estimators in theory_checks/fedmsa/perturbations.py);
 ``theory_checks/test_claims.py`` runs them (``test_perturbation_is_caught``,
 ``test_positive_control_holds``). Here: every FedMSA claim has them, the perturbations are
 realistic single mistakes of the registered algorithm, and the two refutations the testbed keeps
@@ -18,12 +19,11 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks import fedmsa
 from theory_checks.claim import Case
-from theory_checks.fedmsa import exact as fedmsa_exact
+from theory_checks.fedmsa import common as fedmsa_common
 from theory_checks.fedmsa import perturbations as perturbed
-from theory_checks.fedmsa import rates as fedmsa_rates
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
-CLAIMS = {c.id: c for c in fedmsa.CLAIMS + fedmsa_rates.CLAIMS}
+CLAIMS = {c.id: c for c in fedmsa.CLAIMS}
 PROFILE = Profile("perturbation", max_examples=5)
 
 
@@ -61,7 +61,7 @@ def test_weight_decay_moves_the_fixed_point_by_the_decay():
     good, bad = get_estimator("fedmsa").build(**kw), perturbed.weight_decay(**kw)
     x = torch.tensor([0.3, -0.7], dtype=torch.float64)
     def ctx():
-        return fedmsa_exact.scripted_round_context(problem, None, 0)
+        return fedmsa_common.scripted_round_context(problem, None, 0)
 
     state = good.step(ctx(), good.state_at(problem, x))
     new_good = good.step(ctx(), state)

@@ -12,19 +12,16 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
+from theory_checks.fedmsa.common import build, criterion, fixed_point, local_points, run
 from theory_checks.fedmsa.constants import (
     B0_PROOF,
     JOINT,
     fedmsa_constants,
     theorem31_steps,
 )
-from theory_checks.fedmsa.identities import check_lemma_b1, check_mco_fixed_point
-from theory_checks.fedmsa.reference import build, criterion, local_points, run
-from theory_checks.fedmsa.stochastic_rates import (
-    check_rho_as_stated,
-    check_rho_proof_choice,
-    fixed_point,
-)
+from theory_checks.fedmsa.lemma_b1 import check_lemma_b1
+from theory_checks.fedmsa.mco import check_mco_fixed_point
+from theory_checks.fedmsa.rho import check_rho_as_stated, check_rho_proof_choice
 from theory_checks.hypotheses import margins
 from theory_checks.registry import CLAIM_DB, get_claim
 

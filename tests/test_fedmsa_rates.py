@@ -1,4 +1,4 @@
-"""The exact-moment machinery of theory_checks/fedmsa/rates.py, against brute force.
+"""The exact-moment machinery of theory_checks/fedmsa/common.py, against brute force.
 
 The rate claims (M, tau, R, rho) are decided on exact expectations: one FedMSA round of the
 registered algorithm, identified as an affine map of the state plus one term per minibatch slot
@@ -21,17 +21,18 @@ from problems import QuadraticBilevel
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa.exact import (
+from theory_checks.fedmsa.common import (
     Branch,
     Layout,
     _run_round,
     criterion_form,
     expected_criteria,
+    fixed_point,
     identify_round,
+    mean_maps,
     validate_round,
 )
-from theory_checks.fedmsa.reference import mean_maps
-from theory_checks.fedmsa.stochastic_rates import fixed_point, replicated
+from theory_checks.fedmsa.rate import replicated
 
 
 def _small() -> tuple[QuadraticBilevel, Layout]:
@@ -104,7 +105,7 @@ def test_criterion_form_is_the_criterion():
     G, g = criterion_form(p, layout)
     u = np.array([0.3, -1.1, 0.5])
     x, Z = torch.tensor(u[:1])[None], torch.tensor(u[1:])[None]
-    from theory_checks.fedmsa.reference import criterion
+    from theory_checks.fedmsa.common import criterion
 
     np.testing.assert_allclose(np.sum((G @ u + g) ** 2), float(criterion(p, x, Z)[0]),
                                rtol=1e-12)

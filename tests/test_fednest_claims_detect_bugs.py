@@ -14,11 +14,10 @@ import pytest
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
 from theory_checks import fednest
-from theory_checks.fednest import rates as fednest_rates
 from theory_checks.runner import Profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)
-CLAIMS = {c.id: c for c in fednest.CLAIMS + fednest_rates.CLAIMS}
+CLAIMS = {c.id: c for c in fednest.CLAIMS}
 
 # refuted statement -> the corrected claim checked beside it
 REFUTED = {

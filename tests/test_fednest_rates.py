@@ -1,7 +1,8 @@
-"""theory_checks/fednest/rates.py: the K-rate claims are decided on valid intervals, (14b) as
-stated fails on the registry's FedIHGP with a replayable counterexample while its per-sample
-correction holds, and the module's helpers (the two-look replicate test, the sampling-variance
-law) do what they say.
+"""FedNest's statistical claims (theory_checks/fednest/thm31.py, cor32.py, cor33.py and
+lemma22.py): the K-rate claims are decided on valid intervals, (14b) as stated fails on the
+registry's FedIHGP with a replayable counterexample while its per-sample correction holds, and
+the helpers (common.py's two-look replicate test, ihgp.py's sampling-variance law) do what they
+say.
 """
 
 from __future__ import annotations
@@ -13,15 +14,14 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks import stats
+from theory_checks import fednest, stats
 from theory_checks.decision import SpentRate, StudentT, batch_evidence
-from theory_checks.fednest import k_rate as fednest_k_rate
-from theory_checks.fednest import rates as fednest_rates
-from theory_checks.fednest import sampling as fednest_sampling
+from theory_checks.fednest import common as fednest_common
+from theory_checks.fednest import ihgp as fednest_ihgp
 from theory_checks.runner import Profile, get_profile, run_claim
 
 PROFILE = Profile("perturbation", max_examples=5)
-CLAIMS = {c.id: c for c in fednest_rates.CLAIMS}
+CLAIMS = {c.id: c for c in fednest.CLAIMS}
 K_RATE = ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
           "fednest.cor33.k_rate_compositional")
 
@@ -43,7 +43,7 @@ def test_k_rate_holds_only_on_a_decided_interval(claim_id):
             assert d.region_low <= d.low and d.high <= d.region_high
     for case in result.undecided:
         (d,) = case.decisions
-        assert d.low < fednest_k_rate.EXPONENT_EDGE < d.high
+        assert d.low < fednest_common.EXPONENT_EDGE < d.high
 
 
 # Why slow: the replay of a statistical counterexample runs at 4x the draws and is itself confirmed
@@ -77,11 +77,11 @@ def test_sequential_test_stops_at_the_first_decided_look():
     (mean -1/2, sd 0.18) needs the second."""
     rng = np.random.default_rng(0)
     floor = rng.normal(0.0, 0.05, 41)
-    test, values = fednest_k_rate.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
+    test, values = fednest_common.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
                                                  -0.25)
     assert len(values) == 8 and test.decide(1e-3).outcome == "fails"
     true = rng.normal(-0.5, 0.18, 41)
-    test, values = fednest_k_rate.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
+    test, values = fednest_common.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
                                                  -0.25)
     assert len(values) == 41 and test.decide(1e-3).outcome == "holds"
     assert values == list(true)
@@ -97,7 +97,7 @@ def test_sequential_test_keeps_its_false_failure_rate():
     fails = 0
     for _ in range(runs):
         draws = rng.normal(-0.25, 0.18, 41)
-        test, _ = fednest_k_rate.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
+        test, _ = fednest_common.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
                                                 rate, -0.25)
         fails += test.decide(rate).outcome == "fails"
     assert fails / runs <= rate + 3 * np.sqrt(rate * (1 - rate) / runs)
@@ -126,11 +126,11 @@ def test_sampling_variance_formula_reduces_to_the_full_participation_law():
                                 gradient_heterogeneity=1.0)
     H, lam, terms = p.A, 1.0 / p.constants().L_clients, 5
     v = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    variance, mean = fednest_sampling.sampling_variance_formula(H, v, lam, terms, 4)
+    variance, mean = fednest_ihgp.sampling_variance_formula(H, v, lam, terms, 4)
     A = torch.eye(3, dtype=torch.float64) - lam * H.mean(0)
     powers = [torch.linalg.matrix_power(A, j) @ v.mean(0) for j in range(terms)]
     second = terms * lam**2 * sum(float(q @ q) for q in powers)
     torch.testing.assert_close(mean, lam * sum(powers), rtol=1e-12, atol=0.0)
     assert abs(variance - (second - float(mean @ mean))) <= 1e-12 * second
-    smaller, _ = fednest_sampling.sampling_variance_formula(H, v, lam, terms, 2)
+    smaller, _ = fednest_ihgp.sampling_variance_formula(H, v, lam, terms, 2)
     assert smaller > variance  # sampling adds variance

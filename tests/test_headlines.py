@@ -1,6 +1,7 @@
-"""AggITD's Table 2 headline under its protocol (theory_checks/comparison/headlines.py): the
-settings are the replication configs', the factor's range follows what each run reached, and a
-workload recipe round-trips through its spec."""
+"""AggITD's Table 2 headline under its protocol
+(theory_checks/comparison/aggitd_table2_factor.py): the settings are the replication configs',
+the factor's range follows what each run reached, and a workload recipe round-trips through its
+spec."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from problems import from_spec
-from theory_checks.comparison.headlines import TABLE2, Reach, factor_range
+from theory_checks.comparison.aggitd_table2_factor import TABLE2, Reach, factor_range
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -21,7 +21,7 @@ def test_profile_dependent_fields_are_resolved_by_the_run(monkeypatch):
     monkeypatch.setenv("TESTBED_PROFILE", "thorough")  # what an old-style import would read
     claim = get_claim("comparison.aggitd_fewer_rounds_than_fednest")
     assert isinstance(claim.max_examples, PerProfile)
-    # 1 drawn case on fast, 3 on thorough (theory_checks/comparison/checks.py), from the same object
+    # 1 drawn case on fast, 3 on thorough (the claim's max_examples), from the same object
     assert planned_cases(claim, FAST) == 1 + len(claim.examples)
     assert planned_cases(claim, THOROUGH) == 3 + len(claim.examples)
     assert claim_fingerprint(claim, FAST) != claim_fingerprint(claim, THOROUGH)

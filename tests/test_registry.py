@@ -21,9 +21,9 @@ def test_every_estimator_and_algorithm_class_is_registered():
     for base in (Estimator, OuterAlgorithm):
         missing = [c.__name__ for c in _concrete_subclasses(base)
                    if c not in registered
-                   # deliberately wrong estimators: test doubles, and the claims' perturbations
-                   # and the mutation catalogue (theory_checks/<paper>/: a result module,
-                   # perturbations.py, mutants.py); a real estimator lives in testbed or a plugin
+                   # deliberately wrong estimators: test doubles, the claims' perturbations (in
+                   # a paper's perturbations.py or in the result module that uses them) and the
+                   # mutation catalogue (theory_checks/<family>/mutants.py)
                    and not c.__module__.startswith(("tests.", "theory_checks."))]
         assert not missing, f"classes not in ESTIMATOR_DB: {missing}"
 

@@ -206,7 +206,7 @@ def test_project_modules_are_imported_at_module_level():
 
 PLANTED = """\
 from theory_checks.profiles import fast_profile
-from theory_checks.fedmsa.cases import _hidden
+from theory_checks.fedmsa.common import _hidden
 import os
 SIZE = 4 if os.environ.get("TESTBED_PROFILE") == "fast" else 8
 
@@ -229,9 +229,9 @@ def test_the_scans_find_a_planted_violation(tmp_path, finder):
 def test_the_reference_scan_finds_a_planted_private_reference(tmp_path):
     (tmp_path / "planted").mkdir()
     (tmp_path / "planted" / "claims.toml").write_text(
-        '[[claim]]\nstrategy = {call = "theory_checks.fedmsa.cases:_rate_cases"}\n')
+        '[[claim]]\nstrategy = {call = "theory_checks.fedmsa.rate:_rate_families"}\n')
     assert private_references(tmp_path / "planted") == [
-        "planted/claims.toml:2 theory_checks.fedmsa.cases:_rate_cases"]
+        "planted/claims.toml:2 theory_checks.fedmsa.rate:_rate_families"]
 
 
 def test_the_loop_finder_finds_the_reviewed_loop():

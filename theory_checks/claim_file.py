@@ -1,24 +1,27 @@
-"""Claims as data: a paper's statements in a TOML file, the code that checks them named by
+"""Claims files: a plugin's claims in a TOML file, the code that checks them named by
 reference.
 
-A claims file holds what a reader of the paper checks (the statement, where it stands in the
-paper, what the testbed has established, the notes behind each tolerance) and names the code by
-``"package.module:name"``:
+The testbed's own claims are Python, each declared in the module of its paper's result
+(``theory_checks/hgp/theorem2.py``) beside its cases, check, perturbation and positive control,
+referring to them by import. A plugin that checks its estimators against claims of its own (the
+packages of ``integrations/``) may instead keep them in a claims file, which holds what a reader
+checks (the statement, where it stands in the paper, what has been established, the notes
+behind each tolerance) and names the code by ``"package.module:name"``:
 
 .. code-block:: toml
 
-    paper = "FedNest"                       # the default of every claim below
+    paper = "Classical"                     # the default of every claim below
 
     [[claim]]
-    id = "fednest.fedinn.linear_rate"
-    reference = "FedNest (Tarzanagh et al., ICML 2022), Alg. 4 ..."
-    kind = "linear_rate"
-    statement = "FedInn: y^+ - y* = (I - P H_bar)(y - y*) ..."
-    estimators = ["fednest"]
-    strategy = "theory_checks.fednest.fedinn:fedinn_cases"
-    check = "theory_checks.fednest.fedinn:check_fedinn_linear_rate"
-    perturbation = "theory_checks.fednest.perturbations:INNER_NO_DRIFT_CORRECTION"
-    max_examples = {fast = 1, thorough = 3}     # per profile; one left out: the profile's own
+    id = "mylib.cg.exact_after_dim_y"
+    reference = "Hestenes & Stiefel 1952 (CG is exact after dim_y steps)"
+    kind = "exact_identity"
+    statement = "the CG hypergradient after dim_y steps equals the exact one to 1e-10"
+    estimators = ["mylib-cg"]
+    strategy = {call = "theory_checks.classical.common:closed_form_cases"}
+    check = "mylib.checks:check_cg_exact"
+    perturbation = "mylib.checks:SHORT_CG"
+    max_examples = {fast = 2, thorough = 8}     # per profile; one left out: the profile's own
 
     [claim.positive_control]                # a saved case: a problem spec and parameters
     problem = {family = "QuadraticBilevel.random", n_clients = 1, ...}
@@ -30,7 +33,7 @@ paper, what the testbed has established, the notes behind each tolerance) and na
 
 .. code-block:: toml
 
-    hypotheses = ["theory_checks.fednest.constants:A1", "theory_checks.fednest.constants:A2"]
+    hypotheses = ["theory_checks.classical.constants:STRONGLY_CONVEX"]
 
     [[claim.readings]]
     name = "at most (a budget)"
@@ -41,10 +44,6 @@ A perturbation may be a reference or an inline table (``name``, ``description``,
 reference, optional ``max_examples``, ``slow``, ``profile``); ``examples`` is a list of saved
 cases or references. Every field of :class:`~theory_checks.claim.Claim` may be given; unknown
 keys, unresolvable references and malformed values are errors naming the file and the claim.
-
-Why files: the statements are data that ``testbed list``, the report and a reviewer read
-without the code; one place holds each claim's words, and the Python modules hold only code
-(the checks, the case strategies, the controls that need computing).
 """
 
 from __future__ import annotations

@@ -10,8 +10,12 @@ package and entry point in :func:`claim_plugin_problems`; the built-ins are neve
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import types
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from results_format.paths import name_problem
@@ -23,9 +27,11 @@ from theory_checks.claim import Claim
 
 CLAIMS_GROUP = "testbed.claims"
 
-BUILTIN_CLAIMS: tuple[Claim, ...] = (
-    classical.CLAIMS + fednest.CLAIMS + aggitd.CLAIMS + fedmsa.CLAIMS + hgp.CLAIMS
-    + comparison.CLAIMS)
+#: The papers' packages, each a folder of result modules (one per result, declaring CLAIMS).
+PAPER_PACKAGES: tuple[types.ModuleType, ...] = (classical, fednest, aggitd, fedmsa, hgp,
+                                                comparison)
+BUILTIN_CLAIMS: tuple[Claim, ...] = tuple(
+    claim for package in PAPER_PACKAGES for claim in package.CLAIMS)
 
 # Built-in and plugin claims sorted by id; one list, refreshed in place (refresh_claim_plugins).
 CLAIM_DB: list[Claim] = []
@@ -77,6 +83,26 @@ def get_claim(claim_id: str) -> Claim:
             return claim
     raise KeyError(f"no claim {claim_id!r}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
                    "`testbed list` shows every claim")
+
+
+def defined_in(claim: Claim) -> str:
+    """Where ``claim`` is declared: for a built-in claim the file of its result's module
+    (``theory_checks/hgp/theorem2.py``, relative to the installed package's parent), which holds
+    its statement, hypotheses, cases, check, perturbation and positive control; for a plugin's
+    claim (not in a paper's package) the module of its check."""
+    for package in PAPER_PACKAGES:
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            if any(c is claim for c in getattr(module, "CLAIMS", ())):
+                return _relative(module)
+    check_module = inspect.getmodule(claim.check)
+    return f"its check in {check_module.__name__ if check_module else '?'}"
+
+
+def _relative(module: types.ModuleType) -> str:
+    path = Path(str(module.__file__))
+    root = Path(str(classical.__file__)).parents[2]
+    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 #: The origin of a claim run whose claim and estimator are both the testbed's own.

@@ -1,16 +1,34 @@
-"""Comparisons between the papers' algorithms: rounds to a target accuracy on the same problems,
-each method tuned on the same step grid. The claims are in :file:`claims.toml`, their checks in
-:mod:`theory_checks.comparison.checks`, the runs' definitions (target, budget, grid,
-configurations) in :mod:`theory_checks.comparison.runs`, and the table `testbed check` records
-in :mod:`theory_checks.comparison.table`. The papers' headline factors, measured under their
-own protocols at the closest scale the data allow: :file:`headlines.toml`,
-:mod:`theory_checks.comparison.headlines`."""
+"""Comparisons between the papers' algorithms: rounds to a target on the same problems, each
+method tuned on the same step grid, and a paper's headline factor under its own protocol.
+
+=========================================================  ======================================
+result                                                     module (one claim each)
+=========================================================  ======================================
+AggITD, abstract and Sec. 4: fewer rounds than FedNest     ``aggitd_fewer_rounds_than_fednest``
+FedMSA, abstract and Fig. 4: 1/10 of FedNest's rounds      ``fedmsa_tenfold_fewer_rounds``
+FedNest, Sec. 2.6 / 4.1: LFedNest fewer rounds (homog.)    ``lfednest_fewer_rounds_homogeneous``
+AggITD, Table 2: the rounds factor to 90% test accuracy    ``aggitd_table2_factor``
+=========================================================  ======================================
+
+Shared: :mod:`~theory_checks.comparison.common` (the closed-form comparisons' check, its
+statistical test and cases). Not claims: :mod:`~theory_checks.comparison.runs` (the runs'
+definitions: target, budget, grid, configurations) and :mod:`~theory_checks.comparison.table`
+(the rounds-to-target table `testbed check` records).
+"""
 
 from __future__ import annotations
 
-from theory_checks.comparison import headlines
-from theory_checks.comparison.checks import CLAIMS as CLOSED_FORM_CLAIMS
+from theory_checks.claim import Claim
+from theory_checks.comparison import (
+    aggitd_fewer_rounds_than_fednest,
+    aggitd_table2_factor,
+    fedmsa_tenfold_fewer_rounds,
+    lfednest_fewer_rounds_homogeneous,
+)
 
-CLAIMS = CLOSED_FORM_CLAIMS + headlines.CLAIMS
+CLAIMS: tuple[Claim, ...] = (aggitd_fewer_rounds_than_fednest.CLAIMS
+                             + fedmsa_tenfold_fewer_rounds.CLAIMS
+                             + lfednest_fewer_rounds_homogeneous.CLAIMS
+                             + aggitd_table2_factor.CLAIMS)
 
 __all__ = ["CLAIMS"]

@@ -7,24 +7,35 @@ heterogeneity (Def. 2.2 with averages), ``K`` local steps (``local_steps``), ``R
 
 Every check compares the registered algorithm (built by ``make``) with a reference written here
 independently of :mod:`testbed.algorithms.fedmsa_maps`: the maps of each closed-form family are
-read off the family's arrays (:func:`reference_maps`), so a wrong map in the algorithm shows.
+read off the family's arrays (:func:`~theory_checks.fedmsa.common.reference_maps`), so a wrong
+map in the algorithm shows.
 
-The claims are data, :file:`claims.toml` and :file:`rates.toml`, read by
-:mod:`theory_checks.fedmsa.claims` (which holds the cases and controls they name) and
-:mod:`theory_checks.fedmsa.rates`; the checks live in one-job modules:
-:mod:`theory_checks.fedmsa.constants` (the paper's constants, step and batch conditions and
-assumptions as hypotheses, which every claim declares),
-:mod:`theory_checks.fedmsa.reference` (reference maps, criterion, helpers),
-:mod:`theory_checks.fedmsa.cases` (case strategies),
-:mod:`theory_checks.fedmsa.identities` (exact identities, Lemma B.1) and
-:mod:`theory_checks.fedmsa.deterministic_rates` (rates in R and K).
+=========================================================  ============  ===================
+result                                                     module        claims
+=========================================================  ============  ===================
+Algorithm 1, eqs. (5)-(6): first local step, telescoping   ``local``     2
+tau = 0: FedMSA is centralised MSA (from eqs. (5)-(6))     ``tau_zero``  1
+eq. (10): the bilevel fixed point gives the hypergradient  ``blo``       1
+eq. (11), Corollary D.1: the compositional fixed point     ``mco``       2 (as printed, fix)
+Lemma B.1: contraction of the inner variables              ``lemma_b1``  2 (as printed, fix)
+Theorem 3.1: rates in R, K, M and tau                      ``rate``      4
+Theorem 3.1: rho = Theta(1/R) and the initial batch b_0    ``rho``       3 (as printed, fix)
+generalised variant: variance in the S clients averaged    ``scaling``   1
+=========================================================  ============  ===================
+
+Shared modules: :mod:`~theory_checks.fedmsa.constants` (the paper's constants, step and batch
+conditions and assumptions as hypotheses), :mod:`~theory_checks.fedmsa.common` (reference maps,
+criterion, exact moments, case builders), :mod:`~theory_checks.fedmsa.perturbations` (the wrong
+estimators the claims' perturbations and the mutants build) and
+:mod:`~theory_checks.fedmsa.mutants`.
 """
 
 from __future__ import annotations
 
-from theory_checks.fedmsa import rates
-from theory_checks.fedmsa.claims import CLAIMS as FIRST_CLAIMS
+from theory_checks.claim import Claim
+from theory_checks.fedmsa import blo, lemma_b1, local, mco, rate, rho, scaling, tau_zero
 
-CLAIMS = FIRST_CLAIMS + rates.CLAIMS
+CLAIMS: tuple[Claim, ...] = (local.CLAIMS + tau_zero.CLAIMS + blo.CLAIMS + mco.CLAIMS
+                             + lemma_b1.CLAIMS + rate.CLAIMS + rho.CLAIMS + scaling.CLAIMS)
 
 __all__ = ["CLAIMS"]

@@ -5,7 +5,7 @@ against use one definition.
 
 The maps are those of eq. (10) (bilevel, minimax: one level ``z = [w; v]``) and eq. (11)
 (compositional: levels ``z^1..z^N``), read off the families' arrays
-(:func:`~theory_checks.fedmsa.reference.reference_maps`); they are affine, so every constant below
+(:func:`~theory_checks.fedmsa.common.reference_maps`); they are affine, so every constant below
 is a norm or an eigenvalue of their Jacobians (exact). For level ``n``, ``J^m_{n,n}`` is client
 ``m``'s Jacobian of ``S^{m,n}`` in ``z^n`` and ``J^m_{n,n-1}`` in ``z^{n-1}`` (``x`` for n = 1);
 bars are client averages (Algorithm 1 averages, notes 6 item 6).
@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from problems import LinearCompositional
-from theory_checks.fedmsa.reference import (
+from theory_checks.fedmsa.common import (
     fixed_point_Z,
     joint_jacobian,
     reference_maps,
@@ -167,7 +167,7 @@ def lemma_b1_step(case: Any) -> float:
 
 def theorem31_steps(case: Any) -> tuple[float, float]:
     """``(alpha, beta)`` of a rate check: the case's ``outer_step_size`` and ``inner_step_size``,
-    else the contracting pair of :func:`~theory_checks.fedmsa.reference.single_timescale_step`
+    else the contracting pair of :func:`~theory_checks.fedmsa.common.single_timescale_step`
     capped by the proof's explicit conditions, Lemma B.2's ``1/(2 L_{z,1}^2)`` on alpha and Lemma
     B.1's ``lambda_n / (2 L_{s,n})`` on beta (the theorem's ``O(1/(tau K))`` hides its
     constants; a check may lower the steps further, e.g. to ``1/(4 tau K)``)."""

@@ -18,14 +18,17 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
+from theory_checks.fedmsa import blo, local, mco, rate, rho, tau_zero
 from theory_checks.fedmsa import perturbations as perturb
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import part_variant, registry_variant
 
 ENTRIES = ("fedmsa", "fedmsa-mco")
-TELESCOPING = "fedmsa.local.deterministic_telescoping"
-FIRST_STEP = "fedmsa.local.first_step_is_global_direction"
-CENTRALISED = "fedmsa.tau_zero.equals_centralised_msa"
+TELESCOPING = local.DETERMINISTIC_TELESCOPING.id
+FIRST_STEP = local.FIRST_STEP_IS_GLOBAL_DIRECTION.id
+CENTRALISED = tau_zero.EQUALS_CENTRALISED_MSA.id
+PROOF_CHOICE = rho.PROOF_CHOICE.id
+BLO_FIXED_POINT = blo.FIXED_POINT_IS_HYPERGRADIENT.id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,10 +121,10 @@ MUTANTS: tuple[Mutant, ...] = (
            _round(perturb.AscentOnZ), first=(TELESCOPING, CENTRALISED)),
     Mutant("fedmsa.momentum_dropped", "FedMSA", "correction",
            "eq. (5) without its momentum correction (rho read as 1)",
-           _round(MomentumDropped), first=("fedmsa.rho.proof_choice",)),
+           _round(MomentumDropped), first=(PROOF_CHOICE,)),
     Mutant("fedmsa.momentum_sign_flipped", "FedMSA", "correction",
            "eq. (5)'s momentum correction subtracted instead of added",
-           _round(MomentumSignFlipped), first=(CENTRALISED, "fedmsa.rho.proof_choice")),
+           _round(MomentumSignFlipped), first=(CENTRALISED, PROOF_CHOICE)),
     Mutant("fedmsa.local_directions_frozen", "FedMSA", "stale",
            "recursion (6)'s correction p(x_k) - p(x_{k-1}) taken at x_k twice: every local "
            "step reuses the round's (h_r, q_r)",
@@ -130,30 +133,29 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("fedmsa.stateful_client", "FedMSA", "stale",
            "eq. (5)'s h_{r-1}, q_{r-1} taken from the client's last local state, not the "
            "previous global averages", _round(perturb.StatefulClient),
-           first=(CENTRALISED, "fedmsa.rho.proof_choice")),
+           first=(CENTRALISED, PROOF_CHOICE)),
     Mutant("fedmsa.one_client_global", "FedMSA", "per_client",
            "the global step (5) uses client 0's maps instead of the average over M clients",
-           _round(perturb.OneClientGlobal), first=("fedmsa.blo.fixed_point_is_hypergradient",
-                                                   CENTRALISED)),
+           _round(perturb.OneClientGlobal), first=(BLO_FIXED_POINT, CENTRALISED)),
     Mutant("fedmsa.global_summed", "FedMSA", "normalisation",
            "the global step sums the M clients' estimates (a missing 1/M)",
            _round(SummedGlobal), first=(CENTRALISED,)),
     Mutant("fedmsa.indirect_term_on_w", "FedMSA bilevel maps", "stale",
            "(10b)'s indirect term evaluated on the w-block of z instead of the v-block",
            _bilevel_maps(perturb.IndirectTermOnW),
-           first=("fedmsa.blo.fixed_point_is_hypergradient",)),
+           first=(BLO_FIXED_POINT,)),
     Mutant("fedmsa.v_equation_sign", "FedMSA bilevel maps", "correction",
            "(10a)'s v-block with eq. (1)'s sign convention (+ grad_w f)",
            _bilevel_maps(perturb.VEquationSignConvention),
-           first=("fedmsa.blo.fixed_point_is_hypergradient",)),
+           first=(BLO_FIXED_POINT,)),
     Mutant("fedmsa.fresh_sample_at_old_point", "FedMSA bilevel maps", "correction",
            "the previous point of a difference in (5)-(6) gets the next sample instead of the "
            "same one", _bilevel_maps(perturb.FreshSampleAtOldPoint),
-           first=("fedmsa.rate.tau_stochastic", "fedmsa.rate.M_stochastic")),
+           first=(rate.TAU_STOCHASTIC.id, rate.M_STOCHASTIC.id)),
     Mutant("fedmsa-mco.paper_products", "FedMCO maps", "per_client",
            "the 'exact' semantics evaluates the average of per-client Jacobian products "
            "(11b) instead of the product of averaged Jacobians",
            {"fedmsa-mco": part_variant("fedmsa-mco", "maps", perturb.AlwaysPaper)},
-           first=("fedmsa.mco.exact_semantics_fixed_point_stationary",)),
+           first=(mco.EXACT_SEMANTICS_FIXED_POINT_STATIONARY.id,)),
 )
 

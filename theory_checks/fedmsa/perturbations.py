@@ -3,8 +3,9 @@
 Each builder takes the registry's keyword parameters (like ``EstimatorInfo.build``), builds the
 registered algorithm and returns a copy of it with one mistake: a subclass of
 :class:`~testbed.algorithms.fedmsa.FedMSA` or of its maps. Which claim names which builder, and
-why that bug is the smallest that matters to it, is in the claim literals
-(:mod:`theory_checks.fedmsa`, :mod:`theory_checks.fedmsa.rates`).
+why that bug is the smallest that matters to it, is in the claims' perturbations (their result
+modules of :mod:`theory_checks.fedmsa`); the mutants (:mod:`theory_checks.fedmsa.mutants`)
+reuse the classes.
 """
 
 from __future__ import annotations

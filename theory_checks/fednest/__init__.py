@@ -11,32 +11,84 @@ only randomness of FedIHGP is ``N'``, and the vector after round ``n`` of a run 
 ``N' = N - 1`` is exactly ``p_n`` of a run stopped at ``N' = n`` (the rounds are the same), so one
 run gives the whole distribution. Linear maps of the algorithms (FedInn's per-call map, the
 outer loop's per-iteration map) are read off column by column from single calls at ``z* + e_j``.
+So most claims are deterministic (``decision="deterministic"``): the client-sampling variances
+enumerate every subset through a scripted context, and the communication counts read the ledger
+of runs whose seeded draws (N', subsets) are recorded with each iteration. The Monte Carlo
+claims (Thm 3.1 / Cors. 3.2-3.3's K-rates, Lemma 2.2's (14b)) are statistical. Each claim that
+holds names its perturbation, each refuted one a positive control.
 
-So every claim in this module is deterministic (``decision="deterministic"``): no quantity is a
-Monte Carlo estimate, the client-sampling variances enumerate every subset through a scripted
-context, and the communication counts read the ledger of runs whose seeded draws (N', subsets) are
-recorded with each iteration. The Monte Carlo claims (Thm 3.1's K-rates, (14b)) are statistical
-and live in :mod:`theory_checks.fednest.rates`. Each claim that holds names its perturbation
-(:mod:`theory_checks.fednest.perturbations`), each refuted one a positive control.
+Speed: oracle calls cost about 1-2 ms on the reference machine, so the strategies use small
+dimensions, few clients and small kappa; each deterministic claim's fast profile (8 cases)
+stays near 5 s.
 
-Speed: oracle calls cost about 1-2 ms on the reference machine, so the strategies here use small
-dimensions, few clients and small kappa; each claim's fast profile (8 cases) stays near 5 s.
+One module per result of the paper (``fednest.<subject>.<name>`` lives in
+``theory_checks/fednest/<subject>.py``), with its statement, cases, checks, perturbations,
+positive controls and claims:
 
-Layout: this module gathers the claims (the registry reads its ``CLAIMS``); the code lives in
-one module per job: :mod:`~theory_checks.fednest.common` (shared helpers and strategies),
-:mod:`~theory_checks.fednest.lemma22` (Lemma 2.2 bias), :mod:`~theory_checks.fednest.variance`
-(FedIHGP's variance), :mod:`~theory_checks.fednest.fedinn` (FedInn / FedAvg),
-:mod:`~theory_checks.fednest.minimax`, :mod:`~theory_checks.fednest.compositional`,
-:mod:`~theory_checks.fednest.rounds` (communication), :mod:`~theory_checks.fednest.floor`
-(Thm 3.1's floor) and :mod:`~theory_checks.fednest.claims` (the cases and controls that
-``claims.toml`` names, and ``CLAIMS`` read from it).
+===================================================  ================  ==========================
+result                                               module            claims
+===================================================  ================  ==========================
+Lemma 2.2, (13b)-(15): FedIHGP's bias               ``lemma22``       inverse_hessian_identity,
+                                                                       inverse_hessian_bound,
+                                                                       per_client_bias,
+                                                                       averaged_bias,
+                                                                       paper_constant,
+                                                                       abs_error_as_stated,
+                                                                       abs_error_per_sample
+Alg. 3: FedIHGP's variance (derived laws)            ``ihgp``          variance_exact,
+                                                                       variance_linear_in_n,
+                                                                       client_sampling_variance,
+                                                                       client_sampling_variance_n
+Alg. 4, Sec. 2.3: FedInn                             ``fedinn``        linear_rate, tau_exponent
+Sec. 2.3, Fig. 2(b): FedAvg's inner drift            ``fedavg``        biased_fixed_point
+Sec. 2.5, Sec. 4.3: minimax                          ``minimax``       synthetic_linear_rate,
+                                                                       per_client_indirect_zero,
+                                                                       averaged_indirect_zero
+Sec. 2.5, Cor. 3.3: compositional                    ``compositional`` one_call_exact,
+                                                                       paper_indirect_form,
+                                                                       single_term_unbiased
+Sec. 2.4, Table 2: communication rounds              ``rounds``        paper_count_random,
+                                                                       random_truncation, one per
+                                                                       variant (fednest,
+                                                                       lfednest, fednest_sgd,
+                                                                       lfednest_svrg,
+                                                                       fednest_minimax)
+Thm 3.1, Cor. 3.1: bilevel convergence               ``thm31``         stationarity_floor,
+                                                                       k_rate_bilevel,
+                                                                       floor_slope_in_n
+Cor. 3.2: minimax rate                               ``cor32``         k_rate_minimax
+Cor. 3.3: compositional rate                         ``cor33``         k_rate_compositional
+Sec. 2.4, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogeneity_bias
+===================================================  ================  ==========================
+
+Shared: :mod:`~theory_checks.fednest.constants` (A1-A2's constants and hypotheses),
+:mod:`~theory_checks.fednest.common` (helpers, shared case strategies, Thm 3.1's floor and the
+K-rate check of Thm 3.1 / Cors. 3.2-3.3), :mod:`~theory_checks.fednest.perturbations` (the
+perturbations several results use and the wrong estimators the mutants reuse) and
+:mod:`~theory_checks.fednest.mutants`.
 """
 
 from __future__ import annotations
 
-from theory_checks.fednest import rates
-from theory_checks.fednest.claims import CLAIMS as FIRST_CLAIMS
+from theory_checks.claim import Claim
+from theory_checks.fednest import (
+    compositional,
+    cor32,
+    cor33,
+    fedavg,
+    fedinn,
+    ihgp,
+    lemma22,
+    lfednest,
+    minimax,
+    rounds,
+    thm31,
+)
 
-CLAIMS = FIRST_CLAIMS + rates.CLAIMS
+CLAIMS: tuple[Claim, ...] = (
+    lemma22.CLAIMS + ihgp.CLAIMS + fedinn.CLAIMS + fedavg.CLAIMS + minimax.CLAIMS
+    + compositional.CLAIMS + rounds.CLAIMS + thm31.CLAIMS + cor32.CLAIMS + cor33.CLAIMS
+    + lfednest.CLAIMS
+)
 
 __all__ = ["CLAIMS"]

@@ -1,9 +1,31 @@
-"""FedNest's compositional checks (Sec. 2.5, Cor. 3.3): FedInn's one-call solution and the
-indirect direction of FedIHGP, in the paper's form and as a single-term unbiased estimator.
+"""FedNest for compositional problems (Tarzanagh et al. 2022, Sec. 2.5 and Cor. 3.3; notes 2.6
+[D], issue 7): FedInn's one-call solution and FedIHGP's indirect direction.
+
+The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (so ``grad^2_y g_i =
+I``), FedNest's FedOut direction is (Sec. 2.5) ``h_i = l_{g,1} grad r_i(x)^T p_0`` with
+``l_{g,1} = 1`` and ``N = 1``, and Cor. 3.3 takes ``T = 1``. The exact forms (notes 2.6 [D]):
+one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` under any heterogeneity (the
+samples cancel in the control variate), so ``beta = 1`` solves the inner problem in one call;
+FedIHGP's factors ``I - H/l`` vanish at ``l = 1``, so ``p_{N'} = 0`` for ``N' >= 1`` and
+``E_{N'}[h] = grad f(x)`` at ``y*`` for every N. Read with A1's joint ``l_{g,1} = 1 + ||grad
+r_i||^2``, FedIHGP's indirect direction is ``grad r_i^T p_{N'}``, off by the factor ``l_{g,1}``
+from the printed form (issue 7).
+
+What is checked (exact identities, 1e-10; cases whose identity cannot tell ``tau`` from ``tau
++- 1`` are rejected as not measurable):
+
+- ``one_call_exact``: FedInn's one-call identity;
+- ``paper_indirect_form``: ``h_i = l_{g,1} grad r_i^T p_0`` for every drawn ``N'``, under both
+  readings of ``l_{g,1}`` (A1's joint constant, the ``y`` block's 1), refuted;
+- ``single_term_unbiased``: its correction, ``E[h] = grad f(x)`` and ``p_{N'} = 0`` for
+  ``N' >= 1`` with ``l_{g,1} = 1``.
+
+Hypotheses: A1's ``l_{g,1}`` as FedIHGP's scale and A2 (:mod:`theory_checks.fednest.constants`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -11,12 +33,16 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import strategies
+from problems import LinearCompositional, strategies
+from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, known_case
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import case_builder, expected_ihgp, fedihgp
-from theory_checks.fednest.constants import neumann_scale
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, neumann_scale
+from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
+from theory_checks.hypotheses import Reading
+from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
@@ -104,3 +130,130 @@ def check_compositional_single_term(claim: Claim, case: Case, make: Callable[...
                        details={"neumann_terms": parts["terms"]})
 
 
+# ==================================================================================== perturbation
+
+
+@dataclasses.dataclass(frozen=True)
+class DampedInner(FedNest):
+    """FedInn with ``0.9 beta`` (a step-size bug)."""
+
+    def inner_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
+        return FedNest.inner_update(self, ctx, x, y, steps._replace(inner=0.9 * steps.inner))
+
+
+INNER_STEP_0_9 = Perturbation(
+    "FedInn step 0.9 beta",
+    "the local step is 0.9 beta: one call contracts by (1 - 0.9 beta)^tau instead of "
+    "(1 - beta)^tau, and beta = 1 no longer solves in one call; a 10% step error is a "
+    "mis-set constant, eight decades above the 1e-10 identity.",
+    registry_variant("fednest", DampedInner),
+)
+
+
+# =========================================================================================== cases
+
+# Cases of claim fednest.compositional.one_call_exact
+compositional_one_call_exact_cases = compositional_cases(
+    inner_step_size=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
+    local_steps=st.integers(1, 4))
+
+# Cases of claim fednest.compositional.paper_indirect_form (checked under both readings of
+# l_{g,1}, theory_checks.fednest.constants.L_G1_READINGS)
+compositional_neumann_cases = compositional_cases(neumann_terms=st.integers(1, 4))
+
+# Cases of claim fednest.compositional.single_term_unbiased: l_{g,1} = 1, the y block (Cor.
+# 3.3's kappa_g = 1), where I - H/l = 0 makes every p_{N'} with N' >= 1 vanish
+compositional_single_term_cases = compositional_cases(neumann_terms=st.integers(1, 4),
+                                                      l_g1=st.just("y_block"))
+
+
+# ================================================================================ positive control
+
+# N = 1: N' = 0 is the only draw, and h_i = l_{g,1} grad r_i^T p_0 is FedOut's direction when
+# l_{g,1} = 1 (the y-block reading; under A1's joint constant the form is off by the factor
+# l_{g,1}, so the control holds under that one reading).
+COMPOSITIONAL_ONE_TERM = known_case(
+    LinearCompositional.random(3, [2, 3], 0, heterogeneity=1.0).spec(),
+    {"point_seed": 0, "neumann_terms": 1})
+
+
+# ====================================================================================== the claims
+
+
+ONE_CALL_EXACT = Claim(
+    id="fednest.compositional.one_call_exact",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Sec. 2.5 / Cor. 3.3 (T = 1); notes 2.6 [D]",
+    kind="exact_identity",
+    statement=("compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
+               "in one call under any heterogeneity"),
+    estimators=("fednest",),
+    strategy=compositional_one_call_exact_cases,
+    check=check_compositional_one_call,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=INNER_STEP_0_9,
+)
+
+
+PAPER_INDIRECT_FORM = Claim(
+    id="fednest.compositional.paper_indirect_form",
+    paper="FedNest",
+    reference=("Tarzanagh et al. 2022, Sec. 2.5 text (h_i = l_{g,1} grad r_i(x)^T p_0); notes "
+               "issue 7"),
+    kind="exact_identity",
+    statement=("compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 for every N' "
+               "drawn by FedIHGP"),
+    estimators=("fedihgp",),
+    strategy=compositional_neumann_cases,
+    check=check_compositional_paper_form,
+    hypotheses=(
+        A1_NEUMANN_SCALE,
+        A2_STRONG_CONVEXITY,
+    ),
+    positive_control=COMPOSITIONAL_ONE_TERM,
+    expected="fails",
+    notes=("g_i = (1/2)||y - r_i(x)||^2 has grad^2_y g_i = I, but its joint Hessian in (x, y) "
+           "has norm 1 + ||grad r_i||^2, A1's l_{g,1}. Read with A1's constant, FedIHGP's "
+           "indirect direction is grad r_i^T p_{N'}, off by the factor l_{g,1} > 1 from the "
+           "printed form at every N; read with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1) "
+           "I - H/l = 0, so p_{N'} = 0 for N' >= 1 and the form holds only for N = 1."),
+    readings=(
+        Reading(
+            "l_{g,1} as A1 defines it",
+            "h^I_i = l_{g,1} grad r_i^T p_0, l_{g,1} = max_i ||grad^2 g_i(z)|| jointly in (x, y)",
+            {"l_g1": "joint"}),
+        Reading(
+            "l_{g,1} = 1 (the y block)",
+            "h^I_i = grad r_i^T p_0 with FedIHGP's scale l_{g,1} = 1 (Sec. 2.5, Cor. 3.3)",
+            {"l_g1": "y_block"}),
+    ),
+)
+
+
+SINGLE_TERM_UNBIASED = Claim(
+    id="fednest.compositional.single_term_unbiased",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Sec. 2.5, Cor. 3.3; notes 2.6 and issue 7",
+    kind="exact_identity",
+    statement=("compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
+               "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
+               "is the one-term estimator)"),
+    estimators=("fedihgp",),
+    strategy=compositional_single_term_cases,
+    check=check_compositional_single_term,
+    hypotheses=(
+        A1_NEUMANN_SCALE,
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=IHGP_SCALE_OFF_BY_ONE,
+    corrects=PAPER_INDIRECT_FORM.id,
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    ONE_CALL_EXACT,
+    PAPER_INDIRECT_FORM,
+    SINGLE_TERM_UNBIASED,
+)

@@ -1,9 +1,30 @@
-"""FedNest's minimax checks (Sec. 2.5, 4.3): the synthetic problem's per-iteration rate and
-the indirect term at ``y*``, per client (as stated) and client-averaged (Danskin).
+"""FedNest for minimax (Tarzanagh et al. 2022, Sec. 2.5 and Sec. 4.3 / Fig. 4; notes 2.5, 4.3
+[D], issue 6): the indirect term at ``y*`` and the per-iteration rate on the paper's synthetic
+problem.
+
+The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` (``g_i = -f_i``), FedNest runs FedInn as
+ascent on ``y`` and FedOut without FedIHGP, because (Sec. 2.5)
+``grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for all i``. By Danskin, the client
+average ``mean_i grad_y f_i(x, y*) = 0`` (eq. (12)), so the direction without the indirect term
+is ``grad phi(x)`` exactly; per client ``grad_y f_i(x, y*) != 0`` under heterogeneity (issue 6).
+Sec. 4.3's synthetic problem ``f_i = -[(1/2)||y||^2 - b_i^T y + y^T A_i x] + (lambda/2)||x||^2``
+(``A_i = t_i I``, centred ``b_i``) makes FedNest a linear iteration whose per-iteration map is
+``M = T_x T_y^T`` per coordinate (notes 4.3), the same for every noise scale ``s`` of ``b_i``.
+
+What is checked (exact, at FedInn's fixed point ``y*``):
+
+- ``synthetic_linear_rate``: the measured per-iteration map's spectral radius is ``rho(M)``
+  (1e-6 relative), and the trajectories for ``s = 1`` and ``s = 10`` coincide (1e-10);
+- ``per_client_indirect_zero``: the sentence as stated, refuted under heterogeneity;
+- ``averaged_indirect_zero``: its correction, ``mean_i grad_y f_i(x, y*) = 0`` and ``h =
+  grad phi(x)`` (1e-10).
+
+Hypothesis: A2 for ``g_i = -f_i`` (:mod:`theory_checks.fednest.constants`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -13,10 +34,21 @@ from hypothesis import strategies as st
 
 from problems import QuadraticMinimax, strategies
 from testbed.algorithms.base import run_algorithm
+from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import (
+    Case,
+    Claim,
+    Measurement,
+    NotMeasurable,
+    Perturbation,
+    SeriesPoint,
+    known_case,
+)
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import case_builder, client_matrices
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Why 1e-6: the notes' tolerance for the minimax rate (4.3); the regression that reads the
@@ -156,3 +188,121 @@ def check_minimax_averaged_indirect(claim: Claim, case: Case, make: Callable[...
                        "(||h - grad phi|| + ||mean_i grad_y f_i||) / scale <=")
 
 
+# =================================================================================== perturbations
+
+
+@dataclasses.dataclass(frozen=True)
+class DampedOuter(FedNest):
+    """FedOut with ``0.9 alpha`` (a step-size bug)."""
+
+    def outer_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
+        return FedNest.outer_update(self, ctx, x, y, steps._replace(outer=0.9 * steps.outer))
+
+
+@dataclasses.dataclass(frozen=True)
+class BiasedDirection(FedNest):
+    """FedOut whose broadcast direction is off by 0.1%."""
+
+    def outer_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
+        x_plus, h, result = FedNest.outer_update(self, ctx, x, y, steps)
+        return x_plus, 1.001 * h, result
+
+
+OUTER_STEP_0_9 = Perturbation(
+    "FedOut step 0.9 alpha",
+    "the outer step is 0.9 alpha: the per-iteration rate moves from rho(T_x T_y^T) by O(10%) "
+    "of 1 - rho, far above the 1e-6 tolerance; a mis-set constant.",
+    registry_variant("fednest-minimax", DampedOuter),
+)
+
+DIRECTION_BIAS_1E_3 = Perturbation(
+    "FedOut direction off by 0.1%",
+    "the broadcast direction is 1.001 h: a 1e-3 relative bias, seven decades above the 1e-10 "
+    "identity h = grad phi(x) (Danskin).",
+    registry_variant("fednest-minimax", BiasedDirection),
+)
+
+
+# ============================================================================================ cases
+
+# Cases of the claims on the indirect term at y* (per client and client-averaged)
+indirect_zero_cases = minimax_cases()
+
+
+# ================================================================================ positive control
+
+# One client: its grad_y f_1(x, y*) is the mean, which vanishes at y* (Danskin), so the
+# per-client statement holds.
+MINIMAX_ONE_CLIENT = known_case(
+    QuadraticMinimax.random(1, 2, 2, 4.0, seed=0).spec(), {"point_seed": 0})
+
+
+# ====================================================================================== the claims
+
+
+SYNTHETIC_LINEAR_RATE = Claim(
+    id="fednest.minimax.synthetic_linear_rate",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Sec. 4.3 / Fig. 4; notes 4.3 [D]",
+    kind="linear_rate",
+    statement=("FedNest (minimax) on the synthetic problem, full participation: per-iteration "
+               "rate = rho(T_x T_y^T) (1e-6 relative); trajectories for s = 1 and s = 10 coincide"),
+    estimators=("fednest-minimax",),
+    strategy=synthetic_cases,
+    check=check_minimax_synthetic_rate,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=OUTER_STEP_0_9,
+)
+
+
+PER_CLIENT_INDIRECT_ZERO = Claim(
+    id="fednest.minimax.per_client_indirect_zero",
+    paper="FedNest",
+    reference=("Tarzanagh et al. 2022, Sec. 2.5 ('grad^I f_i(x, y*) = 0 for all i'); notes issue "
+               "6"),
+    kind="exact_identity",
+    statement="grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for every client i",
+    estimators=("fednest-minimax",),
+    strategy=indirect_zero_cases,
+    check=check_minimax_per_client_indirect,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    positive_control=MINIMAX_ONE_CLIENT,
+    expected="fails",
+    notes=("grad^I f_i is (8b)'s symbol, defined with the client's own grad_y f_i, so the "
+           "sentence has one reading; under heterogeneity grad_y f_i(x, y*) != 0 although the "
+           "mean vanishes (Danskin). What the paper concludes from it, that the estimate (11) "
+           "reduces to grad_x f_i, is nonetheless right: (11)'s indirect term uses FedIHGP's p, "
+           "built from the averaged grad_y f, which is 0 at y* "
+           "(fednest.minimax.averaged_indirect_zero). A1 is read on a bounded region: with f_i "
+           "strongly concave in y (A2 for g_i = -f_i) no f_i is Lipschitz on the whole space."),
+)
+
+
+AVERAGED_INDIRECT_ZERO = Claim(
+    id="fednest.minimax.averaged_indirect_zero",
+    paper="FedNest",
+    reference=("Tarzanagh et al. 2022, Sec. 2.5, eq. (12) (Danskin), client average; notes issue "
+               "6"),
+    kind="exact_identity",
+    statement=("mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
+               "phi(x) exactly"),
+    estimators=("fednest-minimax",),
+    strategy=indirect_zero_cases,
+    check=check_minimax_averaged_indirect,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=DIRECTION_BIAS_1E_3,
+    corrects=PER_CLIENT_INDIRECT_ZERO.id,
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    SYNTHETIC_LINEAR_RATE,
+    PER_CLIENT_INDIRECT_ZERO,
+    AVERAGED_INDIRECT_ZERO,
+)

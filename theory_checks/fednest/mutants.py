@@ -31,6 +31,17 @@ from testbed.estimators.fednest import (
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import local_round
 from testbed.registry import get_estimator
+from theory_checks.fednest import (
+    compositional,
+    fedavg,
+    ihgp,
+    lemma22,
+    lfednest,
+    minimax,
+    rounds,
+    thm31,
+)
+from theory_checks.fednest import fedinn as fedinn_result
 from theory_checks.fednest import perturbations as perturb
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import part_variant, registry_variant
@@ -331,8 +342,8 @@ FEDOUT_ENTRIES = ("fednest", "fednest-sgd")
 LFEDOUT_ENTRIES = ("lfednest", "lfednest-svrg")
 FEDAVG_ENTRIES = ("lfednest", "fednest-sgd")
 FEDNEST_VARIANTS = ("fednest", "fednest-sgd", "lfednest", "lfednest-svrg", "fednest-minimax")
-IHGP_IDENTITY = "fednest.lemma22.inverse_hessian_identity"
-FEDINN_RATE = "fednest.fedinn.linear_rate"
+IHGP_IDENTITY = lemma22.INVERSE_HESSIAN_IDENTITY.id
+FEDINN_RATE = fedinn_result.LINEAR_RATE.id
 
 
 def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[str, Any]:
@@ -372,17 +383,17 @@ MUTANTS: tuple[Mutant, ...] = (
            first=(IHGP_IDENTITY,)),
     Mutant("fedihgp.same_subset", "FedIHGP", "stale",
            "every Hessian round reuses the subset S_0 drawn for p_0",
-           _ihgp(perturb.SameSubsetIHGP), first=("fednest.ihgp.client_sampling_variance",)),
+           _ihgp(perturb.SameSubsetIHGP), first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,)),
     Mutant("fedihgp.subset_ignored", "FedIHGP", "per_client",
            "the subset S_0 is drawn, then every client is averaged",
-           _ihgp(perturb.AllClientsIHGP), first=("fednest.ihgp.client_sampling_variance",)),
+           _ihgp(perturb.AllClientsIHGP), first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,)),
     Mutant("fedihgp.indirect_sign_flipped", "FedIHGP", "correction",
            "the direction adds J_i p instead of subtracting it", _ihgp(FlippedIndirectIHGP),
-           first=("fednest.compositional.single_term_unbiased",)),
+           first=(compositional.SINGLE_TERM_UNBIASED.id,)),
     Mutant("fedinn.local_step_extra", "FedInn", "count",
            "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
            _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
-           first=("fednest.compositional.one_call_exact", FEDINN_RATE), cheap=True),
+           first=(compositional.ONE_CALL_EXACT.id, FEDINN_RATE), cheap=True),
     Mutant("fedinn.local_step_missing", "FedInn", "count",
            "FedInn runs tau_i - 1 local steps (at least one)",
            _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
@@ -396,7 +407,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("fedinn.missing_1_over_tau", "FedInn", "normalisation",
            "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
            _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
-           first=(FEDINN_RATE, "fednest.fedinn.tau_exponent")),
+           first=(FEDINN_RATE, fedinn_result.TAU_EXPONENT.id)),
     Mutant("fedinn.correction_dropped", "FedInn", "correction",
            "FedInn without its control variate (a FedAvg step)",
            _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn), first=(FEDINN_RATE,)),
@@ -407,63 +418,63 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("lfedinn.local_step_extra", "LFedInn (FedAvg)", "count",
            "LFedInn runs tau_i + 1 local steps",
            _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
-           first=("fednest.fedavg.biased_fixed_point",)),
+           first=(fedavg.BIASED_FIXED_POINT.id,)),
     Mutant("lfedinn.secretly_corrected", "LFedInn (FedAvg)", "correction",
            "the FedAvg baseline runs FedInn's control variate",
            _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
-           first=("fednest.fedavg.biased_fixed_point",)),
+           first=(fedavg.BIASED_FIXED_POINT.id,)),
     Mutant("fedout.ihgp_terms_plus_one", "FedOut", "count",
            "FedOut's FedIHGP runs N + 1 terms while N is reported",
            _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
-           first=("fednest.rounds.fednest", "fednest.thm31.stationarity_floor")),
+           first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id)),
     Mutant("fedout.ihgp_terms_minus_one", "FedOut", "count",
            "FedOut's FedIHGP runs N - 1 terms while N is reported",
            _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
-           first=("fednest.rounds.fednest", "fednest.thm31.stationarity_floor")),
+           first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id)),
     Mutant("fedout.ihgp_step_halved", "FedOut", "step",
            "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
            _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
-           first=("fednest.thm31.stationarity_floor",)),
+           first=(thm31.STATIONARITY_FLOOR.id,)),
     Mutant("fedout.indirect_sign_flipped", "FedOut", "correction",
            "FedOut adds the indirect part (p used with the wrong sign)",
            _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
-           first=("fednest.thm31.stationarity_floor",)),
+           first=(thm31.STATIONARITY_FLOOR.id,)),
     Mutant("fedout.correction_dropped", "FedOut", "correction",
            "FedOut's local x-steps without the drift correction (each client along its own "
            "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
            "FedOut share",
            {**_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
             **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut)},
-           first=("fednest.thm31.stationarity_floor",)),
+           first=(thm31.STATIONARITY_FLOOR.id,)),
     Mutant("fedout.missing_1_over_tau", "FedOut", "normalisation",
            "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
            "routine FedOut and the minimax FedOut share",
            {**_on(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
             **_on(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut)},
-           first=("fednest.minimax.synthetic_linear_rate",)),
+           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
     Mutant("fednest.stale_inner_iterate", "FedNest outer loop", "stale",
            "the outer update runs at y^k instead of the y^{k+1} the inner calls computed "
            "(FedNest.step, shared by every variant)",
            {name: registry_variant(name, StaleInnerFedNest) for name in FEDNEST_VARIANTS},
-           first=("fednest.minimax.synthetic_linear_rate",)),
+           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
     Mutant("fednest.extra_round", "FedNest outer loop", "count",
            "each outer iteration aggregates once more than Table 2's formula",
            {name: registry_variant(name, perturb.ExtraRound) for name in FEDNEST_VARIANTS},
-           first=("fednest.rounds.fednest",)),
+           first=(rounds.FEDNEST.id,)),
     Mutant("lfedout.terms_minus_one", "LFedOut (local Neumann)", "count",
            "LFedOut's local Neumann series runs N - 1 terms",
            _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
-           first=("fednest.lfednest.heterogeneity_bias",)),
+           first=(lfednest.HETEROGENEITY_BIAS.id,)),
     Mutant("lfedout.step_halved", "LFedOut (local Neumann)", "step",
            "LFedOut's local Neumann series steps 1/(2l)",
            _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
-           first=("fednest.lfednest.heterogeneity_bias",)),
+           first=(lfednest.HETEROGENEITY_BIAS.id,)),
     Mutant("minimax.outer_step_doubled", "FedNest minimax", "step",
            "the minimax FedOut steps 2 alpha",
            _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
-           first=("fednest.minimax.synthetic_linear_rate",)),
+           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
     Mutant("minimax.ascent_step_halved", "FedNest minimax", "step",
            "the minimax FedInn ascent on y steps beta / 2",
            _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
-           first=("fednest.minimax.synthetic_linear_rate",)),
+           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
 )

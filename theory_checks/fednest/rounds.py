@@ -1,5 +1,27 @@
-"""FedNest's communication-round checks (Sec. 2.4, Table 2): ledger rounds per outer iteration
-of every variant, and the count under FedIHGP's random truncation ``N'``.
+"""FedNest's communication rounds (Tarzanagh et al. 2022, Sec. 2.4 and Table 2 of the appendix;
+Algs. 1-4 as listed; notes 2.7-2.8, issue 8).
+
+The result. Sec. 2.4: "FedNest requires 2T + N + 3 communication rounds" per outer iteration
+(T FedInn calls of two rounds each, N FedIHGP rounds, three aggregations of FedOut); Table 2
+gives the count of each variant (``inner_method``, ``outer_method``): FedNest ``2T + N + 3``,
+LFedNest ``T + 1``, FedNest_SGD ``T + N + 3``, LFedNest_SVRG ``2T + 1``, and the minimax FedNest
+``2T + 2`` (no FedIHGP). Alg. 3 as listed draws ``N' ~ U{0..N-1}`` and runs ``N' + 1``
+FedIHGP rounds, so an iteration of FedNest uses ``2T + N' + 3 <= 2T + N + 2`` rounds (issue 8);
+the official code's deterministic truncation uses exactly ``2T + N + 3``.
+
+What is checked (the ledger of ``testbed.federation`` counts every aggregation; any
+participation and per-client ``tau_i``), each variant's formula being
+``FedNest.rounds_formula()`` (:func:`table2_rounds`, the formula's one home):
+
+- ``fednest``, ``lfednest``, ``fednest_sgd``, ``lfednest_svrg``, ``fednest_minimax``: every
+  outer iteration on the deterministic truncation uses exactly Table 2's count, which is also
+  the count the algorithm reports;
+- ``paper_count_random``: Sec. 2.4's ``2T + N + 3`` with Alg. 3's random ``N'``, read as the
+  exact count (refuted on every iteration) and as a budget (holds);
+- ``random_truncation``: the exact count ``2T + N' + 3`` with the drawn ``N'``, reaching
+  ``2T + N + 2`` at the largest draw.
+
+No hypothesis: a round count is combinatorial, true of every problem.
 """
 
 from __future__ import annotations
@@ -14,8 +36,12 @@ from problems import ProblemConstants, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.rounds import RoundsFormula
-from theory_checks.claim import Case, Claim, Measurement, SeriesPoint
-from theory_checks.fednest.common import bilevel_problems, per_client_taus
+from testbed.registry import get_estimator
+from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
+from theory_checks.fednest.common import PAPER, REF, bilevel_problems, per_client_taus
+from theory_checks.fednest.perturbations import ExtraRound
+from theory_checks.hypotheses import Reading
+from theory_checks.perturbed_variants import registry_variant
 
 
 def round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
@@ -157,3 +183,128 @@ def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> M
                        details={"rounds_at_largest_draw": top[-1].calls.comm_rounds})
 
 
+# =================================================================================== perturbations
+
+
+def _one_hessian_round_too_many(**kw: Any) -> FedNest:
+    """FedNest on the deterministic truncation (the official code's schedule) with N + 1 Hessian
+    rounds where the case asks for N."""
+    return get_estimator("fednest").build(**{**kw, "truncation": "deterministic",
+                                              "neumann_terms": int(kw["neumann_terms"]) + 1})
+
+
+ROUNDS_OVER_BUDGET = Perturbation(
+    "one Hessian round too many (deterministic truncation)",
+    "FedIHGP's loop runs N + 1 Hessian rounds on the deterministic schedule (an off-by-one in N): "
+    "2T + N + 4 rounds per iteration, one over the 2T + N + 3 budget. An off-by-one on the "
+    "random schedule (2T + N' + 4 <= 2T + N + 3) stays within the budget, which has one round "
+    "of slack; fednest.rounds.random_truncation's exact count catches that one.",
+    _one_hessian_round_too_many,
+)
+
+
+def extra_round(name: str) -> Perturbation:
+    """One aggregation more per outer iteration than ``name`` declares: the smallest count bug."""
+    return Perturbation(
+        "one extra aggregation round",
+        "each outer iteration aggregates once more than its Table 2 formula (an off-by-one in "
+        "the round count, the smallest possible error of an exact count).",
+        registry_variant(name, ExtraRound),
+    )
+
+
+EXTRA_ROUND_FEDNEST = extra_round("fednest")
+EXTRA_ROUND_LFEDNEST = extra_round("lfednest")
+EXTRA_ROUND_FEDNEST_SGD = extra_round("fednest-sgd")
+EXTRA_ROUND_LFEDNEST_SVRG = extra_round("lfednest-svrg")
+EXTRA_ROUND_FEDNEST_MINIMAX = extra_round("fednest-minimax")
+
+
+# =========================================================================================== cases
+
+BILEVEL_ROUND_CASES = round_cases("bilevel")
+MINIMAX_ROUND_CASES = round_cases("minimax")
+
+
+# ====================================================================================== the claims
+
+
+PAPER_COUNT_RANDOM = Claim(
+    id="fednest.rounds.paper_count_random",
+    paper="FedNest",
+    reference=("Tarzanagh et al. 2022, Sec. 2.4 ('FedNest requires 2T + N + 3 communication "
+               "rounds') with Alg. 3 as listed; notes 2.8, issue 8"),
+    kind="communication_count",
+    statement=("FedNest with FedIHGP's random N' (Alg. 3) requires 2T + N + 3 rounds per outer "
+               "iteration"),
+    estimators=("fednest",),
+    strategy=BILEVEL_ROUND_CASES,
+    check=check_rounds_paper_random,
+    perturbation=ROUNDS_OVER_BUDGET,
+    bound=table2_formula("svrg", "svrg"),
+    notes=("Read as a budget the count holds: Alg. 3 draws N' <= N - 1, so an iteration uses 2T "
+           "+ N' + 3 <= 2T + N + 2 rounds. Read as the exact count it fails on every iteration "
+           "(the official code's deterministic truncation uses exactly 2T + N + 3). The exact "
+           "count with N' is fednest.rounds.random_truncation."),
+    readings=(
+        Reading(
+            "exactly",
+            "every outer iteration uses exactly 2T + N + 3 rounds",
+            {"reading": "exactly"}),
+        Reading(
+            "at most (a budget)",
+            "no outer iteration uses more than 2T + N + 3 rounds",
+            {"reading": "at_most"}),
+    ),
+)
+
+
+RANDOM_TRUNCATION = Claim(
+    id="fednest.rounds.random_truncation",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Algs. 1-4 as listed; notes 2.8 [D], issue 8",
+    kind="communication_count",
+    statement=("FedNest with random N' uses exactly 2T + N' + 3 <= 2T + N + 2 rounds per "
+               "iteration"),
+    estimators=("fednest",),
+    strategy=BILEVEL_ROUND_CASES,
+    check=check_rounds_random,
+    perturbation=EXTRA_ROUND_FEDNEST,
+)
+
+
+# Table 2, one claim per variant: ledger rounds per outer iteration on the deterministic
+# truncation == the variant's formula
+def _rounds_claim(name: str, inner: str, outer: str, perturbation: Perturbation) -> Claim:
+    formula = table2_rounds(inner, outer).text
+    return Claim(
+        id=f"fednest.rounds.{name.replace('-', '_')}",
+        paper=PAPER,
+        reference=f"{REF}, Table 2 (appendix; notes 2.7-2.8)",
+        kind="communication_count",
+        statement=f"{name}: ledger rounds per outer iteration = {formula} "
+                  "(deterministic FedIHGP count), for any participation and tau_i",
+        estimators=(name,),
+        strategy=MINIMAX_ROUND_CASES if outer == "minimax" else BILEVEL_ROUND_CASES,
+        check=check_rounds,
+        bound=table2_formula(inner, outer),
+        perturbation=perturbation,
+    )
+
+
+FEDNEST = _rounds_claim("fednest", "svrg", "svrg", EXTRA_ROUND_FEDNEST)
+LFEDNEST = _rounds_claim("lfednest", "sgd", "local", EXTRA_ROUND_LFEDNEST)
+FEDNEST_SGD = _rounds_claim("fednest-sgd", "sgd", "svrg", EXTRA_ROUND_FEDNEST_SGD)
+LFEDNEST_SVRG = _rounds_claim("lfednest-svrg", "svrg", "local", EXTRA_ROUND_LFEDNEST_SVRG)
+FEDNEST_MINIMAX = _rounds_claim("fednest-minimax", "svrg", "minimax", EXTRA_ROUND_FEDNEST_MINIMAX)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    PAPER_COUNT_RANDOM,
+    RANDOM_TRUNCATION,
+    FEDNEST,
+    LFEDNEST,
+    FEDNEST_SGD,
+    LFEDNEST_SVRG,
+    FEDNEST_MINIMAX,
+)

@@ -1,6 +1,8 @@
-r"""The papers' round-savings claims, each algorithm tuned the same way, over many problems.
+r"""The round-savings comparisons' shared code: the check, its statistical test and the cases of
+the three closed-form claims, each algorithm tuned the same way, over many problems.
 
-Three claims compare an algorithm with FedNest in the rounds it needs to reach one target:
+Three claims (one module each) compare an algorithm with FedNest in the rounds it needs to
+reach one target:
 
 - AggITD (Xiao & Ji 2023; abstract, Sec. 4, Table 2): FBO-AggITD needs *fewer* communication
   rounds than FedNest on heterogeneous clients (per outer iteration ``2N + 3`` against
@@ -54,7 +56,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,9 +63,8 @@ from hypothesis import strategies as st
 
 from problems import ProblemError, QuadraticBilevel, strategies
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.claim_file import load_claims
 from theory_checks.comparison import runs as runs
-from theory_checks.comparison.runs import BASELINE, COMPARISONS, Comparison
+from theory_checks.comparison.runs import BASELINE, Comparison
 from theory_checks.decision import (
     Binomial,
     Design,
@@ -152,99 +152,99 @@ def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Gene
     return design.rng(_RUN, problem_index, int(role == "baseline"))
 
 
-def _check(comparison: Comparison) -> Callable[..., Measurement]:
-    def check(claim: Claim, case: Case, make: Callable[..., Any],
-              design: Design) -> Measurement:
-        try:
-            case.problem.outer_minimizer()
-        except ProblemError as error:
-            raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
-        spec = case.problem.spec()
-        try:
-            cand_tuning = _tuning(comparison, make, comparison.candidate,
-                                  dict(comparison.candidate_config), spec)
-            base_tuning = _tuning(comparison, functools.partial(runs.build_algorithm, BASELINE, {}),
-                                  BASELINE, dict(comparison.baseline_config), spec)
-        except ProblemError as error:  # the family has (almost) no problem to compare on
-            raise NotMeasurable(str(error)) from error
-        if base_tuning.multiple is None:
-            raise NotMeasurable("FedNest reaches the target at no step of the grid on the "
-                                "family's tuning problems: no round count to compare with")
-        # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
-        # the cap, which is what never reaching costs it)
-        cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
-        looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
-        per_problem: list[dict[str, Any]] = []
-        series = []
-        for j in range(looks[-1]):
-            if j in looks:  # a look: stop when its interval already decides
-                at_look = sequential_binomial(sum(p["within_claim"] for p in per_problem), j,
-                                             len(looks))
-                if (at_look.lower(design.false_fail_rate) >= 0.5
-                        or at_look.upper(design.false_fail_rate) < 0.5):
-                    break
-            # every draw of the family counts (the papers exclude none); whether FedNest solves
-            # the draw in one outer iteration is recorded, and that subpopulation is reported
-            # apart with its own verdict
-            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
-            verdict = runs.compare_at(
-                comparison, drawn, make, cand_multiple, base_tuning.multiple,
-                functools.partial(_run_stream, design, j))
-            base = verdict.baseline
-            per_problem.append({
-                "seed": drawn.spec()["seed"], "within_claim": verdict.within,
-                "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
-                "ratio": verdict.ratio, "candidate_rounds": verdict.candidate.rounds,
-                "candidate_stop": verdict.candidate.stop,
-                "fednest_rounds": None if base is None else base.rounds,
-                "fednest_stop": None if base is None else base.stop})
-            if verdict.ratio is not None:
-                series += [SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0,
-                                       comparison.candidate),
-                           SeriesPoint("bound", "problem", j, comparison.bound, 0, 0,
-                                       comparison.candidate)]
-        trials = len(per_problem)
-        successes = sum(p["within_claim"] for p in per_problem)
-        longer = [p for p in per_problem if not p["fednest_one_iteration"]]
-        known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
-        mean, low, high = (runs.log_ratio_evidence_interval(known) if known
-                           else (math.nan, math.nan, math.nan))
-        relation = "<" if comparison.bound >= 1.0 else "<="
-        return Measurement(
-            successes / trials, 0.5, True,
-            f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
-            "(Clopper-Pearson)",
-            series=tuple(series),
-            details={"target": runs.TARGET, "round_budget": runs.ROUND_BUDGET, "cap": runs.CAP,
-                     "step_grid": list(runs.STEP_GRID), "bound": comparison.bound,
-                     "tuning": {"candidate": cand_tuning.describe(),
-                                "fednest": base_tuning.describe()},
-                     "candidate_multiple": cand_multiple,
-                     "candidate_config": dict(comparison.candidate_config),
-                     "fednest_config": dict(comparison.baseline_config),
-                     "rounds_per_iteration": {
-                         "candidate": comparison.candidate_rounds_per_iteration(),
-                         "fednest": comparison.baseline_rounds_per_iteration()},
-                     "problems": trials, "within_claim": successes, "looks": looks,
-                     "population": "every draw of the family",
-                     "not_solved_in_one_fednest_iteration": {
-                         "problems": len(longer),
-                         "within_claim": sum(p["within_claim"] for p in longer),
-                         "verdict": subpopulation_verdict(
-                             sum(p["within_claim"] for p in longer), len(longer),
-                             design.false_fail_rate, len(looks))},
-                     # descriptive, over the problems where neither run was stopped early
-                     "exact_ratios": len(known),
-                     "geometric_mean_ratio": math.exp(mean) if known else None,
-                     "ratio_interval_95": [math.exp(low), math.exp(high)]
-                     if math.isfinite(low) else None,
-                     "per_problem": per_problem},
-            tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
-                            "family's problems", sequential_binomial(successes, trials, len(looks)),
-                            low=0.5),))
-
-    check.__qualname__ = f"comparison_check_{comparison.key}"
-    return check
+def measure_rounds(comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any],
+                   design: Design) -> Measurement:
+    """The check of a closed-form comparison (module docstring): tune both algorithms on the
+    case's family, then draw problems look by look until the Clopper-Pearson interval of
+    ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
+    its check, ``comparison_check_<key>``."""
+    try:
+        case.problem.outer_minimizer()
+    except ProblemError as error:
+        raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
+    spec = case.problem.spec()
+    try:
+        cand_tuning = _tuning(comparison, make, comparison.candidate,
+                              dict(comparison.candidate_config), spec)
+        base_tuning = _tuning(comparison, functools.partial(runs.build_algorithm, BASELINE, {}),
+                              BASELINE, dict(comparison.baseline_config), spec)
+    except ProblemError as error:  # the family has (almost) no problem to compare on
+        raise NotMeasurable(str(error)) from error
+    if base_tuning.multiple is None:
+        raise NotMeasurable("FedNest reaches the target at no step of the grid on the "
+                            "family's tuning problems: no round count to compare with")
+    # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
+    # the cap, which is what never reaching costs it)
+    cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
+    looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
+    per_problem: list[dict[str, Any]] = []
+    series = []
+    for j in range(looks[-1]):
+        if j in looks:  # a look: stop when its interval already decides
+            at_look = sequential_binomial(sum(p["within_claim"] for p in per_problem), j,
+                                         len(looks))
+            if (at_look.lower(design.false_fail_rate) >= 0.5
+                    or at_look.upper(design.false_fail_rate) < 0.5):
+                break
+        # every draw of the family counts (the papers exclude none); whether FedNest solves
+        # the draw in one outer iteration is recorded, and that subpopulation is reported
+        # apart with its own verdict
+        drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
+        verdict = runs.compare_at(
+            comparison, drawn, make, cand_multiple, base_tuning.multiple,
+            functools.partial(_run_stream, design, j))
+        base = verdict.baseline
+        per_problem.append({
+            "seed": drawn.spec()["seed"], "within_claim": verdict.within,
+            "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+            "ratio": verdict.ratio, "candidate_rounds": verdict.candidate.rounds,
+            "candidate_stop": verdict.candidate.stop,
+            "fednest_rounds": None if base is None else base.rounds,
+            "fednest_stop": None if base is None else base.stop})
+        if verdict.ratio is not None:
+            series += [SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0,
+                                   comparison.candidate),
+                       SeriesPoint("bound", "problem", j, comparison.bound, 0, 0,
+                                   comparison.candidate)]
+    trials = len(per_problem)
+    successes = sum(p["within_claim"] for p in per_problem)
+    longer = [p for p in per_problem if not p["fednest_one_iteration"]]
+    known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
+    mean, low, high = (runs.log_ratio_evidence_interval(known) if known
+                       else (math.nan, math.nan, math.nan))
+    relation = "<" if comparison.bound >= 1.0 else "<="
+    return Measurement(
+        successes / trials, 0.5, True,
+        f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
+        "(Clopper-Pearson)",
+        series=tuple(series),
+        details={"target": runs.TARGET, "round_budget": runs.ROUND_BUDGET, "cap": runs.CAP,
+                 "step_grid": list(runs.STEP_GRID), "bound": comparison.bound,
+                 "tuning": {"candidate": cand_tuning.describe(),
+                            "fednest": base_tuning.describe()},
+                 "candidate_multiple": cand_multiple,
+                 "candidate_config": dict(comparison.candidate_config),
+                 "fednest_config": dict(comparison.baseline_config),
+                 "rounds_per_iteration": {
+                     "candidate": comparison.candidate_rounds_per_iteration(),
+                     "fednest": comparison.baseline_rounds_per_iteration()},
+                 "problems": trials, "within_claim": successes, "looks": looks,
+                 "population": "every draw of the family",
+                 "not_solved_in_one_fednest_iteration": {
+                     "problems": len(longer),
+                     "within_claim": sum(p["within_claim"] for p in longer),
+                     "verdict": subpopulation_verdict(
+                         sum(p["within_claim"] for p in longer), len(longer),
+                         design.false_fail_rate, len(looks))},
+                 # descriptive, over the problems where neither run was stopped early
+                 "exact_ratios": len(known),
+                 "geometric_mean_ratio": math.exp(mean) if known else None,
+                 "ratio_interval_95": [math.exp(low), math.exp(high)]
+                 if math.isfinite(low) else None,
+                 "per_problem": per_problem},
+        tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
+                        "family's problems", sequential_binomial(successes, trials, len(looks)),
+                        low=0.5),))
 
 
 def subpopulation_verdict(successes: int, trials: int, rate: float, looks: int) -> str:
@@ -285,19 +285,3 @@ def quadratic_family_cases(homogeneous: bool) -> Callable[[], st.SearchStrategy[
         return Case(problem, {})
 
     return build
-
-
-
-# Check of claim comparison.aggitd_fewer_rounds_than_fednest
-aggitd_fewer_rounds_than_fednest_check = _check(COMPARISONS["aggitd"])
-
-# Check of claim comparison.fedmsa_tenfold_fewer_rounds
-fedmsa_tenfold_fewer_rounds_check = _check(COMPARISONS["fedmsa"])
-
-# Check of claim comparison.lfednest_fewer_rounds_homogeneous
-lfednest_fewer_rounds_homogeneous_check = _check(COMPARISONS["lfednest"])
-
-
-CLAIMS: tuple[Claim, ...] = load_claims(Path(__file__).with_name("claims.toml"))
-
-__all__ = ["CLAIMS", "RESOLVED_FRACTIONS", "looks_for", "sequential_binomial", "trials_for"]

@@ -9,7 +9,7 @@ rounds while FedMSA does within 28, a factor above 75; the replication configs r
 ``comparison.fedmsa_tenfold_fewer_rounds`` decides the tenfold on closed-form problems.)
 
 A paper's table number is a measurement at the paper's scale; the closed-form comparisons
-(:mod:`theory_checks.comparison.checks`) measure another quantity on another problem, so they
+(:mod:`theory_checks.comparison.common`) measure another quantity on another problem, so they
 decide the weaker per-iteration readings and never these numbers. Here each setting is run as
 the paper ran it, at the closest scale the offline data allow (scikit-learn's 8x8 digits instead
 of MNIST, 20 clients with 10 per round instead of 100 with 10, full local batches: the
@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,8 +44,16 @@ from problems.workloads import WorkloadRecipe
 from testbed.algorithms.base import model_point
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, known_case
-from theory_checks.claim_file import load_claims
+from theory_checks.claim import (
+    Case,
+    Claim,
+    Measurement,
+    NotMeasurable,
+    PerProfile,
+    SeriesPoint,
+    known_case,
+)
+from theory_checks.hypotheses import Reading
 
 THRESHOLD = 0.9  # test accuracy, the papers' "rounds to 90%"
 
@@ -243,7 +250,64 @@ table2_long_hessiv_case = known_case(TABLE2["noniid_tau5"].workload.spec(),
                                       "fednest_neumann_terms": 25})
 
 
-CLAIMS: tuple[Claim, ...] = load_claims(Path(__file__).with_name("headlines.toml"))
+AGGITD_TABLE2_FACTOR = Claim(
+    id="comparison.aggitd_table2_factor",
+    paper="AggITD",
+    reference=("Xiao & Ji 2023, Table 2 (MNIST, MLP, SVRG-type, C = 0.1: FedNest / FBO-AggITD "
+               "rounds to 90% test accuracy 1630/530, 610/195, 1380/520, 760/305) and Sec. 5 "
+               "('more than 2-3 times fewer communication rounds')"),
+    kind="communication_count",
+    statement=("FBO-AggITD reaches 90% test accuracy in fewer communication rounds than FedNest "
+               "by Table 2's factor R_FedNest / R_FBO-AggITD (3.08, 3.13, 2.65, 2.49 for iid / "
+               "non-iid, tau = 1 / 5), the hyper-representation MLP of Table 2 with the paper's "
+               "steps"),
+    estimators=("fbo-aggitd", "fednest"),
+    strategy=table2_cases,
+    check=check_headline,
+    examples=(
+        table2_fast_case,
+    ),
+    scale=("digits 8x8 (1,347 training and 450 test images, 64 inputs; MNIST is not on this "
+           "machine) instead of MNIST (60,000 / 10,000, 784 inputs), so the MLP is 64-200-10; 20 "
+           "clients with 10 per round instead of 100 with 10 per round; full local batches "
+           "instead of minibatches; squared L2 head regulariser 0.1 and no dropout; FedNest's T "
+           "= N = 5 (the paper does not give T); evaluation after every outer iteration; 60 "
+           "outer iterations at tau = 5 and 300 at tau = 1 (the paper's horizon: 2000 rounds); "
+           "seeds 0-2 (the paper reports one run)"),
+    # Why these cases: a run of 60 outer iterations takes ~8 s of one core, 300 ~40 s; the fast
+    # profile runs the cheapest row (non-iid, tau = 5) on two seeds, the thorough one every row on
+    # three seeds.
+    max_examples=PerProfile(0, 4),
+    shrink=False,
+    expected="fails",
+    positive_control=table2_long_hessiv_case,
+    notes=("Decided under Table 2's protocol, not on closed-form problems (where the ratio is "
+           "the per-iteration 13/18 and says nothing about a table measured on MNIST: "
+           "comparison.aggitd_fewer_rounds_than_fednest). Holds on a row when some seed's factor "
+           "reaches the bound, fails when every seed's is below. Measured on digits (2026-11-26, "
+           "seed 0): non-iid tau = 5: 900 / 507 = 1.78 (seeds 0-1: at most 1.78), iid tau = 5: "
+           "720 / 533 = 1.35, iid tau = 1: 3672 / 2704 = 1.36, against 2.49, 3.13 and 3.08: "
+           "FBO-AggITD needs about as many outer iterations as FedNest, so its saving is the "
+           "per-iteration 18/13. The paper does not report FedNest's HessIV length T; the "
+           "settings take FedNest's code default T = 5 (its scripts use 3 or 5). A FedNest with "
+           "T = 25 would spend 38 rounds per iteration and give the factor with no saving in "
+           "iterations (the positive control): the refutation is of the factor at the code's T."),
+    readings=(
+        Reading(
+            "as printed",
+            "R_FedNest / R_FBO-AggITD >= the row's Table 2 factor (2.49-3.13)",
+            {"reading": "as printed"}),
+        Reading(
+            "more than 2",
+            "R_FedNest / R_FBO-AggITD > 2 (Sec. 5: 'more than 2-3 times fewer')",
+            {"reading": "more than 2"}),
+    ),
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    AGGITD_TABLE2_FACTOR,
+)
 
 __all__ = ["CLAIMS", "SETTINGS", "TABLE2", "THRESHOLD", "check_headline",
            "factor_range", "run_to_threshold"]

@@ -1,0 +1,91 @@
+"""FedNest's Corollary 3.2, minimax (Tarzanagh et al. 2022, Sec. 3; notes 3.6, T14): the rate in
+the horizon K of stochastic minimax FedNest.
+
+The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` with ``f_i`` ``mu_f``-strongly concave in
+``y`` (``b = 0``: no FedIHGP), ``kappa_f = l_{f,1} / mu_f``, under Thm 3.1's conditions and
+``T = O(kappa_f)``::
+
+    (1/K) sum_{k=1}^K E||grad phi(x^k)||^2 = O(kappa_f^2 / K + kappa_f / sqrt(K)),
+
+an ``O(K^{-1/2})`` rate.
+
+What is checked (``k_rate_minimax``, the shared K-rate check
+:func:`~theory_checks.fednest.common.check_k_rate`): on minimax quadratics with ``dim_y = 1``
+(``kappa_f = 1``, so ``T = 1 = O(kappa_f)``) and stochastic oracles, the exponent of ``E (1/K)
+sum_k ||grad phi(x_k)||^2`` in K is at most -1/4 (the claim is -1/2), Student-t over
+independent replicates; decided on the thorough profile. Hypothesis: A2 for ``g_i = -f_i``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from problems import strategies
+from theory_checks.claim import Claim
+from theory_checks.fednest.common import case_builder, check_k_rate
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.perturbations import drifting_outer
+
+# =========================================================================================== cases
+
+
+def rate_minimax() -> st.SearchStrategy[Any]:
+    return strategies.quadratic_minimax(max_clients=4, max_dim=1, kappa=(1.0, 1.0),
+                                        max_hessian_heterogeneity=0.3, n_samples=8,
+                                        gradient_noise=0.5, hessian_noise=0.3)
+
+
+# Cases of claim fednest.cor32.k_rate_minimax
+cor32_k_rate_minimax_cases = case_builder(rate_minimax())
+
+
+# ==================================================================================== perturbation
+
+# FedNest (minimax) with the drifting outer step (theory_checks.fednest.perturbations.DriftingOuter)
+DRIFTING_OUTER_MINIMAX = drifting_outer("fednest-minimax")
+
+
+# ====================================================================================== the claims
+
+
+K_RATE_MINIMAX = Claim(
+    id="fednest.cor32.k_rate_minimax",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Cor. 3.2 (minimax, b = 0); notes 3.6, T14",
+    kind="scaling_exponent",
+    statement=("minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
+               "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"),
+    estimators=("fednest-minimax",),
+    strategy=cor32_k_rate_minimax_cases,
+    check=check_k_rate,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
+    max_examples=1,
+    shrink=False,
+    decision="statistical",
+    undecided_on=("fast",),
+    # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
+    # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
+    decide_seconds=26,
+    perturbation=DRIFTING_OUTER_MINIMAX,
+    notes=("Steps: alpha_1 = 1/||grad^2 f|| halved until the exact-oracle iteration contracts "
+           "(Thm 3.1's alpha_bar_1..3 are such constants; the seed gives none), alpha_bar = "
+           "(alpha_1/2) sqrt(K_1) (the cap never binds; largest step alpha_1/2, off the "
+           "one-step-solver point alpha_1 = 1/L_h where the transient vanishes), beta_bar = "
+           "T/(alpha_1 l); K_1 the first power of two by which the slowest exact-oracle mode "
+           "decays by e^{-4}, K_2 = 16 K_1. Independent replicates r give p_r = "
+           "log(Q_r(K_2)/Q_r(K_1))/log 16; Student-t interval of their mean against p <= -1/4 "
+           "(halfway between the claimed -1/2 and a floor's 0), replicates sized for a "
+           "half-width 0.1 (<= 58 replicates x 17 K_1 iterations, <= 16000, ~2 min on one core), "
+           "two looks (16, all) at half the rate each. Fast: 2 replicates of K_1, 4 K_1, a smoke "
+           "run that cannot decide (undecided). kappa_f = 1 (dim_y = 1), so T = 1 = O(kappa_f)."),
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    K_RATE_MINIMAX,
+)

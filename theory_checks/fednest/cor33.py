@@ -1,0 +1,88 @@
+"""FedNest's Corollary 3.3, compositional (Tarzanagh et al. 2022, Sec. 3; notes 3.7, issue 7,
+T15): the rate in the horizon K of stochastic compositional FedNest.
+
+The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (``b = 0``, ``kappa_g =
+1``), with ``T = 1`` in (16)::
+
+    (1/K) sum_{k=1}^K E||grad f(x^k)||^2 = O(1 / sqrt(K)).
+
+What is checked (``k_rate_compositional``, the shared K-rate check
+:func:`~theory_checks.fednest.common.check_k_rate`): on one-level linear compositional problems
+with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention,
+issue 7), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
+is -1/2), Student-t over independent replicates; decided on the thorough profile. Hypothesis:
+A2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from problems import LinearCompositional, strategies
+from theory_checks.claim import Claim
+from theory_checks.fednest.common import case_builder, check_k_rate
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
+
+# =========================================================================================== cases
+
+
+def rate_compositional() -> st.SearchStrategy[Any]:
+    return st.builds(
+        lambda m, d1, het, noise, seed: LinearCompositional.random(
+            m, [1, d1], seed, heterogeneity=het, n_samples=8, matrix_noise=noise,
+            value_noise=noise),
+        st.integers(2, 4), st.integers(1, 3), st.floats(0.0, 1.0), st.floats(0.2, 1.0),
+        strategies.SEEDS)
+
+
+# Cases of claim fednest.cor33.k_rate_compositional
+cor33_k_rate_compositional_cases = case_builder(rate_compositional())
+
+
+# ====================================================================================== the claims
+
+
+K_RATE_COMPOSITIONAL = Claim(
+    id="fednest.cor33.k_rate_compositional",
+    paper="FedNest",
+    reference="Tarzanagh et al. 2022, Cor. 3.3 (compositional, T = 1, b = 0); notes 3.7, T15",
+    kind="scaling_exponent",
+    statement=("compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
+               "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
+               "replicates)"),
+    estimators=("fednest",),
+    strategy=cor33_k_rate_compositional_cases,
+    check=check_k_rate,
+    hypotheses=(
+        A2_STRONG_CONVEXITY,
+    ),
+    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
+    max_examples=1,
+    shrink=False,
+    decision="statistical",
+    undecided_on=("fast",),
+    # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
+    # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
+    decide_seconds=54,
+    perturbation=DRIFTING_OUTER_FEDNEST,
+    notes=("Steps: alpha_1 = 1/||grad^2 f|| halved until the exact-oracle iteration contracts "
+           "(Thm 3.1's alpha_bar_1..3 are such constants; the seed gives none), alpha_bar = "
+           "(alpha_1/2) sqrt(K_1) (the cap never binds; largest step alpha_1/2, off the "
+           "one-step-solver point alpha_1 = 1/L_h where the transient vanishes), beta_bar = "
+           "T/(alpha_1 l); K_1 the first power of two by which the slowest exact-oracle mode "
+           "decays by e^{-4}, K_2 = 16 K_1. Independent replicates r give p_r = "
+           "log(Q_r(K_2)/Q_r(K_1))/log 16; Student-t interval of their mean against p <= -1/4 "
+           "(halfway between the claimed -1/2 and a floor's 0), replicates sized for a "
+           "half-width 0.1 (<= 58 replicates x 17 K_1 iterations, <= 16000, ~2 min on one core), "
+           "two looks (16, all) at half the rate each. Fast: 2 replicates of K_1, 4 K_1, a smoke "
+           "run that cannot decide (undecided). l_{g,1} = 1 (1/2 convention), N = 1 (notes issue "
+           "7)."),
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    K_RATE_COMPOSITIONAL,
+)

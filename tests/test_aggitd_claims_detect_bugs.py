@@ -1,9 +1,10 @@
 """Every AggITD claim can say both "holds" and "fails", and its perturbations are the bugs named.
 
-The perturbations (:mod:`theory_checks.aggitd.perturbations`) and positive controls are claim
-data; ``theory_checks/test_claims.py`` runs them (each perturbation must be caught with a
-replayable counterexample, each positive control must hold). This file checks that every AggITD
-claim declares one, and that the deliberately wrong estimators are the bugs they say they are.
+The perturbations (in the result modules and :mod:`theory_checks.aggitd.perturbations`) and
+positive controls are claim data; ``theory_checks/test_claims.py`` runs them (each perturbation
+must be caught with a replayable counterexample, each positive control must hold). This file
+checks that every AggITD claim declares one, and that the deliberately wrong estimators are the
+bugs they say they are.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.oracles import Oracles
 from theory_checks import aggitd
+from theory_checks.aggitd import comm, lower, prop1, thm1
 from theory_checks.aggitd import perturbations as perturbed
-from theory_checks.aggitd import rates as aggitd_rates
 
-CLAIMS = (*aggitd.CLAIMS, *aggitd_rates.CLAIMS)
+CLAIMS = aggitd.CLAIMS
 
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=[c.id for c in CLAIMS])
@@ -62,7 +63,7 @@ def test_scaled_indirect_scales_the_indirect_part(weight, scale):
 def test_float32_neumann_step_is_a_float32_number():
     p = _problem()
     lam = 1.0 / 3.0
-    _, wrong = perturbed.Float32Neumann(neumann_step_size=lam).step_sizes(p)
+    _, wrong = prop1.Float32Neumann(neumann_step_size=lam).step_sizes(p)
     assert wrong == float(np.float32(lam)) and 0.0 < abs(wrong - lam) / lam < 1e-7
 
 
@@ -71,7 +72,7 @@ def test_decaying_outer_step_uses_alpha_over_k_plus_1():
     alpha / (k + 1), exactly as FBO-AggITD run with that step."""
     p = _problem()
     alpha, params = 0.2, {"inner_steps": 2, "expectation": True}
-    records = run_algorithm(perturbed.DecayingOuterStep(outer_step_size=alpha, **params), p, 3,
+    records = run_algorithm(thm1.DecayingOuterStep(outer_step_size=alpha, **params), p, 3,
                             np.random.default_rng(0))
     state = records[0].state
     for k in range(3):
@@ -100,14 +101,14 @@ def test_unscaled_upper_steps_alpha_or_alpha_tau():
 
 def test_extra_round_costs_one_round():
     p = _problem()
-    right, wrong = (cls(inner_steps=2) for cls in (FBOAggITD, perturbed.ExtraRound))
+    right, wrong = (cls(inner_steps=2) for cls in (FBOAggITD, comm.ExtraRound))
     rounds = [run_algorithm(a, p, 1, np.random.default_rng(0))[1].calls.comm_rounds
               for a in (right, wrong)]
     assert rounds == [2 * 2 + 3, 2 * 2 + 4]
 
 
 def test_inner_step_per_call_divides_by_n():
-    est = perturbed._inner_step_per_call(inner_steps=30, inner_step_size=0.3)
+    est = lower._inner_step_per_call(inner_steps=30, inner_step_size=0.3)
     assert math.isclose(est.inner_step_size, 0.01)
     assert dataclasses.replace(est, inner_step_size=0.3) == AggITD(inner_steps=30,
                                                                     inner_step_size=0.3)

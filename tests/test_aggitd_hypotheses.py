@@ -18,6 +18,7 @@ import torch
 
 from problems import QuadraticBilevel, from_spec
 from testbed.registry import get_estimator
+from theory_checks.aggitd.alg1 import check_per_index_identity
 from theory_checks.aggitd.constants import (
     A2_M_GLOBAL,
     LAMBDA_CAP,
@@ -27,9 +28,8 @@ from theory_checks.aggitd.constants import (
     neumann_step,
     theorem1_outer_step,
 )
-from theory_checks.aggitd.corollary1 import check_cor1_no_floor
-from theory_checks.aggitd.identities import check_per_index_identity
-from theory_checks.aggitd.rates_errata import check_geometric_sum_printed
+from theory_checks.aggitd.cor1 import check_cor1_no_floor
+from theory_checks.aggitd.errata import check_geometric_sum_printed
 from theory_checks.aggitd.scaling import check_tau_invariance
 from theory_checks.claim import Case
 from theory_checks.exact_quantities import outer_affine

@@ -1,4 +1,4 @@
-"""The AggITD rate, errata and scaling checks of theory_checks/aggitd/rates.py: Theorem 1's
+"""The AggITD rate, errata and scaling checks (theory_checks/aggitd/thm1.py, errata.py): Theorem 1's
 statistical design, the refuted Prop. 2 sum and the helpers.
 
 Perturbations and positive controls are claim data, run by ``theory_checks/test_claims.py``.
@@ -13,8 +13,8 @@ import torch
 
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
-from theory_checks.aggitd import rates as aggitd_rates
-from theory_checks.aggitd.rates_common import FixedIndex
+from theory_checks.aggitd import thm1
+from theory_checks.aggitd.common import FixedIndex
 from theory_checks.decision import Design, first_design
 from theory_checks.registry import get_claim
 from theory_checks.runner import Profile, measure, run_claim
@@ -39,7 +39,7 @@ def test_fixed_index_is_the_only_draw_allowed():
 
 
 def test_geometric_sum_bounds_differ_by_the_q0_term():
-    from theory_checks.aggitd.rates_errata import geometric_sum_bound
+    from theory_checks.aggitd.errata import geometric_sum_bound
 
     params = {"neumann_step_size": 0.5, "inner_steps": 3, "mu": 1.0, "L_g": 2.0, "M": 1.0}
     printed = geometric_sum_bound(None, {**params, "extra_power": 0})
@@ -56,12 +56,12 @@ def test_thm1_replicates_come_from_the_rate_and_the_effect():
     effect = 4.0 ** -0.4 - 4.0 ** -0.5
     for rate, profile in ((1e-3, "fast"), (1e-3 / 6, "thorough")):
         design = Design((1, 0, 0), 1, rate, profile)
-        n = aggitd_rates.thm1_replicates(design, tests=3)
-        sd = aggitd_rates.THM1_PLANNING_SD
+        n = thm1.thm1_replicates(design, tests=3)
+        sd = thm1.THM1_PLANNING_SD
         assert t_quantile(rate / 3, n - 1) * sd / math.sqrt(n) <= effect
         assert t_quantile(rate / 3, n - 2) * sd / math.sqrt(n - 1) > effect
-        assert aggitd_rates.thm1_replicates(design.confirmation(), tests=3) == 4 * n
-    assert aggitd_rates.thm1_replicates(Design((1, 0, 0), 1, 1e-3, "fast"), tests=3) == 28
+        assert thm1.thm1_replicates(design.confirmation(), tests=3) == 4 * n
+    assert thm1.thm1_replicates(Design((1, 0, 0), 1, 1e-3, "fast"), tests=3) == 28
 
 
 def _thm1_case():
@@ -76,7 +76,7 @@ def _thm1_case():
 def test_thm1_draws_only_from_the_design(monkeypatch):
     """Same design, same numbers; another calibration seed or the confirmation stage, other
     numbers: every draw comes from design.rng (K_1 = 1, K_2 = 4 to keep it fast)."""
-    monkeypatch.setattr(aggitd_rates, "THM1_K", (1, 4))
+    monkeypatch.setattr(thm1, "THM1_K", (1, 4))
     claim = get_claim("aggitd.thm1.rate_in_K")
     case = _thm1_case()
     make = get_estimator("fbo-aggitd").build
@@ -92,7 +92,7 @@ def test_thm1_draws_only_from_the_design(monkeypatch):
 
 
 def test_thm1_tests_are_the_rate_and_the_bounds(monkeypatch):
-    monkeypatch.setattr(aggitd_rates, "THM1_K", (1, 4))
+    monkeypatch.setattr(thm1, "THM1_K", (1, 4))
     m = measure(get_claim("aggitd.thm1.rate_in_K"), _thm1_case(),
                 get_estimator("fbo-aggitd").build, first_design(7, 0, 1e-3, "fast"))
     rate, low_k, high_k = m.tests
@@ -109,7 +109,7 @@ def test_thm1_a_diverging_run_fails(monkeypatch):
     from testbed.algorithms.aggitd import FBOAggITD
     from theory_checks.runner import decide_case
 
-    monkeypatch.setattr(aggitd_rates, "THM1_K", (1, 4))
+    monkeypatch.setattr(thm1, "THM1_K", (1, 4))
     claim = get_claim("aggitd.thm1.rate_in_K")
     m = measure(claim, _thm1_case(), lambda **kw: FBOAggITD(**{**kw, "outer_step_size": 1e300}),
                 first_design(7, 0, 1e-3, "fast"))

@@ -24,9 +24,9 @@ reference = "Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)"
 kind = "exact_identity"
 statement = "AID-CG with dim_y iterations and y = y*(x) returns grad h exactly"
 estimators = ["aid-cg"]
-strategy = {call = "theory_checks.classical.checks:closed_form_cases"}
-check = "theory_checks.classical.checks:check_cg_exact"
-perturbation = "theory_checks.classical.perturbations:SHORT_CG"
+strategy = {call = "theory_checks.classical.common:closed_form_cases"}
+check = "theory_checks.classical.cg:check_cg_exact"
+perturbation = "theory_checks.classical.cg:SHORT_CG"
 max_examples = {fast = 2}
 
 [claim.positive_control]
@@ -85,12 +85,12 @@ def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
      r"claims\.toml: claim classical\.cg\.exact_after_dim_y: unknown key\(s\) \['verdict'\]"),
     (("check_cg_exact", "check_cg_exactly"),
      r"claim classical\.cg\.exact_after_dim_y: .*has no check_cg_exactly"),
-    (("\"theory_checks.classical.checks:check_cg_exact\"",
-      "\"theory_checks.classical.checks.check_cg_exact\""),
+    (("\"theory_checks.classical.cg:check_cg_exact\"",
+      "\"theory_checks.classical.cg.check_cg_exact\""),
      r"is not of the form 'package\.module:name'"),
-    (("\"theory_checks.classical.perturbations:SHORT_CG\"",
-      "\"theory_checks.classical.checks:check_cg_exact\""), r"is a function, not a Perturbation"),
-    (("theory_checks.classical.checks:closed_form_cases", "theory_checks.nowhere:_cases"),
+    (("\"theory_checks.classical.cg:SHORT_CG\"",
+      "\"theory_checks.classical.cg:check_cg_exact\""), r"is a function, not a Perturbation"),
+    (("theory_checks.classical.common:closed_form_cases", "theory_checks.nowhere:_cases"),
      r"cannot import theory_checks\.nowhere"),
     (("kind = \"exact_identity\"", "kind = \"a_feeling\""), r"unknown kind 'a_feeling'"),
     (("paper = \"Classical\"", "paper = \"Classical\"\nauthor = \"x\""),

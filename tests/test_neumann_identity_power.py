@@ -22,7 +22,7 @@ import pytest
 from problems import QuadraticBilevel
 from testbed.estimators.solvers import Neumann
 from testbed.registry import get_estimator
-from theory_checks.aggitd.identities import check_per_index_identity
+from theory_checks.aggitd.alg1 import check_per_index_identity
 from theory_checks.claim import Case, NotMeasurable
 from theory_checks.registry import get_claim
 from theory_checks.runner import get_profile, run_claim
@@ -49,7 +49,7 @@ def test_the_correct_estimator_still_holds_on_cases_that_test_it():
 
 
 def test_itd_cases_that_cannot_tell_t_from_t_minus_one_are_rejected():
-    from theory_checks.classical.perturbations import ITD_ONE_STEP_SHORT
+    from theory_checks.classical.itd import ITD_ONE_STEP_SHORT
 
     claim = get_claim("classical.itd.error_identity")
     correct = run_claim(claim, get_profile("fast"))

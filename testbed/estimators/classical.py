@@ -100,7 +100,7 @@ class ImplicitDifferentiation(WarmStarted):
         \\hat h &= \\nabla_x f(x, y_T) - \\nabla^2_{xy} g(x, y_T)\\, v.
 
     With the exact inner solution and ``Neumann(N, lambda)`` the error is exactly
-    ``grad^2_xy g H^{-1}(I - lambda H)^N grad_y f`` (see theory_checks.classical).
+    ``grad^2_xy g H^{-1}(I - lambda H)^N grad_y f`` (see theory_checks.classical.neumann).
 
     Args:
         inner: how ``y*(x)`` is approximated (warm-started from the state's ``y``).

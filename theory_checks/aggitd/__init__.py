@@ -17,30 +17,58 @@ is Lipschitz globally, notes 6 item 20), ``sigma_g^2`` Assumption 4's dissimilar
 are ``lambda = min{10, 1/L_g}``, ``beta = min{1, lambda, 1/(6 L_g)}`` and the outer steps of
 Lemma 3 and Theorem 1 unless a case names its own.
 
-Every claim of this module is deterministic: exact oracles, full participation (or every client
+Every claim but Theorem 1's is deterministic: exact oracles, full participation (or every client
 subset enumerated) and the expectation over the server's index Q computed exactly (one run per
 ``Q = 0..N``, or the expectation mode, eq. 11), so each measured figure is a float64 quantity
-compared with round-off tolerances; the runs get :data:`NO_DRAWS`, which raises on any random
-draw. Theorem 1's stochastic rate is the statistical claim, in :mod:`theory_checks.aggitd.rates`.
+compared with round-off tolerances; the runs get :data:`~theory_checks.aggitd.common.NO_DRAWS`,
+which raises on any random draw. Theorem 1's stochastic rate is the statistical claim.
 
-The code lives in sibling modules of one job each (this module gathers their ``CLAIMS``):
+=======================================  ===============  =====================================
+result                                   module           claims
+=======================================  ===============  =====================================
+Prop. 1: mean over Q (eq. 11), bias      :mod:`.prop1`    mean_identity, bias_bound
+(eq. 4)
+Alg. 1 and its closed form (eq. 5)       :mod:`.alg1`     as_printed, per_index_identity
+Prop. 2: second moment sigma_h^2         :mod:`.prop2`    second_moment
+lower level, eqs. (14)-(15)              :mod:`.lower`    contraction
+Table 1: rounds per iteration            :mod:`.comm`     rounds_per_iteration,
+                                                          sgd_rounds_per_iteration
+Corollary 1 (and Thm 1's floor)          :mod:`.cor1`     no_floor, floor_kept
+scaling in N, tau and S                  :mod:`.scaling`  bias_rate_in_n, tau_invariance,
+                                                          participation, tau_stationarity,
+                                                          participation_algorithm
+Theorem 1: rate in K (eq. 48)            :mod:`.thm1`     rate_in_K
+Lemma 3: client drift                    :mod:`.lemma3`   drift_bound
+errata 7-9 (notes section 6)             :mod:`.errata`   dh_theorem2_constant,
+                                                          prop2_sum_as_printed,
+                                                          prop2_sum_corrected, prop1_alpha3_eq45
+=======================================  ===============  =====================================
 
-- :mod:`~theory_checks.aggitd.constants`: the paper's constants, step rules and hypotheses;
-- :mod:`~theory_checks.aggitd.common`: the shared case strategies and exact helpers;
-- :mod:`~theory_checks.aggitd.iteration`: FBO-AggITD's expected iteration as an affine map;
-- :mod:`~theory_checks.aggitd.identities`: Algorithm 1's identities (eqs. 5 and 11) and errata;
-- :mod:`~theory_checks.aggitd.bounds`: Props. 1 and 2 and the lower-level contraction;
-- :mod:`~theory_checks.aggitd.communication`: the rounds and floats per iteration (Table 1);
-- :mod:`~theory_checks.aggitd.corollary1`: Corollary 1 as stated and with its floor kept;
-- :mod:`~theory_checks.aggitd.scaling`: the rates in N, tau and S;
-- :mod:`~theory_checks.aggitd.claims`: the claim records, :data:`CLAIMS`.
+Shared: :mod:`.constants` (the paper's constants, step rules and hypotheses), :mod:`.common`
+(case strategies, exact runs, the affine iteration, the upper round, Prop. 1's bias check),
+:mod:`.perturbations` (the wrong estimators several results or the mutants use),
+:mod:`.mutants`.
 """
 
 from __future__ import annotations
 
-from theory_checks.aggitd import rates
-from theory_checks.aggitd.claims import CLAIMS as FIRST_CLAIMS
+from theory_checks.aggitd import (
+    alg1,
+    comm,
+    cor1,
+    errata,
+    lemma3,
+    lower,
+    prop1,
+    prop2,
+    scaling,
+    thm1,
+)
+from theory_checks.claim import Claim
 
-CLAIMS = FIRST_CLAIMS + rates.CLAIMS
+CLAIMS: tuple[Claim, ...] = (
+    *prop1.CLAIMS, *alg1.CLAIMS, *prop2.CLAIMS, *lower.CLAIMS, *comm.CLAIMS, *cor1.CLAIMS,
+    *scaling.CLAIMS, *thm1.CLAIMS, *lemma3.CLAIMS, *errata.CLAIMS,
+)
 
 __all__ = ["CLAIMS"]

@@ -1,25 +1,62 @@
-"""Shared helpers of the AggITD claims: the exact-run sentinel :data:`NO_DRAWS`, the case
-strategies, :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
-:mod:`theory_checks.aggitd.constants`), the estimator runner and the affine hypergradient and
-fixed-subset context of the algorithm checks (notation: :mod:`theory_checks.aggitd`)."""
+"""Shared helpers of the AggITD results (notation: :mod:`theory_checks.aggitd`): what several
+result modules use.
+
+- the exact-run generators: :data:`NO_DRAWS` (any draw is an error) and :class:`FixedIndex`
+  (the server's index Q fixed);
+- the case strategies :func:`closed_form_cases` and :func:`bilevel_cases`;
+- :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
+  :mod:`theory_checks.aggitd.constants`), :func:`exact_setup`, the estimator runner
+  :func:`run_estimate` and the fixed-subset context :func:`fixed_clients_context`;
+- FBO-AggITD's expected iteration as an affine map (:func:`affine_iteration`), to follow it
+  over the long horizons that Theorem 1's step rule implies;
+- one FBO-AggITD upper round per Q with One-Round-Upper's local path replayed
+  (:func:`upper_round`, at Lemma 3's conditions: :func:`upper_setup`), measured by Lemma 3's and
+  Theorem 2's D_h checks;
+- Prop. 1's bias check (:func:`check_prop1_bias`), which Prop. 1's claim and erratum 9 (eq.
+  (45)'s alpha_3) run with their own bounds.
+
+FBO-AggITD's iteration as an affine map: with exact oracles, full participation and the exact
+mean over the server's index Q (expectation mode, eq. 11), one FBO-AggITD iteration on a
+closed-form family is an affine map of the state ``z = (x, y)``: AggITD's inner FedSVRG steps,
+its HessIV sum and One-Round-Upper's local steps are all affine in ``(x, y)`` (the derivatives
+are constant). :func:`affine_iteration` reads the map ``z -> A z + c`` off the *registered
+algorithm* (``d + 1`` single iterations from the origin and the unit vectors) and validates it
+on a seeded random state to round-off, so a nonlinear or state-dependent implementation is not
+measurable rather than misread."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
-from theory_checks.aggitd.constants import aggitd_constants, dissimilarity_sq
-from theory_checks.claim import Case, NotMeasurable
-from theory_checks.classical.checks import closed_form_problems
-from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
+from theory_checks.aggitd.constants import (
+    AggITDConstants,
+    aggitd_constants,
+    dissimilarity_sq,
+    gradient_bound,
+    inner_step,
+    lemma3_outer_step,
+    neumann_step,
+)
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.classical.common import closed_form_problems
+from theory_checks.exact_quantities import evaluation_point, quadratic_view
+from theory_checks.tolerances import IDENTITY_RTOL
+
+# --------------------------------------------------------------------------- exact runs
 
 
 class NoDraws:
@@ -35,21 +72,32 @@ class NoDraws:
 NO_DRAWS: Any = NoDraws()
 
 
-class ExtremeIndexDraw(NoDraws):
-    """A generator for one draw of AggITD's index ``Q ~ U{0..N}`` (Alg. 1 line 1) that returns
-    the lowest (``end="low"``) or the highest (``"high"``) value the draw can give, so a check
-    reads the support the estimator samples from in two runs: it must be exactly ``0..N`` (the
-    range the mean over Q, eq. (11), is taken over). Any other draw is refused, as by
-    :class:`NoDraws`."""
+class FixedIndex:
+    """Stands in for a run's generator when the only draw is AggITD's ``Q`` (Alg. 1 line 1).
 
-    def __init__(self, end: str) -> None:
-        self.end = end
+    With exact oracles and full participation the server's ``Q ~ U{0..N}`` is the run's only
+    random draw, so the exact expectation over Q is the mean over runs with ``Q = 0..N``; any
+    other draw is an error.
+    """
 
-    def integers(self, low: int, high: int | None = None, size: Any = None) -> int:
-        if size is not None:
-            raise RuntimeError("an index check drew an array (rng.integers(size=...))")
-        low, high = (0, low) if high is None else (low, high)
-        return int(low if self.end == "low" else high - 1)
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def integers(self, low: int, high: int) -> int:
+        if not low <= self.index < high:
+            raise ValueError(f"fixed index {self.index} outside [{low}, {high})")
+        return self.index
+
+
+class LastUploads:
+    """An upload observer that keeps the uploads of the last aggregation (One-Round-Upper's
+    ``x^i``): ``FederatedContext(..., upload_observer=LastUploads())``."""
+
+    def __init__(self) -> None:
+        self.uploads: torch.Tensor | None = None
+
+    def __call__(self, uploads: torch.Tensor, clients: torch.Tensor) -> None:
+        self.uploads = uploads.detach().clone()
 
 
 # --------------------------------------------------------------------------- strategies
@@ -155,18 +203,186 @@ def run_estimate(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: to
     return estimator.estimate(problem, x, InnerState(y0), rng)
 
 
-def outer_spectrum(problem: Any) -> torch.Tensor:
-    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
-    :func:`~theory_checks.exact_quantities.outer_affine`);
-    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
-    G, _ = outer_affine(problem)
-    eig = torch.linalg.eigvalsh(G)
-    if float(eig.min()) <= 0.0:
-        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
-    return eig
-
-
 def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> FederatedContext:
     """A context whose every round uses one given client subset (to enumerate subsets)."""
     return FederatedContext(problem, rng,
                             sampler=FixedParticipants(subset, problem.n_clients))
+
+
+# --------------------------------------------------------------------------- the affine iteration
+
+
+@dataclasses.dataclass(frozen=True)
+class AffineIteration:
+    """``z_{k+1} = A z_k + c`` with ``z = (x, y)`` (``x`` first, ``dim_x`` entries)."""
+
+    A: np.ndarray
+    c: np.ndarray
+    dim_x: int
+
+    @property
+    def radius(self) -> float:
+        """Spectral radius of ``A``: below 1 iff every start converges to the fixed point."""
+        return float(np.abs(np.linalg.eigvals(self.A)).max())
+
+
+def affine_iteration(algorithm: Any, problem: Any, seed: int = 0) -> AffineIteration:
+    """Read one deterministic iteration of ``algorithm`` off ``d + 1`` runs and validate it.
+
+    Raises :class:`NotMeasurable` when the iteration is not affine to ``1e-8`` relative on a
+    seeded random state (it draws, or its map depends on the state in another way).
+    """
+    dx, dy = problem.dim_x, problem.dim_y
+    init = algorithm.init(problem)
+
+    def step(z: np.ndarray) -> np.ndarray:
+        zt = torch.as_tensor(z, dtype=torch.float64)
+        state = init._replace(x=zt[:dx].clone(), y=zt[dx:].clone())
+        new = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)[-1]
+        return torch.cat([new.state.x, new.state.y]).cpu().numpy()
+
+    d = dx + dy
+    c = step(np.zeros(d))
+    A = np.stack([step(e) - c for e in np.eye(d)], axis=1)
+    z = np.random.default_rng(seed).standard_normal(d)
+    predicted, actual = A @ z + c, step(z)
+    # Why 1e-8: an affine iteration is reproduced to round-off (~1e-15 relative); anything above
+    # 1e-8 is a nonlinearity, not arithmetic.
+    if np.linalg.norm(actual - predicted) > 1e-8 * (np.linalg.norm(actual) + 1.0):
+        raise NotMeasurable("the expected iteration is not affine in (x, y) on this instance")
+    return AffineIteration(A, c, dx)
+
+
+# --------------------------------------------------------------------------- one upper round
+
+
+@dataclasses.dataclass(frozen=True)
+class UpperRound:
+    """One FBO-AggITD iteration per Q = 0..N at the same (x, y^0), exact oracles.
+
+    Attributes:
+        drift: ``E_Q ||x_nu^i - x||^2``, shape ``(tau + 1, M)`` (nu = 0..tau).
+        direction_sq: ``E_Q ||h_{i,nu}||^2`` (Prop. 2's D_h quantity), shape ``(tau, M)``.
+        b_i: ``||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2`` (Prop. 1's B_I).
+        replay_gap: relative gap between the recorded ``x_tau^i`` and the Alg. 4 recursion
+            replayed from the run's ``h`` and ``y+`` (0 up to round-off when the run is Alg. 4).
+    """
+
+    drift: np.ndarray
+    direction_sq: np.ndarray
+    b_i: float
+    y_gap_sq: float
+    stationarity: float
+    M: float
+    replay_gap: float
+
+
+def upper_round(problem: Any, ex: ExactView, x: torch.Tensor, y0: torch.Tensor,
+                make: Callable[..., Any], **params: Any) -> UpperRound:
+    """Run one iteration for every Q and replay One-Round-Upper's local path per client."""
+    n, tau, alpha = params["inner_steps"], params["local_steps"], params["outer_step_size"]
+    algorithm = make(**params)
+    oracles = Oracles(problem)
+    clients = torch.arange(problem.n_clients)
+    drifts, directions, indirect, gaps = [], [], [], []
+    points: list[tuple[torch.Tensor, torch.Tensor]] = [(x, y0), (x, ex.y_star)]
+    y_plus = y0
+    for q in range(n + 1):
+        recorded = LastUploads()
+        ctx = FederatedContext(problem, FixedIndex(q),  # type: ignore[arg-type]
+                               upload_observer=recorded)
+        new = algorithm.step(ctx, AggITDState(x, y0, None))
+        last_uploads = recorded.uploads
+        assert last_uploads is not None
+        h, y_plus = new.h, new.y
+        anchor = oracles.grad_outer(x.expand(len(clients), -1), y_plus, clients)[0]
+        local = x.expand(len(clients), -1).clone()
+        path, dirs = [local], []
+        for _ in range(tau):
+            direction = h - anchor + oracles.grad_outer(local, y_plus, clients)[0]
+            dirs.append((direction**2).sum(-1))
+            local = local - alpha / tau * direction
+            path.append(local)
+        scale = float(x.norm()) + float(last_uploads.norm()) + 1e-300
+        gaps.append(float((last_uploads - local).norm()) / scale)
+        path[-1] = last_uploads  # the recorded upload, not the replay, for nu = tau
+        drifts.append(torch.stack([((p - x) ** 2).sum(-1) for p in path]))
+        directions.append(torch.stack(dirs))
+        indirect.append(ex.grad_outer(y_plus)[0] - h)
+        points += [(p_i, y_plus) for p in path for p_i in p]
+    gx, gy = ex.grad_outer(y_plus)
+    target = ex.J @ torch.linalg.solve(ex.H, gy)
+    return UpperRound(
+        drift=torch.stack(drifts).mean(0).cpu().numpy(),
+        direction_sq=torch.stack(directions).mean(0).cpu().numpy(),
+        b_i=float((torch.stack(indirect).mean(0) - target).norm() ** 2),
+        y_gap_sq=float((y_plus - ex.y_star).norm() ** 2),
+        stationarity=float(problem.exact_hypergradient(x).norm() ** 2),
+        M=gradient_bound(problem, points), replay_gap=max(gaps))
+
+
+def upper_setup(case: Case) -> tuple[Any, ExactView, torch.Tensor, torch.Tensor, dict[str, Any],
+                                     AggITDConstants]:
+    """Lemma 3's conditions (:mod:`~theory_checks.aggitd.constants`): lam = min(10, 1/L_g),
+    beta = min(1, lam, 1/(6 L_g)), alpha = alpha_2."""
+    ex, x, y0 = exact_setup(case)
+    seed = case.params["point_seed"]
+    # Why tau in {4, 8}: the lemma's point is a tau-free bound under alpha_i = alpha / tau_i,
+    # so large tau is the demanding case; tau = 1 makes the local path one step.
+    params = {"inner_steps": 1 + seed % 2, "local_steps": (4, 8)[(seed // 2) % 2],
+              "inner_step_size": inner_step(case), "neumann_step_size": neumann_step(case),
+              "outer_step_size": lemma3_outer_step(case)}
+    return case.problem, ex, x, y0, params, ex.paper
+
+
+# --------------------------------------------------------------------------- Prop. 1
+
+
+def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """B_I = ||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= eq. (4) at every N on a grid, from the
+    case's start y^0 and from y^0 = y*.
+
+    Why both starts: the bound holds for every warm start; from y* its initial-gap term is 0
+    and, on clients that agree (sigma_g = 0), only the truncation term 4 L_g^2 M^2 (1 - lambda
+    mu)^{2N+2} / mu^2 is left, which decays geometrically in N: an error in the estimator's
+    weights that does not decay (lambda N for lambda (N + 1)) exceeds it at the grid's largest
+    N. From a random start the initial-gap and drift terms, with Assumption 2's joint L_f, are
+    too large for that.
+    """
+    ex, x, y_start = exact_setup(case)
+    tau = 1 + case.params["point_seed"] % 3
+    lam, beta = neumann_step(case), inner_step(case)  # Prop. 1's caps (constants module)
+    series, worst, last = [], -math.inf, (0.0, 0.0)
+    ratios = {}
+    for start, y0 in (("start", y_start), ("y*", ex.y_star)):
+        worst_ratio = 0.0
+        for n in (0, 1, 2, 3, 5, 8, 12, 16):
+            out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
+                               inner_step_size=beta, neumann_step_size=lam, expectation=True)
+            y_n = out.state.y
+            gx, gy = ex.grad_outer(y_n)
+            target = ex.J @ torch.linalg.solve(ex.H, gy)
+            bias_sq = float(((gx - out.value) - target).norm() ** 2)
+            ys = out.aux["trajectory"] + [ex.y_star]
+            params = {
+                "inner_steps": n, "neumann_step_size": lam, "inner_step_size": beta,
+                "mu": ex.mu, "L_g": ex.L_g, "L_f": ex.L_f,
+                "M": gradient_bound(ex.problem, [(x, y) for y in ys]),
+                "initial_gap_sq": float((y0 - ex.y_star).norm() ** 2),
+                "sigma_g_sq": max(ex.heterogeneity_sq(y) for y in ys),
+            }
+            bound = claim.evaluate_bound(ex.constants, params)
+            slack = (IDENTITY_RTOL * ex.scale(y_n)) ** 2
+            worst = max(worst, bias_sq - bound - slack)
+            worst_ratio = max(worst_ratio, bias_sq / (bound + slack))
+            series += [SeriesPoint(f"measured from {start}", "inner_steps", n, bias_sq,
+                                   out.calls.oracle_calls, out.calls.comm_rounds),
+                       SeriesPoint(f"bound from {start}", "inner_steps", n, bound,
+                                   out.calls.oracle_calls, out.calls.comm_rounds)]
+            if start == "start":
+                last = (bias_sq, bound)
+        ratios[start] = worst_ratio
+    return Measurement(last[0], last[1], worst <= 0.0, "<= at every N on the grid",
+                       series=tuple(series),
+                       details={"local_steps": tau, "worst_ratio_from_start": ratios["start"],
+                                "worst_ratio_from_y_star": ratios["y*"]})

@@ -21,12 +21,13 @@ from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
+from theory_checks.aggitd import alg1, comm, errata, lemma3, lower, prop1, scaling
 from theory_checks.aggitd import perturbations as perturb
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import recast, registry_variant
 
-IDENTITY = "aggitd.alg1.per_index_identity"
-MEAN_IDENTITY = "aggitd.prop1.mean_identity"
+IDENTITY = alg1.PER_INDEX_IDENTITY.id
+MEAN_IDENTITY = prop1.MEAN_IDENTITY.id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,23 +153,23 @@ MUTANTS: tuple[Mutant, ...] = (
            _both(ShortIndexDraw), first=(MEAN_IDENTITY,)),
     Mutant("aggitd.sum_over_m", "AggITD", "normalisation",
            "the server divides the clients' hypergradient sum by M instead of |S|",
-           _both(perturb.MeanOverAllClients), first=("aggitd.scaling.participation",)),
+           _both(perturb.MeanOverAllClients), first=(scaling.PARTICIPATION.id,)),
     Mutant("aggitd.lower_correction_dropped", "AggITD", "correction",
            "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
-           {"aggitd": _uncorrected_lower}, first=(IDENTITY, "aggitd.lower.contraction")),
+           {"aggitd": _uncorrected_lower}, first=(IDENTITY, lower.CONTRACTION.id)),
     Mutant("fbo-aggitd.upper_missing_1_over_tau", "FBO-AggITD", "normalisation",
            "One-Round-Upper's local step alpha, not alpha / tau_i",
-           _fbo(perturb.UnscaledUpper), first=("aggitd.errata.dh_theorem2_constant",)),
+           _fbo(perturb.UnscaledUpper), first=(errata.DH_THEOREM2_CONSTANT.id,)),
     Mutant("fbo-aggitd.upper_step_times_tau", "FBO-AggITD", "step",
            "One-Round-Upper's alpha / tau_i read as alpha tau_i",
            _fbo(perturb.UnscaledUpper, outer_step_factor="tau"),
-           first=("aggitd.lemma3.drift_bound",)),
+           first=(lemma3.DRIFT_BOUND.id,)),
     Mutant("fbo-aggitd.update_divided_by_m", "FBO-AggITD", "normalisation",
            "the server divides the summed x-updates by M instead of |S|",
-           _fbo(perturb.DividesByM), first=("aggitd.scaling.participation_algorithm",)),
+           _fbo(perturb.DividesByM), first=(scaling.PARTICIPATION_ALGORITHM.id,)),
     Mutant("fbo-aggitd.upper_correction_dropped", "FBO-AggITD", "correction",
            "One-Round-Upper's local steps follow h~ alone (its SVRG correction dropped)",
-           _fbo(UncorrectedUpper), first=("aggitd.errata.dh_theorem2_constant",)),
+           _fbo(UncorrectedUpper), first=(errata.DH_THEOREM2_CONSTANT.id,)),
     Mutant("fbo-aggitd.stale_upper_point", "FBO-AggITD", "stale",
            "One-Round-Upper runs at y_k instead of the y_{k+1} of the lower rounds",
            _fbo(StaleUpperPoint),
@@ -179,7 +180,7 @@ MUTANTS: tuple[Mutant, ...] = (
                       "outer objective with a non-bilinear x-y coupling"),
     Mutant("fbo-aggitd.extra_round", "FBO-AggITD", "count",
            "y aggregated once more per iteration in a round of its own",
-           {"fbo-aggitd": perturb.EXTRA_ROUND.build,
-            "fbo-aggitd-sgd": perturb.EXTRA_ROUND_SGD.build},
-           first=("aggitd.comm.rounds_per_iteration",), cheap=True),
+           {"fbo-aggitd": comm.EXTRA_ROUND.build,
+            "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
+           first=(comm.ROUNDS_PER_ITERATION.id,), cheap=True),
 )

@@ -32,13 +32,15 @@ from testbed.estimators.solvers import (
     default_step_size,
 )
 from testbed.oracles import Oracles
+from theory_checks.classical import cg, exact, gd, itd, neumann
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import part_variant, registry_variant
 
 AID = ("aid-neumann", "aid-cg", "aid-fp")
-IDENTITY = "classical.neumann.error_identity"
-ITD_IDENTITY = "classical.itd.error_identity"
-GD_RATE = "classical.gd.linear_rate"
+IDENTITY = neumann.ERROR_IDENTITY.id
+ITD_IDENTITY = itd.ERROR_IDENTITY.id
+GD_RATE = gd.LINEAR_RATE.id
+CG_EXACT = cg.EXACT_AFTER_DIM_Y.id
 
 # --------------------------------------------------------------------------- linear solvers
 
@@ -343,7 +345,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("aid-cg.iterations_minus_one", "AID-CG", "count",
            "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
            _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
-           first=("classical.cg.exact_after_dim_y",), cheap=True),
+           first=(CG_EXACT,), cheap=True),
     Mutant("aid-cg.iterations_plus_one", "AID-CG", "count",
            "conjugate gradient runs dim_y + 1 iterations",
            _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
@@ -354,11 +356,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("aid-cg.direction_sign_flipped", "AID-CG", "correction",
            "the new search direction subtracts the old one: r - beta p",
            _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
-           first=("classical.cg.exact_after_dim_y",)),
+           first=(CG_EXACT,)),
     Mutant("aid-cg.stale_residual_norm", "AID-CG", "stale",
            "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
            _on(("aid-cg",), "linear_solver", StaleResidualCG),
-           first=("classical.cg.exact_after_dim_y",)),
+           first=(CG_EXACT,)),
     Mutant("aid-fp.iterations_minus_one", "AID-FP", "count",
            "the fixed-point adjoint runs K - 1 iterations",
            _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1), first=(IDENTITY,)),
@@ -391,5 +393,5 @@ MUTANTS: tuple[Mutant, ...] = (
            "the closed form averages per-client hypergradients grad_x f_i - J_i H_i^{-1} "
            "grad_y f_i instead of using the averaged H and grad_y f",
            {"exact": registry_variant("exact", PerClientExact)},
-           first=("classical.exact.finite_differences",)),
+           first=(exact.FINITE_DIFFERENCES.id,)),
 )

@@ -1,0 +1,262 @@
+"""The Neumann-series AID estimator with the exact inner solution (Ghadimi & Wang 2018, eq. (3.3);
+FedNest Lemma 2.2, eq. (14a)).
+
+Result. With ``y = y*(x)`` and ``lambda = 1/L``, the N-term Neumann estimate
+``hat h_N = grad_x f - J lambda sum_{j<N} (I - lambda H)^j grad_y f`` satisfies, because
+``lambda sum_{j<N} (I - lambda H)^j = H^{-1}(I - (I - lambda H)^N)``,
+
+    hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*)            (identity)
+    ||hat h_N - grad h|| <= ||J|| ||grad_y f(x, y*)|| (1 - lambda mu)^N / mu       (bound)
+
+(the bound is (14a), ``||lambda sum_{j<N} (I - lambda H)^j - H^{-1}|| <= (1 - lambda mu)^N / mu``,
+times ``||J|| ||grad_y f||``), so log||hat h_N - grad h|| decays in N with slope
+``log(1 - lambda mu)``.
+
+Hypotheses: ``g`` mu-strongly convex and L-smooth in y, ``lambda <= 1/L``
+(:mod:`theory_checks.classical.constants`).
+
+Checked: the identity to :data:`~theory_checks.tolerances.IDENTITY_RTOL` at a drawn N
+(:func:`check_neumann_error_identity`), the bound at every N of a grid
+(:func:`check_neumann_error_bound`), and the fitted slope within 5% of ``log(1 - lambda mu)`` over
+the window where the slowest eigenmode dominates (:func:`check_neumann_decay_rate`); the
+perturbation runs the series at 0.9 lambda."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from problems import ProblemConstants
+from testbed import Neumann
+from testbed.estimators.classical import ImplicitDifferentiation
+from testbed.registry import get_estimator
+from theory_checks import stats
+from theory_checks.claim import (
+    Case,
+    Claim,
+    Fit,
+    Measurement,
+    NotMeasurable,
+    Perturbation,
+    SeriesPoint,
+)
+from theory_checks.classical.common import (
+    FIT_FLOOR,
+    RATE_RTOL,
+    closed_form_cases,
+    exact_parts,
+    grid,
+    hypergradient_scale,
+    relative_identity,
+)
+from theory_checks.classical.constants import NEUMANN_STEP_CAP, STRONGLY_CONVEX, smoothness
+from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+
+# --------------------------------------------------------------------------- Neumann identity
+
+
+def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """estimate - exact == J H^{-1} (I - lambda H)^N grad_y f at y*(x), with lambda = 1/L."""
+    problem = case.problem
+    view, x, _, _, grad_x, grad_y = exact_parts(case)
+    terms = int(case.params.get("neumann_terms", 1 + case.params["point_seed"] % 60))
+    lam = 1.0 / smoothness(problem)
+    estimator = make(inner_steps=None, neumann_terms=terms, neumann_step_size=lam)
+    out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
+    exact = problem.exact_hypergradient(x)
+    eye = torch.eye(problem.dim_y, dtype=torch.float64)
+    contraction = torch.linalg.matrix_power(eye - lam * view.H, terms)
+    predicted = view.J @ torch.linalg.solve(view.H, contraction @ grad_y)
+    scale = hypergradient_scale(view, grad_x, grad_y)
+    if float(predicted.norm()) < UNRESOLVED_TERM * scale:
+        # Why: a minimax problem has grad_y f(x, y*) = 0 and kappa ~ 1 gives I - lambda H ~ 0,
+        # so the Neumann error is zero whatever N: the identity would hold for an estimator
+        # with N - 1 terms too. Such a case cannot test the claim and is not counted as a pass.
+        raise NotMeasurable("the Neumann error is below what the identity resolves "
+                            f"({float(predicted.norm()) / scale:.2g} of the scale)")
+    m = relative_identity(out.value - exact - predicted, scale)
+    return Measurement(m.measured, m.bound, m.passed, "relative residual <=",
+                       details={"neumann_terms": terms, "hvp_calls": out.calls.hvp})
+
+
+# --------------------------------------------------------------------------- Neumann bound
+
+
+def neumann_error_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
+    """||J|| ||grad_y f|| (1 - lambda mu)^N / mu  (FedNest (14a) times ||J|| ||grad_y f||)."""
+    lam = params["neumann_step_size"]
+    return (constants.cross_norm * params["grad_y_norm"]
+            * (1.0 - lam * constants.mu) ** params["neumann_terms"] / constants.mu)
+
+
+def _neumann_errors(case: Case, make: Callable[..., Any], terms: list[int]) -> tuple[
+        np.ndarray, list[int], Any, float, torch.Tensor, torch.Tensor]:
+    problem = case.problem
+    view, x, _, _, grad_x, grad_y = exact_parts(case)
+    lam = 1.0 / smoothness(problem)
+    exact = problem.exact_hypergradient(x)
+    errors, hvps = [], []
+    for n in terms:
+        estimator = make(inner_steps=None, neumann_terms=n, neumann_step_size=lam)
+        out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
+        errors.append(float((out.value - exact).norm()))
+        hvps.append(out.calls.hvp)
+    return np.array(errors), hvps, view, lam, grad_x, grad_y
+
+
+def check_neumann_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """||estimate - exact|| <= bound for N = 1..N_max with the exact inner solution."""
+    problem = case.problem
+    constants = problem.constants()
+    n_max = int(min(200, math.ceil(4 * constants.kappa) + 5))  # why: covers ~4 e-folds of decay
+    terms = grid(1, n_max)
+    errors, hvps, view, lam, grad_x, grad_y = _neumann_errors(case, make, terms)
+    scale = hypergradient_scale(view, grad_x, grad_y)
+    series: list[SeriesPoint] = []
+    worst = -math.inf
+    for n, err, hvp in zip(terms, errors, hvps, strict=True):
+        params = {"neumann_terms": n, "neumann_step_size": lam,
+                  "grad_y_norm": float(grad_y.norm())}
+        bound = claim.evaluate_bound(constants, params)
+        # Why the additive IDENTITY_RTOL * scale: once the bound drops to round-off, the
+        # estimate's own float64 error (not the estimator) decides the comparison.
+        worst = max(worst, err - bound - IDENTITY_RTOL * scale)
+        series.append(SeriesPoint("measured", "neumann_terms", n, err, hvp))
+        series.append(SeriesPoint("bound", "neumann_terms", n, bound, hvp))
+    final_bound = claim.evaluate_bound(constants, {
+        "neumann_terms": n_max, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())})
+    return Measurement(float(errors[-1]), final_bound, worst <= 0.0, "<= at every N on the grid",
+                       series=tuple(series), details={"kappa": constants.kappa})
+
+
+# --------------------------------------------------------------------------- Neumann decay rate
+
+
+def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Fitted slope of log||error|| in N equals log(1 - lambda mu) within 5%."""
+    problem = case.problem
+    view, x, _, _, grad_x, grad_y = exact_parts(case)
+    lam = 1.0 / smoothness(problem)
+    eigenvalues, vectors = view.spectrum
+    coeffs = vectors.T @ grad_y.cpu().numpy()
+    J = view.J.cpu().numpy()
+    amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
+                           for k in range(len(eigenvalues))])
+    rates = np.abs(1.0 - lam * eigenvalues)
+    scale = hypergradient_scale(view, grad_x, grad_y)
+    window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
+    theory = math.log(1.0 - lam * float(eigenvalues[0]))
+    if window is None:
+        raise NotMeasurable("slowest eigenmode not excited above float64 round-off")
+    start = max(window[0], 1)
+    # Why 4 kappa terms: the slowest mode then decays by e^-4 over the window, plenty for a
+    # log-linear fit whose residuals are round-off, while keeping the HVP count linear in kappa.
+    stop = min(window[1], start + math.ceil(4 * problem.constants().kappa))
+    if stop - start < 3:
+        raise NotMeasurable("dominant-mode window shorter than 3 terms")
+    terms = sorted(set(np.linspace(start, stop, num=12).round().astype(int).tolist()))
+    errors, hvps, *_ = _neumann_errors(case, make, terms)
+    fit = stats.fit_rate(np.array(terms), errors)
+    tolerance = RATE_RTOL * abs(theory)
+    result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
+                 tolerance, residual=fit.residual_max)
+    series = tuple(
+        [SeriesPoint("measured", "neumann_terms", n, e, h) for n, e, h in
+         zip(terms, errors, hvps, strict=True)]
+        + [SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept + fit.slope * n))
+           for n in terms]
+    )
+    return Measurement(fit.slope, theory, result.agrees, "|fit - theory| <= 5% |theory|",
+                       series=series, fit=result, details={"window": [start, stop]})
+
+
+def _neumann_wrong_step(**kw: Any) -> Any:
+    est = get_estimator("aid-neumann").build(**kw)
+    lam = est.linear_solver.step_size
+    return ImplicitDifferentiation(est.inner, Neumann(est.linear_solver.terms, 0.9 * lam),
+                                   est.batch_size)
+
+
+NEUMANN_STEP = Perturbation(
+    "Neumann step 0.9 lambda",
+    "the series runs with 0.9 of the step it reports (a mis-set step size): its error decays "
+    "like (1 - 0.9 lambda mu)^N, a 10% slower rate, and the partial sum is no longer the "
+    "identity's; a 10% error in a step is the size of a wrong constant in a step rule",
+    _neumann_wrong_step)
+
+
+# --------------------------------------------------------------------------- the claims
+
+# the cases each claim draws
+ERROR_IDENTITY_CASES = closed_form_cases()
+ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
+DECAY_RATE_CASES = closed_form_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4,
+                                     kappa=(2.0, 100.0))
+
+
+ERROR_IDENTITY = Claim(
+    id="classical.neumann.error_identity",
+    paper="Classical",
+    reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2 derivation (notes 3.2)",
+    kind="exact_identity",
+    statement=("hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
+               "solution, lambda = 1/L)"),
+    estimators=("aid-neumann",),
+    strategy=ERROR_IDENTITY_CASES,
+    check=check_neumann_error_identity,
+    hypotheses=(
+        STRONGLY_CONVEX,
+        NEUMANN_STEP_CAP,
+    ),
+    perturbation=NEUMANN_STEP,
+    notes="Neumann sum: lambda sum_{j<N} (I - lambda H)^j = H^{-1}(I - (I - lambda H)^N).",
+)
+
+
+ERROR_BOUND = Claim(
+    id="classical.neumann.error_bound",
+    paper="Classical",
+    reference="FedNest Lemma 2.2, eq. (14a), times ||J|| ||grad_y f||",
+    kind="bias_bound",
+    statement="||hat h_N - grad h|| <= ||J|| ||grad_y f(x, y*)|| (1 - lambda mu)^N / mu",
+    estimators=("aid-neumann",),
+    strategy=ERROR_BOUND_CASES,
+    check=check_neumann_error_bound,
+    hypotheses=(
+        STRONGLY_CONVEX,
+        NEUMANN_STEP_CAP,
+    ),
+    perturbation=NEUMANN_STEP,
+    bound=neumann_error_bound,
+)
+
+
+DECAY_RATE = Claim(
+    id="classical.neumann.decay_rate",
+    paper="Classical",
+    reference="FedNest Lemma 2.2 / notes 5.3 (slope log(1 - 1/kappa) in N)",
+    kind="linear_rate",
+    statement="slope of log||hat h_N - grad h|| in N = log(1 - lambda mu)",
+    estimators=("aid-neumann",),
+    strategy=DECAY_RATE_CASES,
+    check=check_neumann_decay_rate,
+    hypotheses=(
+        STRONGLY_CONVEX,
+        NEUMANN_STEP_CAP,
+    ),
+    perturbation=NEUMANN_STEP,
+    notes=("Fitted over the N-window where the slowest eigenmode carries all but 0.1% of the "
+           "error and the error is above float64 round-off."),
+)
+
+
+CLAIMS: tuple[Claim, ...] = (
+    ERROR_IDENTITY,
+    ERROR_BOUND,
+    DECAY_RATE,
+)

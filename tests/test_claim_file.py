@@ -1,17 +1,19 @@
-"""Claims files (theory_checks/claim_file.py): the shipped files load into the claims the
-registry holds, and a malformed file is an error that names the file, the claim and the key."""
+"""Claims files (theory_checks/claim_file.py), the format of a plugin's claims: a file gives the
+claim the Python definition gives, the plugins' files name testbed code that exists, and a
+malformed file is an error that names the file, the claim and the key."""
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import re
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from theory_checks.claim import Case, PerProfile
-from theory_checks.claim_file import ClaimFileError, code, load_claims
-from theory_checks.registry import CLAIM_DB, get_claim
+from theory_checks.claim_file import ClaimFileError, code, load_claims, resolve
+from theory_checks.registry import get_claim
 
 ROOT = Path(__file__).resolve().parents[1] / "theory_checks"
 
@@ -42,29 +44,40 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-def _declared_in_result_modules() -> set[str]:
-    """The ids of the claims a paper's result module declares in Python (``CLAIMS`` of
-    ``theory_checks/<paper>/<result>.py``, tests/test_claim_layout.py)."""
-    ids: set[str] = set()
-    for folder in sorted(p for p in ROOT.iterdir() if (p / "__init__.py").is_file()):
-        for info in pkgutil.iter_modules([str(folder)]):
-            if info.name in {"__init__", "mutants"}:
-                continue
-            module = importlib.import_module(f"theory_checks.{folder.name}.{info.name}")
-            ids |= {c.id for c in getattr(module, "CLAIMS", ())}
-    return ids
+PLUGIN_CLAIMS_FILES = sorted((ROOT.parent / "integrations").glob("*/*/claims.toml"))
 
 
-def test_every_shipped_claims_file_loads_and_its_claims_are_registered():
-    files = sorted(ROOT.rglob("*.toml"))
-    registered = {c.id for c in CLAIM_DB}
-    loaded = [claim for path in files for claim in load_claims(path)]
-    assert {c.id for c in loaded} <= registered
-    # every other claim is Python, declared in its result's module; the Table 2 round counts
-    # per variant are made from the algorithms' formulas
-    made = {"fednest.rounds." + v for v in ("fednest", "lfednest", "fednest_sgd",
-                                            "lfednest_svrg", "fednest_minimax")}
-    assert registered == {c.id for c in loaded} | _declared_in_result_modules() | made
+def _references(value: Any) -> list[str]:
+    """Every ``"package.module:name"`` string of a parsed claims file (fields, call tables,
+    hypotheses, perturbation tables)."""
+    if isinstance(value, str):
+        return [value] if re.fullmatch(r"[\w.]+:[\w.]+", value) else []
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in _references(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _references(v)]
+    return []
+
+
+def test_the_plugins_claims_files_name_testbed_code_that_exists():
+    """The plugins of integrations/ keep their claims in TOML files and name the testbed's case
+    strategies, checks and hypotheses by string: each must resolve (a move of the testbed's code
+    would otherwise break them only when their tox environment runs). Their own modules need
+    their libraries, absent here, so only the testbed's references are resolved."""
+    assert len(PLUGIN_CLAIMS_FILES) >= 3, PLUGIN_CLAIMS_FILES
+    testbed_references = 0
+    for path in PLUGIN_CLAIMS_FILES:
+        for reference in _references(tomllib.loads(path.read_text(encoding="utf-8"))):
+            if reference.startswith("theory_checks."):
+                resolve(reference)  # raises ClaimFileError naming what is missing
+                testbed_references += 1
+    assert testbed_references >= 10
+
+
+def test_the_testbed_ships_no_claims_file():
+    """The built-in claims are Python in their result modules (tests/test_claim_layout.py);
+    a claims file in theory_checks/ would be a second place for a claim."""
+    assert not sorted(ROOT.rglob("*.toml"))
 
 
 def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):

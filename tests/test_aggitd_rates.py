@@ -19,7 +19,7 @@ from theory_checks.decision import Design, first_design
 from theory_checks.registry import get_claim
 from theory_checks.runner import Profile, measure, run_claim
 
-PROFILE = Profile("perturbation", max_examples=5)
+PROFILE = Profile("thorough", max_examples=5)
 
 
 def test_refuted_statement_saves_its_counterexample(tmp_path):

@@ -24,7 +24,7 @@ from theory_checks.fedmsa import perturbations as perturbed
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
 CLAIMS = {c.id: c for c in fedmsa.CLAIMS}
-PROFILE = Profile("perturbation", max_examples=5)
+PROFILE = Profile("thorough", max_examples=5)
 
 
 @pytest.mark.parametrize("claim_id", sorted(CLAIMS))

@@ -16,7 +16,7 @@ from tests._replay import assert_saved_and_replays
 from theory_checks import fednest
 from theory_checks.runner import Profile, run_claim
 
-PROFILE = Profile("perturbation", max_examples=5)
+PROFILE = Profile("thorough", max_examples=5)
 CLAIMS = {c.id: c for c in fednest.CLAIMS}
 
 # refuted statement -> the corrected claim checked beside it

@@ -20,7 +20,7 @@ from theory_checks.fednest import common as fednest_common
 from theory_checks.fednest import ihgp as fednest_ihgp
 from theory_checks.runner import Profile, get_profile, run_claim
 
-PROFILE = Profile("perturbation", max_examples=5)
+PROFILE = Profile("thorough", max_examples=5)
 CLAIMS = {c.id: c for c in fednest.CLAIMS}
 K_RATE = ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
           "fednest.cor33.k_rate_compositional")

@@ -24,7 +24,7 @@ from theory_checks.hgp.common import noise_moments, point
 from theory_checks.registry import CLAIM_DB, get_claim
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
-PROFILE = Profile("perturbation", max_examples=5)
+PROFILE = Profile("thorough", max_examples=5)
 HGP = [c for c in CLAIM_DB if c.paper == "HGP"]
 
 

@@ -8,6 +8,7 @@ ambient ``fast_profile()``; tests/test_theory_checks_structure.py scans for them
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from theory_checks.claim import PerProfile
@@ -73,3 +74,11 @@ def test_no_claim_field_was_resolved_at_import():
     assert len(per_profile) >= 20
     assert all(c.max_examples is None or isinstance(c.max_examples, (int, PerProfile))
                for c in CLAIM_DB)
+
+
+def test_a_per_profile_value_is_resolved_by_name_and_refuses_other_names():
+    """The review found any profile other than "fast" silently given the thorough value."""
+    value = PerProfile("small", "large")
+    assert (value.resolve("fast"), value.resolve("thorough")) == ("small", "large")
+    with pytest.raises(ValueError, match="'perturbation'"):
+        value.resolve("perturbation")

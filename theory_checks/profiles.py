@@ -27,9 +27,23 @@ class PerProfile(NamedTuple):
     thorough: Any
 
     def resolve(self, profile_name: str) -> Any:
-        """The fast value on ``fast``; the thorough one on any other profile (``thorough``, or
-        a test's own, such as the perturbation tests' ``Profile("perturbation", 5)``)."""
-        return self.fast if profile_name == "fast" else self.thorough
+        """The value of the profile called ``profile_name``; a name other than ``fast`` and
+        ``thorough`` is an error (a test's own profile takes one of the two names with its own
+        case cap, ``Profile("thorough", 5)``), never silently the thorough value.
+
+        >>> PerProfile(8, 60).resolve("thorough")
+        60
+        >>> PerProfile(8, 60).resolve("quick")
+        Traceback (most recent call last):
+        ...
+        ValueError: no value for a profile called 'quick': a PerProfile has 'fast' and 'thorough'
+        """
+        if profile_name == "fast":
+            return self.fast
+        if profile_name == "thorough":
+            return self.thorough
+        raise ValueError(f"no value for a profile called {profile_name!r}: a PerProfile has "
+                         "'fast' and 'thorough'")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import case_builder, check_k_rate
+from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
@@ -68,18 +68,7 @@ K_RATE_COMPOSITIONAL = Claim(
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=54,
     perturbation=DRIFTING_OUTER_FEDNEST,
-    notes=("Steps: alpha_1 = 1/||grad^2 f|| halved until the exact-oracle iteration contracts "
-           "(Thm 3.1's alpha_bar_1..3 are such constants; the seed gives none), alpha_bar = "
-           "(alpha_1/2) sqrt(K_1) (the cap never binds; largest step alpha_1/2, off the "
-           "one-step-solver point alpha_1 = 1/L_h where the transient vanishes), beta_bar = "
-           "T/(alpha_1 l); K_1 the first power of two by which the slowest exact-oracle mode "
-           "decays by e^{-4}, K_2 = 16 K_1. Independent replicates r give p_r = "
-           "log(Q_r(K_2)/Q_r(K_1))/log 16; Student-t interval of their mean against p <= -1/4 "
-           "(halfway between the claimed -1/2 and a floor's 0), replicates sized for a "
-           "half-width 0.1 (<= 58 replicates x 17 K_1 iterations, <= 16000, ~2 min on one core), "
-           "two looks (16, all) at half the rate each. Fast: 2 replicates of K_1, 4 K_1, a smoke "
-           "run that cannot decide (undecided). l_{g,1} = 1 (1/2 convention), N = 1 (notes issue "
-           "7)."),
+    notes=(K_RATE_DESIGN_NOTES + "l_{g,1} = 1 (1/2 convention), N = 1 (notes issue 7)."),
 )
 
 

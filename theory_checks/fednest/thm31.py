@@ -55,6 +55,7 @@ from theory_checks.claim import (
 )
 from theory_checks.exact_quantities import dominant_mode_window, outer_affine
 from theory_checks.fednest.common import (
+    K_RATE_DESIGN_NOTES,
     bilevel_problems,
     case_builder,
     check_k_rate,
@@ -339,18 +340,9 @@ K_RATE_BILEVEL = Claim(
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=40,
     perturbation=DRIFTING_OUTER_FEDNEST,
-    notes=("Steps: alpha_1 = 1/||grad^2 f|| halved until the exact-oracle iteration contracts "
-           "(Thm 3.1's alpha_bar_1..3 are such constants; the seed gives none), alpha_bar = "
-           "(alpha_1/2) sqrt(K_1) (the cap never binds; largest step alpha_1/2, off the "
-           "one-step-solver point alpha_1 = 1/L_h where the transient vanishes), beta_bar = "
-           "T/(alpha_1 l); K_1 the first power of two by which the slowest exact-oracle mode "
-           "decays by e^{-4}, K_2 = 16 K_1. Independent replicates r give p_r = "
-           "log(Q_r(K_2)/Q_r(K_1))/log 16; Student-t interval of their mean against p <= -1/4 "
-           "(halfway between the claimed -1/2 and a floor's 0), replicates sized for a "
-           "half-width 0.1 (<= 58 replicates x 17 K_1 iterations, <= 16000, ~2 min on one core), "
-           "two looks (16, all) at half the rate each. Fast: 2 replicates of K_1, 4 K_1, a smoke "
-           "run that cannot decide (undecided). N_K: smallest N with b_N^2 <= 1e-2 ||grad "
-           "f(x_0)||^2 / sqrt(K) (corrected constant of (15))."),
+    notes=(K_RATE_DESIGN_NOTES
+           + "N_K: smallest N with b_N^2 <= 1e-2 ||grad f(x_0)||^2 / sqrt(K) (corrected "
+             "constant of (15))."),
 )
 
 

@@ -16,7 +16,6 @@ the wrong estimator is the same scaling of the mean."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -116,28 +115,22 @@ class DividesByM(FBOAggITD):
 # --------------------------------------------------------------------------- builders
 
 
-def _estimator(cls: type, **extra: Any) -> Any:
+def estimator_variant(cls: type, **extra: Any) -> Any:
+    """The builder of an AggITD perturbation: ``cls`` (a subclass of AggITD) with the fields
+    ``extra`` fixed."""
     def make(**kw: Any) -> Any:
         return cls(**{**kw, **extra})
 
     return make
 
 
-def _algorithm(cls: type, lower_solver: str = "svrg", **extra: Any) -> Any:
+def algorithm_variant(cls: type, lower_solver: str = "svrg", **extra: Any) -> Any:
+    """The builder of an FBO-AggITD perturbation: ``cls`` (a subclass of FBOAggITD) with the
+    lower solver ``lower_solver`` and the fields ``extra`` fixed."""
     def make(**kw: Any) -> Any:
         return cls(lower_solver=lower_solver, **{**kw, **extra})
 
     return make
-
-
-#: The builder of an AggITD perturbation: ``cls`` (a subclass of AggITD) with the fields
-#: ``extra`` fixed (the public name of :func:`_estimator`, whose builders' name
-#: ``_estimator.<locals>.make`` the claims' records keep).
-estimator_variant: Callable[..., Callable[..., Any]] = _estimator
-#: The builder of an FBO-AggITD perturbation: ``cls`` (a subclass of FBOAggITD) with the lower
-#: solver ``lower_solver`` and the fields ``extra`` fixed (the public name of :func:`_algorithm`,
-#: whose builders' name ``_algorithm.<locals>.make`` the claims' records keep).
-algorithm_variant: Callable[..., Callable[..., Any]] = _algorithm
 
 
 # --------------------------------------------------------------------------- shared perturbations
@@ -147,4 +140,4 @@ IMPORTANCE_WEIGHT_N = Perturbation(
     "importance weight lambda N instead of lambda (N + 1)",
     "an off-by-one in the weight of the uniformly drawn index Q in 0..N (N + 1 values, weight "
     "N): the indirect part is scaled by N / (N + 1), 1/2 at N = 1 and 0 at N = 0",
-    _estimator(ScaledIndirect, weight="n"))
+    estimator_variant(ScaledIndirect, weight="n"))

@@ -76,17 +76,12 @@ class SameSubsetIHGP(FedIHGP):
                             truncation_index)
 
 
-def _ihgp(cls: type) -> Callable[..., FedIHGP]:
+def ihgp_variant(cls: type) -> Callable[..., FedIHGP]:
+    """FedIHGP's builder recast as a subclass ``cls`` of it (a perturbation's or mutant's build)."""
     def make(**kw: Any) -> FedIHGP:
         return cls(**{**get_estimator("fedihgp").defaults, **kw})
 
     return make
-
-
-#: FedIHGP's builder recast as a subclass ``cls`` of it, for the result modules'
-#: perturbations (the public name of :func:`_ihgp`, whose builders' name ``_ihgp.<locals>.make``
-#: the claims' records keep).
-ihgp_variant = _ihgp
 
 
 # ------------------------------------------------------------------------------- FedNest bugs
@@ -137,7 +132,7 @@ IHGP_SCALE_OFF_BY_ONE = Perturbation(
     "factor 1 + 1/N, a relative error >= 1/40 on the drawn N <= 40, eight decades above the "
     "identities' 1e-10 tolerance; for the bounds it moves ||H^{-1} - E[H_hat]|| towards "
     "||H^{-1}|| / N, over the bound once the bias term is small.",
-    _ihgp(ScaledIHGP),
+    ihgp_variant(ScaledIHGP),
 )
 
 

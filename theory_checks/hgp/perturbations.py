@@ -117,7 +117,7 @@ class ViewedProblem(HyperGradientPush):
 # --------------------------------------------------------------------------- builders
 
 
-def _swap(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
+def swap(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     """Builder of registry entry ``name`` with its estimator replaced by ``cls`` (same fields,
     plus ``fixed``); for the personalization algorithm, its inner HGP estimator."""
 
@@ -130,12 +130,6 @@ def _swap(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     return make
 
 
-#: The builder every HGP perturbation uses (:func:`_swap`), by its public name. The definition
-#: keeps its name: claim records name a perturbation's builder by its qualname
-#: (``_swap.<locals>.make``).
-swap = _swap
-
-
 def step_slip(entry: str, slow: bool = False) -> Perturbation:
     """The v step slipped by 1e-3 (:class:`StepSlip`) in registry entry ``entry``: the
     perturbation of the bounds and rates checked down to their geometric terms (Cor. 1 on
@@ -145,7 +139,7 @@ def step_slip(entry: str, slow: bool = False) -> Perturbation:
         "the v-update uses (1 + 1e-3) eta while the u-update uses eta (the step read from two "
         "places, one rescaled): the fixed point moves by 1e-3 of the indirect term J H^-1 c, a "
         "floor far above the geometric terms these bounds and rates are checked down to",
-        _swap(entry, StepSlip),
+        swap(entry, StepSlip),
         slow=slow,
     )
 
@@ -157,7 +151,7 @@ FLOAT32_MESSAGES = Perturbation(
     "every averaged vector u is rounded to float32 before averaging (single-precision "
     "messages), everything else in float64: a relative error ~6e-8 per step, the smallest "
     "realistic numerical bug, 500x above the identities' 1e-10 round-off tolerance",
-    _swap("hgp-exact-averaging", _Float32Messages),
+    swap("hgp-exact-averaging", _Float32Messages),
 )
 
 HALF_BATCH = Perturbation(
@@ -166,5 +160,5 @@ HALF_BATCH = Perturbation(
     "sampling variance of v^(M) doubles at leading order (ratio >= 2 to the exact variance), "
     "the realistic factor-2 variance error; the exponent in b or eta is unchanged, so only the "
     "estimator-vs-exact conformance can see it",
-    _swap("hgp-stochastic", _HalfBatch),
+    swap("hgp-stochastic", _HalfBatch),
 )

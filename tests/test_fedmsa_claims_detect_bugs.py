@@ -21,6 +21,7 @@ from theory_checks import fedmsa
 from theory_checks.claim import Case
 from theory_checks.fedmsa import common as fedmsa_common
 from theory_checks.fedmsa import perturbations as perturbed
+from theory_checks.fedmsa import rate, scaling
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
 CLAIMS = {c.id: c for c in fedmsa.CLAIMS}
@@ -42,10 +43,12 @@ def test_perturbed_algorithms_differ_from_the_registered_one_by_one_mistake():
     kw = {"outer_step_size": 0.1, "inner_step_size": 0.2, "momentum": 0.3, "local_steps": 2,
           "participation": 1, "batch_size": 1}
     reference = get_estimator("fedmsa").build(**kw)
-    for name in ("fresh_sample_at_old_point", "indirect_term_on_w", "one_client_global",
-                 "adopt_first", "stateful_client", "extra_local_step", "ignores_k",
-                 "ascent_on_z", "weight_decay"):
-        alg = getattr(perturbed, name)(**kw)
+    shared = ("fresh_sample_at_old_point", "indirect_term_on_w", "one_client_global",
+              "stateful_client", "extra_local_step", "ignores_k", "ascent_on_z")
+    builders = {**{name: getattr(perturbed, name) for name in shared},
+                "adopt_first": scaling.adopt_first, "weight_decay": rate.weight_decay}
+    for name, build in builders.items():
+        alg = build(**kw)
         assert isinstance(alg, FedMSA)
         for field in ("outer_step_size", "inner_step_size", "momentum", "local_steps",
                       "batch_size"):
@@ -58,7 +61,7 @@ def test_weight_decay_moves_the_fixed_point_by_the_decay():
                                       gradient_heterogeneity=1.0)
     kw = {"outer_step_size": 0.1, "inner_step_size": 0.1, "momentum": 0.5, "local_steps": 1,
           "participation": 1, "batch_size": None}
-    good, bad = get_estimator("fedmsa").build(**kw), perturbed.weight_decay(**kw)
+    good, bad = get_estimator("fedmsa").build(**kw), rate.weight_decay(**kw)
     x = torch.tensor([0.3, -0.7], dtype=torch.float64)
     def ctx():
         return fedmsa_common.scripted_round_context(problem, None, 0)

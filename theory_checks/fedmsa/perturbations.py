@@ -82,7 +82,7 @@ class AlwaysPaper(CompositionalMaps):
 # --------------------------------------------------------------------------- algorithm
 
 
-class _Only:
+class FirstClientOnly:
     """A view of a federated context in which the named calls see only the first client."""
 
     def __init__(self, ctx: Any, first_global: bool = False, first_local: bool = False):
@@ -108,19 +108,10 @@ class OneClientGlobal(FedMSA):
     def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
                           h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
                           rho: float) -> tuple[torch.Tensor, torch.Tensor]:
-        view: Any = _Only(ctx, first_global=True)
+        view: Any = FirstClientOnly(ctx, first_global=True)
         return super().global_directions(view, points[:1],
                                          None if prev is None else prev[:1], h_prev, q_prev,
                                          rho)
-
-
-@dataclasses.dataclass(frozen=True)
-class AdoptFirst(FedMSA):
-    """The server adopts the first sampled client's model instead of averaging the S models."""
-
-    def step(self, ctx: Any, state: Any) -> Any:
-        view: Any = _Only(ctx, first_local=True)
-        return super().step(view, state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,8 +159,10 @@ class AscentOnZ(FedMSA):
 # --------------------------------------------------------------------------- builders
 
 
-def _with(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
-          ) -> Callable[..., FedMSA]:
+def fedmsa_variant(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
+                   ) -> Callable[..., FedMSA]:
+    """Builder of registry entry ``entry`` recast as the subclass ``cls`` of FedMSA, with the
+    maps ``maps`` when given (a perturbation's or a mutant's build)."""
     def make(**kw: Any) -> FedMSA:
         alg = get_estimator(entry).build(**kw)
         return recast(alg, cls, **({} if maps is None else {"maps": maps}))
@@ -177,30 +170,11 @@ def _with(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
     return make
 
 
-fresh_sample_at_old_point = _with(maps=FreshSampleAtOldPoint())
-indirect_term_on_w = _with(maps=IndirectTermOnW())
-v_equation_sign_convention = _with(maps=VEquationSignConvention())
-always_paper_semantics = _with(maps=AlwaysPaper(), entry="fedmsa-mco")
-one_client_global = _with(OneClientGlobal)
-adopt_first = _with(AdoptFirst)
-stateful_client = _with(StatefulClient)
-extra_local_step = _with(ExtraLocalStep)
-ignores_k = _with(IgnoresK)
-ascent_on_z = _with(AscentOnZ)
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightDecay(FedMSA):
-    """An L2 regulariser left on: the global direction is ``h_r + decay * x_r`` (a default
-    weight decay of the training loop applied to the hypergradient)."""
-
-    decay: float = 1e-2
-
-    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
-                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
-                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
-        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
-        return h + self.decay * points[0, : h.shape[0]], q
-
-
-weight_decay = _with(WeightDecay)
+fresh_sample_at_old_point = fedmsa_variant(maps=FreshSampleAtOldPoint())
+indirect_term_on_w = fedmsa_variant(maps=IndirectTermOnW())
+always_paper_semantics = fedmsa_variant(maps=AlwaysPaper(), entry="fedmsa-mco")
+one_client_global = fedmsa_variant(OneClientGlobal)
+stateful_client = fedmsa_variant(StatefulClient)
+extra_local_step = fedmsa_variant(ExtraLocalStep)
+ignores_k = fedmsa_variant(IgnoresK)
+ascent_on_z = fedmsa_variant(AscentOnZ)

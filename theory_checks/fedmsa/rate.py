@@ -36,15 +36,18 @@ computations with no sampling error.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from testbed.algorithms.fedmsa import FedMSA
 from theory_checks import stats
 from theory_checks.claim import (
     Case,
@@ -80,11 +83,26 @@ from theory_checks.fedmsa.constants import (
     heterogeneity_tau,
     theorem31_steps,
 )
-from theory_checks.fedmsa.perturbations import (
-    ignores_k,
-    one_client_global,
-    weight_decay,
-)
+from theory_checks.fedmsa.perturbations import fedmsa_variant, ignores_k, one_client_global
+
+# --------------------------------------------------------------------------- perturbation
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightDecay(FedMSA):
+    """An L2 regulariser left on: the global direction is ``h_r + decay * x_r`` (a default
+    weight decay of the training loop applied to the hypergradient)."""
+
+    decay: float = 1e-2
+
+    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
+                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
+                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
+        return h + self.decay * points[0, : h.shape[0]], q
+
+
+weight_decay = fedmsa_variant(WeightDecay)
 
 # --------------------------------------------------------------------------- cases
 

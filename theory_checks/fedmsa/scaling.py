@@ -17,6 +17,7 @@ variance in ``(M - S) / (S (M - 1))``: 1 within 0.02
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, QuadraticMinimax, strategies
+from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.aggitd.common import fixed_clients_context
 from theory_checks.claim import (
     Case,
@@ -45,9 +47,21 @@ from theory_checks.fedmsa.constants import (
     THEOREM31_STEPS,
     theorem31_steps,
 )
-from theory_checks.fedmsa.perturbations import (
-    adopt_first,
-)
+from theory_checks.fedmsa.perturbations import FirstClientOnly, fedmsa_variant
+
+# --------------------------------------------------------------------------- perturbation
+
+
+@dataclasses.dataclass(frozen=True)
+class AdoptFirst(FedMSA):
+    """The server adopts the first sampled client's model instead of averaging the S models."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        view: Any = FirstClientOnly(ctx, first_local=True)
+        return super().step(view, state)
+
+
+adopt_first = fedmsa_variant(AdoptFirst)
 
 
 def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -7,7 +7,7 @@ Here the abstract's weaker reading is decided: on a heterogeneous multi-client q
 (Table 2's setting N = T = 5, tau = 1), the median over the family's problems of
 ``rounds(FBO-AggITD) / rounds(FedNest)`` to reach ``||grad h(x_k)|| <= 0.1 ||grad h(x_0)||``
 for good is below 1, both tuned on the same step grid. The check and its statistical test
-(:func:`~theory_checks.comparison.common.rounds_comparison_check`, an exact Clopper-Pearson
+(:func:`~theory_checks.comparison.common.measure_rounds`, an exact Clopper-Pearson
 interval of ``P(ratio < 1) > 1/2``) are shared with the other closed-form comparisons; Table
 2's factor is decided under its own protocol in
 :mod:`theory_checks.comparison.aggitd_table2_factor`.

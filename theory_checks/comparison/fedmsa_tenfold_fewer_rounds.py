@@ -5,7 +5,7 @@ Decided on heterogeneous multi-client quadratic families in Fig. 4's setting (Fe
 12 local steps; FedNest with N = 3, T = K): the median over the family's problems of
 ``rounds(FedMSA) / rounds(FedNest)`` to reach ``||grad h(x_k)|| <= 0.1 ||grad h(x_0)||`` for
 good is at most 1/10, both tuned on the same step grid. The check and its statistical test
-(:func:`~theory_checks.comparison.common.rounds_comparison_check`, an exact Clopper-Pearson
+(:func:`~theory_checks.comparison.common.measure_rounds`, an exact Clopper-Pearson
 interval of ``P(ratio <= 1/10) > 1/2``) are shared with the other closed-form comparisons.
 """
 

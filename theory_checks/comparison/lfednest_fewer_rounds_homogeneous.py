@@ -7,7 +7,7 @@ condition. Decided on homogeneous multi-client quadratic families in Fig. 2(a)'s
 1, N = 5): the median over the family's problems of ``rounds(LFedNest) / rounds(FedNest)`` to
 reach ``||grad h(x_k)|| <= 0.1 ||grad h(x_0)||`` for good is below 1, both tuned on the same
 step grid. The check and its statistical test
-(:func:`~theory_checks.comparison.common.rounds_comparison_check`) are shared with the other
+(:func:`~theory_checks.comparison.common.measure_rounds`) are shared with the other
 closed-form comparisons.
 """
 

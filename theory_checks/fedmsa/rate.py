@@ -425,7 +425,7 @@ R_DETERMINISTIC = Claim(
            "1/R. Exact expectation over the local client (not one seeded client sequence): the "
            "round of the registered algorithm with exact maps is identified as an affine map per "
            "local client and the state's mean and covariance propagated as a mixture "
-           "(theory_checks.fedmsa.exact.exact_run). R in (4, 8, 16, 32) contraction horizons of "
+           "(theory_checks.fedmsa.common.exact_run). R in (4, 8, 16, 32) contraction horizons of "
            "centralised MSA with the capped steps."),
     perturbation=R_DETERMINISTIC_PERTURBATION,
 )

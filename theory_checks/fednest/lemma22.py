@@ -127,7 +127,7 @@ class LinearOuterProbe:
 def _expected_hessian_inverse(estimator: Any, problem: Any, x: torch.Tensor,
                               y: torch.Tensor) -> torch.Tensor:
     """``E[H_hat]`` of FedIHGP over ``N'``, column by column: the expected IHGP of the probe
-    whose outer gradient is ``e_j`` (:class:`~theory_checks.fednest.common.LinearOuterProbe`)."""
+    whose outer gradient is ``e_j`` (:class:`LinearOuterProbe`)."""
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     columns = [expected_ihgp(estimator, LinearOuterProbe(problem, e), x, y)[0] for e in eye]
     return torch.stack(columns, dim=1)

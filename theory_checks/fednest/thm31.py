@@ -157,7 +157,7 @@ def _floor_parts(case: Case) -> dict[str, Any]:
 
 def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Fitted slope in N of ``log ||grad f(x_N)||`` (deterministic FedNest's limit, read exactly
-    by :func:`theory_checks.fednest.floor.check_stationarity_floor`) against Lemma 2.2's rate.
+    by :func:`check_stationarity_floor`) against Lemma 2.2's rate.
 
     At the limit ``x_N`` FedOut's direction vanishes and ``y_N = y*(x_N)``, so
     ``grad f(x_N) = -J H^{-1} A^{N+1} grad_y f(x_N, y*)`` (deterministic truncation, N + 1 terms):

@@ -590,7 +590,8 @@ NOISE_EXPONENT_B = Claim(
     ),
     perturbation=HALF_BATCH,
     notes=("Decided on the exact second moment (a linear recursion, no sampling; "
-           "hgp_common.noise_moments), which holds on every drawn case. An earlier Monte Carlo "
+           "theory_checks.hgp.common.noise_moments), which holds on every drawn case. An "
+           "earlier Monte Carlo "
            "design (64 replicas per b on one common stream, a 2-dof least-squares interval) "
            "recorded 'fails as stated' on the saved case (two clients, dim 1, Hessians 1 +- 0.5, "
            "sample noise 0.3): exponent -0.389 at its hard-coded seed 1; the exact moment there "

@@ -235,7 +235,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     # Why R = 6 / (K_min (1 - radius)): the smallest K must already see the sum of the
     # criterion converge (e^-6 of its first terms), else the average is flat in K.
     R = max(3, int(math.ceil(6.0 / (Ks[0] * (1.0 - radius)))))
-    # the case's budget of map evaluations, per profile (claims.toml says why)
+    # the case's budget of map evaluations, per profile (the claim K_AT_TAU_ZERO says why)
     if R * int((Ks + 1).sum()) > int(case.params["round_budget"]):
         raise NotMeasurable(f"R = {R} rounds for K up to {Ks[-1]}: over the budget")
     values = []

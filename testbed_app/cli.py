@@ -120,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing = _command(sub, "list")
     listing.add_argument("--verbose", "-v", action="store_true",
                          help="also each entry's parameters and defaults, and the config keys")
+    _add_claim_option(listing, "describe only these claims: statement, the file that holds "
+                               "it, estimators, decision, perturbation")
     listing.set_defaults(computes=False)
     check = _command(sub, "check")
     check.add_argument("--profile", choices=("fast", "thorough"), default=None,

@@ -89,6 +89,11 @@ def list_command(args: argparse.Namespace) -> int:
     """``testbed list``: problems, estimators and claims with their references (``--verbose``:
     parameters, defaults and the experiment configs' keys); 0."""
     verbose = getattr(args, "verbose", False)
+    if getattr(args, "claim", None):
+        for claim in _named_claims(args.claim):
+            print(f"{claim.id}  ({claim.kind}; {claim.reference})")
+            _describe_claim(claim)
+        return 0
     print("Problems:")
     for p in PROBLEM_DB:
         print(f"  {p.name:28s} {p.kind:14s} {p.reference}")
@@ -106,21 +111,27 @@ def list_command(args: argparse.Namespace) -> int:
     for c in CLAIM_DB:
         print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
         if verbose:
-            print(f"      {c.statement}")
-            print(f"      defined in: {defined_in(c)}")
-            print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
-            decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
-                        if c.statistical else "deterministic")
-            print(f"      decision: {decision}"
-                  + (f"; undecided by design on: {', '.join(c.undecided_on)}"
-                     if c.undecided_on else ""))
-            if c.perturbation is not None:
-                print(f"      perturbation it must catch: {c.perturbation.name}")
-            if c.positive_control is not None:
-                print("      positive control: a case inside its conditions where it holds")
+            _describe_claim(c)
     if verbose:
         _list_workloads()
     return 0
+
+
+def _describe_claim(c: Any) -> None:
+    """The claim's statement, where it is defined, estimators, decision, perturbation and
+    control (``testbed list --verbose`` and ``--claim``)."""
+    print(f"      {c.statement}")
+    print(f"      defined in: {defined_in(c)}")
+    print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
+    decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
+                if c.statistical else "deterministic")
+    print(f"      decision: {decision}"
+          + (f"; undecided by design on: {', '.join(c.undecided_on)}"
+             if c.undecided_on else ""))
+    if c.perturbation is not None:
+        print(f"      perturbation it must catch: {c.perturbation.name}")
+    if c.positive_control is not None:
+        print("      positive control: a case inside its conditions where it holds")
 
 
 def _print_plugin_problems() -> None:

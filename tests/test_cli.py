@@ -143,6 +143,17 @@ def test_list_verbose_shows_parameters_and_defaults(capsys):
     assert main(["list"]) == 0 and "parameters (defaults)" not in capsys.readouterr().out
 
 
+def test_list_claim_describes_one_claim_and_names_its_file(capsys):
+    assert main(["list", "--claim", "hgp.theorem2.corrected"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hgp.theorem2.corrected  (bias_bound; HGP Thm 2")
+    assert "defined in: theory_checks/hgp/theorem2.py" in out
+    assert "perturbation it must catch:" in out and "Problems:" not in out
+    assert main(["list", "--claim", "hgp.theorem2.corected"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "hgp.theorem2.corrected" in err
+
+
 def test_report_of_a_missing_results_folder_is_one_line_without_a_bar(tmp_path, capsys):
     """`testbed report --results MISSING` drew an empty progress bar before its error."""
     assert main(["report", "--results", str(tmp_path / "missing"), "--out",

@@ -44,3 +44,16 @@ def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[...
         return dataclasses.replace(built, **{field: recast(part, cls, **fixed)})
 
     return make
+
+
+def field_variant(name: str, **change: Callable[[Any], Any]) -> Callable[..., Any]:
+    """Builder of registry entry ``name`` with some fields changed: each keyword is a field and
+    a rule from the built estimator to its wrong value (``neumann_terms=lambda e:
+    e.neumann_terms - 1``), the size of bug a translation layer makes in a library's call (the
+    adapters of ``integrations/`` plant theirs this way)."""
+    def make(**kw: Any) -> Any:
+        estimator = get_estimator(name).build(**kw)
+        return dataclasses.replace(estimator, **{field: rule(estimator)
+                                                 for field, rule in change.items()})
+
+    return make

@@ -1,13 +1,14 @@
 """One place per paper result: each claim, with its cases, check, perturbation and positive
 control, lives in the module named after its result, and nothing refers to it by a string.
 
-The layout (README, Design, "One module per paper result"): a paper's folder ``theory_checks/<paper>/`` holds
-its shared modules (:data:`SHARED_MODULES`: the paper's constants and hypotheses, its shared
-helpers, the wrong estimators that several results' perturbations or the mutants build, the
-mutants) and one module per result, named after the subject of its claims' ids
-(``hgp.theorem2.corrected`` lives in ``theory_checks/hgp/theorem2.py``; a comparison's id has
-no subject, ``comparison.aggitd_table2_factor`` lives in
-``theory_checks/comparison/aggitd_table2_factor.py``). A result module declares ``CLAIMS``.
+The layout (README, Design, "One module per paper result"): a paper's folder
+``theory_checks/<paper>/`` holds its shared modules (:data:`SHARED_MODULES`: the paper's
+constants and hypotheses, its shared helpers, the wrong estimators that several results'
+perturbations or the mutants build, the mutants) and one module per result, named after the
+subject of its claims' ids (``hgp.theorem2.corrected`` lives in
+``theory_checks/hgp/theorem2.py``; a comparison's id has no subject,
+``comparison.aggitd_table2_factor`` lives in ``theory_checks/comparison/aggitd_table2_factor.py``).
+A result module declares ``CLAIMS``.
 
 These tests read the modules themselves (attributes and ``ast``), so a claim defined elsewhere,
 a check or perturbation left in a shared module that only one result uses, a claims file, or a

@@ -108,7 +108,7 @@ def test_extra_round_costs_one_round():
 
 
 def test_inner_step_per_call_divides_by_n():
-    est = lower._inner_step_per_call(inner_steps=30, inner_step_size=0.3)
+    est = lower.INNER_STEP_PER_CALL.build(inner_steps=30, inner_step_size=0.3)
     assert math.isclose(est.inner_step_size, 0.01)
     assert dataclasses.replace(est, inner_step_size=0.3) == AggITD(inner_steps=30,
                                                                     inner_step_size=0.3)

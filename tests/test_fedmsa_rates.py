@@ -24,12 +24,12 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.fedmsa.common import (
     Branch,
     Layout,
-    _run_round,
     criterion_form,
     expected_criteria,
     fixed_point,
     identify_round,
     mean_maps,
+    run_round,
     validate_round,
 )
 from theory_checks.fedmsa.rate import replicated
@@ -96,7 +96,7 @@ def _every_round_output(alg, p, layout, start, branches) -> list[np.ndarray]:
         for samples in itertools.product(range(p.n_samples), repeat=sum(rows)):
             it = iter(samples)
             draws = [np.array([[next(it)] for _ in range(r)]) for r in rows]
-            outs.append(_run_round(alg, p, layout, start, m, draws=draws)[0])
+            outs.append(run_round(alg, p, layout, start, m, draws=draws)[0])
     return outs
 
 

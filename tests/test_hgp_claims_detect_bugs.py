@@ -68,7 +68,7 @@ def test_half_sampler_bias_is_what_the_description_says():
     half = noise_moments(p, x, est, sample_indices=np.arange(8))
     assert float(np.max(np.abs(half.mean[-1] - full.mean[-1]) / full.coordinate_sd)) >= 0.375
     # and the view draws only from the first half
-    view = perturb._HalfSampleView(p)
+    view = perturb.HalfSampleView(p)
     batch = view.sample_batch(np.random.default_rng(0), torch.arange(2), 200)
     assert int(batch.indices.max()) == 7
 

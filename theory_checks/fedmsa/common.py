@@ -414,10 +414,13 @@ class Branch:
         return dataclasses.replace(a, T=T, c=(1.0 - w) * a.c + w * b.c, responses=resp)
 
 
-def _run_round(alg: Any, problem: Any, layout: Layout, state: FedMSAState, choice: int,
+def run_round(alg: Any, problem: Any, layout: Layout, state: FedMSAState, choice: int,
                overrides: dict[tuple[int, int, int], int] | None = None,
                draws: Sequence[np.ndarray] | None = None
                ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+    """One round of ``alg`` from ``state`` with client ``choice`` sampled and the minibatches
+    scripted (``overrides`` by call, else ``draws``): the round's outputs in ``layout``'s order
+    and the shapes of the minibatches it asked for."""
     batches = ScriptedBatches(overrides or {}, draws)
     ctx = scripted_round_context(problem, alg.batch_size, choice, batches)
     return layout.outputs(alg.step(ctx, state)), batches.shapes
@@ -433,18 +436,18 @@ def identify_round(alg: Any, problem: Any, layout: Layout, n_samples: int,
     branches = []
     for m in (range(problem.n_clients) if clients is None else clients):
         base = start if start is not None else layout.state(np.zeros(layout.D))
-        c, shapes = _run_round(alg, problem, layout, base, m)
+        c, shapes = run_round(alg, problem, layout, base, m)
         T = None
         if start is None:
             eye = np.eye(layout.D)
-            T = np.stack([_run_round(alg, problem, layout, layout.state(eye[k]), m)[0] - c
+            T = np.stack([run_round(alg, problem, layout, layout.state(eye[k]), m)[0] - c
                           for k in range(layout.D)], axis=1)
         slots, responses = [], []
         for call, (rows, _) in enumerate(shapes):
             for row in range(rows):
                 resp = np.zeros((n_samples, c.shape[0]))
                 for i in range(1, n_samples):
-                    resp[i] = _run_round(alg, problem, layout, base, m,
+                    resp[i] = run_round(alg, problem, layout, base, m,
                                          overrides={(call, row, 0): i})[0] - c
                 slots.append((call, row))
                 responses.append(resp)
@@ -473,7 +476,7 @@ def validate_round(alg: Any, problem: Any, layout: Layout, branches: list[Branch
     assert state is not None
     draws = [rng.integers(0, n_samples, size=(rows, width))
              for rows, width in zip(branch.rows, branch.widths, strict=True)]
-    out, shapes = _run_round(alg, problem, layout, state, m, draws=draws)
+    out, shapes = run_round(alg, problem, layout, state, m, draws=draws)
     if out.shape != branch.c.shape or tuple(r for r, _ in shapes) != branch.rows:
         raise NotMeasurable("the round's outputs or minibatch calls changed between runs")
     pred = branch.predict(s, draws)

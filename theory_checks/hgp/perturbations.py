@@ -80,7 +80,7 @@ class _ProblemView:
         return getattr(self._problem, name)
 
 
-class _HalfSampleView(_ProblemView):
+class HalfSampleView(_ProblemView):
     """Minibatch indices from ``rng.integers(0, N // 2)`` (the bound of a train/validation split
     of the sample set applied to the whole set): only the first half is ever drawn."""
 
@@ -91,7 +91,7 @@ class _HalfSampleView(_ProblemView):
         return Batch(torch.as_tensor(indices, dtype=torch.long))
 
 
-class _SumReductionView(_ProblemView):
+class SumReductionView(_ProblemView):
     """A minibatch loss reduced by sum instead of mean (``reduction="sum"``): the sampled
     Hessians and Jacobians are b times too large."""
 
@@ -110,7 +110,7 @@ class ViewedProblem(HyperGradientPush):
 
     def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
             replicas: int = 1, track_consensus: bool = True) -> Any:
-        viewed = {"half_sample": _HalfSampleView, "sum": _SumReductionView}[self.view](problem)
+        viewed = {"half_sample": HalfSampleView, "sum": SumReductionView}[self.view](problem)
         return super().run(viewed, x, state, rng, replicas, track_consensus)
 
 

@@ -20,7 +20,6 @@ from testbed.algorithms.aggitd import AggITDState, FBOAggITD, one_round_upper
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
-from testbed.registry import get_estimator
 from theory_checks.aggitd import alg1, comm, errata, lemma3, lower, prop1, scaling
 from theory_checks.aggitd import perturbations as perturb
 from theory_checks.mutation import Mutant
@@ -106,21 +105,18 @@ class WithEstimator(FBOAggITD):
 
 def _both(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
     """The AggITD bug ``cls`` in the estimator entry and inside FBO-AggITD."""
-    def algorithm(**kw: Any) -> Any:
-        return recast(get_estimator("fbo-aggitd").build(**kw), WithEstimator,
-                      estimator_class=cls, estimator_fixed=tuple(fixed.items()))
-
-    return {"aggitd": registry_variant("aggitd", cls, **fixed), "fbo-aggitd": algorithm}
+    return {"aggitd": registry_variant("aggitd", cls, **fixed),
+            "fbo-aggitd": registry_variant("fbo-aggitd", WithEstimator, estimator_class=cls,
+                                           estimator_fixed=tuple(fixed.items()))}
 
 
 def _fbo(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
     return {"fbo-aggitd": registry_variant("fbo-aggitd", cls, **fixed)}
 
 
-def _uncorrected_lower(**kw: Any) -> AggITD:
-    """AggITD whose One-Round-Lower drops its FedSVRG control variate (the FedAvg lower level
-    of the SGD variant) while reporting the SVRG one."""
-    return recast(get_estimator("aggitd").build(**kw), AggITD, lower_solver="sgd")
+#: AggITD whose One-Round-Lower drops its FedSVRG control variate (the FedAvg lower level of the
+#: SGD variant) while reporting the SVRG one.
+UNCORRECTED_LOWER = registry_variant("aggitd", AggITD, lower_solver="sgd")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -156,7 +152,7 @@ MUTANTS: tuple[Mutant, ...] = (
            _both(perturb.MeanOverAllClients), first=(scaling.PARTICIPATION.id,)),
     Mutant("aggitd.lower_correction_dropped", "AggITD", "correction",
            "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
-           {"aggitd": _uncorrected_lower}, first=(IDENTITY, lower.CONTRACTION.id)),
+           {"aggitd": UNCORRECTED_LOWER}, first=(IDENTITY, lower.CONTRACTION.id)),
     Mutant("fbo-aggitd.upper_missing_1_over_tau", "FBO-AggITD", "normalisation",
            "One-Round-Upper's local step alpha, not alpha / tau_i",
            _fbo(perturb.UnscaledUpper), first=(errata.DH_THEOREM2_CONSTANT.id,)),

@@ -11,15 +11,13 @@ reuse the classes.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
-from testbed.registry import get_estimator
-from theory_checks.perturbed_variants import recast
+from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- maps
 
@@ -159,22 +157,11 @@ class AscentOnZ(FedMSA):
 # --------------------------------------------------------------------------- builders
 
 
-def fedmsa_variant(cls: type = FedMSA, maps: Any = None, entry: str = "fedmsa"
-                   ) -> Callable[..., FedMSA]:
-    """Builder of registry entry ``entry`` recast as the subclass ``cls`` of FedMSA, with the
-    maps ``maps`` when given (a perturbation's or a mutant's build)."""
-    def make(**kw: Any) -> FedMSA:
-        alg = get_estimator(entry).build(**kw)
-        return recast(alg, cls, **({} if maps is None else {"maps": maps}))
-
-    return make
-
-
-fresh_sample_at_old_point = fedmsa_variant(maps=FreshSampleAtOldPoint())
-indirect_term_on_w = fedmsa_variant(maps=IndirectTermOnW())
-always_paper_semantics = fedmsa_variant(maps=AlwaysPaper(), entry="fedmsa-mco")
-one_client_global = fedmsa_variant(OneClientGlobal)
-stateful_client = fedmsa_variant(StatefulClient)
-extra_local_step = fedmsa_variant(ExtraLocalStep)
-ignores_k = fedmsa_variant(IgnoresK)
-ascent_on_z = fedmsa_variant(AscentOnZ)
+fresh_sample_at_old_point = registry_variant("fedmsa", FedMSA, maps=FreshSampleAtOldPoint())
+indirect_term_on_w = registry_variant("fedmsa", FedMSA, maps=IndirectTermOnW())
+always_paper_semantics = registry_variant("fedmsa-mco", FedMSA, maps=AlwaysPaper())
+one_client_global = registry_variant("fedmsa", OneClientGlobal)
+stateful_client = registry_variant("fedmsa", StatefulClient)
+extra_local_step = registry_variant("fedmsa", ExtraLocalStep)
+ignores_k = registry_variant("fedmsa", IgnoresK)
+ascent_on_z = registry_variant("fedmsa", AscentOnZ)

@@ -83,7 +83,8 @@ from theory_checks.fedmsa.constants import (
     heterogeneity_tau,
     theorem31_steps,
 )
-from theory_checks.fedmsa.perturbations import fedmsa_variant, ignores_k, one_client_global
+from theory_checks.fedmsa.perturbations import ignores_k, one_client_global
+from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- perturbation
 
@@ -102,7 +103,7 @@ class WeightDecay(FedMSA):
         return h + self.decay * points[0, : h.shape[0]], q
 
 
-weight_decay = fedmsa_variant(WeightDecay)
+weight_decay = registry_variant("fedmsa", WeightDecay)
 
 # --------------------------------------------------------------------------- cases
 

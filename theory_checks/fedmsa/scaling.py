@@ -47,7 +47,8 @@ from theory_checks.fedmsa.constants import (
     THEOREM31_STEPS,
     theorem31_steps,
 )
-from theory_checks.fedmsa.perturbations import FirstClientOnly, fedmsa_variant
+from theory_checks.fedmsa.perturbations import FirstClientOnly
+from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- perturbation
 
@@ -61,7 +62,7 @@ class AdoptFirst(FedMSA):
         return super().step(view, state)
 
 
-adopt_first = fedmsa_variant(AdoptFirst)
+adopt_first = registry_variant("fedmsa", AdoptFirst)
 
 
 def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -27,7 +27,7 @@ from testbed.decentralized.pushsum import push_sum
 from testbed.registry import get_estimator
 from theory_checks.hgp import communication, exact_averaging, lemma2, negative_control, taxonomy
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import recast
+from theory_checks.perturbed_variants import recast, registry_variant
 
 LOOP_ENTRIES = ("hgp", "hgp-exact-averaging", "hgp-stochastic", "hgp-static", "hgp-practical")
 GOSSIP_ENTRIES = ("hgp", "hgp-stochastic", "hgp-static", "hgp-practical")
@@ -281,7 +281,6 @@ MUTANTS: tuple[Mutant, ...] = (
            first=(CONSENSUS,)),
     Mutant("hgp-globalgrad.client_adjoint", "HGP closed forms", "per_client",
            "GlobalGrad computed with each client's own c_i instead of sum_k c_k",
-           {"hgp-globalgrad": lambda **kw: recast(get_estimator("hgp-globalgrad").build(**kw),
-                                                  ClientAdjointGlobal)},
+           {"hgp-globalgrad": registry_variant("hgp-globalgrad", ClientAdjointGlobal)},
            first=(taxonomy.CLOSED_FORMS.id,)),
 )

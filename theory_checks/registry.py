@@ -10,6 +10,7 @@ package and entry point in :func:`claim_plugin_problems`; the built-ins are neve
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import pkgutil
@@ -90,13 +91,24 @@ def defined_in(claim: Claim) -> str:
     (``theory_checks/hgp/theorem2.py``, relative to the installed package's parent), which holds
     its statement, hypotheses, cases, check, perturbation and positive control; for a plugin's
     claim (not in a paper's package) the module of its check."""
+    declared = _declaring_modules().get(claim.id)
+    if declared is not None and declared[0] is claim:
+        return _relative(declared[1])
+    check_module = inspect.getmodule(claim.check)
+    return f"its check in {check_module.__name__ if check_module else '?'}"
+
+
+@functools.cache
+def _declaring_modules() -> dict[str, tuple[Claim, types.ModuleType]]:
+    """Each built-in claim id with its claim and the module whose ``CLAIMS`` declares it (the
+    papers' packages are scanned once)."""
+    found: dict[str, tuple[Claim, types.ModuleType]] = {}
     for package in PAPER_PACKAGES:
         for info in pkgutil.iter_modules(package.__path__):
             module = importlib.import_module(f"{package.__name__}.{info.name}")
-            if any(c is claim for c in getattr(module, "CLAIMS", ())):
-                return _relative(module)
-    check_module = inspect.getmodule(claim.check)
-    return f"its check in {check_module.__name__ if check_module else '?'}"
+            for declared in getattr(module, "CLAIMS", ()):
+                found[declared.id] = (declared, module)
+    return found
 
 
 def _relative(module: types.ModuleType) -> str:

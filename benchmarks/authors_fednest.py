@@ -95,8 +95,6 @@ AUTHORS_OBJECTS = {
     "build_model": "models.ModelBuilder:build_model",
     "args_parser": "utils.options:args_parser",
 }
-AUTHORS_FILES = tuple(sorted({reference.partition(":")[0].replace(".", "/") + ".py"
-                              for reference in AUTHORS_OBJECTS.values()}))
 CLIENTS, QUICK_CLIENTS = 100, 4
 PER_CLIENT, QUICK_PER_CLIENT = 600, 20  # MNIST's 60,000 training images over 100 clients
 CLIENTS_PER_ROUND = (10, 100)
@@ -164,7 +162,7 @@ def authors_repo(path: str | os.PathLike[str] | None) -> Path | None:
     their modules.
     """
     named = path if path is not None else named_checkout()
-    return None if named is None else checkout(named, AUTHORS_FILES)
+    return None if named is None else checkout(named, AUTHORS_OBJECTS)
 
 
 def authors_arguments(code: types.SimpleNamespace, clients: int, per_round: int, batch: int,

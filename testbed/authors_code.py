@@ -8,7 +8,7 @@ import requires``) get empty stand-ins when those packages are absent. Nothing o
 copied into this project.
 
 >>> try:
-...     checkout("/nowhere", ("core/Client_hr.py",))
+...     checkout("/nowhere", {"Client": "core.Client_hr:Client"})
 ... except AuthorsCodeError as error:
 ...     print(error)
 /nowhere is not a checkout of ucr-optml/FedNest: it lacks core/Client_hr.py
@@ -20,7 +20,7 @@ import importlib
 import os
 import sys
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The environment variable naming a checkout, when no path is given.
@@ -35,10 +35,13 @@ class AuthorsCodeError(ImportError):
     """The named folder does not hold the authors' FedNest code, or it cannot be imported."""
 
 
-def checkout(path: str | os.PathLike[str], files: Iterable[str]) -> Path:
-    """The folder ``path``, resolved, once it is checked to hold each of ``files`` (their
-    modules a caller needs, relative to the repository root)."""
+def checkout(path: str | os.PathLike[str], names: Mapping[str, str]) -> Path:
+    """The folder ``path``, resolved, once it is checked to hold the file of each module that
+    ``names`` (attribute -> ``"module:name"``, as :func:`import_authors_code` takes them)
+    imports from."""
     repo = Path(path).expanduser().resolve()
+    files = sorted({reference.partition(":")[0].replace(".", "/") + ".py"
+                    for reference in names.values()})
     missing = [name for name in files if not (repo / name).is_file()]
     if missing:
         raise AuthorsCodeError(f"{repo} is not a checkout of ucr-optml/FedNest: it lacks "

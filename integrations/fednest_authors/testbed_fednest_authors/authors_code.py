@@ -27,8 +27,6 @@ AUTHORS_OBJECTS = {
     "FedAvgP": "utils.Fed:FedAvgP",
     "args_parser": "utils.options:args_parser",
 }
-AUTHORS_FILES = tuple(sorted({reference.partition(":")[0].replace(".", "/") + ".py"
-                              for reference in AUTHORS_OBJECTS.values()}))
 
 
 def authors_repo() -> Path:
@@ -36,7 +34,7 @@ def authors_repo() -> Path:
     named = named_checkout()
     if named is None:
         raise AuthorsCodeError(f"the authors' FedNest code is not found: {HOW}")
-    return checkout(named, AUTHORS_FILES)
+    return checkout(named, AUTHORS_OBJECTS)
 
 
 @contextlib.contextmanager

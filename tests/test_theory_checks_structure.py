@@ -34,11 +34,6 @@ def _modules(package: Path) -> list[Path]:
     return sorted(package.rglob("*.py"))
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
 def _enclosing_functions(tree: ast.AST) -> dict[ast.AST, str]:
     """Each node's innermost enclosing function name ("" at module level)."""
     owner: dict[ast.AST, str] = {}

@@ -43,7 +43,7 @@ from testbed_app.experiments.segments import SegmentResult, iter_experiments, ru
 from testbed_app.flower import command as deploy
 from testbed_app.report_command import report_command
 from theory_checks.calibration import calibrate, format_table
-from theory_checks.claim import VERDICTS
+from theory_checks.claim import VERDICTS, Claim
 from theory_checks.comparison import table as comparison_table
 from theory_checks.registry import CLAIM_DB, claim_plugin_problems, defined_in, get_claim
 from theory_checks.runner import get_profile, run_claims
@@ -117,7 +117,7 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_claim(c: Any) -> None:
+def _describe_claim(c: Claim) -> None:
     """The claim's statement, where it is defined, estimators, decision, perturbation and
     control (``testbed list --verbose`` and ``--claim``)."""
     print(f"      {c.statement}")

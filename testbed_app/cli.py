@@ -304,7 +304,13 @@ def main(argv: list[str] | None = None) -> int:
             from testbed_app.commands import execute as run
         with warnings.catch_warnings():
             warnings.showwarning = _one_line_warning
-            return int(run(args))
+            status = int(run(args))
+        # the last of the output is written here, not at the interpreter's exit, so that a
+        # reader that has closed the pipe (`| head`) is met by the handler below whatever the
+        # output's size (63 kB of `list --verbose` fit the pipe's buffer, and its last flush
+        # came at exit, past the handler)
+        sys.stdout.flush()
+        return status
     except KeyboardInterrupt:
         print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
               "kept)", file=sys.stderr)

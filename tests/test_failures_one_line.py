@@ -97,6 +97,25 @@ def test_list_verbose_into_a_closed_pipe_exits_quietly():
     assert done.stderr == "" and done.returncode == 0
 
 
+
+def test_the_last_output_meets_a_closed_pipe_inside_the_command(monkeypatch):
+    """The output still buffered when a command returns is written before main returns, where
+    the closed-pipe handler sees it: left to the interpreter's exit, it printed "Exception
+    ignored ... BrokenPipeError" when the reader had gone by then (CI, `list --verbose | head
+    -1` under load: its 63 kB fit the pipe's buffer). Deterministic here: a reader gone before
+    the first byte, and an output smaller than the stream's buffer."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 8192),
+                              encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        assert main(["list", "--claim", "classical.gd.linear_rate"]) == 0
+        stream.flush()  # what the interpreter does at exit: nothing is left to break
+    finally:
+        monkeypatch.undo()
+        stream.close()
+
 # ------------------------------------------------------------------------------ plugins, verify
 
 

@@ -18,6 +18,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -155,6 +156,12 @@ def interleaved(
 def speedup(slow: Timing, fast: Timing) -> float:
     """``slow / fast`` of the medians: how many times faster the fast side is."""
     return slow.median / fast.median
+
+
+def progress(message: str) -> None:
+    """One line on stderr at once (a long benchmark's log shows each point as it is measured,
+    and keeps it when a time limit stops the run before the results file is written)."""
+    print(message, file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------- machine

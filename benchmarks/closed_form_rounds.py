@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import Row, Sized, Target, cli, interleaved, target
+from _common import Row, Sized, Target, cli, interleaved, progress, target
 from _loops import (
     AutogradLoop,
     ClosedFormLoop,
@@ -242,9 +242,15 @@ def cuda_rows(quick: bool) -> list[Row]:
     do not fit the GPU's free memory is a row saying so (``skipped``), not a crash."""
     d = CUDA_DIM(quick)
     base = QuadraticBilevel.random(CUDA_TILE(quick), d, d, 10.0, 0.3, seed=0)
+    # The step sizes are resolved on the tile, on the CPU: a problem made of whole copies of the
+    # tile has the tile's constants (means and per-client extremes; equal to float64 round-off),
+    # while resolving them on the tiled problem takes per-client SVDs on the GPU, each a separate
+    # small solver call: the first H100 session (2026-11-26) spent its 60 s there at M = 10^3.
+    resolved = algorithms(base)
     rows: list[Row] = []
     gpu = torch.cuda.get_device_name(0)
     for M in CUDA_CLIENTS(quick):
+        assert M % base.n_clients == 0, "whole copies of the tile keep its constants"
         need, (free, _) = array_bytes(M, d), torch.cuda.mem_get_info()
         if need > CUDA_MEMORY_FRACTION * free:
             rows.append({"device": "cuda", "algorithm": "fednest, fbo-aggitd", "clients": M,
@@ -252,13 +258,14 @@ def cuda_rows(quick: bool) -> list[Row]:
                          "skipped": f"needs {need / 1e9:.0f} GB of float64 arrays; {gpu} has "
                                     f"{free / 1e9:.0f} GB free ({CUDA_MEMORY_FRACTION:.0%} "
                                     "usable)"})
+            progress(f"cuda M = {M}, d = {d}: {rows[-1]['skipped']}")
             continue
         with torch.device("cuda"):
             start = time.perf_counter()
             problem = tiled(base, M)
             torch.cuda.synchronize()
             build_s = time.perf_counter() - start
-            for name, algorithm in algorithms(problem).items():
+            for name, algorithm in resolved.items():
                 state = algorithm.init(problem)
                 timings = interleaved({"batched": functools.partial(one_round, algorithm,
                                                                     problem, state),
@@ -277,6 +284,9 @@ def cuda_rows(quick: bool) -> list[Row]:
                              "replica_over_batched": timings["replica"].median / batched.median,
                              "batched_ms_per_client": 1e3 * batched.median / M,
                              "repeats": batched.repeats})
+                progress(f"cuda {name}, M = {M}, d = {d}: batched {batched.median:.4g} s, "
+                         f"replica {timings['replica'].median:.4g} s (problem built in "
+                         f"{build_s:.3g} s)")
         del problem
         torch.cuda.empty_cache()
     return rows

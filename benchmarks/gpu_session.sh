@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU session of the testbed (issue 24), at most 8 minutes of device time:
+# One GPU session of the testbed (issue 24), at most 11 minutes of device time:
 #   install the project, record the device, run the tests marked `gpu` (every shipped config for
 #   2 steps on CUDA against the CPU, the TF32 policy, the CNN influence step with and without
 #   TF32, claims on CUDA against the CPU), every claim on CUDA and on the CPU compared claim by
@@ -23,8 +23,13 @@ PYTHON=${PYTHON:-python3}
 say() { echo "$*" | tee -a "$LOG"; }
 
 # step NAME LIMIT_SECONDS COMMAND...: run with a time limit, output in $OUT/NAME.log
+# ONLY="name name ...": run only these steps (a rerun of what failed, within a device budget)
 step() {
   local name=$1 limit=$2; shift 2
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then
+    say "== $name: skipped (not in ONLY)"
+    return 0
+  fi
   local start; start=$(date +%s)
   say "== $name (limit ${limit} s): $*"
   timeout --kill-after=10 "$limit" "$@" > "$OUT/$name.log" 2>&1
@@ -88,25 +93,37 @@ step gpu-tests 180 $PYTHON -m pytest -m gpu -p no:cacheprovider -n 4 -v -rs --du
   --junitxml="$OUT/gpu-tests.xml" tests/test_gpu.py tests/test_devices.py
 
 if [ "$CUDA" = "1" ]; then
-  # 4. every claim (fast profile) on CUDA and on this machine's CPU, side by side, then compared
-  #    claim by claim (verdicts, power, cases; the measured numbers' largest difference)
-  check_both() {
+  # 4. every claim (fast profile) on this machine's CPU and on CUDA, side by side, then compared
+  #    claim by claim (verdicts, power, cases; the measured numbers' largest difference). CUDA:
+  #    one command per paper, in parallel (small problems keep a GPU busy only from several
+  #    processes; a claim that stops with an error stops its own paper's run, not the others)
+  check_devices() {
+    local pids=() paper jobs ids
     "$PYTHON" -m testbed_app check --claims-only --quiet --device cpu --jobs 6 \
       --results "$OUT/check-cpu" > "$OUT/check-cpu.log" 2>&1 &
-    "$PYTHON" -m testbed_app check --claims-only --quiet --device cuda --jobs 4 \
-      --results "$OUT/check-cuda"
-    local rc=$?
-    wait
+    pids+=($!)
+    for spec in aggitd:3 classical:1 comparison:1 fedmsa:2 fednest:4 hgp:3; do
+      paper=${spec%%:*} jobs=${spec##*:}
+      ids=$("$PYTHON" -c "from theory_checks.registry import CLAIM_DB
+print(' '.join(sorted(c.id for c in CLAIM_DB if c.id.split('.')[0] == '$paper')))")
+      # shellcheck disable=SC2086
+      "$PYTHON" -m testbed_app check --claim $ids --claims-only --quiet --device cuda \
+        --jobs "$jobs" --results "$OUT/check-cuda/$paper" > "$OUT/check-cuda-$paper.log" 2>&1 &
+      pids+=($!)
+    done
+    local rc=0 pid
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    tail -n 2 "$OUT"/check-cuda-*.log
     return $rc
   }
-  export -f check_both
+  export -f check_devices
   export OUT
-  step check-devices 90 bash -c check_both
-  step compare-devices 20 $PYTHON benchmarks/compare_devices.py "$OUT/check-cpu" \
-    "$OUT/check-cuda" --json "$OUT/compare-devices.json"
+  step check-devices 240 bash -c check_devices
+  step compare-devices 20 bash -c '"$PYTHON" benchmarks/compare_devices.py "$OUT/check-cpu" \
+    "$OUT"/check-cuda/* --json "$OUT/compare-devices.json"'
 
   # 5. the CUDA benchmark rows
-  step bench-closed-form 60 $PYTHON benchmarks/run.py closed_form_rounds --device cuda \
+  step bench-closed-form 120 $PYTHON benchmarks/run.py closed_form_rounds --device cuda \
     --out "$OUT/bench"
   step bench-workload 60 $PYTHON benchmarks/run.py workload_round --device cuda --out "$OUT/bench"
 else

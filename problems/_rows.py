@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError
+from problems._base import Batch, ProblemError, default_device
 
 # ---------------------------------------------------------------------------------------------
 # Client rows without copies. Under full participation the evaluated clients are 0..M-1 in order,
@@ -26,13 +26,15 @@ _SHARED_IDS: dict[int, torch.Tensor] = {}  # id -> the shared tensor (a fast ide
 
 
 def all_clients(n_clients: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """The shared ``arange(n_clients)`` (int64): "every client, in order".
+    """The shared ``arange(n_clients)`` (int64): "every client, in order", on ``device``
+    (default: torch's default device, where ``--device`` and ``with torch.device(...)`` put the
+    problems; the CPU otherwise).
 
     The same tensor object is returned on every call (unless someone modified it in place, which
     its version counter reveals: then a fresh one replaces it), so :func:`is_all_clients` can
     recognise full participation by identity. Treat it as read-only.
     """
-    key = (int(n_clients), str(torch.device("cpu") if device is None else torch.device(device)))
+    key = (int(n_clients), str(default_device() if device is None else torch.device(device)))
     cached = _ALL_CLIENTS.get(key)
     if cached is None or cached._version != 0:
         if cached is not None:

@@ -15,11 +15,14 @@ import json
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
-from problems import PROBLEM_DB, QuadraticBilevel, from_spec
+from problems import PROBLEM_DB, QuadraticBilevel, all_clients, from_spec
 from testbed.devices import DEVICE_ENV, use_device
+from testbed.federation.context import FederatedContext
+from testbed.federation.sampling import ClientSampler
 from testbed_app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +51,26 @@ def test_every_family_moves_every_array_to_the_device(info) -> None:
     assert problem.device.type == "cpu"  # a copy: the CPU problem is untouched
     if hasattr(moved, "initial_point"):
         assert all(v.device.type == "meta" for v in moved.initial_point())
+
+
+@pytest.mark.parametrize("participation", [None, 0.5, 2])
+def test_the_clients_of_a_round_are_on_the_commands_device(participation) -> None:
+    """On an H100 (2026-11-26), ``testbed check --device cuda`` stopped in ``index_select``:
+    "index is on cpu, different from other tensors on cuda:0". The shared ``arange(M)`` of
+    full participation was made on the CPU whatever the default device. Every tensor of client
+    indices a round hands out (participants, all clients, minibatch indices) is on the device
+    that ``--device`` or ``with torch.device(...)`` sets; ``meta`` stands in for CUDA."""
+    problem = QuadraticBilevel.random(4, 3, 3, 10.0, 0.3, seed=1, n_samples=3)
+    with torch.device("meta"):
+        ctx = FederatedContext(problem.to("meta"), np.random.default_rng(0), participation, 2)
+        clients = ctx.participants()
+        handed = {"participants": clients, "all clients": ctx.all_clients(),
+                  "problems.all_clients": all_clients(4),
+                  "sampler": ClientSampler(4, participation).sample(np.random.default_rng(1)),
+                  "batch": ctx.draw(clients).indices}
+    assert {name: t.device.type for name, t in handed.items()} == dict.fromkeys(handed, "meta")
+    on_cpu = FederatedContext(problem, np.random.default_rng(0), participation, 2)
+    assert on_cpu.participants().device.type == on_cpu.all_clients().device.type == "cpu"
 
 
 def test_a_moved_problem_computes_the_same_numbers_and_rebuilds_its_caches() -> None:

@@ -20,10 +20,15 @@ import pytest
 import torch
 
 from problems import PROBLEM_DB, QuadraticBilevel, all_clients, from_spec
+from testbed import get_estimator
 from testbed.devices import DEVICE_ENV, use_device
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import ClientSampler
 from testbed_app.cli import main
+from theory_checks.claim import Case
+from theory_checks.exact_quantities import sign_fixed
+from theory_checks.registry import get_claim
+from theory_checks.runner import measure
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_CUDA = "needs a CUDA GPU (torch.cuda.is_available() is False); run by tox -e gpu"
@@ -71,6 +76,60 @@ def test_the_clients_of_a_round_are_on_the_commands_device(participation) -> Non
     assert {name: t.device.type for name, t in handed.items()} == dict.fromkeys(handed, "meta")
     on_cpu = FederatedContext(problem, np.random.default_rng(0), participation, 2)
     assert on_cpu.participants().device.type == on_cpu.all_clients().device.type == "cpu"
+
+
+#: Cases whose checks start from a singular vector, where the H100 run of 2026-11-26 measured
+#: other numbers than the CPU (same verdicts): cuSOLVER returned the vector with the other sign,
+#: or round-off chose another of several equal largest singular values.
+SINGULAR_VECTOR_CASES = [
+    ("hgp.theorem2.corrected",  # error at y* + Delta: 0.6036 on the CPU, 0.6318 on CUDA
+     # (every client's P_i^T Q_i has the top singular value 0.5876: round-off chose the client)
+     {"family": "PerClientQuadratic.random", "n_clients": 4, "dim_hyper": 2, "dim_y": 1,
+      "condition_number": 1.0, "seed": 1, "hessian_heterogeneity": 0.44453194491202785,
+      "cross_scale": 0.38108441191251163, "outer_coupling": 0.5876389661079793,
+      "target_heterogeneity": 2.0, "rho": 0.7857725321917909, "mu": 1.0, "n_samples": 0,
+      "hessian_noise": 0.0, "cross_noise": 0.0, "gradient_noise": 0.0},
+     {"point_seed": 67920}),
+    ("fedmsa.lemma_b1.contraction_corrected",  # -0.0038393 on the CPU, -0.0038416 on CUDA
+     {"family": "QuadraticBilevel.random", "n_clients": 2, "dim_x": 1, "dim_y": 3,
+      "condition_number": 6.896260511901779, "seed": 3752800,
+      "hessian_heterogeneity": 0.4263316135029306, "gradient_heterogeneity": 1.0, "mu": 1.5,
+      "n_samples": 0, "gradient_noise": 0.0, "hessian_noise": 0.0},
+     {"seed": 404}),
+]
+
+
+@pytest.mark.parametrize(("claim_id", "spec", "params"), SINGULAR_VECTOR_CASES,
+                         ids=[c[0] for c in SINGULAR_VECTOR_CASES])
+def test_a_check_from_a_singular_vector_measures_the_same_whatever_its_sign(
+        claim_id, spec, params, monkeypatch) -> None:
+    """Another solver is emulated on the CPU by a ``torch.linalg.svd`` that returns
+    ``(-U, S, -Vh)`` (the same factorisation, the other signs) with the last matrix's singular
+    values 4 ulps larger (round-off that makes the last of several equal ones the largest): the
+    measurement must not change."""
+    claim = get_claim(claim_id)
+    make = get_estimator(claim.estimators[0]).build
+    as_lapack = measure(claim, Case(from_spec(spec), params), make)
+    lapack_svd = torch.linalg.svd
+
+    def other_signs(matrix, *args, **kwargs):
+        U, S, Vh = lapack_svd(matrix, *args, **kwargs)
+        if S.ndim == 2:  # a stack: the last matrix's values up by 4 ulps
+            S = torch.cat([S[:-1], S[-1:] * (1.0 + 4 * torch.finfo(S.dtype).eps)])
+        return -U, S, -Vh
+
+    monkeypatch.setattr(torch.linalg, "svd", other_signs)
+    as_other = measure(claim, Case(from_spec(spec), params), make)
+    assert as_other.passed == as_lapack.passed
+    # float64 round-off of the same runs (the two signs' runs are both made either way)
+    assert as_other.measured == pytest.approx(as_lapack.measured, rel=1e-12, abs=1e-15)
+
+
+def test_sign_fixed_picks_one_of_the_two_signs_whatever_it_is_given() -> None:
+    vector = torch.tensor([0.3, -0.9, 0.9, 0.1], dtype=torch.float64)
+    fixed = sign_fixed(vector)
+    assert torch.equal(fixed, -vector) and torch.equal(sign_fixed(-vector), fixed)
+    assert float(fixed[1]) == 0.9  # the first of the largest entries, made positive
 
 
 def test_a_moved_problem_computes_the_same_numbers_and_rebuilds_its_caches() -> None:

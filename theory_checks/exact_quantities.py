@@ -50,6 +50,19 @@ class QuadraticView:
         return values.cpu().numpy(), vectors.cpu().numpy()
 
 
+def sign_fixed(vector: torch.Tensor) -> torch.Tensor:
+    """``vector`` or ``-vector``, whichever has its largest-magnitude entry (the first of
+    equal ones) positive.
+
+    A singular vector or an eigenvector is defined up to its sign, and LAPACK (CPU) and cuSOLVER
+    (CUDA) pick different signs: a check that starts from one (a worst direction, a worst start)
+    fixes the sign by this rule so that it computes the same numbers on every device. A check
+    whose statement is "for every direction" evaluates both signs anyway.
+    """
+    index = int(torch.argmax(vector.abs()))
+    return vector if float(vector[index]) >= 0.0 else -vector
+
+
 def quadratic_view(problem: Problem, x: torch.Tensor, y: torch.Tensor) -> QuadraticView:
     oracles = Oracles(problem)
     clients = torch.arange(problem.n_clients)

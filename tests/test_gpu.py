@@ -59,6 +59,7 @@ def test_every_shipped_config_gives_the_cpus_metrics_on_cuda(path, tmp_path):
     cpu, cuda = _rows(path, "cpu", tmp_path), _rows(path, "cuda", tmp_path)
     assert cuda["summary"]["status"] == cpu["summary"]["status"]
     assert len(cuda["rows"]) == len(cpu["rows"]) == 2
+    largest = 0.0
     for a, b in zip(cpu["rows"], cuda["rows"], strict=True):
         assert set(a) == set(b)
         for key, value in a.items():
@@ -68,8 +69,12 @@ def test_every_shipped_config_gives_the_cpus_metrics_on_cuda(path, tmp_path):
             elif "accuracy" in key or key.endswith("_p10"):
                 assert abs(other - value) <= cpu["one_sample"] + 1e-12, (key, value, other)
             else:
-                assert abs(other - value) <= FLOAT32_RTOL * max(1.0, abs(value)), \
-                    (key, value, other)
+                difference = abs(other - value) / max(1.0, abs(value))
+                largest = max(largest, difference)
+                assert difference <= FLOAT32_RTOL, (key, value, other)
+    # the figure for the README (gpu_session.sh runs pytest with -rP, which shows it)
+    print(f"{path.stem}: largest difference of a continuous metric {largest:.2g} of "
+          "max(1, |CPU value|)")
 
 
 def test_the_precision_policy_keeps_float32_products_ieee_on_the_gpu():
@@ -94,6 +99,8 @@ def test_the_cnn_influence_step_gives_the_cpus_figures_on_cuda(tmp_path):
     run = _rows(path, "cuda", tmp_path, steps=1)
     assert run["summary"]["status"].startswith(("completed", "partial"))
     row = run["rows"][0]
+    print("hgp_influence_cnn step 1 on CUDA:",
+          {key: row[key] for key in CNN_STEP1_CPU}, "CPU:", CNN_STEP1_CPU)
     for key in ("train_grad_norm", "lambda_max"):
         assert row[key] == pytest.approx(CNN_STEP1_CPU[key], rel=CNN_RTOL), key
     assert abs(row["test_accuracy"] - CNN_STEP1_CPU["test_accuracy"]) <= run["one_sample"] + 1e-9
@@ -103,6 +110,8 @@ def test_the_cnn_influence_step_with_tf32_forced_matches_or_stops_as_diverged(tm
     path = ROOT / "configs" / "hgp_influence_cnn.toml"
     run = _rows(path, "cuda", tmp_path, steps=1, **{"run.tf32": True})
     status = run["summary"]["status"]
+    print(f"hgp_influence_cnn step 1 on CUDA with TF32: {status}",
+          {key: run["rows"][0].get(key) for key in CNN_STEP1_CPU} if run["rows"] else "")
     if status.startswith("diverged"):
         assert "step 1" in status
         meta = json.loads((tmp_path / "cuda" / "runs" / run["name"]

@@ -97,22 +97,26 @@ if [ "$CUDA" = "1" ]; then
   #    claim by claim (verdicts, power, cases; the measured numbers' largest difference). CUDA:
   #    one command per paper, in parallel (small problems keep a GPU busy only from several
   #    processes; a claim that stops with an error stops its own paper's run, not the others).
-  #    On the H100 the CUDA runs took 11x the CPU's claim time (small problems: kernel launches);
+  #    On the H100 a claim took 13x its CPU time (median; small problems: kernel launches);
   #    CHECK_SECONDS (default 420) bounds the step, and what finished is compared.
   check_devices() {
     local pids=() paper jobs ids
     "$PYTHON" -m testbed_app check --claims-only --quiet --device cpu --jobs 6 \
       --results "$OUT/check-cpu" > "$OUT/check-cpu.log" 2>&1 &
     pids+=($!)
-    for spec in aggitd:3 classical:1 comparison:1 fedmsa:2 fednest:4 hgp:3; do
-      paper=${spec%%:*} jobs=${spec##*:}
-      ids=$("$PYTHON" -c "from theory_checks.registry import CLAIM_DB
-print(' '.join(sorted(c.id for c in CLAIM_DB if c.id.split('.')[0] == '$paper')))")
+    # every paper of the registry (its id's first part), one worker per 8 of its claims (1-4)
+    while read -r paper jobs ids; do
       # shellcheck disable=SC2086
       "$PYTHON" -m testbed_app check --claim $ids --claims-only --quiet --device cuda \
         --jobs "$jobs" --results "$OUT/check-cuda/$paper" > "$OUT/check-cuda-$paper.log" 2>&1 &
       pids+=($!)
-    done
+    done < <("$PYTHON" -c "
+from theory_checks.registry import CLAIM_DB
+papers = {}
+for claim in CLAIM_DB:
+    papers.setdefault(claim.id.split('.')[0], []).append(claim.id)
+for paper, ids in sorted(papers.items()):
+    print(paper, min(4, max(1, len(ids) // 8)), ' '.join(sorted(ids)))")
     local rc=0 pid
     for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
     tail -n 2 "$OUT"/check-cuda-*.log

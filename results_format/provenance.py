@@ -9,6 +9,7 @@ importing the packages, so this module stays standard library only (see :mod:`re
 
 from __future__ import annotations
 
+import functools
 import platform
 import subprocess
 from importlib import metadata
@@ -19,8 +20,10 @@ from typing import Any
 PACKAGES: tuple[str, ...] = ("numpy", "scipy", "torch", "sympy", "hypothesis")
 
 
+@functools.cache
 def git_commit() -> str:
-    """The checkout's ``HEAD`` commit, or ``"unknown"`` outside a git checkout."""
+    """The checkout's ``HEAD`` commit, or ``"unknown"`` outside a git checkout (read once per
+    process: every claim record names it)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
                              check=True, cwd=Path(__file__).resolve().parent)

@@ -20,7 +20,7 @@ from problems import default_device, from_spec
 from results_format import atomic_write_bytes, json_default
 from results_format.layout import CLAIMS, COUNTEREXAMPLES, METADATA, SERIES
 from results_format.paths import inside
-from results_format.provenance import provenance
+from results_format.provenance import git_commit, provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
 from results_format.verdicts import FILES_KEY, claim_file_problem
@@ -239,6 +239,9 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "readings": [r.summary() for r in result.readings],
         "holding_readings": result.holding_readings,
         "scale": claim.scale or None,
+        # the code and the device that computed this record: a later run that reuses it says
+        # when either differs from its own (testbed_app.commands.check_command)
+        "computed_by": computed_by(),
         # the companion files' digests, so a reader can tell they are the ones written here
         FILES_KEY: {relative: file_digest(data) for relative, data in files.items()},
     }
@@ -247,6 +250,29 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
         payload, default=json_default))), indent=2)
     return files
+
+
+def computed_by() -> dict[str, str]:
+    """``{"git_commit": ..., "device": ...}``: what a claim record computed here names as its
+    provenance (``metadata.json`` names the last run's, which a resumed folder mixes)."""
+    return {"git_commit": git_commit(), "device": str(default_device())}
+
+
+def reused_from_elsewhere(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The run ids of ``records`` computed by other code or on another device than this
+    process's (:func:`computed_by`), or before records named theirs. Nothing when this checkout's
+    commit is unknown (an installed copy outside git): it cannot be compared."""
+    here = computed_by()
+    if here["git_commit"] == "unknown":
+        return []
+    out = []
+    for record in records:
+        there = record.get("computed_by") or {}
+        commit = there.get("git_commit")
+        if (commit != "unknown" and commit != here["git_commit"]) or there.get(
+                "device", here["device"]) != here["device"]:
+            out.append(str(record["id"]))
+    return out
 
 
 def _decided_on(claim: Claim, profile: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -55,6 +56,7 @@ from theory_checks.claim_results import (  # noqa: E402, F401
     claim_fingerprint,
     is_done,
     render_claim_result,
+    reused_from_elsewhere,
     write_claim_files,
     write_claim_result,
     write_metadata,
@@ -526,12 +528,40 @@ def _run_claim_runs(
     with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
                            for run_id in run_ids]):
         write_metadata(out_dir, profile, runs if only_these else None)
+        reused = {run_id for run_id, (claim, _) in zip(run_ids, runs, strict=True)
+                  if resume and is_done(claim, out_dir, profile, run_id)}
         pending = [(run_id, claim_run_task(claim, estimator, profile))
                    for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
-                   if not (resume and is_done(claim, out_dir, profile, run_id))]
+                   if run_id not in reused]
         _execute_and_write(pending, len(runs), out_dir, progress, execute)
-    return [json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text())
-            for run_id in run_ids]
+    summaries = [json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text())
+                 for run_id in run_ids]
+    note = reused_note([s for s in summaries if s["id"] in reused], out_dir)
+    if note:
+        print(note, file=sys.stderr)
+    return summaries
+
+
+def reused_note(reused: Sequence[dict[str, Any]], out_dir: Path) -> str | None:
+    """One line when results reused from ``out_dir`` were computed by other code or on another
+    device than this run's (:func:`~theory_checks.claim_results.reused_from_elsewhere`): the
+    fingerprint covers a claim's definition, not the code that checks it, so a result from
+    before a fix of the check stays fresh; ``--fresh`` recomputes it."""
+    elsewhere = set(reused_from_elsewhere(reused))
+    if not elsewhere:
+        return None
+    sources = sorted({_computed_where(s) for s in reused if s["id"] in elsewhere})
+    names = sorted(elsewhere)
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (f"testbed: note: {len(names)} claim result(s) in {out_dir} were reused from "
+            f"{'; '.join(sources)} ({shown}); --fresh recomputes them")
+
+
+def _computed_where(record: dict[str, Any]) -> str:
+    there = record.get("computed_by")
+    if not there:
+        return "a version of the testbed that did not record its commit"
+    return f"commit {str(there.get('git_commit'))[:10]} on {there.get('device')}"
 
 
 def _execute_and_write(pending: Sequence[tuple[str, ClaimRunTask]], total: int, out_dir: Path,

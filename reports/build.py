@@ -20,8 +20,9 @@ templates under ``templates/``). A figure is drawn again only when its inputs ch
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from reports.claim_figures import claim_section, select_cases
 from reports.claims_table import ClaimSection, worst_case, worst_case_text
@@ -50,6 +51,37 @@ __all__ = [
     "worst_case",
     "worst_case_text",
 ]
+
+
+def provenance_notes(claims: Sequence[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+    """Notes on claim results that the header's commit and device do not describe: those a
+    resumed ``testbed check`` reused from another commit or device (each record's
+    ``computed_by``), and those that do not name theirs (written before records did)."""
+    commit, device = meta.get("git_commit"), meta.get("device")
+    unnamed, elsewhere = [], []
+    for claim in claims:
+        if "fingerprint" not in claim:
+            continue  # a row without results ("not checked", "not trusted")
+        there = claim.get("computed_by")
+        if not isinstance(there, dict):
+            unnamed.append(str(claim["id"]))
+        elif there.get("git_commit") != commit or (device and there.get("device") != device):
+            elsewhere.append(f"{claim['id']} (commit {str(there.get('git_commit'))[:10]} on "
+                             f"{there.get('device')})")
+    notes = []
+    if elsewhere:
+        notes.append("results computed by another commit or on another device than the header "
+                     "names (a resumed run reused them; `testbed check --fresh` recomputes "
+                     "them): " + _first(elsewhere))
+    if unnamed:
+        notes.append(f"{len(unnamed)} results do not name the commit that computed them "
+                     "(written before claim files recorded it): " + _first(unnamed))
+    return notes
+
+
+def _first(names: Sequence[str], shown: int = 8) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more"
+                                      if len(names) > shown else "")
 
 
 def build_report(results_dir: Path, out_dir: Path,
@@ -81,6 +113,7 @@ def build_report(results_dir: Path, out_dir: Path,
     if stale:
         notes.append(f"results from a profile other than {profile_name}: "
                       + ", ".join(stale))
+    notes.extend(provenance_notes(claims, meta))
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = FigureCache.load(out_dir / "figures")
     sections = []

@@ -6,7 +6,7 @@ that checks it, so a result written before a fix of the check stays fresh and is
 2026-11-26 a results folder kept ``hgp.theorem2.corrected``'s numbers from before the check was
 made device-independent, without a word. Each claim record now names the commit and the device
 that computed it (``computed_by``), and a run that reuses records from elsewhere prints one
-line naming them and ``--fresh``.
+line naming them and ``--fresh``; the report names them beside its header's commit.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from reports.build import build_report
 from results_format.provenance import git_commit
 from results_format.validation import seal
 from testbed_app.cli import main
@@ -89,3 +90,26 @@ def test_records_are_compared_with_this_process() -> None:
     other_device = {"id": "d", "computed_by": {**here, "device": "meta"}}
     expected = [] if here["git_commit"] == "unknown" else ["b", "d"]
     assert reused_from_elsewhere([same, older, unknown, other_device]) == expected
+
+
+def test_the_report_names_results_the_headers_commit_does_not_describe(checked,
+                                                                       tmp_path_factory) -> None:
+    same = tmp_path_factory.mktemp("same")
+    build_report(checked, same)
+    assert "computed by another commit" not in (same / "report.md").read_text()
+
+    _rewrite(checked, lambda r: r.update(computed_by={"git_commit": "0123456789abcdef",
+                                                      "device": "cpu"}))
+    other = tmp_path_factory.mktemp("other")
+    build_report(checked, other)
+    text = (other / "report.md").read_text()
+    assert ("results computed by another commit or on another device than the header names"
+            in text and f"{CLAIM} (commit 0123456789 on cpu)" in text)
+
+    _rewrite(checked, lambda r: r.pop("computed_by"))
+    older = tmp_path_factory.mktemp("older")
+    build_report(checked, older)
+    text = (older / "report.md").read_text()
+    assert (f"1 results do not name the commit that computed them (written before claim "
+            f"files recorded it): {CLAIM}\n") in text
+    assert "not checked" in text  # the claims without results are not among them

@@ -13,11 +13,13 @@ Tolerances (float32 workloads; the closed forms are float64):
 - the CNN influence step against the CPU's figures (committed below, measured on the CPU):
   ``||grad G||`` after the refinement and ``lambda_max`` to 1e-3 relative, test accuracy within
   one test sample: the refinement's 2000 float32 steps amplify round-off more than 2 steps do.
-- claims: the verdicts equal the CPU's (float64 on both; a measurement within 1e-9 relative).
+- claims: the verdicts, power verdicts, drawn cases and case outcomes equal the CPU's (float64
+  on both; ``benchmarks/compare_devices.py``), the largest measured difference printed.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from pathlib import Path
@@ -132,12 +134,11 @@ def _one_claim_per_paper() -> list[str]:
     return sorted(first.values())
 
 
-def _verdicts(results: Path) -> dict[str, tuple[str, object]]:
-    out = {}
-    for path in sorted((results / "claims").glob("*.json")):
-        data = json.loads(path.read_text())
-        out[path.stem] = (data["verdict"], data.get("n_cases"))
-    return out
+def _compare_devices():
+    """``benchmarks/compare_devices.py`` (a script folder: imported by its own name)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(ROOT / "benchmarks"))
+        return importlib.import_module("compare_devices")
 
 
 def test_claims_on_cuda_have_the_cpus_verdicts(tmp_path, monkeypatch):
@@ -150,6 +151,10 @@ def test_claims_on_cuda_have_the_cpus_verdicts(tmp_path, monkeypatch):
             assert code in (0, 3), device
     finally:
         torch.set_default_device(None)
-    assert _verdicts(tmp_path / "cuda") == _verdicts(tmp_path / "cpu")
+    # verdicts, power verdicts, case counts, drawn cases and case outcomes, claim by claim
+    comparison = _compare_devices().compare(tmp_path / "cpu", tmp_path / "cuda")
+    assert comparison["compared"] == len(claims) // 2 and not comparison["only_cpu"]
+    assert comparison["differing"] == {}
+    print(f"largest measured difference, CUDA against CPU: {comparison['max_difference']:.2g}")
     meta = json.loads((tmp_path / "cuda" / "metadata.json").read_text())
     assert meta["device"].startswith("cuda")

@@ -240,7 +240,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "holding_readings": result.holding_readings,
         "scale": claim.scale or None,
         # the code and the device that computed this record: a later run that reuses it says
-        # when either differs from its own (testbed_app.commands.check_command)
+        # when either differs from its own (theory_checks.runner.reused_note)
         "computed_by": computed_by(),
         # the companion files' digests, so a reader can tell they are the ones written here
         FILES_KEY: {relative: file_digest(data) for relative, data in files.items()},

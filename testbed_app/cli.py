@@ -50,6 +50,7 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
                             "optional extra hypergradient-testbed[ray])")
     group.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
                        help="local executor: N worker processes (default 1: this process)")
+    _add_threads_option(group)
     group.add_argument("--address", default=None,
                        help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
                             "start a Ray instance on this machine for the run")
@@ -58,6 +59,14 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--max-retries", type=int, default=TASK_RETRIES, metavar="N",
                        help="ray executor: retries of a task whose worker dies "
                             f"(default {TASK_RETRIES})")
+
+
+def _add_threads_option(parser: Any) -> None:
+    """``--threads N``: torch intra-op threads per process (:mod:`testbed_app.threads`)."""
+    parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                        help="torch CPU threads per process (default: 1 for the claim "
+                             "commands, whose problems are small; for run, the cores shared "
+                             "among the --jobs processes)")
 
 
 def _positive_int(text: str) -> int:
@@ -160,8 +169,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--recover", action="store_true",
                      help="set a corrupt or foreign checkpoint aside and resume from the last "
                           "good state (previous checkpoint, else step 0), keeping metrics")
-    run.add_argument("--threads", type=_positive_int, metavar="N",
-                     help="torch CPU threads (1 is fastest for the small digits models)")
     run.add_argument("--segment-steps", type=_positive_int, metavar="N",
                      help="with --jobs N or --executor ray: steps per task (a task ends at "
                           "the first checkpoint N steps on; default: [run] checkpoint_every)")
@@ -197,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "changed, and a claim's fingerprint does not cover it)")
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads_option(verify)
     _add_device_option(verify)
     _add_mutate_options(_command(sub, "mutate"))
     _add_deploy_options(_command(sub, "deploy"))
@@ -217,6 +225,7 @@ def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutate.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads_option(mutate)
 
 
 def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:

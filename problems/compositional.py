@@ -337,19 +337,6 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             return 0.5 * torch.einsum("ci,cij,cj->c", u, M_, u) - (v * u).sum(-1)
         return torch.einsum("cij,cj->ci", M_, u) + v
 
-    def level_jacobian(
-        self, n: int, u: torch.Tensor, clients: torch.Tensor, batch: Batch | None = None
-    ) -> torch.Tensor:
-        """Jacobian of ``f^{m,n}`` at ``u_c`` for each evaluated client.
-
-        ``(C, d_{n+1}, d_n)`` (the ``W_{m,n}``), or the gradient ``Q_m u - t_m`` of
-        shape ``(C, d_N)`` at the top level.
-        """
-        M_, v = self._level_arrays(n, clients, batch)
-        if n == self.n_levels:
-            return torch.einsum("cij,cj->ci", M_, u) - v
-        return M_
-
     @property
     def level_maps(self) -> tuple[Callable[..., torch.Tensor], ...]:
         """``(f^0, ..., f^N)`` as callables ``(u, clients, batch=None)`` batched over

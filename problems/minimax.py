@@ -304,10 +304,6 @@ class QuadraticMinimax(ClientArrayFamily):
         """``grad^2_y g = P_bar`` (or client i's ``P_i``); constant in (x, y)."""
         return self.means["P"] if client is None else self.P[client]
 
-    def cross_jacobian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_xy g = A_bar^T`` of shape ``(dx, dy)``, or client i's ``A_i^T``."""
-        return (self.means["A"] if client is None else self.A[client]).T
-
     def outer_grad_x(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         m = self.means
         return -m["A"].T @ y + m["Lam"] @ x + m["e"]

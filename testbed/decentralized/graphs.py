@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Literal
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -36,8 +36,6 @@ import numpy as np
 from testbed.decentralized.mixing import metropolis_weights, pushsum_weights
 from testbed.defaults import EDGE_PROBABILITY
 
-GraphFamily = Literal["fully_connected", "directed_ring", "random_directed",
-                      "random_undirected", "b_connected", "static_undirected", "disconnected"]
 GRAPH_FAMILIES: tuple[str, ...] = (
     "fully_connected", "directed_ring", "random_directed", "random_undirected", "b_connected",
     "static_undirected", "disconnected",

@@ -99,14 +99,6 @@ class HGPRun(NamedTuple):
     calls: Any
 
 
-def check_per_client(problem: Any) -> None:
-    if not hasattr(problem, "dim_hyper") or not hasattr(problem, "hyper_blocks"):
-        raise ValueError(
-            f"this quantity needs a per-client-hyperparameter problem (x = [lambda_1; ...; "
-            f"lambda_n], attributes dim_hyper and hyper_blocks); {type(problem).__name__} has "
-            "none")
-
-
 def is_per_client(problem: Any) -> bool:
     return hasattr(problem, "dim_hyper") and hasattr(problem, "hyper_blocks")
 

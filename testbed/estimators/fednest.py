@@ -8,10 +8,11 @@ Notation (README glossary): ``H = grad^2_y g`` (global), ``H_i = grad^2_y g_i``,
 Every message goes through the :class:`~testbed.federation.context.FederatedContext`'s ledger and
 carries one ``dx``- or ``dy``-vector; no Hessian or Jacobian is ever sent. Client work is one
 batched oracle call over the participating clients (no per-client Python loop), and the local
-loops are :func:`~testbed.federation.local.local_round`. The algorithms' rounds hand their client
-work to the context as :class:`~testbed.federation.client_work.ClientWork` (:class:`IHGPFirstTerm`,
-:class:`IHGPTerm`, :class:`OuterDirection`, the local steps with :class:`LocalHypergradientAt`),
-so the same per-client code runs batched here and on deployed clients.
+loops are the client work :class:`~testbed.federation.local.LocalIterates`. The algorithms'
+rounds hand their client work to the context as
+:class:`~testbed.federation.client_work.ClientWork` (:class:`IHGPFirstTerm`, :class:`IHGPTerm`,
+:class:`OuterDirection`, the local steps with :class:`LocalHypergradientAt`), so the same
+per-client code runs batched here and on deployed clients.
 
 Minimax and compositional problems need no separate oracle: the problem families define
 ``g_i = -f_i`` (minimax), so ``grad_y g_i = -grad_y f_i`` is FedInn's ascent direction ``G_i``

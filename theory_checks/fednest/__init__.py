@@ -1,6 +1,10 @@
 """Claims of FedNest (Tarzanagh, Li, Thrampoulidis, Oymak; ICML 2022) and its errata.
 
-Notation (README glossary; notes ``/work/shared/papers/fednest-notes.md``): ``H = grad^2_y g``,
+Citations follow the numbering of arXiv:2205.02215 (the ICML 2022 version: Sections 1-6,
+Algorithms 1-4, Lemmas 2.1-2.2, Theorem 3.1, Corollaries 3.1-3.3, equations (1)-(18); Appendix A
+holds LFedNest, Algorithms 5-6 and Table 2).
+
+Notation (the glossary of the documentation, docs/glossary.md): ``H = grad^2_y g``,
 ``H_i = grad^2_y g_i``, ``J_i = grad^2_xy g_i`` (``dx x dy``), bars for client means,
 ``l = l_{g,1}`` (``1 / neumann_step_size``), ``A = I - H / l``, ``N = neumann_terms``,
 ``N' ~ U{0..N-1}`` the random truncation index, ``T = inner_steps``, ``tau = local_steps``,

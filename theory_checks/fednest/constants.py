@@ -2,7 +2,7 @@
 conditions as hypotheses on a case (:mod:`theory_checks.hypotheses`). Every FedNest check takes
 its constants from here, so a check and the assumptions it is judged against use one definition.
 
-Assumptions (Sec. 3; notes 3.1):
+Assumptions A and B (Sec. 2.1):
 
 - **A1**: for all i, ``f_i(z)``, ``grad f_i(z)``, ``grad g_i(z)``, ``grad^2 g_i(z)`` are
   ``l_{f,0}``-, ``l_{f,1}``-, ``l_{g,1}``-, ``l_{g,2}``-Lipschitz in ``z = (x, y)`` jointly. So
@@ -86,7 +86,7 @@ L_G1_READINGS = {
 def inner_smoothness(problem: Any) -> float:
     """``max_i lambda_max(grad^2_y g_i)``: the smoothness of every ``g_i`` in ``y``, whose inverse
     is the inner gradient step the checks take for FedInn (A1 gives ``<= l_{g,1}``; the step
-    conditions of Thm 3.1 leave the constants open, notes 3.4)."""
+    conditions (16) of Thm 3.1 leave the constants open)."""
     return fednest_constants(problem).l_g1_y
 
 

@@ -74,12 +74,12 @@ def fednest_constants(problem: Any) -> FedNestConstants:
 
 
 #: The readings of ``l_{g,1}`` a claim may be checked under (``params["l_g1"]``): A1's
-#: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.5
+#: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.4
 #: uses (``l_{g,1} = 1`` for ``g_i = (1/2)||y - r_i(x)||^2``, whose joint constant is
 #: ``1 + ||grad r_i||^2``).
 L_G1_READINGS = {
     "joint": "A1 as defined: grad g_i Lipschitz in z = (x, y) jointly",
-    "y_block": "the y block alone, max_i lambda_max(grad^2_y g_i) (Sec. 2.5's l_{g,1} = 1)",
+    "y_block": "the y block alone, max_i lambda_max(grad^2_y g_i) (Sec. 2.4's l_{g,1} = 1)",
 }
 
 

@@ -1,7 +1,7 @@
 """FedNest's communication rounds (Tarzanagh et al. 2022, Sec. 2.6 and Table 2 of App. A; Algs.
 1-4 as listed, whose random N' uses N' + 1 <= N FedIHGP rounds).
 
-The result. Sec. 2.4: "FedNest requires 2T + N + 3 communication rounds" per outer iteration
+The result. Sec. 2.6: "FedNest requires 2T + N + 3 communication rounds" per outer iteration
 (T FedInn calls of two rounds each, N FedIHGP rounds, three aggregations of FedOut); Table 2
 gives the count of each variant (``inner_method``, ``outer_method``): FedNest ``2T + N + 3``,
 LFedNest ``T + 1``, FedNest_SGD ``T + N + 3``, LFedNest_SVRG ``2T + 1``, and the minimax FedNest

@@ -405,7 +405,7 @@ def series_converges(eta_factors: Sequence[float] | None = None) -> Hypothesis:
         return min(below(float(torch.abs(1.0 - eta * eig).max()), 1.0) for eta in etas(case, k))
 
     return Hypothesis("rho(I - eta H_bar) < 1", "the fixed-point iteration (10) with Theta "
-                      "converges (margin 1 - rho)", f"{REF}, eq. (10), Sec. 2.3", margin)
+                      "converges (margin 1 - rho)", f"{REF}, eq. (10), Sec. 3.3", margin)
 
 
 #: What the S condition is checked at: ``(graph, S, M, eta, alpha)`` of a case, or None when

@@ -13,9 +13,11 @@ hypotheses' margins evaluated on it), the correction, the command.
 Given a results folder (``testbed check --results DIR``; the documentation build reads the
 environment variable :data:`RESULTS_ENV`), each claim's entry adds the verdict measured there,
 with its profile, the counterexample's measured value against the bound and its margins, the
-positive control and the power. A claim file is read only once it is checked
-(:func:`results_format.verdicts.read_claim_file`: schema, seal, verdict recomputed, companion
-files' digests); one that is not trusted is named with the reason, never shown as a verdict.
+positive control, the power, and the claim's figure with its caption, drawn by the report's own
+code (:func:`reports.claim_figures.claim_section`) from the claim's series file. A claim file is
+read only once it is checked (:func:`results_format.verdicts.read_claim_file`: schema, seal,
+verdict recomputed, companion files' digests); one that is not trusted is named with the reason,
+never shown as a verdict.
 
 ``docs/hooks.py`` (MkDocs) adds :func:`pages` to the site at build time;
 ``tests/test_docs_pages.py`` checks that the pages list every claim of the registry.
@@ -34,6 +36,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from reports.claim_figures import claim_section as report_claim_section
 from results_format.layout import CLAIMS
 from results_format.verdicts import read_claim_file
 from theory_checks.claim import Claim
@@ -45,6 +48,9 @@ RESULTS_ENV = "TESTBED_DOCS_RESULTS"
 
 #: The folder of the generated pages inside the site.
 PAPERS_DIR = "papers"
+#: The folder of the claims' figures, beside the pages (the report draws them into
+#: ``<out>/figures/``).
+FIGURES_DIR = "figures"
 
 #: Each paper package's page title.
 TITLES = {
@@ -159,6 +165,7 @@ class Measured:
     record: dict[str, Any] | None
     counterexample: dict[str, Any] | None
     problem: str | None
+    folder: Path | None = None
 
 
 def measured(results: Path | None, claim_id: str) -> Measured | None:
@@ -175,7 +182,7 @@ def measured(results: Path | None, claim_id: str) -> Measured | None:
     if record.get("counterexample"):
         # its digest was checked with the claim file (read_claim_file's companion files)
         counterexample = json.loads((results / record["counterexample"]).read_text())
-    return Measured(record, counterexample, None)
+    return Measured(record, counterexample, None, results)
 
 
 def _number(value: Any) -> str:
@@ -234,8 +241,23 @@ def command(*claim_ids: str) -> str:
     return "testbed check " + " ".join(f"--claim {i}" for i in claim_ids) + " --results results"
 
 
-def claim_section(claim: Claim, result: Measured | None) -> list[str]:
-    """One claim's entry on its paper's page."""
+def _figure_lines(result: Measured, figures: Path) -> list[str]:
+    """The claim's figure, drawn by the report from its series file into ``figures``
+    (``figures/<claim>.png``, linked from the page beside it), with the report's caption; or
+    the report's reason for drawing none."""
+    if result.record is None or result.folder is None:
+        return []
+    section = report_claim_section(result.record, result.folder, figures)
+    if section.figure is None:
+        return [f"    - no figure: {escape_markdown('; '.join(section.notes) or 'no series')}"]
+    return ["", f"    ![{escape_markdown(section.alt)}]({section.figure})", "",
+            f"    {escape_markdown(section.caption)}", ""]
+
+
+def claim_section(claim: Claim, result: Measured | None,
+                  figures: Path | None = None) -> list[str]:
+    """One claim's entry on its paper's page; with ``figures`` (a folder), the measured
+    claim's figure is drawn there and shown."""
     lines = [f"### `{claim.id}`", "",
              f"- **Reference**: {escape_markdown(claim.reference)}",
              f"- **Statement**: `{claim.statement.replace('`', chr(39))}`",
@@ -274,6 +296,8 @@ def claim_section(claim: Claim, result: Measured | None) -> list[str]:
     lines.append(f"- **Declared in**: `{defined_in(claim)}`")
     if result is not None:
         lines += _measured_lines(result)
+        if figures is not None:
+            lines += _figure_lines(result, figures)
     lines += ["- **Reproduce**:", "", "    ```bash", f"    {command(claim.id)}", "    ```", ""]
     return lines
 
@@ -292,8 +316,10 @@ def _count_line(claims: Sequence[Claim]) -> str:
             + (f" ({undecided} of them may be undecided there)" if undecided else "") + ".")
 
 
-def paper_page(package: types.ModuleType, results: Path | None) -> str:
-    """The page of one paper package: its docstring, then each result with its claims."""
+def paper_page(package: types.ModuleType, results: Path | None,
+               figures: Path | None = None) -> str:
+    """The page of one paper package: its docstring, then each result with its claims (their
+    figures drawn into ``figures`` when it and ``results`` are given)."""
     name = package_name(package)
     lines = [f"# {TITLES.get(name, name)}", "", markdown_of(package.__doc__ or ""), "",
              _count_line(package.CLAIMS), ""]
@@ -308,7 +334,7 @@ def paper_page(package: types.ModuleType, results: Path | None) -> str:
                   markdown_of("\n\n".join(inspect.cleandoc(result.module.__doc__ or "")
                                           .split("\n\n")[1:])), ""]
         for claim in result.claims:
-            lines += claim_section(claim, measured(results, claim.id))
+            lines += claim_section(claim, measured(results, claim.id), figures)
     return "\n".join(lines) + "\n"
 
 
@@ -406,13 +432,19 @@ def index_page() -> str:
     return "\n".join(lines) + "\n"
 
 
-def pages(results: Path | None = None) -> dict[str, str]:
-    """Every generated page, by its path inside the site (``papers/hgp.md``, ...)."""
-    found = {f"{PAPERS_DIR}/index.md": index_page()}
+def pages(results: Path | None = None, scratch: Path | None = None) -> dict[str, str | bytes]:
+    """Every generated file, by its path inside the site (``papers/hgp.md``, ...): the pages,
+    and with ``results`` and a ``scratch`` folder to draw in, the claims' figures
+    (``papers/figures/<claim>.png``)."""
+    found: dict[str, str | bytes] = {f"{PAPERS_DIR}/index.md": index_page()}
+    figures = scratch if results is not None else None
     for package in PAPER_PACKAGES:
         name = package_name(package)
-        found[f"{PAPERS_DIR}/{name}.md"] = paper_page(package, results)
+        found[f"{PAPERS_DIR}/{name}.md"] = paper_page(package, results, figures)
         errata = errata_page(package, results)
         if errata is not None:
             found[f"{PAPERS_DIR}/{name}-errata.md"] = errata
+    if figures is not None:
+        for png in sorted((figures / FIGURES_DIR).glob("*.png")):
+            found[f"{PAPERS_DIR}/{FIGURES_DIR}/{png.name}"] = png.read_bytes()
     return found

@@ -135,6 +135,18 @@ def test_a_results_folder_shows_the_measured_verdict_only_once_checked(tmp_path)
     assert "**holds**" not in entry
 
 
+@pytest.mark.slow  # matplotlib draws the figure: a few seconds
+def test_a_measured_claims_figure_is_drawn_by_the_report_and_shown(tmp_path):
+    claim = get_claim("hgp.theorem2.corrected")
+    profile = get_profile("fast")
+    write_claim_result(run_claim(claim, profile), tmp_path, profile)
+    drawn = paper_page(hgp, tmp_path, tmp_path / "site")
+    entry = drawn.split(f"### `{claim.id}`", 1)[1].split("\n### ", 1)[0]
+    assert f"](figures/{claim.id}.png)" in entry
+    assert (tmp_path / "site" / "figures" / f"{claim.id}.png").stat().st_size > 1000
+    assert f"![{escape_markdown(claim.id)}: measured against the theory" in entry
+
+
 def test_the_readme_is_a_five_minute_read():
     lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_LINES, len(lines)

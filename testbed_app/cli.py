@@ -43,7 +43,7 @@ def _add_device_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
-    """Where the units of work run (README "Running on several machines")."""
+    """Where the units of work run (docs/ray.md)."""
     group = parser.add_argument_group("where the work runs")
     group.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local (default: this machine) or ray (a Ray cluster; needs the "

@@ -25,7 +25,7 @@ from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
 from results_format.layout import CALIBRATION
 from results_format.paths import output_folder
-from results_format.verdicts import untrusted_claim_files
+from results_format.verdicts import readings_text, untrusted_claim_files
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
@@ -128,6 +128,10 @@ def _describe_claim(c: Claim) -> None:
     print(f"      decision: {decision}"
           + (f"; undecided by design on: {', '.join(c.undecided_on)}"
              if c.undecided_on else ""))
+    for r in c.readings:
+        outcome = (f"expected: {'fails as stated' if r.expected == 'fails' else 'holds'}"
+                   if r.expected else "checked")
+        print(f"      reading {r.name!r} ({outcome}): {r.statement}")
     if c.perturbation is not None:
         print(f"      perturbation it must catch: {c.perturbation.name}")
     if c.positive_control is not None:
@@ -206,6 +210,8 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
         print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
               f"{caught:6s} {held}")
+        if s.get("readings"):  # the verdict under each reading, by name
+            print(f"{'':{width}s}  readings: {readings_text(s['readings'])}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]

@@ -23,7 +23,7 @@ from results_format.paths import inside
 from results_format.provenance import git_commit, provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
-from results_format.verdicts import FILES_KEY, claim_file_problem
+from results_format.verdicts import FILES_KEY, claim_file_problem, readings_as_expected
 from testbed.precision import precision_record
 from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
@@ -64,10 +64,12 @@ class ReadingResult:
     verdict: Verdict
     n_cases: int
     counterexample: CaseResult | None
+    #: the outcome the claim declares under this reading (``Reading.expected``), if any
+    expected: str | None = None
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
-                "n_cases": self.n_cases,
+                "expected": self.expected, "n_cases": self.n_cases,
                 "counterexample": case_summary(self.counterexample)
                 if self.counterexample is not None else None}
 
@@ -103,7 +105,11 @@ class ClaimResult:
 
     @property
     def as_expected(self) -> bool:
-        return self.verdict in self.claim.expected_verdicts(self.profile)
+        """The verdict is one the testbed expects, and so is each reading's that declares its
+        own (the rule a results file is checked against, :mod:`results_format.verdicts`)."""
+        expected = self.claim.expected_verdicts(self.profile)
+        return self.verdict in expected and readings_as_expected(
+            ({"verdict": r.verdict, "expected": r.expected} for r in self.readings), expected)
 
 
 # --------------------------------------------------------------------------- results files

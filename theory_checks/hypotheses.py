@@ -15,7 +15,9 @@ module gives both as data a claim declares:
 - :class:`Reading`: one reasonable reading of a statement ("requires 2T + N + 3 rounds" read as
   exactly or as at most). A claim with readings is checked under each (the reading's parameters
   join every case's); it "fails as stated" only when every reading fails, and otherwise its
-  verdict says which readings hold.
+  verdict says which readings hold. A reading may declare the outcome the testbed has
+  established under it (``expected``): a run where it differs is not as expected, so a reading
+  that stops failing (or holding) is a regression even when the claim's verdict is unchanged.
 
 The constants a hypothesis and a check use come from one module per paper
 (``theory_checks/<paper>/constants.py``), so a check and the assumptions it is judged against
@@ -116,11 +118,19 @@ class Reading:
         statement: the statement under this reading.
         params: parameters added to every case's (the check reads them, e.g.
             ``{"reading": "at_most"}``).
+        expected: what the testbed has established under this reading ("holds" or "fails");
+            ``None``: only the claim's verdict is expected.
     """
 
     name: str
     statement: str
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    expected: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.expected not in (None, "holds", "fails"):
+            raise ValueError(f"reading {self.name!r}: expected must be 'holds' or 'fails', "
+                             f"got {self.expected!r}")
 
 
 __all__ = [

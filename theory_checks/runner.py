@@ -248,7 +248,7 @@ def _check_readings(
     results = [_check_claim(under_reading(claim, reading), profile, make, estimator,
                             calibration_seed) for reading in claim.readings]
     per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
-                                 r.counterexample)
+                                 r.counterexample, reading.expected)
                    for reading, r in zip(claim.readings, results, strict=True)]
     # the rule a results file is checked against when read back (results_format.verdicts)
     verdict = verdict_over_readings(r.verdict for r in results)

@@ -47,7 +47,7 @@ from reports.claims_table import (
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
-from results_format.verdicts import readings_text
+from results_format.verdicts import added_parameters_text, readings_text
 
 #: The verdict groups, in the order every paper shows them ("not checked" last, apart).
 VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
@@ -176,6 +176,12 @@ class Row:
     def readings(self) -> list[str]:
         """The statement's readings with the verdict under each."""
         return reading_lines(self.claim)
+
+    @property
+    def added_parameters(self) -> str:
+        """The outcome at each measured value of the parameters the testbed adds to the paper's
+        setting (shown beside the verdict; empty when the claim declares none)."""
+        return added_parameters_text(self.claim.get("added_parameters") or [])
 
     @property
     def reading_verdicts(self) -> str:

@@ -150,6 +150,30 @@ def readings_text(readings: Iterable[Mapping[str, Any]]) -> str:
                      if isinstance(r, Mapping))
 
 
+def added_parameters_text(records: Iterable[Mapping[str, Any]]) -> str:
+    """The outcome of a claim's check at each measured value of each parameter the testbed adds
+    to the paper's setting, in one phrase: "ridge mu (the claim's cases: 0.01, 0.5): holds at
+    0.001 (0.9934 vs 0.99), ..." (empty when none is declared)."""
+    parts = []
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        at = []
+        for o in record.get("outcomes") or []:
+            if not isinstance(o, Mapping):
+                continue
+            measured, bound = o.get("measured"), o.get("bound")
+            extra = "".join(f"; {key} {value:.4g}" for key, value in
+                            (o.get("shown") or {}).items() if _finite(value))
+            numbers = (f" ({measured:.4g} vs {bound:.4g}{extra})"
+                       if _finite(measured, bound) else "")
+            at.append(f"{o.get('outcome', '?')} at {o.get('value', '?')}{numbers}")
+        checked = ", ".join(str(v) for v in record.get("checked") or [])
+        parts.append(f"{record.get('name', '?')} (the claim's cases: {checked}): "
+                     + ", ".join(at))
+    return "; ".join(parts)
+
+
 def verdict_of(outcomes: Iterable[str], corrects: bool) -> str:
     """A claim's verdict from its cases' outcomes: a failing case -> "fails as stated"; an
     undecided case, or none at all -> "undecided"; else "holds" ("holds once corrected" when
@@ -380,6 +404,7 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
 
 __all__ = ["CASE_SCHEMA", "CLAIM_RESULT_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS",
            "DECISION_SCHEMA", "FILES_KEY", "FIT_SCHEMA", "OUTCOMES", "SERIES_COLUMNS_READ",
-           "VERDICTS", "claim_file_problem", "combine", "companion_problems", "interval_outcome",
-           "read_claim_file", "reading_as_expected", "readings_as_expected", "readings_text",
-           "recomputed_problems", "untrusted_claim_files", "verdict_of", "verdict_over_readings"]
+           "VERDICTS", "added_parameters_text", "claim_file_problem", "combine",
+           "companion_problems", "interval_outcome", "read_claim_file", "reading_as_expected",
+           "readings_as_expected", "readings_text", "recomputed_problems",
+           "untrusted_claim_files", "verdict_of", "verdict_over_readings"]

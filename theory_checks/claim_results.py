@@ -133,6 +133,9 @@ def claim_fingerprint(claim: Claim, profile: Profile) -> str:
                               for r in claim.readings))
     if claim.scale:
         parts.append(claim.scale)
+    if claim.added_parameters:
+        parts.append("|".join(f"{p.name}: {p.statement} {p.checked} {p.values}"
+                              for p in claim.added_parameters))
     return fingerprint(*parts)
 
 
@@ -175,12 +178,14 @@ def _json_bytes(data: Any, **options: Any) -> bytes:
 
 def render_claim_result(result: ClaimResult, profile: Profile,
                         power: dict[str, Any] | None = None,
-                        control: dict[str, Any] | None = None) -> ClaimFiles:
+                        control: dict[str, Any] | None = None,
+                        added: list[dict[str, Any]] | None = None) -> ClaimFiles:
     """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
 
-    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
-    (:func:`~theory_checks.runner.run_positive_control`) are recorded
-    beside the verdict when given.
+    ``power`` (:func:`~theory_checks.runner.run_power`), ``control``
+    (:func:`~theory_checks.runner.run_positive_control`) and ``added`` (the outcomes at the
+    values of the parameters the testbed adds, :func:`~theory_checks.runner.
+    run_added_parameters`) are recorded beside the verdict when given.
     """
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
@@ -239,6 +244,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "unconfirmed": [case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path(SERIES) / f"{run_id}.csv"),
         "power": power, "positive_control": control,
+        **({"added_parameters": added} if added is not None else {}),
         "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),
         "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
                        for h in claim.hypotheses],
@@ -304,14 +310,15 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
 
 def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
                        power: dict[str, Any] | None = None,
-                       control: dict[str, Any] | None = None) -> Path:
+                       control: dict[str, Any] | None = None,
+                       added: list[dict[str, Any]] | None = None) -> Path:
     """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
 
-    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
-    (:func:`~theory_checks.runner.run_positive_control`) are recorded
-    beside the verdict when given.
+    ``power``, ``control`` and ``added`` are recorded beside the verdict when given
+    (:func:`render_claim_result`).
     """
-    return write_claim_files(render_claim_result(result, profile, power, control), out_dir)
+    return write_claim_files(render_claim_result(result, profile, power, control, added),
+                             out_dir)
 
 
 def _rebuild_problem(spec: dict[str, Any]) -> Any:

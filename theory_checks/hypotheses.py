@@ -19,6 +19,10 @@ module gives both as data a claim declares:
   established under it (``expected``): a run where it differs is not as expected, so a reading
   that stops failing (or holding) is a regression even when the claim's verdict is unchanged.
 
+- :class:`AddedParameter`: a parameter the testbed adds to the paper's setting, which the paper
+  leaves open (HGP's ridge ``mu`` in eq. (12)), declared with the values the claim's cases use
+  and the values measured beside every run's verdict, so the verdict says how it depends on it.
+
 The constants a hypothesis and a check use come from one module per paper
 (``theory_checks/<paper>/constants.py``), so a check and the assumptions it is judged against
 can never use two definitions of one constant.
@@ -133,7 +137,37 @@ class Reading:
                              f"got {self.expected!r}")
 
 
+@dataclasses.dataclass(frozen=True)
+class AddedParameter:
+    """A parameter the testbed adds to a paper's setting (the paper leaves it open), on which
+    a verdict may depend. Every run of the claim measures its check at each of ``values``
+    (:func:`theory_checks.runner.run_added_parameters`) and records the outcome at each beside
+    the verdict (``testbed check``, the results file, the report; ``testbed list --claim``
+    shows the declaration).
+
+    Attributes:
+        name: short name ("ridge mu").
+        statement: what the testbed adds and why, with where the value comes from.
+        checked: the values the claim's own cases use.
+        values: the values measured beside the verdict on the case ``at`` builds.
+        at: the case (a :class:`theory_checks.claim.Case`) with the parameter at a value.
+        shown: keys of the measurement's ``details`` recorded and shown with each outcome
+            (the spread a median hides, say).
+    """
+
+    name: str
+    statement: str
+    checked: tuple[float, ...]
+    values: tuple[float, ...]
+    at: Callable[[float], Any]
+    shown: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError(f"added parameter {self.name!r}: no value to measure")
+
+
 __all__ = [
-    "OUTSIDE_PREFIX", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading", "at_least",
-    "at_most", "margins", "rejection_reason", "violated",
+    "OUTSIDE_PREFIX", "AddedParameter", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading",
+    "at_least", "at_most", "margins", "rejection_reason", "violated",
 ]

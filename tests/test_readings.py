@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import strategies as st
@@ -30,11 +31,14 @@ from results_format.verdicts import (
     readings_text,
     recomputed_problems,
 )
+from testbed.federation.context import FederatedContext
+from testbed.registry import get_estimator
 from testbed_app.cli import main
 from tests._claim_files import case_record, claim_record, write_claim_file
 from tests.test_hypotheses_readings import PROFILE, _claim, _spec
 from tests.test_report import make_results
 from theory_checks.claim import Case, known_case
+from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T, POLLED_AGGREGATION
 from theory_checks.fednest import lemma22
 from theory_checks.fednest.constants import (
     assumption_constants,
@@ -256,3 +260,36 @@ def test_table4_r2_at_the_ridges_the_testbed_adds(tmp_path, capsys):
     assert at[0.001]["shown"]["r2_min"] == pytest.approx(0.952, abs=1e-3)
     assert at[0.001]["measured"] == pytest.approx(0.9934, abs=1e-4)  # the median of six
     assert at[0.01]["shown"]["r2_min"] > 0.99
+
+
+# --------------------------------------------------------------- AggITD Table 2's unreported T
+
+
+def test_table2_is_read_at_the_values_of_t_fednest_runs():
+    """AggITD does not report FedNest's HessIV length T: the claim is read at FedNest's code
+    default 5, its Fig. 3 script's 3 and at 25 (no public run), each with the factor as printed
+    and as "more than 2"; the readings with T = 25 are the ones declared to hold."""
+    claim = get_claim("comparison.aggitd_table2_factor")
+    assert claim.expected == "holds" and claim.positive_control is None
+    assert FEDNEST_T == {"FedNest's code default": 5, "FedNest's Fig. 3 script": 3,
+                         "no public run": 25}
+    found = [(r.params["fednest_neumann_terms"], r.params["reading"], r.expected)
+             for r in claim.readings]
+    assert found == [(5, "as printed", "fails"), (5, "more than 2", "fails"),
+                     (3, "as printed", "fails"), (3, "more than 2", "fails"),
+                     (25, "as printed", "holds"), (25, "more than 2", "holds")]
+
+
+def test_polled_aggregation_keeps_the_iterates_and_multiplies_the_rounds():
+    """The Table 2 perturbation: the same iterates as FBO-AggITD, |S| times its rounds."""
+    problem = QuadraticBilevel.random(4, 2, 2, 2.0, seed=0)
+    params = {"inner_steps": 2, "participation": 2}
+    runs = []
+    for build in (get_estimator("fbo-aggitd").build, POLLED_AGGREGATION.build):
+        algorithm = build(**params)
+        ctx = FederatedContext(problem, np.random.default_rng(0), algorithm.participation)
+        state = algorithm.step(ctx, algorithm.init(problem))
+        runs.append((state.x, ctx.calls().comm_rounds))
+    (x, rounds), (x_polled, rounds_polled) = runs
+    assert torch.equal(x, x_polled)
+    assert rounds == 7 and rounds_polled == 2 * rounds  # 2N + 3 with N = 2, two participants

@@ -3,7 +3,9 @@
 A refutation is a statement about someone's published work: it is worth recording only on a case
 that satisfies every assumption and condition of the paper, with the constants computed as the
 paper defines them, and only when the statement fails under every reasonable reading. This
-module gives both as data a claim declares:
+module gives both as data a claim declares, so that a refutation says exactly which readings it
+covers: the readings a claim declares, each checked on the same cases (a claim that declares
+none is read one way, and its verdict says nothing of other readings):
 
 - :class:`Hypothesis`: one assumption or condition (FedNest's A1 with its joint Lipschitz
   constant, a step-size cap, ``N >= ...``, an initial batch ``b_0``). Its ``margin`` is the

@@ -33,8 +33,9 @@ runs, and FedNest spends ``2N + T + 3`` rounds per iteration against FBO-AggITD'
 the factor grows with ``T``. The claim is read at the values FedNest's own code runs
 (:data:`FEDNEST_T`: ucr-optml/FedNest's ``--neumann`` default 5, used by its Fig. 2
 hyper-representation runs; 3 in its ``reproduce/fig3.sh`` and in FedMSA's FedNest baseline) and
-at ``T = 25``, a value no public run uses: at 5 and 3 the factor is below Table 2's (1.78 and
-less on the fast profile's row), at 25 it is reached. So the claim is a replication record whose
+at ``T = 25``, a value no public run uses: on the fast profile's row (non-iid, tau = 5, seed 0;
+FBO-AggITD 507 rounds) FedNest needs 900, 752 and 1634 rounds at T = 5, 3 and 25, factors 1.78,
+1.48 and 3.22 against Table 2's 2.49. So the claim is a replication record whose
 verdict the unreported ``T`` decides, not a refutation: it holds under the readings with ``T =
 25`` and names the readings with ``T = 5`` and ``T = 3`` that fail.
 """
@@ -288,10 +289,14 @@ POLLED_AGGREGATION = Perturbation(
     "FBO-AggITD polls each participant",
     "every aggregation of FBO-AggITD costs one round per participant (10 in Table 2's setting) "
     "instead of one: the iterates are the same and the rounds to 90% ten times as many, so the "
-    "factor falls below 1 under every reading (even T = 25, where the true one is 2.9); a round "
-    "count that is off by a constant factor is the bug a rounds comparison must see.",
+    "factor falls below 1 under every reading (0.18 at T = 5, 0.32 at T = 25, where the true "
+    "one is 3.22); a round count off by a constant factor is the bug a rounds comparison must "
+    "see.",
     registry_variant("fbo-aggitd", PolledAggregation),
     max_examples=1,
+    # the perturbed FBO-AggITD's run and FedNest's three (~40 s of one core): tox -e theory
+    # and every `testbed check` run it, the default test run does not
+    slow=True,
 )
 
 

@@ -142,12 +142,16 @@ def readings_as_expected(readings: Iterable[Mapping[str, Any]], claim_expected: 
 
 
 def readings_text(readings: Iterable[Mapping[str, Any]]) -> str:
-    """A claim's verdict under each of its readings, by name, in one phrase: "fails as stated
-    under R1; holds under R2" (empty for a claim read one way). Every place that shows the
+    """A claim's verdict under each of its readings, by name, in one phrase, the readings with
+    one verdict together: "fails as stated under R1 / R2; holds under R3" (empty for a claim
+    read one way). Every place that shows the
     verdict of a claim with readings shows this beside it, so that a "holds" reached under one
     reading never hides the readings that fail, nor a refutation the readings it covers."""
-    return "; ".join(f"{r.get('verdict', '?')} under {r.get('name', '?')}" for r in readings
-                     if isinstance(r, Mapping))
+    grouped: dict[str, list[str]] = {}
+    for r in readings:
+        if isinstance(r, Mapping):
+            grouped.setdefault(str(r.get("verdict", "?")), []).append(str(r.get("name", "?")))
+    return "; ".join(f"{verdict} under {' / '.join(names)}" for verdict, names in grouped.items())
 
 
 def added_parameters_text(records: Iterable[Mapping[str, Any]]) -> str:

@@ -135,7 +135,7 @@ def _describe_claim(c: Claim) -> None:
     for r in c.readings:
         outcome = (f"expected: {'fails as stated' if r.expected == 'fails' else 'holds'}"
                    if r.expected else "checked")
-        print(f"      reading {r.name!r} ({outcome}): {r.statement}")
+        print(f'      reading "{r.name}" ({outcome}): {r.statement}')
     for p in c.added_parameters:
         print(f"      added by the testbed: {p.name} ({p.statement}); the claim's cases use "
               f"{', '.join(map(str, p.checked))}; each run also measures it at "

@@ -87,6 +87,8 @@ def test_reading_outcomes_in_one_phrase():
     readings = [{"name": "literal", "verdict": "fails as stated"},
                 {"name": "per sample", "verdict": "holds"}]
     assert readings_text(readings) == "fails as stated under literal; holds under per sample"
+    assert readings_text([*readings, {"name": "third", "verdict": "fails as stated"}]) == (
+        "fails as stated under literal / third; holds under per sample")
     assert readings_text([]) == ""
     assert reading_as_expected("holds once corrected", "holds", ["holds once corrected"])
     assert not reading_as_expected("holds", "fails", ["holds"])
@@ -120,9 +122,9 @@ def test_the_report_names_each_reading_beside_the_verdict(tmp_path):
 def test_list_names_each_reading_with_its_expected_outcome(capsys):
     assert main(["list", "--claim", "fednest.lemma22.abs_error_as_stated"]) == 0
     out = capsys.readouterr().out
-    assert ("reading 'A1-A2 on the expected Hessian (literal)' (expected: fails as stated)"
+    assert ('reading "A1-A2 on the expected Hessian (literal)" (expected: fails as stated)'
             in out)
-    assert "reading 'A1-A2 on each sample (as the bound uses them)' (expected: holds)" in out
+    assert 'reading "A1-A2 on each sample (as the bound uses them)" (expected: holds)' in out
 
 
 # ---------------------------------------------------------------------------------- FedNest (14b)

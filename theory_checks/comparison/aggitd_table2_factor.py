@@ -35,7 +35,8 @@ the factor grows with ``T``. The claim is read at the values FedNest's own code 
 hyper-representation runs; 3 in its ``reproduce/fig3.sh`` and in FedMSA's FedNest baseline) and
 at ``T = 25``, a value no public run uses: on the fast profile's row (non-iid, tau = 5, seed 0;
 FBO-AggITD 507 rounds) FedNest needs 900, 752 and 1634 rounds at T = 5, 3 and 25, factors 1.78,
-1.48 and 3.22 against Table 2's 2.49. So the claim is a replication record whose
+1.48 and 3.22 against Table 2's 2.49; on the iid tau = 5 row (seed 0, FBO-AggITD 533 rounds)
+1.35, 1.26 and 2.71 against 3.13. So the claim is a replication record whose
 verdict the unreported ``T`` decides, not a refutation: it holds under the readings with ``T =
 25`` and names the readings with ``T = 5`` and ``T = 3`` that fail.
 """
@@ -267,6 +268,17 @@ table2_fast_case = known_case(TABLE2["noniid_tau5"].workload.spec(),
                               {"setting": "noniid_tau5", "seeds": (0,)})
 
 
+def _expected_outcome(bound: str, t: int) -> str | None:
+    """What the testbed has established under a reading (seed 0 of each tau = 5 row, the tau = 1
+    rows on the thorough profile not yet measured): below both bounds at the T FedNest's code
+    runs on every row measured; "more than 2" reached at T = 25 (non-iid 3.22, iid 2.71); the
+    factor as printed reached at T = 25 on the non-iid row (3.22 >= 2.49, the fast profile's)
+    but not on the iid one (2.71 < 3.13), so that reading declares no outcome."""
+    if t != FEDNEST_T["no public run"]:
+        return "fails"
+    return "holds" if bound == "more than 2" else None
+
+
 # ==================================================================================== perturbation
 
 
@@ -351,7 +363,7 @@ AGGITD_TABLE2_FACTOR = Claim(
             f"{bound}, T = {t} ({source})",
             f"{statement} with FedNest's HessIV length T = {t} ({source})",
             {"reading": bound, "fednest_neumann_terms": t},
-            expected="holds" if t == FEDNEST_T["no public run"] else "fails")
+            expected=_expected_outcome(bound, t))
         for source, t in FEDNEST_T.items()
         for bound, statement in (
             ("as printed", "R_FedNest / R_FBO-AggITD >= the row's Table 2 factor (2.49-3.13)"),

@@ -47,6 +47,7 @@ from reports.claims_table import (
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
+from results_format.verdicts import added_parameters_text, readings_text
 
 #: The verdict groups, in the order every paper shows them ("not checked" last, apart).
 VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
@@ -175,6 +176,18 @@ class Row:
     def readings(self) -> list[str]:
         """The statement's readings with the verdict under each."""
         return reading_lines(self.claim)
+
+    @property
+    def added_parameters(self) -> str:
+        """The outcome at each measured value of the parameters the testbed adds to the paper's
+        setting (shown beside the verdict; empty when the claim declares none)."""
+        return added_parameters_text(self.claim.get("added_parameters") or [])
+
+    @property
+    def reading_verdicts(self) -> str:
+        """The verdict under each reading, by name, in one phrase (shown beside the verdict
+        wherever it appears; empty for a claim read one way)."""
+        return readings_text(self.claim.get("readings") or [])
 
     @property
     def refutation_summary(self) -> str:

@@ -121,6 +121,63 @@ def verdict_over_readings(verdicts: Iterable[str]) -> str:
     return "undecided"
 
 
+def reading_as_expected(verdict: str, expected: str | None, claim_expected: Iterable[str]
+                        ) -> bool:
+    """Whether a reading's verdict is the one the claim declares for it: ``expected`` "fails"
+    needs "fails as stated", "holds" a holding verdict, ``None`` anything; "undecided" is as
+    expected where the claim's own expected verdicts allow it (a profile that cannot decide)."""
+    if expected is None:
+        return True
+    if verdict == "undecided":
+        return "undecided" in claim_expected
+    return (verdict == "fails as stated") == (expected == "fails")
+
+
+def readings_as_expected(readings: Iterable[Mapping[str, Any]], claim_expected: Iterable[str]
+                         ) -> bool:
+    """Every recorded reading (``{"verdict", "expected"}``) as the claim declares it."""
+    allowed = list(claim_expected)
+    return all(reading_as_expected(str(r.get("verdict")), r.get("expected"), allowed)
+               for r in readings if isinstance(r, Mapping))
+
+
+def readings_text(readings: Iterable[Mapping[str, Any]]) -> str:
+    """A claim's verdict under each of its readings, by name, in one phrase, the readings with
+    one verdict together: "fails as stated under R1 / R2; holds under R3" (empty for a claim
+    read one way). Every place that shows the
+    verdict of a claim with readings shows this beside it, so that a "holds" reached under one
+    reading never hides the readings that fail, nor a refutation the readings it covers."""
+    grouped: dict[str, list[str]] = {}
+    for r in readings:
+        if isinstance(r, Mapping):
+            grouped.setdefault(str(r.get("verdict", "?")), []).append(str(r.get("name", "?")))
+    return "; ".join(f"{verdict} under {' / '.join(names)}" for verdict, names in grouped.items())
+
+
+def added_parameters_text(records: Iterable[Mapping[str, Any]]) -> str:
+    """The outcome of a claim's check at each measured value of each parameter the testbed adds
+    to the paper's setting, in one phrase: "ridge mu (the claim's cases: 0.01, 0.5): holds at
+    0.001 (0.9934 vs 0.99), ..." (empty when none is declared)."""
+    parts = []
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        at = []
+        for o in record.get("outcomes") or []:
+            if not isinstance(o, Mapping):
+                continue
+            measured, bound = o.get("measured"), o.get("bound")
+            extra = "".join(f"; {key} {value:.4g}" for key, value in
+                            (o.get("shown") or {}).items() if _finite(value))
+            numbers = (f" ({measured:.4g} vs {bound:.4g}{extra})"
+                       if _finite(measured, bound) else "")
+            at.append(f"{o.get('outcome', '?')} at {o.get('value', '?')}{numbers}")
+        checked = ", ".join(str(v) for v in record.get("checked") or [])
+        parts.append(f"{record.get('name', '?')} (the claim's cases: {checked}): "
+                     + ", ".join(at))
+    return "; ".join(parts)
+
+
 def verdict_of(outcomes: Iterable[str], corrects: bool) -> str:
     """A claim's verdict from its cases' outcomes: a failing case -> "fails as stated"; an
     undecided case, or none at all -> "undecided"; else "holds" ("holds once corrected" when
@@ -233,9 +290,17 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
     if bad:
         problems.append(f"expected_verdicts holds {bad[0]!r}, not a verdict")
     elif data["as_expected"] != (data["verdict"] in expected):
-        problems.append(f"as_expected is {str(data['as_expected']).lower()}, but verdict "
-                        f"{data['verdict']!r} is {'' if data['verdict'] in expected else 'not '}"
-                        f"among the expected {expected}")
+        if data["verdict"] not in expected or not readings:
+            problems.append(f"as_expected is {str(data['as_expected']).lower()}, but verdict "
+                            f"{data['verdict']!r} is "
+                            f"{'' if data['verdict'] in expected else 'not '}"
+                            f"among the expected {expected}")
+        elif readings_as_expected(readings, expected):
+            problems.append("as_expected is false, but the verdict and every reading's are "
+                            "the expected ones")
+    elif data["as_expected"] and readings and not readings_as_expected(readings, expected):
+        problems.append("as_expected is true, but a reading's verdict is not the one it "
+                        "declares")
     return problems
 
 
@@ -343,6 +408,7 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
 
 __all__ = ["CASE_SCHEMA", "CLAIM_RESULT_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS",
            "DECISION_SCHEMA", "FILES_KEY", "FIT_SCHEMA", "OUTCOMES", "SERIES_COLUMNS_READ",
-           "VERDICTS", "claim_file_problem", "combine", "companion_problems", "interval_outcome",
-           "read_claim_file", "recomputed_problems", "untrusted_claim_files", "verdict_of",
-           "verdict_over_readings"]
+           "VERDICTS", "added_parameters_text", "claim_file_problem", "combine",
+           "companion_problems", "interval_outcome", "read_claim_file", "reading_as_expected",
+           "readings_as_expected", "readings_text", "recomputed_problems",
+           "untrusted_claim_files", "verdict_of", "verdict_over_readings"]

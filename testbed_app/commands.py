@@ -25,7 +25,11 @@ from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
 from results_format.layout import CALIBRATION
 from results_format.paths import output_folder
-from results_format.verdicts import untrusted_claim_files
+from results_format.verdicts import (
+    added_parameters_text,
+    readings_text,
+    untrusted_claim_files,
+)
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
@@ -129,6 +133,14 @@ def _describe_claim(c: Claim) -> None:
     print(f"      decision: {decision}"
           + (f"; undecided by design on: {', '.join(c.undecided_on)}"
              if c.undecided_on else ""))
+    for r in c.readings:
+        outcome = (f"expected: {'fails as stated' if r.expected == 'fails' else 'holds'}"
+                   if r.expected else "checked")
+        print(f'      reading "{r.name}" ({outcome}): {r.statement}')
+    for p in c.added_parameters:
+        print(f"      added by the testbed: {p.name} ({p.statement}); the claim's cases use "
+              f"{', '.join(map(str, p.checked))}; each run also measures it at "
+              f"{', '.join(map(str, p.values))}")
     if c.perturbation is not None:
         print(f"      perturbation it must catch: {c.perturbation.name}")
     if c.positive_control is not None:
@@ -208,6 +220,11 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
         print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
               f"{caught:6s} {held}")
+        if s.get("readings"):  # the verdict under each reading, by name
+            print(f"{'':{width}s}  readings: {readings_text(s['readings'])}")
+        if s.get("added_parameters"):  # how the verdict depends on what the testbed adds
+            print(f"{'':{width}s}  added by the testbed: "
+                  f"{added_parameters_text(s['added_parameters'])}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]

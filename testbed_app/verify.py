@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.verdicts import readings_text
 from testbed import plugins
 from testbed.info import EstimatorInfo
 from testbed.names import did_you_mean
@@ -110,8 +111,9 @@ def verify(target: str | EstimatorInfo, results: Path, profile_name: str | None 
 def failures(summaries: Sequence[dict[str, Any]]) -> list[str]:
     """Runs whose verdict is not the expected one (an "undecided" included: the budget did not
     establish the claim), with the verdict."""
-    return [f"{s['id']}: {s['verdict']} (expected {s['expected']})" for s in summaries
-            if not s["as_expected"]]
+    return [f"{s['id']}: {s['verdict']} (expected {s['expected']})"
+            + (f"; readings: {readings_text(s['readings'])}" if s.get("readings") else "")
+            for s in summaries if not s["as_expected"]]
 
 
 def verdict_table(summaries: Sequence[dict[str, Any]]) -> str:
@@ -121,6 +123,8 @@ def verdict_table(summaries: Sequence[dict[str, Any]]) -> str:
     for s in summaries:
         lines.append(f"{s['id']:{width}s}  {s['verdict']:22s} {s['expected']:9s} "
                      f"{s['n_cases']:5d}  {'yes' if s['as_expected'] else 'NO'}")
+        if s.get("readings"):  # the verdict under each reading, by name
+            lines.append(f"{'':{width}s}  readings: {readings_text(s['readings'])}")
     return "\n".join(lines)
 
 

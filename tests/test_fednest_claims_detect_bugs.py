@@ -24,7 +24,6 @@ REFUTED = {
     "fednest.lemma22.per_client_bias": "fednest.lemma22.averaged_bias",
     "fednest.lemma22.paper_constant": "fednest.lemma22.averaged_bias",
     "fednest.minimax.per_client_indirect_zero": "fednest.minimax.averaged_indirect_zero",
-    "fednest.compositional.paper_indirect_form": "fednest.compositional.single_term_unbiased",
 }
 
 
@@ -40,7 +39,9 @@ def test_every_fednest_claim_can_hold_and_fail():
             assert claim.positive_control is not None, claim.id
             assert claim.perturbation is None, claim.id
     refuted = {c.id for c in CLAIMS.values() if c.expected == "fails"}
-    assert refuted == set(REFUTED) | {"fednest.lemma22.abs_error_as_stated"}
+    # (14b) and the compositional sentence hold under one of their readings (issue 32:
+    # tests/test_readings.py): no longer refutations
+    assert refuted == set(REFUTED)
 
 
 def test_claims_are_classified():

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from problems import ProblemConstants, from_spec
 from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
-from theory_checks.hypotheses import Hypothesis, Reading
+from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
 
 # PerProfile lives with the profiles; re-exported (``X as X``) for the claims that name it here
 from theory_checks.profiles import PROFILES
@@ -229,6 +229,9 @@ class Claim:
         scale: for a number read off a paper's table or figure, the paper's stated scale
             (clients, samples, dimension, protocol) the cases reproduce, and the differences
             that remain; a refutation of such a number is recorded only at that scale.
+        added_parameters: parameters the testbed adds to the paper's setting
+            (:class:`~theory_checks.hypotheses.AddedParameter`): each run measures the check at
+            their declared values and records the outcome at each beside the verdict.
     """
 
     id: str
@@ -255,6 +258,7 @@ class Claim:
     hypotheses: tuple[Hypothesis, ...] = ()
     readings: tuple[Reading, ...] = ()
     scale: str = ""
+    added_parameters: tuple[AddedParameter, ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:

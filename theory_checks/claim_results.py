@@ -24,7 +24,7 @@ from results_format.paths import inside
 from results_format.provenance import git_commit, provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
-from results_format.verdicts import FILES_KEY, claim_file_problem
+from results_format.verdicts import FILES_KEY, claim_file_problem, readings_as_expected
 from testbed.precision import precision_record
 from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
@@ -65,10 +65,12 @@ class ReadingResult:
     verdict: Verdict
     n_cases: int
     counterexample: CaseResult | None
+    #: the outcome the claim declares under this reading (``Reading.expected``), if any
+    expected: str | None = None
 
     def summary(self) -> dict[str, Any]:
         return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
-                "n_cases": self.n_cases,
+                "expected": self.expected, "n_cases": self.n_cases,
                 "counterexample": case_summary(self.counterexample)
                 if self.counterexample is not None else None}
 
@@ -104,7 +106,11 @@ class ClaimResult:
 
     @property
     def as_expected(self) -> bool:
-        return self.verdict in self.claim.expected_verdicts(self.profile)
+        """The verdict is one the testbed expects, and so is each reading's that declares its
+        own (the rule a results file is checked against, :mod:`results_format.verdicts`)."""
+        expected = self.claim.expected_verdicts(self.profile)
+        return self.verdict in expected and readings_as_expected(
+            ({"verdict": r.verdict, "expected": r.expected} for r in self.readings), expected)
 
 
 # --------------------------------------------------------------------------- results files
@@ -128,6 +134,9 @@ def claim_fingerprint(claim: Claim, profile: Profile) -> str:
                               for r in claim.readings))
     if claim.scale:
         parts.append(claim.scale)
+    if claim.added_parameters:
+        parts.append("|".join(f"{p.name}: {p.statement} {p.checked} {p.values}"
+                              for p in claim.added_parameters))
     return fingerprint(*parts)
 
 
@@ -170,12 +179,14 @@ def _json_bytes(data: Any, **options: Any) -> bytes:
 
 def render_claim_result(result: ClaimResult, profile: Profile,
                         power: dict[str, Any] | None = None,
-                        control: dict[str, Any] | None = None) -> ClaimFiles:
+                        control: dict[str, Any] | None = None,
+                        added: list[dict[str, Any]] | None = None) -> ClaimFiles:
     """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
 
-    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
-    (:func:`~theory_checks.runner.run_positive_control`) are recorded
-    beside the verdict when given.
+    ``power`` (:func:`~theory_checks.runner.run_power`), ``control``
+    (:func:`~theory_checks.runner.run_positive_control`) and ``added`` (the outcomes at the
+    values of the parameters the testbed adds, :func:`~theory_checks.runner.
+    run_added_parameters`) are recorded beside the verdict when given.
     """
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
@@ -234,6 +245,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "unconfirmed": [case_summary(r) for r in result.unconfirmed], "fits": fits,
         "series_file": str(Path(SERIES) / f"{run_id}.csv"),
         "power": power, "positive_control": control,
+        **({"added_parameters": added} if added is not None else {}),
         "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),
         "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
                        for h in claim.hypotheses],
@@ -299,14 +311,15 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
 
 def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
                        power: dict[str, Any] | None = None,
-                       control: dict[str, Any] | None = None) -> Path:
+                       control: dict[str, Any] | None = None,
+                       added: list[dict[str, Any]] | None = None) -> Path:
     """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
 
-    ``power`` (:func:`~theory_checks.runner.run_power`) and ``control``
-    (:func:`~theory_checks.runner.run_positive_control`) are recorded
-    beside the verdict when given.
+    ``power``, ``control`` and ``added`` are recorded beside the verdict when given
+    (:func:`render_claim_result`).
     """
-    return write_claim_files(render_claim_result(result, profile, power, control), out_dir)
+    return write_claim_files(render_claim_result(result, profile, power, control, added),
+                             out_dir)
 
 
 def _rebuild_problem(spec: dict[str, Any]) -> Any:

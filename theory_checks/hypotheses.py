@@ -3,7 +3,9 @@
 A refutation is a statement about someone's published work: it is worth recording only on a case
 that satisfies every assumption and condition of the paper, with the constants computed as the
 paper defines them, and only when the statement fails under every reasonable reading. This
-module gives both as data a claim declares:
+module gives both as data a claim declares, so that a refutation says exactly which readings it
+covers: the readings a claim declares, each checked on the same cases (a claim that declares
+none is read one way, and its verdict says nothing of other readings):
 
 - :class:`Hypothesis`: one assumption or condition (FedNest's A1 with its joint Lipschitz
   constant, a step-size cap, ``N >= ...``, an initial batch ``b_0``). Its ``margin`` is the
@@ -15,7 +17,13 @@ module gives both as data a claim declares:
 - :class:`Reading`: one reasonable reading of a statement ("requires 2T + N + 3 rounds" read as
   exactly or as at most). A claim with readings is checked under each (the reading's parameters
   join every case's); it "fails as stated" only when every reading fails, and otherwise its
-  verdict says which readings hold.
+  verdict says which readings hold. A reading may declare the outcome the testbed has
+  established under it (``expected``): a run where it differs is not as expected, so a reading
+  that stops failing (or holding) is a regression even when the claim's verdict is unchanged.
+
+- :class:`AddedParameter`: a parameter the testbed adds to the paper's setting, which the paper
+  leaves open (HGP's ridge ``mu`` in eq. (12)), declared with the values the claim's cases use
+  and the values measured beside every run's verdict, so the verdict says how it depends on it.
 
 The constants a hypothesis and a check use come from one module per paper
 (``theory_checks/<paper>/constants.py``), so a check and the assumptions it is judged against
@@ -116,14 +124,52 @@ class Reading:
         statement: the statement under this reading.
         params: parameters added to every case's (the check reads them, e.g.
             ``{"reading": "at_most"}``).
+        expected: what the testbed has established under this reading ("holds" or "fails");
+            ``None``: only the claim's verdict is expected.
     """
 
     name: str
     statement: str
     params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    expected: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.expected not in (None, "holds", "fails"):
+            raise ValueError(f"reading {self.name!r}: expected must be 'holds' or 'fails', "
+                             f"got {self.expected!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class AddedParameter:
+    """A parameter the testbed adds to a paper's setting (the paper leaves it open), on which
+    a verdict may depend. Every run of the claim measures its check at each of ``values``
+    (:func:`theory_checks.runner.run_added_parameters`) and records the outcome at each beside
+    the verdict (``testbed check``, the results file, the report; ``testbed list --claim``
+    shows the declaration).
+
+    Attributes:
+        name: short name ("ridge mu").
+        statement: what the testbed adds and why, with where the value comes from.
+        checked: the values the claim's own cases use.
+        values: the values measured beside the verdict on the case ``at`` builds.
+        at: the case (a :class:`theory_checks.claim.Case`) with the parameter at a value.
+        shown: keys of the measurement's ``details`` recorded and shown with each outcome
+            (the spread a median hides, say).
+    """
+
+    name: str
+    statement: str
+    checked: tuple[float, ...]
+    values: tuple[float, ...]
+    at: Callable[[float], Any]
+    shown: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.values:
+            raise ValueError(f"added parameter {self.name!r}: no value to measure")
 
 
 __all__ = [
-    "OUTSIDE_PREFIX", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading", "at_least",
-    "at_most", "margins", "rejection_reason", "violated",
+    "OUTSIDE_PREFIX", "AddedParameter", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading",
+    "at_least", "at_most", "margins", "rejection_reason", "violated",
 ]

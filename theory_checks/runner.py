@@ -248,7 +248,7 @@ def _check_readings(
     results = [_check_claim(under_reading(claim, reading), profile, make, estimator,
                             calibration_seed) for reading in claim.readings]
     per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
-                                 r.counterexample)
+                                 r.counterexample, reading.expected)
                    for reading, r in zip(claim.readings, results, strict=True)]
     # the rule a results file is checked against when read back (results_format.verdicts)
     verdict = verdict_over_readings(r.verdict for r in results)
@@ -412,6 +412,52 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
                if claim.readings else {})}
 
 
+def run_added_parameters(claim: Claim, profile: Profile) -> list[dict[str, Any]] | None:
+    """The check at each declared value of each parameter the testbed adds to the paper's setting
+    (:class:`~theory_checks.hypotheses.AddedParameter`), under every reading: the outcome at a
+    value is "holds" when some reading holds, "fails" when every reading fails, else
+    "undecided" (the rule of the verdict over readings); a case outside the hypotheses or not
+    measurable says so. ``None`` when the claim declares none."""
+    if not claim.added_parameters:
+        return None
+    rate = claim.false_fail_rate if claim.statistical else 0.0
+    design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
+              if claim.statistical else None)
+    readings = claim.readings or (Reading("as stated", claim.statement),)
+    records = []
+    for added in claim.added_parameters:
+        outcomes = []
+        for value in added.values:
+            start = time.perf_counter()
+            base = added.at(value)
+            found: dict[str, Any] = {}
+            for reading in readings:
+                try:
+                    result = measure_and_decide(claim, with_reading(base, reading),
+                                                default_make(claim), design, rate)
+                except NotMeasurable as reason:  # outside the hypotheses included
+                    found[reading.name] = {"outcome": "not measured", "reason": str(reason)}
+                    continue
+                m = result.measurement
+                found[reading.name] = {"outcome": result.outcome, "measured": m.measured,
+                                       "bound": m.bound, "relation": m.relation,
+                                       **{key: m.details[key] for key in added.shown
+                                          if key in m.details}}
+            measured = [r["outcome"] for r in found.values() if r["outcome"] != "not measured"]
+            outcome = ("not measured" if not measured else "holds" if "holds" in measured
+                       else "fails" if all(o == "fails" for o in measured) else "undecided")
+            shown = next((r for r in found.values() if r["outcome"] == outcome),
+                         next(iter(found.values())))
+            outcomes.append({"value": value, "outcome": outcome,
+                             "measured": shown.get("measured"), "bound": shown.get("bound"),
+                             "shown": {key: shown[key] for key in added.shown if key in shown},
+                             "problem_id": base.problem.id, "readings": found,
+                             "seconds": time.perf_counter() - start})
+        records.append({"name": added.name, "statement": added.statement,
+                        "checked": list(added.checked), "outcomes": outcomes})
+    return records
+
+
 def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],
                           attempt: int = 0) -> CaseResult:
     """Rebuild a saved counterexample and decide it again; a statistical one on a fresh stream
@@ -436,6 +482,7 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
     own = estimator == claim.estimators[0]
     power = run_power(claim, profile) if own else None
     control = run_positive_control(claim, profile) if own else None
+    added = run_added_parameters(claim, profile) if own else None
     try:
         result = run_claim(claim, profile, estimator=estimator)
     except (ValueError, RuntimeError, IndexError, TypeError) as error:
@@ -446,7 +493,7 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
             f"claim {claim.id} on estimator {estimator}: the check could not use the "
             f"estimator's output ({type(error).__name__}: {error}); it expects what "
             f"{claim.estimators[0]} returns, with the same shapes") from error
-    return render_claim_result(result, profile, power, control)
+    return render_claim_result(result, profile, power, control, added)
 
 
 class ClaimRunError(ValueError):

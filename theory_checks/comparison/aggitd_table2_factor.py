@@ -27,6 +27,19 @@ gives a bound: a candidate that misses after ``B_c`` rounds makes the factor at 
 the bound** (the reading most charitable to the paper, which reports one run), fails when every
 seed's factor is certainly below it (a refutation needs every seed), and a setting where runs
 that never reached leave the factor on both sides is not measured (rejected, not counted).
+
+**The parameter that decides it.** AggITD does not report the HessIV length ``T`` of its FedNest
+runs, and FedNest spends ``2N + T + 3`` rounds per iteration against FBO-AggITD's ``2N + 3``:
+the factor grows with ``T``. The claim is read at the values FedNest's own code runs
+(:data:`FEDNEST_T`: ucr-optml/FedNest's ``--neumann`` default 5, used by its Fig. 2
+hyper-representation runs; 3 in its ``reproduce/fig3.sh`` and in FedMSA's FedNest baseline) and
+at ``T = 25``, a value no public run uses: on the fast profile's row (non-iid, tau = 5, seed 0;
+FBO-AggITD 507 rounds) FedNest needs 900, 752 and 1634 rounds at T = 5, 3 and 25, factors 1.78,
+1.48 and 3.22 against Table 2's 2.49; on the other rows (seed 0) 1.20-1.36 at T = 5 and 3 and
+2.71-2.83 at T = 25, above 2 everywhere, above the printed factor on the non-iid tau = 1 row
+(2.71 >= 2.65) and below it on the iid rows (2.71 < 3.13, 2.83 < 3.08). So the claim is a
+replication record whose verdict the unreported ``T`` decides, not a refutation: it holds under
+the readings with ``T = 25`` and names the readings with ``T = 5`` and ``T = 3`` that fail.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems.workloads import WorkloadRecipe
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import model_point
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
@@ -50,10 +64,12 @@ from theory_checks.claim import (
     Measurement,
     NotMeasurable,
     PerProfile,
+    Perturbation,
     SeriesPoint,
     known_case,
 )
 from theory_checks.hypotheses import Reading
+from theory_checks.perturbed_variants import registry_variant
 
 THRESHOLD = 0.9  # test accuracy, the papers' "rounds to 90%"
 
@@ -175,6 +191,15 @@ READING_BOUNDS: dict[str, Callable[[Setting], float]] = {
 }
 
 
+#: FedNest's HessIV length T (``neumann_terms``), which AggITD does not report, at the values the
+#: claim is read at: FedNest's code default (ucr-optml/FedNest utils/options.py ``--neumann 5``,
+#: its Fig. 2 hyper-representation runs), its Fig. 3 script's (reproduce/fig3.sh ``--neumann 3``,
+#: also FedMSA's FedNest baseline), and 25, which no public run uses: there FedNest spends
+#: 2N + T + 3 = 38 rounds per iteration against FBO-AggITD's 13 (the value that makes the factor).
+FEDNEST_T: dict[str, int] = {"FedNest's code default": 5, "FedNest's Fig. 3 script": 3,
+                             "no public run": 25}
+
+
 def baseline_params(setting: Setting, case: Case) -> dict[str, Any]:
     """FedNest's parameters in ``case``: the setting's, with the HessIV length ``T``
     (``neumann_terms``) a case may set (``params["fednest_neumann_terms"]``): AggITD does not
@@ -242,12 +267,50 @@ def _cases(settings: tuple[str, ...], seeds: tuple[int, ...]) -> Callable[[], An
 table2_cases = _cases(tuple(TABLE2), (0, 1, 2))
 table2_fast_case = known_case(TABLE2["noniid_tau5"].workload.spec(),
                               {"setting": "noniid_tau5", "seeds": (0,)})
-# Positive control of comparison.aggitd_table2_factor: the same row with a FedNest whose HessIV
-# length T = 25 (unreported by AggITD) spends 2N + T + 3 = 38 rounds per iteration against
-# FBO-AggITD's 13, a factor of 2.9 with no saving in iterations: the check says "holds".
-table2_long_hessiv_case = known_case(TABLE2["noniid_tau5"].workload.spec(),
-                                     {"setting": "noniid_tau5", "seeds": (0,),
-                                      "fednest_neumann_terms": 25})
+
+
+def _expected_outcome(bound: str, t: int) -> str | None:
+    """What the testbed has established under a reading (seed 0 of every row): below both
+    bounds at the T FedNest's code runs (factors 1.20-1.78); at T = 25 above 2 on every row
+    (2.71-3.22) and the factor as printed reached on the non-iid rows (3.22 >= 2.49, 2.71 >=
+    2.65) but not on the iid ones (2.71 < 3.13, 2.83 < 3.08), so that reading declares no
+    outcome (the fast profile runs the non-iid tau = 5 row, where it holds)."""
+    if t != FEDNEST_T["no public run"]:
+        return "fails"
+    return "holds" if bound == "more than 2" else None
+
+
+# ==================================================================================== perturbation
+
+
+@dataclasses.dataclass(frozen=True)
+class PolledAggregation(FBOAggITD):
+    """FBO-AggITD whose server collects every aggregation from the participants one at a time:
+    a round per participant instead of one per aggregation (the same iterates, ``|S|`` times the
+    rounds)."""
+
+    def step(self, ctx: FederatedContext, state: Any) -> Any:
+        new = FBOAggITD.step(self, ctx, state)
+        everyone = torch.arange(ctx.problem.n_clients)
+        extra = (ctx.sampler.per_round - 1) * self.rounds_per_iteration()
+        for _ in range(extra):  # the mean is discarded: rounds counted, iterates unchanged
+            ctx.aggregate(new.x.expand(int(everyone.shape[0]), -1), everyone)
+        return new
+
+
+POLLED_AGGREGATION = Perturbation(
+    "FBO-AggITD polls each participant",
+    "every aggregation of FBO-AggITD costs one round per participant (10 in Table 2's setting) "
+    "instead of one: the iterates are the same and the rounds to 90% ten times as many, so the "
+    "factor falls below 1 under every reading (0.18 at T = 5, 0.32 at T = 25, where the true "
+    "one is 3.22); a round count off by a constant factor is the bug a rounds comparison must "
+    "see.",
+    registry_variant("fbo-aggitd", PolledAggregation),
+    max_examples=1,
+    # the perturbed FBO-AggITD's run and FedNest's three (~40 s of one core): tox -e theory
+    # and every `testbed check` run it, the default test run does not
+    slow=True,
+)
 
 
 AGGITD_TABLE2_FACTOR = Claim(
@@ -271,16 +334,15 @@ AGGITD_TABLE2_FACTOR = Claim(
            "machine) instead of MNIST (60,000 / 10,000, 784 inputs), so the MLP is 64-200-10; 20 "
            "clients with 10 per round instead of 100 with 10 per round; full local batches "
            "instead of minibatches; squared L2 head regulariser 0.1 and no dropout; FedNest's T "
-           "= N = 5 (the paper does not give T); evaluation after every outer iteration; 60 "
-           "outer iterations at tau = 5 and 300 at tau = 1 (the paper's horizon: 2000 rounds); "
-           "seeds 0-2 (the paper reports one run)"),
+           "(the paper does not give it) read at 5, 3 and 25 (FEDNEST_T); evaluation after "
+           "every outer iteration; 60 outer iterations at tau = 5 and 300 at tau = 1 (the "
+           "paper's horizon: 2000 rounds); seeds 0-2 (the paper reports one run)"),
     # Why these cases: a run of 60 outer iterations takes ~8 s of one core, 300 ~40 s; the fast
     # profile runs the cheapest row (non-iid, tau = 5) on two seeds, the thorough one every row on
     # three seeds.
     max_examples=PerProfile(0, 4),
     shrink=False,
-    expected="fails",
-    positive_control=table2_long_hessiv_case,
+    perturbation=POLLED_AGGREGATION,
     notes=("Decided under Table 2's protocol, not on closed-form problems (where the ratio is "
            "the per-iteration 13/18 and says nothing about a table measured on MNIST: "
            "comparison.aggitd_fewer_rounds_than_fednest). Holds on a row when some seed's factor "
@@ -288,20 +350,26 @@ AGGITD_TABLE2_FACTOR = Claim(
            "seed 0): non-iid tau = 5: 900 / 507 = 1.78 (seeds 0-1: at most 1.78), iid tau = 5: "
            "720 / 533 = 1.35, iid tau = 1: 3672 / 2704 = 1.36, against 2.49, 3.13 and 3.08: "
            "FBO-AggITD needs about as many outer iterations as FedNest, so its saving is the "
-           "per-iteration 18/13. The paper does not report FedNest's HessIV length T; the "
-           "settings take FedNest's code default T = 5 (its scripts use 3 or 5). A FedNest with "
-           "T = 25 would spend 38 rounds per iteration and give the factor with no saving in "
-           "iterations (the positive control): the refutation is of the factor at the code's T."),
-    readings=(
+           "per-iteration 18/13. The paper does not report FedNest's HessIV length T, and T "
+           "decides the verdict: at FedNest's code default T = 5 and its Fig. 3 script's T = 3 "
+           "the factor is below Table 2's under both readings of the factor; with T = 25 (no "
+           "public run uses it) FedNest spends 38 rounds per iteration and the factor is "
+           "reached with no saving in iterations. So this is a replication record that T "
+           "decides, not a refutation: the verdict holds under the T = 25 readings and names "
+           "the T = 5 and T = 3 readings that fail. The fast profile runs the one row on seed "
+           "0 under every reading (the runs are shared between the readings of one T); the "
+           "thorough profile every row on three seeds."),
+    readings=tuple(
         Reading(
-            "as printed",
-            "R_FedNest / R_FBO-AggITD >= the row's Table 2 factor (2.49-3.13)",
-            {"reading": "as printed"}),
-        Reading(
-            "more than 2",
-            "R_FedNest / R_FBO-AggITD > 2 (Sec. 5: 'more than 2-3 times fewer')",
-            {"reading": "more than 2"}),
-    ),
+            f"{bound}, T = {t} ({source})",
+            f"{statement} with FedNest's HessIV length T = {t} ({source})",
+            {"reading": bound, "fednest_neumann_terms": t},
+            expected=_expected_outcome(bound, t))
+        for source, t in FEDNEST_T.items()
+        for bound, statement in (
+            ("as printed", "R_FedNest / R_FBO-AggITD >= the row's Table 2 factor (2.49-3.13)"),
+            ("more than 2", "R_FedNest / R_FBO-AggITD > 2 (Sec. 5: 'more than 2-3 times "
+                            "fewer')"))),
 )
 
 

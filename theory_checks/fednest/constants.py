@@ -13,6 +13,17 @@ Assumptions A and B (Sec. 2.1):
 - **B1-B2**: unbiased stochastic oracles with bounded variances; the closed-form families'
   finite, centred sample sets satisfy both by construction (``problems.quadratic_bilevel``).
 
+Two readings of A1-A2 for a statement about stochastic Hessians (:data:`ASSUMPTION_READINGS`,
+case parameter ``assumptions``). As stated (Sec. 3, "Assumption A ... For all i"), A1-A2 are
+about ``g_i(x, y) := E_zeta[g_i(x, y; zeta)]`` (eq. (7)), the expected function: its Hessian
+bounds say nothing of one sample's. Lemma 2.2's (14b) bounds ``E_W||H^{-1} - H_hat||``, where
+``H_hat`` (13b) multiplies factors ``I - (1/l_{g,1}) grad^2_y g_i(x, y; zeta_{i,n})`` built from
+samples: its bound ``2/mu_g`` follows when every factor has norm ``<= 1 - mu_g/l_{g,1}``, i.e.
+when A1-A2 hold for every sample function ``g_i(.; zeta)`` (the reading of Ghadimi & Wang 2018,
+whose stochastic Neumann estimator (13b) is; arXiv 2205.02215 ends with Appendix A, so Lemma
+2.2's proof, in the supplementary material, is not what this reading rests on). :func:`sample_constants` gives the constants under that reading, from the
+sample Hessians as A1 and A2 define them.
+
 A Lipschitz constant is any upper bound: the statements hold (or fail) for every valid choice,
 and the checks take the smallest valid one (the norms above), the choice under which the bounds
 are tightest and FedIHGP's scale ``1/l_{g,1}`` is largest. On the quadratic families the Hessians
@@ -73,6 +84,42 @@ def fednest_constants(problem: Any) -> FedNestConstants:
                             mu_g=float(y_block.min()), l_g1_y=float(y_block.max()))
 
 
+def sample_constants(problem: Any) -> FedNestConstants:
+    """A1-A2's constants with the assumptions applied to every sample function ``g_i(z;
+    zeta)`` (the per-sample reading, module docstring): ``l_{g,1} = max_{i, zeta} ||grad^2
+    g_i(z; zeta)||_2`` jointly in ``z = (x, y)`` (A1 per sample), ``mu_g = min_{i, zeta}
+    lambda_min(grad^2_y g_i(z; zeta))`` (A2 per sample), ``l_g1_y`` the largest sample
+    eigenvalue of the ``y`` block, and ``l_{f,1}`` A1's (the outer samples play no part in
+    (14b)). Exact on the quadratic families, whose sample Hessians are constant; a problem
+    built without samples has none (``ValueError``)."""
+    g = joint_hessians(problem, "g", per_sample=True)  # (M, n, d, d)
+    dx = problem.dim_x
+    y_block = torch.linalg.eigvalsh(0.5 * (g[..., dx:, dx:] + g[..., dx:, dx:].transpose(-1, -2)))
+    return FedNestConstants(l_g1=spectral_norm_max(g),
+                            l_f1=spectral_norm_max(joint_hessians(problem, "f")),
+                            mu_g=float(y_block.min()), l_g1_y=float(y_block.max()))
+
+
+#: The readings of A1-A2 for a statement about stochastic Hessians (``params["assumptions"]``,
+#: module docstring): on the expected function ``g_i = E_zeta g_i(.; zeta)`` (as stated, the
+#: default) or on every sample function (as Lemma 2.2's (14b) needs them).
+ASSUMPTION_READINGS = {
+    "expected": "A1-A2 on g_i(x, y) = E_zeta g_i(x, y; zeta), as Assumption A states them",
+    "each_sample": "A1-A2 on every sample function g_i(x, y; zeta), as (14b)'s bound uses them",
+}
+
+
+def assumption_constants(case: Any) -> FedNestConstants:
+    """A1-A2's constants of the case's problem under the case's reading of the assumptions
+    (:data:`ASSUMPTION_READINGS`: :func:`fednest_constants` unless ``params["assumptions"]``
+    says ``"each_sample"``, then :func:`sample_constants`)."""
+    reading = case.params.get("assumptions", "expected")
+    if reading not in ASSUMPTION_READINGS:
+        raise ValueError(f"unknown reading of A1-A2: {reading!r}")
+    return (sample_constants(case.problem) if reading == "each_sample"
+            else fednest_constants(case.problem))
+
+
 #: The readings of ``l_{g,1}`` a claim may be checked under (``params["l_g1"]``): A1's
 #: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.4
 #: uses (``l_{g,1} = 1`` for ``g_i = (1/2)||y - r_i(x)||^2``, whose joint constant is
@@ -102,9 +149,21 @@ def l_g1(case: Any) -> float:
 
 def neumann_scale(case: Any) -> float:
     """The scale ``l`` of FedIHGP's factors ``I - H/l`` (Alg. 3: ``1/l_{g,1}``) in ``case``: the
-    inverse of its ``neumann_step_size`` when the case sets one, else :func:`l_g1`."""
+    inverse of its ``neumann_step_size`` when the case sets one, else :func:`l_g1` (under the
+    per-sample reading of A1-A2, :data:`ASSUMPTION_READINGS`, the per-sample ``l_{g,1}`` of
+    :func:`sample_constants`, at least A1's: a Lipschitz constant of every sample's gradient is
+    one of their mean's)."""
     step = case.params.get("neumann_step_size")
-    return 1.0 / float(step) if step else l_g1(case)
+    if step:
+        return 1.0 / float(step)
+    if case.params.get("assumptions", "expected") == "each_sample":
+        constants = sample_constants(case.problem)
+        per_sample = (constants.l_g1 if case.params.get("l_g1", "joint") == "joint"
+                      else constants.l_g1_y)
+        # >= A1's constant in exact arithmetic; the max keeps a case whose samples equal their
+        # mean (no Hessian noise) from falling outside A1 by a rounding of 1e-16
+        return max(per_sample, l_g1(case))
+    return l_g1(case)
 
 
 #: A1 for FedIHGP's scale: the ``l_{g,1}`` Alg. 3 divides by is a Lipschitz constant of
@@ -123,6 +182,16 @@ A2_STRONG_CONVEXITY = Hypothesis(
     f"{REF}, Assumption A2",
     lambda case: (lambda c: c.mu_g / c.l_g1)(fednest_constants(case.problem)))
 
+#: A2 for every sample function: the per-sample reading's A2 (:data:`ASSUMPTION_READINGS`).
+#: Declared by claims checked under both readings: the cases of the expected-Hessian reading
+#: satisfy it too, so a refutation there does not come from a nonconvex sample.
+A2_EACH_SAMPLE = Hypothesis(
+    "A2 (each sample)",
+    "every sample Hessian grad^2_y g_i(x, y; zeta) >= mu_s I with mu_s = min_{i, zeta} "
+    "lambda_min > 0 (margin mu_s / l_s, l_s the per-sample l_{g,1})",
+    f"{REF}, Assumption A2 applied to g_i(x, y; zeta) (Lemma 2.2, (14b))",
+    lambda case: (lambda c: c.mu_g / c.l_g1)(sample_constants(case.problem)))
+
 #: A1 for f read on the whole space: ``f_i`` Lipschitz everywhere, i.e. affine.
 A1_F_LIPSCHITZ_GLOBAL = Hypothesis(
     "A1 (l_{f,0}, whole space)",
@@ -134,7 +203,8 @@ A1_F_LIPSCHITZ_GLOBAL = Hypothesis(
 LEMMA22 = (A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
 
 __all__ = [
-    "A1_F_LIPSCHITZ_GLOBAL", "A1_NEUMANN_SCALE", "A2_STRONG_CONVEXITY", "FedNestConstants",
-    "L_G1_READINGS", "LEMMA22", "REF", "fednest_constants", "inner_smoothness", "l_g1",
-    "neumann_scale",
+    "A1_F_LIPSCHITZ_GLOBAL", "A1_NEUMANN_SCALE", "A2_EACH_SAMPLE", "A2_STRONG_CONVEXITY",
+    "ASSUMPTION_READINGS", "FedNestConstants", "L_G1_READINGS", "LEMMA22", "REF",
+    "assumption_constants", "fednest_constants", "inner_smoothness", "l_g1", "neumann_scale",
+    "sample_constants",
 ]

@@ -51,7 +51,7 @@ from theory_checks.hgp.constants import (
     step_size,
 )
 from theory_checks.hgp.perturbations import swap
-from theory_checks.hypotheses import Hypothesis, Reading
+from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
 from theory_checks.profiles import PerProfile
 
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
@@ -240,15 +240,41 @@ def table4_cases(draws: int) -> st.SearchStrategy[Case]:
     case measures ``draws`` consecutive data seeds (``params["draws"]``)."""
 
     def build(seed: int, ridge: float, graph_seed: int) -> Case:
-        problem = PerClientLogistic.random(
-            TABLE4_SCALE["n_clients"], TABLE4_SCALE["dim"], TABLE4_SCALE["n_train"],
-            TABLE4_SCALE["n_val"], seed, mu=ridge, hyper="weights",
-            components=TABLE4_SCALE["components"],
-            concentration=TABLE4_SCALE["concentration"])
-        return Case(problem, {"graph_seed": graph_seed, "draws": draws})
+        return Case(table4_problem(seed, ridge), {"graph_seed": graph_seed, "draws": draws})
 
     return st.builds(build, st.integers(0, 2**16), st.sampled_from(RIDGES),
                      st.integers(0, 2**16))
+
+
+def table4_problem(seed: int, ridge: float) -> PerClientLogistic:
+    """Table 4's logistic-regression problem (:data:`TABLE4_SCALE`) of data seed ``seed`` with
+    the ridge ``mu = ridge``."""
+    return PerClientLogistic.random(
+        TABLE4_SCALE["n_clients"], TABLE4_SCALE["dim"], TABLE4_SCALE["n_train"],
+        TABLE4_SCALE["n_val"], seed, mu=ridge, hyper="weights",
+        components=TABLE4_SCALE["components"], concentration=TABLE4_SCALE["concentration"])
+
+
+#: The ridges measured beside the verdict on every run (:data:`RIDGE_ADDED`): below the
+#: claim's, where R^2 falls, and the claim's own.
+RIDGES_MEASURED = (0.001, *RIDGES)
+#: Why six draws (data seeds 0-5, graph seed 0): at mu = 0.001 the fourth draw is the one whose
+#: R^2 is 0.952 (the median of the six stays 0.993); six draws at the four ridges take ~15 s.
+RIDGE_DRAWS = 6
+
+
+def _at_ridge(ridge: float) -> Case:
+    return Case(table4_problem(0, ridge), {"graph_seed": 0, "draws": RIDGE_DRAWS})
+
+
+#: The ridge ``mu`` of ``g_i`` (Assumption 2's strong convexity): eq. (12) weighs the samples'
+#: losses and has none, so the testbed adds it; measured beside the verdict on every run.
+RIDGE_ADDED = AddedParameter(
+    "ridge mu",
+    "g_i = (1/N) sum_k lambda_ik ell(xi_ik, x) + (mu/2)||x||^2: eq. (12) has no ridge, the "
+    "testbed adds one (Assumption 2 needs g_i strongly convex; 0.01 is the authors' code's "
+    "weight decay, 0.125 and 0.5 the independent replication's); measured on data seeds 0-5",
+    RIDGES, RIDGES_MEASURED, _at_ridge, shown=("r2_min",))
 
 
 #: The cases of claim hgp.influence.r2_retraining, per profile: :data:`DRAWS` data seeds each
@@ -339,20 +365,24 @@ R2_RETRAINING = Claim(
            "generator as intended (the authors' code fills only the first component's labels); "
            "several data draws, not one."),
     perturbation=NO_DEBIAS,
-    notes=("Decided at the table's scale over several data draws (median; the spread in "
-           "details). Replication (independent numpy code, exact influence and Newton "
-           "retraining, global top 50): ridge 0.01, 100 draws: median 0.9958, 5% quantile "
-           "0.9908, min 0.9763, 95% of draws >= 0.99, 98% >= 0.985; ridge 0.125 and 0.5, 30 "
-           "draws each: min 0.9997 and 0.9998. HGP itself is within 1e-9 of the exact influence "
-           "(R^2 against it 1.000), so the shortfall where there is one is the first-order "
-           "approximation's. Replication record at a toy scale, not a refutation: until issue 22 "
-           "this claim ran on 2 clients x 30 samples, d = 2, top 10 and recorded 'fails as "
-           "stated' on seed 0 (ridge 0.125): R^2 0.982 against retraining, 1.000 against the "
-           "exact influence; over 40 seeds there the exact influence's R^2 ranges from 0.199 to "
-           "0.9997 (85% >= 0.99): one removal of 30 moves the model by O(1/N) and the "
-           "first-order estimate misses O(1/N^2). Such a case is now outside TABLE4_SETTING "
-           "(rejected). Perturbation: Push-Sum without its de-bias (median 0.83-0.90 on the "
-           "first draws)."),
+    added_parameters=(RIDGE_ADDED,),
+    notes=("Decided at the table's scale over several data draws (median; the spread in details). "
+           "Replication (independent numpy code, exact influence and Newton retraining, global top"
+           " 50): ridge 0.01, 100 draws: median 0.9958, 5% quantile 0.9908, min 0.9763, 95% of "
+           "draws >= 0.99, 98% >= 0.985; ridge 0.125 and 0.5, 30 draws each: min 0.9997 and "
+           "0.9998. HGP itself is within 1e-9 of the exact influence (R^2 against it 1.000), so "
+           "the shortfall where there is one is the first-order approximation's. The verdict "
+           "depends on the ridge the testbed adds (RIDGE_ADDED, measured beside it on every run): "
+           "on data seeds 0-5 (graph seed 0) the global-top-50 R^2 is 0.9984, 0.9985, 0.9986, "
+           "0.9945, 0.9937, 0.9972 at mu = 0.01 and 0.9942, 0.9928, 0.9974, 0.952, 0.9899, 0.9940 "
+           "at mu = 0.001 (median 0.9934: the median rule holds there, one draw in six does not). "
+           "Replication record at a toy scale, not a refutation: until issue 22 this claim ran on "
+           "2 clients x 30 samples, d = 2, top 10 and recorded 'fails as stated' on seed 0 (ridge "
+           "0.125): R^2 0.982 against retraining, 1.000 against the exact influence; over 40 seeds"
+           " there the exact influence's R^2 ranges from 0.199 to 0.9997 (85% >= 0.99): one "
+           "removal of 30 moves the model by O(1/N) and the first-order estimate misses O(1/N^2). "
+           "Such a case is now outside TABLE4_SETTING (rejected). Perturbation: Push-Sum without "
+           "its de-bias (median 0.83-0.90 on the first draws)."),
     readings=(
         Reading(
             "global top 50, >= 0.99 as printed",

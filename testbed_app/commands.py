@@ -30,7 +30,7 @@ from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
 from testbed.registry import ESTIMATOR_DB
-from testbed_app import communication, mutate, regression
+from testbed_app import audit, communication, mutate, regression
 from testbed_app import verify as verifying
 from testbed_app.executors import Executor, make_executor
 from testbed_app.experiments import schema
@@ -441,5 +441,6 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "regress": regress_command,
     "verify": verify_command,
     "mutate": mutate.mutate_command,
+    "audit": audit.audit_command,
     "deploy": deploy.deploy_command,
 }

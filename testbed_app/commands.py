@@ -25,7 +25,6 @@ from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
 from results_format.layout import CALIBRATION
 from results_format.paths import output_folder
-from results_format.verdicts import untrusted_claim_files
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
@@ -164,10 +163,8 @@ def check_command(args: argparse.Namespace) -> int:
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
-    ids = {c.id for c in claims}
-    for path, reason in untrusted_claim_files(_folder(args.results, "--results")):
-        if path.stem.split("@")[0] in ids:
-            print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
+    _folder(args.results, "--results")  # a file or a link loop: one line, before any work
+    # a claim file that cannot be believed is named in one line and rerun (run_claims)
     with _executor(args) as executor:  # one Ray instance for the claims and the tables
         summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
                                progress=not args.quiet, execute=executor.run)

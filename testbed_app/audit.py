@@ -14,9 +14,11 @@ The audit therefore measures again, with this checkout's code, on the cases the 
 3. a seeded random sample of each claim's passing (and undecided) cases (``--sample K``; every
    one with ``--all``) is measured again with the design it was measured with (the same
    streams), and must give the recorded outcome and numbers;
-4. ``calibration/summary.json`` and ``mutation/summary.json`` are recomputed from their
-   per-claim and per-mutant records (themselves sealed and re-derived), and every record is
-   checked.
+4. every calibration and mutation record is checked (schema, seal, a mutant's status from its
+   runs), then run again: a seeded sample of a calibration record's seeds (the same ``--sample``
+   and ``--seed``; every seed with ``--all``) must give the recorded verdicts, and the run
+   that killed a mutant must kill it again; ``calibration/summary.json`` and
+   ``mutation/summary.json`` are recomputed from those records.
 
 One line per claim (``reproduced`` or ``differs``, with the numbers), then one per summary and a
 last line with the counts. Nothing is written: the audited folder may be read-only, and a
@@ -50,9 +52,12 @@ from results_format.records import (
     usable_calibration_runs,
 )
 from results_format.verdicts import NOT_A_CLAIM_RESULT, read_claim_file
+from theory_checks.calibration import CalibrationTask
 from theory_checks.claim import Case, Claim, NotMeasurable
 from theory_checks.claim_results import CaseResult, claim_fingerprint
 from theory_checks.decision import first_design
+from theory_checks.mutants import get_mutant
+from theory_checks.mutation import mutant_fingerprint, planned_runs, run_once
 from theory_checks.registry import get_claim
 from theory_checks.runner import (
     Profile,
@@ -215,8 +220,82 @@ def _json(path: Path) -> Any:
         return None
 
 
-def audit_summaries(results: Path) -> Iterator[tuple[bool, str]]:
-    """The calibration and mutation records and summaries: ``(reproduced, line)`` each."""
+def _claim_and_profile(record: Mapping[str, Any]) -> tuple[Claim, Profile]:
+    """The registered claim and the profile a calibration record names, its definition the one
+    recorded (:class:`ValueError` naming what differs)."""
+    try:
+        claim = get_claim(str(record["claim"]))
+        profile = get_profile(str(record["profile"]))
+    except KeyError as error:
+        raise ValueError(f"{error.args[0] if error.args else error}: it cannot be run "
+                         "again here") from None
+    if record["fingerprint"] != claim_fingerprint(claim, profile):
+        raise ValueError("the claim's definition differs from this checkout's (fingerprint "
+                         f"{record['fingerprint']} recorded, {claim_fingerprint(claim, profile)}"
+                         " here)")
+    return claim, profile
+
+
+def audit_calibration(record: Mapping[str, Any], sample: int | None, seed: int) -> str | None:
+    """A seeded sample of a believed calibration record's seeds run again
+    (:class:`~theory_checks.calibration.CalibrationTask`, the streams of that seed): the same
+    verdict and counts; why not, or ``None``."""
+    claim, profile = _claim_and_profile(record)
+    runs = list(record["runs"])
+    if sample is not None and sample < len(runs):
+        runs = random.Random(f"{seed}:{record['claim']}").sample(runs, sample)
+    for run in sorted(runs, key=lambda r: r["seed"]):
+        again = CalibrationTask(claim.id, int(run["seed"]), profile, claim=claim)()
+        for key in ("verdict", "n_undecided", "n_unconfirmed"):
+            if key in run and run[key] != again[key]:
+                return (f"seed {run['seed']}: {key} {run[key]!r} recorded, {again[key]!r} "
+                        "again")
+    return None
+
+
+def audit_mutant(record: Mapping[str, Any]) -> str | None:
+    """The run that killed a believed mutant record's mutant run again (its claim on the
+    mutated entry): it must kill it again; why not, or ``None``. A mutant that survived is
+    not run again (``testbed mutate`` runs every claim)."""
+    try:
+        mutant = get_mutant(str(record["mutant"]))
+        profile = get_profile(str(record["profile"]))
+    except KeyError as error:
+        raise ValueError(f"{error.args[0] if error.args else error}: it cannot be run "
+                         "again here") from None
+    here = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
+    if record["fingerprint"] != here:
+        raise ValueError(f"the mutant or its claims differ from this checkout's (fingerprint "
+                         f"{record['fingerprint']} recorded, {here} here)")
+    killing = next((r for r in record["runs"] if r["killed"]), None)
+    if killing is None or killing["estimator"] not in mutant.builds:
+        return None
+    again = run_once(get_claim(killing["claim"]), killing["estimator"],
+                     mutant.builds[killing["estimator"]], profile)
+    if again["verdict"] != killing["verdict"] or not again["killed"]:
+        return (f"its kill by {killing['claim']}: {killing['verdict']!r} recorded, "
+                f"{again['verdict']!r} again")
+    return None
+
+
+def _rerun(name: str, data: Mapping[str, Any], sample: int | None, seed: int
+           ) -> tuple[str | None, str]:
+    """A believed calibration or mutation record run again: (why it differs, what was run)."""
+    try:
+        if name == CALIBRATION:
+            count = len(data["runs"]) if sample is None else min(sample, len(data["runs"]))
+            return audit_calibration(data, sample, seed), f"{count} seed(s) run again"
+        killed = any(r["killed"] for r in data["runs"])
+        return audit_mutant(data), ("its kill run again" if killed
+                                    else f"{data['status']}, not run again")
+    except ValueError as error:
+        return str(error), ""
+
+
+def audit_summaries(results: Path, sample: int | None = 0, seed: int = 0
+                    ) -> Iterator[tuple[bool, str]]:
+    """The calibration and mutation records (each believed, then run again: a seeded sample of
+    ``sample`` seeds, a mutant's kill) and their summaries: ``(reproduced, line)`` each."""
     for name, record_problem, summary_problem in (
             (CALIBRATION, calibration_record_problem,
              lambda d: calibration_summary_problem(d) or calibration_records_problem(d, results)),
@@ -235,6 +314,12 @@ def audit_summaries(results: Path) -> Iterator[tuple[bool, str]]:
                 problem = dropped[0] if dropped else None
             if problem is not None:
                 yield False, f"{name}/{path.name}: differs: not trusted ({problem})"
+                continue
+            if sample == 0:
+                continue
+            differing, done = _rerun(name, data, sample, seed)
+            yield (differing is None, f"{name}/{path.name}: "
+                   + (f"differs: {differing}" if differing else f"reproduced ({done})"))
         summary = folder / SUMMARY
         if summary.is_file():
             data = _json(summary)
@@ -261,7 +346,7 @@ def audit_folder(results: Path, sample: int | None, seed: int,
         audit = audit_claim(data, results, sample, seed)
         out(audit.line())
         differing += not audit.reproduced
-    for reproduced, line in audit_summaries(results):
+    for reproduced, line in audit_summaries(results, sample, seed):
         audited += 1
         differing += not reproduced
         out(line)

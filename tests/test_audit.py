@@ -80,9 +80,11 @@ def test_audit_reproduces_every_claim_and_summary_and_writes_nothing(tmp_path, f
     assert "counterexample fails again, measured 0.442" in _line(lines, AS_PRINTED)
     assert f"{DEFAULT_SAMPLE} of 8 passing or undecided case(s) measured again" in _line(
         lines, HOLDS)
+    assert "reproduced (2 seed(s) run again)" in _line(lines, f"calibration/{STATISTICAL}.json")
     assert "reproduced from its 1 record(s)" in _line(lines, "calibration/summary.json")
+    assert "reproduced (its kill run again)" in _line(lines, f"mutation/{MUTANT}.json")
     assert "reproduced from its 1 record(s)" in _line(lines, "mutation/summary.json")
-    assert lines[-1].endswith("6 reproduced, 0 differ")  # 4 claims, 2 summaries
+    assert lines[-1].endswith("8 reproduced, 0 differ")  # 4 claims, 2 records, 2 summaries
     assert _tree(results) == before  # nothing written into the audited folder
     status, lines = _audit(results, capsys, "--all", "--seed", "3")
     assert status == 0 and "8 of 8 passing" in _line(lines, HOLDS)
@@ -219,6 +221,27 @@ def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_pa
     assert f"{record}: not trusted" in captured.err and "NO" not in captured.out
     assert [r["verdict"] for r in json.loads(record.read_text())["runs"]] == [
         "holds once corrected"] * 2
+
+
+def test_a_seed_verdict_forged_in_record_and_summary_is_caught_by_running_it_again(
+        tmp_path, folder, capsys):
+    """A forgery consistent between a calibration record and its summary, both resealed: they
+    agree, so only running the seed again shows it."""
+    results = _copy(folder, tmp_path)
+    record = results / "calibration" / f"{STATISTICAL}.json"
+    data = json.loads(record.read_text())
+    data["runs"][1]["verdict"] = "fails as stated"
+    record.write_text(json.dumps(seal(data)))
+    summary = results / "calibration" / "summary.json"
+    data = json.loads(summary.read_text())
+    data["claims"][0].update(verdicts={"holds once corrected": 1, "fails as stated": 1},
+                             refuted=1, false_failures=1, rate_low=0.0126, rate_high=0.987,
+                             consistent=False)
+    summary.write_text(json.dumps(seal(data)))
+    status, lines = _audit(results, capsys, "--sample", "2")
+    assert "reproduced from its 1 record(s)" in _line(lines, "calibration/summary.json")
+    assert status == 1 and _line(lines, f"calibration/{STATISTICAL}.json").endswith(
+        "differs: seed 1: verdict 'fails as stated' recorded, 'holds once corrected' again")
 
 
 @pytest.mark.parametrize("reseal", [False, True], ids=["naive edit", "resealed edit"])

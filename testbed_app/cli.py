@@ -82,8 +82,7 @@ COMMANDS = {
     "regress": "compare estimators with the committed regression baseline",
     "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
     "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
-    "audit": "re-derive every verdict of a results folder, replay its counterexamples and "
-             "measure a sample of its cases again",
+    "audit": "re-derive a results folder's verdicts, replay and re-measure its cases",
     "deploy": "run a server algorithm on Flower (simulation engine, or SuperLink and "
               "SuperNodes) against the simulation",
 }

@@ -37,6 +37,7 @@ from results_format.records import (
     calibration_summary_problem,
     mutation_summary_problem,
 )
+from results_format.validation import seal_problem
 
 __all__ = ["Command", "Section", "Table", "bench", "build_sections", "calibration", "cell_class",
            "communication", "mutation", "replication", "rounds_to_error"]
@@ -49,6 +50,11 @@ def communication(results_dir: Path) -> Section:
     section = Section("communication", "Communication per outer iteration")
     data = _read_json(results_dir / COMMUNICATION, section, _check_command(results_dir))
     if data is None:
+        return section
+    problem = seal_problem(data) if isinstance(data, dict) else "not a JSON object"
+    if problem is not None:  # never shown as measured
+        section.notes.append(f"{COMMUNICATION} not trusted ({problem}); its numbers are not "
+                             f"shown. Rerun `testbed check --results {results_dir}`.")
         return section
     section.paragraphs.append(
         f"Every registered algorithm at its defaults, {data.get('iterations', '?')} outer "

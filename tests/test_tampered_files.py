@@ -90,6 +90,10 @@ TAMPERINGS = {
     "a statistical interval moved outside its region":
         (STATISTICAL, lambda d: d["cases"][0]["decisions"][0].update(low=1e300, high=1e301),
          "its interval gives 'fails'"),
+    "a statistical interval narrowed, its outcome kept (issue 33)":
+        (STATISTICAL, lambda d: d["cases"][0]["decisions"][0].update(
+            low=d["cases"][0]["decisions"][0]["low"] + 1e-3),
+         "is not the SpentRate(Hoeffding) interval of its statistic"),
     "as_expected flipped":
         (HOLDS, lambda d: d.update(as_expected=False),
          "as_expected is false, but verdict 'holds' is among the expected"),

@@ -53,7 +53,7 @@ from results_format.records import (
 )
 from results_format.verdicts import NOT_A_CLAIM_RESULT, read_claim_file
 from theory_checks.calibration import CalibrationTask
-from theory_checks.claim import Case, Claim, NotMeasurable
+from theory_checks.claim import Case, Claim
 from theory_checks.claim_results import CaseResult, claim_fingerprint
 from theory_checks.decision import first_design
 from theory_checks.mutants import get_mutant
@@ -158,7 +158,12 @@ def audit_claim(data: Mapping[str, Any], results: Path, sample: int | None,
         audit.problems.append(f"the claim's definition differs from this checkout's "
                               f"(fingerprint {data['fingerprint']} recorded, {here} here)")
         return audit
-    make = default_make(claim, str(data["estimator"]))
+    try:
+        make = default_make(claim, str(data["estimator"]))
+    except KeyError:
+        audit.problems.append(f"estimator {data['estimator']} is not registered here (a plugin "
+                              "not installed?): it cannot be measured again")
+        return audit
     audit.done.append(str(data["verdict"]))
     if data["counterexample"]:
         _replay(audit, claim, json.loads((results / data["counterexample"]).read_text()), make)
@@ -171,7 +176,7 @@ def _replay(audit: ClaimAudit, claim: Claim, saved: dict[str, Any], make: Any) -
     one on a fresh stream, so only its outcome is compared)."""
     try:
         again = replay_counterexample(claim, saved, make)
-    except (NotMeasurable, KeyError, ValueError, TypeError, RuntimeError) as error:
+    except Exception as error:  # a case that cannot be rebuilt or measured: named
         audit.problems.append(f"its counterexample cannot be measured again "
                               f"({type(error).__name__}: {error})")
         return
@@ -200,7 +205,7 @@ def _remeasure(audit: ClaimAudit, claim: Claim, profile: Profile, data: Mapping[
     for saved in cases:
         try:
             again = measure_and_decide(claim, _case(saved), make, design, rate)
-        except (NotMeasurable, KeyError, ValueError, TypeError, RuntimeError) as error:
+        except Exception as error:  # a case that cannot be rebuilt or measured: named
             audit.problems.append(f"{saved['problem_id']} cannot be measured again "
                                   f"({type(error).__name__}: {error})")
             continue
@@ -290,6 +295,8 @@ def _rerun(name: str, data: Mapping[str, Any], sample: int | None, seed: int
                                     else f"{data['status']}, not run again")
     except ValueError as error:
         return str(error), ""
+    except Exception as error:  # a seed or a kill that cannot be run again: named
+        return f"it cannot be run again ({type(error).__name__}: {error})", ""
 
 
 def audit_summaries(results: Path, sample: int | None = 0, seed: int = 0

@@ -310,6 +310,17 @@ def test_foreign_json_files_in_claims_are_named_not_counted(tmp_path, folder, ca
     assert "its 2 JSON file(s) are foreign (list.json, notes.json)" in error
 
 
+def test_a_case_that_cannot_be_rebuilt_is_a_difference_not_a_crash(tmp_path, folder, capsys):
+    results = _copy(folder, tmp_path)
+    path, data = _claim(results, HOLDS)
+    data["cases"][0]["spec"]["family"] = "NoSuchFamily"
+    path.write_text(json.dumps(seal(data)))
+    status, lines = _audit(results, capsys, "--all")
+    assert status == 1
+    line = _line(lines, HOLDS)
+    assert f"differs: {data['cases'][0]['problem_id']} cannot be measured again (" in line
+
+
 @pytest.mark.parametrize(("make", "options", "reason"), [
     (lambda p: p, [], "no such results folder"),
     (lambda p: (p.write_text("x"), p)[1], [], "no such results folder"),

@@ -14,8 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from results_format.layout import CALIBRATION, CLAIMS, METADATA, SUMMARY
-from results_format.records import calibration_summary_problem, metadata_problem
-from results_format.verdicts import read_claim_file
+from results_format.records import (
+    calibration_records_problem,
+    calibration_summary_problem,
+    metadata_problem,
+)
+from results_format.verdicts import NOT_A_CLAIM_RESULT, read_claim_file
 
 
 def as_float(value: Any) -> float:
@@ -63,6 +67,11 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     registered = _registered(results_dir)
     for path in files:
         data, reason = read_claim_file(path, results_dir)
+        if data is None and str(reason).startswith(NOT_A_CLAIM_RESULT) and not (
+                path.stem in registered or path.stem.split("@")[0] in registered):
+            # a foreign file (notes, another tool's output): named, never counted as a claim
+            notes.append(f"{path.name}: {reason}; a foreign file in {CLAIMS}/, left out")
+            continue
         if data is None:
             # never shown as measured: the row keeps the claim's words, not its numbers
             notes.append(f"{path.name}: {reason}; shown as \"{NOT_TRUSTED}\", without its "
@@ -71,6 +80,10 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
             claims.append(_untrusted_row(path.stem, str(reason), registered))
             continue
         claims.append(data)
+    if not claims and not registered:
+        raise FileNotFoundError(f"no claim results in {results_dir / CLAIMS}: its {len(files)} "
+                                f"JSON file(s) are foreign ({', '.join(p.name for p in files)}"
+                                f"); {hint}")
     claims.extend(_unchecked_rows(registered, {str(c["id"]) for c in claims}))
     claims.sort(key=lambda c: str(c["id"]))
     return claims, notes
@@ -234,6 +247,6 @@ def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
         data = json.loads((results_dir / CALIBRATION / SUMMARY).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
-    if calibration_summary_problem(data) is not None:
+    if calibration_summary_problem(data) or calibration_records_problem(data, results_dir):
         return None
     return {str(r["claim"]): r for r in data["claims"]}

@@ -32,7 +32,12 @@ from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from reports.section_model import read_json as _read_json
 from results_format.layout import CALIBRATION, COMMUNICATION, COMPARISON, MUTATION, SUMMARY
-from results_format.records import calibration_summary_problem
+from results_format.records import (
+    calibration_records_problem,
+    calibration_summary_problem,
+    mutation_summary_problem,
+)
+from results_format.validation import seal_problem
 
 __all__ = ["Command", "Section", "Table", "bench", "build_sections", "calibration", "cell_class",
            "communication", "mutation", "replication", "rounds_to_error"]
@@ -45,6 +50,11 @@ def communication(results_dir: Path) -> Section:
     section = Section("communication", "Communication per outer iteration")
     data = _read_json(results_dir / COMMUNICATION, section, _check_command(results_dir))
     if data is None:
+        return section
+    problem = seal_problem(data) if isinstance(data, dict) else "not a JSON object"
+    if problem is not None:  # never shown as measured
+        section.notes.append(f"{COMMUNICATION} not trusted ({problem}); its numbers are not "
+                             f"shown. Rerun `testbed check --results {results_dir}`.")
         return section
     section.paragraphs.append(
         f"Every registered algorithm at its defaults, {data.get('iterations', '?')} outer "
@@ -199,7 +209,8 @@ def calibration(results_dir: Path) -> Section:
     data = _read_json(path, section, command)
     if data is None:
         return section
-    problem = calibration_summary_problem(data)
+    problem = calibration_summary_problem(data) or calibration_records_problem(data,
+                                                                                results_dir)
     if problem is not None:  # never shown as measured
         section.notes.append(f"calibration/{path.name} not trusted ({problem}); its numbers are "
                              f"not shown. Rerun `{command.command}`.")
@@ -242,8 +253,12 @@ def mutation(results_dir: Path) -> Section:
                  "of the catalogue against the claims that concern it", command)
         return section
     data = _read_json(path, section, command)
-    if not isinstance(data, dict) or not isinstance(data.get("mutants"), list):
-        section.notes.append(f"{path.name}: not a mutation summary; skipped.")
+    if data is None:
+        return section
+    problem = mutation_summary_problem(data, results_dir)
+    if problem is not None:  # never shown as measured
+        section.notes.append(f"mutation/{path.name} not trusted ({problem}); its numbers are "
+                             f"not shown. Rerun `{command.command}`.")
         return section
     counts = data.get("counts") or {}
     section.paragraphs.append(

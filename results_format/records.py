@@ -11,6 +11,13 @@ or shown as "not trusted" in the report), with a one-line note naming the file:
   vocabulary);
 - ``calibration/summary.json``: :func:`calibration_summary_problem` (numbers where numbers
   belong, the counts and the "consistent" flag recomputed from the recorded counts);
+- ``calibration/summary.json`` against the per-claim records it summarizes:
+  :func:`calibration_records_problem` (the seeds and verdict counts recounted from each
+  sealed ``calibration/<claim>.json``);
+- ``mutation/<mutant>.json``: :func:`mutation_record_problem` (schema, seal, each run's
+  ``killed`` from its verdict, the status and killers recomputed from the runs), and
+  ``mutation/summary.json``: :func:`mutation_summary_problem` (every row recomputed from its
+  record, the counts from the rows);
 - ``reports/baselines/regress.json``: :func:`baseline_problem`;
 - ``metadata.json`` of a results folder and of a run: :func:`metadata_problem`;
 - ``runs/<name>/checkpoint.pt``'s record beside its state: :data:`CHECKPOINT_SCHEMA`.
@@ -20,8 +27,12 @@ Standard library only (see :mod:`results_format`).
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from results_format.layout import CALIBRATION, MUTATION
 from results_format.validation import field_problems, kind_problem, seal_problem
 from results_format.verdicts import VERDICTS
 
@@ -55,14 +66,14 @@ def _first(problems: list[str]) -> str | None:
 
 
 def calibration_record_problem(data: Any, claim_id: str | None = None) -> str | None:
-    """Why a ``calibration/<claim>.json`` cannot be resumed from at all (its own fields; its
-    seeds are checked one by one by :func:`usable_calibration_runs`)."""
+    """Why a ``calibration/<claim>.json`` cannot be resumed from at all (its own fields and its
+    seal; its seeds are checked one by one by :func:`usable_calibration_runs`)."""
     problems = field_problems(data, CALIBRATION_RECORD_SCHEMA)
     if problems:
         return _first(problems)
     if claim_id is not None and data["claim"] != claim_id:
         return f"claim is {data['claim']!r}, the file is that of {claim_id}"
-    return None
+    return seal_problem(data)
 
 
 def usable_calibration_runs(runs: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -120,6 +131,156 @@ def calibration_summary_problem(data: Any) -> str | None:
     return seal_problem(data)
 
 
+def _read(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+
+
+def calibration_records_problem(data: Mapping[str, Any], results_dir: Path) -> str | None:
+    """Why a schema-valid ``calibration/summary.json`` does not say what the per-claim records
+    beside it hold: each row's seeds and verdict counts are recounted from the seeds
+    ``0..seeds-1`` of ``calibration/<claim>.json`` (which must itself be believed:
+    :func:`calibration_record_problem`, :func:`usable_calibration_runs`)."""
+    for i, row in enumerate(data["claims"]):
+        claim = row["claim"]
+        record = _read(Path(results_dir) / CALIBRATION / f"{claim}.json")
+        if record is None:
+            return f"claims[{i}] ({claim}): its record {CALIBRATION}/{claim}.json is missing " \
+                   "or unreadable"
+        problem = calibration_record_problem(record, claim)
+        runs, dropped = ([], [problem]) if problem else usable_calibration_runs(record["runs"])
+        if dropped:
+            return f"claims[{i}] ({claim}): its record is not trusted ({dropped[0]})"
+        counted = [r for r in runs if r["seed"] < data["seeds"]]
+        verdicts: dict[str, int] = {}
+        for run in counted:
+            verdicts[run["verdict"]] = verdicts.get(run["verdict"], 0) + 1
+        if len(counted) != row["seeds"] or verdicts != row["verdicts"]:
+            return (f"claims[{i}] ({claim}) says {row['seeds']} seeds {row['verdicts']}, its "
+                    f"record holds {len(counted)} {verdicts}")
+    return None
+
+
+#: ``mutation/<mutant>.json`` (``testbed mutate``) and each of its ``runs[i]``.
+MUTATION_RUN_SCHEMA: dict[str, Any] = {
+    "claim": "str", "estimator": "str", "verdict": (*VERDICTS, "error"), "error": "str|null",
+    "killed": "bool", "cases_passed": "count", "seconds": "finite"}
+MUTATION_STATUSES: tuple[str, ...] = ("killed", "survived", "equivalent")
+MUTATION_RECORD_SCHEMA: dict[str, Any] = {
+    "mutant": "str", "family": "str", "kind": "str", "description": "str", "entries": "list",
+    "equivalent": "str", "fingerprint": "str", "profile": "str", "planned": "count",
+    "status": MUTATION_STATUSES, "killed_by": "list", "runs": "list"}
+#: ``mutation/summary.json`` and each of its ``mutants[i]`` rows.
+MUTATION_SUMMARY_SCHEMA: dict[str, Any] = {"profile": "str", "catalogue": "count",
+                                           "counts": "object", "mutants": "list"}
+MUTATION_ROW_SCHEMA: dict[str, Any] = {
+    "mutant": "str", "status": MUTATION_STATUSES, "killed_by": "list", "equivalent": "str",
+    "claims_run": "count", "planned": "count", "cases_passed_before_kill": "count|null",
+    "as_expected": "bool"}
+
+
+def run_killed(run: Mapping[str, Any]) -> bool:
+    """A mutant's run kills it when the claim's verdict is "fails as stated" or its check
+    could not run on the mutant (an error, recorded with its message)."""
+    return run["verdict"] in ("fails as stated", "error")
+
+
+def mutant_status(runs: Sequence[Mapping[str, Any]], equivalent: str) -> str:
+    """"killed" by any killing run; else "equivalent" when the mutant is declared so (with
+    its argument), else "survived"."""
+    if any(r["killed"] for r in runs):
+        return "killed"
+    return "equivalent" if equivalent else "survived"
+
+
+def killers(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The claims that killed a mutant, "(error)" after one whose check refused it."""
+    return [r["claim"] + ("" if r["error"] is None else " (error)") for r in runs if r["killed"]]
+
+
+def mutant_as_expected(record: Mapping[str, Any]) -> bool:
+    """A mutant is as expected when it is killed, or declared equivalent and not killed."""
+    return bool(record["status"] == "killed") != bool(record["equivalent"])
+
+
+def mutation_record_problem(data: Any, name: str | None = None) -> str | None:
+    """Why a ``mutation/<name>.json`` cannot be believed (resumed from, summarized, shown): its
+    schema, each run's, a run's ``killed`` other than its verdict gives, the status or killers
+    other than its runs give, more runs than planned, its seal."""
+    problems = field_problems(data, MUTATION_RECORD_SCHEMA)
+    if problems:
+        return _first(problems)
+    if name is not None and data["mutant"] != name:
+        return f"mutant is {data['mutant']!r}, the file is that of {name}"
+    for i, run in enumerate(data["runs"]):
+        problems = field_problems(run, MUTATION_RUN_SCHEMA, f"runs[{i}]")
+        if problems:
+            return _first(problems)
+        if run["killed"] != run_killed(run) or (run["error"] is None) == (
+                run["verdict"] == "error"):
+            return (f"runs[{i}].killed is {str(run['killed']).lower()}, its verdict "
+                    f"{run['verdict']!r} gives {str(run_killed(run)).lower()}")
+    if len(data["runs"]) > data["planned"]:
+        return f"{len(data['runs'])} runs recorded of {data['planned']} planned"
+    status = mutant_status(data["runs"], data["equivalent"])
+    if data["status"] != status:
+        return f"status is {data['status']!r}, its runs give {status!r}"
+    if data["killed_by"] != killers(data["runs"]):
+        return f"killed_by is {data['killed_by']}, its runs give {killers(data['runs'])}"
+    return seal_problem(data)
+
+
+def mutation_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary row of a believed mutant record (``mutation/summary.json``'s
+    ``mutants[i]``)."""
+    runs = record["runs"]
+    return {"mutant": record["mutant"], "family": record["family"], "kind": record["kind"],
+            "description": record["description"], "status": record["status"],
+            "killed_by": record["killed_by"], "equivalent": record["equivalent"],
+            "claims_run": len(runs), "planned": record["planned"],
+            "cases_passed_before_kill": next((r["cases_passed"] for r in runs if r["killed"]),
+                                             None),
+            "seconds": sum(float(r["seconds"]) for r in runs),
+            "as_expected": mutant_as_expected(record)}
+
+
+def mutation_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """The summary's counts of its rows."""
+    return {"mutants": len(rows),
+            **{status: sum(r["status"] == status for r in rows)
+               for status in ("killed", "equivalent", "survived")},
+            "not as expected": sum(not mutant_as_expected(r) for r in rows)}
+
+
+def mutation_summary_problem(data: Any, results_dir: Path) -> str | None:
+    """Why ``mutation/summary.json`` cannot be shown: its schema, its seal, a row that its
+    mutant's record (believed: :func:`mutation_record_problem`) does not give, counts that its
+    rows do not give."""
+    problems = field_problems(data, MUTATION_SUMMARY_SCHEMA)
+    if problems:
+        return _first(problems)
+    for i, row in enumerate(data["mutants"]):
+        problems = field_problems(row, MUTATION_ROW_SCHEMA, f"mutants[{i}]")
+        if problems:
+            return _first(problems)
+        name = row["mutant"]
+        record = _read(Path(results_dir) / MUTATION / f"{name}.json")
+        problem = ("missing or unreadable" if record is None
+                   else mutation_record_problem(record, name))
+        if problem is not None:
+            return f"mutants[{i}] ({name}): its record is not trusted ({problem})"
+        expected = mutation_row(record)
+        differs = [k for k in MUTATION_ROW_SCHEMA if row[k] != expected[k]]
+        if differs:
+            return (f"mutants[{i}] ({name}).{differs[0]} is {row[differs[0]]!r}, its record "
+                    f"gives {expected[differs[0]]!r}")
+    if data["counts"] != mutation_counts(data["mutants"]):
+        return f"counts are {data['counts']}, its rows give {mutation_counts(data['mutants'])}"
+    return seal_problem(data)
+
+
 def baseline_problem(data: Any) -> str | None:
     """Why a regression baseline cannot be compared with (its schema; samples of numbers)."""
     problems = field_problems(data, BASELINE_SCHEMA)
@@ -157,5 +318,9 @@ def metadata_problem(data: Any) -> str | None:
 
 __all__ = ["BASELINE_SCHEMA", "CALIBRATION_RECORD_SCHEMA", "CALIBRATION_ROW_SCHEMA",
            "CALIBRATION_RUN_SCHEMA", "CALIBRATION_SUMMARY_SCHEMA", "CHECKPOINT_SCHEMA",
-           "SAMPLES_SCHEMA", "baseline_problem", "calibration_record_problem",
-           "calibration_summary_problem", "metadata_problem", "usable_calibration_runs"]
+           "MUTATION_RECORD_SCHEMA", "MUTATION_ROW_SCHEMA", "MUTATION_RUN_SCHEMA",
+           "MUTATION_STATUSES", "MUTATION_SUMMARY_SCHEMA", "SAMPLES_SCHEMA", "baseline_problem",
+           "calibration_record_problem", "calibration_records_problem",
+           "calibration_summary_problem", "killers", "metadata_problem", "mutant_as_expected",
+           "mutant_status", "mutation_counts", "mutation_record_problem", "mutation_row",
+           "mutation_summary_problem", "run_killed", "usable_calibration_runs"]

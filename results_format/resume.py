@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from results_format import atomic_write
+from results_format.validation import seal, seal_problem
 
 #: The key of a saved record's fingerprint, and of the profile it was computed on.
 FINGERPRINT_KEY = "fingerprint"
@@ -68,10 +69,14 @@ def read_json(path: Path) -> Any:
 
 
 def read_fresh(path: Path, stamp: str, profile: str | None = None,
-               keys: Iterable[str] = ()) -> dict[str, Any] | None:
-    """The JSON object saved at ``path`` when it is fresh (:func:`is_fresh`), else ``None``."""
+               keys: Iterable[str] = (), sealed: bool = False) -> dict[str, Any] | None:
+    """The JSON object saved at ``path`` when it is fresh (:func:`is_fresh`) and, with
+    ``sealed``, its seal matches its content (:func:`~results_format.validation.seal_problem`:
+    written by :func:`write_fresh`, not edited since), else ``None``."""
     record = read_json(path)
-    return dict(record) if is_fresh(record, stamp, profile, keys) else None
+    if not is_fresh(record, stamp, profile, keys):
+        return None
+    return None if sealed and seal_problem(record) is not None else dict(record)
 
 
 def write_json(path: Path, data: Any, *, newline: bool = False, **options: Any) -> None:
@@ -85,7 +90,7 @@ def reuse_or_write(path: Path, stamp: str, compute: Callable[[], Mapping[str, An
     """The result saved at ``path`` when ``resume`` and it records ``stamp``; otherwise
     ``{"fingerprint": stamp, **compute()}``, written with :func:`write_json` (``options`` go to
     ``json.dumps``) and returned."""
-    saved = read_fresh(path, stamp) if resume else None
+    saved = read_fresh(path, stamp, sealed=True) if resume else None
     if saved is not None:
         return saved
     return write_fresh(path, stamp, compute(), **options)
@@ -93,10 +98,13 @@ def reuse_or_write(path: Path, stamp: str, compute: Callable[[], Mapping[str, An
 
 def write_fresh(path: Path, stamp: str, content: Mapping[str, Any],
                 **options: Any) -> dict[str, Any]:
-    """``{"fingerprint": stamp, **content}`` written with :func:`write_json` and returned: the
+    """``{"fingerprint": stamp, **content}``, sealed (:func:`~results_format.validation.seal`,
+    over the content as JSON gives it back), written with :func:`write_json` and returned: the
     writing half of :func:`reuse_or_write`, for a producer that computes several results
-    together (an executor's batch) after reading which are fresh."""
-    record = {FINGERPRINT_KEY: stamp, **content}
+    together (an executor's batch) after reading which are fresh (``read_fresh(...,
+    sealed=True)``)."""
+    text = json.dumps({FINGERPRINT_KEY: stamp, **content}, default=options.get("default"))
+    record = seal(json.loads(text))
     write_json(path, record, **options)
     return record
 

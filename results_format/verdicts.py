@@ -25,11 +25,17 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from results_format.layout import CLAIMS
 from results_format.paths import UnsafePath, inside
-from results_format.validation import field_problems, file_digest, seal_problem
+from results_format.validation import (
+    field_problems,
+    file_digest,
+    kind_problem,
+    seal_problem,
+)
 
 #: A claim's verdicts (the report's words).
 VERDICTS: tuple[str, ...] = ("holds", "fails as stated", "holds once corrected", "undecided")
@@ -56,8 +62,14 @@ CLAIM_RESULT_SCHEMA: dict[str, Any] = {
 CASE_SCHEMA: dict[str, Any] = {
     "problem_id": "str", "spec": "object", "params": "object", "measured": "number",
     "bound": "number", "passed": "bool", "relation": "str", "outcome": OUTCOMES,
-    "fit": "object|null", "details": "object",
+    "fit": "object|null", "details": "object", "comparison": "object",
 }
+#: How a case's ``passed`` follows from its recorded numbers (``cases[i].comparison``): its
+#: rule (:data:`COMPARISON_RULES`) and the check's round-off slack.
+COMPARISON_SCHEMA: dict[str, Any] = {"rule": ("at_most", "at_least", "within", "compound"),
+                                     "slack": "finite"}
+#: The rules of :func:`comparison_holds`.
+COMPARISON_RULES: tuple[str, ...] = COMPARISON_SCHEMA["rule"]
 #: One statistical test's decision (``cases[i].decisions[j]``). Interval ends may be infinite
 #: (an open side of the region) or not finite at all (then the test is undecided).
 DECISION_SCHEMA: dict[str, Any] = {
@@ -106,6 +118,128 @@ def combine(outcomes: Iterable[str]) -> str:
     if "undecided" in seen:
         return "undecided"
     return "holds"
+
+
+def comparison_holds(rule: str, measured: float, bound: float, slack: float,
+                     fit: Mapping[str, Any] | None) -> bool | None:
+    """Whether a case's comparison holds under ``rule``:
+
+    - "at_most": ``measured <= bound + slack``;
+    - "at_least": ``measured >= bound - slack``;
+    - "within": the case's fit agrees with the theory, ``|estimate - theory| <= tolerance``,
+      the fit's estimate and theory being the case's measured and bound;
+    - "compound": ``None``: the check's pass rests on more than these two numbers (every point
+      of a grid, several conditions at once), which only measuring the case again checks
+      (``testbed audit``).
+
+    A recorded case passes exactly when its comparison holds (:func:`comparison_problem`)."""
+    if rule == "at_most":
+        return measured <= bound + slack
+    if rule == "at_least":
+        return measured >= bound - slack
+    if rule == "within":
+        return (fit is not None and fit.get("estimate") == measured
+                and fit.get("theory") == bound
+                and _finite(fit.get("estimate"), fit.get("theory"), fit.get("tolerance"))
+                and abs(fit["estimate"] - fit["theory"]) <= fit["tolerance"])
+    return None
+
+
+def comparison_for(relation: str, measured: float, bound: float, passed: bool, slack: float,
+                   fit: Mapping[str, Any] | None, rule: str | None = None) -> dict[str, Any]:
+    """The ``comparison`` a writer records for a case: ``rule`` when the check names one, else
+    read from ``relation`` ("within" for a fit's ``|... - ...|``, "at_least" for a lower
+    bound, "at_most" otherwise); "compound" whenever ``passed`` is not what the rule gives on
+    these numbers (the check decided on more than them)."""
+    if rule is None:
+        text = relation.rsplit(":", 1)[-1]
+        if fit is not None and "|" in text:
+            rule = "within"
+        elif ">" in text.replace("->", "") and "<=" not in text:
+            rule = "at_least"
+        else:
+            rule = "at_most"
+    if rule not in COMPARISON_RULES:
+        raise ValueError(f"unknown comparison rule {rule!r}; known: {COMPARISON_RULES}")
+    if comparison_holds(rule, measured, bound, slack, fit) is not bool(passed):
+        rule = "compound"
+    return {"rule": rule, "slack": float(slack)}
+
+
+def comparison_problem(case: Mapping[str, Any], where: str) -> str | None:
+    """Why a schema-valid case's ``passed`` is not what its comparison gives on its recorded
+    numbers (:func:`comparison_holds`), or ``None``."""
+    comparison = case["comparison"]
+    found = field_problems(comparison, COMPARISON_SCHEMA, f"{where}.comparison")
+    if found:
+        return found[0]
+    rule, slack = comparison["rule"], comparison["slack"]
+    if slack < 0:
+        return f"{where}.comparison.slack is {slack}, a slack is >= 0"
+    holds = comparison_holds(rule, case["measured"], case["bound"], slack, case["fit"])
+    if holds is None or holds == case["passed"]:
+        return None
+    what = ("its fit" if rule == "within" else
+            f"measured {case['measured']:.6g} against bound {case['bound']:.6g}")
+    return (f"{where}.passed is {str(case['passed']).lower()}, but {what} ({rule}, slack "
+            f"{slack:.3g}) gives {str(holds).lower()}")
+
+
+#: The interval half-widths :func:`interval_problem` recomputes, by the evidence's method
+#: (``theory_checks.decision``): the ones whose quantile the standard library has.
+def _half_width(method: Mapping[str, Any], side_rate: float) -> float | None:
+    name = str(method.get("method", ""))
+    looks = method.get("looks")
+    if name.startswith("SpentRate(") and isinstance(looks, int) and looks >= 1:
+        return _half_width({**method, "method": name[len("SpentRate("):-1]}, side_rate / looks)
+    try:
+        if name == "Hoeffding":
+            return float(method["value_range"]) * math.sqrt(
+                math.log(1.0 / side_rate) / (2.0 * method["n"]))
+        if name == "EmpiricalBernstein":
+            log_term = math.log(2.0 / side_rate)
+            return (math.sqrt(2.0 * method["variance"] * log_term / method["n"])
+                    + 7.0 * method["value_range"] * log_term / (3.0 * (method["n"] - 1)))
+        if name == "Normal":
+            return NormalDist().inv_cdf(1.0 - side_rate) * float(method["std_error"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return math.nan
+    return None
+
+
+# Why 1e-9: the writer computed the same formula in float64 (scipy's normal quantile and the
+# standard library's agree to about 1e-15); an edited interval moves by far more.
+INTERVAL_RTOL = 1e-9
+
+
+def interval_problem(decision: Mapping[str, Any], rate: float | None, where: str) -> str | None:
+    """Why a schema-valid statistical decision's numbers do not fit together, or ``None``: its
+    rate must be the case's (``rate``, the claim's split over its planned cases) split over the
+    case's tests; its finite interval must hold its estimate; where the standard library has
+    the quantile (Hoeffding, empirical Bernstein, normal), its half-width is recomputed from
+    the recorded statistic (``method``) at the rate, split over the region's bounded sides."""
+    if rate is not None and not math.isclose(decision["rate"], rate, rel_tol=1e-12):
+        return f"{where}.rate is {decision['rate']:.6g}, the case's tests are decided at {rate:.6g}"
+    low, high, estimate = decision["low"], decision["high"], decision["estimate"]
+    if not _finite(low, high, estimate):
+        return None
+    if not low <= estimate <= high:
+        return f"{where}: its interval [{low:.6g}, {high:.6g}] does not hold its estimate"
+    method = decision.get("method")
+    if not isinstance(method, dict):
+        return f"{where}.method is missing: its interval cannot be re-derived"
+    sides = sum(math.isfinite(e) for e in (decision["region_low"], decision["region_high"]))
+    if sides == 0 or not decision["rate"] > 0:
+        return f"{where}: a test needs a bounded region and a rate > 0"
+    half = _half_width(method, decision["rate"] / sides)
+    if half is None:
+        return None
+    expected = (estimate - half, estimate + half)
+    if not all(math.isclose(a, b, rel_tol=INTERVAL_RTOL, abs_tol=INTERVAL_RTOL * abs(half))
+               for a, b in zip((low, high), expected, strict=True)):
+        return (f"{where}: its interval [{low:.6g}, {high:.6g}] is not the {method['method']} "
+                f"interval of its statistic, [{expected[0]:.6g}, {expected[1]:.6g}]")
+    return None
 
 
 def verdict_over_readings(verdicts: Iterable[str]) -> str:
@@ -194,9 +328,10 @@ def verdict_of(outcomes: Iterable[str], corrects: bool) -> str:
 
 
 def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
-                  problems: list[str]) -> str | None:
+                  problems: list[str], rate: float | None = None) -> str | None:
     """The outcome ``case``'s own record gives (its decisions, its comparison, its
-    confirmation), adding to ``problems`` what does not fit; ``None`` when it cannot be told."""
+    confirmation), adding to ``problems`` what does not fit; ``None`` when it cannot be told.
+    ``rate``: the case's false-failure rate, which its tests split (``None``: not checked)."""
     found = field_problems(case, CASE_SCHEMA, where)
     if found:
         problems.extend(found)
@@ -208,6 +343,12 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
     fit = case["fit"]
     if fit is not None:
         problems.extend(field_problems(fit, FIT_SCHEMA, f"{where}.fit"))
+        if problems:
+            return None
+    compared = comparison_problem(case, where)
+    if compared is not None:
+        problems.append(compared)
+        return None
     decisions = case.get("decisions", [])
     if not isinstance(decisions, list):
         problems.append(f"{where}.decisions is not a list")
@@ -230,6 +371,11 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
                 problems.append(f"{label}.outcome is {decision['outcome']!r}, its interval "
                                 f"gives {outcome!r}")
                 return None
+            interval = interval_problem(decision, None if rate is None else
+                                        rate / len(decisions), label)
+            if interval is not None:
+                problems.append(interval)
+                return None
             outcomes.append(outcome)
         if case["passed"] and not decisions:
             problems.append(f"{where}: a statistical case that passed records no test")
@@ -241,7 +387,8 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
             problems.append(f"{where}: a confirmation is recorded for a first stage that did "
                             "not fail")
             return None
-        own = _case_outcome(confirmation, statistical, f"{where}.confirmation", problems) or ""
+        own = _case_outcome(confirmation, statistical, f"{where}.confirmation", problems,
+                            rate) or ""
         if not own:
             return None
     if own != case["outcome"]:
@@ -251,19 +398,33 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
 
 
 def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
-    """What in a schema-valid claim record disagrees with its own cases: each case's outcome
-    (from its tests or comparison), the counts, the verdict and ``as_expected``."""
+    """What in a schema-valid claim record disagrees with its own cases: the one re-derivation
+    of a claim file, run whenever one is read (``testbed check``'s resume, the report,
+    ``verify``, ``audit``). Each case's outcome from its numbers (its comparison, and for a
+    statistical case its tests' intervals, regions and rates), the confirmations, the counts,
+    the verdict from the outcomes and from the readings (each reading's counterexample
+    re-derived too), ``as_expected``, and the power run's and the positive control's own
+    outcomes. A record whose numbers were edited together with its outcomes re-derives: only
+    measuring again (``testbed audit``) shows it."""
     problems: list[str] = []
     statistical = data["decision"] == "statistical"
+    rate = data.get("case_false_fail_rate")
+    rate = rate if statistical and _finite(rate) else None
     outcomes = []
     for i, case in enumerate(data["cases"]):
-        outcome = _case_outcome(case, statistical, f"cases[{i}]", problems)
+        outcome = _case_outcome(case, statistical, f"cases[{i}]", problems, rate)
         if outcome is None:
             return problems
         outcomes.append(outcome)
     for i, case in enumerate(data["unconfirmed"]):
-        if _case_outcome(case, statistical, f"unconfirmed[{i}]", problems) is None:
+        if _case_outcome(case, statistical, f"unconfirmed[{i}]", problems, rate) is None:
             return problems
+    if data["n_unconfirmed"] != len(data["unconfirmed"]):
+        problems.append(f"n_unconfirmed is {data['n_unconfirmed']}, {len(data['unconfirmed'])} "
+                        "unconfirmed cases are recorded")
+    problems += _runs_beside_problems(data, statistical)
+    if problems:
+        return problems
     counts = {"n_cases": outcomes.count("holds"), "n_undecided": outcomes.count("undecided")}
     for key, count in counts.items():
         if data[key] != count:
@@ -280,11 +441,7 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
         problems.append(f"verdict is {data['verdict']!r}, its recorded cases give {verdict!r}")
     readings = data.get("readings") or []
     if readings:
-        if not all(isinstance(r, dict) and r.get("verdict") in VERDICTS for r in readings):
-            problems.append("readings holds a reading without a verdict")
-        elif data["verdict"] != verdict_over_readings(r["verdict"] for r in readings):
-            problems.append(f"verdict is {data['verdict']!r}, its readings give "
-                            f"{verdict_over_readings(r['verdict'] for r in readings)!r}")
+        problems += _readings_problems(readings, data, statistical)
     expected = data["expected_verdicts"]
     bad = [v for v in expected if v not in VERDICTS]
     if bad:
@@ -302,6 +459,83 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
         problems.append("as_expected is true, but a reading's verdict is not the one it "
                         "declares")
     return problems
+
+
+def _readings_problems(readings: Any, data: Mapping[str, Any], statistical: bool) -> list[str]:
+    """A claim read several ways: each reading's verdict from its counterexample (re-derived:
+    a reading fails exactly when it records a failing case) and its case count, the claim's
+    verdict over the readings, and the recorded cases being those of the reading that gives
+    the verdict."""
+    if not isinstance(readings, list) or not all(
+            isinstance(r, dict) and r.get("verdict") in VERDICTS for r in readings):
+        return ["readings holds a reading without a verdict"]
+    problems: list[str] = []
+    for j, reading in enumerate(readings):
+        where = f"readings[{j}]"
+        counterexample = reading.get("counterexample")
+        n_cases = reading.get("n_cases")
+        if not isinstance(n_cases, int) or isinstance(n_cases, bool) or n_cases < 0:
+            problems.append(f"{where}.n_cases is not a count")
+            continue
+        failing = False
+        if counterexample is not None:
+            if _case_outcome(counterexample, statistical, f"{where}.counterexample",
+                             problems) is None:
+                continue
+            failing = counterexample["outcome"] == "fails"
+        if (reading["verdict"] == "fails as stated") != failing:
+            problems.append(f"{where}.verdict is {reading['verdict']!r}, but it records "
+                            f"{'a' if failing else 'no'} failing case")
+        elif reading["verdict"] in ("holds", "holds once corrected") and n_cases == 0:
+            problems.append(f"{where}.verdict is {reading['verdict']!r} on no case")
+    if problems:
+        return problems
+    verdict = verdict_over_readings(r["verdict"] for r in readings)
+    if data["verdict"] != verdict:
+        return [f"verdict is {data['verdict']!r}, its readings give {verdict!r}"]
+    chosen = next(r for r in readings if r["verdict"] == verdict)
+    if chosen["n_cases"] != data["n_cases"]:
+        return [f"n_cases is {data['n_cases']}, the reading {chosen.get('name')!r} that gives "
+                f"the verdict counts {chosen['n_cases']}"]
+    return []
+
+
+def _runs_beside_problems(data: Mapping[str, Any], statistical: bool) -> list[str]:
+    """The power run (the perturbation: "caught" exactly when it was refuted, its
+    counterexample re-derived) and the positive control (its case re-derived, "holds" exactly
+    when its outcome is) recorded beside the verdict."""
+    problems: list[str] = []
+    power = data["power"]
+    if power is not None:
+        if power.get("verdict") not in VERDICTS:
+            problems.append("power.verdict is not a verdict")
+        elif power.get("caught") is not (power["verdict"] == "fails as stated"):
+            problems.append(f"power.caught is {power.get('caught')}, its verdict is "
+                            f"{power['verdict']!r}")
+        counterexample = power.get("counterexample")
+        if not problems and counterexample is not None and _case_outcome(
+                counterexample, statistical, "power.counterexample", problems) != "fails":
+            problems.append("power.counterexample is not a failing case")
+    control = data["positive_control"]
+    if control is not None:
+        outcome = control.get("outcome")
+        if control.get("holds") is not (outcome == "holds"):
+            problems.append(f"positive_control.holds is {control.get('holds')}, its outcome "
+                            f"is {outcome!r}")
+        elif isinstance(control.get("case"), dict) and outcome in OUTCOMES:
+            readings = control.get("readings")
+            if not readings:  # with readings its outcome is over the readings' cases
+                own = _case_outcome(control["case"], statistical, "positive_control.case",
+                                    problems)
+                if own is not None and own != outcome:
+                    problems.append(f"positive_control.outcome is {outcome!r}, its case "
+                                    f"gives {own!r}")
+            elif isinstance(readings, dict) and outcome != (
+                    "holds" if "holds" in readings.values() else
+                    "undecided" if "undecided" in readings.values() else "fails"):
+                problems.append(f"positive_control.outcome is {outcome!r}, its readings "
+                                f"give another")
+    return [p for p in problems if p]
 
 
 def companion_problems(data: Mapping[str, Any], results_dir: Path, where: str) -> list[str]:
@@ -327,13 +561,14 @@ def companion_problems(data: Mapping[str, Any], results_dir: Path, where: str) -
         if file_digest(data_bytes) != digest:
             problems.append(f"{relative} differs from the file this result was written with")
         elif relative == data["counterexample"]:
-            problems += _counterexample_problems(data_bytes, data["claim"], relative)
+            problems += _counterexample_problems(data_bytes, data, relative)
     return problems
 
 
-def _counterexample_problems(data: bytes, claim: str, relative: str) -> list[str]:
+def _counterexample_problems(data: bytes, claim: Mapping[str, Any], relative: str
+                             ) -> list[str]:
     """A counterexample file's content against :data:`COUNTEREXAMPLE_SCHEMA`: the failing case
-    of ``claim``."""
+    of ``claim``'s record, re-derived, and the very case the record lists as failing."""
     import json
 
     try:
@@ -341,9 +576,16 @@ def _counterexample_problems(data: bytes, claim: str, relative: str) -> list[str
     except (UnicodeDecodeError, ValueError) as error:
         return [f"{relative} is not JSON ({error})"]
     problems = field_problems(record, COUNTEREXAMPLE_SCHEMA, relative)
-    if not problems and (record["claim"] != claim or record["outcome"] != "fails"):
-        problems.append(f"{relative} is not a failing case of {claim}")
-    return problems
+    if problems:
+        return problems
+    if record["claim"] != claim["claim"] or record["outcome"] != "fails":
+        return [f"{relative} is not a failing case of {claim['claim']}"]
+    if _case_outcome(record, record["decision"] == "statistical", relative, problems) is None:
+        return problems
+    failing = [c for c in claim["cases"] if c.get("outcome") == "fails"]
+    if not failing or any(record.get(k) != failing[0].get(k) for k in CASE_SCHEMA):
+        return [f"{relative} is not the failing case the claim file records"]
+    return []
 
 
 def claim_file_problem(data: Any, results_dir: Path | None = None,
@@ -360,6 +602,7 @@ def claim_file_problem(data: Any, results_dir: Path | None = None,
                 problems.append(f"{key} holds a value that is not a string")
         for j, fit in enumerate(data["fits"]):
             problems.extend(field_problems(fit, FIT_SCHEMA, f"fits[{j}]"))
+        problems += computed_by_problems(data)
         if not problems:
             problems = recomputed_problems(data)
     if not problems:
@@ -375,6 +618,26 @@ def claim_file_problem(data: Any, results_dir: Path | None = None,
     return problems[0] + more
 
 
+def computed_by_problems(data: Mapping[str, Any]) -> list[str]:
+    """``computed_by`` (the commit and device that computed a record; absent from records
+    written before it existed) must be an object of strings."""
+    found = data.get("computed_by")
+    if found is None or (isinstance(found, dict) and all(
+            isinstance(found.get(k), str) for k in ("git_commit", "device"))):
+        return []
+    return [kind_problem(found, "object", "computed_by")
+            or "computed_by is not an object with the strings git_commit and device"]
+
+
+#: The start of :func:`read_claim_file`'s reason for a file of ``claims/`` that holds no claim
+#: result at all (a list, or an object with none of :data:`CLAIM_MARKS`): a foreign file
+#: (notes, another tool's output), which the report names and leaves out of its counts unless
+#: a claim of that name is registered (then it is a damaged claim file).
+NOT_A_CLAIM_RESULT = "not a claim result"
+#: Keys of which a claim result holds at least one, however damaged.
+CLAIM_MARKS: tuple[str, ...] = ("id", "claim", "verdict", "cases")
+
+
 def read_claim_file(path: Path, results_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     """``claims/<run_id>.json`` read and checked: ``(record, None)`` when it can be believed,
     ``(None, reason)`` when not (unreadable, not a claim result, or
@@ -387,7 +650,9 @@ def read_claim_file(path: Path, results_dir: Path) -> tuple[dict[str, Any] | Non
         reason = error.strerror if isinstance(error, OSError) and error.strerror else error
         return None, f"unreadable ({type(error).__name__}: {reason})"
     if not isinstance(data, dict):
-        return None, f"not a claim result (a JSON {type(data).__name__})"
+        return None, f"{NOT_A_CLAIM_RESULT} (a JSON {type(data).__name__})"
+    if not any(key in data for key in CLAIM_MARKS):
+        return None, f"{NOT_A_CLAIM_RESULT} (an object without {', '.join(CLAIM_MARKS)})"
     problem = claim_file_problem(data, results_dir, Path(path).stem)
     if problem is not None:
         return None, f"not trusted: {problem}"
@@ -406,9 +671,11 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
     return bad
 
 
-__all__ = ["CASE_SCHEMA", "CLAIM_RESULT_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS",
-           "DECISION_SCHEMA", "FILES_KEY", "FIT_SCHEMA", "OUTCOMES", "SERIES_COLUMNS_READ",
+__all__ = ["CASE_SCHEMA", "CLAIM_MARKS", "CLAIM_RESULT_SCHEMA", "COMPARISON_RULES",
+           "COMPARISON_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS", "DECISION_SCHEMA",
+           "FILES_KEY", "FIT_SCHEMA", "NOT_A_CLAIM_RESULT", "OUTCOMES", "SERIES_COLUMNS_READ",
            "VERDICTS", "added_parameters_text", "claim_file_problem", "combine",
-           "companion_problems", "interval_outcome", "read_claim_file", "reading_as_expected",
-           "readings_as_expected", "readings_text", "recomputed_problems",
+           "companion_problems", "comparison_for", "comparison_holds", "comparison_problem",
+           "computed_by_problems", "interval_outcome", "interval_problem", "read_claim_file",
+           "reading_as_expected", "readings_as_expected", "readings_text", "recomputed_problems",
            "untrusted_claim_files", "verdict_of", "verdict_over_readings"]

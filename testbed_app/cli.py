@@ -1,5 +1,5 @@
 """The testbed command line: list, check, calibrate, run, report, regress, verify, mutate,
-deploy.
+audit, deploy.
 
 Examples (also shown by ``testbed --help``)::
 
@@ -14,6 +14,7 @@ Examples (also shown by ``testbed --help``)::
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
     testbed mutate                      # realistic bugs against the claims: the mutation table
+    testbed audit results/              # re-derive, replay and re-measure a results folder
     testbed run configs/aggitd_table2_iid_tau1.toml --steps 20   # one paper experiment
     testbed run configs/ --executor ray --address auto   # every config, side by side on Ray
     testbed deploy configs/deploy/fednest_quadratic.toml --engine local   # FedNest on Flower
@@ -90,6 +91,7 @@ COMMANDS = {
     "regress": "compare estimators with the committed regression baseline",
     "verify": "check one estimator (built in, a plugin's, or module:object) against its claims",
     "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
+    "audit": "re-derive a results folder's verdicts, replay and re-measure its cases",
     "deploy": "run a server algorithm on Flower (simulation engine, or SuperLink and "
               "SuperNodes) against the simulation",
 }
@@ -207,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_threads_option(verify)
     _add_device_option(verify)
     _add_mutate_options(_command(sub, "mutate"))
+    _add_audit_options(_command(sub, "audit"))
     _add_deploy_options(_command(sub, "deploy"))
     return parser
 
@@ -226,6 +229,37 @@ def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutate.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_threads_option(mutate)
+
+
+def _non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
+def _add_audit_options(audit: argparse.ArgumentParser) -> None:
+    """The options of ``testbed audit`` (:mod:`testbed_app.audit`)."""
+    audit.description = (
+        f"{COMMANDS['audit']}. Every claim file is read as check reads it (seal, outcomes, "
+        "counts and verdict re-derived), every saved counterexample is rebuilt from its spec "
+        "and measured again, a seeded sample of each claim's passing cases is measured again "
+        "with the streams it was measured with, and the calibration and mutation summaries "
+        "are recomputed from their records. One line per claim (reproduced or differs, with "
+        "the numbers); nothing is written. Exit 0: everything reproduced; 1: a difference; "
+        "2: bad input.")
+    audit.add_argument("results", help="the results folder to audit (from testbed check, "
+                                       "calibrate or mutate; from anywhere)")
+    audit.add_argument("--sample", type=_non_negative_int, metavar="K",
+                       help="passing cases measured again per claim, drawn with --seed "
+                            "(default 2; 0: re-derive and replay only)")
+    audit.add_argument("--all", action="store_true", help="measure every case again")
+    audit.add_argument("--seed", type=_non_negative_int, default=0,
+                       help="seed of the sample's draw (default 0)")
 
 
 def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:

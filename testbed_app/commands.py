@@ -28,13 +28,12 @@ from results_format.paths import output_folder
 from results_format.verdicts import (
     added_parameters_text,
     readings_text,
-    untrusted_claim_files,
 )
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
 from testbed.registry import ESTIMATOR_DB
-from testbed_app import communication, mutate, regression
+from testbed_app import audit, communication, mutate, regression
 from testbed_app import verify as verifying
 from testbed_app.executors import Executor, make_executor
 from testbed_app.experiments import schema
@@ -177,10 +176,8 @@ def check_command(args: argparse.Namespace) -> int:
     torch.set_default_dtype(torch.float64)
     claims = _named_claims(args.claim)
     profile = get_profile(args.profile)
-    ids = {c.id for c in claims}
-    for path, reason in untrusted_claim_files(_folder(args.results, "--results")):
-        if path.stem.split("@")[0] in ids:
-            print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
+    _folder(args.results, "--results")  # a file or a link loop: one line, before any work
+    # a claim file that cannot be believed is named in one line and rerun (run_claims)
     threads = use_threads(claim_threads(args.threads))
     with _executor(args, threads) as executor:  # one Ray instance for the claims and tables
         summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
@@ -463,5 +460,6 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "regress": regress_command,
     "verify": verify_command,
     "mutate": mutate.mutate_command,
+    "audit": audit.audit_command,
     "deploy": deploy.deploy_command,
 }

@@ -16,7 +16,7 @@ from tqdm import tqdm
 
 from reports.build import build_report
 from results_format.paths import output_folder
-from results_format.verdicts import untrusted_claim_files
+from results_format.verdicts import NOT_A_CLAIM_RESULT, untrusted_claim_files
 
 
 def report_command(args: argparse.Namespace) -> int:
@@ -28,8 +28,9 @@ def report_command(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"results directory {results} does not exist; run `testbed check "
                                 f"--results {results}` first to produce results")
     for path, reason in untrusted_claim_files(results):
-        print(f"testbed: warning: {path}: {reason}; shown without its measurements",
-              file=sys.stderr)
+        shown = ("a foreign file: named in the report, not counted as a claim"
+                 if reason.startswith(NOT_A_CLAIM_RESULT) else "shown without its measurements")
+        print(f"testbed: warning: {path}: {reason}; {shown}", file=sys.stderr)
     bars: list[Any] = []
 
     def progress(total: int, claim_id: str) -> None:

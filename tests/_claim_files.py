@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from results_format.validation import file_digest, seal
+from results_format.verdicts import comparison_for
 
 #: The columns of ``series/<run_id>.csv`` as the runner writes them.
 COLUMNS = ("claim", "estimator", "problem_id", "seed", "params", "series", "step_name",
@@ -34,9 +35,10 @@ def _expected_verdicts(record: dict[str, Any]) -> list[str]:
 
 def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
     """Write ``data`` as ``results/claims/<id>.json``: the keys it leaves out filled from its
-    cases (each case's outcome from ``passed``, the counts, the decision, the expected
-    verdicts), its counterexample file written from its failing case, the digests of its
-    series and counterexample files as they are on disk, and its seal. Companion files a test
+    cases (each case's outcome from ``passed`` and its comparison as the writer records it,
+    the counts, the decision, the expected verdicts), its counterexample file written from its
+    failing case, the digests of its series and counterexample files as they are on disk, and
+    its seal. Companion files a test
     wants present must exist before this call; a missing series file stays missing (and the
     report does not trust the claim)."""
     record: dict[str, Any] = {
@@ -44,8 +46,10 @@ def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
         "estimator": (data.get("estimators") or [""])[0],
         "decision": "deterministic", "n_unconfirmed": 0, "unconfirmed": [], "power": None,
         "positive_control": None, **data}
-    record["cases"] = [{"outcome": "holds" if case["passed"] else "fails", **case}
-                       for case in record["cases"]]
+    record["cases"] = [recorded(case) for case in record["cases"]]
+    control = record.get("positive_control")
+    if isinstance(control, dict) and isinstance(control.get("case"), dict):
+        record["positive_control"] = {**control, "case": recorded(control["case"])}
     outcomes = [case["outcome"] for case in record["cases"]]
     record.setdefault("n_cases", outcomes.count("holds"))
     record.setdefault("n_undecided", outcomes.count("undecided"))
@@ -69,8 +73,18 @@ def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
     return target
 
 
+def recorded(case: dict[str, Any]) -> dict[str, Any]:
+    """A case of :func:`case_record` as the runner records it: its outcome from ``passed`` and
+    its comparison (how ``passed`` follows from its numbers) added where the case leaves them
+    out."""
+    return {"outcome": "holds" if case["passed"] else "fails",
+            "comparison": comparison_for(case["relation"], case["measured"], case["bound"],
+                                         case["passed"], 0.0, case["fit"]), **case}
+
+
 def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
-    """Write ``results/calibration/summary.json`` as ``testbed calibrate`` does: each row's
+    """Write ``results/calibration/summary.json`` as ``testbed calibrate`` does, with the
+    per-claim records it summarizes (``calibration/<claim>.json``, sealed): each row's
     verdict counts (the refuted and undecided seeds, the rest the expected verdict), its false
     failures, profile and time filled in where the test leaves them out, and the seal."""
     rows = []
@@ -82,6 +96,14 @@ def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
                      "false_failures": row["refuted"] if row["expected"] == "holds" else 0,
                      "verdicts": {k: v for k, v in counts.items() if v}, **row})
     record = {"confidence": 0.95, **summary, "claims": rows}
+    for row in rows:  # the per-claim records the summary is recomputed from
+        verdicts = [v for v, n in row["verdicts"].items() for _ in range(n)]
+        runs = [{"seed": k, "verdict": v, "n_undecided": 0, "n_unconfirmed": 0, "seconds": 1.0}
+                for k, v in enumerate(verdicts)]
+        path = results / "calibration" / f"{row['claim']}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(seal({"claim": row["claim"], "fingerprint": "0" * 16,
+                                         "profile": row["profile"], "runs": runs})))
     target = results / "calibration" / "summary.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(seal(record)))

@@ -86,7 +86,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         (results / folder).mkdir()
         (results / folder / name).write_text(json.dumps(data))
     (results / "bench" / "broken.json").write_text(json.dumps({"benchmark": "b"}))
-    (results / "communication.json").write_text(json.dumps(COMMUNICATION))
+    (results / "communication.json").write_text(json.dumps(seal(COMMUNICATION)))
     _write_comparison(results)
     index = build_report(results, root / "out")
     return index, index.read_text(encoding="utf-8"), \
@@ -117,6 +117,19 @@ def test_communication_table_shows_formula_measurement_and_disagreement(full):
         assert "64.5" in page and "1290" in page
     assert re.search(r"<td>toy-algorithm</td>.*?<td[^>]*>6, 6</td>"
                      r'<td class="expected-no">NO</td>', text)
+
+
+def test_an_edited_communication_table_is_not_shown(tmp_path):
+    """communication.json is sealed (issue 33: every file read back carries a seal): a
+    measured round count edited by hand is named, not shown."""
+    from reports.sections import communication
+
+    edited = json.loads(json.dumps(seal(COMMUNICATION)))
+    edited["rows"][0]["measured_rounds"] = [99, 99]
+    (tmp_path / "communication.json").write_text(json.dumps(edited))
+    section = communication(tmp_path)
+    assert not section.tables and "communication.json not trusted (its content differs" in \
+        section.notes[0]
 
 
 def test_rounds_to_error_table_and_figure(full):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from results_format import provenance, resume
+from results_format.validation import seal
 
 
 def test_fingerprint_is_the_sha256_of_the_parts_joined_by_bars():
@@ -71,9 +72,12 @@ def test_reuse_or_write_computes_once_per_fingerprint(tmp_path):
         return {"rows": [len(calls)]}
 
     first = resume.reuse_or_write(path, "f1", compute, indent=1)
-    assert list(first) == ["fingerprint", "rows"] and first["rows"] == [1]
-    assert path.read_text() == json.dumps({"fingerprint": "f1", "rows": [1]}, indent=1)
+    assert list(first) == ["fingerprint", "rows", "content_sha256"] and first["rows"] == [1]
+    assert path.read_text() == json.dumps(seal({"fingerprint": "f1", "rows": [1]}), indent=1)
     assert resume.reuse_or_write(path, "f1", compute, indent=1) == first and len(calls) == 1
+    path.write_text(json.dumps({**first, "rows": [9]}))  # edited: its seal no longer matches
+    assert resume.reuse_or_write(path, "f1", compute, indent=1)["rows"] == [2]
+    calls.pop()
     assert resume.reuse_or_write(path, "f2", compute, indent=1)["rows"] == [2]  # stale: redo
     assert resume.reuse_or_write(path, "f2", compute, resume=False)["rows"] == [3]  # --fresh
     path.write_text("{torn")

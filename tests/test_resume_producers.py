@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from results_format.resume import write_json
+from results_format.validation import seal
 
 
 def _sha16(text: str) -> str:
@@ -91,7 +92,10 @@ def test_calibration_resumes_only_the_seeds_of_this_definition_and_profile(tmp_p
 
     path = tmp_path / "c.json"
     runs = [{"seed": 0, "verdict": "holds", "seconds": 1.0}, {"seed": 1}]
-    write_json(path, {"claim": "c", "fingerprint": "f", "profile": "fast", "runs": runs})
+    record = {"claim": "c", "fingerprint": "f", "profile": "fast", "runs": runs}
+    write_json(path, record)
+    assert _load(path, "f", "fast") == []  # unsealed (edited, or an older testbed's): redone
+    write_json(path, seal(record))
     assert _load(path, "f", "fast") == runs[:1]  # a record without its verdict is redone
     assert _load(path, "g", "fast") == [] and _load(path, "f", "thorough") == []
     write_json(path, {"claim": "c", "fingerprint": "f", "profile": "fast", "runs": "x"})

@@ -209,9 +209,10 @@ def _calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
         claim_id = tasks[index].claim_id
         records[claim_id] = sorted([*records[claim_id], record], key=lambda r: r["seed"])
         path = paths[claim_id]
-        if path is not None:
-            write_json(path, {"claim": claim_id, "fingerprint": stamps[claim_id],
-                              "profile": profile.name, "runs": records[claim_id]}, indent=2)
+        if path is not None:  # sealed: checked before a seed is believed (_load)
+            write_json(path, seal({"claim": claim_id, "fingerprint": stamps[claim_id],
+                                   "profile": profile.name, "runs": records[claim_id]}),
+                       indent=2)
         if progress is not None:
             progress(f"{claim_id} seed {record['seed']}: {record['verdict']}")
     return [summarize(c, profile.name, [r for r in records[c.id] if int(r["seed"]) < seeds])

@@ -135,6 +135,13 @@ class Measurement:
         tests: a statistical claim's Monte Carlo comparisons (evidence and allowed region),
             decided by the runner at the case's false-failure rate
             (:mod:`theory_checks.decision`); empty for a deterministic claim.
+        slack: the absolute amount by which ``measured`` may pass ``bound`` and still pass
+            (a check's round-off allowance, ``measured <= bound + slack``); recorded with the
+            case so that a reader re-derives ``passed`` from the numbers
+            (:func:`results_format.verdicts.comparison_problem`).
+        rule: how ``passed`` follows from ``measured`` and ``bound`` (one of
+            :data:`results_format.verdicts.COMPARISON_RULES`); ``None``: read from
+            ``relation`` (:func:`theory_checks.claim_results.comparison_record`).
     """
 
     measured: float
@@ -145,6 +152,8 @@ class Measurement:
     fit: Fit | None = None
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     tests: tuple[StatTest, ...] = ()
+    slack: float = 0.0
+    rule: str | None = None
 
 
 BoundFn = Callable[[ProblemConstants, Mapping[str, float]], float]

@@ -24,7 +24,12 @@ from results_format.paths import inside
 from results_format.provenance import git_commit, provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
-from results_format.verdicts import FILES_KEY, claim_file_problem, readings_as_expected
+from results_format.verdicts import (
+    FILES_KEY,
+    claim_file_problem,
+    comparison_for,
+    readings_as_expected,
+)
 from testbed.precision import precision_record
 from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
@@ -154,6 +159,10 @@ def case_summary(r: CaseResult) -> dict[str, Any]:
         "fit": fit_record(m.fit, exact=r.design is None) if m.fit else None,
         "details": dict(m.details),
     }
+    # how passed follows from these numbers, so that a reader re-derives it
+    # (results_format.verdicts.comparison_problem)
+    summary["comparison"] = comparison_for(m.relation, m.measured, m.bound, m.passed, m.slack,
+                                           summary["fit"], m.rule)
     if r.decisions:
         summary["decisions"] = [_decision_summary(d) for d in r.decisions]
     if r.design is not None:

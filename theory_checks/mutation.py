@@ -29,13 +29,23 @@ in catalogue order), which the report reads.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from results_format.layout import MUTATION, SUMMARY
+from results_format.records import (
+    killers,
+    mutant_as_expected,
+    mutant_status,
+    mutation_counts,
+    mutation_record_problem,
+    mutation_row,
+)
 from results_format.resume import fingerprint, read_fresh, write_json
+from results_format.validation import seal
 from theory_checks.claim import Claim
 from theory_checks.claim_results import claim_fingerprint
 from theory_checks.profiles import Profile
@@ -154,14 +164,34 @@ def run_once(claim: Claim, entry: str, make: Callable[..., Any], profile: Profil
 
 
 def status_of(mutant: Mutant, runs: Sequence[Mapping[str, Any]]) -> str:
-    if any(r["killed"] for r in runs):
-        return KILLED
-    return EQUIVALENT if mutant.equivalent else SURVIVED
+    """The mutant's status from its runs (the rule a reader checks a record with:
+    :func:`results_format.records.mutant_status`)."""
+    return mutant_status(runs, mutant.equivalent)
 
 
 def as_expected(record: Mapping[str, Any]) -> bool:
     """A mutant is as expected when it is killed, or declared equivalent and not killed."""
-    return bool(record["status"] == KILLED) != bool(record["equivalent"])
+    return mutant_as_expected(record)
+
+
+def _warn(message: str) -> None:
+    print(f"testbed: warning: {message}", file=sys.stderr)
+
+
+def read_record(path: Path, stamp: str, profile: str,
+                notify: Callable[[str], None] = _warn) -> dict[str, Any] | None:
+    """The mutant's record at ``path`` when it is fresh (this mutant, claims and profile) and
+    can be believed (:func:`results_format.records.mutation_record_problem`: its schema, its
+    seal, its status and killers recomputed from its runs); one that cannot is named by
+    ``notify`` and run again from its first claim."""
+    saved = read_fresh(path, stamp, profile, keys=("runs", "status"))
+    if saved is None:
+        return None
+    problem = mutation_record_problem(saved, path.stem)
+    if problem is not None:
+        notify(f"{path}: not trusted ({problem}); its claims are run again")
+        return None
+    return saved
 
 
 def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
@@ -176,7 +206,7 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     runs = planned_runs(mutant, profile)
     stamp = mutant_fingerprint(mutant, profile, runs)
     path = out_dir / MUTATION / f"{mutant.name}.json" if out_dir is not None else None
-    saved = read_fresh(path, stamp, profile.name, keys=("runs",)) if (
+    saved = read_record(path, stamp, profile.name) if (
         path is not None and resume) else None
     done: list[dict[str, Any]] = list(saved["runs"]) if saved else []
     seen = {(r["claim"], r["estimator"]) for r in done}
@@ -191,21 +221,19 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
         done.append(run_once(claim, entry, mutant.builds[entry], profile))
         record = _record(mutant, profile, stamp, runs, done)
         if path is not None:
-            write_json(path, record, indent=2)
+            write_json(path, seal(record), indent=2)
     if path is not None and saved is None and not done:
-        write_json(path, record, indent=2)  # no claim concerns it: recorded as such
+        write_json(path, seal(record), indent=2)  # no claim concerns it: recorded as such
     return record
 
 
 def _record(mutant: Mutant, profile: Profile, stamp: str,
             runs: Sequence[tuple[Claim, str]], done: list[dict[str, Any]]) -> dict[str, Any]:
-    killers = [r["claim"] + ("" if r["error"] is None else " (error)")
-               for r in done if r["killed"]]
     return {"mutant": mutant.name, "family": mutant.family, "kind": mutant.kind,
             "kind_text": MUTANT_KINDS[mutant.kind], "description": mutant.description,
             "entries": list(mutant.builds), "equivalent": mutant.equivalent,
             "fingerprint": stamp, "profile": profile.name, "planned": len(runs),
-            "status": status_of(mutant, done), "killed_by": killers, "runs": done}
+            "status": status_of(mutant, done), "killed_by": killers(done), "runs": done}
 
 
 def run_mutants(mutants: Iterable[Mutant], profile: Profile, out_dir: Path, *,
@@ -229,7 +257,7 @@ def fresh_records(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
     for mutant in catalogue:
         path = out_dir / MUTATION / f"{mutant.name}.json"
         stamp = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
-        saved = read_fresh(path, stamp, profile.name, keys=("runs", "status"))
+        saved = read_record(path, stamp, profile.name)
         if saved is not None:
             records.append(saved)
     return records
@@ -237,31 +265,16 @@ def fresh_records(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
 
 def write_summary(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]) -> dict[str, Any]:
     records = fresh_records(out_dir, profile, catalogue)
+    # sealed, its rows recomputed from the records by whoever reads it
+    # (results_format.records.mutation_summary_problem)
     summary = {"profile": profile.name, "catalogue": len(catalogue), "counts": counts(records),
-               "kinds": MUTANT_KINDS, "mutants": [_summary_row(r) for r in records]}
-    write_json(out_dir / MUTATION / SUMMARY, summary, indent=2)
+               "kinds": MUTANT_KINDS, "mutants": [mutation_row(r) for r in records]}
+    write_json(out_dir / MUTATION / SUMMARY, seal(summary), indent=2)
     return summary
 
 
-def _summary_row(record: Mapping[str, Any]) -> dict[str, Any]:
-    runs = record["runs"]
-    return {"mutant": record["mutant"], "family": record["family"], "kind": record["kind"],
-            "description": record["description"], "status": record["status"],
-            "killed_by": record["killed_by"], "equivalent": record["equivalent"],
-            "claims_run": len(runs), "planned": record["planned"],
-            "cases_passed_before_kill": next((r["cases_passed"] for r in runs if r["killed"]),
-                                             None),
-            "seconds": sum(float(r["seconds"]) for r in runs),
-            "as_expected": as_expected(record)}
-
-
 def counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    rows = list(records)
-    return {"mutants": len(rows),
-            KILLED: sum(r["status"] == KILLED for r in rows),
-            EQUIVALENT: sum(r["status"] == EQUIVALENT for r in rows),
-            SURVIVED: sum(r["status"] == SURVIVED for r in rows),
-            "not as expected": sum(not as_expected(r) for r in rows)}
+    return mutation_counts(list(records))
 
 
 def format_table(records: Sequence[Mapping[str, Any]]) -> str:

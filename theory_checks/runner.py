@@ -39,7 +39,7 @@ from results_format.locks import holding
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
-from results_format.verdicts import verdict_of, verdict_over_readings
+from results_format.verdicts import read_claim_file, verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
 from testbed.registry import ESTIMATOR_DB, get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
@@ -575,6 +575,8 @@ def _run_claim_runs(
     with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
                            for run_id in run_ids]):
         write_metadata(out_dir, profile, runs if only_these else None)
+        if resume:
+            warn_untrusted(out_dir, run_ids)
         reused = {run_id for run_id, (claim, _) in zip(run_ids, runs, strict=True)
                   if resume and is_done(claim, out_dir, profile, run_id)}
         pending = [(run_id, claim_run_task(claim, estimator, profile))
@@ -587,6 +589,18 @@ def _run_claim_runs(
     if note:
         print(note, file=sys.stderr)
     return summaries
+
+
+def warn_untrusted(out_dir: Path, run_ids: Sequence[str]) -> None:
+    """One line on stderr for each of these runs' claim files that cannot be believed
+    (:func:`results_format.verdicts.read_claim_file`: its schema, its re-derived outcomes,
+    counts and verdict, its seal, its companion files), which the run measures again."""
+    for run_id in run_ids:
+        path = out_dir / CLAIMS / f"{run_id}.json"
+        if path.is_file():
+            _, reason = read_claim_file(path, out_dir)
+            if reason is not None:
+                print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
 
 
 def reused_note(reused: Sequence[dict[str, Any]], out_dir: Path) -> str | None:

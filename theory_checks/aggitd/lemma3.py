@@ -62,7 +62,7 @@ def check_lemma3_drift(claim: Claim, case: Case, make: Callable[..., Any]) -> Me
                    for nu, d in enumerate(r.drift.max(1))) + (
         SeriesPoint("bound", "local step nu", params["local_steps"], bound),)
     return Measurement(measured, bound, measured <= bound + slack,
-                       "max_{i, nu} E_Q ||x_nu^i - x||^2 <=", series=series,
+                       "max_{i, nu} E_Q ||x_nu^i - x||^2 <=", series=series, slack=slack,
                        details={**params, "ratio": measured / bound, "replay_gap": r.replay_gap})
 
 

@@ -124,8 +124,9 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
         series += [SeriesPoint("measured", "inner_steps", steps, error, calls),
                    SeriesPoint("bound", "inner_steps", steps, bound, calls)]
         last = (error, bound)
+    # the last point's slack is recorded: a case passes only if its last point does
     return Measurement(last[0], last[1], worst <= 0.0, "<= at every T on the grid",
-                       series=tuple(series))
+                       series=tuple(series), slack=slack)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -289,7 +289,7 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
     tuning_stamps = {key: _comparison_fingerprint(c) for key, c in definitions.TABLE.items()}
     records: dict[str, dict[str, Any]] = {}
     for key, path in tuning_paths.items():
-        saved = read_fresh(path, tuning_stamps[key]) if resume else None
+        saved = read_fresh(path, tuning_stamps[key], sealed=True) if resume else None
         if saved is not None:
             records[key] = saved
     missing = [key for key in definitions.TABLE if key not in records]

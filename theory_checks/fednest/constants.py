@@ -21,8 +21,8 @@ bounds say nothing of one sample's. Lemma 2.2's (14b) bounds ``E_W||H^{-1} - H_h
 samples: its bound ``2/mu_g`` follows when every factor has norm ``<= 1 - mu_g/l_{g,1}``, i.e.
 when A1-A2 hold for every sample function ``g_i(.; zeta)`` (the reading of Ghadimi & Wang 2018,
 whose stochastic Neumann estimator (13b) is; this reading rests on the statement and (13b), not
-on the steps of Lemma 2.2's proof in the paper's appendix). :func:`sample_constants` gives the constants under that reading, from the
-sample Hessians as A1 and A2 define them.
+on the steps of Lemma 2.2's proof in the paper's appendix). :func:`sample_constants` gives the
+constants under that reading, from the sample Hessians as A1 and A2 define them.
 
 A Lipschitz constant is any upper bound: the statements hold (or fail) for every valid choice,
 and the checks take the smallest valid one (the norms above), the choice under which the bounds

@@ -245,7 +245,7 @@ def check_per_client_bias(claim: Claim, case: Case, make: Callable[..., Any]) ->
     bound_fn = BIAS_CONSTANTS[str(case.params.get("constant", "printed"))]
     bound = bound_fn(parts["problem"].constants(), {**parts["pc"], "neumann_terms": parts["terms"]})
     slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(measured, bound, measured <= bound + slack, "max_i <=",
+    return Measurement(measured, bound, measured <= bound + slack, "max_i <=", slack=slack,
                        details={"neumann_terms": parts["terms"],
                                 "n_clients": parts["problem"].n_clients,
                                 "l_f0": parts["pc"]["l_f0"], "l_f1": parts["pc"]["l_f1"]})
@@ -269,7 +269,7 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
               "grad_y_norm": float(parts["gy"].norm())}
     bound = claim.evaluate_bound(parts["problem"].constants(), params)
     slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(measured, bound, measured <= bound + slack, "<=",
+    return Measurement(measured, bound, measured <= bound + slack, "<=", slack=slack,
                        details={"neumann_terms": parts["terms"],
                                 "grad_y_norm": params["grad_y_norm"]})
 
@@ -280,7 +280,8 @@ def check_paper_constant(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     measured = float((parts["h"] - parts["direct"].mean(0) - parts["plug_in"]).norm())
     bound = claim.evaluate_bound(parts["problem"].constants(),
                                  {**parts["pc"], "neumann_terms": parts["terms"]})
-    return Measurement(measured, bound, measured <= bound + IDENTITY_RTOL * parts["scale"], "<=",
+    slack = IDENTITY_RTOL * parts["scale"]
+    return Measurement(measured, bound, measured <= bound + slack, "<=", slack=slack,
                        details={"grad_y_norm": float(parts["gy"].norm()),
                                 "l_f1": parts["pc"]["l_f1"]})
 

@@ -34,7 +34,7 @@ from results_format.verdicts import (
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from testbed_app.cli import main
-from tests._claim_files import case_record, claim_record, write_claim_file
+from tests._claim_files import case_record, claim_record, recorded, write_claim_file
 from tests.test_hypotheses_readings import PROFILE, _claim, _spec
 from tests.test_report import make_results
 from theory_checks.claim import Case, known_case
@@ -104,7 +104,8 @@ def test_the_report_names_each_reading_beside_the_verdict(tmp_path):
                           [case_record("p.a", 0.1, 0.2, True)])
     record["readings"] = [
         {"name": "literal", "statement": "s1", "verdict": "fails as stated",
-         "expected": "fails", "n_cases": 0, "counterexample": None},
+         "expected": "fails", "n_cases": 0,
+         "counterexample": recorded(case_record("p.b", 0.3, 0.2, False))},
         {"name": "per sample", "statement": "s2", "verdict": "holds", "expected": "holds",
          "n_cases": 1, "counterexample": None}]
     (results / record["series_file"]).write_text("")

@@ -25,7 +25,14 @@ from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
 from results_format.layout import CALIBRATION
 from results_format.paths import output_folder
-from results_format.verdicts import untrusted_claim_files
+from results_format.verdicts import (
+    ERRATUM,
+    SUBSTANTIVE,
+    TABLE_NUMBER,
+    refutation_class,
+    refutation_counts,
+    untrusted_claim_files,
+)
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
@@ -109,7 +116,7 @@ def list_command(args: argparse.Namespace) -> int:
     _print_plugin_problems()
     print("\nClaims:")
     for c in CLAIM_DB:
-        print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
+        print(f"  {c.id:40s} {c.kind:18s} {c.about:21s} {c.reference}")
         if verbose:
             _describe_claim(c)
     if verbose:
@@ -123,6 +130,9 @@ def _describe_claim(c: Claim) -> None:
     print(f"      {c.statement}")
     print(f"      defined in: {defined_in(c)}")
     print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
+    refuted = refutation_class(c.about)
+    print(f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
+          f" {refuted})" + (f"; serves {c.serves}" if c.serves else ""))
     decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
                 if c.statistical else "deterministic")
     print(f"      decision: {decision}"
@@ -204,8 +214,10 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         control = s.get("positive_control") or {}
         caught = "-" if not power else ("caught" if power.get("caught") else "MISSED")
         held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
+        refutes = (f"  ({refutation_class(s['about'])})"
+                   if s["verdict"] == "fails as stated" else "")
         print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
-              f"{caught:6s} {held}")
+              f"{caught:6s} {held}{refutes}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
@@ -214,6 +226,8 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
     also = f"; {len(variants)} runs on enrolled variants: {_counts(variants)}" if variants else ""
     print(f"\n{len(claims)} claims of the papers checked ({profile} profile): "
           f"{_counts(claims)}{also}; results in {args.results}")
+    if any(s["verdict"] == "fails as stated" for s in claims):
+        print(f"of those failing as stated: {refutations_line(claims)}")
     outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
     if outside:  # plugins', integrations': never in the papers' counts
         origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
@@ -237,6 +251,16 @@ def _folder(path: str, option: str) -> Path:
 def _counts(summaries: list[dict]) -> str:
     counts = {v: sum(1 for s in summaries if s["verdict"] == v) for v in VERDICTS}
     return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def refutations_line(summaries: list[dict]) -> str:
+    """The "fails as stated" verdicts by what the claims check: substantive refutations of
+    stated results apart from errata (proof steps, printed formulas, informal sentences) and
+    from experiment table numbers (:func:`results_format.verdicts.refutation_class`)."""
+    counts = refutation_counts(summaries)
+    return (f"{counts[SUBSTANTIVE]} substantive refutation(s) of a stated result, "
+            f"{counts[ERRATUM]} erratum/errata (a proof step, printed formula or informal "
+            f"sentence), {counts[TABLE_NUMBER]} experiment table number(s)")
 
 
 def _exit_status(summaries: list[dict]) -> int:

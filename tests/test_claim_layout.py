@@ -185,12 +185,13 @@ def _core(module_name: str | None) -> bool:
 
 def claim_id_strings(source: str, ids: set[str]) -> list[int]:
     """Lines of ``source`` where a claim id of ``ids`` is written as a string other than the
-    ``id=`` of a ``Claim(...)``."""
+    ``id=`` or ``serves=`` of a ``Claim(...)`` (a refuted step names the result it serves, often
+    declared after it in the paper's order; tests/test_claim_about.py checks each resolves)."""
     tree = ast.parse(source)
     declared: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
-            declared |= {id(k.value) for k in node.keywords if k.arg == "id"}
+            declared |= {id(k.value) for k in node.keywords if k.arg in ("id", "serves")}
     return [node.lineno for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and node.value in ids
             and id(node) not in declared]

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState, FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
@@ -130,6 +131,7 @@ ROUNDS_PER_ITERATION = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3); notes 2.6",
     kind="communication_count",
+    about=ABOUT_STEP,
     statement=("ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
                "floats per iteration == notes 2.6's table, for every N, tau and C"),
     estimators=("fbo-aggitd",),
@@ -151,6 +153,7 @@ SGD_ROUNDS_PER_ITERATION = Claim(
     paper="AggITD",
     reference="derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; notes 2.3)",
     kind="communication_count",
+    about=ABOUT_STEP,
     statement="FBO-AggITD_SGD: N + 3 rounds per iteration (z^t rides on the FedAvg round)",
     estimators=("fbo-aggitd-sgd",),
     strategy=CASES,

@@ -34,6 +34,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, known_case
@@ -185,6 +186,7 @@ ONE_CALL_EXACT = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Sec. 2.5 / Cor. 3.3 (T = 1); notes 2.6 [D]",
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
     statement=("compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
                "in one call under any heterogeneity"),
     estimators=("fednest",),
@@ -203,6 +205,8 @@ PAPER_INDIRECT_FORM = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.5 text (h_i = l_{g,1} grad r_i(x)^T p_0); notes "
                "issue 7"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
+    serves="fednest.compositional.single_term_unbiased",
     statement=("compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 for every N' "
                "drawn by FedIHGP"),
     estimators=("fedihgp",),
@@ -237,6 +241,7 @@ SINGLE_TERM_UNBIASED = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Sec. 2.5, Cor. 3.3; notes 2.6 and issue 7",
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
     statement=("compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
                "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
                "is the one-term estimator)"),

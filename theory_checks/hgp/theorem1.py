@@ -48,6 +48,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.mixing import slem
 from theory_checks import stats
@@ -472,6 +473,7 @@ STATED_STEP_CONDITION = Claim(
     reference=("HGP Thm 1 / Cor. 1 proof (App. C.2, sigma_max(I - eta H) <= 1 - eta alpha); "
                "notes 7.2 item 9"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("under the stated 0 < eta alpha < 1 only: ||v^(m) - d_lambda f|| / ||d_x f|| <= "
                "(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2)) c_S"),
     estimators=("hgp",),
@@ -530,6 +532,7 @@ RATE_IN_M = Claim(
     paper="HGP",
     reference="HGP Thm 1, third term exp(-O(M)); notes 4.4, 4.6 D2",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("slope of log||v^(M) - d_lambda f|| in M = log rho_bar (5%), rho_bar = ||I - eta "
                "H_bar||, and <= log(1 - eta alpha / 2)"),
     estimators=("hgp-exact-averaging",),
@@ -549,6 +552,7 @@ RATE_IN_S = Claim(
     paper="HGP",
     reference="HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S; notes 3.5, 6.3 T6",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("static network (Theta_hat = W^S): slope of log error floor in S = log SLEM(W) "
                "within 25%"),
     estimators=("hgp-static",),
@@ -569,6 +573,7 @@ NOISE_EXPONENT_B = Claim(
     paper="HGP",
     reference="HGP Cor. 2 (kappa = O_P(1/sqrt(b))); notes 4.7, 6.3 T9",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("exact noise floor RMS of v^(M) around its conditional mean ~ b^(-1/2): "
                "least-squares exponent over b = 2..16 within 0.1 of -1/2 and E||v - E v||^2 (b) "
                "<= E||v - E v||^2 (1) / b; the estimator's mean square at b = 2 matches the "
@@ -607,6 +612,7 @@ HIGH_PROBABILITY_BOUND = Claim(
     paper="HGP",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps)); notes 4.3, 6.3 T10",
     kind="variance_bound",
+    about=ABOUT_RESULT,
     statement=("P(||v^(M) - d_lambda f|| / ||d_x f|| <= (4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + "
                "d_lambda)/eps)) + (2 beta/(eta alpha^2)) c + exp(-O(M))) >= 1 - eps, with the "
                "measured c_S (eps = 0.1; Clopper-Pearson on the exceedances), for the recursion "

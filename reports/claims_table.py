@@ -339,7 +339,7 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
     return text + "."
 
 
-TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Statement")
+TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Slack", "Statement")
 FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval or residual", "Theory", "Tolerance",
             "Outcome")
 

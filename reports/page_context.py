@@ -51,6 +51,7 @@ from reports.claims_table import (
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
+from results_format.evidence import claim_slack, evidence_text
 from results_format.verdicts import (
     ABOUTS,
     ERRATUM,
@@ -119,6 +120,22 @@ class Row:
     decide: DecideCommand | None = None
     #: the claim that checks the result a proof step, formula or sentence serves
     serves: ClaimSection | None = None
+    #: the mutants ``testbed mutate`` recorded by the claim that killed them (None: not run)
+    kills: dict[str, list[str]] | None = None
+
+    @property
+    def slack(self) -> str:
+        """The per-paper table's slack cell: the room the tightest case of a "holds" leaves
+        (:func:`results_format.evidence.claim_slack`), "-" for other verdicts."""
+        slack = claim_slack(self.claim)
+        return slack.short if slack is not None else "-"
+
+    @property
+    def evidence(self) -> str:
+        """The claim detail's evidence: slack, companions of a loose bound, kill set."""
+        if self.verdict in ("not checked", "not trusted"):
+            return ""
+        return evidence_text(self.claim, self.kills)
 
     @property
     def claim(self) -> dict[str, Any]:
@@ -454,9 +471,11 @@ def _paper_key(paper: str) -> tuple[int, str]:
 def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: Sequence[str],
                  extras: Sequence[Section] = (),
                  calibration: dict[str, dict[str, Any]] | None = None,
-                 results: str = "results") -> Page:
+                 results: str = "results",
+                 kills: dict[str, list[str]] | None = None) -> Page:
     """The whole page as data (see the module docstring); ``results`` is the results folder
-    named in the commands the page gives."""
+    named in the commands the page gives; ``kills`` the mutants each claim killed
+    (:func:`results_format.evidence.mutation_kills`; None when no mutation record exists)."""
     by_id = {s.id: s for s in sections}
     corrected_by: dict[str, list[ClaimSection]] = {}
     for s in sections:
@@ -472,7 +491,7 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
             by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
             _short(s.id, paper), decide_command(c, results),
-            by_id.get(str(c.get("serves"))) if c.get("serves") else None)
+            by_id.get(str(c.get("serves"))) if c.get("serves") else None, kills)
     own = [s for s in sections if _origin(s) == BUILT_IN]
     papers = [_grouped(paper, f"paper-{slug(paper)}",
                        [s for s in own if rows_by_id[s.id].paper == paper], rows_by_id)

@@ -59,7 +59,8 @@ REFUTATION_CLASSES: tuple[str, ...] = (SUBSTANTIVE, ERRATUM, TABLE_NUMBER)
 #: reads back, with their kinds; more keys may be present).
 CLAIM_RESULT_SCHEMA: dict[str, Any] = {
     "id": "str", "claim": "str", "estimator": "str", "paper": "str", "reference": "str",
-    "kind": "str", "about": ABOUTS, "serves": "str|null", "statement": "str",
+    "kind": "str", "about": ABOUTS, "serves": "str|null", "power_from": "list",
+    "statement": "str",
     "estimators": "list", "corrects": "str|null",
     "expected": "str", "expected_verdicts": "list", "verdict": VERDICTS, "as_expected": "bool",
     "decision": DECISIONS, "profile": "str", "fingerprint": "str", "n_cases": "count",

@@ -23,12 +23,14 @@ from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
 from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
-from results_format.layout import CALIBRATION
+from results_format.evidence import evidence_text, mutation_kills
+from results_format.layout import CALIBRATION, CLAIMS
 from results_format.paths import output_folder
 from results_format.verdicts import (
     ERRATUM,
     SUBSTANTIVE,
     TABLE_NUMBER,
+    read_claim_file,
     refutation_class,
     refutation_counts,
     untrusted_claim_files,
@@ -97,9 +99,12 @@ def list_command(args: argparse.Namespace) -> int:
     parameters, defaults and the experiment configs' keys); 0."""
     verbose = getattr(args, "verbose", False)
     if getattr(args, "claim", None):
+        results = Path(getattr(args, "results", None) or "results")
+        kills = mutation_kills(results)
         for claim in _named_claims(args.claim):
             print(f"{claim.id}  ({claim.kind}; {claim.reference})")
             _describe_claim(claim)
+            print(f"      {evidence_line(claim, results, kills)}")
         return 0
     print("Problems:")
     for p in PROBLEM_DB:
@@ -133,6 +138,8 @@ def _describe_claim(c: Claim) -> None:
     refuted = refutation_class(c.about)
     print(f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
           f" {refuted})" + (f"; serves {c.serves}" if c.serves else ""))
+    if c.power_from:
+        print(f"      loose bound: its power comes from {', '.join(c.power_from)}")
     decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
                 if c.statistical else "deterministic")
     print(f"      decision: {decision}"
@@ -142,6 +149,20 @@ def _describe_claim(c: Claim) -> None:
         print(f"      perturbation it must catch: {c.perturbation.name}")
     if c.positive_control is not None:
         print("      positive control: a case inside its conditions where it holds")
+
+
+def evidence_line(claim: Claim, results: Path, kills: dict[str, list[str]] | None) -> str:
+    """What the claim's trusted results file under ``results`` shows of its "holds": verdict,
+    slack, companions and kill set (:mod:`results_format.evidence`); without a trusted file,
+    the command that measures it."""
+    path = results / CLAIMS / f"{claim.id}.json"
+    record, reason = read_claim_file(path, results) if path.is_file() else (None, None)
+    if record is None:
+        why = f"its results file is {reason}" if reason else f"no results file in {results}"
+        return (f"evidence: {why}; `testbed check --claim {claim.id} --results {results}` "
+                "measures it")
+    return (f"evidence ({record['profile']} profile, {record['verdict']}): "
+            f"{evidence_text(record, kills)}")
 
 
 def _print_plugin_problems() -> None:

@@ -102,7 +102,8 @@ def claim_record(cid: str, paper: str, kind: str, verdict: str, cases: list[dict
     """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile);
     :func:`write_claim_file` fills in what it leaves out."""
     return {"id": cid, "paper": paper, "reference": f"{paper} Lemma 1", "kind": kind,
-            "about": "stated result", "serves": None, "statement": "||e_N|| <= C q^N",
+            "about": "stated result", "serves": None, "power_from": [],
+            "statement": "||e_N|| <= C q^N",
             "estimators": ["aid-neumann"],
             "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
             "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",

@@ -55,8 +55,11 @@ def _glance_results(root: Path) -> Path:
                               [case_record("p.a", 0.1, 0.2, True)])
     correction["corrects"] = FAILING
     correction["statement"] = "the corrected bound <script>alert(1)</script> holds"
+    # a loose bound (20x room) that names its companion
     later = claim_record(LATER, "FedNest", "bias_bound", "holds",
-                         [case_record("p.a", 0.1, 0.2, True)])
+                         [case_record("p.a", 0.01, 0.2, True)])
+    later.update(power_from=[CORRECTION],
+                 power={"name": "off by one", "caught": True, "verdict": "fails as stated"})
     refuted = claim_record(ZERO_CASES, "AggITD", "bias_bound", "fails as stated",
                            [case_record("p.z", 2.0, 1.0, False)],
                            counterexample=f"counterexamples/{ZERO_CASES}.json")
@@ -78,6 +81,12 @@ def _glance_results(root: Path) -> Path:
                                   "kind": "bias_bound", "statement": "s",
                                   "estimators": ["fedihgp"], "expected": "holds"}]
     (root / "metadata.json").write_text(json.dumps(meta))
+    (root / "mutation").mkdir()
+    (root / "mutation" / "summary.json").write_text(json.dumps({
+        "profile": "fast", "catalogue": 2, "counts": {"mutants": 2, "killed": 2},
+        "mutants": [{"mutant": "n-minus-one", "status": "killed", "killed_by": [LATER]},
+                    {"mutant": "half-step", "status": "killed",
+                     "killed_by": [f"{LATER} (error)"]}]}))
     write_calibration_summary(root, {
         "profile": "fast", "seeds": 20, "claims": [{
             "claim": ZERO_CASES, "expected": "fails", "seeds": 20, "refuted": 19,
@@ -255,3 +264,21 @@ def test_markdown_twin_has_every_claim_link_and_figure(page):
     md_anchors = set(re.findall(r'<a id="([^"]+)"></a>', markdown))
     for anchor in re.findall(r"\]\(#([^)]+)\)", markdown):
         assert anchor in md_anchors and anchor in ids.ids, anchor  # both pages link alike
+
+
+def test_each_holds_shows_its_slack_and_kill_set(page):
+    """Issue 32: the per-paper table's slack column and the claim detail's evidence, re-derived
+    from the recorded cases (0.01 against 0.2: 20x) with the mutants of mutation/summary.json."""
+    _, text, markdown, _ = page
+    row = re.search(rf'<tr class="claim-row" id="row-{LATER.replace(".", "-")}".*?</tr>', text)
+    assert row and '<td class="clip slack"' in row.group(0) and "20x (bound), loose" in \
+        row.group(0)
+    detail = _detail(text, LATER)
+    assert "Evidence: slack 20x (bound: largest share of the room 0.05, on p.a); loose (more " \
+        f"than 10x): its power comes from {CORRECTION}; kill set: its perturbation caught (off " \
+        "by one); 2 mutant(s) killed first by it: n-minus-one, half-step." in detail
+    assert "| 20x (bound), loose |" in markdown
+    # a refuted claim has no slack: its cell says so
+    failing = re.search(rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>',
+                        text)
+    assert failing and '<td class="clip slack" title="kill set: ' in failing.group(0)

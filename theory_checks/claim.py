@@ -213,6 +213,10 @@ class Claim:
         serves: for a proof step, printed formula or informal sentence: the id of the claim
             that checks the result it serves (a refuted step says whether that result still
             holds; required of a proof step or formula expected to fail).
+        power_from: for a claim whose bound is loose (its slack, the room its tightest case
+            leaves, exceeds :data:`~results_format.evidence.LOOSE_FACTOR`), the ids of the
+            companion claims that give it power: the exact identities or rates that pin what the
+            loose bound cannot (docs/verdicts.md).
         expected: what the testbed has established ("holds" or "fails"); a run whose verdict
             disagrees is a regression.
         notes: derivation, errata, and why tolerances are what they are.
@@ -260,6 +264,7 @@ class Claim:
     bound: BoundFn | None = None
     corrects: str | None = None
     serves: str | None = None
+    power_from: tuple[str, ...] = ()
     expected: Literal["holds", "fails"] = "holds"
     notes: str = ""
     max_examples: int | PerProfile | None = None
@@ -285,6 +290,8 @@ class Claim:
             raise ValueError(f"claim {self.id}: serves names the result a proof step, formula "
                              "or sentence serves: another claim, of a claim not itself a "
                              "stated result")
+        if self.id in self.power_from or len(set(self.power_from)) != len(self.power_from):
+            raise ValueError(f"claim {self.id}: power_from names other claims, each once")
         if self.about == ABOUT_STEP and self.expected == "fails" and self.serves is None:
             raise ValueError(f"claim {self.id}: a refuted proof step or formula names the claim "
                              "that checks the result it serves (serves=...)")

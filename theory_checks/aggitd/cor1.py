@@ -356,6 +356,8 @@ FLOOR_KEPT = Claim(
     reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term; notes 3.7-3.8",
     kind="bias_bound",
     about=ABOUT_RESULT,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
     statement=("the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
                "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "
                "being the fixed point of eq. (11)'s truncated series at the stated lambda and N "

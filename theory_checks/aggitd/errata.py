@@ -250,6 +250,8 @@ DH_THEOREM2_CONSTANT = Claim(
                "item 7"),
     kind="variance_bound",
     about=ABOUT_STEP,
+    power_from=("aggitd.prop2.second_moment",
+                "aggitd.prop1.mean_identity"),
     serves="aggitd.thm1.rate_in_K",
     statement=("E||h_{i,nu}||^2 = E||h_i^D(x_nu^i) - h_i^D(x_0^i) + h^D(x) - h^I(x)||^2 <= 8 M^2 "
                "+ 4 lambda (N+1) L_g^2 M^2 / mu (the smaller constant of Theorem 2)"),
@@ -361,6 +363,8 @@ PROP1_ALPHA3_EQ45 = Claim(
                "(Prop. 1: (1 - beta mu/2)^N); notes 6 item 9"),
     kind="bias_bound",
     about=ABOUT_STEP,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
     serves="aggitd.prop1.bias_bound",
     statement=("eq. (4) with eq. (45)'s smaller alpha_3(N) = 3 (N+1) (1 - beta mu)^N / (lam mu) "
                "still bounds B_I at every N"),

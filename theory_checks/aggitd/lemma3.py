@@ -88,6 +88,8 @@ DRIFT_BOUND = Claim(
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift); notes 3.6",
     kind="bias_bound",
     about=ABOUT_RESULT,
+    power_from=("aggitd.scaling.tau_invariance",
+                "aggitd.prop1.mean_identity"),
     statement=("E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
                "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "
                "alpha / tau_i"),

@@ -181,6 +181,8 @@ BIAS_BOUND = Claim(
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
     about=ABOUT_RESULT,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
     statement=("||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
                "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "
                "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"),

@@ -711,6 +711,8 @@ ABS_ERROR_PER_SAMPLE = Claim(
                "notes issue 4"),
     kind="bias_bound",
     about=ABOUT_RESULT,
+    power_from=("fednest.lemma22.inverse_hessian_identity",
+                "fednest.ihgp.variance_exact"),
     statement=("E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
                "FedIHGP uses 1/l"),
     estimators=("fedihgp",),

@@ -112,6 +112,8 @@ NOT_STRONGLY_CONNECTED = Claim(
     reference="HGP Assumption 1 (B-strong connectivity), Lemma 2; notes 6.2 G6",
     kind="bias_bound",
     about=ABOUT_RESULT,
+    power_from=("hgp.theorem1.rate_in_s",
+                "hgp.lemma2.geometric_consensus"),
     statement=("on a graph sequence that is never strongly connected the estimate does not "
                "converge to GlobalGrad (relative error >= 1e-3 for S = 20, 40), and the check "
                "names Assumption 1 as violated"),

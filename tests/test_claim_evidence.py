@@ -176,3 +176,15 @@ def test_docs_explain_classes_slack_and_kill_sets():
     for words in ("stated result", "proof step or formula", "informal sentence",
                   "table number", "slack", "kill set", "power_from"):
         assert words in text, words
+
+
+def test_a_claims_file_names_companions_and_the_class():
+    from theory_checks.claim_file import claim_from_table
+
+    table = {"id": "toy.file", "paper": "Classical", "reference": "test", "kind": "bias_bound",
+             "about": "stated result", "statement": "mu <= 2", "estimators": ["exact"],
+             "strategy": "tests.test_hypotheses_readings:_cases",
+             "check": "tests.test_hypotheses_readings:_check",
+             "power_from": ["classical.neumann.error_identity"]}
+    claim = claim_from_table(table, {})
+    assert claim.power_from == ("classical.neumann.error_identity",) and hash(claim)

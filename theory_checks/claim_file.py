@@ -67,7 +67,7 @@ class ClaimFileError(ValueError):
 
 _CLAIM_FIELDS = {f.name for f in dataclasses.fields(Claim)}
 _REFERENCE_FIELDS = ("strategy", "check", "bound")
-_TUPLE_FIELDS = ("estimators", "undecided_on")
+_TUPLE_FIELDS = ("estimators", "undecided_on", "power_from")
 _PERTURBATION_FIELDS = {f.name for f in dataclasses.fields(Perturbation)}
 _READING_FIELDS = {f.name for f in dataclasses.fields(Reading)}
 

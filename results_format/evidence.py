@@ -233,8 +233,10 @@ def kill_set_text(record: Mapping[str, Any], kills: Mapping[str, Sequence[str]] 
     if isinstance(power, Mapping):
         own = (f"its perturbation {'caught' if power.get('caught') is True else 'MISSED'} "
                f"({power.get('name', '?')})")
-    else:
+    elif record.get("verdict") == "fails as stated":
         own = "no perturbation (a refutation has a positive control instead)"
+    else:  # a run on an enrolled variant: the perturbation runs on the claim's own estimator
+        own = "no perturbation run on this estimator"
     if kills is None:
         mutants = "no mutant run"
     else:

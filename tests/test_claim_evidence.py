@@ -139,6 +139,10 @@ def test_the_kill_set_is_the_perturbation_and_the_mutants_recorded(tmp_path):
     assert kill_set_text(record, kills).endswith("2 mutant(s) killed first by it: m1, m4")
     assert evidence_text(record | {"claim": "other"}, kills).endswith(
         "no mutant killed first by it")
+    assert kill_set_text(record | {"power": None}, None).startswith(
+        "no perturbation run on this estimator")
+    assert kill_set_text(record | {"power": None, "verdict": "fails as stated"}, None).startswith(
+        "no perturbation (a refutation has a positive control instead)")
     (tmp_path / "mutation" / "summary.json").write_text("[1, 2]")
     assert mutation_kills(tmp_path) is None
 

@@ -139,7 +139,7 @@ def _describe_claim(c: Claim) -> None:
     print(f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
           f" {refuted})" + (f"; serves {c.serves}" if c.serves else ""))
     if c.power_from:
-        print(f"      loose bound: its power comes from {', '.join(c.power_from)}")
+        print(f"      companions that give its bound power: {', '.join(c.power_from)}")
     decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
                 if c.statistical else "deterministic")
     print(f"      decision: {decision}"

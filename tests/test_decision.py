@@ -230,8 +230,8 @@ def test_design_streams_differ_by_stage_and_calibration_seed():
 def test_claim_rejects_a_deterministic_claim_marked_undecided():
     with pytest.raises(ValueError, match="only a statistical claim"):
         Claim(id="x.y.z", paper="Classical", reference="r", kind="bias_bound",
-              about="stated result", statement="s", estimators=("exact",), strategy=_problem_cases, check=_toy_check,
-              undecided_on=("fast",))
+              about="stated result", statement="s", estimators=("exact",),
+              strategy=_problem_cases, check=_toy_check, undecided_on=("fast",))
 
 
 def test_perturbation_is_data():

@@ -44,8 +44,9 @@ def _spec(mu: float) -> dict:
 
 def _claim(**kw) -> Claim:
     return Claim(**{"id": "toy.mu_small", "paper": "Classical", "reference": "test",
-                    "kind": "bias_bound", "about": "stated result", "statement": "mu <= 2", "estimators": ("exact",),
-                    "strategy": _cases, "check": _check, "shrink": False, **kw})
+                    "kind": "bias_bound", "about": "stated result", "statement": "mu <= 2",
+                    "estimators": ("exact",), "strategy": _cases, "check": _check,
+                    "shrink": False, **kw})
 
 
 def test_margins_are_relative_slack():

@@ -38,6 +38,7 @@ from reports.results_reading import (
 )
 from reports.sections import build_sections
 from results_format import atomic_write
+from results_format.evidence import mutation_kills
 
 __all__ = [
     "ClaimSection",
@@ -124,7 +125,7 @@ def build_report(results_dir: Path, out_dir: Path,
     extras = build_sections(results_dir, out_dir, cache)
     cache.prune()
     page = page_context(meta, sections, notes, extras, load_calibration(results_dir),
-                        results=str(results_dir))
+                        results=str(results_dir), kills=mutation_kills(results_dir))
     index = out_dir / "index.html"
     atomic_write(index, render_html(page))
     atomic_write(out_dir / "report.md", render_markdown(page))

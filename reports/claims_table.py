@@ -14,6 +14,7 @@ from typing import Any
 
 from reports.figure_spec import claim_fits
 from reports.results_reading import as_bool, as_float
+from results_format.verdicts import ABOUTS, ERRATUM, SUBSTANTIVE, TABLE_NUMBER, refutation_counts
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
 VERDICT_CLASSES = {
@@ -310,6 +311,12 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
                    and as_bool(c["positive_control"].get("holds")) is False)
     text = (f"{len(claims)} claims, {len(checked)} checked: {expected} as the testbed expects, "
             f"{unexpected} verdict(s) differ from what the testbed expects")
+    refuted = refutation_counts(c for c in checked if c.get("about") in ABOUTS)
+    if any(refuted.values()):
+        text += (f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s) of a "
+                 f"stated result, {refuted[ERRATUM]} erratum/errata (a proof step, printed "
+                 f"formula or informal sentence), {refuted[TABLE_NUMBER]} experiment table "
+                 "number(s)")
     untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
     if len(claims) - untrusted > len(checked):
         text += (f"; {len(claims) - untrusted - len(checked)} not checked (not counted as "
@@ -322,7 +329,7 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
     return text + "."
 
 
-TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Statement")
+TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Slack", "Statement")
 FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval or residual", "Theory", "Tolerance",
             "Outcome")
 

@@ -4,14 +4,18 @@
 sections and the metadata into a :class:`Page`; the templates of :mod:`reports.rendering` lay it
 out. The page answers "which claims of this paper hold?" first:
 
-- **at a glance** (the first screen): per paper, its claims grouped by verdict (holds, fails as
-  stated, holds once corrected, undecided; "not checked" apart), each claim's id linking to its
-  row; the undecided ones with the command that decides them and how long it takes;
+- **at a glance** (the first screen): per paper, its claims grouped by verdict, the substantive
+  refutations (a stated result that fails as stated) first, then holds, holds once corrected,
+  undecided, and apart the errata (a proof step, printed formula or informal sentence that fails
+  as printed) and the table numbers not reproduced ("not checked" last), each claim's id linking
+  to its row; the undecided ones with the command that decides them and how long it takes;
 - per paper, the **summary table** in the same groups, one line per claim (its verdict and what
   the testbed expected, the measured figure against the theory, the statement), each linking to
   its detail;
-- the **errata** (per statement that fails as printed: what was measured, the correction
-  checked beside it, the counterexample files), the sections (calibration, communication,
+- the **refutations** of stated results, the **errata** and the **table numbers**, each in a
+  section of its own (per statement that fails: what was measured, the correction checked
+  beside it, the result an erratum serves with its verdict, the counterexample files), the
+  sections (calibration, communication,
   rounds to error, replication, benchmarks) and each claim in detail, all folded.
 
 Claim runs that are not the testbed's own (a plugin's estimator or claims, an integration, a
@@ -47,10 +51,32 @@ from reports.claims_table import (
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
-from results_format.verdicts import added_parameters_text, readings_text
+from results_format.evidence import claim_slack, evidence_text
+from results_format.verdicts import (
+    ABOUTS,
+    ERRATUM,
+    REFUTATION_CLASSES,
+    SUBSTANTIVE,
+    TABLE_NUMBER,
+    added_parameters_text,
+    readings_text,
+    refutation_class,
+)
 
 #: The verdict groups, in the order every paper shows them ("not checked" last, apart).
 VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
+FAILS = "fails as stated"
+#: The groups of a paper, (verdict, refutation class), in the order its glance and table show
+#: them: the substantive refutations first, the errata and table numbers after the rest.
+GROUP_ORDER = ((FAILS, SUBSTANTIVE), ("holds", ""), ("holds once corrected", ""),
+               ("undecided", ""), (FAILS, ERRATUM), (FAILS, TABLE_NUMBER), ("not checked", ""))
+#: A group's words (singular, plural) where they are not its verdict's.
+GROUP_WORDS = {(FAILS, SUBSTANTIVE): ("fails as stated", "fail as stated"),
+               (FAILS, ERRATUM): ("erratum (fails as printed)", "errata (fail as printed)"),
+               (FAILS, TABLE_NUMBER): ("table number (fails as stated)",
+                                       "table numbers (fail as stated)"),
+               ("holds", ""): ("holds", "hold"),
+               ("holds once corrected", ""): ("holds once corrected", "hold once corrected")}
 #: Results files written before runs recorded their origin are the testbed's own.
 BUILT_IN = "built-in"
 
@@ -94,6 +120,24 @@ class Row:
     #: the name shown at a glance: the id without its paper's prefix
     short: str = ""
     decide: DecideCommand | None = None
+    #: the claim that checks the result a proof step, formula or sentence serves
+    serves: ClaimSection | None = None
+    #: the mutants ``testbed mutate`` recorded by the claim that killed them (None: not run)
+    kills: dict[str, list[str]] | None = None
+
+    @property
+    def slack(self) -> str:
+        """The per-paper table's slack cell: the room the tightest case of a "holds" leaves
+        (:func:`results_format.evidence.claim_slack`), "-" for other verdicts."""
+        slack = claim_slack(self.claim)
+        return slack.short if slack is not None else "-"
+
+    @property
+    def evidence(self) -> str:
+        """The claim detail's evidence: slack, companions of a loose bound, kill set."""
+        if self.verdict in ("not checked", "not trusted"):
+            return ""
+        return evidence_text(self.claim, self.kills)
 
     @property
     def claim(self) -> dict[str, Any]:
@@ -146,6 +190,19 @@ class Row:
     @property
     def kind(self) -> str:
         return str(self.claim.get("kind") or "")
+
+    @property
+    def about(self) -> str:
+        """What the claim checks (:data:`results_format.verdicts.ABOUTS`)."""
+        return str(self.claim.get("about") or "")
+
+    @property
+    def refutation(self) -> str:
+        """For a claim that fails as stated: a substantive refutation, an erratum or a table
+        number (:func:`results_format.verdicts.refutation_class`); "" otherwise."""
+        if self.verdict != FAILS or self.about not in ABOUTS:
+            return ""
+        return refutation_class(self.about)
 
     @property
     def estimators(self) -> str:
@@ -209,6 +266,20 @@ class VerdictGroup:
     anchor: str
     #: one command deciding every undecided claim of the group, with the sum of their times
     decide: DecideCommand | None = None
+    #: for "fails as stated": the refutation class the group holds
+    refutation: str = ""
+
+    @property
+    def label(self) -> str:
+        """The group's name: its verdict, or for a refutation its class ("erratum ...")."""
+        singular, plural = GROUP_WORDS.get((self.verdict, self.refutation),
+                                           (self.verdict, self.verdict))
+        return singular if self.count == 1 else plural
+
+    @property
+    def badge(self) -> str:
+        """The name on the group's badge (its verdict, or a refutation's class)."""
+        return GROUP_WORDS.get((self.verdict, self.refutation), (self.verdict,))[0]
 
     @property
     def css(self) -> str:
@@ -235,19 +306,21 @@ class PaperTable:
 
     @property
     def counts(self) -> str:
-        """"34 claims: 25 hold, 3 fail as stated, ..." (the verdicts present, in order)."""
-        words = {"holds": "hold", "fails as stated": "fail as stated",
-                 "holds once corrected": "hold once corrected"}
+        """"34 claims: 2 fail as stated, 25 hold, ..., 1 erratum (fails as printed)" (the groups
+        present, in order)."""
         n = len(self.rows)
-        parts = [f"{g.count} {words.get(g.verdict, g.verdict) if g.count != 1 else g.verdict}"
-                 for g in self.groups]
+        parts = [f"{g.count} {g.label}" for g in self.groups]
         return f"{n} claim{'s' if n != 1 else ''}: " + ", ".join(parts)
 
 
 @dataclasses.dataclass
 class Erratum:
+    """A claim that fails as stated (a substantive refutation, an erratum or a table number),
+    with its corrections and, for an erratum, the claim of the result it serves."""
+
     row: Row
     corrections: list[Row]
+    serves: Row | None = None
 
 
 @dataclasses.dataclass
@@ -260,8 +333,13 @@ class Page:
     papers: list[PaperTable]
     #: runs that are not the testbed's own (plugins, integrations, verified targets)
     outside: list[PaperTable]
+    #: the papers' claims that fail as stated, by class: errata (a proof step, printed formula
+    #: or informal sentence) in a section apart from the refutations of stated results and
+    #: from the table numbers
     errata: list[Erratum]
     extras: list[Section]
+    refutations: list[Erratum] = dataclasses.field(default_factory=list)
+    table_numbers: list[Erratum] = dataclasses.field(default_factory=list)
     table_head: tuple[str, ...] = TABLE_HEAD
     fit_head: tuple[str, ...] = FIT_HEAD
 
@@ -374,18 +452,21 @@ def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
 
 def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
              rows_by_id: dict[str, Row], origin: str = "") -> PaperTable:
-    """A paper's (or an origin's) table: its rows in verdict groups, each sorted by id."""
-    by_verdict: dict[str, list[Row]] = {}
+    """A paper's (or an origin's) table: its rows in the groups of :data:`GROUP_ORDER` (a
+    verdict, and for "fails as stated" the refutation class), each sorted by id."""
+    by_group: dict[tuple[str, str], list[Row]] = {}
     for s in sections:
         row = rows_by_id[s.id]
-        by_verdict.setdefault(row.verdict, []).append(row)
-    order = list(VERDICT_ORDER) + sorted(set(by_verdict) - set(VERDICT_ORDER))
+        by_group.setdefault((row.verdict, row.refutation), []).append(row)
+    order = list(GROUP_ORDER) + sorted(set(by_group) - set(GROUP_ORDER))
     groups = []
-    for verdict in order:
-        rows = sorted(by_verdict.get(verdict, []), key=lambda r: r.id)
+    for verdict, refutation in order:
+        rows = sorted(by_group.get((verdict, refutation), []), key=lambda r: r.id)
         if rows:
-            groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(verdict)}",
-                                       _merged_decide(rows) if verdict == "undecided" else None))
+            name = refutation if refutation and refutation != SUBSTANTIVE else verdict
+            groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(name)}",
+                                       _merged_decide(rows) if verdict == "undecided" else None,
+                                       refutation))
     return PaperTable(title, anchor, groups, origin)
 
 
@@ -404,9 +485,11 @@ def _paper_key(paper: str) -> tuple[int, str]:
 def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: Sequence[str],
                  extras: Sequence[Section] = (),
                  calibration: dict[str, dict[str, Any]] | None = None,
-                 results: str = "results") -> Page:
+                 results: str = "results",
+                 kills: dict[str, list[str]] | None = None) -> Page:
     """The whole page as data (see the module docstring); ``results`` is the results folder
-    named in the commands the page gives."""
+    named in the commands the page gives; ``kills`` the mutants each claim killed
+    (:func:`results_format.evidence.mutation_kills`; None when no mutation record exists)."""
     by_id = {s.id: s for s in sections}
     corrected_by: dict[str, list[ClaimSection]] = {}
     for s in sections:
@@ -421,7 +504,8 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
             calibration_text(c, calibration),
             by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
-            _short(s.id, paper), decide_command(c, results))
+            _short(s.id, paper), decide_command(c, results),
+            by_id.get(str(c.get("serves"))) if c.get("serves") else None, kills)
     own = [s for s in sections if _origin(s) == BUILT_IN]
     papers = [_grouped(paper, f"paper-{slug(paper)}",
                        [s for s in own if rows_by_id[s.id].paper == paper], rows_by_id)
@@ -432,10 +516,14 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
         members = [s for s in sections if _origin(s) == origin]
         outside.append(_grouped(_origin_title(origin, members), f"outside-{slug(origin)}",
                                 members, rows_by_id, origin))
-    errata = [Erratum(r, [rows_by_id[c.id] for c in r.corrected_by if c.id in rows_by_id])
-              for p in papers for r in p.rows if r.verdict == "fails as stated"]
+    failing = {kind: [Erratum(r, [rows_by_id[c.id] for c in r.corrected_by
+                                  if c.id in rows_by_id],
+                              rows_by_id.get(r.serves.id) if r.serves is not None else None)
+                      for p in papers for r in p.rows if r.refutation == kind]
+               for kind in REFUTATION_CLASSES}
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
         headline=_headline(meta), fields=header_fields(meta), notes=list(notes),
         summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
-        outside=outside, errata=errata, extras=list(extras))
+        outside=outside, errata=failing[ERRATUM], extras=list(extras),
+        refutations=failing[SUBSTANTIVE], table_numbers=failing[TABLE_NUMBER])

@@ -15,8 +15,10 @@ files only, written where the testbed means to: a fresh temporary file, then a r
 :mod:`results_format.paths` (names and paths from files and configs kept inside the results
 folder), :mod:`results_format.locks` (one writer per run folder and claim),
 :mod:`results_format.validation` (schemas and seals), :mod:`results_format.verdicts` (a claim
-file's verdict recomputed from its cases), :mod:`results_format.records` (the other files'
-schemas) and :mod:`results_format.metrics` (``metrics.csv``).
+file's verdict recomputed from its cases, and what the claim checks), :mod:`results_format.evidence`
+(a "holds"'s slack and kill set, re-derived from its cases and the mutation records),
+:mod:`results_format.records` (the other files' schemas) and :mod:`results_format.metrics`
+(``metrics.csv``).
 """
 
 from __future__ import annotations

@@ -46,11 +46,28 @@ DECISIONS: tuple[str, ...] = ("deterministic", "statistical")
 #: The key of the companion files' digests in a claim's results file.
 FILES_KEY = "files"
 
+#: What a claim checks (its ``about``): a result the paper states (a theorem, lemma,
+#: corollary or proposition, or one it cites), a step of a proof or a printed formula (an
+#: equation, an algorithm's line, a constant, a count in a table of complexities, or a formula
+#: derived here that a result rests on), a sentence of the text, or a number of an experiment's
+#: table or figure. A refutation of the first is a substantive one; of the second or third, an
+#: erratum (the result it serves is checked apart); of the last, a table number.
+ABOUT_RESULT = "stated result"
+ABOUT_STEP = "proof step or formula"
+ABOUT_SENTENCE = "informal sentence"
+ABOUT_TABLE = "table number"
+ABOUTS: tuple[str, ...] = (ABOUT_RESULT, ABOUT_STEP, ABOUT_SENTENCE, ABOUT_TABLE)
+#: How a "fails as stated" counts, by what the claim checks (:func:`refutation_class`).
+SUBSTANTIVE, ERRATUM, TABLE_NUMBER = "substantive refutation", "erratum", "table number"
+REFUTATION_CLASSES: tuple[str, ...] = (SUBSTANTIVE, ERRATUM, TABLE_NUMBER)
+
 #: ``claims/<run_id>.json`` (written by ``theory_checks.claim_results``; the keys the testbed
 #: reads back, with their kinds; more keys may be present).
 CLAIM_RESULT_SCHEMA: dict[str, Any] = {
     "id": "str", "claim": "str", "estimator": "str", "paper": "str", "reference": "str",
-    "kind": "str", "statement": "str", "estimators": "list", "corrects": "str|null",
+    "kind": "str", "about": ABOUTS, "serves": "str|null", "power_from": "list",
+    "statement": "str",
+    "estimators": "list", "corrects": "str|null",
     "expected": "str", "expected_verdicts": "list", "verdict": VERDICTS, "as_expected": "bool",
     "decision": DECISIONS, "profile": "str", "fingerprint": "str", "n_cases": "count",
     "n_undecided": "count", "n_unconfirmed": "count", "n_rejected": "count",
@@ -322,6 +339,30 @@ def verdict_of(outcomes: Iterable[str], corrects: bool) -> str:
     if "undecided" in seen or not seen:
         return "undecided"
     return "holds once corrected" if corrects else "holds"
+
+
+def refutation_class(about: str) -> str:
+    """How a claim about ``about`` (one of :data:`ABOUTS`) counts when it fails as stated: a
+    stated result refuted is a substantive refutation; a proof step, a printed formula or an
+    informal sentence refuted is an erratum (the result it serves may still hold); a table's
+    number refuted is a table number (a replication, decided at the paper's scale)."""
+    if about == ABOUT_RESULT:
+        return SUBSTANTIVE
+    if about in (ABOUT_STEP, ABOUT_SENTENCE):
+        return ERRATUM
+    if about == ABOUT_TABLE:
+        return TABLE_NUMBER
+    raise ValueError(f"unknown class {about!r}; known: {', '.join(ABOUTS)}")
+
+
+def refutation_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The "fails as stated" verdicts among ``records`` (claim results, or anything with
+    ``verdict`` and ``about``), counted by :func:`refutation_class`, every class present."""
+    counts = dict.fromkeys(REFUTATION_CLASSES, 0)
+    for record in records:
+        if record.get("verdict") == "fails as stated":
+            counts[refutation_class(str(record.get("about")))] += 1
+    return counts
 
 
 # --------------------------------------------------------------------------- checking a file
@@ -671,11 +712,14 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
     return bad
 
 
-__all__ = ["CASE_SCHEMA", "CLAIM_MARKS", "CLAIM_RESULT_SCHEMA", "COMPARISON_RULES",
-           "COMPARISON_SCHEMA", "COUNTEREXAMPLE_SCHEMA", "DECISIONS", "DECISION_SCHEMA",
-           "FILES_KEY", "FIT_SCHEMA", "NOT_A_CLAIM_RESULT", "OUTCOMES", "SERIES_COLUMNS_READ",
-           "VERDICTS", "added_parameters_text", "claim_file_problem", "combine",
-           "companion_problems", "comparison_for", "comparison_holds", "comparison_problem",
-           "computed_by_problems", "interval_outcome", "interval_problem", "read_claim_file",
-           "reading_as_expected", "readings_as_expected", "readings_text", "recomputed_problems",
+__all__ = ["ABOUTS", "ABOUT_RESULT", "ABOUT_SENTENCE", "ABOUT_STEP", "ABOUT_TABLE", "CASE_SCHEMA",
+           "CLAIM_MARKS", "CLAIM_RESULT_SCHEMA", "COMPARISON_RULES", "COMPARISON_SCHEMA",
+           "COUNTEREXAMPLE_SCHEMA", "DECISIONS", "DECISION_SCHEMA", "ERRATUM", "FILES_KEY",
+           "FIT_SCHEMA", "NOT_A_CLAIM_RESULT", "OUTCOMES", "REFUTATION_CLASSES",
+           "SERIES_COLUMNS_READ", "SUBSTANTIVE", "TABLE_NUMBER", "VERDICTS",
+           "added_parameters_text", "claim_file_problem", "combine", "companion_problems",
+           "comparison_for", "comparison_holds", "comparison_problem", "computed_by_problems",
+           "interval_outcome", "interval_problem", "read_claim_file", "reading_as_expected",
+           "readings_as_expected", "readings_text", "recomputed_problems", "refutation_class",
+           "refutation_counts",
            "untrusted_claim_files", "verdict_of", "verdict_over_readings"]

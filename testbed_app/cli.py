@@ -132,7 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--verbose", "-v", action="store_true",
                          help="also each entry's parameters and defaults, and the config keys")
     _add_claim_option(listing, "describe only these claims: statement, the file that holds "
-                               "it, estimators, decision, perturbation")
+                               "it, estimators, decision, perturbation, and from --results "
+                               "each one's slack and kill set")
+    listing.add_argument("--results", default="results",
+                         help="results directory the claims' evidence is read from (with "
+                              "--claim)")
     listing.set_defaults(computes=False)
     check = _command(sub, "check")
     check.add_argument("--profile", choices=("fast", "thorough"), default=None,

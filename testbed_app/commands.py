@@ -23,11 +23,18 @@ from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
 from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
-from results_format.layout import CALIBRATION
+from results_format.evidence import evidence_text, mutation_kills
+from results_format.layout import CALIBRATION, CLAIMS
 from results_format.paths import output_folder
 from results_format.verdicts import (
+    ERRATUM,
+    SUBSTANTIVE,
+    TABLE_NUMBER,
     added_parameters_text,
+    read_claim_file,
     readings_text,
+    refutation_class,
+    refutation_counts,
 )
 from testbed import plugins
 from testbed.devices import use_device
@@ -94,9 +101,12 @@ def list_command(args: argparse.Namespace) -> int:
     parameters, defaults and the experiment configs' keys); 0."""
     verbose = getattr(args, "verbose", False)
     if getattr(args, "claim", None):
+        results = Path(getattr(args, "results", None) or "results")
+        kills = mutation_kills(results)
         for claim in _named_claims(args.claim):
             print(f"{claim.id}  ({claim.kind}; {claim.reference})")
             _describe_claim(claim)
+            print(f"      {evidence_line(claim, results, kills)}")
         return 0
     print("Problems:")
     for p in PROBLEM_DB:
@@ -113,7 +123,7 @@ def list_command(args: argparse.Namespace) -> int:
     _print_plugin_problems()
     print("\nClaims:")
     for c in CLAIM_DB:
-        print(f"  {c.id:40s} {c.kind:18s} {c.reference}")
+        print(f"  {c.id:40s} {c.kind:18s} {c.about:21s} {c.reference}")
         if verbose:
             _describe_claim(c)
     if verbose:
@@ -127,6 +137,11 @@ def _describe_claim(c: Claim) -> None:
     print(f"      {c.statement}")
     print(f"      defined in: {defined_in(c)}")
     print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
+    refuted = refutation_class(c.about)
+    print(f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
+          f" {refuted})" + (f"; serves {c.serves}" if c.serves else ""))
+    if c.power_from:
+        print(f"      companions that give its bound power: {', '.join(c.power_from)}")
     decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
                 if c.statistical else "deterministic")
     print(f"      decision: {decision}"
@@ -144,6 +159,20 @@ def _describe_claim(c: Claim) -> None:
         print(f"      perturbation it must catch: {c.perturbation.name}")
     if c.positive_control is not None:
         print("      positive control: a case inside its conditions where it holds")
+
+
+def evidence_line(claim: Claim, results: Path, kills: dict[str, list[str]] | None) -> str:
+    """What the claim's trusted results file under ``results`` shows of its "holds": verdict,
+    slack, companions and kill set (:mod:`results_format.evidence`); without a trusted file,
+    the command that measures it."""
+    path = results / CLAIMS / f"{claim.id}.json"
+    record, reason = read_claim_file(path, results) if path.is_file() else (None, None)
+    if record is None:
+        why = f"its results file is {reason}" if reason else f"no results file in {results}"
+        return (f"evidence: {why}; `testbed check --claim {claim.id} --results {results}` "
+                "measures it")
+    return (f"evidence ({record['profile']} profile, {record['verdict']}): "
+            f"{evidence_text(record, kills)}")
 
 
 def _print_plugin_problems() -> None:
@@ -215,8 +244,10 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         control = s.get("positive_control") or {}
         caught = "-" if not power else ("caught" if power.get("caught") else "MISSED")
         held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
+        refutes = (f"  ({refutation_class(s['about'])})"
+                   if s["verdict"] == "fails as stated" else "")
         print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
-              f"{caught:6s} {held}")
+              f"{caught:6s} {held}{refutes}")
         if s.get("readings"):  # the verdict under each reading, by name
             print(f"{'':{width}s}  readings: {readings_text(s['readings'])}")
         if s.get("added_parameters"):  # how the verdict depends on what the testbed adds
@@ -230,6 +261,8 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
     also = f"; {len(variants)} runs on enrolled variants: {_counts(variants)}" if variants else ""
     print(f"\n{len(claims)} claims of the papers checked ({profile} profile): "
           f"{_counts(claims)}{also}; results in {args.results}")
+    if any(s["verdict"] == "fails as stated" for s in claims):
+        print(f"of those failing as stated: {refutations_line(claims)}")
     outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
     if outside:  # plugins', integrations': never in the papers' counts
         origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
@@ -256,6 +289,16 @@ def _folder(path: str, option: str) -> Path:
 def _counts(summaries: list[dict]) -> str:
     counts = {v: sum(1 for s in summaries if s["verdict"] == v) for v in VERDICTS}
     return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def refutations_line(summaries: list[dict]) -> str:
+    """The "fails as stated" verdicts by what the claims check: substantive refutations of
+    stated results apart from errata (proof steps, printed formulas, informal sentences) and
+    from experiment table numbers (:func:`results_format.verdicts.refutation_class`)."""
+    counts = refutation_counts(summaries)
+    return (f"{counts[SUBSTANTIVE]} substantive refutation(s) of a stated result, "
+            f"{counts[ERRATUM]} erratum/errata (a proof step, printed formula or informal "
+            f"sentence), {counts[TABLE_NUMBER]} experiment table number(s)")
 
 
 def _exit_status(summaries: list[dict]) -> int:

@@ -124,7 +124,9 @@ def claim_record(cid: str, paper: str, kind: str, verdict: str, cases: list[dict
     """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile);
     :func:`write_claim_file` fills in what it leaves out."""
     return {"id": cid, "paper": paper, "reference": f"{paper} Lemma 1", "kind": kind,
-            "statement": "||e_N|| <= C q^N", "estimators": ["aid-neumann"],
+            "about": "stated result", "serves": None, "power_from": [],
+            "statement": "||e_N|| <= C q^N",
+            "estimators": ["aid-neumann"],
             "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
             "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",
             "fingerprint": "0" * 16, "n_rejected": 0, "seconds": 0.1,

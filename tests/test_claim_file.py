@@ -24,6 +24,7 @@ paper = "Classical"
 id = "classical.cg.exact_after_dim_y"
 reference = "Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)"
 kind = "exact_identity"
+about = "stated result"
 statement = "AID-CG with dim_y iterations and y = y*(x) returns grad h exactly"
 estimators = ["aid-cg"]
 strategy = {call = "theory_checks.classical.common:closed_form_cases"}

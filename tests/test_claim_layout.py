@@ -185,12 +185,18 @@ def _core(module_name: str | None) -> bool:
 
 def claim_id_strings(source: str, ids: set[str]) -> list[int]:
     """Lines of ``source`` where a claim id of ``ids`` is written as a string other than the
-    ``id=`` of a ``Claim(...)``."""
+    ``id=``, ``serves=`` or ``power_from=`` of a ``Claim(...)`` (a refuted step names the result
+    it serves, a loose claim its companions, often declared after it or in another result's
+    module; tests/test_claim_about.py and tests/test_claim_evidence.py check each resolves)."""
     tree = ast.parse(source)
     declared: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
-            declared |= {id(k.value) for k in node.keywords if k.arg == "id"}
+            for k in node.keywords:
+                if k.arg in ("id", "serves"):
+                    declared.add(id(k.value))
+                elif k.arg == "power_from" and isinstance(k.value, ast.Tuple):
+                    declared |= {id(e) for e in k.value.elts}
     return [node.lineno for node in ast.walk(tree)
             if isinstance(node, ast.Constant) and node.value in ids
             and id(node) not in declared]

@@ -148,6 +148,7 @@ def test_list_claim_describes_one_claim_and_names_its_file(capsys):
     out = capsys.readouterr().out
     assert out.startswith("hgp.theorem2.corrected  (bias_bound; HGP Thm 2")
     assert "defined in: theory_checks/hgp/theorem2.py" in out
+    assert "checks: a stated result (refuted, it counts as a substantive refutation)" in out
     assert "perturbation it must catch:" in out and "Problems:" not in out
     assert main(["list", "--claim", "hgp.theorem2.corected"]) == 2
     err = capsys.readouterr().err

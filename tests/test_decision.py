@@ -67,7 +67,8 @@ def _problem_cases() -> st.SearchStrategy[Case]:
 
 def _toy_claim(**kw) -> Claim:
     return Claim(id="toy.mean_below_bound", paper="Classical", reference="test",
-                 kind="variance_bound", statement="E X <= 1", estimators=("exact",),
+                 kind="variance_bound", about="stated result", statement="E X <= 1",
+                 estimators=("exact",),
                  strategy=_problem_cases, check=_toy_check, decision="statistical",
                  max_examples=3, **kw)
 
@@ -228,9 +229,9 @@ def test_design_streams_differ_by_stage_and_calibration_seed():
 
 def test_claim_rejects_a_deterministic_claim_marked_undecided():
     with pytest.raises(ValueError, match="only a statistical claim"):
-        Claim(id="x.y.z", paper="Classical", reference="r", kind="bias_bound", statement="s",
-              estimators=("exact",), strategy=_problem_cases, check=_toy_check,
-              undecided_on=("fast",))
+        Claim(id="x.y.z", paper="Classical", reference="r", kind="bias_bound",
+              about="stated result", statement="s", estimators=("exact",),
+              strategy=_problem_cases, check=_toy_check, undecided_on=("fast",))
 
 
 def test_perturbation_is_data():

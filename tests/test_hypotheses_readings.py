@@ -44,8 +44,9 @@ def _spec(mu: float) -> dict:
 
 def _claim(**kw) -> Claim:
     return Claim(**{"id": "toy.mu_small", "paper": "Classical", "reference": "test",
-                    "kind": "bias_bound", "statement": "mu <= 2", "estimators": ("exact",),
-                    "strategy": _cases, "check": _check, "shrink": False, **kw})
+                    "kind": "bias_bound", "about": "stated result", "statement": "mu <= 2",
+                    "estimators": ("exact",), "strategy": _cases, "check": _check,
+                    "shrink": False, **kw})
 
 
 def test_margins_are_relative_slack():
@@ -143,7 +144,7 @@ def test_positive_control_outside_a_hypothesis_is_no_control():
 
 def test_claim_files_declare_hypotheses_and_readings():
     table = {"id": "toy.file", "paper": "Classical", "reference": "test", "kind": "bias_bound",
-             "statement": "mu <= 2", "estimators": ["exact"],
+             "about": "stated result", "statement": "mu <= 2", "estimators": ["exact"],
              "strategy": "tests.test_hypotheses_readings:_cases",
              "check": "tests.test_hypotheses_readings:_check",
              "hypotheses": ["tests.test_hypotheses_readings:MU_FLOOR"],

@@ -89,9 +89,13 @@ def _glance(dom: str) -> dict[str, dict[str, set[str]]]:
     out: dict[str, dict[str, set[str]]] = {}
     for paper, block in re.findall(r'data-paper="([^"]+)">(.*?)(?=<div class="paper-glance"|$)',
                                    glance, re.S):
-        out[paper] = {verdict: set(re.findall(r'class="chip"[^>]*title="([^:"]+):', body))
-                      for verdict, body in re.findall(
-                          r'<div class="group" data-verdict="([^"]+)">(.*?)</div>', block, re.S)}
+        # a verdict may have several groups ("fails as stated": the substantive refutations,
+        # the errata and the table numbers apart): their chips together
+        out[paper] = {}
+        for verdict, body in re.findall(r'<div class="group" data-verdict="([^"]+)">(.*?)</div>',
+                                        block, re.S):
+            out[paper].setdefault(verdict, set()).update(
+                re.findall(r'class="chip"[^>]*title="([^:"]+):', body))
     return out
 
 

@@ -1,5 +1,7 @@
 """The report read at a glance (issue 14): the matrix of papers by verdict with links to the
-rows, the errata, a refuted claim beside its correction, every verdict that rests on a saved
+rows, the refutations of stated results first and the errata and table numbers apart, each
+counted apart (issue 32), a refuted claim beside its correction, an erratum beside the result it
+serves, every verdict that rests on a saved
 counterexample explained, "not checked" never counted as expected, calibration and power per
 claim, empty sections with the command that fills them, and one context rendered into both
 pages by autoescaping templates."""
@@ -26,6 +28,8 @@ CORRECTION = "fednest.toy.bias_bound_corrected"  # corrects FAILING
 LATER = "fednest.toy.zz_later"  # sorts after the correction: stays below the pair
 UNCHECKED = "fednest.toy.unchecked"
 ZERO_CASES = "aggitd.toy.refuted_at_once"  # fails on the saved counterexample, 0 cases held
+SERVED = "aggitd.toy.served"  # the result ZERO_CASES (a proof step) serves: holds
+TABLE = "aggitd.toy.table_factor"  # an experiment table's number that fails as stated
 
 
 class _Ids(HTMLParser):
@@ -51,15 +55,25 @@ def _glance_results(root: Path) -> Path:
                               [case_record("p.a", 0.1, 0.2, True)])
     correction["corrects"] = FAILING
     correction["statement"] = "the corrected bound <script>alert(1)</script> holds"
+    # a loose bound (20x room) that names its companion
     later = claim_record(LATER, "FedNest", "bias_bound", "holds",
-                         [case_record("p.a", 0.1, 0.2, True)])
+                         [case_record("p.a", 0.01, 0.2, True)])
+    later.update(power_from=[CORRECTION],
+                 power={"name": "off by one", "caught": True, "verdict": "fails as stated"})
     refuted = claim_record(ZERO_CASES, "AggITD", "bias_bound", "fails as stated",
                            [case_record("p.z", 2.0, 1.0, False)],
                            counterexample=f"counterexamples/{ZERO_CASES}.json")
     refuted["n_cases"] = 0
-    refuted.update(decision="statistical", false_fail_rate=1e-3)
+    refuted.update(decision="statistical", false_fail_rate=1e-3, about="proof step or formula",
+                   serves=SERVED)
     (root / "counterexamples" / f"{ZERO_CASES}.npz").write_bytes(b"arrays")
-    for data in (correction, later, refuted):
+    served = claim_record(SERVED, "AggITD", "bias_bound", "holds",
+                          [case_record("p.a", 0.1, 0.2, True)])
+    table = claim_record(TABLE, "AggITD", "communication_count", "fails as stated",
+                         [case_record("p.t", 3.0, 2.0, False)],
+                         counterexample=f"counterexamples/{TABLE}.json")
+    table["about"] = "table number"
+    for data in (correction, later, refuted, served, table):
         (root / data["series_file"]).write_text("")
         write_claim_file(root, data)
     meta = json.loads((root / "metadata.json").read_text())
@@ -67,6 +81,12 @@ def _glance_results(root: Path) -> Path:
                                   "kind": "bias_bound", "statement": "s",
                                   "estimators": ["fedihgp"], "expected": "holds"}]
     (root / "metadata.json").write_text(json.dumps(meta))
+    (root / "mutation").mkdir()
+    (root / "mutation" / "summary.json").write_text(json.dumps({
+        "profile": "fast", "catalogue": 2, "counts": {"mutants": 2, "killed": 2},
+        "mutants": [{"mutant": "n-minus-one", "status": "killed", "killed_by": [LATER]},
+                    {"mutant": "half-step", "status": "killed",
+                     "killed_by": [f"{LATER} (error)"]}]}))
     write_calibration_summary(root, {
         "profile": "fast", "seeds": 20, "claims": [{
             "claim": ZERO_CASES, "expected": "fails", "seeds": 20, "refuted": 19,
@@ -90,9 +110,12 @@ def _glance(text: str, paper: str) -> dict[str, list[str]]:
     block = re.search(rf'<div class="paper-glance" data-paper="{paper}">(.*?</div>)\n</div>',
                       text, re.S)
     assert block, paper
-    groups = re.findall(r'<div class="group" data-verdict="([^"]+)">(.*?)</div>', block.group(1))
-    return {verdict: re.findall(r'class="chip" href="#row-[^"]*" title="([^:"]+):', body)
-            for verdict, body in groups}
+    groups = re.findall(r'<div class="group" data-verdict="([^"]+)"><a class="badge [^"]*" '
+                        r'href="[^"]*"(?: data-refutation="([^"]+)")?>(.*?)</div>', block.group(1))
+    # a "fails as stated" group is named by its class but for the substantive refutations
+    return {refutation if refutation not in ("", "substantive refutation") else verdict:
+            re.findall(r'class="chip" href="#row-[^"]*" title="([^:"]+):', body)
+            for verdict, refutation, body in groups}
 
 
 def _detail(text: str, claim_id: str) -> str:
@@ -105,20 +128,34 @@ def _detail(text: str, claim_id: str) -> str:
 def test_first_screen_lists_each_papers_claims_by_verdict_with_links(page):
     _, text, markdown, ids = page
     fednest = _glance(text, "FedNest")
-    assert list(fednest) == ["holds", "fails as stated", "holds once corrected", "not checked"]
+    # the substantive refutation first, then the other verdicts (issue 32)
+    assert list(fednest) == ["fails as stated", "holds", "holds once corrected", "not checked"]
     assert fednest["fails as stated"] == [FAILING]
     assert fednest["holds once corrected"] == [CORRECTION]
     assert fednest["holds"] == [LATER]
     assert fednest["not checked"] == []  # counted, not listed: no results file
     assert ">not checked 1</a>" in text
-    assert _glance(text, "AggITD")["fails as stated"] == [ZERO_CASES]
+    # an erratum and a table number that fail as stated are listed after the rest, apart
+    assert _glance(text, "AggITD") == {"holds": [SERVED], "erratum": [ZERO_CASES],
+                                       "table number": [TABLE]}
     for href in re.findall(r'class="(?:chip|badge [^"]*)" href="#([^"]+)"', text):
         assert href in ids.ids, href  # every chip and group badge links to an existing anchor
-    assert "**[FedNest](#paper-fednest)**: 4 claims: 1 holds, 1 fails as stated, 1 holds " \
+    assert "**[FedNest](#paper-fednest)**: 4 claims: 1 fails as stated, 1 holds, 1 holds " \
         "once corrected, 1 not checked" in markdown
+    assert "**[AggITD](#paper-aggitd)**: 3 claims: 1 holds, 1 erratum (fails as printed), " \
+        "1 table number (fails as stated)" in markdown
     assert f"[`toy.bias_bound`](#row-{FAILING.replace('.', '-')})" in markdown
     assert text.index('id="at-a-glance"') < text.index('id="paper-fednest"') < \
-        text.index('id="errata"') < text.index('id="details"')
+        text.index('id="refutations"') < text.index('id="errata"') < \
+        text.index('id="table-numbers"') < text.index('id="details"')
+
+
+def test_the_summary_counts_refutations_errata_and_table_numbers_apart(page):
+    _, text, markdown, _ = page
+    line = ("failing as stated: 1 substantive refutation(s) of a stated result, 1 "
+            "erratum/errata (a proof step, printed formula or informal sentence), 1 experiment "
+            "table number(s)")
+    assert line in text and line in markdown
 
 
 def test_not_checked_is_never_counted_as_expected(page):
@@ -175,18 +212,30 @@ def test_power_and_calibration_are_shown_per_claim(page):
 
 def test_errata_give_statement_measurement_correction_and_files(page):
     index, text, markdown, _ = page
-    errata = re.search(r'<section class="errata" id="errata">(.*?)</section>', text, re.S)
-    assert errata
-    body = errata.group(1)
-    assert FAILING in body and ZERO_CASES in body
-    assert "||e_N|| &lt;= C q^N" in body  # the paper's statement
-    assert "0.9 vs bound 0.3" in body  # what was measured (the failing case)
-    assert CORRECTION in body and "holds once corrected" in body  # the correction
+    sections = {anchor: re.search(rf'<section class="errata" id="{anchor}">(.*?)</section>',
+                                  text, re.S)
+                for anchor in ("refutations", "errata", "table-numbers")}
+    assert all(sections.values())
+    refutations, errata, tables = (m.group(1) for m in sections.values())
+    # the stated result refuted in its section, the proof step and the table number apart
+    assert FAILING in refutations and ZERO_CASES not in refutations
+    assert ZERO_CASES in errata and FAILING not in errata and TABLE not in errata
+    assert TABLE in tables and FAILING not in tables
+    assert "||e_N|| &lt;= C q^N" in refutations  # the paper's statement
+    assert "0.9 vs bound 0.3" in refutations  # what was measured (the failing case)
+    assert CORRECTION in refutations and "holds once corrected" in refutations
+    # an erratum names the result it serves, with that result's verdict
+    assert re.search(rf'serves <a href="#row-{SERVED.replace(".", "-")}"><code>{SERVED}</code>'
+                     r'</a> <span class="badge verdict-holds">holds</span>', errata)
     for name in (f"{ZERO_CASES}.json", f"{ZERO_CASES}.npz"):
-        assert f'href="counterexamples/{name}"' in body
+        assert f'href="counterexamples/{name}"' in errata
         assert (index.parent / "counterexamples" / name).is_file()
-    assert "no corrected claim is checked" in body  # ZERO_CASES has no correction
-    assert "## Errata: 2 statements that fail as printed" in markdown
+    assert "no corrected claim is checked" in errata  # ZERO_CASES has no correction
+    assert "## Refutations of stated results: 1 theorem, lemma, corollary or proposition " \
+        "that fails as stated" in markdown
+    assert "## Errata: 1 statement that fails as printed" in markdown
+    assert f"serves [`{SERVED}`](#claim-{SERVED.replace('.', '-')}) **holds**" in markdown
+    assert "## Table numbers: 1 number of an experiment not reproduced" in markdown
 
 
 def test_empty_sections_give_the_exact_command_and_its_duration(page):
@@ -215,3 +264,21 @@ def test_markdown_twin_has_every_claim_link_and_figure(page):
     md_anchors = set(re.findall(r'<a id="([^"]+)"></a>', markdown))
     for anchor in re.findall(r"\]\(#([^)]+)\)", markdown):
         assert anchor in md_anchors and anchor in ids.ids, anchor  # both pages link alike
+
+
+def test_each_holds_shows_its_slack_and_kill_set(page):
+    """Issue 32: the per-paper table's slack column and the claim detail's evidence, re-derived
+    from the recorded cases (0.01 against 0.2: 20x) with the mutants of mutation/summary.json."""
+    _, text, markdown, _ = page
+    row = re.search(rf'<tr class="claim-row" id="row-{LATER.replace(".", "-")}".*?</tr>', text)
+    assert row and '<td class="clip slack"' in row.group(0) and "20x (bound), loose" in \
+        row.group(0)
+    detail = _detail(text, LATER)
+    assert "Evidence: slack 20x (bound: largest share of the room 0.05, on p.a); loose (more " \
+        f"than 10x): its power comes from {CORRECTION}; kill set: its perturbation caught (off " \
+        "by one); 2 mutant(s) killed first by it: n-minus-one, half-step." in detail
+    assert "| 20x (bound), loose |" in markdown
+    # a refuted claim has no slack: its cell says so
+    failing = re.search(rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>',
+                        text)
+    assert failing and '<td class="clip slack" title="kill set: ' in failing.group(0)

@@ -17,6 +17,7 @@ from typing import Any, Literal, NamedTuple
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, from_spec
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP, ABOUTS
 from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
@@ -193,7 +194,12 @@ class Claim:
         id: dotted identifier, ``<paper>.<subject>.<property>``.
         paper: "Classical", "FedNest", "AggITD", "FedMSA" or "HGP".
         reference: lemma / theorem / equation, e.g. "Grazzi et al. 2020, Thm 2.1".
-        kind: one of :data:`CLAIM_KINDS`.
+        kind: one of :data:`CLAIM_KINDS` (what is measured).
+        about: what the claim checks, one of :data:`~results_format.verdicts.ABOUTS`: a stated
+            result (theorem, lemma, corollary, proposition), a proof step or printed formula, an
+            informal sentence, or an experiment table's number. A "fails as stated" counts as a
+            substantive refutation, an erratum or a table number by it
+            (:func:`~results_format.verdicts.refutation_class`).
         statement: the formula, in plain text math.
         estimators: registry names of the estimators the claim is about.
         strategy: returns a hypothesis strategy of :class:`Case`; a :class:`PerProfile` of two
@@ -205,6 +211,13 @@ class Claim:
             one (identities and rates carry their reference value in the measurement instead).
         corrects: id of the claim this one corrects (its verdict then reads "holds once
             corrected").
+        serves: for a proof step, printed formula or informal sentence: the id of the claim
+            that checks the result it serves (a refuted step says whether that result still
+            holds; required of a proof step or formula expected to fail).
+        power_from: for a claim whose bound is loose (its slack, the room its tightest case
+            leaves, exceeds :data:`~results_format.evidence.LOOSE_FACTOR`), the ids of the
+            companion claims that give it power: the exact identities or rates that pin what the
+            loose bound cannot (docs/verdicts.md).
         expected: what the testbed has established ("holds" or "fails"); a run whose verdict
             disagrees is a regression.
         notes: derivation, errata, and why tolerances are what they are.
@@ -247,12 +260,15 @@ class Claim:
     paper: str
     reference: str
     kind: ClaimKind
+    about: str
     statement: str
     estimators: tuple[str, ...]
     strategy: Callable[[], st.SearchStrategy[Case]] | PerProfile
     check: CheckFn
     bound: BoundFn | None = None
     corrects: str | None = None
+    serves: str | None = None
+    power_from: tuple[str, ...] = ()
     expected: Literal["holds", "fails"] = "holds"
     notes: str = ""
     max_examples: int | PerProfile | None = None
@@ -272,6 +288,18 @@ class Claim:
     def __post_init__(self) -> None:
         if self.kind not in CLAIM_KINDS:
             raise ValueError(f"claim {self.id}: unknown kind {self.kind!r}")
+        if self.about not in ABOUTS:
+            raise ValueError(f"claim {self.id}: about is {self.about!r}, not one of "
+                             f"{', '.join(ABOUTS)}")
+        if self.serves is not None and (self.about == ABOUT_RESULT or self.serves == self.id):
+            raise ValueError(f"claim {self.id}: serves names the result a proof step, formula "
+                             "or sentence serves: another claim, of a claim not itself a "
+                             "stated result")
+        if self.id in self.power_from or len(set(self.power_from)) != len(self.power_from):
+            raise ValueError(f"claim {self.id}: power_from names other claims, each once")
+        if self.about == ABOUT_STEP and self.expected == "fails" and self.serves is None:
+            raise ValueError(f"claim {self.id}: a refuted proof step or formula names the claim "
+                             "that checks the result it serves (serves=...)")
         if not self.estimators:
             raise ValueError(f"claim {self.id}: names no estimator")
         if self.decision not in ("deterministic", "statistical"):

@@ -16,6 +16,8 @@ behind each tolerance) and names the code by ``"package.module:name"``:
     id = "mylib.cg.exact_after_dim_y"
     reference = "Hestenes & Stiefel 1952 (CG is exact after dim_y steps)"
     kind = "exact_identity"
+    about = "stated result"                 # or "proof step or formula", "informal sentence",
+                                            # "table number" (results_format.verdicts.ABOUTS)
     statement = "the CG hypergradient after dim_y steps equals the exact one to 1e-10"
     estimators = ["mylib-cg"]
     strategy = {call = "theory_checks.classical.common:closed_form_cases"}
@@ -65,7 +67,7 @@ class ClaimFileError(ValueError):
 
 _CLAIM_FIELDS = {f.name for f in dataclasses.fields(Claim)}
 _REFERENCE_FIELDS = ("strategy", "check", "bound")
-_TUPLE_FIELDS = ("estimators", "undecided_on")
+_TUPLE_FIELDS = ("estimators", "undecided_on", "power_from")
 _PERTURBATION_FIELDS = {f.name for f in dataclasses.fields(Perturbation)}
 _READING_FIELDS = {f.name for f in dataclasses.fields(Reading)}
 

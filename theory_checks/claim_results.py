@@ -234,6 +234,7 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         "id": run_id, "claim": claim.id, "estimator": estimator,
         "estimator_entry": estimator_entry(estimator), "paper": claim.paper,
         "reference": claim.reference, "kind": claim.kind,
+        "about": claim.about, "serves": claim.serves, "power_from": list(claim.power_from),
         "statement": claim.statement, "estimators": list(claim.estimators),
         "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
         "expected_verdicts": list(claim.expected_verdicts(profile.name)),
@@ -340,12 +341,16 @@ def _rebuild_problem(spec: dict[str, Any]) -> Any:
 
 def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = None) -> bool:
     """Whether the claim's results file is there, whole, and of this profile and definition
-    (a missing, torn, foreign or stale one: rerun the claim)."""
+    (a missing, torn, foreign or stale one: rerun the claim). What the claim checks (``about``,
+    ``serves``) and its companions (``power_from``) are not in the fingerprint, which the
+    mutation and calibration records share: a file that records others is stale too."""
     stem = run_id or claim.id
     record = read_fresh(out_dir / CLAIMS / f"{stem}.json", claim_fingerprint(claim, profile),
                         profile.name, keys=("verdict", "as_expected"))
     return (record is not None and claim_file_problem(record, out_dir, stem) is None
-            and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name)))
+            and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name))
+            and (record["about"], record["serves"], record["power_from"])
+            == (claim.about, claim.serves, list(claim.power_from)))
 
 
 def estimator_entry(name: str) -> dict[str, Any] | None:
@@ -369,7 +374,8 @@ def write_metadata(out_dir: Path, profile: Profile,
     checked")."""
     pairs = [(c, c.estimators[0]) for c in CLAIM_DB] if runs is None else runs
     registered = [{"id": c.id if e == c.estimators[0] else f"{c.id}@{e}", "paper": c.paper,
-                   "reference": c.reference, "kind": c.kind, "statement": c.statement,
+                   "reference": c.reference, "kind": c.kind, "about": c.about,
+                   "statement": c.statement,
                    "estimators": list(c.estimators), "estimator": e, "expected": c.expected,
                    "decision": c.decision, "corrects": c.corrects, "origin": origin,
                    "builtin": origin == BUILT_IN}

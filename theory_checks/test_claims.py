@@ -14,8 +14,11 @@ The profile comes from ``TESTBED_PROFILE`` (``fast`` in ``tox -e py``, ``thoroug
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from results_format.evidence import companion_problem
 from tests._replay import assert_perturbation_detected
 from theory_checks.calibration import calibrate_claim
 from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB, get_claim
@@ -48,6 +51,13 @@ def test_claim_verdict_is_as_expected(claim, estimator, tmp_path):
         + (f" (counterexample {result.counterexample.problem_id}: measured "
            f"{result.counterexample.measurement.measured:.6g} vs "
            f"{result.counterexample.measurement.bound:.6g})" if result.counterexample else ""))
+    if result.verdict in ("holds", "holds once corrected"):
+        # issue 32: a "holds" whose bound leaves more than 10x room names the companion claims
+        # that give it power (results_format.evidence), read back from its results file
+        path = write_claim_result(result, tmp_path, profile)
+        record = json.loads(path.read_text())
+        assert companion_problem(record, {c.id for c in CLAIM_DB}) is None, \
+            companion_problem(record, {c.id for c in CLAIM_DB})
     if result.verdict == "fails as stated":
         path = write_claim_result(result, tmp_path, profile)
         assert (tmp_path / "counterexamples" / f"{result.run_id}.json").exists(), path

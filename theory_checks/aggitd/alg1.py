@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from problems import QuadraticBilevel
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.aggitd.common import closed_form_cases, exact_setup, run_estimate
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
@@ -97,6 +98,8 @@ AS_PRINTED = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Alg. 1 lines 6 and 15 as printed",
     kind="exact_identity",
+    about=ABOUT_STEP,
+    serves="aggitd.alg1.per_index_identity",
     statement=("Alg. 1 as printed (z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}; p = lambda (N+1) "
                "z^{N-1} if Q < N) computes the estimator of eq. (5)"),
     estimators=("aggitd-as-printed",),
@@ -144,6 +147,7 @@ PER_INDEX_IDENTITY = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, eq. (5) (HessIV closed form; Sec. 2.2), Alg. 1 read with it",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
                "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"),
     estimators=("aggitd",),

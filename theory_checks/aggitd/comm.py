@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState, FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
@@ -130,6 +131,7 @@ ROUNDS_PER_ITERATION = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3)",
     kind="communication_count",
+    about=ABOUT_STEP,
     statement=("ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
                "floats per iteration == the sizes of Table 1's messages, for every N, tau and C"),
     estimators=("fbo-aggitd",),
@@ -152,6 +154,7 @@ SGD_ROUNDS_PER_ITERATION = Claim(
     reference=("derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; Alg. 2 without "
                "its control variate)"),
     kind="communication_count",
+    about=ABOUT_STEP,
     statement="FBO-AggITD_SGD: N + 3 rounds per iteration (z^t rides on the FedAvg round)",
     estimators=("fbo-aggitd-sgd",),
     strategy=CASES,

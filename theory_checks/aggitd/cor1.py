@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants, QuadraticMinimax
+from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
@@ -290,6 +291,7 @@ NO_FLOOR = Claim(
     reference=("Xiao & Ji 2023, Cor. 1 (N = O(kappa_g), alpha_bar = O(kappa_g^{-4}): (1/K) sum_k "
                "E||grad f(x_k)||^2 = O(kappa^4/K + kappa^4/sqrt K)) under Thm 1's step rule"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("with N = O(kappa_g) and Theorem 1's steps, the stationarity of FBO-AggITD's "
                "iterates decays at least like K^{-1/2}: its limit (infimum) over the run is 0 "
                "(no floor)"),
@@ -355,6 +357,9 @@ FLOOR_KEPT = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term (Sec. 4.3, App. D)",
     kind="bias_bound",
+    about=ABOUT_RESULT,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
     statement=("the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
                "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "
                "being the fixed point of eq. (11)'s truncated series at the stated lambda and N "

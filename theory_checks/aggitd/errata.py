@@ -35,6 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.aggitd.common import (
     check_prop1_bias,
     closed_form_cases,
@@ -248,6 +249,10 @@ DH_THEOREM2_CONSTANT = Claim(
     reference=("Xiao & Ji 2023, Thm 2 restatement (App. D.1) of D_h^2 (8 M^2) vs Prop. 2 "
                "(12 M^2)"),
     kind="variance_bound",
+    about=ABOUT_STEP,
+    power_from=("aggitd.prop2.second_moment",
+                "aggitd.prop1.mean_identity"),
+    serves="aggitd.thm1.rate_in_K",
     statement=("E||h_{i,nu}||^2 = E||h_i^D(x_nu^i) - h_i^D(x_0^i) + h^D(x) - h^I(x)||^2 <= 8 M^2 "
                "+ 4 lambda (N+1) L_g^2 M^2 / mu (the smaller constant of Theorem 2)"),
     estimators=("fbo-aggitd",),
@@ -281,6 +286,8 @@ PROP2_SUM_AS_PRINTED = Claim(
     reference=("Xiao & Ji 2023, proof of Prop. 2 (geometric sum to (1 - lam mu)^{2N}) under "
                "Assumptions 1-2 and lambda <= min{10, 1/L_g}; App. C.2"),
     kind="variance_bound",
+    about=ABOUT_STEP,
+    serves="aggitd.prop2.second_moment",
     statement=("E_Q ||h^I||^2 <= lam^2 (N+1) L_g^2 M^2 (1 - (1 - lam mu)^{2N}) / (1 - (1 - lam "
                "mu)^2), with Assumption 2's L_g (grad G_i Lipschitz in (x, y) jointly) and M "
                "(||grad F_i|| <= M)"),
@@ -323,6 +330,8 @@ PROP2_SUM_CORRECTED = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, proof of Prop. 2 (App. C.2) corrected (sum over Q = 0..N)",
     kind="variance_bound",
+    about=ABOUT_STEP,
+    serves="aggitd.prop2.second_moment",
     statement=("E_Q ||h^I||^2 <= lam^2 (N+1) ||J||^2 ||grad_y f(x, y*)||^2 (1 - (1 - lam "
                "mu)^{2N+2}) / (1 - (1 - lam mu)^2), the proof's chain with the norms it bounds "
                "by L_g and M (so the corrected sum with Assumption 2's L_g and M follows), with "
@@ -353,6 +362,10 @@ PROP1_ALPHA3_EQ45 = Claim(
     reference=("Xiao & Ji 2023, eq. (45) restating alpha_3(N) = 3(N+1)(1 - beta mu)^N/(lam mu) "
                "(Prop. 1: (1 - beta mu/2)^N)"),
     kind="bias_bound",
+    about=ABOUT_STEP,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
+    serves="aggitd.prop1.bias_bound",
     statement=("eq. (4) with eq. (45)'s smaller alpha_3(N) = 3 (N+1) (1 - beta mu)^N / (lam mu) "
                "still bounds B_I at every N"),
     estimators=("aggitd",),

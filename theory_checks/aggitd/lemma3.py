@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from problems import ProblemConstants
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.aggitd.common import closed_form_cases, upper_round, upper_setup
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
@@ -86,6 +87,9 @@ DRIFT_BOUND = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
+    about=ABOUT_RESULT,
+    power_from=("aggitd.scaling.tau_invariance",
+                "aggitd.prop1.mean_identity"),
     statement=("E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
                "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "
                "alpha / tau_i"),

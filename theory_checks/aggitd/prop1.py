@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import (
     NoDraws,
@@ -152,6 +153,8 @@ MEAN_IDENTITY = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
     kind="exact_identity",
+    about=ABOUT_STEP,
+    serves="aggitd.prop1.bias_bound",
     statement=("(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
                "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
                "mode returns the same"),
@@ -177,6 +180,9 @@ BIAS_BOUND = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
+    about=ABOUT_RESULT,
+    power_from=("aggitd.prop1.mean_identity",
+                "aggitd.scaling.bias_rate_in_n"),
     statement=("||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
                "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "
                "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"),

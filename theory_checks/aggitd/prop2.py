@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from problems import ProblemConstants
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks import stats
 from theory_checks.aggitd.common import closed_form_cases, exact_setup, run_estimate
 from theory_checks.aggitd.constants import (
@@ -113,6 +114,7 @@ SECOND_MOMENT = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
+    about=ABOUT_RESULT,
     statement=("E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
                "linearly in N: fitted exponent in N+1 equals 1 (0.15)"),
     estimators=("aggitd",),

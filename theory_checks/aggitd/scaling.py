@@ -30,6 +30,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
@@ -372,6 +373,7 @@ BIAS_RATE_IN_N = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
                "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
                "<= mu_H)"),
@@ -398,6 +400,7 @@ TAU_INVARIANCE = Claim(
     paper="AggITD",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
                "an upper bound): fitted exponent in tau <= 0.05"),
     estimators=("fbo-aggitd",),
@@ -426,6 +429,7 @@ PARTICIPATION = Claim(
     paper="AggITD",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
                "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"),
     estimators=("aggitd",),
@@ -451,6 +455,7 @@ TAU_STATIONARITY = Claim(
     reference=("Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
                "bound is tau-independent"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
                "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
                "0.05"),
@@ -486,6 +491,7 @@ PARTICIPATION_ALGORITHM = Claim(
     reference=("not stated in the paper (its theory assumes full participation); derived here for "
                "FBO-AggITD's iterate"),
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "
                "oracles) is proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"),
     estimators=("fbo-aggitd",),

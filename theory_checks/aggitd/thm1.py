@@ -35,6 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import AggITDState, FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
@@ -318,6 +319,7 @@ RATE_IN_K = Claim(
     paper="AggITD",
     reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("stochastic FBO-AggITD, alpha_k = alpha_bar / sqrt(K): A(K) = (1/K) sum_{k<K} "
                "E||grad f(x_k)||^2 = O(K^{-1/2}): A(K) <= RHS of eq. (48) at K = 12 and 48, and "
                "the secant exponent log(A(48)/A(12)) / log 4 is <= -1/2 + 0.1, for the algorithm "

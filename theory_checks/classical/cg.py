@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_RESULT
 from testbed import ConjugateGradient
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
@@ -114,6 +115,7 @@ EXACT_AFTER_DIM_Y = Claim(
     paper="Classical",
     reference="Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)",
     kind="exact_identity",
+    about=ABOUT_RESULT,
     statement="AID-CG with dim_y iterations and y = y*(x) returns grad h exactly",
     estimators=("aid-cg",),
     strategy=EXACT_AFTER_DIM_Y_CASES,

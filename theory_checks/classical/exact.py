@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.classical import ExactHypergradient
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
 from theory_checks.classical.common import closed_form_cases
@@ -79,6 +80,7 @@ FINITE_DIFFERENCES = Claim(
     paper="Classical",
     reference="Implicit function theorem; FedNest Lemma 2.1 (eq. 8), AggITD eq. (2)",
     kind="exact_identity",
+    about=ABOUT_RESULT,
     statement="grad h(x) = central finite differences of h(x) = f(x, y*(x))",
     estimators=("exact",),
     strategy=FINITE_DIFFERENCES_CASES,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_RESULT
 from testbed import GradientDescent, Oracles
 from testbed.estimators.global_oracles import GlobalOracles
 from testbed.registry import get_estimator
@@ -109,6 +110,7 @@ LINEAR_RATE = Claim(
     paper="Classical",
     reference="Nesterov 2004, Thm 2.1.15 (GD on a strongly convex quadratic, step 1/L)",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement="||y_t - y*|| <= (1 - mu/L)^t ||y_0 - y*||; fitted slope = log(1 - mu/L)",
     estimators=("aid-cg", "aid-neumann", "itd"),
     strategy=LINEAR_RATE_CASES,

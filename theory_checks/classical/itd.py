@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed import GradientDescent, IterativeDifferentiation, Oracles
 from testbed.estimators.base import InnerState
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
@@ -177,6 +178,7 @@ ERROR_IDENTITY = Claim(
     paper="Classical",
     reference="derived here: reverse-mode ITD through T GD steps on a quadratic inner problem",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("ITD_T = grad_x f(x, y_T) - J H^{-1} (I - (I - beta H)^T) grad_y f(x, y_T), y_T = "
                "y* + (I - beta H)^T (y_0 - y*)"),
     estimators=("itd",),
@@ -195,6 +197,7 @@ ERROR_BOUND = Claim(
     paper="Classical",
     reference="Grazzi et al. 2020, Thm 2.1 (ITD bound), constants for GD on a quadratic inner",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||ITD_T - grad h|| <= q^T [ (l_x + ||J|| l_y (1 + q^T)/mu) ||y_0 - y*|| + ||J|| "
                "||grad_y f(x, y*)|| / mu ],  q = max|1 - beta lambda(H)|"),
     estimators=("itd",),

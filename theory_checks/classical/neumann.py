@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed import Neumann
 from testbed.estimators.classical import ImplicitDifferentiation
 from testbed.registry import get_estimator
@@ -206,6 +207,7 @@ ERROR_IDENTITY = Claim(
     paper="Classical",
     reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2, eq. (14a)'s identity from (13b)",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
                "solution, lambda = 1/L)"),
     estimators=("aid-neumann",),
@@ -225,6 +227,7 @@ ERROR_BOUND = Claim(
     paper="Classical",
     reference="FedNest Lemma 2.2, eq. (14a), times ||J|| ||grad_y f||",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement="||hat h_N - grad h|| <= ||J|| ||grad_y f(x, y*)|| (1 - lambda mu)^N / mu",
     estimators=("aid-neumann",),
     strategy=ERROR_BOUND_CASES,
@@ -243,6 +246,7 @@ DECAY_RATE = Claim(
     paper="Classical",
     reference="FedNest Lemma 2.2, eq. (14a) (slope log(1 - 1/kappa) in N)",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement="slope of log||hat h_N - grad h|| in N = log(1 - lambda mu)",
     estimators=("aid-neumann",),
     strategy=DECAY_RATE_CASES,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.aggitd import FBOAggITD
 from theory_checks.claim import Case, Claim, Measurement, PerProfile, Perturbation
 from theory_checks.comparison.common import measure_rounds, quadratic_family_cases
@@ -89,6 +90,7 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
     reference=("Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per iteration) and "
                "Table 2 (2.5-3x fewer rounds to 90%)"),
     kind="communication_count",
+    about=ABOUT_SENTENCE,
     statement=("FBO-AggITD needs fewer rounds than FedNest (the abstract's reading; Table 2's "
                "factor is not measured here): median over heterogeneous problems of "
                "rounds(FBO-AggITD) / rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad "

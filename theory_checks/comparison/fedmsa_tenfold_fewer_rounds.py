@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Case, Claim, Measurement, PerProfile, Perturbation
 from theory_checks.comparison.common import measure_rounds, quadratic_family_cases
@@ -68,6 +69,7 @@ FEDMSA_TENFOLD_FEWER_ROUNDS = Claim(
     reference=("Tarzanagh et al. (FedMSA), abstract ('order-of-magnitude savings'), Fig. 1(a) "
                "('reduction of 10x') and Fig. 4 (K = 12)"),
     kind="communication_count",
+    about=ABOUT_SENTENCE,
     statement=("median over heterogeneous problems of rounds(FedMSA) / rounds(FedNest) <= 1/10 "
                "to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned on the same "
                "step grid (Fig. 4 setting: K = 12; FedNest N = 3, T = K)"),

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.estimators.fednest import lfedout
 from theory_checks.claim import Case, Claim, Measurement, PerProfile, Perturbation
@@ -71,6 +72,7 @@ LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = Claim(
     reference=("Tarzanagh et al. 2022 (FedNest), Sec. 2.6 (T + 1 rounds, 'saving T + N + 2') and "
                "Sec. 4.1 / Fig. 2(a) ('performs well on homogeneous clients')"),
     kind="communication_count",
+    about=ABOUT_SENTENCE,
     statement=("median over homogeneous multi-client problems of rounds(LFedNest) / "
                "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, "
                "both tuned on the same step grid (Fig. 2(a) setting: T = 1, N = 5)"),

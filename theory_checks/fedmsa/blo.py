@@ -27,6 +27,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_STEP
 from testbed.oracles import Oracles
 from theory_checks.claim import (
     Case,
@@ -83,6 +84,7 @@ FIXED_POINT_IS_HYPERGRADIENT = Claim(
     paper="FedMSA",
     reference="eq. (10) and the sentence after it (Sec. 2.2)",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("avg_m S^m(x, z*(x)) = 0 and avg_m P^m(x, z*(x)) = grad F(x), z*(x) = (w*(x), "
                "[grad^2_w g]^{-1} grad_w f)"),
     estimators=("fedmsa",),

@@ -35,6 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import (
     Case,
     Claim,
@@ -190,6 +191,7 @@ CONTRACTION = Claim(
     paper="FedMSA",
     reference="Lemma B.1 (App. B), beta_n <= lambda_n / (2 L_{s,n})",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta) ||z_k - z*(x_k)||^2 + beta "
                "(1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 at beta = lambda/(2 L_s), lambda "
                "A5's modulus (per client), L_s A3's Lipschitz constant of S^m"),
@@ -252,6 +254,7 @@ CONTRACTION_CORRECTED = Claim(
     paper="FedMSA",
     reference="Lemma B.1 (App. B.1) corrected: its proof's own algebra",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta + 2 L^2 beta^2) ||z_k - z*(x_k)||^2 "
                "+ beta (1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 for the update z_{k+1} = z_k "
                "- beta q_k (checked to 1e-10), at beta = lambda/(4 L^2) (coefficient <= 1 - "

@@ -35,6 +35,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import (
     Case,
     Claim,
@@ -126,6 +127,7 @@ FIRST_STEP_IS_GLOBAL_DIRECTION = Claim(
     paper="FedMSA",
     reference="Algorithm 1 line 7 and eq. (6) at k = 1",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("h_{r,1} = h_r and q_{r,1} = q_r in every round (same sample at both points; "
                "stochastic oracles included)"),
     estimators=("fedmsa", "fedmsa-mco"),
@@ -154,6 +156,7 @@ DETERMINISTIC_TELESCOPING = Claim(
     paper="FedMSA",
     reference="eqs. (5)-(6), sigma = 0 (telescoping derived from (6))",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("sigma = 0: h_r = P(x_r, Z_r) for every rho, and h_{r,k} = h_r + "
                "P^{m~}(x_{r+1,k}, Z_{r+1,k}) - P^{m~}(x_r, Z_r) (same for q)"),
     estimators=("fedmsa", "fedmsa-mco"),

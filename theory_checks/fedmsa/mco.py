@@ -35,6 +35,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.registry import get_estimator
 from theory_checks.claim import (
     Case,
@@ -137,6 +138,7 @@ PAPER_FIXED_POINT_STATIONARY = Claim(
     reference=("Corollary D.1 with the maps (11) (its criterion ||grad f||, equated with ||P|| "
                "of Theorem 3.1); Sec. 2.3, App. D"),
     kind="exact_identity",
+    about=ABOUT_RESULT,
     statement=("the fixed point of the Fed-MCO maps (11) (avg of per-client Jacobian products) "
                "is a stationary point of (Fed-MCO): grad f(x_fp) = 0"),
     estimators=("fedmsa-mco",),
@@ -188,6 +190,7 @@ EXACT_SEMANTICS_FIXED_POINT_STATIONARY = Claim(
     paper="FedMSA",
     reference="derived here: (Fed-MCO)'s gradient, the product of server-averaged Jacobians",
     kind="exact_identity",
+    about=ABOUT_RESULT,
     statement=("with P = grad fbar^0(x) grad fbar^1(z^1) ... grad fbar^N(z^N), the fixed point "
                "satisfies grad f(x_fp) = 0"),
     estimators=("fedmsa-mco",),

@@ -47,6 +47,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks import stats
 from theory_checks.claim import (
@@ -408,6 +409,7 @@ R_DETERMINISTIC = Claim(
     reference=("Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
                "Sec. 3, Table 1"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
                "O(1/R), E over the local client of every round and the output index: exact "
                "exponent in R <= -1 + 0.02"),
@@ -447,6 +449,7 @@ K_AT_TAU_ZERO = Claim(
     paper="FedMSA",
     reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (Sec. 3)",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
                "exponent in K <= -1/2 + 0.1"),
     estimators=("fedmsa", "fedmsa-mco"),
@@ -492,6 +495,7 @@ M_STOCHASTIC = Claim(
     reference=("Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}; notes "
                "3.9-3.11, 5.3"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("noise-dominated (start at the fixed point), M iid clients (tau = 0, one sigma): "
                "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
                "exponent <= -2/3 + 0.1"),
@@ -537,6 +541,7 @@ TAU_STOCHASTIC = Claim(
     paper="FedMSA",
     reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
                "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "
                "0.2, 0.4}: exact exponent <= 1 + 0.1 (an upper bound only: it does not show that "

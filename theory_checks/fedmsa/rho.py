@@ -35,6 +35,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import (
     Case,
     Claim,
@@ -205,6 +206,7 @@ AS_STATED = Claim(
                "round 0 draws the batch b of every round: without the proof's initial batch b_0 "
                "= KR (App. B.2)"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("without the proof's initial batch b_0 = KR (Algorithm 1's box: b_0 = b = 1), rho "
                "= Theta(1/R): the output-rule criterion is O(tau/R + 1/(sqrt(K) R) + "
                "sigma^2/(MKR) + (sigma/(MKR))^{2/3}), so its exact expectation decays in R at "
@@ -281,6 +283,7 @@ INITIAL_BATCH = Claim(
     reference=("Theorem 3.1 (rho = Theta(1/R)) with the proof's initial batch b_0 = KR (App. "
                "B.2, final parameter choice)"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("rho = 1/R and the initial batch b_0 = K R: the noise part of the criterion "
                "decays in R at least like R^{-2/3}: exact exponent of its expectation <= -2/3 + "
                "0.1"),
@@ -324,6 +327,7 @@ PROOF_CHOICE = Claim(
     reference=("Theorem 3.1's proof (App. B.2, final parameter choice: rho = max(1/R, rho_2), "
                "rho_2 ~ R^{-2/3}, b_0 = KR)"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("rho = max(1/R, R^{-2/3}) and an initial batch b_0 = K R: the noise part of the "
                "criterion decays in R at least like R^{-2/3}: exact exponent of its expectation "
                "<= -2/3 + 0.1"),

@@ -26,6 +26,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, QuadraticMinimax, strategies
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.aggitd.common import fixed_clients_context
 from theory_checks.claim import (
@@ -114,6 +115,7 @@ PARTICIPATION = Claim(
     reference=("not stated in the paper (theory: one client; Conclusion: generalised variant "
                "(Sec. 6) with S clients averaged); derived here"),
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("Var over uniformly sampled S-subsets of the server point after a round of the "
                "generalised variant (exact maps) is proportional to (M-S)/(S(M-1)): fitted "
                "exponent 1 (0.02)"),

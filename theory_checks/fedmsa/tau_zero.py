@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import (
     Case,
     Claim,
@@ -104,6 +105,7 @@ EQUALS_CENTRALISED_MSA = Claim(
     paper="FedMSA",
     reference="derived from eqs. (5)-(6) and Algorithm 1; tau = 0 regime of Theorem 3.1",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("tau = 0 and sigma = 0: FedMSA's server point after round r equals centralised "
                "single-timescale MSA after 1 + (r - 1) K steps"),
     estimators=("fedmsa", "fedmsa-mco"),

@@ -37,6 +37,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
@@ -208,6 +209,7 @@ ONE_CALL_EXACT = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from "
                "Alg. 4"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
     statement=("compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
                "in one call under any heterogeneity"),
     estimators=("fednest",),
@@ -226,6 +228,8 @@ PAPER_INDIRECT_FORM = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.4 text (h_i = l_{g,1} grad r_i(x)^T p_0), eq. (7) "
                "and Sec. 3.2"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
+    serves="fednest.compositional.single_term_unbiased",
     statement=("compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 (FedIHGP's "
                "indirect term, Sec. 2.4)"),
     estimators=("fedihgp",),
@@ -278,6 +282,7 @@ SINGLE_TERM_UNBIASED = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.4, Cor. 3.3; eq. (7) against Sec. 3.2's 1/2 "
                "convention"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
     statement=("compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
                "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
                "is the one-term estimator)"),

@@ -23,6 +23,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
 from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
@@ -55,6 +56,7 @@ K_RATE_MINIMAX = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
                "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"),
     estimators=("fednest-minimax",),

@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
 from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
@@ -50,6 +51,7 @@ K_RATE_COMPOSITIONAL = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
                "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
                "replicates)"),

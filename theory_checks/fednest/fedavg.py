@@ -24,6 +24,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
@@ -100,6 +101,7 @@ BIASED_FIXED_POINT = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
                "point derived on quadratics"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
     statement=("LFedInn (FedAvg) fixed point y_inf = [sum_i W_i]^{-1} sum_i W_i y_i*, W_i = I - "
                "(I - beta H_i)^{tau_i}; y_inf != y* under Hessian heterogeneity with tau_i >= 2"),
     estimators=("fednest-sgd",),

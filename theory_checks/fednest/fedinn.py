@@ -36,6 +36,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
@@ -215,6 +216,7 @@ LINEAR_RATE = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Alg. 4, Sec. 1 ('unlike FedAvg') and Sec. 2.5; map derived",
     kind="linear_rate",
+    about=ABOUT_SENTENCE,
     statement=("FedInn: y^+ - y* = (I - P H_bar)(y - y*), P = mean_i H_i^{-1}(I - (I - beta_i "
                "H_i)^{tau_i}); fixed point y* under any heterogeneity; rate rho(I - P H_bar) < 1 "
                "with beta_i = beta/tau_i"),
@@ -234,6 +236,7 @@ TAU_EXPONENT = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); exponent derived from Alg. 4 "
                "(no paper exponent)"),
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("exponent of FedInn's per-call progress -log rho in tau (1..8) equals the value "
                "derived from rho(I - P(tau) H_bar) (measured, recorded; saturates when beta_i = "
                "beta/tau)"),

@@ -42,6 +42,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.fednest import FedIHGP, IHGPResult
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import ClientSampler, ScriptedParticipants
@@ -367,6 +368,7 @@ VARIANCE_EXACT = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Alg. 3, eq. (13b); second moment derived exactly",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("E_{N'}||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2 and E p = H^{-1}(I - A^N) v (full "
                "participation, exact oracles)"),
     estimators=("fedihgp",),
@@ -386,6 +388,7 @@ VARIANCE_LINEAR_IN_N = Claim(
     reference=("Tarzanagh et al. 2022, Alg. 3, eq. (13b); growth in N derived (not in Thm 3.1's "
                "constants)"),
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("Var(p_{N'}) grows linearly in N for N >> kappa: fitted log-log exponent = 1 "
                "within the derived deviation (2 kappa - 1)/N_min, with E||p||^2 = (N/l^2) "
                "sum_{j<N} ||A^j v||^2 (1e-10) at each N of the grid"),
@@ -415,6 +418,7 @@ CLIENT_SAMPLING_VARIANCE = Claim(
     reference=("Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); law derived here (no paper "
                "exponent)"),
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("|S_0| = s clients UAR, N = 1: E p = full-participation p and Var(p) = (1/l^2) (m "
                "- s)/(s (m - 1)) sigma_v^2 (exponent 1 in the factor)"),
     estimators=("fedihgp",),
@@ -436,6 +440,7 @@ CLIENT_SAMPLING_VARIANCE_N = Claim(
     reference=("Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); law derived here (no "
                "paper law)"),
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("|S_n| = s UAR, N > 1: E p = full-participation E p and Var(p) = N l^{-2} "
                "sum_{n<N} tr M_n - ||E p||^2 with M_n = E[A_S M_{n-1} A_S^T], M_0 = E[v_S v_S^T] "
                "(finite-population factor (m - s)/(s (m - 1)))"),

@@ -53,6 +53,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed.estimators.fednest import FedIHGP
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
@@ -544,6 +545,7 @@ INVERSE_HESSIAN_IDENTITY = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); identity derived from (13b)",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement="H^{-1} - E_{N'}[H_hat] = H^{-1} (I - H/l_{g,1})^N (exact expectation over N')",
     estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_identity_cases,
@@ -562,6 +564,7 @@ INVERSE_HESSIAN_BOUND = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14a)",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||H^{-1} - E[H_hat]|| <= (1/mu_g) ((kappa_g - 1)/kappa_g)^N, kappa_g = "
                "l_{g,1}/mu_g (per-client constants of A1-A2)"),
     estimators=("fedihgp",),
@@ -582,6 +585,7 @@ PER_CLIENT_BIAS = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
                "1)/kappa_g)^N for every client i"),
     estimators=("fedihgp",),
@@ -631,6 +635,7 @@ AVERAGED_BIAS = Claim(
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the "
                "explicit constant"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
                "((kappa_g - 1)/kappa_g)^N"),
     estimators=("fedihgp",),
@@ -653,6 +658,8 @@ PAPER_CONSTANT = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) constant b",
     kind="bias_bound",
+    about=ABOUT_STEP,
+    serves="fednest.lemma22.averaged_bias",
     statement=("client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
                "1)/kappa_g)^N at any (x, y)"),
     estimators=("fedihgp",),
@@ -690,6 +697,7 @@ ABS_ERROR_AS_STATED = Claim(
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants "
                "(Assumption A)"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("E_W||H^{-1} - H_hat|| <= 2/mu_g, with A2's mu_g and FedIHGP's scale A1's "
                "l_{g,1} (the Lipschitz constant of grad g_i in (x, y)) (stochastic Hessians, "
                "sampled clients)"),
@@ -746,6 +754,9 @@ ABS_ERROR_PER_SAMPLE = Claim(
     paper="FedNest",
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
+    power_from=("fednest.lemma22.inverse_hessian_identity",
+                "fednest.ihgp.variance_exact"),
     statement=("E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
                "FedIHGP uses 1/l"),
     estimators=("fedihgp",),

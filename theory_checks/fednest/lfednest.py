@@ -28,6 +28,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from theory_checks import stats
@@ -172,6 +173,7 @@ HETEROGENEITY_BIAS = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
                "law derived from Alg. 5 (App. A)"),
     kind="scaling_exponent",
+    about=ABOUT_SENTENCE,
     statement=("LFedNest's direction = mean_i[grad_x f_i - J_i H_i^{-1}(I - A_i^N) grad_y f_i]; "
                "its gap to FedNest's E[h] is 0 for identical Hessians and grows with exponent 1 "
                "in the Hessian heterogeneity; FedNest's bias does not depend on it"),

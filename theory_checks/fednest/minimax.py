@@ -34,6 +34,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticMinimax, strategies
+from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
@@ -248,6 +249,7 @@ SYNTHETIC_LINEAR_RATE = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Sec. 4.3 / Fig. 4 (rate derived from Algs. 2 and 4)",
     kind="linear_rate",
+    about=ABOUT_STEP,
     statement=("FedNest (minimax) on the synthetic problem, full participation: per-iteration "
                "rate = rho(T_x T_y^T) (1e-6 relative); trajectories for s = 1 and s = 10 coincide"),
     estimators=("fednest-minimax",),
@@ -266,6 +268,8 @@ PER_CLIENT_INDIRECT_ZERO = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.4 ('grad^I f_i(x, y*) = 0 for all i'), read per "
                "client"),
     kind="exact_identity",
+    about=ABOUT_SENTENCE,
+    serves="fednest.minimax.averaged_indirect_zero",
     statement="grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for every client i",
     estimators=("fednest-minimax",),
     strategy=indirect_zero_cases,
@@ -290,6 +294,7 @@ AVERAGED_INDIRECT_ZERO = Claim(
     paper="FedNest",
     reference=("Tarzanagh et al. 2022, Sec. 2.4, eq. (12) (Danskin), client average"),
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
                "phi(x) exactly"),
     estimators=("fednest-minimax",),

@@ -33,6 +33,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, strategies
+from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.rounds import RoundsFormula
@@ -235,6 +236,7 @@ PAPER_COUNT_RANDOM = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.6 ('FedNest requires 2T + N + 3 communication "
                "rounds') with Alg. 3 as listed"),
     kind="communication_count",
+    about=ABOUT_SENTENCE,
     statement=("FedNest with FedIHGP's random N' (Alg. 3) requires 2T + N + 3 rounds per outer "
                "iteration"),
     estimators=("fednest",),
@@ -264,6 +266,7 @@ RANDOM_TRUNCATION = Claim(
     paper="FedNest",
     reference="Tarzanagh et al. 2022, Algs. 1-4 as listed (count derived from the listings)",
     kind="communication_count",
+    about=ABOUT_STEP,
     statement=("FedNest with random N' uses exactly 2T + N' + 3 <= 2T + N + 2 rounds per "
                "iteration"),
     estimators=("fednest",),
@@ -282,6 +285,7 @@ def _rounds_claim(name: str, inner: str, outer: str, perturbation: Perturbation)
         paper=PAPER,
         reference=f"{REF}, Table 2 (App. A)",
         kind="communication_count",
+        about=ABOUT_STEP,
         statement=f"{name}: ledger rounds per outer iteration = {formula} "
                   "(deterministic FedIHGP count), for any participation and tau_i",
         estimators=(name,),

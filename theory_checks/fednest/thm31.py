@@ -42,6 +42,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
 from theory_checks.claim import (
@@ -297,6 +298,7 @@ STATIONARITY_FLOOR = Claim(
     reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
                "the constant of Lemma 2.2's proof"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
                "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"),
     estimators=("fednest",),
@@ -321,6 +323,7 @@ K_RATE_BILEVEL = Claim(
     paper="FedNest",
     reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
                "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
                "K is -1/2 (checked: <= -1/4, Student-t over replicates)"),
@@ -352,6 +355,7 @@ FLOOR_SLOPE_IN_N = Claim(
     reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
                "exact form derived from eq. (13b)"),
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
                "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"),
     estimators=("fednest",),

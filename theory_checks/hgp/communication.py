@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
@@ -99,6 +100,7 @@ VECTOR_MESSAGES = Claim(
     paper="HGP",
     reference="HGP Alg. 1-2, Sec. 3.3 (O(d_x) messages, Hessians never sent)",
     kind="communication_count",
+    about=ABOUT_SENTENCE,
     statement=("floats sent = sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1); every payload has "
                "d_y + 1 floats (v_i and Hessians never leave a client)"),
     estimators=("hgp",),

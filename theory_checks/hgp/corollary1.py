@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.hgp.common import (
@@ -139,6 +140,7 @@ EXPLICIT_BOUND = Claim(
     paper="HGP",
     reference="HGP Cor. 1 (App. D.1) made explicit with the measured Push-Sum error",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("||v^(m) - d_lambda f|| / ||d_x f|| <= eta beta c_S (1 - rho + r) / ((1 - q)(1 - "
                "rho)) + eta beta rho^m / (1 - rho), r = max||I - eta H_k||, rho = ||I - eta "
                "H_bar||, q = r (1 + c_S) < 1, eta = 1/L, every graph family"),

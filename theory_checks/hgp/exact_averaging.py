@@ -30,6 +30,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
 from theory_checks.hgp.common import global_grad, point, run_hgp, scale
 from theory_checks.hgp.constants import A1_EXACT, A2_STRONG_CONVEXITY, step_size
@@ -93,6 +94,7 @@ ERROR_IDENTITY = Claim(
     paper="HGP",
     reference="HGP eq. (10)/(16) with exact Theta (closed form derived)",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar (1e-10), exact "
                "averaging and the centralized (server) variant"),
     estimators=("hgp-exact-averaging", "hgp-centralized"),

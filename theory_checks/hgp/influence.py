@@ -36,6 +36,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import PerClientLogistic, from_spec, strategies
+from results_format.verdicts import ABOUT_TABLE
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.influence_metrics import r_squared
 from testbed.decentralized.pushsum import push_sum
@@ -313,6 +314,7 @@ R2 = Claim(
     paper="HGP",
     reference="HGP sec. 5.2, eq. (12), Table 4 (logistic regression: R^2 0.99)",
     kind="bias_bound",
+    about=ABOUT_TABLE,
     statement="R^2 of HGP's influence -<d_lambda F>_ik against the exact influence >= 0.99",
     estimators=("hgp",),
     strategy=influence_cases,
@@ -336,6 +338,7 @@ R2_RETRAINING = Claim(
     paper="HGP",
     reference="HGP sec. 5.2, Table 4 (logistic regression: R^2 0.99 against retraining)",
     kind="bias_bound",
+    about=ABOUT_TABLE,
     statement=("at Table 4's scale (3 clients, d = 5, 100 + 100 samples per client, FedEM-style "
                "data), R^2 of HGP's influence against retraining without each of the 50 most "
                "influential samples >= 0.99 (median over data draws)"),

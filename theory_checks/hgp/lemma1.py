@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from results_format.verdicts import ABOUT_RESULT
 from testbed.oracles import Oracles
 from theory_checks.claim import Case, Claim, Measurement
 from theory_checks.hgp.common import (
@@ -107,6 +108,7 @@ ETA_INVARIANCE = Claim(
     paper="HGP",
     reference="Terashita & Hara, Lemma 1 (eq. 9) and App. B; GlobalGrad independent of eta",
     kind="exact_identity",
+    about=ABOUT_RESULT,
     statement=("y* = Theta(y* - eta grad g(y*)) for every eta (and not at other consensus "
                "points); the eq. (10) fixed point -eta J Theta sum((I - eta H)Theta)^m c + e = "
                "GlobalGrad, independent of eta (1e-10)"),

@@ -36,6 +36,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
+from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.pushsum import push_sum
@@ -176,6 +177,8 @@ SQRT_N_CONSTANT = Claim(
     reference=("HGP proof of Lemma 2 (App. C.1), the step to eq. (15) -- a step of the proof, "
                "not the lemma"),
     kind="bias_bound",
+    about=ABOUT_STEP,
+    serves="hgp.lemma2.geometric_consensus",
     statement=("proof step: sigma_max(Theta_hat_S - Theta) <= sqrt(n) max_ij |(Theta_hat_S - "
                "Theta)_ij| (the step from Nedic-Olshevsky's entrywise (8/delta) tau^S to the "
                "stated 8 sqrt(n)/delta)"),
@@ -218,6 +221,7 @@ GEOMETRIC_CONSENSUS = Claim(
     paper="HGP",
     reference="HGP Lemma 2 (App. C.1) with the corrected constant 8n/delta",
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("c_S = sigma_max(Theta_hat_S - Theta) <= (n - 1) tau(A(S:1)) / delta_S at every S "
                "(the proof's constant made explicit: tau = Dobrushin's coefficient of the "
                "Push-Sum product, delta_S = its smallest weight), and log c_S decays linearly in "

@@ -26,6 +26,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
@@ -110,6 +111,9 @@ NOT_STRONGLY_CONNECTED = Claim(
     paper="HGP",
     reference="HGP Assumption 1 (B-strong connectivity), Lemma 2 (App. C.1)",
     kind="bias_bound",
+    about=ABOUT_RESULT,
+    power_from=("hgp.theorem1.rate_in_s",
+                "hgp.lemma2.geometric_consensus"),
     statement=("on a graph sequence that is never strongly connected the estimate does not "
                "converge to GlobalGrad (relative error >= 1e-3 for S = 20, 40), and the check "
                "names Assumption 1 as violated"),

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_STEP
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design
@@ -129,6 +130,7 @@ SQRT_ETA = Claim(
     paper="HGP",
     reference="HGP Thm 1 proof (App. C.2: 1 - q^2 >= eta^2 alpha^2/4)",
     kind="scaling_exponent",
+    about=ABOUT_STEP,
     statement=("exact averaging, b = 2: exact noise floor RMS ~ sqrt(eta) (least-squares "
                "exponent within 0.15 of 1/2; the paper's noise term is eta-free) and E||v - E "
                "v||^2 <= (4/3)(eta/alpha) mu^2 ||d_x f||^2; the estimator's mean square matches "

@@ -26,6 +26,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_TABLE
 from testbed.algorithms.base import run_algorithm
 from testbed.decentralized.hgp import HyperGradientPush
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
@@ -105,6 +106,7 @@ GAIN = Claim(
     paper="HGP",
     reference="HGP sec. 5.3, Table 2 (HGP-PL vs SGP over time-varying directed networks)",
     kind="bias_bound",
+    about=ABOUT_TABLE,
     statement=("after K = 10 outer steps of HGP-PL (SGP inner, HGP hypergradients), F(0) - "
                "F(lambda_K) >= 0.9 x the gain of exact hypergradient descent"),
     estimators=("hgp-personalization",),

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
 from theory_checks.hgp.common import (
@@ -116,6 +117,7 @@ UNBIASED = Claim(
     paper="HGP",
     reference="HGP Alg. 2 / Remark 3, eq. (16) (conditional unbiasedness, derived)",
     kind="variance_bound",
+    about=ABOUT_RESULT,
     statement=("E[v^(M) | graph sequence] = deterministic HGP on the same graphs, for "
                "independent samples and for the practical form (shared sample, omega kept): "
                "exact mean recursion = deterministic run (1e-10), and every coordinate's mean "

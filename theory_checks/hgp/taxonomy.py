@@ -29,6 +29,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
+from results_format.verdicts import ABOUT_STEP
 from testbed.decentralized.hgp import DecentralizedGradient
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
@@ -141,6 +142,7 @@ CLOSED_FORMS = Claim(
     paper="HGP",
     reference="HGP sec. 4 and Table 1 (GlobalGrad, ClientGrad, LocalGrad)",
     kind="exact_identity",
+    about=ABOUT_STEP,
     statement=("GlobalGrad, ClientGrad, LocalGrad equal finite differences of their definitions; "
                "identical clients: GlobalGrad = LocalGrad, ClientGrad = e + (GlobalGrad - e)/n; "
                "heterogeneous clients: all three differ"),

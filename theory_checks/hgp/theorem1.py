@@ -48,6 +48,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.mixing import slem
 from theory_checks import stats
@@ -475,6 +476,7 @@ STATED_STEP_CONDITION = Claim(
     reference=("HGP Thm 1 / Cor. 1 proof (App. C.2, sigma_max(I - eta H) <= 1 - eta alpha); "
                "a condition the statement does not give"),
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("under the stated 0 < eta alpha < 1 only: ||v^(m) - d_lambda f|| / ||d_x f|| <= "
                "(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2)) c_S"),
     estimators=("hgp",),
@@ -534,6 +536,7 @@ RATE_IN_M = Claim(
     reference=("HGP Thm 1, third term exp(-O(M)) (App. C.2; exact-averaging rate derived from eq. "
                "(16))"),
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("slope of log||v^(M) - d_lambda f|| in M = log rho_bar (5%), rho_bar = ||I - eta "
                "H_bar||, and <= log(1 - eta alpha / 2)"),
     estimators=("hgp-exact-averaging",),
@@ -554,6 +557,7 @@ RATE_IN_S = Claim(
     reference=("HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S, static network (Theta_hat = "
                "W^S)"),
     kind="linear_rate",
+    about=ABOUT_RESULT,
     statement=("static network (Theta_hat = W^S): slope of log error floor in S = log SLEM(W) "
                "within 25%"),
     estimators=("hgp-static",),
@@ -574,6 +578,7 @@ NOISE_EXPONENT_B = Claim(
     paper="HGP",
     reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
+    about=ABOUT_RESULT,
     statement=("exact noise floor RMS of v^(M) around its conditional mean ~ b^(-1/2): "
                "least-squares exponent over b = 2..16 within 0.1 of -1/2 and E||v - E v||^2 (b) "
                "<= E||v - E v||^2 (1) / b; the estimator's mean square at b = 2 matches the "
@@ -612,6 +617,7 @@ HIGH_PROBABILITY_BOUND = Claim(
     paper="HGP",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
+    about=ABOUT_RESULT,
     statement=("P(||v^(M) - d_lambda f|| / ||d_x f|| <= (4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + "
                "d_lambda)/eps)) + (2 beta/(eta alpha^2)) c + exp(-O(M))) >= 1 - eps, with the "
                "measured c_S (eps = 0.1; Clopper-Pearson on the exceedances), for the recursion "

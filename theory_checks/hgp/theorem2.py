@@ -41,6 +41,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import PerClientQuadratic, strategies
+from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.hgp import HGPState
 from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint, known_case
 from theory_checks.exact_quantities import sign_fixed
@@ -183,6 +184,7 @@ AS_STATED = Claim(
     paper="HGP",
     reference="HGP Thm 2 (App. D.3) as stated",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
                "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"),
     estimators=("hgp-exact-averaging",),
@@ -228,6 +230,7 @@ CORRECTED = Claim(
     paper="HGP",
     reference="HGP Thm 2 (App. D.3) with its proof's term (C) restored",
     kind="bias_bound",
+    about=ABOUT_RESULT,
     statement=("error <= ((2 nu_g/alpha)(1 + beta/alpha)(1 + c) ||d_x f|| + nu_f (1 + 2 "
                "beta/alpha)) ||y_hat - y*|| + (beta/alpha) rho^M ||d_x f||  (nu_g = 0 here)"),
     estimators=("hgp-exact-averaging",),

@@ -63,8 +63,6 @@ from results_format.verdicts import (
     refutation_class,
 )
 
-#: The verdict groups, in the order every paper shows them ("not checked" last, apart).
-VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
 FAILS = "fails as stated"
 #: The groups of a paper, (verdict, refutation class), in the order its glance and table show
 #: them: the substantive refutations first, the errata and table numbers after the rest.

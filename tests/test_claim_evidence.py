@@ -153,7 +153,8 @@ def test_list_claim_shows_the_evidence_of_its_results_file(tmp_path, capsys):
     record = claim_record(claim_id, "FedNest", "bias_bound", "holds once corrected",
                           [case_record("p.a", 1.5, 20.0, True)])
     record.update(claim=claim_id, corrects="fednest.lemma22.abs_error_as_stated",
-                  power={"name": "(N - 1)/l scale", "caught": True},
+                  power={"name": "(N - 1)/l scale", "caught": True,
+                         "verdict": "fails as stated", "counterexample": None},
                   power_from=list(get_claim(claim_id).power_from))
     (results / "series").mkdir(parents=True)
     (results / record["series_file"]).write_text("")

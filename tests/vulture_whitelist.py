@@ -27,11 +27,14 @@ ClaimSection.worst_title
 ClaimSection.alt
 Row.verdict_class
 Row.line_statement
+Row.reading_verdicts
 VerdictGroup.css
+VerdictGroup.badge
 Erratum.corrections
 Page.headline
 Page.table_head
 Page.fit_head
+Page.table_numbers
 Table.folded
 
 # Written into the ledger's record by name (GraphLedger._ARRAYS) and read from the record.

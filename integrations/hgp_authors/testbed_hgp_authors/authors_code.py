@@ -7,7 +7,7 @@ is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
 
 - **torch shim**: ``lib_common/torch/autograd.py:86`` imports ``Tuple`` and ``List`` from
   ``torch.autograd.functional``, which re-exported the ``typing`` names until torch 1.x and no
-  longer does; the loader gives that module ``typing.Tuple`` and ``typing.List`` while their
+  longer does; the loader gives that module ``tuple`` and ``list`` (subscriptable, as the ``typing`` names were) while their
   modules are imported and removes them after (their ``myjvp``, which the adapter reaches, uses
   neither; ``myjacobian`` uses them in local annotations only, which Python never evaluates);
 - **stand-ins for imports the adapter never reaches**, only when the package is absent:
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import typing
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,7 +39,7 @@ HGP = Codebase(
     ("constants", "lib_common", "lib_task", "module_torch", "fedem"),
     unused_imports={"torchvision": ("models",), "torchvision.models": (), "cvxpy": (),
                     "prettytable": ("PrettyTable",)},
-    import_shims={"torch.autograd.functional": {"Tuple": typing.Tuple, "List": typing.List}})
+    import_shims={"torch.autograd.functional": {"Tuple": tuple, "List": list}})
 HOW = (f"set {HGP.env} to a checkout of {HGP.repository} (git clone "
        "https://github.com/hitachi-rd-cv/pdbo-hgp /path/pdbo-hgp)")
 #: The authors' objects the adapter uses, by module (relative to their repository root).

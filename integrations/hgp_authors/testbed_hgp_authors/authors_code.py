@@ -6,10 +6,11 @@ What importing it on Python 3.11, torch 2.x, numpy 2.x and networkx 3.x needs (t
 is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
 
 - **torch shim**: ``lib_common/torch/autograd.py:86`` imports ``Tuple`` and ``List`` from
-  ``torch.autograd.functional``, which re-exported the ``typing`` names until torch 1.x and no
-  longer does; the loader gives that module ``tuple`` and ``list`` (subscriptable, as the ``typing`` names were) while their
-  modules are imported and removes them after (their ``myjvp``, which the adapter reaches, uses
-  neither; ``myjacobian`` uses them in local annotations only, which Python never evaluates);
+  ``torch.autograd.functional``, which re-exported the ``typing`` names in torch 1.x and no
+  longer does; the loader gives that module ``tuple`` and ``list`` (subscriptable, as the
+  ``typing`` names were) while their modules are imported and removes them after (their
+  ``myjvp``, which the adapter reaches, uses neither; ``myjacobian`` uses them in local
+  annotations only, which Python never evaluates);
 - **stand-ins for imports the adapter never reaches**, only when the package is absent:
   ``torchvision`` (``fedem/models.py:9``, used by ``get_mobilenet`` only), ``cvxpy``
   (``fedem/utils/decentralized.py:7``, used by ``compute_mixing_matrix`` for the Erdos-Renyi

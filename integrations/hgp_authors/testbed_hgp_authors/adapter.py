@@ -52,6 +52,13 @@ The translation (nothing of their algorithm changed):
   inner iterate is the testbed's (the exact consensus solution, or the state's per-client
   ``y`` with ``inner_steps=0``), as HGP takes it as given (Alg. 2's input).
 
+**torch shim**: their estimator wraps its products in ``torch.backends.cudnn.flags(enabled=...)``
+(``hgp.py:63,166,179,193``), which reads cuDNN's legacy TF32 boolean; torch >= 2.9 refuses that
+read once the per-operator precision flags are set, as the testbed's precision policy sets them
+(:mod:`testbed.precision`). While their code runs, the adapter sets the legacy boolean to the
+policy's value (:func:`legacy_cudnn_flags`; on the CPU cuDNN computes nothing either way) and
+re-applies the policy after.
+
 Their ``HyperGradEstimator`` asserts ``0 <= dumping <= 1`` (``hgp.py:23``); a case with a
 larger eta is outside what their code accepts and is not measured (``NotMeasurable``).
 
@@ -70,7 +77,9 @@ Jacobians from their loaders) and SGP are not run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -84,11 +93,24 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
+from testbed.precision import precision_record, set_precision
 from testbed_hgp_authors.authors_code import CODE, their_output_silenced
 from theory_checks.claim import NotMeasurable
 
 #: Their metric name: any string (their model API takes it; the adapter's model ignores it).
 METRIC = "loss"
+
+
+@contextlib.contextmanager
+def legacy_cudnn_flags() -> Iterator[None]:
+    """cuDNN's legacy TF32 boolean set to the precision policy's value while the block runs
+    (their ``torch.backends.cudnn.flags`` reads it), the policy re-applied after."""
+    tf32 = bool(precision_record()["tf32"])
+    torch.backends.cudnn.allow_tf32 = tf32
+    try:
+        yield
+    finally:
+        set_precision(tf32)
 
 
 class ReplayGraph(CODE.DynamicGraphBase):  # type: ignore[misc, name-defined]
@@ -245,7 +267,7 @@ class AuthorsHGP(HyperGradientPush):
         option_hgp = {keys.DEPTH: M, keys.DUMPING: eta, keys.N_PUSH: self.their_steps(),
                       keys.USE_TRUE_EXPECTED_EDGES: False, keys.USE_TRUE_DEBIAS_WEIGHTS: False,
                       keys.INIT_DEBIAS_WEIGHT: True, keys.INDEPENDENT_JACOBS: True}
-        with their_output_silenced():
+        with their_output_silenced(), legacy_cudnn_flags():
             first = [e.compute_outer_gradients(METRIC)[1][0].detach().clone()
                      for e in self.estimators(clients, eta)]
             _, _, steps = CODE.hyper_gradient_push(

@@ -4,8 +4,10 @@ copied into this package.
 
 Their tree is a copy of FedNest's (top-level ``core``, ``utils``, ``models``): it cannot share a
 process with the FedNest authors' code, and the loader refuses to shadow one with the other (one
-``testbed verify`` per codebase). ``core/ClientManage_blo.py:2`` imports ``cv2.log`` and never
-uses it: an empty stand-in when OpenCV is absent.
+``testbed verify`` per codebase). Their ``core/ClientManage*.py`` import ``cv2.log`` and never
+use it: an empty stand-in when OpenCV is absent (the adapter imports ``core/BLOClient.py``,
+``core/Client.py``, ``core/function.py``, ``utils/svrg.py`` and ``utils/options.py``, which run
+unchanged on Python 3.11, torch 2.13 and numpy 2).
 """
 
 from __future__ import annotations
@@ -31,8 +33,6 @@ HOW = (f"set {FEDMSA.env} to a checkout of {FEDMSA.repository} (git clone "
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
     "BLOClient": "core.BLOClient:BLOClient",
-    "ClientManage": "core.ClientManage_blo:ClientManage",
-    "FedAvgP": "utils.Fed:FedAvgP",
     "args_parser": "utils.options:args_parser",
 }
 

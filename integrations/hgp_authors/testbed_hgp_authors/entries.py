@@ -40,10 +40,6 @@ def make(**kw: Any) -> AuthorsHGP:
     return AuthorsHGP(inner=inner, **kw)
 
 
-def make_exact(**kw: Any) -> AuthorsHGP:
-    return make(**{**kw, "averaging": "exact"})
-
-
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
         name="hgp-authors", cls=AuthorsHGP, paper="HGP (authors' code)",
@@ -55,7 +51,9 @@ ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
         name="hgp-authors-exact-averaging", cls=AuthorsHGP, paper="HGP (authors' code)",
         reference=f"{SOURCE}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
-        supports=frozenset({"bilevel"}), make=make_exact, settings=INNER,
+        # averaging "exact" or "server" (the claims pass either): both are Theta, their gossip
+        # on their complete graph
+        supports=frozenset({"bilevel"}), make=make, settings={**INNER, "averaging": "exact"},
         fixed=(*FIXED, "pushsum_steps", "graph_family", "graph_seed"),
         closed_form_only=True,
         enrolled_claims=("hgp.exact_averaging.error_identity", "hgp.theorem1.rate_in_m",

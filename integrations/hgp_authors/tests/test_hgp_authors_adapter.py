@@ -253,15 +253,30 @@ print(json.dumps(out))
 '''
 
 
+def check_same_as_testbed(repo: Path) -> None:
+    out = last_json(run(SAME_AS_TESTBED, repo))
+    for name, (trajectory_gap, consensus_gap) in out.items():
+        # Why 1e-12: the same float64 products in another order
+        assert trajectory_gap <= 1e-12 and consensus_gap <= 1e-12, (name, out)
+
+
 @pytest.mark.slow
 def test_a_faithful_stand_in_is_the_testbeds_hgp_to_round_off(tmp_path):
     """Their driver's v^(m) (times n) and their gossip's consensus errors against the testbed's
     HGP on the same graphs: random directed (GossipNormalize), static (GossipGivenWeights with
     Metropolis W) and exact averaging (the complete graph)."""
-    out = last_json(run(SAME_AS_TESTBED, stand_in(tmp_path / "alg2", faithful=True)))
-    for name, (trajectory_gap, consensus_gap) in out.items():
-        # Why 1e-12: the same float64 products in another order
-        assert trajectory_gap <= 1e-12 and consensus_gap <= 1e-12, (name, out)
+    check_same_as_testbed(stand_in(tmp_path / "alg2", faithful=True))
+
+
+CHECKOUT = pytest.mark.skipif(not os.environ.get("HGP_AUTHORS_REPO"),
+                              reason="no checkout of hitachi-rd-cv/pdbo-hgp named "
+                                     "(HGP_AUTHORS_REPO)")
+
+
+@CHECKOUT
+@pytest.mark.slow
+def test_the_authors_driver_is_the_testbeds_hgp_to_round_off():
+    check_same_as_testbed(Path(os.environ["HGP_AUTHORS_REPO"]))
 
 
 VERDICTS = '''
@@ -297,8 +312,8 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
     assert len(lines) == 1 and "HGP_AUTHORS_REPO" in lines[0], lines
 
 
-@pytest.mark.skipif(not os.environ.get("HGP_AUTHORS_REPO"),
-                    reason="no checkout of hitachi-rd-cv/pdbo-hgp named (HGP_AUTHORS_REPO)")
+@CHECKOUT
+@pytest.mark.slow
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["HGP_AUTHORS_REPO"])
     code = ("import sys, torch\ntorch.set_default_dtype(torch.float64)\n"

@@ -1,10 +1,10 @@
 """The HGP authors'-code adapter, driven against stand-ins of their module API (written here, not
 their code; as the FedNest adapter's tests do): a stand-in implementing Alg. 1-2 as the paper
 states them meets the enrolled claims and equals the testbed's HGP to round-off, one whose
-``step_m`` forgets the Push-Sum de-bias of u fails the Push-Sum claim while the exact-averaging
-claims (weights stay 1 on the complete graph) still hold, a missing checkout gives one line. With
-``HGP_AUTHORS_REPO`` naming a checkout of hitachi-rd-cv/pdbo-hgp, the verdicts recorded for its
-commit are checked too."""
+``step_m`` forgets the Push-Sum de-bias of the v-step fails Corollary 1's bound while the
+exact-averaging claim (weights stay 1 on the complete graph) still holds, a missing checkout
+gives one line. With ``HGP_AUTHORS_REPO`` naming a checkout of hitachi-rd-cv/pdbo-hgp, the
+verdicts recorded for its commit are checked, and their driver is the testbed's HGP."""
 
 from __future__ import annotations
 
@@ -160,13 +160,14 @@ class HyperGradEstimator(nn.Module):
         weight = self.client.gossip.weight.detach()
         with torch.no_grad():
             for v, jw in zip(self.vs, products[k:]):
-                v.add_(-self.dumping * jw / weight)
+                v.add_({V_STEP})
             for u, w, hw in zip(self.us, self.ws, products[:k]):
-                u.copy_({U_UPDATE})
+                u.copy_((w - self.dumping * hw) / weight)
 '''
-FAITHFUL_U = "(w - self.dumping * hw) / weight"
-# forgets the de-bias of u: exact on the complete graph (omega = 1), wrong on directed graphs
-NO_DEBIAS_U = "w - self.dumping * hw"
+FAITHFUL_V = "-self.dumping * jw / weight"
+# forgets the de-bias of the v-step (J applied to the Push-Sum numerator w, not w / omega):
+# exact on the complete graph (omega = 1), a floor of order |omega - 1| on directed graphs
+NO_DEBIAS_V = "-self.dumping * jw"
 DRIVER = '''
 from constants import KeysOptionHGP
 from module_torch.hgp import HyperGradEstimator
@@ -205,8 +206,8 @@ def stand_in(folder: Path, faithful: bool) -> Path:
     files = {"constants.py": CONSTANTS, "module_torch/__init__.py": "",
              "module_torch/gossip_protocol.py": GOSSIP,
              "module_torch/communication_graph.py": GRAPH,
-             "module_torch/hgp.py": HGP.replace("{U_UPDATE}", FAITHFUL_U if faithful
-                                                else NO_DEBIAS_U),
+             "module_torch/hgp.py": HGP.replace("{V_STEP}", FAITHFUL_V if faithful
+                                                else NO_DEBIAS_V),
              "lib_task/__init__.py": "", "lib_task/hyper_gradient_push.py": DRIVER}
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)

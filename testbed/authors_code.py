@@ -1,10 +1,15 @@
-"""The authors' FedNest code (ucr-optml/FedNest) imported from a checkout the user names,
-unmodified: one loader for the benchmark that times it (``benchmarks/authors_fednest.py``) and
-the plugin that verifies it (``integrations/fednest_authors``).
+"""The authors' own code (the FedNest, HGP and FedMSA authors' repositories) imported from a
+checkout the user names, unmodified: one loader for the benchmark that times FedNest's
+(``benchmarks/authors_fednest.py``) and the plugins that verify them (``integrations/
+fednest_authors``, ``integrations/hgp_authors``, ``integrations/fedmsa_authors``).
 
-Their top-level packages (``core``, ``utils``, ``models``) are imported from the checkout; the
-two imports their modules make and never use (``from cv2 import log``, ``from importlib_metadata
-import requires``) get empty stand-ins when those packages are absent. Nothing of theirs is
+A :class:`Codebase` says what one repository needs: the environment variable that names a
+checkout, its top-level packages (imported from the checkout; one of another origin already
+imported would shadow them), the imports its modules make and the adapter never reaches (an
+empty stand-in module each, only when the package is absent: ``from cv2 import log`` in
+FedNest's ``core/ClientManage_hr.py``, ``torchvision`` in pdbo-hgp's ``fedem/models.py``), and
+the names a module they import from has dropped since their release (added for the duration
+of their import only, and removed after it, so nothing else sees them). Nothing of theirs is
 copied into this project.
 
 >>> try:
@@ -16,26 +21,55 @@ copied into this project.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import os
 import sys
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
-#: The environment variable naming a checkout, when no path is given.
-AUTHORS_ENV = "FEDNEST_AUTHORS_REPO"
+
+@dataclasses.dataclass(frozen=True)
+class Codebase:
+    """What importing one authors' repository needs (see the module docstring).
+
+    Attributes:
+        repository: ``owner/name`` on GitHub (for messages).
+        env: the environment variable naming a checkout.
+        packages: their top-level packages and modules.
+        unused_imports: module -> names imported from it that the adapter never reaches.
+        import_shims: module -> {name: value} the module no longer has and their imports name;
+            present only while their modules are imported.
+    """
+
+    repository: str
+    env: str
+    packages: tuple[str, ...]
+    unused_imports: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    import_shims: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+#: The FedNest authors' code (ucr-optml/FedNest): their modules import ``cv2.log`` and
+#: ``importlib_metadata.requires`` and never use them.
+FEDNEST = Codebase("ucr-optml/FedNest", "FEDNEST_AUTHORS_REPO", ("core", "utils", "models"),
+                   {"cv2": ("log",), "importlib_metadata": ("requires",)})
+#: The environment variable naming a FedNest checkout, when no path is given.
+AUTHORS_ENV = FEDNEST.env
 #: Their top-level packages: one of another origin already imported would shadow theirs.
-PACKAGES = ("core", "utils", "models")
+PACKAGES = FEDNEST.packages
 #: Imports of the authors' modules that they never use, and the names imported from them.
-UNUSED_IMPORTS = {"cv2": ("log",), "importlib_metadata": ("requires",)}
+UNUSED_IMPORTS = FEDNEST.unused_imports
 
 
 class AuthorsCodeError(ImportError):
-    """The named folder does not hold the authors' FedNest code, or it cannot be imported."""
+    """The named folder does not hold the authors' code, or it cannot be imported."""
 
 
-def checkout(path: str | os.PathLike[str], names: Mapping[str, str]) -> Path:
+def checkout(path: str | os.PathLike[str], names: Mapping[str, str],
+             codebase: Codebase = FEDNEST) -> Path:
     """The folder ``path``, resolved, once it is checked to hold the file of each module that
     ``names`` (attribute -> ``"module:name"``, as :func:`import_authors_code` takes them)
     imports from."""
@@ -44,26 +78,65 @@ def checkout(path: str | os.PathLike[str], names: Mapping[str, str]) -> Path:
                     for reference in names.values()})
     missing = [name for name in files if not (repo / name).is_file()]
     if missing:
-        raise AuthorsCodeError(f"{repo} is not a checkout of ucr-optml/FedNest: it lacks "
+        raise AuthorsCodeError(f"{repo} is not a checkout of {codebase.repository}: it lacks "
                                f"{', '.join(missing)}")
     return repo
 
 
-def named_checkout() -> str | None:
-    """The folder ``$FEDNEST_AUTHORS_REPO`` names, or ``None``."""
-    return os.environ.get(AUTHORS_ENV) or None
+def named_checkout(codebase: Codebase = FEDNEST) -> str | None:
+    """The folder the codebase's environment variable names, or ``None``."""
+    return os.environ.get(codebase.env) or None
 
 
-def import_authors_code(repo: Path, names: Mapping[str, str]) -> types.SimpleNamespace:
+def commit_of(repo: Path) -> str:
+    """The checkout's commit (``.git`` a folder or a worktree's ``gitdir:`` file), or
+    "unknown" (a snapshot without git metadata)."""
+    try:
+        git = repo / ".git"
+        if git.is_file():
+            git = (repo / git.read_text().strip().removeprefix("gitdir:").strip()).resolve()
+        ref = (git / "HEAD").read_text().strip()
+        if not ref.startswith("ref: "):
+            return ref
+        for folder in (git, git.parent.parent if git.parent.name == "worktrees" else git):
+            if (folder / ref[5:]).is_file():
+                return (folder / ref[5:]).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref[5:]):
+                return line.split()[0]
+    except OSError:
+        pass
+    return "unknown"
+
+
+@contextlib.contextmanager
+def _shims(codebase: Codebase) -> Iterator[None]:
+    """The codebase's import shims present while the block runs, removed after it."""
+    added: list[tuple[types.ModuleType, str]] = []
+    try:
+        for module_name, names in codebase.import_shims.items():
+            module = importlib.import_module(module_name)
+            for name, value in names.items():
+                if not hasattr(module, name):
+                    setattr(module, name, value)
+                    added.append((module, name))
+        yield
+    finally:
+        for module, name in added:
+            delattr(module, name)
+
+
+def import_authors_code(repo: Path, names: Mapping[str, str],
+                        codebase: Codebase = FEDNEST) -> types.SimpleNamespace:
     """Their objects ``names`` (attribute -> ``"module:name"``, e.g. ``"ClientManageHR":
     "core.ClientManage_hr:ClientManageHR"``) imported from ``repo``, with ``repo`` itself."""
-    for package in PACKAGES:
+    for package in codebase.packages:
         loaded = sys.modules.get(package)
         if loaded is not None and not str(getattr(loaded, "__file__", "")).startswith(str(repo)):
             raise AuthorsCodeError(f"a different top-level package {package!r} is already "
                                    f"imported ({getattr(loaded, '__file__', loaded)}); import "
-                                   "the authors' code in its own process")
-    for module, unused in UNUSED_IMPORTS.items():
+                                   f"the {codebase.repository} code in its own process")
+    for module, unused in codebase.unused_imports.items():
         try:
             importlib.import_module(module)
         except ImportError:
@@ -72,18 +145,22 @@ def import_authors_code(repo: Path, names: Mapping[str, str]) -> types.SimpleNam
             for name in unused:
                 setattr(stand_in, name, None)
             sys.modules[module] = stand_in
+            parent, _, child = module.rpartition(".")
+            if parent in sys.modules:
+                setattr(sys.modules[parent], child, stand_in)
     if str(repo) not in sys.path:
         sys.path.insert(0, str(repo))
     found: dict[str, object] = {"repo": repo}
     try:
-        for attribute, reference in names.items():
-            module, _, name = reference.partition(":")
-            found[attribute] = getattr(importlib.import_module(module), name)
+        with _shims(codebase):
+            for attribute, reference in names.items():
+                module, _, name = reference.partition(":")
+                found[attribute] = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as error:
         raise AuthorsCodeError(f"cannot import the authors' modules from {repo}: "
                                f"{error}") from error
     return types.SimpleNamespace(**found)
 
 
-__all__ = ["AUTHORS_ENV", "AuthorsCodeError", "UNUSED_IMPORTS", "checkout",
-           "import_authors_code", "named_checkout"]
+__all__ = ["AUTHORS_ENV", "FEDNEST", "PACKAGES", "UNUSED_IMPORTS", "AuthorsCodeError",
+           "Codebase", "checkout", "commit_of", "import_authors_code", "named_checkout"]

@@ -19,6 +19,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
+AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 
 CLIENT = '''
 import copy
@@ -155,7 +156,9 @@ def stand_in(folder: Path, faithful: bool) -> Path:
 
 
 def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "FEDNEST_AUTHORS_REPO"}
+    # every authors' checkout variable dropped: FedNest's and FedMSA's trees share their
+    # top-level packages and cannot load in one process
+    env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
     if repo is not None:
         env["FEDNEST_AUTHORS_REPO"] = str(repo)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,0 +1,19 @@
+"""The FedMSA authors' code as a testbed registry entry (entry point ``testbed.estimators``); its
+claims name it (``claims.toml``). Importing this needs ``FEDMSA_AUTHORS_REPO`` (a checkout of
+ucr-optml/FedMSA): without it the plugin is left out with the line that says so."""
+
+from __future__ import annotations
+
+import functools
+
+from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed_fedmsa_authors.adapter import AuthorsFedMSA
+from testbed_fedmsa_authors.authors_code import CODE, COMMIT
+
+ENTRIES: list[EstimatorInfo] = [
+    EstimatorInfo(
+        name="fedmsa-authors", cls=AuthorsFedMSA, paper="FedMSA (authors' code)",
+        reference=(f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): Client.p_func, "
+                   "Client.s_func, BLOClient.update_local"),
+        supports=ALL_KINDS, make=functools.partial(AuthorsFedMSA)),
+]

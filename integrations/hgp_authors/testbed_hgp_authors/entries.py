@@ -1,0 +1,61 @@
+"""The HGP authors' code as testbed registry entries (entry point ``testbed.estimators``),
+enrolled in the HGP claims that apply to their deterministic estimator. Importing this needs
+``HGP_AUTHORS_REPO`` (a checkout of hitachi-rd-cv/pdbo-hgp): without it the plugin is left out
+with the line that says so.
+
+- ``hgp-authors``: their driver and gossip on the testbed's graph sequences (Alg. 1 Push-Sum,
+  Alg. 2): the Push-Sum consensus of their gossip (Lemma 2 corrected), Corollary 1's explicit
+  bound (D1) at every m, and the negative control (no strong connectivity, no convergence);
+- ``hgp-authors-exact-averaging``: the same driver on their complete graph, one Push-Sum step
+  per call (Theta exactly): the error identity of eq. (10) in M, Theorem 1's rate in M,
+  Theorem 2's corrected bound in the inner error, Lemma 1's eta-invariance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
+from testbed.info import EstimatorInfo, field_defaults
+from testbed_hgp_authors.adapter import AuthorsHGP
+from testbed_hgp_authors.authors_code import CODE, COMMIT
+
+SOURCE = f"hitachi-rd-cv/pdbo-hgp at {COMMIT[:12]} ({CODE.repo})"
+CALLS = ("lib_task.hyper_gradient_push.hyper_gradient_push, module_torch.hgp."
+         "HyperGradEstimator, module_torch.gossip_protocol")
+#: The inner solver's keywords (the testbed's: their SGP is not run) and their defaults.
+INNER = {"inner_steps": None, **field_defaults(StochasticGradientPush, step_size="inner_step_size",
+                                                variant="sgp_variant")}
+#: Fields the adapter does not offer (the deterministic form; the edge probabilities of the
+#: random families are the testbed's defaults).
+FIXED = ("batch_size", "shared_sample", "keep_weights", "edge_probability", "inner")
+
+
+def make(**kw: Any) -> AuthorsHGP:
+    """``AuthorsHGP`` with the inner solver from ``inner_steps`` (None: the exact consensus
+    solution; an int: that many testbed SGP steps from the state, 0 the state's own y)."""
+    steps = kw.pop("inner_steps")
+    size, variant = kw.pop("inner_step_size"), kw.pop("sgp_variant")
+    inner = ExactConsensus() if steps is None else StochasticGradientPush(steps, size, variant)
+    return AuthorsHGP(inner=inner, **kw)
+
+
+ENTRIES: list[EstimatorInfo] = [
+    EstimatorInfo(
+        name="hgp-authors", cls=AuthorsHGP, paper="HGP (authors' code)",
+        reference=f"{SOURCE}: {CALLS} (GossipNormalize) on the testbed's graph sequences",
+        supports=frozenset({"bilevel"}), make=make, settings=INNER,
+        fixed=(*FIXED, "averaging"), closed_form_only=True,
+        enrolled_claims=("hgp.lemma2.geometric_consensus", "hgp.corollary1.explicit_bound",
+                         "hgp.negative_control.not_strongly_connected")),
+    EstimatorInfo(
+        name="hgp-authors-exact-averaging", cls=AuthorsHGP, paper="HGP (authors' code)",
+        reference=f"{SOURCE}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
+        # averaging "exact" or "server" (the claims pass either): both are Theta, their gossip
+        # on their complete graph
+        supports=frozenset({"bilevel"}), make=make, settings={**INNER, "averaging": "exact"},
+        fixed=(*FIXED, "pushsum_steps", "graph_family", "graph_seed"),
+        closed_form_only=True,
+        enrolled_claims=("hgp.exact_averaging.error_identity", "hgp.theorem1.rate_in_m",
+                         "hgp.theorem2.corrected", "hgp.lemma1.eta_invariance")),
+]

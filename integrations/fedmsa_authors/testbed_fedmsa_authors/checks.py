@@ -1,7 +1,7 @@
 r"""Checks of the claims the FedMSA authors' code is decided against (``claims.toml``).
 
 FedMSA's bilevel maps (paper eq. (10), N = 1, z = [w; v]; the printed (10a) has ``grad_x f``
-where ``grad_w f`` belongs, FedMSA notes 1.3) for client m:
+where ``grad_w f`` belongs, as eq. (2) and the code have it) for client m:
 
 .. math::  S^m(x, z) = [\nabla_w g^m(x, w);\ \nabla^2_w g^m(x, w) v - \nabla_w f^m(x, w)],
            \qquad P^m(x, z) = \nabla_x f^m(x, w) - \nabla^2_{xw} g^m(x, w) v,

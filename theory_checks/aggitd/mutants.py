@@ -180,3 +180,7 @@ MUTANTS: tuple[Mutant, ...] = (
             "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
            first=(comm.ROUNDS_PER_ITERATION.id,), cheap=True),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {}

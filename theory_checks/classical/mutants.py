@@ -395,3 +395,7 @@ MUTANTS: tuple[Mutant, ...] = (
            {"exact": registry_variant("exact", PerClientExact)},
            first=(exact.FINITE_DIFFERENCES.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {}

@@ -159,3 +159,7 @@ MUTANTS: tuple[Mutant, ...] = (
            first=(mco.EXACT_SEMANTICS_FIXED_POINT_STATIONARY.id,)),
 )
 
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {}

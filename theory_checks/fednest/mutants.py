@@ -478,3 +478,7 @@ MUTANTS: tuple[Mutant, ...] = (
            _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
            first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {}

@@ -284,3 +284,7 @@ MUTANTS: tuple[Mutant, ...] = (
            {"hgp-globalgrad": registry_variant("hgp-globalgrad", ClientAdjointGlobal)},
            first=(taxonomy.CLOSED_FORMS.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {}

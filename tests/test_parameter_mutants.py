@@ -81,13 +81,28 @@ def test_a_perturbed_estimator_records_the_true_value_and_runs_the_wrong_one():
 
 
 def test_a_step_left_to_the_problem_is_resolved_then_perturbed():
-    """FedIHGP's beta = None (1/L from the problem): the perturbed run steps 1/(2L)."""
-    built = _builder("param.fedihgp.inner_step_size.half")()
-    assert built.inner_step_size is None
+    """AID-Neumann's lambda = None (1/L from the problem): the perturbed run steps 1/(2L),
+    exactly the estimate of lambda = 1/(2L) given, while the built object records None."""
+    torch.set_default_dtype(torch.float64)
     problem = QuadraticBilevel.random(2, 2, 3, 5.0, seed=1)
-    beta, _ = built.steps(problem)
-    assert beta == pytest.approx(0.5 * get_estimator("fedihgp").build().steps(problem)[0],
-                                 rel=1e-15)
+    built = _builder("param.aid-neumann.neumann_step_size.half")(inner_steps=None)
+    assert built.linear_solver.step_size is None
+    given = get_estimator("aid-neumann").build(
+        inner_steps=None, neumann_step_size=0.5 / float(problem.constants().L))
+
+    def value(estimator):
+        return estimator.estimate(problem, torch.zeros(2), estimator.init(problem),
+                                  np.random.default_rng(0)).value
+
+    assert torch.equal(value(built), value(given))
+
+
+def test_a_step_a_check_reads_back_is_the_recorded_one():
+    """FedIHGP's ``steps(problem)`` asked by a check reports the recorded beta = 1/L (a
+    reporting method), while its run steps 1/(2L)."""
+    built = _builder("param.fedihgp.inner_step_size.half")()
+    problem = QuadraticBilevel.random(2, 2, 3, 5.0, seed=1)
+    assert built.steps(problem) == get_estimator("fedihgp").build().steps(problem)
 
 
 def _fedmsa_case() -> Case:

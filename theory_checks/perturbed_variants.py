@@ -61,11 +61,14 @@ def field_variant(name: str, **change: Callable[[Any], Any]) -> Callable[..., An
 
 # --------------------------------------------------------------------------- parameters
 
-#: Methods through which an estimator reports its parameters rather than runs with them: a
-#: pinned part answers these with the recorded (true) value, so a count that is reported but
-#: not run (the realistic bug) is visible to the claims that compare the report with the run.
+#: Methods through which an estimator reports its parameters rather than runs with them (its
+#: communication formulas; the steps it resolves from the problem): a pinned part answers these
+#: from the recorded (true) value when a check asks, so a count or step that is reported but not
+#: run (the realistic bug) is visible to the claims that compare the report with the run. The
+#: part's own methods, running on the twin, resolve the perturbed value.
 REPORTING_METHODS = frozenset({"rounds_formula", "rounds_per_iteration", "rounds_per_call",
-                               "rounds_per_round"})
+                               "rounds_per_round", "steps", "step_sizes", "resolve_steps",
+                               "step_size", "gamma"})
 
 #: How a part resolves a ``None`` parameter at run time: ``resolve(part, problem)``.
 Resolver = Callable[[Any, Any], Any]
@@ -84,13 +87,15 @@ def problem_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 
 
 def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
-                  resolve: Resolver | None) -> type:
+                  resolvers: Callable[[type, str], Resolver | None]) -> type:
     """A subclass of dataclass ``cls`` whose fields keep what was recorded (the true
     parameter) and whose methods run on a twin with ``field`` replaced by ``rule`` of its value
     (of the value ``resolve`` gives for ``None``, from the problem the method is called with).
     Only :data:`REPORTING_METHODS` and dunder or private names are answered by the recorded
-    object itself."""
+    object itself; a property that builds a part carrying the same field (FBO-AggITD's
+    ``estimator``) gives that part pinned the same way."""
     fields = {f.name for f in dataclasses.fields(cls)}
+    resolve = resolvers(cls, field)
 
     def twin(self: Any, problem: Any) -> Any:
         value = object.__getattribute__(self, field)
@@ -108,6 +113,9 @@ def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
         if attr.startswith("_") or attr in fields or attr in REPORTING_METHODS:
             return value
         if isinstance(getattr(cls, attr, None), property):  # a part built from the fields
+            if dataclasses.is_dataclass(value) and field in {
+                    f.name for f in dataclasses.fields(value)}:
+                return pin_at(value, (field,), rule, resolvers)
             return getattr(twin(self, None), attr)
         if not callable(value) or not hasattr(value, "__self__"):
             return value
@@ -158,7 +166,7 @@ def pin_at(obj: Any, path: tuple[str, ...], rule: Callable[[Any], Any],
         return dataclasses.replace(obj, **{head: pin_at(getattr(obj, head), tuple(rest), rule,
                                                         resolvers)})
     cls = type(obj)
-    pinned = _pinned_class(cls, head, rule, resolvers(cls, head))
+    pinned = _pinned_class(cls, head, rule, resolvers)
     return pinned(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init})
 
 

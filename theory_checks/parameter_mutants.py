@@ -64,15 +64,22 @@ INT_WHEN_GIVEN = ("batch_size", "inner_steps")
 
 #: Parameters that are not numbers to perturb, with the reason.
 NOT_NUMBERS: dict[str, str] = {
-    "participation": "None means every client (a fraction or a count only in the "
-                     "client-sampling claims, which pass it themselves); where it is a count "
-                     "by default (FedMSA's one local client) it is perturbed",
+    "participation": "None means every client: a fraction or a count is a sampling design the "
+                     "client-sampling claims pass themselves, not a value to misread",
     "graph_seed": "a seed choosing which graph of the family is drawn: the paper's results hold "
                   "on every graph of the family, so a claim holds on seed + 1 as on seed and "
                   "none can (or should) pin it",
     "index": "a truncation index chosen by the check (None: drawn), not a value the "
              "estimator can misread",
 }
+
+#: An algorithm's fields that the run's federated context reads as its configuration
+#: (:func:`testbed.algorithms.base.run_algorithm`), not the algorithm's own methods.
+HARNESS_FIELDS = ("participation", "batch_size")
+HARNESS_REASON = ("read by the run's federated context as its configuration (run_algorithm "
+                  "builds the context from the algorithm's participation and batch size): the "
+                  "value recorded is the value run, so a perturbation that records one value "
+                  "and runs another has no place to live")
 
 # How each part resolves a ``None`` step at run time (the part's own rule), so that the
 # perturbation of a step left to the problem is the perturbation of the step it runs with.
@@ -122,7 +129,9 @@ def killing_claims(entry: str) -> list[str]:
 
 def parameter_kind(keyword: str, default: Any) -> str | None:
     """"real", "int", or ``None`` (not a number to perturb)."""
-    if keyword in NOT_NUMBERS or isinstance(default, bool):
+    if isinstance(default, bool):
+        return None
+    if keyword in NOT_NUMBERS:
         return None
     if keyword.endswith("step_size") or keyword == "momentum":
         return "real" if default is None or isinstance(default, (int, float)) else None
@@ -161,6 +170,9 @@ def generate(entries: tuple[EstimatorInfo, ...] = tuple(BUILTIN)
             skipped.append(NotGenerated(info.name, "*", _why_unchecked(info)))
             continue
         for keyword, default in info.defaults.items():
+            if info.role == "algorithm" and keyword in HARNESS_FIELDS:
+                skipped.append(NotGenerated(info.name, keyword, HARNESS_REASON))
+                continue
             kind = parameter_kind(keyword, default)
             if kind is None:
                 skipped.append(NotGenerated(info.name, keyword, NOT_NUMBERS.get(

@@ -183,4 +183,10 @@ MUTANTS: tuple[Mutant, ...] = (
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
-PARAMETER_EQUIVALENTS: dict[str, str] = {}
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.aggitd.batch_size.{way}": (
+        "every claim of aggitd computes the estimator on exact oracles (batch_size None, the "
+        "entry's default; no aggitd check passes a batch): the batch size does not exist in "
+        "any answer of its suite")
+       for way in ("plus1", "minus1")},
+}

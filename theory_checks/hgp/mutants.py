@@ -308,4 +308,16 @@ PARAMETER_EQUIVALENTS: dict[str, str] = {
         "steps, so no SGP step is ever taken; every other claim runs the exact consensus "
         "solution")
        for way in ("half", "double")},
+    **{f"param.{entry}.{keyword}.{way}": (
+        f"every claim of {entry} runs the exact consensus inner solution (inner_steps None, "
+        "the entry's default; no check passes a count), where SGP's count and step do not "
+        "exist; the inexact inner solution is pinned on hgp-exact-averaging "
+        "(hgp.theorem2.corrected) and hgp-personalization (hgp.personalization.step_identity)")
+       for entry in ("hgp-stochastic", "hgp-static")
+       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double"))) for way in ways},
+    **{f"param.hgp-static.batch_size.{way}": (
+        "the entry's one claim (hgp.theorem1.rate_in_s) runs exact Jacobians (batch_size None, "
+        "the entry's default): the batch size does not exist in its answer")
+       for way in ("plus1", "minus1")},
 }

@@ -484,10 +484,12 @@ MUTANTS: tuple[Mutant, ...] = (
 PARAMETER_EQUIVALENTS: dict[str, str] = {
     **{f"param.fedihgp.{keyword}.{way}": (
         "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
-        "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count and step "
-        "never run there (minus one from T = 0 is no count, the case runs as built); FedInn is "
-        "pinned on fednest (fednest.fedinn.linear_rate, fednest.rounds.*)")
+        "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
+        "steps and step never run there (minus one from T = 0 is no count, the case runs as "
+        "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
+        "fednest.compositional.one_call_exact, fednest.rounds.*)")
        for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("local_steps", ("plus1", "minus1")),
                              ("inner_step_size", ("half", "double"))) for way in ways},
     "param.fedihgp.batch_size.plus1": (
         "the one claim of fedihgp that draws minibatches (fednest.lemma22.abs_error_*, at b = "

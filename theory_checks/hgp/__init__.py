@@ -18,7 +18,8 @@ perturbation(s), positive control and claims:
 =========================================  ======================  ===========================
 result                                     module                  claims
 =========================================  ======================  ===========================
-Algorithm 1 (Push-Sum in stochastic HGP)   :mod:`.alg1`            ``pushsum_operator``
+Algorithm 1 (Push-Sum in stochastic HGP)   :mod:`.alg1`            ``pushsum_operator``,
+                                                                   ``static_operator``
 Lemma 1 (eq. 9, eq. 10's fixed point)      :mod:`.lemma1`          ``eta_invariance``
 exact averaging: eq. (16)'s error (D2)     :mod:`.exact_averaging` ``error_identity``
 Lemma 2 (Push-Sum error, eq. 15)           :mod:`.lemma2`          ``sqrt_n_constant``,

@@ -24,6 +24,11 @@ recorded changes the moments and the runs alike and passes them all (issue 32), 
 claims check the Push-Sum of the exact-Jacobian entry, not this one. The operator depends on
 nothing stochastic: the claim is exact.
 
+The static-network variant (HGP sec. 4, entry ``hgp-static``) runs Algorithm 1 on one
+undirected graph with the doubly-stochastic Metropolis weights W, whose Push-Sum weights stay
+1: :data:`STATIC_OPERATOR` checks that each of its calls applies ``W^S``, W computed here from
+the graph's edges (``W_ij = 1 / (1 + max(d_i, d_j))``), to the same 1e-12.
+
 Hypothesis: Assumption 1 (B-strong connectivity of the graph sequence,
 :func:`~theory_checks.hgp.constants.assumption1`), under which (A1) is well defined (every
 ``(P 1)_i > 0``).
@@ -109,4 +114,62 @@ PUSHSUM_OPERATOR = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (PUSHSUM_OPERATOR,)
+# --------------------------------------------------------------------------- static variant
+
+
+def metropolis_operator(edges: np.ndarray, S: int) -> np.ndarray:
+    """``W^S`` with ``W`` the Metropolis weights of the static undirected graph ``edges`` (self
+    loops included): ``W_ij = 1 / (1 + max(d_i, d_j))`` on an edge, ``W_ii = 1 - sum_j W_ij``,
+    ``d`` the degree without the self loop (Xiao & Boyd 2004; HGP sec. 4, notes 3.5)."""
+    E = edges.astype(bool).copy()
+    np.fill_diagonal(E, False)
+    degree = E.sum(axis=1)
+    W = np.where(E, 1.0 / (1.0 + np.maximum(degree[:, None], degree[None, :])), 0.0)
+    W[np.diag_indices_from(W)] = 1.0 - W.sum(axis=1)
+    return np.linalg.matrix_power(W, S)
+
+
+def check_static_operator(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """The static variant's first :data:`CALLS` averaging operators against ``W^S``: the
+    largest entry-wise gap."""
+    n, S = case.problem.n_clients, int(case.params["pushsum_steps"])
+    est = make(pushsum_steps=S, graph_seed=case.params["graph_seed"])
+    graph = graph_of(case)
+    reference = metropolis_operator(graph.edges(0, 1)[0], S)
+    worst = max(float(np.abs(T - reference).max())
+                for T in averaging_operators(est, n, CALLS))
+    return Measurement(worst, RTOL, worst <= RTOL, "max entry gap <=",
+                       details={"S": S, "n": n, "calls": CALLS})
+
+
+# Cases: the static undirected family (the entry's), S in 1..12.
+static_operator_cases = graph_cases(strategies.per_client_quadratic(max_dim=1),
+                                    ("static_undirected",))
+
+
+STATIC_OPERATOR_PERTURBATION = Perturbation(
+    name="static gossip one step short",
+    description=("The static variant runs S - 1 gossip steps per call while S is recorded: "
+                 "its operator is W^(S-1), which differs from W^S by O(1e-2) or more on these "
+                 "graphs."),
+    build=field_variant("hgp-static", pushsum_steps=lambda est: est.pushsum_steps - 1),
+)
+
+
+STATIC_OPERATOR = Claim(
+    id="hgp.alg1.static_operator",
+    paper="HGP",
+    reference="HGP sec. 4, static-network variant: Algorithm 1 with the doubly-stochastic "
+              "Metropolis W, Theta_hat = W^S (notes 3.5)",
+    kind="exact_identity",
+    statement=("each averaging call of the static variant applies W^S, W the Metropolis "
+               "weights of the static undirected graph"),
+    estimators=("hgp-static",),
+    strategy=static_operator_cases,
+    check=check_static_operator,
+    hypotheses=(assumption1("static_undirected"),),
+    perturbation=STATIC_OPERATOR_PERTURBATION,
+)
+
+
+CLAIMS: tuple[Claim, ...] = (PUSHSUM_OPERATOR, STATIC_OPERATOR)

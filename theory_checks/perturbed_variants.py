@@ -74,6 +74,14 @@ REPORTING_METHODS = frozenset({"rounds_formula", "rounds_per_iteration", "rounds
 Resolver = Callable[[Any, Any], Any]
 
 
+def apply_rule(rule: Callable[[Any], Any], value: Any) -> Any:
+    """``rule`` of a value, entry-wise for a per-client tuple (``local_steps = (tau_1, ...)``,
+    a per-level ``inner_step_size``)."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(rule(v) for v in value)
+    return rule(value)
+
+
 def problem_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """The problem a method is called with: an argument that is one (it has ``n_clients`` and
     ``initial_point``), or that holds one (a federated context, counted oracles)."""
@@ -104,7 +112,7 @@ def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
                 return recast(self, cls)  # nothing to perturb: the parameter is not used here
             value = resolve(recast(self, cls), problem)
         try:
-            return recast(self, cls, **{field: rule(value)})
+            return recast(self, cls, **{field: apply_rule(rule, value)})
         except ValueError:  # the perturbed value is invalid here (a count below its minimum):
             return recast(self, cls)  # the bug cannot exist in this case, which runs as built
 
@@ -189,7 +197,7 @@ def parameter_variant(name: str, keyword: str, rule: Callable[[Any], Any],
         try:
             a, b = (info.build(**{**kw, keyword: probes[0]}),
                     info.build(**{**kw, keyword: probes[1]})) if value is None else (
-                        built, info.build(**{**kw, keyword: rule(value)}))
+                        built, info.build(**{**kw, keyword: apply_rule(rule, value)}))
         except ValueError:  # the perturbed value is invalid for this build: it runs as built
             return built
         for path in parameter_paths(a, b):

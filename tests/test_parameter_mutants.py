@@ -23,6 +23,7 @@ from theory_checks.parameter_mutants import (
     EQUIVALENTS,
     GENERATED,
     NOT_GENERATED,
+    OPEN,
     killing_claims,
     parameter_kind,
     unknown_equivalents,
@@ -139,10 +140,17 @@ def test_stochastic_hgp_pushsum_one_step_short_is_killed_by_alg1():
     assert not wrong.passed and wrong.measured > 1e-3
 
 
+def test_the_open_survivors_are_generated_and_not_declared_equivalent():
+    assert set(OPEN) <= set(BY_NAME) and not set(OPEN) & set(EQUIVALENTS)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", GENERATED, ids=[m.name for m in GENERATED])
+@pytest.mark.parametrize("mutant", [
+    pytest.param(m, marks=pytest.mark.xfail(reason=OPEN[m.name], strict=True))
+    if m.name in OPEN else m for m in GENERATED], ids=[m.name for m in GENERATED])
 def test_generated_perturbation_is_killed_or_equivalent(mutant):
-    """The generated set on the fast profile (``tox -e mutate`` runs it as one command)."""
+    """The generated set on the fast profile (``tox -e mutate`` runs it as one command); the
+    :data:`~theory_checks.parameter_mutants.OPEN` survivors are expected to survive."""
     record = run_mutant(mutant, get_profile("fast"))
     assert as_expected(record), (
         f"{mutant.name}: {record['status']}"

@@ -5,9 +5,9 @@ For each registry entry (:data:`testbed.registry.BUILTIN`) and each parameter it
 ``defaults``), the realistic bug of a parameter read in one place and run from another: a real
 value (a step alpha, beta, lambda, eta; the momentum rho) halved and doubled, an integer (a count
 N, T, tau, K, M, S; a batch size; a client count) one more and one less. Each is a
-:class:`~theory_checks.mutation.Mutant` whose builder (:func:`~theory_checks.perturbed_variants.
-parameter_variant`) records the true value, the one the claim passes and computes its bound
-or reference with, and runs with the perturbed one; a step left ``None`` (``1 / L`` from the
+:class:`~theory_checks.mutation.Mutant` whose builder
+(:func:`~theory_checks.perturbed_variants.parameter_variant`) records the true value, the one
+the claim passes and computes its bound or reference with, and runs with the perturbed one; a step left ``None`` (``1 / L`` from the
 problem) is resolved the way the part resolves it (:func:`resolver`) and then perturbed.
 
 Each generated mutant must be killed by the entry's own "holds" claims (those whose check

@@ -7,8 +7,9 @@ value (a step alpha, beta, lambda, eta; the momentum rho) halved and doubled, an
 N, T, tau, K, M, S; a batch size; a client count) one more and one less. Each is a
 :class:`~theory_checks.mutation.Mutant` whose builder
 (:func:`~theory_checks.perturbed_variants.parameter_variant`) records the true value, the one
-the claim passes and computes its bound or reference with, and runs with the perturbed one; a step left ``None`` (``1 / L`` from the
-problem) is resolved the way the part resolves it (:func:`resolver`) and then perturbed.
+the claim passes and computes its bound or reference with, and runs with the perturbed one;
+a step left ``None`` (``1 / L`` from the problem) is resolved the way the part resolves it
+(:func:`resolver`) and then perturbed.
 
 Each generated mutant must be killed by the entry's own "holds" claims (those whose check
 builds the entry through the builder it is given), or be declared equivalent in the paper's

@@ -223,6 +223,9 @@ def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     mutate.add_argument("--family", action="append",
                         help="only this family's mutants (repeatable; see --list)")
     mutate.add_argument("--mutant", action="append", help="only this mutant (repeatable)")
+    mutate.add_argument("--set", choices=("both", "catalogue", "generated"), default="both",
+                        help="the catalogue of realistic bugs, the generated perturbations of "
+                             "every entry's parameters, or both (default)")
     mutate.add_argument("--profile", choices=("fast", "thorough"), default=None,
                         help="fast (default, or $TESTBED_PROFILE) or thorough")
     mutate.add_argument("--results", default="results", help="results directory")

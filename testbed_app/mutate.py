@@ -8,6 +8,12 @@ Examples::
     testbed mutate --family FedIHGP        # one family (repeatable)
     testbed mutate --mutant aggitd.weight_lambda_n --every-claim   # every claim, not the first kill
     testbed mutate --list                  # the catalogue: mutant, family, kind, description
+    testbed mutate --set generated         # only the generated parameter perturbations
+    testbed mutate --set catalogue         # only the catalogue of realistic bugs
+
+``--set`` (default ``both``) picks the catalogue (:mod:`theory_checks.mutants`), the generated
+perturbations of every entry's parameters (:mod:`theory_checks.parameter_mutants`: a family per
+entry, ``<entry> parameters``), or both; the records and the resume are the same for both.
 
 Exit status: 0 when every mutant run is killed or, declared equivalent, survives; 1 when a
 mutant survives that is not declared equivalent, or a declared-equivalent one is killed; 2 on
@@ -25,28 +31,44 @@ import torch
 from tqdm import tqdm
 
 from testbed_app.threads import claim_threads, use_threads
-from theory_checks.mutants import MUTANT_DB, get_mutant
-from theory_checks.mutants import families as known_families
+from theory_checks.mutants import MUTANT_DB
 from theory_checks.mutation import as_expected, format_table, run_mutants
+from theory_checks.parameter_mutants import GENERATED
 from theory_checks.runner import get_profile
 
+#: What ``--set`` picks.
+SETS = ("both", "catalogue", "generated")
 
-def _chosen(families: list[str] | None, names: list[str] | None) -> list[Any]:
+
+def catalogue_of(which: str) -> tuple[Any, ...]:
+    """The mutants of ``--set which``: the catalogue, the generated perturbations, or both."""
+    return {"catalogue": MUTANT_DB, "generated": GENERATED,
+            "both": MUTANT_DB + GENERATED}[which]
+
+
+def _chosen(families: list[str] | None, names: list[str] | None,
+            catalogue: tuple[Any, ...] = MUTANT_DB) -> list[Any]:
+    known = list(dict.fromkeys(m.family for m in catalogue))
     if families:
-        unknown = sorted(set(families) - set(known_families()))
+        unknown = sorted(set(families) - set(known))
         if unknown:
             raise ValueError(f"--family: no family {', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(known_families())}")
-    chosen = [m for m in MUTANT_DB if not families or m.family in families]
+                             f"{', '.join(known)}")
+    chosen = [m for m in catalogue if not families or m.family in families]
     if names:
-        picked = [get_mutant(name) for name in names]  # KeyError names an unknown mutant
-        chosen = [m for m in chosen if m in picked]
+        by_name = {m.name: m for m in catalogue}
+        unknown = [name for name in names if name not in by_name]
+        if unknown:
+            raise KeyError(f"no mutant {unknown[0]!r} among the {len(catalogue)} of this set "
+                           "(`testbed mutate --list` lists them)")
+        chosen = [m for m in chosen if m.name in names]
     return chosen
 
 
 def mutate_command(args: argparse.Namespace) -> int:
     """``testbed mutate`` (its options: :mod:`testbed_app.cli`); the exit status above."""
-    chosen = _chosen(args.family, args.mutant)
+    catalogue = catalogue_of(getattr(args, "set", "both") or "both")
+    chosen = _chosen(args.family, args.mutant, catalogue)
     if args.list:
         for m in chosen:
             print(f"{m.name:40s} {m.family:28s} {m.kind:14s} {m.description}")
@@ -68,7 +90,7 @@ def mutate_command(args: argparse.Namespace) -> int:
     try:
         records = run_mutants(chosen, profile, Path(args.results),
                               every_claim=args.every_claim, resume=not args.fresh,
-                              progress=progress, catalogue=MUTANT_DB)
+                              progress=progress, catalogue=catalogue)
     finally:
         bar.update(len(chosen) - bar.n)
         bar.close()

@@ -163,6 +163,7 @@ def test_a_survivor_makes_the_command_fail(tmp_path, monkeypatch, capsys):
     from testbed_app import mutate
 
     monkeypatch.setattr(mutate, "MUTANT_DB", (_mutant_of_nothing(),))  # the command's catalogue
+    monkeypatch.setattr(mutate, "GENERATED", ())  # and no generated perturbation
     assert main(["mutate", "--results", str(tmp_path), "--quiet", "--profile", "fast"]) == 1
     assert "not as expected" in capsys.readouterr().err
 

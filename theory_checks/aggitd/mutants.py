@@ -180,3 +180,22 @@ MUTANTS: tuple[Mutant, ...] = (
             "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
            first=(comm.ROUNDS_PER_ITERATION.id,), cheap=True),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.aggitd.batch_size.{way}": (
+        "every claim of aggitd computes the estimator on exact oracles (batch_size None, the "
+        "entry's default; no aggitd check passes a batch): the batch size does not exist in "
+        "any answer of its suite")
+       for way in ("plus1", "minus1")},
+    **{f"param.fbo-aggitd-sgd.{keyword}.{way}": (
+        "the entry's one \"holds\" claim (aggitd.comm.sgd_rounds_per_iteration) counts the "
+        "communication rounds of an iteration, N + 3, which no step size or local-step count "
+        "changes; the same FBO-AggITD code is pinned on fbo-aggitd (steps by "
+        "aggitd.thm1.rate_in_K, aggitd.cor1.floor_kept and aggitd.errata.dh_theorem2_constant)")
+       for keyword, ways in (("local_steps", ("plus1",)),
+                             ("inner_step_size", ("half", "double")),
+                             ("outer_step_size", ("half", "double")),
+                             ("neumann_step_size", ("half", "double"))) for way in ways},
+}

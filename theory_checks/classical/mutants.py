@@ -395,3 +395,25 @@ MUTANTS: tuple[Mutant, ...] = (
            {"exact": registry_variant("exact", PerClientExact)},
            first=(exact.FINITE_DIFFERENCES.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.{entry}.batch_size.{way}": (
+        f"every claim of {entry} runs it on exact oracles (batch_size None, the entry's "
+        "default; no classical check passes a batch): the batch size does not exist in any "
+        "answer of its suite, and a minibatch claim would be the one to pin it")
+       for entry in ("aid-cg", "aid-neumann", "aid-fp", "itd") for way in ("plus1", "minus1")},
+    **{f"param.aid-neumann.{keyword}.{way}": (
+        "every claim of aid-neumann runs it with the exact inner solution (inner_steps None: "
+        "the Neumann claims isolate the series), where GD's count and step do not exist; the "
+        "same GradientDescent is pinned through aid-cg and aid-fp by classical.gd.linear_rate "
+        "(its rate, its bound and the T steps it runs)")
+       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double"))) for way in ways},
+    "param.aid-cg.cg_iterations.plus1": (
+        "classical.cg.exact_after_dim_y runs dim_y iterations, after which CG has solved the "
+        "dim_y x dim_y system exactly (its residual is zero up to round-off): one iteration "
+        "more leaves the solution within the claim's 1e-10, and no other claim of aid-cg runs "
+        "the linear solver; one iteration less is killed"),
+}

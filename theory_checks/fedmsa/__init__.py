@@ -22,6 +22,7 @@ tau = 0: FedMSA is centralised MSA (from eqs. (5)-(6))     ``tau_zero``  1
 eq. (10): the bilevel fixed point gives the hypergradient  ``blo``       1
 eq. (11), Corollary D.1: the compositional fixed point     ``mco``       2 (as printed, fix)
 Lemma B.1: contraction of the inner variables              ``lemma_b1``  2 (as printed, fix)
+Lemma B.5: the momentum error of (5), exact (add. noise)   ``lemma_b5``  1
 Theorem 3.1: rates in R, K, M and tau                      ``rate``      4
 Theorem 3.1: rho = Theta(1/R) and the initial batch b_0    ``rho``       3 (as printed, fix)
 generalised variant: variance in the S clients averaged    ``scaling``   1
@@ -37,9 +38,20 @@ estimators the claims' perturbations and the mutants build) and
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.fedmsa import blo, lemma_b1, local, mco, rate, rho, scaling, tau_zero
+from theory_checks.fedmsa import (
+    blo,
+    lemma_b1,
+    lemma_b5,
+    local,
+    mco,
+    rate,
+    rho,
+    scaling,
+    tau_zero,
+)
 
 CLAIMS: tuple[Claim, ...] = (local.CLAIMS + tau_zero.CLAIMS + blo.CLAIMS + mco.CLAIMS
-                             + lemma_b1.CLAIMS + rate.CLAIMS + rho.CLAIMS + scaling.CLAIMS)
+                             + lemma_b1.CLAIMS + lemma_b5.CLAIMS + rate.CLAIMS + rho.CLAIMS
+                             + scaling.CLAIMS)
 
 __all__ = ["CLAIMS"]

@@ -159,3 +159,18 @@ MUTANTS: tuple[Mutant, ...] = (
            first=(mco.EXACT_SEMANTICS_FIXED_POINT_STATIONARY.id,)),
 )
 
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.fedmsa-mco.{keyword}.{way}": (
+        "the one claim that runs the entry through its builder "
+        "(fedmsa.mco.exact_semantics_fixed_point_stationary) starts FedMSA at the fixed point "
+        "(x*, Z*), where every map P^m, S^m of the exact semantics is zero: every term of "
+        "(5)-(6) vanishes, so no step, momentum or local-step count moves the iterates; the "
+        "round's parameters are pinned on the fedmsa entry, which runs the same round")
+       for keyword, ways in (("outer_step_size", ("half", "double")),
+                             ("inner_step_size", ("half", "double")),
+                             ("momentum", ("half", "double")),
+                             ("local_steps", ("plus1", "minus1"))) for way in ways},
+}

@@ -78,9 +78,11 @@ def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., A
                                 f"steps as at tau = {tau} ({gap / scale:.2g} of the scale): a "
                                 "local step too many or too few would pass")
     algorithm = make(inner_steps=1, local_steps=tau, inner_step_size=beta, scale_by_steps=False)
-    steps = algorithm.resolve_steps(problem)
+    # the update runs with the steps a run carries (its initial state), not the ones
+    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
-    y_plus = algorithm.inner_update(ctx, x, y, steps)
+    y_plus = algorithm.inner_update(ctx, x, y, run_steps)
     predicted = y_star + (1.0 - beta) ** tau * (y - y_star)
     relative = float((y_plus - predicted).norm()) / scale
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, "relative residual <=",

@@ -55,13 +55,16 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     y_clients = -torch.linalg.solve(H, grad0.unsqueeze(-1)).squeeze(-1)  # y_i* = H_i^{-1} c_i
     algorithm = make(inner_steps=1, local_steps=taus, scale_by_steps=False)
     steps = algorithm.resolve_steps(problem)
+    # the steps a run carries (its initial state) run the update; the formula reads the
+    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    run_steps = algorithm.init(problem).steps
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     tau_t = client_taus(taus, problem.n_clients)
     W = torch.stack([eye - torch.linalg.matrix_power(eye - steps.inner * H[i], int(tau_t[i]))
                      for i in range(problem.n_clients)])  # reference formula per client
     y_inf = torch.linalg.solve(W.sum(0), (W @ y_clients.unsqueeze(-1)).squeeze(-1).sum(0))
     ctx = FederatedContext(problem, np.random.default_rng(0))
-    after = algorithm.inner_update(ctx, x, y_inf, steps)
+    after = algorithm.inner_update(ctx, x, y_inf, run_steps)
     scale = 1.0 + float(y_inf.norm()) + float(y_star.norm())
     residual = float((after - y_inf).norm()) / scale
     bias = float((y_inf - y_star).norm()) / scale

@@ -14,7 +14,9 @@ so its fixed point is ``y*`` exactly, at the rate ``rho(I - P H_bar) < 1`` with 
 beta / tau_i``. The paper gives no law in tau; the exponent of ``-log rho`` in tau is
 derived from the same map.
 
-What is checked (the map read column by column from single calls at ``y* + e_j``):
+What is checked (the map read column by column from single calls at ``y* + e_j``, with the step
+sizes of the algorithm's initial state, the ones a run carries; the formula at the steps the
+algorithm states):
 
 - ``linear_rate``: the measured map equals ``I - P H_bar`` (1e-10), the fixed point is ``y*``
   and ``rho < 1``, under Hessian heterogeneity and per-client ``tau_i``;
@@ -82,11 +84,15 @@ def _inner_map(case: Case, make: Callable[..., Any], **kw: Any
     x, _ = evaluation_point(problem, case.params["point_seed"])
     y_star = problem.exact_inner_solution(x)
     algorithm = make(inner_steps=1, **kw)
+    # the map is measured with the steps a run carries (its initial state), the formula is
+    # evaluated at the steps the algorithm states: a step resolved one way and run another
+    # (a halved FedInn beta, issue 32) shows, where measuring with the stated steps would not
+    run_steps = algorithm.init(problem).steps
     steps = algorithm.resolve_steps(problem)
     ctx = FederatedContext(problem, np.random.default_rng(0))
 
     def update(y: torch.Tensor) -> torch.Tensor:
-        return algorithm.inner_update(ctx, x, y, steps)
+        return algorithm.inner_update(ctx, x, y, run_steps)
 
     offset, measured = measured_map(update, y_star)
     return x, y_star, offset, measured, steps

@@ -65,9 +65,11 @@ def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torc
     y = problem.exact_inner_solution(x)
     algorithm = make(inner_steps=1, neumann_terms=terms, local_steps=1, outer_step_size=1.0,
                      neumann_step_size=lam)
-    steps = algorithm.resolve_steps(problem)
+    # the update runs with the steps a run carries (its initial state), not the ones
+    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
-    _, lfed, _ = algorithm.outer_update(ctx, x, y, steps)
+    _, lfed, _ = algorithm.outer_update(ctx, x, y, run_steps)
     mats = client_matrices(problem, x, y)
     fed = fedihgp(_fedihgp_builder, terms, lam)
     mean_p, _, _ = expected_ihgp(fed, problem, x, y)

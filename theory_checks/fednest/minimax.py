@@ -157,11 +157,13 @@ def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     problem = case.problem
     x, _ = evaluation_point(problem, case.params["point_seed"])
     algorithm = make(inner_steps=1, local_steps=2)
-    steps = algorithm.resolve_steps(problem)
+    # the update runs with the steps a run carries (its initial state), not the ones
+    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
-    y_plus = algorithm.inner_update(ctx, x, problem.exact_inner_solution(x), steps)
+    y_plus = algorithm.inner_update(ctx, x, problem.exact_inner_solution(x), run_steps)
     _, grad_y = ctx.oracles.grad_outer(x, y_plus, ctx.all_clients())
-    _, h, _ = algorithm.outer_update(ctx, x, y_plus, steps)
+    _, h, _ = algorithm.outer_update(ctx, x, y_plus, run_steps)
     mats = client_matrices(problem, x, y_plus)
     return {"x": x, "y": y_plus, "grad_y": grad_y, "h": h, "mats": mats,
             "exact": problem.exact_hypergradient(x),

@@ -478,3 +478,49 @@ MUTANTS: tuple[Mutant, ...] = (
            _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
            first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.fedihgp.{keyword}.{way}": (
+        "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
+        "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
+        "steps and step never run there (minus one from T = 0 is no count, the case runs as "
+        "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
+        "fednest.compositional.one_call_exact, fednest.rounds.*)")
+       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("local_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double"))) for way in ways},
+    "param.fedihgp.batch_size.plus1": (
+        "the one claim of fedihgp that draws minibatches (fednest.lemma22.abs_error_*, at b = "
+        "1) bounds E||H^-1 - H_hat|| by a bound every sample Hessian satisfies, so a mean of "
+        "b + 1 samples satisfies it too and the verdict cannot change; every other claim runs "
+        "exact oracles"),
+    "param.fedihgp.batch_size.minus1": (
+        "the one claim of fedihgp that draws minibatches runs b = 1, where one less is no batch "
+        "(the case runs as built); every other claim runs exact oracles"),
+    **{f"param.fednest-minimax.{keyword}.{way}": (
+        "fednest-minimax's outer update (MinimaxFedOut, Sec. 2.5 eq. (12)) drops the indirect "
+        "term: no Neumann series runs, so its N and lambda are never read by any code the "
+        "entry runs")
+       for keyword, ways in (("neumann_terms", ("plus1", "minus1")),
+                             ("neumann_step_size", ("half", "double"))) for way in ways},
+    **{f"param.fednest-sgd.{keyword}.{way}": (
+        "fednest-sgd's claims check its inner FedAvg fixed point (fednest.fedavg."
+        "biased_fixed_point, one inner update) and its rounds per iteration, neither of which "
+        "an outer or a Neumann step enters; its FedOut is fednest's, whose steps are pinned "
+        "there (fednest.thm31.stationarity_floor, fednest.thm31.floor_slope_in_n)")
+       for keyword, ways in (("outer_step_size", ("half", "double")),
+                             ("neumann_step_size", ("half", "double"))) for way in ways},
+    **{f"param.lfednest-svrg.{keyword}.{way}": (
+        "lfednest-svrg's one claim (fednest.rounds.lfednest_svrg) counts the rounds of an "
+        "iteration (FedInn's 2T and LFedOut's one), which neither a step size, nor "
+        "LFedOut's local Neumann count, nor the local-step count enters; its FedInn is pinned "
+        "on fednest and its LFedOut on "
+        "lfednest (fednest.lfednest.heterogeneity_bias)")
+       for keyword, ways in (("neumann_terms", ("plus1", "minus1")),
+                             ("local_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double")),
+                             ("outer_step_size", ("half", "double")),
+                             ("neumann_step_size", ("half", "double"))) for way in ways},
+}

@@ -95,6 +95,9 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
                      truncation="deterministic",
                      neumann_step_size=1.0 / fednest_constants(problem).l_g1)
     steps = algorithm.resolve_steps(problem)
+    # the steps a run carries (its initial state) run the update; the formula reads the
+    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    run_steps = algorithm.init(problem).steps
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)
     hess = torch.stack([problem.exact_hypergradient(e) - g0
@@ -107,7 +110,7 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
 
     def step(z: torch.Tensor) -> torch.Tensor:
         ctx = FederatedContext(problem, np.random.default_rng(0))
-        state = algorithm.init(problem)._replace(x=z[:dx], y=z[dx:], steps=steps)
+        state = algorithm.init(problem)._replace(x=z[:dx], y=z[dx:], steps=run_steps)
         new = algorithm.step(ctx, state)
         return torch.cat([new.x, new.y])
 

@@ -23,6 +23,8 @@ perturbation(s), positive control and claims:
 =========================================  ======================  ===========================
 result                                     module                  claims
 =========================================  ======================  ===========================
+Algorithm 1 (Push-Sum in stochastic HGP)   :mod:`.alg1`            ``pushsum_operator``,
+                                                                   ``static_operator``
 Lemma 1 (eq. 9, eq. 10's fixed point)      :mod:`.lemma1`          ``eta_invariance``
 exact averaging: eq. (16)'s error (D2)     :mod:`.exact_averaging` ``error_identity``
 Lemma 2 (Push-Sum error, eq. 15)           :mod:`.lemma2`          ``sqrt_n_constant``,
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 from theory_checks.claim import Claim
 from theory_checks.hgp import (
+    alg1,
     communication,
     corollary1,
     exact_averaging,
@@ -69,7 +72,7 @@ from theory_checks.hgp import (
 )
 
 CLAIMS: tuple[Claim, ...] = (
-    lemma1.CLAIMS + exact_averaging.CLAIMS + lemma2.CLAIMS + corollary1.CLAIMS + theorem1.CLAIMS
-    + theorem2.CLAIMS + stochastic.CLAIMS + noise.CLAIMS + negative_control.CLAIMS
+    alg1.CLAIMS + lemma1.CLAIMS + exact_averaging.CLAIMS + lemma2.CLAIMS + corollary1.CLAIMS
+    + theorem1.CLAIMS + theorem2.CLAIMS + stochastic.CLAIMS + noise.CLAIMS + negative_control.CLAIMS
     + taxonomy.CLAIMS + communication.CLAIMS + influence.CLAIMS + personalization.CLAIMS
 )

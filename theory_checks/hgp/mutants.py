@@ -284,3 +284,40 @@ MUTANTS: tuple[Mutant, ...] = (
            {"hgp-globalgrad": registry_variant("hgp-globalgrad", ClientAdjointGlobal)},
            first=(taxonomy.CLOSED_FORMS.id,)),
 )
+
+#: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
+#: tell from the original, with the argument why no answer can change.
+PARAMETER_EQUIVALENTS: dict[str, str] = {
+    **{f"param.{entry}.batch_size.{way}": (
+        f"every claim of {entry} runs exact Jacobians (batch_size None, the entry's default; "
+        "the minibatch claims are hgp-stochastic's): the batch size does not exist in any "
+        "answer of its suite")
+       for entry in ("hgp", "hgp-exact-averaging") for way in ("plus1", "minus1")},
+    **{f"param.hgp.{keyword}.{way}": (
+        "every claim of hgp runs the exact consensus inner solution (inner_steps None, the "
+        "entry's default), where SGP's count and step do not exist; the inexact inner solution "
+        "is pinned on hgp-exact-averaging (hgp.theorem2.corrected)")
+       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double"))) for way in ways},
+    "param.hgp-exact-averaging.inner_steps.minus1": (
+        "the one claim of the entry that runs SGP (hgp.theorem2.corrected) gives it T = 0 inner "
+        "steps, where one less is no count (the case runs as built); every other claim runs the "
+        "exact consensus solution; one step more is killed by hgp.theorem2.corrected"),
+    **{f"param.hgp-exact-averaging.inner_step_size.{way}": (
+        "the one claim of the entry that runs SGP (hgp.theorem2.corrected) gives it T = 0 inner "
+        "steps, so no SGP step is ever taken; every other claim runs the exact consensus "
+        "solution")
+       for way in ("half", "double")},
+    **{f"param.{entry}.{keyword}.{way}": (
+        f"every claim of {entry} runs the exact consensus inner solution (inner_steps None, "
+        "the entry's default; no check passes a count), where SGP's count and step do not "
+        "exist; the inexact inner solution is pinned on hgp-exact-averaging "
+        "(hgp.theorem2.corrected) and hgp-personalization (hgp.personalization.step_identity)")
+       for entry in ("hgp-stochastic", "hgp-static")
+       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
+                             ("inner_step_size", ("half", "double"))) for way in ways},
+    **{f"param.hgp-static.batch_size.{way}": (
+        "the entry's one claim (hgp.theorem1.rate_in_s) runs exact Jacobians (batch_size None, "
+        "the entry's default): the batch size does not exist in its answer")
+       for way in ("plus1", "minus1")},
+}

@@ -14,6 +14,13 @@ Hypotheses: Assumption 1, Assumption 2.
 
 Checked (:func:`check_personalization`, ``hgp.personalization.gain``) on per-client quadratics
 with up to 4 clients. Perturbation: HGP-PL whose hypergradient skips the averaging of u.
+
+The gain converges whatever M, S, T and the step are (within their ranges), so it pins none of
+them (issue 32). ``hgp.personalization.step_identity`` (:func:`check_step_identity`) pins them
+exactly: one HGP-PL step from ``lambda_0`` is ``lambda_0 - alpha n grad h``, with ``n grad h``
+HGP's GlobalGrad estimate at the case's M, S and T Nedic SGP steps (the registered ``hgp``
+estimator over the same graphs, same seed) and ``alpha = 1 / (n lambda_max)`` of the outer
+Hessian computed by the check, to a relative 1e-12. Perturbation: the step halved.
 """
 
 from __future__ import annotations
@@ -23,15 +30,19 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_TABLE
+from results_format.verdicts import ABOUT_STEP, ABOUT_TABLE
 from testbed.algorithms.base import run_algorithm
-from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import HyperGradientPush, hypergradient_from_blocks
+from testbed.decentralized.personalization import HGPPersonalization
+from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
 from theory_checks.hgp.perturbations import swap
+from theory_checks.perturbed_variants import registry_variant
 
 
 def check_personalization(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -122,6 +133,88 @@ GAIN = Claim(
 )
 
 
+# --------------------------------------------------------------------------- one step, exactly
+
+
+def check_step_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """One HGP-PL step from the initial point against ``x_0 - alpha n grad h``, ``n grad h``
+    HGP's GlobalGrad estimate (the registered ``hgp`` estimator with the case's M, S and T
+    Nedic SGP steps, same graphs, same seed) and ``alpha = 1 / (n lambda_max(outer Hessian))``
+    computed here: the relative gap."""
+    problem, p = case.problem, case.params
+    keywords = {"neumann_terms": p["M"], "pushsum_steps": p["S"], "inner_steps": p["T"],
+                "graph_family": "random_directed", "graph_seed": p["graph_seed"]}
+    records = run_algorithm(make(**keywords), problem, 1, np.random.default_rng(0))
+    reference = get_estimator("hgp").build(sgp_variant="nedic", **keywords)
+    x0 = problem.initial_point()[0]
+    out = reference.run(problem, x0, reference.init(problem), np.random.default_rng(0),
+                        track_consensus=False)
+    n = problem.n_clients
+    value = n * hypergradient_from_blocks(problem, out.trajectory[-1, 0])
+    alpha = 1.0 / (n * float(torch.linalg.eigvalsh(problem.outer_hessian()).max()))
+    expected = x0 - alpha * value
+    gap = float((records[-1].x - expected).norm()) / (float(expected.norm()) + 1e-300)
+    return Measurement(gap, STEP_RTOL, gap <= STEP_RTOL, "relative gap <=",
+                       details={"alpha": alpha, **{k: p[k] for k in ("M", "S", "T")}})
+
+
+# Why 1e-12: the same float64 operations in the same order on both sides (the estimator's run
+# and the step); a count or step off by one or a factor 2 moves x_1 by far more.
+STEP_RTOL = 1e-12
+
+
+def step_identity_cases() -> st.SearchStrategy[Case]:
+    """Per-client quadratics as :func:`personalization_cases`, with M, S and T drawn."""
+    return st.builds(lambda problem, gs, M, S, T: Case(problem, {"graph_seed": gs, "M": M,
+                                                                 "S": S, "T": T}),
+                     strategies.per_client_quadratic(max_clients=4, max_dim=2, kappa=(1.0, 3.0),
+                                                     outer_coupling=(0.5, 1.5),
+                                                     rho=(0.2, 1.0)),
+                     st.integers(0, 2**16), st.integers(3, 15), st.integers(1, 5),
+                     st.integers(5, 40))
+
+
+@dataclasses.dataclass(frozen=True)
+class _HalfStep(HGPPersonalization):
+    """HGP-PL stepping half the step it resolves (and reports as its ``outer_step_size``)."""
+
+    def step(self, ctx: Any, state: Any) -> Any:
+        alpha = 0.5 * self.step_size(ctx.problem)
+        return HGPPersonalization.step(dataclasses.replace(self, outer_step_size=alpha), ctx,
+                                       state)
+
+
+STEP_IDENTITY_PERTURBATION = Perturbation(
+    "outer step halved",
+    "HGP-PL steps alpha / 2 while alpha is recorded (a step read from one place and run from "
+    "another): the gain claim passes (its K = 10 steps converge either way), x_1 is off by "
+    "half the step",
+    registry_variant("hgp-personalization", _HalfStep),
+)
+
+
+STEP_IDENTITY = Claim(
+    id="hgp.personalization.step_identity",
+    paper="HGP",
+    reference="HGP sec. 5.3 (HGP-PL: hypergradient descent on lambda with HGP's estimate, "
+              "Alg. 2 with M, S and T SGP steps)",
+    kind="exact_identity",
+    about=ABOUT_STEP,
+    statement=("one HGP-PL step is lambda_1 = lambda_0 - alpha n grad h(lambda_0), n grad h "
+               "HGP's GlobalGrad estimate with the stated M, S and T (alpha = 1 / (n "
+               "lambda_max(outer Hessian)))"),
+    estimators=("hgp-personalization",),
+    strategy=step_identity_cases,
+    check=check_step_identity,
+    hypotheses=(
+        assumption1(),
+        A2_STRONG_CONVEXITY,
+    ),
+    perturbation=STEP_IDENTITY_PERTURBATION,
+)
+
+
 CLAIMS: tuple[Claim, ...] = (
     GAIN,
+    STEP_IDENTITY,
 )

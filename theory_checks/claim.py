@@ -142,7 +142,7 @@ class Measurement:
             (:func:`results_format.verdicts.comparison_problem`).
         rule: how ``passed`` follows from ``measured`` and ``bound`` (one of
             :data:`results_format.verdicts.COMPARISON_RULES`); ``None``: read from
-            ``relation`` (:func:`theory_checks.claim_results.comparison_record`).
+            ``relation`` (:func:`results_format.verdicts.comparison_for`).
     """
 
     measured: float

@@ -1,7 +1,7 @@
 """HGP Algorithm 1 (Push-Sum), as stochastic HGP (Alg. 2 with minibatch Jacobians) runs it: the
 averaging operator of each of its M calls is exactly S Push-Sum steps over the next S graphs.
 
-Algorithm 1 (Nedic & Olshevsky's Push-Sum; notes 2.1): from ``z_i^(0) = u_i`` and weights
+Algorithm 1 (Push-Sum, Sec. 2.1, after the paper's ref. [3]): from ``z_i^(0) = u_i`` and weights
 ``omega_i^(0) = 1``, each step t sends ``z_j / |N_j^out(t)|`` and ``omega_j / |N_j^out(t)|``
 along the out-edges of graph ``G(t)`` (self-loop included) and sums what arrives; after S steps
 ``y_i = z_i^(S) / omega_i^(S)``. With ``W(t)`` the column-stochastic matrix ``W(t)_{ij} =
@@ -102,7 +102,7 @@ PUSHSUM_OPERATOR = Claim(
     id="hgp.alg1.pushsum_operator",
     paper="HGP",
     reference="HGP Algorithm 1 (Push-Sum, weights 1/|N_j^out|) inside Algorithm 2, M calls of "
-              "S steps each; notes 2.1",
+              "S steps each (Sec. 2.1, Sec. 3.3)",
     kind="exact_identity",
     about=ABOUT_STEP,
     statement=("each averaging call of stochastic HGP applies Theta_hat = diag(P 1)^{-1} P, P "
@@ -122,7 +122,9 @@ PUSHSUM_OPERATOR = Claim(
 def metropolis_operator(edges: np.ndarray, S: int) -> np.ndarray:
     """``W^S`` with ``W`` the Metropolis weights of the static undirected graph ``edges`` (self
     loops included): ``W_ij = 1 / (1 + max(d_i, d_j))`` on an edge, ``W_ii = 1 - sum_j W_ij``,
-    ``d`` the degree without the self loop (Xiao & Boyd 2004; HGP sec. 4, notes 3.5)."""
+    ``d`` the degree without the self loop (Xiao & Boyd 2004). HGP Sec. 4 allows any constant
+    doubly-stochastic matrix; its experiments (Sec. 5.3) use the fastest-mixing chain of its
+    ref. [4], the testbed the Metropolis weights."""
     E = edges.astype(bool).copy()
     np.fill_diagonal(E, False)
     degree = E.sum(axis=1)
@@ -162,7 +164,7 @@ STATIC_OPERATOR = Claim(
     id="hgp.alg1.static_operator",
     paper="HGP",
     reference="HGP sec. 4, static-network variant: Algorithm 1 with the doubly-stochastic "
-              "Metropolis W, Theta_hat = W^S (notes 3.5)",
+              "Metropolis W, Theta_hat = W^S (Sec. 4: any constant doubly-stochastic matrix)",
     kind="exact_identity",
     about=ABOUT_STEP,
     statement=("each averaging call of the static variant applies W^S, W the Metropolis "

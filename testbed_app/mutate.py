@@ -36,10 +36,6 @@ from theory_checks.mutation import as_expected, format_table, run_mutants
 from theory_checks.parameter_mutants import GENERATED
 from theory_checks.runner import get_profile
 
-#: What ``--set`` picks.
-SETS = ("both", "catalogue", "generated")
-
-
 def catalogue_of(which: str) -> tuple[Any, ...]:
     """The mutants of ``--set which``: the catalogue, the generated perturbations, or both."""
     return {"catalogue": MUTANT_DB, "generated": GENERATED,

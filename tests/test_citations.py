@@ -122,7 +122,7 @@ def test_the_papers_own_numbering_is_not(text):
 def test_a_machine_path_and_a_missing_document_are_caught():
     assert MACHINE_PATH.search("Notation (notes ``/work/shared/papers/fednest-notes.md``)")
     assert MACHINE_PATH.search("see /home/user/FedNest")
-    assert not MACHINE_PATH.search("results/claims/<id>.json, reports/output/index.html")
+    assert not MACHINE_PATH.search("results/claims/<id>.json, docs/index.md")
     assert DOCUMENT.findall("the notes ``fednest-notes.md``") == ["fednest-notes.md"]
     assert "fednest-notes.md" not in REPOSITORY_FILES
     assert REPOSITORY.search("``minmax_synthetic.ipynb`` of ucr-optml/FedNest")

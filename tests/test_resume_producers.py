@@ -41,6 +41,10 @@ def test_claim_fingerprints_are_the_ones_written_before():
                                       for r in claim.readings))
             if claim.scale:
                 parts.append(claim.scale)
+            # a parameter the testbed adds joins the definition where declared (issue 32)
+            if claim.added_parameters:
+                parts.append("|".join(f"{p.name}: {p.statement} {p.checked} {p.values}"
+                                      for p in claim.added_parameters))
             assert claim_fingerprint(claim, profile) == _sha16("|".join(parts)), claim.id
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
+from testbed.progress import Progress
 from theory_checks.mutants import MUTANT_DB, get_mutant
 from theory_checks.mutants import families as known_families
 from theory_checks.mutation import as_expected, format_table, run_mutants
@@ -52,7 +52,7 @@ def mutate_command(args: argparse.Namespace) -> int:
         return 0
     profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
     torch.set_default_dtype(torch.float64)
-    bar = tqdm(total=len(chosen), desc="mutants", unit="mutant", disable=args.quiet)
+    bar = Progress(total=len(chosen), desc="mutants", unit="mutant", enabled=not args.quiet)
     current: list[str] = []
 
     def progress(message: str) -> None:

@@ -47,6 +47,14 @@ from reports.claims_table import (
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
+from results_format.populations import (
+    COMPARISONS,
+    PAPERS,
+    POPULATIONS,
+    VARIANTS,
+    counted,
+)
+from results_format.populations import population as population_of
 
 #: The verdict groups, in the order every paper shows them ("not checked" last, apart).
 VERDICT_ORDER = ("holds", "fails as stated", "holds once corrected", "undecided", "not checked")
@@ -215,6 +223,9 @@ class PaperTable:
     groups: list[VerdictGroup]
     #: "" for the papers; the origin ("plugin my-estimator") for runs that are not built in
     origin: str = ""
+    #: which of the testbed's runs it holds (:mod:`results_format.populations`): a paper's
+    #: claims, the comparisons, or the runs on enrolled variants
+    population: str = PAPERS
 
     @property
     def rows(self) -> list[Row]:
@@ -228,7 +239,10 @@ class PaperTable:
         n = len(self.rows)
         parts = [f"{g.count} {words.get(g.verdict, g.verdict) if g.count != 1 else g.verdict}"
                  for g in self.groups]
-        return f"{n} claim{'s' if n != 1 else ''}: " + ", ".join(parts)
+        # a paper's table says "claims"; the comparisons and the variants' runs their own noun
+        what = (f"{n} claim{'s' if n != 1 else ''}" if self.population == PAPERS or self.origin
+                else counted(n, self.population))
+        return f"{what}: " + ", ".join(parts)
 
 
 @dataclasses.dataclass
@@ -360,7 +374,8 @@ def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
 
 
 def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
-             rows_by_id: dict[str, Row], origin: str = "") -> PaperTable:
+             rows_by_id: dict[str, Row], origin: str = "",
+             population: str = PAPERS) -> PaperTable:
     """A paper's (or an origin's) table: its rows in verdict groups, each sorted by id."""
     by_verdict: dict[str, list[Row]] = {}
     for s in sections:
@@ -373,7 +388,7 @@ def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
         if rows:
             groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(verdict)}",
                                        _merged_decide(rows) if verdict == "undecided" else None))
-    return PaperTable(title, anchor, groups, origin)
+    return PaperTable(title, anchor, groups, origin, population)
 
 
 def _headline(meta: dict[str, Any]) -> str:
@@ -382,6 +397,12 @@ def _headline(meta: dict[str, Any]) -> str:
     commit = str(meta.get("git_commit") or "unknown")[:12]
     return (f"{name or 'unknown'} profile · commit {commit} · results written "
             f"{meta.get('written', 'unknown')}")
+
+
+#: The titles of the tables of the comparisons and of the runs on enrolled variants.
+POPULATION_TITLES = {COMPARISONS: "Comparisons (a paper's statement about two algorithms)",
+                     VARIANTS: "Runs on enrolled variants (a claim on a registered variant: "
+                               "they test the variant, not the paper)"}
 
 
 def _paper_key(paper: str) -> tuple[int, str]:
@@ -410,9 +431,18 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
             _short(s.id, paper), decide_command(c, results))
     own = [s for s in sections if _origin(s) == BUILT_IN]
+    # the claims of the papers per paper, then the comparisons and the runs on enrolled
+    # variants, each in a table of its own (results_format.populations: `testbed check` and
+    # `testbed list` count them apart too)
+    by_population = {which: [s for s in own if population_of(s.id) == which]
+                     for which in POPULATIONS}
+    claims = by_population[PAPERS]
     papers = [_grouped(paper, f"paper-{slug(paper)}",
-                       [s for s in own if rows_by_id[s.id].paper == paper], rows_by_id)
-              for paper in sorted({rows_by_id[s.id].paper for s in own}, key=_paper_key)]
+                       [s for s in claims if rows_by_id[s.id].paper == paper], rows_by_id)
+              for paper in sorted({rows_by_id[s.id].paper for s in claims}, key=_paper_key)]
+    papers += [_grouped(POPULATION_TITLES[which], slug(which), members, rows_by_id,
+                        population=which)
+               for which, members in by_population.items() if which != PAPERS and members]
     origins = sorted({_origin(s) for s in sections} - {BUILT_IN})
     outside = []
     for origin in origins:

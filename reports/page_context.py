@@ -271,6 +271,12 @@ class Page:
         return self.papers + self.outside
 
     @property
+    def unfilled(self) -> list[Section]:
+        """The sections without results, each listed near the top in one line with the
+        commands that fill it (the cheapest first) and what each costs."""
+        return [s for s in self.extras if s.status == "not run" and s.commands]
+
+    @property
     def rows(self) -> list[Row]:
         return [r for p in self.tables for r in p.rows]
 

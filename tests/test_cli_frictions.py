@@ -71,6 +71,29 @@ def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, caps
     assert f"report written: {results / 'report' / 'index.html'}" in capsys.readouterr().out
 
 
+def test_a_section_not_run_says_in_one_line_near_the_top_which_command_fills_it(tmp_path):
+    """The main job's report left calibration, mutants, replication and benchmarks "not run",
+    each folded at the end: the top of the report lists each in one line with its commands."""
+    results = tmp_path / "results"
+    (results / "claims").mkdir(parents=True)
+    claim = "classical.toy.identity"
+    write_series(results / "series" / f"{claim}.csv", claim, "aid-neumann", [])
+    write_claim_file(results, claim_record(claim, "Classical", "exact_identity", "holds",
+                                           [case_record("p.a", 1e-16, 1e-10, True)]))
+    assert main(["report", "--results", str(results), "--quiet"]) == 0
+    markdown = (results / "report" / "report.md").read_text()
+    top = markdown.split("## Sections not run\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    commands = {"calibration": "testbed calibrate --seeds 20", "mutation": "testbed mutate",
+                "replication": "testbed run configs/X.toml --steps 5",
+                "bench": "python benchmarks/run.py --quick"}
+    for anchor, command in commands.items():
+        line = next(line for line in top if f"](#{anchor})" in line)
+        assert f"`{command} " in line, line
+        assert f"## {line.split('[')[1].split(']')[0]} (not run)" in markdown
+    page = (results / "report" / "index.html").read_text()
+    assert 'id="not-run"' in page and "<code>testbed mutate --results" in page
+
+
 def test_run_of_a_deploy_config_points_to_deploy(capsys):
     """`testbed run configs/deploy/...` said "unknown section or key 'problem'" only."""
     config = "configs/deploy/fednest_quadratic.toml"
@@ -90,3 +113,23 @@ def test_check_says_what_decided_a_refutation_that_no_case_held_before(tmp_path,
     assert row.split()[1:5] == ["fails", "as", "stated", "0"]
     assert ("decided by its saved counterexample, replayed before any drawn case (the check "
             "stops at the first failure)") in out
+
+
+def test_every_tox_environment_is_described_and_in_env_list_or_a_label():
+    """`tox -l` listed py and lint only (13 environments exist): `tox l` lists each with its
+    description, and `tox l -m results` / `-m verify` the groups (tox.ini's comment)."""
+    import configparser
+    from pathlib import Path
+
+    ini = configparser.ConfigParser(interpolation=None)
+    ini.read(Path(__file__).resolve().parents[1] / "tox.ini")
+    envs = {name.split(":", 1)[1] for name in ini.sections() if name.startswith("testenv:")}
+    listed = {name.strip() for name in ini["tox"]["env_list"].split(",")}
+    labelled = {name.strip() for line in ini["tox"]["labels"].strip().splitlines()
+                for name in line.split("=", 1)[1].split(",")}
+    assert len(envs) == 13 and envs == listed | labelled, envs ^ (listed | labelled)
+    for env in envs:
+        assert ini[f"testenv:{env}"].get("description", "").strip(), env
+    # the main job fills the mutants' section (27 s of CPU), then builds the report
+    report = ini["testenv:report"]["commands"]
+    assert report.index("testbed mutate") < report.index("testbed report")

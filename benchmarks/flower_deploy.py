@@ -13,13 +13,14 @@ generator: the papers' setting), on
 - the digits hyper-representation MLP of ``configs/aggitd_table2_iid_tau1.toml`` split over M
   clients (float32).
 
-Each case is run three ways, one after the other in this process: the batched simulation
-(``run_algorithm``), Flower's simulation engine (``run_simulation``, one CPU per Ray actor) and a
-local deployment; every Flower run is checked against the batched iterates and the ledger's
-counts (:func:`testbed_app.flower.compare.compare`). Seconds per iteration are the ServerApp's
-wall time of an outer iteration (its rounds and its end-of-iteration sync); seconds per round the
-mean wall time of one ``Grid.send_and_receive`` of a round's work. Ray's and the processes' start
-are outside the figures. Each row records the 1-minute load average before and after it.
+Each case is run three ways, one after the other: the batched simulation (``run_algorithm``),
+Flower's simulation engine (``flwr run`` against a SuperLink in simulation mode, one CPU per Ray
+actor) and a local deployment; every Flower run is checked against the batched iterates and the
+ledger's counts (:func:`testbed_app.flower.compare.compare`). Seconds per iteration are the
+ServerApp's wall time of an outer iteration (its rounds and its end-of-iteration sync); seconds
+per round the mean wall time of one ``Grid.send_and_receive`` of a round's work. Ray's and the
+processes' start are outside the figures. Each row records the 1-minute load average before and
+after it.
 
 A local deployment starts one ClientApp process per message (Flower 1.42's ``subprocess``
 isolation), each importing torch and building the problem, which dominates its rounds. With M =

@@ -14,6 +14,7 @@ from typing import Any
 
 from reports.figure_spec import claim_fits
 from reports.results_reading import as_bool, as_float
+from results_format.populations import counted, split
 from results_format.verdicts import ABOUTS, ERRATUM, SUBSTANTIVE, TABLE_NUMBER, refutation_counts
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
@@ -299,8 +300,10 @@ def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def summary_sentence(sections: Sequence[ClaimSection]) -> str:
-    """One sentence under the matrix: checked claims as expected, and the checks' power. A claim
-    "not checked" is counted apart, never as expected."""
+    """One sentence under the matrix: the claims of the papers, the comparisons and the runs on
+    enrolled variants counted apart (:mod:`results_format.populations`), those checked as
+    expected, and the checks' power. A claim "not checked" is counted apart, never as
+    expected."""
     claims = [s.claim for s in sections]
     checked = [c for c in claims if c.get("verdict") not in ("not checked", "not trusted")]
     unexpected = sum(1 for c in checked if as_bool(c.get("as_expected")) is False)
@@ -309,8 +312,13 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
                  and as_bool(c["power"].get("caught")) is False)
     controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
                    and as_bool(c["positive_control"].get("holds")) is False)
-    text = (f"{len(claims)} claims, {len(checked)} checked: {expected} as the testbed expects, "
-            f"{unexpected} verdict(s) differ from what the testbed expects")
+    checked_ids = {str(c.get("id")) for c in checked}
+    populations = ", ".join(f"{counted(len(ids), which)} ({sum(i in checked_ids for i in ids)} "
+                            "checked)"
+                            for which, ids in split(str(c.get("id")) for c in claims).items()
+                            if ids)
+    text = (f"{populations or 'nothing'}: {expected} as the testbed expects, {unexpected} "
+            "verdict(s) differ from what the testbed expects")
     refuted = refutation_counts(c for c in checked if c.get("about") in ABOUTS)
     if any(refuted.values()):
         text += (f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s) of a "

@@ -19,7 +19,7 @@ from results_format.replication import RECORD_SCHEMA, replication_problem
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
 REPLICATION_COMMANDS = (
-    ("testbed run configs/X.toml --rounds 5 --results {results}",
+    ("testbed run configs/X.toml --steps 5 --results {results}",
      "a partial smoke run of one config: 6-22 s each (the record says \"partial\")"),
     ("testbed run configs --results {results} --threads 1   (or: tox -e workloads)",
      "every paper experiment at its full horizon, resuming: tens of minutes (the two HGP "

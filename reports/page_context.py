@@ -52,6 +52,14 @@ from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_
 from reports.results_reading import as_bool, as_float
 from reports.sections import Section
 from results_format.evidence import claim_slack, evidence_text
+from results_format.populations import (
+    COMPARISONS,
+    PAPERS,
+    POPULATIONS,
+    VARIANTS,
+    counted,
+)
+from results_format.populations import population as population_of
 from results_format.verdicts import (
     ABOUTS,
     ERRATUM,
@@ -297,6 +305,9 @@ class PaperTable:
     groups: list[VerdictGroup]
     #: "" for the papers; the origin ("plugin my-estimator") for runs that are not built in
     origin: str = ""
+    #: which of the testbed's runs it holds (:mod:`results_format.populations`): a paper's
+    #: claims, the comparisons, or the runs on enrolled variants
+    population: str = PAPERS
 
     @property
     def rows(self) -> list[Row]:
@@ -308,7 +319,10 @@ class PaperTable:
         present, in order)."""
         n = len(self.rows)
         parts = [f"{g.count} {g.label}" for g in self.groups]
-        return f"{n} claim{'s' if n != 1 else ''}: " + ", ".join(parts)
+        # a paper's table says "claims"; the comparisons and the variants' runs their own noun
+        what = (f"{n} claim{'s' if n != 1 else ''}" if self.population == PAPERS or self.origin
+                else counted(n, self.population))
+        return f"{what}: " + ", ".join(parts)
 
 
 @dataclasses.dataclass
@@ -344,6 +358,12 @@ class Page:
     @property
     def tables(self) -> list[PaperTable]:
         return self.papers + self.outside
+
+    @property
+    def unfilled(self) -> list[Section]:
+        """The sections without results, each listed near the top in one line with the
+        commands that fill it (the cheapest first) and what each costs."""
+        return [s for s in self.extras if s.status == "not run" and s.commands]
 
     @property
     def rows(self) -> list[Row]:
@@ -449,7 +469,8 @@ def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
 
 
 def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
-             rows_by_id: dict[str, Row], origin: str = "") -> PaperTable:
+             rows_by_id: dict[str, Row], origin: str = "",
+             population: str = PAPERS) -> PaperTable:
     """A paper's (or an origin's) table: its rows in the groups of :data:`GROUP_ORDER` (a
     verdict, and for "fails as stated" the refutation class), each sorted by id."""
     by_group: dict[tuple[str, str], list[Row]] = {}
@@ -465,7 +486,7 @@ def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
             groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(name)}",
                                        _merged_decide(rows) if verdict == "undecided" else None,
                                        refutation))
-    return PaperTable(title, anchor, groups, origin)
+    return PaperTable(title, anchor, groups, origin, population)
 
 
 def _headline(meta: dict[str, Any]) -> str:
@@ -474,6 +495,12 @@ def _headline(meta: dict[str, Any]) -> str:
     commit = str(meta.get("git_commit") or "unknown")[:12]
     return (f"{name or 'unknown'} profile · commit {commit} · results written "
             f"{meta.get('written', 'unknown')}")
+
+
+#: The titles of the tables of the comparisons and of the runs on enrolled variants.
+POPULATION_TITLES = {COMPARISONS: "Comparisons (a paper's statement about two algorithms)",
+                     VARIANTS: "Runs on enrolled variants (a claim on a registered variant: "
+                               "they test the variant, not the paper)"}
 
 
 def _paper_key(paper: str) -> tuple[int, str]:
@@ -505,9 +532,18 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
             _short(s.id, paper), decide_command(c, results),
             by_id.get(str(c.get("serves"))) if c.get("serves") else None, kills)
     own = [s for s in sections if _origin(s) == BUILT_IN]
+    # the claims of the papers per paper, then the comparisons and the runs on enrolled
+    # variants, each in a table of its own (results_format.populations: `testbed check` and
+    # `testbed list` count them apart too)
+    by_population = {which: [s for s in own if population_of(s.id) == which]
+                     for which in POPULATIONS}
+    claims = by_population[PAPERS]
     papers = [_grouped(paper, f"paper-{slug(paper)}",
-                       [s for s in own if rows_by_id[s.id].paper == paper], rows_by_id)
-              for paper in sorted({rows_by_id[s.id].paper for s in own}, key=_paper_key)]
+                       [s for s in claims if rows_by_id[s.id].paper == paper], rows_by_id)
+              for paper in sorted({rows_by_id[s.id].paper for s in claims}, key=_paper_key)]
+    papers += [_grouped(POPULATION_TITLES[which], slug(which), members, rows_by_id,
+                        population=which)
+               for which, members in by_population.items() if which != PAPERS and members]
     origins = sorted({_origin(s) for s in sections} - {BUILT_IN})
     outside = []
     for origin in origins:

@@ -41,6 +41,9 @@ MUTATION = "mutation"
 RUNS = "runs"
 REPLICATION = "replication"
 BENCH = "bench"
+#: Where ``testbed report`` writes the report of a results folder when no ``--out`` names
+#: another folder: inside it, next to the results it shows.
+REPORT = "report"
 
 #: Files of the results folder: the claim run's metadata, the communication table, and the
 #: summary in the calibration and mutation folders.
@@ -70,6 +73,6 @@ def replication_file(results: Path, name: str) -> Path:
 
 
 __all__ = ["BENCH", "CALIBRATION", "CLAIMS", "COMMUNICATION", "COMPARISON", "COUNTEREXAMPLES",
-           "METADATA", "MUTATION", "REPLICATION", "RUNS", "RUN_CHECKPOINT", "RUN_CONFIG",
+           "METADATA", "MUTATION", "REPLICATION", "REPORT", "RUNS", "RUN_CHECKPOINT", "RUN_CONFIG",
            "RUN_FILES", "RUN_METADATA", "RUN_METRICS", "RUN_SPLIT", "SERIES", "SUMMARY",
            "replication_file", "run_folder"]

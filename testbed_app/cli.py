@@ -9,7 +9,7 @@ Examples (also shown by ``testbed --help``)::
     testbed check --jobs 2              # the claims over 2 local processes (same results)
     testbed check --profile thorough --claim fednest.thm31.k_rate_bilevel   # decides it
     testbed calibrate --seeds 20        # observed false-failure rates of statistical claims
-    testbed report                      # build reports/output/ from results/
+    testbed report                      # build results/report/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?
     testbed verify my-variant --against aid-neumann  # a plugin's verdicts, report, regression
@@ -28,6 +28,7 @@ import sys
 import warnings
 from typing import Any
 
+from results_format.layout import REPORT
 from results_format.locks import LockHeld
 from results_format.writing import WriteFailed
 from testbed.defaults import TASK_RETRIES
@@ -107,9 +108,23 @@ EXAMPLES = "examples:\n" + "\n".join(
     (__doc__ or "").split("::", 1)[-1].strip().splitlines())
 
 
+class _DefaultsShown(argparse.HelpFormatter):
+    """Each option's help ends with its default (``(default: results)``), unless the help
+    already names it or there is none to show (a flag, an option without a default)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (not action.option_strings or default is None or default is False
+                or default == argparse.SUPPRESS or "default" in text):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def _command(sub: Any, name: str) -> argparse.ArgumentParser:
     """The subcommand ``name`` with its line of :data:`COMMANDS` as its description."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, description=COMMANDS[name])
+    parser: argparse.ArgumentParser = sub.add_parser(name, description=COMMANDS[name],
+                                                     formatter_class=_DefaultsShown)
     return parser
 
 
@@ -126,8 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # the commands are listed in the description (one line each), not by argparse, which
     # wraps a command name longer than its help column onto a line of its own
+    # prog: each command's usage line reads `testbed report [-h] ...`; by default argparse
+    # builds it from the usage above ("testbed [-h] COMMAND ... report [-h] ...")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                help=argparse.SUPPRESS)
+                                help=argparse.SUPPRESS, prog="testbed")
     listing = _command(sub, "list")
     listing.add_argument("--verbose", "-v", action="store_true",
                          help="also each entry's parameters and defaults, and the config keys")
@@ -184,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_options(run)
     report = _command(sub, "report")
     report.add_argument("--results", default="results", help="results directory")
-    report.add_argument("--out", default="reports/output", help="output directory")
+    report.add_argument("--out", help="output directory (default: the results directory's "
+                                      f"{REPORT}/, next to the results it shows)")
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(computes=False)
     regress = _command(sub, "regress")
@@ -275,8 +293,9 @@ def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:
                                        "server-based experiment config (configs/*.toml)")
     deploy.add_argument("--engine", choices=tuple(ENGINES), default="simulation",
                         help="simulation: Flower's simulation engine, clients as Ray actors "
-                             "(default); local: a SuperLink and one SuperNode process per "
-                             "client on 127.0.0.1")
+                             "(default); local: Flower's deployment engine, a SuperLink and one "
+                             "SuperNode process per client on 127.0.0.1; files in "
+                             "RESULTS/deploy/NAME/simulation/ or .../deployment/")
     deploy.add_argument("--steps", type=_positive_int, metavar="N",
                         help="override [run] steps (outer iterations)")
     deploy.add_argument("--device", choices=("cpu", "cuda"),
@@ -284,8 +303,9 @@ def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:
     deploy.add_argument("--results", default="results", help="results directory")
     deploy.add_argument("--fresh", action="store_true",
                         help="replace an earlier run of this config on this engine")
-    deploy.add_argument("--cpus-per-client", type=float, default=1.0, metavar="C",
-                        help="simulation engine: CPUs of each client's Ray actor (default 1)")
+    deploy.add_argument("--cpus-per-client", type=_positive_int, default=1, metavar="C",
+                        help="simulation engine: whole CPUs of each client's Ray actor "
+                             "(default 1)")
     deploy.add_argument("--gpus-per-client", type=float, default=0.0, metavar="G",
                         help="simulation engine: GPUs of each client's Ray actor (1: one GPU "
                              "per actor; default 0)")

@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
 from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
 from results_format.evidence import evidence_text, mutation_kills
-from results_format.layout import CALIBRATION, CLAIMS
+from results_format.layout import CALIBRATION, CLAIMS, REPORT
 from results_format.paths import output_folder
+from results_format.populations import POPULATIONS, counted
+from results_format.populations import population as population_of
 from results_format.verdicts import (
     ERRATUM,
     SUBSTANTIVE,
@@ -39,6 +40,7 @@ from results_format.verdicts import (
 from testbed import plugins
 from testbed.devices import use_device
 from testbed.precision import set_precision
+from testbed.progress import Progress
 from testbed.registry import ESTIMATOR_DB
 from testbed_app import audit, communication, mutate, regression
 from testbed_app import verify as verifying
@@ -56,8 +58,15 @@ from testbed_app.threads import claim_threads, use_threads, workload_threads
 from theory_checks.calibration import calibrate, format_table
 from theory_checks.claim import VERDICTS, Claim
 from theory_checks.comparison import table as comparison_table
-from theory_checks.registry import CLAIM_DB, claim_plugin_problems, defined_in, get_claim
-from theory_checks.runner import get_profile, run_claims
+from theory_checks.registry import (
+    BUILT_IN,
+    CLAIM_DB,
+    claim_plugin_problems,
+    defined_in,
+    get_claim,
+    run_origin,
+)
+from theory_checks.runner import claim_runs, get_profile, run_claims
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -121,14 +130,36 @@ def list_command(args: argparse.Namespace) -> int:
             params = ", ".join(f"{k}={v!r}" for k, v in e.defaults.items()) or "(none)"
             print(f"      role: {e.role}; parameters (defaults): {params}")
     _print_plugin_problems()
-    print("\nClaims:")
-    for c in CLAIM_DB:
-        print(f"  {c.id:40s} {c.kind:18s} {c.about:21s} {c.reference}")
-        if verbose:
-            _describe_claim(c)
+    _list_claims(verbose)
     if verbose:
         _list_workloads()
     return 0
+
+
+def _list_claims(verbose: bool) -> None:
+    """The claims of the papers, the comparisons and the runs on enrolled variants, each under
+    a heading with its count (:mod:`results_format.populations`: the vocabulary of ``check``
+    and the report); a plugin's claims and runs under a heading of their own."""
+    listed: dict[str, list[tuple[str, Claim]]] = {population: [] for population in POPULATIONS}
+    outside = []
+    for claim, estimator in claim_runs(CLAIM_DB):
+        run_id = claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
+        if run_origin(claim, estimator) == BUILT_IN:
+            listed[population_of(run_id)].append((run_id, claim))
+        else:
+            outside.append((run_id, claim, run_origin(claim, estimator)))
+    for population, members in listed.items():
+        if not members:
+            continue
+        print(f"\n{counted(len(members), population)}:")
+        for run_id, claim in members:
+            print(f"  {run_id:40s} {claim.kind:18s} {claim.about:21s} {claim.reference}")
+            if verbose and "@" not in run_id:
+                _describe_claim(claim)
+    if outside:
+        print(f"\n{len(outside)} runs of estimators or claims from outside the testbed:")
+        for run_id, claim, origin in outside:
+            print(f"  {run_id:40s} {claim.kind:18s} {claim.about:21s} {origin}")
 
 
 def _describe_claim(c: Claim) -> None:
@@ -255,12 +286,18 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
                   f"{added_parameters_text(s['added_parameters'])}")
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
+            if not s["n_cases"]:  # "cases 0" beside a refutation: say what decided it
+                print(f"{'':{width}s}  {_decided_by(s)}")
+    # the claims of the papers, the comparisons and the runs on enrolled variants, counted
+    # apart (results_format.populations: the report and `testbed list` count them so too)
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
-    claims = [s for s in own if "@" not in s["id"]]  # a claim on the estimator it names
-    variants = [s for s in own if "@" in s["id"]]  # on a registered variant enrolled in it
-    also = f"; {len(variants)} runs on enrolled variants: {_counts(variants)}" if variants else ""
-    print(f"\n{len(claims)} claims of the papers checked ({profile} profile): "
-          f"{_counts(claims)}{also}; results in {args.results}")
+    groups = {population: [s for s in own if population_of(s["id"]) == population]
+              for population in POPULATIONS}
+    checked = "; ".join(f"{counted(len(group), population)} ({_counts(group)})"
+                        for population, group in groups.items() if group)
+    print(f"\nChecked on the {profile} profile: {checked or 'nothing of the testbed'}; "
+          f"results in {args.results}")
+    claims = [s for s in own if population_of(s["id"]) == POPULATIONS[0]]
     if any(s["verdict"] == "fails as stated" for s in claims):
         print(f"of those failing as stated: {refutations_line(claims)}")
     outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
@@ -268,6 +305,17 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
         print(f"{len(outside)} runs of estimators or claims from outside the testbed "
               f"({origins}): {_counts(outside)}")
+
+
+def _decided_by(summary: dict) -> str:
+    """What decided a refutation no case held before: the claim's saved counterexample, which
+    is replayed before any drawn case, or its first drawn case (the check stops at the first
+    failure)."""
+    claim = next((c for c in CLAIM_DB if c.id == summary.get("claim", summary["id"])), None)
+    if claim is not None and claim.examples:
+        return ("decided by its saved counterexample, replayed before any drawn case (the "
+                "check stops at the first failure)")
+    return "decided by the first case drawn, which failed (the check stops at the first failure)"
 
 
 def _executor(args: argparse.Namespace, threads: int) -> Executor:
@@ -334,12 +382,12 @@ def calibrate_command(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
     executor = _executor(args, use_threads(claim_threads(args.threads)))  # before the bar
-    bar = tqdm(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
-               disable=args.quiet)
+    bar = Progress(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
+                   enabled=not args.quiet)
 
     def progress(message: str) -> None:
+        bar.set_postfix_str(f"last done: {message}", refresh=False)
         bar.update(1)
-        bar.set_postfix_str(message)
 
     summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
                           _folder(args.results, "--results"), progress, execute=executor.run)
@@ -402,9 +450,8 @@ def _run_on_executor(configs: list[ExperimentConfig], args: argparse.Namespace,
     segments between checkpoints, the configs side by side, one progress bar over all steps
     (:mod:`testbed_app.experiments.segments`)."""
     executor = _executor(args, threads)  # a bad option is reported before the bar starts
-    bar = tqdm(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
-               unit="step",
-               disable=args.quiet)
+    bar = Progress(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
+                   unit="step", enabled=not args.quiet)
     seen: dict[int, int] = {}
 
     def on_segment(index: int, result: SegmentResult) -> None:
@@ -450,9 +497,9 @@ def regress_command(args: argparse.Namespace) -> int:
         # the bar starts with the first grid cell measured: a missing baseline (read before
         # any measurement) is an error line of its own, with no bar before it
         if not bars:
-            bars.append(tqdm(desc="regress", unit="grid cell", disable=args.quiet))
+            bars.append(Progress(desc="regress", unit="grid cell", enabled=not args.quiet))
+        bars[0].set_postfix_str(f"last done: {message}", refresh=False)
         bars[0].update(1)
-        bars[0].set_postfix_str(message)
 
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
     try:
@@ -483,7 +530,7 @@ def verify_command(args: argparse.Namespace) -> int:
         print(f"\nagainst {args.against}:\n{table}")
         status = 0 if passed else 1
     if not args.no_report:
-        index = build_report(results, results / "report")
+        index = build_report(results, results / REPORT)
         print(f"\nreport: {index}")
     failed = verifying.failures(summaries)
     if failed:

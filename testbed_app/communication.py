@@ -28,6 +28,7 @@ from results_format.resume import fingerprint as fingerprint_of
 from results_format.resume import reuse_or_write
 from testbed.algorithms.base import run_algorithm
 from testbed.info import EstimatorInfo
+from testbed.progress import Progress
 from testbed.registry import ESTIMATOR_DB
 from testbed_app.regression import grid_problems
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
@@ -101,16 +102,14 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
                                   Iterable[tuple[int, dict[str, Any]]]] | None = None) -> Path:
     """Measure every registered algorithm (each a task through ``execute``, in this process by
     default) and write ``results/communication.json``, unless it is fresh and ``resume``."""
-    from tqdm import tqdm
-
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     path = Path(results_dir) / FILE
 
     def table() -> dict[str, Any]:
         tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
         rows: dict[int, dict[str, Any]] = {}
-        for index, row in tqdm((execute or run_in_process)(tasks), total=len(tasks),
-                               desc="communication", unit="algorithm", disable=not progress):
+        for index, row in Progress((execute or run_in_process)(tasks), total=len(tasks),
+                                   desc="communication", unit="algorithm", enabled=progress):
             rows[index] = row
         return {"iterations": ITERATIONS, "seed": 0,
                 "rows": [rows[i] for i in range(len(tasks))]}

@@ -27,7 +27,10 @@ to that allocation; a local worker process gets ``cpu_count // jobs`` threads.
 - :class:`RayExecutor` (``--executor ray [--address auto|ray://HOST:PORT]``): one Ray task per
   unit, retried up to ``max_retries`` times when its worker process or node dies. Ray is an
   optional extra (``pip install hypergradient-testbed[ray]``), imported only when this executor
-  starts; usage-stats reporting is switched off (``RAY_USAGE_STATS_ENABLED=0``).
+  starts; usage-stats reporting is switched off (``RAY_USAGE_STATS_ENABLED=0``), and Ray gets
+  the behaviour its FutureWarning announces on every start (``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO
+  =0``: a task without GPUs keeps ``CUDA_VISIBLE_DEVICES`` as it is; a task on ``cuda`` asks
+  for its GPU, and the claims run on Ray on the CPU).
 """
 
 from __future__ import annotations
@@ -180,8 +183,10 @@ class LocalExecutor(_Session):
 
 
 def import_ray() -> Any:
-    """The ``ray`` module, with usage-stats reporting off; a clear error when not installed."""
+    """The ``ray`` module, with usage-stats reporting off and the accelerator behaviour Ray's
+    FutureWarning asks to choose set (module docstring); a clear error when not installed."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    os.environ["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"
     try:
         import ray
     except ImportError as error:

@@ -28,13 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
+from testbed.progress import Progress
 from testbed_app.threads import claim_threads, use_threads
 from theory_checks.mutants import MUTANT_DB
 from theory_checks.mutation import as_expected, format_table, run_mutants
 from theory_checks.parameter_mutants import GENERATED
 from theory_checks.runner import get_profile
+
 
 def catalogue_of(which: str) -> tuple[Any, ...]:
     """The mutants of ``--set which``: the catalogue, the generated perturbations, or both."""
@@ -72,7 +73,7 @@ def mutate_command(args: argparse.Namespace) -> int:
     profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
     torch.set_default_dtype(torch.float64)
     use_threads(claim_threads(args.threads))
-    bar = tqdm(total=len(chosen), desc="mutants", unit="mutant", disable=args.quiet)
+    bar = Progress(total=len(chosen), desc="mutants", unit="mutant", enabled=not args.quiet)
     current: list[str] = []
 
     def progress(message: str) -> None:

@@ -12,18 +12,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from reports.build import build_report
+from results_format.layout import REPORT
 from results_format.paths import output_folder
 from results_format.verdicts import NOT_A_CLAIM_RESULT, untrusted_claim_files
+from testbed.progress import Progress
 
 
 def report_command(args: argparse.Namespace) -> int:
     """``testbed report``: the report of ``--results`` into ``--out``, with a progress bar
     from the first claim drawn; 0 when written."""
     results = output_folder(Path(args.results), "--results")
-    output_folder(Path(args.out), "--out")
+    # no --out: the report goes next to its results (from the repository root, the old default
+    # ./reports/output replaced the main job's report with that of whatever --results named)
+    out = output_folder(Path(args.out) if args.out else results / REPORT, "--out")
     if not results.is_dir():
         raise FileNotFoundError(f"results directory {results} does not exist; run `testbed check "
                                 f"--results {results}` first to produce results")
@@ -37,13 +39,13 @@ def report_command(args: argparse.Namespace) -> int:
         # the bar starts with the first claim drawn: a missing or empty results folder is an
         # error line of its own, with no empty bar before it
         if not bars:
-            bars.append(tqdm(total=total, desc="report: claims and figures", unit="claim",
-                             disable=args.quiet))
+            bars.append(Progress(total=total, desc="report: claims and figures", unit="claim",
+                                 enabled=not args.quiet))
+        bars[0].set_postfix_str(f"last written: {claim_id}", refresh=False)
         bars[0].update(1)
-        bars[0].set_postfix_str(claim_id)
 
     try:
-        index = build_report(results, Path(args.out), progress)
+        index = build_report(results, out, progress)
     finally:
         for bar in bars:
             bar.close()

@@ -165,7 +165,8 @@ def test_not_checked_is_never_counted_as_expected(page):
     assert row and "· not checked</span>" in row.group(0)
     assert "expected-yes" not in row.group(0) and "as expected" not in row.group(0)
     assert "1 not checked (not counted as expected)" in text
-    checked = re.search(r"(\d+) claims, (\d+) checked: (\d+) as the testbed expects", text)
+    checked = re.search(r"(\d+) claims of the papers \((\d+) checked\): (\d+) as the testbed "
+                        r"expects", text)
     # neither the unchecked claim nor make_results' untrusted one (its series file is gone)
     assert checked and int(checked.group(2)) == int(checked.group(1)) - 2
     assert "1 results file(s) not trusted" in text

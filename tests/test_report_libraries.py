@@ -43,7 +43,7 @@ def test_a_library_run_has_its_own_section_and_stays_out_of_the_papers_counts(tm
     errata = rest.split("<a id=\"paper-", 1)[0]
     # the papers' counts, their lists and the errata know nothing of the library's runs
     # (make_results' claim whose series file is gone is counted but not checked)
-    assert "5 claims, 4 checked" in papers and "somelib" not in papers
+    assert "5 claims of the papers (4 checked)" in papers and "somelib" not in papers
     assert LIBRARY_RUN not in errata
     # the library and the plugin's claim have their own entries, outside the papers
     assert "library somelib" in outside and "plugin somelib" in outside

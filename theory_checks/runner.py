@@ -41,6 +41,7 @@ from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
 from results_format.verdicts import read_claim_file, verdict_of, verdict_over_readings
 from testbed.estimators.validation import DivergenceError
+from testbed.progress import Progress
 from testbed.registry import ESTIMATOR_DB, get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
@@ -70,7 +71,7 @@ from theory_checks.profiles import Profile as Profile
 from theory_checks.profiles import claim_max_examples as claim_max_examples
 from theory_checks.profiles import get_profile as get_profile
 from theory_checks.profiles import per_profile as per_profile
-from theory_checks.registry import get_claim
+from theory_checks.registry import BUILT_IN, CLAIM_DB, get_claim, run_origin
 from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
 
 
@@ -98,6 +99,14 @@ def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
     """Every (claim, estimator) pair to check: the claim's own estimator, then its variants."""
     return [(claim, name) for claim in claims
             for name in [claim.estimators[0], *enrolled_variants(claim)]]
+
+
+def registered_runs() -> list[tuple[Claim, str]]:
+    """What a results folder of ``testbed check`` is about (``metadata.json``; the report shows
+    those without results as "not checked"): every registered claim on its own estimator, and
+    its runs on the testbed's own variants enrolled in it, as ``testbed list`` lists them."""
+    return [(claim, name) for claim, name in claim_runs(CLAIM_DB)
+            if name == claim.estimators[0] or run_origin(claim, name) == BUILT_IN]
 
 
 def planned_cases(claim: Claim, profile: Profile) -> int:
@@ -574,7 +583,7 @@ def _run_claim_runs(
     # a second process checking one of these claims into this folder stops before any work
     with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
                            for run_id in run_ids]):
-        write_metadata(out_dir, profile, runs if only_these else None)
+        write_metadata(out_dir, profile, runs if only_these else registered_runs())
         if resume:
             warn_untrusted(out_dir, run_ids)
         reused = {run_id for run_id, (claim, _) in zip(run_ids, runs, strict=True)
@@ -629,13 +638,9 @@ def _execute_and_write(pending: Sequence[tuple[str, ClaimRunTask]], total: int, 
                        progress: bool, execute: Execute) -> None:
     """Run the ``pending`` tasks through ``execute``, writing each one's files as it comes
     back, with one progress bar over the ``total`` runs."""
-    from tqdm import tqdm
-
-    with tqdm(total=total, initial=total - len(pending), desc="claims", unit="claim",
-              disable=not progress) as bar:
-        if pending:
-            bar.set_postfix_str(pending[0][0])
+    # the bar names the claim running (executors start the tasks in this order)
+    with Progress(total=total, initial=total - len(pending), desc="claims", unit="claim",
+                  enabled=progress, names=[run_id for run_id, _ in pending]) as bar:
         for index, files in execute([task for _, task in pending]):
             write_claim_files(files, out_dir)
-            bar.update(1)
-            bar.set_postfix_str(pending[index][0])
+            bar.finish(pending[index][0])

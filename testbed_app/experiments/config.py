@@ -97,7 +97,11 @@ def validate(raw: Mapping[str, Any], source: str = "<config>", path: Path | None
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table, got {value!r}")
         elif key not in TOP_KEYS:
-            raise unknown(source, None, key, set(TOP_KEYS) | set(SECTIONS), "section or key")
+            error = unknown(source, None, key, set(TOP_KEYS) | set(SECTIONS), "section or key")
+            if key == "problem":  # the closed-form table of a deploy config (configs/deploy/)
+                raise ConfigError(f"{error}; a [problem] table makes this a deploy config: "
+                                  f"`testbed deploy {source}` runs it on Flower")
+            raise error
     top = fill(source, None, {k: v for k, v in raw.items() if k in TOP_KEYS}, TOP_KEYS)
     for section in ("data", "split", "workload", "algorithm", "run"):
         if section not in raw:

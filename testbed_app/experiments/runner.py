@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from results_format import atomic_write, json_default
 from results_format.layout import (
@@ -69,6 +68,7 @@ from results_format.layout import (
 from results_format.locks import holding
 from results_format.provenance import provenance
 from testbed.precision import set_precision
+from testbed.progress import Progress
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.checkpoints import (
     ADVICE,
@@ -200,8 +200,8 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
         config: a validated config (:func:`~testbed_app.experiments.config.load_config`).
         results_dir: the results root (``results/`` by default on the command line).
         fresh: ignore (and delete) an existing checkpoint and metrics.
-        progress: show a tqdm bar of outer steps, with the communication rounds, accuracy and
-            floats sent so far.
+        progress: show the progress of outer steps (:class:`testbed.progress.Progress`),
+            with the communication rounds, accuracy and floats sent so far.
         recover: set a corrupt, foreign or mismatched checkpoint aside (never deleted) and
             resume from the last good one (``checkpoint.prev.pt``), else from step 0; a
             ``metrics.csv`` whose later rows are dropped is first copied aside.
@@ -345,8 +345,8 @@ def _step_through(run: _Run, progress: bool, segment_steps: int | None) -> str:
     every ``checkpoint_every`` steps and at the last; the run's status."""
     config, experiment = run.config, run.experiment
     steps, every = int(config.run["steps"]), int(config.run["checkpoint_every"])
-    bar = tqdm(total=steps, initial=min(run.start, steps), desc=f"{config.name}: outer steps",
-               unit="step", disable=not progress)
+    bar = Progress(total=steps, initial=min(run.start, steps),
+                   desc=f"{config.name}: outer steps", unit="step", enabled=progress)
     writer = MetricsWriter(run.metrics_path)
     watch = MetricsWatch(getattr(experiment, "chance_accuracy", None),
                          getattr(experiment, "initial_metrics", None), run.kept)

@@ -29,7 +29,7 @@ class StepPieces:
     """The runner's ``on_phase`` hook (module docstring).
 
     Args:
-        bar: the run's tqdm bar (``set_postfix_str``).
+        bar: the run's progress (:class:`testbed.progress.Progress`, ``set_postfix_str``).
         checkpoint: ``checkpoint(steps_done)`` writes ``checkpoint.pt`` of the experiment as
             it is now.
         saved: what the checkpoint on disk holds when the run starts (a resumed run), or None.

@@ -15,7 +15,11 @@ server's side), :mod:`.client` (a client's side), :mod:`.apps` (the ServerApp an
 Flower is an optional extra: ``pip install 'hypergradient-testbed[flower]'``. Flower's usage
 telemetry and update check are turned off wherever the testbed imports or starts Flower
 (``FLWR_TELEMETRY_ENABLED=0``, ``FLWR_DISABLE_UPDATE_CHECK=1``, set here before Flower is
-imported), as Ray's usage stats are.
+imported), as Ray's usage stats are; and Ray gets the behaviour its FutureWarning announces
+(``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0``: an actor without GPUs keeps ``CUDA_VISIBLE_DEVICES``
+as it is), which Ray otherwise asks for on every start. The processes the testbed starts get
+these in their environment (:data:`FLOWER_ENV`); the simulation engine's Ray starts in one of
+them.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ ENGINES = {"simulation": "simulation", "local": "deployment"}
 
 #: Environment for every Flower process the testbed imports or starts.
 FLOWER_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-              "RAY_USAGE_STATS_ENABLED": "0"}
+              "RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
 
 for _key, _value in FLOWER_ENV.items():
     os.environ.setdefault(_key, _value)

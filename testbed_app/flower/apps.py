@@ -13,13 +13,11 @@ Message types: ``query.hello`` (once, to learn which SuperNode is which client),
 registered with the ClientApp's decorators) and ``query.sync`` at the end of each outer
 iteration.
 
-Two ways to get the apps:
-
-- :func:`make_server_app` / :func:`make_client_app` take the spec and the results folder
-  (Flower's simulation engine, :func:`flwr.simulation.run_simulation`, run by
-  :mod:`testbed_app.flower.engines`);
-- :data:`server_app` / :data:`client_app` read them from the run config (``spec``, ``results``,
-  ``engine``), for ``flwr run`` on a SuperLink (the app folder ``testbed_app/flower/app``).
+The apps :data:`server_app` / :data:`client_app` read the spec, the results folder and the
+engine from the run config (``spec``, ``results``, ``engine``): ``flwr run`` of the app folder
+``testbed_app/flower/app`` runs them on both engines (:mod:`testbed_app.flower.engines`).
+:func:`make_client_app` with a spec, and :func:`serve`, are the same apps for a grid of one's
+own (the tests' in-process grid).
 """
 
 from __future__ import annotations
@@ -66,7 +64,7 @@ def serve(grid: Grid, spec: DeploySpec, results: Path, engine: str,
         recorder.start(state)
         for k in range(1, spec.steps + 1):
             transport.begin_iteration(k)
-            calls, messages = ctx.calls(), ctx.ledger.messages
+            calls, vectors = ctx.calls(), ctx.ledger.messages
             traffic = transport.traffic.copy()
             started = time.perf_counter()
             state = algorithm.step(ctx, state)
@@ -74,7 +72,7 @@ def serve(grid: Grid, spec: DeploySpec, results: Path, engine: str,
             seconds = time.perf_counter() - started
             after = ctx.calls()
             ledger = {"rounds": after.comm_rounds - calls.comm_rounds,
-                      "messages": ctx.ledger.messages - messages,
+                      "vectors": ctx.ledger.messages - vectors,
                       "floats_up": after.floats_up - calls.floats_up,
                       "floats_down": after.floats_down - calls.floats_down}
             expected = None if formula is None else formula.at_iteration(state)
@@ -120,19 +118,6 @@ def discover(grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT) -> dict[i
     return nodes
 
 
-def make_server_app(spec: DeploySpec, results: Path, engine: str,
-                    timeout: float | None = None) -> ServerApp:
-    """A ServerApp that runs ``spec`` (see :func:`serve`)."""
-    app = ServerApp()
-
-    @app.main()
-    def main(grid: Grid, context: Context) -> None:
-        del context
-        serve(grid, spec, results, engine, timeout)
-
-    return app
-
-
 def make_client_app(spec_of: Callable[[Context], DeploySpec] | DeploySpec) -> ClientApp:
     """A ClientApp with a handler for every message type (see the module docstring)."""
     app = ClientApp()
@@ -164,5 +149,4 @@ server_app = ServerApp()
 server_app.main()(_serve_from_run_config)
 client_app = make_client_app(_spec_from_run_config)
 
-__all__ = ["client_app", "discover", "make_client_app", "make_server_app", "serve",
-           "server_app"]
+__all__ = ["client_app", "discover", "make_client_app", "serve", "server_app"]

@@ -1,9 +1,6 @@
 """Where a deployed run runs: Flower's simulation engine, or a SuperLink and SuperNodes on this
 machine.
 
-- :func:`run_on_simulation`: ``flwr.simulation.run_simulation`` with the testbed's ServerApp and
-  ClientApp; the ServerApp runs in this process, the clients as Ray actors (``cpus_per_client``
-  CPUs and ``gpus_per_client`` GPUs each: one GPU per actor where asked).
 - :class:`LocalDeployment`: ``flower-superlink`` and one ``flower-supernode`` per client, each a
   process of its own on ``127.0.0.1`` (node ``i`` has ``partition-id=i``), and ``flwr run`` of the
   app folder ``testbed_app/flower/app`` against them, exactly as an operator would start them
@@ -11,8 +8,16 @@ machine.
   each SuperNode runs the ClientApp in a fresh process per message (Flower 1.42's isolation
   mode ``subprocess``). Every process gets its own session, so stopping the deployment stops
   their children too; their logs go to the run folder's ``logs/``.
+- :class:`LocalSimulation` (:func:`run_on_simulation`): Flower's simulation engine through its
+  supported entry point, ``flwr run`` of the same app folder against a SuperLink started with
+  ``--simulation``; the SuperLink starts Flower's simulation process, which runs the ServerApp
+  and the clients as Ray actors (``cpus_per_client`` CPUs and ``gpus_per_client`` GPUs each:
+  one GPU per actor where asked), set by ``flwr run --federation-config``. Flower 1.42 deprecates
+  the Python function ``flwr.simulation.run_simulation`` (it printed "DEPRECATED FEATURE ... use
+  `flwr run`" on every run).
 
-Both write the run's files under ``<results>/deploy/<name>/<engine>/``
+Both write the run's files under ``<results>/deploy/<name>/<engine>/``, ``<engine>`` being
+Flower's name of the engine: ``simulation``, or ``deployment`` for ``--engine local``
 (:mod:`testbed_app.flower.records`).
 """
 
@@ -46,36 +51,24 @@ CONNECTION = "testbed-local"
 START_TIMEOUT = 60.0
 
 
-def run_on_simulation(spec: DeploySpec, results: Path, *, cpus_per_client: float = 1.0,
+def run_on_simulation(spec: DeploySpec, results: Path, *, cpus_per_client: int = 1,
                       gpus_per_client: float = 0.0, cpus: int | None = None,
-                      timeout: float | None = None) -> Path:
-    """Run ``spec`` on Flower's simulation engine (Ray actors); the run folder.
+                      timeout: float | None = None, wait: float | None = None) -> Path:
+    """Run ``spec`` on Flower's simulation engine (clients as Ray actors, :class:`LocalSimulation`);
+    the run folder.
 
     Args:
         cpus_per_client, gpus_per_client: the Ray resources of each ClientApp actor (Flower's
-            ``client_resources``); ``gpus_per_client = 1`` gives each actor a GPU.
+            ``client_resources``; whole CPUs, as Flower's simulation config takes them);
+            ``gpus_per_client = 1`` gives each actor a GPU.
         cpus: CPUs Ray may use (default: all).
         timeout: seconds the server waits for a round's replies (default: no limit).
+        wait: seconds the whole run may take (default: no limit).
     """
-    require_flower()
-    from flwr.simulation import run_simulation
-
-    from testbed_app.flower.apps import make_client_app, make_server_app
-
-    init_args: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                 "logging_level": "error"}
-    if cpus is not None:
-        init_args["num_cpus"] = cpus
-    if gpus_per_client:
-        import torch
-
-        init_args["num_gpus"] = torch.cuda.device_count()
-    backend = {"client_resources": {"num_cpus": cpus_per_client, "num_gpus": gpus_per_client},
-               "init_args": init_args}
-    run_simulation(server_app=make_server_app(spec, results, "simulation", timeout),
-                   client_app=make_client_app(spec), num_supernodes=spec.n_clients,
-                   backend_config=backend)  # type: ignore[arg-type]
-    return run_folder(results, spec.name, "simulation")
+    logs = run_folder(results, spec.name, "simulation") / "logs"
+    with LocalSimulation(spec.n_clients, logs, cpus_per_client=cpus_per_client,
+                         gpus_per_client=gpus_per_client, cpus=cpus) as simulation:
+        return simulation.run(spec, results, timeout, wait)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -109,6 +102,11 @@ class LocalDeployment:
         host: the address everything listens on (loopback).
     """
 
+    #: Flower's name of the engine (the run folder's, and the run config's ``engine``)
+    engine = "deployment"
+    #: options of ``flower-superlink`` beyond the address and the log-free defaults
+    superlink_options: tuple[str, ...] = ()
+
     def __init__(self, n_clients: int, logs: Path, host: str = "127.0.0.1") -> None:
         self.n_clients = n_clients
         self.logs = Path(logs)
@@ -127,8 +125,7 @@ class LocalDeployment:
         self.logs.mkdir(parents=True, exist_ok=True)
         try:
             self._start_superlink()
-            for client in range(self.n_clients):
-                self.supernodes.append(self._start_supernode(client))
+            self._start_clients()
         except BaseException:
             self.stop()
             raise
@@ -136,6 +133,10 @@ class LocalDeployment:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def _start_clients(self) -> None:
+        for client in range(self.n_clients):
+            self.supernodes.append(self._start_supernode(client))
 
     def _spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
         with (self.logs / log_name).open("ab") as log:
@@ -146,8 +147,8 @@ class LocalDeployment:
         self.port = free_port(self.host)
         self.superlink = self._spawn(
             [_executable("flower-superlink"), "--insecure",
-             "--disable-runtime-dependency-installation", "--host", self.host,
-             "--port", str(self.port)], "superlink.log")
+             "--disable-runtime-dependency-installation", *self.superlink_options,
+             "--host", self.host, "--port", str(self.port)], "superlink.log")
         deadline = time.monotonic() + START_TIMEOUT
         while not self._healthy():
             if self.superlink.poll() is not None:
@@ -213,9 +214,10 @@ class LocalDeployment:
         overrides = self.home / "run-config.toml"
         overrides.write_text(_toml({"spec": spec.to_json(),
                                     "results": str(Path(results).resolve()),
-                                    "engine": "deployment", "timeout": float(timeout or 0.0)}))
+                                    "engine": self.engine, "timeout": float(timeout or 0.0)}))
         process = self._spawn([_executable("flwr"), "run", str(APP_DIR), CONNECTION,
-                               "--run-config", str(overrides), "--stream"], "flwr-run.log")
+                               "--run-config", str(overrides), *self._federation_options(),
+                               "--stream"], "flwr-run.log")
         try:
             yield process
         finally:
@@ -233,7 +235,52 @@ class LocalDeployment:
             except subprocess.TimeoutExpired:
                 raise RuntimeError(f"flwr run did not finish within {wait:.0f} s; see "
                                    f"{self.logs}") from None
-        return run_folder(results, spec.name, "deployment")
+        return run_folder(results, spec.name, self.engine)
+
+    def _federation_options(self) -> list[str]:
+        """``flwr run``'s options for the federation (none: the SuperNodes are the clients)."""
+        return []
+
+
+class LocalSimulation(LocalDeployment):
+    """Flower's simulation engine through ``flwr run``: a SuperLink started with
+    ``--simulation`` (no SuperNodes), which runs the ServerApp and ``n_clients`` ClientApps as
+    Ray actors in a simulation process of its own. A context manager, as
+    :class:`LocalDeployment`.
+
+    Args:
+        cpus_per_client, gpus_per_client: each actor's Ray resources (whole CPUs).
+        cpus: CPUs Ray may use (default: all).
+    """
+
+    engine = "simulation"
+    superlink_options = ("--simulation",)
+
+    def __init__(self, n_clients: int, logs: Path, host: str = "127.0.0.1", *,
+                 cpus_per_client: int = 1, gpus_per_client: float = 0.0,
+                 cpus: int | None = None) -> None:
+        super().__init__(n_clients, logs, host)
+        if int(cpus_per_client) != cpus_per_client or cpus_per_client < 1:
+            raise ValueError(f"--cpus-per-client: whole CPUs on the simulation engine (Flower's "
+                             f"simulation config takes an integer), got {cpus_per_client}")
+        self.federation: dict[str, Any] = {
+            "num-supernodes": n_clients, "client-resources-num-cpus": int(cpus_per_client),
+            "client-resources-num-gpus": float(gpus_per_client),
+            "init-args-log-to-driver": False, "init-args-logging-level": "error"}
+        if cpus is not None:
+            self.federation["init-args-num-cpus"] = int(cpus)
+        if gpus_per_client:
+            import torch
+
+            self.federation["init-args-num-gpus"] = torch.cuda.device_count()
+
+    def _start_clients(self) -> None:
+        """None to start: the simulation process runs the clients as Ray actors."""
+
+    def _federation_options(self) -> list[str]:
+        options = self.home / "federation-config.toml"
+        options.write_text(_toml(self.federation))
+        return ["--federation-config", str(options)]
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: int) -> None:
@@ -292,5 +339,5 @@ def run_on_local_deployment(spec: DeploySpec, results: Path, timeout: float | No
         return deployment.run(spec, results, timeout, wait)
 
 
-__all__ = ["APP_DIR", "LocalDeployment", "free_port", "run_on_local_deployment",
-           "run_on_simulation"]
+__all__ = ["APP_DIR", "LocalDeployment", "LocalSimulation", "free_port",
+           "run_on_local_deployment", "run_on_simulation"]

@@ -6,9 +6,14 @@ Under ``<results>/deploy/<name>/<engine>/`` the ServerApp writes, after every ou
 - ``run.json``: the spec, the engine, Flower's version and the provenance, the status
   (``running``, ``completed``, ``lost: ...`` when a client was lost, ``failed: ...``), and one row
   per iteration: wall seconds of the iteration, of its rounds and of its sync, the ledger's
-  counts (rounds, messages, floats each way), what Flower carried (exchanges, messages, arrays
-  and floats each way), the paper's formula at this iteration, and whether the counts agree;
-  ``lost`` names the round and the client when one was lost;
+  counts (rounds, vectors, floats each way), what Flower carried (exchanges, Flower messages,
+  arrays and floats each way), the paper's formula at this iteration, and whether the counts
+  agree; ``lost`` names the round and the client when one was lost. Two counts were both called
+  "messages" (210 and 160 in one run): the ledger's are vectors, one per vector a client sends
+  or receives (``ledger.vectors``, the papers' unit; Flower carries each as one array), and
+  Flower's are ``Message`` objects, an instruction or a reply that may carry several arrays or
+  none, the iteration's sync included (``flower.flower_messages``); :data:`COUNTS`, written into
+  the file as ``counts``, says what each count is;
 - ``iterates.pt``: the outer iterate ``x`` and the inner one (``y``, or FedMSA's ``Z``) after
   each iteration, from iteration 0 (torch tensors, read back with ``weights_only=True``).
 """
@@ -29,9 +34,24 @@ from testbed_app.flower import flower_version
 from testbed_app.flower.spec import DeploySpec
 from testbed_app.flower.transport import ClientLost, Traffic
 
-FORMAT = "testbed-deploy-1"
+#: 2: the ledger's ``messages`` became ``vectors`` and Flower's ``flower_messages``
+FORMAT = "testbed-deploy-2"
 RUN_FILE = "run.json"
 ITERATES_FILE = "iterates.pt"
+
+#: What each count of an iteration's row is (``run.json``'s ``counts``).
+COUNTS = {
+    "ledger.rounds": "the testbed ledger's communication rounds (aggregations)",
+    "ledger.vectors": "the ledger's messages: one per vector a client sends or receives; "
+                      "equals flower.vectors_down + flower.vectors_up",
+    "ledger.floats_up, ledger.floats_down": "the floats in those vectors, each way",
+    "flower.exchanges": "Flower send_and_receive calls that carried a round's work",
+    "flower.syncs": "send_and_receive calls that carried only vectors queued for the clients",
+    "flower.flower_messages": "Flower Message objects, instructions and replies (the sync's "
+                              "included); one Message carries several arrays or none",
+    "flower.vectors_down, flower.vectors_up": "the arrays in those Messages, each way",
+    "flower.floats_down, flower.floats_up": "the floats in those arrays, each way",
+}
 
 
 def run_folder(results: Path, name: str, engine: str) -> Path:
@@ -57,6 +77,7 @@ class RunRecorder:
             "provenance": provenance(),
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "clients": n_clients, "rounds_formula": formula, "status": "running",
+            "counts": COUNTS,
             "iterations": [], "lost": None,
         }
         self.xs: list[torch.Tensor] = []
@@ -70,7 +91,7 @@ class RunRecorder:
                   formula: int | None, seconds: float) -> dict[str, Any]:
         """Record iteration ``k``; returns its row."""
         flower = {"exchanges": traffic.exchanges, "syncs": traffic.syncs,
-                  "messages": traffic.messages, "vectors_down": traffic.vectors_down,
+                  "flower_messages": traffic.messages, "vectors_down": traffic.vectors_down,
                   "vectors_up": traffic.vectors_up, "floats_down": traffic.floats_down,
                   "floats_up": traffic.floats_up}
         row = {
@@ -79,7 +100,7 @@ class RunRecorder:
             "seconds_per_round": traffic.seconds_exchanges / max(traffic.exchanges, 1),
             "ledger": ledger, "flower": flower, "formula": formula,
             "counts_agree": (traffic.exchanges == ledger["rounds"]
-                             and traffic.vectors_down + traffic.vectors_up == ledger["messages"]
+                             and traffic.vectors_down + traffic.vectors_up == ledger["vectors"]
                              and traffic.floats_down == ledger["floats_down"]
                              and traffic.floats_up == ledger["floats_up"]),
             "formula_agrees": formula is None or formula == ledger["rounds"],
@@ -133,4 +154,4 @@ def read_run(folder: Path) -> tuple[dict[str, Any], dict[str, list[torch.Tensor]
     return record, iterates
 
 
-__all__ = ["RunRecorder", "inner_iterate", "read_run", "run_folder"]
+__all__ = ["COUNTS", "RunRecorder", "inner_iterate", "read_run", "run_folder"]

@@ -10,6 +10,7 @@ elsewhere they skip.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ PROBLEM = QuadraticBilevel.random(3, 3, 4, 10.0, 0.3, seed=1)
 # a client set drawn by the server's seeded generator, and few rounds (a round of a local
 # deployment takes seconds: each message starts a ClientApp process)
 AGGITD = {"name": "fbo-aggitd", "inner_steps": 1, "outer_step_size": 0.05, "participation": 2}
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
@@ -75,8 +77,43 @@ def _deploy(config: Path, results: Path, engine: str) -> dict:
 
 
 def test_testbed_deploy_on_flowers_simulation_engine(tmp_path):
-    """Clients as Ray actors (``run_simulation``), the simulation's iterates and counts."""
-    _deploy(_config(tmp_path, AGGITD, steps=2), tmp_path / "results", "simulation")
+    """Clients as Ray actors (``flwr run`` against a SuperLink in simulation mode), the
+    simulation's iterates and counts; every process stopped."""
+    results = tmp_path / "results"
+    _deploy(_config(tmp_path, AGGITD, steps=2), results, "simulation")
+    logs = run_folder(results, "deployed", "simulation") / "logs"
+    assert sorted(p.name for p in logs.glob("*.log")) == ["flwr-run.log", "superlink.log"]
+    assert not _flower_processes(), "testbed deploy left Flower processes running"
+
+
+#: What a deprecated or soon-changed API prints: Python's warnings (DeprecationWarning,
+#: FutureWarning, PendingDeprecationWarning) and Flower's own "DEPRECATED FEATURE" log line
+DEPRECATION = re.compile(r"(Pending)?DeprecationWarning|FutureWarning|DEPRECATED FEATURE",
+                         re.IGNORECASE)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", sorted((REPO / "configs" / "deploy").glob("*.toml")),
+                         ids=lambda path: path.stem)
+def test_deploying_a_shipped_config_prints_no_deprecation_or_future_warning(config, tmp_path):
+    """Every `testbed deploy` printed Flower's "DEPRECATED FEATURE: The `run_simulation`
+    function is deprecated ... use `flwr run`" and Ray's FutureWarning about
+    RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO. The command's output and the logs of every process it
+    started (the SuperLink's, and `flwr run`'s, which streams the simulation process's output,
+    Ray's included) hold no such line."""
+    results = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "testbed_app", "deploy", str(config),
+                           "--results", str(results), "--no-compare"],
+                          capture_output=True, text=True, timeout=1500, cwd=REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    logs = sorted(results.glob("deploy/*/simulation/logs/*.log"))
+    assert {p.name for p in logs} == {"flwr-run.log", "superlink.log"}
+    # the simulation ran in the process whose output flwr-run.log holds
+    assert "Starting Flower Simulation" in (logs[0].parent / "flwr-run.log").read_text()
+    for name, text in [("output", done.stdout + done.stderr),
+                       *((p.name, p.read_text()) for p in logs)]:
+        found = [line for line in text.splitlines() if DEPRECATION.search(line)]
+        assert not found, (config.name, name, found)
 
 
 def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):

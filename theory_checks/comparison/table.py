@@ -31,6 +31,7 @@ from results_format.resume import (
     write_json,
     write_stamped,
 )
+from testbed.progress import Progress
 from testbed.registry import get_estimator
 from theory_checks.comparison import runs as definitions
 from theory_checks.units import driver_dtype, run_in_process, use_dtype
@@ -280,8 +281,6 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
     process by default); the driver writes what comes back, each file atomically with its
     fingerprint, so the files do not depend on where the work ran and an interrupted table
     resumes."""
-    from tqdm import tqdm
-
     execute = execute or run_in_process
     dtype = driver_dtype()
     out = Path(results_dir) / definitions.SUBDIR
@@ -294,9 +293,9 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
             records[key] = saved
     missing = [key for key in definitions.TABLE if key not in records]
     tuning_tasks = [TuningTask(key, dtype) for key in missing]
-    for index, computed in tqdm(execute(tuning_tasks), total=len(tuning_tasks),
-                                desc="rounds to target: tuning", unit="comparison",
-                                disable=not progress or not tuning_tasks):
+    for index, computed in Progress(execute(tuning_tasks), total=len(tuning_tasks),
+                                    desc="rounds to target: tuning", unit="comparison",
+                                    enabled=progress and bool(tuning_tasks)):
         key = missing[index]
         records[key] = write_fresh(tuning_paths[key], tuning_stamps[key], computed,
                                    **JSON_OPTIONS)
@@ -319,14 +318,16 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
                                  TableRunTask(key, rule, role, seed, multiple, dtype)))
     pending = [i for i, (path, stamp, _) in enumerate(runs)
                if not (resume and is_fresh_file(path, stamp))]
-    bar = tqdm(total=len(pending), desc="rounds to target", unit="run",
-               disable=not progress or not pending)
-    for index, text in execute([runs[i][2] for i in pending]):
-        path, stamp, task = runs[pending[index]]
-        write_stamped(path, text, stamp)
-        bar.update(1)
-        bar.set_postfix_str(f"{task.key} {task.rule} {task.role} seed {task.seed}")
-    bar.close()
+    def name(task: TableRunTask) -> str:
+        return f"{task.key} {task.rule} {task.role} seed {task.seed}"
+
+    with Progress(total=len(pending), desc="rounds to target", unit="run",
+                  enabled=progress and bool(pending),
+                  names=[name(runs[i][2]) for i in pending]) as bar:  # names the run running
+        for index, text in execute([runs[i][2] for i in pending]):
+            path, stamp, task = runs[pending[index]]
+            write_stamped(path, text, stamp)
+            bar.finish(name(task))
     rows = [row for path, _, _ in runs for row in _read_csv(path)]
     _write_csv(out / "rounds_to_error.csv", rows)
     summary = out / "rounds_to_error.json"

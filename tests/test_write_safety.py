@@ -326,3 +326,47 @@ def test_run_experiment_refuses_a_name_that_escapes(tmp_path):
     with pytest.raises(UnsafePath, match="not a plain folder name"):
         runner.run_experiment(forged, tmp_path / "results", progress=False)
     assert not (tmp_path / "results").exists()
+
+
+def test_fresh_never_deletes_the_run_of_a_config_file_of_the_same_file_name(tmp_path, capsys):
+    """A/config.toml then B/config.toml --fresh, both with name = "tiny" (issue 33): the
+    ownership compared file names only, and B's --fresh deleted A's run (exit 0)."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    a = write(tmp_path / "A", {"run.steps": 1})
+    b = write(tmp_path / "B", {"run.steps": 1, "run.seed": 4})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
+    capsys.readouterr()
+    for extra in (["--fresh"], []):
+        assert main(["run", str(b), "--results", str(results), "--quiet", *extra]) == 2
+        err = _one_line(capsys)
+        assert f"holds the run of {a}, not of {b}" in err and "Nothing was deleted" in err
+        assert (results / "runs" / "tiny" / "metrics.csv").read_bytes() == metrics
+
+
+def test_fresh_of_the_same_config_content_from_another_file_is_its_own(tmp_path, capsys):
+    """The same content under another path (a results folder copied with its configs) owns
+    the folder: resumed, and --fresh starts it over."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    a = write(tmp_path / "A", {"run.steps": 1})
+    b = write(tmp_path / "B", {"run.steps": 1})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    assert main(["run", str(b), "--results", str(results), "--quiet", "--fresh"]) == 0
+    capsys.readouterr()
+
+
+def test_fresh_of_an_edited_config_file_starts_its_own_run_over(tmp_path, capsys):
+    """The config file edited in place (another seed, another --steps) keeps its folder:
+    --fresh deletes it (the file the run recorded, resolved, is this one)."""
+    a = write(tmp_path, {"run.steps": 1})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    write(tmp_path, {"run.steps": 1, "run.seed": 4})
+    assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh"]) == 0
+    assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh",
+                 "--steps", "2"]) == 0
+    capsys.readouterr()

@@ -79,7 +79,7 @@ from testbed_app.experiments.checkpoints import (
     set_aside,
     unused_bad_name,
 )
-from testbed_app.experiments.config_toml import dump_toml, fingerprint
+from testbed_app.experiments.config_toml import RESUMABLE_CHANGES, dump_toml, fingerprint
 from testbed_app.experiments.data import load_data, split_data
 from testbed_app.experiments.divergence import Diverged, MetricsWatch
 from testbed_app.experiments.errors import CheckpointError, ConfigError, ResultsError
@@ -93,17 +93,13 @@ from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
 from testbed_app.experiments.run_folders import (
     check_run_folders,
+    config_file,
     folder_owner_problem,
     remove_run_folder,
     run_dir,
     run_lock,
 )
 from testbed_app.experiments.step_pieces import StepPieces
-
-#: Config keys that may change between an interrupted run and its resumption: those that do
-#: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
-RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
-                                      "run.checkpoint_every")
 
 
 def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
@@ -133,6 +129,7 @@ def _metadata(config: ExperimentConfig, experiment: Experiment, started: str,
     return {
         "experiment": config.name, "paper": config.paper,
         "config": str(config.path) if config.path else None,
+        "config_file": config_file(config.path) if config.path else None,
         **provenance(), "seed": config.run["seed"], "device": config.run["device"],
         "dtype": config.run["dtype"], "precision": precision, "dataset": config.data["dataset"],
         "machine": machine(), "started": started, "resumed_from_step": resumed_from,

@@ -42,7 +42,7 @@ from testbed_app.experiments.run_folders import check_run_folders
 from testbed_app.experiments.segments import SegmentResult, iter_experiments, run_experiments
 from testbed_app.flower import command as deploy
 from testbed_app.report_command import report_command
-from theory_checks.calibration import calibrate, format_table
+from theory_checks.calibration import calibrate, check_seeds, format_table
 from theory_checks.claim import VERDICTS, Claim
 from theory_checks.comparison import table as comparison_table
 from theory_checks.registry import CLAIM_DB, claim_plugin_problems, defined_in, get_claim
@@ -269,8 +269,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         raise ValueError(f"deterministic claim(s) have nothing to calibrate: "
                          f"{', '.join(deterministic)}")
     statistical = [c for c in claims if c.statistical]
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    check_seeds(args.seeds)  # at most calibration.MAX_SEEDS, named
     executor = _executor(args)  # a bad option is reported before the bar starts
     bar = tqdm(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
                disable=args.quiet)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from problems import SPEC_BUILDERS, ProblemError, from_spec
+from results_format.paths import name_problem
 from testbed_app.experiments.config import (
     ConfigError,
     apply_overrides,
@@ -174,10 +175,16 @@ def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
         elif key not in TOP_KEYS:
             raise ConfigError(f"{source}: unknown key {key!r} (a closed-form deploy config has "
                               f"{list(TOP_KEYS)} and the tables [problem], [algorithm], [run])")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
-        raise ConfigError(f"{source}: name: expected a non-empty string without path "
-                          f"separators (it names the results folder), got {name!r}")
+    # the rule of a run's name (a plain folder name: not "." or "..", no separator, NUL or
+    # control character, at most 100 characters): `name = ".."` made --fresh delete
+    # <results>/simulation/
+    problem = name_problem(raw.get("name"))
+    if problem is not None:
+        shown = repr(raw.get("name"))
+        raise ConfigError(f"{source}: name: expected a plain folder name (it names the results "
+                          f"folder), got {shown[:80] + '...' if len(shown) > 80 else shown} "
+                          f"({problem})")
+    name = raw["name"]
     for section in ("algorithm", "run"):
         if section not in raw:
             raise ConfigError(f"{source}: missing section [{section}]")

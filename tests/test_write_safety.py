@@ -370,3 +370,74 @@ def test_fresh_of_an_edited_config_file_starts_its_own_run_over(tmp_path, capsys
     assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh",
                  "--steps", "2"]) == 0
     capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------ deploy --fresh
+
+DEPLOY = REPO / "configs" / "deploy" / "fednest_quadratic.toml"
+
+
+def _deploy_config(folder: Path, name: str = "fednest_quadratic", seed: int = 0) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    text = DEPLOY.read_text().replace('name = "fednest_quadratic"', f"name = {name!r}")
+    path = folder / "config.toml"
+    path.write_text(text.replace("seed = 0                      #", f"seed = {seed}  #"))
+    return path
+
+
+def test_a_deploy_name_follows_the_run_name_rule(tmp_path, capsys):
+    """``name = ".."`` passed deploy's own rule (no separator), and --fresh then deleted
+    <results>/simulation/ before writing the run there (issue 33)."""
+    results = tmp_path / "results"
+    (results / "simulation").mkdir(parents=True)
+    (results / "simulation" / "kept.txt").write_text("mine")
+    for name in ("..", ".", ".hidden", "a\tb", "x" * 101):
+        path = _deploy_config(tmp_path / "c", name)
+        assert main(["deploy", str(path), "--results", str(results), "--fresh"]) == 2
+        err = _one_line(capsys)
+        assert f"{path}: name: expected a plain folder name" in err
+        assert (results / "simulation" / "kept.txt").read_text() == "mine"
+
+
+def test_deploy_fresh_never_deletes_another_configs_run(tmp_path, capsys):
+    """A/config.toml's run, then B/config.toml (same name, another seed) --fresh: refused
+    before any work, A's run kept (with or without Flower installed)."""
+    from testbed_app.flower.records import record_source
+
+    a = _deploy_config(tmp_path / "A")
+    b = _deploy_config(tmp_path / "B", seed=3)
+    folder = tmp_path / "results" / "deploy" / "fednest_quadratic" / "simulation"
+    record_source(folder, a)
+    (folder / "run.json").write_text(json.dumps({"spec": {"name": "fednest_quadratic",
+                                                           "seed": 0}}))
+    assert main(["deploy", str(b), "--results", str(tmp_path / "results"), "--fresh"]) == 2
+    err = _one_line(capsys)
+    assert f"holds the run of {a.resolve()}, not of {b}" in err and "Nothing was deleted" in err
+    assert (folder / "run.json").exists()
+    (folder / "source.json").unlink()  # a folder the testbed did not record as a's either
+    assert main(["deploy", str(b), "--results", str(tmp_path / "results"), "--fresh"]) == 2
+    assert "is not recorded as a run of" in _one_line(capsys)
+    assert (folder / "run.json").exists()
+
+
+def test_a_deploy_folder_is_its_configs_by_spec_or_by_file(tmp_path):
+    from testbed_app.flower.records import folder_owner_problem, record_source
+    from testbed_app.flower.spec import load_spec
+
+    a = _deploy_config(tmp_path / "A")
+    spec = load_spec(a)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    other = _deploy_config(tmp_path / "B", seed=3)
+    assert folder_owner_problem(folder, spec, a) is not None  # nothing recorded
+    # the same spec, whatever its steps (--steps), from any file: its own
+    (folder / "run.json").write_text(json.dumps({"spec": {**json.loads(spec.to_json()),
+                                                          "steps": 99}}))
+    assert folder_owner_problem(folder, spec, other) is None
+    # another spec written from this very file (edited since): its own
+    (folder / "run.json").write_text(json.dumps({"spec": json.loads(
+        load_spec(other).to_json())}))
+    record_source(folder, a)
+    assert folder_owner_problem(folder, spec, a) is None
+    third = _deploy_config(tmp_path / "C", seed=5)
+    assert "holds the run of" in str(folder_owner_problem(folder, load_spec(third), third))

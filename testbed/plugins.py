@@ -142,6 +142,35 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
     return loaded
 
 
+def modules_of(*objects: Any) -> set[str]:
+    """The top-level module names of ``objects`` (a plugin's classes and functions): where
+    its own code lives, for :func:`raised_in`."""
+    names = {str(getattr(obj, "__module__", "") or "") for obj in objects}
+    return {name.split(".")[0] for name in names if name}
+
+
+def raised_in(error: BaseException, modules: set[str]) -> str | None:
+    """``file:line`` of the innermost frame of ``error``'s traceback in one of ``modules``
+    (top-level module names: :func:`modules_of`), or None when it was raised elsewhere."""
+    found = None
+    trace = error.__traceback__
+    while trace is not None:
+        module = str(trace.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        if module in modules:
+            found = f"{trace.tb_frame.f_code.co_filename}:{trace.tb_lineno}"
+        trace = trace.tb_next
+    return found
+
+
+def describe_failure(error: BaseException) -> str:
+    """``ZeroDivisionError: division by zero`` (the first line of its text, at most 200
+    characters; ``sys.exit(3)`` for a SystemExit)."""
+    if isinstance(error, SystemExit):
+        return f"SystemExit: sys.exit({error.code!r})"
+    text = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    return type(error).__name__ + (f": {text}" if text else "")
+
+
 def package_providing(group: str, name: str) -> str | None:
     """The installed package whose entry point of ``group`` provided the item ``name`` (an
     estimator's or a claim's), or None (a built-in, or not loaded from a plugin)."""
@@ -164,5 +193,6 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
     return check_entry(info, role, taken)
 
 
-__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "entry_points", "load",
-           "load_group", "package_of", "package_providing", "problems"]
+__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "describe_failure",
+           "entry_points", "load", "load_group", "modules_of", "package_of", "package_providing",
+           "problems", "raised_in"]

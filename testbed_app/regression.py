@@ -75,6 +75,7 @@ from scipy import stats
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
 from results_format.records import baseline_problem
 from results_format.resume import write_json
+from testbed import plugins
 from testbed.algorithms.base import IterationRecord
 from testbed.federation.context import FederatedContext
 from testbed.info import EstimatorInfo
@@ -271,7 +272,22 @@ def _measure_algorithm(info: EstimatorInfo, problem: Any, seed: int) -> dict[str
 def _measure_cell(info: EstimatorInfo, seed: int, kind: str) -> dict[str, Samples]:
     """The metrics of one grid cell: one entry on the ``kind`` problem of one problem seed."""
     run = _measure_algorithm if info.role == "algorithm" else _measure_estimator
-    return run(info, GRID[kind](seed), seed)
+    try:
+        return run(info, GRID[kind](seed), seed)
+    except (Exception, SystemExit) as error:  # never KeyboardInterrupt: Ctrl-C stops the run
+        if info.name in {entry.name for entry in BUILTIN}:
+            raise  # the testbed's own entry: an internal error, with its traceback
+        # a plugin's (or module:object's) estimator raising: one line naming it
+        modules = plugins.modules_of(info.cls, info.make)
+        package = next(filter(None, (plugins.package_providing(group, info.name)
+                                     for group in plugins.GROUPS)), None)
+        source = f"plugin {package}" if package else \
+            f"code from outside the testbed ({', '.join(sorted(modules))})"
+        where = plugins.raised_in(error, modules)
+        raise ValueError(f"{source}: {info.role} {info.name} raised "
+                         f"{plugins.describe_failure(error)} on the regression grid ({kind} "
+                         f"problem, seed {seed})" + (f" (at {where})" if where else "")) \
+            from error
 
 
 @dataclasses.dataclass

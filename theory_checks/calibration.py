@@ -41,6 +41,7 @@ from theory_checks.runner import (
     Profile,
     RegisteredClaimTask,
     claim_fingerprint,
+    plugin_failures_named,
     run_claim,
 )
 from theory_checks.units import driver_dtype, run_in_process
@@ -146,8 +147,9 @@ class CalibrationTask(RegisteredClaimTask):
 
     def __call__(self) -> dict[str, Any]:
         start = time.perf_counter()
-        result = run_claim(self.resolved_claim(), self.profile, make=self.make,
-                           calibration_seed=self.seed)
+        claim = self.resolved_claim()
+        with plugin_failures_named(claim, claim.estimators[0]):  # a plugin's error: one line
+            result = run_claim(claim, self.profile, make=self.make, calibration_seed=self.seed)
         return {"seed": self.seed, "verdict": result.verdict,
                 "n_undecided": len(result.undecided),
                 "n_unconfirmed": len(result.unconfirmed),

@@ -18,10 +18,13 @@ the package and the entry point, is kept in :func:`problems` (``testbed list`` p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
-from collections.abc import Callable, Iterable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from results_format.paths import name_problem
@@ -33,6 +36,8 @@ GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
 #: What a plugin's own code may raise and still be left out with its reason: any exception,
 #: and also ``SystemExit`` (a module calling ``sys.exit`` at import) and ``KeyboardInterrupt``
 #: raised by the plugin itself, which would otherwise end the command having done nothing.
+#: A Ctrl-C pressed while the plugin's code runs is the user's, not the plugin's: it ends the
+#: command (:func:`user_interrupts`).
 PLUGIN_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 T = TypeVar("T")
 
@@ -58,6 +63,40 @@ class PluginError(Exception):
 _PROBLEMS: list[PluginProblem] = []
 #: (entry point group, loaded item's name) -> the package that provides it.
 _PACKAGES: dict[tuple[str, str], str] = {}
+
+
+@contextlib.contextmanager
+def user_interrupts() -> Iterator[list[bool]]:
+    """Run a plugin's code inside: the list it gives becomes non-empty when the user presses
+    Ctrl-C (SIGINT) meanwhile, so that a caller catching :data:`PLUGIN_FAILURES` can tell a
+    Ctrl-C, which it re-raises (:func:`reraise_user_interrupt`), from a KeyboardInterrupt the
+    plugin raised itself (a Ctrl-C during a slow plugin's import was swallowed, the command
+    running on to exit 0). The handler in force (Python's, or a worker's) still runs."""
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed  # signals reach the main thread only
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def noted(signum: int, frame: Any) -> None:
+        pressed.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def reraise_user_interrupt(pressed: list[bool], error: BaseException) -> None:
+    """Raise KeyboardInterrupt when ``error`` came while the user pressed Ctrl-C
+    (:func:`user_interrupts`); a plugin's own failure otherwise (nothing raised)."""
+    if pressed and isinstance(error, KeyboardInterrupt):
+        raise KeyboardInterrupt from None
 
 
 def problems() -> list[PluginProblem]:
@@ -100,11 +139,13 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
     if not (isinstance(info.cls, type) and issubclass(info.cls, interface)):
         raise PluginError(f"its class {info.cls!r} does not subclass testbed's "
                           f"{interface.__name__}")
-    try:
-        built = info.build()
-    except PLUGIN_FAILURES as error:
-        raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
-            from error
+    with user_interrupts() as pressed:
+        try:
+            built = info.build()
+        except PLUGIN_FAILURES as error:
+            reraise_user_interrupt(pressed, error)
+            raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
+                from error
     if not isinstance(built, interface):
         raise PluginError(f"its make returns a {type(built).__name__}, not a "
                           f"{interface.__name__}")
@@ -126,11 +167,13 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
     for entry in entry_points(group):
         checked: list[T] = []
         try:
-            try:
-                value = entry.load()
-            except PLUGIN_FAILURES as error:
-                raise PluginError(f"it does not import: {type(error).__name__}: "
-                                  f"{error}") from error
+            with user_interrupts() as pressed:
+                try:
+                    value = entry.load()
+                except PLUGIN_FAILURES as error:
+                    reraise_user_interrupt(pressed, error)
+                    raise PluginError(f"it does not import: {type(error).__name__}: "
+                                      f"{error}") from error
             for item in items_of(value):
                 checked.append(check(item, taken | {key(c) for c in checked}))
         except PluginError as error:
@@ -195,4 +238,4 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
 
 __all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "describe_failure",
            "entry_points", "load", "load_group", "modules_of", "package_of", "package_providing",
-           "problems", "raised_in"]
+           "problems", "raised_in", "reraise_user_interrupt", "user_interrupts"]

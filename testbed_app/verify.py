@@ -39,11 +39,13 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
         return registered[target]
     elif ":" in target:
         module_name, _, attribute = target.partition(":")
-        try:
-            info = getattr(importlib.import_module(module_name), attribute)
-        except plugins.PLUGIN_FAILURES as error:  # its import runs the user's code: anything
-            raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
-                from None
+        with plugins.user_interrupts() as pressed:
+            try:
+                info = getattr(importlib.import_module(module_name), attribute)
+            except plugins.PLUGIN_FAILURES as error:  # its import runs the user's code
+                plugins.reraise_user_interrupt(pressed, error)  # a Ctrl-C: exit 130
+                raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
+                    from None
     else:
         # a plugin's entry point names its entries or is the prefix of their names
         # ("torchopt" for "torchopt-implicit-cg")

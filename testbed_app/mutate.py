@@ -39,6 +39,14 @@ def _chosen(families: list[str] | None, names: list[str] | None) -> list[Any]:
     chosen = [m for m in MUTANT_DB if not families or m.family in families]
     if names:
         picked = [get_mutant(name) for name in names]  # KeyError names an unknown mutant
+        # a mutant outside the families named would be dropped: "no mutant run", exit 0
+        outside = [m for m in picked if m not in chosen]
+        if outside:
+            raise ValueError(
+                "--mutant and --family select nothing together: " + "; ".join(
+                    f"{m.name} is a mutant of family {m.family!r}, not of "
+                    f"{' or '.join(map(repr, families or []))}" for m in outside)
+                + " (give --mutant alone, or its family)")
         chosen = [m for m in chosen if m in picked]
     return chosen
 

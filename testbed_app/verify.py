@@ -18,7 +18,7 @@ from typing import Any
 
 from testbed import plugins
 from testbed.info import EstimatorInfo
-from testbed.names import did_you_mean
+from testbed.names import did_you_mean, shown
 from testbed.registry import ESTIMATOR_DB
 from theory_checks.registry import claims_of, get_claim
 from theory_checks.runner import claim_runs, get_profile, run_claim_runs
@@ -52,7 +52,7 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
         failed = [str(p) for p in plugins.problems()
                   if p.entry_point == target or target.startswith(f"{p.entry_point}-")]
         hint = f"; {failed[0]}" if failed else ""
-        raise VerifyError(f"no estimator named {target!r}{did_you_mean(target, registered)}; "
+        raise VerifyError(f"no estimator named {shown(target)}{did_you_mean(target, registered)}; "
                           f"`testbed list` shows every registered estimator{hint}")
     if registered.get(str(getattr(info, "name", ""))) is info:
         return info

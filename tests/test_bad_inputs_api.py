@@ -304,3 +304,17 @@ def test_run_algorithm_names_a_foreign_state_a_missing_rng_or_problem():
             run_algorithm(alg, None, 1, np.random.default_rng(0))
         with pytest.raises(InputError, match="the state does not fit problem"):
             run_algorithm(alg, P2, 1, np.random.default_rng(0), state=alg.init(other))
+
+
+def test_an_unknown_name_of_100000_characters_is_echoed_in_a_bounded_line():
+    """get_claim / get_estimator / get_mutant echoed the whole name (a 100 kB line)."""
+    from testbed.registry import get_estimator
+    from theory_checks.mutants import get_mutant
+    from theory_checks.registry import get_claim
+
+    long = "x" * 100_000
+    for lookup in (get_claim, get_estimator, get_mutant):
+        with pytest.raises(KeyError) as info:
+            lookup(long)
+        text = str(info.value.args[0])
+        assert len(text) < 400 and "(100,000 characters)" in text, text

@@ -104,6 +104,17 @@ def problems() -> list[PluginProblem]:
     return list(_PROBLEMS)
 
 
+def left_out(name: str) -> PluginProblem | None:
+    """The entry point left out that would have provided ``name``: one named ``name``, or
+    whose name prefixes it (``torchopt`` for ``torchopt-implicit-cg``), or None. An error on
+    an unknown estimator or algorithm gives its reason (a config naming a plugin that was
+    left out said only "unknown value 'probe-slowbuild'")."""
+    for problem in _PROBLEMS:
+        if problem.entry_point == name or name.startswith(f"{problem.entry_point}-"):
+            return problem
+    return None
+
+
 def entry_points(group: str) -> Sequence[importlib.metadata.EntryPoint]:
     """The installed entry points of ``group`` (the one place the registry asks)."""
     return tuple(importlib.metadata.entry_points(group=group))
@@ -237,5 +248,6 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
 
 
 __all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "describe_failure",
-           "entry_points", "load", "load_group", "modules_of", "package_of", "package_providing",
-           "problems", "raised_in", "reraise_user_interrupt", "user_interrupts"]
+           "entry_points", "left_out", "load", "load_group", "modules_of", "package_of",
+           "package_providing", "problems", "raised_in", "reraise_user_interrupt",
+           "user_interrupts"]

@@ -37,6 +37,8 @@ def get_estimator(name: str) -> EstimatorInfo:
     for info in ESTIMATOR_DB:
         if info.name == name:
             return info
+    missing = plugins.left_out(name)
     raise KeyError(f"no estimator named {shown(name)}"
                    f"{did_you_mean(name, (info.name for info in ESTIMATOR_DB))}; `testbed list` "
-                   "shows every registered estimator and algorithm")
+                   "shows every registered estimator and algorithm"
+                   + (f"; {missing}" if missing else ""))

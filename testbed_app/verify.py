@@ -49,9 +49,8 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
     else:
         # a plugin's entry point names its entries or is the prefix of their names
         # ("torchopt" for "torchopt-implicit-cg")
-        failed = [str(p) for p in plugins.problems()
-                  if p.entry_point == target or target.startswith(f"{p.entry_point}-")]
-        hint = f"; {failed[0]}" if failed else ""
+        missing = plugins.left_out(target)
+        hint = f"; {missing}" if missing else ""
         raise VerifyError(f"no estimator named {shown(target)}{did_you_mean(target, registered)}; "
                           f"`testbed list` shows every registered estimator{hint}")
     if registered.get(str(getattr(info, "name", ""))) is info:

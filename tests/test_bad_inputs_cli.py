@@ -171,12 +171,13 @@ LONG = "x" * 100_000  # a 100,000-character argument: echoed whole in a 100 kB l
     (["run", "configs/", "--threads", "100000000"],
      "argument --threads: expected an integer in [1, 1,024], got 100,000,000"),
     (["calibrate", "--seeds", "0"], "argument --seeds: expected a positive integer, got 0"),
+    (["calibrate", "--seeds", "-5"], "argument --seeds: expected a positive integer, got -5"),
     (["check", "--claim", LONG], "ids and names have at most 200 characters"),
     (["mutate", "--mutant", LONG], "ids and names have at most 200 characters"),
     (["verify", LONG], "ids and names have at most 200 characters"),
     (["check", "--profile", LONG], "invalid choice: 'xxxxxxxxx"),
 ], ids=["timeout -5", "timeout 0", "timeout 1e9", "timeout nan", "cpus inf", "gpus -1",
-        "jobs 1e5", "retries -1", "cpus-per-task 5000", "threads 1e8", "seeds 0",
+        "jobs 1e5", "retries -1", "cpus-per-task 5000", "threads 1e8", "seeds 0", "seeds -5",
         "claim 1e5 chars", "mutant 1e5 chars", "verify 1e5 chars", "profile 1e5 chars"])
 def test_numeric_options_and_ids_are_bounded_with_the_bound_named(capsys, argv, says):
     with pytest.raises(SystemExit) as info:
@@ -222,3 +223,12 @@ def test_calibration_tasks_are_built_as_they_run():
     assert tasks[-1].seed == 10**9 - 1 and tasks[-1].claim_id == claims[1].id
     with pytest.raises(IndexError):
         tasks[len(tasks)]
+
+
+def test_deploy_steps_are_bounded_as_a_runs(capsys):
+    """``deploy --steps 10000000000000`` on a closed-form config was accepted (a run's steps
+    are at most 1,000,000)."""
+    assert main(["deploy", "configs/deploy/fednest_quadratic.toml", "--steps",
+                 "10000000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "[run] steps: expected a positive integer <= 1,000,000" in err

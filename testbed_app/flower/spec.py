@@ -52,11 +52,12 @@ from testbed_app.experiments.config import (
     read_toml,
     validate,
 )
+from testbed_app.experiments.schema import MAX_STEPS
 from testbed_app.experiments.server import build_algorithm, build_problem
 
 #: ``[run]`` keys of a closed-form deploy config: default, check, what a valid value is.
 RUN_KEYS: dict[str, tuple[Any, str]] = {
-    "steps": (None, "a positive integer (outer iterations)"),
+    "steps": (None, f"a positive integer <= {MAX_STEPS:,} (outer iterations)"),
     "seed": (0, "an integer >= 0"),
 }
 TOP_KEYS = ("name", "description")
@@ -221,7 +222,7 @@ def _run(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{source}: [run] {key}: unknown key; known: {sorted(RUN_KEYS)}")
     run = {key: given.get(key, default) for key, (default, _) in RUN_KEYS.items()}
     checks = {
-        "steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_STEPS,
         "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     }
     for key, check in checks.items():

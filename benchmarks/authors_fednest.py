@@ -1,6 +1,6 @@
 """Time per FedNest iteration against the authors' code (ucr-optml/FedNest), when it is present.
 
-The authors' hyper-representation experiment (``main_hr.py``; public-code notes) runs one outer
+The authors' hyper-representation experiment (``main_hr.py`` of ucr-optml/FedNest) runs one outer
 iteration as ``inner_ep`` FedInn calls (``ClientManageHR.fed_in``) and one FedOut
 (``ClientManageHR.fed_out``: FedIHGP, the hypergradient round and ``outer_tau`` SVRG outer
 steps), then ``assign_hyper_gradient`` and an SGD step on the representation. This benchmark
@@ -30,7 +30,7 @@ gradients (FedOut: ``grad_x f`` and 5 x 2 SVRG gradients); the authors' code als
 inner gradient's graph twice and copies the network per client, which is part of what it costs.
 The two iterates are not compared: the authors' FedIHGP averages every client's partial sum
 from all earlier Neumann steps (``p_locals`` is not reset), and their MLP has dropout, so their
-numbers differ from Alg. 3's by design (public-code notes); the work does not.
+numbers differ from Alg. 3's by design (``core/ClientManage_hr.py``); the work does not.
 
 The data are random images of MNIST's shape (the arithmetic does not depend on the pixels; real
 MNIST cannot be downloaded here). Two imports the authors' modules make and never use

@@ -11,14 +11,14 @@ through ``Estimate.calls``, divided by M under full participation) against the m
 paper's algorithm needs, with ``T`` inner FedInn calls, ``tau`` local steps, ``N`` Neumann terms
 or inner steps and the drawn truncation index:
 
-- FedIHGP (FedNest Algs. 2-4; notes 2.2-2.4): FedInn ``T (1 + 2 tau)`` inner gradients (the
+- FedIHGP (FedNest Algs. 2-4): FedInn ``T (1 + 2 tau)`` inner gradients (the
   anchor ``q_i`` plus two evaluations per SVRG local step, the same sample at both points);
   2 outer gradients (``grad_y f_i`` for ``p_0`` and ``grad_x f_i`` in FedOut, separate samples);
   ``N'`` HVPs; 1 mixed product.
-- AggITD (Alg. 1 with Alg. 2; notes 2.6): ``N + 2 N tau`` inner gradients (the anchors ``q^t``
+- AggITD (Alg. 1 with Alg. 2; Table 1): ``N + 2 N tau`` inner gradients (the anchors ``q^t``
   for ``t < N``; the printed ``q_i^N`` is never used), 2 outer gradients (``grad_y F`` at
   ``y^Q``, ``grad_x F`` at ``y^N``), ``N - Q`` HVPs, 1 mixed product.
-- HGP (Alg. 2; notes 3.3, "M HVPs and M cross-JVPs per client"): 1 outer gradient (``u^(0)``
+- HGP (Alg. 2: M HVPs and M cross-JVPs per client): 1 outer gradient (``u^(0)``
   and ``v^(0)`` from one backward pass), ``M`` HVPs and ``M`` mixed products, no inner
   gradients (the inner solution is given).
 

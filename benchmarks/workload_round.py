@@ -3,11 +3,11 @@
 One FedNest outer iteration (Alg. 1 with FedInn, FedIHGP and FedOut, deterministic truncation
 so every repeat does the same work) on the hyper-representation workload (FedNest Sec. 4.1,
 AggITD Table 2) over 100 clients of the embedded digits data, float32, full participation, with
-the authors' code defaults (public-code notes: ``inner_ep 1``, ``neumann 5``, ``outer_tau 5``,
-learning rates 0.01): ``T = 1``, ``N = 5``, ``tau = 5``, i.e. ``2T + N + 3 = 10`` communication
-rounds per iteration. The same iteration runs, from the same state and seed, on the workload
-(batched), on ``_loops.WorkloadLoop`` of it (the honest per-client loop: autodiff of the row
-function called on client i's own samples, no vmap, no gather; issue 12) and on
+the authors' code defaults (ucr-optml/FedNest ``utils/options.py``: ``inner_ep 1``, ``neumann 5``,
+``outer_tau 5``, learning rates 0.01): ``T = 1``, ``N = 5``, ``tau = 5``, i.e. ``2T + N + 3 = 10``
+communication rounds per iteration. The same iteration runs, from the same state and seed, on the
+workload (batched), on ``_loops.WorkloadLoop`` of it (the honest per-client loop: autodiff of the
+row function called on client i's own samples, no vmap, no gather; issue 12) and on
 :class:`problems.PerClientLoop` (vmap over a batch of one client: the reference before issue 12,
 kept for continuity); the time per communication round is the iteration's time over its 10
 rounds. Both loops' iterates are compared with the batched one (``max_abs_difference_x``).
@@ -37,8 +37,8 @@ DESCRIPTION = ("Time per communication round of FedNest (T = 1, N = 5, tau = 5) 
                "row-function per-client loop and PerClientLoop; target: >= 10x on a CUDA GPU")
 TARGET_GPU_SPEEDUP = 10.0
 MODELS = ("hyper-representation MLP", "hyper-representation CNN")
-# Why 0.01: the authors' lr and hlr (public-code notes, fig2.sh); the Neumann scale of their
-# code is hlr as well.
+# Why 0.01: the authors' lr and hlr (ucr-optml/FedNest reproduce/fig2.sh); the Neumann scale of
+# their code is hlr as well.
 STEP = 0.01
 # Why 1 s: a batched iteration takes tenths of a second, so after its warm-up call the Timer
 # times it about five times; a looped one takes tens of seconds on the CPU, where one timed

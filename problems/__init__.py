@@ -30,13 +30,13 @@ SPEC_BUILDERS["RiskAverse"] = RiskAverse
 register(ProblemInfo(
     name="quadratic-bilevel",
     kind="bilevel",
-    reference="FedNest notes 5.1 (1); AggITD / FedMSA F1 quadratic family",
+    reference="FedNest eq. (1) with quadratic f_i, g_i; the quadratic family of AggITD and FedMSA",
     build=lambda seed=0: QuadraticBilevel.random(4, 3, 5, 10.0, 0.3, seed=seed),
 ))
 register(ProblemInfo(
     name="quadratic-minimax",
     kind="minimax",
-    reference="FedNest notes 5.1 (2); FedMSA F2 (SC-SC quadratic saddle)",
+    reference="FedNest eq. (2) and Sec. 4.3 (SC-SC quadratic saddle); FedMSA's minimax maps",
     build=lambda seed=0: QuadraticMinimax.random(4, 3, 5, 10.0, 0.3, seed=seed),
 ))
 register(ProblemInfo(
@@ -48,13 +48,13 @@ register(ProblemInfo(
 register(ProblemInfo(
     name="linear-compositional",
     kind="compositional",
-    reference="FedNest eq. (7) for N = 1; FedMSA (Fed-MCO), notes 5.1 F3, N >= 1 levels",
+    reference="FedNest eq. (7) for N = 1; FedMSA (Fed-MCO), Sec. 2.3, N >= 1 linear levels",
     build=lambda seed=0: LinearCompositional.random(4, [2, 3, 4], seed),
 ))
 register(ProblemInfo(
     name="fedmsa-risk-averse",
     kind="compositional",
-    reference="FedMSA Sec. 4 (mean-upper-semideviation, 3 levels); notes 4.1",
+    reference="FedMSA Sec. 4 (mean-upper-semideviation, 3 levels)",
     build=lambda seed=0: RiskAverse(seed=seed),
     closed_form=False,
 ))
@@ -97,7 +97,8 @@ SPEC_BUILDERS["PerClientLogistic.random"] = PerClientLogistic.random
 register(ProblemInfo(
     name="per-client-quadratic",
     kind="bilevel",
-    reference="HGP notes 6.1 P1 (per-client hyperparameters lambda_i; x = [lambda_i])",
+    reference=("HGP Sec. 3, quadratic g_i and f_i (per-client hyperparameters lambda_i; x = "
+               "[lambda_i])"),
     build=lambda seed=0: PerClientQuadratic.random(4, 2, 3, 5.0, seed, outer_coupling=0.5),
 ))
 register(ProblemInfo(

@@ -1,7 +1,7 @@
 """Federated multi-level compositional problem with linear levels and a quadratic top.
 
-FedMSA's federated MCO problem (Tarzanagh et al. 2023, eq. (Fed-MCO); notes 1.4 and
-family F3 of 5.1): with ``N >= 1`` levels and dimensions ``dims = (d_0, ..., d_N)``,
+FedMSA's federated MCO problem (Tarzanagh et al. 2023, Sec. 2.3, eq. (Fed-MCO),
+with linear levels): with ``N >= 1`` levels and dimensions ``dims = (d_0, ..., d_N)``,
 client ``m`` of ``M`` has
 
 .. math::
@@ -22,12 +22,12 @@ bars for client means, ``G = Wbar_{N-1} ... Wbar_0`` (``d_N x d_0``) and
     \\nabla f(x) = G^T (\\bar Q u(x) - \\bar t), \\qquad
     x^* = (G^T \\bar Q G)^{-1} G^T (\\bar t - \\bar Q c),
 
-the product of averaged Jacobians of FedMSA's "true gradient" (notes 1.4; not the
+the product of averaged Jacobians of FedMSA's "true gradient" (Sec. 2.3; not the
 average of per-client products of eq. (11b)). The optimum is unique when ``G`` has full
 column rank and ``Qbar`` is positive definite; both are checked on construction.
 
 For ``N == 1`` the same object is FedNest's compositional bilevel problem (eq. (7),
-notes 1.4, with the 1/2 convention of Sec. 3.2): ``r_i = f^{i,0}``,
+with the 1/2 convention of its Sec. 3.2): ``r_i = f^{i,0}``,
 
 .. math::
 
@@ -46,7 +46,7 @@ map is affine in these arrays, so a minibatch evaluation (the maps built from th
 minibatch means of the arrays) is unbiased, the mean over the whole sample set is exact,
 and the variance is known in closed form (:meth:`LinearCompositional.noise_variance`).
 For ``N == 1`` the minibatch inner loss is ``1/2 ||y - r_i(x; batch)||^2``: its
-y-gradient ``y - r_i(x; batch)`` is FedNest's unbiased ``q_i`` (Sec. 2.5).
+y-gradient ``y - r_i(x; batch)`` is FedNest's unbiased ``q_i`` (Sec. 2.4).
 """
 
 from __future__ import annotations
@@ -346,19 +346,6 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         if n == self.n_levels:
             return 0.5 * torch.einsum("ci,cij,cj->c", u, M_, u) - (v * u).sum(-1)
         return torch.einsum("cij,cj->ci", M_, u) + v
-
-    def level_jacobian(
-        self, n: int, u: torch.Tensor, clients: torch.Tensor, batch: Batch | None = None
-    ) -> torch.Tensor:
-        """Jacobian of ``f^{m,n}`` at ``u_c`` for each evaluated client.
-
-        ``(C, d_{n+1}, d_n)`` (the ``W_{m,n}``), or the gradient ``Q_m u - t_m`` of
-        shape ``(C, d_N)`` at the top level.
-        """
-        M_, v = self._level_arrays(n, clients, batch)
-        if n == self.n_levels:
-            return torch.einsum("cij,cj->ci", M_, u) - v
-        return M_
 
     @property
     def level_maps(self) -> tuple[Callable[..., torch.Tensor], ...]:

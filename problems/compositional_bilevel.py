@@ -1,7 +1,7 @@
 """FedNest's compositional bilevel problem as a view of a one-level ``LinearCompositional``.
 
-For ``N == 1`` levels the federated compositional problem is FedNest's eq. (7) (notes 1.4, the
-1/2 convention of Sec. 3.2): ``g_i(x, y) = 1/2 ||y - r_i(x)||^2`` with ``r_i = f^{i,0}`` and
+For ``N == 1`` levels the federated compositional problem is FedNest's eq. (7) (with the
+1/2 convention of its Sec. 3.2): ``g_i(x, y) = 1/2 ||y - r_i(x)||^2`` with ``r_i = f^{i,0}`` and
 ``f_i(x, y) = f^{i,1}(y)``, so ``grad^2_y g_i = I`` and the hypergradient is the compositional
 gradient. This mixin gives :class:`~problems.compositional.LinearCompositional` the Problem
 contract's losses, closed-form oracles, exact answers and constants in that view; every method

@@ -16,7 +16,7 @@ entropy on the logit ``s``). Two hyperparameter modes:
 
 Exact answers: ``y*(x)`` by damped Newton on ``sum_i g_i`` to machine precision, then the
 hypergradient by one linear solve there: ``GlobalGrad_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k``
-(notes 2.6) and ``grad h = GlobalGrad / n``. The ridge ``mu > 0`` makes every sample Hessian
+(HGP Sec. 3.3) and ``grad h = GlobalGrad / n``. The ridge ``mu > 0`` makes every sample Hessian
 positive definite (per-sample strong convexity, the alpha of Assumption 3).
 """
 
@@ -106,7 +106,7 @@ class PerClientLogistic(ProblemFamily):
         seed: int = 0, *, mu: float = 0.1, hyper: HyperMode = "decay", components: int = 3,
         concentration: float = 0.4,
     ) -> PerClientLogistic:
-        """The synthetic heterogeneous data of HGP sec. 5.1 (FedEM generator, notes 5.1).
+        """The synthetic heterogeneous data of HGP sec. 5.1 (the FedEM generator the paper uses).
 
         ``components`` label models ``theta_m ~ U(-1, 1)^dim``; client mixture weights
         ``~ Dir(concentration)``; inputs ``~ U(-1, 1)^dim``; label

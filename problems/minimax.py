@@ -1,6 +1,6 @@
 """Federated quadratic minimax problem (strongly convex in x, strongly concave in y).
 
-FedNest's federated minimax problem (eq. (2) of Tarzanagh et al. 2022; notes 1.3, 2.5)
+FedNest's federated minimax problem (eq. (2) of Tarzanagh et al. 2022; Sec. 2.4 for FedNest on it)
 is the bilevel problem (1) with ``g_i = -f_i``. Client ``i`` of ``M`` has
 
 .. math::
@@ -230,12 +230,12 @@ class QuadraticMinimax(ClientArrayFamily):
         ``A_i = t_i I``, ``t_i ~ U(0, 0.1)``, ``b_i = b_i' - (1/m) sum_j b_j'``,
         ``b_i' ~ N(0, s^2 I_d)`` and ``lam = 10``: ``P_i = I``, ``Lam_i = lam I``,
         ``e_i = 0`` here. Then ``y*(x) = b_bar - t_bar x``,
-        ``phi(x) = (1/2)||A_bar x - b_bar||^2 + (lam/2)||x||^2`` (the paper's text omits
-        the ridge; notes issue 13) and, since centring makes ``b_bar = 0``,
+        ``phi(x) = (1/2)||A_bar x - b_bar||^2 + (lam/2)||x||^2`` (the paper's text in Sec. 4.3 omits
+        the ridge) and, since centring makes ``b_bar = 0``,
         ``x* = y* = 0`` up to float64 round-off. ``mu_f = 1``.
 
         The paper does not give m; the default 1000 is the authors' notebook value. The
-        notebook (``minmax_synthetic.ipynb``; FedNest notes 4.3 and issue 13) differs
+        notebook (``minmax_synthetic.ipynb`` of ucr-optml/FedNest) differs
         from the paper: ``lambda = 0.1``, ``b_i ~ N(0, s_i)`` with std
         ``s_i ~ U(0, 2 s)`` centred over each client's own coordinates, 50 of 1000
         clients per round, extra 1/n and 0.5 factors, and an idealised FedNest cell that
@@ -313,10 +313,6 @@ class QuadraticMinimax(ClientArrayFamily):
         """``grad^2_y g = P_bar`` (or client i's ``P_i``); constant in (x, y)."""
         return self.means["P"] if client is None else self.P[client]
 
-    def cross_jacobian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_xy g = A_bar^T`` of shape ``(dx, dy)``, or client i's ``A_i^T``."""
-        return (self.means["A"] if client is None else self.A[client]).T
-
     def outer_grad_x(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         m = self.means
         return -m["A"].T @ y + m["Lam"] @ x + m["e"]
@@ -337,7 +333,7 @@ class QuadraticMinimax(ClientArrayFamily):
         return torch.linalg.solve(m["P"], m["b"] - m["A"] @ x)
 
     def exact_hypergradient(self, x: torch.Tensor) -> torch.Tensor:
-        """``grad phi(x) = grad_x f(x, y*(x))`` (Danskin; FedNest Sec. 2.5)."""
+        """``grad phi(x) = grad_x f(x, y*(x))`` (Danskin; FedNest Sec. 2.4)."""
         return self.outer_grad_x(x, self.exact_inner_solution(x))
 
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:

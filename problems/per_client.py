@@ -1,4 +1,5 @@
-"""Federated quadratic bilevel family with per-client hyperparameters (HGP notes 6.1, P1).
+"""Federated quadratic bilevel family with per-client hyperparameters (HGP Sec. 3, with quadratic
+g_i and f_i).
 
 HGP (Terashita & Hara) gives every client its own hyperparameter ``lambda_i`` (paper letters;
 the testbed's outer variable is ``x = [lambda_1; ...; lambda_n]``, its inner variable ``y`` is the
@@ -13,14 +14,14 @@ paper's shared model ``x``). Client ``i`` of ``n`` has
 Client i's losses read only its own block ``lambda_i`` of x, so the problem is a standard bilevel
 problem (``g = mean_i g_i``, ``f = mean_i f_i``, ``h(x) = f(x, y*(x))``) to which every classical
 estimator applies, while HGP (eq. 10, Alg. 2) sees the per-client blocks. In the paper's notation
-(notes 2.6), at ``y* = (sum_k A_k)^{-1} sum_k (b_k + C_k lambda_k)``:
+(Sec. 3.3), at ``y* = (sum_k A_k)^{-1} sum_k (b_k + C_k lambda_k)``:
 
 - ``H_k = A_k``, ``J_k = grad^2_{y lambda_k} g_k = -C_k^T`` (``d_lambda x d_y``),
 - ``c_k = Q_k r_k``, ``e_k = P_k^T Q_k r_k + rho lambda_k``, ``r_k = y* + P_k lambda_k - t_k``,
 - GlobalGrad ``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` for ``F = sum_k f_k``,
 
 and the testbed's hypergradient of ``h = F / n`` is ``GlobalGrad / n``. ``P_i`` makes
-``grad_lambda f_i`` depend on ``y`` (the term that Theorem 2's statement drops, notes 4.5).
+``grad_lambda f_i`` depend on ``y`` (the term that Theorem 2's statement drops, App. D.3).
 
 Stochastic oracles: sample ``j`` of client i has ``A_ij = A_i + N^A_ij``, ``C_ij = C_i + N^C_ij``
 and ``b_ij = b_i + n^b_ij`` with the noise centred over j, so minibatch Hessians and cross
@@ -240,7 +241,7 @@ class PerClientQuadratic(ClientArrayFamily):
         return {"H": self.A, "J": -self.C.transpose(1, 2), "c": c, "e": e, "y": y}
 
     def exact_hypergradient(self, x: torch.Tensor) -> torch.Tensor:
-        """``grad h = GlobalGrad / n``, GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c (notes 2.6)."""
+        """``grad h = GlobalGrad / n``, GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c (Sec. 3.3)."""
         blk = self.client_blocks(x)
         adjoint = torch.linalg.solve(blk["H"].sum(0), blk["c"].sum(0))
         global_grad = blk["e"] - torch.einsum("kij,j->ki", blk["J"], adjoint)
@@ -289,7 +290,7 @@ class PerClientQuadratic(ClientArrayFamily):
             / self.n_clients)
 
     def hgp_constants(self) -> dict[str, float]:
-        """HGP's constants (notes 4.1) from the finite sample sets, exactly.
+        """HGP's constants (Thm 1, App. C) from the finite sample sets, exactly.
 
         ``alpha = min sigma_min`` and ``L = max sigma_max`` over every client and sample inner
         Hessian (minibatch means lie in their convex hull, so the same bounds hold for any b);

@@ -315,15 +315,6 @@ class QuadraticBilevel(ClientArrayFamily):
         """``grad^2_y g`` (global, ``client=None``) or ``grad^2_y g_i``; constant in (x, y)."""
         return self.means["A"] if client is None else self.A[client]
 
-    def cross_jacobian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_xy g = -B_bar^T`` of shape ``(dx, dy)``, or client i's ``-B_i^T``."""
-        B = self.means["B"] if client is None else self.B[client]
-        return -B.T
-
-    def client_inner_hessians(self) -> torch.Tensor:
-        """Stack ``(M, dy, dy)`` of ``grad^2_y g_i``."""
-        return self.A
-
     def client_cross_jacobians(self) -> torch.Tensor:
         """Stack ``(M, dx, dy)`` of ``grad^2_xy g_i = -B_i^T``."""
         return -self.B.transpose(1, 2)
@@ -360,11 +351,6 @@ class QuadraticBilevel(ClientArrayFamily):
         y_star = self.exact_inner_solution(x)
         adjoint = torch.linalg.solve(self.means["A"], self.outer_grad_y(x, y_star))
         return self.outer_grad_x(x, y_star) + self.means["B"].T @ adjoint
-
-    def hypergradient_at(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Plug-in hypergradient ``grad_bar h(x, y)`` with the exact adjoint at an arbitrary y."""
-        adjoint = torch.linalg.solve(self.means["A"], self.outer_grad_y(x, y))
-        return self.outer_grad_x(x, y) + self.means["B"].T @ adjoint
 
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:
         """``h(x) = f(x, y*(x))``."""

@@ -1,8 +1,8 @@
 """FedMSA's risk-averse (mean-upper-semideviation) problem: a nonlinear 3-level
 composition.
 
-FedMSA (Tarzanagh et al. 2023) Sec. 4, following Balasubramanian et al.; notes 4.1 and
-issue 17:
+FedMSA (Tarzanagh et al. 2023) Sec. 4, following Balasubramanian et al. (with the
+square inside the semideviation that the paper's ``f_1`` omits, as below):
 
 .. math::
 
@@ -24,8 +24,8 @@ written as ``f_2(f_1(f_0(x)))`` (``N = 2``) with, for client ``m`` and its examp
         \\quad \\mathbb{R}^2 \\to \\mathbb{R}.
 
 The square inside the semideviation is the authors' code
-(``fedMCO_stochastic_final.ipynb``); the paper's ``f_1`` omits it. ``delta`` smooths the
-square root (the objective is then C^1). The objective averages the clients at every
+(``fedMCO_stochastic_final.ipynb`` of ucr-optml/FedMSA); the paper's ``f_1`` omits it. ``delta``
+smooths the square root (the objective is then C^1). The objective averages the clients at every
 level; clients hold equally many examples, so it equals the full-data objective.
 
 Data (seeded; paper + code): ``d = 10``, 1000 examples split at random into ``M`` equal

@@ -1,6 +1,6 @@
 """Build the empirical-vs-theory report from a results directory written by ``testbed check``.
 
-The report is built from the results files only (README "Results files"); no check is rerun.
+The report is built from the results files only (docs/results-files.md); no check is rerun.
 It is self-contained and offline: ``index.html`` with the CSS inlined and no external resource,
 ``report.md`` with the same content, PNG figures under ``figures/`` and copies of the
 counterexample files under ``counterexamples/``.

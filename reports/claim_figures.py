@@ -19,6 +19,7 @@ from reports.figure_cache import FigureCache, figure_key
 from reports.figure_spec import (
     KIND_LABELS,
     PLOT_VERSION,
+    RATE_KINDS,
     Curve,
     FigureSpec,
     FitPanel,
@@ -256,8 +257,7 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
     section.notes.extend(str(n) for n in entry.get("notes") or [])
     section.artists = list(entry.get("artists") or [])
     section.figure = f"figures/{name}"
-    section.plotted = list(cases)
-    fitted_elsewhere = (claim.get("kind") in ("linear_rate", "scaling_exponent")
+    fitted_elsewhere = (claim.get("kind") in RATE_KINDS
                         and isinstance(summary, FitPanel) and bool(panels)
                         and not any(p.guides or any(c.series in ("theory", "fitted")
                                                     for c in p.curves) for p in panels))

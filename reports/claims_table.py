@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from reports.figure_spec import claim_fits
@@ -33,7 +33,6 @@ class ClaimSection:
     claim: dict[str, Any]
     worst: str
     figure: str | None = None
-    plotted: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     counterexample: str | None = None
     notes: list[str] = dataclasses.field(default_factory=list)
     #: every file of the counterexample copied into the report (the JSON, its arrays)
@@ -296,15 +295,6 @@ def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
     if meta.get("hypothesis"):
         fields.append(("Hypothesis", str(meta["hypothesis"])))
     return fields
-
-
-def verdict_counts(claims: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Claims per verdict (undecided and not checked counted apart from holds)."""
-    counts = {v: 0 for v in VERDICT_CLASSES}
-    for c in claims:
-        verdict = str(c.get("verdict"))
-        counts[verdict] = counts.get(verdict, 0) + 1
-    return counts
 
 
 def summary_sentence(sections: Sequence[ClaimSection]) -> str:

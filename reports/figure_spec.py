@@ -63,7 +63,6 @@ KIND_LABELS = {
 RATE_KINDS = ("linear_rate", "scaling_exponent")
 BOUND_KINDS = ("bias_bound", "variance_bound", "linear_rate", "scaling_exponent",
                "communication_count")
-THEORY_SERIES = ("bound", "theory", "fitted")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -426,7 +426,3 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
         headline=_headline(meta), fields=header_fields(meta), notes=list(notes),
         summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
         outside=outside, errata=errata, extras=list(extras))
-
-
-def paper_rank(paper: str) -> int:
-    return PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER)

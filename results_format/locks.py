@@ -14,7 +14,7 @@ is taken over with a note naming that process. The file itself stays (removing i
 two processes lock two different files of one name).
 
 Locks are per process and reentrant: a driver that holds a run's lock may call code that takes
-it again. Standard library only (see :mod:`results_format`); see the README's design section
+it again. Standard library only (see :mod:`results_format`); see docs/design.md
 for why not the ``filelock`` package.
 """
 

@@ -43,8 +43,8 @@ class EstimatorInfo:
         make: builds the estimator from keyword parameters (the registry's defaults merged with
             the caller's overrides).
         defaults: the parameters ``build`` accepts and their defaults (testbed names, glossary
-            in README). Left out (every entry today), they are read from ``cls``'s dataclass
-            fields (the defaults' one home) less ``fixed``, with ``settings`` on top.
+            in docs/glossary.md). Left out (every entry today), they are read from ``cls``'s
+            dataclass fields (the defaults' one home) less ``fixed``, with ``settings`` on top.
         settings: the variant's values where it differs from the class, and the keywords of a
             ``make`` that assembles parts (e.g. ``inner_steps`` into a solver object) with their
             defaults (read from the part's fields with :func:`field_defaults` where it has them).

@@ -45,7 +45,7 @@ def _add_device_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
-    """Where the units of work run (README "Running on several machines")."""
+    """Where the units of work run (docs/ray.md)."""
     group = parser.add_argument_group("where the work runs")
     group.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local (default: this machine) or ray (a Ray cluster; needs the "
@@ -53,6 +53,7 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--jobs", type=_int_in(1, MAX_JOBS), default=1, metavar="N",
                        help="local executor: N worker processes (default 1: this process; "
                             f"at most {MAX_JOBS})")
+    _add_threads_option(group)
     group.add_argument("--address", default=None,
                        help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
                             "start a Ray instance on this machine for the run")
@@ -135,6 +136,14 @@ def _identifier(text: str) -> str:
             f"{_shown(text)} is not an id: ids and names have at most {MAX_ID_LENGTH} "
             "characters")
     return text
+
+
+def _add_threads_option(parser: Any) -> None:
+    """``--threads N``: torch intra-op threads per process (:mod:`testbed_app.threads`)."""
+    parser.add_argument("--threads", type=_int_in(1, MAX_THREADS), default=None, metavar="N",
+                        help="torch CPU threads per process (default: 1 for the claim "
+                             "commands, whose problems are small; for run, the cores shared "
+                             "among the --jobs processes)")
 
 
 def _positive_int(text: str) -> int:
@@ -251,8 +260,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--recover", action="store_true",
                      help="set a corrupt or foreign checkpoint aside and resume from the last "
                           "good state (previous checkpoint, else step 0), keeping metrics")
-    run.add_argument("--threads", type=_int_in(1, MAX_THREADS), metavar="N",
-                     help="torch CPU threads (1 is fastest for the small digits models)")
     run.add_argument("--segment-steps", type=_positive_int, metavar="N",
                      help="with --jobs N or --executor ray: steps per task (a task ends at "
                           "the first checkpoint N steps on; default: [run] checkpoint_every)")
@@ -292,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "changed, and a claim's fingerprint does not cover it)")
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads_option(verify)
     _add_device_option(verify)
     _add_mutate_options(_command(sub, "mutate"))
     _add_deploy_options(_command(sub, "deploy"))
@@ -313,6 +321,7 @@ def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutate.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_threads_option(mutate)
 
 
 def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:

@@ -42,6 +42,7 @@ from testbed_app.experiments.run_folders import check_run_folders
 from testbed_app.experiments.segments import SegmentResult, iter_experiments, run_experiments
 from testbed_app.flower import command as deploy
 from testbed_app.report_command import report_command
+from testbed_app.threads import claim_threads, use_threads, workload_threads
 from theory_checks.calibration import calibrate, check_seeds, format_table
 from theory_checks.claim import VERDICTS, Claim
 from theory_checks.comparison import table as comparison_table
@@ -168,7 +169,8 @@ def check_command(args: argparse.Namespace) -> int:
     for path, reason in untrusted_claim_files(_folder(args.results, "--results")):
         if path.stem.split("@")[0] in ids:
             print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
-    with _executor(args) as executor:  # one Ray instance for the claims and the tables
+    threads = use_threads(claim_threads(args.threads))
+    with _executor(args, threads) as executor:  # one Ray instance for the claims and tables
         summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
                                progress=not args.quiet, execute=executor.run)
         _print_verdicts(summaries, args, profile.name)
@@ -221,11 +223,14 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
               f"({origins}): {_counts(outside)}")
 
 
-def _executor(args: argparse.Namespace) -> Executor:
+def _executor(args: argparse.Namespace, threads: int) -> Executor:
     """The executor ``--executor``, ``--jobs``, ``--address`` ... name
-    (:mod:`testbed_app.executors`)."""
+    (:mod:`testbed_app.executors`), its local workers with ``threads`` torch threads each."""
+    if args.executor == "ray" and args.threads is not None:
+        raise ValueError("--threads is for --executor local: a Ray task's torch threads are "
+                         "its --cpus-per-task")
     return make_executor(args.executor, args.jobs, args.address, args.cpus_per_task,
-                         args.max_retries)
+                         args.max_retries, threads=threads)
 
 
 def _folder(path: str, option: str) -> Path:
@@ -270,7 +275,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
                          f"{', '.join(deterministic)}")
     statistical = [c for c in claims if c.statistical]
     check_seeds(args.seeds)  # at most calibration.MAX_SEEDS, named
-    executor = _executor(args)  # a bad option is reported before the bar starts
+    executor = _executor(args, use_threads(claim_threads(args.threads)))  # before the bar
     bar = tqdm(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
                disable=args.quiet)
 
@@ -288,8 +293,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
 
 def run_command(args: argparse.Namespace) -> int:
     """``testbed run``: run experiment configs (resuming); 1 when a run diverged, else 0."""
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    threads = use_threads(workload_threads(args.threads, args.jobs))
     if args.rounds is not None:
         if args.steps is not None:
             raise ValueError("--rounds is the old name of --steps; give --steps alone")
@@ -319,7 +323,7 @@ def run_command(args: argparse.Namespace) -> int:
                 configs, Path(args.results), fresh=args.fresh, recover=args.recover,
                 progress=not args.quiet))
     else:
-        summaries = iter(_run_on_executor(configs, args))
+        summaries = iter(_run_on_executor(configs, args, threads))
     status = 0
     for summary in summaries:
         last = summary["last_row"] or {}
@@ -334,12 +338,12 @@ def run_command(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_on_executor(configs: list[ExperimentConfig],
-                     args: argparse.Namespace) -> list[dict[str, Any]]:
+def _run_on_executor(configs: list[ExperimentConfig], args: argparse.Namespace,
+                     threads: int) -> list[dict[str, Any]]:
     """``testbed run`` through ``--jobs N`` or ``--executor ray``: each config a chain of
     segments between checkpoints, the configs side by side, one progress bar over all steps
     (:mod:`testbed_app.experiments.segments`)."""
-    executor = _executor(args)  # a bad option is reported before the bar starts
+    executor = _executor(args, threads)  # a bad option is reported before the bar starts
     bar = tqdm(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
                unit="step",
                disable=args.quiet)
@@ -381,7 +385,7 @@ def regress_command(args: argparse.Namespace) -> int:
     regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():
         raise ValueError(f"--out {args.out} is a folder; name the JSON file to write")
-    executor = _executor(args)  # a bad option is reported before the bar starts
+    executor = _executor(args, use_threads(claim_threads(args.threads)))  # before the bar
     bars: list[Any] = []
 
     def progress(message: str) -> None:
@@ -408,6 +412,7 @@ def verify_command(args: argparse.Namespace) -> int:
     """``testbed verify``: one estimator's declared claims, then ``--against`` and the report;
     1 when a declared claim does not hold or it is worse, else 0."""
     torch.set_default_dtype(torch.float64)
+    use_threads(claim_threads(args.threads))
     info = verifying.resolve_target(args.target)
     results = _folder(args.results or str(Path("results") / "verify" / info.name), "--results")
     info, summaries = verifying.verify(info, results, args.profile, args.claim,

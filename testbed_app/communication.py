@@ -5,7 +5,7 @@ on the regression grid's problem (:func:`testbed_app.regression.grid_problems`, 
 kind it supports) records from the ledger the rounds of every outer iteration and the floats sent
 each way, next to the formula of its paper with the parameters substituted. The formula is the
 algorithm's own ``rounds_formula()`` (:class:`testbed.algorithms.rounds.RoundsFormula`: FedNest
-Table 2 and Sec. 2.5, AggITD Table 1, FedMSA Sec. 3, HGP Alg. 2 in gossip steps), the one home
+Table 2 and Sec. 2.6, AggITD Table 1, FedMSA Sec. 3, HGP Alg. 2 in gossip steps), the one home
 that ``rounds_per_iteration()`` and the communication claims read as well; nothing here restates
 it. With FedNest's random truncation the formula is evaluated at each iteration's drawn ``N'``
 (Alg. 3 as listed uses ``N' + 1`` rounds; the paper's ``2T + N + 3`` is then an upper bound, the

@@ -303,13 +303,15 @@ class RayExecutor(_Session):
 
 
 def make_executor(name: str = "local", jobs: int = 1, address: str | None = None,
-                  cpus_per_task: int = 1, max_retries: int = TASK_RETRIES) -> Executor:
+                  cpus_per_task: int = 1, max_retries: int = TASK_RETRIES,
+                  threads: int | None = None) -> Executor:
     """The executor the command line names (``--executor``, ``--jobs``, ``--address``,
-    ``--cpus-per-task``, ``--max-retries``)."""
+    ``--cpus-per-task``, ``--max-retries``); ``threads``: each local worker's torch threads
+    (:mod:`testbed_app.threads`; a Ray task's are its ``--cpus-per-task``)."""
     if name == "local":
         if address is not None:
             raise ValueError("--address is for --executor ray")
-        return LocalExecutor(jobs)
+        return LocalExecutor(jobs, threads)
     if name == "ray":
         if jobs != 1:
             raise ValueError("--jobs is for --executor local (Ray runs one task per free CPU)")

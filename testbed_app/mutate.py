@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from testbed_app.threads import claim_threads, use_threads
 from theory_checks.mutants import MUTANT_DB, get_mutant
 from theory_checks.mutants import families as known_families
 from theory_checks.mutation import as_expected, format_table, run_mutants
@@ -60,6 +61,7 @@ def mutate_command(args: argparse.Namespace) -> int:
         return 0
     profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
     torch.set_default_dtype(torch.float64)
+    use_threads(claim_threads(args.threads))
     bar = tqdm(total=len(chosen), desc="mutants", unit="mutant", disable=args.quiet)
     current: list[str] = []
 

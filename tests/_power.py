@@ -1,7 +1,7 @@
 """Power on a claim's own cases: how many of the cases a correct run accepts would a bug pass.
 
 A case that cannot tell a realistic bug from the correct code is not a test of the claim; the
-claims reject such cases (README "A case that cannot test a claim is not a pass"). These
+claims reject such cases (docs/deciding.md, "A case that cannot test a claim is not a pass"). These
 helpers measure it: the claim is run on the correct estimator, and every case it accepted is
 measured again with the bug's builder.
 """

@@ -102,7 +102,8 @@ def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv):
         main(["run", str(write(tmp_path)), "--quiet", *argv])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert argv[0] in err and ("positive integer" in err or "invalid choice" in err), err
+    assert argv[0] in err and ("positive integer" in err or "invalid choice" in err
+                               or "expected an integer in [1, 1,024]" in err), err
 
 
 def test_fresh_and_recover_together_is_an_error(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """One place per paper result: each claim, with its cases, check, perturbation and positive
 control, lives in the module named after its result, and nothing refers to it by a string.
 
-The layout (README, Design, "One module per paper result"): a paper's folder
+The layout (docs/design.md, "One module per paper result"): a paper's folder
 ``theory_checks/<paper>/`` holds its shared modules (:data:`SHARED_MODULES`: the paper's
 constants and hypotheses, its shared helpers, the wrong estimators that several results'
 perturbations or the mutants build, the mutants) and one module per result, named after the

@@ -72,8 +72,8 @@ def test_unknown_claim_ids_are_one_line_with_did_you_mean(capsys):
 
 
 def test_claim_takes_several_ids_after_one_flag_and_repeated_flags(tmp_path, capsys):
-    """The README shows `[--claim ID ...]`: several ids after one flag, and the flag repeated,
-    in check, calibrate and verify."""
+    """docs/command-line.md shows `[--claim ID ...]`: several ids after one flag, and the flag
+    repeated, in check, calibrate and verify."""
     parser = build_parser()
     for command in (["check"], ["calibrate"], ["verify", "aid-fp"]):
         args = parser.parse_args([*command, "--claim", "a", "b", "--claim", "c"])

@@ -205,5 +205,5 @@ def test_lemma_2_1_from_per_client_oracles(family: str, data: st.DataObject, see
     # Why 1e-10: one extra solve with the autodiff Hessian, O(kappa * eps) apart.
     assert _rel(hyper, p.exact_hypergradient(x)) <= IDENTITY_RTOL
     if isinstance(p, QuadraticMinimax):
-        # Danskin (FedNest Sec. 2.5): the indirect term vanishes at y*(x).
+        # Danskin (FedNest Sec. 2.4): the indirect term vanishes at y*(x).
         assert _rel(gx, p.exact_hypergradient(x)) <= IDENTITY_RTOL

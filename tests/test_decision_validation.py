@@ -25,7 +25,7 @@ def test_each_evidence_keeps_its_rate_on_its_model(evidence, side):
 def test_student_t_leaks_on_the_short_tail_side_of_skewed_data():
     # exponential values (right-skewed): "mean >= edge" fails a true claim ~12-20 times as often
     # as the rate; "mean <= edge" is conservative. This is why Student-t tests are fed means of
-    # many samples and failures are confirmed on fresh seeds (README "How verdicts are decided").
+    # many samples and failures are confirmed on fresh seeds (docs/deciding.md).
     leak = validate("student-t (batch_evidence)", "exponential", 30, "lower", RATE)
     assert not leak.model_is_valid and not leak.keeps_rate
     assert leak.ci_low > 5 * RATE

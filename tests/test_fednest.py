@@ -226,7 +226,7 @@ def test_minimax_fixed_point_is_the_saddle_point():
 
 def test_compositional_single_term_fednest_converges():
     p = LinearCompositional.random(3, (2, 3), seed=0, heterogeneity=0.5)
-    # T = 1 and beta = 1 (Cor. 3.3 and notes 2.6): each FedInn call lands on y*(x) exactly
+    # T = 1 and beta = 1 (Cor. 3.3 and Sec. 2.4): each FedInn call lands on y*(x) exactly
     algo = FedNest(inner_steps=1, neumann_terms=1, local_steps=1, inner_step_size=1.0,
                    scale_by_steps=False)
     records = run_algorithm(algo, p, 80, np.random.default_rng(0))

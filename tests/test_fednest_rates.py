@@ -121,7 +121,7 @@ def test_replicate_exponents_give_a_valid_interval_where_a_common_stream_fit_doe
 
 
 def test_sampling_variance_formula_reduces_to_the_full_participation_law():
-    """s = m: Var = (N/l^2) sum_j ||A^j v||^2 - ||E p||^2 (notes 3.2), whatever the spread."""
+    """s = m: Var = (N/l^2) sum_j ||A^j v||^2 - ||E p||^2 (from eq. (13b)), whatever the spread."""
     p = QuadraticBilevel.random(4, 2, 3, 5.0, seed=3, hessian_heterogeneity=0.5,
                                 gradient_heterogeneity=1.0)
     H, lam, terms = p.A, 1.0 / p.constants().L_clients, 5

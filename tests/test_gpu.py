@@ -74,7 +74,7 @@ def test_every_shipped_config_gives_the_cpus_metrics_on_cuda(path, tmp_path):
                 difference = abs(other - value) / max(1.0, abs(value))
                 largest = max(largest, difference)
                 assert difference <= FLOAT32_RTOL, (key, value, other)
-    # the figure for the README (gpu_session.sh runs pytest with -rP, which shows it)
+    # the figure for docs/gpu.md (gpu_session.sh runs pytest with -rP, which shows it)
     print(f"{path.stem}: largest difference of a continuous metric {largest:.2g} of "
           "max(1, |CPU value|)")
 

@@ -1,4 +1,4 @@
-"""Graph families, mixing weights, Push-Sum and the graph ledger (HGP Alg. 1, notes 6.3 T1)."""
+"""Graph families, mixing weights, Push-Sum and the graph ledger (HGP Alg. 1, Sec. 2.1)."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ def test_fully_connected_is_exact_and_static_is_w_power():
     W = g.static_weights()
     np.testing.assert_allclose(pushsum_operator(g.mixing(0, 4)), np.linalg.matrix_power(W, 4),
                                atol=1e-14)
-    # symmetric W: sigma_max(W^S - 11^T/n) = SLEM(W)^S exactly (notes 3.5)
+    # symmetric W: sigma_max(W^S - 11^T/n) = SLEM(W)^S exactly
     assert consensus_error(np.linalg.matrix_power(W, 4)) == pytest.approx(slem(W) ** 4,
                                                                          rel=1e-10)
 

@@ -1,4 +1,4 @@
-"""HGP estimators, SGP and the reference gradients (HGP Alg. 2, eq. 10; notes 2.6, 3.2-3.5)."""
+"""HGP estimators, SGP and the reference gradients (HGP Alg. 2, eq. 10, Sec. 3.3)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def _x(p, seed=0):
 
 
 def test_exact_averaging_matches_closed_form_series(problem):
-    """v^(M) = e - eta J sum_{m<M} (I - eta H_bar)^m c_bar (notes 2.6 (2))."""
+    """v^(M) = e - eta J sum_{m<M} (I - eta H_bar)^m c_bar (eq. (10) with exact Theta)."""
     x = _x(problem)
     blk = problem.client_blocks(x)
     eta, M = 0.2, 13
@@ -60,7 +60,7 @@ def test_value_is_the_testbed_hypergradient_in_the_limit(problem):
 
 
 def test_fully_connected_pushsum_equals_centralized(problem):
-    """FC-HGP (any S >= 1) equals centralized HGP (notes 6.3 T14)."""
+    """FC-HGP (any S >= 1) equals centralized HGP."""
     x = _x(problem, 2)
     central = get_estimator("hgp-centralized").build(neumann_terms=9)
     fc = get_estimator("hgp").build(neumann_terms=9, pushsum_steps=2,
@@ -119,8 +119,8 @@ def test_practical_form_keeps_weights(problem):
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", ["assran", "nedic"])
 def test_sgp_decaying_steps_approach_the_consensus_optimum(problem, variant):
-    """SGP (notes 3.2): constant steps stall at an O(gamma) neighbourhood; the paper's decaying
-    schedule shrinks the error by over 10x and leaves the clients in consensus."""
+    """SGP (the solver HGP cites, Sec. 2.2): constant steps stall at an O(gamma) neighbourhood; the
+    paper's decaying schedule shrinks the error by over 10x and leaves the clients in consensus."""
     x = _x(problem, 6)
     n = problem.n_clients
     graph = GraphSequence("random_directed", n, 0)

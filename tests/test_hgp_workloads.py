@@ -114,7 +114,7 @@ def test_closed_form_hessian_equals_autodiff() -> None:
 
 
 def test_exact_influence_equals_finite_differences_of_retraining() -> None:
-    """GlobalGrad (notes 2.6) against central differences of ``F(lambda) = sum_i f_i(y*)``."""
+    """GlobalGrad (HGP Sec. 3.3) against central differences of ``F(lambda) = sum_i f_i(y*)``."""
     problem = _influence_problem(2, 6)
     x = problem.initial_point()[0]
     exact = problem.exact_global_grad(x)

@@ -42,7 +42,7 @@ def test_saddle_point_is_stationary(p: QuadraticMinimax) -> None:
 @FAST
 @given(quadratic_minimax(), st.integers(0, 2**31 - 1))
 def test_danskin_holds_for_the_mean_not_per_client(p: QuadraticMinimax, seed: int) -> None:
-    """FedNest notes issue 6: grad_y f(x, y*) = 0 on average, not client by client."""
+    """FedNest Sec. 2.4 read per client: grad_y f(x, y*) = 0 on average, not client by client."""
     x = torch.as_tensor(np.random.default_rng(seed).standard_normal(p.dim_x))
     y = p.exact_inner_solution(x)
     per_client = p.client_outer_grad_y(x, y)
@@ -94,7 +94,7 @@ def test_fednest_synthetic_matches_the_paper() -> None:
     x = torch.linspace(-1.0, 1.0, 10, dtype=torch.float64)
     t_bar, b_bar = float(t.mean()), p.means["b"]
     expected = 0.5 * _norm(t_bar * x - b_bar) ** 2 + 5.0 * _norm(x) ** 2
-    # Why 1e-12: the notes' closed form vs the solve-based phi, O(1) values.
+    # Why 1e-12: the closed form vs the solve-based phi, O(1) values.
     assert abs(float(p.outer_objective(x)) - expected) <= 1e-12 * expected
     assert torch.allclose(p.exact_inner_solution(x), b_bar - t_bar * x, atol=1e-14)
 

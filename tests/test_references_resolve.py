@@ -1,10 +1,11 @@
-"""Every project name a docstring or the README refers to exists.
+"""Every project name a docstring, the README or a documentation page refers to exists.
 
 The code-structure review found docstrings pointing to ``testbed_app.experiments.base.*_SCHEMA``
 after it had moved to ``results_format``; moving every claim into its result's module left
 five more such references (a claim's notes naming ``theory_checks.fedmsa.exact.exact_run``).
 This test reads the Sphinx cross-references of the packages' docstrings (``:func:`x.y```,
-``:mod:`~x.y```, ...) and the README's backticked dotted names, and resolves each one that
+``:mod:`~x.y```, ...) and the backticked dotted names of the README and of the pages under
+``docs/`` (where its long sections moved), and resolves each one that
 starts with a project package: the module is imported and the attributes looked up.
 """
 
@@ -34,8 +35,9 @@ def _references() -> dict[str, set[str]]:
         for path in sorted((ROOT / package).rglob("*.py")):
             for match in ROLE.finditer(path.read_text(encoding="utf-8")):
                 found.setdefault(match.group(1), set()).add(str(path.relative_to(ROOT)))
-    for match in BACKTICKED.finditer((ROOT / "README.md").read_text(encoding="utf-8")):
-        found.setdefault(match.group(1), set()).add("README.md")
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for match in BACKTICKED.finditer(page.read_text(encoding="utf-8")):
+            found.setdefault(match.group(1), set()).add(str(page.relative_to(ROOT)))
     return {name: places for name, places in found.items() if name not in NOT_OBJECTS}
 
 

@@ -268,7 +268,7 @@ def test_hypergradient_equals_finite_differences_of_the_outer_objective(solved, 
         fd = (h(x + eps * d) - h(x - eps * d)) / (2 * eps)
         assert abs(float(fd - grad_h @ d)) <= FINITE_DIFFERENCE_RTOL * float(grad_h.norm())
     if kind == "loss_tuning":
-        # f depends on x only through y*(x): the direct part is exactly zero (FedMSA notes 4.2)
+        # f depends on x only through y*(x): the direct part is exactly zero (FedMSA Sec. 4)
         assert torch.equal(fx, torch.zeros_like(fx))
 
 

@@ -88,14 +88,6 @@ class Fit:
     def agrees(self) -> bool:
         return abs(self.estimate - self.theory) <= self.tolerance
 
-    @property
-    def interval_agrees(self) -> bool:
-        """Whether the confidence interval meets ``[theory - tolerance, theory + tolerance]``:
-        for Monte Carlo fits whose point estimate is noisy, a true claim then fails only when
-        the whole interval lies outside, with probability <= (1 - confidence) / 2."""
-        return (self.ci_high >= self.theory - self.tolerance
-                and self.ci_low <= self.theory + self.tolerance)
-
 
 def fit_record(fit: Fit, exact: bool) -> dict[str, Any]:
     """A fit as the results files keep it. A fit of exact data (a deterministic claim, or an

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from problems import default_device, from_spec
 from results_format import atomic_write_bytes, json_default
@@ -352,6 +353,7 @@ def write_metadata(out_dir: Path, profile: Profile,
                    "builtin": origin == BUILT_IN}
                   for c, e in pairs for origin in (run_origin(c, e),)]
     meta = {**provenance(), "precision": precision_record(), "device": str(default_device()),
+            "torch_threads": torch.get_num_threads(),  # testbed_app.threads chose it
             "profile": dataclasses.asdict(profile),
             "hypothesis": "seed = sha256(claim id), no database",
             "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}

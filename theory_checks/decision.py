@@ -220,20 +220,6 @@ def clopper_pearson(successes: int, trials: int, rate: float) -> tuple[float, fl
     return low, high
 
 
-def slope_evidence(fit: Any) -> StudentT:
-    """The Student-t evidence of a least-squares slope (:class:`theory_checks.stats.LinearFit`).
-
-    Valid when the residuals are independent: fit points from independent streams, or a
-    fixed-effect fit whose replicate levels absorb the common random numbers. A plain fit of
-    points that share one stream (common random numbers without replicate levels) has
-    correlated residuals and an interval that can be far too narrow: use :func:`batch_evidence`
-    over independent batches instead.
-    """
-    if not fit.dof >= 1 or not math.isfinite(fit.std_error):
-        raise ValueError("the fit carries no standard error (needs >= 1 residual dof)")
-    return StudentT(float(fit.slope), float(fit.std_error), int(fit.dof))
-
-
 def batch_evidence(values: Sequence[float]) -> StudentT:
     """Mean of a statistic computed on ``B`` independent batches (each its own stream), with the
     Student-t interval on ``B - 1`` dof: valid whatever the correlation *within* a batch (the
@@ -312,7 +298,8 @@ class StatTest:
 
 
 def combine(outcomes: Iterable[Outcome]) -> Outcome:
-    """A case (or a claim) fails if any part fails, holds if every part holds."""
+    """A case (or a claim) fails if any part fails, is undecided if no part fails and some part
+    is undecided, and holds if every part holds."""
     return _combine(outcomes)  # type: ignore[return-value]
 
 

@@ -11,7 +11,7 @@ The count is binomial: its Clopper-Pearson interval says what the draws can reso
 ``draws = DRAWS_PER_RATE / r`` a correct procedure shows about ``DRAWS_PER_RATE`` failures or
 fewer, and an interval whose lower end exceeds ``r`` shows the procedure failing its promise.
 
-What the rows say (README "How verdicts are decided"): Hoeffding, empirical Bernstein and
+What the rows say (docs/deciding.md): Hoeffding, empirical Bernstein and
 Clopper-Pearson keep their rate on every bounded model (they assume nothing else); Student-t
 (``batch_evidence``) keeps it on normal data, its model, and exceeds it on one side of skewed
 data: for right-skewed values the test "mean >= bound" fails a true claim far more often than

@@ -1,10 +1,14 @@
-"""Perturbations: the smallest bug that matters for each claim expected to hold.
+"""Builders of deliberately wrong estimators from the registry's own builds.
 
-One module per paper. Each defines deliberately wrong estimators (a subclass of the real one with
-one realistic mistake) and the builders that a claim's :class:`theory_checks.claim.Perturbation`
-names; ``testbed check`` runs them and records whether the check caught them (the check's power),
-and ``theory_checks/test_claims.py`` asserts it. The mutants of ``testbed mutate``
-(:mod:`theory_checks.mutation`, each paper's ``mutants.py``) are built with the same helpers.
+A claim's :class:`theory_checks.claim.Perturbation` (the smallest bug that matters for a claim
+expected to hold) is a subclass of the real estimator, or a changed field, with one realistic
+mistake: the wrong classes live in the result module that uses them, or in a paper's
+``perturbations.py`` when several results do. These functions turn the registry's build of an
+entry into such a wrong estimator (:func:`recast`, :func:`registry_variant`,
+:func:`part_variant`, :func:`field_variant`); ``testbed check`` runs the perturbations and
+records whether the check caught them (the check's power), ``theory_checks/test_claims.py``
+asserts it, and the mutants of ``testbed mutate`` (:mod:`theory_checks.mutation`, each paper's
+``mutants.py``) are built with the same functions.
 """
 
 from __future__ import annotations

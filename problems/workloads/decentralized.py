@@ -1,6 +1,6 @@
 """Per-client problems on real data for HGP's experiments (Terashita & Hara, sec. 5.2 and 5.3).
 
-Paper letters -> testbed (README glossary): the paper's shared model x is our inner variable
+Paper letters -> testbed (docs/glossary.md): the paper's shared model x is our inner variable
 ``y`` (a flat parameter vector, ``dim_y`` = d_x), client i's hyperparameter lambda_i is block i
 of our outer variable ``x = [lambda_1; ...; lambda_n]`` (``dim_hyper`` = d_lambda). Every problem
 here has the per-client interface that :class:`testbed.decentralized.HyperGradientPush` and
@@ -18,17 +18,18 @@ evaluation is one ``torch.func.vmap`` over the stacked rows; there is no loop ov
   ``lambda = 1``, ``f_i`` = client i's validation cross entropy, ``F = sum_i f_i`` (the global
   validation loss). ``-<d_lambda F>_ik`` is the linear prediction of
   ``F(lambda - e_ik) - F(lambda)``, the change when sample k of client i is dropped (its weight
-  set to 0; with the mean-reduced g_i this keeps the denominator N_i, notes 7.3 item 26).
+  set to 0; with the mean-reduced g_i this keeps the denominator N_i, which Sec. 5.2 does not
+  discuss).
 - :class:`PersonalizationProblem` (sec. 5.3): HGP-PL multiplies the model's logits by
-  ``n_classes * softmax(lambda_i)`` (the code's scaling, notes 5.3, so the mask is 1 at
-  ``lambda = 0``), HGP-MTL mixes ``K`` models' class probabilities with weights
+  ``n_classes * softmax(lambda_i)`` (the authors' code's scaling, hitachi-rd-cv/pdbo-hgp, so the
+  mask is 1 at ``lambda = 0``), HGP-MTL mixes ``K`` models' class probabilities with weights
   ``softmax(lambda_i)`` (the code's NLL of the mixture). ``g_i`` = training cross entropy of the
   personalized prediction + ``wd/2 ||y||^2``; ``f_i`` = the same cross entropy on the outer data
   (the code uses the training set) + ``rho/2 ||lambda_i||^2`` (Table 6).
 
 Exact answers for the convex case (``model="logreg"``, softmax regression with ``wd > 0``):
 ``y*(x)`` by damped Newton on ``sum_i g_i`` in the working dtype, GlobalGrad
-``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` (notes 2.6) by one linear solve.
+``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` (Sec. 3.3) by one linear solve.
 
 The influence protocol's numerical tools (used by ``testbed_app.experiments.hgp``): Hessian-vector
 products of ``G = sum_i g_i`` (:meth:`InfluenceProblem.total_hvp`), the largest eigenvalue by
@@ -437,7 +438,7 @@ class InfluenceProblem(_PerClientClassification):
     def exact_global_grad(self, x: torch.Tensor, y: torch.Tensor | None = None
                           ) -> torch.Tensor:
         """``(n, N)`` GlobalGrad ``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` at
-        ``y*(x)`` (notes 2.6, 3.7; ``e_i = 0`` here): one Hessian, one solve, one mixed
+        ``y*(x)`` (Sec. 3.3, Table 1; ``e_i = 0`` here): one Hessian, one solve, one mixed
         product ``J_i a = grad_{lambda_i} <grad_y g_i, a>``."""
         self._check_convex()
         x = x.detach()

@@ -13,8 +13,8 @@ samples split into a training part ``D^tr_i`` and a validation part ``D^val_i``:
                  \mathrm{CE}\big(\psi(\phi(u; x); y), c\big) + R(y),
 
 the outer variable is the shared representation ``x`` and the inner variable the head ``y``
-(FedNest notes 4.1: "Outer x = hidden layer, inner y = output layer"), and the problem is
-``min_x f(x, y*(x))`` with ``y*(x) = argmin_y g(x, y)``, ``f = mean_i f_i``, ``g = mean_i g_i``.
+(FedNest Sec. 4.1 and its code: the hidden layer is outer, the output layer inner), and the problem
+is ``min_x f(x, y*(x))`` with ``y*(x) = argmin_y g(x, y)``, ``f = mean_i f_i``, ``g = mean_i g_i``.
 
 The regulariser ``R``:
 
@@ -22,8 +22,8 @@ The regulariser ``R``:
   convex in ``y``, so ``g`` is ``lambda``-strongly convex in ``y``: the setting of FedNest's
   Assumption A2 and AggITD's Assumption 1 under which ``y*(x)`` and the hypergradient exist.
 - ``"norm"``: ``R(y) = lambda/2 sum_W ||W||_F`` over the head's weight and bias, the authors'
-  code (``0.5 * 0.1 * sum ||W||``, public-code notes 1). It is *not* strongly convex (notes:
-  "A2 is violated"); kept so the authors' objective can be run.
+  code (``0.5 * 0.1 * sum ||W||``, ucr-optml/FedNest). It is *not* strongly convex (FedNest's
+  Assumption A2 is violated); kept so the authors' objective can be run.
 
 For the CNN the head has a hidden ReLU layer, so ``g`` is not convex in ``y`` either way.
 

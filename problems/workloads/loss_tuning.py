@@ -3,7 +3,7 @@ r"""Federated loss-function tuning on long-tailed data (FedNest Sec. 4.2 / Fig. 
 The training pool is long-tailed (class ``c`` keeps ``ceil(n_max r^{c/(C-1)})`` images,
 ``r = imbalance_ratio``; FedNest's MNIST: ``r = 0.01``, 6000 down to 60 images), split over the
 clients, and each client holds out a validation part of its own (imbalanced) samples. Following
-AutoBalance and the authors' code (FedNest notes 4.2, FedMSA notes 4.2), the outer variable is a
+AutoBalance and the authors' code (FedNest Sec. 4.2, FedMSA Sec. 4), the outer variable is a
 VS-loss parametrisation with one multiplicative and one additive logit adjustment per class,
 ``x = [d; l] in R^{2C}`` (both 0 initially), and the inner variable is the whole network ``y``:
 
@@ -19,7 +19,7 @@ class ``c`` in the clients' pooled samples. With these weights the expected vali
 *class-balanced* loss ``(1/C) sum_c E[CE | class c]`` (AutoBalance's objective); the authors
 normalise ``w`` to unit Euclidean norm instead, which only rescales ``f`` (a step size absorbs it).
 ``f`` depends on ``x`` only through ``y*(x)``: ``grad_x f_i = 0`` and the hypergradient is purely
-indirect (FedMSA notes 4.2). Test metrics use the plain logits ``z`` on the balanced test set.
+indirect (FedMSA Sec. 4). Test metrics use the plain logits ``z`` on the balanced test set.
 
 The inner problem (a whole MLP) is not convex; ``lambda > 0`` (``inner_regularization``) adds
 curvature but no global strong convexity. The authors' code has no regulariser (default 0).

@@ -15,7 +15,7 @@ the body as the outer variable and the head as the inner one (FedNest Sec. 4.1, 
 "the hidden layer" / "the output head"); loss-function tuning trains the whole network as the
 inner variable.
 
-Architectures (FedNest repository ``models/Nets.py``, public-code notes 1):
+Architectures (the FedNest repository ucr-optml/FedNest, ``models/Nets.py``):
 
 - ``"mlp"``: ``input -> 200 -> classes`` (784-200-10 on MNIST), body ``Linear + ReLU``, head the
   last ``Linear`` (the authors' ``layer_input`` / ``header`` split);
@@ -29,8 +29,8 @@ Architectures (FedNest repository ``models/Nets.py``, public-code notes 1):
 
 .. warning::
    The authors' MLP has ``Dropout(0.5)`` after the first layer and keeps it active while taking
-   gradients, Hessian- and Jacobian-vector products (public-code notes 1, "Dropout stays
-   active"). Here the networks have no dropout, so the oracles are deterministic functions of
+   gradients, Hessian- and Jacobian-vector products (ucr-optml/FedNest calls ``net0.train()``
+   there). Here the networks have no dropout, so the oracles are deterministic functions of
    the parameters and the workloads' hypergradients can be checked against autodiff.
 """
 

@@ -16,7 +16,7 @@ the SVRG correction applied to the direct part only (Alg. 4 line 4):
     \qquad x^+ = \tfrac{1}{|S|} \sum_{i \in S} x^i_{\tau_i},
 
 with fresh samples ``xi^i_nu`` that differ from those of the direct part inside ``tilde h``
-(notes 2.5; Lemma 5 step (i) needs it). One-Round-Lower is
+(Alg. 4; Lemma 5 step (i) needs it). One-Round-Lower is
 :func:`testbed.federation.local.local_round` with the FedSVRG control variate (Alg. 2 line 4:
 the same sample at the local point and at the anchor), One-Round-Upper the same routine on x.
 """
@@ -65,7 +65,7 @@ class FBOAggITD(OuterAlgorithm):
 
     Per outer iteration: AggITD (Alg. 1) with One-Round-Lower (Alg. 2), then One-Round-Upper
     (Alg. 4). Communication per iteration (Table 1): ``2N + 3`` rounds with the FedSVRG lower
-    level. With ``lower_solver="sgd"`` (FBO-AggITD_SGD, FedAvg lower level, notes 2.3) the anchor
+    level. With ``lower_solver="sgd"`` (FBO-AggITD_SGD, FedAvg lower level, Fig. 4) the anchor
     round is dropped and ``z^t`` rides on the local-step round, giving ``N + 3`` rounds, the
     same convention as FedNest_SGD's ``T + N + 3`` (one round per FedAvg inner step).
 

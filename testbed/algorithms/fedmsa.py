@@ -39,18 +39,18 @@ local iterate ``(x_{r+1}, Z_{r+1})``, the server adopts it (the average of one p
 it back. So the ledger counts exactly 2 rounds per round; with the "exact" compositional semantics
 the global step needs ``1 + N`` aggregations and a round costs ``2 + N``.
 
-**Generalised variant (notes 2.6; what the authors' experiments ran).** With ``participation`` a
-fraction (e.g. 0.1), ``S`` clients run the local recursion from the same ``(h_r, q_r)`` and the
-server averages their models (one aggregation over the S clients); constant ``rho``, full-batch
-maps. The paper's Conclusion mentions it; there is no theory for it.
+**Generalised variant (the Conclusion's, Sec. 6; what the authors' experiments ran).** With
+``participation`` a fraction (e.g. 0.1), ``S`` clients run the local recursion from the same ``(h_r,
+q_r)`` and the server averages their models (one aggregation over the S clients); constant ``rho``,
+full-batch maps. The paper's Conclusion mentions it; there is no theory for it.
 
 .. warning::
    Deviations and readings: (Fed-MSA) writes ``P = sum_m P^m``; Algorithm 1 and every objective
-   use averages, so averages are used throughout (notes 6.6). (10a) has a typo, corrected in
+   use averages, so averages are used throughout. (10a) has a typo, corrected in
    :class:`~testbed.algorithms.fedmsa_maps.BilevelMaps`. The proof's per-client batch ``K b``
    in (5) and initial batch ``b_0 = K R`` are not in the algorithm box; here every oracle uses
-   ``batch_size`` samples (notes 2.2, 6.15). The output rule (a uniformly random local iterate)
-   is left to the caller: the state keeps the last round's local iterates.
+   ``batch_size`` samples (the batches appear only in App. B's proofs). The output rule (a uniformly
+   random local iterate) is left to the caller: the state keeps the last round's local iterates.
 """
 
 from __future__ import annotations

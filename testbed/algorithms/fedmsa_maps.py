@@ -19,9 +19,9 @@ A maps object turns a problem into those maps, evaluated for many clients in one
   in the client's quantities and v is shared, so ``avg_m P^m(x, z*(x)) = grad F(x)`` exactly.
 
   .. warning::
-     (10a) as printed has ``grad_x f^m`` in the second block; that is a typo (notes 6.1): it must
-     be ``grad_w f^m`` (dimensions, eq. (2) and the authors' ``s_func`` agree). The corrected map
-     is implemented.
+     (10a) as printed has ``grad_x f^m`` in the second block; that is a typo (eq. (2) has ``grad_w
+     f^m``): it must be ``grad_w f^m`` (dimensions, eq. (2) and the authors' ``s_func`` agree). The
+     corrected map is implemented.
 
 - :class:`CompositionalMaps` (eq. (11), ``N >= 1`` levels, any problem with ``level_map``):
 
@@ -32,13 +32,13 @@ A maps object turns a problem into those maps, evaluated for many clients in one
 
   with ``grad f`` the transposed Jacobian, computed as a chain of vector-Jacobian products from
   the top. ``semantics="paper"`` is (11b): the server averages the clients' *products*.
-  ``semantics="exact"`` is the product of server-averaged Jacobians (notes 5.1 F3),
+  ``semantics="exact"`` is the product of server-averaged Jacobians ((Fed-MCO)'s gradient),
   ``grad fbar^0(x) ... grad fbar^N(z^N)``, the true gradient of (Fed-MCO) at ``Z = Z*(x)``; the
   global step then needs one aggregation per level (:meth:`CompositionalMaps.global_step`).
 
   .. warning::
      Under Jacobian heterogeneity the average of products is not the product of averages
-     (notes 1.4, 6.12): the fixed point of the "paper" maps is in general not a stationary point
+     (Sec. 2.3, App. D): the fixed point of the "paper" maps is in general not a stationary point
      of (Fed-MCO). Both semantics are offered so that the bias can be measured.
 
 Oracle counting for the compositional maps (``Calls`` has bilevel names): a level value

@@ -93,7 +93,7 @@ class FedNest(OuterAlgorithm):
     part only (eqs. (10)-(11)); LFedOut replaces both with local Neumann hypergradient steps and
     one round; the minimax form drops the indirect term (eq. (12)). Under partial
     ``participation`` every FedInn call, every FedIHGP term and FedOut draw a fresh client
-    subset (the experiments' setting, notes 4; the theory assumes full participation).
+    subset (the experiments' setting, Sec. 4; the theory assumes full participation).
 
     Communication (:meth:`rounds_per_iteration`): the paper's Table 2 formulas. For FedNest and
     FedNest_SGD we follow the listing the paper budgets, i.e. the deterministic count of the
@@ -102,8 +102,8 @@ class FedNest(OuterAlgorithm):
 
     .. warning:: With the paper's random truncation (``truncation="random"``, the default)
        Alg. 3 uses ``N' + 1`` rounds, so the ledger measures ``2T + N' + 3 <= 2T + N + 2``
-       (notes 2.8 and issue 8); ``state.rounds`` and ``state.truncation_index`` report the
-       measured count and ``N'`` of each iteration, and :meth:`rounds_per_iteration` is then
+       (Sec. 2.6 counts N Hessian rounds); ``state.rounds`` and ``state.truncation_index`` report
+       the measured count and ``N'`` of each iteration, and :meth:`rounds_per_iteration` is then
        the paper's budget (an upper bound), not the measured count.
 
     Args:
@@ -174,7 +174,7 @@ class FedNest(OuterAlgorithm):
 
     def rounds_formula(self) -> RoundsFormula:
         """Table 2: ``2T + N + 3``, ``T + 1``, ``T + N + 3``, ``2T + 1``; minimax ``2T + 2``
-        (Sec. 2.5). With random truncation FedIHGP's count is drawn: ``2T + N' + 3``. Each
+        (Sec. 2.4, eq. (12)). With random truncation FedIHGP's count is drawn: ``2T + N' + 3``. Each
         update strategy states its share (``T`` inner calls, then the outer update)."""
         inner, outer = self.inner_rule.rounds(self), self.outer_rule.rounds(self)
         text = f"{inner.text} + {outer.text}"
@@ -183,7 +183,7 @@ class FedNest(OuterAlgorithm):
         note = (f"N' drawn per iteration (Alg. 3); the paper's {stated} is an upper bound"
                 if stated != text else "")
         return RoundsFormula(text, parameters,
-                             "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.5", note=note)
+                             "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.6", note=note)
 
     def rounds_per_iteration(self) -> int:
         """:meth:`rounds_formula` at this configuration; with random truncation the paper's

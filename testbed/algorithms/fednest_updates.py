@@ -8,7 +8,7 @@ takes a strategy object or its name, resolved through :data:`INNER_UPDATES` /
 | name | strategy | paper | rounds |
 | --- | --- | --- | --- |
 | inner "svrg" | :class:`FedInn` | FedInn, Alg. 4 | ``2T`` |
-| inner "sgd" | :class:`LFedInn` | LFedInn / FedAvg (Alg. 6 reconstructed, notes 2.7) | ``T`` |
+| inner "sgd" | :class:`LFedInn` | LFedInn / FedAvg (Alg. 6 of App. A, reconstructed) | ``T`` |
 | outer "svrg" | :class:`FedOut` | FedIHGP + FedOut, Algs. 3, 2 | ``N' + 3`` (``N + 3``: fixed N) |
 | outer "local" | :class:`LFedOut` | LFedOut, local Neumann (Alg. 5 reconstructed) | ``1`` |
 | outer "minimax" | :class:`MinimaxFedOut` | FedOut without the indirect term, eq. (12) | ``2`` |
@@ -89,8 +89,8 @@ class FedInn(_LocalInnerRound):
 
 @dataclasses.dataclass(frozen=True)
 class LFedInn(_LocalInnerRound):
-    """LFedInn (FedAvg on y; Alg. 6 as reconstructed in notes 2.7): FedInn's local steps without
-    the control variate; one round."""
+    """LFedInn (FedAvg on y; Alg. 6 of App. A, reconstructed from Table 2 and the authors' code):
+    FedInn's local steps without the control variate; one round."""
 
     name: ClassVar[str] = "sgd"
     variance_reduction: ClassVar[bool] = False
@@ -141,7 +141,7 @@ class FedOut(OuterUpdate):
 
 @dataclasses.dataclass(frozen=True)
 class MinimaxFedOut(OuterUpdate):
-    """FedOut without the indirect term (Sec. 2.5, eq. (12)): ``grad_xy g_i = 0`` cannot be
+    """FedOut without the indirect term (Sec. 2.4, eq. (12)): ``grad_xy g_i = 0`` cannot be
     assumed in general, so it is valid only for minimax problems; two rounds."""
 
     name: ClassVar[str] = "minimax"
@@ -163,8 +163,9 @@ class MinimaxFedOut(OuterUpdate):
 
 @dataclasses.dataclass(frozen=True)
 class LFedOut(OuterUpdate):
-    """LFedOut (Alg. 5 as reconstructed in notes 2.7): local hypergradient steps with each
-    client's own Neumann series, one round; on a minimax problem without the indirect term."""
+    """LFedOut (Alg. 5 of App. A, reconstructed from Table 2 and the authors' code): local
+    hypergradient steps with each client's own Neumann series, one round; on a minimax problem
+    without the indirect term."""
 
     name: ClassVar[str] = "local"
 

@@ -6,7 +6,7 @@ by the name in brackets, resolved through :data:`AVERAGING_RULES`):
 
 - :class:`PushSumAveraging` (``"pushsum"``): S Push-Sum steps (Alg. 1) on the graph sequence,
   through the graph ledger: ``u_bar = Theta_hat u`` with ``Theta_hat = diag(P w)^{-1} P``,
-  ``P = A(t + S) ... A(t + 1)`` (notes 2.1); the static-network variant is this rule with
+  ``P = A(t + S) ... A(t + 1)`` (Sec. 2.1); the static-network variant is this rule with
   ``graph_family="static_undirected"`` (W^S);
 - :class:`ExactAveraging` (``"exact"``): the exact averaging operator ``Theta = 11^T / n``
   (eq. 9-10 as written; notes D2); nothing is communicated;

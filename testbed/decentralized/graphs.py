@@ -1,4 +1,4 @@
-"""Seeded time-varying communication graphs (HGP sec. 2.1, notes 6.2).
+"""Seeded time-varying communication graphs (HGP sec. 2.1 and the graphs of Sec. 5).
 
 A :class:`GraphSequence` is a family, a size ``n`` and a seed; step ``s = 0, 1, 2, ...`` has edge
 set ``E(s)`` (always with self-loops) and is random-access and reproducible: the same (family,
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Literal
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -36,8 +36,6 @@ import numpy as np
 from testbed.decentralized.mixing import metropolis_weights, pushsum_weights
 from testbed.defaults import EDGE_PROBABILITY
 
-GraphFamily = Literal["fully_connected", "directed_ring", "random_directed",
-                      "random_undirected", "b_connected", "static_undirected", "disconnected"]
 GRAPH_FAMILIES: tuple[str, ...] = (
     "fully_connected", "directed_ring", "random_directed", "random_undirected", "b_connected",
     "static_undirected", "disconnected",
@@ -177,7 +175,7 @@ class GraphSequence:
         """``(count, n, n)`` column-stochastic weights of steps ``start .. start+count-1``.
 
         Push-Sum weights ``1/|N_j^out|`` for every family except ``static_undirected``, whose
-        weights are the doubly-stochastic Metropolis W (notes 3.5).
+        weights are the doubly-stochastic Metropolis W (the static network, Theta_hat = W^S).
         """
         if self.family == "static_undirected":
             W = self.static_weights()

@@ -15,7 +15,7 @@ inner iterate, client i runs (eq. 10 with Theta replaced by an averaging operato
     u_i^{(m)} = \\bar u_i^{(m-1)} - \\eta\\, \\hat H_i^{(m)} \\bar u_i^{(m-1)},
 
 for ``m = 1..M``, and ``v_i^(M)`` estimates GlobalGrad ``<d_lambda F>_i`` with ``F = sum_k f_k``
-(eq. 9 / Lemma 1; notes 2.6). The testbed's hypergradient of ``h = mean_k f_k`` is
+(eq. 9 / Lemma 1; Sec. 3.3). The testbed's hypergradient of ``h = mean_k f_k`` is
 ``GlobalGrad / n``, which is what :meth:`HyperGradientPush.estimate` returns as ``value``.
 
 ``Avg`` is the estimator's averaging rule (:mod:`testbed.decentralized.averaging`; the
@@ -99,14 +99,6 @@ class HGPRun(NamedTuple):
     calls: Any
 
 
-def check_per_client(problem: Any) -> None:
-    if not hasattr(problem, "dim_hyper") or not hasattr(problem, "hyper_blocks"):
-        raise ValueError(
-            f"this quantity needs a per-client-hyperparameter problem (x = [lambda_1; ...; "
-            f"lambda_n], attributes dim_hyper and hyper_blocks); {type(problem).__name__} has "
-            "none")
-
-
 def is_per_client(problem: Any) -> bool:
     return hasattr(problem, "dim_hyper") and hasattr(problem, "hyper_blocks")
 
@@ -144,8 +136,9 @@ def _joint_products(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(grad^2_xy g_i u_i, grad^2_y g_i u_i)`` from one double-backward on the same sample.
 
-    The code's recipe (notes 3.3): differentiate ``<grad_y g_i, u_i>`` with respect to x and y
-    at once; counted as one HVP and one mixed product per client, like two oracle calls.
+    The authors' code's recipe (hitachi-rd-cv/pdbo-hgp): differentiate ``<grad_y g_i, u_i>`` with
+    respect to x and y at once; counted as one HVP and one mixed product per client, like two oracle
+    calls.
     """
     count = int(clients.shape[0])
     xs = x.expand(count, -1).detach().clone().requires_grad_(True)
@@ -167,7 +160,7 @@ class HyperGradientPush(Estimator):
         neumann_terms: M >= 0 fixed-point iterations (M Push-Sum calls).
         pushsum_steps: S >= 0 Push-Sum steps per call.
         neumann_step_size: eta; ``1 / L_clients`` when None (so ``||I - eta H_k|| <= 1 - eta
-            alpha``, the condition the proofs use; notes 7.2 item 9).
+            alpha``, the condition the proofs use, App. C.2).
         averaging: the averaging rule: :class:`PushSumAveraging` (``"pushsum"``),
             :class:`ExactAveraging` (``"exact"``) or :class:`ServerAveraging` (``"server"``), a
             rule object or its name.
@@ -298,7 +291,7 @@ class HyperGradientPush(Estimator):
 
         Measured by averaging the identity basis with the estimator's own :meth:`average_step`
         (through throwaway ledgers), so it is what the estimator does, not what it should do:
-        ``Theta_hat^(m) = diag(P 1)^{-1} P`` for Alg. 1 (notes 2.1), Theta for exact averaging.
+        ``Theta_hat^(m) = diag(P 1)^{-1} P`` for Alg. 1 (Sec. 2.1), Theta for exact averaging.
         """
         ledgers = self.averaging_rule.ledgers(graph.n)
         return measured_operator(
@@ -341,7 +334,7 @@ def oracle_blocks(problem: Any, x: torch.Tensor, y_rows: torch.Tensor) -> dict[s
 
 @dataclasses.dataclass(frozen=True)
 class DecentralizedGradient(Estimator):
-    """The three hypergradients of HGP's taxonomy (sec. 4, Table 1; notes 3.7), in closed form.
+    """The three hypergradients of HGP's taxonomy (sec. 4, Table 1), in closed form.
 
     With the paper's blocks at the consensus optimum ``y*`` (``F = sum_k f_k``):
 

@@ -98,10 +98,6 @@ class GraphLedger:
         return out if keep_all else out[-1:]
 
     @property
-    def total_messages(self) -> int:
-        return int(self.messages_sent.sum())
-
-    @property
     def total_floats(self) -> int:
         return int(self.floats_sent.sum())
 

@@ -1,4 +1,4 @@
-"""Mixing weights for gossip over directed graphs (HGP Alg. 1, notes 2.1).
+"""Mixing weights for gossip over directed graphs (HGP Alg. 1, Sec. 2.1).
 
 Edges are boolean arrays ``E[..., i, j]``: True when client j sends to client i at that step
 (``j in N_i^in``); the diagonal is always True (self-loops, Assumption 1's convention). Push-Sum
@@ -62,7 +62,7 @@ def metropolis_weights(graph: nx.Graph) -> np.ndarray:
     """Symmetric doubly-stochastic Metropolis-Hastings weights of an undirected graph.
 
     ``W_ij = 1 / (1 + max(deg_i, deg_j))`` on edges, ``W_ii = 1 - sum_j W_ij`` (Xiao & Boyd
-    2004); the static-network variant of HGP (notes 3.5) has ``Theta_hat = W^S``.
+    2004); the static-network variant of HGP (its experiments' FixU) has ``Theta_hat = W^S``.
     """
     n = graph.number_of_nodes()
     W = np.zeros((n, n))

@@ -8,7 +8,7 @@ out-neighbours, so with the column-stochastic ``A(s)``:
            y_i^{(s)} = z_i^{(s)} / \\omega_i^{(s)} .
 
 As an operator, ``y^(S) = Theta_hat y^(0)`` with ``Theta_hat = diag(P 1)^{-1} P``,
-``P = A(S) ... A(1)`` (notes 2.1): row-stochastic, and ``Theta_hat -> Theta = 11^T / n`` under
+``P = A(S) ... A(1)`` (Sec. 2.1): row-stochastic, and ``Theta_hat -> Theta = 11^T / n`` under
 Assumption 1 (eq. 1). All clients are updated at once: the state is a stacked ``(..., n, d)``
 tensor and a step is one batched product through the :class:`GraphLedger`.
 """
@@ -42,7 +42,8 @@ def push_sum(
         mixings: ``(S, n, n)`` column-stochastic weights of the S steps.
         ledger: every message passes through it (a ``d + 1``-float payload per edge per step).
         omega: initial weights ``(..., n)``; ones (Alg. 1) when None. HGP's practical variant
-            passes the weights carried over from earlier calls (notes 3.3 (b)).
+            passes the weights carried over from earlier calls (Sec. 5.3's "de-bias weight without
+            initialization").
     """
     w = (torch.ones(values.shape[:-1], dtype=values.dtype, device=values.device)
          if omega is None else omega)
@@ -52,7 +53,7 @@ def push_sum(
 
 
 def pushsum_operator(mixings: np.ndarray, omega: np.ndarray | None = None) -> np.ndarray:
-    """``Theta_hat = diag(P omega)^{-1} P`` with ``P = A(S) ... A(1)`` (notes 2.1).
+    """``Theta_hat = diag(P omega)^{-1} P`` with ``P = A(S) ... A(1)`` (Sec. 2.1, Alg. 1).
 
     With ``omega = 1`` (Alg. 1) this maps initial vectors to the S-step Push-Sum output.
     """
@@ -65,6 +66,6 @@ def pushsum_operator(mixings: np.ndarray, omega: np.ndarray | None = None) -> np
 
 
 def consensus_error(theta_hat: np.ndarray) -> float:
-    """``sigma_max(Theta_hat - 11^T / n)``: the Push-Sum error of Lemma 2 (c_S in notes 4.6)."""
+    """``sigma_max(Theta_hat - 11^T / n)``: the Push-Sum error that Lemma 2 bounds (eq. (15))."""
     n = theta_hat.shape[-1]
     return float(np.linalg.norm(theta_hat - np.full((n, n), 1.0 / n), 2))

@@ -1,8 +1,8 @@
 """Lower-level solvers for the decentralized problem (eq. 2): exact consensus and SGP.
 
-Stochastic gradient push (notes 3.2) solves ``min_y sum_i g_i(y, lambda_i)`` over the time-varying
-graph; every client keeps a numerator ``z_i`` and a weight ``omega_i``, de-biased iterate
-``y_i = z_i / omega_i``:
+Stochastic gradient push (the lower-level solver HGP cites, Sec. 2.2) solves ``min_y sum_i g_i(y,
+lambda_i)`` over the time-varying graph; every client keeps a numerator ``z_i`` and a weight
+``omega_i``, de-biased iterate ``y_i = z_i / omega_i``:
 
 - ``variant="assran"`` (Assran et al. 2019; the code's ASSRAN, sec. 5.1/5.2):
   ``z_i^+ = z_i - gamma_t grad g_i(y_i)``, then ``(z, omega) <- A(t) (z^+, omega)``;

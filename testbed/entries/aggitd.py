@@ -43,7 +43,8 @@ ENTRIES: list[EstimatorInfo] = [
     ),
     _algorithm(
         "fbo-aggitd-sgd",
-        "Xiao & Ji 2023, Fig. 4 (FBO-AggITD_SGD: FedAvg lower level, notes 2.3)",
+        "Xiao & Ji 2023, Fig. 4 (FBO-AggITD_SGD: FedAvg lower level, Alg. 2 without its control "
+        "variate)",
         lower_solver="sgd",
     ),
 ]

@@ -68,9 +68,9 @@ ENTRIES: list[EstimatorInfo] = [
          lambda cg_iterations: ConjugateGradient(cg_iterations), {"cg_iterations": 10}),
     _aid("aid-neumann", "Ghadimi & Wang 2018, eq. (3.3); FedNest eq. (9b) with deterministic N",
          _series(Neumann), _SERIES),
-    # The README's example variant: it enrolls in the claims of the estimator it varies, which
-    # name only aid-neumann (a variant needs no edit to any claim).
-    _aid("aid-fp", "Grazzi et al. 2020, AID-FP (Sec. 2.2); the README's example variant",
+    # The example variant of docs/variants.md: it enrolls in the claims of the estimator it varies,
+    # which name only aid-neumann (a variant needs no edit to any claim).
+    _aid("aid-fp", "Grazzi et al. 2020, AID-FP (Sec. 2.2); the example variant of docs/variants.md",
          _series(FixedPoint), _SERIES,
          enrolled_claims=("classical.gd.linear_rate", "classical.neumann.decay_rate",
                           "classical.neumann.error_bound", "classical.neumann.error_identity")),

@@ -38,7 +38,7 @@ ENTRIES: list[EstimatorInfo] = [
     _entry(
         name="fedmsa-generalised",
         reference=_REFERENCE + "; generalised variant of the Conclusion as run in the authors' "
-                  "code (ucr-optml/FedMSA, notes 2.6): 10% of clients do local steps and are "
+                  "code (ucr-optml/FedMSA): 10% of clients do local steps and are "
                   "averaged, constant rho = 0.5, full-batch maps, alpha = 0.05, beta = 0.1",
         supports=BilevelMaps.kinds,
         make=_bilevel,

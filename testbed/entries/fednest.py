@@ -51,21 +51,21 @@ ENTRIES: list[EstimatorInfo] = [
     ),
     _variant(
         "fednest-minimax", FedInn(), MinimaxFedOut(),
-        "Sec. 2.5, eq. (12): FedInn ascent on y, FedOut without the indirect term; Sec. 4.3 "
+        "Sec. 2.4, eq. (12): FedInn ascent on y, FedOut without the indirect term; Sec. 4.3 "
         "(Fig. 4)",
         supports=frozenset({"minimax"}),
     ),
     _variant(
         "fednest-sgd", LFedInn(), FedOut(),
-        "Table 2 (appendix; notes 2.7): LFedInn (FedAvg on y) + FedOut",
+        "Table 2 (App. A): LFedInn (FedAvg on y) + FedOut",
     ),
     _variant(
         "lfednest", LFedInn(), LFedOut(),
-        "Sec. 2.4 and Table 2 (LFedNest: LFedInn + LFedOut, local Neumann; Algs. 5-6 "
-        "reconstructed, notes 2.7)",
+        "Sec. 2.6 and Table 2 (LFedNest: LFedInn + LFedOut, local Neumann; Algs. 5-6 of "
+        "App. A reconstructed from Table 2 and the authors' code)",
     ),
     _variant(
         "lfednest-svrg", FedInn(), LFedOut(),
-        "Table 2 (appendix; notes 2.7): FedInn + LFedOut",
+        "Table 2 (App. A): FedInn + LFedOut",
     ),
 ]

@@ -1,8 +1,9 @@
 """Registry entries for the HGP (decentralized) estimators and algorithms.
 
 HGP: Terashita & Hara, "Decentralized Hyper-Gradient Computation over Time-Varying Directed
-Networks" (Alg. 1 Push-Sum, Alg. 2 HGP, eq. 10). Parameter names follow the README glossary:
-M = ``neumann_terms``, S = ``pushsum_steps``, eta = ``neumann_step_size``, b = ``batch_size``.
+Networks" (Alg. 1 Push-Sum, Alg. 2 HGP, eq. 10). Parameter names follow the glossary
+(docs/glossary.md): M = ``neumann_terms``, S = ``pushsum_steps``, eta = ``neumann_step_size``, b =
+``batch_size``.
 """
 
 from __future__ import annotations
@@ -77,13 +78,13 @@ ENTRIES: list[EstimatorInfo] = [
         "hgp-centralized", "HGP sec. 4 (centralized variant: a server computes Theta exactly)",
         settings=_SOLVER, fixed=("averaging", *_GRAPH, *_PRACTICAL),
         averaging=ServerAveraging()),
-    _taxonomy("client", "HGP sec. 4 / Table 1 (ClientGrad, Chen et al. 2022); notes 3.7"),
+    _taxonomy("client", "HGP sec. 4 / Table 1 (ClientGrad, Chen et al. 2022)"),
     _variant(
         "hgp-exact-averaging",
         "HGP eq. (9)-(10) with the exact averaging operator Theta (Lemma 1)",
         settings={"averaging": "exact", **_SOLVER}, fixed=(*_GRAPH, *_PRACTICAL)),
-    _taxonomy("global", "HGP sec. 4 / Table 1 (GlobalGrad, what HGP estimates); notes 2.6 (1)"),
-    _taxonomy("local", "HGP sec. 4 / Table 1 (LocalGrad, Gao et al. 2022); notes 3.7"),
+    _taxonomy("global", "HGP sec. 4 / Table 1 (GlobalGrad, what HGP estimates; Sec. 3.3)"),
+    _taxonomy("local", "HGP sec. 4 / Table 1 (LocalGrad, Gao et al. 2022)"),
     _entry(
         name="hgp-personalization",
         cls=HGPPersonalization,
@@ -105,7 +106,7 @@ ENTRIES: list[EstimatorInfo] = [
         fixed=("edge_probability",)),
     _variant(
         "hgp-static",
-        "HGP sec. 4 static-network variant: Theta_hat = W^S (Metropolis W); notes 3.5",
+        "HGP sec. 4 static-network variant: Theta_hat = W^S (Metropolis W)",
         settings={**_INNER, "graph_family": "static_undirected"}, fixed=_PUSHSUM),
     _variant(
         "hgp-stochastic",

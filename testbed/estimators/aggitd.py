@@ -67,8 +67,8 @@ def check_shared_parameters(config: Any) -> None:
 def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
     """Average a second payload inside the round that is being held (no new round).
 
-    AggITD's ``z_i^t`` travels in the same round as the anchor gradient ``q_i^t`` (Table 1,
-    notes 2.6): it is a separate message of ``dim_y`` floats each way, recorded in the ledger,
+    AggITD's ``z_i^t`` travels in the same round as the anchor gradient ``q_i^t`` (Table 1):
+    it is a separate message of ``dim_y`` floats each way, recorded in the ledger,
     but it does not open a round of its own.
     """
     return ctx.aggregate_in_round(uploads, clients, "z")
@@ -137,7 +137,7 @@ class AggITD(FederatedEstimator):
     of size ``beta / tau_i`` with the anchor gradient ``q^t`` averaged in the round before).
 
     .. warning::
-        Algorithm 1 as printed has two typos (notes section 6, items 1 and 2): line 6 drops the
+        Algorithm 1 as printed has two typos (Sec. 2.2, against eq. (5)): line 6 drops the
         ``lambda`` (``z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}``) and line 15 sets
         ``p = lambda (N+1) z^{N-1}`` when ``Q < N``. Both contradict the estimator that the paper
         analyses (eq. 5, eq. 11, Prop. 1, Prop. 2) and the ``2N + 3`` count, which includes the

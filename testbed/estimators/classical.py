@@ -177,10 +177,6 @@ class IterativeDifferentiation(WarmStarted):
         return value, {"y": run.y}
 
 
-CLASSICAL_ESTIMATORS = (
-    ExactHypergradient, ImplicitDifferentiation, IterativeDifferentiation
-)
-
 __all__ = [
     "ExactHypergradient",
     "ExactInnerSolution",

@@ -1,22 +1,23 @@
 r"""FedNest's federated building blocks (Tarzanagh et al., ICML 2022, Algs. 2-4): FedInn, the
 FedAvg inner baseline, FedIHGP, the local Neumann series of LFedNest, and FedOut's direction.
 
-Notation (README glossary): ``H = grad^2_y g`` (global), ``H_i = grad^2_y g_i``,
+Notation (docs/glossary.md): ``H = grad^2_y g`` (global), ``H_i = grad^2_y g_i``,
 ``J_i = grad^2_xy g_i`` (``dx x dy``), ``l = 1 / neumann_step_size`` (the paper's ``l_{g,1}``),
 ``A = I - H / l``, ``N = neumann_terms``, ``tau_i = local_steps``, ``beta = inner_step_size``.
 
 Every message goes through the :class:`~testbed.federation.context.FederatedContext`'s ledger and
 carries one ``dx``- or ``dy``-vector; no Hessian or Jacobian is ever sent. Client work is one
 batched oracle call over the participating clients (no per-client Python loop), and the local
-loops are :func:`~testbed.federation.local.local_round`. The algorithms' rounds hand their client
-work to the context as :class:`~testbed.federation.client_work.ClientWork` (:class:`IHGPFirstTerm`,
-:class:`IHGPTerm`, :class:`OuterDirection`, the local steps with :class:`LocalHypergradientAt`),
-so the same per-client code runs batched here and on deployed clients.
+loops are the client work :class:`~testbed.federation.local.LocalIterates`. The algorithms'
+rounds hand their client work to the context as
+:class:`~testbed.federation.client_work.ClientWork` (:class:`IHGPFirstTerm`, :class:`IHGPTerm`,
+:class:`OuterDirection`, the local steps with :class:`LocalHypergradientAt`), so the same
+per-client code runs batched here and on deployed clients.
 
 Minimax and compositional problems need no separate oracle: the problem families define
 ``g_i = -f_i`` (minimax), so ``grad_y g_i = -grad_y f_i`` is FedInn's ascent direction ``G_i``
-(Sec. 2.5), and ``g_i = 1/2 ||y - r_i(x)||^2`` (compositional), so ``grad_y g_i = y - r_i(x)``
-is the ``q_i`` of Sec. 2.5.
+(Sec. 2.4), and ``g_i = 1/2 ||y - r_i(x)||^2`` (compositional), so ``grad_y g_i = y - r_i(x)``
+is the ``q_i`` of Sec. 2.4.
 """
 
 from __future__ import annotations
@@ -123,12 +124,12 @@ def fedinn(
                        - G_i(y; \zeta_{i,\nu}) + q\big), \quad
         y^+ = |S|^{-1} \sum_{i \in S} y_{i,\tau_i} \quad\text{(round 2)},
 
-    with ``G_i = grad_y g_i(x, .)``. Without the control variate (Alg. 6 as reconstructed in
-    the notes, 2.7) the local step is ``G_i(y_{i,nu}; zeta_{i,nu})`` and the call is one round.
-    ``beta_i = beta / tau_i`` when ``scale_by_steps`` (the step rule of Thm 3.1). A fresh client
-    subset S is drawn per call (the experiments' partial participation).
+    with ``G_i = grad_y g_i(x, .)``. Without the control variate (Alg. 6 of App. A, reconstructed
+    from Table 2 and the authors' code) the local step is ``G_i(y_{i,nu}; zeta_{i,nu})`` and the
+    call is one round. ``beta_i = beta / tau_i`` when ``scale_by_steps`` (the step rule of Thm 3.1).
+    A fresh client subset S is drawn per call (the experiments' partial participation).
 
-    On a quadratic inner problem with exact oracles (notes 3.3),
+    On a quadratic inner problem with exact oracles (derived from Alg. 4),
     ``y^+ - y* = (I - P H)(y - y*)`` with ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``.
     """
     clients = ctx.participants()
@@ -186,7 +187,8 @@ def fedihgp(
     (1/l) sum_{j<N} A^j = H^{-1}(I - A^N)`` (Lemma 2.2). Each ``S_n`` is a fresh draw of
     ``ctx.participants()`` (its size is the ``participation`` parameter).
 
-    Deterministic truncation (the repo's schedule; notes 2.8 and 5.4 (b)): ``p_0`` as above with
+    Deterministic truncation (the schedule of the authors' code, ucr-optml/FedNest, which counts
+    exactly Sec. 2.6's ``2T + N + 3`` rounds): ``p_0`` as above with
     scale ``1/l`` and all ``N`` Hessian rounds, the server summing the powers:
     ``p = (1/l) sum_{j=0}^{N} A^j v`` (``N + 1`` rounds, bias ``-H^{-1} A^{N+1} v``, no
     truncation variance).
@@ -277,11 +279,13 @@ def local_neumann(
     r"""LFedNest's local IHGP: ``p_i = (1/l) sum_{j<N} (I - H_i / l)^j grad_y f_i`` per client.
 
     Only client i's Hessian-vector products and gradient are used (no communication), so
-    ``p_i -> H_i^{-1} grad_y f_i``, not ``H^{-1} grad_y f_i`` (notes 2.7: biased under
-    heterogeneity). ``x`` may hold one row per client (local outer iterates).
+    ``p_i -> H_i^{-1} grad_y f_i``, not ``H^{-1} grad_y f_i`` (biased under heterogeneity:
+    Sec. 2.6 says LFedNest degrades on non-iid data). ``x`` may hold one row per client (local outer
+    iterates).
 
-    .. warning:: Alg. 5 is not in the seed text; this follows the official code's deterministic
-       local Neumann series (notes 2.7), not the random truncation of Alg. 3.
+    .. warning:: Alg. 5 (App. A) is not in the paper text this was written from (its appendix
+       is cut off); this follows the official code's deterministic local Neumann series
+       (ucr-optml/FedNest), not the random truncation of Alg. 3.
     """
     lam = float(neumann_step_size)
     power, total = grad_y, grad_y
@@ -372,7 +376,8 @@ def lfedout(
     indirect: bool = True,
     scale_by_steps: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""LFedOut (Alg. 5 as reconstructed in notes 2.7): local hypergradient steps, one round.
+    r"""LFedOut (Alg. 5 of App. A, reconstructed from Table 2 and the authors' code): local
+    hypergradient steps, one round.
 
     .. math::
 
@@ -385,7 +390,8 @@ def lfedout(
     ``h = (x - x^+) / (alpha tau_bar)`` is the mean applied direction (``tau_bar = 1`` under
     ``scale_by_steps``); it is not communicated.
 
-    .. warning:: Reconstructed: Alg. 5 is missing from the seed text (notes 0, 2.7).
+    .. warning:: Reconstructed: Alg. 5 (App. A) is missing from the paper text this was written
+       from (its appendix is cut off).
     """
     clients = ctx.participants()
     send(ctx, clients, x=x, y=y)

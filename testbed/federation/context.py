@@ -13,8 +13,9 @@ size. Algorithms only talk to clients through it:
 - ``run_clients(work, clients)`` has the participating clients compute a round's uploads
   (:class:`~testbed.federation.client_work.ClientWork`) through the context's transport: in
   this process by default (the batched simulation), or on deployed clients;
-- the client oracles (``grad_inner``, ``grad_outer``, ``hvp``, ``jvp_xy``) evaluate the
-  participating clients in one batched call (the context is the in-process clients' side).
+- ``oracles`` (:class:`~testbed.oracles.Oracles`, counted by the same counter as the ledger)
+  evaluate the participating clients in one batched call (the context is the in-process
+  clients' side).
 """
 
 from __future__ import annotations

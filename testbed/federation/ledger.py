@@ -2,7 +2,7 @@
 
 A *round* is one aggregation: each participating client uploads a payload, the server averages
 the payloads and broadcasts the average back. FedNest counts "2T + N + 3 rounds" in exactly this
-unit (fednest-notes 2.8), AggITD its Table 1, FedMSA "2 communications per round".
+unit (its Sec. 2.6), AggITD its Table 1, FedMSA "2 communications per round".
 
 The ledger keeps, per client, the floats it sent up and received down, the number of messages, and
 the set of payload sizes seen, so a test can audit that no Hessian-sized message was ever sent.

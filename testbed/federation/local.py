@@ -12,7 +12,7 @@ loop, and AggITD's One-Round-Lower (Alg. 2) and One-Round-Upper (Alg. 4):
 
 without the control variate, ``d_{i,nu} = G_i(w_{i,nu}; zeta_{i,nu})`` (FedAvg).
 
-The same sample is used at the local point and at the anchor (FedNest notes 5.4; AggITD Alg. 2
+The same sample is used at the local point and at the anchor (FedNest Alg. 4; AggITD Alg. 2
 line 4). Clients with fewer local steps stop early (device heterogeneity); the per-client step is
 ``step_size / tau_i`` when ``scale_by_steps`` (the step rule of FedNest Thm 3.1 and AggITD).
 

@@ -29,9 +29,9 @@ stopping), ``m_rounds`` and ``m_floats_sent`` (cumulative gossip steps and float
 shared model by SGP (``rounds``/``floats_sent`` count SGP's and HGP's gossip), refines it to
 stationarity, and runs HGP's Neumann series at lambda = 1 on the refined model; the prediction
 for dropping sample k of client i is ``-v_ik`` (first order in lambda_ik). The ``top_k``
-predictions of largest magnitude (over all clients: the paper's "top 50" is ambiguous, notes 7.3
-item 26) are then checked against retraining without the sample, ``retrain_per_step`` of them
-per step.
+predictions of largest magnitude (over all clients: the paper's "top 50" of Sec. 5.2 could
+also be read per client) are then checked against retraining without the sample,
+``retrain_per_step`` of them per step.
 
 *Influence protocol* (every figure below is a metrics column):
 

@@ -30,10 +30,6 @@ from testbed_app.experiments.algorithm import build_entry
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
 from testbed_app.experiments.data import load_data
 
-#: Keys every server-experiment row has besides the evaluation's (which are NaN when skipped).
-COST_KEYS: tuple[str, ...] = ("rounds", "floats_sent", "floats_up", "floats_down",
-                              "oracle_calls")
-
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
 

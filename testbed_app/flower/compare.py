@@ -26,7 +26,7 @@ from testbed_app.flower.spec import DeploySpec
 #: keep within 1e-12 of the scale. float32 (the digits MLP): the same argument with eps = 1.2e-7
 #: over a forward and backward pass of the network per oracle call gives a few hundred eps of the
 #: scale, so 1e-4. Both are measured far below their bound on this machine (the runs agree bit for
-#: bit, README "Deploying on Flower"), so a deployment that loses or repeats a vector (an error
+#: bit, docs/flower.md), so a deployment that loses or repeats a vector (an error
 #: of order the iterate's step) cannot pass.
 TOLERANCE = {torch.float64: 1e-12, torch.float32: 1e-4}
 

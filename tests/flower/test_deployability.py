@@ -112,8 +112,8 @@ def test_a_step_that_is_not_a_deployment_is_refused(tmp_path, monkeypatch, algor
 
 
 def test_fedmsas_exact_semantics_computes_its_chain_on_the_server_and_is_refused(tmp_path):
-    """FedMSA-MCO with the "exact" semantics (products of server-averaged Jacobians, notes 5.1
-    F3) aggregates a chain that its global step computes inline: not a deployment."""
+    """FedMSA-MCO with the "exact" semantics (products of server-averaged Jacobians, (Fed-MCO)'s
+    gradient) aggregates a chain that its global step computes inline: not a deployment."""
     from problems import LinearCompositional
 
     problem = LinearCompositional.random(3, [2, 3, 4], seed=3, heterogeneity=0.2)

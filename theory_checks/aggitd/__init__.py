@@ -1,10 +1,14 @@
 """Claims of the AggITD paper (Xiao & Ji, ICML 2023) and its errata.
 
-Notation (README glossary): ``N`` = ``inner_steps``, ``tau`` = ``local_steps``, ``beta`` =
-``inner_step_size``, ``alpha`` = ``outer_step_size``, ``lambda`` = ``neumann_step_size``, ``S`` =
-participating clients. ``H = grad^2_y g`` and ``J = grad^2_xy g`` are constant on the closed-form
-families (so the paper's Hessian-Lipschitz constant ``rho`` is 0 and the ``alpha_1``,
-``alpha_2`` terms of Prop. 1 vanish).
+Citations follow the numbering of arXiv:2302.04969 (the ICML 2023 version: Sections 1-6,
+Algorithms 1-4, Propositions 1-2, Lemmas 1-3, Theorem 1, Corollary 1, Table 1-2, equations
+(1)-(48); Appendices A-D, whose Lemmas 4-7 and Theorem 2 restate and prove the main text's).
+
+Notation (the glossary of the documentation, docs/glossary.md): ``N`` = ``inner_steps``, ``tau`` =
+``local_steps``, ``beta`` = ``inner_step_size``, ``alpha`` = ``outer_step_size``, ``lambda`` =
+``neumann_step_size``, ``S`` = participating clients. ``H = grad^2_y g`` and ``J = grad^2_xy g`` are
+constant on the closed-form families (so the paper's Hessian-Lipschitz constant ``rho`` is 0 and the
+``alpha_1``, ``alpha_2`` terms of Prop. 1 vanish).
 
 The paper's constants, step rules and assumptions are in one module,
 :mod:`theory_checks.aggitd.constants`, which every check uses and whose hypotheses every claim
@@ -12,10 +16,10 @@ declares: ``mu`` is Assumption 1's (the smallest eigenvalue of every client's an
 Hessian), ``L_g`` and ``L_f`` Assumption 2's (spectral norms of every client's and sample's
 Hessian of ``g_i`` and ``f_i`` in ``z = (x, y)`` jointly), ``M`` the largest ``||grad_z F_i||``
 at the points a statement evaluates (the whole space's when ``f`` is affine: no quadratic ``f``
-is Lipschitz globally, notes 6 item 20), ``sigma_g^2`` Assumption 4's dissimilarity
-``E_i ||grad_z g_i - grad_z g||^2`` at those points (exact oracles: ``sigma_1 = 0``); the steps
-are ``lambda = min{10, 1/L_g}``, ``beta = min{1, lambda, 1/(6 L_g)}`` and the outer steps of
-Lemma 3 and Theorem 1 unless a case names its own.
+is Lipschitz globally, so Assumptions 2 and 4 hold only on bounded sets), ``sigma_g^2`` Assumption
+4's dissimilarity ``E_i ||grad_z g_i - grad_z g||^2`` at those points (exact oracles: ``sigma_1 =
+0``); the steps are ``lambda = min{10, 1/L_g}``, ``beta = min{1, lambda, 1/(6 L_g)}`` and the outer
+steps of Lemma 3 and Theorem 1 unless a case names its own.
 
 Every claim but Theorem 1's is deterministic: exact oracles, full participation (or every client
 subset enumerated) and the expectation over the server's index Q computed exactly (one run per
@@ -39,7 +43,7 @@ scaling in N, tau and S                  :mod:`.scaling`  bias_rate_in_n, tau_in
                                                           participation_algorithm
 Theorem 1: rate in K (eq. 48)            :mod:`.thm1`     rate_in_K
 Lemma 3: client drift                    :mod:`.lemma3`   drift_bound
-errata 7-9 (notes section 6)             :mod:`.errata`   dh_theorem2_constant,
+errata: Thm 2, Prop. 2's proof, eq. (45) :mod:`.errata`   dh_theorem2_constant,
                                                           prop2_sum_as_printed,
                                                           prop2_sum_corrected, prop1_alpha3_eq45
 =======================================  ===============  =====================================

@@ -1,5 +1,5 @@
-"""Algorithm 1 (AggITD) and its per-index closed form, eq. (5) (Xiao & Ji 2023; notes 2.2, 6 items
-1-2).
+"""Algorithm 1 (AggITD) and its per-index closed form, eq. (5) (Xiao & Ji 2023, Sec. 2.2; Alg. 1
+lines 6 and 15 as printed disagree with eq. (5)).
 
 Result. AggITD draws the server's index ``Q ~ U{0..N}`` (Alg. 1 line 1), runs N FedSVRG lower
 rounds ``y^0..y^N`` and the recursion ``z^t = (I - lambda grad^2_y G_i(y^t)) z^{t-1}`` from
@@ -95,7 +95,7 @@ CASES = closed_form_cases(max_dim=5)
 AS_PRINTED = Claim(
     id="aggitd.alg1.as_printed",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Alg. 1 lines 6 and 15 as printed; notes 6 items 1-2",
+    reference="Xiao & Ji 2023, Alg. 1 lines 6 and 15 as printed",
     kind="exact_identity",
     statement=("Alg. 1 as printed (z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}; p = lambda (N+1) "
                "z^{N-1} if Q < N) computes the estimator of eq. (5)"),
@@ -142,7 +142,7 @@ AS_PRINTED = Claim(
 PER_INDEX_IDENTITY = Claim(
     id="aggitd.alg1.per_index_identity",
     paper="AggITD",
-    reference="Xiao & Ji 2023, eq. (5) (HessIV closed form); notes 2.2, 6 items 1-2",
+    reference="Xiao & Ji 2023, eq. (5) (HessIV closed form; Sec. 2.2), Alg. 1 read with it",
     kind="exact_identity",
     statement=("for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
                "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"),

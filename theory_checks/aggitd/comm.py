@@ -1,8 +1,8 @@
-"""Communication per iteration of FBO-AggITD, Table 1 (Xiao & Ji 2023; notes 2.3, 2.6).
+"""Communication per iteration of FBO-AggITD, Table 1 (Xiao & Ji 2023, Sec. 3, Algs. 2-4).
 
 Result. One FBO-AggITD iteration takes ``2N + 3`` communication rounds (AID-based FedNest: ``2N +
-T + 3``), with the floats per round of notes 2.6's table; FBO-AggITD_SGD (Fig. 4, no count in the
-paper) takes ``N + 3`` (derived here: ``z^t`` rides on the FedAvg round).
+T + 3``), with the floats per round that Table 1's messages carry; FBO-AggITD_SGD (Fig. 4, no count
+in the paper) takes ``N + 3`` (derived here: ``z^t`` rides on the FedAvg round).
 
 Hypotheses: Assumption 1 and the propositions' caps (the counts do not depend on them; declared
 so every AggITD claim runs inside the paper's conditions).
@@ -39,7 +39,7 @@ from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPo
 
 def _floats_per_iteration(dx: int, dy: int, n: int, q: int, count: int, sgd: bool
                           ) -> tuple[int, int]:
-    """Floats (up, down) of one FBO-AggITD iteration from Table 1 / notes 2.6, C clients."""
+    """Floats (up, down) of one FBO-AggITD iteration from Table 1's messages, C clients."""
     z_piggyback = n - q if q >= 0 else n  # z^t for t = Q..N-1 rides on an earlier round
     anchors = 0 if sgd else n
     up = count * (anchors * dy + z_piggyback * dy + n * dy + dy + dx + dx)
@@ -128,10 +128,10 @@ CASES = closed_form_cases(max_dim=5)
 ROUNDS_PER_ITERATION = Claim(
     id="aggitd.comm.rounds_per_iteration",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3); notes 2.6",
+    reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3)",
     kind="communication_count",
     statement=("ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
-               "floats per iteration == notes 2.6's table, for every N, tau and C"),
+               "floats per iteration == the sizes of Table 1's messages, for every N, tau and C"),
     estimators=("fbo-aggitd",),
     strategy=CASES,
     check=check_comm_rounds,
@@ -149,7 +149,8 @@ ROUNDS_PER_ITERATION = Claim(
 SGD_ROUNDS_PER_ITERATION = Claim(
     id="aggitd.comm.sgd_rounds_per_iteration",
     paper="AggITD",
-    reference="derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; notes 2.3)",
+    reference=("derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; Alg. 2 without "
+               "its control variate)"),
     kind="communication_count",
     statement="FBO-AggITD_SGD: N + 3 rounds per iteration (z^t rides on the FedAvg round)",
     estimators=("fbo-aggitd-sgd",),

@@ -3,7 +3,7 @@ and conditions as hypotheses on a case (:mod:`theory_checks.hypotheses`). Every 
 takes its constants and step sizes from here, so a check and the assumptions it is judged
 against use one definition.
 
-Assumptions (Sec. 4; notes 3.1), with ``z = (x, y)``:
+Assumptions 1-4 (Sec. 4.1), with ``z = (x, y)``:
 
 - **Assumption 1**: ``G_i(x, y; zeta)`` is ``mu``-strongly convex in ``y`` for *every* client
   and sample, so ``mu <= min_{i, zeta} lambda_min(grad^2_y G_i)``.
@@ -72,8 +72,8 @@ class AggITDConstants:
 
     @property
     def kappa_g(self) -> float:
-        """``kappa_g = L_g / mu`` (never defined in the paper; implied by ``L_y = O(kappa_g)``,
-        notes 6 item 13)."""
+        """``kappa_g = L_g / mu`` (never defined in the paper; implied by ``L_y = O(kappa_g)``
+        in Thm 1)."""
         return self.L_g / self.mu
 
     # Lemma 4 (Appendix D.1), M enters only through rho: with rho = 0 the M terms vanish
@@ -303,11 +303,11 @@ def _bounded_below_margin(case: Any) -> float:
 
 
 #: Theorem 1's (and every descent analysis's) standing assumption: f bounded below, so W_0 - inf
-#: W is finite (the paper writes W_0, assuming f >= 0; notes 6 item 15).
+#: W is finite (eq. (48) writes W_0, assuming f >= 0).
 F_BOUNDED_BELOW = Hypothesis(
     "f bounded below",
     "inf_x h(x) > -infinity, h(x) = f(x, y*(x)): grad^2 h >= 0 (margin lambda_min / lambda_max)",
-    f"{REF}, Thm 1 (W_0 - inf W finite; notes 6 item 15)", _bounded_below_margin)
+    f"{REF}, Thm 1, eq. (48) (W_0 - inf W finite)", _bounded_below_margin)
 
 #: Theorem 1's outer step rule alpha_k = min{alpha_1, alpha_2, alpha_3, alpha_bar / sqrt(K)}.
 THM1_ALPHA_RULE = Hypothesis(

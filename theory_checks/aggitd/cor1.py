@@ -1,5 +1,6 @@
 """Corollary 1 as stated (no truncation floor, refuted) and corrected (Theorem 1's non-vanishing
-floor term kept), both at Theorem 1's step rule (Xiao & Ji 2023; notes 3.7-3.8, 6 item 12).
+floor term kept), both at Theorem 1's step rule (Xiao & Ji 2023, Sec. 4.3, Thm 1 and Cor. 1, App.
+D.2).
 
 Result. Corollary 1: with ``N = O(kappa_g)`` and ``alpha_bar = O(kappa_g^{-4})``,
 
@@ -309,8 +310,9 @@ NO_FLOOR = Claim(
     notes=("Exact oracles and the exact mean over Q remove every stochastic term of Thm 1, so "
            "only the dropped (1 - lambda mu)^{2N} term can stop the decay: the iterates converge "
            "to a point whose stationarity is ||J H^{-1}(I - lambda H)^{N+1} grad_y f||^2 > 0 "
-           "(notes 6 item 12). Run at Theorem 1's steps (alpha = min(alpha_1, alpha_2, alpha_3) "
-           "~ 2e-4, beta = min(1, lambda, 1/(6 L_g)), lambda = 1/L_g, L_g joint in (x, y)) and "
+           "(Cor. 1 drops Thm 1's (1 - lambda mu)^{2N} term). Run at Theorem 1's steps (alpha = "
+           "min(alpha_1, alpha_2, alpha_3) ~ 2e-4, beta = min(1, lambda, 1/(6 L_g)), lambda = "
+           "1/L_g, L_g joint in (x, y)) and "
            "followed exactly to its limit as an affine map (~5e4 iterations). Saved "
            "counterexample (one client, d_x = 1, d_y = 2, kappa = 1.5, mu = 1, L_g = 1.73): "
            "limit 1.55e-5 at N = ceil(kappa_g) = 2, 5.4e-10 at N = 8, against a round-off zero "
@@ -351,7 +353,7 @@ NO_FLOOR = Claim(
 FLOOR_KEPT = Claim(
     id="aggitd.cor1.floor_kept",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term; notes 3.7-3.8",
+    reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term (Sec. 4.3, App. D)",
     kind="bias_bound",
     statement=("the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
                "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "

@@ -1,5 +1,5 @@
-"""Errata 7-9 of the reading notes (section 6): Theorem 2's D_h constant, Prop. 2's geometric sum,
-and eq. (45)'s alpha_3 (Xiao & Ji 2023).
+"""Errata of the appendix (Xiao & Ji 2023, App. C.2 and D): Theorem 2's D_h constant, the geometric
+sum in Prop. 2's proof, and eq. (45)'s alpha_3.
 
 Results.
 
@@ -245,8 +245,8 @@ PROP1_ALPHA3_EQ45_CASES = closed_form_cases(max_dim=4)
 DH_THEOREM2_CONSTANT = Claim(
     id="aggitd.errata.dh_theorem2_constant",
     paper="AggITD",
-    reference=("Xiao & Ji 2023, Thm 2 restatement of D_h^2 (8 M^2) vs Prop. 2 (12 M^2); notes 6 "
-               "item 7"),
+    reference=("Xiao & Ji 2023, Thm 2 restatement (App. D.1) of D_h^2 (8 M^2) vs Prop. 2 "
+               "(12 M^2)"),
     kind="variance_bound",
     statement=("E||h_{i,nu}||^2 = E||h_i^D(x_nu^i) - h_i^D(x_0^i) + h^D(x) - h^I(x)||^2 <= 8 M^2 "
                "+ 4 lambda (N+1) L_g^2 M^2 / mu (the smaller constant of Theorem 2)"),
@@ -279,7 +279,7 @@ PROP2_SUM_AS_PRINTED = Claim(
     id="aggitd.errata.prop2_sum_as_printed",
     paper="AggITD",
     reference=("Xiao & Ji 2023, proof of Prop. 2 (geometric sum to (1 - lam mu)^{2N}) under "
-               "Assumptions 1-2 and lambda <= min{10, 1/L_g}; notes 6 item 8"),
+               "Assumptions 1-2 and lambda <= min{10, 1/L_g}; App. C.2"),
     kind="variance_bound",
     statement=("E_Q ||h^I||^2 <= lam^2 (N+1) L_g^2 M^2 (1 - (1 - lam mu)^{2N}) / (1 - (1 - lam "
                "mu)^2), with Assumption 2's L_g (grad G_i Lipschitz in (x, y) jointly) and M "
@@ -321,7 +321,7 @@ PROP2_SUM_AS_PRINTED = Claim(
 PROP2_SUM_CORRECTED = Claim(
     id="aggitd.errata.prop2_sum_corrected",
     paper="AggITD",
-    reference="Xiao & Ji 2023, proof of Prop. 2 corrected (sum over Q = 0..N); notes 6 item 8",
+    reference="Xiao & Ji 2023, proof of Prop. 2 (App. C.2) corrected (sum over Q = 0..N)",
     kind="variance_bound",
     statement=("E_Q ||h^I||^2 <= lam^2 (N+1) ||J||^2 ||grad_y f(x, y*)||^2 (1 - (1 - lam "
                "mu)^{2N+2}) / (1 - (1 - lam mu)^2), the proof's chain with the norms it bounds "
@@ -351,7 +351,7 @@ PROP1_ALPHA3_EQ45 = Claim(
     id="aggitd.errata.prop1_alpha3_eq45",
     paper="AggITD",
     reference=("Xiao & Ji 2023, eq. (45) restating alpha_3(N) = 3(N+1)(1 - beta mu)^N/(lam mu) "
-               "(Prop. 1: (1 - beta mu/2)^N); notes 6 item 9"),
+               "(Prop. 1: (1 - beta mu/2)^N)"),
     kind="bias_bound",
     statement=("eq. (4) with eq. (45)'s smaller alpha_3(N) = 3 (N+1) (1 - beta mu)^N / (lam mu) "
                "still bounds B_I at every N"),

@@ -1,5 +1,5 @@
-"""Lemma 3: the upper level's client drift (Xiao & Ji 2023, Lemma 3 / Lemma 7, eq. (26); notes
-3.6).
+"""Lemma 3: the upper level's client drift (Xiao & Ji 2023, Sec. 4.3, Lemma 3 /
+Lemma 7 of App. D, eq. (26)).
 
 Result. One-Round-Upper (Alg. 4) with local steps ``alpha_i = alpha / tau_i``: for every client i
 and local step nu,
@@ -84,7 +84,7 @@ DRIFT_BOUND_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(
 DRIFT_BOUND = Claim(
     id="aggitd.lemma3.drift_bound",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift); notes 3.6",
+    reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
     statement=("E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
                "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "

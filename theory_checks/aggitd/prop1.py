@@ -1,5 +1,5 @@
-"""Proposition 1: AggITD's mean over Q (eq. (11)) and its bias bound (eq. (4)) (Xiao & Ji 2023;
-notes 3.4, 5.1).
+"""Proposition 1: AggITD's mean over Q (eq. (11)) and its bias bound (eq. (4)) (Xiao & Ji 2023,
+Sec. 4.2, App. C.1).
 
 Result. The mean of AggITD over the server's index ``Q = 0..N`` is eq. (11),
 
@@ -150,7 +150,7 @@ BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 MEAN_IDENTITY = Claim(
     id="aggitd.prop1.mean_identity",
     paper="AggITD",
-    reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1); notes 3.4, 5.1",
+    reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
     kind="exact_identity",
     statement=("(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
                "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "

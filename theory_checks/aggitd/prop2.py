@@ -1,4 +1,5 @@
-"""Proposition 2: the second moment of AggITD's indirect part (Xiao & Ji 2023; notes 3.5, 5.4).
+"""Proposition 2: the second moment of AggITD's indirect part (Xiao & Ji 2023, Sec. 4.2,
+App. C.2).
 
 Result. Under Assumptions 1-2 and ``lambda <= min{10, 1/L_g}``,
 
@@ -110,7 +111,7 @@ SECOND_MOMENT_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa
 SECOND_MOMENT = Claim(
     id="aggitd.prop2.second_moment",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2); notes 3.5, 5.4",
+    reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
     statement=("E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
                "linearly in N: fitted exponent in N+1 equals 1 (0.15)"),

@@ -1,5 +1,5 @@
 """Scaling of AggITD and FBO-AggITD in the inner steps N, the local steps tau and the sampled
-clients S (Xiao & Ji 2023, Prop. 1, Lemma 3, Theorem 1; notes 3.8-3.9, 5.2).
+clients S (Xiao & Ji 2023, Prop. 1, Lemma 3, Theorem 1; the laws read off their bounds).
 
 Results.
 
@@ -81,7 +81,7 @@ from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, outer_affine
 from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 5%: the testbed's tolerance for fitted rates against theory (README, Tolerances).
+# Why 5%: the testbed's tolerance for fitted rates against theory (docs/tolerances.md).
 RATE_RTOL = 0.05
 
 
@@ -370,7 +370,7 @@ TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, ka
 BIAS_RATE_IN_N = Claim(
     id="aggitd.scaling.bias_rate_in_n",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}; notes 3.9, 5.2",
+    reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
     statement=("from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
                "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
@@ -396,7 +396,7 @@ BIAS_RATE_IN_N = Claim(
 TAU_INVARIANCE = Claim(
     id="aggitd.scaling.tau_invariance",
     paper="AggITD",
-    reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i; notes 3.6",
+    reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
     statement=("||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
                "an upper bound): fitted exponent in tau <= 0.05"),
@@ -424,7 +424,7 @@ TAU_INVARIANCE = Claim(
 PARTICIPATION = Claim(
     id="aggitd.scaling.participation",
     paper="AggITD",
-    reference="not stated in the paper (full participation theory; notes 3.9); derived here",
+    reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
     statement=("Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
                "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"),
@@ -449,7 +449,7 @@ TAU_STATIONARITY = Claim(
     id="aggitd.scaling.tau_stationarity",
     paper="AggITD",
     reference=("Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
-               "bound is tau-independent (notes 3.8-3.9)"),
+               "bound is tau-independent"),
     kind="scaling_exponent",
     statement=("(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
                "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
@@ -483,7 +483,7 @@ TAU_STATIONARITY = Claim(
 PARTICIPATION_ALGORITHM = Claim(
     id="aggitd.scaling.participation_algorithm",
     paper="AggITD",
-    reference=("not stated in the paper (full participation theory; notes 3.9); derived here for "
+    reference=("not stated in the paper (its theory assumes full participation); derived here for "
                "FBO-AggITD's iterate"),
     kind="scaling_exponent",
     statement=("Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "

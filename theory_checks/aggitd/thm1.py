@@ -1,5 +1,5 @@
-"""Theorem 1: the stochastic rate of FBO-AggITD (Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48);
-notes 3.7, 5.9).
+"""Theorem 1: the stochastic rate of FBO-AggITD (Xiao & Ji 2023, Sec. 4.3, Thm 1 / Thm 2 of
+App. D.1, eq. (38)/(48)).
 
 Result. With ``alpha_k = alpha_bar / sqrt(K)`` (and the caps ``alpha_1..3``),
 
@@ -8,8 +8,8 @@ Result. With ``alpha_k = alpha_bar / sqrt(K)`` (and the caps ``alpha_1..3``),
             + (4 alpha_bar / sqrt(K)) (c_0 M^2 + c_1 sigma_h^2 + c_2 sigma_f^2 + c_3 sigma_g^2)
             + 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + alpha_k / 6) / mu^2,            (48)
 
-``W_0 = f(x_0) - inf f + (M_f / L_y) ||y_0 - y*(x_0)||^2`` (notes 6 item 15), ``c_0..c_3`` of
-Appendix D.1 with ``rho = 0`` (:func:`thm1_constants`); so ``A(K) = O(K^{-1/2})``.
+``W_0 = f(x_0) - inf f + (M_f / L_y) ||y_0 - y*(x_0)||^2`` (eq. (48) writes ``W_0``), ``c_0..c_3``
+of Appendix D.1 with ``rho = 0`` (:func:`thm1_constants`); so ``A(K) = O(K^{-1/2})``.
 
 Hypotheses: Assumptions 1-2 (``L_f``, ``L_g`` joint in ``(x, y)``, per sample), f bounded below,
 the caps on lambda and beta (:mod:`theory_checks.aggitd.constants`).
@@ -93,7 +93,7 @@ def thm1_bound(constants: ProblemConstants, params: Mapping[str, float]) -> floa
     """RHS of eq. (48): ``4 W_0/(min alpha_i K) + 4 W_0/(alpha_bar sqrt K) + (4 alpha_bar /
     sqrt K)(c0 M^2 + c1 sigma_h^2 + c2 sigma_f^2 + c3 sigma_g^2) + 8 L_g^2 M^2 (1 - lam mu)^{2N+2}
     (3 + alpha_k / 6) / mu^2``, with ``W_0 = f(x_0) - inf f + (M_f / L_y) ||y_0 - y*(x_0)||^2``
-    (notes 6 item 15: the paper writes W_0 for W_0 - inf W)."""
+    (eq. (48) writes W_0 for W_0 - inf W)."""
     c = AggITDConstants(params["mu"], params["L_g"], params["L_f"])
     k = thm1_constants(c, params)
     K, a_bar, M = params["K"], params["alpha_bar"], params["M"]
@@ -316,8 +316,7 @@ OUTER_STEP_DECAYED = Perturbation(
 RATE_IN_K = Claim(
     id="aggitd.thm1.rate_in_K",
     paper="AggITD",
-    reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K; "
-               "notes 3.7, 5.9"),
+    reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
     statement=("stochastic FBO-AggITD, alpha_k = alpha_bar / sqrt(K): A(K) = (1/K) sum_{k<K} "
                "E||grad f(x_k)||^2 = O(K^{-1/2}): A(K) <= RHS of eq. (48) at K = 12 and 48, and "

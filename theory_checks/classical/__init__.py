@@ -1,7 +1,7 @@
 """Claims about the classical single-machine estimators (exact, AID with Neumann or CG, ITD) and
 gradient descent on one strongly convex inner problem.
 
-Notation (README glossary): ``H = grad^2_y g`` (dy x dy), ``J = grad^2_xy g`` (dx x dy),
+Notation (docs/glossary.md): ``H = grad^2_y g`` (dy x dy), ``J = grad^2_xy g`` (dx x dy),
 ``mu, L`` the extreme eigenvalues of H, ``lambda`` the Neumann step, ``beta`` the inner GD step,
 ``N`` the Neumann terms, ``T`` the inner steps; ``h(x) = f(x, y*(x))``.
 

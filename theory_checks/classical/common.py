@@ -1,7 +1,7 @@
 """The classical results' shared helpers: the closed-form cases every classical claim draws, and
 the exact quantities several checks compare with.
 
-Notation (README glossary): ``H = grad^2_y g`` (dy x dy), ``J = grad^2_xy g`` (dx x dy),
+Notation (docs/glossary.md): ``H = grad^2_y g`` (dy x dy), ``J = grad^2_xy g`` (dx x dy),
 ``mu, L`` the extreme eigenvalues of H, ``lambda`` the Neumann step (``neumann_step_size``),
 ``beta`` the inner GD step (``inner_step_size``), ``N`` the Neumann terms (``neumann_terms``),
 ``T`` the inner steps (``inner_steps``)."""

@@ -202,7 +202,7 @@ DECAY_RATE_CASES = closed_form_cases(("bilevel", "minimax"), min_dim_y=2, max_di
 ERROR_IDENTITY = Claim(
     id="classical.neumann.error_identity",
     paper="Classical",
-    reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2 derivation (notes 3.2)",
+    reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2, eq. (14a)'s identity from (13b)",
     kind="exact_identity",
     statement=("hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
                "solution, lambda = 1/L)"),
@@ -239,7 +239,7 @@ ERROR_BOUND = Claim(
 DECAY_RATE = Claim(
     id="classical.neumann.decay_rate",
     paper="Classical",
-    reference="FedNest Lemma 2.2 / notes 5.3 (slope log(1 - 1/kappa) in N)",
+    reference="FedNest Lemma 2.2, eq. (14a) (slope log(1 - 1/kappa) in N)",
     kind="linear_rate",
     statement="slope of log||hat h_N - grad h|| in N = log(1 - lambda mu)",
     estimators=("aid-neumann",),

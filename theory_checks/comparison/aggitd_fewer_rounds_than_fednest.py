@@ -112,7 +112,8 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
            "15-17 problems per family). This is the weaker, per-iteration reading of the claim; "
            "Table 2's 2.5-3x is a number measured on MNIST networks, which closed-form "
            "quadratics do not reproduce (a toy scale: a replication record, never a refutation): "
-           "the Table 2 replication configs measure it (README, replication table). Every draw "
+           "the Table 2 replication configs measure it (docs/workloads.md, the replication table). "
+           "Every draw "
            "counts; the draws FedNest solves in one iteration are reported apart with their own "
            "verdict."),
 )

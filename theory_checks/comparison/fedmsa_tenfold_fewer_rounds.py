@@ -90,7 +90,7 @@ FEDMSA_TENFOLD_FEWER_ROUNDS = Claim(
            "own verdict); against FedNest with AggITD's N = T = 5 (18 rounds per iteration, bias "
            "floor below the target) the ratio is 0.06-0.17 (rounds-to-target table, "
            "fedmsa_vs_fednest_n5). Fig. 4's ~8x on MNIST is measured by the replication configs "
-           "(README, replication table)."),
+           "(docs/workloads.md, the replication table)."),
 )
 
 

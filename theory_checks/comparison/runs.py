@@ -43,7 +43,7 @@ run is stopped as soon as its step can no longer win (the selection is unchanged
 **Prescribed steps (the second row).** Each paper's own steps as registered: FedNest and
 LFedNest ``alpha = 1 / L_h``, ``beta = 1 / l_{g,1}`` (FedNest's defaults); FBO-AggITD
 ``alpha = 0.01`` (AggITD App. A.3), ``beta = lambda = 1 / L``; FedMSA ``alpha = 0.05``,
-``beta = 0.1`` (the authors' code, FedMSA notes 4).
+``beta = 0.1`` (the authors' code, ucr-optml/FedMSA).
 
 **Configurations (each claim's paper's setting).** Structural parameters are the claiming
 paper's experiment where the testbed can express it (:data:`COMPARISONS`); both hypergradient

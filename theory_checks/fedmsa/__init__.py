@@ -1,7 +1,11 @@
 """Claims of FedMSA (Tarzanagh, Li, Sharma, Oymak 2023, arXiv 2306.01648) and their errata.
 
-Notation (README glossary; notes section 0): ``N`` nested levels, ``tau`` the Jacobian
-heterogeneity (Def. 2.2 with averages), ``K`` local steps (``local_steps``), ``R`` rounds,
+Citations follow the numbering of arXiv:2306.01648 (Sections 1-6, Algorithm 1, Assumptions A-I,
+Theorem 3.1, equations (1)-(11), Lemmas B.1-B.5, C.1, D.1, E.1-E.3, Corollaries C.1 and D.1;
+the text read stops partway through Lemma E.3).
+
+Notation (the glossary of the documentation, docs/glossary.md): ``N`` nested levels, ``tau`` the
+Jacobian heterogeneity (Def. 2.2 with averages), ``K`` local steps (``local_steps``), ``R`` rounds,
 ``rho`` momentum, ``alpha``/``beta`` the steps on x and Z. ``P^m, S^m`` are the maps of eq. (10)
 (bilevel, minimax) or (11) (compositional), ``P, S`` their client averages.
 

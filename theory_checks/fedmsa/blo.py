@@ -1,8 +1,8 @@
 """FedMSA's bilevel maps, eq. (10): their fixed point gives the exact hypergradient (eq. (10)
-and the sentence after it; notes 1.3, 5.2 item 1).
+and the sentence after it; Sec. 2.2).
 
 The maps, with ``z = [w; v]`` and (10a) read with ``grad_w f^m`` (the printed ``grad_x f^m`` is
-a typo, notes 1.3):
+a typo: eq. (2) and the code have ``grad_w f^m``):
 
     S^m(x, z) = [ grad_w g^m(x, w) ;  grad^2_w g^m(x, w) v - grad_w f^m(x, w) ]            (10a)
     P^m(x, z) = grad_x f^m(x, w) - grad^2_xw g^m(x, w) v                                   (10b)
@@ -81,7 +81,7 @@ FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION = Perturbation(
 FIXED_POINT_IS_HYPERGRADIENT = Claim(
     id="fedmsa.blo.fixed_point_is_hypergradient",
     paper="FedMSA",
-    reference="eq. (10) and the sentence after it; notes 1.3, 5.2 item 1",
+    reference="eq. (10) and the sentence after it (Sec. 2.2)",
     kind="exact_identity",
     statement=("avg_m S^m(x, z*(x)) = 0 and avg_m P^m(x, z*(x)) = grad F(x), z*(x) = (w*(x), "
                "[grad^2_w g]^{-1} grad_w f)"),

@@ -8,21 +8,21 @@ The maps are those of eq. (10) (bilevel, minimax: one level ``z = [w; v]``) and 
 (:func:`~theory_checks.fedmsa.common.reference_maps`); they are affine, so every constant below
 is a norm or an eigenvalue of their Jacobians (exact). For level ``n``, ``J^m_{n,n}`` is client
 ``m``'s Jacobian of ``S^{m,n}`` in ``z^n`` and ``J^m_{n,n-1}`` in ``z^{n-1}`` (``x`` for n = 1);
-bars are client averages (Algorithm 1 averages, notes 6 item 6).
+bars are client averages (Algorithm 1 averages; (Fed-MSA) and Def. 2.2 write sums).
 
-Assumptions (Sec. 3; notes 3.1-3.3):
+Assumptions A-C (Sec. 3):
 
 - **A1**: ``S^n(z^{n-1}, .) = 0`` has a unique solution: ``J-bar_{n,n}`` is invertible.
 - **A2**: ``z^{n,*}(.)`` is ``L_{z,n}``-Lipschitz: ``L_{z,1} = ||J-bar_{1,1}^{-1} J-bar_{1,0}||``.
 - **A3**: ``S^{m,n}`` is ``L_{s,n}``-Lipschitz. As printed, in its first argument; Lemma B.1's
-  proof uses it in ``z^n`` (notes 6 item 8): ``L_{s,n} = max_m ||J^m_{n,n}||`` (the proof's
+  proof uses it in ``z^n``: ``L_{s,n} = max_m ||J^m_{n,n}||`` (the proof's
   reading), or jointly ``max_m ||[J^m_{n,n-1}, J^m_{n,n}]||`` (the larger, :data:`JOINT`).
 - **A5**: one-point strong monotonicity ``<z^n - z^{n,*}, S^{m,n}(z^{n-1}, z^n)> >= lambda_n
-  ||z^n - z^{n,*}||^2`` (the printed ``<=`` is a typo, notes 6 item 2). As printed it is imposed
-  on every client at the global fixed point ``z^{n,*}``, which for affine maps needs every
-  client's map to vanish there (a shared fixed point) and ``lambda_n <= min_m lambda_min(sym
-  J^m_{n,n})`` (:data:`A5_PER_CLIENT`); Lemma B.1's proof uses it for the averaged map only,
-  ``lambda_n <= lambda_min(sym J-bar_{n,n})`` (:data:`A5_AVERAGED`).
+  ||z^n - z^{n,*}||^2`` (the printed ``<=`` is a typo: as printed it is no monotonicity condition).
+  As printed it is imposed on every client at the global fixed point ``z^{n,*}``, which for affine
+  maps needs every client's map to vanish there (a shared fixed point) and ``lambda_n <= min_m
+  lambda_min(sym J^m_{n,n})`` (:data:`A5_PER_CLIENT`); Lemma B.1's proof uses it for the averaged
+  map only, ``lambda_n <= lambda_min(sym J-bar_{n,n})`` (:data:`A5_AVERAGED`).
 - **C**: ``{P^m}``, ``{S^{m,n}}`` are ``tau``-heterogeneous (Def. 2.2 with averages):
   ``tau = max_m ||J^m - J-bar||`` of the joint map (:func:`heterogeneity_tau`).
 

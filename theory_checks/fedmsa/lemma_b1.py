@@ -1,5 +1,5 @@
 """FedMSA Lemma B.1 (App. B): the contraction of the inner variables, as printed (refuted) and
-corrected (notes 3.4).
+corrected (its proof's own algebra).
 
 As printed: under Assumption A and ``beta_n <= lambda_n / (2 L_{s,n})``, for each k and n,
 
@@ -71,7 +71,7 @@ from theory_checks.tolerances import IDENTITY_RTOL
 @st.composite
 def scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
     """Quadratic bilevel problems with ``mu`` in [0.5, 8]: Lemma B.1's step rule is not
-    scale-invariant, so the inner curvature's absolute size matters (notes 3.4)."""
+    scale-invariant, so the inner curvature's absolute size matters."""
     dx = draw(st.integers(1, 3))
     dy = draw(st.integers(1, 3))
     M = draw(st.integers(1, 4))
@@ -102,7 +102,8 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     L = max(c.lipschitz(reading))
     lam = min(c.lam) if corrected else min(c.lam_clients)
     if lam <= 1e-8:
-        raise NotMeasurable(f"A5 fails for z = [w; v] jointly (lambda = {lam:.3g}; notes 6.13)")
+        raise NotMeasurable(f"A5 fails for z = [w; v] jointly (lambda = {lam:.3g}; Lemma C.1 "
+                            "assumes it)")
     beta = lam / (4 * L**2) if corrected else lemma_b1_step(case)
     coeff = (1 - lam * beta + 2 * L**2 * beta**2) if corrected else (1 - lam * beta)
     eye = torch.eye(dz, dtype=torch.float64)
@@ -202,13 +203,14 @@ CONTRACTION = Claim(
     ),
     expected="fails",
     positive_control=lemma_b1_contraction_control,
-    notes=("Refuted (notes 3.4): the proof drops 2 L^2 beta^2 from the coefficient, and beta <= "
+    notes=("Refuted: the proof (App. B.1) drops 2 L^2 beta^2 from the coefficient, and beta <= "
            "lambda/(2L) is not scale-invariant; the FedMSA z-update from a start along the top "
            "singular vector of I - beta J_S violates it once lambda is large in absolute terms. "
            "Saved counterexample, inside A1, A5 as printed (one client: per client = averaged, "
            "lambda = 3.50) and the step condition at its edge: LHS exceeds RHS by 141% with L_s "
            "in z (8.003, beta = 0.2188) and by 139% with L_s jointly in (x, z) (8.013, beta = "
-           "0.2185). A3's arguments are ambiguous as printed (notes 6 item 8), so the statement "
+           "0.2185). A3's arguments are ambiguous as printed (Lipschitz in z^{n-1} or z^n), so the "
+           "statement "
            "is read both ways; both fail."),
     readings=(
         Reading(
@@ -248,7 +250,7 @@ CONTRACTION_CORRECTED_PERTURBATION = Perturbation(
 CONTRACTION_CORRECTED = Claim(
     id="fedmsa.lemma_b1.contraction_corrected",
     paper="FedMSA",
-    reference="Lemma B.1 corrected (notes 3.4): its proof's own algebra",
+    reference="Lemma B.1 (App. B.1) corrected: its proof's own algebra",
     kind="bias_bound",
     statement=("||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta + 2 L^2 beta^2) ||z_k - z*(x_k)||^2 "
                "+ beta (1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 for the update z_{k+1} = z_k "

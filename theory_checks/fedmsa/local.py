@@ -12,7 +12,7 @@ x_r`` (line 7), with one fresh sample at both local points,
     h_{r,k} = p^{m~}(x_{r+1,k}, Z_{r+1,k}; xi_{r,k}) + h_{r,k-1}
               - p^{m~}(x_{r+1,k-1}, Z_{r+1,k-1}; xi_{r,k})                                   (6a)
 
-(q likewise, (6b)). Two consequences (notes 2.3, 5.2 items 4a-4c), each an exact identity:
+(q likewise, (6b)). Two consequences (derived from eqs. (5)-(6)), each an exact identity:
 
 - **first step** (:data:`FIRST_STEP_IS_GLOBAL_DIRECTION`): at k = 1 both points are x_r, the two
   p-terms cancel and ``h_{r,1} = h_r``, ``q_{r,1} = q_r`` in every round, stochastic oracles
@@ -124,7 +124,7 @@ FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION = Perturbation(
 FIRST_STEP_IS_GLOBAL_DIRECTION = Claim(
     id="fedmsa.local.first_step_is_global_direction",
     paper="FedMSA",
-    reference="Algorithm 1 line 7 and eq. (6) at k = 1 (notes 2.3, 5.2 item 4a)",
+    reference="Algorithm 1 line 7 and eq. (6) at k = 1",
     kind="exact_identity",
     statement=("h_{r,1} = h_r and q_{r,1} = q_r in every round (same sample at both points; "
                "stochastic oracles included)"),
@@ -152,7 +152,7 @@ DETERMINISTIC_TELESCOPING_PERTURBATION = Perturbation(
 DETERMINISTIC_TELESCOPING = Claim(
     id="fedmsa.local.deterministic_telescoping",
     paper="FedMSA",
-    reference="eqs. (5)-(6), sigma = 0 (notes 2.3 and 5.2 items 4b-4c)",
+    reference="eqs. (5)-(6), sigma = 0 (telescoping derived from (6))",
     kind="exact_identity",
     statement=("sigma = 0: h_r = P(x_r, Z_r) for every rho, and h_{r,k} = h_r + "
                "P^{m~}(x_{r+1,k}, Z_{r+1,k}) - P^{m~}(x_r, Z_r) (same for q)"),

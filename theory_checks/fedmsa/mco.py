@@ -1,5 +1,6 @@
 """FedMSA's compositional maps, eq. (11) (FedMCO), and Corollary D.1: is their fixed point a
-stationary point of (Fed-MCO)? (notes 1.4, 3.13, 5.1 F3, 6.12)
+stationary point of (Fed-MCO)? (Sec. 2.3, App. D: eq. (11b) averages the clients' products of
+Jacobians, not the product of averaged Jacobians)
 
 (Fed-MCO) minimises ``f(x) = fbar^N(fbar^{N-1}(... fbar^0(x) ...))`` with ``fbar^n = avg_m
 f^{m,n}``, whose gradient is the product of averaged Jacobians ``grad fbar^0(x) grad fbar^1(z^1)
@@ -134,7 +135,7 @@ PAPER_FIXED_POINT_STATIONARY = Claim(
     id="fedmsa.mco.paper_fixed_point_stationary",
     paper="FedMSA",
     reference=("Corollary D.1 with the maps (11) (its criterion ||grad f||, equated with ||P|| "
-               "of Theorem 3.1); notes 1.4 and 6.12"),
+               "of Theorem 3.1); Sec. 2.3, App. D"),
     kind="exact_identity",
     statement=("the fixed point of the Fed-MCO maps (11) (avg of per-client Jacobian products) "
                "is a stationary point of (Fed-MCO): grad f(x_fp) = 0"),
@@ -185,7 +186,7 @@ EXACT_SEMANTICS_FIXED_POINT_STATIONARY_PERTURBATION = Perturbation(
 EXACT_SEMANTICS_FIXED_POINT_STATIONARY = Claim(
     id="fedmsa.mco.exact_semantics_fixed_point_stationary",
     paper="FedMSA",
-    reference="notes 5.1 F3 (b) and 5.2 item 2: product of server-averaged Jacobians",
+    reference="derived here: (Fed-MCO)'s gradient, the product of server-averaged Jacobians",
     kind="exact_identity",
     statement=("with P = grad fbar^0(x) grad fbar^1(z^1) ... grad fbar^N(z^N), the fixed point "
                "satisfies grad f(x_fp) = 0"),

@@ -58,7 +58,7 @@ class IndirectTermOnW(BilevelMaps):
 @dataclasses.dataclass(frozen=True)
 class VEquationSignConvention(BilevelMaps):
     """(10a)'s v-block with eq. (1)'s sign convention, ``grad^2_w g v + grad_w f``, beside
-    (10b) in eq. (2)'s: the paper uses both conventions (notes 1.3), and mixing them moves the
+    (10b) in eq. (2)'s: the paper uses both conventions (Sec. 2.2), and mixing them moves the
     fixed point to ``v = -v*``, so P there is not the hypergradient."""
 
     def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
@@ -115,7 +115,7 @@ class OneClientGlobal(FedMSA):
 @dataclasses.dataclass(frozen=True)
 class StatefulClient(FedMSA):
     """Eq. (5)'s ``h_{r-1}, q_{r-1}`` taken from the local client's last SARAH state
-    ``(h_{r-1,K}, q_{r-1,K})`` instead of the previous global averages (notes 2.2: the clients
+    ``(h_{r-1,K}, q_{r-1,K})`` instead of the previous global averages (eq. (5): the clients
     are stateless; the server sends ``h_{r-1}``)."""
 
     def step(self, ctx: Any, state: Any) -> Any:

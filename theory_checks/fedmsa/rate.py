@@ -1,5 +1,5 @@
-"""FedMSA Theorem 3.1 (and Corollaries C.1, D.1): the rates in R, K, M and tau (notes 3.9-3.11,
-5.3).
+"""FedMSA Theorem 3.1 (and Corollaries C.1, D.1): the rates in R, K, M and tau (Sec. 3,
+Table 1; the exponents read off the theorem's terms).
 
 The theorem: under Assumptions A-C, ``rho = Theta(1/R)`` and ``alpha, beta_n = O(1/(tau K))``,
 the output-rule criterion satisfies
@@ -406,7 +406,7 @@ R_DETERMINISTIC = Claim(
     id="fedmsa.rate.R_deterministic",
     paper="FedMSA",
     reference=("Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
-               "notes 3.9-3.10"),
+               "Sec. 3, Table 1"),
     kind="scaling_exponent",
     statement=("sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
                "O(1/R), E over the local client of every round and the output index: exact "
@@ -445,7 +445,7 @@ K_AT_TAU_ZERO_PERTURBATION = Perturbation(
 K_AT_TAU_ZERO = Claim(
     id="fedmsa.rate.K_at_tau_zero",
     paper="FedMSA",
-    reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (notes 3.10, 5.3)",
+    reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (Sec. 3)",
     kind="scaling_exponent",
     statement=("tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
                "exponent in K <= -1/2 + 0.1"),
@@ -535,7 +535,7 @@ TAU_STOCHASTIC_PERTURBATION = Perturbation(
 TAU_STOCHASTIC = Claim(
     id="fedmsa.rate.tau_stochastic",
     paper="FedMSA",
-    reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)); notes 3.9-3.11, 5.3",
+    reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
     kind="scaling_exponent",
     statement=("stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
                "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "

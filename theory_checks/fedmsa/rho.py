@@ -1,5 +1,5 @@
-"""FedMSA Theorem 3.1's momentum ``rho = Theta(1/R)`` against its proof's choices (App. B.2;
-notes 3.9, 6 item 4).
+"""FedMSA Theorem 3.1's momentum ``rho = Theta(1/R)`` against its proof's choices (Sec. 3,
+App. B.2, Cor. C.1).
 
 The theorem states the rate
 
@@ -203,7 +203,7 @@ AS_STATED = Claim(
     paper="FedMSA",
     reference=("Theorem 3.1 and Cor. C.1 (rho = Theta(1/R)) for Algorithm 1 as boxed, whose "
                "round 0 draws the batch b of every round: without the proof's initial batch b_0 "
-               "= KR (App. B.2); notes 3.9, 6 item 4"),
+               "= KR (App. B.2)"),
     kind="scaling_exponent",
     statement=("without the proof's initial batch b_0 = KR (Algorithm 1's box: b_0 = b = 1), rho "
                "= Theta(1/R): the output-rule criterion is O(tau/R + 1/(sqrt(K) R) + "
@@ -279,7 +279,7 @@ INITIAL_BATCH = Claim(
     id="fedmsa.rho.initial_batch",
     paper="FedMSA",
     reference=("Theorem 3.1 (rho = Theta(1/R)) with the proof's initial batch b_0 = KR (App. "
-               "B.2, final parameter choice); notes 3.9, 6 item 4"),
+               "B.2, final parameter choice)"),
     kind="scaling_exponent",
     statement=("rho = 1/R and the initial batch b_0 = K R: the noise part of the criterion "
                "decays in R at least like R^{-2/3}: exact exponent of its expectation <= -2/3 + "
@@ -322,7 +322,7 @@ PROOF_CHOICE = Claim(
     id="fedmsa.rho.proof_choice",
     paper="FedMSA",
     reference=("Theorem 3.1's proof (App. B.2, final parameter choice: rho = max(1/R, rho_2), "
-               "rho_2 ~ R^{-2/3}, b_0 = KR); notes 3.9, 6 item 4"),
+               "rho_2 ~ R^{-2/3}, b_0 = KR)"),
     kind="scaling_exponent",
     statement=("rho = max(1/R, R^{-2/3}) and an initial batch b_0 = K R: the noise part of the "
                "criterion decays in R at least like R^{-2/3}: exact exponent of its expectation "

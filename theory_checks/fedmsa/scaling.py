@@ -1,5 +1,5 @@
 """FedMSA with S clients averaged in the local phase (the generalised variant of the paper's
-Conclusion and experiments; notes 2.6): how the server point's variance scales with S.
+Conclusion (Sec. 6) and experiments (Sec. 4)): how the server point's variance scales with S.
 
 Not stated in the paper (its theory has one local client m~, Algorithm 1 line 12): derived here.
 With exact maps, a round of the generalised variant averages the local phases of a uniformly
@@ -112,7 +112,7 @@ PARTICIPATION = Claim(
     id="fedmsa.scaling.participation",
     paper="FedMSA",
     reference=("not stated in the paper (theory: one client; Conclusion: generalised variant "
-               "with S clients averaged, notes 2.6); derived here"),
+               "(Sec. 6) with S clients averaged); derived here"),
     kind="scaling_exponent",
     statement=("Var over uniformly sampled S-subsets of the server point after a round of the "
                "generalised variant (exact maps) is proportional to (M-S)/(S(M-1)): fitted "

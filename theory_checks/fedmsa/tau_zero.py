@@ -1,5 +1,5 @@
-"""FedMSA at tau = 0 is centralised single-timescale MSA (derived from eqs. (5)-(6); notes 2.3,
-5.2 item 4d): the tau = 0 regime of Theorem 3.1.
+"""FedMSA at tau = 0 is centralised single-timescale MSA (derived from eqs. (5)-(6) and
+Algorithm 1): the tau = 0 regime of Theorem 3.1.
 
 When every client's Jacobians agree (tau = 0, Definition 2.2) and the oracles are exact (sigma
 = 0), the local recursion (6) gives ``h_{r,k} = P(x_{r+1,k}, Z_{r+1,k})`` exactly (the global
@@ -102,7 +102,7 @@ EQUALS_CENTRALISED_MSA_PERTURBATION = Perturbation(
 EQUALS_CENTRALISED_MSA = Claim(
     id="fedmsa.tau_zero.equals_centralised_msa",
     paper="FedMSA",
-    reference="derived from eqs. (5)-(6) (notes 2.3, 5.2 item 4d); tau = 0 regime of Theorem 3.1",
+    reference="derived from eqs. (5)-(6) and Algorithm 1; tau = 0 regime of Theorem 3.1",
     kind="exact_identity",
     statement=("tau = 0 and sigma = 0: FedMSA's server point after round r equals centralised "
                "single-timescale MSA after 1 + (r - 1) K steps"),

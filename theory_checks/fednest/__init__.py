@@ -1,6 +1,10 @@
 """Claims of FedNest (Tarzanagh, Li, Thrampoulidis, Oymak; ICML 2022) and its errata.
 
-Notation (README glossary; notes ``/work/shared/papers/fednest-notes.md``): ``H = grad^2_y g``,
+Citations follow the numbering of arXiv:2205.02215 (the ICML 2022 version: Sections 1-6,
+Algorithms 1-4, Lemmas 2.1-2.2, Theorem 3.1, Corollaries 3.1-3.3, equations (1)-(18); Appendix A
+holds LFedNest, Algorithms 5-6 and Table 2).
+
+Notation (the glossary of the documentation, docs/glossary.md): ``H = grad^2_y g``,
 ``H_i = grad^2_y g_i``, ``J_i = grad^2_xy g_i`` (``dx x dy``), bars for client means,
 ``l = l_{g,1}`` (``1 / neumann_step_size``), ``A = I - H / l``, ``N = neumann_terms``,
 ``N' ~ U{0..N-1}`` the random truncation index, ``T = inner_steps``, ``tau = local_steps``,
@@ -39,15 +43,15 @@ Alg. 3: FedIHGP's variance (derived laws)            ``ihgp``          variance_
                                                                        variance_linear_in_n,
                                                                        client_sampling_variance,
                                                                        client_sampling_variance_n
-Alg. 4, Sec. 2.3: FedInn                             ``fedinn``        linear_rate, tau_exponent
-Sec. 2.3, Fig. 2(b): FedAvg's inner drift            ``fedavg``        biased_fixed_point
-Sec. 2.5, Sec. 4.3: minimax                          ``minimax``       synthetic_linear_rate,
+Alg. 4, Sec. 2.5: FedInn                             ``fedinn``        linear_rate, tau_exponent
+Sec. 2.5, Fig. 2(b): FedAvg's inner drift            ``fedavg``        biased_fixed_point
+Sec. 2.4, Sec. 4.3: minimax                          ``minimax``       synthetic_linear_rate,
                                                                        per_client_indirect_zero,
                                                                        averaged_indirect_zero
-Sec. 2.5, Cor. 3.3: compositional                    ``compositional`` one_call_exact,
+Sec. 2.4, Cor. 3.3: compositional                    ``compositional`` one_call_exact,
                                                                        paper_indirect_form,
                                                                        single_term_unbiased
-Sec. 2.4, Table 2: communication rounds              ``rounds``        paper_count_random,
+Sec. 2.6, Table 2: communication rounds              ``rounds``        paper_count_random,
                                                                        random_truncation, one per
                                                                        variant (fednest,
                                                                        lfednest, fednest_sgd,
@@ -58,7 +62,7 @@ Thm 3.1, Cor. 3.1: bilevel convergence               ``thm31``         stationar
                                                                        floor_slope_in_n
 Cor. 3.2: minimax rate                               ``cor32``         k_rate_minimax
 Cor. 3.3: compositional rate                         ``cor33``         k_rate_compositional
-Sec. 2.4, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogeneity_bias
+Sec. 2.6, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogeneity_bias
 ===================================================  ================  ==========================
 
 Shared: :mod:`~theory_checks.fednest.constants` (A1-A2's constants and hypotheses),

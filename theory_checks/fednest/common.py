@@ -304,7 +304,7 @@ def _stable_outer_step(make: Callable[..., Any], problem: Any, x_star: torch.Ten
 
     Starts from ``1 / L_h`` (``L_h = ||grad^2 f||``) with ``beta = 1/l`` and halves it until the
     exact-oracle iteration contracts: the theorem's ``alpha_bar_1..3`` are such problem
-    constants (not given in the seed, notes 3.4).
+    constants (Thm 3.1 does not give them; its proof is in the appendix).
     """
     alpha = 1.0 / float(torch.linalg.eigvalsh(outer_affine(problem)[0]).max())
     beta = 1.0 / inner_smoothness(problem)

@@ -1,13 +1,13 @@
-"""FedNest for compositional problems (Tarzanagh et al. 2022, Sec. 2.5 and Cor. 3.3; notes 2.6
-[D], issue 7): FedInn's one-call solution and FedIHGP's indirect direction.
+"""FedNest for compositional problems (Tarzanagh et al. 2022, Sec. 2.4 and Cor. 3.3; eq. (7)
+against Sec. 3.2's 1/2 convention): FedInn's one-call solution and FedIHGP's indirect direction.
 
 The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (so ``grad^2_y g_i =
-I``), FedNest's FedOut direction is (Sec. 2.5) ``h_i = l_{g,1} grad r_i(x)^T p_0`` with
-``l_{g,1} = 1`` and ``N = 1``, and Cor. 3.3 takes ``T = 1``. The exact forms (notes 2.6 [D]):
-one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` under any heterogeneity (the
-samples cancel in the control variate), so ``beta = 1`` solves the inner problem in one call;
-FedIHGP's factors ``I - H/l`` vanish at ``l = 1``, so ``p_{N'} = 0`` for ``N' >= 1`` and
-``E_{N'}[h] = grad f(x)`` at ``y*`` for every N. Read with A1's joint ``l_{g,1} = 1 + ||grad
+I``), FedNest's FedOut direction is (Sec. 2.4) ``h_i = l_{g,1} grad r_i(x)^T p_0`` with
+``l_{g,1} = 1`` and ``N = 1``, and Cor. 3.3 takes ``T = 1``. The exact forms (derived here from Alg.
+4 and eq. (13)): one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` under any
+heterogeneity (the samples cancel in the control variate), so ``beta = 1`` solves the inner problem
+in one call; FedIHGP's factors ``I - H/l`` vanish at ``l = 1``, so ``p_{N'} = 0`` for ``N' >= 1``
+and ``E_{N'}[h] = grad f(x)`` at ``y*`` for every N. Read with A1's joint ``l_{g,1} = 1 + ||grad
 r_i||^2``, FedIHGP's indirect direction is ``grad r_i^T p_{N'}``, off by the factor ``l_{g,1}``
 from the printed form (issue 7).
 
@@ -53,7 +53,8 @@ def compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.Sea
 
 def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., Any]
                                  ) -> Measurement:
-    """Notes 2.6: one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)`` (beta = 1: exact).
+    """Derived from Alg. 4: one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)``
+    (beta = 1: exact).
 
     A case whose identity is the same at ``tau - 1`` or ``tau + 1`` local steps as at tau (to
     within what the identity resolves) cannot test it: at ``beta = 1`` one local step already
@@ -89,7 +90,7 @@ def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]
     y = problem.exact_inner_solution(x)
     terms = int(case.params["neumann_terms"])
     # l_{g,1} under the case's reading (theory_checks.fednest.constants.L_G1_READINGS): A1's joint
-    # constant 1 + ||grad r_i||^2, or the y block's 1 (Sec. 2.5, Cor. 3.3's kappa_g = 1)
+    # constant 1 + ||grad r_i||^2, or the y block's 1 (Sec. 2.4, Cor. 3.3's kappa_g = 1)
     scale = neumann_scale(case)
     estimator = fedihgp(make, terms, 1.0 / scale)
     mean_p, _, result = expected_ihgp(estimator, problem, x, y)
@@ -107,7 +108,7 @@ def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]
 
 def check_compositional_paper_form(claim: Claim, case: Case, make: Callable[..., Any]
                                    ) -> Measurement:
-    """Sec. 2.5 text: ``h_i = l_{g,1} grad r_i(x)^T p_0`` whatever ``N'`` FedIHGP drew, with
+    """Sec. 2.4 text: ``h_i = l_{g,1} grad r_i(x)^T p_0`` whatever ``N'`` FedIHGP drew, with
     ``l_{g,1}`` under the case's reading (A1's joint constant or the ``y`` block's 1)."""
     parts = _compositional_paths(case, make)
     measured = max(float((ind - parts["paper"]).norm()) for ind in parts["indirect"])
@@ -183,7 +184,8 @@ COMPOSITIONAL_ONE_TERM = known_case(
 ONE_CALL_EXACT = Claim(
     id="fednest.compositional.one_call_exact",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Sec. 2.5 / Cor. 3.3 (T = 1); notes 2.6 [D]",
+    reference=("Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from "
+               "Alg. 4"),
     kind="exact_identity",
     statement=("compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
                "in one call under any heterogeneity"),
@@ -200,8 +202,8 @@ ONE_CALL_EXACT = Claim(
 PAPER_INDIRECT_FORM = Claim(
     id="fednest.compositional.paper_indirect_form",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.5 text (h_i = l_{g,1} grad r_i(x)^T p_0); notes "
-               "issue 7"),
+    reference=("Tarzanagh et al. 2022, Sec. 2.4 text (h_i = l_{g,1} grad r_i(x)^T p_0), eq. (7) "
+               "and Sec. 3.2"),
     kind="exact_identity",
     statement=("compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 for every N' "
                "drawn by FedIHGP"),
@@ -226,7 +228,7 @@ PAPER_INDIRECT_FORM = Claim(
             {"l_g1": "joint"}),
         Reading(
             "l_{g,1} = 1 (the y block)",
-            "h^I_i = grad r_i^T p_0 with FedIHGP's scale l_{g,1} = 1 (Sec. 2.5, Cor. 3.3)",
+            "h^I_i = grad r_i^T p_0 with FedIHGP's scale l_{g,1} = 1 (Sec. 2.4, Cor. 3.3)",
             {"l_g1": "y_block"}),
     ),
 )
@@ -235,7 +237,8 @@ PAPER_INDIRECT_FORM = Claim(
 SINGLE_TERM_UNBIASED = Claim(
     id="fednest.compositional.single_term_unbiased",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Sec. 2.5, Cor. 3.3; notes 2.6 and issue 7",
+    reference=("Tarzanagh et al. 2022, Sec. 2.4, Cor. 3.3; eq. (7) against Sec. 3.2's 1/2 "
+               "convention"),
     kind="exact_identity",
     statement=("compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
                "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "

@@ -2,7 +2,7 @@
 conditions as hypotheses on a case (:mod:`theory_checks.hypotheses`). Every FedNest check takes
 its constants from here, so a check and the assumptions it is judged against use one definition.
 
-Assumptions (Sec. 3; notes 3.1):
+Assumptions A and B (Sec. 2.1):
 
 - **A1**: for all i, ``f_i(z)``, ``grad f_i(z)``, ``grad g_i(z)``, ``grad^2 g_i(z)`` are
   ``l_{f,0}``-, ``l_{f,1}``-, ``l_{g,1}``-, ``l_{g,2}``-Lipschitz in ``z = (x, y)`` jointly. So
@@ -74,19 +74,19 @@ def fednest_constants(problem: Any) -> FedNestConstants:
 
 
 #: The readings of ``l_{g,1}`` a claim may be checked under (``params["l_g1"]``): A1's
-#: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.5
+#: definition, the default, and the ``y`` block alone, which the compositional text of Sec. 2.4
 #: uses (``l_{g,1} = 1`` for ``g_i = (1/2)||y - r_i(x)||^2``, whose joint constant is
 #: ``1 + ||grad r_i||^2``).
 L_G1_READINGS = {
     "joint": "A1 as defined: grad g_i Lipschitz in z = (x, y) jointly",
-    "y_block": "the y block alone, max_i lambda_max(grad^2_y g_i) (Sec. 2.5's l_{g,1} = 1)",
+    "y_block": "the y block alone, max_i lambda_max(grad^2_y g_i) (Sec. 2.4's l_{g,1} = 1)",
 }
 
 
 def inner_smoothness(problem: Any) -> float:
     """``max_i lambda_max(grad^2_y g_i)``: the smoothness of every ``g_i`` in ``y``, whose inverse
     is the inner gradient step the checks take for FedInn (A1 gives ``<= l_{g,1}``; the step
-    conditions of Thm 3.1 leave the constants open, notes 3.4)."""
+    conditions (16) of Thm 3.1 leave the constants open)."""
     return fednest_constants(problem).l_g1_y
 
 

@@ -1,4 +1,4 @@
-"""FedNest's Corollary 3.2, minimax (Tarzanagh et al. 2022, Sec. 3; notes 3.6, T14): the rate in
+"""FedNest's Corollary 3.2, minimax (Tarzanagh et al. 2022, Sec. 3.1): the rate in
 the horizon K of stochastic minimax FedNest.
 
 The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` with ``f_i`` ``mu_f``-strongly concave in
@@ -53,7 +53,7 @@ DRIFTING_OUTER_MINIMAX = drifting_outer("fednest-minimax")
 K_RATE_MINIMAX = Claim(
     id="fednest.cor32.k_rate_minimax",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Cor. 3.2 (minimax, b = 0); notes 3.6, T14",
+    reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
     kind="scaling_exponent",
     statement=("minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
                "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"),

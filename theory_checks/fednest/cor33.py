@@ -1,5 +1,5 @@
-"""FedNest's Corollary 3.3, compositional (Tarzanagh et al. 2022, Sec. 3; notes 3.7, issue 7,
-T15): the rate in the horizon K of stochastic compositional FedNest.
+"""FedNest's Corollary 3.3, compositional (Tarzanagh et al. 2022, Sec. 3.2; eq. (7) against
+Sec. 3.2's 1/2 convention): the rate in the horizon K of stochastic compositional FedNest.
 
 The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (``b = 0``, ``kappa_g =
 1``), with ``T = 1`` in (16)::
@@ -48,7 +48,7 @@ cor33_k_rate_compositional_cases = case_builder(rate_compositional())
 K_RATE_COMPOSITIONAL = Claim(
     id="fednest.cor33.k_rate_compositional",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Cor. 3.3 (compositional, T = 1, b = 0); notes 3.7, T15",
+    reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
     kind="scaling_exponent",
     statement=("compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
                "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
@@ -68,7 +68,8 @@ K_RATE_COMPOSITIONAL = Claim(
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=54,
     perturbation=DRIFTING_OUTER_FEDNEST,
-    notes=(K_RATE_DESIGN_NOTES + "l_{g,1} = 1 (1/2 convention), N = 1 (notes issue 7)."),
+    notes=(K_RATE_DESIGN_NOTES + "l_{g,1} = 1 (Sec. 3.2's 1/2 convention), N = 1 (Sec. 2.4's "
+                                 "h_i)."),
 )
 
 

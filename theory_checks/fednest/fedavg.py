@@ -1,5 +1,6 @@
-"""FedAvg's biased inner fixed point (Tarzanagh et al. 2022, Sec. 2.3 and Fig. 2(b):
-FedAvg-type inner updates drift; notes 3.3 [D]), the baseline FedInn corrects.
+"""FedAvg's biased inner fixed point (Tarzanagh et al. 2022, Sec. 2.5 and Fig. 2(b):
+FedAvg-type inner updates drift; the fixed point derived here on quadratics), the baseline FedInn
+corrects.
 
 The result. LFedInn (FedNest's FedAvg-type inner solver, local SGD without the control variate)
 on quadratic ``g_i`` with ``y_i* = H_i^{-1} c_i`` converges to::
@@ -96,8 +97,8 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 BIASED_FIXED_POINT = Claim(
     id="fednest.fedavg.biased_fixed_point",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.3 / Fig. 2(b) (FedAvg-type inner drifts); notes "
-               "3.3 [D]"),
+    reference=("Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
+               "point derived on quadratics"),
     kind="exact_identity",
     statement=("LFedInn (FedAvg) fixed point y_inf = [sum_i W_i]^{-1} sum_i W_i y_i*, W_i = I - "
                "(I - beta H_i)^{tau_i}; y_inf != y* under Hessian heterogeneity with tau_i >= 2"),

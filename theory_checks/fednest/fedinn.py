@@ -1,17 +1,17 @@
-"""FedInn, FedNest's inner solver (Alg. 4; Tarzanagh et al. 2022, Sec. 2.3 "unlike FedAvg",
-Sec. 4.1; notes 3.3 [D]): its per-call linear map, its fixed point and its rate, and the
-exponent of its progress in the number of local steps tau.
+"""FedInn, FedNest's inner solver (Alg. 4; Tarzanagh et al. 2022, Sec. 1 "unlike FedAvg", Sec. 2.5,
+Sec. 4.1; the per-call map derived here): its per-call linear map, its fixed point and its rate, and
+the exponent of its progress in the number of local steps tau.
 
 The result. The paper states in words that FedInn's drift correction (SVRG-style control
 variate, Alg. 4) makes the clients converge to the global inner solution ``y*(x)`` under any
 heterogeneity, unlike FedAvg; its lemma is in the missing appendix. The exact form on quadratic
-``g_i(y) = (1/2) y^T H_i y - y^T c_i(x)`` (notes 3.3 [D], ``H_bar = mean_i H_i``): one FedInn
+``g_i(y) = (1/2) y^T H_i y - y^T c_i(x)`` (derived from Alg. 4, ``H_bar = mean_i H_i``): one FedInn
 call gives::
 
     y^+ - y* = (I - P H_bar)(y - y*),   P = mean_i H_i^{-1} (I - (I - beta_i H_i)^{tau_i}),
 
 so its fixed point is ``y*`` exactly, at the rate ``rho(I - P H_bar) < 1`` with ``beta_i =
-beta / tau_i``. The paper gives no law in tau (notes 5.3); the exponent of ``-log rho`` in tau is
+beta / tau_i``. The paper gives no law in tau; the exponent of ``-log rho`` in tau is
 derived from the same map.
 
 What is checked (the map read column by column from single calls at ``y* + e_j``):
@@ -63,7 +63,8 @@ from theory_checks.tolerances import IDENTITY_RTOL
 
 def _fedinn_prediction(H: torch.Tensor, taus: torch.Tensor, beta: float, scale_by_steps: bool
                        ) -> torch.Tensor:
-    """Notes 3.3: ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``; returns ``I - P H``."""
+    """Derived from Alg. 4: ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``; returns
+    ``I - P H``."""
     eye = torch.eye(H.shape[1], dtype=torch.float64)
     P = torch.zeros_like(eye)
     for i in range(H.shape[0]):  # reference formula, one client at a time (not the estimator)
@@ -114,8 +115,8 @@ def check_fedinn_linear_rate(claim: Claim, case: Case, make: Callable[..., Any])
 def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Exponent of FedInn's per-call progress ``-log rho`` in tau (tau = 1, 2, 4, 8).
 
-    The paper states no tau law (notes 5.3, issue 17); the reference value is derived: the same
-    fit applied to ``rho(I - P(tau) H_bar)`` of notes 3.3 (exact, so the tolerance is 1e-6).
+    The paper states no tau law; the reference value is derived: the same fit applied to
+    ``rho(I - P(tau) H_bar)`` of the module docstring (exact, so the tolerance is 1e-6).
     """
     problem = case.problem
     scaled = case.params["scale_by_steps"]
@@ -212,7 +213,7 @@ def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
 LINEAR_RATE = Claim(
     id="fednest.fedinn.linear_rate",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Alg. 4 and Sec. 2.3 text ('unlike FedAvg'); notes 3.3 [D]",
+    reference="Tarzanagh et al. 2022, Alg. 4, Sec. 1 ('unlike FedAvg') and Sec. 2.5; map derived",
     kind="linear_rate",
     statement=("FedInn: y^+ - y* = (I - P H_bar)(y - y*), P = mean_i H_i^{-1}(I - (I - beta_i "
                "H_i)^{tau_i}); fixed point y* under any heterogeneity; rate rho(I - P H_bar) < 1 "
@@ -230,8 +231,8 @@ LINEAR_RATE = Claim(
 TAU_EXPONENT = Claim(
     id="fednest.fedinn.tau_exponent",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); notes 3.3, 5.3 [D] (no paper "
-               "exponent)"),
+    reference=("Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); exponent derived from Alg. 4 "
+               "(no paper exponent)"),
     kind="scaling_exponent",
     statement=("exponent of FedInn's per-call progress -log rho in tau (1..8) equals the value "
                "derived from rho(I - P(tau) H_bar) (measured, recorded; saturates when beta_i = "
@@ -244,7 +245,7 @@ TAU_EXPONENT = Claim(
     ),
     perturbation=INNER_ONE_LOCAL_STEP,
     notes=("Fixed beta (scale_by_steps=False, beta <= 0.25/l so every tau <= 8 is stable): "
-           "progress grows with tau; beta/tau: it saturates (notes 3.3)."),
+           "progress grows with tau; beta/tau: it saturates (the module docstring's map)."),
 )
 
 

@@ -1,10 +1,10 @@
-"""FedIHGP's variance (Alg. 3; Tarzanagh et al. 2022, notes 3.2 [D], 5.3, issues 5 and 17): the
+"""FedIHGP's variance (Alg. 3, eq. (13b); Tarzanagh et al. 2022; laws derived here): the
 randomized truncation's second moment, its growth in N, and the client-sampling variance. The
 paper states no variance law beyond Thm 3.1's ``max(sigma^2)`` term; these are the laws its
 Alg. 3 implies.
 
-The result (notes 3.2, ``H = grad^2_y g``, ``l = l_{g,1}``, ``A = I - H/l``, ``v = grad_y f``,
-``N' ~ U{0..N-1}``, full participation and exact oracles, where ``N'`` is the only
+The result (derived from eq. (13b), ``H = grad^2_y g``, ``l = l_{g,1}``, ``A = I - H/l``, ``v =
+grad_y f``, ``N' ~ U{0..N-1}``, full participation and exact oracles, where ``N'`` is the only
 randomness)::
 
     E_{N'} p = H^{-1} (I - A^N) v,        E_{N'} ||p||^2 = (N / l^2) sum_{j<N} ||A^j v||^2,
@@ -93,7 +93,7 @@ def scripted_context(problem: Any, subsets: Iterable[torch.Tensor],
 
 def _variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, terms: int
                       ) -> tuple[float, float]:
-    """Notes 3.2: ``E||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2`` and ``||E p||^2``."""
+    """Derived from eq. (13b): ``E||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2`` and ``||E p||^2``."""
     eye = torch.eye(H.shape[0], dtype=torch.float64)
     A = eye - lam * H
     power, second = v, 0.0
@@ -106,7 +106,7 @@ def _variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, terms: int
 
 
 def check_variance_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """Exact second moment over ``N'`` of ``p_{N'}`` equals the notes-3.2 formula."""
+    """Exact second moment over ``N'`` of ``p_{N'}`` equals the formula of the module docstring."""
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
     terms = int(case.params["neumann_terms"])
@@ -127,7 +127,7 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
                                ) -> Measurement:
     """Fitted exponent of ``Var(p_{N'})`` in N over ``N in {a, 2a, 4a, 8a}``, ``a >= 8 kappa``.
 
-    Derivation (notes 3.2): ``Var = N S_N - Q_N`` with ``S_N -> sum v_k^2 / (lambda_k (2l -
+    Derivation (from eq. (13b)): ``Var = N S_N - Q_N`` with ``S_N -> sum v_k^2 / (lambda_k (2l -
     lambda_k))`` and ``Q_N -> ||H^{-1} v||^2 <= (2 kappa - 1) S / 1``, so the local log-log slope
     is ``1 / (1 - Q/(N S))`` and lies in ``[1, 1 / (1 - (2 kappa - 1)/N)]``; the tolerance is that
     deviation at ``N = a`` (plus 0.02 for the ``rho^{2N}`` corrections).
@@ -135,7 +135,7 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     The exponent is the same for N and N + 1 terms (an estimator that runs N + 1 terms while N
     is reported has a variance linear in N too), so the run also checks, at each N of the grid,
     the exact law the exponent is fitted to: ``E||p||^2 = (N / l^2) sum_{j<N} ||A^j v||^2``
-    (notes 3.2) to 1e-10, which a count off by one breaks.
+    (the module docstring) to 1e-10, which a count off by one breaks.
     """
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
@@ -229,8 +229,8 @@ def sampling_variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, term
     ``E[A_S M A_S^T] = A_bar M A_bar^T + c_s mean_i (A_i - A_bar) M (A_i - A_bar)^T``, the
     second moments ``M_0 = E[v_S v_S^T]``, ``M_n = E[A_S M_{n-1} A_S^T]`` (independent rounds)
     give ``E||p_{N'}||^2 = N lam^2 sum_{n<N} tr M_n`` and ``E p = lam sum_{n<N} A_bar^n v_bar``
-    (independent of s). Returns ``(Var(p), E p)``; at s = m it is notes 3.2's formula, and
-    ``Var(s) - Var(m)`` is a polynomial of degree N in ``c_s`` with no constant term.
+    (independent of s). Returns ``(Var(p), E p)``; at s = m it is the module docstring's formula,
+    and ``Var(s) - Var(m)`` is a polynomial of degree N in ``c_s`` with no constant term.
     """
     m = H.shape[0]
     c_s = (m - size) / (size * (m - 1)) if m > 1 else 0.0
@@ -365,7 +365,7 @@ ihgp_client_sampling_variance_cases = case_builder(
 VARIANCE_EXACT = Claim(
     id="fednest.ihgp.variance_exact",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Alg. 3; notes 3.2 [D] and issue 5",
+    reference="Tarzanagh et al. 2022, Alg. 3, eq. (13b); second moment derived exactly",
     kind="exact_identity",
     statement=("E_{N'}||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2 and E p = H^{-1}(I - A^N) v (full "
                "participation, exact oracles)"),
@@ -383,7 +383,8 @@ VARIANCE_EXACT = Claim(
 VARIANCE_LINEAR_IN_N = Claim(
     id="fednest.ihgp.variance_linear_in_n",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Alg. 3; notes 3.2 [D], 5.3 and issue 5",
+    reference=("Tarzanagh et al. 2022, Alg. 3, eq. (13b); growth in N derived (not in Thm 3.1's "
+               "constants)"),
     kind="scaling_exponent",
     statement=("Var(p_{N'}) grows linearly in N for N >> kappa: fitted log-log exponent = 1 "
                "within the derived deviation (2 kappa - 1)/N_min, with E||p||^2 = (N/l^2) "
@@ -411,7 +412,7 @@ VARIANCE_LINEAR_IN_N = Claim(
 CLIENT_SAMPLING_VARIANCE = Claim(
     id="fednest.ihgp.client_sampling_variance",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); notes 3.2 [D], 5.3 (no paper "
+    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); law derived here (no paper "
                "exponent)"),
     kind="scaling_exponent",
     statement=("|S_0| = s clients UAR, N = 1: E p = full-participation p and Var(p) = (1/l^2) (m "
@@ -424,7 +425,7 @@ CLIENT_SAMPLING_VARIANCE = Claim(
         A2_STRONG_CONVEXITY,
     ),
     perturbation=IHGP_IGNORES_SUBSET,
-    notes=("Derived law (the paper states none; notes issue 17): exact, by enumerating all "
+    notes=("Derived law (the paper states no law in |S|): exact, by enumerating all "
            "subsets. With N > 1 the subsets S_n also sample Hessians, adding terms."),
 )
 
@@ -432,7 +433,7 @@ CLIENT_SAMPLING_VARIANCE = Claim(
 CLIENT_SAMPLING_VARIANCE_N = Claim(
     id="fednest.ihgp.client_sampling_variance_n",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); notes 3.2 [D], 5.3 (no "
+    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); law derived here (no "
                "paper law)"),
     kind="exact_identity",
     statement=("|S_n| = s UAR, N > 1: E p = full-participation E p and Var(p) = N l^{-2} "
@@ -450,7 +451,7 @@ CLIENT_SAMPLING_VARIANCE_N = Claim(
     shrink=False,
     perturbation=IHGP_SAME_SUBSET,
     max_examples=PerProfile(2, 4),
-    notes=("Derived law (the paper states none; notes issue 17). Exact: every sequence of "
+    notes=("Derived law (the paper states no law in |S|). Exact: every sequence of "
            "subsets is enumerated. Var(s) - Var(m) is a degree-N polynomial in the factor, so "
            "the N = 1 exponent-1 law does not carry over."),
 )

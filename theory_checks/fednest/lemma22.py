@@ -1,5 +1,5 @@
 """FedNest's Lemma 2.2: the bias of FedIHGP's inverse-Hessian estimate and of the indirect
-hypergradient it gives (Tarzanagh et al. 2022, Sec. 3; notes 3.2, issues 2-4).
+hypergradient it gives (Tarzanagh et al. 2022, Sec. 2.4, eqs. (13a)-(15)).
 
 The result. Under A1-A2 (and B: unbiased oracles of bounded variance), for any ``x`` and ``y``,
 with ``H = grad^2_y g(x, y)``, ``H_hat`` FedIHGP's estimate (13b)
@@ -13,7 +13,7 @@ of FedIHGP (``N'``, the subsets and the samples)::
                                    <=  b := kappa_g l_{f,1} ((kappa_g - 1)/kappa_g)^N
 
 with ``h^I_i = -grad^2_xy g_i p_{N'}`` (13a) and ``grad_bar^I f_i = -J_bar H^{-1} grad_y f_i``
-(8b). Exact identity behind (14a) (notes 3.2 [D], ``A = I - H/l``): ``E[H_hat] =
+(8b). Exact identity behind (14a) (derived from (13b), ``A = I - H/l``): ``E[H_hat] =
 H^{-1}(I - A^N)``, so ``H^{-1} - E[H_hat] = H^{-1} A^N``.
 
 What is checked (exact expectations over ``N'`` as finite sums; ``E[H_hat]`` read column by
@@ -21,14 +21,15 @@ column through :class:`LinearOuterProbe`, whose ``grad_y f_i = e_j``):
 
 - ``inverse_hessian_identity``: (13b)'s identity ``H^{-1} - E[H_hat] = H^{-1} A^N`` (1e-10);
 - ``inverse_hessian_bound``: (14a) at N in {1, 2, 4, 8, 16};
-- ``per_client_bias``: (15) "for all i", refuted under heterogeneity (notes issue 2), with
-  ``b`` as printed and with its proof's constant ``l_{f,0}`` (readings);
+- ``per_client_bias``: (15) "for all i", refuted under heterogeneity (the local Jacobian of (13a)
+  against the global one of (8b)), with ``b`` as printed and with its proof's constant ``l_{f,0}``
+  (readings);
 - ``averaged_bias``: its correction, the client average with the explicit constant
   ``||J_bar|| ||grad_y f|| (1/mu_g) ((kappa_g - 1)/kappa_g)^N``;
 - ``paper_constant``: (15)'s ``b`` on the client average, refuted on affine ``f_i`` where
-  ``l_{f,1} = 0`` (notes issue 3);
+  ``l_{f,1} = 0`` (the proof bounds ``||grad_y f||`` by ``l_{f,0}``);
 - ``abs_error_as_stated``: (14b) with A1-A2's constants by Monte Carlo (Hoeffding), refuted
-  when sample Hessians leave ``[mu_g, l_{g,1}]`` (notes issue 4);
+  when sample Hessians leave ``[mu_g, l_{g,1}]`` (Assumptions A-B do not keep them inside);
 - ``abs_error_per_sample``: its correction, with per-sample Hessian bounds ``[mu_s, l]``.
 
 Hypotheses: A1's ``l_{g,1}`` as FedIHGP's scale and A2
@@ -218,7 +219,7 @@ def paper_bias_bound(constants: ProblemConstants, params: Mapping[str, float]) -
 
 
 def proof_bias_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
-    """(15) with the constant its proof gives (notes issue 3): ``kappa_g l_{f,0}
+    """(15) with the constant its proof gives: ``kappa_g l_{f,0}
     ((kappa_g - 1)/kappa_g)^N``, ``l_{f,0} >= ||grad f_i||``: the bound of ``||J|| ||H^{-1} -
     E H_hat|| ||grad_y f||`` where the paper prints ``l_{f,1}``."""
     return paper_bias_bound(constants, {**params, "l_f1": params["l_f0"]})
@@ -296,8 +297,8 @@ def abs_error_bound_as_stated(constants: ProblemConstants, params: Mapping[str, 
 
 def abs_error_bound_per_sample(constants: ProblemConstants, params: Mapping[str, float]
                                ) -> float:
-    """(14b) with per-sample constants (notes issue 4): ``2 / mu_s``, ``mu_s`` the smallest
-    eigenvalue of any sample Hessian (and ``l`` >= the largest)."""
+    """(14b) with per-sample constants (which Assumptions A-B do not state): ``2 / mu_s``, ``mu_s``
+    the smallest eigenvalue of any sample Hessian (and ``l`` >= the largest)."""
     return 2.0 / params["mu_samples"]
 
 
@@ -522,7 +523,7 @@ ABS_ERROR_CONTROL = known_case(
 INVERSE_HESSIAN_IDENTITY = Claim(
     id="fednest.lemma22.inverse_hessian_identity",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); notes 3.2 [D]",
+    reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); identity derived from (13b)",
     kind="exact_identity",
     statement="H^{-1} - E_{N'}[H_hat] = H^{-1} (I - H/l_{g,1})^N (exact expectation over N')",
     estimators=("fedihgp",),
@@ -560,7 +561,7 @@ INVERSE_HESSIAN_BOUND = Claim(
 PER_CLIENT_BIAS = Claim(
     id="fednest.lemma22.per_client_bias",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'; notes issue 2",
+    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'",
     kind="bias_bound",
     statement=("||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
                "1)/kappa_g)^N for every client i"),
@@ -599,7 +600,7 @@ PER_CLIENT_BIAS = Claim(
         Reading(
             "b with the proof's constant",
             ("max_i ||E[h^I_i] - grad_bar^I f_i|| <= kappa_g l_{f,0} ((kappa_g - 1)/kappa_g)^N, "
-             "l_{f,0} >= ||grad f_i|| (notes issue 3)"),
+             "l_{f,0} >= ||grad f_i|| (the constant Lemma 2.2's proof gives)"),
             {"constant": "proof"}),
     ),
 )
@@ -608,8 +609,8 @@ PER_CLIENT_BIAS = Claim(
 AVERAGED_BIAS = Claim(
     id="fednest.lemma22.averaged_bias",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged; notes 3.2 [D], "
-               "issues 2-3"),
+    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the "
+               "explicit constant"),
     kind="bias_bound",
     statement=("||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
                "((kappa_g - 1)/kappa_g)^N"),
@@ -631,7 +632,7 @@ AVERAGED_BIAS = Claim(
 PAPER_CONSTANT = Claim(
     id="fednest.lemma22.paper_constant",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) constant b; notes issue 3",
+    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) constant b",
     kind="bias_bound",
     statement=("client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
                "1)/kappa_g)^N at any (x, y)"),
@@ -667,7 +668,7 @@ PAPER_CONSTANT = Claim(
 ABS_ERROR_AS_STATED = Claim(
     id="fednest.lemma22.abs_error_as_stated",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants; notes issue 4",
+    reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants",
     kind="bias_bound",
     statement=("E_W||H^{-1} - H_hat|| <= 2/mu_g, mu_g = min_i lambda_min(H_i) (A2), FedIHGP's "
                "scale l_{g,1} the Lipschitz constant of grad g_i in (x, y) (A1) (stochastic "
@@ -699,8 +700,7 @@ ABS_ERROR_AS_STATED = Claim(
 ABS_ERROR_PER_SAMPLE = Claim(
     id="fednest.lemma22.abs_error_per_sample",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds; "
-               "notes issue 4"),
+    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds"),
     kind="bias_bound",
     statement=("E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
                "FedIHGP uses 1/l"),

@@ -1,9 +1,9 @@
-"""LFedNest's heterogeneity bias (Tarzanagh et al. 2022, Sec. 2.4 and Fig. 2: LFedNest, the
-light variant whose clients run FedIHGP locally, degrades under non-iid data; notes 2.7 [D],
-T19). The paper states it in words; the law below is derived.
+"""LFedNest's heterogeneity bias (Tarzanagh et al. 2022, Sec. 2.6 and Fig. 2: LFedNest, the
+light variant whose clients run FedIHGP locally, degrades under non-iid data; the law derived
+here). The paper states it in words; the law below is derived.
 
-The result (notes 2.7 [D]). LFedNest's direction at ``(x, y*(x))`` (one local step, exact
-oracles, local Neumann series of N terms with step ``1/l``, ``A_i = I - H_i / l``)::
+The result (derived from Alg. 5 of App. A). LFedNest's direction at ``(x, y*(x))`` (one local step,
+exact oracles, local Neumann series of N terms with step ``1/l``, ``A_i = I - H_i / l``)::
 
     h_L = mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i],
 
@@ -58,7 +58,7 @@ LFEDNEST_EXPONENT_TOL = 0.02
 
 def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torch.Tensor,
                     terms: int, lam: float) -> dict[str, torch.Tensor]:
-    """LFedNest's direction (one local step, alpha = 1: ``h = x - x^+``), its notes-2.7 formula
+    """LFedNest's direction (one local step, alpha = 1: ``h = x - x^+``), its formula above
     ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]`` and FedNest's ``E_{N'}[h]``,
     all at ``(x, y*(x))``."""
     y = problem.exact_inner_solution(x)
@@ -79,7 +79,8 @@ def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torc
 
 
 def _lfednest_formula(mats: dict[str, torch.Tensor], lam: float, terms: int) -> torch.Tensor:
-    """Notes 2.7: ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]``, one client at
+    """Derived from Alg. 5 (App. A):
+    ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]``, one client at
     a time (a reference formula, not the estimator)."""
     eye = torch.eye(mats["H"].shape[1], dtype=torch.float64)
     local = torch.stack([torch.linalg.solve(
@@ -93,7 +94,7 @@ def _fedihgp_builder(**kw: Any) -> Any:
 
 
 def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """LFedNest's heterogeneity bias (notes 2.7 [D], T19), on one problem drawn at Hessian
+    """LFedNest's heterogeneity bias (the module docstring's law), on one problem drawn at Hessian
     heterogeneity h in {0, h0, 2 h0, 4 h0, 8 h0} (same seed: the means do not change with h).
 
     Checks: LFedNest's direction equals its formula (1e-10); its gap to FedNest's expected
@@ -156,7 +157,7 @@ def lfednest_cases() -> st.SearchStrategy[Case]:
 
 LOCAL_NEUMANN_STEP_0_9 = Perturbation(
     "LFedOut local Neumann step 0.9/l",
-    "the local Neumann series uses 0.9/l: LFedNest's direction differs from its notes-2.7 "
+    "the local Neumann series uses 0.9/l: LFedNest's direction differs from its derived "
     "formula by O(10%) of the indirect term, far above the 1e-10 identity.",
     registry_variant("lfednest", DampedNeumann),
 )
@@ -168,8 +169,8 @@ LOCAL_NEUMANN_STEP_0_9 = Perturbation(
 HETEROGENEITY_BIAS = Claim(
     id="fednest.lfednest.heterogeneity_bias",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4 / Fig. 2 (LFedNest degrades under non-iid data); "
-               "notes 2.7 [D], T19"),
+    reference=("Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
+               "law derived from Alg. 5 (App. A)"),
     kind="scaling_exponent",
     statement=("LFedNest's direction = mean_i[grad_x f_i - J_i H_i^{-1}(I - A_i^N) grad_y f_i]; "
                "its gap to FedNest's E[h] is 0 for identical Hessians and grows with exponent 1 "

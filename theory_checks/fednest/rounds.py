@@ -1,7 +1,7 @@
-"""FedNest's communication rounds (Tarzanagh et al. 2022, Sec. 2.4 and Table 2 of the appendix;
-Algs. 1-4 as listed; notes 2.7-2.8, issue 8).
+"""FedNest's communication rounds (Tarzanagh et al. 2022, Sec. 2.6 and Table 2 of App. A; Algs.
+1-4 as listed, whose random N' uses N' + 1 <= N FedIHGP rounds).
 
-The result. Sec. 2.4: "FedNest requires 2T + N + 3 communication rounds" per outer iteration
+The result. Sec. 2.6: "FedNest requires 2T + N + 3 communication rounds" per outer iteration
 (T FedInn calls of two rounds each, N FedIHGP rounds, three aggregations of FedOut); Table 2
 gives the count of each variant (``inner_method``, ``outer_method``): FedNest ``2T + N + 3``,
 LFedNest ``T + 1``, FedNest_SGD ``T + N + 3``, LFedNest_SVRG ``2T + 1``, and the minimax FedNest
@@ -232,8 +232,8 @@ MINIMAX_ROUND_CASES = round_cases("minimax")
 PAPER_COUNT_RANDOM = Claim(
     id="fednest.rounds.paper_count_random",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4 ('FedNest requires 2T + N + 3 communication "
-               "rounds') with Alg. 3 as listed; notes 2.8, issue 8"),
+    reference=("Tarzanagh et al. 2022, Sec. 2.6 ('FedNest requires 2T + N + 3 communication "
+               "rounds') with Alg. 3 as listed"),
     kind="communication_count",
     statement=("FedNest with FedIHGP's random N' (Alg. 3) requires 2T + N + 3 rounds per outer "
                "iteration"),
@@ -262,7 +262,7 @@ PAPER_COUNT_RANDOM = Claim(
 RANDOM_TRUNCATION = Claim(
     id="fednest.rounds.random_truncation",
     paper="FedNest",
-    reference="Tarzanagh et al. 2022, Algs. 1-4 as listed; notes 2.8 [D], issue 8",
+    reference="Tarzanagh et al. 2022, Algs. 1-4 as listed (count derived from the listings)",
     kind="communication_count",
     statement=("FedNest with random N' uses exactly 2T + N' + 3 <= 2T + N + 2 rounds per "
                "iteration"),
@@ -280,7 +280,7 @@ def _rounds_claim(name: str, inner: str, outer: str, perturbation: Perturbation)
     return Claim(
         id=f"fednest.rounds.{name.replace('-', '_')}",
         paper=PAPER,
-        reference=f"{REF}, Table 2 (appendix; notes 2.7-2.8)",
+        reference=f"{REF}, Table 2 (App. A)",
         kind="communication_count",
         statement=f"{name}: ledger rounds per outer iteration = {formula} "
                   "(deterministic FedIHGP count), for any participation and tau_i",

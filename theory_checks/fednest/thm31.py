@@ -1,5 +1,6 @@
-"""FedNest's Theorem 3.1 (Tarzanagh et al. 2022, Sec. 3; with Cor. 3.1; notes 3.4-3.5, issue 3,
-T10-T11): the convergence of bilevel FedNest, its bias floor and its rate in the horizon K.
+"""FedNest's Theorem 3.1 (Tarzanagh et al. 2022, Sec. 3; with Cor. 3.1; the constant b of eq. (15)
+as Lemma 2.2's proof gives it): the convergence of bilevel FedNest, its bias floor and its rate in
+the horizon K.
 
 The result. Under A1-A2 and B, with ``alpha_i = alpha_k / tau_i``, ``beta_i = beta_k / tau_i``
 and the step rule (16) ``beta_k = beta_bar alpha_k / T``, ``alpha_k = min(alpha_bar_1,
@@ -162,7 +163,7 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     At the limit ``x_N`` FedOut's direction vanishes and ``y_N = y*(x_N)``, so
     ``grad f(x_N) = -J H^{-1} A^{N+1} grad_y f(x_N, y*)`` (deterministic truncation, N + 1 terms):
     the floor decays like ``(1 - mu/l)^N`` with ``mu = lambda_min(H_bar)`` and
-    ``l = 1/neumann_step_size`` (the exact form of notes 3.2 / T11, halved for the norm). The
+    ``l = 1/neumann_step_size`` (the exact form derived from eq. (13b), halved for the norm). The
     fit uses N in the window where the slowest mode dominates
     (:func:`theory_checks.exact_quantities.dominant_mode_window`); the check also asks the
     fitted slope to be no shallower than the slope of the paper's ``b``
@@ -293,8 +294,8 @@ thm31_floor_slope_in_n_cases = case_builder(
 STATIONARITY_FLOOR = Claim(
     id="fednest.thm31.stationarity_floor",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; notes 3.4, "
-               "issue 3"),
+    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
+               "the constant of Lemma 2.2's proof"),
     kind="bias_bound",
     statement=("deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
                "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"),
@@ -318,8 +319,7 @@ STATIONARITY_FLOOR = Claim(
 K_RATE_BILEVEL = Claim(
     id="fednest.thm31.k_rate_bilevel",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16)); notes "
-               "3.4-3.5, T10"),
+    reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
     kind="scaling_exponent",
     statement=("(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
                "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
@@ -349,8 +349,8 @@ K_RATE_BILEVEL = Claim(
 FLOOR_SLOPE_IN_N = Claim(
     id="fednest.thm31.floor_slope_in_n",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); notes 3.2 "
-               "[D], 5.3, T11"),
+    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
+               "exact form derived from eq. (13b)"),
     kind="linear_rate",
     statement=("deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
                "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"),

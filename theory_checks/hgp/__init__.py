@@ -1,15 +1,20 @@
 """Claims of the HGP paper (Terashita & Hara, "Decentralized Hyper-Gradient Computation over
-Time-Varying Directed Networks"): Lemmas 1-2, Theorems 1-2, Corollary 1, the errata of the notes
-(sec. 7), the negative control and the applications.
+Time-Varying Directed Networks"): Lemmas 1-2, Theorems 1-2, Corollary 1, their errata, the
+negative control and the applications (Sec. 5).
 
-Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
+Citations follow the numbering of arXiv:2210.02129 v3 (Sections 1-6, Algorithms 1-2, Assumptions
+1-4, Lemmas 1-2, Theorems 1-2, Corollaries 1-2, Remarks 1-4, Tables 1-8, equations (1)-(22);
+Appendices A-D: Lemma 1's proof in App. B, Lemma 2 and Theorem 1's proof in App. C, the
+corollaries and Theorem 2 in App. D).
+
+Notation (Sec. 3.3, the paper's convention, sum over clients ``F = sum_k f_k``): at the consensus
 optimum ``H_k = d2_y g_k`` (d_y x d_y), ``J_k = d2_{y lambda} g_k`` (d_lambda x d_y),
 ``c_k = grad_y f_k``, ``e_k = grad_lambda f_k``, ``H_bar``, ``c_bar`` their client means;
 ``GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c``. ``Theta = (1/n) 1 1^T`` is exact averaging,
 ``Theta_hat`` its S-step Push-Sum approximation (Alg. 1), M the number of fixed-point iterations
 of eq. (10), eta their step; ``alpha``, ``beta``, ``L``, ``mu``, ``nu``, ``c_S`` are the paper's
 constants (:mod:`theory_checks.hgp.constants`). Every check compares the estimator's output with
-a bound from the paper's formula (or the notes' explicit version of it) and the problem's
+a bound from the paper's formula (or an explicit version derived from its proof) and the problem's
 constants.
 
 Each result lives in one module, with its statement, hypotheses, cases, check(s),

@@ -2,8 +2,8 @@
 run, exact blocks, norms and exact noise moments (the constants are
 :mod:`theory_checks.hgp.constants`).
 
-Notation (HGP notes 2.6, paper convention, sum over clients ``F = sum_k f_k``): at the consensus
-optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
+Notation (HGP Sec. 3.3, the paper's convention, sum over clients ``F = sum_k f_k``): at the
+consensus optimum ``H_k`` (d_y x d_y), ``J_k`` (d_lambda x d_y), ``c_k = grad_y f_k``,
 ``e_k = grad_lambda f_k``; ``GlobalGrad_i = e_i - J_i (sum H)^{-1} sum c``. HGP's ``v^(m)`` is
 compared with GlobalGrad in stacked Euclidean norm, normalised by ``||d_x f|| = ||[c_k]_k||``
 as in Theorem 1.

@@ -1,4 +1,4 @@
-"""HGP's communication: only vectors of size d_y + 1 travel (Alg. 1-2; notes 3.3, 6.3 T13).
+"""HGP's communication: only vectors of size d_y + 1 travel (Alg. 1-2, Sec. 3.3).
 
 HGP's point (Sec. 3.3, Remark 2): every block of the Hessian and Jacobian is computable by one
 client, so only ``u``-sized Push-Sum messages are exchanged: per Push-Sum step s each client j
@@ -97,7 +97,7 @@ LEAKY = Perturbation(
 VECTOR_MESSAGES = Claim(
     id="hgp.communication.vector_messages",
     paper="HGP",
-    reference="HGP Alg. 1-2 (O(d_x) messages, Hessians never sent); notes 3.3, 6.3 T13",
+    reference="HGP Alg. 1-2, Sec. 3.3 (O(d_x) messages, Hessians never sent)",
     kind="communication_count",
     statement=("floats sent = sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1); every payload has "
                "d_y + 1 floats (v_i and Hessians never leave a client)"),

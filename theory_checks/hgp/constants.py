@@ -8,7 +8,7 @@ Paper letters -> testbed: the paper's inner model ``x`` is the testbed's ``y`` (
 ``batch_size``. ``g_hat(x, lambda; xi) = sum_k g_k(x_k, lambda_k; xi_k)`` is block diagonal over
 the clients, so each constant below is a max or min over clients.
 
-Constants (Thm 1 and App. C; notes 4.1), for the oracle a case runs (:func:`oracle_of`):
+Constants (Thm 1 and App. C), for the oracle a case runs (:func:`oracle_of`):
 
 - ``alpha = min_{lambda, xi} sigma_min(d^2_x g_hat)``. Exact Jacobians (Cor. 1, Thm 2 and every
   deterministic check): the one draw is the client Hessians, ``alpha = min_i lambda_min(H_i)``.
@@ -18,7 +18,8 @@ Constants (Thm 1 and App. C; notes 4.1), for the oracle a case runs (:func:`orac
 - ``beta = max_{lambda, xi} sigma_max(d^2_{x lambda} g_hat)``: likewise over the ``J_i``.
 - ``L = max sigma_max(d^2_x g_hat)``: not a constant of the paper. Its proof uses
   ``sigma_max(I - eta d^2_x g_hat) <= 1 - eta alpha``, which needs ``eta L <= 2 - eta alpha``
-  (notes 7.2 item 9; :func:`step_condition`); the checks' default step is ``eta = 1/L``.
+  (a condition the paper does not state; :func:`step_condition`); the checks' default step is ``eta
+  = 1/L``.
 - ``kappa_x``, ``kappa_lambda`` (Assumption 3): ``max sigma_max(d^2 g_hat - d^2 g)``, the largest
   single-sample deviation (b copies attain it); 0 with exact Jacobians.
 - ``mu = sqrt(kappa_lambda^2 + kappa_x^2 beta^2 / alpha^2)`` (Thm 1).
@@ -67,9 +68,9 @@ Oracle = Literal["exact", "minibatch"]
 ROUND_OFF = 1e-12
 
 #: Why 2048 steps: Assumption 1 is checked on the realised sequence (for the random families it
-#: holds only with high probability, notes 7.2 item 19); eight of the graphs' 256-step chunks
-#: cover every horizon the checks run unless they set M and S; a family's windows take 0.1-0.3 s
-#: of networkx on one loaded core (cached per graph and horizon).
+#: holds only with high probability, while the paper's Assumption 1 is deterministic); eight of the
+#: graphs' 256-step chunks cover every horizon the checks run unless they set M and S; a family's
+#: windows take 0.1-0.3 s of networkx on one loaded core (cached per graph and horizon).
 A1_HORIZON = 2048
 
 
@@ -185,9 +186,9 @@ def step_size(case: Any, constants: HGPConstants | None = None) -> float:
 
 
 def deterministic_contractions(blocks: dict[str, torch.Tensor], eta: float) -> dict[str, float]:
-    """The contraction factors of eq. (10) at eta with exact Jacobians (notes 4.6): ``r =
-    max_k ||I - eta H_k||`` (one client's Neumann factor) and ``rho_bar = ||I - eta H_bar||``
-    (the exact-averaging rate, notes 2.6 (3))."""
+    """The contraction factors of eq. (10) at eta with exact Jacobians (derived from eq. (10)): ``r
+    = max_k ||I - eta H_k||`` (one client's Neumann factor) and ``rho_bar = ||I - eta H_bar||``
+    (the exact-averaging rate of eq. (10))."""
     H = blocks["H"]
     eye = torch.eye(H.shape[-1], dtype=H.dtype)
     return {"r": float(_norms(eye - eta * H).max()),
@@ -232,7 +233,7 @@ def pushsum_bound(graph: GraphSequence, S: int, start: int = 0) -> tuple[float, 
 def pushsum_errors(graph: GraphSequence, S: int, M: int) -> tuple[float, ...]:
     """``c^(m) = sigma_max(Theta_hat^(m) - Theta)``, ``m = 1..M``, of Alg. 1 (weights reset to
     1) on the segments ``(m - 1) S .. m S - 1`` of ``graph``: what Lemma 2 bounds, for each of
-    HGP's M averaging calls (notes 7.2 item 11: one operator per call)."""
+    HGP's M averaging calls (one operator per call, where the paper writes one Theta_hat)."""
     return tuple(consensus_error(pushsum_operator(graph.mixing((m - 1) * S, S)))
                  for m in range(1, M + 1))
 
@@ -379,7 +380,7 @@ def step_condition_holds(eta: float, constants: HGPConstants) -> bool:
 
 def step_condition(eta_factors: Sequence[float] | None = None) -> Hypothesis:
     """The proof's unstated ``eta L <= 2 - eta alpha`` (``sigma_max(I - eta d^2 g_hat) <= 1 -
-    eta alpha``, App. C.2; notes 7.2 item 9) at every eta the check runs."""
+    eta alpha``, App. C.2) at every eta the check runs."""
     etas = _etas(eta_factors)
 
     def margin(case: Any) -> float:
@@ -389,12 +390,12 @@ def step_condition(eta_factors: Sequence[float] | None = None) -> Hypothesis:
 
     return Hypothesis("eta L <= 2 - eta alpha", "sigma_max(I - eta d^2_x g_hat) <= 1 - eta alpha,"
                       " L = max sigma_max(d^2_x g_hat) (used by the proof, not stated)",
-                      f"{REF}, proof of Thm 1 (App. C.2); notes 7.2 item 9", margin)
+                      f"{REF}, proof of Thm 1 (App. C.2)", margin)
 
 
 def series_converges(eta_factors: Sequence[float] | None = None) -> Hypothesis:
     """Eq. (10) with exact averaging converges: ``rho(I - eta H_bar) < 1`` at every eta the
-    check runs (notes 2.6 (3); only the averaged Hessian matters there)."""
+    check runs (eq. (10); only the averaged Hessian matters there)."""
     etas = _etas(eta_factors)
 
     def margin(case: Any) -> float:
@@ -404,7 +405,7 @@ def series_converges(eta_factors: Sequence[float] | None = None) -> Hypothesis:
         return min(below(float(torch.abs(1.0 - eta * eig).max()), 1.0) for eta in etas(case, k))
 
     return Hypothesis("rho(I - eta H_bar) < 1", "the fixed-point iteration (10) with Theta "
-                      "converges (margin 1 - rho)", f"{REF}, eq. (10), Sec. 2.3", margin)
+                      "converges (margin 1 - rho)", f"{REF}, eq. (10), Sec. 3.3", margin)
 
 
 #: What the S condition is checked at: ``(graph, S, M, eta, alpha)`` of a case, or None when

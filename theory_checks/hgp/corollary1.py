@@ -1,6 +1,6 @@
-"""HGP Corollary 1 (App. D): exact Jacobians, Push-Sum averaging; made explicit (notes 4.6 D1).
+"""HGP Corollary 1 (App. D): exact Jacobians, Push-Sum averaging; made explicit from its proof.
 
-The result (notes 4.5): with exact Jacobians (no sampling noise), under Thm 1's conditions,
+The result (App. D.1): with exact Jacobians (no sampling noise), under Thm 1's conditions,
 
 .. math::
 
@@ -8,8 +8,9 @@ The result (notes 4.5): with exact Jacobians (no sampling noise), under Thm 1's 
     \\frac{2\\beta}{\\eta\\alpha^2}\\, \\frac{8\\sqrt{n}}{\\delta}\\tau^S + \\exp(-O(M)).
 
 Its constants are not computable (``delta``, ``tau`` exist; ``exp(-O(M))`` is unspecified), so
-the claim checks the explicit bound of the proof (notes 4.6 D1) with the measured Push-Sum error
-``c_S = max_m sigma_max(Theta_hat^(m) - Theta)`` of Alg. 1 on the graph sequence:
+the claim checks the explicit bound of the proof (App. C.2, eqs. (17)-(19), made explicit) with the
+measured Push-Sum error ``c_S = max_m sigma_max(Theta_hat^(m) - Theta)`` of Alg. 1 on the graph
+sequence:
 
 .. math::
 
@@ -84,7 +85,8 @@ def cor1_setup(case: Case) -> tuple[GraphSequence, int, int, float, float]:
 
 def d1_bound(r: float, rho: float, beta: float, eta: float, c: float,
              m: np.ndarray) -> np.ndarray:
-    """Notes 4.6 D1: ``eta beta c (1 - rho + r)/((1 - q)(1 - rho)) + eta beta rho^m/(1 - rho)``."""
+    """The explicit bound from the proof of Cor. 1 (App. C.2, D.1):
+    ``eta beta c (1 - rho + r)/((1 - q)(1 - rho)) + eta beta rho^m/(1 - rho)``."""
     q = r * (1 + c)
     return eta * beta * c * (1 - rho + r) / ((1 - q) * (1 - rho)) + eta * beta * rho**m / (1 - rho)
 
@@ -135,7 +137,7 @@ STEP_SLIP = step_slip("hgp")
 EXPLICIT_BOUND = Claim(
     id="hgp.corollary1.explicit_bound",
     paper="HGP",
-    reference="HGP Cor. 1 made explicit with the measured Push-Sum error (notes 4.6 D1)",
+    reference="HGP Cor. 1 (App. D.1) made explicit with the measured Push-Sum error",
     kind="bias_bound",
     statement=("||v^(m) - d_lambda f|| / ||d_x f|| <= eta beta c_S (1 - rho + r) / ((1 - q)(1 - "
                "rho)) + eta beta rho^m / (1 - rho), r = max||I - eta H_k||, rho = ||I - eta "

@@ -1,5 +1,5 @@
 """HGP with exact averaging: the closed form of eq. (10)'s error (Remark 3 / eq. (16) with
-``Theta_hat = Theta``; notes 4.6 D2).
+``Theta_hat = Theta``; the closed form derived here).
 
 With exact averaging (``Theta_hat = Theta``, the centralized variant or a server) and exact
 Jacobians, eq. (10) started from ``u^(0) = d_x f``, ``v^(0) = d_lambda f`` has, for every client
@@ -91,7 +91,7 @@ def identity_cases() -> st.SearchStrategy[Case]:
 ERROR_IDENTITY = Claim(
     id="hgp.exact_averaging.error_identity",
     paper="HGP",
-    reference="HGP eq. (10)/(16) with exact Theta; notes 4.6 D2",
+    reference="HGP eq. (10)/(16) with exact Theta (closed form derived)",
     kind="exact_identity",
     statement=("v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar (1e-10), exact "
                "averaging and the centralized (server) variant"),

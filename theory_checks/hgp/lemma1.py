@@ -1,8 +1,8 @@
 """HGP Lemma 1 (Sec. 3.2, App. B): the eta-free stationarity condition, and eq. (10)'s fixed
 point.
 
-The result (notes 2.5-2.6): with ``Theta = (1/n) 1 1^T`` the exact average over the n clients,
-``x(lambda) = phi'(x(lambda), lambda)`` with
+The result (Sec. 3.2-3.3, App. B): with ``Theta = (1/n) 1 1^T`` the exact average over the n
+clients, ``x(lambda) = phi'(x(lambda), lambda)`` with
 
 .. math::  \\phi'(x, \\lambda) = \\Theta\\,(x - \\eta\\, \\partial_x g(x, \\lambda))     \\qquad (9)
 
@@ -105,7 +105,7 @@ ETA_INVARIANCE_CASES = exact_averaging_cases(kappa=(1.0, 3.0), hessian_heterogen
 ETA_INVARIANCE = Claim(
     id="hgp.lemma1.eta_invariance",
     paper="HGP",
-    reference="Terashita & Hara, Lemma 1 (eq. 9) and App. B; notes 2.5-2.6 (1)",
+    reference="Terashita & Hara, Lemma 1 (eq. 9) and App. B; GlobalGrad independent of eta",
     kind="exact_identity",
     statement=("y* = Theta(y* - eta grad g(y*)) for every eta (and not at other consensus "
                "points); the eq. (10) fixed point -eta J Theta sum((I - eta H)Theta)^m c + e = "

@@ -1,15 +1,15 @@
 """HGP Lemma 2 (App. C.1): the Push-Sum consensus error decays geometrically in S.
 
-The result (notes 4.2): under Assumption 1 (B-strong connectivity of the time-varying directed
-graphs) there exist ``delta > 0`` and ``0 < tau < 1`` such that the S-step Push-Sum averaging
-``Theta_hat`` (Alg. 1) satisfies
+The result (App. C.1, eq. (15)): under Assumption 1 (B-strong connectivity of the time-varying
+directed graphs) there exist ``delta > 0`` and ``0 < tau < 1`` such that the S-step Push-Sum
+averaging ``Theta_hat`` (Alg. 1) satisfies
 
 .. math::  \\sigma_{\\max}(\\Theta - \\hat\\Theta) \\le \\frac{8\\sqrt{n}}{\\delta}\\, \\tau^S.
            \\qquad (15)
 
 The proof takes Nedic-Olshevsky's entrywise bound ``||(Theta - Theta_hat) y||_inf <= (8/delta)
 tau^S ||y||_1`` and concludes with ``||A y||_inf <= sigma_max(A) ||y||`` and ``||y||_1 <=
-sqrt(n) ||y||``; those give ``8 n/delta``, not ``8 sqrt(n)/delta`` (notes 7.2 item 10).
+sqrt(n) ||y||``; those give ``8 n/delta``, not ``8 sqrt(n)/delta``.
 
 Hypothesis: Assumption 1 (:func:`~theory_checks.hgp.constants.assumption1`), the lemma's only.
 
@@ -174,7 +174,7 @@ SQRT_N_CONSTANT = Claim(
     id="hgp.lemma2.sqrt_n_constant",
     paper="HGP",
     reference=("HGP proof of Lemma 2 (App. C.1), the step to eq. (15) -- a step of the proof, "
-               "not the lemma; notes 4.2, 7.2 item 10"),
+               "not the lemma"),
     kind="bias_bound",
     statement=("proof step: sigma_max(Theta_hat_S - Theta) <= sqrt(n) max_ij |(Theta_hat_S - "
                "Theta)_ij| (the step from Nedic-Olshevsky's entrywise (8/delta) tau^S to the "
@@ -216,7 +216,7 @@ SQRT_N_CONSTANT = Claim(
 GEOMETRIC_CONSENSUS = Claim(
     id="hgp.lemma2.geometric_consensus",
     paper="HGP",
-    reference="HGP Lemma 2 with the corrected constant 8n/delta; notes 4.2, 6.3 T2",
+    reference="HGP Lemma 2 (App. C.1) with the corrected constant 8n/delta",
     kind="linear_rate",
     statement=("c_S = sigma_max(Theta_hat_S - Theta) <= (n - 1) tau(A(S:1)) / delta_S at every S "
                "(the proof's constant made explicit: tau = Dobrushin's coefficient of the "

@@ -1,5 +1,5 @@
 """HGP's negative control: without Assumption 1 Push-Sum does not reach consensus (Lemma 2's
-hypothesis is needed; notes 6.2 G6).
+hypothesis is needed: a graph sequence with a permanently disconnected part).
 
 Lemma 2 and Thm 1 assume B-strong connectivity (Assumption 1): the union of the graphs over
 every window of B steps is strongly connected. On a sequence that is never strongly connected
@@ -108,7 +108,7 @@ EXACT_AVERAGING = Perturbation(
 NOT_STRONGLY_CONNECTED = Claim(
     id="hgp.negative_control.not_strongly_connected",
     paper="HGP",
-    reference="HGP Assumption 1 (B-strong connectivity), Lemma 2; notes 6.2 G6",
+    reference="HGP Assumption 1 (B-strong connectivity), Lemma 2 (App. C.1)",
     kind="bias_bound",
     statement=("on a graph sequence that is never strongly connected the estimate does not "
                "converge to GlobalGrad (relative error >= 1e-3 for S = 20, 40), and the check "

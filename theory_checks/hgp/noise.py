@@ -1,7 +1,7 @@
-"""HGP's noise term scales like sqrt(eta): an erratum of Thm 1 (notes 4.6 D4, 7.2 item 16).
+"""HGP's noise term scales like sqrt(eta): an erratum of Thm 1 (its proof, App. C.2).
 
 Thm 1's noise term ``(4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + d_lambda)/eps))`` does not depend
-on the step eta. Its proof (App. C.2, notes 4.4) bounds the martingale's variance sum by
+on the step eta. Its proof (App. C.2, eqs. (20)-(21)) bounds the martingale's variance sum by
 ``s^2 <= eta^2 mu^2 (1 + c)^2 / (1 - q^2)`` and then uses ``1 - q^2 >= eta^2 alpha^2 / 4``;
 with ``1 - q^2 ~ 2 eta alpha`` instead, the RMS noise floor is proportional to
 ``sqrt(eta / alpha)``, and with exact averaging (``c = 0``) the mean square is bounded by
@@ -127,7 +127,7 @@ SQRT_ETA_CASES = noisy_cases(max_dim=2, kappa=(1.0, 1.5), hessian_heterogeneity=
 SQRT_ETA = Claim(
     id="hgp.noise.sqrt_eta",
     paper="HGP",
-    reference="HGP Thm 1 proof (1 - q^2 >= eta^2 alpha^2/4); notes 4.6 D4, 7.2 item 16",
+    reference="HGP Thm 1 proof (App. C.2: 1 - q^2 >= eta^2 alpha^2/4)",
     kind="scaling_exponent",
     statement=("exact averaging, b = 2: exact noise floor RMS ~ sqrt(eta) (least-squares "
                "exponent within 0.15 of 1/2; the paper's noise term is eta-free) and E||v - E "

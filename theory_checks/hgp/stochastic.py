@@ -1,4 +1,4 @@
-"""Stochastic HGP (Alg. 2, Remark 3) is conditionally unbiased (notes 4.6 D3).
+"""Stochastic HGP (Alg. 2, Remark 3) is conditionally unbiased (derived from eq. (16), App. C.1).
 
 The result: given the graph sequence (hence the Push-Sum operators ``Theta_hat^(m)``), the
 minibatch samples enter eq. (16)
@@ -114,7 +114,7 @@ UNBIASED_CASES = noisy_cases()
 UNBIASED = Claim(
     id="hgp.stochastic.unbiased",
     paper="HGP",
-    reference="HGP Alg. 2 / Remark 3; notes 4.6 D3 (conditional unbiasedness)",
+    reference="HGP Alg. 2 / Remark 3, eq. (16) (conditional unbiasedness, derived)",
     kind="variance_bound",
     statement=("E[v^(M) | graph sequence] = deterministic HGP on the same graphs, for "
                "independent samples and for the practical form (shared sample, omega kept): "

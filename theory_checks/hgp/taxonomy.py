@@ -1,4 +1,4 @@
-"""HGP's hypergradient taxonomy (Sec. 4, Table 1; notes 3.7): GlobalGrad, ClientGrad, LocalGrad.
+"""HGP's hypergradient taxonomy (Sec. 4, Table 1): GlobalGrad, ClientGrad, LocalGrad.
 
 In the personalized problem (client i owns ``lambda_i``, ``F = sum_k f_k``) three quantities
 are called the hypergradient of client i (notation of :mod:`theory_checks.hgp`):
@@ -52,7 +52,7 @@ def _identical(problem: PerClientQuadratic) -> PerClientQuadratic:
 
 
 def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """GlobalGrad / ClientGrad / LocalGrad (sec. 4, notes 3.7) against finite differences of
+    """GlobalGrad / ClientGrad / LocalGrad (sec. 4) against finite differences of
     ``F``, ``f_i(y*(lambda))`` and ``f_i(y_i*(lambda_i))``; with identical clients
     GlobalGrad = LocalGrad and ClientGrad = e + (GlobalGrad - e) / n (1e-10); with heterogeneous
     clients the three differ."""
@@ -139,7 +139,7 @@ FLOAT32_GLOBALGRAD = Perturbation(
 CLOSED_FORMS = Claim(
     id="hgp.taxonomy.closed_forms",
     paper="HGP",
-    reference="HGP sec. 4 and Table 1 (GlobalGrad, ClientGrad, LocalGrad); notes 3.7",
+    reference="HGP sec. 4 and Table 1 (GlobalGrad, ClientGrad, LocalGrad)",
     kind="exact_identity",
     statement=("GlobalGrad, ClientGrad, LocalGrad equal finite differences of their definitions; "
                "identical clients: GlobalGrad = LocalGrad, ClientGrad = e + (GlobalGrad - e)/n; "

@@ -1,7 +1,7 @@
 """HGP Theorem 1 (main result; App. C.2): the error of stochastic HGP with Push-Sum.
 
-The result (notes 4.3): under Assumptions 1-3, ``0 < alpha < 1/eta`` and the S condition
-``S >= log((delta/(16 sqrt(n))) eta alpha/(1 - eta alpha)) / log tau`` (i.e.
+The result (Sec. 3.3, restated in App. C): under Assumptions 1-3, ``0 < alpha < 1/eta`` and the S
+condition ``S >= log((delta/(16 sqrt(n))) eta alpha/(1 - eta alpha)) / log tau`` (i.e.
 ``c = (8 sqrt(n)/delta) tau^S <= eta alpha / (2 (1 - eta alpha))``), with probability >= 1 - eps,
 
 .. math::
@@ -11,9 +11,9 @@ The result (notes 4.3): under Assumptions 1-3, ``0 < alpha < 1/eta`` and the S c
     + \\frac{2\\beta}{\\eta\\alpha^2}\\, c + \\exp(-O(M)):
 
 a noise term, a consensus bias geometric in S and a truncation bias geometric in M. Corollary 2
-(mini-batch b) reads its noise term as ``kappa = O_P(1/sqrt(b))``. The proof (notes 4.4) uses
+(mini-batch b) reads its noise term as ``kappa = O_P(1/sqrt(b))``. The proof (App. C.2) uses
 ``sigma_max(I - eta H_k) <= 1 - eta alpha``, which needs ``eta L <= 2 - eta alpha`` besides the
-stated ``eta alpha < 1`` (notes 7.2 item 9).
+stated ``eta alpha < 1`` (a condition the theorem does not state).
 
 Hypotheses (:mod:`theory_checks.hgp.constants`): Assumption 1 (per graph family, or exact
 averaging), Assumption 2 (strong convexity), Assumption 3 (bounded oracle noise) for the
@@ -124,8 +124,9 @@ STATED_STEP_S_CONDITION = s_condition(stated_step_setup)
 
 def check_stated_step_condition(claim: Claim, case: Case, make: Callable[..., Any]
                                 ) -> Measurement:
-    """Cor. 1 under the *stated* condition only (``0 < eta alpha < 1``; notes 7.2 item 9), on
-    the fully connected graph (``c_S = 0``), in one of two readings (``case.params["reading"]``):
+    """Cor. 1 under the *stated* condition only (``0 < eta alpha < 1``, without the proof's step
+    condition), on the fully connected graph (``c_S = 0``), in one of two readings
+    (``case.params["reading"]``):
 
     - ``"explicit"`` (default): the proof's explicit form, ``(beta/alpha)(1 - eta alpha)^m +
       (2 beta/(eta alpha^2)) c_S`` at every m <= 20;
@@ -179,7 +180,8 @@ def step_cases() -> st.SearchStrategy[Case]:
 
 def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Thm 1's geometric term in M, exact averaging: fitted slope of log error = log rho_bar
-    (5%), and <= log(1 - eta alpha / 2) (the Push-Sum guarantee, notes 4.4)."""
+    (5%), and <= log(1 - eta alpha / 2) (the Push-Sum guarantee of the proof, App. C.2, eq.
+    (18))."""
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
@@ -223,7 +225,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
 
 def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Thm 1's geometric term in S on the static network (Theta_hat = W^S): the fitted slope of
-    the log error floor (M -> infinity) in S equals log tau, tau = SLEM(W) (25%, notes T6)."""
+    the log error floor (M -> infinity) in S equals log tau, tau = SLEM(W) (25%)."""
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     blocks = problem.client_blocks(x)
@@ -253,8 +255,8 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
         raise NotMeasurable("floor at round-off")
     fit = stats.fit_rate(np.array(grid), floors_arr)
     theory = math.log(tau)
-    # Why 25%: the notes' tolerance (T6): a sign-alternating second eigenvalue of W and the
-    # O(c_S^2) terms bend the finite-S floors.
+    # Why 25%: a sign-alternating second eigenvalue of W and the O(c_S^2) terms bend the
+    # finite-S floors by up to that much.
     result = Fit("log error floor per Push-Sum step", fit.slope, fit.ci_low, fit.ci_high,
                  theory, 0.25 * abs(theory), residual=fit.residual_max)
     series = tuple(SeriesPoint("measured", "pushsum_steps", S, f, 0, S * M)
@@ -276,7 +278,7 @@ def rate_s_cases() -> st.SearchStrategy[Case]:
 # --------------------------------------------------------------------------- Cor. 2 exponent
 
 NOISE_B_GRID = (2, 4, 8, 16)
-# Why 0.1: the notes' T9 tolerance. The exact variance is a polynomial sum_k a_k b^-k with
+# Why 0.1: the exact variance is a polynomial sum_k a_k b^-k with
 # a_k >= 0 (every term of the recursion is a positive map of a PSD matrix), so its exponent lies
 # in [-1/2, -M/2]; the O(1/b^2) terms (products of two sampled matrices) steepen it by a few
 # thousandths on these noise levels (-0.5006 on the saved case).
@@ -285,7 +287,7 @@ NOISE_B_TOLERANCE = 0.1
 
 def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any],
                            design: Design) -> Measurement:
-    """Cor. 2 (``kappa = O_P(1/sqrt(b))``), T9's reading: the noise floor RMS of Push-Sum HGP
+    """Cor. 2 (``kappa = O_P(1/sqrt(b))``, App. D.2), read as: the noise floor RMS of Push-Sum HGP
     with independent samples scales like ``b^(-1/2)``.
 
     Deterministic, on the exact variance ``V(b) = E||v^(M) - E v^(M)||^2`` (no sampling):
@@ -300,8 +302,8 @@ def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any],
     k = case_constants(case)  # the minibatch oracle's
     eta = step_size(case, k)  # 1/L
     # Why (1 - eta alpha / 2)^M <= 1e-3 (at most 80 terms): the noise terms of step m are
-    # weighted by at most q^m <= (1 - eta alpha/2)^m (notes 4.4), so the floor is reached to
-    # 0.1%; the exact moments are exact at any M, the cap only keeps the Monte Carlo run short.
+    # weighted by at most q^m <= (1 - eta alpha/2)^m (App. C.2, eq. (18)), so the floor is reached
+    # to 0.1%; the exact moments are exact at any M, the cap only keeps the Monte Carlo run short.
     M = terms_for(1 - eta * k.alpha / 2, 1e-3, 80)
     params = {"neumann_terms": M, "pushsum_steps": case.params["pushsum_steps"],
               "graph_seed": case.params["graph_seed"], "neumann_step_size": eta}
@@ -336,7 +338,8 @@ def check_noise_exponent_b(claim: Claim, case: Case, make: Callable[..., Any],
 
 # --------------------------------------------------------------------------- Thm 1 bound
 
-# Why eps = 0.1: T10's level; the bound's log term grows only like sqrt(log(1/eps)).
+# Why eps = 0.1: a level a check can observe (one case in ten may exceed); the bound's log term
+# grows only like sqrt(log(1/eps)).
 HIGH_PROBABILITY_EPS = 0.1
 
 
@@ -356,7 +359,7 @@ def high_probability_setup(case: Case) -> tuple[GraphSequence, int, int, float, 
     k = case_constants(case)
     eta = step_size(case, k)  # 1/L
     # Why (1 - eta alpha/2)^M (M + 1) <= 1e-3 (beta/alpha): the exp(-O(M)) term (ratio
-    # q <= 1 - eta alpha/2 up to a factor linear in M, notes 4.4) is then negligible; it is
+    # q <= 1 - eta alpha/2 up to a factor linear in M, App. C.2) is then negligible; it is
     # still added to the bound.
     M = 10
     while (1 - eta * k.alpha / 2) ** M * (M + 1) > 1e-3 and M < 400:
@@ -470,7 +473,7 @@ STATED_STEP_CONDITION = Claim(
     id="hgp.theorem1.stated_step_condition",
     paper="HGP",
     reference=("HGP Thm 1 / Cor. 1 proof (App. C.2, sigma_max(I - eta H) <= 1 - eta alpha); "
-               "notes 7.2 item 9"),
+               "a condition the statement does not give"),
     kind="bias_bound",
     statement=("under the stated 0 < eta alpha < 1 only: ||v^(m) - d_lambda f|| / ||d_x f|| <= "
                "(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2)) c_S"),
@@ -528,7 +531,8 @@ STATED_STEP_CONDITION = Claim(
 RATE_IN_M = Claim(
     id="hgp.theorem1.rate_in_m",
     paper="HGP",
-    reference="HGP Thm 1, third term exp(-O(M)); notes 4.4, 4.6 D2",
+    reference=("HGP Thm 1, third term exp(-O(M)) (App. C.2; exact-averaging rate derived from eq. "
+               "(16))"),
     kind="linear_rate",
     statement=("slope of log||v^(M) - d_lambda f|| in M = log rho_bar (5%), rho_bar = ||I - eta "
                "H_bar||, and <= log(1 - eta alpha / 2)"),
@@ -547,7 +551,8 @@ RATE_IN_M = Claim(
 RATE_IN_S = Claim(
     id="hgp.theorem1.rate_in_s",
     paper="HGP",
-    reference="HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S; notes 3.5, 6.3 T6",
+    reference=("HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S, static network (Theta_hat = "
+               "W^S)"),
     kind="linear_rate",
     statement=("static network (Theta_hat = W^S): slope of log error floor in S = log SLEM(W) "
                "within 25%"),
@@ -567,7 +572,7 @@ RATE_IN_S = Claim(
 NOISE_EXPONENT_B = Claim(
     id="hgp.theorem1.noise_exponent_b",
     paper="HGP",
-    reference="HGP Cor. 2 (kappa = O_P(1/sqrt(b))); notes 4.7, 6.3 T9",
+    reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
     statement=("exact noise floor RMS of v^(M) around its conditional mean ~ b^(-1/2): "
                "least-squares exponent over b = 2..16 within 0.1 of -1/2 and E||v - E v||^2 (b) "
@@ -605,7 +610,7 @@ NOISE_EXPONENT_B = Claim(
 HIGH_PROBABILITY_BOUND = Claim(
     id="hgp.theorem1.high_probability_bound",
     paper="HGP",
-    reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps)); notes 4.3, 6.3 T10",
+    reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
     statement=("P(||v^(M) - d_lambda f|| / ||d_x f|| <= (4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + "
                "d_lambda)/eps)) + (2 beta/(eta alpha^2)) c + exp(-O(M))) >= 1 - eps, with the "

@@ -1,6 +1,6 @@
 """HGP Theorem 2 (App. D): the hypergradient error at an inexact inner solution.
 
-The result (notes 4.5): under Assumptions 1-4 and Thm 1's conditions, HGP evaluated at an
+The result (App. D.3): under Assumptions 1-4 and Thm 1's conditions, HGP evaluated at an
 inexact inner solution ``y_hat`` (Hessians, Jacobians and ``d f`` taken there; Remark 4,
 eq. 22) satisfies, with probability >= 1 - eps,
 
@@ -14,8 +14,9 @@ eq. 22) satisfies, with probability >= 1 - eps,
 
 ``c = (8 sqrt(n)/delta) tau^S`` the Push-Sum error (Lemma 2), ``nu_f``, ``nu_g`` the Lipschitz
 constants of Assumption 4. The proof's decomposition has a term ``(C) = grad_lambda f(y_hat) -
-grad_lambda f(y*)`` of size up to ``nu_f ||y_hat - y*||`` that the statement drops (notes 7.2
-item 17); bounding (D3) consistently gives the coefficient ``nu_f (1 + 2 beta/alpha)``.
+grad_lambda f(y*)`` of size up to ``nu_f ||y_hat - y*||`` that the statement drops (App. D.3's
+proof bounds it, the statement omits it); bounding (D3) consistently gives the coefficient ``nu_f (1
++ 2 beta/alpha)``.
 
 Hypotheses: exact averaging (A1 with ``c = 0``), A2 (strong convexity), A4 (Lipschitz second
 derivatives), ``0 < eta alpha < 1``, the step condition ``eta L <= 2 - eta alpha`` the proof
@@ -180,7 +181,7 @@ theorem2_as_stated_control = known_case(
 AS_STATED = Claim(
     id="hgp.theorem2.as_stated",
     paper="HGP",
-    reference="HGP Thm 2 (App. D) as stated; notes 4.5, 7.2 item 17",
+    reference="HGP Thm 2 (App. D.3) as stated",
     kind="bias_bound",
     statement=("exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
                "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"),
@@ -225,7 +226,7 @@ AS_STATED = Claim(
 CORRECTED = Claim(
     id="hgp.theorem2.corrected",
     paper="HGP",
-    reference="HGP Thm 2 with term (C) restored; notes 4.5",
+    reference="HGP Thm 2 (App. D.3) with its proof's term (C) restored",
     kind="bias_bound",
     statement=("error <= ((2 nu_g/alpha)(1 + beta/alpha)(1 + c) ||d_x f|| + nu_f (1 + 2 "
                "beta/alpha)) ||y_hat - y*|| + (beta/alpha) rho^M ||d_x f||  (nu_g = 0 here)"),

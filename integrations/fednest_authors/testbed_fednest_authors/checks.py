@@ -1,9 +1,9 @@
 r"""Checks of the claims the authors' FedNest code is decided against (``claims.toml``).
 
 FedIHGP (FedNest Alg. 3) with full participation and exact oracles, in the deterministic
-schedule the official code's round count implies (N Hessian rounds after ``p_0``; FedNest
-notes 2.3 [R] and 5.4 (b)), returns the Neumann partial sum, and FedOut's hypergradient round
-gives
+schedule the official code's round count implies (N Hessian rounds after ``p_0``: FedNest
+Sec. 2.6's ``2T + N + 3``, as ucr-optml/FedNest counts them), returns the Neumann partial sum, and
+FedOut's hypergradient round gives
 
 .. math::  \hat h = \nabla_x f(x, y) - \eta\, \bar J \sum_{k=0}^{N} (I - \eta \bar H)^k
            \nabla_y f(x, y), \qquad \eta = \text{hlr} = 1 / l_{g,1},

@@ -1,8 +1,8 @@
 """The authors'-code adapter, driven against stand-ins of their module API (written here, not
 their code; as benchmarks/authors_fednest.py's test does): a stand-in that implements Alg. 3's
-deterministic FedIHGP meets every claim, one that accumulates ``p_locals`` as the public-code
-notes read their code fails the two FedIHGP claims, the claims hold on the testbed's own
-deterministic FedIHGP, a planted bug is caught, and a missing checkout gives one line. With
+deterministic FedIHGP meets every claim, one that accumulates ``p_locals`` as a reading of
+their code (core/Client_hr.py) gives fails the two FedIHGP claims, the claims hold on the testbed's
+own deterministic FedIHGP, a planted bug is caught, and a missing checkout gives one line. With
 ``FEDNEST_AUTHORS_REPO`` naming a checkout of ucr-optml/FedNest, the recorded verdicts of its
 commit are checked too."""
 
@@ -83,7 +83,8 @@ class Client:
 '''
 # Alg. 3: the client applies (I - lr H_i) to the server's current power
 ALG3_HVP = "return p - lr * self.hessian_product(p)"
-# as the notes read their Client_hr.hvp_iter: a running local power added to the given p
+# as we read their Client_hr.hvp_iter (core/Client_hr.py of ucr-optml/FedNest): a running local
+# power added to the given p
 AS_READ_HVP = textwrap.dedent('''\
     if self.hyper_iter == 0:
                 self.counter = p.clone()
@@ -217,8 +218,8 @@ print(json.dumps(out))
 
 def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug_is_caught(
         tmp_path):
-    """The claims say what a correct deterministic FedIHGP does: the testbed's own (notes 5.4
-    (b)) holds both; an adapter handing their code one outer step fewer is caught."""
+    """The claims say what a correct deterministic FedIHGP does: the testbed's own (deterministic
+    truncation) holds both; an adapter handing their code one outer step fewer is caught."""
     repo = stand_in(tmp_path / "alg3", faithful=True)
     done = run(CONTROLS, repo)
     assert done.returncode == 0, done.stderr[-3000:]

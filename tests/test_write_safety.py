@@ -441,3 +441,19 @@ def test_a_deploy_folder_is_its_configs_by_spec_or_by_file(tmp_path):
     assert folder_owner_problem(folder, spec, a) is None
     third = _deploy_config(tmp_path / "C", seed=5)
     assert "holds the run of" in str(folder_owner_problem(folder, load_spec(third), third))
+
+
+def test_fresh_never_deletes_through_a_link_planted_at_runs(tmp_path, capsys):
+    """``<results>/runs`` a link to a folder outside the results: --fresh refuses, even where
+    the folder it would delete looks like this config's run."""
+    path = write(tmp_path, {"run.steps": 1})
+    elsewhere = tmp_path / "elsewhere"
+    assert main(["run", str(path), "--results", str(elsewhere), "--quiet"]) == 0
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs").symlink_to(elsewhere / "runs")
+    capsys.readouterr()
+    assert main(["run", str(path), "--results", str(results), "--quiet", "--fresh"]) == 2
+    err = _one_line(capsys)
+    assert "points outside the results folder" in err and "Nothing was deleted" in err
+    assert (elsewhere / "runs" / "tiny" / "metrics.csv").exists()

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from results_format.layout import RUN_CONFIG, RUN_METADATA, run_folder
-from results_format.paths import plain_name
+from results_format.paths import UnsafePath, inside, plain_name
 from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.config_toml import computation, dump_toml
 from testbed_app.experiments.errors import ConfigError
@@ -67,6 +67,10 @@ def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -
         return None
     if not folder.is_dir():
         return f"{folder} is a file, not a run folder; move it away"
+    try:  # inside the results folder once links are followed (a link planted at runs/ is not)
+        inside(Path(results), folder.parent.relative_to(results).as_posix(), "the run folders")
+    except UnsafePath as error:
+        return f"{error}. Nothing was deleted"
     try:
         recorded_config = computation((folder / RUN_CONFIG).read_text())
     except (OSError, UnicodeDecodeError):

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from results_format import atomic_write
-from results_format.paths import output_folder
+from results_format.paths import inside, output_folder
 from testbed_app.flower import ENGINES, require_flower
 from testbed_app.flower.compare import compare
 from testbed_app.flower.engines import run_on_local_deployment, run_on_simulation
@@ -62,6 +62,8 @@ def deploy_command(args: argparse.Namespace) -> int:
         problem = folder_owner_problem(folder, spec, args.config)
         if problem is not None:
             raise ValueError(problem)
+        # inside the results folder once links are followed (a link planted at deploy/ is not)
+        inside(results, folder.parent.relative_to(results).as_posix(), "--fresh")
     require_flower()  # one line with the install command when Flower is absent (exit 2)
     if folder.exists():
         shutil.rmtree(folder)

@@ -99,3 +99,24 @@ def zero_division_claims() -> list:
 
 
 ZERO_DIVISION_CLAIMS = zero_division_claims()
+
+
+def step_raises() -> EstimatorInfo:
+    """FedNest whose ``step`` raises ZeroDivisionError (a plugin algorithm's bug at run time)."""
+    base = get_estimator("fednest")
+    parent = type(base.build())
+
+    @dataclasses.dataclass(frozen=True)
+    class StepRaises(parent):  # type: ignore[valid-type, misc]
+        def step(self, *args, **kwargs):  # type: ignore[override]
+            return 1 / 0
+
+    def make(**kw):
+        est = base.build(**kw)
+        return StepRaises(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
+
+    return dataclasses.replace(base, name="fednest-step-raises", cls=StepRaises, make=make,
+                               no_claims_reason="test double")
+
+
+STEP_RAISES = step_raises()

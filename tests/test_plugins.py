@@ -203,3 +203,17 @@ def test_regress_of_a_plugin_estimator_raising_is_one_line(capsys, restore_regis
     assert err.startswith("testbed: error: code from outside the testbed (tests): estimator "
                           "divides-by-zero raised ZeroDivisionError: division by zero on the "
                           "regression grid (bilevel problem, seed 0) (at ")
+
+
+def test_run_of_a_config_whose_plugin_algorithm_raises_is_one_line(capsys, tmp_path,
+                                                                   restore_registry):
+    from tests import plugin_doubles
+    from tests.test_experiments import write
+
+    registry.ESTIMATOR_DB.append(plugin_doubles.STEP_RAISES)
+    path = write(tmp_path, {"algorithm.name": "fednest-step-raises", "run.steps": 2})
+    assert main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"testbed: error: {path}: [algorithm] fednest-step-raises (code from "
+                          "outside the testbed) raised ZeroDivisionError: division by zero (at ")

@@ -380,7 +380,8 @@ def _measure_report_tables(results: Path, resume: bool, progress: bool,
 
 def regress_command(args: argparse.Namespace) -> int:
     """``testbed regress``: compare entries with the baseline (or ``--against`` another); 0
-    when none is worse, else 1."""
+    when none is worse, else 1 (also when the baseline does not cover every measured metric:
+    :func:`testbed_app.regression.not_covered`)."""
     torch.set_default_dtype(torch.float64)
     regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():

@@ -634,7 +634,9 @@ def run(
     execute: Execute | None = None,
 ) -> tuple[bool, str]:
     """Measure (the grid cells through ``execute``, in this process by default), compare and
-    report. Returns ``(passed, readable table)``."""
+    report. Returns ``(passed, readable table)``: not passed when a comparison is worse, an
+    entry has no baseline, or the baseline does not cover a measured metric (a kind or metric it
+    lacks, other problem seeds: :func:`not_covered`, each named in the table's last lines)."""
 
     # every built-in entry by default; a plugin's by --estimator (compared with --against)
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]

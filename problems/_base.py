@@ -356,6 +356,24 @@ def check_condition_number(problem: str, condition_number: float) -> None:
         )
 
 
+#: Most float64 numbers a drawn problem's arrays may hold: 2^27, 1 GiB. Why: the exact answers
+#: are dense solves of ``O(d^3)`` work on every client's matrices, so a dimension in the
+#: thousands already takes minutes per case; every recipe the claims, configs and benchmarks
+#: draw holds below 10^7 numbers, and ``QuadraticBilevel.random(1, 10**6, 10**6, ...)`` asked
+#: numpy for 7.28 TiB before this bound was checked.
+MAX_FLOATS = 2**27
+
+
+def check_size(problem: str, floats: int, what: str) -> None:
+    """A draw whose arrays hold ``floats`` numbers (``what``: the formula in words) within
+    :data:`MAX_FLOATS`, checked before anything is allocated."""
+    if floats > MAX_FLOATS:
+        raise ProblemError(
+            f"{problem}: its arrays, about {what}, make {floats:,} float64 numbers "
+            f"({floats * 8 / 2**30:,.1f} GiB), above the limit of {MAX_FLOATS:,} (1 GiB) for a "
+            "closed-form problem; choose smaller dimensions, clients or samples")
+
+
 def check_nonnegative(problem: str, name: str, value: float,
                       error: type[ProblemError] = ProblemError) -> float:
     """A finite real number ``>= 0`` (not a bool or a string), returned as a float.

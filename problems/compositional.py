@@ -78,6 +78,14 @@ _NONNEGATIVE_KNOBS = ("jacobian_heterogeneity", "value_heterogeneity", "hessian_
                       "matrix_noise", "value_noise")
 
 
+def _floats(spec: dict[str, Any]) -> int:
+    """The float64 numbers a drawn problem holds: per client each level's ``W_n`` and
+    ``w_n``, the last level's ``Q`` (and its kept spread) and ``t``; per sample ``W_n``,
+    ``w_n`` and ``t`` again."""
+    d, m, n = list(spec["dims"]), spec["n_clients"], spec["n_samples"]
+    levels = sum(d[k + 1] * d[k] + d[k + 1] for k in range(len(d) - 1))
+    return m * (levels + 2 * d[-1] * d[-1] + d[-1]) + m * n * (levels + d[-1])
+
 class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     """Federated linear-quadratic compositional problem; see the module docstring.
 
@@ -258,7 +266,9 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
                 f"{label}: d_0 = {dims[0]} exceeds a later dimension in {dims}; "
                 "the composed map cannot have full column rank"
             )
-        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",))
+        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",),
+                         size=(_floats, "n_clients x (sum of d_n d_(n+1) + 2 d_N^2) "
+                                        "x (1 + n_samples)"))
         if hessian_heterogeneity >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
         M, N = n_clients, len(dims) - 1

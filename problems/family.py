@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -37,6 +37,7 @@ from problems._base import (
     check_nonnegative,
     check_positive,
     check_seed,
+    check_size,
     chunk_size,
     spectral_norms,
     symmetric_operator,
@@ -79,6 +80,7 @@ def either(knob: float | None, shorthand: float) -> float:
 def recipe_rng(
     spec: dict[str, Any], *, nonnegative: Sequence[str] = (), positive: Sequence[str] = (),
     dims: Sequence[str] = (), below_one: Sequence[str] = (),
+    size: tuple[Callable[[dict[str, Any]], int], str] | None = None,
 ) -> np.random.Generator:
     """Check a recipe's knobs and return ``np.random.default_rng(spec["seed"])``, the only
     randomness of the draw.
@@ -88,7 +90,9 @@ def recipe_rng(
     named in ``nonnegative`` must be finite and ``>= 0``, those in ``positive`` ``> 0``, those in
     ``dims`` integers ``>= 1``; the knobs in ``below_one`` (a Hessian spread and the sample noise
     on it) must add up to less than 1, which keeps every client and sample Hessian
-    ``H^{1/2} (I + S_i + N_ij) H^{1/2}`` positive definite. Errors name ``spec["family"]``.
+    ``H^{1/2} (I + S_i + N_ij) H^{1/2}`` positive definite. ``size`` (the number of float64
+    numbers the draw's arrays hold, as a function of the checked spec, and that formula in
+    words) must stay within :data:`~problems._base.MAX_FLOATS`. Errors name ``spec["family"]``.
     """
     label = str(spec["family"])
     check_clients(label, spec["n_clients"])
@@ -112,6 +116,9 @@ def recipe_rng(
         if spec["n_samples"] < 0:
             raise ProblemError(f"{label}: n_samples must be >= 0, got {spec['n_samples']}")
     check_seed(label, spec["seed"])
+    if size is not None:  # before any array is allocated
+        floats, what = size
+        check_size(label, int(floats(spec)), what)
     return np.random.default_rng(spec["seed"])
 
 

@@ -54,6 +54,12 @@ def _ell(z: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.softplus(s) - z * s
 
 
+def _floats(spec: dict[str, Any]) -> int:
+    """The float64 numbers a drawn problem holds: per client and example the inputs and the
+    temporary of the labels' models (``dim`` each), the logit and the label."""
+    return spec["components"] * spec["dim"] + spec["n_clients"] * (
+        spec["n_train"] + spec["n_val"]) * 2 * (spec["dim"] + 1)
+
 class PerClientLogistic(ProblemFamily):
     """Per-client logistic regression; see the module docstring.
 
@@ -111,7 +117,8 @@ class PerClientLogistic(ProblemFamily):
                 "n_val": n_val, "seed": seed, "mu": mu, "hyper": hyper,
                 "components": components, "concentration": concentration}
         rng = recipe_rng(spec, dims=("dim", "n_train", "n_val", "components"),
-                         positive=("mu", "concentration"))
+                         positive=("mu", "concentration"),
+                         size=(_floats, "n_clients x (n_train + n_val) x 2 (dim + 1)"))
         theta = rng.uniform(-1.0, 1.0, size=(components, dim))
         weights = rng.dirichlet(np.full(components, concentration), size=n_clients)
 

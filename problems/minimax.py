@@ -70,6 +70,13 @@ _ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
 
 
+def _floats(spec: dict[str, Any]) -> int:
+    """The float64 numbers a drawn problem holds: per client ``P`` (and its kept spread)
+    ``dim_y^2``, ``A`` ``dim_y dim_x``, ``Lam`` ``dim_x^2``, the vectors; per sample ``P``
+    and the vectors again."""
+    m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
+    return m * (2 * dy * dy + dx * dy + dx * dx + dy + dx) + m * n * (dy * dy + dy + dx)
+
 class QuadraticMinimax(ClientArrayFamily):
     """Federated SC-SC quadratic minimax problem; see the module docstring for the
     formulas.
@@ -188,7 +195,9 @@ class QuadraticMinimax(ClientArrayFamily):
             "hessian_noise": hessian_noise,
         }
         rng = recipe_rng(spec, nonnegative=NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
-                         positive=("mu", "ridge"), dims=("dim_x", "dim_y"))
+                         positive=("mu", "ridge"), dims=("dim_x", "dim_y"),
+                         size=(_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) "
+                                        "x (1 + n_samples)"))
         M, dx, dy = n_clients, dim_x, dim_y
         hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
                                            keep_spread=n_samples > 0)

@@ -23,7 +23,9 @@ def fednest_synthetic_arrays(
     label = "QuadraticMinimax.fednest_synthetic"
     spec = {"family": label, "n_clients": n_clients, "dim": dim, "s": s, "lam": lam, "seed": seed}
     check_int(label, "dim", dim, 1)
-    rng = recipe_rng(spec, nonnegative=("s",), positive=("lam",))
+    rng = recipe_rng(spec, nonnegative=("s",), positive=("lam",),
+                     size=(lambda s: s["n_clients"] * (3 * s["dim"] ** 2 + 2 * s["dim"]),
+                           "n_clients x 3 dim^2"))
     t = rng.uniform(0.0, 0.1, size=n_clients)
     b_raw = rng.normal(0.0, s, size=(n_clients, dim))
     b = b_raw - b_raw.mean(axis=0, keepdims=True)

@@ -74,6 +74,13 @@ def _with_norm(scale: float, matrices: np.ndarray) -> np.ndarray:
     return scale * matrices / np.linalg.norm(matrices, 2, axis=(1, 2))[:, None, None]
 
 
+def _floats(spec: dict[str, Any]) -> int:
+    """The float64 numbers a drawn problem holds: per client ``A, Q`` (and the kept spread)
+    ``dim_y^2``, ``C, P`` ``dim_y dim_hyper``, the vectors; per sample ``A``, ``C`` and
+    ``b`` again."""
+    m, dl, dy, n = spec["n_clients"], spec["dim_hyper"], spec["dim_y"], spec["n_samples"]
+    return m * (3 * dy * dy + 2 * dy * dl + 2 * dy) + m * n * (dy * dy + dy * dl + dy)
+
 class PerClientQuadratic(ClientArrayFamily):
     """The per-client-hyperparameter quadratic family; formulas in the module docstring.
 
@@ -155,7 +162,9 @@ class PerClientQuadratic(ClientArrayFamily):
                 "rho": rho, "mu": mu, "n_samples": n_samples, "hessian_noise": hessian_noise,
                 "cross_noise": cross_noise, "gradient_noise": gradient_noise}
         rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
-                         positive=("mu",), dims=("dim_hyper", "dim_y"))
+                         positive=("mu",), dims=("dim_hyper", "dim_y"),
+                         size=(_floats, "n_clients x (3 dim_y^2 + 2 dim_y dim_hyper) "
+                                        "x (1 + n_samples)"))
         n, dl, dy = n_clients, dim_hyper, dim_y
         hessians = _spectra.spectral_stack(rng, n, dy, mu, condition_number,
                                            hessian_heterogeneity, keep_spread=n_samples > 0)

@@ -63,6 +63,14 @@ NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "gradient_heterogeneity", "gradien
 SCALE_KNOBS = ("cross_scale", "outer_curvature")
 
 
+def _floats(spec: dict[str, Any]) -> int:
+    """The float64 numbers a drawn problem holds: per client ``A, C`` (and the Hessian spread
+    kept for samples, a temporary) ``dim_y^2`` each, ``B, D`` ``dim_y dim_x``, ``E``
+    ``dim_x^2``, the vectors; per sample ``A`` and the vectors again."""
+    m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
+    return m * (4 * dy * dy + 2 * dx * dy + dx * dx + 2 * dy + dx) \
+        + m * n * (dy * dy + 2 * dy + dx)
+
 class QuadraticBilevel(ClientArrayFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
@@ -200,7 +208,9 @@ class QuadraticBilevel(ClientArrayFamily):
                                        ("outer_curvature", outer_curvature)) if v != 1.0})
         rng = recipe_rng(spec, nonnegative=(*NONNEGATIVE_KNOBS,
                                             *(k for k in SCALE_KNOBS if k in spec)),
-                         below_one=HESSIAN_SPREADS, positive=("mu",), dims=("dim_x", "dim_y"))
+                         below_one=HESSIAN_SPREADS, positive=("mu",), dims=("dim_x", "dim_y"),
+                         size=(_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) "
+                                        "x (1 + n_samples)"))
         M, dx, dy = n_clients, dim_x, dim_y
         # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
         hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,

@@ -90,7 +90,9 @@ class RiskAverse(ProblemFamily):
                       "n_examples": n_examples, "lam": lam, "delta": delta,
                       "noise_std": noise_std, "seed": seed}
         rng = recipe_rng(self._spec, nonnegative=("lam", "noise_std"), positive=("delta",),
-                         dims=("dim", "n_examples"))
+                         dims=("dim", "n_examples"),
+                         size=(lambda s: s["dim"] ** 2 + 2 * s["n_examples"] * s["dim"],
+                               "dim^2 + 2 n_examples dim"))
         if n_examples % n_clients:
             raise ProblemError(
                 f"{self.name}: need dim >= 1 and n_examples ({n_examples}) "

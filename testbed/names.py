@@ -19,11 +19,27 @@ CUTOFF = 0.6
 MIN_PART = 4
 
 
+#: The most characters of an unknown name an error line echoes.
+SHOWN = 80
+
+
+def shown(word: object) -> str:
+    """``repr(word)``, cut to :data:`SHOWN` characters with its length when longer: an error
+    echoed a 100,000-character ``--claim`` in a 100 kB line."""
+    text = repr(word)
+    if len(text) <= SHOWN:
+        return text
+    length = f" ({len(word):,} characters)" if isinstance(word, str) else ""
+    return f"{text[:SHOWN]}...{length}"
+
+
 def close_names(word: str, known: Iterable[str], n: int = 3) -> list[str]:
     """Up to ``n`` known names closest to ``word``: difflib's close matches first, then names
     that contain ``word`` (a prefix such as ``fednest.lemma22``; words of at least
     :data:`MIN_PART` characters, shorter ones are inside too many names), in sorted order."""
     names = sorted(set(known))
+    if len(word) > 4 * max(map(len, names), default=0):
+        return []  # far longer than every known name: none is close
     close = difflib.get_close_matches(word, names, n=n, cutoff=CUTOFF)
     if len(word) >= MIN_PART:
         close += [name for name in names if word in name and name not in close]

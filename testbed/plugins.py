@@ -18,10 +18,13 @@ the package and the entry point, is kept in :func:`problems` (``testbed list`` p
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib.metadata
-from collections.abc import Callable, Iterable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from results_format.paths import name_problem
@@ -33,6 +36,8 @@ GROUPS = {"testbed.estimators": "estimator", "testbed.algorithms": "algorithm"}
 #: What a plugin's own code may raise and still be left out with its reason: any exception,
 #: and also ``SystemExit`` (a module calling ``sys.exit`` at import) and ``KeyboardInterrupt``
 #: raised by the plugin itself, which would otherwise end the command having done nothing.
+#: A Ctrl-C pressed while the plugin's code runs is the user's, not the plugin's: it ends the
+#: command (:func:`user_interrupts`).
 PLUGIN_FAILURES = (Exception, SystemExit, KeyboardInterrupt)
 T = TypeVar("T")
 
@@ -60,9 +65,54 @@ _PROBLEMS: list[PluginProblem] = []
 _PACKAGES: dict[tuple[str, str], str] = {}
 
 
+@contextlib.contextmanager
+def user_interrupts() -> Iterator[list[bool]]:
+    """Run a plugin's code inside: the list it gives becomes non-empty when the user presses
+    Ctrl-C (SIGINT) meanwhile, so that a caller catching :data:`PLUGIN_FAILURES` can tell a
+    Ctrl-C, which it re-raises (:func:`reraise_user_interrupt`), from a KeyboardInterrupt the
+    plugin raised itself (a Ctrl-C during a slow plugin's import was swallowed, the command
+    running on to exit 0). The handler in force (Python's, or a worker's) still runs."""
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed  # signals reach the main thread only
+        return
+    previous = signal.getsignal(signal.SIGINT)
+
+    def noted(signum: int, frame: Any) -> None:
+        pressed.append(True)
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def reraise_user_interrupt(pressed: list[bool], error: BaseException) -> None:
+    """Raise KeyboardInterrupt when ``error`` came while the user pressed Ctrl-C
+    (:func:`user_interrupts`); a plugin's own failure otherwise (nothing raised)."""
+    if pressed and isinstance(error, KeyboardInterrupt):
+        raise KeyboardInterrupt from None
+
+
 def problems() -> list[PluginProblem]:
     """The entry points left out by the last load, with their reasons."""
     return list(_PROBLEMS)
+
+
+def left_out(name: str) -> PluginProblem | None:
+    """The entry point left out that would have provided ``name``: one named ``name``, or
+    whose name prefixes it (``torchopt`` for ``torchopt-implicit-cg``), or None. An error on
+    an unknown estimator or algorithm gives its reason (a config naming a plugin that was
+    left out said only "unknown value 'probe-slowbuild'")."""
+    for problem in _PROBLEMS:
+        if problem.entry_point == name or name.startswith(f"{problem.entry_point}-"):
+            return problem
+    return None
 
 
 def entry_points(group: str) -> Sequence[importlib.metadata.EntryPoint]:
@@ -100,11 +150,13 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
     if not (isinstance(info.cls, type) and issubclass(info.cls, interface)):
         raise PluginError(f"its class {info.cls!r} does not subclass testbed's "
                           f"{interface.__name__}")
-    try:
-        built = info.build()
-    except PLUGIN_FAILURES as error:
-        raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
-            from error
+    with user_interrupts() as pressed:
+        try:
+            built = info.build()
+        except PLUGIN_FAILURES as error:
+            reraise_user_interrupt(pressed, error)
+            raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
+                from error
     if not isinstance(built, interface):
         raise PluginError(f"its make returns a {type(built).__name__}, not a "
                           f"{interface.__name__}")
@@ -126,11 +178,13 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
     for entry in entry_points(group):
         checked: list[T] = []
         try:
-            try:
-                value = entry.load()
-            except PLUGIN_FAILURES as error:
-                raise PluginError(f"it does not import: {type(error).__name__}: "
-                                  f"{error}") from error
+            with user_interrupts() as pressed:
+                try:
+                    value = entry.load()
+                except PLUGIN_FAILURES as error:
+                    reraise_user_interrupt(pressed, error)
+                    raise PluginError(f"it does not import: {type(error).__name__}: "
+                                      f"{error}") from error
             for item in items_of(value):
                 checked.append(check(item, taken | {key(c) for c in checked}))
         except PluginError as error:
@@ -140,6 +194,35 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
         _PACKAGES.update({(group, key(c)): package_of(entry) for c in checked})
         loaded += checked
     return loaded
+
+
+def modules_of(*objects: Any) -> set[str]:
+    """The top-level module names of ``objects`` (a plugin's classes and functions): where
+    its own code lives, for :func:`raised_in`."""
+    names = {str(getattr(obj, "__module__", "") or "") for obj in objects}
+    return {name.split(".")[0] for name in names if name}
+
+
+def raised_in(error: BaseException, modules: set[str]) -> str | None:
+    """``file:line`` of the innermost frame of ``error``'s traceback in one of ``modules``
+    (top-level module names: :func:`modules_of`), or None when it was raised elsewhere."""
+    found = None
+    trace = error.__traceback__
+    while trace is not None:
+        module = str(trace.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+        if module in modules:
+            found = f"{trace.tb_frame.f_code.co_filename}:{trace.tb_lineno}"
+        trace = trace.tb_next
+    return found
+
+
+def describe_failure(error: BaseException) -> str:
+    """``ZeroDivisionError: division by zero`` (the first line of its text, at most 200
+    characters; ``sys.exit(3)`` for a SystemExit)."""
+    if isinstance(error, SystemExit):
+        return f"SystemExit: sys.exit({error.code!r})"
+    text = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    return type(error).__name__ + (f": {text}" if text else "")
 
 
 def package_providing(group: str, name: str) -> str | None:
@@ -164,5 +247,7 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
     return check_entry(info, role, taken)
 
 
-__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "entry_points", "load",
-           "load_group", "package_of", "package_providing", "problems"]
+__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "describe_failure",
+           "entry_points", "left_out", "load", "load_group", "modules_of", "package_of",
+           "package_providing", "problems", "raised_in", "reraise_user_interrupt",
+           "user_interrupts"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from testbed import plugins
 from testbed.entries import aggitd, classical, fedmsa, fednest, hgp
 from testbed.info import EstimatorInfo
-from testbed.names import did_you_mean
+from testbed.names import did_you_mean, shown
 
 BUILTIN: tuple[EstimatorInfo, ...] = tuple(
     classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES)
@@ -37,6 +37,8 @@ def get_estimator(name: str) -> EstimatorInfo:
     for info in ESTIMATOR_DB:
         if info.name == name:
             return info
-    raise KeyError(f"no estimator named {name!r}"
+    missing = plugins.left_out(name)
+    raise KeyError(f"no estimator named {shown(name)}"
                    f"{did_you_mean(name, (info.name for info in ESTIMATOR_DB))}; `testbed list` "
-                   "shows every registered estimator and algorithm")
+                   "shows every registered estimator and algorithm"
+                   + (f"; {missing}" if missing else ""))

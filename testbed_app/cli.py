@@ -23,10 +23,12 @@ Examples (also shown by ``testbed --help``)::
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 from results_format.layout import REPORT
 from results_format.locks import LockHeld
@@ -50,22 +52,97 @@ def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local (default: this machine) or ray (a Ray cluster; needs the "
                             "optional extra hypergradient-testbed[ray])")
-    group.add_argument("--jobs", type=_positive_int, default=1, metavar="N",
-                       help="local executor: N worker processes (default 1: this process)")
+    group.add_argument("--jobs", type=_int_in(1, MAX_JOBS), default=1, metavar="N",
+                       help="local executor: N worker processes (default 1: this process; "
+                            f"at most {MAX_JOBS})")
     _add_threads_option(group)
     group.add_argument("--address", default=None,
                        help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
                             "start a Ray instance on this machine for the run")
-    group.add_argument("--cpus-per-task", type=_positive_int, default=1, metavar="N",
+    group.add_argument("--cpus-per-task", type=_int_in(1, MAX_CPUS), default=1, metavar="N",
                        help="ray executor: CPUs per task, also its torch thread count")
-    group.add_argument("--max-retries", type=int, default=TASK_RETRIES, metavar="N",
+    group.add_argument("--max-retries", type=_int_in(0, MAX_RETRIES), default=TASK_RETRIES,
+                       metavar="N",
                        help="ray executor: retries of a task whose worker dies "
                             f"(default {TASK_RETRIES})")
 
 
+#: Bounds of the numeric options, each with why (a value past one is refused, naming it):
+#: - MAX_JOBS: each local worker process imports torch (~0.3 GB) and the claims' problems;
+#:   256 of them fill a large machine's memory, and no machine here has more useful cores.
+#: - MAX_THREADS / MAX_CPUS: torch threads or Ray CPUs of one task or client; 1024 is above
+#:   any single machine's cores (a Ray task asking for more is never scheduled: it would wait
+#:   forever).
+#: - MAX_GPUS: GPUs of one Flower client's Ray actor.
+#: - MAX_RETRIES: Ray retries of a task whose worker dies (a negative count is Ray's "retry
+#:   forever", which hides a crashing task).
+#: - MAX_TIMEOUT: seconds a deployed server waits for a round's replies: a day, past which a
+#:   round is lost, not slow.
+#: - MAX_ID_LENGTH: a claim id, mutant, family or estimator name on the command line; the
+#:   longest registered id has 60 characters, and an error echoes what was given.
+MAX_JOBS = 256
+MAX_THREADS = 1024
+MAX_CPUS = 1024
+MAX_GPUS = 64
+MAX_RETRIES = 100
+MAX_TIMEOUT = 86_400.0
+MAX_ID_LENGTH = 200
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """``repr(text)``, cut to ``limit`` characters with its length when longer (an error line
+    echoes what was given, never 100 kB of it)."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text):,} characters)"
+
+
+def _int_in(low: int, high: int) -> Any:
+    """argparse type: an integer in ``[low, high]``, the bound named when it is not."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low:,}, {high:,}], got {_shown(text)}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer in [{low:,}, {high:,}], got {value:,}")
+        return value
+
+    return parse
+
+
+def _number_in(low: float, high: float, low_open: bool = True) -> Any:
+    """argparse type: a finite number in ``(low, high]`` (``[low, high]`` unless
+    ``low_open``): ``--timeout -5``, ``nan`` and ``inf`` are refused with the bounds named."""
+    bounds = f"{'(' if low_open else '['}{low:g}, {high:g}]"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number in {bounds}, got {_shown(text)}") from None
+        if not math.isfinite(value) or value > high or value < low or \
+                (low_open and value == low):
+            raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
+        return value
+
+    return parse
+
+
+def _identifier(text: str) -> str:
+    """argparse type: an id or name of at most :data:`MAX_ID_LENGTH` characters."""
+    if len(text) > MAX_ID_LENGTH:
+        raise argparse.ArgumentTypeError(
+            f"{_shown(text)} is not an id: ids and names have at most {MAX_ID_LENGTH} "
+            "characters")
+    return text
+
+
 def _add_threads_option(parser: Any) -> None:
     """``--threads N``: torch intra-op threads per process (:mod:`testbed_app.threads`)."""
-    parser.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--threads", type=_int_in(1, MAX_THREADS), default=None, metavar="N",
                         help="torch CPU threads per process (default: 1 for the claim "
                              "commands, whose problems are small; for run, the cores shared "
                              "among the --jobs processes)")
@@ -76,7 +153,8 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer, got {_shown(text)}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
@@ -121,6 +199,18 @@ class _DefaultsShown(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors echo a value of at most 60 characters (``--profile``
+    given 100,000 characters was echoed whole in its "invalid choice" line)."""
+
+    def error(self, message: str) -> NoReturn:
+        def cut(match: re.Match[str]) -> str:
+            text = match.group(1)
+            return f"'{text[:60]}...' ({len(text):,} characters)"
+
+        super().error(re.sub(r"'([^']{81,})'", cut, message))
+
+
 def _command(sub: Any, name: str) -> argparse.ArgumentParser:
     """The subcommand ``name`` with its line of :data:`COMMANDS` as its description."""
     parser: argparse.ArgumentParser = sub.add_parser(name, description=COMMANDS[name],
@@ -130,13 +220,13 @@ def _command(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def _add_claim_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``--claim ID [ID ...]``, also repeatable (``--claim A --claim B``)."""
-    parser.add_argument("--claim", action="extend", nargs="+", metavar="ID",
+    parser.add_argument("--claim", action="extend", nargs="+", metavar="ID", type=_identifier,
                         help=f"{what} (several ids after one --claim, or --claim repeated; "
                              "testbed list shows the ids)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="testbed", usage="testbed [-h] COMMAND ...",
+    parser = _Parser(prog="testbed", usage="testbed [-h] COMMAND ...",
                                      description=DESCRIPTION, epilog=EXAMPLES,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     # the commands are listed in the description (one line each), not by argparse, which
@@ -168,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_executor_options(check)
     calibrate = _command(sub, "calibrate")
     _add_claim_option(calibrate, "calibrate only these statistical claims")
-    calibrate.add_argument("--seeds", type=int, default=20,
-                           help="independent Monte Carlo seeds per claim (default 20)")
+    calibrate.add_argument("--seeds", type=_positive_int, default=20,
+                           help="independent Monte Carlo seeds per claim (default 20; at most "
+                                "100,000)")
     calibrate.add_argument("--profile", choices=("fast", "thorough"), default=None,
                            help="fast (default, or $TESTBED_PROFILE) or thorough")
     calibrate.add_argument("--results", default="results", help="results directory")
@@ -206,8 +297,10 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(computes=False)
     regress = _command(sub, "regress")
-    regress.add_argument("--estimator", help="check only this registered entry")
-    regress.add_argument("--against", help="compare --estimator with this entry, not a baseline")
+    regress.add_argument("--estimator", type=_identifier,
+                         help="check only this registered entry")
+    regress.add_argument("--against", type=_identifier,
+                         help="compare --estimator with this entry, not a baseline")
     regress.add_argument("--update-baseline", action="store_true",
                          help="rewrite the baseline with the new measurements")
     regress.add_argument("--baseline",
@@ -217,8 +310,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(regress)
     _add_executor_options(regress)
     verify = _command(sub, "verify")
-    verify.add_argument("target", help="registry/plugin name or module:object (an EstimatorInfo)")
-    verify.add_argument("--against", help="also compare with this registered entry (regress)")
+    verify.add_argument("target", type=_identifier,
+                        help="registry/plugin name or module:object (an EstimatorInfo)")
+    verify.add_argument("--against", type=_identifier,
+                        help="also compare with this registered entry (regress)")
     _add_claim_option(verify, "only these claims")
     verify.add_argument("--profile", choices=("fast", "thorough"), default=None,
                         help="fast (default, or $TESTBED_PROFILE) or thorough")
@@ -238,9 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     """The options of ``testbed mutate`` (:mod:`testbed_app.mutate`)."""
-    mutate.add_argument("--family", action="append",
+    mutate.add_argument("--family", action="append", type=_identifier,
                         help="only this family's mutants (repeatable; see --list)")
-    mutate.add_argument("--mutant", action="append", help="only this mutant (repeatable)")
+    mutate.add_argument("--mutant", action="append", type=_identifier,
+                        help="only this mutant (repeatable)")
     mutate.add_argument("--set", choices=("both", "catalogue", "generated"), default="both",
                         help="the catalogue of realistic bugs, the generated perturbations of "
                              "every entry's parameters, or both (default)")
@@ -303,16 +399,18 @@ def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:
     deploy.add_argument("--results", default="results", help="results directory")
     deploy.add_argument("--fresh", action="store_true",
                         help="replace an earlier run of this config on this engine")
-    deploy.add_argument("--cpus-per-client", type=_positive_int, default=1, metavar="C",
+    deploy.add_argument("--cpus-per-client", type=_int_in(1, MAX_CPUS), default=1, metavar="C",
                         help="simulation engine: whole CPUs of each client's Ray actor "
                              "(default 1)")
-    deploy.add_argument("--gpus-per-client", type=float, default=0.0, metavar="G",
+    deploy.add_argument("--gpus-per-client", type=_number_in(0, MAX_GPUS, low_open=False),
+                        default=0.0, metavar="G",
                         help="simulation engine: GPUs of each client's Ray actor (1: one GPU "
                              "per actor; default 0)")
-    deploy.add_argument("--timeout", type=float, metavar="S",
-                        help="seconds the server waits for a round's replies (default: as long "
-                             "as Flower keeps the messages; a stopped SuperNode is reported "
-                             "once Flower declares it unavailable)")
+    deploy.add_argument("--timeout", type=_number_in(0, MAX_TIMEOUT), metavar="S",
+                        help="seconds the server waits for a round's replies, in (0, "
+                             f"{MAX_TIMEOUT:g}] (default: as long as Flower keeps the "
+                             "messages; a stopped SuperNode is reported once Flower declares "
+                             "it unavailable)")
     deploy.add_argument("--no-compare", action="store_true",
                         help="skip the rerun in the batched simulation")
 

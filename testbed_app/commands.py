@@ -55,7 +55,7 @@ from testbed_app.experiments.segments import SegmentResult, iter_experiments, ru
 from testbed_app.flower import command as deploy
 from testbed_app.report_command import report_command
 from testbed_app.threads import claim_threads, use_threads, workload_threads
-from theory_checks.calibration import calibrate, format_table
+from theory_checks.calibration import calibrate, check_seeds, format_table
 from theory_checks.claim import VERDICTS, Claim
 from theory_checks.comparison import table as comparison_table
 from theory_checks.registry import (
@@ -379,8 +379,7 @@ def calibrate_command(args: argparse.Namespace) -> int:
         raise ValueError(f"deterministic claim(s) have nothing to calibrate: "
                          f"{', '.join(deterministic)}")
     statistical = [c for c in claims if c.statistical]
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1, got {args.seeds}")
+    check_seeds(args.seeds)  # at most calibration.MAX_SEEDS, named
     executor = _executor(args, use_threads(claim_threads(args.threads)))  # before the bar
     bar = Progress(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
                    enabled=not args.quiet)
@@ -485,7 +484,8 @@ def _measure_report_tables(results: Path, resume: bool, progress: bool,
 
 def regress_command(args: argparse.Namespace) -> int:
     """``testbed regress``: compare entries with the baseline (or ``--against`` another); 0
-    when none is worse, else 1."""
+    when none is worse, else 1 (also when the baseline does not cover every measured metric:
+    :func:`testbed_app.regression.not_covered`)."""
     torch.set_default_dtype(torch.float64)
     regression.check_options(args.estimator, args.against)  # before the bar starts
     if args.out and Path(args.out).is_dir():

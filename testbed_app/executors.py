@@ -35,6 +35,7 @@ to that allocation; a local worker process gets ``cpu_count // jobs`` threads.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
@@ -154,8 +155,12 @@ class LocalExecutor(_Session):
                                    initializer=_start_local_worker,
                                    initargs=(self.threads, os.getpid()))
         try:
-            futures: dict[Future[T], int] = {pool.submit(_call, task): index
-                                             for index, task in enumerate(tasks)}
+            # a window of tasks in flight, the next submitted as one ends: the tasks are built
+            # as they are submitted (``calibrate --seeds 100000`` holds 2 x jobs, not all)
+            pending = enumerate(tasks)
+            futures: dict[Future[T], int] = {
+                pool.submit(_call, task): index
+                for index, task in itertools.islice(pending, 2 * self.jobs)}
             waiting = set(futures)
             while waiting:
                 done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
@@ -165,6 +170,10 @@ class LocalExecutor(_Session):
                     following = then(index, result) if then is not None else None
                     if following is not None:
                         submitted = pool.submit(_call, following)
+                        futures[submitted] = index
+                        waiting.add(submitted)
+                    for index, task in itertools.islice(pending, 1):
+                        submitted = pool.submit(_call, task)
                         futures[submitted] = index
                         waiting.add(submitted)
         finally:
@@ -180,6 +189,11 @@ class LocalExecutor(_Session):
                 result = current()
                 yield index, result
                 current = then(index, result) if then is not None else None
+
+
+#: Ray tasks submitted ahead of their results: more than the CPUs of the clusters this runs
+#: on, so none waits for work, while the tasks not yet submitted are not built.
+RAY_WINDOW = 1024
 
 
 def import_ray() -> Any:
@@ -264,7 +278,11 @@ class RayExecutor(_Session):
                     max_retries=self.max_retries, retry_exceptions=False,
                 ).remote(task, self.cpus_per_task)
 
-            refs = {submit(task): index for index, task in enumerate(tasks)}
+            # at most RAY_WINDOW tasks submitted ahead, the next as one ends (the tasks are
+            # built as they are submitted, whatever their number)
+            pending = enumerate(tasks)
+            refs = {submit(task): index
+                    for index, task in itertools.islice(pending, RAY_WINDOW)}
             waiting = list(refs)
             try:
                 while waiting:
@@ -275,6 +293,10 @@ class RayExecutor(_Session):
                         following = then(index, result) if then is not None else None
                         if following is not None:
                             submitted = submit(following)
+                            refs[submitted] = index
+                            waiting.append(submitted)
+                        for index, task in itertools.islice(pending, 1):
+                            submitted = submit(task)
                             refs[submitted] = index
                             waiting.append(submitted)
             finally:

@@ -58,7 +58,16 @@ def _chosen(families: list[str] | None, names: list[str] | None,
         if unknown:
             raise KeyError(f"no mutant {unknown[0]!r} among the {len(catalogue)} of this set "
                            "(`testbed mutate --list` lists them)")
-        chosen = [m for m in chosen if m.name in names]
+        picked = [by_name[name] for name in names]
+        # a mutant outside the families named would be dropped: "no mutant run", exit 0
+        outside = [m for m in picked if m not in chosen]
+        if outside:
+            raise ValueError(
+                "--mutant and --family select nothing together: " + "; ".join(
+                    f"{m.name} is a mutant of family {m.family!r}, not of "
+                    f"{' or '.join(map(repr, families or []))}" for m in outside)
+                + " (give --mutant alone, or its family)")
+        chosen = [m for m in chosen if m in picked]
     return chosen
 
 

@@ -75,6 +75,7 @@ from scipy import stats
 from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
 from results_format.records import baseline_problem
 from results_format.resume import write_json
+from testbed import plugins
 from testbed.algorithms.base import IterationRecord
 from testbed.federation.context import FederatedContext
 from testbed.info import EstimatorInfo
@@ -271,7 +272,22 @@ def _measure_algorithm(info: EstimatorInfo, problem: Any, seed: int) -> dict[str
 def _measure_cell(info: EstimatorInfo, seed: int, kind: str) -> dict[str, Samples]:
     """The metrics of one grid cell: one entry on the ``kind`` problem of one problem seed."""
     run = _measure_algorithm if info.role == "algorithm" else _measure_estimator
-    return run(info, GRID[kind](seed), seed)
+    try:
+        return run(info, GRID[kind](seed), seed)
+    except (Exception, SystemExit) as error:  # never KeyboardInterrupt: Ctrl-C stops the run
+        if info.name in {entry.name for entry in BUILTIN}:
+            raise  # the testbed's own entry: an internal error, with its traceback
+        # a plugin's (or module:object's) estimator raising: one line naming it
+        modules = plugins.modules_of(info.cls, info.make)
+        package = next(filter(None, (plugins.package_providing(group, info.name)
+                                     for group in plugins.GROUPS)), None)
+        source = f"plugin {package}" if package else \
+            f"code from outside the testbed ({', '.join(sorted(modules))})"
+        where = plugins.raised_in(error, modules)
+        raise ValueError(f"{source}: {info.role} {info.name} raised "
+                         f"{plugins.describe_failure(error)} on the regression grid ({kind} "
+                         f"problem, seed {seed})" + (f" (at {where})" if where else "")) \
+            from error
 
 
 @dataclasses.dataclass
@@ -428,10 +444,18 @@ def compare(
     reference: dict[str, dict[str, dict[str, Samples]]],
     pairs: list[tuple[str, str]],
 ) -> list[Comparison]:
-    """Compare ``new[name]`` with ``reference[ref_name]`` for each ``(name, ref_name)`` pair."""
+    """Compare ``new[name]`` with ``reference[ref_name]`` for each ``(name, ref_name)`` pair,
+    on every kind and metric both hold (:func:`not_covered` names the others); a metric
+    measured on another number of problem seeds is a ValueError naming it."""
     keys = [(n, r, kind, metric) for n, r in pairs if r in reference
             for kind in new[n] if kind in reference[r]
             for metric in new[n][kind] if metric in reference[r][kind]]
+    for n, r, kind, metric in keys:
+        a, b = new[n][kind][metric], reference[r][kind][metric]
+        if len(a.per_seed) != len(b.per_seed):
+            raise ValueError(f"{n} {kind} {metric}: cannot pair {len(a.per_seed)} problem "
+                             f"seeds with the reference's {len(b.per_seed)} ({r}); were they "
+                             "measured on the same grid?")
     statistical = [k for k in keys if not (new[k[0]][k[2]][k[3]].deterministic
                                            and reference[k[1]][k[2]][k[3]].deterministic)
                    and not (new[k[0]][k[2]][k[3]].n_failed
@@ -442,6 +466,36 @@ def compare(
         a, b = new[n][kind][metric], reference[r][kind][metric]
         difference, tolerance, test = _test(metric, a, b, level)
         out.append(Comparison(n, r, kind, metric, a, b, difference, tolerance, test))
+    return out
+
+
+def not_covered(new: dict[str, dict[str, dict[str, Samples]]],
+                reference: dict[str, dict[str, dict[str, Samples]]],
+                pairs: list[tuple[str, str]], seeds: Sequence[int],
+                reference_seeds: Sequence[int]) -> list[tuple[str, str, str, str]]:
+    """``(name, kind, metric, why)`` of every measured metric the reference cannot be compared
+    with: a kind or metric it lacks (a baseline from another version), or a metric measured on
+    other problem seeds (``seeds``: this run's, ``reference_seeds``: the baseline's)."""
+    out = []
+    for n, r in pairs:
+        for kind, metrics in new[n].items():
+            for metric, samples in metrics.items():
+                ref = reference.get(r, {}).get(kind, {}).get(metric)
+                if ref is None:
+                    what = "problem kind" if kind not in reference.get(r, {}) else "metric"
+                    out.append((n, kind, metric, f"no such {what} in the baseline"))
+                    continue
+                ours = list(seeds)[:len(samples.per_seed)]
+                theirs = list(reference_seeds)[:len(ref.per_seed)]
+                if len(ref.per_seed) != len(reference_seeds):
+                    theirs = list(range(len(ref.per_seed)))  # the file's list does not fit
+                if ours != theirs or len(samples.per_seed) != len(ref.per_seed):
+                    missing = [k for k in ours if k not in theirs]
+                    why = (f"problem seed(s) {', '.join(map(str, missing))} not in the "
+                           if missing else "problem seeds paired differently with the ")
+                    out.append((n, kind, metric, f"{why}baseline's "
+                                f"({', '.join(map(str, theirs)) or 'none'}; this run: "
+                                f"{', '.join(map(str, ours))})"))
     return out
 
 
@@ -495,6 +549,35 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
     """The baseline at ``path``; a missing file is an error that never suggests writing a new
     one (``--update-baseline`` records this machine's measurements as the reference: a
     deliberate change, not a way to make a missing baseline appear)."""
+    return _read(path)[0]
+
+
+#: The baseline formats, by number: what each holds per metric.
+FORMATS = {1: "a pooled mean and standard error per metric",
+           2: "each problem seed's replicate values, compared paired by problem seed"}
+
+
+def _older_format(data: Any) -> int | None:
+    """The format number of a baseline in another format than :data:`BASELINE_FORMAT`, or
+    None: a ``format`` field of another number, or format 1's layout (no ``format`` field;
+    entry -> kind -> metric -> ``{"mean", "se", "n"}``)."""
+    if not isinstance(data, dict):
+        return None
+    declared = data.get("format")
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        return None if declared == BASELINE_FORMAT else declared
+    if declared is None and "entries" not in data:
+        samples = [m for kinds in data.values() if isinstance(kinds, dict)
+                   for metrics in kinds.values() if isinstance(metrics, dict)
+                   for m in metrics.values()]
+        if samples and all(isinstance(m, dict) and {"mean", "se"} <= set(m) for m in samples):
+            return 1
+    return None
+
+
+def _read(path: Path) -> tuple[dict[str, dict[str, dict[str, Samples]]], list[int]]:
+    """:func:`load`'s entries and the problem seeds the baseline was measured on (its
+    ``problem_seeds``; positions 0, 1, ... when it names none)."""
     if not path.exists():
         where = ("the committed baseline ships with the testbed (reports/baselines/regress.json "
                  "beside testbed_app); reinstall the package" if path == BASELINE
@@ -506,6 +589,12 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, ValueError) as error:
         raise ValueError(f"baseline {path} is not JSON ({error})") from None
+    older = _older_format(data)  # before the schema: "per_seed is missing" named no format
+    if older is not None:
+        held = FORMATS.get(older, "a format this testbed does not know")
+        raise ValueError(f"baseline {path} is in format {older} ({held}); this testbed reads "
+                         f"format {BASELINE_FORMAT} ({FORMATS[BASELINE_FORMAT]}): rewrite it "
+                         "with `testbed regress --update-baseline`")
     problem = baseline_problem(data)
     if problem is not None:
         raise ValueError(f"baseline {path} cannot be compared with: {problem}")
@@ -513,8 +602,14 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
         raise ValueError(f"baseline {path} has format {data.get('format', 1)}, this testbed reads "
                          f"format {BASELINE_FORMAT}; rewrite it with "
                          "`testbed regress --update-baseline`")
-    return {name: {kind: {m: _decode(s) for m, s in metrics.items()}
-                   for kind, metrics in kinds.items()} for name, kinds in data["entries"].items()}
+    seeds = data.get("problem_seeds")
+    if not (isinstance(seeds, list) and all(isinstance(k, int) and not isinstance(k, bool)
+                                            for k in seeds)):
+        seeds = []
+    entries = {name: {kind: {m: _decode(s) for m, s in metrics.items()}
+                      for kind, metrics in kinds.items()}
+               for name, kinds in data["entries"].items()}
+    return entries, list(seeds)
 
 
 def baseline_entries(path: Path = BASELINE) -> list[str]:
@@ -539,7 +634,9 @@ def run(
     execute: Execute | None = None,
 ) -> tuple[bool, str]:
     """Measure (the grid cells through ``execute``, in this process by default), compare and
-    report. Returns ``(passed, readable table)``."""
+    report. Returns ``(passed, readable table)``: not passed when a comparison is worse, an
+    entry has no baseline, or the baseline does not cover a measured metric (a kind or metric it
+    lacks, other problem seeds: :func:`not_covered`, each named in the table's last lines)."""
 
     # every built-in entry by default; a plugin's by --estimator (compared with --against)
     names: Iterable[str] = [estimator] if estimator else [info.name for info in BUILTIN]
@@ -548,7 +645,8 @@ def run(
     infos = [get_estimator(name) for name in dict.fromkeys(names)]
     # the baseline is read (and checked) before any measurement: a missing, unreadable or
     # malformed one is reported at once, not after minutes of work
-    reference = load(baseline) if not (update_baseline or against) else None
+    reference, reference_seeds = _read(baseline) if not (update_baseline or against) \
+        else (None, [])
     results = measure_all(infos, progress, execute)
     if out is not None:
         save(results, out)
@@ -564,11 +662,28 @@ def run(
         builtin = {info.name for info in BUILTIN}
         # a plugin's entry has no committed baseline: it is compared with --against instead
         missing = [n for n in results if n not in reference and n in builtin]
-        rows = compare(results, reference, [(n, n) for n in results if n in reference])
+        pairs = [(n, n) for n in results if n in reference]
+        uncovered = not_covered(results, reference, pairs, PROBLEM_SEEDS,
+                                reference_seeds or range(len(PROBLEM_SEEDS)))
+        skipped = {(n, kind, metric) for n, kind, metric, _ in uncovered}
+        covered = {n: {kind: {m: s for m, s in metrics.items() if (n, kind, m) not in skipped}
+                       for kind, metrics in reference[n].items()} for n, _ in pairs}
+        rows = compare(results, covered, pairs)
         if missing:
             table = format_table(rows)
             return False, (table + "\n\nno baseline for: " + ", ".join(missing)
                            + "\n(run `testbed regress --update-baseline` to add them)")
+        if uncovered:
+            # never "0 worse" over a part of the run: a baseline from another version lacks
+            # a metric, or holds other problem seeds, and the run is not a pass
+            worse = [r for r in rows if r.worse]
+            return False, (format_table(rows) + f"\n\n{len(rows)} comparisons, {len(worse)} "
+                           f"worse; NOT a pass: the baseline {baseline} does not cover "
+                           f"{len(uncovered)} of the {len(rows) + len(uncovered)} measurements "
+                           "(rewrite it with `testbed regress --update-baseline` once the "
+                           "change is meant):\n"
+                           + "\n".join(f"  not compared: {n} {kind} {metric}: {why}"
+                                        for n, kind, metric, why in uncovered))
     worse = [r for r in rows if r.worse]
     table = format_table(rows)
     n_stat = sum(1 for r in rows if r.test in ("paired t", "F"))

@@ -19,7 +19,7 @@ from typing import Any
 from results_format.verdicts import readings_text
 from testbed import plugins
 from testbed.info import EstimatorInfo
-from testbed.names import did_you_mean
+from testbed.names import did_you_mean, shown
 from testbed.registry import ESTIMATOR_DB
 from theory_checks.registry import claims_of, get_claim
 from theory_checks.runner import claim_runs, get_profile, run_claim_runs
@@ -40,18 +40,19 @@ def resolve_target(target: str | EstimatorInfo) -> EstimatorInfo:
         return registered[target]
     elif ":" in target:
         module_name, _, attribute = target.partition(":")
-        try:
-            info = getattr(importlib.import_module(module_name), attribute)
-        except plugins.PLUGIN_FAILURES as error:  # its import runs the user's code: anything
-            raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
-                from None
+        with plugins.user_interrupts() as pressed:
+            try:
+                info = getattr(importlib.import_module(module_name), attribute)
+            except plugins.PLUGIN_FAILURES as error:  # its import runs the user's code
+                plugins.reraise_user_interrupt(pressed, error)  # a Ctrl-C: exit 130
+                raise VerifyError(f"cannot load {target!r}: {_failure(module_name, error)}") \
+                    from None
     else:
         # a plugin's entry point names its entries or is the prefix of their names
         # ("torchopt" for "torchopt-implicit-cg")
-        failed = [str(p) for p in plugins.problems()
-                  if p.entry_point == target or target.startswith(f"{p.entry_point}-")]
-        hint = f"; {failed[0]}" if failed else ""
-        raise VerifyError(f"no estimator named {target!r}{did_you_mean(target, registered)}; "
+        missing = plugins.left_out(target)
+        hint = f"; {missing}" if missing else ""
+        raise VerifyError(f"no estimator named {shown(target)}{did_you_mean(target, registered)}; "
                           f"`testbed list` shows every registered estimator{hint}")
     if registered.get(str(getattr(info, "name", ""))) is info:
         return info

@@ -60,3 +60,63 @@ def aggitd_one_more_step() -> EstimatorInfo:
 
 
 AGGITD_ONE_MORE_STEP = aggitd_one_more_step()
+
+
+def divides_by_zero() -> EstimatorInfo:
+    """AID-CG whose ``estimate`` raises ZeroDivisionError (a plugin's bug at run time), enrolled
+    in the CG claim."""
+    base = get_estimator("aid-cg")
+    parent = type(base.build())
+
+    @dataclasses.dataclass(frozen=True)
+    class DividesByZero(parent):  # type: ignore[valid-type, misc]
+        def estimate(self, *args, **kwargs):  # type: ignore[override]
+            return 1 / 0
+
+    def make(**kw):
+        est = base.build(**kw)
+        return DividesByZero(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
+
+    return dataclasses.replace(base, name="divides-by-zero", cls=DividesByZero, make=make,
+                               enrolled_claims=("classical.cg.exact_after_dim_y",))
+
+
+DIVIDES_BY_ZERO = divides_by_zero()
+
+
+def _check_divides_by_zero(*args, **kwargs):
+    return 1 / 0
+
+
+def zero_division_claims() -> list:
+    """A plugin's claim whose check raises ZeroDivisionError (entry point group
+    ``testbed.claims``)."""
+    from theory_checks.registry import get_claim
+
+    base = get_claim("classical.cg.exact_after_dim_y")
+    return [dataclasses.replace(base, id="plugin.zero_division", check=_check_divides_by_zero,
+                                perturbation=None, positive_control=None)]
+
+
+ZERO_DIVISION_CLAIMS = zero_division_claims()
+
+
+def step_raises() -> EstimatorInfo:
+    """FedNest whose ``step`` raises ZeroDivisionError (a plugin algorithm's bug at run time)."""
+    base = get_estimator("fednest")
+    parent = type(base.build())
+
+    @dataclasses.dataclass(frozen=True)
+    class StepRaises(parent):  # type: ignore[valid-type, misc]
+        def step(self, *args, **kwargs):  # type: ignore[override]
+            return 1 / 0
+
+    def make(**kw):
+        est = base.build(**kw)
+        return StepRaises(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
+
+    return dataclasses.replace(base, name="fednest-step-raises", cls=StepRaises, make=make,
+                               no_claims_reason="test double")
+
+
+STEP_RAISES = step_raises()

@@ -304,3 +304,39 @@ def test_run_algorithm_names_a_foreign_state_a_missing_rng_or_problem():
             run_algorithm(alg, None, 1, np.random.default_rng(0))
         with pytest.raises(InputError, match="the state does not fit problem"):
             run_algorithm(alg, P2, 1, np.random.default_rng(0), state=alg.init(other))
+
+
+def test_an_unknown_name_of_100000_characters_is_echoed_in_a_bounded_line():
+    """get_claim / get_estimator / get_mutant echoed the whole name (a 100 kB line)."""
+    from testbed.registry import get_estimator
+    from theory_checks.mutants import get_mutant
+    from theory_checks.registry import get_claim
+
+    long = "x" * 100_000
+    for lookup in (get_claim, get_estimator, get_mutant):
+        with pytest.raises(KeyError) as info:
+            lookup(long)
+        text = str(info.value.args[0])
+        assert len(text) < 400 and "(100,000 characters)" in text, text
+
+
+@pytest.mark.parametrize(("build", "family"), [
+    (lambda: QuadraticBilevel.random(1, 10**6, 10**6, 10.0, 0.3, seed=0),
+     "QuadraticBilevel.random"),
+    (lambda: QuadraticBilevel.random(4, 10, 10, 10.0, 0.3, seed=0, n_samples=10**7),
+     "QuadraticBilevel.random"),
+    (lambda: QuadraticMinimax.random(1, 10**5, 10**5, 10.0, 0.3, seed=0),
+     "QuadraticMinimax.random"),
+    (lambda: LinearCompositional.random(2, [10**5, 10**5], 0), "LinearCompositional.random"),
+    (lambda: PerClientLogistic.random(10**4, 1000, 10**4, 10**4), "PerClientLogistic.random"),
+    (lambda: PerClientQuadratic.random(10**4, 10**3, 10**3, 10.0), "PerClientQuadratic.random"),
+    (lambda: RiskAverse(n_clients=2, dim=10**5, n_examples=10**6), "RiskAverse"),
+    (lambda: QuadraticMinimax.fednest_synthetic(10**3, 10**4), "QuadraticMinimax.fednest"),
+], ids=["bilevel 1e6 dims", "bilevel 1e7 samples", "minimax", "compositional", "logistic",
+        "per-client quadratic", "risk averse", "fednest synthetic"])
+def test_a_problem_too_large_is_refused_before_allocating(build, family):
+    """``QuadraticBilevel.random(1, 10**6, 10**6, ...)`` raised numpy's MemoryError ("7.28
+    TiB"): every drawn family refuses sizes past its limit, named, before allocating."""
+    with pytest.raises(ProblemError, match=rf"{family}.*float64 numbers .* above the limit of "
+                                           r"134,217,728 \(1 GiB\)"):
+        build()

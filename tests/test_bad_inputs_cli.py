@@ -102,7 +102,8 @@ def test_bad_arguments_are_usage_errors(tmp_path, capsys, argv):
         main(["run", str(write(tmp_path)), "--quiet", *argv])
     assert info.value.code == 2
     err = capsys.readouterr().err
-    assert argv[0] in err and ("positive integer" in err or "invalid choice" in err), err
+    assert argv[0] in err and ("positive integer" in err or "invalid choice" in err
+                               or "expected an integer in [1, 1,024]" in err), err
 
 
 def test_fresh_and_recover_together_is_an_error(tmp_path, capsys):
@@ -142,3 +143,93 @@ def test_report_of_a_missing_results_folder_is_one_line(tmp_path, capsys):
                  str(tmp_path / "out"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "does not exist" in err and str(Path(tmp_path)) in err
+
+
+# ------------------------------------------------------------------------------ bounds (issue 33)
+
+LONG = "x" * 100_000  # a 100,000-character argument: echoed whole in a 100 kB line before
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "-5"],
+     "argument --timeout: expected a number in (0, 86400], got -5"),
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "0"],
+     "argument --timeout: expected a number in (0, 86400], got 0"),
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "1e9"],
+     "argument --timeout: expected a number in (0, 86400], got 1e9"),
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "nan"],
+     "argument --timeout: expected a number in (0, 86400], got nan"),
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--cpus-per-client", "inf"],
+     "argument --cpus-per-client: expected a number in (0, 1024], got inf"),
+    (["deploy", "configs/deploy/fednest_quadratic.toml", "--gpus-per-client", "-1"],
+     "argument --gpus-per-client: expected a number in [0, 64], got -1"),
+    (["check", "--jobs", "100000"],
+     "argument --jobs: expected an integer in [1, 256], got 100,000"),
+    (["check", "--max-retries", "-1"],
+     "argument --max-retries: expected an integer in [0, 100], got -1"),
+    (["check", "--executor", "ray", "--cpus-per-task", "5000"],
+     "argument --cpus-per-task: expected an integer in [1, 1,024], got 5,000"),
+    (["run", "configs/", "--threads", "100000000"],
+     "argument --threads: expected an integer in [1, 1,024], got 100,000,000"),
+    (["calibrate", "--seeds", "0"], "argument --seeds: expected a positive integer, got 0"),
+    (["calibrate", "--seeds", "-5"], "argument --seeds: expected a positive integer, got -5"),
+    (["check", "--claim", LONG], "ids and names have at most 200 characters"),
+    (["mutate", "--mutant", LONG], "ids and names have at most 200 characters"),
+    (["verify", LONG], "ids and names have at most 200 characters"),
+    (["check", "--profile", LONG], "invalid choice: 'xxxxxxxxx"),
+], ids=["timeout -5", "timeout 0", "timeout 1e9", "timeout nan", "cpus inf", "gpus -1",
+        "jobs 1e5", "retries -1", "cpus-per-task 5000", "threads 1e8", "seeds 0", "seeds -5",
+        "claim 1e5 chars", "mutant 1e5 chars", "verify 1e5 chars", "profile 1e5 chars"])
+def test_numeric_options_and_ids_are_bounded_with_the_bound_named(capsys, argv, says):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+    assert len(err.splitlines()[-1]) < 300  # the value's echo is bounded
+
+
+def test_calibrate_refuses_a_billion_seeds_before_any_work(tmp_path, capsys):
+    """``calibrate --seeds 1000000000`` built 10^9 tasks first (2.47 GB after 53 s, no seed
+    run): refused at once, the bound and why named."""
+    assert main(["calibrate", "--seeds", "1000000000", "--results", str(tmp_path),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--seeds 1,000,000,000 is above 100,000" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_calibration_tasks_are_built_as_they_run():
+    """The pending seeds are a sequence whose tasks are built when asked for: its memory does
+    not grow with --seeds, and resumed seeds are skipped in order."""
+    import tracemalloc
+
+    from theory_checks.calibration import PendingTasks
+    from theory_checks.registry import CLAIM_DB
+    from theory_checks.runner import get_profile
+
+    claims = [c for c in CLAIM_DB if c.statistical][:2]
+    profile = get_profile("fast")
+    tracemalloc.start()
+    tasks = PendingTasks(claims, 10**9, profile, "float64", None,
+                         {claims[0].id: [0, 2, 5], claims[1].id: [1]})
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < 100_000  # bytes: the recorded seeds', not 10^9 tasks'
+    assert len(tasks) == 2 * 10**9 - 4
+    assert [tasks[i].seed for i in range(5)] == [1, 3, 4, 6, 7]
+    first_of_second = 10**9 - 3
+    assert tasks[first_of_second].claim_id == claims[1].id
+    assert [tasks[first_of_second + i].seed for i in range(3)] == [0, 2, 3]
+    assert tasks[-1].seed == 10**9 - 1 and tasks[-1].claim_id == claims[1].id
+    with pytest.raises(IndexError):
+        tasks[len(tasks)]
+
+
+def test_deploy_steps_are_bounded_as_a_runs(capsys):
+    """``deploy --steps 10000000000000`` on a closed-form config was accepted (a run's steps
+    are at most 1,000,000)."""
+    assert main(["deploy", "configs/deploy/fednest_quadratic.toml", "--steps",
+                 "10000000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "[run] steps: expected a positive integer <= 1,000,000" in err

@@ -151,9 +151,12 @@ def test_checkpoint_holds_only_tensors_and_plain_data(tmp_path, runs):
 
 
 def test_a_checkpoint_of_another_config_offers_fresh_and_recover(tmp_path, runs):
-    _first_run(tmp_path, runs)
-    (tmp_path / "edited").mkdir()  # the same config file, edited (another folder, same name)
-    changed = write(tmp_path / "edited", {"algorithm.outer_step_size": 0.1})
+    path, folder = _first_run(tmp_path, runs)
+    metadata = json.loads((folder / "metadata.json").read_text())
+    metadata["config_file"] = str(path.resolve())  # the run as this config file's
+    (folder / "metadata.json").write_text(json.dumps(metadata))
+    changed = write(tmp_path, {"algorithm.outer_step_size": 0.1})  # the same file, edited
+    assert changed == path
     with pytest.raises(ConfigError, match="different config.*--fresh.*--recover"):
         runner.run_experiment(load_config(changed), tmp_path / "results", progress=False)
 

@@ -178,6 +178,39 @@ def test_a_plugin_that_fails_at_import_is_left_out_with_its_reason(monkeypatch, 
         claim_registry.refresh_claim_plugins()
 
 
+# a plugin module during whose import the user presses Ctrl-C (a real SIGINT to the process)
+PRESSES_CTRL_C = """
+import os, signal, time
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(5)  # the handler runs here, inside the plugin's import
+ENTRY = None
+"""
+CTRL_C_DURING_PLUGIN_IMPORT = textwrap.dedent("""
+    import importlib.metadata, sys
+    sys.path.insert(0, sys.argv[1])
+    from testbed import plugins
+    entry = importlib.metadata.EntryPoint(name="slow", value="presses_ctrl_c:ENTRY",
+                                          group="testbed.estimators")
+    plugins.entry_points = lambda group: [entry] if group == "testbed.estimators" else []
+    from testbed_app.cli import main
+    sys.exit(main(sys.argv[2:]))
+""")
+
+
+@pytest.mark.parametrize("argv", [["list"], ["verify", "presses_ctrl_c:ENTRY"]],
+                         ids=["plugin entry point", "verify module:object"])
+def test_ctrl_c_while_a_plugin_imports_exits_130(tmp_path, argv):
+    """Ctrl-C while a plugin imports was taken for the plugin's failure: the plugin left out,
+    the command ran on and exited 0 (issue 33). A KeyboardInterrupt the plugin raises itself
+    is still its failure (test_a_plugin_that_fails_at_import_is_left_out_with_its_reason)."""
+    (tmp_path / "presses_ctrl_c.py").write_text(PRESSES_CTRL_C)
+    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_PLUGIN_IMPORT, str(tmp_path),
+                           *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr
+    assert "testbed: interrupted" in done.stderr and "Traceback" not in done.stderr
+    assert "Problems:" not in done.stdout
+
+
 # ------------------------------------------------------------------------------ data
 
 

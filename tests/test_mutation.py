@@ -182,3 +182,14 @@ def test_the_report_shows_the_mutation_table(tmp_path):
     assert rows[0][5].startswith("killed by classical.cg.exact_after_dim_y")
     assert rows[1][5] == "survived" and rows[1][7] == "NO"
     assert "1 killed" in section.paragraphs[0] and "1 survived" in section.paragraphs[0]
+
+
+def test_a_mutant_outside_the_family_named_is_one_line(tmp_path, capsys):
+    """``--family FedIHGP --mutant aid-cg.iterations_minus_one`` said "no mutant run", exit 0,
+    without why (issue 33)."""
+    assert main(["mutate", "--family", "FedIHGP", "--mutant", "aid-cg.iterations_minus_one",
+                 "--results", str(tmp_path), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("testbed: error: --mutant and --family")
+    assert "aid-cg.iterations_minus_one is a mutant of family 'AID-CG', not of 'FedIHGP'" in err
+    assert not (tmp_path / "mutation").exists()

@@ -157,3 +157,71 @@ def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_sha
     assert err.startswith("testbed: error: claim aggitd.lower.contraction on estimator "
                           "aggitd-one-more-step: the check could not use the estimator's output")
     assert "shapes (32,) (31,)" in err and "it expects what aggitd returns" in err
+
+
+# ------------------------------------------------------------------------------ at run time
+
+
+def test_a_plugin_estimator_raising_at_run_time_is_one_line(capsys, tmp_path,
+                                                             restore_registry):
+    """An estimator's ``estimate`` raising ZeroDivisionError ended in a traceback (issue 33):
+    one line naming the code it comes from, the claim, the estimator and the exception."""
+    status = main(["verify", "tests.plugin_doubles:DIVIDES_BY_ZERO", "--claim",
+                   "classical.cg.exact_after_dim_y", "--results", str(tmp_path), "--quiet",
+                   "--no-report"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert err.startswith("testbed: error: code from outside the testbed (tests): claim "
+                          "classical.cg.exact_after_dim_y on estimator divides-by-zero raised "
+                          "ZeroDivisionError: division by zero (at ")
+    assert "plugin_doubles.py:" in err
+
+
+def test_a_plugin_claim_raising_at_run_time_is_one_line(monkeypatch, capsys, tmp_path):
+    """A plugin claim's check raising ZeroDivisionError: one line naming the plugin package,
+    the claim and the exception."""
+    entry = _entry("zero-claims", "tests.plugin_doubles:ZERO_DIVISION_CLAIMS", "testbed.claims")
+    monkeypatch.setattr(plugins, "entry_points",
+                        lambda group: [entry] if group == "testbed.claims" else [])
+    try:
+        assert claim_registry.refresh_claim_plugins() == []
+        status = main(["check", "--claim", "plugin.zero_division", "--results", str(tmp_path),
+                       "--quiet"])
+        err = capsys.readouterr().err
+        assert status == 2 and err.count("\n") == 1, err
+        assert err.startswith("testbed: error: plugin tests: claim plugin.zero_division on "
+                              "estimator aid-cg raised ZeroDivisionError: division by zero (at ")
+        assert not (tmp_path / "claims" / "plugin.zero_division.json").exists()
+    finally:
+        monkeypatch.undo()
+        claim_registry.refresh_claim_plugins()
+
+
+def test_regress_of_a_plugin_estimator_raising_is_one_line(capsys, restore_registry,
+                                                           monkeypatch):
+    from testbed_app import regression
+    from tests import plugin_doubles
+
+    monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0,))
+    registry.ESTIMATOR_DB.append(plugin_doubles.DIVIDES_BY_ZERO)
+    assert main(["regress", "--estimator", "divides-by-zero", "--against", "aid-cg",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("testbed: error: code from outside the testbed (tests): estimator "
+                          "divides-by-zero raised ZeroDivisionError: division by zero on the "
+                          "regression grid (bilevel problem, seed 0) (at ")
+
+
+def test_run_of_a_config_whose_plugin_algorithm_raises_is_one_line(capsys, tmp_path,
+                                                                   restore_registry):
+    from tests import plugin_doubles
+    from tests.test_experiments import write
+
+    registry.ESTIMATOR_DB.append(plugin_doubles.STEP_RAISES)
+    path = write(tmp_path, {"algorithm.name": "fednest-step-raises", "run.steps": 2})
+    assert main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"testbed: error: {path}: [algorithm] fednest-step-raises (code from "
+                          "outside the testbed) raised ZeroDivisionError: division by zero (at ")

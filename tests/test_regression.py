@@ -207,3 +207,67 @@ def test_baseline_file_round_trips_failures_and_rejects_old_formats(tmp_path):
 def test_pairing_needs_the_same_grid():
     with pytest.raises(ValueError, match="same grid"):
         _table(S(((1.0, 1.1),)), S(((1.0, 1.1), (2.0, 2.1))))
+
+
+# ------------------------------------------------------------------------------ coverage (issue 33)
+
+
+@pytest.fixture
+def aid_cg_baseline(small_grid, tmp_path):
+    """A baseline of aid-cg on the small grid, as a file to edit."""
+    baseline = tmp_path / "baseline.json"
+    assert regression.run(estimator="aid-cg", update_baseline=True, baseline=baseline)[0]
+    return baseline
+
+
+def test_a_baseline_without_a_metric_is_not_a_pass(aid_cg_baseline, capsys):
+    """A baseline from another version lacks a metric: it was skipped ("17 comparisons, 0
+    worse", exit 0, where 18 exist); now named, and the run is not a pass (exit 1)."""
+    data = json.loads(aid_cg_baseline.read_text())
+    del data["entries"]["aid-cg"]["bilevel"]["log10_error"]
+    del data["entries"]["aid-cg"]["minimax"]
+    aid_cg_baseline.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline),
+                 "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert f"NOT a pass: the baseline {aid_cg_baseline} does not cover" in out
+    assert "not compared: aid-cg bilevel log10_error: no such metric in the baseline" in out
+    assert "not compared: aid-cg minimax log10_error: no such problem kind in the baseline" in out
+    assert "0 worse (" not in out
+
+
+def test_a_baseline_of_other_problem_seeds_names_them(aid_cg_baseline, monkeypatch, capsys):
+    """A baseline measured on problem seed 0 against a run on seeds 0 and 1: "cannot pair 2
+    problem seeds with 1" named neither the file nor the metric."""
+    monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0, 1))
+    capsys.readouterr()
+    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline),
+                 "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert str(aid_cg_baseline) in out
+    assert ("not compared: aid-cg bilevel log10_error: problem seed(s) 1 not in the baseline's "
+            "(0; this run: 0, 1)") in out
+
+
+def test_compare_names_the_metric_it_cannot_pair():
+    new = {"e": {"bilevel": {"m": S(((1.0, 1.1), (2.0, 2.1)))}}}
+    ref = {"e": {"bilevel": {"m": S(((1.0, 1.1),))}}}
+    with pytest.raises(ValueError, match=r"e bilevel m: cannot pair 2 problem seeds with the "
+                                         r"reference's 1 \(e\)"):
+        regression.compare(new, ref, [("e", "e")])
+
+
+@pytest.mark.parametrize("layout", ["declared", "before the format field"])
+def test_a_baseline_in_the_older_format_names_the_format(tmp_path, capsys, layout):
+    sample = {"mean": -0.63, "n": 12, "se": 0.15}
+    entries = {"aid-cg": {"bilevel": {"log10_error": sample}}}
+    data = {"format": 1, "entries": entries} if layout == "declared" else entries
+    baseline = tmp_path / "old.json"
+    baseline.write_text(json.dumps(data))
+    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(baseline),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "per_seed is missing" not in err
+    assert (f"baseline {baseline} is in format 1 (a pooled mean and standard error per "
+            "metric); this testbed reads format 2") in err

@@ -326,3 +326,134 @@ def test_run_experiment_refuses_a_name_that_escapes(tmp_path):
     with pytest.raises(UnsafePath, match="not a plain folder name"):
         runner.run_experiment(forged, tmp_path / "results", progress=False)
     assert not (tmp_path / "results").exists()
+
+
+def test_fresh_never_deletes_the_run_of_a_config_file_of_the_same_file_name(tmp_path, capsys):
+    """A/config.toml then B/config.toml --fresh, both with name = "tiny" (issue 33): the
+    ownership compared file names only, and B's --fresh deleted A's run (exit 0)."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    a = write(tmp_path / "A", {"run.steps": 1})
+    b = write(tmp_path / "B", {"run.steps": 1, "run.seed": 4})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
+    capsys.readouterr()
+    for extra in (["--fresh"], []):
+        assert main(["run", str(b), "--results", str(results), "--quiet", *extra]) == 2
+        err = _one_line(capsys)
+        assert f"holds the run of {a}, not of {b}" in err and "Nothing was deleted" in err
+        assert (results / "runs" / "tiny" / "metrics.csv").read_bytes() == metrics
+
+
+def test_fresh_of_the_same_config_content_from_another_file_is_its_own(tmp_path, capsys):
+    """The same content under another path (a results folder copied with its configs) owns
+    the folder: resumed, and --fresh starts it over."""
+    (tmp_path / "A").mkdir()
+    (tmp_path / "B").mkdir()
+    a = write(tmp_path / "A", {"run.steps": 1})
+    b = write(tmp_path / "B", {"run.steps": 1})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    assert main(["run", str(b), "--results", str(results), "--quiet", "--fresh"]) == 0
+    capsys.readouterr()
+
+
+def test_fresh_of_an_edited_config_file_starts_its_own_run_over(tmp_path, capsys):
+    """The config file edited in place (another seed, another --steps) keeps its folder:
+    --fresh deletes it (the file the run recorded, resolved, is this one)."""
+    a = write(tmp_path, {"run.steps": 1})
+    results = tmp_path / "results"
+    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
+    write(tmp_path, {"run.steps": 1, "run.seed": 4})
+    assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh"]) == 0
+    assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh",
+                 "--steps", "2"]) == 0
+    capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------ deploy --fresh
+
+DEPLOY = REPO / "configs" / "deploy" / "fednest_quadratic.toml"
+
+
+def _deploy_config(folder: Path, name: str = "fednest_quadratic", seed: int = 0) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    text = DEPLOY.read_text().replace('name = "fednest_quadratic"', f"name = {name!r}")
+    path = folder / "config.toml"
+    path.write_text(text.replace("seed = 0                      #", f"seed = {seed}  #"))
+    return path
+
+
+def test_a_deploy_name_follows_the_run_name_rule(tmp_path, capsys):
+    """``name = ".."`` passed deploy's own rule (no separator), and --fresh then deleted
+    <results>/simulation/ before writing the run there (issue 33)."""
+    results = tmp_path / "results"
+    (results / "simulation").mkdir(parents=True)
+    (results / "simulation" / "kept.txt").write_text("mine")
+    for name in ("..", ".", ".hidden", "a\tb", "x" * 101):
+        path = _deploy_config(tmp_path / "c", name)
+        assert main(["deploy", str(path), "--results", str(results), "--fresh"]) == 2
+        err = _one_line(capsys)
+        assert f"{path}: name: expected a plain folder name" in err
+        assert (results / "simulation" / "kept.txt").read_text() == "mine"
+
+
+def test_deploy_fresh_never_deletes_another_configs_run(tmp_path, capsys):
+    """A/config.toml's run, then B/config.toml (same name, another seed) --fresh: refused
+    before any work, A's run kept (with or without Flower installed)."""
+    from testbed_app.flower.records import record_source
+
+    a = _deploy_config(tmp_path / "A")
+    b = _deploy_config(tmp_path / "B", seed=3)
+    folder = tmp_path / "results" / "deploy" / "fednest_quadratic" / "simulation"
+    record_source(folder, a)
+    (folder / "run.json").write_text(json.dumps({"spec": {"name": "fednest_quadratic",
+                                                           "seed": 0}}))
+    assert main(["deploy", str(b), "--results", str(tmp_path / "results"), "--fresh"]) == 2
+    err = _one_line(capsys)
+    assert f"holds the run of {a.resolve()}, not of {b}" in err and "Nothing was deleted" in err
+    assert (folder / "run.json").exists()
+    (folder / "source.json").unlink()  # a folder the testbed did not record as a's either
+    assert main(["deploy", str(b), "--results", str(tmp_path / "results"), "--fresh"]) == 2
+    assert "is not recorded as a run of" in _one_line(capsys)
+    assert (folder / "run.json").exists()
+
+
+def test_a_deploy_folder_is_its_configs_by_spec_or_by_file(tmp_path):
+    from testbed_app.flower.records import folder_owner_problem, record_source
+    from testbed_app.flower.spec import load_spec
+
+    a = _deploy_config(tmp_path / "A")
+    spec = load_spec(a)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    other = _deploy_config(tmp_path / "B", seed=3)
+    assert folder_owner_problem(folder, spec, a) is not None  # nothing recorded
+    # the same spec, whatever its steps (--steps), from any file: its own
+    (folder / "run.json").write_text(json.dumps({"spec": {**json.loads(spec.to_json()),
+                                                          "steps": 99}}))
+    assert folder_owner_problem(folder, spec, other) is None
+    # another spec written from this very file (edited since): its own
+    (folder / "run.json").write_text(json.dumps({"spec": json.loads(
+        load_spec(other).to_json())}))
+    record_source(folder, a)
+    assert folder_owner_problem(folder, spec, a) is None
+    third = _deploy_config(tmp_path / "C", seed=5)
+    assert "holds the run of" in str(folder_owner_problem(folder, load_spec(third), third))
+
+
+def test_fresh_never_deletes_through_a_link_planted_at_runs(tmp_path, capsys):
+    """``<results>/runs`` a link to a folder outside the results: --fresh refuses, even where
+    the folder it would delete looks like this config's run."""
+    path = write(tmp_path, {"run.steps": 1})
+    elsewhere = tmp_path / "elsewhere"
+    assert main(["run", str(path), "--results", str(elsewhere), "--quiet"]) == 0
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "runs").symlink_to(elsewhere / "runs")
+    capsys.readouterr()
+    assert main(["run", str(path), "--results", str(results), "--quiet", "--fresh"]) == 2
+    err = _one_line(capsys)
+    assert "points outside the results folder" in err and "Nothing was deleted" in err
+    assert (elsewhere / "runs" / "tiny" / "metrics.csv").exists()

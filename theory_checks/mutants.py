@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from testbed.names import shown
 from theory_checks.aggitd import mutants as aggitd
 from theory_checks.classical import mutants as classical
 from theory_checks.fedmsa import mutants as fedmsa
@@ -18,7 +19,7 @@ def get_mutant(name: str) -> Mutant:
     for mutant in MUTANT_DB:
         if mutant.name == name:
             return mutant
-    raise KeyError(f"no mutant {name!r} among the {len(MUTANT_DB)} of the catalogue "
+    raise KeyError(f"no mutant {shown(name)} among the {len(MUTANT_DB)} of the catalogue "
                    "(`testbed mutate --list` lists them)")
 
 

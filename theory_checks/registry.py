@@ -21,7 +21,7 @@ from typing import Any
 
 from results_format.paths import name_problem
 from testbed import plugins
-from testbed.names import did_you_mean
+from testbed.names import did_you_mean, shown
 from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
 from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
 from theory_checks.claim import Claim
@@ -82,7 +82,7 @@ def get_claim(claim_id: str) -> Claim:
     for claim in CLAIM_DB:
         if claim.id == claim_id:
             return claim
-    raise KeyError(f"no claim {claim_id!r}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
+    raise KeyError(f"no claim {shown(claim_id)}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
                    "`testbed list` shows every claim")
 
 

@@ -19,13 +19,14 @@ nothing lost. Layout under the results directory (``results/`` by default):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,10 @@ from results_format.locks import holding
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
 from results_format.verdicts import read_claim_file, verdict_of, verdict_over_readings
+from testbed import plugins
 from testbed.estimators.validation import DivergenceError
 from testbed.progress import Progress
-from testbed.registry import ESTIMATOR_DB, get_estimator
+from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
 
@@ -71,7 +73,7 @@ from theory_checks.profiles import Profile as Profile
 from theory_checks.profiles import claim_max_examples as claim_max_examples
 from theory_checks.profiles import get_profile as get_profile
 from theory_checks.profiles import per_profile as per_profile
-from theory_checks.registry import BUILT_IN, CLAIM_DB, get_claim, run_origin
+from theory_checks.registry import BUILT_IN, BUILTIN_CLAIMS, CLAIM_DB, get_claim, run_origin
 from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
 
 
@@ -489,20 +491,68 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
     run once, with the claim's own estimator.
     """
     own = estimator == claim.estimators[0]
-    power = run_power(claim, profile) if own else None
-    control = run_positive_control(claim, profile) if own else None
-    added = run_added_parameters(claim, profile) if own else None
-    try:
-        result = run_claim(claim, profile, estimator=estimator)
-    except (ValueError, RuntimeError, IndexError, TypeError) as error:
-        # an estimator whose output the check cannot use (say a trajectory one entry
-        # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
-        # name the claim and the estimator beside what failed
-        raise ClaimRunError(
-            f"claim {claim.id} on estimator {estimator}: the check could not use the "
-            f"estimator's output ({type(error).__name__}: {error}); it expects what "
-            f"{claim.estimators[0]} returns, with the same shapes") from error
+    with plugin_failures_named(claim, estimator):
+        power = run_power(claim, profile) if own else None
+        control = run_positive_control(claim, profile) if own else None
+        added = run_added_parameters(claim, profile) if own else None
+        try:
+            result = run_claim(claim, profile, estimator=estimator)
+        except (ValueError, RuntimeError, IndexError, TypeError) as error:
+            if plugins.raised_in(error, _outside_code(claim, estimator)) is not None:
+                raise  # the plugin's own code raised it: plugin_failures_named says so
+            # an estimator whose output the check cannot use (say a trajectory one entry
+            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
+            # name the claim and the estimator beside what failed
+            raise ClaimRunError(
+                f"claim {claim.id} on estimator {estimator}: the check could not use the "
+                f"estimator's output ({type(error).__name__}: {error}); it expects what "
+                f"{claim.estimators[0]} returns, with the same shapes") from error
     return render_claim_result(result, profile, power, control, added)
+
+
+@contextlib.contextmanager
+def plugin_failures_named(claim: Claim, estimator: str) -> Iterator[None]:
+    """Run a claim's check on ``estimator`` inside: an exception of a plugin's code (or of a
+    ``module:object`` target's) becomes a :class:`ClaimRunError` of one line naming the
+    plugin, the claim, the estimator, the exception and where it was raised (a
+    ZeroDivisionError in a plugin's ``estimate`` ended in a traceback); on the testbed's own
+    claim and estimator it is an internal error and keeps its traceback. Ctrl-C is never
+    caught."""
+    try:
+        yield
+    except ClaimRunError:
+        raise
+    except (Exception, SystemExit) as error:
+        origin = run_origin(claim, estimator)
+        if origin == BUILT_IN:
+            raise
+        raise ClaimRunError(_plugin_failure(claim, estimator, origin, error)) from error
+
+
+def _outside_code(claim: Claim, estimator: str) -> set[str]:
+    """The top-level module names of the code a run takes from outside the testbed: a plugin
+    (or ``module:object``) estimator's class and builder, a plugin claim's functions."""
+    names: set[str] = set()
+    if estimator not in {info.name for info in BUILTIN}:
+        info = get_estimator(estimator)
+        names |= plugins.modules_of(info.cls, info.make)
+    if claim.id not in {c.id for c in BUILTIN_CLAIMS}:
+        names |= plugins.modules_of(*(getattr(claim, f.name) for f in dataclasses.fields(claim)
+                                      if callable(getattr(claim, f.name))))
+    return names
+
+
+def _plugin_failure(claim: Claim, estimator: str, origin: str, error: BaseException) -> str:
+    """One line on a run whose plugin code raised: the plugin, the claim, the estimator, the
+    exception and where it was raised."""
+    outside = _outside_code(claim, estimator)
+    where = plugins.raised_in(error, outside)
+    source = origin if origin.startswith("plugin") else \
+        f"code from outside the testbed ({', '.join(sorted(outside)) or 'unknown module'})"
+    return (f"{source}: claim {claim.id} on estimator {estimator} raised "
+            f"{plugins.describe_failure(error)}"
+            + (f" (at {where})" if where else " (in the testbed, on the plugin's code or "
+               "output)") + "; the run is not recorded")
 
 
 class ClaimRunError(ValueError):

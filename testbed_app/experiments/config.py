@@ -33,6 +33,7 @@ from typing import Any
 from problems.workloads import registry as workloads
 from problems.workloads.data import DATASETS, Dataset, DatasetError
 from problems.workloads.splits import SCHEMES
+from testbed import plugins
 from testbed.registry import ESTIMATOR_DB
 from testbed_app.experiments.algorithm import build_entry
 from testbed_app.experiments.base import ExperimentConfig
@@ -188,6 +189,10 @@ def _check_algorithm_table(source: str, given: Mapping[str, Any]) -> dict[str, A
         raise ConfigError(f"{where(source, 'algorithm', 'name')}: expected a registered "
                           f"name (`testbed list`), got {name!r}")
     known = {info.name: info for info in ESTIMATOR_DB}
+    missing = plugins.left_out(name) if name not in known else None
+    if missing is not None:  # the reason, not only "unknown value"
+        raise ConfigError(f"{where(source, 'algorithm', 'name')}: {name!r} is not registered: "
+                          f"{missing}")
     choice(source, "algorithm", "name", name, known)
     params = {key: value for key, value in given.items() if key != "name"}
     check_algorithm_parameters(source, name, params, known[name].defaults)

@@ -92,6 +92,33 @@ def as_dict(config: ExperimentConfig) -> dict[str, Any]:
     return out
 
 
+#: Config keys that may change between an interrupted run and its resumption: those that do
+#: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
+RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
+                                      "run.checkpoint_every")
+
+
+def computation(text: str) -> dict[str, Any] | None:
+    """What a config's TOML text computes: its content without :data:`RESUMABLE_CHANGES`, and
+    without ``[run] tf32`` when it is off (absent and false compute alike); None when the text
+    is not TOML. Two configs compute the same run exactly when these are equal."""
+    try:
+        content = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, TypeError):
+        return None
+    run = content.get("run")
+    tf32 = isinstance(run, dict) and bool(run.get("tf32"))
+    for dotted in RESUMABLE_CHANGES + (() if tf32 else ("run.tf32",)):
+        section, _, key = dotted.partition(".")
+        if key:
+            table = content.get(section)
+            if isinstance(table, dict):
+                table.pop(key, None)
+        else:
+            content.pop(section, None)
+    return content
+
+
 def fingerprint(config: ExperimentConfig, ignore: tuple[str, ...] = ()) -> str:
     """A hash of the config, leaving out the ``"section.key"`` (or whole ``"section"``) names
     in ``ignore``."""

@@ -1,13 +1,16 @@
 """Whose a run folder is: ``<results>/runs/<name>/`` belongs to one config, checked before any
 work, and deleted by ``--fresh`` only when it is that config's.
 
-A run folder is its config's when its recorded ``config.toml`` is this config, or its
-``metadata.json`` names this config file (by file name: an edited config keeps its folder;
-``b.toml`` with ``a.toml``'s ``name`` does not get it). Two configs with one ``name`` in a
-command, or a folder of another config file, are refused with a :class:`ConfigError` naming
-both, and nothing is deleted. A process writing a run folder holds its lock
-(:func:`run_lock`, :mod:`results_format.locks`).
-"""
+A run folder is its config's when its recorded ``config.toml`` is this config (its resolved
+content: the file as loaded, with the command line's overrides, leaving out the keys a
+resumption may change, :data:`~testbed_app.experiments.config_toml.RESUMABLE_CHANGES`), or its
+``metadata.json`` records this very config file (``config_file``: the file's resolved absolute
+path, so an edited config, or the same one with another ``--steps``, keeps its folder, while
+``B/config.toml`` with ``A/config.toml``'s ``name`` does not get it: the file names used to be
+compared, and B's ``--fresh`` deleted A's run). Two configs with one ``name`` in a command, or a
+folder of another config, are refused with a :class:`ConfigError` naming both, and nothing is
+deleted. A process writing a run folder holds its lock (:func:`run_lock`,
+:mod:`results_format.locks`)."""
 
 from __future__ import annotations
 
@@ -17,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from results_format.layout import RUN_CONFIG, RUN_METADATA, run_folder
-from results_format.paths import plain_name
+from results_format.paths import UnsafePath, inside, plain_name
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config_toml import dump_toml
+from testbed_app.experiments.config_toml import computation, dump_toml
 from testbed_app.experiments.errors import ConfigError
 
 
@@ -34,35 +37,55 @@ def run_lock(config: ExperimentConfig, results: Path) -> tuple[str, str]:
     return f"run-{config.name}", f"the run folder {run_dir(config, results)}"
 
 
-def _same_file(recorded: str, path: Path) -> bool:
-    """Whether ``recorded`` (the config path a run recorded) is the config file ``path``: one
-    of the same file name (``a.toml`` is not ``b.toml``; a results folder copied with its
-    configs to another checkout, where the paths differ, stays its configs')."""
-    return Path(recorded).name == Path(path).name
+def config_file(path: Path | str) -> str:
+    """The config file ``path`` as a run records it (``metadata.json``'s ``config_file``): its
+    resolved absolute path, which names one file whatever the working directory."""
+    return str(Path(path).resolve())
+
+
+def _same_file(metadata: dict, path: Path) -> bool:
+    """Whether the run that wrote ``metadata`` ran the config file ``path``: its recorded
+    ``config_file`` is this file's resolved path. A run recorded before ``config_file``
+    existed names the file as it was given (``config``), resolved here against the working
+    directory: the same file when the command runs where it ran."""
+    recorded = metadata.get("config_file")
+    if not isinstance(recorded, str):
+        recorded = metadata.get("config")
+    if not isinstance(recorded, str):
+        return False
+    return config_file(recorded) == config_file(path)
 
 
 def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -> str | None:
     """Why ``config`` may not use (``fresh``: delete) its run folder: its recorded
-    ``config.toml`` is not this config and its ``metadata.json`` records another config file
-    (by file name: an edited config stays its folder's, ``b.toml`` of the same ``name`` does
-    not); with ``fresh``, also a folder the testbed cannot tell is this config's (no readable
-    metadata, or no config path to compare)."""
+    ``config.toml`` is not this config (resolved content) and its ``metadata.json`` records
+    another config file (resolved path: an edited config stays its folder's, a file of the
+    same name in another folder does not); with ``fresh``, also a folder the testbed cannot
+    tell is this config's (no readable metadata, or no config path to compare)."""
     folder = run_dir(config, results)
     if not folder.exists():
         return None
     if not folder.is_dir():
         return f"{folder} is a file, not a run folder; move it away"
+    try:  # inside the results folder once links are followed (a link planted at runs/ is not)
+        inside(Path(results), folder.parent.relative_to(results).as_posix(), "the run folders")
+    except UnsafePath as error:
+        return f"{error}. Nothing was deleted"
     try:
-        if (folder / RUN_CONFIG).read_text() == dump_toml(config):
-            return None  # the config as recorded is the config being run
+        recorded_config = computation((folder / RUN_CONFIG).read_text())
     except (OSError, UnicodeDecodeError):
-        pass
+        recorded_config = None
+    if recorded_config is not None and recorded_config == computation(dump_toml(config)):
+        return None  # the config as recorded computes the run being run
     try:
-        recorded = json.loads((folder / RUN_METADATA).read_text()).get("config")
-    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
-        recorded = None
+        metadata = json.loads((folder / RUN_METADATA).read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        metadata = None
+    if not isinstance(metadata, dict):
+        metadata = {}
+    recorded = metadata.get("config")
     if isinstance(recorded, str) and config.path is not None:
-        if _same_file(recorded, Path(config.path)):
+        if _same_file(metadata, Path(config.path)):
             return None
         return (f"{folder} holds the run of {recorded}, not of {config.path} (both configs have "
                 f"name = {config.name!r}); give one of them another name, or move the folder "

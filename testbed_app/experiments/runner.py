@@ -42,6 +42,7 @@ is :mod:`testbed_app.experiments.run_folders`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -50,7 +51,7 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,10 @@ from results_format.layout import (
 )
 from results_format.locks import holding
 from results_format.provenance import provenance
+from testbed import plugins
 from testbed.precision import set_precision
 from testbed.progress import Progress
+from testbed.registry import BUILTIN, get_estimator
 from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
 from testbed_app.experiments.checkpoints import (
     ADVICE,
@@ -79,7 +82,7 @@ from testbed_app.experiments.checkpoints import (
     set_aside,
     unused_bad_name,
 )
-from testbed_app.experiments.config_toml import dump_toml, fingerprint
+from testbed_app.experiments.config_toml import RESUMABLE_CHANGES, dump_toml, fingerprint
 from testbed_app.experiments.data import load_data, split_data
 from testbed_app.experiments.divergence import Diverged, MetricsWatch
 from testbed_app.experiments.errors import CheckpointError, ConfigError, ResultsError
@@ -93,17 +96,13 @@ from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
 from testbed_app.experiments.run_folders import (
     check_run_folders,
+    config_file,
     folder_owner_problem,
     remove_run_folder,
     run_dir,
     run_lock,
 )
 from testbed_app.experiments.step_pieces import StepPieces
-
-#: Config keys that may change between an interrupted run and its resumption: those that do
-#: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
-RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
-                                      "run.checkpoint_every")
 
 
 def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
@@ -133,6 +132,7 @@ def _metadata(config: ExperimentConfig, experiment: Experiment, started: str,
     return {
         "experiment": config.name, "paper": config.paper,
         "config": str(config.path) if config.path else None,
+        "config_file": config_file(config.path) if config.path else None,
         **provenance(), "seed": config.run["seed"], "device": config.run["device"],
         "dtype": config.run["dtype"], "precision": precision, "dataset": config.data["dataset"],
         "machine": machine(), "started": started, "resumed_from_step": resumed_from,
@@ -232,10 +232,38 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             print(f"{config.name}: {message}", file=sys.stderr)
 
     results = Path(results_dir)
-    with holding(results, [run_lock(config, results)], notify=note):
+    with holding(results, [run_lock(config, results)], notify=note), \
+            _plugin_failures_named(config):
         run = _open_run(config, results, fresh, recover, note, say_resumed=segment_steps is None)
         status = _step_through(run, progress, segment_steps)
         return _finish(run, results, status, notes)
+
+
+@contextlib.contextmanager
+def _plugin_failures_named(config: ExperimentConfig) -> Iterator[None]:
+    """An exception raised in the code of a plugin's algorithm (``[algorithm] name`` an entry
+    of an installed package) becomes one line naming the config, the plugin, the algorithm,
+    the exception and where it was raised (the steps before it are on disk); any other
+    exception, the testbed's own included, passes unchanged."""
+    try:
+        yield
+    except (Exception, SystemExit) as error:
+        name = str(config.algorithm.get("name", ""))
+        if name in {info.name for info in BUILTIN}:
+            raise
+        try:
+            info = get_estimator(name)
+        except KeyError:
+            raise error from None
+        where = plugins.raised_in(error, plugins.modules_of(info.cls, info.make))
+        if where is None:
+            raise
+        package = next(filter(None, (plugins.package_providing(group, name)
+                                     for group in plugins.GROUPS)), None)
+        source = f"plugin {package}" if package else "code from outside the testbed"
+        raise ConfigError(f"{config.path or config.name}: [algorithm] {name} ({source}) raised "
+                          f"{plugins.describe_failure(error)} (at {where}); the steps before "
+                          "it are kept") from error
 
 
 @dataclasses.dataclass

@@ -22,17 +22,24 @@ from typing import Any
 import torch
 
 from results_format import atomic_write
+from results_format.paths import inside, output_folder
 from testbed_app.flower import ENGINES, require_flower
 from testbed_app.flower.compare import compare
 from testbed_app.flower.engines import run_on_local_deployment, run_on_simulation
-from testbed_app.flower.records import read_run, run_folder
+from testbed_app.flower.records import (
+    folder_owner_problem,
+    read_run,
+    record_source,
+    run_folder,
+)
 from testbed_app.flower.spec import load_spec
 from testbed_app.flower.transport import ClientLost
 
 
 def deploy_command(args: argparse.Namespace) -> int:
     """``testbed deploy`` (its options: :mod:`testbed_app.cli`); the exit status above."""
-    require_flower()  # one line with the install command when Flower is absent (exit 2)
+    # every refusal before any work (and before asking for Flower): the config, the options,
+    # the run folder's owner
     spec = load_spec(args.config, steps=args.steps, device=args.device)
     if args.cpus_per_client <= 0 or args.gpus_per_client < 0:
         raise ValueError("--cpus-per-client must be > 0 and --gpus-per-client >= 0")
@@ -44,12 +51,23 @@ def deploy_command(args: argparse.Namespace) -> int:
                          "a GPU (--gpus-per-client 1, or a fraction to share one)")
     engine = ENGINES[args.engine]
     results = Path(args.results)
-    folder = run_folder(results, spec.name, engine)
-    if folder.exists():
+    folder = run_folder(output_folder(results, "--results"), spec.name, engine)
+    if folder.exists() or folder.is_symlink():
         if not args.fresh:
             raise ValueError(f"{folder}: holds an earlier run of {spec.name} on this engine; "
                              "--fresh replaces it (move it aside to keep it)")
+        if folder.is_symlink() or not folder.is_dir():
+            raise ValueError(f"--fresh: {folder} is not a run folder (a file or a link); move "
+                             "it away. Nothing was deleted")
+        problem = folder_owner_problem(folder, spec, args.config)
+        if problem is not None:
+            raise ValueError(problem)
+        # inside the results folder once links are followed (a link planted at deploy/ is not)
+        inside(results, folder.parent.relative_to(results).as_posix(), "--fresh")
+    require_flower()  # one line with the install command when Flower is absent (exit 2)
+    if folder.exists():
         shutil.rmtree(folder)
+    record_source(folder, args.config)
     print(f"{spec.name}: {spec.algorithm['name']} on Flower ({args.engine}), "
           f"{spec.n_clients} clients, {spec.steps} outer iterations")
     try:

@@ -38,6 +38,8 @@ from testbed_app.flower.transport import ClientLost, Traffic
 FORMAT = "testbed-deploy-2"
 RUN_FILE = "run.json"
 ITERATES_FILE = "iterates.pt"
+#: Written by ``testbed deploy`` before the run starts: the config file it ran (resolved path).
+SOURCE_FILE = "source.json"
 
 #: What each count of an iteration's row is (``run.json``'s ``counts``).
 COUNTS = {
@@ -138,6 +140,50 @@ class RunRecorder:
                      json.dumps(self.record, indent=1, default=json_default) + "\n")
 
 
+def record_source(folder: Path, config: str | Path) -> None:
+    """``source.json``: the config file this run folder is written from (resolved path), so
+    that ``--fresh`` of that file, edited, replaces it (:func:`folder_owner_problem`)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / SOURCE_FILE,
+                 json.dumps({"config_file": str(Path(config).resolve())}) + "\n")
+
+
+def _read_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _computation(spec: Any) -> Any:
+    """A spec as the run it computes: its content without ``steps`` (``--steps`` may change)."""
+    return {key: value for key, value in spec.items() if key != "steps"} \
+        if isinstance(spec, dict) else None
+
+
+def folder_owner_problem(folder: Path, spec: DeploySpec, config: str | Path) -> str | None:
+    """Why ``--fresh`` of the config file ``config`` (read as ``spec``) may not delete the run
+    folder ``folder``, or None: the folder is this config's when its ``run.json`` records this
+    spec (every key but ``steps``) or its ``source.json`` this config file (resolved path: an
+    edited config replaces its own run). Anything else, a folder of another config of the
+    same ``name`` or one the testbed did not record, is refused, and nothing is deleted."""
+    recorded = _read_object(folder / RUN_FILE).get("spec")
+    if recorded is not None and _computation(recorded) == _computation(
+            json.loads(spec.to_json())):
+        return None
+    source = _read_object(folder / SOURCE_FILE).get("config_file")
+    if isinstance(source, str) and source == str(Path(config).resolve()):
+        return None
+    if isinstance(source, str):
+        return (f"--fresh: {folder} holds the run of {source}, not of {config} (both configs "
+                f"have name = {spec.name!r}); give one of them another name, or move the folder "
+                "away. Nothing was deleted")
+    return (f"--fresh: {folder} is not recorded as a run of {config} (its run.json records "
+            "another spec and no config file); delete it by hand if it should go. Nothing was "
+            "deleted")
+
+
 def read_run(folder: Path) -> tuple[dict[str, Any], dict[str, list[torch.Tensor]]]:
     """``run.json`` and the iterates of a run folder (``FileNotFoundError`` naming what is
     missing; a file that is not a run record is a ``ValueError``)."""
@@ -154,4 +200,5 @@ def read_run(folder: Path) -> tuple[dict[str, Any], dict[str, list[torch.Tensor]
     return record, iterates
 
 
-__all__ = ["COUNTS", "RunRecorder", "inner_iterate", "read_run", "run_folder"]
+__all__ = ["COUNTS", "RunRecorder", "folder_owner_problem", "inner_iterate", "read_run",
+           "record_source", "run_folder"]

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from problems import SPEC_BUILDERS, ProblemError, from_spec
+from results_format.paths import name_problem
 from testbed_app.experiments.config import (
     ConfigError,
     apply_overrides,
@@ -51,11 +52,12 @@ from testbed_app.experiments.config import (
     read_toml,
     validate,
 )
+from testbed_app.experiments.schema import MAX_STEPS
 from testbed_app.experiments.server import build_algorithm, build_problem
 
 #: ``[run]`` keys of a closed-form deploy config: default, check, what a valid value is.
 RUN_KEYS: dict[str, tuple[Any, str]] = {
-    "steps": (None, "a positive integer (outer iterations)"),
+    "steps": (None, f"a positive integer <= {MAX_STEPS:,} (outer iterations)"),
     "seed": (0, "an integer >= 0"),
 }
 TOP_KEYS = ("name", "description")
@@ -174,10 +176,16 @@ def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
         elif key not in TOP_KEYS:
             raise ConfigError(f"{source}: unknown key {key!r} (a closed-form deploy config has "
                               f"{list(TOP_KEYS)} and the tables [problem], [algorithm], [run])")
-    name = raw.get("name")
-    if not isinstance(name, str) or not name or "/" in name or "\\" in name:
-        raise ConfigError(f"{source}: name: expected a non-empty string without path "
-                          f"separators (it names the results folder), got {name!r}")
+    # the rule of a run's name (a plain folder name: not "." or "..", no separator, NUL or
+    # control character, at most 100 characters): `name = ".."` made --fresh delete
+    # <results>/simulation/
+    problem = name_problem(raw.get("name"))
+    if problem is not None:
+        shown = repr(raw.get("name"))
+        raise ConfigError(f"{source}: name: expected a plain folder name (it names the results "
+                          f"folder), got {shown[:80] + '...' if len(shown) > 80 else shown} "
+                          f"({problem})")
+    name = raw["name"]
     for section in ("algorithm", "run"):
         if section not in raw:
             raise ConfigError(f"{source}: missing section [{section}]")
@@ -214,7 +222,7 @@ def _run(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigError(f"{source}: [run] {key}: unknown key; known: {sorted(RUN_KEYS)}")
     run = {key: given.get(key, default) for key, (default, _) in RUN_KEYS.items()}
     checks = {
-        "steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+        "steps": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_STEPS,
         "seed": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
     }
     for key, check in checks.items():

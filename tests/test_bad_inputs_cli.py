@@ -180,7 +180,8 @@ LONG = "x" * 100_000  # a 100,000-character argument: echoed whole in a 100 kB l
     (["verify", LONG], "ids and names have at most 200 characters"),
     (["check", "--profile", LONG], "invalid choice: 'xxxxxxxxx"),
 ], ids=["timeout -5", "timeout 0", "timeout 1e9", "timeout nan", "cpus inf", "cpus 0.5",
-        "gpus -1", "jobs 1e5", "retries -1", "cpus-per-task 5000", "threads 1e8", "seeds 0", "seeds -5",
+        "gpus -1", "jobs 1e5", "retries -1", "cpus-per-task 5000", "threads 1e8", "seeds 0",
+        "seeds -5",
         "claim 1e5 chars", "mutant 1e5 chars", "verify 1e5 chars", "profile 1e5 chars"])
 def test_numeric_options_and_ids_are_bounded_with_the_bound_named(capsys, argv, says):
     with pytest.raises(SystemExit) as info:

@@ -35,6 +35,7 @@ Page.headline
 Page.table_head
 Page.fit_head
 Page.table_numbers
+Page.unfilled
 Table.folded
 
 # Written into the ledger's record by name (GraphLedger._ARRAYS) and read from the record.

@@ -321,9 +321,10 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
             "verdict(s) differ from what the testbed expects")
     refuted = refutation_counts(c for c in checked if c.get("about") in ABOUTS)
     if any(refuted.values()):
-        text += (f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s) of a "
-                 f"stated result, {refuted[ERRATUM]} erratum/errata (a proof step, printed "
-                 f"formula or informal sentence), {refuted[TABLE_NUMBER]} experiment table "
+        # short: the first screen's lists must fit one screen; the groups' badges and the
+        # sections below name the classes in full
+        text += (f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s), "
+                 f"{refuted[ERRATUM]} erratum/errata, {refuted[TABLE_NUMBER]} table "
                  "number(s)")
     untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
     if len(claims) - untrusted > len(checked):

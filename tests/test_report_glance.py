@@ -152,9 +152,8 @@ def test_first_screen_lists_each_papers_claims_by_verdict_with_links(page):
 
 def test_the_summary_counts_refutations_errata_and_table_numbers_apart(page):
     _, text, markdown, _ = page
-    line = ("failing as stated: 1 substantive refutation(s) of a stated result, 1 "
-            "erratum/errata (a proof step, printed formula or informal sentence), 1 experiment "
-            "table number(s)")
+    line = ("failing as stated: 1 substantive refutation(s), 1 erratum/errata, 1 table "
+            "number(s)")
     assert line in text and line in markdown
 
 

@@ -45,6 +45,7 @@ import torch
 from testbed.defaults import TASK_RETRIES
 from testbed.devices import use_device_of_environment
 from testbed.precision import set_precision
+from testbed_app.threads import workload_threads
 
 T = TypeVar("T")
 S = TypeVar("S", bound="_Session")
@@ -140,7 +141,7 @@ class LocalExecutor(_Session):
         if jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {jobs}")
         self.jobs = jobs
-        self.threads = threads or max(1, (os.cpu_count() or 1) // jobs)
+        self.threads = workload_threads(threads, jobs)
 
     def run(self, tasks: Sequence[Callable[[], T]],
             then: Then | None = None) -> Iterator[tuple[int, T]]:

@@ -21,11 +21,18 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 settings.register_profile(
-    "ci", derandomize=True, database=None, deadline=None, print_blob=True,
+    "ci",
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
     suppress_health_check=(HealthCheck.too_slow,),
 )
 settings.register_profile(
-    "explore", max_examples=2000, deadline=None, suppress_health_check=(HealthCheck.too_slow,),
+    "explore",
+    max_examples=2000,
+    deadline=None,
+    suppress_health_check=(HealthCheck.too_slow,),
 )
 settings.load_profile(os.environ.get("TESTBED_HYPOTHESIS_PROFILE", "ci"))
 

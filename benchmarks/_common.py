@@ -114,11 +114,15 @@ def time_call(fn: Callable[[], object], *, min_run_time: float) -> Timing:
     default of one.
     """
     kept = _Kept(fn)
-    measurement = benchmark.Timer("call()", globals={"call": kept},
-                                  num_threads=torch.get_num_threads()
-                                  ).blocked_autorange(min_run_time=min_run_time)
-    return Timing(measurement.median, min(measurement.times),
-                  measurement.number_per_run * len(measurement.raw_times), kept.result)
+    measurement = benchmark.Timer(
+        "call()", globals={"call": kept}, num_threads=torch.get_num_threads()
+    ).blocked_autorange(min_run_time=min_run_time)
+    return Timing(
+        measurement.median,
+        min(measurement.times),
+        measurement.number_per_run * len(measurement.raw_times),
+        kept.result,
+    )
 
 
 def _timed(fn: Callable[[], object]) -> tuple[float, object]:
@@ -130,7 +134,10 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def interleaved(
-    sides: dict[str, Callable[[], object]], *, quick: bool = False, budget_s: float = 20.0,
+    sides: dict[str, Callable[[], object]],
+    *,
+    quick: bool = False,
+    budget_s: float = 20.0,
 ) -> dict[str, Timing]:
     """Time several sides of a comparison in the same run, interleaved.
 
@@ -149,8 +156,10 @@ def interleaved(
         for name, fn in sides.items():
             seconds, results[name] = _timed(fn)
             samples[name].append(seconds)
-    return {name: Timing(statistics.median(values), min(values), repeats, results[name])
-            for name, values in samples.items()}
+    return {
+        name: Timing(statistics.median(values), min(values), repeats, results[name])
+        for name, values in samples.items()
+    }
 
 
 def speedup(slow: Timing, fast: Timing) -> float:
@@ -189,8 +198,7 @@ def load_average() -> float:
 def machine(device_list: Sequence[str]) -> dict[str, Any]:
     """The ``machine`` block: CPU, cores, devices timed, torch, threads, the precision policy
     (:mod:`testbed.precision`: ``tf32`` and the flags as torch reports them) and load."""
-    timed = [f"cuda ({torch.cuda.get_device_name(0)})" if d == "cuda" else d
-             for d in device_list]
+    timed = [f"cuda ({torch.cuda.get_device_name(0)})" if d == "cuda" else d for d in device_list]
     if not torch.cuda.is_available():
         timed.append("no CUDA GPU available")
     versions = package_versions(("torch",))
@@ -215,8 +223,13 @@ def target(name: str, measured: float, bound: float, direction: str) -> Target:
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     met = measured >= bound if direction == "at_least" else measured <= bound
-    return {"name": name, "measured": float(measured), "target": float(bound),
-            "direction": direction, "met": bool(met)}
+    return {
+        "name": name,
+        "measured": float(measured),
+        "target": float(bound),
+        "direction": direction,
+        "met": bool(met),
+    }
 
 
 # ------------------------------------------------------------------------------- the file
@@ -266,8 +279,15 @@ Measure = Callable[[bool, list[str]], tuple[list[Row], list[Target]]]
 
 
 def run_benchmark(
-    name: str, description: str, measure: Measure, *, quick: bool, out_dir: Path,
-    device: str | None = None, threads: int = 1, tf32: bool = False,
+    name: str,
+    description: str,
+    measure: Measure,
+    *,
+    quick: bool,
+    out_dir: Path,
+    device: str | None = None,
+    threads: int = 1,
+    tf32: bool = False,
 ) -> Path:
     """Measure on the available devices, record the machine and its load, write the file.
 
@@ -295,8 +315,16 @@ def run_benchmark(
             info["quick"] = quick
     finally:
         torch.set_num_threads(previous_threads)
-    return write(out_dir, {"benchmark": name, "description": description, "machine": info,
-                           "rows": rows, "targets": targets})
+    return write(
+        out_dir,
+        {
+            "benchmark": name,
+            "description": description,
+            "machine": info,
+            "rows": rows,
+            "targets": targets,
+        },
+    )
 
 
 def cli(name: str, description: str, measure: Measure, argv: Sequence[str] | None = None) -> int:
@@ -304,20 +332,46 @@ def cli(name: str, description: str, measure: Measure, argv: Sequence[str] | Non
     parser = argparse.ArgumentParser(prog=name, description=description)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    path = run_benchmark(name, description, measure, quick=args.quick, out_dir=args.out,
-                         device=args.device, threads=args.threads, tf32=args.tf32)
+    path = run_benchmark(
+        name,
+        description,
+        measure,
+        quick=args.quick,
+        out_dir=args.out,
+        device=args.device,
+        threads=args.threads,
+        tf32=args.tf32,
+    )
     print(f"wrote {path}")
     return 0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true",
-                        help="smallest sizes and one repeat: a smoke test, not a measurement")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"folder for <benchmark>.json (default {DEFAULT_OUT})")
-    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                        help="time only this device (default: cpu, and cuda when available)")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads while timing (default 1; see run_benchmark)")
-    parser.add_argument("--tf32", action="store_true",
-                        help="allow TF32 on a GPU (default: off, testbed.precision's policy)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="smallest sizes and one repeat: a smoke test, not a measurement",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"folder for <benchmark>.json (default {DEFAULT_OUT})",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="time only this device (default: cpu, and cuda when available)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads while timing (default 1; see run_benchmark)",
+    )
+    parser.add_argument(
+        "--tf32",
+        action="store_true",
+        help="allow TF32 on a GPU (default: off, testbed.precision's policy)",
+    )

@@ -53,23 +53,31 @@ class _Loop(abc.ABC):
     def id(self) -> str:
         return f"{type(self).__name__}({self.wrapped.id})"
 
-    def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def outer_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         return self.wrapped.outer_loss(x, y, clients, batch)
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         return self.wrapped.inner_loss(x, y, clients, batch)
 
-    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
-                     batch_size: int) -> Batch:
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
         return self.wrapped.sample_batch(rng, clients, batch_size)
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.wrapped.initial_point()
 
-    def _each(self, fn: Callable[..., torch.Tensor], clients: torch.Tensor,
-              batch: Batch | None, *vectors: torch.Tensor) -> torch.Tensor:
+    def _each(
+        self,
+        fn: Callable[..., torch.Tensor],
+        clients: torch.Tensor,
+        batch: Batch | None,
+        *vectors: torch.Tensor,
+    ) -> torch.Tensor:
         if batch is not None:
             raise ValueError(f"{type(self).__name__} times exact local objectives only")
         out = []
@@ -83,8 +91,9 @@ class _Loop(abc.ABC):
         """Client ``i``'s ``grad_y g_i``."""
 
     @abc.abstractmethod
-    def grad_outer_i(self, i: int, x: torch.Tensor, y: torch.Tensor,
-                     wrt: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def grad_outer_i(
+        self, i: int, x: torch.Tensor, y: torch.Tensor, wrt: str
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Client ``i``'s ``(grad_x f_i, grad_y f_i)``."""
 
     @abc.abstractmethod
@@ -96,27 +105,47 @@ class _Loop(abc.ABC):
         """Client ``i``'s ``grad^2_xy g_i v``."""
 
     # the ClosedFormOracles protocol, as loops
-    def oracle_grad_inner(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                          batch: Batch | None) -> torch.Tensor:
+    def oracle_grad_inner(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         return self._each(self.grad_inner_i, clients, batch, x, y)
 
-    def oracle_grad_outer(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                          batch: Batch | None, wrt: str = "xy"
-                          ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def oracle_grad_outer(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+        wrt: str = "xy",
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         if batch is not None:
             raise ValueError(f"{type(self).__name__} times exact local objectives only")
-        parts = [self.grad_outer_i(i, x if x.ndim == 1 else x[c], y if y.ndim == 1 else y[c],
-                                   wrt) for c, i in enumerate(clients.tolist())]
+        parts = [
+            self.grad_outer_i(i, x if x.ndim == 1 else x[c], y if y.ndim == 1 else y[c], wrt)
+            for c, i in enumerate(clients.tolist())
+        ]
         gx = torch.stack([p[0] for p in parts]) if "x" in wrt else None
         gy = torch.stack([p[1] for p in parts]) if "y" in wrt else None
         return gx, gy
 
-    def oracle_hvp_inner(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor,
-                         clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+    def oracle_hvp_inner(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
         return self._each(self.hvp_i, clients, batch, x, y, v)
 
-    def oracle_jvp_inner_xy(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor,
-                            clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
+    def oracle_jvp_inner_xy(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> torch.Tensor:
         return self._each(self.jvp_i, clients, batch, x, y, v)
 
 
@@ -131,8 +160,9 @@ class ClosedFormLoop(_Loop):
     def grad_inner_i(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.A[i] @ y - self.B[i] @ x - self.b[i]
 
-    def grad_outer_i(self, i: int, x: torch.Tensor, y: torch.Tensor,
-                     wrt: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def grad_outer_i(
+        self, i: int, x: torch.Tensor, y: torch.Tensor, wrt: str
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         gx = self.D[i].T @ y + self.E[i] @ x + self.e[i] if "x" in wrt else None
         gy = self.C[i] @ y + self.D[i] @ x + self.c[i] if "y" in wrt else None
         return gx, gy
@@ -161,22 +191,28 @@ class _AutogradRows(_Loop, abc.ABC):
         (gy,) = torch.autograd.grad(self.inner(i, x.detach(), y), (y,))
         return gy
 
-    def grad_outer_i(self, i: int, x: torch.Tensor, y: torch.Tensor,
-                     wrt: str) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    def grad_outer_i(
+        self, i: int, x: torch.Tensor, y: torch.Tensor, wrt: str
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         x = x.detach().requires_grad_("x" in wrt)
         y = y.detach().requires_grad_("y" in wrt)
         targets = [t for t, w in ((x, "x"), (y, "y")) if w in wrt]
         loss = self.outer(i, x, y)
-        grads = (list(torch.autograd.grad(loss, targets, allow_unused=True))
-                 if loss.requires_grad else [None] * len(targets))
-        grads = [torch.zeros_like(t) if g is None else g
-                 for g, t in zip(grads, targets, strict=True)]
+        grads = (
+            list(torch.autograd.grad(loss, targets, allow_unused=True))
+            if loss.requires_grad
+            else [None] * len(targets)
+        )
+        grads = [
+            torch.zeros_like(t) if g is None else g for g, t in zip(grads, targets, strict=True)
+        ]
         gx = grads.pop(0) if "x" in wrt else None
         gy = grads.pop(0) if "y" in wrt else None
         return gx, gy
 
-    def _second(self, i: int, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor,
-                wrt_x: bool) -> torch.Tensor:
+    def _second(
+        self, i: int, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, wrt_x: bool
+    ) -> torch.Tensor:
         x = x.detach().requires_grad_(wrt_x)
         y = y.detach().requires_grad_(True)
         (gy,) = torch.autograd.grad(self.inner(i, x, y), (y,), create_graph=True)
@@ -202,8 +238,13 @@ class AutogradLoop(_AutogradRows):
         return 0.5 * y @ (self.A[i] @ y) - y @ (self.B[i] @ x) - self.b[i] @ y
 
     def outer(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return (0.5 * y @ (self.C[i] @ y) + y @ (self.D[i] @ x) + self.c[i] @ y
-                + 0.5 * x @ (self.E[i] @ x) + self.e[i] @ x)
+        return (
+            0.5 * y @ (self.C[i] @ y)
+            + y @ (self.D[i] @ x)
+            + self.c[i] @ y
+            + 0.5 * x @ (self.E[i] @ x)
+            + self.e[i] @ x
+        )
 
 
 class WorkloadLoop(_AutogradRows):
@@ -230,14 +271,18 @@ def _arrays(problem: QuadraticBilevel) -> tuple[torch.Tensor, ...]:
     return p.A, p.B, p.b, p.C, p.D, p.c, p.E, p.e
 
 
-def _local_steps(step: float, n_clients: int, local_steps: int,
-                 dtype: torch.dtype) -> torch.Tensor:
+def _local_steps(step: float, n_clients: int, local_steps: int, dtype: torch.dtype) -> torch.Tensor:
     """Each client's local step size, ``step / tau`` as an ``(M, 1)`` column."""
     return torch.full((n_clients, 1), step, dtype=dtype) / local_steps
 
 
-def _svrg_round(point: torch.Tensor, grad: Callable[[torch.Tensor], torch.Tensor],
-                direction: torch.Tensor, step: torch.Tensor, local_steps: int) -> torch.Tensor:
+def _svrg_round(
+    point: torch.Tensor,
+    grad: Callable[[torch.Tensor], torch.Tensor],
+    direction: torch.Tensor,
+    step: torch.Tensor,
+    local_steps: int,
+) -> torch.Tensor:
     """``tau`` SVRG steps of every client from the shared ``point`` (its anchor), with the
     averaged ``direction`` as the correction, then the average of the local iterates.
 
@@ -250,8 +295,14 @@ def _svrg_round(point: torch.Tensor, grad: Callable[[torch.Tensor], torch.Tensor
     return local.mean(0)
 
 
-def _fedout(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor,
-            alpha: torch.Tensor, local_steps: int) -> torch.Tensor:
+def _fedout(
+    problem: QuadraticBilevel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    p: torch.Tensor,
+    alpha: torch.Tensor,
+    local_steps: int,
+) -> torch.Tensor:
     """FedOut (FedNest Alg. 2, AggITD's outer update): ``h = mean(grad_x f - grad^2_xy g p)``,
     then ``tau`` SVRG steps on x; returns ``x^+``."""
 
@@ -262,9 +313,18 @@ def _fedout(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, p: torc
     return _svrg_round(x, grad_x, h, alpha, local_steps)
 
 
-def fednest_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, *,
-                    inner_steps: int, local_steps: int, neumann_terms: int, inner_step: float,
-                    outer_step: float, neumann_step: float) -> tuple[torch.Tensor, torch.Tensor]:
+def fednest_replica(
+    problem: QuadraticBilevel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    inner_steps: int,
+    local_steps: int,
+    neumann_terms: int,
+    inner_step: float,
+    outer_step: float,
+    neumann_step: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One FedNest iteration (Alg. 1: T FedInn calls, deterministic FedIHGP, FedOut; full
     participation, exact oracles, SVRG at both levels, steps / tau) as bare batched tensor code.
 
@@ -293,10 +353,18 @@ def fednest_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor,
     return _fedout(problem, x, y, total, alpha, local_steps), y
 
 
-def fbo_aggitd_replica(problem: QuadraticBilevel, x: torch.Tensor, y: torch.Tensor, *,
-                       inner_steps: int, local_steps: int, index: int, inner_step: float,
-                       outer_step: float, neumann_step: float
-                       ) -> tuple[torch.Tensor, torch.Tensor]:
+def fbo_aggitd_replica(
+    problem: QuadraticBilevel,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    inner_steps: int,
+    local_steps: int,
+    index: int,
+    inner_step: float,
+    outer_step: float,
+    neumann_step: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One FBO-AggITD iteration (Alg. 3 with Alg. 1, 2, 4; FedSVRG lower level, full
     participation, exact oracles, draw ``Q = index``) as bare batched tensor code."""
     A, B, b, C, D, c, _, _ = _arrays(problem)
@@ -363,18 +431,17 @@ class ReadCounter:
         self._count("grad_inner", clients)
         return self._problem.oracle_grad_inner(x, y, clients, batch)
 
-    def oracle_grad_outer(self, x: Any, y: Any, clients: torch.Tensor, batch: Any,
-                          wrt: str = "xy") -> Any:
-        self._count({"x": "grad_outer_x", "y": "grad_outer_y"}.get(wrt, "grad_outer_xy"),
-                    clients)
+    def oracle_grad_outer(
+        self, x: Any, y: Any, clients: torch.Tensor, batch: Any, wrt: str = "xy"
+    ) -> Any:
+        self._count({"x": "grad_outer_x", "y": "grad_outer_y"}.get(wrt, "grad_outer_xy"), clients)
         return self._problem.oracle_grad_outer(x, y, clients, batch, wrt)
 
     def oracle_hvp_inner(self, x: Any, y: Any, v: Any, clients: torch.Tensor, batch: Any) -> Any:
         self._count("hvp_inner", clients)
         return self._problem.oracle_hvp_inner(x, y, v, clients, batch)
 
-    def oracle_jvp_inner_xy(self, x: Any, y: Any, v: Any, clients: torch.Tensor,
-                            batch: Any) -> Any:
+    def oracle_jvp_inner_xy(self, x: Any, y: Any, v: Any, clients: torch.Tensor, batch: Any) -> Any:
         self._count("jvp_inner_xy", clients)
         return self._problem.oracle_jvp_inner_xy(x, y, v, clients, batch)
 
@@ -383,8 +450,11 @@ def stream_pass(problem: QuadraticBilevel, reads: dict[str, float]) -> Callable[
     """A pure streaming read (``torch.sum``) of the client arrays, each as many whole times as
     ``reads`` says (rounded): timed beside the round, ``bytes / its time`` is the bandwidth of
     this machine for these arrays at this moment and its time the per-oracle streaming bound."""
-    plan = [getattr(problem, name) for name, count in sorted(reads.items())
-            for _ in range(int(round(count)))]
+    plan = [
+        getattr(problem, name)
+        for name, count in sorted(reads.items())
+        for _ in range(int(round(count)))
+    ]
 
     def run() -> None:
         for array in plan:

@@ -57,12 +57,20 @@ def digits() -> Dataset:
 
 def neural_workload(kind: str, model: str, clients: int, device: str) -> Problem:
     """The registry's workload on digits, iid split over ``clients``, float32, seed 0."""
-    return build_workload(kind, digits(), {"scheme": "iid", "n_clients": clients},
-                          model=model, seed=0, device=device, dtype=torch.float32)
+    return build_workload(
+        kind,
+        digits(),
+        {"scheme": "iid", "n_clients": clients},
+        model=model,
+        seed=0,
+        device=device,
+        dtype=torch.float32,
+    )
 
 
-def neural_workloads(quick: bool, device: str,
-                     names: tuple[str, ...] | None = None) -> list[Workload]:
+def neural_workloads(
+    quick: bool, device: str, names: tuple[str, ...] | None = None
+) -> list[Workload]:
     """The NEURAL workloads (or those named) at 100 clients (quick: 4) on ``device``."""
     clients = CLIENTS(quick)
     out = []

@@ -84,9 +84,11 @@ from testbed.authors_code import (
 )
 
 NAME = "authors_fednest"
-DESCRIPTION = ("Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP "
-               "hyper-representation, 100 clients of MNIST-shaped data) against the authors' "
-               "code driven through its own modules; target: >= 3x on CPU at 1 thread")
+DESCRIPTION = (
+    "Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP "
+    "hyper-representation, 100 clients of MNIST-shaped data) against the authors' "
+    "code driven through its own modules; target: >= 3x on CPU at 1 thread"
+)
 TARGET_SPEEDUP = 3.0
 #: The authors' objects this benchmark uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
@@ -124,7 +126,7 @@ def client_indices(clients: int, per_client: int, seed: int = 0) -> dict[int, np
     half = per_client // 2
     users: dict[int, np.ndarray] = {}
     for i in range(clients):
-        block = order[i * per_client:(i + 1) * per_client]
+        block = order[i * per_client : (i + 1) * per_client]
         users[i], users[-i - 1] = block[:half], block[half:]
     return users
 
@@ -132,22 +134,42 @@ def client_indices(clients: int, per_client: int, seed: int = 0) -> dict[int, np
 # --------------------------------------------------------------------------- the testbed's side
 
 
-def testbed_iteration(images: torch.Tensor, labels: torch.Tensor, clients: int,
-                      per_round: int, quick: bool) -> Callable[[], Any]:
+def testbed_iteration(
+    images: torch.Tensor, labels: torch.Tensor, clients: int, per_round: int, quick: bool
+) -> Callable[[], Any]:
     """One FedNest iteration of the testbed on the data, as a call (fresh context each time)."""
-    dataset = Dataset("mnist-shaped", images, labels, images[:CLASSES], labels[:CLASSES],
-                      CLASSES, source="random images of MNIST's shape")
-    problem = build_workload("hyper_representation", dataset,
-                             {"scheme": "iid", "n_clients": clients}, model="mlp", seed=0,
-                             dtype=torch.float32, validation_fraction=0.5,
-                             regularization="norm", regularization_strength=0.1,
-                             normalize=False)
-    fednest = FedNest(inner_steps=INNER_STEPS,
-                      neumann_terms=QUICK_NEUMANN_TERMS if quick else NEUMANN_TERMS,
-                      local_steps=QUICK_LOCAL_STEPS if quick else LOCAL_STEPS,
-                      truncation="deterministic", inner_step_size=INNER_LR,
-                      outer_step_size=HYPER_LR, neumann_step_size=HYPER_LR,
-                      scale_by_steps=False, participation=per_round)
+    dataset = Dataset(
+        "mnist-shaped",
+        images,
+        labels,
+        images[:CLASSES],
+        labels[:CLASSES],
+        CLASSES,
+        source="random images of MNIST's shape",
+    )
+    problem = build_workload(
+        "hyper_representation",
+        dataset,
+        {"scheme": "iid", "n_clients": clients},
+        model="mlp",
+        seed=0,
+        dtype=torch.float32,
+        validation_fraction=0.5,
+        regularization="norm",
+        regularization_strength=0.1,
+        normalize=False,
+    )
+    fednest = FedNest(
+        inner_steps=INNER_STEPS,
+        neumann_terms=QUICK_NEUMANN_TERMS if quick else NEUMANN_TERMS,
+        local_steps=QUICK_LOCAL_STEPS if quick else LOCAL_STEPS,
+        truncation="deterministic",
+        inner_step_size=INNER_LR,
+        outer_step_size=HYPER_LR,
+        neumann_step_size=HYPER_LR,
+        scale_by_steps=False,
+        participation=per_round,
+    )
     state = fednest.init(problem)
     return functools.partial(one_round, fednest, problem, state)
 
@@ -165,17 +187,42 @@ def authors_repo(path: str | os.PathLike[str] | None) -> Path | None:
     return None if named is None else checkout(named, AUTHORS_OBJECTS)
 
 
-def authors_arguments(code: types.SimpleNamespace, clients: int, per_round: int, batch: int,
-                      quick: bool) -> argparse.Namespace:
+def authors_arguments(
+    code: types.SimpleNamespace, clients: int, per_round: int, batch: int, quick: bool
+) -> argparse.Namespace:
     """Their ``args_parser()`` with this benchmark's settings on its command line."""
-    argv = ["main_hr.py", "--num_users", str(clients), "--frac", str(per_round / clients),
-            "--local_bs", str(batch), "--gpu", "-1", "--optim", "svrg", "--model", "mlp",
-            "--dataset", "mnist", "--iid", "--hvp_method", "global_batch",
-            "--inner_ep", str(INNER_STEPS),
-            "--neumann", str(QUICK_NEUMANN_TERMS if quick else NEUMANN_TERMS),
-            "--local_ep", str(QUICK_LOCAL_STEPS if quick else LOCAL_STEPS),
-            "--outer_tau", str(QUICK_LOCAL_STEPS if quick else LOCAL_STEPS),
-            "--lr", str(INNER_LR), "--hlr", str(HYPER_LR)]
+    argv = [
+        "main_hr.py",
+        "--num_users",
+        str(clients),
+        "--frac",
+        str(per_round / clients),
+        "--local_bs",
+        str(batch),
+        "--gpu",
+        "-1",
+        "--optim",
+        "svrg",
+        "--model",
+        "mlp",
+        "--dataset",
+        "mnist",
+        "--iid",
+        "--hvp_method",
+        "global_batch",
+        "--inner_ep",
+        str(INNER_STEPS),
+        "--neumann",
+        str(QUICK_NEUMANN_TERMS if quick else NEUMANN_TERMS),
+        "--local_ep",
+        str(QUICK_LOCAL_STEPS if quick else LOCAL_STEPS),
+        "--outer_tau",
+        str(QUICK_LOCAL_STEPS if quick else LOCAL_STEPS),
+        "--lr",
+        str(INNER_LR),
+        "--hlr",
+        str(HYPER_LR),
+    ]
     saved = sys.argv
     sys.argv = argv
     try:
@@ -186,9 +233,15 @@ def authors_arguments(code: types.SimpleNamespace, clients: int, per_round: int,
     return args
 
 
-def authors_iteration(code: types.SimpleNamespace, images: torch.Tensor, labels: torch.Tensor,
-                      clients: int, per_client: int, per_round: int,
-                      quick: bool) -> Callable[[], int]:
+def authors_iteration(
+    code: types.SimpleNamespace,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    clients: int,
+    per_client: int,
+    per_round: int,
+    quick: bool,
+) -> Callable[[], int]:
     """One iteration of the authors' ``main_hr.py`` loop body, as a call returning its rounds."""
     args = authors_arguments(code, clients, per_round, per_client // 2, quick)
     dataset = torch.utils.data.TensorDataset(images, labels)
@@ -234,32 +287,53 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
     code = import_authors_code(repo, AUTHORS_OBJECTS) if repo is not None else None
     rows: list[Row] = []
     targets: list[Target] = []
-    for per_round in ((2, clients) if quick else CLIENTS_PER_ROUND):
+    for per_round in (2, clients) if quick else CLIENTS_PER_ROUND:
         sides: dict[str, Callable[[], Any]] = {
-            "testbed": testbed_iteration(images, labels, clients, per_round, quick)}
+            "testbed": testbed_iteration(images, labels, clients, per_round, quick)
+        }
         if code is not None:
-            sides["authors"] = authors_iteration(code, images, labels, clients, per_client,
-                                                 per_round, quick)
+            sides["authors"] = authors_iteration(
+                code, images, labels, clients, per_client, per_round, quick
+            )
         timings = interleaved(sides, quick=quick, budget_s=120.0)
         ours = timings["testbed"]
-        row: Row = {"clients": clients, "clients_per_round": per_round,
-                    "train_per_client": per_client // 2,
-                    "validation_per_client": per_client - per_client // 2,
-                    "dim_x": int(ours.result.x.numel()), "dim_y": int(ours.result.y.numel()),
-                    "testbed_iteration_s": ours.median, "testbed_rounds": int(ours.result.rounds),
-                    "repeats": ours.repeats}
+        row: Row = {
+            "clients": clients,
+            "clients_per_round": per_round,
+            "train_per_client": per_client // 2,
+            "validation_per_client": per_client - per_client // 2,
+            "dim_x": int(ours.result.x.numel()),
+            "dim_y": int(ours.result.y.numel()),
+            "testbed_iteration_s": ours.median,
+            "testbed_rounds": int(ours.result.rounds),
+            "repeats": ours.repeats,
+        }
         if code is None:
-            row["authors_code"] = (f"not found: pass --authors-repo PATH or set {AUTHORS_ENV} "
-                                   "(git clone https://github.com/ucr-optml/FedNest)")
+            row["authors_code"] = (
+                f"not found: pass --authors-repo PATH or set {AUTHORS_ENV} "
+                "(git clone https://github.com/ucr-optml/FedNest)"
+            )
         else:
             theirs = timings["authors"]
             ratio = speedup(theirs, ours)
-            row.update({"authors_code": str(repo), "authors_iteration_s": theirs.median,
-                        "authors_rounds": int(theirs.result), "speedup": ratio})
+            row.update(
+                {
+                    "authors_code": str(repo),
+                    "authors_iteration_s": theirs.median,
+                    "authors_rounds": int(theirs.result),
+                    "speedup": ratio,
+                }
+            )
             if not quick:
-                targets.append(target(
-                    f"FedNest iteration vs the authors' code, M = {clients}, {per_round} "
-                    "clients per round, CPU, 1 thread", ratio, TARGET_SPEEDUP, "at_least"))
+                targets.append(
+                    target(
+                        f"FedNest iteration vs the authors' code, M = {clients}, {per_round} "
+                        "clients per round, CPU, 1 thread",
+                        ratio,
+                        TARGET_SPEEDUP,
+                        "at_least",
+                    )
+                )
         rows.append(row)
     return rows, targets
 
@@ -267,16 +341,27 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=NAME, description=DESCRIPTION)
     add_arguments(parser)
-    parser.add_argument("--authors-repo", type=Path, default=None,
-                        help=f"a checkout of ucr-optml/FedNest (default: ${AUTHORS_ENV})")
+    parser.add_argument(
+        "--authors-repo",
+        type=Path,
+        default=None,
+        help=f"a checkout of ucr-optml/FedNest (default: ${AUTHORS_ENV})",
+    )
     args = parser.parse_args(argv)
     try:
         if args.authors_repo is not None:
             authors_repo(args.authors_repo)  # fail early, before any timing
             os.environ[AUTHORS_ENV] = str(args.authors_repo)
-        path = run_benchmark(NAME, DESCRIPTION, measure, quick=args.quick, out_dir=args.out,
-                             device=args.device or "cpu", threads=args.threads,
-                             tf32=args.tf32)
+        path = run_benchmark(
+            NAME,
+            DESCRIPTION,
+            measure,
+            quick=args.quick,
+            out_dir=args.out,
+            device=args.device or "cpu",
+            threads=args.threads,
+            tf32=args.tf32,
+        )
     except AuthorsCodeError as error:
         print(f"{NAME}: {error}", file=sys.stderr)
         return 2

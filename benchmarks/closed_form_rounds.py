@@ -61,10 +61,12 @@ from testbed.estimators.aggitd import draw_index
 from testbed.federation.context import FederatedContext
 
 NAME = "closed_form_rounds"
-DESCRIPTION = ("One outer iteration of FedNest and FBO-AggITD on closed-form quadratics "
-               "(kappa 10): the batched client axis against the same-work replica, the "
-               "per-oracle streaming bound, a closed-form and an autograd per-client loop; "
-               "M = 10..1000, d = 10..200")
+DESCRIPTION = (
+    "One outer iteration of FedNest and FBO-AggITD on closed-form quadratics "
+    "(kappa 10): the batched client axis against the same-work replica, the "
+    "per-oracle streaming bound, a closed-form and an autograd per-client loop; "
+    "M = 10..1000, d = 10..200"
+)
 CLIENTS = Sized(full=(10, 100, 1000), quick=(4,))
 DIMS = Sized(full=(10, 50, 200), quick=(3,))
 TARGET_REPLICA = 1.5
@@ -83,8 +85,12 @@ def algorithms(problem: QuadraticBilevel) -> dict[str, OuterAlgorithm]:
     """
     fednest = get_estimator("fednest").build(truncation="deterministic")
     steps = fednest.resolve_steps(problem)
-    fednest = dataclasses.replace(fednest, inner_step_size=steps.inner,
-                                  outer_step_size=steps.outer, neumann_step_size=steps.neumann)
+    fednest = dataclasses.replace(
+        fednest,
+        inner_step_size=steps.inner,
+        outer_step_size=steps.outer,
+        neumann_step_size=steps.neumann,
+    )
     step = 1.0 / problem.constants().L
     aggitd = get_estimator("fbo-aggitd").build(inner_step_size=step, neumann_step_size=step)
     return {"fednest": fednest, "fbo-aggitd": aggitd}
@@ -97,32 +103,43 @@ def one_round(algorithm: OuterAlgorithm, problem: Problem, state: Any, seed: int
     clear = getattr(problem, "clear_caches", None)
     if clear is not None:
         clear()
-    ctx = FederatedContext(problem, np.random.default_rng(seed), algorithm.participation,
-                           algorithm.batch_size)
+    ctx = FederatedContext(
+        problem, np.random.default_rng(seed), algorithm.participation, algorithm.batch_size
+    )
     return algorithm.step(ctx, state)
 
 
 def oracle_calls_per_round(algorithm: OuterAlgorithm, problem: Problem, state: Any) -> int:
-    ctx = FederatedContext(problem, np.random.default_rng(0), algorithm.participation,
-                           algorithm.batch_size)
+    ctx = FederatedContext(
+        problem, np.random.default_rng(0), algorithm.participation, algorithm.batch_size
+    )
     algorithm.step(ctx, state)
     return ctx.calls().oracle_calls
 
 
-def replica(name: str, algorithm: Any, problem: QuadraticBilevel, state: Any,
-            seed: int = 0) -> Callable[[], Any]:
+def replica(
+    name: str, algorithm: Any, problem: QuadraticBilevel, state: Any, seed: int = 0
+) -> Callable[[], Any]:
     """The same-work replica of ``algorithm``'s step from ``state`` (same draws as ``seed``)."""
     if name == "fednest":
-        kw = {"inner_steps": algorithm.inner_steps, "local_steps": algorithm.local_steps,
-              "neumann_terms": algorithm.neumann_terms, "inner_step": algorithm.inner_step_size,
-              "outer_step": algorithm.outer_step_size,
-              "neumann_step": algorithm.neumann_step_size}
+        kw = {
+            "inner_steps": algorithm.inner_steps,
+            "local_steps": algorithm.local_steps,
+            "neumann_terms": algorithm.neumann_terms,
+            "inner_step": algorithm.inner_step_size,
+            "outer_step": algorithm.outer_step_size,
+            "neumann_step": algorithm.neumann_step_size,
+        }
         return lambda: fednest_replica(problem, state.x, state.y, **kw)
     index = draw_index(np.random.default_rng(seed), algorithm.inner_steps)
-    kw = {"inner_steps": algorithm.inner_steps, "local_steps": algorithm.local_steps,
-          "index": index, "inner_step": algorithm.inner_step_size,
-          "outer_step": algorithm.outer_step_size or 0.01,
-          "neumann_step": algorithm.neumann_step_size}
+    kw = {
+        "inner_steps": algorithm.inner_steps,
+        "local_steps": algorithm.local_steps,
+        "index": index,
+        "inner_step": algorithm.inner_step_size,
+        "outer_step": algorithm.outer_step_size or 0.01,
+        "neumann_step": algorithm.neumann_step_size,
+    }
     return lambda: fbo_aggitd_replica(problem, state.x, state.y, **kw)
 
 
@@ -130,8 +147,9 @@ def _x(result: Any) -> torch.Tensor:
     return result[0] if isinstance(result, tuple) else result.x
 
 
-def sides(name: str, algorithm: OuterAlgorithm, problem: QuadraticBilevel, state: Any,
-          quick: bool) -> dict[str, Callable[[], Any]]:
+def sides(
+    name: str, algorithm: OuterAlgorithm, problem: QuadraticBilevel, state: Any, quick: bool
+) -> dict[str, Callable[[], Any]]:
     """Every side timed at this grid point (see the module docstring for which run where)."""
     M, d = problem.n_clients, problem.dim_y
     out: dict[str, Callable[[], Any]] = {
@@ -149,8 +167,9 @@ def sides(name: str, algorithm: OuterAlgorithm, problem: QuadraticBilevel, state
     return out
 
 
-def measure_point(name: str, algorithm: OuterAlgorithm, problem: QuadraticBilevel,
-                  quick: bool) -> Row:
+def measure_point(
+    name: str, algorithm: OuterAlgorithm, problem: QuadraticBilevel, quick: bool
+) -> Row:
     state = algorithm.init(problem)
     timed = sides(name, algorithm, problem, state, quick)
     timings = interleaved(timed, quick=quick)
@@ -161,12 +180,16 @@ def measure_point(name: str, algorithm: OuterAlgorithm, problem: QuadraticBileve
             continue
         gap = float((_x(timing.result) - _x(batched.result)).abs().max())
         if not gap <= AGREE_RTOL * scale:
-            raise AssertionError(f"{name}, M = {problem.n_clients}, d = {problem.dim_y}: the "
-                                 f"{side} iterate differs from the batched one by {gap:.3g}")
+            raise AssertionError(
+                f"{name}, M = {problem.n_clients}, d = {problem.dim_y}: the "
+                f"{side} iterate differs from the batched one by {gap:.3g}"
+            )
     counter = ReadCounter(problem)
     one_round(algorithm, counter, state)
     row: Row = {
-        "algorithm": name, "clients": problem.n_clients, "dim": problem.dim_y,
+        "algorithm": name,
+        "clients": problem.n_clients,
+        "dim": problem.dim_y,
         "rounds_per_iteration": int(algorithm.rounds_per_iteration() or 0),
         "oracle_calls_per_client": oracle_calls_per_round(algorithm, problem, state)
         // problem.n_clients,
@@ -191,8 +214,7 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
             for M in CLIENTS(quick):
                 problem = QuadraticBilevel.random(M, d, d, 10.0, 0.3, seed=0)
                 for name, algorithm in algorithms(problem).items():
-                    rows.append({"device": "cpu", **measure_point(name, algorithm, problem,
-                                                                  quick)})
+                    rows.append({"device": "cpu", **measure_point(name, algorithm, problem, quick)})
                 del problem
     out = targets(rows, quick) if rows else []
     if "cuda" in device_list:
@@ -233,8 +255,9 @@ def tiled(base: QuadraticBilevel, clients: int) -> QuadraticBilevel:
         moved = array.to(torch.get_default_device())
         return Owned(moved.repeat(reps, *([1] * (moved.dim() - 1)))[:clients].contiguous())
 
-    return QuadraticBilevel(*(rep(getattr(base, k)) for k in "ABbCDcEe"),
-                            name="QuadraticBilevel.tiled")
+    return QuadraticBilevel(
+        *(rep(getattr(base, k)) for k in "ABbCDcEe"), name="QuadraticBilevel.tiled"
+    )
 
 
 def cuda_rows(quick: bool) -> list[Row]:
@@ -253,11 +276,18 @@ def cuda_rows(quick: bool) -> list[Row]:
         assert M % base.n_clients == 0, "whole copies of the tile keep its constants"
         need, (free, _) = array_bytes(M, d), torch.cuda.mem_get_info()
         if need > CUDA_MEMORY_FRACTION * free:
-            rows.append({"device": "cuda", "algorithm": "fednest, fbo-aggitd", "clients": M,
-                         "dim": d, "array_gb": need / 1e9,
-                         "skipped": f"needs {need / 1e9:.0f} GB of float64 arrays; {gpu} has "
-                                    f"{free / 1e9:.0f} GB free ({CUDA_MEMORY_FRACTION:.0%} "
-                                    "usable)"})
+            rows.append(
+                {
+                    "device": "cuda",
+                    "algorithm": "fednest, fbo-aggitd",
+                    "clients": M,
+                    "dim": d,
+                    "array_gb": need / 1e9,
+                    "skipped": f"needs {need / 1e9:.0f} GB of float64 arrays; {gpu} has "
+                    f"{free / 1e9:.0f} GB free ({CUDA_MEMORY_FRACTION:.0%} "
+                    "usable)",
+                }
+            )
             progress(f"cuda M = {M}, d = {d}: {rows[-1]['skipped']}")
             continue
         with torch.device("cuda"):
@@ -267,26 +297,41 @@ def cuda_rows(quick: bool) -> list[Row]:
             build_s = time.perf_counter() - start
             for name, algorithm in resolved.items():
                 state = algorithm.init(problem)
-                timings = interleaved({"batched": functools.partial(one_round, algorithm,
-                                                                    problem, state),
-                                       "replica": replica(name, algorithm, problem, state)},
-                                      quick=quick)
+                timings = interleaved(
+                    {
+                        "batched": functools.partial(one_round, algorithm, problem, state),
+                        "replica": replica(name, algorithm, problem, state),
+                    },
+                    quick=quick,
+                )
                 batched = timings["batched"]
                 scale = max(1.0, float(_x(batched.result).abs().max()))
                 gap = float((_x(timings["replica"].result) - _x(batched.result)).abs().max())
                 if not gap <= AGREE_RTOL * scale:
-                    raise AssertionError(f"{name}, M = {M}, d = {d}, cuda: the replica's iterate "
-                                         f"differs from the batched one by {gap:.3g}")
-                rows.append({"device": "cuda", "algorithm": name, "clients": M, "dim": d,
-                             "array_gb": need / 1e9, "build_s": build_s,
-                             "batched_s": batched.median,
-                             "replica_s": timings["replica"].median,
-                             "replica_over_batched": timings["replica"].median / batched.median,
-                             "batched_ms_per_client": 1e3 * batched.median / M,
-                             "repeats": batched.repeats})
-                progress(f"cuda {name}, M = {M}, d = {d}: batched {batched.median:.4g} s, "
-                         f"replica {timings['replica'].median:.4g} s (problem built in "
-                         f"{build_s:.3g} s)")
+                    raise AssertionError(
+                        f"{name}, M = {M}, d = {d}, cuda: the replica's iterate "
+                        f"differs from the batched one by {gap:.3g}"
+                    )
+                rows.append(
+                    {
+                        "device": "cuda",
+                        "algorithm": name,
+                        "clients": M,
+                        "dim": d,
+                        "array_gb": need / 1e9,
+                        "build_s": build_s,
+                        "batched_s": batched.median,
+                        "replica_s": timings["replica"].median,
+                        "replica_over_batched": timings["replica"].median / batched.median,
+                        "batched_ms_per_client": 1e3 * batched.median / M,
+                        "repeats": batched.repeats,
+                    }
+                )
+                progress(
+                    f"cuda {name}, M = {M}, d = {d}: batched {batched.median:.4g} s, "
+                    f"replica {timings['replica'].median:.4g} s (problem built in "
+                    f"{build_s:.3g} s)"
+                )
         del problem
         torch.cuda.empty_cache()
     return rows
@@ -298,17 +343,30 @@ def cuda_targets(rows: list[Row]) -> list[Target]:
     out: list[Target] = []
     measured = [r for r in rows if "skipped" not in r]
     for row in measured:
-        out.append(target(f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}, cuda: "
-                          "batched / same-work replica",
-                          1.0 / float(row["replica_over_batched"]), TARGET_REPLICA, "at_most"))
+        out.append(
+            target(
+                f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}, cuda: "
+                "batched / same-work replica",
+                1.0 / float(row["replica_over_batched"]),
+                TARGET_REPLICA,
+                "at_most",
+            )
+        )
     for name in sorted({str(r["algorithm"]) for r in measured}):
         by_m = {int(r["clients"]): r for r in measured if r["algorithm"] == name}
         if len(by_m) >= 2:
             low, high = min(by_m), max(by_m)
-            growth = (float(by_m[high]["batched_ms_per_client"])
-                      / float(by_m[low]["batched_ms_per_client"]))
-            out.append(target(f"{name}, cuda: time per client at M = {high} over M = {low}",
-                              growth, TARGET_LINEAR, "at_most"))
+            growth = float(by_m[high]["batched_ms_per_client"]) / float(
+                by_m[low]["batched_ms_per_client"]
+            )
+            out.append(
+                target(
+                    f"{name}, cuda: time per client at M = {high} over M = {low}",
+                    growth,
+                    TARGET_LINEAR,
+                    "at_most",
+                )
+            )
     return out
 
 
@@ -319,19 +377,40 @@ def targets(rows: list[Row], quick: bool) -> list[Target]:
         point = (row["clients"], row["dim"])
         label = f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}"
         if point in focus:
-            out.append(target(f"{label}: batched / same-work replica",
-                              1.0 / float(row["replica_over_batched"]), TARGET_REPLICA,
-                              "at_most"))
-            out.append(target(f"{label}: batched / per-oracle streaming bound",
-                              1.0 / float(row["stream_bound_over_batched"]), TARGET_BOUND,
-                              "at_most"))
+            out.append(
+                target(
+                    f"{label}: batched / same-work replica",
+                    1.0 / float(row["replica_over_batched"]),
+                    TARGET_REPLICA,
+                    "at_most",
+                )
+            )
+            out.append(
+                target(
+                    f"{label}: batched / per-oracle streaming bound",
+                    1.0 / float(row["stream_bound_over_batched"]),
+                    TARGET_BOUND,
+                    "at_most",
+                )
+            )
         if quick or int(row["clients"]) >= 10:
-            out.append(target(f"{label}: speedup over the closed-form per-client loop",
-                              float(row["closed_form_loop_over_batched"]), 1.0, "at_least"))
+            out.append(
+                target(
+                    f"{label}: speedup over the closed-form per-client loop",
+                    float(row["closed_form_loop_over_batched"]),
+                    1.0,
+                    "at_least",
+                )
+            )
         if point == ((4, 3) if quick else (100, 50)):
-            out.append(target(f"{label}: speedup over the per-client autograd loop",
-                              float(row["autograd_loop_over_batched"]), TARGET_AUTOGRAD,
-                              "at_least"))
+            out.append(
+                target(
+                    f"{label}: speedup over the per-client autograd loop",
+                    float(row["autograd_loop_over_batched"]),
+                    TARGET_AUTOGRAD,
+                    "at_least",
+                )
+            )
     return out
 
 

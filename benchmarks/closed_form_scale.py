@@ -29,10 +29,12 @@ from typing import Any
 from _common import Row, Sized, Target, cli, target
 
 NAME = "closed_form_scale"
-DESCRIPTION = ("One outer iteration of FedNest and FBO-AggITD on closed-form quadratics against "
-               "the number of clients, each M in a fresh process: time per client and peak "
-               "memory against the arrays; targets: linear in M from 100 to 10,000 (1.3x), "
-               "M = 10,000 at d = 200 within 24 GiB")
+DESCRIPTION = (
+    "One outer iteration of FedNest and FBO-AggITD on closed-form quadratics against "
+    "the number of clients, each M in a fresh process: time per client and peak "
+    "memory against the arrays; targets: linear in M from 100 to 10,000 (1.3x), "
+    "M = 10,000 at d = 200 within 24 GiB"
+)
 DIM = Sized(full=200, quick=3)
 CLIENTS = Sized(full=(100, 1000, 10_000), quick=(4, 8))
 TARGET_LINEAR = 1.3
@@ -60,27 +62,39 @@ def point(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
     start = time.perf_counter()
     problem = QuadraticBilevel.random(clients, dim, dim, 10.0, 0.3, seed=0)
     build_s = time.perf_counter() - start
-    arrays = sum(a.numel() * a.element_size()
-                 for a in (problem.A, problem.B, problem.C, problem.D, problem.E))
-    seconds = {name: time_call(functools.partial(one_round, algorithm, problem,
-                                                 algorithm.init(problem)),
-                               min_run_time=min_run_time).minimum
-               for name, algorithm in algorithms(problem).items()}
+    arrays = sum(
+        a.numel() * a.element_size()
+        for a in (problem.A, problem.B, problem.C, problem.D, problem.E)
+    )
+    seconds = {
+        name: time_call(
+            functools.partial(one_round, algorithm, problem, algorithm.init(problem)),
+            min_run_time=min_run_time,
+        ).minimum
+        for name, algorithm in algorithms(problem).items()
+    }
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return {"build_s": build_s, "array_gb": arrays / 1e9, "peak_rss_gb": peak / 1e9,
-            "seconds": seconds}
+    return {
+        "build_s": build_s,
+        "array_gb": arrays / 1e9,
+        "peak_rss_gb": peak / 1e9,
+        "seconds": seconds,
+    }
 
 
 def measure_in_child(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
     """:func:`point` in a fresh interpreter (its own peak memory); raises if the child fails."""
     here = Path(__file__).resolve().parent
-    code = (f"import sys, json; sys.path.insert(0, {str(here)!r}); import closed_form_scale as s; "
-            f"print(json.dumps(s.point({clients}, {dim}, {min_run_time!r})))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=False)
+    code = (
+        f"import sys, json; sys.path.insert(0, {str(here)!r}); import closed_form_scale as s; "
+        f"print(json.dumps(s.point({clients}, {dim}, {min_run_time!r})))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise RuntimeError(f"M = {clients}, d = {dim}: the child exited {done.returncode}: "
-                           f"{done.stderr.strip()[-2000:]}")
+        raise RuntimeError(
+            f"M = {clients}, d = {dim}: the child exited {done.returncode}: "
+            f"{done.stderr.strip()[-2000:]}"
+        )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -91,11 +105,19 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
     for M in CLIENTS(quick):
         result = measure_in_child(M, dim, MIN_RUN_S(quick))
         for name, seconds in result["seconds"].items():
-            rows.append({"algorithm": name, "clients": M, "dim": dim,
-                         "round_s": seconds, "round_ms_per_client": 1e3 * seconds / M,
-                         "build_s": result["build_s"], "array_gb": result["array_gb"],
-                         "peak_rss_gb": result["peak_rss_gb"],
-                         "peak_over_arrays": result["peak_rss_gb"] / result["array_gb"]})
+            rows.append(
+                {
+                    "algorithm": name,
+                    "clients": M,
+                    "dim": dim,
+                    "round_s": seconds,
+                    "round_ms_per_client": 1e3 * seconds / M,
+                    "build_s": result["build_s"],
+                    "array_gb": result["array_gb"],
+                    "peak_rss_gb": result["peak_rss_gb"],
+                    "peak_over_arrays": result["peak_rss_gb"] / result["array_gb"],
+                }
+            )
         print(f"  M = {M}, d = {dim}: {result}", file=sys.stderr, flush=True)
     return rows, targets(rows)
 
@@ -106,11 +128,23 @@ def targets(rows: list[Row]) -> list[Target]:
     for name in sorted({r["algorithm"] for r in rows}):
         by_m = {r["clients"]: r for r in rows if r["algorithm"] == name}
         growth = by_m[largest]["round_ms_per_client"] / by_m[smallest]["round_ms_per_client"]
-        out.append(target(f"{name}: time per client at M = {largest} over M = {smallest}",
-                          growth, TARGET_LINEAR, "at_most"))
+        out.append(
+            target(
+                f"{name}: time per client at M = {largest} over M = {smallest}",
+                growth,
+                TARGET_LINEAR,
+                "at_most",
+            )
+        )
     top = next(r for r in rows if r["clients"] == largest)
-    out.append(target(f"peak resident memory at M = {largest}, d = {top['dim']} (GB)",
-                      float(top["peak_rss_gb"]), MEMORY_LIMIT_GB, "at_most"))
+    out.append(
+        target(
+            f"peak resident memory at M = {largest}, d = {top['dim']} (GB)",
+            float(top["peak_rss_gb"]),
+            MEMORY_LIMIT_GB,
+            "at_most",
+        )
+    )
     return out
 
 

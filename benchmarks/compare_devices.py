@@ -42,8 +42,9 @@ def read_claims(results: Path) -> dict[str, dict[str, Any]]:
     """The checked claim files of a results folder, by file name (claim, or claim@estimator)."""
     folder = results / CLAIMS
     if not folder.is_dir():
-        raise NotAResultsFolder(f"{results}: no {CLAIMS}/ folder (not a testbed check results "
-                                "folder)")
+        raise NotAResultsFolder(
+            f"{results}: no {CLAIMS}/ folder (not a testbed check results folder)"
+        )
     out: dict[str, dict[str, Any]] = {}
     for path in sorted(folder.glob("*.json")):
         data, problem = read_claim_file(path, results)
@@ -74,22 +75,29 @@ def _gap(a: float, b: float, bound: float) -> float:
 
 def compare_claim(cpu: Mapping[str, Any], cuda: Mapping[str, Any]) -> dict[str, Any]:
     """What differs between one claim's two files, and the largest measured gaps."""
-    differences = [f"{field}: cpu {cpu.get(field)!r}, cuda {cuda.get(field)!r}"
-                   for field in SAME_FIELDS if cpu.get(field) != cuda.get(field)]
+    differences = [
+        f"{field}: cpu {cpu.get(field)!r}, cuda {cuda.get(field)!r}"
+        for field in SAME_FIELDS
+        if cpu.get(field) != cuda.get(field)
+    ]
     power_cpu, power_cuda = cpu.get("power") or {}, cuda.get("power") or {}
     if power_cpu.get("verdict") != power_cuda.get("verdict"):
-        differences.append(f"power verdict: cpu {power_cpu.get('verdict')!r}, "
-                           f"cuda {power_cuda.get('verdict')!r}")
+        differences.append(
+            f"power verdict: cpu {power_cpu.get('verdict')!r}, cuda {power_cuda.get('verdict')!r}"
+        )
     cases_cpu, cases_cuda = cpu.get("cases") or [], cuda.get("cases") or []
     worst = 0.0
     for index, (a, b) in enumerate(zip(cases_cpu, cases_cuda, strict=False)):
         if a.get("problem_id") != b.get("problem_id") or a.get("params") != b.get("params"):
-            differences.append(f"case {index}: drawn differently ({a.get('problem_id')} / "
-                               f"{b.get('problem_id')})")
+            differences.append(
+                f"case {index}: drawn differently ({a.get('problem_id')} / {b.get('problem_id')})"
+            )
             continue
         if a.get("outcome") != b.get("outcome"):
-            differences.append(f"case {index} ({a.get('problem_id')}): outcome cpu "
-                               f"{a.get('outcome')!r}, cuda {b.get('outcome')!r}")
+            differences.append(
+                f"case {index} ({a.get('problem_id')}): outcome cpu "
+                f"{a.get('outcome')!r}, cuda {b.get('outcome')!r}"
+            )
         mine, theirs = _measured(a), _measured(b)
         if (mine is None) != (theirs is None):
             differences.append(f"case {index}: measured on one device only")
@@ -109,8 +117,9 @@ def read_several(folders: Sequence[Path]) -> dict[str, dict[str, Any]]:
     for folder in folders:
         for name, data in read_claims(folder).items():
             if name in out:
-                raise NotAResultsFolder(f"{folder}: {CLAIMS}/{name}.json is also in another "
-                                        "folder of the same side")
+                raise NotAResultsFolder(
+                    f"{folder}: {CLAIMS}/{name}.json is also in another folder of the same side"
+                )
             out[name] = data
     return out
 
@@ -125,8 +134,7 @@ def compare(cpu_results: Path, cuda_results: Path | Sequence[Path]) -> dict[str,
         "compared": len(both),
         "only_cpu": sorted(set(cpu) - set(cuda)),
         "only_cuda": sorted(set(cuda) - set(cpu)),
-        "differing": {name: c["differences"] for name, c in per_claim.items()
-                      if c["differences"]},
+        "differing": {name: c["differences"] for name, c in per_claim.items() if c["differences"]},
         "max_difference": max((c["max_difference"] for c in per_claim.values()), default=0.0),
         "verdicts": {name: [cpu[name]["verdict"], cuda[name]["verdict"]] for name in both},
     }
@@ -147,11 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: " + "; ".join(differences))
     for side in ("only_cpu", "only_cuda"):
         if result[side]:
-            print(f"{side.replace('_', ' on the ')} ({len(result[side])}, not compared): "
-                  + ", ".join(result[side]))
-    print(f"{result['compared']} claim files compared, {len(result['differing'])} differ; "
-          f"largest measured difference {result['max_difference']:.3g} (relative to the larger "
-          "of the two numbers and the bound)")
+            print(
+                f"{side.replace('_', ' on the ')} ({len(result[side])}, not compared): "
+                + ", ".join(result[side])
+            )
+    print(
+        f"{result['compared']} claim files compared, {len(result['differing'])} differ; "
+        f"largest measured difference {result['max_difference']:.3g} (relative to the larger "
+        "of the two numbers and the bound)"
+    )
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     return 1 if result["differing"] else 0

@@ -39,20 +39,34 @@ RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _files(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): TIMING.sub(b'"seconds": 0', p.read_bytes())
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and p.name != "metadata.json"}
+    return {
+        p.relative_to(folder).as_posix(): TIMING.sub(b'"seconds": 0', p.read_bytes())
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != "metadata.json"
+    }
 
 
 def _ray(*args: str) -> None:
     ray = Path(sys.executable).with_name("ray")
-    subprocess.run([str(ray), *args], check=True, env={**os.environ, **RAY_ENV},
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [str(ray), *args], check=True, env={**os.environ, **RAY_ENV}, stdout=subprocess.DEVNULL
+    )
 
 
 def _check(profile: str, results: Path, extra: list[str]) -> float:
-    command = [sys.executable, "-m", "testbed_app", "check", "--profile", profile,
-               "--claims-only", "--quiet", "--results", str(results), *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "testbed_app",
+        "check",
+        "--profile",
+        profile,
+        "--claims-only",
+        "--quiet",
+        "--results",
+        str(results),
+        *extra,
+    ]
     tic = time.perf_counter()
     done = subprocess.run(command, env={**os.environ, **RAY_ENV}, stdout=subprocess.DEVNULL)
     seconds = time.perf_counter() - tic
@@ -65,8 +79,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profile", default="thorough", choices=("fast", "thorough"))
     parser.add_argument("--out", default="results/executors")
-    parser.add_argument("--claim", action="append", default=[],
-                        help="only this claim (repeatable; a quick trial of the script)")
+    parser.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        help="only this claim (repeatable; a quick trial of the script)",
+    )
     args = parser.parse_args()
     modes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="executors-bench-") as tmp:
@@ -74,8 +92,14 @@ def main() -> int:
             results = Path(tmp) / name.replace(", ", "-").replace(" ", "")
             extra = [arg for claim in args.claim for arg in ("--claim", claim)]
             if cpus:
-                _ray("start", "--head", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
-                     "--include-dashboard=false", "--disable-usage-stats")
+                _ray(
+                    "start",
+                    "--head",
+                    f"--num-cpus={cpus}",
+                    "--node-ip-address=127.0.0.1",
+                    "--include-dashboard=false",
+                    "--disable-usage-stats",
+                )
                 extra += ["--executor", "ray", "--address", "auto"]
             load_before = os.getloadavg()[0]
             try:
@@ -83,17 +107,26 @@ def main() -> int:
             finally:
                 if cpus:
                     _ray("stop", "--force")
-            modes.append({"mode": name, "seconds": round(seconds, 1),
-                          "load_average_before": round(load_before, 2),
-                          "load_average_after": round(os.getloadavg()[0], 2),
-                          "same_files_as_local": _files(results) == _files(
-                              Path(tmp) / "local")})
+            modes.append(
+                {
+                    "mode": name,
+                    "seconds": round(seconds, 1),
+                    "load_average_before": round(load_before, 2),
+                    "load_average_after": round(os.getloadavg()[0], 2),
+                    "same_files_as_local": _files(results) == _files(Path(tmp) / "local"),
+                }
+            )
             print(modes[-1], flush=True)
     local = modes[0]["seconds"]
     for mode in modes:
         mode["ratio_to_local"] = round(mode["seconds"] / local, 3)
-    record = {"benchmark": "executors", "profile": args.profile, "cpu_count": os.cpu_count(),
-              "date": time.strftime("%Y-%m-%d"), "modes": modes}
+    record = {
+        "benchmark": "executors",
+        "profile": args.profile,
+        "cpu_count": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+        "modes": modes,
+    }
     atomic_write(Path(args.out) / "executors.json", json.dumps(record, indent=2) + "\n")
     print(json.dumps(record, indent=2))
     return 0

@@ -45,9 +45,11 @@ from typing import Any
 from _common import cli, load_average
 
 NAME = "flower_deploy"
-DESCRIPTION = ("FBO-AggITD (7 rounds per iteration, 10 clients per iteration) on Flower: seconds "
-               "per outer iteration and per round on the simulation engine and a local "
-               "deployment, against the batched simulation; M = 10, 100; quadratic and digits MLP")
+DESCRIPTION = (
+    "FBO-AggITD (7 rounds per iteration, 10 clients per iteration) on Flower: seconds "
+    "per outer iteration and per round on the simulation engine and a local "
+    "deployment, against the batched simulation; M = 10, 100; quadratic and digits MLP"
+)
 CLIENTS = (10, 100)
 PER_ROUND = 10
 # Memory a SuperNode process and a running ClientApp process hold, rounded up from what this
@@ -68,15 +70,30 @@ def specs(n_clients: int, quick: bool) -> dict[str, Any]:
     from problems import QuadraticBilevel
     from testbed_app.flower.spec import DeploySpec, load_spec
 
-    algorithm = {"name": "fbo-aggitd", "inner_steps": 2, "local_steps": 1,
-                 "outer_step_size": 0.05, "participation": PER_ROUND}
+    algorithm = {
+        "name": "fbo-aggitd",
+        "inner_steps": 2,
+        "local_steps": 1,
+        "outer_step_size": 0.05,
+        "participation": PER_ROUND,
+    }
     dim = 4 if quick else 10
-    quadratic = DeploySpec(f"bench-quadratic-m{n_clients}", {"closed_form": QuadraticBilevel.random(
-        n_clients, dim, dim, 10.0, 0.3, seed=0).spec()}, algorithm, steps=2)
+    quadratic = DeploySpec(
+        f"bench-quadratic-m{n_clients}",
+        {"closed_form": QuadraticBilevel.random(n_clients, dim, dim, 10.0, 0.3, seed=0).spec()},
+        algorithm,
+        steps=2,
+    )
     config = Path(__file__).resolve().parents[1] / "configs" / "aggitd_table2_iid_tau1.toml"
-    digits = load_spec(config, steps=2, overrides={
-        "split.n_clients": n_clients, "algorithm.inner_steps": 2,
-        "algorithm.participation": PER_ROUND})
+    digits = load_spec(
+        config,
+        steps=2,
+        overrides={
+            "split.n_clients": n_clients,
+            "algorithm.inner_steps": 2,
+            "algorithm.participation": PER_ROUND,
+        },
+    )
     digits = dataclasses.replace(digits, name=f"bench-digits-m{n_clients}")
     return {"quadratic": quadratic, "digits MLP": digits}
 
@@ -93,22 +110,38 @@ def deployment_fits(n_clients: int) -> tuple[bool, str]:
     return available >= need, f"needs about {need} MB, {available} MB available"
 
 
-def _row(problem: str, spec: Any, engine: str, seconds: list[float], per_round: float,
-         batched: float, load_before: float, comparison: dict[str, Any] | None,
-         note: str = "") -> dict[str, Any]:
+def _row(
+    problem: str,
+    spec: Any,
+    engine: str,
+    seconds: list[float],
+    per_round: float,
+    batched: float,
+    load_before: float,
+    comparison: dict[str, Any] | None,
+    note: str = "",
+) -> dict[str, Any]:
     per_iteration = statistics.mean(seconds) if seconds else float("nan")
-    return {"problem": problem, "clients": spec.n_clients, "per_round": min(spec.n_clients,
-                                                                           PER_ROUND),
-            "engine": engine, "iterations": len(seconds),
-            "seconds_per_iteration": per_iteration, "seconds_per_round": per_round,
-            "ratio_to_batched": per_iteration / batched if seconds else float("nan"),
-            "same_numbers": bool(comparison and comparison["same_numbers"]),
-            "same_counts": bool(comparison and comparison["same_counts"]),
-            "load_before": load_before, "load_after": load_average(), "note": note}
+    return {
+        "problem": problem,
+        "clients": spec.n_clients,
+        "per_round": min(spec.n_clients, PER_ROUND),
+        "engine": engine,
+        "iterations": len(seconds),
+        "seconds_per_iteration": per_iteration,
+        "seconds_per_round": per_round,
+        "ratio_to_batched": per_iteration / batched if seconds else float("nan"),
+        "same_numbers": bool(comparison and comparison["same_numbers"]),
+        "same_counts": bool(comparison and comparison["same_counts"]),
+        "load_before": load_before,
+        "load_after": load_average(),
+        "note": note,
+    }
 
 
-def _flower_rows(problem: str, spec: Any, engine: str, folder: Path, batched: float,
-                 load_before: float) -> dict[str, Any]:
+def _flower_rows(
+    problem: str, spec: Any, engine: str, folder: Path, batched: float, load_before: float
+) -> dict[str, Any]:
     from testbed_app.flower.compare import compare
     from testbed_app.flower.records import read_run
 
@@ -118,8 +151,17 @@ def _flower_rows(problem: str, spec: Any, engine: str, folder: Path, batched: fl
     rounds = sum(row["flower"]["exchanges"] for row in rows)
     per_round = sum(row["seconds_rounds"] for row in rows) / max(rounds, 1)
     comparison = compare(spec, record, iterates) if record["status"] == "completed" else None
-    return _row(problem, spec, engine, seconds, per_round, batched, load_before, comparison,
-                "" if record["status"] == "completed" else record["status"])
+    return _row(
+        problem,
+        spec,
+        engine,
+        seconds,
+        per_round,
+        batched,
+        load_before,
+        comparison,
+        "" if record["status"] == "completed" else record["status"],
+    )
 
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
@@ -132,37 +174,59 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="flower-bench-") as tmp:
         results = Path(tmp)
-        for n_clients in (CLIENTS[:1] if quick else CLIENTS):
+        for n_clients in CLIENTS[:1] if quick else CLIENTS:
             for problem, spec in specs(n_clients, quick).items():
                 load_before = load_average()
                 simulate(spec)  # warm-up: the first calls fill caches (the MLP's feature cache)
                 _, batched = simulate(dataclasses.replace(spec, steps=BATCHED_ITERATIONS))
                 rounds = spec.build_algorithm().rounds_per_iteration()
-                rows.append(_row(problem, spec, "batched simulation", [batched],
-                                 batched / rounds, batched, load_before,
-                                 {"same_numbers": True, "same_counts": True}))
+                rows.append(
+                    _row(
+                        problem,
+                        spec,
+                        "batched simulation",
+                        [batched],
+                        batched / rounds,
+                        batched,
+                        load_before,
+                        {"same_numbers": True, "same_counts": True},
+                    )
+                )
                 print(f"{problem} M={n_clients}: batched {batched:.4f} s/iteration", flush=True)
                 load_before = load_average()
                 folder = run_on_simulation(spec, results, cpus=os.cpu_count())
-                rows.append(_flower_rows(problem, spec, "simulation engine", folder, batched,
-                                         load_before))
-                print(f"  simulation engine {rows[-1]['seconds_per_iteration']:.2f} s",
-                      flush=True)
+                rows.append(
+                    _flower_rows(problem, spec, "simulation engine", folder, batched, load_before)
+                )
+                print(f"  simulation engine {rows[-1]['seconds_per_iteration']:.2f} s", flush=True)
                 fits, need = deployment_fits(n_clients)
                 load_before = load_average()
                 deployed = spec if quick else _one_iteration(spec)
                 if not fits:
-                    rows.append(_row(problem, deployed, "local deployment", [], float("nan"),
-                                     batched, load_before, None, f"not run: {need}"))
+                    rows.append(
+                        _row(
+                            problem,
+                            deployed,
+                            "local deployment",
+                            [],
+                            float("nan"),
+                            batched,
+                            load_before,
+                            None,
+                            f"not run: {need}",
+                        )
+                    )
                     continue
                 logs = run_folder(results, spec.name, "deployment") / "logs"
                 with LocalDeployment(spec.n_clients, logs) as deployment:
                     started = time.perf_counter()
                     folder = deployment.run(deployed, results)
-                    print(f"  local deployment {time.perf_counter() - started:.0f} s",
-                          flush=True)
-                rows.append(_flower_rows(problem, deployed, "local deployment", folder,
-                                         batched, load_before))
+                    print(f"  local deployment {time.perf_counter() - started:.0f} s", flush=True)
+                rows.append(
+                    _flower_rows(
+                        problem, deployed, "local deployment", folder, batched, load_before
+                    )
+                )
     return rows, []
 
 

@@ -39,9 +39,11 @@ from problems import PerClientQuadratic, Problem, QuadraticBilevel
 from testbed import Calls, Oracles, get_estimator
 
 NAME = "hvp_cost"
-DESCRIPTION = ("Hessian-vector product time relative to an inner gradient on each workload "
-               "(target <= 3), and per-client oracle calls of one hypergradient against the "
-               "papers' minimum")
+DESCRIPTION = (
+    "Hessian-vector product time relative to an inner gradient on each workload "
+    "(target <= 3), and per-client oracle calls of one hypergradient against the "
+    "papers' minimum"
+)
 TARGET_HVP_RATIO = 3.0
 # Why 0.2 s (torch's own default for blocked_autorange): each call is milliseconds, so the
 # Timer's blocks hold many calls and 0.2 s of them give a median that is stable on a shared
@@ -58,8 +60,7 @@ def oracle_timings(workload: Workload, quick: bool) -> Row:
     x, y = (t.to(device) for t in workload.point)
     clients = torch.arange(problem.n_clients, device=device)
     gen = torch.Generator(device=device).manual_seed(0)
-    v = torch.randn(problem.n_clients, problem.dim_y, generator=gen, device=device,
-                    dtype=y.dtype)
+    v = torch.randn(problem.n_clients, problem.dim_y, generator=gen, device=device, dtype=y.dtype)
     batch = workload.batch(clients)
     calls: dict[str, Callable[[], object]] = {
         "grad_inner": lambda: oracles.grad_inner(x, y, clients, batch),
@@ -67,11 +68,15 @@ def oracle_timings(workload: Workload, quick: bool) -> Row:
         "hvp_inner": lambda: oracles.hvp_inner(x, y, v, clients, batch),
         "jvp_inner_xy": lambda: oracles.jvp_inner_xy(x, y, v, clients, batch),
     }
-    seconds = {name: time_call(fn, min_run_time=MIN_RUN_S(quick)).median
-               for name, fn in calls.items()}
+    seconds = {
+        name: time_call(fn, min_run_time=MIN_RUN_S(quick)).median for name, fn in calls.items()
+    }
     return {
-        "workload": workload.name, "device": device, "clients": problem.n_clients,
-        "dim_x": problem.dim_x, "dim_y": problem.dim_y,
+        "workload": workload.name,
+        "device": device,
+        "clients": problem.n_clients,
+        "dim_x": problem.dim_x,
+        "dim_y": problem.dim_y,
         **{f"{name}_s": value for name, value in seconds.items()},
         "hvp_over_grad": seconds["hvp_inner"] / seconds["grad_inner"],
         "jvp_over_grad": seconds["jvp_inner_xy"] / seconds["grad_inner"],
@@ -104,8 +109,9 @@ def call_cases(quick: bool) -> list[tuple[str, Problem, dict[str, int]]]:
     aggitd = {"inner_steps": 10, "local_steps": 1}
     hgp = {"neumann_terms": 50}
     if quick:
-        fedihgp, aggitd, hgp = ({k: min(v, 3) for k, v in d.items()}
-                                for d in (fedihgp, aggitd, hgp))
+        fedihgp, aggitd, hgp = (
+            {k: min(v, 3) for k, v in d.items()} for d in (fedihgp, aggitd, hgp)
+        )
     return [("fedihgp", bilevel, fedihgp), ("aggitd", bilevel, aggitd), ("hgp", per_client, hgp)]
 
 
@@ -119,18 +125,27 @@ def calls_per_hypergradient(quick: bool) -> tuple[list[Row], list[Target]]:
         drawn = {k: int(out.aux[k]) for k in ("truncation_index", "index") if k in out.aux}
         minimum = minimum_calls(name, {**params, **drawn})
         measured = {k: v / problem.n_clients for k, v in out.calls.as_dict().items()}
-        rows.append({
-            "estimator": name, "clients": problem.n_clients,
-            **{f"param_{k}": v for k, v in {**params, **drawn}.items()},
-            **{f"{k}_per_client": measured[k] for k in ("grad_f", "grad_g", "hvp", "jvp")},
-            **{f"minimum_{k}": getattr(minimum, k) for k in ("grad_f", "grad_g", "hvp", "jvp")},
-            "oracle_calls_per_client": measured["oracle_calls"],
-            "minimum_oracle_calls": minimum.oracle_calls,
-            "comm_rounds": out.calls.comm_rounds,
-        })
-        targets.append(target(f"{name}: oracle calls per client per hypergradient (minimum "
-                              f"{minimum.oracle_calls})", measured["oracle_calls"],
-                              minimum.oracle_calls, "at_most"))
+        rows.append(
+            {
+                "estimator": name,
+                "clients": problem.n_clients,
+                **{f"param_{k}": v for k, v in {**params, **drawn}.items()},
+                **{f"{k}_per_client": measured[k] for k in ("grad_f", "grad_g", "hvp", "jvp")},
+                **{f"minimum_{k}": getattr(minimum, k) for k in ("grad_f", "grad_g", "hvp", "jvp")},
+                "oracle_calls_per_client": measured["oracle_calls"],
+                "minimum_oracle_calls": minimum.oracle_calls,
+                "comm_rounds": out.calls.comm_rounds,
+            }
+        )
+        targets.append(
+            target(
+                f"{name}: oracle calls per client per hypergradient (minimum "
+                f"{minimum.oracle_calls})",
+                measured["oracle_calls"],
+                minimum.oracle_calls,
+                "at_most",
+            )
+        )
     return rows, targets
 
 
@@ -138,12 +153,19 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
     rows: list[Row] = []
     targets: list[Target] = []
     workloads = [closed_form_workload(quick)] + [
-        w for device in device_list for w in neural_workloads(quick, device)]
+        w for device in device_list for w in neural_workloads(quick, device)
+    ]
     for workload in workloads:
         row = oracle_timings(workload, quick)
         rows.append({"part": "time", **row})
-        targets.append(target(f"{workload.name} on {workload.device}: HVP / gradient time",
-                              float(row["hvp_over_grad"]), TARGET_HVP_RATIO, "at_most"))
+        targets.append(
+            target(
+                f"{workload.name} on {workload.device}: HVP / gradient time",
+                float(row["hvp_over_grad"]),
+                TARGET_HVP_RATIO,
+                "at_most",
+            )
+        )
     call_rows, call_targets = calls_per_hypergradient(quick)
     rows += [{"part": "calls", **row} for row in call_rows]
     return rows, targets + call_targets

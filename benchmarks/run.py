@@ -20,14 +20,20 @@ import hvp_cost
 import workload_round
 from _common import add_arguments, run_benchmark
 
-BENCHMARKS = {module.NAME: module for module in (closed_form_rounds, closed_form_scale, hvp_cost,
-                                                   workload_round, authors_fednest)}
+BENCHMARKS = {
+    module.NAME: module
+    for module in (closed_form_rounds, closed_form_scale, hvp_cost, workload_round, authors_fednest)
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks/run.py", description=__doc__.split("\n")[0])
-    parser.add_argument("names", nargs="*", metavar="NAME",
-                        help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})")
+    parser.add_argument(
+        "names",
+        nargs="*",
+        metavar="NAME",
+        help=f"benchmarks to run (default: all of {', '.join(BENCHMARKS)})",
+    )
     add_arguments(parser)
     args = parser.parse_args(argv)
     unknown = sorted(set(args.names) - set(BENCHMARKS))
@@ -35,9 +41,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}")
     for name in args.names or list(BENCHMARKS):
         module = BENCHMARKS[name]
-        path = run_benchmark(module.NAME, module.DESCRIPTION, module.measure, quick=args.quick,
-                             out_dir=args.out, device=args.device, threads=args.threads,
-                             tf32=args.tf32)
+        path = run_benchmark(
+            module.NAME,
+            module.DESCRIPTION,
+            module.measure,
+            quick=args.quick,
+            out_dir=args.out,
+            device=args.device,
+            threads=args.threads,
+            tf32=args.tf32,
+        )
         print(f"wrote {path}", flush=True)
     return 0
 

@@ -32,9 +32,11 @@ from problems import PerClientLoop
 from testbed.algorithms.fednest import FedNest
 
 NAME = "workload_round"
-DESCRIPTION = ("Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and "
-               "CNN hyper-representation workloads, 100 clients on digits, batched vs the "
-               "row-function per-client loop and PerClientLoop; target: >= 10x on a CUDA GPU")
+DESCRIPTION = (
+    "Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and "
+    "CNN hyper-representation workloads, 100 clients on digits, batched vs the "
+    "row-function per-client loop and PerClientLoop; target: >= 10x on a CUDA GPU"
+)
 TARGET_GPU_SPEEDUP = 10.0
 MODELS = ("hyper-representation MLP", "hyper-representation CNN")
 # Why 0.01: the authors' lr and hlr (ucr-optml/FedNest reproduce/fig2.sh); the Neumann scale of
@@ -49,8 +51,15 @@ MIN_RUN_S = Sized(full=1.0, quick=0.0)
 def algorithm(quick: bool) -> FedNest:
     """FedNest with the authors' code defaults (module docstring); smaller in quick mode."""
     T, N, tau = (1, 2, 2) if quick else (1, 5, 5)
-    return FedNest(inner_steps=T, neumann_terms=N, local_steps=tau, truncation="deterministic",
-                   inner_step_size=STEP, outer_step_size=STEP, neumann_step_size=STEP)
+    return FedNest(
+        inner_steps=T,
+        neumann_terms=N,
+        local_steps=tau,
+        truncation="deterministic",
+        inner_step_size=STEP,
+        outer_step_size=STEP,
+        neumann_step_size=STEP,
+    )
 
 
 def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target]]:
@@ -63,33 +72,56 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
             problem = workload.problem
             state = fednest.init(problem)
             timings = {
-                side: time_call(functools.partial(one_round, fednest, target_problem, state),
-                                min_run_time=MIN_RUN_S(quick))
-                for side, target_problem in (("batched", problem),
-                                             ("row_loop", WorkloadLoop(problem)),
-                                             ("looped", PerClientLoop(problem)))}
+                side: time_call(
+                    functools.partial(one_round, fednest, target_problem, state),
+                    min_run_time=MIN_RUN_S(quick),
+                )
+                for side, target_problem in (
+                    ("batched", problem),
+                    ("row_loop", WorkloadLoop(problem)),
+                    ("looped", PerClientLoop(problem)),
+                )
+            }
             batched, looped, row_loop = timings["batched"], timings["looped"], timings["row_loop"]
             ratio = speedup(row_loop, batched)
             moved = float((batched.result.x - state.x).abs().max())
-            difference = max(float((batched.result.x - other.result.x).abs().max())
-                             for other in (looped, row_loop))
-            rows.append({
-                "workload": workload.name, "device": device, "clients": problem.n_clients,
-                "dim_x": problem.dim_x, "dim_y": problem.dim_y, "dtype": "float32",
-                "rounds_per_iteration": rounds,
-                "batched_iteration_s": batched.median, "loop_iteration_s": looped.median,
-                "batched_round_s": batched.median / rounds, "loop_round_s": looped.median / rounds,
-                "row_loop_iteration_s": row_loop.median,
-                "row_loop_round_s": row_loop.median / rounds,
-                "speedup": ratio, "speedup_over_per_client_loop": speedup(looped, batched),
-                "batched_repeats": batched.repeats,
-                "loop_repeats": looped.repeats,
-                "max_abs_step_x": moved, "max_abs_difference_x": difference,
-            })
+            difference = max(
+                float((batched.result.x - other.result.x).abs().max())
+                for other in (looped, row_loop)
+            )
+            rows.append(
+                {
+                    "workload": workload.name,
+                    "device": device,
+                    "clients": problem.n_clients,
+                    "dim_x": problem.dim_x,
+                    "dim_y": problem.dim_y,
+                    "dtype": "float32",
+                    "rounds_per_iteration": rounds,
+                    "batched_iteration_s": batched.median,
+                    "loop_iteration_s": looped.median,
+                    "batched_round_s": batched.median / rounds,
+                    "loop_round_s": looped.median / rounds,
+                    "row_loop_iteration_s": row_loop.median,
+                    "row_loop_round_s": row_loop.median / rounds,
+                    "speedup": ratio,
+                    "speedup_over_per_client_loop": speedup(looped, batched),
+                    "batched_repeats": batched.repeats,
+                    "loop_repeats": looped.repeats,
+                    "max_abs_step_x": moved,
+                    "max_abs_difference_x": difference,
+                }
+            )
             if device == "cuda":
-                targets.append(target(f"{workload.name} on cuda: round speedup, batched vs "
-                                      f"row-function loop, M = {problem.n_clients}", ratio,
-                                      TARGET_GPU_SPEEDUP, "at_least"))
+                targets.append(
+                    target(
+                        f"{workload.name} on cuda: round speedup, batched vs "
+                        f"row-function loop, M = {problem.n_clients}",
+                        ratio,
+                        TARGET_GPU_SPEEDUP,
+                        "at_least",
+                    )
+                )
     return rows, targets
 
 

@@ -27,37 +27,49 @@ SPEC_BUILDERS["QuadraticMinimax.random"] = QuadraticMinimax.random
 SPEC_BUILDERS["QuadraticMinimax.fednest_synthetic"] = QuadraticMinimax.fednest_synthetic
 SPEC_BUILDERS["LinearCompositional.random"] = LinearCompositional.random
 SPEC_BUILDERS["RiskAverse"] = RiskAverse
-register(ProblemInfo(
-    name="quadratic-bilevel",
-    kind="bilevel",
-    reference="FedNest eq. (1) with quadratic f_i, g_i; the quadratic family of AggITD and FedMSA",
-    build=lambda seed=0: QuadraticBilevel.random(4, 3, 5, 10.0, 0.3, seed=seed),
-))
-register(ProblemInfo(
-    name="quadratic-minimax",
-    kind="minimax",
-    reference="FedNest eq. (2) and Sec. 4.3 (SC-SC quadratic saddle); FedMSA's minimax maps",
-    build=lambda seed=0: QuadraticMinimax.random(4, 3, 5, 10.0, 0.3, seed=seed),
-))
-register(ProblemInfo(
-    name="fednest-minimax-synthetic",
-    kind="minimax",
-    reference="FedNest Sec. 4.3 / Fig. 4 (lambda = 10, A_i = t_i I, centred b_i)",
-    build=lambda seed=0: QuadraticMinimax.fednest_synthetic(seed=seed),
-))
-register(ProblemInfo(
-    name="linear-compositional",
-    kind="compositional",
-    reference="FedNest eq. (7) for N = 1; FedMSA (Fed-MCO), Sec. 2.3, N >= 1 linear levels",
-    build=lambda seed=0: LinearCompositional.random(4, [2, 3, 4], seed),
-))
-register(ProblemInfo(
-    name="fedmsa-risk-averse",
-    kind="compositional",
-    reference="FedMSA Sec. 4 (mean-upper-semideviation, 3 levels)",
-    build=lambda seed=0: RiskAverse(seed=seed),
-    closed_form=False,
-))
+register(
+    ProblemInfo(
+        name="quadratic-bilevel",
+        kind="bilevel",
+        reference=(
+            "FedNest eq. (1) with quadratic f_i, g_i; the quadratic family of AggITD and FedMSA"
+        ),
+        build=lambda seed=0: QuadraticBilevel.random(4, 3, 5, 10.0, 0.3, seed=seed),
+    )
+)
+register(
+    ProblemInfo(
+        name="quadratic-minimax",
+        kind="minimax",
+        reference="FedNest eq. (2) and Sec. 4.3 (SC-SC quadratic saddle); FedMSA's minimax maps",
+        build=lambda seed=0: QuadraticMinimax.random(4, 3, 5, 10.0, 0.3, seed=seed),
+    )
+)
+register(
+    ProblemInfo(
+        name="fednest-minimax-synthetic",
+        kind="minimax",
+        reference="FedNest Sec. 4.3 / Fig. 4 (lambda = 10, A_i = t_i I, centred b_i)",
+        build=lambda seed=0: QuadraticMinimax.fednest_synthetic(seed=seed),
+    )
+)
+register(
+    ProblemInfo(
+        name="linear-compositional",
+        kind="compositional",
+        reference="FedNest eq. (7) for N = 1; FedMSA (Fed-MCO), Sec. 2.3, N >= 1 linear levels",
+        build=lambda seed=0: LinearCompositional.random(4, [2, 3, 4], seed),
+    )
+)
+register(
+    ProblemInfo(
+        name="fedmsa-risk-averse",
+        kind="compositional",
+        reference="FedMSA Sec. 4 (mean-upper-semideviation, 3 levels)",
+        build=lambda seed=0: RiskAverse(seed=seed),
+        closed_form=False,
+    )
+)
 
 __all__ = [
     "PROBLEM_KINDS",
@@ -94,19 +106,25 @@ from problems.per_client import PerClientQuadratic  # noqa: E402
 
 SPEC_BUILDERS["PerClientQuadratic.random"] = PerClientQuadratic.random
 SPEC_BUILDERS["PerClientLogistic.random"] = PerClientLogistic.random
-register(ProblemInfo(
-    name="per-client-quadratic",
-    kind="bilevel",
-    reference=("HGP Sec. 3, quadratic g_i and f_i (per-client hyperparameters lambda_i; x = "
-               "[lambda_i])"),
-    build=lambda seed=0: PerClientQuadratic.random(4, 2, 3, 5.0, seed, outer_coupling=0.5),
-))
-register(ProblemInfo(
-    name="per-client-logistic",
-    kind="bilevel",
-    reference="HGP Sec. 5.1 eq. (11) (decay) / eq. (12) (influence); FedEM synthetic data",
-    build=lambda seed=0: PerClientLogistic.random(3, 5, 100, 100, seed),
-))
+register(
+    ProblemInfo(
+        name="per-client-quadratic",
+        kind="bilevel",
+        reference=(
+            "HGP Sec. 3, quadratic g_i and f_i (per-client hyperparameters lambda_i; x = "
+            "[lambda_i])"
+        ),
+        build=lambda seed=0: PerClientQuadratic.random(4, 2, 3, 5.0, seed, outer_coupling=0.5),
+    )
+)
+register(
+    ProblemInfo(
+        name="per-client-logistic",
+        kind="bilevel",
+        reference="HGP Sec. 5.1 eq. (11) (decay) / eq. (12) (influence); FedEM synthetic data",
+        build=lambda seed=0: PerClientLogistic.random(3, 5, 100, 100, seed),
+    )
+)
 __all__ += ["PerClientLogistic", "PerClientQuadratic"]
 
 # --- the per-client-loop reference that the benchmarks compare the batched client axis with ---

@@ -153,17 +153,29 @@ class ClosedFormOracles(Protocol):
     ) -> torch.Tensor: ...
 
     def oracle_grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str = "xy",
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]: ...
 
     def oracle_hvp_inner(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor: ...
 
     def oracle_jvp_inner_xy(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor: ...
 
@@ -178,8 +190,10 @@ def check_finite(name: str, problem: str, array: torch.Tensor) -> None:
         finite = bool(torch.isfinite(array).all())
     else:
         step = chunk_size(array)
-        finite = all(bool(torch.isfinite(array[s:s + step]).all())
-                     for s in range(0, int(array.shape[0]), step))
+        finite = all(
+            bool(torch.isfinite(array[s : s + step]).all())
+            for s in range(0, int(array.shape[0]), step)
+        )
     if not finite:
         raise ProblemError(f"{problem}: array {name!r} has NaN or inf entries")
 
@@ -209,7 +223,7 @@ def asymmetry(array: torch.Tensor) -> float:
     step = chunk_size(array)
     worst = 0.0
     for start in range(0, int(array.shape[0]), step):
-        part = array[start:start + step]
+        part = array[start : start + step]
         worst = max(worst, float((part - part.transpose(-1, -2)).abs().max()))
     return worst
 
@@ -221,15 +235,19 @@ def abs_max(array: torch.Tensor) -> float:
     if array.ndim == 0:
         return float(array.abs())
     step = chunk_size(array)
-    return max(float(array[s:s + step].abs().max()) for s in range(0, int(array.shape[0]), step))
+    return max(float(array[s : s + step].abs().max()) for s in range(0, int(array.shape[0]), step))
 
 
 def spectral_norms(array: torch.Tensor) -> torch.Tensor:
     """``||a_i||_2`` of every matrix in a stack ``(M, m, n)``, one chunk at a time (the batched
     SVD copies its input)."""
     step = chunk_size(array)
-    return torch.cat([torch.linalg.matrix_norm(array[s:s + step], ord=2)
-                      for s in range(0, int(array.shape[0]), step)])
+    return torch.cat(
+        [
+            torch.linalg.matrix_norm(array[s : s + step], ord=2)
+            for s in range(0, int(array.shape[0]), step)
+        ]
+    )
 
 
 def check_symmetric(name: str, problem: str, array: torch.Tensor) -> float:
@@ -276,9 +294,9 @@ def check_positive_definite(name: str, problem: str, array: torch.Tensor) -> tor
     else:
         flat = array.reshape(-1, *array.shape[-2:])
         step = chunk_size(flat)
-        eigenvalues = torch.cat([torch.linalg.eigvalsh(flat[s:s + step])
-                                 for s in range(0, int(flat.shape[0]), step)]
-                                ).reshape(*array.shape[:-1])
+        eigenvalues = torch.cat(
+            [torch.linalg.eigvalsh(flat[s : s + step]) for s in range(0, int(flat.shape[0]), step)]
+        ).reshape(*array.shape[:-1])
     lowest = float(eigenvalues.min())
     if lowest <= 0.0:
         raise ProblemError(
@@ -294,7 +312,8 @@ def _is_int(value: object) -> bool:
 
 def _is_real(value: object) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_))
+        value, (bool, np.bool_)
+    )
 
 
 def check_int(problem: str, name: str, value: object, minimum: int | None = 0) -> None:
@@ -311,10 +330,13 @@ def check_dims(problem: str, dims: object, minimum_length: int = 1) -> tuple[int
     ``dims = (2.5, 3)`` used to build dimension 2), as a tuple."""
     if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence):
         raise ProblemError(f"{problem}: dims must be a sequence of integers >= 1, got {dims!r}")
-    if len(dims) < minimum_length or not all(_is_int(d) and int(d) >= 1  # type: ignore[call-overload]
-                                             for d in dims):
-        raise ProblemError(f"{problem}: dims must be {minimum_length} or more integers >= 1, "
-                           f"got {tuple(dims)!r}")
+    if len(dims) < minimum_length or not all(
+        _is_int(d) and int(d) >= 1  # type: ignore[call-overload]
+        for d in dims
+    ):
+        raise ProblemError(
+            f"{problem}: dims must be {minimum_length} or more integers >= 1, got {tuple(dims)!r}"
+        )
     return tuple(int(d) for d in dims)  # type: ignore[call-overload]
 
 
@@ -329,8 +351,9 @@ def check_seed(problem: str, seed: object) -> None:
     """A seed numpy accepts: an integer >= 0 or a sequence of them."""
     values = list(seed) if isinstance(seed, (list, tuple)) else [seed]
     if not values or not all(_is_int(v) and int(v) >= 0 for v in values):  # type: ignore
-        raise ProblemError(f"{problem}: seed must be an integer >= 0 (or a sequence of them), "
-                           f"got {seed!r}")
+        raise ProblemError(
+            f"{problem}: seed must be an integer >= 0 (or a sequence of them), got {seed!r}"
+        )
 
 
 #: Largest condition number a closed-form problem accepts. Why 1e12: the exact answers are
@@ -342,8 +365,9 @@ MAX_CONDITION_NUMBER = 1e12
 
 def check_condition_number(problem: str, condition_number: float) -> None:
     if not _is_real(condition_number):
-        raise ProblemError(f"{problem}: condition number must be a number >= 1, got "
-                           f"{condition_number!r}")
+        raise ProblemError(
+            f"{problem}: condition number must be a number >= 1, got {condition_number!r}"
+        )
     if not math.isfinite(condition_number) or condition_number < 1.0:
         raise ProblemError(
             f"{problem}: condition number must be a finite number >= 1, got {condition_number}"
@@ -371,11 +395,13 @@ def check_size(problem: str, floats: int, what: str) -> None:
         raise ProblemError(
             f"{problem}: its arrays, about {what}, make {floats:,} float64 numbers "
             f"({floats * 8 / 2**30:,.1f} GiB), above the limit of {MAX_FLOATS:,} (1 GiB) for a "
-            "closed-form problem; choose smaller dimensions, clients or samples")
+            "closed-form problem; choose smaller dimensions, clients or samples"
+        )
 
 
-def check_nonnegative(problem: str, name: str, value: float,
-                      error: type[ProblemError] = ProblemError) -> float:
+def check_nonnegative(
+    problem: str, name: str, value: float, error: type[ProblemError] = ProblemError
+) -> float:
     """A finite real number ``>= 0`` (not a bool or a string), returned as a float.
 
     The one rule for every non-negative knob of the problems and the workloads (a workload raises
@@ -396,7 +422,10 @@ def check_positive(problem: str, name: str, value: float) -> float:
 
 
 def check_arrays(
-    problem: str, given: dict[str, Any], shapes: dict[str, str], symmetric: tuple[str, ...] = (),
+    problem: str,
+    given: dict[str, Any],
+    shapes: dict[str, str],
+    symmetric: tuple[str, ...] = (),
 ) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
     """The arrays that define a problem, as float64 tensors (:func:`as_tensor`), checked.
 
@@ -426,7 +455,9 @@ def check_arrays(
 
 
 def check_samples(
-    problem: str, given: dict[str, Any], clients: dict[str, torch.Tensor],
+    problem: str,
+    given: dict[str, Any],
+    clients: dict[str, torch.Tensor],
     positive_definite: str | None = None,
 ) -> tuple[int, dict[str, torch.Tensor]]:
     """The per-sample arrays of a problem's finite sample sets, checked against its client arrays.
@@ -448,8 +479,7 @@ def check_samples(
         raise ProblemError(f"{problem}: give all of {names} or none of them")
     samples = {key: as_tensor(value) for key, value in given.items()}
     first = next(iter(given))
-    n = (int(samples[first].shape[1]) if samples[first].ndim == clients[first].ndim + 1
-         else -1)
+    n = int(samples[first].shape[1]) if samples[first].ndim == clients[first].ndim + 1 else -1
     for key, name in zip(given, names, strict=True):
         check_finite(name, problem, samples[key])
         base = clients[key]
@@ -457,8 +487,7 @@ def check_samples(
     if n < 1:
         raise ProblemError(f"{problem}: sample arrays need at least one sample per client")
     if positive_definite is not None:
-        check_positive_definite(f"{positive_definite}_samples", problem,
-                                samples[positive_definite])
+        check_positive_definite(f"{positive_definite}_samples", problem, samples[positive_definite])
     for key, name in zip(given, names, strict=True):
         base = clients[key]
         gap = float((samples[key].mean(dim=1) - base).abs().max())

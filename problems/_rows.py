@@ -57,8 +57,11 @@ def is_all_clients(clients: torch.Tensor, n_clients: int) -> bool:
 def is_plain(value: torch.Tensor) -> bool:
     """A tensor outside autograd and torch.func transforms, so that its memory can key a cache
     (a tensor that requires gradients, or a functorch wrapper, may stand for other values)."""
-    return (type(value) is torch.Tensor and not value.requires_grad
-            and not torch._C._functorch.is_functorch_wrapped_tensor(value))
+    return (
+        type(value) is torch.Tensor
+        and not value.requires_grad
+        and not torch._C._functorch.is_functorch_wrapped_tensor(value)
+    )
 
 
 class RecentCache:
@@ -87,7 +90,7 @@ class RecentCache:
 
     def put(self, key: object, holds: tuple[object, ...], value: object) -> None:
         self._entries.insert(0, (key, holds, value))
-        del self._entries[self.size:]
+        del self._entries[self.size :]
 
     def clear(self) -> None:
         self._entries.clear()
@@ -100,8 +103,15 @@ def memory_key(value: torch.Tensor) -> tuple[object, ...]:
     A cache keyed on this must hold ``value`` itself, so that its memory cannot be freed and
     reused by another tensor while the entry lives.
     """
-    return (value.untyped_storage().data_ptr(), value.storage_offset(), tuple(value.shape),
-            value.stride(), value._version, value.dtype, value.device)
+    return (
+        value.untyped_storage().data_ptr(),
+        value.storage_offset(),
+        tuple(value.shape),
+        value.stride(),
+        value._version,
+        value.dtype,
+        value.device,
+    )
 
 
 # Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
@@ -185,7 +195,10 @@ def gather_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> t
 
 
 def draw_indices(
-    rng: np.random.Generator, clients: torch.Tensor, n_samples: int, batch_size: int,
+    rng: np.random.Generator,
+    clients: torch.Tensor,
+    n_samples: int,
+    batch_size: int,
     problem: str,
 ) -> Batch:
     if n_samples == 0:
@@ -198,9 +211,7 @@ def draw_indices(
     return Batch(torch.as_tensor(indices, dtype=torch.long, device=clients.device))
 
 
-def centered_noise(
-    rng: np.random.Generator, shape: tuple[int, ...], scale: float
-) -> np.ndarray:
+def centered_noise(rng: np.random.Generator, shape: tuple[int, ...], scale: float) -> np.ndarray:
     """Gaussian noise along axis 1 (the sample axis), centred so its sample mean is exactly 0.
 
     Centring makes the finite-sample mean of the per-sample objectives equal the client's

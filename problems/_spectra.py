@@ -66,18 +66,21 @@ def _center_and_scale(out: np.ndarray, spread: float) -> None:
     mean = client_mean(out)
     step = _step(out)
     for start in range(0, count, step):
-        out[start:start + step] -= mean
+        out[start : start + step] -= mean
     largest = max(float(np.linalg.norm(m, 2)) for m in out) if count > 1 else 0.0
     if largest == 0.0 or spread == 0.0:
         out.fill(0.0)
         return
     factor = spread / largest
     for start in range(0, count, step):
-        out[start:start + step] *= factor
+        out[start : start + step] *= factor
 
 
 def centered_symmetric_spread(
-    rng: np.random.Generator, count: int, dim: int, spread: float,
+    rng: np.random.Generator,
+    count: int,
+    dim: int,
+    spread: float,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``count`` symmetric matrices that sum to zero, scaled so the largest has norm ``spread``.
@@ -89,7 +92,7 @@ def centered_symmetric_spread(
     out = np.empty((count, dim, dim)) if out is None else out
     step = _step(out)
     for start in range(0, count, step):
-        part = out[start:start + step]
+        part = out[start : start + step]
         rng.standard_normal(part.shape, out=part)
         part[...] = 0.5 * (part + np.swapaxes(part, 1, 2))
     _center_and_scale(out, spread)
@@ -97,14 +100,17 @@ def centered_symmetric_spread(
 
 
 def centered_matrix_spread(
-    rng: np.random.Generator, count: int, shape: tuple[int, int], spread: float,
+    rng: np.random.Generator,
+    count: int,
+    shape: tuple[int, int],
+    spread: float,
     out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``count`` matrices that sum to zero, scaled so the largest spectral norm is ``spread``."""
     out = np.empty((count, *shape)) if out is None else out
     step = _step(out)
     for start in range(0, count, step):
-        part = out[start:start + step]
+        part = out[start : start + step]
         rng.standard_normal(part.shape, out=part)
     _center_and_scale(out, spread)
     return out
@@ -115,7 +121,7 @@ def sandwich(root: np.ndarray, spread: np.ndarray) -> np.ndarray:
     eye = np.eye(root.shape[0])
     step = _step(spread)
     for start in range(0, spread.shape[0], step):
-        part = spread[start:start + step]
+        part = spread[start : start + step]
         part[...] = root @ (eye + part) @ root
     return spread
 
@@ -124,7 +130,7 @@ def add_base(base: np.ndarray, spread: np.ndarray) -> np.ndarray:
     """``base[None] + spread`` in place (chunked)."""
     step = _step(spread)
     for start in range(0, spread.shape[0], step):
-        part = spread[start:start + step]
+        part = spread[start : start + step]
         part[...] = base[None] + part
     return spread
 
@@ -155,7 +161,11 @@ def relative_size(base: np.ndarray, fraction: float) -> float:
 
 
 def spread_around(
-    rng: np.random.Generator, base: np.ndarray, count: int, spread: float, *,
+    rng: np.random.Generator,
+    base: np.ndarray,
+    count: int,
+    spread: float,
+    *,
     symmetric: bool = False,
 ) -> np.ndarray:
     """``count`` matrices ``base + D_i`` with ``sum_i D_i = 0`` and ``max_i ||D_i|| = spread``
@@ -168,8 +178,13 @@ def spread_around(
 
 
 def sample_spreads(
-    rng: np.random.Generator, count: int, n_samples: int, shape: tuple[int, int],
-    spread: float, *, symmetric: bool = False,
+    rng: np.random.Generator,
+    count: int,
+    n_samples: int,
+    shape: tuple[int, int],
+    spread: float,
+    *,
+    symmetric: bool = False,
 ) -> np.ndarray:
     """``(count, n_samples, *shape)``: for each of ``count`` clients, ``n_samples`` deviations
     that sum to zero over the samples with largest spectral norm ``spread`` (symmetric ones for
@@ -177,8 +192,9 @@ def sample_spreads(
     if n_samples < 2:
         return np.zeros((count, n_samples, *shape))
     if symmetric:
-        stacks = [centered_symmetric_spread(rng, n_samples, shape[0], spread)
-                  for _ in range(count)]  # construction only; the oracles have no client loop
+        stacks = [
+            centered_symmetric_spread(rng, n_samples, shape[0], spread) for _ in range(count)
+        ]  # construction only; the oracles have no client loop
     else:
         stacks = [centered_matrix_spread(rng, n_samples, shape, spread) for _ in range(count)]
     return np.stack(stacks)
@@ -211,8 +227,14 @@ class SpectralStack:
 
 
 def spectral_stack(
-    rng: np.random.Generator, count: int, dim: int, mu: float, condition_number: float,
-    spread: float, *, keep_spread: bool = True,
+    rng: np.random.Generator,
+    count: int,
+    dim: int,
+    mu: float,
+    condition_number: float,
+    spread: float,
+    *,
+    keep_spread: bool = True,
 ) -> SpectralStack:
     """The closed-form families' inner Hessians: a mean ``H_bar`` with eigenvalues log-spaced in
     ``[mu, kappa mu]`` in a random basis, and ``count`` client matrices

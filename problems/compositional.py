@@ -74,8 +74,13 @@ from problems.compositional_bilevel import CompositionalBilevelView
 from problems.family import ProblemFamily, either, recipe_rng
 
 #: The knobs of :meth:`LinearCompositional.random` that must be finite and >= 0.
-_NONNEGATIVE_KNOBS = ("jacobian_heterogeneity", "value_heterogeneity", "hessian_heterogeneity",
-                      "matrix_noise", "value_noise")
+_NONNEGATIVE_KNOBS = (
+    "jacobian_heterogeneity",
+    "value_heterogeneity",
+    "hessian_heterogeneity",
+    "matrix_noise",
+    "value_noise",
+)
 
 
 def _floats(spec: dict[str, Any]) -> int:
@@ -85,6 +90,7 @@ def _floats(spec: dict[str, Any]) -> int:
     d, m, n = list(spec["dims"]), spec["n_clients"], spec["n_samples"]
     levels = sum(d[k + 1] * d[k] + d[k + 1] for k in range(len(d) - 1))
     return m * (levels + 2 * d[-1] * d[-1] + d[-1]) + m * n * (levels + d[-1])
+
 
 class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     """Federated linear-quadratic compositional problem; see the module docstring.
@@ -110,7 +116,8 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         "LinearCompositional.random": (
             "lin.comp.m{n_clients}.d{dims_text}.k{condition_number:g}"
             ".jh{jacobian_heterogeneity:g}.vh{value_heterogeneity:g}"
-            ".hh{hessian_heterogeneity:g}.n{n_samples}.seed{seed}"),
+            ".hh{hessian_heterogeneity:g}.n{n_samples}.seed{seed}"
+        ),
     }
     INLINE_ID = "lin.comp.m{n_clients}.d{dims_text}.inline"
 
@@ -255,20 +262,30 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         jh = either(jacobian_heterogeneity, heterogeneity)
         vh = either(value_heterogeneity, heterogeneity)
         spec = {
-            "family": label, "n_clients": n_clients, "dims": list(dims), "seed": seed,
+            "family": label,
+            "n_clients": n_clients,
+            "dims": list(dims),
+            "seed": seed,
             "condition_number": condition_number,
-            "jacobian_heterogeneity": jh, "value_heterogeneity": vh,
-            "hessian_heterogeneity": hessian_heterogeneity, "mu": mu, "n_samples": n_samples,
-            "matrix_noise": matrix_noise, "value_noise": value_noise,
+            "jacobian_heterogeneity": jh,
+            "value_heterogeneity": vh,
+            "hessian_heterogeneity": hessian_heterogeneity,
+            "mu": mu,
+            "n_samples": n_samples,
+            "matrix_noise": matrix_noise,
+            "value_noise": value_noise,
         }
         if dims[0] > min(dims[1:]):
             raise ProblemError(
                 f"{label}: d_0 = {dims[0]} exceeds a later dimension in {dims}; "
                 "the composed map cannot have full column rank"
             )
-        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, positive=("mu",),
-                         size=(_floats, "n_clients x (sum of d_n d_(n+1) + 2 d_N^2) "
-                                        "x (1 + n_samples)"))
+        rng = recipe_rng(
+            spec,
+            nonnegative=_NONNEGATIVE_KNOBS,
+            positive=("mu",),
+            size=(_floats, "n_clients x (sum of d_n d_(n+1) + 2 d_N^2) x (1 + n_samples)"),
+        )
         if hessian_heterogeneity >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
         M, N = n_clients, len(dims) - 1
@@ -281,8 +298,9 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             W.append(_spectra.spread_around(rng, W_bar, M, jh))
             w.append(_spectra.around_gaussian(rng, M, dims[n + 1], vh))
             R = R_next
-        Q = _spectra.spectral_stack(rng, M, dims[-1], mu, condition_number,
-                                    hessian_heterogeneity, keep_spread=False).stack
+        Q = _spectra.spectral_stack(
+            rng, M, dims[-1], mu, condition_number, hessian_heterogeneity, keep_spread=False
+        ).stack
         t = _spectra.around_gaussian(rng, M, dims[-1], vh)
         samples: dict[str, Any] = {}
         if n_samples > 0:
@@ -290,8 +308,9 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
                 samples_around(rng, W[n], n_samples, matrix_noise / math.sqrt(dims[n]))
                 for n in range(N)
             ]
-            samples["w_samples"] = [samples_around(rng, w[n], n_samples, value_noise)
-                                    for n in range(N)]
+            samples["w_samples"] = [
+                samples_around(rng, w[n], n_samples, value_noise) for n in range(N)
+            ]
             samples["t_samples"] = samples_around(rng, t, n_samples, value_noise)
         return cls(W, w, Q, t, name=label, spec=spec, **samples)
 
@@ -404,8 +423,9 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     def optimum(self) -> torch.Tensor:
         """``x* = (G^T Qbar G)^{-1} G^T (tbar - Qbar c)`` with ``c = u(0)`` (least
         squares)."""
-        c = self.level_values(torch.zeros(self.dims[0], dtype=torch.float64,
-                                          device=self.device))[-1]
+        c = self.level_values(torch.zeros(self.dims[0], dtype=torch.float64, device=self.device))[
+            -1
+        ]
         G, m = self.composed_matrix(), self.means
         return torch.linalg.solve(self.objective_hessian(), G.T @ (m["t"] - m["Q"] @ c))
 

@@ -71,12 +71,12 @@ class CompositionalBilevelView:
     # g_i = 1/2 ||y - W_i x - w_i||^2 and f_i = 1/2 y^T Q_i y - t_i^T y as batched products
     # (problems.ClosedFormOracles): grad_y g_i = y - W_i x - w_i, grad^2_y g_i = I,
     # grad^2_xy g_i = -W_i^T, grad_x f_i = 0, grad_y f_i = Q_i y - t_i.
-    def _map(
-        self, clients: torch.Tensor, batch: Batch | None
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _map(self, clients: torch.Tensor, batch: Batch | None) -> tuple[torch.Tensor, torch.Tensor]:
         if batch is None:
-            return (self._client_rows.get(self.W[0], clients),
-                    self._client_rows.get(self.w[0], clients))
+            return (
+                self._client_rows.get(self.W[0], clients),
+                self._client_rows.get(self.w[0], clients),
+            )
         return self._level_arrays(0, clients, batch)
 
     def oracle_grad_inner(
@@ -88,7 +88,11 @@ class CompositionalBilevelView:
         return y - (matvec(W, x) + w)
 
     def oracle_grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str = "xy",
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``(0, Q_i y - t_i)``, the parts named in ``wrt``."""
@@ -98,15 +102,22 @@ class CompositionalBilevelView:
         if "x" in wrt:
             gx = torch.zeros(count, self.dim_x, dtype=x.dtype, device=x.device)
         if "y" in wrt:
-            t = (self._client_rows.get(self.t, clients) if batch is None
-                 else self._level_arrays(1, clients, batch)[1])
+            t = (
+                self._client_rows.get(self.t, clients)
+                if batch is None
+                else self._level_arrays(1, clients, batch)[1]
+            )
             gy = rmatvec(self._client_rows.get(self._Q_op, clients), y) - t
             if gy.ndim == 1:
                 gy = gy.expand(count, -1).clone()
         return gx, gy
 
     def oracle_hvp_inner(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v = v``."""
@@ -114,7 +125,11 @@ class CompositionalBilevelView:
         return v.expand(int(clients.shape[0]), -1).clone()
 
     def oracle_jvp_inner_xy(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v = -W_i^T v``."""

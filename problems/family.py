@@ -78,8 +78,12 @@ def either(knob: float | None, shorthand: float) -> float:
 
 
 def recipe_rng(
-    spec: dict[str, Any], *, nonnegative: Sequence[str] = (), positive: Sequence[str] = (),
-    dims: Sequence[str] = (), below_one: Sequence[str] = (),
+    spec: dict[str, Any],
+    *,
+    nonnegative: Sequence[str] = (),
+    positive: Sequence[str] = (),
+    dims: Sequence[str] = (),
+    below_one: Sequence[str] = (),
     size: tuple[Callable[[dict[str, Any]], int], str] | None = None,
 ) -> np.random.Generator:
     """Check a recipe's knobs and return ``np.random.default_rng(spec["seed"])``, the only
@@ -102,8 +106,10 @@ def recipe_rng(
         check_nonnegative(label, knob, spec[knob])
     total = sum(spec[knob] for knob in below_one)
     if total >= 1.0:
-        raise ProblemError(f"{label}: {' + '.join(below_one)} = {total:.3g} >= 1 would make an "
-                           "inner Hessian not positive definite")
+        raise ProblemError(
+            f"{label}: {' + '.join(below_one)} = {total:.3g} >= 1 would make an "
+            "inner Hessian not positive definite"
+        )
     for knob in positive:
         check_positive(label, knob, spec[knob])
     for knob in dims:
@@ -249,12 +255,15 @@ class ClientArrayFamily(ProblemFamily):
         if batch is None:
             return self._take(self._operators[name], clients)
         matrices = self._sampled(name, clients, batch)
-        return matrices if self._samples_symmetric else 0.5 * (
-            matrices + matrices.transpose(-1, -2))
+        return (
+            matrices if self._samples_symmetric else 0.5 * (matrices + matrices.transpose(-1, -2))
+        )
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return (torch.zeros(self.dim_x, dtype=torch.float64, device=self.device),
-                torch.zeros(self.dim_y, dtype=torch.float64, device=self.device))
+        return (
+            torch.zeros(self.dim_x, dtype=torch.float64, device=self.device),
+            torch.zeros(self.dim_y, dtype=torch.float64, device=self.device),
+        )
 
     def _inner_constants(self, hessians: str, linear: str, **outer: float) -> ProblemConstants:
         """:class:`~problems._base.ProblemConstants` of an inner objective with client Hessians
@@ -271,15 +280,21 @@ class ClientArrayFamily(ProblemFamily):
         mean = self.means[hessians]
         eigenvalues = torch.linalg.eigvalsh(mean)
         step = chunk_size(stack)
-        spread = max(float(spectral_norms(stack[s:s + step] - mean).max())
-                     for s in range(0, int(stack.shape[0]), step))
+        spread = max(
+            float(spectral_norms(stack[s : s + step] - mean).max())
+            for s in range(0, int(stack.shape[0]), step)
+        )
         deviation = getattr(self, linear) - self.means[linear]
         client_eigenvalues: torch.Tensor = self._client_eigenvalues
         return ProblemConstants(
-            mu=float(eigenvalues.min()), L=float(eigenvalues.max()),
-            mu_clients=float(client_eigenvalues.min()), L_clients=float(client_eigenvalues.max()),
+            mu=float(eigenvalues.min()),
+            L=float(eigenvalues.max()),
+            mu_clients=float(client_eigenvalues.min()),
+            L_clients=float(client_eigenvalues.max()),
             hessian_heterogeneity=spread,
-            gradient_heterogeneity=float(torch.sqrt((deviation**2).sum(-1).mean())), **outer)
+            gradient_heterogeneity=float(torch.sqrt((deviation**2).sum(-1).mean())),
+            **outer,
+        )
 
     @functools.cached_property
     def means(self) -> dict[str, torch.Tensor]:

@@ -33,8 +33,12 @@ from problems.family import ProblemFamily, recipe_rng
 from problems.per_client import take_blocks
 
 HyperMode = Literal["decay", "weights"]
-_SHAPES = {"features": "n N d", "labels": "n N", "val_features": "n N_val d",
-           "val_labels": "n N_val"}
+_SHAPES = {
+    "features": "n N d",
+    "labels": "n N",
+    "val_features": "n N_val d",
+    "val_labels": "n N_val",
+}
 
 # Why 100: damped Newton on a strongly convex, smooth objective needs a handful of damped steps
 # and then converges quadratically (each step doubles the correct digits), so 10-15 iterations
@@ -58,7 +62,9 @@ def _floats(spec: dict[str, Any]) -> int:
     """The float64 numbers a drawn problem holds: per client and example the inputs and the
     temporary of the labels' models (``dim`` each), the logit and the label."""
     return spec["components"] * spec["dim"] + spec["n_clients"] * (
-        spec["n_train"] + spec["n_val"]) * 2 * (spec["dim"] + 1)
+        spec["n_train"] + spec["n_val"]
+    ) * 2 * (spec["dim"] + 1)
+
 
 class PerClientLogistic(ProblemFamily):
     """Per-client logistic regression; see the module docstring.
@@ -71,21 +77,32 @@ class PerClientLogistic(ProblemFamily):
 
     ID_TEMPLATES = {
         "PerClientLogistic.random": (
-            "perclient.logistic.{hyper}.n{n_clients}.d{dim}.N{n_train}"
-            ".mu{mu:g}.seed{seed}"),
+            "perclient.logistic.{hyper}.n{n_clients}.d{dim}.N{n_train}.mu{mu:g}.seed{seed}"
+        ),
     }
     INLINE_ID = "perclient.logistic.{hyper}.n{n_clients}.d{dim_y}.inline"
 
     kind: ProblemKind = "bilevel"
 
     def __init__(
-        self, features: Any, labels: Any, val_features: Any, val_labels: Any, *,
-        mu: float = 0.1, hyper: HyperMode = "decay", name: str = "PerClientLogistic",
+        self,
+        features: Any,
+        labels: Any,
+        val_features: Any,
+        val_labels: Any,
+        *,
+        mu: float = 0.1,
+        hyper: HyperMode = "decay",
+        name: str = "PerClientLogistic",
         spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        given = {"features": features, "labels": labels, "val_features": val_features,
-                 "val_labels": val_labels}
+        given = {
+            "features": features,
+            "labels": labels,
+            "val_features": val_features,
+            "val_labels": val_labels,
+        }
         arrays, sizes = check_arrays(name, given, _SHAPES)
         self.a, self.z = arrays["features"], arrays["labels"]
         self.a_val, self.z_val = arrays["val_features"], arrays["val_labels"]
@@ -102,8 +119,16 @@ class PerClientLogistic(ProblemFamily):
 
     @classmethod
     def random(
-        cls, n_clients: int = 3, dim: int = 5, n_train: int = 100, n_val: int = 100,
-        seed: int = 0, *, mu: float = 0.1, hyper: HyperMode = "decay", components: int = 3,
+        cls,
+        n_clients: int = 3,
+        dim: int = 5,
+        n_train: int = 100,
+        n_val: int = 100,
+        seed: int = 0,
+        *,
+        mu: float = 0.1,
+        hyper: HyperMode = "decay",
+        components: int = 3,
         concentration: float = 0.4,
     ) -> PerClientLogistic:
         """The synthetic heterogeneous data of HGP sec. 5.1 (the FedEM generator the paper uses).
@@ -113,12 +138,24 @@ class PerClientLogistic(ProblemFamily):
         ``round(sigmoid(theta^T a + N(0, 0.1^2)))`` with theta of the sample's component.
         """
         label = "PerClientLogistic.random"
-        spec = {"family": label, "n_clients": n_clients, "dim": dim, "n_train": n_train,
-                "n_val": n_val, "seed": seed, "mu": mu, "hyper": hyper,
-                "components": components, "concentration": concentration}
-        rng = recipe_rng(spec, dims=("dim", "n_train", "n_val", "components"),
-                         positive=("mu", "concentration"),
-                         size=(_floats, "n_clients x (n_train + n_val) x 2 (dim + 1)"))
+        spec = {
+            "family": label,
+            "n_clients": n_clients,
+            "dim": dim,
+            "n_train": n_train,
+            "n_val": n_val,
+            "seed": seed,
+            "mu": mu,
+            "hyper": hyper,
+            "components": components,
+            "concentration": concentration,
+        }
+        rng = recipe_rng(
+            spec,
+            dims=("dim", "n_train", "n_val", "components"),
+            positive=("mu", "concentration"),
+            size=(_floats, "n_clients x (n_train + n_val) x 2 (dim + 1)"),
+        )
         theta = rng.uniform(-1.0, 1.0, size=(components, dim))
         weights = rng.dirichlet(np.full(components, concentration), size=n_clients)
 
@@ -135,9 +172,12 @@ class PerClientLogistic(ProblemFamily):
 
     # ------------------------------------------------------------------ identity
     def to_arrays(self) -> dict[str, np.ndarray]:
-        return {"features": self.a.cpu().numpy().copy(), "labels": self.z.cpu().numpy().copy(),
-                "val_features": self.a_val.cpu().numpy().copy(),
-                "val_labels": self.z_val.cpu().numpy().copy()}
+        return {
+            "features": self.a.cpu().numpy().copy(),
+            "labels": self.z.cpu().numpy().copy(),
+            "val_features": self.a_val.cpu().numpy().copy(),
+            "val_labels": self.z_val.cpu().numpy().copy(),
+        }
 
     # ------------------------------------------------------------------ oracle interface
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
@@ -162,7 +202,7 @@ class PerClientLogistic(ProblemFamily):
             flat = (clients[:, None] * self.n_samples + idx).reshape(-1)
             a = self.a.reshape(-1, self.dim_y).index_select(0, flat).reshape(*idx.shape, -1)
             z = self.z.reshape(-1).index_select(0, flat).reshape(idx.shape)
-            w = (lam.gather(1, idx) if self.hyper == "weights" else torch.ones_like(z))
+            w = lam.gather(1, idx) if self.hyper == "weights" else torch.ones_like(z)
         losses = _ell(z, torch.einsum("ckd,cd->ck", a, y))
         return (w * losses).mean(-1) + self._regulariser(y, lam)
 
@@ -176,8 +216,10 @@ class PerClientLogistic(ProblemFamily):
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``lambda = 0`` (decay: unit decay ``exp(0)``) or ``lambda = 1`` (weights)."""
         fill = 0.0 if self.hyper == "decay" else 1.0
-        return (torch.full((self.dim_x,), fill, dtype=torch.float64, device=self.device),
-                torch.zeros(self.dim_y, dtype=torch.float64, device=self.device))
+        return (
+            torch.full((self.dim_x,), fill, dtype=torch.float64, device=self.device),
+            torch.zeros(self.dim_y, dtype=torch.float64, device=self.device),
+        )
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:
@@ -236,8 +278,9 @@ class PerClientLogistic(ProblemFamily):
                     break
                 t *= 0.5
             y = y - t * step
-        raise ProblemError(f"{self.name}: Newton did not converge in {NEWTON_MAX_ITERATIONS} "
-                           "iterations")
+        raise ProblemError(
+            f"{self.name}: Newton did not converge in {NEWTON_MAX_ITERATIONS} iterations"
+        )
 
     def client_blocks(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Paper-convention blocks at ``y*(x)``: H (n,d,d), J (n,dl,d), c (n,d), e (n,dl)."""
@@ -272,8 +315,7 @@ class PerClientLogistic(ProblemFamily):
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:
         return self.total_outer(x) / self.n_clients
 
-    def removal_effects(self, x: torch.Tensor, client: int, samples: torch.Tensor
-                        ) -> torch.Tensor:
+    def removal_effects(self, x: torch.Tensor, client: int, samples: torch.Tensor) -> torch.Tensor:
         """Actual ``F(lambda with lambda_ik = 0) - F(lambda)`` for each k (retraining by Newton).
 
         Only meaningful in ``hyper="weights"`` mode (removing sample k of client i).
@@ -281,8 +323,9 @@ class PerClientLogistic(ProblemFamily):
         removed = client * self.n_samples + torch.as_tensor(samples, dtype=torch.long)
         return self.all_removal_effects(x, removed).reshape(-1)
 
-    def all_removal_effects(self, x: torch.Tensor, removed: torch.Tensor | None = None
-                            ) -> torch.Tensor:
+    def all_removal_effects(
+        self, x: torch.Tensor, removed: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Actual ``F(lambda with lambda_ik = 0) - F(lambda)`` (retraining without sample k of
         client i, by Newton) for the flat indices ``removed`` (``i N + k``; default every
         sample: ``(n, N)``), all retrainings at once.
@@ -296,8 +339,11 @@ class PerClientLogistic(ProblemFamily):
         if self.hyper != "weights":
             raise ProblemError(f"{self.name}: removal needs hyper='weights'")
         n, N = self.n_clients, self.n_samples
-        flat = (torch.arange(n * N) if removed is None
-                else torch.as_tensor(removed, dtype=torch.long).reshape(-1))
+        flat = (
+            torch.arange(n * N)
+            if removed is None
+            else torch.as_tensor(removed, dtype=torch.long).reshape(-1)
+        )
         weights = self._lam(x).reshape(1, n * N).repeat(len(flat), 1)
         weights[torch.arange(len(flat)), flat] = 0.0
         weights = weights.reshape(-1, n, N)
@@ -353,8 +399,9 @@ class PerClientLogistic(ProblemFamily):
                     break
                 t = torch.where(ok, t, 0.5 * t)
             y = y - t[:, None] * step
-        raise ProblemError(f"{self.name}: batched Newton did not converge in "
-                           f"{NEWTON_MAX_ITERATIONS} iterations")
+        raise ProblemError(
+            f"{self.name}: batched Newton did not converge in {NEWTON_MAX_ITERATIONS} iterations"
+        )
 
     def constants(self) -> ProblemConstants:
         """Constants at the initial point ``x0`` and ``y*(x0)`` (the Hessian depends on y)."""
@@ -368,12 +415,19 @@ class PerClientLogistic(ProblemFamily):
         grad, _ = self._inner_derivatives(self._lam(x0), zero)
         dev = grad - grad.mean(0)
         return ProblemConstants(
-            mu=float(eig.min()), L=float(eig.max()), mu_clients=float(client_eig.min()),
+            mu=float(eig.min()),
+            L=float(eig.max()),
+            mu_clients=float(client_eig.min()),
             L_clients=float(client_eig.max()),
             cross_norm=float(torch.linalg.matrix_norm(cross, ord=2)),
-            outer_grad_y_lipschitz=0.25 * float(torch.linalg.matrix_norm(
-                torch.einsum("ckd,cke->de", self.a_val, self.a_val)
-                / (self.a_val.shape[1] * self.n_clients), ord=2)),
+            outer_grad_y_lipschitz=0.25
+            * float(
+                torch.linalg.matrix_norm(
+                    torch.einsum("ckd,cke->de", self.a_val, self.a_val)
+                    / (self.a_val.shape[1] * self.n_clients),
+                    ord=2,
+                )
+            ),
             outer_grad_x_lipschitz=0.0,
             hessian_heterogeneity=float(torch.linalg.matrix_norm(blk["H"] - H_bar, ord=2).max()),
             gradient_heterogeneity=float(torch.sqrt((dev**2).sum(-1).mean())),

@@ -46,8 +46,10 @@ class PerClientLoop:
 
     def __init__(self, problem: Problem) -> None:
         if not isinstance(problem, Problem):
-            raise ProblemError(f"PerClientLoop: {type(problem).__name__} does not satisfy the "
-                               "Problem contract (outer_loss, inner_loss, sample_batch, ...)")
+            raise ProblemError(
+                f"PerClientLoop: {type(problem).__name__} does not satisfy the "
+                "Problem contract (outer_loss, inner_loss, sample_batch, ...)"
+            )
         self.wrapped = problem
         self.kind: ProblemKind = problem.kind
         self.n_clients = problem.n_clients
@@ -62,17 +64,23 @@ class PerClientLoop:
         return f"PerClientLoop({self.wrapped!r})"
 
     def _looped(
-        self, loss: Loss, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        self,
+        loss: Loss,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         count = int(clients.shape[0])
         if int(x.shape[0]) != count or int(y.shape[0]) != count:
-            raise ProblemError(f"{self.id}: x has {x.shape[0]} rows and y {y.shape[0]} for "
-                               f"{count} clients; one row per evaluated client")
+            raise ProblemError(
+                f"{self.id}: x has {x.shape[0]} rows and y {y.shape[0]} for "
+                f"{count} clients; one row per evaluated client"
+            )
         rows = []
         for c in range(count):
-            row_batch = None if batch is None else Batch(batch.indices[c:c + 1])
-            rows.append(loss(x[c:c + 1], y[c:c + 1], clients[c:c + 1], row_batch))
+            row_batch = None if batch is None else Batch(batch.indices[c : c + 1])
+            rows.append(loss(x[c : c + 1], y[c : c + 1], clients[c : c + 1], row_batch))
         return torch.cat(rows)
 
     def outer_loss(

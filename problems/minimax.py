@@ -77,6 +77,7 @@ def _floats(spec: dict[str, Any]) -> int:
     m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
     return m * (2 * dy * dy + dx * dy + dx * dx + dy + dx) + m * n * (dy * dy + dy + dx)
 
+
 class QuadraticMinimax(ClientArrayFamily):
     """Federated SC-SC quadratic minimax problem; see the module docstring for the
     formulas.
@@ -102,10 +103,11 @@ class QuadraticMinimax(ClientArrayFamily):
         "QuadraticMinimax.random": (
             "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}"
             ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
-            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}"),
+            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}"
+        ),
         "QuadraticMinimax.fednest_synthetic": (
-            "fednest.minimax.m{n_clients}.d{dim}.s{s:g}.lam{lam:g}"
-            ".seed{seed}"),
+            "fednest.minimax.m{n_clients}.d{dim}.s{s:g}.lam{lam:g}.seed{seed}"
+        ),
     }
     INLINE_ID = "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
@@ -114,14 +116,26 @@ class QuadraticMinimax(ClientArrayFamily):
     kind: ProblemKind = "minimax"
 
     def __init__(
-        self, P: Any, b: Any, A: Any, Lam: Any, e: Any, *,
-        P_samples: Any = None, b_samples: Any = None, e_samples: Any = None,
-        name: str = "QuadraticMinimax", spec: dict[str, Any] | None = None,
+        self,
+        P: Any,
+        b: Any,
+        A: Any,
+        Lam: Any,
+        e: Any,
+        *,
+        P_samples: Any = None,
+        b_samples: Any = None,
+        e_samples: Any = None,
+        name: str = "QuadraticMinimax",
+        spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
         arrays, sizes = check_arrays(
-            name, dict(zip(_ARRAY_NAMES, (P, b, A, Lam, e), strict=True)), _SHAPES,
-            symmetric=("Lam",))
+            name,
+            dict(zip(_ARRAY_NAMES, (P, b, A, Lam, e), strict=True)),
+            _SHAPES,
+            symmetric=("Lam",),
+        )
         self._client_eigenvalues = check_positive_definite("P", name, arrays["P"])
         self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
         self.P, self.b, self.A = arrays["P"], arrays["b"], arrays["A"]
@@ -135,8 +149,8 @@ class QuadraticMinimax(ClientArrayFamily):
             )
 
         self.n_samples, samples = check_samples(
-            name, {"P": P_samples, "b": b_samples, "e": e_samples}, arrays,
-            positive_definite="P")
+            name, {"P": P_samples, "b": b_samples, "e": e_samples}, arrays, positive_definite="P"
+        )
         self.P_samples, self.b_samples, self.e_samples = (samples.get(k) for k in _SAMPLE_NAMES)
         self._spec = spec or {"family": "QuadraticMinimax", "arrays": "inline"}
         self._prepare_oracles(("P", "Lam"), sampled="P")
@@ -188,19 +202,32 @@ class QuadraticMinimax(ClientArrayFamily):
         hh = either(hessian_heterogeneity, heterogeneity)
         gh = either(gradient_heterogeneity, heterogeneity)
         spec = {
-            "family": label, "n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y,
-            "condition_number": condition_number, "seed": seed,
-            "hessian_heterogeneity": hh, "gradient_heterogeneity": gh, "mu": mu,
-            "ridge": ridge, "n_samples": n_samples, "gradient_noise": gradient_noise,
+            "family": label,
+            "n_clients": n_clients,
+            "dim_x": dim_x,
+            "dim_y": dim_y,
+            "condition_number": condition_number,
+            "seed": seed,
+            "hessian_heterogeneity": hh,
+            "gradient_heterogeneity": gh,
+            "mu": mu,
+            "ridge": ridge,
+            "n_samples": n_samples,
+            "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
-        rng = recipe_rng(spec, nonnegative=NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
-                         positive=("mu", "ridge"), dims=("dim_x", "dim_y"),
-                         size=(_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) "
-                                        "x (1 + n_samples)"))
+        rng = recipe_rng(
+            spec,
+            nonnegative=NONNEGATIVE_KNOBS,
+            below_one=HESSIAN_SPREADS,
+            positive=("mu", "ridge"),
+            dims=("dim_x", "dim_y"),
+            size=(_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) x (1 + n_samples)"),
+        )
         M, dx, dy = n_clients, dim_x, dim_y
-        hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
-                                           keep_spread=n_samples > 0)
+        hessians = _spectra.spectral_stack(
+            rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
+        )
         P = hessians.stack
         A_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
         A = _spectra.spread_around(rng, A_bar, M, _spectra.relative_size(A_bar, hh))
@@ -276,33 +303,54 @@ class QuadraticMinimax(ClientArrayFamily):
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``grad_y g_i = P_i y - b_i + A_i x``: ``(C, dy)``."""
-        return (rmatvec(self._curvature("P", clients, batch), y) - self._term("b", clients, batch)
-                + matvec(self._take(self.A, clients), x))
+        return (
+            rmatvec(self._curvature("P", clients, batch), y)
+            - self._term("b", clients, batch)
+            + matvec(self._take(self.A, clients), x)
+        )
 
     def oracle_grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str = "xy",
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``(-A_i^T y + Lam_i x + e_i, -P_i y + b_i - A_i x)``, the parts named in ``wrt``."""
         A = self._take(self.A, clients)
         gx = gy = None
         if "x" in wrt:
-            gx = (rmatvec(self._take(self._operators["Lam"], clients), x) - rmatvec(A, y)
-                  + self._term("e", clients, batch))
+            gx = (
+                rmatvec(self._take(self._operators["Lam"], clients), x)
+                - rmatvec(A, y)
+                + self._term("e", clients, batch)
+            )
         if "y" in wrt:
-            gy = (self._term("b", clients, batch) - rmatvec(self._curvature("P", clients, batch), y)
-                  - matvec(A, x))
+            gy = (
+                self._term("b", clients, batch)
+                - rmatvec(self._curvature("P", clients, batch), y)
+                - matvec(A, x)
+            )
         return gx, gy
 
     def oracle_hvp_inner(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v = P_i v``."""
         return rmatvec(self._curvature("P", clients, batch), v)
 
     def oracle_jvp_inner_xy(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v = A_i^T v``."""
@@ -362,8 +410,12 @@ class QuadraticMinimax(ClientArrayFamily):
         m = self.means
         cross = float(torch.linalg.matrix_norm(m["A"], ord=2))
         return self._inner_constants(
-            "P", "b", cross_norm=cross, outer_grad_x_lipschitz=cross,
-            outer_grad_y_lipschitz=float(torch.linalg.eigvalsh(m["P"]).abs().max()))
+            "P",
+            "b",
+            cross_norm=cross,
+            outer_grad_x_lipschitz=cross,
+            outer_grad_y_lipschitz=float(torch.linalg.eigvalsh(m["P"]).abs().max()),
+        )
 
     def noise_variance(
         self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1

@@ -53,13 +53,20 @@ from problems._rows import rows, samples_around
 from problems.family import HESSIAN_SPREADS, ClientArrayFamily, recipe_rng
 
 #: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
-_SHAPES = {"A": "n dy dy", "b": "n dy", "C": "n dy dl", "Q": "n dy dy", "t": "n dy",
-           "P": "n dy dl"}
+_SHAPES = {"A": "n dy dy", "b": "n dy", "C": "n dy dl", "Q": "n dy dy", "t": "n dy", "P": "n dy dl"}
 _ARRAYS = tuple(_SHAPES)
 _SAMPLES = ("A_samples", "b_samples", "C_samples")
 #: The knobs of :meth:`PerClientQuadratic.random` that must be finite and >= 0.
-_NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "hessian_noise", "cross_noise", "gradient_noise",
-                      "rho", "cross_scale", "outer_coupling", "target_heterogeneity")
+_NONNEGATIVE_KNOBS = (
+    "hessian_heterogeneity",
+    "hessian_noise",
+    "cross_noise",
+    "gradient_noise",
+    "rho",
+    "cross_scale",
+    "outer_coupling",
+    "target_heterogeneity",
+)
 
 
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -81,6 +88,7 @@ def _floats(spec: dict[str, Any]) -> int:
     m, dl, dy, n = spec["n_clients"], spec["dim_hyper"], spec["dim_y"], spec["n_samples"]
     return m * (3 * dy * dy + 2 * dy * dl + 2 * dy) + m * n * (dy * dy + dy * dl + dy)
 
+
 class PerClientQuadratic(ClientArrayFamily):
     """The per-client-hyperparameter quadratic family; formulas in the module docstring.
 
@@ -100,7 +108,8 @@ class PerClientQuadratic(ClientArrayFamily):
             "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}"
             ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
             ".cs{cross_scale:g}.oc{outer_coupling:g}.N{n_samples}"
-            ".seed{seed}"),
+            ".seed{seed}"
+        ),
     }
     INLINE_ID = "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAYS
@@ -109,13 +118,25 @@ class PerClientQuadratic(ClientArrayFamily):
     kind: ProblemKind = "bilevel"
 
     def __init__(
-        self, A: Any, b: Any, C: Any, Q: Any, t: Any, P: Any, rho: float, *,
-        A_samples: Any = None, b_samples: Any = None, C_samples: Any = None,
-        name: str = "PerClientQuadratic", spec: dict[str, Any] | None = None,
+        self,
+        A: Any,
+        b: Any,
+        C: Any,
+        Q: Any,
+        t: Any,
+        P: Any,
+        rho: float,
+        *,
+        A_samples: Any = None,
+        b_samples: Any = None,
+        C_samples: Any = None,
+        name: str = "PerClientQuadratic",
+        spec: dict[str, Any] | None = None,
     ) -> None:
         self.name = name
-        arrays, sizes = check_arrays(name, dict(zip(_ARRAYS, (A, b, C, Q, t, P), strict=True)),
-                                     _SHAPES, symmetric=("Q",))
+        arrays, sizes = check_arrays(
+            name, dict(zip(_ARRAYS, (A, b, C, Q, t, P), strict=True)), _SHAPES, symmetric=("Q",)
+        )
         n, dy, dl = sizes["n"], sizes["dy"], sizes["dl"]
         check_nonnegative(name, "rho", float(rho))
         self._client_eigenvalues = check_positive_definite("A", name, arrays["A"])
@@ -125,19 +146,31 @@ class PerClientQuadratic(ClientArrayFamily):
         self.n_clients, self.dim_hyper, self.dim_y = n, dl, dy
         self.dim_x = n * dl
         self.n_samples, samples = check_samples(
-            name, {"A": A_samples, "b": b_samples, "C": C_samples}, arrays,
-            positive_definite="A")
+            name, {"A": A_samples, "b": b_samples, "C": C_samples}, arrays, positive_definite="A"
+        )
         self.A_samples, self.b_samples, self.C_samples = (samples.get(k) for k in _SAMPLES)
         self._spec = spec or {"family": "PerClientQuadratic", "arrays": "inline"}
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def random(
-        cls, n_clients: int, dim_hyper: int, dim_y: int, condition_number: float = 4.0,
-        seed: int = 0, *, hessian_heterogeneity: float = 0.3, cross_scale: float = 1.0,
-        outer_coupling: float = 0.0, target_heterogeneity: float = 1.0, rho: float = 0.1,
-        mu: float = 1.0, n_samples: int = 0, hessian_noise: float = 0.0,
-        cross_noise: float = 0.0, gradient_noise: float = 0.0,
+        cls,
+        n_clients: int,
+        dim_hyper: int,
+        dim_y: int,
+        condition_number: float = 4.0,
+        seed: int = 0,
+        *,
+        hessian_heterogeneity: float = 0.3,
+        cross_scale: float = 1.0,
+        outer_coupling: float = 0.0,
+        target_heterogeneity: float = 1.0,
+        rho: float = 0.1,
+        mu: float = 1.0,
+        n_samples: int = 0,
+        hessian_noise: float = 0.0,
+        cross_noise: float = 0.0,
+        gradient_noise: float = 0.0,
     ) -> PerClientQuadratic:
         """Draw an instance; ``np.random.default_rng(seed)`` is the only randomness.
 
@@ -155,19 +188,36 @@ class PerClientQuadratic(ClientArrayFamily):
                 client; ``h + hessian_noise < 1`` keeps every sample Hessian positive definite.
         """
         label = "PerClientQuadratic.random"
-        spec = {"family": label, "n_clients": n_clients, "dim_hyper": dim_hyper,
-                "dim_y": dim_y, "condition_number": condition_number, "seed": seed,
-                "hessian_heterogeneity": hessian_heterogeneity, "cross_scale": cross_scale,
-                "outer_coupling": outer_coupling, "target_heterogeneity": target_heterogeneity,
-                "rho": rho, "mu": mu, "n_samples": n_samples, "hessian_noise": hessian_noise,
-                "cross_noise": cross_noise, "gradient_noise": gradient_noise}
-        rng = recipe_rng(spec, nonnegative=_NONNEGATIVE_KNOBS, below_one=HESSIAN_SPREADS,
-                         positive=("mu",), dims=("dim_hyper", "dim_y"),
-                         size=(_floats, "n_clients x (3 dim_y^2 + 2 dim_y dim_hyper) "
-                                        "x (1 + n_samples)"))
+        spec = {
+            "family": label,
+            "n_clients": n_clients,
+            "dim_hyper": dim_hyper,
+            "dim_y": dim_y,
+            "condition_number": condition_number,
+            "seed": seed,
+            "hessian_heterogeneity": hessian_heterogeneity,
+            "cross_scale": cross_scale,
+            "outer_coupling": outer_coupling,
+            "target_heterogeneity": target_heterogeneity,
+            "rho": rho,
+            "mu": mu,
+            "n_samples": n_samples,
+            "hessian_noise": hessian_noise,
+            "cross_noise": cross_noise,
+            "gradient_noise": gradient_noise,
+        }
+        rng = recipe_rng(
+            spec,
+            nonnegative=_NONNEGATIVE_KNOBS,
+            below_one=HESSIAN_SPREADS,
+            positive=("mu",),
+            dims=("dim_hyper", "dim_y"),
+            size=(_floats, "n_clients x (3 dim_y^2 + 2 dim_y dim_hyper) x (1 + n_samples)"),
+        )
         n, dl, dy = n_clients, dim_hyper, dim_y
-        hessians = _spectra.spectral_stack(rng, n, dy, mu, condition_number,
-                                           hessian_heterogeneity, keep_spread=n_samples > 0)
+        hessians = _spectra.spectral_stack(
+            rng, n, dy, mu, condition_number, hessian_heterogeneity, keep_spread=n_samples > 0
+        )
         A = hessians.stack
         b = rng.standard_normal((n, dy))
         C = _with_norm(cross_scale, rng.standard_normal((n, dy, dl)))
@@ -179,7 +229,8 @@ class PerClientQuadratic(ClientArrayFamily):
         if n_samples > 0:
             samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
             samples["C_samples"] = C[:, None] + _spectra.sample_spreads(
-                rng, n, n_samples, (dy, dl), cross_noise)
+                rng, n, n_samples, (dy, dl), cross_noise
+            )
             samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
         return cls(A, b, C, Q, t, P, rho, name=label, spec=spec, **samples)
 
@@ -209,8 +260,9 @@ class PerClientQuadratic(ClientArrayFamily):
         """``f_i(y_c, lambda_i)`` per evaluated client; deterministic (``batch`` is ignored)."""
         lam = self.hyper_blocks(x, clients)
         r = y + torch.einsum("cij,cj->ci", rows(self.P, clients), lam) - rows(self.t, clients)
-        return (0.5 * torch.einsum("ci,cij,cj->c", r, rows(self.Q, clients), r)
-                + 0.5 * self.rho * (lam * lam).sum(-1))
+        return 0.5 * torch.einsum("ci,cij,cj->c", r, rows(self.Q, clients), r) + 0.5 * self.rho * (
+            lam * lam
+        ).sum(-1)
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:
@@ -251,8 +303,9 @@ class PerClientQuadratic(ClientArrayFamily):
         """``h(x) = mean_i f_i(y*(x), lambda_i)``."""
         y = self.exact_inner_solution(x)
         clients = torch.arange(self.n_clients, device=self.device)
-        return self.outer_loss(x.expand(self.n_clients, -1), y.expand(self.n_clients, -1),
-                               clients, None).mean()
+        return self.outer_loss(
+            x.expand(self.n_clients, -1), y.expand(self.n_clients, -1), clients, None
+        ).mean()
 
     def outer_hessian(self) -> torch.Tensor:
         """``grad^2 h`` (constant: y* is affine in x and f quadratic), dense ``(dx, dx)``."""
@@ -263,8 +316,9 @@ class PerClientQuadratic(ClientArrayFamily):
         P_full[every, :, every, :] = self.P
         R = Y[None] + P_full.reshape(n, dy, n * dl)  # d r_i / dx, stacked over clients
         hess = torch.einsum("kia,kij,kjb->ab", R, self.Q, R)
-        hess = hess / n + self.rho / n * torch.eye(self.dim_x, dtype=torch.float64,
-                                                    device=self.device)
+        hess = hess / n + self.rho / n * torch.eye(
+            self.dim_x, dtype=torch.float64, device=self.device
+        )
         return 0.5 * (hess + hess.T)
 
     def outer_minimizer(self) -> torch.Tensor:
@@ -284,10 +338,12 @@ class PerClientQuadratic(ClientArrayFamily):
         cross = torch.cat(list(-self.C.transpose(1, 2)), dim=0) / self.n_clients  # (dx, dy)
         outer_x = torch.cat([P.T @ Q for P, Q in zip(self.P, self.Q, strict=True)], 0)
         return self._inner_constants(
-            "A", "b", cross_norm=float(torch.linalg.matrix_norm(cross, ord=2)),
+            "A",
+            "b",
+            cross_norm=float(torch.linalg.matrix_norm(cross, ord=2)),
             outer_grad_y_lipschitz=float(torch.linalg.matrix_norm(self.means["Q"], ord=2)),
-            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(outer_x, ord=2))
-            / self.n_clients)
+            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(outer_x, ord=2)) / self.n_clients,
+        )
 
     def hgp_constants(self) -> dict[str, float]:
         """HGP's constants (Thm 1, App. C) from the finite sample sets, exactly.
@@ -301,16 +357,27 @@ class PerClientQuadratic(ClientArrayFamily):
         """
         hess = torch.cat([self.A, self._sample_hessians]) if self.n_samples else self.A
         eig = torch.linalg.eigvalsh(hess)
-        crosses = self.C if self.C_samples is None else torch.cat(
-            [self.C, self.C_samples.reshape(-1, *self.C.shape[1:])])
+        crosses = (
+            self.C
+            if self.C_samples is None
+            else torch.cat([self.C, self.C_samples.reshape(-1, *self.C.shape[1:])])
+        )
         kx = kl = 0.0
         if self.n_samples:
             assert self.A_samples is not None and self.C_samples is not None
             kx = float(torch.linalg.matrix_norm(self.A_samples - self.A[:, None], ord=2).max())
             kl = float(torch.linalg.matrix_norm(self.C_samples - self.C[:, None], ord=2).max())
         PtQ = self.P.transpose(1, 2) @ self.Q
-        nu_f = max(float(torch.linalg.matrix_norm(self.Q, ord=2).max()),
-                   float(torch.linalg.matrix_norm(PtQ, ord=2).max()))
-        return {"alpha": float(eig.min()), "L": float(eig.max()),
-                "beta": float(torch.linalg.matrix_norm(crosses, ord=2).max()),
-                "kappa_x": kx, "kappa_lambda": kl, "nu_f": nu_f, "nu_g": 0.0}
+        nu_f = max(
+            float(torch.linalg.matrix_norm(self.Q, ord=2).max()),
+            float(torch.linalg.matrix_norm(PtQ, ord=2).max()),
+        )
+        return {
+            "alpha": float(eig.min()),
+            "L": float(eig.max()),
+            "beta": float(torch.linalg.matrix_norm(crosses, ord=2).max()),
+            "kappa_x": kx,
+            "kappa_lambda": kl,
+            "nu_f": nu_f,
+            "nu_g": 0.0,
+        }

@@ -51,14 +51,26 @@ from problems._rows import matvec, rmatvec, rows, samples_around
 from problems.family import HESSIAN_SPREADS, ClientArrayFamily, either, recipe_rng
 
 #: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
-_SHAPES = {"A": "M dy dy", "B": "M dy dx", "b": "M dy", "C": "M dy dy", "D": "M dy dx",
-           "c": "M dy", "E": "M dx dx", "e": "M dx"}
+_SHAPES = {
+    "A": "M dy dy",
+    "B": "M dy dx",
+    "b": "M dy",
+    "C": "M dy dy",
+    "D": "M dy dx",
+    "c": "M dy",
+    "E": "M dx dx",
+    "e": "M dx",
+}
 _ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
 #: The knobs of :meth:`QuadraticBilevel.random` and :meth:`QuadraticMinimax.random
 #: <problems.minimax.QuadraticMinimax.random>` that must be finite and >= 0.
-NONNEGATIVE_KNOBS = ("hessian_heterogeneity", "gradient_heterogeneity", "gradient_noise",
-                     "hessian_noise")
+NONNEGATIVE_KNOBS = (
+    "hessian_heterogeneity",
+    "gradient_heterogeneity",
+    "gradient_noise",
+    "hessian_noise",
+)
 #: Knobs that scale arrays after the draw (``random``): non-negative, in the spec only when set.
 SCALE_KNOBS = ("cross_scale", "outer_curvature")
 
@@ -68,8 +80,8 @@ def _floats(spec: dict[str, Any]) -> int:
     kept for samples, a temporary) ``dim_y^2`` each, ``B, D`` ``dim_y dim_x``, ``E``
     ``dim_x^2``, the vectors; per sample ``A`` and the vectors again."""
     m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
-    return m * (4 * dy * dy + 2 * dx * dy + dx * dx + 2 * dy + dx) \
-        + m * n * (dy * dy + 2 * dy + dx)
+    return m * (4 * dy * dy + 2 * dx * dy + dx * dx + 2 * dy + dx) + m * n * (dy * dy + 2 * dy + dx)
+
 
 class QuadraticBilevel(ClientArrayFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
@@ -100,7 +112,8 @@ class QuadraticBilevel(ClientArrayFamily):
         "QuadraticBilevel.random": (
             "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}"
             ".k{condition_number:g}.hh{hessian_heterogeneity:g}"
-            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}{scales_suffix}"),
+            ".gh{gradient_heterogeneity:g}.n{n_samples}.seed{seed}{scales_suffix}"
+        ),
     }
     INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
@@ -111,12 +124,22 @@ class QuadraticBilevel(ClientArrayFamily):
     @property
     def scales_suffix(self) -> str:
         """The id's part for the scale knobs of ``random`` that are set (empty when none is)."""
-        return "".join(f".{tag}{self._spec[knob]:g}" for knob, tag in
-                       (("cross_scale", "cs"), ("outer_curvature", "oc")) if knob in self._spec)
+        return "".join(
+            f".{tag}{self._spec[knob]:g}"
+            for knob, tag in (("cross_scale", "cs"), ("outer_curvature", "oc"))
+            if knob in self._spec
+        )
 
     def __init__(
         self,
-        A: Any, B: Any, b: Any, C: Any, D: Any, c: Any, E: Any, e: Any,
+        A: Any,
+        B: Any,
+        b: Any,
+        C: Any,
+        D: Any,
+        c: Any,
+        E: Any,
+        e: Any,
         *,
         A_samples: Any = None,
         b_samples: Any = None,
@@ -127,8 +150,9 @@ class QuadraticBilevel(ClientArrayFamily):
     ) -> None:
         self.name = name
         values = (A, B, b, C, D, c, E, e)
-        arrays, sizes = check_arrays(name, dict(zip(_ARRAY_NAMES, values, strict=True)), _SHAPES,
-                                     symmetric=("C", "E"))
+        arrays, sizes = check_arrays(
+            name, dict(zip(_ARRAY_NAMES, values, strict=True)), _SHAPES, symmetric=("C", "E")
+        )
         self._client_eigenvalues = check_positive_definite("A", name, arrays["A"])
         self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
         self.A, self.B, self.b = arrays["A"], arrays["B"], arrays["b"]
@@ -136,10 +160,14 @@ class QuadraticBilevel(ClientArrayFamily):
         self.E, self.e = arrays["E"], arrays["e"]
 
         self.n_samples, samples = check_samples(
-            name, {"A": A_samples, "b": b_samples, "c": c_samples, "e": e_samples}, arrays,
-            positive_definite="A")
+            name,
+            {"A": A_samples, "b": b_samples, "c": c_samples, "e": e_samples},
+            arrays,
+            positive_definite="A",
+        )
         self.A_samples, self.b_samples, self.c_samples, self.e_samples = (
-            samples.get(k) for k in _SAMPLE_NAMES)
+            samples.get(k) for k in _SAMPLE_NAMES
+        )
         self._spec = spec or {"family": "QuadraticBilevel", "arrays": "inline"}
         self._prepare_oracles(("A", "C", "E"), sampled="A")
 
@@ -196,25 +224,41 @@ class QuadraticBilevel(ClientArrayFamily):
         hh = either(hessian_heterogeneity, heterogeneity)
         gh = either(gradient_heterogeneity, heterogeneity)
         spec = {
-            "family": label, "n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y,
-            "condition_number": condition_number, "seed": seed,
-            "hessian_heterogeneity": hh, "gradient_heterogeneity": gh, "mu": mu,
-            "n_samples": n_samples, "gradient_noise": gradient_noise,
+            "family": label,
+            "n_clients": n_clients,
+            "dim_x": dim_x,
+            "dim_y": dim_y,
+            "condition_number": condition_number,
+            "seed": seed,
+            "hessian_heterogeneity": hh,
+            "gradient_heterogeneity": gh,
+            "mu": mu,
+            "n_samples": n_samples,
+            "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
         # the scale knobs join the spec (and the id) only when set, so that every problem drawn
         # before they existed keeps its spec and id
-        spec.update({k: v for k, v in (("cross_scale", cross_scale),
-                                       ("outer_curvature", outer_curvature)) if v != 1.0})
-        rng = recipe_rng(spec, nonnegative=(*NONNEGATIVE_KNOBS,
-                                            *(k for k in SCALE_KNOBS if k in spec)),
-                         below_one=HESSIAN_SPREADS, positive=("mu",), dims=("dim_x", "dim_y"),
-                         size=(_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) "
-                                        "x (1 + n_samples)"))
+        spec.update(
+            {
+                k: v
+                for k, v in (("cross_scale", cross_scale), ("outer_curvature", outer_curvature))
+                if v != 1.0
+            }
+        )
+        rng = recipe_rng(
+            spec,
+            nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in SCALE_KNOBS if k in spec)),
+            below_one=HESSIAN_SPREADS,
+            positive=("mu",),
+            dims=("dim_x", "dim_y"),
+            size=(_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) x (1 + n_samples)"),
+        )
         M, dx, dy = n_clients, dim_x, dim_y
         # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
-        hessians = _spectra.spectral_stack(rng, M, dy, mu, condition_number, hh,
-                                           keep_spread=n_samples > 0)
+        hessians = _spectra.spectral_stack(
+            rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
+        )
         A = hessians.stack
         B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
         C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
@@ -223,8 +267,7 @@ class QuadraticBilevel(ClientArrayFamily):
         E_bar = np.eye(dx)
         # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
         B = _spectra.spread_around(rng, B_bar, M, _spectra.relative_size(B_bar, hh))
-        C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh),
-                                   symmetric=True)
+        C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh), symmetric=True)
         D = _spectra.spread_around(rng, D_bar, M, _spectra.relative_size(D_bar, hh))
         E = np.broadcast_to(E_bar, (M, dx, dx)).copy()
         b = _spectra.around_gaussian(rng, M, dy, gh)
@@ -238,8 +281,19 @@ class QuadraticBilevel(ClientArrayFamily):
                 samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
         # scaled after every draw, so the generator's stream is the same whatever the scales
         B, C, D, E = B * cross_scale, C * outer_curvature, D * outer_curvature, E * outer_curvature
-        return cls(Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e, name=label,
-                   spec=spec, **{k: Owned(v) for k, v in samples.items()})
+        return cls(
+            Owned(A),
+            Owned(B),
+            b,
+            Owned(C),
+            Owned(D),
+            c,
+            Owned(E),
+            e,
+            name=label,
+            spec=spec,
+            **{k: Owned(v) for k, v in samples.items()},
+        )
 
     # ------------------------------------------------------------------ oracle interface
     def inner_loss(
@@ -276,12 +330,18 @@ class QuadraticBilevel(ClientArrayFamily):
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``grad_y g_i = A_i y - B_i x - b_i``: ``(C, dy)``."""
-        return (rmatvec(self._curvature("A", clients, batch), y)
-                - matvec(self._take(self.B, clients), x)
-                - self._term("b", clients, batch))
+        return (
+            rmatvec(self._curvature("A", clients, batch), y)
+            - matvec(self._take(self.B, clients), x)
+            - self._term("b", clients, batch)
+        )
 
     def oracle_grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str = "xy",
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """``(grad_x f_i, grad_y f_i) = (D_i^T y + E_i x + e_i, C_i y + D_i x + c_i)``; only the
@@ -289,22 +349,36 @@ class QuadraticBilevel(ClientArrayFamily):
         D = self._take(self.D, clients)
         gx = gy = None
         if "x" in wrt:
-            gx = (rmatvec(D, y) + rmatvec(self._take(self._operators["E"], clients), x)
-                  + self._term("e", clients, batch))
+            gx = (
+                rmatvec(D, y)
+                + rmatvec(self._take(self._operators["E"], clients), x)
+                + self._term("e", clients, batch)
+            )
         if "y" in wrt:
-            gy = (rmatvec(self._take(self._operators["C"], clients), y) + matvec(D, x)
-                  + self._term("c", clients, batch))
+            gy = (
+                rmatvec(self._take(self._operators["C"], clients), y)
+                + matvec(D, x)
+                + self._term("c", clients, batch)
+            )
         return gx, gy
 
     def oracle_hvp_inner(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v = A_i v``: ``(C, dy)``."""
         return rmatvec(self._curvature("A", clients, batch), v)
 
     def oracle_jvp_inner_xy(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v = -B_i^T v``: ``(C, dx)``."""
@@ -329,13 +403,11 @@ class QuadraticBilevel(ClientArrayFamily):
 
     def client_outer_grad_y(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Stack ``(M, dy)`` of ``grad_y f_i(x, y)``."""
-        return (torch.einsum("mij,j->mi", self.C, y) + torch.einsum("mij,j->mi", self.D, x)
-                + self.c)
+        return torch.einsum("mij,j->mi", self.C, y) + torch.einsum("mij,j->mi", self.D, x) + self.c
 
     def client_outer_grad_x(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Stack ``(M, dx)`` of ``grad_x f_i(x, y)``."""
-        return (torch.einsum("mji,j->mi", self.D, y) + torch.einsum("mij,j->mi", self.E, x)
-                + self.e)
+        return torch.einsum("mji,j->mi", self.D, y) + torch.einsum("mij,j->mi", self.E, x) + self.e
 
     def inner_grad_y(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         m = self.means
@@ -356,8 +428,9 @@ class QuadraticBilevel(ClientArrayFamily):
         """``h(x) = f(x, y*(x))``."""
         y = self.exact_inner_solution(x)
         m = self.means
-        return (0.5 * y @ m["C"] @ y + y @ m["D"] @ x + m["c"] @ y
-                + 0.5 * x @ m["E"] @ x + m["e"] @ x)
+        return (
+            0.5 * y @ m["C"] @ y + y @ m["D"] @ x + m["c"] @ y + 0.5 * x @ m["E"] @ x + m["e"] @ x
+        )
 
     def outer_hessian(self) -> torch.Tensor:
         """``grad^2 h = E_bar + D_bar^T Y + Y^T D_bar + Y^T C_bar Y`` with ``Y = dy*/dx``.
@@ -378,8 +451,12 @@ class QuadraticBilevel(ClientArrayFamily):
                 f"{self.name}: h(x) = f(x, y*(x)) is not strongly convex (smallest Hessian "
                 f"eigenvalue {lowest:.3g}), so it has no unique minimiser"
             )
-        return torch.linalg.solve(hess, -self.exact_hypergradient(
-            torch.zeros(self.dim_x, dtype=torch.float64, device=self.device)))
+        return torch.linalg.solve(
+            hess,
+            -self.exact_hypergradient(
+                torch.zeros(self.dim_x, dtype=torch.float64, device=self.device)
+            ),
+        )
 
     def hypergradient_jacobian(self) -> torch.Tensor:
         """``dy*/dx = A_bar^{-1} B_bar`` of shape ``(dy, dx)``."""
@@ -391,9 +468,12 @@ class QuadraticBilevel(ClientArrayFamily):
         ``||D_bar||``."""
         m = self.means
         return self._inner_constants(
-            "A", "b", cross_norm=float(torch.linalg.matrix_norm(m["B"], ord=2)),
+            "A",
+            "b",
+            cross_norm=float(torch.linalg.matrix_norm(m["B"], ord=2)),
             outer_grad_y_lipschitz=float(torch.linalg.matrix_norm(m["C"], ord=2)),
-            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(m["D"], ord=2)))
+            outer_grad_x_lipschitz=float(torch.linalg.matrix_norm(m["D"], ord=2)),
+        )
 
     def noise_variance(
         self, x: torch.Tensor, y: torch.Tensor, batch_size: int = 1

@@ -68,7 +68,8 @@ class RiskAverse(ProblemFamily):
     ID_TEMPLATES = {
         "RiskAverse": (
             "fedmsa.riskaverse.m{n_clients}.d{dim}.n{n_examples}"
-            ".lam{lam:g}.delta{delta:g}.seed{seed}"),
+            ".lam{lam:g}.delta{delta:g}.seed{seed}"
+        ),
     }
     ARRAY_NAMES = ("a", "b", "x_true")
 
@@ -86,13 +87,26 @@ class RiskAverse(ProblemFamily):
         seed: int = 0,
     ) -> None:
         self.name = "RiskAverse"
-        self._spec = {"family": "RiskAverse", "n_clients": n_clients, "dim": dim,
-                      "n_examples": n_examples, "lam": lam, "delta": delta,
-                      "noise_std": noise_std, "seed": seed}
-        rng = recipe_rng(self._spec, nonnegative=("lam", "noise_std"), positive=("delta",),
-                         dims=("dim", "n_examples"),
-                         size=(lambda s: s["dim"] ** 2 + 2 * s["n_examples"] * s["dim"],
-                               "dim^2 + 2 n_examples dim"))
+        self._spec = {
+            "family": "RiskAverse",
+            "n_clients": n_clients,
+            "dim": dim,
+            "n_examples": n_examples,
+            "lam": lam,
+            "delta": delta,
+            "noise_std": noise_std,
+            "seed": seed,
+        }
+        rng = recipe_rng(
+            self._spec,
+            nonnegative=("lam", "noise_std"),
+            positive=("delta",),
+            dims=("dim", "n_examples"),
+            size=(
+                lambda s: s["dim"] ** 2 + 2 * s["n_examples"] * s["dim"],
+                "dim^2 + 2 n_examples dim",
+            ),
+        )
         if n_examples % n_clients:
             raise ProblemError(
                 f"{self.name}: need dim >= 1 and n_examples ({n_examples}) "

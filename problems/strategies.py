@@ -32,7 +32,9 @@ def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> 
 
 
 def _spectral_quadratic(
-    family: type[_Quadratic], name: str, doc: str,
+    family: type[_Quadratic],
+    name: str,
+    doc: str,
 ) -> Callable[..., st.SearchStrategy[_Quadratic]]:
     """The strategy ``name`` of ``family`` (:class:`QuadraticBilevel` or
     :class:`QuadraticMinimax`, whose ``random`` take the same knobs), documented by ``doc``."""
@@ -58,9 +60,16 @@ def _spectral_quadratic(
         gh = draw(st.floats(0.0, max_gradient_heterogeneity))
         seed = draw(SEEDS)
         return family.random(
-            n_clients, dim_x, dim_y, condition_number, seed=seed,
-            hessian_heterogeneity=hh, gradient_heterogeneity=gh, n_samples=n_samples,
-            gradient_noise=gradient_noise, hessian_noise=hessian_noise,
+            n_clients,
+            dim_x,
+            dim_y,
+            condition_number,
+            seed=seed,
+            hessian_heterogeneity=hh,
+            gradient_heterogeneity=gh,
+            n_samples=n_samples,
+            gradient_noise=gradient_noise,
+            hessian_noise=hessian_noise,
         )
 
     # the name hypothesis shows in the strategy's repr (and in falsifying examples)
@@ -70,19 +79,23 @@ def _spectral_quadratic(
 
 
 quadratic_bilevel = _spectral_quadratic(
-    QuadraticBilevel, "quadratic_bilevel",
+    QuadraticBilevel,
+    "quadratic_bilevel",
     """A :class:`QuadraticBilevel` with ``kappa`` in the given range and 1..max_clients clients.
 
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client and sample
     Hessian is positive definite.
-    """)
+    """,
+)
 quadratic_minimax = _spectral_quadratic(
-    QuadraticMinimax, "quadratic_minimax",
+    QuadraticMinimax,
+    "quadratic_minimax",
     """A :class:`QuadraticMinimax` whose inner ``P_bar`` has ``kappa`` in the range.
 
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client
     and sample ``P`` is positive definite.
-    """)
+    """,
+)
 
 
 @st.composite
@@ -114,9 +127,15 @@ def linear_compositional(
     vh = draw(st.floats(0.0, max_value_heterogeneity))
     seed = draw(SEEDS)
     return LinearCompositional.random(
-        n_clients, dims, seed, condition_number=condition_number,
-        jacobian_heterogeneity=jh, value_heterogeneity=vh, n_samples=n_samples,
-        matrix_noise=matrix_noise, value_noise=value_noise,
+        n_clients,
+        dims,
+        seed,
+        condition_number=condition_number,
+        jacobian_heterogeneity=jh,
+        value_heterogeneity=vh,
+        n_samples=n_samples,
+        matrix_noise=matrix_noise,
+        value_noise=value_noise,
     )
 
 
@@ -158,9 +177,20 @@ def per_client_quadratic(
     r = draw(st.floats(*rho))
     seed = draw(SEEDS)
     return PerClientQuadratic.random(
-        n_clients, dim_hyper, dim_y, condition_number, seed, hessian_heterogeneity=hh,
-        cross_scale=cs, outer_coupling=oc, target_heterogeneity=th, rho=r, n_samples=n_samples,
-        hessian_noise=hessian_noise, cross_noise=cross_noise)
+        n_clients,
+        dim_hyper,
+        dim_y,
+        condition_number,
+        seed,
+        hessian_heterogeneity=hh,
+        cross_scale=cs,
+        outer_coupling=oc,
+        target_heterogeneity=th,
+        rho=r,
+        n_samples=n_samples,
+        hessian_noise=hessian_noise,
+        cross_noise=cross_noise,
+    )
 
 
 @st.composite
@@ -179,5 +209,4 @@ def per_client_logistic(
     N = draw(st.integers(*n_train))
     ridge = draw(st.floats(*mu))
     seed = draw(SEEDS)
-    return PerClientLogistic.random(n_clients, dim, N, N, seed, mu=ridge,
-                                    hyper=hyper)  # type: ignore[arg-type]
+    return PerClientLogistic.random(n_clients, dim, N, N, seed, mu=ridge, hyper=hyper)  # type: ignore[arg-type]

@@ -67,26 +67,34 @@ def provenance_notes(claims: Sequence[dict[str, Any]], meta: dict[str, Any]) -> 
         if not isinstance(there, dict):
             unnamed.append(str(claim["id"]))
         elif there.get("git_commit") != commit or (device and there.get("device") != device):
-            elsewhere.append(f"{claim['id']} (commit {str(there.get('git_commit'))[:10]} on "
-                             f"{there.get('device')})")
+            elsewhere.append(
+                f"{claim['id']} (commit {str(there.get('git_commit'))[:10]} on "
+                f"{there.get('device')})"
+            )
     notes = []
     if elsewhere:
-        notes.append("results computed by another commit or on another device than the header "
-                     "names (a resumed run reused them; `testbed check --fresh` recomputes "
-                     "them): " + _first(elsewhere))
+        notes.append(
+            "results computed by another commit or on another device than the header "
+            "names (a resumed run reused them; `testbed check --fresh` recomputes "
+            "them): " + _first(elsewhere)
+        )
     if unnamed:
-        notes.append(f"{len(unnamed)} results do not name the commit that computed them "
-                     "(written before claim files recorded it): " + _first(unnamed))
+        notes.append(
+            f"{len(unnamed)} results do not name the commit that computed them "
+            "(written before claim files recorded it): " + _first(unnamed)
+        )
     return notes
 
 
 def _first(names: Sequence[str], shown: int = 8) -> str:
-    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more"
-                                      if len(names) > shown else "")
+    return ", ".join(names[:shown]) + (
+        f" and {len(names) - shown} more" if len(names) > shown else ""
+    )
 
 
-def build_report(results_dir: Path, out_dir: Path,
-                 progress: Callable[[int, str], None] | None = None) -> Path:
+def build_report(
+    results_dir: Path, out_dir: Path, progress: Callable[[int, str], None] | None = None
+) -> Path:
     """Build the report of ``results_dir`` into ``out_dir``; return the path of index.html.
 
     Reads only the results files (``testbed check`` writes them); reruns nothing. Writes
@@ -103,17 +111,20 @@ def build_report(results_dir: Path, out_dir: Path,
     results_dir, out_dir = Path(results_dir), Path(out_dir)
     claims, notes = load_claims(results_dir)
     if out_dir.resolve() == results_dir.resolve():
-        raise ValueError("the report's output directory must differ from the results "
-                         f"directory {results_dir}")
+        raise ValueError(
+            f"the report's output directory must differ from the results directory {results_dir}"
+        )
     meta, meta_notes = load_metadata(results_dir)
     notes = meta_notes + notes
     profile = meta.get("profile")
     profile_name = profile.get("name") if isinstance(profile, dict) else profile
-    stale = [str(c["id"]) for c in claims
-             if profile_name and c.get("profile") not in (None, profile_name)]
+    stale = [
+        str(c["id"])
+        for c in claims
+        if profile_name and c.get("profile") not in (None, profile_name)
+    ]
     if stale:
-        notes.append(f"results from a profile other than {profile_name}: "
-                      + ", ".join(stale))
+        notes.append(f"results from a profile other than {profile_name}: " + ", ".join(stale))
     notes.extend(provenance_notes(claims, meta))
     out_dir.mkdir(parents=True, exist_ok=True)
     cache = FigureCache.load(out_dir / "figures")
@@ -124,8 +135,15 @@ def build_report(results_dir: Path, out_dir: Path,
             progress(len(claims), sections[-1].id)
     extras = build_sections(results_dir, out_dir, cache)
     cache.prune()
-    page = page_context(meta, sections, notes, extras, load_calibration(results_dir),
-                        results=str(results_dir), kills=mutation_kills(results_dir))
+    page = page_context(
+        meta,
+        sections,
+        notes,
+        extras,
+        load_calibration(results_dir),
+        results=str(results_dir),
+        kills=mutation_kills(results_dir),
+    )
     index = out_dir / "index.html"
     atomic_write(index, render_html(page))
     atomic_write(out_dir / "report.md", render_markdown(page))

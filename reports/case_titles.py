@@ -75,8 +75,11 @@ def _shown(key: str, value: Any) -> bool:
     if key in HIDDEN_KEYS or "seed" in key or value is None:
         return False
     # zero noise, heterogeneity and sample counts are the families' defaults: left out
-    return not (any(q in key for q in QUIET_KEYS) and isinstance(value, (int, float))
-                and float(value) == 0.0)
+    return not (
+        any(q in key for q in QUIET_KEYS)
+        and isinstance(value, (int, float))
+        and float(value) == 0.0
+    )
 
 
 def _items(mapping: dict[str, Any]) -> list[str]:
@@ -91,16 +94,20 @@ def _items(mapping: dict[str, Any]) -> list[str]:
             out.append(f"{format_value(value)} client{'' if value == 1 else 's'}")
         elif key == "n_samples":
             out.append(f"{format_value(value)} samples")
-        elif (any(q in key for q in QUIET_KEYS) and isinstance(value, (int, float))
-              and abs(float(value)) < NEGLIGIBLE):
+        elif (
+            any(q in key for q in QUIET_KEYS)
+            and isinstance(value, (int, float))
+            and abs(float(value)) < NEGLIGIBLE
+        ):
             out.append(f"{KEY_LABELS.get(key, key.replace('_', ' '))} ~0")
         else:
             out.append(f"{KEY_LABELS.get(key, key.replace('_', ' '))} {format_value(value)}")
     return out
 
 
-def case_title(problem_id: str, spec: dict[str, Any] | None,
-               params: dict[str, Any] | None = None) -> str:
+def case_title(
+    problem_id: str, spec: dict[str, Any] | None, params: dict[str, Any] | None = None
+) -> str:
     """The case in words; the problem id itself when no spec is recorded."""
     if not isinstance(spec, dict) or not spec.get("family"):
         return problem_id

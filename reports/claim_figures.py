@@ -70,8 +70,7 @@ def select_cases(
     ordered = sorted(values, key=lambda c: (group(c), c))
     if worst is not None:
         key = (worst.get("problem_id"), canonical_params(worst.get("params") or {}))
-        match = [c for c in ordered if c == key] or \
-            [c for c in ordered if c[0] == key[0]]
+        match = [c for c in ordered if c == key] or [c for c in ordered if c[0] == key[0]]
         if match and group(match[0]) < 2:
             ordered.remove(match[0])
             ordered.insert(0, match[0])
@@ -94,15 +93,20 @@ def _fits_by_problem(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _ylabel(claim: dict[str, Any]) -> str:
-    for fit in [c.get("fit") for c in claim.get("cases") or [] if isinstance(c, dict)] + \
-            list(claim.get("fits") or []):
+    for fit in [c.get("fit") for c in claim.get("cases") or [] if isinstance(c, dict)] + list(
+        claim.get("fits") or []
+    ):
         if isinstance(fit, dict) and (label := quantity_label(str(fit.get("quantity") or ""))):
             return label
     return KIND_LABELS.get(str(claim.get("kind")), "measured value")
 
 
-def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tuple[str, str]],
-            worst_key: tuple[str, str] | None) -> list[SeriesPanel]:
+def _panels(
+    claim: dict[str, Any],
+    rows: Sequence[SeriesRow],
+    cases: Sequence[tuple[str, str]],
+    worst_key: tuple[str, str] | None,
+) -> list[SeriesPanel]:
     kind = str(claim.get("kind") or "")
     law = {"scaling_exponent": "power", "linear_rate": "geometric"}.get(kind)
     specs, fits, ylabel = case_specs(claim), _fits_by_problem(claim), _ylabel(claim)
@@ -115,11 +119,19 @@ def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tu
                 groups.setdefault((r.estimator, r.series, r.step_name), []).append(r)
         curves = []
         for (estimator, series, step_name), group in sorted(
-                groups.items(), key=lambda kv: (_series_rank(kv[0][1]), kv[0])):
+            groups.items(), key=lambda kv: (_series_rank(kv[0][1]), kv[0])
+        ):
             group.sort(key=lambda r: r.step)
-            curves.append(Curve(estimator, series, step_name, tuple(r.step for r in group),
-                                tuple(r.value for r in group),
-                                tuple(r.oracle_calls for r in group)))
+            curves.append(
+                Curve(
+                    estimator,
+                    series,
+                    step_name,
+                    tuple(r.step for r in group),
+                    tuple(r.value for r in group),
+                    tuple(r.oracle_calls for r in group),
+                )
+            )
         measured = [c for c in curves if c.series == "measured"] or curves
         finite = [v for c in measured for v in c.values if math.isfinite(v)]
         ylog = bool(finite) and all(v > 0 for v in finite)
@@ -129,8 +141,11 @@ def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tu
         # the theory's slope in every panel of a rate or an exponent whose series records no
         # theory (a pale fitted band alone left the theory to the summary panel)
         if law and case[0] in fits and not any(c.series == "theory" for c in curves):
-            guide = slope_guide(measured[0], fits[case[0]], "power" if xlog else "geometric") \
-                if (xlog or law == "geometric") else None
+            guide = (
+                slope_guide(measured[0], fits[case[0]], "power" if xlog else "geometric")
+                if (xlog or law == "geometric")
+                else None
+            )
             if guide is not None:
                 guides.append(guide)
         params = json.loads(case[1]) if case[0] in shared and case[1].startswith("{") else None
@@ -138,8 +153,11 @@ def _panels(claim: dict[str, Any], rows: Sequence[SeriesRow], cases: Sequence[tu
         if case == worst_key:
             title = "worst case: " + title
         step_names = sorted({c.step_name for c in curves if c.step_name})
-        panels.append(SeriesPanel(title, step_label(step_names), ylabel, xlog, ylog,
-                                  tuple(curves), tuple(guides)))
+        panels.append(
+            SeriesPanel(
+                title, step_label(step_names), ylabel, xlog, ylog, tuple(curves), tuple(guides)
+            )
+        )
     return panels
 
 
@@ -153,15 +171,21 @@ def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
     parts = []
     if spec.series_panels:
         n = len(spec.series_panels)
-        axes = ("log-log axes (a power law is a straight line)"
-                if any(p.xlog for p in spec.series_panels)
-                else "log y-axis (a geometric rate is a straight line)"
-                if all(p.ylog for p in spec.series_panels) else "linear axes")
-        if any(p.xlog and any(x <= 0 for c in p.curves for x in c.steps)
-               for p in spec.series_panels):
+        axes = (
+            "log-log axes (a power law is a straight line)"
+            if any(p.xlog for p in spec.series_panels)
+            else "log y-axis (a geometric rate is a straight line)"
+            if all(p.ylog for p in spec.series_panels)
+            else "linear axes"
+        )
+        if any(
+            p.xlog and any(x <= 0 for c in p.curves for x in c.steps) for p in spec.series_panels
+        ):
             axes += "; points at a step <= 0 cannot be shown on the log axis"
-        parts.append(f"{'Panels 1-' + str(n) if n > 1 else 'Panel 1'}: one case each (titled by "
-                     f"its problem), {axes}. Solid: measured (colour: estimator)")
+        parts.append(
+            f"{'Panels 1-' + str(n) if n > 1 else 'Panel 1'}: one case each (titled by "
+            f"its problem), {axes}. Solid: measured (colour: estimator)"
+        )
         if "bound" in series:
             parts.append("dashed: the theoretical bound")
         if "theory" in series:
@@ -170,9 +194,11 @@ def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
             parts.append("wide pale band: the fitted rate over its fitting window")
         guides = [g for p in spec.series_panels for g in p.guides]
         if guides:
-            parts.append("black dash-dot: the theory's slope (recorded with the fit) drawn "
-                         "through the measured points it was fitted on, beside the fitted "
-                         f"slope's {interval_words([g.level for g in guides])} (pale fan)")
+            parts.append(
+                "black dash-dot: the theory's slope (recorded with the fit) drawn "
+                "through the measured points it was fitted on, beside the fitted "
+                f"slope's {interval_words([g.level for g in guides])} (pale fan)"
+            )
         if spec.oracle_row:
             parts.append("second row: the same against oracle calls")
     text = "; ".join(parts) + ("." if parts else "")
@@ -180,23 +206,33 @@ def caption(spec: FigureSpec, fitted_elsewhere: bool) -> str:
     where = " Right: " if spec.series_panels else ""
     if isinstance(spec.summary, FitPanel):
         words = interval_words([p.level for p in spec.summary.points])
-        text += (f"{where}each case's fitted value with its {words} (green: holds, red: "
-                 "fails, purple: undecided) against the theory recorded with the fit (black "
-                 "dash-dot) and the region the check allows (grey).")
+        text += (
+            f"{where}each case's fitted value with its {words} (green: holds, red: "
+            "fails, purple: undecided) against the theory recorded with the fit (black "
+            "dash-dot) and the region the check allows (grey)."
+        )
     elif spec.summary is not None:
         text += f"{where}each case's measured value (green: holds, red cross: fails) against "
         if not spec.summary.against_bound:
             text += "its bound (black dash-dot)."
-        elif "==" in spec.summary.relation or "count" in spec.summary.title \
-                or "rounds" in spec.summary.title:
-            text += ("its formula; x is the formula's value, so a count that agrees lies on "
-                     "the line.")
+        elif (
+            "==" in spec.summary.relation
+            or "count" in spec.summary.title
+            or "rounds" in spec.summary.title
+        ):
+            text += (
+                "its formula; x is the formula's value, so a count that agrees lies on the line."
+            )
         else:
-            text += ("its bound; x is the bound's value, so a case that holds lies on or below "
-                     "the line y = x, and one above it fails.")
+            text += (
+                "its bound; x is the bound's value, so a case that holds lies on or below "
+                "the line y = x, and one above it fails."
+            )
     if fitted_elsewhere:
-        text += (" The fit is in another variable or window than the plotted axis, so its "
-                 "theory is shown in the right-hand panel only.")
+        text += (
+            " The fit is in another variable or window than the plotted axis, so its "
+            "theory is shown in the right-hand panel only."
+        )
     return text.strip()
 
 
@@ -207,26 +243,33 @@ def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
     return {"notes": notes, "artists": artists}
 
 
-def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
-                  cache: FigureCache | None = None) -> ClaimSection:
+def claim_section(
+    claim: dict[str, Any], results_dir: Path, out_dir: Path, cache: FigureCache | None = None
+) -> ClaimSection:
     """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
     of its own, saved at once, when None)."""
     if claim.get("verdict") == NOT_TRUSTED:  # never shown as measured: no figure, no number
-        return ClaimSection(claim, "not shown (its results file is not trusted)", notes=[
-            f"results file claims/{claim['id']}.json not trusted: {claim.get('trust_problem')}"
-            f"; rerun `testbed check --claim {str(claim['id']).split('@')[0]}`."])
+        return ClaimSection(
+            claim,
+            "not shown (its results file is not trusted)",
+            notes=[
+                f"results file claims/{claim['id']}.json not trusted: {claim.get('trust_problem')}"
+                f"; rerun `testbed check --claim {str(claim['id']).split('@')[0]}`."
+            ],
+        )
     worst = worst_case(claim)
     section = ClaimSection(claim, worst_case_text(worst))
     if worst is not None:
         section.worst_title = case_title(str(worst.get("problem_id")), worst.get("spec"))
     section.counterexample, section.counterexample_files = _copy_counterexample(
-        claim, results_dir, out_dir, section.notes)
-    slack = sum(1 for c in claim.get("cases") or [] if isinstance(c, dict)
-                and within_slack(c))
+        claim, results_dir, out_dir, section.notes
+    )
+    slack = sum(1 for c in claim.get("cases") or [] if isinstance(c, dict) and within_slack(c))
     if slack:
         section.notes.append(
             f"{slack} passed case(s) measured above the bound, within the check's round-off "
-            "slack (e.g. a float64 round-off error against a bound of 0).")
+            "slack (e.g. a float64 round-off error against a bound of 0)."
+        )
     rows = _read_rows(claim, results_dir, section)
     summary = choose_summary(claim, {r.series for r in rows})
     if claim.get("kind") == "communication_count" and summary is not None:
@@ -257,22 +300,27 @@ def claim_section(claim: dict[str, Any], results_dir: Path, out_dir: Path,
     section.notes.extend(str(n) for n in entry.get("notes") or [])
     section.artists = list(entry.get("artists") or [])
     section.figure = f"figures/{name}"
-    fitted_elsewhere = (claim.get("kind") in RATE_KINDS
-                        and isinstance(summary, FitPanel) and bool(panels)
-                        and not any(p.guides or any(c.series in ("theory", "fitted")
-                                                    for c in p.curves) for p in panels))
+    fitted_elsewhere = (
+        claim.get("kind") in RATE_KINDS
+        and isinstance(summary, FitPanel)
+        and bool(panels)
+        and not any(
+            p.guides or any(c.series in ("theory", "fitted") for c in p.curves) for p in panels
+        )
+    )
     section.caption = caption(spec, fitted_elsewhere)
-    section.alt = (f"{section.id}: measured against the theory"
-                   + (f" on {len(panels)} case{'s' if len(panels) > 1 else ''}" if panels else "")
-                   + (f"; {summary.title}" if summary else ""))
+    section.alt = (
+        f"{section.id}: measured against the theory"
+        + (f" on {len(panels)} case{'s' if len(panels) > 1 else ''}" if panels else "")
+        + (f"; {summary.title}" if summary else "")
+    )
     n_all = len({r.case for r in rows})
     if n_all > len(cases):
         section.notes.append(f"{len(cases)} of {n_all} cases plotted.")
     return section
 
 
-def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
-               ) -> list[SeriesRow]:
+def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection) -> list[SeriesRow]:
     """The claim's series rows; a note (and no rows) when the file is missing or unreadable."""
     series_rel = str(claim.get("series_file") or f"{SERIES}/{claim['id']}.csv")
     try:
@@ -292,13 +340,15 @@ def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection
         if rows and torn[1] is not None and rows[-1].step == torn[1]:
             rows = rows[:-1]  # the cut row: its last number may be cut short too
     if not rows:
-        section.notes.append("no series recorded for this claim (it is checked case by "
-                             "case; see the table)")
+        section.notes.append(
+            "no series recorded for this claim (it is checked case by case; see the table)"
+        )
     return rows
 
 
-def _copy_counterexample(claim: dict[str, Any], results_dir: Path, out_dir: Path,
-                         notes: list[str]) -> tuple[str | None, list[str]]:
+def _copy_counterexample(
+    claim: dict[str, Any], results_dir: Path, out_dir: Path, notes: list[str]
+) -> tuple[str | None, list[str]]:
     """Copy the counterexample JSON and its companions (the .npz arrays) under out_dir, each
     only when changed; return the relative link of the JSON and of every file copied."""
     rel = claim.get("counterexample")

@@ -99,9 +99,13 @@ def _failed(case: dict[str, Any]) -> bool:
 def within_slack(case: dict[str, Any]) -> bool:
     """A passed bound case whose measured value is above its bound: it passed only by the
     check's round-off slack (say a 1e-16 error against a bound of 0)."""
-    return (_case_fit(case) is None and not _failed(case)
-            and case.get("outcome") in (None, "holds")
-            and "<=" in str(case.get("relation", "<=")) and _ratio(case) > 1.0)
+    return (
+        _case_fit(case) is None
+        and not _failed(case)
+        and case.get("outcome") in (None, "holds")
+        and "<=" in str(case.get("relation", "<="))
+        and _ratio(case) > 1.0
+    )
 
 
 def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
@@ -151,8 +155,10 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
         return "no cases"
     fit = _case_fit(case)
     if fit is not None:
-        return (f"fitted slope {number_text(fit.get('estimate'), 4)} ({interval_text(fit)}) "
-                f"vs theory {number_text(fit.get('theory'), 4)}")
+        return (
+            f"fitted slope {number_text(fit.get('estimate'), 4)} ({interval_text(fit)}) "
+            f"vs theory {number_text(fit.get('theory'), 4)}"
+        )
     measured, bound = as_float(case.get("measured")), as_float(case.get("bound"))
     text = f"{number_text(measured)} vs bound {number_text(bound)} ({case.get('relation', '<=')})"
     if bound > 0 and math.isfinite(measured):
@@ -179,12 +185,15 @@ def cases_text(claim: dict[str, Any]) -> str:
     if undecided:
         parts.append(f"{undecided} undecided")
     if claim.get("counterexample"):
-        confirmed = (" and confirmed on fresh seeds" if claim.get("decision") == "statistical"
-                     else "")
+        confirmed = (
+            " and confirmed on fresh seeds" if claim.get("decision") == "statistical" else ""
+        )
         if held == 0:
-            parts = ["refuted on the saved counterexample, replayed before any drawn case"
-                     f"{confirmed}; the check stops at the first failure, so no other case was "
-                     "measured"]
+            parts = [
+                "refuted on the saved counterexample, replayed before any drawn case"
+                f"{confirmed}; the check stops at the first failure, so no other case was "
+                "measured"
+            ]
         else:
             parts.append(f"then refuted on the saved counterexample{confirmed}")
     rejected = claim.get("n_rejected")
@@ -212,15 +221,25 @@ def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
     if not flag:
         record = claim.get("expected_verdicts") or [claim.get("expected")]
         established = " or ".join(str(v) for v in record if v)
-        return (f"NOT as recorded ({established})",
-                f"NOT what the testbed has established ({established}): a departure to "
-                "investigate", "expected-no")
+        return (
+            f"NOT as recorded ({established})",
+            f"NOT what the testbed has established ({established}): a departure to investigate",
+            "expected-no",
+        )
     if verdict == "fails as stated":
-        return ("known erratum", "a known erratum: the testbed refuted this statement before, "
-                "and this run refuted it again", "expected-yes")
+        return (
+            "known erratum",
+            "a known erratum: the testbed refuted this statement before, "
+            "and this run refuted it again",
+            "expected-yes",
+        )
     if verdict == "undecided":
-        return ("by design", "undecided by design on this profile (its budget is a smoke run "
-                "of the code path); the command given decides it", "muted")
+        return (
+            "by design",
+            "undecided by design on this profile (its budget is a smoke run "
+            "of the code path); the command given decides it",
+            "muted",
+        )
     return ("as expected", "the verdict the testbed has established", "expected-yes")
 
 
@@ -245,16 +264,23 @@ def power_text(claim: dict[str, Any]) -> str:
     power, control = claim.get("power"), claim.get("positive_control")
     parts = []
     if isinstance(power, dict):
-        parts.append(f"{'caught' if as_bool(power.get('caught')) else 'NOT caught'}: "
-                     f"{power.get('name', '?')}")
+        parts.append(
+            f"{'caught' if as_bool(power.get('caught')) else 'NOT caught'}: "
+            f"{power.get('name', '?')}"
+        )
     if isinstance(control, dict):
-        parts.append("positive control " + ("holds" if as_bool(control.get("holds"))
-                                            else f"does NOT hold ({control.get('outcome')})"))
+        parts.append(
+            "positive control "
+            + (
+                "holds"
+                if as_bool(control.get("holds"))
+                else f"does NOT hold ({control.get('outcome')})"
+            )
+        )
     return "; ".join(parts) if parts else "—"
 
 
-def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any]] | None
-                     ) -> str:
+def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any]] | None) -> str:
     """The claim's row of the calibration table (``testbed calibrate``): false failures (or,
     for a claim expected to fail, refutations) over independent seeds against the stated rate."""
     if claim.get("decision") != "statistical":
@@ -267,8 +293,10 @@ def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any
     seeds = int(as_float(row.get("seeds") or 0))
     refuted = int(as_float(row.get("refuted") or 0))
     what = "refutations" if str(row.get("expected")) == "fails" else "false failures"
-    text = (f"{refuted}/{seeds} {what} [{number_text(row.get('rate_low'))}, "
-            f"{number_text(row.get('rate_high'))}] vs stated {number_text(row.get('stated_rate'))}")
+    text = (
+        f"{refuted}/{seeds} {what} [{number_text(row.get('rate_low'))}, "
+        f"{number_text(row.get('rate_high'))}] vs stated {number_text(row.get('stated_rate'))}"
+    )
     consistent = as_bool(row.get("consistent"))
     if consistent is not None:
         text += "; consistent" if consistent else "; NOT consistent"
@@ -288,12 +316,17 @@ def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
     else:
         profile_text = str(profile) if profile else "unknown"
     versions = meta.get("versions")
-    versions_text = (", ".join(f"{k} {v}" for k, v in versions.items())
-                     if isinstance(versions, dict) else "unknown")
-    fields = [("Git commit", str(meta.get("git_commit", "unknown"))),
-              ("Profile", profile_text),
-              ("Package versions", versions_text),
-              ("Results written", str(meta.get("written", "unknown")))]
+    versions_text = (
+        ", ".join(f"{k} {v}" for k, v in versions.items())
+        if isinstance(versions, dict)
+        else "unknown"
+    )
+    fields = [
+        ("Git commit", str(meta.get("git_commit", "unknown"))),
+        ("Profile", profile_text),
+        ("Package versions", versions_text),
+        ("Results written", str(meta.get("written", "unknown"))),
+    ]
     if meta.get("hypothesis"):
         fields.append(("Hypothesis", str(meta["hypothesis"])))
     return fields
@@ -308,39 +341,50 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
     checked = [c for c in claims if c.get("verdict") not in ("not checked", "not trusted")]
     unexpected = sum(1 for c in checked if as_bool(c.get("as_expected")) is False)
     expected = sum(1 for c in checked if as_bool(c.get("as_expected")) is True)
-    missed = sum(1 for c in claims if isinstance(c.get("power"), dict)
-                 and as_bool(c["power"].get("caught")) is False)
-    controls = sum(1 for c in claims if isinstance(c.get("positive_control"), dict)
-                   and as_bool(c["positive_control"].get("holds")) is False)
+    missed = sum(
+        1
+        for c in claims
+        if isinstance(c.get("power"), dict) and as_bool(c["power"].get("caught")) is False
+    )
+    controls = sum(
+        1
+        for c in claims
+        if isinstance(c.get("positive_control"), dict)
+        and as_bool(c["positive_control"].get("holds")) is False
+    )
     checked_ids = {str(c.get("id")) for c in checked}
-    populations = ", ".join(f"{counted(len(ids), which)} ({sum(i in checked_ids for i in ids)} "
-                            "checked)"
-                            for which, ids in split(str(c.get("id")) for c in claims).items()
-                            if ids)
-    text = (f"{populations or 'nothing'}: {expected} as the testbed expects, {unexpected} "
-            "verdict(s) differ from what the testbed expects")
+    populations = ", ".join(
+        f"{counted(len(ids), which)} ({sum(i in checked_ids for i in ids)} checked)"
+        for which, ids in split(str(c.get("id")) for c in claims).items()
+        if ids
+    )
+    text = (
+        f"{populations or 'nothing'}: {expected} as the testbed expects, {unexpected} "
+        "verdict(s) differ from what the testbed expects"
+    )
     refuted = refutation_counts(c for c in checked if c.get("about") in ABOUTS)
     if any(refuted.values()):
         # short: the first screen's lists must fit one screen; the groups' badges and the
         # sections below name the classes in full
-        text += (f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s), "
-                 f"{refuted[ERRATUM]} erratum/errata, {refuted[TABLE_NUMBER]} table "
-                 "number(s)")
+        text += (
+            f"; failing as stated: {refuted[SUBSTANTIVE]} substantive refutation(s), "
+            f"{refuted[ERRATUM]} erratum/errata, {refuted[TABLE_NUMBER]} table "
+            "number(s)"
+        )
     untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
     if len(claims) - untrusted > len(checked):
-        text += (f"; {len(claims) - untrusted - len(checked)} not checked (not counted as "
-                 "expected)")
+        text += f"; {len(claims) - untrusted - len(checked)} not checked (not counted as expected)"
     if untrusted:
-        text += (f"; {untrusted} results file(s) not trusted (edited or damaged: not shown, "
-                 "not counted)")
+        text += (
+            f"; {untrusted} results file(s) not trusted (edited or damaged: not shown, not counted)"
+        )
     if missed or controls:
         text += f"; {missed} perturbation(s) not caught, {controls} positive control(s) failing"
     return text + "."
 
 
 TABLE_HEAD = ("Claim", "Verdict", "Measured against the theory", "Slack", "Statement")
-FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval or residual", "Theory", "Tolerance",
-            "Outcome")
+FIT_HEAD = ("Case", "Quantity", "Fitted", "Interval or residual", "Theory", "Tolerance", "Outcome")
 
 
 def level_text(level: float) -> str:
@@ -371,7 +415,15 @@ def fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for number, (fit, outcome, _) in enumerate(claim_fits(claim), start=1):
         est, theory, tol = (as_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
-        rows.append((f"{number}: {fit.get('problem_id', '?')}", str(fit.get("quantity", "")),
-                     number_text(est, 4), interval_text(fit), number_text(theory, 4),
-                     number_text(tol, 3), outcome))
+        rows.append(
+            (
+                f"{number}: {fit.get('problem_id', '?')}",
+                str(fit.get("quantity", "")),
+                number_text(est, 4),
+                interval_text(fit),
+                number_text(theory, 4),
+                number_text(tol, 3),
+                outcome,
+            )
+        )
     return rows

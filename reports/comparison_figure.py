@@ -17,13 +17,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-METRIC_LABELS = {"hypergradient_error": "relative hypergradient error",
-                 "suboptimality": "relative suboptimality",
-                 "aggitd": "FBO-AggITD vs FedNest",
-                 "fedmsa": "FedMSA vs FedNest",
-                 "lfednest": "LFedNest vs FedNest",
-                 "fedmsa_vs_fednest_n5": "FedMSA vs FedNest (N = 5)",
-                 "lfednest_heterogeneous": "LFedNest vs FedNest, heterogeneous"}
+METRIC_LABELS = {
+    "hypergradient_error": "relative hypergradient error",
+    "suboptimality": "relative suboptimality",
+    "aggitd": "FBO-AggITD vs FedNest",
+    "fedmsa": "FedMSA vs FedNest",
+    "lfednest": "LFedNest vs FedNest",
+    "fedmsa_vs_fednest_n5": "FedMSA vs FedNest (N = 5)",
+    "lfednest_heterogeneous": "LFedNest vs FedNest, heterogeneous",
+}
 
 
 #: The algorithms of the comparison: Okabe-Ito colours (colour-blind safe) and a line style
@@ -39,9 +41,15 @@ ALGORITHM_STYLES: dict[str, dict[str, Any]] = {
 #: dpi, so a 10 pt tick label stays about 14 px on screen (it was 7 px when the figure, 18.6
 #: inches wide, was scaled down to the page).
 WIDTH_INCHES = 13.5
-FONT_SIZES = {"font.size": 11, "axes.titlesize": 11, "axes.labelsize": 11,
-              "xtick.labelsize": 10, "ytick.labelsize": 10, "legend.fontsize": 11,
-              "figure.titlesize": 12.5}
+FONT_SIZES = {
+    "font.size": 11,
+    "axes.titlesize": 11,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 11,
+    "figure.titlesize": 12.5,
+}
 COLUMNS_PER_ROW = 3
 
 
@@ -61,8 +69,9 @@ def _positive(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], li
 __all__ = ["COMPARISON_PLOT_VERSION", "plot_rounds_to_error"]
 
 
-def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[str, float],
-                         path: Path) -> list[dict[str, Any]]:
+def plot_rounds_to_error(
+    curves: Mapping[str, Sequence[Trace]], targets: dict[str, float], path: Path
+) -> list[dict[str, Any]]:
     """One column per metric in ``targets``; rows: against rounds, against oracle calls.
 
     Each algorithm keeps its colour (one thin line per run); the target is a dashed grey line;
@@ -80,10 +89,17 @@ def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[st
     blocks = -(-len(metrics) // columns)
     width = min(4.4 * columns + 0.6, WIDTH_INCHES)
     with matplotlib.rc_context(cast(Any, {**RC_PARAMS, **FONT_SIZES})):
-        fig, grid = plt.subplots(2 * blocks, columns, figsize=(width, 6.2 * blocks + 0.6),
-                                 layout="constrained", squeeze=False)
-        axes = [[grid[2 * (i // columns) + row][i % columns] for i in range(len(metrics))]
-                for row in range(2)]
+        fig, grid = plt.subplots(
+            2 * blocks,
+            columns,
+            figsize=(width, 6.2 * blocks + 0.6),
+            layout="constrained",
+            squeeze=False,
+        )
+        axes = [
+            [grid[2 * (i // columns) + row][i % columns] for i in range(len(metrics))]
+            for row in range(2)
+        ]
         for i in range(len(metrics), blocks * columns):  # the unused panels of the last block
             for row in range(2):
                 grid[2 * (i // columns) + row][i % columns].set_axis_off()
@@ -97,29 +113,54 @@ def plot_rounds_to_error(curves: Mapping[str, Sequence[Trace]], targets: dict[st
                             continue  # a trace of another comparison's column
                         for row, xs in enumerate((trace.rounds, trace.oracle_calls)):
                             x, y = _positive(xs, trace.values[metric])
-                            axes[row][col].plot(x, y, color=style["color"],
-                                                linestyle=style["linestyle"], linewidth=1.5,
-                                                alpha=0.9, gid="measured")
-                handles.append(Line2D([], [], color=style["color"],
-                                      linestyle=style["linestyle"], linewidth=2.0,
-                                      label=style["label"]))
+                            axes[row][col].plot(
+                                x,
+                                y,
+                                color=style["color"],
+                                linestyle=style["linestyle"],
+                                linewidth=1.5,
+                                alpha=0.9,
+                                gid="measured",
+                            )
+                handles.append(
+                    Line2D(
+                        [],
+                        [],
+                        color=style["color"],
+                        linestyle=style["linestyle"],
+                        linewidth=2.0,
+                        label=style["label"],
+                    )
+                )
             for col, metric in enumerate(metrics):
                 for row, xlabel in enumerate(("communication rounds", "oracle calls")):
                     ax = axes[row][col]
-                    ax.axhline(targets[metric], color="#888888", linestyle="--", linewidth=1.0,
-                               gid="target")
+                    ax.axhline(
+                        targets[metric],
+                        color="#888888",
+                        linestyle="--",
+                        linewidth=1.0,
+                        gid="target",
+                    )
                     ax.set_yscale("log")
                     ax.set_xlabel(xlabel)
                     if col % columns == 0:
                         ax.set_ylabel("relative stationarity (log scale)")
-                axes[0][col].set_title(f"{METRIC_LABELS.get(metric, metric)}\ntarget "
-                                       f"{targets[metric]:g}")
+                axes[0][col].set_title(
+                    f"{METRIC_LABELS.get(metric, metric)}\ntarget {targets[metric]:g}"
+                )
             handles.append(Line2D([], [], color="#888888", linestyle="--", label="target"))
-            fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6),
-                       frameon=False)
+            fig.legend(
+                handles=handles,
+                loc="outside lower center",
+                ncols=min(len(handles), 6),
+                frameon=False,
+            )
             fig.suptitle("Rounds to reach the target (tuned steps; one line per problem)")
-            artists = [panel_record(i + 1, METRIC_LABELS.get(m, m), axes[0][i])
-                       for i, m in enumerate(metrics)]
+            artists = [
+                panel_record(i + 1, METRIC_LABELS.get(m, m), axes[0][i])
+                for i, m in enumerate(metrics)
+            ]
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, format="png", metadata={"Software": None})
         finally:

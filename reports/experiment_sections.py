@@ -19,38 +19,55 @@ from results_format.replication import RECORD_SCHEMA, replication_problem
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
 REPLICATION_COMMANDS = (
-    ("testbed run configs/X.toml --steps 5 --results {results}",
-     "a partial smoke run of one config: 6-22 s each (the record says \"partial\")"),
-    ("testbed run configs --results {results} --threads 1   (or: tox -e workloads)",
-     "every paper experiment at its full horizon, resuming: tens of minutes (the two HGP "
-     "influence configs alone take 14 min on one core)"),
+    (
+        "testbed run configs/X.toml --steps 5 --results {results}",
+        'a partial smoke run of one config: 6-22 s each (the record says "partial")',
+    ),
+    (
+        "testbed run configs --results {results} --threads 1   (or: tox -e workloads)",
+        "every paper experiment at its full horizon, resuming: tens of minutes (the two HGP "
+        "influence configs alone take 14 min on one core)",
+    ),
 )
 BENCH_COMMANDS = (
-    ("python benchmarks/run.py --quick --out {results}/bench",
-     "every benchmark's smoke mode: about 20 s on 2 cores (smoke sizes; its targets are not "
-     "the issue's)"),
-    ("python benchmarks/run.py --out {results}/bench   (or: tox -e bench)",
-     "the full benchmarks: the closed-form rounds about 10 min; the scale benchmark builds "
-     "M = 10,000 clients and needs about 19 GB of memory"),
+    (
+        "python benchmarks/run.py --quick --out {results}/bench",
+        "every benchmark's smoke mode: about 20 s on 2 cores (smoke sizes; its targets are not "
+        "the issue's)",
+    ),
+    (
+        "python benchmarks/run.py --out {results}/bench   (or: tox -e bench)",
+        "the full benchmarks: the closed-form rounds about 10 min; the scale benchmark builds "
+        "M = 10,000 clients and needs about 19 GB of memory",
+    ),
 )
 
 
-def _files_or_commands(results_dir: Path, folder: str, section: Section, writers: str,
-                       commands: Sequence[tuple[str, str]]) -> list[Path]:
+def _files_or_commands(
+    results_dir: Path,
+    folder: str,
+    section: Section,
+    writers: str,
+    commands: Sequence[tuple[str, str]],
+) -> list[Path]:
     """The ``folder/*.json`` files; none: the section is "not run" with the commands that
     write them and their durations."""
     files = sorted((results_dir / folder).glob("*.json"))
     if not files:
-        _not_run(section, f"no {folder}/*.json: {writers} write them, from the repository root",
-                 *(Command(c.format(results=results_dir), d) for c, d in commands))
+        _not_run(
+            section,
+            f"no {folder}/*.json: {writers} write them, from the repository root",
+            *(Command(c.format(results=results_dir), d) for c, d in commands),
+        )
     return files
 
 
 def replication(results_dir: Path) -> Section:
     """One table of every ``replication/*.json`` (REPLICATION_SCHEMA) row."""
     section = Section("replication", "Replication of the papers' experiments")
-    files = _files_or_commands(results_dir, REPLICATION, section, "the experiment configs",
-                               REPLICATION_COMMANDS)
+    files = _files_or_commands(
+        results_dir, REPLICATION, section, "the experiment configs", REPLICATION_COMMANDS
+    )
     if not files:
         return section
     rows = []
@@ -60,9 +77,11 @@ def replication(results_dir: Path) -> Section:
             continue
         problem = replication_problem(data, results_dir)
         if problem is not None:  # never shown as measured
-            section.notes.append(f"replication/{path.name} not trusted ({problem}); its rows "
-                                 "are not shown. Rerun its config with `testbed run` to write "
-                                 "it again.")
+            section.notes.append(
+                f"replication/{path.name} not trusted ({problem}); its rows "
+                "are not shown. Rerun its config with `testbed run` to write "
+                "it again."
+            )
             continue
         found = data.get("metadata")
         meta: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -71,25 +90,47 @@ def replication(results_dir: Path) -> Section:
         for r in data["rows"]:
             if not isinstance(r, dict):
                 continue
-            testbed = (_fmt(r.get("testbed_value")) if r.get("testbed_value") is not None
-                       else "not reached")
-            rows.append((f"{data['paper']}, {data['table']}: {data['experiment']}"
-                         + (f" ({where})" if where else ""),
-                         str(r.get("setting", "")), str(r.get("metric", "")),
-                         _fmt(r.get("paper_value")), testbed, str(r.get("unit", "")),
-                         status or "—", str(r.get("differences", ""))))
+            testbed = (
+                _fmt(r.get("testbed_value"))
+                if r.get("testbed_value") is not None
+                else "not reached"
+            )
+            rows.append(
+                (
+                    f"{data['paper']}, {data['table']}: {data['experiment']}"
+                    + (f" ({where})" if where else ""),
+                    str(r.get("setting", "")),
+                    str(r.get("metric", "")),
+                    _fmt(r.get("paper_value")),
+                    testbed,
+                    str(r.get("unit", "")),
+                    status or "—",
+                    str(r.get("differences", "")),
+                )
+            )
     if rows:
-        section.tables.append(Table(
-            ("Experiment", "Setting", "Metric", "Paper", "Testbed", "Unit", "Run",
-             "Differences from the paper"), tuple(rows)))
+        section.tables.append(
+            Table(
+                (
+                    "Experiment",
+                    "Setting",
+                    "Metric",
+                    "Paper",
+                    "Testbed",
+                    "Unit",
+                    "Run",
+                    "Differences from the paper",
+                ),
+                tuple(rows),
+            )
+        )
     return section
 
 
 def bench(results_dir: Path) -> Section:
     """Per ``bench/*.json`` (BENCH_SCHEMA): its targets, and its measured rows folded."""
     section = Section("bench", "Benchmarks")
-    files = _files_or_commands(results_dir, BENCH, section, "the benchmark scripts",
-                               BENCH_COMMANDS)
+    files = _files_or_commands(results_dir, BENCH, section, "the benchmark scripts", BENCH_COMMANDS)
     if not files:
         return section
 
@@ -99,21 +140,43 @@ def bench(results_dir: Path) -> Section:
             continue
         machine = data.get("machine") or {}
         quick = isinstance(machine, dict) and bool(machine.get("quick"))
-        machine_text = ", ".join(f"{k}: {v}" for k, v in machine.items()) \
-            if isinstance(machine, dict) else str(machine)
-        name = str(data["benchmark"]) + (" (quick mode: smoke sizes, not the benchmark's)"
-                                         if quick else "")
-        targets = tuple((str(t.get("name", "")), _fmt(t.get("measured"), 6),
-                         str(t.get("direction", "")).replace("_", " "), _fmt(t.get("target"), 6),
-                         _fmt(t.get("met"))) for t in data["targets"] if isinstance(t, dict))
+        machine_text = (
+            ", ".join(f"{k}: {v}" for k, v in machine.items())
+            if isinstance(machine, dict)
+            else str(machine)
+        )
+        name = str(data["benchmark"]) + (
+            " (quick mode: smoke sizes, not the benchmark's)" if quick else ""
+        )
+        targets = tuple(
+            (
+                str(t.get("name", "")),
+                _fmt(t.get("measured"), 6),
+                str(t.get("direction", "")).replace("_", " "),
+                _fmt(t.get("target"), 6),
+                _fmt(t.get("met")),
+            )
+            for t in data["targets"]
+            if isinstance(t, dict)
+        )
         if targets:
-            section.tables.append(Table(("Target", "Measured", "Direction", "Target value",
-                                         "Met"), targets, f"{name}: targets"))
+            section.tables.append(
+                Table(
+                    ("Target", "Measured", "Direction", "Target value", "Met"),
+                    targets,
+                    f"{name}: targets",
+                )
+            )
         rows = [r for r in data["rows"] if isinstance(r, dict)]
         head = tuple(dict.fromkeys(k for r in rows for k in r))
-        section.tables.append(Table(
-            head, tuple(tuple(_fmt(r.get(k), 6) for k in head) for r in rows),
-            f"{name}: {data['description']} ({machine_text})", folded=True))
+        section.tables.append(
+            Table(
+                head,
+                tuple(tuple(_fmt(r.get(k), 6) for k in head) for r in rows),
+                f"{name}: {data['description']} ({machine_text})",
+                folded=True,
+            )
+        )
     return section
 
 

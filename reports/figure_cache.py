@@ -78,8 +78,7 @@ class FigureCache:
             return None
         return entry
 
-    def draw(self, name: str, key: str, draw: Callable[[Path], dict[str, Any]]
-             ) -> dict[str, Any]:
+    def draw(self, name: str, key: str, draw: Callable[[Path], dict[str, Any]]) -> dict[str, Any]:
         """The entry of figure ``name``: reused when fresh, else ``draw(temporary_path)`` is
         called, the PNG renamed into place and the manifest rewritten."""
         self.used.add(name)
@@ -116,5 +115,9 @@ class FigureCache:
         return stale
 
     def save(self) -> None:
-        atomic_write(self.folder / MANIFEST, json.dumps(
-            {"format": MANIFEST_FORMAT, "figures": self.entries}, indent=1, sort_keys=True))
+        atomic_write(
+            self.folder / MANIFEST,
+            json.dumps(
+                {"format": MANIFEST_FORMAT, "figures": self.entries}, indent=1, sort_keys=True
+            ),
+        )

@@ -48,8 +48,9 @@ def _drawing_code_version(*modules: str) -> str:
 #: Part of every claim figure's cache key (:mod:`reports.figure_cache`).
 PLOT_VERSION = "claim-figure " + _drawing_code_version("figure_spec.py", "plots.py")
 #: The same for the rounds-to-error figure (:mod:`reports.comparison_figure`).
-COMPARISON_PLOT_VERSION = "rounds-to-error " + _drawing_code_version("figure_spec.py", "plots.py",
-                                                                      "comparison_figure.py")
+COMPARISON_PLOT_VERSION = "rounds-to-error " + _drawing_code_version(
+    "figure_spec.py", "plots.py", "comparison_figure.py"
+)
 
 #: y labels when no fit names the quantity (the series files do not name it; see the kind)
 KIND_LABELS = {
@@ -61,8 +62,13 @@ KIND_LABELS = {
     "exact_identity": "residual",
 }
 RATE_KINDS = ("linear_rate", "scaling_exponent")
-BOUND_KINDS = ("bias_bound", "variance_bound", "linear_rate", "scaling_exponent",
-               "communication_count")
+BOUND_KINDS = (
+    "bias_bound",
+    "variance_bound",
+    "linear_rate",
+    "scaling_exponent",
+    "communication_count",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -254,8 +260,11 @@ def slope_guide(curve: Curve, fit: dict[str, Any], law: str) -> Guide | None:
     low, high, tolerance = (number(fit.get(k)) for k in ("ci_low", "ci_high", "tolerance"))
     if not (math.isfinite(estimate) and math.isfinite(theory)):
         return None
-    points = [(x, y) for x, y in zip(curve.steps, curve.values, strict=True)
-              if math.isfinite(x) and math.isfinite(y) and y > 0 and (law != "power" or x > 0)]
+    points = [
+        (x, y)
+        for x, y in zip(curve.steps, curve.values, strict=True)
+        if math.isfinite(x) and math.isfinite(y) and y > 0 and (law != "power" or x > 0)
+    ]
     if len(points) < 2:
         return None
     xs = [math.log(x) if law == "power" else x for x, _ in points]
@@ -263,17 +272,26 @@ def slope_guide(curve: Curve, fit: dict[str, Any], law: str) -> Guide | None:
     top = max(ys)
     above_floor = [i for i, y in enumerate(ys) if y > top + math.log(1e-13)]
     half_width = (high - low) / 2 if math.isfinite(high - low) else 0.0
-    allowed = max(tolerance if math.isfinite(tolerance) else 0.0, half_width,
-                  0.02 * abs(estimate), 1e-9)
+    allowed = max(
+        tolerance if math.isfinite(tolerance) else 0.0, half_width, 0.02 * abs(estimate), 1e-9
+    )
     for window in _windows(len(points), above_floor):
         slope, cx, cy = _least_squares([xs[i] for i in window], [ys[i] for i in window])
         if math.isfinite(slope) and abs(slope - estimate) <= allowed:
             x_window = [points[i][0] for i in window]
-            return Guide(law, min(x_window), max(x_window),
-                         math.exp(cx) if law == "power" else cx, math.exp(cy), theory,
-                         estimate, low if math.isfinite(low) else estimate,
-                         high if math.isfinite(high) else estimate, curve.estimator,
-                         _level(fit))
+            return Guide(
+                law,
+                min(x_window),
+                max(x_window),
+                math.exp(cx) if law == "power" else cx,
+                math.exp(cy),
+                theory,
+                estimate,
+                low if math.isfinite(low) else estimate,
+                high if math.isfinite(high) else estimate,
+                curve.estimator,
+                _level(fit),
+            )
     return None
 
 
@@ -317,8 +335,11 @@ def claim_fits(claim: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
     by_problem = {str(c.get("problem_id")): c for c in cases}
     listed = [f for f in claim.get("fits") or [] if isinstance(f, dict) and "estimate" in f]
     if not listed:
-        listed = [dict(c["fit"], problem_id=c.get("problem_id")) for c in cases
-                  if isinstance(c.get("fit"), dict) and "estimate" in c["fit"]]
+        listed = [
+            dict(c["fit"], problem_id=c.get("problem_id"))
+            for c in cases
+            if isinstance(c.get("fit"), dict) and "estimate" in c["fit"]
+        ]
     out = []
     for fit in listed:
         case = by_problem.get(str(fit.get("problem_id")), {})
@@ -337,18 +358,30 @@ def fit_panel(claim: dict[str, Any], limit: int = 40) -> FitPanel | None:
         quantity = quantity or str(fit.get("quantity") or "")
         relation = relation or case_relation
         low, high = _to_float(fit.get("ci_low")), _to_float(fit.get("ci_high"))
-        points.append(FitPoint(str(i + 1), estimate, low if math.isfinite(low) else estimate,
-                               high if math.isfinite(high) else estimate, theory,
-                               _to_float(fit.get("tolerance")), outcome, _level(fit)))
+        points.append(
+            FitPoint(
+                str(i + 1),
+                estimate,
+                low if math.isfinite(low) else estimate,
+                high if math.isfinite(high) else estimate,
+                theory,
+                _to_float(fit.get("tolerance")),
+                outcome,
+                _level(fit),
+            )
+        )
     if not points:
         return None
     kind = "exponent" if "exponent" in quantity else "slope" if "log" in quantity else "value"
-    return FitPanel(f"fitted {kind} per case", quantity or f"fitted {kind}",
-                    fit_region(relation), tuple(points[:limit]))
+    return FitPanel(
+        f"fitted {kind} per case",
+        quantity or f"fitted {kind}",
+        fit_region(relation),
+        tuple(points[:limit]),
+    )
 
 
-def case_panel(cases: Sequence[dict[str, Any]], kind: str,
-               limit: int = 40) -> CasePanel | None:
+def case_panel(cases: Sequence[dict[str, Any]], kind: str, limit: int = 40) -> CasePanel | None:
     """Each case's measured value against its bound (or formula); None without both."""
     points, relation = [], ""
     for i, case in enumerate(cases):
@@ -370,8 +403,7 @@ def case_panel(cases: Sequence[dict[str, Any]], kind: str,
     return CasePanel(title, ylabel, relation, varying, tuple(points))
 
 
-def choose_summary(claim: dict[str, Any], series_names: set[str]
-                   ) -> FitPanel | CasePanel | None:
+def choose_summary(claim: dict[str, Any], series_names: set[str]) -> FitPanel | CasePanel | None:
     """The summary panel: fits for a rate or an exponent; measured against the bound for a
     bound or a count whose series (named ``series_names``) draw no theory; None otherwise."""
     cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]

@@ -41,7 +41,7 @@ def hypothesis_lines(claim: dict[str, Any]) -> list[str]:
             state = "declared (no case recorded its margin)"
         else:
             margin = as_float(found.get("margin"))
-            state = (f"margin {margin:+.3g}" + ("" if margin >= 0 else " (OUTSIDE)"))
+            state = f"margin {margin:+.3g}" + ("" if margin >= 0 else " (OUTSIDE)")
         lines.append(f"{name}: {h.get('statement', '')} ({h.get('reference', '')}); {state}")
     return lines
 
@@ -56,8 +56,10 @@ def reading_lines(claim: dict[str, Any]) -> list[str]:
         line = f"read as {r.get('name', '?')}: {r.get('verdict', '?')}"
         ce = r.get("counterexample")
         if isinstance(ce, dict):
-            line += (f" (counterexample {ce.get('problem_id', '?')}: measured "
-                     f"{as_float(ce.get('measured')):.4g} vs {as_float(ce.get('bound')):.4g})")
+            line += (
+                f" (counterexample {ce.get('problem_id', '?')}: measured "
+                f"{as_float(ce.get('measured')):.4g} vs {as_float(ce.get('bound')):.4g})"
+            )
         lines.append(line)
     return lines
 
@@ -71,12 +73,16 @@ def refutation_summary(claim: dict[str, Any]) -> str:
     if hypotheses:
         margins = _counterexample_margins(claim)
         inside = all(as_float(m.get("margin")) >= 0 for m in margins) if margins else None
-        parts.append(f"inside {len(hypotheses)} declared hypothes"
-                     f"{'is' if len(hypotheses) == 1 else 'es'}"
-                     + ("" if inside is None else "" if inside else " (one is violated!)"))
+        parts.append(
+            f"inside {len(hypotheses)} declared hypothes"
+            f"{'is' if len(hypotheses) == 1 else 'es'}"
+            + ("" if inside is None else "" if inside else " (one is violated!)")
+        )
     elif claim.get("scale"):
-        parts.append("under the paper's protocol at the closest scale the data allow (the "
-                     "differences are stated with the claim)")
+        parts.append(
+            "under the paper's protocol at the closest scale the data allow (the "
+            "differences are stated with the claim)"
+        )
     else:
         parts.append("no hypotheses declared")
     if readings:

@@ -74,15 +74,23 @@ from results_format.verdicts import (
 FAILS = "fails as stated"
 #: The groups of a paper, (verdict, refutation class), in the order its glance and table show
 #: them: the substantive refutations first, the errata and table numbers after the rest.
-GROUP_ORDER = ((FAILS, SUBSTANTIVE), ("holds", ""), ("holds once corrected", ""),
-               ("undecided", ""), (FAILS, ERRATUM), (FAILS, TABLE_NUMBER), ("not checked", ""))
+GROUP_ORDER = (
+    (FAILS, SUBSTANTIVE),
+    ("holds", ""),
+    ("holds once corrected", ""),
+    ("undecided", ""),
+    (FAILS, ERRATUM),
+    (FAILS, TABLE_NUMBER),
+    ("not checked", ""),
+)
 #: A group's words (singular, plural) where they are not its verdict's.
-GROUP_WORDS = {(FAILS, SUBSTANTIVE): ("fails as stated", "fail as stated"),
-               (FAILS, ERRATUM): ("erratum (fails as printed)", "errata (fail as printed)"),
-               (FAILS, TABLE_NUMBER): ("table number (fails as stated)",
-                                       "table numbers (fail as stated)"),
-               ("holds", ""): ("holds", "hold"),
-               ("holds once corrected", ""): ("holds once corrected", "hold once corrected")}
+GROUP_WORDS = {
+    (FAILS, SUBSTANTIVE): ("fails as stated", "fail as stated"),
+    (FAILS, ERRATUM): ("erratum (fails as printed)", "errata (fail as printed)"),
+    (FAILS, TABLE_NUMBER): ("table number (fails as stated)", "table numbers (fail as stated)"),
+    ("holds", ""): ("holds", "hold"),
+    ("holds once corrected", ""): ("holds once corrected", "hold once corrected"),
+}
 #: Results files written before runs recorded their origin are the testbed's own.
 BUILT_IN = "built-in"
 
@@ -278,8 +286,9 @@ class VerdictGroup:
     @property
     def label(self) -> str:
         """The group's name: its verdict, or for a refutation its class ("erratum ...")."""
-        singular, plural = GROUP_WORDS.get((self.verdict, self.refutation),
-                                           (self.verdict, self.verdict))
+        singular, plural = GROUP_WORDS.get(
+            (self.verdict, self.refutation), (self.verdict, self.verdict)
+        )
         return singular if self.count == 1 else plural
 
     @property
@@ -315,13 +324,16 @@ class PaperTable:
 
     @property
     def counts(self) -> str:
-        """"34 claims: 2 fail as stated, 25 hold, ..., 1 erratum (fails as printed)" (the groups
+        """ "34 claims: 2 fail as stated, 25 hold, ..., 1 erratum (fails as printed)" (the groups
         present, in order)."""
         n = len(self.rows)
         parts = [f"{g.count} {g.label}" for g in self.groups]
         # a paper's table says "claims"; the comparisons and the variants' runs their own noun
-        what = (f"{n} claim{'s' if n != 1 else ''}" if self.population == PAPERS or self.origin
-                else counted(n, self.population))
+        what = (
+            f"{n} claim{'s' if n != 1 else ''}"
+            if self.population == PAPERS or self.origin
+            else counted(n, self.population)
+        )
         return f"{what}: " + ", ".join(parts)
 
 
@@ -376,31 +388,40 @@ def decision_lines(c: dict[str, Any]) -> list[str]:
     lines = []
     power = c.get("power")
     if isinstance(power, dict):
-        lines.append(f"Perturbation ({'caught' if as_bool(power.get('caught')) else 'NOT caught'},"
-                     f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
-                     f"{power.get('description', '')}")
+        lines.append(
+            f"Perturbation ({'caught' if as_bool(power.get('caught')) else 'NOT caught'},"
+            f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
+            f"{power.get('description', '')}"
+        )
     control = c.get("positive_control")
     if isinstance(control, dict):
         case = control.get("case") or {}
-        lines.append(f"Positive control: on {case.get('problem_id', '?')} "
-                     f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
-                     f"says {control.get('outcome', '?')} (measured "
-                     f"{number_text(case.get('measured'))} vs {number_text(case.get('bound'))}).")
+        lines.append(
+            f"Positive control: on {case.get('problem_id', '?')} "
+            f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
+            f"says {control.get('outcome', '?')} (measured "
+            f"{number_text(case.get('measured'))} vs {number_text(case.get('bound'))})."
+        )
     for case in c.get("cases") or []:
         if not isinstance(case, dict) or case.get("outcome") != "undecided":
             continue
         for d in case.get("decisions") or []:
             if isinstance(d, dict) and d.get("outcome") == "undecided":
                 factor = as_float(d.get("budget_factor"))
-                budget = (f"about {number_text(factor, 2)}x the samples would decide it"
-                          if math.isfinite(factor) else "the estimate sits on the edge")
-                lines.append(f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
-                             f"{number_text(d.get('estimate'), 4)}, "
-                             f"interval [{number_text(d.get('low'), 4)}, "
-                             f"{number_text(d.get('high'), 4)}] "
-                             f"at rate {number_text(d.get('rate'), 2)} "
-                             f"against [{number_text(d.get('region_low'), 4)}, "
-                             f"{number_text(d.get('region_high'), 4)}]; {budget}.")
+                budget = (
+                    f"about {number_text(factor, 2)}x the samples would decide it"
+                    if math.isfinite(factor)
+                    else "the estimate sits on the edge"
+                )
+                lines.append(
+                    f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
+                    f"{number_text(d.get('estimate'), 4)}, "
+                    f"interval [{number_text(d.get('low'), 4)}, "
+                    f"{number_text(d.get('high'), 4)}] "
+                    f"at rate {number_text(d.get('rate'), 2)} "
+                    f"against [{number_text(d.get('region_low'), 4)}, "
+                    f"{number_text(d.get('region_high'), 4)}]; {budget}."
+                )
     return lines
 
 
@@ -415,8 +436,10 @@ def decide_command(claim: dict[str, Any], results: str) -> DecideCommand | None:
     profile = str(decided.get("profile") or "thorough")
     seconds = as_float(decided.get("seconds"))
     where = f" --results {results}" if results and results != "results" else ""
-    return DecideCommand(f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
-                         seconds if math.isfinite(seconds) else None)
+    return DecideCommand(
+        f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
+        seconds if math.isfinite(seconds) else None,
+    )
 
 
 def _merged_decide(rows: Sequence[Row]) -> DecideCommand | None:
@@ -439,7 +462,7 @@ def _short(claim_id: str, paper: str) -> str:
     """The id without its paper's prefix (``fednest.thm31.k_rate_bilevel`` under FedNest reads
     ``thm31.k_rate_bilevel``)."""
     prefix = paper.lower() + "."
-    return claim_id[len(prefix):] if claim_id.lower().startswith(prefix) else claim_id
+    return claim_id[len(prefix) :] if claim_id.lower().startswith(prefix) else claim_id
 
 
 def _origin(section: ClaimSection) -> str:
@@ -460,17 +483,26 @@ def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
     """An outside table's title: its origin, the estimators checked and, for a library's
     adapter, the entry's reference (the library's version and call)."""
     estimators = sorted({str(s.claim.get("estimator") or "") for s in sections} - {""})
-    references = sorted({str(entry.get("reference")) for s in sections
-                         for entry in (s.claim.get("estimator_entry"),)
-                         if isinstance(entry, dict) and entry.get("reference")
-                         and entry.get("builtin") is False})
+    references = sorted(
+        {
+            str(entry.get("reference"))
+            for s in sections
+            for entry in (s.claim.get("estimator_entry"),)
+            if isinstance(entry, dict) and entry.get("reference") and entry.get("builtin") is False
+        }
+    )
     title = f"{origin}: {', '.join(estimators)}" if estimators else origin
     return title + (f" ({'; '.join(references)})" if references else "")
 
 
-def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
-             rows_by_id: dict[str, Row], origin: str = "",
-             population: str = PAPERS) -> PaperTable:
+def _grouped(
+    title: str,
+    anchor: str,
+    sections: Sequence[ClaimSection],
+    rows_by_id: dict[str, Row],
+    origin: str = "",
+    population: str = PAPERS,
+) -> PaperTable:
     """A paper's (or an origin's) table: its rows in the groups of :data:`GROUP_ORDER` (a
     verdict, and for "fails as stated" the refutation class), each sorted by id."""
     by_group: dict[tuple[str, str], list[Row]] = {}
@@ -483,9 +515,15 @@ def _grouped(title: str, anchor: str, sections: Sequence[ClaimSection],
         rows = sorted(by_group.get((verdict, refutation), []), key=lambda r: r.id)
         if rows:
             name = refutation if refutation and refutation != SUBSTANTIVE else verdict
-            groups.append(VerdictGroup(verdict, rows, f"{anchor}-{slug(name)}",
-                                       _merged_decide(rows) if verdict == "undecided" else None,
-                                       refutation))
+            groups.append(
+                VerdictGroup(
+                    verdict,
+                    rows,
+                    f"{anchor}-{slug(name)}",
+                    _merged_decide(rows) if verdict == "undecided" else None,
+                    refutation,
+                )
+            )
     return PaperTable(title, anchor, groups, origin, population)
 
 
@@ -493,25 +531,33 @@ def _headline(meta: dict[str, Any]) -> str:
     profile = meta.get("profile")
     name = profile.get("name") if isinstance(profile, dict) else profile
     commit = str(meta.get("git_commit") or "unknown")[:12]
-    return (f"{name or 'unknown'} profile · commit {commit} · results written "
-            f"{meta.get('written', 'unknown')}")
+    return (
+        f"{name or 'unknown'} profile · commit {commit} · results written "
+        f"{meta.get('written', 'unknown')}"
+    )
 
 
 #: The titles of the tables of the comparisons and of the runs on enrolled variants.
-POPULATION_TITLES = {COMPARISONS: "Comparisons (a paper's statement about two algorithms)",
-                     VARIANTS: "Runs on enrolled variants (a claim on a registered variant: "
-                               "they test the variant, not the paper)"}
+POPULATION_TITLES = {
+    COMPARISONS: "Comparisons (a paper's statement about two algorithms)",
+    VARIANTS: "Runs on enrolled variants (a claim on a registered variant: "
+    "they test the variant, not the paper)",
+}
 
 
 def _paper_key(paper: str) -> tuple[int, str]:
     return (PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER), paper)
 
 
-def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: Sequence[str],
-                 extras: Sequence[Section] = (),
-                 calibration: dict[str, dict[str, Any]] | None = None,
-                 results: str = "results",
-                 kills: dict[str, list[str]] | None = None) -> Page:
+def page_context(
+    meta: dict[str, Any],
+    sections: Sequence[ClaimSection],
+    notes: Sequence[str],
+    extras: Sequence[Section] = (),
+    calibration: dict[str, dict[str, Any]] | None = None,
+    results: str = "results",
+    kills: dict[str, list[str]] | None = None,
+) -> Page:
     """The whole page as data (see the module docstring); ``results`` is the results folder
     named in the commands the page gives; ``kills`` the mutants each claim killed
     (:func:`results_format.evidence.mutation_kills`; None when no mutation record exists)."""
@@ -525,39 +571,77 @@ def page_context(meta: dict[str, Any], sections: Sequence[ClaimSection], notes: 
         c = s.claim
         paper = str(c.get("paper") or "unknown paper")
         rows_by_id[s.id] = Row(
-            s, paper, str(c.get("verdict", "unknown")), cases_text(c), power_text(c),
+            s,
+            paper,
+            str(c.get("verdict", "unknown")),
+            cases_text(c),
+            power_text(c),
             calibration_text(c, calibration),
             by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
-            _short(s.id, paper), decide_command(c, results),
-            by_id.get(str(c.get("serves"))) if c.get("serves") else None, kills)
+            _short(s.id, paper),
+            decide_command(c, results),
+            by_id.get(str(c.get("serves"))) if c.get("serves") else None,
+            kills,
+        )
     own = [s for s in sections if _origin(s) == BUILT_IN]
     # the claims of the papers per paper, then the comparisons and the runs on enrolled
     # variants, each in a table of its own (results_format.populations: `testbed check` and
     # `testbed list` count them apart too)
-    by_population = {which: [s for s in own if population_of(s.id) == which]
-                     for which in POPULATIONS}
+    by_population = {
+        which: [s for s in own if population_of(s.id) == which] for which in POPULATIONS
+    }
     claims = by_population[PAPERS]
-    papers = [_grouped(paper, f"paper-{slug(paper)}",
-                       [s for s in claims if rows_by_id[s.id].paper == paper], rows_by_id)
-              for paper in sorted({rows_by_id[s.id].paper for s in claims}, key=_paper_key)]
-    papers += [_grouped(POPULATION_TITLES[which], slug(which), members, rows_by_id,
-                        population=which)
-               for which, members in by_population.items() if which != PAPERS and members]
+    papers = [
+        _grouped(
+            paper,
+            f"paper-{slug(paper)}",
+            [s for s in claims if rows_by_id[s.id].paper == paper],
+            rows_by_id,
+        )
+        for paper in sorted({rows_by_id[s.id].paper for s in claims}, key=_paper_key)
+    ]
+    papers += [
+        _grouped(POPULATION_TITLES[which], slug(which), members, rows_by_id, population=which)
+        for which, members in by_population.items()
+        if which != PAPERS and members
+    ]
     origins = sorted({_origin(s) for s in sections} - {BUILT_IN})
     outside = []
     for origin in origins:
         members = [s for s in sections if _origin(s) == origin]
-        outside.append(_grouped(_origin_title(origin, members), f"outside-{slug(origin)}",
-                                members, rows_by_id, origin))
-    failing = {kind: [Erratum(r, [rows_by_id[c.id] for c in r.corrected_by
-                                  if c.id in rows_by_id],
-                              rows_by_id.get(r.serves.id) if r.serves is not None else None)
-                      for p in papers for r in p.rows if r.refutation == kind]
-               for kind in REFUTATION_CLASSES}
+        outside.append(
+            _grouped(
+                _origin_title(origin, members),
+                f"outside-{slug(origin)}",
+                members,
+                rows_by_id,
+                origin,
+            )
+        )
+    failing = {
+        kind: [
+            Erratum(
+                r,
+                [rows_by_id[c.id] for c in r.corrected_by if c.id in rows_by_id],
+                rows_by_id.get(r.serves.id) if r.serves is not None else None,
+            )
+            for p in papers
+            for r in p.rows
+            if r.refutation == kind
+        ]
+        for kind in REFUTATION_CLASSES
+    }
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
-        headline=_headline(meta), fields=header_fields(meta), notes=list(notes),
-        summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]), papers=papers,
-        outside=outside, errata=failing[ERRATUM], extras=list(extras),
-        refutations=failing[SUBSTANTIVE], table_numbers=failing[TABLE_NUMBER])
+        headline=_headline(meta),
+        fields=header_fields(meta),
+        notes=list(notes),
+        summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]),
+        papers=papers,
+        outside=outside,
+        errata=failing[ERRATUM],
+        extras=list(extras),
+        refutations=failing[SUBSTANTIVE],
+        table_numbers=failing[TABLE_NUMBER],
+    )

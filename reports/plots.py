@@ -43,13 +43,28 @@ from reports.figure_spec import (  # noqa: E402
 # Fixed so that figures do not depend on a user's matplotlibrc. DejaVu Sans ships with
 # matplotlib, so no system or web font is needed.
 RC_PARAMS: dict[str, Any] = {
-    "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 8.5, "axes.labelsize": 8.5,
-    "xtick.labelsize": 8, "ytick.labelsize": 8, "legend.fontsize": 8, "figure.titlesize": 10.5,
-    "figure.dpi": 100, "savefig.dpi": 100, "savefig.facecolor": "white",
-    "figure.facecolor": "white", "axes.facecolor": "white", "axes.grid": True,
-    "axes.grid.which": "major", "grid.alpha": 0.25, "grid.linewidth": 0.6,
-    "axes.spines.top": False, "axes.spines.right": False, "lines.linewidth": 1.5,
-    "lines.markersize": 3.5, "axes.prop_cycle": cycler(color=["#444444"]),
+    "font.family": "DejaVu Sans",
+    "font.size": 9,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8.5,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
+    "figure.titlesize": 10.5,
+    "figure.dpi": 100,
+    "savefig.dpi": 100,
+    "savefig.facecolor": "white",
+    "figure.facecolor": "white",
+    "axes.facecolor": "white",
+    "axes.grid": True,
+    "axes.grid.which": "major",
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.5,
+    "lines.markersize": 3.5,
+    "axes.prop_cycle": cycler(color=["#444444"]),
 }
 
 # Estimator name (as in testbed.registry) -> colour and legend label. Colours are from the
@@ -71,8 +86,16 @@ STYLES: dict[str, dict[str, str]] = {
 
 # For names not in STYLES: picked by a stable hash of the name (not Python's salted hash()).
 FALLBACK_COLORS: tuple[str, ...] = (
-    "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B", "#E377C2",
-    "#7F7F7F", "#BCBD22", "#17BECF",
+    "#1F77B4",
+    "#FF7F0E",
+    "#2CA02C",
+    "#D62728",
+    "#9467BD",
+    "#8C564B",
+    "#E377C2",
+    "#7F7F7F",
+    "#BCBD22",
+    "#17BECF",
 )
 THEORY_COLOR = "#000000"
 REGION_COLOR = "#9aa4ae"
@@ -83,21 +106,40 @@ SERIES_STYLES: dict[str, dict[str, Any]] = {
     "measured": {"linestyle": "-", "linewidth": 1.6, "label": "measured", "zorder": 3},
     "bound": {"linestyle": "--", "linewidth": 1.4, "label": "theoretical bound", "zorder": 2},
     # A wide pale band under the measured line, so both stay visible where they coincide.
-    "fitted": {"linestyle": "-", "linewidth": 6.0, "alpha": 0.3, "label": "fitted rate",
-               "zorder": 1, "solid_capstyle": "butt"},
+    "fitted": {
+        "linestyle": "-",
+        "linewidth": 6.0,
+        "alpha": 0.3,
+        "label": "fitted rate",
+        "zorder": 1,
+        "solid_capstyle": "butt",
+    },
     # Black, so that it stays visible on top of a bound with the same values.
-    "theory": {"linestyle": "-.", "linewidth": 1.1, "color": THEORY_COLOR,
-               "label": "theoretical rate", "zorder": 4},
+    "theory": {
+        "linestyle": "-.",
+        "linewidth": 1.1,
+        "color": THEORY_COLOR,
+        "label": "theoretical rate",
+        "zorder": 4,
+    },
 }
-_FALLBACK_SERIES_STYLE: dict[str, Any] = {"linestyle": (0, (1, 3)), "linewidth": 1.2,
-                                          "zorder": 1}
+_FALLBACK_SERIES_STYLE: dict[str, Any] = {"linestyle": (0, (1, 3)), "linewidth": 1.2, "zorder": 1}
 MAX_MARKERS = 40  # measured points get markers when a curve has at most this many
 #: Artist roles that show the theory (a test asserts every rate, bound and exponent figure
 #: draws one of them).
 THEORY_ROLES = ("bound", "theory", "theory-slope", "theory-level", "case-bound")
 
-__all__ = ["FALLBACK_COLORS", "RC_PARAMS", "SERIES_STYLES", "STYLES", "THEORY_ROLES", "Curve",
-           "draw_figure", "estimator_style", "series_style"]
+__all__ = [
+    "FALLBACK_COLORS",
+    "RC_PARAMS",
+    "SERIES_STYLES",
+    "STYLES",
+    "THEORY_ROLES",
+    "Curve",
+    "draw_figure",
+    "estimator_style",
+    "series_style",
+]
 
 
 def estimator_style(name: str) -> dict[str, str]:
@@ -131,10 +173,14 @@ class _Legend:
         self.handles.setdefault(key, handle)
 
 
-def _keep(xs: Sequence[float], ys: Sequence[float], xlog: bool, ylog: bool
-          ) -> tuple[list[float], list[float]]:
-    keep = [(x, y) for x, y in zip(xs, ys, strict=True) if math.isfinite(x) and math.isfinite(y)
-            and (y > 0 or not ylog) and (x > 0 or not xlog)]
+def _keep(
+    xs: Sequence[float], ys: Sequence[float], xlog: bool, ylog: bool
+) -> tuple[list[float], list[float]]:
+    keep = [
+        (x, y)
+        for x, y in zip(xs, ys, strict=True)
+        if math.isfinite(x) and math.isfinite(y) and (y > 0 or not ylog) and (x > 0 or not xlog)
+    ]
     return [x for x, _ in keep], [y for _, y in keep]
 
 
@@ -143,8 +189,12 @@ def _draw_curves(ax: Any, panel: SeriesPanel, legend: _Legend, use_oracle: bool)
     for curve in panel.curves:
         if use_oracle and not curve.has_oracle_calls:
             continue
-        x, y = _keep(curve.oracle_calls if use_oracle else curve.steps, curve.values,
-                     panel.xlog and not use_oracle, panel.ylog)
+        x, y = _keep(
+            curve.oracle_calls if use_oracle else curve.steps,
+            curve.values,
+            panel.xlog and not use_oracle,
+            panel.ylog,
+        )
         if not x:
             continue
         style = series_style(curve.series)
@@ -154,9 +204,17 @@ def _draw_curves(ax: Any, panel: SeriesPanel, legend: _Legend, use_oracle: bool)
         role = curve.series if curve.series in SERIES_STYLES else f"series:{curve.series}"
         ax.plot(x, y, color=color, marker=marker, gid=role, **style)
         style.pop("zorder", None)
-        legend.add(f"{curve.estimator}:{curve.series}", Line2D(
-            [], [], color=color, label=f"{estimator_style(curve.estimator)['label']}: {label}",
-            marker=marker, **style))
+        legend.add(
+            f"{curve.estimator}:{curve.series}",
+            Line2D(
+                [],
+                [],
+                color=color,
+                label=f"{estimator_style(curve.estimator)['label']}: {label}",
+                marker=marker,
+                **style,
+            ),
+        )
         drawn = True
     return drawn
 
@@ -175,22 +233,58 @@ def _draw_guide(ax: Any, guide: Guide, legend: _Legend) -> None:
 
         def line(slope: float) -> list[float]:
             return [guide.y_anchor * math.exp(slope * (x - guide.x_anchor)) for x in xs]
+
     color = estimator_style(guide.estimator)["color"]
     low, high = line(guide.ci_low), line(guide.ci_high)
     if guide.ci_high > guide.ci_low:
-        ax.fill_between(xs, low, high, color=color, alpha=0.25, linewidth=0, zorder=1,
-                        gid="fitted-interval")
-        legend.add("fitted-interval", Patch(
-            color=color, alpha=0.25, label=f"fitted slope, {interval_words([guide.level])}"))
+        ax.fill_between(
+            xs, low, high, color=color, alpha=0.25, linewidth=0, zorder=1, gid="fitted-interval"
+        )
+        legend.add(
+            "fitted-interval",
+            Patch(color=color, alpha=0.25, label=f"fitted slope, {interval_words([guide.level])}"),
+        )
     else:
-        ax.plot(xs, line(guide.estimate), color=color, linewidth=5, alpha=0.3, zorder=1,
-                gid="fitted-interval", solid_capstyle="butt")
-        legend.add("fitted-interval", Line2D([], [], color=color, linewidth=5, alpha=0.3,
-                                             label="fitted slope (interval of zero width)"))
-    ax.plot(xs, line(guide.theory), color=THEORY_COLOR, linestyle="-.", linewidth=1.2,
-            zorder=4, gid="theory-slope")
-    legend.add("theory-slope", Line2D([], [], color=THEORY_COLOR, linestyle="-.",
-                                      label="theory slope (through the measured points)"))
+        ax.plot(
+            xs,
+            line(guide.estimate),
+            color=color,
+            linewidth=5,
+            alpha=0.3,
+            zorder=1,
+            gid="fitted-interval",
+            solid_capstyle="butt",
+        )
+        legend.add(
+            "fitted-interval",
+            Line2D(
+                [],
+                [],
+                color=color,
+                linewidth=5,
+                alpha=0.3,
+                label="fitted slope (interval of zero width)",
+            ),
+        )
+    ax.plot(
+        xs,
+        line(guide.theory),
+        color=THEORY_COLOR,
+        linestyle="-.",
+        linewidth=1.2,
+        zorder=4,
+        gid="theory-slope",
+    )
+    legend.add(
+        "theory-slope",
+        Line2D(
+            [],
+            [],
+            color=THEORY_COLOR,
+            linestyle="-.",
+            label="theory slope (through the measured points)",
+        ),
+    )
 
 
 def _plain_log_ticks(axis: Any) -> None:
@@ -199,8 +293,9 @@ def _plain_log_ticks(axis: Any) -> None:
     axis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
-def _series_panel(axes: Any, col: int, panel: SeriesPanel, legend: _Legend,
-                  oracle_row: bool, notes: list[str]) -> None:
+def _series_panel(
+    axes: Any, col: int, panel: SeriesPanel, legend: _Legend, oracle_row: bool, notes: list[str]
+) -> None:
     top = axes[0][col]
     top.set_title(wrap(panel.title))
     if _draw_curves(top, panel, legend, use_oracle=False):
@@ -212,8 +307,16 @@ def _series_panel(axes: Any, col: int, panel: SeriesPanel, legend: _Legend,
             _plain_log_ticks(top.xaxis)
     else:
         notes.append(f"{panel.title}: no values to plot")
-        top.text(0.5, 0.5, "no values to show", ha="center", va="center",
-                 transform=top.transAxes, fontsize=8, color="#666666")
+        top.text(
+            0.5,
+            0.5,
+            "no values to show",
+            ha="center",
+            va="center",
+            transform=top.transAxes,
+            fontsize=8,
+            color="#666666",
+        )
     top.set_xlabel(panel.xlabel + (" (log scale)" if panel.xlog else ""))
     if col == 0:
         top.set_ylabel(wrap(panel.ylabel + (" (log scale)" if panel.ylog else ""), 40, 2))
@@ -235,20 +338,54 @@ def _fit_summary(ax: Any, panel: FitPanel, legend: _Legend) -> None:
     lo, hi = min(values) - pad, max(values) + pad
     for x, p in zip(xs, panel.points, strict=True):
         tol = p.tolerance if math.isfinite(p.tolerance) else 0.0
-        bottom, top = {"two-sided": (p.theory - tol, p.theory + tol),
-                       "upper": (lo - pad, p.theory + tol),
-                       "lower": (p.theory - tol, hi + pad)}[panel.region]
-        ax.bar(x, top - bottom, bottom=bottom, width=0.8, color=REGION_COLOR, alpha=0.22,
-               linewidth=0, zorder=0, gid="allowed-region")
-        ax.hlines(p.theory, x - 0.4, x + 0.4, color=THEORY_COLOR, linestyle="-.", linewidth=1.3,
-                  zorder=3, gid="theory-level")
+        bottom, top = {
+            "two-sided": (p.theory - tol, p.theory + tol),
+            "upper": (lo - pad, p.theory + tol),
+            "lower": (p.theory - tol, hi + pad),
+        }[panel.region]
+        ax.bar(
+            x,
+            top - bottom,
+            bottom=bottom,
+            width=0.8,
+            color=REGION_COLOR,
+            alpha=0.22,
+            linewidth=0,
+            zorder=0,
+            gid="allowed-region",
+        )
+        ax.hlines(
+            p.theory,
+            x - 0.4,
+            x + 0.4,
+            color=THEORY_COLOR,
+            linestyle="-.",
+            linewidth=1.3,
+            zorder=3,
+            gid="theory-level",
+        )
         color = OUTCOME_COLORS.get(p.outcome, "#444444")
-        ax.errorbar([x], [p.estimate], yerr=[[p.estimate - p.low], [p.high - p.estimate]],
-                    fmt="o", color=color, markersize=4, capsize=3, zorder=4, gid="fit-estimate")
-    lo = min(lo, min(p.theory - (p.tolerance if math.isfinite(p.tolerance) else 0)
-                     for p in panel.points) - pad * 0.2)
-    hi = max(hi, max(p.theory + (p.tolerance if math.isfinite(p.tolerance) else 0)
-                     for p in panel.points) + pad * 0.2)
+        ax.errorbar(
+            [x],
+            [p.estimate],
+            yerr=[[p.estimate - p.low], [p.high - p.estimate]],
+            fmt="o",
+            color=color,
+            markersize=4,
+            capsize=3,
+            zorder=4,
+            gid="fit-estimate",
+        )
+    lo = min(
+        lo,
+        min(p.theory - (p.tolerance if math.isfinite(p.tolerance) else 0) for p in panel.points)
+        - pad * 0.2,
+    )
+    hi = max(
+        hi,
+        max(p.theory + (p.tolerance if math.isfinite(p.tolerance) else 0) for p in panel.points)
+        + pad * 0.2,
+    )
     ax.set_ylim(lo, hi)
     ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
     if len(xs) <= 12:
@@ -257,12 +394,25 @@ def _fit_summary(ax: Any, panel: FitPanel, legend: _Legend) -> None:
     ax.set_ylabel(wrap(panel.ylabel, 44, 3), fontsize=7.5)
     ax.set_title(panel.title)
     words = interval_words([p.level for p in panel.points])
-    legend.add("fit-estimate", Line2D([], [], color="#444444", marker="o", linestyle="",
-                                      label=f"fitted value, {words} (colour: outcome)"))
-    legend.add("theory-level", Line2D([], [], color=THEORY_COLOR, linestyle="-.",
-                                      label="theory (recorded with the fit)"))
-    legend.add("allowed-region", Patch(color=REGION_COLOR, alpha=0.3,
-                                       label="allowed by the check (tolerance)"))
+    legend.add(
+        "fit-estimate",
+        Line2D(
+            [],
+            [],
+            color="#444444",
+            marker="o",
+            linestyle="",
+            label=f"fitted value, {words} (colour: outcome)",
+        ),
+    )
+    legend.add(
+        "theory-level",
+        Line2D([], [], color=THEORY_COLOR, linestyle="-.", label="theory (recorded with the fit)"),
+    )
+    legend.add(
+        "allowed-region",
+        Patch(color=REGION_COLOR, alpha=0.3, label="allowed by the check (tolerance)"),
+    )
 
 
 def draw_case_points(ax: Any, xs: Sequence[float], points: Sequence[Any]) -> None:
@@ -272,11 +422,17 @@ def draw_case_points(ax: Any, xs: Sequence[float], points: Sequence[Any]) -> Non
     order = sorted(range(len(points)), key=lambda i: points[i].outcome == "fails")
     for i in order:
         fails = points[i].outcome == "fails"
-        ax.scatter([xs[i]], [points[i].measured],
-                   c=OUTCOME_COLORS.get(points[i].outcome, "#444444"),
-                   s=90 if fails else 22, marker="X" if fails else "o",
-                   edgecolors="white" if fails else "none", linewidths=0.8,
-                   zorder=6 if fails else 4, gid="case-measured")
+        ax.scatter(
+            [xs[i]],
+            [points[i].measured],
+            c=OUTCOME_COLORS.get(points[i].outcome, "#444444"),
+            s=90 if fails else 22,
+            marker="X" if fails else "o",
+            edgecolors="white" if fails else "none",
+            linewidths=0.8,
+            zorder=6 if fails else 4,
+            gid="case-measured",
+        )
 
 
 def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
@@ -287,18 +443,35 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
         xs = [p.bound for p in panel.points]
         draw_case_points(ax, xs, panel.points)
         line = sorted(set(xs))
-        ax.plot(line, line, color=THEORY_COLOR, linestyle="-.", linewidth=1.2, zorder=3,
-                gid="case-bound")
-        ax.set_xlabel("the formula's value" if "count" in panel.title or "rounds" in panel.title
-                      else "the bound's value")
+        ax.plot(
+            line,
+            line,
+            color=THEORY_COLOR,
+            linestyle="-.",
+            linewidth=1.2,
+            zorder=3,
+            gid="case-bound",
+        )
+        ax.set_xlabel(
+            "the formula's value"
+            if "count" in panel.title or "rounds" in panel.title
+            else "the bound's value"
+        )
         if log:
             ax.set_xscale("log")
     else:
         xs = list(range(1, len(panel.points) + 1))
         draw_case_points(ax, xs, panel.points)
-        ax.hlines([p.bound for p in panel.points], [x - 0.4 for x in xs],
-                  [x + 0.4 for x in xs], color=THEORY_COLOR, linestyle="-.", linewidth=1.3,
-                  zorder=3, gid="case-bound")
+        ax.hlines(
+            [p.bound for p in panel.points],
+            [x - 0.4 for x in xs],
+            [x + 0.4 for x in xs],
+            color=THEORY_COLOR,
+            linestyle="-.",
+            linewidth=1.3,
+            zorder=3,
+            gid="case-bound",
+        )
         ax.set_xlim(0.3, len(xs) + 0.7)
         if len(xs) <= 12:
             ax.set_xticks(xs)
@@ -307,21 +480,42 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
         ax.set_yscale("log")
     ax.set_ylabel(wrap(panel.ylabel + (" (log scale)" if log else ""), 44, 3), fontsize=7.5)
     ax.set_title(panel.title if len(panel.title) < 45 else wrap(panel.title, 45, 2))
-    legend.add("case-measured", Line2D([], [], color="#444444", marker="o", linestyle="",
-                                       label="measured per case (colour: outcome; a failing "
-                                             "case: a large cross, drawn on top)"))
-    legend.add("case-bound", Line2D([], [], color=THEORY_COLOR, linestyle="-.",
-                                    label="bound or formula (" + (panel.relation[:40] or "=")
-                                    + ")"))
+    legend.add(
+        "case-measured",
+        Line2D(
+            [],
+            [],
+            color="#444444",
+            marker="o",
+            linestyle="",
+            label="measured per case (colour: outcome; a failing "
+            "case: a large cross, drawn on top)",
+        ),
+    )
+    legend.add(
+        "case-bound",
+        Line2D(
+            [],
+            [],
+            color=THEORY_COLOR,
+            linestyle="-.",
+            label="bound or formula (" + (panel.relation[:40] or "=") + ")",
+        ),
+    )
 
 
 def panel_record(number: int, title: str, ax: Any) -> dict[str, Any]:
     """What a panel shows, for the figure manifest: the roles of its artists (their ``gid``),
     its axes' scales and labels."""
-    return {"panel": number, "title": title,
-            "roles": sorted({str(a.get_gid()) for a in ax.get_children() if a.get_gid()}),
-            "xscale": ax.get_xscale(), "yscale": ax.get_yscale(),
-            "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel().replace("\n", " ")}
+    return {
+        "panel": number,
+        "title": title,
+        "roles": sorted({str(a.get_gid()) for a in ax.get_children() if a.get_gid()}),
+        "xscale": ax.get_xscale(),
+        "yscale": ax.get_yscale(),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel().replace("\n", " "),
+    }
 
 
 def draw_figure(spec: FigureSpec, path: Path) -> tuple[list[str], list[dict[str, Any]]]:
@@ -343,8 +537,9 @@ def draw_figure(spec: FigureSpec, path: Path) -> tuple[list[str], list[dict[str,
     legend = _Legend()
     with matplotlib.rc_context(cast(Any, RC_PARAMS)):
         width = max(3.4 * ncols + 0.5, 7.0)  # room for the legend under one or two panels
-        fig, axes = plt.subplots(nrows, ncols, figsize=(width, 2.7 * nrows + 1.3),
-                                 layout="constrained", squeeze=False)
+        fig, axes = plt.subplots(
+            nrows, ncols, figsize=(width, 2.7 * nrows + 1.3), layout="constrained", squeeze=False
+        )
         try:
             for col, panel in enumerate(panels):
                 _series_panel(axes, col, panel, legend, oracle_row, notes)
@@ -358,12 +553,18 @@ def draw_figure(spec: FigureSpec, path: Path) -> tuple[list[str], list[dict[str,
                     axes[1][ncols - 1].set_axis_off()
             handles = list(legend.handles.values())
             if handles:
-                fig.legend(handles=handles, loc="outside lower center",
-                           ncols=max(1, min(len(handles), 3, int(width // 3.3))), frameon=False)
+                fig.legend(
+                    handles=handles,
+                    loc="outside lower center",
+                    ncols=max(1, min(len(handles), 3, int(width // 3.3))),
+                    frameon=False,
+                )
             fig.suptitle(spec.title)
             titles = [p.title for p in panels] + ([spec.summary.title] if spec.summary else [])
-            artists = [panel_record(i + 1, t, ax)
-                       for i, (t, ax) in enumerate(zip(titles, axes[0], strict=False))]
+            artists = [
+                panel_record(i + 1, t, ax)
+                for i, (t, ax) in enumerate(zip(titles, axes[0], strict=False))
+            ]
             path.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(path, format="png", metadata={"Software": None})
         finally:

@@ -46,8 +46,11 @@ def environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(str(TEMPLATES)),
         autoescape=select_autoescape(enabled_extensions=("html.j2",), default=False),
-        undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
-        keep_trailing_newline=True)
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters.update(md=md_cell, mdtext=md_text, code=md_code)
     return env
 
@@ -58,9 +61,16 @@ def _asset(name: str) -> str:
 
 def render_html(page: Page) -> str:
     """The self-contained HTML page (CSS and script inlined, relative links only)."""
-    return environment().get_template("report.html.j2").render(
-        page=page, css=_asset("style.css"), script=_asset("page_check.js"),
-        cell_class=cell_class)
+    return (
+        environment()
+        .get_template("report.html.j2")
+        .render(
+            page=page,
+            css=_asset("style.css"),
+            script=_asset("page_check.js"),
+            cell_class=cell_class,
+        )
+    )
 
 
 def render_markdown(page: Page) -> str:

@@ -61,29 +61,35 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
         raise FileNotFoundError(f"results directory {results_dir} does not exist; {hint}")
     files = sorted((results_dir / CLAIMS).glob("*.json"))
     if not files:
-        raise FileNotFoundError(
-            f"no claim results (claims/*.json) in {results_dir}; {hint}")
+        raise FileNotFoundError(f"no claim results (claims/*.json) in {results_dir}; {hint}")
     claims, notes = [], []
     registered = _registered(results_dir)
     for path in files:
         data, reason = read_claim_file(path, results_dir)
-        if data is None and str(reason).startswith(NOT_A_CLAIM_RESULT) and not (
-                path.stem in registered or path.stem.split("@")[0] in registered):
+        if (
+            data is None
+            and str(reason).startswith(NOT_A_CLAIM_RESULT)
+            and not (path.stem in registered or path.stem.split("@")[0] in registered)
+        ):
             # a foreign file (notes, another tool's output): named, never counted as a claim
             notes.append(f"{path.name}: {reason}; a foreign file in {CLAIMS}/, left out")
             continue
         if data is None:
             # never shown as measured: the row keeps the claim's words, not its numbers
-            notes.append(f"{path.name}: {reason}; shown as \"{NOT_TRUSTED}\", without its "
-                         f"measurements. Rerun `testbed check --claim {path.stem.split('@')[0]}"
-                         f" --results {results_dir}` to measure it again")
+            notes.append(
+                f'{path.name}: {reason}; shown as "{NOT_TRUSTED}", without its '
+                f"measurements. Rerun `testbed check --claim {path.stem.split('@')[0]}"
+                f" --results {results_dir}` to measure it again"
+            )
             claims.append(_untrusted_row(path.stem, str(reason), registered))
             continue
         claims.append(data)
     if not claims and not registered:
-        raise FileNotFoundError(f"no claim results in {results_dir / CLAIMS}: its {len(files)} "
-                                f"JSON file(s) are foreign ({', '.join(p.name for p in files)}"
-                                f"); {hint}")
+        raise FileNotFoundError(
+            f"no claim results in {results_dir / CLAIMS}: its {len(files)} "
+            f"JSON file(s) are foreign ({', '.join(p.name for p in files)}"
+            f"); {hint}"
+        )
     claims.extend(_unchecked_rows(registered, {str(c["id"]) for c in claims}))
     claims.sort(key=lambda c: str(c["id"]))
     return claims, notes
@@ -94,8 +100,19 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
 NOT_TRUSTED = "not trusted"
 #: What a row of an untrusted file keeps: the claim's words, from the registry recorded in
 #: ``metadata.json`` (never from the file that is not believed).
-_WORDS = ("paper", "reference", "kind", "statement", "estimators", "estimator", "expected",
-          "decision", "corrects", "origin", "builtin")
+_WORDS = (
+    "paper",
+    "reference",
+    "kind",
+    "statement",
+    "estimators",
+    "estimator",
+    "expected",
+    "decision",
+    "corrects",
+    "origin",
+    "builtin",
+)
 
 
 def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -112,27 +129,40 @@ def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _empty_row(claim_id: str, entry: dict[str, Any] | None, verdict: str) -> dict[str, Any]:
     words = {k: entry[k] for k in _WORDS if entry and k in entry}
-    return dict(words, id=claim_id, verdict=verdict, as_expected=None, n_cases=0, cases=[],
-                fits=[], counterexample=None)
+    return dict(
+        words,
+        id=claim_id,
+        verdict=verdict,
+        as_expected=None,
+        n_cases=0,
+        cases=[],
+        fits=[],
+        counterexample=None,
+    )
 
 
-def _untrusted_row(run_id: str, reason: str, registered: dict[str, dict[str, Any]]
-                   ) -> dict[str, Any]:
+def _untrusted_row(
+    run_id: str, reason: str, registered: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     entry = registered.get(run_id) or registered.get(run_id.split("@")[0])
     row = _empty_row(run_id, entry, NOT_TRUSTED)
     row["trust_problem"] = reason
     return row
 
 
-def _unchecked_rows(registered: dict[str, dict[str, Any]],
-                    checked: set[str]) -> list[dict[str, Any]]:
+def _unchecked_rows(
+    registered: dict[str, dict[str, Any]], checked: set[str]
+) -> list[dict[str, Any]]:
     """Rows for claims registered when the results were written but not (yet) checked.
 
     ``testbed check`` records the whole claim registry in ``metadata.json``, so the report lists
     every claim from results files alone, marking the ones without results "not checked".
     """
-    return [_empty_row(claim_id, entry, "not checked")
-            for claim_id, entry in registered.items() if claim_id not in checked]
+    return [
+        _empty_row(claim_id, entry, "not checked")
+        for claim_id, entry in registered.items()
+        if claim_id not in checked
+    ]
 
 
 def load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
@@ -188,16 +218,18 @@ def read_series(path: Path) -> list[SeriesRow]:
             if not math.isfinite(step):
                 continue
             oracle = as_float(raw.get("oracle_calls") or 0)
-            rows.append(SeriesRow(
-                estimator=raw.get("estimator") or "?",
-                problem_id=raw.get("problem_id") or "?",
-                params=canonical_params(raw.get("params") or ""),
-                series=raw.get("series") or "?",
-                step_name=raw.get("step_name") or "",
-                step=step,
-                value=as_float(raw.get("value")),
-                oracle_calls=oracle if math.isfinite(oracle) else 0.0,
-            ))
+            rows.append(
+                SeriesRow(
+                    estimator=raw.get("estimator") or "?",
+                    problem_id=raw.get("problem_id") or "?",
+                    params=canonical_params(raw.get("params") or ""),
+                    series=raw.get("series") or "?",
+                    step_name=raw.get("step_name") or "",
+                    step=step,
+                    value=as_float(raw.get("value")),
+                    oracle_calls=oracle if math.isfinite(oracle) else 0.0,
+                )
+            )
     return rows
 
 
@@ -220,10 +252,12 @@ def torn_series_note(path: Path, name: str, n_rows: int) -> tuple[str, float | N
         return None
     step = as_float(dict(zip(header, last, strict=False)).get("step"))
     complete = n_rows - 1 if math.isfinite(step) else n_rows
-    return (f"series file {name} is truncated (its last line is cut short: the file was not "
-            f"completely written); the figure shows only its {max(complete, 0)} complete "
-            "row(s). Rerun `testbed check --fresh --claim ID` to rewrite it.",
-            step if math.isfinite(step) else None)
+    return (
+        f"series file {name} is truncated (its last line is cut short: the file was not "
+        f"completely written); the figure shows only its {max(complete, 0)} complete "
+        "row(s). Rerun `testbed check --fresh --claim ID` to rewrite it.",
+        step if math.isfinite(step) else None,
+    )
 
 
 def canonical_params(value: Any) -> str:

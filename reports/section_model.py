@@ -49,9 +49,11 @@ def not_run(section: Section, what: str, *commands: Command) -> None:
 
 
 def check_command(results_dir: Path) -> Command:
-    return Command(f"testbed check --results {results_dir}",
-                   "resumes: only what is missing is measured; the communication and "
-                   "rounds-to-error tables take a few minutes on 2 cores (fast profile)")
+    return Command(
+        f"testbed check --results {results_dir}",
+        "resumes: only what is missing is measured; the communication and "
+        "rounds-to-error tables take a few minutes on 2 cores (fast profile)",
+    )
 
 
 def read_json(path: Path, section: Section, how: Command) -> Any:
@@ -83,5 +85,9 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 def cell_class(value: str) -> str:
     """The CSS class of a section's table cell: failures stand out, "not reached" is muted."""
-    return {"NO": "expected-no", "yes": "expected-yes", "not reached": "muted",
-            "diverged": "expected-no"}.get(value, "")
+    return {
+        "NO": "expected-no",
+        "yes": "expected-yes",
+        "not reached": "muted",
+        "diverged": "expected-no",
+    }.get(value, "")

@@ -39,8 +39,19 @@ from results_format.records import (
 )
 from results_format.validation import seal_problem
 
-__all__ = ["Command", "Section", "Table", "bench", "build_sections", "calibration", "cell_class",
-           "communication", "mutation", "replication", "rounds_to_error"]
+__all__ = [
+    "Command",
+    "Section",
+    "Table",
+    "bench",
+    "build_sections",
+    "calibration",
+    "cell_class",
+    "communication",
+    "mutation",
+    "replication",
+    "rounds_to_error",
+]
 
 
 # --------------------------------------------------------------------------- communication
@@ -53,38 +64,64 @@ def communication(results_dir: Path) -> Section:
         return section
     problem = seal_problem(data) if isinstance(data, dict) else "not a JSON object"
     if problem is not None:  # never shown as measured
-        section.notes.append(f"{COMMUNICATION} not trusted ({problem}); its numbers are not "
-                             f"shown. Rerun `testbed check --results {results_dir}`.")
+        section.notes.append(
+            f"{COMMUNICATION} not trusted ({problem}); its numbers are not "
+            f"shown. Rerun `testbed check --results {results_dir}`."
+        )
         return section
     section.paragraphs.append(
         f"Every registered algorithm at its defaults, {data.get('iterations', '?')} outer "
         "iterations on the regression grid's problem (seed 0): communication rounds of each "
         "iteration as counted by the ledger, against the paper's formula with the parameters "
-        "substituted (evaluated at each iteration's drawn N' where the truncation is random).")
+        "substituted (evaluated at each iteration's drawn N' where the truncation is random)."
+    )
     rows = []
     for r in data.get("rows") or []:
         params = ", ".join(f"{k} = {v}" for k, v in (r.get("formula_parameters") or {}).items())
         formula = r.get("formula") or "—"
         expected = r.get("formula_per_iteration") or []
-        value = (_fmt(r.get("formula_value")) if r.get("formula_value") is not None
-                 else "per iteration: " + ", ".join(_fmt(v) for v in expected))
+        value = (
+            _fmt(r.get("formula_value"))
+            if r.get("formula_value") is not None
+            else "per iteration: " + ", ".join(_fmt(v) for v in expected)
+        )
         measured = ", ".join(_fmt(v) for v in r.get("measured_rounds") or [])
-        rows.append((str(r.get("algorithm")), str(r.get("formula_source") or r.get("paper")),
-                     formula + (f" ({params})" if params else ""), value, measured,
-                     _fmt(r.get("agrees")), _fmt(r.get("floats_per_round"), 4),
-                     _fmt(r.get("floats_per_iteration"), 4), str(r.get("note") or "")))
-    section.tables.append(Table(
-        ("Algorithm", "Source", "Formula (rounds per iteration)", "Formula value",
-         "Measured rounds per iteration", "Agrees", "Floats per round", "Floats per iteration",
-         "Note"), tuple(rows)))
+        rows.append(
+            (
+                str(r.get("algorithm")),
+                str(r.get("formula_source") or r.get("paper")),
+                formula + (f" ({params})" if params else ""),
+                value,
+                measured,
+                _fmt(r.get("agrees")),
+                _fmt(r.get("floats_per_round"), 4),
+                _fmt(r.get("floats_per_iteration"), 4),
+                str(r.get("note") or ""),
+            )
+        )
+    section.tables.append(
+        Table(
+            (
+                "Algorithm",
+                "Source",
+                "Formula (rounds per iteration)",
+                "Formula value",
+                "Measured rounds per iteration",
+                "Agrees",
+                "Floats per round",
+                "Floats per iteration",
+                "Note",
+            ),
+            tuple(rows),
+        )
+    )
     return section
 
 
 # --------------------------------------------------------------------------- rounds to error
 
 
-def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None = None
-                    ) -> Section:
+def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None = None) -> Section:
     """The rounds-to-target table of :mod:`theory_checks.comparison.runs`: one target and one
     "reached" definition (shared with the comparison claims), each algorithm tuned the same way
     and at its paper's prescribed steps, per-problem ratios with their geometric mean."""
@@ -94,8 +131,10 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
     if data is None:
         return section
     if not isinstance(data, dict) or not isinstance(data.get("comparisons"), list):
-        section.notes.append("rounds_to_error.json is in an older format (no 'comparisons'); "
-                             "rerun `testbed check --fresh` to measure it again.")
+        section.notes.append(
+            "rounds_to_error.json is in an older format (no 'comparisons'); "
+            "rerun `testbed check --fresh` to measure it again."
+        )
         return section
     target = data.get("target") or {}
     tuning = data.get("tuning_rule") or {}
@@ -105,14 +144,17 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
         f"that does not reach counts {_fmt(target.get('cap'))}. The comparison claims use this "
         "same definition (theory_checks/comparison/runs.py). Tuned rows: every algorithm's outer "
         f"step {tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
-        f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps.")
+        f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps."
+    )
     rows = []
     for c in data["comparisons"]:
         if not isinstance(c, dict):
             continue
         per_seed = [s for s in c.get("per_seed") or [] if isinstance(s, dict)]
-        ratios = ", ".join(_fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration")
-                                                      else "") for s in per_seed)
+        ratios = ", ".join(
+            _fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration") else "")
+            for s in per_seed
+        )
         interval = c.get("interval_95")
         mean = _fmt(c.get("geometric_mean_ratio"), 3)
         if isinstance(interval, list) and len(interval) == 2:
@@ -120,21 +162,43 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
         rpi = c.get("rounds_per_iteration") or {}
         step = (c.get("tuning") or {}).get("candidate", {})
         notes = sorted({str(s.get("note")) for s in per_seed if s.get("note")})
-        rows.append((f"{c.get('candidate')} vs {c.get('baseline')}", str(c.get("rule")),
-                     f"{c.get('claim', '')} ({c.get('source', '')})"
-                     + ("" if c.get("claimed") else " [context row, not a claim]"),
-                     str(c.get("setting", "")),
-                     f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
-                     (f"c = {_fmt(step.get('multiple'))}" if isinstance(step, dict)
-                      and step.get("multiple") is not None else "prescribed"),
-                     ratios, mean, "; ".join(notes)))
-    section.tables.append(Table(
-        ("Comparison", "Steps", "Paper's claim (source)", "Setting",
-         "Rounds per iteration (candidate / FedNest)", "Candidate step",
-         "Rounds / FedNest's, per problem", "Geometric mean [95%]", "Notes"), tuple(rows),
-        "Ratios below 1: the candidate reaches the target in fewer rounds. * FedNest solves "
-        "that problem in one outer iteration: outside the claims' population, excluded from the "
-        "geometric mean."))
+        rows.append(
+            (
+                f"{c.get('candidate')} vs {c.get('baseline')}",
+                str(c.get("rule")),
+                f"{c.get('claim', '')} ({c.get('source', '')})"
+                + ("" if c.get("claimed") else " [context row, not a claim]"),
+                str(c.get("setting", "")),
+                f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
+                (
+                    f"c = {_fmt(step.get('multiple'))}"
+                    if isinstance(step, dict) and step.get("multiple") is not None
+                    else "prescribed"
+                ),
+                ratios,
+                mean,
+                "; ".join(notes),
+            )
+        )
+    section.tables.append(
+        Table(
+            (
+                "Comparison",
+                "Steps",
+                "Paper's claim (source)",
+                "Setting",
+                "Rounds per iteration (candidate / FedNest)",
+                "Candidate step",
+                "Rounds / FedNest's, per problem",
+                "Geometric mean [95%]",
+                "Notes",
+            ),
+            tuple(rows),
+            "Ratios below 1: the candidate reaches the target in fewer rounds. * FedNest solves "
+            "that problem in one outer iteration: outside the claims' population, excluded from "
+            "the geometric mean.",
+        )
+    )
     try:
         curves = _read_curves(folder / "rounds_to_error.csv")
     except FileNotFoundError:
@@ -163,12 +227,16 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
     finally:
         if own:
             cache.save()
-    section.figures.append((
-        f"figures/{name}", "relative stationarity against communication rounds and oracle "
-        "calls, tuned steps, one column per comparison, log scale",
-        "One column per comparison (tuned steps): colour is the algorithm, one line per "
-        "problem; dashed grey: the target. Top row against communication rounds, bottom row "
-        "against oracle calls; log y-axes (geometric rates are straight lines)."))
+    section.figures.append(
+        (
+            f"figures/{name}",
+            "relative stationarity against communication rounds and oracle "
+            "calls, tuned steps, one column per comparison, log scale",
+            "One column per comparison (tuned steps): colour is the algorithm, one line per "
+            "problem; dashed grey: the target. Top row against communication rounds, bottom row "
+            "against oracle calls; log y-axes (geometric rates are straight lines).",
+        )
+    )
     return section
 
 
@@ -185,10 +253,14 @@ def _read_curves(path: Path) -> dict[str, list[Trace]]:
     curves: dict[str, list[Trace]] = {}
     for (comparison, _, name, seed), run in runs.items():
         run.sort(key=lambda r: float(r["iteration"]))
-        curves.setdefault(name, []).append(Trace(
-            seed, tuple(float(r["comm_rounds"]) for r in run),
-            tuple(float(r["oracle_calls"]) for r in run),
-            {comparison: tuple(float(r["stationarity"]) for r in run)}))
+        curves.setdefault(name, []).append(
+            Trace(
+                seed,
+                tuple(float(r["comm_rounds"]) for r in run),
+                tuple(float(r["oracle_calls"]) for r in run),
+                {comparison: tuple(float(r["stationarity"]) for r in run)},
+            )
+        )
     return curves
 
 
@@ -199,42 +271,70 @@ def calibration(results_dir: Path) -> Section:
     """Observed false-failure rates of the statistical claims over independent seeds."""
     section = Section("calibration", "Calibration of the statistical claims")
     path = results_dir / CALIBRATION / SUMMARY
-    command = Command(f"testbed calibrate --seeds 20 --results {results_dir}",
-                      "about 12-15 minutes on 2 cores on the fast profile; resumes per seed")
+    command = Command(
+        f"testbed calibrate --seeds 20 --results {results_dir}",
+        "about 12-15 minutes on 2 cores on the fast profile; resumes per seed",
+    )
     if not path.is_file():
-        _not_run(section, "calibration/summary.json is absent: `testbed calibrate --seeds 20` "
-                 "(or `tox -e calibrate`) runs every statistical claim under 20 independent "
-                 "Monte Carlo seeds", command)
+        _not_run(
+            section,
+            "calibration/summary.json is absent: `testbed calibrate --seeds 20` "
+            "(or `tox -e calibrate`) runs every statistical claim under 20 independent "
+            "Monte Carlo seeds",
+            command,
+        )
         return section
     data = _read_json(path, section, command)
     if data is None:
         return section
-    problem = calibration_summary_problem(data) or calibration_records_problem(data,
-                                                                                results_dir)
+    problem = calibration_summary_problem(data) or calibration_records_problem(data, results_dir)
     if problem is not None:  # never shown as measured
-        section.notes.append(f"calibration/{path.name} not trusted ({problem}); its numbers are "
-                             f"not shown. Rerun `{command.command}`.")
+        section.notes.append(
+            f"calibration/{path.name} not trusted ({problem}); its numbers are "
+            f"not shown. Rerun `{command.command}`."
+        )
         return section
     section.paragraphs.append(
         f"Each statistical claim run on the correct implementation under {data.get('seeds')} "
         f"independent Monte Carlo seeds ({data.get('profile')} profile; the drawn cases stay "
-        "the same, every stream changes). For a claim that holds, a \"fails as stated\" is a "
+        'the same, every stream changes). For a claim that holds, a "fails as stated" is a '
         "false failure: its observed rate, with the exact 95% Clopper-Pearson interval, is "
         "consistent with the stated rate when the interval's lower end does not exceed it. For "
         "a claim that fails as stated, the column counts the seeds that confirmed the "
-        "refutation (its power). Undecided runs are counted apart.")
+        "refutation (its power). Undecided runs are counted apart."
+    )
     rows = []
     for c in data["claims"]:
         seeds = c.get("seeds") or 0
         fails = c.get("refuted", 0)
-        rows.append((str(c.get("claim")), str(c.get("expected")), _fmt(seeds),
-                     _fmt(fails), _fmt(c.get("undecided")),
-                     f"{_fmt(fails / seeds if seeds else math.nan)} "
-                     f"[{_fmt(c.get('rate_low'))}, {_fmt(c.get('rate_high'))}]",
-                     _fmt(c.get("stated_rate")), _fmt(c.get("consistent"))))
-    section.tables.append(Table(
-        ("Claim", "Expected", "Seeds", "Fails as stated", "Undecided",
-         "Observed rate [95% CI]", "Stated false-failure rate", "Consistent"), tuple(rows)))
+        rows.append(
+            (
+                str(c.get("claim")),
+                str(c.get("expected")),
+                _fmt(seeds),
+                _fmt(fails),
+                _fmt(c.get("undecided")),
+                f"{_fmt(fails / seeds if seeds else math.nan)} "
+                f"[{_fmt(c.get('rate_low'))}, {_fmt(c.get('rate_high'))}]",
+                _fmt(c.get("stated_rate")),
+                _fmt(c.get("consistent")),
+            )
+        )
+    section.tables.append(
+        Table(
+            (
+                "Claim",
+                "Expected",
+                "Seeds",
+                "Fails as stated",
+                "Undecided",
+                "Observed rate [95% CI]",
+                "Stated false-failure rate",
+                "Consistent",
+            ),
+            tuple(rows),
+        )
+    )
     return section
 
 
@@ -246,20 +346,28 @@ def mutation(results_dir: Path) -> Section:
     it or why it is equivalent (the claims' power, measured)."""
     section = Section("mutation", "Power measured by mutants")
     path = results_dir / MUTATION / SUMMARY
-    command = Command(f"testbed mutate --results {results_dir}",
-                      "about 30 s on 2 cores on the fast profile (27 s of CPU for the 99 "
-                      "mutants); resumes claim by claim")
+    command = Command(
+        f"testbed mutate --results {results_dir}",
+        "about 30 s on 2 cores on the fast profile (27 s of CPU for the 99 "
+        "mutants); resumes claim by claim",
+    )
     if not path.is_file():
-        _not_run(section, "mutation/summary.json is absent: `testbed mutate` runs every mutant "
-                 "of the catalogue against the claims that concern it", command)
+        _not_run(
+            section,
+            "mutation/summary.json is absent: `testbed mutate` runs every mutant "
+            "of the catalogue against the claims that concern it",
+            command,
+        )
         return section
     data = _read_json(path, section, command)
     if data is None:
         return section
     problem = mutation_summary_problem(data, results_dir)
     if problem is not None:  # never shown as measured
-        section.notes.append(f"mutation/{path.name} not trusted ({problem}); its numbers are "
-                             f"not shown. Rerun `{command.command}`.")
+        section.notes.append(
+            f"mutation/{path.name} not trusted ({problem}); its numbers are "
+            f"not shown. Rerun `{command.command}`."
+        )
         return section
     counts = data.get("counts") or {}
     section.paragraphs.append(
@@ -267,11 +375,12 @@ def mutation(results_dir: Path) -> Section:
         "one, a step doubled or halved, a missing 1/M, 1/tau or 1/(N + 1), per-client instead "
         "of averaged, a dropped or sign-flipped correction, a stale iterate, a wrong Push-Sum "
         "weight), run against the claims that concern its family and hold on the correct code, "
-        "cheapest first, until one kills it (its verdict is \"fails as stated\", or its check "
+        'cheapest first, until one kills it (its verdict is "fails as stated", or its check '
         f"cannot run on it). {data.get('profile')} profile: {_fmt(counts.get('mutants'))} of "
         f"{_fmt(data.get('catalogue'))} mutants recorded, {_fmt(counts.get('killed'))} killed, "
         f"{_fmt(counts.get('equivalent'))} equivalent (no claim can tell them from the correct "
-        f"code, for the reason given), {_fmt(counts.get('survived'))} survived.")
+        f"code, for the reason given), {_fmt(counts.get('survived'))} survived."
+    )
     rows = []
     for m in data["mutants"]:
         if not isinstance(m, dict):
@@ -282,23 +391,50 @@ def mutation(results_dir: Path) -> Section:
             result = f"equivalent: {m.get('equivalent')}"
         else:
             result = "survived"
-        rows.append((str(m.get("mutant")), str(m.get("family")), str(m.get("kind")),
-                     str(m.get("description")),
-                     f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}", result,
-                     _fmt(m.get("cases_passed_before_kill")), _fmt(m.get("as_expected"))))
-    section.tables.append(Table(
-        ("Mutant", "Family", "Kind", "The bug", "Claims run", "Result",
-         "Cases passed before the kill", "As expected"), tuple(rows),
-        "Claims run: the claims checked on the mutant before the first kill, of those that "
-        "concern its entries. A killer marked (error) refused the mutant: its check, or a "
-        "guard of the library, raised. As expected: killed, or declared equivalent and not "
-        "killed.", folded=True))
+        rows.append(
+            (
+                str(m.get("mutant")),
+                str(m.get("family")),
+                str(m.get("kind")),
+                str(m.get("description")),
+                f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}",
+                result,
+                _fmt(m.get("cases_passed_before_kill")),
+                _fmt(m.get("as_expected")),
+            )
+        )
+    section.tables.append(
+        Table(
+            (
+                "Mutant",
+                "Family",
+                "Kind",
+                "The bug",
+                "Claims run",
+                "Result",
+                "Cases passed before the kill",
+                "As expected",
+            ),
+            tuple(rows),
+            "Claims run: the claims checked on the mutant before the first kill, of those that "
+            "concern its entries. A killer marked (error) refused the mutant: its check, or a "
+            "guard of the library, raised. As expected: killed, or declared equivalent and not "
+            "killed.",
+            folded=True,
+        )
+    )
     return section
 
 
-def build_sections(results_dir: Path, out_dir: Path, cache: FigureCache | None = None
-                   ) -> list[Section]:
+def build_sections(
+    results_dir: Path, out_dir: Path, cache: FigureCache | None = None
+) -> list[Section]:
     """Every extra section, in report order."""
-    return [calibration(results_dir), mutation(results_dir), communication(results_dir),
-            rounds_to_error(results_dir, out_dir, cache), replication(results_dir),
-            bench(results_dir)]
+    return [
+        calibration(results_dir),
+        mutation(results_dir),
+        communication(results_dir),
+        rounds_to_error(results_dir, out_dir, cache),
+        replication(results_dir),
+        bench(results_dir),
+    ]

@@ -47,8 +47,15 @@ from results_format.writing import atomic_write_bytes as atomic_write_bytes
 #:                                          # (results_format.replication.measure)
 #:    "metrics_rows_sha256": str,           # the metrics rows it was computed from
 #:    "content_sha256": str}                # the seal (results_format.validation)
-REPLICATION_SCHEMA = ("experiment", "paper", "table", "metadata", "rows", "metrics_rows_sha256",
-                      "content_sha256")
+REPLICATION_SCHEMA = (
+    "experiment",
+    "paper",
+    "table",
+    "metadata",
+    "rows",
+    "metrics_rows_sha256",
+    "content_sha256",
+)
 
 #: ``<results>/bench/<benchmark>.json``::
 #:
@@ -69,5 +76,10 @@ def json_default(value: Any) -> Any:
     return str(value)
 
 
-__all__ = ["BENCH_SCHEMA", "REPLICATION_SCHEMA", "atomic_write", "atomic_write_bytes",
-           "json_default"]
+__all__ = [
+    "BENCH_SCHEMA",
+    "REPLICATION_SCHEMA",
+    "atomic_write",
+    "atomic_write_bytes",
+    "json_default",
+]

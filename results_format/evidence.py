@@ -82,8 +82,11 @@ class Slack:
         """A table cell: ``"930x (bound), loose"``, ``"margin 0.05 (exponent margin)"``."""
         factor = self.factor
         if factor is None:
-            return (f"margin {self.margin:.2g} ({self.basis})" if self.margin is not None
-                    else f"- ({self.basis})")
+            return (
+                f"margin {self.margin:.2g} ({self.basis})"
+                if self.margin is not None
+                else f"- ({self.basis})"
+            )
         shown = "unbounded" if math.isinf(factor) else f"{factor:.3g}x"
         return f"{shown} ({self.basis})" + (", loose" if self.loose else "")
 
@@ -91,25 +94,33 @@ class Slack:
     def text(self) -> str:
         """``"13x (bound: largest measured/bound 0.075, on p.a)"`` and the like."""
         if self.use is None:
-            return (f"margin {self.margin:.3g} ({self.basis}, on {self.case})"
-                    if self.margin is not None else f"no ratio ({self.basis})")
+            return (
+                f"margin {self.margin:.3g} ({self.basis}, on {self.case})"
+                if self.margin is not None
+                else f"no ratio ({self.basis})"
+            )
         factor = self.factor
         shown = "unbounded" if factor is None or math.isinf(factor) else f"{factor:.3g}x"
         return f"{shown} ({self.basis}: largest share of the room {self.use:.3g}, on {self.case})"
 
 
 def _finite(*values: Any) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-               for v in values)
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
 
 
 def _decision_use(d: Mapping[str, Any]) -> tuple[float, str] | None:
     """A statistical test's share of its allowed region (module docstring)."""
     e, low, high = d.get("estimate"), d.get("low"), d.get("high")
     lo, hi = d.get("region_low"), d.get("region_high")
-    if not _finite(e, low, high) or not isinstance(lo, (int, float)) \
-            or not isinstance(hi, (int, float)):
+    if (
+        not _finite(e, low, high)
+        or not isinstance(lo, (int, float))
+        or not isinstance(hi, (int, float))
+    ):
         return None
+    e, low, high = float(e), float(low), float(high)  # type: ignore[arg-type]
     if lo == -math.inf and _finite(hi) and hi > 0 and low >= 0:
         return max(high, 0.0) / hi, "bound"
     if hi == math.inf and _finite(lo) and lo > 0 and low > 0:
@@ -127,26 +138,32 @@ def case_use(case: Mapping[str, Any], kind: str) -> tuple[float | None, float | 
     docstring); ``None`` when the case holds no comparison that can be read."""
     decisions = case.get("decisions") or []
     if decisions:
-        found = [u for d in decisions if isinstance(d, Mapping)
-                 for u in (_decision_use(d),) if u is not None]
+        found = [
+            u
+            for d in decisions
+            if isinstance(d, Mapping)
+            for u in (_decision_use(d),)
+            if u is not None
+        ]
         if found:
             use, basis = max(found)
             return use, None, basis
     relation = str(case.get("relation") or "")
     measured, bound = case.get("measured"), case.get("bound")
     fit = case.get("fit")
-    if isinstance(fit, Mapping) and _finite(fit.get("estimate"), fit.get("theory"),
-                                            fit.get("tolerance")):
+    if isinstance(fit, Mapping) and _finite(
+        fit.get("estimate"), fit.get("theory"), fit.get("tolerance")
+    ):
         if "|" in relation:
             tolerance = float(fit["tolerance"])
             gap = abs(float(fit["estimate"]) - float(fit["theory"]))
             return (gap / tolerance if tolerance > 0 else 1.0), None, "fit"
         if _finite(measured, bound):
-            return None, float(bound) - float(measured), "exponent margin"
+            return None, float(bound) - float(measured), "exponent margin"  # type: ignore[arg-type]
         return None
     if not _finite(measured, bound):
         return None
-    measured, bound = float(measured), float(bound)
+    measured, bound = float(measured), float(bound)  # type: ignore[arg-type]
     if "==" in relation:
         return 1.0, None, "count"
     if "(LHS - RHS) / RHS" in relation:  # the relative excess of a bound: LHS / RHS = 1 + it
@@ -201,8 +218,10 @@ def companion_problem(record: Mapping[str, Any], known: Collection[str]) -> str 
         return f"{record.get('id')}: power_from names {unknown[0]}, not a registered claim"
     slack = claim_slack(record)
     if slack is not None and slack.loose and not companions:
-        return (f"{record.get('id')}: slack {slack.text} exceeds {LOOSE_FACTOR:g}x and no "
-                "companion claim is named (power_from)")
+        return (
+            f"{record.get('id')}: slack {slack.text} exceeds {LOOSE_FACTOR:g}x and no "
+            "companion claim is named (power_from)"
+        )
     return None
 
 
@@ -231,8 +250,10 @@ def kill_set_text(record: Mapping[str, Any], kills: Mapping[str, Sequence[str]] 
     ("no mutant run" without mutation records)."""
     power = record.get("power")
     if isinstance(power, Mapping):
-        own = (f"its perturbation {'caught' if power.get('caught') is True else 'MISSED'} "
-               f"({power.get('name', '?')})")
+        own = (
+            f"its perturbation {'caught' if power.get('caught') is True else 'MISSED'} "
+            f"({power.get('name', '?')})"
+        )
     elif record.get("verdict") == "fails as stated":
         own = "no perturbation (a refutation has a positive control instead)"
     else:  # a run on an enrolled variant: the perturbation runs on the claim's own estimator
@@ -241,8 +262,11 @@ def kill_set_text(record: Mapping[str, Any], kills: Mapping[str, Sequence[str]] 
         mutants = "no mutant run"
     else:
         killed = list(kills.get(str(record.get("claim") or record.get("id")), []))
-        mutants = (f"{len(killed)} mutant(s) killed first by it: {', '.join(killed)}" if killed
-                   else "no mutant killed first by it")
+        mutants = (
+            f"{len(killed)} mutant(s) killed first by it: {', '.join(killed)}"
+            if killed
+            else "no mutant killed first by it"
+        )
     return f"{own}; {mutants}"
 
 
@@ -254,11 +278,21 @@ def evidence_text(record: Mapping[str, Any], kills: Mapping[str, Sequence[str]] 
     companions = [str(c) for c in record.get("power_from") or []]
     loose = ""
     if slack.loose:
-        loose = (f"; loose (more than {LOOSE_FACTOR:g}x): its power comes from "
-                 + (", ".join(companions) if companions else "NO companion named"))
+        loose = f"; loose (more than {LOOSE_FACTOR:g}x): its power comes from " + (
+            ", ".join(companions) if companions else "NO companion named"
+        )
     return f"slack {slack.text}{loose}; kill set: {kill_set_text(record, kills)}"
 
 
-__all__ = ["BASES", "LOOSE_FACTOR", "ROUND_OFF", "Slack", "case_use", "claim_slack",
-           "companion_problem",
-           "evidence_text", "kill_set_text", "mutation_kills"]
+__all__ = [
+    "BASES",
+    "LOOSE_FACTOR",
+    "ROUND_OFF",
+    "Slack",
+    "case_use",
+    "claim_slack",
+    "companion_problem",
+    "evidence_text",
+    "kill_set_text",
+    "mutation_kills",
+]

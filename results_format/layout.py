@@ -52,11 +52,11 @@ COMMUNICATION = "communication.json"
 SUMMARY = "summary.json"
 
 #: Files of a run folder ``runs/<name>/``.
-RUN_CONFIG = "config.toml"          # the validated config as run
-RUN_SPLIT = "split.json"            # the client split and each client's label histogram
-RUN_METADATA = "metadata.json"      # commit, versions, seed, device, machine, status
-RUN_METRICS = "metrics.csv"         # one row per outer step
-RUN_CHECKPOINT = "checkpoint.pt"    # the latest state (the previous: checkpoint.prev.pt)
+RUN_CONFIG = "config.toml"  # the validated config as run
+RUN_SPLIT = "split.json"  # the client split and each client's label histogram
+RUN_METADATA = "metadata.json"  # commit, versions, seed, device, machine, status
+RUN_METRICS = "metrics.csv"  # one row per outer step
+RUN_CHECKPOINT = "checkpoint.pt"  # the latest state (the previous: checkpoint.prev.pt)
 RUN_FILES: tuple[str, ...] = (RUN_CONFIG, RUN_SPLIT, RUN_METADATA, RUN_METRICS, RUN_CHECKPOINT)
 
 
@@ -72,7 +72,26 @@ def replication_file(results: Path, name: str) -> Path:
     return Path(results) / REPLICATION / f"{name}.json"
 
 
-__all__ = ["BENCH", "CALIBRATION", "CLAIMS", "COMMUNICATION", "COMPARISON", "COUNTEREXAMPLES",
-           "METADATA", "MUTATION", "REPLICATION", "REPORT", "RUNS", "RUN_CHECKPOINT", "RUN_CONFIG",
-           "RUN_FILES", "RUN_METADATA", "RUN_METRICS", "RUN_SPLIT", "SERIES", "SUMMARY",
-           "replication_file", "run_folder"]
+__all__ = [
+    "BENCH",
+    "CALIBRATION",
+    "CLAIMS",
+    "COMMUNICATION",
+    "COMPARISON",
+    "COUNTEREXAMPLES",
+    "METADATA",
+    "MUTATION",
+    "REPLICATION",
+    "REPORT",
+    "RUNS",
+    "RUN_CHECKPOINT",
+    "RUN_CONFIG",
+    "RUN_FILES",
+    "RUN_METADATA",
+    "RUN_METRICS",
+    "RUN_SPLIT",
+    "SERIES",
+    "SUMMARY",
+    "replication_file",
+    "run_folder",
+]

@@ -52,15 +52,21 @@ _HELD: dict[str, tuple[int, int]] = {}
 
 
 def _record() -> dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname(),
-            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:300]
-            if sys.argv else "python",
-            "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+    return {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])[:300]
+        if sys.argv
+        else "python",
+        "since": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
 
 
 def _describe(record: dict[str, Any]) -> str:
-    return (f"pid {record.get('pid', '?')} on {record.get('host', '?')}, "
-            f"`{record.get('command', '?')}`, since {record.get('since', '?')}")
+    return (
+        f"pid {record.get('pid', '?')} on {record.get('host', '?')}, "
+        f"`{record.get('command', '?')}`, since {record.get('since', '?')}"
+    )
 
 
 def _read_record(descriptor: int) -> dict[str, Any] | None:
@@ -127,17 +133,22 @@ def acquire(results: Path, key: str, what: str) -> str | None:
         _HELD[name] = (descriptor, depth + 1)
         return None
     try:
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                             | getattr(os, "O_CLOEXEC", 0), 0o644)
+        descriptor = os.open(
+            path,
+            os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+            0o644,
+        )
     except OSError as error:
         raise write_failed(path, error) from None
     try:
         if not _try_lock(descriptor):
             holder = _read_record(descriptor)
-            raise LockHeld(f"{what} is being written by another testbed process ("
-                           f"{_describe(holder) if holder else 'its record not written yet'}); "
-                           "wait for it to finish or stop it, then rerun (lock file "
-                           f"{path})")
+            raise LockHeld(
+                f"{what} is being written by another testbed process ("
+                f"{_describe(holder) if holder else 'its record not written yet'}); "
+                "wait for it to finish or stop it, then rerun (lock file "
+                f"{path})"
+            )
         previous = _read_record(descriptor)
         data = json.dumps(_record()).encode()
         os.ftruncate(descriptor, 0)
@@ -151,8 +162,10 @@ def acquire(results: Path, key: str, what: str) -> str | None:
         raise
     _HELD[name] = (descriptor, 1)
     if previous is not None:
-        return (f"took over the lock of {what} left by {_describe(previous)}, which ended "
-                "without releasing it")
+        return (
+            f"took over the lock of {what} left by {_describe(previous)}, which ended "
+            "without releasing it"
+        )
     return None
 
 
@@ -180,8 +193,9 @@ def _stderr_note(message: str) -> None:
 
 
 @contextlib.contextmanager
-def holding(results: Path, locks: Sequence[tuple[str, str]],
-            notify: Callable[[str], None] | None = None) -> Iterator[None]:
+def holding(
+    results: Path, locks: Sequence[tuple[str, str]], notify: Callable[[str], None] | None = None
+) -> Iterator[None]:
     """Hold every ``(key, what)`` lock of ``results`` for the block (taken in key order, so two
     processes never wait on each other; the first one held elsewhere stops with
     :class:`LockHeld` and releases those already taken)."""

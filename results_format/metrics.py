@@ -36,7 +36,7 @@ class MetricsFileError(SchemaError):
 
 def format_value(value: float) -> str:
     """Integers without a decimal point; other floats as ``repr`` (exact round trip)."""
-    if math.isfinite(value) and float(value).is_integer() and abs(value) < 2 ** 53:
+    if math.isfinite(value) and float(value).is_integer() and abs(value) < 2**53:
         return str(int(value))
     return repr(float(value))
 
@@ -61,16 +61,21 @@ def _row_problem(row: MetricRow, previous: MetricRow | None) -> str | None:
     step = row["step"]
     expected = 1 if previous is None else previous["step"] + 1
     if step != expected:
-        what = ("repeats step" if previous is not None and step <= previous["step"]
-                else "is out of order at step")
+        what = (
+            "repeats step"
+            if previous is not None and step <= previous["step"]
+            else "is out of order at step"
+        )
         return f"{what} {format_value(step)} (expected step {format_value(expected)})"
     for key in CUMULATIVE:
         if key in row:
             if not math.isfinite(row[key]):
                 return f"{key} is {row[key]}"
             if previous is not None and row[key] < previous[key]:
-                return (f"{key} decreases ({format_value(previous[key])} -> "
-                        f"{format_value(row[key])}) though it counts from the start")
+                return (
+                    f"{key} decreases ({format_value(previous[key])} -> "
+                    f"{format_value(row[key])}) though it counts from the start"
+                )
     return None
 
 
@@ -83,23 +88,28 @@ def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
     """
     path = Path(path)
     if path.is_symlink():
-        raise MetricsFileError(f"{path}: a symbolic link; the testbed reads and appends to the "
-                               "metrics file it wrote, never through a link. Move it aside")
+        raise MetricsFileError(
+            f"{path}: a symbolic link; the testbed reads and appends to the "
+            "metrics file it wrote, never through a link. Move it aside"
+        )
     if not path.exists():
         return [], []
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as error:
-        raise MetricsFileError(f"{path}: unreadable ({error}); move it aside or rerun with "
-                               "--fresh") from None
+        raise MetricsFileError(
+            f"{path}: unreadable ({error}); move it aside or rerun with --fresh"
+        ) from None
     lines = text.splitlines(keepends=True)
     if not lines:
         return [], []
     header = next(csv.reader([lines[0]]), [])
     if not header or "step" not in header or len(set(header)) != len(header):
-        raise MetricsFileError(f"{path}: line 1 is not a metrics header (a 'step' column, "
-                               f"no column twice): {lines[0].strip()[:80]!r}; move the file "
-                               "aside or rerun with --fresh")
+        raise MetricsFileError(
+            f"{path}: line 1 is not a metrics header (a 'step' column, "
+            f"no column twice): {lines[0].strip()[:80]!r}; move the file "
+            "aside or rerun with --fresh"
+        )
     rows: list[MetricRow] = []
     notes: list[str] = []
     for number, line in enumerate(lines[1:], start=2):
@@ -113,21 +123,33 @@ def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
             row = {key: float(value) for key, value in zip(header, fields, strict=True)}
         except (ValueError, csv.Error, StopIteration) as error:
             if last:
-                notes.append(f"{path}: torn last row (line {number}: {error}) dropped; it is "
-                             "recomputed")
+                notes.append(
+                    f"{path}: torn last row (line {number}: {error}) dropped; it is recomputed"
+                )
                 break
-            raise MetricsFileError(f"{path}: line {number} is not a metrics row ({error}); "
-                                   "only a torn last row is repaired automatically. Move the "
-                                   "file aside and rerun with --recover") from None
+            raise MetricsFileError(
+                f"{path}: line {number} is not a metrics row ({error}); "
+                "only a torn last row is repaired automatically. Move the "
+                "file aside and rerun with --recover"
+            ) from None
         problem = _row_problem(row, rows[-1] if rows else None)
         if problem is not None:
-            raise MetricsFileError(f"{path}: line {number} {problem}; the file was edited or "
-                                   "written by two processes at once. Rerun with --recover "
-                                   "(the file is set aside and the run resumes from its last "
-                                   "good state) or --fresh") from None
+            raise MetricsFileError(
+                f"{path}: line {number} {problem}; the file was edited or "
+                "written by two processes at once. Rerun with --recover "
+                "(the file is set aside and the run resumes from its last "
+                "good state) or --fresh"
+            ) from None
         rows.append(row)
     return rows, notes
 
 
-__all__ = ["CUMULATIVE", "MetricRow", "MetricsFileError", "format_value", "read_metrics_notes",
-           "render_rows", "rows_digest"]
+__all__ = [
+    "CUMULATIVE",
+    "MetricRow",
+    "MetricsFileError",
+    "format_value",
+    "read_metrics_notes",
+    "render_rows",
+    "rows_digest",
+]

@@ -71,13 +71,16 @@ def inside(root: Path, relative: object, where: str) -> Path:
     if not isinstance(relative, str) or not relative or "\x00" in relative:
         raise UnsafePath(f"{where}: {relative!r} is not a relative path")
     if os.path.isabs(relative) or relative.startswith("~"):
-        raise UnsafePath(f"{where}: {relative!r} is an absolute path; only files inside the "
-                         "results folder are read")
+        raise UnsafePath(
+            f"{where}: {relative!r} is an absolute path; only files inside the "
+            "results folder are read"
+        )
     base = _resolved(Path(root), where)
     target = _resolved(Path(root) / relative, where)
     if target != base and base not in target.parents:
-        raise UnsafePath(f"{where}: {relative!r} points outside the results folder {root}; "
-                         "it is not read")
+        raise UnsafePath(
+            f"{where}: {relative!r} points outside the results folder {root}; it is not read"
+        )
     return Path(root) / relative
 
 
@@ -103,10 +106,10 @@ def output_folder(path: Path, option: str) -> Path:
             raise UnsafePath(f"{option} {path}: a symbolic-link loop") from None
         raise UnsafePath(f"{option} {path}: {error.strerror}") from None
     if not path.is_dir():
-        raise UnsafePath(f"{option} {path} is a file, not a folder; name a folder (it is "
-                         "created when absent)")
+        raise UnsafePath(
+            f"{option} {path} is a file, not a folder; name a folder (it is created when absent)"
+        )
     return path
 
 
-__all__ = ["MAX_NAME_LENGTH", "UnsafePath", "inside", "name_problem", "output_folder",
-           "plain_name"]
+__all__ = ["MAX_NAME_LENGTH", "UnsafePath", "inside", "name_problem", "output_folder", "plain_name"]

@@ -69,5 +69,15 @@ def counts_text(run_ids: Iterable[str]) -> str:
     return ", ".join(counted(len(ids), which) for which, ids in groups.items() if ids)
 
 
-__all__ = ["COMPARISONS", "COMPARISON_PREFIX", "NOUNS", "PAPERS", "POPULATIONS", "VARIANTS",
-           "counted", "counts_text", "population", "split"]
+__all__ = [
+    "COMPARISONS",
+    "COMPARISON_PREFIX",
+    "NOUNS",
+    "PAPERS",
+    "POPULATIONS",
+    "VARIANTS",
+    "counted",
+    "counts_text",
+    "population",
+    "split",
+]

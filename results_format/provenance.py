@@ -25,8 +25,13 @@ def git_commit() -> str:
     """The checkout's ``HEAD`` commit, or ``"unknown"`` outside a git checkout (read once per
     process: every claim record names it)."""
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                             check=True, cwd=Path(__file__).resolve().parent)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=Path(__file__).resolve().parent,
+        )
         return out.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
@@ -34,8 +39,10 @@ def git_commit() -> str:
 
 def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     """``{"python": ..., <package>: <its installed version>, ...}`` for ``packages``."""
-    return {"python": platform.python_version(),
-            **{name: metadata.version(name) for name in packages}}
+    return {
+        "python": platform.python_version(),
+        **{name: metadata.version(name) for name in packages},
+    }
 
 
 def provenance() -> dict[str, Any]:

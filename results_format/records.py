@@ -37,26 +37,51 @@ from results_format.validation import field_problems, kind_problem, seal_problem
 from results_format.verdicts import VERDICTS
 
 #: One seed of ``testbed calibrate`` (``calibration/<claim>.json``'s ``runs[i]``).
-CALIBRATION_RUN_SCHEMA: dict[str, Any] = {"seed": "count", "verdict": VERDICTS,
-                                          "n_undecided": "count", "n_unconfirmed": "count",
-                                          "seconds": "finite"}
-CALIBRATION_RECORD_SCHEMA: dict[str, Any] = {"claim": "str", "fingerprint": "str",
-                                             "profile": "str", "runs": "list"}
+CALIBRATION_RUN_SCHEMA: dict[str, Any] = {
+    "seed": "count",
+    "verdict": VERDICTS,
+    "n_undecided": "count",
+    "n_unconfirmed": "count",
+    "seconds": "finite",
+}
+CALIBRATION_RECORD_SCHEMA: dict[str, Any] = {
+    "claim": "str",
+    "fingerprint": "str",
+    "profile": "str",
+    "runs": "list",
+}
 #: ``calibration/summary.json`` and each of its ``claims[i]`` rows.
-CALIBRATION_SUMMARY_SCHEMA: dict[str, Any] = {"profile": "str", "seeds": "count",
-                                              "confidence": "finite", "claims": "list"}
+CALIBRATION_SUMMARY_SCHEMA: dict[str, Any] = {
+    "profile": "str",
+    "seeds": "count",
+    "confidence": "finite",
+    "claims": "list",
+}
 CALIBRATION_ROW_SCHEMA: dict[str, Any] = {
-    "claim": "str", "expected": "str", "profile": "str", "seeds": "count",
-    "stated_rate": "finite", "false_failures": "count", "refuted": "count",
-    "undecided": "count", "verdicts": "object", "rate_low": "finite", "rate_high": "finite",
-    "consistent": "bool", "seconds": "finite",
+    "claim": "str",
+    "expected": "str",
+    "profile": "str",
+    "seeds": "count",
+    "stated_rate": "finite",
+    "false_failures": "count",
+    "refuted": "count",
+    "undecided": "count",
+    "verdicts": "object",
+    "rate_low": "finite",
+    "rate_high": "finite",
+    "consistent": "bool",
+    "seconds": "finite",
 }
 #: ``reports/baselines/regress.json`` (``testbed regress``).
 BASELINE_SCHEMA: dict[str, Any] = {"format": "int", "entries": "object"}
 SAMPLES_SCHEMA: dict[str, Any] = {"per_seed": "list", "statistic": "str", "df": "count"}
 #: A checkpoint's record (its ``experiment`` state is checked by loading it).
-CHECKPOINT_SCHEMA: dict[str, Any] = {"version": "int", "step": "count", "fingerprint": "str",
-                                     "experiment": "object"}
+CHECKPOINT_SCHEMA: dict[str, Any] = {
+    "version": "int",
+    "step": "count",
+    "fingerprint": "str",
+    "experiment": "object",
+}
 
 
 def _first(problems: list[str]) -> str | None:
@@ -84,8 +109,9 @@ def usable_calibration_runs(runs: list[Any]) -> tuple[list[dict[str, Any]], list
     problems: list[str] = []
     valid: list[dict[str, Any]] = []
     for i, run in enumerate(runs):
-        found = field_problems(run, CALIBRATION_RUN_SCHEMA, f"runs[{i}]",
-                               optional=("n_undecided", "n_unconfirmed"))
+        found = field_problems(
+            run, CALIBRATION_RUN_SCHEMA, f"runs[{i}]", optional=("n_undecided", "n_unconfirmed")
+        )
         if found:
             problems.append(_first(found) or "")
         else:
@@ -108,8 +134,11 @@ def calibration_summary_problem(data: Any) -> str | None:
         if problems:
             return _first(problems)
         verdicts = row["verdicts"]
-        bad = [f"{where}.verdicts[{k!r}]" for k, v in verdicts.items()
-               if k not in VERDICTS or kind_problem(v, "count", k) is not None]
+        bad = [
+            f"{where}.verdicts[{k!r}]"
+            for k, v in verdicts.items()
+            if k not in VERDICTS or kind_problem(v, "count", k) is not None
+        ]
         if bad:
             return f"{bad[0]} is not a count of a verdict"
         if sum(verdicts.values()) != row["seeds"]:
@@ -126,8 +155,10 @@ def calibration_summary_problem(data: Any) -> str | None:
         else:
             consistent = row["refuted"] == row["seeds"] - row["undecided"] and row["refuted"] > 0
         if row["consistent"] != consistent:
-            return (f"{where}.consistent is {str(row['consistent']).lower()}, its numbers give "
-                    f"{str(consistent).lower()}")
+            return (
+                f"{where}.consistent is {str(row['consistent']).lower()}, its numbers give "
+                f"{str(consistent).lower()}"
+            )
     return seal_problem(data)
 
 
@@ -147,8 +178,10 @@ def calibration_records_problem(data: Mapping[str, Any], results_dir: Path) -> s
         claim = row["claim"]
         record = _read(Path(results_dir) / CALIBRATION / f"{claim}.json")
         if record is None:
-            return f"claims[{i}] ({claim}): its record {CALIBRATION}/{claim}.json is missing " \
-                   "or unreadable"
+            return (
+                f"claims[{i}] ({claim}): its record {CALIBRATION}/{claim}.json is missing "
+                "or unreadable"
+            )
         problem = calibration_record_problem(record, claim)
         runs, dropped = ([], [problem]) if problem else usable_calibration_runs(record["runs"])
         if dropped:
@@ -158,27 +191,55 @@ def calibration_records_problem(data: Mapping[str, Any], results_dir: Path) -> s
         for run in counted:
             verdicts[run["verdict"]] = verdicts.get(run["verdict"], 0) + 1
         if len(counted) != row["seeds"] or verdicts != row["verdicts"]:
-            return (f"claims[{i}] ({claim}) says {row['seeds']} seeds {row['verdicts']}, its "
-                    f"record holds {len(counted)} {verdicts}")
+            return (
+                f"claims[{i}] ({claim}) says {row['seeds']} seeds {row['verdicts']}, its "
+                f"record holds {len(counted)} {verdicts}"
+            )
     return None
 
 
 #: ``mutation/<mutant>.json`` (``testbed mutate``) and each of its ``runs[i]``.
 MUTATION_RUN_SCHEMA: dict[str, Any] = {
-    "claim": "str", "estimator": "str", "verdict": (*VERDICTS, "error"), "error": "str|null",
-    "killed": "bool", "cases_passed": "count", "seconds": "finite"}
+    "claim": "str",
+    "estimator": "str",
+    "verdict": (*VERDICTS, "error"),
+    "error": "str|null",
+    "killed": "bool",
+    "cases_passed": "count",
+    "seconds": "finite",
+}
 MUTATION_STATUSES: tuple[str, ...] = ("killed", "survived", "equivalent")
 MUTATION_RECORD_SCHEMA: dict[str, Any] = {
-    "mutant": "str", "family": "str", "kind": "str", "description": "str", "entries": "list",
-    "equivalent": "str", "fingerprint": "str", "profile": "str", "planned": "count",
-    "status": MUTATION_STATUSES, "killed_by": "list", "runs": "list"}
+    "mutant": "str",
+    "family": "str",
+    "kind": "str",
+    "description": "str",
+    "entries": "list",
+    "equivalent": "str",
+    "fingerprint": "str",
+    "profile": "str",
+    "planned": "count",
+    "status": MUTATION_STATUSES,
+    "killed_by": "list",
+    "runs": "list",
+}
 #: ``mutation/summary.json`` and each of its ``mutants[i]`` rows.
-MUTATION_SUMMARY_SCHEMA: dict[str, Any] = {"profile": "str", "catalogue": "count",
-                                           "counts": "object", "mutants": "list"}
+MUTATION_SUMMARY_SCHEMA: dict[str, Any] = {
+    "profile": "str",
+    "catalogue": "count",
+    "counts": "object",
+    "mutants": "list",
+}
 MUTATION_ROW_SCHEMA: dict[str, Any] = {
-    "mutant": "str", "status": MUTATION_STATUSES, "killed_by": "list", "equivalent": "str",
-    "claims_run": "count", "planned": "count", "cases_passed_before_kill": "count|null",
-    "as_expected": "bool"}
+    "mutant": "str",
+    "status": MUTATION_STATUSES,
+    "killed_by": "list",
+    "equivalent": "str",
+    "claims_run": "count",
+    "planned": "count",
+    "cases_passed_before_kill": "count|null",
+    "as_expected": "bool",
+}
 
 
 def run_killed(run: Mapping[str, Any]) -> bool:
@@ -188,7 +249,7 @@ def run_killed(run: Mapping[str, Any]) -> bool:
 
 
 def mutant_status(runs: Sequence[Mapping[str, Any]], equivalent: str) -> str:
-    """"killed" by any killing run; else "equivalent" when the mutant is declared so (with
+    """ "killed" by any killing run; else "equivalent" when the mutant is declared so (with
     its argument), else "survived"."""
     if any(r["killed"] for r in runs):
         return "killed"
@@ -219,9 +280,12 @@ def mutation_record_problem(data: Any, name: str | None = None) -> str | None:
         if problems:
             return _first(problems)
         if run["killed"] != run_killed(run) or (run["error"] is None) == (
-                run["verdict"] == "error"):
-            return (f"runs[{i}].killed is {str(run['killed']).lower()}, its verdict "
-                    f"{run['verdict']!r} gives {str(run_killed(run)).lower()}")
+            run["verdict"] == "error"
+        ):
+            return (
+                f"runs[{i}].killed is {str(run['killed']).lower()}, its verdict "
+                f"{run['verdict']!r} gives {str(run_killed(run)).lower()}"
+            )
     if len(data["runs"]) > data["planned"]:
         return f"{len(data['runs'])} runs recorded of {data['planned']} planned"
     status = mutant_status(data["runs"], data["equivalent"])
@@ -236,22 +300,32 @@ def mutation_row(record: Mapping[str, Any]) -> dict[str, Any]:
     """The summary row of a believed mutant record (``mutation/summary.json``'s
     ``mutants[i]``)."""
     runs = record["runs"]
-    return {"mutant": record["mutant"], "family": record["family"], "kind": record["kind"],
-            "description": record["description"], "status": record["status"],
-            "killed_by": record["killed_by"], "equivalent": record["equivalent"],
-            "claims_run": len(runs), "planned": record["planned"],
-            "cases_passed_before_kill": next((r["cases_passed"] for r in runs if r["killed"]),
-                                             None),
-            "seconds": sum(float(r["seconds"]) for r in runs),
-            "as_expected": mutant_as_expected(record)}
+    return {
+        "mutant": record["mutant"],
+        "family": record["family"],
+        "kind": record["kind"],
+        "description": record["description"],
+        "status": record["status"],
+        "killed_by": record["killed_by"],
+        "equivalent": record["equivalent"],
+        "claims_run": len(runs),
+        "planned": record["planned"],
+        "cases_passed_before_kill": next((r["cases_passed"] for r in runs if r["killed"]), None),
+        "seconds": sum(float(r["seconds"]) for r in runs),
+        "as_expected": mutant_as_expected(record),
+    }
 
 
 def mutation_counts(rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """The summary's counts of its rows."""
-    return {"mutants": len(rows),
-            **{status: sum(r["status"] == status for r in rows)
-               for status in ("killed", "equivalent", "survived")},
-            "not as expected": sum(not mutant_as_expected(r) for r in rows)}
+    return {
+        "mutants": len(rows),
+        **{
+            status: sum(r["status"] == status for r in rows)
+            for status in ("killed", "equivalent", "survived")
+        },
+        "not as expected": sum(not mutant_as_expected(r) for r in rows),
+    }
 
 
 def mutation_summary_problem(data: Any, results_dir: Path) -> str | None:
@@ -267,15 +341,18 @@ def mutation_summary_problem(data: Any, results_dir: Path) -> str | None:
             return _first(problems)
         name = row["mutant"]
         record = _read(Path(results_dir) / MUTATION / f"{name}.json")
-        problem = ("missing or unreadable" if record is None
-                   else mutation_record_problem(record, name))
+        problem = (
+            "missing or unreadable" if record is None else mutation_record_problem(record, name)
+        )
         if problem is not None:
             return f"mutants[{i}] ({name}): its record is not trusted ({problem})"
         expected = mutation_row(record)
         differs = [k for k in MUTATION_ROW_SCHEMA if row[k] != expected[k]]
         if differs:
-            return (f"mutants[{i}] ({name}).{differs[0]} is {row[differs[0]]!r}, its record "
-                    f"gives {expected[differs[0]]!r}")
+            return (
+                f"mutants[{i}] ({name}).{differs[0]} is {row[differs[0]]!r}, its record "
+                f"gives {expected[differs[0]]!r}"
+            )
     if data["counts"] != mutation_counts(data["mutants"]):
         return f"counts are {data['counts']}, its rows give {mutation_counts(data['mutants'])}"
     return seal_problem(data)
@@ -299,7 +376,8 @@ def baseline_problem(data: Any) -> str | None:
                     return _first(problems)
                 for seed in samples["per_seed"]:
                     if not isinstance(seed, list) or any(
-                            kind_problem(v, "number|null", "") for v in seed):
+                        kind_problem(v, "number|null", "") for v in seed
+                    ):
                         return f"{where}.per_seed holds something other than lists of numbers"
     return None
 
@@ -311,16 +389,37 @@ def metadata_problem(data: Any) -> str | None:
         return f"it is a JSON {type(data).__name__}, expected an object"
     registered = data.get("claims_registered", [])
     if not isinstance(registered, list) or not all(
-            isinstance(c, dict) and isinstance(c.get("id"), str) for c in registered):
+        isinstance(c, dict) and isinstance(c.get("id"), str) for c in registered
+    ):
         return "claims_registered is not a list of claims with string ids"
     return None
 
 
-__all__ = ["BASELINE_SCHEMA", "CALIBRATION_RECORD_SCHEMA", "CALIBRATION_ROW_SCHEMA",
-           "CALIBRATION_RUN_SCHEMA", "CALIBRATION_SUMMARY_SCHEMA", "CHECKPOINT_SCHEMA",
-           "MUTATION_RECORD_SCHEMA", "MUTATION_ROW_SCHEMA", "MUTATION_RUN_SCHEMA",
-           "MUTATION_STATUSES", "MUTATION_SUMMARY_SCHEMA", "SAMPLES_SCHEMA", "baseline_problem",
-           "calibration_record_problem", "calibration_records_problem",
-           "calibration_summary_problem", "killers", "metadata_problem", "mutant_as_expected",
-           "mutant_status", "mutation_counts", "mutation_record_problem", "mutation_row",
-           "mutation_summary_problem", "run_killed", "usable_calibration_runs"]
+__all__ = [
+    "BASELINE_SCHEMA",
+    "CALIBRATION_RECORD_SCHEMA",
+    "CALIBRATION_ROW_SCHEMA",
+    "CALIBRATION_RUN_SCHEMA",
+    "CALIBRATION_SUMMARY_SCHEMA",
+    "CHECKPOINT_SCHEMA",
+    "MUTATION_RECORD_SCHEMA",
+    "MUTATION_ROW_SCHEMA",
+    "MUTATION_RUN_SCHEMA",
+    "MUTATION_STATUSES",
+    "MUTATION_SUMMARY_SCHEMA",
+    "SAMPLES_SCHEMA",
+    "baseline_problem",
+    "calibration_record_problem",
+    "calibration_records_problem",
+    "calibration_summary_problem",
+    "killers",
+    "metadata_problem",
+    "mutant_as_expected",
+    "mutant_status",
+    "mutation_counts",
+    "mutation_record_problem",
+    "mutation_row",
+    "mutation_summary_problem",
+    "run_killed",
+    "usable_calibration_runs",
+]

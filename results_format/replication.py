@@ -35,16 +35,29 @@ from results_format.layout import RUN_METRICS, run_folder
 from results_format.metrics import MetricRow, MetricsFileError, read_metrics_notes, rows_digest
 from results_format.validation import field_problems, seal_problem
 
-UNITS = {"rounds_to_accuracy": "communication rounds", "final_test_accuracy": "%",
-         "final_metric": ""}
+UNITS = {
+    "rounds_to_accuracy": "communication rounds",
+    "final_test_accuracy": "%",
+    "final_metric": "",
+}
 #: The key of the digest of the metrics rows a record was computed from.
 ROWS_DIGEST_KEY = "metrics_rows_sha256"
 
-RECORD_SCHEMA: dict[str, Any] = {"experiment": "str", "paper": "str", "table": "str",
-                                 "metadata": "object", "rows": "list"}
-ROW_SCHEMA: dict[str, Any] = {"setting": "str", "metric": "str",
-                              "paper_value": "number|str|null", "testbed_value": "number|str|null",
-                              "unit": "str", "differences": "str"}
+RECORD_SCHEMA: dict[str, Any] = {
+    "experiment": "str",
+    "paper": "str",
+    "table": "str",
+    "metadata": "object",
+    "rows": "list",
+}
+ROW_SCHEMA: dict[str, Any] = {
+    "setting": "str",
+    "metric": "str",
+    "paper_value": "number|str|null",
+    "testbed_value": "number|str|null",
+    "unit": "str",
+    "differences": "str",
+}
 
 
 def rounds_to_accuracy(rows: Sequence[MetricRow], threshold: float) -> float | None:
@@ -86,8 +99,9 @@ def measure(rows: Sequence[MetricRow], spec: Mapping[str, Any]) -> float | None:
 
 def definition(spec: Mapping[str, Any]) -> dict[str, Any]:
     """What a row records of its spec so that :func:`measure` can be run again."""
-    return {key: spec[key] for key in ("metric", "threshold", "column")
-            if spec.get(key) is not None}
+    return {
+        key: spec[key] for key in ("metric", "threshold", "column") if spec.get(key) is not None
+    }
 
 
 def replication_problem(data: Any, results_dir: Path | None = None) -> str | None:
@@ -118,10 +132,20 @@ def replication_problem(data: Any, results_dir: Path | None = None) -> str | Non
         except (KeyError, ValueError, TypeError) as error:
             return f"rows[{i}].definition cannot be computed ({error})"
         if value != row["testbed_value"]:
-            return (f"rows[{i}].testbed_value is {row['testbed_value']}, its run's metrics "
-                    f"give {value}")
+            return (
+                f"rows[{i}].testbed_value is {row['testbed_value']}, its run's metrics give {value}"
+            )
     return None
 
 
-__all__ = ["RECORD_SCHEMA", "ROWS_DIGEST_KEY", "ROW_SCHEMA", "UNITS", "definition",
-           "final_value", "measure", "replication_problem", "rounds_to_accuracy"]
+__all__ = [
+    "RECORD_SCHEMA",
+    "ROWS_DIGEST_KEY",
+    "ROW_SCHEMA",
+    "UNITS",
+    "definition",
+    "final_value",
+    "measure",
+    "replication_problem",
+    "rounds_to_accuracy",
+]

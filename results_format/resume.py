@@ -48,8 +48,7 @@ def fingerprint(*parts: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:FINGERPRINT_LENGTH]
 
 
-def is_fresh(record: Any, stamp: str, profile: str | None = None,
-             keys: Iterable[str] = ()) -> bool:
+def is_fresh(record: Any, stamp: str, profile: str | None = None, keys: Iterable[str] = ()) -> bool:
     """Whether ``record`` (a saved result read back) may be reused: a mapping that holds every
     one of ``keys`` and records the fingerprint ``stamp`` (and ``profile``, when given)."""
     if not isinstance(record, Mapping) or not set(keys) <= set(record):
@@ -68,8 +67,13 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def read_fresh(path: Path, stamp: str, profile: str | None = None,
-               keys: Iterable[str] = (), sealed: bool = False) -> dict[str, Any] | None:
+def read_fresh(
+    path: Path,
+    stamp: str,
+    profile: str | None = None,
+    keys: Iterable[str] = (),
+    sealed: bool = False,
+) -> dict[str, Any] | None:
     """The JSON object saved at ``path`` when it is fresh (:func:`is_fresh`) and, with
     ``sealed``, its seal matches its content (:func:`~results_format.validation.seal_problem`:
     written by :func:`write_fresh`, not edited since), else ``None``."""
@@ -85,8 +89,14 @@ def write_json(path: Path, data: Any, *, newline: bool = False, **options: Any) 
     atomic_write(Path(path), json.dumps(data, **options) + ("\n" if newline else ""))
 
 
-def reuse_or_write(path: Path, stamp: str, compute: Callable[[], Mapping[str, Any]], *,
-                   resume: bool = True, **options: Any) -> dict[str, Any]:
+def reuse_or_write(
+    path: Path,
+    stamp: str,
+    compute: Callable[[], Mapping[str, Any]],
+    *,
+    resume: bool = True,
+    **options: Any,
+) -> dict[str, Any]:
     """The result saved at ``path`` when ``resume`` and it records ``stamp``; otherwise
     ``{"fingerprint": stamp, **compute()}``, written with :func:`write_json` (``options`` go to
     ``json.dumps``) and returned."""
@@ -96,8 +106,9 @@ def reuse_or_write(path: Path, stamp: str, compute: Callable[[], Mapping[str, An
     return write_fresh(path, stamp, compute(), **options)
 
 
-def write_fresh(path: Path, stamp: str, content: Mapping[str, Any],
-                **options: Any) -> dict[str, Any]:
+def write_fresh(
+    path: Path, stamp: str, content: Mapping[str, Any], **options: Any
+) -> dict[str, Any]:
     """``{"fingerprint": stamp, **content}``, sealed (:func:`~results_format.validation.seal`,
     over the content as JSON gives it back), written with :func:`write_json` and returned: the
     writing half of :func:`reuse_or_write`, for a producer that computes several results
@@ -133,8 +144,18 @@ def write_stamped(path: Path, text: str, stamp: str) -> None:
 
 
 __all__ = [
-    "FINGERPRINT_KEY", "FINGERPRINT_LENGTH", "PROFILE_KEY", "STAMP_SUFFIX", "fingerprint",
-    "is_fresh", "is_fresh_file", "read_fresh", "read_json", "reuse_or_write", "stamp_path",
+    "FINGERPRINT_KEY",
+    "FINGERPRINT_LENGTH",
+    "PROFILE_KEY",
+    "STAMP_SUFFIX",
+    "fingerprint",
+    "is_fresh",
+    "is_fresh_file",
+    "read_fresh",
+    "read_json",
+    "reuse_or_write",
+    "stamp_path",
     "write_fresh",
-    "write_json", "write_stamped",
+    "write_json",
+    "write_stamped",
 ]

@@ -56,15 +56,26 @@ KINDS = {
 }
 
 #: What each kind is called in a message.
-_WORDS = {"str": "a string", "int": "an integer", "count": "a count (integer >= 0)",
-          "float": "a number",
-          "number": "a number (not NaN)", "finite": "a finite number", "bool": "true or false",
-          "list": "a list", "object": "an object", "null": "null"}
+_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "count": "a count (integer >= 0)",
+    "float": "a number",
+    "number": "a number (not NaN)",
+    "finite": "a finite number",
+    "bool": "true or false",
+    "list": "a list",
+    "object": "an object",
+    "null": "null",
+}
 
 
 def _describe(value: Any) -> str:
-    text = json.dumps(value, allow_nan=True, default=str) if not isinstance(value, str) \
+    text = (
+        json.dumps(value, allow_nan=True, default=str)
+        if not isinstance(value, str)
         else repr(value)
+    )
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -81,8 +92,9 @@ def kind_problem(value: Any, kinds: Kinds, key: str) -> str | None:
     return f"{key} is {_describe(value)}, expected {' or '.join(_WORDS[n] for n in names)}"
 
 
-def field_problems(record: Any, schema: Mapping[str, Kinds], where: str = "",
-                   optional: Iterable[str] = ()) -> list[str]:
+def field_problems(
+    record: Any, schema: Mapping[str, Kinds], where: str = "", optional: Iterable[str] = ()
+) -> list[str]:
     """What in ``record`` does not fit ``schema`` (each message naming ``where`` + the key);
     keys in ``optional`` may be absent. Keys not in the schema are allowed (a newer writer)."""
     prefix = f"{where}." if where else ""
@@ -120,8 +132,9 @@ def _unsealed(value: Any) -> Any:
 def content_digest(record: Mapping[str, Any]) -> str:
     """The sha256 (hex) of ``record`` in canonical JSON (sorted keys, no spaces, non-finite
     numbers as ``NaN``/``Infinity``), leaving out :data:`UNSEALED_KEYS` at any depth."""
-    text = json.dumps(_unsealed(dict(record)), sort_keys=True, separators=(",", ":"),
-                      allow_nan=True, default=str)
+    text = json.dumps(
+        _unsealed(dict(record)), sort_keys=True, separators=(",", ":"), allow_nan=True, default=str
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -148,5 +161,16 @@ def file_digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-__all__ = ["KINDS", "SEAL_KEY", "SchemaError", "UNSEALED_KEYS", "content_digest",
-           "field_problems", "file_digest", "kind_problem", "require", "seal", "seal_problem"]
+__all__ = [
+    "KINDS",
+    "SEAL_KEY",
+    "SchemaError",
+    "UNSEALED_KEYS",
+    "content_digest",
+    "field_problems",
+    "file_digest",
+    "kind_problem",
+    "require",
+    "seal",
+    "seal_problem",
+]

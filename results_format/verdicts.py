@@ -64,43 +64,89 @@ REFUTATION_CLASSES: tuple[str, ...] = (SUBSTANTIVE, ERRATUM, TABLE_NUMBER)
 #: ``claims/<run_id>.json`` (written by ``theory_checks.claim_results``; the keys the testbed
 #: reads back, with their kinds; more keys may be present).
 CLAIM_RESULT_SCHEMA: dict[str, Any] = {
-    "id": "str", "claim": "str", "estimator": "str", "paper": "str", "reference": "str",
-    "kind": "str", "about": ABOUTS, "serves": "str|null", "power_from": "list",
+    "id": "str",
+    "claim": "str",
+    "estimator": "str",
+    "paper": "str",
+    "reference": "str",
+    "kind": "str",
+    "about": ABOUTS,
+    "serves": "str|null",
+    "power_from": "list",
     "statement": "str",
-    "estimators": "list", "corrects": "str|null",
-    "expected": "str", "expected_verdicts": "list", "verdict": VERDICTS, "as_expected": "bool",
-    "decision": DECISIONS, "profile": "str", "fingerprint": "str", "n_cases": "count",
-    "n_undecided": "count", "n_unconfirmed": "count", "n_rejected": "count",
-    "seconds": "finite", "counterexample": "str|null", "cases": "list", "unconfirmed": "list",
-    "fits": "list", "series_file": "str", "power": "object|null",
-    "positive_control": "object|null", FILES_KEY: "object",
+    "estimators": "list",
+    "corrects": "str|null",
+    "expected": "str",
+    "expected_verdicts": "list",
+    "verdict": VERDICTS,
+    "as_expected": "bool",
+    "decision": DECISIONS,
+    "profile": "str",
+    "fingerprint": "str",
+    "n_cases": "count",
+    "n_undecided": "count",
+    "n_unconfirmed": "count",
+    "n_rejected": "count",
+    "seconds": "finite",
+    "counterexample": "str|null",
+    "cases": "list",
+    "unconfirmed": "list",
+    "fits": "list",
+    "series_file": "str",
+    "power": "object|null",
+    "positive_control": "object|null",
+    FILES_KEY: "object",
 }
 #: One recorded case (``cases[i]``; also a confirmation, a counterexample file's body).
 CASE_SCHEMA: dict[str, Any] = {
-    "problem_id": "str", "spec": "object", "params": "object", "measured": "number",
-    "bound": "number", "passed": "bool", "relation": "str", "outcome": OUTCOMES,
-    "fit": "object|null", "details": "object", "comparison": "object",
+    "problem_id": "str",
+    "spec": "object",
+    "params": "object",
+    "measured": "number",
+    "bound": "number",
+    "passed": "bool",
+    "relation": "str",
+    "outcome": OUTCOMES,
+    "fit": "object|null",
+    "details": "object",
+    "comparison": "object",
 }
 #: How a case's ``passed`` follows from its recorded numbers (``cases[i].comparison``): its
 #: rule (:data:`COMPARISON_RULES`) and the check's round-off slack.
-COMPARISON_SCHEMA: dict[str, Any] = {"rule": ("at_most", "at_least", "within", "compound"),
-                                     "slack": "finite"}
+COMPARISON_SCHEMA: dict[str, Any] = {
+    "rule": ("at_most", "at_least", "within", "compound"),
+    "slack": "finite",
+}
 #: The rules of :func:`comparison_holds`.
 COMPARISON_RULES: tuple[str, ...] = COMPARISON_SCHEMA["rule"]
 #: One statistical test's decision (``cases[i].decisions[j]``). Interval ends may be infinite
 #: (an open side of the region) or not finite at all (then the test is undecided).
 DECISION_SCHEMA: dict[str, Any] = {
-    "quantity": "str", "estimate": "float|null", "low": "float|null", "high": "float|null",
-    "region_low": "number", "region_high": "number", "rate": "finite", "outcome": OUTCOMES,
+    "quantity": "str",
+    "estimate": "float|null",
+    "low": "float|null",
+    "high": "float|null",
+    "region_low": "number",
+    "region_high": "number",
+    "rate": "finite",
+    "outcome": OUTCOMES,
 }
 #: A fit (``cases[i].fit``, ``fits[j]``).
 FIT_SCHEMA: dict[str, Any] = {
-    "quantity": "str", "estimate": "finite", "ci_low": "number|null", "ci_high": "number|null",
-    "theory": "finite", "tolerance": "number",
+    "quantity": "str",
+    "estimate": "finite",
+    "ci_low": "number|null",
+    "ci_high": "number|null",
+    "theory": "finite",
+    "tolerance": "number",
 }
 #: ``counterexamples/<run_id>.json``: the failing case, with the claim it refutes.
-COUNTEREXAMPLE_SCHEMA: dict[str, Any] = {"claim": "str", "profile": "str",
-                                         "decision": DECISIONS, **CASE_SCHEMA}
+COUNTEREXAMPLE_SCHEMA: dict[str, Any] = {
+    "claim": "str",
+    "profile": "str",
+    "decision": DECISIONS,
+    **CASE_SCHEMA,
+}
 #: The columns of ``series/<run_id>.csv`` that the report reads.
 SERIES_COLUMNS_READ: tuple[str, ...] = ("problem_id", "series", "step", "value")
 
@@ -109,12 +155,14 @@ SERIES_COLUMNS_READ: tuple[str, ...] = ("problem_id", "series", "step", "value")
 
 
 def _finite(*values: Any) -> bool:
-    return all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-               for v in values)
+    return all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    )
 
 
-def interval_outcome(low: Any, high: Any, estimate: Any, region_low: float,
-                     region_high: float) -> str:
+def interval_outcome(
+    low: Any, high: Any, estimate: Any, region_low: float, region_high: float
+) -> str:
     """A statistical test's outcome: "fails" when its interval ``[low, high]`` lies outside the
     allowed region ``[region_low, region_high]``, "holds" when inside it, else "undecided" (and
     "undecided" when the interval or the estimate is not finite)."""
@@ -137,8 +185,9 @@ def combine(outcomes: Iterable[str]) -> str:
     return "holds"
 
 
-def comparison_holds(rule: str, measured: float, bound: float, slack: float,
-                     fit: Mapping[str, Any] | None) -> bool | None:
+def comparison_holds(
+    rule: str, measured: float, bound: float, slack: float, fit: Mapping[str, Any] | None
+) -> bool | None:
     """Whether a case's comparison holds under ``rule``:
 
     - "at_most": ``measured <= bound + slack``;
@@ -155,15 +204,25 @@ def comparison_holds(rule: str, measured: float, bound: float, slack: float,
     if rule == "at_least":
         return measured >= bound - slack
     if rule == "within":
-        return (fit is not None and fit.get("estimate") == measured
-                and fit.get("theory") == bound
-                and _finite(fit.get("estimate"), fit.get("theory"), fit.get("tolerance"))
-                and abs(fit["estimate"] - fit["theory"]) <= fit["tolerance"])
+        return (
+            fit is not None
+            and fit.get("estimate") == measured
+            and fit.get("theory") == bound
+            and _finite(fit.get("estimate"), fit.get("theory"), fit.get("tolerance"))
+            and abs(fit["estimate"] - fit["theory"]) <= fit["tolerance"]
+        )
     return None
 
 
-def comparison_for(relation: str, measured: float, bound: float, passed: bool, slack: float,
-                   fit: Mapping[str, Any] | None, rule: str | None = None) -> dict[str, Any]:
+def comparison_for(
+    relation: str,
+    measured: float,
+    bound: float,
+    passed: bool,
+    slack: float,
+    fit: Mapping[str, Any] | None,
+    rule: str | None = None,
+) -> dict[str, Any]:
     """The ``comparison`` a writer records for a case: ``rule`` when the check names one, else
     read from ``relation`` ("within" for a fit's ``|... - ...|``, "at_least" for a lower
     bound, "at_most" otherwise); "compound" whenever ``passed`` is not what the rule gives on
@@ -196,10 +255,15 @@ def comparison_problem(case: Mapping[str, Any], where: str) -> str | None:
     holds = comparison_holds(rule, case["measured"], case["bound"], slack, case["fit"])
     if holds is None or holds == case["passed"]:
         return None
-    what = ("its fit" if rule == "within" else
-            f"measured {case['measured']:.6g} against bound {case['bound']:.6g}")
-    return (f"{where}.passed is {str(case['passed']).lower()}, but {what} ({rule}, slack "
-            f"{slack:.3g}) gives {str(holds).lower()}")
+    what = (
+        "its fit"
+        if rule == "within"
+        else f"measured {case['measured']:.6g} against bound {case['bound']:.6g}"
+    )
+    return (
+        f"{where}.passed is {str(case['passed']).lower()}, but {what} ({rule}, slack "
+        f"{slack:.3g}) gives {str(holds).lower()}"
+    )
 
 
 #: The interval half-widths :func:`interval_problem` recomputes, by the evidence's method
@@ -208,15 +272,17 @@ def _half_width(method: Mapping[str, Any], side_rate: float) -> float | None:
     name = str(method.get("method", ""))
     looks = method.get("looks")
     if name.startswith("SpentRate(") and isinstance(looks, int) and looks >= 1:
-        return _half_width({**method, "method": name[len("SpentRate("):-1]}, side_rate / looks)
+        return _half_width({**method, "method": name[len("SpentRate(") : -1]}, side_rate / looks)
     try:
         if name == "Hoeffding":
             return float(method["value_range"]) * math.sqrt(
-                math.log(1.0 / side_rate) / (2.0 * method["n"]))
+                math.log(1.0 / side_rate) / (2.0 * method["n"])
+            )
         if name == "EmpiricalBernstein":
             log_term = math.log(2.0 / side_rate)
-            return (math.sqrt(2.0 * method["variance"] * log_term / method["n"])
-                    + 7.0 * method["value_range"] * log_term / (3.0 * (method["n"] - 1)))
+            return math.sqrt(2.0 * method["variance"] * log_term / method["n"]) + 7.0 * method[
+                "value_range"
+            ] * log_term / (3.0 * (method["n"] - 1))
         if name == "Normal":
             return NormalDist().inv_cdf(1.0 - side_rate) * float(method["std_error"])
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
@@ -252,10 +318,14 @@ def interval_problem(decision: Mapping[str, Any], rate: float | None, where: str
     if half is None:
         return None
     expected = (estimate - half, estimate + half)
-    if not all(math.isclose(a, b, rel_tol=INTERVAL_RTOL, abs_tol=INTERVAL_RTOL * abs(half))
-               for a, b in zip((low, high), expected, strict=True)):
-        return (f"{where}: its interval [{low:.6g}, {high:.6g}] is not the {method['method']} "
-                f"interval of its statistic, [{expected[0]:.6g}, {expected[1]:.6g}]")
+    if not all(
+        math.isclose(a, b, rel_tol=INTERVAL_RTOL, abs_tol=INTERVAL_RTOL * abs(half))
+        for a, b in zip((low, high), expected, strict=True)
+    ):
+        return (
+            f"{where}: its interval [{low:.6g}, {high:.6g}] is not the {method['method']} "
+            f"interval of its statistic, [{expected[0]:.6g}, {expected[1]:.6g}]"
+        )
     return None
 
 
@@ -272,8 +342,7 @@ def verdict_over_readings(verdicts: Iterable[str]) -> str:
     return "undecided"
 
 
-def reading_as_expected(verdict: str, expected: str | None, claim_expected: Iterable[str]
-                        ) -> bool:
+def reading_as_expected(verdict: str, expected: str | None, claim_expected: Iterable[str]) -> bool:
     """Whether a reading's verdict is the one the claim declares for it: ``expected`` "fails"
     needs "fails as stated", "holds" a holding verdict, ``None`` anything; "undecided" is as
     expected where the claim's own expected verdicts allow it (a profile that cannot decide)."""
@@ -284,12 +353,16 @@ def reading_as_expected(verdict: str, expected: str | None, claim_expected: Iter
     return (verdict == "fails as stated") == (expected == "fails")
 
 
-def readings_as_expected(readings: Iterable[Mapping[str, Any]], claim_expected: Iterable[str]
-                         ) -> bool:
+def readings_as_expected(
+    readings: Iterable[Mapping[str, Any]], claim_expected: Iterable[str]
+) -> bool:
     """Every recorded reading (``{"verdict", "expected"}``) as the claim declares it."""
     allowed = list(claim_expected)
-    return all(reading_as_expected(str(r.get("verdict")), r.get("expected"), allowed)
-               for r in readings if isinstance(r, Mapping))
+    return all(
+        reading_as_expected(str(r.get("verdict")), r.get("expected"), allowed)
+        for r in readings
+        if isinstance(r, Mapping)
+    )
 
 
 def readings_text(readings: Iterable[Mapping[str, Any]]) -> str:
@@ -318,14 +391,15 @@ def added_parameters_text(records: Iterable[Mapping[str, Any]]) -> str:
             if not isinstance(o, Mapping):
                 continue
             measured, bound = o.get("measured"), o.get("bound")
-            extra = "".join(f"; {key} {value:.4g}" for key, value in
-                            (o.get("shown") or {}).items() if _finite(value))
-            numbers = (f" ({measured:.4g} vs {bound:.4g}{extra})"
-                       if _finite(measured, bound) else "")
+            extra = "".join(
+                f"; {key} {value:.4g}"
+                for key, value in (o.get("shown") or {}).items()
+                if _finite(value)
+            )
+            numbers = f" ({measured:.4g} vs {bound:.4g}{extra})" if _finite(measured, bound) else ""
             at.append(f"{o.get('outcome', '?')} at {o.get('value', '?')}{numbers}")
         checked = ", ".join(str(v) for v in record.get("checked") or [])
-        parts.append(f"{record.get('name', '?')} (the claim's cases: {checked}): "
-                     + ", ".join(at))
+        parts.append(f"{record.get('name', '?')} (the claim's cases: {checked}): " + ", ".join(at))
     return "; ".join(parts)
 
 
@@ -368,8 +442,13 @@ def refutation_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 # --------------------------------------------------------------------------- checking a file
 
 
-def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
-                  problems: list[str], rate: float | None = None) -> str | None:
+def _case_outcome(
+    case: dict[str, Any],
+    statistical: bool,
+    where: str,
+    problems: list[str],
+    rate: float | None = None,
+) -> str | None:
     """The outcome ``case``'s own record gives (its decisions, its comparison, its
     confirmation), adding to ``problems`` what does not fit; ``None`` when it cannot be told.
     ``rate``: the case's false-failure rate, which its tests split (``None``: not checked)."""
@@ -379,8 +458,10 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
         return None
     measured = case["measured"]
     if not math.isfinite(measured) and case["outcome"] != "fails":
-        problems.append(f"{where}.measured is {measured}, a case that holds or is undecided "
-                        "measures a finite number")
+        problems.append(
+            f"{where}.measured is {measured}, a case that holds or is undecided "
+            "measures a finite number"
+        )
     fit = case["fit"]
     if fit is not None:
         problems.extend(field_problems(fit, FIT_SCHEMA, f"{where}.fit"))
@@ -406,14 +487,21 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
             if found:
                 problems.extend(found)
                 return None
-            outcome = interval_outcome(decision["low"], decision["high"], decision["estimate"],
-                                       decision["region_low"], decision["region_high"])
+            outcome = interval_outcome(
+                decision["low"],
+                decision["high"],
+                decision["estimate"],
+                decision["region_low"],
+                decision["region_high"],
+            )
             if outcome != decision["outcome"]:
-                problems.append(f"{label}.outcome is {decision['outcome']!r}, its interval "
-                                f"gives {outcome!r}")
+                problems.append(
+                    f"{label}.outcome is {decision['outcome']!r}, its interval gives {outcome!r}"
+                )
                 return None
-            interval = interval_problem(decision, None if rate is None else
-                                        rate / len(decisions), label)
+            interval = interval_problem(
+                decision, None if rate is None else rate / len(decisions), label
+            )
             if interval is not None:
                 problems.append(interval)
                 return None
@@ -425,11 +513,13 @@ def _case_outcome(case: dict[str, Any], statistical: bool, where: str,
     confirmation = case.get("confirmation")
     if confirmation is not None:
         if own != "fails":
-            problems.append(f"{where}: a confirmation is recorded for a first stage that did "
-                            "not fail")
+            problems.append(
+                f"{where}: a confirmation is recorded for a first stage that did not fail"
+            )
             return None
-        own = _case_outcome(confirmation, statistical, f"{where}.confirmation", problems,
-                            rate) or ""
+        own = (
+            _case_outcome(confirmation, statistical, f"{where}.confirmation", problems, rate) or ""
+        )
         if not own:
             return None
     if own != case["outcome"]:
@@ -461,8 +551,10 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
         if _case_outcome(case, statistical, f"unconfirmed[{i}]", problems, rate) is None:
             return problems
     if data["n_unconfirmed"] != len(data["unconfirmed"]):
-        problems.append(f"n_unconfirmed is {data['n_unconfirmed']}, {len(data['unconfirmed'])} "
-                        "unconfirmed cases are recorded")
+        problems.append(
+            f"n_unconfirmed is {data['n_unconfirmed']}, {len(data['unconfirmed'])} "
+            "unconfirmed cases are recorded"
+        )
     problems += _runs_beside_problems(data, statistical)
     if problems:
         return problems
@@ -472,11 +564,15 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key} is {data[key]}, the recorded cases give {count}")
     failing = outcomes.count("fails")
     if failing > 1:
-        problems.append(f"{failing} failing cases recorded; a refuted claim records one, its "
-                        "counterexample")
+        problems.append(
+            f"{failing} failing cases recorded; a refuted claim records one, its counterexample"
+        )
     if (failing == 1) != (data["counterexample"] is not None):
-        problems.append("a counterexample is recorded without a failing case" if failing == 0
-                        else "a failing case is recorded without its counterexample file")
+        problems.append(
+            "a counterexample is recorded without a failing case"
+            if failing == 0
+            else "a failing case is recorded without its counterexample file"
+        )
     verdict = verdict_of(outcomes, bool(data["corrects"]))
     if data["verdict"] != verdict:
         problems.append(f"verdict is {data['verdict']!r}, its recorded cases give {verdict!r}")
@@ -489,16 +585,18 @@ def recomputed_problems(data: Mapping[str, Any]) -> list[str]:
         problems.append(f"expected_verdicts holds {bad[0]!r}, not a verdict")
     elif data["as_expected"] != (data["verdict"] in expected):
         if data["verdict"] not in expected or not readings:
-            problems.append(f"as_expected is {str(data['as_expected']).lower()}, but verdict "
-                            f"{data['verdict']!r} is "
-                            f"{'' if data['verdict'] in expected else 'not '}"
-                            f"among the expected {expected}")
+            problems.append(
+                f"as_expected is {str(data['as_expected']).lower()}, but verdict "
+                f"{data['verdict']!r} is "
+                f"{'' if data['verdict'] in expected else 'not '}"
+                f"among the expected {expected}"
+            )
         elif readings_as_expected(readings, expected):
-            problems.append("as_expected is false, but the verdict and every reading's are "
-                            "the expected ones")
+            problems.append(
+                "as_expected is false, but the verdict and every reading's are the expected ones"
+            )
     elif data["as_expected"] and readings and not readings_as_expected(readings, expected):
-        problems.append("as_expected is true, but a reading's verdict is not the one it "
-                        "declares")
+        problems.append("as_expected is true, but a reading's verdict is not the one it declares")
     return problems
 
 
@@ -508,7 +606,8 @@ def _readings_problems(readings: Any, data: Mapping[str, Any], statistical: bool
     verdict over the readings, and the recorded cases being those of the reading that gives
     the verdict."""
     if not isinstance(readings, list) or not all(
-            isinstance(r, dict) and r.get("verdict") in VERDICTS for r in readings):
+        isinstance(r, dict) and r.get("verdict") in VERDICTS for r in readings
+    ):
         return ["readings holds a reading without a verdict"]
     problems: list[str] = []
     for j, reading in enumerate(readings):
@@ -520,13 +619,17 @@ def _readings_problems(readings: Any, data: Mapping[str, Any], statistical: bool
             continue
         failing = False
         if counterexample is not None:
-            if _case_outcome(counterexample, statistical, f"{where}.counterexample",
-                             problems) is None:
+            if (
+                _case_outcome(counterexample, statistical, f"{where}.counterexample", problems)
+                is None
+            ):
                 continue
             failing = counterexample["outcome"] == "fails"
         if (reading["verdict"] == "fails as stated") != failing:
-            problems.append(f"{where}.verdict is {reading['verdict']!r}, but it records "
-                            f"{'a' if failing else 'no'} failing case")
+            problems.append(
+                f"{where}.verdict is {reading['verdict']!r}, but it records "
+                f"{'a' if failing else 'no'} failing case"
+            )
         elif reading["verdict"] in ("holds", "holds once corrected") and n_cases == 0:
             problems.append(f"{where}.verdict is {reading['verdict']!r} on no case")
     if problems:
@@ -536,8 +639,10 @@ def _readings_problems(readings: Any, data: Mapping[str, Any], statistical: bool
         return [f"verdict is {data['verdict']!r}, its readings give {verdict!r}"]
     chosen = next(r for r in readings if r["verdict"] == verdict)
     if chosen["n_cases"] != data["n_cases"]:
-        return [f"n_cases is {data['n_cases']}, the reading {chosen.get('name')!r} that gives "
-                f"the verdict counts {chosen['n_cases']}"]
+        return [
+            f"n_cases is {data['n_cases']}, the reading {chosen.get('name')!r} that gives "
+            f"the verdict counts {chosen['n_cases']}"
+        ]
     return []
 
 
@@ -551,31 +656,42 @@ def _runs_beside_problems(data: Mapping[str, Any], statistical: bool) -> list[st
         if power.get("verdict") not in VERDICTS:
             problems.append("power.verdict is not a verdict")
         elif power.get("caught") is not (power["verdict"] == "fails as stated"):
-            problems.append(f"power.caught is {power.get('caught')}, its verdict is "
-                            f"{power['verdict']!r}")
+            problems.append(
+                f"power.caught is {power.get('caught')}, its verdict is {power['verdict']!r}"
+            )
         counterexample = power.get("counterexample")
-        if not problems and counterexample is not None and _case_outcome(
-                counterexample, statistical, "power.counterexample", problems) != "fails":
+        if (
+            not problems
+            and counterexample is not None
+            and _case_outcome(counterexample, statistical, "power.counterexample", problems)
+            != "fails"
+        ):
             problems.append("power.counterexample is not a failing case")
     control = data["positive_control"]
     if control is not None:
         outcome = control.get("outcome")
         if control.get("holds") is not (outcome == "holds"):
-            problems.append(f"positive_control.holds is {control.get('holds')}, its outcome "
-                            f"is {outcome!r}")
+            problems.append(
+                f"positive_control.holds is {control.get('holds')}, its outcome is {outcome!r}"
+            )
         elif isinstance(control.get("case"), dict) and outcome in OUTCOMES:
             readings = control.get("readings")
             if not readings:  # with readings its outcome is over the readings' cases
-                own = _case_outcome(control["case"], statistical, "positive_control.case",
-                                    problems)
+                own = _case_outcome(control["case"], statistical, "positive_control.case", problems)
                 if own is not None and own != outcome:
-                    problems.append(f"positive_control.outcome is {outcome!r}, its case "
-                                    f"gives {own!r}")
+                    problems.append(
+                        f"positive_control.outcome is {outcome!r}, its case gives {own!r}"
+                    )
             elif isinstance(readings, dict) and outcome != (
-                    "holds" if "holds" in readings.values() else
-                    "undecided" if "undecided" in readings.values() else "fails"):
-                problems.append(f"positive_control.outcome is {outcome!r}, its readings "
-                                f"give another")
+                "holds"
+                if "holds" in readings.values()
+                else "undecided"
+                if "undecided" in readings.values()
+                else "fails"
+            ):
+                problems.append(
+                    f"positive_control.outcome is {outcome!r}, its readings give another"
+                )
     return [p for p in problems if p]
 
 
@@ -606,8 +722,7 @@ def companion_problems(data: Mapping[str, Any], results_dir: Path, where: str) -
     return problems
 
 
-def _counterexample_problems(data: bytes, claim: Mapping[str, Any], relative: str
-                             ) -> list[str]:
+def _counterexample_problems(data: bytes, claim: Mapping[str, Any], relative: str) -> list[str]:
     """A counterexample file's content against :data:`COUNTEREXAMPLE_SCHEMA`: the failing case
     of ``claim``'s record, re-derived, and the very case the record lists as failing."""
     import json
@@ -629,8 +744,9 @@ def _counterexample_problems(data: bytes, claim: Mapping[str, Any], relative: st
     return []
 
 
-def claim_file_problem(data: Any, results_dir: Path | None = None,
-                       stem: str | None = None) -> str | None:
+def claim_file_problem(
+    data: Any, results_dir: Path | None = None, stem: str | None = None
+) -> str | None:
     """Why the claim results record ``data`` (read from ``claims/<stem>.json`` under
     ``results_dir``) cannot be believed, or ``None``: see the module docstring. Without
     ``results_dir`` the companion files are not checked."""
@@ -651,8 +767,9 @@ def claim_file_problem(data: Any, results_dir: Path | None = None,
         if sealed is not None:
             problems.append(sealed)
     if not problems and results_dir is not None:
-        problems = companion_problems(data, Path(results_dir),
-                                      f"{CLAIMS}/{stem or data['id']}.json")
+        problems = companion_problems(
+            data, Path(results_dir), f"{CLAIMS}/{stem or data['id']}.json"
+        )
     if not problems:
         return None
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -663,11 +780,15 @@ def computed_by_problems(data: Mapping[str, Any]) -> list[str]:
     """``computed_by`` (the commit and device that computed a record; absent from records
     written before it existed) must be an object of strings."""
     found = data.get("computed_by")
-    if found is None or (isinstance(found, dict) and all(
-            isinstance(found.get(k), str) for k in ("git_commit", "device"))):
+    if found is None or (
+        isinstance(found, dict)
+        and all(isinstance(found.get(k), str) for k in ("git_commit", "device"))
+    ):
         return []
-    return [kind_problem(found, "object", "computed_by")
-            or "computed_by is not an object with the strings git_commit and device"]
+    return [
+        kind_problem(found, "object", "computed_by")
+        or "computed_by is not an object with the strings git_commit and device"
+    ]
 
 
 #: The start of :func:`read_claim_file`'s reason for a file of ``claims/`` that holds no claim
@@ -712,14 +833,48 @@ def untrusted_claim_files(results_dir: Path) -> list[tuple[Path, str]]:
     return bad
 
 
-__all__ = ["ABOUTS", "ABOUT_RESULT", "ABOUT_SENTENCE", "ABOUT_STEP", "ABOUT_TABLE", "CASE_SCHEMA",
-           "CLAIM_MARKS", "CLAIM_RESULT_SCHEMA", "COMPARISON_RULES", "COMPARISON_SCHEMA",
-           "COUNTEREXAMPLE_SCHEMA", "DECISIONS", "DECISION_SCHEMA", "ERRATUM", "FILES_KEY",
-           "FIT_SCHEMA", "NOT_A_CLAIM_RESULT", "OUTCOMES", "REFUTATION_CLASSES",
-           "SERIES_COLUMNS_READ", "SUBSTANTIVE", "TABLE_NUMBER", "VERDICTS",
-           "added_parameters_text", "claim_file_problem", "combine", "companion_problems",
-           "comparison_for", "comparison_holds", "comparison_problem", "computed_by_problems",
-           "interval_outcome", "interval_problem", "read_claim_file", "reading_as_expected",
-           "readings_as_expected", "readings_text", "recomputed_problems", "refutation_class",
-           "refutation_counts",
-           "untrusted_claim_files", "verdict_of", "verdict_over_readings"]
+__all__ = [
+    "ABOUTS",
+    "ABOUT_RESULT",
+    "ABOUT_SENTENCE",
+    "ABOUT_STEP",
+    "ABOUT_TABLE",
+    "CASE_SCHEMA",
+    "CLAIM_MARKS",
+    "CLAIM_RESULT_SCHEMA",
+    "COMPARISON_RULES",
+    "COMPARISON_SCHEMA",
+    "COUNTEREXAMPLE_SCHEMA",
+    "DECISIONS",
+    "DECISION_SCHEMA",
+    "ERRATUM",
+    "FILES_KEY",
+    "FIT_SCHEMA",
+    "NOT_A_CLAIM_RESULT",
+    "OUTCOMES",
+    "REFUTATION_CLASSES",
+    "SERIES_COLUMNS_READ",
+    "SUBSTANTIVE",
+    "TABLE_NUMBER",
+    "VERDICTS",
+    "added_parameters_text",
+    "claim_file_problem",
+    "combine",
+    "companion_problems",
+    "comparison_for",
+    "comparison_holds",
+    "comparison_problem",
+    "computed_by_problems",
+    "interval_outcome",
+    "interval_problem",
+    "read_claim_file",
+    "reading_as_expected",
+    "readings_as_expected",
+    "readings_text",
+    "recomputed_problems",
+    "refutation_class",
+    "refutation_counts",
+    "untrusted_claim_files",
+    "verdict_of",
+    "verdict_over_readings",
+]

@@ -39,13 +39,17 @@ def write_failed(path: Path, error: OSError) -> WriteFailed:
     """The :class:`WriteFailed` of ``error`` while writing ``path``."""
     if isinstance(error, WriteFailed):
         return error
-    advice = {errno.ENOSPC: "; free some space and rerun (finished work is kept)",
-              errno.EDQUOT: "; free some space and rerun (finished work is kept)",
-              errno.EROFS: "; choose a writable folder (--results / --out)",
-              errno.EACCES: "; choose a writable folder (--results / --out)",
-              errno.EPERM: "; choose a writable folder (--results / --out)"}
-    message = (f"cannot write {path}: {_reason(error)}; nothing half-written was left"
-               f"{advice.get(error.errno or 0, '')}")
+    advice = {
+        errno.ENOSPC: "; free some space and rerun (finished work is kept)",
+        errno.EDQUOT: "; free some space and rerun (finished work is kept)",
+        errno.EROFS: "; choose a writable folder (--results / --out)",
+        errno.EACCES: "; choose a writable folder (--results / --out)",
+        errno.EPERM: "; choose a writable folder (--results / --out)",
+    }
+    message = (
+        f"cannot write {path}: {_reason(error)}; nothing half-written was left"
+        f"{advice.get(error.errno or 0, '')}"
+    )
     failed = WriteFailed(error.errno or 0, message)
     failed.filename = str(path)
     return failed
@@ -75,8 +79,7 @@ def _make_folder(folder: Path) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise write_failed(folder, OSError(errno.ENOTDIR, "exists and is not a folder")) \
-            from None
+        raise write_failed(folder, OSError(errno.ENOTDIR, "exists and is not a folder")) from None
     except OSError as error:
         raise write_failed(folder, error) from None
 
@@ -93,8 +96,7 @@ def atomic_output(path: Path) -> Iterator[tuple[IO[bytes], Path]]:
     path = Path(path)
     _make_folder(path.parent)
     try:
-        descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                            dir=path.parent)
+        descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as error:
         raise write_failed(path, error) from None
     temporary = Path(name)
@@ -112,8 +114,9 @@ def atomic_output(path: Path) -> Iterator[tuple[IO[bytes], Path]]:
         raise
 
 
-def atomic_write_bytes(path: Path, data: bytes,
-                       before_replace: Callable[[Path], None] | None = None) -> None:
+def atomic_write_bytes(
+    path: Path, data: bytes, before_replace: Callable[[Path], None] | None = None
+) -> None:
     """Write ``data`` to ``path`` whole or not at all (module docstring), creating the folder.
 
     ``before_replace(temporary)`` runs after the data is on disk and before the rename (a
@@ -146,5 +149,11 @@ def open_append(path: Path) -> IO[str]:
     return os.fdopen(descriptor, "a", newline="")
 
 
-__all__ = ["WriteFailed", "atomic_output", "atomic_write", "atomic_write_bytes", "open_append",
-           "write_failed"]
+__all__ = [
+    "WriteFailed",
+    "atomic_output",
+    "atomic_write",
+    "atomic_write_bytes",
+    "open_append",
+    "write_failed",
+]

@@ -54,8 +54,12 @@ class Codebase:
 
 #: The FedNest authors' code (ucr-optml/FedNest): their modules import ``cv2.log`` and
 #: ``importlib_metadata.requires`` and never use them.
-FEDNEST = Codebase("ucr-optml/FedNest", "FEDNEST_AUTHORS_REPO", ("core", "utils", "models"),
-                   {"cv2": ("log",), "importlib_metadata": ("requires",)})
+FEDNEST = Codebase(
+    "ucr-optml/FedNest",
+    "FEDNEST_AUTHORS_REPO",
+    ("core", "utils", "models"),
+    {"cv2": ("log",), "importlib_metadata": ("requires",)},
+)
 #: The environment variable naming a FedNest checkout, when no path is given.
 AUTHORS_ENV = FEDNEST.env
 #: Their top-level packages: one of another origin already imported would shadow theirs.
@@ -68,18 +72,21 @@ class AuthorsCodeError(ImportError):
     """The named folder does not hold the authors' code, or it cannot be imported."""
 
 
-def checkout(path: str | os.PathLike[str], names: Mapping[str, str],
-             codebase: Codebase = FEDNEST) -> Path:
+def checkout(
+    path: str | os.PathLike[str], names: Mapping[str, str], codebase: Codebase = FEDNEST
+) -> Path:
     """The folder ``path``, resolved, once it is checked to hold the file of each module that
     ``names`` (attribute -> ``"module:name"``, as :func:`import_authors_code` takes them)
     imports from."""
     repo = Path(path).expanduser().resolve()
-    files = sorted({reference.partition(":")[0].replace(".", "/") + ".py"
-                    for reference in names.values()})
+    files = sorted(
+        {reference.partition(":")[0].replace(".", "/") + ".py" for reference in names.values()}
+    )
     missing = [name for name in files if not (repo / name).is_file()]
     if missing:
-        raise AuthorsCodeError(f"{repo} is not a checkout of {codebase.repository}: it lacks "
-                               f"{', '.join(missing)}")
+        raise AuthorsCodeError(
+            f"{repo} is not a checkout of {codebase.repository}: it lacks {', '.join(missing)}"
+        )
     return repo
 
 
@@ -126,16 +133,19 @@ def _shims(codebase: Codebase) -> Iterator[None]:
             delattr(module, name)
 
 
-def import_authors_code(repo: Path, names: Mapping[str, str],
-                        codebase: Codebase = FEDNEST) -> types.SimpleNamespace:
+def import_authors_code(
+    repo: Path, names: Mapping[str, str], codebase: Codebase = FEDNEST
+) -> types.SimpleNamespace:
     """Their objects ``names`` (attribute -> ``"module:name"``, e.g. ``"ClientManageHR":
     "core.ClientManage_hr:ClientManageHR"``) imported from ``repo``, with ``repo`` itself."""
     for package in codebase.packages:
         loaded = sys.modules.get(package)
         if loaded is not None and not str(getattr(loaded, "__file__", "")).startswith(str(repo)):
-            raise AuthorsCodeError(f"a different top-level package {package!r} is already "
-                                   f"imported ({getattr(loaded, '__file__', loaded)}); import "
-                                   f"the {codebase.repository} code in its own process")
+            raise AuthorsCodeError(
+                f"a different top-level package {package!r} is already "
+                f"imported ({getattr(loaded, '__file__', loaded)}); import "
+                f"the {codebase.repository} code in its own process"
+            )
     for module, unused in codebase.unused_imports.items():
         try:
             importlib.import_module(module)
@@ -157,10 +167,21 @@ def import_authors_code(repo: Path, names: Mapping[str, str],
                 module, _, name = reference.partition(":")
                 found[attribute] = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as error:
-        raise AuthorsCodeError(f"cannot import the authors' modules from {repo}: "
-                               f"{error}") from error
+        raise AuthorsCodeError(
+            f"cannot import the authors' modules from {repo}: {error}"
+        ) from error
     return types.SimpleNamespace(**found)
 
 
-__all__ = ["AUTHORS_ENV", "FEDNEST", "PACKAGES", "UNUSED_IMPORTS", "AuthorsCodeError",
-           "Codebase", "checkout", "commit_of", "import_authors_code", "named_checkout"]
+__all__ = [
+    "AUTHORS_ENV",
+    "FEDNEST",
+    "PACKAGES",
+    "UNUSED_IMPORTS",
+    "AuthorsCodeError",
+    "Codebase",
+    "checkout",
+    "commit_of",
+    "import_authors_code",
+    "named_checkout",
+]

@@ -40,10 +40,12 @@ class Calls:
         return self.grad_f + self.grad_g + self.hvp + self.jvp
 
     def __add__(self, other: Calls) -> Calls:
-        return Calls(**{
-            f.name: getattr(self, f.name) + getattr(other, f.name)
-            for f in dataclasses.fields(self)
-        })
+        return Calls(
+            **{
+                f.name: getattr(self, f.name) + getattr(other, f.name)
+                for f in dataclasses.fields(self)
+            }
+        )
 
     def as_dict(self) -> dict[str, int]:
         out = dataclasses.asdict(self)

@@ -51,8 +51,7 @@ NEUMANN_TERMS = 20
 FEDNEST_NEUMANN_TERMS = 10
 HGP_NEUMANN_TERMS = 50
 HGP_PUSHSUM_STEPS = 10
-HGP_PERSONALIZATION: dict[str, int] = {"neumann_terms": 15, "pushsum_steps": 5,
-                                       "inner_steps": 40}
+HGP_PERSONALIZATION: dict[str, int] = {"neumann_terms": 15, "pushsum_steps": 5, "inner_steps": 40}
 
 FEDNEST_INNER_STEPS = 5
 FEDNEST_LOCAL_STEPS = 5

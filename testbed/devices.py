@@ -31,8 +31,10 @@ def use_device(name: str) -> torch.device:
     if name not in DEVICES:
         raise ValueError(f"--device must be one of {list(DEVICES)}, got {name!r}")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: torch sees no CUDA device on this machine "
-                         "(torch.cuda.is_available() is False); use --device cpu")
+        raise ValueError(
+            "--device cuda: torch sees no CUDA device on this machine "
+            "(torch.cuda.is_available() is False); use --device cpu"
+        )
     torch.set_default_device(None if name == "cpu" else name)
     os.environ[DEVICE_ENV] = name
     return torch.device(name)

@@ -13,8 +13,11 @@ def class_defaults(cls: type, fixed: tuple[str, ...] = ()) -> dict[str, Any]:
     """The defaults of a dataclass's init fields (those with a plain default), less ``fixed``."""
     if not dataclasses.is_dataclass(cls):
         raise TypeError(f"{cls.__name__} is not a dataclass: give the entry its defaults")
-    return {f.name: f.default for f in dataclasses.fields(cls)
-            if f.init and f.default is not dataclasses.MISSING and f.name not in fixed}
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is not dataclasses.MISSING and f.name not in fixed
+    }
 
 
 def field_defaults(cls: type, *names: str, **renamed: str) -> dict[str, Any]:

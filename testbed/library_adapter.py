@@ -51,8 +51,9 @@ def require(module: str, extra: str, note: str = "") -> types.ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as error:
-        raise MissingLibrary(f"{module} is not installed: pip install "
-                             f"'hypergradient-testbed[{extra}]'{note}") from error
+        raise MissingLibrary(
+            f"{module} is not installed: pip install 'hypergradient-testbed[{extra}]'{note}"
+        ) from error
 
 
 @dataclasses.dataclass
@@ -65,8 +66,7 @@ class GlobalObjectives:
     """
 
     problem: Problem
-    evaluations: dict[str, int] = dataclasses.field(
-        default_factory=lambda: {"f": 0, "g": 0})
+    evaluations: dict[str, int] = dataclasses.field(default_factory=lambda: {"f": 0, "g": 0})
 
     def _clients(self) -> torch.Tensor:
         return all_clients(self.problem.n_clients)
@@ -76,13 +76,11 @@ class GlobalObjectives:
 
     def outer(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.evaluations["f"] += 1
-        return self.problem.outer_loss(self._rows(x), self._rows(y), self._clients(),
-                                       None).mean()
+        return self.problem.outer_loss(self._rows(x), self._rows(y), self._clients(), None).mean()
 
     def inner(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         self.evaluations["g"] += 1
-        return self.problem.inner_loss(self._rows(x), self._rows(y), self._clients(),
-                                       None).mean()
+        return self.problem.inner_loss(self._rows(x), self._rows(y), self._clients(), None).mean()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,8 +135,10 @@ def default_inner_step(problem: Problem, step: float | None) -> float:
         return float(step)
     constants = getattr(problem, "constants", None)
     if constants is None:
-        raise ValueError(f"inner_step_size not given and {type(problem).__name__} has no "
-                         "constants(); pass it explicitly")
+        raise ValueError(
+            f"inner_step_size not given and {type(problem).__name__} has no "
+            "constants(); pass it explicitly"
+        )
     return 1.0 / float(constants().L)
 
 
@@ -160,9 +160,11 @@ class LibraryEstimator(Estimator):
     inner_step_size: float | None = None
 
     def __post_init__(self) -> None:
-        if self.inner_steps is not None and (isinstance(self.inner_steps, bool)
-                                             or not isinstance(self.inner_steps, int)
-                                             or self.inner_steps < 0):
+        if self.inner_steps is not None and (
+            isinstance(self.inner_steps, bool)
+            or not isinstance(self.inner_steps, int)
+            or self.inner_steps < 0
+        ):
             raise ValueError(f"inner_steps must be None or an int >= 0, got {self.inner_steps!r}")
 
     def init(self, problem: Problem) -> InnerState:
@@ -174,25 +176,27 @@ class LibraryEstimator(Estimator):
         if self.inner_steps is None:
             exact = getattr(problem, "exact_inner_solution", None)
             if exact is None:
-                raise ValueError(f"{type(self).__name__} with inner_steps=None needs a "
-                                 f"closed-form problem; {type(problem).__name__} has none")
+                raise ValueError(
+                    f"{type(self).__name__} with inner_steps=None needs a "
+                    f"closed-form problem; {type(problem).__name__} has none"
+                )
             return exact(x.detach()).detach()
         y = state.y if state is not None else problem.initial_point()[1]
         return y.detach().clone()
 
-    def estimate(self, problem: Problem, x: torch.Tensor, state: Any,
-                 rng: np.random.Generator) -> Estimate:
+    def estimate(
+        self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
+    ) -> Estimate:
         objectives = GlobalObjectives(problem)
         y0 = self.start(problem, x, state)
         value, y_after, aux = self.library_hypergradient(objectives, x.detach(), y0, problem)
         aux = {**aux, "y": y_after, "evaluations": dict(objectives.evaluations)}
-        return Estimate(value.detach(), InnerState(y_after.detach()), CallCounter().snapshot(),
-                        aux)
+        return Estimate(value.detach(), InnerState(y_after.detach()), CallCounter().snapshot(), aux)
 
     @abc.abstractmethod
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """The library's hypergradient at ``x`` from the inner point ``y0``: ``(value, the inner
         iterate the library left, aux)``."""
 
@@ -207,17 +211,22 @@ class UnrolledLoop(InnerSolver):
     step_size: float | None = None
 
     @abc.abstractmethod
-    def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
-               problem: Problem) -> list[torch.Tensor]:
+    def unroll(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> list[torch.Tensor]:
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
 
-    def run(self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor,
-            keep_trajectory: bool) -> InnerRun:
+    def run(
+        self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
+    ) -> InnerRun:
         problem = oracles.problem
-        trajectory = [y.detach() for y in self.unroll(GlobalObjectives(problem), x, y0,
-                                                      problem)]
-        return InnerRun(trajectory[-1], trajectory if keep_trajectory else trajectory[-1:], [],
-                        default_inner_step(problem, self.step_size))
+        trajectory = [y.detach() for y in self.unroll(GlobalObjectives(problem), x, y0, problem)]
+        return InnerRun(
+            trajectory[-1],
+            trajectory if keep_trajectory else trajectory[-1:],
+            [],
+            default_inner_step(problem, self.step_size),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,16 +252,26 @@ class UnrolledLibraryEstimator(LibraryEstimator):
     def inner(self) -> UnrolledLoop:
         """The library's loop of ``inner_steps`` steps at ``inner_step_size``."""
 
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         x = x.clone().requires_grad_(True)
         y_T = self.inner.unroll(objectives, x, y0, problem)[-1]
-        (value,) = torch.autograd.grad(objectives.outer(x, y_T), x, allow_unused=True,
-                                       materialize_grads=True)
+        (value,) = torch.autograd.grad(
+            objectives.outer(x, y_T), x, allow_unused=True, materialize_grads=True
+        )
         return value, y_T.detach(), {}
 
 
-__all__ = ["DenseDerivatives", "GlobalObjectives", "InnerVector", "LibraryEstimator",
-           "MissingLibrary", "UnrolledLibraryEstimator", "UnrolledLoop",
-           "default_inner_step", "dense_derivatives", "require"]
+__all__ = [
+    "DenseDerivatives",
+    "GlobalObjectives",
+    "InnerVector",
+    "LibraryEstimator",
+    "MissingLibrary",
+    "UnrolledLibraryEstimator",
+    "UnrolledLoop",
+    "default_inner_step",
+    "dense_derivatives",
+    "require",
+]

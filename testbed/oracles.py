@@ -97,8 +97,9 @@ class ExactCallMemo:
         self.hits = self.misses = 0
 
     @staticmethod
-    def key(x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-            batch: Batch | None) -> Key | None:
+    def key(
+        x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> Key | None:
         """The call's key, or ``None`` when it is not eligible."""
         if batch is not None or not (is_plain(x) and is_plain(y) and is_plain(clients)):
             return None
@@ -116,8 +117,13 @@ class ExactCallMemo:
         self.hits += 1
         return tuple(None if part is None else part.clone() for part in hit[0])
 
-    def put(self, oracle: str, key: Key | None, holds: tuple[torch.Tensor, ...],
-            value: tuple[torch.Tensor | None, ...]) -> None:
+    def put(
+        self,
+        oracle: str,
+        key: Key | None,
+        holds: tuple[torch.Tensor, ...],
+        value: tuple[torch.Tensor | None, ...],
+    ) -> None:
         if key is not None:
             entries = self._entries.setdefault(oracle, RecentCache(MEMO_SIZE))
             entries.put(key, holds, (value, _versions(value)))
@@ -140,42 +146,69 @@ class Oracles:
             and the benchmarks' same-work replicas make every call.
     """
 
-    def __init__(self, problem: Problem, counter: CallCounter | None = None, *,
-                 autograd: bool = False, memo: bool = True) -> None:
+    def __init__(
+        self,
+        problem: Problem,
+        counter: CallCounter | None = None,
+        *,
+        autograd: bool = False,
+        memo: bool = True,
+    ) -> None:
         self.problem = problem
         self.counter = counter if counter is not None else CallCounter()
         self.closed_form: ClosedFormOracles | None = (
-            problem if not autograd and isinstance(problem, ClosedFormOracles) else None)
+            problem if not autograd and isinstance(problem, ClosedFormOracles) else None
+        )
         self.memo = ExactCallMemo() if memo else None
 
-    def _recall(self, oracle: str, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                batch: Batch | None) -> tuple[Key | None, tuple[torch.Tensor | None, ...] | None]:
+    def _recall(
+        self,
+        oracle: str,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+    ) -> tuple[Key | None, tuple[torch.Tensor | None, ...] | None]:
         if self.memo is None:
             return None, None
         key = self.memo.key(x, y, clients, batch)
         return key, self.memo.get(oracle, key)
 
-    def _remember(self, oracle: str, key: Key | None, x: torch.Tensor, y: torch.Tensor,
-                  clients: torch.Tensor, value: tuple[torch.Tensor | None, ...]) -> None:
+    def _remember(
+        self,
+        oracle: str,
+        key: Key | None,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        value: tuple[torch.Tensor | None, ...],
+    ) -> None:
         if self.memo is not None:
             self.memo.put(oracle, key, (x, y, clients), value)
 
     # ----------------------------------------------------------------------- outer gradients
     def _grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         count = int(clients.shape[0])
         if self.closed_form is not None:
-            gx, gy = self.closed_form.oracle_grad_outer(x.detach(), y.detach(), clients, batch,
-                                                        wrt)
+            gx, gy = self.closed_form.oracle_grad_outer(x.detach(), y.detach(), clients, batch, wrt)
         else:
             gx, gy = self._autodiff_grad_outer(x, y, clients, batch, wrt)
         self.counter.add("grad_f", count)
         return gx, gy
 
     def _autodiff_grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
         wrt: str,
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         key, hit = self._recall(f"grad_f:{wrt}", x, y, clients, batch)
@@ -188,8 +221,11 @@ class Oracles:
         loss = self.problem.outer_loss(xs, ys, clients, batch).sum()
         # a loss that does not depend on the requested part (loss tuning's f_i has no x)
         # has no graph at all: its gradient is zero
-        grads = (list(torch.autograd.grad(loss, targets, allow_unused=True))
-                 if loss.requires_grad else [None] * len(targets))
+        grads = (
+            list(torch.autograd.grad(loss, targets, allow_unused=True))
+            if loss.requires_grad
+            else [None] * len(targets)
+        )
         gx = gy = None
         if "x" in wrt:
             gx = grads.pop(0)
@@ -201,7 +237,10 @@ class Oracles:
         return gx, gy
 
     def grad_outer(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(grad_x f_i, grad_y f_i)`` for each evaluated client: ``(C, dx)``, ``(C, dy)``."""
@@ -210,22 +249,29 @@ class Oracles:
         return gx, gy
 
     def grad_outer_x(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad_x f_i`` alone (one outer-gradient call per client): ``(C, dx)``."""
         return self._grad_outer_part(x, y, clients, batch, "x")
 
     def grad_outer_y(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad_y f_i`` alone (one outer-gradient call per client): ``(C, dy)``; no gradient
         in x is computed (on a workload, none for the network body)."""
         return self._grad_outer_part(x, y, clients, batch, "y")
 
-    def _grad_outer_part(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                         batch: Batch | None, wrt: str) -> torch.Tensor:
+    def _grad_outer_part(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None, wrt: str
+    ) -> torch.Tensor:
         gx, gy = self._grad_outer(x, y, clients, batch, wrt)
         part = gx if wrt == "x" else gy
         assert part is not None
@@ -233,7 +279,10 @@ class Oracles:
 
     # ----------------------------------------------------------------------- inner derivatives
     def grad_inner(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad_y g_i`` for each evaluated client: ``(C, dy)``."""
@@ -253,14 +302,20 @@ class Oracles:
         return gy
 
     def _second_order(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
-        batch: Batch | None, wrt_x: bool,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+        wrt_x: bool,
     ) -> torch.Tensor:
         """``grad_x <grad_y g_i, v_i>`` (``wrt_x``) or ``grad_y <grad_y g_i, v_i>``, closed form or
         autodiff, counted as one mixed product (``jvp``) or one HVP per client."""
         if self.closed_form is not None:
-            product = (self.closed_form.oracle_jvp_inner_xy if wrt_x
-                       else self.closed_form.oracle_hvp_inner)
+            product = (
+                self.closed_form.oracle_jvp_inner_xy if wrt_x else self.closed_form.oracle_hvp_inner
+            )
             out = product(x.detach(), y.detach(), v.detach(), clients, batch)
         else:
             out = self._autodiff_second_order(x, y, v, clients, batch, wrt_x)
@@ -268,8 +323,13 @@ class Oracles:
         return out
 
     def _autodiff_second_order(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
-        batch: Batch | None, wrt_x: bool,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+        wrt_x: bool,
     ) -> torch.Tensor:
         count = int(clients.shape[0])
         xs, ys = _leaf(x, count, wrt_x), _leaf(y, count, True)
@@ -281,14 +341,22 @@ class Oracles:
         return torch.zeros_like(target) if out is None else out.detach()
 
     def hvp_inner(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_y g_i v_i`` for each evaluated client: ``(C, dy)``."""
         return self._second_order(x, y, v, clients, batch, wrt_x=False)
 
     def jvp_inner_xy(
-        self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, clients: torch.Tensor,
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        v: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None = None,
     ) -> torch.Tensor:
         """``grad^2_xy g_i v_i`` (the ``dx x dy`` cross derivative times v): ``(C, dx)``."""

@@ -52,8 +52,10 @@ class PluginProblem:
     reason: str
 
     def __str__(self) -> str:
-        return (f"plugin {self.entry_point!r} of package {self.package!r} "
-                f"(entry point group {self.group!r}) was not loaded: {self.reason}")
+        return (
+            f"plugin {self.entry_point!r} of package {self.package!r} "
+            f"(entry point group {self.group!r}) was not loaded: {self.reason}"
+        )
 
 
 class PluginError(Exception):
@@ -138,28 +140,38 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
     if not isinstance(info, EstimatorInfo):
         raise PluginError(f"it is a {type(info).__name__}, not a testbed.EstimatorInfo")
     if info.name in set(taken):
-        raise PluginError(f"its name {info.name!r} is already registered (built-in names and "
-                          "other plugins' names cannot be replaced)")
-    if not isinstance(info.name, str) or info.name != info.name.lower() or not info.name \
-            or " " in info.name or name_problem(info.name) is not None:
-        raise PluginError(f"its name {info.name!r} must be lower-case without spaces, a plain "
-                          "name (it names results files)")
+        raise PluginError(
+            f"its name {info.name!r} is already registered (built-in names and "
+            "other plugins' names cannot be replaced)"
+        )
+    if (
+        not isinstance(info.name, str)
+        or info.name != info.name.lower()
+        or not info.name
+        or " " in info.name
+        or name_problem(info.name) is not None
+    ):
+        raise PluginError(
+            f"its name {info.name!r} must be lower-case without spaces, a plain "
+            "name (it names results files)"
+        )
     if info.role != role:
         raise PluginError(f"its role is {info.role!r}, but the group holds {role}s")
     interface = _interface(role)
     if not (isinstance(info.cls, type) and issubclass(info.cls, interface)):
-        raise PluginError(f"its class {info.cls!r} does not subclass testbed's "
-                          f"{interface.__name__}")
+        raise PluginError(
+            f"its class {info.cls!r} does not subclass testbed's {interface.__name__}"
+        )
     with user_interrupts() as pressed:
         try:
             built = info.build()
         except PLUGIN_FAILURES as error:
             reraise_user_interrupt(pressed, error)
-            raise PluginError(f"its defaults do not build: {type(error).__name__}: {error}") \
-                from error
+            raise PluginError(
+                f"its defaults do not build: {type(error).__name__}: {error}"
+            ) from error
     if not isinstance(built, interface):
-        raise PluginError(f"its make returns a {type(built).__name__}, not a "
-                          f"{interface.__name__}")
+        raise PluginError(f"its make returns a {type(built).__name__}, not a {interface.__name__}")
     return info
 
 
@@ -167,9 +179,14 @@ def _as_items(value: Any) -> list[Any]:
     return list(value) if isinstance(value, (list, tuple)) else [value]
 
 
-def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
-               check: Callable[[Any, set[str]], T], key: Callable[[T], str], taken: set[str],
-               problems: list[PluginProblem]) -> list[T]:
+def load_group(
+    group: str,
+    items_of: Callable[[Any], Sequence[Any]],
+    check: Callable[[Any, set[str]], T],
+    key: Callable[[T], str],
+    taken: set[str],
+    problems: list[PluginProblem],
+) -> list[T]:
     """The usable items of ``group``'s entry points: each entry point's value split into items
     by ``items_of``, each item ``check``-ed against the names ``taken`` so far (``check``
     raises :class:`PluginError`). An entry point that does not import or has a bad item is
@@ -183,8 +200,9 @@ def load_group(group: str, items_of: Callable[[Any], Sequence[Any]],
                     value = entry.load()
                 except PLUGIN_FAILURES as error:
                     reraise_user_interrupt(pressed, error)
-                    raise PluginError(f"it does not import: {type(error).__name__}: "
-                                      f"{error}") from error
+                    raise PluginError(
+                        f"it does not import: {type(error).__name__}: {error}"
+                    ) from error
             for item in items_of(value):
                 checked.append(check(item, taken | {key(c) for c in checked}))
         except PluginError as error:
@@ -238,8 +256,14 @@ def load(builtin: Sequence[EstimatorInfo]) -> list[EstimatorInfo]:
     taken = {info.name for info in builtin}
     loaded: list[EstimatorInfo] = []
     for group, role in GROUPS.items():
-        loaded += load_group(group, _as_items, functools.partial(_check_role, role),
-                             lambda info: info.name, taken, _PROBLEMS)
+        loaded += load_group(
+            group,
+            _as_items,
+            functools.partial(_check_role, role),
+            lambda info: info.name,
+            taken,
+            _PROBLEMS,
+        )
     return loaded
 
 
@@ -247,7 +271,21 @@ def _check_role(role: str, info: Any, taken: set[str]) -> EstimatorInfo:
     return check_entry(info, role, taken)
 
 
-__all__ = ["GROUPS", "PluginError", "PluginProblem", "check_entry", "describe_failure",
-           "entry_points", "left_out", "load", "load_group", "modules_of", "package_of",
-           "package_providing", "problems", "raised_in", "reraise_user_interrupt",
-           "user_interrupts"]
+__all__ = [
+    "GROUPS",
+    "PluginError",
+    "PluginProblem",
+    "check_entry",
+    "describe_failure",
+    "entry_points",
+    "left_out",
+    "load",
+    "load_group",
+    "modules_of",
+    "package_of",
+    "package_providing",
+    "problems",
+    "raised_in",
+    "reraise_user_interrupt",
+    "user_interrupts",
+]

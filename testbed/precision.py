@@ -90,8 +90,9 @@ def is_policy(record: dict[str, Any], tf32: bool = False) -> bool:
         return False
     want = _TF32 if tf32 else _IEEE
     keys = [k for k in ("cuda_matmul", "cudnn_conv", "cudnn_rnn") if k in record]
-    return all(record[k] == want for k in keys) and record.get(
-        "float32_matmul_precision") == ("high" if tf32 else "highest")
+    return all(record[k] == want for k in keys) and record.get("float32_matmul_precision") == (
+        "high" if tf32 else "highest"
+    )
 
 
 __all__ = ["is_policy", "precision_record", "set_precision"]

@@ -67,10 +67,19 @@ class Progress:
         silent_seconds: in a log, the longest stretch without a line.
     """
 
-    def __init__(self, iterable: Iterable[T] | None = None, *, total: int | None = None,
-                 desc: str, unit: str, initial: int = 0, enabled: bool = True,
-                 stream: IO[str] | None = None, names: Sequence[str] = (),
-                 silent_seconds: float = SILENT_SECONDS) -> None:
+    def __init__(
+        self,
+        iterable: Iterable[T] | None = None,
+        *,
+        total: int | None = None,
+        desc: str,
+        unit: str,
+        initial: int = 0,
+        enabled: bool = True,
+        stream: IO[str] | None = None,
+        names: Sequence[str] = (),
+        silent_seconds: float = SILENT_SECONDS,
+    ) -> None:
         self.iterable = iterable
         self.stream = stream if stream is not None else sys.stderr
         self.total = total
@@ -85,8 +94,15 @@ class Progress:
         self._head_since = self._started  # when the oldest unfinished unit became the oldest
         self._lock = threading.RLock()
         self._closed = threading.Event()
-        self._bar = tqdm(total=total, initial=initial, desc=desc, unit=unit, file=self.stream,
-                         disable=not self.live, postfix=self.postfix() or None)
+        self._bar = tqdm(
+            total=total,
+            initial=initial,
+            desc=desc,
+            unit=unit,
+            file=self.stream,
+            disable=not self.live,
+            postfix=self.postfix() or None,
+        )
         self._last_line = -1.0
         self._tenths = self._tenth()
         if enabled and not self._finished():
@@ -180,10 +196,12 @@ class Progress:
             elapsed = duration_text(time.monotonic() - self._started)
             if done:
                 return f"{self.desc}: {count} {self.unit}(s) done in {elapsed}" + (
-                    f"; {self.note}" if self.note else "")
+                    f"; {self.note}" if self.note else ""
+                )
             postfix = self.postfix()
-            return (f"{self.desc}: {count} {self.unit}(s) done, {elapsed} elapsed"
-                    + (f"; {postfix}" if postfix else ""))
+            return f"{self.desc}: {count} {self.unit}(s) done, {elapsed} elapsed" + (
+                f"; {postfix}" if postfix else ""
+            )
 
     def _line(self, done: bool = False) -> None:
         self._last_line = time.monotonic()

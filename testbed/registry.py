@@ -16,7 +16,8 @@ from testbed.info import EstimatorInfo
 from testbed.names import did_you_mean, shown
 
 BUILTIN: tuple[EstimatorInfo, ...] = tuple(
-    classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES)
+    classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES
+)
 
 # The built-ins and every installed plugin's entries (:mod:`testbed.plugins`), sorted by name;
 # one list, refreshed in place, so every importer sees the same entries.
@@ -38,7 +39,8 @@ def get_estimator(name: str) -> EstimatorInfo:
         if info.name == name:
             return info
     missing = plugins.left_out(name)
-    raise KeyError(f"no estimator named {shown(name)}"
-                   f"{did_you_mean(name, (info.name for info in ESTIMATOR_DB))}; `testbed list` "
-                   "shows every registered estimator and algorithm"
-                   + (f"; {missing}" if missing else ""))
+    raise KeyError(
+        f"no estimator named {shown(name)}"
+        f"{did_you_mean(name, (info.name for info in ESTIMATOR_DB))}; `testbed list` "
+        "shows every registered estimator and algorithm" + (f"; {missing}" if missing else "")
+    )

@@ -100,21 +100,27 @@ def _case(saved: Mapping[str, Any]) -> Case:
     return Case(from_spec(dict(saved["spec"])), params)
 
 
-def _compare(saved: Mapping[str, Any], again: CaseResult,
-             compare_numbers: bool) -> tuple[str | None, float]:
+def _compare(
+    saved: Mapping[str, Any], again: CaseResult, compare_numbers: bool
+) -> tuple[str | None, float]:
     """Why a case measured again differs from its record (its outcome, or its number on the
     case's scale beyond :data:`AUDIT_RTOL`), or ``None``; and the difference."""
-    gap = differs(float(saved["measured"]), float(again.measurement.measured),
-                  float(saved["bound"]))
+    gap = differs(
+        float(saved["measured"]), float(again.measurement.measured), float(saved["bound"])
+    )
     if again.outcome != saved["outcome"]:
-        return (f"{saved['problem_id']}: recorded {saved['outcome']} (measured "
-                f"{saved['measured']:.6g}), again {again.outcome} (measured "
-                f"{again.measurement.measured:.6g} vs bound {again.measurement.bound:.6g})",
-                gap)
+        return (
+            f"{saved['problem_id']}: recorded {saved['outcome']} (measured "
+            f"{saved['measured']:.6g}), again {again.outcome} (measured "
+            f"{again.measurement.measured:.6g} vs bound {again.measurement.bound:.6g})",
+            gap,
+        )
     if compare_numbers and gap > AUDIT_RTOL:
-        return (f"{saved['problem_id']}: measured {saved['measured']:.6g} recorded, "
-                f"{again.measurement.measured:.6g} again (difference {gap:.2g} of its scale)",
-                gap)
+        return (
+            f"{saved['problem_id']}: measured {saved['measured']:.6g} recorded, "
+            f"{again.measurement.measured:.6g} again (difference {gap:.2g} of its scale)",
+            gap,
+        )
     return None, gap
 
 
@@ -137,16 +143,19 @@ class ClaimAudit:
         return f"{self.name}: differs: {self.problems[0]}{more}"
 
 
-def audit_claim(data: Mapping[str, Any], results: Path, sample: int | None,
-                seed: int) -> ClaimAudit:
+def audit_claim(
+    data: Mapping[str, Any], results: Path, sample: int | None, seed: int
+) -> ClaimAudit:
     """Replay the counterexample of a believed claim record and re-measure a seeded sample of
     its passing and undecided cases (``sample``; ``None``: every one)."""
     audit = ClaimAudit(str(data["id"]))
     try:
         claim = get_claim(str(data["claim"]))
     except KeyError:
-        audit.problems.append(f"claim {data['claim']} is not registered here (a plugin not "
-                              "installed?): it cannot be measured again")
+        audit.problems.append(
+            f"claim {data['claim']} is not registered here (a plugin not "
+            "installed?): it cannot be measured again"
+        )
         return audit
     try:
         profile = get_profile(str(data["profile"]))
@@ -155,14 +164,18 @@ def audit_claim(data: Mapping[str, Any], results: Path, sample: int | None,
         return audit
     here = claim_fingerprint(claim, profile)
     if data["fingerprint"] != here:
-        audit.problems.append(f"the claim's definition differs from this checkout's "
-                              f"(fingerprint {data['fingerprint']} recorded, {here} here)")
+        audit.problems.append(
+            f"the claim's definition differs from this checkout's "
+            f"(fingerprint {data['fingerprint']} recorded, {here} here)"
+        )
         return audit
     try:
         make = default_make(claim, str(data["estimator"]))
     except KeyError:
-        audit.problems.append(f"estimator {data['estimator']} is not registered here (a plugin "
-                              "not installed?): it cannot be measured again")
+        audit.problems.append(
+            f"estimator {data['estimator']} is not registered here (a plugin "
+            "not installed?): it cannot be measured again"
+        )
         return audit
     audit.done.append(str(data["verdict"]))
     if data["counterexample"]:
@@ -177,20 +190,30 @@ def _replay(audit: ClaimAudit, claim: Claim, saved: dict[str, Any], make: Any) -
     try:
         again = replay_counterexample(claim, saved, make)
     except Exception as error:  # a case that cannot be rebuilt or measured: named
-        audit.problems.append(f"its counterexample cannot be measured again "
-                              f"({type(error).__name__}: {error})")
+        audit.problems.append(
+            f"its counterexample cannot be measured again ({type(error).__name__}: {error})"
+        )
         return
     problem, gap = _compare(saved, again, not claim.statistical)
     if problem is not None:
         audit.problems.append(f"counterexample {problem}")
         return
-    audit.done.append(f"counterexample fails again, measured {again.measurement.measured:.3g} "
-                      f"vs bound {again.measurement.bound:.3g}"
-                      + ("" if claim.statistical else f", difference {gap:.1g}"))
+    audit.done.append(
+        f"counterexample fails again, measured {again.measurement.measured:.3g} "
+        f"vs bound {again.measurement.bound:.3g}"
+        + ("" if claim.statistical else f", difference {gap:.1g}")
+    )
 
 
-def _remeasure(audit: ClaimAudit, claim: Claim, profile: Profile, data: Mapping[str, Any],
-               make: Any, sample: int | None, seed: int) -> None:
+def _remeasure(
+    audit: ClaimAudit,
+    claim: Claim,
+    profile: Profile,
+    data: Mapping[str, Any],
+    make: Any,
+    sample: int | None,
+    seed: int,
+) -> None:
     """A seeded sample of the recorded passing and undecided cases measured again with the
     design they were measured with: the same outcome and numbers."""
     cases = [c for c in data["cases"] if c["outcome"] != "fails"]
@@ -199,23 +222,31 @@ def _remeasure(audit: ClaimAudit, claim: Claim, profile: Profile, data: Mapping[
         chosen = sorted(random.Random(f"{seed}:{data['id']}").sample(range(len(cases)), sample))
         cases = [cases[i] for i in chosen]
     rate = case_rate(claim, profile) if claim.statistical else 0.0
-    design = (first_design(claim_seed(claim.id), int(data.get("calibration_seed") or 0), rate,
-                           profile.name) if claim.statistical else None)
+    design = (
+        first_design(
+            claim_seed(claim.id), int(data.get("calibration_seed") or 0), rate, profile.name
+        )
+        if claim.statistical
+        else None
+    )
     largest = 0.0
     for saved in cases:
         try:
             again = measure_and_decide(claim, _case(saved), make, design, rate)
         except Exception as error:  # a case that cannot be rebuilt or measured: named
-            audit.problems.append(f"{saved['problem_id']} cannot be measured again "
-                                  f"({type(error).__name__}: {error})")
+            audit.problems.append(
+                f"{saved['problem_id']} cannot be measured again ({type(error).__name__}: {error})"
+            )
             continue
         problem, gap = _compare(saved, again, True)
         if problem is not None:
             audit.problems.append(problem)
         largest = max(largest, gap)
     total = sum(c["outcome"] != "fails" for c in data["cases"])
-    audit.done.append(f"{len(cases)} of {total} passing or undecided case(s) measured again"
-                      + (f", largest difference {largest:.1g}" if cases else ""))
+    audit.done.append(
+        f"{len(cases)} of {total} passing or undecided case(s) measured again"
+        + (f", largest difference {largest:.1g}" if cases else "")
+    )
 
 
 def _json(path: Path) -> Any:
@@ -232,12 +263,15 @@ def _claim_and_profile(record: Mapping[str, Any]) -> tuple[Claim, Profile]:
         claim = get_claim(str(record["claim"]))
         profile = get_profile(str(record["profile"]))
     except KeyError as error:
-        raise ValueError(f"{error.args[0] if error.args else error}: it cannot be run "
-                         "again here") from None
+        raise ValueError(
+            f"{error.args[0] if error.args else error}: it cannot be run again here"
+        ) from None
     if record["fingerprint"] != claim_fingerprint(claim, profile):
-        raise ValueError("the claim's definition differs from this checkout's (fingerprint "
-                         f"{record['fingerprint']} recorded, {claim_fingerprint(claim, profile)}"
-                         " here)")
+        raise ValueError(
+            "the claim's definition differs from this checkout's (fingerprint "
+            f"{record['fingerprint']} recorded, {claim_fingerprint(claim, profile)}"
+            " here)"
+        )
     return claim, profile
 
 
@@ -253,8 +287,7 @@ def audit_calibration(record: Mapping[str, Any], sample: int | None, seed: int) 
         again = CalibrationTask(claim.id, int(run["seed"]), profile, claim=claim)()
         for key in ("verdict", "n_undecided", "n_unconfirmed"):
             if key in run and run[key] != again[key]:
-                return (f"seed {run['seed']}: {key} {run[key]!r} recorded, {again[key]!r} "
-                        "again")
+                return f"seed {run['seed']}: {key} {run[key]!r} recorded, {again[key]!r} again"
     return None
 
 
@@ -266,56 +299,70 @@ def audit_mutant(record: Mapping[str, Any]) -> str | None:
         mutant = get_mutant(str(record["mutant"]))
         profile = get_profile(str(record["profile"]))
     except KeyError as error:
-        raise ValueError(f"{error.args[0] if error.args else error}: it cannot be run "
-                         "again here") from None
+        raise ValueError(
+            f"{error.args[0] if error.args else error}: it cannot be run again here"
+        ) from None
     here = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
     if record["fingerprint"] != here:
-        raise ValueError(f"the mutant or its claims differ from this checkout's (fingerprint "
-                         f"{record['fingerprint']} recorded, {here} here)")
+        raise ValueError(
+            f"the mutant or its claims differ from this checkout's (fingerprint "
+            f"{record['fingerprint']} recorded, {here} here)"
+        )
     killing = next((r for r in record["runs"] if r["killed"]), None)
     if killing is None or killing["estimator"] not in mutant.builds:
         return None
-    again = run_once(get_claim(killing["claim"]), killing["estimator"],
-                     mutant.builds[killing["estimator"]], profile)
+    again = run_once(
+        get_claim(killing["claim"]),
+        killing["estimator"],
+        mutant.builds[killing["estimator"]],
+        profile,
+    )
     if again["verdict"] != killing["verdict"] or not again["killed"]:
-        return (f"its kill by {killing['claim']}: {killing['verdict']!r} recorded, "
-                f"{again['verdict']!r} again")
+        return (
+            f"its kill by {killing['claim']}: {killing['verdict']!r} recorded, "
+            f"{again['verdict']!r} again"
+        )
     return None
 
 
-def _rerun(name: str, data: Mapping[str, Any], sample: int | None, seed: int
-           ) -> tuple[str | None, str]:
+def _rerun(
+    name: str, data: Mapping[str, Any], sample: int | None, seed: int
+) -> tuple[str | None, str]:
     """A believed calibration or mutation record run again: (why it differs, what was run)."""
     try:
         if name == CALIBRATION:
             count = len(data["runs"]) if sample is None else min(sample, len(data["runs"]))
             return audit_calibration(data, sample, seed), f"{count} seed(s) run again"
         killed = any(r["killed"] for r in data["runs"])
-        return audit_mutant(data), ("its kill run again" if killed
-                                    else f"{data['status']}, not run again")
+        return audit_mutant(data), (
+            "its kill run again" if killed else f"{data['status']}, not run again"
+        )
     except ValueError as error:
         return str(error), ""
     except Exception as error:  # a seed or a kill that cannot be run again: named
         return f"it cannot be run again ({type(error).__name__}: {error})", ""
 
 
-def audit_summaries(results: Path, sample: int | None = 0, seed: int = 0
-                    ) -> Iterator[tuple[bool, str]]:
+def audit_summaries(
+    results: Path, sample: int | None = 0, seed: int = 0
+) -> Iterator[tuple[bool, str]]:
     """The calibration and mutation records (each believed, then run again: a seeded sample of
     ``sample`` seeds, a mutant's kill) and their summaries: ``(reproduced, line)`` each."""
     for name, record_problem, summary_problem in (
-            (CALIBRATION, calibration_record_problem,
-             lambda d: calibration_summary_problem(d) or calibration_records_problem(d, results)),
-            (MUTATION, mutation_record_problem,
-             lambda d: mutation_summary_problem(d, results))):
+        (
+            CALIBRATION,
+            calibration_record_problem,
+            lambda d: calibration_summary_problem(d) or calibration_records_problem(d, results),
+        ),
+        (MUTATION, mutation_record_problem, lambda d: mutation_summary_problem(d, results)),
+    ):
         folder = results / name
         if not folder.is_dir():
             continue
         records = [p for p in sorted(folder.glob("*.json")) if p.name != SUMMARY]
         for path in records:
             data = _json(path)
-            problem = ("unreadable or not JSON" if data is None
-                       else record_problem(data, path.stem))
+            problem = "unreadable or not JSON" if data is None else record_problem(data, path.stem)
             if problem is None and name == CALIBRATION:
                 dropped = usable_calibration_runs(data["runs"])[1]
                 problem = dropped[0] if dropped else None
@@ -325,19 +372,27 @@ def audit_summaries(results: Path, sample: int | None = 0, seed: int = 0
             if sample == 0:
                 continue
             differing, done = _rerun(name, data, sample, seed)
-            yield (differing is None, f"{name}/{path.name}: "
-                   + (f"differs: {differing}" if differing else f"reproduced ({done})"))
+            yield (
+                differing is None,
+                f"{name}/{path.name}: "
+                + (f"differs: {differing}" if differing else f"reproduced ({done})"),
+            )
         summary = folder / SUMMARY
         if summary.is_file():
             data = _json(summary)
             problem = "unreadable or not JSON" if data is None else summary_problem(data)
-            yield (problem is None,
-                   f"{name}/{SUMMARY}: " + (f"differs: {problem}" if problem else
-                                            f"reproduced from its {len(records)} record(s)"))
+            yield (
+                problem is None,
+                f"{name}/{SUMMARY}: "
+                + (
+                    f"differs: {problem}"
+                    if problem
+                    else f"reproduced from its {len(records)} record(s)"
+                ),
+            )
 
 
-def audit_folder(results: Path, sample: int | None, seed: int,
-                 out: Any = print) -> tuple[int, int]:
+def audit_folder(results: Path, sample: int | None, seed: int, out: Any = print) -> tuple[int, int]:
     """Audit every file of ``results``, one line each through ``out``; (audited, differing)."""
     audited = differing = 0
     for path in sorted((results / CLAIMS).glob("*.json")):
@@ -365,22 +420,25 @@ def _results_folder(text: str) -> Path:
     if not results.is_dir():
         raise FileNotFoundError(f"{results}: no such results folder")
     if not any((results / name).is_dir() for name in (CLAIMS, CALIBRATION, MUTATION)):
-        raise ValueError(f"{results} is not a results folder: it has none of {CLAIMS}/, "
-                         f"{CALIBRATION}/, {MUTATION}/")
+        raise ValueError(
+            f"{results} is not a results folder: it has none of {CLAIMS}/, "
+            f"{CALIBRATION}/, {MUTATION}/"
+        )
     return results
 
 
 def audit_command(args: argparse.Namespace) -> int:
     """``testbed audit``: the exit status of the module docstring."""
     if args.all and args.sample is not None:
-        raise ValueError("--all and --sample exclude each other: --all measures every case "
-                         "again")
+        raise ValueError("--all and --sample exclude each other: --all measures every case again")
     results = _results_folder(args.results)
     torch.set_default_dtype(torch.float64)
     sample = None if args.all else (DEFAULT_SAMPLE if args.sample is None else args.sample)
     start = time.perf_counter()
     audited, differing = audit_folder(results, sample, args.seed)
     what = "every case" if sample is None else f"up to {sample} passing case(s) per claim"
-    print(f"\n{audited} file(s) audited in {time.perf_counter() - start:.0f} s ({what}, "
-          f"--seed {args.seed}): {audited - differing} reproduced, {differing} differ")
+    print(
+        f"\n{audited} file(s) audited in {time.perf_counter() - start:.0f} s ({what}, "
+        f"--seed {args.seed}): {audited - differing} reproduced, {differing} differ"
+    )
     return 1 if differing else 0

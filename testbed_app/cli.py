@@ -41,30 +41,54 @@ from testbed_app.flower import ENGINES
 def _add_device_option(parser: argparse.ArgumentParser) -> None:
     """``--device``: where the claims' closed-form problems and estimators compute
     (:mod:`testbed.devices`; float64 on a GPU too)."""
-    parser.add_argument("--device", dest="compute_device", choices=("cpu", "cuda"),
-                        default=None, help="compute on this device (default: the CPU); the "
-                        "closed-form problems stay float64 on a GPU")
+    parser.add_argument(
+        "--device",
+        dest="compute_device",
+        choices=("cpu", "cuda"),
+        default=None,
+        help="compute on this device (default: the CPU); the "
+        "closed-form problems stay float64 on a GPU",
+    )
 
 
 def _add_executor_options(parser: argparse.ArgumentParser) -> None:
     """Where the units of work run (docs/ray.md)."""
     group = parser.add_argument_group("where the work runs")
-    group.add_argument("--executor", choices=("local", "ray"), default="local",
-                       help="local (default: this machine) or ray (a Ray cluster; needs the "
-                            "optional extra hypergradient-testbed[ray])")
-    group.add_argument("--jobs", type=_int_in(1, MAX_JOBS), default=1, metavar="N",
-                       help="local executor: N worker processes (default 1: this process; "
-                            f"at most {MAX_JOBS})")
+    group.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="local (default: this machine) or ray (a Ray cluster; needs the "
+        "optional extra hypergradient-testbed[ray])",
+    )
+    group.add_argument(
+        "--jobs",
+        type=_int_in(1, MAX_JOBS),
+        default=1,
+        metavar="N",
+        help=f"local executor: N worker processes (default 1: this process; at most {MAX_JOBS})",
+    )
     _add_threads_option(group)
-    group.add_argument("--address", default=None,
-                       help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
-                            "start a Ray instance on this machine for the run")
-    group.add_argument("--cpus-per-task", type=_int_in(1, MAX_CPUS), default=1, metavar="N",
-                       help="ray executor: CPUs per task, also its torch thread count")
-    group.add_argument("--max-retries", type=_int_in(0, MAX_RETRIES), default=TASK_RETRIES,
-                       metavar="N",
-                       help="ray executor: retries of a task whose worker dies "
-                            f"(default {TASK_RETRIES})")
+    group.add_argument(
+        "--address",
+        default=None,
+        help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
+        "start a Ray instance on this machine for the run",
+    )
+    group.add_argument(
+        "--cpus-per-task",
+        type=_int_in(1, MAX_CPUS),
+        default=1,
+        metavar="N",
+        help="ray executor: CPUs per task, also its torch thread count",
+    )
+    group.add_argument(
+        "--max-retries",
+        type=_int_in(0, MAX_RETRIES),
+        default=TASK_RETRIES,
+        metavar="N",
+        help=f"ray executor: retries of a task whose worker dies (default {TASK_RETRIES})",
+    )
 
 
 #: Bounds of the numeric options, each with why (a value past one is refused, naming it):
@@ -98,15 +122,18 @@ def _shown(text: str, limit: int = 60) -> str:
 
 def _int_in(low: int, high: int) -> Any:
     """argparse type: an integer in ``[low, high]``, the bound named when it is not."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low:,}, {high:,}], got {_shown(text)}") from None
+                f"expected an integer in [{low:,}, {high:,}], got {_shown(text)}"
+            ) from None
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low:,}, {high:,}], got {value:,}")
+                f"expected an integer in [{low:,}, {high:,}], got {value:,}"
+            )
         return value
 
     return parse
@@ -122,9 +149,9 @@ def _number_in(low: float, high: float, low_open: bool = True) -> Any:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected a number in {bounds}, got {_shown(text)}") from None
-        if not math.isfinite(value) or value > high or value < low or \
-                (low_open and value == low):
+                f"expected a number in {bounds}, got {_shown(text)}"
+            ) from None
+        if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
             raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
         return value
 
@@ -135,17 +162,22 @@ def _identifier(text: str) -> str:
     """argparse type: an id or name of at most :data:`MAX_ID_LENGTH` characters."""
     if len(text) > MAX_ID_LENGTH:
         raise argparse.ArgumentTypeError(
-            f"{_shown(text)} is not an id: ids and names have at most {MAX_ID_LENGTH} "
-            "characters")
+            f"{_shown(text)} is not an id: ids and names have at most {MAX_ID_LENGTH} characters"
+        )
     return text
 
 
 def _add_threads_option(parser: Any) -> None:
     """``--threads N``: torch intra-op threads per process (:mod:`testbed_app.threads`)."""
-    parser.add_argument("--threads", type=_int_in(1, MAX_THREADS), default=None, metavar="N",
-                        help="torch CPU threads per process (default: 1 for the claim "
-                             "commands, whose problems are small; for run, the cores shared "
-                             "among the --jobs processes)")
+    parser.add_argument(
+        "--threads",
+        type=_int_in(1, MAX_THREADS),
+        default=None,
+        metavar="N",
+        help="torch CPU threads per process (default: 1 for the claim "
+        "commands, whose problems are small; for run, the cores shared "
+        "among the --jobs processes)",
+    )
 
 
 def _positive_int(text: str) -> int:
@@ -154,7 +186,8 @@ def _positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected a positive integer, got {_shown(text)}") from None
+            f"expected a positive integer, got {_shown(text)}"
+        ) from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
@@ -172,7 +205,7 @@ COMMANDS = {
     "mutate": "run realistic bugs (mutants) against the claims: the checks' power",
     "audit": "re-derive a results folder's verdicts, replay and re-measure its cases",
     "deploy": "run a server algorithm on Flower (simulation engine, or SuperLink and "
-              "SuperNodes) against the simulation",
+    "SuperNodes) against the simulation",
 }
 DESCRIPTION = """\
 The hypergradient testbed: checks the claims of the federated hypergradient papers
@@ -182,8 +215,9 @@ and reports which claims hold.
 commands (testbed COMMAND --help describes one):
 """ + "\n".join(f"  {name:10s} {text}" for name, text in COMMANDS.items())
 EXAMPLES = "examples:\n" + "\n".join(
-    line.strip().removeprefix("testbed").join(("  testbed", "")) for line in
-    (__doc__ or "").split("::", 1)[-1].strip().splitlines())
+    line.strip().removeprefix("testbed").join(("  testbed", ""))
+    for line in (__doc__ or "").split("::", 1)[-1].strip().splitlines()
+)
 
 
 class _DefaultsShown(argparse.HelpFormatter):
@@ -193,8 +227,13 @@ class _DefaultsShown(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
-        if (not action.option_strings or default is None or default is False
-                or default == argparse.SUPPRESS or "default" in text):
+        if (
+            not action.option_strings
+            or default is None
+            or default is False
+            or default == argparse.SUPPRESS
+            or "default" in text
+        ):
             return text
         return f"{text} (default: %(default)s)"
 
@@ -213,114 +252,185 @@ class _Parser(argparse.ArgumentParser):
 
 def _command(sub: Any, name: str) -> argparse.ArgumentParser:
     """The subcommand ``name`` with its line of :data:`COMMANDS` as its description."""
-    parser: argparse.ArgumentParser = sub.add_parser(name, description=COMMANDS[name],
-                                                     formatter_class=_DefaultsShown)
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, description=COMMANDS[name], formatter_class=_DefaultsShown
+    )
     return parser
 
 
 def _add_claim_option(parser: argparse.ArgumentParser, what: str) -> None:
     """``--claim ID [ID ...]``, also repeatable (``--claim A --claim B``)."""
-    parser.add_argument("--claim", action="extend", nargs="+", metavar="ID", type=_identifier,
-                        help=f"{what} (several ids after one --claim, or --claim repeated; "
-                             "testbed list shows the ids)")
+    parser.add_argument(
+        "--claim",
+        action="extend",
+        nargs="+",
+        metavar="ID",
+        type=_identifier,
+        help=f"{what} (several ids after one --claim, or --claim repeated; "
+        "testbed list shows the ids)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="testbed", usage="testbed [-h] COMMAND ...",
-                                     description=DESCRIPTION, epilog=EXAMPLES,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = _Parser(
+        prog="testbed",
+        usage="testbed [-h] COMMAND ...",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     # the commands are listed in the description (one line each), not by argparse, which
     # wraps a command name longer than its help column onto a line of its own
     # prog: each command's usage line reads `testbed report [-h] ...`; by default argparse
     # builds it from the usage above ("testbed [-h] COMMAND ... report [-h] ...")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                help=argparse.SUPPRESS, prog="testbed")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", help=argparse.SUPPRESS, prog="testbed"
+    )
     listing = _command(sub, "list")
-    listing.add_argument("--verbose", "-v", action="store_true",
-                         help="also each entry's parameters and defaults, and the config keys")
-    _add_claim_option(listing, "describe only these claims: statement, the file that holds "
-                               "it, estimators, decision, perturbation, and from --results "
-                               "each one's slack and kill set")
-    listing.add_argument("--results", default="results",
-                         help="results directory the claims' evidence is read from (with "
-                              "--claim)")
+    listing.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="also each entry's parameters and defaults, and the config keys",
+    )
+    _add_claim_option(
+        listing,
+        "describe only these claims: statement, the file that holds "
+        "it, estimators, decision, perturbation, and from --results "
+        "each one's slack and kill set",
+    )
+    listing.add_argument(
+        "--results",
+        default="results",
+        help="results directory the claims' evidence is read from (with --claim)",
+    )
     listing.set_defaults(computes=False)
     check = _command(sub, "check")
-    check.add_argument("--profile", choices=("fast", "thorough"), default=None,
-                       help="fast (default, or $TESTBED_PROFILE) or thorough")
+    check.add_argument(
+        "--profile",
+        choices=("fast", "thorough"),
+        default=None,
+        help="fast (default, or $TESTBED_PROFILE) or thorough",
+    )
     _add_claim_option(check, "check only these claims")
     check.add_argument("--results", default="results", help="results directory")
     check.add_argument("--fresh", action="store_true", help="rerun claims already done")
     check.add_argument("--quiet", action="store_true", help="no progress bar")
-    check.add_argument("--claims-only", action="store_true",
-                       help="skip the communication and rounds-to-error measurements")
+    check.add_argument(
+        "--claims-only",
+        action="store_true",
+        help="skip the communication and rounds-to-error measurements",
+    )
     _add_device_option(check)
     _add_executor_options(check)
     calibrate = _command(sub, "calibrate")
     _add_claim_option(calibrate, "calibrate only these statistical claims")
-    calibrate.add_argument("--seeds", type=_positive_int, default=20,
-                           help="independent Monte Carlo seeds per claim (default 20; at most "
-                                "100,000)")
-    calibrate.add_argument("--profile", choices=("fast", "thorough"), default=None,
-                           help="fast (default, or $TESTBED_PROFILE) or thorough")
+    calibrate.add_argument(
+        "--seeds",
+        type=_positive_int,
+        default=20,
+        help="independent Monte Carlo seeds per claim (default 20; at most 100,000)",
+    )
+    calibrate.add_argument(
+        "--profile",
+        choices=("fast", "thorough"),
+        default=None,
+        help="fast (default, or $TESTBED_PROFILE) or thorough",
+    )
     calibrate.add_argument("--results", default="results", help="results directory")
     calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_device_option(calibrate)
     _add_executor_options(calibrate)
     run = _command(sub, "run")
-    run.add_argument("config", nargs="+",
-                     help="experiment config file(s) or folder(s) of them, e.g. configs/")
+    run.add_argument(
+        "config", nargs="+", help="experiment config file(s) or folder(s) of them, e.g. configs/"
+    )
     run.add_argument("--device", choices=("cpu", "cuda"), help="override [run] device")
-    run.add_argument("--steps", type=_positive_int, metavar="N",
-                     help="override [run] steps (outer iterations); below the config's own "
-                          "steps the replication record is marked partial")
-    run.add_argument("--rounds", type=_positive_int, metavar="N",
-                     help="deprecated: the old name of --steps (it counts outer iterations, "
-                          "not communication rounds)")
+    run.add_argument(
+        "--steps",
+        type=_positive_int,
+        metavar="N",
+        help="override [run] steps (outer iterations); below the config's own "
+        "steps the replication record is marked partial",
+    )
+    run.add_argument(
+        "--rounds",
+        type=_positive_int,
+        metavar="N",
+        help="deprecated: the old name of --steps (it counts outer iterations, "
+        "not communication rounds)",
+    )
     run.add_argument("--results", default="results", help="results directory")
-    run.add_argument("--fresh", action="store_true",
-                     help="delete the run folder (checkpoint and metrics) and start over")
-    run.add_argument("--recover", action="store_true",
-                     help="set a corrupt or foreign checkpoint aside and resume from the last "
-                          "good state (previous checkpoint, else step 0), keeping metrics")
-    run.add_argument("--segment-steps", type=_positive_int, metavar="N",
-                     help="with --jobs N or --executor ray: steps per task (a task ends at "
-                          "the first checkpoint N steps on; default: [run] checkpoint_every)")
-    run.add_argument("--tf32", action="store_true",
-                     help="override [run] tf32: allow TF32 on a GPU (default off)")
+    run.add_argument(
+        "--fresh",
+        action="store_true",
+        help="delete the run folder (checkpoint and metrics) and start over",
+    )
+    run.add_argument(
+        "--recover",
+        action="store_true",
+        help="set a corrupt or foreign checkpoint aside and resume from the last "
+        "good state (previous checkpoint, else step 0), keeping metrics",
+    )
+    run.add_argument(
+        "--segment-steps",
+        type=_positive_int,
+        metavar="N",
+        help="with --jobs N or --executor ray: steps per task (a task ends at "
+        "the first checkpoint N steps on; default: [run] checkpoint_every)",
+    )
+    run.add_argument(
+        "--tf32", action="store_true", help="override [run] tf32: allow TF32 on a GPU (default off)"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_executor_options(run)
     report = _command(sub, "report")
     report.add_argument("--results", default="results", help="results directory")
-    report.add_argument("--out", help="output directory (default: the results directory's "
-                                      f"{REPORT}/, next to the results it shows)")
+    report.add_argument(
+        "--out",
+        help="output directory (default: the results directory's "
+        f"{REPORT}/, next to the results it shows)",
+    )
     report.add_argument("--quiet", action="store_true", help="no progress bar")
     report.set_defaults(computes=False)
     regress = _command(sub, "regress")
-    regress.add_argument("--estimator", type=_identifier,
-                         help="check only this registered entry")
-    regress.add_argument("--against", type=_identifier,
-                         help="compare --estimator with this entry, not a baseline")
-    regress.add_argument("--update-baseline", action="store_true",
-                         help="rewrite the baseline with the new measurements")
-    regress.add_argument("--baseline",
-                         help="baseline file (default reports/baselines/regress.json)")
+    regress.add_argument("--estimator", type=_identifier, help="check only this registered entry")
+    regress.add_argument(
+        "--against", type=_identifier, help="compare --estimator with this entry, not a baseline"
+    )
+    regress.add_argument(
+        "--update-baseline",
+        action="store_true",
+        help="rewrite the baseline with the new measurements",
+    )
+    regress.add_argument(
+        "--baseline", help="baseline file (default reports/baselines/regress.json)"
+    )
     regress.add_argument("--out", help="also write the measurements to this JSON file")
     regress.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_device_option(regress)
     _add_executor_options(regress)
     verify = _command(sub, "verify")
-    verify.add_argument("target", type=_identifier,
-                        help="registry/plugin name or module:object (an EstimatorInfo)")
-    verify.add_argument("--against", type=_identifier,
-                        help="also compare with this registered entry (regress)")
+    verify.add_argument(
+        "target", type=_identifier, help="registry/plugin name or module:object (an EstimatorInfo)"
+    )
+    verify.add_argument(
+        "--against", type=_identifier, help="also compare with this registered entry (regress)"
+    )
     _add_claim_option(verify, "only these claims")
-    verify.add_argument("--profile", choices=("fast", "thorough"), default=None,
-                        help="fast (default, or $TESTBED_PROFILE) or thorough")
+    verify.add_argument(
+        "--profile",
+        choices=("fast", "thorough"),
+        default=None,
+        help="fast (default, or $TESTBED_PROFILE) or thorough",
+    )
     verify.add_argument("--results", help="results directory (default results/verify/NAME)")
-    verify.add_argument("--resume", action="store_true",
-                        help="reuse finished claims (off by default: the target's code may have "
-                             "changed, and a claim's fingerprint does not cover it)")
+    verify.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse finished claims (off by default: the target's code may have "
+        "changed, and a claim's fingerprint does not cover it)",
+    )
     verify.add_argument("--no-report", action="store_true", help="skip the report")
     verify.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_threads_option(verify)
@@ -333,19 +443,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     """The options of ``testbed mutate`` (:mod:`testbed_app.mutate`)."""
-    mutate.add_argument("--family", action="append", type=_identifier,
-                        help="only this family's mutants (repeatable; see --list)")
-    mutate.add_argument("--mutant", action="append", type=_identifier,
-                        help="only this mutant (repeatable)")
-    mutate.add_argument("--set", choices=("both", "catalogue", "generated"), default="both",
-                        help="the catalogue of realistic bugs, the generated perturbations of "
-                             "every entry's parameters, or both (default)")
-    mutate.add_argument("--profile", choices=("fast", "thorough"), default=None,
-                        help="fast (default, or $TESTBED_PROFILE) or thorough")
+    mutate.add_argument(
+        "--family",
+        action="append",
+        type=_identifier,
+        help="only this family's mutants (repeatable; see --list)",
+    )
+    mutate.add_argument(
+        "--mutant", action="append", type=_identifier, help="only this mutant (repeatable)"
+    )
+    mutate.add_argument(
+        "--set",
+        choices=("both", "catalogue", "generated"),
+        default="both",
+        help="the catalogue of realistic bugs, the generated perturbations of "
+        "every entry's parameters, or both (default)",
+    )
+    mutate.add_argument(
+        "--profile",
+        choices=("fast", "thorough"),
+        default=None,
+        help="fast (default, or $TESTBED_PROFILE) or thorough",
+    )
     mutate.add_argument("--results", default="results", help="results directory")
-    mutate.add_argument("--every-claim", action="store_true",
-                        help="run every claim that concerns a mutant, not only until one "
-                             "kills it")
+    mutate.add_argument(
+        "--every-claim",
+        action="store_true",
+        help="run every claim that concerns a mutant, not only until one kills it",
+    )
     mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutate.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -372,47 +497,77 @@ def _add_audit_options(audit: argparse.ArgumentParser) -> None:
         "with the streams it was measured with, and the calibration and mutation summaries "
         "are recomputed from their records. One line per claim (reproduced or differs, with "
         "the numbers); nothing is written. Exit 0: everything reproduced; 1: a difference; "
-        "2: bad input.")
-    audit.add_argument("results", help="the results folder to audit (from testbed check, "
-                                       "calibrate or mutate; from anywhere)")
-    audit.add_argument("--sample", type=_non_negative_int, metavar="K",
-                       help="passing cases measured again per claim, drawn with --seed "
-                            "(default 2; 0: re-derive and replay only)")
+        "2: bad input."
+    )
+    audit.add_argument(
+        "results",
+        help="the results folder to audit (from testbed check, calibrate or mutate; from anywhere)",
+    )
+    audit.add_argument(
+        "--sample",
+        type=_non_negative_int,
+        metavar="K",
+        help="passing cases measured again per claim, drawn with --seed "
+        "(default 2; 0: re-derive and replay only)",
+    )
     audit.add_argument("--all", action="store_true", help="measure every case again")
-    audit.add_argument("--seed", type=_non_negative_int, default=0,
-                       help="seed of the sample's draw (default 0)")
+    audit.add_argument(
+        "--seed", type=_non_negative_int, default=0, help="seed of the sample's draw (default 0)"
+    )
 
 
 def _add_deploy_options(deploy: argparse.ArgumentParser) -> None:
     """The options of ``testbed deploy`` (:mod:`testbed_app.flower.command`)."""
-    deploy.add_argument("config", help="a closed-form deploy config (configs/deploy/*.toml) or a "
-                                       "server-based experiment config (configs/*.toml)")
-    deploy.add_argument("--engine", choices=tuple(ENGINES), default="simulation",
-                        help="simulation: Flower's simulation engine, clients as Ray actors "
-                             "(default); local: Flower's deployment engine, a SuperLink and one "
-                             "SuperNode process per client on 127.0.0.1; files in "
-                             "RESULTS/deploy/NAME/simulation/ or .../deployment/")
-    deploy.add_argument("--steps", type=_positive_int, metavar="N",
-                        help="override [run] steps (outer iterations)")
-    deploy.add_argument("--device", choices=("cpu", "cuda"),
-                        help="override [run] device (digits workloads)")
+    deploy.add_argument(
+        "config",
+        help="a closed-form deploy config (configs/deploy/*.toml) or a "
+        "server-based experiment config (configs/*.toml)",
+    )
+    deploy.add_argument(
+        "--engine",
+        choices=tuple(ENGINES),
+        default="simulation",
+        help="simulation: Flower's simulation engine, clients as Ray actors "
+        "(default); local: Flower's deployment engine, a SuperLink and one "
+        "SuperNode process per client on 127.0.0.1; files in "
+        "RESULTS/deploy/NAME/simulation/ or .../deployment/",
+    )
+    deploy.add_argument(
+        "--steps", type=_positive_int, metavar="N", help="override [run] steps (outer iterations)"
+    )
+    deploy.add_argument(
+        "--device", choices=("cpu", "cuda"), help="override [run] device (digits workloads)"
+    )
     deploy.add_argument("--results", default="results", help="results directory")
-    deploy.add_argument("--fresh", action="store_true",
-                        help="replace an earlier run of this config on this engine")
-    deploy.add_argument("--cpus-per-client", type=_int_in(1, MAX_CPUS), default=1, metavar="C",
-                        help="simulation engine: whole CPUs of each client's Ray actor "
-                             "(default 1)")
-    deploy.add_argument("--gpus-per-client", type=_number_in(0, MAX_GPUS, low_open=False),
-                        default=0.0, metavar="G",
-                        help="simulation engine: GPUs of each client's Ray actor (1: one GPU "
-                             "per actor; default 0)")
-    deploy.add_argument("--timeout", type=_number_in(0, MAX_TIMEOUT), metavar="S",
-                        help="seconds the server waits for a round's replies, in (0, "
-                             f"{MAX_TIMEOUT:g}] (default: as long as Flower keeps the "
-                             "messages; a stopped SuperNode is reported once Flower declares "
-                             "it unavailable)")
-    deploy.add_argument("--no-compare", action="store_true",
-                        help="skip the rerun in the batched simulation")
+    deploy.add_argument(
+        "--fresh", action="store_true", help="replace an earlier run of this config on this engine"
+    )
+    deploy.add_argument(
+        "--cpus-per-client",
+        type=_int_in(1, MAX_CPUS),
+        default=1,
+        metavar="C",
+        help="simulation engine: whole CPUs of each client's Ray actor (default 1)",
+    )
+    deploy.add_argument(
+        "--gpus-per-client",
+        type=_number_in(0, MAX_GPUS, low_open=False),
+        default=0.0,
+        metavar="G",
+        help="simulation engine: GPUs of each client's Ray actor (1: one GPU per actor; default 0)",
+    )
+    deploy.add_argument(
+        "--timeout",
+        type=_number_in(0, MAX_TIMEOUT),
+        metavar="S",
+        help="seconds the server waits for a round's replies, in (0, "
+        f"{MAX_TIMEOUT:g}] (default: as long as Flower keeps the "
+        "messages; a stopped SuperNode is reported once Flower declares "
+        "it unavailable)",
+    )
+    deploy.add_argument(
+        "--no-compare", action="store_true", help="skip the rerun in the batched simulation"
+    )
 
 
 def _message(error: BaseException) -> str:
@@ -443,8 +598,14 @@ def _quiet_stdout() -> None:
 _SHOW_WARNING = warnings.showwarning
 
 
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
-                      lineno: int, file: Any = None, line: str | None = None) -> None:
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
     """The testbed's own warnings (an option or config key under its old name) as one line
     ``testbed: warning: ...`` on stderr; any other warning as Python shows it."""
     if issubclass(category, DeprecatedName):
@@ -480,8 +641,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return status
     except KeyboardInterrupt:
-        print("\ntestbed: interrupted; rerun the same command to resume (finished work is "
-              "kept)", file=sys.stderr)
+        print(
+            "\ntestbed: interrupted; rerun the same command to resume (finished work is kept)",
+            file=sys.stderr,
+        )
         return 130
     except BrokenPipeError:
         _quiet_stdout()  # the reader (`| head`) has what it wanted: exit quietly

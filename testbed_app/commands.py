@@ -80,8 +80,10 @@ def execute(args: argparse.Namespace) -> int:
         set_precision(bool(getattr(args, "tf32", False)))
     if getattr(args, "compute_device", None):
         if getattr(args, "executor", "local") != "local" and args.compute_device != "cpu":
-            raise ValueError("--device cuda runs on this machine's GPU: use it with the "
-                             "local executor (--jobs N), not --executor ray")
+            raise ValueError(
+                "--device cuda runs on this machine's GPU: use it with the "
+                "local executor (--jobs N), not --executor ray"
+            )
         use_device(args.compute_device)
     return int(HANDLERS[args.command](args))
 
@@ -99,9 +101,11 @@ def _parameters(function: object) -> str:
         signature = inspect.signature(function)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "(parameters not introspectable)"
-    parts = [name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
-             for name, p in signature.parameters.items()
-             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    parts = [
+        name if p.default is inspect.Parameter.empty else f"{name}={p.default!r}"
+        for name, p in signature.parameters.items()
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
     return ", ".join(parts) if parts else "(no parameters)"
 
 
@@ -169,23 +173,34 @@ def _describe_claim(c: Claim) -> None:
     print(f"      defined in: {defined_in(c)}")
     print(f"      estimators: {', '.join(c.estimators)}; expected: {c.expected}")
     refuted = refutation_class(c.about)
-    print(f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
-          f" {refuted})" + (f"; serves {c.serves}" if c.serves else ""))
+    print(
+        f"      checks: a {c.about} (refuted, it counts as {'an' if refuted[0] in 'ae' else 'a'}"
+        f" {refuted})" + (f"; serves {c.serves}" if c.serves else "")
+    )
     if c.power_from:
         print(f"      companions that give its bound power: {', '.join(c.power_from)}")
-    decision = (f"statistical at false-failure rate {c.false_fail_rate:g}"
-                if c.statistical else "deterministic")
-    print(f"      decision: {decision}"
-          + (f"; undecided by design on: {', '.join(c.undecided_on)}"
-             if c.undecided_on else ""))
+    decision = (
+        f"statistical at false-failure rate {c.false_fail_rate:g}"
+        if c.statistical
+        else "deterministic"
+    )
+    print(
+        f"      decision: {decision}"
+        + (f"; undecided by design on: {', '.join(c.undecided_on)}" if c.undecided_on else "")
+    )
     for r in c.readings:
-        outcome = (f"expected: {'fails as stated' if r.expected == 'fails' else 'holds'}"
-                   if r.expected else "checked")
+        outcome = (
+            f"expected: {'fails as stated' if r.expected == 'fails' else 'holds'}"
+            if r.expected
+            else "checked"
+        )
         print(f'      reading "{r.name}" ({outcome}): {r.statement}')
     for p in c.added_parameters:
-        print(f"      added by the testbed: {p.name} ({p.statement}); the claim's cases use "
-              f"{', '.join(map(str, p.checked))}; each run also measures it at "
-              f"{', '.join(map(str, p.values))}")
+        print(
+            f"      added by the testbed: {p.name} ({p.statement}); the claim's cases use "
+            f"{', '.join(map(str, p.checked))}; each run also measures it at "
+            f"{', '.join(map(str, p.values))}"
+        )
     if c.perturbation is not None:
         print(f"      perturbation it must catch: {c.perturbation.name}")
     if c.positive_control is not None:
@@ -200,10 +215,13 @@ def evidence_line(claim: Claim, results: Path, kills: dict[str, list[str]] | Non
     record, reason = read_claim_file(path, results) if path.is_file() else (None, None)
     if record is None:
         why = f"its results file is {reason}" if reason else f"no results file in {results}"
-        return (f"evidence: {why}; `testbed check --claim {claim.id} --results {results}` "
-                "measures it")
-    return (f"evidence ({record['profile']} profile, {record['verdict']}): "
-            f"{evidence_text(record, kills)}")
+        return (
+            f"evidence: {why}; `testbed check --claim {claim.id} --results {results}` measures it"
+        )
+    return (
+        f"evidence ({record['profile']} profile, {record['verdict']}): "
+        f"{evidence_text(record, kills)}"
+    )
 
 
 def _print_plugin_problems() -> None:
@@ -215,18 +233,31 @@ def _print_plugin_problems() -> None:
 def _list_workloads() -> None:
     """``testbed run``'s config vocabulary: datasets, split schemes, workload kinds, limits."""
     print("\nExperiment configs (testbed run):")
-    print(f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
-          + ", ".join(f"{k}={v.default!r}" for k, v in schema.DATA_KEYS.items()))
+    print(
+        f"  [data] dataset: {', '.join(sorted(DATASETS))}; defaults: "
+        + ", ".join(f"{k}={v.default!r}" for k, v in schema.DATA_KEYS.items())
+    )
     print(f"  [split] scheme: {', '.join(SCHEMES)}; parameters: {_parameters(split_clients)}")
-    print("  [run] defaults: " + ", ".join(
-        f"{k}={'(required)' if v.default is schema.REQUIRED else repr(v.default)}"
-        for k, v in schema.RUN_KEYS.items()))
-    print(f"  limits: steps <= {schema.MAX_STEPS:,}, step sizes <= {schema.MAX_STEP_SIZE:g}, "
-          f"iterations per step <= {schema.MAX_ITERATIONS:,}")
+    print(
+        "  [run] defaults: "
+        + ", ".join(
+            f"{k}={'(required)' if v.default is schema.REQUIRED else repr(v.default)}"
+            for k, v in schema.RUN_KEYS.items()
+        )
+    )
+    print(
+        f"  limits: steps <= {schema.MAX_STEPS:,}, step sizes <= {schema.MAX_STEP_SIZE:g}, "
+        f"iterations per step <= {schema.MAX_ITERATIONS:,}"
+    )
     for kind in EXPERIMENT_BUILDERS:
         defaults = workload_defaults(kind)
-        options = ", ".join(f"{name}={defaults[name]!r}" if name in defaults else name
-                            for name in sorted(workload_options(kind))) or "(none)"
+        options = (
+            ", ".join(
+                f"{name}={defaults[name]!r}" if name in defaults else name
+                for name in sorted(workload_options(kind))
+            )
+            or "(none)"
+        )
         print(f"  [workload] kind = {kind!r}: options {options}")
 
 
@@ -240,12 +271,17 @@ def check_command(args: argparse.Namespace) -> int:
     # a claim file that cannot be believed is named in one line and rerun (run_claims)
     threads = use_threads(claim_threads(args.threads))
     with _executor(args, threads) as executor:  # one Ray instance for the claims and tables
-        summaries = run_claims(claims, Path(args.results), profile, resume=not args.fresh,
-                               progress=not args.quiet, execute=executor.run)
+        summaries = run_claims(
+            claims,
+            Path(args.results),
+            profile,
+            resume=not args.fresh,
+            progress=not args.quiet,
+            execute=executor.run,
+        )
         _print_verdicts(summaries, args, profile.name)
         if not args.claim and not args.claims_only:
-            _measure_report_tables(Path(args.results), not args.fresh, not args.quiet,
-                                   executor)
+            _measure_report_tables(Path(args.results), not args.fresh, not args.quiet, executor)
     return _exit_status(summaries)
 
 
@@ -275,15 +311,18 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
         control = s.get("positive_control") or {}
         caught = "-" if not power else ("caught" if power.get("caught") else "MISSED")
         held = "-" if not control else ("holds" if control.get("holds") else "FAILS")
-        refutes = (f"  ({refutation_class(s['about'])})"
-                   if s["verdict"] == "fails as stated" else "")
-        print(f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
-              f"{caught:6s} {held}{refutes}")
+        refutes = f"  ({refutation_class(s['about'])})" if s["verdict"] == "fails as stated" else ""
+        print(
+            f"{s['id']:{width}s}  {s['verdict']:22s} {s['n_cases']:5d}  {mark:8s}  "
+            f"{caught:6s} {held}{refutes}"
+        )
         if s.get("readings"):  # the verdict under each reading, by name
             print(f"{'':{width}s}  readings: {readings_text(s['readings'])}")
         if s.get("added_parameters"):  # how the verdict depends on what the testbed adds
-            print(f"{'':{width}s}  added by the testbed: "
-                  f"{added_parameters_text(s['added_parameters'])}")
+            print(
+                f"{'':{width}s}  added by the testbed: "
+                f"{added_parameters_text(s['added_parameters'])}"
+            )
         if s["counterexample"]:
             print(f"{'':{width}s}  counterexample: {Path(args.results) / s['counterexample']}")
             if not s["n_cases"]:  # "cases 0" beside a refutation: say what decided it
@@ -291,20 +330,29 @@ def _print_verdicts(summaries: list[dict], args: argparse.Namespace, profile: st
     # the claims of the papers, the comparisons and the runs on enrolled variants, counted
     # apart (results_format.populations: the report and `testbed list` count them so too)
     own = [s for s in summaries if s.get("origin", "built-in") == "built-in"]
-    groups = {population: [s for s in own if population_of(s["id"]) == population]
-              for population in POPULATIONS}
-    checked = "; ".join(f"{counted(len(group), population)} ({_counts(group)})"
-                        for population, group in groups.items() if group)
-    print(f"\nChecked on the {profile} profile: {checked or 'nothing of the testbed'}; "
-          f"results in {args.results}")
+    groups = {
+        population: [s for s in own if population_of(s["id"]) == population]
+        for population in POPULATIONS
+    }
+    checked = "; ".join(
+        f"{counted(len(group), population)} ({_counts(group)})"
+        for population, group in groups.items()
+        if group
+    )
+    print(
+        f"\nChecked on the {profile} profile: {checked or 'nothing of the testbed'}; "
+        f"results in {args.results}"
+    )
     claims = [s for s in own if population_of(s["id"]) == POPULATIONS[0]]
     if any(s["verdict"] == "fails as stated" for s in claims):
         print(f"of those failing as stated: {refutations_line(claims)}")
     outside = [s for s in summaries if s.get("origin", "built-in") != "built-in"]
     if outside:  # plugins', integrations': never in the papers' counts
         origins = ", ".join(sorted({str(s["origin"]) for s in outside}))
-        print(f"{len(outside)} runs of estimators or claims from outside the testbed "
-              f"({origins}): {_counts(outside)}")
+        print(
+            f"{len(outside)} runs of estimators or claims from outside the testbed "
+            f"({origins}): {_counts(outside)}"
+        )
 
 
 def _decided_by(summary: dict) -> str:
@@ -313,8 +361,10 @@ def _decided_by(summary: dict) -> str:
     failure)."""
     claim = next((c for c in CLAIM_DB if c.id == summary.get("claim", summary["id"])), None)
     if claim is not None and claim.examples:
-        return ("decided by its saved counterexample, replayed before any drawn case (the "
-                "check stops at the first failure)")
+        return (
+            "decided by its saved counterexample, replayed before any drawn case (the "
+            "check stops at the first failure)"
+        )
     return "decided by the first case drawn, which failed (the check stops at the first failure)"
 
 
@@ -322,10 +372,17 @@ def _executor(args: argparse.Namespace, threads: int) -> Executor:
     """The executor ``--executor``, ``--jobs``, ``--address`` ... name
     (:mod:`testbed_app.executors`), its local workers with ``threads`` torch threads each."""
     if args.executor == "ray" and args.threads is not None:
-        raise ValueError("--threads is for --executor local: a Ray task's torch threads are "
-                         "its --cpus-per-task")
-    return make_executor(args.executor, args.jobs, args.address, args.cpus_per_task,
-                         args.max_retries, threads=threads)
+        raise ValueError(
+            "--threads is for --executor local: a Ray task's torch threads are its --cpus-per-task"
+        )
+    return make_executor(
+        args.executor,
+        args.jobs,
+        args.address,
+        args.cpus_per_task,
+        args.max_retries,
+        threads=threads,
+    )
 
 
 def _folder(path: str, option: str) -> Path:
@@ -344,9 +401,11 @@ def refutations_line(summaries: list[dict]) -> str:
     stated results apart from errata (proof steps, printed formulas, informal sentences) and
     from experiment table numbers (:func:`results_format.verdicts.refutation_class`)."""
     counts = refutation_counts(summaries)
-    return (f"{counts[SUBSTANTIVE]} substantive refutation(s) of a stated result, "
-            f"{counts[ERRATUM]} erratum/errata (a proof step, printed formula or informal "
-            f"sentence), {counts[TABLE_NUMBER]} experiment table number(s)")
+    return (
+        f"{counts[SUBSTANTIVE]} substantive refutation(s) of a stated result, "
+        f"{counts[ERRATUM]} erratum/errata (a proof step, printed formula or informal "
+        f"sentence), {counts[TABLE_NUMBER]} experiment table number(s)"
+    )
 
 
 def _exit_status(summaries: list[dict]) -> int:
@@ -358,10 +417,12 @@ def _exit_status(summaries: list[dict]) -> int:
     missed = [s for s in summaries if (s.get("power") or {}).get("caught") is False]
     control = [s for s in summaries if (s.get("positive_control") or {}).get("holds") is False]
     undecided = [s for s in summaries if not s["as_expected"] and s["verdict"] == "undecided"]
-    for label, group in (("verdict(s) differ from what the testbed expects", wrong),
-                         ("perturbation(s) not caught", missed),
-                         ("positive control(s) not holding", control),
-                         ("claim(s) undecided where the profile should decide", undecided)):
+    for label, group in (
+        ("verdict(s) differ from what the testbed expects", wrong),
+        ("perturbation(s) not caught", missed),
+        ("positive control(s) not holding", control),
+        ("claim(s) undecided where the profile should decide", undecided),
+    ):
         if group:
             print(f"{len(group)} {label}: {', '.join(s['id'] for s in group)}", file=sys.stderr)
     if wrong or missed or control:
@@ -376,20 +437,28 @@ def calibrate_command(args: argparse.Namespace) -> int:
     claims = _named_claims(args.claim)
     deterministic = [c.id for c in claims if not c.statistical]
     if args.claim and deterministic:
-        raise ValueError(f"deterministic claim(s) have nothing to calibrate: "
-                         f"{', '.join(deterministic)}")
+        raise ValueError(
+            f"deterministic claim(s) have nothing to calibrate: {', '.join(deterministic)}"
+        )
     statistical = [c for c in claims if c.statistical]
     check_seeds(args.seeds)  # at most calibration.MAX_SEEDS, named
     executor = _executor(args, use_threads(claim_threads(args.threads)))  # before the bar
-    bar = Progress(total=len(statistical) * args.seeds, desc="calibrate", unit="run",
-                   enabled=not args.quiet)
+    bar = Progress(
+        total=len(statistical) * args.seeds, desc="calibrate", unit="run", enabled=not args.quiet
+    )
 
     def progress(message: str) -> None:
         bar.set_postfix_str(f"last done: {message}", refresh=False)
         bar.update(1)
 
-    summaries = calibrate(statistical, args.seeds, get_profile(args.profile),
-                          _folder(args.results, "--results"), progress, execute=executor.run)
+    summaries = calibrate(
+        statistical,
+        args.seeds,
+        get_profile(args.profile),
+        _folder(args.results, "--results"),
+        progress,
+        execute=executor.run,
+    )
     bar.close()
     print(format_table(summaries))
     print(f"\nresults in {Path(args.results) / CALIBRATION}")
@@ -402,11 +471,17 @@ def run_command(args: argparse.Namespace) -> int:
     if args.rounds is not None:
         if args.steps is not None:
             raise ValueError("--rounds is the old name of --steps; give --steps alone")
-        warnings.warn("--rounds is the old name of --steps (outer iterations; a round is a "
-                      "communication round); use --steps", DeprecatedName, stacklevel=1)
-    overrides = {"run.device": args.device,
-                 "run.steps": args.steps if args.steps is not None else args.rounds,
-                 "run.tf32": True if args.tf32 else None}
+        warnings.warn(
+            "--rounds is the old name of --steps (outer iterations; a round is a "
+            "communication round); use --steps",
+            DeprecatedName,
+            stacklevel=1,
+        )
+    overrides = {
+        "run.device": args.device,
+        "run.steps": args.steps if args.steps is not None else args.rounds,
+        "run.tf32": True if args.tf32 else None,
+    }
     paths = []
     for arg in map(Path, args.config):
         if arg.is_dir():
@@ -418,24 +493,34 @@ def run_command(args: argparse.Namespace) -> int:
             paths.append(arg)
     configs = [load_config(path, overrides) for path in paths]  # every error before any run
     if args.fresh and args.recover:
-        raise ValueError("--fresh and --recover exclude each other: --fresh deletes the run "
-                         "folder, --recover keeps it and resumes from its last good state")
+        raise ValueError(
+            "--fresh and --recover exclude each other: --fresh deletes the run "
+            "folder, --recover keeps it and resumes from its last good state"
+        )
     # one folder per config, each its own config's: refused before any work, nothing deleted
     check_run_folders(configs, _folder(args.results, "--results"), args.fresh)
     if args.executor == "local" and args.jobs == 1:  # in this process: one segment per run
         summaries: Iterator[dict[str, Any]] = (
-            summary for _, summary in iter_experiments(
-                configs, Path(args.results), fresh=args.fresh, recover=args.recover,
-                progress=not args.quiet))
+            summary
+            for _, summary in iter_experiments(
+                configs,
+                Path(args.results),
+                fresh=args.fresh,
+                recover=args.recover,
+                progress=not args.quiet,
+            )
+        )
     else:
         summaries = iter(_run_on_executor(configs, args, threads))
     status = 0
     for summary in summaries:
         last = summary["last_row"] or {}
         state = "" if summary["status"] == "completed" else f" ({summary['status']})"
-        print(f"{summary['name']}: {summary['steps']} steps, "
-              f"{int(last.get('rounds', 0))} communication rounds, results in "
-              f"{summary['run_dir']}{state}")
+        print(
+            f"{summary['name']}: {summary['steps']} steps, "
+            f"{int(last.get('rounds', 0))} communication rounds, results in "
+            f"{summary['run_dir']}{state}"
+        )
         if summary["replication"]:
             print(f"  replication rows: {summary['replication']}")
         if summary["status"].startswith("diverged"):
@@ -443,14 +528,19 @@ def run_command(args: argparse.Namespace) -> int:
     return status
 
 
-def _run_on_executor(configs: list[ExperimentConfig], args: argparse.Namespace,
-                     threads: int) -> list[dict[str, Any]]:
+def _run_on_executor(
+    configs: list[ExperimentConfig], args: argparse.Namespace, threads: int
+) -> list[dict[str, Any]]:
     """``testbed run`` through ``--jobs N`` or ``--executor ray``: each config a chain of
     segments between checkpoints, the configs side by side, one progress bar over all steps
     (:mod:`testbed_app.experiments.segments`)."""
     executor = _executor(args, threads)  # a bad option is reported before the bar starts
-    bar = Progress(total=sum(int(c.run["steps"]) for c in configs), desc="run: outer steps",
-                   unit="step", enabled=not args.quiet)
+    bar = Progress(
+        total=sum(int(c.run["steps"]) for c in configs),
+        desc="run: outer steps",
+        unit="step",
+        enabled=not args.quiet,
+    )
     seen: dict[int, int] = {}
 
     def on_segment(index: int, result: SegmentResult) -> None:
@@ -465,21 +555,26 @@ def _run_on_executor(configs: list[ExperimentConfig], args: argparse.Namespace,
         bar.set_postfix_str(f"{summary['name']}: {summary['status']}")
 
     try:
-        return run_experiments(configs, Path(args.results), executor.run,
-                               fresh=args.fresh, recover=args.recover,
-                               segment_steps=args.segment_steps, on_segment=on_segment)
+        return run_experiments(
+            configs,
+            Path(args.results),
+            executor.run,
+            fresh=args.fresh,
+            recover=args.recover,
+            segment_steps=args.segment_steps,
+            on_segment=on_segment,
+        )
     finally:
         bar.close()
 
 
-def _measure_report_tables(results: Path, resume: bool, progress: bool,
-                           executor: Executor) -> None:
+def _measure_report_tables(results: Path, resume: bool, progress: bool, executor: Executor) -> None:
     """The report's measured tables: communication per iteration and rounds to error, their
     units of work through ``executor`` as the claims'."""
-    print("communication table: "
-          f"{communication.write_table(results, resume, progress, executor.run)}")
-    print("rounds to error: "
-          f"{comparison_table.run_all(results, resume, progress, executor.run)}")
+    print(
+        f"communication table: {communication.write_table(results, resume, progress, executor.run)}"
+    )
+    print(f"rounds to error: {comparison_table.run_all(results, resume, progress, executor.run)}")
 
 
 def regress_command(args: argparse.Namespace) -> int:
@@ -503,9 +598,15 @@ def regress_command(args: argparse.Namespace) -> int:
 
     baseline = Path(args.baseline) if args.baseline else regression.BASELINE
     try:
-        passed, table = regression.run(args.estimator, args.against, args.update_baseline,
-                                       baseline, Path(args.out) if args.out else None, progress,
-                                       execute=executor.run)
+        passed, table = regression.run(
+            args.estimator,
+            args.against,
+            args.update_baseline,
+            baseline,
+            Path(args.out) if args.out else None,
+            progress,
+            execute=executor.run,
+        )
     finally:
         for bar in bars:
             bar.close()  # an error line after it starts on a line of its own
@@ -520,8 +621,9 @@ def verify_command(args: argparse.Namespace) -> int:
     use_threads(claim_threads(args.threads))
     info = verifying.resolve_target(args.target)
     results = _folder(args.results or str(Path("results") / "verify" / info.name), "--results")
-    info, summaries = verifying.verify(info, results, args.profile, args.claim,
-                                       resume=args.resume, progress=not args.quiet)
+    info, summaries = verifying.verify(
+        info, results, args.profile, args.claim, resume=args.resume, progress=not args.quiet
+    )
     print(f"\n{info.name} ({info.paper}; {info.reference})")
     print(verifying.verdict_table(summaries))
     status = 0
@@ -534,8 +636,7 @@ def verify_command(args: argparse.Namespace) -> int:
         print(f"\nreport: {index}")
     failed = verifying.failures(summaries)
     if failed:
-        print(f"{len(failed)} declared claim(s) not holding: " + "; ".join(failed),
-              file=sys.stderr)
+        print(f"{len(failed)} declared claim(s) not holding: " + "; ".join(failed), file=sys.stderr)
         return 1
     return status
 

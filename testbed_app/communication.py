@@ -45,20 +45,28 @@ def measure(info: EstimatorInfo) -> dict[str, Any]:
     problem = grid_problems(0)[kind]
     algorithm = info.build()
     records = run_algorithm(algorithm, problem, ITERATIONS, np.random.default_rng(0))
-    rounds = [b.calls.comm_rounds - a.calls.comm_rounds
-              for a, b in zip(records[:-1], records[1:], strict=True)]
+    rounds = [
+        b.calls.comm_rounds - a.calls.comm_rounds
+        for a, b in zip(records[:-1], records[1:], strict=True)
+    ]
     last = records[-1].calls
     formula = algorithm.rounds_formula()
     expected: list[int | None] = []
     if formula is not None:
         expected = [formula.at_iteration(r.state) for r in records[1:]]
     declared = algorithm.rounds_per_iteration()
-    agrees = (all(e == m for e, m in zip(expected, rounds, strict=True))
-              if expected and None not in expected else None)
+    agrees = (
+        all(e == m for e, m in zip(expected, rounds, strict=True))
+        if expected and None not in expected
+        else None
+    )
     total = max(last.comm_rounds, 1)
     return {
-        "algorithm": info.name, "paper": info.paper, "reference": info.reference,
-        "problem_kind": kind, "problem_id": problem.id,
+        "algorithm": info.name,
+        "paper": info.paper,
+        "reference": info.reference,
+        "problem_kind": kind,
+        "problem_id": problem.id,
         "formula": formula.text if formula else None,
         "formula_parameters": formula.parameters if formula else {},
         "formula_source": formula.source if formula else None,
@@ -71,16 +79,21 @@ def measure(info: EstimatorInfo) -> dict[str, Any]:
         "floats_up_per_round": last.floats_up / total,
         "floats_down_per_round": last.floats_down / total,
         "floats_per_iteration": last.floats_sent / ITERATIONS,
-        "note": (formula.note if formula else
-                 "declared by rounds_per_iteration(), no paper formula" if declared is not None
-                 else "no formula stated"),
+        "note": (
+            formula.note
+            if formula
+            else "declared by rounds_per_iteration(), no paper formula"
+            if declared is not None
+            else "no formula stated"
+        ),
     }
 
 
 def fingerprint(infos: Sequence[EstimatorInfo]) -> str:
     """Changes when the algorithms or their defaults change, so stale tables are redone."""
-    algorithms = "|".join(f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}"
-                          for i in infos)
+    algorithms = "|".join(
+        f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}" for i in infos
+    )
     return fingerprint_of(algorithms, str(ITERATIONS))
 
 
@@ -97,9 +110,13 @@ class CommunicationTask(RegisteredEntryTask):
         return measure(self.resolved_info())
 
 
-def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
-                execute: Callable[[Sequence[CommunicationTask]],
-                                  Iterable[tuple[int, dict[str, Any]]]] | None = None) -> Path:
+def write_table(
+    results_dir: Path,
+    resume: bool = True,
+    progress: bool = True,
+    execute: Callable[[Sequence[CommunicationTask]], Iterable[tuple[int, dict[str, Any]]]]
+    | None = None,
+) -> Path:
     """Measure every registered algorithm (each a task through ``execute``, in this process by
     default) and write ``results/communication.json``, unless it is fresh and ``resume``."""
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
@@ -108,11 +125,15 @@ def write_table(results_dir: Path, resume: bool = True, progress: bool = True,
     def table() -> dict[str, Any]:
         tasks = [CommunicationTask(i.name, driver_dtype(), i) for i in infos]
         rows: dict[int, dict[str, Any]] = {}
-        for index, row in Progress((execute or run_in_process)(tasks), total=len(tasks),
-                                   desc="communication", unit="algorithm", enabled=progress):
+        for index, row in Progress(
+            (execute or run_in_process)(tasks),
+            total=len(tasks),
+            desc="communication",
+            unit="algorithm",
+            enabled=progress,
+        ):
             rows[index] = row
-        return {"iterations": ITERATIONS, "seed": 0,
-                "rows": [rows[i] for i in range(len(tasks))]}
+        return {"iterations": ITERATIONS, "seed": 0, "rows": [rows[i] for i in range(len(tasks))]}
 
     reuse_or_write(path, fingerprint(infos), table, resume=resume, indent=1)
     return path

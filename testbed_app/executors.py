@@ -51,8 +51,10 @@ T = TypeVar("T")
 S = TypeVar("S", bound="_Session")
 
 #: What ``--executor ray`` prints when Ray is not installed.
-RAY_MISSING = ("--executor ray needs Ray, an optional extra: "
-               "pip install 'hypergradient-testbed[ray]' (or pip install 'ray[default]>=2.40')")
+RAY_MISSING = (
+    "--executor ray needs Ray, an optional extra: "
+    "pip install 'hypergradient-testbed[ray]' (or pip install 'ray[default]>=2.40')"
+)
 
 
 #: ``then(index, result)``: the task to run next in ``index``'s chain, or None (module docstring)
@@ -64,8 +66,9 @@ class Executor(Protocol):
     ``then`` for the next task of that index's chain. A task's exception is raised by the
     iterator (the finished results before it have been yielded)."""
 
-    def run(self, tasks: Sequence[Callable[[], T]],
-            then: Then | None = None) -> Iterator[tuple[int, T]]: ...
+    def run(
+        self, tasks: Sequence[Callable[[], T]], then: Then | None = None
+    ) -> Iterator[tuple[int, T]]: ...
 
     def __enter__(self) -> Executor: ...
 
@@ -143,8 +146,9 @@ class LocalExecutor(_Session):
         self.jobs = jobs
         self.threads = workload_threads(threads, jobs)
 
-    def run(self, tasks: Sequence[Callable[[], T]],
-            then: Then | None = None) -> Iterator[tuple[int, T]]:
+    def run(
+        self, tasks: Sequence[Callable[[], T]], then: Then | None = None
+    ) -> Iterator[tuple[int, T]]:
         if self.jobs == 1 or (len(tasks) <= 1 and then is None):
             yield from self._run_here(tasks, then)
             return
@@ -152,16 +156,20 @@ class LocalExecutor(_Session):
         from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
         context = multiprocessing.get_context("spawn")  # no fork of a threaded torch process
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(tasks)), mp_context=context,
-                                   initializer=_start_local_worker,
-                                   initargs=(self.threads, os.getpid()))
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.jobs, len(tasks)),
+            mp_context=context,
+            initializer=_start_local_worker,
+            initargs=(self.threads, os.getpid()),
+        )
         try:
             # a window of tasks in flight, the next submitted as one ends: the tasks are built
             # as they are submitted (``calibrate --seeds 100000`` holds 2 x jobs, not all)
             pending = enumerate(tasks)
             futures: dict[Future[T], int] = {
                 pool.submit(_call, task): index
-                for index, task in itertools.islice(pending, 2 * self.jobs)}
+                for index, task in itertools.islice(pending, 2 * self.jobs)
+            }
             waiting = set(futures)
             while waiting:
                 done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
@@ -181,8 +189,7 @@ class LocalExecutor(_Session):
             pool.shutdown(wait=True, cancel_futures=True)
 
     @staticmethod
-    def _run_here(tasks: Sequence[Callable[[], T]],
-                  then: Then | None) -> Iterator[tuple[int, T]]:
+    def _run_here(tasks: Sequence[Callable[[], T]], then: Then | None) -> Iterator[tuple[int, T]]:
         """Each task in turn in this process, a chain to its end before the next one."""
         for index, task in enumerate(tasks):
             current: Callable[[], T] | None = task
@@ -227,9 +234,14 @@ class RayExecutor(_Session):
     _held = False  # inside ``with``: keep the connection between runs
     _started = False  # this executor started (or joined) Ray in this process
 
-    def __init__(self, address: str | None = None, cpus_per_task: int = 1,
-                 gpus_per_task: float = 0, max_retries: int = TASK_RETRIES,
-                 init_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        address: str | None = None,
+        cpus_per_task: int = 1,
+        gpus_per_task: float = 0,
+        max_retries: int = TASK_RETRIES,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
         if cpus_per_task < 1:
             raise ValueError(f"--cpus-per-task must be >= 1, got {cpus_per_task}")
         self.address = address
@@ -256,16 +268,21 @@ class RayExecutor(_Session):
         """Join (or start) the cluster unless this process already has; whether it did."""
         if self.ray.is_initialized():
             return False
-        options: dict[str, Any] = {"address": self.address, "log_to_driver": False,
-                                   "configure_logging": False, **self.init_options}
+        options: dict[str, Any] = {
+            "address": self.address,
+            "log_to_driver": False,
+            "configure_logging": False,
+            **self.init_options,
+        }
         if self.address is None:
             # a Ray instance of our own: no dashboard, on this machine's loopback
             options.setdefault("include_dashboard", False)
         self.ray.init(**options)
         return True
 
-    def run(self, tasks: Sequence[Callable[[], T]],
-            then: Then | None = None) -> Iterator[tuple[int, T]]:
+    def run(
+        self, tasks: Sequence[Callable[[], T]], then: Then | None = None
+    ) -> Iterator[tuple[int, T]]:
         if not tasks:
             return
         ray = self.ray
@@ -275,15 +292,16 @@ class RayExecutor(_Session):
 
             def submit(task: Callable[[], T]) -> Any:
                 return remote.options(
-                    num_cpus=self.cpus_per_task, num_gpus=task_gpus(task, self.gpus_per_task),
-                    max_retries=self.max_retries, retry_exceptions=False,
+                    num_cpus=self.cpus_per_task,
+                    num_gpus=task_gpus(task, self.gpus_per_task),
+                    max_retries=self.max_retries,
+                    retry_exceptions=False,
                 ).remote(task, self.cpus_per_task)
 
             # at most RAY_WINDOW tasks submitted ahead, the next as one ends (the tasks are
             # built as they are submitted, whatever their number)
             pending = enumerate(tasks)
-            refs = {submit(task): index
-                    for index, task in itertools.islice(pending, RAY_WINDOW)}
+            refs = {submit(task): index for index, task in itertools.islice(pending, RAY_WINDOW)}
             waiting = list(refs)
             try:
                 while waiting:
@@ -308,9 +326,14 @@ class RayExecutor(_Session):
                 self._disconnect()
 
 
-def make_executor(name: str = "local", jobs: int = 1, address: str | None = None,
-                  cpus_per_task: int = 1, max_retries: int = TASK_RETRIES,
-                  threads: int | None = None) -> Executor:
+def make_executor(
+    name: str = "local",
+    jobs: int = 1,
+    address: str | None = None,
+    cpus_per_task: int = 1,
+    max_retries: int = TASK_RETRIES,
+    threads: int | None = None,
+) -> Executor:
     """The executor the command line names (``--executor``, ``--jobs``, ``--address``,
     ``--cpus-per-task``, ``--max-retries``); ``threads``: each local worker's torch threads
     (:mod:`testbed_app.threads`; a Ray task's are its ``--cpus-per-task``)."""
@@ -325,5 +348,13 @@ def make_executor(name: str = "local", jobs: int = 1, address: str | None = None
     raise ValueError(f"unknown executor {name!r}: local or ray")
 
 
-__all__ = ["RAY_MISSING", "Executor", "LocalExecutor", "RayExecutor", "Then",
-           "import_ray", "make_executor", "task_gpus"]
+__all__ = [
+    "RAY_MISSING",
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "Then",
+    "import_ray",
+    "make_executor",
+    "task_gpus",
+]

@@ -43,13 +43,14 @@ def read_record(path: Path) -> dict[str, Any]:
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise ValueError(f"{path}: not a readable verdicts file: {error}") from error
     if not isinstance(record.get("library"), str) or not isinstance(record.get("verdicts"), dict):
-        raise ValueError(f"{path}: needs library = \"...\" and [verdicts.\"VERSION\".ESTIMATOR]")
+        raise ValueError(f'{path}: needs library = "..." and [verdicts."VERSION".ESTIMATOR]')
     return record
 
 
 def _version_key(version: str) -> tuple[Any, ...]:
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in version.replace("-", ".")
-                 .split("."))
+    return tuple(
+        (0, int(p)) if p.isdigit() else (1, p) for p in version.replace("-", ".").split(".")
+    )
 
 
 def reference_version(record: Mapping[str, Any], version: str) -> str:
@@ -62,20 +63,23 @@ def reference_version(record: Mapping[str, Any], version: str) -> str:
     return max(recorded, key=_version_key)
 
 
-def run_verdicts(estimators: Sequence[str], results: Path, profile: str | None = None
-                 ) -> dict[str, dict[str, str]]:
+def run_verdicts(
+    estimators: Sequence[str], results: Path, profile: str | None = None
+) -> dict[str, dict[str, str]]:
     """``testbed verify`` of each estimator: ``{estimator: {claim id: verdict}}``."""
 
     verdicts: dict[str, dict[str, str]] = {}
     for estimator in estimators:
-        _, summaries = verify(estimator, results / estimator, profile, None, resume=False,
-                              progress=False)
+        _, summaries = verify(
+            estimator, results / estimator, profile, None, resume=False, progress=False
+        )
         verdicts[estimator] = {str(s["id"]).split("@")[0]: str(s["verdict"]) for s in summaries}
     return verdicts
 
 
-def verdict_changes(path: Path, version: str, results: Path | None = None,
-                    profile: str | None = None) -> tuple[str, list[str]]:
+def verdict_changes(
+    path: Path, version: str, results: Path | None = None, profile: str | None = None
+) -> tuple[str, list[str]]:
     """``(the version compared with, a line per claim whose verdict changed)``."""
     record = read_record(path)
     reference = reference_version(record, version)
@@ -83,8 +87,11 @@ def verdict_changes(path: Path, version: str, results: Path | None = None,
     folder = Path(results) if results is not None else Path(tempfile.mkdtemp(prefix="verdicts-"))
     now = run_verdicts(sorted(expected), folder, profile)
     library = record["library"]
-    where = (f"{library} {version}" if reference == version
-             else f"{library} {version} (not recorded; compared with {reference})")
+    where = (
+        f"{library} {version}"
+        if reference == version
+        else f"{library} {version} (not recorded; compared with {reference})"
+    )
     changes = []
     for estimator in sorted(expected):
         claims = sorted(set(expected[estimator]) | set(now[estimator]))
@@ -92,13 +99,16 @@ def verdict_changes(path: Path, version: str, results: Path | None = None,
             before = expected[estimator].get(claim, "not recorded")
             after = now[estimator].get(claim, "not declared")
             if before != after:
-                changes.append(f"{where}: {claim} on {estimator}: {after} (recorded under "
-                               f"{reference}: {before})")
+                changes.append(
+                    f"{where}: {claim} on {estimator}: {after} (recorded under "
+                    f"{reference}: {before})"
+                )
     return reference, changes
 
 
-def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8,
-                        profile: str = "fast") -> list[dict[str, Any]]:
+def fresh_seed_outcomes(
+    claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8, profile: str = "fast"
+) -> list[dict[str, Any]]:
     """Measure ``claim_id`` on ``estimator`` over cases drawn from the claim's strategy for
     ``profile`` with each of ``seeds`` (other seeds than the claim's own, which ``testbed
     verify`` uses): how a refutation is confirmed on fresh cases. One record per measured case
@@ -111,8 +121,14 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
 
     def draw_with(value: int) -> None:
         @seed(value)
-        @settings(max_examples=cases, database=None, deadline=None, phases=(Phase.generate,),
-                  derandomize=False, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=cases,
+            database=None,
+            deadline=None,
+            phases=(Phase.generate,),
+            derandomize=False,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(claim.cases(profile))
         def draw(case: Any) -> None:
             try:
@@ -120,9 +136,16 @@ def fresh_seed_outcomes(claim_id: str, estimator: str, seeds: Sequence[int], cas
             except NotMeasurable:
                 return
             m = result.measurement
-            outcomes.append({"seed": value, "problem_id": result.problem_id,
-                             "params": dict(result.params), "measured": m.measured,
-                             "bound": m.bound, "outcome": result.outcome})
+            outcomes.append(
+                {
+                    "seed": value,
+                    "problem_id": result.problem_id,
+                    "params": dict(result.params),
+                    "measured": m.measured,
+                    "bound": m.bound,
+                    "outcome": result.outcome,
+                }
+            )
 
         draw()
 
@@ -145,8 +168,9 @@ def record_verdicts(path: Path, version: str, profile: str | None = None) -> dic
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
-    parser = argparse.ArgumentParser(prog="python -m testbed_app.library_verdicts",
-                                     description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m testbed_app.library_verdicts", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("check", "record"):
         command = sub.add_parser(name)

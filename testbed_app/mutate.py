@@ -39,34 +39,41 @@ from theory_checks.runner import get_profile
 
 def catalogue_of(which: str) -> tuple[Any, ...]:
     """The mutants of ``--set which``: the catalogue, the generated perturbations, or both."""
-    return {"catalogue": MUTANT_DB, "generated": GENERATED,
-            "both": MUTANT_DB + GENERATED}[which]
+    return {"catalogue": MUTANT_DB, "generated": GENERATED, "both": MUTANT_DB + GENERATED}[which]
 
 
-def _chosen(families: list[str] | None, names: list[str] | None,
-            catalogue: tuple[Any, ...] = MUTANT_DB) -> list[Any]:
+def _chosen(
+    families: list[str] | None, names: list[str] | None, catalogue: tuple[Any, ...] = MUTANT_DB
+) -> list[Any]:
     known = list(dict.fromkeys(m.family for m in catalogue))
     if families:
         unknown = sorted(set(families) - set(known))
         if unknown:
-            raise ValueError(f"--family: no family {', '.join(map(repr, unknown))}; known: "
-                             f"{', '.join(known)}")
+            raise ValueError(
+                f"--family: no family {', '.join(map(repr, unknown))}; known: {', '.join(known)}"
+            )
     chosen = [m for m in catalogue if not families or m.family in families]
     if names:
         by_name = {m.name: m for m in catalogue}
         unknown = [name for name in names if name not in by_name]
         if unknown:
-            raise KeyError(f"no mutant {unknown[0]!r} among the {len(catalogue)} of this set "
-                           "(`testbed mutate --list` lists them)")
+            raise KeyError(
+                f"no mutant {unknown[0]!r} among the {len(catalogue)} of this set "
+                "(`testbed mutate --list` lists them)"
+            )
         picked = [by_name[name] for name in names]
         # a mutant outside the families named would be dropped: "no mutant run", exit 0
         outside = [m for m in picked if m not in chosen]
         if outside:
             raise ValueError(
-                "--mutant and --family select nothing together: " + "; ".join(
+                "--mutant and --family select nothing together: "
+                + "; ".join(
                     f"{m.name} is a mutant of family {m.family!r}, not of "
-                    f"{' or '.join(map(repr, families or []))}" for m in outside)
-                + " (give --mutant alone, or its family)")
+                    f"{' or '.join(map(repr, families or []))}"
+                    for m in outside
+                )
+                + " (give --mutant alone, or its family)"
+            )
         chosen = [m for m in chosen if m in picked]
     return chosen
 
@@ -94,9 +101,15 @@ def mutate_command(args: argparse.Namespace) -> int:
         bar.set_postfix_str(message)
 
     try:
-        records = run_mutants(chosen, profile, Path(args.results),
-                              every_claim=args.every_claim, resume=not args.fresh,
-                              progress=progress, catalogue=catalogue)
+        records = run_mutants(
+            chosen,
+            profile,
+            Path(args.results),
+            every_claim=args.every_claim,
+            resume=not args.fresh,
+            progress=progress,
+            catalogue=catalogue,
+        )
     finally:
         bar.update(len(chosen) - bar.n)
         bar.close()
@@ -104,7 +117,10 @@ def mutate_command(args: argparse.Namespace) -> int:
     print(f"\nresults in {Path(args.results) / 'mutation'} ({profile.name} profile)")
     wrong = [r["mutant"] for r in records if not as_expected(r)]
     if wrong:
-        print(f"{len(wrong)} mutant(s) not as expected (survived, or declared equivalent and "
-              f"killed): {', '.join(wrong)}", file=sys.stderr)
+        print(
+            f"{len(wrong)} mutant(s) not as expected (survived, or declared equivalent and "
+            f"killed): {', '.join(wrong)}",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -101,8 +101,10 @@ def escape_markdown(text: str) -> str:
     """Markdown-escape the characters of plain-text math that Markdown reads as markup
     (``y*``, ``x_i``, ``<= b``, ``[paper]``), outside code spans."""
     parts = text.split("`")
-    return "`".join(part if i % 2 else _ESCAPED.sub(r"\\\1", part).replace("<", "&lt;")
-                    for i, part in enumerate(parts))
+    return "`".join(
+        part if i % 2 else _ESCAPED.sub(r"\\\1", part).replace("<", "&lt;")
+        for i, part in enumerate(parts)
+    )
 
 
 def _inline(text: str) -> str:
@@ -142,8 +144,12 @@ def markdown_of(docstring: str) -> str:
                 block.pop()
             out += ["", "```text", *inspect.cleandoc("\n".join(block)).splitlines(), "```", ""]
             continue
-        if line.startswith("- ") and out and out[-1].strip() and not out[-1].startswith(
-                ("- ", "  ")):
+        if (
+            line.startswith("- ")
+            and out
+            and out[-1].strip()
+            and not out[-1].startswith(("- ", "  "))
+        ):
             out.append("")  # Markdown starts a list only after a blank line
         out.append(_inline(line) if not line.startswith("    ") else _inline(line.strip()))
         i += 1
@@ -190,28 +196,35 @@ def _number(value: Any) -> str:
 
 
 def _margins_lines(found: Iterable[dict[str, Any]]) -> list[str]:
-    return [f"    - {escape_markdown(str(m['name']))}: margin {_number(m['margin'])}"
-            + ("" if m.get("holds", m["margin"] >= 0) else " (OUTSIDE)") for m in found]
+    return [
+        f"    - {escape_markdown(str(m['name']))}: margin {_number(m['margin'])}"
+        + ("" if m.get("holds", m["margin"] >= 0) else " (OUTSIDE)")
+        for m in found
+    ]
 
 
 def _measured_lines(result: Measured) -> list[str]:
     if result.record is None:
         return [f"- **Measured**: not shown: {escape_markdown(str(result.problem))}"]
     record = result.record
-    lines = [f"- **Measured** ({record['profile']} profile, commit "
-             f"`{str(record['computed_by'].get('git_commit', '?'))[:10]}`): "
-             f"**{record['verdict']}** "
-             f"({'as expected' if record['as_expected'] else 'NOT as expected'}; "
-             f"{record['n_cases']} cases measured, {record['n_rejected']} rejected)"]
+    lines = [
+        f"- **Measured** ({record['profile']} profile, commit "
+        f"`{str(record['computed_by'].get('git_commit', '?'))[:10]}`): "
+        f"**{record['verdict']}** "
+        f"({'as expected' if record['as_expected'] else 'NOT as expected'}; "
+        f"{record['n_cases']} cases measured, {record['n_rejected']} rejected)"
+    ]
     if record.get("holding_readings"):
         lines.append(f"    - readings that hold: {', '.join(record['holding_readings'])}")
     example = result.counterexample
     if example is not None:
-        lines.append(f"    - counterexample `{example['problem_id']}`, parameters "
-                     f"`{json.dumps(example['params'], sort_keys=True)}`: measured "
-                     f"{_number(example['measured'])} against the bound "
-                     f"{_number(example['bound'])} (compared by "
-                     f"\"{escape_markdown(str(example['relation']))}\"); the hypotheses' margins:")
+        lines.append(
+            f"    - counterexample `{example['problem_id']}`, parameters "
+            f"`{json.dumps(example['params'], sort_keys=True)}`: measured "
+            f"{_number(example['measured'])} against the bound "
+            f"{_number(example['bound'])} (compared by "
+            f'"{escape_markdown(str(example["relation"]))}"); the hypotheses\' margins:'
+        )
         lines += ["    " + line for line in _margins_lines(example.get("hypotheses", []))]
     control = record.get("positive_control")
     if control:
@@ -250,45 +263,64 @@ def _figure_lines(result: Measured, figures: Path) -> list[str]:
     section = report_claim_section(result.record, result.folder, figures)
     if section.figure is None:
         return [f"    - no figure: {escape_markdown('; '.join(section.notes) or 'no series')}"]
-    return ["", f"    ![{escape_markdown(section.alt)}]({section.figure})", "",
-            f"    {escape_markdown(section.caption)}", ""]
+    return [
+        "",
+        f"    ![{escape_markdown(section.alt)}]({section.figure})",
+        "",
+        f"    {escape_markdown(section.caption)}",
+        "",
+    ]
 
 
-def claim_section(claim: Claim, result: Measured | None,
-                  figures: Path | None = None) -> list[str]:
+def claim_section(claim: Claim, result: Measured | None, figures: Path | None = None) -> list[str]:
     """One claim's entry on its paper's page; with ``figures`` (a folder), the measured
     claim's figure is drawn there and shown."""
-    lines = [f"### `{claim.id}`", "",
-             f"- **Reference**: {escape_markdown(claim.reference)}",
-             f"- **Statement**: `{claim.statement.replace('`', chr(39))}`",
-             f"- **Kind**: {claim.kind.replace('_', ' ')}, {claim.decision}; estimators "
-             + ", ".join(f"`{e}`" for e in claim.estimators),
-             f"- **Expected verdict**: {expected_text(claim)}"]
+    lines = [
+        f"### `{claim.id}`",
+        "",
+        f"- **Reference**: {escape_markdown(claim.reference)}",
+        f"- **Statement**: `{claim.statement.replace('`', chr(39))}`",
+        f"- **Kind**: {claim.kind.replace('_', ' ')}, {claim.decision}; estimators "
+        + ", ".join(f"`{e}`" for e in claim.estimators),
+        f"- **Expected verdict**: {expected_text(claim)}",
+    ]
     if claim.corrects:
         lines.append(f"- **Corrects**: [`{claim.corrects}`](#{anchor(claim.corrects)})")
     fixes = corrections_of(claim)
     if fixes:
-        lines.append("- **Corrected by**: " + ", ".join(
-            f"[`{c.id}`](#{anchor(c.id)})" for c in fixes))
+        lines.append(
+            "- **Corrected by**: " + ", ".join(f"[`{c.id}`](#{anchor(c.id)})" for c in fixes)
+        )
     if claim.hypotheses:
-        lines.append("- **Hypotheses** (a case outside one is rejected, neither a pass nor a "
-                     "counterexample):")
-        lines += [f"    - {escape_markdown(h.name)}: {escape_markdown(h.statement)} "
-                  f"({escape_markdown(h.reference)})" for h in claim.hypotheses]
+        lines.append(
+            "- **Hypotheses** (a case outside one is rejected, neither a pass nor a "
+            "counterexample):"
+        )
+        lines += [
+            f"    - {escape_markdown(h.name)}: {escape_markdown(h.statement)} "
+            f"({escape_markdown(h.reference)})"
+            for h in claim.hypotheses
+        ]
     if claim.readings:
-        lines.append("- **Readings** (\"fails as stated\" needs every one to fail):")
-        lines += [f"    - {escape_markdown(r.name)}: {escape_markdown(r.statement)}"
-                  for r in claim.readings]
+        lines.append('- **Readings** ("fails as stated" needs every one to fail):')
+        lines += [
+            f"    - {escape_markdown(r.name)}: {escape_markdown(r.statement)}"
+            for r in claim.readings
+        ]
     check_doc = _first_paragraph(inspect.getdoc(claim.check))
     if check_doc:
         lines.append(f"- **What is checked**: {_inline(check_doc)}")
     if claim.perturbation is not None:
         perturbation = claim.perturbation
-        lines.append(f"- **Power**: the check must catch \"{escape_markdown(perturbation.name)}\": "
-                     f"{escape_markdown(perturbation.description)}")
+        lines.append(
+            f'- **Power**: the check must catch "{escape_markdown(perturbation.name)}": '
+            f"{escape_markdown(perturbation.description)}"
+        )
     if claim.positive_control is not None:
-        lines.append("- **Positive control**: a case inside the claim's conditions on which "
-                     "the same check holds")
+        lines.append(
+            "- **Positive control**: a case inside the claim's conditions on which "
+            "the same check holds"
+        )
     if claim.scale:
         lines.append(f"- **Scale**: {escape_markdown(claim.scale)}")
     if claim.notes:
@@ -312,27 +344,45 @@ def _count_line(claims: Sequence[Claim]) -> str:
     words = ("holds", "fails as stated", "holds once corrected")
     undecided = sum("fast" in c.undecided_on for c in claims)
     counts = ", ".join(f"{expected.count(w)} {w}" for w in words)
-    return (f"{len(claims)} claims; expected on the fast profile: {counts}"
-            + (f" ({undecided} of them may be undecided there)" if undecided else "") + ".")
+    return (
+        f"{len(claims)} claims; expected on the fast profile: {counts}"
+        + (f" ({undecided} of them may be undecided there)" if undecided else "")
+        + "."
+    )
 
 
-def paper_page(package: types.ModuleType, results: Path | None,
-               figures: Path | None = None) -> str:
+def paper_page(package: types.ModuleType, results: Path | None, figures: Path | None = None) -> str:
     """The page of one paper package: its docstring, then each result with its claims (their
     figures drawn into ``figures`` when it and ``results`` are given)."""
     name = package_name(package)
-    lines = [f"# {TITLES.get(name, name)}", "", markdown_of(package.__doc__ or ""), "",
-             _count_line(package.CLAIMS), ""]
+    lines = [
+        f"# {TITLES.get(name, name)}",
+        "",
+        markdown_of(package.__doc__ or ""),
+        "",
+        _count_line(package.CLAIMS),
+        "",
+    ]
     if any(c.expected == "fails" for c in package.CLAIMS):
-        lines += [f"The claims expected to fail, written as errata: [{TITLES.get(name, name)}: "
-                  f"errata]({name}-errata.md).", ""]
+        lines += [
+            f"The claims expected to fail, written as errata: [{TITLES.get(name, name)}: "
+            f"errata]({name}-errata.md).",
+            "",
+        ]
     lines += _results_note(results)
     for result in results_of(package):
         module_file = defined_in(result.claims[0])
         title = _first_paragraph(result.module.__doc__).rstrip(".")
-        lines += [f"## {_inline(title)}", "", f"`{module_file}`", "",
-                  markdown_of("\n\n".join(inspect.cleandoc(result.module.__doc__ or "")
-                                          .split("\n\n")[1:])), ""]
+        lines += [
+            f"## {_inline(title)}",
+            "",
+            f"`{module_file}`",
+            "",
+            markdown_of(
+                "\n\n".join(inspect.cleandoc(result.module.__doc__ or "").split("\n\n")[1:])
+            ),
+            "",
+        ]
         for claim in result.claims:
             lines += claim_section(claim, measured(results, claim.id), figures)
     return "\n".join(lines) + "\n"
@@ -340,31 +390,46 @@ def paper_page(package: types.ModuleType, results: Path | None,
 
 def _results_note(results: Path | None) -> list[str]:
     if results is None:
-        return [f"No results folder was given to this build: the verdicts below are the "
-                f"expected ones. Build with `{RESULTS_ENV}=DIR` (a folder `testbed check "
-                f"--results DIR` wrote) to show the measured verdicts, counterexamples and "
-                f"margins beside them.", ""]
-    return [f"Measured verdicts read from the results folder `{results.name}` (each claim file "
-            "checked before it is shown: schema, seal, verdict recomputed from its cases).", ""]
+        return [
+            f"No results folder was given to this build: the verdicts below are the "
+            f"expected ones. Build with `{RESULTS_ENV}=DIR` (a folder `testbed check "
+            f"--results DIR` wrote) to show the measured verdicts, counterexamples and "
+            f"margins beside them.",
+            "",
+        ]
+    return [
+        f"Measured verdicts read from the results folder `{results.name}` (each claim file "
+        "checked before it is shown: schema, seal, verdict recomputed from its cases).",
+        "",
+    ]
 
 
 def _case_lines(claim: Claim) -> list[str]:
     """The saved counterexample of a claim expected to fail, and the margins of its
     hypotheses evaluated on it."""
     if not claim.examples:
-        return ["- **The minimal case**: none saved; the check's drawn cases refute it "
-                f"(`{defined_in(claim)}`)."]
+        return [
+            "- **The minimal case**: none saved; the check's drawn cases refute it "
+            f"(`{defined_in(claim)}`)."
+        ]
     case = claim.examples[0]()
     spec = case.problem.spec() if hasattr(case.problem, "spec") else {}
-    lines = ["- **The minimal case** (saved in the claim's `examples`; hypothesis tries it "
-             "first):", "", "    ```json",
-             f"    {json.dumps({'problem': spec, 'params': dict(case.params)}, default=str)}",
-             "    ```", ""]
+    lines = [
+        "- **The minimal case** (saved in the claim's `examples`; hypothesis tries it first):",
+        "",
+        "    ```json",
+        f"    {json.dumps({'problem': spec, 'params': dict(case.params)}, default=str)}",
+        "    ```",
+        "",
+    ]
     if claim.hypotheses:
         lines.append("    Every hypothesis of the paper holds on it (margin >= 0):")
         lines.append("")
-        lines += ["    - " + f"{escape_markdown(m.name)} ({escape_markdown(m.statement)}): margin "
-                  f"{_number(m.margin)}" for m in margins(claim.hypotheses, case)]
+        lines += [
+            "    - " + f"{escape_markdown(m.name)} ({escape_markdown(m.statement)}): margin "
+            f"{_number(m.margin)}"
+            for m in margins(claim.hypotheses, case)
+        ]
         lines.append("")
     return lines
 
@@ -376,37 +441,57 @@ def errata_page(package: types.ModuleType, results: Path | None) -> str | None:
     if not failing:
         return None
     name = package_name(package)
-    lines = [f"# {TITLES.get(name, name)}: errata", "",
-             f"What fails in the paper as published, as a referee would write it: each item "
-             f"is a claim of the [paper's page]({name}.md) whose expected verdict is \"fails "
-             f"as stated\" on a case inside every hypothesis of the paper, under every "
-             f"reasonable reading; the correction, where one exists, is checked beside it.", ""]
+    lines = [
+        f"# {TITLES.get(name, name)}: errata",
+        "",
+        f"What fails in the paper as published, as a referee would write it: each item "
+        f"is a claim of the [paper's page]({name}.md) whose expected verdict is \"fails "
+        f'as stated" on a case inside every hypothesis of the paper, under every '
+        f"reasonable reading; the correction, where one exists, is checked beside it.",
+        "",
+    ]
     lines += _results_note(results)
     for number, claim in enumerate(failing, 1):
         fixes = corrections_of(claim)
-        lines += [f"## {number}. {escape_markdown(claim.reference)}", "",
-                  f"- **What fails**: `{claim.statement.replace('`', chr(39))}`"
-                  f" ([`{claim.id}`]({name}.md#{anchor(claim.id)}))"]
+        lines += [
+            f"## {number}. {escape_markdown(claim.reference)}",
+            "",
+            f"- **What fails**: `{claim.statement.replace('`', chr(39))}`"
+            f" ([`{claim.id}`]({name}.md#{anchor(claim.id)}))",
+        ]
         if claim.notes:
             lines.append(f"- **Why**: {_inline(' '.join(claim.notes.split()))}")
         if claim.readings:
-            lines.append("- **Readings**, each refuted: " + "; ".join(
-                f"{escape_markdown(r.name)} ({escape_markdown(r.statement)})"
-                for r in claim.readings))
+            lines.append(
+                "- **Readings**, each refuted: "
+                + "; ".join(
+                    f"{escape_markdown(r.name)} ({escape_markdown(r.statement)})"
+                    for r in claim.readings
+                )
+            )
         lines += _case_lines(claim)
         result = measured(results, claim.id)
         if result is not None:
             lines += _measured_lines(result)
         if fixes:
             lines.append("- **The correction**:")
-            lines += [f"    - [`{c.id}`]({claim_link(name, c)}) ({escape_markdown(c.reference)}): "
-                      f"`{c.statement.replace('`', chr(39))}`, expected {expected_text(c)}"
-                      for c in fixes]
+            lines += [
+                f"    - [`{c.id}`]({claim_link(name, c)}) ({escape_markdown(c.reference)}): "
+                f"`{c.statement.replace('`', chr(39))}`, expected {expected_text(c)}"
+                for c in fixes
+            ]
         else:
-            lines.append("- **The correction**: none is checked here; the claim is refuted "
-                         "as stated.")
-        lines += ["- **Reproduce**:", "", "    ```bash",
-                  f"    {command(claim.id, *(c.id for c in fixes))}", "    ```", ""]
+            lines.append(
+                "- **The correction**: none is checked here; the claim is refuted as stated."
+            )
+        lines += [
+            "- **Reproduce**:",
+            "",
+            "    ```bash",
+            f"    {command(claim.id, *(c.id for c in fixes))}",
+            "    ```",
+            "",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -418,17 +503,25 @@ def claim_link(name: str, claim: Claim) -> str:
 
 def index_page() -> str:
     """The papers' index: a line per package with its counts and its errata."""
-    lines = ["# The papers", "",
-             "One page per paper package of the registry, generated when the site is built "
-             "(`testbed_app/paper_pages.py`): each result's statement as the paper numbers it, "
-             "its hypotheses and readings, what is checked, the expected verdict, and, for a "
-             "claim expected to fail, the counterexample and the correction.", ""]
+    lines = [
+        "# The papers",
+        "",
+        "One page per paper package of the registry, generated when the site is built "
+        "(`testbed_app/paper_pages.py`): each result's statement as the paper numbers it, "
+        "its hypotheses and readings, what is checked, the expected verdict, and, for a "
+        "claim expected to fail, the counterexample and the correction.",
+        "",
+    ]
     for package in PAPER_PACKAGES:
         name = package_name(package)
-        errata = (f"; [errata]({name}-errata.md)"
-                  if any(c.expected == "fails" for c in package.CLAIMS) else "")
-        lines.append(f"- [{TITLES.get(name, name)}]({name}.md): {_count_line(package.CLAIMS)}"
-                     f"{errata}")
+        errata = (
+            f"; [errata]({name}-errata.md)"
+            if any(c.expected == "fails" for c in package.CLAIMS)
+            else ""
+        )
+        lines.append(
+            f"- [{TITLES.get(name, name)}]({name}.md): {_count_line(package.CLAIMS)}{errata}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -107,12 +107,23 @@ FAILED_LABEL = {"rounds_to_target": "not reached"}  # other metrics: "diverged"
 #: set so minibatch variants can run.
 GRID: dict[str, Callable[[int], Any]] = {
     "bilevel": lambda seed: QuadraticBilevel.random(
-        6, 3, 4, 10.0, seed=seed, hessian_heterogeneity=0.3, gradient_heterogeneity=1.0,
-        hessian_noise=0.1, n_samples=8, gradient_noise=0.2),
+        6,
+        3,
+        4,
+        10.0,
+        seed=seed,
+        hessian_heterogeneity=0.3,
+        gradient_heterogeneity=1.0,
+        hessian_noise=0.1,
+        n_samples=8,
+        gradient_noise=0.2,
+    ),
     "minimax": lambda seed: QuadraticMinimax.random(
-        6, 3, 4, 10.0, 0.3, seed=seed, hessian_noise=0.1, n_samples=8, gradient_noise=0.2),
+        6, 3, 4, 10.0, 0.3, seed=seed, hessian_noise=0.1, n_samples=8, gradient_noise=0.2
+    ),
     "compositional": lambda seed: LinearCompositional.random(
-        6, [3, 4], seed, heterogeneity=0.3, n_samples=8, value_noise=0.2),
+        6, [3, 4], seed, heterogeneity=0.3, n_samples=8, value_noise=0.2
+    ),
 }
 
 
@@ -179,18 +190,19 @@ def _point(problem: Any, seed: int) -> torch.Tensor:
     return torch.as_tensor(rng.standard_normal(problem.dim_x), dtype=torch.float64)
 
 
-def _measure_estimator(info: EstimatorInfo, problem: Any, seed: int
-                       ) -> dict[str, Samples]:
+def _measure_estimator(info: EstimatorInfo, problem: Any, seed: int) -> dict[str, Samples]:
     """Errors, costs and minibatch variance of one estimator at one point of one problem."""
     x = _point(problem, seed)
     exact = problem.exact_hypergradient(x)
     scale = max(float(exact.norm()), 1e-300)
-    out: dict[str, list[float]] = {k: [] for k in (
-        "log10_error", "oracle_calls", "comm_rounds", "floats_sent")}
+    out: dict[str, list[float]] = {
+        k: [] for k in ("log10_error", "oracle_calls", "comm_rounds", "floats_sent")
+    }
     estimator = info.build()
     for rep in range(REPLICATES):
-        result = estimator.estimate(problem, x, estimator.init(problem),
-                                    np.random.default_rng([seed, rep]))
+        result = estimator.estimate(
+            problem, x, estimator.init(problem), np.random.default_rng([seed, rep])
+        )
         out["log10_error"].append(_log10(float((result.value - exact).norm()) / scale))
         out["oracle_calls"].append(float(result.calls.oracle_calls))
         out["comm_rounds"].append(float(result.calls.comm_rounds))
@@ -200,16 +212,18 @@ def _measure_estimator(info: EstimatorInfo, problem: Any, seed: int
         estimator = info.build(batch_size=2)
         values, errors = [], []
         for rep in range(REPLICATES):
-            result = estimator.estimate(problem, x, estimator.init(problem),
-                                        np.random.default_rng([seed, rep, 1]))
+            result = estimator.estimate(
+                problem, x, estimator.init(problem), np.random.default_rng([seed, rep, 1])
+            )
             values.append(result.value)
             errors.append(_log10(float((result.value - exact).norm()) / scale))
         stacked = torch.stack(values)
         # unbiased trace variance: sum of squared deviations / (n - 1)
         variance = float(((stacked - stacked.mean(0)) ** 2).sum()) / (REPLICATES - 1)
         samples["log10_error_mb"] = Samples((tuple(errors),))
-        samples["log10_variance_mb"] = Samples(((variance / scale**2,),), "variance",
-                                               REPLICATES - 1)
+        samples["log10_variance_mb"] = Samples(
+            ((variance / scale**2,),), "variance", REPLICATES - 1
+        )
     return samples
 
 
@@ -229,8 +243,11 @@ def _run_to_budgets(algorithm: Any, problem: Any, rng: np.random.Generator) -> l
     records = [IterationRecord(0, state.x, state, ctx.calls())]
     while len(records) <= MAX_ITERATIONS:
         calls = records[-1].calls
-        if len(records) > ALGORITHM_ITERATIONS and calls.comm_rounds >= ROUND_BUDGET and \
-                calls.oracle_calls >= ORACLE_BUDGET:
+        if (
+            len(records) > ALGORITHM_ITERATIONS
+            and calls.comm_rounds >= ROUND_BUDGET
+            and calls.oracle_calls >= ORACLE_BUDGET
+        ):
             break
         state = algorithm.step(ctx, state)
         records.append(IterationRecord(len(records), state.x, state, ctx.calls()))
@@ -250,16 +267,18 @@ def _measure_algorithm(info: EstimatorInfo, problem: Any, seed: int) -> dict[str
         ratios = [float(g.norm()) / start for g in grads]
         diverged = not math.isfinite(ratios[-1])
         row: dict[str, float] = {}
-        for suffix, field, budget in (("rounds", "comm_rounds", ROUND_BUDGET),
-                                      ("calls", "oracle_calls", ORACLE_BUDGET)):
+        for suffix, field, budget in (
+            ("rounds", "comm_rounds", ROUND_BUDGET),
+            ("calls", "oracle_calls", ORACLE_BUDGET),
+        ):
             k = len(records) - 1 if diverged else _within(records, field, budget)
             row[f"log10_stationarity_at_{suffix}"] = _log10(ratios[k])
             h = getattr(records[k].state, "h", None)
             if h is not None:
                 row[f"log10_hg_error_at_{suffix}"] = _log10(
-                    float((h - grads[k - 1]).norm()) / start)
-        reached = [r.calls.comm_rounds for r, q in zip(records, ratios, strict=True)
-                   if q <= TARGET]
+                    float((h - grads[k - 1]).norm()) / start
+                )
+        reached = [r.calls.comm_rounds for r, q in zip(records, ratios, strict=True) if q <= TARGET]
         row["rounds_to_target"] = float(reached[0]) if reached else math.inf
         last = records[-1].calls
         row["rounds_per_iteration"] = last.comm_rounds / (len(records) - 1)
@@ -279,15 +298,21 @@ def _measure_cell(info: EstimatorInfo, seed: int, kind: str) -> dict[str, Sample
             raise  # the testbed's own entry: an internal error, with its traceback
         # a plugin's (or module:object's) estimator raising: one line naming it
         modules = plugins.modules_of(info.cls, info.make)
-        package = next(filter(None, (plugins.package_providing(group, info.name)
-                                     for group in plugins.GROUPS)), None)
-        source = f"plugin {package}" if package else \
-            f"code from outside the testbed ({', '.join(sorted(modules))})"
+        package = next(
+            filter(None, (plugins.package_providing(group, info.name) for group in plugins.GROUPS)),
+            None,
+        )
+        source = (
+            f"plugin {package}"
+            if package
+            else f"code from outside the testbed ({', '.join(sorted(modules))})"
+        )
         where = plugins.raised_in(error, modules)
-        raise ValueError(f"{source}: {info.role} {info.name} raised "
-                         f"{plugins.describe_failure(error)} on the regression grid ({kind} "
-                         f"problem, seed {seed})" + (f" (at {where})" if where else "")) \
-            from error
+        raise ValueError(
+            f"{source}: {info.role} {info.name} raised "
+            f"{plugins.describe_failure(error)} on the regression grid ({kind} "
+            f"problem, seed {seed})" + (f" (at {where})" if where else "")
+        ) from error
 
 
 @dataclasses.dataclass
@@ -314,13 +339,19 @@ Execute = Callable[[Sequence[GridCellTask]], Iterable[tuple[int, dict[str, Sampl
 
 def grid_cells(info: EstimatorInfo) -> list[GridCellTask]:
     """The grid cells of one entry: every problem seed x every kind it supports."""
-    return [GridCellTask(info.name, seed, kind, driver_dtype(), info)
-            for seed in PROBLEM_SEEDS for kind in GRID if kind in info.supports]
+    return [
+        GridCellTask(info.name, seed, kind, driver_dtype(), info)
+        for seed in PROBLEM_SEEDS
+        for kind in GRID
+        if kind in info.supports
+    ]
 
 
-def measure_all(infos: Sequence[EstimatorInfo],
-                progress: Callable[[str], None] | None = None,
-                execute: Execute | None = None) -> dict[str, dict[str, dict[str, Samples]]]:
+def measure_all(
+    infos: Sequence[EstimatorInfo],
+    progress: Callable[[str], None] | None = None,
+    execute: Execute | None = None,
+) -> dict[str, dict[str, dict[str, Samples]]]:
     """Metrics of registry entries on every grid problem each supports: name -> kind -> metric.
 
     The cells run through ``execute`` (in this process, one by one, by default) and come back
@@ -338,12 +369,15 @@ def measure_all(infos: Sequence[EstimatorInfo],
         bucket = parts[task.name].setdefault(task.kind, {})
         for metric, samples in done[index].items():
             bucket.setdefault(metric, []).append(samples)
-    return {name: {kind: {m: _concat(p) for m, p in metrics.items()}
-                   for kind, metrics in kinds.items()} for name, kinds in parts.items()}
+    return {
+        name: {kind: {m: _concat(p) for m, p in metrics.items()} for kind, metrics in kinds.items()}
+        for name, kinds in parts.items()
+    }
 
 
-def measure(info: EstimatorInfo, progress: Callable[[str], None] | None = None
-            ) -> dict[str, dict[str, Samples]]:
+def measure(
+    info: EstimatorInfo, progress: Callable[[str], None] | None = None
+) -> dict[str, dict[str, Samples]]:
     """Metrics of one registry entry on every grid problem it supports: kind -> metric."""
     return measure_all([info], progress).get(info.name, {})
 
@@ -386,15 +420,17 @@ def _roundoff_tolerance(metric: str, ref: float, new: float) -> float:
         floor = 2 * math.log10(ERROR_FLOOR) if "variance" in metric else math.log10(ERROR_FLOOR)
         low = max(min(ref, new), floor)
         factor = 2.0 if "variance" in metric else 1.0  # a variance carries the error twice
-        return factor * math.log10(1.0 + ROUNDOFF / 10.0**(low / factor))
+        return factor * math.log10(1.0 + ROUNDOFF / 10.0 ** (low / factor))
     return DETERMINISTIC_RTOL * max(1.0, abs(ref))
 
 
 def _paired(new: Samples, ref: Samples) -> tuple[float, float, float]:
     """``(D, Var D, Welch-Satterthwaite df)`` of the paired per-seed mean difference."""
     if len(new.per_seed) != len(ref.per_seed):
-        raise ValueError(f"cannot pair {len(new.per_seed)} problem seeds with "
-                         f"{len(ref.per_seed)}; were they measured on the same grid?")
+        raise ValueError(
+            f"cannot pair {len(new.per_seed)} problem seeds with "
+            f"{len(ref.per_seed)}; were they measured on the same grid?"
+        )
     diffs, terms, dfs = [], [], []
     for a, b in zip(new.per_seed, ref.per_seed, strict=True):
         diffs.append(float(np.mean(a)) - float(np.mean(b)))
@@ -447,19 +483,29 @@ def compare(
     """Compare ``new[name]`` with ``reference[ref_name]`` for each ``(name, ref_name)`` pair,
     on every kind and metric both hold (:func:`not_covered` names the others); a metric
     measured on another number of problem seeds is a ValueError naming it."""
-    keys = [(n, r, kind, metric) for n, r in pairs if r in reference
-            for kind in new[n] if kind in reference[r]
-            for metric in new[n][kind] if metric in reference[r][kind]]
+    keys = [
+        (n, r, kind, metric)
+        for n, r in pairs
+        if r in reference
+        for kind in new[n]
+        if kind in reference[r]
+        for metric in new[n][kind]
+        if metric in reference[r][kind]
+    ]
     for n, r, kind, metric in keys:
         a, b = new[n][kind][metric], reference[r][kind][metric]
         if len(a.per_seed) != len(b.per_seed):
-            raise ValueError(f"{n} {kind} {metric}: cannot pair {len(a.per_seed)} problem "
-                             f"seeds with the reference's {len(b.per_seed)} ({r}); were they "
-                             "measured on the same grid?")
-    statistical = [k for k in keys if not (new[k[0]][k[2]][k[3]].deterministic
-                                           and reference[k[1]][k[2]][k[3]].deterministic)
-                   and not (new[k[0]][k[2]][k[3]].n_failed
-                            or reference[k[1]][k[2]][k[3]].n_failed)]
+            raise ValueError(
+                f"{n} {kind} {metric}: cannot pair {len(a.per_seed)} problem "
+                f"seeds with the reference's {len(b.per_seed)} ({r}); were they "
+                "measured on the same grid?"
+            )
+    statistical = [
+        k
+        for k in keys
+        if not (new[k[0]][k[2]][k[3]].deterministic and reference[k[1]][k[2]][k[3]].deterministic)
+        and not (new[k[0]][k[2]][k[3]].n_failed or reference[k[1]][k[2]][k[3]].n_failed)
+    ]
     level = FAMILY_WISE_FALSE_FAIL / max(len(statistical), 1)  # Bonferroni, one-sided
     out = []
     for n, r, kind, metric in keys:
@@ -469,10 +515,13 @@ def compare(
     return out
 
 
-def not_covered(new: dict[str, dict[str, dict[str, Samples]]],
-                reference: dict[str, dict[str, dict[str, Samples]]],
-                pairs: list[tuple[str, str]], seeds: Sequence[int],
-                reference_seeds: Sequence[int]) -> list[tuple[str, str, str, str]]:
+def not_covered(
+    new: dict[str, dict[str, dict[str, Samples]]],
+    reference: dict[str, dict[str, dict[str, Samples]]],
+    pairs: list[tuple[str, str]],
+    seeds: Sequence[int],
+    reference_seeds: Sequence[int],
+) -> list[tuple[str, str, str, str]]:
     """``(name, kind, metric, why)`` of every measured metric the reference cannot be compared
     with: a kind or metric it lacks (a baseline from another version), or a metric measured on
     other problem seeds (``seeds``: this run's, ``reference_seeds``: the baseline's)."""
@@ -485,17 +534,27 @@ def not_covered(new: dict[str, dict[str, dict[str, Samples]]],
                     what = "problem kind" if kind not in reference.get(r, {}) else "metric"
                     out.append((n, kind, metric, f"no such {what} in the baseline"))
                     continue
-                ours = list(seeds)[:len(samples.per_seed)]
-                theirs = list(reference_seeds)[:len(ref.per_seed)]
+                ours = list(seeds)[: len(samples.per_seed)]
+                theirs = list(reference_seeds)[: len(ref.per_seed)]
                 if len(ref.per_seed) != len(reference_seeds):
                     theirs = list(range(len(ref.per_seed)))  # the file's list does not fit
                 if ours != theirs or len(samples.per_seed) != len(ref.per_seed):
                     missing = [k for k in ours if k not in theirs]
-                    why = (f"problem seed(s) {', '.join(map(str, missing))} not in the "
-                           if missing else "problem seeds paired differently with the ")
-                    out.append((n, kind, metric, f"{why}baseline's "
-                                f"({', '.join(map(str, theirs)) or 'none'}; this run: "
-                                f"{', '.join(map(str, ours))})"))
+                    why = (
+                        f"problem seed(s) {', '.join(map(str, missing))} not in the "
+                        if missing
+                        else "problem seeds paired differently with the "
+                    )
+                    out.append(
+                        (
+                            n,
+                            kind,
+                            metric,
+                            f"{why}baseline's "
+                            f"({', '.join(map(str, theirs)) or 'none'}; this run: "
+                            f"{', '.join(map(str, ours))})",
+                        )
+                    )
     return out
 
 
@@ -510,15 +569,19 @@ def _num(value: float) -> str:
 
 
 def format_table(rows: list[Comparison]) -> str:
-    head = (f"{'entry':22s} {'vs':22s} {'problem':14s} {'metric':30s} {'new':>16s} "
-            f"{'reference':>16s} {'difference':>11s} {'tolerance':>10s} {'test':10s} verdict")
+    head = (
+        f"{'entry':22s} {'vs':22s} {'problem':14s} {'metric':30s} {'new':>16s} "
+        f"{'reference':>16s} {'difference':>11s} {'tolerance':>10s} {'test':10s} verdict"
+    )
     lines = [head, "-" * len(head)]
     for c in rows:
         verdict = "WORSE" if c.worse else "ok"
         diff = _num(c.difference)
-        lines.append(f"{c.name:22s} {c.reference:22s} {c.kind:14s} {c.metric:30s} "
-                     f"{_shown(c.new, c.metric):>16s} {_shown(c.ref, c.metric):>16s} "
-                     f"{diff:>11s} {_num(c.tolerance):>10s} {c.test:10s} {verdict}")
+        lines.append(
+            f"{c.name:22s} {c.reference:22s} {c.kind:14s} {c.metric:30s} "
+            f"{_shown(c.new, c.metric):>16s} {_shown(c.ref, c.metric):>16s} "
+            f"{diff:>11s} {_num(c.tolerance):>10s} {c.test:10s} {verdict}"
+        )
     return "\n".join(lines)
 
 
@@ -526,22 +589,32 @@ def format_table(rows: list[Comparison]) -> str:
 
 
 def _encode(s: Samples) -> dict[str, Any]:
-    return {"per_seed": [[v if math.isfinite(v) else None for v in seed] for seed in s.per_seed],
-            "statistic": s.statistic, "df": s.df}
+    return {
+        "per_seed": [[v if math.isfinite(v) else None for v in seed] for seed in s.per_seed],
+        "statistic": s.statistic,
+        "df": s.df,
+    }
 
 
 def _decode(data: dict[str, Any]) -> Samples:
-    per_seed = tuple(tuple(math.inf if v is None else float(v) for v in seed)
-                     for seed in data["per_seed"])
+    per_seed = tuple(
+        tuple(math.inf if v is None else float(v) for v in seed) for seed in data["per_seed"]
+    )
     return Samples(per_seed, data.get("statistic", "mean"), int(data.get("df", 0)))
 
 
 def save(results: dict[str, dict[str, dict[str, Samples]]], path: Path) -> None:
-    data = {"format": BASELINE_FORMAT, "problem_seeds": list(PROBLEM_SEEDS),
-            "replicates": REPLICATES,
-            "entries": {name: {kind: {m: _encode(s) for m, s in metrics.items()}
-                               for kind, metrics in kinds.items()}
-                        for name, kinds in sorted(results.items())}}
+    data = {
+        "format": BASELINE_FORMAT,
+        "problem_seeds": list(PROBLEM_SEEDS),
+        "replicates": REPLICATES,
+        "entries": {
+            name: {
+                kind: {m: _encode(s) for m, s in metrics.items()} for kind, metrics in kinds.items()
+            }
+            for name, kinds in sorted(results.items())
+        },
+    }
     write_json(path, data, indent=1, sort_keys=True, newline=True)
 
 
@@ -553,8 +626,10 @@ def load(path: Path) -> dict[str, dict[str, dict[str, Samples]]]:
 
 
 #: The baseline formats, by number: what each holds per metric.
-FORMATS = {1: "a pooled mean and standard error per metric",
-           2: "each problem seed's replicate values, compared paired by problem seed"}
+FORMATS = {
+    1: "a pooled mean and standard error per metric",
+    2: "each problem seed's replicate values, compared paired by problem seed",
+}
 
 
 def _older_format(data: Any) -> int | None:
@@ -567,9 +642,14 @@ def _older_format(data: Any) -> int | None:
     if isinstance(declared, int) and not isinstance(declared, bool):
         return None if declared == BASELINE_FORMAT else declared
     if declared is None and "entries" not in data:
-        samples = [m for kinds in data.values() if isinstance(kinds, dict)
-                   for metrics in kinds.values() if isinstance(metrics, dict)
-                   for m in metrics.values()]
+        samples = [
+            m
+            for kinds in data.values()
+            if isinstance(kinds, dict)
+            for metrics in kinds.values()
+            if isinstance(metrics, dict)
+            for m in metrics.values()
+        ]
         if samples and all(isinstance(m, dict) and {"mean", "se"} <= set(m) for m in samples):
             return 1
     return None
@@ -579,12 +659,16 @@ def _read(path: Path) -> tuple[dict[str, dict[str, dict[str, Samples]]], list[in
     """:func:`load`'s entries and the problem seeds the baseline was measured on (its
     ``problem_seeds``; positions 0, 1, ... when it names none)."""
     if not path.exists():
-        where = ("the committed baseline ships with the testbed (reports/baselines/regress.json "
-                 "beside testbed_app); reinstall the package" if path == BASELINE
-                 else "name an existing baseline with --baseline FILE")
+        where = (
+            "the committed baseline ships with the testbed (reports/baselines/regress.json "
+            "beside testbed_app); reinstall the package"
+            if path == BASELINE
+            else "name an existing baseline with --baseline FILE"
+        )
         raise FileNotFoundError(
             f"no regression baseline at {path}: {where}, or compare two entries with "
-            "--estimator A --against B")
+            "--estimator A --against B"
+        )
     try:
         data = json.loads(path.read_text())
     except (UnicodeDecodeError, ValueError) as error:
@@ -592,23 +676,30 @@ def _read(path: Path) -> tuple[dict[str, dict[str, dict[str, Samples]]], list[in
     older = _older_format(data)  # before the schema: "per_seed is missing" named no format
     if older is not None:
         held = FORMATS.get(older, "a format this testbed does not know")
-        raise ValueError(f"baseline {path} is in format {older} ({held}); this testbed reads "
-                         f"format {BASELINE_FORMAT} ({FORMATS[BASELINE_FORMAT]}): rewrite it "
-                         "with `testbed regress --update-baseline`")
+        raise ValueError(
+            f"baseline {path} is in format {older} ({held}); this testbed reads "
+            f"format {BASELINE_FORMAT} ({FORMATS[BASELINE_FORMAT]}): rewrite it "
+            "with `testbed regress --update-baseline`"
+        )
     problem = baseline_problem(data)
     if problem is not None:
         raise ValueError(f"baseline {path} cannot be compared with: {problem}")
     if data.get("format") != BASELINE_FORMAT:
-        raise ValueError(f"baseline {path} has format {data.get('format', 1)}, this testbed reads "
-                         f"format {BASELINE_FORMAT}; rewrite it with "
-                         "`testbed regress --update-baseline`")
+        raise ValueError(
+            f"baseline {path} has format {data.get('format', 1)}, this testbed reads "
+            f"format {BASELINE_FORMAT}; rewrite it with "
+            "`testbed regress --update-baseline`"
+        )
     seeds = data.get("problem_seeds")
-    if not (isinstance(seeds, list) and all(isinstance(k, int) and not isinstance(k, bool)
-                                            for k in seeds)):
+    if not (
+        isinstance(seeds, list)
+        and all(isinstance(k, int) and not isinstance(k, bool) for k in seeds)
+    ):
         seeds = []
-    entries = {name: {kind: {m: _decode(s) for m, s in metrics.items()}
-                      for kind, metrics in kinds.items()}
-               for name, kinds in data["entries"].items()}
+    entries = {
+        name: {kind: {m: _decode(s) for m, s in metrics.items()} for kind, metrics in kinds.items()}
+        for name, kinds in data["entries"].items()
+    }
     return entries, list(seeds)
 
 
@@ -620,8 +711,10 @@ def baseline_entries(path: Path = BASELINE) -> list[str]:
 def check_options(estimator: str | None, against: str | None) -> None:
     """``--against`` needs ``--estimator`` (the entry compared with it)."""
     if against and not estimator:
-        raise ValueError("--against compares one entry with another: name the entry to "
-                         "compare with --estimator NAME")
+        raise ValueError(
+            "--against compares one entry with another: name the entry to "
+            "compare with --estimator NAME"
+        )
 
 
 def run(
@@ -645,8 +738,7 @@ def run(
     infos = [get_estimator(name) for name in dict.fromkeys(names)]
     # the baseline is read (and checked) before any measurement: a missing, unreadable or
     # malformed one is reported at once, not after minutes of work
-    reference, reference_seeds = _read(baseline) if not (update_baseline or against) \
-        else (None, [])
+    reference, reference_seeds = _read(baseline) if not (update_baseline or against) else (None, [])
     results = measure_all(infos, progress, execute)
     if out is not None:
         save(results, out)
@@ -663,33 +755,49 @@ def run(
         # a plugin's entry has no committed baseline: it is compared with --against instead
         missing = [n for n in results if n not in reference and n in builtin]
         pairs = [(n, n) for n in results if n in reference]
-        uncovered = not_covered(results, reference, pairs, PROBLEM_SEEDS,
-                                reference_seeds or range(len(PROBLEM_SEEDS)))
+        uncovered = not_covered(
+            results, reference, pairs, PROBLEM_SEEDS, reference_seeds or range(len(PROBLEM_SEEDS))
+        )
         skipped = {(n, kind, metric) for n, kind, metric, _ in uncovered}
-        covered = {n: {kind: {m: s for m, s in metrics.items() if (n, kind, m) not in skipped}
-                       for kind, metrics in reference[n].items()} for n, _ in pairs}
+        covered = {
+            n: {
+                kind: {m: s for m, s in metrics.items() if (n, kind, m) not in skipped}
+                for kind, metrics in reference[n].items()
+            }
+            for n, _ in pairs
+        }
         rows = compare(results, covered, pairs)
         if missing:
             table = format_table(rows)
-            return False, (table + "\n\nno baseline for: " + ", ".join(missing)
-                           + "\n(run `testbed regress --update-baseline` to add them)")
+            return False, (
+                table
+                + "\n\nno baseline for: "
+                + ", ".join(missing)
+                + "\n(run `testbed regress --update-baseline` to add them)"
+            )
         if uncovered:
             # never "0 worse" over a part of the run: a baseline from another version lacks
             # a metric, or holds other problem seeds, and the run is not a pass
             worse = [r for r in rows if r.worse]
-            return False, (format_table(rows) + f"\n\n{len(rows)} comparisons, {len(worse)} "
-                           f"worse; NOT a pass: the baseline {baseline} does not cover "
-                           f"{len(uncovered)} of the {len(rows) + len(uncovered)} measurements "
-                           "(rewrite it with `testbed regress --update-baseline` once the "
-                           "change is meant):\n"
-                           + "\n".join(f"  not compared: {n} {kind} {metric}: {why}"
-                                        for n, kind, metric, why in uncovered))
+            return False, (
+                format_table(rows) + f"\n\n{len(rows)} comparisons, {len(worse)} "
+                f"worse; NOT a pass: the baseline {baseline} does not cover "
+                f"{len(uncovered)} of the {len(rows) + len(uncovered)} measurements "
+                "(rewrite it with `testbed regress --update-baseline` once the "
+                "change is meant):\n"
+                + "\n".join(
+                    f"  not compared: {n} {kind} {metric}: {why}"
+                    for n, kind, metric, why in uncovered
+                )
+            )
     worse = [r for r in rows if r.worse]
     table = format_table(rows)
     n_stat = sum(1 for r in rows if r.test in ("paired t", "F"))
-    summary = (f"\n{len(rows)} comparisons ({n_stat} statistical, paired by problem seed; "
-               f"{len(rows) - n_stat} deterministic or with failed replicates), {len(worse)} worse "
-               f"(family-wise false-failure rate {FAMILY_WISE_FALSE_FAIL:g}, Bonferroni)")
+    summary = (
+        f"\n{len(rows)} comparisons ({n_stat} statistical, paired by problem seed; "
+        f"{len(rows) - n_stat} deterministic or with failed replicates), {len(worse)} worse "
+        f"(family-wise false-failure rate {FAMILY_WISE_FALSE_FAIL:g}, Bonferroni)"
+    )
     if worse:
         summary += "\nworse: " + ", ".join(f"{r.name} {r.kind} {r.metric}" for r in worse)
     return not worse, table + summary

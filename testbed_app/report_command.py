@@ -27,11 +27,16 @@ def report_command(args: argparse.Namespace) -> int:
     # ./reports/output replaced the main job's report with that of whatever --results named)
     out = output_folder(Path(args.out) if args.out else results / REPORT, "--out")
     if not results.is_dir():
-        raise FileNotFoundError(f"results directory {results} does not exist; run `testbed check "
-                                f"--results {results}` first to produce results")
+        raise FileNotFoundError(
+            f"results directory {results} does not exist; run `testbed check "
+            f"--results {results}` first to produce results"
+        )
     for path, reason in untrusted_claim_files(results):
-        shown = ("a foreign file: named in the report, not counted as a claim"
-                 if reason.startswith(NOT_A_CLAIM_RESULT) else "shown without its measurements")
+        shown = (
+            "a foreign file: named in the report, not counted as a claim"
+            if reason.startswith(NOT_A_CLAIM_RESULT)
+            else "shown without its measurements"
+        )
         print(f"testbed: warning: {path}: {reason}; {shown}", file=sys.stderr)
     bars: list[Any] = []
 
@@ -39,8 +44,14 @@ def report_command(args: argparse.Namespace) -> int:
         # the bar starts with the first claim drawn: a missing or empty results folder is an
         # error line of its own, with no empty bar before it
         if not bars:
-            bars.append(Progress(total=total, desc="report: claims and figures", unit="claim",
-                                 enabled=not args.quiet))
+            bars.append(
+                Progress(
+                    total=total,
+                    desc="report: claims and figures",
+                    unit="claim",
+                    enabled=not args.quiet,
+                )
+            )
         bars[0].set_postfix_str(f"last written: {claim_id}", refresh=False)
         bars[0].update(1)
 

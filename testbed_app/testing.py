@@ -29,9 +29,13 @@ from testbed.precision import set_precision
 from testbed_app.verify import failures, verdict_table, verify
 
 
-def assert_claims_hold(target: str | EstimatorInfo, claims: Sequence[str] | None = None, *,
-                       profile: str | None = None, results: Path | None = None
-                       ) -> list[dict[str, Any]]:
+def assert_claims_hold(
+    target: str | EstimatorInfo,
+    claims: Sequence[str] | None = None,
+    *,
+    profile: str | None = None,
+    results: Path | None = None,
+) -> list[dict[str, Any]]:
     """Run ``claims`` (default: every claim ``target`` declares) on ``target`` and raise an
     ``AssertionError`` naming each claim whose verdict is not the expected one; returns the
     run summaries. ``target``: a registry or plugin name, ``module:object``, or an entry."""
@@ -42,8 +46,7 @@ def assert_claims_hold(target: str | EstimatorInfo, claims: Sequence[str] | None
     folder = Path(results) if results is not None else Path(tempfile.mkdtemp(prefix="verify-"))
     _, summaries = verify(target, folder, profile, claims, resume=False, progress=False)
     failed = failures(summaries)
-    assert not failed, ("claims not holding: " + "; ".join(failed) + "\n"
-                        + verdict_table(summaries))
+    assert not failed, "claims not holding: " + "; ".join(failed) + "\n" + verdict_table(summaries)
     return summaries
 
 

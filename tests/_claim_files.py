@@ -17,8 +17,19 @@ from results_format.validation import file_digest, seal
 from results_format.verdicts import comparison_for
 
 #: The columns of ``series/<run_id>.csv`` as the runner writes them.
-COLUMNS = ("claim", "estimator", "problem_id", "seed", "params", "series", "step_name",
-           "step", "value", "oracle_calls", "comm_rounds")
+COLUMNS = (
+    "claim",
+    "estimator",
+    "problem_id",
+    "seed",
+    "params",
+    "series",
+    "step_name",
+    "step",
+    "value",
+    "oracle_calls",
+    "comm_rounds",
+)
 
 #: What a test's expected word means as a verdict (``holds`` of a correction: once corrected).
 _EXPECTED = {"holds": "holds", "fails": "fails as stated"}
@@ -44,8 +55,13 @@ def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
     record: dict[str, Any] = {
         "claim": data["id"].split("@")[0],
         "estimator": (data.get("estimators") or [""])[0],
-        "decision": "deterministic", "n_unconfirmed": 0, "unconfirmed": [], "power": None,
-        "positive_control": None, **data}
+        "decision": "deterministic",
+        "n_unconfirmed": 0,
+        "unconfirmed": [],
+        "power": None,
+        "positive_control": None,
+        **data,
+    }
     record["cases"] = [recorded(case) for case in record["cases"]]
     control = record.get("positive_control")
     if isinstance(control, dict) and isinstance(control.get("case"), dict):
@@ -59,8 +75,16 @@ def write_claim_file(results: Path, data: dict[str, Any]) -> Path:
         failing = next(case for case in record["cases"] if case["outcome"] == "fails")
         path = results / record["counterexample"]
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"claim": record["claim"], "profile": record["profile"],
-                                    "decision": record["decision"], **failing}))
+        path.write_text(
+            json.dumps(
+                {
+                    "claim": record["claim"],
+                    "profile": record["profile"],
+                    "decision": record["decision"],
+                    **failing,
+                }
+            )
+        )
     for relative in (record["series_file"], record.get("counterexample")):
         if relative:
             for path in (results / relative, (results / relative).with_suffix(".npz")):
@@ -77,9 +101,13 @@ def recorded(case: dict[str, Any]) -> dict[str, Any]:
     """A case of :func:`case_record` as the runner records it: its outcome from ``passed`` and
     its comparison (how ``passed`` follows from its numbers) added where the case leaves them
     out."""
-    return {"outcome": "holds" if case["passed"] else "fails",
-            "comparison": comparison_for(case["relation"], case["measured"], case["bound"],
-                                         case["passed"], 0.0, case["fit"]), **case}
+    return {
+        "outcome": "holds" if case["passed"] else "fails",
+        "comparison": comparison_for(
+            case["relation"], case["measured"], case["bound"], case["passed"], 0.0, case["fit"]
+        ),
+        **case,
+    }
 
 
 def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
@@ -92,46 +120,100 @@ def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
         settled = "holds" if row["expected"] == "holds" else "fails as stated"
         counts = {"fails as stated": row["refuted"], "undecided": row["undecided"]}
         counts[settled] = counts.get(settled, 0) + row["seeds"] - row["refuted"] - row["undecided"]
-        rows.append({"profile": summary["profile"], "seconds": 1.0,
-                     "false_failures": row["refuted"] if row["expected"] == "holds" else 0,
-                     "verdicts": {k: v for k, v in counts.items() if v}, **row})
+        rows.append(
+            {
+                "profile": summary["profile"],
+                "seconds": 1.0,
+                "false_failures": row["refuted"] if row["expected"] == "holds" else 0,
+                "verdicts": {k: v for k, v in counts.items() if v},
+                **row,
+            }
+        )
     record = {"confidence": 0.95, **summary, "claims": rows}
     for row in rows:  # the per-claim records the summary is recomputed from
         verdicts = [v for v, n in row["verdicts"].items() for _ in range(n)]
-        runs = [{"seed": k, "verdict": v, "n_undecided": 0, "n_unconfirmed": 0, "seconds": 1.0}
-                for k, v in enumerate(verdicts)]
+        runs = [
+            {"seed": k, "verdict": v, "n_undecided": 0, "n_unconfirmed": 0, "seconds": 1.0}
+            for k, v in enumerate(verdicts)
+        ]
         path = results / "calibration" / f"{row['claim']}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(seal({"claim": row["claim"], "fingerprint": "0" * 16,
-                                         "profile": row["profile"], "runs": runs})))
+        path.write_text(
+            json.dumps(
+                seal(
+                    {
+                        "claim": row["claim"],
+                        "fingerprint": "0" * 16,
+                        "profile": row["profile"],
+                        "runs": runs,
+                    }
+                )
+            )
+        )
     target = results / "calibration" / "summary.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(seal(record)))
     return target
 
 
-def case_record(pid: str, measured: float, bound: float, passed: bool, relation: str = "<=",
-                fit: dict | None = None) -> dict:
+def case_record(
+    pid: str,
+    measured: float,
+    bound: float,
+    passed: bool,
+    relation: str = "<=",
+    fit: dict | None = None,
+) -> dict:
     """One recorded case of a deterministic claim, its keys as the runner writes them but the
     outcome (:func:`write_claim_file` adds it)."""
-    return {"problem_id": pid, "spec": {"seed": 0}, "params": {"point_seed": 0},
-            "measured": measured, "bound": bound, "passed": passed, "relation": relation,
-            "fit": fit, "details": {}}
+    return {
+        "problem_id": pid,
+        "spec": {"seed": 0},
+        "params": {"point_seed": 0},
+        "measured": measured,
+        "bound": bound,
+        "passed": passed,
+        "relation": relation,
+        "fit": fit,
+        "details": {},
+    }
 
 
-def claim_record(cid: str, paper: str, kind: str, verdict: str, cases: list[dict],
-                 fits: list[dict] | None = None, counterexample: str | None = None) -> dict:
+def claim_record(
+    cid: str,
+    paper: str,
+    kind: str,
+    verdict: str,
+    cases: list[dict],
+    fits: list[dict] | None = None,
+    counterexample: str | None = None,
+) -> dict:
     """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile);
     :func:`write_claim_file` fills in what it leaves out."""
-    return {"id": cid, "paper": paper, "reference": f"{paper} Lemma 1", "kind": kind,
-            "about": "stated result", "serves": None, "power_from": [],
-            "statement": "||e_N|| <= C q^N",
-            "estimators": ["aid-neumann"],
-            "corrects": None, "expected": "fails" if verdict == "fails as stated" else "holds",
-            "notes": "", "verdict": verdict, "as_expected": True, "profile": "fast",
-            "fingerprint": "0" * 16, "n_rejected": 0, "seconds": 0.1,
-            "counterexample": counterexample, "cases": cases, "fits": fits or [],
-            "series_file": f"series/{cid}.csv"}
+    return {
+        "id": cid,
+        "paper": paper,
+        "reference": f"{paper} Lemma 1",
+        "kind": kind,
+        "about": "stated result",
+        "serves": None,
+        "power_from": [],
+        "statement": "||e_N|| <= C q^N",
+        "estimators": ["aid-neumann"],
+        "corrects": None,
+        "expected": "fails" if verdict == "fails as stated" else "holds",
+        "notes": "",
+        "verdict": verdict,
+        "as_expected": True,
+        "profile": "fast",
+        "fingerprint": "0" * 16,
+        "n_rejected": 0,
+        "seconds": 0.1,
+        "counterexample": counterexample,
+        "cases": cases,
+        "fits": fits or [],
+        "series_file": f"series/{cid}.csv",
+    }
 
 
 def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> None:
@@ -142,5 +224,18 @@ def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> Non
         writer = csv.writer(handle)
         writer.writerow(COLUMNS)
         for pid, series, step_name, step, value, oracle in rows:
-            writer.writerow([cid, estimator, pid, 0, '{"point_seed": 0}', series, step_name,
-                             step, value, oracle, 0])
+            writer.writerow(
+                [
+                    cid,
+                    estimator,
+                    pid,
+                    0,
+                    '{"point_seed": 0}',
+                    series,
+                    step_name,
+                    step,
+                    value,
+                    oracle,
+                    0,
+                ]
+            )

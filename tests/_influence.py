@@ -15,8 +15,9 @@ from testbed_app.experiments.base import ExperimentConfig
 DIGITS = load_dataset("digits", test_fraction=0.25, seed=0)
 
 
-def influence_problem(n_clients: int, per_client: int, *, model: str = "logreg",
-                      weight_decay: float = 0.05) -> InfluenceProblem:
+def influence_problem(
+    n_clients: int, per_client: int, *, model: str = "logreg", weight_decay: float = 0.05
+) -> InfluenceProblem:
     """Equal-size iid clients drawn from the first ``n_clients * 2 * per_client`` digits:
     ``per_client`` training and as many validation digits each."""
     pool = 2 * n_clients * per_client
@@ -25,8 +26,9 @@ def influence_problem(n_clients: int, per_client: int, *, model: str = "logreg",
     net = build_classifier(model, DIGITS.input_shape, DIGITS.n_classes)
 
     def samples(part: Any) -> Any:
-        return client_samples(DIGITS.train_x, DIGITS.train_y, part.indices, "t",
-                              dtype=torch.float64, device="cpu")
+        return client_samples(
+            DIGITS.train_x, DIGITS.train_y, part.indices, "t", dtype=torch.float64, device="cpu"
+        )
 
     return InfluenceProblem(net, samples(train), samples(val), weight_decay=weight_decay)
 
@@ -35,23 +37,48 @@ def experiment_config(kind: str, **changes: Any) -> ExperimentConfig:
     """A small HGP experiment config of ``kind`` (``"hgp_influence"``: softmax regression, 4
     clients sharing 160 digits, top 4, 2 retrainings per step; ``"hgp_personalization"``), with
     ``{section: {key: value}}`` changes merged into its sections."""
-    algorithm = {"name": "hgp-practical" if kind == "hgp_personalization" else "hgp",
-                 "neumann_terms": 3, "pushsum_steps": 2, "neumann_step_size": 0.1,
-                 "inner_steps": 4, "inner_step_size": 0.1, "sgp_variant": "nedic"}
+    algorithm = {
+        "name": "hgp-practical" if kind == "hgp_personalization" else "hgp",
+        "neumann_terms": 3,
+        "pushsum_steps": 2,
+        "neumann_step_size": 0.1,
+        "inner_steps": 4,
+        "inner_step_size": 0.1,
+        "sgp_variant": "nedic",
+    }
     if kind == "hgp_personalization":
         algorithm["batch_size"] = 4
-        workload: dict[str, Any] = {"kind": kind, "model": "logreg", "learners": 2,
-                                    "sgp_batch_size": 8}
+        workload: dict[str, Any] = {
+            "kind": kind,
+            "model": "logreg",
+            "learners": 2,
+            "sgp_batch_size": 8,
+        }
     else:
-        workload = {"kind": kind, "model": "logreg", "top_k": 4, "retrain_per_step": 2,
-                    "weight_decay": 0.05}
+        workload = {
+            "kind": kind,
+            "model": "logreg",
+            "top_k": 4,
+            "retrain_per_step": 2,
+            "weight_decay": 0.05,
+        }
     fields: dict[str, Any] = dict(
-        name="hgp-test", paper="HGP", description="",
-        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0,
-              "limit": 160},
-        split={"scheme": "iid", "n_clients": 4}, workload=workload, algorithm=algorithm,
-        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0, "device": "cpu",
-             "dtype": "float32"})
+        name="hgp-test",
+        paper="HGP",
+        description="",
+        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0, "limit": 160},
+        split={"scheme": "iid", "n_clients": 4},
+        workload=workload,
+        algorithm=algorithm,
+        run={
+            "steps": 3,
+            "eval_every": 1,
+            "checkpoint_every": 1,
+            "seed": 0,
+            "device": "cpu",
+            "dtype": "float32",
+        },
+    )
     for section, values in changes.items():
         fields[section] = {**fields[section], **values} if isinstance(values, dict) else values
     return ExperimentConfig(**fields)

@@ -29,13 +29,15 @@ def outcomes_on(result: ClaimResult, make: Callable[..., Any]) -> list[tuple[dic
     out = []
     for accepted in result.cases:
         case = Case(from_spec(accepted.spec), accepted.params)
-        out.append((accepted.params, measure_and_decide(result.claim, case, make, None,
-                                                        0.0).outcome))
+        out.append(
+            (accepted.params, measure_and_decide(result.claim, case, make, None, 0.0).outcome)
+        )
     return out
 
 
-def passes_on_accepted_cases(claim: Claim, make: Callable[..., Any], profile: Profile,
-                             estimator: str | None = None) -> tuple[int, int]:
+def passes_on_accepted_cases(
+    claim: Claim, make: Callable[..., Any], profile: Profile, estimator: str | None = None
+) -> tuple[int, int]:
     """``(cases the bug passes, cases the correct run accepted)`` for a deterministic claim."""
     outcomes = outcomes_on(correct_run(claim, profile, estimator), make)
     return sum(outcome == "holds" for _, outcome in outcomes), len(outcomes)

@@ -113,7 +113,8 @@ def _absolute(module: str, is_package: bool, level: int, target: str | None) -> 
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 class _Reader(ast.NodeVisitor):
@@ -139,8 +140,10 @@ class _Reader(ast.NodeVisitor):
             if is_private(part):
                 parent = ".".join(parts[:i])
                 found = (".".join(parts[: i + 1]), line)
-                if not (self.result.name == parent or self.result.name.startswith(parent + ".")
-                        ) and found not in self.result.private_modules:
+                if (
+                    not (self.result.name == parent or self.result.name.startswith(parent + "."))
+                    and found not in self.result.private_modules
+                ):
                     self.result.private_modules.append(found)
                 return
 
@@ -201,13 +204,11 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if (isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr")
-                and node.args):
+        if isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr") and node.args:
             module = self._module_of(node.args[0])
             if module is not None:
                 attribute = node.args[1] if len(node.args) > 1 else None
-                name = (attribute.value if isinstance(attribute, ast.Constant)
-                        else "<computed>")
+                name = attribute.value if isinstance(attribute, ast.Constant) else "<computed>"
                 self.result.patches.append((module, str(name), node.lineno))
         self.generic_visit(node)
 
@@ -312,14 +313,19 @@ def shortest_loop(read: dict[str, ModuleImports], start: str, component: set[str
 
 def covered(module: str, packages: Iterable[str], excluded: Iterable[str] = ()) -> bool:
     """Whether ``module`` is under one of ``packages`` and under none of ``excluded``."""
+
     def under(prefixes: Iterable[str]) -> bool:
         return any(module == p or module.startswith(p + ".") for p in prefixes)
+
     return under(packages) and not under(excluded)
 
 
-def findings(read: dict[str, ModuleImports], packages: Iterable[str],
-             excluded: Iterable[str] = (),
-             allowed_local_imports: Iterable[tuple[str, str]] = ()) -> list[Finding]:
+def findings(
+    read: dict[str, ModuleImports],
+    packages: Iterable[str],
+    excluded: Iterable[str] = (),
+    allowed_local_imports: Iterable[tuple[str, str]] = (),
+) -> list[Finding]:
     """Every breach of the four rules by a covered module, in rule and module order."""
     packages, excluded = tuple(packages), tuple(excluded)
     allowed = set(allowed_local_imports)
@@ -335,19 +341,29 @@ def findings(read: dict[str, ModuleImports], packages: Iterable[str],
         if not covered(name, packages, excluded):
             continue
         module = read[name]
-        found += [Finding("private name", name, line, f"{source}.{private}")
-                  for source, private, line in module.private_names]
-        found += [Finding("private name", name, line, f"private module {target}")
-                  for target, line in module.private_modules]
-        found += [Finding("patching", name, line, f"{target}.{attribute} changed from {name}")
-                  for target, attribute, line in module.patches]
-        found += [Finding("local import", name, line, f"{name} -> {target} in a function")
-                  for target, line in module.local if (name, target) not in allowed]
+        found += [
+            Finding("private name", name, line, f"{source}.{private}")
+            for source, private, line in module.private_names
+        ]
+        found += [
+            Finding("private name", name, line, f"private module {target}")
+            for target, line in module.private_modules
+        ]
+        found += [
+            Finding("patching", name, line, f"{target}.{attribute} changed from {name}")
+            for target, attribute, line in module.patches
+        ]
+        found += [
+            Finding("local import", name, line, f"{name} -> {target} in a function")
+            for target, line in module.local
+            if (name, target) not in allowed
+        ]
     return sorted(found, key=lambda f: (RULES.index(f.rule), f.module, f.line, f.text))
 
 
-def unused_allowances(read: dict[str, ModuleImports],
-                      allowed_local_imports: Iterable[tuple[str, str]]) -> list[str]:
+def unused_allowances(
+    read: dict[str, ModuleImports], allowed_local_imports: Iterable[tuple[str, str]]
+) -> list[str]:
     """Allowed local imports that no module makes any more (an allowlist only shrinks)."""
     made = {(name, target) for name, m in read.items() for target, _ in m.local}
     return [f"{a} -> {b}" for a, b in allowed_local_imports if (a, b) not in made]
@@ -368,6 +384,7 @@ try:  # the contract type for lint-imports; the functions above need no import-l
 except ImportError:  # pragma: no cover - import-linter is in the extras test and lint
     pass
 else:
+
     class ReachInsContract(Contract):
         """No import loops, private names, patching or unlisted local imports (module doc)."""
 
@@ -387,13 +404,16 @@ else:
             read = read_modules(find_modules(roots))
             allowed = [parse_allowance(a) for a in self._strings("allowed_local_imports")]
             ignored = set(self._strings("ignore"))
-            found = findings(read, self._strings("packages"), self._strings("excluded"),
-                             allowed)
+            found = findings(read, self._strings("packages"), self._strings("excluded"), allowed)
             lines = [str(f) for f in found if f.key() not in ignored]
-            lines += [f"allowed local import no longer made (remove it from the list): {s}"
-                      for s in unused_allowances(read, allowed)]
-            lines += [f"ignored finding no longer found (remove it from the list): {key}"
-                      for key in sorted(ignored - {f.key() for f in found})]
+            lines += [
+                f"allowed local import no longer made (remove it from the list): {s}"
+                for s in unused_allowances(read, allowed)
+            ]
+            lines += [
+                f"ignored finding no longer found (remove it from the list): {key}"
+                for key in sorted(ignored - {f.key() for f in found})
+            ]
             return ContractCheck(kept=not lines, warnings=[], metadata={"lines": lines})
 
         def render_broken_contract(self, check: ContractCheck) -> None:

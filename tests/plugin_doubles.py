@@ -31,8 +31,7 @@ def broken_copy() -> EstimatorInfo:
     def make(**kw):
         est = ENTRY.make(**kw)
         solver = est.linear_solver
-        return dataclasses.replace(est, linear_solver=StepTooLong(solver.terms,
-                                                                  solver.step_size))
+        return dataclasses.replace(est, linear_solver=StepTooLong(solver.terms, solver.step_size))
 
     return dataclasses.replace(ENTRY, name="my-horner-aid-broken", make=make)
 
@@ -40,8 +39,15 @@ def broken_copy() -> EstimatorInfo:
 # a name that a built-in holds
 CLASH = dataclasses.replace(get_estimator("aid-cg"), defaults=None)
 # a class that is not an Estimator
-WRONG_CLASS = EstimatorInfo(name="not-an-estimator", cls=dict, paper="x", reference="x",
-                            supports=frozenset({"bilevel"}), make=dict, defaults={})
+WRONG_CLASS = EstimatorInfo(
+    name="not-an-estimator",
+    cls=dict,
+    paper="x",
+    reference="x",
+    supports=frozenset({"bilevel"}),
+    make=dict,
+    defaults={},
+)
 
 
 def aggitd_one_more_step() -> EstimatorInfo:
@@ -53,10 +59,16 @@ def aggitd_one_more_step() -> EstimatorInfo:
         est = base.build(**kw)
         return dataclasses.replace(est, inner_steps=est.inner_steps + 1)
 
-    return dataclasses.replace(base, name="aggitd-one-more-step", make=make,
-                               enrolled_claims=("aggitd.lower.contraction",
-                                                "aggitd.prop1.mean_identity",
-                                                "aggitd.alg1.per_index_identity"))
+    return dataclasses.replace(
+        base,
+        name="aggitd-one-more-step",
+        make=make,
+        enrolled_claims=(
+            "aggitd.lower.contraction",
+            "aggitd.prop1.mean_identity",
+            "aggitd.alg1.per_index_identity",
+        ),
+    )
 
 
 AGGITD_ONE_MORE_STEP = aggitd_one_more_step()
@@ -77,8 +89,13 @@ def divides_by_zero() -> EstimatorInfo:
         est = base.build(**kw)
         return DividesByZero(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
 
-    return dataclasses.replace(base, name="divides-by-zero", cls=DividesByZero, make=make,
-                               enrolled_claims=("classical.cg.exact_after_dim_y",))
+    return dataclasses.replace(
+        base,
+        name="divides-by-zero",
+        cls=DividesByZero,
+        make=make,
+        enrolled_claims=("classical.cg.exact_after_dim_y",),
+    )
 
 
 DIVIDES_BY_ZERO = divides_by_zero()
@@ -94,8 +111,15 @@ def zero_division_claims() -> list:
     from theory_checks.registry import get_claim
 
     base = get_claim("classical.cg.exact_after_dim_y")
-    return [dataclasses.replace(base, id="plugin.zero_division", check=_check_divides_by_zero,
-                                perturbation=None, positive_control=None)]
+    return [
+        dataclasses.replace(
+            base,
+            id="plugin.zero_division",
+            check=_check_divides_by_zero,
+            perturbation=None,
+            positive_control=None,
+        )
+    ]
 
 
 ZERO_DIVISION_CLAIMS = zero_division_claims()
@@ -115,8 +139,9 @@ def step_raises() -> EstimatorInfo:
         est = base.build(**kw)
         return StepRaises(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
 
-    return dataclasses.replace(base, name="fednest-step-raises", cls=StepRaises, make=make,
-                               no_claims_reason="test double")
+    return dataclasses.replace(
+        base, name="fednest-step-raises", cls=StepRaises, make=make, no_claims_reason="test double"
+    )
 
 
 STEP_RAISES = step_raises()

@@ -50,12 +50,14 @@ def test_one_client_mean_over_q_is_the_centralized_neumann_type_sum(n, tau):
         total = (torch.eye(4) - lam * H) @ total + p.outer_grad_y(x, y)
     expected = p.outer_grad_x(x, ys[-1]) - lam * J @ total
     params = dict(inner_steps=n, local_steps=tau, inner_step_size=beta, neumann_step_size=lam)
-    values = [AggITD(index=q, **params).estimate(p, x, InnerState(y0),
-                                                 np.random.default_rng(0)).value
-              for q in range(n + 1)]
+    values = [
+        AggITD(index=q, **params).estimate(p, x, InnerState(y0), np.random.default_rng(0)).value
+        for q in range(n + 1)
+    ]
     _close(torch.stack(values).mean(0), expected)
-    mean = AggITD(expectation=True, **params).estimate(p, x, InnerState(y0),
-                                                       np.random.default_rng(0))
+    mean = AggITD(expectation=True, **params).estimate(
+        p, x, InnerState(y0), np.random.default_rng(0)
+    )
     _close(mean.value, expected)
     _close(mean.state.y, ys[-1])
 
@@ -65,8 +67,9 @@ def test_at_the_exact_inner_solution_the_mean_is_aid_neumann_with_n_plus_1_terms
     p = _problem()
     x = torch.randn(3, generator=torch.Generator().manual_seed(2))
     lam = 1.0 / p.constants().L
-    aid = get_estimator("aid-neumann").build(inner_steps=None, neumann_terms=n + 1,
-                                             neumann_step_size=lam)
+    aid = get_estimator("aid-neumann").build(
+        inner_steps=None, neumann_terms=n + 1, neumann_step_size=lam
+    )
     reference = aid.estimate(p, x, aid.init(p), np.random.default_rng(0)).value
     est = AggITD(inner_steps=n, local_steps=2, neumann_step_size=lam, expectation=True)
     out = est.estimate(p, x, InnerState(p.exact_inner_solution(x)), np.random.default_rng(0))
@@ -107,8 +110,13 @@ def _expected_calls(n, q, tau, count, dx, dy, sgd=False):
 def test_ledger_counts_and_floats_are_exact(sgd, participation, mode):
     p = _problem(m=6, dx=3, dy=5)
     n, tau = 4, 3
-    est = AggITD(inner_steps=n, local_steps=tau, participation=participation,
-                 lower_solver="sgd" if sgd else "svrg", **mode)
+    est = AggITD(
+        inner_steps=n,
+        local_steps=tau,
+        participation=participation,
+        lower_solver="sgd" if sgd else "svrg",
+        **mode,
+    )
     ctx = FederatedContext(p, np.random.default_rng(5), participation)
     _, _, aux = est.estimate_in(ctx, torch.zeros(3), InnerState(torch.zeros(5)))
     count = int(aux["clients"].shape[0])
@@ -125,8 +133,9 @@ def test_ledger_counts_and_floats_are_exact(sgd, participation, mode):
 @pytest.mark.parametrize("sgd,rounds", [(False, 2 * 3 + 3), (True, 3 + 3)])
 def test_fbo_aggitd_rounds_per_iteration_are_measured_exactly(sgd, rounds):
     p = _problem(m=5, dx=2, dy=3)
-    alg = FBOAggITD(inner_steps=3, local_steps=2, participation=0.6,
-                    lower_solver="sgd" if sgd else "svrg")
+    alg = FBOAggITD(
+        inner_steps=3, local_steps=2, participation=0.6, lower_solver="sgd" if sgd else "svrg"
+    )
     assert alg.rounds_per_iteration() == rounds
     records = run_algorithm(alg, p, 3, np.random.default_rng(0))
     spent = np.diff([r.calls.comm_rounds for r in records])
@@ -149,8 +158,7 @@ def test_one_round_upper_uses_fresh_samples_and_is_unbiased():
     p = _problem(m=2, dx=2, dy=2, kappa=2.0, n_samples=20, gradient_noise=1.0)
     alg = FBOAggITD(inner_steps=2, local_steps=1, outer_step_size=0.5, batch_size=1)
     state = alg.init(p)
-    records = [run_algorithm(alg, p, 1, np.random.default_rng(s), state=state)[1]
-               for s in range(3)]
+    records = [run_algorithm(alg, p, 1, np.random.default_rng(s), state=state)[1] for s in range(3)]
     for r in records:
         # tau = 1: the correction vanishes, so x+ = x - alpha h exactly, whatever the samples
         _close(r.x, state.x - 0.5 * r.state.h)
@@ -163,34 +171,41 @@ def test_same_seed_same_numbers_and_q_is_random():
     a = est.estimate(p, x, InnerState(y0), np.random.default_rng(11))
     b = est.estimate(p, x, InnerState(y0), np.random.default_rng(11))
     assert torch.equal(a.value, b.value) and a.aux["index"] == b.aux["index"]
-    indices = {est.estimate(p, x, InnerState(y0), np.random.default_rng(s)).aux["index"]
-               for s in range(40)}
+    indices = {
+        est.estimate(p, x, InnerState(y0), np.random.default_rng(s)).aux["index"] for s in range(40)
+    }
     assert indices == set(range(7))
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"inner_steps": -1}, "inner_steps"),
-    ({"inner_steps": 2.5}, "inner_steps"),
-    ({"local_steps": 0}, "local_steps"),
-    ({"local_steps": ()}, "local_steps"),
-    ({"inner_step_size": -0.1}, "inner_step_size"),
-    ({"neumann_step_size": 0.0}, "neumann_step_size"),
-    ({"lower_solver": "adam"}, "lower_solver"),
-    ({"index": 11}, "index"),
-    ({"index": 2, "expectation": True}, "exclude"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"participation": "all"}, "participation"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"inner_steps": -1}, "inner_steps"),
+        ({"inner_steps": 2.5}, "inner_steps"),
+        ({"local_steps": 0}, "local_steps"),
+        ({"local_steps": ()}, "local_steps"),
+        ({"inner_step_size": -0.1}, "inner_step_size"),
+        ({"neumann_step_size": 0.0}, "neumann_step_size"),
+        ({"lower_solver": "adam"}, "lower_solver"),
+        ({"index": 11}, "index"),
+        ({"index": 2, "expectation": True}, "exclude"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"participation": "all"}, "participation"),
+    ],
+)
 def test_bad_parameters_raise_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         AggITD(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    ({"outer_step_size": -1.0}, "outer_step_size"),
-    ({"lower_solver": "sarah"}, "lower_solver"),
-    ({"local_steps": 0}, "local_steps"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"outer_step_size": -1.0}, "outer_step_size"),
+        ({"lower_solver": "sarah"}, "lower_solver"),
+        ({"local_steps": 0}, "local_steps"),
+    ],
+)
 def test_bad_algorithm_parameters_raise_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FBOAggITD(**kwargs)

@@ -37,10 +37,20 @@ from theory_checks.hypotheses import margins
 from theory_checks.registry import get_claim
 
 # The case aggitd.errata.prop2_sum_as_printed saved before the constants were Assumption 2's.
-OLD_PROP2_CASE = {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 1,
-                  "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-                  "gradient_heterogeneity": 0.0, "mu": 0.5, "n_samples": 0,
-                  "gradient_noise": 0.0, "hessian_noise": 0.0}
+OLD_PROP2_CASE = {
+    "family": "QuadraticBilevel.random",
+    "n_clients": 1,
+    "dim_x": 1,
+    "dim_y": 1,
+    "condition_number": 1.0,
+    "seed": 0,
+    "hessian_heterogeneity": 0.0,
+    "gradient_heterogeneity": 0.0,
+    "mu": 0.5,
+    "n_samples": 0,
+    "gradient_noise": 0.0,
+    "hessian_noise": 0.0,
+}
 
 
 def _saved(claim_id: str) -> Case:
@@ -60,8 +70,7 @@ def _old_max_constant(problem) -> float:
     return max(c.L, c.L_clients, c.cross_norm)
 
 
-def _printed_ratio(lam: float, mu: float, L: float, M: float, J: float, g: float, n: int
-                   ) -> float:
+def _printed_ratio(lam: float, mu: float, L: float, M: float, J: float, g: float, n: int) -> float:
     """E_Q ||h^I||^2 over Prop. 2's printed sum on a one-dimensional inner problem from y*:
     ``lam^2 (N+1) sum_{k<=N} (J (1 - lam mu)^k g)^2`` over ``lam^2 (N+1) L^2 M^2 sum_{k<N}``."""
     r = (1.0 - lam * mu) ** 2
@@ -96,15 +105,27 @@ def test_finding_prop2_saved_case_was_outside_the_lambda_cap():
     y_star = p.exact_inner_solution(x)
     g = float(p.C[0, 0, 0] * y_star[0] + p.D[0, 0, 0] * x[0] + p.c[0, 0])
     lam = 1.0 / joint
-    assert _printed_ratio(lam, A, joint, abs(g), abs(B), abs(g), 1) == pytest.approx(0.568,
-                                                                                   abs=5e-4)
-    check = check_geometric_sum_printed(get_claim("aggitd.errata.prop2_sum_as_printed"),
-                                        Case(p, {"point_seed": 0}),
-                                        get_estimator("aggitd").build)
+    assert _printed_ratio(lam, A, joint, abs(g), abs(B), abs(g), 1) == pytest.approx(
+        0.568, abs=5e-4
+    )
+    check = check_geometric_sum_printed(
+        get_claim("aggitd.errata.prop2_sum_as_printed"),
+        Case(p, {"point_seed": 0}),
+        get_estimator("aggitd").build,
+    )
     assert check.passed and check.measured == pytest.approx(0.065, abs=5e-4)
     # the review's valid case: mu = 0.1, ||J|| = 1, ratio 1.65 with M = ||grad_y f||
-    q = QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, mu=0.1, hessian_heterogeneity=0.0,
-                                gradient_heterogeneity=0.0, cross_scale=1.0 / 0.6404226504432821)
+    q = QuadraticBilevel.random(
+        1,
+        1,
+        1,
+        1.0,
+        seed=0,
+        mu=0.1,
+        hessian_heterogeneity=0.0,
+        gradient_heterogeneity=0.0,
+        cross_scale=1.0 / 0.6404226504432821,
+    )
     L = _joint_norm(q.A[0].numpy(), q.B[0].numpy())
     assert _printed_ratio(1.0 / L, 0.1, L, 1.0, 1.0, 1.0, 1) == pytest.approx(1.65, abs=5e-3)
 
@@ -121,8 +142,10 @@ def test_prop2_counterexample_is_inside_and_recomputed_in_numpy():
     L = _joint_norm(A, B)
     M = float(np.sqrt((c**2).sum() + (e**2).sum()))  # ||grad F|| is constant: f is affine
     mu = float(A[0, 0])
-    ratios = [_printed_ratio(1.0 / L, mu, L, M, float(abs(B[0, 0])), float(abs(c[0])), n)
-              for n in (1, 2, 4)]
+    ratios = [
+        _printed_ratio(1.0 / L, mu, L, M, float(abs(B[0, 0])), float(abs(c[0])), n)
+        for n in (1, 2, 4)
+    ]
     assert ratios == pytest.approx([1.786, 1.341, 1.120], abs=1e-3)
     check = check_geometric_sum_printed(claim, case, get_estimator("aggitd").build)
     assert not check.passed
@@ -145,10 +168,15 @@ def test_finding_tau_invariance_two_sided_would_refute_a_holding_case():
     make = get_estimator("fbo-aggitd").build
     found = {}
     for factor in (0.1, 0.2):
-        params = {"point_seed": 0, "outer_step_size": factor / L_h,
-                  "neumann_step_size": 1.0 / old, "inner_step_size": 1.0 / old}
-        found[factor] = check_tau_invariance(get_claim("aggitd.scaling.tau_invariance"),
-                                             Case(p, params), make)
+        params = {
+            "point_seed": 0,
+            "outer_step_size": factor / L_h,
+            "neumann_step_size": 1.0 / old,
+            "inner_step_size": 1.0 / old,
+        }
+        found[factor] = check_tau_invariance(
+            get_claim("aggitd.scaling.tau_invariance"), Case(p, params), make
+        )
     assert found[0.1].measured == pytest.approx(-0.0484, abs=1e-4)  # the old worst case
     drifts = found[0.2].details["drifts"]
     assert (round(drifts[0], 3), round(drifts[-1], 3)) == (0.552, 0.418)
@@ -169,8 +197,7 @@ def test_cor1_floor_recomputed_in_numpy():
     claim = get_claim("aggitd.cor1.no_floor")
     p = case.problem
     assert all(m.holds for m in margins(THEOREM1, case))
-    A, B, C, D, E = (p.A[0].numpy(), p.B[0].numpy(), p.C[0].numpy(), p.D[0].numpy(),
-                     p.E[0].numpy())
+    A, B, C, D, E = (p.A[0].numpy(), p.B[0].numpy(), p.C[0].numpy(), p.D[0].numpy(), p.E[0].numpy())
     b, c, e = p.b[0].numpy(), p.c[0].numpy(), p.e[0].numpy()
     lam = neumann_step(case)
     assert lam == pytest.approx(1.0 / _joint_norm(A, B), rel=1e-12)
@@ -183,14 +210,17 @@ def test_cor1_floor_recomputed_in_numpy():
         Y, y0 = Ainv @ B, Ainv @ b  # y* = Y x + y0
         gy = (C @ Y + D, C @ y0 + c)
         gx = (D.T @ Y + E, D.T @ y0 + e)
-        est = (gx[0] + B.T @ Ainv @ (np.eye(len(A)) - T) @ gy[0],
-               gx[1] + B.T @ Ainv @ (np.eye(len(A)) - T) @ gy[1])
+        est = (
+            gx[0] + B.T @ Ainv @ (np.eye(len(A)) - T) @ gy[0],
+            gx[1] + B.T @ Ainv @ (np.eye(len(A)) - T) @ gy[1],
+        )
         x_inf = np.linalg.solve(est[0], -est[1])
         floor = float(np.sum((B.T @ Ainv @ T @ (gy[0] @ x_inf + gy[1])) ** 2))
-        run = check_cor1_no_floor(claim, Case(p, {**case.params,
-                                                  "inner_steps_per_kappa": per_kappa,
-                                                  "stationarity": "average"}),
-                                  get_estimator("fbo-aggitd").build)
+        run = check_cor1_no_floor(
+            claim,
+            Case(p, {**case.params, "inner_steps_per_kappa": per_kappa, "stationarity": "average"}),
+            get_estimator("fbo-aggitd").build,
+        )
         assert not run.passed
         assert run.details["limit_stationarity"] == pytest.approx(floor, rel=1e-6)
         found[per_kappa] = floor
@@ -218,7 +248,8 @@ def test_alg1_as_printed_recomputed_in_numpy():
         printed = lam * (n + 1) * J * (1.0 - s * H) ** (n - 1 - q)
         assert abs(printed - analysed) > 0.1 * abs(analysed)
         check = check_per_index_identity(
-            get_claim("aggitd.alg1.as_printed"), Case(p, {**case.params,
-                                                          "printed_line6": printed_line6}),
-            get_estimator("aggitd-as-printed").build)
+            get_claim("aggitd.alg1.as_printed"),
+            Case(p, {**case.params, "printed_line6": printed_line6}),
+            get_estimator("aggitd-as-printed").build,
+        )
         assert not check.passed and check.measured > 1e-3

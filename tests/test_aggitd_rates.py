@@ -53,7 +53,7 @@ def test_thm1_replicates_come_from_the_rate_and_the_effect():
     is <= (4^-0.4 - 4^-0.5) A(K_1) at the planning sd; the confirmation multiplies it."""
     from theory_checks.decision import t_quantile
 
-    effect = 4.0 ** -0.4 - 4.0 ** -0.5
+    effect = 4.0**-0.4 - 4.0**-0.5
     for rate, profile in ((1e-3, "fast"), (1e-3 / 6, "thorough")):
         design = Design((1, 0, 0), 1, rate, profile)
         n = thm1.thm1_replicates(design, tests=3)
@@ -68,8 +68,9 @@ def _thm1_case():
     from problems import QuadraticMinimax
     from theory_checks.claim import Case
 
-    p = QuadraticMinimax.random(1, 1, 1, 1.0, seed=0, n_samples=6, gradient_noise=0.2,
-                                hessian_noise=0.05)
+    p = QuadraticMinimax.random(
+        1, 1, 1, 1.0, seed=0, n_samples=6, gradient_noise=0.2, hessian_noise=0.05
+    )
     return Case(p, {"point_seed": 0})
 
 
@@ -93,14 +94,18 @@ def test_thm1_draws_only_from_the_design(monkeypatch):
 
 def test_thm1_tests_are_the_rate_and_the_bounds(monkeypatch):
     monkeypatch.setattr(thm1, "THM1_K", (1, 4))
-    m = measure(get_claim("aggitd.thm1.rate_in_K"), _thm1_case(),
-                get_estimator("fbo-aggitd").build, first_design(7, 0, 1e-3, "fast"))
+    m = measure(
+        get_claim("aggitd.thm1.rate_in_K"),
+        _thm1_case(),
+        get_estimator("fbo-aggitd").build,
+        first_design(7, 0, 1e-3, "fast"),
+    )
     rate, low_k, high_k = m.tests
     assert rate.high == 0.0 and math.isinf(rate.low)
     assert (low_k.high, high_k.high) == tuple(m.details["bounds"])
     # the rate statistic is A_r(K_2) - 4^-0.4 A_r(K_1), linear in the replicate's values
     a1, a2 = m.details["means"]
-    assert rate.evidence.estimate == pytest.approx(a2 - 4.0 ** -0.4 * a1, rel=1e-12)
+    assert rate.evidence.estimate == pytest.approx(a2 - 4.0**-0.4 * a1, rel=1e-12)
     assert low_k.evidence.estimate == pytest.approx(a1, rel=1e-12)
 
 
@@ -111,7 +116,11 @@ def test_thm1_a_diverging_run_fails(monkeypatch):
 
     monkeypatch.setattr(thm1, "THM1_K", (1, 4))
     claim = get_claim("aggitd.thm1.rate_in_K")
-    m = measure(claim, _thm1_case(), lambda **kw: FBOAggITD(**{**kw, "outer_step_size": 1e300}),
-                first_design(7, 0, 1e-3, "fast"))
+    m = measure(
+        claim,
+        _thm1_case(),
+        lambda **kw: FBOAggITD(**{**kw, "outer_step_size": 1e300}),
+        first_design(7, 0, 1e-3, "fast"),
+    )
     assert not m.passed and not m.tests and m.details["diverged_runs"] > 0
     assert decide_case(claim, m, 1e-3)[0] == "fails"

@@ -49,8 +49,11 @@ def _copy(folder: Path, tmp_path: Path) -> Path:
 
 
 def _tree(results: Path) -> dict[str, str]:
-    return {p.relative_to(results).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(results.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(results).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(results.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _audit(results: Path, capsys, *options: str) -> tuple[int, list[str]]:
@@ -79,7 +82,8 @@ def test_audit_reproduces_every_claim_and_summary_and_writes_nothing(tmp_path, f
         assert "reproduced" in _line(lines, claim)
     assert "counterexample fails again, measured 0.442" in _line(lines, AS_PRINTED)
     assert f"{DEFAULT_SAMPLE} of 8 passing or undecided case(s) measured again" in _line(
-        lines, HOLDS)
+        lines, HOLDS
+    )
     assert "reproduced (2 seed(s) run again)" in _line(lines, f"calibration/{STATISTICAL}.json")
     assert "reproduced from its 1 record(s)" in _line(lines, "calibration/summary.json")
     assert "reproduced (its kill run again)" in _line(lines, f"mutation/{MUTANT}.json")
@@ -95,8 +99,7 @@ def _measured_037(data: dict) -> None:
         case["measured"] = 0.37  # bound 1e-10, passed left true
 
 
-def test_an_edited_measurement_resealed_is_not_trusted_rerun_and_flagged(tmp_path, folder,
-                                                                          capsys):
+def test_an_edited_measurement_resealed_is_not_trusted_rerun_and_flagged(tmp_path, folder, capsys):
     """The issue's first forgery: every case's measured 0 -> 0.37, resealed."""
     results = _copy(folder, tmp_path)
     path, data = _claim(results, HOLDS)
@@ -106,7 +109,8 @@ def test_an_edited_measurement_resealed_is_not_trusted_rerun_and_flagged(tmp_pat
     assert status == 1
     assert _line(lines, HOLDS) == (
         f"{HOLDS}: differs: not trusted: cases[0].passed is true, but measured 0.37 against "
-        "bound 1e-10 (at_most, slack 0) gives false")
+        "bound 1e-10 (at_most, slack 0) gives false"
+    )
     capsys.readouterr()
     out = tmp_path / "report"
     assert main(["report", "--results", str(results), "--out", str(out), "--quiet"]) == 0
@@ -119,7 +123,8 @@ def test_an_edited_measurement_resealed_is_not_trusted_rerun_and_flagged(tmp_pat
 
 
 def test_a_holding_claim_forged_into_a_consistent_refutation_is_caught_by_the_replay(
-        tmp_path, folder, capsys):
+    tmp_path, folder, capsys
+):
     """A refutation forged consistently (numbers, outcomes, counts, counterexample file and its
     digest, the seal): it re-derives, so check believes it; the audit replays the
     counterexample, which holds."""
@@ -132,15 +137,22 @@ def test_a_holding_claim_forged_into_a_consistent_refutation_is_caught_by_the_re
     body = json.dumps({"claim": HOLDS, "profile": "fast", "decision": "deterministic", **case})
     (results / counterexample).write_text(body)
     data["files"][counterexample] = file_digest(body.encode())
-    data.update(verdict="fails as stated", expected_verdicts=["fails as stated"],
-                as_expected=True, n_cases=len(data["cases"]) - 1, counterexample=counterexample)
+    data.update(
+        verdict="fails as stated",
+        expected_verdicts=["fails as stated"],
+        as_expected=True,
+        n_cases=len(data["cases"]) - 1,
+        counterexample=counterexample,
+    )
     path.write_text(json.dumps(seal(data)))
     assert claim_file_problem(json.loads(path.read_text()), results, HOLDS) is None
     status, lines = _audit(results, capsys, "--sample", "0")
     assert status == 1
     line = _line(lines, HOLDS)
-    assert line.startswith(f"{HOLDS}: differs: counterexample {case['problem_id']}: recorded "
-                           "fails (measured 0.37), again holds (measured ")
+    assert line.startswith(
+        f"{HOLDS}: differs: counterexample {case['problem_id']}: recorded "
+        "fails (measured 0.37), again holds (measured "
+    )
 
 
 def _as_holding(data: dict, measured: float | None) -> None:
@@ -152,55 +164,70 @@ def _as_holding(data: dict, measured: float | None) -> None:
         case["measured"] = measured
     for reading in data["readings"]:
         reading.update(verdict="holds", n_cases=1, counterexample=None)
-    data.update(verdict="holds", expected_verdicts=["holds"], as_expected=True, n_cases=1,
-                counterexample=None, holding_readings=[r["name"] for r in data["readings"]],
-                files={k: v for k, v in data["files"].items() if k.startswith("series/")})
+    data.update(
+        verdict="holds",
+        expected_verdicts=["holds"],
+        as_expected=True,
+        n_cases=1,
+        counterexample=None,
+        holding_readings=[r["name"] for r in data["readings"]],
+        files={k: v for k, v in data["files"].items() if k.startswith("series/")},
+    )
 
 
-def test_a_refuted_claim_rewritten_as_holding_is_not_trusted_or_flagged(tmp_path, folder,
-                                                                         capsys):
+def test_a_refuted_claim_rewritten_as_holding_is_not_trusted_or_flagged(tmp_path, folder, capsys):
     results = _copy(folder, tmp_path)
     path, data = _claim(results, AS_PRINTED)
     _as_holding(data, None)
     path.write_text(json.dumps(seal(data)))
     status, lines = _audit(results, capsys)
-    assert status == 1 and "cases[0].passed is true, but measured 0.441759 against bound " \
-        "1e-10" in _line(lines, AS_PRINTED)
+    assert (
+        status == 1
+        and "cases[0].passed is true, but measured 0.441759 against bound 1e-10"
+        in _line(lines, AS_PRINTED)
+    )
     # its number changed too: it re-derives, and measuring the case again shows it fails
     path, data = _claim(_copy(folder, tmp_path / "again"), AS_PRINTED)
     _as_holding(data, 0.0)
     path.write_text(json.dumps(seal(data)))
-    assert claim_file_problem(json.loads(path.read_text()), path.parent.parent,
-                              AS_PRINTED) is None
+    assert claim_file_problem(json.loads(path.read_text()), path.parent.parent, AS_PRINTED) is None
     status, lines = _audit(path.parent.parent, capsys)
-    assert status == 1 and ("recorded holds (measured 0), again fails (measured 0.441759 vs "
-                            "bound 1e-10)") in _line(lines, AS_PRINTED)
+    assert status == 1 and (
+        "recorded holds (measured 0), again fails (measured 0.441759 vs bound 1e-10)"
+    ) in _line(lines, AS_PRINTED)
 
 
-def test_a_calibration_summary_resealed_to_say_5000_seeds_is_not_shown(tmp_path, folder,
-                                                                       capsys):
+def test_a_calibration_summary_resealed_to_say_5000_seeds_is_not_shown(tmp_path, folder, capsys):
     results = _copy(folder, tmp_path)
     path = results / "calibration" / "summary.json"
     data = json.loads(path.read_text())
     data["seeds"] = 5000
-    data["claims"][0].update(seeds=5000, verdicts={"holds once corrected": 5000}, refuted=0,
-                             undecided=0, false_failures=0, rate_low=0.0, rate_high=7.4e-4,
-                             consistent=True)
+    data["claims"][0].update(
+        seeds=5000,
+        verdicts={"holds once corrected": 5000},
+        refuted=0,
+        undecided=0,
+        false_failures=0,
+        rate_low=0.0,
+        rate_high=7.4e-4,
+        consistent=True,
+    )
     path.write_text(json.dumps(seal(data)))
     out = tmp_path / "report"
     capsys.readouterr()
     assert main(["report", "--results", str(results), "--out", str(out), "--quiet"]) == 0
     page = (out / "report.md").read_text()
-    assert ("calibration/summary.json not trusted (claims[0] (fednest.lemma22.abs_error_per_"
-            "sample) says 5000 seeds {'holds once corrected': 5000}, its record holds 2 "
-            "{'holds once corrected': 2})") in page
+    assert (
+        "calibration/summary.json not trusted (claims[0] (fednest.lemma22.abs_error_per_"
+        "sample) says 5000 seeds {'holds once corrected': 5000}, its record holds 2 "
+        "{'holds once corrected': 2})"
+    ) in page
     assert "| 5000 |" not in page  # its numbers are not shown
     status, lines = _audit(results, capsys, "--sample", "0")
     assert status == 1 and "its record holds 2" in _line(lines, "calibration/summary.json")
 
 
-def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_path, folder,
-                                                                         capsys):
+def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_path, folder, capsys):
     """Before: the table showed "1 of 2", NO. The record is sealed: the edited seed is not
     believed, the summary is not shown, and calibrate runs the seeds again."""
     results = _copy(folder, tmp_path)
@@ -211,20 +238,37 @@ def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_pa
     out = tmp_path / "report"
     capsys.readouterr()
     assert main(["report", "--results", str(results), "--out", str(out), "--quiet"]) == 0
-    assert "its record is not trusted (its content differs from its content_sha256" in \
-        (out / "report.md").read_text()
+    assert (
+        "its record is not trusted (its content differs from its content_sha256"
+        in (out / "report.md").read_text()
+    )
     status, lines = _audit(results, capsys, "--sample", "0")
     assert status == 1 and "not trusted" in _line(lines, f"calibration/{STATISTICAL}.json")
-    assert main(["calibrate", "--claim", STATISTICAL, "--seeds", "2", "--results",
-                 str(results), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--claim",
+                STATISTICAL,
+                "--seeds",
+                "2",
+                "--results",
+                str(results),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     assert f"{record}: not trusted" in captured.err and "NO" not in captured.out
     assert [r["verdict"] for r in json.loads(record.read_text())["runs"]] == [
-        "holds once corrected"] * 2
+        "holds once corrected"
+    ] * 2
 
 
 def test_a_seed_verdict_forged_in_record_and_summary_is_caught_by_running_it_again(
-        tmp_path, folder, capsys):
+    tmp_path, folder, capsys
+):
     """A forgery consistent between a calibration record and its summary, both resealed: they
     agree, so only running the seed again shows it."""
     results = _copy(folder, tmp_path)
@@ -234,19 +278,24 @@ def test_a_seed_verdict_forged_in_record_and_summary_is_caught_by_running_it_aga
     record.write_text(json.dumps(seal(data)))
     summary = results / "calibration" / "summary.json"
     data = json.loads(summary.read_text())
-    data["claims"][0].update(verdicts={"holds once corrected": 1, "fails as stated": 1},
-                             refuted=1, false_failures=1, rate_low=0.0126, rate_high=0.987,
-                             consistent=False)
+    data["claims"][0].update(
+        verdicts={"holds once corrected": 1, "fails as stated": 1},
+        refuted=1,
+        false_failures=1,
+        rate_low=0.0126,
+        rate_high=0.987,
+        consistent=False,
+    )
     summary.write_text(json.dumps(seal(data)))
     status, lines = _audit(results, capsys, "--sample", "2")
     assert "reproduced from its 1 record(s)" in _line(lines, "calibration/summary.json")
     assert status == 1 and _line(lines, f"calibration/{STATISTICAL}.json").endswith(
-        "differs: seed 1: verdict 'fails as stated' recorded, 'holds once corrected' again")
+        "differs: seed 1: verdict 'fails as stated' recorded, 'holds once corrected' again"
+    )
 
 
 @pytest.mark.parametrize("reseal", [False, True], ids=["naive edit", "resealed edit"])
-def test_a_mutation_record_edited_to_survive_is_measured_again(tmp_path, folder, capsys,
-                                                               reseal):
+def test_a_mutation_record_edited_to_survive_is_measured_again(tmp_path, folder, capsys, reseal):
     """Before: ``killed = false`` in the record resumed "1 survived", exit 1, unmeasured."""
     results = _copy(folder, tmp_path)
     record = results / "mutation" / f"{MUTANT}.json"
@@ -257,8 +306,21 @@ def test_a_mutation_record_edited_to_survive_is_measured_again(tmp_path, folder,
     record.write_text(json.dumps(seal(data) if reseal else data))
     status, lines = _audit(results, capsys, "--sample", "0")
     assert status == 1 and "not trusted" in _line(lines, f"mutation/{MUTANT}.json")
-    assert main(["mutate", "--mutant", MUTANT, "--results", str(results), "--quiet",
-                 "--profile", "fast"]) == 0
+    assert (
+        main(
+            [
+                "mutate",
+                "--mutant",
+                MUTANT,
+                "--results",
+                str(results),
+                "--quiet",
+                "--profile",
+                "fast",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     reason = "runs[0].killed is false, its verdict 'fails as stated' gives true"
     assert f"{record}: not trusted ({reason}); its claims are run again" in captured.err
@@ -267,8 +329,9 @@ def test_a_mutation_record_edited_to_survive_is_measured_again(tmp_path, folder,
 
 
 @pytest.mark.parametrize("computed_by", ["abc", ["cfdb04f", "cpu"]], ids=["string", "list"])
-def test_computed_by_of_the_wrong_type_is_not_trusted_in_one_line(tmp_path, folder, capsys,
-                                                                  computed_by):
+def test_computed_by_of_the_wrong_type_is_not_trusted_in_one_line(
+    tmp_path, folder, capsys, computed_by
+):
     """Before: every check of the folder crashed (AttributeError: no attribute 'get')."""
     results = _copy(folder, tmp_path)
     path, data = _claim(results, FAILS)
@@ -292,8 +355,10 @@ def test_foreign_json_files_in_claims_are_named_not_counted(tmp_path, folder, ca
     capsys.readouterr()
     assert main(["report", "--results", str(results), "--out", str(out), "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert "notes.json: not a claim result (an object without id, claim, verdict, cases); " \
+    assert (
+        "notes.json: not a claim result (an object without id, claim, verdict, cases); "
         "a foreign file" in err
+    )
     page = (out / "report.md").read_text()
     assert "check --claim notes" not in page and "check --claim list" not in page
     assert "notes.json: not a claim result" in page and "not trusted" not in page
@@ -321,13 +386,20 @@ def test_a_case_that_cannot_be_rebuilt_is_a_difference_not_a_crash(tmp_path, fol
     assert f"differs: {data['cases'][0]['problem_id']} cannot be measured again (" in line
 
 
-@pytest.mark.parametrize(("make", "options", "reason"), [
-    (lambda p: p, [], "no such results folder"),
-    (lambda p: (p.write_text("x"), p)[1], [], "no such results folder"),
-    (lambda p: (p.mkdir(), p)[1], [], "is not a results folder"),
-    (lambda p: (p.mkdir(), (p / "claims").mkdir(), p)[1], ["--all", "--sample", "3"],
-     "--all and --sample exclude each other"),
-], ids=["missing", "a file", "no claims folder", "all and sample"])
+@pytest.mark.parametrize(
+    ("make", "options", "reason"),
+    [
+        (lambda p: p, [], "no such results folder"),
+        (lambda p: (p.write_text("x"), p)[1], [], "no such results folder"),
+        (lambda p: (p.mkdir(), p)[1], [], "is not a results folder"),
+        (
+            lambda p: (p.mkdir(), (p / "claims").mkdir(), p)[1],
+            ["--all", "--sample", "3"],
+            "--all and --sample exclude each other",
+        ),
+    ],
+    ids=["missing", "a file", "no claims folder", "all and sample"],
+)
 def test_audit_bad_input_is_one_line_exit_2(tmp_path, capsys, make, options, reason):
     target = make(tmp_path / "r")
     capsys.readouterr()

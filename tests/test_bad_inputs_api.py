@@ -47,16 +47,25 @@ BAD_X = {
     "shape (3,) on dim_x=1": (P1, torch.zeros(3, dtype=torch.float64), "got shape \\(3,\\)"),
     "shape (2, 2) (stacked rows)": (P2, torch.zeros(2, 2, dtype=torch.float64), "got shape"),
     "scalar tensor": (P2, torch.tensor(0.0, dtype=torch.float64), "got shape \\(\\)"),
-    "float32 on a float64 problem": (P2, torch.zeros(2, dtype=torch.float32),
-                                     "got dtype torch.float32"),
+    "float32 on a float64 problem": (
+        P2,
+        torch.zeros(2, dtype=torch.float32),
+        "got dtype torch.float32",
+    ),
     "int64 tensor": (P2, torch.zeros(2, dtype=torch.int64), "got dtype torch.int64"),
     "numpy array": (P2, np.zeros(2), "got a numpy.ndarray; convert it"),
     "python list": (P2, [0.0, 0.0], "got a builtins.list; convert it"),
     "None": (P2, None, "got a builtins.NoneType"),
-    "NaN entry": (P2, torch.tensor([float("nan"), 0.0], dtype=torch.float64),
-                  "1 NaN or infinite entry"),
-    "inf entries": (P2, torch.full((2,), float("inf"), dtype=torch.float64),
-                    "2 NaN or infinite entries"),
+    "NaN entry": (
+        P2,
+        torch.tensor([float("nan"), 0.0], dtype=torch.float64),
+        "1 NaN or infinite entry",
+    ),
+    "inf entries": (
+        P2,
+        torch.full((2,), float("inf"), dtype=torch.float64),
+        "2 NaN or infinite entries",
+    ),
 }
 
 # every kind of estimator entry point: classical, federated (FedIHGP, AggITD), decentralized
@@ -99,25 +108,46 @@ def test_outer_algorithm_step_refuses_a_bad_state_x():
 # ------------------------------------------------------------------------------ divergence
 
 
-@pytest.mark.parametrize(("label", "make", "factor"), [
-    ("Neumann 2.5/L", lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
-     2.5),
-    ("Neumann 10/L", lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
-     10.0),
-    ("Neumann exactly 2/L", lambda s: ImplicitDifferentiation(GradientDescent(20),
-                                                              Neumann(20, s)), 2.0),
-    ("GD 3/L (AID)", lambda s: ImplicitDifferentiation(GradientDescent(20, s), Neumann(20)),
-     3.0),
-    ("ITD 5/L", lambda s: IterativeDifferentiation(GradientDescent(20, s)), 5.0),
-    ("fixed point 4/L", lambda s: ImplicitDifferentiation(GradientDescent(20),
-                                                          FixedPoint(20, s)), 4.0),
-    ("FedIHGP neumann 3/L", lambda s: get_estimator("fedihgp").build(neumann_step_size=s), 3.0),
-])
+@pytest.mark.parametrize(
+    ("label", "make", "factor"),
+    [
+        (
+            "Neumann 2.5/L",
+            lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
+            2.5,
+        ),
+        (
+            "Neumann 10/L",
+            lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
+            10.0,
+        ),
+        (
+            "Neumann exactly 2/L",
+            lambda s: ImplicitDifferentiation(GradientDescent(20), Neumann(20, s)),
+            2.0,
+        ),
+        (
+            "GD 3/L (AID)",
+            lambda s: ImplicitDifferentiation(GradientDescent(20, s), Neumann(20)),
+            3.0,
+        ),
+        ("ITD 5/L", lambda s: IterativeDifferentiation(GradientDescent(20, s)), 5.0),
+        (
+            "fixed point 4/L",
+            lambda s: ImplicitDifferentiation(GradientDescent(20), FixedPoint(20, s)),
+            4.0,
+        ),
+        ("FedIHGP neumann 3/L", lambda s: get_estimator("fedihgp").build(neumann_step_size=s), 3.0),
+    ],
+)
 def test_steps_outside_the_stability_region_are_refused_with_the_bound(label, make, factor):
     est = make(factor / L2)
     x = torch.zeros(2, dtype=torch.float64)
-    with pytest.raises(DivergenceError, match=r"outside the stability region \(0, 2/L\) = "
-                                              rf"\(0, {2 / L2:.6g}\)"):
+    with pytest.raises(
+        DivergenceError,
+        match=r"outside the stability region \(0, 2/L\) = "
+        rf"\(0, {2 / L2:.6g}\)",
+    ):
         est.estimate(P2, x, est.init(P2), np.random.default_rng(0))
 
 
@@ -158,21 +188,23 @@ def test_run_algorithm_stops_with_diverged_at_step_k():
 # ------------------------------------------------------------------------------ problems
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"n_clients": 2.5}, "n_clients must be an integer >= 1, got 2.5"),
-    ({"n_clients": "3"}, "n_clients must be an integer >= 1, got '3'"),
-    ({"n_clients": True}, "n_clients must be an integer"),
-    ({"seed": -1}, "seed must be an integer >= 0"),
-    ({"seed": 1.5}, "seed must be an integer >= 0"),
-    ({"condition_number": 1e300}, "condition number 1e\\+300 is above 1e\\+12"),
-    ({"condition_number": "10"}, "condition number must be a number >= 1, got '10'"),
-    ({"condition_number": 0.5}, "condition number must be a finite number >= 1"),
-    ({"dim_x": 2.0}, "dim_x must be an integer, got 2.0"),
-    ({"heterogeneity": "high"}, "must be a number >= 0, got 'high'"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_clients": 2.5}, "n_clients must be an integer >= 1, got 2.5"),
+        ({"n_clients": "3"}, "n_clients must be an integer >= 1, got '3'"),
+        ({"n_clients": True}, "n_clients must be an integer"),
+        ({"seed": -1}, "seed must be an integer >= 0"),
+        ({"seed": 1.5}, "seed must be an integer >= 0"),
+        ({"condition_number": 1e300}, "condition number 1e\\+300 is above 1e\\+12"),
+        ({"condition_number": "10"}, "condition number must be a number >= 1, got '10'"),
+        ({"condition_number": 0.5}, "condition number must be a finite number >= 1"),
+        ({"dim_x": 2.0}, "dim_x must be an integer, got 2.0"),
+        ({"heterogeneity": "high"}, "must be a number >= 0, got 'high'"),
+    ],
+)
 def test_problem_constructors_name_the_bad_argument(kwargs, message):
-    args = {"n_clients": 3, "dim_x": 2, "dim_y": 3, "condition_number": 5.0, "seed": 0,
-            **kwargs}
+    args = {"n_clients": 3, "dim_x": 2, "dim_y": 3, "condition_number": 5.0, "seed": 0, **kwargs}
     with pytest.raises(ProblemError, match=message):
         QuadraticBilevel.random(**args)
 
@@ -180,13 +212,16 @@ def test_problem_constructors_name_the_bad_argument(kwargs, message):
 LABELS = np.arange(200) % 10
 
 
-@pytest.mark.parametrize(("scheme", "kwargs", "message"), [
-    ("dirichlet", {"alpha": "0.5"}, "alpha must be a number, got '0.5'"),
-    ("shards", {"shards_per_client": 2.5}, "shards_per_client must be an integer >= 1"),
-    ("iid", {"seed": -1}, "seed must be an integer >= 0"),
-    ("dominant", {"dominant_fraction": "most"}, "dominant_fraction must be a number"),
-    ("long_tail", {"imbalance_ratio": float("nan")}, "imbalance_ratio must lie in"),
-])
+@pytest.mark.parametrize(
+    ("scheme", "kwargs", "message"),
+    [
+        ("dirichlet", {"alpha": "0.5"}, "alpha must be a number, got '0.5'"),
+        ("shards", {"shards_per_client": 2.5}, "shards_per_client must be an integer >= 1"),
+        ("iid", {"seed": -1}, "seed must be an integer >= 0"),
+        ("dominant", {"dominant_fraction": "most"}, "dominant_fraction must be a number"),
+        ("long_tail", {"imbalance_ratio": float("nan")}, "imbalance_ratio must lie in"),
+    ],
+)
 def test_split_parameters_of_the_wrong_type_are_named(scheme, kwargs, message):
     with pytest.raises(SplitError, match=message):
         split_clients(LABELS, 4, scheme, **{"seed": 0, **kwargs})
@@ -209,9 +244,12 @@ def test_hgp_inner_steps_outside_the_stability_region_are_refused():
     x = problem.initial_point()[0]
     for step in (1.0, 100.0):
         est = get_estimator("hgp").build(inner_steps=50, inner_step_size=step)
-        with pytest.raises(DivergenceError, match=r"inner.step_size \(StochasticGradientPush\)"
-                                                  rf" = {step:g} is outside the stability "
-                                                  rf"region \(0, 2/L\) = \(0, {bound:.6g}\)"):
+        with pytest.raises(
+            DivergenceError,
+            match=r"inner.step_size \(StochasticGradientPush\)"
+            rf" = {step:g} is outside the stability "
+            rf"region \(0, 2/L\) = \(0, {bound:.6g}\)",
+        ):
             est.estimate(problem, x, est.init(problem), np.random.default_rng(0))
     inside = get_estimator("hgp").build(inner_steps=50, inner_step_size=0.9 * bound)
     value = inside.estimate(problem, x, inside.init(problem), np.random.default_rng(0)).value
@@ -221,39 +259,65 @@ def test_hgp_inner_steps_outside_the_stability_region_are_refused():
 def test_fedmsa_inner_steps_outside_the_stability_region_are_refused():
     """FedMSA with inner step 10 reached ||x|| = 4.4e10 in 3 steps."""
     alg = get_estimator("fedmsa").build(inner_step_size=10.0)
-    with pytest.raises(DivergenceError, match=r"FedMSA.inner_step_size \(beta\) = 10 is outside "
-                                              rf"the stability region \(0, {2 / L2:.6g}\)"):
+    with pytest.raises(
+        DivergenceError,
+        match=r"FedMSA.inner_step_size \(beta\) = 10 is outside "
+        rf"the stability region \(0, {2 / L2:.6g}\)",
+    ):
         run_algorithm(alg, P2, 3, np.random.default_rng(0))
     records = run_algorithm(get_estimator("fedmsa").build(), P2, 3, np.random.default_rng(0))
     assert float(records[-1].x.norm()) < 1.0  # the default step 0.1 < 2/L runs as before
     # the multi-level form tracks z^n - f_n(z^(n-1)), of unit slope: beta < 2
     compositional = LinearCompositional.random(2, (2, 3), seed=0)
     with pytest.raises(DivergenceError, match=r"outside the stability region \(0, 2\)"):
-        run_algorithm(get_estimator("fedmsa-mco").build(inner_step_size=2.5), compositional, 1,
-                      np.random.default_rng(0))
+        run_algorithm(
+            get_estimator("fedmsa-mco").build(inner_step_size=2.5),
+            compositional,
+            1,
+            np.random.default_rng(0),
+        )
 
 
-@pytest.mark.parametrize(("build", "message"), [
-    (lambda: LinearCompositional.random(2, 2.5, seed=0),
-     r"dims must be a sequence of integers >= 1, got 2\.5"),
-    (lambda: LinearCompositional.random(2, (2.5, 3), seed=0),
-     r"dims must be 2 or more integers >= 1, got \(2\.5, 3\)"),
-    (lambda: LinearCompositional.random(2, "23", seed=0),
-     "dims must be a sequence of integers"),
-    (lambda: LinearCompositional.random(2, (2, 3), seed=0, hessian_heterogeneity="x"),
-     "hessian_heterogeneity must be a number >= 0"),
-    (lambda: RiskAverse(dim=2.5), "dim must be an integer"),
-    (lambda: RiskAverse(n_examples=-4), "dimensions must be >= 1"),
-    (lambda: PerClientLogistic.random(dim=2.5),
-     "dim must be an integer"),
-    (lambda: PerClientLogistic.random(n_train="x"),
-     "n_train must be an integer"),
-    (lambda: PerClientLogistic.random(concentration=-1.0),
-     "concentration must be a positive number"),
-], ids=["LinearCompositional dims 2.5", "dims (2.5, 3) built dimension 2", "dims a string",
-        "heterogeneity a string", "RiskAverse dim 2.5", "RiskAverse n_examples -4",
-        "PerClientLogistic dim 2.5", "PerClientLogistic n_train 'x'",
-        "PerClientLogistic concentration -1"])
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: LinearCompositional.random(2, 2.5, seed=0),
+            r"dims must be a sequence of integers >= 1, got 2\.5",
+        ),
+        (
+            lambda: LinearCompositional.random(2, (2.5, 3), seed=0),
+            r"dims must be 2 or more integers >= 1, got \(2\.5, 3\)",
+        ),
+        (
+            lambda: LinearCompositional.random(2, "23", seed=0),
+            "dims must be a sequence of integers",
+        ),
+        (
+            lambda: LinearCompositional.random(2, (2, 3), seed=0, hessian_heterogeneity="x"),
+            "hessian_heterogeneity must be a number >= 0",
+        ),
+        (lambda: RiskAverse(dim=2.5), "dim must be an integer"),
+        (lambda: RiskAverse(n_examples=-4), "dimensions must be >= 1"),
+        (lambda: PerClientLogistic.random(dim=2.5), "dim must be an integer"),
+        (lambda: PerClientLogistic.random(n_train="x"), "n_train must be an integer"),
+        (
+            lambda: PerClientLogistic.random(concentration=-1.0),
+            "concentration must be a positive number",
+        ),
+    ],
+    ids=[
+        "LinearCompositional dims 2.5",
+        "dims (2.5, 3) built dimension 2",
+        "dims a string",
+        "heterogeneity a string",
+        "RiskAverse dim 2.5",
+        "RiskAverse n_examples -4",
+        "PerClientLogistic dim 2.5",
+        "PerClientLogistic n_train 'x'",
+        "PerClientLogistic concentration -1",
+    ],
+)
 def test_every_problem_constructor_names_a_bad_argument(build, message):
     with pytest.raises(ProblemError, match=message) as info:
         build()
@@ -266,8 +330,9 @@ def test_estimators_without_an_inner_variable_refuse_risk_averse_in_one_line(nam
     'initial_point'; FedMSA's multi-level form runs on it."""
     problem = RiskAverse(n_clients=2, dim=3, n_examples=20, seed=0)
     info = get_estimator(name)
-    with pytest.raises(InputError, match="needs a problem with an inner variable y .*"
-                                         "fedmsa-mco") as caught:
+    with pytest.raises(
+        InputError, match="needs a problem with an inner variable y .*fedmsa-mco"
+    ) as caught:
         if info.role == "algorithm":
             run_algorithm(info.build(), problem, 1, np.random.default_rng(0))
         else:
@@ -283,14 +348,18 @@ def test_a_foreign_state_a_missing_rng_or_problem_are_named(name):
     x, rng = torch.zeros(2, dtype=torch.float64), np.random.default_rng(0)
     with pytest.raises(InputError, match="rng must be a numpy.random.Generator"):
         est.estimate(P2, x, est.init(P2), None)
-    with pytest.raises(InputError, match="problem must be a testbed problem .* got a "
-                                         "builtins.NoneType"):
+    with pytest.raises(
+        InputError, match="problem must be a testbed problem .* got a builtins.NoneType"
+    ):
         est.estimate(None, x, est.init(P2), rng)
     with pytest.raises(InputError, match="problem must be a testbed problem"):
         est.init(None)
     if est.init(other) is not None:  # the exact estimator keeps no state
-        with pytest.raises(InputError, match="the state does not fit problem "
-                                             rf"{P2.id}: .*make the state with init\(problem\)"):
+        with pytest.raises(
+            InputError,
+            match="the state does not fit problem "
+            rf"{P2.id}: .*make the state with init\(problem\)",
+        ):
             est.estimate(P2, x, est.init(other), rng)
 
 
@@ -320,23 +389,44 @@ def test_an_unknown_name_of_100000_characters_is_echoed_in_a_bounded_line():
         assert len(text) < 400 and "(100,000 characters)" in text, text
 
 
-@pytest.mark.parametrize(("build", "family"), [
-    (lambda: QuadraticBilevel.random(1, 10**6, 10**6, 10.0, 0.3, seed=0),
-     "QuadraticBilevel.random"),
-    (lambda: QuadraticBilevel.random(4, 10, 10, 10.0, 0.3, seed=0, n_samples=10**7),
-     "QuadraticBilevel.random"),
-    (lambda: QuadraticMinimax.random(1, 10**5, 10**5, 10.0, 0.3, seed=0),
-     "QuadraticMinimax.random"),
-    (lambda: LinearCompositional.random(2, [10**5, 10**5], 0), "LinearCompositional.random"),
-    (lambda: PerClientLogistic.random(10**4, 1000, 10**4, 10**4), "PerClientLogistic.random"),
-    (lambda: PerClientQuadratic.random(10**4, 10**3, 10**3, 10.0), "PerClientQuadratic.random"),
-    (lambda: RiskAverse(n_clients=2, dim=10**5, n_examples=10**6), "RiskAverse"),
-    (lambda: QuadraticMinimax.fednest_synthetic(10**3, 10**4), "QuadraticMinimax.fednest"),
-], ids=["bilevel 1e6 dims", "bilevel 1e7 samples", "minimax", "compositional", "logistic",
-        "per-client quadratic", "risk averse", "fednest synthetic"])
+@pytest.mark.parametrize(
+    ("build", "family"),
+    [
+        (
+            lambda: QuadraticBilevel.random(1, 10**6, 10**6, 10.0, 0.3, seed=0),
+            "QuadraticBilevel.random",
+        ),
+        (
+            lambda: QuadraticBilevel.random(4, 10, 10, 10.0, 0.3, seed=0, n_samples=10**7),
+            "QuadraticBilevel.random",
+        ),
+        (
+            lambda: QuadraticMinimax.random(1, 10**5, 10**5, 10.0, 0.3, seed=0),
+            "QuadraticMinimax.random",
+        ),
+        (lambda: LinearCompositional.random(2, [10**5, 10**5], 0), "LinearCompositional.random"),
+        (lambda: PerClientLogistic.random(10**4, 1000, 10**4, 10**4), "PerClientLogistic.random"),
+        (lambda: PerClientQuadratic.random(10**4, 10**3, 10**3, 10.0), "PerClientQuadratic.random"),
+        (lambda: RiskAverse(n_clients=2, dim=10**5, n_examples=10**6), "RiskAverse"),
+        (lambda: QuadraticMinimax.fednest_synthetic(10**3, 10**4), "QuadraticMinimax.fednest"),
+    ],
+    ids=[
+        "bilevel 1e6 dims",
+        "bilevel 1e7 samples",
+        "minimax",
+        "compositional",
+        "logistic",
+        "per-client quadratic",
+        "risk averse",
+        "fednest synthetic",
+    ],
+)
 def test_a_problem_too_large_is_refused_before_allocating(build, family):
     """``QuadraticBilevel.random(1, 10**6, 10**6, ...)`` raised numpy's MemoryError ("7.28
     TiB"): every drawn family refuses sizes past its limit, named, before allocating."""
-    with pytest.raises(ProblemError, match=rf"{family}.*float64 numbers .* above the limit of "
-                                           r"134,217,728 \(1 GiB\)"):
+    with pytest.raises(
+        ProblemError,
+        match=rf"{family}.*float64 numbers .* above the limit of "
+        r"134,217,728 \(1 GiB\)",
+    ):
         build()

@@ -33,10 +33,10 @@ def runs(tmp_path_factory) -> dict[str, object]:
         root = tmp_path_factory.mktemp(label)
         path = write(root, edits)
         runner.run_experiment(load_config(path), root / "straight", progress=False)
-        out[f"{label}.straight"] = (root / "straight" / "runs" / "tiny" / "metrics.csv"
-                                    ).read_bytes()
-        runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial",
-                              progress=False)
+        out[f"{label}.straight"] = (
+            root / "straight" / "runs" / "tiny" / "metrics.csv"
+        ).read_bytes()
+        runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial", progress=False)
         out[f"{label}.partial"] = root / "partial"
     return out
 
@@ -65,18 +65,22 @@ class _Payload:
 def test_crafted_checkpoint_does_not_run_its_code(tmp_path, runs):
     path, folder = _first_run(tmp_path, runs)
     marker = tmp_path / "pwned"
-    torch.save({"version": 1, "step": 1, "payload": _Payload(marker)},
-               folder / "checkpoint.pt")
+    torch.save({"version": 1, "step": 1, "payload": _Payload(marker)}, folder / "checkpoint.pt")
     metrics = (folder / "metrics.csv").read_bytes()
-    with pytest.raises(runner.CheckpointError, match=r"checkpoint\.pt: not a readable "
-                                                     r"checkpoint.*--recover"):
+    with pytest.raises(
+        runner.CheckpointError,
+        match=r"checkpoint\.pt: not a readable "
+        r"checkpoint.*--recover",
+    ):
         runner.run_experiment(load_config(path), tmp_path / "results", progress=False)
     assert not marker.exists()  # the command did not run
     assert (folder / "metrics.csv").read_bytes() == metrics  # nothing lost
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "foreign dict",
-                                    "old format", "a tensor", "unknown class"])
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "garbage", "empty", "foreign dict", "old format", "a tensor", "unknown class"],
+)
 def test_corrupt_or_foreign_checkpoint_is_named_and_nothing_deleted(tmp_path, runs, damage):
     path, folder = _first_run(tmp_path, runs)
     checkpoint = folder / "checkpoint.pt"
@@ -94,8 +98,15 @@ def test_corrupt_or_foreign_checkpoint_is_named_and_nothing_deleted(tmp_path, ru
     elif damage == "a tensor":
         torch.save(torch.zeros(3), checkpoint)
     else:
-        torch.save({"version": 1, "step": 2, "fingerprint": "x", "experiment": {
-            "__testbed_type__": "dataclass", "class": "os:system", "fields": {}}}, checkpoint)
+        torch.save(
+            {
+                "version": 1,
+                "step": 2,
+                "fingerprint": "x",
+                "experiment": {"__testbed_type__": "dataclass", "class": "os:system", "fields": {}},
+            },
+            checkpoint,
+        )
     before = sorted(p.name for p in folder.iterdir())
     with pytest.raises(runner.CheckpointError) as info:
         runner.run_experiment(load_config(path), tmp_path / "results", progress=False)
@@ -104,8 +115,9 @@ def test_corrupt_or_foreign_checkpoint_is_named_and_nothing_deleted(tmp_path, ru
     assert sorted(p.name for p in folder.iterdir()) == before
 
 
-def test_cli_names_the_corrupt_checkpoint_and_recover_finishes_byte_identical(tmp_path, runs,
-                                                                              capsys):
+def test_cli_names_the_corrupt_checkpoint_and_recover_finishes_byte_identical(
+    tmp_path, runs, capsys
+):
     straight = runs["every2.straight"]
     path, folder = _first_run(tmp_path, runs)
     (folder / "checkpoint.pt").write_bytes(b"\x80garbage")
@@ -125,15 +137,15 @@ def test_recover_falls_back_to_the_previous_checkpoint(tmp_path, runs):
     path, folder = _first_run(tmp_path, runs, "every1")
     assert (folder / "checkpoint.prev.pt").exists()  # step 1, kept beside step 2
     (folder / "checkpoint.pt").write_bytes(b"")
-    summary = runner.run_experiment(load_config(path), tmp_path / "results", progress=False,
-                                    recover=True, notify=lambda m: None)
+    summary = runner.run_experiment(
+        load_config(path), tmp_path / "results", progress=False, recover=True, notify=lambda m: None
+    )
     assert summary["resumed_from"] == 1
     assert any("recovered from checkpoint.prev.pt" in n for n in summary["notes"])
     assert (folder / "metrics.csv").read_bytes() == straight
 
 
-def test_interruption_between_checkpoint_renames_resumes_from_the_previous_one(tmp_path,
-                                                                              runs):
+def test_interruption_between_checkpoint_renames_resumes_from_the_previous_one(tmp_path, runs):
     straight = runs["every1.straight"]
     path, folder = _first_run(tmp_path, runs, "every1")
     os.replace(folder / "checkpoint.pt", folder / "checkpoint.prev.pt")  # cut between renames
@@ -170,12 +182,16 @@ def test_torn_last_metrics_row_is_repaired_with_a_note(tmp_path, runs, tear):
     path, folder = _first_run(tmp_path, runs)
     metrics = folder / "metrics.csv"
     last = metrics.read_text().splitlines()[-1]
-    torn = {"half a row": last[: len(last) // 2], "a cut number": last[:-3],
-            "one field": last.split(",")[0]}[tear]
+    torn = {
+        "half a row": last[: len(last) // 2],
+        "a cut number": last[:-3],
+        "one field": last.split(",")[0],
+    }[tear]
     with metrics.open("a") as handle:
         handle.write(torn.replace("2", "3", 1))  # the start of step 3's row, no newline
-    summary = runner.run_experiment(load_config(path), tmp_path / "results", progress=False,
-                                    notify=lambda m: None)
+    summary = runner.run_experiment(
+        load_config(path), tmp_path / "results", progress=False, notify=lambda m: None
+    )
     assert any("torn last row" in n and "metrics.csv" in n for n in summary["notes"])
     assert metrics.read_bytes() == straight
 
@@ -188,32 +204,38 @@ def test_a_corrupt_middle_row_names_the_line_and_recover_keeps_the_old_file(tmp_
     lines[1] = "1,banana," + lines[1].split(",", 2)[2]
     metrics.write_text("".join(lines))
     damaged = metrics.read_bytes()
-    with pytest.raises(runner.ResultsError, match=r"metrics\.csv: line 2 is not a metrics "
-                                                  r"row.*--recover"):
+    with pytest.raises(
+        runner.ResultsError,
+        match=r"metrics\.csv: line 2 is not a metrics "
+        r"row.*--recover",
+    ):
         runner.run_experiment(load_config(path), tmp_path / "results", progress=False)
-    summary = runner.run_experiment(load_config(path), tmp_path / "results", progress=False,
-                                    recover=True, notify=lambda m: None)
+    summary = runner.run_experiment(
+        load_config(path), tmp_path / "results", progress=False, recover=True, notify=lambda m: None
+    )
     assert summary["resumed_from"] == 0
     assert (folder / "metrics.csv.bad").read_bytes() == damaged
     assert metrics.read_bytes() == straight
 
 
-def test_missing_metrics_rows_behind_the_checkpoint_are_an_error_then_recovered(tmp_path,
-                                                                              runs):
+def test_missing_metrics_rows_behind_the_checkpoint_are_an_error_then_recovered(tmp_path, runs):
     straight = runs["every2.straight"]
     path, folder = _first_run(tmp_path, runs)
     (folder / "metrics.csv").unlink()
-    with pytest.raises(runner.ResultsError, match="holds steps 1..0 but .*checkpoint.pt is at "
-                                                  "step 2"):
+    with pytest.raises(
+        runner.ResultsError, match="holds steps 1..0 but .*checkpoint.pt is at step 2"
+    ):
         runner.run_experiment(load_config(path), tmp_path / "results", progress=False)
-    summary = runner.run_experiment(load_config(path), tmp_path / "results", progress=False,
-                                    recover=True, notify=lambda m: None)
+    summary = runner.run_experiment(
+        load_config(path), tmp_path / "results", progress=False, recover=True, notify=lambda m: None
+    )
     assert summary["resumed_from"] == 0
     assert (folder / "metrics.csv").read_bytes() == straight
 
 
 def test_interrupted_cli_run_says_how_to_resume_and_resumes_byte_identical(
-        tmp_path, runs, capsys, monkeypatch):
+    tmp_path, runs, capsys, monkeypatch
+):
     from testbed_app.experiments.server import ServerExperiment
 
     straight = runs["every2.straight"]
@@ -252,8 +274,7 @@ def test_diverged_run_is_a_status_never_a_number(tmp_path, capsys):
     for row in record["rows"]:
         assert isinstance(row["testbed_value"], str)
         assert row["testbed_value"].startswith("diverged at step")
-    metadata = json.loads((tmp_path / "results" / "runs" / "tiny" / "metadata.json")
-                          .read_text())
+    metadata = json.loads((tmp_path / "results" / "runs" / "tiny" / "metadata.json").read_text())
     assert metadata["status"].startswith("diverged at step")
     from reports.sections import replication
 
@@ -263,17 +284,20 @@ def test_diverged_run_is_a_status_never_a_number(tmp_path, capsys):
 
 
 def test_final_value_does_not_skip_a_nan_at_the_last_evaluated_row():
-    rows = [{"step": 1.0, "test_accuracy": 0.5, "r2": 0.4},
-            {"step": 2.0, "test_accuracy": 0.1, "r2": math.nan},
-            {"step": 3.0, "test_accuracy": math.nan, "r2": math.nan}]
+    rows = [
+        {"step": 1.0, "test_accuracy": 0.5, "r2": 0.4},
+        {"step": 2.0, "test_accuracy": 0.1, "r2": math.nan},
+        {"step": 3.0, "test_accuracy": math.nan, "r2": math.nan},
+    ]
     assert final_value(rows, "r2") is None
     assert final_value(rows, "test_accuracy") == 0.1
 
 
 def test_partial_replication_record_says_partial(tmp_path, capsys):
     path = write(tmp_path)  # the config's own horizon: 3 steps
-    assert main(["run", str(path), "--steps", "2", "--results", str(tmp_path / "r"),
-                 "--quiet"]) == 0
+    assert (
+        main(["run", str(path), "--steps", "2", "--results", str(tmp_path / "r"), "--quiet"]) == 0
+    )
     assert "partial: 2 of the config's 3 steps" in capsys.readouterr().out
     record = json.loads((tmp_path / "r" / "replication" / "tiny.json").read_text())
     assert record["metadata"]["status"].startswith("partial: 2 of the config's 3 steps")
@@ -289,8 +313,9 @@ CLAIM = "classical.cg.exact_after_dim_y"
 
 
 def _check(tmp_path: Path) -> int:
-    return main(["check", "--claim", CLAIM, "--results", str(tmp_path), "--quiet",
-                 "--profile", "fast"])
+    return main(
+        ["check", "--claim", CLAIM, "--results", str(tmp_path), "--quiet", "--profile", "fast"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -306,13 +331,17 @@ def _copy_checked(checked: Path, tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-@pytest.mark.parametrize(("label", "content", "reason"), [
-    ("empty list", "[]", "not a claim result (a JSON list)"),
-    ("keys missing", '{"id": "x", "verdict": "holds"}', "claim is missing"),
-    ("torn JSON", '{"id": "classical.cg', "unreadable"),
-])
-def test_check_reruns_an_unusable_claim_file_and_names_it(tmp_path, checked, capsys, label,
-                                                          content, reason):
+@pytest.mark.parametrize(
+    ("label", "content", "reason"),
+    [
+        ("empty list", "[]", "not a claim result (a JSON list)"),
+        ("keys missing", '{"id": "x", "verdict": "holds"}', "claim is missing"),
+        ("torn JSON", '{"id": "classical.cg', "unreadable"),
+    ],
+)
+def test_check_reruns_an_unusable_claim_file_and_names_it(
+    tmp_path, checked, capsys, label, content, reason
+):
     results = _copy_checked(checked, tmp_path)
     target = results / "claims" / f"{CLAIM}.json"
     target.write_text(content)
@@ -323,8 +352,7 @@ def test_check_reruns_an_unusable_claim_file_and_names_it(tmp_path, checked, cap
     assert json.loads(target.read_text())["verdict"] == "holds"
 
 
-def test_report_names_an_unreadable_claim_file_and_shows_it_not_checked(tmp_path, checked,
-                                                                        capsys):
+def test_report_names_an_unreadable_claim_file_and_shows_it_not_checked(tmp_path, checked, capsys):
     results = _copy_checked(checked, tmp_path)
     bad = results / "claims" / "classical.neumann.error_bound.json"
     bad.write_text("{torn")
@@ -350,16 +378,20 @@ def test_truncated_series_csv_is_not_drawn_and_its_claim_not_trusted(tmp_path, c
     series.write_text(text[:-4])  # cut in the middle of the last row (an interrupted write)
     build_report(results, tmp_path / "report")
     page = (tmp_path / "report" / "report.md").read_text()
-    assert (f"{CLAIM}.json: not trusted: series/{CLAIM}.csv differs from the file this result "
-            "was written with") in page
+    assert (
+        f"{CLAIM}.json: not trusted: series/{CLAIM}.csv differs from the file this result "
+        "was written with"
+    ) in page
     assert not (tmp_path / "report" / "figures" / f"{CLAIM}.png").exists()
 
 
 def test_no_test_writes_into_the_report_folder():
     """Tests write only into temporary folders: none names reports/output as a target."""
     here = Path(__file__).resolve().parent
-    offenders = [p.name for p in here.glob("test_*.py")
-                 if p.name != Path(__file__).name
-                 and ('"reports" / "output"' in p.read_text() or "reports/output/" in
-                      p.read_text())]
+    offenders = [
+        p.name
+        for p in here.glob("test_*.py")
+        if p.name != Path(__file__).name
+        and ('"reports" / "output"' in p.read_text() or "reports/output/" in p.read_text())
+    ]
     assert not offenders, offenders

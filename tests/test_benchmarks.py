@@ -22,8 +22,7 @@ import torch
 from results_format import BENCH_SCHEMA
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round",
-         "authors_fednest")
+NAMES = ("closed_form_rounds", "closed_form_scale", "hvp_cost", "workload_round", "authors_fednest")
 
 
 @pytest.fixture(scope="module")
@@ -68,14 +67,12 @@ def test_every_benchmark_writes_a_schema_valid_file(bench_modules, quick_results
 def test_closed_form_rounds_compare_both_algorithms_and_agree(quick_results):
     rows = quick_results["closed_form_rounds"]["rows"]
     assert {row["algorithm"] for row in rows} == {"fednest", "fbo-aggitd"}
-    baselines = ("replica", "closed_form_loop", "autograd_loop", "per_client_loop",
-                 "stream_bound")
+    baselines = ("replica", "closed_form_loop", "autograd_loop", "per_client_loop", "stream_bound")
     for row in rows:
         assert row["batched_s"] > 0
         for side in baselines:  # every ratio is the two times measured in this run
             assert row[f"{side}_s"] > 0, (row["algorithm"], side)
-            assert row[f"{side}_over_batched"] == pytest.approx(
-                row[f"{side}_s"] / row["batched_s"])
+            assert row[f"{side}_over_batched"] == pytest.approx(row[f"{side}_s"] / row["batched_s"])
         # FedNest at T = tau = 5, N = 10: 78 oracle calls and 145 matrix reads per client
         if row["algorithm"] == "fednest":
             assert row["oracle_calls_per_client"] == 78 and row["matrix_reads"] == 145
@@ -90,7 +87,8 @@ def test_closed_form_scale_measures_each_m_in_its_own_process(quick_results):
     payload = quick_results["closed_form_scale"]
     rows = payload["rows"]
     assert {(r["algorithm"], r["clients"]) for r in rows} == {
-        (a, m) for a in ("fednest", "fbo-aggitd") for m in (4, 8)}
+        (a, m) for a in ("fednest", "fbo-aggitd") for m in (4, 8)
+    }
     for row in rows:
         assert row["round_ms_per_client"] == pytest.approx(1e3 * row["round_s"] / row["clients"])
         # a fresh interpreter with torch loaded holds far more than a few kB of arrays
@@ -107,14 +105,18 @@ def test_oracle_calls_per_hypergradient_equal_the_papers_minimum(quick_results):
             assert row[f"{kind}_per_client"] == row[f"minimum_{kind}"], (row["estimator"], kind)
     timed = [r for r in quick_results["hvp_cost"]["rows"] if r["part"] == "time"]
     assert {row["workload"] for row in timed} >= {
-        "closed-form quadratic", "hyper-representation MLP", "hyper-representation CNN"}
+        "closed-form quadratic",
+        "hyper-representation MLP",
+        "hyper-representation CNN",
+    }
 
 
 def test_workload_round_times_mlp_and_cnn_on_every_device(quick_results):
     rows = quick_results["workload_round"]["rows"]
     devices = {"cpu", "cuda"} if torch.cuda.is_available() else {"cpu"}
     assert {(r["workload"], r["device"]) for r in rows} == {
-        (w, d) for w in ("hyper-representation MLP", "hyper-representation CNN") for d in devices}
+        (w, d) for w in ("hyper-representation MLP", "hyper-representation CNN") for d in devices
+    }
     for row in rows:
         assert row["max_abs_step_x"] > 0  # the timed iteration did move x
         # both per-client loops take the batched step: float32 round-off (measured 4e-9 against
@@ -122,14 +124,17 @@ def test_workload_round_times_mlp_and_cnn_on_every_device(quick_results):
         assert row["max_abs_difference_x"] <= 1e-3 * row["max_abs_step_x"]
         assert row["row_loop_iteration_s"] > 0
         assert row["batched_round_s"] == pytest.approx(
-            row["batched_iteration_s"] / row["rounds_per_iteration"])
+            row["batched_iteration_s"] / row["rounds_per_iteration"]
+        )
     # targets only where a GPU was timed (no target claim on the CPU)
     assert len(quick_results["workload_round"]["targets"]) == (
-        2 if torch.cuda.is_available() else 0)
+        2 if torch.cuda.is_available() else 0
+    )
 
 
 def test_without_the_authors_code_the_testbed_side_is_timed_and_the_way_to_add_theirs_said(
-        quick_results):
+    quick_results,
+):
     rows = quick_results["authors_fednest"]["rows"]
     assert [row["clients_per_round"] for row in rows] == [2, 4]
     for row in rows:
@@ -151,7 +156,8 @@ AUTHORS_API = {
         "    start = 0\n"
         "    for p in params:\n"
         "        p.grad = gradient[start:start + p.numel()].view_as(p).clone()\n"
-        "        start += p.numel()\n"),
+        "        start += p.numel()\n"
+    ),
     "models/ModelBuilder.py": (
         "import torch\n"
         "class MLP(torch.nn.Module):\n"
@@ -160,7 +166,8 @@ AUTHORS_API = {
         "        self.layer_input = torch.nn.Linear(784, 200)\n"
         "        self.header = torch.nn.Linear(200, args.num_classes)\n"
         "def build_model(args):\n"
-        "    return MLP(args)\n"),
+        "    return MLP(args)\n"
+    ),
     "utils/options.py": (
         "import argparse\n"
         "def args_parser():\n"
@@ -173,7 +180,8 @@ AUTHORS_API = {
         "            ('num_classes', int, 10)]:\n"
         "        parser.add_argument('--' + name, type=kind, default=default)\n"
         "    parser.add_argument('--iid', action='store_true')\n"
-        "    return parser.parse_args()\n"),
+        "    return parser.parse_args()\n"
+    ),
     "core/ClientManage_hr.py": (
         "from cv2 import log\n"
         "import torch\n"
@@ -186,7 +194,8 @@ AUTHORS_API = {
         "        return self.net.state_dict(), 0.0\n"
         "    def fed_out(self):\n"
         "        size = sum(p.numel() for p in self.hyper_param)\n"
-        "        return torch.zeros(size), self.args.neumann + 3\n"),
+        "        return torch.zeros(size), self.args.neumann + 3\n"
+    ),
 }
 
 
@@ -196,23 +205,46 @@ def test_the_comparison_drives_the_authors_module_api(tmp_path):
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         (repo / name).write_text(text)
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "authors_fednest.py"), "--quick",
-                           "--out", str(out), "--authors-repo", str(repo)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "authors_fednest.py"),
+            "--quick",
+            "--out",
+            str(out),
+            "--authors-repo",
+            str(repo),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     rows = json.loads((out / "authors_fednest.json").read_text())["rows"]
     for row in rows:
         assert row["authors_rounds"] == row["testbed_rounds"] == 7  # same rounds per iteration
         assert row["speedup"] == pytest.approx(
-            row["authors_iteration_s"] / row["testbed_iteration_s"])
+            row["authors_iteration_s"] / row["testbed_iteration_s"]
+        )
         assert row["authors_code"] == str(repo.resolve())
 
 
 def test_a_folder_without_the_authors_code_is_refused_by_name(tmp_path):
     (tmp_path / "core").mkdir()
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "authors_fednest.py"), "--quick",
-                           "--out", str(tmp_path / "out"), "--authors-repo", str(tmp_path)],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCHMARKS / "authors_fednest.py"),
+            "--quick",
+            "--out",
+            str(tmp_path / "out"),
+            "--authors-repo",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert "not a checkout of ucr-optml/FedNest" in done.stderr
     assert "core/ClientManage_hr.py" in done.stderr

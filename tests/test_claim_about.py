@@ -71,8 +71,10 @@ def test_the_fifteen_refutations_are_classified_as_the_issue_says():
         claim = get_claim(claim_id)
         if claim.expected == "fails":  # a reading or a record may have settled it since
             assert claim.about == about, claim_id
-    counts = {kind: sum(1 for a in REFUTATIONS.values() if refutation_class(a) == kind)
-              for kind in (SUBSTANTIVE, ERRATUM, TABLE_NUMBER)}
+    counts = {
+        kind: sum(1 for a in REFUTATIONS.values() if refutation_class(a) == kind)
+        for kind in (SUBSTANTIVE, ERRATUM, TABLE_NUMBER)
+    }
     assert counts == {SUBSTANTIVE: 8, ERRATUM: 6, TABLE_NUMBER: 1}
 
 
@@ -99,9 +101,14 @@ def test_a_claim_without_a_known_class_or_a_refuted_step_serving_nothing_is_refu
 
 
 def test_the_results_file_carries_the_class_and_is_not_trusted_without_it(tmp_path):
-    record = claim_record("fednest.toy.step", "FedNest", "bias_bound", "fails as stated",
-                          [case_record("p.a", 0.9, 0.3, False)],
-                          counterexample="counterexamples/fednest.toy.step.json")
+    record = claim_record(
+        "fednest.toy.step",
+        "FedNest",
+        "bias_bound",
+        "fails as stated",
+        [case_record("p.a", 0.9, 0.3, False)],
+        counterexample="counterexamples/fednest.toy.step.json",
+    )
     record.update(about=ABOUT_STEP, serves="fednest.toy.result")
     (tmp_path / "series").mkdir()
     (tmp_path / record["series_file"]).write_text("")
@@ -109,8 +116,11 @@ def test_the_results_file_carries_the_class_and_is_not_trusted_without_it(tmp_pa
     data, reason = read_claim_file(path, tmp_path)
     assert reason is None and data is not None
     assert (data["about"], data["serves"]) == (ABOUT_STEP, "fednest.toy.result")
-    for change, word in (({"about": "lemma"}, "about"), ({}, "about is missing"),
-                         ({"serves": 3}, "serves")):
+    for change, word in (
+        ({"about": "lemma"}, "about"),
+        ({}, "about is missing"),
+        ({"serves": 3}, "serves"),
+    ):
         edited = {k: v for k, v in record.items() if k != "about" or change}
         edited.update(change)
         write_claim_file(tmp_path, edited)
@@ -119,16 +129,19 @@ def test_the_results_file_carries_the_class_and_is_not_trusted_without_it(tmp_pa
 
 
 def test_check_counts_substantive_refutations_apart_from_errata_and_table_numbers():
-    summaries = [{"verdict": "fails as stated", "about": ABOUT_RESULT},
-                 {"verdict": "fails as stated", "about": ABOUT_RESULT},
-                 {"verdict": "fails as stated", "about": ABOUT_SENTENCE},
-                 {"verdict": "fails as stated", "about": ABOUT_STEP},
-                 {"verdict": "fails as stated", "about": ABOUT_TABLE},
-                 {"verdict": "holds", "about": ABOUT_TABLE}]
+    summaries = [
+        {"verdict": "fails as stated", "about": ABOUT_RESULT},
+        {"verdict": "fails as stated", "about": ABOUT_RESULT},
+        {"verdict": "fails as stated", "about": ABOUT_SENTENCE},
+        {"verdict": "fails as stated", "about": ABOUT_STEP},
+        {"verdict": "fails as stated", "about": ABOUT_TABLE},
+        {"verdict": "holds", "about": ABOUT_TABLE},
+    ]
     assert refutation_counts(summaries) == {SUBSTANTIVE: 2, ERRATUM: 2, TABLE_NUMBER: 1}
     assert refutations_line(summaries) == (
         "2 substantive refutation(s) of a stated result, 2 erratum/errata (a proof step, "
-        "printed formula or informal sentence), 1 experiment table number(s)")
+        "printed formula or informal sentence), 1 experiment table number(s)"
+    )
     with pytest.raises(ValueError, match="unknown class"):
         refutation_counts([{"verdict": "fails as stated", "about": "lemma"}])
 
@@ -138,8 +151,10 @@ def test_the_readme_counts_what_the_registry_classifies():
     class, as the registry declares them."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split("## What it finds", 1)[1].split("\n## ", 1)[0]
-    head = "| paper | claims | holds | holds once corrected | undecided (fast profile) | " \
+    head = (
+        "| paper | claims | holds | holds once corrected | undecided (fast profile) | "
         "substantive refutations | errata | table numbers |"
+    )
     assert head in section
     rows = {}
     for line in section.split(head, 1)[1].splitlines()[2:]:
@@ -147,13 +162,22 @@ def test_the_readme_counts_what_the_registry_classifies():
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
         rows[cells[0].split(" (")[0]] = [int(c) for c in cells[-3:]]
-    papers = {"Classical": "Classical", "FedNest": "FedNest", "AggITD": "AggITD",
-              "FedMSA": "FedMSA", "HGP": "HGP", "Comparisons": "comparison"}
+    papers = {
+        "Classical": "Classical",
+        "FedNest": "FedNest",
+        "AggITD": "AggITD",
+        "FedMSA": "FedMSA",
+        "HGP": "HGP",
+        "Comparisons": "comparison",
+    }
     total = [0, 0, 0]
     for row, prefix in papers.items():
         claims = [c for c in BUILTIN_CLAIMS if c.id.split(".")[0] == prefix.lower()]
-        counted = refutation_counts({"verdict": "fails as stated", "about": c.about}
-                                    for c in claims if c.expected == "fails")
+        counted = refutation_counts(
+            {"verdict": "fails as stated", "about": c.about}
+            for c in claims
+            if c.expected == "fails"
+        )
         found = [counted[SUBSTANTIVE], counted[ERRATUM], counted[TABLE_NUMBER]]
         assert rows[row] == found, row
         total = [a + b for a, b in zip(total, found, strict=True)]
@@ -169,4 +193,5 @@ def test_metadata_lists_each_registered_claims_class(tmp_path):
     write_metadata(tmp_path, get_profile("fast"))
     registered = json.loads((tmp_path / "metadata.json").read_text())["claims_registered"]
     assert {r["id"]: r["about"] for r in registered if r["id"] in REFUTATIONS} == {
-        c: get_claim(c).about for c in REFUTATIONS}
+        c: get_claim(c).about for c in REFUTATIONS
+    }

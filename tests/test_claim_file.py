@@ -17,7 +17,7 @@ from theory_checks.registry import get_claim
 
 ROOT = Path(__file__).resolve().parents[1] / "theory_checks"
 
-GOOD = '''
+GOOD = """
 paper = "Classical"
 
 [[claim]]
@@ -36,7 +36,7 @@ max_examples = {fast = 2}
 problem = {family = "QuadraticBilevel.random", n_clients = 1, dim_x = 1, dim_y = 2, \
 condition_number = 2.0, seed = 0}
 params = {point_seed = 0, local_steps = [1, 2]}
-'''
+"""
 
 
 def _write(tmp_path: Path, text: str) -> Path:
@@ -82,10 +82,20 @@ def test_the_testbed_ships_no_claims_file():
 
 
 def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
-    claim, = load_claims(_write(tmp_path, GOOD))
+    (claim,) = load_claims(_write(tmp_path, GOOD))
     registered = get_claim("classical.cg.exact_after_dim_y")
-    for field in ("id", "paper", "reference", "kind", "statement", "estimators", "check",
-                  "perturbation", "expected", "decision"):
+    for field in (
+        "id",
+        "paper",
+        "reference",
+        "kind",
+        "statement",
+        "estimators",
+        "check",
+        "perturbation",
+        "expected",
+        "decision",
+    ):
         assert getattr(claim, field) == getattr(registered, field), field
     assert claim.max_examples == PerProfile(2, None)
     case = claim.positive_control()
@@ -94,23 +104,43 @@ def test_a_file_gives_the_same_claim_as_the_registry(tmp_path):
     assert case.problem.spec()["dim_y"] == 2
 
 
-@pytest.mark.parametrize("change, message", [
-    (("kind = \"exact_identity\"", "kind = \"exact_identity\"\nverdict = \"holds\""),
-     r"claims\.toml: claim classical\.cg\.exact_after_dim_y: unknown key\(s\) \['verdict'\]"),
-    (("check_cg_exact", "check_cg_exactly"),
-     r"claim classical\.cg\.exact_after_dim_y: .*has no check_cg_exactly"),
-    (("\"theory_checks.classical.cg:check_cg_exact\"",
-      "\"theory_checks.classical.cg.check_cg_exact\""),
-     r"is not of the form 'package\.module:name'"),
-    (("\"theory_checks.classical.cg:SHORT_CG\"",
-      "\"theory_checks.classical.cg:check_cg_exact\""), r"is a function, not a Perturbation"),
-    (("theory_checks.classical.common:closed_form_cases", "theory_checks.nowhere:_cases"),
-     r"cannot import theory_checks\.nowhere"),
-    (("kind = \"exact_identity\"", "kind = \"a_feeling\""), r"unknown kind 'a_feeling'"),
-    (("paper = \"Classical\"", "paper = \"Classical\"\nauthor = \"x\""),
-     r"unknown top-level key\(s\) \['author'\]"),
-    (("params = {", "params = ["), r"claims\.toml: "),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            ('kind = "exact_identity"', 'kind = "exact_identity"\nverdict = "holds"'),
+            r"claims\.toml: claim classical\.cg\.exact_after_dim_y: unknown key\(s\) \['verdict'\]",
+        ),
+        (
+            ("check_cg_exact", "check_cg_exactly"),
+            r"claim classical\.cg\.exact_after_dim_y: .*has no check_cg_exactly",
+        ),
+        (
+            (
+                '"theory_checks.classical.cg:check_cg_exact"',
+                '"theory_checks.classical.cg.check_cg_exact"',
+            ),
+            r"is not of the form 'package\.module:name'",
+        ),
+        (
+            (
+                '"theory_checks.classical.cg:SHORT_CG"',
+                '"theory_checks.classical.cg:check_cg_exact"',
+            ),
+            r"is a function, not a Perturbation",
+        ),
+        (
+            ("theory_checks.classical.common:closed_form_cases", "theory_checks.nowhere:_cases"),
+            r"cannot import theory_checks\.nowhere",
+        ),
+        (('kind = "exact_identity"', 'kind = "a_feeling"'), r"unknown kind 'a_feeling'"),
+        (
+            ('paper = "Classical"', 'paper = "Classical"\nauthor = "x"'),
+            r"unknown top-level key\(s\) \['author'\]",
+        ),
+        (("params = {", "params = ["), r"claims\.toml: "),
+    ],
+)
 def test_a_malformed_file_is_an_error_naming_file_claim_and_key(tmp_path, change, message):
     old, new = change
     assert old in GOOD
@@ -131,8 +161,11 @@ def test_a_claim_undecided_by_design_names_the_run_that_decides_it():
     report prints both beside the verdict."""
     import dataclasses
 
-    for claim_id in ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
-                     "fednest.cor33.k_rate_compositional"):
+    for claim_id in (
+        "fednest.thm31.k_rate_bilevel",
+        "fednest.cor32.k_rate_minimax",
+        "fednest.cor33.k_rate_compositional",
+    ):
         claim = get_claim(claim_id)
         assert claim.deciding_profile("fast") == "thorough"
         assert claim.deciding_profile("thorough") is None

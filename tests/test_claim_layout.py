@@ -41,7 +41,8 @@ OTHER_MODULES = {
     "comparison": {
         # the rounds-to-target table (testbed run's comparison runs and the report's table),
         # not a claim: no claim's check runs it
-        "runs", "table",
+        "runs",
+        "table",
     },
 }
 
@@ -60,8 +61,11 @@ def _modules(paper: str) -> Iterator[tuple[str, types.ModuleType]]:
 
 
 def _result_modules(paper: str) -> dict[str, types.ModuleType]:
-    return {name: module for name, module in _modules(paper)
-            if name not in SHARED_MODULES | OTHER_MODULES.get(paper, set())}
+    return {
+        name: module
+        for name, module in _modules(paper)
+        if name not in SHARED_MODULES | OTHER_MODULES.get(paper, set())
+    }
 
 
 def _paper_of(claim: Claim) -> str:
@@ -75,10 +79,19 @@ def _uses(paper: str) -> dict[int, set[str]]:
     used: dict[int, set[str]] = {}
     for name, module in _result_modules(paper).items():
         for claim in module.CLAIMS:
-            strategies = (claim.strategy.fast, claim.strategy.thorough) \
-                if isinstance(claim.strategy, PerProfile) else (claim.strategy,)
-            for thing in (claim.check, claim.bound, claim.positive_control, claim.perturbation,
-                          *strategies, *claim.examples):
+            strategies = (
+                (claim.strategy.fast, claim.strategy.thorough)
+                if isinstance(claim.strategy, PerProfile)
+                else (claim.strategy,)
+            )
+            for thing in (
+                claim.check,
+                claim.bound,
+                claim.positive_control,
+                claim.perturbation,
+                *strategies,
+                *claim.examples,
+            ):
                 if thing is not None:
                     used.setdefault(id(thing), set()).add(name)
     return used
@@ -86,22 +99,30 @@ def _uses(paper: str) -> dict[int, set[str]]:
 
 @pytest.mark.parametrize("paper", PAPERS)
 def test_a_paper_folder_holds_shared_modules_and_result_modules_only(paper):
-    files = {path.name for path in (PACKAGE / paper).iterdir()
-             if path.is_file() and not path.name.endswith(".pyc")}
+    files = {
+        path.name
+        for path in (PACKAGE / paper).iterdir()
+        if path.is_file() and not path.name.endswith(".pyc")
+    }
     not_python = sorted(name for name in files if not name.endswith(".py"))
-    assert not not_python, (f"theory_checks/{paper} holds {not_python}: claims are Python, "
-                            "defined in their result's module")
+    assert not not_python, (
+        f"theory_checks/{paper} holds {not_python}: claims are Python, "
+        "defined in their result's module"
+    )
     results = _result_modules(paper)
     assert results, f"theory_checks/{paper} has no result module"
     for name, module in results.items():
         claims = getattr(module, "CLAIMS", None)
-        assert claims, (f"theory_checks/{paper}/{name}.py declares no CLAIMS: a module of a "
-                        "paper's folder is a result (with its claims) or one of "
-                        f"{sorted(SHARED_MODULES)}")
+        assert claims, (
+            f"theory_checks/{paper}/{name}.py declares no CLAIMS: a module of a "
+            "paper's folder is a result (with its claims) or one of "
+            f"{sorted(SHARED_MODULES)}"
+        )
         # the result stated as the paper states it, its hypotheses and what is checked: the
         # shortest today (comparison/fedmsa_tenfold_fewer_rounds.py) has 704 characters
         assert len(module.__doc__ or "") >= 300, (
-            f"theory_checks/{paper}/{name}.py: its docstring must state the result")
+            f"theory_checks/{paper}/{name}.py: its docstring must state the result"
+        )
 
 
 def misplaced_claims(results: dict[str, Any]) -> list[str]:
@@ -112,8 +133,9 @@ def misplaced_claims(results: dict[str, Any]) -> list[str]:
     for name, module in results.items():
         for claim in module.CLAIMS:
             if result_of(claim.id) != name:
-                problems.append(f"{claim.id} is declared in {name}.py; it belongs in "
-                                f"{result_of(claim.id)}.py")
+                problems.append(
+                    f"{claim.id} is declared in {name}.py; it belongs in {result_of(claim.id)}.py"
+                )
             if claim.id in placed:
                 problems.append(f"{claim.id} is declared in {placed[claim.id]}.py and {name}.py")
             placed[claim.id] = name
@@ -128,7 +150,8 @@ def test_every_claim_lives_in_the_module_of_its_result(paper):
     for name, module in _modules(paper):
         if name in SHARED_MODULES - {"__init__"}:
             assert not getattr(module, "CLAIMS", ()), (
-                f"theory_checks/{paper}/{name}.py is a shared module and declares claims")
+                f"theory_checks/{paper}/{name}.py is a shared module and declares claims"
+            )
     placed = {c.id for module in results.values() for c in module.CLAIMS}
     builtin = {c.id for c in BUILTIN_CLAIMS if _paper_of(c) == paper}
     assert placed == builtin == {c.id for c in package.CLAIMS}
@@ -153,34 +176,50 @@ def test_what_one_result_uses_is_defined_in_its_module(paper):
     misplaced = []
     for name, module in results.items():
         for claim in module.CLAIMS:
-            for role, thing in (("check", claim.check), ("perturbation", claim.perturbation),
-                                ("positive control", claim.positive_control),
-                                ("strategy", claim.strategy)):
+            for role, thing in (
+                ("check", claim.check),
+                ("perturbation", claim.perturbation),
+                ("positive control", claim.positive_control),
+                ("strategy", claim.strategy),
+            ):
                 if thing is None or isinstance(thing, PerProfile):
                     continue
                 users = used[id(thing)]
                 home = getattr(thing, "__module__", None)
                 in_module = any(value is thing for value in vars(module).values())
-                in_shared = [s for s, m in shared.items()
-                             if any(value is thing for value in vars(m).values())]
+                in_shared = [
+                    s
+                    for s, m in shared.items()
+                    if any(value is thing for value in vars(m).values())
+                ]
                 if len(users) == 1:
-                    defined_here = (home == module.__name__ if isinstance(thing, types.FunctionType)
-                                    and thing.__code__.co_name == thing.__name__
-                                    and "<locals>" not in thing.__qualname__
-                                    else in_module and not in_shared)
+                    defined_here = (
+                        home == module.__name__
+                        if isinstance(thing, types.FunctionType)
+                        and thing.__code__.co_name == thing.__name__
+                        and "<locals>" not in thing.__qualname__
+                        else in_module and not in_shared
+                    )
                     if not defined_here:
-                        misplaced.append(f"{claim.id}: its {role} is used by {name} only and "
-                                         f"is not defined in {paper}/{name}.py")
+                        misplaced.append(
+                            f"{claim.id}: its {role} is used by {name} only and "
+                            f"is not defined in {paper}/{name}.py"
+                        )
                 elif not in_shared and not _core(home):
-                    misplaced.append(f"{claim.id}: its {role}, used by {sorted(users)}, belongs "
-                                     f"in a shared module of {paper} (found in {home})")
+                    misplaced.append(
+                        f"{claim.id}: its {role}, used by {sorted(users)}, belongs "
+                        f"in a shared module of {paper} (found in {home})"
+                    )
     assert not misplaced, "\n".join(misplaced)
 
 
 def _core(module_name: str | None) -> bool:
     """A module of the checking machinery (theory_checks' own top level), not a paper's."""
-    return bool(module_name) and module_name.count(".") == 1 \
+    return (
+        bool(module_name)
+        and module_name.count(".") == 1
         and module_name.startswith("theory_checks.")
+    )
 
 
 def claim_id_strings(source: str, ids: set[str]) -> list[int]:
@@ -197,9 +236,11 @@ def claim_id_strings(source: str, ids: set[str]) -> list[int]:
                     declared.add(id(k.value))
                 elif k.arg == "power_from" and isinstance(k.value, ast.Tuple):
                     declared |= {id(e) for e in k.value.elts}
-    return [node.lineno for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and node.value in ids
-            and id(node) not in declared]
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in ids and id(node) not in declared
+    ]
 
 
 def test_claims_are_referred_to_by_import_not_by_string():
@@ -213,8 +254,9 @@ def test_claims_are_referred_to_by_import_not_by_string():
             continue  # the package's own pytest modules name claims as a user would
         for line in claim_id_strings(path.read_text(encoding="utf-8"), ids):
             found.append(f"{path.relative_to(PACKAGE.parent)}:{line}")
-    assert not found, ("claim ids written as strings (import the claim, use .id):\n"
-                       + "\n".join(found))
+    assert not found, "claim ids written as strings (import the claim, use .id):\n" + "\n".join(
+        found
+    )
 
 
 def test_the_layout_rules_catch_planted_violations():
@@ -225,9 +267,9 @@ def test_the_layout_rules_catch_planted_violations():
     stray = module.CLAIMS[0]
     planted = {**results, other: types.SimpleNamespace(CLAIMS=(stray,))}
     problems = misplaced_claims(planted)
-    assert any(f"{stray.id} is declared in {other}.py; it belongs in {first}.py" in p
-               for p in problems)
+    assert any(
+        f"{stray.id} is declared in {other}.py; it belongs in {first}.py" in p for p in problems
+    )
     assert any(f"{stray.id} is declared in {first}.py and {other}.py" in p for p in problems)
-    source = (f'X = Claim(id="{stray.id}")\n'
-              f'M = Mutant("m", first=("{stray.id}",))\n')
+    source = f'X = Claim(id="{stray.id}")\nM = Mutant("m", first=("{stray.id}",))\n'
     assert claim_id_strings(source, {stray.id}) == [2]

@@ -27,8 +27,9 @@ def _point(p, seed=0):
 
 
 def _run(est, p, x, y0, seed=0):
-    return est.estimate(p, torch.as_tensor(x), InnerState(torch.as_tensor(y0)),
-                        np.random.default_rng(seed))
+    return est.estimate(
+        p, torch.as_tensor(x), InnerState(torch.as_tensor(y0)), np.random.default_rng(seed)
+    )
 
 
 def _rel(a, b):
@@ -36,18 +37,21 @@ def _rel(a, b):
 
 
 @settings(max_examples=15)
-@given(strategies.quadratic_bilevel(max_clients=5, max_dim=5),
-       st.integers(0, 30), st.integers(1, 30))
+@given(
+    strategies.quadratic_bilevel(max_clients=5, max_dim=5), st.integers(0, 30), st.integers(1, 30)
+)
 def test_estimators_match_numpy_references(p, steps, terms):
     arrays = p.to_arrays()
     x, y0 = _point(p)
     beta = 1.0 / p.constants().L
     y_T = ref.gradient_descent(arrays, x, y0, steps, beta)[-1]
-    got = _run(ImplicitDifferentiation(GradientDescent(steps, beta), Neumann(terms, beta)),
-               p, x, y0)
+    got = _run(
+        ImplicitDifferentiation(GradientDescent(steps, beta), Neumann(terms, beta)), p, x, y0
+    )
     assert _rel(got.value, ref.aid_neumann(arrays, x, y_T, terms, beta)) < IDENTITY_RTOL
-    got = _run(ImplicitDifferentiation(GradientDescent(steps, beta), ConjugateGradient(terms)),
-               p, x, y0)
+    got = _run(
+        ImplicitDifferentiation(GradientDescent(steps, beta), ConjugateGradient(terms)), p, x, y0
+    )
     # Why 1e-8: CG recurrences in two implementations round differently; the gap grows with
     # kappa (<= 100) and the iteration count (<= 30) but stays orders below any real error.
     assert _rel(got.value, ref.aid_cg(arrays, x, y_T, terms)) < 1e-8
@@ -63,8 +67,11 @@ def test_every_classical_estimator_converges_to_the_exact_hypergradient(p):
     for info in [i for i in ESTIMATOR_DB if i.paper == "Classical"]:
         # Why 250 steps / 250 terms: (1 - 1/5)^250 < 1e-24, so every truncation error is below
         # float64 round-off for kappa <= 5.
-        overrides = {k: v for k, v in {"inner_steps": 250, "neumann_terms": 250,
-                                       "cg_iterations": p.dim_y}.items() if k in info.defaults}
+        overrides = {
+            k: v
+            for k, v in {"inner_steps": 250, "neumann_terms": 250, "cg_iterations": p.dim_y}.items()
+            if k in info.defaults
+        }
         est = info.build(**overrides)
         out = est.estimate(p, x, est.init(p), np.random.default_rng(0))
         assert _rel(out.value, exact) < 1e-9, info.name
@@ -98,10 +105,13 @@ def test_state_carries_the_inner_iterate_and_keeps_its_structure():
 
 
 def test_stochastic_estimates_are_reproducible_from_the_seed():
-    p = QuadraticBilevel.random(3, 2, 3, 5.0, 0.3, seed=2, n_samples=8, gradient_noise=0.5,
-                                hessian_noise=0.3)
-    for est in (ImplicitDifferentiation(GradientDescent(10), Neumann(5), batch_size=2),
-                IterativeDifferentiation(GradientDescent(10), batch_size=2)):
+    p = QuadraticBilevel.random(
+        3, 2, 3, 5.0, 0.3, seed=2, n_samples=8, gradient_noise=0.5, hessian_noise=0.3
+    )
+    for est in (
+        ImplicitDifferentiation(GradientDescent(10), Neumann(5), batch_size=2),
+        IterativeDifferentiation(GradientDescent(10), batch_size=2),
+    ):
         a = est.estimate(p, torch.zeros(2), est.init(p), np.random.default_rng(5)).value
         b = est.estimate(p, torch.zeros(2), est.init(p), np.random.default_rng(5)).value
         c = est.estimate(p, torch.zeros(2), est.init(p), np.random.default_rng(6)).value
@@ -110,8 +120,9 @@ def test_stochastic_estimates_are_reproducible_from_the_seed():
 
 def test_stochastic_itd_is_the_derivative_of_the_sampled_unrolled_map():
     """With minibatches, ITD differentiates the sampled trajectory exactly (autograd replay)."""
-    p = QuadraticBilevel.random(2, 2, 3, 5.0, 0.3, seed=3, n_samples=6, gradient_noise=0.5,
-                                hessian_noise=0.3)
+    p = QuadraticBilevel.random(
+        2, 2, 3, 5.0, 0.3, seed=3, n_samples=6, gradient_noise=0.5, hessian_noise=0.3
+    )
     steps, beta = 6, 0.1
     est = IterativeDifferentiation(GradientDescent(steps, beta), batch_size=2)
     x0 = torch.randn(2, generator=torch.Generator().manual_seed(0))

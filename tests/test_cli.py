@@ -24,8 +24,7 @@ def test_list_shows_every_registered_item(capsys):
 
 def test_check_writes_results_and_resumes(tmp_path, capsys):
     claim = "classical.neumann.error_identity"
-    args = ["check", "--claim", claim, "--results", str(tmp_path), "--quiet",
-            "--profile", "fast"]
+    args = ["check", "--claim", claim, "--results", str(tmp_path), "--quiet", "--profile", "fast"]
     assert main(args) == 0
     data = json.loads((tmp_path / "claims" / f"{claim}.json").read_text())
     assert data["verdict"] == "holds" and data["n_cases"] > 0
@@ -48,8 +47,9 @@ def test_check_writes_results_and_resumes(tmp_path, capsys):
     assert len(runs) - len(plugin) - 1 == 1  # aid-fp
     assert "; 1 run on an enrolled variant (1 holds," in out
     if plugin:  # the example plugin's run is counted apart from the papers'
-        assert "1 runs of estimators or claims from outside the testbed (plugin my-estimator)" \
-            in out
+        assert (
+            "1 runs of estimators or claims from outside the testbed (plugin my-estimator)" in out
+        )
 
 
 def test_unknown_claim_is_a_clear_error(capsys):
@@ -59,8 +59,10 @@ def test_unknown_claim_is_a_clear_error(capsys):
 
 def test_unknown_claim_ids_are_one_line_with_did_you_mean(capsys):
     """An unknown id used to print all 100 ids on one 3,294-character line."""
-    assert main(["check", "--claim", "fednest.thm31.k_rate", "classical.gd.linear_rat",
-                 "--quiet"]) == 2
+    assert (
+        main(["check", "--claim", "fednest.thm31.k_rate", "classical.gd.linear_rat", "--quiet"])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and len(err) < 400, err
     assert "no claim 'fednest.thm31.k_rate' (did you mean 'fednest.thm31.k_rate_bilevel'" in err
@@ -82,8 +84,22 @@ def test_claim_takes_several_ids_after_one_flag_and_repeated_flags(tmp_path, cap
         args = parser.parse_args([*command, "--claim", "a", "b", "--claim", "c"])
         assert args.claim == ["a", "b", "c"], command
     first, second = "classical.neumann.error_identity", "classical.cg.exact_after_dim_y"
-    assert main(["check", "--claim", first, second, "--results", str(tmp_path), "--quiet",
-                 "--profile", "fast"]) == 0
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                first,
+                second,
+                "--results",
+                str(tmp_path),
+                "--quiet",
+                "--profile",
+                "fast",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert {first, second} <= {path.stem for path in (tmp_path / "claims").glob("*.json")}
     assert f"{first} " in out and f"{second} " in out
@@ -105,32 +121,36 @@ def test_help_lists_every_command_on_one_line_each(capsys):
 
 
 def test_python_dash_m_entry_point():
-    out = subprocess.run([sys.executable, "-m", "testbed", "list"], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "testbed", "list"], capture_output=True, text=True, check=True
+    )
     assert "claims of the papers:" in out.stdout
 
 
 def test_help_does_not_import_torch():
     """`testbed --help` used to take ~5 s because `import testbed` imported torch."""
-    code = ("import sys; from testbed_app.cli import build_parser; build_parser(); "
-            "import testbed; print('torch' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys; from testbed_app.cli import build_parser; build_parser(); "
+        "import testbed; print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
-    help_text = subprocess.run([sys.executable, "-m", "testbed", "--help"], capture_output=True,
-                               text=True, check=True).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "testbed", "--help"], capture_output=True, text=True, check=True
+    ).stdout
     assert "testbed run" in help_text
 
 
 def test_report_starts_without_torch(tmp_path):
     """`testbed report` reads results files only: it imports neither torch nor the claims
     (0.3 s to start, 6.8 s with the other commands' imports, at load 7)."""
-    code = ("import sys; from testbed_app.cli import main; "
-            f"status = main(['report', '--results', {str(tmp_path / 'absent')!r}, "
-            f"'--out', {str(tmp_path / 'out')!r}]); "
-            "print(status, 'torch' in sys.modules, 'theory_checks' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys; from testbed_app.cli import main; "
+        f"status = main(['report', '--results', {str(tmp_path / 'absent')!r}, "
+        f"'--out', {str(tmp_path / 'out')!r}]); "
+        "print(status, 'torch' in sys.modules, 'theory_checks' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr
     assert "results directory" in out.stderr and "does not exist" in out.stderr
 
@@ -160,8 +180,10 @@ def test_list_claim_describes_one_claim_and_names_its_file(capsys):
 
 def test_report_of_a_missing_results_folder_is_one_line_without_a_bar(tmp_path, capsys):
     """`testbed report --results MISSING` drew an empty progress bar before its error."""
-    assert main(["report", "--results", str(tmp_path / "missing"), "--out",
-                 str(tmp_path / "out")]) == 2
+    assert (
+        main(["report", "--results", str(tmp_path / "missing"), "--out", str(tmp_path / "out")])
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("testbed: error: results directory") and err.count("\n") == 1, err
     assert "report: claims" not in err and "%|" not in err

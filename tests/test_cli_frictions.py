@@ -12,8 +12,7 @@ from testbed_app.cli import COMMANDS, build_parser, main
 from tests._claim_files import case_record, claim_record, write_claim_file, write_series
 
 #: a positional argument each command needs for its --help to be compared with its defaults
-POSITIONALS = {"run": ["x.toml"], "verify": ["aid-fp"], "deploy": ["x.toml"],
-               "audit": ["results"]}
+POSITIONALS = {"run": ["x.toml"], "verify": ["aid-fp"], "deploy": ["x.toml"], "audit": ["results"]}
 
 
 def _help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
@@ -61,8 +60,12 @@ def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, caps
     (results / "claims").mkdir(parents=True)
     claim = "classical.toy.identity"
     write_series(results / "series" / f"{claim}.csv", claim, "aid-neumann", [])
-    write_claim_file(results, claim_record(claim, "Classical", "exact_identity", "holds",
-                                           [case_record("p.a", 1e-16, 1e-10, True)]))
+    write_claim_file(
+        results,
+        claim_record(
+            claim, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
+        ),
+    )
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -79,14 +82,21 @@ def test_a_section_not_run_says_in_one_line_near_the_top_which_command_fills_it(
     (results / "claims").mkdir(parents=True)
     claim = "classical.toy.identity"
     write_series(results / "series" / f"{claim}.csv", claim, "aid-neumann", [])
-    write_claim_file(results, claim_record(claim, "Classical", "exact_identity", "holds",
-                                           [case_record("p.a", 1e-16, 1e-10, True)]))
+    write_claim_file(
+        results,
+        claim_record(
+            claim, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
+        ),
+    )
     assert main(["report", "--results", str(results), "--quiet"]) == 0
     markdown = (results / "report" / "report.md").read_text()
     top = markdown.split("## Sections not run\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    commands = {"calibration": "testbed calibrate --seeds 20", "mutation": "testbed mutate",
-                "replication": "testbed run configs/X.toml --steps 5",
-                "bench": "python benchmarks/run.py --quick"}
+    commands = {
+        "calibration": "testbed calibrate --seeds 20",
+        "mutation": "testbed mutate",
+        "replication": "testbed run configs/X.toml --steps 5",
+        "bench": "python benchmarks/run.py --quick",
+    }
     for anchor, command in commands.items():
         line = next(line for line in top if f"](#{anchor})" in line)
         assert f"`{command} " in line, line
@@ -107,13 +117,29 @@ def test_run_of_a_deploy_config_points_to_deploy(capsys):
 def test_check_says_what_decided_a_refutation_that_no_case_held_before(tmp_path, capsys):
     """`check` printed "cases 0" beside a claim refuted on its saved counterexample."""
     claim = "fednest.lemma22.per_client_bias"  # fails as stated on its saved counterexample
-    assert main(["check", "--claim", claim, "--results", str(tmp_path), "--quiet",
-                 "--profile", "fast", "--claims-only"]) == 0
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                claim,
+                "--results",
+                str(tmp_path),
+                "--quiet",
+                "--profile",
+                "fast",
+                "--claims-only",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith(claim))
     assert row.split()[1:5] == ["fails", "as", "stated", "0"]
-    assert ("decided by its saved counterexample, replayed before any drawn case (the check "
-            "stops at the first failure)") in out
+    assert (
+        "decided by its saved counterexample, replayed before any drawn case (the check "
+        "stops at the first failure)"
+    ) in out
 
 
 def test_every_tox_environment_is_described_and_in_env_list_or_a_label():
@@ -126,8 +152,11 @@ def test_every_tox_environment_is_described_and_in_env_list_or_a_label():
     ini.read(Path(__file__).resolve().parents[1] / "tox.ini")
     envs = {name.split(":", 1)[1] for name in ini.sections() if name.startswith("testenv:")}
     listed = {name.strip() for name in ini["tox"]["env_list"].split(",")}
-    labelled = {name.strip() for line in ini["tox"]["labels"].strip().splitlines()
-                for name in line.split("=", 1)[1].split(",")}
+    labelled = {
+        name.strip()
+        for line in ini["tox"]["labels"].strip().splitlines()
+        for name in line.split("=", 1)[1].split(",")
+    }
     assert envs == listed | labelled, envs ^ (listed | labelled)
     for env in envs:
         assert ini[f"testenv:{env}"].get("description", "").strip(), env

@@ -34,9 +34,12 @@ PROBLEMS = {
     "compositional": LinearCompositional.random(4, [2, 3, 4], seed=3, heterogeneity=0.2),
 }
 SERVER_ALGORITHMS = sorted(
-    info.name for info in ESTIMATOR_DB
-    if info.role == "algorithm" and (f := info.build().rounds_formula()) is not None
-    and f.unit == "rounds")
+    info.name
+    for info in ESTIMATOR_DB
+    if info.role == "algorithm"
+    and (f := info.build().rounds_formula()) is not None
+    and f.unit == "rounds"
+)
 
 
 @dataclasses.dataclass
@@ -76,8 +79,13 @@ def _run(name: str, participation: float | None, transport=None):
     problem = PROBLEMS[kind]
     params = {"participation": participation} if participation else {}
     algorithm = info.build(**params)
-    ctx = FederatedContext(problem, np.random.default_rng(5), algorithm.participation,
-                           algorithm.batch_size, transport=transport)
+    ctx = FederatedContext(
+        problem,
+        np.random.default_rng(5),
+        algorithm.participation,
+        algorithm.batch_size,
+        transport=transport,
+    )
     state = algorithm.init(problem)
     states = [state]
     for _ in range(2):
@@ -115,9 +123,18 @@ def test_run_algorithm_equals_the_steps_on_a_default_context():
 
 
 def test_works_are_registered_by_kind_and_together_runs_them_in_order():
-    assert {"local_iterates", "inner_gradient", "ihgp_first_term", "ihgp_term",
-            "outer_direction", "hessiv_term", "aggitd_direction", "msa_global_step",
-            "msa_local_recursion", "together"} <= set(WORK_KINDS)
+    assert {
+        "local_iterates",
+        "inner_gradient",
+        "ihgp_first_term",
+        "ihgp_term",
+        "outer_direction",
+        "hessiv_term",
+        "aggitd_direction",
+        "msa_global_step",
+        "msa_local_recursion",
+        "together",
+    } <= set(WORK_KINDS)
     for kind, cls in WORK_KINDS.items():
         assert cls.kind == kind and kind.isidentifier()
         assert "kind" not in {f.name for f in dataclasses.fields(cls)}  # a ClassVar, not a field
@@ -133,6 +150,7 @@ def test_works_are_registered_by_kind_and_together_runs_them_in_order():
     reply = Together((Constant(1.0), Constant(2.0))).run(None, clients)
     assert [u[:, 0].tolist() for u in reply.uploads] == [[1.0] * 3, [2.0] * 3]
     with pytest.raises(ValueError, match="two client works of kind 'together'"):
+
         @dataclasses.dataclass(frozen=True)
         class Clash(ClientWork):
             kind = "together"  # type: ignore[misc]

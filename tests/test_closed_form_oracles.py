@@ -22,13 +22,15 @@ from testbed.oracles import Oracles
 RTOL = 1e-12
 
 PROBLEMS = {
-    "bilevel": lambda: QuadraticBilevel.random(5, 3, 4, 8.0, 0.4, seed=3, n_samples=6,
-                                               gradient_noise=0.5, hessian_noise=0.2),
-    "minimax": lambda: QuadraticMinimax.random(5, 3, 4, 6.0, 0.3, seed=4, n_samples=6,
-                                               gradient_noise=0.3, hessian_noise=0.2),
-    "compositional": lambda: LinearCompositional.random(5, (3, 4), seed=5, heterogeneity=0.3,
-                                                        n_samples=6, matrix_noise=0.2,
-                                                        value_noise=0.3),
+    "bilevel": lambda: QuadraticBilevel.random(
+        5, 3, 4, 8.0, 0.4, seed=3, n_samples=6, gradient_noise=0.5, hessian_noise=0.2
+    ),
+    "minimax": lambda: QuadraticMinimax.random(
+        5, 3, 4, 6.0, 0.3, seed=4, n_samples=6, gradient_noise=0.3, hessian_noise=0.2
+    ),
+    "compositional": lambda: LinearCompositional.random(
+        5, (3, 4), seed=5, heterogeneity=0.3, n_samples=6, matrix_noise=0.2, value_noise=0.3
+    ),
 }
 
 CLIENT_SETS = {
@@ -62,16 +64,16 @@ def test_closed_form_oracles_equal_autodiff(family, client_set, minibatch, per_r
         return torch.randn(shape, dtype=torch.float64, generator=gen)
 
     x, y, v = point(problem.dim_x), point(problem.dim_y), point(problem.dim_y)
-    batch = (problem.sample_batch(np.random.default_rng(11), clients, 3) if minibatch else None)
-    for a, b in zip(closed.grad_outer(x, y, clients, batch), auto.grad_outer(x, y, clients, batch),
-                    strict=True):
+    batch = problem.sample_batch(np.random.default_rng(11), clients, 3) if minibatch else None
+    for a, b in zip(
+        closed.grad_outer(x, y, clients, batch), auto.grad_outer(x, y, clients, batch), strict=True
+    ):
         _close(a, b)
     _close(closed.grad_outer_x(x, y, clients, batch), auto.grad_outer_x(x, y, clients, batch))
     _close(closed.grad_outer_y(x, y, clients, batch), auto.grad_outer_y(x, y, clients, batch))
     _close(closed.grad_inner(x, y, clients, batch), auto.grad_inner(x, y, clients, batch))
     _close(closed.hvp_inner(x, y, v, clients, batch), auto.hvp_inner(x, y, v, clients, batch))
-    _close(closed.jvp_inner_xy(x, y, v, clients, batch),
-           auto.jvp_inner_xy(x, y, v, clients, batch))
+    _close(closed.jvp_inner_xy(x, y, v, clients, batch), auto.jvp_inner_xy(x, y, v, clients, batch))
     # the same oracle calls are counted on both paths
     assert closed.counter.snapshot() == auto.counter.snapshot()
 
@@ -90,5 +92,7 @@ def test_a_wrong_closed_form_oracle_is_caught(monkeypatch):
     y = torch.ones(problem.dim_y, dtype=torch.float64)
     x = torch.ones(problem.dim_x, dtype=torch.float64)
     with pytest.raises(AssertionError):
-        _close(Oracles(problem).hvp_inner(x, y, y, clients),
-               Oracles(problem, autograd=True).hvp_inner(x, y, y, clients))
+        _close(
+            Oracles(problem).hvp_inner(x, y, y, clients),
+            Oracles(problem, autograd=True).hvp_inner(x, y, y, clients),
+        )

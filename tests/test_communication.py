@@ -11,10 +11,16 @@ from testbed import registry
 from testbed_app import communication
 
 
-@pytest.mark.parametrize("name, formula", [
-    ("fednest", "2T + N' + 3"), ("lfednest", "T + 1"), ("fbo-aggitd", "2N + 3"),
-    ("fedmsa", "2"), ("hgp-personalization", "M S + T"),
-])
+@pytest.mark.parametrize(
+    "name, formula",
+    [
+        ("fednest", "2T + N' + 3"),
+        ("lfednest", "T + 1"),
+        ("fbo-aggitd", "2N + 3"),
+        ("fedmsa", "2"),
+        ("hgp-personalization", "M S + T"),
+    ],
+)
 def test_ledger_rounds_equal_the_papers_formula(name, formula):
     row = communication.measure(registry.get_estimator(name))
     assert row["formula"] == formula
@@ -63,7 +69,8 @@ def test_communication_table_resumes(tmp_path, monkeypatch):
     path = communication.write_table(tmp_path, progress=False)
     rows = json.loads(path.read_text())["rows"]
     assert [r["algorithm"] for r in rows] == [
-        i.name for i in registry.ESTIMATOR_DB if i.role == "algorithm"]
+        i.name for i in registry.ESTIMATOR_DB if i.role == "algorithm"
+    ]
     monkeypatch.setattr(communication, "measure", lambda info: pytest.fail("rerun"))
     assert communication.write_table(tmp_path, progress=False) == path
     monkeypatch.setattr(communication, "ITERATIONS", 6)  # a changed definition reruns

@@ -32,8 +32,10 @@ def compare_devices():
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("cpu")
-    assert main(["check", "--claim", CLAIM, "--quiet", "--claims-only",
-                 "--results", str(results)]) == 0
+    assert (
+        main(["check", "--claim", CLAIM, "--quiet", "--claims-only", "--results", str(results)])
+        == 0
+    )
     return results
 
 
@@ -68,8 +70,9 @@ def test_round_off_is_measured_not_counted(compare_devices, checked, tmp_path) -
     assert result["max_difference"] == pytest.approx(0.25)
 
 
-def test_a_case_drawn_differently_is_a_difference(compare_devices, checked, tmp_path,
-                                                  capsys) -> None:
+def test_a_case_drawn_differently_is_a_difference(
+    compare_devices, checked, tmp_path, capsys
+) -> None:
     def redraw(record):
         record["cases"][1]["params"] = {"point_seed": 99}
 
@@ -79,26 +82,24 @@ def test_a_case_drawn_differently_is_a_difference(compare_devices, checked, tmp_
     assert "1 claim files compared, 1 differ" in out
 
 
-def test_a_power_verdict_that_differs_is_a_difference(compare_devices, checked,
-                                                      tmp_path) -> None:
+def test_a_power_verdict_that_differs_is_a_difference(compare_devices, checked, tmp_path) -> None:
     def missed(record):
         # as a device whose run missed the perturbation records it (the file re-derives)
         record["power"].update(verdict="holds", caught=False, counterexample=None)
 
     result = compare_devices.compare(checked, _edited(checked, tmp_path, missed))
-    assert result["differing"] == {
-        CLAIM: ["power verdict: cpu 'fails as stated', cuda 'holds'"]}
+    assert result["differing"] == {CLAIM: ["power verdict: cpu 'fails as stated', cuda 'holds'"]}
 
 
 def test_a_verdict_that_differs_is_a_difference(compare_devices) -> None:
     cpu = {"verdict": "holds", "n_cases": 8, "cases": []}
     cuda = {"verdict": "undecided", "n_cases": 8, "cases": []}
     assert compare_devices.compare_claim(cpu, cuda)["differences"] == [
-        "verdict: cpu 'holds', cuda 'undecided'"]
+        "verdict: cpu 'holds', cuda 'undecided'"
+    ]
 
 
-def test_a_file_that_fails_its_check_is_refused(compare_devices, checked, tmp_path,
-                                                capsys) -> None:
+def test_a_file_that_fails_its_check_is_refused(compare_devices, checked, tmp_path, capsys) -> None:
     def tamper(record):
         record["cases"][0]["measured"] = 1.0  # above its bound, the verdict still "holds"
 
@@ -116,8 +117,9 @@ def test_a_folder_without_claims_is_one_line(compare_devices, checked, tmp_path,
     assert len(err.strip().splitlines()) == 1
 
 
-def test_the_cuda_side_may_be_several_folders_but_not_overlapping(compare_devices, checked,
-                                                                 tmp_path, capsys) -> None:
+def test_the_cuda_side_may_be_several_folders_but_not_overlapping(
+    compare_devices, checked, tmp_path, capsys
+) -> None:
     empty = tmp_path / "other-paper"
     (empty / "claims").mkdir(parents=True)
     copy = tmp_path / "copy"

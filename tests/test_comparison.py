@@ -43,18 +43,17 @@ def test_a_dip_below_the_target_that_does_not_last_is_not_reached():
 
 
 def test_run_to_target_stops_at_twice_r_and_agrees_with_the_recorded_definition():
-    problem = QuadraticBilevel.random(3, 2, 2, 2.0, seed=5, hessian_heterogeneity=0.2,
-                                      gradient_heterogeneity=1.0)
+    problem = QuadraticBilevel.random(
+        3, 2, 2, 2.0, seed=5, hessian_heterogeneity=0.2, gradient_heterogeneity=1.0
+    )
     build = functools.partial(runs.build_algorithm, "fednest", AGGITD.baseline_config)
     kwargs = runs.step_kwargs("fednest", problem, 1.0)
     reach = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0))
-    recorded = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0),
-                                  record=True)
+    recorded = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0), record=True)
     assert reach.stop == "reached" and reach.rounds is not None
     assert reach.rounds_spent >= 2 * reach.rounds  # held through 2R, then stopped
     assert runs.first_reached(list(recorded.rows)) == reach.rounds == recorded.rounds
-    stationarity = [r["stationarity"] for r in recorded.rows
-                    if r["comm_rounds"] >= reach.rounds]
+    stationarity = [r["stationarity"] for r in recorded.rows if r["comm_rounds"] >= reach.rounds]
     assert max(stationarity) <= runs.TARGET  # every iteration from R on is below the target
 
 
@@ -69,25 +68,38 @@ def test_the_old_verdict_came_from_the_steps_not_from_the_algorithms():
     prescribed_cand = runs.run_to_target(cand(), problem, rng())
     prescribed_base = runs.run_to_target(base(), problem, rng())
     assert prescribed_cand.rounds is None and prescribed_base.rounds is not None
-    verdict = runs.compare_at(AGGITD, problem, get_estimator("fbo-aggitd").build,
-                              runs.tune(cand, "fbo-aggitd", {}, [problem],
-                                        lambda i, k: rng()).multiple,
-                              runs.tune(base, "fednest", {}, [problem],
-                                        lambda i, k: rng()).multiple,
-                              lambda role: rng())
+    verdict = runs.compare_at(
+        AGGITD,
+        problem,
+        get_estimator("fbo-aggitd").build,
+        runs.tune(cand, "fbo-aggitd", {}, [problem], lambda i, k: rng()).multiple,
+        runs.tune(base, "fednest", {}, [problem], lambda i, k: rng()).multiple,
+        lambda role: rng(),
+    )
     assert verdict.within and verdict.ratio is not None and verdict.ratio < 1.0
 
 
 def test_pruned_search_selects_what_the_full_search_selects():
-    problem = QuadraticBilevel.random(3, 2, 2, 2.5, seed=7, hessian_heterogeneity=0.2,
-                                      gradient_heterogeneity=1.5)
+    problem = QuadraticBilevel.random(
+        3, 2, 2, 2.5, seed=7, hessian_heterogeneity=0.2, gradient_heterogeneity=1.5
+    )
     build = functools.partial(runs.build_algorithm, "fbo-aggitd", {})
-    tuning = runs.tune(build, "fbo-aggitd", AGGITD.candidate_config, [problem],
-                       lambda i, k: np.random.default_rng([i, k]))
-    full = {c: runs.run_to_target(build(**AGGITD.candidate_config,
-                                        **runs.step_kwargs("fbo-aggitd", problem, c)),
-                                  problem, np.random.default_rng([0, k]), budget=runs.ROUND_BUDGET)
-            for k, c in enumerate(runs.STEP_GRID)}
+    tuning = runs.tune(
+        build,
+        "fbo-aggitd",
+        AGGITD.candidate_config,
+        [problem],
+        lambda i, k: np.random.default_rng([i, k]),
+    )
+    full = {
+        c: runs.run_to_target(
+            build(**AGGITD.candidate_config, **runs.step_kwargs("fbo-aggitd", problem, c)),
+            problem,
+            np.random.default_rng([0, k]),
+            budget=runs.ROUND_BUDGET,
+        )
+        for k, c in enumerate(runs.STEP_GRID)
+    }
     reached = [(r.rounds, c) for c, r in full.items() if r.rounds is not None]
     assert reached, "the test problem must be reachable at some step"
     assert (tuning.total, tuning.multiple) == min(reached)
@@ -96,15 +108,25 @@ def test_pruned_search_selects_what_the_full_search_selects():
 @pytest.mark.parametrize("key", ["aggitd", "fedmsa"])
 def test_early_stopped_comparison_gives_the_full_runs_indicator(key):
     comp = runs.COMPARISONS[key]
-    problem = QuadraticBilevel.random(4, 2, 3, 2.5, seed=3, hessian_heterogeneity=0.3,
-                                      gradient_heterogeneity=1.0)
+    problem = QuadraticBilevel.random(
+        4, 2, 3, 2.5, seed=3, hessian_heterogeneity=0.3, gradient_heterogeneity=1.0
+    )
     cand_build = get_estimator(comp.candidate).build
-    verdict = runs.compare_at(comp, problem, cand_build, 1.0, 1.0,
-                              lambda role: np.random.default_rng(int(role == "baseline")))
+    verdict = runs.compare_at(
+        comp,
+        problem,
+        cand_build,
+        1.0,
+        1.0,
+        lambda role: np.random.default_rng(int(role == "baseline")),
+    )
 
     def full(name, config, build, role):
-        return runs.run_to_target(build(**config, **runs.step_kwargs(name, problem, 1.0)),
-                                  problem, np.random.default_rng(int(role == "baseline")))
+        return runs.run_to_target(
+            build(**config, **runs.step_kwargs(name, problem, 1.0)),
+            problem,
+            np.random.default_rng(int(role == "baseline")),
+        )
 
     cand = full(comp.candidate, comp.candidate_config, cand_build, "candidate")
     base = full("fednest", comp.baseline_config, get_estimator("fednest").build, "baseline")
@@ -127,8 +149,9 @@ def test_the_claims_build_the_algorithm_under_test_with_make():
             raise Built
         return get_estimator("fbo-aggitd").build(**kw)
 
-    problem = QuadraticBilevel.random(3, 2, 2, 2.0, seed=1, hessian_heterogeneity=0.2,
-                                      gradient_heterogeneity=1.0)
+    problem = QuadraticBilevel.random(
+        3, 2, 2, 2.0, seed=1, hessian_heterogeneity=0.2, gradient_heterogeneity=1.0
+    )
     with pytest.raises(Built):
         claim.check(claim, Case(problem, {}), make, first_design(1, 0, 1e-3, "fast"))
     assert all(kw.items() >= AGGITD.candidate_config.items() for kw in calls)
@@ -139,9 +162,11 @@ def test_one_target_for_the_claims_and_the_table():
     summary = table.summarise([], {})
     assert summary["target"]["value"] == runs.TARGET == summary["error_target"]
     assert "stays" in summary["target"]["reached"]
-    for claim_id in ("comparison.aggitd_fewer_rounds_than_fednest",
-                     "comparison.fedmsa_tenfold_fewer_rounds",
-                     "comparison.lfednest_fewer_rounds_homogeneous"):
+    for claim_id in (
+        "comparison.aggitd_fewer_rounds_than_fednest",
+        "comparison.fedmsa_tenfold_fewer_rounds",
+        "comparison.lfednest_fewer_rounds_homogeneous",
+    ):
         claim = get_claim(claim_id)
         assert "0.1 ||grad h(x_0)||" in claim.statement and claim.statistical
         assert claim.perturbation is not None

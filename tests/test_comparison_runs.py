@@ -14,23 +14,40 @@ from theory_checks.comparison import table
 
 def _run(key, rule, role, seed, values, per_iteration):
     name = runs.TABLE[key].candidate if role == "candidate" else runs.BASELINE
-    return [{"comparison": key, "rule": rule, "role": role, "algorithm": name,
-             "problem_id": f"p{seed}", "seed": seed, "step_multiple": 1.0, "iteration": k,
-             "comm_rounds": per_iteration * k, "oracle_calls": 0, "floats_sent": 0,
-             "stationarity": v, "hypergradient_error": math.nan, "suboptimality": v}
-            for k, v in enumerate(values)]
+    return [
+        {
+            "comparison": key,
+            "rule": rule,
+            "role": role,
+            "algorithm": name,
+            "problem_id": f"p{seed}",
+            "seed": seed,
+            "step_multiple": 1.0,
+            "iteration": k,
+            "comm_rounds": per_iteration * k,
+            "oracle_calls": 0,
+            "floats_sent": 0,
+            "stationarity": v,
+            "hypergradient_error": math.nan,
+            "suboptimality": v,
+        }
+        for k, v in enumerate(values)
+    ]
 
 
 def test_summary_ratios_use_the_shared_target_and_the_cap():
     held = [1.0, 0.5, 0.05, 0.04, 0.03, 0.02]  # below from iteration 2 on, held to 2R
-    rows = (_run("aggitd", "tuned", "candidate", 0, held, 13)        # R = 26
-            + _run("aggitd", "tuned", "baseline", 0, held, 18)       # R = 36
-            + _run("aggitd", "tuned", "candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
-            + _run("aggitd", "tuned", "baseline", 1, held, 18))
+    rows = (
+        _run("aggitd", "tuned", "candidate", 0, held, 13)  # R = 26
+        + _run("aggitd", "tuned", "baseline", 0, held, 18)  # R = 36
+        + _run("aggitd", "tuned", "candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
+        + _run("aggitd", "tuned", "baseline", 1, held, 18)
+    )
     data = table.summarise(rows, {})
     json.dumps(data, allow_nan=False)  # strict JSON
-    (tuned,) = [c for c in data["comparisons"] if c["comparison"] == "aggitd"
-                and c["rule"] == "tuned"]
+    (tuned,) = [
+        c for c in data["comparisons"] if c["comparison"] == "aggitd" and c["rule"] == "tuned"
+    ]
     first, second = tuned["per_seed"]
     assert first["ratio"] == pytest.approx(26 / 36) and first["note"] == ""
     assert second["candidate_rounds"] is None
@@ -41,8 +58,11 @@ def test_summary_ratios_use_the_shared_target_and_the_cap():
     assert low < tuned["geometric_mean_ratio"] < high
     assert tuned["rounds_per_iteration"] == {"candidate": 13, "baseline": 18}
     # the earlier schema's keys, for readers of the old report
-    holds = {(r["seed"], r["rule"]): r["claim_holds"] for r in data["ratios"]
-             if r["comparison"] == "aggitd"}
+    holds = {
+        (r["seed"], r["rule"]): r["claim_holds"]
+        for r in data["ratios"]
+        if r["comparison"] == "aggitd"
+    }
     assert holds == {(0, "tuned"): True, (1, "tuned"): False}
     assert data["error_target"] == data["suboptimality_target"] == runs.TARGET
     assert {"algorithms", "seeds", "round_budget", "runs", "ratios"} <= set(data)
@@ -57,7 +77,9 @@ def test_table_runs_resume_and_rerun_when_a_definition_changes(tmp_path, monkeyp
     summary = table.run_all(tmp_path, progress=False)
     data = json.loads(summary.read_text())
     assert {(c["comparison"], c["rule"]) for c in data["comparisons"]} == {
-        ("lfednest", "tuned"), ("lfednest", "prescribed")}
+        ("lfednest", "tuned"),
+        ("lfednest", "prescribed"),
+    }
     csv_text = (tmp_path / "comparison" / "rounds_to_error.csv").read_text()
     assert csv_text.splitlines()[0].split(",") == list(table.COLUMNS)
 

@@ -104,8 +104,14 @@ def test_multi_level_rejects_the_bilevel_view() -> None:
 
 
 def test_heterogeneity_is_the_requested_tau() -> None:
-    p = LinearCompositional.random(5, (2, 3, 4), seed=1, jacobian_heterogeneity=0.25,
-                                   hessian_heterogeneity=0.5, condition_number=10.0)
+    p = LinearCompositional.random(
+        5,
+        (2, 3, 4),
+        seed=1,
+        jacobian_heterogeneity=0.25,
+        hessian_heterogeneity=0.5,
+        condition_number=10.0,
+    )
     c = p.level_constants()
     # Why 1e-12: spreads are scaled to the requested spectral norm exactly, up to
     # round-off of one SVD.
@@ -117,8 +123,9 @@ def test_heterogeneity_is_the_requested_tau() -> None:
 
 @FAST
 @given(
-    linear_compositional(max_clients=3, max_levels=3, max_dim=4, n_samples=4, matrix_noise=0.5,
-                         value_noise=0.5),
+    linear_compositional(
+        max_clients=3, max_levels=3, max_dim=4, n_samples=4, matrix_noise=0.5, value_noise=0.5
+    ),
     st.integers(0, 2**31 - 1),
 )
 def test_full_sample_set_equals_full_maps(p: LinearCompositional, seed: int) -> None:
@@ -146,8 +153,9 @@ def test_full_sample_set_equals_full_maps(p: LinearCompositional, seed: int) -> 
 
 
 def test_noise_variance_matches_enumeration() -> None:
-    p = LinearCompositional.random(3, (2, 3, 2), seed=4, heterogeneity=0.3, n_samples=5,
-                                   matrix_noise=0.4, value_noise=0.6)
+    p = LinearCompositional.random(
+        3, (2, 3, 2), seed=4, heterogeneity=0.3, n_samples=5, matrix_noise=0.4, value_noise=0.6
+    )
     clients = torch.arange(3)
     points = p.level_values(torch.tensor([0.5, -1.5], dtype=torch.float64))
     exact = p.noise_variance(*points, batch_size=3)

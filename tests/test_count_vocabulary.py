@@ -19,20 +19,36 @@ def test_check_list_and_report_count_the_three_populations_alike(tmp_path, capsy
     # a claim of a paper, also run on aid-fp (a comparison would add 10 s: the report counts
     # the registered ones, checked or not, and `check` counts the comparisons with the same
     # function as the other two)
-    assert main(["check", "--claim", "classical.neumann.error_identity", "--results",
-                 str(results), "--quiet", "--profile", "fast", "--claims-only"]) == 0
-    checked_line = re.search(r"^Checked on the fast profile: (.*)$", capsys.readouterr().out,
-                             re.M)
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                "classical.neumann.error_identity",
+                "--results",
+                str(results),
+                "--quiet",
+                "--profile",
+                "fast",
+                "--claims-only",
+            ]
+        )
+        == 0
+    )
+    checked_line = re.search(r"^Checked on the fast profile: (.*)$", capsys.readouterr().out, re.M)
     assert checked_line is not None
     checked = {NOUN[noun]: int(n) for n, noun in re.findall(COUNT, checked_line.group(1))}
     assert main(["list"]) == 0
-    listed = {NOUN[noun]: int(n)
-              for n, noun in re.findall(rf"^{COUNT}:$", capsys.readouterr().out, re.M)}
+    listed = {
+        NOUN[noun]: int(n) for n, noun in re.findall(rf"^{COUNT}:$", capsys.readouterr().out, re.M)
+    }
     assert main(["report", "--results", str(results), "--quiet"]) == 0
     capsys.readouterr()
     report = (results / "report" / "report.md").read_text()
-    reported = {NOUN[noun]: (int(n), int(k))
-                for n, noun, k in re.findall(COUNT + r" \((\d+) checked\)", report)}
+    reported = {
+        NOUN[noun]: (int(n), int(k))
+        for n, noun, k in re.findall(COUNT + r" \((\d+) checked\)", report)
+    }
 
     assert checked == {PAPERS: 1, VARIANTS: 1}
     assert set(listed) == set(reported) == {PAPERS, COMPARISONS, VARIANTS}
@@ -45,10 +61,16 @@ def test_check_list_and_report_count_the_three_populations_alike(tmp_path, capsy
     tables = dict(re.findall(r"^\*\*\[(.+?)\]\(#[^)]+\)\*\*: (\d+) ", own, re.M))
     comparisons = next(v for k, v in tables.items() if k.startswith("Comparisons"))
     variants = next(v for k, v in tables.items() if k.startswith("Runs on enrolled variants"))
-    papers = [int(v) for k, v in tables.items()
-              if not k.startswith(("Comparisons", "Runs on enrolled variants"))]
+    papers = [
+        int(v)
+        for k, v in tables.items()
+        if not k.startswith(("Comparisons", "Runs on enrolled variants"))
+    ]
     assert (sum(papers), int(comparisons), int(variants)) == (
-        listed[PAPERS], listed[COMPARISONS], listed[VARIANTS])
+        listed[PAPERS],
+        listed[COMPARISONS],
+        listed[VARIANTS],
+    )
     # and nothing adds the three together as "claims"
     total = sum(listed.values())
     assert f"{total} claims" not in report

@@ -27,8 +27,11 @@ def test_no_unused_names_in_the_packages() -> None:
     finder = vulture.Vulture(ignore_names=FRAMEWORK_NAMES)
     finder.scavenge([str(ROOT / p) for p in (*PACKAGES, *USERS)])
     package_dirs = tuple(ROOT / p for p in PACKAGES)
-    unused = [item for item in finder.get_unused_code(min_confidence=MIN_CONFIDENCE)
-              if Path(item.filename).resolve().is_relative_to(package_dirs[0].parent)
-              and any(Path(item.filename).resolve().is_relative_to(d) for d in package_dirs)
-              and not Path(item.filename).name.startswith("test_")]
+    unused = [
+        item
+        for item in finder.get_unused_code(min_confidence=MIN_CONFIDENCE)
+        if Path(item.filename).resolve().is_relative_to(package_dirs[0].parent)
+        and any(Path(item.filename).resolve().is_relative_to(d) for d in package_dirs)
+        and not Path(item.filename).name.startswith("test_")
+    ]
     assert not unused, "\n".join(item.get_report() for item in unused)

@@ -55,22 +55,37 @@ def _toy_check(claim: Claim, case: Case, make, design: Design) -> Measurement:
     n = design.samples(replicates_for_half_width(SD, EFFECT, design.false_fail_rate / 2))
     values = make().sample(design.rng(0), n)
     evidence = batch_evidence(values)
-    return Measurement(evidence.estimate, BOUND, True, "mean <= bound",
-                       tests=(StatTest("mean", evidence, high=BOUND),),
-                       details={"n": n})
+    return Measurement(
+        evidence.estimate,
+        BOUND,
+        True,
+        "mean <= bound",
+        tests=(StatTest("mean", evidence, high=BOUND),),
+        details={"n": n},
+    )
 
 
 def _problem_cases() -> st.SearchStrategy[Case]:
-    return st.builds(lambda seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed), {}),
-                     st.integers(0, 10))
+    return st.builds(
+        lambda seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed), {}), st.integers(0, 10)
+    )
 
 
 def _toy_claim(**kw) -> Claim:
-    return Claim(id="toy.mean_below_bound", paper="Classical", reference="test",
-                 kind="variance_bound", about="stated result", statement="E X <= 1",
-                 estimators=("exact",),
-                 strategy=_problem_cases, check=_toy_check, decision="statistical",
-                 max_examples=3, **kw)
+    return Claim(
+        id="toy.mean_below_bound",
+        paper="Classical",
+        reference="test",
+        kind="variance_bound",
+        about="stated result",
+        statement="E X <= 1",
+        estimators=("exact",),
+        strategy=_problem_cases,
+        check=_toy_check,
+        decision="statistical",
+        max_examples=3,
+        **kw,
+    )
 
 
 def _make(mean: float):
@@ -97,8 +112,9 @@ def test_a_mean_on_the_edge_is_undecided_with_the_budget_that_would_decide():
 
 
 def test_bonferroni_splits_the_claim_rate_over_planned_cases():
-    claim = _toy_claim(examples=(known_case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=3).spec(),
-                                            {}),))
+    claim = _toy_claim(
+        examples=(known_case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=3).spec(), {}),)
+    )
     assert case_rate(claim, PROFILE) == pytest.approx(claim.false_fail_rate / 4)
 
 
@@ -106,8 +122,9 @@ def _fluke_check(claim: Claim, case: Case, make, design: Design) -> Measurement:
     """Fails at the first stage only: a fluke that a fresh, larger run does not repeat."""
     estimate = 5.0 if design.seed[-1] == decision.STAGE_FIRST else 0.0
     evidence = Normal(estimate, 0.01)
-    return Measurement(estimate, BOUND, True, "mean <= bound",
-                       tests=(StatTest("mean", evidence, high=BOUND),))
+    return Measurement(
+        estimate, BOUND, True, "mean <= bound", tests=(StatTest("mean", evidence, high=BOUND),)
+    )
 
 
 def test_an_unconfirmed_first_stage_failure_is_not_recorded():
@@ -140,8 +157,10 @@ def test_replay_of_a_saved_refutation_uses_a_fresh_stream():
     saved = {"spec": result.counterexample.spec, "params": {}, "profile": "fast"}
     again = replay_counterexample(claim, saved, _make(2.0))
     assert again.outcome == "fails"
-    assert again.design.seed not in (result.counterexample.design.seed,
-                                     result.counterexample.confirmation.design.seed)
+    assert again.design.seed not in (
+        result.counterexample.design.seed,
+        result.counterexample.confirmation.design.seed,
+    )
 
 
 def test_calibration_counts_false_failures_and_power():
@@ -149,8 +168,9 @@ def test_calibration_counts_false_failures_and_power():
     holds = calibrate_claim(claim, 20, PROFILE, make=_make(0.0))
     assert holds.seeds == 20 and holds.false_failures == 0 and holds.consistent
     assert holds.rate_high == pytest.approx(clopper_pearson(0, 20, 0.025)[1])
-    refuted = calibrate_claim(dataclasses.replace(claim, expected="fails"), 5, PROFILE,
-                              make=_make(2.0))
+    refuted = calibrate_claim(
+        dataclasses.replace(claim, expected="fails"), 5, PROFILE, make=_make(2.0)
+    )
     assert refuted.refuted == 5 and refuted.consistent
     table = format_table([holds, refuted])
     assert "toy.mean_below_bound" in table and "NO" not in table
@@ -158,12 +178,14 @@ def test_calibration_counts_false_failures_and_power():
 
 def test_perturbed_toy_calibration_reports_inconsistency():
     """A check that fails a true claim too often is flagged by the calibration table."""
+
     def trigger_happy(claim, case, make, design):
         values = make().sample(design.rng(0), 10)
         # a wrong interval: the standard error divided by 100 (an overconfident check)
         evidence = StudentT(float(values.mean()), float(values.std(ddof=1)) / 1000, 9)
-        return Measurement(evidence.estimate, BOUND, True,
-                           tests=(StatTest("mean", evidence, high=-0.1),))
+        return Measurement(
+            evidence.estimate, BOUND, True, tests=(StatTest("mean", evidence, high=-0.1),)
+        )
 
     claim = dataclasses.replace(_toy_claim(), check=trigger_happy)
     # each stage fails with probability ~0.6 on a true claim, so some of 20 seeds fail
@@ -185,18 +207,24 @@ def test_decide_outcomes_and_sides():
         StatTest("x", Normal(0.0, 1.0))
 
 
-@pytest.mark.parametrize("make_evidence", [
-    lambda v: StudentT(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), v.size - 1),
-    lambda v: batch_evidence(v),
-    lambda v: Hoeffding(float(np.clip(v, -4, 4).mean()), 8.0, v.size),
-    lambda v: EmpiricalBernstein.of(np.clip(v, -4, 4), 8.0),
-])
+@pytest.mark.parametrize(
+    "make_evidence",
+    [
+        lambda v: StudentT(float(v.mean()), float(v.std(ddof=1) / math.sqrt(v.size)), v.size - 1),
+        lambda v: batch_evidence(v),
+        lambda v: Hoeffding(float(np.clip(v, -4, 4).mean()), 8.0, v.size),
+        lambda v: EmpiricalBernstein.of(np.clip(v, -4, 4), 8.0),
+    ],
+)
 def test_false_failure_rate_at_the_edge_is_at_most_the_stated_rate(make_evidence):
     """True mean exactly on the bound (the hardest true case): fails in at most ``rate``."""
     rng = np.random.default_rng(11)
     rate, trials = 0.05, 2000
-    fails = sum(StatTest("m", make_evidence(rng.standard_normal(12)), high=0.0).decide(rate)
-                .outcome == "fails" for _ in range(trials))
+    fails = sum(
+        StatTest("m", make_evidence(rng.standard_normal(12)), high=0.0).decide(rate).outcome
+        == "fails"
+        for _ in range(trials)
+    )
     # Why the allowance: 4 binomial sd of 2000 trials at p = 0.05.
     assert fails / trials <= rate + 4 * math.sqrt(rate * (1 - rate) / trials)
 
@@ -229,9 +257,18 @@ def test_design_streams_differ_by_stage_and_calibration_seed():
 
 def test_claim_rejects_a_deterministic_claim_marked_undecided():
     with pytest.raises(ValueError, match="only a statistical claim"):
-        Claim(id="x.y.z", paper="Classical", reference="r", kind="bias_bound",
-              about="stated result", statement="s", estimators=("exact",),
-              strategy=_problem_cases, check=_toy_check, undecided_on=("fast",))
+        Claim(
+            id="x.y.z",
+            paper="Classical",
+            reference="r",
+            kind="bias_bound",
+            about="stated result",
+            statement="s",
+            estimators=("exact",),
+            strategy=_problem_cases,
+            check=_toy_check,
+            undecided_on=("fast",),
+        )
 
 
 def test_perturbation_is_data():

@@ -36,7 +36,8 @@ def test_student_t_leaks_on_the_short_tail_side_of_skewed_data():
 def test_a_leaking_procedure_is_detected():
     # the validation can fail: Student-t decided at twice its rate leaks 2x on its own model
     honest = validate("student-t (batch_evidence)", "normal", 30, "upper", RATE)
-    doubled = validate("student-t (batch_evidence)", "normal", 30, "upper", 2 * RATE,
-                       draws=honest.draws)
+    doubled = validate(
+        "student-t (batch_evidence)", "normal", 30, "upper", 2 * RATE, draws=honest.draws
+    )
     assert honest.keeps_rate
     assert doubled.failures > honest.failures and doubled.ci_low > RATE

@@ -51,7 +51,8 @@ def test_every_family_moves_every_array_to_the_device(info) -> None:
     moved = problem.to("meta")
     held = _tensors(vars(moved))
     assert held and all(t.device.type == "meta" for _, t in held), [
-        name for name, t in held if t.device.type != "meta"]
+        name for name, t in held if t.device.type != "meta"
+    ]
     assert moved.device.type == "meta" and moved.id == problem.id
     assert problem.device.type == "cpu"  # a copy: the CPU problem is untouched
     if hasattr(moved, "initial_point"):
@@ -69,10 +70,13 @@ def test_the_clients_of_a_round_are_on_the_commands_device(participation) -> Non
     with torch.device("meta"):
         ctx = FederatedContext(problem.to("meta"), np.random.default_rng(0), participation, 2)
         clients = ctx.participants()
-        handed = {"participants": clients, "all clients": ctx.all_clients(),
-                  "problems.all_clients": all_clients(4),
-                  "sampler": ClientSampler(4, participation).sample(np.random.default_rng(1)),
-                  "batch": ctx.draw(clients).indices}
+        handed = {
+            "participants": clients,
+            "all clients": ctx.all_clients(),
+            "problems.all_clients": all_clients(4),
+            "sampler": ClientSampler(4, participation).sample(np.random.default_rng(1)),
+            "batch": ctx.draw(clients).indices,
+        }
     assert {name: t.device.type for name, t in handed.items()} == dict.fromkeys(handed, "meta")
     on_cpu = FederatedContext(problem, np.random.default_rng(0), participation, 2)
     assert on_cpu.participants().device.type == on_cpu.all_clients().device.type == "cpu"
@@ -82,27 +86,56 @@ def test_the_clients_of_a_round_are_on_the_commands_device(participation) -> Non
 #: other numbers than the CPU (same verdicts): cuSOLVER returned the vector with the other sign,
 #: or round-off chose another of several equal largest singular values.
 SINGULAR_VECTOR_CASES = [
-    ("hgp.theorem2.corrected",  # error at y* + Delta: 0.6036 on the CPU, 0.6318 on CUDA
-     # (every client's P_i^T Q_i has the top singular value 0.5876: round-off chose the client)
-     {"family": "PerClientQuadratic.random", "n_clients": 4, "dim_hyper": 2, "dim_y": 1,
-      "condition_number": 1.0, "seed": 1, "hessian_heterogeneity": 0.44453194491202785,
-      "cross_scale": 0.38108441191251163, "outer_coupling": 0.5876389661079793,
-      "target_heterogeneity": 2.0, "rho": 0.7857725321917909, "mu": 1.0, "n_samples": 0,
-      "hessian_noise": 0.0, "cross_noise": 0.0, "gradient_noise": 0.0},
-     {"point_seed": 67920}),
-    ("fedmsa.lemma_b1.contraction_corrected",  # -0.0038393 on the CPU, -0.0038416 on CUDA
-     {"family": "QuadraticBilevel.random", "n_clients": 2, "dim_x": 1, "dim_y": 3,
-      "condition_number": 6.896260511901779, "seed": 3752800,
-      "hessian_heterogeneity": 0.4263316135029306, "gradient_heterogeneity": 1.0, "mu": 1.5,
-      "n_samples": 0, "gradient_noise": 0.0, "hessian_noise": 0.0},
-     {"seed": 404}),
+    (
+        "hgp.theorem2.corrected",  # error at y* + Delta: 0.6036 on the CPU, 0.6318 on CUDA
+        # (every client's P_i^T Q_i has the top singular value 0.5876: round-off chose the client)
+        {
+            "family": "PerClientQuadratic.random",
+            "n_clients": 4,
+            "dim_hyper": 2,
+            "dim_y": 1,
+            "condition_number": 1.0,
+            "seed": 1,
+            "hessian_heterogeneity": 0.44453194491202785,
+            "cross_scale": 0.38108441191251163,
+            "outer_coupling": 0.5876389661079793,
+            "target_heterogeneity": 2.0,
+            "rho": 0.7857725321917909,
+            "mu": 1.0,
+            "n_samples": 0,
+            "hessian_noise": 0.0,
+            "cross_noise": 0.0,
+            "gradient_noise": 0.0,
+        },
+        {"point_seed": 67920},
+    ),
+    (
+        "fedmsa.lemma_b1.contraction_corrected",  # -0.0038393 on the CPU, -0.0038416 on CUDA
+        {
+            "family": "QuadraticBilevel.random",
+            "n_clients": 2,
+            "dim_x": 1,
+            "dim_y": 3,
+            "condition_number": 6.896260511901779,
+            "seed": 3752800,
+            "hessian_heterogeneity": 0.4263316135029306,
+            "gradient_heterogeneity": 1.0,
+            "mu": 1.5,
+            "n_samples": 0,
+            "gradient_noise": 0.0,
+            "hessian_noise": 0.0,
+        },
+        {"seed": 404},
+    ),
 ]
 
 
-@pytest.mark.parametrize(("claim_id", "spec", "params"), SINGULAR_VECTOR_CASES,
-                         ids=[c[0] for c in SINGULAR_VECTOR_CASES])
+@pytest.mark.parametrize(
+    ("claim_id", "spec", "params"), SINGULAR_VECTOR_CASES, ids=[c[0] for c in SINGULAR_VECTOR_CASES]
+)
 def test_a_check_from_a_singular_vector_measures_the_same_whatever_its_sign(
-        claim_id, spec, params, monkeypatch) -> None:
+    claim_id, spec, params, monkeypatch
+) -> None:
     """Another solver is emulated on the CPU by a ``torch.linalg.svd`` that returns
     ``(-U, S, -Vh)`` (the same factorisation, the other signs) with the last matrix's singular
     values 4 ulps larger (round-off that makes the last of several equal ones the largest): the
@@ -147,11 +180,16 @@ def test_no_tensor_goes_to_numpy_without_cpu() -> None:
     ``.numpy()`` in the code that computes is a tensor's and must follow ``.cpu()``. The one other
     kind with a ``.numpy()`` is Flower's ``Array`` (bytes on the host), marked where it is used."""
     bare = re.compile(r"(?<!\.cpu\(\))\.numpy\(\)")
-    offenders = [f"{path.relative_to(ROOT)}:{number}"
-                 for package in ("problems", "testbed", "theory_checks", "testbed_app")
-                 for path in sorted((ROOT / package).rglob("*.py"))
-                 for number, line in enumerate(path.read_text().splitlines(), start=1)
-                 if bare.search(line) and "# flwr Array" not in line]
+    # a method chain split over lines (ruff format's style) is read as one line: ".cpu()" at the
+    # end of one line and ".numpy()" at the start of the next are ".cpu().numpy()"
+    chained = re.compile(r"\)\n\s*\.")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for package in ("problems", "testbed", "theory_checks", "testbed_app")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        for number, line in enumerate(chained.sub(").", path.read_text()).splitlines(), start=1)
+        if bare.search(line) and "# flwr Array" not in line
+    ]
     assert not offenders
 
 
@@ -167,16 +205,23 @@ def test_device_cpu_is_torchs_own_default_and_reaches_the_workers(monkeypatch) -
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
-@pytest.mark.parametrize("command", [["check", "--claim", "classical.neumann.error_identity"],
-                                     ["calibrate", "--claim", "hgp.noise.sqrt_eta"],
-                                     ["regress", "--estimator", "aid-neumann"],
-                                     ["verify", "aid-neumann", "--no-report"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "--claim", "classical.neumann.error_identity"],
+        ["calibrate", "--claim", "hgp.noise.sqrt_eta"],
+        ["regress", "--estimator", "aid-neumann"],
+        ["verify", "aid-neumann", "--no-report"],
+    ],
+)
 def test_device_cuda_without_cuda_is_one_line(command, tmp_path, capsys, monkeypatch) -> None:
     monkeypatch.delenv(DEVICE_ENV, raising=False)
     assert main([*command, "--device", "cuda", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["testbed: error: --device cuda: torch sees no CUDA device on this machine "
-                   "(torch.cuda.is_available() is False); use --device cpu"]
+    assert err == [
+        "testbed: error: --device cuda: torch sees no CUDA device on this machine "
+        "(torch.cuda.is_available() is False); use --device cpu"
+    ]
 
 
 def _without_times(value: object) -> object:
@@ -191,8 +236,11 @@ def _without_times(value: object) -> object:
 def _claim_files(results: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     for path in sorted((results / "claims").iterdir()):
-        out[path.name] = (_without_times(json.loads(path.read_text())) if path.suffix == ".json"
-                          else path.read_bytes())
+        out[path.name] = (
+            _without_times(json.loads(path.read_text()))
+            if path.suffix == ".json"
+            else path.read_bytes()
+        )
     return out
 
 

@@ -33,12 +33,14 @@ def _replication(results: Path) -> dict:
 
 
 def test_the_step_500_run_passed_as_completed_when_only_the_iterate_was_watched(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The finding, reproduced: with the metrics watch switched off the run ends "completed"
     and its replication row claims the threshold, though the test loss explodes."""
     monkeypatch.setattr(runner.MetricsWatch, "update", lambda self, row: None)
-    summary = runner.run_experiment(load_config(write(tmp_path, STEP_500)), tmp_path / "r",
-                                    progress=False)
+    summary = runner.run_experiment(
+        load_config(write(tmp_path, STEP_500)), tmp_path / "r", progress=False
+    )
     rows = runner.read_metrics(tmp_path / "r" / "runs" / "tiny" / "metrics.csv")
     assert summary["status"] == "completed" and len(rows) == 4
     assert rows[-1]["test_loss"] > 1e6 * rows[0]["test_loss"] > 1e6
@@ -60,8 +62,7 @@ def test_the_step_500_run_stops_as_diverged_with_its_figures(tmp_path, capsys):
 
 
 def test_a_stable_run_is_not_flagged(tmp_path):
-    summary = runner.run_experiment(load_config(write(tmp_path)), tmp_path / "r",
-                                    progress=False)
+    summary = runner.run_experiment(load_config(write(tmp_path)), tmp_path / "r", progress=False)
     assert summary["status"] == "completed"
 
 
@@ -93,8 +94,10 @@ def test_gradient_growth_of_a_descent_phase():
 
 
 def test_the_watch_resumes_from_the_rows_already_written():
-    rows = [{"step": 1.0, "test_accuracy": 0.92, "test_loss": 0.3},
-            {"step": 2.0, "test_accuracy": 0.93, "test_loss": 0.25}]
+    rows = [
+        {"step": 1.0, "test_accuracy": 0.92, "test_loss": 0.3},
+        {"step": 2.0, "test_accuracy": 0.93, "test_loss": 0.25},
+    ]
     resumed = MetricsWatch(0.1, rows=rows)
     assert resumed.update({"step": 3.0, "test_accuracy": 0.1, "test_loss": 0.2}) is not None
     fresh = MetricsWatch(0.1)

@@ -62,8 +62,9 @@ def _in_page_order(package, on_page):
 
 def test_each_entry_says_what_its_claim_declares(generated):
     for claim in BUILTIN_CLAIMS:
-        page = next(generated[f"papers/{package_name(p)}.md"] for p in PAPER_PACKAGES
-                    if claim in p.CLAIMS)
+        page = next(
+            generated[f"papers/{package_name(p)}.md"] for p in PAPER_PACKAGES if claim in p.CLAIMS
+        )
         entry = page.split(f"### `{claim.id}`", 1)[1].split("\n### ", 1)[0]
         assert command(claim.id) in entry, claim.id
         assert claim.kind.replace("_", " ") in entry, claim.id
@@ -102,8 +103,9 @@ def test_a_saved_counterexample_lies_inside_every_hypothesis(generated):
     """The errata print the margins of the saved minimal case: none is negative."""
     for path, page in generated.items():
         if path.endswith("-errata.md"):
-            margins = [float(m) for m in re.findall(r"\): margin (-?[0-9.e+-]+)$", page,
-                                                    re.MULTILINE)]
+            margins = [
+                float(m) for m in re.findall(r"\): margin (-?[0-9.e+-]+)$", page, re.MULTILINE)
+            ]
             assert all(m >= 0 for m in margins), path
 
 

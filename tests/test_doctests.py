@@ -34,9 +34,13 @@ MODULES = modules_with_examples()
 
 def test_the_examples_are_found() -> None:
     # the five modules that held examples before the doctests ran, and the new ones since
-    assert {"testbed.estimators.aggitd", "testbed.estimators.classical",
-            "testbed.estimators.fixed_point", "problems.quadratic_bilevel",
-            "results_format.layout"} <= set(MODULES)
+    assert {
+        "testbed.estimators.aggitd",
+        "testbed.estimators.classical",
+        "testbed.estimators.fixed_point",
+        "problems.quadratic_bilevel",
+        "results_format.layout",
+    } <= set(MODULES)
 
 
 @pytest.mark.parametrize("module", MODULES)

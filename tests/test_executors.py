@@ -69,11 +69,13 @@ def test_executor_options_are_checked() -> None:
 
 
 def test_executor_ray_without_ray_says_how_to_install_it(
-        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
     monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
-    status = cli.main(["check", "--claim", CLAIMS[0], "--executor", "ray", "--results",
-                       "unused", "--quiet"])
+    status = cli.main(
+        ["check", "--claim", CLAIMS[0], "--executor", "ray", "--results", "unused", "--quiet"]
+    )
     assert status == 2
     assert RAY_MISSING in capsys.readouterr().err
     assert "pip install 'hypergradient-testbed[ray]'" in RAY_MISSING
@@ -91,20 +93,18 @@ class Recording:
             yield index, tasks[index]()
 
 
-def test_the_driver_writes_results_in_any_order_and_skips_finished_runs(
-        tmp_path: Path) -> None:
+def test_the_driver_writes_results_in_any_order_and_skips_finished_runs(tmp_path: Path) -> None:
     torch.set_default_dtype(torch.float64)
     profile = get_profile("fast")
     runs = claim_runs([get_claim(CLAIMS[0])])
     recording = Recording()
-    summaries = run_claim_runs(runs, tmp_path, profile, progress=False,
-                               execute=recording.run)
+    summaries = run_claim_runs(runs, tmp_path, profile, progress=False, execute=recording.run)
     assert [s["id"] for s in summaries] == [
-        CLAIMS[0] if e == c.estimators[0] else f"{c.id}@{e}" for c, e in runs]
+        CLAIMS[0] if e == c.estimators[0] else f"{c.id}@{e}" for c, e in runs
+    ]
     assert len(recording.given) == len(runs)
     again = Recording()
-    assert run_claim_runs(runs, tmp_path, profile, progress=False,
-                          execute=again.run) == summaries
+    assert run_claim_runs(runs, tmp_path, profile, progress=False, execute=again.run) == summaries
     assert again.given == []  # resumed: nothing left to run
 
 
@@ -151,8 +151,7 @@ def test_regress_with_jobs_2_writes_the_same_measurements(tmp_path: Path) -> Non
     assert one.read_bytes() == two.read_bytes()
 
 
-def test_the_report_tables_through_an_executor_write_the_in_process_files(
-        tmp_path: Path) -> None:
+def test_the_report_tables_through_an_executor_write_the_in_process_files(tmp_path: Path) -> None:
     """The communication and rounds-to-error tables ``testbed check`` measures after the claims:
     their units (an algorithm's row; a comparison's tuning, a table run) on two spawned
     processes give the in-process files byte for byte, and a reversing executor shows the driver
@@ -163,8 +162,7 @@ def test_the_report_tables_through_an_executor_write_the_in_process_files(
 
     torch.set_default_dtype(torch.float64)
     folders = {name: tmp_path / name for name in ("here", "reversed", "two")}
-    executors = {"here": None, "reversed": Recording().run,
-                 "two": LocalExecutor(2, threads=1).run}
+    executors = {"here": None, "reversed": Recording().run, "two": LocalExecutor(2, threads=1).run}
     for name, folder in folders.items():
         table.run_all(folder, progress=False, execute=executors[name])
         communication.write_table(folder, progress=False, execute=executors[name])
@@ -221,7 +219,8 @@ def fake_ray_executor(monkeypatch: pytest.MonkeyPatch, **options: Any) -> Any:
 
 
 def test_a_ray_instance_started_for_a_command_serves_all_its_runs(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``testbed check`` runs the claims, then the tables' units: inside ``with executor`` the
     Ray instance it starts is started once and shut down once; outside, once per run."""
     executor = fake_ray_executor(monkeypatch)
@@ -235,33 +234,39 @@ def test_a_ray_instance_started_for_a_command_serves_all_its_runs(
 
 
 def test_chains_continue_under_the_same_index_on_every_executor(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``then`` gives the next task of a chain; each executor runs chains to their ends."""
+
     def then(index: int, result: int) -> Callable[[], int] | None:
         return partial(_square, result) if result < 100 else None  # 2 -> 4 -> 16 -> 256
 
     expected = {0: [4, 16, 256], 1: [9, 81, 6561]}
-    for executor in (LocalExecutor(1), LocalExecutor(2, threads=1),
-                     fake_ray_executor(monkeypatch)):
+    for executor in (LocalExecutor(1), LocalExecutor(2, threads=1), fake_ray_executor(monkeypatch)):
         seen: dict[int, list[int]] = {0: [], 1: []}
         for index, result in executor.run([partial(_square, 2), partial(_square, 3)], then):
             seen[index].append(result)
         assert seen == expected, executor
 
 
-@pytest.mark.parametrize("command", [
-    ["check", "--claim", CLAIMS[0], "--results", "unused"],
-    ["calibrate", "--seeds", "2", "--results", "unused"],
-    ["regress"],
-    ["run", "configs/fednest_imbalanced.toml", "--results", "unused"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "--claim", CLAIMS[0], "--results", "unused"],
+        ["calibrate", "--seeds", "2", "--results", "unused"],
+        ["regress"],
+        ["run", "configs/fednest_imbalanced.toml", "--results", "unused"],
+    ],
+)
 def test_a_bad_executor_option_is_one_line_before_any_work(
-        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
     """Every command that takes the executor options reports a bad combination on one line,
     exit 2, before a progress bar starts (it did after an empty bar for regress, calibrate and
     run)."""
     status = cli.main([*command, "--jobs", "2", "--executor", "ray"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.strip() == ("testbed: error: --jobs is for --executor local (Ray runs one task "
-                           "per free CPU)")
+    assert err.strip() == (
+        "testbed: error: --jobs is for --executor local (Ray runs one task per free CPU)"
+    )

@@ -42,12 +42,16 @@ def two_configs(tmp_path: Path) -> list[str]:
 def _run_files(folder: Path) -> dict[str, bytes]:
     """The run folders' and replication records' files; metadata.json (times, machine, the
     step the last segment resumed from) is the one file allowed to differ."""
-    return {name: data for name, data in results_files(folder).items()
-            if not name.endswith("metadata.json")}
+    return {
+        name: data
+        for name, data in results_files(folder).items()
+        if not name.endswith("metadata.json")
+    }
 
 
 def test_jobs_2_writes_the_same_run_files_as_one_process(
-        two_configs: list[str], tmp_path: Path) -> None:
+    two_configs: list[str], tmp_path: Path
+) -> None:
     """Two configs side by side on two spawned processes, each a chain of three segments
     (checkpoints at steps 2 and 4, the end at 5): metrics, checkpoints (the latest and the
     previous), split, config and replication record byte for byte those of the plain run."""
@@ -55,8 +59,13 @@ def test_jobs_2_writes_the_same_run_files_as_one_process(
     assert cli.main([*common, "--results", str(tmp_path / "one")]) == 0
     assert cli.main([*common, "--results", str(tmp_path / "two"), "--jobs", "2"]) == 0
     one, two = _run_files(tmp_path / "one"), _run_files(tmp_path / "two")
-    assert {"runs/tiny/checkpoint.pt", "runs/tiny/checkpoint.prev.pt", "runs/tiny/metrics.csv",
-            "runs/tiny-b/metrics.csv", "replication/tiny-b.json"} <= one.keys()
+    assert {
+        "runs/tiny/checkpoint.pt",
+        "runs/tiny/checkpoint.prev.pt",
+        "runs/tiny/metrics.csv",
+        "runs/tiny-b/metrics.csv",
+        "replication/tiny-b.json",
+    } <= one.keys()
     assert one.keys() == two.keys()
     for name in one:
         assert one[name] == two[name], name
@@ -69,8 +78,9 @@ class Chains:
         self.tasks: list[SegmentTask] = []
         self.stop_after = stop_after
 
-    def run(self, tasks: Sequence[Callable[[], Any]],
-            then: Callable[[int, Any], Any] | None = None) -> Iterator[tuple[int, Any]]:
+    def run(
+        self, tasks: Sequence[Callable[[], Any]], then: Callable[[int, Any], Any] | None = None
+    ) -> Iterator[tuple[int, Any]]:
         def recorded(index: int, result: Any) -> Any:
             if self.stop_after is not None and len(self.tasks) >= self.stop_after:
                 raise KeyboardInterrupt  # the driver is interrupted between two segments
@@ -109,15 +119,19 @@ def test_segment_steps_sets_how_far_a_task_runs(tmp_path: Path) -> None:
     assert len(chains.tasks) == 2  # steps 1-3 and 4-6, not six one-step tasks
 
 
-def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(
-        tmp_path: Path) -> None:
+def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(tmp_path: Path) -> None:
     config = load_config(write(tmp_path, FIVE_STEPS))
     for where in ("plain", "chained"):
-        cli.main(["run", str(config.path), "--quiet", "--steps", "2",
-                  "--results", str(tmp_path / where)])
+        cli.main(
+            ["run", str(config.path), "--quiet", "--steps", "2", "--results", str(tmp_path / where)]
+        )
         (tmp_path / where / "runs/tiny/checkpoint.pt").write_bytes(b"not a checkpoint")
-    assert cli.main(["run", str(config.path), "--quiet", "--recover",
-                     "--results", str(tmp_path / "plain")]) == 0
+    assert (
+        cli.main(
+            ["run", str(config.path), "--quiet", "--recover", "--results", str(tmp_path / "plain")]
+        )
+        == 0
+    )
     run_experiments([config], tmp_path / "chained", Chains().run, recover=True)
     plain, chained = _run_files(tmp_path / "plain"), _run_files(tmp_path / "chained")
     assert "runs/tiny/checkpoint.pt.bad" in chained
@@ -126,17 +140,20 @@ def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(
 
 def test_configs_sharing_a_name_are_refused_side_by_side(tmp_path: Path) -> None:
     config = load_config(write(tmp_path))
-    with pytest.raises(ValueError, match="2 configs have name = .tiny., so their runs would "
-                                         "share one run folder"):
+    with pytest.raises(
+        ValueError, match="2 configs have name = .tiny., so their runs would share one run folder"
+    ):
         run_experiments([config, config], tmp_path, Chains().run)
 
 
 def test_a_cuda_config_asks_the_executor_for_one_gpu(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = load_config(write(tmp_path))
     on_cpu = segment_task(config, tmp_path)
-    on_cuda = dataclasses.replace(on_cpu, config=dataclasses.replace(
-        config, run={**config.run, "device": "cuda"}))
+    on_cuda = dataclasses.replace(
+        on_cpu, config=dataclasses.replace(config, run={**config.run, "device": "cuda"})
+    )
     assert (on_cpu.gpus, on_cuda.gpus) == (0.0, 1.0)
     executor = fake_ray_executor(monkeypatch, cpus_per_task=2)
     list(executor.run([on_cpu]))  # (no GPU here to run the cuda one on)

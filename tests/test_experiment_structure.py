@@ -37,8 +37,11 @@ def test_a_parameter_the_constructor_refuses_is_a_config_error(tmp_path: Path) -
     text = (CONFIGS / "aggitd_table2_fednest_iid_tau1.toml").read_text()
     path = tmp_path / "bad.toml"
     path.write_text(text.replace("inner_steps = 5 ", "inner_steps = 0 ", 1))
-    with pytest.raises(ConfigError, match=r"bad.toml: \[algorithm\]: 'fednest' rejects these "
-                       r"parameters: .*inner_steps"):
+    with pytest.raises(
+        ConfigError,
+        match=r"bad.toml: \[algorithm\]: 'fednest' rejects these "
+        r"parameters: .*inner_steps",
+    ):
         load_config(path)
 
 
@@ -46,6 +49,10 @@ def test_no_import_loop_in_the_application() -> None:
     # function-local imports count too: main had one loop of 7 experiments modules through
     # config.py (config -> registry -> hgp/server -> hgp_common -> config)
     graph = grimp.build_graph("testbed_app")
-    loops = [(a, b) for a in graph.modules for b in graph.find_modules_directly_imported_by(a)
-             if graph.chain_exists(importer=b, imported=a)]
+    loops = [
+        (a, b)
+        for a in graph.modules
+        for b in graph.find_modules_directly_imported_by(a)
+        if graph.chain_exists(importer=b, imported=a)
+    ]
     assert loops == []

@@ -53,14 +53,22 @@ def test_results_or_out_naming_a_file_is_one_line(tmp_path, capsys, checked):
     afile = tmp_path / "afile"
     afile.write_text("mine")
     config = write(tmp_path, {"run.steps": 1})
-    for argv in (["check", "--claim", CLAIM, "--results", str(afile)],
-                 ["report", "--results", str(afile), "--out", str(tmp_path / "o")],
-                 ["report", "--results", str(checked), "--out", str(afile)],
-                 ["verify", "aid-cg", "--claim", "classical.cg.exact_after_dim_y",
-                  "--results", str(afile)],
-                 ["calibrate", "--claim", "fednest.lemma22.abs_error_per_sample", "--seeds",
-                  "1", "--results", str(afile)],
-                 ["run", str(config), "--results", str(afile)]):
+    for argv in (
+        ["check", "--claim", CLAIM, "--results", str(afile)],
+        ["report", "--results", str(afile), "--out", str(tmp_path / "o")],
+        ["report", "--results", str(checked), "--out", str(afile)],
+        ["verify", "aid-cg", "--claim", "classical.cg.exact_after_dim_y", "--results", str(afile)],
+        [
+            "calibrate",
+            "--claim",
+            "fednest.lemma22.abs_error_per_sample",
+            "--seeds",
+            "1",
+            "--results",
+            str(afile),
+        ],
+        ["run", str(config), "--results", str(afile)],
+    ):
         assert main([*argv, "--quiet"]) == 2, argv
         err = _one_line(capsys)
         assert f"{afile} is a file, not a folder" in err, err
@@ -76,8 +84,7 @@ def test_a_symbolic_link_loop_in_the_results_folder_is_one_line(tmp_path, capsys
     shutil.copytree(checked, results)
     shutil.rmtree(results / "claims")
     (results / "claims").symlink_to(results / "claims")
-    assert main(["report", "--results", str(results), "--out", str(tmp_path / "o"),
-                 "--quiet"]) == 2
+    assert main(["report", "--results", str(results), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     _one_line(capsys)
     assert main(["check", "--claim", CLAIM, "--results", str(results), "--quiet"]) == 2
     assert "claims" in _one_line(capsys)
@@ -91,11 +98,11 @@ def test_regress_against_without_estimator_is_one_line(capsys):
 def test_list_verbose_into_a_closed_pipe_exits_quietly():
     """`testbed list --verbose | head -1`: no BrokenPipeError traceback."""
     command = f"set -o pipefail; {sys.executable} -m testbed_app list --verbose | head -1"
-    done = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
     assert done.stdout == "Problems:\n"
     assert done.stderr == "" and done.returncode == 0
-
 
 
 def test_the_last_output_meets_a_closed_pipe_inside_the_command(monkeypatch):
@@ -106,8 +113,7 @@ def test_the_last_output_meets_a_closed_pipe_inside_the_command(monkeypatch):
     the first byte, and an output smaller than the stream's buffer."""
     read_end, write_end = os.pipe()
     os.close(read_end)
-    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 8192),
-                              encoding="utf-8")
+    stream = io.TextIOWrapper(io.BufferedWriter(io.FileIO(write_end, "w"), 8192), encoding="utf-8")
     monkeypatch.setattr(sys, "stdout", stream)
     try:
         assert main(["list", "--claim", "classical.gd.linear_rate"]) == 0
@@ -115,6 +121,7 @@ def test_the_last_output_meets_a_closed_pipe_inside_the_command(monkeypatch):
     finally:
         monkeypatch.undo()
         stream.close()
+
 
 # ------------------------------------------------------------------------------ plugins, verify
 
@@ -137,32 +144,39 @@ def user_modules(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
-@pytest.mark.parametrize(("module", "says"), [
-    ("exits_at_import", "called sys.exit(7) when imported"),
-    ("interrupts_at_import", "raised KeyboardInterrupt when imported"),
-    ("raises_at_import", "raised ZeroDivisionError when imported: division by zero"),
-    ("bad_syntax", "has a syntax error"),
-])
-def test_verify_of_a_module_that_fails_at_import_is_one_line(capsys, user_modules, module,
-                                                             says):
+@pytest.mark.parametrize(
+    ("module", "says"),
+    [
+        ("exits_at_import", "called sys.exit(7) when imported"),
+        ("interrupts_at_import", "raised KeyboardInterrupt when imported"),
+        ("raises_at_import", "raised ZeroDivisionError when imported: division by zero"),
+        ("bad_syntax", "has a syntax error"),
+    ],
+)
+def test_verify_of_a_module_that_fails_at_import_is_one_line(capsys, user_modules, module, says):
     assert main(["verify", f"{module}:ENTRY", "--quiet"]) == 2
     err = _one_line(capsys)
     assert f"cannot load '{module}:ENTRY': " in err and says in err and module in err
 
 
-@pytest.mark.parametrize("module", ["exits_zero", "exits_at_import", "interrupts_at_import",
-                                    "raises_at_import", "bad_syntax"])
-def test_a_plugin_that_fails_at_import_is_left_out_with_its_reason(monkeypatch, capsys,
-                                                                   user_modules, module):
+@pytest.mark.parametrize(
+    "module",
+    ["exits_zero", "exits_at_import", "interrupts_at_import", "raises_at_import", "bad_syntax"],
+)
+def test_a_plugin_that_fails_at_import_is_left_out_with_its_reason(
+    monkeypatch, capsys, user_modules, module
+):
     import importlib.metadata
 
     from testbed import plugins, registry
     from theory_checks import registry as claim_registry
 
-    entry = importlib.metadata.EntryPoint(name="bad", value=f"{module}:ENTRY",
-                                          group="testbed.estimators")
-    claims = importlib.metadata.EntryPoint(name="bad-claims", value=f"{module}:CLAIMS",
-                                           group="testbed.claims")
+    entry = importlib.metadata.EntryPoint(
+        name="bad", value=f"{module}:ENTRY", group="testbed.estimators"
+    )
+    claims = importlib.metadata.EntryPoint(
+        name="bad-claims", value=f"{module}:CLAIMS", group="testbed.claims"
+    )
     found = {"testbed.estimators": [entry], "testbed.claims": [claims]}
     monkeypatch.setattr(plugins, "entry_points", lambda group: found.get(group, []))
     try:
@@ -197,15 +211,23 @@ CTRL_C_DURING_PLUGIN_IMPORT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("argv", [["list"], ["verify", "presses_ctrl_c:ENTRY"]],
-                         ids=["plugin entry point", "verify module:object"])
+@pytest.mark.parametrize(
+    "argv",
+    [["list"], ["verify", "presses_ctrl_c:ENTRY"]],
+    ids=["plugin entry point", "verify module:object"],
+)
 def test_ctrl_c_while_a_plugin_imports_exits_130(tmp_path, argv):
     """Ctrl-C while a plugin imports was taken for the plugin's failure: the plugin left out,
     the command ran on and exited 0 (issue 33). A KeyboardInterrupt the plugin raises itself
     is still its failure (test_a_plugin_that_fails_at_import_is_left_out_with_its_reason)."""
     (tmp_path / "presses_ctrl_c.py").write_text(PRESSES_CTRL_C)
-    done = subprocess.run([sys.executable, "-c", CTRL_C_DURING_PLUGIN_IMPORT, str(tmp_path),
-                           *argv], cwd=REPO, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", CTRL_C_DURING_PLUGIN_IMPORT, str(tmp_path), *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 130, done.stderr
     assert "testbed: interrupted" in done.stderr and "Traceback" not in done.stderr
     assert "Problems:" not in done.stdout
@@ -220,7 +242,7 @@ def test_a_corrupt_mnist_gz_is_one_line(tmp_path, capsys):
     fake_idx_set(tmp_path / "mnist", seed=7, gz=True)
     member = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"
     data = bytearray(member.read_bytes())
-    data[len(data) // 2: len(data) // 2 + 16] = b"\xff" * 16  # a corrupt deflate stream
+    data[len(data) // 2 : len(data) // 2 + 16] = b"\xff" * 16  # a corrupt deflate stream
     member.write_bytes(bytes(data))
     with pytest.raises(Exception) as info, gzip.open(member) as handle:
         handle.read()
@@ -271,13 +293,13 @@ def full_disk(monkeypatch):
     _make_disk_full(monkeypatch)
 
 
-def test_check_on_a_full_disk_is_one_line_and_leaves_earlier_files(tmp_path, capsys,
-                                                                   checked, full_disk):
+def test_check_on_a_full_disk_is_one_line_and_leaves_earlier_files(
+    tmp_path, capsys, checked, full_disk
+):
     results = tmp_path / "results"
     shutil.copytree(checked, results)
     before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
-    assert main(["check", "--claim", CLAIM, "--results", str(results), "--quiet",
-                 "--fresh"]) == 2
+    assert main(["check", "--claim", CLAIM, "--results", str(results), "--quiet", "--fresh"]) == 2
     err = _one_line(capsys)
     assert "No space left on device; nothing half-written was left" in err
     assert _temporaries(results) == []
@@ -294,8 +316,7 @@ def test_report_on_a_full_disk_is_one_line(tmp_path, capsys, checked, full_disk)
 def test_run_on_a_full_disk_is_one_line(tmp_path, capsys, monkeypatch):
     path = write(tmp_path, {"run.steps": 2, "run.checkpoint_every": 1})
     results = tmp_path / "results"
-    assert main(["run", str(path), "--results", str(results), "--quiet", "--steps",
-                 "1"]) == 0
+    assert main(["run", str(path), "--results", str(results), "--quiet", "--steps", "1"]) == 0
     folder = results / "runs" / "tiny"
     before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
     _make_disk_full(monkeypatch)
@@ -357,8 +378,10 @@ def test_a_real_full_and_read_only_tmpfs(tmp_path):
     one line each, exit 2, no temporary file left, earlier files whole. Needs a private
     mount namespace (root, ``unshare -m``), as tests/cluster/in_loopback_namespace.sh needs
     one for the network."""
-    if shutil.which("unshare") is None or subprocess.run(
-            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+    if (
+        shutil.which("unshare") is None
+        or subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0
+    ):
         pytest.skip("a tmpfs of its own needs a private mount namespace (unshare -m, root)")
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -367,16 +390,24 @@ def test_a_real_full_and_read_only_tmpfs(tmp_path):
     script.write_text(DISK_SCRIPT)
     # Why 8 MB: room for a 1-step run, one claim's results and a report's figures, so that
     # filling it leaves every later write without space (the review used 3 MB)
-    shell = (f"mount -t tmpfs -o size=8m tmpfs {mount} && exec {sys.executable} {script} "
-             f"{mount} {config} {CLAIM}")
-    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", shell],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    shell = (
+        f"mount -t tmpfs -o size=8m tmpfs {mount} && exec {sys.executable} {script} "
+        f"{mount} {config} {CLAIM}"
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", shell],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stderr[-2000:]
     out = json.loads(lines[0].removeprefix("RESULT "))
     errors = [line for line in done.stderr.splitlines() if line.startswith("testbed: error")]
-    assert {k: out[k] for k in ("run", "check", "report", "ro_run", "ro_check", "ro_report")} \
-        == dict.fromkeys(("run", "check", "report", "ro_run", "ro_check", "ro_report"), 2)
+    assert {
+        k: out[k] for k in ("run", "check", "report", "ro_run", "ro_check", "ro_report")
+    } == dict.fromkeys(("run", "check", "report", "ro_run", "ro_check", "ro_report"), 2)
     assert out["tmp_after_full"] == [] and out["whole"]
     assert "Traceback" not in done.stderr and len(errors) == 6
     assert sum("No space left on device" in e for e in errors) == 3
@@ -418,11 +449,26 @@ def test_workers_of_a_killed_jobs_driver_do_not_outlive_it(tmp_path):
     """`testbed run --jobs 2` killed (SIGKILL): its pool workers and the resource tracker end
     within seconds (they ran 45 s and more before)."""
     a = write(tmp_path, {"run.steps": 2000, "run.checkpoint_every": 1000}, name="a.toml")
-    b = write(tmp_path, {"name": "other", "run.steps": 2000, "run.checkpoint_every": 1000},
-              name="b.toml")
-    driver = subprocess.Popen([sys.executable, "-m", "testbed_app", "run", str(a), str(b),
-                               "--results", str(tmp_path / "results"), "--quiet", "--jobs",
-                               "2"], cwd=REPO, stderr=subprocess.DEVNULL)
+    b = write(
+        tmp_path, {"name": "other", "run.steps": 2000, "run.checkpoint_every": 1000}, name="b.toml"
+    )
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "testbed_app",
+            "run",
+            str(a),
+            str(b),
+            "--results",
+            str(tmp_path / "results"),
+            "--quiet",
+            "--jobs",
+            "2",
+        ],
+        cwd=REPO,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 180
         children: set[int] = set()

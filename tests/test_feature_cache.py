@@ -17,25 +17,35 @@ from testbed.oracles import Oracles
 def problem():
     digits = load_dataset("digits", limit=120)
     network = mlp(digits.input_shape, digits.n_classes, hidden=(6,))
-    return build_workload("hyper_representation", digits, {"scheme": "iid", "n_clients": 4},
-                          model=network, seed=0, dtype=torch.float64)
+    return build_workload(
+        "hyper_representation",
+        digits,
+        {"scheme": "iid", "n_clients": 4},
+        model=network,
+        seed=0,
+        dtype=torch.float64,
+    )
 
 
 def _point(problem, seed):
     gen = torch.Generator().manual_seed(seed)
     x0, y0 = problem.initial_point()
-    return (x0 + 0.1 * torch.randn(x0.shape, generator=gen, dtype=x0.dtype),
-            y0 + 0.1 * torch.randn(y0.shape, generator=gen, dtype=y0.dtype))
+    return (
+        x0 + 0.1 * torch.randn(x0.shape, generator=gen, dtype=x0.dtype),
+        y0 + 0.1 * torch.randn(y0.shape, generator=gen, dtype=y0.dtype),
+    )
 
 
 def _second_order(problem, oracles, x, y, v, clients, batch, cold):
     """Inner gradient, HVP, grad_y f at (x, y): the calls a FedInn loop and a Neumann series
     make at one x (the cache's use); ``cold`` clears the cache before each call."""
     out = []
-    for call in (lambda: oracles.grad_inner(x, y, clients, batch),
-                 lambda: oracles.hvp_inner(x, y, v, clients, batch),
-                 lambda: oracles.hvp_inner(x, y, 2.0 * v, clients, batch),
-                 lambda: oracles.grad_outer_y(x, y, clients, batch)):
+    for call in (
+        lambda: oracles.grad_inner(x, y, clients, batch),
+        lambda: oracles.hvp_inner(x, y, v, clients, batch),
+        lambda: oracles.hvp_inner(x, y, 2.0 * v, clients, batch),
+        lambda: oracles.grad_outer_y(x, y, clients, batch),
+    ):
         if cold:
             problem.clear_caches()
         out.append(call())

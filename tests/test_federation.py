@@ -36,8 +36,9 @@ def test_federated_gradient_round_counts_are_exact(participation):
 def test_full_participation_round_is_the_global_gradient():
     p = QuadraticBilevel.random(6, 2, 4, 5.0, 0.5, seed=1, gradient_heterogeneity=2.0)
     x, y = torch.randn(2), torch.randn(4)
-    mean = federated_gradient_round(p, Oracles(p), Ledger(6), ClientSampler(6), x, y,
-                                    np.random.default_rng(0))
+    mean = federated_gradient_round(
+        p, Oracles(p), Ledger(6), ClientSampler(6), x, y, np.random.default_rng(0)
+    )
     torch.testing.assert_close(mean, p.inner_grad_y(x, y), rtol=1e-12, atol=1e-12)
 
 

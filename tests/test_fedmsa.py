@@ -19,8 +19,9 @@ from theory_checks.fedmsa.constants import heterogeneity_tau
 
 
 def _bilevel(M: int = 4, hh: float = 0.3, seed: int = 0, **kw) -> QuadraticBilevel:
-    return QuadraticBilevel.random(M, 3, 2, 3.0, seed=seed, hessian_heterogeneity=hh,
-                                   gradient_heterogeneity=1.0, **kw)
+    return QuadraticBilevel.random(
+        M, 3, 2, 3.0, seed=seed, hessian_heterogeneity=hh, gradient_heterogeneity=1.0, **kw
+    )
 
 
 def _run(alg, problem, rounds, seed=0, state=None):
@@ -43,16 +44,21 @@ def _close(a, b, scale=1.0):
 # --------------------------------------------------------------------------- reductions
 
 
-@pytest.mark.parametrize("problem", [
-    _bilevel(M=1, hh=0.0),
-    QuadraticMinimax.random(1, 2, 3, 4.0, seed=2),
-    LinearCompositional.random(1, [2, 3, 3], 5, value_heterogeneity=1.0),
-], ids=["bilevel", "minimax", "compositional"])
+@pytest.mark.parametrize(
+    "problem",
+    [
+        _bilevel(M=1, hh=0.0),
+        QuadraticMinimax.random(1, 2, 3, 4.0, seed=2),
+        LinearCompositional.random(1, [2, 3, 3], 5, value_heterogeneity=1.0),
+    ],
+    ids=["bilevel", "minimax", "compositional"],
+)
 @pytest.mark.parametrize("K", [1, 3])
 def test_single_client_reproduces_centralised_msa(problem, K):
     name = "fedmsa-mco" if problem.kind == "compositional" else "fedmsa"
-    alg = get_estimator(name).build(local_steps=K, outer_step_size=0.05, inner_step_size=0.1,
-                                    momentum=0.4)
+    alg = get_estimator(name).build(
+        local_steps=K, outer_step_size=0.05, inner_step_size=0.1, momentum=0.4
+    )
     R = 5
     records = _run(alg, problem, R)
     ref = _centralised(problem, records[0].x, records[0].state.Z, 0.05, 0.1, 1 + (R - 1) * K)
@@ -64,8 +70,12 @@ def test_single_client_reproduces_centralised_msa(problem, K):
 
 def test_identical_clients_equal_one_client():
     one = _bilevel(M=1, hh=0.0, seed=3)
-    many = QuadraticBilevel(*(getattr(one, k).repeat(5, *([1] * (getattr(one, k).ndim - 1)))
-                              for k in ("A", "B", "b", "C", "D", "c", "E", "e")))
+    many = QuadraticBilevel(
+        *(
+            getattr(one, k).repeat(5, *([1] * (getattr(one, k).ndim - 1)))
+            for k in ("A", "B", "b", "C", "D", "c", "E", "e")
+        )
+    )
     alg = get_estimator("fedmsa").build(local_steps=3, momentum=0.2)
     a, b = _run(alg, one, 6), _run(alg, many, 6)
     for ra, rb in zip(a, b, strict=True):
@@ -77,8 +87,9 @@ def test_tau_zero_with_value_heterogeneity_equals_centralised_msa():
     problem = _bilevel(M=5, hh=0.0, seed=4)
     assert heterogeneity_tau(problem) < 1e-12
     K, R = 3, 5
-    alg = get_estimator("fedmsa").build(local_steps=K, outer_step_size=0.05,
-                                        inner_step_size=0.05, momentum=0.7)
+    alg = get_estimator("fedmsa").build(
+        local_steps=K, outer_step_size=0.05, inner_step_size=0.05, momentum=0.7
+    )
     records = _run(alg, problem, R)
     ref = _centralised(problem, records[0].x, records[0].state.Z, 0.05, 0.05, 1 + (R - 1) * K)
     _close(records[-1].x, ref[-1][0], 10.0)
@@ -108,21 +119,26 @@ def test_round_zero_uses_one_local_step_and_no_momentum():
 
 
 def test_exact_and_paper_compositional_semantics_agree_when_jacobians_are_homogeneous():
-    problem = LinearCompositional.random(4, [2, 3, 3], 1, jacobian_heterogeneity=0.0,
-                                         value_heterogeneity=2.0)
-    runs = [_run(get_estimator("fedmsa-mco").build(semantics=s, local_steps=2), problem, 5)
-            for s in ("paper", "exact")]
+    problem = LinearCompositional.random(
+        4, [2, 3, 3], 1, jacobian_heterogeneity=0.0, value_heterogeneity=2.0
+    )
+    runs = [
+        _run(get_estimator("fedmsa-mco").build(semantics=s, local_steps=2), problem, 5)
+        for s in ("paper", "exact")
+    ]
     _close(runs[0][-1].x, runs[1][-1].x, 10.0)
 
 
 def test_exact_semantics_converges_to_the_optimum_and_paper_semantics_does_not():
-    problem = LinearCompositional.random(3, [2, 3], 0, jacobian_heterogeneity=0.4,
-                                         value_heterogeneity=2.0)
+    problem = LinearCompositional.random(
+        3, [2, 3], 0, jacobian_heterogeneity=0.4, value_heterogeneity=2.0
+    )
     x_star = problem.optimum()
     gaps = {}
     for semantics in ("paper", "exact"):
-        alg = get_estimator("fedmsa-mco").build(semantics=semantics, local_steps=2,
-                                                outer_step_size=0.1, inner_step_size=0.3)
+        alg = get_estimator("fedmsa-mco").build(
+            semantics=semantics, local_steps=2, outer_step_size=0.1, inner_step_size=0.3
+        )
         gaps[semantics] = float((_run(alg, problem, 300)[-1].x - x_star).norm())
     assert gaps["exact"] < 1e-8 < 1e-3 < gaps["paper"]
 
@@ -131,8 +147,9 @@ def test_exact_semantics_converges_to_the_optimum_and_paper_semantics_does_not()
 
 
 def _permuted(problem: QuadraticBilevel, perm: torch.Tensor) -> QuadraticBilevel:
-    return QuadraticBilevel(*(getattr(problem, k)[perm]
-                              for k in ("A", "B", "b", "C", "D", "c", "E", "e")))
+    return QuadraticBilevel(
+        *(getattr(problem, k)[perm] for k in ("A", "B", "b", "C", "D", "c", "E", "e"))
+    )
 
 
 def test_permuting_clients_changes_nothing_under_full_local_participation():
@@ -158,8 +175,9 @@ def test_permuting_clients_with_the_sampled_client_mapped_changes_nothing():
             ctx.sampler = _Fixed(chosen[state.round], ctx.sampler.n_clients)
             return super().step(ctx, state)
 
-    replay = _run(Scripted(**{f.name: getattr(alg, f.name) for f in dataclasses.fields(alg)}),
-                  problem, 6)
+    replay = _run(
+        Scripted(**{f.name: getattr(alg, f.name) for f in dataclasses.fields(alg)}), problem, 6
+    )
     _close(replay[-1].x, b[-1].x, 10.0)
     _close(replay[-1].state.Z, b[-1].state.Z, 10.0)
 
@@ -233,8 +251,9 @@ def test_seeded_runs_are_reproducible_and_seeds_matter():
 
 
 def test_stochastic_first_local_step_uses_the_same_sample_at_both_points():
-    problem = LinearCompositional.random(4, [2, 3], 0, jacobian_heterogeneity=0.3,
-                                         n_samples=6, matrix_noise=0.2, value_noise=0.5)
+    problem = LinearCompositional.random(
+        4, [2, 3], 0, jacobian_heterogeneity=0.3, n_samples=6, matrix_noise=0.2, value_noise=0.5
+    )
     alg = get_estimator("fedmsa-mco").build(batch_size=2, local_steps=3)
     for rec in _run(alg, problem, 4)[1:]:
         _close(rec.state.local[0].h, rec.state.h[None], 10.0)
@@ -246,8 +265,9 @@ def test_stochastic_first_local_step_uses_the_same_sample_at_both_points():
 
 def test_runs_on_risk_averse_and_decreases_the_objective():
     problem = RiskAverse(n_clients=2, n_examples=200, seed=0)
-    alg = get_estimator("fedmsa-mco").build(outer_step_size=1e-4, inner_step_size=0.5,
-                                            local_steps=5, momentum=0.5, batch_size=20)
+    alg = get_estimator("fedmsa-mco").build(
+        outer_step_size=1e-4, inner_step_size=0.5, local_steps=5, momentum=0.5, batch_size=20
+    )
     x0 = torch.full((problem.dims[0],), 0.1)  # the authors' notebook start (x = 0 is stationary)
     state = alg.state_at(problem, x0, torch.cat(problem.level_values(x0)[1:]))
     records = _run(alg, problem, 20, state=state)
@@ -256,10 +276,10 @@ def test_runs_on_risk_averse_and_decreases_the_objective():
 
 
 def test_minimax_converges_to_the_saddle():
-    problem = QuadraticMinimax.random(4, 2, 2, 2.0, seed=3, hessian_heterogeneity=0.3,
-                                      gradient_heterogeneity=1.0)
-    alg = get_estimator("fedmsa").build(local_steps=3, outer_step_size=0.1,
-                                        inner_step_size=0.2)
+    problem = QuadraticMinimax.random(
+        4, 2, 2, 2.0, seed=3, hessian_heterogeneity=0.3, gradient_heterogeneity=1.0
+    )
+    alg = get_estimator("fedmsa").build(local_steps=3, outer_step_size=0.1, inner_step_size=0.2)
     x = _run(alg, problem, 300)[-1].x
     assert float(problem.exact_hypergradient(x).norm()) < 1e-8
 
@@ -267,19 +287,22 @@ def test_minimax_converges_to_the_saddle():
 # --------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"outer_step_size": 0.0}, "outer_step_size"),
-    ({"outer_step_size": float("nan")}, "outer_step_size"),
-    ({"inner_step_size": -1.0}, "inner_step_size"),
-    ({"inner_step_size": ()}, "inner_step_size"),
-    ({"momentum": 1.5}, "momentum"),
-    ({"momentum": -0.1}, "momentum"),
-    ({"local_steps": 0}, "local_steps"),
-    ({"local_steps": 2.5}, "local_steps"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"participation": "all"}, "participation"),
-    ({"maps": "bilevel"}, "maps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"outer_step_size": 0.0}, "outer_step_size"),
+        ({"outer_step_size": float("nan")}, "outer_step_size"),
+        ({"inner_step_size": -1.0}, "inner_step_size"),
+        ({"inner_step_size": ()}, "inner_step_size"),
+        ({"momentum": 1.5}, "momentum"),
+        ({"momentum": -0.1}, "momentum"),
+        ({"local_steps": 0}, "local_steps"),
+        ({"local_steps": 2.5}, "local_steps"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"participation": "all"}, "participation"),
+        ({"maps": "bilevel"}, "maps"),
+    ],
+)
 def test_bad_parameters_raise_clear_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FedMSA(**kwargs)
@@ -294,7 +317,8 @@ def test_bad_semantics_and_unsupported_problems_raise():
         FedMSA(maps=CompositionalMaps()).init(_bilevel())
     with pytest.raises(ValueError, match="one value or one per level"):
         FedMSA(maps=CompositionalMaps(), inner_step_size=(0.1, 0.2)).init(
-            LinearCompositional.random(2, [1, 2], 0))
+            LinearCompositional.random(2, [1, 2], 0)
+        )
 
 
 def test_per_level_steps_are_used():

@@ -43,8 +43,9 @@ def _bilevel_z_jacobians(p: QuadraticBilevel) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_constants_are_the_papers_per_client_and_joint():
-    p = QuadraticBilevel.random(3, 2, 2, 3.0, seed=4, hessian_heterogeneity=0.4,
-                                gradient_heterogeneity=0.5, mu=2.0)
+    p = QuadraticBilevel.random(
+        3, 2, 2, 3.0, seed=4, hessian_heterogeneity=0.4, gradient_heterogeneity=0.5, mu=2.0
+    )
     c = fedmsa_constants(p)
     zz, xz = _bilevel_z_jacobians(p)
     sym = 0.5 * (zz + zz.transpose(0, 2, 1))
@@ -111,8 +112,9 @@ def test_finding_rho_refutation_is_about_the_initial_batch():
     assert all(m.holds for m in margins(claim.hypotheses, base))
     assert not B0_PROOF.evaluate(base).holds  # the hypothesis Algorithm 1's box lacks
     one = check_rho_as_stated(claim, base, make)
-    four = check_rho_as_stated(claim, Case(base.problem, {**base.params, "rho_constant": 4.0}),
-                               make)
+    four = check_rho_as_stated(
+        claim, Case(base.problem, {**base.params, "rho_constant": 4.0}), make
+    )
     assert not one.passed and not four.passed
     assert one.measured == pytest.approx(0.008, abs=2e-3)
     assert four.measured == pytest.approx(-0.019, abs=2e-3)
@@ -139,8 +141,15 @@ def test_rho_refutation_recomputed_by_monte_carlo():
     def mean_criterion(R: int, seeds: int = 48) -> tuple[float, float]:
         values = []
         for seed in range(seeds):
-            alg = build(make, p, local_steps=1, momentum=1.0 / R, outer_step_size=alpha,
-                        inner_step_size=beta, batch_size=1)
+            alg = build(
+                make,
+                p,
+                local_steps=1,
+                momentum=1.0 / R,
+                outer_step_size=alpha,
+                inner_step_size=beta,
+                batch_size=1,
+            )
             records = run(alg, p, R, seed=seed, state=alg.state_at(p, x0, Z0))
             xs, Zs, _ = local_points(records)
             values.append(float(criterion(p, xs, Zs).mean()))
@@ -166,13 +175,13 @@ def test_every_control_and_saved_case_of_both_papers_is_inside():
             for reading in readings:
                 params = {**case.params, **(reading.params if reading else {})}
                 found = margins(claim.hypotheses, Case(case.problem, params))
-                assert all(m.holds for m in found), (claim.id, [(m.name, m.margin)
-                                                                 for m in found])
+                assert all(m.holds for m in found), (claim.id, [(m.name, m.margin) for m in found])
 
 
 def test_theorem31_steps_are_inside_lemmas_b1_b2():
-    p = QuadraticBilevel.random(2, 1, 2, 2.0, seed=1, hessian_heterogeneity=0.3,
-                                gradient_heterogeneity=0.5)
+    p = QuadraticBilevel.random(
+        2, 1, 2, 2.0, seed=1, hessian_heterogeneity=0.3, gradient_heterogeneity=0.5
+    )
     case = Case(p, {"seed": 0})
     alpha, beta = theorem31_steps(case)
     c = fedmsa_constants(p)

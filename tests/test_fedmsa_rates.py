@@ -36,15 +36,29 @@ from theory_checks.fedmsa.rate import replicated
 
 
 def _small() -> tuple[QuadraticBilevel, Layout]:
-    p = QuadraticBilevel.random(2, 1, 1, 1.0, seed=4, hessian_heterogeneity=0.3,
-                                gradient_heterogeneity=0.5, n_samples=2, gradient_noise=1.0)
+    p = QuadraticBilevel.random(
+        2,
+        1,
+        1,
+        1.0,
+        seed=4,
+        hessian_heterogeneity=0.3,
+        gradient_heterogeneity=0.5,
+        n_samples=2,
+        gradient_noise=1.0,
+    )
     return p, Layout(p.dim_x, 2 * p.dim_y)
 
 
 def _alg(rho: float = 0.4, batch: int | None = 1, K: int = 1) -> FedMSA:
-    return get_estimator("fedmsa").build(outer_step_size=0.2, inner_step_size=0.3,
-                                         momentum=rho, local_steps=K, participation=1,
-                                         batch_size=batch)
+    return get_estimator("fedmsa").build(
+        outer_step_size=0.2,
+        inner_step_size=0.3,
+        momentum=rho,
+        local_steps=K,
+        participation=1,
+        batch_size=batch,
+    )
 
 
 def test_identified_round_moments_equal_enumeration_of_every_client_and_draw():
@@ -60,8 +74,7 @@ def test_identified_round_moments_equal_enumeration_of_every_client_and_draw():
     second = np.mean([c + np.outer(mn, mn) for mn, c in moments], axis=0)
     # Why 1e-12: both sides are sums of the same float64 outputs, in different orders.
     np.testing.assert_allclose(mean, outs_a.mean(0), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(second, outs_a.T @ outs_a / len(outs_a), rtol=1e-12,
-                               atol=1e-12)
+    np.testing.assert_allclose(second, outs_a.T @ outs_a / len(outs_a), rtol=1e-12, atol=1e-12)
 
 
 def test_expected_criterion_equals_enumeration_over_two_rounds():
@@ -81,8 +94,7 @@ def test_expected_criterion_equals_enumeration_over_two_rounds():
         return float(np.sum((G @ u + g) ** 2))
 
     # x_1, Z_1: round 1's first local iterate
-    values = [crit(out[: layout.du])
-              for out in _every_round_output(alg, p, layout, start, first)]
+    values = [crit(out[: layout.du]) for out in _every_round_output(alg, p, layout, start, first)]
     u0 = torch.cat([x0, Z0]).numpy()
     np.testing.assert_allclose(exact, 0.5 * (crit(u0) + np.mean(values)), rtol=1e-12)
 
@@ -107,8 +119,7 @@ def test_criterion_form_is_the_criterion():
     x, Z = torch.tensor(u[:1])[None], torch.tensor(u[1:])[None]
     from theory_checks.fedmsa.common import criterion
 
-    np.testing.assert_allclose(np.sum((G @ u + g) ** 2), float(criterion(p, x, Z)[0]),
-                               rtol=1e-12)
+    np.testing.assert_allclose(np.sum((G @ u + g) ** 2), float(criterion(p, x, Z)[0]), rtol=1e-12)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,8 +150,15 @@ def test_rebatched_round_predicts_a_wide_minibatch():
     start = alg.state_at(p, torch.zeros(1, dtype=torch.float64))
     first = [b.rebatched(5) for b in identify_round(alg, p, layout, p.n_samples, start=start)]
     wide = dataclasses.replace(alg, batch_size=5)
-    err = validate_round(wide, p, layout, first, p.n_samples, np.random.default_rng(2),
-                         wide.state_at(p, torch.zeros(1, dtype=torch.float64)))
+    err = validate_round(
+        wide,
+        p,
+        layout,
+        first,
+        p.n_samples,
+        np.random.default_rng(2),
+        wide.state_at(p, torch.zeros(1, dtype=torch.float64)),
+    )
     assert err < 1e-12
 
 
@@ -158,8 +176,9 @@ def test_rho_interpolation_equals_identification():
 
 
 def test_fixed_point_zeroes_both_maps():
-    p = QuadraticBilevel.random(3, 2, 2, 2.0, seed=1, hessian_heterogeneity=0.3,
-                                gradient_heterogeneity=1.0)
+    p = QuadraticBilevel.random(
+        3, 2, 2, 2.0, seed=1, hessian_heterogeneity=0.3, gradient_heterogeneity=1.0
+    )
     x, Z = fixed_point(p)
     P, S = mean_maps(p, x[None], Z[None])
     assert float(P.norm() + S.norm()) < 1e-10 * (1.0 + float(x.norm() + Z.norm()))
@@ -167,8 +186,9 @@ def test_fixed_point_zeroes_both_maps():
 
 
 def test_replicated_copies_client_zero_and_its_samples():
-    p = QuadraticBilevel.random(3, 2, 2, 2.0, seed=0, n_samples=3, gradient_noise=1.0,
-                                gradient_heterogeneity=1.0)
+    p = QuadraticBilevel.random(
+        3, 2, 2, 2.0, seed=0, n_samples=3, gradient_noise=1.0, gradient_heterogeneity=1.0
+    )
     rep = replicated(p, 4)
     assert rep.n_clients == 4 and rep.n_samples == 3
     for m in range(4):

@@ -36,8 +36,9 @@ def _close(a: torch.Tensor, b: torch.Tensor, scale: float = 1.0) -> None:
 
 
 def _problem(m: int = 4, seed: int = 0) -> QuadraticBilevel:
-    return QuadraticBilevel.random(m, 3, 4, 8.0, seed=seed, hessian_heterogeneity=0.5,
-                                   gradient_heterogeneity=1.5)
+    return QuadraticBilevel.random(
+        m, 3, 4, 8.0, seed=seed, hessian_heterogeneity=0.5, gradient_heterogeneity=1.5
+    )
 
 
 # ------------------------------------------------------------------------------- reductions
@@ -51,8 +52,9 @@ def test_deterministic_fedihgp_equals_aid_neumann(m, terms):
     p = _problem(m)
     lam = 1.0 / p.constants().L_clients
     x, y = torch.randn(3, generator=torch.Generator().manual_seed(1)), torch.ones(4)
-    fed = FedIHGP(inner_steps=0, neumann_terms=terms, neumann_step_size=lam,
-                  truncation="deterministic")
+    fed = FedIHGP(
+        inner_steps=0, neumann_terms=terms, neumann_step_size=lam, truncation="deterministic"
+    )
     out = fed.estimate(p, x, InnerState(y), np.random.default_rng(0))
     aid = ImplicitDifferentiation(GradientDescent(0), Neumann(terms + 1, lam))
     ref = aid.estimate(p, x, InnerState(y), np.random.default_rng(0))
@@ -68,8 +70,9 @@ def test_random_fedihgp_single_draw_is_scaled_power():
     ctx = FederatedContext(p, np.random.default_rng(5))
     result = fedihgp(ctx, x, y, terms, lam)
     A = torch.eye(4) - lam * p.means["A"]
-    expected = terms * lam * torch.linalg.matrix_power(A, result.truncation_index) @ \
-        p.outer_grad_y(x, y)
+    expected = (
+        terms * lam * torch.linalg.matrix_power(A, result.truncation_index) @ p.outer_grad_y(x, y)
+    )
     _close(result.p, expected)
     assert result.rounds == result.truncation_index + 1 == ctx.ledger.rounds
 
@@ -83,12 +86,14 @@ def test_single_client_fedinn_is_gradient_descent(tau):
     x, y = torch.ones(3), torch.zeros(4)
     ctx = FederatedContext(p, np.random.default_rng(0))
     y_plus = fedinn(ctx, x, y, beta, tau, scale_by_steps=False)
-    gd = GradientDescent(tau, beta).run(GlobalOracles(Oracles(p), np.random.default_rng(0)), x,
-                                        y, keep_trajectory=False)
+    gd = GradientDescent(tau, beta).run(
+        GlobalOracles(Oracles(p), np.random.default_rng(0)), x, y, keep_trajectory=False
+    )
     _close(y_plus, gd.y)
     H = p.means["A"]
-    P = torch.linalg.solve(H, torch.eye(4) - torch.linalg.matrix_power(torch.eye(4) - beta * H,
-                                                                          tau))
+    P = torch.linalg.solve(
+        H, torch.eye(4) - torch.linalg.matrix_power(torch.eye(4) - beta * H, tau)
+    )
     _close(y_plus, y - P @ p.inner_grad_y(x, y))
 
 
@@ -98,8 +103,15 @@ def test_single_client_fednest_is_the_centralized_loop():
     p = _problem(1, seed=3)
     T, N, tau, beta, alpha = 3, 5, 2, 0.5, 0.1
     lam = 1.0 / p.constants().L_clients
-    algo = FedNest(inner_steps=T, neumann_terms=N, local_steps=tau, inner_step_size=beta,
-                   outer_step_size=alpha, truncation="deterministic", scale_by_steps=False)
+    algo = FedNest(
+        inner_steps=T,
+        neumann_terms=N,
+        local_steps=tau,
+        inner_step_size=beta,
+        outer_step_size=alpha,
+        truncation="deterministic",
+        scale_by_steps=False,
+    )
     records = run_algorithm(algo, p, 4, np.random.default_rng(0))
     glob = GlobalOracles(Oracles(p), np.random.default_rng(0))
     x, y = p.initial_point()
@@ -111,8 +123,9 @@ def test_single_client_fednest_is_the_centralized_loop():
         h = gx - glob.jvp_xy(x, y, v)
         x_local = x
         for _ in range(tau):
-            x_local = x_local - alpha * (glob.grad_outer(x_local, y)[0]
-                                         - glob.grad_outer(x, y)[0] + h)
+            x_local = x_local - alpha * (
+                glob.grad_outer(x_local, y)[0] - glob.grad_outer(x, y)[0] + h
+            )
         x = x_local
         _close(record.state.x, x, 1.0)
         _close(record.state.y, y, 1.0)
@@ -132,11 +145,15 @@ def test_permuting_clients_changes_nothing(name):
     p = _problem(5, seed=2)
     order = torch.tensor([3, 0, 4, 1, 2])
     taus = (1, 2, 3, 1, 2)
-    algo = get_estimator(name).build(inner_steps=2, neumann_terms=4, truncation="deterministic",
-                                     local_steps=taus)
+    algo = get_estimator(name).build(
+        inner_steps=2, neumann_terms=4, truncation="deterministic", local_steps=taus
+    )
     permuted_algo = get_estimator(name).build(
-        inner_steps=2, neumann_terms=4, truncation="deterministic",
-        local_steps=tuple(taus[int(i)] for i in order))
+        inner_steps=2,
+        neumann_terms=4,
+        truncation="deterministic",
+        local_steps=tuple(taus[int(i)] for i in order),
+    )
     a = run_algorithm(algo, p, 3, np.random.default_rng(0))[-1].state
     b = run_algorithm(permuted_algo, _permuted(p, order), 3, np.random.default_rng(0))[-1].state
     _close(a.x, b.x, 1.0)
@@ -154,16 +171,26 @@ def test_ledger_counts_and_payloads(name, participation):
     else:
         p = QuadraticBilevel.random(4, 2, 3, 5.0, 0.3, seed=1)
     T, N = 2, 3
-    algo = get_estimator(name).build(inner_steps=T, neumann_terms=N, local_steps=(1, 2, 1, 3),
-                                     truncation="deterministic", participation=participation)
+    algo = get_estimator(name).build(
+        inner_steps=T,
+        neumann_terms=N,
+        local_steps=(1, 2, 1, 3),
+        truncation="deterministic",
+        participation=participation,
+    )
     ctx = FederatedContext(p, np.random.default_rng(0), participation)
     state = algo.init(p)
     for _ in range(3):
         before = ctx.ledger.rounds
         state = algo.step(ctx, state)
         assert ctx.ledger.rounds - before == state.rounds == algo.rounds_per_iteration()
-    expected = {"fednest": 2 * T + N + 3, "lfednest": T + 1, "fednest-sgd": T + N + 3,
-                "lfednest-svrg": 2 * T + 1, "fednest-minimax": 2 * T + 2}[name]
+    expected = {
+        "fednest": 2 * T + N + 3,
+        "lfednest": T + 1,
+        "fednest-sgd": T + N + 3,
+        "lfednest-svrg": 2 * T + 1,
+        "fednest-minimax": 2 * T + 2,
+    }[name]
     assert algo.rounds_per_iteration() == expected
     # no Hessian or Jacobian is ever sent: every payload is one x- or y-vector
     assert ctx.ledger.payload_sizes <= {p.dim_x, p.dim_y}
@@ -185,15 +212,17 @@ def test_random_truncation_uses_n_prime_plus_one_ihgp_rounds():
 
 
 def _stochastic_problem() -> QuadraticBilevel:
-    return QuadraticBilevel.random(6, 2, 3, 4.0, 0.3, seed=0, n_samples=8, gradient_noise=0.5,
-                                   hessian_noise=0.2)
+    return QuadraticBilevel.random(
+        6, 2, 3, 4.0, 0.3, seed=0, n_samples=8, gradient_noise=0.5, hessian_noise=0.2
+    )
 
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_reproducible_from_the_seed(name):
     p = _stochastic_problem()
-    algo = get_estimator(name).build(inner_steps=2, neumann_terms=4, participation=0.5,
-                                     batch_size=2, local_steps=2)
+    algo = get_estimator(name).build(
+        inner_steps=2, neumann_terms=4, participation=0.5, batch_size=2, local_steps=2
+    )
     a = run_algorithm(algo, p, 3, np.random.default_rng(11))[-1]
     b = run_algorithm(algo, p, 3, np.random.default_rng(11))[-1]
     c = run_algorithm(algo, p, 3, np.random.default_rng(12))[-1]
@@ -207,8 +236,7 @@ def test_fedihgp_estimator_is_reproducible():
     x = torch.ones(2)
     a = est.estimate(p, x, est.init(p), np.random.default_rng(3))
     b = est.estimate(p, x, est.init(p), np.random.default_rng(3))
-    assert torch.equal(a.value, b.value) and a.aux["truncation_index"] == \
-        b.aux["truncation_index"]
+    assert torch.equal(a.value, b.value) and a.aux["truncation_index"] == b.aux["truncation_index"]
 
 
 # ------------------------------------------------------------------------------- kinds
@@ -227,8 +255,9 @@ def test_minimax_fixed_point_is_the_saddle_point():
 def test_compositional_single_term_fednest_converges():
     p = LinearCompositional.random(3, (2, 3), seed=0, heterogeneity=0.5)
     # T = 1 and beta = 1 (Cor. 3.3 and Sec. 2.4): each FedInn call lands on y*(x) exactly
-    algo = FedNest(inner_steps=1, neumann_terms=1, local_steps=1, inner_step_size=1.0,
-                   scale_by_steps=False)
+    algo = FedNest(
+        inner_steps=1, neumann_terms=1, local_steps=1, inner_step_size=1.0, scale_by_steps=False
+    )
     records = run_algorithm(algo, p, 80, np.random.default_rng(0))
     assert float(p.exact_hypergradient(records[-1].x).norm()) < 1e-6
 
@@ -236,32 +265,38 @@ def test_compositional_single_term_fednest_converges():
 # ------------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"neumann_terms": 0}, "neumann_terms"),
-    ({"inner_steps": 0}, "inner_steps"),
-    ({"local_steps": 0}, "local_steps"),
-    ({"local_steps": (1, 0)}, "local_steps"),
-    ({"local_steps": True}, "local_steps"),
-    ({"truncation": "geometric"}, "truncation"),
-    ({"inner_method": "adam"}, "inner_method"),
-    ({"outer_method": "joint"}, "outer_method"),
-    ({"outer_step_size": -1.0}, "outer_step_size"),
-    ({"inner_step_size": float("nan")}, "inner_step_size"),
-    ({"neumann_step_size": 0.0}, "neumann_step_size"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"participation": "half"}, "participation"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"neumann_terms": 0}, "neumann_terms"),
+        ({"inner_steps": 0}, "inner_steps"),
+        ({"local_steps": 0}, "local_steps"),
+        ({"local_steps": (1, 0)}, "local_steps"),
+        ({"local_steps": True}, "local_steps"),
+        ({"truncation": "geometric"}, "truncation"),
+        ({"inner_method": "adam"}, "inner_method"),
+        ({"outer_method": "joint"}, "outer_method"),
+        ({"outer_step_size": -1.0}, "outer_step_size"),
+        ({"inner_step_size": float("nan")}, "inner_step_size"),
+        ({"neumann_step_size": 0.0}, "neumann_step_size"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"participation": "half"}, "participation"),
+    ],
+)
 def test_bad_algorithm_parameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FedNest(**kwargs)
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"neumann_terms": 0}, "neumann_terms"),
-    ({"inner_steps": -1}, "inner_steps"),
-    ({"truncation": "none"}, "truncation"),
-    ({"local_steps": ()}, "local_steps"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"neumann_terms": 0}, "neumann_terms"),
+        ({"inner_steps": -1}, "inner_steps"),
+        ({"truncation": "none"}, "truncation"),
+        ({"local_steps": ()}, "local_steps"),
+    ],
+)
 def test_bad_estimator_parameters_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         FedIHGP(**kwargs)
@@ -274,5 +309,11 @@ def test_bad_problem_pairings_raise():
     with pytest.raises(ValueError, match="one tau_i per client"):
         FedNest(local_steps=(1, 2)).init(p)
     with pytest.raises(ValueError, match="truncation_index"):
-        fedihgp(FederatedContext(p, np.random.default_rng(0)), torch.zeros(3), torch.zeros(4), 3,
-                0.1, truncation_index=3)
+        fedihgp(
+            FederatedContext(p, np.random.default_rng(0)),
+            torch.zeros(3),
+            torch.zeros(4),
+            3,
+            0.1,
+            truncation_index=3,
+        )

@@ -49,12 +49,16 @@ def test_claims_are_classified():
     enumerated subsets, linear maps read column by column) and deterministic."""
     statistical = {c.id for c in CLAIMS.values() if c.statistical}
     assert statistical == {
-        "fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
-        "fednest.cor33.k_rate_compositional", "fednest.lemma22.abs_error_as_stated",
-        "fednest.lemma22.abs_error_per_sample"}
+        "fednest.thm31.k_rate_bilevel",
+        "fednest.cor32.k_rate_minimax",
+        "fednest.cor33.k_rate_compositional",
+        "fednest.lemma22.abs_error_as_stated",
+        "fednest.lemma22.abs_error_per_sample",
+    }
     # only the K-rate claims may be undecided, and only on the fast profile
     assert {c.id for c in CLAIMS.values() if c.undecided_on} == {
-        c for c in statistical if "k_rate" in c}
+        c for c in statistical if "k_rate" in c
+    }
     assert all(c.undecided_on in ((), ("fast",)) for c in CLAIMS.values())
 
 
@@ -63,8 +67,7 @@ def test_refuted_claim_fails_and_its_correction_holds(claim_id, tmp_path):
     claim = CLAIMS[claim_id]
     result = run_claim(claim, PROFILE)
     assert result.verdict == "fails as stated"
-    assert_saved_and_replays(result, get_estimator(claim.estimators[0]).build, tmp_path,
-                             PROFILE)
+    assert_saved_and_replays(result, get_estimator(claim.estimators[0]).build, tmp_path, PROFILE)
     corrected = CLAIMS[REFUTED[claim_id]]
     assert corrected.corrects == claim_id or corrected.corrects in REFUTED
     assert run_claim(corrected, PROFILE).verdict == "holds once corrected"
@@ -76,7 +79,9 @@ def test_the_round_count_holds_as_a_budget_and_fails_as_an_exact_count():
     holds and says under which reading; the exact count with N' is its own claim."""
     claim = CLAIMS["fednest.rounds.paper_count_random"]
     assert claim.expected == "holds" and [r.name for r in claim.readings] == [
-        "exactly", "at most (a budget)"]
+        "exactly",
+        "at most (a budget)",
+    ]
     result = run_claim(claim, PROFILE)
     assert result.verdict == "holds" and result.holding_readings == ["at most (a budget)"]
     exactly = result.readings[0]

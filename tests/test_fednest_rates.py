@@ -20,8 +20,11 @@ from theory_checks.runner import Profile, get_profile, run_claim
 
 PROFILE = Profile("thorough", max_examples=5)
 CLAIMS = {c.id: c for c in fednest.CLAIMS}
-K_RATE = ("fednest.thm31.k_rate_bilevel", "fednest.cor32.k_rate_minimax",
-          "fednest.cor33.k_rate_compositional")
+K_RATE = (
+    "fednest.thm31.k_rate_bilevel",
+    "fednest.cor32.k_rate_minimax",
+    "fednest.cor33.k_rate_compositional",
+)
 
 
 @pytest.mark.parametrize("claim_id", K_RATE)
@@ -79,12 +82,14 @@ def test_sequential_test_stops_at_the_first_decided_look():
     (mean -1/2, sd 0.18) needs the second."""
     rng = np.random.default_rng(0)
     floor = rng.normal(0.0, 0.05, 41)
-    test, values = fednest_common.sequential_test("p", lambda r: float(floor[r]), [8, 41], 1e-3,
-                                                 -0.25)
+    test, values = fednest_common.sequential_test(
+        "p", lambda r: float(floor[r]), [8, 41], 1e-3, -0.25
+    )
     assert len(values) == 8 and test.decide(1e-3).outcome == "fails"
     true = rng.normal(-0.5, 0.18, 41)
-    test, values = fednest_common.sequential_test("p", lambda r: float(true[r]), [8, 41], 1e-3,
-                                                 -0.25)
+    test, values = fednest_common.sequential_test(
+        "p", lambda r: float(true[r]), [8, 41], 1e-3, -0.25
+    )
     assert len(values) == 41 and test.decide(1e-3).outcome == "holds"
     assert values == list(true)
 
@@ -99,8 +104,9 @@ def test_sequential_test_keeps_its_false_failure_rate():
     fails = 0
     for _ in range(runs):
         draws = rng.normal(-0.25, 0.18, 41)
-        test, _ = fednest_common.sequential_test("p", lambda r, d=draws: float(d[r]), [8, 41],
-                                                rate, -0.25)
+        test, _ = fednest_common.sequential_test(
+            "p", lambda r, d=draws: float(d[r]), [8, 41], rate, -0.25
+        )
         fails += test.decide(rate).outcome == "fails"
     assert fails / runs <= rate + 3 * np.sqrt(rate * (1 - rate) / runs)
 
@@ -124,8 +130,9 @@ def test_replicate_exponents_give_a_valid_interval_where_a_common_stream_fit_doe
 
 def test_sampling_variance_formula_reduces_to_the_full_participation_law():
     """s = m: Var = (N/l^2) sum_j ||A^j v||^2 - ||E p||^2 (from eq. (13b)), whatever the spread."""
-    p = QuadraticBilevel.random(4, 2, 3, 5.0, seed=3, hessian_heterogeneity=0.5,
-                                gradient_heterogeneity=1.0)
+    p = QuadraticBilevel.random(
+        4, 2, 3, 5.0, seed=3, hessian_heterogeneity=0.5, gradient_heterogeneity=1.0
+    )
     H, lam, terms = p.A, 1.0 / p.constants().L_clients, 5
     v = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     variance, mean = fednest_ihgp.sampling_variance_formula(H, v, lam, terms, 4)

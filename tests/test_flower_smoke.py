@@ -24,8 +24,11 @@ def test_without_flower_deploy_says_how_to_install_it(capsys, tmp_path):
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-@pytest.mark.skipif(not HAS_FLOWER, reason="Flower is not installed (tox -e flower installs the "
-                                           "[flower] extra and runs tests/flower)")
+@pytest.mark.skipif(
+    not HAS_FLOWER,
+    reason="Flower is not installed (tox -e flower installs the "
+    "[flower] extra and runs tests/flower)",
+)
 def test_a_tiny_deployed_run_has_the_simulations_numbers_and_counts(tmp_path):
     from problems import QuadraticBilevel
     from testbed_app.flower.compare import compare
@@ -33,8 +36,13 @@ def test_a_tiny_deployed_run_has_the_simulations_numbers_and_counts(tmp_path):
     from tests.flower.direct_grid import run_direct
 
     problem = QuadraticBilevel.random(2, 2, 2, 5.0, 0.3, seed=0)
-    spec = DeploySpec("smoke", {"closed_form": problem.spec()},
-                      {"name": "lfednest", "inner_steps": 1, "neumann_terms": 2}, 1, 0)
+    spec = DeploySpec(
+        "smoke",
+        {"closed_form": problem.spec()},
+        {"name": "lfednest", "inner_steps": 1, "neumann_terms": 2},
+        1,
+        0,
+    )
     record, iterates, _ = run_direct(spec, tmp_path)
     comparison = compare(spec, record, iterates)
     assert comparison["worst_relative"] <= 1e-12 and comparison["same_counts"]

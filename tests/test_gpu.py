@@ -33,9 +33,13 @@ from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config, load_data
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(),
-                                 reason="needs a CUDA GPU (torch.cuda.is_available() is False)")]
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available(),
+        reason="needs a CUDA GPU (torch.cuda.is_available() is False)",
+    ),
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
@@ -75,8 +79,10 @@ def test_every_shipped_config_gives_the_cpus_metrics_on_cuda(path, tmp_path):
                 largest = max(largest, difference)
                 assert difference <= FLOAT32_RTOL, (key, value, other)
     # the figure for docs/gpu.md (gpu_session.sh runs pytest with -rP, which shows it)
-    print(f"{path.stem}: largest difference of a continuous metric {largest:.2g} of "
-          "max(1, |CPU value|)")
+    print(
+        f"{path.stem}: largest difference of a continuous metric {largest:.2g} of "
+        "max(1, |CPU value|)"
+    )
 
 
 def test_the_precision_policy_keeps_float32_products_ieee_on_the_gpu():
@@ -101,8 +107,12 @@ def test_the_cnn_influence_step_gives_the_cpus_figures_on_cuda(tmp_path):
     run = _rows(path, "cuda", tmp_path, steps=1)
     assert run["summary"]["status"].startswith(("completed", "partial"))
     row = run["rows"][0]
-    print("hgp_influence_cnn step 1 on CUDA:",
-          {key: row[key] for key in CNN_STEP1_CPU}, "CPU:", CNN_STEP1_CPU)
+    print(
+        "hgp_influence_cnn step 1 on CUDA:",
+        {key: row[key] for key in CNN_STEP1_CPU},
+        "CPU:",
+        CNN_STEP1_CPU,
+    )
     for key in ("train_grad_norm", "lambda_max"):
         assert row[key] == pytest.approx(CNN_STEP1_CPU[key], rel=CNN_RTOL), key
     assert abs(row["test_accuracy"] - CNN_STEP1_CPU["test_accuracy"]) <= run["one_sample"] + 1e-9
@@ -112,12 +122,13 @@ def test_the_cnn_influence_step_with_tf32_forced_matches_or_stops_as_diverged(tm
     path = ROOT / "configs" / "hgp_influence_cnn.toml"
     run = _rows(path, "cuda", tmp_path, steps=1, **{"run.tf32": True})
     status = run["summary"]["status"]
-    print(f"hgp_influence_cnn step 1 on CUDA with TF32: {status}",
-          {key: run["rows"][0].get(key) for key in CNN_STEP1_CPU} if run["rows"] else "")
+    print(
+        f"hgp_influence_cnn step 1 on CUDA with TF32: {status}",
+        {key: run["rows"][0].get(key) for key in CNN_STEP1_CPU} if run["rows"] else "",
+    )
     if status.startswith("diverged"):
         assert "step 1" in status
-        meta = json.loads((tmp_path / "cuda" / "runs" / run["name"]
-                           / "metadata.json").read_text())
+        meta = json.loads((tmp_path / "cuda" / "runs" / run["name"] / "metadata.json").read_text())
         assert meta["precision"]["tf32"] is True
         return
     row = run["rows"][0]
@@ -146,8 +157,18 @@ def test_claims_on_cuda_have_the_cpus_verdicts(tmp_path, monkeypatch):
     claims = [arg for claim in _one_claim_per_paper() for arg in ("--claim", claim)]
     try:
         for device in ("cpu", "cuda"):
-            code = main(["check", *claims, "--claims-only", "--quiet", "--device", device,
-                         "--results", str(tmp_path / device)])
+            code = main(
+                [
+                    "check",
+                    *claims,
+                    "--claims-only",
+                    "--quiet",
+                    "--device",
+                    device,
+                    "--results",
+                    str(tmp_path / device),
+                ]
+            )
             assert code in (0, 3), device
     finally:
         torch.set_default_device(None)

@@ -86,8 +86,13 @@ def test_negative_control_violates_assumption_1_with_a_clear_message():
     assert message is not None and "Assumption 1" in message
 
 
-@given(st.sampled_from(CONNECTED_FAMILIES), st.integers(1, 6), st.integers(0, 100),
-       st.integers(0, 12), st.integers(1, 4))
+@given(
+    st.sampled_from(CONNECTED_FAMILIES),
+    st.integers(1, 6),
+    st.integers(0, 100),
+    st.integers(0, 12),
+    st.integers(1, 4),
+)
 @settings(max_examples=40)
 def test_pushsum_message_passing_equals_the_operator(family, n, seed, S, d):
     """Alg. 1 by messages equals D^{-1} P; Theta_hat 1 = 1; mass conserved; omega > 0."""
@@ -112,11 +117,11 @@ def test_fully_connected_is_exact_and_static_is_w_power():
     np.testing.assert_allclose(fc, np.full((n, n), 1 / n), atol=1e-15)
     g = GraphSequence("static_undirected", n, 3, 0.5)
     W = g.static_weights()
-    np.testing.assert_allclose(pushsum_operator(g.mixing(0, 4)), np.linalg.matrix_power(W, 4),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        pushsum_operator(g.mixing(0, 4)), np.linalg.matrix_power(W, 4), atol=1e-14
+    )
     # symmetric W: sigma_max(W^S - 11^T/n) = SLEM(W)^S exactly
-    assert consensus_error(np.linalg.matrix_power(W, 4)) == pytest.approx(slem(W) ** 4,
-                                                                         rel=1e-10)
+    assert consensus_error(np.linalg.matrix_power(W, 4)) == pytest.approx(slem(W) ** 4, rel=1e-10)
 
 
 def test_ledger_counts_messages_and_floats_per_edge():

@@ -32,7 +32,8 @@ def test_settings_are_the_replication_configs(name):
         assert workload == dict(setting.workload.options)
         assert config["data"]["dataset"] == setting.workload.dataset
         assert config["replication"]["paper_value"] == (
-            setting.paper_rounds[1] if role else setting.paper_rounds[0])
+            setting.paper_rounds[1] if role else setting.paper_rounds[0]
+        )
 
 
 def test_factor_range_follows_what_was_reached():

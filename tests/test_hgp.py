@@ -24,9 +24,18 @@ from tests._tol import IDENTITY_RTOL
 
 @pytest.fixture
 def problem():
-    return PerClientQuadratic.random(4, 2, 3, 4.0, 11, outer_coupling=0.5,
-                                     hessian_heterogeneity=0.4, n_samples=8,
-                                     hessian_noise=0.2, cross_noise=0.3)
+    return PerClientQuadratic.random(
+        4,
+        2,
+        3,
+        4.0,
+        11,
+        outer_coupling=0.5,
+        hessian_heterogeneity=0.4,
+        n_samples=8,
+        hessian_noise=0.2,
+        cross_noise=0.3,
+    )
 
 
 def _state(p):
@@ -63,8 +72,9 @@ def test_fully_connected_pushsum_equals_centralized(problem):
     """FC-HGP (any S >= 1) equals centralized HGP."""
     x = _x(problem, 2)
     central = get_estimator("hgp-centralized").build(neumann_terms=9)
-    fc = get_estimator("hgp").build(neumann_terms=9, pushsum_steps=2,
-                                    graph_family="fully_connected")
+    fc = get_estimator("hgp").build(
+        neumann_terms=9, pushsum_steps=2, graph_family="fully_connected"
+    )
     a = central.estimate(problem, x, central.init(problem), np.random.default_rng(0))
     b = fc.estimate(problem, x, fc.init(problem), np.random.default_rng(0))
     assert float((a.value - b.value).norm()) <= IDENTITY_RTOL * (1 + float(a.value.norm()))
@@ -75,8 +85,9 @@ def test_static_variant_applies_w_to_the_power_s(problem):
     est = get_estimator("hgp-static").build(pushsum_steps=3)
     graph = est.graph(problem.n_clients)
     W = graph.static_weights()
-    np.testing.assert_allclose(est.averaging_operator(graph, 0), np.linalg.matrix_power(W, 3),
-                               atol=1e-14)
+    np.testing.assert_allclose(
+        est.averaging_operator(graph, 0), np.linalg.matrix_power(W, 3), atol=1e-14
+    )
 
 
 def test_hessians_and_v_never_leave_a_client(problem):
@@ -84,8 +95,9 @@ def test_hessians_and_v_never_leave_a_client(problem):
     x = _x(problem, 3)
     for name in ("hgp", "hgp-stochastic", "hgp-practical", "hgp-static"):
         est = get_estimator(name).build(neumann_terms=4, pushsum_steps=2)
-        ledger = est.estimate(problem, x, est.init(problem),
-                              np.random.default_rng(0)).aux["graph_ledger"]
+        ledger = est.estimate(problem, x, est.init(problem), np.random.default_rng(0)).aux[
+            "graph_ledger"
+        ]
         assert ledger.payload_sizes == {problem.dim_y + 1}, name
         assert ledger.largest_payload < problem.dim_y**2 + 1 or problem.dim_y <= 1
 
@@ -128,8 +140,17 @@ def test_sgp_decaying_steps_approach_the_consensus_optimum(problem, variant):
 
     def error(steps, milestones):
         solver = StochasticGradientPush(steps, variant=variant, milestones=milestones)
-        out = solver.run(problem, x, torch.zeros(n, problem.dim_y), torch.ones(n), 0, graph,
-                         Oracles(problem), GraphLedger(n), np.random.default_rng(0))
+        out = solver.run(
+            problem,
+            x,
+            torch.zeros(n, problem.dim_y),
+            torch.ones(n),
+            0,
+            graph,
+            Oracles(problem),
+            GraphLedger(n),
+            np.random.default_rng(0),
+        )
         return float((out.y - y_star).norm()), float((out.y - out.y.mean(0)).norm())
 
     constant, _ = error(300, ())
@@ -146,8 +167,9 @@ def test_taxonomy_and_invalid_use(problem):
     value = g.estimate(problem, x, None, np.random.default_rng(0)).value
     assert float((value - problem.exact_hypergradient(x)).norm()) <= 1e-12
     with pytest.raises(ValueError, match="closed-form"):
-        DecentralizedGradient("client").init(SimpleNamespace(
-            kind="bilevel", dim_x=2, n_clients=2, initial_point=None))  # no closed forms
+        DecentralizedGradient("client").init(
+            SimpleNamespace(kind="bilevel", dim_x=2, n_clients=2, initial_point=None)
+        )  # no closed forms
     with pytest.raises(ValueError, match="averaging"):
         HyperGradientPush(averaging="gossip")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="neumann_terms"):
@@ -202,17 +224,27 @@ def test_exact_noise_moments_match_a_large_monte_carlo(form):
     moment by a factor 1 +- 2/b, the size of a missed term, is off by > 20 se here)."""
     from theory_checks.hgp.common import noise_moments, point
 
-    p = PerClientQuadratic.random(3, 2, 2, 2.0, 7, hessian_heterogeneity=0.2, n_samples=16,
-                                  hessian_noise=0.3, cross_noise=0.5)
+    p = PerClientQuadratic.random(
+        3, 2, 2, 2.0, 7, hessian_heterogeneity=0.2, n_samples=16, hessian_noise=0.3, cross_noise=0.5
+    )
     x = point(p, 3)
     practical = form == "practical"
     est = get_estimator("hgp-stochastic").build(
-        neumann_terms=15, pushsum_steps=2, graph_seed=4, batch_size=2,
-        shared_sample=practical, keep_weights=practical)
+        neumann_terms=15,
+        pushsum_steps=2,
+        graph_seed=4,
+        batch_size=2,
+        shared_sample=practical,
+        keep_weights=practical,
+    )
     moments = noise_moments(p, x, est)
     R = 6000
-    v = est.run(p, x, _state(p), np.random.default_rng(11), replicas=R,
-                track_consensus=False).trajectory[-1].numpy().reshape(R, -1)
+    v = (
+        est.run(p, x, _state(p), np.random.default_rng(11), replicas=R, track_consensus=False)
+        .trajectory[-1]
+        .numpy()
+        .reshape(R, -1)
+    )
     mean = moments.mean[-1].reshape(-1)
     sd = moments.coordinate_sd.reshape(-1)
     assert np.all(np.abs(v.mean(0) - mean) <= 5 * sd / np.sqrt(R))
@@ -241,17 +273,23 @@ def test_noise_exponent_fluke_is_reproduced_and_the_exact_moment_gives_minus_one
     make = get_estimator("hgp-stochastic").build
     params = {"neumann_terms": M, "pushsum_steps": 2, "graph_seed": 1, "neumann_step_size": eta}
     sizes = np.array([2, 4, 8, 16])
-    mean = make(**params, batch_size=None).run(p, x, fresh_state(p), np.random.default_rng(1),
-                                               track_consensus=False).trajectory[-1, 0]
+    mean = (
+        make(**params, batch_size=None)
+        .run(p, x, fresh_state(p), np.random.default_rng(1), track_consensus=False)
+        .trajectory[-1, 0]
+    )
     old = []
     for b in sizes:
-        samples = make(**params, batch_size=int(b)).run(
-            p, x, fresh_state(p), np.random.default_rng(1), replicas=64,
-            track_consensus=False).trajectory[-1]
+        samples = (
+            make(**params, batch_size=int(b))
+            .run(p, x, fresh_state(p), np.random.default_rng(1), replicas=64, track_consensus=False)
+            .trajectory[-1]
+        )
         old.append(float(((samples - mean) ** 2).flatten(1).sum(1).mean().sqrt()))
     assert stats.fit_exponent(sizes, np.array(old)).slope == pytest.approx(-0.389, abs=5e-3)
-    exact = np.sqrt([noise_moments(p, x, make(**params, batch_size=int(b))).variance[-1]
-                     for b in sizes])
+    exact = np.sqrt(
+        [noise_moments(p, x, make(**params, batch_size=int(b))).variance[-1] for b in sizes]
+    )
     np.testing.assert_allclose(exact, [0.01141, 0.00806, 0.00570, 0.00403], rtol=2e-3)
     assert stats.fit_exponent(sizes, exact).slope == pytest.approx(-0.5006, abs=1e-4)
 
@@ -268,8 +306,7 @@ def test_lemma2_explicit_bound_holds_and_is_nearly_tight():
         for n in (2, 3, 5):
             graph = GraphSequence(family, n, 3)
             for S in (1, 2, 5, 9):
-                est = get_estimator("hgp").build(pushsum_steps=S, graph_family=family,
-                                                 graph_seed=3)
+                est = get_estimator("hgp").build(pushsum_steps=S, graph_family=family, graph_seed=3)
                 c = np.linalg.norm(est.averaging_operator(graph, 0) - 1.0 / n, 2)
                 bound = pushsum_bound(graph, S)[0]
                 assert c <= bound * (1 + 1e-12) + 1e-15, (family, n, S)
@@ -278,6 +315,9 @@ def test_lemma2_explicit_bound_holds_and_is_nearly_tight():
     assert worst >= 0.8
     empty = GraphSequence("random_directed", 2, 0)  # its first step has no edge
     assert not empty.edges(0, 1)[0, 0, 1] and not empty.edges(0, 1)[0, 1, 0]
-    c = np.linalg.norm(get_estimator("hgp").build(pushsum_steps=1, graph_seed=0)
-                       .averaging_operator(empty, 0) - 0.5, 2)
+    c = np.linalg.norm(
+        get_estimator("hgp").build(pushsum_steps=1, graph_seed=0).averaging_operator(empty, 0)
+        - 0.5,
+        2,
+    )
     assert c == pytest.approx(pushsum_bound(empty, 1)[0], rel=1e-12) == pytest.approx(1.0)

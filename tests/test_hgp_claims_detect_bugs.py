@@ -39,31 +39,34 @@ def test_every_holding_claim_has_a_perturbation_and_every_erratum_a_control():
 
 def test_monte_carlo_claims_are_statistical_and_the_rest_deterministic():
     statistical = {c.id for c in HGP if c.statistical}
-    assert statistical == {"hgp.stochastic.unbiased", "hgp.theorem1.noise_exponent_b",
-                           "hgp.noise.sqrt_eta", "hgp.theorem1.high_probability_bound"}
+    assert statistical == {
+        "hgp.stochastic.unbiased",
+        "hgp.theorem1.noise_exponent_b",
+        "hgp.noise.sqrt_eta",
+        "hgp.theorem1.high_probability_bound",
+    }
 
 
 def test_half_batch_doubles_the_exact_variance():
     """The b/2 perturbation is the factor-2 variance bug its description says: the exact
     variance at b // 2 over the one at b is >= 2 (1/b term doubled, higher terms more)."""
-    p = PerClientQuadratic.random(3, 2, 2, 2.0, 5, hessian_heterogeneity=0.2, n_samples=16,
-                                  hessian_noise=0.3, cross_noise=0.5)
+    p = PerClientQuadratic.random(
+        3, 2, 2, 2.0, 5, hessian_heterogeneity=0.2, n_samples=16, hessian_noise=0.3, cross_noise=0.5
+    )
     x = point(p, 1)
-    est = get_estimator("hgp-stochastic").build(neumann_terms=30, pushsum_steps=3,
-                                                batch_size=4)
-    ratio = noise_moments(p, x, est, batch_size=2).variance[-1] / noise_moments(
-        p, x, est).variance[-1]
+    est = get_estimator("hgp-stochastic").build(neumann_terms=30, pushsum_steps=3, batch_size=4)
+    ratio = (
+        noise_moments(p, x, est, batch_size=2).variance[-1] / noise_moments(p, x, est).variance[-1]
+    )
     assert 2.0 <= ratio <= 2.5
 
 
 def test_half_sampler_bias_is_what_the_description_says():
     """The half-sampler's exact bias (noise_moments on the first N/2 samples) is >= 0.375 of
     the noise sd on some coordinate: the size the unbiasedness check decides as "fails"."""
-    p = PerClientQuadratic.random(2, 1, 1, 1.0, 0, n_samples=16, hessian_noise=0.3,
-                                  cross_noise=0.5)
+    p = PerClientQuadratic.random(2, 1, 1, 1.0, 0, n_samples=16, hessian_noise=0.3, cross_noise=0.5)
     x = point(p, 0)
-    est = get_estimator("hgp-stochastic").build(neumann_terms=20, pushsum_steps=2,
-                                                batch_size=1)
+    est = get_estimator("hgp-stochastic").build(neumann_terms=20, pushsum_steps=2, batch_size=1)
     full = noise_moments(p, x, est)
     half = noise_moments(p, x, est, sample_indices=np.arange(8))
     assert float(np.max(np.abs(half.mean[-1] - full.mean[-1]) / full.coordinate_sd)) >= 0.375

@@ -51,8 +51,9 @@ def test_every_hgp_check_takes_its_constants_from_the_constants_module():
 def test_constants_are_the_papers_for_each_oracle():
     """alpha, beta, L over client Hessians (exact Jacobians) or over every sample (minibatch
     with replacement), kappa the largest sample deviation, mu as Thm 1 defines it."""
-    p = PerClientQuadratic.random(3, 2, 2, 3.0, 1, hessian_heterogeneity=0.3, n_samples=16,
-                                  hessian_noise=0.3, cross_noise=0.5)
+    p = PerClientQuadratic.random(
+        3, 2, 2, 3.0, 1, hessian_heterogeneity=0.3, n_samples=16, hessian_noise=0.3, cross_noise=0.5
+    )
     A, C = p.A.numpy(), p.C.numpy()
     As, Cs = p.A_samples.numpy(), p.C_samples.numpy()
     exact, mini = K.hgp_constants(p), K.hgp_constants(p, "minibatch")
@@ -90,13 +91,16 @@ def test_kappa_one_sits_on_the_strict_condition_and_is_outside():
     """eta alpha = 1 exactly (identical clients, kappa = 1, eta = 1/L: the case Theorem 2's
     refutation once rested on) is outside ``0 < alpha < 1/eta``; eta alpha = 1/3 is inside."""
     condition = K.eta_alpha_below_one()
-    flat = PerClientQuadratic.random(2, 1, 1, 1.0, 0, hessian_heterogeneity=0.0,
-                                     cross_scale=0.5, outer_coupling=1.0)
-    spread = PerClientQuadratic.random(2, 1, 1, 1.0, 0, hessian_heterogeneity=0.5,
-                                       cross_scale=0.25, outer_coupling=1.0)
+    flat = PerClientQuadratic.random(
+        2, 1, 1, 1.0, 0, hessian_heterogeneity=0.0, cross_scale=0.5, outer_coupling=1.0
+    )
+    spread = PerClientQuadratic.random(
+        2, 1, 1, 1.0, 0, hessian_heterogeneity=0.5, cross_scale=0.25, outer_coupling=1.0
+    )
     assert condition.evaluate(Case(flat, {"point_seed": 0})).margin < 0
     assert condition.evaluate(Case(spread, {"point_seed": 0})).margin == pytest.approx(
-        1 - 1 / 3, abs=1e-9)
+        1 - 1 / 3, abs=1e-9
+    )
 
 
 def test_assumption1_is_measured_on_the_realised_graphs():
@@ -104,11 +108,16 @@ def test_assumption1_is_measured_on_the_realised_graphs():
     the two one-way groups (the negative control's family)."""
     p = PerClientQuadratic.random(3, 1, 1, 1.0, 0)
     a1 = K.assumption1()
-    margins = {family: a1.evaluate(Case(p, {"graph_family": family, "graph_seed": 3})).margin
-               for family in ("directed_ring", "fully_connected", "b_connected",
-                              "disconnected")}
-    assert margins == {"directed_ring": 1.0, "fully_connected": 1.0, "b_connected": 1 / 3,
-                       "disconnected": -1.0}
+    margins = {
+        family: a1.evaluate(Case(p, {"graph_family": family, "graph_seed": 3})).margin
+        for family in ("directed_ring", "fully_connected", "b_connected", "disconnected")
+    }
+    assert margins == {
+        "directed_ring": 1.0,
+        "fully_connected": 1.0,
+        "b_connected": 1 / 3,
+        "disconnected": -1.0,
+    }
 
 
 # --------------------------------------------------------------------------- Table 4
@@ -180,8 +189,9 @@ def test_toy_scale_r2_is_a_replication_record_outside_table4():
     30 samples, d = 2, ridge 0.125, top 10) HGP is exact (R^2 against the exact influence
     1.000) and R^2 against retraining is 0.982: the first-order approximation's, at a scale
     Table 4 never claims. The case is outside Table 4's setting, so the claim rejects it."""
-    toy = PerClientLogistic.random(2, 2, 30, 30, 0, mu=0.125, hyper="weights", components=3,
-                                   concentration=0.4)
+    toy = PerClientLogistic.random(
+        2, 2, 30, 30, 0, mu=0.125, hyper="weights", components=3, concentration=0.4
+    )
     draw = influence_draw(toy, get_estimator("hgp").build, 0, K.step_size(Case(toy, {})))
     assert _r2(draw.exact.ravel(), draw.predicted.ravel()) >= 1 - 1e-12
     assert retraining_r2(draw, "global", top=10) == pytest.approx(0.9824, abs=5e-4)
@@ -191,8 +201,9 @@ def test_toy_scale_r2_is_a_replication_record_outside_table4():
     assert TABLE4_SETTING.evaluate(Case(toy, {})).margin < 0
     claim = get_claim("hgp.influence.r2_retraining")
     only_toy = Case(toy, {"graph_seed": 0, "draws": 1})
-    result = run_claim(dataclasses.replace(claim, strategy=lambda: st.just(only_toy)),
-                       Profile("fast", 1))
+    result = run_claim(
+        dataclasses.replace(claim, strategy=lambda: st.just(only_toy)), Profile("fast", 1)
+    )
     assert result.verdict == "undecided" and result.counterexample is None
     assert any("Table 4 setting" in reason for reason in result.rejected)
 
@@ -202,10 +213,10 @@ def test_table4_r2_recomputed_independently_at_the_papers_scale():
     authors' code, global top 50), three data draws: numpy-only influence and retraining give
     the check's R^2 to 1e-8, and each draw reaches 0.99 (the claim holds)."""
     problem = PerClientLogistic.random(3, 5, 100, 100, 0, mu=0.01, hyper="weights")
-    case = Case(problem, {"graph_seed": 0, "draws": 3, "selection": "global",
-                          "threshold": 0.99})
-    measured = check_r2_retraining(get_claim("hgp.influence.r2_retraining"), case,
-                                   get_estimator("hgp").build)
+    case = Case(problem, {"graph_seed": 0, "draws": 3, "selection": "global", "threshold": 0.99})
+    measured = check_r2_retraining(
+        get_claim("hgp.influence.r2_retraining"), case, get_estimator("hgp").build
+    )
     independent = []
     for seed in (0, 1, 2):
         influence, actual = _independent_influence(from_spec({**problem.spec(), "seed": seed}))
@@ -232,13 +243,20 @@ def test_stated_step_refutation_recomputed_independently():
     eta = 0.5 / alpha
     assert 0 < eta * alpha < 1 and eta * L == pytest.approx(5.0)
     x = problem.initial_point()[0] + torch.as_tensor(
-        np.random.default_rng(0).standard_normal(problem.dim_x))
+        np.random.default_rng(0).standard_normal(problem.dim_x)
+    )
     c_bar = problem.client_blocks(x)["c"].numpy().mean(0)
     H_bar = A.mean(0)
     assert np.abs(1 - eta * np.linalg.eigvalsh(H_bar)).max() == pytest.approx(4.0)
     step = np.eye(2) - eta * H_bar
-    errors = [np.linalg.norm(np.concatenate([-c.T @ np.linalg.solve(H_bar, np.linalg.matrix_power(
-        step, m) @ c_bar) for c in C])) for m in range(21)]
+    errors = [
+        np.linalg.norm(
+            np.concatenate(
+                [-c.T @ np.linalg.solve(H_bar, np.linalg.matrix_power(step, m) @ c_bar) for c in C]
+            )
+        )
+        for m in range(21)
+    ]
     grad_norm = np.linalg.norm(problem.client_blocks(x)["c"].numpy())
     normalised = np.array(errors) / grad_norm
     assert normalised[20] > 1e9 * (beta / alpha) * (1 - eta * alpha) ** 20
@@ -255,8 +273,10 @@ def test_theorem2_refutation_recomputed_independently():
     A, C, P, Q = (t.numpy() for t in (problem.A, problem.C, problem.P, problem.Q))
     alpha, L = np.linalg.eigvalsh(A).min(), np.linalg.eigvalsh(A).max()
     beta = max(np.linalg.norm(c, 2) for c in C)
-    nu_f = max(max(np.linalg.norm(q, 2) for q in Q),
-               max(np.linalg.norm(p.T @ q, 2) for p, q in zip(P, Q, strict=True)))
+    nu_f = max(
+        max(np.linalg.norm(q, 2) for q in Q),
+        max(np.linalg.norm(p.T @ q, 2) for p, q in zip(P, Q, strict=True)),
+    )
     assert (alpha / L, beta / alpha, nu_f) == pytest.approx((1 / 3, 0.5, 1.0))
     PtQ = np.einsum("kji,kjl->kil", P, Q)
     top = int(np.argmax([np.linalg.norm(m, 2) for m in PtQ]))

@@ -39,19 +39,35 @@ def _personalization_problem(mode: str) -> PersonalizationProblem:
     split = split_clients(DIGITS.train_y[:120], 3, "iid", seed=0)
     train, val = split.holdout(0.5, seed=0)
     net = build_classifier("logreg", DIGITS.input_shape, DIGITS.n_classes)
-    data = [client_samples(DIGITS.train_x, DIGITS.train_y, part.indices, "t",
-                           dtype=torch.float64, device="cpu") for part in (train, val)]
-    return PersonalizationProblem(net, data[0], data[1], mode=mode,  # type: ignore[arg-type]
-                                  n_classes=10, learners=2, evaluation={"test": data[1]})
+    data = [
+        client_samples(
+            DIGITS.train_x, DIGITS.train_y, part.indices, "t", dtype=torch.float64, device="cpu"
+        )
+        for part in (train, val)
+    ]
+    return PersonalizationProblem(
+        net,
+        data[0],
+        data[1],
+        mode=mode,  # type: ignore[arg-type]
+        n_classes=10,
+        learners=2,
+        evaluation={"test": data[1]},
+    )
 
 
 # ------------------------------------------------------------------------------ interface
 
 
-@pytest.mark.parametrize("make", [lambda: _influence_problem(3, 8),
-                                  lambda: _personalization_problem("pl"),
-                                  lambda: _personalization_problem("mtl")],
-                         ids=["influence", "pl", "mtl"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: _influence_problem(3, 8),
+        lambda: _personalization_problem("pl"),
+        lambda: _personalization_problem("mtl"),
+    ],
+    ids=["influence", "pl", "mtl"],
+)
 def test_problems_satisfy_the_per_client_interface(make: Any) -> None:
     problem = make()
     assert isinstance(problem, Problem)
@@ -64,8 +80,12 @@ def test_problems_satisfy_the_per_client_interface(make: Any) -> None:
     xs, ys = x[clients], y[clients]
     stacked = problem.inner_loss(xs, ys, clients, None)
     # row-separability (problems/_base.py): row c is client clients[c] at its own iterate
-    single = torch.cat([problem.inner_loss(xs[c:c + 1], ys[c:c + 1], clients[c:c + 1], None)
-                        for c in range(4)])
+    single = torch.cat(
+        [
+            problem.inner_loss(xs[c : c + 1], ys[c : c + 1], clients[c : c + 1], None)
+            for c in range(4)
+        ]
+    )
     # Why 1e-12: the same float64 arithmetic on the same numbers, only batched differently
     torch.testing.assert_close(stacked, single, rtol=1e-12, atol=1e-12)
     # row c depends on row c only: perturbing row 0 leaves the others unchanged
@@ -78,8 +98,9 @@ def test_problems_satisfy_the_per_client_interface(make: Any) -> None:
     size = int(problem.train.counts[0])
     assert bool((problem.train.counts == size).all())
     every = Batch(torch.arange(size).expand(4, -1).clone())
-    torch.testing.assert_close(problem.inner_loss(xs, ys, clients, every), stacked,
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        problem.inner_loss(xs, ys, clients, every), stacked, rtol=1e-12, atol=1e-12
+    )
     batch = problem.sample_batch(np.random.default_rng(0), clients, 5)
     assert batch.indices.shape == (4, 5) and int(batch.indices.max()) < size
     assert problem.outer_loss(xs, ys, clients, None).shape == (4,)
@@ -92,8 +113,13 @@ def test_influence_problem_is_eq12_at_unit_weights() -> None:
     clients = torch.arange(2)
     inputs, labels, _ = problem.train.full(clients)
     logits = torch.stack([problem.net.apply(y, inputs[i]) for i in range(2)])
-    expected = torch.nn.functional.cross_entropy(
-        logits.reshape(-1, 10), labels.reshape(-1), reduction="none").reshape(2, -1).mean(1)
+    expected = (
+        torch.nn.functional.cross_entropy(
+            logits.reshape(-1, 10), labels.reshape(-1), reduction="none"
+        )
+        .reshape(2, -1)
+        .mean(1)
+    )
     expected = expected + 0.5 * problem.weight_decay * float(y @ y)
     got = problem.inner_loss(x.expand(2, -1), y.expand(2, -1), clients, None)
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-12)
@@ -123,8 +149,10 @@ def test_exact_influence_equals_finite_differences_of_retraining() -> None:
         e = torch.zeros_like(x)
         e[client * problem.dim_hyper + sample] = step
         plus, minus = x + e, x - e
-        fd = (problem.total_outer(plus, problem.exact_inner_solution(plus))
-              - problem.total_outer(minus, problem.exact_inner_solution(minus))) / (2 * step)
+        fd = (
+            problem.total_outer(plus, problem.exact_inner_solution(plus))
+            - problem.total_outer(minus, problem.exact_inner_solution(minus))
+        ) / (2 * step)
         # Why 1e-6: central differences err by O(step^2) = 1e-8 times F's third derivative,
         # and Newton's ~1e-15 solve error divided by the step adds ~1e-11
         assert float(fd) == pytest.approx(float(exact[client, sample]), rel=1e-6, abs=1e-10)
@@ -144,10 +172,10 @@ def test_hgp_influence_equals_the_exact_influence() -> None:
     rho = 1.0 - eta * float(eig.min())
     # Why this M: rho^M <= 1e-9, so the truncation is far below the influences' spread
     M = math.ceil(math.log(1e-9) / math.log(rho))
-    est = get_estimator("hgp").build(neumann_terms=M, pushsum_steps=1,
-                                     neumann_step_size=eta, graph_family="fully_connected")
-    out = est.run(problem, x, est.init(problem), np.random.default_rng(0),
-                  track_consensus=False)
+    est = get_estimator("hgp").build(
+        neumann_terms=M, pushsum_steps=1, neumann_step_size=eta, graph_family="fully_connected"
+    )
+    out = est.run(problem, x, est.init(problem), np.random.default_rng(0), track_consensus=False)
     v = out.trajectory[-1, 0]
     exact = problem.exact_global_grad(x, y_star)
     c_bar = torch.func.grad(lambda w: problem.total_outer(x, w))(y_star) / n
@@ -155,8 +183,9 @@ def test_hgp_influence_equals_the_exact_influence() -> None:
     a = torch.linalg.solve(h_bar, power @ c_bar)
     xs = x.expand(n, -1).clone().requires_grad_(True)
     ys = y_star.expand(n, -1).clone().requires_grad_(True)
-    (gy,) = torch.autograd.grad(problem.inner_loss(xs, ys, torch.arange(n), None).sum(), (ys,),
-                                create_graph=True)
+    (gy,) = torch.autograd.grad(
+        problem.inner_loss(xs, ys, torch.arange(n), None).sum(), (ys,), create_graph=True
+    )
     (ja,) = torch.autograd.grad((gy * a).sum(), (xs,))
     identity = ja.reshape(n, n, -1)[torch.arange(n), torch.arange(n)]  # J_i a, own blocks
     scale = float(exact.norm())
@@ -164,8 +193,9 @@ def test_hgp_influence_equals_the_exact_influence() -> None:
     # of float64 round-off on O(1) numbers stay below 1e-12 relative
     assert float((v - exact - identity).norm()) <= 1e-9 * scale
     # the bound ||J_i|| ||H_bar^{-1}|| rho^M ||c_bar|| with ||J_i||_F (>= spectral norm)
-    jac = torch.func.jacrev(lambda lam: torch.func.grad(
-        lambda w: problem.total_inner(lam, w))(y_star))(x)  # (dy, dx)
+    jac = torch.func.jacrev(
+        lambda lam: torch.func.grad(lambda w: problem.total_inner(lam, w))(y_star)
+    )(x)  # (dy, dx)
     bound = float(jac.norm()) * rho**M * float(c_bar.norm()) / float(eig.min())
     assert float((v - exact).norm()) <= bound + 1e-12 * scale
     assert r_squared(exact.flatten().numpy(), v.flatten().numpy()) > 1 - 1e-12
@@ -199,9 +229,10 @@ def _resumed_rows(make: Any, steps: int, split: int) -> tuple[list[Any], list[An
 
 
 def _same_rows(a: list[dict[str, float]], b: list[dict[str, float]]) -> bool:
-    return all(set(r) == set(s) and all(
-        (math.isnan(r[k]) and math.isnan(s[k])) or r[k] == s[k] for k in r)
-        for r, s in zip(a, b, strict=True))
+    return all(
+        set(r) == set(s) and all((math.isnan(r[k]) and math.isnan(s[k])) or r[k] == s[k] for k in r)
+        for r, s in zip(a, b, strict=True)
+    )
 
 
 def test_personalization_steps_metrics_and_resume() -> None:
@@ -235,9 +266,16 @@ def test_personalization_lambda_moves_only_for_hgp() -> None:
 
 
 def test_influence_steps_metrics_and_resume() -> None:
-    config = _config("hgp_influence", algorithm={"neumann_terms": 60, "pushsum_steps": 4,
-                                                 "neumann_step_size": 1.0,
-                                                 "inner_steps": 60, "inner_step_size": 0.5})
+    config = _config(
+        "hgp_influence",
+        algorithm={
+            "neumann_terms": 60,
+            "pushsum_steps": 4,
+            "neumann_step_size": 1.0,
+            "inner_steps": 60,
+            "inner_step_size": 0.5,
+        },
+    )
     rows, resumed, finished = _resumed_rows(lambda: build_hgp_influence(config), 3, 2)
     assert _same_rows(rows, resumed)
     assert [r["n_retrained"] for r in rows] == [0.0, 2.0, 4.0]
@@ -254,9 +292,18 @@ def test_influence_steps_metrics_and_resume() -> None:
 def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     # caps far below what stationarity needs: this checks the plumbing, and that a cap that
     # stops a run is recorded as "not reached"
-    config = _config("hgp_influence", workload={
-        "model": "mlp", "retrain_steps": 3, "train_refine_steps": 5, "jitter_count": 1,
-        "train_grad_tol": 1e-12, "retrain_grad_tol": 1e-12}, run={"steps": 2})
+    config = _config(
+        "hgp_influence",
+        workload={
+            "model": "mlp",
+            "retrain_steps": 3,
+            "train_refine_steps": 5,
+            "jitter_count": 1,
+            "train_grad_tol": 1e-12,
+            "retrain_grad_tol": 1e-12,
+        },
+        run={"steps": 2},
+    )
     experiment = build_hgp_influence(config)
     assert isinstance(experiment, HGPInfluenceExperiment)
     rows = [experiment.step() for _ in range(2)]
@@ -269,30 +316,33 @@ def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     # |lambda_min| + 1/(eta M) and the Neumann step stays inside the stable range
     assert rows[0]["hessian_lambda_min"] < 0.0
     assert rows[0]["damping"] == pytest.approx(
-        -rows[0]["hessian_lambda_min"] + rows[0]["damping_margin"], rel=1e-12)
+        -rows[0]["hessian_lambda_min"] + rows[0]["damping_margin"], rel=1e-12
+    )
     assert rows[0]["neumann_eta_lambda"] < 2.0
 
 
-@pytest.mark.parametrize(("kind", "changes", "match"), [
-    ("hgp_personalization", {"workload": {"colour": 1}}, "no option"),
-    ("hgp_personalization", {"workload": {"methods": ["hgp-pl", "fedavg"]}}, "methods"),
-    ("hgp_personalization", {"workload": {"outer_data": "test"}}, "outer_data"),
-    ("hgp_personalization", {"workload": {"test_fraction": 1.5}}, "test_fraction"),
-    ("hgp_personalization", {"workload": {"pl_hyper_lr": -1.0}}, "pl_hyper_lr"),
-    ("hgp_personalization", {"algorithm": {"inner_steps": None}}, "inner_steps"),
-    ("hgp_influence", {"workload": {"top_k": 0}}, "top_k"),
-    ("hgp_influence", {"run": {"steps": 9}}, "steps"),
-    ("hgp_influence", {"workload": {"weight_decay": 0.0}}, "weight_decay"),
-    ("hgp_influence", {"workload": {"retrain_step_size": "fast"}}, "retrain_step_size"),
-    ("hgp_influence", {"workload": {"momentum": 1.0}}, "momentum"),
-    ("hgp_influence", {"workload": {"jitter_count": -1}}, "jitter_count"),
-    ("hgp_influence", {"workload": {"damping_margin": -0.1}}, "damping_margin"),
-    ("hgp_influence", {"workload": {"train_grad_tol": 0.0}}, "train_grad_tol"),
-    ("hgp_influence", {"algorithm": {"name": "aid-neumann"}}, "no parameter|not an HGP"),
-])
+@pytest.mark.parametrize(
+    ("kind", "changes", "match"),
+    [
+        ("hgp_personalization", {"workload": {"colour": 1}}, "no option"),
+        ("hgp_personalization", {"workload": {"methods": ["hgp-pl", "fedavg"]}}, "methods"),
+        ("hgp_personalization", {"workload": {"outer_data": "test"}}, "outer_data"),
+        ("hgp_personalization", {"workload": {"test_fraction": 1.5}}, "test_fraction"),
+        ("hgp_personalization", {"workload": {"pl_hyper_lr": -1.0}}, "pl_hyper_lr"),
+        ("hgp_personalization", {"algorithm": {"inner_steps": None}}, "inner_steps"),
+        ("hgp_influence", {"workload": {"top_k": 0}}, "top_k"),
+        ("hgp_influence", {"run": {"steps": 9}}, "steps"),
+        ("hgp_influence", {"workload": {"weight_decay": 0.0}}, "weight_decay"),
+        ("hgp_influence", {"workload": {"retrain_step_size": "fast"}}, "retrain_step_size"),
+        ("hgp_influence", {"workload": {"momentum": 1.0}}, "momentum"),
+        ("hgp_influence", {"workload": {"jitter_count": -1}}, "jitter_count"),
+        ("hgp_influence", {"workload": {"damping_margin": -0.1}}, "damping_margin"),
+        ("hgp_influence", {"workload": {"train_grad_tol": 0.0}}, "train_grad_tol"),
+        ("hgp_influence", {"algorithm": {"name": "aid-neumann"}}, "no parameter|not an HGP"),
+    ],
+)
 def test_bad_options_raise(kind: str, changes: dict[str, Any], match: str) -> None:
-    builder = build_hgp_personalization if kind == "hgp_personalization" else \
-        build_hgp_influence
+    builder = build_hgp_personalization if kind == "hgp_personalization" else build_hgp_influence
     config = _config(kind, **changes)
     if changes.get("algorithm", {}).get("name") == "aid-neumann":
         config = dataclasses.replace(config, algorithm={"name": "aid-neumann"})

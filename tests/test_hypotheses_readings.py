@@ -21,14 +21,17 @@ from theory_checks.runner import Profile, run_claim, run_positive_control, write
 PROFILE = Profile("fast", 6)
 
 # The toy hypothesis: mu >= 0.5 (a case with mu = 0.3 is outside it).
-MU_FLOOR = Hypothesis("toy A", "mu >= 0.5", "test", lambda case: at_least(
-    case.problem.constants().mu, 0.5))
+MU_FLOOR = Hypothesis(
+    "toy A", "mu >= 0.5", "test", lambda case: at_least(case.problem.constants().mu, 0.5)
+)
 
 
 def _cases() -> st.SearchStrategy[Case]:
-    return st.builds(lambda mu, seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed,
-                                                                    mu=mu), {}),
-                     st.sampled_from([0.3, 0.6, 1.0, 3.0]), st.integers(0, 5))
+    return st.builds(
+        lambda mu, seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed, mu=mu), {}),
+        st.sampled_from([0.3, 0.6, 1.0, 3.0]),
+        st.integers(0, 5),
+    )
 
 
 def _check(claim: Claim, case: Case, make) -> Measurement:
@@ -43,10 +46,21 @@ def _spec(mu: float) -> dict:
 
 
 def _claim(**kw) -> Claim:
-    return Claim(**{"id": "toy.mu_small", "paper": "Classical", "reference": "test",
-                    "kind": "bias_bound", "about": "stated result", "statement": "mu <= 2",
-                    "estimators": ("exact",), "strategy": _cases, "check": _check,
-                    "shrink": False, **kw})
+    return Claim(
+        **{
+            "id": "toy.mu_small",
+            "paper": "Classical",
+            "reference": "test",
+            "kind": "bias_bound",
+            "about": "stated result",
+            "statement": "mu <= 2",
+            "estimators": ("exact",),
+            "strategy": _cases,
+            "check": _check,
+            "shrink": False,
+            **kw,
+        }
+    )
 
 
 def test_margins_are_relative_slack():
@@ -71,14 +85,14 @@ def test_a_case_outside_a_hypothesis_is_rejected_not_counted():
 def test_a_saved_counterexample_outside_a_hypothesis_cannot_refute():
     # mu = 3 fails "mu <= 2"; at mu = 3 but with a hypothesis mu <= 2.5 the saved case is
     # outside, so the refutation may not rest on it
-    cap = Hypothesis("toy B", "mu <= 2.5", "test", lambda case: at_most(
-        case.problem.constants().mu, 2.5))
+    cap = Hypothesis(
+        "toy B", "mu <= 2.5", "test", lambda case: at_most(case.problem.constants().mu, 2.5)
+    )
     saved = known_case(_spec(3.0), {})
     only_saved = lambda: st.just(saved())  # noqa: E731
     refuted = run_claim(_claim(strategy=only_saved, examples=(saved,)), PROFILE)
     assert refuted.verdict == "fails as stated"
-    guarded = run_claim(_claim(strategy=only_saved, examples=(saved,), hypotheses=(cap,)),
-                        PROFILE)
+    guarded = run_claim(_claim(strategy=only_saved, examples=(saved,), hypotheses=(cap,)), PROFILE)
     assert guarded.verdict == "undecided" and guarded.counterexample is None
     assert guarded.rejected and "toy B" in guarded.rejected[0]
 
@@ -92,13 +106,14 @@ def test_a_refutation_records_every_margin(tmp_path):
     saved = json.loads((tmp_path / "counterexamples" / "toy.mu_small.json").read_text())
     assert saved["hypotheses"][0]["name"] == "toy A" and saved["hypotheses"][0]["holds"]
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())
-    assert data["hypotheses"] == [{"name": "toy A", "statement": "mu >= 0.5",
-                                   "reference": "test"}]
+    assert data["hypotheses"] == [{"name": "toy A", "statement": "mu >= 0.5", "reference": "test"}]
     assert data["n_outside_hypotheses"] == data["n_rejected"] > 0
 
 
-READINGS = (Reading("strict", "mu <= 2", {"reading": "strict"}),
-            Reading("lenient", "mu <= 4", {"reading": "lenient"}))
+READINGS = (
+    Reading("strict", "mu <= 2", {"reading": "strict"}),
+    Reading("lenient", "mu <= 4", {"reading": "lenient"}),
+)
 
 
 def test_fails_as_stated_needs_every_reading_to_fail():
@@ -113,8 +128,9 @@ def test_fails_as_stated_needs_every_reading_to_fail():
 
 def test_a_claim_failing_under_every_reading_fails_as_stated(tmp_path):
     big = known_case(_spec(5.0), {})
-    result = run_claim(_claim(readings=READINGS, strategy=lambda: st.just(big()),
-                              examples=(big,)), PROFILE)
+    result = run_claim(
+        _claim(readings=READINGS, strategy=lambda: st.just(big()), examples=(big,)), PROFILE
+    )
     assert result.verdict == "fails as stated"
     assert result.holding_readings == []
     assert [r.verdict for r in result.readings] == ["fails as stated"] * 2
@@ -126,31 +142,46 @@ def test_a_claim_failing_under_every_reading_fails_as_stated(tmp_path):
 
 def test_positive_control_outside_a_hypothesis_is_no_control():
     control = known_case(_spec(0.3), {})
-    outcome = run_positive_control(_claim(hypotheses=(MU_FLOOR,), positive_control=control,
-                                          expected="fails"), PROFILE)
+    outcome = run_positive_control(
+        _claim(hypotheses=(MU_FLOOR,), positive_control=control, expected="fails"), PROFILE
+    )
     assert outcome["holds"] is False and outcome["outcome"] == "outside hypotheses"
-    inside = run_positive_control(_claim(positive_control=known_case(_spec(1.0), {}),
-                                         expected="fails", readings=READINGS), PROFILE)
+    inside = run_positive_control(
+        _claim(positive_control=known_case(_spec(1.0), {}), expected="fails", readings=READINGS),
+        PROFILE,
+    )
     assert inside["holds"] and inside["readings"] == {"strict": "holds", "lenient": "holds"}
     # mu = 3 holds only under the lenient reading: enough to show the check can say "holds"
-    some = run_positive_control(_claim(positive_control=known_case(_spec(3.0), {}),
-                                       expected="fails", readings=READINGS), PROFILE)
+    some = run_positive_control(
+        _claim(positive_control=known_case(_spec(3.0), {}), expected="fails", readings=READINGS),
+        PROFILE,
+    )
     assert some["holds"] and some["readings"] == {"strict": "fails", "lenient": "holds"}
     assert some["case"]["params"]["reading"] == "lenient"
-    none = run_positive_control(_claim(positive_control=known_case(_spec(5.0), {}),
-                                       expected="fails", readings=READINGS), PROFILE)
+    none = run_positive_control(
+        _claim(positive_control=known_case(_spec(5.0), {}), expected="fails", readings=READINGS),
+        PROFILE,
+    )
     assert not none["holds"] and none["outcome"] == "fails"
 
 
 def test_claim_files_declare_hypotheses_and_readings():
-    table = {"id": "toy.file", "paper": "Classical", "reference": "test", "kind": "bias_bound",
-             "about": "stated result", "statement": "mu <= 2", "estimators": ["exact"],
-             "strategy": "tests.test_hypotheses_readings:_cases",
-             "check": "tests.test_hypotheses_readings:_check",
-             "hypotheses": ["tests.test_hypotheses_readings:MU_FLOOR"],
-             "readings": [{"name": "strict", "statement": "mu <= 2",
-                           "params": {"reading": "strict"}},
-                          {"name": "lenient", "statement": "mu <= 4"}]}
+    table = {
+        "id": "toy.file",
+        "paper": "Classical",
+        "reference": "test",
+        "kind": "bias_bound",
+        "about": "stated result",
+        "statement": "mu <= 2",
+        "estimators": ["exact"],
+        "strategy": "tests.test_hypotheses_readings:_cases",
+        "check": "tests.test_hypotheses_readings:_check",
+        "hypotheses": ["tests.test_hypotheses_readings:MU_FLOOR"],
+        "readings": [
+            {"name": "strict", "statement": "mu <= 2", "params": {"reading": "strict"}},
+            {"name": "lenient", "statement": "mu <= 4"},
+        ],
+    }
     claim = claim_from_table(table, {})
     assert claim.hypotheses == (MU_FLOOR,)
     assert [r.name for r in claim.readings] == ["strict", "lenient"]

@@ -23,8 +23,14 @@ from testbed_app.experiments.config import dump_toml
 from testbed_app.experiments.step_pieces import StepPieces
 from tests._influence import experiment_config
 
-NETWORK = {"model": "mlp", "retrain_steps": 3, "train_refine_steps": 5, "jitter_count": 1,
-           "train_grad_tol": 1e-12, "retrain_grad_tol": 1e-12}
+NETWORK = {
+    "model": "mlp",
+    "retrain_steps": 3,
+    "train_refine_steps": 5,
+    "jitter_count": 1,
+    "train_grad_tol": 1e-12,
+    "retrain_grad_tol": 1e-12,
+}
 
 
 def _cheap_spectra(monkeypatch) -> None:
@@ -32,10 +38,12 @@ def _cheap_spectra(monkeypatch) -> None:
     these tests are about the pieces of a step, not the estimates (the power iteration at
     the barely trained model runs to its cap of 300 products, Lanczos to hundreds)."""
     monkeypatch.setattr(influence, "REFINE_CHUNK", 2)
-    monkeypatch.setattr(influence, "largest_eigenvalue",
-                        functools.partial(largest_eigenvalue, iterations=10))
-    monkeypatch.setattr(influence, "smallest_eigenvalue",
-                        lambda *a, **k: SpectralEstimate(-1e-3, 0, True))
+    monkeypatch.setattr(
+        influence, "largest_eigenvalue", functools.partial(largest_eigenvalue, iterations=10)
+    )
+    monkeypatch.setattr(
+        influence, "smallest_eigenvalue", lambda *a, **k: SpectralEstimate(-1e-3, 0, True)
+    )
 
 
 @pytest.fixture
@@ -70,26 +78,37 @@ def test_the_pieces_of_a_step_are_announced_in_order(config, tmp_path, monkeypat
     summary = runner.run_experiment(config, tmp_path, progress=False)
     assert summary["status"] == "completed" and summary["steps"] == 2
     assert [d.split(":")[0].split(" (")[0] for d in seen] == [
-        "training by SGP done", "refinement", "refinement", "refinement",
-        "HGP's estimate done", "retraining 1 of 4 done", "retraining 2 of 4 done"]
+        "training by SGP done",
+        "refinement",
+        "refinement",
+        "refinement",
+        "HGP's estimate done",
+        "retraining 1 of 4 done",
+        "retraining 2 of 4 done",
+    ]
     assert seen[1].startswith("refinement: 2 of at most 5 steps, ||grad G|| = ")
 
 
-@pytest.mark.parametrize(("finished", "phase"), [
-    (1, "step 1, training by SGP done"),
-    (3, "step 1, refinement: 4 of at most 5 steps"),
-    (5, "step 1, HGP's estimate done"),
-    (6, "step 2, retraining 1 of 4 done"),
-])
+@pytest.mark.parametrize(
+    ("finished", "phase"),
+    [
+        (1, "step 1, training by SGP done"),
+        (3, "step 1, refinement: 4 of at most 5 steps"),
+        (5, "step 1, HGP's estimate done"),
+        (6, "step 2, retraining 1 of 4 done"),
+    ],
+)
 def test_ctrl_c_keeps_the_finished_pieces_and_the_rerun_says_where_it_resumes(
-        config, tmp_path, monkeypatch, finished, phase):
+    config, tmp_path, monkeypatch, finished, phase
+):
     runner.run_experiment(config, tmp_path / "straight", progress=False)
     _interrupt_after(monkeypatch, finished)
     notes: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         runner.run_experiment(config, tmp_path / "cut", progress=False, notify=notes.append)
-    assert notes and "the checkpoint holds step" in notes[-1] and "a rerun resumes there" in \
-        notes[-1]
+    assert (
+        notes and "the checkpoint holds step" in notes[-1] and "a rerun resumes there" in notes[-1]
+    )
     assert (tmp_path / "cut" / "runs" / "hgp-test" / "checkpoint.pt").exists()
     monkeypatch.undo()
     _cheap_spectra(monkeypatch)
@@ -114,15 +133,18 @@ def test_ctrl_c_before_any_finished_piece_says_nothing_is_saved(config, tmp_path
 
 
 def test_a_tf32_like_underestimate_of_lambda_max_stops_the_refinement_as_diverged(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     """The H200's TF32 run: lambda_max read as 0.003 (CPU: 57.8), so the refinement stepped at
     1/0.003 and ended at ||grad G|| = 4793 from 0.433 with exit 0. Here the power iteration is
     made to return that estimate on the CPU: the run stops as diverged with the figures."""
     _cheap_spectra(monkeypatch)
-    monkeypatch.setattr(influence, "largest_eigenvalue",
-                        lambda *a, **k: SpectralEstimate(0.003, 10, True))
-    config = experiment_config("hgp_influence", workload={**NETWORK, "train_refine_steps": 50},
-                               run={"steps": 2})
+    monkeypatch.setattr(
+        influence, "largest_eigenvalue", lambda *a, **k: SpectralEstimate(0.003, 10, True)
+    )
+    config = experiment_config(
+        "hgp_influence", workload={**NETWORK, "train_refine_steps": 50}, run={"steps": 2}
+    )
     path = tmp_path / "config.toml"
     path.write_text(dump_toml(config))
     code = main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet"])
@@ -149,7 +171,11 @@ def test_an_unstable_retraining_step_stops_the_run_as_diverged(config, tmp_path,
 
 def test_an_unstable_sgp_training_stops_the_run_as_diverged(tmp_path, monkeypatch):
     _cheap_spectra(monkeypatch)
-    config = experiment_config("hgp_influence", workload=NETWORK, run={"steps": 2},
-                               algorithm={"inner_step_size": 1e4, "inner_steps": 20})
+    config = experiment_config(
+        "hgp_influence",
+        workload=NETWORK,
+        run={"steps": 2},
+        algorithm={"inner_step_size": 1e4, "inner_steps": 20},
+    )
     summary = runner.run_experiment(config, tmp_path, progress=False)
     assert summary["status"].startswith("diverged at step 1: training by SGP")

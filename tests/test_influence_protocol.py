@@ -52,10 +52,8 @@ def test_unstable_retraining_step_leaves_the_actual_effect_unresolved() -> None:
     problem = _problem("logreg", 10, 0.05)
     x = problem.initial_point()[0]
     y_star = problem.exact_inner_solution(x)
-    lam = largest_eigenvalue(lambda v: problem.total_hvp(x, y_star, v), problem.dim_y,
-                             seed=0).value
-    mu = smallest_eigenvalue(lambda v: problem.total_hvp(x, y_star, v), problem.dim_y,
-                             seed=0).value
+    lam = largest_eigenvalue(lambda v: problem.total_hvp(x, y_star, v), problem.dim_y, seed=0).value
+    mu = smallest_eigenvalue(lambda v: problem.total_hvp(x, y_star, v), problem.dim_y, seed=0).value
     beta = (1.0 - math.sqrt(mu / lam)) / (1.0 + math.sqrt(mu / lam))
     jitter = 1e-6 * torch.as_tensor(np.random.default_rng(1).standard_normal(problem.dim_y))
     f_star = float(problem.total_outer(x, y_star))
@@ -71,25 +69,37 @@ def test_unstable_retraining_step_leaves_the_actual_effect_unresolved() -> None:
     exact, unstable_jitter, stable_jitter = [], [], []
     for sample in (0, 1):
         x_k = problem.without(x, 0, sample)
-        exact_effect = float(problem.total_outer(x_k, problem.exact_inner_solution(
-            x_k, start=y_star))) - f_star
+        exact_effect = (
+            float(problem.total_outer(x_k, problem.exact_inner_solution(x_k, start=y_star)))
+            - f_star
+        )
         exact.append(abs(exact_effect))
         a, b = plain_gd(x_k, y_star, 3.2 / lam), plain_gd(x_k, y_star + jitter, 3.2 / lam)
-        unstable_jitter.append(abs(float(problem.total_outer(x_k, a) - problem.total_outer(
-            x_k, b))))
+        unstable_jitter.append(
+            abs(float(problem.total_outer(x_k, a) - problem.total_outer(x_k, b)))
+        )
         # the protocol: step 1/lambda_max with Nesterov's momentum, to ||grad|| <= 1e-9
         # (float64 reaches it; the cap is 10x the ~sqrt(kappa) ln(1e8) ~ 100 steps it needs)
-        runs = [descend(functools.partial(problem.total_grad, x_k), start, step=1.0 / lam,
-                        tol=1e-9, max_steps=1000, momentum=beta)
-                for start in (y_star, y_star + jitter)]
+        runs = [
+            descend(
+                functools.partial(problem.total_grad, x_k),
+                start,
+                step=1.0 / lam,
+                tol=1e-9,
+                max_steps=1000,
+                momentum=beta,
+            )
+            for start in (y_star, y_star + jitter)
+        ]
         assert all(run.reached for run in runs)
         values = [float(problem.total_outer(x_k, run.y)) for run in runs]
         stable_jitter.append(abs(values[0] - values[1]))
         # Why this bound: ||y - y*_k|| <= ||grad|| / mu for a mu-strongly convex objective,
         # so F moves by at most ||grad F|| ||grad|| / mu; the factor 2 covers F's curvature over
         # that distance (~1e-8: its second-order term is ~1e-16)
-        grad_f = float(torch.func.grad(functools.partial(problem.total_outer, x_k))(
-            runs[0].y).norm())
+        grad_f = float(
+            torch.func.grad(functools.partial(problem.total_outer, x_k))(runs[0].y).norm()
+        )
         assert abs(values[0] - f_star - exact_effect) <= 2 * grad_f * runs[0].grad_norm / mu
     # unstable: the jitter moves F by at least as much as the removals do (measured: ~9x)
     assert np.mean(unstable_jitter) >= np.mean(exact)
@@ -101,12 +111,16 @@ def test_unstable_retraining_step_leaves_the_actual_effect_unresolved() -> None:
 # ------------------------------------------------------------------------------ eigenvalues
 
 
-@pytest.mark.parametrize(("spectrum", "expected"), [
-    ([5.0, 3.0, 1.0, 0.5, -2.0], 5.0),           # dominant eigenvalue positive
-    ([1.0, 0.5, -0.2, -3.0, -6.0], 1.0),         # dominant negative: the shifted second pass
-])
-def test_power_iteration_returns_lambda_max_of_a_known_matrix(spectrum: list[float],
-                                                              expected: float) -> None:
+@pytest.mark.parametrize(
+    ("spectrum", "expected"),
+    [
+        ([5.0, 3.0, 1.0, 0.5, -2.0], 5.0),  # dominant eigenvalue positive
+        ([1.0, 0.5, -0.2, -3.0, -6.0], 1.0),  # dominant negative: the shifted second pass
+    ],
+)
+def test_power_iteration_returns_lambda_max_of_a_known_matrix(
+    spectrum: list[float], expected: float
+) -> None:
     matrix = _symmetric(spectrum, seed=3)
     estimate = largest_eigenvalue(lambda v: matrix @ v, len(spectrum), seed=0)
     assert estimate.converged
@@ -147,17 +161,25 @@ def test_damping_changes_only_the_hessian() -> None:
     assert float(damped.total_inner(x, y)) == float(problem.total_inner(x, y))
     assert torch.equal(damped.total_grad(x, y), problem.total_grad(x, y))
     # Why 1e-12: the same float64 products, plus 0.7 v added once
-    torch.testing.assert_close(damped.total_hvp(x, y, v),
-                               problem.total_hvp(x, y, v) + 2 * 0.7 * v,  # n = 2 clients
-                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        damped.total_hvp(x, y, v),
+        problem.total_hvp(x, y, v) + 2 * 0.7 * v,  # n = 2 clients
+        rtol=1e-12,
+        atol=1e-12,
+    )
     # the per-client oracles HGP uses: H_i + delta I, J_i unchanged
     n, clients = problem.n_clients, torch.arange(problem.n_clients)
     xs, ys, vs = x.expand(n, -1), y.expand(n, -1), v.expand(n, -1)
-    torch.testing.assert_close(Oracles(damped).hvp_inner(xs, ys, vs, clients),
-                               Oracles(problem).hvp_inner(xs, ys, vs, clients) + 0.7 * vs,
-                               rtol=1e-12, atol=1e-12)
-    assert torch.equal(Oracles(damped).jvp_inner_xy(xs, ys, vs, clients),
-                       Oracles(problem).jvp_inner_xy(xs, ys, vs, clients))
+    torch.testing.assert_close(
+        Oracles(damped).hvp_inner(xs, ys, vs, clients),
+        Oracles(problem).hvp_inner(xs, ys, vs, clients) + 0.7 * vs,
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    assert torch.equal(
+        Oracles(damped).jvp_inner_xy(xs, ys, vs, clients),
+        Oracles(problem).jvp_inner_xy(xs, ys, vs, clients),
+    )
     with pytest.raises(ValueError, match="damping"):
         problem.with_damping(-1.0)
 
@@ -170,8 +192,9 @@ def _jacobian_norm(problem: InfluenceProblem, x: torch.Tensor, y: torch.Tensor) 
     (grad_y,) = torch.autograd.grad(problem.total_inner(xs, ys), (ys,), create_graph=True)
     w = torch.zeros_like(y, requires_grad=True)
     (jt_w,) = torch.autograd.grad((grad_y * w).sum(), (xs,), create_graph=True)
-    columns = [torch.autograd.grad(jt_w[j], (w,), retain_graph=True)[0]
-               for j in range(problem.dim_x)]
+    columns = [
+        torch.autograd.grad(jt_w[j], (w,), retain_graph=True)[0] for j in range(problem.dim_x)
+    ]
     return float(torch.linalg.matrix_norm(torch.stack(columns, 1), ord=2))
 
 
@@ -193,14 +216,19 @@ def test_damping_keeps_the_neumann_iterates_bounded_on_an_indefinite_hessian() -
     eta, terms = 1.0 / top, 150
     delta = -low + 1.0 / (eta * terms)
     assert eta * (top + delta) < 2.0  # the experiment's refusal condition holds
-    estimator = HyperGradientPush(neumann_terms=terms, pushsum_steps=1, neumann_step_size=eta,
-                                  averaging="exact",
-                                  inner=StochasticGradientPush(steps=0, step_size=0.1))
+    estimator = HyperGradientPush(
+        neumann_terms=terms,
+        pushsum_steps=1,
+        neumann_step_size=eta,
+        averaging="exact",
+        inner=StochasticGradientPush(steps=0, step_size=0.1),
+    )
     state = HGPState(y.expand(n, -1).clone(), torch.ones(n, dtype=y.dtype), 0)
     growth = {}
     for damping in (0.0, delta):
-        run = estimator.run(problem.with_damping(damping), x, state, np.random.default_rng(0),
-                            track_consensus=False)
+        run = estimator.run(
+            problem.with_damping(damping), x, state, np.random.default_rng(0), track_consensus=False
+        )
         moved = (run.trajectory[:, 0] - run.trajectory[0, 0]).flatten(1).norm(dim=1)
         growth[damping] = moved
     # undamped: the iterates explode ((1 + 0.6)^150 ~ 1e30 on this problem)
@@ -219,24 +247,48 @@ def test_damping_keeps_the_neumann_iterates_bounded_on_an_indefinite_hessian() -
 
 def _config(**workload: Any) -> ExperimentConfig:
     return ExperimentConfig(
-        name="influence-protocol-test", paper="HGP", description="",
-        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0,
-              "limit": 80},
+        name="influence-protocol-test",
+        paper="HGP",
+        description="",
+        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0, "limit": 80},
         split={"scheme": "iid", "n_clients": 2},
-        workload={"kind": "hgp_influence", "model": "logreg", "top_k": 4,
-                  "retrain_per_step": 2, "weight_decay": 0.05, "jitter_count": 2,
-                  "train_grad_tol": 1e-4, **workload},
-        algorithm={"name": "hgp", "neumann_terms": 40, "pushsum_steps": 2,
-                   "neumann_step_size": 0.5, "inner_steps": 20, "inner_step_size": 0.5,
-                   "sgp_variant": "assran"},
-        run={"steps": 3, "eval_every": 1, "checkpoint_every": 1, "seed": 0,
-             "device": "cpu", "dtype": "float32"})
+        workload={
+            "kind": "hgp_influence",
+            "model": "logreg",
+            "top_k": 4,
+            "retrain_per_step": 2,
+            "weight_decay": 0.05,
+            "jitter_count": 2,
+            "train_grad_tol": 1e-4,
+            **workload,
+        },
+        algorithm={
+            "name": "hgp",
+            "neumann_terms": 40,
+            "pushsum_steps": 2,
+            "neumann_step_size": 0.5,
+            "inner_steps": 20,
+            "inner_step_size": 0.5,
+            "sgp_variant": "assran",
+        },
+        run={
+            "steps": 3,
+            "eval_every": 1,
+            "checkpoint_every": 1,
+            "seed": 0,
+            "device": "cpu",
+            "dtype": "float32",
+        },
+    )
 
 
 def test_a_retraining_step_above_the_stable_bound_is_refused() -> None:
     experiment = build_hgp_influence(_config(retrain_step_size=100.0))
-    with pytest.raises(ValueError, match=r"retrain_step_size = 100 is not below the stable "
-                                         r"bound .* lambda_max"):
+    with pytest.raises(
+        ValueError,
+        match=r"retrain_step_size = 100 is not below the stable "
+        r"bound .* lambda_max",
+    ):
         experiment.step()
 
 
@@ -247,8 +299,11 @@ def test_the_protocol_records_its_figures() -> None:
     assert first["train_stationary"] == 1.0 and first["train_grad_norm"] <= 1e-4
     # the step actually used is 1/lambda_max, below the bound momentum_bound(beta)/lambda_max
     assert first["retrain_step"] == pytest.approx(1.0 / first["lambda_max"], rel=1e-12)
-    assert first["retrain_step"] < first["retrain_step_bound"] == pytest.approx(
-        momentum_bound(first["retrain_momentum"]) / first["lambda_max"], rel=1e-12)
+    assert (
+        first["retrain_step"]
+        < first["retrain_step_bound"]
+        == pytest.approx(momentum_bound(first["retrain_momentum"]) / first["lambda_max"], rel=1e-12)
+    )
     # softmax regression with weight decay: the averaged Hessian is positive definite, so no
     # damping, and the Neumann step is inside the stable range
     assert first["hessian_lambda_min"] > 0.0 and first["damping"] == 0.0

@@ -27,15 +27,19 @@ LINT_IMPORTS = shutil.which("lint-imports") or str(Path(sys.executable).parent /
 REACH_INS = "no reach-ins"
 
 needs_import_linter = pytest.mark.skipif(
-    not Path(LINT_IMPORTS).exists(), reason="import-linter is not installed (extras test or lint)")
+    not Path(LINT_IMPORTS).exists(), reason="import-linter is not installed (extras test or lint)"
+)
 
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("layers")
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, copy / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "output", "*.css"))
+        shutil.copytree(
+            ROOT / package,
+            copy / package,
+            ignore=shutil.ignore_patterns("__pycache__", "output", "*.css"),
+        )
     (copy / "tests").mkdir()
     for name in ("__init__.py", "import_rules.py"):  # the contract type "reach_ins"
         shutil.copy(ROOT / "tests" / name, copy / "tests" / name)
@@ -46,10 +50,14 @@ def tree(tmp_path_factory) -> Path:
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
     # --no-cache: each run analyses the files as they are now; a wide terminal: no line of the
     # report is wrapped
-    return subprocess.run([LINT_IMPORTS, "--config", str(tree / "pyproject.toml"), "--no-cache"],
-                          cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin",
-                                         "COLUMNS": "400"},
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [LINT_IMPORTS, "--config", str(tree / "pyproject.toml"), "--no-cache"],
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "COLUMNS": "400"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 #: Planted violations: {file: text appended (a new file when absent)}, the contract it breaks
@@ -57,29 +65,47 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 PLANTED: dict[str, tuple[dict[str, str], str, str]] = {
     "claims import the application": (
         {"theory_checks/decision.py": "import testbed_app.regression"},
-        "layers: application > claims > library core", "theory_checks.decision"),
+        "layers: application > claims > library core",
+        "theory_checks.decision",
+    ),
     "the report imports a producer": (
         {"reports/plots.py": "import theory_checks.claim"},
-        "the report imports no producer", "reports.plots"),
+        "the report imports no producer",
+        "reports.plots",
+    ),
     "an estimator imports an algorithm": (
         {"testbed/estimators/solvers.py": "import testbed.algorithms.base"},
-        "the estimators import no outer algorithm", "testbed.estimators.solvers"),
+        "the estimators import no outer algorithm",
+        "testbed.estimators.solvers",
+    ),
     "a private module of problems": (
         {"testbed/calls.py": "import problems._base"},
-        "no package imports another package's private modules", "problems._base"),
+        "no package imports another package's private modules",
+        "problems._base",
+    ),
     "a module-level import loop": (
-        {"testbed/planted_a.py": "import testbed.planted_b",
-         "testbed/planted_b.py": "from testbed import planted_a"},
-        REACH_INS, "import loop: testbed.planted_a"),
+        {
+            "testbed/planted_a.py": "import testbed.planted_b",
+            "testbed/planted_b.py": "from testbed import planted_a",
+        },
+        REACH_INS,
+        "import loop: testbed.planted_a",
+    ),
     "another module's private name": (
         {"reports/plots.py": "from reports.results_reading import _planted"},
-        REACH_INS, "private name: reports.plots"),
+        REACH_INS,
+        "private name: reports.plots",
+    ),
     "another module patched at run time": (
         {"testbed_app/regression.py": "import reports.build\nreports.build.build_report = print"},
-        REACH_INS, "patching: testbed_app.regression"),
+        REACH_INS,
+        "patching: testbed_app.regression",
+    ),
     "an unlisted import in a function": (
         {"results_format/paths.py": "def planted():\n    from results_format import verdicts"},
-        REACH_INS, "local import: results_format.paths"),
+        REACH_INS,
+        "local import: results_format.paths",
+    ),
 }
 
 
@@ -97,8 +123,9 @@ def _planted(tree: Path, files: dict[str, str]) -> dict[Path, str | None]:
     for relative, text in files.items():
         path = tree / relative
         originals.setdefault(path, path.read_text() if path.exists() else None)
-        path.write_text(path.read_text() + f"\n{text}  # planted\n" if path.exists()
-                        else f"{text}  # planted\n")
+        path.write_text(
+            path.read_text() + f"\n{text}  # planted\n" if path.exists() else f"{text}  # planted\n"
+        )
     return originals
 
 
@@ -115,10 +142,15 @@ def broken_contracts(stdout: str) -> dict[str, str]:
     underlined by as many dashes)."""
     _, _, broken = stdout.partition("Broken contracts")
     lines = broken.splitlines()
-    headings = [i for i in range(len(lines) - 1)
-                if lines[i].strip() and lines[i + 1].strip() == "-" * len(lines[i].strip())]
-    return {lines[i].strip(): "\n".join(lines[i + 2:end])
-            for i, end in zip(headings, [*headings[1:], len(lines)], strict=True)}
+    headings = [
+        i
+        for i in range(len(lines) - 1)
+        if lines[i].strip() and lines[i + 1].strip() == "-" * len(lines[i].strip())
+    ]
+    return {
+        lines[i].strip(): "\n".join(lines[i + 2 : end])
+        for i, end in zip(headings, [*headings[1:], len(lines)], strict=True)
+    }
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +180,14 @@ def test_a_planted_violation_breaks_its_contract(planted_report, violation):
 
 
 STALE = {  # an entry of the reach-ins contract's lists that matches nothing, what it says
-    "allowed_local_imports": ("testbed.calls -> testbed.oracles",
-                              "allowed local import no longer made"),
-    "ignore": ("private name: testbed.calls: testbed.oracles._gone",
-               "ignored finding no longer found"),
+    "allowed_local_imports": (
+        "testbed.calls -> testbed.oracles",
+        "allowed local import no longer made",
+    ),
+    "ignore": (
+        "private name: testbed.calls: testbed.oracles._gone",
+        "ignored finding no longer found",
+    ),
 }
 
 
@@ -170,8 +206,9 @@ def test_a_list_entry_that_matches_nothing_breaks_the_contract(tree):
     finally:
         config.write_text(original)
     assert done.returncode != 0
-    section = next(text for name, text in broken_contracts(done.stdout).items()
-                   if name.startswith(REACH_INS))
+    section = next(
+        text for name, text in broken_contracts(done.stdout).items() if name.startswith(REACH_INS)
+    )
     for entry, says in STALE.values():
         assert f"{says} (remove it from the list): {entry}" in section, done.stdout
 
@@ -186,54 +223,82 @@ def _package(root: Path, name: str, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
-def _findings(tmp_path: Path, monkeypatch, files: dict[str, str],
-              allowed: tuple[tuple[str, str], ...] = ()) -> list[import_rules.Finding]:
+def _findings(
+    tmp_path: Path, monkeypatch, files: dict[str, str], allowed: tuple[tuple[str, str], ...] = ()
+) -> list[import_rules.Finding]:
     name = f"planted_{tmp_path.name.replace('-', '_')}"  # a fresh package name per test
     _package(tmp_path, name, {k: v.replace("PKG", name) for k, v in files.items()})
     monkeypatch.syspath_prepend(str(tmp_path))
     read = import_rules.read_modules(import_rules.find_modules([name]))
-    found = import_rules.findings(read, [name], allowed_local_imports=[
-        (a.replace("PKG", name), b.replace("PKG", name)) for a, b in allowed])
-    return [import_rules.Finding(f.rule, f.module.replace(name, "PKG"), f.line,
-                                 f.text.replace(name, "PKG")) for f in found]
+    found = import_rules.findings(
+        read,
+        [name],
+        allowed_local_imports=[
+            (a.replace("PKG", name), b.replace("PKG", name)) for a, b in allowed
+        ],
+    )
+    return [
+        import_rules.Finding(
+            f.rule, f.module.replace(name, "PKG"), f.line, f.text.replace(name, "PKG")
+        )
+        for f in found
+    ]
 
 
 def test_a_clean_package_has_no_findings(tmp_path, monkeypatch):
-    assert _findings(tmp_path, monkeypatch, {
-        "a.py": "from PKG import b\nfrom PKG.b import public\n",
-        "b.py": "def public():\n    return _mine()\n\n\ndef _mine():\n    return 1\n",
-        # a private module used by its own package: allowed, as import-linter's private modules
-        "c/__init__.py": "from PKG.c._impl import thing\n",
-        "c/_impl.py": "thing = 1\n",
-    }) == []
+    assert (
+        _findings(
+            tmp_path,
+            monkeypatch,
+            {
+                "a.py": "from PKG import b\nfrom PKG.b import public\n",
+                "b.py": "def public():\n    return _mine()\n\n\ndef _mine():\n    return 1\n",
+                # a private module used by its own package: allowed, as import-linter's private
+                # modules
+                "c/__init__.py": "from PKG.c._impl import thing\n",
+                "c/_impl.py": "thing = 1\n",
+            },
+        )
+        == []
+    )
 
 
-def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(tmp_path,
-                                                                           monkeypatch):
-    found = _findings(tmp_path, monkeypatch, {
-        "a.py": "import PKG.b\n",
-        "b.py": "from PKG import c\n",
-        "c.py": "from PKG.a import *\n",
-        # d -> e at module level, e -> d in a function (listed): no module-level loop
-        "d.py": "import PKG.e\n",
-        "e.py": "def late():\n    import PKG.d\n",
-        # a type-only import closes no loop at run time
-        "f.py": "import PKG.g\n",
-        "g.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import PKG.f\n",
-    }, allowed=(("PKG.e", "PKG.d"),))
+def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(tmp_path, monkeypatch):
+    found = _findings(
+        tmp_path,
+        monkeypatch,
+        {
+            "a.py": "import PKG.b\n",
+            "b.py": "from PKG import c\n",
+            "c.py": "from PKG.a import *\n",
+            # d -> e at module level, e -> d in a function (listed): no module-level loop
+            "d.py": "import PKG.e\n",
+            "e.py": "def late():\n    import PKG.d\n",
+            # a type-only import closes no loop at run time
+            "f.py": "import PKG.g\n",
+            "g.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import PKG.f\n",
+        },
+        allowed=(("PKG.e", "PKG.d"),),
+    )
     assert [(f.rule, f.text) for f in found] == [
-        ("import loop", "PKG.a -> PKG.b -> PKG.c -> PKG.a")]
+        ("import loop", "PKG.a -> PKG.b -> PKG.c -> PKG.a")
+    ]
 
 
 def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):
-    found = _findings(tmp_path, monkeypatch, {
-        "a.py": "_x = 1\n__all__ = ['y']\ny = 2\n",
-        "b.py": "from PKG.a import _x, y, __all__\n",
-        "c.py": "from PKG import a\nprint(a._x)\n",
-        "d.py": "from . import a as alias\nalias._x\n",
-        "e/__init__.py": "", "e/_hidden.py": "",
-        "f.py": "import PKG.e._hidden\n",
-    })
+    found = _findings(
+        tmp_path,
+        monkeypatch,
+        {
+            "a.py": "_x = 1\n__all__ = ['y']\ny = 2\n",
+            "b.py": "from PKG.a import _x, y, __all__\n",
+            "c.py": "from PKG import a\nprint(a._x)\n",
+            "d.py": "from . import a as alias\nalias._x\n",
+            "e/__init__.py": "",
+            "e/_hidden.py": "",
+            "f.py": "import PKG.e._hidden\n",
+        },
+    )
     assert [(f.rule, f.module, f.text) for f in found] == [
         ("private name", "PKG.b", "PKG.a._x"),
         ("private name", "PKG.c", "PKG.a._x"),
@@ -243,15 +308,19 @@ def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):
 
 
 def test_patching_another_module_is_found(tmp_path, monkeypatch):
-    found = _findings(tmp_path, monkeypatch, {
-        "a.py": "def f():\n    return 1\n",
-        "b.py": "import PKG.a\nPKG.a.f = print\n",
-        "c.py": "from PKG import a\ndef swap():\n    setattr(a, 'f', print)\n",
-        "d.py": "from PKG import a\ndel a.f\n",
-        # reading an attribute, or changing an object's attribute, is no patching
-        "e.py": "from PKG import a\nimport types\nx = a.f\nobj = types.SimpleNamespace()\n"
-                "obj.f = a.f\n",
-    })
+    found = _findings(
+        tmp_path,
+        monkeypatch,
+        {
+            "a.py": "def f():\n    return 1\n",
+            "b.py": "import PKG.a\nPKG.a.f = print\n",
+            "c.py": "from PKG import a\ndef swap():\n    setattr(a, 'f', print)\n",
+            "d.py": "from PKG import a\ndel a.f\n",
+            # reading an attribute, or changing an object's attribute, is no patching
+            "e.py": "from PKG import a\nimport types\nx = a.f\nobj = types.SimpleNamespace()\n"
+            "obj.f = a.f\n",
+        },
+    )
     assert [(f.rule, f.module, f.text) for f in found] == [
         ("patching", "PKG.b", "PKG.a.f changed from PKG.b"),
         ("patching", "PKG.c", "PKG.a.f changed from PKG.c"),
@@ -260,14 +329,19 @@ def test_patching_another_module_is_found(tmp_path, monkeypatch):
 
 
 def test_local_imports_are_found_unless_listed(tmp_path, monkeypatch):
-    found = _findings(tmp_path, monkeypatch, {
-        "a.py": "",
-        "b.py": "def f():\n    from PKG import a\n",
-        "c.py": "class C:\n    def m(self):\n        import PKG.a\n",
-        "d.py": "def optional():\n    import PKG.a\n",
-        # a third-party or standard-library import in a function is not the rule's business
-        "e.py": "def g():\n    import json\n",
-    }, allowed=(("PKG.d", "PKG.a"),))
+    found = _findings(
+        tmp_path,
+        monkeypatch,
+        {
+            "a.py": "",
+            "b.py": "def f():\n    from PKG import a\n",
+            "c.py": "class C:\n    def m(self):\n        import PKG.a\n",
+            "d.py": "def optional():\n    import PKG.a\n",
+            # a third-party or standard-library import in a function is not the rule's business
+            "e.py": "def g():\n    import json\n",
+        },
+        allowed=(("PKG.d", "PKG.a"),),
+    )
     assert [(f.rule, f.module, f.text) for f in found] == [
         ("local import", "PKG.b", "PKG.b -> PKG.a in a function"),
         ("local import", "PKG.c", "PKG.c -> PKG.a in a function"),
@@ -276,9 +350,16 @@ def test_local_imports_are_found_unless_listed(tmp_path, monkeypatch):
 
 def test_the_covered_list_decides_what_is_held(tmp_path, monkeypatch):
     name = f"planted_{tmp_path.name.replace('-', '_')}"
-    _package(tmp_path, name, {"a.py": "_x = 1\n", "old/__init__.py": "",
-                              "old/b.py": f"from {name}.a import _x\n",
-                              "c.py": f"from {name}.a import _x\n"})
+    _package(
+        tmp_path,
+        name,
+        {
+            "a.py": "_x = 1\n",
+            "old/__init__.py": "",
+            "old/b.py": f"from {name}.a import _x\n",
+            "c.py": f"from {name}.a import _x\n",
+        },
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     read = import_rules.read_modules(import_rules.find_modules([name]))
     held = import_rules.findings(read, [name], excluded=[f"{name}.old"])

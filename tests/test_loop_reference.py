@@ -44,21 +44,40 @@ def _close(batched: torch.Tensor, looped: torch.Tensor) -> None:
 
 def _family(name: str):
     if name == "bilevel":
-        return QuadraticBilevel.random(6, 3, 4, 10.0, 0.3, seed=1, n_samples=5,
-                                       gradient_noise=0.5, hessian_noise=0.2)
+        return QuadraticBilevel.random(
+            6, 3, 4, 10.0, 0.3, seed=1, n_samples=5, gradient_noise=0.5, hessian_noise=0.2
+        )
     if name == "minimax":
-        return QuadraticMinimax.random(5, 3, 4, 10.0, 0.3, seed=2, n_samples=4,
-                                       gradient_noise=0.5, hessian_noise=0.2)
+        return QuadraticMinimax.random(
+            5, 3, 4, 10.0, 0.3, seed=2, n_samples=4, gradient_noise=0.5, hessian_noise=0.2
+        )
     if name == "compositional":
-        return LinearCompositional.random(5, [3, 4], seed=3, heterogeneity=0.5, n_samples=4,
-                                          matrix_noise=0.2, value_noise=0.5)
+        return LinearCompositional.random(
+            5, [3, 4], seed=3, heterogeneity=0.5, n_samples=4, matrix_noise=0.2, value_noise=0.5
+        )
     if name == "per-client-hyper":
-        return PerClientQuadratic.random(5, 2, 3, 5.0, seed=4, outer_coupling=0.5, n_samples=4,
-                                         hessian_noise=0.2, cross_noise=0.3, gradient_noise=0.5)
+        return PerClientQuadratic.random(
+            5,
+            2,
+            3,
+            5.0,
+            seed=4,
+            outer_coupling=0.5,
+            n_samples=4,
+            hessian_noise=0.2,
+            cross_noise=0.3,
+            gradient_noise=0.5,
+        )
     # the MLP hyper-representation workload (vmap over clients), in float64 so that the
     # comparison is at float64 round-off like the others
-    return build_workload("hyper_representation", "digits", {"scheme": "iid", "n_clients": 5},
-                          model="mlp", seed=0, dtype=torch.float64)
+    return build_workload(
+        "hyper_representation",
+        "digits",
+        {"scheme": "iid", "n_clients": 5},
+        model="mlp",
+        seed=0,
+        dtype=torch.float64,
+    )
 
 
 FAMILIES = ("bilevel", "minimax", "compositional", "per-client-hyper", "mlp-workload")
@@ -76,7 +95,8 @@ def _oracle_outputs(problem, x, y, v, clients, batch):
     oracles = Oracles(problem)
     gx, gy = oracles.grad_outer(x, y, clients, batch)
     return {
-        "grad_outer_x": gx, "grad_outer_y": gy,
+        "grad_outer_x": gx,
+        "grad_outer_y": gy,
         "grad_inner": oracles.grad_inner(x, y, clients, batch),
         "hvp_inner": oracles.hvp_inner(x, y, v, clients, batch),
         "jvp_inner_xy": oracles.jvp_inner_xy(x, y, v, clients, batch),
@@ -106,12 +126,23 @@ def _steps(problem):
     constants = problem.constants()
     # explicit step sizes (the loop exposes only the Problem contract, not constants()):
     # FedNest's 1/l_{g,1} and AggITD's 1/L, the defaults each algorithm would read itself
-    fednest = FedNest(inner_steps=2, neumann_terms=4, local_steps=3, batch_size=2,
-                      inner_step_size=1.0 / constants.L_clients,
-                      neumann_step_size=1.0 / constants.L_clients, outer_step_size=0.05)
-    aggitd = FBOAggITD(inner_steps=3, local_steps=2, batch_size=2,
-                       inner_step_size=1.0 / constants.L, neumann_step_size=1.0 / constants.L,
-                       outer_step_size=0.05)
+    fednest = FedNest(
+        inner_steps=2,
+        neumann_terms=4,
+        local_steps=3,
+        batch_size=2,
+        inner_step_size=1.0 / constants.L_clients,
+        neumann_step_size=1.0 / constants.L_clients,
+        outer_step_size=0.05,
+    )
+    aggitd = FBOAggITD(
+        inner_steps=3,
+        local_steps=2,
+        batch_size=2,
+        inner_step_size=1.0 / constants.L,
+        neumann_step_size=1.0 / constants.L,
+        outer_step_size=0.05,
+    )
     return {"fednest": fednest, "fbo-aggitd": aggitd}
 
 
@@ -123,8 +154,9 @@ def test_one_outer_step_agrees_between_batched_and_looped(name):
     for side in (problem, PerClientLoop(problem)):
         # the same seed on both sides: the loop delegates sample_batch, so both draw the same
         # clients, truncation index and minibatches
-        ctx = FederatedContext(side, np.random.default_rng(3), algorithm.participation,
-                               algorithm.batch_size)
+        ctx = FederatedContext(
+            side, np.random.default_rng(3), algorithm.participation, algorithm.batch_size
+        )
         states.append(algorithm.step(ctx, algorithm.init(side)))
         calls.append(ctx.calls())
     batched, looped = states
@@ -158,7 +190,11 @@ def test_the_wrapper_keeps_the_contract_and_rejects_bad_input():
     problem = _family("bilevel")
     loop = PerClientLoop(problem)
     assert (loop.kind, loop.n_clients, loop.dim_x, loop.dim_y) == (
-        problem.kind, problem.n_clients, problem.dim_x, problem.dim_y)
+        problem.kind,
+        problem.n_clients,
+        problem.dim_x,
+        problem.dim_y,
+    )
     assert loop.id == f"loop({problem.id})"
     for a, b in zip(loop.initial_point(), problem.initial_point(), strict=True):
         assert torch.equal(a, b)

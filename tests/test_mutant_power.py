@@ -41,14 +41,30 @@ def _builder(mutant: str, entry: str):
     return get_mutant(mutant).builds[entry]
 
 
-@pytest.mark.parametrize(("claim_id", "mutant", "entry", "reason"), [
-    ("classical.cg.exact_after_dim_y", "aid-cg.iterations_minus_one", "aid-cg",
-     "CG is exact here after dim_y - 1 iterations"),
-    ("fednest.compositional.one_call_exact", "fedinn.local_step_extra", "fednest",
-     "a local step too many or too few would pass"),
-    ("fedmsa.mco.exact_semantics_fixed_point_stationary", "fedmsa-mco.paper_products",
-     "fedmsa-mco", "cannot tell the correction from the original"),
-], ids=("cg", "one_call", "mco"))
+@pytest.mark.parametrize(
+    ("claim_id", "mutant", "entry", "reason"),
+    [
+        (
+            "classical.cg.exact_after_dim_y",
+            "aid-cg.iterations_minus_one",
+            "aid-cg",
+            "CG is exact here after dim_y - 1 iterations",
+        ),
+        (
+            "fednest.compositional.one_call_exact",
+            "fedinn.local_step_extra",
+            "fednest",
+            "a local step too many or too few would pass",
+        ),
+        (
+            "fedmsa.mco.exact_semantics_fixed_point_stationary",
+            "fedmsa-mco.paper_products",
+            "fedmsa-mco",
+            "cannot tell the correction from the original",
+        ),
+    ],
+    ids=("cg", "one_call", "mco"),
+)
 def test_cases_that_cannot_tell_the_bug_are_rejected(claim_id, mutant, entry, reason):
     correct = correct_run(get_claim(claim_id), FAST, entry)
     outcomes = outcomes_on(correct, _builder(mutant, entry))
@@ -62,8 +78,12 @@ def test_hgp_identity_cases_that_cannot_tell_m_or_eta_are_rejected():
     correct = correct_run(get_claim("hgp.exact_averaging.error_identity"), FAST)
     assert len(correct.cases) >= 8
     assert any("an iteration too many or too few would pass" in r for r in correct.rejected)
-    for mutant in ("hgp.terms_plus_one", "hgp.terms_minus_one", "hgp.step_halved",
-                   "hgp.v_sign_flipped"):
+    for mutant in (
+        "hgp.terms_plus_one",
+        "hgp.terms_minus_one",
+        "hgp.step_halved",
+        "hgp.v_sign_flipped",
+    ):
         outcomes = outcomes_on(correct, _builder(mutant, "hgp-exact-averaging"))
         assert all(o == "fails" for _, o in outcomes), (mutant, outcomes)
 
@@ -73,9 +93,13 @@ def test_aggitd_mean_identity_rejects_n_zero_and_reads_the_index_support():
     a Q drawn from 0..N - 1 (1 of 4 fast cases each); the index draw was never read."""
     correct = correct_run(get_claim("aggitd.prop1.mean_identity"), FAST)
     assert any("N = 0" in r for r in correct.rejected) or all(
-        c.measurement.details["inner_steps"] > 0 for c in correct.cases)
-    for mutant in ("aggitd.weight_forgotten", "aggitd.inner_step_halved",
-                   "aggitd.index_draw_short"):
+        c.measurement.details["inner_steps"] > 0 for c in correct.cases
+    )
+    for mutant in (
+        "aggitd.weight_forgotten",
+        "aggitd.inner_step_halved",
+        "aggitd.index_draw_short",
+    ):
         outcomes = outcomes_on(correct, _builder(mutant, "aggitd"))
         assert all(o == "fails" for _, o in outcomes), (mutant, outcomes)
 
@@ -97,24 +121,30 @@ def test_lfednest_fails_a_local_series_a_term_short_on_every_case_where_there_is
     assert outcomes and all((o == "holds") == (p["neumann_terms"] == 1) for p, o in outcomes)
 
 
-@pytest.mark.parametrize(("claim_id", "mutant", "entry"), [
-    ("fednest.ihgp.variance_linear_in_n", "fedihgp.terms_plus_one", "fedihgp"),
-    ("aggitd.cor1.floor_kept", "aggitd.neumann_step_halved", "fbo-aggitd"),
-    ("aggitd.cor1.floor_kept", "aggitd.weight_lambda_n", "fbo-aggitd"),
-    ("aggitd.cor1.floor_kept", "aggitd.extra_lower_round", "fbo-aggitd"),
-    ("fedmsa.lemma_b1.contraction_corrected", "fedmsa.inner_step_halved", "fedmsa"),
-])
-def test_a_loose_claim_fails_the_bug_on_every_case_through_its_companion(claim_id, mutant,
-                                                                           entry):
-    passed, accepted = passes_on_accepted_cases(get_claim(claim_id), _builder(mutant, entry),
-                                                FAST, entry)
+@pytest.mark.parametrize(
+    ("claim_id", "mutant", "entry"),
+    [
+        ("fednest.ihgp.variance_linear_in_n", "fedihgp.terms_plus_one", "fedihgp"),
+        ("aggitd.cor1.floor_kept", "aggitd.neumann_step_halved", "fbo-aggitd"),
+        ("aggitd.cor1.floor_kept", "aggitd.weight_lambda_n", "fbo-aggitd"),
+        ("aggitd.cor1.floor_kept", "aggitd.extra_lower_round", "fbo-aggitd"),
+        ("fedmsa.lemma_b1.contraction_corrected", "fedmsa.inner_step_halved", "fedmsa"),
+    ],
+)
+def test_a_loose_claim_fails_the_bug_on_every_case_through_its_companion(claim_id, mutant, entry):
+    passed, accepted = passes_on_accepted_cases(
+        get_claim(claim_id), _builder(mutant, entry), FAST, entry
+    )
     assert accepted >= 4 and passed == 0, (claim_id, mutant, passed, accepted)
 
 
-@pytest.mark.parametrize(("claim_id", "mutant", "entry"), [
-    ("hgp.theorem1.high_probability_bound", "hgp.step_halved", "hgp-stochastic"),
-    ("aggitd.thm1.rate_in_K", "aggitd.neumann_step_halved", "fbo-aggitd"),
-])
+@pytest.mark.parametrize(
+    ("claim_id", "mutant", "entry"),
+    [
+        ("hgp.theorem1.high_probability_bound", "hgp.step_halved", "hgp-stochastic"),
+        ("aggitd.thm1.rate_in_K", "aggitd.neumann_step_halved", "fbo-aggitd"),
+    ],
+)
 def test_a_loose_statistical_claim_fails_the_bug(claim_id, mutant, entry):
     """The companion is exact (deterministic), so the refutation is confirmed on fresh seeds
     without sampling: the correct code's verdict is tested in theory_checks/test_claims.py."""

@@ -32,13 +32,13 @@ CHEAP = [m for m in MUTANT_DB if m.cheap]
 # Registered entries no mutant targets, each with why (the catalogue covers every other one).
 NOT_MUTATED = {
     "aggitd-as-printed": "kept to be refuted: its one claim fails as stated on the correct code, "
-                         "so no claim can tell a bug in it from it",
+    "so no claim can tell a bug in it from it",
     "fedmsa-generalised": "no claim concerns it (its registry entry's no_claims_reason); its "
-                          "round is FedMSA's, whose mutants live in the fedmsa entry",
+    "round is FedMSA's, whose mutants live in the fedmsa entry",
     "hgp-centralized": "its claim builds it through hgp-exact-averaging with averaging='server' "
-                       "(mutant hgp.averaging_sums covers the server rule)",
+    "(mutant hgp.averaging_sums covers the server rule)",
     "hgp-clientgrad": "built by name inside hgp.taxonomy.closed_forms, whose builder is "
-                      "GlobalGrad's (mutant hgp-globalgrad.client_adjoint)",
+    "GlobalGrad's (mutant hgp-globalgrad.client_adjoint)",
     "hgp-localgrad": "built by name inside hgp.taxonomy.closed_forms, likewise",
 }
 
@@ -60,9 +60,24 @@ def test_the_catalogue_covers_every_kind_and_every_builtin_entry_with_claims():
     builtin = {info.name for info in ESTIMATOR_DB if info.name != "my-horner-aid"}
     uncovered = {name for name in builtin - targeted if claims_of(name)}
     assert uncovered <= set(NOT_MUTATED), uncovered
-    for family in ("AID-Neumann", "AID-CG", "AID-FP", "ITD", "FedInn", "FedIHGP", "FedOut",
-                   "LFedOut (local Neumann)", "FedNest minimax", "AggITD", "FBO-AggITD",
-                   "FedMSA", "FedMCO maps", "HGP loop", "HGP averaging rules", "Push-Sum"):
+    for family in (
+        "AID-Neumann",
+        "AID-CG",
+        "AID-FP",
+        "ITD",
+        "FedInn",
+        "FedIHGP",
+        "FedOut",
+        "LFedOut (local Neumann)",
+        "FedNest minimax",
+        "AggITD",
+        "FBO-AggITD",
+        "FedMSA",
+        "FedMCO maps",
+        "HGP loop",
+        "HGP averaging rules",
+        "Push-Sum",
+    ):
         assert family in families(), family
 
 
@@ -84,8 +99,14 @@ def _mutant_of_nothing(equivalent: str = "") -> Mutant:
     """A "mutant" that is the correct code: no claim can kill it."""
     from testbed.registry import get_estimator
 
-    return Mutant("cg.correct", "AID-CG", "count", "the correct AID-CG",
-                  {"aid-cg": get_estimator("aid-cg").build}, equivalent=equivalent)
+    return Mutant(
+        "cg.correct",
+        "AID-CG",
+        "count",
+        "the correct AID-CG",
+        {"aid-cg": get_estimator("aid-cg").build},
+        equivalent=equivalent,
+    )
 
 
 def test_a_surviving_mutant_is_reported_and_an_equivalent_one_is_as_expected(tmp_path):
@@ -101,8 +122,17 @@ def test_a_surviving_mutant_is_reported_and_an_equivalent_one_is_as_expected(tmp
 
 def test_a_declared_equivalent_that_is_killed_is_not_as_expected():
     wrong = get_mutant("aid-cg.iterations_minus_one")
-    record = run_mutant(Mutant(wrong.name, wrong.family, wrong.kind, wrong.description,
-                               wrong.builds, equivalent="claimed equivalent"), FAST)
+    record = run_mutant(
+        Mutant(
+            wrong.name,
+            wrong.family,
+            wrong.kind,
+            wrong.description,
+            wrong.builds,
+            equivalent="claimed equivalent",
+        ),
+        FAST,
+    )
     assert record["status"] == KILLED and not as_expected(record)
     assert "NOT equivalent as declared" in format_table([record])
 
@@ -129,15 +159,27 @@ def test_an_interrupted_run_resumes_claim_by_claim(tmp_path):
 
 
 def test_mutate_command_prints_the_table_writes_results_and_resumes(tmp_path, capsys):
-    args = ["mutate", "--mutant", "aid-cg.iterations_minus_one", "--mutant", "itd.steps_plus_one",
-            "--results", str(tmp_path), "--quiet", "--profile", "fast"]
+    args = [
+        "mutate",
+        "--mutant",
+        "aid-cg.iterations_minus_one",
+        "--mutant",
+        "itd.steps_plus_one",
+        "--results",
+        str(tmp_path),
+        "--quiet",
+        "--profile",
+        "fast",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "aid-cg.iterations_minus_one" in out and "killed by" in out
     assert "2 mutants: 2 killed, 0 equivalent, 0 survived" in out
     summary = json.loads((tmp_path / "mutation" / "summary.json").read_text())
-    assert [m["mutant"] for m in summary["mutants"]] == ["aid-cg.iterations_minus_one",
-                                                        "itd.steps_plus_one"]
+    assert [m["mutant"] for m in summary["mutants"]] == [
+        "aid-cg.iterations_minus_one",
+        "itd.steps_plus_one",
+    ]
     assert summary["counts"]["killed"] == 2 and summary["profile"] == "fast"
     path = tmp_path / "mutation" / "itd.steps_plus_one.json"
     mtime = path.stat().st_mtime_ns
@@ -173,9 +215,12 @@ def test_the_report_shows_the_mutation_table(tmp_path):
 
     absent = mutation(tmp_path)
     assert absent.status == "not run" and "testbed mutate" in absent.commands[0].command
-    run_mutants([get_mutant("aid-cg.iterations_minus_one"), _mutant_of_nothing()], FAST,
-                tmp_path, catalogue=[get_mutant("aid-cg.iterations_minus_one"),
-                                     _mutant_of_nothing()])
+    run_mutants(
+        [get_mutant("aid-cg.iterations_minus_one"), _mutant_of_nothing()],
+        FAST,
+        tmp_path,
+        catalogue=[get_mutant("aid-cg.iterations_minus_one"), _mutant_of_nothing()],
+    )
     section = mutation(tmp_path)
     rows = section.tables[0].rows
     assert [r[0] for r in rows] == ["aid-cg.iterations_minus_one", "cg.correct"]
@@ -187,8 +232,21 @@ def test_the_report_shows_the_mutation_table(tmp_path):
 def test_a_mutant_outside_the_family_named_is_one_line(tmp_path, capsys):
     """``--family FedIHGP --mutant aid-cg.iterations_minus_one`` said "no mutant run", exit 0,
     without why (issue 33)."""
-    assert main(["mutate", "--family", "FedIHGP", "--mutant", "aid-cg.iterations_minus_one",
-                 "--results", str(tmp_path), "--quiet"]) == 2
+    assert (
+        main(
+            [
+                "mutate",
+                "--family",
+                "FedIHGP",
+                "--mutant",
+                "aid-cg.iterations_minus_one",
+                "--results",
+                str(tmp_path),
+                "--quiet",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("testbed: error: --mutant and --family")
     assert "aid-cg.iterations_minus_one is a mutant of family 'AID-CG', not of 'FedIHGP'" in err

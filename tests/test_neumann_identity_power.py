@@ -31,8 +31,9 @@ from theory_checks.runner import get_profile, run_claim
 def _one_term_short(**kw):
     est = get_estimator("aid-neumann").build(**kw)
     solver = est.linear_solver
-    return dataclasses.replace(est, linear_solver=Neumann(max(solver.terms - 1, 1),
-                                                          solver.step_size))
+    return dataclasses.replace(
+        est, linear_solver=Neumann(max(solver.terms - 1, 1), solver.step_size)
+    )
 
 
 def test_an_off_by_one_in_the_neumann_terms_fails_the_identity():
@@ -69,8 +70,9 @@ def test_aggitd_cases_whose_indirect_term_vanishes_are_rejected():
     # the rejection
     no_cross = QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, cross_scale=0.0)
     with pytest.raises(NotMeasurable, match="the importance weight is untested"):
-        check_per_index_identity(claim, Case(no_cross, {"point_seed": 24}),
-                                 get_estimator("aggitd").build)
+        check_per_index_identity(
+            claim, Case(no_cross, {"point_seed": 24}), get_estimator("aggitd").build
+        )
     weight_n = run_claim(claim, get_profile("fast"), make=claim.perturbation.build)
     assert weight_n.verdict == "fails as stated"
     assert not [c for c in weight_n.cases if c.measurement.passed]  # was 14 cases

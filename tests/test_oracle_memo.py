@@ -26,27 +26,42 @@ def workload():
     # 150 digits over 5 clients, the 64-200-10 MLP: a few ms per oracle call, float64 so
     # that "bit-identical" is a statement about the testbed's default precision
     digits = load_dataset("digits", limit=150)
-    return build_workload("hyper_representation", digits, {"scheme": "iid", "n_clients": 5},
-                          model="mlp", seed=0, dtype=torch.float64)
+    return build_workload(
+        "hyper_representation",
+        digits,
+        {"scheme": "iid", "n_clients": 5},
+        model="mlp",
+        seed=0,
+        dtype=torch.float64,
+    )
 
 
 def one_step(algorithm, problem, memo: bool):
     getattr(problem, "clear_caches", lambda: None)()
-    ctx = FederatedContext(problem, np.random.default_rng(0), algorithm.participation,
-                           algorithm.batch_size)
+    ctx = FederatedContext(
+        problem, np.random.default_rng(0), algorithm.participation, algorithm.batch_size
+    )
     ctx.oracles = Oracles(problem, ctx.counter, memo=memo)
     state = algorithm.step(ctx, algorithm.init(problem))
     return state, ctx.calls(), ctx.oracles.memo
 
 
 @pytest.mark.parametrize("participation", [None, 3])
-def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload,
-                                                                        participation):
-    fednest = FedNest(inner_steps=2, neumann_terms=3, local_steps=4, truncation="deterministic",
-                      inner_step_size=0.01, outer_step_size=0.01, neumann_step_size=0.01,
-                      participation=participation)
+def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload, participation):
+    fednest = FedNest(
+        inner_steps=2,
+        neumann_terms=3,
+        local_steps=4,
+        truncation="deterministic",
+        inner_step_size=0.01,
+        outer_step_size=0.01,
+        neumann_step_size=0.01,
+        participation=participation,
+    )
     (remembered, calls, memo), (recomputed, calls_plain, _) = (
-        one_step(fednest, workload, memo=True), one_step(fednest, workload, memo=False))
+        one_step(fednest, workload, memo=True),
+        one_step(fednest, workload, memo=False),
+    )
     assert torch.equal(remembered.x, recomputed.x) and torch.equal(remembered.y, recomputed.y)
     assert calls == calls_plain  # the papers' cost model counts every call the algorithm makes
     # FedOut: the anchor gradient at every one of the 4 local steps and the first local point
@@ -56,9 +71,16 @@ def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload
 
 
 def test_minibatches_are_always_computed(workload):
-    fednest = FedNest(inner_steps=1, neumann_terms=2, local_steps=3, truncation="deterministic",
-                      inner_step_size=0.01, outer_step_size=0.01, neumann_step_size=0.01,
-                      batch_size=4)
+    fednest = FedNest(
+        inner_steps=1,
+        neumann_terms=2,
+        local_steps=3,
+        truncation="deterministic",
+        inner_step_size=0.01,
+        outer_step_size=0.01,
+        neumann_step_size=0.01,
+        batch_size=4,
+    )
     _, _, memo = one_step(fednest, workload, memo=True)
     assert memo.hits == 0 and memo.misses == 0  # no minibatch call is even looked up
 

@@ -25,11 +25,15 @@ def test_oracles_equal_closed_form_per_client(p):
     gx, gy = oracles.grad_outer(x, y, clients)
     _close(gy, torch.einsum("mij,mj->mi", p.C, y) + torch.einsum("mij,mj->mi", p.D, x) + p.c)
     _close(gx, torch.einsum("mji,mj->mi", p.D, y) + torch.einsum("mij,mj->mi", p.E, x) + p.e)
-    _close(oracles.grad_inner(x, y, clients),
-           torch.einsum("mij,mj->mi", p.A, y) - torch.einsum("mij,mj->mi", p.B, x) - p.b)
+    _close(
+        oracles.grad_inner(x, y, clients),
+        torch.einsum("mij,mj->mi", p.A, y) - torch.einsum("mij,mj->mi", p.B, x) - p.b,
+    )
     _close(oracles.hvp_inner(x, y, v, clients), torch.einsum("mij,mj->mi", p.A, v))
-    _close(oracles.jvp_inner_xy(x, y, v, clients),
-           torch.einsum("mij,mj->mi", p.client_cross_jacobians(), v))
+    _close(
+        oracles.jvp_inner_xy(x, y, v, clients),
+        torch.einsum("mij,mj->mi", p.client_cross_jacobians(), v),
+    )
     calls = oracles.counter.snapshot()
     assert (calls.grad_f, calls.grad_g, calls.hvp, calls.jvp) == (M, M, M, M)
 

@@ -49,11 +49,14 @@ def test_every_parameter_of_every_entry_is_perturbed_or_listed_with_a_reason():
             generated = [m for m in GENERATED if m.name.startswith(f"param.{info.name}.{keyword}.")]
             assert generated or (info.name, keyword) in listed, (info.name, keyword)
             if parameter_kind(keyword, default) is not None and (info.name, keyword) not in {
-                    (s.entry, s.keyword) for s in NOT_GENERATED}:
+                (s.entry, s.keyword) for s in NOT_GENERATED
+            }:
                 # both directions, or the one the entry rejects listed with its error
                 labels = {m.name.rsplit(".", 1)[1] for m in generated} | {
-                    s.keyword.split(".")[1] for s in NOT_GENERATED
-                    if s.entry == info.name and s.keyword.startswith(f"{keyword}.")}
+                    s.keyword.split(".")[1]
+                    for s in NOT_GENERATED
+                    if s.entry == info.name and s.keyword.startswith(f"{keyword}.")
+                }
                 assert labels in ({"half", "double"}, {"plus1", "minus1"}), (info.name, keyword)
     assert all(s.reason for s in NOT_GENERATED)
 
@@ -73,8 +76,9 @@ def test_a_perturbed_estimator_records_the_true_value_and_runs_the_wrong_one():
     assert built.inner.steps == 5  # what a check reads back
 
     def value(estimator):
-        return estimator.estimate(problem, torch.zeros(2), estimator.init(problem),
-                                  np.random.default_rng(0)).value
+        return estimator.estimate(
+            problem, torch.zeros(2), estimator.init(problem), np.random.default_rng(0)
+        ).value
 
     wrong = get_estimator("aid-neumann").build(inner_steps=6)
     right = get_estimator("aid-neumann").build(inner_steps=5)
@@ -90,11 +94,13 @@ def test_a_step_left_to_the_problem_is_resolved_then_perturbed():
     built = _builder("param.aid-neumann.neumann_step_size.half")(inner_steps=None)
     assert built.linear_solver.step_size is None
     given = get_estimator("aid-neumann").build(
-        inner_steps=None, neumann_step_size=0.5 / float(problem.constants().L))
+        inner_steps=None, neumann_step_size=0.5 / float(problem.constants().L)
+    )
 
     def value(estimator):
-        return estimator.estimate(problem, torch.zeros(2), estimator.init(problem),
-                                  np.random.default_rng(0)).value
+        return estimator.estimate(
+            problem, torch.zeros(2), estimator.init(problem), np.random.default_rng(0)
+        ).value
 
     assert torch.equal(value(built), value(given))
 
@@ -120,8 +126,7 @@ def test_fedmsa_halved_momentum_is_killed_by_lemma_b5():
     assert "fedmsa.lemma_b5.error_second_moment" in killing_claims("fedmsa")
     right = lemma_b5.check_error_second_moment(claim, case, get_estimator("fedmsa").build)
     assert right.passed and right.measured <= 1e-12
-    wrong = lemma_b5.check_error_second_moment(claim, case,
-                                               _builder("param.fedmsa.momentum.half"))
+    wrong = lemma_b5.check_error_second_moment(claim, case, _builder("param.fedmsa.momentum.half"))
     assert not wrong.passed and wrong.measured > 1e-2
 
 
@@ -130,13 +135,15 @@ def test_stochastic_hgp_pushsum_one_step_short_is_killed_by_alg1():
     exact Push-Sum operator (Algorithm 1) sees it."""
     claim = alg1.PUSHSUM_OPERATOR
     assert claim.id in killing_claims("hgp-stochastic")
-    case = Case(PerClientQuadratic.random(4, 1, 1, seed=2),
-                {"point_seed": 0, "graph_family": "random_directed", "graph_seed": 7,
-                 "pushsum_steps": 5})
+    case = Case(
+        PerClientQuadratic.random(4, 1, 1, seed=2),
+        {"point_seed": 0, "graph_family": "random_directed", "graph_seed": 7, "pushsum_steps": 5},
+    )
     right = alg1.check_pushsum_operator(claim, case, get_estimator("hgp-stochastic").build)
     assert right.passed
     wrong = alg1.check_pushsum_operator(
-        claim, case, _builder("param.hgp-stochastic.pushsum_steps.minus1"))
+        claim, case, _builder("param.hgp-stochastic.pushsum_steps.minus1")
+    )
     assert not wrong.passed and wrong.measured > 1e-3
 
 
@@ -145,9 +152,16 @@ def test_the_open_survivors_are_generated_and_not_declared_equivalent():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", [
-    pytest.param(m, marks=pytest.mark.xfail(reason=OPEN[m.name], strict=True))
-    if m.name in OPEN else m for m in GENERATED], ids=[m.name for m in GENERATED])
+@pytest.mark.parametrize(
+    "mutant",
+    [
+        pytest.param(m, marks=pytest.mark.xfail(reason=OPEN[m.name], strict=True))
+        if m.name in OPEN
+        else m
+        for m in GENERATED
+    ],
+    ids=[m.name for m in GENERATED],
+)
 def test_generated_perturbation_is_killed_or_equivalent(mutant):
     """The generated set on the fast profile (``tox -e mutate`` runs it as one command); the
     :data:`~theory_checks.parameter_mutants.OPEN` survivors are expected to survive."""
@@ -155,4 +169,6 @@ def test_generated_perturbation_is_killed_or_equivalent(mutant):
     assert as_expected(record), (
         f"{mutant.name}: {record['status']}"
         + (f" by {record['killed_by']}" if record["status"] == KILLED else "")
-        + "; runs: " + "; ".join(f"{r['claim']}: {r['verdict']}" for r in record["runs"]))
+        + "; runs: "
+        + "; ".join(f"{r['claim']}: {r['verdict']}" for r in record["runs"])
+    )

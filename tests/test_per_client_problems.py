@@ -33,8 +33,9 @@ def test_quadratic_hypergradient_matches_finite_differences_and_aid(problem, see
 
 
 def test_losses_use_only_the_own_block():
-    p = PerClientQuadratic.random(3, 2, 2, 3.0, 0, outer_coupling=0.5, n_samples=4,
-                                  hessian_noise=0.2, cross_noise=0.3)
+    p = PerClientQuadratic.random(
+        3, 2, 2, 3.0, 0, outer_coupling=0.5, n_samples=4, hessian_noise=0.2, cross_noise=0.3
+    )
     x, y = torch.randn(p.dim_x), torch.randn(p.dim_y)
     clients = torch.arange(3)
     gx, _ = Oracles(p).grad_outer(x, y, clients)
@@ -46,8 +47,9 @@ def test_losses_use_only_the_own_block():
 
 
 def test_minibatch_oracle_is_unbiased_exactly():
-    p = PerClientQuadratic.random(2, 2, 3, 3.0, 1, n_samples=5, hessian_noise=0.3,
-                                  cross_noise=0.4, gradient_noise=0.5)
+    p = PerClientQuadratic.random(
+        2, 2, 3, 3.0, 1, n_samples=5, hessian_noise=0.3, cross_noise=0.4, gradient_noise=0.5
+    )
     x, y = torch.randn(p.dim_x), torch.randn(p.dim_y)
     clients = torch.arange(2).repeat_interleave(5)
     from problems import Batch
@@ -55,8 +57,7 @@ def test_minibatch_oracle_is_unbiased_exactly():
     batch = Batch(torch.arange(5).repeat(2)[:, None])  # every sample exactly once
     per_sample = p.inner_loss(x.expand(10, -1), y.expand(10, -1), clients, batch)
     full = p.inner_loss(x.expand(2, -1), y.expand(2, -1), torch.arange(2), None)
-    np.testing.assert_allclose(per_sample.reshape(2, 5).mean(1).numpy(), full.numpy(),
-                               rtol=1e-12)
+    np.testing.assert_allclose(per_sample.reshape(2, 5).mean(1).numpy(), full.numpy(), rtol=1e-12)
 
 
 def test_outer_minimizer_and_constants():
@@ -77,11 +78,19 @@ def test_spec_round_trip_and_arrays():
 
 def test_invalid_input_is_rejected_clearly():
     with pytest.raises(ProblemError, match="positive definite"):
-        PerClientQuadratic(-np.eye(2)[None], np.zeros((1, 2)), np.zeros((1, 2, 1)),
-                           np.eye(2)[None], np.zeros((1, 2)), np.zeros((1, 2, 1)), 0.1)
+        PerClientQuadratic(
+            -np.eye(2)[None],
+            np.zeros((1, 2)),
+            np.zeros((1, 2, 1)),
+            np.eye(2)[None],
+            np.zeros((1, 2)),
+            np.zeros((1, 2, 1)),
+            0.1,
+        )
     with pytest.raises(ProblemError, match="mu must be > 0"):
-        PerClientLogistic(np.zeros((1, 2, 2)), np.zeros((1, 2)), np.zeros((1, 2, 2)),
-                          np.zeros((1, 2)), mu=0.0)
+        PerClientLogistic(
+            np.zeros((1, 2, 2)), np.zeros((1, 2)), np.zeros((1, 2, 2)), np.zeros((1, 2)), mu=0.0
+        )
 
 
 @pytest.mark.parametrize("hyper", ["decay", "weights"])
@@ -102,5 +111,6 @@ def test_removal_effect_is_retraining():
     effect = p.removal_effects(x, 1, torch.tensor([4]))[0]
     lam = x.reshape(2, 20).clone()
     lam[1, 4] = 0.0
-    assert float(effect) == pytest.approx(float(p.total_outer(lam.reshape(-1))
-                                                - p.total_outer(x)), rel=1e-12)
+    assert float(effect) == pytest.approx(
+        float(p.total_outer(lam.reshape(-1)) - p.total_outer(x)), rel=1e-12
+    )

@@ -16,8 +16,10 @@ from theory_checks import registry as claim_registry
 
 EXAMPLE = importlib.util.find_spec("my_estimator") is not None
 needs_example = pytest.mark.skipif(
-    not EXAMPLE, reason="examples/my_estimator is not installed (tox installs it; by hand: "
-                        "pip install --no-deps -e examples/my_estimator)")
+    not EXAMPLE,
+    reason="examples/my_estimator is not installed (tox installs it; by hand: "
+    "pip install --no-deps -e examples/my_estimator)",
+)
 
 
 @pytest.fixture
@@ -34,8 +36,12 @@ def test_the_installed_example_is_listed_and_verified(capsys, tmp_path, restore_
     status = main(["verify", "my-horner-aid", "--results", str(tmp_path), "--quiet"])
     out = capsys.readouterr().out
     assert status == 0, out
-    for claim in ("classical.neumann.error_identity", "classical.neumann.error_bound",
-                  "classical.neumann.decay_rate", "classical.gd.linear_rate"):
+    for claim in (
+        "classical.neumann.error_identity",
+        "classical.neumann.error_bound",
+        "classical.neumann.decay_rate",
+        "classical.gd.linear_rate",
+    ):
         assert f"{claim}@my-horner-aid" in out
     assert "NO" not in out.split("report:")[0]
     report = (tmp_path / "report" / "index.html").read_text()
@@ -57,15 +63,22 @@ def test_plugin_runs_are_reported_apart_from_the_papers_counts(tmp_path, restore
     from theory_checks.runner import enrolled_variants
 
     claim, results = "classical.neumann.error_identity", tmp_path / "results"
-    assert main(["check", "--claim", claim, "--results", str(results), "--quiet",
-                 "--profile", "fast"]) == 0
-    origin = {path.stem: json.loads(path.read_text())["origin"]
-              for path in (results / "claims").glob("*.json")}
-    assert origin == {claim: "built-in", f"{claim}@aid-fp": "built-in",
-                      f"{claim}@my-horner-aid": "plugin my-estimator"}
+    assert (
+        main(["check", "--claim", claim, "--results", str(results), "--quiet", "--profile", "fast"])
+        == 0
+    )
+    origin = {
+        path.stem: json.loads(path.read_text())["origin"]
+        for path in (results / "claims").glob("*.json")
+    }
+    assert origin == {
+        claim: "built-in",
+        f"{claim}@aid-fp": "built-in",
+        f"{claim}@my-horner-aid": "plugin my-estimator",
+    }
     text = build_report(results, tmp_path / "out").read_text()
     papers, outside = text.split('id="outside"')[0], text.split('id="outside"')[1]
-    glance_end = outside.index('</section>')
+    glance_end = outside.index("</section>")
     assert f"{claim}@my-horner-aid" not in papers.split('id="at-a-glance"')[1]
     assert f"{claim}@my-horner-aid" in outside[:glance_end]
     assert "plugin my-estimator: my-horner-aid" in outside[:glance_end]
@@ -74,23 +87,35 @@ def test_plugin_runs_are_reported_apart_from_the_papers_counts(tmp_path, restore
     comparisons = sum(c.id.startswith("comparison.") for c in BUILTIN_CLAIMS)
     own = {info.name for info in BUILTIN}  # the testbed's variants, not the plugin's
     variants = sum(name in own for c in BUILTIN_CLAIMS for name in enrolled_variants(c))
-    assert (f"{len(BUILTIN_CLAIMS) - comparisons} claims of the papers (1 checked), "
-            f"{comparisons} comparisons (0 checked), {variants} runs on enrolled variants "
-            "(1 checked): 2 as the testbed expects" in papers)
+    assert (
+        f"{len(BUILTIN_CLAIMS) - comparisons} claims of the papers (1 checked), "
+        f"{comparisons} comparisons (0 checked), {variants} runs on enrolled variants "
+        "(1 checked): 2 as the testbed expects" in papers
+    )
 
 
 @needs_example
-def test_a_broken_copy_fails_verify_naming_the_claim(capsys, tmp_path, restore_registry,
-                                                      monkeypatch):
+def test_a_broken_copy_fails_verify_naming_the_claim(
+    capsys, tmp_path, restore_registry, monkeypatch
+):
     from tests import plugin_doubles
 
     monkeypatch.setattr(plugin_doubles, "BROKEN", plugin_doubles.broken_copy(), raising=False)
-    status = main(["verify", "tests.plugin_doubles:BROKEN", "--results", str(tmp_path),
-                   "--quiet", "--no-report", "--claim", "classical.neumann.error_identity"])
+    status = main(
+        [
+            "verify",
+            "tests.plugin_doubles:BROKEN",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+            "--claim",
+            "classical.neumann.error_identity",
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 1
-    assert "classical.neumann.error_identity@my-horner-aid-broken: fails as stated" \
-        in captured.err
+    assert "classical.neumann.error_identity@my-horner-aid-broken: fails as stated" in captured.err
 
 
 def _entry(name: str, value: str, group: str) -> importlib.metadata.EntryPoint:
@@ -114,8 +139,7 @@ def test_malformed_plugins_are_named_and_the_built_ins_still_work(monkeypatch, c
     try:
         problems = registry.refresh_plugins() + claim_registry.refresh_claim_plugins()
         reasons = {p.entry_point: p.reason for p in problems}
-        assert set(reasons) == {"no-module", "not-info", "clash", "wrong-class",
-                                "claims-of-nobody"}
+        assert set(reasons) == {"no-module", "not-info", "clash", "wrong-class", "claims-of-nobody"}
         assert "does not import: ModuleNotFoundError" in reasons["no-module"]
         assert "is a float, not a testbed.EstimatorInfo" in reasons["not-info"]
         assert "'aid-cg' is already registered" in reasons["clash"]
@@ -137,43 +161,76 @@ def test_malformed_plugins_are_named_and_the_built_ins_still_work(monkeypatch, c
 
 @needs_example
 def test_verify_against_adds_the_regression_comparison(capsys, tmp_path, restore_registry):
-    status = main(["verify", "my-horner-aid", "--against", "aid-neumann", "--results",
-                   str(tmp_path), "--quiet", "--no-report", "--claim",
-                   "classical.neumann.error_identity"])
+    status = main(
+        [
+            "verify",
+            "my-horner-aid",
+            "--against",
+            "aid-neumann",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+            "--claim",
+            "classical.neumann.error_identity",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     assert "against aid-neumann:" in out and "0 worse" in out
 
 
 def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_shapes(
-        capsys, tmp_path, restore_registry):
+    capsys, tmp_path, restore_registry
+):
     """`testbed verify` of an AggITD with one inner step more said only "operands could not be
     broadcast together with shapes (32,) (31,)": the line names the claim and the estimator."""
-    status = main(["verify", "tests.plugin_doubles:AGGITD_ONE_MORE_STEP", "--claim",
-                   "aggitd.lower.contraction", "--results", str(tmp_path), "--quiet",
-                   "--no-report"])
+    status = main(
+        [
+            "verify",
+            "tests.plugin_doubles:AGGITD_ONE_MORE_STEP",
+            "--claim",
+            "aggitd.lower.contraction",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1, err
-    assert err.startswith("testbed: error: claim aggitd.lower.contraction on estimator "
-                          "aggitd-one-more-step: the check could not use the estimator's output")
+    assert err.startswith(
+        "testbed: error: claim aggitd.lower.contraction on estimator "
+        "aggitd-one-more-step: the check could not use the estimator's output"
+    )
     assert "shapes (32,) (31,)" in err and "it expects what aggitd returns" in err
 
 
 # ------------------------------------------------------------------------------ at run time
 
 
-def test_a_plugin_estimator_raising_at_run_time_is_one_line(capsys, tmp_path,
-                                                             restore_registry):
+def test_a_plugin_estimator_raising_at_run_time_is_one_line(capsys, tmp_path, restore_registry):
     """An estimator's ``estimate`` raising ZeroDivisionError ended in a traceback (issue 33):
     one line naming the code it comes from, the claim, the estimator and the exception."""
-    status = main(["verify", "tests.plugin_doubles:DIVIDES_BY_ZERO", "--claim",
-                   "classical.cg.exact_after_dim_y", "--results", str(tmp_path), "--quiet",
-                   "--no-report"])
+    status = main(
+        [
+            "verify",
+            "tests.plugin_doubles:DIVIDES_BY_ZERO",
+            "--claim",
+            "classical.cg.exact_after_dim_y",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+            "--no-report",
+        ]
+    )
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1, err
-    assert err.startswith("testbed: error: code from outside the testbed (tests): claim "
-                          "classical.cg.exact_after_dim_y on estimator divides-by-zero raised "
-                          "ZeroDivisionError: division by zero (at ")
+    assert err.startswith(
+        "testbed: error: code from outside the testbed (tests): claim "
+        "classical.cg.exact_after_dim_y on estimator divides-by-zero raised "
+        "ZeroDivisionError: division by zero (at "
+    )
     assert "plugin_doubles.py:" in err
 
 
@@ -181,40 +238,47 @@ def test_a_plugin_claim_raising_at_run_time_is_one_line(monkeypatch, capsys, tmp
     """A plugin claim's check raising ZeroDivisionError: one line naming the plugin package,
     the claim and the exception."""
     entry = _entry("zero-claims", "tests.plugin_doubles:ZERO_DIVISION_CLAIMS", "testbed.claims")
-    monkeypatch.setattr(plugins, "entry_points",
-                        lambda group: [entry] if group == "testbed.claims" else [])
+    monkeypatch.setattr(
+        plugins, "entry_points", lambda group: [entry] if group == "testbed.claims" else []
+    )
     try:
         assert claim_registry.refresh_claim_plugins() == []
-        status = main(["check", "--claim", "plugin.zero_division", "--results", str(tmp_path),
-                       "--quiet"])
+        status = main(
+            ["check", "--claim", "plugin.zero_division", "--results", str(tmp_path), "--quiet"]
+        )
         err = capsys.readouterr().err
         assert status == 2 and err.count("\n") == 1, err
-        assert err.startswith("testbed: error: plugin tests: claim plugin.zero_division on "
-                              "estimator aid-cg raised ZeroDivisionError: division by zero (at ")
+        assert err.startswith(
+            "testbed: error: plugin tests: claim plugin.zero_division on "
+            "estimator aid-cg raised ZeroDivisionError: division by zero (at "
+        )
         assert not (tmp_path / "claims" / "plugin.zero_division.json").exists()
     finally:
         monkeypatch.undo()
         claim_registry.refresh_claim_plugins()
 
 
-def test_regress_of_a_plugin_estimator_raising_is_one_line(capsys, restore_registry,
-                                                           monkeypatch):
+def test_regress_of_a_plugin_estimator_raising_is_one_line(capsys, restore_registry, monkeypatch):
     from testbed_app import regression
     from tests import plugin_doubles
 
     monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0,))
     registry.ESTIMATOR_DB.append(plugin_doubles.DIVIDES_BY_ZERO)
-    assert main(["regress", "--estimator", "divides-by-zero", "--against", "aid-cg",
-                 "--quiet"]) == 2
+    assert (
+        main(["regress", "--estimator", "divides-by-zero", "--against", "aid-cg", "--quiet"]) == 2
+    )
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert err.startswith("testbed: error: code from outside the testbed (tests): estimator "
-                          "divides-by-zero raised ZeroDivisionError: division by zero on the "
-                          "regression grid (bilevel problem, seed 0) (at ")
+    assert err.startswith(
+        "testbed: error: code from outside the testbed (tests): estimator "
+        "divides-by-zero raised ZeroDivisionError: division by zero on the "
+        "regression grid (bilevel problem, seed 0) (at "
+    )
 
 
-def test_run_of_a_config_whose_plugin_algorithm_raises_is_one_line(capsys, tmp_path,
-                                                                   restore_registry):
+def test_run_of_a_config_whose_plugin_algorithm_raises_is_one_line(
+    capsys, tmp_path, restore_registry
+):
     from tests import plugin_doubles
     from tests.test_experiments import write
 
@@ -223,5 +287,7 @@ def test_run_of_a_config_whose_plugin_algorithm_raises_is_one_line(capsys, tmp_p
     assert main(["run", str(path), "--results", str(tmp_path / "r"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert err.startswith(f"testbed: error: {path}: [algorithm] fednest-step-raises (code from "
-                          "outside the testbed) raised ZeroDivisionError: division by zero (at ")
+    assert err.startswith(
+        f"testbed: error: {path}: [algorithm] fednest-step-raises (code from "
+        "outside the testbed) raised ZeroDivisionError: division by zero (at "
+    )

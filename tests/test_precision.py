@@ -42,8 +42,10 @@ def test_the_policy_switches_tf32_off_and_on_and_reads_back() -> None:
     assert off["float32_matmul_precision"] == "highest"
     flags = {k: v for k, v in off.items() if k not in ("tf32", "float32_matmul_precision")}
     # torch >= 2.9: one flag per backend (cuBLAS matmul, cuDNN conv and RNN); older: booleans
-    assert flags in ({"cuda_matmul": "ieee", "cudnn_conv": "ieee", "cudnn_rnn": "ieee"},
-                     {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False})
+    assert flags in (
+        {"cuda_matmul": "ieee", "cudnn_conv": "ieee", "cudnn_rnn": "ieee"},
+        {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False},
+    )
     with pytest.raises(TypeError, match="bool"):
         set_precision("yes")  # type: ignore[arg-type]
 
@@ -65,6 +67,7 @@ def test_every_command_that_computes_sets_the_policy(monkeypatch) -> None:
     recorder, so the test shows where the flags are set: before the command starts."""
     seen: dict[str, dict[str, Any]] = {}
     for name in _subcommands(cli.build_parser()):
+
         def record(args: argparse.Namespace, name: str = name) -> int:
             seen[name] = precision_record()
             return 0
@@ -121,8 +124,16 @@ def test_a_bad_tf32_value_is_a_config_error(tmp_path: Path) -> None:
 
 def test_claim_results_record_the_policy(tmp_path: Path) -> None:
     set_precision(tf32=True)
-    code = cli.main(["check", "--claim", "classical.neumann.error_identity", "--results",
-                     str(tmp_path), "--quiet"])
+    code = cli.main(
+        [
+            "check",
+            "--claim",
+            "classical.neumann.error_identity",
+            "--results",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     assert code == 0
     assert is_policy(json.loads((tmp_path / "metadata.json").read_text())["precision"])
 

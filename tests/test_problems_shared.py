@@ -17,33 +17,49 @@ from problems._spectra import sample_spreads, spectral_stack
 from problems.family import recipe_rng
 from problems.workloads import WorkloadError
 
-SPEC = {"family": "X.random", "n_clients": 3, "dim_x": 2, "dim_y": 2, "condition_number": 4.0,
-        "mu": 1.0, "hessian_heterogeneity": 0.3, "hessian_noise": 0.2, "n_samples": 2,
-        "seed": 0}
+SPEC = {
+    "family": "X.random",
+    "n_clients": 3,
+    "dim_x": 2,
+    "dim_y": 2,
+    "condition_number": 4.0,
+    "mu": 1.0,
+    "hessian_heterogeneity": 0.3,
+    "hessian_noise": 0.2,
+    "n_samples": 2,
+    "seed": 0,
+}
 
 
 def _rng(**changes):
-    return recipe_rng({**SPEC, **changes}, nonnegative=("hessian_heterogeneity", "hessian_noise"),
-                      positive=("mu",), dims=("dim_x", "dim_y"),
-                      below_one=("hessian_heterogeneity", "hessian_noise"))
+    return recipe_rng(
+        {**SPEC, **changes},
+        nonnegative=("hessian_heterogeneity", "hessian_noise"),
+        positive=("mu",),
+        dims=("dim_x", "dim_y"),
+        below_one=("hessian_heterogeneity", "hessian_noise"),
+    )
 
 
 def test_a_recipe_gives_the_seeded_generator():
     assert _rng().standard_normal() == np.random.default_rng(0).standard_normal()
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"n_clients": 0}, "X.random: needs at least one client"),
-    ({"condition_number": 0.5}, "condition number must be a finite number >= 1"),
-    ({"hessian_noise": -0.1}, "hessian_noise must be finite and >= 0"),
-    ({"hessian_heterogeneity": "high"}, "hessian_heterogeneity must be a number >= 0"),
-    ({"hessian_noise": 0.7}, r"hessian_heterogeneity \+ hessian_noise = 1 >= 1"),
-    ({"mu": 0.0}, "mu must be a positive number, got 0.0"),
-    ({"dim_x": 2.0}, "dim_x must be an integer, got 2.0"),
-    ({"dim_y": 0}, r"dimensions must be >= 1, got \(2, 0\)"),
-    ({"n_samples": -1}, "n_samples must be >= 0, got -1"),
-    ({"seed": -1}, "seed must be an integer >= 0"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"n_clients": 0}, "X.random: needs at least one client"),
+        ({"condition_number": 0.5}, "condition number must be a finite number >= 1"),
+        ({"hessian_noise": -0.1}, "hessian_noise must be finite and >= 0"),
+        ({"hessian_heterogeneity": "high"}, "hessian_heterogeneity must be a number >= 0"),
+        ({"hessian_noise": 0.7}, r"hessian_heterogeneity \+ hessian_noise = 1 >= 1"),
+        ({"mu": 0.0}, "mu must be a positive number, got 0.0"),
+        ({"dim_x": 2.0}, "dim_x must be an integer, got 2.0"),
+        ({"dim_y": 0}, r"dimensions must be >= 1, got \(2, 0\)"),
+        ({"n_samples": -1}, "n_samples must be >= 0, got -1"),
+        ({"seed": -1}, "seed must be an integer >= 0"),
+    ],
+)
 def test_a_recipe_names_its_bad_knob(changes, message):
     with pytest.raises(ProblemError, match=message):
         _rng(**changes)
@@ -51,9 +67,11 @@ def test_a_recipe_names_its_bad_knob(changes, message):
 
 @pytest.mark.parametrize("family", [QuadraticBilevel, QuadraticMinimax])
 def test_the_spectral_families_share_their_knob_rules(family):
-    for bad, message in (({"hessian_noise": 0.8, "n_samples": 2}, "would make an inner Hessian"),
-                         ({"gradient_noise": float("nan")}, "gradient_noise must be finite"),
-                         ({"mu": -1.0}, "mu must be a positive number")):
+    for bad, message in (
+        ({"hessian_noise": 0.8, "n_samples": 2}, "would make an inner Hessian"),
+        ({"gradient_noise": float("nan")}, "gradient_noise must be finite"),
+        ({"mu": -1.0}, "mu must be a positive number"),
+    ):
         with pytest.raises(ProblemError, match=message):
             family.random(3, 2, 2, 4.0, 0.3, seed=0, **bad)
 
@@ -68,19 +86,24 @@ def test_the_per_client_and_compositional_families_check_their_recipes_too():
 
 
 def test_check_arrays_binds_each_axis_once():
-    arrays, sizes = check_arrays("P", {"A": np.eye(2)[None].repeat(3, 0), "b": np.ones((3, 2)),
-                                       "B": np.ones((3, 2, 4))},
-                                 {"A": "M dy dy", "b": "M dy", "B": "M dy dx"}, symmetric=("A",))
+    arrays, sizes = check_arrays(
+        "P",
+        {"A": np.eye(2)[None].repeat(3, 0), "b": np.ones((3, 2)), "B": np.ones((3, 2, 4))},
+        {"A": "M dy dy", "b": "M dy", "B": "M dy dx"},
+        symmetric=("A",),
+    )
     assert sizes == {"M": 3, "dy": 2, "dx": 4}
     assert arrays["B"].dtype == torch.float64
     with pytest.raises(ProblemError, match=r"array 'b' has shape \(3, 3\), expected \(3, 2\)"):
-        check_arrays("P", {"A": np.ones((3, 2, 2)), "b": np.ones((3, 3))},
-                     {"A": "M dy dy", "b": "M dy"})
+        check_arrays(
+            "P", {"A": np.ones((3, 2, 2)), "b": np.ones((3, 3))}, {"A": "M dy dy", "b": "M dy"}
+        )
     with pytest.raises(ProblemError, match=r"array 'A' must have shape \(M, dy, dy\)"):
         check_arrays("P", {"A": np.ones((3, 2))}, {"A": "M dy dy"})
     with pytest.raises(ProblemError, match="array 'A' must be symmetric"):
-        check_arrays("P", {"A": np.arange(12.0).reshape(3, 2, 2)}, {"A": "M dy dy"},
-                     symmetric=("A",))
+        check_arrays(
+            "P", {"A": np.arange(12.0).reshape(3, 2, 2)}, {"A": "M dy dy"}, symmetric=("A",)
+        )
 
 
 def test_check_samples_wants_all_or_none_with_unbiased_means():
@@ -88,8 +111,7 @@ def test_check_samples_wants_all_or_none_with_unbiased_means():
     assert check_samples("P", {"b": None, "c": None}, clients) == (0, {})
     with pytest.raises(ProblemError, match="give all of .*b_samples.*c_samples"):
         check_samples("P", {"b": np.ones((3, 4, 2)), "c": None}, clients)
-    n, samples = check_samples("P", {"b": np.ones((3, 4, 2)), "c": np.zeros((3, 4, 1))},
-                               clients)
+    n, samples = check_samples("P", {"b": np.ones((3, 4, 2)), "c": np.zeros((3, 4, 1))}, clients)
     assert n == 4 and set(samples) == {"b_samples", "c_samples"}
     with pytest.raises(ProblemError, match="the stochastic oracle would be biased"):
         check_samples("P", {"b": 2 * np.ones((3, 4, 2)), "c": np.zeros((3, 4, 1))}, clients)
@@ -100,8 +122,7 @@ def test_check_samples_wants_all_or_none_with_unbiased_means():
 @pytest.mark.parametrize("keep_spread", [True, False])
 def test_the_spectral_stack_is_the_whole_array_formula(keep_spread):
     """Same generator use and the same bits as ``R (I + S_i) R`` written out."""
-    stack = spectral_stack(np.random.default_rng(3), 5, 4, 0.5, 20.0, 0.4,
-                           keep_spread=keep_spread)
+    stack = spectral_stack(np.random.default_rng(3), 5, 4, 0.5, 20.0, 0.4, keep_spread=keep_spread)
     rng = np.random.default_rng(3)
     mean = _spectra.spd_with_spectrum(rng, _spectra.log_spaced_spectrum(4, 0.5, 20.0))
     root = _spectra.symmetric_sqrt(mean)
@@ -132,18 +153,22 @@ def test_check_nonnegative_is_one_rule_for_problems_and_workloads():
         check_nonnegative("loss_tuning", "inner_regularization", -1.0, WorkloadError)
 
 
-@pytest.mark.parametrize("build", [
-    lambda: QuadraticBilevel.random(3, 2, 3, 4.0, 0.3, seed=1, n_samples=2, hessian_noise=0.1),
-    lambda: QuadraticMinimax.random(3, 2, 3, 4.0, 0.3, seed=1, n_samples=2, hessian_noise=0.1),
-    lambda: PerClientQuadratic.random(3, 2, 3, seed=1, n_samples=2, hessian_noise=0.1),
-])
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: QuadraticBilevel.random(3, 2, 3, 4.0, 0.3, seed=1, n_samples=2, hessian_noise=0.1),
+        lambda: QuadraticMinimax.random(3, 2, 3, 4.0, 0.3, seed=1, n_samples=2, hessian_noise=0.1),
+        lambda: PerClientQuadratic.random(3, 2, 3, seed=1, n_samples=2, hessian_noise=0.1),
+    ],
+)
 def test_minibatch_curvature_is_the_mean_of_the_drawn_sample_hessians(build):
     problem = build()
     name = "P" if isinstance(problem, QuadraticMinimax) else "A"
     clients = torch.tensor([2, 0])
     batch = problem.sample_batch(np.random.default_rng(0), clients, 5)
     samples = getattr(problem, f"{name}_samples")
-    expected = torch.stack([samples[c, batch.indices[k]].mean(0)
-                            for k, c in enumerate(clients.tolist())])
+    expected = torch.stack(
+        [samples[c, batch.indices[k]].mean(0) for k, c in enumerate(clients.tolist())]
+    )
     assert torch.allclose(problem._sampled(name, clients, batch), expected, atol=1e-14)
     assert torch.equal(problem._sampled(name, clients, None), getattr(problem, name)[clients])

@@ -33,8 +33,13 @@ def first_case(strategy):
     drawn = []
 
     @seed(0)
-    @settings(max_examples=1, database=None, deadline=None, phases=(Phase.generate,),
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=1,
+        database=None,
+        deadline=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def draw(case):
         drawn.append(case)
@@ -72,8 +77,9 @@ def test_no_claim_field_was_resolved_at_import():
     # every profile-dependent cap is still a PerProfile (nothing evaluated when the module loaded)
     per_profile = [c.id for c in CLAIM_DB if isinstance(c.max_examples, PerProfile)]
     assert len(per_profile) >= 20
-    assert all(c.max_examples is None or isinstance(c.max_examples, (int, PerProfile))
-               for c in CLAIM_DB)
+    assert all(
+        c.max_examples is None or isinstance(c.max_examples, (int, PerProfile)) for c in CLAIM_DB
+    )
 
 
 def test_a_per_profile_value_is_resolved_by_name_and_refuses_other_names():

@@ -18,8 +18,9 @@ class Terminal(io.StringIO):
 
 def test_a_log_gets_a_few_lines_and_no_carriage_return():
     log = io.StringIO()
-    with Progress(total=100, desc="claims", unit="claim", stream=log,
-                  names=[f"c{i}" for i in range(100)]) as bar:
+    with Progress(
+        total=100, desc="claims", unit="claim", stream=log, names=[f"c{i}" for i in range(100)]
+    ) as bar:
         for i in range(100):
             bar.finish(f"c{i}")
     text = log.getvalue()
@@ -34,8 +35,9 @@ def test_a_log_gets_a_few_lines_and_no_carriage_return():
 
 def test_a_terminal_gets_the_live_bar_naming_the_running_unit():
     screen = Terminal()
-    with Progress(total=3, desc="claims", unit="claim", stream=screen,
-                  names=["first", "second", "third"]) as bar:
+    with Progress(
+        total=3, desc="claims", unit="claim", stream=screen, names=["first", "second", "third"]
+    ) as bar:
         bar.finish("first")
         assert bar.postfix().startswith("running: second for ")
         bar.finish("second")
@@ -58,8 +60,14 @@ def test_the_oldest_unfinished_unit_is_named_when_units_finish_out_of_order():
 def test_a_long_silence_in_a_log_gets_a_line_naming_the_running_unit(monkeypatch):
     monkeypatch.setattr(progress_module, "TICK_SECONDS", 0.01)
     log = io.StringIO()
-    bar = Progress(total=2, desc="claims", unit="claim", stream=log, names=["slow", "next"],
-                   silent_seconds=0.05)
+    bar = Progress(
+        total=2,
+        desc="claims",
+        unit="claim",
+        stream=log,
+        names=["slow", "next"],
+        silent_seconds=0.05,
+    )
     try:
         for _ in range(200):  # at most 2 s; a line comes after 0.05 s
             if len(log.getvalue().splitlines()) >= 2:
@@ -85,8 +93,22 @@ def test_duration_text():
 def test_check_into_a_log_has_no_carriage_return_and_names_the_running_claim(tmp_path, capsys):
     """`testbed check` with standard error not a terminal (pytest's capture, as a tox log)."""
     first, second = "classical.cg.exact_after_dim_y", "classical.itd.error_identity"
-    assert main(["check", "--claim", first, second, "--results", str(tmp_path),
-                 "--profile", "fast", "--claims-only"]) == 0
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                first,
+                second,
+                "--results",
+                str(tmp_path),
+                "--profile",
+                "fast",
+                "--claims-only",
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "\r" not in err
     lines = [line for line in err.splitlines() if line.startswith("claims: ")]

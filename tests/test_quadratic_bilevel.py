@@ -17,8 +17,9 @@ def test_spectrum_matches_requested_condition_number():
 
 
 def test_heterogeneity_knobs_are_measured_exactly():
-    p = QuadraticBilevel.random(6, 3, 4, 10.0, seed=1, hessian_heterogeneity=0.4,
-                                gradient_heterogeneity=2.5)
+    p = QuadraticBilevel.random(
+        6, 3, 4, 10.0, seed=1, hessian_heterogeneity=0.4, gradient_heterogeneity=2.5
+    )
     c = p.constants()
     assert c.gradient_heterogeneity == pytest.approx(2.5, rel=IDENTITY_RTOL)
     assert c.hessian_heterogeneity > 0
@@ -28,8 +29,9 @@ def test_heterogeneity_knobs_are_measured_exactly():
 
 
 def test_zero_hessian_heterogeneity_means_identical_second_order_terms():
-    p = QuadraticBilevel.random(4, 2, 3, 5.0, seed=3, hessian_heterogeneity=0.0,
-                                gradient_heterogeneity=1.0)
+    p = QuadraticBilevel.random(
+        4, 2, 3, 5.0, seed=3, hessian_heterogeneity=0.0, gradient_heterogeneity=1.0
+    )
     for name in ("A", "B", "C", "D", "E"):
         arr = getattr(p, name)
         assert torch.equal(arr, arr[:1].expand_as(arr)), name
@@ -106,31 +108,41 @@ def test_constructor_rejects_zero_clients():
 
 
 def test_minibatch_over_whole_sample_set_is_the_full_objective():
-    p = QuadraticBilevel.random(3, 2, 3, 5.0, 0.3, seed=5, n_samples=6, gradient_noise=0.3,
-                                hessian_noise=0.2)
+    p = QuadraticBilevel.random(
+        3, 2, 3, 5.0, 0.3, seed=5, n_samples=6, gradient_noise=0.3, hessian_noise=0.2
+    )
     clients = torch.arange(3)
     from problems import Batch
 
     batch = Batch(torch.arange(6).expand(3, 6))
     x, y = torch.randn(3, 2), torch.randn(3, 3)
-    torch.testing.assert_close(p.inner_loss(x, y, clients, batch),
-                               p.inner_loss(x, y, clients, None), rtol=1e-12, atol=1e-12)
-    torch.testing.assert_close(p.outer_loss(x, y, clients, batch),
-                               p.outer_loss(x, y, clients, None), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(
+        p.inner_loss(x, y, clients, batch),
+        p.inner_loss(x, y, clients, None),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    torch.testing.assert_close(
+        p.outer_loss(x, y, clients, batch),
+        p.outer_loss(x, y, clients, None),
+        rtol=1e-12,
+        atol=1e-12,
+    )
 
 
 def test_noise_variance_equals_empirical_variance_over_all_single_samples():
-    p = QuadraticBilevel.random(2, 2, 3, 5.0, 0.3, seed=6, n_samples=5, gradient_noise=0.3,
-                                hessian_noise=0.2)
+    p = QuadraticBilevel.random(
+        2, 2, 3, 5.0, 0.3, seed=6, n_samples=5, gradient_noise=0.3, hessian_noise=0.2
+    )
     from problems import Batch
     from testbed import Oracles
 
     x, y = torch.randn(2), torch.randn(3)
     oracles = Oracles(p)
     full = oracles.grad_inner(x, y, torch.arange(2))
-    per_sample = torch.stack([
-        oracles.grad_inner(x, y, torch.arange(2), Batch(torch.full((2, 1), j)))
-        for j in range(5)])  # (5, M, dy)
+    per_sample = torch.stack(
+        [oracles.grad_inner(x, y, torch.arange(2), Batch(torch.full((2, 1), j))) for j in range(5)]
+    )  # (5, M, dy)
     empirical = ((per_sample - full) ** 2).sum(-1).mean(0)
     exact = p.noise_variance(x, y, batch_size=1)["grad_inner_y"]
     torch.testing.assert_close(empirical, exact, rtol=1e-10, atol=1e-14)
@@ -144,8 +156,11 @@ def test_deterministic_problem_has_no_stochastic_oracle():
 
 
 @settings(max_examples=20)
-@given(strategies.quadratic_bilevel(n_samples=3, gradient_noise=0.1, hessian_noise=0.05,
-                                    max_hessian_heterogeneity=0.9))
+@given(
+    strategies.quadratic_bilevel(
+        n_samples=3, gradient_noise=0.1, hessian_noise=0.05, max_hessian_heterogeneity=0.9
+    )
+)
 def test_drawn_problems_are_well_posed(problem):
     c = problem.constants()
     assert 1.0 <= c.kappa <= 100.0 + 1e-8
@@ -162,12 +177,16 @@ def test_outer_hessian_and_minimiser(problem):
     # h is quadratic: its gradient is affine with slope grad^2 h
     torch.testing.assert_close(
         problem.exact_hypergradient(x + u) - problem.exact_hypergradient(x),
-        problem.outer_hessian() @ u, rtol=1e-9, atol=1e-9)
+        problem.outer_hessian() @ u,
+        rtol=1e-9,
+        atol=1e-9,
+    )
     lowest = float(torch.linalg.eigvalsh(problem.outer_hessian()).min())
     if lowest > 1e-6:
         x_star = problem.outer_minimizer()
         assert float(problem.exact_hypergradient(x_star).norm()) < 1e-8 * (
-            1 + float(problem.outer_hessian().norm()) * float(x_star.norm()))
+            1 + float(problem.outer_hessian().norm()) * float(x_star.norm())
+        )
     elif lowest <= 0.0:
         with pytest.raises(ProblemError, match="not strongly convex"):
             problem.outer_minimizer()

@@ -64,18 +64,21 @@ def test_a_reading_declares_its_outcome_and_a_departure_is_not_as_expected(tmp_p
     a strict reading declared to hold makes the run not as expected although the claim's
     verdict is the expected "holds"; the results file says so and is checked for it."""
     saved = known_case(_spec(3.0), {})
-    readings = (Reading("strict", "mu <= 2", {"reading": "strict"}, expected="fails"),
-                Reading("lenient", "mu <= 4", {"reading": "lenient"}, expected="holds"))
+    readings = (
+        Reading("strict", "mu <= 2", {"reading": "strict"}, expected="fails"),
+        Reading("lenient", "mu <= 4", {"reading": "lenient"}, expected="holds"),
+    )
     result = run_claim(_claim(readings=readings, examples=(saved,)), PROFILE)
     assert result.verdict == "holds" and result.as_expected
-    wrong = (readings[0], Reading("lenient", "mu <= 4", {"reading": "lenient"},
-                                  expected="fails"))
+    wrong = (readings[0], Reading("lenient", "mu <= 4", {"reading": "lenient"}, expected="fails"))
     departed = run_claim(_claim(readings=wrong, examples=(saved,)), PROFILE)
     assert departed.verdict == "holds" and not departed.as_expected
     write_claim_result(departed, tmp_path, PROFILE)
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())
     assert [(r["name"], r["verdict"], r["expected"]) for r in data["readings"]] == [
-        ("strict", "fails as stated", "fails"), ("lenient", "holds", "fails")]
+        ("strict", "fails as stated", "fails"),
+        ("lenient", "holds", "fails"),
+    ]
     assert data["as_expected"] is False and recomputed_problems(data) == []
     data["as_expected"] = True  # a file that hides the departing reading is not believed
     assert any("a reading's verdict" in p for p in recomputed_problems(data))
@@ -84,11 +87,14 @@ def test_a_reading_declares_its_outcome_and_a_departure_is_not_as_expected(tmp_p
 
 
 def test_reading_outcomes_in_one_phrase():
-    readings = [{"name": "literal", "verdict": "fails as stated"},
-                {"name": "per sample", "verdict": "holds"}]
+    readings = [
+        {"name": "literal", "verdict": "fails as stated"},
+        {"name": "per sample", "verdict": "holds"},
+    ]
     assert readings_text(readings) == "fails as stated under literal; holds under per sample"
     assert readings_text([*readings, {"name": "third", "verdict": "fails as stated"}]) == (
-        "fails as stated under literal / third; holds under per sample")
+        "fails as stated under literal / third; holds under per sample"
+    )
     assert readings_text([]) == ""
     assert reading_as_expected("holds once corrected", "holds", ["holds once corrected"])
     assert not reading_as_expected("holds", "fails", ["holds"])
@@ -100,14 +106,31 @@ def test_the_report_names_each_reading_beside_the_verdict(tmp_path):
     """The first screen, the paper's table and the detail heading show the verdict under each
     reading, in both pages."""
     results = make_results(tmp_path / "results")
-    record = claim_record("fednest.toy.read_two_ways", "FedNest", "bias_bound", "holds",
-                          [case_record("p.a", 0.1, 0.2, True)])
+    record = claim_record(
+        "fednest.toy.read_two_ways",
+        "FedNest",
+        "bias_bound",
+        "holds",
+        [case_record("p.a", 0.1, 0.2, True)],
+    )
     record["readings"] = [
-        {"name": "literal", "statement": "s1", "verdict": "fails as stated",
-         "expected": "fails", "n_cases": 0,
-         "counterexample": recorded(case_record("p.b", 0.3, 0.2, False))},
-        {"name": "per sample", "statement": "s2", "verdict": "holds", "expected": "holds",
-         "n_cases": 1, "counterexample": None}]
+        {
+            "name": "literal",
+            "statement": "s1",
+            "verdict": "fails as stated",
+            "expected": "fails",
+            "n_cases": 0,
+            "counterexample": recorded(case_record("p.b", 0.3, 0.2, False)),
+        },
+        {
+            "name": "per sample",
+            "statement": "s2",
+            "verdict": "holds",
+            "expected": "holds",
+            "n_cases": 1,
+            "counterexample": None,
+        },
+    ]
     (results / record["series_file"]).write_text("")
     write_claim_file(results, record)
     index = build_report(results, tmp_path / "out")
@@ -123,8 +146,7 @@ def test_the_report_names_each_reading_beside_the_verdict(tmp_path):
 def test_list_names_each_reading_with_its_expected_outcome(capsys):
     assert main(["list", "--claim", "fednest.lemma22.abs_error_as_stated"]) == 0
     out = capsys.readouterr().out
-    assert ('reading "A1-A2 on the expected Hessian (literal)" (expected: fails as stated)'
-            in out)
+    assert 'reading "A1-A2 on the expected Hessian (literal)" (expected: fails as stated)' in out
     assert 'reading "A1-A2 on each sample (as the bound uses them)" (expected: holds)' in out
 
 
@@ -169,8 +191,11 @@ def test_14b_fails_on_the_expected_hessian_and_holds_per_sample():
     assert ce.confirmation is not None and ce.confirmation.outcome == "fails"
     assert ce.measurement.bound == pytest.approx(2.0)
     assert ce.measurement.measured > 5.0  # 5.4: E||H^{-1} - H_hat|| against 2/mu_g = 2
-    saved = [c for c in result.cases if c.params["neumann_terms"] == 8
-             and c.spec.get("hessian_noise") == 0.9]
+    saved = [
+        c
+        for c in result.cases
+        if c.params["neumann_terms"] == 8 and c.spec.get("hessian_noise") == 0.9
+    ]
     (same,) = saved  # the same case, per sample: 1.3 against 2/mu_s = 20
     assert same.measurement.bound == pytest.approx(20.0)
     assert same.measurement.measured < 2.0 and same.outcome == "holds"
@@ -191,12 +216,19 @@ def test_compositional_sentence_holds_in_expectation_only():
     claim = get_claim("fednest.compositional.paper_indirect_form")
     assert claim.expected == "holds"
     names = [r.name for r in claim.readings]
-    assert names == ["every N', l_{g,1} as A1 defines it", "every N', l_{g,1} = 1 (the y block)",
-                     "in expectation over N', l_{g,1} as A1 defines it",
-                     "in expectation over N', l_{g,1} = 1 (the y block)"]
+    assert names == [
+        "every N', l_{g,1} as A1 defines it",
+        "every N', l_{g,1} = 1 (the y block)",
+        "in expectation over N', l_{g,1} as A1 defines it",
+        "in expectation over N', l_{g,1} = 1 (the y block)",
+    ]
     result = run_claim(claim, get_profile("fast"))
     assert [r.verdict for r in result.readings] == [
-        "fails as stated", "fails as stated", "fails as stated", "holds"]
+        "fails as stated",
+        "fails as stated",
+        "fails as stated",
+        "holds",
+    ]
     assert result.verdict == "holds" and result.as_expected
     assert result.holding_readings == [names[3]]
     # the literal readings' counterexamples: N > 1 under l = 1, any N under the joint l
@@ -210,13 +242,21 @@ def test_an_added_parameter_is_measured_beside_the_verdict(tmp_path, capsys):
     """The toy claim "mu <= 2" with mu declared as a parameter the testbed adds: each run
     measures the check at the declared values (holds at 1, fails at 3), records the outcome
     at each in the results file, and ``testbed check`` prints it beside the verdict."""
-    added = AddedParameter("toy mu", "the testbed's mu", (0.6, 1.0), (1.0, 3.0),
-                           lambda mu: Case(QuadraticBilevel.random(1, 1, 1, 1.0, mu=mu), {}))
-    claim = _claim(added_parameters=(added,), strategy=lambda: st.just(known_case(_spec(1.0),
-                                                                               {})()))
+    added = AddedParameter(
+        "toy mu",
+        "the testbed's mu",
+        (0.6, 1.0),
+        (1.0, 3.0),
+        lambda mu: Case(QuadraticBilevel.random(1, 1, 1, 1.0, mu=mu), {}),
+    )
+    claim = _claim(
+        added_parameters=(added,), strategy=lambda: st.just(known_case(_spec(1.0), {})())
+    )
     (record,) = run_added_parameters(claim, PROFILE)
-    assert [(o["value"], o["outcome"]) for o in record["outcomes"]] == [(1.0, "holds"),
-                                                                      (3.0, "fails")]
+    assert [(o["value"], o["outcome"]) for o in record["outcomes"]] == [
+        (1.0, "holds"),
+        (3.0, "fails"),
+    ]
     assert record["outcomes"][1]["measured"] == pytest.approx(3.0)
     assert run_added_parameters(_claim(), PROFILE) is None
     result = run_claim(claim, PROFILE)
@@ -224,17 +264,28 @@ def test_an_added_parameter_is_measured_beside_the_verdict(tmp_path, capsys):
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())
     assert data["added_parameters"] == [record] and recomputed_problems(data) == []
     assert added_parameters_text(data["added_parameters"]) == (
-        "toy mu (the claim's cases: 0.6, 1.0): holds at 1.0 (1 vs 2), fails at 3.0 (3 vs 2)")
+        "toy mu (the claim's cases: 0.6, 1.0): holds at 1.0 (1 vs 2), fails at 3.0 (3 vs 2)"
+    )
 
 
 def test_check_prints_each_reading_beside_the_verdict(tmp_path, capsys):
     """``testbed check``'s table: the line under a claim with readings names each with its
     verdict (Sec. 2.4's round count: fails read as exactly, holds read as a budget)."""
-    assert main(["check", "--claim", "fednest.rounds.paper_count_random", "--results",
-                 str(tmp_path), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                "fednest.rounds.paper_count_random",
+                "--results",
+                str(tmp_path),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
-    assert ("readings: fails as stated under exactly; holds under at most (a budget)"
-            in out)
+    assert "readings: fails as stated under exactly; holds under at most (a budget)" in out
 
 
 def test_list_shows_the_parameters_the_testbed_adds(capsys):
@@ -251,10 +302,23 @@ def test_table4_r2_at_the_ridges_the_testbed_adds(tmp_path, capsys):
     """HGP Table 4's R^2: eq. (12) has no ridge; the testbed adds mu. On data seeds 0-5 the
     median R^2 holds at every ridge measured, but at mu = 0.001 one draw in six gives 0.952
     (the issue's finding), which the record and ``testbed check`` show beside the verdict."""
-    assert main(["check", "--claim", "hgp.influence.r2_retraining", "--results",
-                 str(tmp_path), "--quiet"]) == 0
-    assert "added by the testbed: ridge mu (the claim's cases: 0.01, 0.125, 0.5): holds at " \
+    assert (
+        main(
+            [
+                "check",
+                "--claim",
+                "hgp.influence.r2_retraining",
+                "--results",
+                str(tmp_path),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        "added by the testbed: ridge mu (the claim's cases: 0.01, 0.125, 0.5): holds at "
         "0.001 (0.9934 vs 0.99; r2_min 0.9522)" in capsys.readouterr().out
+    )
     data = json.loads((tmp_path / "claims" / "hgp.influence.r2_retraining.json").read_text())
     (record,) = data["added_parameters"]
     at = {o["value"]: o for o in record["outcomes"]}
@@ -276,13 +340,22 @@ def test_table2_is_read_at_the_values_of_t_fednest_runs():
     against 3.13: that reading declares no outcome)."""
     claim = get_claim("comparison.aggitd_table2_factor")
     assert claim.expected == "holds" and claim.positive_control is None
-    assert FEDNEST_T == {"FedNest's code default": 5, "FedNest's Fig. 3 script": 3,
-                         "no public run": 25}
-    found = [(r.params["fednest_neumann_terms"], r.params["reading"], r.expected)
-             for r in claim.readings]
-    assert found == [(5, "as printed", "fails"), (5, "more than 2", "fails"),
-                     (3, "as printed", "fails"), (3, "more than 2", "fails"),
-                     (25, "as printed", None), (25, "more than 2", "holds")]
+    assert FEDNEST_T == {
+        "FedNest's code default": 5,
+        "FedNest's Fig. 3 script": 3,
+        "no public run": 25,
+    }
+    found = [
+        (r.params["fednest_neumann_terms"], r.params["reading"], r.expected) for r in claim.readings
+    ]
+    assert found == [
+        (5, "as printed", "fails"),
+        (5, "more than 2", "fails"),
+        (3, "as printed", "fails"),
+        (3, "more than 2", "fails"),
+        (25, "as printed", None),
+        (25, "more than 2", "holds"),
+    ]
 
 
 def test_polled_aggregation_keeps_the_iterates_and_multiplies_the_rounds():

@@ -19,19 +19,23 @@ def _concrete_subclasses(cls):
 def test_every_estimator_and_algorithm_class_is_registered():
     registered = {info.cls for info in ESTIMATOR_DB}
     for base in (Estimator, OuterAlgorithm):
-        missing = [c.__name__ for c in _concrete_subclasses(base)
-                   if c not in registered
-                   # deliberately wrong estimators: test doubles, the claims' perturbations (in
-                   # a paper's perturbations.py or in the result module that uses them) and the
-                   # mutation catalogue (theory_checks/<family>/mutants.py)
-                   and not c.__module__.startswith(("tests.", "theory_checks."))]
+        missing = [
+            c.__name__
+            for c in _concrete_subclasses(base)
+            if c not in registered
+            # deliberately wrong estimators: test doubles, the claims' perturbations (in
+            # a paper's perturbations.py or in the result module that uses them) and the
+            # mutation catalogue (theory_checks/<family>/mutants.py)
+            and not c.__module__.startswith(("tests.", "theory_checks."))
+        ]
         assert not missing, f"classes not in ESTIMATOR_DB: {missing}"
 
 
 def test_every_entry_has_claims_or_a_reason():
     for info in ESTIMATOR_DB:
-        assert claims_of(info.name) or info.no_claims_reason, \
+        assert claims_of(info.name) or info.no_claims_reason, (
             f"{info.name} has no claims and no reason"
+        )
 
 
 def test_registry_is_sorted_and_names_are_unique():
@@ -51,8 +55,9 @@ def test_each_claim_estimator_link_is_written_once_and_resolves():
     for info in ESTIMATOR_DB:
         for claim_id in info.enrolled_claims:
             assert claim_id in claims, f"{info.name} enrolls in unknown claim {claim_id}"
-            assert info.name not in claims[claim_id].estimators, \
+            assert info.name not in claims[claim_id].estimators, (
                 f"{info.name} enrolls in {claim_id}, which already names it"
+            )
     assert [c.id for c in claims_of("aid-fp")] == sorted(get_estimator("aid-fp").enrolled_claims)
 
 

@@ -32,14 +32,14 @@ def worse_variant(monkeypatch):
         terms = max(1, est.linear_solver.terms // 3)
         return dataclasses.replace(est, linear_solver=Neumann(terms, est.linear_solver.step_size))
 
-    worse = dataclasses.replace(base, name="aid-neumann-worse", make=make,
-                                no_claims_reason="test double")
+    worse = dataclasses.replace(
+        base, name="aid-neumann-worse", make=make, no_claims_reason="test double"
+    )
     monkeypatch.setattr(registry, "ESTIMATOR_DB", [*registry.ESTIMATOR_DB, worse])
     return worse
 
 
-def test_worse_variant_fails_against_the_estimator_it_claims_to_improve(small_grid,
-                                                                        worse_variant):
+def test_worse_variant_fails_against_the_estimator_it_claims_to_improve(small_grid, worse_variant):
     passed, table = regression.run(estimator="aid-neumann-worse", against="aid-neumann")
     assert not passed
     worse = [line for line in table.splitlines() if line.endswith("WORSE")]
@@ -54,17 +54,21 @@ def test_example_variant_is_no_worse_than_neumann(small_grid):
     assert passed, table
 
 
-def test_baseline_round_trip_and_regression_detection(small_grid, worse_variant, tmp_path,
-                                                      monkeypatch):
+def test_baseline_round_trip_and_regression_detection(
+    small_grid, worse_variant, tmp_path, monkeypatch
+):
     baseline = tmp_path / "baseline.json"
-    passed, message = regression.run(estimator="aid-neumann", update_baseline=True,
-                                     baseline=baseline)
+    passed, message = regression.run(
+        estimator="aid-neumann", update_baseline=True, baseline=baseline
+    )
     assert passed and baseline.exists()
     passed, table = regression.run(estimator="aid-neumann", baseline=baseline)
     assert passed, table
     # the same name now builds the worse estimator: the baseline catches it
-    db = [dataclasses.replace(worse_variant, name="aid-neumann") if i.name == "aid-neumann"
-          else i for i in registry.ESTIMATOR_DB]
+    db = [
+        dataclasses.replace(worse_variant, name="aid-neumann") if i.name == "aid-neumann" else i
+        for i in registry.ESTIMATOR_DB
+    ]
     monkeypatch.setattr(registry, "ESTIMATOR_DB", db)
     passed, table = regression.run(estimator="aid-neumann", baseline=baseline)
     assert not passed and "WORSE" in table
@@ -78,8 +82,9 @@ def test_missing_baseline_is_a_clear_error_that_never_suggests_writing_one(tmp_p
         regression.load(tmp_path / "nope.json")
     assert "--update-baseline" not in str(info.value)
     assert "--baseline FILE" in str(info.value)
-    code = main(["regress", "--estimator", "aid-neumann", "--baseline",
-                 str(tmp_path / "nope.json")])
+    code = main(
+        ["regress", "--estimator", "aid-neumann", "--baseline", str(tmp_path / "nope.json")]
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("testbed: error: no regression baseline at"), err
     assert err.count("\n") == 1 and "regress:" not in err and "--update-baseline" not in err
@@ -96,29 +101,53 @@ def test_the_committed_baseline_ships_in_the_wheel(tmp_path):
 
     root = Path(__file__).resolve().parents[1]
     # why --no-build-isolation: setuptools is in the environment, and isolation would fetch it
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "--quiet", "-w", str(tmp_path / "dist"), str(root)], check=True,
-                   capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--quiet",
+            "-w",
+            str(tmp_path / "dist"),
+            str(root),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     wheel = next((tmp_path / "dist").glob("hypergradient_testbed-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         assert "reports/baselines/regress.json" in archive.namelist()
         archive.extractall(tmp_path / "site")
-    code = ("import json, testbed_app.regression as r; "
-            "print(r.BASELINE); print(len(r.baseline_entries()))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"),
-                                                        "PATH": "/usr/bin:/bin"}).stdout
+    code = (
+        "import json, testbed_app.regression as r; "
+        "print(r.BASELINE); print(len(r.baseline_entries()))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+    ).stdout
     path, entries = out.split()
     assert Path(path).is_relative_to(tmp_path / "site") and int(entries) == len(
-        regression.baseline_entries())
+        regression.baseline_entries()
+    )
 
 
 def test_committed_baseline_covers_every_built_in_entry():
     # (an installed plugin's entry has none: it is compared with --against)
     stored = regression.baseline_entries()
     missing = [info.name for info in registry.BUILTIN if info.name not in stored]
-    assert not missing, f"no committed baseline for {missing}: run `testbed regress " \
-                        "--update-baseline` and commit reports/baselines/regress.json"
+    assert not missing, (
+        f"no committed baseline for {missing}: run `testbed regress "
+        "--update-baseline` and commit reports/baselines/regress.json"
+    )
 
 
 # --------------------------------------------------------------------------- the test itself
@@ -127,8 +156,9 @@ S = regression.Samples
 
 
 def _table(new: S, ref: S, metric: str = "log10_error") -> regression.Comparison:
-    (row,) = regression.compare({"a": {"k": {metric: new}}}, {"b": {"k": {metric: ref}}},
-                                [("a", "b")])
+    (row,) = regression.compare(
+        {"a": {"k": {metric: new}}}, {"b": {"k": {metric: ref}}}, [("a", "b")]
+    )
     return row
 
 
@@ -136,8 +166,9 @@ def test_pairing_by_problem_seed_uses_the_within_problem_noise():
     # Seeds differ by decades, replicates by ~0.01: a shift of 0.2 decades on every problem is
     # far outside the replicate noise, though well inside the spread between problems (the old
     # unpaired standard error over seeds and replicates would have let it pass).
-    ref = S(((-1.00, -1.01, -0.99, -1.00), (-5.00, -5.01, -4.99, -5.00),
-             (-9.00, -9.01, -8.99, -9.00)))
+    ref = S(
+        ((-1.00, -1.01, -0.99, -1.00), (-5.00, -5.01, -4.99, -5.00), (-9.00, -9.01, -8.99, -9.00))
+    )
     shifted = S(tuple(tuple(v + 0.2 for v in seed) for seed in ref.per_seed))
     row = _table(shifted, ref)
     assert row.test == "paired t" and row.worse
@@ -145,10 +176,15 @@ def test_pairing_by_problem_seed_uses_the_within_problem_noise():
     assert 0.0 < row.tolerance < 0.2
     assert not _table(ref, ref).worse
     # noise of the same size as the shift: not significant
-    noisy = S(tuple(tuple(v + d for v, d in zip(seed, (0.3, -0.3, 0.3, -0.3), strict=True))
-                    for seed in ref.per_seed))
-    assert not _table(S(tuple(tuple(v + 0.2 for v in seed) for seed in noisy.per_seed)),
-                      noisy).worse
+    noisy = S(
+        tuple(
+            tuple(v + d for v, d in zip(seed, (0.3, -0.3, 0.3, -0.3), strict=True))
+            for seed in ref.per_seed
+        )
+    )
+    assert not _table(
+        S(tuple(tuple(v + 0.2 for v in seed) for seed in noisy.per_seed)), noisy
+    ).worse
 
 
 def test_deterministic_metrics_get_a_round_off_tolerance():
@@ -193,8 +229,7 @@ def test_variance_is_tested_with_the_f_distribution():
 
 
 def test_baseline_file_round_trips_failures_and_rejects_old_formats(tmp_path):
-    data = {"e": {"bilevel": {"m": S(((1.0, math.inf),)),
-                              "v": S(((2.0,),), "variance", 3)}}}
+    data = {"e": {"bilevel": {"m": S(((1.0, math.inf),)), "v": S(((2.0,),), "variance", 3)}}}
     path = tmp_path / "b.json"
     regression.save(data, path)
     assert regression.load(path) == data
@@ -228,8 +263,10 @@ def test_a_baseline_without_a_metric_is_not_a_pass(aid_cg_baseline, capsys):
     del data["entries"]["aid-cg"]["minimax"]
     aid_cg_baseline.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline),
-                 "--quiet"]) == 1
+    assert (
+        main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline), "--quiet"])
+        == 1
+    )
     out = capsys.readouterr().out
     assert f"NOT a pass: the baseline {aid_cg_baseline} does not cover" in out
     assert "not compared: aid-cg bilevel log10_error: no such metric in the baseline" in out
@@ -242,19 +279,26 @@ def test_a_baseline_of_other_problem_seeds_names_them(aid_cg_baseline, monkeypat
     problem seeds with 1" named neither the file nor the metric."""
     monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0, 1))
     capsys.readouterr()
-    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline),
-                 "--quiet"]) == 1
+    assert (
+        main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline), "--quiet"])
+        == 1
+    )
     out = capsys.readouterr().out
     assert str(aid_cg_baseline) in out
-    assert ("not compared: aid-cg bilevel log10_error: problem seed(s) 1 not in the baseline's "
-            "(0; this run: 0, 1)") in out
+    assert (
+        "not compared: aid-cg bilevel log10_error: problem seed(s) 1 not in the baseline's "
+        "(0; this run: 0, 1)"
+    ) in out
 
 
 def test_compare_names_the_metric_it_cannot_pair():
     new = {"e": {"bilevel": {"m": S(((1.0, 1.1), (2.0, 2.1)))}}}
     ref = {"e": {"bilevel": {"m": S(((1.0, 1.1),))}}}
-    with pytest.raises(ValueError, match=r"e bilevel m: cannot pair 2 problem seeds with the "
-                                         r"reference's 1 \(e\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"e bilevel m: cannot pair 2 problem seeds with the "
+        r"reference's 1 \(e\)",
+    ):
         regression.compare(new, ref, [("e", "e")])
 
 
@@ -265,9 +309,10 @@ def test_a_baseline_in_the_older_format_names_the_format(tmp_path, capsys, layou
     data = {"format": 1, "entries": entries} if layout == "declared" else entries
     baseline = tmp_path / "old.json"
     baseline.write_text(json.dumps(data))
-    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(baseline),
-                 "--quiet"]) == 2
+    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(baseline), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "per_seed is missing" not in err
-    assert (f"baseline {baseline} is in format 1 (a pooled mean and standard error per "
-            "metric); this testbed reads format 2") in err
+    assert (
+        f"baseline {baseline} is in format 1 (a pooled mean and standard error per "
+        "metric); this testbed reads format 2"
+    ) in err

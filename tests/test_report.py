@@ -31,50 +31,106 @@ CLAIMS = (FAILING, BOUND, RATE, NO_FILE, EMPTY)
 def make_results(root: Path) -> Path:
     """A tiny results directory in the layout that theory_checks.runner writes."""
     (root / "claims").mkdir(parents=True)
-    (root / "metadata.json").write_text(json.dumps({
-        "git_commit": "abc123", "versions": {"python": "3.11", "numpy": "2.0"},
-        "profile": {"name": "fast", "max_examples": 8}, "hypothesis": "derandomize=True",
-        "written": "2026-01-01T00:00:00"}))
+    (root / "metadata.json").write_text(
+        json.dumps(
+            {
+                "git_commit": "abc123",
+                "versions": {"python": "3.11", "numpy": "2.0"},
+                "profile": {"name": "fast", "max_examples": 8},
+                "hypothesis": "derandomize=True",
+                "written": "2026-01-01T00:00:00",
+            }
+        )
+    )
 
-    fit = {"quantity": "log error per step", "estimate": -0.69, "ci_low": -0.70,
-           "ci_high": -0.68, "theory": -0.693, "tolerance": 0.035, "confidence": 0.95}
+    fit = {
+        "quantity": "log error per step",
+        "estimate": -0.69,
+        "ci_low": -0.70,
+        "ci_high": -0.68,
+        "theory": -0.693,
+        "tolerance": 0.035,
+        "confidence": 0.95,
+    }
     claims = {
-        FAILING: claim_record(FAILING, "FedNest", "bias_bound", "fails as stated",
-                              [case_record("p.a", 0.1, 0.2, True),
-                               case_record("p.b", 0.9, 0.3, False)],
-                              counterexample=f"counterexamples/{FAILING}.json"),
-        BOUND: claim_record(BOUND, "Classical", "bias_bound", "holds",
-                            [case_record("p.a", 0.1, 0.5, True),
-                             case_record("p.b", 0.3, 0.4, True),
-                             case_record("p.c", 1e-16, 0.0, True)]),
-        RATE: claim_record(RATE, "Classical", "linear_rate", "holds",
-                           [case_record("p.a", -0.69, -0.693, True, "|fit - theory| <=", fit)],
-                           fits=[fit | {"problem_id": "p.a"}]),
-        NO_FILE: claim_record(NO_FILE, "Classical", "exact_identity", "holds",
-                              [case_record("p.a", 1e-16, 1e-10, True)]),
-        EMPTY: claim_record(EMPTY, "Classical", "exact_identity", "holds",
-                            [case_record("p.a", 1e-16, 1e-10, True)]),
+        FAILING: claim_record(
+            FAILING,
+            "FedNest",
+            "bias_bound",
+            "fails as stated",
+            [case_record("p.a", 0.1, 0.2, True), case_record("p.b", 0.9, 0.3, False)],
+            counterexample=f"counterexamples/{FAILING}.json",
+        ),
+        BOUND: claim_record(
+            BOUND,
+            "Classical",
+            "bias_bound",
+            "holds",
+            [
+                case_record("p.a", 0.1, 0.5, True),
+                case_record("p.b", 0.3, 0.4, True),
+                case_record("p.c", 1e-16, 0.0, True),
+            ],
+        ),
+        RATE: claim_record(
+            RATE,
+            "Classical",
+            "linear_rate",
+            "holds",
+            [case_record("p.a", -0.69, -0.693, True, "|fit - theory| <=", fit)],
+            fits=[fit | {"problem_id": "p.a"}],
+        ),
+        NO_FILE: claim_record(
+            NO_FILE,
+            "Classical",
+            "exact_identity",
+            "holds",
+            [case_record("p.a", 1e-16, 1e-10, True)],
+        ),
+        EMPTY: claim_record(
+            EMPTY, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
+        ),
     }
     # The failing claim uses an estimator with no entry in STYLES (fallback colour).
-    write_series(root / "series" / f"{FAILING}.csv", FAILING, "toy-estimator", [
-        (pid, series, "neumann_terms", n, value, n)
-        for pid, scale in (("p.a", 1.0), ("p.b", 3.0))
-        for n in range(1, 6)
-        for series, value in (("measured", scale * 0.5**n), ("bound", 0.5**n))
-    ])
-    write_series(root / "series" / f"{BOUND}.csv", BOUND, "aid-neumann", [
-        (pid, series, "neumann_terms", n, value, 2 * n)
-        for pid in ("p.a", "p.b", "p.c")
-        for n in range(1, 8)
-        for series, value in (("measured", f"np.float64({0.3 * 0.6**n!r})"),
-                             ("bound", 0.0 if pid == "p.c" else 0.6**n))
-    ])
-    write_series(root / "series" / f"{RATE}.csv", RATE, "aid-cg", [
-        ("p.a", series, "iteration", t, value, t if series == "measured" else 0)
-        for t in range(10)
-        for series, value in (("measured", 0.5**t), ("fitted", 0.98 * 0.5**t),
-                             ("theory", 0.5**t))
-    ])
+    write_series(
+        root / "series" / f"{FAILING}.csv",
+        FAILING,
+        "toy-estimator",
+        [
+            (pid, series, "neumann_terms", n, value, n)
+            for pid, scale in (("p.a", 1.0), ("p.b", 3.0))
+            for n in range(1, 6)
+            for series, value in (("measured", scale * 0.5**n), ("bound", 0.5**n))
+        ],
+    )
+    write_series(
+        root / "series" / f"{BOUND}.csv",
+        BOUND,
+        "aid-neumann",
+        [
+            (pid, series, "neumann_terms", n, value, 2 * n)
+            for pid in ("p.a", "p.b", "p.c")
+            for n in range(1, 8)
+            for series, value in (
+                ("measured", f"np.float64({0.3 * 0.6**n!r})"),
+                ("bound", 0.0 if pid == "p.c" else 0.6**n),
+            )
+        ],
+    )
+    write_series(
+        root / "series" / f"{RATE}.csv",
+        RATE,
+        "aid-cg",
+        [
+            ("p.a", series, "iteration", t, value, t if series == "measured" else 0)
+            for t in range(10)
+            for series, value in (
+                ("measured", 0.5**t),
+                ("fitted", 0.98 * 0.5**t),
+                ("theory", 0.5**t),
+            )
+        ],
+    )
     write_series(root / "series" / f"{EMPTY}.csv", EMPTY, "aid-neumann", [])
     write_series(root / "series" / f"{NO_FILE}.csv", NO_FILE, "aid-neumann", [])
     # after the series files: a claim file records their digests
@@ -103,8 +159,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     root = tmp_path_factory.mktemp("report")
     results = make_results(root / "results")
     index = build_report(results, root / "out")
-    return index, index.read_text(encoding="utf-8"), \
-        (index.parent / "report.md").read_text(encoding="utf-8")
+    return (
+        index,
+        index.read_text(encoding="utf-8"),
+        (index.parent / "report.md").read_text(encoding="utf-8"),
+    )
 
 
 def test_writes_html_markdown_and_figures(report):
@@ -113,7 +172,8 @@ def test_writes_html_markdown_and_figures(report):
     assert index == out / "index.html" and index.is_file()
     assert (out / "report.md").is_file()
     assert sorted(p.name for p in (out / "figures").glob("*.png")) == sorted(
-        f"{cid}.png" for cid in (FAILING, BOUND, RATE))
+        f"{cid}.png" for cid in (FAILING, BOUND, RATE)
+    )
 
 
 def test_every_image_exists_and_is_a_png(report):
@@ -175,7 +235,7 @@ def test_missing_or_empty_series_give_notes(report):
     are not shown); a series file with a header only is a claim without series."""
     _, text, markdown = report
     for page in (text, markdown):
-        assert (f"{NO_FILE}.json: not trusted: series/{NO_FILE}.csv cannot be read" in page)
+        assert f"{NO_FILE}.json: not trusted: series/{NO_FILE}.csv cannot be read" in page
     assert "no series recorded for this claim" in text
 
 
@@ -189,8 +249,11 @@ def test_missing_results_dir_is_a_clear_error(tmp_path):
 
 
 def test_worst_case_ranks_failures_then_ratio():
-    cases = [case_record("a", 0.1, 0.5, True), case_record("b", 1e-16, 0.0, True),
-             case_record("c", 0.4, 0.5, True)]
+    cases = [
+        case_record("a", 0.1, 0.5, True),
+        case_record("b", 1e-16, 0.0, True),
+        case_record("c", 0.4, 0.5, True),
+    ]
     worst = worst_case({"cases": cases})
     assert worst is not None and worst["problem_id"] == "c"
     worst = worst_case({"cases": cases + [case_record("d", 2.0, 1.0, False)]})
@@ -202,8 +265,11 @@ def test_worst_case_ranks_failures_then_ratio():
 def test_select_cases_is_deterministic_and_bounded():
     from reports.build import SeriesRow
 
-    rows = [SeriesRow("e", f"p{i}", "{}", "measured", "n", n, 0.5**n, 0)
-            for i in range(6) for n in range(5)]
+    rows = [
+        SeriesRow("e", f"p{i}", "{}", "measured", "n", n, 0.5**n, 0)
+        for i in range(6)
+        for n in range(5)
+    ]
     first = select_cases(rows, {"problem_id": "p5", "params": {}})
     assert first == select_cases(list(reversed(rows)), {"problem_id": "p5", "params": {}})
     assert first == [("p5", "{}"), ("p0", "{}"), ("p1", "{}"), ("p2", "{}")]
@@ -223,26 +289,60 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     calibration table (or the command that fills it)."""
     results = make_results(tmp_path / "results")
     undecided_case = case_record("p.u", -0.45, -0.5, True) | {
-        "outcome": "undecided", "decisions": [{
-        "quantity": "exponent", "estimate": -0.45, "low": -0.9, "high": 0.0,
-        "region_low": -0.6, "region_high": -0.4, "rate": 5e-4, "outcome": "undecided",
-        "budget_factor": 81.0, "method": {"method": "StudentT"}}]}
-    claim = claim_record("hgp.toy.exponent", "HGP", "scaling_exponent", "undecided",
-                         [undecided_case])
-    claim.update(decision="statistical", false_fail_rate=1e-3, case_false_fail_rate=5e-4,
-                 n_cases=0, n_undecided=1, as_expected=False,
-                 power={"name": "2x noise", "description": "variance doubled",
-                        "caught": True, "verdict": "fails as stated"})
+        "outcome": "undecided",
+        "decisions": [
+            {
+                "quantity": "exponent",
+                "estimate": -0.45,
+                "low": -0.9,
+                "high": 0.0,
+                "region_low": -0.6,
+                "region_high": -0.4,
+                "rate": 5e-4,
+                "outcome": "undecided",
+                "budget_factor": 81.0,
+                "method": {"method": "StudentT"},
+            }
+        ],
+    }
+    claim = claim_record(
+        "hgp.toy.exponent", "HGP", "scaling_exponent", "undecided", [undecided_case]
+    )
+    claim.update(
+        decision="statistical",
+        false_fail_rate=1e-3,
+        case_false_fail_rate=5e-4,
+        n_cases=0,
+        n_undecided=1,
+        as_expected=False,
+        power={
+            "name": "2x noise",
+            "description": "variance doubled",
+            "caught": True,
+            "verdict": "fails as stated",
+        },
+    )
     (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(COLUMNS) + "\n")
     write_claim_file(results, claim)
     failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
-    failing["positive_control"] = {"outcome": "holds", "holds": True, "case": case_record(
-        "p.ok", 0.1, 0.3, True)}
+    failing["positive_control"] = {
+        "outcome": "holds",
+        "holds": True,
+        "case": case_record("p.ok", 0.1, 0.3, True),
+    }
     write_claim_file(results, failing)
     meta = json.loads((results / "metadata.json").read_text())
-    meta["claims_registered"] = [{"id": "fednest.toy.unchecked", "paper": "FedNest",
-                                  "reference": "r", "kind": "bias_bound", "statement": "s",
-                                  "estimators": ["fedihgp"], "expected": "holds"}]
+    meta["claims_registered"] = [
+        {
+            "id": "fednest.toy.unchecked",
+            "paper": "FedNest",
+            "reference": "r",
+            "kind": "bias_bound",
+            "statement": "s",
+            "estimators": ["fedihgp"],
+            "expected": "holds",
+        }
+    ]
     (results / "metadata.json").write_text(json.dumps(meta))
     out = tmp_path / "out"
     text = build_report(results, out).read_text()
@@ -255,11 +355,27 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "not run (calibration/summary.json is absent" in text
     assert f"<code>testbed calibrate --seeds 20 --results {results}</code>" in text
 
-    write_calibration_summary(results, {
-        "profile": "fast", "seeds": 20, "confidence": 0.95, "claims": [{
-            "claim": "hgp.toy.exponent", "expected": "holds", "seeds": 20, "refuted": 0,
-            "undecided": 2, "rate_low": 0.0, "rate_high": 0.168, "stated_rate": 1e-3,
-            "consistent": True}]})
+    write_calibration_summary(
+        results,
+        {
+            "profile": "fast",
+            "seeds": 20,
+            "confidence": 0.95,
+            "claims": [
+                {
+                    "claim": "hgp.toy.exponent",
+                    "expected": "holds",
+                    "seeds": 20,
+                    "refuted": 0,
+                    "undecided": 2,
+                    "rate_low": 0.0,
+                    "rate_high": 0.168,
+                    "stated_rate": 1e-3,
+                    "consistent": True,
+                }
+            ],
+        },
+    )
     text = build_report(results, out).read_text()
     assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text
     md = (out / "report.md").read_text()
@@ -273,22 +389,38 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
     carries one, and the case's outcome, never "yes" for an undecided case."""
     from reports.claims_table import fit_rows, interval_text
 
-    undecided = {"estimate": -0.676, "ci_low": -112.86, "ci_high": 111.51, "theory": -0.5,
-                 "tolerance": 0.25, "confidence": 0.999, "problem_id": "p.u",
-                 "quantity": "exponent of Q in K"}
-    exact = {"estimate": -1.0, "ci_low": -1.0, "ci_high": -1.0, "theory": -1.0,
-             "tolerance": 0.02, "confidence": 1.0, "problem_id": "p.e", "quantity": "exponent"}
+    undecided = {
+        "estimate": -0.676,
+        "ci_low": -112.86,
+        "ci_high": 111.51,
+        "theory": -0.5,
+        "tolerance": 0.25,
+        "confidence": 0.999,
+        "problem_id": "p.u",
+        "quantity": "exponent of Q in K",
+    }
+    exact = {
+        "estimate": -1.0,
+        "ci_low": -1.0,
+        "ci_high": -1.0,
+        "theory": -1.0,
+        "tolerance": 0.02,
+        "confidence": 1.0,
+        "problem_id": "p.e",
+        "quantity": "exponent",
+    }
     residual = dict(exact, problem_id="p.r", residual=3e-15, confidence=None)
-    claim = {"cases": [dict(case_record("p.u", -0.676, -0.5, True), outcome="undecided",
-                            fit=undecided),
-                       dict(case_record("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
-                       dict(case_record("p.r", -1.0, -1.0, True), outcome="holds",
-                            fit=residual)],
-             "fits": [undecided, exact, residual]}
+    claim = {
+        "cases": [
+            dict(case_record("p.u", -0.676, -0.5, True), outcome="undecided", fit=undecided),
+            dict(case_record("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
+            dict(case_record("p.r", -1.0, -1.0, True), outcome="holds", fit=residual),
+        ],
+        "fits": [undecided, exact, residual],
+    }
     rows = fit_rows(claim)
     assert rows[0][3] == "[-112.9, 111.5] (99.9%)" and rows[0][-1] == "undecided"
     assert rows[1][3] == "exact data (no interval)" and rows[1][-1] == "holds"
     assert rows[2][3] == "exact data, fit residual 3e-15"
     assert "yes" not in {row[-1] for row in rows}
-    assert interval_text({"ci_low": 0.1, "ci_high": 0.2, "confidence": 0.95}) == \
-        "[0.1, 0.2] (95%)"
+    assert interval_text({"ci_low": 0.1, "ci_high": 0.2, "confidence": 0.95}) == "[0.1, 0.2] (95%)"

@@ -33,9 +33,18 @@ from theory_checks.registry import CLAIM_DB
 from theory_checks.runner import PROFILES, run_claims
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--allow-file-access-from-files", "--hide-scrollbars"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+    "--hide-scrollbars",
+]
 WIDTH, HEIGHT = 1400, 900
 # Quick real claims (a few seconds in all) standing in for the full run, one of each figure
 # kind and of each verdict: a bound, an identity, a refuted exponent beside its correction, a
@@ -43,20 +52,28 @@ WIDTH, HEIGHT = 1400, 900
 # fast profile leaves undecided by design. Every other registered claim still appears, "not
 # checked", because the report lists the registry it reads from the results directory: the
 # summary tables hold one line per claim, as in a full report.
-QUICK_CLAIMS = ("classical.neumann.error_bound", "classical.itd.error_identity",
-                "aggitd.cor1.no_floor", "aggitd.cor1.floor_kept", "fednest.rounds.fednest",
-                "fedmsa.rate.M_stochastic", "fednest.thm31.k_rate_bilevel")
+QUICK_CLAIMS = (
+    "classical.neumann.error_bound",
+    "classical.itd.error_identity",
+    "aggitd.cor1.no_floor",
+    "aggitd.cor1.floor_kept",
+    "fednest.rounds.fednest",
+    "fedmsa.rate.M_stochastic",
+    "fednest.thm31.k_rate_bilevel",
+)
 SCREENS = 5  # the summary part of the page, in screens of HEIGHT pixels
 
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not "
-                                                             "installed (.ci/run installs it)")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)"
+)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("run") / "results"
-    run_claims([c for c in CLAIM_DB if c.id in QUICK_CLAIMS], results, PROFILES["fast"],
-               progress=False)
+    run_claims(
+        [c for c in CLAIM_DB if c.id in QUICK_CLAIMS], results, PROFILES["fast"], progress=False
+    )
     # a small rounds-to-error results file, so the section's figure is loaded by the browser too
     _write_comparison(results)
     return build_report(results, results.parent / "report")
@@ -64,9 +81,13 @@ def report(tmp_path_factory) -> Path:
 
 def _chromium(*args: str, profile: Path, height: int = HEIGHT) -> str:
     assert CHROMIUM is not None
-    out = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
-                          f"--window-size={WIDTH},{height}", *args],
-                         capture_output=True, text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--window-size={WIDTH},{height}", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return out.stdout
 
 
@@ -74,8 +95,12 @@ def _chromium(*args: str, profile: Path, height: int = HEIGHT) -> str:
 def dom(report, tmp_path_factory) -> str:
     # why 10 s of virtual time: the load handler that marks decoded figures and measures the
     # layout runs after every image has loaded; virtual time makes the wait deterministic
-    return _chromium("--virtual-time-budget=10000", "--dump-dom", report.resolve().as_uri(),
-                     profile=tmp_path_factory.mktemp("chromium-profile"))
+    return _chromium(
+        "--virtual-time-budget=10000",
+        "--dump-dom",
+        report.resolve().as_uri(),
+        profile=tmp_path_factory.mktemp("chromium-profile"),
+    )
 
 
 def _body(dom: str) -> dict[str, str]:
@@ -89,15 +114,18 @@ def _glance(dom: str) -> dict[str, dict[str, set[str]]]:
     its full id)."""
     glance = dom.split('id="at-a-glance"')[1].split("</section>")[0]
     out: dict[str, dict[str, set[str]]] = {}
-    for paper, block in re.findall(r'data-paper="([^"]+)">(.*?)(?=<div class="paper-glance"|$)',
-                                   glance, re.S):
+    for paper, block in re.findall(
+        r'data-paper="([^"]+)">(.*?)(?=<div class="paper-glance"|$)', glance, re.S
+    ):
         # a verdict may have several groups ("fails as stated": the substantive refutations,
         # the errata and the table numbers apart): their chips together
         out[paper] = {}
-        for verdict, body in re.findall(r'<div class="group" data-verdict="([^"]+)">(.*?)</div>',
-                                        block, re.S):
+        for verdict, body in re.findall(
+            r'<div class="group" data-verdict="([^"]+)">(.*?)</div>', block, re.S
+        ):
             out[paper].setdefault(verdict, set()).update(
-                re.findall(r'class="chip"[^>]*title="([^:"]+):', body))
+                re.findall(r'class="chip"[^>]*title="([^:"]+):', body)
+            )
     return out
 
 
@@ -123,11 +151,15 @@ def test_first_screen_lists_which_claims_of_each_paper_hold_fail_or_are_undecide
         for verdict, ids in verdicts.items():
             assert shown[paper][verdict] == ids, (paper, verdict)
     assert {"holds", "fails as stated", "holds once corrected", "undecided"} <= {
-        v for verdicts in expected.values() for v in verdicts}
+        v for verdicts in expected.values() for v in verdicts
+    }
     # the undecided claim says the command and the time that decide it
     undecided = dom.split('<div class="group" data-verdict="undecided">')[1].split("</div>")[0]
-    assert re.search(r"decide it: <code>testbed check --profile thorough --claim "
-                     r"fednest\.thm31\.k_rate_bilevel[^<]*</code> \(about \d+ s\)", undecided)
+    assert re.search(
+        r"decide it: <code>testbed check --profile thorough --claim "
+        r"fednest\.thm31\.k_rate_bilevel[^<]*</code> \(about \d+ s\)",
+        undecided,
+    )
 
 
 @needs_chromium
@@ -150,15 +182,17 @@ def test_every_figure_decodes(dom):
     assert len(images) >= len(QUICK_CLAIMS) - 1, "the report shows too few figures"
     assert any("comparison.rounds_to_error.png" in tag for tag in images)
     assert all('data-loaded="yes"' in tag for tag in images), [
-        t for t in images if 'data-loaded="yes"' not in t]
+        t for t in images if 'data-loaded="yes"' not in t
+    ]
     assert _body(dom)["figures"] == f"{len(images)}/{len(images)}"
 
 
 @needs_chromium
 def test_every_claim_of_testbed_list_appears(dom):
     text = re.sub(r"<[^>]+>", " ", dom)
-    listed = subprocess.run([sys.executable, "-m", "testbed", "list"], capture_output=True,
-                            text=True, check=True)
+    listed = subprocess.run(
+        [sys.executable, "-m", "testbed", "list"], capture_output=True, text=True, check=True
+    )
     # the claims of the papers, the comparisons and the runs on enrolled variants (not the
     # plugins' runs, listed last)
     own = listed.stdout.split("claims of the papers:")[1].split("from outside the testbed")[0]
@@ -181,14 +215,19 @@ def test_screenshots_of_the_first_screen_and_of_a_figure_panel(report, dom, tmp_
     # a headless screenshot does not follow a #fragment here, so the figure panel is cropped
     # from a screenshot tall enough to reach it, at the position the page's script measured
     # with the figure's detail opened (#first-figure opens it)
-    opened = _chromium("--virtual-time-budget=10000", "--dump-dom", f"{url}#first-figure",
-                       profile=tmp_path / "p3")
+    opened = _chromium(
+        "--virtual-time-budget=10000", "--dump-dom", f"{url}#first-figure", profile=tmp_path / "p3"
+    )
     body = _body(opened)
     top, height = int(body["first-figure-top"]), int(body["first-figure-height"])
     assert height > 100, body
     tall = tmp_path / "tall.png"
-    _chromium(f"--screenshot={tall}", f"{url}#first-figure", profile=tmp_path / "p2",
-              height=top + height + 20)
+    _chromium(
+        f"--screenshot={tall}",
+        f"{url}#first-figure",
+        profile=tmp_path / "p2",
+        height=top + height + 20,
+    )
     panel = tmp_path / "figure_panel.png"
     with Image.open(tall) as image:
         image.crop((0, top, WIDTH, top + height)).save(panel)

@@ -20,10 +20,20 @@ from reports.figure_spec import Curve, quantity_label, slope_guide
 from tests._claim_files import case_record, claim_record, write_claim_file, write_series
 
 THEORY_ROLES = set(plots.THEORY_ROLES)
-SPEC = {"family": "QuadraticBilevel.random", "n_clients": 6, "dim_x": 3, "dim_y": 2,
-        "condition_number": 2.36358, "seed": 228041, "hessian_heterogeneity": 0.105375,
-        "gradient_heterogeneity": 1.28481e-277, "mu": 1.0, "n_samples": 0,
-        "gradient_noise": 0.0, "hessian_noise": 0.0}
+SPEC = {
+    "family": "QuadraticBilevel.random",
+    "n_clients": 6,
+    "dim_x": 3,
+    "dim_y": 2,
+    "condition_number": 2.36358,
+    "seed": 228041,
+    "hessian_heterogeneity": 0.105375,
+    "gradient_heterogeneity": 1.28481e-277,
+    "mu": 1.0,
+    "n_samples": 0,
+    "gradient_noise": 0.0,
+    "hessian_noise": 0.0,
+}
 PID = "quad.bilevel.m6.dx3.dy2.k2.36358.hh0.105375.gh1.28481e-277.n0.seed228041"
 
 RATE = "classical.toy.rate_without_theory_series"
@@ -36,11 +46,18 @@ FITTED_BAND = "fednest.toy.variance_linear_in_n"  # measured + fitted series, th
 ORIGIN_FAIL = "fednest.toy.per_client_bias"  # the failing case at the origin, under the others
 
 
-def _fit(estimate: float, theory: float, quantity: str, half_width: float = 1e-3,
-         tolerance: float = 0.05) -> dict:
-    return {"quantity": quantity, "estimate": estimate, "ci_low": estimate - half_width,
-            "ci_high": estimate + half_width, "theory": theory, "tolerance": tolerance,
-            "confidence": 0.95}
+def _fit(
+    estimate: float, theory: float, quantity: str, half_width: float = 1e-3, tolerance: float = 0.05
+) -> dict:
+    return {
+        "quantity": quantity,
+        "estimate": estimate,
+        "ci_low": estimate - half_width,
+        "ci_high": estimate + half_width,
+        "theory": theory,
+        "tolerance": tolerance,
+        "confidence": 0.95,
+    }
 
 
 def _fitted_case(fit: dict, relation: str) -> dict:
@@ -55,62 +72,130 @@ def make_figure_results(root: Path) -> Path:
     claims, series = {}, {}
 
     rate_fit = _fit(math.log(0.5), math.log(0.5) * 1.01, "log error per inner iteration")
-    claims[RATE] = claim_record(RATE, "Classical", "linear_rate", "holds",
-                                [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
-                                fits=[rate_fit | {"problem_id": PID}])
-    series[RATE] = ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0)
-                               for t in range(10)])
+    claims[RATE] = claim_record(
+        RATE,
+        "Classical",
+        "linear_rate",
+        "holds",
+        [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
+        fits=[rate_fit | {"problem_id": PID}],
+    )
+    series[RATE] = ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0) for t in range(10)])
 
     power_fit = _fit(-0.5, -0.5, "exponent of the exact noise floor RMS in b")
-    claims[POWER] = claim_record(POWER, "HGP", "scaling_exponent", "holds",
-                                 [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
-                                 fits=[power_fit | {"problem_id": PID}])
-    series[POWER] = ("hgp-stochastic", [
-        (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
-        for b in (2, 4, 8, 16) for name, scale in (("measured", 1.0), ("bound", 1.01))])
+    claims[POWER] = claim_record(
+        POWER,
+        "HGP",
+        "scaling_exponent",
+        "holds",
+        [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
+        fits=[power_fit | {"problem_id": PID}],
+    )
+    series[POWER] = (
+        "hgp-stochastic",
+        [
+            (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
+            for b in (2, 4, 8, 16)
+            for name, scale in (("measured", 1.0), ("bound", 1.01))
+        ],
+    )
 
     # the exponent is in (M-S)/(S(M-1)), not in the plotted S: no slope on the S axis
     other_fit = _fit(1.0, 1.0, "exponent of Var[h] in (M-S)/(S(M-1))", tolerance=0.02)
-    claims[OTHER_VARIABLE] = claim_record(OTHER_VARIABLE, "AggITD", "scaling_exponent", "holds",
-                                          [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
-                                          fits=[other_fit | {"problem_id": PID}])
-    series[OTHER_VARIABLE] = ("aggitd", [
-        (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0)
-        for s in (1, 2, 3, 4)])
+    claims[OTHER_VARIABLE] = claim_record(
+        OTHER_VARIABLE,
+        "AggITD",
+        "scaling_exponent",
+        "holds",
+        [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
+        fits=[other_fit | {"problem_id": PID}],
+    )
+    series[OTHER_VARIABLE] = (
+        "aggitd",
+        [
+            (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0)
+            for s in (1, 2, 3, 4)
+        ],
+    )
 
-    claims[COUNT] = claim_record(COUNT, "FedNest", "communication_count", "holds", [
-        case_record(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
-        for n in (1, 3, 5, 8)])
-    series[COUNT] = ("fednest", [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0)
-                                 for n in (1, 3, 5, 8)])
+    claims[COUNT] = claim_record(
+        COUNT,
+        "FedNest",
+        "communication_count",
+        "holds",
+        [
+            case_record(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
+            for n in (1, 3, 5, 8)
+        ],
+    )
+    series[COUNT] = (
+        "fednest",
+        [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0) for n in (1, 3, 5, 8)],
+    )
 
-    claims[BOUND_NO_SERIES] = claim_record(BOUND_NO_SERIES, "FedNest", "bias_bound", "holds", [
-        case_record(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)])
+    claims[BOUND_NO_SERIES] = claim_record(
+        BOUND_NO_SERIES,
+        "FedNest",
+        "bias_bound",
+        "holds",
+        [case_record(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)],
+    )
 
-    claims[NO_THEORY] = claim_record(NO_THEORY, "FedMSA", "scaling_exponent", "holds", [
-        case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}])  # no bound: inf
-    series[NO_THEORY] = ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0)
-                                    for r in (1, 2, 4, 8)])
+    claims[NO_THEORY] = claim_record(
+        NO_THEORY,
+        "FedMSA",
+        "scaling_exponent",
+        "holds",
+        [case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}],
+    )  # no bound: inf
+    series[NO_THEORY] = (
+        "fedmsa",
+        [(PID, "measured", "rounds R", r, 1.0 / r, 0) for r in (1, 2, 4, 8)],
+    )
 
     # like fednest.ihgp.variance_linear_in_n: each case records its fitted rate as a series
     # (a pale band) and no theory series; the theory line showed in one panel of four
     pids = [f"{PID}.{i}" for i in range(3)]
-    band_fits = [_fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
-                 for i, pid in enumerate(pids)]
+    band_fits = [
+        _fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
+        for i, pid in enumerate(pids)
+    ]
     claims[FITTED_BAND] = claim_record(
-        FITTED_BAND, "FedNest", "scaling_exponent", "holds",
-        [case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit)
-         | {"spec": SPEC} for pid, fit in zip(pids, band_fits, strict=True)], fits=band_fits)
-    series[FITTED_BAND] = ("fedihgp", [
-        (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
-        for i, pid in enumerate(pids) for n in (8, 16, 32, 64)
-        for name in ("measured", "fitted")])
+        FITTED_BAND,
+        "FedNest",
+        "scaling_exponent",
+        "holds",
+        [
+            case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit)
+            | {"spec": SPEC}
+            for pid, fit in zip(pids, band_fits, strict=True)
+        ],
+        fits=band_fits,
+    )
+    series[FITTED_BAND] = (
+        "fedihgp",
+        [
+            (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
+            for i, pid in enumerate(pids)
+            for n in (8, 16, 32, 64)
+            for name in ("measured", "fitted")
+        ],
+    )
 
     # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
-    claims[ORIGIN_FAIL] = claim_record(ORIGIN_FAIL, "FedNest", "bias_bound", "fails as stated", [
-        case_record("p.0", 0.0, 0.0, True), case_record("p.1", 0.0, 0.0, True),
-        case_record("p.2", 0.0, 0.0, False), case_record("p.3", 0.5, 1.0, True)],
-        counterexample=f"counterexamples/{ORIGIN_FAIL}.json")
+    claims[ORIGIN_FAIL] = claim_record(
+        ORIGIN_FAIL,
+        "FedNest",
+        "bias_bound",
+        "fails as stated",
+        [
+            case_record("p.0", 0.0, 0.0, True),
+            case_record("p.1", 0.0, 0.0, True),
+            case_record("p.2", 0.0, 0.0, False),
+            case_record("p.3", 0.5, 1.0, True),
+        ],
+        counterexample=f"counterexamples/{ORIGIN_FAIL}.json",
+    )
 
     for cid, data in claims.items():
         estimator, rows = series.get(cid, (data["estimators"][0], []))  # [] : a header only
@@ -190,14 +275,19 @@ def test_panel_titles_describe_the_problem_not_its_id(built):
 def test_quantity_labels():
     assert quantity_label("exponent of Var[h] in (M-S)/(S(M-1))") == "Var[h]"
     assert quantity_label("log ||grad f(x_N)|| per Neumann term") == "||grad f(x_N)||"
-    assert quantity_label("exponent of the exact noise floor RMS in b") == \
-        "exact noise floor RMS"
+    assert quantity_label("exponent of the exact noise floor RMS in b") == "exact noise floor RMS"
     assert quantity_label("something else") is None
 
 
 def test_slope_guide_uses_the_recorded_theory_and_checks_the_axis():
-    curve = Curve("e", "measured", "b", (2.0, 4.0, 8.0, 16.0),
-                  tuple(3 * b**-0.5 for b in (2.0, 4.0, 8.0, 16.0)), (0.0,) * 4)
+    curve = Curve(
+        "e",
+        "measured",
+        "b",
+        (2.0, 4.0, 8.0, 16.0),
+        tuple(3 * b**-0.5 for b in (2.0, 4.0, 8.0, 16.0)),
+        (0.0,) * 4,
+    )
     guide = slope_guide(curve, _fit(-0.5, -0.47, "q"), "power")
     assert guide is not None and guide.theory == -0.47 and guide.estimate == -0.5
     assert (guide.x_low, guide.x_high) == (2.0, 16.0)
@@ -258,8 +348,11 @@ def test_a_fitted_band_gets_the_theory_slope_in_every_panel(built):
     *series_panels, summary = _panels(manifest, FITTED_BAND)
     assert len(series_panels) == 3
     for panel in series_panels:
-        assert {"measured", "series:fitted", "theory-slope"} <= set(panel["roles"]) or \
-            {"measured", "fitted", "theory-slope"} <= set(panel["roles"]), panel
+        assert {"measured", "series:fitted", "theory-slope"} <= set(panel["roles"]) or {
+            "measured",
+            "fitted",
+            "theory-slope",
+        } <= set(panel["roles"]), panel
     assert "theory-level" in summary["roles"]
     assert "95% interval" in text  # the fits record 0.95, and the caption says so
 
@@ -267,8 +360,9 @@ def test_a_fitted_band_gets_the_theory_slope_in_every_panel(built):
 def test_a_single_panel_caption_has_no_right_and_a_bound_says_where_holding_cases_lie(built):
     _, manifest, text = built
     assert len(_panels(manifest, ORIGIN_FAIL)) == 1
-    caption = re.search(r'id="claim-fednest-toy-per_client_bias-figure">.*?<figcaption>(.*?)<',
-                        text, re.S)
+    caption = re.search(
+        r'id="claim-fednest-toy-per_client_bias-figure">.*?<figcaption>(.*?)<', text, re.S
+    )
     assert caption and not caption.group(1).startswith("Right")
     assert "on or below the line y = x, and one above it fails" in caption.group(1)
     assert "agreeing points lie on the line" not in text
@@ -281,8 +375,11 @@ def test_a_failing_case_is_drawn_on_top_of_passing_ones_at_the_same_place():
 
     from reports.figure_spec import CasePoint
 
-    points = [CasePoint("1", 0.0, 0.0, "holds"), CasePoint("2", 0.0, 0.0, "fails"),
-              CasePoint("3", 0.0, 0.0, "holds")]
+    points = [
+        CasePoint("1", 0.0, 0.0, "holds"),
+        CasePoint("2", 0.0, 0.0, "fails"),
+        CasePoint("3", 0.0, 0.0, "holds"),
+    ]
     fig, ax = plt.subplots()
     try:
         plots.draw_case_points(ax, [0.0, 0.0, 0.0], points)
@@ -290,7 +387,8 @@ def test_a_failing_case_is_drawn_on_top_of_passing_ones_at_the_same_place():
         top = max(drawn, key=lambda c: c.get_zorder())
         assert top is drawn[-1] and top.get_sizes()[0] > 3 * drawn[0].get_sizes()[0]
         assert tuple(top.get_facecolor()[0][:3]) == pytest.approx(
-            tuple(int(plots.OUTCOME_COLORS["fails"][i:i + 2], 16) / 255 for i in (1, 3, 5)))
+            tuple(int(plots.OUTCOME_COLORS["fails"][i : i + 2], 16) / 255 for i in (1, 3, 5))
+        )
     finally:
         plt.close(fig)
 
@@ -307,14 +405,25 @@ def test_rounds_to_error_figure_is_readable_and_colour_blind_safe(tmp_path):
     styles = [cf.algorithm_style(name) for name in cf.ALGORITHM_STYLES]
     assert len({s["color"] for s in styles}) == len(styles)
     assert len({str(s["linestyle"]) for s in styles}) == len(styles)
-    okabe_ito = {"#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00",
-                 "#CC79A7"}
+    okabe_ito = {
+        "#000000",
+        "#E69F00",
+        "#56B4E9",
+        "#009E73",
+        "#F0E442",
+        "#0072B2",
+        "#D55E00",
+        "#CC79A7",
+    }
     assert {s["color"] for s in styles} <= okabe_ito
     assert cf.FONT_SIZES["xtick.labelsize"] >= 10 and cf.FONT_SIZES["ytick.labelsize"] >= 10
     metrics = ["aggitd", "fedmsa", "lfednest", "fedmsa_vs_fednest_n5", "lfednest_heterogeneous"]
-    curves = {name: [Trace("0", (1.0, 2.0, 3.0), (10.0, 20.0, 30.0),
-                           {m: (1.0, 0.1, 0.01) for m in metrics})]
-              for name in cf.ALGORITHM_STYLES}
+    curves = {
+        name: [
+            Trace("0", (1.0, 2.0, 3.0), (10.0, 20.0, 30.0), {m: (1.0, 0.1, 0.01) for m in metrics})
+        ]
+        for name in cf.ALGORITHM_STYLES
+    }
     path = tmp_path / "r.png"
     cf.plot_rounds_to_error(curves, {m: 0.1 for m in metrics}, path)
     with Image.open(path) as image:

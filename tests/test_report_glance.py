@@ -51,47 +51,98 @@ class _Ids(HTMLParser):
 
 def _glance_results(root: Path) -> Path:
     results = make_results(root)
-    correction = claim_record(CORRECTION, "FedNest", "bias_bound", "holds once corrected",
-                              [case_record("p.a", 0.1, 0.2, True)])
+    correction = claim_record(
+        CORRECTION,
+        "FedNest",
+        "bias_bound",
+        "holds once corrected",
+        [case_record("p.a", 0.1, 0.2, True)],
+    )
     correction["corrects"] = FAILING
     correction["statement"] = "the corrected bound <script>alert(1)</script> holds"
     # a loose bound (20x room) that names its companion
-    later = claim_record(LATER, "FedNest", "bias_bound", "holds",
-                         [case_record("p.a", 0.01, 0.2, True)])
-    later.update(power_from=[CORRECTION],
-                 power={"name": "off by one", "caught": True, "verdict": "fails as stated"})
-    refuted = claim_record(ZERO_CASES, "AggITD", "bias_bound", "fails as stated",
-                           [case_record("p.z", 2.0, 1.0, False)],
-                           counterexample=f"counterexamples/{ZERO_CASES}.json")
+    later = claim_record(
+        LATER, "FedNest", "bias_bound", "holds", [case_record("p.a", 0.01, 0.2, True)]
+    )
+    later.update(
+        power_from=[CORRECTION],
+        power={"name": "off by one", "caught": True, "verdict": "fails as stated"},
+    )
+    refuted = claim_record(
+        ZERO_CASES,
+        "AggITD",
+        "bias_bound",
+        "fails as stated",
+        [case_record("p.z", 2.0, 1.0, False)],
+        counterexample=f"counterexamples/{ZERO_CASES}.json",
+    )
     refuted["n_cases"] = 0
-    refuted.update(decision="statistical", false_fail_rate=1e-3, about="proof step or formula",
-                   serves=SERVED)
+    refuted.update(
+        decision="statistical", false_fail_rate=1e-3, about="proof step or formula", serves=SERVED
+    )
     (root / "counterexamples" / f"{ZERO_CASES}.npz").write_bytes(b"arrays")
-    served = claim_record(SERVED, "AggITD", "bias_bound", "holds",
-                          [case_record("p.a", 0.1, 0.2, True)])
-    table = claim_record(TABLE, "AggITD", "communication_count", "fails as stated",
-                         [case_record("p.t", 3.0, 2.0, False)],
-                         counterexample=f"counterexamples/{TABLE}.json")
+    served = claim_record(
+        SERVED, "AggITD", "bias_bound", "holds", [case_record("p.a", 0.1, 0.2, True)]
+    )
+    table = claim_record(
+        TABLE,
+        "AggITD",
+        "communication_count",
+        "fails as stated",
+        [case_record("p.t", 3.0, 2.0, False)],
+        counterexample=f"counterexamples/{TABLE}.json",
+    )
     table["about"] = "table number"
     for data in (correction, later, refuted, served, table):
         (root / data["series_file"]).write_text("")
         write_claim_file(root, data)
     meta = json.loads((root / "metadata.json").read_text())
-    meta["claims_registered"] = [{"id": UNCHECKED, "paper": "FedNest", "reference": "r",
-                                  "kind": "bias_bound", "statement": "s",
-                                  "estimators": ["fedihgp"], "expected": "holds"}]
+    meta["claims_registered"] = [
+        {
+            "id": UNCHECKED,
+            "paper": "FedNest",
+            "reference": "r",
+            "kind": "bias_bound",
+            "statement": "s",
+            "estimators": ["fedihgp"],
+            "expected": "holds",
+        }
+    ]
     (root / "metadata.json").write_text(json.dumps(meta))
     (root / "mutation").mkdir()
-    (root / "mutation" / "summary.json").write_text(json.dumps({
-        "profile": "fast", "catalogue": 2, "counts": {"mutants": 2, "killed": 2},
-        "mutants": [{"mutant": "n-minus-one", "status": "killed", "killed_by": [LATER]},
-                    {"mutant": "half-step", "status": "killed",
-                     "killed_by": [f"{LATER} (error)"]}]}))
-    write_calibration_summary(root, {
-        "profile": "fast", "seeds": 20, "claims": [{
-            "claim": ZERO_CASES, "expected": "fails", "seeds": 20, "refuted": 19,
-            "undecided": 1, "rate_low": 0.75, "rate_high": 0.999, "stated_rate": 1e-3,
-            "consistent": True}]})
+    (root / "mutation" / "summary.json").write_text(
+        json.dumps(
+            {
+                "profile": "fast",
+                "catalogue": 2,
+                "counts": {"mutants": 2, "killed": 2},
+                "mutants": [
+                    {"mutant": "n-minus-one", "status": "killed", "killed_by": [LATER]},
+                    {"mutant": "half-step", "status": "killed", "killed_by": [f"{LATER} (error)"]},
+                ],
+            }
+        )
+    )
+    write_calibration_summary(
+        root,
+        {
+            "profile": "fast",
+            "seeds": 20,
+            "claims": [
+                {
+                    "claim": ZERO_CASES,
+                    "expected": "fails",
+                    "seeds": 20,
+                    "refuted": 19,
+                    "undecided": 1,
+                    "rate_low": 0.75,
+                    "rate_high": 0.999,
+                    "stated_rate": 1e-3,
+                    "consistent": True,
+                }
+            ],
+        },
+    )
     return results
 
 
@@ -107,20 +158,31 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, _Ids
 
 def _glance(text: str, paper: str) -> dict[str, list[str]]:
     """The first screen's list of one paper: verdict -> the ids its chips name."""
-    block = re.search(rf'<div class="paper-glance" data-paper="{paper}">(.*?</div>)\n</div>',
-                      text, re.S)
+    block = re.search(
+        rf'<div class="paper-glance" data-paper="{paper}">(.*?</div>)\n</div>', text, re.S
+    )
     assert block, paper
-    groups = re.findall(r'<div class="group" data-verdict="([^"]+)"><a class="badge [^"]*" '
-                        r'href="[^"]*"(?: data-refutation="([^"]+)")?>(.*?)</div>', block.group(1))
+    groups = re.findall(
+        r'<div class="group" data-verdict="([^"]+)"><a class="badge [^"]*" '
+        r'href="[^"]*"(?: data-refutation="([^"]+)")?>(.*?)</div>',
+        block.group(1),
+    )
     # a "fails as stated" group is named by its class but for the substantive refutations
-    return {refutation if refutation not in ("", "substantive refutation") else verdict:
-            re.findall(r'class="chip" href="#row-[^"]*" title="([^:"]+):', body)
-            for verdict, refutation, body in groups}
+    return {
+        refutation if refutation not in ("", "substantive refutation") else verdict: re.findall(
+            r'class="chip" href="#row-[^"]*" title="([^:"]+):', body
+        )
+        for verdict, refutation, body in groups
+    }
 
 
 def _detail(text: str, claim_id: str) -> str:
-    match = re.search(rf'<details class="claim" id="claim-{re.escape(claim_id.replace(".", "-"))}"'
-                      r">(.*?)</details>", text, re.S)
+    match = re.search(
+        rf'<details class="claim" id="claim-{re.escape(claim_id.replace(".", "-"))}"'
+        r">(.*?)</details>",
+        text,
+        re.S,
+    )
     assert match, claim_id
     return match.group(1)
 
@@ -136,36 +198,49 @@ def test_first_screen_lists_each_papers_claims_by_verdict_with_links(page):
     assert fednest["not checked"] == []  # counted, not listed: no results file
     assert ">not checked 1</a>" in text
     # an erratum and a table number that fail as stated are listed after the rest, apart
-    assert _glance(text, "AggITD") == {"holds": [SERVED], "erratum": [ZERO_CASES],
-                                       "table number": [TABLE]}
+    assert _glance(text, "AggITD") == {
+        "holds": [SERVED],
+        "erratum": [ZERO_CASES],
+        "table number": [TABLE],
+    }
     for href in re.findall(r'class="(?:chip|badge [^"]*)" href="#([^"]+)"', text):
         assert href in ids.ids, href  # every chip and group badge links to an existing anchor
-    assert "**[FedNest](#paper-fednest)**: 4 claims: 1 fails as stated, 1 holds, 1 holds " \
+    assert (
+        "**[FedNest](#paper-fednest)**: 4 claims: 1 fails as stated, 1 holds, 1 holds "
         "once corrected, 1 not checked" in markdown
-    assert "**[AggITD](#paper-aggitd)**: 3 claims: 1 holds, 1 erratum (fails as printed), " \
+    )
+    assert (
+        "**[AggITD](#paper-aggitd)**: 3 claims: 1 holds, 1 erratum (fails as printed), "
         "1 table number (fails as stated)" in markdown
+    )
     assert f"[`toy.bias_bound`](#row-{FAILING.replace('.', '-')})" in markdown
-    assert text.index('id="at-a-glance"') < text.index('id="paper-fednest"') < \
-        text.index('id="refutations"') < text.index('id="errata"') < \
-        text.index('id="table-numbers"') < text.index('id="details"')
+    assert (
+        text.index('id="at-a-glance"')
+        < text.index('id="paper-fednest"')
+        < text.index('id="refutations"')
+        < text.index('id="errata"')
+        < text.index('id="table-numbers"')
+        < text.index('id="details"')
+    )
 
 
 def test_the_summary_counts_refutations_errata_and_table_numbers_apart(page):
     _, text, markdown, _ = page
-    line = ("failing as stated: 1 substantive refutation(s), 1 erratum/errata, 1 table "
-            "number(s)")
+    line = "failing as stated: 1 substantive refutation(s), 1 erratum/errata, 1 table number(s)"
     assert line in text and line in markdown
 
 
 def test_not_checked_is_never_counted_as_expected(page):
     _, text, markdown, _ = page
-    row = re.search(rf'<tr class="claim-row" id="row-{UNCHECKED.replace(".", "-")}".*?</tr>',
-                    text)
+    row = re.search(rf'<tr class="claim-row" id="row-{UNCHECKED.replace(".", "-")}".*?</tr>', text)
     assert row and "· not checked</span>" in row.group(0)
     assert "expected-yes" not in row.group(0) and "as expected" not in row.group(0)
     assert "1 not checked (not counted as expected)" in text
-    checked = re.search(r"(\d+) claims of the papers \((\d+) checked\): (\d+) as the testbed "
-                        r"expects", text)
+    checked = re.search(
+        r"(\d+) claims of the papers \((\d+) checked\): (\d+) as the testbed "
+        r"expects",
+        text,
+    )
     # neither the unchecked claim nor make_results' untrusted one (its series file is gone)
     assert checked and int(checked.group(2)) == int(checked.group(1)) - 2
     assert "1 results file(s) not trusted" in text
@@ -175,22 +250,25 @@ def test_not_checked_is_never_counted_as_expected(page):
 
 def test_a_refuted_claim_and_its_correction_name_each_other(page):
     _, text, markdown, _ = page
-    correction = re.search(rf'<tr class="claim-row" id="row-{CORRECTION.replace(".", "-")}"'
-                           r".*?</tr>", text)
+    correction = re.search(
+        rf'<tr class="claim-row" id="row-{CORRECTION.replace(".", "-")}"'
+        r".*?</tr>",
+        text,
+    )
     assert correction and f"corrects {FAILING}: " in correction.group(0)
-    assert f'Corrected by <a href="#claim-{CORRECTION.replace(".", "-")}">' in \
-        _detail(text, FAILING)
+    assert f'Corrected by <a href="#claim-{CORRECTION.replace(".", "-")}">' in _detail(
+        text, FAILING
+    )
     assert f"| corrects {FAILING}: " in markdown
 
 
 def test_a_fails_as_stated_verdict_reads_as_a_known_erratum_not_as_expected_to_hold(page):
-    """"fails as stated / expected: yes" read as if the paper's claim were expected to hold."""
+    """ "fails as stated / expected: yes" read as if the paper's claim were expected to hold."""
     _, text, markdown, _ = page
     row = re.search(rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>', text)
     assert row and "fails as stated <span" in row.group(0) and "known erratum" in row.group(0)
     assert "expected: yes" not in text and "expected: yes" not in markdown
-    assert "a known erratum: the testbed refuted this statement before" in \
-        _detail(text, FAILING)
+    assert "a known erratum: the testbed refuted this statement before" in _detail(text, FAILING)
     assert "**fails as stated** (known erratum)" in markdown
 
 
@@ -204,17 +282,19 @@ def test_a_verdict_resting_on_the_saved_counterexample_says_so(page):
 
 def test_power_and_calibration_are_shown_per_claim(page):
     _, text, markdown, _ = page
-    assert "Calibration: 19/20 refutations [0.75, 0.999] vs stated 0.001" in \
-        _detail(text, ZERO_CASES)
+    assert "Calibration: 19/20 refutations [0.75, 0.999] vs stated 0.001" in _detail(
+        text, ZERO_CASES
+    )
     assert "Calibration: n/a (deterministic)" in _detail(text, FAILING)
     assert "19/20 refutations" in markdown
 
 
 def test_errata_give_statement_measurement_correction_and_files(page):
     index, text, markdown, _ = page
-    sections = {anchor: re.search(rf'<section class="errata" id="{anchor}">(.*?)</section>',
-                                  text, re.S)
-                for anchor in ("refutations", "errata", "table-numbers")}
+    sections = {
+        anchor: re.search(rf'<section class="errata" id="{anchor}">(.*?)</section>', text, re.S)
+        for anchor in ("refutations", "errata", "table-numbers")
+    }
     assert all(sections.values())
     refutations, errata, tables = (m.group(1) for m in sections.values())
     # the stated result refuted in its section, the proof step and the table number apart
@@ -225,14 +305,19 @@ def test_errata_give_statement_measurement_correction_and_files(page):
     assert "0.9 vs bound 0.3" in refutations  # what was measured (the failing case)
     assert CORRECTION in refutations and "holds once corrected" in refutations
     # an erratum names the result it serves, with that result's verdict
-    assert re.search(rf'serves <a href="#row-{SERVED.replace(".", "-")}"><code>{SERVED}</code>'
-                     r'</a> <span class="badge verdict-holds">holds</span>', errata)
+    assert re.search(
+        rf'serves <a href="#row-{SERVED.replace(".", "-")}"><code>{SERVED}</code>'
+        r'</a> <span class="badge verdict-holds">holds</span>',
+        errata,
+    )
     for name in (f"{ZERO_CASES}.json", f"{ZERO_CASES}.npz"):
         assert f'href="counterexamples/{name}"' in errata
         assert (index.parent / "counterexamples" / name).is_file()
     assert "no corrected claim is checked" in errata  # ZERO_CASES has no correction
-    assert "## Refutations of stated results: 1 theorem, lemma, corollary or proposition " \
+    assert (
+        "## Refutations of stated results: 1 theorem, lemma, corollary or proposition "
         "that fails as stated" in markdown
+    )
     assert "## Errata: 1 statement that fails as printed" in markdown
     assert f"serves [`{SERVED}`](#claim-{SERVED.replace('.', '-')}) **holds**" in markdown
     assert "## Table numbers: 1 number of an experiment not reproduced" in markdown
@@ -240,8 +325,10 @@ def test_errata_give_statement_measurement_correction_and_files(page):
 
 def test_empty_sections_give_the_exact_command_and_its_duration(page):
     _, text, markdown, _ = page
-    for section, command in (("replication", "testbed run configs --results "),
-                             ("bench", "python benchmarks/run.py --quick --out ")):
+    for section, command in (
+        ("replication", "testbed run configs --results "),
+        ("bench", "python benchmarks/run.py --quick --out "),
+    ):
         match = re.search(rf'<section class="extra" id="{section}">(.*?)</section>', text, re.S)
         assert match and "not run" in match.group(1)
         assert f"<code>{command}" in match.group(1) and " s " in match.group(1) + " "
@@ -271,14 +358,16 @@ def test_each_holds_shows_its_slack_and_kill_set(page):
     from the recorded cases (0.01 against 0.2: 20x) with the mutants of mutation/summary.json."""
     _, text, markdown, _ = page
     row = re.search(rf'<tr class="claim-row" id="row-{LATER.replace(".", "-")}".*?</tr>', text)
-    assert row and '<td class="clip slack"' in row.group(0) and "20x (bound), loose" in \
-        row.group(0)
+    assert row and '<td class="clip slack"' in row.group(0) and "20x (bound), loose" in row.group(0)
     detail = _detail(text, LATER)
-    assert "Evidence: slack 20x (bound: largest share of the room 0.05, on p.a); loose (more " \
-        f"than 10x): its power comes from {CORRECTION}; kill set: its perturbation caught (off " \
+    assert (
+        "Evidence: slack 20x (bound: largest share of the room 0.05, on p.a); loose (more "
+        f"than 10x): its power comes from {CORRECTION}; kill set: its perturbation caught (off "
         "by one); 2 mutant(s) killed first by it: n-minus-one, half-step." in detail
+    )
     assert "| 20x (bound), loose |" in markdown
     # a refuted claim has no slack: its cell says so
-    failing = re.search(rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>',
-                        text)
+    failing = re.search(
+        rf'<tr class="claim-row" id="row-{FAILING.replace(".", "-")}".*?</tr>', text
+    )
     assert failing and '<td class="clip slack" title="kill set: ' in failing.group(0)

@@ -17,19 +17,39 @@ PLUGIN_CLAIM = "somelib.solver.identity"
 
 def _with_library_runs(root: Path) -> Path:
     results = make_results(root)
-    run = claim_record(LIBRARY_RUN, "Classical", "exact_identity", "fails as stated",
-                       [case_record("p.lib", 0.01, 1e-6, False)],
-                       counterexample=f"counterexamples/{LIBRARY_RUN}.json")
-    run.update(estimator="somelib-solver", as_expected=False, expected="holds",
-               estimator_entry={"paper": "somelib", "reference": "somelib 1.2.3: solve()",
-                                "builtin": False})
+    run = claim_record(
+        LIBRARY_RUN,
+        "Classical",
+        "exact_identity",
+        "fails as stated",
+        [case_record("p.lib", 0.01, 1e-6, False)],
+        counterexample=f"counterexamples/{LIBRARY_RUN}.json",
+    )
+    run.update(
+        estimator="somelib-solver",
+        as_expected=False,
+        expected="holds",
+        estimator_entry={
+            "paper": "somelib",
+            "reference": "somelib 1.2.3: solve()",
+            "builtin": False,
+        },
+    )
     (root / run["series_file"]).write_text("")
     write_claim_file(root, run)
     meta = json.loads((root / "metadata.json").read_text())
-    meta["claims_registered"] = [{"id": PLUGIN_CLAIM, "paper": "somelib", "reference": "r",
-                                  "kind": "exact_identity", "statement": "s",
-                                  "estimators": ["somelib-solver"], "expected": "holds",
-                                  "builtin": False}]
+    meta["claims_registered"] = [
+        {
+            "id": PLUGIN_CLAIM,
+            "paper": "somelib",
+            "reference": "r",
+            "kind": "exact_identity",
+            "statement": "s",
+            "estimators": ["somelib-solver"],
+            "expected": "holds",
+            "builtin": False,
+        }
+    ]
     (root / "metadata.json").write_text(json.dumps(meta))
     return results
 
@@ -38,9 +58,9 @@ def test_a_library_run_has_its_own_section_and_stays_out_of_the_papers_counts(tm
     results = _with_library_runs(tmp_path / "results")
     build_report(results, tmp_path / "report")
     page = (tmp_path / "report" / "report.md").read_text()
-    glance, rest = page.split("<a id=\"errata\"></a>", 1)
+    glance, rest = page.split('<a id="errata"></a>', 1)
     papers, outside = glance.split("### Plugins, integrations and verified estimators", 1)
-    errata = rest.split("<a id=\"paper-", 1)[0]
+    errata = rest.split('<a id="paper-', 1)[0]
     # the papers' counts, their lists and the errata know nothing of the library's runs
     # (make_results' claim whose series file is gone is counted but not checked)
     assert "5 claims of the papers (4 checked)" in papers and "somelib" not in papers

@@ -16,57 +16,128 @@ from results_format.validation import seal
 from theory_checks.comparison import table as comparison_table
 
 REPLICATION = {
-    "experiment": "aggitd-table2-iid-tau1", "paper": "AggITD", "table": "AggITD Table 2",
+    "experiment": "aggitd-table2-iid-tau1",
+    "paper": "AggITD",
+    "table": "AggITD Table 2",
     "metadata": {"dataset": "digits", "device": "cpu"},
-    "rows": [{"setting": "iid, tau = 1", "metric": "rounds to 90% test accuracy",
-              "paper_value": 140, "testbed_value": 152.0, "unit": "rounds",
-              "differences": "digits instead of MNIST"},
-             {"setting": "non-iid, tau = 5", "metric": "rounds to 90% test accuracy",
-              "paper_value": "about 300", "testbed_value": None, "unit": "rounds",
-              "differences": "none"}],
+    "rows": [
+        {
+            "setting": "iid, tau = 1",
+            "metric": "rounds to 90% test accuracy",
+            "paper_value": 140,
+            "testbed_value": 152.0,
+            "unit": "rounds",
+            "differences": "digits instead of MNIST",
+        },
+        {
+            "setting": "non-iid, tau = 5",
+            "metric": "rounds to 90% test accuracy",
+            "paper_value": "about 300",
+            "testbed_value": None,
+            "unit": "rounds",
+            "differences": "none",
+        },
+    ],
     # no run folder beside it here: the seal vouches for the record alone
-    "metrics_rows_sha256": "0" * 64}
+    "metrics_rows_sha256": "0" * 64,
+}
 REPLICATION = seal(REPLICATION)
 BENCH = {
-    "benchmark": "oracle-throughput", "description": "HVPs per second, batched clients",
+    "benchmark": "oracle-throughput",
+    "description": "HVPs per second, batched clients",
     "machine": {"cpu": "toy", "cores": 2, "device": "cpu", "torch": "2.13"},
     "rows": [{"clients": 8, "hvp_per_s": 1234.5}, {"clients": 64, "hvp_per_s": 8000.25}],
-    "targets": [{"name": "64-client speed-up", "measured": 6.48, "target": 4.0,
-                 "direction": "at_least", "met": True},
-                {"name": "memory (GB)", "measured": 3.0, "target": 2.0,
-                 "direction": "at_most", "met": False}]}
-COMMUNICATION = {"fingerprint": "x", "iterations": 2, "seed": 0, "rows": [
-    {"algorithm": "fednest", "paper": "FedNest", "formula": "2T + N' + 3",
-     "formula_parameters": {"T": 5, "N": 10}, "formula_source": "FedNest Table 2",
-     "formula_value": None, "formula_per_iteration": [21, 19], "declared": 23,
-     "measured_rounds": [21, 19], "agrees": True, "floats_per_round": 64.5,
-     "floats_per_iteration": 1290.0, "note": "N' drawn per iteration"},
-    {"algorithm": "toy-algorithm", "paper": "Toy", "formula": "2N + 3",
-     "formula_parameters": {"N": 1}, "formula_source": "Toy Table 1", "formula_value": 5,
-     "formula_per_iteration": [5, 5], "declared": 5, "measured_rounds": [6, 6],
-     "agrees": False, "floats_per_round": 10.0, "floats_per_iteration": 60.0, "note": ""}]}
+    "targets": [
+        {
+            "name": "64-client speed-up",
+            "measured": 6.48,
+            "target": 4.0,
+            "direction": "at_least",
+            "met": True,
+        },
+        {
+            "name": "memory (GB)",
+            "measured": 3.0,
+            "target": 2.0,
+            "direction": "at_most",
+            "met": False,
+        },
+    ],
+}
+COMMUNICATION = {
+    "fingerprint": "x",
+    "iterations": 2,
+    "seed": 0,
+    "rows": [
+        {
+            "algorithm": "fednest",
+            "paper": "FedNest",
+            "formula": "2T + N' + 3",
+            "formula_parameters": {"T": 5, "N": 10},
+            "formula_source": "FedNest Table 2",
+            "formula_value": None,
+            "formula_per_iteration": [21, 19],
+            "declared": 23,
+            "measured_rounds": [21, 19],
+            "agrees": True,
+            "floats_per_round": 64.5,
+            "floats_per_iteration": 1290.0,
+            "note": "N' drawn per iteration",
+        },
+        {
+            "algorithm": "toy-algorithm",
+            "paper": "Toy",
+            "formula": "2N + 3",
+            "formula_parameters": {"N": 1},
+            "formula_source": "Toy Table 1",
+            "formula_value": 5,
+            "formula_per_iteration": [5, 5],
+            "declared": 5,
+            "measured_rounds": [6, 6],
+            "agrees": False,
+            "floats_per_round": 10.0,
+            "floats_per_iteration": 60.0,
+            "note": "",
+        },
+    ],
+}
 
 
 def _rows(comparison: str, role: str, name: str, seed: int, values: list[float]) -> list[dict]:
     """A tuned run of ``rounds_to_error.csv``: relative stationarity after each iteration."""
-    return [{"comparison": comparison, "rule": "tuned", "role": role, "algorithm": name,
-             "problem_id": f"p{seed}", "seed": seed, "step_multiple": 1.0, "iteration": k,
-             "comm_rounds": 10 * k, "oracle_calls": 100 * k, "floats_sent": 50 * k,
-             "hypergradient_error": v, "suboptimality": v, "stationarity": v}
-            for k, v in enumerate(values)]
+    return [
+        {
+            "comparison": comparison,
+            "rule": "tuned",
+            "role": role,
+            "algorithm": name,
+            "problem_id": f"p{seed}",
+            "seed": seed,
+            "step_multiple": 1.0,
+            "iteration": k,
+            "comm_rounds": 10 * k,
+            "oracle_calls": 100 * k,
+            "floats_sent": 50 * k,
+            "hypergradient_error": v,
+            "suboptimality": v,
+            "stationarity": v,
+        }
+        for k, v in enumerate(values)
+    ]
 
 
 def _write_comparison(root: Path) -> None:
     """FedMSA holds the 0.1 target from round 10 (iteration 1) and FedNest from round 30: ratio
     1/3 on seed 0; FBO-AggITD dips below at round 10 and comes back: not reached (capped)."""
-    rows = (_rows("fedmsa", "candidate", "fedmsa", 0, [1.0, 0.05, 0.01, 0.01, 0.005])
-            + _rows("fedmsa", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02])
-            + _rows("aggitd", "candidate", "fbo-aggitd", 0, [1.0, 0.05, 0.8, 0.7])
-            + _rows("aggitd", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02]))
+    rows = (
+        _rows("fedmsa", "candidate", "fedmsa", 0, [1.0, 0.05, 0.01, 0.01, 0.005])
+        + _rows("fedmsa", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02])
+        + _rows("aggitd", "candidate", "fbo-aggitd", 0, [1.0, 0.05, 0.8, 0.7])
+        + _rows("aggitd", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02])
+    )
     folder = root / "comparison"
     comparison_table._write_csv(folder / "rounds_to_error.csv", rows)
-    summary = comparison_table.summarise(comparison_table._read_csv(
-        folder / "rounds_to_error.csv"))
+    summary = comparison_table.summarise(comparison_table._read_csv(folder / "rounds_to_error.csv"))
     (folder / "rounds_to_error.json").write_text(json.dumps(summary))
 
 
@@ -81,16 +152,21 @@ def _minimal_results(root: Path) -> Path:
 def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     root = tmp_path_factory.mktemp("sections")
     results = _minimal_results(root / "results")
-    for folder, name, data in (("replication", "aggitd-table2.json", REPLICATION),
-                               ("bench", "oracle.json", BENCH)):
+    for folder, name, data in (
+        ("replication", "aggitd-table2.json", REPLICATION),
+        ("bench", "oracle.json", BENCH),
+    ):
         (results / folder).mkdir()
         (results / folder / name).write_text(json.dumps(data))
     (results / "bench" / "broken.json").write_text(json.dumps({"benchmark": "b"}))
     (results / "communication.json").write_text(json.dumps(seal(COMMUNICATION)))
     _write_comparison(results)
     index = build_report(results, root / "out")
-    return index, index.read_text(encoding="utf-8"), \
-        (index.parent / "report.md").read_text(encoding="utf-8")
+    return (
+        index,
+        index.read_text(encoding="utf-8"),
+        (index.parent / "report.md").read_text(encoding="utf-8"),
+    )
 
 
 def test_schemas_are_the_documented_ones():
@@ -115,8 +191,11 @@ def test_communication_table_shows_formula_measurement_and_disagreement(full):
         assert "2T + N' + 3 (T = 5, N = 10)" in page
         assert "per iteration: 21, 19" in page
         assert "64.5" in page and "1290" in page
-    assert re.search(r"<td>toy-algorithm</td>.*?<td[^>]*>6, 6</td>"
-                     r'<td class="expected-no">NO</td>', text)
+    assert re.search(
+        r"<td>toy-algorithm</td>.*?<td[^>]*>6, 6</td>"
+        r'<td class="expected-no">NO</td>',
+        text,
+    )
 
 
 def test_an_edited_communication_table_is_not_shown(tmp_path):
@@ -128,8 +207,10 @@ def test_an_edited_communication_table_is_not_shown(tmp_path):
     edited["rows"][0]["measured_rounds"] = [99, 99]
     (tmp_path / "communication.json").write_text(json.dumps(edited))
     section = communication(tmp_path)
-    assert not section.tables and "communication.json not trusted (its content differs" in \
-        section.notes[0]
+    assert (
+        not section.tables
+        and "communication.json not trusted (its content differs" in section.notes[0]
+    )
 
 
 def test_rounds_to_error_table_and_figure(full):
@@ -149,8 +230,9 @@ def test_rounds_to_error_table_and_figure(full):
 def test_an_old_rounds_to_error_file_asks_for_a_rerun(tmp_path):
     results = _minimal_results(tmp_path / "results")
     (results / "comparison").mkdir()
-    (results / "comparison" / "rounds_to_error.json").write_text(json.dumps(
-        {"algorithms": ["fednest"], "runs": [], "ratios": []}))
+    (results / "comparison" / "rounds_to_error.json").write_text(
+        json.dumps({"algorithms": ["fednest"], "runs": [], "ratios": []})
+    )
     text = build_report(results, tmp_path / "out").read_text(encoding="utf-8")
     assert "older format" in text and "testbed check --fresh" in text
 

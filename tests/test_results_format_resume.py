@@ -24,15 +24,18 @@ def test_fingerprint_is_the_sha256_of_the_parts_joined_by_bars():
     assert len(resume.fingerprint()) == resume.FINGERPRINT_LENGTH
 
 
-@pytest.mark.parametrize("record, fresh", [
-    ({"fingerprint": "f", "profile": "fast", "verdict": "holds"}, True),
-    ({"fingerprint": "g", "profile": "fast", "verdict": "holds"}, False),   # stale definition
-    ({"fingerprint": "f", "profile": "thorough", "verdict": "holds"}, False),  # other profile
-    ({"fingerprint": "f", "verdict": "holds"}, False),                    # no profile recorded
-    ({"fingerprint": "f", "profile": "fast"}, False),                    # a key is missing
-    (["fingerprint", "f"], False),                                       # not a record
-    (None, False),
-])
+@pytest.mark.parametrize(
+    "record, fresh",
+    [
+        ({"fingerprint": "f", "profile": "fast", "verdict": "holds"}, True),
+        ({"fingerprint": "g", "profile": "fast", "verdict": "holds"}, False),  # stale definition
+        ({"fingerprint": "f", "profile": "thorough", "verdict": "holds"}, False),  # other profile
+        ({"fingerprint": "f", "verdict": "holds"}, False),  # no profile recorded
+        ({"fingerprint": "f", "profile": "fast"}, False),  # a key is missing
+        (["fingerprint", "f"], False),  # not a record
+        (None, False),
+    ],
+)
 def test_a_record_is_fresh_only_with_its_fingerprint_profile_and_keys(record, fresh):
     assert resume.is_fresh(record, "f", "fast", keys=("verdict",)) is fresh
 
@@ -95,8 +98,9 @@ def test_a_stamped_file_is_fresh_only_beside_its_fingerprint(tmp_path):
     assert not resume.is_fresh_file(path, "f")  # a fingerprint without its file
 
 
-def test_an_interrupted_stamped_write_leaves_no_old_fingerprint_on_a_new_result(tmp_path,
-                                                                                monkeypatch):
+def test_an_interrupted_stamped_write_leaves_no_old_fingerprint_on_a_new_result(
+    tmp_path, monkeypatch
+):
     path = tmp_path / "run.csv"
     resume.write_stamped(path, "old\n", "f")
 
@@ -124,22 +128,30 @@ def test_package_versions_are_the_imported_packages_versions():
     assert versions["python"] == ".".join(map(str, sys.version_info[:3]))
     for module in (numpy, scipy, torch, sympy, hypothesis):
         assert versions[module.__name__] == module.__version__
-    assert provenance.package_versions(("torch",)) == {"python": versions["python"],
-                                                       "torch": torch.__version__}
+    assert provenance.package_versions(("torch",)) == {
+        "python": versions["python"],
+        "torch": torch.__version__,
+    }
 
 
 def test_the_provenance_record_has_one_shape():
     record = provenance.provenance()
     assert list(record) == ["git_commit", "versions"]
-    assert record["git_commit"] == "unknown" or re.fullmatch(r"[0-9a-f]{40}",
-                                                             record["git_commit"])
+    assert record["git_commit"] == "unknown" or re.fullmatch(r"[0-9a-f]{40}", record["git_commit"])
     assert record["versions"] == provenance.package_versions()
 
 
 def test_resume_and_provenance_import_no_numerical_package():
-    code = ("import sys, results_format.resume, results_format.provenance as p; p.provenance(); "
-            "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'hypothesis') "
-            "if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True, cwd=Path(__file__).resolve().parents[1])
+    code = (
+        "import sys, results_format.resume, results_format.provenance as p; p.provenance(); "
+        "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'hypothesis') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert done.stdout.strip() == "[]"

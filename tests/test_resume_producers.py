@@ -26,25 +26,40 @@ def test_claim_fingerprints_are_the_ones_written_before():
 
     for claim in CLAIM_DB:
         for profile in PROFILES.values():
-            parts = [claim.id, claim.reference, claim.kind, claim.statement,
-                     ",".join(claim.estimators), claim.check.__qualname__,
-                     str(claim_max_examples(claim, profile)), claim.decision,
-                     repr(claim.false_fail_rate),
-                     claim.perturbation.name if claim.perturbation else "",
-                     "control" if claim.positive_control else ""]
+            parts = [
+                claim.id,
+                claim.reference,
+                claim.kind,
+                claim.statement,
+                ",".join(claim.estimators),
+                claim.check.__qualname__,
+                str(claim_max_examples(claim, profile)),
+                claim.decision,
+                repr(claim.false_fail_rate),
+                claim.perturbation.name if claim.perturbation else "",
+                "control" if claim.positive_control else "",
+            ]
             # issue 22: hypotheses, readings and a stated scale are part of a claim's definition
             # where declared (and only there: a claim without them keeps its fingerprint)
             if claim.hypotheses:
                 parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
             if claim.readings:
-                parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
-                                      for r in claim.readings))
+                parts.append(
+                    "|".join(
+                        f"{r.name}: {r.statement} {sorted(r.params.items())}"
+                        for r in claim.readings
+                    )
+                )
             if claim.scale:
                 parts.append(claim.scale)
             # a parameter the testbed adds joins the definition where declared (issue 32)
             if claim.added_parameters:
-                parts.append("|".join(f"{p.name}: {p.statement} {p.checked} {p.values}"
-                                      for p in claim.added_parameters))
+                parts.append(
+                    "|".join(
+                        f"{p.name}: {p.statement} {p.checked} {p.values}"
+                        for p in claim.added_parameters
+                    )
+                )
             assert claim_fingerprint(claim, profile) == _sha16("|".join(parts)), claim.id
 
 
@@ -52,12 +67,15 @@ def test_comparison_fingerprints_are_the_ones_written_before():
     from theory_checks.comparison import runs as definitions
     from theory_checks.comparison import table as comparison_table
 
-    tail = [repr(definitions.TARGET), repr(definitions.ROUND_BUDGET),
-            repr(definitions.STEP_GRID)]
-    for parts in (("abc", "tuned", "candidate", 3, 0.25), ("x", "prescribed", "baseline", 0,
-                                                           None), ()):
+    tail = [repr(definitions.TARGET), repr(definitions.ROUND_BUDGET), repr(definitions.STEP_GRID)]
+    for parts in (
+        ("abc", "tuned", "candidate", 3, 0.25),
+        ("x", "prescribed", "baseline", 0, None),
+        (),
+    ):
         assert comparison_table.fingerprint(*parts) == _sha16(
-            "|".join([repr(p) for p in parts] + tail))
+            "|".join([repr(p) for p in parts] + tail)
+        )
 
 
 def test_communication_fingerprint_is_the_one_written_before():
@@ -66,8 +84,12 @@ def test_communication_fingerprint_is_the_one_written_before():
 
     infos = [i for i in ESTIMATOR_DB if i.role == "algorithm"]
     for chosen in (infos, infos[:2], []):
-        text = "|".join(f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}"
-                        for i in chosen) + f"|{communication.ITERATIONS}"
+        text = (
+            "|".join(
+                f"{i.name}:{sorted(i.defaults.items())!r}:{i.cls.__qualname__}" for i in chosen
+            )
+            + f"|{communication.ITERATIONS}"
+        )
         assert communication.fingerprint(chosen) == _sha16(text)
 
 
@@ -77,18 +99,29 @@ def test_config_fingerprint_is_the_one_written_before(name):
     from testbed_app.experiments.runner import RESUMABLE_CHANGES
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / name)
-    assert fingerprint(config) == _sha16(json.dumps(as_dict(config), sort_keys=True,
-                                                    default=str))
+    assert fingerprint(config) == _sha16(json.dumps(as_dict(config), sort_keys=True, default=str))
     # what a resumed run may change: the description, the replication table, where and how
     # long it runs
-    assert RESUMABLE_CHANGES == ("description", "replication", "run.steps", "run.device",
-                                 "run.checkpoint_every")
-    content = {key: value for key, value in as_dict(config).items()
-               if key not in ("description", "replication")}
-    content["run"] = {key: value for key, value in content["run"].items()
-                      if key not in ("steps", "device", "checkpoint_every")}
+    assert RESUMABLE_CHANGES == (
+        "description",
+        "replication",
+        "run.steps",
+        "run.device",
+        "run.checkpoint_every",
+    )
+    content = {
+        key: value
+        for key, value in as_dict(config).items()
+        if key not in ("description", "replication")
+    }
+    content["run"] = {
+        key: value
+        for key, value in content["run"].items()
+        if key not in ("steps", "device", "checkpoint_every")
+    }
     assert fingerprint(config, ignore=RESUMABLE_CHANGES) == _sha16(
-        json.dumps(content, sort_keys=True, default=str))
+        json.dumps(content, sort_keys=True, default=str)
+    )
 
 
 def test_calibration_resumes_only_the_seeds_of_this_definition_and_profile(tmp_path):
@@ -166,8 +199,13 @@ def test_a_server_checkpoint_holds_the_ledgers_state_dict(tmp_path):
     experiment = ServerExperiment(config)
     experiment.step()
     saved = experiment.state_dict()
-    assert list(saved["ledger"]) == ["rounds", "messages", "floats_up", "floats_down",
-                                     "payload_sizes"]
+    assert list(saved["ledger"]) == [
+        "rounds",
+        "messages",
+        "floats_up",
+        "floats_down",
+        "payload_sizes",
+    ]
     resumed = ServerExperiment(config)
     resumed.load_state_dict(saved)
     for key, value in resumed.ctx.ledger.state_dict().items():
@@ -183,12 +221,21 @@ def test_a_runs_config_toml_is_the_same_text_in_every_process():
 
     root = Path(__file__).resolve().parents[1]
     config = root / "configs" / "hgp_personalization.toml"
-    code = ("import sys; from testbed_app.experiments.config import dump_toml, load_config; "
-            f"sys.stdout.write(dump_toml(load_config({str(config)!r})))")
-    texts = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, cwd=root,
-                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout
-             for seed in ("1", "2")}
+    code = (
+        "import sys; from testbed_app.experiments.config import dump_toml, load_config; "
+        f"sys.stdout.write(dump_toml(load_config({str(config)!r})))"
+    )
+    texts = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
     assert len(texts) == 1  # [workload] options in the config's order, not a set's
     from testbed_app.experiments.config import as_dict, load_config
 

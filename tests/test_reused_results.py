@@ -26,8 +26,9 @@ CLAIM = "classical.cg.exact_after_dim_y"
 
 
 def _check(results: Path, *extra: str) -> int:
-    return main(["check", "--claim", CLAIM, "--claims-only", "--quiet",
-                 "--results", str(results), *extra])
+    return main(
+        ["check", "--claim", CLAIM, "--claims-only", "--quiet", "--results", str(results), *extra]
+    )
 
 
 def _rewrite(results: Path, edit) -> None:
@@ -55,20 +56,27 @@ def test_reusing_this_codes_results_says_nothing(checked, capsys) -> None:
 
 
 @pytest.mark.skipif(git_commit() == "unknown", reason="needs a git checkout to compare commits")
-@pytest.mark.parametrize(("computed", "named"), [
-    ({"git_commit": "0123456789abcdef", "device": "cpu"}, "commit 0123456789 on cpu"),
-    ({"git_commit": "same", "device": "cuda:0"}, "on cuda:0"),
-    (None, "a version of the testbed that did not record its commit"),
-])
-def test_reusing_results_from_elsewhere_is_one_line_naming_them(checked, capsys, computed,
-                                                                named) -> None:
+@pytest.mark.parametrize(
+    ("computed", "named"),
+    [
+        ({"git_commit": "0123456789abcdef", "device": "cpu"}, "commit 0123456789 on cpu"),
+        ({"git_commit": "same", "device": "cuda:0"}, "on cuda:0"),
+        (None, "a version of the testbed that did not record its commit"),
+    ],
+)
+def test_reusing_results_from_elsewhere_is_one_line_naming_them(
+    checked, capsys, computed, named
+) -> None:
     def stamp(record):
         if computed is None:
             del record["computed_by"]
         else:
-            record["computed_by"] = {**computed, "git_commit": git_commit()
-                                     if computed["git_commit"] == "same"
-                                     else computed["git_commit"]}
+            record["computed_by"] = {
+                **computed,
+                "git_commit": git_commit()
+                if computed["git_commit"] == "same"
+                else computed["git_commit"],
+            }
 
     _rewrite(checked, stamp)
     assert _check(checked) == 0
@@ -92,24 +100,30 @@ def test_records_are_compared_with_this_process() -> None:
     assert reused_from_elsewhere([same, older, unknown, other_device]) == expected
 
 
-def test_the_report_names_results_the_headers_commit_does_not_describe(checked,
-                                                                       tmp_path_factory) -> None:
+def test_the_report_names_results_the_headers_commit_does_not_describe(
+    checked, tmp_path_factory
+) -> None:
     same = tmp_path_factory.mktemp("same")
     build_report(checked, same)
     assert "computed by another commit" not in (same / "report.md").read_text()
 
-    _rewrite(checked, lambda r: r.update(computed_by={"git_commit": "0123456789abcdef",
-                                                      "device": "cpu"}))
+    _rewrite(
+        checked, lambda r: r.update(computed_by={"git_commit": "0123456789abcdef", "device": "cpu"})
+    )
     other = tmp_path_factory.mktemp("other")
     build_report(checked, other)
     text = (other / "report.md").read_text()
-    assert ("results computed by another commit or on another device than the header names"
-            in text and f"{CLAIM} (commit 0123456789 on cpu)" in text)
+    assert (
+        "results computed by another commit or on another device than the header names" in text
+        and f"{CLAIM} (commit 0123456789 on cpu)" in text
+    )
 
     _rewrite(checked, lambda r: r.pop("computed_by"))
     older = tmp_path_factory.mktemp("older")
     build_report(checked, older)
     text = (older / "report.md").read_text()
-    assert (f"1 results do not name the commit that computed them (written before claim "
-            f"files recorded it): {CLAIM}\n") in text
+    assert (
+        f"1 results do not name the commit that computed them (written before claim "
+        f"files recorded it): {CLAIM}\n"
+    ) in text
     assert "not checked" in text  # the claims without results are not among them

@@ -34,7 +34,7 @@ def uneven_labels(seed: int) -> np.ndarray:
 def assert_partition(split: ClientSplit, n: int) -> None:
     everything = np.concatenate(split.indices)
     assert everything.dtype == np.int64
-    assert np.unique(everything).shape[0] == everything.shape[0]      # disjoint
+    assert np.unique(everything).shape[0] == everything.shape[0]  # disjoint
     assert everything.min() >= 0 and everything.max() < n
 
 
@@ -48,7 +48,7 @@ def test_every_scheme_partitions_disjointly_and_records_its_histogram(scheme: st
     assert histogram.shape == (10, 10)
     np.testing.assert_array_equal(histogram.sum(axis=1), split.sizes)
     record = split.to_json(labels, 10)
-    assert json.loads(json.dumps(record)) == record                    # plain JSON types
+    assert json.loads(json.dumps(record)) == record  # plain JSON types
     assert record["label_histogram"] == histogram.tolist()
     assert record["n_unassigned"] == labels.shape[0] - split.sizes.sum()
 
@@ -58,7 +58,7 @@ def test_equal_size_schemes_leave_less_than_one_share_unassigned(scheme: str) ->
     labels = uneven_labels(1)
     split = split_clients(labels, 7, scheme, seed=0, shards_per_client=3)
     assert np.all(split.sizes == split.sizes[0])
-    unit = 7 * 3 if scheme == "shards" else 7        # shards: equal shards, 21 of them
+    unit = 7 * 3 if scheme == "shards" else 7  # shards: equal shards, 21 of them
     assert labels.shape[0] - split.sizes.sum() < unit
     if scheme != "dominant":
         assert split.sizes[0] == labels.shape[0] // unit * (unit // 7)
@@ -98,7 +98,7 @@ def test_shards_give_at_most_shards_per_client_labels() -> None:
     histogram = split.label_histogram(labels, 10)
     assert np.all((histogram > 0).sum(axis=1) <= 2)
     assert np.all(histogram % 15 == 0) and np.all(split.sizes == 30)
-    assert (histogram > 0).sum(axis=1).mean() > 1.5       # random shards mostly differ in label
+    assert (histogram > 0).sum(axis=1).mean() > 1.5  # random shards mostly differ in label
 
 
 @pytest.mark.parametrize("shards_per_client", [1, 2, 3])
@@ -112,7 +112,7 @@ def test_shards_with_uneven_classes_bound_the_labels_per_client(shards_per_clien
     per_shard = min(10, 2 + (s - 2) // m)
     assert np.all(n_labels <= shards_per_client * per_shard)
     iid = split_clients(labels, 10, "iid", seed=6).label_histogram(labels, 10)
-    assert n_labels.mean() < (iid > 0).sum(axis=1).mean()          # label-skewed, unlike iid
+    assert n_labels.mean() < (iid > 0).sum(axis=1).mean()  # label-skewed, unlike iid
 
 
 def test_dominant_class_makes_up_at_least_the_dominant_fraction() -> None:
@@ -134,8 +134,9 @@ def test_dominant_class_makes_up_at_least_the_dominant_fraction() -> None:
 
 def test_dominant_fraction_one_gives_single_label_clients() -> None:
     labels = balanced_labels(5, 40, seed=3)
-    histogram = split_clients(labels, 10, "dominant", seed=1,
-                              dominant_fraction=1.0).label_histogram(labels, 5)
+    histogram = split_clients(
+        labels, 10, "dominant", seed=1, dominant_fraction=1.0
+    ).label_histogram(labels, 5)
     expected = np.zeros((10, 5), dtype=np.int64)
     expected[np.arange(10), np.arange(10) % 5] = 20
     np.testing.assert_array_equal(histogram, expected)
@@ -146,7 +147,7 @@ def test_dominant_shares_a_small_class_evenly() -> None:
     labels = np.concatenate([np.zeros(291, np.int64), np.ones(9, np.int64)])
     split = split_clients(labels, 6, "dominant", seed=0, dominant_fraction=1.0, n_classes=2)
     histogram = split.label_histogram(labels, 2)
-    assert np.all(histogram[[1, 3, 5], 1] == 3)      # 9 // 3 each, the rest filled with class 0
+    assert np.all(histogram[[1, 3, 5], 1] == 3)  # 9 // 3 each, the rest filled with class 0
     assert np.all(split.sizes == 50)
 
 
@@ -154,15 +155,17 @@ def _concentration(split: ClientSplit, labels: np.ndarray) -> float:
     """Mean over clients of the Herfindahl index sum_c p_kc^2 (1/C: uniform, 1: one label)."""
     histogram = split.label_histogram(labels, 10).astype(float)
     shares = histogram / histogram.sum(axis=1, keepdims=True)
-    return float((shares ** 2).sum(axis=1).mean())
+    return float((shares**2).sum(axis=1).mean())
 
 
 @settings(max_examples=15)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_smaller_dirichlet_alpha_concentrates_histograms(seed: int) -> None:
     labels = balanced_labels(10, 50, seed=0)
-    values = [_concentration(split_clients(labels, 10, "dirichlet", seed=seed, alpha=a), labels)
-              for a in (0.05, 1.0, 100.0)]
+    values = [
+        _concentration(split_clients(labels, 10, "dirichlet", seed=seed, alpha=a), labels)
+        for a in (0.05, 1.0, 100.0)
+    ]
     assert values[0] > values[1] > values[2]
 
 
@@ -184,7 +187,7 @@ def test_long_tail_profile_matches_fednest_imbalanced_mnist() -> None:
     labels = balanced_labels(10, 6000, seed=5)
     kept = long_tail_indices(labels, 10, 0.01, seed=0, n_max=6000)
     np.testing.assert_array_equal(np.bincount(labels[kept], minlength=10), paper)
-    assert np.all(np.diff(kept) > 0)                       # sorted, no repeats
+    assert np.all(np.diff(kept) > 0)  # sorted, no repeats
 
 
 def test_long_tail_is_capped_by_availability_and_defaults_to_the_smallest_class() -> None:
@@ -195,8 +198,9 @@ def test_long_tail_is_capped_by_availability_and_defaults_to_the_smallest_class(
     profile = long_tail_profile(10, 0.1, int(available.min()))
     np.testing.assert_array_equal(counts, profile)
     # with a head larger than some classes, those keep everything they have
-    capped = np.bincount(labels[long_tail_indices(labels, 10, 0.1, seed=1, n_max=10_000)],
-                         minlength=10)
+    capped = np.bincount(
+        labels[long_tail_indices(labels, 10, 0.1, seed=1, n_max=10_000)], minlength=10
+    )
     np.testing.assert_array_equal(capped, np.minimum(long_tail_profile(10, 0.1, 10_000), available))
     # the ratio of head to tail is the imbalance ratio (up to the ceiling)
     assert profile[-1] == int(np.ceil(round(available.min() * 0.1, 9)))
@@ -225,31 +229,37 @@ def test_holdout_splits_each_client_into_train_and_validation() -> None:
     assert np.all(train.sizes == train.sizes[0]) and val.params["holdout_fraction"] == 0.2
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"n_clients": 5, "scheme": "pathological"}, "unknown split scheme"),
-    ({"n_clients": 0}, "n_clients must be a positive integer"),
-    ({"n_clients": 2.5}, "n_clients must be a positive integer"),
-    ({"n_clients": 31}, "cannot give 31 clients"),
-    ({"n_clients": 31, "scheme": "dominant"}, "cannot give 31 clients"),
-    ({"n_clients": 11, "scheme": "shards", "shards_per_client": 3}, "33 shards do not fit"),
-    ({"n_clients": 5, "scheme": "shards", "shards_per_client": 0}, "shards_per_client must be"),
-    ({"n_clients": 5, "scheme": "dirichlet", "alpha": 0.0}, "alpha must be positive"),
-    ({"n_clients": 5, "scheme": "dirichlet", "alpha": float("nan")}, "alpha must be positive"),
-    ({"n_clients": 5, "scheme": "dominant", "dominant_fraction": 1.5}, "dominant_fraction"),
-    ({"n_clients": 5, "scheme": "long_tail", "imbalance_ratio": 0.0}, "imbalance_ratio"),
-    ({"n_clients": 5, "n_classes": 2}, "labels go up to 2"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_clients": 5, "scheme": "pathological"}, "unknown split scheme"),
+        ({"n_clients": 0}, "n_clients must be a positive integer"),
+        ({"n_clients": 2.5}, "n_clients must be a positive integer"),
+        ({"n_clients": 31}, "cannot give 31 clients"),
+        ({"n_clients": 31, "scheme": "dominant"}, "cannot give 31 clients"),
+        ({"n_clients": 11, "scheme": "shards", "shards_per_client": 3}, "33 shards do not fit"),
+        ({"n_clients": 5, "scheme": "shards", "shards_per_client": 0}, "shards_per_client must be"),
+        ({"n_clients": 5, "scheme": "dirichlet", "alpha": 0.0}, "alpha must be positive"),
+        ({"n_clients": 5, "scheme": "dirichlet", "alpha": float("nan")}, "alpha must be positive"),
+        ({"n_clients": 5, "scheme": "dominant", "dominant_fraction": 1.5}, "dominant_fraction"),
+        ({"n_clients": 5, "scheme": "long_tail", "imbalance_ratio": 0.0}, "imbalance_ratio"),
+        ({"n_clients": 5, "n_classes": 2}, "labels go up to 2"),
+    ],
+)
 def test_impossible_requests_raise(kwargs: dict, message: str) -> None:
     labels = balanced_labels(3, 10, seed=0)
     with pytest.raises(SplitError, match=message):
         split_clients(labels, seed=0, **kwargs)
 
 
-@pytest.mark.parametrize(("labels", "message"), [
-    (np.zeros((3, 2), np.int64), "1-D"),
-    (np.array([0.0, 1.0]), "integers"),
-    (np.array([0, -1]), "non-negative"),
-])
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        (np.zeros((3, 2), np.int64), "1-D"),
+        (np.array([0.0, 1.0]), "integers"),
+        (np.array([0, -1]), "non-negative"),
+    ],
+)
 def test_malformed_labels_raise(labels: np.ndarray, message: str) -> None:
     with pytest.raises(SplitError, match=message):
         split_clients(labels, 1, seed=0)

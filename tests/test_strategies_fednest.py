@@ -28,15 +28,21 @@ VARIANTS = [
 def _problem(outer: str) -> QuadraticBilevel | QuadraticMinimax:
     if outer == "minimax":
         return QuadraticMinimax.random(3, 2, 3, 4.0, seed=1)
-    return QuadraticBilevel.random(3, 2, 3, 4.0, seed=1, hessian_heterogeneity=0.5,
-                                   gradient_heterogeneity=1.0)
+    return QuadraticBilevel.random(
+        3, 2, 3, 4.0, seed=1, hessian_heterogeneity=0.5, gradient_heterogeneity=1.0
+    )
 
 
 def test_names_resolve_through_one_table():
-    assert {name: type(s) for name, s in updates.INNER_UPDATES.items()} == {"svrg": FedInn,
-                                                                    "sgd": LFedInn}
+    assert {name: type(s) for name, s in updates.INNER_UPDATES.items()} == {
+        "svrg": FedInn,
+        "sgd": LFedInn,
+    }
     assert {name: type(s) for name, s in updates.OUTER_UPDATES.items()} == {
-        "svrg": FedOut, "local": LFedOut, "minimax": MinimaxFedOut}
+        "svrg": FedOut,
+        "local": LFedOut,
+        "minimax": MinimaxFedOut,
+    }
     algo = FedNest(inner_method="sgd", outer_method="local")
     assert algo.inner_rule == LFedInn() and algo.outer_rule == LFedOut()
     objects = FedNest(inner_method=LFedInn(), outer_method=LFedOut())
@@ -46,13 +52,20 @@ def test_names_resolve_through_one_table():
 
 
 @pytest.mark.parametrize("inner, outer, strategies, random_text, deterministic_text", VARIANTS)
-def test_names_and_objects_give_the_same_formula(inner, outer, strategies, random_text,
-                                                 deterministic_text):
+def test_names_and_objects_give_the_same_formula(
+    inner, outer, strategies, random_text, deterministic_text
+):
     for truncation, text in (("random", random_text), ("deterministic", deterministic_text)):
-        by_name = FedNest(inner_steps=3, neumann_terms=4, truncation=truncation,
-                          inner_method=inner, outer_method=outer)
-        by_object = dataclasses.replace(by_name, inner_method=strategies[0],
-                                        outer_method=strategies[1])
+        by_name = FedNest(
+            inner_steps=3,
+            neumann_terms=4,
+            truncation=truncation,
+            inner_method=inner,
+            outer_method=outer,
+        )
+        by_object = dataclasses.replace(
+            by_name, inner_method=strategies[0], outer_method=strategies[1]
+        )
         formula = by_name.rounds_formula()
         assert formula.text == text
         assert by_object.rounds_formula() == formula
@@ -61,13 +74,19 @@ def test_names_and_objects_give_the_same_formula(inner, outer, strategies, rando
 
 
 @pytest.mark.parametrize("inner, outer, strategies, random_text, deterministic_text", VARIANTS)
-def test_names_and_objects_give_the_same_iterates_and_counts(inner, outer, strategies,
-                                                             random_text, deterministic_text):
+def test_names_and_objects_give_the_same_iterates_and_counts(
+    inner, outer, strategies, random_text, deterministic_text
+):
     p = _problem(outer)
-    by_name = FedNest(inner_steps=2, neumann_terms=3, local_steps=2, participation=2,
-                      inner_method=inner, outer_method=outer)
-    by_object = dataclasses.replace(by_name, inner_method=strategies[0],
-                                    outer_method=strategies[1])
+    by_name = FedNest(
+        inner_steps=2,
+        neumann_terms=3,
+        local_steps=2,
+        participation=2,
+        inner_method=inner,
+        outer_method=outer,
+    )
+    by_object = dataclasses.replace(by_name, inner_method=strategies[0], outer_method=strategies[1])
     a = run_algorithm(by_name, p, 3, np.random.default_rng(5))
     b = run_algorithm(by_object, p, 3, np.random.default_rng(5))
     for ra, rb in zip(a, b, strict=True):
@@ -89,9 +108,15 @@ def test_step_counts_its_rounds_through_the_context():
     assert ctx.rounds_so_far() == ctx.ledger.rounds == ctx.calls().comm_rounds
 
 
-@pytest.mark.parametrize("field, value", [("inner_method", "adam"), ("outer_method", "joint"),
-                                          ("inner_method", FedOut()),
-                                          ("outer_method", FedInn())])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("inner_method", "adam"),
+        ("outer_method", "joint"),
+        ("inner_method", FedOut()),
+        ("outer_method", FedInn()),
+    ],
+)
 def test_unknown_names_and_wrong_strategies_are_refused(field, value):
     with pytest.raises(ValueError, match=field):
         FedNest(**{field: value})
@@ -116,6 +141,7 @@ def test_a_new_outer_strategy_is_a_small_class():
     p = _problem("svrg")
     base = FedNest(inner_steps=1, neumann_terms=2)
     a = run_algorithm(base, p, 2, np.random.default_rng(3))
-    b = run_algorithm(dataclasses.replace(base, outer_method=Renamed()), p, 2,
-                      np.random.default_rng(3))
+    b = run_algorithm(
+        dataclasses.replace(base, outer_method=Renamed()), p, 2, np.random.default_rng(3)
+    )
     assert torch.equal(a[-1].x, b[-1].x) and a[-1].calls == b[-1].calls

@@ -22,19 +22,26 @@ from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.info import field_defaults
 from testbed.registry import get_estimator
 
-RULES = [("pushsum", PushSumAveraging()), ("exact", ExactAveraging()),
-         ("server", ServerAveraging())]
+RULES = [
+    ("pushsum", PushSumAveraging()),
+    ("exact", ExactAveraging()),
+    ("server", ServerAveraging()),
+]
 
 
 def _problem() -> PerClientQuadratic:
     """Three clients with noisy minibatch Jacobians (the stochastic form needs samples)."""
-    return PerClientQuadratic.random(3, 2, 2, 3.0, 5, hessian_heterogeneity=0.3, n_samples=6,
-                                     hessian_noise=0.1, cross_noise=0.2)
+    return PerClientQuadratic.random(
+        3, 2, 2, 3.0, 5, hessian_heterogeneity=0.3, n_samples=6, hessian_noise=0.1, cross_noise=0.2
+    )
 
 
 def test_names_resolve_through_one_table():
     assert {name: type(rule) for name, rule in AVERAGING_RULES.items()} == {
-        "pushsum": PushSumAveraging, "exact": ExactAveraging, "server": ServerAveraging}
+        "pushsum": PushSumAveraging,
+        "exact": ExactAveraging,
+        "server": ServerAveraging,
+    }
     assert HyperGradientPush().averaging_rule == PushSumAveraging()
     rule = ServerAveraging()
     assert HyperGradientPush(averaging=rule).averaging_rule is rule
@@ -45,8 +52,13 @@ def test_names_resolve_through_one_table():
 @pytest.mark.parametrize("batch_size", [None, 2])
 def test_names_and_rules_give_the_same_estimate_and_counts(name, rule, batch_size):
     problem = _problem()
-    by_name = HyperGradientPush(neumann_terms=5, pushsum_steps=2, averaging=name,
-                                batch_size=batch_size, inner=StochasticGradientPush(3))
+    by_name = HyperGradientPush(
+        neumann_terms=5,
+        pushsum_steps=2,
+        averaging=name,
+        batch_size=batch_size,
+        inner=StochasticGradientPush(3),
+    )
     by_rule = dataclasses.replace(by_name, averaging=rule)
     x = torch.linspace(-1.0, 1.0, problem.dim_x, dtype=torch.float64)
     a = by_name.estimate(problem, x, by_name.init(problem), np.random.default_rng(1))
@@ -90,7 +102,9 @@ def test_unknown_rules_are_refused(value):
 
 def test_field_defaults_read_and_rename_the_fields():
     assert field_defaults(StochasticGradientPush, "steps", variant="sgp_variant") == {
-        "steps": 200, "sgp_variant": "assran"}
+        "steps": 200,
+        "sgp_variant": "assran",
+    }
     with pytest.raises(TypeError, match="no field"):
         field_defaults(StochasticGradientPush, "nope")
 

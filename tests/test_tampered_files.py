@@ -75,44 +75,69 @@ def _row(page: str, claim: str) -> str:
 
 
 TAMPERINGS = {
-    "verdict flipped to fails with every case holding":
-        (HOLDS, lambda d: d.update(verdict="fails as stated", as_expected=False),
-         "verdict is 'fails as stated', its recorded cases give 'holds'"),
-    "an unknown verdict string":
-        (HOLDS, lambda d: d.update(verdict="proven beyond doubt"),
-         "verdict is 'proven beyond doubt', not one of 'holds'"),
-    "NaN in a measurement":
-        (HOLDS, lambda d: d["cases"][0].update(measured=math.nan),
-         "cases[0].measured is NaN, expected a number (not NaN)"),
-    "NaN in a statistical test's estimate":
-        (STATISTICAL, lambda d: d["cases"][0]["decisions"][0].update(estimate=math.nan),
-         "cases[0].decisions[0].outcome is 'holds', its interval gives 'undecided'"),
-    "a statistical interval moved outside its region":
-        (STATISTICAL, lambda d: d["cases"][0]["decisions"][0].update(low=1e300, high=1e301),
-         "its interval gives 'fails'"),
-    "a statistical interval narrowed, its outcome kept (issue 33)":
-        (STATISTICAL, lambda d: d["cases"][0]["decisions"][0].update(
-            low=d["cases"][0]["decisions"][0]["low"] + 1e-3),
-         "is not the SpentRate(Hoeffding) interval of its statistic"),
-    "as_expected flipped":
-        (HOLDS, lambda d: d.update(as_expected=False),
-         "as_expected is false, but verdict 'holds' is among the expected"),
-    "n_cases a string":
-        (HOLDS, lambda d: d.update(n_cases="eight"),
-         "n_cases is 'eight', expected a count"),
-    "the case list of the wrong type":
-        (HOLDS, lambda d: d.update(cases={"0": "holds"}), "cases is {\"0\": \"holds\"}"),
-    "a counterexample's case edited to hold, the count with it":
-        (FAILS, lambda d: (d["cases"][-1].update(passed=True, outcome="holds"),
-                           d.update(n_cases=d["n_cases"] + 1)),
-         "passed is true, but measured 0.0950357 against bound 0 (at_most"),
+    "verdict flipped to fails with every case holding": (
+        HOLDS,
+        lambda d: d.update(verdict="fails as stated", as_expected=False),
+        "verdict is 'fails as stated', its recorded cases give 'holds'",
+    ),
+    "an unknown verdict string": (
+        HOLDS,
+        lambda d: d.update(verdict="proven beyond doubt"),
+        "verdict is 'proven beyond doubt', not one of 'holds'",
+    ),
+    "NaN in a measurement": (
+        HOLDS,
+        lambda d: d["cases"][0].update(measured=math.nan),
+        "cases[0].measured is NaN, expected a number (not NaN)",
+    ),
+    "NaN in a statistical test's estimate": (
+        STATISTICAL,
+        lambda d: d["cases"][0]["decisions"][0].update(estimate=math.nan),
+        "cases[0].decisions[0].outcome is 'holds', its interval gives 'undecided'",
+    ),
+    "a statistical interval moved outside its region": (
+        STATISTICAL,
+        lambda d: d["cases"][0]["decisions"][0].update(low=1e300, high=1e301),
+        "its interval gives 'fails'",
+    ),
+    "a statistical interval narrowed, its outcome kept (issue 33)": (
+        STATISTICAL,
+        lambda d: d["cases"][0]["decisions"][0].update(
+            low=d["cases"][0]["decisions"][0]["low"] + 1e-3
+        ),
+        "is not the SpentRate(Hoeffding) interval of its statistic",
+    ),
+    "as_expected flipped": (
+        HOLDS,
+        lambda d: d.update(as_expected=False),
+        "as_expected is false, but verdict 'holds' is among the expected",
+    ),
+    "n_cases a string": (
+        HOLDS,
+        lambda d: d.update(n_cases="eight"),
+        "n_cases is 'eight', expected a count",
+    ),
+    "the case list of the wrong type": (
+        HOLDS,
+        lambda d: d.update(cases={"0": "holds"}),
+        'cases is {"0": "holds"}',
+    ),
+    "a counterexample's case edited to hold, the count with it": (
+        FAILS,
+        lambda d: (
+            d["cases"][-1].update(passed=True, outcome="holds"),
+            d.update(n_cases=d["n_cases"] + 1),
+        ),
+        "passed is true, but measured 0.0950357 against bound 0 (at_most",
+    ),
 }
 
 
 @pytest.mark.parametrize("reseal", [False, True], ids=["naive edit", "resealed edit"])
 @pytest.mark.parametrize("label", list(TAMPERINGS))
-def test_tampered_claim_file_is_rerun_by_check_with_a_note(tmp_path, checked, capsys, label,
-                                                           reseal):
+def test_tampered_claim_file_is_rerun_by_check_with_a_note(
+    tmp_path, checked, capsys, label, reseal
+):
     claim, change, reason = TAMPERINGS[label]
     results = _copy(checked, tmp_path)
     path = _edit(results, claim, change, reseal=reseal)
@@ -124,15 +149,25 @@ def test_tampered_claim_file_is_rerun_by_check_with_a_note(tmp_path, checked, ca
     assert reason in notes[0] or not reseal and "content_sha256" in notes[0]
     rerun = json.loads(path.read_text())
     assert claim_file_problem(rerun, results, claim) is None  # measured again, believed
-    assert rerun["verdict"] == json.loads((checked / "claims" / f"{claim}.json").read_text()
-                                          )["verdict"]
+    assert (
+        rerun["verdict"]
+        == json.loads((checked / "claims" / f"{claim}.json").read_text())["verdict"]
+    )
 
 
-@pytest.mark.parametrize("label", ["verdict flipped to fails with every case holding",
-                                   "an unknown verdict string", "NaN in a measurement",
-                                   "n_cases a string", "the case list of the wrong type"])
-def test_tampered_claim_file_is_not_shown_as_measured_in_the_report(tmp_path, checked, capsys,
-                                                                    label):
+@pytest.mark.parametrize(
+    "label",
+    [
+        "verdict flipped to fails with every case holding",
+        "an unknown verdict string",
+        "NaN in a measurement",
+        "n_cases a string",
+        "the case list of the wrong type",
+    ],
+)
+def test_tampered_claim_file_is_not_shown_as_measured_in_the_report(
+    tmp_path, checked, capsys, label
+):
     claim, change, reason = TAMPERINGS[label]
     results = _copy(checked, tmp_path)
     _edit(results, claim, change, reseal=True)
@@ -141,15 +176,13 @@ def test_tampered_claim_file_is_not_shown_as_measured_in_the_report(tmp_path, ch
     row = _row(page, claim)
     assert "not trusted" in row and "fails as stated" not in row
     # the edited value appears only where the note quotes it as the reason
-    assert all("not trusted" in line for line in page.splitlines()
-               if "proven beyond doubt" in line)
+    assert all("not trusted" in line for line in page.splitlines() if "proven beyond doubt" in line)
     assert reason.split(",")[0] in page  # the note says why
     assert not (tmp_path / "report" / "figures" / f"{claim}.png").exists()
     assert "not trusted" not in _row(page, FAILS)  # the others are shown as measured
 
 
-def test_a_claim_file_saved_under_another_claims_name_is_not_trusted(tmp_path, checked,
-                                                                     capsys):
+def test_a_claim_file_saved_under_another_claims_name_is_not_trusted(tmp_path, checked, capsys):
     results = _copy(checked, tmp_path)
     shutil.copy(results / "claims" / f"{HOLDS}.json", results / "claims" / f"{FAILS}.json")
     page, err = _report(results, tmp_path / "report", capsys)
@@ -158,12 +191,13 @@ def test_a_claim_file_saved_under_another_claims_name_is_not_trusted(tmp_path, c
 
 
 @pytest.mark.parametrize("companion", ["series", "counterexample json", "counterexample npz"])
-def test_an_edited_companion_file_makes_its_claim_untrusted(tmp_path, checked, capsys,
-                                                            companion):
+def test_an_edited_companion_file_makes_its_claim_untrusted(tmp_path, checked, capsys, companion):
     results = _copy(checked, tmp_path)
-    relative = {"series": f"series/{FAILS}.csv",
-                "counterexample json": f"counterexamples/{FAILS}.json",
-                "counterexample npz": f"counterexamples/{FAILS}.npz"}[companion]
+    relative = {
+        "series": f"series/{FAILS}.csv",
+        "counterexample json": f"counterexamples/{FAILS}.json",
+        "counterexample npz": f"counterexamples/{FAILS}.npz",
+    }[companion]
     with (results / relative).open("ab") as handle:
         handle.write(b" ")
     page, err = _report(results, tmp_path / "report", capsys)
@@ -175,8 +209,7 @@ def test_an_edited_companion_file_makes_its_claim_untrusted(tmp_path, checked, c
 
 
 @pytest.mark.parametrize("how", ["path only", "path and digest forged"])
-def test_a_counterexample_path_outside_the_results_is_never_copied(tmp_path, checked, capsys,
-                                                                   how):
+def test_a_counterexample_path_outside_the_results_is_never_copied(tmp_path, checked, capsys, how):
     """``"counterexample": "../../secret_keys.json"``: the report neither copies nor links it."""
     from results_format.validation import file_digest
 
@@ -214,12 +247,13 @@ def partial_run(tmp_path_factory) -> dict[str, object]:
     edits = {"run.checkpoint_every": 1, "replication.threshold": 0.99}
     path = write(root, edits)
     runner.run_experiment(load_config(path), root / "straight", progress=False)
-    runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial",
-                          progress=False)
-    return {"root": root, "edits": edits,
-            "straight": (root / "straight" / "runs" / "tiny" / "metrics.csv").read_bytes(),
-            "replication": json.loads((root / "straight" / "replication" / "tiny.json")
-                                      .read_text())}
+    runner.run_experiment(load_config(path, {"run.steps": 2}), root / "partial", progress=False)
+    return {
+        "root": root,
+        "edits": edits,
+        "straight": (root / "straight" / "runs" / "tiny" / "metrics.csv").read_bytes(),
+        "replication": json.loads((root / "straight" / "replication" / "tiny.json").read_text()),
+    }
 
 
 def _resume_copy(tmp_path: Path, partial_run: dict) -> tuple[Path, Path]:
@@ -228,8 +262,7 @@ def _resume_copy(tmp_path: Path, partial_run: dict) -> tuple[Path, Path]:
     return path, tmp_path / "results" / "runs" / "tiny"
 
 
-def test_a_duplicated_metrics_row_stops_the_run_naming_the_line(tmp_path, partial_run,
-                                                                capsys):
+def test_a_duplicated_metrics_row_stops_the_run_naming_the_line(tmp_path, partial_run, capsys):
     path, folder = _resume_copy(tmp_path, partial_run)
     metrics = folder / "metrics.csv"
     lines = metrics.read_text().splitlines(keepends=True)
@@ -276,12 +309,15 @@ def test_an_edited_replication_row_is_not_shown(tmp_path, partial_run, capsys):
     record["rows"][0]["testbed_value"] = 1.0
     for reseal in (False, True):
         path.write_text(json.dumps(seal(record) if reseal else record))
-        assert main(["check", "--claim", HOLDS, "--results", str(results), "--quiet",
-                     "--claims-only"]) == 0
+        assert (
+            main(["check", "--claim", HOLDS, "--results", str(results), "--quiet", "--claims-only"])
+            == 0
+        )
         page, _ = _report(results, tmp_path / "report", capsys)
         assert "replication/tiny.json not trusted" in page
-        assert (f"its run's metrics give {true_value}" in page if reseal
-                else "content_sha256" in page)
+        assert (
+            f"its run's metrics give {true_value}" in page if reseal else "content_sha256" in page
+        )
 
 
 # ------------------------------------------------------------------------------ checkpoints
@@ -318,12 +354,16 @@ def _shorten_first_tensor(state):
     return False
 
 
-@pytest.mark.parametrize(("label", "reseal"), [
-    ("step edited", False), ("step edited", True),
-    ("a tensor one entry short", False), ("a tensor one entry short", True),
-])
-def test_an_edited_checkpoint_is_named_with_recover(tmp_path, partial_run, capsys, label,
-                                                    reseal):
+@pytest.mark.parametrize(
+    ("label", "reseal"),
+    [
+        ("step edited", False),
+        ("step edited", True),
+        ("a tensor one entry short", False),
+        ("a tensor one entry short", True),
+    ],
+)
+def test_an_edited_checkpoint_is_named_with_recover(tmp_path, partial_run, capsys, label, reseal):
     path, folder = _resume_copy(tmp_path, partial_run)
     raw = _checkpoint(folder)
     if label == "step edited":
@@ -352,20 +392,34 @@ def test_a_checkpoint_of_another_algorithm_is_named_not_an_attribute_error(tmp_p
     digest forged to match, resealed): one line naming the checkpoint and --recover."""
     fednest = write(tmp_path, {"run.steps": 1})
     (tmp_path / "other").mkdir()
-    aggitd = write(tmp_path / "other", {"run.steps": 1, "algorithm": {
-        "name": "fbo-aggitd", "inner_steps": 1, "local_steps": 1,
-        "inner_step_size": 0.05, "outer_step_size": 0.05, "neumann_step_size": 0.05}})
+    aggitd = write(
+        tmp_path / "other",
+        {
+            "run.steps": 1,
+            "algorithm": {
+                "name": "fbo-aggitd",
+                "inner_steps": 1,
+                "local_steps": 1,
+                "inner_step_size": 0.05,
+                "outer_step_size": 0.05,
+                "neumann_step_size": 0.05,
+            },
+        },
+    )
     runner.run_experiment(load_config(aggitd), tmp_path / "aggitd", progress=False)
     runner.run_experiment(load_config(fednest), tmp_path / "results", progress=False)
     folder = tmp_path / "results" / "runs" / "tiny"
-    raw = torch.load(tmp_path / "aggitd" / "runs" / "tiny" / "checkpoint.pt",
-                     weights_only=True)
+    raw = torch.load(tmp_path / "aggitd" / "runs" / "tiny" / "checkpoint.pt", weights_only=True)
     own = _checkpoint(folder)
     raw["fingerprint"], raw["metrics_rows_sha256"] = own["fingerprint"], own["metrics_rows_sha256"]
     _save(folder, raw, reseal=True)
     capsys.readouterr()
-    assert main(["run", str(fednest), "--results", str(tmp_path / "results"), "--quiet",
-                 "--steps", "2"]) == 2
+    assert (
+        main(
+            ["run", str(fednest), "--results", str(tmp_path / "results"), "--quiet", "--steps", "2"]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "AttributeError" not in err.split(":")[0]
     assert "checkpoint.pt: does not fit this experiment" in err and "--recover" in err
@@ -391,8 +445,21 @@ def test_metadata_json_that_is_a_list_is_a_note(tmp_path, checked, capsys, parti
 def test_calibration_summary_with_strings_is_not_shown(tmp_path, checked, capsys):
     results = _copy(checked, tmp_path)
     capsys.readouterr()
-    assert main(["calibrate", "--claim", STATISTICAL, "--seeds", "2", "--results",
-                 str(results), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "--claim",
+                STATISTICAL,
+                "--seeds",
+                "2",
+                "--results",
+                str(results),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     summary = results / "calibration" / "summary.json"
     data = json.loads(summary.read_text())
     data["claims"][0].update(seeds="twenty", refuted="none")
@@ -407,8 +474,16 @@ def test_calibration_summary_with_strings_is_not_shown(tmp_path, checked, capsys
 
 def test_a_calibration_record_with_a_seed_twice_is_run_again(tmp_path, checked, capsys):
     results = _copy(checked, tmp_path)
-    args = ["calibrate", "--claim", STATISTICAL, "--seeds", "2", "--results", str(results),
-            "--quiet"]
+    args = [
+        "calibrate",
+        "--claim",
+        STATISTICAL,
+        "--seeds",
+        "2",
+        "--results",
+        str(results),
+        "--quiet",
+    ]
     assert main(args) == 0
     record = results / "calibration" / f"{STATISTICAL}.json"
     data = json.loads(record.read_text())
@@ -421,17 +496,23 @@ def test_a_calibration_record_with_a_seed_twice_is_run_again(tmp_path, checked, 
     assert [r["seed"] for r in json.loads(record.read_text())["runs"]] == [0, 1]
 
 
-@pytest.mark.parametrize(("content", "reason"), [
-    ("[]", "is a JSON list, expected an object"),
-    ('{"format": 2, "entries": {"aid-cg": {"bilevel": {"error": {"per_seed": [["x"]], '
-     '"statistic": "mean", "df": 0}}}}}', "per_seed holds something other than lists"),
-])
-def test_a_malformed_regress_baseline_is_one_line_before_any_work(tmp_path, capsys, content,
-                                                                  reason):
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("[]", "is a JSON list, expected an object"),
+        (
+            '{"format": 2, "entries": {"aid-cg": {"bilevel": {"error": {"per_seed": [["x"]], '
+            '"statistic": "mean", "df": 0}}}}}',
+            "per_seed holds something other than lists",
+        ),
+    ],
+)
+def test_a_malformed_regress_baseline_is_one_line_before_any_work(
+    tmp_path, capsys, content, reason
+):
     baseline = tmp_path / "baseline.json"
     baseline.write_text(content)
     capsys.readouterr()
-    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(baseline),
-                 "--quiet"]) == 2
+    assert main(["regress", "--estimator", "aid-cg", "--baseline", str(baseline), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(baseline) in err and reason in err

@@ -40,8 +40,9 @@ def _enclosing_functions(tree: ast.AST) -> dict[ast.AST, str]:
 
     def visit(node: ast.AST, name: str) -> None:
         for child in ast.iter_child_nodes(node):
-            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                else name
+            inner = (
+                child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else name
+            )
             owner[child] = inner
             visit(child, inner)
 
@@ -67,9 +68,13 @@ def ambient_profile_reads(package: Path = PACKAGE) -> list[str]:
                 text = node.id
             elif isinstance(node, ast.alias) and node.name.split(".")[-1] in AMBIENT:
                 text = f"import {node.name}"
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                  and node.func.id == "get_profile" and not node.args
-                  and path.name not in TEST_ENTRY_POINTS):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "get_profile"
+                and not node.args
+                and path.name not in TEST_ENTRY_POINTS
+            ):
                 text = "get_profile() (the environment's default)"
             if text and (path.name, owner.get(node, "")) not in ENVIRONMENT_READERS:
                 found.append(f"{_where(path, node)} {text}")
@@ -105,8 +110,10 @@ def private_references(folder: Path = PACKAGE.parent / "integrations") -> list[s
     for toml in sorted(folder.rglob("*.toml")):
         for number, line in enumerate(toml.read_text().split("\n"), 1):
             for reference in re.findall(r"\"(\w[\w.]*):([\w.]+)\"", line):
-                if any(part.startswith("_") for part in
-                       (*reference[0].split("."), *reference[1].split("."))):
+                if any(
+                    part.startswith("_")
+                    for part in (*reference[0].split("."), *reference[1].split("."))
+                ):
                     found.append(f"{toml.parent.name}/{toml.name}:{number} {':'.join(reference)}")
     return found
 
@@ -130,8 +137,10 @@ def import_cycles() -> list[list[str]]:
     every import, function-local ones included (its claims are Python, so every reference from
     a claim to code is an import)."""
     graph = grimp.build_graph("theory_checks", exclude_type_checking_imports=True)
-    edges = {m: {i for i in graph.find_modules_directly_imported_by(m)
-                 if i.startswith("theory_checks")} for m in graph.modules}
+    edges = {
+        m: {i for i in graph.find_modules_directly_imported_by(m) if i.startswith("theory_checks")}
+        for m in graph.modules
+    }
     return strongly_connected(edges)
 
 
@@ -209,8 +218,7 @@ def draw():
 """
 
 
-@pytest.mark.parametrize("finder", [ambient_profile_reads, private_imports,
-                                    local_project_imports])
+@pytest.mark.parametrize("finder", [ambient_profile_reads, private_imports, local_project_imports])
 def test_the_scans_find_a_planted_violation(tmp_path, finder):
     (tmp_path / "planted").mkdir()
     (tmp_path / "planted" / "sizes.py").write_text(PLANTED)
@@ -221,15 +229,22 @@ def test_the_scans_find_a_planted_violation(tmp_path, finder):
 def test_the_reference_scan_finds_a_planted_private_reference(tmp_path):
     (tmp_path / "planted").mkdir()
     (tmp_path / "planted" / "claims.toml").write_text(
-        '[[claim]]\nstrategy = {call = "theory_checks.fedmsa.rate:_rate_families"}\n')
+        '[[claim]]\nstrategy = {call = "theory_checks.fedmsa.rate:_rate_families"}\n'
+    )
     assert private_references(tmp_path / "planted") == [
-        "planted/claims.toml:2 theory_checks.fedmsa.rate:_rate_families"]
+        "planted/claims.toml:2 theory_checks.fedmsa.rate:_rate_families"
+    ]
 
 
 def test_the_loop_finder_finds_the_reviewed_loop():
     # the loop of the review: runner -> registry -> fedmsa -> (claims file) cases -> runner
-    edges = {"runner": {"registry", "claim"}, "registry": {"fedmsa"}, "fedmsa": {"cases"},
-             "cases": {"runner", "claim"}, "claim": set()}
+    edges = {
+        "runner": {"registry", "claim"},
+        "registry": {"fedmsa"},
+        "fedmsa": {"cases"},
+        "cases": {"runner", "claim"},
+        "claim": set(),
+    }
     assert strongly_connected(edges) == [["cases", "fedmsa", "registry", "runner"]]
     assert strongly_connected({**edges, "cases": {"claim"}}) == []
 
@@ -262,6 +277,10 @@ def test_a_claims_plugin_may_import_the_runner_while_the_registry_loads_it(tmp_p
     import sys
 
     (tmp_path / "runner_user.py").write_text(PLUGIN_USING_THE_RUNNER)
-    done = subprocess.run([sys.executable, "-c", LOAD_THE_REGISTRY, str(tmp_path)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_THE_REGISTRY, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -25,9 +25,24 @@ def _check(results: Path, *options: str) -> subprocess.CompletedProcess[str]:
     command's, not this test process's), with the environment asking for 2 threads."""
     env = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
     return subprocess.run(
-        [sys.executable, "-m", "testbed_app", "check", "--claim", CHEAP_CLAIM, "--results",
-         str(results), "--quiet", *options], capture_output=True, text=True, env=env,
-        timeout=600, check=False)
+        [
+            sys.executable,
+            "-m",
+            "testbed_app",
+            "check",
+            "--claim",
+            CHEAP_CLAIM,
+            "--results",
+            str(results),
+            "--quiet",
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
 
 
 def _recorded_threads(results: Path) -> int:
@@ -75,4 +90,3 @@ def test_workload_threads_share_the_cores_among_jobs() -> None:
 def test_use_threads_refuses_zero() -> None:
     with pytest.raises(ValueError, match="--threads must be >= 1"):
         use_threads(0)
-

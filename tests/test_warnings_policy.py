@@ -16,15 +16,28 @@ import pytest
 
 def _warn_from(module: str, category: type[Warning] = UserWarning) -> None:
     """A warning attributed to ``module``, as ``warnings.warn`` in that module would make."""
-    warnings.warn_explicit("a test warning", category, f"{module.replace('.', '/')}.py", 1,
-                           module=module, registry={})
+    warnings.warn_explicit(
+        "a test warning", category, f"{module.replace('.', '/')}.py", 1, module=module, registry={}
+    )
 
 
-@pytest.mark.parametrize("module", [
-    "testbed.estimators.validation", "testbed_app.cli", "problems._base", "theory_checks.runner",
-    "results_format.resume", "reports.build", "tests.test_x", "conftest", "my_estimator.horner",
-    "testbed_torchopt.adapter",
-    "_common", "closed_form_rounds"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "testbed.estimators.validation",
+        "testbed_app.cli",
+        "problems._base",
+        "theory_checks.runner",
+        "results_format.resume",
+        "reports.build",
+        "tests.test_x",
+        "conftest",
+        "my_estimator.horner",
+        "testbed_torchopt.adapter",
+        "_common",
+        "closed_form_rounds",
+    ],
+)
 def test_the_projects_own_warnings_are_errors(module: str) -> None:
     with pytest.raises(UserWarning, match="a test warning"):
         _warn_from(module)
@@ -32,9 +45,17 @@ def test_the_projects_own_warnings_are_errors(module: str) -> None:
         _warn_from(module, DeprecationWarning)
 
 
-@pytest.mark.parametrize("module", [
-    "pytest_benchmark.logger", "xdist.plugin", "matplotlib.cbook", "torch.nn.modules.module",
-    "testbedx", "problemset.thing"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "pytest_benchmark.logger",
+        "xdist.plugin",
+        "matplotlib.cbook",
+        "torch.nn.modules.module",
+        "testbedx",
+        "problemset.thing",
+    ],
+)
 def test_other_codes_warnings_are_shown_not_raised(module: str) -> None:
     # catch_warnings(record=True) keeps the filters in force (pytest.warns would replace them
     # by "always" and pass whatever they say)

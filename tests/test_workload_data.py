@@ -15,8 +15,14 @@ from sklearn.datasets import load_digits
 
 from problems.workloads.data import DATASETS, DatasetError, load_dataset, read_idx
 
-_IDX_CODES = {np.dtype("u1"): 0x08, np.dtype("i1"): 0x09, np.dtype(">i2"): 0x0B,
-              np.dtype(">i4"): 0x0C, np.dtype(">f4"): 0x0D, np.dtype(">f8"): 0x0E}
+_IDX_CODES = {
+    np.dtype("u1"): 0x08,
+    np.dtype("i1"): 0x09,
+    np.dtype(">i2"): 0x0B,
+    np.dtype(">i4"): 0x0C,
+    np.dtype(">f4"): 0x0D,
+    np.dtype(">f8"): 0x0E,
+}
 
 
 def write_idx(path: Path, array: np.ndarray, *, gz: bool = False) -> Path:
@@ -34,8 +40,16 @@ def write_idx(path: Path, array: np.ndarray, *, gz: bool = False) -> Path:
     return path
 
 
-def fake_idx_set(folder: Path, seed: int, *, n_train: int = 7, n_test: int = 3,
-                 rows: int = 5, cols: int = 4, gz: bool = False) -> dict[str, np.ndarray]:
+def fake_idx_set(
+    folder: Path,
+    seed: int,
+    *,
+    n_train: int = 7,
+    n_test: int = 3,
+    rows: int = 5,
+    cols: int = 4,
+    gz: bool = False,
+) -> dict[str, np.ndarray]:
     """Tiny MNIST-format files (rows != cols, so a transposed reshape would show)."""
     rng = np.random.default_rng(seed)
     arrays = {
@@ -44,7 +58,7 @@ def fake_idx_set(folder: Path, seed: int, *, n_train: int = 7, n_test: int = 3,
         "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, rows, cols), dtype=np.uint8),
         "t10k-labels-idx1-ubyte": rng.integers(0, 10, n_test, dtype=np.uint8),
     }
-    arrays["train-images-idx3-ubyte"][0, 0, 0] = 255     # both ends of the grey scale occur
+    arrays["train-images-idx3-ubyte"][0, 0, 0] = 255  # both ends of the grey scale occur
     arrays["train-images-idx3-ubyte"][0, 0, 1] = 0
     for stem, array in arrays.items():
         write_idx(folder / stem, array, gz=gz)
@@ -83,7 +97,7 @@ def test_fashion_mnist_in_torchvision_layout(tmp_path: Path, gz: bool) -> None:
 
 def test_idx_files_directly_in_root_and_mixed_compression(tmp_path: Path) -> None:
     arrays = fake_idx_set(tmp_path, seed=3)
-    label_file = tmp_path / "t10k-labels-idx1-ubyte"          # one file gzipped, the rest not
+    label_file = tmp_path / "t10k-labels-idx1-ubyte"  # one file gzipped, the rest not
     gzipped = label_file.with_name(label_file.name + ".gz")
     gzipped.write_bytes(gzip.compress(label_file.read_bytes()))
     label_file.unlink()
@@ -98,8 +112,11 @@ def test_mnist_folder_does_not_satisfy_fashion_mnist(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dtype", ["u1", "i1", ">i2", ">i4", ">f4", ">f8"])
 def test_read_idx_round_trips_every_type(tmp_path: Path, dtype: str) -> None:
-    array = (np.arange(24).reshape(2, 3, 4) - 7).astype(dtype) if dtype != "u1" \
+    array = (
+        (np.arange(24).reshape(2, 3, 4) - 7).astype(dtype)
+        if dtype != "u1"
         else np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    )
     parsed = read_idx(write_idx(tmp_path / "a-idx3", array))
     assert parsed.shape == (2, 3, 4) and parsed.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(parsed, array)
@@ -123,22 +140,40 @@ def _corrupt(tmp_path: Path, stem: str, payload: bytes) -> None:
     (tmp_path / stem).write_bytes(payload)
 
 
-@pytest.mark.parametrize(("stem", "payload", "message"), [
-    ("train-images-idx3-ubyte", b"\x00\x00\x08", "only 3 bytes"),
-    ("train-images-idx3-ubyte", b"\x01\x00\x08\x03" + b"\x00" * 12, "bad magic"),
-    ("train-images-idx3-ubyte", b"\x00\x00\x07\x03" + b"\x00" * 12, "bad magic"),
-    ("train-images-idx3-ubyte", b"\x00\x00\x08\x03\x00\x00\x00\x07", "truncated IDX header"),
-    ("train-images-idx3-ubyte", bytes([0, 0, 8, 3]) + struct.pack(">3I", 7, 5, 4) + b"\x00" * 139,
-     "139 data bytes"),
-    ("train-images-idx3-ubyte", bytes([0, 0, 8, 2]) + struct.pack(">2I", 7, 20) + b"\x00" * 140,
-     r"shape \(n, rows, cols\)"),
-    ("train-labels-idx1-ubyte", bytes([0, 0, 8, 1]) + struct.pack(">I", 6) + b"\x00" * 6,
-     "7 images but 6 labels"),
-    ("train-labels-idx1-ubyte", bytes([0, 0, 8, 1]) + struct.pack(">I", 7) + b"\x0a" * 7,
-     r"labels must lie in \[0, 10\)"),
-    ("train-labels-idx1-ubyte", bytes([0, 0, 0x0C, 1]) + struct.pack(">I", 7) + b"\x00" * 28,
-     "expected uint8 labels"),
-])
+@pytest.mark.parametrize(
+    ("stem", "payload", "message"),
+    [
+        ("train-images-idx3-ubyte", b"\x00\x00\x08", "only 3 bytes"),
+        ("train-images-idx3-ubyte", b"\x01\x00\x08\x03" + b"\x00" * 12, "bad magic"),
+        ("train-images-idx3-ubyte", b"\x00\x00\x07\x03" + b"\x00" * 12, "bad magic"),
+        ("train-images-idx3-ubyte", b"\x00\x00\x08\x03\x00\x00\x00\x07", "truncated IDX header"),
+        (
+            "train-images-idx3-ubyte",
+            bytes([0, 0, 8, 3]) + struct.pack(">3I", 7, 5, 4) + b"\x00" * 139,
+            "139 data bytes",
+        ),
+        (
+            "train-images-idx3-ubyte",
+            bytes([0, 0, 8, 2]) + struct.pack(">2I", 7, 20) + b"\x00" * 140,
+            r"shape \(n, rows, cols\)",
+        ),
+        (
+            "train-labels-idx1-ubyte",
+            bytes([0, 0, 8, 1]) + struct.pack(">I", 6) + b"\x00" * 6,
+            "7 images but 6 labels",
+        ),
+        (
+            "train-labels-idx1-ubyte",
+            bytes([0, 0, 8, 1]) + struct.pack(">I", 7) + b"\x0a" * 7,
+            r"labels must lie in \[0, 10\)",
+        ),
+        (
+            "train-labels-idx1-ubyte",
+            bytes([0, 0, 0x0C, 1]) + struct.pack(">I", 7) + b"\x00" * 28,
+            "expected uint8 labels",
+        ),
+    ],
+)
 def test_malformed_idx_files_raise(tmp_path: Path, stem: str, payload: bytes, message: str) -> None:
     _corrupt(tmp_path, stem, payload)
     with pytest.raises(DatasetError, match=message):
@@ -164,7 +199,7 @@ def test_limit_keeps_a_seeded_subset_of_training_rows(tmp_path: Path) -> None:
     for row, label in zip(small.train_x.flatten(1), small.train_y, strict=True):
         matches = (flat_full == row).all(dim=1).nonzero().flatten()
         assert matches.numel() >= 1 and bool((full.train_y[matches] == label).any())
-    assert torch.equal(small.test_x, full.test_x)             # the test set is kept whole
+    assert torch.equal(small.test_x, full.test_x)  # the test set is kept whole
     assert load_dataset("mnist", tmp_path, limit=100).n_train == 20
     with pytest.raises(DatasetError, match="limit must be a positive integer"):
         load_dataset("mnist", tmp_path, limit=0)
@@ -172,8 +207,10 @@ def test_limit_keeps_a_seeded_subset_of_training_rows(tmp_path: Path) -> None:
 
 # --- CIFAR-10 -----------------------------------------------------------------------------------
 
-def fake_cifar(folder: Path, seed: int, *, per_batch: int = 3, protocol: int = 2,
-               numpy1_names: bool = False) -> tuple[np.ndarray, np.ndarray]:
+
+def fake_cifar(
+    folder: Path, seed: int, *, per_batch: int = 3, protocol: int = 2, numpy1_names: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """``data_batch_1..5`` and ``test_batch`` as pickled dicts, like cifar-10-python.tar.gz.
 
     ``numpy1_names`` rewrites the pickled global ``numpy._core`` to ``numpy.core``, the name the
@@ -186,8 +223,15 @@ def fake_cifar(folder: Path, seed: int, *, per_batch: int = 3, protocol: int = 2
     for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
         data = rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8)
         labels = rng.integers(0, 10, per_batch).tolist()
-        payload = pickle.dumps({b"batch_label": name.encode(), b"labels": labels, b"data": data,
-                                b"filenames": [b"x.png"] * per_batch}, protocol=protocol)
+        payload = pickle.dumps(
+            {
+                b"batch_label": name.encode(),
+                b"labels": labels,
+                b"data": data,
+                b"filenames": [b"x.png"] * per_batch,
+            },
+            protocol=protocol,
+        )
         if numpy1_names:
             assert b"numpy._core" in payload
             payload = payload.replace(b"numpy._core", b"numpy.core")
@@ -199,16 +243,18 @@ def fake_cifar(folder: Path, seed: int, *, per_batch: int = 3, protocol: int = 2
 
 @pytest.mark.parametrize(("protocol", "numpy1_names"), [(2, True), (2, False), (5, False)])
 def test_cifar10_batches(tmp_path: Path, protocol: int, numpy1_names: bool) -> None:
-    data, labels = fake_cifar(tmp_path / "cifar-10-batches-py", seed=9, protocol=protocol,
-                              numpy1_names=numpy1_names)
+    data, labels = fake_cifar(
+        tmp_path / "cifar-10-batches-py", seed=9, protocol=protocol, numpy1_names=numpy1_names
+    )
     loaded = load_dataset("cifar10", tmp_path)
     assert loaded.input_shape == (3, 32, 32) and loaded.input_dim == 3072
     assert loaded.n_train == 15 and loaded.n_test == 3
     assert loaded.train_x.dtype == torch.float32 and loaded.train_y.dtype == torch.int64
     # A row is 1024 red, then 1024 green, then 1024 blue values, each row-major over 32x32.
     for i, (ch, r, c) in enumerate([(0, 0, 0), (1, 3, 5), (2, 31, 30), (0, 17, 2)]):
-        assert loaded.train_x[i + 4, ch, r, c] == np.float32(data[i + 4, ch * 1024 + r * 32 + c]) \
-            / np.float32(255)
+        assert loaded.train_x[i + 4, ch, r, c] == np.float32(
+            data[i + 4, ch * 1024 + r * 32 + c]
+        ) / np.float32(255)
     expected = torch.from_numpy(data[:15].reshape(15, 3, 32, 32).astype(np.float32) / 255)
     assert torch.equal(loaded.train_x, expected)
     assert loaded.train_y.tolist() == labels[:15].tolist()
@@ -233,16 +279,21 @@ class _Exploit:
         return (Path.touch, (Path("/nonexistent-dir/pwned"),))
 
 
-@pytest.mark.parametrize(("batch", "message"), [
-    ({b"labels": [0, 1]}, "expected a dict with keys"),
-    ([1, 2, 3], "expected a dict with keys"),
-    ({b"data": np.zeros((2, 3072), np.float32), b"labels": [0, 1]}, "must be a uint8 array"),
-    ({b"data": np.zeros((2, 1024), np.uint8), b"labels": [0, 1]}, r"shape \(n, 3072\)"),
-    ({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0]}, "must hold 2 integers"),
-    ({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 10]}, r"lie in \[0, 10\)"),
-    ({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1], b"x": _Exploit()},
-     "refusing to load"),
-])
+@pytest.mark.parametrize(
+    ("batch", "message"),
+    [
+        ({b"labels": [0, 1]}, "expected a dict with keys"),
+        ([1, 2, 3], "expected a dict with keys"),
+        ({b"data": np.zeros((2, 3072), np.float32), b"labels": [0, 1]}, "must be a uint8 array"),
+        ({b"data": np.zeros((2, 1024), np.uint8), b"labels": [0, 1]}, r"shape \(n, 3072\)"),
+        ({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0]}, "must hold 2 integers"),
+        ({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 10]}, r"lie in \[0, 10\)"),
+        (
+            {b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1], b"x": _Exploit()},
+            "refusing to load",
+        ),
+    ],
+)
 def test_cifar10_malformed_batches_raise(tmp_path: Path, batch: object, message: str) -> None:
     fake_cifar(tmp_path, seed=12)
     (tmp_path / "data_batch_2").write_bytes(pickle.dumps(batch, protocol=2))
@@ -260,16 +311,17 @@ def test_cifar10_truncated_pickle_raises(tmp_path: Path) -> None:
 
 # --- digits -------------------------------------------------------------------------------------
 
+
 def test_digits_shapes_dtypes_and_grey_levels() -> None:
     data = load_dataset("digits")
     assert data.name == "digits" and data.n_classes == 10 and DATASETS[0] == "digits"
     assert data.n_train + data.n_test == 1797
-    assert data.n_test == 450                     # sklearn: ceil(0.25 * 1797)
+    assert data.n_test == 450  # sklearn: ceil(0.25 * 1797)
     assert tuple(data.train_x.shape) == (1347, 1, 8, 8) and data.input_dim == 64
     assert data.train_x.dtype == torch.float32 and data.train_y.dtype == torch.int64
     both = torch.cat([data.train_x, data.test_x])
     assert both.min() == 0.0 and both.max() == 1.0
-    assert torch.equal(both * 16, torch.round(both * 16))          # 17 levels k/16, k = 0..16
+    assert torch.equal(both * 16, torch.round(both * 16))  # 17 levels k/16, k = 0..16
     # Together the two parts are exactly sklearn's images, each once.
     bunch = load_digits()
     reference = np.asarray(bunch.images, np.float32).reshape(1797, 64) / np.float32(16)

@@ -36,8 +36,15 @@ def tiny(digits, kind, dtype=torch.float64, hidden=6, n_clients=4, seed=0, **opt
         # a mild tail (ratio 0.3) keeps every class present in a 120-image pool
         options = {"imbalance_ratio": 0.3, "inner_regularization": 0.1, **options}
     network = mlp(digits.input_shape, digits.n_classes, hidden=(hidden,))
-    return build_workload(kind, digits, {"scheme": "iid", "n_clients": n_clients},
-                          model=network, seed=seed, dtype=dtype, **options)
+    return build_workload(
+        kind,
+        digits,
+        {"scheme": "iid", "n_clients": n_clients},
+        model=network,
+        seed=seed,
+        dtype=dtype,
+        **options,
+    )
 
 
 def rows(problem, seed):
@@ -77,9 +84,9 @@ def test_vmap_rows_equal_a_per_client_loop(digits, kind, batched):
     for loss in (p.outer_loss, p.inner_loss):
         stacked = loss(x, y, clients, batch)
         for c in range(4):
-            one = None if batch is None else type(batch)(batch.indices[c:c + 1])
-            single = loss(x[c:c + 1], y[c:c + 1], clients[c:c + 1], one)
-            torch.testing.assert_close(stacked[c:c + 1], single, rtol=IDENTITY_RTOL, atol=0.0)
+            one = None if batch is None else type(batch)(batch.indices[c : c + 1])
+            single = loss(x[c : c + 1], y[c : c + 1], clients[c : c + 1], one)
+            torch.testing.assert_close(stacked[c : c + 1], single, rtol=IDENTITY_RTOL, atol=0.0)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -104,12 +111,14 @@ def test_minibatch_mean_is_unbiased_over_all_index_pairs(digits):
     x, y = rows(p, 3)
     clients = torch.tensor([1])
     pairs = int(p.data.train.counts[1] * p.data.val.counts[1])
-    every = type(p.sample_batch(np.random.default_rng(0), clients, 1))(
-        torch.arange(pairs)[None, :])
+    every = type(p.sample_batch(np.random.default_rng(0), clients, 1))(torch.arange(pairs)[None, :])
     for loss in (p.outer_loss, p.inner_loss):
-        torch.testing.assert_close(loss(x[1:2], y[1:2], clients, every),
-                                   loss(x[1:2], y[1:2], clients, None),
-                                   rtol=IDENTITY_RTOL, atol=0.0)
+        torch.testing.assert_close(
+            loss(x[1:2], y[1:2], clients, every),
+            loss(x[1:2], y[1:2], clients, None),
+            rtol=IDENTITY_RTOL,
+            atol=0.0,
+        )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -117,8 +126,13 @@ def test_evaluate_accepts_vectors_and_rows(digits, kind):
     p = tiny(digits, kind)
     x0, y0 = p.initial_point()
     metrics = p.evaluate(x0, y0)
-    assert set(metrics) == {"test_accuracy", "test_loss", "test_balanced_accuracy",
-                            "outer_loss", "inner_loss"}
+    assert set(metrics) == {
+        "test_accuracy",
+        "test_loss",
+        "test_balanced_accuracy",
+        "outer_loss",
+        "inner_loss",
+    }
     assert 0.0 <= metrics["test_accuracy"] <= 1.0
     # rows are averaged: two copies of y0 are the model y0
     assert p.evaluate(x0, y0.expand(2, -1)) == metrics
@@ -138,21 +152,33 @@ def test_to_moves_dtype_and_keeps_values(digits):
     x, y = rows(p, 4)
     clients = torch.arange(4)
     # float32 evaluation of the same losses: single-precision round-off of sums of O(1) terms
-    torch.testing.assert_close(q.inner_loss(x.float(), y.float(), clients, None).double(),
-                               p.inner_loss(x, y, clients, None), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        q.inner_loss(x.float(), y.float(), clients, None).double(),
+        p.inner_loss(x, y, clients, None),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 def test_cnn_rows_equal_a_per_client_loop(digits):
     network = build_network("cnn", digits.input_shape, digits.n_classes)
-    p = build_workload("hyper_representation", digits, {"scheme": "iid", "n_clients": 3},
-                       model=network, dtype=torch.float64)
+    p = build_workload(
+        "hyper_representation",
+        digits,
+        {"scheme": "iid", "n_clients": 3},
+        model=network,
+        dtype=torch.float64,
+    )
     x, y = rows(p, 5)
     clients = torch.arange(3)
     stacked = p.inner_loss(x, y, clients, None)
     for c in range(3):
-        torch.testing.assert_close(stacked[c:c + 1], p.inner_loss(x[c:c + 1], y[c:c + 1],
-                                                                  clients[c:c + 1], None),
-                                   rtol=IDENTITY_RTOL, atol=0.0)
+        torch.testing.assert_close(
+            stacked[c : c + 1],
+            p.inner_loss(x[c : c + 1], y[c : c + 1], clients[c : c + 1], None),
+            rtol=IDENTITY_RTOL,
+            atol=0.0,
+        )
 
 
 # ------------------------------------------------------------------------- exact hypergradients
@@ -179,6 +205,7 @@ def global_inner_hessian(problem, x, y):
 
 def newton_inner_solution(problem, x, y):
     """``y*(x)`` of a strongly convex inner problem by damped Newton (dense Hessian, float64)."""
+
     def g(v):
         return float(global_loss(problem, problem.inner_loss, x, v))
 
@@ -213,8 +240,15 @@ def solvable(digits, kind):
     if kind == "hyper_representation":
         return tiny(digits, kind, hidden=4, n_clients=3)
     network = build_network("linear", digits.input_shape, digits.n_classes)
-    return build_workload(kind, digits, {"scheme": "iid", "n_clients": 3}, model=network,
-                          dtype=torch.float64, imbalance_ratio=0.3, inner_regularization=0.1)
+    return build_workload(
+        kind,
+        digits,
+        {"scheme": "iid", "n_clients": 3},
+        model=network,
+        dtype=torch.float64,
+        imbalance_ratio=0.3,
+        inner_regularization=0.1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -280,16 +314,22 @@ def test_fedihgp_on_a_workload_has_the_exact_neumann_bias(solved, kind):
     p, x, y_star, grad_h, hessian, fy, _ = solved(kind)
     L = float(torch.linalg.eigvalsh(hessian).max())
     N = 30
-    est = FedIHGP(inner_steps=0, neumann_terms=N, neumann_step_size=1.0 / L,
-                  truncation="deterministic", inner_step_size=1.0)
+    est = FedIHGP(
+        inner_steps=0,
+        neumann_terms=N,
+        neumann_step_size=1.0 / L,
+        truncation="deterministic",
+        inner_step_size=1.0,
+    )
     out = est.estimate(p, x, InnerState(y_star), np.random.default_rng(0))
     A = torch.eye(p.dim_y) - hessian / L
     residual = torch.linalg.solve(hessian, torch.linalg.matrix_power(A, N + 1) @ fy)
     bias = Oracles(p).jvp_inner_xy(x, y_star, residual, torch.arange(p.n_clients)).mean(dim=0)
     # Why IDENTITY_RTOL: both sides are the same finite sums evaluated in float64 in a different
     # order (N + 1 Hessian-vector products against dense matrix powers), kappa below 1e3.
-    torch.testing.assert_close(out.value, grad_h + bias, rtol=IDENTITY_RTOL,
-                               atol=IDENTITY_RTOL * float(grad_h.norm()))
+    torch.testing.assert_close(
+        out.value, grad_h + bias, rtol=IDENTITY_RTOL, atol=IDENTITY_RTOL * float(grad_h.norm())
+    )
     assert out.calls.comm_rounds == (N + 1) + 1
 
 
@@ -345,8 +385,9 @@ def test_registered_algorithm_runs_unchanged_in_float32(float32_workloads, kind,
 
 def test_same_seed_same_numbers_under_partial_participation(float32_workloads):
     p = float32_workloads["hyper_representation"]
-    algorithm = get_estimator("fednest").build(**ALGORITHMS["fednest"], participation=2,
-                                               batch_size=4)
+    algorithm = get_estimator("fednest").build(
+        **ALGORITHMS["fednest"], participation=2, batch_size=4
+    )
     runs = [run_algorithm(algorithm, p, 2, np.random.default_rng(7)) for _ in range(2)]
     assert torch.equal(runs[0][-1].x, runs[1][-1].x)
     assert torch.equal(runs[0][-1].state.y, runs[1][-1].state.y)
@@ -357,24 +398,47 @@ def test_same_seed_same_numbers_under_partial_participation(float32_workloads):
 # ------------------------------------------------------------------------- bad input
 
 
-@pytest.mark.parametrize(("kind", "split", "options", "message"), [
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4}, {"learning_rate": 0.1},
-     "unknown option"),
-    ("nope", {"scheme": "iid", "n_clients": 4}, {}, "unknown workload"),
-    ("hyper_representation", {"scheme": "iid"}, {}, "lacks"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4, "seed": 3}, {}, "seed"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4, "bogus": 1}, {}, "bad split"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4}, {"validation_fraction": 1.0},
-     "validation_fraction"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4}, {"regularization": "l1"},
-     "regularization"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 4},
-     {"regularization_strength": -1.0}, "regularization_strength"),
-    ("hyper_representation", {"scheme": "iid", "n_clients": 120}, {}, "no training or no val"),
-    ("loss_tuning", {"scheme": "long_tail", "n_clients": 4}, {}, "long tail itself"),
-    ("loss_tuning", {"scheme": "iid", "n_clients": 4}, {"imbalance_ratio": 1e-4},
-     "no sample on any client"),
-])
+@pytest.mark.parametrize(
+    ("kind", "split", "options", "message"),
+    [
+        (
+            "hyper_representation",
+            {"scheme": "iid", "n_clients": 4},
+            {"learning_rate": 0.1},
+            "unknown option",
+        ),
+        ("nope", {"scheme": "iid", "n_clients": 4}, {}, "unknown workload"),
+        ("hyper_representation", {"scheme": "iid"}, {}, "lacks"),
+        ("hyper_representation", {"scheme": "iid", "n_clients": 4, "seed": 3}, {}, "seed"),
+        ("hyper_representation", {"scheme": "iid", "n_clients": 4, "bogus": 1}, {}, "bad split"),
+        (
+            "hyper_representation",
+            {"scheme": "iid", "n_clients": 4},
+            {"validation_fraction": 1.0},
+            "validation_fraction",
+        ),
+        (
+            "hyper_representation",
+            {"scheme": "iid", "n_clients": 4},
+            {"regularization": "l1"},
+            "regularization",
+        ),
+        (
+            "hyper_representation",
+            {"scheme": "iid", "n_clients": 4},
+            {"regularization_strength": -1.0},
+            "regularization_strength",
+        ),
+        ("hyper_representation", {"scheme": "iid", "n_clients": 120}, {}, "no training or no val"),
+        ("loss_tuning", {"scheme": "long_tail", "n_clients": 4}, {}, "long tail itself"),
+        (
+            "loss_tuning",
+            {"scheme": "iid", "n_clients": 4},
+            {"imbalance_ratio": 1e-4},
+            "no sample on any client",
+        ),
+    ],
+)
 def test_bad_workload_requests_raise_clear_errors(digits, kind, split, options, message):
     with pytest.raises(WorkloadError, match=message):
         build_workload(kind, digits, split, **options)

@@ -77,8 +77,11 @@ def test_a_failed_write_leaves_the_earlier_file_and_no_temporary(tmp_path):
         assert temporary.is_file() and temporary.parent == tmp_path
         raise OSError(28, "No space left on device")
 
-    with pytest.raises(WriteFailed, match=r"cannot write .*x\.json: No space left on device; "
-                                          r"nothing half-written was left"):
+    with pytest.raises(
+        WriteFailed,
+        match=r"cannot write .*x\.json: No space left on device; "
+        r"nothing half-written was left",
+    ):
         atomic_write_bytes(target, b"new", before_replace=fail)
     assert target.read_text() == "earlier" and os.listdir(tmp_path) == ["x.json"]
 
@@ -107,10 +110,18 @@ def test_paths_from_files_stay_inside_the_results_folder(tmp_path):
     (tmp_path / "results" / "counterexamples").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "results" / "counterexamples" / "link").symlink_to(tmp_path / "elsewhere")
-    assert inside(tmp_path / "results", "counterexamples/a.json", "x") == \
-        tmp_path / "results" / "counterexamples" / "a.json"
-    for bad in ("../../secret_keys.json", "/etc/passwd", "~/.ssh/id_rsa",
-                "counterexamples/link/a.json", "a\x00b", ""):
+    assert (
+        inside(tmp_path / "results", "counterexamples/a.json", "x")
+        == tmp_path / "results" / "counterexamples" / "a.json"
+    )
+    for bad in (
+        "../../secret_keys.json",
+        "/etc/passwd",
+        "~/.ssh/id_rsa",
+        "counterexamples/link/a.json",
+        "a\x00b",
+        "",
+    ):
         with pytest.raises(UnsafePath):
             inside(tmp_path / "results", bad, "claims/x.json: counterexample")
 
@@ -118,19 +129,21 @@ def test_paths_from_files_stay_inside_the_results_folder(tmp_path):
 # ------------------------------------------------------------------------------ run names
 
 
-@pytest.mark.parametrize(("name", "reason"), [
-    ("..", "would name the results folder or above"),
-    (".", "would name the results folder or above"),
-    ("../escape", "path separator"),
-    ("a/b", "path separator"),
-    ("a\\b", "path separator"),
-    ("a\x00b", "NUL"),
-    ("x" * 300, "300 characters long (at most 100)"),
-    (".hidden", "starts with '.'"),
-    ("tab\there", "control character"),
-])
-def test_a_config_name_that_is_not_a_plain_folder_name_is_one_line(tmp_path, capsys, name,
-                                                                  reason):
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("..", "would name the results folder or above"),
+        (".", "would name the results folder or above"),
+        ("../escape", "path separator"),
+        ("a/b", "path separator"),
+        ("a\\b", "path separator"),
+        ("a\x00b", "NUL"),
+        ("x" * 300, "300 characters long (at most 100)"),
+        (".hidden", "starts with '.'"),
+        ("tab\there", "control character"),
+    ],
+)
+def test_a_config_name_that_is_not_a_plain_folder_name_is_one_line(tmp_path, capsys, name, reason):
     path = write(tmp_path, {"name": name})
     assert main(["run", str(path), "--results", str(tmp_path / "results"), "--quiet"]) == 2
     err = _one_line(capsys)
@@ -205,13 +218,25 @@ def test_fresh_refuses_a_folder_the_testbed_did_not_record(tmp_path, capsys):
     assert (folder / "notes.txt").read_text() == "mine"
 
 
-def test_two_configs_of_one_name_in_one_command_are_refused_before_any_work(tmp_path,
-                                                                            capsys):
+def test_two_configs_of_one_name_in_one_command_are_refused_before_any_work(tmp_path, capsys):
     a = write(tmp_path, {"run.steps": 1}, name="a.toml")
     b = write(tmp_path, {"run.steps": 1}, name="b.toml")
     for jobs in ("1", "2"):
-        assert main(["run", str(a), str(b), "--results", str(tmp_path / "results"),
-                     "--quiet", "--jobs", jobs]) == 2
+        assert (
+            main(
+                [
+                    "run",
+                    str(a),
+                    str(b),
+                    "--results",
+                    str(tmp_path / "results"),
+                    "--quiet",
+                    "--jobs",
+                    jobs,
+                ]
+            )
+            == 2
+        )
         err = _one_line(capsys)
         assert f"{a}, {b}: 2 configs have name = 'tiny'" in err
         assert not (tmp_path / "results" / "runs").exists()
@@ -233,8 +258,12 @@ HOLD = textwrap.dedent("""
 
 
 def _hold(results: Path, key: str, how: str) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", HOLD, str(results), key, how],
-                               stdout=subprocess.PIPE, text=True, cwd=REPO)
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(results), key, how],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     assert process.stdout is not None and process.stdout.readline().strip() == "held"
     return process
 
@@ -260,8 +289,10 @@ def test_a_run_folder_held_by_another_process_is_one_line_naming_it(tmp_path, ca
         _stop(holder)
     assert main(["run", str(path), "--results", str(results), "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert f"took over the lock of the run folder {results / 'runs' / 'tiny'} left by pid " \
-           f"{holder.pid}" in err
+    assert (
+        f"took over the lock of the run folder {results / 'runs' / 'tiny'} left by pid "
+        f"{holder.pid}" in err
+    )
 
 
 def test_a_claim_held_by_another_process_is_one_line(tmp_path, capsys):
@@ -295,8 +326,18 @@ def test_two_runs_of_one_config_at_once_do_not_share_the_folder(tmp_path):
     of 200 in 4 of 10 trials): the second process stops with exit 2 naming the first."""
     path = write(tmp_path, {"run.steps": 400, "run.checkpoint_every": 50})
     results = tmp_path / "results"
-    command = [sys.executable, "-m", "testbed_app", "run", str(path), "--results",
-               str(results), "--quiet", "--threads", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "testbed_app",
+        "run",
+        str(path),
+        "--results",
+        str(results),
+        "--quiet",
+        "--threads",
+        "1",
+    ]
     first = subprocess.Popen(command, cwd=REPO, stderr=subprocess.PIPE, text=True)
     lock = results / ".locks" / "run-tiny.lock"
     try:
@@ -367,8 +408,9 @@ def test_fresh_of_an_edited_config_file_starts_its_own_run_over(tmp_path, capsys
     assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
     write(tmp_path, {"run.steps": 1, "run.seed": 4})
     assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh"]) == 0
-    assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh",
-                 "--steps", "2"]) == 0
+    assert (
+        main(["run", str(a), "--results", str(results), "--quiet", "--fresh", "--steps", "2"]) == 0
+    )
     capsys.readouterr()
 
 
@@ -408,8 +450,7 @@ def test_deploy_fresh_never_deletes_another_configs_run(tmp_path, capsys):
     b = _deploy_config(tmp_path / "B", seed=3)
     folder = tmp_path / "results" / "deploy" / "fednest_quadratic" / "simulation"
     record_source(folder, a)
-    (folder / "run.json").write_text(json.dumps({"spec": {"name": "fednest_quadratic",
-                                                           "seed": 0}}))
+    (folder / "run.json").write_text(json.dumps({"spec": {"name": "fednest_quadratic", "seed": 0}}))
     assert main(["deploy", str(b), "--results", str(tmp_path / "results"), "--fresh"]) == 2
     err = _one_line(capsys)
     assert f"holds the run of {a.resolve()}, not of {b}" in err and "Nothing was deleted" in err
@@ -431,12 +472,12 @@ def test_a_deploy_folder_is_its_configs_by_spec_or_by_file(tmp_path):
     other = _deploy_config(tmp_path / "B", seed=3)
     assert folder_owner_problem(folder, spec, a) is not None  # nothing recorded
     # the same spec, whatever its steps (--steps), from any file: its own
-    (folder / "run.json").write_text(json.dumps({"spec": {**json.loads(spec.to_json()),
-                                                          "steps": 99}}))
+    (folder / "run.json").write_text(
+        json.dumps({"spec": {**json.loads(spec.to_json()), "steps": 99}})
+    )
     assert folder_owner_problem(folder, spec, other) is None
     # another spec written from this very file (edited since): its own
-    (folder / "run.json").write_text(json.dumps({"spec": json.loads(
-        load_spec(other).to_json())}))
+    (folder / "run.json").write_text(json.dumps({"spec": json.loads(load_spec(other).to_json())}))
     record_source(folder, a)
     assert folder_owner_problem(folder, spec, a) is None
     third = _deploy_config(tmp_path / "C", seed=5)

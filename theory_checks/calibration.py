@@ -107,13 +107,26 @@ def summarize(claim: Claim, profile: str, records: list[dict[str, Any]]) -> Cali
     else:
         false_failures = 0
         consistent = refuted == seeds - undecided and refuted > 0
-    return CalibrationSummary(claim.id, claim.expected, profile, seeds, claim.false_fail_rate,
-                              false_failures, refuted, undecided, verdicts, low, high,
-                              consistent, sum(float(r["seconds"]) for r in records))
+    return CalibrationSummary(
+        claim.id,
+        claim.expected,
+        profile,
+        seeds,
+        claim.false_fail_rate,
+        false_failures,
+        refuted,
+        undecided,
+        verdicts,
+        low,
+        high,
+        consistent,
+        sum(float(r["seconds"]) for r in records),
+    )
 
 
-def _load(path: Path, fingerprint: str, profile: str,
-          notify: Callable[[str], None] = _warn) -> list[dict[str, Any]]:
+def _load(
+    path: Path, fingerprint: str, profile: str, notify: Callable[[str], None] = _warn
+) -> list[dict[str, Any]]:
     """The seeds already run (same claim definition and profile); a torn file, or one that
     does not fit its schema (:func:`results_format.records.calibration_record_problem`),
     starts over, and a seed's record that cannot be believed
@@ -150,10 +163,13 @@ class CalibrationTask(RegisteredClaimTask):
         claim = self.resolved_claim()
         with plugin_failures_named(claim, claim.estimators[0]):  # a plugin's error: one line
             result = run_claim(claim, self.profile, make=self.make, calibration_seed=self.seed)
-        return {"seed": self.seed, "verdict": result.verdict,
-                "n_undecided": len(result.undecided),
-                "n_unconfirmed": len(result.unconfirmed),
-                "seconds": time.perf_counter() - start}
+        return {
+            "seed": self.seed,
+            "verdict": result.verdict,
+            "n_undecided": len(result.undecided),
+            "n_unconfirmed": len(result.unconfirmed),
+            "seconds": time.perf_counter() - start,
+        }
 
 
 #: How an executor runs tasks (``testbed_app.executors``): ``(index, result)`` as each finishes.
@@ -172,9 +188,11 @@ def check_seeds(seeds: int) -> None:
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"--seeds must be an integer >= 1, got {seeds!r}")
     if seeds > MAX_SEEDS:
-        raise ValueError(f"--seeds {seeds:,} is above {MAX_SEEDS:,}: that many clean seeds "
-                         f"bound a false-failure rate of {3.7e-5:g}, below every claim's "
-                         f"stated rate ({seeds_to_bound(1e-3):,} bound the default 1e-3)")
+        raise ValueError(
+            f"--seeds {seeds:,} is above {MAX_SEEDS:,}: that many clean seeds "
+            f"bound a false-failure rate of {3.7e-5:g}, below every claim's "
+            f"stated rate ({seeds_to_bound(1e-3):,} bound the default 1e-3)"
+        )
 
 
 def _check_calibratable(claim: Claim, seeds: int) -> None:
@@ -189,12 +207,21 @@ class PendingTasks(Sequence[CalibrationTask]):
     before any seed ran), and each membership test rebuilt the set of recorded seeds. Its
     memory is the recorded seeds', whatever ``seeds``."""
 
-    def __init__(self, claims: Sequence[Claim], seeds: int, profile: Profile, dtype: str,
-                 make: Callable[..., Any] | None, done: dict[str, Iterable[int]]) -> None:
+    def __init__(
+        self,
+        claims: Sequence[Claim],
+        seeds: int,
+        profile: Profile,
+        dtype: str,
+        make: Callable[..., Any] | None,
+        done: dict[str, Iterable[int]],
+    ) -> None:
         self._claims, self._profile, self._dtype, self._make = list(claims), profile, dtype, make
         # per claim: the recorded seeds below ``seeds``, sorted (the missing ones are run)
-        self._done = [sorted({k for k in map(int, done.get(c.id, ())) if 0 <= k < seeds})
-                      for c in self._claims]
+        self._done = [
+            sorted({k for k in map(int, done.get(c.id, ())) if 0 <= k < seeds})
+            for c in self._claims
+        ]
         self._counts = [seeds - len(d) for d in self._done]
         self._starts = list(itertools.accumulate([0, *self._counts]))
 
@@ -222,19 +249,28 @@ class PendingTasks(Sequence[CalibrationTask]):
         return CalibrationTask(claim.id, low, self._profile, self._dtype, self._make, claim)
 
 
-def calibrate_claim(claim: Claim, seeds: int, profile: Profile, out_dir: Path | None = None,
-                    progress: Callable[[str], None] | None = None,
-                    make: Callable[..., Any] | None = None) -> CalibrationSummary:
+def calibrate_claim(
+    claim: Claim,
+    seeds: int,
+    profile: Profile,
+    out_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    make: Callable[..., Any] | None = None,
+) -> CalibrationSummary:
     """Run ``claim`` under calibration seeds ``0..seeds-1`` (resuming from ``out_dir``);
     ``make`` replaces the registry's builder (a variant under study)."""
     return calibrate_claims([claim], seeds, profile, out_dir, progress, make=make)[0]
 
 
-def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
-                     out_dir: Path | None = None,
-                     progress: Callable[[str], None] | None = None,
-                     execute: Execute | None = None,
-                     make: Callable[..., Any] | None = None) -> list[CalibrationSummary]:
+def calibrate_claims(
+    claims: Sequence[Claim],
+    seeds: int,
+    profile: Profile,
+    out_dir: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+    execute: Execute | None = None,
+    make: Callable[..., Any] | None = None,
+) -> list[CalibrationSummary]:
     """Every ``claim`` x seed not yet recorded, run by ``execute`` (default: one by one in this
     process); this process (the driver) appends each record to ``calibration/<claim>.json`` as
     it arrives, in seed order within the file, so an interrupted run resumes and the files do not
@@ -244,52 +280,85 @@ def calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
     if out_dir is None:
         return _calibrate_claims(claims, seeds, profile, None, progress, execute, make)
     # one writer per claim's calibration record (results_format.locks)
-    with holding(out_dir, [(f"calibration-{c.id}", f"the calibration of {c.id} in {out_dir}")
-                           for c in claims]):
+    with holding(
+        out_dir,
+        [(f"calibration-{c.id}", f"the calibration of {c.id} in {out_dir}") for c in claims],
+    ):
         return _calibrate_claims(claims, seeds, profile, out_dir, progress, execute, make)
 
 
-def _calibrate_claims(claims: Sequence[Claim], seeds: int, profile: Profile,
-                      out_dir: Path | None, progress: Callable[[str], None] | None,
-                      execute: Execute | None, make: Callable[..., Any] | None,
-                      ) -> list[CalibrationSummary]:
+def _calibrate_claims(
+    claims: Sequence[Claim],
+    seeds: int,
+    profile: Profile,
+    out_dir: Path | None,
+    progress: Callable[[str], None] | None,
+    execute: Execute | None,
+    make: Callable[..., Any] | None,
+) -> list[CalibrationSummary]:
     """:func:`calibrate_claims` with the records locked."""
     dtype = driver_dtype()
     stamps = {c.id: claim_fingerprint(c, profile) for c in claims}
-    paths = {c.id: (out_dir / CALIBRATION / f"{c.id}.json" if out_dir else None)
-             for c in claims}
+    paths = {c.id: (out_dir / CALIBRATION / f"{c.id}.json" if out_dir else None) for c in claims}
     records: dict[str, list[dict[str, Any]]] = {}
     for c in claims:
         path = paths[c.id]
         records[c.id] = _load(path, stamps[c.id], profile.name) if path is not None else []
-    tasks = PendingTasks(claims, seeds, profile, dtype, make,
-                         {c.id: [int(r["seed"]) for r in records[c.id]] for c in claims})
+    tasks = PendingTasks(
+        claims,
+        seeds,
+        profile,
+        dtype,
+        make,
+        {c.id: [int(r["seed"]) for r in records[c.id]] for c in claims},
+    )
     for index, record in (execute or run_in_process)(tasks):
         claim_id = tasks[index].claim_id
         records[claim_id] = sorted([*records[claim_id], record], key=lambda r: r["seed"])
         path = paths[claim_id]
         if path is not None:  # sealed: checked before a seed is believed (_load)
-            write_json(path, seal({"claim": claim_id, "fingerprint": stamps[claim_id],
-                                   "profile": profile.name, "runs": records[claim_id]}),
-                       indent=2)
+            write_json(
+                path,
+                seal(
+                    {
+                        "claim": claim_id,
+                        "fingerprint": stamps[claim_id],
+                        "profile": profile.name,
+                        "runs": records[claim_id],
+                    }
+                ),
+                indent=2,
+            )
         if progress is not None:
             progress(f"{claim_id} seed {record['seed']}: {record['verdict']}")
-    return [summarize(c, profile.name, [r for r in records[c.id] if int(r["seed"]) < seeds])
-            for c in claims]
+    return [
+        summarize(c, profile.name, [r for r in records[c.id] if int(r["seed"]) < seeds])
+        for c in claims
+    ]
 
 
-def calibrate(claims: Iterable[Claim], seeds: int, profile: Profile, out_dir: Path,
-              progress: Callable[[str], None] | None = None,
-              execute: Execute | None = None) -> list[CalibrationSummary]:
+def calibrate(
+    claims: Iterable[Claim],
+    seeds: int,
+    profile: Profile,
+    out_dir: Path,
+    progress: Callable[[str], None] | None = None,
+    execute: Execute | None = None,
+) -> list[CalibrationSummary]:
     """Calibrate every statistical claim in ``claims``; write ``calibration/summary.json``."""
-    summaries = calibrate_claims([c for c in claims if c.statistical], seeds, profile, out_dir,
-                                 progress, execute)
+    summaries = calibrate_claims(
+        [c for c in claims if c.statistical], seeds, profile, out_dir, progress, execute
+    )
     # sealed: the report checks the seal and recomputes the counts before it shows a number
-    summary = {"profile": profile.name, "seeds": seeds, "confidence": CALIBRATION_CONFIDENCE,
-               "claims": [dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)}
-                          for s in summaries]}
-    write_json(out_dir / CALIBRATION / SUMMARY,
-               seal(json.loads(json.dumps(summary))), indent=2)
+    summary = {
+        "profile": profile.name,
+        "seeds": seeds,
+        "confidence": CALIBRATION_CONFIDENCE,
+        "claims": [
+            dataclasses.asdict(s) | {"what_the_seeds_show": what_seeds_show(s)} for s in summaries
+        ],
+    }
+    write_json(out_dir / CALIBRATION / SUMMARY, seal(json.loads(json.dumps(summary))), indent=2)
     return summaries
 
 
@@ -299,14 +368,18 @@ def format_table(summaries: Iterable[CalibrationSummary]) -> str:
     if not rows:
         return "no statistical claim to calibrate"
     width = max(len(s.claim) for s in rows)
-    lines = [f"{'claim':{width}s} expected seeds  fails undecided  observed rate [95% CI]"
-             "       stated  consistent  what the seeds show"]
+    lines = [
+        f"{'claim':{width}s} expected seeds  fails undecided  observed rate [95% CI]"
+        "       stated  consistent  what the seeds show"
+    ]
     for s in rows:
         observed = s.refuted / s.seeds
-        lines.append(f"{s.claim:{width}s} {s.expected:8s} {s.seeds:5d} {s.refuted:6d} "
-                     f"{s.undecided:9d}  {observed:.3f} [{s.rate_low:.3f}, {s.rate_high:.3f}]"
-                     f"  {s.stated_rate:8.0e}  {'yes' if s.consistent else 'NO ':3s}         "
-                     f"{what_seeds_show(s)}")
+        lines.append(
+            f"{s.claim:{width}s} {s.expected:8s} {s.seeds:5d} {s.refuted:6d} "
+            f"{s.undecided:9d}  {observed:.3f} [{s.rate_low:.3f}, {s.rate_high:.3f}]"
+            f"  {s.stated_rate:8.0e}  {'yes' if s.consistent else 'NO ':3s}         "
+            f"{what_seeds_show(s)}"
+        )
     return "\n".join(lines)
 
 
@@ -314,11 +387,14 @@ def what_seeds_show(summary: CalibrationSummary) -> str:
     """One line on what the calibration can resolve: for a holds claim, the rate its seeds bound
     (the interval's upper end) and the clean seeds it would take to bound the stated rate."""
     if summary.expected != "holds":
-        return (f"refuted on {summary.refuted} of {summary.seeds - summary.undecided} decided "
-                "seeds")
-    shown = (f"false-failure rate at most {summary.rate_high:.3g} at 95% "
-             f"({summary.false_failures} of {summary.seeds})")
+        return f"refuted on {summary.refuted} of {summary.seeds - summary.undecided} decided seeds"
+    shown = (
+        f"false-failure rate at most {summary.rate_high:.3g} at 95% "
+        f"({summary.false_failures} of {summary.seeds})"
+    )
     if summary.rate_high > summary.stated_rate:
-        shown += (f"; bounding it at the stated {summary.stated_rate:.0e} takes "
-                  f"{seeds_to_bound(summary.stated_rate)} clean seeds")
+        shown += (
+            f"; bounding it at the stated {summary.stated_rate:.0e} takes "
+            f"{seeds_to_bound(summary.stated_rate)} clean seeds"
+        )
     return shown

@@ -35,7 +35,11 @@ ClaimKind = Literal[
     "communication_count",
 ]
 CLAIM_KINDS: tuple[str, ...] = (
-    "exact_identity", "bias_bound", "variance_bound", "linear_rate", "scaling_exponent",
+    "exact_identity",
+    "bias_bound",
+    "variance_bound",
+    "linear_rate",
+    "scaling_exponent",
     "communication_count",
 )
 
@@ -289,17 +293,22 @@ class Claim:
         if self.kind not in CLAIM_KINDS:
             raise ValueError(f"claim {self.id}: unknown kind {self.kind!r}")
         if self.about not in ABOUTS:
-            raise ValueError(f"claim {self.id}: about is {self.about!r}, not one of "
-                             f"{', '.join(ABOUTS)}")
+            raise ValueError(
+                f"claim {self.id}: about is {self.about!r}, not one of {', '.join(ABOUTS)}"
+            )
         if self.serves is not None and (self.about == ABOUT_RESULT or self.serves == self.id):
-            raise ValueError(f"claim {self.id}: serves names the result a proof step, formula "
-                             "or sentence serves: another claim, of a claim not itself a "
-                             "stated result")
+            raise ValueError(
+                f"claim {self.id}: serves names the result a proof step, formula "
+                "or sentence serves: another claim, of a claim not itself a "
+                "stated result"
+            )
         if self.id in self.power_from or len(set(self.power_from)) != len(self.power_from):
             raise ValueError(f"claim {self.id}: power_from names other claims, each once")
         if self.about == ABOUT_STEP and self.expected == "fails" and self.serves is None:
-            raise ValueError(f"claim {self.id}: a refuted proof step or formula names the claim "
-                             "that checks the result it serves (serves=...)")
+            raise ValueError(
+                f"claim {self.id}: a refuted proof step or formula names the claim "
+                "that checks the result it serves (serves=...)"
+            )
         if not self.estimators:
             raise ValueError(f"claim {self.id}: names no estimator")
         if self.decision not in ("deterministic", "statistical"):
@@ -308,17 +317,20 @@ class Claim:
             raise ValueError(f"claim {self.id}: false_fail_rate must be in (0, 1)")
         if self.undecided_on and self.decision != "statistical":
             raise ValueError(f"claim {self.id}: only a statistical claim can be undecided")
-        if self.decide_seconds is not None and not (
-                self.undecided_on and self.decide_seconds > 0):
-            raise ValueError(f"claim {self.id}: decide_seconds is the time of the run that "
-                             "decides a claim undecided_on a profile; it needs undecided_on and "
-                             "a positive number")
+        if self.decide_seconds is not None and not (self.undecided_on and self.decide_seconds > 0):
+            raise ValueError(
+                f"claim {self.id}: decide_seconds is the time of the run that "
+                "decides a claim undecided_on a profile; it needs undecided_on and "
+                "a positive number"
+            )
         names = [h.name for h in self.hypotheses]
         if len(set(names)) != len(names):
             raise ValueError(f"claim {self.id}: two hypotheses share a name ({names})")
         if len(self.readings) == 1:
-            raise ValueError(f"claim {self.id}: one reading is the statement itself; declare "
-                             "readings only when there are several")
+            raise ValueError(
+                f"claim {self.id}: one reading is the statement itself; declare "
+                "readings only when there are several"
+            )
 
     def cases(self, profile: str) -> st.SearchStrategy[Case]:
         """The strategy the claim's cases are drawn from on the profile called ``profile``."""

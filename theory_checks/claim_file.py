@@ -80,8 +80,9 @@ def resolve(reference: str) -> Any:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as error:
-        raise ClaimFileError(f"reference {reference!r}: cannot import {module_name}: "
-                             f"{error}") from error
+        raise ClaimFileError(
+            f"reference {reference!r}: cannot import {module_name}: {error}"
+        ) from error
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ClaimFileError(f"reference {reference!r}: {module_name} has no {attribute}")
@@ -107,8 +108,10 @@ def code(value: Any) -> Any:
     if isinstance(value, Mapping) and isinstance(value.get("call"), str):
         arguments = {k: _as_tuples(v) for k, v in value.items() if k not in ("call", "args")}
         return resolve(value["call"])(*_as_tuples(value.get("args", [])), **arguments)
-    raise ClaimFileError(f"expected a reference 'package.module:name' or a call table "
-                         f"{{call = ..., ...}}, got {value!r}")
+    raise ClaimFileError(
+        f"expected a reference 'package.module:name' or a call table "
+        f"{{call = ..., ...}}, got {value!r}"
+    )
 
 
 def _saved_case(value: Any) -> Callable[..., Any]:
@@ -117,8 +120,9 @@ def _saved_case(value: Any) -> Callable[..., Any]:
         return code(value)
     if isinstance(value, Mapping) and set(value) == {"problem", "params"}:
         return known_case(value["problem"], _as_tuples(value["params"]))
-    raise ClaimFileError(f"a case is a reference or a table with 'problem' and 'params', got "
-                         f"{value!r}")
+    raise ClaimFileError(
+        f"a case is a reference or a table with 'problem' and 'params', got {value!r}"
+    )
 
 
 def _perturbation(value: Any) -> Perturbation:
@@ -138,8 +142,7 @@ def _perturbation(value: Any) -> Perturbation:
 def _hypothesis(value: Any) -> Hypothesis:
     found = code(value)
     if not isinstance(found, Hypothesis):
-        raise ClaimFileError(f"hypotheses: {value!r} is a {type(found).__name__}, not a "
-                             "Hypothesis")
+        raise ClaimFileError(f"hypotheses: {value!r} is a {type(found).__name__}, not a Hypothesis")
     return found
 
 
@@ -149,8 +152,9 @@ def _reading(value: Any) -> Reading:
     unknown = set(value) - _READING_FIELDS
     missing = {"name", "statement"} - set(value)
     if unknown or missing:
-        raise ClaimFileError(f"reading: unknown key(s) {sorted(unknown)}, missing "
-                             f"{sorted(missing)}")
+        raise ClaimFileError(
+            f"reading: unknown key(s) {sorted(unknown)}, missing {sorted(missing)}"
+        )
     params = value.get("params", {})
     if not isinstance(params, Mapping):
         raise ClaimFileError(f"reading {value['name']!r}: params must be a table")
@@ -183,8 +187,9 @@ def claim_from_table(table: Mapping[str, Any], defaults: Mapping[str, Any]) -> C
     claim_id = table.get("id", "<no id>")
     unknown = set(table) - _CLAIM_FIELDS
     if unknown:
-        raise ClaimFileError(f"claim {claim_id}: unknown key(s) {sorted(unknown)}; known: "
-                             f"{sorted(_CLAIM_FIELDS)}")
+        raise ClaimFileError(
+            f"claim {claim_id}: unknown key(s) {sorted(unknown)}; known: {sorted(_CLAIM_FIELDS)}"
+        )
     try:
         fields = {name: _field(name, value) for name, value in {**defaults, **table}.items()}
         return Claim(**fields)

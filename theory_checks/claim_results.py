@@ -39,8 +39,17 @@ from theory_checks.profiles import Profile, claim_max_examples
 from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
 
 SERIES_COLUMNS = (
-    "claim", "estimator", "problem_id", "seed", "params", "series", "step_name", "step",
-    "value", "oracle_calls", "comm_rounds",
+    "claim",
+    "estimator",
+    "problem_id",
+    "seed",
+    "params",
+    "series",
+    "step_name",
+    "step",
+    "value",
+    "oracle_calls",
+    "comm_rounds",
 )
 
 
@@ -74,10 +83,16 @@ class ReadingResult:
     expected: str | None = None
 
     def summary(self) -> dict[str, Any]:
-        return {"name": self.name, "statement": self.statement, "verdict": self.verdict,
-                "expected": self.expected, "n_cases": self.n_cases,
-                "counterexample": case_summary(self.counterexample)
-                if self.counterexample is not None else None}
+        return {
+            "name": self.name,
+            "statement": self.statement,
+            "verdict": self.verdict,
+            "expected": self.expected,
+            "n_cases": self.n_cases,
+            "counterexample": case_summary(self.counterexample)
+            if self.counterexample is not None
+            else None,
+        }
 
 
 @dataclasses.dataclass
@@ -99,8 +114,7 @@ class ClaimResult:
     @property
     def holding_readings(self) -> list[str]:
         """The readings under which the claim holds (empty without readings)."""
-        return [r.name for r in self.readings
-                if r.verdict in ("holds", "holds once corrected")]
+        return [r.name for r in self.readings if r.verdict in ("holds", "holds once corrected")]
 
     @property
     def run_id(self) -> str:
@@ -115,7 +129,8 @@ class ClaimResult:
         own (the rule a results file is checked against, :mod:`results_format.verdicts`)."""
         expected = self.claim.expected_verdicts(self.profile)
         return self.verdict in expected and readings_as_expected(
-            ({"verdict": r.verdict, "expected": r.expected} for r in self.readings), expected)
+            ({"verdict": r.verdict, "expected": r.expected} for r in self.readings), expected
+        )
 
 
 # --------------------------------------------------------------------------- results files
@@ -124,24 +139,35 @@ class ClaimResult:
 def claim_fingerprint(claim: Claim, profile: Profile) -> str:
     """Changes when the claim's definition on ``profile`` changes, so stale results are not
     reused."""
-    parts = [claim.id, claim.reference, claim.kind, claim.statement,
-             ",".join(claim.estimators), claim.check.__qualname__,
-             str(claim_max_examples(claim, profile)), claim.decision,
-             repr(claim.false_fail_rate),
-             claim.perturbation.name if claim.perturbation else "",
-             "control" if claim.positive_control else ""]
+    parts = [
+        claim.id,
+        claim.reference,
+        claim.kind,
+        claim.statement,
+        ",".join(claim.estimators),
+        claim.check.__qualname__,
+        str(claim_max_examples(claim, profile)),
+        claim.decision,
+        repr(claim.false_fail_rate),
+        claim.perturbation.name if claim.perturbation else "",
+        "control" if claim.positive_control else "",
+    ]
     # hypotheses and readings join the definition only where declared, so the fingerprints of
     # claims without them are those of before they existed
     if claim.hypotheses:
         parts.append("|".join(f"{h.name}: {h.statement}" for h in claim.hypotheses))
     if claim.readings:
-        parts.append("|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}"
-                              for r in claim.readings))
+        parts.append(
+            "|".join(f"{r.name}: {r.statement} {sorted(r.params.items())}" for r in claim.readings)
+        )
     if claim.scale:
         parts.append(claim.scale)
     if claim.added_parameters:
-        parts.append("|".join(f"{p.name}: {p.statement} {p.checked} {p.values}"
-                              for p in claim.added_parameters))
+        parts.append(
+            "|".join(
+                f"{p.name}: {p.statement} {p.checked} {p.values}" for p in claim.added_parameters
+            )
+        )
     return fingerprint(*parts)
 
 
@@ -152,8 +178,13 @@ def _decision_summary(d: TestDecision) -> dict[str, Any]:
 def case_summary(r: CaseResult) -> dict[str, Any]:
     m = r.measurement
     summary: dict[str, Any] = {
-        "problem_id": r.problem_id, "spec": r.spec, "params": r.params,
-        "measured": m.measured, "bound": m.bound, "passed": m.passed, "relation": m.relation,
+        "problem_id": r.problem_id,
+        "spec": r.spec,
+        "params": r.params,
+        "measured": m.measured,
+        "bound": m.bound,
+        "passed": m.passed,
+        "relation": m.relation,
         "outcome": r.outcome,
         # a deterministic claim's case has no Monte Carlo design: its data are exact
         "fit": fit_record(m.fit, exact=r.design is None) if m.fit else None,
@@ -161,13 +192,17 @@ def case_summary(r: CaseResult) -> dict[str, Any]:
     }
     # how passed follows from these numbers, so that a reader re-derives it
     # (results_format.verdicts.comparison_problem)
-    summary["comparison"] = comparison_for(m.relation, m.measured, m.bound, m.passed, m.slack,
-                                           summary["fit"], m.rule)
+    summary["comparison"] = comparison_for(
+        m.relation, m.measured, m.bound, m.passed, m.slack, summary["fit"], m.rule
+    )
     if r.decisions:
         summary["decisions"] = [_decision_summary(d) for d in r.decisions]
     if r.design is not None:
-        summary["design"] = {"seed": list(r.design.seed), "scale": r.design.scale,
-                             "false_fail_rate": r.design.false_fail_rate}
+        summary["design"] = {
+            "seed": list(r.design.seed),
+            "scale": r.design.scale,
+            "false_fail_rate": r.design.false_fail_rate,
+        }
     if r.confirmation is not None:
         summary["confirmation"] = case_summary(r.confirmation)
     if r.hypotheses:
@@ -186,10 +221,13 @@ def _json_bytes(data: Any, **options: Any) -> bytes:
     return json.dumps(data, **options).encode()
 
 
-def render_claim_result(result: ClaimResult, profile: Profile,
-                        power: dict[str, Any] | None = None,
-                        control: dict[str, Any] | None = None,
-                        added: list[dict[str, Any]] | None = None) -> ClaimFiles:
+def render_claim_result(
+    result: ClaimResult,
+    profile: Profile,
+    power: dict[str, Any] | None = None,
+    control: dict[str, Any] | None = None,
+    added: list[dict[str, Any]] | None = None,
+) -> ClaimFiles:
     """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
 
     ``power`` (:func:`~theory_checks.runner.run_power`), ``control``
@@ -205,15 +243,23 @@ def render_claim_result(result: ClaimResult, profile: Profile,
         ce = result.counterexample
         counter_path = Path(COUNTEREXAMPLES) / f"{run_id}.json"
         files[counter_path.as_posix()] = _json_bytes(
-            {"claim": claim.id, "profile": profile.name, "decision": claim.decision,
-             **case_summary(ce)}, indent=2, default=json_default)
+            {
+                "claim": claim.id,
+                "profile": profile.name,
+                "decision": claim.decision,
+                **case_summary(ce),
+            },
+            indent=2,
+            default=json_default,
+        )
         arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
         if arrays is not None:
             buffer = io.BytesIO()
             np.savez(buffer, **arrays())
             files[f"{COUNTEREXAMPLES}/{run_id}.npz"] = buffer.getvalue()
-    cases = result.cases + result.undecided + (
-        [result.counterexample] if result.counterexample else [])
+    cases = (
+        result.cases + result.undecided + ([result.counterexample] if result.counterexample else [])
+    )
     with io.StringIO(newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SERIES_COLUMNS)
@@ -221,44 +267,75 @@ def render_claim_result(result: ClaimResult, profile: Profile,
             params = json.dumps(r.params, sort_keys=True, default=json_default)
             seed = r.spec.get("seed", "")
             for p in r.measurement.series:
-                writer.writerow([claim.id, p.label or estimator, r.problem_id, seed,
-                                 params,
-                                 p.series, p.step_name, p.step, repr(p.value),
-                                 p.oracle_calls, p.comm_rounds])
+                writer.writerow(
+                    [
+                        claim.id,
+                        p.label or estimator,
+                        r.problem_id,
+                        seed,
+                        params,
+                        p.series,
+                        p.step_name,
+                        p.step,
+                        repr(p.value),
+                        p.oracle_calls,
+                        p.comm_rounds,
+                    ]
+                )
         files[f"{SERIES}/{run_id}.csv"] = handle.getvalue().encode()
     outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
-    fits = [fit_record(r.measurement.fit, exact=not claim.statistical)
-            | {"problem_id": r.problem_id}
-            for r in cases if r.measurement.fit is not None]
+    fits = [
+        fit_record(r.measurement.fit, exact=not claim.statistical) | {"problem_id": r.problem_id}
+        for r in cases
+        if r.measurement.fit is not None
+    ]
     payload = {
-        "id": run_id, "claim": claim.id, "estimator": estimator,
-        "estimator_entry": estimator_entry(estimator), "paper": claim.paper,
-        "reference": claim.reference, "kind": claim.kind,
-        "about": claim.about, "serves": claim.serves, "power_from": list(claim.power_from),
-        "statement": claim.statement, "estimators": list(claim.estimators),
-        "corrects": claim.corrects, "expected": claim.expected, "notes": claim.notes,
+        "id": run_id,
+        "claim": claim.id,
+        "estimator": estimator,
+        "estimator_entry": estimator_entry(estimator),
+        "paper": claim.paper,
+        "reference": claim.reference,
+        "kind": claim.kind,
+        "about": claim.about,
+        "serves": claim.serves,
+        "power_from": list(claim.power_from),
+        "statement": claim.statement,
+        "estimators": list(claim.estimators),
+        "corrects": claim.corrects,
+        "expected": claim.expected,
+        "notes": claim.notes,
         "expected_verdicts": list(claim.expected_verdicts(profile.name)),
-        "verdict": result.verdict, "as_expected": result.as_expected,
+        "verdict": result.verdict,
+        "as_expected": result.as_expected,
         "decision": claim.decision,
         "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
         "case_false_fail_rate": result.case_rate,
         "calibration_seed": result.calibration_seed,
-        "profile": profile.name, "fingerprint": claim_fingerprint(claim, profile),
-        "n_cases": len(result.cases), "n_undecided": len(result.undecided),
-        "n_unconfirmed": len(result.unconfirmed), "n_rejected": len(result.rejected),
+        "profile": profile.name,
+        "fingerprint": claim_fingerprint(claim, profile),
+        "n_cases": len(result.cases),
+        "n_undecided": len(result.undecided),
+        "n_unconfirmed": len(result.unconfirmed),
+        "n_rejected": len(result.rejected),
         "n_outside_hypotheses": len(outside),
         # the distinct reasons, first ten: which hypothesis drawn cases fell outside, by how much
         "outside_hypotheses": sorted(set(outside))[:10],
         "seconds": result.seconds,
         "counterexample": str(counter_path) if counter_path else None,
         "cases": [case_summary(r) for r in cases],
-        "unconfirmed": [case_summary(r) for r in result.unconfirmed], "fits": fits,
+        "unconfirmed": [case_summary(r) for r in result.unconfirmed],
+        "fits": fits,
         "series_file": str(Path(SERIES) / f"{run_id}.csv"),
-        "power": power, "positive_control": control,
+        "power": power,
+        "positive_control": control,
         **({"added_parameters": added} if added is not None else {}),
-        "origin": run_origin(claim, estimator), "decided_on": _decided_on(claim, profile.name),
-        "hypotheses": [{"name": h.name, "statement": h.statement, "reference": h.reference}
-                       for h in claim.hypotheses],
+        "origin": run_origin(claim, estimator),
+        "decided_on": _decided_on(claim, profile.name),
+        "hypotheses": [
+            {"name": h.name, "statement": h.statement, "reference": h.reference}
+            for h in claim.hypotheses
+        ],
         "readings": [r.summary() for r in result.readings],
         "holding_readings": result.holding_readings,
         "scale": claim.scale or None,
@@ -270,8 +347,9 @@ def render_claim_result(result: ClaimResult, profile: Profile,
     }
     # sealed: a reader recomputes the verdict from the cases and checks the seal before it
     # believes the file (results_format.verdicts.claim_file_problem)
-    files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(seal(json.loads(_json_bytes(
-        payload, default=json_default))), indent=2)
+    files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(
+        seal(json.loads(_json_bytes(payload, default=json_default))), indent=2
+    )
     return files
 
 
@@ -293,7 +371,8 @@ def reused_from_elsewhere(records: Sequence[dict[str, Any]]) -> list[str]:
         there = record.get("computed_by") or {}
         commit = there.get("git_commit")
         if (commit != "unknown" and commit != here["git_commit"]) or there.get(
-                "device", here["device"]) != here["device"]:
+            "device", here["device"]
+        ) != here["device"]:
             out.append(str(record["id"]))
     return out
 
@@ -319,17 +398,20 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
     return last
 
 
-def write_claim_result(result: ClaimResult, out_dir: Path, profile: Profile,
-                       power: dict[str, Any] | None = None,
-                       control: dict[str, Any] | None = None,
-                       added: list[dict[str, Any]] | None = None) -> Path:
+def write_claim_result(
+    result: ClaimResult,
+    out_dir: Path,
+    profile: Profile,
+    power: dict[str, Any] | None = None,
+    control: dict[str, Any] | None = None,
+    added: list[dict[str, Any]] | None = None,
+) -> Path:
     """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
 
     ``power``, ``control`` and ``added`` are recorded beside the verdict when given
     (:func:`render_claim_result`).
     """
-    return write_claim_files(render_claim_result(result, profile, power, control, added),
-                             out_dir)
+    return write_claim_files(render_claim_result(result, profile, power, control, added), out_dir)
 
 
 def _rebuild_problem(spec: dict[str, Any]) -> Any:
@@ -345,12 +427,19 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
     ``serves``) and its companions (``power_from``) are not in the fingerprint, which the
     mutation and calibration records share: a file that records others is stale too."""
     stem = run_id or claim.id
-    record = read_fresh(out_dir / CLAIMS / f"{stem}.json", claim_fingerprint(claim, profile),
-                        profile.name, keys=("verdict", "as_expected"))
-    return (record is not None and claim_file_problem(record, out_dir, stem) is None
-            and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name))
-            and (record["about"], record["serves"], record["power_from"])
-            == (claim.about, claim.serves, list(claim.power_from)))
+    record = read_fresh(
+        out_dir / CLAIMS / f"{stem}.json",
+        claim_fingerprint(claim, profile),
+        profile.name,
+        keys=("verdict", "as_expected"),
+    )
+    return (
+        record is not None
+        and claim_file_problem(record, out_dir, stem) is None
+        and record["expected_verdicts"] == list(claim.expected_verdicts(profile.name))
+        and (record["about"], record["serves"], record["power_from"])
+        == (claim.about, claim.serves, list(claim.power_from))
+    )
 
 
 def estimator_entry(name: str) -> dict[str, Any] | None:
@@ -362,27 +451,48 @@ def estimator_entry(name: str) -> dict[str, Any] | None:
         info = get_estimator(name)
     except KeyError:
         return None
-    return {"paper": info.paper, "reference": info.reference,
-            "builtin": any(b.name == name for b in BUILTIN)}
+    return {
+        "paper": info.paper,
+        "reference": info.reference,
+        "builtin": any(b.name == name for b in BUILTIN),
+    }
 
 
-def write_metadata(out_dir: Path, profile: Profile,
-                   runs: Sequence[tuple[Claim, str]] | None = None) -> None:
+def write_metadata(
+    out_dir: Path, profile: Profile, runs: Sequence[tuple[Claim, str]] | None = None
+) -> None:
     """``metadata.json``: provenance, the profile, and what these results are about: every
     registered claim by default, or the given ``(claim, estimator)`` runs (``testbed verify``),
     each with its id and origin (the report lists the ones without results as "not
     checked")."""
     pairs = [(c, c.estimators[0]) for c in CLAIM_DB] if runs is None else runs
-    registered = [{"id": c.id if e == c.estimators[0] else f"{c.id}@{e}", "paper": c.paper,
-                   "reference": c.reference, "kind": c.kind, "about": c.about,
-                   "statement": c.statement,
-                   "estimators": list(c.estimators), "estimator": e, "expected": c.expected,
-                   "decision": c.decision, "corrects": c.corrects, "origin": origin,
-                   "builtin": origin == BUILT_IN}
-                  for c, e in pairs for origin in (run_origin(c, e),)]
-    meta = {**provenance(), "precision": precision_record(), "device": str(default_device()),
-            "torch_threads": torch.get_num_threads(),  # testbed_app.threads chose it
-            "profile": dataclasses.asdict(profile),
-            "hypothesis": "seed = sha256(claim id), no database",
-            "written": time.strftime("%Y-%m-%dT%H:%M:%S"), "claims_registered": registered}
+    registered = [
+        {
+            "id": c.id if e == c.estimators[0] else f"{c.id}@{e}",
+            "paper": c.paper,
+            "reference": c.reference,
+            "kind": c.kind,
+            "about": c.about,
+            "statement": c.statement,
+            "estimators": list(c.estimators),
+            "estimator": e,
+            "expected": c.expected,
+            "decision": c.decision,
+            "corrects": c.corrects,
+            "origin": origin,
+            "builtin": origin == BUILT_IN,
+        }
+        for c, e in pairs
+        for origin in (run_origin(c, e),)
+    ]
+    meta = {
+        **provenance(),
+        "precision": precision_record(),
+        "device": str(default_device()),
+        "torch_threads": torch.get_num_threads(),  # testbed_app.threads chose it
+        "profile": dataclasses.asdict(profile),
+        "hypothesis": "seed = sha256(claim id), no database",
+        "written": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "claims_registered": registered,
+    }
     write_json(out_dir / METADATA, meta, indent=2)

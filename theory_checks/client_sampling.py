@@ -29,8 +29,9 @@ def sampling_factor(m: int, s: int) -> float:
     return (m - s) / (s * (m - 1))
 
 
-def subset_variances(m: int, outcome: Callable[[tuple[int, ...]], torch.Tensor]
-                     ) -> tuple[list[float], list[float]]:
+def subset_variances(
+    m: int, outcome: Callable[[tuple[int, ...]], torch.Tensor]
+) -> tuple[list[float], list[float]]:
     """``(sampling factors, variances)`` for S = 1..M-1: the variance of ``outcome(subset)``
     over every S-subset of the M clients (each equally likely), by enumeration."""
     factors, variances = [], []
@@ -41,8 +42,9 @@ def subset_variances(m: int, outcome: Callable[[tuple[int, ...]], torch.Tensor]
     return factors, variances
 
 
-def sampling_exponent_measurement(m: int, outcome: Callable[[tuple[int, ...]], torch.Tensor],
-                                  quantity: str, identical_reason: str) -> Measurement:
+def sampling_exponent_measurement(
+    m: int, outcome: Callable[[tuple[int, ...]], torch.Tensor], quantity: str, identical_reason: str
+) -> Measurement:
     """Fitted exponent of the enumerated variance in the sampling factor against 1.
 
     Why the 0.02 tolerance: when the quantity is affine in the subset mean the variance is
@@ -52,9 +54,25 @@ def sampling_exponent_measurement(m: int, outcome: Callable[[tuple[int, ...]], t
     if min(variances) <= 1e-24:
         raise NotMeasurable(identical_reason)
     fit = stats.fit_exponent(np.array(factors), np.array(variances))
-    result = Fit(f"exponent of {quantity} in (M-S)/(S(M-1))", fit.slope, fit.ci_low,
-                 fit.ci_high, 1.0, 0.02, fit.confidence, residual=fit.residual_max)
-    series = tuple(SeriesPoint("measured", "sampled_clients", s + 1, v)
-                   for s, v in enumerate(variances))
-    return Measurement(fit.slope, 1.0, result.agrees, "|exponent - 1| <= 0.02", series=series,
-                       fit=result, details={"variances": variances})
+    result = Fit(
+        f"exponent of {quantity} in (M-S)/(S(M-1))",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        1.0,
+        0.02,
+        fit.confidence,
+        residual=fit.residual_max,
+    )
+    series = tuple(
+        SeriesPoint("measured", "sampled_clients", s + 1, v) for s, v in enumerate(variances)
+    )
+    return Measurement(
+        fit.slope,
+        1.0,
+        result.agrees,
+        "|exponent - 1| <= 0.02",
+        series=series,
+        fit=result,
+        details={"variances": variances},
+    )

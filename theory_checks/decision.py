@@ -162,8 +162,9 @@ class EmpiricalBernstein(SymmetricEvidence):
 
     def half_width(self, rate: float) -> float:
         log_term = math.log(2.0 / rate)
-        return (math.sqrt(2.0 * self.variance * log_term / self.n)
-                + 7.0 * self.value_range * log_term / (3.0 * (self.n - 1)))
+        return math.sqrt(
+            2.0 * self.variance * log_term / self.n
+        ) + 7.0 * self.value_range * log_term / (3.0 * (self.n - 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,8 +185,12 @@ class Binomial(Evidence):
         return clopper_pearson(self.successes, self.trials, rate)[1]
 
     def describe(self) -> dict[str, Any]:
-        return {"method": "Binomial", "estimate": self.estimate, "successes": self.successes,
-                "trials": self.trials}
+        return {
+            "method": "Binomial",
+            "estimate": self.estimate,
+            "successes": self.successes,
+            "trials": self.trials,
+        }
 
 
 class SpentRate(Evidence):
@@ -205,18 +210,25 @@ class SpentRate(Evidence):
         return self.inner.upper(rate / self.looks)
 
     def describe(self) -> dict[str, Any]:
-        return {**self.inner.describe(), "looks": self.looks, "method": "SpentRate("
-                + str(self.inner.describe().get("method", type(self.inner).__name__)) + ")"}
+        return {
+            **self.inner.describe(),
+            "looks": self.looks,
+            "method": "SpentRate("
+            + str(self.inner.describe().get("method", type(self.inner).__name__))
+            + ")",
+        }
 
 
 def clopper_pearson(successes: int, trials: int, rate: float) -> tuple[float, float]:
     """One-sided exact bounds of a binomial proportion, each failing with probability <= rate."""
     if trials < 1 or not 0 <= successes <= trials:
         raise ValueError(f"need 0 <= successes <= trials, trials >= 1 ({successes}/{trials})")
-    low = 0.0 if successes == 0 else float(stats.beta.ppf(rate, successes,
-                                                          trials - successes + 1))
-    high = 1.0 if successes == trials else float(stats.beta.ppf(1.0 - rate, successes + 1,
-                                                                trials - successes))
+    low = 0.0 if successes == 0 else float(stats.beta.ppf(rate, successes, trials - successes + 1))
+    high = (
+        1.0
+        if successes == trials
+        else float(stats.beta.ppf(1.0 - rate, successes + 1, trials - successes))
+    )
     return low, high
 
 
@@ -229,8 +241,9 @@ def batch_evidence(values: Sequence[float]) -> StudentT:
         raise ValueError("batch_evidence needs >= 2 independent batch values")
     if not np.isfinite(arr).all():
         raise ValueError("batch_evidence got NaN or inf")
-    return StudentT(float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size)),
-                    int(arr.size - 1))
+    return StudentT(
+        float(arr.mean()), float(arr.std(ddof=1) / math.sqrt(arr.size)), int(arr.size - 1)
+    )
 
 
 # --------------------------------------------------------------------------- tests
@@ -272,8 +285,10 @@ class StatTest:
 
     def __post_init__(self) -> None:
         if not self.low <= self.high or (math.isinf(self.low) and math.isinf(self.high)):
-            raise ValueError(f"{self.quantity}: the region [{self.low}, {self.high}] must be "
-                             "ordered and bounded on at least one side")
+            raise ValueError(
+                f"{self.quantity}: the region [{self.low}, {self.high}] must be "
+                "ordered and bounded on at least one side"
+            )
 
     @property
     def sides(self) -> int:
@@ -286,15 +301,26 @@ class StatTest:
         lower, upper = self.evidence.lower(side_rate), self.evidence.upper(side_rate)
         estimate = float(self.evidence.estimate)
         outcome: Outcome = interval_outcome(  # type: ignore[assignment]
-            lower, upper, estimate, self.low, self.high)
+            lower, upper, estimate, self.low, self.high
+        )
         factor = 1.0
         if outcome == "undecided":
             half = 0.5 * (upper - lower)
             edges = [e for e in (self.low, self.high) if math.isfinite(e)]
             distance = min(abs(estimate - e) for e in edges) if edges else 0.0
             factor = (half / distance) ** 2 if distance > 0 and math.isfinite(half) else math.inf
-        return TestDecision(self.quantity, estimate, lower, upper, self.low, self.high, rate,
-                            outcome, factor, self.evidence.describe())
+        return TestDecision(
+            self.quantity,
+            estimate,
+            lower,
+            upper,
+            self.low,
+            self.high,
+            rate,
+            outcome,
+            factor,
+            self.evidence.describe(),
+        )
 
 
 def combine(outcomes: Iterable[Outcome]) -> Outcome:
@@ -352,13 +378,15 @@ class Design:
 
     def confirmation(self) -> Design:
         """A fresh independent stream with :data:`CONFIRMATION_SCALE` times the samples."""
-        return dataclasses.replace(self, seed=(*self.seed[:-1], STAGE_CONFIRM),
-                                   scale=self.scale * CONFIRMATION_SCALE)
+        return dataclasses.replace(
+            self, seed=(*self.seed[:-1], STAGE_CONFIRM), scale=self.scale * CONFIRMATION_SCALE
+        )
 
     def replay(self, attempt: int = 0) -> Design:
         """Streams for re-confirming a saved counterexample, unused by the run that saved it."""
-        return dataclasses.replace(self, seed=(*self.seed[:-1], STAGE_REPLAY, attempt),
-                                   scale=CONFIRMATION_SCALE)
+        return dataclasses.replace(
+            self, seed=(*self.seed[:-1], STAGE_REPLAY, attempt), scale=CONFIRMATION_SCALE
+        )
 
 
 def first_design(claim_seed: int, calibration_seed: int, rate: float, profile: str) -> Design:
@@ -372,8 +400,7 @@ def t_quantile(rate: float, dof: int) -> float:
     return float(stats.t.ppf(1.0 - rate, dof))
 
 
-def replicates_for_half_width(sd: float, half_width: float, rate: float,
-                              minimum: int = 2) -> int:
+def replicates_for_half_width(sd: float, half_width: float, rate: float, minimum: int = 2) -> int:
     """Independent replicates ``n`` so that the mean's one-sided Student-t bound at ``rate`` is
     within ``half_width`` when one replicate has standard deviation ``sd``: the smallest ``n``
     with ``t_{1-rate}(n - 1) sd / sqrt(n) <= half_width``."""

@@ -63,14 +63,13 @@ DATA_MODELS = {
     "uniform": DataModel("uniform", lambda rng, shape: rng.random(shape), 0.5, 1.0),
     # Bernoulli(0.05): bounded and strongly skewed, the shape of a rare-event indicator
     "bernoulli(0.05)": DataModel(
-        "bernoulli(0.05)", lambda rng, shape: (rng.random(shape) < 0.05).astype(float), 0.05,
-        1.0),
+        "bernoulli(0.05)", lambda rng, shape: (rng.random(shape) < 0.05).astype(float), 0.05, 1.0
+    ),
     "exponential": DataModel("exponential", lambda rng, shape: rng.exponential(1.0, shape), 1.0),
 }
 
 
-def _student_t(values: np.ndarray, model: DataModel, rate: float) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
+def _student_t(values: np.ndarray, model: DataModel, rate: float) -> tuple[np.ndarray, np.ndarray]:
     """``batch_evidence``'s bounds for every row at once: the class's own half width at unit
     standard error, scaled by each row's."""
     n = values.shape[1]
@@ -79,25 +78,28 @@ def _student_t(values: np.ndarray, model: DataModel, rate: float) -> tuple[np.nd
     return means - half, means + half
 
 
-def _hoeffding(values: np.ndarray, model: DataModel, rate: float) -> tuple[np.ndarray,
-                                                                            np.ndarray]:
+def _hoeffding(values: np.ndarray, model: DataModel, rate: float) -> tuple[np.ndarray, np.ndarray]:
     assert model.value_range is not None
     means = values.mean(axis=1)
     half = Hoeffding(0.0, model.value_range, values.shape[1]).half_width(rate)
     return means - half, means + half
 
 
-def _empirical_bernstein(values: np.ndarray, model: DataModel, rate: float
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def _empirical_bernstein(
+    values: np.ndarray, model: DataModel, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
     assert model.value_range is not None
     n = values.shape[1]
-    rows = [EmpiricalBernstein(float(m), float(v), model.value_range, n)
-            for m, v in zip(values.mean(axis=1), values.var(axis=1, ddof=1), strict=True)]
+    rows = [
+        EmpiricalBernstein(float(m), float(v), model.value_range, n)
+        for m, v in zip(values.mean(axis=1), values.var(axis=1, ddof=1), strict=True)
+    ]
     return np.array([e.lower(rate) for e in rows]), np.array([e.upper(rate) for e in rows])
 
 
-def _clopper_pearson(values: np.ndarray, model: DataModel, rate: float
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def _clopper_pearson(
+    values: np.ndarray, model: DataModel, rate: float
+) -> tuple[np.ndarray, np.ndarray]:
     n = values.shape[1]
 
     @functools.cache
@@ -148,8 +150,15 @@ class ValidationRow:
         return self.draws * self.rate >= DRAWS_PER_RATE
 
 
-def validate(evidence: str, model: str, n: int, side: Side, rate: float,
-             draws: int | None = None, seed: int = 0) -> ValidationRow:
+def validate(
+    evidence: str,
+    model: str,
+    n: int,
+    side: Side,
+    rate: float,
+    draws: int | None = None,
+    seed: int = 0,
+) -> ValidationRow:
     """Failures of ``evidence`` on ``model`` at the edge of ``side`` over ``draws`` samples of
     ``n`` values (default ``DRAWS_PER_RATE / rate``), decided at ``rate`` as the runner does
     (:meth:`~theory_checks.decision.StatTest.decide`: the test fails when the bound on the far
@@ -164,8 +173,9 @@ def validate(evidence: str, model: str, n: int, side: Side, rate: float,
     failed = lower > data.mean if side == "upper" else upper < data.mean
     failures = int(failed.sum())
     low, high = clopper_pearson(failures, draws, 0.025)
-    return ValidationRow(evidence, model, n, side, rate, draws, failures, low, high,
-                         model in valid_models)
+    return ValidationRow(
+        evidence, model, n, side, rate, draws, failures, low, high, model in valid_models
+    )
 
 
 def table(rate: float = 1e-3, n_values: tuple[int, ...] = (5, 30)) -> list[ValidationRow]:
@@ -181,13 +191,17 @@ def table(rate: float = 1e-3, n_values: tuple[int, ...] = (5, 30)) -> list[Valid
 
 
 def format_rows(rows: list[ValidationRow]) -> str:
-    lines = ["evidence                    model            n  side   rate    draws  fails  "
-             "observed [95% CI]            keeps rate"]
+    lines = [
+        "evidence                    model            n  side   rate    draws  fails  "
+        "observed [95% CI]            keeps rate"
+    ]
     for r in rows:
-        lines.append(f"{r.evidence:27s} {r.model:15s} {r.n:3d}  {r.side:5s} {r.rate:.0e} "
-                     f"{r.draws:7d} {r.failures:6d}  {r.observed:.2e} [{r.ci_low:.2e}, "
-                     f"{r.ci_high:.2e}]  {'yes' if r.keeps_rate else 'NO'}"
-                     f"{'' if r.model_is_valid else ' (outside its model)'}")
+        lines.append(
+            f"{r.evidence:27s} {r.model:15s} {r.n:3d}  {r.side:5s} {r.rate:.0e} "
+            f"{r.draws:7d} {r.failures:6d}  {r.observed:.2e} [{r.ci_low:.2e}, "
+            f"{r.ci_high:.2e}]  {'yes' if r.keeps_rate else 'NO'}"
+            f"{'' if r.model_is_valid else ' (outside its model)'}"
+        )
     return "\n".join(lines)
 
 

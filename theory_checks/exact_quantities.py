@@ -82,7 +82,10 @@ def evaluation_point(problem: Problem, seed: int) -> tuple[torch.Tensor, torch.T
 
 
 def dominant_mode_window(
-    amplitudes: np.ndarray, rates: np.ndarray, floor: float, max_share: float = 1e-3,
+    amplitudes: np.ndarray,
+    rates: np.ndarray,
+    floor: float,
+    max_share: float = 1e-3,
     limit: int = 100_000,
 ) -> tuple[int, int] | None:
     """Steps ``[start, stop]`` where the slowest mode dominates a sum of geometric modes.
@@ -106,8 +109,7 @@ def dominant_mode_window(
         return None
     stop = int(np.floor(np.log(floor / a1) / np.log(rho1)))
     # A mode with rate 0 still contributes at n = 0 (0**0 == 1) and vanishes after one step.
-    others = [(float(a), float(r)) for a, r in zip(amplitudes[1:], rates[1:], strict=True)
-              if a > 0]
+    others = [(float(a), float(r)) for a, r in zip(amplitudes[1:], rates[1:], strict=True) if a > 0]
     start = 0
     for n in range(0, min(stop, limit) + 1):
         share = sum(a * (r / rho1) ** n for a, r in others) / a1
@@ -119,8 +121,12 @@ def dominant_mode_window(
     return (start, stop) if stop > start else None
 
 
-def joint_hessians(problem: Problem, which: str = "g", per_sample: bool = False,
-                   point: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def joint_hessians(
+    problem: Problem,
+    which: str = "g",
+    per_sample: bool = False,
+    point: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """Each client's Hessian of ``g_i`` (``which="g"``) or ``f_i`` (``"f"``) in ``z = (x, y)``
     jointly, ``(M, dx + dy, dx + dy)``; with ``per_sample`` each sample's, ``(M, n, d, d)`` (the
     losses of one-sample minibatches). Evaluated at ``point`` (default ``z = 0``): constant on
@@ -150,8 +156,7 @@ def joint_hessians(problem: Problem, which: str = "g", per_sample: bool = False,
         (grad,) = torch.autograd.grad(loss, z, create_graph=True)
         rows = []
         for k in range(dx + dy):
-            (row,) = torch.autograd.grad(grad[:, k].sum(), z, retain_graph=True,
-                                         allow_unused=True)
+            (row,) = torch.autograd.grad(grad[:, k].sum(), z, retain_graph=True, allow_unused=True)
             rows.append(torch.zeros_like(z) if row is None else row)
         out.append(torch.stack(rows, dim=1).detach())
     return torch.stack(out, dim=1) if per_sample else out[0]
@@ -168,7 +173,8 @@ def outer_affine(problem: Any) -> tuple[torch.Tensor, torch.Tensor]:
     hypergradients, ``G`` symmetrized (it is ``grad^2 h``)."""
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)
-    cols = [problem.exact_hypergradient(e) - g0
-            for e in torch.eye(problem.dim_x, dtype=torch.float64)]
+    cols = [
+        problem.exact_hypergradient(e) - g0 for e in torch.eye(problem.dim_x, dtype=torch.float64)
+    ]
     G = torch.stack(cols, dim=1)
     return 0.5 * (G + G.T), g0

@@ -112,7 +112,8 @@ OUTSIDE_PREFIX = "outside the paper's hypotheses: "
 def rejection_reason(found: Sequence[HypothesisMargin]) -> str:
     """The reason a case outside some hypotheses is rejected, naming each with its margin."""
     return OUTSIDE_PREFIX + "; ".join(
-        f"{m.name} ({m.statement}) margin {m.margin:.3g}" for m in violated(found))
+        f"{m.name} ({m.statement}) margin {m.margin:.3g}" for m in violated(found)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +136,9 @@ class Reading:
 
     def __post_init__(self) -> None:
         if self.expected not in (None, "holds", "fails"):
-            raise ValueError(f"reading {self.name!r}: expected must be 'holds' or 'fails', "
-                             f"got {self.expected!r}")
+            raise ValueError(
+                f"reading {self.name!r}: expected must be 'holds' or 'fails', got {self.expected!r}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +172,15 @@ class AddedParameter:
 
 
 __all__ = [
-    "OUTSIDE_PREFIX", "AddedParameter", "Hypothesis", "HypothesisMargin", "MarginFn", "Reading",
-    "at_least", "at_most", "margins", "rejection_reason", "violated",
+    "OUTSIDE_PREFIX",
+    "AddedParameter",
+    "Hypothesis",
+    "HypothesisMargin",
+    "MarginFn",
+    "Reading",
+    "at_least",
+    "at_most",
+    "margins",
+    "rejection_reason",
+    "violated",
 ]

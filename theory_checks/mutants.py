@@ -12,15 +12,18 @@ from theory_checks.hgp import mutants as hgp
 from theory_checks.mutation import Mutant
 
 MUTANT_DB: tuple[Mutant, ...] = (
-    classical.MUTANTS + fednest.MUTANTS + aggitd.MUTANTS + fedmsa.MUTANTS + hgp.MUTANTS)
+    classical.MUTANTS + fednest.MUTANTS + aggitd.MUTANTS + fedmsa.MUTANTS + hgp.MUTANTS
+)
 
 
 def get_mutant(name: str) -> Mutant:
     for mutant in MUTANT_DB:
         if mutant.name == name:
             return mutant
-    raise KeyError(f"no mutant {shown(name)} among the {len(MUTANT_DB)} of the catalogue "
-                   "(`testbed mutate --list` lists them)")
+    raise KeyError(
+        f"no mutant {shown(name)} among the {len(MUTANT_DB)} of the catalogue "
+        "(`testbed mutate --list` lists them)"
+    )
 
 
 def families() -> list[str]:

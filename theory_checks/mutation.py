@@ -95,8 +95,10 @@ class Mutant:
 
     def __post_init__(self) -> None:
         if self.kind not in MUTANT_KINDS:
-            raise ValueError(f"mutant {self.name}: unknown kind {self.kind!r}; "
-                             f"choose from {sorted(MUTANT_KINDS)}")
+            raise ValueError(
+                f"mutant {self.name}: unknown kind {self.kind!r}; "
+                f"choose from {sorted(MUTANT_KINDS)}"
+            )
         if not self.builds:
             raise ValueError(f"mutant {self.name}: builds no entry")
 
@@ -127,19 +129,27 @@ def checks_through_builder(claim: Claim, entry: str) -> bool:
 
 def planned_runs(mutant: Mutant, profile: Profile) -> list[tuple[Claim, str]]:
     """Every ``(claim, entry)`` the mutant runs against, in the order they are tried."""
-    runs = [(claim, entry) for entry in mutant.builds for claim in claims_of(entry)
-            if can_kill(claim) and checks_through_builder(claim, entry)]
+    runs = [
+        (claim, entry)
+        for entry in mutant.builds
+        for claim in claims_of(entry)
+        if can_kill(claim) and checks_through_builder(claim, entry)
+    ]
     first = {claim_id: rank for rank, claim_id in enumerate(mutant.first)}
-    return sorted(runs, key=lambda run: (first.get(run[0].id, len(first)),
-                                         _cost_rank(run[0], profile)))
+    return sorted(
+        runs, key=lambda run: (first.get(run[0].id, len(first)), _cost_rank(run[0], profile))
+    )
 
 
-def mutant_fingerprint(mutant: Mutant, profile: Profile,
-                       runs: Sequence[tuple[Claim, str]]) -> str:
+def mutant_fingerprint(mutant: Mutant, profile: Profile, runs: Sequence[tuple[Claim, str]]) -> str:
     """Changes when the mutant or a claim it runs against changes (on ``profile``)."""
-    return fingerprint(mutant.name, mutant.kind, mutant.description, mutant.equivalent,
-                       *(f"{entry}:{claim_fingerprint(claim, profile)}"
-                         for claim, entry in runs))
+    return fingerprint(
+        mutant.name,
+        mutant.kind,
+        mutant.description,
+        mutant.equivalent,
+        *(f"{entry}:{claim_fingerprint(claim, profile)}" for claim, entry in runs),
+    )
 
 
 def _no_shrink(claim: Claim) -> Claim:
@@ -148,19 +158,32 @@ def _no_shrink(claim: Claim) -> Claim:
     return dataclasses.replace(claim, shrink=False)
 
 
-def run_once(claim: Claim, entry: str, make: Callable[..., Any], profile: Profile
-             ) -> dict[str, Any]:
+def run_once(
+    claim: Claim, entry: str, make: Callable[..., Any], profile: Profile
+) -> dict[str, Any]:
     """The claim checked on the mutated entry: its verdict, or the error its check raised."""
     start = time.perf_counter()
     try:
         result = run_claim(_no_shrink(claim), profile, make=make, estimator=entry)
     except Exception as error:  # the check (or a guard of the library) refuses the mutant
-        return {"claim": claim.id, "estimator": entry, "verdict": "error",
-                "error": f"{type(error).__name__}: {str(error)[:300]}", "killed": True,
-                "cases_passed": 0, "seconds": time.perf_counter() - start}
-    return {"claim": claim.id, "estimator": entry, "verdict": result.verdict, "error": None,
-            "killed": result.verdict == "fails as stated", "cases_passed": len(result.cases),
-            "seconds": time.perf_counter() - start}
+        return {
+            "claim": claim.id,
+            "estimator": entry,
+            "verdict": "error",
+            "error": f"{type(error).__name__}: {str(error)[:300]}",
+            "killed": True,
+            "cases_passed": 0,
+            "seconds": time.perf_counter() - start,
+        }
+    return {
+        "claim": claim.id,
+        "estimator": entry,
+        "verdict": result.verdict,
+        "error": None,
+        "killed": result.verdict == "fails as stated",
+        "cases_passed": len(result.cases),
+        "seconds": time.perf_counter() - start,
+    }
 
 
 def status_of(mutant: Mutant, runs: Sequence[Mapping[str, Any]]) -> str:
@@ -178,8 +201,9 @@ def _warn(message: str) -> None:
     print(f"testbed: warning: {message}", file=sys.stderr)
 
 
-def read_record(path: Path, stamp: str, profile: str,
-                notify: Callable[[str], None] = _warn) -> dict[str, Any] | None:
+def read_record(
+    path: Path, stamp: str, profile: str, notify: Callable[[str], None] = _warn
+) -> dict[str, Any] | None:
     """The mutant's record at ``path`` when it is fresh (this mutant, claims and profile) and
     can be believed (:func:`results_format.records.mutation_record_problem`: its schema, its
     seal, its status and killers recomputed from its runs); one that cannot is named by
@@ -194,9 +218,15 @@ def read_record(path: Path, stamp: str, profile: str,
     return saved
 
 
-def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
-               every_claim: bool = False, resume: bool = True,
-               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def run_mutant(
+    mutant: Mutant,
+    profile: Profile,
+    out_dir: Path | None = None,
+    *,
+    every_claim: bool = False,
+    resume: bool = True,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run ``mutant`` against the claims that concern it and give its record (written to
     ``out_dir / "mutation" / <name>.json`` after every claim when ``out_dir`` is given).
 
@@ -206,8 +236,7 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     runs = planned_runs(mutant, profile)
     stamp = mutant_fingerprint(mutant, profile, runs)
     path = out_dir / MUTATION / f"{mutant.name}.json" if out_dir is not None else None
-    saved = read_record(path, stamp, profile.name) if (
-        path is not None and resume) else None
+    saved = read_record(path, stamp, profile.name) if (path is not None and resume) else None
     done: list[dict[str, Any]] = list(saved["runs"]) if saved else []
     seen = {(r["claim"], r["estimator"]) for r in done}
     record = _record(mutant, profile, stamp, runs, done)
@@ -227,30 +256,54 @@ def run_mutant(mutant: Mutant, profile: Profile, out_dir: Path | None = None, *,
     return record
 
 
-def _record(mutant: Mutant, profile: Profile, stamp: str,
-            runs: Sequence[tuple[Claim, str]], done: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"mutant": mutant.name, "family": mutant.family, "kind": mutant.kind,
-            "kind_text": MUTANT_KINDS[mutant.kind], "description": mutant.description,
-            "entries": list(mutant.builds), "equivalent": mutant.equivalent,
-            "fingerprint": stamp, "profile": profile.name, "planned": len(runs),
-            "status": status_of(mutant, done), "killed_by": killers(done), "runs": done}
+def _record(
+    mutant: Mutant,
+    profile: Profile,
+    stamp: str,
+    runs: Sequence[tuple[Claim, str]],
+    done: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "mutant": mutant.name,
+        "family": mutant.family,
+        "kind": mutant.kind,
+        "kind_text": MUTANT_KINDS[mutant.kind],
+        "description": mutant.description,
+        "entries": list(mutant.builds),
+        "equivalent": mutant.equivalent,
+        "fingerprint": stamp,
+        "profile": profile.name,
+        "planned": len(runs),
+        "status": status_of(mutant, done),
+        "killed_by": killers(done),
+        "runs": done,
+    }
 
 
-def run_mutants(mutants: Iterable[Mutant], profile: Profile, out_dir: Path, *,
-                every_claim: bool = False, resume: bool = True,
-                progress: Callable[[str], None] | None = None,
-                catalogue: Sequence[Mutant] | None = None) -> list[dict[str, Any]]:
+def run_mutants(
+    mutants: Iterable[Mutant],
+    profile: Profile,
+    out_dir: Path,
+    *,
+    every_claim: bool = False,
+    resume: bool = True,
+    progress: Callable[[str], None] | None = None,
+    catalogue: Sequence[Mutant] | None = None,
+) -> list[dict[str, Any]]:
     """Run each mutant (:func:`run_mutant`), then write ``mutation/summary.json``: every fresh
     record in the folder, in the order of ``catalogue`` (default: these mutants)."""
     chosen = list(mutants)
-    records = [run_mutant(m, profile, out_dir, every_claim=every_claim, resume=resume,
-                          progress=progress) for m in chosen]
+    records = [
+        run_mutant(m, profile, out_dir, every_claim=every_claim, resume=resume, progress=progress)
+        for m in chosen
+    ]
     write_summary(out_dir, profile, catalogue or chosen)
     return records
 
 
-def fresh_records(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
-                  ) -> list[dict[str, Any]]:
+def fresh_records(
+    out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]
+) -> list[dict[str, Any]]:
     """The records of ``out_dir / "mutation"`` that are fresh for ``catalogue`` on ``profile``,
     in catalogue order (a stale or torn file is left out)."""
     records = []
@@ -267,8 +320,13 @@ def write_summary(out_dir: Path, profile: Profile, catalogue: Sequence[Mutant]) 
     records = fresh_records(out_dir, profile, catalogue)
     # sealed, its rows recomputed from the records by whoever reads it
     # (results_format.records.mutation_summary_problem)
-    summary = {"profile": profile.name, "catalogue": len(catalogue), "counts": counts(records),
-               "kinds": MUTANT_KINDS, "mutants": [mutation_row(r) for r in records]}
+    summary = {
+        "profile": profile.name,
+        "catalogue": len(catalogue),
+        "counts": counts(records),
+        "kinds": MUTANT_KINDS,
+        "mutants": [mutation_row(r) for r in records],
+    }
     write_json(out_dir / MUTATION / SUMMARY, seal(summary), indent=2)
     return summary
 
@@ -295,14 +353,32 @@ def format_table(records: Sequence[Mapping[str, Any]]) -> str:
             result = f"equivalent: {r['equivalent']}"
         else:
             result = "SURVIVED"
-        lines.append(f"{r['mutant']:{width}s}  {r['family']:{fam}s}  "
-                     f"{runs:4d} of {r['planned']:<3d}  {result}")
+        lines.append(
+            f"{r['mutant']:{width}s}  {r['family']:{fam}s}  "
+            f"{runs:4d} of {r['planned']:<3d}  {result}"
+        )
     c = counts(records)
-    lines.append(f"\n{c['mutants']} mutants: {c[KILLED]} killed, {c[EQUIVALENT]} equivalent, "
-                 f"{c[SURVIVED]} survived")
+    lines.append(
+        f"\n{c['mutants']} mutants: {c[KILLED]} killed, {c[EQUIVALENT]} equivalent, "
+        f"{c[SURVIVED]} survived"
+    )
     return "\n".join(lines)
 
 
-__all__ = ["EQUIVALENT", "KILLED", "MUTANT_KINDS", "SURVIVED", "Mutant", "as_expected",
-           "can_kill", "checks_through_builder", "counts", "format_table", "fresh_records",
-           "planned_runs", "run_mutant", "run_mutants", "write_summary"]
+__all__ = [
+    "EQUIVALENT",
+    "KILLED",
+    "MUTANT_KINDS",
+    "SURVIVED",
+    "Mutant",
+    "as_expected",
+    "can_kill",
+    "checks_through_builder",
+    "counts",
+    "format_table",
+    "fresh_records",
+    "planned_runs",
+    "run_mutant",
+    "run_mutants",
+    "write_summary",
+]

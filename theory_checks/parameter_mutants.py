@@ -47,15 +47,22 @@ from theory_checks.registry import claims_of
 
 #: Each paper's declared equivalents: generated mutant -> why no answer can change.
 EQUIVALENTS: dict[str, str] = {
-    **classical.PARAMETER_EQUIVALENTS, **fednest.PARAMETER_EQUIVALENTS,
-    **aggitd.PARAMETER_EQUIVALENTS, **fedmsa.PARAMETER_EQUIVALENTS,
-    **hgp.PARAMETER_EQUIVALENTS}
+    **classical.PARAMETER_EQUIVALENTS,
+    **fednest.PARAMETER_EQUIVALENTS,
+    **aggitd.PARAMETER_EQUIVALENTS,
+    **fedmsa.PARAMETER_EQUIVALENTS,
+    **hgp.PARAMETER_EQUIVALENTS,
+}
 
 #: The perturbations of a real parameter and of an integer one: (label, rule, words).
 REAL_RULES: tuple[tuple[str, Callable[[Any], Any], str], ...] = (
-    ("half", lambda v: v / 2, "halved"), ("double", lambda v: 2 * v, "doubled"))
+    ("half", lambda v: v / 2, "halved"),
+    ("double", lambda v: 2 * v, "doubled"),
+)
 INT_RULES: tuple[tuple[str, Callable[[Any], Any], str], ...] = (
-    ("plus1", lambda v: v + 1, "one more"), ("minus1", lambda v: v - 1, "one less"))
+    ("plus1", lambda v: v + 1, "one more"),
+    ("minus1", lambda v: v - 1, "one less"),
+)
 
 #: Parameters whose default is ``None`` and that are a number when a check gives one: steps
 #: (``None``: resolved from the problem, :func:`resolver`) and counts (``None``: an exact
@@ -66,21 +73,23 @@ INT_WHEN_GIVEN = ("batch_size", "inner_steps")
 #: Parameters that are not numbers to perturb, with the reason.
 NOT_NUMBERS: dict[str, str] = {
     "participation": "None means every client: a fraction or a count is a sampling design the "
-                     "client-sampling claims pass themselves, not a value to misread",
+    "client-sampling claims pass themselves, not a value to misread",
     "graph_seed": "a seed choosing which graph of the family is drawn: the paper's results hold "
-                  "on every graph of the family, so a claim holds on seed + 1 as on seed and "
-                  "none can (or should) pin it",
+    "on every graph of the family, so a claim holds on seed + 1 as on seed and "
+    "none can (or should) pin it",
     "index": "a truncation index chosen by the check (None: drawn), not a value the "
-             "estimator can misread",
+    "estimator can misread",
 }
 
 #: An algorithm's fields that the run's federated context reads as its configuration
 #: (:func:`testbed.algorithms.base.run_algorithm`), not the algorithm's own methods.
 HARNESS_FIELDS = ("participation", "batch_size")
-HARNESS_REASON = ("read by the run's federated context as its configuration (run_algorithm "
-                  "builds the context from the algorithm's participation and batch size): the "
-                  "value recorded is the value run, so a perturbation that records one value "
-                  "and runs another has no place to live")
+HARNESS_REASON = (
+    "read by the run's federated context as its configuration (run_algorithm "
+    "builds the context from the algorithm's participation and batch size): the "
+    "value recorded is the value run, so a perturbation that records one value "
+    "and runs another has no place to live"
+)
 
 # How each part resolves a ``None`` step at run time (the part's own rule), so that the
 # perturbation of a step left to the problem is the perturbation of the step it runs with.
@@ -129,7 +138,7 @@ def killing_claims(entry: str) -> list[str]:
 
 
 def parameter_kind(keyword: str, default: Any) -> str | None:
-    """"real", "int", or ``None`` (not a number to perturb)."""
+    """ "real", "int", or ``None`` (not a number to perturb)."""
     if isinstance(default, bool):
         return None
     if keyword in NOT_NUMBERS:
@@ -161,8 +170,9 @@ def _why_invalid(info: EstimatorInfo, keyword: str, value: Any) -> str:
     return ""
 
 
-def generate(entries: tuple[EstimatorInfo, ...] = tuple(BUILTIN)
-             ) -> tuple[tuple[Mutant, ...], tuple[NotGenerated, ...]]:
+def generate(
+    entries: tuple[EstimatorInfo, ...] = tuple(BUILTIN),
+) -> tuple[tuple[Mutant, ...], tuple[NotGenerated, ...]]:
     """The generated mutants of ``entries`` and what is not generated, with the reason."""
     mutants: list[Mutant] = []
     skipped: list[NotGenerated] = []
@@ -176,22 +186,35 @@ def generate(entries: tuple[EstimatorInfo, ...] = tuple(BUILTIN)
                 continue
             kind = parameter_kind(keyword, default)
             if kind is None:
-                skipped.append(NotGenerated(info.name, keyword, NOT_NUMBERS.get(
-                    keyword, f"not a number ({default!r}: a switch or a name)")))
+                skipped.append(
+                    NotGenerated(
+                        info.name,
+                        keyword,
+                        NOT_NUMBERS.get(keyword, f"not a number ({default!r}: a switch or a name)"),
+                    )
+                )
                 continue
-            for label, rule, words in (REAL_RULES if kind == "real" else INT_RULES):
+            for label, rule, words in REAL_RULES if kind == "real" else INT_RULES:
                 why = "" if default is None else _why_invalid(info, keyword, rule(default))
                 name = f"param.{info.name}.{keyword}.{label}"
                 if why:
                     skipped.append(NotGenerated(info.name, f"{keyword}.{label}", why))
                     continue
-                mutants.append(Mutant(
-                    name, f"{info.name} parameters", "count" if kind == "int" else "step",
-                    f"{info.name} runs with {keyword} {words} while the true {keyword} is "
-                    "recorded",
-                    {info.name: parameter_variant(info.name, keyword, rule, _PROBES[kind],
-                                                  resolver)},
-                    equivalent=EQUIVALENTS.get(name, "")))
+                mutants.append(
+                    Mutant(
+                        name,
+                        f"{info.name} parameters",
+                        "count" if kind == "int" else "step",
+                        f"{info.name} runs with {keyword} {words} while the true {keyword} is "
+                        "recorded",
+                        {
+                            info.name: parameter_variant(
+                                info.name, keyword, rule, _PROBES[kind], resolver
+                            )
+                        },
+                        equivalent=EQUIVALENTS.get(name, ""),
+                    )
+                )
     return tuple(mutants), tuple(skipped)
 
 
@@ -199,8 +222,11 @@ def _why_unchecked(info: EstimatorInfo) -> str:
     if info.no_claims_reason:
         return "no claim checks the entry: " + info.no_claims_reason
     named = [c.id for c in claims_of(info.name)]
-    return ("no \"holds\" claim of its own checks the entry through its builder (its claims: "
-            + (", ".join(named) or "none") + "); the estimator it varies is pinned by its own")
+    return (
+        'no "holds" claim of its own checks the entry through its builder (its claims: '
+        + (", ".join(named) or "none")
+        + "); the estimator it varies is pinned by its own"
+    )
 
 
 GENERATED, NOT_GENERATED = generate()
@@ -211,21 +237,27 @@ GENERATED, NOT_GENERATED = generate()
 OPEN: dict[str, str] = {
     "param.fednest.outer_step_size.half": (
         "Theorem 3.1's floor claims tolerate a smaller alpha (a floor they stay under); an "
-        "exact identity of one FedOut step with the stated alpha would pin it"),
+        "exact identity of one FedOut step with the stated alpha would pin it"
+    ),
     "param.lfednest.inner_step_size.half": (
         "lfednest's claims see its inner solver through a bias and the rounds; an exact map of "
-        "one LFedInn call at the stated beta (as fednest.fedinn.linear_rate for FedInn)"),
+        "one LFedInn call at the stated beta (as fednest.fedinn.linear_rate for FedInn)"
+    ),
     "param.lfednest.outer_step_size.half": (
         "comparison.lfednest_fewer_rounds_homogeneous kills the doubled step only; an exact "
-        "LFedOut step at the stated alpha"),
+        "LFedOut step at the stated alpha"
+    ),
     "param.lfednest.local_steps.minus1": (
         "an exact map of one LFedInn call in tau (fednest.lfednest.heterogeneity_bias sees tau "
-        "+ 1, not tau - 1)"),
+        "+ 1, not tau - 1)"
+    ),
     "param.hgp-static.neumann_terms.plus1": (
         "hgp-static's one claim is the rate in S (Theorem 1); an exact identity of its v^(M) "
-        "with W^S averaging (as hgp.exact_averaging.error_identity for Theta)"),
+        "with W^S averaging (as hgp.exact_averaging.error_identity for Theta)"
+    ),
     "param.hgp-static.neumann_terms.minus1": (
-        "as M + 1: an exact identity of v^(M) with W^S averaging"),
+        "as M + 1: an exact identity of v^(M) with W^S averaging"
+    ),
 }
 
 
@@ -235,5 +267,15 @@ def unknown_equivalents() -> list[str]:
     return sorted(set(EQUIVALENTS) - {m.name for m in GENERATED})
 
 
-__all__ = ["EQUIVALENTS", "GENERATED", "NOT_GENERATED", "OPEN", "NotGenerated", "generate",
-           "killing_claims", "parameter_kind", "resolver", "unknown_equivalents"]
+__all__ = [
+    "EQUIVALENTS",
+    "GENERATED",
+    "NOT_GENERATED",
+    "OPEN",
+    "NotGenerated",
+    "generate",
+    "killing_claims",
+    "parameter_kind",
+    "resolver",
+    "unknown_equivalents",
+]

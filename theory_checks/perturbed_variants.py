@@ -29,6 +29,7 @@ def recast(obj: Any, cls: type, **fixed: Any) -> Any:
 def registry_variant(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     """Builder of registry entry ``name`` (with the keyword parameters a check passes) recast as
     ``cls`` (:func:`recast`)."""
+
     def make(**kw: Any) -> Any:
         return recast(get_estimator(name).build(**kw), cls, **fixed)
 
@@ -40,6 +41,7 @@ def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[...
     is recast as ``cls`` (:func:`recast`); an entry whose part is not an instance of ``cls``'s
     parent (e.g. an exact inner solution where the bug is in gradient descent) is left as
     built: the bug lives only where the part runs."""
+
     def make(**kw: Any) -> Any:
         built = get_estimator(name).build(**kw)
         part = getattr(built, field)
@@ -55,10 +57,12 @@ def field_variant(name: str, **change: Callable[[Any], Any]) -> Callable[..., An
     a rule from the built estimator to its wrong value (``neumann_terms=lambda e:
     e.neumann_terms - 1``), the size of bug a translation layer makes in a library's call (the
     adapters of ``integrations/`` plant theirs this way)."""
+
     def make(**kw: Any) -> Any:
         estimator = get_estimator(name).build(**kw)
-        return dataclasses.replace(estimator, **{field: rule(estimator)
-                                                 for field, rule in change.items()})
+        return dataclasses.replace(
+            estimator, **{field: rule(estimator) for field, rule in change.items()}
+        )
 
     return make
 
@@ -70,9 +74,19 @@ def field_variant(name: str, **change: Callable[[Any], Any]) -> Callable[..., An
 #: from the recorded (true) value when a check asks, so a count or step that is reported but not
 #: run (the realistic bug) is visible to the claims that compare the report with the run. The
 #: part's own methods, running on the twin, resolve the perturbed value.
-REPORTING_METHODS = frozenset({"rounds_formula", "rounds_per_iteration", "rounds_per_call",
-                               "rounds_per_round", "steps", "step_sizes", "resolve_steps",
-                               "step_size", "gamma"})
+REPORTING_METHODS = frozenset(
+    {
+        "rounds_formula",
+        "rounds_per_iteration",
+        "rounds_per_call",
+        "rounds_per_round",
+        "steps",
+        "step_sizes",
+        "resolve_steps",
+        "step_size",
+        "gamma",
+    }
+)
 
 #: How a part resolves a ``None`` parameter at run time: ``resolve(part, problem)``.
 Resolver = Callable[[Any, Any], Any]
@@ -98,8 +112,12 @@ def problem_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return None
 
 
-def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
-                  resolvers: Callable[[type, str], Resolver | None]) -> type:
+def _pinned_class(
+    cls: type,
+    field: str,
+    rule: Callable[[Any], Any],
+    resolvers: Callable[[type, str], Resolver | None],
+) -> type:
     """A subclass of dataclass ``cls`` whose fields keep what was recorded (the true
     parameter) and whose methods run on a twin with ``field`` replaced by ``rule`` of its value
     (of the value ``resolve`` gives for ``None``, from the problem the method is called with).
@@ -126,7 +144,8 @@ def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
             return value
         if isinstance(getattr(cls, attr, None), property):  # a part built from the fields
             if dataclasses.is_dataclass(value) and field in {
-                    f.name for f in dataclasses.fields(value)}:
+                f.name for f in dataclasses.fields(value)
+            }:
                 return pin_at(value, (field,), rule, resolvers)
             return getattr(twin(self, None), attr)
         if not callable(value) or not hasattr(value, "__self__"):
@@ -137,10 +156,16 @@ def _pinned_class(cls: type, field: str, rule: Callable[[Any], Any],
 
         return run_on_twin
 
-    return type(f"{cls.__name__}[{field} perturbed]", (cls,),
-                {"__getattribute__": __getattribute__, "__module__": cls.__module__,
-                 "__doc__": f"{cls.__name__} recording its {field} but running with it "
-                            "perturbed (:func:`parameter_variant`)."})
+    return type(
+        f"{cls.__name__}[{field} perturbed]",
+        (cls,),
+        {
+            "__getattribute__": __getattribute__,
+            "__module__": cls.__module__,
+            "__doc__": f"{cls.__name__} recording its {field} but running with it "
+            "perturbed (:func:`parameter_variant`).",
+        },
+    )
 
 
 def parameter_paths(built: Any, probe: Any) -> list[tuple[str, ...]]:
@@ -152,8 +177,7 @@ def parameter_paths(built: Any, probe: Any) -> list[tuple[str, ...]]:
         a, b = getattr(built, f.name), getattr(probe, f.name)
         if a is b:
             continue
-        if (dataclasses.is_dataclass(a) and not isinstance(a, type)
-                and type(a) is type(b)):
+        if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):
             paths += [(f.name, *rest) for rest in parameter_paths(a, b)]
         elif not _same(a, b):
             paths.append((f.name,))
@@ -167,24 +191,33 @@ def _same(a: Any, b: Any) -> bool:
         return False
 
 
-def pin_at(obj: Any, path: tuple[str, ...], rule: Callable[[Any], Any],
-           resolvers: Callable[[type, str], Resolver | None]) -> Any:
+def pin_at(
+    obj: Any,
+    path: tuple[str, ...],
+    rule: Callable[[Any], Any],
+    resolvers: Callable[[type, str], Resolver | None],
+) -> Any:
     """``obj`` with the part at ``path[:-1]`` recorded as built and run with field
     ``path[-1]`` perturbed by ``rule`` (:func:`_pinned_class`)."""
     head, *rest = path
     if head not in {f.name for f in dataclasses.fields(obj)}:
         return obj  # this build has no such part (an exact solver where a count would go)
     if rest:
-        return dataclasses.replace(obj, **{head: pin_at(getattr(obj, head), tuple(rest), rule,
-                                                        resolvers)})
+        return dataclasses.replace(
+            obj, **{head: pin_at(getattr(obj, head), tuple(rest), rule, resolvers)}
+        )
     cls = type(obj)
     pinned = _pinned_class(cls, head, rule, resolvers)
     return pinned(**{f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.init})
 
 
-def parameter_variant(name: str, keyword: str, rule: Callable[[Any], Any],
-                      probes: tuple[Any, Any],
-                      resolvers: Callable[[type, str], Resolver | None]) -> Callable[..., Any]:
+def parameter_variant(
+    name: str,
+    keyword: str,
+    rule: Callable[[Any], Any],
+    probes: tuple[Any, Any],
+    resolvers: Callable[[type, str], Resolver | None],
+) -> Callable[..., Any]:
     """Builder of registry entry ``name`` that records keyword ``keyword`` as the check passes
     it but runs with ``rule`` of it: the check computes its bound or reference with the true
     value, the estimator works with the wrong one (a parameter read in one place and run from
@@ -194,14 +227,17 @@ def parameter_variant(name: str, keyword: str, rule: Callable[[Any], Any],
     from the problem) is resolved by ``resolvers(cls, field)`` at run time, and where there is
     none the part runs as built (the parameter does not exist there: an exact inner solution
     has no step count)."""
+
     def make(**kw: Any) -> Any:
         info = get_estimator(name)
         built = info.build(**kw)
         value = info.defaults[keyword] if keyword not in kw else kw[keyword]
         try:
-            a, b = (info.build(**{**kw, keyword: probes[0]}),
-                    info.build(**{**kw, keyword: probes[1]})) if value is None else (
-                        built, info.build(**{**kw, keyword: apply_rule(rule, value)}))
+            a, b = (
+                (info.build(**{**kw, keyword: probes[0]}), info.build(**{**kw, keyword: probes[1]}))
+                if value is None
+                else (built, info.build(**{**kw, keyword: apply_rule(rule, value)}))
+            )
         except ValueError:  # the perturbed value is invalid for this build: it runs as built
             return built
         for path in parameter_paths(a, b):

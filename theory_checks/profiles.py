@@ -42,8 +42,10 @@ class PerProfile(NamedTuple):
             return self.fast
         if profile_name == "thorough":
             return self.thorough
-        raise ValueError(f"no value for a profile called {profile_name!r}: a PerProfile has "
-                         "'fast' and 'thorough'")
+        raise ValueError(
+            f"no value for a profile called {profile_name!r}: a PerProfile has "
+            "'fast' and 'thorough'"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,10 +29,10 @@ from theory_checks.claim import Claim
 CLAIMS_GROUP = "testbed.claims"
 
 #: The papers' packages, each a folder of result modules (one per result, declaring CLAIMS).
-PAPER_PACKAGES: tuple[types.ModuleType, ...] = (classical, fednest, aggitd, fedmsa, hgp,
-                                                comparison)
+PAPER_PACKAGES: tuple[types.ModuleType, ...] = (classical, fednest, aggitd, fedmsa, hgp, comparison)
 BUILTIN_CLAIMS: tuple[Claim, ...] = tuple(
-    claim for package in PAPER_PACKAGES for claim in package.CLAIMS)
+    claim for package in PAPER_PACKAGES for claim in package.CLAIMS
+)
 
 # Built-in and plugin claims sorted by id; one list, refreshed in place (refresh_claim_plugins).
 CLAIM_DB: list[Claim] = []
@@ -53,21 +53,28 @@ def _check_claim(claim: Any, taken: set[str]) -> Claim:
     if claim.id in taken:
         raise plugins.PluginError(f"claim id {claim.id!r} is already registered")
     if name_problem(claim.id) is not None:
-        raise plugins.PluginError(f"claim id {claim.id!r} is not a plain name (it names results "
-                                  f"files): {name_problem(claim.id)}")
+        raise plugins.PluginError(
+            f"claim id {claim.id!r} is not a plain name (it names results "
+            f"files): {name_problem(claim.id)}"
+        )
     known = {info.name for info in ESTIMATOR_DB}
     unknown = [name for name in claim.estimators if name not in known]
     if unknown:
-        raise plugins.PluginError(f"claim {claim.id!r} names unregistered estimator(s) "
-                                  f"{unknown}")
+        raise plugins.PluginError(f"claim {claim.id!r} names unregistered estimator(s) {unknown}")
     return claim
 
 
 def refresh_claim_plugins() -> list[plugins.PluginProblem]:
     """Reload the plugins' claims; the problems of the entry points left out."""
     _PROBLEMS.clear()
-    added = plugins.load_group(CLAIMS_GROUP, _claims_of_value, _check_claim,
-                               lambda claim: claim.id, {c.id for c in BUILTIN_CLAIMS}, _PROBLEMS)
+    added = plugins.load_group(
+        CLAIMS_GROUP,
+        _claims_of_value,
+        _check_claim,
+        lambda claim: claim.id,
+        {c.id for c in BUILTIN_CLAIMS},
+        _PROBLEMS,
+    )
     CLAIM_DB[:] = sorted(BUILTIN_CLAIMS + tuple(added), key=lambda c: c.id)
     return list(_PROBLEMS)
 
@@ -82,8 +89,10 @@ def get_claim(claim_id: str) -> Claim:
     for claim in CLAIM_DB:
         if claim.id == claim_id:
             return claim
-    raise KeyError(f"no claim {shown(claim_id)}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
-                   "`testbed list` shows every claim")
+    raise KeyError(
+        f"no claim {shown(claim_id)}{did_you_mean(claim_id, (c.id for c in CLAIM_DB))}; "
+        "`testbed list` shows every claim"
+    )
 
 
 def defined_in(claim: Claim) -> str:

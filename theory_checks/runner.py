@@ -93,22 +93,31 @@ def enrolled_variants(claim: Claim) -> list[str]:
     A variant is checked against every claim its registry entry lists, with no edit to the
     claim: this is what makes "one file plus one registry entry" enough to add one.
     """
-    return [info.name for info in ESTIMATOR_DB
-            if claim.id in info.enrolled_claims and info.name not in claim.estimators]
+    return [
+        info.name
+        for info in ESTIMATOR_DB
+        if claim.id in info.enrolled_claims and info.name not in claim.estimators
+    ]
 
 
 def claim_runs(claims: Iterable[Claim]) -> list[tuple[Claim, str]]:
     """Every (claim, estimator) pair to check: the claim's own estimator, then its variants."""
-    return [(claim, name) for claim in claims
-            for name in [claim.estimators[0], *enrolled_variants(claim)]]
+    return [
+        (claim, name)
+        for claim in claims
+        for name in [claim.estimators[0], *enrolled_variants(claim)]
+    ]
 
 
 def registered_runs() -> list[tuple[Claim, str]]:
     """What a results folder of ``testbed check`` is about (``metadata.json``; the report shows
     those without results as "not checked"): every registered claim on its own estimator, and
     its runs on the testbed's own variants enrolled in it, as ``testbed list`` lists them."""
-    return [(claim, name) for claim, name in claim_runs(CLAIM_DB)
-            if name == claim.estimators[0] or run_origin(claim, name) == BUILT_IN]
+    return [
+        (claim, name)
+        for claim, name in claim_runs(CLAIM_DB)
+        if name == claim.estimators[0] or run_origin(claim, name) == BUILT_IN
+    ]
 
 
 def planned_cases(claim: Claim, profile: Profile) -> int:
@@ -124,8 +133,9 @@ def case_rate(claim: Claim, profile: Profile) -> float:
     return claim.false_fail_rate / planned_cases(claim, profile)
 
 
-def measure(claim: Claim, case: Case, make: Callable[..., Any],
-            design: Design | None = None) -> Measurement:
+def measure(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design | None = None
+) -> Measurement:
     """Run ``claim``'s check on ``case``; a statistical check also gets ``design`` (the first
     stage of calibration seed 0 at the claim's whole rate when none is given)."""
     if not claim.statistical:
@@ -135,15 +145,21 @@ def measure(claim: Claim, case: Case, make: Callable[..., Any],
             # A deterministic claim states a finite value; an estimate that is not finite (the
             # estimator's entry point refuses to return it) fails the case, it is not a crash
             # of the run (a library's CG dividing 0 by 0 past convergence is one).
-            return Measurement(math.inf, math.inf, False, "the estimate is finite",
-                               details={"diverged": str(error)})
+            return Measurement(
+                math.inf,
+                math.inf,
+                False,
+                "the estimate is finite",
+                details={"diverged": str(error)},
+            )
     if design is None:
         design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "fast")
     return claim.check(claim, case, make, design)
 
 
-def decide_case(claim: Claim, measurement: Measurement, rate: float
-                ) -> tuple[Outcome, list[TestDecision]]:
+def decide_case(
+    claim: Claim, measurement: Measurement, rate: float
+) -> tuple[Outcome, list[TestDecision]]:
     """A case's outcome: a deterministic part that fails fails the case; the statistical tests
     are decided at ``rate`` (:func:`theory_checks.decision.decide_tests`)."""
     if not claim.statistical:
@@ -158,14 +174,26 @@ def decide_case(claim: Claim, measurement: Measurement, rate: float
     return outcome, decisions
 
 
-def _case_result(case: Case, measurement: Measurement, outcome: Outcome = "holds",
-                 decisions: list[TestDecision] | None = None,
-                 design: Design | None = None,
-                 hypotheses: list[HypothesisMargin] | None = None) -> CaseResult:
+def _case_result(
+    case: Case,
+    measurement: Measurement,
+    outcome: Outcome = "holds",
+    decisions: list[TestDecision] | None = None,
+    design: Design | None = None,
+    hypotheses: list[HypothesisMargin] | None = None,
+) -> CaseResult:
     problem = case.problem
     spec = problem.spec() if hasattr(problem, "spec") else {"id": problem.id}
-    return CaseResult(problem.id, spec, dict(case.params), measurement, outcome,
-                      list(decisions or []), design, hypotheses=list(hypotheses or []))
+    return CaseResult(
+        problem.id,
+        spec,
+        dict(case.params),
+        measurement,
+        outcome,
+        list(decisions or []),
+        design,
+        hypotheses=list(hypotheses or []),
+    )
 
 
 class OutsideHypotheses(NotMeasurable):
@@ -190,8 +218,9 @@ def _case_key(case: Case) -> str:
     return f"{case.problem.id}|{json.dumps(dict(case.params), sort_keys=True, default=str)}"
 
 
-def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
-                       design: Design | None, rate: float) -> CaseResult:
+def measure_and_decide(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design | None, rate: float
+) -> CaseResult:
     """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
     stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
     case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
@@ -205,15 +234,19 @@ def measure_and_decide(claim: Claim, case: Case, make: Callable[..., Any],
         second_design = design.confirmation()
         second = measure(claim, case, make, second_design)
         second_outcome, second_decisions = decide_case(claim, second, rate)
-        result.confirmation = _case_result(case, second, second_outcome, second_decisions,
-                                           second_design, found)
+        result.confirmation = _case_result(
+            case, second, second_outcome, second_decisions, second_design, found
+        )
         result.outcome = second_outcome
     return result
 
 
 def run_claim(
-    claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
-    estimator: str | None = None, calibration_seed: int = 0,
+    claim: Claim,
+    profile: Profile,
+    make: Callable[..., Any] | None = None,
+    estimator: str | None = None,
+    calibration_seed: int = 0,
 ) -> ClaimResult:
     """Check ``claim`` on cases drawn for ``profile`` and give its verdict
     (:func:`_check_claim`); a claim with readings is checked under each
@@ -231,6 +264,7 @@ def with_reading(case: Case, reading: Reading) -> Case:
 def under_reading(claim: Claim, reading: Reading) -> Claim:
     """The claim checked under one reading: the same cases (strategy and saved examples), each
     with the reading's parameters; no readings of its own."""
+
     def read(case: Case) -> Case:
         return with_reading(case, reading)
 
@@ -241,38 +275,61 @@ def under_reading(claim: Claim, reading: Reading) -> Claim:
         return lambda: read(known())
 
     strategy = claim.strategy
-    cases = (PerProfile(read_all(strategy.fast), read_all(strategy.thorough))
-             if isinstance(strategy, PerProfile) else read_all(strategy))
-    return dataclasses.replace(claim, readings=(), strategy=cases,
-                               examples=tuple(saved(known) for known in claim.examples))
+    cases = (
+        PerProfile(read_all(strategy.fast), read_all(strategy.thorough))
+        if isinstance(strategy, PerProfile)
+        else read_all(strategy)
+    )
+    return dataclasses.replace(
+        claim, readings=(), strategy=cases, examples=tuple(saved(known) for known in claim.examples)
+    )
 
 
 def _check_readings(
-    claim: Claim, profile: Profile, make: Callable[..., Any] | None,
-    estimator: str | None, calibration_seed: int,
+    claim: Claim,
+    profile: Profile,
+    make: Callable[..., Any] | None,
+    estimator: str | None,
+    calibration_seed: int,
 ) -> ClaimResult:
     """A claim with several readings: each is checked on the same cases. The claim "fails as
     stated" only when every reading fails; when some reading holds, the verdict is that
     reading's (and :attr:`ClaimResult.holding_readings` names the readings that hold); otherwise
     it is undecided. The cases recorded are those of the first holding reading (or the first
     reading's)."""
-    results = [_check_claim(under_reading(claim, reading), profile, make, estimator,
-                            calibration_seed) for reading in claim.readings]
-    per_reading = [ReadingResult(reading.name, reading.statement, r.verdict, len(r.cases),
-                                 r.counterexample, reading.expected)
-                   for reading, r in zip(claim.readings, results, strict=True)]
+    results = [
+        _check_claim(under_reading(claim, reading), profile, make, estimator, calibration_seed)
+        for reading in claim.readings
+    ]
+    per_reading = [
+        ReadingResult(
+            reading.name,
+            reading.statement,
+            r.verdict,
+            len(r.cases),
+            r.counterexample,
+            reading.expected,
+        )
+        for reading, r in zip(claim.readings, results, strict=True)
+    ]
     # the rule a results file is checked against when read back (results_format.verdicts)
     verdict = verdict_over_readings(r.verdict for r in results)
     chosen = next(r for r in results if r.verdict == verdict)
     return dataclasses.replace(
-        chosen, claim=claim, readings=per_reading,
+        chosen,
+        claim=claim,
+        readings=per_reading,
         rejected=[reason for r in results for reason in r.rejected],
-        seconds=sum(r.seconds for r in results))
+        seconds=sum(r.seconds for r in results),
+    )
 
 
 def _check_claim(
-    claim: Claim, profile: Profile, make: Callable[..., Any] | None = None,
-    estimator: str | None = None, calibration_seed: int = 0,
+    claim: Claim,
+    profile: Profile,
+    make: Callable[..., Any] | None = None,
+    estimator: str | None = None,
+    calibration_seed: int = 0,
 ) -> ClaimResult:
     """Check ``claim`` on drawn cases and give its verdict.
 
@@ -298,25 +355,39 @@ def _check_claim(
     unconfirmed: list[CaseResult] = []
     rejected: list[str] = []
     rate = case_rate(claim, profile) if claim.statistical else None
-    design = (first_design(claim_seed(claim.id), calibration_seed, rate, profile.name)
-              if rate is not None else None)
+    design = (
+        first_design(claim_seed(claim.id), calibration_seed, rate, profile.name)
+        if rate is not None
+        else None
+    )
 
     # The cases come from an explicit seed derived from the claim id (not from hypothesis's
     # derandomize, which hashes the test function's source and so changes with any edit here).
     drawn = planned_cases(claim, profile) - len(claim.examples)
     # a profile on which a claim draws no case runs its saved cases only (its explicit phase)
-    phases = ((Phase.explicit,) if drawn < 1 else
-              (Phase.explicit, Phase.generate,
-               *((Phase.shrink,) if claim.shrink and not claim.statistical else ())))
+    phases = (
+        (Phase.explicit,)
+        if drawn < 1
+        else (
+            Phase.explicit,
+            Phase.generate,
+            *((Phase.shrink,) if claim.shrink and not claim.statistical else ()),
+        )
+    )
 
     @seed(claim_seed(claim.id))
     @settings(
         max_examples=max(drawn, 1),
-        derandomize=False, database=None, deadline=None,
+        derandomize=False,
+        database=None,
+        deadline=None,
         phases=phases,
         print_blob=False,
-        suppress_health_check=(HealthCheck.too_slow, HealthCheck.data_too_large,
-                               HealthCheck.filter_too_much),
+        suppress_health_check=(
+            HealthCheck.too_slow,
+            HealthCheck.data_too_large,
+            HealthCheck.filter_too_much,
+        ),
     )
     @given(claim.cases(profile.name))
     def property_(case: Case) -> None:
@@ -334,8 +405,10 @@ def _check_claim(
         if claim.statistical:
             return  # decided here; raising would make hypothesis replay the costly case
         m = result.measurement
-        assert m.passed, (f"{claim.id}: measured {m.measured:.6g} vs {m.bound:.6g} "
-                          f"({m.relation}) on {result.problem_id}")
+        assert m.passed, (
+            f"{claim.id}: measured {m.measured:.6g} vs {m.bound:.6g} "
+            f"({m.relation}) on {result.problem_id}"
+        )
 
     for known in claim.examples:
         property_ = example(known())(property_)
@@ -358,9 +431,20 @@ def _check_claim(
     unique: dict[str, CaseResult] = {}
     for r in passed:
         unique.setdefault(f"{r.problem_id}|{json.dumps(r.params, sort_keys=True)}", r)
-    return ClaimResult(claim, verdict, list(unique.values()), counterexample, rejected, seconds,
-                       estimator or claim.estimators[0], profile.name, undecided, unconfirmed,
-                       rate, calibration_seed)
+    return ClaimResult(
+        claim,
+        verdict,
+        list(unique.values()),
+        counterexample,
+        rejected,
+        seconds,
+        estimator or claim.estimators[0],
+        profile.name,
+        undecided,
+        unconfirmed,
+        rate,
+        calibration_seed,
+    )
 
 
 # --------------------------------------------------------------------------- power, controls
@@ -382,10 +466,15 @@ def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
     p = claim.perturbation
     result = run_claim(claim, power_profile(claim, profile), make=p.build)
     ce = result.counterexample
-    return {"name": p.name, "description": p.description, "verdict": result.verdict,
-            "caught": result.verdict == "fails as stated", "profile": power_profile(
-                claim, profile).name, "seconds": result.seconds,
-            "counterexample": case_summary(ce) if ce else None}
+    return {
+        "name": p.name,
+        "description": p.description,
+        "verdict": result.verdict,
+        "caught": result.verdict == "fails as stated",
+        "profile": power_profile(claim, profile).name,
+        "seconds": result.seconds,
+        "counterexample": case_summary(ce) if ce else None,
+    }
 
 
 def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
@@ -396,8 +485,9 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
         return None
     base = claim.positive_control()
     rate = claim.false_fail_rate if claim.statistical else 0.0
-    design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
-              if claim.statistical else None)
+    design = (
+        first_design(claim_seed(claim.id), 0, rate, profile.name) if claim.statistical else None
+    )
     start = time.perf_counter()
     readings = claim.readings or (Reading("as stated", claim.statement),)
     outcomes, summaries = [], []
@@ -407,20 +497,30 @@ def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | Non
             result = measure_and_decide(claim, case, default_make(claim), design, rate)
         except OutsideHypotheses as outside:
             # a control outside the paper's hypotheses shows nothing: it is no control
-            return {"outcome": "outside hypotheses", "holds": False, "reason": str(outside),
-                    "seconds": time.perf_counter() - start,
-                    "hypotheses": [m.as_dict() for m in outside.margins]}
+            return {
+                "outcome": "outside hypotheses",
+                "holds": False,
+                "reason": str(outside),
+                "seconds": time.perf_counter() - start,
+                "hypotheses": [m.as_dict() for m in outside.margins],
+            }
         outcomes.append(result.outcome)
         summaries.append(case_summary(result))
     # the control shows the check can say "holds": under some reading (a claim refuted under
     # every reading may have readings no case inside the hypotheses satisfies)
     holding = [i for i, o in enumerate(outcomes) if o == "holds"]
     outcome = "holds" if holding else ("undecided" if "undecided" in outcomes else "fails")
-    return {"outcome": outcome, "holds": outcome == "holds",
-            "seconds": time.perf_counter() - start,
-            "case": summaries[holding[0] if holding else 0],
-            **({"readings": {r.name: o for r, o in zip(claim.readings, outcomes, strict=True)}}
-               if claim.readings else {})}
+    return {
+        "outcome": outcome,
+        "holds": outcome == "holds",
+        "seconds": time.perf_counter() - start,
+        "case": summaries[holding[0] if holding else 0],
+        **(
+            {"readings": {r.name: o for r, o in zip(claim.readings, outcomes, strict=True)}}
+            if claim.readings
+            else {}
+        ),
+    }
 
 
 def run_added_parameters(claim: Claim, profile: Profile) -> list[dict[str, Any]] | None:
@@ -432,8 +532,9 @@ def run_added_parameters(claim: Claim, profile: Profile) -> list[dict[str, Any]]
     if not claim.added_parameters:
         return None
     rate = claim.false_fail_rate if claim.statistical else 0.0
-    design = (first_design(claim_seed(claim.id), 0, rate, profile.name)
-              if claim.statistical else None)
+    design = (
+        first_design(claim_seed(claim.id), 0, rate, profile.name) if claim.statistical else None
+    )
     readings = claim.readings or (Reading("as stated", claim.statement),)
     records = []
     for added in claim.added_parameters:
@@ -444,33 +545,59 @@ def run_added_parameters(claim: Claim, profile: Profile) -> list[dict[str, Any]]
             found: dict[str, Any] = {}
             for reading in readings:
                 try:
-                    result = measure_and_decide(claim, with_reading(base, reading),
-                                                default_make(claim), design, rate)
+                    result = measure_and_decide(
+                        claim, with_reading(base, reading), default_make(claim), design, rate
+                    )
                 except NotMeasurable as reason:  # outside the hypotheses included
                     found[reading.name] = {"outcome": "not measured", "reason": str(reason)}
                     continue
                 m = result.measurement
-                found[reading.name] = {"outcome": result.outcome, "measured": m.measured,
-                                       "bound": m.bound, "relation": m.relation,
-                                       **{key: m.details[key] for key in added.shown
-                                          if key in m.details}}
+                found[reading.name] = {
+                    "outcome": result.outcome,
+                    "measured": m.measured,
+                    "bound": m.bound,
+                    "relation": m.relation,
+                    **{key: m.details[key] for key in added.shown if key in m.details},
+                }
             measured = [r["outcome"] for r in found.values() if r["outcome"] != "not measured"]
-            outcome = ("not measured" if not measured else "holds" if "holds" in measured
-                       else "fails" if all(o == "fails" for o in measured) else "undecided")
-            shown = next((r for r in found.values() if r["outcome"] == outcome),
-                         next(iter(found.values())))
-            outcomes.append({"value": value, "outcome": outcome,
-                             "measured": shown.get("measured"), "bound": shown.get("bound"),
-                             "shown": {key: shown[key] for key in added.shown if key in shown},
-                             "problem_id": base.problem.id, "readings": found,
-                             "seconds": time.perf_counter() - start})
-        records.append({"name": added.name, "statement": added.statement,
-                        "checked": list(added.checked), "outcomes": outcomes})
+            outcome = (
+                "not measured"
+                if not measured
+                else "holds"
+                if "holds" in measured
+                else "fails"
+                if all(o == "fails" for o in measured)
+                else "undecided"
+            )
+            shown = next(
+                (r for r in found.values() if r["outcome"] == outcome), next(iter(found.values()))
+            )
+            outcomes.append(
+                {
+                    "value": value,
+                    "outcome": outcome,
+                    "measured": shown.get("measured"),
+                    "bound": shown.get("bound"),
+                    "shown": {key: shown[key] for key in added.shown if key in shown},
+                    "problem_id": base.problem.id,
+                    "readings": found,
+                    "seconds": time.perf_counter() - start,
+                }
+            )
+        records.append(
+            {
+                "name": added.name,
+                "statement": added.statement,
+                "checked": list(added.checked),
+                "outcomes": outcomes,
+            }
+        )
     return records
 
 
-def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..., Any],
-                          attempt: int = 0) -> CaseResult:
+def replay_counterexample(
+    claim: Claim, saved: dict[str, Any], make: Callable[..., Any], attempt: int = 0
+) -> CaseResult:
     """Rebuild a saved counterexample and decide it again; a statistical one on a fresh stream
     (never the one that produced it) at the claim's whole rate, with the confirmation's samples."""
     # JSON turns tuples (e.g. per-client local steps) into lists; the parameters were tuples.
@@ -478,8 +605,9 @@ def replay_counterexample(claim: Claim, saved: dict[str, Any], make: Callable[..
     case = Case(from_spec(saved["spec"]), params)
     if not claim.statistical:
         return measure_and_decide(claim, case, make, None, 0.0)
-    design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate,
-                          str(saved.get("profile", "fast"))).replay(attempt)
+    design = first_design(
+        claim_seed(claim.id), 0, claim.false_fail_rate, str(saved.get("profile", "fast"))
+    ).replay(attempt)
     return measure_and_decide(claim, case, make, design, claim.false_fail_rate)
 
 
@@ -506,7 +634,8 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
             raise ClaimRunError(
                 f"claim {claim.id} on estimator {estimator}: the check could not use the "
                 f"estimator's output ({type(error).__name__}: {error}); it expects what "
-                f"{claim.estimators[0]} returns, with the same shapes") from error
+                f"{claim.estimators[0]} returns, with the same shapes"
+            ) from error
     return render_claim_result(result, profile, power, control, added)
 
 
@@ -537,8 +666,13 @@ def _outside_code(claim: Claim, estimator: str) -> set[str]:
         info = get_estimator(estimator)
         names |= plugins.modules_of(info.cls, info.make)
     if claim.id not in {c.id for c in BUILTIN_CLAIMS}:
-        names |= plugins.modules_of(*(getattr(claim, f.name) for f in dataclasses.fields(claim)
-                                      if callable(getattr(claim, f.name))))
+        names |= plugins.modules_of(
+            *(
+                getattr(claim, f.name)
+                for f in dataclasses.fields(claim)
+                if callable(getattr(claim, f.name))
+            )
+        )
     return names
 
 
@@ -547,12 +681,17 @@ def _plugin_failure(claim: Claim, estimator: str, origin: str, error: BaseExcept
     exception and where it was raised."""
     outside = _outside_code(claim, estimator)
     where = plugins.raised_in(error, outside)
-    source = origin if origin.startswith("plugin") else \
-        f"code from outside the testbed ({', '.join(sorted(outside)) or 'unknown module'})"
-    return (f"{source}: claim {claim.id} on estimator {estimator} raised "
-            f"{plugins.describe_failure(error)}"
-            + (f" (at {where})" if where else " (in the testbed, on the plugin's code or "
-               "output)") + "; the run is not recorded")
+    source = (
+        origin
+        if origin.startswith("plugin")
+        else f"code from outside the testbed ({', '.join(sorted(outside)) or 'unknown module'})"
+    )
+    return (
+        f"{source}: claim {claim.id} on estimator {estimator} raised "
+        f"{plugins.describe_failure(error)}"
+        + (f" (at {where})" if where else " (in the testbed, on the plugin's code or output)")
+        + "; the run is not recorded"
+    )
 
 
 class ClaimRunError(ValueError):
@@ -600,8 +739,12 @@ Execute = Callable[[Sequence[ClaimRunTask]], Iterable[tuple[int, ClaimFiles]]]
 
 
 def run_claims(
-    claims: Iterable[Claim], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True, execute: Execute | None = None,
+    claims: Iterable[Claim],
+    out_dir: Path,
+    profile: Profile,
+    resume: bool = True,
+    progress: bool = True,
+    execute: Execute | None = None,
 ) -> list[dict[str, Any]]:
     """Run every claim (skipping finished ones when ``resume``), write results, return summaries;
     ``execute`` runs the claims' runs (in this process, one by one, by default)."""
@@ -609,41 +752,62 @@ def run_claims(
 
 
 def run_claim_runs(
-    runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool = True,
-    progress: bool = True, execute: Execute | None = None, only_these: bool = False,
+    runs: Sequence[tuple[Claim, str]],
+    out_dir: Path,
+    profile: Profile,
+    resume: bool = True,
+    progress: bool = True,
+    execute: Execute | None = None,
+    only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
     as ``testbed verify``'s), write their results, return their summaries. ``metadata.json``
     lists every registered claim (the report shows those without results as "not checked"),
     or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
     target)."""
-    return _run_claim_runs(runs, out_dir, profile, resume, progress,
-                           execute or run_in_process, only_these)
+    return _run_claim_runs(
+        runs, out_dir, profile, resume, progress, execute or run_in_process, only_these
+    )
 
 
 def _run_claim_runs(
-    runs: Sequence[tuple[Claim, str]], out_dir: Path, profile: Profile, resume: bool,
-    progress: bool, execute: Execute, only_these: bool = False,
+    runs: Sequence[tuple[Claim, str]],
+    out_dir: Path,
+    profile: Profile,
+    resume: bool,
+    progress: bool,
+    execute: Execute,
+    only_these: bool = False,
 ) -> list[dict[str, Any]]:
     """The driver: skips the finished runs, hands the others to ``execute`` and writes each
     one's files as it comes back (so an interrupted run resumes with nothing lost), with one
     progress bar over every run."""
-    run_ids = [claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
-               for claim, estimator in runs]
+    run_ids = [
+        claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
+        for claim, estimator in runs
+    ]
     # a second process checking one of these claims into this folder stops before any work
-    with holding(out_dir, [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}")
-                           for run_id in run_ids]):
+    with holding(
+        out_dir,
+        [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}") for run_id in run_ids],
+    ):
         write_metadata(out_dir, profile, runs if only_these else registered_runs())
         if resume:
             warn_untrusted(out_dir, run_ids)
-        reused = {run_id for run_id, (claim, _) in zip(run_ids, runs, strict=True)
-                  if resume and is_done(claim, out_dir, profile, run_id)}
-        pending = [(run_id, claim_run_task(claim, estimator, profile))
-                   for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
-                   if run_id not in reused]
+        reused = {
+            run_id
+            for run_id, (claim, _) in zip(run_ids, runs, strict=True)
+            if resume and is_done(claim, out_dir, profile, run_id)
+        }
+        pending = [
+            (run_id, claim_run_task(claim, estimator, profile))
+            for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
+            if run_id not in reused
+        ]
         _execute_and_write(pending, len(runs), out_dir, progress, execute)
-    summaries = [json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text())
-                 for run_id in run_ids]
+    summaries = [
+        json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text()) for run_id in run_ids
+    ]
     note = reused_note([s for s in summaries if s["id"] in reused], out_dir)
     if note:
         print(note, file=sys.stderr)
@@ -673,8 +837,10 @@ def reused_note(reused: Sequence[dict[str, Any]], out_dir: Path) -> str | None:
     sources = sorted({_computed_where(s) for s in reused if s["id"] in elsewhere})
     names = sorted(elsewhere)
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (f"testbed: note: {len(names)} claim result(s) in {out_dir} were reused from "
-            f"{'; '.join(sources)} ({shown}); --fresh recomputes them")
+    return (
+        f"testbed: note: {len(names)} claim result(s) in {out_dir} were reused from "
+        f"{'; '.join(sources)} ({shown}); --fresh recomputes them"
+    )
 
 
 def _computed_where(record: dict[str, Any]) -> str:
@@ -684,13 +850,24 @@ def _computed_where(record: dict[str, Any]) -> str:
     return f"commit {str(there.get('git_commit'))[:10]} on {there.get('device')}"
 
 
-def _execute_and_write(pending: Sequence[tuple[str, ClaimRunTask]], total: int, out_dir: Path,
-                       progress: bool, execute: Execute) -> None:
+def _execute_and_write(
+    pending: Sequence[tuple[str, ClaimRunTask]],
+    total: int,
+    out_dir: Path,
+    progress: bool,
+    execute: Execute,
+) -> None:
     """Run the ``pending`` tasks through ``execute``, writing each one's files as it comes
     back, with one progress bar over the ``total`` runs."""
     # the bar names the claim running (executors start the tasks in this order)
-    with Progress(total=total, initial=total - len(pending), desc="claims", unit="claim",
-                  enabled=progress, names=[run_id for run_id, _ in pending]) as bar:
+    with Progress(
+        total=total,
+        initial=total - len(pending),
+        desc="claims",
+        unit="claim",
+        enabled=progress,
+        names=[run_id for run_id, _ in pending],
+    ) as bar:
         for index, files in execute([task for _, task in pending]):
             write_claim_files(files, out_dir)
             bar.finish(pending[index][0])

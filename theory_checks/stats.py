@@ -164,8 +164,17 @@ def fit_slope(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> LinearF
     sigma2 = float(residual @ residual) / (n - 2)
     std_error = math.sqrt(sigma2 / sxx)
     half = float(stats.t.ppf(0.5 + confidence / 2.0, n - 2)) * std_error
-    return LinearFit(slope, intercept, slope - half, slope + half, confidence, n, std_error,
-                     n - 2, float(np.abs(residual).max()))
+    return LinearFit(
+        slope,
+        intercept,
+        slope - half,
+        slope + half,
+        confidence,
+        n,
+        std_error,
+        n - 2,
+        float(np.abs(residual).max()),
+    )
 
 
 def fit_rate(steps: np.ndarray, errors: np.ndarray, confidence: float = 0.95) -> LinearFit:

@@ -37,27 +37,33 @@ CONTROLLED = [c for c in CLAIM_DB if c.positive_control is not None]
 
 
 @pytest.mark.theory
-@pytest.mark.parametrize(("claim", "estimator"), RUNS,
-                         ids=[f"{c.id}@{e}" for c, e in RUNS])
+@pytest.mark.parametrize(("claim", "estimator"), RUNS, ids=[f"{c.id}@{e}" for c, e in RUNS])
 def test_claim_verdict_is_as_expected(claim, estimator, tmp_path):
     """Each claim on its own estimator and on every registered variant that lists it."""
     profile = get_profile()
     result = run_claim(claim, profile, estimator=estimator)
     assert result.cases or result.counterexample or result.undecided, (
-        f"{claim.id}: no case was measured")
+        f"{claim.id}: no case was measured"
+    )
     assert result.as_expected, (
         f"{claim.id}: verdict {result.verdict!r}, expected one of "
         f"{claim.expected_verdicts(profile.name)}"
-        + (f" (counterexample {result.counterexample.problem_id}: measured "
-           f"{result.counterexample.measurement.measured:.6g} vs "
-           f"{result.counterexample.measurement.bound:.6g})" if result.counterexample else ""))
+        + (
+            f" (counterexample {result.counterexample.problem_id}: measured "
+            f"{result.counterexample.measurement.measured:.6g} vs "
+            f"{result.counterexample.measurement.bound:.6g})"
+            if result.counterexample
+            else ""
+        )
+    )
     if result.verdict in ("holds", "holds once corrected"):
         # issue 32: a "holds" whose bound leaves more than 10x room names the companion claims
         # that give it power (results_format.evidence), read back from its results file
         path = write_claim_result(result, tmp_path, profile)
         record = json.loads(path.read_text())
-        assert companion_problem(record, {c.id for c in CLAIM_DB}) is None, \
-            companion_problem(record, {c.id for c in CLAIM_DB})
+        assert companion_problem(record, {c.id for c in CLAIM_DB}) is None, companion_problem(
+            record, {c.id for c in CLAIM_DB}
+        )
     if result.verdict == "fails as stated":
         path = write_claim_result(result, tmp_path, profile)
         assert (tmp_path / "counterexamples" / f"{result.run_id}.json").exists(), path
@@ -68,13 +74,16 @@ def test_claim_verdict_is_as_expected(claim, estimator, tmp_path):
 
 
 @pytest.mark.theory
-@pytest.mark.parametrize("claim", [
-    pytest.param(c, marks=pytest.mark.slow) if c.perturbation.slow else c for c in PERTURBED],
-    ids=[c.id for c in PERTURBED])
+@pytest.mark.parametrize(
+    "claim",
+    [pytest.param(c, marks=pytest.mark.slow) if c.perturbation.slow else c for c in PERTURBED],
+    ids=[c.id for c in PERTURBED],
+)
 def test_perturbation_is_caught(claim, tmp_path):
     """The check fails on its claim's perturbation, and the counterexample replays."""
-    assert_perturbation_detected(claim, claim.perturbation.build, tmp_path,
-                                 power_profile(claim, get_profile()))
+    assert_perturbation_detected(
+        claim, claim.perturbation.build, tmp_path, power_profile(claim, get_profile())
+    )
 
 
 @pytest.mark.theory
@@ -109,8 +118,11 @@ def test_every_check_can_say_both_holds_and_fails():
 # already fails it (lower bound 1.3e-3 > 1e-3). A correct procedure at 1e-3 gives one with
 # probability 1 - 0.999**20 = 2% (the seeds are fixed, so the test is deterministic either way);
 # a procedure leaking 18% per claim (the issue's finding) gives one with 1 - 0.82**20 = 98%.
-CALIBRATED_IN_DEFAULT_RUN = ("fednest.lemma22.abs_error_per_sample", "hgp.stochastic.unbiased",
-                             "hgp.theorem1.noise_exponent_b")
+CALIBRATED_IN_DEFAULT_RUN = (
+    "fednest.lemma22.abs_error_per_sample",
+    "hgp.stochastic.unbiased",
+    "hgp.theorem1.noise_exponent_b",
+)
 
 
 @pytest.mark.theory
@@ -128,7 +140,7 @@ def test_statistical_claim_is_calibrated(claim_id, tmp_path):
 WITHOUT_HYPOTHESES = {
     "fednest.rounds.": "round counts: combinatorial, true of every problem",
     "comparison.": "protocol comparisons: the family drawn and the paper's setting (and, for a "
-                   "headline, the scale stated in the claim's `scale`) are the conditions",
+    "headline, the scale stated in the claim's `scale`) are the conditions",
 }
 
 

@@ -20,4 +20,6 @@ def test_mutant_is_killed_or_equivalent(mutant):
     assert as_expected(record), (
         f"{mutant.name}: {record['status']}"
         + (f" by {record['killed_by']}" if record["status"] == KILLED else "")
-        + "; runs: " + "; ".join(f"{r['claim']}: {r['verdict']}" for r in record["runs"]))
+        + "; runs: "
+        + "; ".join(f"{r['claim']}: {r['verdict']}" for r in record["runs"])
+    )

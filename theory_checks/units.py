@@ -77,5 +77,11 @@ class RegisteredEntryTask(SentByName):
         return self._resolved(get_estimator, self.name)
 
 
-__all__ = ["Execute", "RegisteredEntryTask", "SentByName", "driver_dtype", "run_in_process",
-           "use_dtype"]
+__all__ = [
+    "Execute",
+    "RegisteredEntryTask",
+    "SentByName",
+    "driver_dtype",
+    "run_in_process",
+    "use_dtype",
+]

@@ -51,15 +51,29 @@ def betty_hypergradient(A, B, c, x, lower_config):
     upper_module = Vector(x)
     lower_module = Vector(torch.linalg.solve(A, B @ x))
     batch = [(torch.zeros(1),)]
-    upper = Upper(name="upper", config=Config(first_order=True, retain_graph=True),
-                  module=upper_module, optimizer=torch.optim.SGD(upper_module.parameters(), lr=0),
-                  train_data_loader=batch, device="cpu")
-    lower = Lower(name="lower", config=lower_config, module=lower_module,
-                  optimizer=torch.optim.SGD(lower_module.parameters(),
-                                            lr=float(1 / torch.linalg.eigvalsh(A).max())),
-                  train_data_loader=batch, device="cpu")
-    Engine(config=EngineConfig(train_iters=1), problems=[upper, lower],
-           dependencies={"u2l": {upper: [lower]}, "l2u": {lower: [upper]}}).run()
+    upper = Upper(
+        name="upper",
+        config=Config(first_order=True, retain_graph=True),
+        module=upper_module,
+        optimizer=torch.optim.SGD(upper_module.parameters(), lr=0),
+        train_data_loader=batch,
+        device="cpu",
+    )
+    lower = Lower(
+        name="lower",
+        config=lower_config,
+        module=lower_module,
+        optimizer=torch.optim.SGD(
+            lower_module.parameters(), lr=float(1 / torch.linalg.eigvalsh(A).max())
+        ),
+        train_data_loader=batch,
+        device="cpu",
+    )
+    Engine(
+        config=EngineConfig(train_iters=1),
+        problems=[upper, lower],
+        dependencies={"u2l": {upper: [lower]}, "l2u": {lower: [upper]}},
+    ).run()
     return upper.recorded.numpy()
 
 
@@ -67,8 +81,12 @@ def problem(seed, dim_x=3, dim_y=5, kappa=10.0):
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.standard_normal((dim_y, dim_y)))
     A = Q @ np.diag(np.geomspace(1.0, kappa, dim_y)) @ Q.T
-    return A, rng.standard_normal((dim_y, dim_x)), rng.standard_normal(dim_y), \
-        rng.standard_normal(dim_x)
+    return (
+        A,
+        rng.standard_normal((dim_y, dim_x)),
+        rng.standard_normal(dim_y),
+        rng.standard_normal(dim_x),
+    )
 
 
 def main():
@@ -82,12 +100,16 @@ def main():
             return np.linalg.norm(value - exact) / np.linalg.norm(exact)
 
         step = float(1 / np.linalg.eigvalsh(A).max())
-        print(f"{seed:4d}  {error(Config(type='cg', cg_iterations=5)):16.3e}  "
-              f"{error(Config(type='cg', cg_iterations=50)):17.3e}  "
-              f"{error(Config(type='neumann', neumann_iterations=399, neumann_alpha=step)):18.3e}")
+        print(
+            f"{seed:4d}  {error(Config(type='cg', cg_iterations=5)):16.3e}  "
+            f"{error(Config(type='cg', cg_iterations=50)):17.3e}  "
+            f"{error(Config(type='neumann', neumann_iterations=399, neumann_alpha=step)):18.3e}"
+        )
     A, B, c, x = problem(0, dim_y=1)
-    print("dim(y) = 1, cg_iterations = 10:",
-          betty_hypergradient(A, B, c, x, Config(type="cg", cg_iterations=10)))
+    print(
+        "dim(y) = 1, cg_iterations = 10:",
+        betty_hypergradient(A, B, c, x, Config(type="cg", cg_iterations=10)),
+    )
 
 
 if __name__ == "__main__":

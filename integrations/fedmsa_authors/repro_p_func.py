@@ -38,6 +38,7 @@ def their_modules(repo):
         sys.path.insert(0, repo)
     from core.BLOClient import BLOClient
     from utils.options import args_parser
+
     return BLOClient, args_parser
 
 
@@ -87,10 +88,10 @@ def main(repo, seeds=range(10), n=3, dx=2, dw=3):
             client.loss_func, client.val_loss = g, f
             p = client.p_func(torch.tensor(v)).numpy()
             s_w, s_v = (part.detach().numpy() for part in client.s_func(torch.tensor(v)))
-            direct = c[i] + x                      # grad_x f_i
-            J_v = -B[i].T @ v                      # grad^2_xw g_i v
-            P = direct - J_v                       # (10b)
-            S_w, S_v = A[i] @ w - B[i] @ x, A[i] @ v - (w - t[i])   # (10a)
+            direct = c[i] + x  # grad_x f_i
+            J_v = -B[i].T @ v  # grad^2_xw g_i v
+            P = direct - J_v  # (10b)
+            S_w, S_v = A[i] @ w - B[i] @ x, A[i] @ v - (w - t[i])  # (10a)
             worst_p = max(worst_p, np.linalg.norm(p - P) / np.linalg.norm(P))
             worst_indirect = max(worst_indirect, np.linalg.norm(p + J_v) / np.linalg.norm(P))
             worst_s = max(worst_s, np.linalg.norm(s_w - S_w) + np.linalg.norm(s_v - S_v))
@@ -100,10 +101,12 @@ def main(repo, seeds=range(10), n=3, dx=2, dw=3):
         w_star = np.linalg.solve(A_bar, B_bar @ x)
         v_star = np.linalg.solve(A_bar, w_star - np.mean(t, 0))
         hypergradient = np.mean(c, 0) + x + B_bar.T @ v_star
-        print(f"seed {seed}: p_func vs P^m (10b) {worst_p:.1%} off; vs P^m without grad_x f^m "
-              f"{worst_indirect:.1e}; s_func vs S^m (10a) {worst_s:.1e}; the true "
-              f"hypergradient {hypergradient.round(3)} has direct term "
-              f"{(np.mean(c, 0) + x).round(3)}, which their fixed point leaves out")
+        print(
+            f"seed {seed}: p_func vs P^m (10b) {worst_p:.1%} off; vs P^m without grad_x f^m "
+            f"{worst_indirect:.1e}; s_func vs S^m (10a) {worst_s:.1e}; the true "
+            f"hypergradient {hypergradient.round(3)} has direct term "
+            f"{(np.mean(c, 0) + x).round(3)}, which their fixed point leaves out"
+        )
 
 
 if __name__ == "__main__":

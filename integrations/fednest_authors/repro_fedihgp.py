@@ -41,6 +41,7 @@ def their_modules(repo):
     from core.Client_hr import Client
     from core.ClientManage_hr import ClientManageHR
     from utils.options import args_parser
+
     return Client, ClientManageHR, args_parser
 
 
@@ -54,16 +55,24 @@ class Net(torch.nn.Module):
 
     def forward(self, ids):
         n = ids.shape[0]
-        return torch.cat([self.body.expand(n, -1), self.header.expand(n, -1),
-                          ids.reshape(n, 1)], 1)
+        return torch.cat([self.body.expand(n, -1), self.header.expand(n, -1), ids.reshape(n, 1)], 1)
 
 
 def their_p(repo, A, B, c, x, y, neumann, hlr):
     Client, ClientManageHR, args_parser = their_modules(repo)
     m, dx = len(A), len(x)
     A, B, c = (torch.as_tensor(a) for a in (A, B, c))
-    sys.argv = ["main_hr.py", "--gpu", "-1", "--local_bs", "1", "--neumann", str(neumann),
-                "--hlr", repr(hlr)]
+    sys.argv = [
+        "main_hr.py",
+        "--gpu",
+        "-1",
+        "--local_bs",
+        "1",
+        "--neumann",
+        str(neumann),
+        "--hlr",
+        repr(hlr),
+    ]
     args = args_parser()
     net = Net(x, y)
     data = [(torch.tensor([float(i)]), torch.tensor(0)) for i in range(m)]
@@ -74,8 +83,10 @@ def their_p(repo, A, B, c, x, y, neumann, hlr):
 
     def inner(out, labels, params=None):
         xs, ys, i = rows(out)
-        return (0.5 * torch.einsum("ci,cij,cj->c", ys, A[i], ys)
-                - torch.einsum("ci,cij,cj->c", ys, B[i], xs)).mean()
+        return (
+            0.5 * torch.einsum("ci,cij,cj->c", ys, A[i], ys)
+            - torch.einsum("ci,cij,cj->c", ys, B[i], xs)
+        ).mean()
 
     def outer(out, labels):
         xs, ys, i = rows(out)
@@ -108,11 +119,13 @@ def main():
         eye = np.eye(dy)
         for neumann in (1, 2, 5):
             theirs = their_p(repo, A, B, c, x, y, neumann, hlr)
-            alg3 = sum(np.linalg.matrix_power(eye - hlr * A.mean(0), k) @ p0
-                       for k in range(neumann + 1))
-            accumulated = p0 + sum(np.mean([np.linalg.matrix_power(eye - hlr * a, k) @ p0
-                                            for a in A], axis=0) / k
-                                   for k in range(1, neumann + 1))
+            alg3 = sum(
+                np.linalg.matrix_power(eye - hlr * A.mean(0), k) @ p0 for k in range(neumann + 1)
+            )
+            accumulated = p0 + sum(
+                np.mean([np.linalg.matrix_power(eye - hlr * a, k) @ p0 for a in A], axis=0) / k
+                for k in range(1, neumann + 1)
+            )
             off_alg3 = np.linalg.norm(theirs - alg3) / np.linalg.norm(alg3)
             off_sum = np.linalg.norm(theirs - accumulated) / np.linalg.norm(theirs)
             print(f"{m:7d} {neumann:2d}   {off_alg3:26.3e}   {off_sum:36.3e}")

@@ -27,8 +27,12 @@ def problem(seed, dim_x=3, dim_y=6, kappa=10.0):
     rng = np.random.default_rng(seed)
     Q, _ = np.linalg.qr(rng.standard_normal((dim_y, dim_y)))
     A = Q @ np.diag(np.geomspace(1.0, kappa, dim_y)) @ Q.T
-    return A, rng.standard_normal((dim_y, dim_x)), rng.standard_normal(dim_y), \
-        rng.standard_normal(dim_x)
+    return (
+        A,
+        rng.standard_normal((dim_y, dim_x)),
+        rng.standard_normal(dim_y),
+        rng.standard_normal(dim_x),
+    )
 
 
 def torchopt_hypergradient(A, B, c, x, solve, split):
@@ -63,8 +67,10 @@ def main():
 
         inv = torchopt.linear_solve.solve_inv()
         cg = torchopt.linear_solve.solve_cg(maxiter=6, rtol=0.0)
-        print(f"{seed:4d}  {error(inv, [3, 3]):19.3e}  {error(inv, [6]):18.3e}  "
-              f"{error(cg, [3, 3]):18.3e}")
+        print(
+            f"{seed:4d}  {error(inv, [3, 3]):19.3e}  {error(inv, [6]):18.3e}  "
+            f"{error(cg, [3, 3]):18.3e}"
+        )
 
 
 if __name__ == "__main__":

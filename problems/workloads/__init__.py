@@ -24,9 +24,22 @@ from problems.workloads.splits import (
 )
 
 __all__ = [
-    "DATASETS", "Dataset", "DatasetError", "load_dataset",
-    "SCHEMES", "ClientSplit", "SplitError", "long_tail_indices", "split_clients",
-    "HyperRepresentation", "LossTuning", "WORKLOAD_BUILDERS", "WorkloadError",
-    "build_workload", "workload_options", "WorkloadRecipe",
-    "InfluenceProblem", "PersonalizationProblem",
+    "DATASETS",
+    "Dataset",
+    "DatasetError",
+    "load_dataset",
+    "SCHEMES",
+    "ClientSplit",
+    "SplitError",
+    "long_tail_indices",
+    "split_clients",
+    "HyperRepresentation",
+    "LossTuning",
+    "WORKLOAD_BUILDERS",
+    "WorkloadError",
+    "build_workload",
+    "workload_options",
+    "WorkloadRecipe",
+    "InfluenceProblem",
+    "PersonalizationProblem",
 ]

@@ -37,8 +37,9 @@ def resolve_dtype(dtype: torch.dtype | str) -> torch.dtype:
             raise WorkloadError(f"unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
         return DTYPES[dtype]
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise WorkloadError(f"dtype must be a floating torch dtype or one of {sorted(DTYPES)}, "
-                            f"got {dtype!r}")
+        raise WorkloadError(
+            f"dtype must be a floating torch dtype or one of {sorted(DTYPES)}, got {dtype!r}"
+        )
     return dtype
 
 
@@ -63,8 +64,11 @@ def resolve_dataset(dataset: Dataset | str, data_root: str | Path | None) -> Dat
 
 
 def resolve_inputs(
-    dataset: Dataset | str, model: str | Network, dtype: torch.dtype | str,
-    device: torch.device | str, data_root: str | Path | None,
+    dataset: Dataset | str,
+    model: str | Network,
+    dtype: torch.dtype | str,
+    device: torch.device | str,
+    data_root: str | Path | None,
 ) -> tuple[Dataset, Network, torch.dtype, torch.device]:
     """A builder's common arguments resolved: the dataset (:func:`resolve_dataset`), the network
     for its inputs and classes, and the checked dtype and device."""
@@ -73,8 +77,9 @@ def resolve_inputs(
     return data, build_network(model, data.input_shape, data.n_classes), dtype, device
 
 
-def resolve_split(split: ClientSplit | Mapping[str, Any], labels: np.ndarray, n_classes: int,
-                  seed: int) -> ClientSplit:
+def resolve_split(
+    split: ClientSplit | Mapping[str, Any], labels: np.ndarray, n_classes: int, seed: int
+) -> ClientSplit:
     """A computed split as is, or ``split_clients(labels, **spec, seed=seed)``.
 
     A spec is a mapping with ``scheme``, ``n_clients`` and the scheme's own knobs (see
@@ -83,18 +88,26 @@ def resolve_split(split: ClientSplit | Mapping[str, Any], labels: np.ndarray, n_
     if isinstance(split, ClientSplit):
         return split
     if not isinstance(split, Mapping):
-        raise WorkloadError(f"split must be a ClientSplit or a mapping with 'scheme' and "
-                            f"'n_clients', got {split!r}")
+        raise WorkloadError(
+            f"split must be a ClientSplit or a mapping with 'scheme' and 'n_clients', got {split!r}"
+        )
     spec = dict(split)
     missing = {"scheme", "n_clients"} - set(spec)
     if missing:
         raise WorkloadError(f"split spec {spec!r} lacks {sorted(missing)}")
     if "seed" in spec:
-        raise WorkloadError("the split's seed is the workload's seed; remove 'seed' from the "
-                            "split spec")
+        raise WorkloadError(
+            "the split's seed is the workload's seed; remove 'seed' from the split spec"
+        )
     try:
-        return split_clients(labels, spec.pop("n_clients"), spec.pop("scheme"), seed=seed,
-                             n_classes=n_classes, **spec)
+        return split_clients(
+            labels,
+            spec.pop("n_clients"),
+            spec.pop("scheme"),
+            seed=seed,
+            n_classes=n_classes,
+            **spec,
+        )
     except TypeError as error:
         raise WorkloadError(f"bad split spec {dict(split)!r}: {error}") from error
 
@@ -115,22 +128,40 @@ class Assembled:
     description: dict[str, Any]
     workload: str
 
-    def arguments(self, network: Network, x0: torch.Tensor, y0: torch.Tensor,
-                  **facts: Any) -> dict[str, Any]:
+    def arguments(
+        self, network: Network, x0: torch.Tensor, y0: torch.Tensor, **facts: Any
+    ) -> dict[str, Any]:
         """The :class:`~problems.workloads._workload.ClientWorkload` constructor's arguments: the
         network, these data, the initial point ``(x0, y0)`` on the data's device and dtype, and
         the description with the workload, the model and the workload's own ``facts`` added."""
         device, dtype = self.test_inputs.device, self.test_inputs.dtype
-        return {"network": network, "data": self.data, "test_inputs": self.test_inputs,
-                "test_labels": self.test_labels, "x0": x0.to(device=device, dtype=dtype),
-                "y0": y0.to(device=device, dtype=dtype),
-                "description": {**self.description, "workload": self.workload,
-                                "model": network.name, **facts}}
+        return {
+            "network": network,
+            "data": self.data,
+            "test_inputs": self.test_inputs,
+            "test_labels": self.test_labels,
+            "x0": x0.to(device=device, dtype=dtype),
+            "y0": y0.to(device=device, dtype=dtype),
+            "description": {
+                **self.description,
+                "workload": self.workload,
+                "model": network.name,
+                **facts,
+            },
+        }
 
 
-def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float,
-             normalize: bool, seed: int, dtype: torch.dtype, device: torch.device,
-             what: str) -> Assembled:
+def assemble(
+    dataset: Dataset,
+    split: ClientSplit,
+    *,
+    validation_fraction: float,
+    normalize: bool,
+    seed: int,
+    dtype: torch.dtype,
+    device: torch.device,
+    what: str,
+) -> Assembled:
     """Hold out validation parts, standardise, and stack the clients' samples."""
     check_fraction("validation_fraction", validation_fraction)
     if not isinstance(normalize, bool):
@@ -138,13 +169,17 @@ def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float
     if split.n_clients < 1:
         raise WorkloadError(f"{what}: the split has no clients")
     train, val = split.holdout(validation_fraction, seed=seed)
-    small = [k for k, (t, v) in enumerate(zip(train.indices, val.indices, strict=True))
-             if t.shape[0] == 0 or v.shape[0] == 0]
+    small = [
+        k
+        for k, (t, v) in enumerate(zip(train.indices, val.indices, strict=True))
+        if t.shape[0] == 0 or v.shape[0] == 0
+    ]
     if small:
         raise WorkloadError(
             f"{what}: clients {small[:10]} have no training or no validation sample after "
             f"holding out {validation_fraction:.0%} (sizes {split.sizes[small[:10]].tolist()}); "
-            "use fewer clients, a larger dataset or another validation_fraction")
+            "use fewer clients, a larger dataset or another validation_fraction"
+        )
     if normalize:
         inputs = standardize(dataset.train_x, dataset.train_x)
         test_inputs = standardize(dataset.test_x, dataset.train_x)
@@ -152,8 +187,10 @@ def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float
         inputs, test_inputs = dataset.train_x, dataset.test_x
     inputs = inputs.to(device=device, dtype=dtype)
     labels = dataset.train_y.to(device=device)
-    data = ClientData(ClientSamples.stack(inputs, labels, train.indices, what),
-                      ClientSamples.stack(inputs, labels, val.indices, what))
+    data = ClientData(
+        ClientSamples.stack(inputs, labels, train.indices, what),
+        ClientSamples.stack(inputs, labels, val.indices, what),
+    )
     description = {
         "dataset": dataset.name,
         "source": dataset.source,
@@ -166,5 +203,10 @@ def assemble(dataset: Dataset, split: ClientSplit, *, validation_fraction: float
         "train_sizes": train.sizes.tolist(),
         "validation_sizes": val.sizes.tolist(),
     }
-    return Assembled(data, test_inputs.to(device=device, dtype=dtype),
-                     dataset.test_y.to(device=device), description, what)
+    return Assembled(
+        data,
+        test_inputs.to(device=device, dtype=dtype),
+        dataset.test_y.to(device=device),
+        description,
+        what,
+    )

@@ -48,16 +48,17 @@ class ClientSamples:
     weights: torch.Tensor
 
     @classmethod
-    def stack(cls, inputs: torch.Tensor, labels: torch.Tensor,
-              index_sets: Sequence[np.ndarray], what: str) -> ClientSamples:
+    def stack(
+        cls, inputs: torch.Tensor, labels: torch.Tensor, index_sets: Sequence[np.ndarray], what: str
+    ) -> ClientSamples:
         """Gather ``inputs[index_sets[i]]`` for every client ``i`` and pad to one array."""
         sizes = [int(ix.shape[0]) for ix in index_sets]
         if not sizes or min(sizes) < 1:
-            raise ProblemError(f"{what}: every client needs at least one sample, got sizes "
-                               f"{sizes}")
+            raise ProblemError(f"{what}: every client needs at least one sample, got sizes {sizes}")
         n_max = max(sizes)
-        padded = np.stack([np.concatenate([ix, np.full(n_max - ix.shape[0], ix[0])])
-                           for ix in index_sets]).astype(np.int64)
+        padded = np.stack(
+            [np.concatenate([ix, np.full(n_max - ix.shape[0], ix[0])]) for ix in index_sets]
+        ).astype(np.int64)
         index = torch.from_numpy(padded).to(inputs.device)
         counts = torch.tensor(sizes, dtype=torch.long, device=inputs.device)
         mask = torch.arange(n_max, device=inputs.device)[None, :] < counts[:, None]
@@ -73,8 +74,12 @@ class ClientSamples:
         # 1/n_i recomputed in the new dtype, not cast: a float32 1/n_i cast to float64 would keep
         # its float32 rounding and break float64 identities
         weights = (self.weights > 0).to(device=device, dtype=dtype) / counts[:, None].to(dtype)
-        return ClientSamples(self.inputs.to(device=device, dtype=dtype),
-                             self.labels.to(device=device), counts, weights)
+        return ClientSamples(
+            self.inputs.to(device=device, dtype=dtype),
+            self.labels.to(device=device),
+            counts,
+            weights,
+        )
 
     def full(self, clients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(inputs, labels, weights)`` of every sample of each evaluated client."""
@@ -91,8 +96,9 @@ class ClientSamples:
         """Samples ``positions[c]`` (``(C, b)``) of client ``clients[c]``, weights ``1 / b``."""
         rows = clients.to(self.counts.device)[:, None]
         cols = positions.to(self.counts.device)
-        weights = torch.full(cols.shape, 1.0 / cols.shape[1], dtype=self.weights.dtype,
-                             device=self.weights.device)
+        weights = torch.full(
+            cols.shape, 1.0 / cols.shape[1], dtype=self.weights.dtype, device=self.weights.device
+        )
         return self.inputs[rows, cols], self.labels[rows, cols], weights
 
 
@@ -105,8 +111,9 @@ class ClientData:
 
     def __post_init__(self) -> None:
         if self.train.n_clients != self.val.n_clients:
-            raise ProblemError(f"{self.train.n_clients} training sets for "
-                               f"{self.val.n_clients} validation sets")
+            raise ProblemError(
+                f"{self.train.n_clients} training sets for {self.val.n_clients} validation sets"
+            )
 
     @property
     def n_clients(self) -> int:
@@ -134,8 +141,7 @@ class ClientData:
     def val_positions(self, clients: torch.Tensor, batch: Batch) -> torch.Tensor:
         """``floor(k / n_i)``: the validation sample each batch index picks."""
         n_train = self.train.counts[clients.to(self.train.counts.device)]
-        return torch.div(batch.indices.to(n_train.device), n_train[:, None],
-                         rounding_mode="floor")
+        return torch.div(batch.indices.to(n_train.device), n_train[:, None], rounding_mode="floor")
 
 
 def standardize(inputs: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:

@@ -55,13 +55,18 @@ class FeatureCache(RecentCache):
         super().__init__(size)
 
     @staticmethod
-    def key(x: torch.Tensor, samples: Any, clients: torch.Tensor,
-            batch: Batch | None) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    def key(
+        x: torch.Tensor, samples: Any, clients: torch.Tensor, batch: Batch | None
+    ) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         index = None if batch is None else batch.indices
-        key = (*memory_key(x), id(samples), id(clients), clients._version,
-               None if index is None else (id(index), index._version))
+        key = (
+            *memory_key(x),
+            id(samples),
+            id(clients),
+            clients._version,
+            None if index is None else (id(index), index._version),
+        )
         return key, (x, samples, clients, index)
-
 
 
 # Why 4096: test-set evaluation runs in chunks of this many images so a CNN forward pass on
@@ -75,8 +80,9 @@ def as_rows(value: torch.Tensor, dim: int, name: str, what: str) -> torch.Tensor
         return value
     if value.ndim == 2 and value.shape[1] == dim and value.shape[0] >= 1:
         return value.mean(dim=0)
-    raise ProblemError(f"{what}: {name} must have shape ({dim},) or (C, {dim}), got "
-                       f"{tuple(value.shape)}")
+    raise ProblemError(
+        f"{what}: {name} must have shape ({dim},) or (C, {dim}), got {tuple(value.shape)}"
+    )
 
 
 class ClientWorkload(abc.ABC):
@@ -93,9 +99,18 @@ class ClientWorkload(abc.ABC):
 
     kind: ProblemKind = "bilevel"
 
-    def __init__(self, *, name: str, network: Network, data: ClientData,
-                 test_inputs: torch.Tensor, test_labels: torch.Tensor, x0: torch.Tensor,
-                 y0: torch.Tensor, description: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        *,
+        name: str,
+        network: Network,
+        data: ClientData,
+        test_inputs: torch.Tensor,
+        test_labels: torch.Tensor,
+        x0: torch.Tensor,
+        y0: torch.Tensor,
+        description: dict[str, Any],
+    ) -> None:
         self.name = name
         self.network = network
         self.data = data
@@ -114,8 +129,10 @@ class ClientWorkload(abc.ABC):
     def id(self) -> str:
         d = self.description
         split = d.get("split", {})
-        return (f"{self.name}.{d.get('dataset')}.{self.network.name}.{split.get('scheme')}"
-                f".m{self.n_clients}.seed{d.get('seed')}")
+        return (
+            f"{self.name}.{d.get('dataset')}.{self.network.name}.{split.get('scheme')}"
+            f".m{self.n_clients}.seed{d.get('seed')}"
+        )
 
     @property
     def dtype(self) -> torch.dtype:
@@ -126,18 +143,32 @@ class ClientWorkload(abc.ABC):
         return self.x0.device
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(id={self.id!r}, dim_x={self.dim_x}, dim_y={self.dim_y}, "
-                f"dtype={self.dtype}, device={self.device})")
+        return (
+            f"{type(self).__name__}(id={self.id!r}, dim_x={self.dim_x}, dim_y={self.dim_y}, "
+            f"dtype={self.dtype}, device={self.device})"
+        )
 
     # ----------------------------------------------------------------------- per-client losses
     @abc.abstractmethod
-    def outer_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def outer_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         """``f_i`` of one client (``x (dim_x,)``, ``y (dim_y,)``) on its weighted val samples."""
 
     @abc.abstractmethod
-    def inner_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def inner_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         """``g_i`` of one client on its weighted training samples."""
 
     @abc.abstractmethod
@@ -148,12 +179,14 @@ class ClientWorkload(abc.ABC):
     # these three (see the module docstring); ``feature_row = None`` means "does not factor".
     feature_row: Any = None
 
-    def outer_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       weights: torch.Tensor) -> torch.Tensor:
+    def outer_head_row(
+        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         raise NotImplementedError
 
-    def inner_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       weights: torch.Tensor) -> torch.Tensor:
+    def inner_head_row(
+        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         raise NotImplementedError
 
     def _check(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor) -> None:
@@ -162,20 +195,34 @@ class ClientWorkload(abc.ABC):
             raise ProblemError(
                 f"{self.id}: expected x ({count}, {self.dim_x}), y ({count}, {self.dim_y}) for "
                 f"clients of shape {tuple(clients.shape)}; got x {tuple(x.shape)}, "
-                f"y {tuple(y.shape)}")
+                f"y {tuple(y.shape)}"
+            )
 
-    def _samples(self, samples: ClientSamples, clients: torch.Tensor, batch: Batch | None,
-                 positions: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _samples(
+        self, samples: ClientSamples, clients: torch.Tensor, batch: Batch | None, positions: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if batch is None:
             return samples.full(clients)
         return samples.picked(clients, positions(clients, batch))
 
-    def _rows(self, row: Any, head_row: Any, samples: ClientSamples, x: torch.Tensor,
-              y: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
-              positions: Any) -> torch.Tensor:
+    def _rows(
+        self,
+        row: Any,
+        head_row: Any,
+        samples: ClientSamples,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
+        positions: Any,
+    ) -> torch.Tensor:
         self._check(x, y, clients)
-        if self.feature_row is not None and is_plain(x) and is_plain(clients) and (
-                batch is None or is_plain(batch.indices)):
+        if (
+            self.feature_row is not None
+            and is_plain(x)
+            and is_plain(clients)
+            and (batch is None or is_plain(batch.indices))
+        ):
             key, holds = self._features.key(x, samples, clients, batch)
             hit = self._features.get(key)
             if hit is None:
@@ -189,20 +236,39 @@ class ClientWorkload(abc.ABC):
         out = torch.func.vmap(row)(x, y, inputs, labels, weights)
         return out
 
-    def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def outer_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``(f_i(x_c, y_c))_c`` on the validation samples (all, or the batch's), ``(C,)``."""
-        return self._rows(self.outer_row, self.outer_head_row, self.data.val, x, y, clients,
-                          batch, self.data.val_positions)
+        return self._rows(
+            self.outer_row,
+            self.outer_head_row,
+            self.data.val,
+            x,
+            y,
+            clients,
+            batch,
+            self.data.val_positions,
+        )
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``(g_i(x_c, y_c))_c`` on the training samples (all, or the batch's), ``(C,)``."""
-        return self._rows(self.inner_row, self.inner_head_row, self.data.train, x, y, clients,
-                          batch, self.data.train_positions)
+        return self._rows(
+            self.inner_row,
+            self.inner_head_row,
+            self.data.train,
+            x,
+            y,
+            clients,
+            batch,
+            self.data.train_positions,
+        )
 
-    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
-                     batch_size: int) -> Batch:
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
         """Uniform per-client minibatch (with replacement) of both sample sets."""
         return self.data.sample_batch(rng, clients, batch_size, self.id)
 
@@ -241,8 +307,8 @@ class ClientWorkload(abc.ABC):
         totals = torch.zeros(n_classes, dtype=torch.long, device=self.device)
         with torch.no_grad():
             for start in range(0, int(self.test_labels.shape[0]), EVAL_CHUNK):
-                inputs = self.test_inputs[start:start + EVAL_CHUNK]
-                labels = self.test_labels[start:start + EVAL_CHUNK]
+                inputs = self.test_inputs[start : start + EVAL_CHUNK]
+                labels = self.test_labels[start : start + EVAL_CHUNK]
                 logits = self.test_logits(xg, yg, inputs)
                 loss = loss + torch.nn.functional.cross_entropy(logits, labels, reduction="sum")
                 correct = (logits.argmax(dim=1) == labels).long()

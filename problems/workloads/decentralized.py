@@ -104,9 +104,12 @@ def build_classifier(model: str, input_shape: Sequence[int], n_classes: int) -> 
     :mod:`problems.workloads.models` (body and head as one vector ``[body; head]``)."""
     if model == "logreg":
         channels, height, width = (int(s) for s in input_shape)
-        flat = FlatModel.from_module(torch.nn.Sequential(
-            torch.nn.Flatten(start_dim=-3),
-            torch.nn.Linear(channels * height * width, n_classes, dtype=torch.float32)))
+        flat = FlatModel.from_module(
+            torch.nn.Sequential(
+                torch.nn.Flatten(start_dim=-3),
+                torch.nn.Linear(channels * height * width, n_classes, dtype=torch.float32),
+            )
+        )
         return Classifier("logreg", flat.n_params, flat.apply, flat.initial, convex=True)
     if model == "cnn_smooth":
         channels, height, width = (int(s) for s in input_shape)
@@ -115,22 +118,31 @@ def build_classifier(model: str, input_shape: Sequence[int], n_classes: int) -> 
     if model not in MODEL_BUILDERS:
         raise ProblemError(f"unknown model {model!r}; known: {', '.join(CLASSIFIERS)}")
     net = build_network(model, input_shape, n_classes)
-    return Classifier(model, net.n_params, net.full_logits,
-                      lambda seed: torch.cat(net.initial(seed)))
+    return Classifier(
+        model, net.n_params, net.full_logits, lambda seed: torch.cat(net.initial(seed))
+    )
 
 
 def _smooth_cnn(channels: int, height: int, width: int, n_classes: int) -> torch.nn.Module:
     """``cnn``'s layout (5x5 same-padded convolutions with 6 and 16 channels, each followed by
     2x2 pooling, then 120-84-classes) with ``tanh`` and average pooling: a C-infinity loss."""
     if height < 4 or width < 4:
-        raise ProblemError(f"cnn_smooth: needs inputs of at least 4x4 pixels, got "
-                           f"{height}x{width}")
+        raise ProblemError(f"cnn_smooth: needs inputs of at least 4x4 pixels, got {height}x{width}")
     nn, f32 = torch.nn, torch.float32
     return nn.Sequential(
-        nn.Conv2d(channels, 6, 5, padding=2, dtype=f32), nn.Tanh(), nn.AvgPool2d(2),
-        nn.Conv2d(6, 16, 5, padding=2, dtype=f32), nn.Tanh(), nn.AvgPool2d(2),
-        nn.Flatten(start_dim=-3), nn.Linear(16 * (height // 4) * (width // 4), 120, dtype=f32),
-        nn.Tanh(), nn.Linear(120, 84, dtype=f32), nn.Tanh(), nn.Linear(84, n_classes, dtype=f32))
+        nn.Conv2d(channels, 6, 5, padding=2, dtype=f32),
+        nn.Tanh(),
+        nn.AvgPool2d(2),
+        nn.Conv2d(6, 16, 5, padding=2, dtype=f32),
+        nn.Tanh(),
+        nn.AvgPool2d(2),
+        nn.Flatten(start_dim=-3),
+        nn.Linear(16 * (height // 4) * (width // 4), 120, dtype=f32),
+        nn.Tanh(),
+        nn.Linear(120, 84, dtype=f32),
+        nn.Tanh(),
+        nn.Linear(84, n_classes, dtype=f32),
+    )
 
 
 def own_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -144,16 +156,26 @@ def _rows(value: torch.Tensor, count: int) -> torch.Tensor:
     return value.expand(count, -1) if value.ndim == 1 else value
 
 
-def client_samples(images: torch.Tensor, labels: torch.Tensor, index_sets: Sequence[np.ndarray],
-                   what: str, *, dtype: torch.dtype, device: torch.device | str
-                   ) -> ClientSamples:
+def client_samples(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    index_sets: Sequence[np.ndarray],
+    what: str,
+    *,
+    dtype: torch.dtype,
+    device: torch.device | str,
+) -> ClientSamples:
     """Every client's samples ``images[index_sets[i]]``, padded, in ``dtype`` on ``device``.
 
     The images are cast first, so the weights ``1/N_i`` are computed in ``dtype`` (casting a
     float32 ``1/N_i`` afterwards would keep its float32 rounding).
     """
-    return ClientSamples.stack(images.to(device=device, dtype=dtype), labels.to(device),
-                               [np.asarray(ix, dtype=np.int64) for ix in index_sets], what)
+    return ClientSamples.stack(
+        images.to(device=device, dtype=dtype),
+        labels.to(device),
+        [np.asarray(ix, dtype=np.int64) for ix in index_sets],
+        what,
+    )
 
 
 # ------------------------------------------------------------------------------ the base class
@@ -168,14 +190,24 @@ class _PerClientClassification(abc.ABC):
 
     kind: ProblemKind = "bilevel"
 
-    def __init__(self, net: Classifier, train: ClientSamples, outer: ClientSamples, *,
-                 dim_y: int, dim_hyper: int, weight_decay: float, seed: int, name: str) -> None:
+    def __init__(
+        self,
+        net: Classifier,
+        train: ClientSamples,
+        outer: ClientSamples,
+        *,
+        dim_y: int,
+        dim_hyper: int,
+        weight_decay: float,
+        seed: int,
+        name: str,
+    ) -> None:
         if train.n_clients != outer.n_clients:
-            raise ProblemError(f"{name}: train data has {train.n_clients} clients, outer data "
-                               f"{outer.n_clients}")
+            raise ProblemError(
+                f"{name}: train data has {train.n_clients} clients, outer data {outer.n_clients}"
+            )
         if not (math.isfinite(weight_decay) and weight_decay >= 0.0):
-            raise ProblemError(f"{name}: weight_decay must be finite and >= 0, got "
-                               f"{weight_decay}")
+            raise ProblemError(f"{name}: weight_decay must be finite and >= 0, got {weight_decay}")
         self.net, self.train, self.outer = net, train, outer
         self.name, self.seed = name, seed
         self.n_clients = train.n_clients
@@ -186,12 +218,14 @@ class _PerClientClassification(abc.ABC):
 
     # ----------------------------------------------------------------- subclass hooks
     @abc.abstractmethod
-    def _sample_losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
-                       labels: torch.Tensor) -> torch.Tensor:
+    def _sample_losses(
+        self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """Per-sample losses of one row from its model parameters ``y`` and its ``lambda_i``."""
 
-    def _sample_weights(self, lam: torch.Tensor, weights: torch.Tensor,
-                        positions: torch.Tensor | None) -> torch.Tensor:
+    def _sample_weights(
+        self, lam: torch.Tensor, weights: torch.Tensor, positions: torch.Tensor | None
+    ) -> torch.Tensor:
         """Per-sample weights of g_i (``1/N_i`` or ``1/b``, times any sample hyperparameter)."""
         return weights
 
@@ -201,8 +235,10 @@ class _PerClientClassification(abc.ABC):
     # ----------------------------------------------------------------- interface
     @property
     def id(self) -> str:
-        return (f"{self.name}.{self.net.name}.n{self.n_clients}.dy{self.dim_y}"
-                f".dl{self.dim_hyper}.seed{self.seed}")
+        return (
+            f"{self.name}.{self.net.name}.n{self.n_clients}.dy{self.dim_y}"
+            f".dl{self.dim_hyper}.seed{self.seed}"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, dtype={self.dtype}, device={self.device})"
@@ -210,14 +246,16 @@ class _PerClientClassification(abc.ABC):
     def hyper_blocks(self, x: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
         return own_blocks(x, clients, self.n_clients, self.dim_hyper)
 
-    def _losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
-                labels: torch.Tensor) -> torch.Tensor:
+    def _losses(
+        self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         """``(C, N)`` per-sample losses, one vmapped call over the C rows."""
         out: torch.Tensor = torch.func.vmap(self._sample_losses)(y, lam, inputs, labels)
         return out
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``g_i(y_c, lambda_i)`` per evaluated client (full local loss or minibatch mean)."""
         clients = clients.to(self.device)
         lam = self.hyper_blocks(x, clients)
@@ -230,8 +268,9 @@ class _PerClientClassification(abc.ABC):
         losses = self._losses(y, lam, inputs, labels)
         return (weights * losses).sum(-1) + 0.5 * self.weight_decay * (y * y).sum(-1)
 
-    def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def outer_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``f_i(y_c, lambda_i)``: mean loss on client i's outer data (+ the lambda penalty);
         deterministic (HGP samples only the Jacobians of g, Alg. 2), ``batch`` is ignored."""
         clients = clients.to(self.device)
@@ -240,12 +279,14 @@ class _PerClientClassification(abc.ABC):
         losses = self._losses(y, lam, inputs, labels)
         return (weights * losses).sum(-1) + self._outer_penalty(lam)
 
-    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
-                     batch_size: int) -> Batch:
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
         """Uniform draws with replacement from each evaluated client's own ``N_i`` samples."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ProblemError(f"{self.name}: batch size must be an integer >= 1, got "
-                               f"{batch_size!r}")
+            raise ProblemError(
+                f"{self.name}: batch size must be an integer >= 1, got {batch_size!r}"
+            )
         sizes = self.train.counts.cpu().numpy()[clients.cpu().numpy()]
         draws = rng.integers(0, sizes[:, None], size=(int(clients.shape[0]), batch_size))
         return Batch(torch.as_tensor(draws, dtype=torch.long))
@@ -288,15 +329,30 @@ class InfluenceProblem(_PerClientClassification):
             regression strongly convex (its exact solve and influence are then well defined).
     """
 
-    def __init__(self, net: Classifier, train: ClientSamples, validation: ClientSamples, *,
-                 weight_decay: float = 1e-3, seed: int = 0, hessian_damping: float = 0.0
-                 ) -> None:
-        super().__init__(net, train, validation, dim_y=net.n_params,
-                         dim_hyper=int(train.labels.shape[1]), weight_decay=weight_decay,
-                         seed=seed, name="hgp.influence")
+    def __init__(
+        self,
+        net: Classifier,
+        train: ClientSamples,
+        validation: ClientSamples,
+        *,
+        weight_decay: float = 1e-3,
+        seed: int = 0,
+        hessian_damping: float = 0.0,
+    ) -> None:
+        super().__init__(
+            net,
+            train,
+            validation,
+            dim_y=net.n_params,
+            dim_hyper=int(train.labels.shape[1]),
+            weight_decay=weight_decay,
+            seed=seed,
+            name="hgp.influence",
+        )
         if not (math.isfinite(hessian_damping) and hessian_damping >= 0.0):
-            raise ProblemError(f"{self.name}: hessian_damping must be finite and >= 0, got "
-                               f"{hessian_damping}")
+            raise ProblemError(
+                f"{self.name}: hessian_damping must be finite and >= 0, got {hessian_damping}"
+            )
         self.hessian_damping = float(hessian_damping)
 
     # ----------------------------------------------------------------- damping
@@ -321,8 +377,9 @@ class InfluenceProblem(_PerClientClassification):
         base = super().id
         return base if self.hessian_damping == 0.0 else f"{base}.damp{self.hessian_damping:g}"
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``g_i`` of eq. 12, plus the zero-valued damping term of :meth:`with_damping`."""
         out = super().inner_loss(x, y, clients, batch)
         if self.hessian_damping == 0.0:
@@ -343,12 +400,14 @@ class InfluenceProblem(_PerClientClassification):
         x = x.detach()
         return torch.func.grad(lambda w: self.total_inner(x, w))(y.detach()).detach()
 
-    def _sample_losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
-                       labels: torch.Tensor) -> torch.Tensor:
+    def _sample_losses(
+        self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         return F.cross_entropy(self.net.apply(y, inputs), labels, reduction="none")
 
-    def _sample_weights(self, lam: torch.Tensor, weights: torch.Tensor,
-                        positions: torch.Tensor | None) -> torch.Tensor:
+    def _sample_weights(
+        self, lam: torch.Tensor, weights: torch.Tensor, positions: torch.Tensor | None
+    ) -> torch.Tensor:
         return weights * (lam if positions is None else lam.gather(1, positions))
 
     @property
@@ -364,9 +423,11 @@ class InfluenceProblem(_PerClientClassification):
     # ----------------------------------------------------------------- exact answers
     def _check_convex(self) -> None:
         if not self.net.convex or self.weight_decay <= 0.0:
-            raise ProblemError(f"{self.name}: exact answers need the convex model (logreg) "
-                               f"with weight_decay > 0; this is {self.net.name!r} with "
-                               f"weight_decay={self.weight_decay}")
+            raise ProblemError(
+                f"{self.name}: exact answers need the convex model (logreg) "
+                f"with weight_decay > 0; this is {self.net.name!r} with "
+                f"weight_decay={self.weight_decay}"
+            )
 
     def inner_hessian(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``grad^2_y sum_i g_i`` of softmax regression in closed form, ``(dim_y, dim_y)``.
@@ -380,12 +441,14 @@ class InfluenceProblem(_PerClientClassification):
         """
         self._check_convex()
         n, classes = self.n_clients, int(self.net.n_params // (self.train.inputs[0, 0].numel() + 1))
-        weights = self._sample_weights(self.hyper_blocks(_rows(x, n), self._all()),
-                                       self.train.weights, None).reshape(-1)
+        weights = self._sample_weights(
+            self.hyper_blocks(_rows(x, n), self._all()), self.train.weights, None
+        ).reshape(-1)
         inputs = self.train.inputs.reshape(weights.shape[0], -1)
-        features = torch.cat([inputs, torch.ones_like(inputs[:, :1])], 1)     # (K, D + 1)
-        probs = torch.softmax(self.net.apply(y, self.train.inputs.reshape(
-            -1, *self.train.inputs.shape[2:])), -1)                           # (K, C)
+        features = torch.cat([inputs, torch.ones_like(inputs[:, :1])], 1)  # (K, D + 1)
+        probs = torch.softmax(
+            self.net.apply(y, self.train.inputs.reshape(-1, *self.train.inputs.shape[2:])), -1
+        )  # (K, C)
         dim = features.shape[1]
         diagonal = torch.einsum("k,kc,kd,ke->cde", weights, probs, features, features)
         outer = (probs[:, :, None] * features[:, None, :]).reshape(-1, classes * dim)
@@ -393,14 +456,20 @@ class InfluenceProblem(_PerClientClassification):
         blocks = hess.reshape(classes, dim, classes, dim)
         index = torch.arange(classes, device=self.device)
         blocks[index, :, index, :] += diagonal
-        order = torch.cat([(index[:, None] * dim + torch.arange(dim - 1, device=self.device)
-                            ).reshape(-1), index * dim + dim - 1])
+        order = torch.cat(
+            [
+                (index[:, None] * dim + torch.arange(dim - 1, device=self.device)).reshape(-1),
+                index * dim + dim - 1,
+            ]
+        )
         flat = blocks.reshape(classes * dim, classes * dim)[order][:, order]
-        return flat + n * self.weight_decay * torch.eye(self.dim_y, dtype=self.dtype,
-                                                        device=self.device)
+        return flat + n * self.weight_decay * torch.eye(
+            self.dim_y, dtype=self.dtype, device=self.device
+        )
 
-    def exact_inner_solution(self, x: torch.Tensor, start: torch.Tensor | None = None
-                             ) -> torch.Tensor:
+    def exact_inner_solution(
+        self, x: torch.Tensor, start: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``argmin_y sum_i g_i`` by damped Newton (Armijo) to round-off; convex model only.
 
         Stopping rule and iteration cap are those of :mod:`problems.logistic` (quadratic
@@ -408,8 +477,11 @@ class InfluenceProblem(_PerClientClassification):
         """
         self._check_convex()
         x = x.detach()
-        y = (torch.zeros(self.dim_y, dtype=self.dtype, device=self.device) if start is None
-             else start.detach().clone())
+        y = (
+            torch.zeros(self.dim_y, dtype=self.dtype, device=self.device)
+            if start is None
+            else start.detach().clone()
+        )
 
         def total(v: torch.Tensor) -> torch.Tensor:
             return self.total_inner(x, v)
@@ -432,11 +504,11 @@ class InfluenceProblem(_PerClientClassification):
                     break
                 t *= 0.5
             y = y - t * step
-        raise ProblemError(f"{self.name}: Newton did not converge in {NEWTON_MAX_ITERATIONS} "
-                           "iterations")
+        raise ProblemError(
+            f"{self.name}: Newton did not converge in {NEWTON_MAX_ITERATIONS} iterations"
+        )
 
-    def exact_global_grad(self, x: torch.Tensor, y: torch.Tensor | None = None
-                          ) -> torch.Tensor:
+    def exact_global_grad(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
         """``(n, N)`` GlobalGrad ``<d_lambda F>_i = e_i - J_i (sum_k H_k)^{-1} sum_k c_k`` at
         ``y*(x)`` (Sec. 3.3, Table 1; ``e_i = 0`` here): one Hessian, one solve, one mixed
         product ``J_i a = grad_{lambda_i} <grad_y g_i, a>``."""
@@ -449,8 +521,9 @@ class InfluenceProblem(_PerClientClassification):
         adjoint = torch.linalg.solve(hess, c)
         xs = _rows(x, n).clone().requires_grad_(True)
         ys = _rows(y, n).clone().requires_grad_(True)
-        (gy,) = torch.autograd.grad(self.inner_loss(xs, ys, clients, None).sum(), (ys,),
-                                    create_graph=True)
+        (gy,) = torch.autograd.grad(
+            self.inner_loss(xs, ys, clients, None).sum(), (ys,), create_graph=True
+        )
         (jx,) = torch.autograd.grad((gy * adjoint).sum(), (xs,))
         return -own_blocks(jx, clients, n, self.dim_hyper).detach()
 
@@ -481,33 +554,50 @@ class PersonalizationProblem(_PerClientClassification):
             :meth:`evaluate`.
     """
 
-    def __init__(self, net: Classifier, train: ClientSamples, outer: ClientSamples, *,
-                 mode: PersonalizationMode, n_classes: int, weight_decay: float = 1e-3,
-                 outer_l2: float = 1e-3, learners: int = 3, seed: int = 0,
-                 evaluation: dict[str, ClientSamples] | None = None) -> None:
+    def __init__(
+        self,
+        net: Classifier,
+        train: ClientSamples,
+        outer: ClientSamples,
+        *,
+        mode: PersonalizationMode,
+        n_classes: int,
+        weight_decay: float = 1e-3,
+        outer_l2: float = 1e-3,
+        learners: int = 3,
+        seed: int = 0,
+        evaluation: dict[str, ClientSamples] | None = None,
+    ) -> None:
         if mode not in ("pl", "mtl"):
             raise ProblemError(f"personalization mode must be 'pl' or 'mtl', got {mode!r}")
-        if mode == "mtl" and (isinstance(learners, bool) or not isinstance(learners, int)
-                              or learners < 2):
+        if mode == "mtl" and (
+            isinstance(learners, bool) or not isinstance(learners, int) or learners < 2
+        ):
             raise ProblemError(f"HGP-MTL needs an integer learners >= 2, got {learners!r}")
         if not (math.isfinite(outer_l2) and outer_l2 >= 0.0):
             raise ProblemError(f"outer_l2 must be finite and >= 0, got {outer_l2}")
         self.mode, self.n_classes = mode, n_classes
         self.learners = learners if mode == "mtl" else 1
-        super().__init__(net, train, outer, dim_y=net.n_params * self.learners,
-                         dim_hyper=n_classes if mode == "pl" else self.learners,
-                         weight_decay=weight_decay, seed=seed,
-                         name=f"hgp.personalization.{mode}")
+        super().__init__(
+            net,
+            train,
+            outer,
+            dim_y=net.n_params * self.learners,
+            dim_hyper=n_classes if mode == "pl" else self.learners,
+            weight_decay=weight_decay,
+            seed=seed,
+            name=f"hgp.personalization.{mode}",
+        )
         self.outer_l2 = float(outer_l2)
         self.evaluation = dict(evaluation or {})
 
     def _initial_model(self) -> torch.Tensor:
         """The learners' seeded initial vectors (seeds ``seed, seed + 1, ...``)."""
         return torch.cat([self.net.initial(self.seed + k) for k in range(self.learners)]).to(
-            device=self.device, dtype=self.dtype)
+            device=self.device, dtype=self.dtype
+        )
 
-    def _log_probs(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor
-                   ) -> torch.Tensor:
+    def _log_probs(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """Log class probabilities of one client's personalized predictor:
         PL ``log_softmax(logits * C softmax(lambda))``; MTL
         ``log sum_k softmax(lambda)_k softmax(logits_k)`` (a logsumexp, stable)."""
@@ -515,12 +605,14 @@ class PersonalizationProblem(_PerClientClassification):
             logits = self.net.apply(y, inputs) * (self.n_classes * torch.softmax(lam, -1))
             return torch.log_softmax(logits, -1)
         parts = y.reshape(self.learners, self.net.n_params)
-        per_learner = torch.stack([torch.log_softmax(self.net.apply(p, inputs), -1)
-                                   for p in parts])                      # (K, N, classes)
+        per_learner = torch.stack(
+            [torch.log_softmax(self.net.apply(p, inputs), -1) for p in parts]
+        )  # (K, N, classes)
         return torch.logsumexp(per_learner + torch.log_softmax(lam, -1)[:, None, None], 0)
 
-    def _sample_losses(self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor,
-                       labels: torch.Tensor) -> torch.Tensor:
+    def _sample_losses(
+        self, y: torch.Tensor, lam: torch.Tensor, inputs: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
         return F.nll_loss(self._log_probs(y, lam, inputs), labels, reduction="none")
 
     def _outer_penalty(self, lam: torch.Tensor) -> torch.Tensor:
@@ -551,8 +643,23 @@ class PersonalizationProblem(_PerClientClassification):
         return out
 
 
-__all__ = ["CLASSIFIERS", "Classifier", "Descent", "DescentDiverged", "InfluenceProblem",
-           "LANCZOS_TOL", "POWER_ITERATIONS", "POWER_RTOL", "PersonalizationProblem",
-           "SpectralEstimate",
-           "build_classifier", "client_samples", "descend", "largest_eigenvalue",
-           "momentum_bound", "own_blocks", "power_iteration", "smallest_eigenvalue"]
+__all__ = [
+    "CLASSIFIERS",
+    "Classifier",
+    "Descent",
+    "DescentDiverged",
+    "InfluenceProblem",
+    "LANCZOS_TOL",
+    "POWER_ITERATIONS",
+    "POWER_RTOL",
+    "PersonalizationProblem",
+    "SpectralEstimate",
+    "build_classifier",
+    "client_samples",
+    "descend",
+    "largest_eigenvalue",
+    "momentum_bound",
+    "own_blocks",
+    "power_iteration",
+    "smallest_eigenvalue",
+]

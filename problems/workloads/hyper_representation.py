@@ -49,8 +49,9 @@ from problems.workloads.splits import ClientSplit
 REGULARIZATIONS: tuple[str, ...] = ("squared", "norm")
 
 
-def weighted_cross_entropy(logits: torch.Tensor, labels: torch.Tensor,
-                           weights: torch.Tensor) -> torch.Tensor:
+def weighted_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
     """``sum_j w_j CE(logits_j, labels_j)``: a client's (masked) mean loss."""
     losses = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
     return (weights * losses).sum()
@@ -62,8 +63,9 @@ class HyperRepresentation(ClientWorkload):
     Build it with :func:`build_hyper_representation` (or the registry's ``build_workload``).
     """
 
-    def __init__(self, *, regularization: str, regularization_strength: float,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, regularization: str, regularization_strength: float, **kwargs: Any
+    ) -> None:
         super().__init__(name="hyper_representation", **kwargs)
         self.regularization = regularization
         self.regularization_strength = regularization_strength
@@ -73,16 +75,33 @@ class HyperRepresentation(ClientWorkload):
         if self.regularization == "squared":
             return 0.5 * self.regularization_strength * (y * y).sum()
         tensors = self.network.head.unflatten(y).values()
-        return 0.5 * self.regularization_strength * sum(
-            (torch.linalg.vector_norm(w) for w in tensors), torch.zeros((), dtype=y.dtype,
-                                                                        device=y.device))
+        return (
+            0.5
+            * self.regularization_strength
+            * sum(
+                (torch.linalg.vector_norm(w) for w in tensors),
+                torch.zeros((), dtype=y.dtype, device=y.device),
+            )
+        )
 
-    def outer_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def outer_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         return self.outer_head_row(y, self.feature_row(x, inputs), labels, weights)
 
-    def inner_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def inner_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         return self.inner_head_row(y, self.feature_row(x, inputs), labels, weights)
 
     # the rows factor through the body's features phi(u; x) (see ClientWorkload: the features
@@ -91,12 +110,14 @@ class HyperRepresentation(ClientWorkload):
         """``phi(u; x)``: the body's representation of one client's inputs."""
         return self.network.features(x, inputs)
 
-    def outer_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       weights: torch.Tensor) -> torch.Tensor:
+    def outer_head_row(
+        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         return weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
 
-    def inner_head_row(self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor,
-                       weights: torch.Tensor) -> torch.Tensor:
+    def inner_head_row(
+        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
         loss = weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
         return loss + self.regularizer(y)
 
@@ -133,20 +154,34 @@ def build_hyper_representation(
         data_root: folder of the dataset files when ``dataset`` is a name.
     """
     if regularization not in REGULARIZATIONS:
-        raise WorkloadError(f"regularization must be one of {REGULARIZATIONS}, got "
-                            f"{regularization!r}")
-    strength = check_nonnegative("hyper_representation", "regularization_strength",
-                                 regularization_strength, WorkloadError)
+        raise WorkloadError(
+            f"regularization must be one of {REGULARIZATIONS}, got {regularization!r}"
+        )
+    strength = check_nonnegative(
+        "hyper_representation", "regularization_strength", regularization_strength, WorkloadError
+    )
     data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
     if network.body.n_params == 0:
-        raise WorkloadError(f"hyper_representation: model {network.name!r} has no "
-                            "representation layers to learn as the outer variable")
+        raise WorkloadError(
+            f"hyper_representation: model {network.name!r} has no "
+            "representation layers to learn as the outer variable"
+        )
     client_split = resolve_split(split, data.train_y.cpu().numpy(), data.n_classes, seed)
-    parts = assemble(data, client_split, validation_fraction=validation_fraction,
-                     normalize=normalize, seed=seed, dtype=dtype, device=device,
-                     what="hyper_representation")
+    parts = assemble(
+        data,
+        client_split,
+        validation_fraction=validation_fraction,
+        normalize=normalize,
+        seed=seed,
+        dtype=dtype,
+        device=device,
+        what="hyper_representation",
+    )
     body, head = network.initial(seed)
     return HyperRepresentation(
-        **parts.arguments(network, body, head, regularization=regularization,
-                          regularization_strength=strength),
-        regularization=regularization, regularization_strength=strength)
+        **parts.arguments(
+            network, body, head, regularization=regularization, regularization_strength=strength
+        ),
+        regularization=regularization,
+        regularization_strength=strength,
+    )

@@ -54,8 +54,9 @@ class LossTuning(ClientWorkload):
         class_weights: ``w_c = 1 / (C pi_c)`` of the balanced validation loss.
     """
 
-    def __init__(self, *, class_weights: torch.Tensor, inner_regularization: float,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *, class_weights: torch.Tensor, inner_regularization: float, **kwargs: Any
+    ) -> None:
         super().__init__(name="loss_tuning", **kwargs)
         self.class_weights = class_weights
         self.inner_regularization = inner_regularization
@@ -68,14 +69,28 @@ class LossTuning(ClientWorkload):
         n_classes = self.network.n_classes
         return logits * torch.sigmoid(x[:n_classes]) + x[n_classes:]
 
-    def inner_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def inner_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         logits = self.adjusted_logits(x, self.network.full_logits(y, inputs))
-        return (weighted_cross_entropy(logits, labels, weights)
-                + 0.5 * self.inner_regularization * (y * y).sum())
+        return (
+            weighted_cross_entropy(logits, labels, weights)
+            + 0.5 * self.inner_regularization * (y * y).sum()
+        )
 
-    def outer_row(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor,
-                  labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def outer_row(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+        weights: torch.Tensor,
+    ) -> torch.Tensor:
         logits = self.network.full_logits(y, inputs)
         return weighted_cross_entropy(logits, labels, weights * self.class_weights[labels])
 
@@ -83,26 +98,34 @@ class LossTuning(ClientWorkload):
         return self.network.full_logits(y, inputs)
 
 
-def _long_tailed_split(split: ClientSplit | Mapping[str, Any], labels: np.ndarray,
-                       n_classes: int, imbalance_ratio: float | None, head_class_size: int | None,
-                       seed: int) -> ClientSplit:
+def _long_tailed_split(
+    split: ClientSplit | Mapping[str, Any],
+    labels: np.ndarray,
+    n_classes: int,
+    imbalance_ratio: float | None,
+    head_class_size: int | None,
+    seed: int,
+) -> ClientSplit:
     """The split of the long-tailed pool, with indices into the whole training set."""
     if isinstance(split, ClientSplit):
         if imbalance_ratio is not None:
-            raise WorkloadError("a ClientSplit already fixes every client's samples; pass "
-                                "imbalance_ratio=None with it (or give a split spec)")
+            raise WorkloadError(
+                "a ClientSplit already fixes every client's samples; pass "
+                "imbalance_ratio=None with it (or give a split spec)"
+            )
         return split
     if imbalance_ratio is None:
         return resolve_split(split, labels, n_classes, seed)
     if isinstance(split, Mapping) and split.get("scheme") == "long_tail":
-        raise WorkloadError("loss_tuning draws the long tail itself (imbalance_ratio); split the "
-                            "long-tailed pool with scheme 'iid' (or shards, dirichlet, "
-                            "dominant), not 'long_tail'")
+        raise WorkloadError(
+            "loss_tuning draws the long tail itself (imbalance_ratio); split the "
+            "long-tailed pool with scheme 'iid' (or shards, dirichlet, "
+            "dominant), not 'long_tail'"
+        )
     pool = long_tail_indices(labels, n_classes, imbalance_ratio, seed=seed, n_max=head_class_size)
     inner = resolve_split(split, labels[pool], n_classes, seed)
     params = {**inner.params, "imbalance_ratio": imbalance_ratio, "n_long_tail": int(pool.size)}
-    return ClientSplit(inner.scheme, params, inner.seed,
-                       tuple(pool[ix] for ix in inner.indices))
+    return ClientSplit(inner.scheme, params, inner.seed, tuple(pool[ix] for ix in inner.indices))
 
 
 def build_loss_tuning(
@@ -140,26 +163,45 @@ def build_loss_tuning(
         normalize: standardise images with the training set's per-channel mean and std.
         data_root: folder of the dataset files when ``dataset`` is a name.
     """
-    strength = check_nonnegative("loss_tuning", "inner_regularization", inner_regularization,
-                                 WorkloadError)
+    strength = check_nonnegative(
+        "loss_tuning", "inner_regularization", inner_regularization, WorkloadError
+    )
     data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
     labels = data.train_y.cpu().numpy()
-    client_split = _long_tailed_split(split, labels, data.n_classes, imbalance_ratio,
-                                      head_class_size, seed)
+    client_split = _long_tailed_split(
+        split, labels, data.n_classes, imbalance_ratio, head_class_size, seed
+    )
     counts = np.bincount(labels[client_split.assigned()], minlength=data.n_classes)
     if (counts == 0).any():
-        raise WorkloadError(f"loss_tuning: classes {np.flatnonzero(counts == 0).tolist()} have no "
-                            "sample on any client, so the balanced loss is undefined; use a "
-                            "larger imbalance_ratio or head_class_size")
-    parts = assemble(data, client_split, validation_fraction=validation_fraction,
-                     normalize=normalize, seed=seed, dtype=dtype, device=device,
-                     what="loss_tuning")
+        raise WorkloadError(
+            f"loss_tuning: classes {np.flatnonzero(counts == 0).tolist()} have no "
+            "sample on any client, so the balanced loss is undefined; use a "
+            "larger imbalance_ratio or head_class_size"
+        )
+    parts = assemble(
+        data,
+        client_split,
+        validation_fraction=validation_fraction,
+        normalize=normalize,
+        seed=seed,
+        dtype=dtype,
+        device=device,
+        what="loss_tuning",
+    )
     shares = counts / counts.sum()
     class_weights = torch.as_tensor(1.0 / (data.n_classes * shares), dtype=dtype, device=device)
     body, head = network.initial(seed)
     x0 = torch.zeros(2 * data.n_classes, dtype=dtype, device=device)
     return LossTuning(
-        **parts.arguments(network, x0, torch.cat([body, head]),
-                          imbalance_ratio=imbalance_ratio, head_class_size=head_class_size,
-                          class_counts=counts.tolist(), inner_regularization=strength),
-        class_weights=class_weights, inner_regularization=strength)
+        **parts.arguments(
+            network,
+            x0,
+            torch.cat([body, head]),
+            imbalance_ratio=imbalance_ratio,
+            head_class_size=head_class_size,
+            class_counts=counts.tolist(),
+            inner_regularization=strength,
+        ),
+        class_weights=class_weights,
+        inner_regularization=strength,
+    )

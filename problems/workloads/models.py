@@ -70,8 +70,10 @@ class FlatModel:
     @classmethod
     def from_module(cls, module: nn.Module) -> FlatModel:
         if any(True for _ in module.buffers()):
-            raise ModelError("FlatModel needs a module without buffers (no batch norm): its "
-                             "forward pass must be a function of the parameters alone")
+            raise ModelError(
+                "FlatModel needs a module without buffers (no batch norm): its "
+                "forward pass must be a function of the parameters alone"
+            )
         named = list(module.named_parameters())
         return cls(module, tuple(n for n, _ in named), tuple(p.shape for _, p in named))
 
@@ -86,11 +88,15 @@ class FlatModel:
     def unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """Named parameter tensors viewing ``flat`` (shape ``(n_params,)``)."""
         if flat.shape != (self.n_params,):
-            raise ModelError(f"expected a flat parameter vector of shape ({self.n_params},), "
-                             f"got {tuple(flat.shape)}")
+            raise ModelError(
+                f"expected a flat parameter vector of shape ({self.n_params},), "
+                f"got {tuple(flat.shape)}"
+            )
         pieces = torch.split(flat, list(self.sizes))
-        return {name: piece.view(shape)
-                for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)}
+        return {
+            name: piece.view(shape)
+            for name, piece, shape in zip(self.names, pieces, self.shapes, strict=True)
+        }
 
     def apply(self, flat: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """``module(inputs)`` with the parameters in ``flat``; vmappable over both."""
@@ -145,7 +151,7 @@ class Network:
 
     def split(self, params: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(body, head)`` pieces of a whole-network vector ``[body; head]``."""
-        return params[: self.body.n_params], params[self.body.n_params:]
+        return params[: self.body.n_params], params[self.body.n_params :]
 
     def full_logits(self, params: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """Logits of the whole network from one vector ``[body; head]``."""
@@ -164,15 +170,18 @@ def _linear(n_in: int, n_out: int) -> nn.Linear:
 def _check_input(name: str, input_shape: Sequence[int], n_classes: int) -> tuple[int, int, int]:
     shape = tuple(int(s) for s in input_shape)
     if len(shape) != 3 or min(shape) < 1:
-        raise ModelError(f"{name}: input_shape must be (channels, height, width) with positive "
-                         f"sizes, got {tuple(input_shape)}")
+        raise ModelError(
+            f"{name}: input_shape must be (channels, height, width) with positive "
+            f"sizes, got {tuple(input_shape)}"
+        )
     if n_classes < 2:
         raise ModelError(f"{name}: needs at least 2 classes, got {n_classes}")
     return shape[0], shape[1], shape[2]
 
 
-def mlp(input_shape: Sequence[int], n_classes: int,
-        hidden: Sequence[int] = (200,), name: str = "mlp") -> Network:
+def mlp(
+    input_shape: Sequence[int], n_classes: int, hidden: Sequence[int] = (200,), name: str = "mlp"
+) -> Network:
     """``input -> hidden... -> classes`` with ReLU; the body is every layer but the last.
 
     ``hidden=()`` leaves a body without parameters (see :func:`linear`).
@@ -186,8 +195,13 @@ def mlp(input_shape: Sequence[int], n_classes: int,
         layers += [_linear(n_in, n_out), nn.ReLU()]
     body = nn.Sequential(*layers)
     head = _linear(widths[-1], n_classes)
-    return Network(name, (channels, height, width), n_classes,
-                   FlatModel.from_module(body), FlatModel.from_module(head))
+    return Network(
+        name,
+        (channels, height, width),
+        n_classes,
+        FlatModel.from_module(body),
+        FlatModel.from_module(head),
+    )
 
 
 def linear(input_shape: Sequence[int], n_classes: int) -> Network:
@@ -223,12 +237,18 @@ def cnn(input_shape: Sequence[int], n_classes: int) -> Network:
     """LeNet-style CNN (FedNest ``CNNMnist`` / ``CNNCifar``); head ``120 -> 84 -> classes``."""
     channels, height, width = _check_input("cnn", input_shape, n_classes)
     if height < 4 or width < 4:
-        raise ModelError(f"cnn: needs inputs of at least 4x4 pixels (two 2x2 poolings), got "
-                         f"{height}x{width}")
+        raise ModelError(
+            f"cnn: needs inputs of at least 4x4 pixels (two 2x2 poolings), got {height}x{width}"
+        )
     body = _Convolutions(channels, height, width, 120)
     head = nn.Sequential(_linear(120, 84), nn.ReLU(), _linear(84, n_classes))
-    return Network("cnn", (channels, height, width), n_classes,
-                   FlatModel.from_module(body), FlatModel.from_module(head))
+    return Network(
+        "cnn",
+        (channels, height, width),
+        n_classes,
+        FlatModel.from_module(body),
+        FlatModel.from_module(head),
+    )
 
 
 MODEL_BUILDERS: dict[str, Callable[[Sequence[int], int], Network]] = {
@@ -246,14 +266,25 @@ def build_network(model: str | Network, input_shape: Sequence[int], n_classes: i
     """
     if isinstance(model, Network):
         if tuple(model.input_shape) != tuple(input_shape) or model.n_classes != n_classes:
-            raise ModelError(f"network {model.name!r} takes inputs {model.input_shape} with "
-                             f"{model.n_classes} classes; the data has {tuple(input_shape)} and "
-                             f"{n_classes}")
+            raise ModelError(
+                f"network {model.name!r} takes inputs {model.input_shape} with "
+                f"{model.n_classes} classes; the data has {tuple(input_shape)} and "
+                f"{n_classes}"
+            )
         return model
     if model not in MODEL_BUILDERS:
         raise ModelError(f"unknown model {model!r}; known: {sorted(MODEL_BUILDERS)}")
     return MODEL_BUILDERS[model](input_shape, n_classes)
 
 
-__all__ = ["MODEL_BUILDERS", "FlatModel", "ModelError", "Network", "build_network", "cnn",
-           "linear", "mlp", "mlp3"]
+__all__ = [
+    "MODEL_BUILDERS",
+    "FlatModel",
+    "ModelError",
+    "Network",
+    "build_network",
+    "cnn",
+    "linear",
+    "mlp",
+    "mlp3",
+]

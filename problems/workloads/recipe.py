@@ -43,13 +43,21 @@ class WorkloadRecipe:
 
     @property
     def id(self) -> str:
-        return (f"recipe.{self.kind}.{self.dataset}.{self.model}.{self.split.get('scheme')}"
-                f".m{self.split.get('n_clients')}.seed{self.seed}")
+        return (
+            f"recipe.{self.kind}.{self.dataset}.{self.model}.{self.split.get('scheme')}"
+            f".m{self.split.get('n_clients')}.seed{self.seed}"
+        )
 
     def spec(self) -> dict[str, Any]:
-        return {"family": "WorkloadRecipe", "kind": self.kind, "dataset": self.dataset,
-                "split": dict(self.split), "options": dict(self.options), "seed": self.seed,
-                "model": self.model}
+        return {
+            "family": "WorkloadRecipe",
+            "kind": self.kind,
+            "dataset": self.dataset,
+            "split": dict(self.split),
+            "options": dict(self.options),
+            "seed": self.seed,
+            "model": self.model,
+        }
 
     def with_seed(self, seed: int) -> WorkloadRecipe:
         return dataclasses.replace(self, seed=int(seed))
@@ -58,8 +66,14 @@ class WorkloadRecipe:
         """The workload (built once per process while among the last few used)."""
         key = json.dumps(self.spec(), sort_keys=True)
         if key not in _BUILT:
-            workload = build_workload(self.kind, self.dataset, dict(self.split),
-                                      model=self.model, seed=self.seed, **dict(self.options))
+            workload = build_workload(
+                self.kind,
+                self.dataset,
+                dict(self.split),
+                model=self.model,
+                seed=self.seed,
+                **dict(self.options),
+            )
             while len(_BUILT) >= _CACHE_SIZE:
                 _BUILT.pop(next(iter(_BUILT)))
             _BUILT[key] = workload

@@ -32,8 +32,11 @@ _COMMON = ("dataset", "split", "model", "seed", "device", "dtype")
 def workload_options(kind: str) -> dict[str, Any]:
     """The options of workload ``kind`` with their defaults (beyond the common arguments)."""
     builder = _builder(kind)
-    return {name: p.default for name, p in inspect.signature(builder).parameters.items()
-            if name not in _COMMON}
+    return {
+        name: p.default
+        for name, p in inspect.signature(builder).parameters.items()
+        if name not in _COMMON
+    }
 
 
 def _builder(kind: str) -> Callable[..., ClientWorkload]:
@@ -43,7 +46,10 @@ def _builder(kind: str) -> Callable[..., ClientWorkload]:
 
 
 def build_workload(
-    kind: str, dataset: Dataset | str, split: ClientSplit | Mapping[str, Any], **arguments: Any,
+    kind: str,
+    dataset: Dataset | str,
+    split: ClientSplit | Mapping[str, Any],
+    **arguments: Any,
 ) -> ClientWorkload:
     """Build workload ``kind`` (a key of :data:`WORKLOAD_BUILDERS`) with its builder.
 
@@ -64,8 +70,9 @@ def build_workload(
     allowed = workload_options(kind)
     unknown = sorted(set(arguments) - set(allowed) - set(_COMMON))
     if unknown:
-        raise WorkloadError(f"unknown option(s) {unknown} for workload {kind!r}; its options "
-                            f"are {sorted(allowed)}")
+        raise WorkloadError(
+            f"unknown option(s) {unknown} for workload {kind!r}; its options are {sorted(allowed)}"
+        )
     seed = arguments.get("seed", 0)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise WorkloadError(f"seed must be an integer >= 0, got {seed!r}")

@@ -47,17 +47,25 @@ class SpectralEstimate(NamedTuple):
     converged: bool
 
 
-def _start_vector(dim: int, seed: int, dtype: torch.dtype, device: torch.device | str
-                  ) -> torch.Tensor:
-    v = torch.as_tensor(np.random.default_rng([seed, 17]).standard_normal(dim), dtype=dtype,
-                        device=device)
+def _start_vector(
+    dim: int, seed: int, dtype: torch.dtype, device: torch.device | str
+) -> torch.Tensor:
+    v = torch.as_tensor(
+        np.random.default_rng([seed, 17]).standard_normal(dim), dtype=dtype, device=device
+    )
     return v / v.norm()
 
 
-def power_iteration(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
-                    dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
-                    iterations: int = POWER_ITERATIONS, rtol: float = POWER_RTOL
-                    ) -> SpectralEstimate:
+def power_iteration(
+    matvec: Callable[[torch.Tensor], torch.Tensor],
+    dim: int,
+    *,
+    seed: int,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    iterations: int = POWER_ITERATIONS,
+    rtol: float = POWER_RTOL,
+) -> SpectralEstimate:
     """The eigenvalue of largest magnitude (signed: the Rayleigh quotient) of a symmetric
     operator, from a seeded Gaussian start; stops when ``||A v - rho v|| <= rtol |rho|`` (an
     eigenvalue lies within ``rtol |rho|`` of ``rho``), or at ``iterations`` with
@@ -77,27 +85,48 @@ def power_iteration(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *,
     return SpectralEstimate(value, iterations, False)
 
 
-def largest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
-                       dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
-                       iterations: int = POWER_ITERATIONS, rtol: float = POWER_RTOL
-                       ) -> SpectralEstimate:
+def largest_eigenvalue(
+    matvec: Callable[[torch.Tensor], torch.Tensor],
+    dim: int,
+    *,
+    seed: int,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    iterations: int = POWER_ITERATIONS,
+    rtol: float = POWER_RTOL,
+) -> SpectralEstimate:
     """``lambda_max`` (algebraically largest) by power iteration: when the dominant eigenvalue
     ``mu`` is negative, a second power iteration on ``A - mu I`` (whose spectrum is
     ``lambda - mu >= 0``, dominated by ``lambda_max - mu``) finds it."""
-    first = power_iteration(matvec, dim, seed=seed, dtype=dtype, device=device,
-                            iterations=iterations, rtol=rtol)
+    first = power_iteration(
+        matvec, dim, seed=seed, dtype=dtype, device=device, iterations=iterations, rtol=rtol
+    )
     if first.value >= 0.0:
         return first
     mu = first.value
-    second = power_iteration(lambda v: matvec(v) - mu * v, dim, seed=seed + 1, dtype=dtype,
-                             device=device, iterations=iterations, rtol=rtol)
-    return SpectralEstimate(second.value + mu, first.products + second.products,
-                            first.converged and second.converged)
+    second = power_iteration(
+        lambda v: matvec(v) - mu * v,
+        dim,
+        seed=seed + 1,
+        dtype=dtype,
+        device=device,
+        iterations=iterations,
+        rtol=rtol,
+    )
+    return SpectralEstimate(
+        second.value + mu, first.products + second.products, first.converged and second.converged
+    )
 
 
-def smallest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int, *, seed: int,
-                        dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
-                        tol: float = LANCZOS_TOL) -> SpectralEstimate:
+def smallest_eigenvalue(
+    matvec: Callable[[torch.Tensor], torch.Tensor],
+    dim: int,
+    *,
+    seed: int,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    tol: float = LANCZOS_TOL,
+) -> SpectralEstimate:
     """``lambda_min`` (algebraically smallest) of a symmetric operator by Lanczos: scipy's
     ``eigsh(which="SA")`` on a ``LinearOperator`` of ``matvec`` (evaluated in ``dtype``), from
     a seeded start. On ARPACK's non-convergence the best Ritz value so far is returned with
@@ -116,8 +145,16 @@ def smallest_eigenvalue(matvec: Callable[[torch.Tensor], torch.Tensor], dim: int
     start = _start_vector(dim, seed, torch.float64, "cpu").cpu().numpy()
     basis = min(LANCZOS_BASIS, dim - 1)
     try:
-        values = eigsh(operator, k=1, which="SA", v0=start, tol=tol, ncv=basis,
-                       maxiter=LANCZOS_MAX_RESTARTS * basis, return_eigenvectors=False)
+        values = eigsh(
+            operator,
+            k=1,
+            which="SA",
+            v0=start,
+            tol=tol,
+            ncv=basis,
+            maxiter=LANCZOS_MAX_RESTARTS * basis,
+            return_eigenvectors=False,
+        )
         return SpectralEstimate(float(values.min()), count, True)
     except ArpackNoConvergence as error:
         found = np.asarray(error.eigenvalues)
@@ -150,8 +187,15 @@ def momentum_bound(momentum: float) -> float:
     return 2.0 * (1.0 + momentum) / (1.0 + 2.0 * momentum)
 
 
-def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *,
-            step: float, tol: float, max_steps: int, momentum: float = 0.0) -> Descent:
+def descend(
+    grad: Callable[[torch.Tensor], torch.Tensor],
+    start: torch.Tensor,
+    *,
+    step: float,
+    tol: float,
+    max_steps: int,
+    momentum: float = 0.0,
+) -> Descent:
     """Full-batch gradient descent from ``start`` until ``||grad(y)|| <= tol`` or ``max_steps``
     steps (the gradient at the iterate ``y`` is checked before each step).
 
@@ -170,9 +214,11 @@ def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *
         if k == 0:
             first = norm
         if not math.isfinite(norm):
-            raise DescentDiverged(f"gradient descent diverged at step {k} (step size {step:g}):"
-                                  f" the gradient is not finite (its norm was {first:.3g} at "
-                                  "the start)")
+            raise DescentDiverged(
+                f"gradient descent diverged at step {k} (step size {step:g}):"
+                f" the gradient is not finite (its norm was {first:.3g} at "
+                "the start)"
+            )
         if norm <= tol:
             return Descent(y, k, norm, True, first)
         if k == max_steps:
@@ -183,5 +229,3 @@ def descend(grad: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, *
             z = y + momentum * (y - previous)
             previous, y = y, z - step * grad(z)
     return Descent(y, max_steps, norm, False, first)
-
-

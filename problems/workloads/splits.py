@@ -132,12 +132,20 @@ class ClientSplit:
             val.append(order[:n_val])
             train.append(order[n_val:])
         params = {**self.params, "holdout_fraction": fraction}
-        return (ClientSplit(self.scheme, params, self.seed, tuple(train)),
-                ClientSplit(self.scheme, params, self.seed, tuple(val)))
+        return (
+            ClientSplit(self.scheme, params, self.seed, tuple(train)),
+            ClientSplit(self.scheme, params, self.seed, tuple(val)),
+        )
 
 
-def long_tail_indices(labels: np.ndarray | torch.Tensor, n_classes: int, imbalance_ratio: float,
-                      *, seed: int, n_max: int | None = None) -> np.ndarray:
+def long_tail_indices(
+    labels: np.ndarray | torch.Tensor,
+    n_classes: int,
+    imbalance_ratio: float,
+    *,
+    seed: int,
+    n_max: int | None = None,
+) -> np.ndarray:
     """Seeded subsample with the long-tailed class profile ``n_c = ceil(n_max * r^(c/(C-1)))``.
 
     FedNest Sec. 4.2 (and FedMSA Sec. 4, "the same dataset as FedNest"): MNIST with
@@ -161,28 +169,45 @@ def long_tail_indices(labels: np.ndarray | torch.Tensor, n_classes: int, imbalan
     if n_max is None:
         n_max = int(available.min())
     if n_max < 1:
-        raise SplitError(f"n_max must be positive (every class needs a sample), got {n_max} "
-                         f"(class counts {available.tolist()})")
+        raise SplitError(
+            f"n_max must be positive (every class needs a sample), got {n_max} "
+            f"(class counts {available.tolist()})"
+        )
     rng = np.random.default_rng([seed, 5])
     kept = []
     for c in range(n_classes):
         target = math.ceil(round(n_max * imbalance_ratio ** (c / (n_classes - 1)), 9))
         members = np.flatnonzero(array == c)
-        kept.append(rng.permutation(members)[:min(target, members.shape[0])])
+        kept.append(rng.permutation(members)[: min(target, members.shape[0])])
     return np.sort(np.concatenate(kept))
 
 
 def long_tail_profile(n_classes: int, imbalance_ratio: float, n_max: int) -> np.ndarray:
     """The target counts ``ceil(n_max * r^(c/(C-1)))`` of :func:`long_tail_indices`, uncapped."""
-    return np.array([math.ceil(round(n_max * imbalance_ratio ** (c / (n_classes - 1)), 9))
-                     for c in range(n_classes)], dtype=np.int64)
+    return np.array(
+        [
+            math.ceil(round(n_max * imbalance_ratio ** (c / (n_classes - 1)), 9))
+            for c in range(n_classes)
+        ],
+        dtype=np.int64,
+    )
 
 
-def split_clients(labels: np.ndarray | torch.Tensor, n_clients: int, scheme: str = "iid", *,
-                  seed: int, alpha: float = 0.5, shards_per_client: int = 2,
-                  dominant_fraction: float = 0.8, imbalance_ratio: float = 0.01,
-                  min_size: int = 1, n_classes: int | None = None,
-                  n_max: int | None = None, max_tries: int = 1000) -> ClientSplit:
+def split_clients(
+    labels: np.ndarray | torch.Tensor,
+    n_clients: int,
+    scheme: str = "iid",
+    *,
+    seed: int,
+    alpha: float = 0.5,
+    shards_per_client: int = 2,
+    dominant_fraction: float = 0.8,
+    imbalance_ratio: float = 0.01,
+    min_size: int = 1,
+    n_classes: int | None = None,
+    n_max: int | None = None,
+    max_tries: int = 1000,
+) -> ClientSplit:
     """Partition the training set with labels ``labels`` over ``n_clients`` clients.
 
     ``scheme`` is one of :data:`SCHEMES` (see the module docstring for each, with the papers'
@@ -191,15 +216,20 @@ def split_clients(labels: np.ndarray | torch.Tensor, n_clients: int, scheme: str
     client has that many samples, at most ``max_tries`` times. ``n_classes`` defaults to
     ``max(labels) + 1``; ``n_max`` is the head-class size of the ``long_tail`` profile.
     """
-    _check_split_parameters(seed=seed, alpha=alpha, shards_per_client=shards_per_client,
-                            dominant_fraction=dominant_fraction,
-                            imbalance_ratio=imbalance_ratio, min_size=min_size, n_max=n_max,
-                            max_tries=max_tries)
+    _check_split_parameters(
+        seed=seed,
+        alpha=alpha,
+        shards_per_client=shards_per_client,
+        dominant_fraction=dominant_fraction,
+        imbalance_ratio=imbalance_ratio,
+        min_size=min_size,
+        n_max=n_max,
+        max_tries=max_tries,
+    )
     array = _as_labels(labels)
     if scheme not in SCHEMES:
         raise SplitError(f"unknown split scheme {scheme!r}; choose one of {', '.join(SCHEMES)}")
-    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) \
-            or n_clients < 1:
+    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
         raise SplitError(f"n_clients must be a positive integer, got {n_clients!r}")
     n_clients = int(n_clients)
     n_classes = _check_n_classes(array, n_classes)
@@ -228,7 +258,8 @@ def _is_int(value: object) -> bool:
 def _is_number(value: object) -> bool:
     """A real number (NaN and inf included: each scheme's own range check names them)."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_))
+        value, (bool, np.bool_)
+    )
 
 
 def _check_split_parameters(**values: object) -> None:
@@ -250,43 +281,57 @@ def _iid(pool: np.ndarray, n_clients: int, rng: np.random.Generator) -> list[np.
     """``n_clients`` equal random parts of ``pool``; the remainder stays unassigned."""
     size = pool.shape[0] // n_clients
     if size == 0:
-        raise SplitError(f"cannot give {n_clients} clients a sample each from "
-                         f"{pool.shape[0]} samples")
+        raise SplitError(
+            f"cannot give {n_clients} clients a sample each from {pool.shape[0]} samples"
+        )
     order = rng.permutation(pool)[: size * n_clients]
     return list(order.reshape(n_clients, size))
 
 
-def _shards(labels: np.ndarray, n_clients: int, shards_per_client: int,
-            rng: np.random.Generator) -> tuple[dict[str, float | int], list[np.ndarray]]:
+def _shards(
+    labels: np.ndarray, n_clients: int, shards_per_client: int, rng: np.random.Generator
+) -> tuple[dict[str, float | int], list[np.ndarray]]:
     """McMahan et al.'s shards: sort by label, equal shards, ``shards_per_client`` per client."""
     if isinstance(shards_per_client, bool) or shards_per_client < 1:
         raise SplitError(f"shards_per_client must be a positive integer, got {shards_per_client!r}")
     n_shards = n_clients * shards_per_client
     shard_size = labels.shape[0] // n_shards
     if shard_size == 0:
-        raise SplitError(f"{n_clients} clients x {shards_per_client} shards = {n_shards} shards "
-                         f"do not fit in {labels.shape[0]} samples (a shard needs one sample)")
+        raise SplitError(
+            f"{n_clients} clients x {shards_per_client} shards = {n_shards} shards "
+            f"do not fit in {labels.shape[0]} samples (a shard needs one sample)"
+        )
     # Drop a random remainder first (not the tail of the sorted order, which would be one class),
     # then sort stably by label so that the order within a class stays random.
     kept = rng.permutation(labels.shape[0])[: n_shards * shard_size]
     by_label = kept[np.argsort(labels[kept], kind="stable")]
     shards = by_label.reshape(n_shards, shard_size)
     dealt = rng.permutation(n_shards).reshape(n_clients, shards_per_client)
-    params: dict[str, float | int] = {"shards_per_client": shards_per_client,
-                                      "shard_size": shard_size}
+    params: dict[str, float | int] = {
+        "shards_per_client": shards_per_client,
+        "shard_size": shard_size,
+    }
     return params, [shards[row].reshape(-1) for row in dealt]
 
 
-def _dirichlet(labels: np.ndarray, n_clients: int, n_classes: int, alpha: float, min_size: int,
-               max_tries: int, rng: np.random.Generator,
-               ) -> tuple[dict[str, float | int], list[np.ndarray]]:
+def _dirichlet(
+    labels: np.ndarray,
+    n_clients: int,
+    n_classes: int,
+    alpha: float,
+    min_size: int,
+    max_tries: int,
+    rng: np.random.Generator,
+) -> tuple[dict[str, float | int], list[np.ndarray]]:
     """Per class ``c``, proportions ``p_c ~ Dirichlet(alpha 1_M)``; class ``c``'s samples are cut
     at the cumulative proportions. Redrawn until every client holds ``min_size`` samples."""
     if not (math.isfinite(alpha) and alpha > 0.0):
         raise SplitError(f"dirichlet alpha must be positive and finite, got {alpha!r}")
     if min_size < 0 or min_size * n_clients > labels.shape[0]:
-        raise SplitError(f"min_size={min_size} for {n_clients} clients needs "
-                         f"{min_size * n_clients} samples, only {labels.shape[0]} exist")
+        raise SplitError(
+            f"min_size={min_size} for {n_clients} clients needs "
+            f"{min_size * n_clients} samples, only {labels.shape[0]} exist"
+        )
     if max_tries < 1:
         raise SplitError(f"max_tries must be positive, got {max_tries}")
     members = [np.flatnonzero(labels == c) for c in range(n_classes)]
@@ -303,13 +348,16 @@ def _dirichlet(labels: np.ndarray, n_clients: int, n_classes: int, alpha: float,
         if smallest >= min_size:
             params: dict[str, float | int] = {"alpha": alpha, "min_size": min_size}
             return params, merged
-    raise SplitError(f"dirichlet(alpha={alpha}) over {n_clients} clients gave a client fewer than "
-                     f"min_size={min_size} samples in all {max_tries} tries (last smallest: "
-                     f"{smallest}); raise alpha, lower min_size or use fewer clients")
+    raise SplitError(
+        f"dirichlet(alpha={alpha}) over {n_clients} clients gave a client fewer than "
+        f"min_size={min_size} samples in all {max_tries} tries (last smallest: "
+        f"{smallest}); raise alpha, lower min_size or use fewer clients"
+    )
 
 
-def _dominant(labels: np.ndarray, n_clients: int, n_classes: int, fraction: float,
-              rng: np.random.Generator) -> tuple[dict[str, float | int], list[np.ndarray]]:
+def _dominant(
+    labels: np.ndarray, n_clients: int, n_classes: int, fraction: float, rng: np.random.Generator
+) -> tuple[dict[str, float | int], list[np.ndarray]]:
     """FedMSA's q-split: client ``k`` first takes ``round(q * size)`` samples of class
     ``k mod C`` (shared evenly among the clients of that class when it is too small), then every
     client is filled to ``size = n // n_clients`` uniformly from the remaining pool."""
@@ -317,8 +365,9 @@ def _dominant(labels: np.ndarray, n_clients: int, n_classes: int, fraction: floa
         raise SplitError(f"dominant_fraction must lie in [0, 1], got {fraction!r}")
     size = labels.shape[0] // n_clients
     if size == 0:
-        raise SplitError(f"cannot give {n_clients} clients a sample each from "
-                         f"{labels.shape[0]} samples")
+        raise SplitError(
+            f"cannot give {n_clients} clients a sample each from {labels.shape[0]} samples"
+        )
     if n_classes < 1:
         raise SplitError("the dominant scheme needs at least one class")
     target = int(round(fraction * size))
@@ -331,14 +380,17 @@ def _dominant(labels: np.ndarray, n_clients: int, n_classes: int, fraction: floa
         members = rng.permutation(np.flatnonzero(labels == c))
         share = min(target, members.shape[0] // len(owners))
         for j, k in enumerate(owners):
-            dominant[k] = members[j * share:(j + 1) * share]
+            dominant[k] = members[j * share : (j + 1) * share]
             taken[dominant[k]] = True
     pool = rng.permutation(np.flatnonzero(~taken))
     parts, start = [], 0
     for k in range(n_clients):
         need = size - dominant[k].shape[0]
-        parts.append(np.concatenate([dominant[k], pool[start:start + need]]))
+        parts.append(np.concatenate([dominant[k], pool[start : start + need]]))
         start += need
-    params: dict[str, float | int] = {"dominant_fraction": fraction, "size": size,
-                                      "dominant_target": target}
+    params: dict[str, float | int] = {
+        "dominant_fraction": fraction,
+        "size": size,
+        "dominant_target": target,
+    }
     return params, parts

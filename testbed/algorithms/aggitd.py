@@ -99,10 +99,14 @@ class FBOAggITD(OuterAlgorithm):
     @property
     def estimator(self) -> AggITD:
         return AggITD(
-            participation=self.participation, batch_size=self.batch_size,
-            inner_steps=self.inner_steps, local_steps=self.local_steps,
-            inner_step_size=self.inner_step_size, neumann_step_size=self.neumann_step_size,
-            lower_solver=self.lower_solver, expectation=self.expectation,
+            participation=self.participation,
+            batch_size=self.batch_size,
+            inner_steps=self.inner_steps,
+            local_steps=self.local_steps,
+            inner_step_size=self.inner_step_size,
+            neumann_step_size=self.neumann_step_size,
+            lower_solver=self.lower_solver,
+            expectation=self.expectation,
         )
 
     def init(self, problem: Problem) -> AggITDState:
@@ -113,8 +117,11 @@ class FBOAggITD(OuterAlgorithm):
     def rounds_formula(self) -> RoundsFormula:
         """``2N + 3`` (Table 1) for FedSVRG, ``N + 3`` for the SGD-type lower level."""
         svrg = self.lower_solver == "svrg"
-        return RoundsFormula("2N + 3" if svrg else "N + 3", {"N": self.inner_steps},
-                             "AggITD (Xiao & Ji 2023), Table 1" + ("" if svrg else "; Fig. 4 SGD"))
+        return RoundsFormula(
+            "2N + 3" if svrg else "N + 3",
+            {"N": self.inner_steps},
+            "AggITD (Xiao & Ji 2023), Table 1" + ("" if svrg else "; Fig. 4 SGD"),
+        )
 
     def rounds_per_iteration(self) -> int:
         value = self.rounds_formula().value()
@@ -123,17 +130,35 @@ class FBOAggITD(OuterAlgorithm):
 
     def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
-        x_next = one_round_upper(ctx, state.x, inner.y, h, aux["clients"], self.local_steps,
-                                 self.outer_step_size or DEFAULT_OUTER_STEP_SIZE)
+        x_next = one_round_upper(
+            ctx,
+            state.x,
+            inner.y,
+            h,
+            aux["clients"],
+            self.local_steps,
+            self.outer_step_size or DEFAULT_OUTER_STEP_SIZE,
+        )
         return AggITDState(x_next, inner.y, h, aux["index"])
 
 
 def one_round_upper(
-    ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, h: torch.Tensor,
-    clients: torch.Tensor, local_steps: Any, outer_step_size: float,
+    ctx: FederatedContext,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    h: torch.Tensor,
+    clients: torch.Tensor,
+    local_steps: Any,
+    outer_step_size: float,
 ) -> torch.Tensor:
     """One-Round-Upper (Alg. 4): ``tau_i`` SVRG-corrected local x-steps, one round."""
-    work = LocalIterates(x, OuterGradientXAt(y), local_steps, outer_step_size,
-                         global_direction=h, scale_by_steps=True)
+    work = LocalIterates(
+        x,
+        OuterGradientXAt(y),
+        local_steps,
+        outer_step_size,
+        global_direction=h,
+        scale_by_steps=True,
+    )
     (local,) = ctx.run_clients(work, clients).uploads
     return ctx.aggregate(local, clients, "x")

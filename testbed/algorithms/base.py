@@ -84,17 +84,21 @@ class OuterAlgorithm(abc.ABC):
     def check_problem(self, problem: Problem) -> None:
         check_inner_form(problem, type(self).__name__)
         if problem.kind not in self.supports:
-            raise ValueError(f"{type(self).__name__} does not support {problem.kind} problems "
-                             f"(supports: {sorted(self.supports)})")
+            raise ValueError(
+                f"{type(self).__name__} does not support {problem.kind} problems "
+                f"(supports: {sorted(self.supports)})"
+            )
 
 
 def _validated_step(method: Any) -> Any:
     @functools.wraps(method)
     def step(self: OuterAlgorithm, ctx: FederatedContext, state: Any) -> Any:
         if not hasattr(state, "x"):
-            raise InputError(f"{type(self).__name__}.step: the state must have an outer "
-                             f"iterate x (from {type(self).__name__}.init); got a "
-                             f"{type(state).__name__}")
+            raise InputError(
+                f"{type(self).__name__}.step: the state must have an outer "
+                f"iterate x (from {type(self).__name__}.init); got a "
+                f"{type(state).__name__}"
+            )
         check_point(ctx.problem, state.x, f"{type(self).__name__} state.x")
         return method(self, ctx, state)
 
@@ -165,7 +169,10 @@ def run_algorithm(
 
 
 def iterate_within_rounds(
-    algorithm: OuterAlgorithm, problem: Problem, rng: np.random.Generator, round_budget: float,
+    algorithm: OuterAlgorithm,
+    problem: Problem,
+    rng: np.random.Generator,
+    round_budget: float,
 ) -> Iterator[IterationRecord]:
     """Records of iteration 0, 1, ... while fewer than ``round_budget`` communication rounds
     have been spent (rounds per iteration may vary, e.g. FedNest's random N'); the caller may

@@ -117,8 +117,11 @@ class FedMSAState:
 
 
 def _check_step(value: Any, name: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value > 0.0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value > 0.0)
+    ):
         raise ValueError(f"{name} must be a positive finite number, got {value!r}")
 
 
@@ -151,19 +154,25 @@ class FedMSA(OuterAlgorithm):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.maps, MSAMaps):
-            raise ValueError(f"maps must be BilevelMaps() or CompositionalMaps(), got "
-                             f"{self.maps!r}")
+            raise ValueError(
+                f"maps must be BilevelMaps() or CompositionalMaps(), got {self.maps!r}"
+            )
         _check_step(self.outer_step_size, "outer_step_size (alpha)")
-        betas = (self.inner_step_size if isinstance(self.inner_step_size, Sequence)
-                 else (self.inner_step_size,))
+        betas = (
+            self.inner_step_size
+            if isinstance(self.inner_step_size, Sequence)
+            else (self.inner_step_size,)
+        )
         if len(betas) == 0:
             raise ValueError("inner_step_size (beta) needs at least one value")
         for beta in betas:
             _check_step(beta, "inner_step_size (beta)")
-        if isinstance(self.momentum, bool) or not isinstance(self.momentum, (int, float)) or \
-                not 0.0 <= self.momentum <= 1.0:
-            raise ValueError(f"momentum (rho) must be a number in [0, 1], got "
-                             f"{self.momentum!r}")
+        if (
+            isinstance(self.momentum, bool)
+            or not isinstance(self.momentum, (int, float))
+            or not 0.0 <= self.momentum <= 1.0
+        ):
+            raise ValueError(f"momentum (rho) must be a number in [0, 1], got {self.momentum!r}")
         check_positive_int(self.local_steps, "local_steps (K)", minimum=1)
 
     @property
@@ -185,21 +194,31 @@ class FedMSA(OuterAlgorithm):
     # ----------------------------------------------------------------- set-up
     def _betas(self, problem: Problem) -> torch.Tensor:
         sizes = self.maps.level_sizes(problem)
-        betas = (tuple(self.inner_step_size) if isinstance(self.inner_step_size, Sequence)
-                 else (self.inner_step_size,) * len(sizes))
+        betas = (
+            tuple(self.inner_step_size)
+            if isinstance(self.inner_step_size, Sequence)
+            else (self.inner_step_size,) * len(sizes)
+        )
         if len(betas) != len(sizes):
-            raise ValueError(f"inner_step_size has {len(betas)} values for {len(sizes)} "
-                             "levels; give one value or one per level")
-        return torch.cat([torch.full((size,), float(b), dtype=torch.float64)
-                          for b, size in zip(betas, sizes, strict=True)])
+            raise ValueError(
+                f"inner_step_size has {len(betas)} values for {len(sizes)} "
+                "levels; give one value or one per level"
+            )
+        return torch.cat(
+            [
+                torch.full((size,), float(b), dtype=torch.float64)
+                for b, size in zip(betas, sizes, strict=True)
+            ]
+        )
 
     def init(self, problem: Problem) -> FedMSAState:
         self.check_problem(problem)
         x0, Z0 = self.maps.initial(problem)
         return self.state_at(problem, x0, Z0)
 
-    def state_at(self, problem: Problem, x0: torch.Tensor,
-                 Z0: torch.Tensor | None = None) -> FedMSAState:
+    def state_at(
+        self, problem: Problem, x0: torch.Tensor, Z0: torch.Tensor | None = None
+    ) -> FedMSAState:
         """Initial state at ``(x_0, Z_0)`` (Z_0 defaults to the maps' initial Z)."""
         self.check_problem(problem)
         self._betas(problem)
@@ -214,15 +233,22 @@ class FedMSA(OuterAlgorithm):
 
     # ----------------------------------------------------------------- one round
     def global_directions(
-        self, ctx: FederatedContext, points: torch.Tensor, prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None, q_prev: torch.Tensor | None, rho: float,
+        self,
+        ctx: FederatedContext,
+        points: torch.Tensor,
+        prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None,
+        q_prev: torch.Tensor | None,
+        rho: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(h_r, q_r)`` of eq. (5), through the maps' global step (communication 1)."""
         return self.maps.global_step(ctx, points, prev, h_prev, q_prev, rho)
 
-    def correction_point(self, current: tuple[torch.Tensor, torch.Tensor],
-                         previous: tuple[torch.Tensor, torch.Tensor]
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    def correction_point(
+        self,
+        current: tuple[torch.Tensor, torch.Tensor],
+        previous: tuple[torch.Tensor, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Where recursion (6) takes its correction's second term: ``p(x_k) - p(x_{k-1})``
         uses the previous local iterate ``(x_{k-1}, Z_{k-1})``."""
         del current
@@ -243,7 +269,7 @@ class FedMSA(OuterAlgorithm):
             assert state.x_prev is not None and state.Z_prev is not None
             sent = torch.cat([here, state.x_prev, state.Z_prev])
             both = ctx.broadcast(sent, everyone, "point")
-            points, prev = both[:, : here.shape[0]], both[:, here.shape[0]:]
+            points, prev = both[:, : here.shape[0]], both[:, here.shape[0] :]
         h, q = self.global_directions(ctx, points, prev, state.h, state.q, rho)
         # communication 2: local recursion (6) on the sampled client(s), model up
         local_clients = ctx.participants()
@@ -251,9 +277,17 @@ class FedMSA(OuterAlgorithm):
         reply = ctx.run_clients(work, local_clients)
         model = ctx.aggregate(reply.uploads[0], local_clients, "model")
         return FedMSAState(
-            x=model[:dx], Z=model[dx:], h=h, q=q, x_prev=state.x, Z_prev=state.Z,
-            round=state.round + 1, clients=local_clients, anchor_x=state.x,
-            anchor_Z=state.Z, local=reply.trace or (),
+            x=model[:dx],
+            Z=model[dx:],
+            h=h,
+            q=q,
+            x_prev=state.x,
+            Z_prev=state.Z,
+            round=state.round + 1,
+            clients=local_clients,
+            anchor_x=state.x,
+            anchor_Z=state.Z,
+            local=reply.trace or (),
         )
 
     def check_problem(self, problem: Problem) -> None:
@@ -261,19 +295,31 @@ class FedMSA(OuterAlgorithm):
         problem gives (:meth:`MSAMaps.inner_step_region`): a ``beta`` beyond it took ``||x||``
         to 4.4e10 in 3 rounds without a word."""
         if problem.kind not in self.maps.kinds:
-            raise ValueError(f"FedMSA with {type(self.maps).__name__} does not support "
-                             f"{problem.kind} problems (supports: {sorted(self.maps.kinds)})")
+            raise ValueError(
+                f"FedMSA with {type(self.maps).__name__} does not support "
+                f"{problem.kind} problems (supports: {sorted(self.maps.kinds)})"
+            )
         if isinstance(self.maps, CompositionalMaps):
             self.maps.level_sizes(problem)  # raises a clear error without level maps
         region = self.maps.inner_step_region(problem)
         if region is None:
             return
         bound, constant = region
-        betas = (self.inner_step_size if isinstance(self.inner_step_size, Sequence)
-                 else (self.inner_step_size,))
+        betas = (
+            self.inner_step_size
+            if isinstance(self.inner_step_size, Sequence)
+            else (self.inner_step_size,)
+        )
         for beta in betas:
-            check_step_below(float(beta), bound, "FedMSA.inner_step_size (beta)", problem,
-                             f"(0, {bound:.6g})", constant, "FedMSA's default 0.1")
+            check_step_below(
+                float(beta),
+                bound,
+                "FedMSA.inner_step_size (beta)",
+                problem,
+                f"(0, {bound:.6g})",
+                constant,
+                "FedMSA's default 0.1",
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,7 +343,7 @@ class MSALocalRecursion(ClientWork):
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
         config, dx, S = self.config, self.dim_x, int(clients.shape[0])
         dz = sum(config.maps.level_sizes(side.problem))
-        x0, Z0 = self.sent[:dx], self.sent[dx:dx + dz]
+        x0, Z0 = self.sent[:dx], self.sent[dx : dx + dz]
         betas = config._betas(side.problem).to(Z0)  # the iterates' dtype and device
         xk, Zk = x0.expand(S, -1).clone(), Z0.expand(S, -1).clone()
         xa, Za = xk, Zk
@@ -308,8 +354,12 @@ class MSALocalRecursion(ClientWork):
             batches = draw_batches(side, clients, config.maps.n_batches)
             xa, Za = config.correction_point((xk, Zk), (xa, Za))
             p, s = config.maps.evaluate(
-                side.oracles, torch.cat([xk, xa]), torch.cat([Zk, Za]), clients.repeat(2),
-                [repeat_batch(b, 2) for b in batches])
+                side.oracles,
+                torch.cat([xk, xa]),
+                torch.cat([Zk, Za]),
+                clients.repeat(2),
+                [repeat_batch(b, 2) for b in batches],
+            )
             hk = p[:S] + hk - p[S:]
             qk = s[:S] + qk - s[S:]
             iterates.append(LocalIterate(k, xk, Zk, hk, qk))

@@ -100,7 +100,11 @@ class MSAMaps(abc.ABC):
 
     @abc.abstractmethod
     def evaluate(
-        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        self,
+        oracles: Oracles,
+        x: torch.Tensor,
+        Z: torch.Tensor,
+        clients: torch.Tensor,
         batches: Batches,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(p^m(x_c, Z_c), s^m(x_c, Z_c))`` for each row c, client ``clients[c]``."""
@@ -110,8 +114,13 @@ class MSAMaps(abc.ABC):
         return 1
 
     def global_step(
-        self, ctx: FederatedContext, points: torch.Tensor, prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None, q_prev: torch.Tensor | None, rho: float,
+        self,
+        ctx: FederatedContext,
+        points: torch.Tensor,
+        prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None,
+        q_prev: torch.Tensor | None,
+        rho: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Eq. (5) over all M clients, one aggregation; returns ``(h_r, q_r)``.
 
@@ -166,8 +175,13 @@ class MSAGlobalStep(ClientWork):
             assert self.echo is not None
             h_prev, q_prev = self.echo[:dx], self.echo[dx:]
             both = torch.cat([points, prev])
-            p, s = maps.evaluate(side.oracles, both[:, :dx], both[:, dx:], clients.repeat(2),
-                                 [repeat_batch(b, 2) for b in batches])
+            p, s = maps.evaluate(
+                side.oracles,
+                both[:, :dx],
+                both[:, dx:],
+                clients.repeat(2),
+                [repeat_batch(b, 2) for b in batches],
+            )
             h_m = p[:M] + (1.0 - self.rho) * (h_prev - p[M:])
             q_m = s[:M] + (1.0 - self.rho) * (q_prev - s[M:])
         return ClientReply((torch.cat([h_m, q_m], dim=1),))
@@ -203,7 +217,11 @@ class BilevelMaps(MSAMaps):
         return x0.clone(), torch.cat([y0, torch.zeros_like(y0)])
 
     def evaluate(
-        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        self,
+        oracles: Oracles,
+        x: torch.Tensor,
+        Z: torch.Tensor,
+        clients: torch.Tensor,
         batches: Batches,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         dy = oracles.problem.dim_y
@@ -249,26 +267,38 @@ class CompositionalMaps(MSAMaps):
 
     def initial(self, problem: Problem) -> tuple[torch.Tensor, torch.Tensor]:
         dims = _dims(problem)
-        return (torch.zeros(dims[0], dtype=torch.float64),
-                torch.zeros(sum(dims[1:]), dtype=torch.float64))
+        return (
+            torch.zeros(dims[0], dtype=torch.float64),
+            torch.zeros(sum(dims[1:]), dtype=torch.float64),
+        )
 
     def split(self, problem: Problem, Z: torch.Tensor) -> list[torch.Tensor]:
         return list(torch.split(Z, list(self.level_sizes(problem)), dim=-1))
 
     def s_values(
-        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        self,
+        oracles: Oracles,
+        x: torch.Tensor,
+        Z: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``[z^n - f^{m,n-1}(z^{n-1})]_{n=1..N}`` (11a); one batched call per level."""
         problem: Any = oracles.problem
         zs = [x, *self.split(problem, Z)]
-        blocks = [zs[n] - problem.level_map(n - 1, zs[n - 1], clients, batch).detach()
-                  for n in range(1, len(zs))]
+        blocks = [
+            zs[n] - problem.level_map(n - 1, zs[n - 1], clients, batch).detach()
+            for n in range(1, len(zs))
+        ]
         oracles.counter.add("grad_g", int(clients.shape[0]) * (len(zs) - 1))
         return torch.cat(blocks, dim=1)
 
     def top_gradient(
-        self, oracles: Oracles, u: torch.Tensor, clients: torch.Tensor, batch: Batch | None,
+        self,
+        oracles: Oracles,
+        u: torch.Tensor,
+        clients: torch.Tensor,
+        batch: Batch | None,
     ) -> torch.Tensor:
         """``grad f^{m,N}(u)`` per row."""
         problem: Any = oracles.problem
@@ -280,7 +310,12 @@ class CompositionalMaps(MSAMaps):
         return grad
 
     def vjp(
-        self, oracles: Oracles, n: int, u: torch.Tensor, g: torch.Tensor, clients: torch.Tensor,
+        self,
+        oracles: Oracles,
+        n: int,
+        u: torch.Tensor,
+        g: torch.Tensor,
+        clients: torch.Tensor,
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad f^{m,n}(u) g`` (transposed Jacobian of level n times g) per row."""
@@ -293,7 +328,11 @@ class CompositionalMaps(MSAMaps):
         return torch.zeros_like(us) if grad is None else grad
 
     def evaluate(
-        self, oracles: Oracles, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
+        self,
+        oracles: Oracles,
+        x: torch.Tensor,
+        Z: torch.Tensor,
+        clients: torch.Tensor,
         batches: Batches,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         xi, zeta = batches
@@ -307,8 +346,13 @@ class CompositionalMaps(MSAMaps):
         return 1 if self.semantics == "paper" else 1 + self.n_levels(problem)
 
     def global_step(
-        self, ctx: FederatedContext, points: torch.Tensor, prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None, q_prev: torch.Tensor | None, rho: float,
+        self,
+        ctx: FederatedContext,
+        points: torch.Tensor,
+        prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None,
+        q_prev: torch.Tensor | None,
+        rho: float,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Eq. (5); with ``"exact"`` semantics the P-part is a chain of aggregations.
 
@@ -341,7 +385,7 @@ class CompositionalMaps(MSAMaps):
         top = self.top_gradient(ctx.oracles, zs[-1], cl, xi2)
         mean = ctx.aggregate(torch.cat([q_m, _pair(top, M, copies)], dim=1), clients)
         q = mean[: q_m.shape[1]]
-        g = _unpair(mean[q_m.shape[1]:], copies)  # (copies, d_N): the averaged top gradients
+        g = _unpair(mean[q_m.shape[1] :], copies)  # (copies, d_N): the averaged top gradients
         for n in range(len(zs) - 2, -1, -1):
             grads = self.vjp(ctx.oracles, n, zs[n], g.repeat_interleave(M, dim=0), cl, xi2)
             g = _unpair(ctx.aggregate(_pair(grads, M, copies), clients), copies)
@@ -367,7 +411,7 @@ class CompositionalMaps(MSAMaps):
 
 def _pair(rows: torch.Tensor, M: int, copies: int) -> torch.Tensor:
     """``(copies * M, d)`` stacked by copy -> ``(M, copies * d)`` per-client payloads."""
-    return torch.cat([rows[c * M:(c + 1) * M] for c in range(copies)], dim=1)
+    return torch.cat([rows[c * M : (c + 1) * M] for c in range(copies)], dim=1)
 
 
 def _unpair(mean: torch.Tensor, copies: int) -> torch.Tensor:

@@ -180,10 +180,14 @@ class FedNest(OuterAlgorithm):
         text = f"{inner.text} + {outer.text}"
         parameters = {**inner.parameters, **outer.parameters}
         stated = text.replace("N'", "N")
-        note = (f"N' drawn per iteration (Alg. 3); the paper's {stated} is an upper bound"
-                if stated != text else "")
-        return RoundsFormula(text, parameters,
-                             "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.6", note=note)
+        note = (
+            f"N' drawn per iteration (Alg. 3); the paper's {stated} is an upper bound"
+            if stated != text
+            else ""
+        )
+        return RoundsFormula(
+            text, parameters, "FedNest (Tarzanagh et al. 2022), Table 2 / Sec. 2.6", note=note
+        )
 
     def rounds_per_iteration(self) -> int:
         """:meth:`rounds_formula` at this configuration; with random truncation the paper's

@@ -55,8 +55,14 @@ class InnerUpdate(abc.ABC):
         """The rounds of the ``T`` calls of one outer iteration."""
 
     @abc.abstractmethod
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> torch.Tensor:
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> torch.Tensor:
         """``y^+`` from ``y`` at ``x``."""
 
 
@@ -68,11 +74,23 @@ class _LocalInnerRound(InnerUpdate):
 
     variance_reduction: ClassVar[bool]
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, config.local_steps,
-                      variance_reduction=self.variance_reduction,
-                      scale_by_steps=config.scale_by_steps)
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            config.local_steps,
+            variance_reduction=self.variance_reduction,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,8 +132,14 @@ class OuterUpdate(abc.ABC):
         """The rounds of one call."""
 
     @abc.abstractmethod
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         """``(x^+, h, FedIHGP's result or None)`` at ``(x, y^+)``."""
 
 
@@ -128,14 +152,22 @@ class FedOut(OuterUpdate):
     name: ClassVar[str] = "svrg"
 
     def rounds(self, config: FedNest) -> RoundsShare:
-        return RoundsShare("N' + 3" if config.truncation == "random" else "N + 3",
-                           {"N": config.neumann_terms})
+        return RoundsShare(
+            "N' + 3" if config.truncation == "random" else "N + 3", {"N": config.neumann_terms}
+        )
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(ctx, x, y, result.p, steps.outer, config.local_steps,
-                           config.scale_by_steps)
+        x_plus, h = fedout(
+            ctx, x, y, result.p, steps.outer, config.local_steps, config.scale_by_steps
+        )
         return x_plus, h, result
 
 
@@ -148,16 +180,23 @@ class MinimaxFedOut(OuterUpdate):
 
     def check_problem(self, problem: Problem) -> None:
         if problem.kind != "minimax":
-            raise ValueError("outer_method='minimax' drops the indirect term, which is valid "
-                             f"only for minimax problems (got a {problem.kind} problem)")
+            raise ValueError(
+                "outer_method='minimax' drops the indirect term, which is valid "
+                f"only for minimax problems (got a {problem.kind} problem)"
+            )
 
     def rounds(self, config: FedNest) -> RoundsShare:
         return RoundsShare("2", {})
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps,
-                           config.scale_by_steps)
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps, config.scale_by_steps)
         return x_plus, h, None
 
 
@@ -172,19 +211,32 @@ class LFedOut(OuterUpdate):
     def rounds(self, config: FedNest) -> RoundsShare:
         return RoundsShare("1", {})
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: StepSizes) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = lfedout(ctx, x, y, steps.outer, config.local_steps, config.neumann_terms,
-                            steps.neumann, indirect=ctx.problem.kind != "minimax",
-                            scale_by_steps=config.scale_by_steps)
+    def update(
+        self,
+        config: FedNest,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        steps: StepSizes,
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = lfedout(
+            ctx,
+            x,
+            y,
+            steps.outer,
+            config.local_steps,
+            config.neumann_terms,
+            steps.neumann,
+            indirect=ctx.problem.kind != "minimax",
+            scale_by_steps=config.scale_by_steps,
+        )
         return x_plus, h, None
 
 
 # The strategies by name: the values ``inner_method`` / ``outer_method`` took before they were
 # strategies, which the registry, the claims, the configs and the tests still pass.
 INNER_UPDATES: dict[str, InnerUpdate] = {s.name: s for s in (FedInn(), LFedInn())}
-OUTER_UPDATES: dict[str, OuterUpdate] = {s.name: s for s in (FedOut(), LFedOut(),
-                                                             MinimaxFedOut())}
+OUTER_UPDATES: dict[str, OuterUpdate] = {s.name: s for s in (FedOut(), LFedOut(), MinimaxFedOut())}
 
 __all__ = [
     "INNER_UPDATES",

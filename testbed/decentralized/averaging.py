@@ -64,8 +64,17 @@ class AveragingRule(abc.ABC):
         """Fresh ledgers for ``n`` clients, counting into ``counter`` (none: a throwaway)."""
 
     @abc.abstractmethod
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Ledgers, *, steps: int, keep_weights: bool) -> Averaged:
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Ledgers,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
         """``(u_bar, weights, next graph step)`` from ``u`` at graph step ``time``.
 
         Args:
@@ -75,25 +84,38 @@ class AveragingRule(abc.ABC):
                 form (b)), instead of from ones, returning ``w`` unchanged.
         """
 
-    def operator(self, graph: GraphSequence, time: int, omega: torch.Tensor | None = None, *,
-                 steps: int, keep_weights: bool) -> np.ndarray:
+    def operator(
+        self,
+        graph: GraphSequence,
+        time: int,
+        omega: torch.Tensor | None = None,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> np.ndarray:
         """The ``(n, n)`` operator of one call at graph step ``time`` (weights ``omega``, ones
         when None): ``Theta_hat`` for Push-Sum, ``Theta`` for the exact rules; see
         :func:`measured_operator`."""
         ledgers = self.ledgers(graph.n)
         return measured_operator(
-            lambda u, w: self.average(u, w, time, graph, ledgers, steps=steps,
-                                      keep_weights=keep_weights)[0], graph.n, omega)
+            lambda u, w: self.average(
+                u, w, time, graph, ledgers, steps=steps, keep_weights=keep_weights
+            )[0],
+            graph.n,
+            omega,
+        )
 
 
-def measured_operator(average: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], n: int,
-                      omega: torch.Tensor | None = None) -> np.ndarray:
+def measured_operator(
+    average: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    n: int,
+    omega: torch.Tensor | None = None,
+) -> np.ndarray:
     """The ``(n, n)`` operator an averaging call applies, measured: the identity basis averaged
     by ``average(u, w)`` (weights ``omega``, ones when None), so it is what the call does, not
     what it should do."""
     basis = torch.eye(n, dtype=torch.float64)[None]
-    w = (torch.ones(1, n, dtype=torch.float64) if omega is None
-         else omega.reshape(1, n).clone())
+    w = torch.ones(1, n, dtype=torch.float64) if omega is None else omega.reshape(1, n).clone()
     return average(basis, w)[0].cpu().numpy()
 
 
@@ -107,11 +129,19 @@ class PushSumAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers(graph=GraphLedger(n, counter))
 
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Ledgers, *, steps: int, keep_weights: bool) -> Averaged:
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Ledgers,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
         assert ledgers.graph is not None
-        result = push_sum(u, graph.mixing(time, steps), ledgers.graph,
-                          w if keep_weights else None)
+        result = push_sum(u, graph.mixing(time, steps), ledgers.graph, w if keep_weights else None)
         return result.y, (result.omega if keep_weights else w), time + steps
 
 
@@ -124,8 +154,17 @@ class ExactAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers()
 
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Ledgers, *, steps: int, keep_weights: bool) -> Averaged:
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Ledgers,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
         return u.mean(dim=1, keepdim=True).expand_as(u), w, time
 
 
@@ -138,8 +177,17 @@ class ServerAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers(server=Ledger(n, counter))
 
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Ledgers, *, steps: int, keep_weights: bool) -> Averaged:
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Ledgers,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
         assert ledgers.server is not None
         mean = ledgers.server.aggregate(u.transpose(0, 1), torch.arange(u.shape[1]))
         return mean[:, None, :].expand_as(u), w, time
@@ -148,7 +196,8 @@ class ServerAveraging(AveragingRule):
 # The rules by name: the values ``averaging`` took before it was a strategy, which the registry,
 # the claims, the configs and the tests still pass.
 AVERAGING_RULES: dict[str, AveragingRule] = {
-    rule.name: rule for rule in (PushSumAveraging(), ExactAveraging(), ServerAveraging())}
+    rule.name: rule for rule in (PushSumAveraging(), ExactAveraging(), ServerAveraging())
+}
 
 __all__ = [
     "AVERAGING_RULES",

@@ -37,8 +37,13 @@ from testbed.decentralized.mixing import metropolis_weights, pushsum_weights
 from testbed.defaults import EDGE_PROBABILITY
 
 GRAPH_FAMILIES: tuple[str, ...] = (
-    "fully_connected", "directed_ring", "random_directed", "random_undirected", "b_connected",
-    "static_undirected", "disconnected",
+    "fully_connected",
+    "directed_ring",
+    "random_directed",
+    "random_undirected",
+    "b_connected",
+    "static_undirected",
+    "disconnected",
 )
 CONNECTED_FAMILIES: tuple[str, ...] = tuple(f for f in GRAPH_FAMILIES if f != "disconnected")
 # Why 256: random graphs are drawn in chunks of this many steps from a generator seeded by
@@ -145,8 +150,7 @@ class GraphSequence:
             raise ValueError("graph steps are non-negative")
         n, f = self.n, self.family
         if f in ("fully_connected", "directed_ring", "static_undirected"):
-            return np.broadcast_to(_static_graph(f, n, self.seed, self.p_low),
-                                   (count, n, n)).copy()
+            return np.broadcast_to(_static_graph(f, n, self.seed, self.p_low), (count, n, n)).copy()
         steps = np.arange(start, start + count)
         if f == "b_connected":
             E = np.zeros((count, n, n), dtype=bool)
@@ -156,10 +160,13 @@ class GraphSequence:
                 E[np.arange(count), dst, src] = True
         else:
             chunks = range(start // _CHUNK, (start + count - 1) // _CHUNK + 1) if count else []
-            block = (np.concatenate([self._random_chunk(c) for c in chunks]) if count
-                     else np.zeros((0, n, n), dtype=bool))
+            block = (
+                np.concatenate([self._random_chunk(c) for c in chunks])
+                if count
+                else np.zeros((0, n, n), dtype=bool)
+            )
             offset = start - (start // _CHUNK) * _CHUNK
-            E = block[offset:offset + count].copy()
+            E = block[offset : offset + count].copy()
             if f == "random_undirected":
                 upper = np.triu(E, 1)
                 E = upper | np.swapaxes(upper, 1, 2)
@@ -211,6 +218,8 @@ class GraphSequence:
         """A sentence naming the violated assumption, or None when A1 holds on the horizon."""
         if self.measured_window(horizon) is not None:
             return None
-        return (f"Assumption 1 (B-strong connectivity) is violated: no window of up to "
-                f"{horizon} steps of the {self.family} sequence (n={self.n}, seed={self.seed}) "
-                "has a strongly connected union (networkx.is_strongly_connected)")
+        return (
+            f"Assumption 1 (B-strong connectivity) is violated: no window of up to "
+            f"{horizon} steps of the {self.family} sequence (n={self.n}, seed={self.seed}) "
+            "has a strongly connected union (networkx.is_strongly_connected)"
+        )

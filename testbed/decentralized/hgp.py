@@ -131,8 +131,13 @@ def hypergradient_from_blocks(problem: Any, v: torch.Tensor) -> torch.Tensor:
 
 
 def _joint_products(
-    problem: Any, x: torch.Tensor, y_rows: torch.Tensor, u: torch.Tensor,
-    clients: torch.Tensor, batch: Batch | None, counter: CallCounter,
+    problem: Any,
+    x: torch.Tensor,
+    y_rows: torch.Tensor,
+    u: torch.Tensor,
+    clients: torch.Tensor,
+    batch: Batch | None,
+    counter: CallCounter,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(grad^2_xy g_i u_i, grad^2_y g_i u_i)`` from one double-backward on the same sample.
 
@@ -148,8 +153,10 @@ def _joint_products(
     jx, hy = torch.autograd.grad((gy * u.detach()).sum(), (xs, ys), allow_unused=True)
     counter.add("hvp", count)
     counter.add("jvp", count)
-    return (torch.zeros_like(xs) if jx is None else jx.detach(),
-            torch.zeros_like(ys) if hy is None else hy.detach())
+    return (
+        torch.zeros_like(xs) if jx is None else jx.detach(),
+        torch.zeros_like(ys) if hy is None else hy.detach(),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +191,8 @@ class HyperGradientPush(Estimator):
     shared_sample: bool = False
     keep_weights: bool = False
     inner: ExactConsensus | StochasticGradientPush = dataclasses.field(
-        default_factory=ExactConsensus)
+        default_factory=ExactConsensus
+    )
 
     def __post_init__(self) -> None:
         check_positive_int(self.neumann_terms, "neumann_terms", minimum=0)
@@ -214,12 +222,20 @@ class HyperGradientPush(Estimator):
         self.check_problem(problem)
         y0 = problem.initial_point()[1]
         n = problem.n_clients
-        return HGPState(y0.expand(n, -1).clone(),
-                        torch.ones(n, dtype=y0.dtype, device=y0.device), 0)
+        return HGPState(
+            y0.expand(n, -1).clone(), torch.ones(n, dtype=y0.dtype, device=y0.device), 0
+        )
 
     # ------------------------------------------------------------------ the algorithm
-    def run(self, problem: Any, x: torch.Tensor, state: HGPState, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> HGPRun:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: HGPState,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> HGPRun:
         """Run HGP; ``replicas`` independent copies share the graphs and the inner solution.
 
         ``track_consensus`` records ``c^(m)`` (an extra n x n Push-Sum per call; off for long
@@ -237,8 +253,17 @@ class HyperGradientPush(Estimator):
         rule = self.averaging_rule
         gledger, sledger = rule.ledgers(n, counter)
         # the inner solver gossips through the rule's graph ledger, or its own (same counter)
-        inner = self.inner.run(problem, x, state.y, state.omega, state.time, graph, oracles,
-                               gledger or GraphLedger(n, counter), rng)
+        inner = self.inner.run(
+            problem,
+            x,
+            state.y,
+            state.omega,
+            state.time,
+            graph,
+            oracles,
+            gledger or GraphLedger(n, counter),
+            rng,
+        )
         y, omega, time = inner.y, inner.omega, inner.time
         if not self.keep_weights:
             omega = torch.ones(n, dtype=y.dtype, device=y.device)
@@ -253,15 +278,21 @@ class HyperGradientPush(Estimator):
         w = omega.expand(R, n).clone()
         for _ in range(M):
             if rule.gossips and track_consensus:
-                errors.append(consensus_error(self.averaging_operator(
-                    graph, time, w[0] if self.keep_weights else None)))
+                errors.append(
+                    consensus_error(
+                        self.averaging_operator(graph, time, w[0] if self.keep_weights else None)
+                    )
+                )
             u_bar, w, time = self.average_step(u, w, time, graph, gledger, sledger)
             flat = u_bar.reshape(R * n, -1)
             batch_j = batch_h = None
             if self.batch_size is not None:
                 batch_j = problem.sample_batch(rng, clients, self.batch_size)
-                batch_h = (batch_j if self.shared_sample
-                           else problem.sample_batch(rng, clients, self.batch_size))
+                batch_h = (
+                    batch_j
+                    if self.shared_sample
+                    else problem.sample_batch(rng, clients, self.batch_size)
+                )
             if batch_j is batch_h:
                 jv, hv = _joint_products(problem, x, y_rows, flat, clients, batch_j, counter)
             else:
@@ -272,21 +303,34 @@ class HyperGradientPush(Estimator):
             u = u_bar - eta * hv.reshape(R, n, -1)
             trajectory.append(v.clone())
         new_state = HGPState(y, w[0].clone() if self.keep_weights else inner.omega, time)
-        return HGPRun(torch.stack(trajectory), errors, new_state, y, gledger, sledger,
-                      counter.snapshot())
+        return HGPRun(
+            torch.stack(trajectory), errors, new_state, y, gledger, sledger, counter.snapshot()
+        )
 
     def average_step(
-        self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-        gledger: GraphLedger | None, sledger: Ledger | None,
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: GraphLedger | None,
+        sledger: Ledger | None,
     ) -> Averaged:
         """One averaging call of the rule on ``u (R, n, d)``: ``(u_bar, weights, next graph
         step)``; the one place :meth:`run` and :meth:`averaging_operator` average through."""
-        return self.averaging_rule.average(u, w, time, graph, Ledgers(gledger, sledger),
-                                           steps=self.pushsum_steps,
-                                           keep_weights=self.keep_weights)
+        return self.averaging_rule.average(
+            u,
+            w,
+            time,
+            graph,
+            Ledgers(gledger, sledger),
+            steps=self.pushsum_steps,
+            keep_weights=self.keep_weights,
+        )
 
-    def averaging_operator(self, graph: GraphSequence, time: int,
-                           omega: torch.Tensor | None = None) -> np.ndarray:
+    def averaging_operator(
+        self, graph: GraphSequence, time: int, omega: torch.Tensor | None = None
+    ) -> np.ndarray:
         """The ``(n, n)`` operator this estimator's averaging applies at graph step ``time``.
 
         Measured by averaging the identity basis with the estimator's own :meth:`average_step`
@@ -295,16 +339,22 @@ class HyperGradientPush(Estimator):
         """
         ledgers = self.averaging_rule.ledgers(graph.n)
         return measured_operator(
-            lambda u, w: self.average_step(u, w, time, graph, *ledgers)[0], graph.n, omega)
+            lambda u, w: self.average_step(u, w, time, graph, *ledgers)[0], graph.n, omega
+        )
 
     def estimate(
         self, problem: Problem, x: torch.Tensor, state: HGPState, rng: np.random.Generator
     ) -> Estimate:
         out = self.run(problem, x, state, rng)
         v = out.trajectory[-1, 0]
-        aux = {"v": v, "trajectory": out.trajectory[:, 0], "consensus_errors":
-               out.consensus_errors, "y": out.y, "graph_ledger": out.graph_ledger,
-               "server_ledger": out.server_ledger}
+        aux = {
+            "v": v,
+            "trajectory": out.trajectory[:, 0],
+            "consensus_errors": out.consensus_errors,
+            "y": out.y,
+            "graph_ledger": out.graph_ledger,
+            "server_ledger": out.server_ledger,
+        }
         return Estimate(hypergradient_from_blocks(problem, v), out.state, out.calls, aux)
 
 
@@ -325,11 +375,21 @@ def oracle_blocks(problem: Any, x: torch.Tensor, y_rows: torch.Tensor) -> dict[s
     clients = torch.arange(n)
     eye = torch.eye(dy, dtype=torch.float64)
     H = torch.stack([oracles.hvp_inner(x, y_rows, e.expand(n, -1), clients) for e in eye], -1)
-    J = torch.stack([own_blocks(problem, oracles.jvp_inner_xy(x, y_rows, e.expand(n, -1),
-                                                              clients)) for e in eye], -1)
+    J = torch.stack(
+        [
+            own_blocks(problem, oracles.jvp_inner_xy(x, y_rows, e.expand(n, -1), clients))
+            for e in eye
+        ],
+        -1,
+    )
     gx, gy = oracles.grad_outer(x, y_rows, clients)
-    return {"H": 0.5 * (H + H.transpose(1, 2)), "J": J, "c": gy, "e": own_blocks(problem, gx),
-            "y": y_rows}
+    return {
+        "H": 0.5 * (H + H.transpose(1, 2)),
+        "J": J,
+        "c": gy,
+        "e": own_blocks(problem, gx),
+        "y": y_rows,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -361,12 +421,18 @@ class DecentralizedGradient(Estimator):
     def init(self, problem: Problem) -> None:
         self.check_problem(problem)
         if not hasattr(problem, "exact_inner_solution"):
-            raise ValueError(f"{self.quantity} gradient needs a closed-form problem; "
-                             f"{type(problem).__name__} has no exact_inner_solution")
-        if self.quantity == "local" and is_per_client(problem) and not hasattr(
-                problem, "local_blocks"):
-            raise ValueError(f"local gradient needs local_blocks(); {type(problem).__name__} "
-                             "has none")
+            raise ValueError(
+                f"{self.quantity} gradient needs a closed-form problem; "
+                f"{type(problem).__name__} has no exact_inner_solution"
+            )
+        if (
+            self.quantity == "local"
+            and is_per_client(problem)
+            and not hasattr(problem, "local_blocks")
+        ):
+            raise ValueError(
+                f"local gradient needs local_blocks(); {type(problem).__name__} has none"
+            )
 
     def blocks(self, problem: Any, x: torch.Tensor, local: bool) -> dict[str, torch.Tensor]:
         if is_per_client(problem):
@@ -397,5 +463,6 @@ class DecentralizedGradient(Estimator):
         self, problem: Problem, x: torch.Tensor, state: None, rng: np.random.Generator
     ) -> Estimate:
         value = self.per_client(problem, x)
-        return Estimate(hypergradient_from_blocks(problem, value), state,
-                        CallCounter().snapshot(), {"v": value})
+        return Estimate(
+            hypergradient_from_blocks(problem, value), state, CallCounter().snapshot(), {"v": value}
+        )

@@ -32,8 +32,9 @@ class GraphLedger:
         validate: check that every mixing matrix is column-stochastic before using it.
     """
 
-    def __init__(self, n_clients: int, counter: CallCounter | None = None,
-                 validate: bool = True) -> None:
+    def __init__(
+        self, n_clients: int, counter: CallCounter | None = None, validate: bool = True
+    ) -> None:
         if n_clients < 1:
             raise ValueError(f"GraphLedger needs at least one client, got {n_clients}")
         self.n_clients = n_clients
@@ -59,8 +60,9 @@ class GraphLedger:
         """
         return self.gossip(payload, np.asarray(mixing)[None], keep_all=False)[-1]
 
-    def gossip(self, payload: torch.Tensor, mixings: np.ndarray,
-               keep_all: bool = False) -> list[torch.Tensor]:
+    def gossip(
+        self, payload: torch.Tensor, mixings: np.ndarray, keep_all: bool = False
+    ) -> list[torch.Tensor]:
         """``S = len(mixings)`` gossip steps of a payload that is mixed linearly each step.
 
         Counts every message of every step (vectorised over steps), then applies the steps.
@@ -69,8 +71,9 @@ class GraphLedger:
         n = self.n_clients
         mixings = np.asarray(mixings, dtype=np.float64)
         if payload.shape[-2] != n or mixings.shape[1:] != (n, n):
-            raise ValueError(f"payload {tuple(payload.shape)} / mixings {mixings.shape} do not "
-                             f"match n={n}")
+            raise ValueError(
+                f"payload {tuple(payload.shape)} / mixings {mixings.shape} do not match n={n}"
+            )
         if self.validate:
             check_column_stochastic(mixings)
         steps = mixings.shape[0]
@@ -112,9 +115,11 @@ class GraphLedger:
     def state_dict(self) -> dict[str, Any]:
         """The counts as plain data (a checkpoint's): ``steps``, copies of the count arrays
         and ``payload_sizes`` (sorted)."""
-        return {"steps": self.steps,
-                **{name: getattr(self, name).copy() for name in self._ARRAYS},
-                "payload_sizes": sorted(self.payload_sizes)}
+        return {
+            "steps": self.steps,
+            **{name: getattr(self, name).copy() for name in self._ARRAYS},
+            "payload_sizes": sorted(self.payload_sizes),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Set the counts to :meth:`state_dict`'s output (the shared counter, if any, is not

@@ -55,7 +55,8 @@ def check_column_stochastic(weights: np.ndarray, name: str = "mixing weights") -
         raise MixingError(
             f"{name}: not column-stochastic: column {int(bad[-1])} sums to "
             f"{float(sums[tuple(bad)]):.6g} (Push-Sum needs every column to sum to 1; "
-            "row-stochastic weights bias the average towards well-connected clients)")
+            "row-stochastic weights bias the average towards well-connected clients)"
+        )
 
 
 def metropolis_weights(graph: nx.Graph) -> np.ndarray:

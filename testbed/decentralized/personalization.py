@@ -46,20 +46,29 @@ class HGPPersonalization(OuterAlgorithm):
 
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel"})
     outer_step_size: float | None = None
-    estimator: HyperGradientPush = dataclasses.field(default_factory=lambda: HyperGradientPush(
-        neumann_terms=HGP_PERSONALIZATION["neumann_terms"],
-        pushsum_steps=HGP_PERSONALIZATION["pushsum_steps"],
-        inner=StochasticGradientPush(HGP_PERSONALIZATION["inner_steps"])))
+    estimator: HyperGradientPush = dataclasses.field(
+        default_factory=lambda: HyperGradientPush(
+            neumann_terms=HGP_PERSONALIZATION["neumann_terms"],
+            pushsum_steps=HGP_PERSONALIZATION["pushsum_steps"],
+            inner=StochasticGradientPush(HGP_PERSONALIZATION["inner_steps"]),
+        )
+    )
 
     def rounds_formula(self) -> RoundsFormula:
         """``M S + T`` gossip steps per outer iteration: M Neumann terms of S Push-Sum steps
         each, plus the T SGP steps of the inner solve (HGP Alg. 2); no server rounds."""
         est = self.estimator
-        return RoundsFormula("M S + T", {"M": est.neumann_terms, "S": est.pushsum_steps,
-                                         "T": int(getattr(est.inner, "steps", 0))},
-                             "HGP (Terashita & Hara), Alg. 2 with SGP inner solve",
-                             unit="gossip steps",
-                             note="gossip steps over the graph, not server rounds")
+        return RoundsFormula(
+            "M S + T",
+            {
+                "M": est.neumann_terms,
+                "S": est.pushsum_steps,
+                "T": int(getattr(est.inner, "steps", 0)),
+            },
+            "HGP (Terashita & Hara), Alg. 2 with SGP inner solve",
+            unit="gossip steps",
+            note="gossip steps over the graph, not server rounds",
+        )
 
     def init(self, problem: Any) -> PersonalizationState:
         self.check_problem(problem)

@@ -32,7 +32,9 @@ class PushSumResult(NamedTuple):
 
 
 def push_sum(
-    values: torch.Tensor, mixings: np.ndarray, ledger: GraphLedger,
+    values: torch.Tensor,
+    mixings: np.ndarray,
+    ledger: GraphLedger,
     omega: torch.Tensor | None = None,
 ) -> PushSumResult:
     """Run S = ``len(mixings)`` Push-Sum steps on ``values`` (``(..., n, d)``), Alg. 1.
@@ -45,8 +47,11 @@ def push_sum(
             passes the weights carried over from earlier calls (Sec. 5.3's "de-bias weight without
             initialization").
     """
-    w = (torch.ones(values.shape[:-1], dtype=values.dtype, device=values.device)
-         if omega is None else omega)
+    w = (
+        torch.ones(values.shape[:-1], dtype=values.dtype, device=values.device)
+        if omega is None
+        else omega
+    )
     (mixed,) = ledger.gossip(torch.cat([values, w[..., None]], dim=-1), mixings)
     z, w = mixed[..., :-1], mixed[..., -1]
     return PushSumResult(z / w[..., None], z, w)

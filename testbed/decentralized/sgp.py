@@ -39,9 +39,18 @@ class InnerResult(NamedTuple):
 class ExactConsensus:
     """The exact inner solution at every client (``y_i = y*(x)``; closed-form problems)."""
 
-    def run(self, problem: Any, x: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,
-            time: int, graph: GraphSequence, oracles: Oracles, ledger: GraphLedger,
-            rng: np.random.Generator) -> InnerResult:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        omega: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        oracles: Oracles,
+        ledger: GraphLedger,
+        rng: np.random.Generator,
+    ) -> InnerResult:
         y_star = problem.exact_inner_solution(x)
         return InnerResult(y_star.expand(problem.n_clients, -1).clone(), omega, time)
 
@@ -73,14 +82,26 @@ class StochasticGradientPush:
             raise ValueError(f"SGP variant must be 'assran' or 'nedic', got {self.variant!r}")
 
     def gamma(self, problem: Any, t: int) -> float:
-        base = (1.0 / (problem.n_clients * problem.constants().L_clients)
-                if self.step_size is None else self.step_size)
+        base = (
+            1.0 / (problem.n_clients * problem.constants().L_clients)
+            if self.step_size is None
+            else self.step_size
+        )
         passed = sum(t >= m * self.steps for m in self.milestones)
         return base * 0.1**passed
 
-    def run(self, problem: Any, x: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,
-            time: int, graph: GraphSequence, oracles: Oracles, ledger: GraphLedger,
-            rng: np.random.Generator) -> InnerResult:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        omega: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        oracles: Oracles,
+        ledger: GraphLedger,
+        rng: np.random.Generator,
+    ) -> InnerResult:
         n = problem.n_clients
         clients = torch.arange(n)
         z = y * omega[:, None]
@@ -88,8 +109,11 @@ class StochasticGradientPush:
         mixings = graph.mixing(time, self.steps)
 
         def grad(at: torch.Tensor) -> torch.Tensor:
-            batch = (None if self.batch_size is None
-                     else problem.sample_batch(rng, clients, self.batch_size))
+            batch = (
+                None
+                if self.batch_size is None
+                else problem.sample_batch(rng, clients, self.batch_size)
+            )
             return oracles.grad_inner(x, at, clients, batch)
 
         for t in range(self.steps):

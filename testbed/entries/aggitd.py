@@ -14,20 +14,31 @@ _entry = functools.partial(EstimatorInfo, paper="AggITD", supports=ALL_KINDS)
 
 def _estimator(name: str, reference: str, as_printed: bool) -> EstimatorInfo:
     """An :class:`AggITD` entry: the analysed estimator or the algorithm as printed."""
-    return _entry(name=name, cls=AggITD, reference=reference,
-                  make=functools.partial(AggITD, as_printed=as_printed), fixed=("as_printed",))
+    return _entry(
+        name=name,
+        cls=AggITD,
+        reference=reference,
+        make=functools.partial(AggITD, as_printed=as_printed),
+        fixed=("as_printed",),
+    )
 
 
 def _algorithm(name: str, reference: str, lower_solver: str) -> EstimatorInfo:
     """An :class:`FBOAggITD` entry: its lower-level solver is fixed."""
-    return _entry(name=name, cls=FBOAggITD, reference=reference,
-                  make=functools.partial(FBOAggITD, lower_solver=lower_solver),
-                  fixed=("lower_solver",), role="algorithm")
+    return _entry(
+        name=name,
+        cls=FBOAggITD,
+        reference=reference,
+        make=functools.partial(FBOAggITD, lower_solver=lower_solver),
+        fixed=("lower_solver",),
+        role="algorithm",
+    )
 
 
 ENTRIES: list[EstimatorInfo] = [
     _estimator(
-        "aggitd", "Xiao & Ji 2023, Alg. 1 (closed form eq. 5, mean over Q eq. 11)",
+        "aggitd",
+        "Xiao & Ji 2023, Alg. 1 (closed form eq. 5, mean over Q eq. 11)",
         as_printed=False,
     ),
     _estimator(

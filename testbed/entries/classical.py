@@ -40,22 +40,44 @@ _entry = functools.partial(EstimatorInfo, paper="Classical", supports=ALL_KINDS)
 
 
 def _inner(inner_steps: int | None, inner_step_size: float | None) -> InnerSolver:
-    return ExactInnerSolution() if inner_steps is None else GradientDescent(
-        inner_steps, inner_step_size)
+    return (
+        ExactInnerSolution()
+        if inner_steps is None
+        else GradientDescent(inner_steps, inner_step_size)
+    )
 
 
-def _aid(name: str, reference: str, linear_solver: Callable[..., LinearSolver],
-         keywords: dict[str, Any], enrolled_claims: tuple[str, ...] = ()) -> EstimatorInfo:
+def _aid(
+    name: str,
+    reference: str,
+    linear_solver: Callable[..., LinearSolver],
+    keywords: dict[str, Any],
+    enrolled_claims: tuple[str, ...] = (),
+) -> EstimatorInfo:
     """An AID entry: its make assembles the inner solver from ``inner_steps`` /
     ``inner_step_size`` and ``linear_solver`` from the entry's ``keywords``."""
-    def make(inner_steps: int | None, inner_step_size: float | None, batch_size: int | None,
-             **solver: Any) -> ImplicitDifferentiation:
-        return ImplicitDifferentiation(inner=_inner(inner_steps, inner_step_size),
-                                       linear_solver=linear_solver(**solver),
-                                       batch_size=batch_size)
 
-    return _entry(name=name, cls=ImplicitDifferentiation, reference=reference, make=make,
-                  settings={**_INNER, **keywords}, fixed=_PARTS, enrolled_claims=enrolled_claims)
+    def make(
+        inner_steps: int | None,
+        inner_step_size: float | None,
+        batch_size: int | None,
+        **solver: Any,
+    ) -> ImplicitDifferentiation:
+        return ImplicitDifferentiation(
+            inner=_inner(inner_steps, inner_step_size),
+            linear_solver=linear_solver(**solver),
+            batch_size=batch_size,
+        )
+
+    return _entry(
+        name=name,
+        cls=ImplicitDifferentiation,
+        reference=reference,
+        make=make,
+        settings={**_INNER, **keywords},
+        fixed=_PARTS,
+        enrolled_claims=enrolled_claims,
+    )
 
 
 def _series(solver: type[Neumann] | type[FixedPoint]) -> Callable[..., LinearSolver]:
@@ -64,16 +86,32 @@ def _series(solver: type[Neumann] | type[FixedPoint]) -> Callable[..., LinearSol
 
 
 ENTRIES: list[EstimatorInfo] = [
-    _aid("aid-cg", "Grazzi et al. 2020, AID-CG (Sec. 2.2); Pedregosa 2016",
-         lambda cg_iterations: ConjugateGradient(cg_iterations), {"cg_iterations": 10}),
-    _aid("aid-neumann", "Ghadimi & Wang 2018, eq. (3.3); FedNest eq. (9b) with deterministic N",
-         _series(Neumann), _SERIES),
+    _aid(
+        "aid-cg",
+        "Grazzi et al. 2020, AID-CG (Sec. 2.2); Pedregosa 2016",
+        lambda cg_iterations: ConjugateGradient(cg_iterations),
+        {"cg_iterations": 10},
+    ),
+    _aid(
+        "aid-neumann",
+        "Ghadimi & Wang 2018, eq. (3.3); FedNest eq. (9b) with deterministic N",
+        _series(Neumann),
+        _SERIES,
+    ),
     # The example variant of docs/variants.md: it enrolls in the claims of the estimator it varies,
     # which name only aid-neumann (a variant needs no edit to any claim).
-    _aid("aid-fp", "Grazzi et al. 2020, AID-FP (Sec. 2.2); the example variant of docs/variants.md",
-         _series(FixedPoint), _SERIES,
-         enrolled_claims=("classical.gd.linear_rate", "classical.neumann.decay_rate",
-                          "classical.neumann.error_bound", "classical.neumann.error_identity")),
+    _aid(
+        "aid-fp",
+        "Grazzi et al. 2020, AID-FP (Sec. 2.2); the example variant of docs/variants.md",
+        _series(FixedPoint),
+        _SERIES,
+        enrolled_claims=(
+            "classical.gd.linear_rate",
+            "classical.neumann.decay_rate",
+            "classical.neumann.error_bound",
+            "classical.neumann.error_identity",
+        ),
+    ),
     _entry(
         name="exact",
         cls=ExactHypergradient,
@@ -86,7 +124,8 @@ ENTRIES: list[EstimatorInfo] = [
         cls=IterativeDifferentiation,
         reference="Franceschi et al. 2017; Grazzi et al. 2020, ITD (Sec. 2.1); AggITD eq. (3)",
         make=lambda inner_steps, inner_step_size, batch_size: IterativeDifferentiation(
-            GradientDescent(inner_steps, inner_step_size), batch_size),
+            GradientDescent(inner_steps, inner_step_size), batch_size
+        ),
         settings=dict(_INNER),
         fixed=("inner",),
     ),

@@ -15,8 +15,9 @@ _REFERENCE = "Tarzanagh, Li, Sharma, Oymak 2023 (arXiv 2306.01648), Algorithm 1,
 # variants share where they differ from the fields: rho = 0.1, K = 4 local steps.
 _PAPER = {"momentum": 0.1, "local_steps": 4}
 
-_entry = functools.partial(EstimatorInfo, cls=FedMSA, paper="FedMSA", fixed=("maps",),
-                           role="algorithm")
+_entry = functools.partial(
+    EstimatorInfo, cls=FedMSA, paper="FedMSA", fixed=("maps",), role="algorithm"
+)
 
 
 def _bilevel(**kw: Any) -> FedMSA:
@@ -38,14 +39,14 @@ ENTRIES: list[EstimatorInfo] = [
     _entry(
         name="fedmsa-generalised",
         reference=_REFERENCE + "; generalised variant of the Conclusion as run in the authors' "
-                  "code (ucr-optml/FedMSA): 10% of clients do local steps and are "
-                  "averaged, constant rho = 0.5, full-batch maps, alpha = 0.05, beta = 0.1",
+        "code (ucr-optml/FedMSA): 10% of clients do local steps and are "
+        "averaged, constant rho = 0.5, full-batch maps, alpha = 0.05, beta = 0.1",
         supports=BilevelMaps.kinds,
         make=_bilevel,
         settings={"local_steps": 4, "participation": 0.1},
         no_claims_reason="The paper proves nothing for the averaged multi-client local phase "
-                         "(its Conclusion only conjectures it); its algebra is tested in "
-                         "tests/test_fedmsa.py.",
+        "(its Conclusion only conjectures it); its algebra is tested in "
+        "tests/test_fedmsa.py.",
     ),
     _entry(
         name="fedmsa-mco",

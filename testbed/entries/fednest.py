@@ -25,14 +25,25 @@ from testbed.info import ALL_KINDS, EstimatorInfo
 _REFERENCE = "Tarzanagh et al. 2022 (FedNest), "
 
 
-def _variant(name: str, inner: InnerUpdate, outer: OuterUpdate, reference: str,
-             supports: frozenset[str] = ALL_KINDS) -> EstimatorInfo:
+def _variant(
+    name: str,
+    inner: InnerUpdate,
+    outer: OuterUpdate,
+    reference: str,
+    supports: frozenset[str] = ALL_KINDS,
+) -> EstimatorInfo:
     """A Table 2 variant: its pair of update strategies is fixed; every other default is
     FedNest's dataclass field."""
     return EstimatorInfo(
-        name=name, cls=FedNest, paper="FedNest", reference=_REFERENCE + reference,
-        supports=supports, make=functools.partial(FedNest, inner_method=inner, outer_method=outer),
-        fixed=("inner_method", "outer_method"), role="algorithm")
+        name=name,
+        cls=FedNest,
+        paper="FedNest",
+        reference=_REFERENCE + reference,
+        supports=supports,
+        make=functools.partial(FedNest, inner_method=inner, outer_method=outer),
+        fixed=("inner_method", "outer_method"),
+        role="algorithm",
+    )
 
 
 ENTRIES: list[EstimatorInfo] = [
@@ -41,31 +52,41 @@ ENTRIES: list[EstimatorInfo] = [
         cls=FedIHGP,
         paper="FedNest",
         reference=_REFERENCE + "Alg. 3 (FedIHGP), eqs. (13a)-(13b), Lemma 2.2; T FedInn calls "
-                               "(Alg. 4) warm-started from the state",
+        "(Alg. 4) warm-started from the state",
         supports=ALL_KINDS,
         make=FedIHGP,
     ),
     _variant(
-        "fednest", FedInn(), FedOut(),
+        "fednest",
+        FedInn(),
+        FedOut(),
         "Alg. 1 with FedInn (Alg. 4), FedIHGP (Alg. 3), FedOut (Alg. 2)",
     ),
     _variant(
-        "fednest-minimax", FedInn(), MinimaxFedOut(),
+        "fednest-minimax",
+        FedInn(),
+        MinimaxFedOut(),
         "Sec. 2.4, eq. (12): FedInn ascent on y, FedOut without the indirect term; Sec. 4.3 "
         "(Fig. 4)",
         supports=frozenset({"minimax"}),
     ),
     _variant(
-        "fednest-sgd", LFedInn(), FedOut(),
+        "fednest-sgd",
+        LFedInn(),
+        FedOut(),
         "Table 2 (App. A): LFedInn (FedAvg on y) + FedOut",
     ),
     _variant(
-        "lfednest", LFedInn(), LFedOut(),
+        "lfednest",
+        LFedInn(),
+        LFedOut(),
         "Sec. 2.6 and Table 2 (LFedNest: LFedInn + LFedOut, local Neumann; Algs. 5-6 of "
         "App. A reconstructed from Table 2 and the authors' code)",
     ),
     _variant(
-        "lfednest-svrg", FedInn(), LFedOut(),
+        "lfednest-svrg",
+        FedInn(),
+        LFedOut(),
         "Table 2 (App. A): FedInn + LFedOut",
     ),
 ]

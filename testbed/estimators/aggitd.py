@@ -60,8 +60,9 @@ def check_shared_parameters(config: Any) -> None:
     check_step(config.inner_step_size, "inner_step_size")
     check_step(config.neumann_step_size, "neumann_step_size")
     if config.lower_solver not in LOWER_SOLVERS:
-        raise ValueError(f"lower_solver must be one of {LOWER_SOLVERS}, got "
-                         f"{config.lower_solver!r}")
+        raise ValueError(
+            f"lower_solver must be one of {LOWER_SOLVERS}, got {config.lower_solver!r}"
+        )
 
 
 def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
@@ -94,11 +95,22 @@ class HessIVTerm(ClientWork):
             r = oracles.grad_outer_y(self.x, self.y, clients, side.draw(clients))
             if self.z is None:
                 return ClientReply((r,))
-            return ClientReply((self.z - self.recursion_step * oracles.hvp_inner(
-                self.x, self.y, self.z, clients, side.draw(clients)) + r,))
+            return ClientReply(
+                (
+                    self.z
+                    - self.recursion_step
+                    * oracles.hvp_inner(self.x, self.y, self.z, clients, side.draw(clients))
+                    + r,
+                )
+            )
         assert self.z is not None  # the recursion continues a term started at t = Q
-        return ClientReply((self.z - self.recursion_step * oracles.hvp_inner(
-            self.x, self.y, self.z, clients, side.draw(clients)),))
+        return ClientReply(
+            (
+                self.z
+                - self.recursion_step
+                * oracles.hvp_inner(self.x, self.y, self.z, clients, side.draw(clients)),
+            )
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,11 +209,14 @@ class AggITD(FederatedEstimator):
         if self.index is not None:
             check_positive_int(self.index, "index", minimum=0)
             if self.index > self.inner_steps:
-                raise ValueError(f"index must be in [0, inner_steps={self.inner_steps}], got "
-                                 f"{self.index}")
+                raise ValueError(
+                    f"index must be in [0, inner_steps={self.inner_steps}], got {self.index}"
+                )
             if self.expectation:
-                raise ValueError("index and expectation exclude each other: expectation "
-                                 "averages over every index")
+                raise ValueError(
+                    "index and expectation exclude each other: expectation "
+                    "averages over every index"
+                )
 
     def init(self, problem: Problem) -> InnerState:
         self.check_problem(problem)
@@ -224,8 +239,9 @@ class AggITD(FederatedEstimator):
         problem = ctx.problem
         self.check_problem(problem)
         if isinstance(self.local_steps, tuple) and len(self.local_steps) != problem.n_clients:
-            raise ValueError(f"local_steps has {len(self.local_steps)} entries for "
-                             f"{problem.n_clients} clients")
+            raise ValueError(
+                f"local_steps has {len(self.local_steps)} entries for {problem.n_clients} clients"
+            )
         beta, lam = self.step_sizes(problem)
         n = self.inner_steps
         clients = ctx.participants()
@@ -238,8 +254,7 @@ class AggITD(FederatedEstimator):
         y = state.y.detach().clone()
         ctx.broadcast(x, clients, "x")
         ctx.broadcast(y, clients, "y")
-        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients,
-                      "Q")
+        ctx.broadcast(torch.tensor([float(index)], dtype=x.dtype, device=x.device), clients, "Q")
         recursion_step = 1.0 if self.as_printed and self.printed_line6 else lam
         z: torch.Tensor | None = None
         z_trace: list[torch.Tensor] = []
@@ -252,20 +267,29 @@ class AggITD(FederatedEstimator):
                 if self.lower_solver == "svrg":
                     # z_i^t rides on the anchor round, then One-Round-Lower is a round of its own
                     first = InnerGradient(x, y, rows=False)
-                    uploads = ctx.run_clients(first if term is None else Together((term, first)),
-                                              clients).uploads
+                    uploads = ctx.run_clients(
+                        first if term is None else Together((term, first)), clients
+                    ).uploads
                     anchor = ctx.aggregate(uploads[-1], clients, "q")
                     if term is not None:
                         z = piggyback(ctx, uploads[0], clients)
-                    lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta,
-                                          global_direction=anchor, scale_by_steps=True)
+                    lower = LocalIterates(
+                        y,
+                        InnerGradientAt(x),
+                        self.local_steps,
+                        beta,
+                        global_direction=anchor,
+                        scale_by_steps=True,
+                    )
                     (local,) = ctx.run_clients(lower, clients).uploads
                 else:
                     # FedAvg lower level: z_i^t rides on the local-step round
-                    lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta,
-                                          scale_by_steps=True)
-                    uploads = ctx.run_clients(lower if term is None else Together((term, lower)),
-                                              clients).uploads
+                    lower = LocalIterates(
+                        y, InnerGradientAt(x), self.local_steps, beta, scale_by_steps=True
+                    )
+                    uploads = ctx.run_clients(
+                        lower if term is None else Together((term, lower)), clients
+                    ).uploads
                     local = uploads[-1]
                 y = ctx.aggregate(local, clients, "y")
                 if self.lower_solver != "svrg" and term is not None:
@@ -287,8 +311,14 @@ class AggITD(FederatedEstimator):
         p = scale * used
         (direction,) = ctx.run_clients(AggITDDirection(x, y, used, scale), clients).uploads
         value = ctx.aggregate(direction, clients, "h")
-        aux = {"y": y, "index": index, "clients": clients, "p": p, "trajectory": trajectory,
-               "step_sizes": (beta, lam)}
+        aux = {
+            "y": y,
+            "index": index,
+            "clients": clients,
+            "p": p,
+            "trajectory": trajectory,
+            "step_sizes": (beta, lam),
+        }
         return value, InnerState(y), aux
 
 

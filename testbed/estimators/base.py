@@ -96,8 +96,11 @@ def validate_own_method(cls: type, name: str, wrap: Callable[[Any], Any]) -> Non
     """Replace the method ``name`` that ``cls`` itself defines by ``wrap(method)`` (the checks
     of an entry point), once: a method already wrapped, inherited or abstract is left alone."""
     method = cls.__dict__.get(name)
-    if method is None or getattr(method, "_validated", False) \
-            or getattr(method, "__isabstractmethod__", False):
+    if (
+        method is None
+        or getattr(method, "_validated", False)
+        or getattr(method, "__isabstractmethod__", False)
+    ):
         return
     wrapped = wrap(method)
     wrapped._validated = True
@@ -117,8 +120,9 @@ def _validated_init(method: Any) -> Any:
 
 def _validated_estimate(method: Any) -> Any:
     @functools.wraps(method)
-    def estimate(self: Estimator, problem: Problem, x: torch.Tensor, state: Any,
-                 rng: np.random.Generator) -> Estimate:
+    def estimate(
+        self: Estimator, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
+    ) -> Estimate:
         who = f"{type(self).__name__}.estimate"
         check_problem_object(problem, who)
         check_rng(rng, who)

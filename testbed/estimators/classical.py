@@ -64,8 +64,9 @@ class WarmStarted(Estimator):
         return Estimate(value, InnerState(run.y), counter.snapshot(), aux)
 
     @abc.abstractmethod
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Problem
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         """The hypergradient at ``x`` given the inner run, and the estimate's ``aux``."""
 
 
@@ -122,8 +123,9 @@ class ImplicitDifferentiation(WarmStarted):
     linear_solver: LinearSolver = dataclasses.field(default_factory=lambda: Neumann(50))
     batch_size: int | None = None
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Problem
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         y = run.y
         grad_x, grad_y = oracles.grad_outer(x, y)
         adjoint = self.linear_solver.solve(lambda v: oracles.hvp(x, y, v), grad_y, problem)
@@ -162,11 +164,13 @@ class IterativeDifferentiation(WarmStarted):
     def __post_init__(self) -> None:
         super().__post_init__()
         if not isinstance(self.inner, GradientDescent):
-            raise ValueError("IterativeDifferentiation unrolls GradientDescent; got "
-                             f"{type(self.inner).__name__}")
+            raise ValueError(
+                f"IterativeDifferentiation unrolls GradientDescent; got {type(self.inner).__name__}"
+            )
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Problem) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Problem
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         beta = run.step_size
         value, adjoint = oracles.grad_outer(x, run.y)
         for t in range(self.inner.steps - 1, -1, -1):

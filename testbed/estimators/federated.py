@@ -33,10 +33,12 @@ def check_participation_and_batch(participation: Any, batch_size: int | None) ->
     """
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size", minimum=1)
-    if participation is not None and (isinstance(participation, bool) or not isinstance(
-            participation, (int, float))):
-        raise ValueError(f"participation must be None, a fraction or a count, got "
-                         f"{participation!r}")
+    if participation is not None and (
+        isinstance(participation, bool) or not isinstance(participation, (int, float))
+    ):
+        raise ValueError(
+            f"participation must be None, a fraction or a count, got {participation!r}"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

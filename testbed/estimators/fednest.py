@@ -59,16 +59,20 @@ def check_truncation(truncation: str) -> None:
 
 def check_local_steps_fit(local_steps: LocalSteps, problem: Problem) -> None:
     if not isinstance(local_steps, int) and len(local_steps) != problem.n_clients:
-        raise ValueError(f"local_steps has {len(local_steps)} entries for "
-                         f"{problem.n_clients} clients; give one tau_i per client")
+        raise ValueError(
+            f"local_steps has {len(local_steps)} entries for "
+            f"{problem.n_clients} clients; give one tau_i per client"
+        )
 
 
 def lipschitz_default(problem: Problem, what: str) -> float:
     """``l_{g,1} = max_i lambda_max(H_i)`` (FedNest A1) from the problem's constants."""
     constants = getattr(problem, "constants", None)
     if constants is None:
-        raise ValueError(f"{what}: step size not given and {type(problem).__name__} has no "
-                         "constants(); pass it explicitly")
+        raise ValueError(
+            f"{what}: step size not given and {type(problem).__name__} has no "
+            "constants(); pass it explicitly"
+        )
     return float(constants().L_clients)
 
 
@@ -80,8 +84,10 @@ def outer_smoothness(problem: Problem) -> float:
     """
     exact = getattr(problem, "exact_hypergradient", None)
     if exact is None:
-        raise ValueError(f"outer_step_size not given and {type(problem).__name__} has no "
-                         "exact_hypergradient to read the outer smoothness from; pass it")
+        raise ValueError(
+            f"outer_step_size not given and {type(problem).__name__} has no "
+            "exact_hypergradient to read the outer smoothness from; pass it"
+        )
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     base = exact(zero)
     eye = torch.eye(problem.dim_x, dtype=torch.float64)
@@ -92,8 +98,9 @@ def outer_smoothness(problem: Problem) -> float:
 # ------------------------------------------------------------------------------- messages
 
 
-def send(ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor,
-         **named: torch.Tensor) -> None:
+def send(
+    ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor, **named: torch.Tensor
+) -> None:
     """Broadcast each vector to ``clients`` (one message per vector; not a round). Vectors given
     by keyword go under that name, which a deployment needs (``send(ctx, clients, x=x, y=y)``);
     positional ones go unnamed (an in-process variant, e.g. a mutant)."""
@@ -138,8 +145,14 @@ def fedinn(
     if variance_reduction:
         (snapshot,) = ctx.run_clients(InnerGradient(x, y), clients).uploads
         direction = ctx.aggregate(snapshot, clients, "q")
-    work = LocalIterates(y, InnerGradientAt(x), local_steps, inner_step_size,
-                      global_direction=direction, scale_by_steps=scale_by_steps)
+    work = LocalIterates(
+        y,
+        InnerGradientAt(x),
+        local_steps,
+        inner_step_size,
+        global_direction=direction,
+        scale_by_steps=scale_by_steps,
+    )
     (local,) = ctx.run_clients(work, clients).uploads
     return ctx.aggregate(local, clients, "y")
 
@@ -207,8 +220,9 @@ def fedihgp(
             n_prime = int(ctx.rng.integers(neumann_terms))
         else:
             if not 0 <= truncation_index < neumann_terms:
-                raise ValueError(f"truncation_index must be in [0, {neumann_terms}), got "
-                                 f"{truncation_index}")
+                raise ValueError(
+                    f"truncation_index must be in [0, {neumann_terms}), got {truncation_index}"
+                )
             n_prime = int(truncation_index)
         scale = neumann_terms * lam
     else:
@@ -359,8 +373,14 @@ def fedout(
         send(ctx, clients, p=p)
     (direction,) = ctx.run_clients(OuterDirection(x, y, p), clients).uploads
     h = ctx.aggregate(direction, clients, "h")
-    work = LocalIterates(x, OuterGradientXAt(y), local_steps, outer_step_size,
-                      global_direction=h, scale_by_steps=scale_by_steps)
+    work = LocalIterates(
+        x,
+        OuterGradientXAt(y),
+        local_steps,
+        outer_step_size,
+        global_direction=h,
+        scale_by_steps=scale_by_steps,
+    )
     (local,) = ctx.run_clients(work, clients).uploads
     return ctx.aggregate(local, clients, "x"), h
 
@@ -416,15 +436,16 @@ class LocalHypergradientAt(LocalDirection):
     neumann_step_size: float
     indirect: bool = True
 
-    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
-                 batch: Batch | None) -> torch.Tensor:
+    def __call__(
+        self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         direct, grad_y = side.oracles.grad_outer(points, self.y, clients, batch)
         if not self.indirect:
             return direct
-        p = local_neumann(side, points, self.y, grad_y, clients, self.neumann_terms,
-                          self.neumann_step_size)
-        return direct - side.oracles.jvp_inner_xy(points, self.y, p, clients,
-                                                   side.draw(clients))
+        p = local_neumann(
+            side, points, self.y, grad_y, clients, self.neumann_terms, self.neumann_step_size
+        )
+        return direct - side.oracles.jvp_inner_xy(points, self.y, p, clients, side.draw(clients))
 
 
 # ------------------------------------------------------------------------------- estimator
@@ -487,7 +508,10 @@ class FedIHGP(FederatedEstimator):
         return beta, lam
 
     def ihgp(
-        self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
         truncation_index: int | None = None,
     ) -> IHGPResult:
         """FedIHGP at ``(x, y)`` with this estimator's parameters."""
@@ -522,8 +546,11 @@ class FedIHGP(FederatedEstimator):
         y = self.inner(ctx, x, state.y)
         result = self.ihgp(ctx, x, y)
         h, _, _ = self.direction(ctx, x, y, result.p)
-        return h, InnerState(y), {"y": y, "p": result.p,
-                                  "truncation_index": result.truncation_index}
+        return (
+            h,
+            InnerState(y),
+            {"y": y, "p": result.p, "truncation_index": result.truncation_index},
+        )
 
 
 __all__ = [

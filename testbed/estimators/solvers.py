@@ -149,9 +149,11 @@ def check_contracting(power: torch.Tensor, rhs: torch.Tensor, what: str) -> None
     for a problem whose constants are unknown, e.g. a workload)."""
     grown, start = float(power.norm()), float(rhs.norm())
     if not grown <= GROWTH_FACTOR * max(start, 1e-300):
-        raise DivergenceError(f"{what}: the series diverged: ||(I - lambda H)^N r|| = "
-                              f"{grown:.3g} against ||r|| = {start:.3g}; use a smaller step "
-                              "(below 2/L)")
+        raise DivergenceError(
+            f"{what}: the series diverged: ||(I - lambda H)^N r|| = "
+            f"{grown:.3g} against ||r|| = {start:.3g}; use a smaller step "
+            "(below 2/L)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,8 +51,9 @@ def check_step(value: float | None, name: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{name} must be a positive finite number, got {value!r} "
-                         f"(a {type(value).__name__})")
+        raise InputError(
+            f"{name} must be a positive finite number, got {value!r} (a {type(value).__name__})"
+        )
     if not (value > 0.0 and value < float("inf")):
         raise InputError(f"{name} must be a positive finite number, got {value!r}")
 
@@ -64,10 +65,14 @@ def check_local_steps(local_steps: Any) -> None:
     if isinstance(local_steps, int) and not isinstance(local_steps, bool):
         check_positive_int(local_steps, "local_steps", minimum=1)
         return
-    if isinstance(local_steps, (bool, str, bytes)) or not isinstance(
-            local_steps, Sequence) or not local_steps:
-        raise InputError(f"local_steps must be an int >= 1 or a non-empty sequence of them, "
-                         f"got {local_steps!r}")
+    if (
+        isinstance(local_steps, (bool, str, bytes))
+        or not isinstance(local_steps, Sequence)
+        or not local_steps
+    ):
+        raise InputError(
+            f"local_steps must be an int >= 1 or a non-empty sequence of them, got {local_steps!r}"
+        )
     for tau in local_steps:
         check_positive_int(tau, "local_steps[i]", minimum=1)
 
@@ -100,8 +105,13 @@ def _problem_facts(problem: Any) -> dict[str, Any]:
     else:  # e.g. RiskAverse (FedMSA's multi-level problem): float64 on the CPU, as built
         dtype = getattr(problem, "dtype", torch.float64)
         device = torch.device(getattr(problem, "device", "cpu"))
-    facts: dict[str, Any] = {"dim_x": int(problem.dim_x), "dtype": dtype,
-                             "device": device, "constants": None}
+    facts: dict[str, Any] = {
+        "dim_x": int(problem.dim_x),
+        "dtype": dtype,
+        "device": device,
+        "constants": None,
+    }
+
     def forget(_: object, key: int = key) -> None:
         _SPECS.pop(key, None)
 
@@ -132,9 +142,11 @@ def check_problem_object(problem: Any, who: str) -> None:
     """Raise :class:`InputError` unless ``problem`` is a testbed problem (``None`` or another
     object gave "'NoneType' object has no attribute 'dim_x'" from deep inside)."""
     if any(not hasattr(problem, name) for name in PROBLEM_ATTRIBUTES):
-        raise InputError(f"{who}: problem must be a testbed problem (for example "
-                         "problems.QuadraticBilevel.random(...)); got a "
-                         f"{type(problem).__module__}.{type(problem).__name__}")
+        raise InputError(
+            f"{who}: problem must be a testbed problem (for example "
+            "problems.QuadraticBilevel.random(...)); got a "
+            f"{type(problem).__module__}.{type(problem).__name__}"
+        )
 
 
 def check_inner_form(problem: Any, who: str) -> None:
@@ -143,10 +155,12 @@ def check_inner_form(problem: Any, who: str) -> None:
     and FedNest, AggITD and AID on it raised "no attribute 'initial_point'"."""
     if not hasattr(problem, "initial_point"):
         name = getattr(problem, "name", type(problem).__name__)
-        raise InputError(f"{who} needs a problem with an inner variable y (initial_point()); "
-                         f"{name} is a {getattr(problem, 'n_levels', 'multi')}-level "
-                         "compositional problem without one: FedMSA's multi-level form "
-                         "(fedmsa-mco) runs on it")
+        raise InputError(
+            f"{who} needs a problem with an inner variable y (initial_point()); "
+            f"{name} is a {getattr(problem, 'n_levels', 'multi')}-level "
+            "compositional problem without one: FedMSA's multi-level form "
+            "(fedmsa-mco) runs on it"
+        )
 
 
 def check_rng(rng: Any, who: str) -> None:
@@ -155,8 +169,10 @@ def check_rng(rng: Any, who: str) -> None:
     # None only: checks pass stand-ins (a fixed index; a guard that fails on any draw), and
     # looking at an attribute of the guard would count as a draw
     if rng is None:
-        raise InputError(f"{who}: rng must be a numpy.random.Generator "
-                         "(numpy.random.default_rng(seed)); got None")
+        raise InputError(
+            f"{who}: rng must be a numpy.random.Generator "
+            "(numpy.random.default_rng(seed)); got None"
+        )
 
 
 def check_state(expected: Any, state: Any, problem: Any, who: str) -> None:
@@ -168,25 +184,39 @@ def check_state(expected: Any, state: Any, problem: Any, who: str) -> None:
 
     def walk(want: Any, got: Any, where: str) -> None:
         if isinstance(want, torch.Tensor):
-            if not isinstance(got, torch.Tensor) or got.shape != want.shape or \
-                    got.dtype != want.dtype or not _same_device(got.device, want.device):
+            if (
+                not isinstance(got, torch.Tensor)
+                or got.shape != want.shape
+                or got.dtype != want.dtype
+                or not _same_device(got.device, want.device)
+            ):
                 shape = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-                raise InputError(f"{who}: the state does not fit problem {name}: {where} is "
-                                 f"{shape}, the problem's is {tuple(want.shape)} "
-                                 f"({want.dtype}); make the state with init(problem)")
-        elif dataclasses.is_dataclass(want) and not isinstance(want, type) and \
-                type(got) is type(want):
+                raise InputError(
+                    f"{who}: the state does not fit problem {name}: {where} is "
+                    f"{shape}, the problem's is {tuple(want.shape)} "
+                    f"({want.dtype}); make the state with init(problem)"
+                )
+        elif (
+            dataclasses.is_dataclass(want)
+            and not isinstance(want, type)
+            and type(got) is type(want)
+        ):
             for field in dataclasses.fields(want):
-                walk(getattr(want, field.name), getattr(got, field.name),
-                     f"{where}.{field.name}" if where else field.name)
+                walk(
+                    getattr(want, field.name),
+                    getattr(got, field.name),
+                    f"{where}.{field.name}" if where else field.name,
+                )
         elif isinstance(want, tuple) and isinstance(got, tuple) and len(want) == len(got):
             fields = getattr(want, "_fields", None) or [f"[{i}]" for i in range(len(want))]
             for field, w, g in zip(fields, want, got, strict=True):
                 walk(w, g, f"{where}.{field}" if where else str(field))
         elif isinstance(want, tuple):
-            raise InputError(f"{who}: the state does not fit problem {name}: expected a "
-                             f"{type(want).__name__} (from init(problem)), got a "
-                             f"{type(got).__name__}")
+            raise InputError(
+                f"{who}: the state does not fit problem {name}: expected a "
+                f"{type(want).__name__} (from init(problem)), got a "
+                f"{type(got).__name__}"
+            )
 
     walk(expected, state, "")
 
@@ -203,26 +233,34 @@ def check_point(problem: Any, x: Any, what: str = "x") -> None:
     """
     facts = _problem_facts(problem)
     name = getattr(problem, "id", type(problem).__name__)
-    expected = (f"a torch.Tensor of shape ({facts['dim_x']},), dtype {facts['dtype']}, on "
-                f"{facts['device']}")
+    expected = (
+        f"a torch.Tensor of shape ({facts['dim_x']},), dtype {facts['dtype']}, on {facts['device']}"
+    )
     if not isinstance(x, torch.Tensor):
-        hint = (f"; convert it with torch.as_tensor({what}, dtype={facts['dtype']})"
-                if hasattr(x, "__len__") else "")
-        raise InputError(f"{what} must be {expected} for problem {name}; got a "
-                         f"{type(x).__module__}.{type(x).__name__}{hint}")
+        hint = (
+            f"; convert it with torch.as_tensor({what}, dtype={facts['dtype']})"
+            if hasattr(x, "__len__")
+            else ""
+        )
+        raise InputError(
+            f"{what} must be {expected} for problem {name}; got a "
+            f"{type(x).__module__}.{type(x).__name__}{hint}"
+        )
     if tuple(x.shape) != (facts["dim_x"],):
-        raise InputError(f"{what} must be {expected} for problem {name}; got shape "
-                         f"{tuple(x.shape)}")
+        raise InputError(
+            f"{what} must be {expected} for problem {name}; got shape {tuple(x.shape)}"
+        )
     if x.dtype != facts["dtype"]:
         raise InputError(f"{what} must be {expected} for problem {name}; got dtype {x.dtype}")
     if not _same_device(x.device, facts["device"]):
-        raise InputError(f"{what} must be {expected} for problem {name}; got device "
-                         f"{x.device}")
+        raise InputError(f"{what} must be {expected} for problem {name}; got device {x.device}")
     finite = torch.isfinite(x)
     if not bool(finite.all()):
         bad = int((~finite).sum())
-        raise InputError(f"{what} has {bad} NaN or infinite entr{'y' if bad == 1 else 'ies'} "
-                         f"(problem {name}); a hypergradient is defined only at a finite point")
+        raise InputError(
+            f"{what} has {bad} NaN or infinite entr{'y' if bad == 1 else 'ies'} "
+            f"(problem {name}); a hypergradient is defined only at a finite point"
+        )
 
 
 def check_stable_step(step: float | None, problem: Any, what: str) -> None:
@@ -238,19 +276,28 @@ def check_stable_step(step: float | None, problem: Any, what: str) -> None:
     if constants is None:
         return
     L = float(constants.L)
-    check_step_below(step, 2.0 / L, what, problem, f"(0, 2/L) = (0, {2.0 / L:.6g})",
-                     f"L = {L:.6g}", f"the default 1/L = {1.0 / L:.6g}")
+    check_step_below(
+        step,
+        2.0 / L,
+        what,
+        problem,
+        f"(0, 2/L) = (0, {2.0 / L:.6g})",
+        f"L = {L:.6g}",
+        f"the default 1/L = {1.0 / L:.6g}",
+    )
 
 
-def check_step_below(step: float, bound: float, what: str, problem: Any, region: str,
-                     constant: str, default: str) -> None:
+def check_step_below(
+    step: float, bound: float, what: str, problem: Any, region: str, constant: str, default: str
+) -> None:
     """Refuse ``step >= bound`` (the end of a stability region): one line naming the step, the
     region, the problem and its constant, and the default step."""
     if not step < bound:
         raise DivergenceError(
             f"{what} = {step:.6g} is outside the stability region {region} of problem "
             f"{getattr(problem, 'id', type(problem).__name__)} ({constant}): the iteration "
-            f"would diverge; use a step below {bound:.6g} ({default})")
+            f"would diverge; use a step below {bound:.6g} ({default})"
+        )
 
 
 def check_stable_steps(estimator: Any, problem: Any) -> None:
@@ -259,8 +306,9 @@ def check_stable_steps(estimator: Any, problem: Any) -> None:
     (Neumann, fixed point). The solvers themselves stay plain building blocks (tests compare
     them with federated loops at any step); the estimators' entry point refuses."""
     name = type(estimator).__name__
-    check_stable_step(getattr(estimator, "neumann_step_size", None), problem,
-                      f"{name}.neumann_step_size")
+    check_stable_step(
+        getattr(estimator, "neumann_step_size", None), problem, f"{name}.neumann_step_size"
+    )
     for part in ("inner", "linear_solver"):
         solver = getattr(estimator, part, None)
         # the classical solvers (GradientDescent, Neumann, FixedPoint) take a step on the
@@ -268,13 +316,13 @@ def check_stable_steps(estimator: Any, problem: Any) -> None:
         # averages the clients' steps, y <- y - gamma mean_i grad g_i(y), gradient descent on
         # the mean with step gamma, so gamma >= 2/L diverges whatever the graph (sparser graphs
         # only shrink the stable steps: a client's step is gamma / omega_i)
-        if not type(solver).__module__.startswith(("testbed.estimators",
-                                                   "testbed.decentralized")):
+        if not type(solver).__module__.startswith(("testbed.estimators", "testbed.decentralized")):
             continue
         step = getattr(solver, "step_size", None)
         if isinstance(step, (int, float)) and not isinstance(step, bool):
-            check_stable_step(float(step), problem,
-                              f"{name}.{part}.step_size ({type(solver).__name__})")
+            check_stable_step(
+                float(step), problem, f"{name}.{part}.step_size ({type(solver).__name__})"
+            )
 
 
 def check_estimate(problem: Any, value: Any, who: str) -> None:
@@ -282,12 +330,15 @@ def check_estimate(problem: Any, value: Any, who: str) -> None:
     facts = _problem_facts(problem)
     if not isinstance(value, torch.Tensor) or tuple(value.shape) != (facts["dim_x"],):
         shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-        raise RuntimeError(f"{who} returned an estimate of shape {shape}, expected "
-                           f"({facts['dim_x']},): an internal error")
+        raise RuntimeError(
+            f"{who} returned an estimate of shape {shape}, expected "
+            f"({facts['dim_x']},): an internal error"
+        )
     if not bool(torch.isfinite(value).all()):
         raise DivergenceError(
             f"{who}: the estimate is not finite (NaN or inf): the iteration diverged; check "
-            "the step sizes against 2/L and the number of terms")
+            "the step sizes against 2/L and the number of terms"
+        )
 
 
 def check_iterate(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
@@ -297,5 +348,7 @@ def check_iterate(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
     norm = float(x.norm())
     limit = GROWTH_FACTOR * max(1.0, x0_norm)
     if not math.isfinite(norm) or norm > limit:
-        raise DivergenceError(f"{who} diverged at step {step}: ||x|| = {norm:.3g} grew past "
-                              f"{GROWTH_FACTOR:.0e} x max(1, ||x_0||) = {limit:.3g}")
+        raise DivergenceError(
+            f"{who} diverged at step {step}: ||x|| = {norm:.3g} grew past "
+            f"{GROWTH_FACTOR:.0e} x max(1, ||x_0||) = {limit:.3g}"
+        )

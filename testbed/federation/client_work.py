@@ -104,8 +104,10 @@ class ClientWork(abc.ABC):
             if not cls.kind.isidentifier():
                 raise ValueError(f"{cls.__name__}.kind must be an identifier, got {cls.kind!r}")
             if WORK_KINDS.get(cls.kind, cls) is not cls:
-                raise ValueError(f"two client works of kind {cls.kind!r}: "
-                                 f"{WORK_KINDS[cls.kind].__name__} and {cls.__name__}")
+                raise ValueError(
+                    f"two client works of kind {cls.kind!r}: "
+                    f"{WORK_KINDS[cls.kind].__name__} and {cls.__name__}"
+                )
             WORK_KINDS[cls.kind] = cls
 
     @abc.abstractmethod
@@ -138,8 +140,9 @@ class ClientTransport(Protocol):
     def sent(self, name: str | None, value: torch.Tensor, clients: torch.Tensor) -> None:
         """The server sent ``value`` to ``clients`` (a send or a broadcast)."""
 
-    def aggregated(self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor,
-                   clients: torch.Tensor) -> None:
+    def aggregated(
+        self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor, clients: torch.Tensor
+    ) -> None:
         """The server averaged ``uploads`` of ``clients`` and sends them ``mean`` back."""
 
     def run(self, side: ClientSide, work: ClientWork, clients: torch.Tensor) -> ClientReply:
@@ -153,8 +156,9 @@ class InProcessClients:
     def sent(self, name: str | None, value: torch.Tensor, clients: torch.Tensor) -> None:
         del name, value, clients
 
-    def aggregated(self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor,
-                   clients: torch.Tensor) -> None:
+    def aggregated(
+        self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor, clients: torch.Tensor
+    ) -> None:
         del name, uploads, mean, clients
 
     def run(self, side: ClientSide, work: ClientWork, clients: torch.Tensor) -> ClientReply:

@@ -52,8 +52,9 @@ class ParticipantSource(Protocol):
 class BatchSource(Protocol):
     """How a round's minibatches are drawn (default: the problem's ``sample_batch``)."""
 
-    def draw(self, problem: Problem, rng: np.random.Generator, clients: torch.Tensor,
-             batch_size: int) -> Batch: ...
+    def draw(
+        self, problem: Problem, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch: ...
 
 
 UploadObserver = Callable[[torch.Tensor, torch.Tensor], None]
@@ -115,8 +116,9 @@ class FederatedContext:
         return self.problem.sample_batch(self.rng, clients, self.batch_size)
 
     # ----------------------------------------------------------------- communication
-    def broadcast(self, value: torch.Tensor, clients: torch.Tensor,
-                  name: str | None = None) -> torch.Tensor:
+    def broadcast(
+        self, value: torch.Tensor, clients: torch.Tensor, name: str | None = None
+    ) -> torch.Tensor:
         """Send ``value`` to ``clients``, counted; one copy per client
         (:meth:`Ledger.broadcast`)."""
         copies = self.ledger.broadcast(value, clients)
@@ -129,8 +131,9 @@ class FederatedContext:
         self.ledger.send(value, clients)
         self._transport().sent(name, value, clients)
 
-    def aggregate(self, uploads: torch.Tensor, clients: torch.Tensor,
-                  name: str | None = None) -> torch.Tensor:
+    def aggregate(
+        self, uploads: torch.Tensor, clients: torch.Tensor, name: str | None = None
+    ) -> torch.Tensor:
         """One round: average the clients' ``uploads`` and send the mean back (the clients'
         copy is called ``name``)."""
         mean = self.ledger.aggregate(uploads, clients)
@@ -139,8 +142,9 @@ class FederatedContext:
             self.upload_observer(uploads, clients)
         return mean
 
-    def aggregate_in_round(self, uploads: torch.Tensor, clients: torch.Tensor,
-                           name: str | None = None) -> torch.Tensor:
+    def aggregate_in_round(
+        self, uploads: torch.Tensor, clients: torch.Tensor, name: str | None = None
+    ) -> torch.Tensor:
         """A second payload averaged inside the round being held: its messages are counted,
         no new round (:meth:`Ledger.aggregate_in_round`)."""
         mean = self.ledger.aggregate_in_round(uploads, clients)

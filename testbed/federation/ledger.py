@@ -115,8 +115,10 @@ class Ledger:
         """
         count = int(clients.shape[0])
         if count == 0 or int(uploads.shape[0]) != count:
-            raise ValueError(f"{uploads.shape[0]} uploads for {count} clients: one payload per "
-                             "client, at least one client")
+            raise ValueError(
+                f"{uploads.shape[0]} uploads for {count} clients: one payload per "
+                "client, at least one client"
+            )
         size = int(uploads[0].numel())
         self._record(clients, size, up=True)
         mean = uploads.mean(dim=0)
@@ -167,9 +169,13 @@ class Ledger:
     def state_dict(self) -> dict[str, Any]:
         """The counts as plain data (a checkpoint's): ``rounds``, ``messages``, ``floats_up``
         and ``floats_down`` (copies of the per-client arrays) and ``payload_sizes`` (sorted)."""
-        return {"rounds": self.rounds, "messages": self.messages,
-                "floats_up": self.floats_up.copy(), "floats_down": self.floats_down.copy(),
-                "payload_sizes": sorted(self.payload_sizes)}
+        return {
+            "rounds": self.rounds,
+            "messages": self.messages,
+            "floats_up": self.floats_up.copy(),
+            "floats_down": self.floats_down.copy(),
+            "payload_sizes": sorted(self.payload_sizes),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Set the counts to :meth:`state_dict`'s output (the shared counter, if any, is not

@@ -76,8 +76,13 @@ def local_round(
     Returns:
         The average of the clients' last local iterates (the new server point).
     """
-    return ctx.aggregate(local_iterates(ctx, anchor, clients, oracle, local_steps, step_size,
-                                        global_direction, scale_by_steps), clients, name)
+    return ctx.aggregate(
+        local_iterates(
+            ctx, anchor, clients, oracle, local_steps, step_size, global_direction, scale_by_steps
+        ),
+        clients,
+        name,
+    )
 
 
 def local_iterates(
@@ -93,8 +98,11 @@ def local_iterates(
     """The clients' part of :func:`local_round`: their last local iterates ``w_{i,tau_i}``, one
     row per client in ``clients`` (``side`` draws the minibatches)."""
     taus = steps_per_client(local_steps, clients)
-    steps = ((step_size / taus.to(anchor.dtype)) if scale_by_steps else torch.full(
-        taus.shape, step_size, dtype=anchor.dtype)).to(anchor.device)
+    steps = (
+        (step_size / taus.to(anchor.dtype))
+        if scale_by_steps
+        else torch.full(taus.shape, step_size, dtype=anchor.dtype)
+    ).to(anchor.device)
     count = int(clients.shape[0])
     anchors = anchor.detach().expand(count, -1)
     # the first local point is the anchor itself (no copy: every update below is out of place),
@@ -140,8 +148,9 @@ class LocalDirection(abc.ABC):
     """A client's local direction ``G_i(points; batch)`` for :class:`LocalIterates`."""
 
     @abc.abstractmethod
-    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
-                 batch: Batch | None) -> torch.Tensor:
+    def __call__(
+        self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         """``G_i`` at each row of ``points`` for client ``clients[c]``."""
 
 
@@ -152,8 +161,9 @@ class InnerGradientAt(LocalDirection):
 
     x: torch.Tensor
 
-    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
-                 batch: Batch | None) -> torch.Tensor:
+    def __call__(
+        self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         return side.oracles.grad_inner(self.x, points, clients, batch)
 
 
@@ -165,8 +175,9 @@ class OuterGradientXAt(LocalDirection):
 
     y: torch.Tensor
 
-    def __call__(self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor,
-                 batch: Batch | None) -> torch.Tensor:
+    def __call__(
+        self, side: ClientSide, points: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         return side.oracles.grad_outer_x(points, self.y, clients, batch)
 
 
@@ -184,13 +195,23 @@ class LocalIterates(ClientWork):
     scale_by_steps: bool = False
 
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
-        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Batch | None
-                   ) -> torch.Tensor:
+        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Batch | None) -> torch.Tensor:
             return self.direction(side, points, active, batch)
 
-        return ClientReply((local_iterates(side, self.anchor, clients, oracle, self.local_steps,
-                                           self.step_size, self.global_direction,
-                                           self.scale_by_steps),))
+        return ClientReply(
+            (
+                local_iterates(
+                    side,
+                    self.anchor,
+                    clients,
+                    oracle,
+                    self.local_steps,
+                    self.step_size,
+                    self.global_direction,
+                    self.scale_by_steps,
+                ),
+            )
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,5 +229,4 @@ class InnerGradient(ClientWork):
 
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
         points = self.y.expand(int(clients.shape[0]), -1) if self.rows else self.y
-        return ClientReply((side.oracles.grad_inner(self.x, points, clients,
-                                                    side.draw(clients)),))
+        return ClientReply((side.oracles.grad_inner(self.x, points, clients, side.draw(clients)),))

@@ -22,14 +22,19 @@ from testbed.oracles import Oracles
 
 
 def federated_gradient_round(
-    problem: Problem, oracles: Oracles, ledger: Ledger, sampler: ClientSampler,
-    x: torch.Tensor, y: torch.Tensor, rng: np.random.Generator,
+    problem: Problem,
+    oracles: Oracles,
+    ledger: Ledger,
+    sampler: ClientSampler,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    rng: np.random.Generator,
     batch_size: int | None = None,
 ) -> torch.Tensor:
     """Average of ``grad_y g_i(x, y)`` over this round's participating clients."""
     clients = sampler.sample(rng)
     model = ledger.broadcast(torch.cat([x, y]), clients)
-    x_local, y_local = model[:, : problem.dim_x], model[:, problem.dim_x:]
+    x_local, y_local = model[:, : problem.dim_x], model[:, problem.dim_x :]
     batch = None if batch_size is None else problem.sample_batch(rng, clients, batch_size)
     gradients = oracles.grad_inner(x_local, y_local, clients, batch)
     return ledger.aggregate(gradients, clients)

@@ -18,8 +18,11 @@ def entry_parameters(table: Mapping[str, Any]) -> dict[str, Any]:
     """The constructor's keyword arguments of an ``[algorithm]`` table: every key but
     ``name``, TOML arrays as tuples (the parameters' declared type, e.g. per-client
     ``local_steps``)."""
-    return {key: tuple(value) if isinstance(value, list) else value
-            for key, value in table.items() if key != "name"}
+    return {
+        key: tuple(value) if isinstance(value, list) else value
+        for key, value in table.items()
+        if key != "name"
+    }
 
 
 def build_entry(table: Mapping[str, Any]) -> Any:

@@ -42,10 +42,10 @@ from testbed_app.experiments.algorithm import build_entry
 
 #: Keys every metrics row has (experiments may add more, e.g. ``test_loss``, ``r2``).
 METRIC_KEYS: tuple[str, ...] = (
-    "step",            # outer iteration (server-based) or gossip round (decentralized), from 1
-    "rounds",          # cumulative communication rounds (ledger)
-    "floats_sent",     # cumulative floats sent by all clients (ledger)
-    "test_accuracy",   # accuracy on the held-out test set (NaN when not evaluated this step)
+    "step",  # outer iteration (server-based) or gossip round (decentralized), from 1
+    "rounds",  # cumulative communication rounds (ledger)
+    "floats_sent",  # cumulative floats sent by all clients (ledger)
+    "test_accuracy",  # accuracy on the held-out test set (NaN when not evaluated this step)
 )
 
 MetricRow = dict[str, float]

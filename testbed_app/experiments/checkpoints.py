@@ -74,12 +74,17 @@ def encode(obj: Any) -> Any:
     if isinstance(obj, torch.dtype):
         return {_TAG: "torch.dtype", "name": str(obj).removeprefix("torch.")}
     if isinstance(obj, tuple) and hasattr(obj, "_fields"):
-        return {_TAG: "namedtuple", "class": _class_name(obj),
-                "fields": {name: encode(getattr(obj, name)) for name in obj._fields}}
+        return {
+            _TAG: "namedtuple",
+            "class": _class_name(obj),
+            "fields": {name: encode(getattr(obj, name)) for name in obj._fields},
+        }
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {_TAG: "dataclass", "class": _class_name(obj),
-                "fields": {f.name: encode(getattr(obj, f.name))
-                           for f in dataclasses.fields(obj)}}
+        return {
+            _TAG: "dataclass",
+            "class": _class_name(obj),
+            "fields": {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)},
+        }
     if isinstance(obj, tuple):
         return tuple(encode(v) for v in obj)
     if isinstance(obj, list):
@@ -91,9 +96,11 @@ def encode(obj: Any) -> Any:
         if all(isinstance(k, str) for k in obj) and _TAG not in obj:
             return {encode(k): encode(v) for k, v in obj.items()}
         return {_TAG: "dict", "items": [[encode(k), encode(v)] for k, v in obj.items()]}
-    raise TypeError(f"checkpoint: cannot store a {type(obj).__module__}.{type(obj).__name__} "
-                    "(only tensors, plain data, numpy arrays and this project's named tuples "
-                    "and dataclasses)")
+    raise TypeError(
+        f"checkpoint: cannot store a {type(obj).__module__}.{type(obj).__name__} "
+        "(only tensors, plain data, numpy arrays and this project's named tuples "
+        "and dataclasses)"
+    )
 
 
 def _resolve(name: str) -> Any:
@@ -103,8 +110,9 @@ def _resolve(name: str) -> Any:
     cls: Any = importlib.import_module(module)
     for part in qualname.split("."):
         cls = getattr(cls, part)
-    if not isinstance(cls, type) or not (dataclasses.is_dataclass(cls) or (
-            issubclass(cls, tuple) and hasattr(cls, "_fields"))):
+    if not isinstance(cls, type) or not (
+        dataclasses.is_dataclass(cls) or (issubclass(cls, tuple) and hasattr(cls, "_fields"))
+    ):
         raise TypeError(f"{name!r} is not a named tuple or dataclass")
     return cls
 
@@ -173,10 +181,16 @@ def content_seal(raw: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def _checkpoint_content(experiment: Experiment, step: int, config_hash: str,
-                        metrics_digest: str = "") -> dict[str, Any]:
-    content = {"version": CHECKPOINT_VERSION, "step": step, FINGERPRINT_KEY: config_hash,
-               METRICS: metrics_digest, "experiment": encode(experiment.state_dict())}
+def _checkpoint_content(
+    experiment: Experiment, step: int, config_hash: str, metrics_digest: str = ""
+) -> dict[str, Any]:
+    content = {
+        "version": CHECKPOINT_VERSION,
+        "step": step,
+        FINGERPRINT_KEY: config_hash,
+        METRICS: metrics_digest,
+        "experiment": encode(experiment.state_dict()),
+    }
     content[SEAL] = content_seal(content)
     return content
 
@@ -186,8 +200,9 @@ def previous_checkpoint(path: Path) -> Path:
     return path.with_name(path.stem + ".prev" + path.suffix)
 
 
-def save_checkpoint(path: Path, experiment: Experiment, step: int, config_hash: str,
-                    metrics_digest: str = "") -> None:
+def save_checkpoint(
+    path: Path, experiment: Experiment, step: int, config_hash: str, metrics_digest: str = ""
+) -> None:
     """``checkpoint.pt``, atomically, keeping the previous one until the new one is verified.
 
     The state is serialised in memory and written to a fresh temporary file beside ``path``
@@ -203,8 +218,9 @@ def save_checkpoint(path: Path, experiment: Experiment, step: int, config_hash: 
     def verify_then_keep_previous(temporary: Path) -> None:
         check = load_checkpoint(temporary, "cpu")  # readable, this format, sealed, this step
         if check["step"] != step or not is_fresh(check, config_hash):
-            raise RuntimeError(f"{temporary}: the checkpoint read back differs from the one "
-                               "written")
+            raise RuntimeError(
+                f"{temporary}: the checkpoint read back differs from the one written"
+            )
         if path.exists():
             os.replace(path, previous_checkpoint(path))
 
@@ -222,13 +238,19 @@ def load_checkpoint(path: Path, device: str) -> dict[str, Any]:
         raw = torch.load(path, map_location=device, weights_only=True)
     except Exception as error:  # noqa: BLE001 - torch raises many kinds for a bad file
         reason = str(error).strip().splitlines()[0] if str(error).strip() else ""
-        raise CheckpointError(f"{path}: not a readable checkpoint "
-                              f"({type(error).__name__}: {reason[:160]})") from None
-    if not isinstance(raw, dict) or raw.get("version") not in READABLE_VERSIONS or not {
-            "step", FINGERPRINT_KEY, "experiment"} <= set(raw):
+        raise CheckpointError(
+            f"{path}: not a readable checkpoint ({type(error).__name__}: {reason[:160]})"
+        ) from None
+    if (
+        not isinstance(raw, dict)
+        or raw.get("version") not in READABLE_VERSIONS
+        or not {"step", FINGERPRINT_KEY, "experiment"} <= set(raw)
+    ):
         version = raw.get("version") if isinstance(raw, dict) else type(raw).__name__
-        raise CheckpointError(f"{path}: checkpoint format {version!r}, expected "
-                              f"{CHECKPOINT_VERSION} (a foreign or older file)")
+        raise CheckpointError(
+            f"{path}: checkpoint format {version!r}, expected "
+            f"{CHECKPOINT_VERSION} (a foreign or older file)"
+        )
     problem = checkpoint_problem(raw)
     if problem is not None:
         raise CheckpointError(f"{path}: not this checkpoint as written: {problem}")
@@ -283,10 +305,12 @@ def _contiguous(rows: Sequence[MetricRow]) -> int:
     return j
 
 
-ADVICE = ("Nothing was deleted. Rerun with --recover to set the bad file aside and resume "
-          "from the last good state (the previous checkpoint, else step 0; metrics.csv is "
-          "kept and its later rows recomputed), or with --fresh to delete the run folder and "
-          "start over")
+ADVICE = (
+    "Nothing was deleted. Rerun with --recover to set the bad file aside and resume "
+    "from the last good state (the previous checkpoint, else step 0; metrics.csv is "
+    "kept and its later rows recomputed), or with --fresh to delete the run folder and "
+    "start over"
+)
 
 
 def _shape_mismatch(expected: Any, loaded: Any, where: str = "state") -> str | None:
@@ -301,8 +325,10 @@ def _shape_mismatch(expected: Any, loaded: Any, where: str = "state") -> str | N
                 return found
     elif hasattr(expected, "_fields") or dataclasses.is_dataclass(expected):
         if type(expected) is not type(loaded):  # another algorithm's state, say
-            return (f"{where} is a {type(loaded).__name__}, this experiment's is a "
-                    f"{type(expected).__name__}")
+            return (
+                f"{where} is a {type(loaded).__name__}, this experiment's is a "
+                f"{type(expected).__name__}"
+            )
         if hasattr(expected, "_fields"):
             return _shape_mismatch(expected._asdict(), loaded._asdict(), where)
         return _shape_mismatch(vars(expected), vars(loaded), where)
@@ -316,51 +342,70 @@ def _shape_mismatch(expected: Any, loaded: Any, where: str = "state") -> str | N
         if not isinstance(loaded, type(expected)):
             return f"{where} is a {type(loaded).__name__}, expected a {type(expected).__name__}"
         if tuple(expected.shape) != tuple(loaded.shape) or expected.dtype != loaded.dtype:
-            return (f"{where} has shape {tuple(loaded.shape)} and dtype {loaded.dtype}, this "
-                    f"experiment's has {tuple(expected.shape)} and {expected.dtype}")
+            return (
+                f"{where} has shape {tuple(loaded.shape)} and dtype {loaded.dtype}, this "
+                f"experiment's has {tuple(expected.shape)} and {expected.dtype}"
+            )
     return None
 
 
-def _unusable(checkpoint: dict[str, Any], path: Path, rows: Sequence[MetricRow],
-              contiguous: int, expected_state: Any) -> ResultsError | None:
+def _unusable(
+    checkpoint: dict[str, Any],
+    path: Path,
+    rows: Sequence[MetricRow],
+    contiguous: int,
+    expected_state: Any,
+) -> ResultsError | None:
     """Why a readable checkpoint of this config cannot be resumed from with these metrics
     rows: rows missing behind it or edited since it was written (a :class:`ResultsError`: the
     metrics are at fault), a state that does not fit this experiment (a
     :class:`CheckpointError`); ``None`` when it can."""
     step = checkpoint["step"]
     if step > contiguous:
-        return ResultsError(f"{path.parent / RUN_METRICS} holds steps 1..{contiguous} but "
-                            f"{path} is at step {step}: rows are missing")
+        return ResultsError(
+            f"{path.parent / RUN_METRICS} holds steps 1..{contiguous} but "
+            f"{path} is at step {step}: rows are missing"
+        )
     recorded = checkpoint.get(METRICS)
     if isinstance(recorded, str) and recorded and recorded != rows_digest(rows[:step]):
-        return ResultsError(f"{path.parent / RUN_METRICS} rows 1..{step} differ from those "
-                            f"{path.name} was written after (edited since?)")
+        return ResultsError(
+            f"{path.parent / RUN_METRICS} rows 1..{step} differ from those "
+            f"{path.name} was written after (edited since?)"
+        )
     mismatch = _shape_mismatch(expected_state, checkpoint["experiment"])
     if mismatch:
         return CheckpointError(f"{path}: does not fit this experiment ({mismatch})")
     return None
 
 
-def _load_into(experiment: Experiment, checkpoint: dict[str, Any],
-               path: Path) -> CheckpointError | None:
+def _load_into(
+    experiment: Experiment, checkpoint: dict[str, Any], path: Path
+) -> CheckpointError | None:
     """Load the checkpoint's state; why it does not fit, or ``None``. Any exception of the
     experiment's ``load_state_dict`` means that (a state of another algorithm, say)."""
     try:
         experiment.load_state_dict(checkpoint["experiment"])
     except Exception as error:  # noqa: BLE001 - any exception on a foreign state
-        return CheckpointError(f"{path}: does not fit this experiment ("
-                               f"{type(error).__name__}: {error})")
+        return CheckpointError(
+            f"{path}: does not fit this experiment ({type(error).__name__}: {error})"
+        )
     return None
 
 
-def resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: Path,
-            rows: Sequence[MetricRow], config_hash: str, source: str, recover: bool,
-            notify: Callable[[str], None]) -> tuple[Experiment, int]:
+def resume(
+    experiment: Experiment,
+    config: ExperimentConfig,
+    checkpoint_path: Path,
+    rows: Sequence[MetricRow],
+    config_hash: str,
+    source: str,
+    recover: bool,
+    notify: Callable[[str], None],
+) -> tuple[Experiment, int]:
     """Load the newest usable checkpoint into ``experiment``; ``(experiment, start step)``."""
     device = config.run["device"]
     contiguous = _contiguous(rows)
-    candidates = [p for p in (checkpoint_path, previous_checkpoint(checkpoint_path))
-                  if p.exists()]
+    candidates = [p for p in (checkpoint_path, previous_checkpoint(checkpoint_path)) if p.exists()]
     expected_state = experiment.state_dict() if candidates else None
     if not recover:
         if not candidates:
@@ -371,12 +416,15 @@ def resume(experiment: Experiment, config: ExperimentConfig, checkpoint_path: Pa
         except CheckpointError as error:
             raise CheckpointError(f"{error}. {ADVICE}") from None
         if not is_fresh(checkpoint, config_hash):
-            raise ConfigError(f"{path} was written by a different config than {source}; "
-                              "rerun with --fresh to start over (deletes the run folder), or "
-                              "with --recover to set it aside and start from step 0 keeping "
-                              "the old metrics.csv beside the new one")
-        problem = (_unusable(checkpoint, path, rows, contiguous, expected_state)
-                   or _load_into(experiment, checkpoint, path))
+            raise ConfigError(
+                f"{path} was written by a different config than {source}; "
+                "rerun with --fresh to start over (deletes the run folder), or "
+                "with --recover to set it aside and start from step 0 keeping "
+                "the old metrics.csv beside the new one"
+            )
+        problem = _unusable(checkpoint, path, rows, contiguous, expected_state) or _load_into(
+            experiment, checkpoint, path
+        )
         if problem is not None:
             raise type(problem)(f"{problem}. {ADVICE}")
         return experiment, int(checkpoint["step"])

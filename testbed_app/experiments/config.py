@@ -84,12 +84,20 @@ def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) ->
     if isinstance(raw.get("run"), dict):
         raw["run"] = renamed_steps(str(path), raw["run"])
     file_steps = raw["run"].get("steps") if isinstance(raw.get("run"), dict) else None
-    return validate(apply_overrides(raw, overrides), source=str(path), path=path,
-                    horizon=file_steps if is_positive_int(file_steps) else None)
+    return validate(
+        apply_overrides(raw, overrides),
+        source=str(path),
+        path=path,
+        horizon=file_steps if is_positive_int(file_steps) else None,
+    )
 
 
-def validate(raw: Mapping[str, Any], source: str = "<config>", path: Path | None = None,
-             horizon: int | None = None) -> ExperimentConfig:
+def validate(
+    raw: Mapping[str, Any],
+    source: str = "<config>",
+    path: Path | None = None,
+    horizon: int | None = None,
+) -> ExperimentConfig:
     """Check a config given as a dict (the parsed TOML) and return it with defaults filled in
     and its algorithm built (``horizon``: ``[run] steps`` as the file gives it, see
     :attr:`~testbed_app.experiments.base.ExperimentConfig.horizon`)."""
@@ -100,8 +108,10 @@ def validate(raw: Mapping[str, Any], source: str = "<config>", path: Path | None
         elif key not in TOP_KEYS:
             error = unknown(source, None, key, set(TOP_KEYS) | set(SECTIONS), "section or key")
             if key == "problem":  # the closed-form table of a deploy config (configs/deploy/)
-                raise ConfigError(f"{error}; a [problem] table makes this a deploy config: "
-                                  f"`testbed deploy {source}` runs it on Flower")
+                raise ConfigError(
+                    f"{error}; a [problem] table makes this a deploy config: "
+                    f"`testbed deploy {source}` runs it on Flower"
+                )
             raise error
     top = fill(source, None, {k: v for k, v in raw.items() if k in TOP_KEYS}, TOP_KEYS)
     for section in ("data", "split", "workload", "algorithm", "run"):
@@ -113,12 +123,20 @@ def validate(raw: Mapping[str, Any], source: str = "<config>", path: Path | None
     split = _check_split(source, raw["split"], data, run["seed"])
     workload = _check_workload(source, raw["workload"])
     algorithm = _check_algorithm_table(source, raw["algorithm"])
-    replication = (check_replication(source, raw["replication"]) if "replication" in raw
-                   else None)
-    config = ExperimentConfig(name=top["name"], paper=top["paper"],
-                              description=top["description"], data=data, split=split,
-                              workload=workload, algorithm=algorithm, run=run,
-                              replication=replication, path=path, horizon=horizon)
+    replication = check_replication(source, raw["replication"]) if "replication" in raw else None
+    config = ExperimentConfig(
+        name=top["name"],
+        paper=top["paper"],
+        description=top["description"],
+        data=data,
+        split=split,
+        workload=workload,
+        algorithm=algorithm,
+        run=run,
+        replication=replication,
+        path=path,
+        horizon=horizon,
+    )
     try:
         config.entry  # noqa: B018 - built once here, kept by the config for the run
     except (ValueError, TypeError) as error:
@@ -132,16 +150,19 @@ def _check_data(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _check_split(source: str, given: Mapping[str, Any], data: Mapping[str, Any],
-                 run_seed: int) -> dict[str, Any]:
+def _check_split(
+    source: str, given: Mapping[str, Any], data: Mapping[str, Any], run_seed: int
+) -> dict[str, Any]:
     split = fill(source, "split", given, SPLIT_KEYS, frozenset(scheme_parameters()))
     choice(source, "split", "scheme", split["scheme"], SCHEMES)
     dataset = _load(source, data)
     n_train = int(dataset.train_y.shape[0])
     if split["n_clients"] > n_train:
-        raise ConfigError(f"{where(source, 'split', 'n_clients')}: {split['n_clients']} "
-                          f"clients but only {n_train} training samples in "
-                          f"{data['dataset']!r}")
+        raise ConfigError(
+            f"{where(source, 'split', 'n_clients')}: {split['n_clients']} "
+            f"clients but only {n_train} training samples in "
+            f"{data['dataset']!r}"
+        )
     try:
         split_data(split, dataset, seed=run_seed)
     except ValueError as error:
@@ -168,8 +189,9 @@ def _check_workload(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
     for key in options & set(given):
         spec = by_default(defaults.get(key))
         if spec is not None and not spec.check(given[key]):
-            raise ConfigError(f"{where(source, 'workload', key)}: expected {spec.expect}, "
-                              f"got {given[key]!r}")
+            raise ConfigError(
+                f"{where(source, 'workload', key)}: expected {spec.expect}, got {given[key]!r}"
+            )
     return workload
 
 
@@ -186,13 +208,16 @@ def _check_algorithm_table(source: str, given: Mapping[str, Any]) -> dict[str, A
     its entry has, values of their declared types."""
     name = given.get("name")
     if not isinstance(name, str) or not is_text(name):
-        raise ConfigError(f"{where(source, 'algorithm', 'name')}: expected a registered "
-                          f"name (`testbed list`), got {name!r}")
+        raise ConfigError(
+            f"{where(source, 'algorithm', 'name')}: expected a registered "
+            f"name (`testbed list`), got {name!r}"
+        )
     known = {info.name: info for info in ESTIMATOR_DB}
     missing = plugins.left_out(name) if name not in known else None
     if missing is not None:  # the reason, not only "unknown value"
-        raise ConfigError(f"{where(source, 'algorithm', 'name')}: {name!r} is not registered: "
-                          f"{missing}")
+        raise ConfigError(
+            f"{where(source, 'algorithm', 'name')}: {name!r} is not registered: {missing}"
+        )
     choice(source, "algorithm", "name", name, known)
     params = {key: value for key, value in given.items() if key != "name"}
     check_algorithm_parameters(source, name, params, known[name].defaults)
@@ -200,8 +225,7 @@ def _check_algorithm_table(source: str, given: Mapping[str, Any]) -> dict[str, A
 
 
 def _refused(source: str, name: str, error: Exception) -> ConfigError:
-    return ConfigError(f"{where(source, 'algorithm')}: {name!r} rejects these parameters: "
-                       f"{error}")
+    return ConfigError(f"{where(source, 'algorithm')}: {name!r} rejects these parameters: {error}")
 
 
 def check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[str, Any]:
@@ -217,7 +241,20 @@ def check_algorithm(source: str, given: Mapping[str, Any], kind: str) -> dict[st
 
 
 __all__ = [
-    "ConfigError", "DeprecatedName", "ExperimentConfig", "apply_overrides", "as_dict",
-    "check_algorithm", "dump_toml", "fingerprint", "load_config", "load_data", "read_toml",
-    "scheme_parameters", "split_data", "to_toml", "validate", "workload_defaults",
+    "ConfigError",
+    "DeprecatedName",
+    "ExperimentConfig",
+    "apply_overrides",
+    "as_dict",
+    "check_algorithm",
+    "dump_toml",
+    "fingerprint",
+    "load_config",
+    "load_data",
+    "read_toml",
+    "scheme_parameters",
+    "split_data",
+    "to_toml",
+    "validate",
+    "workload_defaults",
 ]

@@ -55,7 +55,7 @@ def read_toml(path: str | Path) -> dict[str, Any]:
 
 def _undecodable(data: bytes, error: UnicodeDecodeError) -> str:
     """Where a config's bytes are not UTF-8: the line, and the key when the line has one."""
-    line = data[:error.start].count(b"\n") + 1
+    line = data[: error.start].count(b"\n") + 1
     text = data.split(b"\n")[line - 1].decode(errors="replace")
     key = text.split("=", 1)[0].strip() if "=" in text else ""
     place = f"line {line}" + (f", key {key!r}" if key else "")
@@ -83,8 +83,11 @@ def apply_overrides(raw: dict[str, Any], overrides: Mapping[str, Any] | None) ->
 
 def as_dict(config: ExperimentConfig) -> dict[str, Any]:
     """The config as the TOML layout (top-level keys, then one table per section)."""
-    out: dict[str, Any] = {"name": config.name, "paper": config.paper,
-                           "description": config.description}
+    out: dict[str, Any] = {
+        "name": config.name,
+        "paper": config.paper,
+        "description": config.description,
+    }
     for section in SECTIONS:
         table = getattr(config, section)
         if table is not None:
@@ -94,8 +97,13 @@ def as_dict(config: ExperimentConfig) -> dict[str, Any]:
 
 #: Config keys that may change between an interrupted run and its resumption: those that do
 #: not change the computed metrics (the paper's numbers and texts, where and how long it runs).
-RESUMABLE_CHANGES: tuple[str, ...] = ("description", "replication", "run.steps", "run.device",
-                                      "run.checkpoint_every")
+RESUMABLE_CHANGES: tuple[str, ...] = (
+    "description",
+    "replication",
+    "run.steps",
+    "run.device",
+    "run.checkpoint_every",
+)
 
 
 def computation(text: str) -> dict[str, Any] | None:
@@ -147,8 +155,10 @@ def to_toml(content: Mapping[str, Any]) -> str:
     list of tables, such as ``extra_rows``, as an array of tables), written by ``tomli_w``.
     ``None`` values are left out, and so are a section's empty lists (they load back as the
     default)."""
-    content = {key: {k: v for k, v in value.items() if v != []} if isinstance(value, Mapping)
-               else value for key, value in content.items()}
+    content = {
+        key: {k: v for k, v in value.items() if v != []} if isinstance(value, Mapping) else value
+        for key, value in content.items()
+    }
     return tomli_w.dumps(_without_unset(content))
 
 

@@ -18,14 +18,17 @@ from problems.workloads.splits import ClientSplit, split_clients
 
 def scheme_parameters() -> tuple[str, ...]:
     """Keyword parameters of :func:`problems.workloads.splits.split_clients` (``alpha``, ...)."""
-    return tuple(name for name, p in inspect.signature(split_clients).parameters.items()
-                 if p.kind is inspect.Parameter.KEYWORD_ONLY
-                 and name not in ("seed", "n_classes"))  # both set by the runner
+    return tuple(
+        name
+        for name, p in inspect.signature(split_clients).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("seed", "n_classes")
+    )  # both set by the runner
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(name: str, root: str | None, test_fraction: float, seed: int,
-                 limit: int | None) -> Dataset:
+def _load_cached(
+    name: str, root: str | None, test_fraction: float, seed: int, limit: int | None
+) -> Dataset:
     return load_dataset(name, root, test_fraction=test_fraction, seed=seed, limit=limit)
 
 
@@ -34,8 +37,13 @@ def load_data(data: Mapping[str, Any]) -> Dataset:
 
     Cached (the last few datasets), so validation and the run load the files once.
     """
-    return _load_cached(data["dataset"], data["root"], float(data["test_fraction"]),
-                        int(data["seed"]), data["limit"])
+    return _load_cached(
+        data["dataset"],
+        data["root"],
+        float(data["test_fraction"]),
+        int(data["seed"]),
+        data["limit"],
+    )
 
 
 def split_data(split: Mapping[str, Any], dataset: Dataset, *, seed: int) -> ClientSplit:
@@ -44,5 +52,11 @@ def split_data(split: Mapping[str, Any], dataset: Dataset, *, seed: int) -> Clie
     The split's seed is the run's seed (``[run] seed``), as in the workloads' builders.
     """
     params = {key: value for key, value in split.items() if key not in ("scheme", "n_clients")}
-    return split_clients(dataset.train_y, split["n_clients"], split["scheme"], seed=seed,
-                         n_classes=dataset.n_classes, **params)
+    return split_clients(
+        dataset.train_y,
+        split["n_clients"],
+        split["scheme"],
+        seed=seed,
+        n_classes=dataset.n_classes,
+        **params,
+    )

@@ -59,8 +59,10 @@ def loss_growth(name: str, value: float, start: float) -> str | None:
         return None
     limit = LOSS_GROWTH * max(1.0, abs(start))
     if value > limit:
-        return (f"{name} = {value:.3g} is above {LOSS_GROWTH:g} x max(1, |{start:.3g}|) = "
-                f"{limit:.3g} (its value at the start)")
+        return (
+            f"{name} = {value:.3g} is above {LOSS_GROWTH:g} x max(1, |{start:.3g}|) = "
+            f"{limit:.3g} (its value at the start)"
+        )
     return None
 
 
@@ -68,8 +70,10 @@ def accuracy_collapse(name: str, value: float, best: float, chance: float) -> st
     """Why accuracy ``value`` (best so far ``best``) counts as a fall to ``chance``, or None."""
     above, at_chance = chance + ABOVE * (1.0 - chance), chance + AT_CHANCE * (1.0 - chance)
     if best >= above and value <= at_chance:
-        return (f"{name} fell to {value:.4g} (chance {chance:.3g}; at most {at_chance:.3g} "
-                f"counts as chance) after it was {best:.4g} (at least {above:.3g})")
+        return (
+            f"{name} fell to {value:.4g} (chance {chance:.3g}; at most {at_chance:.3g} "
+            f"counts as chance) after it was {best:.4g} (at least {above:.3g})"
+        )
     return None
 
 
@@ -79,8 +83,10 @@ def gradient_growth(phase: str, start: float, end: float) -> str | None:
     if not math.isfinite(end):
         return f"{phase}: the gradient norm is not finite at its end (it started at {start:.3g})"
     if math.isfinite(start) and end > GRADIENT_GROWTH * start:
-        return (f"{phase}: ||grad|| = {end:.4g} at its end, {end / start:.3g}x its {start:.4g} "
-                f"at its start (more than {GRADIENT_GROWTH:g}x)")
+        return (
+            f"{phase}: ||grad|| = {end:.4g} at its end, {end / start:.3g}x its {start:.4g} "
+            f"at its start (more than {GRADIENT_GROWTH:g}x)"
+        )
     return None
 
 
@@ -100,11 +106,18 @@ class MetricsWatch:
             where a run was interrupted.
     """
 
-    def __init__(self, chance: float | None, initial: Mapping[str, float] | None = None,
-                 rows: Iterable[Mapping[str, float]] = ()) -> None:
+    def __init__(
+        self,
+        chance: float | None,
+        initial: Mapping[str, float] | None = None,
+        rows: Iterable[Mapping[str, float]] = (),
+    ) -> None:
         self.chance = chance
-        self.start: dict[str, float] = {k: float(v) for k, v in (initial or {}).items()
-                                        if k.endswith("loss") and math.isfinite(float(v))}
+        self.start: dict[str, float] = {
+            k: float(v)
+            for k, v in (initial or {}).items()
+            if k.endswith("loss") and math.isfinite(float(v))
+        }
         self.best: dict[str, float] = {}
         for row in rows:
             self._remember(row)
@@ -125,8 +138,12 @@ class MetricsWatch:
                 reason = loss_growth(key, float(value), self.start[key])
                 if reason:
                     return reason
-            if (self.chance is not None and _is_accuracy(key) and math.isfinite(value)
-                    and key in self.best):
+            if (
+                self.chance is not None
+                and _is_accuracy(key)
+                and math.isfinite(value)
+                and key in self.best
+            ):
                 reason = accuracy_collapse(key, float(value), self.best[key], self.chance)
                 if reason:
                     return reason
@@ -134,5 +151,14 @@ class MetricsWatch:
         return None
 
 
-__all__ = ["ABOVE", "AT_CHANCE", "GRADIENT_GROWTH", "LOSS_GROWTH", "Diverged", "MetricsWatch",
-           "accuracy_collapse", "gradient_growth", "loss_growth"]
+__all__ = [
+    "ABOVE",
+    "AT_CHANCE",
+    "GRADIENT_GROWTH",
+    "LOSS_GROWTH",
+    "Diverged",
+    "MetricsWatch",
+    "accuracy_collapse",
+    "gradient_growth",
+    "loss_growth",
+]

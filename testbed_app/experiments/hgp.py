@@ -118,13 +118,19 @@ class ExperimentBuilder:
         return self.make(config, device)
 
 
-build_hgp_personalization = ExperimentBuilder(PERSONALIZATION_OPTIONS,
-                                              HGPPersonalizationExperiment)
+build_hgp_personalization = ExperimentBuilder(PERSONALIZATION_OPTIONS, HGPPersonalizationExperiment)
 build_hgp_influence = ExperimentBuilder(INFLUENCE_OPTIONS, HGPInfluenceExperiment)
 
 __all__ = [
-    "HGPInfluenceExperiment", "HGPPersonalizationExperiment", "INFLUENCE_OPTIONS",
-    "PERSONALIZATION_OPTIONS", "REFINE_CHUNK", "build_hgp_influence",
-    "build_hgp_personalization", "negative_influence_f1", "pearson_r", "r_squared",
+    "HGPInfluenceExperiment",
+    "HGPPersonalizationExperiment",
+    "INFLUENCE_OPTIONS",
+    "PERSONALIZATION_OPTIONS",
+    "REFINE_CHUNK",
+    "build_hgp_influence",
+    "build_hgp_personalization",
+    "negative_influence_f1",
+    "pearson_r",
+    "r_squared",
     "sign_agreement",
 ]

@@ -31,34 +31,34 @@ METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")
 #: ``[workload]`` keys (besides ``kind`` and ``model``) of each experiment, with defaults.
 PERSONALIZATION_DEFAULTS: dict[str, Any] = {
     "methods": list(METHODS),
-    "test_fraction": 0.2,        # per-client test share (paper: 20%)
-    "val_fraction": 0.25,        # of the rest (paper: train:val = 3:1)
-    "input_clusters": 3,         # clusters with their own input normalisation (paper: 3)
-    "weight_decay": 1e-3,        # L2 on the model in g_i (paper: 0.001)
-    "pl_hyper_lr": 0.1,          # Adam step on lambda (Table 6, RandD: 0.1 for PL and MTL)
+    "test_fraction": 0.2,  # per-client test share (paper: 20%)
+    "val_fraction": 0.25,  # of the rest (paper: train:val = 3:1)
+    "input_clusters": 3,  # clusters with their own input normalisation (paper: 3)
+    "weight_decay": 1e-3,  # L2 on the model in g_i (paper: 0.001)
+    "pl_hyper_lr": 0.1,  # Adam step on lambda (Table 6, RandD: 0.1 for PL and MTL)
     "mtl_hyper_lr": 0.1,
-    "pl_outer_l2": 1e-3,         # rho on lambda in f_i (Table 6, RandD: PL 0.001, MTL 0.01)
+    "pl_outer_l2": 1e-3,  # rho on lambda in f_i (Table 6, RandD: PL 0.001, MTL 0.01)
     "mtl_outer_l2": 1e-2,
-    "learners": 3,               # HGP-MTL's mixture size (paper: 3 CNNs)
-    "outer_data": "train",       # f_i's samples: the code's use_train_for_outer_loss=True
-    "sgp_batch_size": 32,        # SGP's per-client minibatch (paper: 128); 0 = full batch
+    "learners": 3,  # HGP-MTL's mixture size (paper: 3 CNNs)
+    "outer_data": "train",  # f_i's samples: the code's use_train_for_outer_loss=True
+    "sgp_batch_size": 32,  # SGP's per-client minibatch (paper: 128); 0 = full batch
 }
 INFLUENCE_DEFAULTS: dict[str, Any] = {
-    "val_fraction": 0.5,         # per-client validation share (sec. 5.1: 100 train / 100 val)
-    "weight_decay": 1e-2,        # L2 on the model in g_i (paper's CNN: 0.001)
-    "top_k": 50,                 # instances retrained (paper: 50)
+    "val_fraction": 0.5,  # per-client validation share (sec. 5.1: 100 train / 100 val)
+    "weight_decay": 1e-2,  # L2 on the model in g_i (paper's CNN: 0.001)
+    "top_k": 50,  # instances retrained (paper: 50)
     "retrain_per_step": 10,
     # the protocol (module docstring, "Influence protocol")
-    "train_grad_tol": 1e-4,      # ||grad G|| the trained model is refined to
+    "train_grad_tol": 1e-4,  # ||grad G|| the trained model is refined to
     "train_refine_steps": 5000,  # cap on the refinement's steps
-    "retrain_grad_tol": 1e-4,    # networks: ||grad G_-k|| a retraining runs to
-    "retrain_steps": 2000,       # networks: cap on a retraining's steps
+    "retrain_grad_tol": 1e-4,  # networks: ||grad G_-k|| a retraining runs to
+    "retrain_steps": 2000,  # networks: cap on a retraining's steps
     "retrain_step_size": "auto",  # 1/lambda_max, or a number below the stable bound (refused
-                                  # otherwise)
-    "momentum": "nesterov",      # refinement and retraining: "nesterov" or beta in [0, 1)
-    "damping_margin": "auto",    # 1/(eta M), or a number >= 0
-    "jitter_count": 5,           # retrainings repeated from a jittered start
-    "jitter_scale": 1e-6,        # the jitter's standard deviation per coordinate
+    # otherwise)
+    "momentum": "nesterov",  # refinement and retraining: "nesterov" or beta in [0, 1)
+    "damping_margin": "auto",  # 1/(eta M), or a number >= 0
+    "jitter_count": 5,  # retrainings repeated from a jittered start
+    "jitter_scale": 1e-6,  # the jitter's standard deviation per coordinate
 }
 PERSONALIZATION_OPTIONS: frozenset[str] = frozenset(PERSONALIZATION_DEFAULTS)
 INFLUENCE_OPTIONS: frozenset[str] = frozenset(INFLUENCE_DEFAULTS)
@@ -75,32 +75,45 @@ def _options(config: ExperimentConfig, defaults: dict[str, Any]) -> dict[str, An
     given = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
     unknown = sorted(set(given) - set(defaults))
     if unknown:
-        raise ValueError(f"[workload] {config.workload.get('kind')!r} has no option(s) "
-                         f"{unknown}; known: {sorted(defaults)}")
+        raise ValueError(
+            f"[workload] {config.workload.get('kind')!r} has no option(s) "
+            f"{unknown}; known: {sorted(defaults)}"
+        )
     return {**defaults, **given}
 
 
 def _check_fraction(name: str, value: Any, *, closed: bool = False) -> float:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (
-        0.0 <= value < 1.0 if closed else 0.0 < value < 1.0)
+    ok = (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and (0.0 <= value < 1.0 if closed else 0.0 < value < 1.0)
+    )
     if not ok:
-        raise ValueError(f"[workload] {name} must be a number in {'[0' if closed else '(0'}, "
-                         f"1), got {value!r}")
+        raise ValueError(
+            f"[workload] {name} must be a number in {'[0' if closed else '(0'}, 1), got {value!r}"
+        )
     return float(value)
 
 
 def _check_positive(name: str, value: Any, *, integer: bool = False) -> Any:
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or value <= 0 or (
-            integer and not isinstance(value, int)):
+    if (
+        not number
+        or not math.isfinite(value)
+        or value <= 0
+        or (integer and not isinstance(value, int))
+    ):
         kind = "an integer" if integer else "a number"
         raise ValueError(f"[workload] {name} must be {kind} > 0, got {value!r}")
     return value
 
 
 def _check_nonnegative(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value >= 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and value >= 0)
+    ):
         raise ValueError(f"[workload] {name} must be a number >= 0, got {value!r}")
     return float(value)
 
@@ -121,16 +134,23 @@ def _check_batch_size(name: str, value: Any) -> Any:
 #: The checks of each experiment's numeric ``[workload]`` options, run in this order (an
 #: experiment checks its other options itself: :meth:`DecentralizedRun._check_options`).
 PERSONALIZATION_CHECKS: dict[str, Check] = {
-    "test_fraction": _check_fraction, "val_fraction": _check_fraction,
+    "test_fraction": _check_fraction,
+    "val_fraction": _check_fraction,
     "input_clusters": _check_positive_integer,
-    "pl_hyper_lr": _check_positive, "mtl_hyper_lr": _check_positive,
-    "weight_decay": _check_nonnegative, "pl_outer_l2": _check_nonnegative,
-    "mtl_outer_l2": _check_nonnegative, "sgp_batch_size": _check_batch_size,
+    "pl_hyper_lr": _check_positive,
+    "mtl_hyper_lr": _check_positive,
+    "weight_decay": _check_nonnegative,
+    "pl_outer_l2": _check_nonnegative,
+    "mtl_outer_l2": _check_nonnegative,
+    "sgp_batch_size": _check_batch_size,
 }
 INFLUENCE_CHECKS: dict[str, Check] = {
-    "val_fraction": _check_fraction, "weight_decay": _check_nonnegative,
-    **dict.fromkeys(("top_k", "retrain_per_step", "retrain_steps", "train_refine_steps"),
-                    _check_positive_integer),
+    "val_fraction": _check_fraction,
+    "weight_decay": _check_nonnegative,
+    **dict.fromkeys(
+        ("top_k", "retrain_per_step", "retrain_steps", "train_refine_steps"),
+        _check_positive_integer,
+    ),
     **dict.fromkeys(("train_grad_tol", "retrain_grad_tol", "jitter_scale"), _check_positive),
     "retrain_step_size": functools.partial(_check_auto, check=_check_positive),
     "damping_margin": functools.partial(_check_auto, check=_check_nonnegative),
@@ -142,18 +162,26 @@ def _estimator(config: ExperimentConfig) -> HyperGradientPush:
     must train by SGP."""
     estimator = config.entry
     if not isinstance(estimator, HyperGradientPush):
-        raise ValueError(f"[algorithm] name: {config.algorithm['name']!r} is not an HGP "
-                         "estimator (hgp, hgp-practical, hgp-stochastic, ...)")
+        raise ValueError(
+            f"[algorithm] name: {config.algorithm['name']!r} is not an HGP "
+            "estimator (hgp, hgp-practical, hgp-stochastic, ...)"
+        )
     if not isinstance(estimator.inner, StochasticGradientPush) or estimator.inner.steps < 1:
-        raise ValueError("[algorithm] inner_steps: the decentralized experiments train the model "
-                         "by SGP; set inner_steps >= 1 (and inner_step_size)")
+        raise ValueError(
+            "[algorithm] inner_steps: the decentralized experiments train the model "
+            "by SGP; set inner_steps >= 1 (and inner_step_size)"
+        )
     if estimator.inner.step_size is None or estimator.neumann_step_size is None:
-        raise ValueError("[algorithm] inner_step_size and neumann_step_size must be set: the "
-                         "defaults need the problem's smoothness constants, which a network "
-                         "workload does not have")
+        raise ValueError(
+            "[algorithm] inner_step_size and neumann_step_size must be set: the "
+            "defaults need the problem's smoothness constants, which a network "
+            "workload does not have"
+        )
     if estimator.averaging != "pushsum":
-        raise ValueError(f"[algorithm] averaging: the decentralized experiments gossip; got "
-                         f"{estimator.averaging!r}")
+        raise ValueError(
+            f"[algorithm] averaging: the decentralized experiments gossip; got "
+            f"{estimator.averaging!r}"
+        )
     return estimator
 
 
@@ -179,16 +207,31 @@ def gossip_counts(calls: Any) -> tuple[int, int]:
     return int(calls.comm_rounds), int(calls.floats_sent)
 
 
-def train_by_sgp(estimator: HyperGradientPush, problem: Any, x: torch.Tensor, state: HGPState,
-                 graph: GraphSequence, rng: np.random.Generator) -> tuple[Any, int, int]:
+def train_by_sgp(
+    estimator: HyperGradientPush,
+    problem: Any,
+    x: torch.Tensor,
+    state: HGPState,
+    graph: GraphSequence,
+    rng: np.random.Generator,
+) -> tuple[Any, int, int]:
     """SGP's training of the shared model for hyperparameters ``x`` from ``state`` (the
     estimator's inner solver, over ``graph``), counted: ``(its output, gossip steps, floats
     sent)``."""
     inner = estimator.inner
     assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
     counter = CallCounter()
-    out = inner.run(problem, x, state.y, state.omega, state.time, graph,
-                    Oracles(problem, counter), GraphLedger(problem.n_clients, counter), rng)
+    out = inner.run(
+        problem,
+        x,
+        state.y,
+        state.omega,
+        state.time,
+        graph,
+        Oracles(problem, counter),
+        GraphLedger(problem.n_clients, counter),
+        rng,
+    )
     return (out, *gossip_counts(counter.snapshot()))
 
 
@@ -207,8 +250,9 @@ class DecentralizedRun:
     DEFAULTS: ClassVar[dict[str, Any]]
     CHECKS: ClassVar[dict[str, Check]]
 
-    def __init__(self, config: ExperimentConfig, device: str | None = None,
-                 dataset: Dataset | None = None) -> None:
+    def __init__(
+        self, config: ExperimentConfig, device: str | None = None, dataset: Dataset | None = None
+    ) -> None:
         options = _options(config, self.DEFAULTS)
         for key, check in self.CHECKS.items():
             check(key, options[key])

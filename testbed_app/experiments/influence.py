@@ -92,36 +92,58 @@ class HGPInfluenceExperiment(DecentralizedRun):
     DEFAULTS = INFLUENCE_DEFAULTS
     CHECKS = INFLUENCE_CHECKS
 
-    def __init__(self, config: ExperimentConfig, device: str | None = None,
-                 dataset: Dataset | None = None) -> None:
+    def __init__(
+        self, config: ExperimentConfig, device: str | None = None, dataset: Dataset | None = None
+    ) -> None:
         super().__init__(config, device, dataset)
         options = self.options
         train, val = self.split.holdout(float(options["val_fraction"]), seed=self.seed)
-        net = build_classifier(config.workload.get("model", "logreg"), self.dataset.input_shape,
-                               self.dataset.n_classes)
+        net = build_classifier(
+            config.workload.get("model", "logreg"), self.dataset.input_shape, self.dataset.n_classes
+        )
 
         def problem(dtype: torch.dtype) -> InfluenceProblem:
             return InfluenceProblem(
-                net, client_samples(self.dataset.train_x, self.dataset.train_y, train.indices,
-                                    "train", dtype=dtype, device=self.device),
-                client_samples(self.dataset.train_x, self.dataset.train_y, val.indices,
-                               "validation", dtype=dtype, device=self.device),
-                weight_decay=float(options["weight_decay"]), seed=self.seed)
+                net,
+                client_samples(
+                    self.dataset.train_x,
+                    self.dataset.train_y,
+                    train.indices,
+                    "train",
+                    dtype=dtype,
+                    device=self.device,
+                ),
+                client_samples(
+                    self.dataset.train_x,
+                    self.dataset.train_y,
+                    val.indices,
+                    "validation",
+                    dtype=dtype,
+                    device=self.device,
+                ),
+                weight_decay=float(options["weight_decay"]),
+                seed=self.seed,
+            )
 
         self.problem = problem(self.dtype)
         if net.convex and self.problem.weight_decay <= 0:
-            raise ValueError("[workload] weight_decay must be > 0 for logreg (strong convexity "
-                             "makes the exact re-solve and the exact influence well defined)")
+            raise ValueError(
+                "[workload] weight_decay must be > 0 for logreg (strong convexity "
+                "makes the exact re-solve and the exact influence well defined)"
+            )
         # the reference answers (exact solve, exact influence, retraining) of the convex model
         # are computed in float64 whatever the run's dtype: Newton reaches round-off only there
-        self.reference = (problem(torch.float64) if net.convex and self.dtype != torch.float64
-                          else self.problem)
+        self.reference = (
+            problem(torch.float64) if net.convex and self.dtype != torch.float64 else self.problem
+        )
         self.total_steps = 1 + math.ceil(options["top_k"] / options["retrain_per_step"])
         if int(config.run["steps"]) > self.total_steps:
-            raise ValueError(f"[run] steps: this influence run has {self.total_steps} steps "
-                             f"(1 training + HGP step, then top_k={options['top_k']} "
-                             f"retrainings, {options['retrain_per_step']} per step); got "
-                             f"{config.run['steps']}")
+            raise ValueError(
+                f"[run] steps: this influence run has {self.total_steps} steps "
+                f"(1 training + HGP step, then top_k={options['top_k']} "
+                f"retrainings, {options['retrain_per_step']} per step); got "
+                f"{config.run['steps']}"
+            )
         self.test_x = self.dataset.test_x.to(device=self.device, dtype=self.dtype)
         self.test_y = self.dataset.test_y.to(self.device)
         self.rng = np.random.default_rng([self.seed, 200])
@@ -140,13 +162,19 @@ class HGPInfluenceExperiment(DecentralizedRun):
         if isinstance(jitter, bool) or not isinstance(jitter, int) or jitter < 0:
             raise ValueError(f"[workload] jitter_count must be an integer >= 0, got {jitter!r}")
         momentum = options["momentum"]
-        if momentum != "nesterov" and (isinstance(momentum, bool) or not isinstance(
-                momentum, (int, float)) or not 0.0 <= momentum < 1.0):
-            raise ValueError(f"[workload] momentum must be \"nesterov\" or a number in [0, 1), "
-                             f"got {momentum!r}")
+        if momentum != "nesterov" and (
+            isinstance(momentum, bool)
+            or not isinstance(momentum, (int, float))
+            or not 0.0 <= momentum < 1.0
+        ):
+            raise ValueError(
+                f'[workload] momentum must be "nesterov" or a number in [0, 1), got {momentum!r}'
+            )
         if momentum == "nesterov" and options["weight_decay"] <= 0:
-            raise ValueError("[workload] momentum = \"nesterov\" sets beta from the weight "
-                             "decay's curvature n * weight_decay; it needs weight_decay > 0")
+            raise ValueError(
+                '[workload] momentum = "nesterov" sets beta from the weight '
+                "decay's curvature n * weight_decay; it needs weight_decay > 0"
+            )
 
     # ----------------------------------------------------------------- the protocol's pieces
     def _grad(self, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -155,12 +183,19 @@ class HGPInfluenceExperiment(DecentralizedRun):
     def _lambda_max(self, y: torch.Tensor) -> SpectralEstimate:
         """lambda_max of ``grad^2 G`` at ``y`` (power iteration, seeded by the run's seed)."""
         problem, x = self.problem, self.x0
-        estimate = largest_eigenvalue(lambda v: problem.total_hvp(x, y, v), problem.dim_y,
-                                      seed=self.seed, dtype=self.dtype, device=self.device)
+        estimate = largest_eigenvalue(
+            lambda v: problem.total_hvp(x, y, v),
+            problem.dim_y,
+            seed=self.seed,
+            dtype=self.dtype,
+            device=self.device,
+        )
         if not estimate.value > 0.0:
-            raise ValueError(f"{self.name}: the Hessian of the training objective has no "
-                             f"positive eigenvalue (lambda_max = {estimate.value:g}); gradient "
-                             "descent has no stable step")
+            raise ValueError(
+                f"{self.name}: the Hessian of the training objective has no "
+                f"positive eigenvalue (lambda_max = {estimate.value:g}); gradient "
+                "descent has no stable step"
+            )
         return estimate
 
     def _momentum(self, lam_max: float) -> float:
@@ -184,26 +219,44 @@ class HGPInfluenceExperiment(DecentralizedRun):
         while not part["done"]:
             y, taken = part["y"], int(part["taken"])
             lam = self._lambda_max(y).value
-            self._phase(f"refinement: {taken} of at most {cap} steps, ||grad G|| = "
-                        f"{part['grad_norm']:.3g}", finished=False)
+            self._phase(
+                f"refinement: {taken} of at most {cap} steps, ||grad G|| = {part['grad_norm']:.3g}",
+                finished=False,
+            )
             try:
-                out = descend(self._grad(self.x0), y, step=1.0 / lam, tol=tol,
-                              max_steps=min(REFINE_CHUNK, cap - taken),
-                              momentum=self._momentum(lam))
+                out = descend(
+                    self._grad(self.x0),
+                    y,
+                    step=1.0 / lam,
+                    tol=tol,
+                    max_steps=min(REFINE_CHUNK, cap - taken),
+                    momentum=self._momentum(lam),
+                )
             except DescentDiverged as error:
                 raise Diverged(f"refinement after {taken} steps: {error}") from None
             taken += out.steps
-            part.update({"y": out.y, "taken": taken, "grad_norm": out.grad_norm,
-                         "reached": out.reached, "done": out.reached or taken >= cap,
-                         "estimates": [*part["estimates"], lam]})
-            reason = gradient_growth(f"refinement ({taken} steps, from the SGP model)",
-                                     part["grad_start"], out.grad_norm)
+            part.update(
+                {
+                    "y": out.y,
+                    "taken": taken,
+                    "grad_norm": out.grad_norm,
+                    "reached": out.reached,
+                    "done": out.reached or taken >= cap,
+                    "estimates": [*part["estimates"], lam],
+                }
+            )
+            reason = gradient_growth(
+                f"refinement ({taken} steps, from the SGP model)", part["grad_start"], out.grad_norm
+            )
             if reason:
                 raise Diverged(reason)
-            self._phase(f"refinement: {taken} of at most {cap} steps, ||grad G|| = "
-                        f"{out.grad_norm:.3g}")
-        return (Descent(part["y"], int(part["taken"]), part["grad_norm"], part["reached"]),
-                list(part["estimates"]))
+            self._phase(
+                f"refinement: {taken} of at most {cap} steps, ||grad G|| = {out.grad_norm:.3g}"
+            )
+        return (
+            Descent(part["y"], int(part["taken"]), part["grad_norm"], part["reached"]),
+            list(part["estimates"]),
+        )
 
     def _retrain_step(self, lam_max: float) -> tuple[float, float, float]:
         """``(step, beta, bound)``: the retraining step (1/lambda_max, or the configured one,
@@ -219,16 +272,22 @@ class HGPInfluenceExperiment(DecentralizedRun):
                 f"{bound:.4g} = {momentum_bound(beta):.4g} / lambda_max (lambda_max = "
                 f"{lam_max:.4g}, the largest eigenvalue of the retraining objective's Hessian "
                 f"at the trained model, by power iteration; momentum beta = {beta:.4g}); "
-                f"use \"auto\" (1/lambda_max = {1.0 / lam_max:.4g}) or a value below "
-                f"{bound:.4g}")
+                f'use "auto" (1/lambda_max = {1.0 / lam_max:.4g}) or a value below '
+                f"{bound:.4g}"
+            )
         return float(chosen), beta, bound
 
     def _damping(self, y: torch.Tensor, lam_max: float) -> dict[str, float]:
         """lambda_min of the averaged Hessian ``(1/n) grad^2 G`` (Lanczos), the damping delta
         and the Neumann series' ``eta (lambda_max + delta)``, refused at >= 2."""
         problem, x, n = self.problem, self.x0, self.problem.n_clients
-        lam_min = smallest_eigenvalue(lambda v: problem.total_hvp(x, y, v) / n, problem.dim_y,
-                                      seed=self.seed, dtype=self.dtype, device=self.device)
+        lam_min = smallest_eigenvalue(
+            lambda v: problem.total_hvp(x, y, v) / n,
+            problem.dim_y,
+            seed=self.seed,
+            dtype=self.dtype,
+            device=self.device,
+        )
         eta, terms = float(self.estimator.neumann_step_size or 0.0), self.estimator.neumann_terms
         margin = self.options["damping_margin"]
         margin = 1.0 / (eta * max(terms, 1)) if margin == "auto" else float(margin)
@@ -239,13 +298,20 @@ class HGPInfluenceExperiment(DecentralizedRun):
                 f"[algorithm] neumann_step_size = {eta:g}: eta (lambda_max + delta) = "
                 f"{product:.4g} >= 2 (averaged Hessian lambda_max = {lam_max / n:.4g}, damping "
                 f"delta = {delta:.4g}), so the Neumann series diverges; use a step below "
-                f"{2.0 / (lam_max / n + delta):.4g}")
-        return {"hessian_lambda_min": lam_min.value, "hessian_lambda_max": lam_max / n,
-                "lanczos_converged": float(lam_min.converged), "damping_margin": margin,
-                "damping": delta, "neumann_eta_lambda": product}
+                f"{2.0 / (lam_max / n + delta):.4g}"
+            )
+        return {
+            "hessian_lambda_min": lam_min.value,
+            "hessian_lambda_max": lam_max / n,
+            "lanczos_converged": float(lam_min.converged),
+            "damping_margin": margin,
+            "damping": delta,
+            "neumann_eta_lambda": product,
+        }
 
-    def _retrain(self, x: torch.Tensor, start: torch.Tensor,
-                 label: str) -> tuple[torch.Tensor, Descent | None]:
+    def _retrain(
+        self, x: torch.Tensor, start: torch.Tensor, label: str
+    ) -> tuple[torch.Tensor, Descent | None]:
         """The model retrained for hyperparameters x from ``start``: the exact re-solve for the
         convex model (float64 Newton), descent to ``retrain_grad_tol`` for a network, stopped
         as diverged (:class:`Diverged`, naming ``label``) when its gradient ends far above
@@ -254,10 +320,14 @@ class HGPInfluenceExperiment(DecentralizedRun):
             return self.reference.exact_inner_solution(x, start=start), None
         record = self.record
         try:
-            out = descend(self._grad(x), start, step=record["retrain_step"],
-                          tol=float(self.options["retrain_grad_tol"]),
-                          max_steps=int(self.options["retrain_steps"]),
-                          momentum=record["retrain_momentum"])
+            out = descend(
+                self._grad(x),
+                start,
+                step=record["retrain_step"],
+                tol=float(self.options["retrain_grad_tol"]),
+                max_steps=int(self.options["retrain_steps"]),
+                momentum=record["retrain_momentum"],
+            )
         except DescentDiverged as error:
             raise Diverged(f"{label}: {error}") from None
         reason = gradient_growth(label, out.start_grad_norm, out.grad_norm)
@@ -266,8 +336,9 @@ class HGPInfluenceExperiment(DecentralizedRun):
         return out.y, out
 
     def _F(self, x: torch.Tensor, y: torch.Tensor) -> float:
-        return float(self.reference.total_outer(x.to(self.reference.dtype),
-                                                y.to(self.reference.dtype)))
+        return float(
+            self.reference.total_outer(x.to(self.reference.dtype), y.to(self.reference.dtype))
+        )
 
     def _accuracy(self, y: torch.Tensor) -> float:
         """Test accuracy of the shared model ``y``."""
@@ -286,23 +357,34 @@ class HGPInfluenceExperiment(DecentralizedRun):
             self._phase(f"training by SGP ({steps} gossip steps)", finished=False)
             state = estimator.init(problem)
             start = float(self._grad(x0)(state.y.mean(0).detach()).norm())
-            sgp, sgp_rounds, sgp_floats = train_by_sgp(estimator, problem, x0, state,
-                                                       estimator.graph(problem.n_clients),
-                                                       self.rng)
+            sgp, sgp_rounds, sgp_floats = train_by_sgp(
+                estimator, problem, x0, state, estimator.graph(problem.n_clients), self.rng
+            )
             y_sgp = sgp.y.mean(0).detach()
             grad = float(self._grad(x0)(y_sgp).norm())
             reason = gradient_growth("training by SGP", start, grad)
             if reason:
                 raise Diverged(reason)
             self.partial["sgp"] = {
-                "y": sgp.y.detach(), "omega": sgp.omega.detach(), "time": int(sgp.time),
-                "rounds": sgp_rounds, "floats": sgp_floats, "grad_start": start, "grad": grad,
-                "accuracy": self._accuracy(y_sgp)}
-            self.partial["refine"] = {"y": y_sgp, "taken": 0, "grad_norm": grad,
-                                      "grad_start": grad, "reached": False, "done": False,
-                                      "estimates": []}
-            self._phase(f"training by SGP done ({steps} gossip steps), ||grad G|| = "
-                        f"{grad:.3g}")
+                "y": sgp.y.detach(),
+                "omega": sgp.omega.detach(),
+                "time": int(sgp.time),
+                "rounds": sgp_rounds,
+                "floats": sgp_floats,
+                "grad_start": start,
+                "grad": grad,
+                "accuracy": self._accuracy(y_sgp),
+            }
+            self.partial["refine"] = {
+                "y": y_sgp,
+                "taken": 0,
+                "grad_norm": grad,
+                "grad_start": grad,
+                "reached": False,
+                "done": False,
+                "estimates": [],
+            }
+            self._phase(f"training by SGP done ({steps} gossip steps), ||grad G|| = {grad:.3g}")
         return dict(self.partial["sgp"])
 
     def _first_step(self) -> MetricRow:
@@ -327,14 +409,17 @@ class HGPInfluenceExperiment(DecentralizedRun):
             predicted = record["predicted"].to(torch.float64)
             mask = problem.sample_mask
             flat_mask = mask.reshape(-1)
-            chosen = torch.as_tensor([i * problem.dim_hyper + j for i, j in record["top"]],
-                                     device=exact.device)
-            row["r2_exact"] = r_squared(exact.reshape(-1)[flat_mask].cpu().numpy(),
-                                        predicted.reshape(-1)[flat_mask].cpu().numpy())
-            row["r2_exact_top"] = r_squared(exact.reshape(-1)[chosen].cpu().numpy(),
-                                            predicted.reshape(-1)[chosen].cpu().numpy())
-            row["hgp_relative_error"] = float((predicted - exact)[mask].norm()
-                                              / exact[mask].norm())
+            chosen = torch.as_tensor(
+                [i * problem.dim_hyper + j for i, j in record["top"]], device=exact.device
+            )
+            row["r2_exact"] = r_squared(
+                exact.reshape(-1)[flat_mask].cpu().numpy(),
+                predicted.reshape(-1)[flat_mask].cpu().numpy(),
+            )
+            row["r2_exact_top"] = r_squared(
+                exact.reshape(-1)[chosen].cpu().numpy(), predicted.reshape(-1)[chosen].cpu().numpy()
+            )
+            row["hgp_relative_error"] = float((predicted - exact)[mask].norm() / exact[mask].norm())
             record["y_ref"], control_steps = y_ref, 0.0
         else:
             # the control retraining on the full objective, from the trained model
@@ -348,8 +433,9 @@ class HGPInfluenceExperiment(DecentralizedRun):
         record["first_row"] = dict(row)
         return row
 
-    def _analyse(self, sgp: dict[str, Any], refined: Descent,
-                 refine_lams: list[float]) -> tuple[MetricRow, dict[str, Any]]:
+    def _analyse(
+        self, sgp: dict[str, Any], refined: Descent, refine_lams: list[float]
+    ) -> tuple[MetricRow, dict[str, Any]]:
         """The trained model's figures (lambda_max, the retraining step, damping), HGP's
         Neumann series at it, and the top-k removals: ``(row so far, record)``; stopped as
         diverged when the refinement left the model at chance after SGP had trained it."""
@@ -357,42 +443,55 @@ class HGPInfluenceExperiment(DecentralizedRun):
         estimator = self.estimator
         y_model = refined.y
         accuracy = self._accuracy(y_model)
-        reason = accuracy_collapse("test accuracy after the refinement", accuracy,
-                                   sgp["accuracy"], self.chance_accuracy)
+        reason = accuracy_collapse(
+            "test accuracy after the refinement", accuracy, sgp["accuracy"], self.chance_accuracy
+        )
         if reason:
             raise Diverged(reason)
         top = self._lambda_max(y_model)
         step, beta, bound = self._retrain_step(top.value)
         row: MetricRow = {
-            "train_grad_norm_sgp": sgp["grad"], "train_grad_norm": refined.grad_norm,
+            "train_grad_norm_sgp": sgp["grad"],
+            "train_grad_norm": refined.grad_norm,
             "train_refine_steps": float(refined.steps),
             "train_stationary": float(refined.reached),
-            "lambda_max": top.value, "lambda_max_converged": float(top.converged),
-            "lambda_max_sgp": refine_lams[0], "retrain_step": step,
-            "retrain_momentum": beta, "retrain_step_bound": bound}
+            "lambda_max": top.value,
+            "lambda_max_converged": float(top.converged),
+            "lambda_max_sgp": refine_lams[0],
+            "retrain_step": step,
+            "retrain_momentum": beta,
+            "retrain_step_bound": bound,
+        }
         row.update(self._damping(y_model, top.value))
         # HGP's Neumann series at the refined model (no further SGP steps), damped Hessians
         inner = estimator.inner
         assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
         hgp_estimator = dataclasses.replace(estimator, inner=dataclasses.replace(inner, steps=0))
         hgp_state = HGPState(y_model.expand(n, -1).clone(), sgp["omega"], sgp["time"])
-        hgp = hgp_estimator.run(problem.with_damping(row["damping"]), x0, hgp_state, self.rng,
-                                track_consensus=False)
+        hgp = hgp_estimator.run(
+            problem.with_damping(row["damping"]), x0, hgp_state, self.rng, track_consensus=False
+        )
         rounds, floats = gossip_counts(hgp.calls)
         mask = problem.sample_mask
         predicted = -hgp.trajectory[-1, 0].detach()
         record: dict[str, Any] = {
-            "predicted": predicted, "y_model": y_model, "rounds": sgp["rounds"] + rounds,
-            "floats_sent": sgp["floats"] + floats, "actual": [], "retrain_steps": [],
-            "retrain_grad_norms": [], "retrain_reached": [], "jitter": [],
-            "retrain_step": step, "retrain_momentum": beta}
+            "predicted": predicted,
+            "y_model": y_model,
+            "rounds": sgp["rounds"] + rounds,
+            "floats_sent": sgp["floats"] + floats,
+            "actual": [],
+            "retrain_steps": [],
+            "retrain_grad_norms": [],
+            "retrain_reached": [],
+            "jitter": [],
+            "retrain_step": step,
+            "retrain_momentum": beta,
+        }
         scores = torch.where(mask, predicted.abs(), torch.full_like(predicted, -1.0)).reshape(-1)
         k = min(int(self.options["top_k"]), int(mask.sum()))
         top_k = torch.argsort(scores, descending=True)[:k].cpu()
-        record["top"] = [(int(i) // problem.dim_hyper, int(i) % problem.dim_hyper)
-                         for i in top_k]
-        row.update({"r2_exact": math.nan, "r2_exact_top": math.nan,
-                    "hgp_relative_error": math.nan})
+        record["top"] = [(int(i) // problem.dim_hyper, int(i) % problem.dim_hyper) for i in top_k]
+        row.update({"r2_exact": math.nan, "r2_exact_top": math.nan, "hgp_relative_error": math.nan})
         return row, record
 
     def _retrain_until(self, target: int) -> None:
@@ -415,15 +514,17 @@ class HGPInfluenceExperiment(DecentralizedRun):
                 # the same retraining from a start moved by jitter_scale * N(0, I) (seeded per
                 # instance): how far the "actual" effect is resolved
                 noise = np.random.default_rng([self.seed, 300, index]).standard_normal(
-                    start.numel())
+                    start.numel()
+                )
                 moved = start + float(self.options["jitter_scale"]) * torch.as_tensor(
-                    noise, dtype=start.dtype, device=start.device)
-                jitter = abs(self._F(x, self._retrain(x, moved, f"{label}, jittered")[0])
-                             - value)
+                    noise, dtype=start.dtype, device=start.device
+                )
+                jitter = abs(self._F(x, self._retrain(x, moved, f"{label}, jittered")[0]) - value)
             record["actual"].append(value - record["F_ref"])
             record["retrain_steps"].append(0 if out is None else out.steps)
             record["retrain_grad_norms"].append(
-                float(self.reference.total_grad(x, y).norm()) if out is None else out.grad_norm)
+                float(self.reference.total_grad(x, y).norm()) if out is None else out.grad_norm
+            )
             record["retrain_reached"].append(True if out is None else out.reached)
             if not math.isnan(jitter):
                 record["jitter"].append(jitter)
@@ -440,8 +541,9 @@ class HGPInfluenceExperiment(DecentralizedRun):
     # ----------------------------------------------------------------- Experiment protocol
     def step(self) -> MetricRow:
         if self.step_count >= self.total_steps:
-            raise RuntimeError(f"{self.name}: the influence run is complete after "
-                               f"{self.total_steps} steps")
+            raise RuntimeError(
+                f"{self.name}: the influence run is complete after {self.total_steps} steps"
+            )
         number = self.step_count + 1
         if number == 1:
             row = self._first_step()
@@ -452,34 +554,47 @@ class HGPInfluenceExperiment(DecentralizedRun):
         self.step_count, self.partial, self.phase = number, {}, None
         record = self.record
         actual = np.asarray(record["actual"], float)
-        predicted = np.asarray([float(record["predicted"][i, j])
-                                for i, j in record["top"][:actual.size]])
+        predicted = np.asarray(
+            [float(record["predicted"][i, j]) for i, j in record["top"][: actual.size]]
+        )
         jitter = np.asarray(record["jitter"], float)
         accuracy = self._accuracy(record["y_model"])
         r = pearson_r(actual, predicted)
         nan = math.nan
-        row.update({
-            "step": float(self.step_count), "rounds": float(record["rounds"]),
-            "floats_sent": float(record["floats_sent"]), "test_accuracy": accuracy,
-            "r2": r_squared(actual, predicted), "pearson_r": r,
-            "pearson_r2": r * r, "sign_agreement": sign_agreement(actual, predicted),
-            "f1": negative_influence_f1(actual, predicted), "n_retrained": float(actual.size),
-            "effect_mean_abs": float(np.abs(actual).mean()) if actual.size else nan,
-            "jitter_mean_abs": float(jitter.mean()) if jitter.size else nan,
-            "n_jitter": float(jitter.size),
-            "retrain_steps_max": float(max(record["retrain_steps"], default=nan)),
-            "retrain_grad_norm_max": float(max(record["retrain_grad_norms"], default=nan)),
-            "retrain_reached": (float(np.mean(record["retrain_reached"]))
-                                if record["retrain_reached"] else nan)})
+        row.update(
+            {
+                "step": float(self.step_count),
+                "rounds": float(record["rounds"]),
+                "floats_sent": float(record["floats_sent"]),
+                "test_accuracy": accuracy,
+                "r2": r_squared(actual, predicted),
+                "pearson_r": r,
+                "pearson_r2": r * r,
+                "sign_agreement": sign_agreement(actual, predicted),
+                "f1": negative_influence_f1(actual, predicted),
+                "n_retrained": float(actual.size),
+                "effect_mean_abs": float(np.abs(actual).mean()) if actual.size else nan,
+                "jitter_mean_abs": float(jitter.mean()) if jitter.size else nan,
+                "n_jitter": float(jitter.size),
+                "retrain_steps_max": float(max(record["retrain_steps"], default=nan)),
+                "retrain_grad_norm_max": float(max(record["retrain_grad_norms"], default=nan)),
+                "retrain_reached": (
+                    float(np.mean(record["retrain_reached"])) if record["retrain_reached"] else nan
+                ),
+            }
+        )
         return row
 
     def state_dict(self) -> dict[str, Any]:
         """The finished steps' state and, inside a step, its finished pieces (``partial``,
         described by ``phase``): a run resumed from it goes on from the next piece."""
-        return {"step": self.step_count, "rng": rng_state(self.rng),
-                "record": {k: (list(v) if isinstance(v, list) else v)
-                           for k, v in self.record.items()},
-                "partial": copy.deepcopy(self.partial), "phase": self.phase}
+        return {
+            "step": self.step_count,
+            "rng": rng_state(self.rng),
+            "record": {k: (list(v) if isinstance(v, list) else v) for k, v in self.record.items()},
+            "partial": copy.deepcopy(self.partial),
+            "phase": self.phase,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
@@ -497,9 +612,19 @@ class HGPInfluenceExperiment(DecentralizedRun):
 
     # ----------------------------------------------------------------- records
     def describe(self) -> dict[str, Any]:
-        return {"problem": self.problem.id, "dim_y": self.problem.dim_y,
-                "dim_x": self.problem.dim_x, "estimator": repr(self.estimator),
-                "options": dict(self.options), "total_steps": self.total_steps,
-                "protocol": {"power_iterations": POWER_ITERATIONS, "power_rtol": POWER_RTOL,
-                             "lanczos_tol": LANCZOS_TOL, "refine_chunk": REFINE_CHUNK},
-                "dtype": str(self.dtype), "device": str(self.device)}
+        return {
+            "problem": self.problem.id,
+            "dim_y": self.problem.dim_y,
+            "dim_x": self.problem.dim_x,
+            "estimator": repr(self.estimator),
+            "options": dict(self.options),
+            "total_steps": self.total_steps,
+            "protocol": {
+                "power_iterations": POWER_ITERATIONS,
+                "power_rtol": POWER_RTOL,
+                "lanczos_tol": LANCZOS_TOL,
+                "refine_chunk": REFINE_CHUNK,
+            },
+            "dtype": str(self.dtype),
+            "device": str(self.device),
+        }

@@ -16,8 +16,14 @@ from results_format.writing import open_append
 from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.errors import CheckpointError, ResultsError
 
-__all__ = ["CheckpointError", "MetricsWriter", "ResultsError", "read_metrics",
-           "read_metrics_notes", "write_metrics"]
+__all__ = [
+    "CheckpointError",
+    "MetricsWriter",
+    "ResultsError",
+    "read_metrics",
+    "read_metrics_notes",
+    "write_metrics",
+]
 
 
 def read_metrics_notes(path: Path) -> tuple[list[MetricRow], list[str]]:
@@ -61,8 +67,9 @@ class MetricsWriter:
             self.columns = list(row)
             self.writer.writerow(self.columns)
         if set(row) != set(self.columns):
-            raise ValueError(f"metrics row has columns {sorted(row)}, the file has "
-                             f"{sorted(self.columns)}")
+            raise ValueError(
+                f"metrics row has columns {sorted(row)}, the file has {sorted(self.columns)}"
+            )
         self.writer.writerow([format_value(row[key]) for key in self.columns])
         self.handle.flush()
         self.rows.append({key: float(row[key]) for key in self.columns})

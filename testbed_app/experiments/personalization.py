@@ -56,15 +56,18 @@ class _MethodRun:
         return self.name.replace("-", "_")
 
 
-def _with_clusters(samples: Any, cluster_of: np.ndarray, shift: np.ndarray,
-                   scale: np.ndarray) -> Any:
+def _with_clusters(
+    samples: Any, cluster_of: np.ndarray, shift: np.ndarray, scale: np.ndarray
+) -> Any:
     """Client i's inputs normalised as ``(u - shift_c) / scale_c`` of its cluster c."""
     index = torch.as_tensor(cluster_of, device=samples.inputs.device)
     view = (-1,) + (1,) * (samples.inputs.ndim - 1)
-    mean = torch.as_tensor(shift, dtype=samples.inputs.dtype,
-                           device=samples.inputs.device)[index].reshape(view)
-    std = torch.as_tensor(scale, dtype=samples.inputs.dtype,
-                          device=samples.inputs.device)[index].reshape(view)
+    mean = torch.as_tensor(shift, dtype=samples.inputs.dtype, device=samples.inputs.device)[
+        index
+    ].reshape(view)
+    std = torch.as_tensor(scale, dtype=samples.inputs.dtype, device=samples.inputs.device)[
+        index
+    ].reshape(view)
     return dataclasses.replace(samples, inputs=(samples.inputs - mean) / std)
 
 
@@ -76,15 +79,17 @@ class HGPPersonalizationExperiment(DecentralizedRun):
     DEFAULTS = PERSONALIZATION_DEFAULTS
     CHECKS = PERSONALIZATION_CHECKS
 
-    def __init__(self, config: ExperimentConfig, device: str | None = None,
-                 dataset: Dataset | None = None) -> None:
+    def __init__(
+        self, config: ExperimentConfig, device: str | None = None, dataset: Dataset | None = None
+    ) -> None:
         super().__init__(config, device, dataset)
         options, methods = self.options, list(self.options["methods"])
         inner = self.estimator.inner
         assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
         self.estimator = dataclasses.replace(
-            self.estimator, inner=dataclasses.replace(
-                inner, batch_size=options["sgp_batch_size"] or None))
+            self.estimator,
+            inner=dataclasses.replace(inner, batch_size=options["sgp_batch_size"] or None),
+        )
         rest, test = self.split.holdout(float(options["test_fraction"]), seed=self.seed)
         train, val = rest.holdout(float(options["val_fraction"]), seed=self.seed + 1)
         clusters = options["input_clusters"]
@@ -94,46 +99,67 @@ class HGPPersonalizationExperiment(DecentralizedRun):
         # the paper draws mean and variance ~ U[0, 1] per cluster; the variance is kept >= 0.25
         # so that one learning rate trains every cluster (inputs are scaled by at most 2)
         shift = cluster_rng.uniform(0.0, 1.0, clusters) if clusters > 1 else np.zeros(1)
-        scale = (np.sqrt(cluster_rng.uniform(0.25, 1.0, clusters)) if clusters > 1
-                 else np.ones(1))
+        scale = np.sqrt(cluster_rng.uniform(0.25, 1.0, clusters)) if clusters > 1 else np.ones(1)
 
         def samples(split: ClientSplit, what: str) -> Any:
-            stacked = client_samples(self.dataset.train_x, self.dataset.train_y, split.indices,
-                                     what, dtype=self.dtype, device=self.device)
+            stacked = client_samples(
+                self.dataset.train_x,
+                self.dataset.train_y,
+                split.indices,
+                what,
+                dtype=self.dtype,
+                device=self.device,
+            )
             return _with_clusters(stacked, self.cluster_of, shift, scale)
 
-        data = {"train": samples(train, "train"), "val": samples(val, "validation"),
-                "test": samples(test, "test")}
+        data = {
+            "train": samples(train, "train"),
+            "val": samples(val, "validation"),
+            "test": samples(test, "test"),
+        }
         for name, part in data.items():
             if int(part.counts.min()) < 1:
                 raise ValueError(f"a client has no {name} samples; use fewer clients")
-        net = build_classifier(config.workload.get("model", "cnn"), self.dataset.input_shape,
-                               self.dataset.n_classes)
+        net = build_classifier(
+            config.workload.get("model", "cnn"), self.dataset.input_shape, self.dataset.n_classes
+        )
 
         def problem(mode: str) -> PersonalizationProblem:
             return PersonalizationProblem(
-                net, data["train"], data[options["outer_data"]], mode=mode,  # type: ignore[arg-type]
-                n_classes=self.dataset.n_classes, weight_decay=float(options["weight_decay"]),
-                outer_l2=float(options[f"{mode}_outer_l2"]), learners=options["learners"],
-                seed=self.seed, evaluation={"test": data["test"], "val": data["val"]})
+                net,
+                data["train"],
+                data[options["outer_data"]],
+                mode=mode,  # type: ignore[arg-type]
+                n_classes=self.dataset.n_classes,
+                weight_decay=float(options["weight_decay"]),
+                outer_l2=float(options[f"{mode}_outer_l2"]),
+                learners=options["learners"],
+                seed=self.seed,
+                evaluation={"test": data["test"], "val": data["val"]},
+            )
 
         problems = {"pl": problem("pl")}
         if "hgp-mtl" in methods:
             problems["mtl"] = problem("mtl")
-        self.runs = [self._new_run(m, problems["mtl" if m == "hgp-mtl" else "pl"])
-                     for m in methods]
+        self.runs = [self._new_run(m, problems["mtl" if m == "hgp-mtl" else "pl"]) for m in methods]
         self.graph: GraphSequence = self.estimator.graph(n)
         self.step_count = 0
 
     def _check_options(self, options: dict[str, Any]) -> None:
         methods = list(options["methods"])
-        if not methods or any(m not in METHODS for m in methods) or len(set(methods)) != len(
-                methods):
-            raise ValueError(f"[workload] methods must be distinct names from {list(METHODS)}, "
-                             f"got {options['methods']!r}")
+        if (
+            not methods
+            or any(m not in METHODS for m in methods)
+            or len(set(methods)) != len(methods)
+        ):
+            raise ValueError(
+                f"[workload] methods must be distinct names from {list(METHODS)}, "
+                f"got {options['methods']!r}"
+            )
         if options["outer_data"] not in ("train", "val"):
-            raise ValueError(f"[workload] outer_data must be 'train' or 'val', got "
-                             f"{options['outer_data']!r}")
+            raise ValueError(
+                f"[workload] outer_data must be 'train' or 'val', got {options['outer_data']!r}"
+            )
 
     def _new_run(self, method: str, problem: PersonalizationProblem) -> _MethodRun:
         lam = problem.initial_point()[0].clone().requires_grad_(method != "sgp")
@@ -143,8 +169,14 @@ class HGPPersonalizationExperiment(DecentralizedRun):
             optimizer = torch.optim.Adam([lam], lr=lr, betas=(0.9, 0.999))
         # every method starts from the same generator state (common random numbers): SGP's
         # minibatches of step 1 are then the same for all, and HGP-PL's step 1 equals SGP's
-        return _MethodRun(method, problem, lam, optimizer, self.estimator.init(problem),
-                          np.random.default_rng([self.seed, 100]))
+        return _MethodRun(
+            method,
+            problem,
+            lam,
+            optimizer,
+            self.estimator.init(problem),
+            np.random.default_rng([self.seed, 100]),
+        )
 
     # ----------------------------------------------------------------- Experiment protocol
     def step(self) -> MetricRow:
@@ -153,15 +185,21 @@ class HGPPersonalizationExperiment(DecentralizedRun):
         for run in self.runs:
             row.update(self._advance(run))
         first = self.runs[0].key
-        row.update({"rounds": row[f"{first}_rounds"], "floats_sent": row[f"{first}_floats_sent"],
-                    "test_accuracy": row[f"{first}_test_accuracy"]})
+        row.update(
+            {
+                "rounds": row[f"{first}_rounds"],
+                "floats_sent": row[f"{first}_floats_sent"],
+                "test_accuracy": row[f"{first}_test_accuracy"],
+            }
+        )
         return row
 
     def _advance(self, run: _MethodRun) -> MetricRow:
         problem, x = run.problem, run.lam.detach()
         if run.optimizer is None:  # SGP: retrain only, lambda fixed
-            out, rounds, floats = train_by_sgp(self.estimator, problem, x, run.state, self.graph,
-                                               run.rng)
+            out, rounds, floats = train_by_sgp(
+                self.estimator, problem, x, run.state, self.graph, run.rng
+            )
             run.state = HGPState(out.y, out.omega, out.time)
             metrics = problem.evaluate(x, run.state.y)
         else:
@@ -178,33 +216,51 @@ class HGPPersonalizationExperiment(DecentralizedRun):
             run.best_val = metrics["val_accuracy"]
             run.best_test, run.best_p10 = metrics["test_accuracy"], metrics["test_p10"]
         k = run.key
-        return {f"{k}_test_accuracy": metrics["test_accuracy"],
-                f"{k}_test_p10": metrics["test_p10"], f"{k}_test_loss": metrics["test_loss"],
-                f"{k}_val_accuracy": metrics["val_accuracy"],
-                f"{k}_best_test_accuracy": run.best_test, f"{k}_best_test_p10": run.best_p10,
-                f"{k}_rounds": float(run.rounds), f"{k}_floats_sent": float(run.floats_sent)}
+        return {
+            f"{k}_test_accuracy": metrics["test_accuracy"],
+            f"{k}_test_p10": metrics["test_p10"],
+            f"{k}_test_loss": metrics["test_loss"],
+            f"{k}_val_accuracy": metrics["val_accuracy"],
+            f"{k}_best_test_accuracy": run.best_test,
+            f"{k}_best_test_p10": run.best_p10,
+            f"{k}_rounds": float(run.rounds),
+            f"{k}_floats_sent": float(run.floats_sent),
+        }
 
     def state_dict(self) -> dict[str, Any]:
-        return {"step": self.step_count, "runs": [{
-            "name": r.name, "lam": r.lam.detach().clone(),
-            "optimizer": None if r.optimizer is None else r.optimizer.state_dict(),
-            "y": r.state.y.clone(), "omega": r.state.omega.clone(), "time": r.state.time,
-            "rng": rng_state(r.rng), "rounds": r.rounds, "floats_sent": r.floats_sent,
-            "best": (r.best_val, r.best_test, r.best_p10)} for r in self.runs]}
+        return {
+            "step": self.step_count,
+            "runs": [
+                {
+                    "name": r.name,
+                    "lam": r.lam.detach().clone(),
+                    "optimizer": None if r.optimizer is None else r.optimizer.state_dict(),
+                    "y": r.state.y.clone(),
+                    "omega": r.state.omega.clone(),
+                    "time": r.state.time,
+                    "rng": rng_state(r.rng),
+                    "rounds": r.rounds,
+                    "floats_sent": r.floats_sent,
+                    "best": (r.best_val, r.best_test, r.best_p10),
+                }
+                for r in self.runs
+            ],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         saved = [s["name"] for s in state["runs"]]
         if saved != [r.name for r in self.runs]:
-            raise ValueError(f"checkpoint holds methods {saved}, this experiment runs "
-                             f"{[r.name for r in self.runs]}")
+            raise ValueError(
+                f"checkpoint holds methods {saved}, this experiment runs "
+                f"{[r.name for r in self.runs]}"
+            )
         self.step_count = int(state["step"])
         for run, s in zip(self.runs, state["runs"], strict=True):
             with torch.no_grad():
                 run.lam.copy_(s["lam"])
             if run.optimizer is not None:
                 run.optimizer.load_state_dict(s["optimizer"])
-            run.state = HGPState(s["y"].to(self.device), s["omega"].to(self.device),
-                                 int(s["time"]))
+            run.state = HGPState(s["y"].to(self.device), s["omega"].to(self.device), int(s["time"]))
             set_rng(run.rng, s["rng"])
             run.rounds, run.floats_sent = int(s["rounds"]), int(s["floats_sent"])
             run.best_val, run.best_test, run.best_p10 = s["best"]
@@ -215,8 +271,12 @@ class HGPPersonalizationExperiment(DecentralizedRun):
         return {**super().split_json(), "input_cluster": self.cluster_of.tolist()}
 
     def describe(self) -> dict[str, Any]:
-        return {"methods": [r.name for r in self.runs],
-                "problems": sorted({r.problem.id for r in self.runs}),
-                "estimator": repr(self.estimator), "options": dict(self.options),
-                "dim_y": {r.name: r.problem.dim_y for r in self.runs},
-                "dtype": str(self.dtype), "device": str(self.device)}
+        return {
+            "methods": [r.name for r in self.runs],
+            "problems": sorted({r.problem.id for r in self.runs}),
+            "estimator": repr(self.estimator),
+            "options": dict(self.options),
+            "dim_y": {r.name: r.problem.dim_y for r in self.runs},
+            "dtype": str(self.dtype),
+            "device": str(self.device),
+        }

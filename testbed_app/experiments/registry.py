@@ -37,8 +37,10 @@ def workload_options(kind: str) -> frozenset[str]:
         # data_root is the [data] root of the config (the runner passes the loaded dataset)
         return frozenset(registry.workload_options(kind)) - {"data_root"}
     if kind not in EXPERIMENT_BUILDERS:
-        raise KeyError(f"no experiment builder for workload kind {kind!r}; known: "
-                       f"{sorted(EXPERIMENT_BUILDERS)}")
+        raise KeyError(
+            f"no experiment builder for workload kind {kind!r}; known: "
+            f"{sorted(EXPERIMENT_BUILDERS)}"
+        )
     return frozenset(getattr(EXPERIMENT_BUILDERS[kind], "OPTIONS", frozenset()))
 
 

@@ -45,21 +45,26 @@ def replication_rows(table: Mapping[str, Any], rows: Sequence[MetricRow]) -> lis
     """One REPLICATION_SCHEMA row per metric of a validated ``[replication]`` table."""
     out = []
     for spec in [table, *table.get("extra_rows", [])]:
-        out.append({
-            "setting": spec.get("setting") or table.get("setting", ""),
-            "metric": metric_label(spec),
-            "paper_value": spec.get("paper_value"),
-            "testbed_value": measure(rows, spec),
-            "unit": spec.get("unit") if spec.get("unit") is not None
-            else UNITS[spec["metric"]],
-            "differences": spec.get("differences") or table["differences"],
-            "definition": definition(spec),
-        })
+        out.append(
+            {
+                "setting": spec.get("setting") or table.get("setting", ""),
+                "metric": metric_label(spec),
+                "paper_value": spec.get("paper_value"),
+                "testbed_value": measure(rows, spec),
+                "unit": spec.get("unit") if spec.get("unit") is not None else UNITS[spec["metric"]],
+                "differences": spec.get("differences") or table["differences"],
+                "definition": definition(spec),
+            }
+        )
     return out
 
 
-def replication_record(config: ExperimentConfig, rows: Sequence[MetricRow],
-                       metadata: Mapping[str, Any], status: str = "completed") -> dict[str, Any]:
+def replication_record(
+    config: ExperimentConfig,
+    rows: Sequence[MetricRow],
+    metadata: Mapping[str, Any],
+    status: str = "completed",
+) -> dict[str, Any]:
     """The ``replication/<experiment>.json`` content of a finished (or partial) run.
 
     ``status`` (the runner's): ``"completed"``; ``"partial: ..."`` (stated in the metadata and
@@ -77,8 +82,13 @@ def replication_record(config: ExperimentConfig, rows: Sequence[MetricRow],
     elif status.startswith("partial"):
         for row in out_rows:
             row["differences"] = f"PARTIAL RUN ({status}). {row['differences']}"
-    record = {"experiment": config.name, "paper": config.paper,
-              "table": config.replication["table"], "metadata": {**metadata, "status": status},
-              "rows": out_rows, ROWS_DIGEST_KEY: rows_digest(rows)}
+    record = {
+        "experiment": config.name,
+        "paper": config.paper,
+        "table": config.replication["table"],
+        "metadata": {**metadata, "status": status},
+        "rows": out_rows,
+        ROWS_DIGEST_KEY: rows_digest(rows),
+    }
     # sealed as it reads back from JSON (the report checks the seal, results_format.replication)
     return seal(json.loads(json.dumps(record, default=json_default)))

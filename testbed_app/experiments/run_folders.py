@@ -87,13 +87,17 @@ def folder_owner_problem(config: ExperimentConfig, results: Path, fresh: bool) -
     if isinstance(recorded, str) and config.path is not None:
         if _same_file(metadata, Path(config.path)):
             return None
-        return (f"{folder} holds the run of {recorded}, not of {config.path} (both configs have "
-                f"name = {config.name!r}); give one of them another name, or move the folder "
-                "away. Nothing was deleted")
+        return (
+            f"{folder} holds the run of {recorded}, not of {config.path} (both configs have "
+            f"name = {config.name!r}); give one of them another name, or move the folder "
+            "away. Nothing was deleted"
+        )
     if fresh and (recorded is not None or config.path is not None):
-        return (f"--fresh: {folder} is not recorded as a run of {config.path or config.name} "
-                "(its metadata.json names no config file); delete it by hand if it should go. "
-                "Nothing was deleted")
+        return (
+            f"--fresh: {folder} is not recorded as a run of {config.path or config.name} "
+            "(its metadata.json names no config file); delete it by hand if it should go. "
+            "Nothing was deleted"
+        )
     return None
 
 
@@ -107,8 +111,10 @@ def check_run_folders(configs: Sequence[ExperimentConfig], results: Path, fresh:
     for name, group in by_name.items():
         if len(group) > 1:
             files = ", ".join(str(c.path or "<config>") for c in group)
-            raise ConfigError(f"{files}: {len(group)} configs have name = {name!r}, so their "
-                              "runs would share one run folder; give each its own name")
+            raise ConfigError(
+                f"{files}: {len(group)} configs have name = {name!r}, so their "
+                "runs would share one run folder; give each its own name"
+            )
     for config in configs:
         problem = folder_owner_problem(config, results, fresh)
         if problem is not None:

@@ -39,7 +39,6 @@ and resumption are :mod:`testbed_app.experiments.checkpoints`, whose run folder 
 is :mod:`testbed_app.experiments.run_folders`.
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -118,24 +117,40 @@ def _fingerprint_ignores(config: ExperimentConfig) -> tuple[str, ...]:
 
 def machine() -> dict[str, Any]:
     """The machine a run computes on, for ``metadata.json``."""
-    info: dict[str, Any] = {"platform": platform.platform(), "processor": platform.processor(),
-                            "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                            "cuda": torch.cuda.is_available()}
+    info: dict[str, Any] = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.is_available(),
+    }
     if torch.cuda.is_available():
         info["cuda_device"] = torch.cuda.get_device_name(0)
     return info
 
 
-def _metadata(config: ExperimentConfig, experiment: Experiment, started: str,
-              resumed_from: int, precision: dict[str, Any]) -> dict[str, Any]:
+def _metadata(
+    config: ExperimentConfig,
+    experiment: Experiment,
+    started: str,
+    resumed_from: int,
+    precision: dict[str, Any],
+) -> dict[str, Any]:
     describe = getattr(experiment, "describe", None)
     return {
-        "experiment": config.name, "paper": config.paper,
+        "experiment": config.name,
+        "paper": config.paper,
         "config": str(config.path) if config.path else None,
         "config_file": config_file(config.path) if config.path else None,
-        **provenance(), "seed": config.run["seed"], "device": config.run["device"],
-        "dtype": config.run["dtype"], "precision": precision, "dataset": config.data["dataset"],
-        "machine": machine(), "started": started, "resumed_from_step": resumed_from,
+        **provenance(),
+        "seed": config.run["seed"],
+        "device": config.run["device"],
+        "dtype": config.run["dtype"],
+        "precision": precision,
+        "dataset": config.data["dataset"],
+        "machine": machine(),
+        "started": started,
+        "resumed_from_step": resumed_from,
         "experiment_details": describe() if describe else {},
     }
 
@@ -161,8 +176,9 @@ def _progress_text(row: MetricRow, accuracy: float) -> str:
     return text
 
 
-def _divergence(experiment: Experiment, row: MetricRow,
-                watch: MetricsWatch | None = None) -> str | None:
+def _divergence(
+    experiment: Experiment, row: MetricRow, watch: MetricsWatch | None = None
+) -> str | None:
     """Why this step counts as diverged, or None.
 
     The experiment's own test first (``divergence()``: non-finite or exploded iterates, a
@@ -185,15 +201,19 @@ def _divergence(experiment: Experiment, row: MetricRow,
     return watch.update(row) if watch is not None else None
 
 
-
-
 # ----------------------------------------------------------------------------- the run
 
 
-def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: bool = False,
-                   progress: bool = True, recover: bool = False,
-                   notify: Callable[[str], None] | None = None,
-                   segment_steps: int | None = None) -> dict[str, Any]:
+def run_experiment(
+    config: ExperimentConfig,
+    results_dir: str | Path,
+    *,
+    fresh: bool = False,
+    progress: bool = True,
+    recover: bool = False,
+    notify: Callable[[str], None] | None = None,
+    segment_steps: int | None = None,
+) -> dict[str, Any]:
     """Run (or resume) ``config``; write its results under ``results_dir``; return a summary.
 
     Args:
@@ -232,8 +252,7 @@ def run_experiment(config: ExperimentConfig, results_dir: str | Path, *, fresh: 
             print(f"{config.name}: {message}", file=sys.stderr)
 
     results = Path(results_dir)
-    with holding(results, [run_lock(config, results)], notify=note), \
-            _plugin_failures_named(config):
+    with holding(results, [run_lock(config, results)], notify=note), _plugin_failures_named(config):
         run = _open_run(config, results, fresh, recover, note, say_resumed=segment_steps is None)
         status = _step_through(run, progress, segment_steps)
         return _finish(run, results, status, notes)
@@ -258,12 +277,15 @@ def _plugin_failures_named(config: ExperimentConfig) -> Iterator[None]:
         where = plugins.raised_in(error, plugins.modules_of(info.cls, info.make))
         if where is None:
             raise
-        package = next(filter(None, (plugins.package_providing(group, name)
-                                     for group in plugins.GROUPS)), None)
+        package = next(
+            filter(None, (plugins.package_providing(group, name) for group in plugins.GROUPS)), None
+        )
         source = f"plugin {package}" if package else "code from outside the testbed"
-        raise ConfigError(f"{config.path or config.name}: [algorithm] {name} ({source}) raised "
-                          f"{plugins.describe_failure(error)} (at {where}); the steps before "
-                          "it are kept") from error
+        raise ConfigError(
+            f"{config.path or config.name}: [algorithm] {name} ({source}) raised "
+            f"{plugins.describe_failure(error)} (at {where}); the steps before "
+            "it are kept"
+        ) from error
 
 
 @dataclasses.dataclass
@@ -291,8 +313,14 @@ class _Run:
         return self.folder / RUN_METRICS
 
 
-def _open_run(config: ExperimentConfig, results: Path, fresh: bool, recover: bool,
-              note: Callable[[str], None], say_resumed: bool) -> _Run:
+def _open_run(
+    config: ExperimentConfig,
+    results: Path,
+    fresh: bool,
+    recover: bool,
+    note: Callable[[str], None],
+    say_resumed: bool,
+) -> _Run:
     """Build the experiment (every config error before a file is written), claim the run
     folder, resume from its checkpoint and write the files of the run's start."""
     source = str(config.path) if config.path else config.name
@@ -306,22 +334,33 @@ def _open_run(config: ExperimentConfig, results: Path, fresh: bool, recover: boo
     folder = _claim_folder(config, results, fresh)
     metrics_path = folder / RUN_METRICS
     rows = _read_rows(metrics_path, recover, note)
-    experiment, start = resume(experiment, config, folder / RUN_CHECKPOINT, rows, config_hash,
-                               source, recover, note)
+    experiment, start = resume(
+        experiment, config, folder / RUN_CHECKPOINT, rows, config_hash, source, recover, note
+    )
     kept = [r for r in rows if r["step"] <= start]
     if recover and len(kept) < len(rows) and metrics_path.exists():
         backup = unused_bad_name(metrics_path)
         shutil.copy2(metrics_path, backup)
-        note(f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
-             f"{backup.name}")
+        note(
+            f"metrics.csv rows after step {start} are recomputed; the old file is kept as "
+            f"{backup.name}"
+        )
     phase = getattr(experiment, "phase", None)  # the finished pieces of a step under way
     resumed = f"step {start}" + (f" (phase: {phase})" if phase else "")
     if (start > 0 or phase) and say_resumed:
         note(f"resuming from {resumed}")
-    metadata = _metadata(config, experiment, time.strftime("%Y-%m-%dT%H:%M:%S"), start,
-                         precision)
-    run = _Run(config, folder, experiment, start, config_hash, metadata,
-               resumed if start > 0 or phase else None, note, kept)
+    metadata = _metadata(config, experiment, time.strftime("%Y-%m-%dT%H:%M:%S"), start, precision)
+    run = _Run(
+        config,
+        folder,
+        experiment,
+        start,
+        config_hash,
+        metadata,
+        resumed if start > 0 or phase else None,
+        note,
+        kept,
+    )
     _write_start_files(run)
     run.tic = time.perf_counter()
     return run
@@ -341,8 +380,7 @@ def _claim_folder(config: ExperimentConfig, results: Path, fresh: bool) -> Path:
     return folder
 
 
-def _read_rows(metrics_path: Path, recover: bool, note: Callable[[str], None]) -> \
-        list[MetricRow]:
+def _read_rows(metrics_path: Path, recover: bool, note: Callable[[str], None]) -> list[MetricRow]:
     """The rows of ``metrics.csv`` (a torn last row dropped with a note); a damaged file stops
     the run, or with ``recover`` is set aside."""
     try:
@@ -363,8 +401,9 @@ def _write_start_files(run: _Run) -> None:
     folder, config = run.folder, run.config
     atomic_write(folder / RUN_METADATA, json.dumps(run.metadata, indent=2, default=json_default))
     atomic_write(folder / RUN_CONFIG, dump_toml(config))
-    atomic_write(folder / RUN_SPLIT,
-                 json.dumps(_split_json(config, run.experiment), default=json_default))
+    atomic_write(
+        folder / RUN_SPLIT, json.dumps(_split_json(config, run.experiment), default=json_default)
+    )
     write_metrics(run.metrics_path, run.kept)
 
 
@@ -373,15 +412,22 @@ def _step_through(run: _Run, progress: bool, segment_steps: int | None) -> str:
     every ``checkpoint_every`` steps and at the last; the run's status."""
     config, experiment = run.config, run.experiment
     steps, every = int(config.run["steps"]), int(config.run["checkpoint_every"])
-    bar = Progress(total=steps, initial=min(run.start, steps),
-                   desc=f"{config.name}: outer steps", unit="step", enabled=progress)
+    bar = Progress(
+        total=steps,
+        initial=min(run.start, steps),
+        desc=f"{config.name}: outer steps",
+        unit="step",
+        enabled=progress,
+    )
     writer = MetricsWriter(run.metrics_path)
-    watch = MetricsWatch(getattr(experiment, "chance_accuracy", None),
-                         getattr(experiment, "initial_metrics", None), run.kept)
+    watch = MetricsWatch(
+        getattr(experiment, "chance_accuracy", None),
+        getattr(experiment, "initial_metrics", None),
+        run.kept,
+    )
 
     def checkpoint(done: int) -> None:
-        save_checkpoint(run.checkpoint_path, experiment, done, run.config_hash,
-                        writer.digest(done))
+        save_checkpoint(run.checkpoint_path, experiment, done, run.config_hash, writer.digest(done))
 
     pieces = StepPieces(bar, checkpoint, saved=run.resumed)
     phased = hasattr(experiment, "on_phase")  # long steps: progress and checkpoints inside
@@ -403,8 +449,7 @@ def _step_through(run: _Run, progress: bool, segment_steps: int | None) -> str:
             if step % every == 0 or step == steps or phased:
                 checkpoint(step)
                 pieces.step_saved(step)
-                if segment_steps is not None and step - run.start >= segment_steps and \
-                        step < steps:
+                if segment_steps is not None and step - run.start >= segment_steps and step < steps:
                     status = f"paused at step {step}"
                     break
     except KeyboardInterrupt:
@@ -418,8 +463,9 @@ def _step_through(run: _Run, progress: bool, segment_steps: int | None) -> str:
     return status
 
 
-def _one_step(run: _Run, step: int, writer: MetricsWriter, watch: MetricsWatch) -> \
-        tuple[MetricRow, str | None]:
+def _one_step(
+    run: _Run, step: int, writer: MetricsWriter, watch: MetricsWatch
+) -> tuple[MetricRow, str | None]:
     """Step ``step``: its row, appended to ``metrics.csv``, and why it diverged (a phase inside
     the step, which leaves no row, or the row itself), or None. No checkpoint is written of a
     diverged state: a rerun recomputes up to here and stops."""
@@ -428,8 +474,9 @@ def _one_step(run: _Run, step: int, writer: MetricsWriter, watch: MetricsWatch) 
     except Diverged as error:  # a phase inside the step: no row for it
         return {}, str(error)
     if int(row["step"]) != step:
-        raise RuntimeError(f"{run.config.name}: experiment reported step {row['step']} "
-                           f"at step {step}")
+        raise RuntimeError(
+            f"{run.config.name}: experiment reported step {row['step']} at step {step}"
+        )
     writer.append(row)
     return row, _divergence(run.experiment, row, watch)
 
@@ -442,28 +489,61 @@ def _finish(run: _Run, results: Path, status: str, notes: list[str]) -> dict[str
     rows = [r for r in read_metrics(run.metrics_path) if r["step"] <= steps]
     horizon = config.horizon if config.horizon is not None else steps
     if status == "completed" and len(rows) < horizon:
-        status = (f"partial: {len(rows)} of the config's {horizon} steps (--steps {steps}); "
-                  "rerun without --steps to complete it")
-    metadata.update({"finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                     "seconds_this_session": time.perf_counter() - run.tic, "steps": len(rows),
-                     "status": status})
+        status = (
+            f"partial: {len(rows)} of the config's {horizon} steps (--steps {steps}); "
+            "rerun without --steps to complete it"
+        )
+    metadata.update(
+        {
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "seconds_this_session": time.perf_counter() - run.tic,
+            "steps": len(rows),
+            "status": status,
+        }
+    )
     atomic_write(run.folder / RUN_METADATA, json.dumps(metadata, indent=2, default=json_default))
     replication = None
     if config.replication is not None and not status.startswith("paused"):
-        record = replication_record(config, rows, {
-            "dataset": config.data["dataset"], "device": config.run["device"],
-            "dtype": config.run["dtype"], "commit": metadata["git_commit"],
-            "config": metadata["config"], "n_clients": config.split["n_clients"],
-            "steps": len(rows), "algorithm": config.algorithm["name"]}, status=status)
+        record = replication_record(
+            config,
+            rows,
+            {
+                "dataset": config.data["dataset"],
+                "device": config.run["device"],
+                "dtype": config.run["dtype"],
+                "commit": metadata["git_commit"],
+                "config": metadata["config"],
+                "n_clients": config.split["n_clients"],
+                "steps": len(rows),
+                "algorithm": config.algorithm["name"],
+            },
+            status=status,
+        )
         replication = replication_file(results, config.name)
         atomic_write(replication, json.dumps(record, indent=2, default=json_default))
-    return {"name": config.name, "run_dir": run.folder, "steps": len(rows),
-            "resumed_from": run.start, "last_row": rows[-1] if rows else None,
-            "replication": replication, "status": status, "notes": notes}
+    return {
+        "name": config.name,
+        "run_dir": run.folder,
+        "steps": len(rows),
+        "resumed_from": run.start,
+        "last_row": rows[-1] if rows else None,
+        "replication": replication,
+        "status": status,
+        "notes": notes,
+    }
 
 
 __all__ = [
-    "CHECKPOINT_VERSION", "CheckpointError", "MetricsWatch", "RESUMABLE_CHANGES",
-    "ResultsError", "check_run_folders", "encode", "machine", "read_metrics", "run_dir",
-    "run_experiment", "run_lock",
+    "CHECKPOINT_VERSION",
+    "CheckpointError",
+    "MetricsWatch",
+    "RESUMABLE_CHANGES",
+    "ResultsError",
+    "check_run_folders",
+    "encode",
+    "machine",
+    "read_metrics",
+    "run_dir",
+    "run_experiment",
+    "run_lock",
 ]

@@ -43,9 +43,9 @@ DTYPES: tuple[str, ...] = ("float32", "float64")
 
 #: Replication metric kinds (see :mod:`testbed_app.experiments.replication`).
 REPLICATION_METRICS: tuple[str, ...] = (
-    "rounds_to_accuracy",   # communication rounds until test accuracy first reaches threshold
+    "rounds_to_accuracy",  # communication rounds until test accuracy first reaches threshold
     "final_test_accuracy",  # the last evaluated test accuracy
-    "final_metric",         # the last non-NaN value of the metrics column named by ``column``
+    "final_metric",  # the last non-NaN value of the metrics column named by ``column``
 )
 
 REQUIRED = object()  # marks a key without a default
@@ -69,8 +69,7 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_number(value: Any) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _positive_int(value: Any) -> bool:
@@ -95,8 +94,11 @@ class Key:
 
 
 TOP_KEYS = {
-    "name": Key(REQUIRED, lambda v: name_problem(v) is None,
-                 "a plain folder name (it names the run folder runs/<name>/)"),
+    "name": Key(
+        REQUIRED,
+        lambda v: name_problem(v) is None,
+        "a plain folder name (it names the run folder runs/<name>/)",
+    ),
     "paper": Key(REQUIRED, lambda v: v in PAPERS, f"one of {list(PAPERS)}"),
     "description": Key("", lambda v: isinstance(v, str), "a string"),
 }
@@ -104,8 +106,7 @@ TOP_KEYS = {
 DATA_KEYS = {
     "dataset": Key("digits", _text, "a dataset name"),  # checked against DATASETS below
     "root": Key(None, _text, "a folder path"),
-    "test_fraction": Key(0.25, lambda v: _is_number(v) and 0.0 < v < 1.0,
-                          "a number in (0, 1)"),
+    "test_fraction": Key(0.25, lambda v: _is_number(v) and 0.0 < v < 1.0, "a number in (0, 1)"),
     "seed": Key(0, _nonnegative_int, "an integer >= 0"),
     "limit": Key(None, _positive_int, "a positive integer (keep that many training samples)"),
 }
@@ -122,12 +123,17 @@ WORKLOAD_KEYS = {
 }
 
 RUN_KEYS = {
-    "steps": Key(REQUIRED, lambda v: _positive_int(v) and v <= MAX_STEPS,
-                  f"a positive integer <= {MAX_STEPS:,} (outer iterations)"),
-    "eval_every": Key(1, lambda v: _positive_int(v) and v <= MAX_STEPS,
-                       f"a positive integer <= {MAX_STEPS:,}"),
-    "checkpoint_every": Key(10, lambda v: _positive_int(v) and v <= MAX_STEPS,
-                             f"a positive integer <= {MAX_STEPS:,}"),
+    "steps": Key(
+        REQUIRED,
+        lambda v: _positive_int(v) and v <= MAX_STEPS,
+        f"a positive integer <= {MAX_STEPS:,} (outer iterations)",
+    ),
+    "eval_every": Key(
+        1, lambda v: _positive_int(v) and v <= MAX_STEPS, f"a positive integer <= {MAX_STEPS:,}"
+    ),
+    "checkpoint_every": Key(
+        10, lambda v: _positive_int(v) and v <= MAX_STEPS, f"a positive integer <= {MAX_STEPS:,}"
+    ),
     "seed": Key(0, _nonnegative_int, "an integer >= 0"),
     "device": Key("cpu", lambda v: v in DEVICES, f"one of {list(DEVICES)}"),
     "dtype": Key("float32", lambda v: v in DTYPES, f"one of {list(DTYPES)}"),
@@ -138,25 +144,30 @@ RUN_KEYS = {
 
 ROW_KEYS = {
     "setting": Key("", lambda v: isinstance(v, str), "a string"),
-    "metric": Key(REQUIRED, lambda v: v in REPLICATION_METRICS,
-                   f"one of {list(REPLICATION_METRICS)}"),
-    "threshold": Key(None, lambda v: _is_number(v) and 0.0 < v <= 1.0,
-                      "a test accuracy in (0, 1], e.g. 0.9"),
+    "metric": Key(
+        REQUIRED, lambda v: v in REPLICATION_METRICS, f"one of {list(REPLICATION_METRICS)}"
+    ),
+    "threshold": Key(
+        None, lambda v: _is_number(v) and 0.0 < v <= 1.0, "a test accuracy in (0, 1], e.g. 0.9"
+    ),
     "column": Key(None, _text, "the name of a metrics column, e.g. r2"),
-    "paper_value": Key(None, lambda v: _is_number(v) or isinstance(v, str),
-                        "a number or a string"),
+    "paper_value": Key(None, lambda v: _is_number(v) or isinstance(v, str), "a number or a string"),
     "unit": Key(None, lambda v: isinstance(v, str), "a string"),
     "label": Key(None, _text, "a string naming the metric in the report"),
 }
 
 REPLICATION_KEYS = {
-    "table": Key(REQUIRED, _text, "a string, e.g. \"AggITD Table 2\""),
-    "differences": Key(REQUIRED, _text,
-                        "a string stating how the setting differs from the paper's"),
+    "table": Key(REQUIRED, _text, 'a string, e.g. "AggITD Table 2"'),
+    "differences": Key(
+        REQUIRED, _text, "a string stating how the setting differs from the paper's"
+    ),
     **ROW_KEYS,
     # further rows of the same table (same setting and differences unless given)
-    "extra_rows": Key([], lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
-                       "an array of tables ([[replication.extra_rows]])"),
+    "extra_rows": Key(
+        [],
+        lambda v: isinstance(v, list) and all(isinstance(r, dict) for r in v),
+        "an array of tables ([[replication.extra_rows]])",
+    ),
 }
 
 SECTIONS: tuple[str, ...] = ("data", "split", "workload", "algorithm", "run", "replication")
@@ -184,24 +195,45 @@ def _participation(v: Any) -> bool:
 #: an algorithm takes is its registry entry's ``defaults``). A name missing here is checked
 #: against the type of its default.
 ALGORITHM_PARAMETERS: dict[str, Key] = {
-    **{name: Key(None, _step_size, f"a positive number <= {MAX_STEP_SIZE:g}")
-       for name in ("inner_step_size", "outer_step_size", "neumann_step_size")},
-    **{name: Key(None, _iterations, f"an integer in [0, {MAX_ITERATIONS:,}]")
-       for name in ("inner_steps", "neumann_terms", "cg_iterations", "pushsum_steps")},
-    "local_steps": Key(None, _local_steps, f"an integer in [1, {MAX_ITERATIONS:,}] or an "
-                        "array of them (one per client)"),
-    "batch_size": Key(None, lambda v: _positive_int(v) and v <= MAX_BATCH_SIZE,
-                       f"a positive integer <= {MAX_BATCH_SIZE:,}"),
-    "participation": Key(None, _participation,
-                          "a fraction in (0, 1] or a positive integer count of clients"),
+    **{
+        name: Key(None, _step_size, f"a positive number <= {MAX_STEP_SIZE:g}")
+        for name in ("inner_step_size", "outer_step_size", "neumann_step_size")
+    },
+    **{
+        name: Key(None, _iterations, f"an integer in [0, {MAX_ITERATIONS:,}]")
+        for name in ("inner_steps", "neumann_terms", "cg_iterations", "pushsum_steps")
+    },
+    "local_steps": Key(
+        None,
+        _local_steps,
+        f"an integer in [1, {MAX_ITERATIONS:,}] or an array of them (one per client)",
+    ),
+    "batch_size": Key(
+        None,
+        lambda v: _positive_int(v) and v <= MAX_BATCH_SIZE,
+        f"a positive integer <= {MAX_BATCH_SIZE:,}",
+    ),
+    "participation": Key(
+        None, _participation, "a fraction in (0, 1] or a positive integer count of clients"
+    ),
     "momentum": Key(None, lambda v: _is_number(v) and 0.0 < v <= 1.0, "a number in (0, 1]"),
     "graph_seed": Key(None, _nonnegative_int, "an integer >= 0"),
     "index": Key(None, _nonnegative_int, "an integer >= 0"),
-    **{name: Key(None, lambda v: isinstance(v, bool), "true or false")
-       for name in ("expectation", "keep_weights", "shared_sample", "scale_by_steps")},
-    **{name: Key(None, _text, "a string")
-       for name in ("averaging", "graph_family", "lower_solver", "semantics", "sgp_variant",
-                    "truncation")},
+    **{
+        name: Key(None, lambda v: isinstance(v, bool), "true or false")
+        for name in ("expectation", "keep_weights", "shared_sample", "scale_by_steps")
+    },
+    **{
+        name: Key(None, _text, "a string")
+        for name in (
+            "averaging",
+            "graph_family",
+            "lower_solver",
+            "semantics",
+            "sgp_variant",
+            "truncation",
+        )
+    },
 }
 
 
@@ -235,15 +267,23 @@ def _suggest(word: str, known: Any) -> str:
     return did_you_mean(word, known, n=1)
 
 
-def unknown(source: str, section: str | None, key: str, known: Any, what: str = "key") -> \
-        ConfigError:
+def unknown(
+    source: str, section: str | None, key: str, known: Any, what: str = "key"
+) -> ConfigError:
     """The error of an unknown key (or section, ``what``), with a suggestion."""
-    return ConfigError(f"{where(source, section)}: unknown {what} {key!r}"
-                       f"{_suggest(key, known)}; known: {sorted(known)}")
+    return ConfigError(
+        f"{where(source, section)}: unknown {what} {key!r}"
+        f"{_suggest(key, known)}; known: {sorted(known)}"
+    )
 
 
-def fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mapping[str, Key],
-         extra: frozenset[str] = frozenset()) -> dict[str, Any]:
+def fill(
+    source: str,
+    section: str | None,
+    given: Mapping[str, Any],
+    keys: Mapping[str, Key],
+    extra: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
     """Check ``given`` against ``keys`` (plus free-form ``extra`` names) and fill defaults."""
     for key in given:
         if key not in keys and key not in extra:
@@ -252,16 +292,19 @@ def fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mappi
     for key, spec in keys.items():
         if key not in given:
             if spec.default is REQUIRED:
-                raise ConfigError(f"{where(source, section, key)}: missing (expected "
-                                  f"{spec.expect})")
+                raise ConfigError(
+                    f"{where(source, section, key)}: missing (expected {spec.expect})"
+                )
             out[key] = spec.default
             continue
         value = given[key]
         if not spec.check(value):
             shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
             reason = name_problem(value) if keys is TOP_KEYS and key == "name" else None
-            raise ConfigError(f"{where(source, section, key)}: expected {spec.expect}, "
-                              f"got {shown}" + (f" ({reason})" if reason else ""))
+            raise ConfigError(
+                f"{where(source, section, key)}: expected {spec.expect}, "
+                f"got {shown}" + (f" ({reason})" if reason else "")
+            )
         out[key] = value
     out.update({key: value for key, value in given.items() if key in extra})
     return out
@@ -270,8 +313,10 @@ def fill(source: str, section: str | None, given: Mapping[str, Any], keys: Mappi
 def choice(source: str, section: str, key: str, value: str, known: Any) -> None:
     """``value`` is one of ``known`` (an error with a suggestion otherwise)."""
     if value not in known:
-        raise ConfigError(f"{where(source, section, key)}: unknown value {value!r}"
-                          f"{_suggest(value, known)}; known: {sorted(known)}")
+        raise ConfigError(
+            f"{where(source, section, key)}: unknown value {value!r}"
+            f"{_suggest(value, known)}; known: {sorted(known)}"
+        )
 
 
 def is_positive_int(value: Any) -> bool:
@@ -297,11 +342,16 @@ def renamed_steps(source: str, run: Mapping[str, Any]) -> dict[str, Any]:
     if DEPRECATED_RUN_KEY not in run:
         return run
     if "steps" in run:
-        raise ConfigError(f"{where(source, 'run', 'rounds')}: both [run] steps and its old name "
-                          "rounds are set; keep steps (outer iterations)")
-    warnings.warn(f"{where(source, 'run', 'rounds')} is the old name of [run] steps (outer "
-                  "iterations; a round is a communication round); rename it to steps",
-                  DeprecatedName, stacklevel=3)
+        raise ConfigError(
+            f"{where(source, 'run', 'rounds')}: both [run] steps and its old name "
+            "rounds are set; keep steps (outer iterations)"
+        )
+    warnings.warn(
+        f"{where(source, 'run', 'rounds')} is the old name of [run] steps (outer "
+        "iterations; a round is a communication round); rename it to steps",
+        DeprecatedName,
+        stacklevel=3,
+    )
     run["steps"] = run.pop(DEPRECATED_RUN_KEY)
     return run
 
@@ -310,24 +360,30 @@ def check_device(source: str, device: str) -> None:
     """``device = "cuda"`` only where torch sees a CUDA device."""
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"{where(source, 'run', 'device')}: 'cuda' requested but this "
-                              "machine has no CUDA device (torch.cuda.is_available() is False); "
-                              "use --device cpu")
+            raise ConfigError(
+                f"{where(source, 'run', 'device')}: 'cuda' requested but this "
+                "machine has no CUDA device (torch.cuda.is_available() is False); "
+                "use --device cpu"
+            )
 
 
-def check_algorithm_parameters(source: str, name: str, params: Mapping[str, Any],
-                               defaults: Mapping[str, Any]) -> None:
+def check_algorithm_parameters(
+    source: str, name: str, params: Mapping[str, Any], defaults: Mapping[str, Any]
+) -> None:
     """Each ``[algorithm]`` parameter is one the entry ``name`` has (its registry
     ``defaults``), of its declared type (:data:`ALGORITHM_PARAMETERS`, else its default's)."""
     for key, value in params.items():
         if key not in defaults:
-            raise ConfigError(f"{where(source, 'algorithm', key)}: {name!r} has no parameter "
-                              f"{key!r}{_suggest(key, defaults)}; its parameters: "
-                              f"{sorted(defaults)}")
+            raise ConfigError(
+                f"{where(source, 'algorithm', key)}: {name!r} has no parameter "
+                f"{key!r}{_suggest(key, defaults)}; its parameters: "
+                f"{sorted(defaults)}"
+            )
         spec = ALGORITHM_PARAMETERS.get(key) or by_default(defaults[key])
         if spec is not None and not spec.check(value):
-            raise ConfigError(f"{where(source, 'algorithm', key)}: expected {spec.expect}, "
-                              f"got {value!r}")
+            raise ConfigError(
+                f"{where(source, 'algorithm', key)}: expected {spec.expect}, got {value!r}"
+            )
 
 
 def check_replication(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
@@ -338,8 +394,9 @@ def check_replication(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
     rows = []
     for i, row in enumerate(table["extra_rows"]):
         section = f"replication.extra_rows[{i}]"
-        filled = fill(source, section, row, {**ROW_KEYS, "differences": Key(
-            None, _text, "a string")})
+        filled = fill(
+            source, section, row, {**ROW_KEYS, "differences": Key(None, _text, "a string")}
+        )
         _check_row(source, section, filled)
         rows.append(filled)
     table["extra_rows"] = rows
@@ -348,8 +405,12 @@ def check_replication(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
 
 def _check_row(source: str, section: str, row: Mapping[str, Any]) -> None:
     if row["metric"] == "rounds_to_accuracy" and row["threshold"] is None:
-        raise ConfigError(f"{where(source, section, 'threshold')}: missing; "
-                          "rounds_to_accuracy needs a test-accuracy threshold, e.g. 0.9")
+        raise ConfigError(
+            f"{where(source, section, 'threshold')}: missing; "
+            "rounds_to_accuracy needs a test-accuracy threshold, e.g. 0.9"
+        )
     if row["metric"] == "final_metric" and row["column"] is None:
-        raise ConfigError(f"{where(source, section, 'column')}: missing; final_metric needs "
-                          "the metrics column to report, e.g. \"r2\"")
+        raise ConfigError(
+            f"{where(source, section, 'column')}: missing; final_metric needs "
+            'the metrics column to report, e.g. "r2"'
+        )

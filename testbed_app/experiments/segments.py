@@ -93,9 +93,14 @@ class SegmentTask:
             notes: list[str] = []
             here = self.cwd if os.path.isdir(self.cwd) else os.getcwd()
             with contextlib.chdir(here):
-                summary = run_experiment(self.config, root, progress=False,
-                                         recover=self.recover, notify=notes.append,
-                                         segment_steps=self.segment_steps)
+                summary = run_experiment(
+                    self.config,
+                    root,
+                    progress=False,
+                    recover=self.recover,
+                    notify=notes.append,
+                    segment_steps=self.segment_steps,
+                )
             after = _read_files(root)
         changed = {k: v for k, v in after.items() if self.files.get(k) != v}
         present = frozenset(k for k in after if k.startswith(_run_prefix(self.config)))
@@ -124,19 +129,31 @@ class InPlaceSegment:
     fresh: bool = False
 
     def __call__(self) -> SegmentResult:
-        summary = run_experiment(self.config, self.results, fresh=self.fresh,
-                                 progress=self.progress, recover=self.recover)
+        summary = run_experiment(
+            self.config,
+            self.results,
+            fresh=self.fresh,
+            progress=self.progress,
+            recover=self.recover,
+        )
         folder = run_folder(self.results, self.config.name)
-        present = frozenset(f"{_run_prefix(self.config)}{path.relative_to(folder).as_posix()}"
-                            for path in folder.rglob("*") if path.is_file())
+        present = frozenset(
+            f"{_run_prefix(self.config)}{path.relative_to(folder).as_posix()}"
+            for path in folder.rglob("*")
+            if path.is_file()
+        )
         return SegmentResult({}, present, _relative({**summary, "notes": []}, self.results))
 
 
 def _relative(summary: dict[str, Any], root: Path) -> dict[str, Any]:
     """:func:`run_experiment`'s summary with its paths relative to the results root."""
-    return {**summary, "run_dir": Path(summary["run_dir"]).relative_to(root).as_posix(),
-            "replication": None if summary["replication"] is None else
-            Path(summary["replication"]).relative_to(root).as_posix()}
+    return {
+        **summary,
+        "run_dir": Path(summary["run_dir"]).relative_to(root).as_posix(),
+        "replication": None
+        if summary["replication"] is None
+        else Path(summary["replication"]).relative_to(root).as_posix(),
+    }
 
 
 def _run_prefix(config: ExperimentConfig) -> str:
@@ -146,9 +163,11 @@ def _run_prefix(config: ExperimentConfig) -> str:
 def _read_files(root: Path) -> dict[str, bytes]:
     """Every file under ``root``, by path relative to it, but locks (each process holds its
     own; :mod:`results_format.locks`)."""
-    return {path.relative_to(root).as_posix(): path.read_bytes()
-            for path in sorted(root.rglob("*"))
-            if path.is_file() and LOCK_FOLDER not in path.relative_to(root).parts}
+    return {
+        path.relative_to(root).as_posix(): path.read_bytes()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and LOCK_FOLDER not in path.relative_to(root).parts
+    }
 
 
 def run_folder_files(config: ExperimentConfig, results: Path) -> dict[str, bytes]:
@@ -161,6 +180,7 @@ def run_folder_files(config: ExperimentConfig, results: Path) -> dict[str, bytes
 
 def write_segment(results: Path, config: ExperimentConfig, result: SegmentResult) -> None:
     """Write a segment's files into the driver's results folder (module docstring)."""
+
     def rank(relative: str) -> int:
         name = relative.rsplit("/", 1)[-1]
         return WRITE_ORDER.index(name) if name in WRITE_ORDER else len(WRITE_ORDER)
@@ -176,39 +196,50 @@ def write_segment(results: Path, config: ExperimentConfig, result: SegmentResult
             path.unlink()  # the segment removed it (a file --recover set aside, now renamed)
 
 
-def segment_task(config: ExperimentConfig, results: Path, segment_steps: int | None = None,
-                 recover: bool = False) -> SegmentTask:
+def segment_task(
+    config: ExperimentConfig, results: Path, segment_steps: int | None = None, recover: bool = False
+) -> SegmentTask:
     """The next segment of ``config``'s run from the driver's run folder as it is now."""
     steps = int(segment_steps or config.run["checkpoint_every"])
-    return SegmentTask(config, run_folder_files(config, results), steps, recover,
-                       os.getcwd())
+    return SegmentTask(config, run_folder_files(config, results), steps, recover, os.getcwd())
 
 
 Execute = Callable[..., Iterable[tuple[int, SegmentResult]]]
 
 
-def in_order(tasks: Sequence[Callable[[], SegmentResult]],
-             then: Callable[[int, SegmentResult], Any] | None = None,
-             ) -> Iterator[tuple[int, SegmentResult]]:
+def in_order(
+    tasks: Sequence[Callable[[], SegmentResult]],
+    then: Callable[[int, SegmentResult], Any] | None = None,
+) -> Iterator[tuple[int, SegmentResult]]:
     """Run in-place segments one after the other in this process (the executor of a run in
     this process: each run is one segment, so nothing follows one)."""
     for index, task in enumerate(tasks):
         yield index, task()
 
 
-def run_experiments(configs: Sequence[ExperimentConfig], results: Path,
-                    execute: Execute | None = None, **options: Any) -> list[dict[str, Any]]:
+def run_experiments(
+    configs: Sequence[ExperimentConfig],
+    results: Path,
+    execute: Execute | None = None,
+    **options: Any,
+) -> list[dict[str, Any]]:
     """Run ``configs`` (:func:`iter_experiments`); the summaries of their runs, in config
     order."""
     summaries = dict(iter_experiments(configs, results, execute, **options))
     return [summaries[index] for index in range(len(configs))]
 
 
-def iter_experiments(configs: Sequence[ExperimentConfig], results: Path,
-                     execute: Execute | None = None, *, fresh: bool = False,
-                     recover: bool = False, segment_steps: int | None = None,
-                     on_segment: Callable[[int, SegmentResult], None] | None = None,
-                     progress: bool = True) -> Iterator[tuple[int, dict[str, Any]]]:
+def iter_experiments(
+    configs: Sequence[ExperimentConfig],
+    results: Path,
+    execute: Execute | None = None,
+    *,
+    fresh: bool = False,
+    recover: bool = False,
+    segment_steps: int | None = None,
+    on_segment: Callable[[int, SegmentResult], None] | None = None,
+    progress: bool = True,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """Run ``configs``; yield ``(index, summary)`` of each run (its last segment's summary,
     paths under ``results``) as its chain ends.
 
@@ -226,7 +257,8 @@ def iter_experiments(configs: Sequence[ExperimentConfig], results: Path,
     with holding(results, [run_lock(c, results) for c in configs]):
         if execute is None:
             tasks: list[Callable[[], SegmentResult]] = [
-                InPlaceSegment(c, results, recover, progress, fresh) for c in configs]
+                InPlaceSegment(c, results, recover, progress, fresh) for c in configs
+            ]
             yield from _run_chains(configs, results, in_order, tasks, segment_steps, on_segment)
             return
         if fresh:
@@ -236,10 +268,14 @@ def iter_experiments(configs: Sequence[ExperimentConfig], results: Path,
         yield from _run_chains(configs, results, execute, tasks, segment_steps, on_segment)
 
 
-def _run_chains(configs: Sequence[ExperimentConfig], results: Path, execute: Execute,
-                tasks: Sequence[Callable[[], SegmentResult]], segment_steps: int | None,
-                on_segment: Callable[[int, SegmentResult], None] | None,
-                ) -> Iterator[tuple[int, dict[str, Any]]]:
+def _run_chains(
+    configs: Sequence[ExperimentConfig],
+    results: Path,
+    execute: Execute,
+    tasks: Sequence[Callable[[], SegmentResult]],
+    segment_steps: int | None,
+    on_segment: Callable[[int, SegmentResult], None] | None,
+) -> Iterator[tuple[int, dict[str, Any]]]:
     """:func:`iter_experiments` with the run folders checked and locked."""
 
     def then(index: int, result: SegmentResult) -> SegmentTask | None:
@@ -259,6 +295,15 @@ def _run_chains(configs: Sequence[ExperimentConfig], results: Path, execute: Exe
             yield index, summary
 
 
-__all__ = ["InPlaceSegment", "SegmentResult", "SegmentTask", "WRITE_ORDER", "in_order",
-           "iter_experiments", "run_experiments", "run_folder_files", "segment_task",
-           "write_segment"]
+__all__ = [
+    "InPlaceSegment",
+    "SegmentResult",
+    "SegmentTask",
+    "WRITE_ORDER",
+    "in_order",
+    "iter_experiments",
+    "run_experiments",
+    "run_folder_files",
+    "segment_task",
+    "write_segment",
+]

@@ -39,10 +39,16 @@ def build_problem(config: ExperimentConfig, device: torch.device | str) -> Any:
     :class:`~problems.Problem` with the workloads' ``description`` and ``evaluate``."""
     options = {k: v for k, v in config.workload.items() if k not in ("kind", "model")}
     # the split spec, not a computed split: loss tuning splits its long-tailed subsample
-    return build_workload(config.workload["kind"], load_data(config.data), dict(config.split),
-                          model=config.workload["model"], seed=int(config.run["seed"]),
-                          device=torch.device(device), dtype=DTYPES[config.run["dtype"]],
-                          **options)
+    return build_workload(
+        config.workload["kind"],
+        load_data(config.data),
+        dict(config.split),
+        model=config.workload["model"],
+        seed=int(config.run["seed"]),
+        device=torch.device(device),
+        dtype=DTYPES[config.run["dtype"]],
+        **options,
+    )
 
 
 def outer_algorithm(name: str, entry: Any) -> OuterAlgorithm:
@@ -50,9 +56,11 @@ def outer_algorithm(name: str, entry: Any) -> OuterAlgorithm:
     (a ValueError when the entry is an estimator)."""
     info = get_estimator(name)
     if info.role != "algorithm":
-        raise ValueError(f"[algorithm] name: {info.name!r} is an estimator; a server "
-                         "experiment runs an outer algorithm (role 'algorithm' in "
-                         "`testbed list`)")
+        raise ValueError(
+            f"[algorithm] name: {info.name!r} is an estimator; a server "
+            "experiment runs an outer algorithm (role 'algorithm' in "
+            "`testbed list`)"
+        )
     algorithm: OuterAlgorithm = entry
     return algorithm
 
@@ -82,8 +90,9 @@ class ServerExperiment:
         self.problem = build_problem(config, self.device)
         self.algorithm = outer_algorithm(config.algorithm["name"], config.entry)
         self.rng = np.random.default_rng(int(run["seed"]))
-        self.ctx = FederatedContext(self.problem, self.rng, self.algorithm.participation,
-                                    self.algorithm.batch_size)
+        self.ctx = FederatedContext(
+            self.problem, self.rng, self.algorithm.participation, self.algorithm.batch_size
+        )
         self.algorithm.check_problem(self.problem)
         self.state = self.algorithm.init(self.problem)
         x0, y0 = model_point(self.state, self.problem.dim_y)
@@ -103,11 +112,15 @@ class ServerExperiment:
 
     def describe(self) -> dict[str, Any]:
         """Facts for ``metadata.json``: the workload, the algorithm as built, its cost model."""
-        return {"problem_id": self.problem.id, "dim_x": self.problem.dim_x,
-                "dim_y": self.problem.dim_y, "n_clients": self.problem.n_clients,
-                "workload": {k: v for k, v in self.problem.description.items() if k != "split"},
-                "algorithm": repr(self.algorithm),
-                "rounds_per_iteration": self.algorithm.rounds_per_iteration()}
+        return {
+            "problem_id": self.problem.id,
+            "dim_x": self.problem.dim_x,
+            "dim_y": self.problem.dim_y,
+            "n_clients": self.problem.n_clients,
+            "workload": {k: v for k, v in self.problem.description.items() if k != "split"},
+            "algorithm": repr(self.algorithm),
+            "rounds_per_iteration": self.algorithm.rounds_per_iteration(),
+        }
 
     # ------------------------------------------------------------------------- stepping
     def _evaluate(self) -> dict[str, float]:
@@ -138,14 +151,15 @@ class ServerExperiment:
         a non-finite ``x`` or ``y``, or one grown past ``GROWTH_FACTOR`` times its starting
         norm (see :data:`testbed.estimators.validation.GROWTH_FACTOR`)."""
         x, y = model_point(self.state, self.problem.dim_y)
-        for name, value, start in (("x", x, self._start_norms[0]),
-                                   ("y", y, self._start_norms[1])):
+        for name, value, start in (("x", x, self._start_norms[0]), ("y", y, self._start_norms[1])):
             if not bool(torch.isfinite(value).all()):
                 return f"the iterate {name} is not finite"
             norm, limit = float(value.norm()), GROWTH_FACTOR * max(1.0, start)
             if not norm <= limit:
-                return (f"||{name}|| = {norm:.3g} grew past {GROWTH_FACTOR:.0e} x max(1, "
-                        f"||{name}_0||) = {limit:.3g}")
+                return (
+                    f"||{name}|| = {norm:.3g} grew past {GROWTH_FACTOR:.0e} x max(1, "
+                    f"||{name}_0||) = {limit:.3g}"
+                )
         return None
 
     # ------------------------------------------------------------------------- state
@@ -159,8 +173,11 @@ class ServerExperiment:
             "step": self.step_count,
             "algorithm_state": self.state,
             "numpy_rng": self.rng.bit_generator.state,
-            "calls": {k: v for k, v in self.ctx.calls().as_dict().items()
-                      if k not in ("floats_sent", "oracle_calls")},
+            "calls": {
+                k: v
+                for k, v in self.ctx.calls().as_dict().items()
+                if k not in ("floats_sent", "oracle_calls")
+            },
             "ledger": self.ctx.ledger.state_dict(),
         }
 
@@ -177,8 +194,9 @@ class ServerExperiment:
         self.ctx.ledger.load_state_dict(state["ledger"])
 
 
-def build_server_experiment(config: ExperimentConfig, device: str | None = None) -> \
-        ServerExperiment:
+def build_server_experiment(
+    config: ExperimentConfig, device: str | None = None
+) -> ServerExperiment:
     """The :data:`~testbed_app.experiments.registry.EXPERIMENT_BUILDERS` entry of server
     workloads."""
     return ServerExperiment(config, device)

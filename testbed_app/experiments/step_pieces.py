@@ -35,8 +35,9 @@ class StepPieces:
         saved: what the checkpoint on disk holds when the run starts (a resumed run), or None.
     """
 
-    def __init__(self, bar: Any, checkpoint: Callable[[int], None],
-                 saved: str | None = None) -> None:
+    def __init__(
+        self, bar: Any, checkpoint: Callable[[int], None], saved: str | None = None
+    ) -> None:
         self.bar = bar
         self.checkpoint = checkpoint
         self.saved = saved
@@ -58,13 +59,13 @@ class StepPieces:
 
     def interrupted(self) -> str:
         """What Ctrl-C leaves (module docstring)."""
-        during = f"interrupted during step {self.step}" + (
-            f" ({self.doing})" if self.doing else "")
+        during = f"interrupted during step {self.step}" + (f" ({self.doing})" if self.doing else "")
         if self.saved is None:
-            return (f"{during}; nothing of this run is checkpointed yet: a rerun starts from "
-                    "step 0")
-        return (f"{during}; the checkpoint holds {self.saved}: a rerun resumes there "
-                "(metrics.csv rows after it are recomputed)")
+            return f"{during}; nothing of this run is checkpointed yet: a rerun starts from step 0"
+        return (
+            f"{during}; the checkpoint holds {self.saved}: a rerun resumes there "
+            "(metrics.csv rows after it are recomputed)"
+        )
 
 
 __all__ = ["StepPieces"]

@@ -35,8 +35,12 @@ INSTALL_HINT = "pip install 'hypergradient-testbed[flower]'"
 ENGINES = {"simulation": "simulation", "local": "deployment"}
 
 #: Environment for every Flower process the testbed imports or starts.
-FLOWER_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-              "RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+FLOWER_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+}
 
 for _key, _value in FLOWER_ENV.items():
     os.environ.setdefault(_key, _value)
@@ -49,8 +53,9 @@ class FlowerMissing(ValueError):
 def require_flower() -> None:
     """Raise :class:`FlowerMissing` (one line: how to install it) when ``flwr`` is absent."""
     if importlib.util.find_spec("flwr") is None:
-        raise FlowerMissing(f"testbed deploy needs Flower (flwr), which is not installed: "
-                            f"{INSTALL_HINT}")
+        raise FlowerMissing(
+            f"testbed deploy needs Flower (flwr), which is not installed: {INSTALL_HINT}"
+        )
 
 
 def flower_version() -> str:
@@ -60,5 +65,11 @@ def flower_version() -> str:
         return "not installed"
 
 
-__all__ = ["ENGINES", "FLOWER_ENV", "INSTALL_HINT", "FlowerMissing", "flower_version",
-           "require_flower"]
+__all__ = [
+    "ENGINES",
+    "FLOWER_ENV",
+    "INSTALL_HINT",
+    "FlowerMissing",
+    "flower_version",
+    "require_flower",
+]

@@ -44,22 +44,33 @@ from testbed_app.flower.transport import REPLY, ClientLost, FlowerClients
 JOIN_TIMEOUT = 600.0
 
 
-def serve(grid: Grid, spec: DeploySpec, results: Path, engine: str,
-          timeout: float | None = None) -> None:
+def serve(
+    grid: Grid, spec: DeploySpec, results: Path, engine: str, timeout: float | None = None
+) -> None:
     """Run ``spec`` on the clients behind ``grid``, writing the run's files as it goes
     (:mod:`testbed_app.flower.records`); a lost client is recorded and raised again."""
     problem = spec.build_problem()
     algorithm = spec.build_algorithm()
     algorithm.check_problem(problem)
     formula = algorithm.rounds_formula()
-    recorder = RunRecorder(run_folder(results, spec.name, engine), spec, engine,
-                           None if formula is None else formula.text, spec.n_clients)
+    recorder = RunRecorder(
+        run_folder(results, spec.name, engine),
+        spec,
+        engine,
+        None if formula is None else formula.text,
+        spec.n_clients,
+    )
     try:
         nodes = discover(grid, spec)
         device = problem.initial_point()[0].device
         transport = FlowerClients(grid, nodes, timeout, device)
-        ctx = FederatedContext(problem, np.random.default_rng(spec.seed),
-                               algorithm.participation, None, transport=transport)
+        ctx = FederatedContext(
+            problem,
+            np.random.default_rng(spec.seed),
+            algorithm.participation,
+            None,
+            transport=transport,
+        )
         state = algorithm.init(problem)
         recorder.start(state)
         for k in range(1, spec.steps + 1):
@@ -71,13 +82,16 @@ def serve(grid: Grid, spec: DeploySpec, results: Path, engine: str,
             transport.sync()
             seconds = time.perf_counter() - started
             after = ctx.calls()
-            ledger = {"rounds": after.comm_rounds - calls.comm_rounds,
-                      "vectors": ctx.ledger.messages - vectors,
-                      "floats_up": after.floats_up - calls.floats_up,
-                      "floats_down": after.floats_down - calls.floats_down}
+            ledger = {
+                "rounds": after.comm_rounds - calls.comm_rounds,
+                "vectors": ctx.ledger.messages - vectors,
+                "floats_up": after.floats_up - calls.floats_up,
+                "floats_down": after.floats_down - calls.floats_down,
+            }
             expected = None if formula is None else formula.at_iteration(state)
-            recorder.iteration(k, state, ledger, transport.traffic.minus(traffic), expected,
-                               seconds)
+            recorder.iteration(
+                k, state, ledger, transport.traffic.minus(traffic), expected, seconds
+            )
         recorder.finish(transport.oracle_calls)
     except ClientLost as lost:
         recorder.lost(lost)
@@ -93,12 +107,15 @@ def discover(grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT) -> dict[i
     deadline = time.monotonic() + wait
     while len(list(grid.get_node_ids())) < spec.n_clients:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {len(list(grid.get_node_ids()))} of {spec.n_clients} "
-                               f"SuperNodes joined within {wait:.0f} s")
+            raise RuntimeError(
+                f"only {len(list(grid.get_node_ids()))} of {spec.n_clients} "
+                f"SuperNodes joined within {wait:.0f} s"
+            )
         time.sleep(0.2)
     node_ids = sorted(grid.get_node_ids())
-    hello = [Message(RecordDict(), dst_node_id=node, message_type="query.hello")
-             for node in node_ids]
+    hello = [
+        Message(RecordDict(), dst_node_id=node, message_type="query.hello") for node in node_ids
+    ]
     replies = list(grid.send_and_receive(hello, timeout=wait))
     nodes: dict[int, int] = {}
     for reply in replies:
@@ -107,11 +124,15 @@ def discover(grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT) -> dict[i
         answer: Any = reply.content[REPLY]
         client, node = int(answer["client"]), int(reply.metadata.src_node_id)
         if answer["spec"] != spec.name or int(answer["n_clients"]) != spec.n_clients:
-            raise RuntimeError(f"SuperNode {node} runs {answer['spec']!r} with "
-                               f"{answer['n_clients']} clients, not {spec.name!r}")
+            raise RuntimeError(
+                f"SuperNode {node} runs {answer['spec']!r} with "
+                f"{answer['n_clients']} clients, not {spec.name!r}"
+            )
         if client in nodes or not 0 <= client < spec.n_clients:
-            raise RuntimeError(f"SuperNode {node} says it is client {client}: the partition "
-                               f"ids must be 0..{spec.n_clients - 1}, each once")
+            raise RuntimeError(
+                f"SuperNode {node} says it is client {client}: the partition "
+                f"ids must be 0..{spec.n_clients - 1}, each once"
+            )
         nodes[client] = node
     if len(nodes) != spec.n_clients:
         raise RuntimeError(f"{len(nodes)} of {spec.n_clients} clients answered hello")
@@ -140,8 +161,13 @@ def _spec_from_run_config(context: Context) -> DeploySpec:
 def _serve_from_run_config(grid: Grid, context: Context) -> None:
     config: Any = context.run_config
     timeout = float(config.get("timeout", 0.0)) or None
-    serve(grid, _spec_from_run_config(context), Path(str(config["results"])),
-          str(config.get("engine", "deployment")), timeout)
+    serve(
+        grid,
+        _spec_from_run_config(context),
+        Path(str(config["results"])),
+        str(config.get("engine", "deployment")),
+        timeout,
+    )
 
 
 #: For ``flwr run``: the spec, results folder and engine come from the run config.

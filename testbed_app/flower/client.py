@@ -71,26 +71,40 @@ def handle(message: Any, context: Any, spec: DeploySpec) -> Any:
     if kind == "query.sync":
         return Message(RecordDict(), reply_to=message)
     if kind == "query.hello":
-        return Message(RecordDict({REPLY: ConfigRecord({"client": client, "spec": spec.name,
-                                                        "n_clients": spec.n_clients})}),
-                       reply_to=message)
+        return Message(
+            RecordDict(
+                {
+                    REPLY: ConfigRecord(
+                        {"client": client, "spec": spec.name, "n_clients": spec.n_clients}
+                    )
+                }
+            ),
+            reply_to=message,
+        )
     request = message.content[WORK]
     if int(request["client"]) != client:
         raise NotDeployable(f"a message for client {request['client']} reached client {client}")
     problem = problem_of(spec)
     device = problem.initial_point()[0].device
-    vectors = {name: torch.from_numpy(array.numpy()).to(device)  # flwr Array: host bytes
-               for name, array in held.items()}
+    vectors = {
+        name: torch.from_numpy(array.numpy()).to(device)  # flwr Array: host bytes
+        for name, array in held.items()
+    }
     work = decode_work(str(request["work"]), vectors)
     side = DeployedClient(problem)
     reply = work.run(side, torch.tensor([client], dtype=torch.long))
-    uploads = ArrayRecord({str(j): Array(upload[0].detach().cpu().numpy())
-                           for j, upload in enumerate(reply.uploads)})
-    calls = {f"calls.{key}": int(value) for key, value in side.counter.snapshot().as_dict().items()
-             if key in ("grad_f", "grad_g", "hvp", "jvp")}
-    return Message(RecordDict({UPLOADS: uploads, REPLY: ConfigRecord({"client": client,
-                                                                      **calls})}),
-                   reply_to=message)
+    uploads = ArrayRecord(
+        {str(j): Array(upload[0].detach().cpu().numpy()) for j, upload in enumerate(reply.uploads)}
+    )
+    calls = {
+        f"calls.{key}": int(value)
+        for key, value in side.counter.snapshot().as_dict().items()
+        if key in ("grad_f", "grad_g", "hvp", "jvp")
+    }
+    return Message(
+        RecordDict({UPLOADS: uploads, REPLY: ConfigRecord({"client": client, **calls})}),
+        reply_to=message,
+    )
 
 
 __all__ = ["DeployedClient", "handle", "problem_of"]

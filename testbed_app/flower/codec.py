@@ -53,30 +53,37 @@ def _encode(value: Any, resolve: Callable[[torch.Tensor], str], where: str) -> A
         return {"held": resolve(value)}
     if isinstance(value, ClientWork):
         if WORK_KINDS.get(value.kind) is not type(value):
-            raise NotDeployable(f"{where}: {type(value).__name__} is not the registered client "
-                                f"work of kind {value.kind!r} (a subclass of one does not "
-                                "travel: its own code would not run on the clients)")
+            raise NotDeployable(
+                f"{where}: {type(value).__name__} is not the registered client "
+                f"work of kind {value.kind!r} (a subclass of one does not "
+                "travel: its own code would not run on the clients)"
+            )
         return {"work": value.kind, "fields": _fields(value, resolve, where)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = portable_name(type(value))
         if PORTABLE.get(name) is not type(value):
-            raise NotDeployable(f"{where}: a {type(value).__name__} cannot travel to the "
-                                "clients (register it with testbed.federation.client_work."
-                                "portable; a subclass of a portable class is not portable)")
+            raise NotDeployable(
+                f"{where}: a {type(value).__name__} cannot travel to the "
+                "clients (register it with testbed.federation.client_work."
+                "portable; a subclass of a portable class is not portable)"
+            )
         return {"portable": name, "fields": _fields(value, resolve, where)}
     if isinstance(value, (tuple, list)):  # a list setting (a config's tau_i) comes back a tuple
-        return {"tuple": [_encode(item, resolve, f"{where}[{i}]")
-                          for i, item in enumerate(value)]}
+        return {"tuple": [_encode(item, resolve, f"{where}[{i}]") for i, item in enumerate(value)]}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise NotDeployable(f"{where}: a {type(value).__name__} cannot travel in a message (only "
-                        "numbers, flags, strings, sequences, portable objects and sent vectors)")
+    raise NotDeployable(
+        f"{where}: a {type(value).__name__} cannot travel in a message (only "
+        "numbers, flags, strings, sequences, portable objects and sent vectors)"
+    )
 
 
 def _fields(value: Any, resolve: Callable[[torch.Tensor], str], where: str) -> dict[str, Any]:
-    return {field.name: _encode(getattr(value, field.name), resolve,
-                                f"{where}.{field.name}")
-            for field in dataclasses.fields(value) if field.init}
+    return {
+        field.name: _encode(getattr(value, field.name), resolve, f"{where}.{field.name}")
+        for field in dataclasses.fields(value)
+        if field.init
+    }
 
 
 def _decode(value: Any, held: Mapping[str, torch.Tensor]) -> Any:
@@ -87,8 +94,10 @@ def _decode(value: Any, held: Mapping[str, torch.Tensor]) -> Any:
     if "held" in value:
         name = value["held"]
         if name not in held:
-            raise NotDeployable(f"the work uses the vector {name!r}, which this client was "
-                                f"never sent (it holds {sorted(held)})")
+            raise NotDeployable(
+                f"the work uses the vector {name!r}, which this client was "
+                f"never sent (it holds {sorted(held)})"
+            )
         return held[name]
     if "tuple" in value:
         return tuple(_decode(item, held) for item in value["tuple"])
@@ -102,8 +111,10 @@ def _decode(value: Any, held: Mapping[str, torch.Tensor]) -> Any:
     else:
         raise NotDeployable(f"a message's work holds an unknown entry {sorted(value)}")
     if cls is None:
-        raise NotDeployable(f"unknown {what}: the client's testbed does not register it (the "
-                            "same testbed version must run on the server and every client)")
+        raise NotDeployable(
+            f"unknown {what}: the client's testbed does not register it (the "
+            "same testbed version must run on the server and every client)"
+        )
     return cls(**fields)
 
 

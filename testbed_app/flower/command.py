@@ -47,18 +47,24 @@ def deploy_command(args: argparse.Namespace) -> int:
         if not torch.cuda.is_available():
             raise ValueError("--gpus-per-client: CUDA is not available on this machine")
     if args.engine == "simulation" and spec.device == "cuda" and args.gpus_per_client == 0:
-        raise ValueError("device cuda on the simulation engine: give each client's Ray actor "
-                         "a GPU (--gpus-per-client 1, or a fraction to share one)")
+        raise ValueError(
+            "device cuda on the simulation engine: give each client's Ray actor "
+            "a GPU (--gpus-per-client 1, or a fraction to share one)"
+        )
     engine = ENGINES[args.engine]
     results = Path(args.results)
     folder = run_folder(output_folder(results, "--results"), spec.name, engine)
     if folder.exists() or folder.is_symlink():
         if not args.fresh:
-            raise ValueError(f"{folder}: holds an earlier run of {spec.name} on this engine; "
-                             "--fresh replaces it (move it aside to keep it)")
+            raise ValueError(
+                f"{folder}: holds an earlier run of {spec.name} on this engine; "
+                "--fresh replaces it (move it aside to keep it)"
+            )
         if folder.is_symlink() or not folder.is_dir():
-            raise ValueError(f"--fresh: {folder} is not a run folder (a file or a link); move "
-                             "it away. Nothing was deleted")
+            raise ValueError(
+                f"--fresh: {folder} is not a run folder (a file or a link); move "
+                "it away. Nothing was deleted"
+            )
         problem = folder_owner_problem(folder, spec, args.config)
         if problem is not None:
             raise ValueError(problem)
@@ -68,12 +74,19 @@ def deploy_command(args: argparse.Namespace) -> int:
     if folder.exists():
         shutil.rmtree(folder)
     record_source(folder, args.config)
-    print(f"{spec.name}: {spec.algorithm['name']} on Flower ({args.engine}), "
-          f"{spec.n_clients} clients, {spec.steps} outer iterations")
+    print(
+        f"{spec.name}: {spec.algorithm['name']} on Flower ({args.engine}), "
+        f"{spec.n_clients} clients, {spec.steps} outer iterations"
+    )
     try:
         if engine == "simulation":
-            run_on_simulation(spec, results, cpus_per_client=args.cpus_per_client,
-                              gpus_per_client=args.gpus_per_client, timeout=args.timeout)
+            run_on_simulation(
+                spec,
+                results,
+                cpus_per_client=args.cpus_per_client,
+                gpus_per_client=args.gpus_per_client,
+                timeout=args.timeout,
+            )
         else:
             run_on_local_deployment(spec, results, timeout=args.timeout)
     except ClientLost:
@@ -100,25 +113,36 @@ def deploy_command(args: argparse.Namespace) -> int:
 def summary(record: dict[str, Any]) -> str:
     """The per-iteration table of a run record."""
     formula = record.get("rounds_formula") or "-"
-    lines = [f"{'iteration':>9}  {'rounds: ledger / Flower / ' + formula:>34}  "
-             f"{'floats up (ledger = Flower)':>28}  {'floats down':>12}  {'seconds':>8}  "
-             f"{'s / round':>9}  counts"]
+    lines = [
+        f"{'iteration':>9}  {'rounds: ledger / Flower / ' + formula:>34}  "
+        f"{'floats up (ledger = Flower)':>28}  {'floats down':>12}  {'seconds':>8}  "
+        f"{'s / round':>9}  counts"
+    ]
     for row in record["iterations"]:
         ledger, flower = row["ledger"], row["flower"]
         rounds = f"{ledger['rounds']} / {flower['exchanges']} / {row['formula']}"
-        ups = f"{ledger['floats_up']} = {flower['floats_up']}" \
-            if ledger["floats_up"] == flower["floats_up"] \
+        ups = (
+            f"{ledger['floats_up']} = {flower['floats_up']}"
+            if ledger["floats_up"] == flower["floats_up"]
             else f"{ledger['floats_up']} != {flower['floats_up']}"
-        downs = str(flower["floats_down"]) if ledger["floats_down"] == flower["floats_down"] \
+        )
+        downs = (
+            str(flower["floats_down"])
+            if ledger["floats_down"] == flower["floats_down"]
             else f"{ledger['floats_down']} != {flower['floats_down']}"
+        )
         state = "agree" if row["counts_agree"] and row["formula_agrees"] else "DIFFER"
-        lines.append(f"{row['iteration']:>9}  {rounds:>34}  {ups:>28}  {downs:>12}  "
-                     f"{row['seconds']:>8.3f}  {row['seconds_per_round']:>9.4f}  {state}")
+        lines.append(
+            f"{row['iteration']:>9}  {rounds:>34}  {ups:>28}  {downs:>12}  "
+            f"{row['seconds']:>8.3f}  {row['seconds_per_round']:>9.4f}  {state}"
+        )
     if record.get("lost"):
         lost = record["lost"]
-        lines.append(f"lost: client {lost['client']} (SuperNode {lost['node']}) in "
-                     f"{lost['round']}: {lost['reason']}; {lost['iterations_completed']} "
-                     "iterations completed and kept")
+        lines.append(
+            f"lost: client {lost['client']} (SuperNode {lost['node']}) in "
+            f"{lost['round']}: {lost['reason']}; {lost['iterations_completed']} "
+            "iterations completed and kept"
+        )
     return "\n".join(lines)
 
 
@@ -126,12 +150,14 @@ def describe(comparison: dict[str, Any]) -> str:
     seconds = comparison["seconds_per_iteration"]
     ratio = seconds["flower"] / seconds["batched"] if seconds["batched"] else float("inf")
     verdict = "the same" if comparison["same_numbers"] else "DIFFERENT"
-    return (f"iterates against the batched simulation: {verdict} (largest relative difference "
-            f"{comparison['worst_relative']:.2e}, tolerance {comparison['tolerance']:.0e} in "
-            f"{comparison['dtype']}); counts: "
-            f"{'the ledger and the formula' if comparison['same_counts'] else 'DIFFERENT'}\n"
-            f"seconds per outer iteration: Flower {seconds['flower']:.3f}, batched "
-            f"{seconds['batched']:.4f} ({ratio:.0f}x)")
+    return (
+        f"iterates against the batched simulation: {verdict} (largest relative difference "
+        f"{comparison['worst_relative']:.2e}, tolerance {comparison['tolerance']:.0e} in "
+        f"{comparison['dtype']}); counts: "
+        f"{'the ledger and the formula' if comparison['same_counts'] else 'DIFFERENT'}\n"
+        f"seconds per outer iteration: Flower {seconds['flower']:.3f}, batched "
+        f"{seconds['batched']:.4f} ({ratio:.0f}x)"
+    )
 
 
 __all__ = ["deploy_command", "describe", "summary"]

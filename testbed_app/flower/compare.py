@@ -42,8 +42,9 @@ def simulate(spec: DeploySpec) -> tuple[list[Any], float]:
     return [record.state for record in records], seconds
 
 
-def compare(spec: DeploySpec, record: dict[str, Any],
-            iterates: dict[str, list[torch.Tensor]]) -> dict[str, Any]:
+def compare(
+    spec: DeploySpec, record: dict[str, Any], iterates: dict[str, list[torch.Tensor]]
+) -> dict[str, Any]:
     """How the run (its ``run.json`` and iterates) compares with the batched simulation."""
     states, seconds = simulate(spec)
     dtype = states[0].x.dtype
@@ -53,20 +54,30 @@ def compare(spec: DeploySpec, record: dict[str, Any],
         state = states[k]
         x, inner = state.x.detach().cpu(), inner_iterate(state).detach().cpu()
         scale = max(float(x.abs().max()), float(inner.abs().max()), 1e-30)
-        difference = max(float((x - x_run).abs().max()),
-                         float((inner - iterates["inner"][k]).abs().max()))
-        rows.append({"iteration": k, "difference": difference, "scale": scale,
-                     "relative": difference / scale})
+        difference = max(
+            float((x - x_run).abs().max()), float((inner - iterates["inner"][k]).abs().max())
+        )
+        rows.append(
+            {
+                "iteration": k,
+                "difference": difference,
+                "scale": scale,
+                "relative": difference / scale,
+            }
+        )
     done = record["iterations"]
     run_seconds = [row["seconds"] for row in done]
     return {
-        "dtype": str(dtype).replace("torch.", ""), "tolerance": tolerance,
+        "dtype": str(dtype).replace("torch.", ""),
+        "tolerance": tolerance,
         "iterations": rows,
         "worst_relative": max((row["relative"] for row in rows), default=0.0),
         "same_numbers": all(row["relative"] <= tolerance for row in rows),
         "same_counts": all(row["counts_agree"] and row["formula_agrees"] for row in done),
-        "seconds_per_iteration": {"flower": float(np.mean(run_seconds)) if done else None,
-                                  "batched": seconds},
+        "seconds_per_iteration": {
+            "flower": float(np.mean(run_seconds)) if done else None,
+            "batched": seconds,
+        },
     }
 
 

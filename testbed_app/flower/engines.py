@@ -51,9 +51,16 @@ CONNECTION = "testbed-local"
 START_TIMEOUT = 60.0
 
 
-def run_on_simulation(spec: DeploySpec, results: Path, *, cpus_per_client: int = 1,
-                      gpus_per_client: float = 0.0, cpus: int | None = None,
-                      timeout: float | None = None, wait: float | None = None) -> Path:
+def run_on_simulation(
+    spec: DeploySpec,
+    results: Path,
+    *,
+    cpus_per_client: int = 1,
+    gpus_per_client: float = 0.0,
+    cpus: int | None = None,
+    timeout: float | None = None,
+    wait: float | None = None,
+) -> Path:
     """Run ``spec`` on Flower's simulation engine (clients as Ray actors, :class:`LocalSimulation`);
     the run folder.
 
@@ -66,8 +73,13 @@ def run_on_simulation(spec: DeploySpec, results: Path, *, cpus_per_client: int =
         wait: seconds the whole run may take (default: no limit).
     """
     logs = run_folder(results, spec.name, "simulation") / "logs"
-    with LocalSimulation(spec.n_clients, logs, cpus_per_client=cpus_per_client,
-                         gpus_per_client=gpus_per_client, cpus=cpus) as simulation:
+    with LocalSimulation(
+        spec.n_clients,
+        logs,
+        cpus_per_client=cpus_per_client,
+        gpus_per_client=gpus_per_client,
+        cpus=cpus,
+    ) as simulation:
         return simulation.run(spec, results, timeout, wait)
 
 
@@ -84,9 +96,11 @@ def _executable(name: str) -> str:
         return str(beside)
     found = shutil.which(name)
     if found is None:
-        raise FileNotFoundError(f"{name}: not found beside {sys.executable} or on PATH; "
-                                "install Flower into this environment: "
-                                "pip install 'hypergradient-testbed[flower]'")
+        raise FileNotFoundError(
+            f"{name}: not found beside {sys.executable} or on PATH; "
+            "install Flower into this environment: "
+            "pip install 'hypergradient-testbed[flower]'"
+        )
     return found
 
 
@@ -115,9 +129,12 @@ class LocalDeployment:
         self.home = Path(tempfile.mkdtemp(prefix="testbed-flwr-"))
         self.superlink: subprocess.Popen[bytes] | None = None
         self.supernodes: list[subprocess.Popen[bytes]] = []
-        self.env = {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(self.home),
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}"
-                            f"{os.environ.get('PATH', '')}"}
+        self.env = {
+            **os.environ,
+            **FLOWER_ENV,
+            "FLWR_HOME": str(self.home),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        }
 
     # ------------------------------------------------------------------ processes
     def __enter__(self) -> LocalDeployment:
@@ -140,43 +157,74 @@ class LocalDeployment:
 
     def _spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
         with (self.logs / log_name).open("ab") as log:
-            return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=self.env,
-                                    cwd=self.home, start_new_session=True)
+            return subprocess.Popen(
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.home,
+                start_new_session=True,
+            )
 
     def _start_superlink(self) -> None:
         self.port = free_port(self.host)
         self.superlink = self._spawn(
-            [_executable("flower-superlink"), "--insecure",
-             "--disable-runtime-dependency-installation", *self.superlink_options,
-             "--host", self.host, "--port", str(self.port)], "superlink.log")
+            [
+                _executable("flower-superlink"),
+                "--insecure",
+                "--disable-runtime-dependency-installation",
+                *self.superlink_options,
+                "--host",
+                self.host,
+                "--port",
+                str(self.port),
+            ],
+            "superlink.log",
+        )
         deadline = time.monotonic() + START_TIMEOUT
         while not self._healthy():
             if self.superlink.poll() is not None:
-                raise RuntimeError(f"flower-superlink exited with {self.superlink.returncode}; "
-                                   f"see {self.logs / 'superlink.log'}")
+                raise RuntimeError(
+                    f"flower-superlink exited with {self.superlink.returncode}; "
+                    f"see {self.logs / 'superlink.log'}"
+                )
             if time.monotonic() > deadline:
-                raise RuntimeError(f"flower-superlink did not answer on {self.host}:{self.port} "
-                                   f"within {START_TIMEOUT:.0f} s; see "
-                                   f"{self.logs / 'superlink.log'}")
+                raise RuntimeError(
+                    f"flower-superlink did not answer on {self.host}:{self.port} "
+                    f"within {START_TIMEOUT:.0f} s; see "
+                    f"{self.logs / 'superlink.log'}"
+                )
             time.sleep(0.2)
         (self.home / "config.toml").write_text(
             f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-            f'address = "{self.host}:{self.port}"\ninsecure = true\n')
+            f'address = "{self.host}:{self.port}"\ninsecure = true\n'
+        )
 
     def _healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"http://{self.host}:{self.port}/health",
-                                        timeout=2) as answer:
+            with urllib.request.urlopen(
+                f"http://{self.host}:{self.port}/health", timeout=2
+            ) as answer:
                 return bool(answer.status == 200)
         except (urllib.error.URLError, OSError):
             return False
 
     def _start_supernode(self, client: int) -> subprocess.Popen[bytes]:
         return self._spawn(
-            [_executable("flower-supernode"), "--insecure", "--superlink",
-             f"{self.host}:{self.port}", "--host", self.host, "--port", str(free_port(self.host)),
-             "--node-config", f"partition-id={client} num-partitions={self.n_clients}"],
-            f"supernode-{client}.log")
+            [
+                _executable("flower-supernode"),
+                "--insecure",
+                "--superlink",
+                f"{self.host}:{self.port}",
+                "--host",
+                self.host,
+                "--port",
+                str(free_port(self.host)),
+                "--node-config",
+                f"partition-id={client} num-partitions={self.n_clients}",
+            ],
+            f"supernode-{client}.log",
+        )
 
     def kill_supernode(self, client: int) -> None:
         """SIGKILL client ``client``'s SuperNode and everything it started (a crashed node)."""
@@ -207,17 +255,35 @@ class LocalDeployment:
 
     # ------------------------------------------------------------------ runs
     @contextmanager
-    def submitted(self, spec: DeploySpec, results: Path,
-                  timeout: float | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    def submitted(
+        self, spec: DeploySpec, results: Path, timeout: float | None = None
+    ) -> Iterator[subprocess.Popen[bytes]]:
         """``flwr run`` of ``spec`` as a running process (for a caller that acts while the run
         goes on, e.g. a test that stops a SuperNode); stopped on leaving if still running."""
         overrides = self.home / "run-config.toml"
-        overrides.write_text(_toml({"spec": spec.to_json(),
-                                    "results": str(Path(results).resolve()),
-                                    "engine": self.engine, "timeout": float(timeout or 0.0)}))
-        process = self._spawn([_executable("flwr"), "run", str(APP_DIR), CONNECTION,
-                               "--run-config", str(overrides), *self._federation_options(),
-                               "--stream"], "flwr-run.log")
+        overrides.write_text(
+            _toml(
+                {
+                    "spec": spec.to_json(),
+                    "results": str(Path(results).resolve()),
+                    "engine": self.engine,
+                    "timeout": float(timeout or 0.0),
+                }
+            )
+        )
+        process = self._spawn(
+            [
+                _executable("flwr"),
+                "run",
+                str(APP_DIR),
+                CONNECTION,
+                "--run-config",
+                str(overrides),
+                *self._federation_options(),
+                "--stream",
+            ],
+            "flwr-run.log",
+        )
         try:
             yield process
         finally:
@@ -225,16 +291,22 @@ class LocalDeployment:
                 _signal_group(process, signal.SIGTERM)
                 process.wait()
 
-    def run(self, spec: DeploySpec, results: Path, timeout: float | None = None,
-            wait: float | None = None) -> Path:
+    def run(
+        self,
+        spec: DeploySpec,
+        results: Path,
+        timeout: float | None = None,
+        wait: float | None = None,
+    ) -> Path:
         """Run ``spec`` to its end (``flwr run ... --stream``); the run folder. ``wait``
         bounds the whole run in seconds (``None``: no bound)."""
         with self.submitted(spec, results, timeout) as process:
             try:
                 process.wait(timeout=wait)
             except subprocess.TimeoutExpired:
-                raise RuntimeError(f"flwr run did not finish within {wait:.0f} s; see "
-                                   f"{self.logs}") from None
+                raise RuntimeError(
+                    f"flwr run did not finish within {wait:.0f} s; see {self.logs}"
+                ) from None
         return run_folder(results, spec.name, self.engine)
 
     def _federation_options(self) -> list[str]:
@@ -256,17 +328,29 @@ class LocalSimulation(LocalDeployment):
     engine = "simulation"
     superlink_options = ("--simulation",)
 
-    def __init__(self, n_clients: int, logs: Path, host: str = "127.0.0.1", *,
-                 cpus_per_client: int = 1, gpus_per_client: float = 0.0,
-                 cpus: int | None = None) -> None:
+    def __init__(
+        self,
+        n_clients: int,
+        logs: Path,
+        host: str = "127.0.0.1",
+        *,
+        cpus_per_client: int = 1,
+        gpus_per_client: float = 0.0,
+        cpus: int | None = None,
+    ) -> None:
         super().__init__(n_clients, logs, host)
         if int(cpus_per_client) != cpus_per_client or cpus_per_client < 1:
-            raise ValueError(f"--cpus-per-client: whole CPUs on the simulation engine (Flower's "
-                             f"simulation config takes an integer), got {cpus_per_client}")
+            raise ValueError(
+                f"--cpus-per-client: whole CPUs on the simulation engine (Flower's "
+                f"simulation config takes an integer), got {cpus_per_client}"
+            )
         self.federation: dict[str, Any] = {
-            "num-supernodes": n_clients, "client-resources-num-cpus": int(cpus_per_client),
+            "num-supernodes": n_clients,
+            "client-resources-num-cpus": int(cpus_per_client),
             "client-resources-num-gpus": float(gpus_per_client),
-            "init-args-log-to-driver": False, "init-args-logging-level": "error"}
+            "init-args-log-to-driver": False,
+            "init-args-logging-level": "error",
+        }
         if cpus is not None:
             self.federation["init-args-num-cpus"] = int(cpus)
         if gpus_per_client:
@@ -312,8 +396,9 @@ def _descendants(roots: set[int]) -> set[int]:
     parents: dict[int, int] = {}
     for entry in Path("/proc").glob("[0-9]*"):
         try:
-            parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1]
-                                           .split()[1])
+            parents[int(entry.name)] = int(
+                (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            )
         except (OSError, IndexError, ValueError):
             continue
     found: set[int] = set()
@@ -331,13 +416,20 @@ def _toml(values: dict[str, Any]) -> str:
     return tomli_w.dumps(values)
 
 
-def run_on_local_deployment(spec: DeploySpec, results: Path, timeout: float | None = None,
-                            wait: float | None = None) -> Path:
+def run_on_local_deployment(
+    spec: DeploySpec, results: Path, timeout: float | None = None, wait: float | None = None
+) -> Path:
     """Start a local deployment for ``spec``, run it, stop it; the run folder."""
     logs = run_folder(results, spec.name, "deployment") / "logs"
     with LocalDeployment(spec.n_clients, logs) as deployment:
         return deployment.run(spec, results, timeout, wait)
 
 
-__all__ = ["APP_DIR", "LocalDeployment", "LocalSimulation", "free_port",
-           "run_on_local_deployment", "run_on_simulation"]
+__all__ = [
+    "APP_DIR",
+    "LocalDeployment",
+    "LocalSimulation",
+    "free_port",
+    "run_on_local_deployment",
+    "run_on_simulation",
+]

@@ -45,12 +45,12 @@ SOURCE_FILE = "source.json"
 COUNTS = {
     "ledger.rounds": "the testbed ledger's communication rounds (aggregations)",
     "ledger.vectors": "the ledger's messages: one per vector a client sends or receives; "
-                      "equals flower.vectors_down + flower.vectors_up",
+    "equals flower.vectors_down + flower.vectors_up",
     "ledger.floats_up, ledger.floats_down": "the floats in those vectors, each way",
     "flower.exchanges": "Flower send_and_receive calls that carried a round's work",
     "flower.syncs": "send_and_receive calls that carried only vectors queued for the clients",
     "flower.flower_messages": "Flower Message objects, instructions and replies (the sync's "
-                              "included); one Message carries several arrays or none",
+    "included); one Message carries several arrays or none",
     "flower.vectors_down, flower.vectors_up": "the arrays in those Messages, each way",
     "flower.floats_down, flower.floats_up": "the floats in those arrays, each way",
 }
@@ -69,18 +69,25 @@ def inner_iterate(state: Any) -> torch.Tensor:
 class RunRecorder:
     """Writes a run's files as it goes (see the module docstring)."""
 
-    def __init__(self, folder: Path, spec: DeploySpec, engine: str, formula: str | None,
-                 n_clients: int) -> None:
+    def __init__(
+        self, folder: Path, spec: DeploySpec, engine: str, formula: str | None, n_clients: int
+    ) -> None:
 
         self.folder = Path(folder)
         self.record: dict[str, Any] = {
-            "format": FORMAT, "name": spec.name, "engine": engine,
-            "spec": json.loads(spec.to_json()), "flwr": flower_version(),
+            "format": FORMAT,
+            "name": spec.name,
+            "engine": engine,
+            "spec": json.loads(spec.to_json()),
+            "flwr": flower_version(),
             "provenance": provenance(),
             "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "clients": n_clients, "rounds_formula": formula, "status": "running",
+            "clients": n_clients,
+            "rounds_formula": formula,
+            "status": "running",
             "counts": COUNTS,
-            "iterations": [], "lost": None,
+            "iterations": [],
+            "lost": None,
         }
         self.xs: list[torch.Tensor] = []
         self.inners: list[torch.Tensor] = []
@@ -89,22 +96,40 @@ class RunRecorder:
         self._keep(state)
         self._write()
 
-    def iteration(self, k: int, state: Any, ledger: dict[str, int], traffic: Traffic,
-                  formula: int | None, seconds: float) -> dict[str, Any]:
+    def iteration(
+        self,
+        k: int,
+        state: Any,
+        ledger: dict[str, int],
+        traffic: Traffic,
+        formula: int | None,
+        seconds: float,
+    ) -> dict[str, Any]:
         """Record iteration ``k``; returns its row."""
-        flower = {"exchanges": traffic.exchanges, "syncs": traffic.syncs,
-                  "flower_messages": traffic.messages, "vectors_down": traffic.vectors_down,
-                  "vectors_up": traffic.vectors_up, "floats_down": traffic.floats_down,
-                  "floats_up": traffic.floats_up}
+        flower = {
+            "exchanges": traffic.exchanges,
+            "syncs": traffic.syncs,
+            "flower_messages": traffic.messages,
+            "vectors_down": traffic.vectors_down,
+            "vectors_up": traffic.vectors_up,
+            "floats_down": traffic.floats_down,
+            "floats_up": traffic.floats_up,
+        }
         row = {
-            "iteration": k, "seconds": seconds,
-            "seconds_rounds": traffic.seconds_exchanges, "seconds_sync": traffic.seconds_syncs,
+            "iteration": k,
+            "seconds": seconds,
+            "seconds_rounds": traffic.seconds_exchanges,
+            "seconds_sync": traffic.seconds_syncs,
             "seconds_per_round": traffic.seconds_exchanges / max(traffic.exchanges, 1),
-            "ledger": ledger, "flower": flower, "formula": formula,
-            "counts_agree": (traffic.exchanges == ledger["rounds"]
-                             and traffic.vectors_down + traffic.vectors_up == ledger["vectors"]
-                             and traffic.floats_down == ledger["floats_down"]
-                             and traffic.floats_up == ledger["floats_up"]),
+            "ledger": ledger,
+            "flower": flower,
+            "formula": formula,
+            "counts_agree": (
+                traffic.exchanges == ledger["rounds"]
+                and traffic.vectors_down + traffic.vectors_up == ledger["vectors"]
+                and traffic.floats_down == ledger["floats_down"]
+                and traffic.floats_up == ledger["floats_up"]
+            ),
             "formula_agrees": formula is None or formula == ledger["rounds"],
         }
         self.record["iterations"].append(row)
@@ -119,9 +144,13 @@ class RunRecorder:
 
     def lost(self, error: ClientLost) -> None:
         self.record["status"] = f"lost: {error}"
-        self.record["lost"] = {"round": error.round_label, "client": error.client,
-                               "node": error.node, "reason": error.reason,
-                               "iterations_completed": len(self.record["iterations"])}
+        self.record["lost"] = {
+            "round": error.round_label,
+            "client": error.client,
+            "node": error.node,
+            "reason": error.reason,
+            "iterations_completed": len(self.record["iterations"]),
+        }
         self._write()
 
     def failed(self, error: BaseException) -> None:
@@ -136,16 +165,18 @@ class RunRecorder:
         buffer = io.BytesIO()
         torch.save({"x": self.xs, "inner": self.inners}, buffer)
         atomic_write_bytes(self.folder / ITERATES_FILE, buffer.getvalue())
-        atomic_write(self.folder / RUN_FILE,
-                     json.dumps(self.record, indent=1, default=json_default) + "\n")
+        atomic_write(
+            self.folder / RUN_FILE, json.dumps(self.record, indent=1, default=json_default) + "\n"
+        )
 
 
 def record_source(folder: Path, config: str | Path) -> None:
     """``source.json``: the config file this run folder is written from (resolved path), so
     that ``--fresh`` of that file, edited, replaces it (:func:`folder_owner_problem`)."""
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / SOURCE_FILE,
-                 json.dumps({"config_file": str(Path(config).resolve())}) + "\n")
+    atomic_write(
+        folder / SOURCE_FILE, json.dumps({"config_file": str(Path(config).resolve())}) + "\n"
+    )
 
 
 def _read_object(path: Path) -> dict[str, Any]:
@@ -158,8 +189,11 @@ def _read_object(path: Path) -> dict[str, Any]:
 
 def _computation(spec: Any) -> Any:
     """A spec as the run it computes: its content without ``steps`` (``--steps`` may change)."""
-    return {key: value for key, value in spec.items() if key != "steps"} \
-        if isinstance(spec, dict) else None
+    return (
+        {key: value for key, value in spec.items() if key != "steps"}
+        if isinstance(spec, dict)
+        else None
+    )
 
 
 def folder_owner_problem(folder: Path, spec: DeploySpec, config: str | Path) -> str | None:
@@ -169,19 +203,22 @@ def folder_owner_problem(folder: Path, spec: DeploySpec, config: str | Path) -> 
     edited config replaces its own run). Anything else, a folder of another config of the
     same ``name`` or one the testbed did not record, is refused, and nothing is deleted."""
     recorded = _read_object(folder / RUN_FILE).get("spec")
-    if recorded is not None and _computation(recorded) == _computation(
-            json.loads(spec.to_json())):
+    if recorded is not None and _computation(recorded) == _computation(json.loads(spec.to_json())):
         return None
     source = _read_object(folder / SOURCE_FILE).get("config_file")
     if isinstance(source, str) and source == str(Path(config).resolve()):
         return None
     if isinstance(source, str):
-        return (f"--fresh: {folder} holds the run of {source}, not of {config} (both configs "
-                f"have name = {spec.name!r}); give one of them another name, or move the folder "
-                "away. Nothing was deleted")
-    return (f"--fresh: {folder} is not recorded as a run of {config} (its run.json records "
-            "another spec and no config file); delete it by hand if it should go. Nothing was "
-            "deleted")
+        return (
+            f"--fresh: {folder} holds the run of {source}, not of {config} (both configs "
+            f"have name = {spec.name!r}); give one of them another name, or move the folder "
+            "away. Nothing was deleted"
+        )
+    return (
+        f"--fresh: {folder} is not recorded as a run of {config} (its run.json records "
+        "another spec and no config file); delete it by hand if it should go. Nothing was "
+        "deleted"
+    )
 
 
 def read_run(folder: Path) -> tuple[dict[str, Any], dict[str, list[torch.Tensor]]]:
@@ -200,5 +237,12 @@ def read_run(folder: Path) -> tuple[dict[str, Any], dict[str, list[torch.Tensor]
     return record, iterates
 
 
-__all__ = ["COUNTS", "RunRecorder", "folder_owner_problem", "inner_iterate", "read_run",
-           "record_source", "run_folder"]
+__all__ = [
+    "COUNTS",
+    "RunRecorder",
+    "folder_owner_problem",
+    "inner_iterate",
+    "read_run",
+    "record_source",
+    "run_folder",
+]

@@ -128,18 +128,24 @@ class DeploySpec:
             raise ConfigError(
                 f"{self.name}: [algorithm] {self.algorithm['name']!r} is decentralized (its "
                 f"clients gossip: {formula.unit}); testbed deploy runs the server-based "
-                "algorithms (a Flower ServerApp aggregates)")
+                "algorithms (a Flower ServerApp aggregates)"
+            )
         if algorithm.batch_size is not None:
             raise ConfigError(
                 f"{self.name}: [algorithm] batch_size = {algorithm.batch_size}: a deployed run "
                 "uses exact local objectives (in the simulation the server's generator draws "
                 "every client's minibatch; deployed clients would draw their own, a different "
-                "random stream); leave batch_size out")
+                "random stream); leave batch_size out"
+            )
         return algorithm
 
 
-def load_spec(path: str | Path, steps: int | None = None, device: str | None = None,
-              overrides: Mapping[str, Any] | None = None) -> DeploySpec:
+def load_spec(
+    path: str | Path,
+    steps: int | None = None,
+    device: str | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> DeploySpec:
     """The :class:`DeploySpec` of a deploy config or a server-based experiment config, with
     ``--steps`` / ``--device`` and ``{"section.key": value}`` overrides applied; every error
     names the file and the key."""
@@ -147,16 +153,22 @@ def load_spec(path: str | Path, steps: int | None = None, device: str | None = N
     path = Path(path)
     raw = apply_overrides(read_toml(path), overrides)
     if "problem" not in raw:
-        config = load_config(path, {**(overrides or {}), "run.steps": steps,
-                                    "run.device": device})
+        config = load_config(path, {**(overrides or {}), "run.steps": steps, "run.device": device})
         if config.workload["kind"] not in SERVER_KINDS:
-            raise ConfigError(f"{path}: [workload] kind = {config.workload['kind']!r} is "
-                              f"decentralized; testbed deploy runs server-based workloads "
-                              f"({', '.join(SERVER_KINDS)}) and closed-form configs")
+            raise ConfigError(
+                f"{path}: [workload] kind = {config.workload['kind']!r} is "
+                f"decentralized; testbed deploy runs server-based workloads "
+                f"({', '.join(SERVER_KINDS)}) and closed-form configs"
+            )
 
-        spec = DeploySpec(config.name, {"experiment": dump_toml(config)}, dict(config.algorithm),
-                          int(config.run["steps"]), int(config.run["seed"]),
-                          str(config.run["device"]))
+        spec = DeploySpec(
+            config.name,
+            {"experiment": dump_toml(config)},
+            dict(config.algorithm),
+            int(config.run["steps"]),
+            int(config.run["seed"]),
+            str(config.run["device"]),
+        )
     else:
         spec = _closed_form(str(path), raw, steps, device)
     try:
@@ -166,25 +178,30 @@ def load_spec(path: str | Path, steps: int | None = None, device: str | None = N
     return spec
 
 
-def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
-                 device: str | None) -> DeploySpec:
+def _closed_form(
+    source: str, raw: Mapping[str, Any], steps: int | None, device: str | None
+) -> DeploySpec:
 
     for key, value in raw.items():
         if key in ("problem", "algorithm", "run"):
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: [{key}] must be a table, got {value!r}")
         elif key not in TOP_KEYS:
-            raise ConfigError(f"{source}: unknown key {key!r} (a closed-form deploy config has "
-                              f"{list(TOP_KEYS)} and the tables [problem], [algorithm], [run])")
+            raise ConfigError(
+                f"{source}: unknown key {key!r} (a closed-form deploy config has "
+                f"{list(TOP_KEYS)} and the tables [problem], [algorithm], [run])"
+            )
     # the rule of a run's name (a plain folder name: not "." or "..", no separator, NUL or
     # control character, at most 100 characters): `name = ".."` made --fresh delete
     # <results>/simulation/
     problem = name_problem(raw.get("name"))
     if problem is not None:
         shown = repr(raw.get("name"))
-        raise ConfigError(f"{source}: name: expected a plain folder name (it names the results "
-                          f"folder), got {shown[:80] + '...' if len(shown) > 80 else shown} "
-                          f"({problem})")
+        raise ConfigError(
+            f"{source}: name: expected a plain folder name (it names the results "
+            f"folder), got {shown[:80] + '...' if len(shown) > 80 else shown} "
+            f"({problem})"
+        )
     name = raw["name"]
     for section in ("algorithm", "run"):
         if section not in raw:
@@ -192,27 +209,31 @@ def _closed_form(source: str, raw: Mapping[str, Any], steps: int | None,
     recipe = dict(raw["problem"])
     problem = _problem(source, recipe)
     if device not in (None, "cpu"):
-        raise ConfigError(f"{source}: --device {device}: closed-form problems run in float64 on "
-                          "the CPU here (the digits workloads take a device)")
+        raise ConfigError(
+            f"{source}: --device {device}: closed-form problems run in float64 on "
+            "the CPU here (the digits workloads take a device)"
+        )
     run = _run(source, {**raw["run"], **({} if steps is None else {"steps": steps})})
     algorithm = check_algorithm(source, raw["algorithm"], problem.kind)
-    return DeploySpec(name, {"closed_form": problem.spec()}, algorithm, run["steps"],
-                      run["seed"])
+    return DeploySpec(name, {"closed_form": problem.spec()}, algorithm, run["steps"], run["seed"])
 
 
 def _problem(source: str, recipe: dict[str, Any]) -> Any:
     family = recipe.get("family")
     if family not in SPEC_BUILDERS:
-        raise ConfigError(f"{source}: [problem] family: expected one of {sorted(SPEC_BUILDERS)}, "
-                          f"got {family!r}")
+        raise ConfigError(
+            f"{source}: [problem] family: expected one of {sorted(SPEC_BUILDERS)}, got {family!r}"
+        )
     try:
         problem = from_spec(recipe)
     except (TypeError, ValueError, ProblemError) as error:
-        raise ConfigError(f"{source}: [problem]: {family} rejects these arguments: "
-                          f"{error}") from None
+        raise ConfigError(
+            f"{source}: [problem]: {family} rejects these arguments: {error}"
+        ) from None
     if not hasattr(problem, "spec"):
-        raise ConfigError(f"{source}: [problem]: {family} has no recipe (spec()) to send to "
-                          "the clients")
+        raise ConfigError(
+            f"{source}: [problem]: {family} has no recipe (spec()) to send to the clients"
+        )
     return problem
 
 
@@ -227,8 +248,9 @@ def _run(source: str, given: Mapping[str, Any]) -> dict[str, Any]:
     }
     for key, check in checks.items():
         if not check(run[key]):
-            raise ConfigError(f"{source}: [run] {key}: expected {RUN_KEYS[key][1]}, got "
-                              f"{run[key]!r}")
+            raise ConfigError(
+                f"{source}: [run] {key}: expected {RUN_KEYS[key][1]}, got {run[key]!r}"
+            )
     return run
 
 

@@ -39,10 +39,10 @@ from testbed.federation.client_work import ClientReply, ClientSide, ClientWork
 from testbed_app.flower.codec import NotDeployable, encode_work
 
 #: Keys of the records a message carries.
-DELIVERIES = "deliveries"   # ArrayRecord: "<order>:<name>" -> the vector, in ledger order
-WORK = "work"               # ConfigRecord: work (JSON), client, round
-UPLOADS = "uploads"         # ArrayRecord of a reply: "<j>" -> upload j of this client
-REPLY = "reply"             # ConfigRecord of a reply: client, oracle calls
+DELIVERIES = "deliveries"  # ArrayRecord: "<order>:<name>" -> the vector, in ledger order
+WORK = "work"  # ConfigRecord: work (JSON), client, round
+UPLOADS = "uploads"  # ArrayRecord of a reply: "<j>" -> upload j of this client
+REPLY = "reply"  # ConfigRecord of a reply: client, oracle calls
 
 
 class ClientLost(RuntimeError):
@@ -63,19 +63,23 @@ class ClientLost(RuntimeError):
 class Traffic:
     """What Flower carried (cumulative; :meth:`minus` gives one iteration's share)."""
 
-    exchanges: int = 0      # send_and_receive calls that carried a round's work
-    syncs: int = 0          # send_and_receive calls that carried only queued vectors
-    messages: int = 0       # Flower messages: instructions and replies
-    vectors_down: int = 0   # arrays carried to clients (one per ledger message down)
-    vectors_up: int = 0     # arrays carried back (one per upload)
+    exchanges: int = 0  # send_and_receive calls that carried a round's work
+    syncs: int = 0  # send_and_receive calls that carried only queued vectors
+    messages: int = 0  # Flower messages: instructions and replies
+    vectors_down: int = 0  # arrays carried to clients (one per ledger message down)
+    vectors_up: int = 0  # arrays carried back (one per upload)
     floats_down: int = 0
     floats_up: int = 0
     seconds_exchanges: float = 0.0
     seconds_syncs: float = 0.0
 
     def minus(self, before: Traffic) -> Traffic:
-        return Traffic(**{field.name: getattr(self, field.name) - getattr(before, field.name)
-                          for field in dataclasses.fields(self)})
+        return Traffic(
+            **{
+                field.name: getattr(self, field.name) - getattr(before, field.name)
+                for field in dataclasses.fields(self)
+            }
+        )
 
     def copy(self) -> Traffic:
         return dataclasses.replace(self)
@@ -101,8 +105,13 @@ class FlowerClients:
         device: where the server's iterates live (the uploads are moved there).
     """
 
-    def __init__(self, grid: Any, nodes: Mapping[int, int], timeout: float | None = None,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        grid: Any,
+        nodes: Mapping[int, int],
+        timeout: float | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
         self.grid = grid
         self.nodes = dict(nodes)
         self.timeout = timeout
@@ -119,20 +128,24 @@ class FlowerClients:
     def sent(self, name: str | None, value: torch.Tensor, clients: torch.Tensor) -> None:
         self._queue(name, value, clients)
 
-    def aggregated(self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor,
-                   clients: torch.Tensor) -> None:
+    def aggregated(
+        self, name: str | None, uploads: torch.Tensor, mean: torch.Tensor, clients: torch.Tensor
+    ) -> None:
         if not any(uploads is returned for returned in self._uploaded):
             raise NotDeployable(
                 f"{self._label('')}: the server averaged values no client uploaded, so client "
                 "work ran on the server (an algorithm step that calls the oracles itself "
-                "instead of ctx.run_clients); such a step cannot be deployed")
+                "instead of ctx.run_clients); such a step cannot be deployed"
+            )
         self._queue(name, mean, clients)
 
     def _queue(self, name: str | None, value: torch.Tensor, clients: torch.Tensor) -> None:
         if name is None:
-            raise NotDeployable(f"{self._label('')}: a vector sent without a name (every "
-                                "send and aggregation of a deployed algorithm names what it "
-                                "sends, e.g. ctx.send(x, clients, 'x'))")
+            raise NotDeployable(
+                f"{self._label('')}: a vector sent without a name (every "
+                "send and aggregation of a deployed algorithm names what it "
+                "sends, e.g. ctx.send(x, clients, 'x'))"
+            )
         value = value.detach()
         for client in clients.tolist():
             self._queued.setdefault(client, []).append((name, value))
@@ -149,10 +162,10 @@ class FlowerClients:
         ids = [int(c) for c in clients.tolist()]
         messages = []
         for client in ids:
-            text = encode_work(work, functools.partial(self._resolve, client=client,
-                                                       label=label))
-            messages.append(self._message(client, f"train.{work.kind}",
-                                          {"work": text, "round": self.round}))
+            text = encode_work(work, functools.partial(self._resolve, client=client, label=label))
+            messages.append(
+                self._message(client, f"train.{work.kind}", {"work": text, "round": self.round})
+            )
         started = time.perf_counter()
         replies = self._exchange(messages, ids, label)
         self.traffic.seconds_exchanges += time.perf_counter() - started
@@ -185,31 +198,44 @@ class FlowerClients:
         """The name under which ``client`` holds ``tensor`` (the same tensor, or an equal one)."""
         held = self._held.get(client, {})
         for name, note in held.items():
-            if note.value is tensor or (note.value.shape == tensor.shape
-                                        and note.value.dtype == tensor.dtype
-                                        and note.value.device == tensor.device
-                                        and bool(torch.equal(note.value, tensor.detach()))):
+            if note.value is tensor or (
+                note.value.shape == tensor.shape
+                and note.value.dtype == tensor.dtype
+                and note.value.device == tensor.device
+                and bool(torch.equal(note.value, tensor.detach()))
+            ):
                 if note.value._version != note.version:
-                    raise NotDeployable(f"{label}: the vector {name!r} sent to client {client} "
-                                        "was changed in place after it was sent")
+                    raise NotDeployable(
+                        f"{label}: the vector {name!r} sent to client {client} "
+                        "was changed in place after it was sent"
+                    )
                 return name
-        raise NotDeployable(f"{label}: the work uses a vector of shape {tuple(tensor.shape)} "
-                            f"that client {client} was never sent (it holds {sorted(held)}); "
-                            "every vector a client uses must go through ctx.send, "
-                            "ctx.broadcast or the mean of ctx.aggregate")
+        raise NotDeployable(
+            f"{label}: the work uses a vector of shape {tuple(tensor.shape)} "
+            f"that client {client} was never sent (it holds {sorted(held)}); "
+            "every vector a client uses must go through ctx.send, "
+            "ctx.broadcast or the mean of ctx.aggregate"
+        )
 
     def _message(self, client: int, message_type: str, config: dict[str, Any]) -> Any:
         from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
         queued = self._queued.pop(client, [])
-        arrays = {f"{order}:{name}": Array(value.cpu().numpy())
-                  for order, (name, value) in enumerate(queued)}
+        arrays = {
+            f"{order}:{name}": Array(value.cpu().numpy())
+            for order, (name, value) in enumerate(queued)
+        }
         self.traffic.vectors_down += len(queued)
         self.traffic.floats_down += sum(int(value.numel()) for _, value in queued)
-        content = RecordDict({DELIVERIES: ArrayRecord(arrays),
-                              WORK: ConfigRecord({"client": client, **config})})
-        return Message(content, dst_node_id=self.nodes[client], message_type=message_type,
-                       group_id=f"{self.iteration}.{self.round}")
+        content = RecordDict(
+            {DELIVERIES: ArrayRecord(arrays), WORK: ConfigRecord({"client": client, **config})}
+        )
+        return Message(
+            content,
+            dst_node_id=self.nodes[client],
+            message_type=message_type,
+            group_id=f"{self.iteration}.{self.round}",
+        )
 
     def _exchange(self, messages: list[Any], ids: list[int], label: str) -> dict[int, Any]:
         """Send, wait for every reply, and return them by client; a client without a reply or
@@ -225,15 +251,17 @@ class FlowerClients:
                 # client by the message it answers
                 client = self._client_of_reply(reply, messages, ids)
                 error = reply.error
-                raise ClientLost(label, client, self.nodes[client],
-                                 f"Flower error {error.code}: {error.reason}")
+                raise ClientLost(
+                    label, client, self.nodes[client], f"Flower error {error.code}: {error.reason}"
+                )
             if node not in client_of:
                 raise ClientLost(label, -1, node, "a reply from a SuperNode that was not asked")
             by_client[client_of[node]] = reply
         for client in ids:
             if client not in by_client:
-                raise ClientLost(label, client, self.nodes[client],
-                                 f"no reply within {self.timeout} s")
+                raise ClientLost(
+                    label, client, self.nodes[client], f"no reply within {self.timeout} s"
+                )
         return by_client
 
     def _client_of_reply(self, reply: Any, messages: list[Any], ids: list[int]) -> int:
@@ -245,24 +273,31 @@ class FlowerClients:
         client_of = {self.nodes[client]: client for client in ids}
         return client_of.get(node, -1)
 
-    def _stack(self, replies: Mapping[int, Any], ids: Iterable[int], label: str
-               ) -> tuple[torch.Tensor, ...]:
+    def _stack(
+        self, replies: Mapping[int, Any], ids: Iterable[int], label: str
+    ) -> tuple[torch.Tensor, ...]:
         rows: list[list[np.ndarray]] = []
         for client in ids:
             content = replies[client].content
             record = content[UPLOADS]
             uploads = [record[str(j)].numpy() for j in range(len(record))]  # flwr Array: host bytes
             if rows and len(uploads) != len(rows[0]):
-                raise ClientLost(label, client, self.nodes[client],
-                                 f"{len(uploads)} uploads where the others sent {len(rows[0])}")
+                raise ClientLost(
+                    label,
+                    client,
+                    self.nodes[client],
+                    f"{len(uploads)} uploads where the others sent {len(rows[0])}",
+                )
             rows.append(uploads)
             self.traffic.vectors_up += len(uploads)
             self.traffic.floats_up += sum(int(u.size) for u in uploads)
             for key, count in content[REPLY].items():
                 if key.startswith("calls."):
                     self.oracle_calls[key[6:]] = self.oracle_calls.get(key[6:], 0) + int(count)
-        return tuple(torch.from_numpy(np.stack([row[j] for row in rows])).to(self.device)
-                     for j in range(len(rows[0])))
+        return tuple(
+            torch.from_numpy(np.stack([row[j] for row in rows])).to(self.device)
+            for j in range(len(rows[0]))
+        )
 
 
 __all__ = ["ClientLost", "FlowerClients", "Traffic"]

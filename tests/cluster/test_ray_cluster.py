@@ -22,12 +22,16 @@ from typing import Any
 import pytest
 
 if os.environ.get("TESTBED_CLUSTER_TESTS") != "1":
-    pytest.skip("Ray cluster tests: run by tox -e cluster (TESTBED_CLUSTER_TESTS=1)",
-                allow_module_level=True)
+    pytest.skip(
+        "Ray cluster tests: run by tox -e cluster (TESTBED_CLUSTER_TESTS=1)",
+        allow_module_level=True,
+    )
 if {name for _, name in socket.if_nameindex()} != {"lo"}:
-    pytest.skip("Ray cluster tests run in a loopback-only network namespace: "
-                "unshare -n sh -c 'ip link set lo up; pytest tests/cluster' (as tox -e cluster)",
-                allow_module_level=True)
+    pytest.skip(
+        "Ray cluster tests run in a loopback-only network namespace: "
+        "unshare -n sh -c 'ip link set lo up; pytest tests/cluster' (as tox -e cluster)",
+        allow_module_level=True,
+    )
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
 ray = pytest.importorskip("ray")
 
@@ -43,16 +47,22 @@ pytestmark = pytest.mark.cluster
 #: the claims of these tests: the executor tests' ones (variants, a counterexample) and a
 #: statistical claim (its Monte Carlo streams come from the claim id, not the worker)
 CLUSTER_CLAIMS = (*CLAIMS, "fednest.lemma22.abs_error_as_stated")
-CHECK = ["check", "--profile", "fast", "--quiet",
-         *[arg for claim in CLUSTER_CLAIMS for arg in ("--claim", claim)]]
+CHECK = [
+    "check",
+    "--profile",
+    "fast",
+    "--quiet",
+    *[arg for claim in CLUSTER_CLAIMS for arg in ("--claim", claim)],
+]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A head node and a worker node, one CPU each, on 127.0.0.1."""
-    two = Cluster(initialize_head=True,
-                  head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                  "node_ip_address": "127.0.0.1"})
+    two = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False, "node_ip_address": "127.0.0.1"},
+    )
     two.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     two.wait_for_nodes()
     yield two
@@ -67,9 +77,14 @@ def local_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 
 
 def test_ray_cluster_writes_the_local_executors_results_files(
-        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
-    assert cli.main([*CHECK, "--results", str(tmp_path), "--executor", "ray",
-                     "--address", cluster.address]) == 0
+    cluster: Any, local_results: dict[str, bytes], tmp_path: Path
+) -> None:
+    assert (
+        cli.main(
+            [*CHECK, "--results", str(tmp_path), "--executor", "ray", "--address", cluster.address]
+        )
+        == 0
+    )
     on_ray = results_files(tmp_path)
     assert on_ray.keys() == local_results.keys()
     for name in local_results:
@@ -108,9 +123,11 @@ def _with_a_worker_killed(argv: list[str]) -> int:
 
 
 def test_a_worker_killed_mid_run_loses_nothing(
-        cluster: Any, local_results: dict[str, bytes], tmp_path: Path) -> None:
-    status = _with_a_worker_killed([*CHECK, "--results", str(tmp_path), "--executor", "ray",
-                                    "--address", cluster.address])
+    cluster: Any, local_results: dict[str, bytes], tmp_path: Path
+) -> None:
+    status = _with_a_worker_killed(
+        [*CHECK, "--results", str(tmp_path), "--executor", "ray", "--address", cluster.address]
+    )
     assert status == 0
     on_ray = results_files(tmp_path)
     assert on_ray.keys() == local_results.keys()
@@ -118,24 +135,50 @@ def test_a_worker_killed_mid_run_loses_nothing(
         assert on_ray[name] == local_results[name], name
 
 
-def test_calibration_on_the_cluster_writes_the_local_files(
-        cluster: Any, tmp_path: Path) -> None:
+def test_calibration_on_the_cluster_writes_the_local_files(cluster: Any, tmp_path: Path) -> None:
     # the quickest statistical claim, more seeds than nodes (records come back out of order)
-    common = ["calibrate", "--claim", "fednest.lemma22.abs_error_per_sample", "--seeds", "3",
-              "--quiet", "--profile", "fast"]
+    common = [
+        "calibrate",
+        "--claim",
+        "fednest.lemma22.abs_error_per_sample",
+        "--seeds",
+        "3",
+        "--quiet",
+        "--profile",
+        "fast",
+    ]
     assert cli.main([*common, "--results", str(tmp_path / "local")]) in (0, 1)
-    assert cli.main([*common, "--results", str(tmp_path / "ray"), "--executor", "ray",
-                     "--address", cluster.address]) in (0, 1)
+    assert cli.main(
+        [
+            *common,
+            "--results",
+            str(tmp_path / "ray"),
+            "--executor",
+            "ray",
+            "--address",
+            cluster.address,
+        ]
+    ) in (0, 1)
     local, on_ray = results_files(tmp_path / "local"), results_files(tmp_path / "ray")
     assert local and local == on_ray
 
 
 def test_regress_on_the_cluster_measures_what_the_local_executor_does(
-        cluster: Any, tmp_path: Path) -> None:
+    cluster: Any, tmp_path: Path
+) -> None:
     common = ["regress", "--estimator", "lfednest", "--against", "aid-neumann", "--quiet"]
     assert cli.main([*common, "--out", str(tmp_path / "local.json")]) in (0, 1)
-    assert cli.main([*common, "--out", str(tmp_path / "ray.json"), "--executor", "ray",
-                     "--address", cluster.address]) in (0, 1)
+    assert cli.main(
+        [
+            *common,
+            "--out",
+            str(tmp_path / "ray.json"),
+            "--executor",
+            "ray",
+            "--address",
+            cluster.address,
+        ]
+    ) in (0, 1)
     assert (tmp_path / "local.json").read_bytes() == (tmp_path / "ray.json").read_bytes()
 
 
@@ -143,31 +186,58 @@ def test_regress_on_the_cluster_measures_what_the_local_executor_does(
 def experiment_configs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Two tiny experiment configs of five steps, a checkpoint every two (three segments)."""
     folder = tmp_path_factory.mktemp("configs")
-    return [str(write(folder, FIVE_STEPS, name="a.toml")),
-            str(_rename(write(folder, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b"))]
+    return [
+        str(write(folder, FIVE_STEPS, name="a.toml")),
+        str(_rename(write(folder, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b")),
+    ]
 
 
 @pytest.fixture(scope="module")
-def local_runs(experiment_configs: list[str],
-               tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+def local_runs(
+    experiment_configs: list[str], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, bytes]:
     folder = tmp_path_factory.mktemp("local-runs")
     assert cli.main(["run", *experiment_configs, "--quiet", "--results", str(folder)]) == 0
     return _run_files(folder)
 
 
 def test_experiment_configs_on_the_cluster_write_the_local_run_files(
-        cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes],
-        tmp_path: Path) -> None:
-    assert cli.main(["run", *experiment_configs, "--quiet", "--results", str(tmp_path),
-                     "--executor", "ray", "--address", cluster.address]) == 0
+    cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes], tmp_path: Path
+) -> None:
+    assert (
+        cli.main(
+            [
+                "run",
+                *experiment_configs,
+                "--quiet",
+                "--results",
+                str(tmp_path),
+                "--executor",
+                "ray",
+                "--address",
+                cluster.address,
+            ]
+        )
+        == 0
+    )
     assert _run_files(tmp_path) == local_runs
 
 
 def test_an_experiment_segment_whose_worker_is_killed_is_rerun(
-        cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes],
-        tmp_path: Path) -> None:
-    status = _with_a_worker_killed(["run", *experiment_configs, "--quiet", "--results",
-                                    str(tmp_path), "--executor", "ray",
-                                    "--address", cluster.address])
+    cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes], tmp_path: Path
+) -> None:
+    status = _with_a_worker_killed(
+        [
+            "run",
+            *experiment_configs,
+            "--quiet",
+            "--results",
+            str(tmp_path),
+            "--executor",
+            "ray",
+            "--address",
+            cluster.address,
+        ]
+    )
     assert status == 0
     assert _run_files(tmp_path) == local_runs

@@ -9,4 +9,5 @@ import pytest
 #: Every module here: ``pytestmark = ONLY_IN_TOX_FLOWER``.
 ONLY_IN_TOX_FLOWER = pytest.mark.skipif(
     os.environ.get("TESTBED_FLOWER_TESTS") != "1",
-    reason="Flower tests run in tox -e flower (TESTBED_FLOWER_TESTS=1, the [flower] extra)")
+    reason="Flower tests run in tox -e flower (TESTBED_FLOWER_TESTS=1, the [flower] extra)",
+)

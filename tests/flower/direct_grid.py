@@ -40,11 +40,16 @@ class DirectGrid(Grid):
         # what Flower's ServerApp runtime sets for its process: messages carry the run's id
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
         self.client_app = client_app
-        self.contexts = {1000 + i: Context(run_id=1, node_id=1000 + i,
-                                           node_config={"partition-id": i,
-                                                        "num-partitions": n_nodes},
-                                           state=RecordDict(), run_config={})
-                         for i in range(n_nodes)}
+        self.contexts = {
+            1000 + i: Context(
+                run_id=1,
+                node_id=1000 + i,
+                node_config={"partition-id": i, "num-partitions": n_nodes},
+                state=RecordDict(),
+                run_config={},
+            )
+            for i in range(n_nodes)
+        }
         self.lost: set[int] = set()
         #: (node, n): the node is lost once it has answered n messages (a SuperNode stopped
         #: mid-run)
@@ -58,10 +63,17 @@ class DirectGrid(Grid):
     def run(self) -> Any:
         return self._run
 
-    def create_message(self, content: RecordDict, message_type: str, dst_node_id: int,
-                       group_id: str, ttl: float | None = None) -> Message:
-        return Message(content, dst_node_id=dst_node_id, message_type=message_type,
-                       group_id=group_id)
+    def create_message(
+        self,
+        content: RecordDict,
+        message_type: str,
+        dst_node_id: int,
+        group_id: str,
+        ttl: float | None = None,
+    ) -> Message:
+        return Message(
+            content, dst_node_id=dst_node_id, message_type=message_type, group_id=group_id
+        )
 
     def get_node_ids(self) -> Iterable[int]:
         return list(self.contexts)
@@ -72,8 +84,9 @@ class DirectGrid(Grid):
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         raise NotImplementedError("DirectGrid answers in send_and_receive")
 
-    def send_and_receive(self, messages: Iterable[Message], *,
-                         timeout: float | None = None) -> Iterable[Message]:
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
         replies = []
         for message in messages:
             message.metadata.__dict__["_message_id"] = uuid.uuid4().hex
@@ -83,8 +96,9 @@ class DirectGrid(Grid):
                 if answered >= self.lose_after[1]:
                     self.lost.add(node)
             if node in self.lost:
-                replies.append(Message(Error(NODE_UNAVAILABLE, "Error: Node Unavailable"),
-                                       reply_to=message))
+                replies.append(
+                    Message(Error(NODE_UNAVAILABLE, "Error: Node Unavailable"), reply_to=message)
+                )
                 continue
             received = through_the_wire(message)
             self.delivered.append(received)
@@ -113,6 +127,7 @@ def carried_floats(grid: DirectGrid) -> int:
     total = 0
     for message in grid.delivered:
         if "deliveries" in message.content:
-            total += sum(int(array.numpy().size)
-                         for array in message.content["deliveries"].values())
+            total += sum(
+                int(array.numpy().size) for array in message.content["deliveries"].values()
+            )
     return total

@@ -32,8 +32,7 @@ from testbed_app.flower.transport import ClientLost  # noqa: E402
 from tests.flower.direct_grid import DirectGrid, run_direct  # noqa: E402
 
 PROBLEM = QuadraticBilevel.random(4, 3, 4, 10.0, 0.3, seed=1)
-FEDNEST = {"name": "fednest", "inner_steps": 1, "neumann_terms": 2,
-           "truncation": "deterministic"}
+FEDNEST = {"name": "fednest", "inner_steps": 1, "neumann_terms": 2, "truncation": "deterministic"}
 
 
 def _spec(**algorithm: object) -> DeploySpec:
@@ -42,8 +41,9 @@ def _spec(**algorithm: object) -> DeploySpec:
 
 def test_a_work_travels_as_settings_and_names_and_comes_back_equal():
     x, y, h = torch.randn(3, dtype=torch.float64), torch.randn(4), torch.randn(3)
-    work = LocalIterates(x, OuterGradientXAt(y), (1, 2, 3, 1), 0.1, global_direction=h,
-                         scale_by_steps=True)
+    work = LocalIterates(
+        x, OuterGradientXAt(y), (1, 2, 3, 1), 0.1, global_direction=h, scale_by_steps=True
+    )
     names = {id(x): "x", id(y): "y", id(h): "h"}
     text = encode_work(work, lambda tensor: names[id(tensor)])
     assert "0.1" in text and '"held": "h"' in text and "OuterGradientXAt" in text
@@ -99,10 +99,13 @@ class _ForgetsToSend(FedNest):
         return x - steps.outer * h, h, None
 
 
-@pytest.mark.parametrize("algorithm, match", [
-    (_ComputesOnTheServer(inner_steps=1, neumann_terms=2), "no client uploaded"),
-    (_ForgetsToSend(inner_steps=1, neumann_terms=2), "never sent"),
-])
+@pytest.mark.parametrize(
+    "algorithm, match",
+    [
+        (_ComputesOnTheServer(inner_steps=1, neumann_terms=2), "no client uploaded"),
+        (_ForgetsToSend(inner_steps=1, neumann_terms=2), "never sent"),
+    ],
+)
 def test_a_step_that_is_not_a_deployment_is_refused(tmp_path, monkeypatch, algorithm, match):
     spec = _spec()
     # the spec builds registered algorithms only; hand serve this one
@@ -117,8 +120,9 @@ def test_fedmsas_exact_semantics_computes_its_chain_on_the_server_and_is_refused
     from problems import LinearCompositional
 
     problem = LinearCompositional.random(3, [2, 3, 4], seed=3, heterogeneity=0.2)
-    spec = DeploySpec("exact", {"closed_form": problem.spec()},
-                      {"name": "fedmsa-mco", "semantics": "exact"}, 2, 0)
+    spec = DeploySpec(
+        "exact", {"closed_form": problem.spec()}, {"name": "fedmsa-mco", "semantics": "exact"}, 2, 0
+    )
     with pytest.raises(NotDeployable, match="no client uploaded"):
         run_direct(spec, tmp_path)
 
@@ -126,8 +130,7 @@ def test_fedmsas_exact_semantics_computes_its_chain_on_the_server_and_is_refused
 def test_minibatches_and_decentralized_algorithms_are_refused_with_the_reason():
     with pytest.raises(ConfigError, match="exact local objectives"):
         _spec(batch_size=2).build_algorithm()
-    spec = DeploySpec("hgp", {"closed_form": PROBLEM.spec()}, {"name": "hgp-personalization"},
-                      2, 0)
+    spec = DeploySpec("hgp", {"closed_form": PROBLEM.spec()}, {"name": "hgp-personalization"}, 2, 0)
     with pytest.raises(ConfigError, match="decentralized"):
         spec.build_algorithm()
 
@@ -155,13 +158,17 @@ def test_a_lost_client_names_the_round_and_keeps_every_finished_iteration(tmp_pa
 
 def test_a_bad_deploy_config_is_one_error_naming_file_and_key(tmp_path):
     config = tmp_path / "bad.toml"
-    config.write_text('name = "b"\n[problem]\nfamily = "Quadratic"\n[algorithm]\nname = '
-                      '"fednest"\n[run]\nsteps = 2\n')
+    config.write_text(
+        'name = "b"\n[problem]\nfamily = "Quadratic"\n[algorithm]\nname = '
+        '"fednest"\n[run]\nsteps = 2\n'
+    )
     with pytest.raises(ConfigError, match=r"bad.toml: \[problem\] family: expected one of"):
         load_spec(config)
-    config.write_text('name = "b"\n[problem]\nfamily = "QuadraticBilevel.random"\nn_clients = 3'
-                      '\ndim_x = 2\ndim_y = 2\ncondition_number = 5.0\n[algorithm]\nname = '
-                      '"fednest"\n[run]\nsteps = 2\nspeed = 3\n')
+    config.write_text(
+        'name = "b"\n[problem]\nfamily = "QuadraticBilevel.random"\nn_clients = 3'
+        "\ndim_x = 2\ndim_y = 2\ncondition_number = 5.0\n[algorithm]\nname = "
+        '"fednest"\n[run]\nsteps = 2\nspeed = 3\n'
+    )
     with pytest.raises(ConfigError, match=r"\[run\] speed: unknown key"):
         load_spec(config)
     with pytest.raises(ConfigError, match="decentralized"):

@@ -25,9 +25,14 @@ pytest.importorskip("flwr", reason="tox -e flower installs Flower (the [flower] 
 
 # the network interfaces of this process's namespace (sysfs may show the host's)
 LOOPBACK_ONLY = [name for _, name in socket.if_nameindex()] == ["lo"]
-pytestmark = [ONLY_IN_TOX_FLOWER, pytest.mark.skipif(
-    not LOOPBACK_ONLY, reason="starts Ray / a SuperLink: needs a network namespace holding only "
-                              "loopback (tox -e flower runs the tests in one, unshare -n)")]
+pytestmark = [
+    ONLY_IN_TOX_FLOWER,
+    pytest.mark.skipif(
+        not LOOPBACK_ONLY,
+        reason="starts Ray / a SuperLink: needs a network namespace holding only "
+        "loopback (tox -e flower runs the tests in one, unshare -n)",
+    ),
+]
 
 from problems import QuadraticBilevel  # noqa: E402
 from testbed_app.flower.compare import compare  # noqa: E402
@@ -46,8 +51,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
     lines = ['name = "deployed"', "[problem]"]
     lines += [f"{key} = {json.dumps(value)}" for key, value in PROBLEM.spec().items()]
-    lines += ["[algorithm]"] + [f"{key} = {json.dumps(value)}"
-                                for key, value in algorithm.items()]
+    lines += ["[algorithm]"] + [f"{key} = {json.dumps(value)}" for key, value in algorithm.items()]
     lines += ["[run]", f"steps = {steps}", "seed = 3"]
     path = tmp_path / "deployed.toml"
     path.write_text("\n".join(lines) + "\n")
@@ -57,17 +61,29 @@ def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
 def _deploy(config: Path, results: Path, engine: str) -> dict:
     """``testbed deploy CONFIG --engine ENGINE`` in a process of its own (Ray and Flower start
     and stop there); its run record, after checking the command's verdict."""
-    done = subprocess.run([sys.executable, "-m", "testbed_app", "deploy", str(config),
-                           "--engine", engine, "--results", str(results)],
-                          capture_output=True, text=True, timeout=1500)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testbed_app",
+            "deploy",
+            str(config),
+            "--engine",
+            engine,
+            "--results",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "against the batched simulation: the same" in done.stdout, done.stdout
     name = {"local": "deployment"}.get(engine, engine)
     record, iterates = read_run(run_folder(results, "deployed", name))
     assert record["engine"] == name and record["status"] == "completed"
     # the command's comparison, and this test's own
-    comparison = json.loads((run_folder(results, "deployed", name) / "comparison.json")
-                            .read_text())
+    comparison = json.loads((run_folder(results, "deployed", name) / "comparison.json").read_text())
     assert comparison["same_numbers"] and comparison["same_counts"]
     spec = DeploySpec.from_json(json.dumps(record["spec"]))
     assert compare(spec, record, iterates)["worst_relative"] <= 1e-12  # float64 round-off
@@ -88,13 +104,15 @@ def test_testbed_deploy_on_flowers_simulation_engine(tmp_path):
 
 #: What a deprecated or soon-changed API prints: Python's warnings (DeprecationWarning,
 #: FutureWarning, PendingDeprecationWarning) and Flower's own "DEPRECATED FEATURE" log line
-DEPRECATION = re.compile(r"(Pending)?DeprecationWarning|FutureWarning|DEPRECATED FEATURE",
-                         re.IGNORECASE)
+DEPRECATION = re.compile(
+    r"(Pending)?DeprecationWarning|FutureWarning|DEPRECATED FEATURE", re.IGNORECASE
+)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", sorted((REPO / "configs" / "deploy").glob("*.toml")),
-                         ids=lambda path: path.stem)
+@pytest.mark.parametrize(
+    "config", sorted((REPO / "configs" / "deploy").glob("*.toml")), ids=lambda path: path.stem
+)
 def test_deploying_a_shipped_config_prints_no_deprecation_or_future_warning(config, tmp_path):
     """Every `testbed deploy` printed Flower's "DEPRECATED FEATURE: The `run_simulation`
     function is deprecated ... use `flwr run`" and Ray's FutureWarning about
@@ -102,16 +120,31 @@ def test_deploying_a_shipped_config_prints_no_deprecation_or_future_warning(conf
     started (the SuperLink's, and `flwr run`'s, which streams the simulation process's output,
     Ray's included) hold no such line."""
     results = tmp_path / "results"
-    done = subprocess.run([sys.executable, "-m", "testbed_app", "deploy", str(config),
-                           "--results", str(results), "--no-compare"],
-                          capture_output=True, text=True, timeout=1500, cwd=REPO)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testbed_app",
+            "deploy",
+            str(config),
+            "--results",
+            str(results),
+            "--no-compare",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        cwd=REPO,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     logs = sorted(results.glob("deploy/*/simulation/logs/*.log"))
     assert {p.name for p in logs} == {"flwr-run.log", "superlink.log"}
     # the simulation ran in the process whose output flwr-run.log holds
     assert "Starting Flower Simulation" in (logs[0].parent / "flwr-run.log").read_text()
-    for name, text in [("output", done.stdout + done.stderr),
-                       *((p.name, p.read_text()) for p in logs)]:
+    for name, text in [
+        ("output", done.stdout + done.stderr),
+        *((p.name, p.read_text()) for p in logs),
+    ]:
         found = [line for line in text.splitlines() if DEPRECATION.search(line)]
         assert not found, (config.name, name, found)
 
@@ -123,13 +156,21 @@ def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):
     _deploy(_config(tmp_path, AGGITD, steps=2), results, "local")
     logs = run_folder(results, "deployed", "deployment") / "logs"
     assert sorted(p.name for p in logs.glob("supernode-*.log")) == [
-        "supernode-0.log", "supernode-1.log", "supernode-2.log"]
+        "supernode-0.log",
+        "supernode-1.log",
+        "supernode-2.log",
+    ]
     assert not _flower_processes(), "testbed deploy left Flower processes running"
 
 
 def test_a_killed_supernode_is_reported_with_its_round_and_nothing_written_is_lost(tmp_path):
-    spec = DeploySpec("killed", {"closed_form": PROBLEM.spec()},
-                      {"name": "fedmsa", "local_steps": 2}, steps=20, seed=3)
+    spec = DeploySpec(
+        "killed",
+        {"closed_form": PROBLEM.spec()},
+        {"name": "fedmsa", "local_steps": 2},
+        steps=20,
+        seed=3,
+    )
     logs = tmp_path / "logs"
     with LocalDeployment(spec.n_clients, logs) as deployment:
         with deployment.submitted(spec, tmp_path) as run:
@@ -170,10 +211,12 @@ def _flower_processes() -> list[str]:
     names = ("flower-superlink", "flower-supernode", "flwr-serverapp", "flwr-clientapp")
     deadline = time.monotonic() + 10.0
     while True:
-        out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True,
-                             text=True).stdout
-        alive = [line.strip() for line in out.splitlines()
-                 if any(name in line for name in names) and not line.strip().startswith("Z")]
+        out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout
+        alive = [
+            line.strip()
+            for line in out.splitlines()
+            if any(name in line for name in names) and not line.strip().startswith("Z")
+        ]
         if not alive or time.monotonic() > deadline:
             return alive
         time.sleep(0.5)

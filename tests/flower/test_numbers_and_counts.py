@@ -40,17 +40,28 @@ PROBLEMS = {
 FEDNEST = {"inner_steps": 2, "neumann_terms": 3}
 AGGITD = {"inner_steps": 2, "outer_step_size": 0.05}
 CASES = [
-    *[(name, kind, part, FEDNEST) for name in ("fednest", "fednest-sgd", "lfednest",
-                                               "lfednest-svrg")
-      for kind in ("bilevel", "minimax", "compositional") for part in (None, 0.6)],
+    *[
+        (name, kind, part, FEDNEST)
+        for name in ("fednest", "fednest-sgd", "lfednest", "lfednest-svrg")
+        for kind in ("bilevel", "minimax", "compositional")
+        for part in (None, 0.6)
+    ],
     ("fednest", "bilevel", None, {**FEDNEST, "truncation": "deterministic"}),
     ("fednest", "bilevel", 0.6, {**FEDNEST, "local_steps": [1, 2, 3, 1, 2]}),
     *[("fednest-minimax", "minimax", part, FEDNEST) for part in (None, 0.6)],
-    *[(name, kind, part, AGGITD) for name in ("fbo-aggitd", "fbo-aggitd-sgd")
-      for kind in ("bilevel", "minimax", "compositional") for part in (None, 0.6)],
+    *[
+        (name, kind, part, AGGITD)
+        for name in ("fbo-aggitd", "fbo-aggitd-sgd")
+        for kind in ("bilevel", "minimax", "compositional")
+        for part in (None, 0.6)
+    ],
     ("fbo-aggitd", "bilevel", 0.6, {**AGGITD, "expectation": True}),
-    *[(name, kind, part, {"local_steps": 2}) for name in ("fedmsa", "fedmsa-generalised")
-      for kind in ("bilevel", "minimax") for part in (1, 0.6)],
+    *[
+        (name, kind, part, {"local_steps": 2})
+        for name in ("fedmsa", "fedmsa-generalised")
+        for kind in ("bilevel", "minimax")
+        for part in (1, 0.6)
+    ],
     *[("fedmsa-mco", "multilevel", part, {"local_steps": 2}) for part in (1, 0.6)],
 ]
 
@@ -59,14 +70,23 @@ def _spec(name: str, kind: str, participation: float | None, extra: dict) -> Dep
     params = {"name": name, **extra}
     if participation is not None:
         params["participation"] = participation
-    return DeploySpec(f"{name}-{kind}-{participation}", {"closed_form": PROBLEMS[kind].spec()},
-                      params, steps=3, seed=7)
+    return DeploySpec(
+        f"{name}-{kind}-{participation}",
+        {"closed_form": PROBLEMS[kind].spec()},
+        params,
+        steps=3,
+        seed=7,
+    )
 
 
-@pytest.mark.parametrize("name, kind, participation, extra", CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[2]}-{len(c[3])}" for c in CASES])
-def test_closed_form_iterates_and_counts_equal_the_simulation(tmp_path, name, kind,
-                                                              participation, extra):
+@pytest.mark.parametrize(
+    "name, kind, participation, extra",
+    CASES,
+    ids=[f"{c[0]}-{c[1]}-{c[2]}-{len(c[3])}" for c in CASES],
+)
+def test_closed_form_iterates_and_counts_equal_the_simulation(
+    tmp_path, name, kind, participation, extra
+):
     spec = _spec(name, kind, participation, extra)
     record, iterates, grid = run_direct(spec, tmp_path)
     assert record["status"] == "completed"
@@ -87,8 +107,10 @@ def test_closed_form_iterates_and_counts_equal_the_simulation(tmp_path, name, ki
         assert flower["flower_messages"] >= 2 * flower["exchanges"]
         described = {name for names in record["counts"] for name in names.split(", ")}
         assert {f"ledger.{k}" for k in ledger} | {f"flower.{k}" for k in flower} <= described
-        assert (flower["floats_up"], flower["floats_down"]) == (ledger["floats_up"],
-                                                               ledger["floats_down"])
+        assert (flower["floats_up"], flower["floats_down"]) == (
+            ledger["floats_up"],
+            ledger["floats_down"],
+        )
         assert row["counts_agree"] and row["formula_agrees"]
     # what the clients received, counted from the messages themselves, is the ledger's
     assert carried_floats(grid) == sum(row["ledger"]["floats_down"] for row in rows)
@@ -103,21 +125,32 @@ def _work_kinds() -> set[str]:
     return set(WORK_KINDS)
 
 
-@pytest.mark.parametrize("name, formula", [("fednest", 2 * 2 + 3 + 3), ("fbo-aggitd", 2 * 2 + 3),
-                                           ("fedmsa", 2)])
+@pytest.mark.parametrize(
+    "name, formula", [("fednest", 2 * 2 + 3 + 3), ("fbo-aggitd", 2 * 2 + 3), ("fedmsa", 2)]
+)
 def test_rounds_per_iteration_are_the_papers(tmp_path, name, formula):
     """FedNest 2T + N + 3 (deterministic truncation), FBO-AggITD 2N + 3, FedMSA 2: exchanges
     per outer iteration on Flower."""
-    extra = ({**FEDNEST, "truncation": "deterministic"} if name == "fednest"
-             else AGGITD if name == "fbo-aggitd" else {"local_steps": 2})
+    extra = (
+        {**FEDNEST, "truncation": "deterministic"}
+        if name == "fednest"
+        else AGGITD
+        if name == "fbo-aggitd"
+        else {"local_steps": 2}
+    )
     record, _, _ = run_direct(_spec(name, "bilevel", None, extra), tmp_path)
     assert [row["flower"]["exchanges"] for row in record["iterations"]] == [formula] * 3
     assert [row["formula"] for row in record["iterations"]] == [formula] * 3
 
 
-@pytest.mark.parametrize("config", ["aggitd_table2_iid_tau1.toml",
-                                    "fednest_hyper_representation.toml",
-                                    "fedmsa_rounds_to_90.toml"])
+@pytest.mark.parametrize(
+    "config",
+    [
+        "aggitd_table2_iid_tau1.toml",
+        "fednest_hyper_representation.toml",
+        "fedmsa_rounds_to_90.toml",
+    ],
+)
 def test_digits_mlp_iterates_equal_the_simulation_in_float32(tmp_path, config):
     spec = load_spec(CONFIGS / config, steps=2)
     record, iterates, _ = run_direct(spec, tmp_path)

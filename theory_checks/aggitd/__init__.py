@@ -71,8 +71,16 @@ from theory_checks.aggitd import (
 from theory_checks.claim import Claim
 
 CLAIMS: tuple[Claim, ...] = (
-    *prop1.CLAIMS, *alg1.CLAIMS, *prop2.CLAIMS, *lower.CLAIMS, *comm.CLAIMS, *cor1.CLAIMS,
-    *scaling.CLAIMS, *thm1.CLAIMS, *lemma3.CLAIMS, *errata.CLAIMS,
+    *prop1.CLAIMS,
+    *alg1.CLAIMS,
+    *prop2.CLAIMS,
+    *lower.CLAIMS,
+    *comm.CLAIMS,
+    *cor1.CLAIMS,
+    *scaling.CLAIMS,
+    *thm1.CLAIMS,
+    *lemma3.CLAIMS,
+    *errata.CLAIMS,
 )
 
 __all__ = ["CLAIMS"]

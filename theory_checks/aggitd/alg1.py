@@ -54,27 +54,49 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
     ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
-    hess_iv = lam * (n + 1) * torch.linalg.matrix_power(ex.eye - lam * ex.H, n - q) \
+    hess_iv = (
+        lam
+        * (n + 1)
+        * torch.linalg.matrix_power(ex.eye - lam * ex.H, n - q)
         @ ex.grad_outer(ys[q])[1]
+    )
     indirect = ex.J @ hess_iv
     scale = ex.scale(ys[-1])
     if float(indirect.norm()) < UNRESOLVED_TERM * scale:
         # Why: with kappa = 1 (I - lam H = 0) and Q < N, or grad_y f(x, y^Q) = 0, the indirect
         # term vanishes, and with it the weight lam (N + 1) the identity is about: an estimator
         # weighting Q by lam N would pass. Such a case cannot test the claim.
-        raise NotMeasurable("the indirect term vanishes at this (N, Q) "
-                            f"({float(indirect.norm()) / scale:.2g} of the scale): the "
-                            "importance weight is untested")
+        raise NotMeasurable(
+            "the indirect term vanishes at this (N, Q) "
+            f"({float(indirect.norm()) / scale:.2g} of the scale): the "
+            "importance weight is untested"
+        )
     predicted = gx - indirect
     # a reading of Alg. 1 as printed (claim aggitd.alg1.as_printed): line 6 with or without
     # lambda
-    reading = ({"printed_line6": case.params["printed_line6"]}
-               if "printed_line6" in case.params else {})
-    out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
-                       inner_step_size=beta, neumann_step_size=lam, index=q, **reading)
+    reading = (
+        {"printed_line6": case.params["printed_line6"]} if "printed_line6" in case.params else {}
+    )
+    out = run_estimate(
+        make,
+        ex.problem,
+        x,
+        y0,
+        inner_steps=n,
+        local_steps=tau,
+        inner_step_size=beta,
+        neumann_step_size=lam,
+        index=q,
+        **reading,
+    )
     relative = float((out.value - predicted).norm()) / scale
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
-                       "relative residual <=", details={"inner_steps": n, "index": q})
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"inner_steps": n, "index": q},
+    )
 
 
 # Positive controls of the refuted statements: cases inside their conditions where they hold.
@@ -100,8 +122,10 @@ AS_PRINTED = Claim(
     kind="exact_identity",
     about=ABOUT_STEP,
     serves="aggitd.alg1.per_index_identity",
-    statement=("Alg. 1 as printed (z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}; p = lambda (N+1) "
-               "z^{N-1} if Q < N) computes the estimator of eq. (5)"),
+    statement=(
+        "Alg. 1 as printed (z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}; p = lambda (N+1) "
+        "z^{N-1} if Q < N) computes the estimator of eq. (5)"
+    ),
     estimators=("aggitd-as-printed",),
     strategy=CASES,
     check=check_per_index_identity,
@@ -112,32 +136,51 @@ AS_PRINTED = Claim(
     ),
     expected="fails",
     positive_control=alg1_as_printed_control,
-    notes=("Any Q < N exposes both typos: the recursion without lambda multiplies by (I - H), "
-           "and z^{N-1} drops the t = N factor. Read two ways: line 6 literally (no lambda) and "
-           "with the lambda a reader restores; line 15's z^{N-1} alone breaks the identity (the "
-           "factor (I - lambda H(y^N)) is missing), so both fail. Inside Assumption 1 and the "
-           "propositions' caps, lambda = 1/L_g with L_g joint in (x, y), beta = min(1, lambda, "
-           "1/(6 L_g)). Saved counterexample: five identical clients, d_x = d_y = 1, mu = 1."),
+    notes=(
+        "Any Q < N exposes both typos: the recursion without lambda multiplies by (I - H), "
+        "and z^{N-1} drops the t = N factor. Read two ways: line 6 literally (no lambda) and "
+        "with the lambda a reader restores; line 15's z^{N-1} alone breaks the identity (the "
+        "factor (I - lambda H(y^N)) is missing), so both fail. Inside Assumption 1 and the "
+        "propositions' caps, lambda = 1/L_g with L_g joint in (x, y), beta = min(1, lambda, "
+        "1/(6 L_g)). Saved counterexample: five identical clients, d_x = d_y = 1, mu = 1."
+    ),
     readings=(
         Reading(
             "lines 6 and 15 as printed",
-            ("z_i^t = z^{t-1} - grad^2_y G_i z^{t-1} (no lambda); p = lambda (N+1) z^{N-1} if Q "
-             "< N"),
-            {"printed_line6": True}),
+            (
+                "z_i^t = z^{t-1} - grad^2_y G_i z^{t-1} (no lambda); p = lambda (N+1) z^{N-1} if Q "
+                "< N"
+            ),
+            {"printed_line6": True},
+        ),
         Reading(
             "line 6 with lambda restored",
-            ("z_i^t = z^{t-1} - lambda grad^2_y G_i z^{t-1} (the missing step filled in); p = "
-             "lambda (N+1) z^{N-1} if Q < N as printed"),
-            {"printed_line6": False}),
+            (
+                "z_i^t = z^{t-1} - lambda grad^2_y G_i z^{t-1} (the missing step filled in); p = "
+                "lambda (N+1) z^{N-1} if Q < N as printed"
+            ),
+            {"printed_line6": False},
+        ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "QuadraticBilevel.random", "n_clients": 5, "dim_x": 1, "dim_y": 1,
-             "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-             "gradient_heterogeneity": 0.0, "mu": 1.0, "n_samples": 0, "gradient_noise": 0.0,
-             "hessian_noise": 0.0},
-            {"point_seed": 0}),
+            {
+                "family": "QuadraticBilevel.random",
+                "n_clients": 5,
+                "dim_x": 1,
+                "dim_y": 1,
+                "condition_number": 1.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "gradient_heterogeneity": 0.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "gradient_noise": 0.0,
+                "hessian_noise": 0.0,
+            },
+            {"point_seed": 0},
+        ),
     ),
 )
 
@@ -148,8 +191,10 @@ PER_INDEX_IDENTITY = Claim(
     reference="Xiao & Ji 2023, eq. (5) (HessIV closed form; Sec. 2.2), Alg. 1 read with it",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
-               "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"),
+    statement=(
+        "for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
+        "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"
+    ),
     estimators=("aggitd",),
     strategy=CASES,
     check=check_per_index_identity,
@@ -160,9 +205,11 @@ PER_INDEX_IDENTITY = Claim(
     ),
     corrects=AS_PRINTED.id,
     perturbation=IMPORTANCE_WEIGHT_N,
-    notes=("Alg. 1 with lambda in line 6 and p = lambda (N+1) z^N in line 15. Exact oracles and "
-           "full participation, so the only randomness is Q; the trajectory is recomputed in "
-           "closed form (FedSVRG on a quadratic: y+ - y* = (I - M_tau H)(y - y*))."),
+    notes=(
+        "Alg. 1 with lambda in line 6 and p = lambda (N+1) z^N in line 15. Exact oracles and "
+        "full participation, so the only randomness is Q; the trajectory is recomputed in "
+        "closed form (FedSVRG on a quadratic: y+ - y* = (I - M_tau H)(y - y*))."
+    ),
 )
 
 

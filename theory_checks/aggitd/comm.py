@@ -38,8 +38,9 @@ from theory_checks.aggitd.perturbations import algorithm_variant
 from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
 
 
-def _floats_per_iteration(dx: int, dy: int, n: int, q: int, count: int, sgd: bool
-                          ) -> tuple[int, int]:
+def _floats_per_iteration(
+    dx: int, dy: int, n: int, q: int, count: int, sgd: bool
+) -> tuple[int, int]:
     """Floats (up, down) of one FBO-AggITD iteration from Table 1's messages, C clients."""
     z_piggyback = n - q if q >= 0 else n  # z^t for t = Q..N-1 rides on an earlier round
     anchors = 0 if sgd else n
@@ -54,21 +55,30 @@ def _comm_check(claim: Claim, case: Case, make: Callable[..., Any], sgd: bool) -
     n = seed % 7
     tau = 1 + (seed // 7) % 4
     participation = [None, 0.5, 1][(seed // 28) % 3]
-    algorithm = make(inner_steps=n, local_steps=tau, participation=participation,
-                     inner_step_size=inner_step(case), neumann_step_size=neumann_step(case))
+    algorithm = make(
+        inner_steps=n,
+        local_steps=tau,
+        participation=participation,
+        inner_step_size=inner_step(case),
+        neumann_step_size=neumann_step(case),
+    )
     # the only draws are Q and, under partial participation, the client subset: the counts
     # below are exact for every draw (they depend on Q, which is read back from the state),
     # so the seed only picks which of them is checked
     records = run_algorithm(algorithm, problem, 2, np.random.default_rng(seed))
     expected_rounds = algorithm.rounds_formula().value()  # Table 1: 2N + 3 (SGD: N + 3)
     assert expected_rounds is not None
-    count = max(1, int(round(0.5 * problem.n_clients))) if participation == 0.5 \
+    count = (
+        max(1, int(round(0.5 * problem.n_clients)))
+        if participation == 0.5
         else (1 if participation == 1 else problem.n_clients)
+    )
     mismatches = []
     for before, after in itertools.pairwise(records):
         spent = after.calls.comm_rounds - before.calls.comm_rounds
-        up, down = _floats_per_iteration(problem.dim_x, problem.dim_y, n, after.state.q_index,
-                                         count, sgd)
+        up, down = _floats_per_iteration(
+            problem.dim_x, problem.dim_y, n, after.state.q_index, count, sgd
+        )
         if spent != expected_rounds:
             mismatches.append(f"rounds {spent}")
         if after.calls.floats_up - before.calls.floats_up != up:
@@ -80,11 +90,20 @@ def _comm_check(claim: Claim, case: Case, make: Callable[..., Any], sgd: bool) -
     fednest = FedNest(truncation="deterministic").rounds_formula().value(T=n, N=n)
     assert fednest is not None
     return Measurement(
-        float(measured), float(expected_rounds), not mismatches, "== per iteration",
+        float(measured),
+        float(expected_rounds),
+        not mismatches,
+        "== per iteration",
         series=(SeriesPoint("measured", "outer_iteration", 1, measured, 0, measured),),
-        details={"inner_steps": n, "local_steps": tau, "participation": participation,
-                 "mismatches": mismatches, "fednest_table_rounds_at_T_eq_N": fednest,
-                 "table_ratio": expected_rounds / fednest})
+        details={
+            "inner_steps": n,
+            "local_steps": tau,
+            "participation": participation,
+            "mismatches": mismatches,
+            "fednest_table_rounds_at_T_eq_N": fednest,
+            "table_ratio": expected_rounds / fednest,
+        },
+    )
 
 
 def check_comm_rounds(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -111,13 +130,17 @@ class ExtraRound(FBOAggITD):
 EXTRA_ROUND = Perturbation(
     "one extra round per iteration",
     "y is aggregated once more in a round of its own (an off-by-one in the round count: "
-    "2N + 4 instead of 2N + 3)", algorithm_variant(ExtraRound))
+    "2N + 4 instead of 2N + 3)",
+    algorithm_variant(ExtraRound),
+)
 
 
 EXTRA_ROUND_SGD = Perturbation(
     "one extra round per iteration",
     "y is aggregated once more in a round of its own (an off-by-one in the round count: "
-    "N + 4 instead of N + 3)", algorithm_variant(ExtraRound, "sgd"))
+    "N + 4 instead of N + 3)",
+    algorithm_variant(ExtraRound, "sgd"),
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -132,8 +155,10 @@ ROUNDS_PER_ITERATION = Claim(
     reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3)",
     kind="communication_count",
     about=ABOUT_STEP,
-    statement=("ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
-               "floats per iteration == the sizes of Table 1's messages, for every N, tau and C"),
+    statement=(
+        "ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
+        "floats per iteration == the sizes of Table 1's messages, for every N, tau and C"
+    ),
     estimators=("fbo-aggitd",),
     strategy=CASES,
     check=check_comm_rounds,
@@ -143,16 +168,20 @@ ROUNDS_PER_ITERATION = Claim(
         BETA_CAP,
     ),
     perturbation=EXTRA_ROUND,
-    notes=("FedNest's 2N + T + 3 from the same table is recorded at T = N (Table 2's N = T = 5 "
-           "gives 13 vs 18 rounds, ratio 0.72)."),
+    notes=(
+        "FedNest's 2N + T + 3 from the same table is recorded at T = N (Table 2's N = T = 5 "
+        "gives 13 vs 18 rounds, ratio 0.72)."
+    ),
 )
 
 
 SGD_ROUNDS_PER_ITERATION = Claim(
     id="aggitd.comm.sgd_rounds_per_iteration",
     paper="AggITD",
-    reference=("derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; Alg. 2 without "
-               "its control variate)"),
+    reference=(
+        "derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; Alg. 2 without "
+        "its control variate)"
+    ),
     kind="communication_count",
     about=ABOUT_STEP,
     statement="FBO-AggITD_SGD: N + 3 rounds per iteration (z^t rides on the FedAvg round)",

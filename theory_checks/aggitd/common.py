@@ -103,13 +103,18 @@ class LastUploads:
 # --------------------------------------------------------------------------- strategies
 
 
-def closed_form_cases(kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"),
-                      **problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
+def closed_form_cases(
+    kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"), **problem_kwargs: Any
+) -> Callable[[], st.SearchStrategy[Case]]:
     """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``) with a
     drawn ``point_seed``."""
+
     def build() -> st.SearchStrategy[Case]:
-        return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
-                         closed_form_problems(kinds, **problem_kwargs), strategies.SEEDS)
+        return st.builds(
+            lambda problem, seed: Case(problem, {"point_seed": seed}),
+            closed_form_problems(kinds, **problem_kwargs),
+            strategies.SEEDS,
+        )
 
     return build
 
@@ -117,9 +122,13 @@ def closed_form_cases(kinds: tuple[str, ...] = ("bilevel", "minimax", "compositi
 def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
     """Cases of quadratic bilevel problems (keyword sizes ``problem_kwargs``) with a drawn
     ``point_seed``."""
+
     def build() -> st.SearchStrategy[Case]:
-        return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
-                         strategies.quadratic_bilevel(**problem_kwargs), strategies.SEEDS)
+        return st.builds(
+            lambda problem, seed: Case(problem, {"point_seed": seed}),
+            strategies.quadratic_bilevel(**problem_kwargs),
+            strategies.SEEDS,
+        )
 
     return build
 
@@ -156,8 +165,9 @@ class ExactView:
         dissimilarity_sq`)."""
         return dissimilarity_sq(self.problem, self.x, y)
 
-    def fedsvrg_trajectory(self, y0: torch.Tensor, steps: int, beta: float, tau: int
-                           ) -> list[torch.Tensor]:
+    def fedsvrg_trajectory(
+        self, y0: torch.Tensor, steps: int, beta: float, tau: int
+    ) -> list[torch.Tensor]:
         """Deterministic FedSVRG (Alg. 2) on a quadratic, full participation, in closed form.
 
         ``w_tau - y = -eta sum_{j<tau} (I - eta H_i)^j grad g(y)`` with ``eta = beta / tau``.
@@ -183,8 +193,9 @@ class ExactView:
     def scale(self, y: torch.Tensor) -> float:
         gx, gy = self.grad_outer(y)
         Hinv = torch.linalg.inv(self.H)
-        return float(gx.norm() + torch.linalg.matrix_norm(self.J @ Hinv, ord=2) * gy.norm()
-                     ) + 1e-300
+        return (
+            float(gx.norm() + torch.linalg.matrix_norm(self.J @ Hinv, ord=2) * gy.norm()) + 1e-300
+        )
 
 
 def exact_setup(case: Case) -> tuple[ExactView, torch.Tensor, torch.Tensor]:
@@ -194,8 +205,14 @@ def exact_setup(case: Case) -> tuple[ExactView, torch.Tensor, torch.Tensor]:
     return ExactView(case.problem, x), x, y0
 
 
-def run_estimate(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: torch.Tensor,
-                 rng: Any = NO_DRAWS, **params: Any) -> Any:
+def run_estimate(
+    make: Callable[..., Any],
+    problem: Any,
+    x: torch.Tensor,
+    y0: torch.Tensor,
+    rng: Any = NO_DRAWS,
+    **params: Any,
+) -> Any:
     """One estimate at ``(x, y0)`` of the estimator ``make(**params)`` (with no random draws
     unless ``rng`` is given)."""
     estimator = make(**params)
@@ -205,8 +222,7 @@ def run_estimate(make: Callable[..., Any], problem: Any, x: torch.Tensor, y0: to
 
 def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> FederatedContext:
     """A context whose every round uses one given client subset (to enumerate subsets)."""
-    return FederatedContext(problem, rng,
-                            sampler=FixedParticipants(subset, problem.n_clients))
+    return FederatedContext(problem, rng, sampler=FixedParticipants(subset, problem.n_clients))
 
 
 # --------------------------------------------------------------------------- the affine iteration
@@ -277,8 +293,14 @@ class UpperRound:
     replay_gap: float
 
 
-def upper_round(problem: Any, ex: ExactView, x: torch.Tensor, y0: torch.Tensor,
-                make: Callable[..., Any], **params: Any) -> UpperRound:
+def upper_round(
+    problem: Any,
+    ex: ExactView,
+    x: torch.Tensor,
+    y0: torch.Tensor,
+    make: Callable[..., Any],
+    **params: Any,
+) -> UpperRound:
     """Run one iteration for every Q and replay One-Round-Upper's local path per client."""
     n, tau, alpha = params["inner_steps"], params["local_steps"], params["outer_step_size"]
     algorithm = make(**params)
@@ -289,8 +311,11 @@ def upper_round(problem: Any, ex: ExactView, x: torch.Tensor, y0: torch.Tensor,
     y_plus = y0
     for q in range(n + 1):
         recorded = LastUploads()
-        ctx = FederatedContext(problem, FixedIndex(q),  # type: ignore[arg-type]
-                               upload_observer=recorded)
+        ctx = FederatedContext(
+            problem,
+            FixedIndex(q),  # type: ignore[arg-type]
+            upload_observer=recorded,
+        )
         new = algorithm.step(ctx, AggITDState(x, y0, None))
         last_uploads = recorded.uploads
         assert last_uploads is not None
@@ -318,20 +343,27 @@ def upper_round(problem: Any, ex: ExactView, x: torch.Tensor, y0: torch.Tensor,
         b_i=float((torch.stack(indirect).mean(0) - target).norm() ** 2),
         y_gap_sq=float((y_plus - ex.y_star).norm() ** 2),
         stationarity=float(problem.exact_hypergradient(x).norm() ** 2),
-        M=gradient_bound(problem, points), replay_gap=max(gaps))
+        M=gradient_bound(problem, points),
+        replay_gap=max(gaps),
+    )
 
 
-def upper_setup(case: Case) -> tuple[Any, ExactView, torch.Tensor, torch.Tensor, dict[str, Any],
-                                     AggITDConstants]:
+def upper_setup(
+    case: Case,
+) -> tuple[Any, ExactView, torch.Tensor, torch.Tensor, dict[str, Any], AggITDConstants]:
     """Lemma 3's conditions (:mod:`~theory_checks.aggitd.constants`): lam = min(10, 1/L_g),
     beta = min(1, lam, 1/(6 L_g)), alpha = alpha_2."""
     ex, x, y0 = exact_setup(case)
     seed = case.params["point_seed"]
     # Why tau in {4, 8}: the lemma's point is a tau-free bound under alpha_i = alpha / tau_i,
     # so large tau is the demanding case; tau = 1 makes the local path one step.
-    params = {"inner_steps": 1 + seed % 2, "local_steps": (4, 8)[(seed // 2) % 2],
-              "inner_step_size": inner_step(case), "neumann_step_size": neumann_step(case),
-              "outer_step_size": lemma3_outer_step(case)}
+    params = {
+        "inner_steps": 1 + seed % 2,
+        "local_steps": (4, 8)[(seed // 2) % 2],
+        "inner_step_size": inner_step(case),
+        "neumann_step_size": neumann_step(case),
+        "outer_step_size": lemma3_outer_step(case),
+    }
     return case.problem, ex, x, y0, params, ex.paper
 
 
@@ -357,16 +389,29 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     for start, y0 in (("start", y_start), ("y*", ex.y_star)):
         worst_ratio = 0.0
         for n in (0, 1, 2, 3, 5, 8, 12, 16):
-            out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
-                               inner_step_size=beta, neumann_step_size=lam, expectation=True)
+            out = run_estimate(
+                make,
+                ex.problem,
+                x,
+                y0,
+                inner_steps=n,
+                local_steps=tau,
+                inner_step_size=beta,
+                neumann_step_size=lam,
+                expectation=True,
+            )
             y_n = out.state.y
             gx, gy = ex.grad_outer(y_n)
             target = ex.J @ torch.linalg.solve(ex.H, gy)
             bias_sq = float(((gx - out.value) - target).norm() ** 2)
             ys = out.aux["trajectory"] + [ex.y_star]
             params = {
-                "inner_steps": n, "neumann_step_size": lam, "inner_step_size": beta,
-                "mu": ex.mu, "L_g": ex.L_g, "L_f": ex.L_f,
+                "inner_steps": n,
+                "neumann_step_size": lam,
+                "inner_step_size": beta,
+                "mu": ex.mu,
+                "L_g": ex.L_g,
+                "L_f": ex.L_f,
                 "M": gradient_bound(ex.problem, [(x, y) for y in ys]),
                 "initial_gap_sq": float((y0 - ex.y_star).norm() ** 2),
                 "sigma_g_sq": max(ex.heterogeneity_sq(y) for y in ys),
@@ -375,14 +420,36 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
             slack = (IDENTITY_RTOL * ex.scale(y_n)) ** 2
             worst = max(worst, bias_sq - bound - slack)
             worst_ratio = max(worst_ratio, bias_sq / (bound + slack))
-            series += [SeriesPoint(f"measured from {start}", "inner_steps", n, bias_sq,
-                                   out.calls.oracle_calls, out.calls.comm_rounds),
-                       SeriesPoint(f"bound from {start}", "inner_steps", n, bound,
-                                   out.calls.oracle_calls, out.calls.comm_rounds)]
+            series += [
+                SeriesPoint(
+                    f"measured from {start}",
+                    "inner_steps",
+                    n,
+                    bias_sq,
+                    out.calls.oracle_calls,
+                    out.calls.comm_rounds,
+                ),
+                SeriesPoint(
+                    f"bound from {start}",
+                    "inner_steps",
+                    n,
+                    bound,
+                    out.calls.oracle_calls,
+                    out.calls.comm_rounds,
+                ),
+            ]
             if start == "start":
                 last = (bias_sq, bound)
         ratios[start] = worst_ratio
-    return Measurement(last[0], last[1], worst <= 0.0, "<= at every N on the grid",
-                       series=tuple(series),
-                       details={"local_steps": tau, "worst_ratio_from_start": ratios["start"],
-                                "worst_ratio_from_y_star": ratios["y*"]})
+    return Measurement(
+        last[0],
+        last[1],
+        worst <= 0.0,
+        "<= at every N on the grid",
+        series=tuple(series),
+        details={
+            "local_steps": tau,
+            "worst_ratio_from_start": ratios["start"],
+            "worst_ratio_from_y_star": ratios["y*"],
+        },
+    )

@@ -88,8 +88,11 @@ class AggITDConstants:
 
     def M_f_at(self, M: float) -> float:
         """``M_f = L_f + L_g L_f / mu + (M / mu)(rho + L_g rho / mu)``."""
-        return (self.L_f + self.L_g * self.L_f / self.mu
-                + M / self.mu * (self.rho + self.L_g * self.rho / self.mu))
+        return (
+            self.L_f
+            + self.L_g * self.L_f / self.mu
+            + M / self.mu * (self.rho + self.L_g * self.rho / self.mu)
+        )
 
     @property
     def M_f(self) -> float:
@@ -123,8 +126,12 @@ class AggITDConstants:
 
 def _sample_batches(problem: Any) -> list[Any]:
     n = int(getattr(problem, "n_samples", 0) or 0)
-    return [None] if n == 0 else [None] + [
-        Batch(torch.full((problem.n_clients, 1), j, dtype=torch.long)) for j in range(n)]
+    return (
+        [None]
+        if n == 0
+        else [None]
+        + [Batch(torch.full((problem.n_clients, 1), j, dtype=torch.long)) for j in range(n)]
+    )
 
 
 def _hessian_stack(problem: Any, which: str) -> torch.Tensor:
@@ -142,9 +149,11 @@ def aggitd_constants(problem: Any) -> AggITDConstants:
     dx = problem.dim_x
     y_block = g[:, dx:, dx:]
     mu = float(torch.linalg.eigvalsh(0.5 * (y_block + y_block.transpose(1, 2))).min())
-    return AggITDConstants(mu=mu, L_g=float(torch.linalg.matrix_norm(g, ord=2).max()),
-                           L_f=float(torch.linalg.matrix_norm(_hessian_stack(problem, "f"),
-                                                              ord=2).max()))
+    return AggITDConstants(
+        mu=mu,
+        L_g=float(torch.linalg.matrix_norm(g, ord=2).max()),
+        L_f=float(torch.linalg.matrix_norm(_hessian_stack(problem, "f"), ord=2).max()),
+    )
 
 
 def _gradients(problem: Any, which: str, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -191,15 +200,18 @@ def inner_step(case: Any) -> float:
     return float(step) if step else aggitd_constants(case.problem).beta_cap(neumann_step(case))
 
 
-def theorem1_caps(c: AggITDConstants, inner_steps: int, lam: float,
-                  alpha: float = 0.0) -> dict[str, float]:
+def theorem1_caps(
+    c: AggITDConstants, inner_steps: int, lam: float, alpha: float = 0.0
+) -> dict[str, float]:
     """Appendix D.1's ``alpha_1, alpha_2, alpha_3`` and ``beta_bar`` with ``rho = 0`` (the
     terms in ``L_yx`` and ``rho^2`` vanish); ``alpha`` enters ``beta_bar`` through
     ``alpha_2 / 3`` only, so the caps do not depend on it."""
     n, a2 = inner_steps, c.alpha_2
-    beta_bar = (c.M_f * c.L_y * a2 / 2.0 + 11.0 * c.M_f * c.L_y
-                + (6.0 + a2 / 3.0) * (n + 1) * lam * c.L_y * c.L_g**2 / c.M_f
-                * 6.0 * c.L_f**2 / c.mu) / c.mu
+    beta_bar = (
+        c.M_f * c.L_y * a2 / 2.0
+        + 11.0 * c.M_f * c.L_y
+        + (6.0 + a2 / 3.0) * (n + 1) * lam * c.L_y * c.L_g**2 / c.M_f * 6.0 * c.L_f**2 / c.mu
+    ) / c.mu
     a1 = 1.0 / (8.0 * c.L_f_prime + 16.0 * c.M_f * c.L_y)
     a3 = n * c.beta_cap(lam) / (2.0 * beta_bar) if n else math.inf
     return {"alpha_1": a1, "alpha_2": a2, "alpha_3": a3, "beta_bar": beta_bar}
@@ -221,8 +233,9 @@ def theorem1_outer_step(case: Any) -> float:
     step = case.params.get("outer_step_size")
     if step:
         return float(step)
-    caps = theorem1_caps(aggitd_constants(case.problem), theorem1_inner_steps(case),
-                         neumann_step(case))
+    caps = theorem1_caps(
+        aggitd_constants(case.problem), theorem1_inner_steps(case), neumann_step(case)
+    )
     return min(caps["alpha_1"], caps["alpha_2"], caps["alpha_3"])
 
 
@@ -244,7 +257,9 @@ def _margin_mu(case: Any) -> float:
 A1_STRONG_CONVEXITY = Hypothesis(
     "Assumption 1",
     "mu = min_{i, zeta} lambda_min(grad^2_y G_i) > 0, per client and sample (margin mu / L_g)",
-    f"{REF}, Assumption 1", _margin_mu)
+    f"{REF}, Assumption 1",
+    _margin_mu,
+)
 
 #: The Neumann step cap of Props. 1-2, Lemmas 1-3 and Theorem 1, with Assumption 2's L_g.
 LAMBDA_CAP = Hypothesis(
@@ -252,7 +267,8 @@ LAMBDA_CAP = Hypothesis(
     "lambda <= min{10, 1/L_g}, L_g = max_{i, zeta} ||grad^2_z G_i||, z = (x, y) jointly "
     "(Assumption 2)",
     f"{REF}, Props. 1-2, Lemmas 1-3, Thm 1",
-    lambda case: at_most(neumann_step(case), aggitd_constants(case.problem).lambda_cap))
+    lambda case: at_most(neumann_step(case), aggitd_constants(case.problem).lambda_cap),
+)
 
 #: The inner step cap of Prop. 1, Lemma 3 and Theorem 1 (with beta_i = beta / tau_i, which the
 #: algorithm applies).
@@ -260,29 +276,35 @@ BETA_CAP = Hypothesis(
     "beta cap",
     "beta <= min{1, lambda, 1/(6 L_g)}, beta_i = beta / tau_i",
     f"{REF}, Prop. 1, Lemma 3, Thm 1 (eqs. 14-15)",
-    lambda case: at_most(inner_step(case),
-                         aggitd_constants(case.problem).beta_cap(neumann_step(case))))
+    lambda case: at_most(
+        inner_step(case), aggitd_constants(case.problem).beta_cap(neumann_step(case))
+    ),
+)
 
 #: Assumption 2's M on the whole space: F_i Lipschitz everywhere, i.e. every f_i affine.
 A2_M_GLOBAL = Hypothesis(
     "Assumption 2 (M, whole space)",
     "F_i is M-Lipschitz on all of R^(dx+dy): grad^2 F_i = 0, f_i affine (margin -L_f)",
     f"{REF}, Assumption 2 read globally",
-    lambda case: at_most(aggitd_constants(case.problem).L_f, 0.0))
+    lambda case: at_most(aggitd_constants(case.problem).L_f, 0.0),
+)
 
 #: Lemma 3's outer step cap.
 LEMMA3_ALPHA_CAP = Hypothesis(
     "Lemma 3 alpha cap",
     "alpha <= alpha_2 = 1/(324 M_f^2 + 6 M_f), M_f = L_f + L_g L_f / mu (rho = 0)",
     f"{REF}, Lemma 3 / Lemma 7",
-    lambda case: at_most(lemma3_outer_step(case), aggitd_constants(case.problem).alpha_2))
+    lambda case: at_most(lemma3_outer_step(case), aggitd_constants(case.problem).alpha_2),
+)
 
 
 def _theorem1_alpha_margin(case: Any) -> float:
-    caps = theorem1_caps(aggitd_constants(case.problem), theorem1_inner_steps(case),
-                         neumann_step(case))
-    return at_most(theorem1_outer_step(case), min(caps["alpha_1"], caps["alpha_2"],
-                                                  caps["alpha_3"]))
+    caps = theorem1_caps(
+        aggitd_constants(case.problem), theorem1_inner_steps(case), neumann_step(case)
+    )
+    return at_most(
+        theorem1_outer_step(case), min(caps["alpha_1"], caps["alpha_2"], caps["alpha_3"])
+    )
 
 
 def _theorem1_beta_floor_margin(case: Any) -> float:
@@ -307,19 +329,25 @@ def _bounded_below_margin(case: Any) -> float:
 F_BOUNDED_BELOW = Hypothesis(
     "f bounded below",
     "inf_x h(x) > -infinity, h(x) = f(x, y*(x)): grad^2 h >= 0 (margin lambda_min / lambda_max)",
-    f"{REF}, Thm 1, eq. (48) (W_0 - inf W finite)", _bounded_below_margin)
+    f"{REF}, Thm 1, eq. (48) (W_0 - inf W finite)",
+    _bounded_below_margin,
+)
 
 #: Theorem 1's outer step rule alpha_k = min{alpha_1, alpha_2, alpha_3, alpha_bar / sqrt(K)}.
 THM1_ALPHA_RULE = Hypothesis(
     "Thm 1 alpha rule",
     "alpha_k <= min{alpha_1, alpha_2, alpha_3} (Appendix D.1, rho = 0)",
-    f"{REF}, Thm 1 / Thm 2", _theorem1_alpha_margin)
+    f"{REF}, Thm 1 / Thm 2",
+    _theorem1_alpha_margin,
+)
 
 #: Theorem 1's lower end of the inner step interval.
 THM1_BETA_FLOOR = Hypothesis(
     "Thm 1 beta floor",
     "beta_k >= max{beta_bar alpha_k / N, lambda / 10}",
-    f"{REF}, Thm 1 / Thm 2", _theorem1_beta_floor_margin)
+    f"{REF}, Thm 1 / Thm 2",
+    _theorem1_beta_floor_margin,
+)
 
 #: The hypotheses every estimator-level claim is stated under (Props. 1-2, eqs. 5, 11, 14).
 ESTIMATOR = (A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP)
@@ -329,10 +357,26 @@ LEMMA3 = (*ESTIMATOR, LEMMA3_ALPHA_CAP)
 THEOREM1 = (*ESTIMATOR, F_BOUNDED_BELOW, THM1_ALPHA_RULE, THM1_BETA_FLOOR)
 
 __all__ = [
-    "A1_STRONG_CONVEXITY", "A2_M_GLOBAL", "AggITDConstants", "BETA_CAP", "ESTIMATOR",
+    "A1_STRONG_CONVEXITY",
+    "A2_M_GLOBAL",
+    "AggITDConstants",
+    "BETA_CAP",
+    "ESTIMATOR",
     "F_BOUNDED_BELOW",
-    "LAMBDA_CAP", "LEMMA3", "LEMMA3_ALPHA_CAP", "REF", "THEOREM1", "THM1_ALPHA_RULE",
-    "THM1_BETA_FLOOR", "aggitd_constants", "dissimilarity_sq", "gradient_bound", "inner_step",
-    "lemma3_outer_step", "neumann_step", "theorem1_caps", "theorem1_inner_steps",
+    "LAMBDA_CAP",
+    "LEMMA3",
+    "LEMMA3_ALPHA_CAP",
+    "REF",
+    "THEOREM1",
+    "THM1_ALPHA_RULE",
+    "THM1_BETA_FLOOR",
+    "aggitd_constants",
+    "dissimilarity_sq",
+    "gradient_bound",
+    "inner_step",
+    "lemma3_outer_step",
+    "neumann_step",
+    "theorem1_caps",
+    "theorem1_inner_steps",
     "theorem1_outer_step",
 ]

@@ -102,14 +102,27 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     if n > COR1_MAX_INNER_STEPS:
         raise NotMeasurable(f"N = {n} > {COR1_MAX_INNER_STEPS}: too slow for this budget")
     lam, beta, alpha = neumann_step(case), inner_step(case), theorem1_outer_step(case)
-    algorithm = make(inner_steps=n, inner_step_size=beta, neumann_step_size=lam,
-                     outer_step_size=alpha, expectation=True)
+    algorithm = make(
+        inner_steps=n,
+        inner_step_size=beta,
+        neumann_step_size=lam,
+        outer_step_size=alpha,
+        expectation=True,
+    )
     it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
     G, g0 = outer_affine(problem)
     G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
-    base = {"n": n, "lam": lam, "beta": beta, "alpha": alpha, "mu": ex.mu, "L_g": ex.L_g,
-            "radius": it.radius, "constants": ex.constants,
-            "scale": float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star)}
+    base = {
+        "n": n,
+        "lam": lam,
+        "beta": beta,
+        "alpha": alpha,
+        "mu": ex.mu,
+        "L_g": ex.L_g,
+        "radius": it.radius,
+        "constants": ex.constants,
+        "scale": float(problem.exact_hypergradient(x0).norm()) + ex.scale(ex.y_star),
+    }
 
     def stationarity(z: np.ndarray) -> np.ndarray:
         return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)
@@ -123,8 +136,15 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     # M bounds ||grad F_i|| where the estimator evaluates it in the limit: at the limit's inner
     # point and at y*(x_inf) (the floor is a statement about the limit)
     M = gradient_bound(problem, [(x_inf, y_inf), (x_inf, problem.exact_inner_solution(x_inf))])
-    return {**base, "limit": limit, "infimum": infimum, "iterations": iterations, "M": M,
-            "algorithm": algorithm, "problem": problem}
+    return {
+        **base,
+        "limit": limit,
+        "infimum": infimum,
+        "iterations": iterations,
+        "M": M,
+        "algorithm": algorithm,
+        "problem": problem,
+    }
 
 
 def _truncated_limit(problem: Any, n: int, lam: float) -> torch.Tensor:
@@ -133,6 +153,7 @@ def _truncated_limit(problem: Any, n: int, lam: float) -> torch.Tensor:
     families; solved from its values at 0 and the unit vectors). It is FBO-AggITD's limit
     with exact oracles and the exact mean over Q: there y = y*(x) is a fixed point of the
     lower rounds and the mean direction is this truncated series."""
+
     def direction(x: torch.Tensor) -> torch.Tensor:
         y = problem.exact_inner_solution(x)
         view = quadratic_view(problem, x, y)
@@ -166,44 +187,75 @@ def check_cor1_no_floor(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     # Why (1e-10 scale)^2: a limit that is exactly stationary is met to round-off only.
     tolerance = (IDENTITY_RTOL * run["scale"]) ** 2
     return Measurement(
-        measured, tolerance, measured <= tolerance,
+        measured,
+        tolerance,
+        measured <= tolerance,
         f"{'inf_k' if reading == 'min' else 'lim_k'} ||grad f(x_k)||^2 <= round-off",
         series=(SeriesPoint("measured", "outer_iteration", run["iterations"], measured),),
-        details={"inner_steps": run["n"], "limit_stationarity": run["limit"],
-                 "trajectory_infimum": run["infimum"], "iterations_followed": run["iterations"],
-                 "spectral_radius": run["radius"], "neumann_step_size": run["lam"],
-                 "inner_step_size": run["beta"], "outer_step_size": run["alpha"],
-                 "reading": reading})
+        details={
+            "inner_steps": run["n"],
+            "limit_stationarity": run["limit"],
+            "trajectory_infimum": run["infimum"],
+            "iterations_followed": run["iterations"],
+            "spectral_radius": run["radius"],
+            "neumann_step_size": run["lam"],
+            "inner_step_size": run["beta"],
+            "outer_step_size": run["alpha"],
+            "reading": reading,
+        },
+    )
 
 
 def cor1_floor_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """Thm 1's non-vanishing term 8 L_g^2 M^2 (1 - lam mu)^{2N+2} (3 + alpha/6) / mu^2."""
     lam, mu, n = params["neumann_step_size"], params["mu"], params["inner_steps"]
-    return (8.0 * params["L_g"] ** 2 * params["M"] ** 2 * (1.0 - lam * mu) ** (2 * n + 2)
-            * (3.0 + params["outer_step_size"] / 6.0) / mu**2)
+    return (
+        8.0
+        * params["L_g"] ** 2
+        * params["M"] ** 2
+        * (1.0 - lam * mu) ** (2 * n + 2)
+        * (3.0 + params["outer_step_size"] / 6.0)
+        / mu**2
+    )
 
 
 def check_cor1_floor_kept(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Corrected: the limit stationarity is at most Thm 1's (1 - lam mu)^{2N+2} floor term."""
     run = _cor1_limit(case, make)
     late = run["limit"]
-    params = {"neumann_step_size": run["lam"], "mu": run["mu"], "inner_steps": run["n"],
-              "L_g": run["L_g"], "M": run["M"], "outer_step_size": run["alpha"]}
+    params = {
+        "neumann_step_size": run["lam"],
+        "mu": run["mu"],
+        "inner_steps": run["n"],
+        "L_g": run["L_g"],
+        "M": run["M"],
+        "outer_step_size": run["alpha"],
+    }
     # Why the additive (1e-10 scale)^2: a zero floor is met to round-off only.
     bound = claim.evaluate_bound(run["constants"], params) + (IDENTITY_RTOL * run["scale"]) ** 2
-    series = (SeriesPoint("measured", "outer_iteration", run["iterations"], late),
-              SeriesPoint("bound", "outer_iteration", run["iterations"], bound))
+    series = (
+        SeriesPoint("measured", "outer_iteration", run["iterations"], late),
+        SeriesPoint("bound", "outer_iteration", run["iterations"], bound),
+    )
     # The floor term is loose (>= 100x the limit on every drawn case), so only a bias larger
     # than the whole indirect part (a sign flip) exceeds it; the limit it bounds must also be
     # the fixed point of the truncated series at the stated lambda and N (an exact identity a
     # mis-set step, a missing weight or a wrong count breaks).
     identity = _limit_identity(run["problem"], run["algorithm"], run["n"], run["lam"])
-    return Measurement(late, bound, late <= bound and identity <= IDENTITY_RTOL,
-                       "limit <= floor term; the limit is the truncated series' fixed point "
-                       "(1e-10)", series=series,
-                       details={"inner_steps": run["n"], "spectral_radius": run["radius"],
-                                "trajectory_infimum": run["infimum"],
-                                "outer_step_size": run["alpha"], "limit_identity": identity})
+    return Measurement(
+        late,
+        bound,
+        late <= bound and identity <= IDENTITY_RTOL,
+        "limit <= floor term; the limit is the truncated series' fixed point (1e-10)",
+        series=series,
+        details={
+            "inner_steps": run["n"],
+            "spectral_radius": run["radius"],
+            "trajectory_infimum": run["infimum"],
+            "outer_step_size": run["alpha"],
+            "limit_identity": identity,
+        },
+    )
 
 
 def fixed_point(it: AffineIteration) -> np.ndarray:
@@ -214,9 +266,14 @@ def fixed_point(it: AffineIteration) -> np.ndarray:
     return np.linalg.solve(np.eye(len(it.c)) - it.A, it.c)
 
 
-def trajectory_minimum(it: AffineIteration, z0: np.ndarray, value: Callable[[np.ndarray],
-                       np.ndarray], limit_value: float, max_iterations: int = 20_000_000,
-                       chunk: int = 2048) -> tuple[float, int]:
+def trajectory_minimum(
+    it: AffineIteration,
+    z0: np.ndarray,
+    value: Callable[[np.ndarray], np.ndarray],
+    limit_value: float,
+    max_iterations: int = 20_000_000,
+    chunk: int = 2048,
+) -> tuple[float, int]:
     """``min_k value(z_k)`` over the whole trajectory from ``z0``, and the iterations followed.
 
     ``value`` maps a ``(n, d)`` stack of states to ``(n,)`` values. The trajectory is followed in
@@ -273,7 +330,8 @@ INDIRECT_SIGN_FLIPPED = Perturbation(
     "factor exceeds the whole indirect part, so a missing weight (N + 1) or even the indirect "
     "part dropped altogether (limit / floor <= 0.73) stays inside it; only a bias larger than "
     "the indirect part can break the claim",
-    algorithm_variant(FlippedIndirect))
+    algorithm_variant(FlippedIndirect),
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -288,13 +346,17 @@ CASES = bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0))
 NO_FLOOR = Claim(
     id="aggitd.cor1.no_floor",
     paper="AggITD",
-    reference=("Xiao & Ji 2023, Cor. 1 (N = O(kappa_g), alpha_bar = O(kappa_g^{-4}): (1/K) sum_k "
-               "E||grad f(x_k)||^2 = O(kappa^4/K + kappa^4/sqrt K)) under Thm 1's step rule"),
+    reference=(
+        "Xiao & Ji 2023, Cor. 1 (N = O(kappa_g), alpha_bar = O(kappa_g^{-4}): (1/K) sum_k "
+        "E||grad f(x_k)||^2 = O(kappa^4/K + kappa^4/sqrt K)) under Thm 1's step rule"
+    ),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("with N = O(kappa_g) and Theorem 1's steps, the stationarity of FBO-AggITD's "
-               "iterates decays at least like K^{-1/2}: its limit (infimum) over the run is 0 "
-               "(no floor)"),
+    statement=(
+        "with N = O(kappa_g) and Theorem 1's steps, the stationarity of FBO-AggITD's "
+        "iterates decays at least like K^{-1/2}: its limit (infimum) over the run is 0 "
+        "(no floor)"
+    ),
     estimators=("fbo-aggitd",),
     strategy=CASES,
     check=check_cor1_no_floor,
@@ -309,45 +371,67 @@ NO_FLOOR = Claim(
     expected="fails",
     shrink=False,
     positive_control=cor1_no_floor_control,
-    notes=("Exact oracles and the exact mean over Q remove every stochastic term of Thm 1, so "
-           "only the dropped (1 - lambda mu)^{2N} term can stop the decay: the iterates converge "
-           "to a point whose stationarity is ||J H^{-1}(I - lambda H)^{N+1} grad_y f||^2 > 0 "
-           "(Cor. 1 drops Thm 1's (1 - lambda mu)^{2N} term). Run at Theorem 1's steps (alpha = "
-           "min(alpha_1, alpha_2, alpha_3) ~ 2e-4, beta = min(1, lambda, 1/(6 L_g)), lambda = "
-           "1/L_g, L_g joint in (x, y)) and "
-           "followed exactly to its limit as an affine map (~5e4 iterations). Saved "
-           "counterexample (one client, d_x = 1, d_y = 2, kappa = 1.5, mu = 1, L_g = 1.73): "
-           "limit 1.55e-5 at N = ceil(kappa_g) = 2, 5.4e-10 at N = 8, against a round-off zero "
-           "of 1.7e-20. The statement is read three ways (Cor. 1's average, the best iterate, a "
-           "larger constant in N = O(kappa_g)); each fails: for every finite N the floor is "
-           "positive when lambda mu < 1. Before the hypotheses were declared the run took alpha "
-           "= 1/L_h and beta = 1/L_g, outside Theorem 1's rule. Positive control: a minimax "
-           "instance (grad_y f(x, y*) = 0, no floor), whose limit is stationary to round-off."),
+    notes=(
+        "Exact oracles and the exact mean over Q remove every stochastic term of Thm 1, so "
+        "only the dropped (1 - lambda mu)^{2N} term can stop the decay: the iterates converge "
+        "to a point whose stationarity is ||J H^{-1}(I - lambda H)^{N+1} grad_y f||^2 > 0 "
+        "(Cor. 1 drops Thm 1's (1 - lambda mu)^{2N} term). Run at Theorem 1's steps (alpha = "
+        "min(alpha_1, alpha_2, alpha_3) ~ 2e-4, beta = min(1, lambda, 1/(6 L_g)), lambda = "
+        "1/L_g, L_g joint in (x, y)) and "
+        "followed exactly to its limit as an affine map (~5e4 iterations). Saved "
+        "counterexample (one client, d_x = 1, d_y = 2, kappa = 1.5, mu = 1, L_g = 1.73): "
+        "limit 1.55e-5 at N = ceil(kappa_g) = 2, 5.4e-10 at N = 8, against a round-off zero "
+        "of 1.7e-20. The statement is read three ways (Cor. 1's average, the best iterate, a "
+        "larger constant in N = O(kappa_g)); each fails: for every finite N the floor is "
+        "positive when lambda mu < 1. Before the hypotheses were declared the run took alpha "
+        "= 1/L_h and beta = 1/L_g, outside Theorem 1's rule. Positive control: a minimax "
+        "instance (grad_y f(x, y*) = 0, no floor), whose limit is stationary to round-off."
+    ),
     readings=(
         Reading(
             "average, N = ceil(kappa_g)",
-            ("Cor. 1's left side (1/K) sum_{k<K} ||grad f(x_k)||^2 -> 0 with N = ceil(kappa_g): "
-             "its limit, lim_k ||grad f(x_k)||^2, is 0"),
-            {"stationarity": "average", "inner_steps_per_kappa": 1}),
+            (
+                "Cor. 1's left side (1/K) sum_{k<K} ||grad f(x_k)||^2 -> 0 with N = ceil(kappa_g): "
+                "its limit, lim_k ||grad f(x_k)||^2, is 0"
+            ),
+            {"stationarity": "average", "inner_steps_per_kappa": 1},
+        ),
         Reading(
             "best iterate, N = ceil(kappa_g)",
-            ("min_{k<=K} ||grad f(x_k)||^2 -> 0 (the weakest form: an output rule keeping the "
-             "best iterate) with N = ceil(kappa_g): inf_k ||grad f(x_k)||^2 is 0"),
-            {"stationarity": "min", "inner_steps_per_kappa": 1}),
+            (
+                "min_{k<=K} ||grad f(x_k)||^2 -> 0 (the weakest form: an output rule keeping the "
+                "best iterate) with N = ceil(kappa_g): inf_k ||grad f(x_k)||^2 is 0"
+            ),
+            {"stationarity": "min", "inner_steps_per_kappa": 1},
+        ),
         Reading(
             "best iterate, N = 4 ceil(kappa_g)",
-            ("as the best-iterate reading, with a larger constant in N = O(kappa_g): N = 4 "
-             "ceil(kappa_g)"),
-            {"stationarity": "min", "inner_steps_per_kappa": 4}),
+            (
+                "as the best-iterate reading, with a larger constant in N = O(kappa_g): N = 4 "
+                "ceil(kappa_g)"
+            ),
+            {"stationarity": "min", "inner_steps_per_kappa": 4},
+        ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 2,
-             "condition_number": 1.5, "seed": 0, "hessian_heterogeneity": 0.0,
-             "gradient_heterogeneity": 0.0, "mu": 1.0, "n_samples": 0, "gradient_noise": 0.0,
-             "hessian_noise": 0.0},
-            {"point_seed": 0}),
+            {
+                "family": "QuadraticBilevel.random",
+                "n_clients": 1,
+                "dim_x": 1,
+                "dim_y": 2,
+                "condition_number": 1.5,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "gradient_heterogeneity": 0.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "gradient_noise": 0.0,
+                "hessian_noise": 0.0,
+            },
+            {"point_seed": 0},
+        ),
     ),
 )
 
@@ -358,12 +442,13 @@ FLOOR_KEPT = Claim(
     reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term (Sec. 4.3, App. D)",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    power_from=("aggitd.prop1.mean_identity",
-                "aggitd.scaling.bias_rate_in_n"),
-    statement=("the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
-               "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "
-               "being the fixed point of eq. (11)'s truncated series at the stated lambda and N "
-               "(1e-10)"),
+    power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
+    statement=(
+        "the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
+        "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "
+        "being the fixed point of eq. (11)'s truncated series at the stated lambda and N "
+        "(1e-10)"
+    ),
     estimators=("fbo-aggitd",),
     strategy=CASES,
     # Why 4 cases on fast: the affine map of one iteration and ~1e5 iterations of it (~0.3 s)
@@ -381,15 +466,17 @@ FLOOR_KEPT = Claim(
     bound=cor1_floor_bound,
     corrects=NO_FLOOR.id,
     perturbation=INDIRECT_SIGN_FLIPPED,
-    notes=("At Theorem 1's steps and Corollary 1's N = ceil(kappa_g), followed exactly to its "
-           "limit as an affine map (exact oracles, exact mean over Q); M is the largest ||grad "
-           "F_i|| at the limit's points. An iteration that does not contract leaves every "
-           "bounded region, where a quadratic f has no finite M (Assumption 2): not measurable, "
-           "outside the hypotheses. The floor term is loose (>= 100x the limit on the drawn "
-           "cases), so of the realistic bugs only a sign flip of the indirect part exceeds it; "
-           "the run also checks that the limit is the fixed point of the truncated series (one "
-           "iteration from it does not move x), which a halved lambda, a weight lambda N or an "
-           "extra lower round breaks."),
+    notes=(
+        "At Theorem 1's steps and Corollary 1's N = ceil(kappa_g), followed exactly to its "
+        "limit as an affine map (exact oracles, exact mean over Q); M is the largest ||grad "
+        "F_i|| at the limit's points. An iteration that does not contract leaves every "
+        "bounded region, where a quadratic f has no finite M (Assumption 2): not measurable, "
+        "outside the hypotheses. The floor term is loose (>= 100x the limit on the drawn "
+        "cases), so of the realistic bugs only a sign flip of the indirect part exceeds it; "
+        "the run also checks that the limit is the fixed point of the truncated series (one "
+        "iteration from it does not move x), which a halved lambda, a weight lambda N or an "
+        "extra lower round breaks."
+    ),
 )
 
 

@@ -44,27 +44,50 @@ def _sigma_h_sq(params: Mapping[str, Any], c: AggITDConstants, M: float) -> floa
 def lemma3_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """``18 tau^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad f(x)||^2 + B_I + 3 sigma_h^2 +
     6 sigma_f^2]`` with ``alpha_i = alpha / tau`` (so ``tau^2 alpha_i^2 = alpha^2``)."""
-    return 18.0 * params["alpha"] ** 2 * (
-        3.0 * params["M_f"] ** 2 * params["y_gap_sq"] + 3.0 * params["stationarity"]
-        + params["B_I"] + 3.0 * params["sigma_h_sq"] + 6.0 * params["sigma_f_sq"])
+    return (
+        18.0
+        * params["alpha"] ** 2
+        * (
+            3.0 * params["M_f"] ** 2 * params["y_gap_sq"]
+            + 3.0 * params["stationarity"]
+            + params["B_I"]
+            + 3.0 * params["sigma_h_sq"]
+            + 6.0 * params["sigma_f_sq"]
+        )
+    )
 
 
 def check_lemma3_drift(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """E_Q ||x_nu^i - x||^2 <= Lemma 3's bound for every client i and nu = 0..tau."""
     problem, ex, x, y0, params, c = upper_setup(case)
     r = upper_round(problem, ex, x, y0, make, **params)
-    bound = claim.evaluate_bound(ex.constants, {
-        "alpha": params["outer_step_size"], "M_f": c.M_f, "y_gap_sq": r.y_gap_sq,
-        "stationarity": r.stationarity, "B_I": r.b_i,
-        "sigma_h_sq": _sigma_h_sq(params, c, r.M), "sigma_f_sq": 0.0})
+    bound = claim.evaluate_bound(
+        ex.constants,
+        {
+            "alpha": params["outer_step_size"],
+            "M_f": c.M_f,
+            "y_gap_sq": r.y_gap_sq,
+            "stationarity": r.stationarity,
+            "B_I": r.b_i,
+            "sigma_h_sq": _sigma_h_sq(params, c, r.M),
+            "sigma_f_sq": 0.0,
+        },
+    )
     measured = float(r.drift.max())
     slack = (IDENTITY_RTOL * (float(x.norm()) + 1.0)) ** 2  # round-off of a zero drift
-    series = tuple(SeriesPoint("measured", "local step nu", nu, float(d))
-                   for nu, d in enumerate(r.drift.max(1))) + (
-        SeriesPoint("bound", "local step nu", params["local_steps"], bound),)
-    return Measurement(measured, bound, measured <= bound + slack,
-                       "max_{i, nu} E_Q ||x_nu^i - x||^2 <=", series=series, slack=slack,
-                       details={**params, "ratio": measured / bound, "replay_gap": r.replay_gap})
+    series = tuple(
+        SeriesPoint("measured", "local step nu", nu, float(d))
+        for nu, d in enumerate(r.drift.max(1))
+    ) + (SeriesPoint("bound", "local step nu", params["local_steps"], bound),)
+    return Measurement(
+        measured,
+        bound,
+        measured <= bound + slack,
+        "max_{i, nu} E_Q ||x_nu^i - x||^2 <=",
+        series=series,
+        slack=slack,
+        details={**params, "ratio": measured / bound, "replay_gap": r.replay_gap},
+    )
 
 
 UPPER_STEP_INVERTED = Perturbation(
@@ -73,7 +96,8 @@ UPPER_STEP_INVERTED = Perturbation(
     "at tau = 4). Why not the forgotten 1/tau (tau^2, 16-64x): Lemma 3's bound is loose by "
     "140x to 10^4 on the drawn cases (its 3 sigma_h^2 term alone exceeds the measured drift), "
     "so a drift error below ~100x is no violation",
-    algorithm_variant(UnscaledUpper, outer_step_factor="tau"))
+    algorithm_variant(UnscaledUpper, outer_step_factor="tau"),
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -88,11 +112,12 @@ DRIFT_BOUND = Claim(
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    power_from=("aggitd.scaling.tau_invariance",
-                "aggitd.prop1.mean_identity"),
-    statement=("E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
-               "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "
-               "alpha / tau_i"),
+    power_from=("aggitd.scaling.tau_invariance", "aggitd.prop1.mean_identity"),
+    statement=(
+        "E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
+        "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "
+        "alpha / tau_i"
+    ),
     estimators=("fbo-aggitd",),
     strategy=DRIFT_BOUND_CASES,
     check=check_lemma3_drift,
@@ -106,16 +131,16 @@ DRIFT_BOUND = Claim(
     max_examples=PerProfile(2, None),
     shrink=False,
     perturbation=UPPER_STEP_INVERTED,
-    notes=("Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
-           "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
-           "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
-           "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
-           "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
-           "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
-           "visited points. B_I is the measured bias (not its bound (4)); sigma_f = 0."),
+    notes=(
+        "Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
+        "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
+        "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
+        "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
+        "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
+        "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
+        "visited points. B_I is the measured bias (not its bound (4)); sigma_f = 0."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    DRIFT_BOUND,
-)
+CLAIMS: tuple[Claim, ...] = (DRIFT_BOUND,)

@@ -38,8 +38,17 @@ def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) 
     tau = 1 + case.params["point_seed"] % 4
     lam, beta = neumann_step(case), inner_step(case)
     n = 30
-    out = run_estimate(make, ex.problem, x, y0, inner_steps=n, local_steps=tau,
-                       inner_step_size=beta, neumann_step_size=lam, index=n)
+    out = run_estimate(
+        make,
+        ex.problem,
+        x,
+        y0,
+        inner_steps=n,
+        local_steps=tau,
+        inner_step_size=beta,
+        neumann_step_size=lam,
+        index=n,
+    )
     ys = out.aux["trajectory"]
     errors = np.array([float((y - ex.y_star).norm() ** 2) for y in ys])
     sigma_sq = max(ex.heterogeneity_sq(y) for y in ys)
@@ -51,20 +60,41 @@ def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) 
     accumulated = rate**qs * errors[0] + 25.0 * n * beta**2 * sigma_sq
     accumulated_ok = bool((errors <= accumulated + slack).all())
     # the floor: started at y*, deterministic FedSVRG stays there (y* is its fixed point)
-    fixed = run_estimate(make, ex.problem, x, ex.y_star, inner_steps=3, local_steps=tau,
-                         inner_step_size=beta, neumann_step_size=lam, index=3)
+    fixed = run_estimate(
+        make,
+        ex.problem,
+        x,
+        ex.y_star,
+        inner_steps=3,
+        local_steps=tau,
+        inner_step_size=beta,
+        neumann_step_size=lam,
+        index=3,
+    )
     measured_floor = float((fixed.state.y - ex.y_star).norm() ** 2)
-    series = [SeriesPoint("measured", "inner_step", int(t), float(e), 0, 2 * int(t))
-              for t, e in enumerate(errors)]
-    series += [SeriesPoint("bound", "inner_step", int(t), float(b), 0, 2 * int(t))
-               for t, b in enumerate(accumulated)]
+    series = [
+        SeriesPoint("measured", "inner_step", int(t), float(e), 0, 2 * int(t))
+        for t, e in enumerate(errors)
+    ]
+    series += [
+        SeriesPoint("bound", "inner_step", int(t), float(b), 0, 2 * int(t))
+        for t, b in enumerate(accumulated)
+    ]
     worst_ratio = float(np.max((errors[1:] - floor) / np.maximum(rate * errors[:-1], 1e-300)))
     return Measurement(
-        worst_ratio, 1.0, step_ok and accumulated_ok,
-        "(14) at every step and (15) at every Q", series=tuple(series),
-        details={"local_steps": tau, "paper_floor_per_step": floor,
-                 "paper_floor_steady_state": floor / (1.0 - rate),
-                 "measured_floor_from_y_star": measured_floor, "sigma_2_sq": sigma_sq})
+        worst_ratio,
+        1.0,
+        step_ok and accumulated_ok,
+        "(14) at every step and (15) at every Q",
+        series=tuple(series),
+        details={
+            "local_steps": tau,
+            "paper_floor_per_step": floor,
+            "paper_floor_steady_state": floor / (1.0 - rate),
+            "measured_floor_from_y_star": measured_floor,
+            "sigma_2_sq": sigma_sq,
+        },
+    )
 
 
 def _inner_step_per_call(**kw: Any) -> AggITD:
@@ -80,7 +110,8 @@ INNER_STEP_PER_CALL = Perturbation(
     "deterministic FedSVRG's (1 - beta mu)^2, so a step reduced less than 4x is no violation; "
     "on heterogeneous cases the floor 25 beta^2 sigma^2 hides even a 30x slowdown, so the bug "
     "shows on cases without client heterogeneity (one client, as hypothesis draws first)",
-    _inner_step_per_call)
+    _inner_step_per_call,
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -95,8 +126,10 @@ CONTRACTION = Claim(
     reference="Xiao & Ji 2023, eqs. (14)-(15) (Mitra et al. 2021, Thm 4)",
     kind="linear_rate",
     about=ABOUT_RESULT,
-    statement=("||y^{t+1} - y*||^2 <= (1 - beta mu/2) ||y^t - y*||^2 + 25 beta^2 sigma_g^2 and "
-               "||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2"),
+    statement=(
+        "||y^{t+1} - y*||^2 <= (1 - beta mu/2) ||y^t - y*||^2 + 25 beta^2 sigma_g^2 and "
+        "||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2"
+    ),
     estimators=("aggitd",),
     strategy=CONTRACTION_CASES,
     # a failing case is saved as drawn: shrinking reruns the check
@@ -108,13 +141,13 @@ CONTRACTION = Claim(
         BETA_CAP,
     ),
     perturbation=INNER_STEP_PER_CALL,
-    notes=("beta = min(1, lambda, 1/(6 L_g)), beta_i = beta / tau_i, tau in 1..4, N = 30. "
-           "Deterministic FedSVRG has y* as its exact fixed point, so the heterogeneity floor 25 "
-           "beta^2 sigma_2^2 is loose: the measured floor (three steps from y*) is reported as "
-           "measured_floor_from_y_star (round-off level) beside the paper's."),
+    notes=(
+        "beta = min(1, lambda, 1/(6 L_g)), beta_i = beta / tau_i, tau in 1..4, N = 30. "
+        "Deterministic FedSVRG has y* as its exact fixed point, so the heterogeneity floor 25 "
+        "beta^2 sigma_2^2 is loose: the measured floor (three steps from y*) is reported as "
+        "measured_floor_from_y_star (round-off level) beside the paper's."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    CONTRACTION,
-)
+CLAIMS: tuple[Claim, ...] = (CONTRACTION,)

@@ -45,10 +45,12 @@ class ExtraLowerStep(AggITD):
     """AggITD that runs N + 1 lower-level rounds (and N + 2 HessIV terms) while N is reported
     (``range(N + 2)`` for ``range(N + 1)``)."""
 
-    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
-                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
-        return AggITD.estimate_in(dataclasses.replace(self, inner_steps=self.inner_steps + 1),
-                                  ctx, x, state)
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+        return AggITD.estimate_in(
+            dataclasses.replace(self, inner_steps=self.inner_steps + 1), ctx, x, state
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +58,9 @@ class ShortIndexDraw(AggITD):
     """AggITD drawing Q from ``0..N - 1`` (``rng.integers(0, N)``) instead of ``0..N`` while
     keeping the weight ``lambda (N + 1)``."""
 
-    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
-                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
         if self.expectation or self.index is not None or self.inner_steps == 0:
             return super().estimate_in(ctx, x, state)
         q = int(ctx.rng.integers(0, self.inner_steps))
@@ -71,8 +74,9 @@ class StaleUpperPoint(FBOAggITD):
 
     def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
-        x_next = one_round_upper(ctx, state.x, state.y, h, aux["clients"], self.local_steps,
-                                 self.outer_step_size or 0.01)
+        x_next = one_round_upper(
+            ctx, state.x, state.y, h, aux["clients"], self.local_steps, self.outer_step_size or 0.01
+        )
         return AggITDState(x_next, inner.y, h, aux["index"])
 
 
@@ -86,8 +90,7 @@ class UncorrectedUpper(FBOAggITD):
         clients = aux["clients"]
         # tau_i steps of alpha / tau_i along h~: x - alpha h~ on every client, averaged
         alpha = self.outer_step_size or 0.01
-        x_next = ctx.aggregate((state.x - alpha * h).expand(int(clients.shape[0]), -1),
-                               clients)
+        x_next = ctx.aggregate((state.x - alpha * h).expand(int(clients.shape[0]), -1), clients)
         return AggITDState(x_next, inner.y, h, aux["index"])
 
 
@@ -105,9 +108,12 @@ class WithEstimator(FBOAggITD):
 
 def _both(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
     """The AggITD bug ``cls`` in the estimator entry and inside FBO-AggITD."""
-    return {"aggitd": registry_variant("aggitd", cls, **fixed),
-            "fbo-aggitd": registry_variant("fbo-aggitd", WithEstimator, estimator_class=cls,
-                                           estimator_fixed=tuple(fixed.items()))}
+    return {
+        "aggitd": registry_variant("aggitd", cls, **fixed),
+        "fbo-aggitd": registry_variant(
+            "fbo-aggitd", WithEstimator, estimator_class=cls, estimator_fixed=tuple(fixed.items())
+        ),
+    }
 
 
 def _fbo(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
@@ -120,82 +126,174 @@ UNCORRECTED_LOWER = registry_variant("aggitd", AggITD, lower_solver="sgd")
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("aggitd.weight_lambda_n", "AggITD", "normalisation",
-           "the importance weight lambda N instead of lambda (N + 1) (N + 1 indices, weight N)",
-           _both(perturb.ScaledIndirect, weight="n"), first=(IDENTITY,), cheap=True),
-    Mutant("aggitd.weight_forgotten", "AggITD", "normalisation",
-           "the importance weight forgotten: p = lambda z^N (a missing (N + 1))",
-           _both(perturb.ScaledIndirect, weight="none"), first=(IDENTITY,)),
-    Mutant("aggitd.neumann_step_halved", "AggITD", "step",
-           "the HessIV recursion steps lambda / 2 while lambda is reported",
-           _both(perturb.ScaledNeumannStep, factor=0.5), first=(IDENTITY,)),
-    Mutant("aggitd.neumann_step_doubled", "AggITD", "step",
-           "the HessIV recursion steps 2 lambda", _both(perturb.ScaledNeumannStep, factor=2.0),
-           first=(IDENTITY,)),
-    Mutant("aggitd.inner_step_halved", "AggITD", "step",
-           "One-Round-Lower steps beta / 2 while beta is reported",
-           _both(ScaledInnerStep, factor=0.5), first=(IDENTITY,)),
-    Mutant("aggitd.inner_step_doubled", "AggITD", "step",
-           "One-Round-Lower steps 2 beta", _both(ScaledInnerStep, factor=2.0),
-           first=(IDENTITY,)),
-    Mutant("aggitd.indirect_sign_flipped", "AggITD", "correction",
-           "h = grad_x F + J p: the indirect part added",
-           _both(perturb.ScaledIndirect, factor=-1.0), first=(IDENTITY,)),
-    Mutant("aggitd.extra_lower_round", "AggITD", "count",
-           "N + 1 lower-level rounds (and HessIV terms) while N is reported",
-           _both(ExtraLowerStep), first=(IDENTITY,)),
-    Mutant("aggitd.index_draw_short", "AggITD", "count",
-           "Q drawn from 0..N - 1 (rng.integers(0, N)) with the weight lambda (N + 1)",
-           _both(ShortIndexDraw), first=(MEAN_IDENTITY,)),
-    Mutant("aggitd.sum_over_m", "AggITD", "normalisation",
-           "the server divides the clients' hypergradient sum by M instead of |S|",
-           _both(perturb.MeanOverAllClients), first=(scaling.PARTICIPATION.id,)),
-    Mutant("aggitd.lower_correction_dropped", "AggITD", "correction",
-           "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
-           {"aggitd": UNCORRECTED_LOWER}, first=(IDENTITY, lower.CONTRACTION.id)),
-    Mutant("fbo-aggitd.upper_missing_1_over_tau", "FBO-AggITD", "normalisation",
-           "One-Round-Upper's local step alpha, not alpha / tau_i",
-           _fbo(perturb.UnscaledUpper), first=(errata.DH_THEOREM2_CONSTANT.id,)),
-    Mutant("fbo-aggitd.upper_step_times_tau", "FBO-AggITD", "step",
-           "One-Round-Upper's alpha / tau_i read as alpha tau_i",
-           _fbo(perturb.UnscaledUpper, outer_step_factor="tau"),
-           first=(lemma3.DRIFT_BOUND.id,)),
-    Mutant("fbo-aggitd.update_divided_by_m", "FBO-AggITD", "normalisation",
-           "the server divides the summed x-updates by M instead of |S|",
-           _fbo(perturb.DividesByM), first=(scaling.PARTICIPATION_ALGORITHM.id,)),
-    Mutant("fbo-aggitd.upper_correction_dropped", "FBO-AggITD", "correction",
-           "One-Round-Upper's local steps follow h~ alone (its SVRG correction dropped)",
-           _fbo(UncorrectedUpper), first=(errata.DH_THEOREM2_CONSTANT.id,)),
-    Mutant("fbo-aggitd.stale_upper_point", "FBO-AggITD", "stale",
-           "One-Round-Upper runs at y_k instead of the y_{k+1} of the lower rounds",
-           _fbo(StaleUpperPoint),
-           equivalent="One-Round-Upper uses y only in its correction grad_x F_i(x_nu, y) - "
-                      "grad_x F_i(x, y) (h~ is computed at y_{k+1} by AggITD), which on every "
-                      "closed-form family (F quadratic in (x, y), coupled bilinearly) equals "
-                      "grad^2_xx F_i (x_nu - x) whatever y; no claim runs FBO-AggITD on an "
-                      "outer objective with a non-bilinear x-y coupling"),
-    Mutant("fbo-aggitd.extra_round", "FBO-AggITD", "count",
-           "y aggregated once more per iteration in a round of its own",
-           {"fbo-aggitd": comm.EXTRA_ROUND.build,
-            "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
-           first=(comm.ROUNDS_PER_ITERATION.id,), cheap=True),
+    Mutant(
+        "aggitd.weight_lambda_n",
+        "AggITD",
+        "normalisation",
+        "the importance weight lambda N instead of lambda (N + 1) (N + 1 indices, weight N)",
+        _both(perturb.ScaledIndirect, weight="n"),
+        first=(IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "aggitd.weight_forgotten",
+        "AggITD",
+        "normalisation",
+        "the importance weight forgotten: p = lambda z^N (a missing (N + 1))",
+        _both(perturb.ScaledIndirect, weight="none"),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.neumann_step_halved",
+        "AggITD",
+        "step",
+        "the HessIV recursion steps lambda / 2 while lambda is reported",
+        _both(perturb.ScaledNeumannStep, factor=0.5),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.neumann_step_doubled",
+        "AggITD",
+        "step",
+        "the HessIV recursion steps 2 lambda",
+        _both(perturb.ScaledNeumannStep, factor=2.0),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.inner_step_halved",
+        "AggITD",
+        "step",
+        "One-Round-Lower steps beta / 2 while beta is reported",
+        _both(ScaledInnerStep, factor=0.5),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.inner_step_doubled",
+        "AggITD",
+        "step",
+        "One-Round-Lower steps 2 beta",
+        _both(ScaledInnerStep, factor=2.0),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.indirect_sign_flipped",
+        "AggITD",
+        "correction",
+        "h = grad_x F + J p: the indirect part added",
+        _both(perturb.ScaledIndirect, factor=-1.0),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.extra_lower_round",
+        "AggITD",
+        "count",
+        "N + 1 lower-level rounds (and HessIV terms) while N is reported",
+        _both(ExtraLowerStep),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.index_draw_short",
+        "AggITD",
+        "count",
+        "Q drawn from 0..N - 1 (rng.integers(0, N)) with the weight lambda (N + 1)",
+        _both(ShortIndexDraw),
+        first=(MEAN_IDENTITY,),
+    ),
+    Mutant(
+        "aggitd.sum_over_m",
+        "AggITD",
+        "normalisation",
+        "the server divides the clients' hypergradient sum by M instead of |S|",
+        _both(perturb.MeanOverAllClients),
+        first=(scaling.PARTICIPATION.id,),
+    ),
+    Mutant(
+        "aggitd.lower_correction_dropped",
+        "AggITD",
+        "correction",
+        "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
+        {"aggitd": UNCORRECTED_LOWER},
+        first=(IDENTITY, lower.CONTRACTION.id),
+    ),
+    Mutant(
+        "fbo-aggitd.upper_missing_1_over_tau",
+        "FBO-AggITD",
+        "normalisation",
+        "One-Round-Upper's local step alpha, not alpha / tau_i",
+        _fbo(perturb.UnscaledUpper),
+        first=(errata.DH_THEOREM2_CONSTANT.id,),
+    ),
+    Mutant(
+        "fbo-aggitd.upper_step_times_tau",
+        "FBO-AggITD",
+        "step",
+        "One-Round-Upper's alpha / tau_i read as alpha tau_i",
+        _fbo(perturb.UnscaledUpper, outer_step_factor="tau"),
+        first=(lemma3.DRIFT_BOUND.id,),
+    ),
+    Mutant(
+        "fbo-aggitd.update_divided_by_m",
+        "FBO-AggITD",
+        "normalisation",
+        "the server divides the summed x-updates by M instead of |S|",
+        _fbo(perturb.DividesByM),
+        first=(scaling.PARTICIPATION_ALGORITHM.id,),
+    ),
+    Mutant(
+        "fbo-aggitd.upper_correction_dropped",
+        "FBO-AggITD",
+        "correction",
+        "One-Round-Upper's local steps follow h~ alone (its SVRG correction dropped)",
+        _fbo(UncorrectedUpper),
+        first=(errata.DH_THEOREM2_CONSTANT.id,),
+    ),
+    Mutant(
+        "fbo-aggitd.stale_upper_point",
+        "FBO-AggITD",
+        "stale",
+        "One-Round-Upper runs at y_k instead of the y_{k+1} of the lower rounds",
+        _fbo(StaleUpperPoint),
+        equivalent="One-Round-Upper uses y only in its correction grad_x F_i(x_nu, y) - "
+        "grad_x F_i(x, y) (h~ is computed at y_{k+1} by AggITD), which on every "
+        "closed-form family (F quadratic in (x, y), coupled bilinearly) equals "
+        "grad^2_xx F_i (x_nu - x) whatever y; no claim runs FBO-AggITD on an "
+        "outer objective with a non-bilinear x-y coupling",
+    ),
+    Mutant(
+        "fbo-aggitd.extra_round",
+        "FBO-AggITD",
+        "count",
+        "y aggregated once more per iteration in a round of its own",
+        {"fbo-aggitd": comm.EXTRA_ROUND.build, "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
+        first=(comm.ROUNDS_PER_ITERATION.id,),
+        cheap=True,
+    ),
 )
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{f"param.aggitd.batch_size.{way}": (
-        "every claim of aggitd computes the estimator on exact oracles (batch_size None, the "
-        "entry's default; no aggitd check passes a batch): the batch size does not exist in "
-        "any answer of its suite")
-       for way in ("plus1", "minus1")},
-    **{f"param.fbo-aggitd-sgd.{keyword}.{way}": (
-        "the entry's one \"holds\" claim (aggitd.comm.sgd_rounds_per_iteration) counts the "
-        "communication rounds of an iteration, N + 3, which no step size or local-step count "
-        "changes; the same FBO-AggITD code is pinned on fbo-aggitd (steps by "
-        "aggitd.thm1.rate_in_K, aggitd.cor1.floor_kept and aggitd.errata.dh_theorem2_constant)")
-       for keyword, ways in (("local_steps", ("plus1",)),
-                             ("inner_step_size", ("half", "double")),
-                             ("outer_step_size", ("half", "double")),
-                             ("neumann_step_size", ("half", "double"))) for way in ways},
+    **{
+        f"param.aggitd.batch_size.{way}": (
+            "every claim of aggitd computes the estimator on exact oracles (batch_size None, the "
+            "entry's default; no aggitd check passes a batch): the batch size does not exist in "
+            "any answer of its suite"
+        )
+        for way in ("plus1", "minus1")
+    },
+    **{
+        f"param.fbo-aggitd-sgd.{keyword}.{way}": (
+            'the entry\'s one "holds" claim (aggitd.comm.sgd_rounds_per_iteration) counts the '
+            "communication rounds of an iteration, N + 3, which no step size or local-step count "
+            "changes; the same FBO-AggITD code is pinned on fbo-aggitd (steps by "
+            "aggitd.thm1.rate_in_K, aggitd.cor1.floor_kept and aggitd.errata.dh_theorem2_constant)"
+        )
+        for keyword, ways in (
+            ("local_steps", ("plus1",)),
+            ("inner_step_size", ("half", "double")),
+            ("outer_step_size", ("half", "double")),
+            ("neumann_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
 }

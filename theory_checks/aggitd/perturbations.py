@@ -43,12 +43,12 @@ class ScaledIndirect(AggITD):
     weight: str = "exact"
     factor: float = 1.0
 
-    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
-                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
         value, new_state, aux = super().estimate_in(ctx, x, state)
         n = self.inner_steps
-        scale = self.factor * {"exact": 1.0, "n": n / (n + 1), "none": 1.0 / (n + 1)}[
-            self.weight]
+        scale = self.factor * {"exact": 1.0, "n": n / (n + 1), "none": 1.0 / (n + 1)}[self.weight]
         direct = Oracles(ctx.problem).grad_outer(x, aux["y"], aux["clients"])[0].mean(0)
         return direct + scale * (value - direct), new_state, aux
 
@@ -68,8 +68,9 @@ class ScaledNeumannStep(AggITD):
 class MeanOverAllClients(AggITD):
     """AggITD whose server divides the clients' hypergradient sum by M instead of |S|."""
 
-    def estimate_in(self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
-                    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
+    def estimate_in(
+        self, ctx: FederatedContext, x: torch.Tensor, state: InnerState
+    ) -> tuple[torch.Tensor, InnerState, dict[str, Any]]:
         value, new_state, aux = super().estimate_in(ctx, x, state)
         return value * aux["clients"].shape[0] / ctx.problem.n_clients, new_state, aux
 
@@ -96,9 +97,16 @@ class UnscaledUpper(FBOAggITD):
         def direct(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
             return ctx.oracles.grad_outer(points, y, active, batch)[0]
 
-        x_next = local_round(ctx, state.x, aux["clients"], direct, self.local_steps, alpha,
-                             global_direction=h,
-                             scale_by_steps=self.outer_step_factor == "over_tau")
+        x_next = local_round(
+            ctx,
+            state.x,
+            aux["clients"],
+            direct,
+            self.local_steps,
+            alpha,
+            global_direction=h,
+            scale_by_steps=self.outer_step_factor == "over_tau",
+        )
         return AggITDState(x_next, y, h, aux["index"])
 
 
@@ -118,6 +126,7 @@ class DividesByM(FBOAggITD):
 def estimator_variant(cls: type, **extra: Any) -> Any:
     """The builder of an AggITD perturbation: ``cls`` (a subclass of AggITD) with the fields
     ``extra`` fixed."""
+
     def make(**kw: Any) -> Any:
         return cls(**{**kw, **extra})
 
@@ -127,6 +136,7 @@ def estimator_variant(cls: type, **extra: Any) -> Any:
 def algorithm_variant(cls: type, lower_solver: str = "svrg", **extra: Any) -> Any:
     """The builder of an FBO-AggITD perturbation: ``cls`` (a subclass of FBOAggITD) with the
     lower solver ``lower_solver`` and the fields ``extra`` fixed."""
+
     def make(**kw: Any) -> Any:
         return cls(lower_solver=lower_solver, **{**kw, **extra})
 
@@ -140,4 +150,5 @@ IMPORTANCE_WEIGHT_N = Perturbation(
     "importance weight lambda N instead of lambda (N + 1)",
     "an off-by-one in the weight of the uniformly drawn index Q in 0..N (N + 1 values, weight "
     "N): the indirect part is scaled by N / (N + 1), 1/2 at N = 1 and 0 at N = 0",
-    estimator_variant(ScaledIndirect, weight="n"))
+    estimator_variant(ScaledIndirect, weight="n"),
+)

@@ -91,13 +91,19 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
-    params = {"inner_steps": n, "local_steps": tau, "inner_step_size": beta,
-              "neumann_step_size": lam}
+    params = {
+        "inner_steps": n,
+        "local_steps": tau,
+        "inner_step_size": beta,
+        "neumann_step_size": lam,
+    }
     outs = [run_estimate(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
     mean = torch.stack([o.value for o in outs]).mean(0)
     expected = run_estimate(make, ex.problem, x, y0, expectation=True, **params)
-    support = [run_estimate(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
-               for end in ("low", "high")]
+    support = [
+        run_estimate(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
+        for end in ("low", "high")
+    ]
     scale = ex.scale(ys[-1])
     residuals = {
         # 0 when the draw's support is 0..N, else 1 (an O(1) failure, like a wrong identity)
@@ -108,9 +114,13 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         / (float(ys[-1].norm()) + float(y0.norm()) + 1e-300),
     }
     worst = max(residuals.values())
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative residual <=",
-                       details={"inner_steps": n, "local_steps": tau, "index_range": support,
-                                **residuals})
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"inner_steps": n, "local_steps": tau, "index_range": support, **residuals},
+    )
 
 
 def prop1_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
@@ -118,9 +128,11 @@ def prop1_bound(constants: ProblemConstants, params: Mapping[str, float]) -> flo
     n, lam, beta = params["inner_steps"], params["neumann_step_size"], params["inner_step_size"]
     mu, L_g, L_f, M = params["mu"], params["L_g"], params["L_f"], params["M"]
     alpha3 = 3.0 * (n + 1) * (1.0 - beta * mu / 2.0) ** n / (lam * mu)
-    return (4.0 * lam**2 * L_f**2 * L_g**2 * alpha3 * params["initial_gap_sq"]
-            + 4.0 * L_g**2 * M**2 * (1.0 - lam * mu) ** (2 * n + 2) / mu**2
-            + 200.0 * lam * beta**2 * params["sigma_g_sq"] * L_f**2 * L_g**2 * n * (n + 1) / mu)
+    return (
+        4.0 * lam**2 * L_f**2 * L_g**2 * alpha3 * params["initial_gap_sq"]
+        + 4.0 * L_g**2 * M**2 * (1.0 - lam * mu) ** (2 * n + 2) / mu**2
+        + 200.0 * lam * beta**2 * params["sigma_g_sq"] * L_f**2 * L_g**2 * n * (n + 1) / mu
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +150,8 @@ NEUMANN_STEP_FLOAT32 = Perturbation(
     "error ~3e-8 in every factor (I - lambda H) and in the weight lambda (N + 1), about 100x the "
     "identity's 1e-10 tolerance; the smallest realistic error that a float64 identity must see "
     "(it is invisible when lambda happens to be a float32 number, e.g. lambda = 1)",
-    estimator_variant(Float32Neumann))
+    estimator_variant(Float32Neumann),
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -155,9 +168,11 @@ MEAN_IDENTITY = Claim(
     kind="exact_identity",
     about=ABOUT_STEP,
     serves="aggitd.prop1.bias_bound",
-    statement=("(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
-               "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
-               "mode returns the same"),
+    statement=(
+        "(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
+        "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
+        "mode returns the same"
+    ),
     estimators=("aggitd",),
     strategy=MEAN_IDENTITY_CASES,
     # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
@@ -170,8 +185,10 @@ MEAN_IDENTITY = Claim(
         BETA_CAP,
     ),
     perturbation=NEUMANN_STEP_FLOAT32,
-    notes=("Exact oracles and full participation, so the only randomness is Q; the trajectory is "
-           "recomputed in closed form (FedSVRG on a quadratic: y+ - y* = (I - M_tau H)(y - y*))."),
+    notes=(
+        "Exact oracles and full participation, so the only randomness is Q; the trajectory is "
+        "recomputed in closed form (FedSVRG on a quadratic: y+ - y* = (I - M_tau H)(y - y*))."
+    ),
 )
 
 
@@ -181,11 +198,12 @@ BIAS_BOUND = Claim(
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    power_from=("aggitd.prop1.mean_identity",
-                "aggitd.scaling.bias_rate_in_n"),
-    statement=("||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
-               "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "
-               "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"),
+    power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
+    statement=(
+        "||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
+        "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "
+        "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"
+    ),
     estimators=("aggitd",),
     strategy=BIAS_BOUND_CASES,
     # Why 4 cases on fast: 8 expectation-mode runs up to N = 16 per case (~0.4 s)
@@ -199,12 +217,14 @@ BIAS_BOUND = Claim(
     ),
     bound=prop1_bound,
     perturbation=IMPORTANCE_WEIGHT_N,
-    notes=("lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), tau in 1..3; exact oracles, so the "
-           "inner expectation is the exact mean over Q (expectation mode, checked against the "
-           "per-Q runs by aggitd.prop1.mean_identity). Assumptions 1-4's constants (L_f, L_g "
-           "joint in (x, y), mu per client, M and sigma_2 with the full gradients): from the "
-           "case's start and from y^0 = y*, where only the truncation term is left on agreeing "
-           "clients (what lets a weight error show)."),
+    notes=(
+        "lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), tau in 1..3; exact oracles, so the "
+        "inner expectation is the exact mean over Q (expectation mode, checked against the "
+        "per-Q runs by aggitd.prop1.mean_identity). Assumptions 1-4's constants (L_f, L_g "
+        "joint in (x, y), mu per client, M and sigma_2 with the full gradients): from the "
+        "case's start and from y^0 = y*, where only the truncation term is left on agreeing "
+        "clients (what lets a weight error show)."
+    ),
 )
 
 

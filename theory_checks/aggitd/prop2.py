@@ -38,8 +38,13 @@ from theory_checks.tolerances import IDENTITY_RTOL
 
 def prop2_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """sigma_h^2 = lambda (N+1) L_g^2 M^2 / mu (Prop. 2)."""
-    return (params["neumann_step_size"] * (params["inner_steps"] + 1) * params["L_g"] ** 2
-            * params["M"] ** 2 / params["mu"])
+    return (
+        params["neumann_step_size"]
+        * (params["inner_steps"] + 1)
+        * params["L_g"] ** 2
+        * params["M"] ** 2
+        / params["mu"]
+    )
 
 
 def prop2_grid(terms: np.ndarray) -> tuple[int, ...] | None:
@@ -75,30 +80,58 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     for n in grid:
         values, points = [], [ex.y_star]
         for q in range(n + 1):
-            out = run_estimate(make, ex.problem, x, y0, inner_steps=n, inner_step_size=beta,
-                               neumann_step_size=lam, index=q)
+            out = run_estimate(
+                make,
+                ex.problem,
+                x,
+                y0,
+                inner_steps=n,
+                inner_step_size=beta,
+                neumann_step_size=lam,
+                index=q,
+            )
             gx, _ = ex.grad_outer(out.state.y)
             values.append(float((gx - out.value).norm() ** 2))
             points = out.aux["trajectory"] + [ex.y_star]
         moment = float(np.mean(values))
-        params = {"inner_steps": n, "neumann_step_size": lam, "L_g": ex.L_g, "mu": ex.mu,
-                  "M": gradient_bound(ex.problem, [(x, y) for y in points])}
+        params = {
+            "inner_steps": n,
+            "neumann_step_size": lam,
+            "L_g": ex.L_g,
+            "mu": ex.mu,
+            "M": gradient_bound(ex.problem, [(x, y) for y in points]),
+        }
         bound = claim.evaluate_bound(ex.constants, params)
         worst = max(worst, moment - bound * (1 + IDENTITY_RTOL))
         sizes.append(n + 1)
         moments.append(moment)
-        series += [SeriesPoint("measured", "inner_steps", n, moment),
-                   SeriesPoint("bound", "inner_steps", n, bound)]
+        series += [
+            SeriesPoint("measured", "inner_steps", n, moment),
+            SeriesPoint("bound", "inner_steps", n, bound),
+        ]
     if min(moments) <= (1e-8 * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("indirect part is zero to round-off (grad_y f or J vanishes)")
     fit = stats.fit_exponent(np.array(sizes), np.array(moments))
     # Why 0.15: past saturation the exponent is 1 up to the trajectory's transient, which the
     # warm start makes small; a missing (N+1) factor gives -1, a doubled one 2.
-    result = Fit("exponent of E||h^I||^2 in N+1", fit.slope, fit.ci_low, fit.ci_high, 1.0, 0.15,
-                 residual=fit.residual_max)
-    return Measurement(fit.slope, 1.0, worst <= 0.0 and result.agrees,
-                       "<= bound at every N and |exponent - 1| <= 0.15", series=tuple(series),
-                       fit=result, details={"second_moments": moments})
+    result = Fit(
+        "exponent of E||h^I||^2 in N+1",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        1.0,
+        0.15,
+        residual=fit.residual_max,
+    )
+    return Measurement(
+        fit.slope,
+        1.0,
+        worst <= 0.0 and result.agrees,
+        "<= bound at every N and |exponent - 1| <= 0.15",
+        series=tuple(series),
+        fit=result,
+        details={"second_moments": moments},
+    )
 
 
 # --------------------------------------------------------------------------- the claims
@@ -115,8 +148,10 @@ SECOND_MOMENT = Claim(
     reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
     about=ABOUT_RESULT,
-    statement=("E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
-               "linearly in N: fitted exponent in N+1 equals 1 (0.15)"),
+    statement=(
+        "E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
+        "linearly in N: fitted exponent in N+1 equals 1 (0.15)"
+    ),
     estimators=("aggitd",),
     strategy=SECOND_MOMENT_CASES,
     # a failing case is saved as drawn: shrinking reruns the check
@@ -128,14 +163,14 @@ SECOND_MOMENT = Claim(
     ),
     bound=prop2_bound,
     perturbation=IMPORTANCE_WEIGHT_N,
-    notes=("Exact second moment by enumerating Q = 0..N with exact oracles (no Monte Carlo, so "
-           "no false-failure rate), from y^0 = y* (deterministic FedSVRG stays there), where it "
-           "equals lambda^2 (N+1) sum_{k<=N} ||J (I - lambda H)^k grad_y f||^2. Measured for the "
-           "aggregated h^I; by Jensen its second moment is at most the clients' average, which "
-           "Prop. 2 bounds."),
+    notes=(
+        "Exact second moment by enumerating Q = 0..N with exact oracles (no Monte Carlo, so "
+        "no false-failure rate), from y^0 = y* (deterministic FedSVRG stays there), where it "
+        "equals lambda^2 (N+1) sum_{k<=N} ||J (I - lambda H)^k grad_y f||^2. Measured for the "
+        "aggregated h^I; by Jensen its second moment is at most the clients' average, which "
+        "Prop. 2 bounds."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    SECOND_MOMENT,
-)
+CLAIMS: tuple[Claim, ...] = (SECOND_MOMENT,)

@@ -99,8 +99,12 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     eigenvalues, vectors = ex.view.spectrum
     coeffs = vectors.T @ gy.cpu().numpy()
     J = ex.J.cpu().numpy()
-    amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
-                           for k in range(len(eigenvalues))])
+    amplitudes = np.array(
+        [
+            np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
+            for k in range(len(eigenvalues))
+        ]
+    )
     rates = np.abs(1.0 - lam * eigenvalues)
     scale = ex.scale(ex.y_star)
     window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
@@ -116,17 +120,40 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     exact = ex.problem.exact_hypergradient(x)
     errors = []
     for n in grid:
-        out = run_estimate(make, ex.problem, x, ex.y_star, inner_steps=n, inner_step_size=beta,
-                           neumann_step_size=lam, expectation=True)
+        out = run_estimate(
+            make,
+            ex.problem,
+            x,
+            ex.y_star,
+            inner_steps=n,
+            inner_step_size=beta,
+            neumann_step_size=lam,
+            expectation=True,
+        )
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = stats.fit_rate(np.array(grid), np.array(errors))
-    result = Fit("log bias per inner step N", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory), residual=fit.residual_max)
-    series = tuple(SeriesPoint("measured", "inner_steps", n, e) for n, e in
-                   zip(grid, errors, strict=True))
-    return Measurement(fit.slope, theory, result.agrees, "|fit - theory| <= 5% |theory|",
-                       series=series, fit=result, details={"window": [start, stop]})
+    result = Fit(
+        "log bias per inner step N",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        theory,
+        RATE_RTOL * abs(theory),
+        residual=fit.residual_max,
+    )
+    series = tuple(
+        SeriesPoint("measured", "inner_steps", n, e) for n, e in zip(grid, errors, strict=True)
+    )
+    return Measurement(
+        fit.slope,
+        theory,
+        result.agrees,
+        "|fit - theory| <= 5% |theory|",
+        series=series,
+        fit=result,
+        details={"window": [start, stop]},
+    )
 
 
 TAU_INVARIANCE_GRID = (1, 2, 4, 8, 16)
@@ -148,44 +175,73 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     alpha, lam, beta = lemma3_outer_step(case), neumann_step(case), inner_step(case)
     drifts = []
     for tau in TAU_INVARIANCE_GRID:
-        algorithm = make(inner_steps=2, local_steps=tau, inner_step_size=beta,
-                         neumann_step_size=lam, outer_step_size=alpha, expectation=True)
+        algorithm = make(
+            inner_steps=2,
+            local_steps=tau,
+            inner_step_size=beta,
+            neumann_step_size=lam,
+            outer_step_size=alpha,
+            expectation=True,
+        )
         state = algorithm.init(problem)._replace(x=x0, y=ex.y_star)
         records = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
     fit = stats.fit_exponent(np.array(TAU_INVARIANCE_GRID, dtype=float), np.array(drifts))
-    result = Fit("exponent of ||x_1 - x_0||^2 in tau", fit.slope, fit.ci_low, fit.ci_high,
-                 0.0, TAU_EXPONENT_EDGE, residual=fit.residual_max)
-    series = tuple(SeriesPoint("measured", "local_steps", t, d)
-                   for t, d in zip(TAU_INVARIANCE_GRID, drifts, strict=True))
-    return Measurement(fit.slope, TAU_EXPONENT_EDGE, fit.slope <= TAU_EXPONENT_EDGE,
-                       "exponent <= 0.05 (does not grow with tau)", series=series, fit=result,
-                       details={"drifts": drifts, "outer_step_size": alpha,
-                                "neumann_step_size": lam, "inner_step_size": beta})
+    result = Fit(
+        "exponent of ||x_1 - x_0||^2 in tau",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        0.0,
+        TAU_EXPONENT_EDGE,
+        residual=fit.residual_max,
+    )
+    series = tuple(
+        SeriesPoint("measured", "local_steps", t, d)
+        for t, d in zip(TAU_INVARIANCE_GRID, drifts, strict=True)
+    )
+    return Measurement(
+        fit.slope,
+        TAU_EXPONENT_EDGE,
+        fit.slope <= TAU_EXPONENT_EDGE,
+        "exponent <= 0.05 (does not grow with tau)",
+        series=series,
+        fit=result,
+        details={
+            "drifts": drifts,
+            "outer_step_size": alpha,
+            "neumann_step_size": lam,
+            "inner_step_size": beta,
+        },
+    )
 
 
 PARTICIPATION_CLIENTS = 5
 
 
-def check_participation_exponent(
-    claim: Claim, case: Case, make: Callable[..., Any]
-) -> Measurement:
+def check_participation_exponent(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Var over client subsets of size S, exact by enumeration; exponent in (M-S)/(S(M-1))."""
     problem = case.problem
     m = problem.n_clients
     x, y0 = evaluation_point(problem, case.params["point_seed"])
-    estimator = make(inner_steps=2, index=1, neumann_step_size=neumann_step(case),
-                     inner_step_size=inner_step(case))
+    estimator = make(
+        inner_steps=2,
+        index=1,
+        neumann_step_size=neumann_step(case),
+        inner_step_size=inner_step(case),
+    )
     estimator.init(problem)
+
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
         ctx = fixed_clients_context(problem, NO_DRAWS, torch.tensor(subset))
         return estimator.estimate_in(ctx, x, InnerState(y0))[0]
 
     # the estimate is affine in the subset means when clients differ only in linear terms
-    return sampling_exponent_measurement(m, outcome, "Var[h]",
-                                         "clients identical: no sampling variance")
+    return sampling_exponent_measurement(
+        m, outcome, "Var[h]", "clients identical: no sampling variance"
+    )
 
 
 def participation_cases() -> st.SearchStrategy[Case]:
@@ -193,10 +249,20 @@ def participation_cases() -> st.SearchStrategy[Case]:
     gradient heterogeneity in [0.1, 3], and a starting point's seed."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            PARTICIPATION_CLIENTS, dx, dy, 1.0 if dy == 1 else kappa, seed=seed,
-            hessian_heterogeneity=0.0, gradient_heterogeneity=gh),
-        st.integers(1, 3), st.integers(1, 3), st.floats(1.0, 10.0), st.floats(0.1, 3.0),
-        strategies.SEEDS)
+            PARTICIPATION_CLIENTS,
+            dx,
+            dy,
+            1.0 if dy == 1 else kappa,
+            seed=seed,
+            hessian_heterogeneity=0.0,
+            gradient_heterogeneity=gh,
+        ),
+        st.integers(1, 3),
+        st.integers(1, 3),
+        st.floats(1.0, 10.0),
+        st.floats(0.1, 3.0),
+        strategies.SEEDS,
+    )
     return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
 
 
@@ -239,51 +305,95 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
 
     values = []
     for tau in TAU_STATIONARITY_GRID:
-        algorithm = make(inner_steps=n, local_steps=tau, inner_step_size=beta,
-                         neumann_step_size=lam, outer_step_size=alpha, expectation=True)
+        algorithm = make(
+            inner_steps=n,
+            local_steps=tau,
+            inner_step_size=beta,
+            neumann_step_size=lam,
+            outer_step_size=alpha,
+            expectation=True,
+        )
         it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
         values.append(trajectory_mean(it, z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
     fit = stats.fit_exponent(np.array(TAU_STATIONARITY_GRID, float), np.array(values))
-    result = Fit("exponent of (1/K) sum ||grad f(x_k)||^2 in tau", fit.slope, fit.ci_low,
-                 fit.ci_high, 0.0, TAU_TOLERANCE, residual=fit.residual_max)
-    series = tuple(SeriesPoint("measured", "local_steps", t, v)
-                   for t, v in zip(TAU_STATIONARITY_GRID, values, strict=True))
-    return Measurement(fit.slope, TAU_TOLERANCE, fit.slope <= TAU_TOLERANCE,
-                       "exponent <= 0.05 (does not grow with tau)", series=series, fit=result,
-                       details={"values": values, "K": horizon, "inner_steps": n,
-                                "outer_step_size": alpha, "neumann_step_size": lam,
-                                "inner_step_size": beta})
+    result = Fit(
+        "exponent of (1/K) sum ||grad f(x_k)||^2 in tau",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        0.0,
+        TAU_TOLERANCE,
+        residual=fit.residual_max,
+    )
+    series = tuple(
+        SeriesPoint("measured", "local_steps", t, v)
+        for t, v in zip(TAU_STATIONARITY_GRID, values, strict=True)
+    )
+    return Measurement(
+        fit.slope,
+        TAU_TOLERANCE,
+        fit.slope <= TAU_TOLERANCE,
+        "exponent <= 0.05 (does not grow with tau)",
+        series=series,
+        fit=result,
+        details={
+            "values": values,
+            "K": horizon,
+            "inner_steps": n,
+            "outer_step_size": alpha,
+            "neumann_step_size": lam,
+            "inner_step_size": beta,
+        },
+    )
 
 
-def check_participation_algorithm(claim: Claim, case: Case, make: Callable[..., Any]
-                                  ) -> Measurement:
+def check_participation_algorithm(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """Var over every S-subset of FBO-AggITD's x_1 (Q = 1, exact oracles): exponent in
     (M - S) / (S (M - 1)) equals 1."""
     problem = case.problem
     m = problem.n_clients
     ex, x0, y0 = exact_setup(case)
-    algorithm = make(inner_steps=1, local_steps=2, outer_step_size=lemma3_outer_step(case),
-                     neumann_step_size=neumann_step(case), inner_step_size=inner_step(case))
+    algorithm = make(
+        inner_steps=1,
+        local_steps=2,
+        outer_step_size=lemma3_outer_step(case),
+        neumann_step_size=neumann_step(case),
+        inner_step_size=inner_step(case),
+    )
+
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
         ctx = fixed_clients_context(problem, FixedIndex(1), torch.tensor(subset))  # type: ignore
         return algorithm.step(ctx, AggITDState(x0, y0, None)).x
 
     # with clients that differ only in linear terms x_1 is affine in the subset means (the
     # local x-corrections E_i (x_nu - x) are the same on every client)
-    return sampling_exponent_measurement(m, outcome, "Var[x_1]",
-                                         "clients identical: no sampling variance")
+    return sampling_exponent_measurement(
+        m, outcome, "Var[x_1]", "clients identical: no sampling variance"
+    )
 
 
 def four_client_cases() -> st.SearchStrategy[Case]:
     """Four clients that differ only in linear terms (every subset is enumerated)."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            4, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, hessian_heterogeneity=0.0,
-            gradient_heterogeneity=gh),
-        st.integers(1, 2), st.integers(1, 2), st.floats(1.0, 4.0), st.floats(0.1, 3.0),
-        strategies.SEEDS)
+            4,
+            dx,
+            dy,
+            1.0 if dy == 1 else kappa,
+            seed=seed,
+            hessian_heterogeneity=0.0,
+            gradient_heterogeneity=gh,
+        ),
+        st.integers(1, 2),
+        st.integers(1, 2),
+        st.floats(1.0, 4.0),
+        st.floats(0.1, 3.0),
+        strategies.SEEDS,
+    )
     return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
 
 
@@ -298,9 +408,13 @@ def outer_spectrum(problem: Any) -> torch.Tensor:
     return eig
 
 
-def trajectory_mean(it: AffineIteration, z0: np.ndarray,
-                    value: Callable[[np.ndarray], np.ndarray], iterations: int,
-                    chunk: int = 2048) -> float:
+def trajectory_mean(
+    it: AffineIteration,
+    z0: np.ndarray,
+    value: Callable[[np.ndarray], np.ndarray],
+    iterations: int,
+    chunk: int = 2048,
+) -> float:
     """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
     averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
     d = len(z0)
@@ -322,14 +436,18 @@ NEUMANN_STEP_09 = Perturbation(
     "Neumann step 0.9 lambda",
     "the HessIV recursion runs with 0.9 of the step it is given: the bias decays like "
     "(1 - 0.9 lambda mu)^N, a rate 10% off, twice the check's 5% tolerance (a wrong constant in "
-    "a step rule)", estimator_variant(ScaledNeumannStep, factor=0.9))
+    "a step rule)",
+    estimator_variant(ScaledNeumannStep, factor=0.9),
+)
 
 
 UPPER_STEP_UNSCALED = Perturbation(
     "One-Round-Upper step alpha, not alpha / tau",
     "Alg. 4's local step alpha_i = alpha / tau_i without the 1/tau_i: tau local steps of "
     "alpha move x by tau alpha, so the drift grows like tau^2 (the scaling that makes every "
-    "bound tau-free is the one forgotten)", algorithm_variant(UnscaledUpper))
+    "bound tau-free is the one forgotten)",
+    algorithm_variant(UnscaledUpper),
+)
 
 
 UPPER_STEP_SCALED_TWICE = Perturbation(
@@ -341,21 +459,24 @@ UPPER_STEP_SCALED_TWICE = Perturbation(
     "speeds the descent at Theorem 1's tiny alpha, so the stationarity falls with tau, which "
     "the one-sided statement allows; it is caught by aggitd.scaling.tau_invariance and "
     "aggitd.lemma3.drift_bound",
-    algorithm_variant(UnscaledUpper, outer_step_factor="over_tau"))
+    algorithm_variant(UnscaledUpper, outer_step_factor="over_tau"),
+)
 
 
 MEAN_OVER_ALL_CLIENTS = Perturbation(
     "hypergradient sum divided by M, not |S|",
     "the server averages the sampled clients' sum over all M clients: the estimate is scaled "
     "by S / M, so its variance over subsets no longer follows (M - S) / (S (M - 1))",
-    estimator_variant(MeanOverAllClients))
+    estimator_variant(MeanOverAllClients),
+)
 
 
 UPDATE_DIVIDED_BY_M = Perturbation(
     "x-update divided by M, not |S|",
     "the server averages the sampled clients' x-updates over all M clients: x_1 - x is scaled "
     "by S / M, so its variance over subsets no longer follows (M - S) / (S (M - 1))",
-    algorithm_variant(DividesByM))
+    algorithm_variant(DividesByM),
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -374,9 +495,11 @@ BIAS_RATE_IN_N = Claim(
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
     about=ABOUT_RESULT,
-    statement=("from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
-               "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
-               "<= mu_H)"),
+    statement=(
+        "from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
+        "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
+        "<= mu_H)"
+    ),
     estimators=("aggitd",),
     strategy=BIAS_RATE_IN_N_CASES,
     # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
@@ -389,9 +512,11 @@ BIAS_RATE_IN_N = Claim(
         BETA_CAP,
     ),
     perturbation=NEUMANN_STEP_09,
-    notes=("At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
-           "is J H^{-1}(I - lambda H)^{N+1} grad_y f: the squared rate of Prop. 1 is twice this "
-           "slope. Fitted on the slowest mode's window (dominant_mode_window)."),
+    notes=(
+        "At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
+        "is J H^{-1}(I - lambda H)^{N+1} grad_y f: the squared rate of Prop. 1 is twice this "
+        "slope. Fitted on the slowest mode's window (dominant_mode_window)."
+    ),
 )
 
 
@@ -401,8 +526,10 @@ TAU_INVARIANCE = Claim(
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
-               "an upper bound): fitted exponent in tau <= 0.05"),
+    statement=(
+        "||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
+        "an upper bound): fitted exponent in tau <= 0.05"
+    ),
     estimators=("fbo-aggitd",),
     strategy=TAU_INVARIANCE_CASES,
     # a failing case is saved as drawn: shrinking reruns the check
@@ -415,12 +542,14 @@ TAU_INVARIANCE = Claim(
         LEMMA3_ALPHA_CAP,
     ),
     perturbation=UPPER_STEP_UNSCALED,
-    notes=("One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
-           "FBO-AggITD's drift falls 0.552 -> 0.418 over tau = 1..16 (exponent -0.095), which "
-           "the former two-sided test (|exponent| <= 0.05, worst case -0.0484 at alpha = 0.1 / "
-           "L_h) would have recorded as \"fails\". Lemma 3's steps: alpha = alpha_2 = 1/(324 "
-           "M_f^2 + 6 M_f), lambda = min(10, 1/L_g), beta = min(1, lambda, 1/(6 L_g)); y started "
-           "at y* so that the lower level (also tau-scaled) stays there; tau in {1, 2, 4, 8, 16}."),
+    notes=(
+        "One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
+        "FBO-AggITD's drift falls 0.552 -> 0.418 over tau = 1..16 (exponent -0.095), which "
+        "the former two-sided test (|exponent| <= 0.05, worst case -0.0484 at alpha = 0.1 / "
+        'L_h) would have recorded as "fails". Lemma 3\'s steps: alpha = alpha_2 = 1/(324 '
+        "M_f^2 + 6 M_f), lambda = min(10, 1/L_g), beta = min(1, lambda, 1/(6 L_g)); y started "
+        "at y* so that the lower level (also tau-scaled) stays there; tau in {1, 2, 4, 8, 16}."
+    ),
 )
 
 
@@ -430,8 +559,10 @@ PARTICIPATION = Claim(
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
-               "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"),
+    statement=(
+        "Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
+        "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
+    ),
     estimators=("aggitd",),
     strategy=participation_cases,
     # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
@@ -444,21 +575,27 @@ PARTICIPATION = Claim(
         BETA_CAP,
     ),
     perturbation=MEAN_OVER_ALL_CLIENTS,
-    notes=("The paper states no exponent in S; this records the measured one. Clients differ "
-           "only in linear terms (hessian_heterogeneity = 0), M = 5, every subset enumerated."),
+    notes=(
+        "The paper states no exponent in S; this records the measured one. Clients differ "
+        "only in linear terms (hessian_heterogeneity = 0), M = 5, every subset enumerated."
+    ),
 )
 
 
 TAU_STATIONARITY = Claim(
     id="aggitd.scaling.tau_stationarity",
     paper="AggITD",
-    reference=("Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
-               "bound is tau-independent"),
+    reference=(
+        "Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
+        "bound is tau-independent"
+    ),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
-               "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
-               "0.05"),
+    statement=(
+        "(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
+        "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
+        "0.05"
+    ),
     estimators=("fbo-aggitd",),
     strategy=TAU_STATIONARITY_CASES,
     check=check_tau_stationarity,
@@ -473,27 +610,33 @@ TAU_STATIONARITY = Claim(
     max_examples=PerProfile(2, None),
     shrink=False,
     perturbation=UPPER_STEP_SCALED_TWICE,
-    notes=("One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
-           "fall with tau (the paper's experiments find tau = 5 better than tau = 1, Table 2), "
-           "not grow. Exact mean over Q (expectation mode), exact oracles, Corollary 1's N = "
-           "ceil(kappa_g), lambda = min(10, 1/L_g), beta = min(1, lambda, 1/(6 L_g)), alpha = "
-           "min(alpha_1, alpha_2, alpha_3) (Theorem 1's rule), y^0 = y*(x_0), tau in {1, 2, 4, "
-           "8}, K = ceil(1/(alpha mu_h)) iterations (1e3 to 1e5, followed as an affine map). "
-           "Before the hypotheses were declared the check ran K = 5 iterations at alpha = 0.05 / "
-           "max(L_h, L_f), above Theorem 1's alpha rule, and tested |exponent| <= 0.05, "
-           "two-sided."),
+    notes=(
+        "One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
+        "fall with tau (the paper's experiments find tau = 5 better than tau = 1, Table 2), "
+        "not grow. Exact mean over Q (expectation mode), exact oracles, Corollary 1's N = "
+        "ceil(kappa_g), lambda = min(10, 1/L_g), beta = min(1, lambda, 1/(6 L_g)), alpha = "
+        "min(alpha_1, alpha_2, alpha_3) (Theorem 1's rule), y^0 = y*(x_0), tau in {1, 2, 4, "
+        "8}, K = ceil(1/(alpha mu_h)) iterations (1e3 to 1e5, followed as an affine map). "
+        "Before the hypotheses were declared the check ran K = 5 iterations at alpha = 0.05 / "
+        "max(L_h, L_f), above Theorem 1's alpha rule, and tested |exponent| <= 0.05, "
+        "two-sided."
+    ),
 )
 
 
 PARTICIPATION_ALGORITHM = Claim(
     id="aggitd.scaling.participation_algorithm",
     paper="AggITD",
-    reference=("not stated in the paper (its theory assumes full participation); derived here for "
-               "FBO-AggITD's iterate"),
+    reference=(
+        "not stated in the paper (its theory assumes full participation); derived here for "
+        "FBO-AggITD's iterate"
+    ),
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "
-               "oracles) is proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"),
+    statement=(
+        "Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "
+        "oracles) is proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
+    ),
     estimators=("fbo-aggitd",),
     strategy=four_client_cases,
     check=check_participation_algorithm,
@@ -506,9 +649,11 @@ PARTICIPATION_ALGORITHM = Claim(
     max_examples=PerProfile(2, None),
     shrink=False,
     perturbation=UPDATE_DIVIDED_BY_M,
-    notes=("The paper states no exponent in S; this records the measured one for the whole "
-           "iteration (AggITD with One-Round-Lower and One-Round-Upper on the same S). M = 4, "
-           "every subset enumerated, clients differ only in linear terms."),
+    notes=(
+        "The paper states no exponent in S; this records the measured one for the whole "
+        "iteration (AggITD with One-Round-Lower and One-Round-Upper on the same S). M = 4, "
+        "every subset enumerated, clients differ only in linear terms."
+    ),
 )
 
 

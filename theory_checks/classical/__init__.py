@@ -25,7 +25,6 @@ from __future__ import annotations
 from theory_checks.claim import Claim
 from theory_checks.classical import cg, exact, gd, itd, neumann
 
-CLAIMS: tuple[Claim, ...] = (*neumann.CLAIMS, *cg.CLAIMS, *gd.CLAIMS, *itd.CLAIMS,
-                             *exact.CLAIMS)
+CLAIMS: tuple[Claim, ...] = (*neumann.CLAIMS, *cg.CLAIMS, *gd.CLAIMS, *itd.CLAIMS, *exact.CLAIMS)
 
 __all__ = ["CLAIMS"]

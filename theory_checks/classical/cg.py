@@ -78,9 +78,11 @@ def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> M
     rhs = np.linalg.matrix_power(H, operator_power - 1) @ g
     short = J @ (_textbook_cg(operator, rhs, problem.dim_y - 1) - np.linalg.solve(H, g))
     if float(np.linalg.norm(short)) < UNRESOLVED_TERM * scale:
-        raise NotMeasurable("CG is exact here after dim_y - 1 iterations ("
-                            f"{float(np.linalg.norm(short)) / scale:.2g} of the scale): a CG "
-                            "one iteration short would pass")
+        raise NotMeasurable(
+            "CG is exact here after dim_y - 1 iterations ("
+            f"{float(np.linalg.norm(short)) / scale:.2g} of the scale): a CG "
+            "one iteration short would pass"
+        )
     estimator = make(inner_steps=None, cg_iterations=problem.dim_y)
     out = estimator.estimate(problem, x, estimator.init(problem), np.random.default_rng(0))
     residual = out.value - problem.exact_hypergradient(x)
@@ -89,19 +91,28 @@ def cg_exactness(case: Case, make: Callable[..., Any], operator_power: int) -> M
     # number of the operator it runs on (Greenbaum 1997, Thm 4.2.1), kappa for H and kappa^2 for
     # H^T H; at kappa = 1 this is the identity tier.
     tol = IDENTITY_RTOL * problem.constants().kappa ** operator_power
-    return Measurement(relative, tol, relative <= tol, "relative error <=",
-                       details={"cg_iterations": problem.dim_y, "hvp_calls": out.calls.hvp})
+    return Measurement(
+        relative,
+        tol,
+        relative <= tol,
+        "relative error <=",
+        details={"cg_iterations": problem.dim_y, "hvp_calls": out.calls.hvp},
+    )
 
 
 def _short_cg(**kw: Any) -> Any:
     est = get_estimator("aid-cg").build(**kw)
     return dataclasses.replace(
-        est, linear_solver=ConjugateGradient(max(est.linear_solver.iterations - 1, 0)))
+        est, linear_solver=ConjugateGradient(max(est.linear_solver.iterations - 1, 0))
+    )
 
 
 SHORT_CG = Perturbation(
-    "CG one iteration short", "dim_y - 1 conjugate-gradient iterations instead of dim_y (an "
-    "off-by-one in the iteration count): not exact on the slowest Krylov direction", _short_cg)
+    "CG one iteration short",
+    "dim_y - 1 conjugate-gradient iterations instead of dim_y (an "
+    "off-by-one in the iteration count): not exact on the slowest Krylov direction",
+    _short_cg,
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -120,13 +131,9 @@ EXACT_AFTER_DIM_Y = Claim(
     estimators=("aid-cg",),
     strategy=EXACT_AFTER_DIM_Y_CASES,
     check=check_cg_exact,
-    hypotheses=(
-        STRONGLY_CONVEX,
-    ),
+    hypotheses=(STRONGLY_CONVEX,),
     perturbation=SHORT_CG,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    EXACT_AFTER_DIM_Y,
-)
+CLAIMS: tuple[Claim, ...] = (EXACT_AFTER_DIM_Y,)

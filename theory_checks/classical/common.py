@@ -32,7 +32,10 @@ ALL_KINDS = ("bilevel", "minimax", "compositional")
 
 
 def closed_form_problems(
-    kinds: tuple[str, ...] = ALL_KINDS, *, min_dim_y: int = 1, max_dim: int = 8,
+    kinds: tuple[str, ...] = ALL_KINDS,
+    *,
+    min_dim_y: int = 1,
+    max_dim: int = 8,
     kappa: tuple[float, float] = (1.0, 100.0),
 ) -> st.SearchStrategy[Any]:
     """Closed-form problems of the given kinds that the bilevel estimators accept.
@@ -42,21 +45,26 @@ def closed_form_problems(
     """
     options: list[st.SearchStrategy[Any]] = []
     if "bilevel" in kinds:
-        options.append(strategies.quadratic_bilevel(min_dim_y=min_dim_y, max_dim=max_dim,
-                                                    kappa=kappa))
+        options.append(
+            strategies.quadratic_bilevel(min_dim_y=min_dim_y, max_dim=max_dim, kappa=kappa)
+        )
     if "minimax" in kinds:
-        options.append(strategies.quadratic_minimax(min_dim_y=min_dim_y, max_dim=max_dim,
-                                                    kappa=kappa))
+        options.append(
+            strategies.quadratic_minimax(min_dim_y=min_dim_y, max_dim=max_dim, kappa=kappa)
+        )
     if "compositional" in kinds:
-        options.append(strategies.linear_compositional(min_levels=1, max_levels=1,
-                                                       max_dim=min(max_dim, 6)))
+        options.append(
+            strategies.linear_compositional(min_levels=1, max_levels=1, max_dim=min(max_dim, 6))
+        )
     return st.one_of(*options)
 
 
-def closed_form_cases(kinds: tuple[str, ...] = ALL_KINDS, **problem_kwargs: Any
-                      ) -> Callable[[], st.SearchStrategy[Case]]:
+def closed_form_cases(
+    kinds: tuple[str, ...] = ALL_KINDS, **problem_kwargs: Any
+) -> Callable[[], st.SearchStrategy[Case]]:
     """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``), each at
     a drawn point seed."""
+
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed: Case(problem, {"point_seed": seed}),
@@ -80,8 +88,9 @@ def grid(low: int, high: int, points: int = 25) -> list[int]:
     Why a grid and not every value: each value is a separate estimate whose cost grows with the
     value; 25 points resolve a geometric curve on a log plot and keep a check under a second.
     """
-    return sorted(set(np.linspace(low, high, num=min(points, high - low + 1)).round()
-                      .astype(int).tolist()))
+    return sorted(
+        set(np.linspace(low, high, num=min(points, high - low + 1)).round().astype(int).tolist())
+    )
 
 
 def relative_identity(residual: torch.Tensor, scale: float) -> Measurement:
@@ -90,8 +99,9 @@ def relative_identity(residual: torch.Tensor, scale: float) -> Measurement:
     return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, relation="<=")
 
 
-def exact_parts(case: Case) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor,
-                                     torch.Tensor, torch.Tensor]:
+def exact_parts(
+    case: Case,
+) -> tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The case's point and the exact quantities at ``y*(x)``: the quadratic view (H, J), x,
     the inner start y0, y*, and ``grad_x f, grad_y f`` at ``(x, y*)``."""
     problem = case.problem

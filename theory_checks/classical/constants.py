@@ -33,16 +33,32 @@ def step(case: Any, name: str) -> float:
 
 
 STRONGLY_CONVEX = Hypothesis(
-    "strong convexity", "mu = lambda_min(grad^2_y g) > 0 (margin mu / L)", REF,
-    lambda case: strong_convexity(case.problem) / smoothness(case.problem))
+    "strong convexity",
+    "mu = lambda_min(grad^2_y g) > 0 (margin mu / L)",
+    REF,
+    lambda case: strong_convexity(case.problem) / smoothness(case.problem),
+)
 
 NEUMANN_STEP_CAP = Hypothesis(
-    "Neumann step", "lambda <= 1/L (so ||I - lambda H|| = 1 - lambda mu < 1)", REF,
-    lambda case: at_most(step(case, "neumann_step_size"), 1.0 / smoothness(case.problem)))
+    "Neumann step",
+    "lambda <= 1/L (so ||I - lambda H|| = 1 - lambda mu < 1)",
+    REF,
+    lambda case: at_most(step(case, "neumann_step_size"), 1.0 / smoothness(case.problem)),
+)
 
 GD_STEP_CAP = Hypothesis(
-    "gradient step", "beta <= 1/L (so ||I - beta H|| = 1 - beta mu < 1)", REF,
-    lambda case: at_most(step(case, "inner_step_size"), 1.0 / smoothness(case.problem)))
+    "gradient step",
+    "beta <= 1/L (so ||I - beta H|| = 1 - beta mu < 1)",
+    REF,
+    lambda case: at_most(step(case, "inner_step_size"), 1.0 / smoothness(case.problem)),
+)
 
-__all__ = ["GD_STEP_CAP", "NEUMANN_STEP_CAP", "REF", "STRONGLY_CONVEX", "smoothness", "step",
-           "strong_convexity"]
+__all__ = [
+    "GD_STEP_CAP",
+    "NEUMANN_STEP_CAP",
+    "REF",
+    "STRONGLY_CONVEX",
+    "smoothness",
+    "step",
+    "strong_convexity",
+]

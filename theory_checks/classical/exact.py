@@ -42,9 +42,13 @@ def check_exact_finite_differences(
     # (O(eps / h)) for central differences.
     step = np.finfo(np.float64).eps ** (1.0 / 3.0) * max(1.0, float(x.abs().max()))
     eye = torch.eye(problem.dim_x, dtype=torch.float64)
-    fd = torch.stack([
-        (problem.outer_objective(x + step * e) - problem.outer_objective(x - step * e))
-        / (2 * step) for e in eye])
+    fd = torch.stack(
+        [
+            (problem.outer_objective(x + step * e) - problem.outer_objective(x - step * e))
+            / (2 * step)
+            for e in eye
+        ]
+    )
     relative = float((value - fd).norm()) / (float(fd.norm()) + 1.0)
     # Why 1e-6: central differences with that step are accurate to ~eps^(2/3) ~ 4e-11 times
     # the third derivative scale; quadratics have none, but round-off in h(x) (magnitude up to
@@ -64,9 +68,11 @@ def _biased_exact(**kw: Any) -> Any:
 
 
 BIASED_EXACT = Perturbation(
-    "1e-4 relative bias", "the closed form scaled by 1 + 1e-4 (a wrong constant far below any "
+    "1e-4 relative bias",
+    "the closed form scaled by 1 + 1e-4 (a wrong constant far below any "
     "visible effect on an optimisation run, but 100x the finite-difference tolerance)",
-    _biased_exact)
+    _biased_exact,
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -85,13 +91,9 @@ FINITE_DIFFERENCES = Claim(
     estimators=("exact",),
     strategy=FINITE_DIFFERENCES_CASES,
     check=check_exact_finite_differences,
-    hypotheses=(
-        STRONGLY_CONVEX,
-    ),
+    hypotheses=(STRONGLY_CONVEX,),
     perturbation=BIASED_EXACT,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    FINITE_DIFFERENCES,
-)
+CLAIMS: tuple[Claim, ...] = (FINITE_DIFFERENCES,)

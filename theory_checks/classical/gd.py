@@ -70,26 +70,45 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     bounds = rho**steps * initial
     slack = IDENTITY_RTOL * (initial + float(y_star.norm()))  # round-off of the iterate itself
     bound_holds = bool((errors <= bounds + slack).all())
-    series = [SeriesPoint("measured", "iteration", int(t), float(e), problem.n_clients * int(t))
-              for t, e in zip(steps, errors, strict=True)]
-    series += [SeriesPoint("bound", "iteration", int(t), float(b), problem.n_clients * int(t))
-               for t, b in zip(steps, bounds, strict=True)]
+    series = [
+        SeriesPoint("measured", "iteration", int(t), float(e), problem.n_clients * int(t))
+        for t, e in zip(steps, errors, strict=True)
+    ]
+    series += [
+        SeriesPoint("bound", "iteration", int(t), float(b), problem.n_clients * int(t))
+        for t, b in zip(steps, bounds, strict=True)
+    ]
     theory = math.log(rho)
-    fit = stats.fit_rate(steps[start:stop + 1], errors[start:stop + 1])
-    result = Fit("log error per inner iteration", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 RATE_RTOL * abs(theory), residual=fit.residual_max)
-    series += [SeriesPoint("fitted", "iteration", int(t),
-                           math.exp(fit.intercept + fit.slope * t)) for t in steps[start:]]
-    series += [SeriesPoint("theory", "iteration", int(t),
-                           float(errors[start] * rho ** (t - start))) for t in steps[start:]]
+    fit = stats.fit_rate(steps[start : stop + 1], errors[start : stop + 1])
+    result = Fit(
+        "log error per inner iteration",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        theory,
+        RATE_RTOL * abs(theory),
+        residual=fit.residual_max,
+    )
+    series += [
+        SeriesPoint("fitted", "iteration", int(t), math.exp(fit.intercept + fit.slope * t))
+        for t in steps[start:]
+    ]
+    series += [
+        SeriesPoint("theory", "iteration", int(t), float(errors[start] * rho ** (t - start)))
+        for t in steps[start:]
+    ]
     # the solver runs the T = stop steps it is given: T + 1 iterates (a count read in one place
     # and run from another fits the same rate; issue 32)
     ran = len(run.trajectory) - 1
-    return Measurement(fit.slope, theory, bound_holds and result.agrees and ran == stop,
-                       "<= at every t, |fit - theory| <= 5% |theory| and T steps run",
-                       series=tuple(series), fit=result,
-                       details={"window": [start, stop], "kappa": constants.kappa,
-                                "steps_run": ran})
+    return Measurement(
+        fit.slope,
+        theory,
+        bound_holds and result.agrees and ran == stop,
+        "<= at every t, |fit - theory| <= 5% |theory| and T steps run",
+        series=tuple(series),
+        fit=result,
+        details={"window": [start, stop], "kappa": constants.kappa, "steps_run": ran},
+    )
 
 
 def _slow_gd(**kw: Any) -> Any:
@@ -99,15 +118,19 @@ def _slow_gd(**kw: Any) -> Any:
 
 
 SLOW_GD = Perturbation(
-    "GD step 0.8/L", "the inner solver runs with 0.8 of the step 1/L: the rate becomes "
-    "1 - 0.8 mu/L, a 20% slower contraction than claimed", _slow_gd)
+    "GD step 0.8/L",
+    "the inner solver runs with 0.8 of the step 1/L: the rate becomes "
+    "1 - 0.8 mu/L, a 20% slower contraction than claimed",
+    _slow_gd,
+)
 
 
 # --------------------------------------------------------------------------- the claims
 
 # the cases each claim draws
-LINEAR_RATE_CASES = closed_form_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4,
-                                      kappa=(2.0, 100.0))
+LINEAR_RATE_CASES = closed_form_cases(
+    ("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)
+)
 
 
 LINEAR_RATE = Claim(
@@ -128,6 +151,4 @@ LINEAR_RATE = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    LINEAR_RATE,
-)
+CLAIMS: tuple[Claim, ...] = (LINEAR_RATE,)

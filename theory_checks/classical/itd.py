@@ -57,8 +57,9 @@ def _itd_run(case: Case, make: Callable[..., Any], steps: int) -> tuple[Any, ...
     return out, view, x, y0, y_star, grad_x, grad_y, beta
 
 
-def _itd_prediction(view: Any, x: torch.Tensor, y0: torch.Tensor, y_star: torch.Tensor,
-                    beta: float, steps: int) -> tuple[torch.Tensor, float]:
+def _itd_prediction(
+    view: Any, x: torch.Tensor, y0: torch.Tensor, y_star: torch.Tensor, beta: float, steps: int
+) -> tuple[torch.Tensor, float]:
     """The identity's ITD_T and the scale of its residual (the gradients at y_T)."""
     eye = torch.eye(y0.shape[0], dtype=torch.float64)
     A_T = torch.linalg.matrix_power(eye - beta * view.H, steps)
@@ -83,23 +84,30 @@ def check_itd_error_identity(claim: Claim, case: Case, make: Callable[..., Any])
         other, _ = _itd_prediction(view, x, y0, y_star, beta, neighbour)
         gap = float((other - predicted).norm())
         if neighbour >= 0 and gap < UNRESOLVED_TERM * scale:
-            raise NotMeasurable(f"the identity gives the same ITD at T = {neighbour} as at "
-                                f"T = {steps} ({gap / scale:.2g} of the scale): an off-by-one "
-                                "in T would pass")
+            raise NotMeasurable(
+                f"the identity gives the same ITD at T = {neighbour} as at "
+                f"T = {steps} ({gap / scale:.2g} of the scale): an off-by-one "
+                "in T would pass"
+            )
     m = relative_identity(out.value - predicted, scale)
-    return Measurement(m.measured, m.bound, m.passed, "relative residual <=",
-                       details={"inner_steps": steps})
+    return Measurement(
+        m.measured, m.bound, m.passed, "relative residual <=", details={"inner_steps": steps}
+    )
 
 
 def itd_error_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """q^T [ (l_x + ||J|| l_y (1 + q^T) / mu) ||y_0 - y*|| + ||J|| ||grad_y f(x, y*)|| / mu ]."""
-    q = max(abs(1.0 - params["inner_step_size"] * constants.mu),
-            abs(1.0 - params["inner_step_size"] * constants.L))
+    q = max(
+        abs(1.0 - params["inner_step_size"] * constants.mu),
+        abs(1.0 - params["inner_step_size"] * constants.L),
+    )
     qT = q ** params["inner_steps"]
     J, mu = constants.cross_norm, constants.mu
-    return qT * ((constants.outer_grad_x_lipschitz
-                  + J * constants.outer_grad_y_lipschitz * (1.0 + qT) / mu)
-                 * params["initial_distance"] + J * params["grad_y_norm"] / mu)
+    return qT * (
+        (constants.outer_grad_x_lipschitz + J * constants.outer_grad_y_lipschitz * (1.0 + qT) / mu)
+        * params["initial_distance"]
+        + J * params["grad_y_norm"] / mu
+    )
 
 
 def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -116,18 +124,29 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
         estimator = make(inner_steps=steps, inner_step_size=beta)
         out = estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(0))
         error = float((out.value - exact).norm())
-        params = {"inner_steps": steps, "inner_step_size": beta,
-                  "initial_distance": float((y0 - y_star).norm()),
-                  "grad_y_norm": float(grad_y.norm())}
+        params = {
+            "inner_steps": steps,
+            "inner_step_size": beta,
+            "initial_distance": float((y0 - y_star).norm()),
+            "grad_y_norm": float(grad_y.norm()),
+        }
         bound = claim.evaluate_bound(constants, params)
         worst = max(worst, error - bound - slack)
         calls = out.calls.oracle_calls
-        series += [SeriesPoint("measured", "inner_steps", steps, error, calls),
-                   SeriesPoint("bound", "inner_steps", steps, bound, calls)]
+        series += [
+            SeriesPoint("measured", "inner_steps", steps, error, calls),
+            SeriesPoint("bound", "inner_steps", steps, bound, calls),
+        ]
         last = (error, bound)
     # the last point's slack is recorded: a case passes only if its last point does
-    return Measurement(last[0], last[1], worst <= 0.0, "<= at every T on the grid",
-                       series=tuple(series), slack=slack)
+    return Measurement(
+        last[0],
+        last[1],
+        worst <= 0.0,
+        "<= at every T on the grid",
+        series=tuple(series),
+        slack=slack,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,8 +154,9 @@ class _OneStepShort(IterativeDifferentiation):
     """ITD that runs and differentiates one inner step fewer than asked (an off-by-one)."""
 
     def estimate(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
-        short = IterativeDifferentiation(GradientDescent(max(self.inner.steps - 1, 0),
-                                                         self.inner.step_size))
+        short = IterativeDifferentiation(
+            GradientDescent(max(self.inner.steps - 1, 0), self.inner.step_size)
+        )
         return short.estimate(problem, x, state, rng)
 
 
@@ -158,12 +178,18 @@ _itd_detached = registry_variant("itd", _Detached)
 
 
 ITD_ONE_STEP_SHORT = Perturbation(
-    "ITD one step short", "ITD runs and differentiates T - 1 inner steps when asked for T (an "
-    "off-by-one in the unrolled loop)", _itd_one_step_short)
+    "ITD one step short",
+    "ITD runs and differentiates T - 1 inner steps when asked for T (an "
+    "off-by-one in the unrolled loop)",
+    _itd_one_step_short,
+)
 ITD_DETACHED = Perturbation(
-    "ITD with the inner iterate detached", "the unrolled iterate is detached from x (a missing "
+    "ITD with the inner iterate detached",
+    "the unrolled iterate is detached from x (a missing "
     "requires_grad / a stop-gradient): ITD returns grad_x f(x, y_T) without the indirect term, "
-    "whose error does not decay with T", _itd_detached)
+    "whose error does not decay with T",
+    _itd_detached,
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -179,8 +205,10 @@ ERROR_IDENTITY = Claim(
     reference="derived here: reverse-mode ITD through T GD steps on a quadratic inner problem",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("ITD_T = grad_x f(x, y_T) - J H^{-1} (I - (I - beta H)^T) grad_y f(x, y_T), y_T = "
-               "y* + (I - beta H)^T (y_0 - y*)"),
+    statement=(
+        "ITD_T = grad_x f(x, y_T) - J H^{-1} (I - (I - beta H)^T) grad_y f(x, y_T), y_T = "
+        "y* + (I - beta H)^T (y_0 - y*)"
+    ),
     estimators=("itd",),
     strategy=ERROR_IDENTITY_CASES,
     check=check_itd_error_identity,
@@ -198,8 +226,10 @@ ERROR_BOUND = Claim(
     reference="Grazzi et al. 2020, Thm 2.1 (ITD bound), constants for GD on a quadratic inner",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||ITD_T - grad h|| <= q^T [ (l_x + ||J|| l_y (1 + q^T)/mu) ||y_0 - y*|| + ||J|| "
-               "||grad_y f(x, y*)|| / mu ],  q = max|1 - beta lambda(H)|"),
+    statement=(
+        "||ITD_T - grad h|| <= q^T [ (l_x + ||J|| l_y (1 + q^T)/mu) ||y_0 - y*|| + ||J|| "
+        "||grad_y f(x, y*)|| / mu ],  q = max|1 - beta lambda(H)|"
+    ),
     estimators=("itd",),
     strategy=ERROR_BOUND_CASES,
     check=check_itd_error_bound,
@@ -209,11 +239,13 @@ ERROR_BOUND = Claim(
     ),
     perturbation=ITD_DETACHED,
     bound=itd_error_bound,
-    notes=("The paper's bound is O((c1 + c2 t / q) q^t) for a general contraction; its t q^(t-1) "
-           "term comes from the Jacobian of the map varying along the trajectory and vanishes "
-           "when the inner Hessian is constant. The constants here are derived for Phi(y) = y - "
-           "beta grad_y g with l_x = Lip(grad_x f in y), l_y = Lip(grad_y f in y); the paper's "
-           "own constants were not available offline."),
+    notes=(
+        "The paper's bound is O((c1 + c2 t / q) q^t) for a general contraction; its t q^(t-1) "
+        "term comes from the Jacobian of the map varying along the trajectory and vanishes "
+        "when the inner Hessian is constant. The constants here are derived for Phi(y) = y - "
+        "beta grad_y g with l_x = Lip(grad_x f in y), l_y = Lip(grad_y f in y); the paper's "
+        "own constants were not available offline."
+    ),
 )
 
 

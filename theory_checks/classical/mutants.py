@@ -132,7 +132,8 @@ class ShiftedFixedPoint(FixedPoint):
 
     def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
         return FixedPoint(max(self.iterations + self.shift, 1), self.step_size).solve(
-            hvp, rhs, problem)
+            hvp, rhs, problem
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,10 +157,12 @@ class ShiftedGD(GradientDescent):
 
     shift: int = -1
 
-    def run(self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
-            ) -> InnerRun:
+    def run(
+        self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
+    ) -> InnerRun:
         return GradientDescent(max(self.steps + self.shift, 0), self.step_size).run(
-            oracles, x, y0, keep_trajectory)
+            oracles, x, y0, keep_trajectory
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,11 +171,11 @@ class ScaledStepGD(GradientDescent):
 
     factor: float = 0.5
 
-    def run(self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
-            ) -> InnerRun:
+    def run(
+        self, oracles: Any, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
+    ) -> InnerRun:
         beta = self.step_size or default_step_size(oracles.problem, "GradientDescent")
-        out = GradientDescent(self.steps, self.factor * beta).run(oracles, x, y0,
-                                                                   keep_trajectory)
+        out = GradientDescent(self.steps, self.factor * beta).run(oracles, x, y0, keep_trajectory)
         return dataclasses.replace(out, step_size=beta)
 
 
@@ -183,8 +186,9 @@ class ScaledStepGD(GradientDescent):
 class FlippedIndirectAID(ImplicitDifferentiation):
     """AID adding the indirect term: ``grad_x f + J v`` for ``grad_x f - J v``."""
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         value, aux = super().differentiate(oracles, x, run, problem)
         grad_x, _ = oracles.grad_outer(x, run.y)
         return 2.0 * grad_x - value, aux
@@ -195,8 +199,9 @@ class StaleAID(ImplicitDifferentiation):
     """AID that differentiates at the warm start it was given (the state's y) instead of the
     inner solver's result (the solved iterate computed, then not used)."""
 
-    def estimate(self, problem: Any, x: torch.Tensor, state: InnerState,
-                 rng: np.random.Generator) -> Estimate:
+    def estimate(
+        self, problem: Any, x: torch.Tensor, state: InnerState, rng: np.random.Generator
+    ) -> Estimate:
         counter = CallCounter()
         oracles = GlobalOracles(Oracles(problem, counter), rng, self.batch_size)
         run = self.inner.run(oracles, x, state.y, keep_trajectory=False)
@@ -209,13 +214,13 @@ class StaleAID(ImplicitDifferentiation):
 class FirstClientAID(ImplicitDifferentiation):
     """AID whose ``grad_y f`` is client 0's instead of the clients' mean (a missing average)."""
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         y = run.y
         grad_x, _ = oracles.grad_outer(x, y)
         _, per_client = oracles.oracles.grad_outer(x, y, oracles.clients, oracles.draw())
-        adjoint = self.linear_solver.solve(lambda v: oracles.hvp(x, y, v), per_client[0],
-                                           problem)
+        adjoint = self.linear_solver.solve(lambda v: oracles.hvp(x, y, v), per_client[0], problem)
         return grad_x - oracles.jvp_xy(x, y, adjoint), {"y": y, "adjoint": adjoint}
 
 
@@ -239,8 +244,9 @@ class ReverseStepITD(IterativeDifferentiation):
 
     factor: float = 2.0
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         scaled = dataclasses.replace(run, step_size=self.factor * run.step_size)
         return super().differentiate(oracles, x, scaled, problem)
 
@@ -250,8 +256,9 @@ class StaleReverseITD(IterativeDifferentiation):
     """ITD's reverse pass evaluated at the last iterate ``y_T`` for every t instead of ``y_t``
     (a stale iterate in the backward loop)."""
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         stale = dataclasses.replace(run, trajectory=[run.y] * len(run.trajectory))
         return super().differentiate(oracles, x, stale, problem)
 
@@ -260,8 +267,9 @@ class StaleReverseITD(IterativeDifferentiation):
 class LateAdjointITD(IterativeDifferentiation):
     """ITD whose adjoint is first updated one step late (``if t > 1`` for ``if t > 0``)."""
 
-    def differentiate(self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun,
-                      problem: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    def differentiate(
+        self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
+    ) -> tuple[torch.Tensor, dict[str, Any]]:
         beta = run.step_size
         value, adjoint = oracles.grad_outer(x, run.y)
         for t in range(self.inner.steps - 1, -1, -1):
@@ -280,15 +288,15 @@ class PerClientExact(ExactHypergradient):
     """The closed form with each client's own adjoint ``mean_i J_i H_i^{-1} grad_y f_i`` instead
     of ``J H^{-1} grad_y f`` with averaged H and grad_y f (per-client instead of averaged)."""
 
-    def estimate(self, problem: Any, x: torch.Tensor, state: None,
-                 rng: np.random.Generator) -> Estimate:
+    def estimate(
+        self, problem: Any, x: torch.Tensor, state: None, rng: np.random.Generator
+    ) -> Estimate:
         y = problem.exact_inner_solution(x)
         oracles, clients = Oracles(problem), torch.arange(problem.n_clients)
         eye = torch.eye(problem.dim_y, dtype=torch.float64)
         rows = y.expand(problem.n_clients, -1)
         H = torch.stack([oracles.hvp_inner(x, rows, e.expand_as(rows), clients) for e in eye], 2)
-        J = torch.stack([oracles.jvp_inner_xy(x, rows, e.expand_as(rows), clients)
-                         for e in eye], 2)
+        J = torch.stack([oracles.jvp_inner_xy(x, rows, e.expand_as(rows), clients) for e in eye], 2)
         gx, gy = oracles.grad_outer(x, rows, clients)
         adjoints = torch.linalg.solve(H, gy[..., None])[..., 0]
         value = (gx - torch.einsum("mij,mj->mi", J, adjoints)).mean(0)
@@ -304,116 +312,234 @@ def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[s
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("aid-neumann.terms_minus_one", "AID-Neumann", "count",
-           "the Neumann loop runs N - 1 terms when N are asked for",
-           _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
-           first=(IDENTITY,), cheap=True),
-    Mutant("aid-neumann.terms_plus_one", "AID-Neumann", "count",
-           "the Neumann loop runs N + 1 terms (range(N) for range(N - 1))",
-           _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1), first=(IDENTITY,)),
-    Mutant("aid-neumann.step_doubled", "AID-Neumann", "step",
-           "the series runs with 2 lambda while lambda is reported",
-           _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
-           first=(IDENTITY,)),
-    Mutant("aid-neumann.step_halved", "AID-Neumann", "step",
-           "the series runs with lambda / 2 while lambda is reported",
-           _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
-           first=(IDENTITY,)),
-    Mutant("aid-neumann.missing_lambda", "AID-Neumann", "normalisation",
-           "the partial sum returned without its factor lambda",
-           _on(("aid-neumann",), "linear_solver", UnscaledNeumann), first=(IDENTITY,)),
-    Mutant("aid-neumann.indirect_sign_flipped", "AID-Neumann", "correction",
-           "the indirect term added: grad_x f + J v",
-           {"aid-neumann": registry_variant("aid-neumann", FlippedIndirectAID)},
-           first=(IDENTITY,), cheap=True),
-    Mutant("aid-neumann.stale_inner_iterate", "AID-Neumann", "stale",
-           "the adjoint and cross term evaluated at the warm start y_0, not the solved y_T",
-           {"aid-neumann": registry_variant("aid-neumann", StaleAID)}, first=(IDENTITY,)),
-    Mutant("aid-neumann.first_client_gradient", "AID-Neumann", "per_client",
-           "grad_y f of client 0 instead of the clients' mean",
-           {"aid-neumann": registry_variant("aid-neumann", FirstClientAID)}, first=(IDENTITY,)),
-    Mutant("gd.steps_minus_one", "gradient descent (AID, ITD)", "count",
-           "the inner gradient descent runs T - 1 steps when T are asked for (every entry "
-           "that runs it: AID-Neumann, AID-CG, AID-FP, ITD)",
-           _on((*AID, "itd"), "inner", ShiftedGD, shift=-1), first=(ITD_IDENTITY,)),
-    Mutant("gd.step_halved", "gradient descent (AID, ITD)", "step",
-           "the inner gradient descent steps beta / 2 while beta is reported",
-           _on((*AID, "itd"), "inner", ScaledStepGD, factor=0.5), first=(GD_RATE,)),
-    Mutant("gd.step_doubled", "gradient descent (AID, ITD)", "step",
-           "the inner gradient descent steps 2 beta (= 2/L: no contraction on the top mode)",
-           _on((*AID, "itd"), "inner", ScaledStepGD, factor=2.0), first=(GD_RATE,)),
-    Mutant("aid-cg.iterations_minus_one", "AID-CG", "count",
-           "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
-           _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
-           first=(CG_EXACT,), cheap=True),
-    Mutant("aid-cg.iterations_plus_one", "AID-CG", "count",
-           "conjugate gradient runs dim_y + 1 iterations",
-           _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
-           equivalent="in exact arithmetic CG's residual is zero after dim_y iterations and "
-                      "its loop stops; in float64 the extra iteration moves v by the round-off "
-                      "of the residual (about 1e-16 relative), far below the claim's "
-                      "kappa x 1e-10, and no claim counts AID-CG's Hessian-vector products"),
-    Mutant("aid-cg.direction_sign_flipped", "AID-CG", "correction",
-           "the new search direction subtracts the old one: r - beta p",
-           _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
-           first=(CG_EXACT,)),
-    Mutant("aid-cg.stale_residual_norm", "AID-CG", "stale",
-           "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
-           _on(("aid-cg",), "linear_solver", StaleResidualCG),
-           first=(CG_EXACT,)),
-    Mutant("aid-fp.iterations_minus_one", "AID-FP", "count",
-           "the fixed-point adjoint runs K - 1 iterations",
-           _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1), first=(IDENTITY,)),
-    Mutant("aid-fp.rhs_without_step", "AID-FP", "normalisation",
-           "v <- v - lambda H v + r: the right-hand side added without lambda",
-           _on(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint), first=(IDENTITY,)),
-    Mutant("itd.steps_plus_one", "ITD", "count",
-           "ITD unrolls and differentiates T + 1 steps when T are asked for",
-           {"itd": registry_variant("itd", ShiftedITD, shift=1)}, first=(ITD_IDENTITY,),
-           cheap=True),
-    Mutant("itd.steps_minus_one", "ITD", "count",
-           "ITD unrolls and differentiates T - 1 steps",
-           {"itd": registry_variant("itd", ShiftedITD, shift=-1)}, first=(ITD_IDENTITY,)),
-    Mutant("itd.reverse_step_doubled", "ITD", "step",
-           "the reverse pass uses 2 beta while the forward pass used beta",
-           {"itd": registry_variant("itd", ReverseStepITD, factor=2.0)},
-           first=(ITD_IDENTITY,)),
-    Mutant("itd.adjoint_update_late", "ITD", "count",
-           "the reverse pass skips the adjoint update at its first step (t = T - 1)",
-           {"itd": registry_variant("itd", LateAdjointITD)}, first=(ITD_IDENTITY,)),
-    Mutant("itd.reverse_pass_at_last_iterate", "ITD", "stale",
-           "the reverse pass evaluates its products at y_T for every t instead of y_t",
-           {"itd": registry_variant("itd", StaleReverseITD)},
-           equivalent="the products are grad^2_y g and grad^2_xy g, which are constant in y on "
-                      "every closed-form family (quadratic inner problems), so the reverse pass "
-                      "computes the same vectors at y_T as at y_t; the claims run ITD only on "
-                      "those families (the workloads, where the Hessians vary with y, carry no "
-                      "exact hypergradient to compare with)"),
-    Mutant("exact.per_client_adjoint", "exact hypergradient", "per_client",
-           "the closed form averages per-client hypergradients grad_x f_i - J_i H_i^{-1} "
-           "grad_y f_i instead of using the averaged H and grad_y f",
-           {"exact": registry_variant("exact", PerClientExact)},
-           first=(exact.FINITE_DIFFERENCES.id,)),
+    Mutant(
+        "aid-neumann.terms_minus_one",
+        "AID-Neumann",
+        "count",
+        "the Neumann loop runs N - 1 terms when N are asked for",
+        _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
+        first=(IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "aid-neumann.terms_plus_one",
+        "AID-Neumann",
+        "count",
+        "the Neumann loop runs N + 1 terms (range(N) for range(N - 1))",
+        _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-neumann.step_doubled",
+        "AID-Neumann",
+        "step",
+        "the series runs with 2 lambda while lambda is reported",
+        _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-neumann.step_halved",
+        "AID-Neumann",
+        "step",
+        "the series runs with lambda / 2 while lambda is reported",
+        _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-neumann.missing_lambda",
+        "AID-Neumann",
+        "normalisation",
+        "the partial sum returned without its factor lambda",
+        _on(("aid-neumann",), "linear_solver", UnscaledNeumann),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-neumann.indirect_sign_flipped",
+        "AID-Neumann",
+        "correction",
+        "the indirect term added: grad_x f + J v",
+        {"aid-neumann": registry_variant("aid-neumann", FlippedIndirectAID)},
+        first=(IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "aid-neumann.stale_inner_iterate",
+        "AID-Neumann",
+        "stale",
+        "the adjoint and cross term evaluated at the warm start y_0, not the solved y_T",
+        {"aid-neumann": registry_variant("aid-neumann", StaleAID)},
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-neumann.first_client_gradient",
+        "AID-Neumann",
+        "per_client",
+        "grad_y f of client 0 instead of the clients' mean",
+        {"aid-neumann": registry_variant("aid-neumann", FirstClientAID)},
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "gd.steps_minus_one",
+        "gradient descent (AID, ITD)",
+        "count",
+        "the inner gradient descent runs T - 1 steps when T are asked for (every entry "
+        "that runs it: AID-Neumann, AID-CG, AID-FP, ITD)",
+        _on((*AID, "itd"), "inner", ShiftedGD, shift=-1),
+        first=(ITD_IDENTITY,),
+    ),
+    Mutant(
+        "gd.step_halved",
+        "gradient descent (AID, ITD)",
+        "step",
+        "the inner gradient descent steps beta / 2 while beta is reported",
+        _on((*AID, "itd"), "inner", ScaledStepGD, factor=0.5),
+        first=(GD_RATE,),
+    ),
+    Mutant(
+        "gd.step_doubled",
+        "gradient descent (AID, ITD)",
+        "step",
+        "the inner gradient descent steps 2 beta (= 2/L: no contraction on the top mode)",
+        _on((*AID, "itd"), "inner", ScaledStepGD, factor=2.0),
+        first=(GD_RATE,),
+    ),
+    Mutant(
+        "aid-cg.iterations_minus_one",
+        "AID-CG",
+        "count",
+        "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
+        _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
+        first=(CG_EXACT,),
+        cheap=True,
+    ),
+    Mutant(
+        "aid-cg.iterations_plus_one",
+        "AID-CG",
+        "count",
+        "conjugate gradient runs dim_y + 1 iterations",
+        _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
+        equivalent="in exact arithmetic CG's residual is zero after dim_y iterations and "
+        "its loop stops; in float64 the extra iteration moves v by the round-off "
+        "of the residual (about 1e-16 relative), far below the claim's "
+        "kappa x 1e-10, and no claim counts AID-CG's Hessian-vector products",
+    ),
+    Mutant(
+        "aid-cg.direction_sign_flipped",
+        "AID-CG",
+        "correction",
+        "the new search direction subtracts the old one: r - beta p",
+        _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
+        first=(CG_EXACT,),
+    ),
+    Mutant(
+        "aid-cg.stale_residual_norm",
+        "AID-CG",
+        "stale",
+        "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
+        _on(("aid-cg",), "linear_solver", StaleResidualCG),
+        first=(CG_EXACT,),
+    ),
+    Mutant(
+        "aid-fp.iterations_minus_one",
+        "AID-FP",
+        "count",
+        "the fixed-point adjoint runs K - 1 iterations",
+        _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "aid-fp.rhs_without_step",
+        "AID-FP",
+        "normalisation",
+        "v <- v - lambda H v + r: the right-hand side added without lambda",
+        _on(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "itd.steps_plus_one",
+        "ITD",
+        "count",
+        "ITD unrolls and differentiates T + 1 steps when T are asked for",
+        {"itd": registry_variant("itd", ShiftedITD, shift=1)},
+        first=(ITD_IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "itd.steps_minus_one",
+        "ITD",
+        "count",
+        "ITD unrolls and differentiates T - 1 steps",
+        {"itd": registry_variant("itd", ShiftedITD, shift=-1)},
+        first=(ITD_IDENTITY,),
+    ),
+    Mutant(
+        "itd.reverse_step_doubled",
+        "ITD",
+        "step",
+        "the reverse pass uses 2 beta while the forward pass used beta",
+        {"itd": registry_variant("itd", ReverseStepITD, factor=2.0)},
+        first=(ITD_IDENTITY,),
+    ),
+    Mutant(
+        "itd.adjoint_update_late",
+        "ITD",
+        "count",
+        "the reverse pass skips the adjoint update at its first step (t = T - 1)",
+        {"itd": registry_variant("itd", LateAdjointITD)},
+        first=(ITD_IDENTITY,),
+    ),
+    Mutant(
+        "itd.reverse_pass_at_last_iterate",
+        "ITD",
+        "stale",
+        "the reverse pass evaluates its products at y_T for every t instead of y_t",
+        {"itd": registry_variant("itd", StaleReverseITD)},
+        equivalent="the products are grad^2_y g and grad^2_xy g, which are constant in y on "
+        "every closed-form family (quadratic inner problems), so the reverse pass "
+        "computes the same vectors at y_T as at y_t; the claims run ITD only on "
+        "those families (the workloads, where the Hessians vary with y, carry no "
+        "exact hypergradient to compare with)",
+    ),
+    Mutant(
+        "exact.per_client_adjoint",
+        "exact hypergradient",
+        "per_client",
+        "the closed form averages per-client hypergradients grad_x f_i - J_i H_i^{-1} "
+        "grad_y f_i instead of using the averaged H and grad_y f",
+        {"exact": registry_variant("exact", PerClientExact)},
+        first=(exact.FINITE_DIFFERENCES.id,),
+    ),
 )
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{f"param.{entry}.batch_size.{way}": (
-        f"every claim of {entry} runs it on exact oracles (batch_size None, the entry's "
-        "default; no classical check passes a batch): the batch size does not exist in any "
-        "answer of its suite, and a minibatch claim would be the one to pin it")
-       for entry in ("aid-cg", "aid-neumann", "aid-fp", "itd") for way in ("plus1", "minus1")},
-    **{f"param.aid-neumann.{keyword}.{way}": (
-        "every claim of aid-neumann runs it with the exact inner solution (inner_steps None: "
-        "the Neumann claims isolate the series), where GD's count and step do not exist; the "
-        "same GradientDescent is pinned through aid-cg and aid-fp by classical.gd.linear_rate "
-        "(its rate, its bound and the T steps it runs)")
-       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
-                             ("inner_step_size", ("half", "double"))) for way in ways},
+    **{
+        f"param.{entry}.batch_size.{way}": (
+            f"every claim of {entry} runs it on exact oracles (batch_size None, the entry's "
+            "default; no classical check passes a batch): the batch size does not exist in any "
+            "answer of its suite, and a minibatch claim would be the one to pin it"
+        )
+        for entry in ("aid-cg", "aid-neumann", "aid-fp", "itd")
+        for way in ("plus1", "minus1")
+    },
+    **{
+        f"param.aid-neumann.{keyword}.{way}": (
+            "every claim of aid-neumann runs it with the exact inner solution (inner_steps None: "
+            "the Neumann claims isolate the series), where GD's count and step do not exist; the "
+            "same GradientDescent is pinned through aid-cg and aid-fp by classical.gd.linear_rate "
+            "(its rate, its bound and the T steps it runs)"
+        )
+        for keyword, ways in (
+            ("inner_steps", ("plus1", "minus1")),
+            ("inner_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
     "param.aid-cg.cg_iterations.plus1": (
         "classical.cg.exact_after_dim_y runs dim_y iterations, after which CG has solved the "
         "dim_y x dim_y system exactly (its residual is zero up to round-off): one iteration "
         "more leaves the solution within the claim's 1e-10, and no other claim of aid-cg runs "
-        "the linear solver; one iteration less is killed"),
+        "the linear solver; one iteration less is killed"
+    ),
 }

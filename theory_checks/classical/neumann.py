@@ -78,11 +78,18 @@ def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., A
         # Why: a minimax problem has grad_y f(x, y*) = 0 and kappa ~ 1 gives I - lambda H ~ 0,
         # so the Neumann error is zero whatever N: the identity would hold for an estimator
         # with N - 1 terms too. Such a case cannot test the claim and is not counted as a pass.
-        raise NotMeasurable("the Neumann error is below what the identity resolves "
-                            f"({float(predicted.norm()) / scale:.2g} of the scale)")
+        raise NotMeasurable(
+            "the Neumann error is below what the identity resolves "
+            f"({float(predicted.norm()) / scale:.2g} of the scale)"
+        )
     m = relative_identity(out.value - exact - predicted, scale)
-    return Measurement(m.measured, m.bound, m.passed, "relative residual <=",
-                       details={"neumann_terms": terms, "hvp_calls": out.calls.hvp})
+    return Measurement(
+        m.measured,
+        m.bound,
+        m.passed,
+        "relative residual <=",
+        details={"neumann_terms": terms, "hvp_calls": out.calls.hvp},
+    )
 
 
 # --------------------------------------------------------------------------- Neumann bound
@@ -91,12 +98,17 @@ def check_neumann_error_identity(claim: Claim, case: Case, make: Callable[..., A
 def neumann_error_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """||J|| ||grad_y f|| (1 - lambda mu)^N / mu  (FedNest (14a) times ||J|| ||grad_y f||)."""
     lam = params["neumann_step_size"]
-    return (constants.cross_norm * params["grad_y_norm"]
-            * (1.0 - lam * constants.mu) ** params["neumann_terms"] / constants.mu)
+    return (
+        constants.cross_norm
+        * params["grad_y_norm"]
+        * (1.0 - lam * constants.mu) ** params["neumann_terms"]
+        / constants.mu
+    )
 
 
-def _neumann_errors(case: Case, make: Callable[..., Any], terms: list[int]) -> tuple[
-        np.ndarray, list[int], Any, float, torch.Tensor, torch.Tensor]:
+def _neumann_errors(
+    case: Case, make: Callable[..., Any], terms: list[int]
+) -> tuple[np.ndarray, list[int], Any, float, torch.Tensor, torch.Tensor]:
     problem = case.problem
     view, x, _, _, grad_x, grad_y = exact_parts(case)
     lam = 1.0 / smoothness(problem)
@@ -121,20 +133,27 @@ def check_neumann_error_bound(claim: Claim, case: Case, make: Callable[..., Any]
     series: list[SeriesPoint] = []
     worst = -math.inf
     for n, err, hvp in zip(terms, errors, hvps, strict=True):
-        params = {"neumann_terms": n, "neumann_step_size": lam,
-                  "grad_y_norm": float(grad_y.norm())}
+        params = {"neumann_terms": n, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())}
         bound = claim.evaluate_bound(constants, params)
         # Why the additive IDENTITY_RTOL * scale: once the bound drops to round-off, the
         # estimate's own float64 error (not the estimator) decides the comparison.
         worst = max(worst, err - bound - IDENTITY_RTOL * scale)
         series.append(SeriesPoint("measured", "neumann_terms", n, err, hvp))
         series.append(SeriesPoint("bound", "neumann_terms", n, bound, hvp))
-    final_bound = claim.evaluate_bound(constants, {
-        "neumann_terms": n_max, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())})
+    final_bound = claim.evaluate_bound(
+        constants,
+        {"neumann_terms": n_max, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())},
+    )
     # the last point's slack is recorded: a case passes only if its last point does
-    return Measurement(float(errors[-1]), final_bound, worst <= 0.0, "<= at every N on the grid",
-                       series=tuple(series), details={"kappa": constants.kappa},
-                       slack=IDENTITY_RTOL * scale)
+    return Measurement(
+        float(errors[-1]),
+        final_bound,
+        worst <= 0.0,
+        "<= at every N on the grid",
+        series=tuple(series),
+        details={"kappa": constants.kappa},
+        slack=IDENTITY_RTOL * scale,
+    )
 
 
 # --------------------------------------------------------------------------- Neumann decay rate
@@ -148,8 +167,12 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     eigenvalues, vectors = view.spectrum
     coeffs = vectors.T @ grad_y.cpu().numpy()
     J = view.J.cpu().numpy()
-    amplitudes = np.array([np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
-                           for k in range(len(eigenvalues))])
+    amplitudes = np.array(
+        [
+            np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
+            for k in range(len(eigenvalues))
+        ]
+    )
     rates = np.abs(1.0 - lam * eigenvalues)
     scale = hypergradient_scale(view, grad_x, grad_y)
     window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
@@ -166,23 +189,42 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     errors, hvps, *_ = _neumann_errors(case, make, terms)
     fit = stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
-    result = Fit("log error per Neumann term", fit.slope, fit.ci_low, fit.ci_high, theory,
-                 tolerance, residual=fit.residual_max)
-    series = tuple(
-        [SeriesPoint("measured", "neumann_terms", n, e, h) for n, e, h in
-         zip(terms, errors, hvps, strict=True)]
-        + [SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept + fit.slope * n))
-           for n in terms]
+    result = Fit(
+        "log error per Neumann term",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        theory,
+        tolerance,
+        residual=fit.residual_max,
     )
-    return Measurement(fit.slope, theory, result.agrees, "|fit - theory| <= 5% |theory|",
-                       series=series, fit=result, details={"window": [start, stop]})
+    series = tuple(
+        [
+            SeriesPoint("measured", "neumann_terms", n, e, h)
+            for n, e, h in zip(terms, errors, hvps, strict=True)
+        ]
+        + [
+            SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept + fit.slope * n))
+            for n in terms
+        ]
+    )
+    return Measurement(
+        fit.slope,
+        theory,
+        result.agrees,
+        "|fit - theory| <= 5% |theory|",
+        series=series,
+        fit=result,
+        details={"window": [start, stop]},
+    )
 
 
 def _neumann_wrong_step(**kw: Any) -> Any:
     est = get_estimator("aid-neumann").build(**kw)
     lam = est.linear_solver.step_size
-    return ImplicitDifferentiation(est.inner, Neumann(est.linear_solver.terms, 0.9 * lam),
-                                   est.batch_size)
+    return ImplicitDifferentiation(
+        est.inner, Neumann(est.linear_solver.terms, 0.9 * lam), est.batch_size
+    )
 
 
 NEUMANN_STEP = Perturbation(
@@ -190,7 +232,8 @@ NEUMANN_STEP = Perturbation(
     "the series runs with 0.9 of the step it reports (a mis-set step size): its error decays "
     "like (1 - 0.9 lambda mu)^N, a 10% slower rate, and the partial sum is no longer the "
     "identity's; a 10% error in a step is the size of a wrong constant in a step rule",
-    _neumann_wrong_step)
+    _neumann_wrong_step,
+)
 
 
 # --------------------------------------------------------------------------- the claims
@@ -198,8 +241,9 @@ NEUMANN_STEP = Perturbation(
 # the cases each claim draws
 ERROR_IDENTITY_CASES = closed_form_cases()
 ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
-DECAY_RATE_CASES = closed_form_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4,
-                                     kappa=(2.0, 100.0))
+DECAY_RATE_CASES = closed_form_cases(
+    ("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)
+)
 
 
 ERROR_IDENTITY = Claim(
@@ -208,8 +252,10 @@ ERROR_IDENTITY = Claim(
     reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2, eq. (14a)'s identity from (13b)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
-               "solution, lambda = 1/L)"),
+    statement=(
+        "hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
+        "solution, lambda = 1/L)"
+    ),
     estimators=("aid-neumann",),
     strategy=ERROR_IDENTITY_CASES,
     check=check_neumann_error_identity,
@@ -256,8 +302,10 @@ DECAY_RATE = Claim(
         NEUMANN_STEP_CAP,
     ),
     perturbation=NEUMANN_STEP,
-    notes=("Fitted over the N-window where the slowest eigenmode carries all but 0.1% of the "
-           "error and the error is above float64 round-off."),
+    notes=(
+        "Fitted over the N-window where the slowest eigenmode carries all but 0.1% of the "
+        "error and the error is above float64 round-off."
+    ),
 )
 
 

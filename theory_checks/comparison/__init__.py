@@ -26,9 +26,11 @@ from theory_checks.comparison import (
     lfednest_fewer_rounds_homogeneous,
 )
 
-CLAIMS: tuple[Claim, ...] = (aggitd_fewer_rounds_than_fednest.CLAIMS
-                             + fedmsa_tenfold_fewer_rounds.CLAIMS
-                             + lfednest_fewer_rounds_homogeneous.CLAIMS
-                             + aggitd_table2_factor.CLAIMS)
+CLAIMS: tuple[Claim, ...] = (
+    aggitd_fewer_rounds_than_fednest.CLAIMS
+    + fedmsa_tenfold_fewer_rounds.CLAIMS
+    + lfednest_fewer_rounds_homogeneous.CLAIMS
+    + aggitd_table2_factor.CLAIMS
+)
 
 __all__ = ["CLAIMS"]

@@ -71,14 +71,19 @@ AGGITD_DROPS_CLIENT = Perturbation(
     "clients' objective, so the target on the M clients' objective is held late or never. "
     "A step-size bug would be tuned away by the grid; losing one client's data is the "
     "smallest aggregation error that moves the fixed point",
-    _aggitd_drops_client, max_examples=1, slow=True)
+    _aggitd_drops_client,
+    max_examples=1,
+    slow=True,
+)
 
 
 # The cases: multi-client quadratic heterogeneous families (both knobs bounded away from zero).
 CASES = quadratic_family_cases(homogeneous=False)
 
-def comparison_check_aggitd(claim: Claim, case: Case, make: Callable[..., Any],
-                            design: Design) -> Measurement:
+
+def comparison_check_aggitd(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """FBO-AggITD against FedNest in Table 2's setting (N = T = 5, tau = 1): the fraction of the
     family's problems with rounds ratio < 1 is above 1/2."""
     return measure_rounds(COMPARISONS["aggitd"], claim, case, make, design)
@@ -87,15 +92,19 @@ def comparison_check_aggitd(claim: Claim, case: Case, make: Callable[..., Any],
 AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
     id="comparison.aggitd_fewer_rounds_than_fednest",
     paper="AggITD",
-    reference=("Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per iteration) and "
-               "Table 2 (2.5-3x fewer rounds to 90%)"),
+    reference=(
+        "Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per iteration) and "
+        "Table 2 (2.5-3x fewer rounds to 90%)"
+    ),
     kind="communication_count",
     about=ABOUT_SENTENCE,
-    statement=("FBO-AggITD needs fewer rounds than FedNest (the abstract's reading; Table 2's "
-               "factor is not measured here): median over heterogeneous problems of "
-               "rounds(FBO-AggITD) / rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad "
-               "h(x_0)|| for good, both tuned on the same step grid (Table 2 setting: N = T = 5, "
-               "tau = 1)"),
+    statement=(
+        "FBO-AggITD needs fewer rounds than FedNest (the abstract's reading; Table 2's "
+        "factor is not measured here): median over heterogeneous problems of "
+        "rounds(FBO-AggITD) / rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad "
+        "h(x_0)|| for good, both tuned on the same step grid (Table 2 setting: N = T = 5, "
+        "tau = 1)"
+    ),
     estimators=("fbo-aggitd", "fednest"),
     strategy=CASES,
     check=comparison_check_aggitd,
@@ -106,21 +115,21 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
     # Bonferroni-split rate.
     max_examples=PerProfile(1, 3),
     perturbation=AGGITD_DROPS_CLIENT,
-    notes=("Reversed from the earlier 'fails as stated', which compared a fixed alpha = 0.01 "
-           "(AggITD's App. A.3) with alpha = 1/L_h (FedNest's default) on one homogeneous client "
-           "and counted the first dip below the target. Tuned on the same grid, both pick c = 1 "
-           "and FBO-AggITD needs as many outer iterations as FedNest or fewer: the rounds ratio "
-           "is the per-iteration 13/18 = 0.72 on most problems (geometric means 0.71-0.72 over "
-           "15-17 problems per family). This is the weaker, per-iteration reading of the claim; "
-           "Table 2's 2.5-3x is a number measured on MNIST networks, which closed-form "
-           "quadratics do not reproduce (a toy scale: a replication record, never a refutation): "
-           "the Table 2 replication configs measure it (docs/workloads.md, the replication table). "
-           "Every draw "
-           "counts; the draws FedNest solves in one iteration are reported apart with their own "
-           "verdict."),
+    notes=(
+        "Reversed from the earlier 'fails as stated', which compared a fixed alpha = 0.01 "
+        "(AggITD's App. A.3) with alpha = 1/L_h (FedNest's default) on one homogeneous client "
+        "and counted the first dip below the target. Tuned on the same grid, both pick c = 1 "
+        "and FBO-AggITD needs as many outer iterations as FedNest or fewer: the rounds ratio "
+        "is the per-iteration 13/18 = 0.72 on most problems (geometric means 0.71-0.72 over "
+        "15-17 problems per family). This is the weaker, per-iteration reading of the claim; "
+        "Table 2's 2.5-3x is a number measured on MNIST networks, which closed-form "
+        "quadratics do not reproduce (a toy scale: a replication record, never a refutation): "
+        "the Table 2 replication configs measure it (docs/workloads.md, the replication table). "
+        "Every draw "
+        "counts; the draws FedNest solves in one iteration are reported apart with their own "
+        "verdict."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    AGGITD_FEWER_ROUNDS_THAN_FEDNEST,
-)
+CLAIMS: tuple[Claim, ...] = (AGGITD_FEWER_ROUNDS_THAN_FEDNEST,)

@@ -134,16 +134,29 @@ _TUNING_STREAM = 20240601
 _TUNING_CACHE: dict[tuple[str, str], runs.Tuning] = {}
 
 
-def _tuning(comparison: Comparison, build: Callable[..., Any], name: str,
-            config: dict[str, Any], spec: dict[str, Any]) -> runs.Tuning:
-    problems = [runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
-                for i in range(TUNING_PROBLEMS)]
-    key = (repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
-           repr(sorted((k, v) for k, v in spec.items() if k != "seed")))
+def _tuning(
+    comparison: Comparison,
+    build: Callable[..., Any],
+    name: str,
+    config: dict[str, Any],
+    spec: dict[str, Any],
+) -> runs.Tuning:
+    problems = [
+        runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
+        for i in range(TUNING_PROBLEMS)
+    ]
+    key = (
+        repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
+        repr(sorted((k, v) for k, v in spec.items() if k != "seed")),
+    )
     if key not in _TUNING_CACHE:
         _TUNING_CACHE[key] = runs.tune(
-            build, name, config, problems,
-            lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]))
+            build,
+            name,
+            config,
+            problems,
+            lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]),
+        )
     return _TUNING_CACHE[key]
 
 
@@ -152,8 +165,9 @@ def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Gene
     return design.rng(_RUN, problem_index, int(role == "baseline"))
 
 
-def measure_rounds(comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any],
-                   design: Design) -> Measurement:
+def measure_rounds(
+    comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """The check of a closed-form comparison (module docstring): tune both algorithms on the
     case's family, then draw problems look by look until the Clopper-Pearson interval of
     ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
@@ -164,15 +178,23 @@ def measure_rounds(comparison: Comparison, claim: Claim, case: Case, make: Calla
         raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
     spec = case.problem.spec()
     try:
-        cand_tuning = _tuning(comparison, make, comparison.candidate,
-                              dict(comparison.candidate_config), spec)
-        base_tuning = _tuning(comparison, functools.partial(runs.build_algorithm, BASELINE, {}),
-                              BASELINE, dict(comparison.baseline_config), spec)
+        cand_tuning = _tuning(
+            comparison, make, comparison.candidate, dict(comparison.candidate_config), spec
+        )
+        base_tuning = _tuning(
+            comparison,
+            functools.partial(runs.build_algorithm, BASELINE, {}),
+            BASELINE,
+            dict(comparison.baseline_config),
+            spec,
+        )
     except ProblemError as error:  # the family has (almost) no problem to compare on
         raise NotMeasurable(str(error)) from error
     if base_tuning.multiple is None:
-        raise NotMeasurable("FedNest reaches the target at no step of the grid on the "
-                            "family's tuning problems: no round count to compare with")
+        raise NotMeasurable(
+            "FedNest reaches the target at no step of the grid on the "
+            "family's tuning problems: no round count to compare with"
+        )
     # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
     # the cap, which is what never reaching costs it)
     cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
@@ -181,70 +203,101 @@ def measure_rounds(comparison: Comparison, claim: Claim, case: Case, make: Calla
     series = []
     for j in range(looks[-1]):
         if j in looks:  # a look: stop when its interval already decides
-            at_look = sequential_binomial(sum(p["within_claim"] for p in per_problem), j,
-                                         len(looks))
-            if (at_look.lower(design.false_fail_rate) >= 0.5
-                    or at_look.upper(design.false_fail_rate) < 0.5):
+            at_look = sequential_binomial(
+                sum(p["within_claim"] for p in per_problem), j, len(looks)
+            )
+            if (
+                at_look.lower(design.false_fail_rate) >= 0.5
+                or at_look.upper(design.false_fail_rate) < 0.5
+            ):
                 break
         # every draw of the family counts (the papers exclude none); whether FedNest solves
         # the draw in one outer iteration is recorded, and that subpopulation is reported
         # apart with its own verdict
         drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
         verdict = runs.compare_at(
-            comparison, drawn, make, cand_multiple, base_tuning.multiple,
-            functools.partial(_run_stream, design, j))
+            comparison,
+            drawn,
+            make,
+            cand_multiple,
+            base_tuning.multiple,
+            functools.partial(_run_stream, design, j),
+        )
         base = verdict.baseline
-        per_problem.append({
-            "seed": drawn.spec()["seed"], "within_claim": verdict.within,
-            "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
-            "ratio": verdict.ratio, "candidate_rounds": verdict.candidate.rounds,
-            "candidate_stop": verdict.candidate.stop,
-            "fednest_rounds": None if base is None else base.rounds,
-            "fednest_stop": None if base is None else base.stop})
+        per_problem.append(
+            {
+                "seed": drawn.spec()["seed"],
+                "within_claim": verdict.within,
+                "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+                "ratio": verdict.ratio,
+                "candidate_rounds": verdict.candidate.rounds,
+                "candidate_stop": verdict.candidate.stop,
+                "fednest_rounds": None if base is None else base.rounds,
+                "fednest_stop": None if base is None else base.stop,
+            }
+        )
         if verdict.ratio is not None:
-            series += [SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0,
-                                   comparison.candidate),
-                       SeriesPoint("bound", "problem", j, comparison.bound, 0, 0,
-                                   comparison.candidate)]
+            series += [
+                SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0, comparison.candidate),
+                SeriesPoint("bound", "problem", j, comparison.bound, 0, 0, comparison.candidate),
+            ]
     trials = len(per_problem)
     successes = sum(p["within_claim"] for p in per_problem)
     longer = [p for p in per_problem if not p["fednest_one_iteration"]]
     known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
-    mean, low, high = (runs.log_ratio_evidence_interval(known) if known
-                       else (math.nan, math.nan, math.nan))
+    mean, low, high = (
+        runs.log_ratio_evidence_interval(known) if known else (math.nan, math.nan, math.nan)
+    )
     relation = "<" if comparison.bound >= 1.0 else "<="
     return Measurement(
-        successes / trials, 0.5, True,
+        successes / trials,
+        0.5,
+        True,
         f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
         "(Clopper-Pearson)",
         series=tuple(series),
-        details={"target": runs.TARGET, "round_budget": runs.ROUND_BUDGET, "cap": runs.CAP,
-                 "step_grid": list(runs.STEP_GRID), "bound": comparison.bound,
-                 "tuning": {"candidate": cand_tuning.describe(),
-                            "fednest": base_tuning.describe()},
-                 "candidate_multiple": cand_multiple,
-                 "candidate_config": dict(comparison.candidate_config),
-                 "fednest_config": dict(comparison.baseline_config),
-                 "rounds_per_iteration": {
-                     "candidate": comparison.candidate_rounds_per_iteration(),
-                     "fednest": comparison.baseline_rounds_per_iteration()},
-                 "problems": trials, "within_claim": successes, "looks": looks,
-                 "population": "every draw of the family",
-                 "not_solved_in_one_fednest_iteration": {
-                     "problems": len(longer),
-                     "within_claim": sum(p["within_claim"] for p in longer),
-                     "verdict": subpopulation_verdict(
-                         sum(p["within_claim"] for p in longer), len(longer),
-                         design.false_fail_rate, len(looks))},
-                 # descriptive, over the problems where neither run was stopped early
-                 "exact_ratios": len(known),
-                 "geometric_mean_ratio": math.exp(mean) if known else None,
-                 "ratio_interval_95": [math.exp(low), math.exp(high)]
-                 if math.isfinite(low) else None,
-                 "per_problem": per_problem},
-        tests=(StatTest(f"P(rounds ratio {relation} {comparison.bound:g}) over the "
-                        "family's problems", sequential_binomial(successes, trials, len(looks)),
-                        low=0.5),))
+        details={
+            "target": runs.TARGET,
+            "round_budget": runs.ROUND_BUDGET,
+            "cap": runs.CAP,
+            "step_grid": list(runs.STEP_GRID),
+            "bound": comparison.bound,
+            "tuning": {"candidate": cand_tuning.describe(), "fednest": base_tuning.describe()},
+            "candidate_multiple": cand_multiple,
+            "candidate_config": dict(comparison.candidate_config),
+            "fednest_config": dict(comparison.baseline_config),
+            "rounds_per_iteration": {
+                "candidate": comparison.candidate_rounds_per_iteration(),
+                "fednest": comparison.baseline_rounds_per_iteration(),
+            },
+            "problems": trials,
+            "within_claim": successes,
+            "looks": looks,
+            "population": "every draw of the family",
+            "not_solved_in_one_fednest_iteration": {
+                "problems": len(longer),
+                "within_claim": sum(p["within_claim"] for p in longer),
+                "verdict": subpopulation_verdict(
+                    sum(p["within_claim"] for p in longer),
+                    len(longer),
+                    design.false_fail_rate,
+                    len(looks),
+                ),
+            },
+            # descriptive, over the problems where neither run was stopped early
+            "exact_ratios": len(known),
+            "geometric_mean_ratio": math.exp(mean) if known else None,
+            "ratio_interval_95": [math.exp(low), math.exp(high)] if math.isfinite(low) else None,
+            "per_problem": per_problem,
+        },
+        tests=(
+            StatTest(
+                f"P(rounds ratio {relation} {comparison.bound:g}) over the family's problems",
+                sequential_binomial(successes, trials, len(looks)),
+                low=0.5,
+            ),
+        ),
+    )
 
 
 def subpopulation_verdict(successes: int, trials: int, rate: float, looks: int) -> str:
@@ -252,8 +305,9 @@ def subpopulation_verdict(successes: int, trials: int, rate: float, looks: int) 
     which rests on every draw): "holds" / "fails" / "undecided", or "empty"."""
     if trials == 0:
         return "empty"
-    decision = StatTest("subpopulation", sequential_binomial(successes, trials, looks),
-                        low=0.5).decide(rate)
+    decision = StatTest(
+        "subpopulation", sequential_binomial(successes, trials, looks), low=0.5
+    ).decide(rate)
     return decision.outcome
 
 
@@ -278,10 +332,14 @@ def quadratic_family_cases(homogeneous: bool) -> Callable[[], st.SearchStrategy[
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         problem = QuadraticBilevel.random(
-            draw(st.integers(3 if not homogeneous else 2, 8)), draw(st.integers(2, 3)),
-            draw(st.integers(2, 3)), draw(st.floats(2.0, 3.0)), seed=draw(strategies.SEEDS),
+            draw(st.integers(3 if not homogeneous else 2, 8)),
+            draw(st.integers(2, 3)),
+            draw(st.integers(2, 3)),
+            draw(st.floats(2.0, 3.0)),
+            seed=draw(strategies.SEEDS),
             hessian_heterogeneity=0.0 if homogeneous else draw(st.floats(0.1, 0.3)),
-            gradient_heterogeneity=0.0 if homogeneous else draw(st.floats(1.0, 2.0)))
+            gradient_heterogeneity=0.0 if homogeneous else draw(st.floats(1.0, 2.0)),
+        )
         return Case(problem, {})
 
     return build

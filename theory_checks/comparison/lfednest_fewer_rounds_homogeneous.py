@@ -37,8 +37,17 @@ class _LFedOutWithoutIndirect(FedNest):
     """LFedNest whose LFedOut runs its minimax form (no indirect term) on a bilevel problem."""
 
     def outer_update(self, ctx: Any, x: torch.Tensor, y: torch.Tensor, steps: Any) -> Any:
-        x_plus, h = lfedout(ctx, x, y, steps.outer, self.local_steps, self.neumann_terms,
-                            steps.neumann, indirect=False, scale_by_steps=self.scale_by_steps)
+        x_plus, h = lfedout(
+            ctx,
+            x,
+            y,
+            steps.outer,
+            self.local_steps,
+            self.neumann_terms,
+            steps.neumann,
+            indirect=False,
+            scale_by_steps=self.scale_by_steps,
+        )
         return x_plus, h, None
 
 
@@ -53,14 +62,19 @@ LFEDNEST_WITHOUT_INDIRECT = Perturbation(
     "Smaller bugs do not cost the claim its 5x per-iteration margin (T + 1 = 2 against 10 "
     "rounds): a local IHGP truncated to one Neumann term instead of 5 was measured still "
     "reaching the target in fewer rounds than FedNest (undecided, not caught)",
-    _lfednest_without_indirect, max_examples=1, slow=True)
+    _lfednest_without_indirect,
+    max_examples=1,
+    slow=True,
+)
 
 
 # The cases: multi-client quadratic homogeneous families (identical clients): the claim's condition.
 CASES = quadratic_family_cases(homogeneous=True)
 
-def comparison_check_lfednest(claim: Claim, case: Case, make: Callable[..., Any],
-                              design: Design) -> Measurement:
+
+def comparison_check_lfednest(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """LFedNest against FedNest on homogeneous clients, Fig. 2(a)'s setting (T = 1, N = 5): the
     fraction of the family's problems with rounds ratio < 1 is above 1/2."""
     return measure_rounds(COMPARISONS["lfednest"], claim, case, make, design)
@@ -69,13 +83,17 @@ def comparison_check_lfednest(claim: Claim, case: Case, make: Callable[..., Any]
 LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = Claim(
     id="comparison.lfednest_fewer_rounds_homogeneous",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022 (FedNest), Sec. 2.6 (T + 1 rounds, 'saving T + N + 2') and "
-               "Sec. 4.1 / Fig. 2(a) ('performs well on homogeneous clients')"),
+    reference=(
+        "Tarzanagh et al. 2022 (FedNest), Sec. 2.6 (T + 1 rounds, 'saving T + N + 2') and "
+        "Sec. 4.1 / Fig. 2(a) ('performs well on homogeneous clients')"
+    ),
     kind="communication_count",
     about=ABOUT_SENTENCE,
-    statement=("median over homogeneous multi-client problems of rounds(LFedNest) / "
-               "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, "
-               "both tuned on the same step grid (Fig. 2(a) setting: T = 1, N = 5)"),
+    statement=(
+        "median over homogeneous multi-client problems of rounds(LFedNest) / "
+        "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, "
+        "both tuned on the same step grid (Fig. 2(a) setting: T = 1, N = 5)"
+    ),
     estimators=("lfednest", "fednest"),
     strategy=CASES,
     check=comparison_check_lfednest,
@@ -86,15 +104,15 @@ LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = Claim(
     # Bonferroni-split rate.
     max_examples=PerProfile(1, 3),
     perturbation=LFEDNEST_WITHOUT_INDIRECT,
-    notes=("On identical clients LFedNest's local Neumann series is FedNest's global one up to "
-           "one term, so LFedNest takes FedNest's iterates (or one more) in 2 rounds instead of "
-           "10: ratio 0.2 on most problems (geometric means 0.20-0.24). The paper's caveat "
-           "(degrades under heterogeneity) is its condition, not a claim of savings: the "
-           "rounds-to-target table shows LFedNest on heterogeneous clients "
-           "(lfednest_heterogeneous)."),
+    notes=(
+        "On identical clients LFedNest's local Neumann series is FedNest's global one up to "
+        "one term, so LFedNest takes FedNest's iterates (or one more) in 2 rounds instead of "
+        "10: ratio 0.2 on most problems (geometric means 0.20-0.24). The paper's caveat "
+        "(degrades under heterogeneity) is its condition, not a claim of savings: the "
+        "rounds-to-target table shows LFedNest on heterogeneous clients "
+        "(lfednest_heterogeneous)."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS,
-)
+CLAIMS: tuple[Claim, ...] = (LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS,)

@@ -119,9 +119,14 @@ class Reach:
         return CAP if self.rounds is None else min(float(self.rounds), CAP)
 
 
-def run_to_target(algorithm: Any, problem: Any, rng: np.random.Generator,
-                  budget: float = ROUND_BUDGET, stop_after: float | None = None,
-                  record: bool = False) -> Reach:
+def run_to_target(
+    algorithm: Any,
+    problem: Any,
+    rng: np.random.Generator,
+    budget: float = ROUND_BUDGET,
+    stop_after: float | None = None,
+    record: bool = False,
+) -> Reach:
     """Run ``algorithm`` until it has held :data:`TARGET` for as many rounds as it took to
     reach it (``R``, then ``2R``), or the budget is spent, or it diverges.
 
@@ -159,14 +164,21 @@ def run_to_target(algorithm: Any, problem: Any, rng: np.random.Generator,
                 h = _direction(algorithm, problem, before, record_.state)
                 assert before_grad is not None  # set with ``before``
                 error = math.nan if h is None else float((h - before_grad).norm()) / start
-            rows.append({"iteration": record_.iteration, "comm_rounds": rounds,
-                         "oracle_calls": record_.calls.oracle_calls,
-                         "floats_sent": record_.calls.floats_sent, "stationarity": value,
-                         "hypergradient_error": error,
-                         "suboptimality": gap / gap0 if gap0 else math.nan})
+            rows.append(
+                {
+                    "iteration": record_.iteration,
+                    "comm_rounds": rounds,
+                    "oracle_calls": record_.calls.oracle_calls,
+                    "floats_sent": record_.calls.floats_sent,
+                    "stationarity": value,
+                    "hypergradient_error": error,
+                    "suboptimality": gap / gap0 if gap0 else math.nan,
+                }
+            )
         before, before_grad = record_.state, grad
-        if not (math.isfinite(value) and value < DIVERGED
-                and bool(torch.isfinite(record_.x).all())):
+        if not (
+            math.isfinite(value) and value < DIVERGED and bool(torch.isfinite(record_.x).all())
+        ):
             return Reach(None, rounds, iterations, "diverged", tuple(rows))
         if value <= TARGET:
             since = rounds if since is None else since
@@ -175,8 +187,9 @@ def run_to_target(algorithm: Any, problem: Any, rng: np.random.Generator,
         else:
             since = None
         if limit is not None and rounds >= limit and (since is None or since > limit):
-            return Reach(None, rounds, iterations, "pruned" if limit < CAP else "budget",
-                         tuple(rows))
+            return Reach(
+                None, rounds, iterations, "pruned" if limit < CAP else "budget", tuple(rows)
+            )
     return Reach(None, rounds, iterations, "budget", tuple(rows))
 
 
@@ -227,13 +240,22 @@ class Tuning:
     tried: tuple[tuple[float, float | None, tuple[float | None, ...]], ...]
 
     def describe(self) -> dict[str, Any]:
-        return {"multiple": self.multiple, "total_rounds": self.total,
-                "tried": [{"multiple": c, "total_rounds": t, "rounds": list(r)}
-                          for c, t, r in self.tried]}
+        return {
+            "multiple": self.multiple,
+            "total_rounds": self.total,
+            "tried": [
+                {"multiple": c, "total_rounds": t, "rounds": list(r)} for c, t, r in self.tried
+            ],
+        }
 
 
-def tune(build: Callable[..., Any], name: str, config: Mapping[str, Any],
-         problems: Sequence[Any], rng_for: Callable[[int, int], np.random.Generator]) -> Tuning:
+def tune(
+    build: Callable[..., Any],
+    name: str,
+    config: Mapping[str, Any],
+    problems: Sequence[Any],
+    rng_for: Callable[[int, int], np.random.Generator],
+) -> Tuning:
     """Grid search of the outer step (module docstring): ``build(**config, **steps)`` for each
     ``c`` in :data:`STEP_GRID`, on every tuning problem (problem ``i``, grid step ``k`` on the
     stream ``rng_for(i, k)``); the least total ``R`` over the problems wins (ties: the smaller
@@ -249,19 +271,28 @@ def tune(build: Callable[..., Any], name: str, config: Mapping[str, Any],
         rounds: list[float | None] = []
         for i, problem in enumerate(problems):
             left = None if best is None else best[0] - total
-            reach = run_to_target(build(**config, **step_kwargs(name, problem, c)), problem,
-                                  rng_for(i, STEP_GRID.index(c)), stop_after=left)
+            reach = run_to_target(
+                build(**config, **step_kwargs(name, problem, c)),
+                problem,
+                rng_for(i, STEP_GRID.index(c)),
+                stop_after=left,
+            )
             rounds.append(reach.rounds)
             if reach.rounds is None:
                 break
             total += reach.rounds
         complete = len(rounds) == len(problems) and None not in rounds
-        tried[c] = (total if complete else None,
-                    tuple(rounds) + (None,) * (len(problems) - len(rounds)))
+        tried[c] = (
+            total if complete else None,
+            tuple(rounds) + (None,) * (len(problems) - len(rounds)),
+        )
         if complete and (best is None or (total, c) < best):
             best = (total, c)
-    return Tuning(None if best is None else best[1], None if best is None else best[0],
-                  tuple((c, *tried[c]) for c in STEP_GRID))
+    return Tuning(
+        None if best is None else best[1],
+        None if best is None else best[0],
+        tuple((c, *tried[c]) for c in STEP_GRID),
+    )
 
 
 def within(candidate: float, baseline: float, bound: float) -> bool:
@@ -288,9 +319,14 @@ class Verdict:
     baseline: Reach | None
 
 
-def compare_at(comparison: Comparison, problem: Any, candidate_build: Callable[..., Any],
-               candidate_multiple: float, baseline_multiple: float,
-               rng_for: Callable[[str], np.random.Generator]) -> Verdict:
+def compare_at(
+    comparison: Comparison,
+    problem: Any,
+    candidate_build: Callable[..., Any],
+    candidate_multiple: float,
+    baseline_multiple: float,
+    rng_for: Callable[[str], np.random.Generator],
+) -> Verdict:
     """Whether the candidate is within the claim against FedNest on ``problem``, each at its
     tuned ``c`` (``rng_for(role)``: each run's stream).
 
@@ -303,12 +339,21 @@ def compare_at(comparison: Comparison, problem: Any, candidate_build: Callable[.
 
     def run(role: str, stop_after: float | None) -> Reach:
         name, config, build, c = (
-            (comparison.candidate, comparison.candidate_config, candidate_build,
-             candidate_multiple) if role == "candidate" else
-            (BASELINE, comparison.baseline_config, functools.partial(build_algorithm, BASELINE, {}),
-             baseline_multiple))
-        return run_to_target(build(**config, **step_kwargs(name, problem, c)), problem,
-                             rng_for(role), stop_after=stop_after)
+            (comparison.candidate, comparison.candidate_config, candidate_build, candidate_multiple)
+            if role == "candidate"
+            else (
+                BASELINE,
+                comparison.baseline_config,
+                functools.partial(build_algorithm, BASELINE, {}),
+                baseline_multiple,
+            )
+        )
+        return run_to_target(
+            build(**config, **step_kwargs(name, problem, c)),
+            problem,
+            rng_for(role),
+            stop_after=stop_after,
+        )
 
     if bound >= 1.0:
         base = run("baseline", None)
@@ -319,8 +364,12 @@ def compare_at(comparison: Comparison, problem: Any, candidate_build: Callable[.
             return Verdict(False, None, cand, None)
         base = run("baseline", cand.capped / bound)
     exact = "pruned" not in (cand.stop, base.stop)
-    return Verdict(within(cand.capped, base.capped, bound),
-                   cand.capped / base.capped if exact else None, cand, base)
+    return Verdict(
+        within(cand.capped, base.capped, bound),
+        cand.capped / base.capped if exact else None,
+        cand,
+        base,
+    )
 
 
 # --------------------------------------------------------------------------- comparisons
@@ -374,55 +423,79 @@ def build_algorithm(name: str, config: Mapping[str, Any], **steps: Any) -> Any:
     return get_estimator(name).build(**config, **steps)
 
 
-_HETEROGENEOUS = {"n_clients": 4, "dim_x": 2, "dim_y": 3, "condition_number": 2.5,
-                  "hessian_heterogeneity": 0.3, "gradient_heterogeneity": 1.0}
+_HETEROGENEOUS = {
+    "n_clients": 4,
+    "dim_x": 2,
+    "dim_y": 3,
+    "condition_number": 2.5,
+    "hessian_heterogeneity": 0.3,
+    "gradient_heterogeneity": 1.0,
+}
 COMPARISONS: dict[str, Comparison] = {
     "aggitd": Comparison(
-        "aggitd", "fbo-aggitd", {"inner_steps": 5, "local_steps": 1, "expectation": True},
-        {"inner_steps": 5, "neumann_terms": 5, "local_steps": 1,
-         "truncation": "deterministic"},
-        1.0, "fewer communication rounds than FedNest (rounds ratio < 1; Table 2 measures "
-             "1/3.08 to 1/2.49, 'more than 2-3 times fewer')",
+        "aggitd",
+        "fbo-aggitd",
+        {"inner_steps": 5, "local_steps": 1, "expectation": True},
+        {"inner_steps": 5, "neumann_terms": 5, "local_steps": 1, "truncation": "deterministic"},
+        1.0,
+        "fewer communication rounds than FedNest (rounds ratio < 1; Table 2 measures "
+        "1/3.08 to 1/2.49, 'more than 2-3 times fewer')",
         "AggITD (Xiao & Ji 2023), abstract, Sec. 4 (per iteration 2N + 3 against 2N + T + 3) "
         "and Table 2",
         "Table 2, tau = 1 rows: N = 5 inner steps for both, FedNest's T = 5 Neumann terms "
         "(2N + 3 = 13 against 2N + T + 3 = 18 rounds per iteration), full participation",
-        _HETEROGENEOUS),
+        _HETEROGENEOUS,
+    ),
     "fedmsa": Comparison(
-        "fedmsa", "fedmsa", {"local_steps": 12},
-        {"inner_steps": 12, "neumann_terms": 3, "local_steps": 1,
-         "truncation": "deterministic"},
-        0.1, "order-of-magnitude savings in communication rounds over FedNest (rounds ratio "
-             "<= 1/10; Fig. 1(a): 'a significant reduction of 10x')",
+        "fedmsa",
+        "fedmsa",
+        {"local_steps": 12},
+        {"inner_steps": 12, "neumann_terms": 3, "local_steps": 1, "truncation": "deterministic"},
+        0.1,
+        "order-of-magnitude savings in communication rounds over FedNest (rounds ratio "
+        "<= 1/10; Fig. 1(a): 'a significant reduction of 10x')",
         "FedMSA (Tarzanagh et al. 2023), abstract, Fig. 1(a) and Fig. 4",
         "Fig. 4: K = 12 local steps; FedNest with neumann 3 and inner_ep = K (T = 12 FedInn "
         "calls, one local step each: 2T + N + 3 = 30 rounds per iteration against FedMSA's 2)",
-        _HETEROGENEOUS),
+        _HETEROGENEOUS,
+    ),
     "lfednest": Comparison(
-        "lfednest", "lfednest", {"inner_steps": 1, "neumann_terms": 5, "local_steps": 1},
-        {"inner_steps": 1, "neumann_terms": 5, "local_steps": 1,
-         "truncation": "deterministic"},
-        1.0, "saves communication rounds over FedNest and performs well on homogeneous "
-             "clients (rounds ratio < 1 there; T + 1 against 2T + N + 3 per iteration)",
+        "lfednest",
+        "lfednest",
+        {"inner_steps": 1, "neumann_terms": 5, "local_steps": 1},
+        {"inner_steps": 1, "neumann_terms": 5, "local_steps": 1, "truncation": "deterministic"},
+        1.0,
+        "saves communication rounds over FedNest and performs well on homogeneous "
+        "clients (rounds ratio < 1 there; T + 1 against 2T + N + 3 per iteration)",
         "FedNest (Tarzanagh et al. 2022), Sec. 2.6 and Sec. 4.1 (Fig. 2(a))",
         "Fig. 2(a): T = 1 (inner_ep), N = 5 Neumann terms (2 against 10 rounds per "
         "iteration); homogeneous clients (identical client functions), the paper's condition",
-        {**_HETEROGENEOUS, "hessian_heterogeneity": 0.0, "gradient_heterogeneity": 0.0}),
+        {**_HETEROGENEOUS, "hessian_heterogeneity": 0.0, "gradient_heterogeneity": 0.0},
+    ),
 }
 
 
 # Beside the claims, the table shows each claim's sensitivity to the condition it depends on.
 CONTEXT: dict[str, Comparison] = {
     "fedmsa_vs_fednest_n5": dataclasses.replace(
-        COMPARISONS["fedmsa"], key="fedmsa_vs_fednest_n5",
-        baseline_config={"inner_steps": 5, "neumann_terms": 5, "local_steps": 1,
-                         "truncation": "deterministic"},
+        COMPARISONS["fedmsa"],
+        key="fedmsa_vs_fednest_n5",
+        baseline_config={
+            "inner_steps": 5,
+            "neumann_terms": 5,
+            "local_steps": 1,
+            "truncation": "deterministic",
+        },
         setting="FedMSA with K = 12 against FedNest as AggITD's Table 2 runs it (T = N = 5, "
-                "18 rounds per iteration): FedNest's bias floor is then below the target"),
+        "18 rounds per iteration): FedNest's bias floor is then below the target",
+    ),
     "lfednest_heterogeneous": dataclasses.replace(
-        COMPARISONS["lfednest"], key="lfednest_heterogeneous", family=_HETEROGENEOUS,
+        COMPARISONS["lfednest"],
+        key="lfednest_heterogeneous",
+        family=_HETEROGENEOUS,
         setting="LFedNest on heterogeneous clients, outside its claim's condition (the paper: "
-                "'degrades under heterogeneity')"),
+        "'degrades under heterogeneity')",
+    ),
 }
 TABLE: dict[str, Comparison] = {**COMPARISONS, **CONTEXT}
 
@@ -437,8 +510,12 @@ def solved_in_one_iteration(comparison: Comparison, problem: Any) -> bool:
     return first <= TARGET * start
 
 
-def draw_problem(spec: Mapping[str, Any], rng: np.random.Generator,
-                 comparison: Comparison | None = None, tries: int = 50) -> Any:
+def draw_problem(
+    spec: Mapping[str, Any],
+    rng: np.random.Generator,
+    comparison: Comparison | None = None,
+    tries: int = 50,
+) -> Any:
     """A problem of ``spec``'s family with a seed drawn from ``rng``.
 
     Redrawn: draws whose outer objective has no minimiser (no target to reach) and, given a
@@ -461,15 +538,19 @@ def draw_problem(spec: Mapping[str, Any], rng: np.random.Generator,
     raise ProblemError(f"no draw of {dict(spec)} in {tries} is a problem to compare on")
 
 
-def log_ratio_evidence_interval(values: Iterable[float], level: float = 0.95
-                                ) -> tuple[float, float, float]:
+def log_ratio_evidence_interval(
+    values: Iterable[float], level: float = 0.95
+) -> tuple[float, float, float]:
     """Mean of independent per-problem log-ratios and its two-sided Student-t interval."""
     arr = np.asarray(list(values), dtype=np.float64)
     mean = float(arr.mean())
     if arr.size < 2:
         return mean, math.nan, math.nan
-    half = float(stats.t.ppf(0.5 + level / 2, arr.size - 1)) * float(
-        arr.std(ddof=1)) / math.sqrt(arr.size)
+    half = (
+        float(stats.t.ppf(0.5 + level / 2, arr.size - 1))
+        * float(arr.std(ddof=1))
+        / math.sqrt(arr.size)
+    )
     return mean, mean - half, mean + half
 
 

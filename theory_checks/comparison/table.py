@@ -38,9 +38,22 @@ from theory_checks.units import driver_dtype, run_in_process, use_dtype
 
 SEEDS = (0, 1, 2, 3, 4, 5)  # the table's evaluation problems (family seeds)
 TUNING_SEEDS = (1000, 1001, 1002)  # the table's tuning problems: draws no evaluation uses
-COLUMNS = ("comparison", "rule", "role", "algorithm", "problem_id", "seed", "step_multiple",
-           "iteration", "comm_rounds", "oracle_calls", "floats_sent", "stationarity",
-           "hypergradient_error", "suboptimality")
+COLUMNS = (
+    "comparison",
+    "rule",
+    "role",
+    "algorithm",
+    "problem_id",
+    "seed",
+    "step_multiple",
+    "iteration",
+    "comm_rounds",
+    "oracle_calls",
+    "floats_sent",
+    "stationarity",
+    "hypergradient_error",
+    "suboptimality",
+)
 
 
 def _family_problem(comparison: definitions.Comparison, seed: int) -> Any:
@@ -51,39 +64,49 @@ def table_tuning(comparison: definitions.Comparison) -> dict[str, definitions.Tu
     """The table's tuning of the candidate and of FedNest on the tuning problems."""
     problems = [_family_problem(comparison, seed) for seed in TUNING_SEEDS]
     out = {}
-    for role, name, config in (("candidate", comparison.candidate,
-                                comparison.candidate_config),
-                               ("baseline", definitions.BASELINE, comparison.baseline_config)):
+    for role, name, config in (
+        ("candidate", comparison.candidate, comparison.candidate_config),
+        ("baseline", definitions.BASELINE, comparison.baseline_config),
+    ):
         baseline = int(role == "baseline")
 
         def rng_for(i: int, k: int, baseline: int = baseline) -> np.random.Generator:
             return np.random.default_rng([TUNING_SEEDS[i], k, baseline])
 
         build = functools.partial(definitions.build_algorithm, name, {})
-        out[role] = definitions.tune(build, name, config, problems,
-                              rng_for)
+        out[role] = definitions.tune(build, name, config, problems, rng_for)
     return out
 
 
-def table_run(comparison: definitions.Comparison, rule: str, role: str, seed: int,
-              multiple: float | None) -> list[dict[str, Any]]:
+def table_run(
+    comparison: definitions.Comparison, rule: str, role: str, seed: int, multiple: float | None
+) -> list[dict[str, Any]]:
     """Rows of one run of the table (``multiple``: the tuned ``c``; ``None``: prescribed)."""
     name = comparison.candidate if role == "candidate" else definitions.BASELINE
     config = comparison.candidate_config if role == "candidate" else comparison.baseline_config
     problem = _family_problem(comparison, seed)
     algorithm = definitions.build_algorithm(
-        name, config, **definitions.step_kwargs(name, problem, multiple))
+        name, config, **definitions.step_kwargs(name, problem, multiple)
+    )
     rng = np.random.default_rng([seed, int(role == "baseline")])
     reach = definitions.run_to_target(algorithm, problem, rng, record=True)
-    common = {"comparison": comparison.key, "rule": rule, "role": role, "algorithm": name,
-              "problem_id": problem.id, "seed": seed,
-              "step_multiple": "prescribed" if multiple is None else multiple}
+    common = {
+        "comparison": comparison.key,
+        "rule": rule,
+        "role": role,
+        "algorithm": name,
+        "problem_id": problem.id,
+        "seed": seed,
+        "step_multiple": "prescribed" if multiple is None else multiple,
+    }
     return [{**common, **row} for row in reach.rows]
 
 
-def summarise(rows: list[dict[str, Any]],
-              tunings: Mapping[str, Mapping[str, Any]] | None = None,
-              one_iteration: Mapping[str, Mapping[int, bool]] | None = None) -> dict[str, Any]:
+def summarise(
+    rows: list[dict[str, Any]],
+    tunings: Mapping[str, Mapping[str, Any]] | None = None,
+    one_iteration: Mapping[str, Mapping[int, bool]] | None = None,
+) -> dict[str, Any]:
     """Rounds to the target per run, per-problem ratios and their geometric mean with a 95%
     interval, per comparison and step rule; also the old keys (``runs``, ``ratios``).
 
@@ -94,114 +117,183 @@ def summarise(rows: list[dict[str, Any]],
     for r in rows:
         if not r.get("comparison") or r.get("stationarity") in (None, ""):
             continue  # a row of the earlier table (no comparison, no stationarity): not ours
-        runs.setdefault((str(r["comparison"]), str(r["rule"]), str(r["role"]), int(r["seed"])),
-                        []).append(r)
+        runs.setdefault(
+            (str(r["comparison"]), str(r["rule"]), str(r["role"]), int(r["seed"])), []
+        ).append(r)
     per_run = []
     for (key, rule, role, seed), run in sorted(runs.items()):
         run.sort(key=lambda r: int(r["iteration"]))
         reached = definitions.first_reached(run)
-        per_run.append({
-            "comparison": key, "rule": rule, "role": role, "algorithm": run[0]["algorithm"],
-            "seed": seed, "problem_id": run[0]["problem_id"],
-            "step_multiple": run[0]["step_multiple"],
-            "rounds_spent": float(run[-1]["comm_rounds"]), "rounds_to_target": reached,
-            "capped_rounds": definitions.CAP if reached is None else min(reached, definitions.CAP),
-            "diverged": not math.isfinite(float(run[-1]["stationarity"]))
-            or float(run[-1]["stationarity"]) >= definitions.DIVERGED,
-            # the old report's columns: the one target is the stationarity target
-            "rounds_to_error": reached, "rounds_to_suboptimality": reached,
-        })
+        per_run.append(
+            {
+                "comparison": key,
+                "rule": rule,
+                "role": role,
+                "algorithm": run[0]["algorithm"],
+                "seed": seed,
+                "problem_id": run[0]["problem_id"],
+                "step_multiple": run[0]["step_multiple"],
+                "rounds_spent": float(run[-1]["comm_rounds"]),
+                "rounds_to_target": reached,
+                "capped_rounds": definitions.CAP
+                if reached is None
+                else min(reached, definitions.CAP),
+                "diverged": not math.isfinite(float(run[-1]["stationarity"]))
+                or float(run[-1]["stationarity"]) >= definitions.DIVERGED,
+                # the old report's columns: the one target is the stationarity target
+                "rounds_to_error": reached,
+                "rounds_to_suboptimality": reached,
+            }
+        )
     index = {(p["comparison"], p["rule"], p["role"], p["seed"]): p for p in per_run}
     comparisons = []
     ratios = []
     for key, comparison in definitions.TABLE.items():
         for rule in definitions.RULES:
             per_seed = []
-            for seed in sorted({p["seed"] for p in per_run
-                                if p["comparison"] == key and p["rule"] == rule}):
+            for seed in sorted(
+                {p["seed"] for p in per_run if p["comparison"] == key and p["rule"] == rule}
+            ):
                 cand = index.get((key, rule, "candidate", seed))
                 base = index.get((key, rule, "baseline", seed))
                 if cand is None or base is None:
                     continue
                 ratio = cand["capped_rounds"] / base["capped_rounds"]
-                note = ("neither reaches the target (both capped)"
-                        if cand["rounds_to_target"] is None and base["rounds_to_target"] is None
-                        else f"{comparison.candidate} does not reach (capped)"
-                        if cand["rounds_to_target"] is None
-                        else "FedNest does not reach (capped)"
-                        if base["rounds_to_target"] is None else "")
+                note = (
+                    "neither reaches the target (both capped)"
+                    if cand["rounds_to_target"] is None and base["rounds_to_target"] is None
+                    else f"{comparison.candidate} does not reach (capped)"
+                    if cand["rounds_to_target"] is None
+                    else "FedNest does not reach (capped)"
+                    if base["rounds_to_target"] is None
+                    else ""
+                )
                 trivial = bool((one_iteration or {}).get(key, {}).get(seed, False))
                 if trivial:
-                    note = "; ".join(n for n in (note, "FedNest solves it in one outer "
-                                                 "iteration: outside the claims' population")
-                                     if n)
-                per_seed.append({"seed": seed, "candidate_rounds": cand["rounds_to_target"],
-                                 "baseline_rounds": base["rounds_to_target"],
-                                 "ratio": ratio, "fednest_one_iteration": trivial,
-                                 "note": note})
-                ratios.append({"algorithm": comparison.candidate, "seed": seed,
-                               "comparison": key, "rule": rule,
-                               "target": "rounds_to_target", "ratio_to_fednest": ratio,
-                               "note": note, "paper_claim": comparison.claim,
-                               "paper_bound": comparison.bound,
-                               "paper_source": comparison.source,
-                               "claim_holds": ratio < comparison.bound
-                               if comparison.bound == 1.0 else ratio <= comparison.bound})
-            summary: dict[str, Any] = {"geometric_mean_ratio": None, "interval_95": None,
-                                       "geometric_mean_ratio_all": None}
+                    note = "; ".join(
+                        n
+                        for n in (
+                            note,
+                            "FedNest solves it in one outer "
+                            "iteration: outside the claims' population",
+                        )
+                        if n
+                    )
+                per_seed.append(
+                    {
+                        "seed": seed,
+                        "candidate_rounds": cand["rounds_to_target"],
+                        "baseline_rounds": base["rounds_to_target"],
+                        "ratio": ratio,
+                        "fednest_one_iteration": trivial,
+                        "note": note,
+                    }
+                )
+                ratios.append(
+                    {
+                        "algorithm": comparison.candidate,
+                        "seed": seed,
+                        "comparison": key,
+                        "rule": rule,
+                        "target": "rounds_to_target",
+                        "ratio_to_fednest": ratio,
+                        "note": note,
+                        "paper_claim": comparison.claim,
+                        "paper_bound": comparison.bound,
+                        "paper_source": comparison.source,
+                        "claim_holds": ratio < comparison.bound
+                        if comparison.bound == 1.0
+                        else ratio <= comparison.bound,
+                    }
+                )
+            summary: dict[str, Any] = {
+                "geometric_mean_ratio": None,
+                "interval_95": None,
+                "geometric_mean_ratio_all": None,
+            }
             population = [s for s in per_seed if not s["fednest_one_iteration"]]
             if population:
                 mean, low, high = definitions.log_ratio_evidence_interval(
-                    math.log(s["ratio"]) for s in population)
-                summary.update({"geometric_mean_ratio": math.exp(mean),
-                                "interval_95": None if math.isnan(low) else
-                                [math.exp(low), math.exp(high)]})
+                    math.log(s["ratio"]) for s in population
+                )
+                summary.update(
+                    {
+                        "geometric_mean_ratio": math.exp(mean),
+                        "interval_95": None if math.isnan(low) else [math.exp(low), math.exp(high)],
+                    }
+                )
             if per_seed:
-                summary["geometric_mean_ratio_all"] = math.exp(float(np.mean(
-                    [math.log(s["ratio"]) for s in per_seed])))
+                summary["geometric_mean_ratio_all"] = math.exp(
+                    float(np.mean([math.log(s["ratio"]) for s in per_seed]))
+                )
             tuning = (tunings or {}).get(key, {}) if rule == "tuned" else {}
-            comparisons.append({
-                "comparison": key, "rule": rule, "candidate": comparison.candidate,
-                "baseline": definitions.BASELINE, "bound": comparison.bound,
-                "claim": comparison.claim,
-                "source": comparison.source, "setting": comparison.setting,
-                "candidate_config": dict(comparison.candidate_config),
-                "baseline_config": dict(comparison.baseline_config),
-                "rounds_per_iteration": {
-                    "candidate": comparison.candidate_rounds_per_iteration(),
-                    "baseline": comparison.baseline_rounds_per_iteration()},
-                "family": dict(comparison.family), "tuning": dict(tuning),
-                "claimed": key in definitions.COMPARISONS,
-                "per_seed": per_seed, **summary})
+            comparisons.append(
+                {
+                    "comparison": key,
+                    "rule": rule,
+                    "candidate": comparison.candidate,
+                    "baseline": definitions.BASELINE,
+                    "bound": comparison.bound,
+                    "claim": comparison.claim,
+                    "source": comparison.source,
+                    "setting": comparison.setting,
+                    "candidate_config": dict(comparison.candidate_config),
+                    "baseline_config": dict(comparison.baseline_config),
+                    "rounds_per_iteration": {
+                        "candidate": comparison.candidate_rounds_per_iteration(),
+                        "baseline": comparison.baseline_rounds_per_iteration(),
+                    },
+                    "family": dict(comparison.family),
+                    "tuning": dict(tuning),
+                    "claimed": key in definitions.COMPARISONS,
+                    "per_seed": per_seed,
+                    **summary,
+                }
+            )
     return {
-        "target": {"quantity": "relative stationarity ||grad h(x_k)|| / ||grad h(x_0)||",
-                   "value": definitions.TARGET,
-                   "reached": "the rounds R at the end of the first iteration from which the "
-                              "relative stationarity stays <= the target at every later "
-                              "iteration, held through round 2R within the budget",
-                   "round_budget": definitions.ROUND_BUDGET, "cap": definitions.CAP},
-        "tuning_rule": {"grid": list(definitions.STEP_GRID),
-                        "step": "alpha = c / L_h; inner and Neumann/ITD steps 1 / l_g,1",
-                        "selection": "c minimising the total R over the tuning problems "
-                                     f"(seeds {list(TUNING_SEEDS)}), ties: the smaller c"},
+        "target": {
+            "quantity": "relative stationarity ||grad h(x_k)|| / ||grad h(x_0)||",
+            "value": definitions.TARGET,
+            "reached": "the rounds R at the end of the first iteration from which the "
+            "relative stationarity stays <= the target at every later "
+            "iteration, held through round 2R within the budget",
+            "round_budget": definitions.ROUND_BUDGET,
+            "cap": definitions.CAP,
+        },
+        "tuning_rule": {
+            "grid": list(definitions.STEP_GRID),
+            "step": "alpha = c / L_h; inner and Neumann/ITD steps 1 / l_g,1",
+            "selection": "c minimising the total R over the tuning problems "
+            f"(seeds {list(TUNING_SEEDS)}), ties: the smaller c",
+        },
         "comparisons": comparisons,
         # keys of the earlier table, kept so that readers of the old schema still render
-        "algorithms": sorted({p["algorithm"] for p in per_run}), "baseline": definitions.BASELINE,
-        "seeds": list(SEEDS), "round_budget": definitions.ROUND_BUDGET,
+        "algorithms": sorted({p["algorithm"] for p in per_run}),
+        "baseline": definitions.BASELINE,
+        "seeds": list(SEEDS),
+        "round_budget": definitions.ROUND_BUDGET,
         "error_target": definitions.TARGET,
-        "suboptimality_target": definitions.TARGET, "runs": per_run, "ratios": ratios,
+        "suboptimality_target": definitions.TARGET,
+        "runs": per_run,
+        "ratios": ratios,
     }
 
 
 def fingerprint(*parts: Any) -> str:
     """Changes with the definitions (target, budget, grid) and the run's own parameters."""
-    return fingerprint_of(*(repr(p) for p in (*parts, definitions.TARGET,
-                                               definitions.ROUND_BUDGET, definitions.STEP_GRID)))
+    return fingerprint_of(
+        *(
+            repr(p)
+            for p in (*parts, definitions.TARGET, definitions.ROUND_BUDGET, definitions.STEP_GRID)
+        )
+    )
 
 
 def _comparison_fingerprint(comparison: definitions.Comparison) -> str:
-    defaults = [sorted(get_estimator(n).defaults.items())
-                for n in (comparison.candidate, definitions.BASELINE)]
+    defaults = [
+        sorted(get_estimator(n).defaults.items())
+        for n in (comparison.candidate, definitions.BASELINE)
+    ]
     return fingerprint(dataclasses.asdict(comparison), defaults, SEEDS, TUNING_SEEDS)
 
 
@@ -234,9 +326,15 @@ def _atomic_json(path: Path, data: Any) -> None:
 def _tuning_record(comparison: definitions.Comparison) -> dict[str, Any]:
     """What ``runs/<key>@tuning.json`` holds besides its fingerprint: each role's tuning and
     which evaluation problems FedNest solves in one outer iteration."""
-    return {**{role: t.describe() for role, t in table_tuning(comparison).items()},
-            "one_iteration": {str(seed): definitions.solved_in_one_iteration(
-                comparison, _family_problem(comparison, seed)) for seed in SEEDS}}
+    return {
+        **{role: t.describe() for role, t in table_tuning(comparison).items()},
+        "one_iteration": {
+            str(seed): definitions.solved_in_one_iteration(
+                comparison, _family_problem(comparison, seed)
+            )
+            for seed in SEEDS
+        },
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,13 +365,17 @@ class TableRunTask:
 
     def __call__(self) -> str:
         use_dtype(self.default_dtype)
-        return _csv_text(table_run(definitions.TABLE[self.key], self.rule, self.role,
-                                   self.seed, self.multiple))
+        return _csv_text(
+            table_run(definitions.TABLE[self.key], self.rule, self.role, self.seed, self.multiple)
+        )
 
 
-def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
-            execute: Callable[[Sequence[Callable[[], Any]]], Iterable[tuple[int, Any]]]
-            | None = None) -> Path:
+def run_all(
+    results_dir: Path,
+    resume: bool = True,
+    progress: bool = True,
+    execute: Callable[[Sequence[Callable[[], Any]]], Iterable[tuple[int, Any]]] | None = None,
+) -> Path:
     """Run (or resume) every comparison, both step rules, every seed; write the CSV and the
     summary JSON (``comparison/rounds_to_error.{csv,json}``, the earlier names).
 
@@ -293,16 +395,23 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
             records[key] = saved
     missing = [key for key in definitions.TABLE if key not in records]
     tuning_tasks = [TuningTask(key, dtype) for key in missing]
-    for index, computed in Progress(execute(tuning_tasks), total=len(tuning_tasks),
-                                    desc="rounds to target: tuning", unit="comparison",
-                                    enabled=progress and bool(tuning_tasks)):
+    for index, computed in Progress(
+        execute(tuning_tasks),
+        total=len(tuning_tasks),
+        desc="rounds to target: tuning",
+        unit="comparison",
+        enabled=progress and bool(tuning_tasks),
+    ):
         key = missing[index]
-        records[key] = write_fresh(tuning_paths[key], tuning_stamps[key], computed,
-                                   **JSON_OPTIONS)
-    tunings = {key: {role: records[key][role] for role in ("candidate", "baseline")}
-               for key in definitions.TABLE}
-    trivial = {key: {int(seed): flag for seed, flag in records[key]["one_iteration"].items()}
-               for key in definitions.TABLE}
+        records[key] = write_fresh(tuning_paths[key], tuning_stamps[key], computed, **JSON_OPTIONS)
+    tunings = {
+        key: {role: records[key][role] for role in ("candidate", "baseline")}
+        for key in definitions.TABLE
+    }
+    trivial = {
+        key: {int(seed): flag for seed, flag in records[key]["one_iteration"].items()}
+        for key in definitions.TABLE
+    }
 
     runs = []  # (path, stamp, task) in table order
     for key in definitions.TABLE:
@@ -314,16 +423,21 @@ def run_all(results_dir: Path, resume: bool = True, progress: bool = True,
                         multiple = 1.0  # no grid step reached on the tuning problem: the c
                     path = out / "runs" / f"{key}@{rule}@{role}@{seed}.csv"
                     stamp = fingerprint(tuning_stamps[key], rule, role, seed, multiple)
-                    runs.append((path, stamp,
-                                 TableRunTask(key, rule, role, seed, multiple, dtype)))
-    pending = [i for i, (path, stamp, _) in enumerate(runs)
-               if not (resume and is_fresh_file(path, stamp))]
+                    runs.append((path, stamp, TableRunTask(key, rule, role, seed, multiple, dtype)))
+    pending = [
+        i for i, (path, stamp, _) in enumerate(runs) if not (resume and is_fresh_file(path, stamp))
+    ]
+
     def name(task: TableRunTask) -> str:
         return f"{task.key} {task.rule} {task.role} seed {task.seed}"
 
-    with Progress(total=len(pending), desc="rounds to target", unit="run",
-                  enabled=progress and bool(pending),
-                  names=[name(runs[i][2]) for i in pending]) as bar:  # names the run running
+    with Progress(
+        total=len(pending),
+        desc="rounds to target",
+        unit="run",
+        enabled=progress and bool(pending),
+        names=[name(runs[i][2]) for i in pending],
+    ) as bar:  # names the run running
         for index, text in execute([runs[i][2] for i in pending]):
             path, stamp, task = runs[pending[index]]
             write_stamped(path, text, stamp)

@@ -50,8 +50,16 @@ from theory_checks.fedmsa import (
     tau_zero,
 )
 
-CLAIMS: tuple[Claim, ...] = (local.CLAIMS + tau_zero.CLAIMS + blo.CLAIMS + mco.CLAIMS
-                             + lemma_b1.CLAIMS + lemma_b5.CLAIMS + rate.CLAIMS + rho.CLAIMS
-                             + scaling.CLAIMS)
+CLAIMS: tuple[Claim, ...] = (
+    local.CLAIMS
+    + tau_zero.CLAIMS
+    + blo.CLAIMS
+    + mco.CLAIMS
+    + lemma_b1.CLAIMS
+    + lemma_b5.CLAIMS
+    + rate.CLAIMS
+    + rho.CLAIMS
+    + scaling.CLAIMS
+)
 
 __all__ = ["CLAIMS"]

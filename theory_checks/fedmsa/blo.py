@@ -56,8 +56,13 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
     x = start_point(problem, case.params["seed"])
     Z_star = fixed_point_Z(problem, x[None])[0]
     M = problem.n_clients
-    p, s = alg.maps.evaluate(Oracles(problem), x.expand(M, -1), Z_star.expand(M, -1),
-                             torch.arange(M), [None] * alg.maps.n_batches)
+    p, s = alg.maps.evaluate(
+        Oracles(problem),
+        x.expand(M, -1),
+        Z_star.expand(M, -1),
+        torch.arange(M),
+        [None] * alg.maps.n_batches,
+    )
     exact = problem.exact_hypergradient(x)
     P_ref, S_ref = reference_maps(problem, x[None], Z_star[None])
     scale = float(P_ref.norm() + S_ref.norm()) / math.sqrt(M) + float(exact.norm()) + 1e-300
@@ -66,15 +71,18 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
 
 
 # Cases of claim fedmsa.blo.fixed_point_is_hypergradient
-blo_fixed_point_is_hypergradient_cases = cases_of(st.one_of(
-    strategies.quadratic_bilevel(max_dim=6), strategies.quadratic_minimax(max_dim=6)))
+blo_fixed_point_is_hypergradient_cases = cases_of(
+    st.one_of(strategies.quadratic_bilevel(max_dim=6), strategies.quadratic_minimax(max_dim=6))
+)
 
 
 FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION = Perturbation(
     name="indirect term on the w-block",
-    description=("(10b)'s grad^2_xw g v evaluated on the w-block of the flat z = [w; v] (an "
-                 "off-by-one-block slice): avg P^m(x, z*(x)) = grad F(x) + J (v* - w*), "
-                 "caught whenever w*(x) != v*(x)."),
+    description=(
+        "(10b)'s grad^2_xw g v evaluated on the w-block of the flat z = [w; v] (an "
+        "off-by-one-block slice): avg P^m(x, z*(x)) = grad F(x) + J (v* - w*), "
+        "caught whenever w*(x) != v*(x)."
+    ),
     build=indirect_term_on_w,
 )
 
@@ -85,18 +93,16 @@ FIXED_POINT_IS_HYPERGRADIENT = Claim(
     reference="eq. (10) and the sentence after it (Sec. 2.2)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("avg_m S^m(x, z*(x)) = 0 and avg_m P^m(x, z*(x)) = grad F(x), z*(x) = (w*(x), "
-               "[grad^2_w g]^{-1} grad_w f)"),
+    statement=(
+        "avg_m S^m(x, z*(x)) = 0 and avg_m P^m(x, z*(x)) = grad F(x), z*(x) = (w*(x), "
+        "[grad^2_w g]^{-1} grad_w f)"
+    ),
     estimators=("fedmsa",),
     strategy=blo_fixed_point_is_hypergradient_cases,
     check=check_blo_fixed_point,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    FIXED_POINT_IS_HYPERGRADIENT,
-)
+CLAIMS: tuple[Claim, ...] = (FIXED_POINT_IS_HYPERGRADIENT,)

@@ -61,8 +61,9 @@ from theory_checks.claim import Case, Fit, Measurement, NotMeasurable, SeriesPoi
 # --------------------------------------------------------------------------- reference maps
 
 
-def reference_maps(problem: Any, x: torch.Tensor, Z: torch.Tensor
-                   ) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_maps(
+    problem: Any, x: torch.Tensor, Z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-client ``(P^m, S^m)`` at points ``x (T, d_0)``, ``Z (T, d_Z)``: shapes ``(T, M, .)``.
 
     Read off the family's arrays (not autodiff): bilevel eq. (10) with the corrected (10a),
@@ -71,12 +72,22 @@ def reference_maps(problem: Any, x: torch.Tensor, Z: torch.Tensor
     if isinstance(problem, QuadraticBilevel):
         dy = problem.dim_y
         w, v = Z[:, :dy], Z[:, dy:]
-        P = (torch.einsum("mji,tj->tmi", problem.D, w) + torch.einsum("mij,tj->tmi", problem.E, x)
-             + problem.e + torch.einsum("mji,tj->tmi", problem.B, v))
-        gw = (torch.einsum("mij,tj->tmi", problem.A, w) - torch.einsum("mij,tj->tmi", problem.B, x)
-              - problem.b)
-        fw = (torch.einsum("mij,tj->tmi", problem.C, w) + torch.einsum("mij,tj->tmi", problem.D, x)
-              + problem.c)
+        P = (
+            torch.einsum("mji,tj->tmi", problem.D, w)
+            + torch.einsum("mij,tj->tmi", problem.E, x)
+            + problem.e
+            + torch.einsum("mji,tj->tmi", problem.B, v)
+        )
+        gw = (
+            torch.einsum("mij,tj->tmi", problem.A, w)
+            - torch.einsum("mij,tj->tmi", problem.B, x)
+            - problem.b
+        )
+        fw = (
+            torch.einsum("mij,tj->tmi", problem.C, w)
+            + torch.einsum("mij,tj->tmi", problem.D, x)
+            + problem.c
+        )
         S = torch.cat([gw, torch.einsum("mij,tj->tmi", problem.A, v) - fw], dim=-1)
         return P, S
     if isinstance(problem, QuadraticMinimax):
@@ -88,14 +99,17 @@ def reference_maps(problem: Any, x: torch.Tensor, Z: torch.Tensor
         Pw = torch.einsum("mij,tj->tmi", problem.P, w)
         Ax = torch.einsum("mij,tj->tmi", problem.A, x)
         fw = -Pw + problem.b - Ax
-        S = torch.cat([Pw - problem.b + Ax, torch.einsum("mij,tj->tmi", problem.P, v) - fw],
-                      dim=-1)
+        S = torch.cat([Pw - problem.b + Ax, torch.einsum("mij,tj->tmi", problem.P, v) - fw], dim=-1)
         return P, S
     if isinstance(problem, LinearCompositional):
         sizes = list(problem.dims[1:])
         zs = [x, *torch.split(Z, sizes, dim=-1)]
-        blocks = [zs[n][:, None, :] - torch.einsum("mij,tj->tmi", problem.W[n - 1], zs[n - 1])
-                  - problem.w[n - 1] for n in range(1, len(zs))]
+        blocks = [
+            zs[n][:, None, :]
+            - torch.einsum("mij,tj->tmi", problem.W[n - 1], zs[n - 1])
+            - problem.w[n - 1]
+            for n in range(1, len(zs))
+        ]
         g = torch.einsum("mij,tj->tmi", problem.Q, zs[-1]) - problem.t
         for n in range(problem.n_levels - 1, -1, -1):
             g = torch.einsum("mji,tmj->tmi", problem.W[n], g)
@@ -144,7 +158,8 @@ def fixed_point_Z(problem: Any, x: torch.Tensor) -> torch.Tensor:
     dx, dz = state_sizes(problem)
     T = x.shape[0]
     J_Z = affine_matrix(
-        lambda Z: mean_maps(problem, torch.zeros(Z.shape[0], dx, dtype=torch.float64), Z)[1], dz)
+        lambda Z: mean_maps(problem, torch.zeros(Z.shape[0], dx, dtype=torch.float64), Z)[1], dz
+    )
     offset = mean_maps(problem, x, torch.zeros(T, dz, dtype=torch.float64))[1]
     return -torch.linalg.solve(J_Z, offset.T).T
 
@@ -202,14 +217,17 @@ def single_timescale_step(problem: Any) -> tuple[float, float, float]:
     grid = (2.0, 1.2, 0.8, 0.5, 0.3, 0.15, 0.05)
     for a in grid:
         for b in grid:
-            scale = torch.cat([torch.full((dx,), a / norm), torch.full((J.shape[0] - dx,),
-                                                                        b / norm)])
+            scale = torch.cat(
+                [torch.full((dx,), a / norm), torch.full((J.shape[0] - dx,), b / norm)]
+            )
             radius = float(torch.linalg.eigvals(eye - scale[:, None] * J).abs().max())
             if radius < best[0]:
                 best = (radius, a / norm, b / norm)
     if best[0] >= 0.999:
-        raise NotMeasurable("centralised single-timescale MSA does not contract on this "
-                            "instance (a Jacobian eigenvalue has a non-positive real part)")
+        raise NotMeasurable(
+            "centralised single-timescale MSA does not contract on this "
+            "instance (a Jacobian eigenvalue has a non-positive real part)"
+        )
     return best[1], best[2], best[0]
 
 
@@ -258,9 +276,15 @@ def fixed_point(problem: Any) -> tuple[torch.Tensor, torch.Tensor]:
     return x_star, fixed_point_Z(problem, x_star[None])[0]
 
 
-def exponent_measurement(quantity: str, sizes: Sequence[float], values: Sequence[float],
-                         theory: float, bound: float, details: dict[str, Any],
-                         step_name: str) -> Measurement:
+def exponent_measurement(
+    quantity: str,
+    sizes: Sequence[float],
+    values: Sequence[float],
+    theory: float,
+    bound: float,
+    details: dict[str, Any],
+    step_name: str,
+) -> Measurement:
     """Least-squares exponent of exact values (a deterministic curve) against ``bound``."""
     sizes_a, values_a = np.asarray(sizes, dtype=np.float64), np.asarray(values, dtype=np.float64)
     if not (np.isfinite(values_a).all() and values_a.min() > 0.0):
@@ -269,11 +293,19 @@ def exponent_measurement(quantity: str, sizes: Sequence[float], values: Sequence
     local = (np.diff(np.log(values_a)) / np.diff(np.log(sizes_a))).tolist()
     # exact values: no sampling interval (confidence 1); the local exponents are in details
     fit = Fit(quantity, raw.slope, raw.slope, raw.slope, theory, bound - theory, 1.0)
-    series = tuple(SeriesPoint("measured", step_name, float(s), float(v))
-                   for s, v in zip(sizes_a, values_a, strict=True))
-    return Measurement(raw.slope, bound, raw.slope <= bound, "exact exponent <=", series=series,
-                       fit=fit, details={**details, "values": values_a.tolist(),
-                                         "local_exponents": local})
+    series = tuple(
+        SeriesPoint("measured", step_name, float(s), float(v))
+        for s, v in zip(sizes_a, values_a, strict=True)
+    )
+    return Measurement(
+        raw.slope,
+        bound,
+        raw.slope <= bound,
+        "exact exponent <=",
+        series=series,
+        fit=fit,
+        details={**details, "values": values_a.tolist(), "local_exponents": local},
+    )
 
 
 # =============================================================================== exact moments
@@ -302,13 +334,19 @@ class ScriptedBatches:
         return Batch(idx)
 
 
-def scripted_round_context(problem: Any, batch_size: int | None, choice: int,
-                           batches: ScriptedBatches | None = None) -> FederatedContext:
+def scripted_round_context(
+    problem: Any, batch_size: int | None, choice: int, batches: ScriptedBatches | None = None
+) -> FederatedContext:
     """A federated context whose randomness the caller sets: the local phase runs on client
     ``choice`` and the minibatches are ``batches``' (sample 0 everywhere by default)."""
-    return FederatedContext(problem, np.random.default_rng(0), None, batch_size,
-                            sampler=FixedParticipants(torch.tensor([choice]), problem.n_clients),
-                            batches=batches or ScriptedBatches())
+    return FederatedContext(
+        problem,
+        np.random.default_rng(0),
+        None,
+        batch_size,
+        sampler=FixedParticipants(torch.tensor([choice]), problem.n_clients),
+        batches=batches or ScriptedBatches(),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,9 +369,15 @@ class Layout:
     def state(self, s: np.ndarray) -> FedMSAState:
         t = torch.tensor(np.asarray(s, dtype=np.float64))
         dx, du = self.dx, self.du
-        return FedMSAState(x=t[:dx].clone(), Z=t[dx:du].clone(), h=t[du:du + dx].clone(),
-                           q=t[du + dx:2 * du].clone(), x_prev=t[2 * du:2 * du + dx].clone(),
-                           Z_prev=t[2 * du + dx:].clone(), round=1)
+        return FedMSAState(
+            x=t[:dx].clone(),
+            Z=t[dx:du].clone(),
+            h=t[du : du + dx].clone(),
+            q=t[du + dx : 2 * du].clone(),
+            x_prev=t[2 * du : 2 * du + dx].clone(),
+            Z_prev=t[2 * du + dx :].clone(),
+            round=1,
+        )
 
     def outputs(self, st_: FedMSAState) -> np.ndarray:
         fields = (st_.x, st_.Z, st_.h, st_.q, st_.x_prev, st_.Z_prev)
@@ -345,8 +389,10 @@ class Layout:
         return torch.cat(parts).cpu().numpy().copy()
 
     def iterates(self, n_out: int) -> list[slice]:
-        return [slice(self.D + k * self.du, self.D + (k + 1) * self.du)
-                for k in range((n_out - self.D) // self.du)]
+        return [
+            slice(self.D + k * self.du, self.D + (k + 1) * self.du)
+            for k in range((n_out - self.D) // self.du)
+        ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -379,8 +425,9 @@ class Branch:
             cov += self.widths[call] * (resp.T @ resp / resp.shape[0] - np.outer(mean, mean))
         return shift, cov
 
-    def moments(self, mu: np.ndarray, sigma: np.ndarray,
-                noise: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    def moments(
+        self, mu: np.ndarray, sigma: np.ndarray, noise: tuple[np.ndarray, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Mean and covariance of the outputs when the state has mean ``mu``, covariance
         ``sigma`` (independent of this round's draws)."""
         shift, cov = noise
@@ -398,8 +445,10 @@ class Branch:
     def rebatched(self, width: int) -> Branch:
         """The same round with minibatches of ``width`` draws: each column's response is
         ``old width / width`` times the identified one (a minibatch is a mean)."""
-        resp = tuple(r * (self.widths[call] / width)
-                     for (call, _), r in zip(self.slots, self.responses, strict=True))
+        resp = tuple(
+            r * (self.widths[call] / width)
+            for (call, _), r in zip(self.slots, self.responses, strict=True)
+        )
         return dataclasses.replace(self, responses=resp, widths=tuple(width for _ in self.widths))
 
     @staticmethod
@@ -409,15 +458,21 @@ class Branch:
         if a.slots != b.slots or a.widths != b.widths or a.c.shape != b.c.shape:
             raise NotMeasurable("the round's minibatch calls differ between two momenta")
         T = None if a.T is None or b.T is None else (1.0 - w) * a.T + w * b.T
-        resp = tuple((1.0 - w) * ra + w * rb
-                     for ra, rb in zip(a.responses, b.responses, strict=True))
+        resp = tuple(
+            (1.0 - w) * ra + w * rb for ra, rb in zip(a.responses, b.responses, strict=True)
+        )
         return dataclasses.replace(a, T=T, c=(1.0 - w) * a.c + w * b.c, responses=resp)
 
 
-def run_round(alg: Any, problem: Any, layout: Layout, state: FedMSAState, choice: int,
-               overrides: dict[tuple[int, int, int], int] | None = None,
-               draws: Sequence[np.ndarray] | None = None
-               ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def run_round(
+    alg: Any,
+    problem: Any,
+    layout: Layout,
+    state: FedMSAState,
+    choice: int,
+    overrides: dict[tuple[int, int, int], int] | None = None,
+    draws: Sequence[np.ndarray] | None = None,
+) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """One round of ``alg`` from ``state`` with client ``choice`` sampled and the minibatches
     scripted (``overrides`` by call, else ``draws``): the round's outputs in ``layout``'s order
     and the shapes of the minibatches it asked for."""
@@ -426,33 +481,53 @@ def run_round(alg: Any, problem: Any, layout: Layout, state: FedMSAState, choice
     return layout.outputs(alg.step(ctx, state)), batches.shapes
 
 
-def identify_round(alg: Any, problem: Any, layout: Layout, n_samples: int,
-                   start: FedMSAState | None = None, clients: Sequence[int] | None = None
-                   ) -> list[Branch]:
+def identify_round(
+    alg: Any,
+    problem: Any,
+    layout: Layout,
+    n_samples: int,
+    start: FedMSAState | None = None,
+    clients: Sequence[int] | None = None,
+) -> list[Branch]:
     """One :class:`Branch` per local client (``clients``, default all) of one round of
     ``alg``: round 0 from ``start`` when given (1 run), else a round >= 1 as an affine map of
     the state vector (``D + 1`` runs at the unit vectors), plus ``n_samples - 1`` runs per
     minibatch row for its responses. Every run draws sample 0 except where stated."""
     branches = []
-    for m in (range(problem.n_clients) if clients is None else clients):
+    for m in range(problem.n_clients) if clients is None else clients:
         base = start if start is not None else layout.state(np.zeros(layout.D))
         c, shapes = run_round(alg, problem, layout, base, m)
         T = None
         if start is None:
             eye = np.eye(layout.D)
-            T = np.stack([run_round(alg, problem, layout, layout.state(eye[k]), m)[0] - c
-                          for k in range(layout.D)], axis=1)
+            T = np.stack(
+                [
+                    run_round(alg, problem, layout, layout.state(eye[k]), m)[0] - c
+                    for k in range(layout.D)
+                ],
+                axis=1,
+            )
         slots, responses = [], []
         for call, (rows, _) in enumerate(shapes):
             for row in range(rows):
                 resp = np.zeros((n_samples, c.shape[0]))
                 for i in range(1, n_samples):
-                    resp[i] = run_round(alg, problem, layout, base, m,
-                                         overrides={(call, row, 0): i})[0] - c
+                    resp[i] = (
+                        run_round(alg, problem, layout, base, m, overrides={(call, row, 0): i})[0]
+                        - c
+                    )
                 slots.append((call, row))
                 responses.append(resp)
-        branches.append(Branch(T, c, tuple(slots), tuple(responses),
-                               tuple(r for r, _ in shapes), tuple(w for _, w in shapes)))
+        branches.append(
+            Branch(
+                T,
+                c,
+                tuple(slots),
+                tuple(responses),
+                tuple(r for r, _ in shapes),
+                tuple(w for _, w in shapes),
+            )
+        )
     return branches
 
 
@@ -462,9 +537,16 @@ def identify_round(alg: Any, problem: Any, layout: Layout, n_samples: int,
 AFFINE_RTOL = 1e-8
 
 
-def validate_round(alg: Any, problem: Any, layout: Layout, branches: list[Branch],
-                   n_samples: int, rng: np.random.Generator,
-                   start: FedMSAState | None = None, client: int | None = None) -> float:
+def validate_round(
+    alg: Any,
+    problem: Any,
+    layout: Layout,
+    branches: list[Branch],
+    n_samples: int,
+    rng: np.random.Generator,
+    start: FedMSAState | None = None,
+    client: int | None = None,
+) -> float:
     """Run one round of ``alg`` with a random (or the given) local client, random draws in
     every slot and column and (round >= 1) a random state: the identified model must predict
     its outputs to round-off. Raises NotMeasurable otherwise (the moments would not be exact).
@@ -474,16 +556,20 @@ def validate_round(alg: Any, problem: Any, layout: Layout, branches: list[Branch
     s = None if start is not None else rng.standard_normal(layout.D)
     state = layout.state(s) if s is not None else start
     assert state is not None
-    draws = [rng.integers(0, n_samples, size=(rows, width))
-             for rows, width in zip(branch.rows, branch.widths, strict=True)]
+    draws = [
+        rng.integers(0, n_samples, size=(rows, width))
+        for rows, width in zip(branch.rows, branch.widths, strict=True)
+    ]
     out, shapes = run_round(alg, problem, layout, state, m, draws=draws)
     if out.shape != branch.c.shape or tuple(r for r, _ in shapes) != branch.rows:
         raise NotMeasurable("the round's outputs or minibatch calls changed between runs")
     pred = branch.predict(s, draws)
     err = float(np.abs(out - pred).max()) / (1.0 + float(np.abs(out).max()))
     if not err <= AFFINE_RTOL:
-        raise NotMeasurable(f"the round is not affine in the state and the samples' noise "
-                            f"(relative misfit {err:.3g}): exact moments do not apply")
+        raise NotMeasurable(
+            f"the round is not affine in the state and the samples' noise "
+            f"(relative misfit {err:.3g}): exact moments do not apply"
+        )
     return err
 
 
@@ -503,8 +589,9 @@ def criterion_form(problem: Any, layout: Layout) -> tuple[np.ndarray, np.ndarray
     return G, g
 
 
-def expected_criteria(first: list[Branch], rest: list[Branch], R: int, G: np.ndarray,
-                      g: np.ndarray, layout: Layout) -> np.ndarray:
+def expected_criteria(
+    first: list[Branch], rest: list[Branch], R: int, G: np.ndarray, g: np.ndarray, layout: Layout
+) -> np.ndarray:
     """Exact ``E`` of the output-rule criterion after each of rounds 1..R: the mean over every
     local iterate of rounds ``0..R-1`` of ``E||G u + g||^2 = tr(G'G Cov u) + ||G E u + g||^2``,
     the local client of each round uniform over the branches.
@@ -530,8 +617,9 @@ def expected_criteria(first: list[Branch], rest: list[Branch], R: int, G: np.nda
         count += len(rows)
         out.append(total / count)
         mu = np.mean([mean[:D] for mean, _ in moments], axis=0)
-        second = np.mean([cov[:D, :D] + np.outer(mean[:D], mean[:D]) for mean, cov in moments],
-                         axis=0)
+        second = np.mean(
+            [cov[:D, :D] + np.outer(mean[:D], mean[:D]) for mean, cov in moments], axis=0
+        )
         sigma = second - np.outer(mu, mu)
     return np.array(out)
 
@@ -551,8 +639,16 @@ class _Exact:
         return expected_criteria(self.first, self.rest, R, self.G, self.g, self.layout)
 
 
-def exact_run(alg: Any, problem: Any, x0: torch.Tensor, Z0: torch.Tensor, n_samples: int,
-              seed: int, initial_batch: int | None = None, iid: bool = False) -> _Exact:
+def exact_run(
+    alg: Any,
+    problem: Any,
+    x0: torch.Tensor,
+    Z0: torch.Tensor,
+    n_samples: int,
+    seed: int,
+    initial_batch: int | None = None,
+    iid: bool = False,
+) -> _Exact:
     """Identify and validate ``alg``'s rounds on ``problem`` from ``(x0, Z0)``; round 0 with
     ``initial_batch`` draws per minibatch when given (the proof's ``b_0``).
 
@@ -577,13 +673,13 @@ def exact_run(alg: Any, problem: Any, x0: torch.Tensor, Z0: torch.Tensor, n_samp
             validate_round(algorithm, problem, layout, shared, n_samples, rng, at, client=m)
         return shared
 
-    first = check(identify_round(alg, problem, layout, n_samples, start=start, clients=clients),
-                  alg, start)
+    first = check(
+        identify_round(alg, problem, layout, n_samples, start=start, clients=clients), alg, start
+    )
     if initial_batch is not None:
         first = [b.rebatched(initial_batch) for b in first]
         alg0 = dataclasses.replace(alg, batch_size=initial_batch)
-        validate_round(alg0, problem, layout, first, n_samples, rng,
-                       alg0.state_at(problem, x0, Z0))
+        validate_round(alg0, problem, layout, first, n_samples, rng, alg0.state_at(problem, x0, Z0))
     rest = check(identify_round(alg, problem, layout, n_samples, clients=clients), alg, None)
     G, g = criterion_form(problem, layout)
     return _Exact(first, rest, layout, G, g)
@@ -595,30 +691,55 @@ def exact_run(alg: Any, problem: Any, x0: torch.Tensor, Z0: torch.Tensor, n_samp
 MOMENTA = st.sampled_from([0.0, 0.3, 1.0])
 
 
-def families(*, stochastic: bool = False, tau_zero: bool = False, max_dim: int = 4,
-             max_clients: int = 6, kappa: tuple[float, float] = (1.0, 30.0),
-             max_levels: int = 3) -> st.SearchStrategy[Any]:
+def families(
+    *,
+    stochastic: bool = False,
+    tau_zero: bool = False,
+    max_dim: int = 4,
+    max_clients: int = 6,
+    kappa: tuple[float, float] = (1.0, 30.0),
+    max_levels: int = 3,
+) -> st.SearchStrategy[Any]:
     """The closed-form families (bilevel, minimax, compositional) at these sizes; ``stochastic``
     adds sample noise, ``tau_zero`` makes the clients' Hessians (Jacobians) identical."""
     hh = 0.0 if tau_zero else 0.5
     noise: dict[str, Any] = (
-        {"n_samples": 5, "gradient_noise": 0.5, "hessian_noise": 0.1} if stochastic else {})
+        {"n_samples": 5, "gradient_noise": 0.5, "hessian_noise": 0.1} if stochastic else {}
+    )
     mco_noise: dict[str, Any] = (
-        {"n_samples": 5, "matrix_noise": 0.1, "value_noise": 0.5} if stochastic else {})
+        {"n_samples": 5, "matrix_noise": 0.1, "value_noise": 0.5} if stochastic else {}
+    )
     return st.one_of(
-        strategies.quadratic_bilevel(max_clients=max_clients, max_dim=max_dim, kappa=kappa,
-                                     max_hessian_heterogeneity=hh, **noise),
-        strategies.quadratic_minimax(max_clients=max_clients, max_dim=max_dim, kappa=kappa,
-                                     max_hessian_heterogeneity=hh, **noise),
-        strategies.linear_compositional(max_clients=max_clients, max_dim=max_dim,
-                                        max_levels=max_levels, kappa=kappa,
-                                        max_jacobian_heterogeneity=0.0 if tau_zero else 0.5,
-                                        **mco_noise),
+        strategies.quadratic_bilevel(
+            max_clients=max_clients,
+            max_dim=max_dim,
+            kappa=kappa,
+            max_hessian_heterogeneity=hh,
+            **noise,
+        ),
+        strategies.quadratic_minimax(
+            max_clients=max_clients,
+            max_dim=max_dim,
+            kappa=kappa,
+            max_hessian_heterogeneity=hh,
+            **noise,
+        ),
+        strategies.linear_compositional(
+            max_clients=max_clients,
+            max_dim=max_dim,
+            max_levels=max_levels,
+            kappa=kappa,
+            max_jacobian_heterogeneity=0.0 if tau_zero else 0.5,
+            **mco_noise,
+        ),
     )
 
 
-def cases_of(problems: st.SearchStrategy[Any], fixed: Mapping[str, Any] | None = None,
-             **params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
+def cases_of(
+    problems: st.SearchStrategy[Any],
+    fixed: Mapping[str, Any] | None = None,
+    **params: st.SearchStrategy[Any],
+) -> Callable[[], st.SearchStrategy[Case]]:
     """A claim's strategy: cases of ``problems``, each with a drawn seed, the drawn ``params``
     and the ``fixed`` parameters (the same in every case)."""
     constant = dict(fixed or {})
@@ -626,6 +747,9 @@ def cases_of(problems: st.SearchStrategy[Any], fixed: Mapping[str, Any] | None =
     def make() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed, extra: Case(problem, {"seed": seed, **extra, **constant}),
-            problems, strategies.SEEDS, st.fixed_dictionaries(params))
+            problems,
+            strategies.SEEDS,
+            st.fixed_dictionaries(params),
+        )
 
     return make

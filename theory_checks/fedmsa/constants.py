@@ -90,8 +90,7 @@ class FedMSAConstants:
         """Lemma B.1's ``min_n lambda_n / (2 L_{s,n})``, with the averaged map's ``lambda_n``
         or (``per_client``) A5's as printed."""
         lams = self.lam_clients if per_client else self.lam
-        return min(lam / (2.0 * L) for lam, L in zip(lams, self.lipschitz(reading),
-                                                     strict=True))
+        return min(lam / (2.0 * L) for lam, L in zip(lams, self.lipschitz(reading), strict=True))
 
     @property
     def lemma_b2_cap(self) -> float:
@@ -136,8 +135,16 @@ def fedmsa_constants(problem: Any) -> FedMSAConstants:
         previous, start = block, start + size
     first = slice(dx, dx + levels(problem)[0])
     L_z1 = _spectral(torch.linalg.solve(J[first, first], J[first, :dx]))
-    return FedMSAConstants(tuple(lam), tuple(lam_clients), _client_offset(problem), tuple(L_s),
-                           tuple(L_s_joint), tuple(sigma_min), L_z1, heterogeneity_tau(problem))
+    return FedMSAConstants(
+        tuple(lam),
+        tuple(lam_clients),
+        _client_offset(problem),
+        tuple(L_s),
+        tuple(L_s_joint),
+        tuple(sigma_min),
+        L_z1,
+        heterogeneity_tau(problem),
+    )
 
 
 def _client_offset(problem: Any) -> float:
@@ -161,8 +168,9 @@ def lemma_b1_step(case: Any) -> float:
     step = case.params.get("inner_step_size")
     if step:
         return float(step)
-    return fedmsa_constants(case.problem).lemma_b1_cap(case.params.get("lipschitz"),
-                                                       per_client=True)
+    return fedmsa_constants(case.problem).lemma_b1_cap(
+        case.params.get("lipschitz"), per_client=True
+    )
 
 
 def theorem31_steps(case: Any) -> tuple[float, float]:
@@ -202,15 +210,20 @@ def _a5_per_client_margin(case: Any) -> float:
 
 #: A1: a unique fixed point of every level.
 A1_UNIQUE_FIXED_POINT = Hypothesis(
-    "A1", "S^n(z^{n-1}, .) has a unique zero: sigma_min(J-bar_{n,n}) > 0 (margin / L_{s,n})",
-    f"{REF}, Assumption A1", _a1_margin)
+    "A1",
+    "S^n(z^{n-1}, .) has a unique zero: sigma_min(J-bar_{n,n}) > 0 (margin / L_{s,n})",
+    f"{REF}, Assumption A1",
+    _a1_margin,
+)
 
 #: A5 for the averaged map, the form Lemma B.1's proof uses.
 A5_AVERAGED = Hypothesis(
     "A5 (averaged map)",
     "<z - z*, S(z)> >= lambda_n ||z - z*||^2 for S = avg_m S^m: lambda_min(sym J-bar_{n,n}) > 0 "
     "(margin lambda_n / L_{s,n})",
-    f"{REF}, Assumption A5 (sign corrected), as Lemma B.1's proof uses it", _a5_averaged_margin)
+    f"{REF}, Assumption A5 (sign corrected), as Lemma B.1's proof uses it",
+    _a5_averaged_margin,
+)
 
 #: A5 as printed: every client's map, at the global fixed point.
 A5_PER_CLIENT = Hypothesis(
@@ -218,7 +231,9 @@ A5_PER_CLIENT = Hypothesis(
     "<z - z*, S^m(z)> >= lambda_n ||z - z*||^2 for every client m at the global z*: S^m(z*) = 0 "
     "and lambda_min(sym J^m_{n,n}) > 0 (margin min_m lambda / L_{s,n}; -offset without a shared "
     "fixed point)",
-    f"{REF}, Assumption A5 as printed (sign corrected)", _a5_per_client_margin)
+    f"{REF}, Assumption A5 as printed (sign corrected)",
+    _a5_per_client_margin,
+)
 
 #: Lemma B.1's step condition.
 LEMMA_B1_STEP = Hypothesis(
@@ -226,8 +241,11 @@ LEMMA_B1_STEP = Hypothesis(
     "beta_n <= lambda_n / (2 L_{s,n}) (A5's lambda_n per client, A3's L_{s,n} under the case's "
     "reading)",
     f"{REF}, Lemma B.1",
-    lambda case: at_most(lemma_b1_step(case), fedmsa_constants(case.problem).lemma_b1_cap(
-        case.params.get("lipschitz"), per_client=True)))
+    lambda case: at_most(
+        lemma_b1_step(case),
+        fedmsa_constants(case.problem).lemma_b1_cap(case.params.get("lipschitz"), per_client=True),
+    ),
+)
 
 
 def _theorem31_steps_margin(case: Any) -> float:
@@ -241,7 +259,9 @@ THEOREM31_STEPS = Hypothesis(
     "Lemmas B.1-B.2 steps",
     "alpha <= 1 / (2 L_{z,1}^2) (Lemma B.2, L_{z,1} = ||dz*/dx||) and beta_n <= lambda_n / "
     "(2 L_{s,n}) (Lemma B.1)",
-    f"{REF}, Lemmas B.1-B.2 (proof of Theorem 3.1)", _theorem31_steps_margin)
+    f"{REF}, Lemmas B.1-B.2 (proof of Theorem 3.1)",
+    _theorem31_steps_margin,
+)
 
 
 def _b0_margin(case: Any) -> float:
@@ -255,11 +275,25 @@ def _b0_margin(case: Any) -> float:
 
 #: The proof's initial batch (App. B.2, final parameter choice), absent from Algorithm 1's box.
 B0_PROOF = Hypothesis(
-    "b_0 = KR", "the round-0 batch is b_0 = K R (App. B.2's parameter choice)",
-    f"{REF}, proof of Theorem 3.1 (App. B.2); not in Algorithm 1", _b0_margin)
+    "b_0 = KR",
+    "the round-0 batch is b_0 = K R (App. B.2's parameter choice)",
+    f"{REF}, proof of Theorem 3.1 (App. B.2); not in Algorithm 1",
+    _b0_margin,
+)
 
 __all__ = [
-    "A1_UNIQUE_FIXED_POINT", "A5_AVERAGED", "A5_PER_CLIENT", "B0_PROOF", "FedMSAConstants",
-    "JOINT", "LEMMA_B1_STEP", "REF", "THEOREM31_STEPS", "fedmsa_constants", "heterogeneity_tau",
-    "lemma_b1_step", "levels", "theorem31_steps",
+    "A1_UNIQUE_FIXED_POINT",
+    "A5_AVERAGED",
+    "A5_PER_CLIENT",
+    "B0_PROOF",
+    "FedMSAConstants",
+    "JOINT",
+    "LEMMA_B1_STEP",
+    "REF",
+    "THEOREM31_STEPS",
+    "fedmsa_constants",
+    "heterogeneity_tau",
+    "lemma_b1_step",
+    "levels",
+    "theorem31_steps",
 ]

@@ -80,8 +80,9 @@ def scaled_bilevel(draw: st.DrawFn) -> QuadraticBilevel:
     mu = draw(st.floats(0.5, 8.0))
     hh = draw(st.floats(0.0, 0.5))
     seed = draw(strategies.SEEDS)
-    return QuadraticBilevel.random(M, dx, dy, kappa, seed=seed, hessian_heterogeneity=hh,
-                                   gradient_heterogeneity=1.0, mu=mu)
+    return QuadraticBilevel.random(
+        M, dx, dy, kappa, seed=seed, hessian_heterogeneity=hh, gradient_heterogeneity=1.0, mu=mu
+    )
 
 
 def _z_jacobian(problem: Any) -> torch.Tensor:
@@ -103,8 +104,9 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     L = max(c.lipschitz(reading))
     lam = min(c.lam) if corrected else min(c.lam_clients)
     if lam <= 1e-8:
-        raise NotMeasurable(f"A5 fails for z = [w; v] jointly (lambda = {lam:.3g}; Lemma C.1 "
-                            "assumes it)")
+        raise NotMeasurable(
+            f"A5 fails for z = [w; v] jointly (lambda = {lam:.3g}; Lemma C.1 assumes it)"
+        )
     beta = lam / (4 * L**2) if corrected else lemma_b1_step(case)
     coeff = (1 - lam * beta + 2 * L**2 * beta**2) if corrected else (1 - lam * beta)
     eye = torch.eye(dz, dtype=torch.float64)
@@ -114,9 +116,19 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     _, _, Vh = torch.linalg.svd(eye - beta * J)
     x0 = start_point(problem, case.params["seed"])
     top = sign_fixed(Vh[0])
-    runs = [_lemma_b1_run(make, problem, x0, fixed_point_Z(problem, x0[None])[0] + sign * top,
-                          case.params["seed"], beta, lam, coeff)
-            for sign in (1.0, -1.0)]
+    runs = [
+        _lemma_b1_run(
+            make,
+            problem,
+            x0,
+            fixed_point_Z(problem, x0[None])[0] + sign * top,
+            case.params["seed"],
+            beta,
+            lam,
+            coeff,
+        )
+        for sign in (1.0, -1.0)
+    ]
     # Why 1e-10 relative slack: the two sides are float64 sums of O(1) terms. The sign_fixed
     # start is reported unless the other is worse by more than that (a choice made by round-off
     # would differ between devices).
@@ -128,23 +140,46 @@ def _lemma_b1(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
         # still satisfies the inequality, so the run also checks that its steps are the
         # update at the stated beta (an exact identity a mis-set step breaks).
         passed = passed and update <= IDENTITY_RTOL
-    return Measurement(worst, 1e-10, passed,
-                       "max (LHS - RHS) / RHS <=" + ("; z_{k+1} = z_k - beta q_k (1e-10)"
-                                                     if corrected else ""),
-                       series=tuple(series),
-                       details={"lambda": lam, "L": L, "beta": beta, "coefficient": coeff,
-                                "update_residual": update, "lipschitz_reading": reading or "z",
-                                "excess_by_start_sign": [result[0] for result in runs]})
+    return Measurement(
+        worst,
+        1e-10,
+        passed,
+        "max (LHS - RHS) / RHS <=" + ("; z_{k+1} = z_k - beta q_k (1e-10)" if corrected else ""),
+        series=tuple(series),
+        details={
+            "lambda": lam,
+            "L": L,
+            "beta": beta,
+            "coefficient": coeff,
+            "update_residual": update,
+            "lipschitz_reading": reading or "z",
+            "excess_by_start_sign": [result[0] for result in runs],
+        },
+    )
 
 
-def _lemma_b1_run(make: Callable[..., Any], problem: Any, x0: torch.Tensor, Z0: torch.Tensor,
-                  seed: int, beta: float, lam: float, coeff: float,
-                  ) -> tuple[float, list[SeriesPoint], float]:
+def _lemma_b1_run(
+    make: Callable[..., Any],
+    problem: Any,
+    x0: torch.Tensor,
+    Z0: torch.Tensor,
+    seed: int,
+    beta: float,
+    lam: float,
+    coeff: float,
+) -> tuple[float, list[SeriesPoint], float]:
     """FedMSA's local z-steps from ``(x0, Z0)`` (3 rounds of 3 local steps): the largest
     ``(LHS - RHS) / RHS`` of Lemma B.1's inequality, its series, and the largest residual of
     the update ``z_{k+1} = z_k - beta q_k`` (relative to ``1 + ||z_k||``)."""
-    alg = build(make, problem, local_steps=3, momentum=0.5, outer_step_size=beta,
-                inner_step_size=beta, batch_size=None)
+    alg = build(
+        make,
+        problem,
+        local_steps=3,
+        momentum=0.5,
+        outer_step_size=beta,
+        inner_step_size=beta,
+        batch_size=None,
+    )
     records = run(alg, problem, 3, seed=seed, state=alg.state_at(problem, x0, Z0))
     worst, series, step, update = -math.inf, [], 0, 0.0
     for rec in records[1:]:
@@ -153,16 +188,20 @@ def _lemma_b1_run(make: Callable[..., Any], problem: Any, x0: torch.Tensor, Z0: 
         for it, Z_next in zip(its, nxt, strict=True):
             x_k, Z_k = it.x[:1], it.Z[:1]
             # the update the lemma is about: z_{k+1} = z_k - beta q_k at the stated beta
-            update = max(update, float((Z_next - Z_k[0] + beta * it.q[0]).norm())
-                         / (1.0 + float(Z_k.norm())))
+            update = max(
+                update, float((Z_next - Z_k[0] + beta * it.q[0]).norm()) / (1.0 + float(Z_k.norm()))
+            )
             Z_star = fixed_point_Z(problem, x_k)[0]
             S_k = mean_maps(problem, x_k, Z_k)[1][0]
             lhs = float(((Z_next - Z_star) ** 2).sum())
-            rhs = (coeff * float(((Z_k[0] - Z_star) ** 2).sum())
-                   + beta * (1 / lam + 2 * beta) * float(((it.q[0] - S_k) ** 2).sum()))
+            rhs = coeff * float(((Z_k[0] - Z_star) ** 2).sum()) + beta * (
+                1 / lam + 2 * beta
+            ) * float(((it.q[0] - S_k) ** 2).sum())
             worst = max(worst, (lhs - rhs) / (rhs + 1e-300))
-            series += [SeriesPoint("measured", "local step", step, lhs),
-                       SeriesPoint("bound", "local step", step, rhs)]
+            series += [
+                SeriesPoint("measured", "local step", step, lhs),
+                SeriesPoint("bound", "local step", step, rhs),
+            ]
             step += 1
     return worst, series, update
 
@@ -183,7 +222,8 @@ lemma_b1_contraction_cases = cases_of(scaled_bilevel())
 # Positive control of claim fedmsa.lemma_b1.contraction
 lemma_b1_contraction_control = known_case(
     QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, gradient_heterogeneity=1.0, mu=0.5).spec(),
-    {"seed": 0})
+    {"seed": 0},
+)
 
 
 CONTRACTION = Claim(
@@ -192,9 +232,11 @@ CONTRACTION = Claim(
     reference="Lemma B.1 (App. B), beta_n <= lambda_n / (2 L_{s,n})",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta) ||z_k - z*(x_k)||^2 + beta "
-               "(1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 at beta = lambda/(2 L_s), lambda "
-               "A5's modulus (per client), L_s A3's Lipschitz constant of S^m"),
+    statement=(
+        "||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta) ||z_k - z*(x_k)||^2 + beta "
+        "(1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 at beta = lambda/(2 L_s), lambda "
+        "A5's modulus (per client), L_s A3's Lipschitz constant of S^m"
+    ),
     estimators=("fedmsa",),
     strategy=lemma_b1_contraction_cases,
     check=check_lemma_b1,
@@ -205,46 +247,63 @@ CONTRACTION = Claim(
     ),
     expected="fails",
     positive_control=lemma_b1_contraction_control,
-    notes=("Refuted: the proof (App. B.1) drops 2 L^2 beta^2 from the coefficient, and beta <= "
-           "lambda/(2L) is not scale-invariant; the FedMSA z-update from a start along the top "
-           "singular vector of I - beta J_S violates it once lambda is large in absolute terms. "
-           "Saved counterexample, inside A1, A5 as printed (one client: per client = averaged, "
-           "lambda = 3.50) and the step condition at its edge: LHS exceeds RHS by 141% with L_s "
-           "in z (8.003, beta = 0.2188) and by 139% with L_s jointly in (x, z) (8.013, beta = "
-           "0.2185). A3's arguments are ambiguous as printed (Lipschitz in z^{n-1} or z^n), so the "
-           "statement "
-           "is read both ways; both fail."),
+    notes=(
+        "Refuted: the proof (App. B.1) drops 2 L^2 beta^2 from the coefficient, and beta <= "
+        "lambda/(2L) is not scale-invariant; the FedMSA z-update from a start along the top "
+        "singular vector of I - beta J_S violates it once lambda is large in absolute terms. "
+        "Saved counterexample, inside A1, A5 as printed (one client: per client = averaged, "
+        "lambda = 3.50) and the step condition at its edge: LHS exceeds RHS by 141% with L_s "
+        "in z (8.003, beta = 0.2188) and by 139% with L_s jointly in (x, z) (8.013, beta = "
+        "0.2185). A3's arguments are ambiguous as printed (Lipschitz in z^{n-1} or z^n), so the "
+        "statement "
+        "is read both ways; both fail."
+    ),
     readings=(
         Reading(
             "L_s in z",
             "L_s = max_m ||d S^m / d z|| (Lemma B.1's proof uses A3 in z^n)",
-            {"lipschitz": "z"}),
+            {"lipschitz": "z"},
+        ),
         Reading(
             "L_s in (x, z)",
             "L_s = max_m ||d S^m / d(x, z)|| (A3 jointly in both arguments: smaller beta)",
-            {"lipschitz": "joint"}),
+            {"lipschitz": "joint"},
+        ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 2,
-             "condition_number": 2.0, "seed": 0, "hessian_heterogeneity": 0.0,
-             "gradient_heterogeneity": 1.0, "mu": 4.0, "n_samples": 0, "gradient_noise": 0.0,
-             "hessian_noise": 0.0},
-            {"seed": 0}),
+            {
+                "family": "QuadraticBilevel.random",
+                "n_clients": 1,
+                "dim_x": 1,
+                "dim_y": 2,
+                "condition_number": 2.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "gradient_heterogeneity": 1.0,
+                "mu": 4.0,
+                "n_samples": 0,
+                "gradient_noise": 0.0,
+                "hessian_noise": 0.0,
+            },
+            {"seed": 0},
+        ),
     ),
 )
 
 
 CONTRACTION_CORRECTED_PERTURBATION = Perturbation(
     name="ascent on z (SA sign convention)",
-    description=("z <- z + beta q: the stochastic-approximation update written with the "
-                 "other sign convention (z_{k+1} = z_k + beta S for S defined as minus "
-                 "FedMSA's map). Why not a smaller bug: the lemma holds for any direction "
-                 "q_k (its error is on the right-hand side) and the corrected coefficient 1 "
-                 "- lambda beta + 2 L^2 beta^2 is loose, so a step off by a factor c in "
-                 "about [0.26, 7.7] (normal Jacobians) still satisfies it; only a wrong "
-                 "update direction or a step ~8x too large breaks it."),
+    description=(
+        "z <- z + beta q: the stochastic-approximation update written with the "
+        "other sign convention (z_{k+1} = z_k + beta S for S defined as minus "
+        "FedMSA's map). Why not a smaller bug: the lemma holds for any direction "
+        "q_k (its error is on the right-hand side) and the corrected coefficient 1 "
+        "- lambda beta + 2 L^2 beta^2 is loose, so a step off by a factor c in "
+        "about [0.26, 7.7] (normal Jacobians) still satisfies it; only a wrong "
+        "update direction or a step ~8x too large breaks it."
+    ),
     build=ascent_on_z,
 )
 
@@ -255,10 +314,12 @@ CONTRACTION_CORRECTED = Claim(
     reference="Lemma B.1 (App. B.1) corrected: its proof's own algebra",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta + 2 L^2 beta^2) ||z_k - z*(x_k)||^2 "
-               "+ beta (1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 for the update z_{k+1} = z_k "
-               "- beta q_k (checked to 1e-10), at beta = lambda/(4 L^2) (coefficient <= 1 - "
-               "lambda beta / 2)"),
+    statement=(
+        "||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta + 2 L^2 beta^2) ||z_k - z*(x_k)||^2 "
+        "+ beta (1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 for the update z_{k+1} = z_k "
+        "- beta q_k (checked to 1e-10), at beta = lambda/(4 L^2) (coefficient <= 1 - "
+        "lambda beta / 2)"
+    ),
     estimators=("fedmsa",),
     strategy=lemma_b1_contraction_cases,
     check=check_lemma_b1_corrected,
@@ -266,10 +327,12 @@ CONTRACTION_CORRECTED = Claim(
         A1_UNIQUE_FIXED_POINT,
         A5_AVERAGED,
     ),
-    notes=("The coefficient is loose, so steps off by a factor in about [0.26, 7.7] satisfy the "
-           "inequality: the run also checks its steps are the lemma's update at the stated beta "
-           "(a halved or doubled step, fedmsa.inner_step_halved in the mutation table, fails "
-           "there)."),
+    notes=(
+        "The coefficient is loose, so steps off by a factor in about [0.26, 7.7] satisfy the "
+        "inequality: the run also checks its steps are the lemma's update at the stated beta "
+        "(a halved or doubled step, fedmsa.inner_step_halved in the mutation table, fails "
+        "there)."
+    ),
     corrects=CONTRACTION.id,
     perturbation=CONTRACTION_CORRECTED_PERTURBATION,
 )

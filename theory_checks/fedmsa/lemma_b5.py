@@ -72,17 +72,19 @@ def error_form(problem: Any) -> tuple[np.ndarray, np.ndarray]:
     dx, dz = state_sizes(problem)
     du = dx + dz
     J = joint_jacobian(problem).cpu().numpy()
-    P0, S0 = mean_maps(problem, torch.zeros(1, dx, dtype=torch.float64),
-                       torch.zeros(1, dz, dtype=torch.float64))
+    P0, S0 = mean_maps(
+        problem, torch.zeros(1, dx, dtype=torch.float64), torch.zeros(1, dz, dtype=torch.float64)
+    )
     c0 = torch.cat([P0[0], S0[0]]).cpu().numpy()
     A = np.zeros((du, 3 * du))
-    A[:, du:2 * du] = np.eye(du)
-    A[:, 2 * du:] = -J
+    A[:, du : 2 * du] = np.eye(du)
+    A[:, 2 * du :] = -J
     return A, -c0
 
 
-def error_moments(first: list[Branch], rest: list[Branch], rounds: int, A: np.ndarray,
-                  a: np.ndarray, D: int) -> list[float]:
+def error_moments(
+    first: list[Branch], rest: list[Branch], rounds: int, A: np.ndarray, a: np.ndarray, D: int
+) -> list[float]:
     """Exact ``E||A s_r + a||^2`` after rounds ``1..rounds``: the state's mean and covariance
     go round by round through the mixture over the local client (each branch equally likely)."""
     mu, sigma = np.zeros(D), np.zeros((D, D))
@@ -91,8 +93,9 @@ def error_moments(first: list[Branch], rest: list[Branch], rounds: int, A: np.nd
         branches = first if r == 0 else rest
         moments = [b.moments(mu, sigma, b.noise()) for b in branches]
         mu = np.mean([mean[:D] for mean, _ in moments], axis=0)
-        second = np.mean([cov[:D, :D] + np.outer(mean[:D], mean[:D]) for mean, cov in moments],
-                         axis=0)
+        second = np.mean(
+            [cov[:D, :D] + np.outer(mean[:D], mean[:D]) for mean, cov in moments], axis=0
+        )
         sigma = second - np.outer(mu, mu)
         out.append(float(np.trace(A @ sigma @ A.T)) + float(np.sum((A @ mu + a) ** 2)))
     return out
@@ -104,31 +107,47 @@ def b5_exact(mean_sq: float, spread: float, rho: float, r: int) -> float:
     return mean_sq + spread * (keep**r + rho**2 * sum(keep**j for j in range(r)))
 
 
-def check_error_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
-                              ) -> Measurement:
+def check_error_second_moment(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """E||d_r||^2 of the registered algorithm, exact, against (B.5e) at the case's rho, for
     r = 0..R-1 (after rounds 1..R): the largest relative gap."""
     problem = case.problem
     rho, R = float(case.params["momentum"]), int(case.params["rounds"])
-    alg = build(make, problem, local_steps=2, momentum=rho, outer_step_size=0.02,
-                inner_step_size=0.05, batch_size=1)
+    alg = build(
+        make,
+        problem,
+        local_steps=2,
+        momentum=rho,
+        outer_step_size=0.02,
+        inner_step_size=0.05,
+        batch_size=1,
+    )
     start = alg.init(problem)
     exact = exact_run(alg, problem, start.x, start.Z, problem.n_samples, case.params["seed"])
     A, a = error_form(problem)
     measured = error_moments(exact.first, exact.rest, R, A, a, exact.layout.D)
     # m and s^2 of the fresh noise e, read from round 0 (rho = 1 there: d_0 = e_0)
-    mean0, cov0 = exact.first[0].moments(np.zeros(exact.layout.D),
-                                         np.zeros((exact.layout.D, exact.layout.D)),
-                                         exact.first[0].noise())
+    mean0, cov0 = exact.first[0].moments(
+        np.zeros(exact.layout.D), np.zeros((exact.layout.D, exact.layout.D)), exact.first[0].noise()
+    )
     centre = A @ mean0[: exact.layout.D] + a
     mean_sq = float(np.sum(centre**2))
     spread = float(np.trace(A @ cov0[: exact.layout.D, : exact.layout.D] @ A.T))
     theory = [b5_exact(mean_sq, spread, rho, r) for r in range(R)]
     gaps = [abs(m - t) / max(t, 1e-300) for m, t in zip(measured, theory, strict=True)]
     worst = max(gaps)
-    return Measurement(worst, RTOL, worst <= RTOL, "relative gap <=",
-                       details={"rho": rho, "rounds": R, "measured": measured,
-                                "theory": theory, "noise_variance": spread})
+    return Measurement(
+        worst,
+        RTOL,
+        worst <= RTOL,
+        "relative gap <=",
+        details={
+            "rho": rho,
+            "rounds": R,
+            "measured": measured,
+            "theory": theory,
+            "noise_variance": spread,
+        },
+    )
 
 
 # Cases: additive noise only (hessian_noise = 0, the families' default), n = 3 samples per
@@ -136,26 +155,37 @@ def check_error_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
 # 1)) rounds, D = 3 (d_x + 2 d_y). Why these momenta: rho = 0 freezes the error (d_r = d_0,
 # any rho read as 0 passes), rho = 1 forgets it at once; the three between see a rho misread
 # by any factor.
-_SIZE: dict[str, Any] = {"max_clients": 2, "max_dim": 2, "kappa": (1.0, 2.0),
-                         "max_hessian_heterogeneity": 0.3, "n_samples": 3,
-                         "gradient_noise": 1.0}
+_SIZE: dict[str, Any] = {
+    "max_clients": 2,
+    "max_dim": 2,
+    "kappa": (1.0, 2.0),
+    "max_hessian_heterogeneity": 0.3,
+    "n_samples": 3,
+    "gradient_noise": 1.0,
+}
 
 
 def error_second_moment_cases() -> st.SearchStrategy[Case]:
-    problem = st.one_of(strategies.quadratic_bilevel(**_SIZE),
-                        strategies.quadratic_minimax(**_SIZE))
-    return st.builds(lambda p, seed, rho, R: Case(p, {"seed": seed, "momentum": rho,
-                                                      "rounds": R}),
-                     problem, strategies.SEEDS, st.sampled_from([0.2, 0.5, 0.8]),
-                     st.sampled_from([3, 5]))
+    problem = st.one_of(
+        strategies.quadratic_bilevel(**_SIZE), strategies.quadratic_minimax(**_SIZE)
+    )
+    return st.builds(
+        lambda p, seed, rho, R: Case(p, {"seed": seed, "momentum": rho, "rounds": R}),
+        problem,
+        strategies.SEEDS,
+        st.sampled_from([0.2, 0.5, 0.8]),
+        st.sampled_from([3, 5]),
+    )
 
 
 ERROR_SECOND_MOMENT_PERTURBATION = Perturbation(
     name="momentum halved",
-    description=("The global step (5) runs with rho / 2 while rho is recorded (a momentum "
-                 "read from one place and run from another): every deterministic FedMSA claim "
-                 "passes (h_r = P(x_r, Z_r) for every rho on exact oracles), but the error's "
-                 "memory (1 - rho)^2 changes and (B.5e) misses by O(1e-1) relative."),
+    description=(
+        "The global step (5) runs with rho / 2 while rho is recorded (a momentum "
+        "read from one place and run from another): every deterministic FedMSA claim "
+        "passes (h_r = P(x_r, Z_r) for every rho on exact oracles), but the error's "
+        "memory (1 - rho)^2 changes and (B.5e) misses by O(1e-1) relative."
+    ),
     build=field_variant("fedmsa", momentum=lambda alg: alg.momentum / 2),
 )
 
@@ -164,12 +194,14 @@ ERROR_SECOND_MOMENT = Claim(
     id="fedmsa.lemma_b5.error_second_moment",
     paper="FedMSA",
     reference="Lemma B.5 (App. B), eq. (41) = (5a) and its recursion d_r = a_r + (1 - rho) "
-              "d_{r-1} + rho c_r + (1 - rho) b_r, with a_r = b_r = 0 on additive noise",
+    "d_{r-1} + rho c_r + (1 - rho) b_r, with a_r = b_r = 0 on additive noise",
     kind="exact_identity",
     about=ABOUT_RESULT,
-    statement=("additive noise: E||h_r - P(x_r, Z_r)||^2 + E||q_r - S(Z_r)||^2 = ||m||^2 + s^2 "
-               "[(1 - rho)^{2r} + rho (1 - (1 - rho)^{2r}) / (2 - rho)] exactly (m, s^2: mean "
-               "and variance of the round's averaged sample noise)"),
+    statement=(
+        "additive noise: E||h_r - P(x_r, Z_r)||^2 + E||q_r - S(Z_r)||^2 = ||m||^2 + s^2 "
+        "[(1 - rho)^{2r} + rho (1 - (1 - rho)^{2r}) / (2 - rho)] exactly (m, s^2: mean "
+        "and variance of the round's averaged sample noise)"
+    ),
     estimators=("fedmsa",),
     strategy=error_second_moment_cases,
     check=check_error_second_moment,

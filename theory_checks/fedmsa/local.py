@@ -62,9 +62,15 @@ def check_first_step(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     """h_{r,1} == h_r and q_{r,1} == q_r in every round, stochastic oracles included."""
     problem = case.problem
     stochastic = getattr(problem, "n_samples", 0) > 0
-    alg = build(make, problem, local_steps=3, momentum=case.params["momentum"],
-                outer_step_size=0.02, inner_step_size=0.05,
-                batch_size=2 if stochastic else None)
+    alg = build(
+        make,
+        problem,
+        local_steps=3,
+        momentum=case.params["momentum"],
+        outer_step_size=0.02,
+        inner_step_size=0.05,
+        batch_size=2 if stochastic else None,
+    )
     records = run(alg, problem, 4, seed=case.params["seed"])
     worst, series = 0.0, []
     for rec in records[1:]:
@@ -73,40 +79,57 @@ def check_first_step(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
         scale = float(st_.h.norm() + st_.q.norm()) + 1.0
         gap = float((first.h - st_.h).norm() + (first.q - st_.q).norm()) / scale
         worst = max(worst, gap)
-        series.append(SeriesPoint("measured", "round", rec.iteration, gap, 0,
-                                  rec.calls.comm_rounds))
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative gap <=",
-                       series=tuple(series), details={"stochastic": stochastic})
+        series.append(
+            SeriesPoint("measured", "round", rec.iteration, gap, 0, rec.calls.comm_rounds)
+        )
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative gap <=",
+        series=tuple(series),
+        details={"stochastic": stochastic},
+    )
 
 
 def check_telescoping(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Deterministic: h_r == P(x_r, Z_r) (any rho) and h_{r,k} == h_r + P^{m~}(x_{r+1,k}) -
     P^{m~}(x_r) (likewise q), with P, P^m from the reference maps."""
     problem = case.problem
-    alg = build(make, problem, local_steps=3, momentum=case.params["momentum"],
-                outer_step_size=0.02, inner_step_size=0.05, batch_size=None)
+    alg = build(
+        make,
+        problem,
+        local_steps=3,
+        momentum=case.params["momentum"],
+        outer_step_size=0.02,
+        inner_step_size=0.05,
+        batch_size=None,
+    )
     records = run(alg, problem, 4, seed=case.params["seed"])
     worst = 0.0
     for rec in records[1:]:
         st_ = rec.state
         P_a, S_a = reference_maps(problem, st_.anchor_x[None], st_.anchor_Z[None])
         scale = float(P_a.norm() + S_a.norm()) + 1.0
-        worst = max(worst, float((st_.h - P_a[0].mean(0)).norm()
-                                 + (st_.q - S_a[0].mean(0)).norm()) / scale)
+        worst = max(
+            worst, float((st_.h - P_a[0].mean(0)).norm() + (st_.q - S_a[0].mean(0)).norm()) / scale
+        )
         m = int(st_.clients[0])
         for it in st_.local:
             P_k, S_k = reference_maps(problem, it.x[:1], it.Z[:1])
             h_pred = st_.h + P_k[0, m] - P_a[0, m]
             q_pred = st_.q + S_k[0, m] - S_a[0, m]
             scale_k = scale + float(P_k.norm() + S_k.norm())
-            worst = max(worst, float((it.h[0] - h_pred).norm() + (it.q[0] - q_pred).norm())
-                        / scale_k)
+            worst = max(
+                worst, float((it.h[0] - h_pred).norm() + (it.q[0] - q_pred).norm()) / scale_k
+            )
     return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative gap <=")
 
 
 # Cases of claim fedmsa.local.first_step_is_global_direction
 local_first_step_is_global_direction_cases = cases_of(
-    st.one_of(families(stochastic=True), families()), momentum=MOMENTA)
+    st.one_of(families(stochastic=True), families()), momentum=MOMENTA
+)
 
 # Cases of claim fedmsa.local.deterministic_telescoping
 local_deterministic_telescoping_cases = cases_of(families(), momentum=MOMENTA)
@@ -114,10 +137,12 @@ local_deterministic_telescoping_cases = cases_of(families(), momentum=MOMENTA)
 
 FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION = Perturbation(
     name="fresh sample at the previous point",
-    description=("The local recursion (6) evaluates p(x_{r+1,k-1}; xi) on another sample "
-                 "than p(x_{r+1,k}; xi) (a second draw instead of reusing xi): every "
-                 "estimate stays unbiased, but h_{r,1} = h_r + (noise difference), which the "
-                 "1e-10 identity sees on any stochastic case."),
+    description=(
+        "The local recursion (6) evaluates p(x_{r+1,k-1}; xi) on another sample "
+        "than p(x_{r+1,k}; xi) (a second draw instead of reusing xi): every "
+        "estimate stays unbiased, but h_{r,1} = h_r + (noise difference), which the "
+        "1e-10 identity sees on any stochastic case."
+    ),
     build=fresh_sample_at_old_point,
 )
 
@@ -128,25 +153,27 @@ FIRST_STEP_IS_GLOBAL_DIRECTION = Claim(
     reference="Algorithm 1 line 7 and eq. (6) at k = 1",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("h_{r,1} = h_r and q_{r,1} = q_r in every round (same sample at both points; "
-               "stochastic oracles included)"),
+    statement=(
+        "h_{r,1} = h_r and q_{r,1} = q_r in every round (same sample at both points; "
+        "stochastic oracles included)"
+    ),
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=local_first_step_is_global_direction_cases,
     check=check_first_step,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION,
 )
 
 
 DETERMINISTIC_TELESCOPING_PERTURBATION = Perturbation(
     name="stateful client",
-    description=("Eq. (5)'s h_{r-1}, q_{r-1} read from the local client's last SARAH state "
-                 "(h_{r-1,K}, q_{r-1,K}) instead of the previous global averages (the "
-                 "clients are stateless in Algorithm 1; a stateful implementation reuses its "
-                 "own h). With rho < 1 h_r differs from P(x_r, Z_r) by (1 - rho)(P^m~ - P^m~ "
-                 "at the anchor), so the identity fails on every case with momentum below 1."),
+    description=(
+        "Eq. (5)'s h_{r-1}, q_{r-1} read from the local client's last SARAH state "
+        "(h_{r-1,K}, q_{r-1,K}) instead of the previous global averages (the "
+        "clients are stateless in Algorithm 1; a stateful implementation reuses its "
+        "own h). With rho < 1 h_r differs from P(x_r, Z_r) by (1 - rho)(P^m~ - P^m~ "
+        "at the anchor), so the identity fails on every case with momentum below 1."
+    ),
     build=stateful_client,
 )
 
@@ -157,14 +184,14 @@ DETERMINISTIC_TELESCOPING = Claim(
     reference="eqs. (5)-(6), sigma = 0 (telescoping derived from (6))",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("sigma = 0: h_r = P(x_r, Z_r) for every rho, and h_{r,k} = h_r + "
-               "P^{m~}(x_{r+1,k}, Z_{r+1,k}) - P^{m~}(x_r, Z_r) (same for q)"),
+    statement=(
+        "sigma = 0: h_r = P(x_r, Z_r) for every rho, and h_{r,k} = h_r + "
+        "P^{m~}(x_{r+1,k}, Z_{r+1,k}) - P^{m~}(x_r, Z_r) (same for q)"
+    ),
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=local_deterministic_telescoping_cases,
     check=check_telescoping,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=DETERMINISTIC_TELESCOPING_PERTURBATION,
 )
 

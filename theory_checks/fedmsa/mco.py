@@ -58,8 +58,9 @@ from theory_checks.fedmsa.perturbations import always_paper_semantics
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
-def _mco_fixed_point(problem: LinearCompositional, semantics: str, make: Callable[..., Any]
-                     ) -> tuple[torch.Tensor, float]:
+def _mco_fixed_point(
+    problem: LinearCompositional, semantics: str, make: Callable[..., Any]
+) -> tuple[torch.Tensor, float]:
     """The x where the algorithm's reduced map ``P(x, Z*(x))`` vanishes (affine in x)."""
     alg = build(make, problem, semantics=semantics)
 
@@ -93,54 +94,75 @@ def check_mco_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
         x_paper, _ = _mco_fixed_point(problem, "paper", get_estimator("fedmsa-mco").build)
         paper_rel = float(problem.exact_gradient(x_paper).norm()) / _mco_scale(problem, x_paper)
         if paper_rel < UNRESOLVED_TERM:
-            raise NotMeasurable("the paper's semantics is stationary here too "
-                                f"({paper_rel:.2g}): the case cannot tell the correction from "
-                                "the original")
+            raise NotMeasurable(
+                "the paper's semantics is stationary here too "
+                f"({paper_rel:.2g}): the case cannot tell the correction from "
+                "the original"
+            )
     grad = problem.exact_gradient(x_fp)
     rel = float(grad.norm()) / _mco_scale(problem, x_fp)
     tol = IDENTITY_RTOL * max(1.0, cond / 100.0)  # linear-solve round-off grows with cond
     x_star = problem.optimum()
-    return Measurement(rel, tol, rel <= tol, "relative ||grad f(x_fp)|| <=",
-                       details={"grad_norm": float(grad.norm()),
-                                "distance_to_optimum": float((x_fp - x_star).norm()),
-                                "x_fixed_point": x_fp.tolist(), "x_star": x_star.tolist(),
-                                "tau": heterogeneity_tau(problem)})
+    return Measurement(
+        rel,
+        tol,
+        rel <= tol,
+        "relative ||grad f(x_fp)|| <=",
+        details={
+            "grad_norm": float(grad.norm()),
+            "distance_to_optimum": float((x_fp - x_star).norm()),
+            "x_fixed_point": x_fp.tolist(),
+            "x_star": x_star.tolist(),
+            "tau": heterogeneity_tau(problem),
+        },
+    )
 
 
 def _mco_scale(problem: LinearCompositional, x: torch.Tensor) -> float:
     """The natural size of ``grad f`` at ``x``: ``||G|| (||Q u|| + ||t||)``."""
     G = problem.composed_matrix()
     u = problem.level_values(x)[-1]
-    return float(torch.linalg.matrix_norm(G, ord=2)) * float(
-        (problem.means["Q"] @ u).norm() + problem.means["t"].norm()) + 1e-300
+    return (
+        float(torch.linalg.matrix_norm(G, ord=2))
+        * float((problem.means["Q"] @ u).norm() + problem.means["t"].norm())
+        + 1e-300
+    )
 
 
 # Cases of claim fedmsa.mco.paper_fixed_point_stationary
 mco_paper_fixed_point_stationary_cases = cases_of(
     strategies.linear_compositional(max_clients=6, max_dim=4, max_levels=3),
-    semantics=st.just("paper"))
+    semantics=st.just("paper"),
+)
 
 # Positive control of claim fedmsa.mco.paper_fixed_point_stationary
 mco_paper_fixed_point_stationary_control = known_case(
-    LinearCompositional.random(4, [2, 3, 3], 3, jacobian_heterogeneity=0.0,
-                               value_heterogeneity=2.0).spec(),
-    {"seed": 0, "semantics": "paper"})
+    LinearCompositional.random(
+        4, [2, 3, 3], 3, jacobian_heterogeneity=0.0, value_heterogeneity=2.0
+    ).spec(),
+    {"seed": 0, "semantics": "paper"},
+)
 
 # Cases of claim fedmsa.mco.exact_semantics_fixed_point_stationary
 mco_exact_semantics_fixed_point_stationary_cases = cases_of(
     strategies.linear_compositional(max_clients=6, max_dim=4, max_levels=3),
-    semantics=st.just("exact"))
+    semantics=st.just("exact"),
+)
 
 
 PAPER_FIXED_POINT_STATIONARY = Claim(
     id="fedmsa.mco.paper_fixed_point_stationary",
     paper="FedMSA",
-    reference=("Corollary D.1 with the maps (11) (its criterion ||grad f||, equated with ||P|| "
-               "of Theorem 3.1); Sec. 2.3, App. D"),
+    reference=(
+        "Corollary D.1 with the maps (11) (its criterion ||grad f||, equated with ||P|| "
+        "of Theorem 3.1); Sec. 2.3, App. D"
+    ),
     kind="exact_identity",
     about=ABOUT_RESULT,
-    statement=("the fixed point of the Fed-MCO maps (11) (avg of per-client Jacobian products) "
-               "is a stationary point of (Fed-MCO): grad f(x_fp) = 0"),
+    statement=(
+        "the fixed point of the Fed-MCO maps (11) (avg of per-client Jacobian products) "
+        "is a stationary point of (Fed-MCO): grad f(x_fp) = 0"
+    ),
     estimators=("fedmsa-mco",),
     strategy=mco_paper_fixed_point_stationary_cases,
     check=check_mco_fixed_point,
@@ -150,37 +172,52 @@ PAPER_FIXED_POINT_STATIONARY = Claim(
     ),
     expected="fails",
     positive_control=mco_paper_fixed_point_stationary_control,
-    notes=("Refuted: avg_m of products of client Jacobians is not the product of averaged "
-           "Jacobians under Jacobian heterogeneity, so the fixed point is biased; the "
-           "counterexample records ||grad f(x_fp)|| and ||x_fp - x*||. Corollary D.1's "
-           "hypotheses are G, H and I (Lemma D.1 asserts they imply A-C): the inner levels are "
-           "affine (Lipschitz and smooth on the whole space), the quadratic top level is on "
-           "every bounded region holding x_fp and x*, H allows heterogeneous Jacobians at every "
-           "level, and the oracles are exact (I). A1 and A5 hold for the averaged maps "
-           "(J-bar_{n,n} = I). A5 read per client (as printed) would need every client's inner "
-           "levels to agree, and then only the top level varies, P is linear in it and the fixed "
-           "point is stationary: the refutation is of the corollary under its own G-I, which "
-           "allow heterogeneous inner levels, not of a reading under which the inner levels are "
-           "shared. The limit of FedMSA is this fixed point (h_r = P(x_r) with exact maps, and "
-           "the local steps leave it unchanged), so Cor. D.1's E||grad f(x~)||^2 cannot go to 0."),
+    notes=(
+        "Refuted: avg_m of products of client Jacobians is not the product of averaged "
+        "Jacobians under Jacobian heterogeneity, so the fixed point is biased; the "
+        "counterexample records ||grad f(x_fp)|| and ||x_fp - x*||. Corollary D.1's "
+        "hypotheses are G, H and I (Lemma D.1 asserts they imply A-C): the inner levels are "
+        "affine (Lipschitz and smooth on the whole space), the quadratic top level is on "
+        "every bounded region holding x_fp and x*, H allows heterogeneous Jacobians at every "
+        "level, and the oracles are exact (I). A1 and A5 hold for the averaged maps "
+        "(J-bar_{n,n} = I). A5 read per client (as printed) would need every client's inner "
+        "levels to agree, and then only the top level varies, P is linear in it and the fixed "
+        "point is stationary: the refutation is of the corollary under its own G-I, which "
+        "allow heterogeneous inner levels, not of a reading under which the inner levels are "
+        "shared. The limit of FedMSA is this fixed point (h_r = P(x_r) with exact maps, and "
+        "the local steps leave it unchanged), so Cor. D.1's E||grad f(x~)||^2 cannot go to 0."
+    ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "LinearCompositional.random", "n_clients": 2, "dims": [1, 1], "seed": 0,
-             "condition_number": 1.0, "jacobian_heterogeneity": 1.0,
-             "value_heterogeneity": 1.0, "hessian_heterogeneity": 0.0, "mu": 1.0,
-             "n_samples": 0, "matrix_noise": 0.0, "value_noise": 0.0},
-            {"seed": 0, "semantics": "paper"}),
+            {
+                "family": "LinearCompositional.random",
+                "n_clients": 2,
+                "dims": [1, 1],
+                "seed": 0,
+                "condition_number": 1.0,
+                "jacobian_heterogeneity": 1.0,
+                "value_heterogeneity": 1.0,
+                "hessian_heterogeneity": 0.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "matrix_noise": 0.0,
+                "value_noise": 0.0,
+            },
+            {"seed": 0, "semantics": "paper"},
+        ),
     ),
 )
 
 
 EXACT_SEMANTICS_FIXED_POINT_STATIONARY_PERTURBATION = Perturbation(
     name="exact semantics evaluates the paper's",
-    description=("The maps announce the 'exact' semantics (product of averaged Jacobians) "
-                 "but evaluate (11b)'s average of per-client products: the fixed point is "
-                 "biased by the Jacobian heterogeneity, exactly the error the correction "
-                 "removes."),
+    description=(
+        "The maps announce the 'exact' semantics (product of averaged Jacobians) "
+        "but evaluate (11b)'s average of per-client products: the fixed point is "
+        "biased by the Jacobian heterogeneity, exactly the error the correction "
+        "removes."
+    ),
     build=always_paper_semantics,
 )
 
@@ -191,8 +228,10 @@ EXACT_SEMANTICS_FIXED_POINT_STATIONARY = Claim(
     reference="derived here: (Fed-MCO)'s gradient, the product of server-averaged Jacobians",
     kind="exact_identity",
     about=ABOUT_RESULT,
-    statement=("with P = grad fbar^0(x) grad fbar^1(z^1) ... grad fbar^N(z^N), the fixed point "
-               "satisfies grad f(x_fp) = 0"),
+    statement=(
+        "with P = grad fbar^0(x) grad fbar^1(z^1) ... grad fbar^N(z^N), the fixed point "
+        "satisfies grad f(x_fp) = 0"
+    ),
     estimators=("fedmsa-mco",),
     strategy=mco_exact_semantics_fixed_point_stationary_cases,
     check=check_mco_fixed_point,

@@ -27,8 +27,9 @@ class FreshSampleAtOldPoint(BilevelMaps):
     """Eqs. (5)-(6) evaluate both points of a difference on one sample; here the second stacked
     point (the previous one) gets the next sample of the client's set instead."""
 
-    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
-                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         C = int(clients.shape[0]) // 2
         if C == 0 or batches[0] is None:
             return super().evaluate(oracles, x, Z, clients, batches)
@@ -44,8 +45,9 @@ class IndirectTermOnW(BilevelMaps):
     """(10b)'s indirect term ``grad^2_xw g v`` evaluated on the w-block of ``z = [w; v]``
     instead of the v-block (an off-by-one-block slice of the flat Z)."""
 
-    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
-                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         p, s = super().evaluate(oracles, x, Z, clients, batches)
         dy = oracles.problem.dim_y
         w, v = Z[:, :dy], Z[:, dy:]
@@ -61,8 +63,9 @@ class VEquationSignConvention(BilevelMaps):
     (10b) in eq. (2)'s: the paper uses both conventions (Sec. 2.2), and mixing them moves the
     fixed point to ``v = -v*``, so P there is not the hypergradient."""
 
-    def evaluate(self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor,
-                 batches: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(
+        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         p, s = super().evaluate(oracles, x, Z, clients, batches)
         dy = oracles.problem.dim_y
         _, fw = oracles.grad_outer(x, Z[:, :dy], clients, batches[0])
@@ -103,13 +106,19 @@ class FirstClientOnly:
 class OneClientGlobal(FedMSA):
     """The global step (5) uses client 0's maps only instead of the average over M clients."""
 
-    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
-                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
-                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_directions(
+        self,
+        ctx: Any,
+        points: torch.Tensor,
+        prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None,
+        q_prev: torch.Tensor | None,
+        rho: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         view: Any = FirstClientOnly(ctx, first_global=True)
-        return super().global_directions(view, points[:1],
-                                         None if prev is None else prev[:1], h_prev, q_prev,
-                                         rho)
+        return super().global_directions(
+            view, points[:1], None if prev is None else prev[:1], h_prev, q_prev, rho
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +142,7 @@ class ExtraLocalStep(FedMSA):
     def step(self, ctx: Any, state: Any) -> Any:
         if state.round == 0:
             return super().step(ctx, state)
-        return FedMSA.step(dataclasses.replace(self, local_steps=self.local_steps + 1), ctx,
-                           state)
+        return FedMSA.step(dataclasses.replace(self, local_steps=self.local_steps + 1), ctx, state)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,9 +97,15 @@ class WeightDecay(FedMSA):
 
     decay: float = 1e-2
 
-    def global_directions(self, ctx: Any, points: torch.Tensor, prev: torch.Tensor | None,
-                          h_prev: torch.Tensor | None, q_prev: torch.Tensor | None,
-                          rho: float) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_directions(
+        self,
+        ctx: Any,
+        points: torch.Tensor,
+        prev: torch.Tensor | None,
+        h_prev: torch.Tensor | None,
+        q_prev: torch.Tensor | None,
+        rho: float,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
         return h + self.decay * points[0, : h.shape[0]], q
 
@@ -114,17 +120,18 @@ def _rate_families(fast: bool, tau_zero: bool = False) -> st.SearchStrategy[Any]
     with kappa and the dimension; kappa <= 2 and dimensions <= 2 keep a case near half a
     second."""
     if fast:
-        return families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2,
-                        max_clients=3)
+        return families(tau_zero=tau_zero, max_dim=2, kappa=(1.0, 2.0), max_levels=2, max_clients=3)
     return families(tau_zero=tau_zero, max_dim=3, kappa=(1.0, 10.0), max_levels=3)
 
 
-def rate_cases(tau_zero: bool = False, with_K: bool = True,
-               round_budget: Mapping[str, int] | None = None) -> PerProfile:
+def rate_cases(
+    tau_zero: bool = False, with_K: bool = True, round_budget: Mapping[str, int] | None = None
+) -> PerProfile:
     """The rate claims' cases, per profile (smaller instances and ``K <= 2`` on fast): a seed,
     a momentum, the local steps ``K`` (``with_K``) and, given ``round_budget`` (per profile
     name), the case's budget of map evaluations, ``params["round_budget"]``, which the check
     refuses to exceed."""
+
     def on(profile: str) -> Callable[[], st.SearchStrategy[Case]]:
         fast = profile == "fast"
         fixed = {} if round_budget is None else {"round_budget": int(round_budget[profile])}
@@ -202,8 +209,15 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     grid = np.array([f * horizon for f in R_HORIZONS])
     if grid[-1] > R_ROUND_CAP:
         raise NotMeasurable(f"needs {grid[-1]} rounds of K = {K} (slow contraction)")
-    alg = build(make, problem, local_steps=K, momentum=case.params["momentum"],
-                outer_step_size=alpha, inner_step_size=beta, batch_size=None)
+    alg = build(
+        make,
+        problem,
+        local_steps=K,
+        momentum=case.params["momentum"],
+        outer_step_size=alpha,
+        inner_step_size=beta,
+        batch_size=None,
+    )
     x0 = start_point(problem, case.params["seed"])
     Z0 = alg.maps.initial(problem)[1]
     averaged = exact_run(alg, problem, x0, Z0, 1, case.params["seed"]).criteria(int(grid[-1]))
@@ -213,16 +227,37 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     fit = stats.fit_exponent(grid, values)
     local = (np.diff(np.log(values)) / np.diff(np.log(grid))).tolist()
     # exact values: no sampling interval (confidence 1); the local exponents are in details
-    result = Fit("exponent of E averaged criterion in R", fit.slope, fit.slope, fit.slope,
-                 -1.0, R_EXPONENT_TOL, 1.0)
+    result = Fit(
+        "exponent of E averaged criterion in R",
+        fit.slope,
+        fit.slope,
+        fit.slope,
+        -1.0,
+        R_EXPONENT_TOL,
+        1.0,
+    )
     passed = fit.slope <= -1.0 + R_EXPONENT_TOL
-    series = tuple(SeriesPoint("measured", "rounds R", int(r), float(v), 0, 2 * int(r))
-                   for r, v in zip(grid, values, strict=True))
-    return Measurement(fit.slope, -1.0 + R_EXPONENT_TOL, passed, "exact exponent <=",
-                       series=series, fit=result,
-                       details={"tau": tau, "K": K, "alpha": alpha, "beta": beta,
-                                "horizon": horizon, "local_exponents": local,
-                                "values": values.tolist()})
+    series = tuple(
+        SeriesPoint("measured", "rounds R", int(r), float(v), 0, 2 * int(r))
+        for r, v in zip(grid, values, strict=True)
+    )
+    return Measurement(
+        fit.slope,
+        -1.0 + R_EXPONENT_TOL,
+        passed,
+        "exact exponent <=",
+        series=series,
+        fit=result,
+        details={
+            "tau": tau,
+            "K": K,
+            "alpha": alpha,
+            "beta": beta,
+            "horizon": horizon,
+            "local_exponents": local,
+            "values": values.tolist(),
+        },
+    )
 
 
 def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -242,23 +277,50 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         raise NotMeasurable(f"R = {R} rounds for K up to {Ks[-1]}: over the budget")
     values = []
     for K in Ks:
-        alg = build(make, problem, local_steps=int(K), momentum=case.params["momentum"],
-                    outer_step_size=alpha, inner_step_size=beta, batch_size=None)
-        records = run(alg, problem, R, seed=case.params["seed"],
-                      state=alg.state_at(problem, start_point(problem, case.params["seed"])))
+        alg = build(
+            make,
+            problem,
+            local_steps=int(K),
+            momentum=case.params["momentum"],
+            outer_step_size=alpha,
+            inner_step_size=beta,
+            batch_size=None,
+        )
+        records = run(
+            alg,
+            problem,
+            R,
+            seed=case.params["seed"],
+            state=alg.state_at(problem, start_point(problem, case.params["seed"])),
+        )
         values.append(_averaged_criterion(problem, records)[-1])
     values_a = np.array(values)
     if values_a.min() <= 0:
         raise NotMeasurable("criterion reached exactly zero")
     fit = stats.fit_exponent(Ks, values_a)
-    result = Fit("exponent of the averaged criterion in K (tau = 0)", fit.slope, fit.ci_low,
-                 fit.ci_high, -0.5, K_EXPONENT_TOL, residual=fit.residual_max)
-    series = tuple(SeriesPoint("measured", "local steps K", int(k), float(v))
-                   for k, v in zip(Ks, values_a, strict=True))
+    result = Fit(
+        "exponent of the averaged criterion in K (tau = 0)",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        -0.5,
+        K_EXPONENT_TOL,
+        residual=fit.residual_max,
+    )
+    series = tuple(
+        SeriesPoint("measured", "local steps K", int(k), float(v))
+        for k, v in zip(Ks, values_a, strict=True)
+    )
     passed = fit.slope <= -0.5 + K_EXPONENT_TOL
-    return Measurement(fit.slope, -0.5 + K_EXPONENT_TOL, passed, "fitted exponent <=",
-                       series=series, fit=result,
-                       details={"R": R, "alpha": alpha, "beta": beta})
+    return Measurement(
+        fit.slope,
+        -0.5 + K_EXPONENT_TOL,
+        passed,
+        "fitted exponent <=",
+        series=series,
+        fit=result,
+        details={"R": R, "alpha": alpha, "beta": beta},
+    )
 
 
 # =============================================================================== rate in M
@@ -267,8 +329,9 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
 def replicated(problem: QuadraticBilevel, m: int) -> QuadraticBilevel:
     """``m`` copies of client 0 of ``problem``, its sample set included (iid clients: the same
     data distribution, independent draws)."""
-    arrays: dict[str, Any] = {k: np.repeat(v[:1], m, axis=0)
-                              for k, v in problem.to_arrays().items()}
+    arrays: dict[str, Any] = {
+        k: np.repeat(v[:1], m, axis=0) for k, v in problem.to_arrays().items()
+    }
     return QuadraticBilevel(**arrays, name=f"{problem.name}[0]x{m}")
 
 
@@ -290,8 +353,11 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     has the same means and the same per-client noise, so only the number of independent draws
     (5) averages changes."""
     problem = case.problem
-    K, rho, R = (int(M_RATE_SETUP["local_steps"]), float(M_RATE_SETUP["momentum"]),
-                 int(M_RATE_SETUP["rounds"]))
+    K, rho, R = (
+        int(M_RATE_SETUP["local_steps"]),
+        float(M_RATE_SETUP["momentum"]),
+        int(M_RATE_SETUP["rounds"]),
+    )
     one = replicated(problem, 1)
     alpha, beta = theorem31_steps(case)  # the case's problem is one client: client 0's steps
     x0, Z0 = fixed_point(one)
@@ -299,14 +365,26 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     values = []
     for m in grid:
         sub = replicated(problem, m)
-        alg = build(make, sub, local_steps=K, momentum=rho, outer_step_size=alpha,
-                    inner_step_size=beta, batch_size=1)
+        alg = build(
+            make,
+            sub,
+            local_steps=K,
+            momentum=rho,
+            outer_step_size=alpha,
+            inner_step_size=beta,
+            batch_size=1,
+        )
         exact = exact_run(alg, sub, x0, Z0, sub.n_samples, case.params["seed"], iid=True)
         values.append(exact.criteria(R)[-1])
-    return exponent_measurement("exponent of E criterion in M", grid, values,
-                                 THEORY_M_EXPONENT, THEORY_M_EXPONENT + EXPONENT_TOL,
-                                 {"K": K, "rho": rho, "R": R, "alpha": alpha, "beta": beta},
-                                 "clients M")
+    return exponent_measurement(
+        "exponent of E criterion in M",
+        grid,
+        values,
+        THEORY_M_EXPONENT,
+        THEORY_M_EXPONENT + EXPONENT_TOL,
+        {"K": K, "rho": rho, "R": R, "alpha": alpha, "beta": beta},
+        "clients M",
+    )
 
 
 def identical_clients(fast: bool) -> st.SearchStrategy[Case]:
@@ -317,17 +395,24 @@ def identical_clients(fast: bool) -> st.SearchStrategy[Case]:
     m_grid = M_GRIDS.fast if fast else M_GRIDS.thorough
     problem = st.builds(
         lambda dx, dy, kappa, seed, n: QuadraticBilevel.random(
-            1, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, n_samples=n,
-            gradient_noise=1.0),
-        st.integers(1, 1 if fast else 2), st.integers(1, 1 if fast else 2),
-        st.floats(1.0, 2.0), strategies.SEEDS, st.just(2) if fast else st.integers(2, 3))
-    return st.builds(lambda p, seed: Case(p, {"seed": seed, "m_grid": m_grid}), problem,
-                     strategies.SEEDS)
+            1, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, n_samples=n, gradient_noise=1.0
+        ),
+        st.integers(1, 1 if fast else 2),
+        st.integers(1, 1 if fast else 2),
+        st.floats(1.0, 2.0),
+        strategies.SEEDS,
+        st.just(2) if fast else st.integers(2, 3),
+    )
+    return st.builds(
+        lambda p, seed: Case(p, {"seed": seed, "m_grid": m_grid}), problem, strategies.SEEDS
+    )
 
 
 #: The cases of claim fedmsa.rate.M_stochastic, per profile.
-IDENTICAL_CLIENTS = PerProfile(functools.partial(identical_clients, fast=True),
-                               functools.partial(identical_clients, fast=False))
+IDENTICAL_CLIENTS = PerProfile(
+    functools.partial(identical_clients, fast=True),
+    functools.partial(identical_clients, fast=False),
+)
 
 
 # =============================================================================== rate in tau
@@ -360,15 +445,27 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     for p, tau in zip(problems, taus, strict=True):
         # alpha, beta = O(1/(tau K)) (Thm 3.1): the contracting pair at the smallest tau, scaled
         alpha, beta = alpha0 * taus[0] / tau, beta0 * taus[0] / tau
-        alg = build(make, p, local_steps=K, momentum=1.0 / R, outer_step_size=alpha,
-                    inner_step_size=beta, batch_size=1)
+        alg = build(
+            make,
+            p,
+            local_steps=K,
+            momentum=1.0 / R,
+            outer_step_size=alpha,
+            inner_step_size=beta,
+            batch_size=1,
+        )
         Z0 = fixed_point_Z(p, x0[None])[0]
-        exact = exact_run(alg, p, x0, Z0, p.n_samples, case.params["seed"],
-                          initial_batch=K * R)
+        exact = exact_run(alg, p, x0, Z0, p.n_samples, case.params["seed"], initial_batch=K * R)
         values.append(exact.criteria(R)[-1])
-    return exponent_measurement("exponent of E criterion in tau", taus, values, 1.0,
-                                 1.0 + EXPONENT_TOL, {"K": K, "R": R, "taus": taus},
-                                 "heterogeneity tau")
+    return exponent_measurement(
+        "exponent of E criterion in tau",
+        taus,
+        values,
+        1.0,
+        1.0 + EXPONENT_TOL,
+        {"K": K, "R": R, "taus": taus},
+        "heterogeneity tau",
+    )
 
 
 def tau_cases(fast: bool) -> st.SearchStrategy[Case]:
@@ -376,29 +473,44 @@ def tau_cases(fast: bool) -> st.SearchStrategy[Case]:
     per tau) of M (D + 1 + (2 M + 2 K)(n - 1)) two-step rounds."""
     problem = st.builds(
         lambda m, dx, dy, kappa, seed, n: QuadraticBilevel.random(
-            m, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, hessian_heterogeneity=0.1,
-            gradient_heterogeneity=0.0, n_samples=n, gradient_noise=0.05),
-        st.just(2) if fast else st.integers(2, 3), st.integers(1, 1 if fast else 2),
-        st.integers(1, 1 if fast else 2), st.floats(1.0, 2.0), strategies.SEEDS,
-        st.just(2) if fast else st.just(3))
+            m,
+            dx,
+            dy,
+            1.0 if dy == 1 else kappa,
+            seed=seed,
+            hessian_heterogeneity=0.1,
+            gradient_heterogeneity=0.0,
+            n_samples=n,
+            gradient_noise=0.05,
+        ),
+        st.just(2) if fast else st.integers(2, 3),
+        st.integers(1, 1 if fast else 2),
+        st.integers(1, 1 if fast else 2),
+        st.floats(1.0, 2.0),
+        strategies.SEEDS,
+        st.just(2) if fast else st.just(3),
+    )
     return st.builds(lambda p, seed: Case(p, {"seed": seed}), problem, strategies.SEEDS)
 
 
 #: The cases of claim fedmsa.rate.tau_stochastic, per profile.
-TAU_CASES = PerProfile(functools.partial(tau_cases, fast=True),
-                       functools.partial(tau_cases, fast=False))
+TAU_CASES = PerProfile(
+    functools.partial(tau_cases, fast=True), functools.partial(tau_cases, fast=False)
+)
 
 
 R_DETERMINISTIC_PERTURBATION = Perturbation(
     name="weight decay 0.01 left on",
-    description=("h_r + 0.01 x_r (an L2 regulariser, e.g. a training loop's default weight "
-                 "decay, applied to the hypergradient): the fixed point moves, the criterion "
-                 "keeps a floor f and its average stops decaying like 1/R. Any floor breaks "
-                 "O(1/R) as R -> infinity, but a finite horizon sees it only when f K R_max "
-                 "exceeds ~1% of the summed criterion S: on the fast cases decay 0.01 is "
-                 "resolved on 5 of 12 (those whose start is near the optimum), 0.1 on all "
-                 "12, a constant bias of 0.05 on 11 of 12 (R_max = 32 horizons; the former "
-                 "3-horizon run check needed a 0.5 bias)."),
+    description=(
+        "h_r + 0.01 x_r (an L2 regulariser, e.g. a training loop's default weight "
+        "decay, applied to the hypergradient): the fixed point moves, the criterion "
+        "keeps a floor f and its average stops decaying like 1/R. Any floor breaks "
+        "O(1/R) as R -> infinity, but a finite horizon sees it only when f K R_max "
+        "exceeds ~1% of the summed criterion S: on the fast cases decay 0.01 is "
+        "resolved on 5 of 12 (those whose start is near the optimum), 0.1 on all "
+        "12, a constant bias of 0.05 on 11 of 12 (R_max = 32 horizons; the former "
+        "3-horizon run check needed a 0.5 bias)."
+    ),
     build=weight_decay,
 )
 
@@ -406,13 +518,17 @@ R_DETERMINISTIC_PERTURBATION = Perturbation(
 R_DETERMINISTIC = Claim(
     id="fedmsa.rate.R_deterministic",
     paper="FedMSA",
-    reference=("Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
-               "Sec. 3, Table 1"),
+    reference=(
+        "Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
+        "Sec. 3, Table 1"
+    ),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
-               "O(1/R), E over the local client of every round and the output index: exact "
-               "exponent in R <= -1 + 0.02"),
+    statement=(
+        "sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
+        "O(1/R), E over the local client of every round and the output index: exact "
+        "exponent in R <= -1 + 0.02"
+    ),
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=rate_cases(),
     check=check_rate_R,
@@ -423,23 +539,27 @@ R_DETERMINISTIC = Claim(
     ),
     max_examples=PerProfile(4, 20),
     shrink=False,
-    notes=("The paper states O(1/R); on these strongly monotone instances the last iterate "
-           "converges linearly in expectation, so the output-rule average decays exactly like "
-           "1/R. Exact expectation over the local client (not one seeded client sequence): the "
-           "round of the registered algorithm with exact maps is identified as an affine map per "
-           "local client and the state's mean and covariance propagated as a mixture "
-           "(theory_checks.fedmsa.common.exact_run). R in (4, 8, 16, 32) contraction horizons of "
-           "centralised MSA with the capped steps."),
+    notes=(
+        "The paper states O(1/R); on these strongly monotone instances the last iterate "
+        "converges linearly in expectation, so the output-rule average decays exactly like "
+        "1/R. Exact expectation over the local client (not one seeded client sequence): the "
+        "round of the registered algorithm with exact maps is identified as an affine map per "
+        "local client and the state's mean and covariance propagated as a mixture "
+        "(theory_checks.fedmsa.common.exact_run). R in (4, 8, 16, 32) contraction horizons of "
+        "centralised MSA with the capped steps."
+    ),
     perturbation=R_DETERMINISTIC_PERTURBATION,
 )
 
 
 K_AT_TAU_ZERO_PERTURBATION = Perturbation(
     name="local loop stops after one step",
-    description=("The local phase runs one step whatever K (a loop bound that stops after k "
-                 "= 1): at tau = 0 the criterion at fixed R no longer depends on K (exponent "
-                 "0 instead of about -1). An off-by-one (K - 1 or K + 1 steps) keeps the "
-                 "K-scaling and does not matter to the claim."),
+    description=(
+        "The local phase runs one step whatever K (a loop bound that stops after k "
+        "= 1): at tau = 0 the criterion at fixed R no longer depends on K (exponent "
+        "0 instead of about -1). An off-by-one (K - 1 or K + 1 steps) keeps the "
+        "K-scaling and does not matter to the claim."
+    ),
     build=ignores_k,
 )
 
@@ -450,8 +570,10 @@ K_AT_TAU_ZERO = Claim(
     reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (Sec. 3)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
-               "exponent in K <= -1/2 + 0.1"),
+    statement=(
+        "tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
+        "exponent in K <= -1/2 + 0.1"
+    ),
     estimators=("fedmsa", "fedmsa-mco"),
     # Why a budget of 400 map evaluations on fast: one FedMSA round with K local steps costs (1 +
     # K) batched map evaluations of ~5 ms each (six autodiff passes through Oracles), and the fast
@@ -467,23 +589,27 @@ K_AT_TAU_ZERO = Claim(
         THEOREM31_STEPS,
     ),
     shrink=False,
-    notes=("Measured exponent is close to -1: at tau = 0 FedMSA is centralised MSA with 1 + "
-           "(R-1)K steps (claim fedmsa.tau_zero.equals_centralised_msa). Deterministic: exact "
-           "maps, and at tau = 0 the local client does not change the iterates, so the seeded "
-           "run is the expectation of Theorem 3.1's criterion. Why 0.1: the 3-point grid of a "
-           "deterministic curve bends by the partial geometric sums."),
+    notes=(
+        "Measured exponent is close to -1: at tau = 0 FedMSA is centralised MSA with 1 + "
+        "(R-1)K steps (claim fedmsa.tau_zero.equals_centralised_msa). Deterministic: exact "
+        "maps, and at tau = 0 the local client does not change the iterates, so the seeded "
+        "run is the expectation of Theorem 3.1's criterion. Why 0.1: the 3-point grid of a "
+        "deterministic curve bends by the partial geometric sums."
+    ),
     perturbation=K_AT_TAU_ZERO_PERTURBATION,
 )
 
 
 M_STOCHASTIC_PERTURBATION = Perturbation(
     name="global step on one client",
-    description=("Eq. (5) takes client 0's maps instead of the average over the M clients "
-                 "(the local phase's one-client rule applied to the global step): the noise "
-                 "no longer averages over M, the exponent goes from -1 to 0. The check "
-                 "resolves only changes of the exponent (a bug that keeps the noise ~ 1/M, "
-                 "e.g. averaging over half the clients, does not matter to the claim and is "
-                 "not caught)."),
+    description=(
+        "Eq. (5) takes client 0's maps instead of the average over the M clients "
+        "(the local phase's one-client rule applied to the global step): the noise "
+        "no longer averages over M, the exponent goes from -1 to 0. The check "
+        "resolves only changes of the exponent (a bug that keeps the noise ~ 1/M, "
+        "e.g. averaging over half the clients, does not matter to the claim and is "
+        "not caught)."
+    ),
     build=one_client_global,
     max_examples=1,
 )
@@ -492,13 +618,14 @@ M_STOCHASTIC_PERTURBATION = Perturbation(
 M_STOCHASTIC = Claim(
     id="fedmsa.rate.M_stochastic",
     paper="FedMSA",
-    reference=("Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}; notes "
-               "3.9-3.11, 5.3"),
+    reference="Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("noise-dominated (start at the fixed point), M iid clients (tau = 0, one sigma): "
-               "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
-               "exponent <= -2/3 + 0.1"),
+    statement=(
+        "noise-dominated (start at the fixed point), M iid clients (tau = 0, one sigma): "
+        "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
+        "exponent <= -2/3 + 0.1"
+    ),
     estimators=("fedmsa",),
     strategy=IDENTICAL_CLIENTS,
     check=check_rate_M,
@@ -509,27 +636,31 @@ M_STOCHASTIC = Claim(
     ),
     max_examples=PerProfile(1, 6),
     shrink=False,
-    notes=("M in {1, 2, 4} (thorough {1, 2, 4, 8}) copies of one client, its sample set included "
-           "(iid clients: tau = 0, the same sigma for every M; gradient noise 1), K = 1, rho = "
-           "1/2, R = 6, batch 1, steps inside Lemmas B.1-B.2 (constants.theorem31_steps). Only "
-           "the global step (5) averages over M, so the exact exponent is -1 (the sigma^2/(MKR) "
-           "form): the linear speedup the paper claims. Exact expectations (module docstring): "
-           "each round of the registered algorithm is identified as an affine map of the state "
-           "plus one term per minibatch slot, in a context that fixes the local client and every "
-           "slot's sample, and validated on a random round to 1e-8; mean and covariance then "
-           "propagate exactly (a mixture over the local client), so the verdict is a float64 "
-           "computation with no sampling error."),
+    notes=(
+        "M in {1, 2, 4} (thorough {1, 2, 4, 8}) copies of one client, its sample set included "
+        "(iid clients: tau = 0, the same sigma for every M; gradient noise 1), K = 1, rho = "
+        "1/2, R = 6, batch 1, steps inside Lemmas B.1-B.2 (constants.theorem31_steps). Only "
+        "the global step (5) averages over M, so the exact exponent is -1 (the sigma^2/(MKR) "
+        "form): the linear speedup the paper claims. Exact expectations (module docstring): "
+        "each round of the registered algorithm is identified as an affine map of the state "
+        "plus one term per minibatch slot, in a context that fixes the local client and every "
+        "slot's sample, and validated on a random round to 1e-8; mean and covariance then "
+        "propagate exactly (a mixture over the local client), so the verdict is a float64 "
+        "computation with no sampling error."
+    ),
     perturbation=M_STOCHASTIC_PERTURBATION,
 )
 
 
 TAU_STOCHASTIC_PERTURBATION = Perturbation(
     name="global step on one client",
-    description=("Eq. (5) takes client 0's maps instead of the average over the M clients: "
-                 "the algorithm is pulled to client 0's fixed point, whose distance to the "
-                 "true one grows with the heterogeneity, so the criterion at fixed R grows "
-                 "faster than linearly in tau. Slow: ~6 s on one core with its replay (three "
-                 "identifications of two-step rounds)."),
+    description=(
+        "Eq. (5) takes client 0's maps instead of the average over the M clients: "
+        "the algorithm is pulled to client 0's fixed point, whose distance to the "
+        "true one grows with the heterogeneity, so the criterion at fixed R grows "
+        "faster than linearly in tau. Slow: ~6 s on one core with its replay (three "
+        "identifications of two-step rounds)."
+    ),
     build=one_client_global,
     max_examples=1,
     slow=True,
@@ -542,10 +673,12 @@ TAU_STOCHASTIC = Claim(
     reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
-               "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "
-               "0.2, 0.4}: exact exponent <= 1 + 0.1 (an upper bound only: it does not show that "
-               "the tau/R growth is attained)"),
+    statement=(
+        "stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
+        "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "
+        "0.2, 0.4}: exact exponent <= 1 + 0.1 (an upper bound only: it does not show that "
+        "the tau/R growth is attained)"
+    ),
     estimators=("fedmsa",),
     strategy=TAU_CASES,
     check=check_rate_tau,
@@ -556,20 +689,22 @@ TAU_STOCHASTIC = Claim(
     ),
     max_examples=PerProfile(1, 6),
     shrink=False,
-    notes=("What it decides: the theorem's bound grows like tau/R, so at fixed R the criterion "
-           "may grow at most linearly in tau; the measured exponent (0.2-0.3 before, by Monte "
-           "Carlo: 0.23 [-0.06, 0.51]) is far below 1, and R = 8 is too short for the tau/R term "
-           "to dominate, so the check is an upper bound on the growth, not a measurement of the "
-           "tau/R law. One instance per case rebuilt with hessian_heterogeneity in {0.1, 0.2, "
-           "0.4} (same seed, so the clients' Jacobian deviations scale together; tau measured by "
-           "heterogeneity_tau), value heterogeneity 0, gradient noise 0.05, K = 2, R = 8, rho = "
-           "1/R, b_0 = KR; alpha, beta = the contracting pair at the smallest tau times tau_min "
-           "/ tau; start x0 seeded, Z0 = Z*(x0). Exact expectations (module docstring): each "
-           "round of the registered algorithm is identified as an affine map of the state plus "
-           "one term per minibatch slot, in a context that fixes the local client and every "
-           "slot's sample, and validated on a random round to 1e-8; mean and covariance then "
-           "propagate exactly (a mixture over the local client), so the verdict is a float64 "
-           "computation with no sampling error."),
+    notes=(
+        "What it decides: the theorem's bound grows like tau/R, so at fixed R the criterion "
+        "may grow at most linearly in tau; the measured exponent (0.2-0.3 before, by Monte "
+        "Carlo: 0.23 [-0.06, 0.51]) is far below 1, and R = 8 is too short for the tau/R term "
+        "to dominate, so the check is an upper bound on the growth, not a measurement of the "
+        "tau/R law. One instance per case rebuilt with hessian_heterogeneity in {0.1, 0.2, "
+        "0.4} (same seed, so the clients' Jacobian deviations scale together; tau measured by "
+        "heterogeneity_tau), value heterogeneity 0, gradient noise 0.05, K = 2, R = 8, rho = "
+        "1/R, b_0 = KR; alpha, beta = the contracting pair at the smallest tau times tau_min "
+        "/ tau; start x0 seeded, Z0 = Z*(x0). Exact expectations (module docstring): each "
+        "round of the registered algorithm is identified as an affine map of the state plus "
+        "one term per minibatch slot, in a context that fixes the local client and every "
+        "slot's sample, and validated on a random round to 1e-8; mean and covariance then "
+        "propagate exactly (a mixture over the local client), so the verdict is a float64 "
+        "computation with no sampling error."
+    ),
     perturbation=TAU_STOCHASTIC_PERTURBATION,
 )
 

@@ -72,10 +72,23 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     problem = case.problem
     m = problem.n_clients
     alpha, beta = theorem31_steps(case)
-    alg = build(make, problem, local_steps=3, momentum=0.5, outer_step_size=alpha,
-                inner_step_size=beta, batch_size=None, participation=None)
-    start = run(alg, problem, 1, seed=case.params["seed"],
-                state=alg.state_at(problem, start_point(problem, case.params["seed"])))[-1].state
+    alg = build(
+        make,
+        problem,
+        local_steps=3,
+        momentum=0.5,
+        outer_step_size=alpha,
+        inner_step_size=beta,
+        batch_size=None,
+        participation=None,
+    )
+    start = run(
+        alg,
+        problem,
+        1,
+        seed=case.params["seed"],
+        state=alg.state_at(problem, start_point(problem, case.params["seed"])),
+    )[-1].state
 
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
         ctx = fixed_clients_context(problem, np.random.default_rng(0), torch.tensor(subset))
@@ -83,8 +96,9 @@ def check_participation(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         return torch.cat([new.x, new.Z])
 
     # the server averages fixed per-client models (exact maps, same start)
-    return sampling_exponent_measurement(m, outcome, "Var[(x_2, Z_2)]",
-                                         "clients' local phases agree: no sampling variance")
+    return sampling_exponent_measurement(
+        m, outcome, "Var[(x_2, Z_2)]", "clients' local phases agree: no sampling variance"
+    )
 
 
 def heterogeneous_four() -> st.SearchStrategy[Case]:
@@ -92,18 +106,32 @@ def heterogeneous_four() -> st.SearchStrategy[Case]:
     families = st.sampled_from([QuadraticBilevel.random, QuadraticMinimax.random])
     problem = st.builds(
         lambda family, dx, dy, kappa, hh, gh, seed: family(
-            4, dx, dy, 1.0 if dy == 1 else kappa, seed=seed, hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh),
-        families, st.integers(1, 2), st.integers(1, 2), st.floats(1.0, 2.0),
-        st.floats(0.1, 0.5), st.floats(0.0, 2.0), strategies.SEEDS)
+            4,
+            dx,
+            dy,
+            1.0 if dy == 1 else kappa,
+            seed=seed,
+            hessian_heterogeneity=hh,
+            gradient_heterogeneity=gh,
+        ),
+        families,
+        st.integers(1, 2),
+        st.integers(1, 2),
+        st.floats(1.0, 2.0),
+        st.floats(0.1, 0.5),
+        st.floats(0.0, 2.0),
+        strategies.SEEDS,
+    )
     return st.builds(lambda p, seed: Case(p, {"seed": seed}), problem, strategies.SEEDS)
 
 
 PARTICIPATION_PERTURBATION = Perturbation(
     name="adopt the first sampled client",
-    description=("The server adopts the first of the S sampled clients' models instead of "
-                 "their average (Algorithm 1 line 12's one-client rule kept for S > 1): the "
-                 "variance stops shrinking like (M-S)/(S(M-1))."),
+    description=(
+        "The server adopts the first of the S sampled clients' models instead of "
+        "their average (Algorithm 1 line 12's one-client rule kept for S > 1): the "
+        "variance stops shrinking like (M-S)/(S(M-1))."
+    ),
     build=adopt_first,
     max_examples=3,
 )
@@ -112,13 +140,17 @@ PARTICIPATION_PERTURBATION = Perturbation(
 PARTICIPATION = Claim(
     id="fedmsa.scaling.participation",
     paper="FedMSA",
-    reference=("not stated in the paper (theory: one client; Conclusion: generalised variant "
-               "(Sec. 6) with S clients averaged); derived here"),
+    reference=(
+        "not stated in the paper (theory: one client; Conclusion: generalised variant "
+        "(Sec. 6) with S clients averaged); derived here"
+    ),
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("Var over uniformly sampled S-subsets of the server point after a round of the "
-               "generalised variant (exact maps) is proportional to (M-S)/(S(M-1)): fitted "
-               "exponent 1 (0.02)"),
+    statement=(
+        "Var over uniformly sampled S-subsets of the server point after a round of the "
+        "generalised variant (exact maps) is proportional to (M-S)/(S(M-1)): fitted "
+        "exponent 1 (0.02)"
+    ),
     estimators=("fedmsa",),
     strategy=heterogeneous_four,
     check=check_participation,
@@ -129,13 +161,13 @@ PARTICIPATION = Claim(
     ),
     max_examples=PerProfile(3, None),
     shrink=False,
-    notes=("Deterministic: every S-subset is enumerated (exact variance, no sampling). The paper "
-           "states no exponent in S; this records the measured one. Round 0 (K = 1, same for "
-           "every client) then round 1 with K = 3 on every subset of M = 4 clients."),
+    notes=(
+        "Deterministic: every S-subset is enumerated (exact variance, no sampling). The paper "
+        "states no exponent in S; this records the measured one. Round 0 (K = 1, same for "
+        "every client) then round 1 with K = 3 on every subset of M = 4 clients."
+    ),
     perturbation=PARTICIPATION_PERTURBATION,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    PARTICIPATION,
-)
+CLAIMS: tuple[Claim, ...] = (PARTICIPATION,)

@@ -50,8 +50,9 @@ from theory_checks.fedmsa.perturbations import extra_local_step
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
-def _centralised(problem: Any, x0: torch.Tensor, Z0: torch.Tensor, alpha: float, beta: float,
-                 steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _centralised(
+    problem: Any, x0: torch.Tensor, Z0: torch.Tensor, alpha: float, beta: float, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Centralised single-timescale MSA ``u_{t+1} = u_t - (alpha P, beta S)(u_t)``; iterates."""
     xs, Zs = [x0], [Z0]
     for _ in range(steps):
@@ -68,8 +69,15 @@ def check_tau_zero(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
         raise NotMeasurable("clients' Jacobians differ (tau > 0)")
     K, R = case.params["local_steps"], 4
     alpha, beta, _ = single_timescale_step(problem)
-    alg = build(make, problem, local_steps=K, momentum=case.params["momentum"],
-                outer_step_size=alpha, inner_step_size=beta, batch_size=None)
+    alg = build(
+        make,
+        problem,
+        local_steps=K,
+        momentum=case.params["momentum"],
+        outer_step_size=alpha,
+        inner_step_size=beta,
+        batch_size=None,
+    )
     state = alg.state_at(problem, start_point(problem, case.params["seed"]))
     records = run(alg, problem, R, seed=case.params["seed"], state=state)
     xs, Zs = _centralised(problem, state.x, state.Z, alpha, beta, 1 + (R - 1) * K)
@@ -79,23 +87,33 @@ def check_tau_zero(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
         t = 1 + (rec.iteration - 1) * K
         gap = float((rec.state.x - xs[t]).norm() + (rec.state.Z - Zs[t]).norm()) / scale
         worst = max(worst, gap)
-        series.append(SeriesPoint("measured", "round", rec.iteration, gap, 0,
-                                  rec.calls.comm_rounds))
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative gap <=",
-                       series=tuple(series), details={"K": K, "alpha": alpha, "beta": beta})
+        series.append(
+            SeriesPoint("measured", "round", rec.iteration, gap, 0, rec.calls.comm_rounds)
+        )
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative gap <=",
+        series=tuple(series),
+        details={"K": K, "alpha": alpha, "beta": beta},
+    )
 
 
 # Cases of claim fedmsa.tau_zero.equals_centralised_msa
-tau_zero_equals_centralised_msa_cases = cases_of(families(tau_zero=True), momentum=MOMENTA,
-                                                 local_steps=st.integers(1, 4))
+tau_zero_equals_centralised_msa_cases = cases_of(
+    families(tau_zero=True), momentum=MOMENTA, local_steps=st.integers(1, 4)
+)
 
 
 EQUALS_CENTRALISED_MSA_PERTURBATION = Perturbation(
     name="one local step too many",
-    description=("The local loop runs K + 1 steps in rounds r >= 1 (an off-by-one loop "
-                 "bound): the server point after round r is centralised MSA after 1 + (r - "
-                 "1)(K + 1) steps, not 1 + (r - 1) K; the identity (1e-10) sees one extra "
-                 "step of size alpha ||P||."),
+    description=(
+        "The local loop runs K + 1 steps in rounds r >= 1 (an off-by-one loop "
+        "bound): the server point after round r is centralised MSA after 1 + (r - "
+        "1)(K + 1) steps, not 1 + (r - 1) K; the identity (1e-10) sees one extra "
+        "step of size alpha ||P||."
+    ),
     build=extra_local_step,
 )
 
@@ -106,18 +124,16 @@ EQUALS_CENTRALISED_MSA = Claim(
     reference="derived from eqs. (5)-(6) and Algorithm 1; tau = 0 regime of Theorem 3.1",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("tau = 0 and sigma = 0: FedMSA's server point after round r equals centralised "
-               "single-timescale MSA after 1 + (r - 1) K steps"),
+    statement=(
+        "tau = 0 and sigma = 0: FedMSA's server point after round r equals centralised "
+        "single-timescale MSA after 1 + (r - 1) K steps"
+    ),
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=tau_zero_equals_centralised_msa_cases,
     check=check_tau_zero,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=EQUALS_CENTRALISED_MSA_PERTURBATION,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    EQUALS_CENTRALISED_MSA,
-)
+CLAIMS: tuple[Claim, ...] = (EQUALS_CENTRALISED_MSA,)

@@ -90,8 +90,16 @@ from theory_checks.fednest import (
 )
 
 CLAIMS: tuple[Claim, ...] = (
-    lemma22.CLAIMS + ihgp.CLAIMS + fedinn.CLAIMS + fedavg.CLAIMS + minimax.CLAIMS
-    + compositional.CLAIMS + rounds.CLAIMS + thm31.CLAIMS + cor32.CLAIMS + cor33.CLAIMS
+    lemma22.CLAIMS
+    + ihgp.CLAIMS
+    + fedinn.CLAIMS
+    + fedavg.CLAIMS
+    + minimax.CLAIMS
+    + compositional.CLAIMS
+    + rounds.CLAIMS
+    + thm31.CLAIMS
+    + cor32.CLAIMS
+    + cor33.CLAIMS
     + lfednest.CLAIMS
 )
 

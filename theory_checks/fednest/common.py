@@ -68,7 +68,6 @@ def client_matrices(problem: Any, x: torch.Tensor, y: torch.Tensor) -> dict[str,
     return {"H": 0.5 * (H + H.transpose(1, 2)), "J": J, "gx": gx, "gy": gy}
 
 
-
 def client_taus(local_steps: Any, m: int) -> torch.Tensor:
     """The local-step counts ``tau_i`` of ``m`` clients: ``local_steps`` for each when it is one
     number, else the given per-client counts."""
@@ -77,8 +76,9 @@ def client_taus(local_steps: Any, m: int) -> torch.Tensor:
     return torch.as_tensor(local_steps)
 
 
-def expected_ihgp(estimator: Any, problem: Any, x: torch.Tensor,
-                  y: torch.Tensor) -> tuple[torch.Tensor, float, Any]:
+def expected_ihgp(
+    estimator: Any, problem: Any, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, float, Any]:
     """``E[p]`` and ``E||p||^2`` over ``N'`` (exact finite sum; full participation)."""
     ctx = FederatedContext(problem, np.random.default_rng(0))
     result = estimator.ihgp(ctx, x, y, truncation_index=estimator.neumann_terms - 1)
@@ -95,8 +95,9 @@ def fedihgp(make: Callable[..., Any], terms: int, lam: float, **kw: Any) -> Any:
     return make(inner_steps=0, neumann_terms=terms, neumann_step_size=lam, **kw)
 
 
-def measured_map(update: Callable[[torch.Tensor], torch.Tensor], center: torch.Tensor
-                 ) -> tuple[torch.Tensor, torch.Tensor]:
+def measured_map(
+    update: Callable[[torch.Tensor], torch.Tensor], center: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(update(center) - center, columns update(center + e_j) - update(center))``."""
     base = update(center)
     eye = torch.eye(center.shape[0], dtype=torch.float64)
@@ -117,30 +118,44 @@ def outer_minimizer(problem: Any) -> torch.Tensor:
 # ====================================================================================== strategies
 
 
-def case_builder(problems: st.SearchStrategy[Any], **params: st.SearchStrategy[Any]
-                 ) -> Callable[[], st.SearchStrategy[Case]]:
+def case_builder(
+    problems: st.SearchStrategy[Any], **params: st.SearchStrategy[Any]
+) -> Callable[[], st.SearchStrategy[Case]]:
     """A claim's strategy: cases of ``problems`` with a drawn ``point_seed`` and the drawn
     ``params``."""
+
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
             lambda problem, seed, values: Case(problem, {"point_seed": seed, **values}),
-            problems, strategies.SEEDS, st.fixed_dictionaries(params))
+            problems,
+            strategies.SEEDS,
+            st.fixed_dictionaries(params),
+        )
 
     return build
 
 
-def bilevel_problems(max_clients: int = 6, max_dim: int = 4,
-                     kappa: tuple[float, float] = (1.0, 30.0),
-                     min_dim_y: int = 1) -> st.SearchStrategy[Any]:
+def bilevel_problems(
+    max_clients: int = 6,
+    max_dim: int = 4,
+    kappa: tuple[float, float] = (1.0, 30.0),
+    min_dim_y: int = 1,
+) -> st.SearchStrategy[Any]:
     """Quadratic bilevel problems of :func:`problems.strategies.quadratic_bilevel`."""
-    return strategies.quadratic_bilevel(max_clients=max_clients, max_dim=max_dim, kappa=kappa,
-                                        min_dim_y=min_dim_y)
+    return strategies.quadratic_bilevel(
+        max_clients=max_clients, max_dim=max_dim, kappa=kappa, min_dim_y=min_dim_y
+    )
 
 
 @st.composite
-def heterogeneous_bilevel(draw: st.DrawFn, min_hessian: float = 0.2, max_hessian: float = 0.9,
-                          max_dim: int = 4, kappa_max: float = 20.0,
-                          clients: tuple[int, int] = (2, 6)) -> QuadraticBilevel:
+def heterogeneous_bilevel(
+    draw: st.DrawFn,
+    min_hessian: float = 0.2,
+    max_hessian: float = 0.9,
+    max_dim: int = 4,
+    kappa_max: float = 20.0,
+    clients: tuple[int, int] = (2, 6),
+) -> QuadraticBilevel:
     """Bilevel problems with several clients, Hessian heterogeneity >= min_hessian and
     gradient heterogeneity >= 0.5."""
     dim_x = draw(st.integers(1, max_dim))
@@ -149,25 +164,33 @@ def heterogeneous_bilevel(draw: st.DrawFn, min_hessian: float = 0.2, max_hessian
     kappa = 1.0 if dim_y == 1 else draw(st.floats(1.0, kappa_max))
     hh = draw(st.floats(min_hessian, max_hessian))
     gh = draw(st.floats(0.5, 3.0))
-    return QuadraticBilevel.random(n_clients, dim_x, dim_y, kappa, seed=draw(strategies.SEEDS),
-                                   hessian_heterogeneity=hh, gradient_heterogeneity=gh)
+    return QuadraticBilevel.random(
+        n_clients,
+        dim_x,
+        dim_y,
+        kappa,
+        seed=draw(strategies.SEEDS),
+        hessian_heterogeneity=hh,
+        gradient_heterogeneity=gh,
+    )
 
 
 @st.composite
-def per_client_taus(draw: st.DrawFn, problem: Any, low: int = 1, high: int = 4
-                    ) -> tuple[int, ...]:
+def per_client_taus(draw: st.DrawFn, problem: Any, low: int = 1, high: int = 4) -> tuple[int, ...]:
     """A number of local steps in ``[low, high]`` for each client of ``problem``."""
     return tuple(draw(st.integers(low, high)) for _ in range(problem.n_clients))
 
 
-def closed_form_problems(max_clients: int = 6, max_dim: int = 4,
-                         kappa: tuple[float, float] = (1.0, 30.0)) -> st.SearchStrategy[Any]:
+def closed_form_problems(
+    max_clients: int = 6, max_dim: int = 4, kappa: tuple[float, float] = (1.0, 30.0)
+) -> st.SearchStrategy[Any]:
     """Every closed-form family: bilevel, minimax, one-level compositional."""
     return st.one_of(
         bilevel_problems(max_clients, max_dim, kappa),
         strategies.quadratic_minimax(max_clients=max_clients, max_dim=max_dim, kappa=kappa),
-        strategies.linear_compositional(max_clients=max_clients, min_levels=1, max_levels=1,
-                                        max_dim=max_dim),
+        strategies.linear_compositional(
+            max_clients=max_clients, min_levels=1, max_levels=1, max_dim=max_dim
+        ),
     )
 
 
@@ -232,10 +255,14 @@ FIRST_LOOK = 16
 HORIZON_DESIGNS = PerProfile(fast=(4, 2, 10**9), thorough=(16, 10**9, 16000))
 
 
-def sequential_test(quantity: str, draw: Callable[[int], float], looks: list[int],
-                    rate: float, high: float,
-                    evidence: Callable[[list[float]], Evidence] = batch_evidence,
-                    ) -> tuple[StatTest, list[float]]:
+def sequential_test(
+    quantity: str,
+    draw: Callable[[int], float],
+    looks: list[int],
+    rate: float,
+    high: float,
+    evidence: Callable[[list[float]], Evidence] = batch_evidence,
+) -> tuple[StatTest, list[float]]:
     """Draw independent replicates ``draw(r)`` up to each size in ``looks`` and stop at the
     first look whose interval (``evidence`` of the replicates so far, by default the Student-t
     interval of their mean, :func:`batch_evidence`, at ``rate / len(looks)``) is decided against
@@ -258,9 +285,11 @@ def _neumann_for_horizon(problem: Any, x_star: torch.Tensor, K: int, target: flo
     ``b_N^2`` (corrected constant of Lemma 2.2, eq. (15), at ``x*``) is at most
     ``target / sqrt(K)``, so the ``b^2`` term of Thm 3.1 decays like the ``K^{-1/2}`` term."""
     view = client_matrices(problem, x_star, problem.exact_inner_solution(x_star))
-    params = {"cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
-              "grad_y_norm": float(view["gy"].mean(0).norm()),
-              "neumann_step_size": 1.0 / fednest_constants(problem).l_g1}
+    params = {
+        "cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
+        "grad_y_norm": float(view["gy"].mean(0).norm()),
+        "neumann_step_size": 1.0 / fednest_constants(problem).l_g1,
+    }
     constants = problem.constants()
     for terms in range(1, 200):
         if floor_bound(constants, {**params, "neumann_terms": terms}) <= target / math.sqrt(K):
@@ -268,23 +297,41 @@ def _neumann_for_horizon(problem: Any, x_star: torch.Tensor, K: int, target: flo
     raise NotMeasurable("no N <= 200 brings the bias floor under the target")
 
 
-def _rate_algorithm(make: Callable[..., Any], problem: Any, alpha: float, beta: float,
-                    terms: int, batch_size: int | None) -> Any:
+def _rate_algorithm(
+    make: Callable[..., Any],
+    problem: Any,
+    alpha: float,
+    beta: float,
+    terms: int,
+    batch_size: int | None,
+) -> Any:
     """FedNest with T = 1, tau = 1 and the given steps; FedIHGP's ``l`` is A1's ``l_{g,1}``
     (:mod:`theory_checks.fednest.constants`)."""
-    kw: dict[str, Any] = {"inner_steps": 1, "local_steps": 1, "inner_step_size": beta,
-                          "outer_step_size": alpha, "batch_size": batch_size}
+    kw: dict[str, Any] = {
+        "inner_steps": 1,
+        "local_steps": 1,
+        "inner_step_size": beta,
+        "outer_step_size": alpha,
+        "batch_size": batch_size,
+    }
     if problem.kind != "minimax":
         kw.update(neumann_terms=terms, neumann_step_size=1.0 / fednest_constants(problem).l_g1)
     return make(**kw)
 
 
-def _exact_map_radius(make: Callable[..., Any], problem: Any, x_star: torch.Tensor,
-                      alpha: float, beta: float, terms: int) -> float:
+def _exact_map_radius(
+    make: Callable[..., Any],
+    problem: Any,
+    x_star: torch.Tensor,
+    alpha: float,
+    beta: float,
+    terms: int,
+) -> float:
     """Spectral radius of one exact-oracle FedNest iteration (deterministic truncation), an
     affine map of ``z = (x, y)`` read off column by column at ``(x*, y*(x*))``."""
-    algorithm = dataclasses.replace(_rate_algorithm(make, problem, alpha, beta, terms, None),
-                                    truncation="deterministic")
+    algorithm = dataclasses.replace(
+        _rate_algorithm(make, problem, alpha, beta, terms, None), truncation="deterministic"
+    )
     start = algorithm.init(problem)
     dx = problem.dim_x
 
@@ -297,8 +344,9 @@ def _exact_map_radius(make: Callable[..., Any], problem: Any, x_star: torch.Tens
     return float(torch.linalg.eigvals(G).abs().max())
 
 
-def _stable_outer_step(make: Callable[..., Any], problem: Any, x_star: torch.Tensor,
-                       terms: int) -> tuple[float, float]:
+def _stable_outer_step(
+    make: Callable[..., Any], problem: Any, x_star: torch.Tensor, terms: int
+) -> tuple[float, float]:
     """``alpha_1`` (Thm 3.1's cap) and the exact-oracle map's spectral radius there (>= 1 when
     no step contracts).
 
@@ -316,8 +364,14 @@ def _stable_outer_step(make: Callable[..., Any], problem: Any, x_star: torch.Ten
     return alpha, rho  # rho >= 1: no step down to 1/(64 L_h) contracts (the check fails)
 
 
-def _first_horizon(make: Callable[..., Any], problem: Any, x_star: torch.Tensor,
-                   alpha: float, beta: float, terms: int) -> tuple[int, float]:
+def _first_horizon(
+    make: Callable[..., Any],
+    problem: Any,
+    x_star: torch.Tensor,
+    alpha: float,
+    beta: float,
+    terms: int,
+) -> tuple[int, float]:
     """``K_min``: the smallest power of two >= 8 with ``K_min (1 - rho) >= TRANSIENT_SPAN``,
     ``rho`` the exact-oracle radius at the grid's largest steps ``(alpha, beta)``."""
     rho = _exact_map_radius(make, problem, x_star, alpha, beta, terms)
@@ -327,8 +381,9 @@ def _first_horizon(make: Callable[..., Any], problem: Any, x_star: torch.Tensor,
     return max(8, 2 ** math.ceil(math.log2(needed))), rho
 
 
-def _averaged_stationarity(algorithm: Any, problem: Any, K: int, start: tuple[Any, Any],
-                           rng: np.random.Generator) -> float:
+def _averaged_stationarity(
+    algorithm: Any, problem: Any, K: int, start: tuple[Any, Any], rng: np.random.Generator
+) -> float:
     """``Q = (1/K) sum_{k=1}^K ||grad f(x_k)||^2`` of one run (inf when it diverges)."""
     state = algorithm.init(problem)._replace(x=start[0], y=start[1])
     records = run_algorithm(algorithm, problem, K, rng, state=state)
@@ -348,11 +403,11 @@ K_RATE_DESIGN_NOTES = (
     "their mean against p <= -1/4 (halfway between the claimed -1/2 and a floor's 0), replicates "
     "sized for a half-width 0.1 (<= 58 replicates x 17 K_1 iterations, <= 16000, ~2 min on one "
     "core), two looks (16, all) at half the rate each. Fast: 2 replicates of K_1, 4 K_1, a smoke "
-    "run that cannot decide (undecided). ")
+    "run that cannot decide (undecided). "
+)
 
 
-def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
-                 design: Design) -> Measurement:
+def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Design) -> Measurement:
     """Thm 3.1 / Cors. 3.1-3.3: the exponent of ``E Q(K)``, ``Q(K) = (1/K) sum_{k=1}^K
     ||grad f(x_k)||^2``, in the horizon K, stochastic oracles (minibatch of one sample per
     client), ``T = tau = 1``; the claim allows ``p <= EXPONENT_EDGE`` (the rate is ``-1/2``).
@@ -399,18 +454,27 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
 
     alpha_1, rho = _stable_outer_step(make, problem, x_star, terms_at(8))
     l_g = inner_smoothness(problem)
-    k_1, rho_top = (_first_horizon(make, problem, x_star, alpha_1 / 2, 1 / (2 * l_g),
-                                   terms_at(8)) if rho < 1.0 else (0, rho))
+    k_1, rho_top = (
+        _first_horizon(make, problem, x_star, alpha_1 / 2, 1 / (2 * l_g), terms_at(8))
+        if rho < 1.0
+        else (0, rho)
+    )
     if rho_top >= 1.0:  # Thm 3.1 presumes small steps make the iteration converge
-        return Measurement(rho_top, 1.0, False, "exact-oracle iteration contracts for some alpha",
-                           details={"rho_deterministic": rho_top})
+        return Measurement(
+            rho_top,
+            1.0,
+            False,
+            "exact-oracle iteration contracts for some alpha",
+            details={"rho_deterministic": rho_top},
+        )
     grid = (k_1, ratio * k_1)
     alpha_bar = 0.5 * alpha_1 * math.sqrt(k_1)
     algorithms = []
     for K in grid:
         alpha = min(alpha_1, alpha_bar / math.sqrt(K))
-        algorithms.append(_rate_algorithm(make, problem, alpha, alpha / (alpha_1 * l_g),
-                                          terms_at(K), 1))
+        algorithms.append(
+            _rate_algorithm(make, problem, alpha, alpha / (alpha_1 * l_g), terms_at(K), 1)
+        )
     # Sizes before sampling: two looks, each at half the case's rate (one-sided region).
     looks_rate = design.false_fail_rate / 2.0
     needed = replicates_for_half_width(EXPONENT_SD, EXPONENT_HALF_WIDTH, looks_rate)
@@ -423,41 +487,84 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any],
     runs: list[tuple[float, float]] = []
 
     def replicate(r: int) -> float:
-        pair = tuple(_averaged_stationarity(algorithm, problem, K, (x0, y0), design.rng(r, j))
-                     for j, (algorithm, K) in enumerate(zip(algorithms, grid, strict=True)))
+        pair = tuple(
+            _averaged_stationarity(algorithm, problem, K, (x0, y0), design.rng(r, j))
+            for j, (algorithm, K) in enumerate(zip(algorithms, grid, strict=True))
+        )
         runs.append(pair)  # type: ignore[arg-type]
         if not (all(map(math.isfinite, pair)) and min(pair) > 0.0):
             raise _Diverged(pair)
         return math.log(pair[1] / pair[0]) / math.log(ratio)
 
-    details: dict[str, Any] = {"alpha_1": alpha_1, "alpha_bar": alpha_bar,
-                               "rho_deterministic": rho, "rho_largest_step": rho_top,
-                               "grid": list(grid), "planned_replicates": total,
-                               "replicates_needed": needed, "looks": looks,
-                               "neumann_terms": {K: terms_at(K) for K in grid}}
+    details: dict[str, Any] = {
+        "alpha_1": alpha_1,
+        "alpha_bar": alpha_bar,
+        "rho_deterministic": rho,
+        "rho_largest_step": rho_top,
+        "grid": list(grid),
+        "planned_replicates": total,
+        "replicates_needed": needed,
+        "looks": looks,
+        "neumann_terms": {K: terms_at(K) for K in grid},
+    }
     try:
-        test, exponents = sequential_test("exponent of E (1/K) sum ||grad f(x_k)||^2 in K",
-                                          replicate, [*looks], 2.0 * looks_rate, EXPONENT_EDGE)
+        test, exponents = sequential_test(
+            "exponent of E (1/K) sum ||grad f(x_k)||^2 in K",
+            replicate,
+            [*looks],
+            2.0 * looks_rate,
+            EXPONENT_EDGE,
+        )
     except _Diverged as diverged:
-        return Measurement(math.inf, EXPONENT_EDGE, False, "Q(K) finite at every replicate",
-                           details={**details, "diverged": list(diverged.args[0])})
+        return Measurement(
+            math.inf,
+            EXPONENT_EDGE,
+            False,
+            "Q(K) finite at every replicate",
+            details={**details, "diverged": list(diverged.args[0])},
+        )
     table = np.array(runs)
-    series = tuple(SeriesPoint("measured", "outer_rounds", K, float(table[:, j].mean()), 0,
-                               K * algorithms[j].rounds_per_iteration())
-                   for j, K in enumerate(grid))
-    series += tuple(SeriesPoint("theory", "outer_rounds", K,
-                                float(table[:, 0].mean()) * (K / grid[0]) ** RATE_EXPONENT)
-                    for K in grid)
+    series = tuple(
+        SeriesPoint(
+            "measured",
+            "outer_rounds",
+            K,
+            float(table[:, j].mean()),
+            0,
+            K * algorithms[j].rounds_per_iteration(),
+        )
+        for j, K in enumerate(grid)
+    )
+    series += tuple(
+        SeriesPoint(
+            "theory", "outer_rounds", K, float(table[:, 0].mean()) * (K / grid[0]) ** RATE_EXPONENT
+        )
+        for K in grid
+    )
     decision = test.decide(design.false_fail_rate)
-    fit = Fit("exponent of (1/K) sum ||grad f(x_k)||^2 in K (mean over replicates)",
-              decision.estimate, decision.low, decision.high, RATE_EXPONENT,
-              EXPONENT_EDGE - RATE_EXPONENT, 1.0 - design.false_fail_rate)
-    return Measurement(decision.estimate, EXPONENT_EDGE, True,
-                       "exponent <= -1/4 (Student-t over independent replicates)",
-                       series=series, fit=fit,
-                       details={**details, "replicates": len(exponents),
-                                "exponent_sd": float(np.std(exponents, ddof=1))},
-                       tests=(test,))
+    fit = Fit(
+        "exponent of (1/K) sum ||grad f(x_k)||^2 in K (mean over replicates)",
+        decision.estimate,
+        decision.low,
+        decision.high,
+        RATE_EXPONENT,
+        EXPONENT_EDGE - RATE_EXPONENT,
+        1.0 - design.false_fail_rate,
+    )
+    return Measurement(
+        decision.estimate,
+        EXPONENT_EDGE,
+        True,
+        "exponent <= -1/4 (Student-t over independent replicates)",
+        series=series,
+        fit=fit,
+        details={
+            **details,
+            "replicates": len(exponents),
+            "exponent_sd": float(np.std(exponents, ddof=1)),
+        },
+        tests=(test,),
+    )
 
 
 class _Diverged(Exception):

@@ -51,12 +51,13 @@ from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
 
 def compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:
-    return case_builder(strategies.linear_compositional(max_clients=6, min_levels=1,
-                                                        max_levels=1, max_dim=4), **params)
+    return case_builder(
+        strategies.linear_compositional(max_clients=6, min_levels=1, max_levels=1, max_dim=4),
+        **params,
+    )
 
 
-def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., Any]
-                                 ) -> Measurement:
+def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Derived from Alg. 4: one FedInn call gives ``y^+ - y* = (1 - beta)^tau (y - y*)``
     (beta = 1: exact).
 
@@ -74,9 +75,11 @@ def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., A
     for neighbour in (tau - 1, tau + 1):
         gap = abs((1.0 - beta) ** neighbour - (1.0 - beta) ** tau) * distance
         if gap < UNRESOLVED_TERM * scale:
-            raise NotMeasurable(f"the identity gives the same y^+ at tau = {neighbour} local "
-                                f"steps as at tau = {tau} ({gap / scale:.2g} of the scale): a "
-                                "local step too many or too few would pass")
+            raise NotMeasurable(
+                f"the identity gives the same y^+ at tau = {neighbour} local "
+                f"steps as at tau = {tau} ({gap / scale:.2g} of the scale): a "
+                "local step too many or too few would pass"
+            )
     algorithm = make(inner_steps=1, local_steps=tau, inner_step_size=beta, scale_by_steps=False)
     # the update runs with the steps a run carries (its initial state), not the ones
     # the algorithm states: a step resolved one way and run another shows (issue 32)
@@ -85,9 +88,17 @@ def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., A
     y_plus = algorithm.inner_update(ctx, x, y, run_steps)
     predicted = y_star + (1.0 - beta) ** tau * (y - y_star)
     relative = float((y_plus - predicted).norm()) / scale
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, "relative residual <=",
-                       details={"beta": beta, "local_steps": tau,
-                                "distance_to_y_star": float((y_plus - y_star).norm())})
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={
+            "beta": beta,
+            "local_steps": tau,
+            "distance_to_y_star": float((y_plus - y_star).norm()),
+        },
+    )
 
 
 def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
@@ -112,12 +123,21 @@ def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]
     grad_y_f = client_matrices(problem, x, y)["gy"].mean(0)
     one_term = torch.einsum("mij,i->mj", W, grad_y_f)
     exact = problem.exact_hypergradient(x)
-    norm_scale = (scale * float(W.norm()) * float(result.path[0].norm()) + float(exact.norm())
-                  + 1e-300)
-    return {"indirect": indirect, "indirect_mean": indirect_mean, "one_term": one_term,
-            "paper": paper,
-            "h_mean": h_mean, "exact": exact,
-            "path": result.path, "scale": norm_scale, "terms": terms, "l_g1": scale}
+    norm_scale = (
+        scale * float(W.norm()) * float(result.path[0].norm()) + float(exact.norm()) + 1e-300
+    )
+    return {
+        "indirect": indirect,
+        "indirect_mean": indirect_mean,
+        "one_term": one_term,
+        "paper": paper,
+        "h_mean": h_mean,
+        "exact": exact,
+        "path": result.path,
+        "scale": norm_scale,
+        "terms": terms,
+        "l_g1": scale,
+    }
 
 
 #: The readings of Sec. 2.4's "h_i = l_{g,1} grad r_i(x)^T p_0" in ``N'`` (``params["form"]``):
@@ -127,8 +147,9 @@ def _compositional_paths(case: Case, make: Callable[..., Any]) -> dict[str, Any]
 FORMS = ("every_draw", "expectation")
 
 
-def check_compositional_paper_form(claim: Claim, case: Case, make: Callable[..., Any]
-                                   ) -> Measurement:
+def check_compositional_paper_form(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """Sec. 2.4 text: ``h_i = l_{g,1} grad r_i(x)^T p_0``, with ``l_{g,1}`` under the case's
     reading (A1's joint constant or the ``y`` block's 1) and ``N'`` under its form
     (:data:`FORMS`): ``"every_draw"``, the largest gap over the ``N'`` FedIHGP may draw;
@@ -147,22 +168,31 @@ def check_compositional_paper_form(claim: Claim, case: Case, make: Callable[...,
         measured = float((parts["indirect_mean"] - parts["one_term"]).norm(dim=1).max())
         relation = "max_i relative gap of E_{N'}[h_i] <="
     measured /= parts["scale"]
-    return Measurement(measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL, relation,
-                       details={"neumann_terms": parts["terms"], "l_g1": parts["l_g1"],
-                                "form": form})
+    return Measurement(
+        measured,
+        IDENTITY_RTOL,
+        measured <= IDENTITY_RTOL,
+        relation,
+        details={"neumann_terms": parts["terms"], "l_g1": parts["l_g1"], "form": form},
+    )
 
 
-def check_compositional_single_term(claim: Claim, case: Case, make: Callable[..., Any]
-                                    ) -> Measurement:
+def check_compositional_single_term(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """Corrected: ``E[h] = grad f(x)`` exactly for every N (at ``y*``), and ``p_{N'} = 0`` for
     ``N' >= 1`` because ``I - I / l = 0``: only the ``N = 1`` form is a one-term estimator."""
     parts = _compositional_paths(case, make)
     bias = float((parts["h_mean"] - parts["exact"]).norm()) / parts["scale"]
     tail = max([float(p.norm()) for p in parts["path"][1:]], default=0.0) / parts["scale"]
     measured = max(bias, tail)
-    return Measurement(measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL,
-                       "relative bias and max_{N'>=1} ||p_{N'}|| <=",
-                       details={"neumann_terms": parts["terms"]})
+    return Measurement(
+        measured,
+        IDENTITY_RTOL,
+        measured <= IDENTITY_RTOL,
+        "relative bias and max_{N'>=1} ||p_{N'}|| <=",
+        details={"neumann_terms": parts["terms"]},
+    )
 
 
 # ==================================================================================== perturbation
@@ -189,8 +219,8 @@ INNER_STEP_0_9 = Perturbation(
 
 # Cases of claim fednest.compositional.one_call_exact
 compositional_one_call_exact_cases = compositional_cases(
-    inner_step_size=st.one_of(st.just(1.0), st.floats(0.05, 1.0)),
-    local_steps=st.integers(1, 4))
+    inner_step_size=st.one_of(st.just(1.0), st.floats(0.05, 1.0)), local_steps=st.integers(1, 4)
+)
 
 # Cases of claim fednest.compositional.paper_indirect_form (checked under both readings of
 # l_{g,1}, theory_checks.fednest.constants.L_G1_READINGS, each for every N' and in expectation)
@@ -198,8 +228,9 @@ compositional_neumann_cases = compositional_cases(neumann_terms=st.integers(1, 4
 
 # Cases of claim fednest.compositional.single_term_unbiased: l_{g,1} = 1, the y block (Cor.
 # 3.3's kappa_g = 1), where I - H/l = 0 makes every p_{N'} with N' >= 1 vanish
-compositional_single_term_cases = compositional_cases(neumann_terms=st.integers(1, 4),
-                                                      l_g1=st.just("y_block"))
+compositional_single_term_cases = compositional_cases(
+    neumann_terms=st.integers(1, 4), l_g1=st.just("y_block")
+)
 
 
 # ====================================================================================== the claims
@@ -208,18 +239,19 @@ compositional_single_term_cases = compositional_cases(neumann_terms=st.integers(
 ONE_CALL_EXACT = Claim(
     id="fednest.compositional.one_call_exact",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from "
-               "Alg. 4"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from Alg. 4"
+    ),
     kind="exact_identity",
     about=ABOUT_SENTENCE,
-    statement=("compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
-               "in one call under any heterogeneity"),
+    statement=(
+        "compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
+        "in one call under any heterogeneity"
+    ),
     estimators=("fednest",),
     strategy=compositional_one_call_exact_cases,
     check=check_compositional_one_call,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=INNER_STEP_0_9,
 )
 
@@ -227,13 +259,17 @@ ONE_CALL_EXACT = Claim(
 PAPER_INDIRECT_FORM = Claim(
     id="fednest.compositional.paper_indirect_form",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4 text (h_i = l_{g,1} grad r_i(x)^T p_0), eq. (7) "
-               "and Sec. 3.2"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.4 text (h_i = l_{g,1} grad r_i(x)^T p_0), eq. (7) "
+        "and Sec. 3.2"
+    ),
     kind="exact_identity",
     about=ABOUT_SENTENCE,
     serves="fednest.compositional.single_term_unbiased",
-    statement=("compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 (FedIHGP's "
-               "indirect term, Sec. 2.4)"),
+    statement=(
+        "compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 (FedIHGP's "
+        "indirect term, Sec. 2.4)"
+    ),
     estimators=("fedihgp",),
     strategy=compositional_neumann_cases,
     check=check_compositional_paper_form,
@@ -242,38 +278,56 @@ PAPER_INDIRECT_FORM = Claim(
         A2_STRONG_CONVEXITY,
     ),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
-    notes=("g_i = (1/2)||y - r_i(x)||^2 has grad^2_y g_i = I, but its joint Hessian in (x, y) "
-           "has norm 1 + ||grad r_i||^2, A1's l_{g,1}. Read for every N' FedIHGP draws, the "
-           "sentence fails: with A1's constant FedIHGP's indirect direction is grad r_i^T "
-           "p_{N'}, off by the factor l_{g,1} > 1 from the printed form at every N; with l_{g,1} "
-           "= 1 (the y block, Cor. 3.3's kappa_g = 1) I - H/l = 0, so p_{N'} = 0 for N' >= 1 "
-           "and the form holds only for N = 1. Read in expectation over N' (p_0 the one-term "
-           "vector grad_y f / l_{g,1}), it holds with l_{g,1} = 1: E_{N'}[h_i] = grad r_i^T "
-           "grad_y f, whose client average is grad f(x) at y* for every N "
-           "(fednest.compositional.single_term_unbiased), and fails with A1's joint constant "
-           "(E_{N'}[p] = (1 - (1 - 1/l)^N) grad_y f). So the sentence is not refuted: it holds "
-           "in expectation with l_{g,1} = 1, and the verdict names the readings that fail."),
+    notes=(
+        "g_i = (1/2)||y - r_i(x)||^2 has grad^2_y g_i = I, but its joint Hessian in (x, y) "
+        "has norm 1 + ||grad r_i||^2, A1's l_{g,1}. Read for every N' FedIHGP draws, the "
+        "sentence fails: with A1's constant FedIHGP's indirect direction is grad r_i^T "
+        "p_{N'}, off by the factor l_{g,1} > 1 from the printed form at every N; with l_{g,1} "
+        "= 1 (the y block, Cor. 3.3's kappa_g = 1) I - H/l = 0, so p_{N'} = 0 for N' >= 1 "
+        "and the form holds only for N = 1. Read in expectation over N' (p_0 the one-term "
+        "vector grad_y f / l_{g,1}), it holds with l_{g,1} = 1: E_{N'}[h_i] = grad r_i^T "
+        "grad_y f, whose client average is grad f(x) at y* for every N "
+        "(fednest.compositional.single_term_unbiased), and fails with A1's joint constant "
+        "(E_{N'}[p] = (1 - (1 - 1/l)^N) grad_y f). So the sentence is not refuted: it holds "
+        "in expectation with l_{g,1} = 1, and the verdict names the readings that fail."
+    ),
     readings=(
         Reading(
             "every N', l_{g,1} as A1 defines it",
-            ("h^I_i = l_{g,1} grad r_i^T p_0 for every N' drawn, l_{g,1} = max_i ||grad^2 "
-             "g_i(z)|| jointly in (x, y)"),
-            {"l_g1": "joint", "form": "every_draw"}, expected="fails"),
+            (
+                "h^I_i = l_{g,1} grad r_i^T p_0 for every N' drawn, l_{g,1} = max_i ||grad^2 "
+                "g_i(z)|| jointly in (x, y)"
+            ),
+            {"l_g1": "joint", "form": "every_draw"},
+            expected="fails",
+        ),
         Reading(
             "every N', l_{g,1} = 1 (the y block)",
-            ("h^I_i = grad r_i^T p_0 for every N' drawn, FedIHGP's scale l_{g,1} = 1 (Sec. 2.4, "
-             "Cor. 3.3)"),
-            {"l_g1": "y_block", "form": "every_draw"}, expected="fails"),
+            (
+                "h^I_i = grad r_i^T p_0 for every N' drawn, FedIHGP's scale l_{g,1} = 1 (Sec. 2.4, "
+                "Cor. 3.3)"
+            ),
+            {"l_g1": "y_block", "form": "every_draw"},
+            expected="fails",
+        ),
         Reading(
             "in expectation over N', l_{g,1} as A1 defines it",
-            ("E_{N'}[h^I_i] = l_{g,1} grad r_i^T p_0 with p_0 = grad_y f / l_{g,1}, l_{g,1} = "
-             "max_i ||grad^2 g_i(z)|| jointly in (x, y)"),
-            {"l_g1": "joint", "form": "expectation"}, expected="fails"),
+            (
+                "E_{N'}[h^I_i] = l_{g,1} grad r_i^T p_0 with p_0 = grad_y f / l_{g,1}, l_{g,1} = "
+                "max_i ||grad^2 g_i(z)|| jointly in (x, y)"
+            ),
+            {"l_g1": "joint", "form": "expectation"},
+            expected="fails",
+        ),
         Reading(
             "in expectation over N', l_{g,1} = 1 (the y block)",
-            ("E_{N'}[h^I_i] = grad r_i^T p_0 with p_0 = grad_y f and FedIHGP's scale l_{g,1} = 1: "
-             "E_{N'}[h] = grad f(x) at y* for every N"),
-            {"l_g1": "y_block", "form": "expectation"}, expected="holds"),
+            (
+                "E_{N'}[h^I_i] = grad r_i^T p_0 with p_0 = grad_y f and FedIHGP's scale "
+                "l_{g,1} = 1: E_{N'}[h] = grad f(x) at y* for every N"
+            ),
+            {"l_g1": "y_block", "form": "expectation"},
+            expected="holds",
+        ),
     ),
 )
 
@@ -281,13 +335,16 @@ PAPER_INDIRECT_FORM = Claim(
 SINGLE_TERM_UNBIASED = Claim(
     id="fednest.compositional.single_term_unbiased",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4, Cor. 3.3; eq. (7) against Sec. 3.2's 1/2 "
-               "convention"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.4, Cor. 3.3; eq. (7) against Sec. 3.2's 1/2 convention"
+    ),
     kind="exact_identity",
     about=ABOUT_SENTENCE,
-    statement=("compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
-               "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
-               "is the one-term estimator)"),
+    statement=(
+        "compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
+        "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
+        "is the one-term estimator)"
+    ),
     estimators=("fedihgp",),
     strategy=compositional_single_term_cases,
     check=check_compositional_single_term,

@@ -79,9 +79,12 @@ def fednest_constants(problem: Any) -> FedNestConstants:
     g = joint_hessians(problem, "g")
     dx = problem.dim_x
     y_block = torch.linalg.eigvalsh(0.5 * (g[:, dx:, dx:] + g[:, dx:, dx:].transpose(1, 2)))
-    return FedNestConstants(l_g1=spectral_norm_max(g),
-                            l_f1=spectral_norm_max(joint_hessians(problem, "f")),
-                            mu_g=float(y_block.min()), l_g1_y=float(y_block.max()))
+    return FedNestConstants(
+        l_g1=spectral_norm_max(g),
+        l_f1=spectral_norm_max(joint_hessians(problem, "f")),
+        mu_g=float(y_block.min()),
+        l_g1_y=float(y_block.max()),
+    )
 
 
 def sample_constants(problem: Any) -> FedNestConstants:
@@ -95,9 +98,12 @@ def sample_constants(problem: Any) -> FedNestConstants:
     g = joint_hessians(problem, "g", per_sample=True)  # (M, n, d, d)
     dx = problem.dim_x
     y_block = torch.linalg.eigvalsh(0.5 * (g[..., dx:, dx:] + g[..., dx:, dx:].transpose(-1, -2)))
-    return FedNestConstants(l_g1=spectral_norm_max(g),
-                            l_f1=spectral_norm_max(joint_hessians(problem, "f")),
-                            mu_g=float(y_block.min()), l_g1_y=float(y_block.max()))
+    return FedNestConstants(
+        l_g1=spectral_norm_max(g),
+        l_f1=spectral_norm_max(joint_hessians(problem, "f")),
+        mu_g=float(y_block.min()),
+        l_g1_y=float(y_block.max()),
+    )
 
 
 #: The readings of A1-A2 for a statement about stochastic Hessians (``params["assumptions"]``,
@@ -116,8 +122,11 @@ def assumption_constants(case: Any) -> FedNestConstants:
     reading = case.params.get("assumptions", "expected")
     if reading not in ASSUMPTION_READINGS:
         raise ValueError(f"unknown reading of A1-A2: {reading!r}")
-    return (sample_constants(case.problem) if reading == "each_sample"
-            else fednest_constants(case.problem))
+    return (
+        sample_constants(case.problem)
+        if reading == "each_sample"
+        else fednest_constants(case.problem)
+    )
 
 
 #: The readings of ``l_{g,1}`` a claim may be checked under (``params["l_g1"]``): A1's
@@ -158,8 +167,9 @@ def neumann_scale(case: Any) -> float:
         return 1.0 / float(step)
     if case.params.get("assumptions", "expected") == "each_sample":
         constants = sample_constants(case.problem)
-        per_sample = (constants.l_g1 if case.params.get("l_g1", "joint") == "joint"
-                      else constants.l_g1_y)
+        per_sample = (
+            constants.l_g1 if case.params.get("l_g1", "joint") == "joint" else constants.l_g1_y
+        )
         # >= A1's constant in exact arithmetic; the max keeps a case whose samples equal their
         # mean (no Hessian noise) from falling outside A1 by a rounding of 1e-16
         return max(per_sample, l_g1(case))
@@ -173,14 +183,16 @@ A1_NEUMANN_SCALE = Hypothesis(
     "FedIHGP's scale l >= l_{g,1} = max_i ||grad^2 g_i(z)||_2, z = (x, y) jointly (y block "
     "under that reading)",
     f"{REF}, Assumption A1; Alg. 3",
-    lambda case: at_least(neumann_scale(case), l_g1(case)))
+    lambda case: at_least(neumann_scale(case), l_g1(case)),
+)
 
 #: A2: every client's inner objective strongly convex in y.
 A2_STRONG_CONVEXITY = Hypothesis(
     "A2",
     "mu_g = min_i lambda_min(grad^2_y g_i) > 0 (margin mu_g / l_{g,1})",
     f"{REF}, Assumption A2",
-    lambda case: (lambda c: c.mu_g / c.l_g1)(fednest_constants(case.problem)))
+    lambda case: (lambda c: c.mu_g / c.l_g1)(fednest_constants(case.problem)),
+)
 
 #: A2 for every sample function: the per-sample reading's A2 (:data:`ASSUMPTION_READINGS`).
 #: Declared by claims checked under both readings: the cases of the expected-Hessian reading
@@ -190,21 +202,34 @@ A2_EACH_SAMPLE = Hypothesis(
     "every sample Hessian grad^2_y g_i(x, y; zeta) >= mu_s I with mu_s = min_{i, zeta} "
     "lambda_min > 0 (margin mu_s / l_s, l_s the per-sample l_{g,1})",
     f"{REF}, Assumption A2 applied to g_i(x, y; zeta) (Lemma 2.2, (14b))",
-    lambda case: (lambda c: c.mu_g / c.l_g1)(sample_constants(case.problem)))
+    lambda case: (lambda c: c.mu_g / c.l_g1)(sample_constants(case.problem)),
+)
 
 #: A1 for f read on the whole space: ``f_i`` Lipschitz everywhere, i.e. affine.
 A1_F_LIPSCHITZ_GLOBAL = Hypothesis(
     "A1 (l_{f,0}, whole space)",
     "f_i is Lipschitz on all of R^(dx+dy): grad^2 f_i = 0 (margin -l_{f,1})",
     f"{REF}, Assumption A1 read globally",
-    lambda case: at_most(fednest_constants(case.problem).l_f1, 0.0))
+    lambda case: at_most(fednest_constants(case.problem).l_f1, 0.0),
+)
 
 #: The hypotheses of Lemma 2.2 (A1-A2; B by construction), with FedIHGP's scale.
 LEMMA22 = (A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
 
 __all__ = [
-    "A1_F_LIPSCHITZ_GLOBAL", "A1_NEUMANN_SCALE", "A2_EACH_SAMPLE", "A2_STRONG_CONVEXITY",
-    "ASSUMPTION_READINGS", "FedNestConstants", "L_G1_READINGS", "LEMMA22", "REF",
-    "assumption_constants", "fednest_constants", "inner_smoothness", "l_g1", "neumann_scale",
+    "A1_F_LIPSCHITZ_GLOBAL",
+    "A1_NEUMANN_SCALE",
+    "A2_EACH_SAMPLE",
+    "A2_STRONG_CONVEXITY",
+    "ASSUMPTION_READINGS",
+    "FedNestConstants",
+    "L_G1_READINGS",
+    "LEMMA22",
+    "REF",
+    "assumption_constants",
+    "fednest_constants",
+    "inner_smoothness",
+    "l_g1",
+    "neumann_scale",
     "sample_constants",
 ]

@@ -33,9 +33,15 @@ from theory_checks.fednest.perturbations import drifting_outer
 
 
 def rate_minimax() -> st.SearchStrategy[Any]:
-    return strategies.quadratic_minimax(max_clients=4, max_dim=1, kappa=(1.0, 1.0),
-                                        max_hessian_heterogeneity=0.3, n_samples=8,
-                                        gradient_noise=0.5, hessian_noise=0.3)
+    return strategies.quadratic_minimax(
+        max_clients=4,
+        max_dim=1,
+        kappa=(1.0, 1.0),
+        max_hessian_heterogeneity=0.3,
+        n_samples=8,
+        gradient_noise=0.5,
+        hessian_noise=0.3,
+    )
 
 
 # Cases of claim fednest.cor32.k_rate_minimax
@@ -57,14 +63,14 @@ K_RATE_MINIMAX = Claim(
     reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
-               "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"),
+    statement=(
+        "minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
+        "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"
+    ),
     estimators=("fednest-minimax",),
     strategy=cor32_k_rate_minimax_cases,
     check=check_k_rate,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
     max_examples=1,
     shrink=False,
@@ -78,6 +84,4 @@ K_RATE_MINIMAX = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    K_RATE_MINIMAX,
-)
+CLAIMS: tuple[Claim, ...] = (K_RATE_MINIMAX,)

@@ -33,10 +33,14 @@ from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 def rate_compositional() -> st.SearchStrategy[Any]:
     return st.builds(
         lambda m, d1, het, noise, seed: LinearCompositional.random(
-            m, [1, d1], seed, heterogeneity=het, n_samples=8, matrix_noise=noise,
-            value_noise=noise),
-        st.integers(2, 4), st.integers(1, 3), st.floats(0.0, 1.0), st.floats(0.2, 1.0),
-        strategies.SEEDS)
+            m, [1, d1], seed, heterogeneity=het, n_samples=8, matrix_noise=noise, value_noise=noise
+        ),
+        st.integers(2, 4),
+        st.integers(1, 3),
+        st.floats(0.0, 1.0),
+        st.floats(0.2, 1.0),
+        strategies.SEEDS,
+    )
 
 
 # Cases of claim fednest.cor33.k_rate_compositional
@@ -52,15 +56,15 @@ K_RATE_COMPOSITIONAL = Claim(
     reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
-               "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
-               "replicates)"),
+    statement=(
+        "compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
+        "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
+        "replicates)"
+    ),
     estimators=("fednest",),
     strategy=cor33_k_rate_compositional_cases,
     check=check_k_rate,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
     max_examples=1,
     shrink=False,
@@ -70,11 +74,10 @@ K_RATE_COMPOSITIONAL = Claim(
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=54,
     perturbation=DRIFTING_OUTER_FEDNEST,
-    notes=(K_RATE_DESIGN_NOTES + "l_{g,1} = 1 (Sec. 3.2's 1/2 convention), N = 1 (Sec. 2.4's "
-                                 "h_i)."),
+    notes=(
+        K_RATE_DESIGN_NOTES + "l_{g,1} = 1 (Sec. 3.2's 1/2 convention), N = 1 (Sec. 2.4's h_i)."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    K_RATE_COMPOSITIONAL,
-)
+CLAIMS: tuple[Claim, ...] = (K_RATE_COMPOSITIONAL,)

@@ -60,8 +60,12 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     run_steps = algorithm.init(problem).steps
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     tau_t = client_taus(taus, problem.n_clients)
-    W = torch.stack([eye - torch.linalg.matrix_power(eye - steps.inner * H[i], int(tau_t[i]))
-                     for i in range(problem.n_clients)])  # reference formula per client
+    W = torch.stack(
+        [
+            eye - torch.linalg.matrix_power(eye - steps.inner * H[i], int(tau_t[i]))
+            for i in range(problem.n_clients)
+        ]
+    )  # reference formula per client
     y_inf = torch.linalg.solve(W.sum(0), (W @ y_clients.unsqueeze(-1)).squeeze(-1).sum(0))
     ctx = FederatedContext(problem, np.random.default_rng(0))
     after = algorithm.inner_update(ctx, x, y_inf, run_steps)
@@ -71,9 +75,13 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     # Why 1e-6: with Hessian heterogeneity >= 0.2 and tau_i >= 2 the drift is O(0.01) or more;
     # a FedAvg implementation that is secretly drift-corrected gives bias at round-off (1e-15).
     passed = residual <= IDENTITY_RTOL and bias >= 1e-6
-    return Measurement(residual, IDENTITY_RTOL, passed,
-                       "fixed-point residual <= and ||y_inf - y*|| / scale >= 1e-6",
-                       details={"relative_bias": bias})
+    return Measurement(
+        residual,
+        IDENTITY_RTOL,
+        passed,
+        "fixed-point residual <= and ||y_inf - y*|| / scale >= 1e-6",
+        details={"relative_bias": bias},
+    )
 
 
 # ==================================================================================== perturbation
@@ -91,8 +99,12 @@ FEDAVG_SECRETLY_CORRECTED = Perturbation(
 
 def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
     """Cases of claim fednest.fedavg.biased_fixed_point."""
-    return st.builds(lambda p, seed, tau: Case(p, {"point_seed": seed, "local_steps": tau}),
-                     heterogeneous_bilevel(), strategies.SEEDS, st.integers(2, 5))
+    return st.builds(
+        lambda p, seed, tau: Case(p, {"point_seed": seed, "local_steps": tau}),
+        heterogeneous_bilevel(),
+        strategies.SEEDS,
+        st.integers(2, 5),
+    )
 
 
 # ====================================================================================== the claims
@@ -101,22 +113,22 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 BIASED_FIXED_POINT = Claim(
     id="fednest.fedavg.biased_fixed_point",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
-               "point derived on quadratics"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
+        "point derived on quadratics"
+    ),
     kind="exact_identity",
     about=ABOUT_SENTENCE,
-    statement=("LFedInn (FedAvg) fixed point y_inf = [sum_i W_i]^{-1} sum_i W_i y_i*, W_i = I - "
-               "(I - beta H_i)^{tau_i}; y_inf != y* under Hessian heterogeneity with tau_i >= 2"),
+    statement=(
+        "LFedInn (FedAvg) fixed point y_inf = [sum_i W_i]^{-1} sum_i W_i y_i*, W_i = I - "
+        "(I - beta H_i)^{tau_i}; y_inf != y* under Hessian heterogeneity with tau_i >= 2"
+    ),
     estimators=("fednest-sgd",),
     strategy=fedavg_biased_fixed_point_cases,
     check=check_fedavg_fixed_point,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=FEDAVG_SECRETLY_CORRECTED,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    BIASED_FIXED_POINT,
-)
+CLAIMS: tuple[Claim, ...] = (BIASED_FIXED_POINT,)

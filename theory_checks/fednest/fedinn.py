@@ -64,8 +64,9 @@ from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
-def _fedinn_prediction(H: torch.Tensor, taus: torch.Tensor, beta: float, scale_by_steps: bool
-                       ) -> torch.Tensor:
+def _fedinn_prediction(
+    H: torch.Tensor, taus: torch.Tensor, beta: float, scale_by_steps: bool
+) -> torch.Tensor:
     """Derived from Alg. 4: ``P = mean_i H_i^{-1}(I - (I - beta_i H_i)^{tau_i})``; returns
     ``I - P H``."""
     eye = torch.eye(H.shape[1], dtype=torch.float64)
@@ -78,8 +79,9 @@ def _fedinn_prediction(H: torch.Tensor, taus: torch.Tensor, beta: float, scale_b
     return eye - P @ H.mean(0)
 
 
-def _inner_map(case: Case, make: Callable[..., Any], **kw: Any
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Any]:
+def _inner_map(
+    case: Case, make: Callable[..., Any], **kw: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, Any]:
     problem = case.problem
     x, _ = evaluation_point(problem, case.params["point_seed"])
     y_star = problem.exact_inner_solution(x)
@@ -103,8 +105,9 @@ def check_fedinn_linear_rate(claim: Claim, case: Case, make: Callable[..., Any])
     ``rho(I - P H_bar) < 1`` under Hessian heterogeneity and device heterogeneity ``tau_i``."""
     problem = case.problem
     taus, scaled = case.params["local_steps"], case.params["scale_by_steps"]
-    x, y_star, offset, measured, steps = _inner_map(case, make, local_steps=taus,
-                                                    scale_by_steps=scaled)
+    x, y_star, offset, measured, steps = _inner_map(
+        case, make, local_steps=taus, scale_by_steps=scaled
+    )
     H = client_matrices(problem, x, y_star)["H"]
     predicted = _fedinn_prediction(H, client_taus(taus, problem.n_clients), steps.inner, scaled)
     scale = 1.0 + float(y_star.norm())
@@ -113,10 +116,17 @@ def check_fedinn_linear_rate(claim: Claim, case: Case, make: Callable[..., Any])
     rho = float(torch.linalg.eigvals(predicted).abs().max())
     rho_measured = float(torch.linalg.eigvals(measured).abs().max())
     passed = map_error <= IDENTITY_RTOL * scale and fixed_error <= IDENTITY_RTOL and rho < 1.0
-    return Measurement(rho_measured, rho, passed,
-                       "map = I - P H_bar (1e-10), fixed point y*, rho < 1",
-                       details={"map_error": map_error, "fixed_point_error": fixed_error,
-                                "hessian_heterogeneity": problem.constants().hessian_heterogeneity})
+    return Measurement(
+        rho_measured,
+        rho,
+        passed,
+        "map = I - P H_bar (1e-10), fixed point y*, rho < 1",
+        details={
+            "map_error": map_error,
+            "fixed_point_error": fixed_error,
+            "hessian_heterogeneity": problem.constants().hessian_heterogeneity,
+        },
+    )
 
 
 def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -130,9 +140,13 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
     grid = [1, 2, 4, 8]
     measured, derived, series = [], [], []
     for tau in grid:
-        x, y_star, _, M, steps = _inner_map(case, make, local_steps=tau, scale_by_steps=scaled,
-                                            inner_step_size=case.params["beta_scale"]
-                                            / inner_smoothness(problem))
+        x, y_star, _, M, steps = _inner_map(
+            case,
+            make,
+            local_steps=tau,
+            scale_by_steps=scaled,
+            inner_step_size=case.params["beta_scale"] / inner_smoothness(problem),
+        )
         H = client_matrices(problem, x, y_star)["H"]
         predicted = _fedinn_prediction(H, client_taus(tau, problem.n_clients), steps.inner, scaled)
         rho_m = float(torch.linalg.eigvals(M).abs().max())
@@ -141,24 +155,45 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
             raise NotMeasurable(f"per-call contraction {rho_p:.3g} at tau={tau} is not in (0, 1)")
         measured.append(-math.log(max(rho_m, 1e-300)))
         derived.append(-math.log(rho_p))
-        series += [SeriesPoint("measured", "local_steps", tau, rho_m),
-                   SeriesPoint("theory", "local_steps", tau, rho_p)]
+        series += [
+            SeriesPoint("measured", "local_steps", tau, rho_m),
+            SeriesPoint("theory", "local_steps", tau, rho_p),
+        ]
     if min(measured) <= 0.0:
         return Measurement(0.0, 1.0, False, "progress > 0", series=tuple(series))
     fit = stats.fit_exponent(np.array(grid, float), np.array(measured))
     theory = stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
-    result = Fit("exponent of -log rho in tau (derived, not paper)", fit.slope, fit.ci_low,
-                 fit.ci_high, theory, 1e-6, residual=fit.residual_max)
-    return Measurement(fit.slope, theory, result.agrees, "|fit - derived| <= 1e-6",
-                       series=tuple(series), fit=result, details={"scale_by_steps": scaled})
+    result = Fit(
+        "exponent of -log rho in tau (derived, not paper)",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        theory,
+        1e-6,
+        residual=fit.residual_max,
+    )
+    return Measurement(
+        fit.slope,
+        theory,
+        result.agrees,
+        "|fit - derived| <= 1e-6",
+        series=tuple(series),
+        fit=result,
+        details={"scale_by_steps": scaled},
+    )
 
 
 @st.composite
 def _fedinn_draw(draw: st.DrawFn) -> Case:
     problem = draw(heterogeneous_bilevel(min_hessian=0.0))
-    return Case(problem, {"point_seed": draw(strategies.SEEDS),
-                          "local_steps": draw(per_client_taus(problem, 1, 4)),
-                          "scale_by_steps": True})
+    return Case(
+        problem,
+        {
+            "point_seed": draw(strategies.SEEDS),
+            "local_steps": draw(per_client_taus(problem, 1, 4)),
+            "scale_by_steps": True,
+        },
+    )
 
 
 def fedinn_cases() -> st.SearchStrategy[Case]:
@@ -174,8 +209,7 @@ class NoControlVariateInner(FedNest):
     """FedInn without the drift correction (a FedAvg inner step passed off as FedInn)."""
 
     def inner_update(self, ctx, x, y, steps):  # type: ignore[no-untyped-def]
-        return FedNest.inner_update(dataclasses.replace(self, inner_method="sgd"),
-                                    ctx, x, y, steps)
+        return FedNest.inner_update(dataclasses.replace(self, inner_method="sgd"), ctx, x, y, steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,10 +242,14 @@ INNER_ONE_LOCAL_STEP = Perturbation(
 def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
     """Cases of claim fednest.fedinn.tau_exponent."""
     return st.builds(
-        lambda p, seed, scaled, beta: Case(p, {"point_seed": seed, "scale_by_steps": scaled,
-                                               "beta_scale": beta}),
+        lambda p, seed, scaled, beta: Case(
+            p, {"point_seed": seed, "scale_by_steps": scaled, "beta_scale": beta}
+        ),
         heterogeneous_bilevel(min_hessian=0.0, max_hessian=0.5, max_dim=3, kappa_max=10.0),
-        strategies.SEEDS, st.booleans(), st.floats(0.05, 0.25))
+        strategies.SEEDS,
+        st.booleans(),
+        st.floats(0.05, 0.25),
+    )
 
 
 # ====================================================================================== the claims
@@ -223,15 +261,15 @@ LINEAR_RATE = Claim(
     reference="Tarzanagh et al. 2022, Alg. 4, Sec. 1 ('unlike FedAvg') and Sec. 2.5; map derived",
     kind="linear_rate",
     about=ABOUT_SENTENCE,
-    statement=("FedInn: y^+ - y* = (I - P H_bar)(y - y*), P = mean_i H_i^{-1}(I - (I - beta_i "
-               "H_i)^{tau_i}); fixed point y* under any heterogeneity; rate rho(I - P H_bar) < 1 "
-               "with beta_i = beta/tau_i"),
+    statement=(
+        "FedInn: y^+ - y* = (I - P H_bar)(y - y*), P = mean_i H_i^{-1}(I - (I - beta_i "
+        "H_i)^{tau_i}); fixed point y* under any heterogeneity; rate rho(I - P H_bar) < 1 "
+        "with beta_i = beta/tau_i"
+    ),
     estimators=("fednest",),
     strategy=fedinn_cases,
     check=check_fedinn_linear_rate,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=INNER_NO_DRIFT_CORRECTION,
 )
 
@@ -239,22 +277,26 @@ LINEAR_RATE = Claim(
 TAU_EXPONENT = Claim(
     id="fednest.fedinn.tau_exponent",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); exponent derived from Alg. 4 "
-               "(no paper exponent)"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); exponent derived from Alg. 4 "
+        "(no paper exponent)"
+    ),
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("exponent of FedInn's per-call progress -log rho in tau (1..8) equals the value "
-               "derived from rho(I - P(tau) H_bar) (measured, recorded; saturates when beta_i = "
-               "beta/tau)"),
+    statement=(
+        "exponent of FedInn's per-call progress -log rho in tau (1..8) equals the value "
+        "derived from rho(I - P(tau) H_bar) (measured, recorded; saturates when beta_i = "
+        "beta/tau)"
+    ),
     estimators=("fednest",),
     strategy=fedinn_tau_exponent_cases,
     check=check_fedinn_tau_exponent,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=INNER_ONE_LOCAL_STEP,
-    notes=("Fixed beta (scale_by_steps=False, beta <= 0.25/l so every tau <= 8 is stable): "
-           "progress grows with tau; beta/tau: it saturates (the module docstring's map)."),
+    notes=(
+        "Fixed beta (scale_by_steps=False, beta <= 0.25/l so every tau <= 8 is stable): "
+        "progress grows with tau; beta/tau: it saturates (the module docstring's map)."
+    ),
 )
 
 

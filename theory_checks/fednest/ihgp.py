@@ -80,20 +80,26 @@ from theory_checks.fednest.perturbations import (
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
-def scripted_context(problem: Any, subsets: Iterable[torch.Tensor],
-                     participation: int) -> FederatedContext:
+def scripted_context(
+    problem: Any, subsets: Iterable[torch.Tensor], participation: int
+) -> FederatedContext:
     """A federated context whose next participant sets are ``subsets`` (exact enumeration of
     client sampling), then ``participation`` clients drawn as usual."""
     then = ClientSampler(problem.n_clients, participation)
-    return FederatedContext(problem, np.random.default_rng(0), participation,
-                            sampler=ScriptedParticipants(list(subsets), then))
+    return FederatedContext(
+        problem,
+        np.random.default_rng(0),
+        participation,
+        sampler=ScriptedParticipants(list(subsets), then),
+    )
 
 
 # ============================================================================================== N'
 
 
-def _variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, terms: int
-                      ) -> tuple[float, float]:
+def _variance_formula(
+    H: torch.Tensor, v: torch.Tensor, lam: float, terms: int
+) -> tuple[float, float]:
     """Derived from eq. (13b): ``E||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2`` and ``||E p||^2``."""
     eye = torch.eye(H.shape[0], dtype=torch.float64)
     A = eye - lam * H
@@ -118,14 +124,20 @@ def check_variance_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     second_th, mean_sq_th = _variance_formula(mats["H"].mean(0), mats["gy"].mean(0), lam, terms)
     scale = second_th + 1e-300
     residual = (abs(second - second_th) + abs(float(mean @ mean) - mean_sq_th)) / scale
-    return Measurement(residual, IDENTITY_RTOL, residual <= IDENTITY_RTOL, "relative residual <=",
-                       details={"variance": second - float(mean @ mean),
-                                "variance_formula": second_th - mean_sq_th,
-                                "neumann_terms": terms})
+    return Measurement(
+        residual,
+        IDENTITY_RTOL,
+        residual <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={
+            "variance": second - float(mean @ mean),
+            "variance_formula": second_th - mean_sq_th,
+            "neumann_terms": terms,
+        },
+    )
 
 
-def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any]
-                               ) -> Measurement:
+def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Fitted exponent of ``Var(p_{N'})`` in N over ``N in {a, 2a, 4a, 8a}``, ``a >= 8 kappa``.
 
     Derivation (from eq. (13b)): ``Var = N S_N - Q_N`` with ``S_N -> sum v_k^2 / (lambda_k (2l -
@@ -154,26 +166,50 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
         law = max(law, abs(second - second_th) / (second_th + 1e-300))
         variance = second - float(mean @ mean)
         if variance <= 0.0:
-            return Measurement(0.0, 1.0, False, "variance > 0",
-                               details={"neumann_terms": terms, "variance": variance})
+            return Measurement(
+                0.0,
+                1.0,
+                False,
+                "variance > 0",
+                details={"neumann_terms": terms, "variance": variance},
+            )
         variances.append(variance)
         series.append(SeriesPoint("measured", "neumann_terms", terms, variance, 0, terms))
     fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
     deviation = (2 * kappa - 1) / base
     tolerance = deviation / (1.0 - deviation) + 0.02
-    result = Fit("exponent of Var(p) in N", fit.slope, fit.ci_low, fit.ci_high, 1.0, tolerance,
-                 residual=fit.residual_max)
-    series += [SeriesPoint("fitted", "neumann_terms", n,
-                           math.exp(fit.intercept) * n**fit.slope) for n in grid]
-    return Measurement(fit.slope, 1.0, result.agrees and law <= IDENTITY_RTOL,
-                       "|fit - 1| <= derived deviation; E||p||^2 = its law (1e-10)",
-                       series=tuple(series), fit=result,
-                       details={"kappa": kappa, "grid": grid, "tolerance": tolerance,
-                                "second_moment_law_residual": law})
+    result = Fit(
+        "exponent of Var(p) in N",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        1.0,
+        tolerance,
+        residual=fit.residual_max,
+    )
+    series += [
+        SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept) * n**fit.slope)
+        for n in grid
+    ]
+    return Measurement(
+        fit.slope,
+        1.0,
+        result.agrees and law <= IDENTITY_RTOL,
+        "|fit - 1| <= derived deviation; E||p||^2 = its law (1e-10)",
+        series=tuple(series),
+        fit=result,
+        details={
+            "kappa": kappa,
+            "grid": grid,
+            "tolerance": tolerance,
+            "second_moment_law_residual": law,
+        },
+    )
 
 
-def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[..., Any]
-                                   ) -> Measurement:
+def check_client_sampling_variance(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """``|S_0| = s`` sampled UAR: ``Var(p_0) = (1/l^2) (m - s)/(s (m - 1)) sigma_v^2`` (N = 1).
 
     The variance is exact: every subset of size s is enumerated through a scripted context.
@@ -203,26 +239,48 @@ def check_client_sampling_variance(claim: Claim, case: Case, make: Callable[...,
         sizes.append(s)
         variances.append(variance)
         laws.append(law)
-        series += [SeriesPoint("measured", "sampled_clients", s, variance, 0, len(subsets)),
-                   SeriesPoint("theory", "sampled_clients", s, predicted, 0, len(subsets))]
+        series += [
+            SeriesPoint("measured", "sampled_clients", s, variance, 0, len(subsets)),
+            SeriesPoint("theory", "sampled_clients", s, predicted, 0, len(subsets)),
+        ]
     details = {"n_clients": m, "worst_relative_residual": worst}
     if len(sizes) < 3 or min(variances) <= 0.0:
         passed = worst <= IDENTITY_RTOL
-        return Measurement(worst, IDENTITY_RTOL, passed, "relative residual <=",
-                           series=tuple(series), details=details)
+        return Measurement(
+            worst,
+            IDENTITY_RTOL,
+            passed,
+            "relative residual <=",
+            series=tuple(series),
+            details=details,
+        )
     fit = stats.fit_exponent(np.array(laws), np.array(variances))
-    result = Fit("exponent of Var in (m-s)/(s(m-1))", fit.slope, fit.ci_low, fit.ci_high, 1.0,
-                 1e-6, residual=fit.residual_max)
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL and result.agrees,
-                       "relative residual <= and exponent = 1", series=tuple(series), fit=result,
-                       details=details)
+    result = Fit(
+        "exponent of Var in (m-s)/(s(m-1))",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        1.0,
+        1e-6,
+        residual=fit.residual_max,
+    )
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL and result.agrees,
+        "relative residual <= and exponent = 1",
+        series=tuple(series),
+        fit=result,
+        details=details,
+    )
 
 
 # ========================================================================== sampled clients, N > 1
 
 
-def sampling_variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, terms: int,
-                              size: int) -> tuple[float, torch.Tensor]:
+def sampling_variance_formula(
+    H: torch.Tensor, v: torch.Tensor, lam: float, terms: int, size: int
+) -> tuple[float, torch.Tensor]:
     """Derived law of FedIHGP with ``|S_n| = s`` clients UAR per round, exact oracles.
 
     With ``A_i = I - lam H_i``, ``c_s = (m - s)/(s (m - 1))`` and the finite-population moments
@@ -250,8 +308,7 @@ def sampling_variance_formula(H: torch.Tensor, v: torch.Tensor, lam: float, term
     return terms * lam**2 * second - float(mean @ mean), mean
 
 
-def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
-                              ) -> Measurement:
+def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """FedIHGP with ``|S_n| = s`` for every s and ``N > 1``: exact mean and variance over
     ``N'`` and every sequence of subsets ``(S_0, ..., S_{N-1})`` (enumerated through a scripted
     context; the path of a run with ``N' = N - 1`` gives every ``N' = n`` at once) equal
@@ -274,32 +331,49 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
         stacked = torch.stack(paths)  # (sequences, N, dy)
         mean = stacked.mean((0, 1))
         variance = float((stacked**2).sum(-1).mean()) - float(mean @ mean)
-        predicted, predicted_mean = sampling_variance_formula(mats["H"], mats["gy"], lam, terms,
-                                                              s)
+        predicted, predicted_mean = sampling_variance_formula(mats["H"], mats["gy"], lam, terms, s)
         scale = abs(predicted) + float(predicted_mean @ predicted_mean) + 1e-300
-        worst = max(worst, abs(variance - predicted) / scale,
-                    float((mean - full_mean).norm() ** 2) / scale)
+        worst = max(
+            worst, abs(variance - predicted) / scale, float((mean - full_mean).norm() ** 2) / scale
+        )
         sizes.append(s)
         client_parts.append(variance - var_full)
-        series += [SeriesPoint("measured", "sampled_clients", s, variance, 0, len(paths)),
-                   SeriesPoint("theory", "sampled_clients", s, predicted, 0, len(paths))]
-    details: dict[str, Any] = {"n_clients": m, "neumann_terms": terms,
-                               "client_sampling_variance": client_parts}
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative residual <=",
-                       series=tuple(series), details=details)
+        series += [
+            SeriesPoint("measured", "sampled_clients", s, variance, 0, len(paths)),
+            SeriesPoint("theory", "sampled_clients", s, predicted, 0, len(paths)),
+        ]
+    details: dict[str, Any] = {
+        "n_clients": m,
+        "neumann_terms": terms,
+        "client_sampling_variance": client_parts,
+    }
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative residual <=",
+        series=tuple(series),
+        details=details,
+    )
 
 
 def sampling_cases() -> st.SearchStrategy[Case]:
     """Client-sampling cases small enough to enumerate every participant set: (M, N) in
     {(3, 2), (3, 3), (4, 2)}, heterogeneous quadratic bilevel problems and a point."""
+
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         m, terms = draw(st.sampled_from([(3, 2), (3, 3), (4, 2)]))
         dim_y = draw(st.integers(1, 3))
         problem = QuadraticBilevel.random(
-            m, draw(st.integers(1, 3)), dim_y, draw(st.floats(1.0, 10.0)) if dim_y > 1 else 1.0,
-            seed=draw(strategies.SEEDS), hessian_heterogeneity=draw(st.floats(0.0, 0.8)),
-            gradient_heterogeneity=draw(st.floats(0.0, 3.0)))
+            m,
+            draw(st.integers(1, 3)),
+            dim_y,
+            draw(st.floats(1.0, 10.0)) if dim_y > 1 else 1.0,
+            seed=draw(strategies.SEEDS),
+            hessian_heterogeneity=draw(st.floats(0.0, 0.8)),
+            gradient_heterogeneity=draw(st.floats(0.0, 3.0)),
+        )
         return Case(problem, {"point_seed": draw(strategies.SEEDS), "neumann_terms": terms})
 
     return build()
@@ -312,10 +386,15 @@ def sampling_cases() -> st.SearchStrategy[Case]:
 class SqrtScaledIHGP(FedIHGP):
     """FedIHGP scaled by ``sqrt(N)/l`` instead of ``N/l`` (a "variance-normalised" weight)."""
 
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
+    def ihgp(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
         out = super().ihgp(ctx, x, y, truncation_index)
-        factor = self.neumann_terms ** -0.5
+        factor = self.neumann_terms**-0.5
         return out._replace(p=factor * out.p, path=tuple(factor * q for q in out.path))
 
 
@@ -348,16 +427,19 @@ IHGP_SAME_SUBSET = Perturbation(
 # =========================================================================================== cases
 
 # Cases of claim fednest.ihgp.variance_exact
-ihgp_variance_exact_cases = case_builder(closed_form_problems(max_clients=5, max_dim=4),
-                                         neumann_terms=st.integers(1, 40))
+ihgp_variance_exact_cases = case_builder(
+    closed_form_problems(max_clients=5, max_dim=4), neumann_terms=st.integers(1, 40)
+)
 
 # Cases of claim fednest.ihgp.variance_linear_in_n
 ihgp_variance_linear_in_n_cases = case_builder(
-    closed_form_problems(max_clients=3, max_dim=3, kappa=(1.0, 2.0)))
+    closed_form_problems(max_clients=3, max_dim=3, kappa=(1.0, 2.0))
+)
 
 # Cases of claim fednest.ihgp.client_sampling_variance
 ihgp_client_sampling_variance_cases = case_builder(
-    heterogeneous_bilevel(min_hessian=0.0, max_dim=3, kappa_max=10.0, clients=(4, 7)))
+    heterogeneous_bilevel(min_hessian=0.0, max_dim=3, kappa_max=10.0, clients=(4, 7))
+)
 
 
 # ====================================================================================== the claims
@@ -369,8 +451,10 @@ VARIANCE_EXACT = Claim(
     reference="Tarzanagh et al. 2022, Alg. 3, eq. (13b); second moment derived exactly",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("E_{N'}||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2 and E p = H^{-1}(I - A^N) v (full "
-               "participation, exact oracles)"),
+    statement=(
+        "E_{N'}||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2 and E p = H^{-1}(I - A^N) v (full "
+        "participation, exact oracles)"
+    ),
     estimators=("fedihgp",),
     strategy=ihgp_variance_exact_cases,
     check=check_variance_exact,
@@ -385,13 +469,16 @@ VARIANCE_EXACT = Claim(
 VARIANCE_LINEAR_IN_N = Claim(
     id="fednest.ihgp.variance_linear_in_n",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Alg. 3, eq. (13b); growth in N derived (not in Thm 3.1's "
-               "constants)"),
+    reference=(
+        "Tarzanagh et al. 2022, Alg. 3, eq. (13b); growth in N derived (not in Thm 3.1's constants)"
+    ),
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("Var(p_{N'}) grows linearly in N for N >> kappa: fitted log-log exponent = 1 "
-               "within the derived deviation (2 kappa - 1)/N_min, with E||p||^2 = (N/l^2) "
-               "sum_{j<N} ||A^j v||^2 (1e-10) at each N of the grid"),
+    statement=(
+        "Var(p_{N'}) grows linearly in N for N >> kappa: fitted log-log exponent = 1 "
+        "within the derived deviation (2 kappa - 1)/N_min, with E||p||^2 = (N/l^2) "
+        "sum_{j<N} ||A^j v||^2 (1e-10) at each N of the grid"
+    ),
     estimators=("fedihgp",),
     # Why kappa <= 2 and small dims: the grid reaches 64 ceil(kappa) Hessian rounds.
     strategy=ihgp_variance_linear_in_n_cases,
@@ -404,23 +491,28 @@ VARIANCE_LINEAR_IN_N = Claim(
     # the failing one (this claim is expected to hold) and cost ~3 s per run.
     shrink=False,
     perturbation=IHGP_SQRT_SCALE,
-    notes=("The paper's Thm 3.1 shows only max(sigma^2) in its variance term; the randomized "
-           "truncation adds a variance linear in N (a log K factor under N = O(kappa log K)). "
-           "The exponent alone cannot tell N from N + 1 terms (an estimator running N + 1 terms "
-           "passed 8 of 8 fast cases on it): the exact second-moment law at each N of the grid "
-           "is the companion that does."),
+    notes=(
+        "The paper's Thm 3.1 shows only max(sigma^2) in its variance term; the randomized "
+        "truncation adds a variance linear in N (a log K factor under N = O(kappa log K)). "
+        "The exponent alone cannot tell N from N + 1 terms (an estimator running N + 1 terms "
+        "passed 8 of 8 fast cases on it): the exact second-moment law at each N of the grid "
+        "is the companion that does."
+    ),
 )
 
 
 CLIENT_SAMPLING_VARIANCE = Claim(
     id="fednest.ihgp.client_sampling_variance",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); law derived here (no paper "
-               "exponent)"),
+    reference=(
+        "Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); law derived here (no paper exponent)"
+    ),
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("|S_0| = s clients UAR, N = 1: E p = full-participation p and Var(p) = (1/l^2) (m "
-               "- s)/(s (m - 1)) sigma_v^2 (exponent 1 in the factor)"),
+    statement=(
+        "|S_0| = s clients UAR, N = 1: E p = full-participation p and Var(p) = (1/l^2) (m "
+        "- s)/(s (m - 1)) sigma_v^2 (exponent 1 in the factor)"
+    ),
     estimators=("fedihgp",),
     strategy=ihgp_client_sampling_variance_cases,
     check=check_client_sampling_variance,
@@ -429,21 +521,26 @@ CLIENT_SAMPLING_VARIANCE = Claim(
         A2_STRONG_CONVEXITY,
     ),
     perturbation=IHGP_IGNORES_SUBSET,
-    notes=("Derived law (the paper states no law in |S|): exact, by enumerating all "
-           "subsets. With N > 1 the subsets S_n also sample Hessians, adding terms."),
+    notes=(
+        "Derived law (the paper states no law in |S|): exact, by enumerating all "
+        "subsets. With N > 1 the subsets S_n also sample Hessians, adding terms."
+    ),
 )
 
 
 CLIENT_SAMPLING_VARIANCE_N = Claim(
     id="fednest.ihgp.client_sampling_variance_n",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); law derived here (no "
-               "paper law)"),
+    reference=(
+        "Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); law derived here (no paper law)"
+    ),
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("|S_n| = s UAR, N > 1: E p = full-participation E p and Var(p) = N l^{-2} "
-               "sum_{n<N} tr M_n - ||E p||^2 with M_n = E[A_S M_{n-1} A_S^T], M_0 = E[v_S v_S^T] "
-               "(finite-population factor (m - s)/(s (m - 1)))"),
+    statement=(
+        "|S_n| = s UAR, N > 1: E p = full-participation E p and Var(p) = N l^{-2} "
+        "sum_{n<N} tr M_n - ||E p||^2 with M_n = E[A_S M_{n-1} A_S^T], M_0 = E[v_S v_S^T] "
+        "(finite-population factor (m - s)/(s (m - 1)))"
+    ),
     estimators=("fedihgp",),
     strategy=sampling_cases,
     check=check_sampling_variance_n,
@@ -456,9 +553,11 @@ CLIENT_SAMPLING_VARIANCE_N = Claim(
     shrink=False,
     perturbation=IHGP_SAME_SUBSET,
     max_examples=PerProfile(2, 4),
-    notes=("Derived law (the paper states no law in |S|). Exact: every sequence of "
-           "subsets is enumerated. Var(s) - Var(m) is a degree-N polynomial in the factor, so "
-           "the N = 1 exponent-1 law does not carry over."),
+    notes=(
+        "Derived law (the paper states no law in |S|). Exact: every sequence of "
+        "subsets is enumerated. Var(s) - Var(m) is a degree-N polynomial in the factor, so "
+        "the N = 1 exponent-1 law does not carry over."
+    ),
 )
 
 

@@ -110,16 +110,17 @@ class LinearOuterProbe:
     def id(self) -> str:
         return f"probe({self.base.id})"
 
-    def outer_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Any) -> torch.Tensor:
+    def outer_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
+    ) -> torch.Tensor:
         return (y * self.v).sum(-1) + 0.0 * x.sum(-1)
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Any) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
+    ) -> torch.Tensor:
         return self.base.inner_loss(x, y, clients, batch)
 
-    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
-                     batch_size: int) -> Any:
+    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int) -> Any:
         return self.base.sample_batch(rng, clients, batch_size)
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,8 +133,9 @@ class LinearOuterProbe:
 # ========================================================================================== checks
 
 
-def _expected_hessian_inverse(estimator: Any, problem: Any, x: torch.Tensor,
-                              y: torch.Tensor) -> torch.Tensor:
+def _expected_hessian_inverse(
+    estimator: Any, problem: Any, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
     """``E[H_hat]`` of FedIHGP over ``N'``, column by column: the expected IHGP of the probe
     whose outer gradient is ``e_j`` (:class:`LinearOuterProbe`)."""
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
@@ -141,8 +143,9 @@ def _expected_hessian_inverse(estimator: Any, problem: Any, x: torch.Tensor,
     return torch.stack(columns, dim=1)
 
 
-def check_inverse_hessian_identity(claim: Claim, case: Case, make: Callable[..., Any]
-                                   ) -> Measurement:
+def check_inverse_hessian_identity(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """``H^{-1} - E[H_hat] = H^{-1} (I - H/l)^N`` with ``E`` over ``N'`` as a finite sum."""
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
@@ -156,8 +159,13 @@ def check_inverse_hessian_identity(claim: Claim, case: Case, make: Callable[...,
     predicted = H_inv @ torch.linalg.matrix_power(eye - lam * H, terms)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
     relative = float(torch.linalg.matrix_norm(H_inv - expected - predicted, ord=2)) / scale
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL, "relative residual <=",
-                       details={"neumann_terms": terms, "l_g1": 1.0 / lam})
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"neumann_terms": terms, "l_g1": 1.0 / lam},
+    )
 
 
 def inverse_hessian_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
@@ -166,8 +174,7 @@ def inverse_hessian_bound(constants: ProblemConstants, params: Mapping[str, floa
     return ((kappa - 1.0) / kappa) ** params["neumann_terms"] / params["mu_g"]
 
 
-def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., Any]
-                                ) -> Measurement:
+def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """``||H^{-1} - E[H_hat]|| <= (1/mu_g)((kappa_g - 1)/kappa_g)^N`` for N on a grid."""
     problem = case.problem
     x, y = evaluation_point(problem, case.params["point_seed"])
@@ -181,19 +188,31 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
     # e-folds) at kappa <= 30 while keeping sum(N) * dim_y Hessian rounds small.
     for terms in (1, 2, 4, 8, 16):
         estimator = fedihgp(make, terms, lam)
-        error = float(torch.linalg.matrix_norm(
-            H_inv - _expected_hessian_inverse(estimator, problem, x, y), ord=2))
+        error = float(
+            torch.linalg.matrix_norm(
+                H_inv - _expected_hessian_inverse(estimator, problem, x, y), ord=2
+            )
+        )
         bound = claim.evaluate_bound(problem.constants(), {**pc, "neumann_terms": terms})
         worst = max(worst, error - bound - IDENTITY_RTOL * scale)
-        series += [SeriesPoint("measured", "neumann_terms", terms, error, 0, terms),
-                   SeriesPoint("bound", "neumann_terms", terms, bound, 0, terms)]
+        series += [
+            SeriesPoint("measured", "neumann_terms", terms, error, 0, terms),
+            SeriesPoint("bound", "neumann_terms", terms, bound, 0, terms),
+        ]
         last = (error, bound)
-    return Measurement(last[0], last[1], worst <= 0.0, "<= at every N on the grid",
-                       series=tuple(series), details={"kappa_g": pc["kappa_g"]})
+    return Measurement(
+        last[0],
+        last[1],
+        worst <= 0.0,
+        "<= at every N on the grid",
+        series=tuple(series),
+        details={"kappa_g": pc["kappa_g"]},
+    )
 
 
-def _indirect_bias_parts(case: Case, make: Callable[..., Any], point_scale: float = 1.0
-                         ) -> dict[str, Any]:
+def _indirect_bias_parts(
+    case: Case, make: Callable[..., Any], point_scale: float = 1.0
+) -> dict[str, Any]:
     """``E[h^I_i]`` per client and the plug-in ``grad_bar^I f_i`` at ``(x, y*(x))``."""
     problem = case.problem
     x, _ = evaluation_point(problem, case.params["point_seed"])
@@ -212,11 +231,26 @@ def _indirect_bias_parts(case: Case, make: Callable[..., Any], point_scale: floa
     # l_{f,0} at the case's point: the smallest Lipschitz constant of f_i on a region holding it
     # (the whole space when every f_i is affine, where grad f_i is constant)
     pc["l_f0"] = float(torch.cat([mats["gx"], mats["gy"]], dim=1).norm(dim=1).max())
-    return {"problem": problem, "x": x, "y": y, "terms": terms, "pc": pc, "h": h,
-            "direct": direct, "indirect": indirect, "plug_in_clients": plug_in_clients,
-            "plug_in": plug_in, "J_bar": J_bar, "H_bar": H_bar, "gy": mats["gy"].mean(0),
-            "scale": float(torch.linalg.matrix_norm(J_bar @ torch.linalg.inv(H_bar), ord=2)
-                           * mats["gy"].norm(dim=1).max()) + 1e-300}
+    return {
+        "problem": problem,
+        "x": x,
+        "y": y,
+        "terms": terms,
+        "pc": pc,
+        "h": h,
+        "direct": direct,
+        "indirect": indirect,
+        "plug_in_clients": plug_in_clients,
+        "plug_in": plug_in,
+        "J_bar": J_bar,
+        "H_bar": H_bar,
+        "gy": mats["gy"].mean(0),
+        "scale": float(
+            torch.linalg.matrix_norm(J_bar @ torch.linalg.inv(H_bar), ord=2)
+            * mats["gy"].norm(dim=1).max()
+        )
+        + 1e-300,
+    }
 
 
 def paper_bias_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
@@ -246,17 +280,30 @@ def check_per_client_bias(claim: Claim, case: Case, make: Callable[..., Any]) ->
     bound_fn = BIAS_CONSTANTS[str(case.params.get("constant", "printed"))]
     bound = bound_fn(parts["problem"].constants(), {**parts["pc"], "neumann_terms": parts["terms"]})
     slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(measured, bound, measured <= bound + slack, "max_i <=", slack=slack,
-                       details={"neumann_terms": parts["terms"],
-                                "n_clients": parts["problem"].n_clients,
-                                "l_f0": parts["pc"]["l_f0"], "l_f1": parts["pc"]["l_f1"]})
+    return Measurement(
+        measured,
+        bound,
+        measured <= bound + slack,
+        "max_i <=",
+        slack=slack,
+        details={
+            "neumann_terms": parts["terms"],
+            "n_clients": parts["problem"].n_clients,
+            "l_f0": parts["pc"]["l_f0"],
+            "l_f1": parts["pc"]["l_f1"],
+        },
+    )
 
 
 def averaged_bias_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """Corrected (15): ``||J_bar|| ||grad_y f|| (1/mu_g) ((kappa_g - 1)/kappa_g)^N``."""
     kappa = params["l_g1"] / params["mu_g"]
-    return (params["cross_norm"] * params["grad_y_norm"]
-            * ((kappa - 1.0) / kappa) ** params["neumann_terms"] / params["mu_g"])
+    return (
+        params["cross_norm"]
+        * params["grad_y_norm"]
+        * ((kappa - 1.0) / kappa) ** params["neumann_terms"]
+        / params["mu_g"]
+    )
 
 
 def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -265,26 +312,40 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     parts = _indirect_bias_parts(case, make, float(case.params.get("point_scale", 1.0)))
     plug_in_total = parts["direct"].mean(0) + parts["plug_in"]
     measured = float((parts["h"] - plug_in_total).norm())
-    params = {**parts["pc"], "neumann_terms": parts["terms"],
-              "cross_norm": float(torch.linalg.matrix_norm(parts["J_bar"], ord=2)),
-              "grad_y_norm": float(parts["gy"].norm())}
+    params = {
+        **parts["pc"],
+        "neumann_terms": parts["terms"],
+        "cross_norm": float(torch.linalg.matrix_norm(parts["J_bar"], ord=2)),
+        "grad_y_norm": float(parts["gy"].norm()),
+    }
     bound = claim.evaluate_bound(parts["problem"].constants(), params)
     slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(measured, bound, measured <= bound + slack, "<=", slack=slack,
-                       details={"neumann_terms": parts["terms"],
-                                "grad_y_norm": params["grad_y_norm"]})
+    return Measurement(
+        measured,
+        bound,
+        measured <= bound + slack,
+        "<=",
+        slack=slack,
+        details={"neumann_terms": parts["terms"], "grad_y_norm": params["grad_y_norm"]},
+    )
 
 
 def check_paper_constant(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Client-averaged (15) with the paper's constant ``b = kappa_g l_{f,1} rho^N``."""
     parts = _indirect_bias_parts(case, make, float(case.params["point_scale"]))
     measured = float((parts["h"] - parts["direct"].mean(0) - parts["plug_in"]).norm())
-    bound = claim.evaluate_bound(parts["problem"].constants(),
-                                 {**parts["pc"], "neumann_terms": parts["terms"]})
+    bound = claim.evaluate_bound(
+        parts["problem"].constants(), {**parts["pc"], "neumann_terms": parts["terms"]}
+    )
     slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(measured, bound, measured <= bound + slack, "<=", slack=slack,
-                       details={"grad_y_norm": float(parts["gy"].norm()),
-                                "l_f1": parts["pc"]["l_f1"]})
+    return Measurement(
+        measured,
+        bound,
+        measured <= bound + slack,
+        "<=",
+        slack=slack,
+        details={"grad_y_norm": float(parts["gy"].norm()), "l_f1": parts["pc"]["l_f1"]},
+    )
 
 
 # --------------------------------------------------------------------------- (14b)
@@ -305,8 +366,7 @@ def abs_error_bound_as_stated(constants: ProblemConstants, params: Mapping[str, 
     return 2.0 / params["mu_g"]
 
 
-def abs_error_bound_per_sample(constants: ProblemConstants, params: Mapping[str, float]
-                               ) -> float:
+def abs_error_bound_per_sample(constants: ProblemConstants, params: Mapping[str, float]) -> float:
     """(14b) with per-sample constants (which Assumptions A-B do not state): ``2 / mu_s``, ``mu_s``
     the smallest eigenvalue of any sample Hessian (and ``l`` >= the largest)."""
     return 2.0 / params["mu_samples"]
@@ -323,8 +383,9 @@ ABS_ERROR_EFFECT = 0.25
 ABS_ERROR_MAX_DRAWS = 2000
 
 
-def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
-                    design: Design) -> Measurement:
+def check_abs_error(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """(14b): ``E||H^{-1} - H_hat|| <= bound`` by Monte Carlo over the minibatches and subsets.
 
     Each draw j runs FedIHGP once per probe ``grad_y f_i = e_k`` (same stream, so the same
@@ -354,23 +415,33 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
     per_sample_y = claim.bound is abs_error_bound_per_sample
     l_g = l_s if per_sample_y else neumann_scale(case)
     mu_g = mu_s if per_sample_y else assumption_constants(case).mu_g
-    estimator = fedihgp(make, terms, 1.0 / l_g, participation=case.params["participation"],
-                        batch_size=1)
+    estimator = fedihgp(
+        make, terms, 1.0 / l_g, participation=case.params["participation"], batch_size=1
+    )
     x, y = evaluation_point(problem, case.params["point_seed"])
     H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
-    bound = claim.evaluate_bound(constants, {"mu_samples": mu_s, "mu_g": mu_g,
-                                             "neumann_terms": terms})
+    bound = claim.evaluate_bound(
+        constants, {"mu_samples": mu_s, "mu_g": mu_g, "neumann_terms": terms}
+    )
     contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))
-    value_range = (float(torch.linalg.matrix_norm(H_inv, ord=2))
-                   + sum(contraction**n for n in range(terms)) / l_g)
+    value_range = (
+        float(torch.linalg.matrix_norm(H_inv, ord=2))
+        + sum(contraction**n for n in range(terms)) / l_g
+    )
     # Sizes before sampling: two looks (sequential_test), each at half the case's rate (one
     # bounded side); the last has the draws that resolve ABS_ERROR_EFFECT, the first a quarter of
     # them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at a quarter of
     # the cost, confirmation included.
     looks_rate = design.false_fail_rate / 2.0
-    total = design.samples(min(ABS_ERROR_MAX_DRAWS, stats.min_num_samples_for_hoeffding(
-        2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate)))
+    total = design.samples(
+        min(
+            ABS_ERROR_MAX_DRAWS,
+            stats.min_num_samples_for_hoeffding(
+                2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate
+            ),
+        )
+    )
     looks = sorted({max(1, total // 4), total})
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     probes = [LinearOuterProbe(problem, e) for e in eye]
@@ -384,38 +455,70 @@ def check_abs_error(claim: Claim, case: Case, make: Callable[..., Any],
         return float(torch.linalg.matrix_norm(H_inv - H_hats, ord=2).mean())
 
     test, samples = sequential_test(
-        "E||H^{-1} - H_hat||", draw, looks, design.false_fail_rate, bound,
-        evidence=lambda values: Hoeffding(float(np.mean(values)), value_range, len(values)))
+        "E||H^{-1} - H_hat||",
+        draw,
+        looks,
+        design.false_fail_rate,
+        bound,
+        evidence=lambda values: Hoeffding(float(np.mean(values)), value_range, len(values)),
+    )
     estimate = float(np.mean(samples))
-    return Measurement(estimate, bound, True, "E <= bound (Hoeffding)",
-                       series=(SeriesPoint("measured", "neumann_terms", terms, estimate),
-                               SeriesPoint("bound", "neumann_terms", terms, bound)),
-                       details={"mu_clients": constants.mu_clients, "mu_samples": mu_s,
-                                "mu_g": mu_g, "assumptions": "y block per sample" if per_sample_y
-                                else str(case.params.get("assumptions", "expected")),
-                                "l_samples": l_s, "l": l_g, "draws": len(samples),
-                                "looks": looks, "value_range": value_range},
-                       tests=(test,))
+    return Measurement(
+        estimate,
+        bound,
+        True,
+        "E <= bound (Hoeffding)",
+        series=(
+            SeriesPoint("measured", "neumann_terms", terms, estimate),
+            SeriesPoint("bound", "neumann_terms", terms, bound),
+        ),
+        details={
+            "mu_clients": constants.mu_clients,
+            "mu_samples": mu_s,
+            "mu_g": mu_g,
+            "assumptions": "y block per sample"
+            if per_sample_y
+            else str(case.params.get("assumptions", "expected")),
+            "l_samples": l_s,
+            "l": l_g,
+            "draws": len(samples),
+            "looks": looks,
+            "value_range": value_range,
+        },
+        tests=(test,),
+    )
 
 
 def abs_error_cases() -> st.SearchStrategy[Case]:
     """Lemma 2.2's absolute-error cases: noisy quadratic bilevel problems (1-3 clients, Hessian
     heterogeneity in [0, 0.5] and Hessian noise at most 0.95 less it), a point, the Neumann
     count N in [2, 8] and full or partial participation."""
+
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         dim_y = draw(st.integers(1, 2))
         hh = draw(st.floats(0.0, 0.5))
         problem = QuadraticBilevel.random(
-            draw(st.integers(1, 3)), draw(st.integers(1, 2)), dim_y,
-            draw(st.floats(1.0, 4.0)) if dim_y > 1 else 1.0, seed=draw(strategies.SEEDS),
-            hessian_heterogeneity=hh, gradient_heterogeneity=draw(st.floats(0.0, 2.0)),
-            n_samples=draw(st.integers(2, 6)), gradient_noise=0.5,
-            hessian_noise=draw(st.floats(0.0, 0.95 - hh)))
+            draw(st.integers(1, 3)),
+            draw(st.integers(1, 2)),
+            dim_y,
+            draw(st.floats(1.0, 4.0)) if dim_y > 1 else 1.0,
+            seed=draw(strategies.SEEDS),
+            hessian_heterogeneity=hh,
+            gradient_heterogeneity=draw(st.floats(0.0, 2.0)),
+            n_samples=draw(st.integers(2, 6)),
+            gradient_noise=0.5,
+            hessian_noise=draw(st.floats(0.0, 0.95 - hh)),
+        )
         participation = draw(st.one_of(st.none(), st.integers(1, problem.n_clients)))
-        return Case(problem, {"point_seed": draw(strategies.SEEDS),
-                              "neumann_terms": draw(st.integers(2, 8)),
-                              "participation": participation})
+        return Case(
+            problem,
+            {
+                "point_seed": draw(strategies.SEEDS),
+                "neumann_terms": draw(st.integers(2, 8)),
+                "participation": participation,
+            },
+        )
 
     return build()
 
@@ -449,27 +552,36 @@ IHGP_HALVED_LIPSCHITZ = Perturbation(
 
 # Cases of claim fednest.lemma22.inverse_hessian_identity
 lemma22_inverse_hessian_identity_cases = case_builder(
-    closed_form_problems(max_clients=5, max_dim=4), neumann_terms=st.integers(1, 20))
+    closed_form_problems(max_clients=5, max_dim=4), neumann_terms=st.integers(1, 20)
+)
 
 # Cases of claim fednest.lemma22.inverse_hessian_bound
 lemma22_inverse_hessian_bound_cases = case_builder(closed_form_problems(max_clients=4, max_dim=3))
 
 
-def _affine_outer_bilevel(min_clients: int = 1, max_clients: int = 5, max_dim: int = 3,
-                          gradient_heterogeneity: tuple[float, float] = (0.0, 2.0)
-                          ) -> st.SearchStrategy[QuadraticBilevel]:
+def _affine_outer_bilevel(
+    min_clients: int = 1,
+    max_clients: int = 5,
+    max_dim: int = 3,
+    gradient_heterogeneity: tuple[float, float] = (0.0, 2.0),
+) -> st.SearchStrategy[QuadraticBilevel]:
     """Bilevel problems whose every ``f_i`` is affine (``outer_curvature = 0``): Lipschitz on the
     whole space, so A1 holds under its strictest reading with ``l_{f,1} = 0`` and ``l_{f,0} =
     max_i ||grad f_i||`` (:data:`theory_checks.fednest.constants.A1_F_LIPSCHITZ_GLOBAL`)."""
+
     @st.composite
     def build(draw: st.DrawFn) -> QuadraticBilevel:
         dim_y = draw(st.integers(1, max_dim))
         return QuadraticBilevel.random(
-            draw(st.integers(min_clients, max_clients)), draw(st.integers(1, max_dim)), dim_y,
-            draw(st.floats(1.0, 10.0)) if dim_y > 1 else 1.0, seed=draw(strategies.SEEDS),
+            draw(st.integers(min_clients, max_clients)),
+            draw(st.integers(1, max_dim)),
+            dim_y,
+            draw(st.floats(1.0, 10.0)) if dim_y > 1 else 1.0,
+            seed=draw(strategies.SEEDS),
             hessian_heterogeneity=draw(st.floats(0.0, 0.5)),
             gradient_heterogeneity=draw(st.floats(*gradient_heterogeneity)),
-            outer_curvature=0.0)
+            outer_curvature=0.0,
+        )
 
     return build()
 
@@ -479,18 +591,23 @@ def _affine_outer_bilevel(min_clients: int = 1, max_clients: int = 5, max_dim: i
 # l_{f,0}) has decayed while the per-client gap, which does not depend on N, has not.
 lemma22_per_client_bias_cases = case_builder(
     _affine_outer_bilevel(min_clients=2, gradient_heterogeneity=(0.5, 2.0)),
-    neumann_terms=st.integers(1, 60))
+    neumann_terms=st.integers(1, 60),
+)
 
 # Cases of claim fednest.lemma22.averaged_bias
-lemma22_averaged_bias_cases = case_builder(bilevel_problems(max_clients=5, max_dim=3),
-                                           neumann_terms=st.integers(1, 40),
-                                           point_scale=st.floats(1.0, 20.0))
+lemma22_averaged_bias_cases = case_builder(
+    bilevel_problems(max_clients=5, max_dim=3),
+    neumann_terms=st.integers(1, 40),
+    point_scale=st.floats(1.0, 20.0),
+)
 
 # Cases of claim fednest.lemma22.paper_constant: affine f_i (inside A1 read globally), where
 # l_{f,1} = 0 while the bias J H^{-1} A^N grad_y f is not zero
-lemma22_paper_constant_cases = case_builder(_affine_outer_bilevel(max_clients=4),
-                                            neumann_terms=st.integers(1, 30),
-                                            point_scale=st.floats(1.0, 50.0))
+lemma22_paper_constant_cases = case_builder(
+    _affine_outer_bilevel(max_clients=4),
+    neumann_terms=st.integers(1, 30),
+    point_scale=st.floats(1.0, 50.0),
+)
 
 
 # =============================================================================== positive controls
@@ -502,14 +619,16 @@ lemma22_paper_constant_cases = case_builder(_affine_outer_bilevel(max_clients=4)
 # b = 0 and it fails: the control holds under one reading, which shows the check can say holds).
 ONE_CLIENT_AFFINE_OUTER = known_case(
     QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0).spec(),
-    {"point_seed": 0, "neumann_terms": 4, "point_scale": 1.0})
+    {"point_seed": 0, "neumann_terms": 4, "point_scale": 1.0},
+)
 
 # No cross derivative (J = 0) and affine f: the bias J H^{-1} A^N grad_y f is 0, at most the
 # printed b = kappa_g l_{f,1} rho^N = 0. Affine f keeps the control inside A1 read globally, and
 # with J != 0 every affine-f case has a bias above the printed b = 0 (the refutation).
 NO_CROSS_AFFINE_OUTER = known_case(
     QuadraticBilevel.random(1, 1, 2, 2.0, seed=0, outer_curvature=0.0, cross_scale=0.0).spec(),
-    {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0})
+    {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0},
+)
 
 # The (14b) counterexample: one client, kappa = 1 (mu_g = l_{g,1} = 1), two samples whose
 # Hessians are 0.1 and 1.9: every factor of H_hat has norm 0.9 > 1 - mu_g/l = 0.
@@ -519,11 +638,23 @@ NO_CROSS_AFFINE_OUTER = known_case(
 # against the bound 2, an excess the check's resolution (a quarter of the bound) cannot decide;
 # the case saved before the constant was A1's used l = lambda_max(H) = 1.0 < l_{g,1}, outside A1.
 ABS_ERROR_COUNTEREXAMPLE = known_case(
-    {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 1,
-     "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-     "gradient_heterogeneity": 0.0, "mu": 1.0, "n_samples": 2, "gradient_noise": 0.5,
-     "hessian_noise": 0.9, "cross_scale": 0.15},
-    {"point_seed": 0, "neumann_terms": 8, "participation": None})
+    {
+        "family": "QuadraticBilevel.random",
+        "n_clients": 1,
+        "dim_x": 1,
+        "dim_y": 1,
+        "condition_number": 1.0,
+        "seed": 0,
+        "hessian_heterogeneity": 0.0,
+        "gradient_heterogeneity": 0.0,
+        "mu": 1.0,
+        "n_samples": 2,
+        "gradient_noise": 0.5,
+        "hessian_noise": 0.9,
+        "cross_scale": 0.15,
+    },
+    {"point_seed": 0, "neumann_terms": 8, "participation": None},
+)
 
 
 # A case where (14b)'s bound is nearly tight under both readings, so that a wrong Neumann step
@@ -532,9 +663,11 @@ ABS_ERROR_COUNTEREXAMPLE = known_case(
 # (2/l) or (2/l)(1 - 1/l) ~ 0, so E||H^{-1} - H_hat|| = 0.99 against 2 (holds, at half the bound);
 # with the step 2/l (the perturbation) the factor is -0.98 and it is 3.9 (caught).
 ABS_ERROR_TIGHT_CASE = known_case(
-    QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, n_samples=2, gradient_noise=0.5,
-                            hessian_noise=0.0, cross_scale=0.15).spec(),
-    {"point_seed": 0, "neumann_terms": 2, "participation": None})
+    QuadraticBilevel.random(
+        1, 1, 1, 1.0, seed=0, n_samples=2, gradient_noise=0.5, hessian_noise=0.0, cross_scale=0.15
+    ).spec(),
+    {"point_seed": 0, "neumann_terms": 2, "participation": None},
+)
 
 
 # ====================================================================================== the claims
@@ -565,8 +698,10 @@ INVERSE_HESSIAN_BOUND = Claim(
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14a)",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||H^{-1} - E[H_hat]|| <= (1/mu_g) ((kappa_g - 1)/kappa_g)^N, kappa_g = "
-               "l_{g,1}/mu_g (per-client constants of A1-A2)"),
+    statement=(
+        "||H^{-1} - E[H_hat]|| <= (1/mu_g) ((kappa_g - 1)/kappa_g)^N, kappa_g = "
+        "l_{g,1}/mu_g (per-client constants of A1-A2)"
+    ),
     estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_bound_cases,
     check=check_inverse_hessian_bound,
@@ -586,8 +721,10 @@ PER_CLIENT_BIAS = Claim(
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
-               "1)/kappa_g)^N for every client i"),
+    statement=(
+        "||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
+        "1)/kappa_g)^N for every client i"
+    ),
     estimators=("fedihgp",),
     strategy=lemma22_per_client_bias_cases,
     check=check_per_client_bias,
@@ -599,32 +736,50 @@ PER_CLIENT_BIAS = Claim(
     positive_control=ONE_CLIENT_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
-    notes=("E[h^I_i] uses the LOCAL Jacobian and the global grad_y f; (8b) uses the GLOBAL "
-           "Jacobian and the LOCAL grad_y f_i: they agree only after averaging over clients, so "
-           "under heterogeneity the gap does not vanish as N grows. The refutation is about 'for "
-           "all i', not about (15)'s constant: it fails with b as printed and with the constant "
-           "its proof gives (l_{f,0} for l_{f,1}, fednest.lemma22.paper_constant), on affine f_i "
-           "(A1 read on the whole space). Saved counterexample (2 clients, N = 1): max_i gap "
-           "0.106 against b = 0 as printed and 0.024 with the proof's l_{f,0} = 2.23."),
+    notes=(
+        "E[h^I_i] uses the LOCAL Jacobian and the global grad_y f; (8b) uses the GLOBAL "
+        "Jacobian and the LOCAL grad_y f_i: they agree only after averaging over clients, so "
+        "under heterogeneity the gap does not vanish as N grows. The refutation is about 'for "
+        "all i', not about (15)'s constant: it fails with b as printed and with the constant "
+        "its proof gives (l_{f,0} for l_{f,1}, fednest.lemma22.paper_constant), on affine f_i "
+        "(A1 read on the whole space). Saved counterexample (2 clients, N = 1): max_i gap "
+        "0.106 against b = 0 as printed and 0.024 with the proof's l_{f,0} = 2.23."
+    ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "QuadraticBilevel.random", "n_clients": 2, "dim_x": 1, "dim_y": 1,
-             "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-             "gradient_heterogeneity": 1.0, "mu": 1.0, "n_samples": 0, "gradient_noise": 0.0,
-             "hessian_noise": 0.0, "outer_curvature": 0.0},
-            {"point_seed": 0, "neumann_terms": 1}),
+            {
+                "family": "QuadraticBilevel.random",
+                "n_clients": 2,
+                "dim_x": 1,
+                "dim_y": 1,
+                "condition_number": 1.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "gradient_heterogeneity": 1.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "gradient_noise": 0.0,
+                "hessian_noise": 0.0,
+                "outer_curvature": 0.0,
+            },
+            {"point_seed": 0, "neumann_terms": 1},
+        ),
     ),
     readings=(
         Reading(
             "b as printed",
             "max_i ||E[h^I_i] - grad_bar^I f_i|| <= kappa_g l_{f,1} ((kappa_g - 1)/kappa_g)^N",
-            {"constant": "printed"}),
+            {"constant": "printed"},
+        ),
         Reading(
             "b with the proof's constant",
-            ("max_i ||E[h^I_i] - grad_bar^I f_i|| <= kappa_g l_{f,0} ((kappa_g - 1)/kappa_g)^N, "
-             "l_{f,0} >= ||grad f_i|| (the constant Lemma 2.2's proof gives)"),
-            {"constant": "proof"}),
+            (
+                "max_i ||E[h^I_i] - grad_bar^I f_i|| <= kappa_g l_{f,0} ((kappa_g - 1)/kappa_g)^N, "
+                "l_{f,0} >= ||grad f_i|| (the constant Lemma 2.2's proof gives)"
+            ),
+            {"constant": "proof"},
+        ),
     ),
 )
 
@@ -632,12 +787,15 @@ PER_CLIENT_BIAS = Claim(
 AVERAGED_BIAS = Claim(
     id="fednest.lemma22.averaged_bias",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the "
-               "explicit constant"),
+    reference=(
+        "Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the explicit constant"
+    ),
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
-               "((kappa_g - 1)/kappa_g)^N"),
+    statement=(
+        "||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
+        "((kappa_g - 1)/kappa_g)^N"
+    ),
     estimators=("fedihgp",),
     strategy=lemma22_averaged_bias_cases,
     check=check_averaged_bias,
@@ -648,8 +806,10 @@ AVERAGED_BIAS = Claim(
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     bound=averaged_bias_bound,
     corrects=PER_CLIENT_BIAS.id,
-    notes=("Also the correction of fednest.lemma22.paper_constant: the constant is ||J|| "
-           "||grad_y f|| / mu_g, not kappa_g l_{f,1}."),
+    notes=(
+        "Also the correction of fednest.lemma22.paper_constant: the constant is ||J|| "
+        "||grad_y f|| / mu_g, not kappa_g l_{f,1}."
+    ),
 )
 
 
@@ -660,8 +820,10 @@ PAPER_CONSTANT = Claim(
     kind="bias_bound",
     about=ABOUT_STEP,
     serves="fednest.lemma22.averaged_bias",
-    statement=("client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
-               "1)/kappa_g)^N at any (x, y)"),
+    statement=(
+        "client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
+        "1)/kappa_g)^N at any (x, y)"
+    ),
     estimators=("fedihgp",),
     strategy=lemma22_paper_constant_cases,
     check=check_paper_constant,
@@ -673,20 +835,34 @@ PAPER_CONSTANT = Claim(
     positive_control=NO_CROSS_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
-    notes=("The bias is J H^{-1} A^N grad_y f: it scales with ||grad_y f||, which l_{f,1} (a "
-           "Lipschitz constant of grad f) does not bound. Shown on affine f_i, inside A1 read on "
-           "the whole space: there l_{f,1} = 0 (or any small positive constant) while the bias "
-           "is not zero. The constant its proof gives, l_{f,0} for l_{f,1}, holds "
-           "(fednest.lemma22.averaged_bias). Saved counterexample (one client, N = 1): bias "
-           "0.095 against b = 0."),
+    notes=(
+        "The bias is J H^{-1} A^N grad_y f: it scales with ||grad_y f||, which l_{f,1} (a "
+        "Lipschitz constant of grad f) does not bound. Shown on affine f_i, inside A1 read on "
+        "the whole space: there l_{f,1} = 0 (or any small positive constant) while the bias "
+        "is not zero. The constant its proof gives, l_{f,0} for l_{f,1}, holds "
+        "(fednest.lemma22.averaged_bias). Saved counterexample (one client, N = 1): bias "
+        "0.095 against b = 0."
+    ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {"family": "QuadraticBilevel.random", "n_clients": 1, "dim_x": 1, "dim_y": 1,
-             "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-             "gradient_heterogeneity": 0.0, "mu": 1.0, "n_samples": 0, "gradient_noise": 0.0,
-             "hessian_noise": 0.0, "outer_curvature": 0.0},
-            {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0}),
+            {
+                "family": "QuadraticBilevel.random",
+                "n_clients": 1,
+                "dim_x": 1,
+                "dim_y": 1,
+                "condition_number": 1.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "gradient_heterogeneity": 0.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "gradient_noise": 0.0,
+                "hessian_noise": 0.0,
+                "outer_curvature": 0.0,
+            },
+            {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0},
+        ),
     ),
 )
 
@@ -694,13 +870,14 @@ PAPER_CONSTANT = Claim(
 ABS_ERROR_AS_STATED = Claim(
     id="fednest.lemma22.abs_error_as_stated",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants "
-               "(Assumption A)"),
+    reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants (Assumption A)"),
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("E_W||H^{-1} - H_hat|| <= 2/mu_g, with A2's mu_g and FedIHGP's scale A1's "
-               "l_{g,1} (the Lipschitz constant of grad g_i in (x, y)) (stochastic Hessians, "
-               "sampled clients)"),
+    statement=(
+        "E_W||H^{-1} - H_hat|| <= 2/mu_g, with A2's mu_g and FedIHGP's scale A1's "
+        "l_{g,1} (the Lipschitz constant of grad g_i in (x, y)) (stochastic Hessians, "
+        "sampled clients)"
+    ),
     estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
@@ -718,33 +895,43 @@ ABS_ERROR_AS_STATED = Claim(
         ABS_ERROR_COUNTEREXAMPLE,
         ABS_ERROR_TIGHT_CASE,
     ),
-    notes=("Assumption A is stated for g_i(x, y) := E_zeta g_i(x, y; zeta) (eq. (7)), and "
-           "(14b)'s H_hat (13b) multiplies factors I - (1/l_{g,1}) grad^2_y g_i(x, y; zeta) "
-           "built from samples. Read on the expected Hessian (the literal reading), A1-A2 bound "
-           "only the clients' mean Hessians; sample Hessians outside [mu_g, l_{g,1}] make ||I - "
-           "H_sample/l|| exceed 1 - mu_g/l, and E||H_hat|| exceeds 1/mu_g: the saved case (one "
-           "client, sample Hessians 0.1 and 1.9, l_{g,1} = 1.0092 joint in (x, y), ||grad^2_xy "
-           "g|| = 0.096) measures 5.4 against 2/mu_g = 2, confirmed on fresh draws. Read on "
-           "every sample function, as the bound's factors need them (Ghadimi & Wang's "
-           "stochastic Neumann estimator, which (13b) is, assumes them per sample; the proof "
-           "is in the appendix, not in the text held here), mu_g = 0.1 and l_{g,1} = 1.905 on "
-           "that case, and the same family holds: 1.5 against 20. So the statement is not "
-           "refuted: it holds under the per-sample reading and fails under the literal one, "
-           "and the verdict names both. f plays no part (the check probes grad_y f = e_k, an "
-           "affine f)."),
+    notes=(
+        "Assumption A is stated for g_i(x, y) := E_zeta g_i(x, y; zeta) (eq. (7)), and "
+        "(14b)'s H_hat (13b) multiplies factors I - (1/l_{g,1}) grad^2_y g_i(x, y; zeta) "
+        "built from samples. Read on the expected Hessian (the literal reading), A1-A2 bound "
+        "only the clients' mean Hessians; sample Hessians outside [mu_g, l_{g,1}] make ||I - "
+        "H_sample/l|| exceed 1 - mu_g/l, and E||H_hat|| exceeds 1/mu_g: the saved case (one "
+        "client, sample Hessians 0.1 and 1.9, l_{g,1} = 1.0092 joint in (x, y), ||grad^2_xy "
+        "g|| = 0.096) measures 5.4 against 2/mu_g = 2, confirmed on fresh draws. Read on "
+        "every sample function, as the bound's factors need them (Ghadimi & Wang's "
+        "stochastic Neumann estimator, which (13b) is, assumes them per sample; the proof "
+        "is in the appendix, not in the text held here), mu_g = 0.1 and l_{g,1} = 1.905 on "
+        "that case, and the same family holds: 1.5 against 20. So the statement is not "
+        "refuted: it holds under the per-sample reading and fails under the literal one, "
+        "and the verdict names both. f plays no part (the check probes grad_y f = e_k, an "
+        "affine f)."
+    ),
     readings=(
         Reading(
             "A1-A2 on the expected Hessian (literal)",
-            ("E_W||H^{-1} - H_hat|| <= 2/mu_g with mu_g = min_i lambda_min(grad^2_y g_i) and "
-             "l_{g,1} = max_i ||grad^2 g_i(z)|| of g_i(z) = E_zeta g_i(z; zeta), as Assumption "
-             "A states them"),
-            {"assumptions": "expected"}, expected="fails"),
+            (
+                "E_W||H^{-1} - H_hat|| <= 2/mu_g with mu_g = min_i lambda_min(grad^2_y g_i) and "
+                "l_{g,1} = max_i ||grad^2 g_i(z)|| of g_i(z) = E_zeta g_i(z; zeta), as Assumption "
+                "A states them"
+            ),
+            {"assumptions": "expected"},
+            expected="fails",
+        ),
         Reading(
             "A1-A2 on each sample (as the bound uses them)",
-            ("E_W||H^{-1} - H_hat|| <= 2/mu_g with mu_g = min_{i, zeta} lambda_min(grad^2_y "
-             "g_i(z; zeta)) and l_{g,1} = max_{i, zeta} ||grad^2 g_i(z; zeta)|| jointly in z = "
-             "(x, y): A1-A2 applied to every sample function"),
-            {"assumptions": "each_sample"}, expected="holds"),
+            (
+                "E_W||H^{-1} - H_hat|| <= 2/mu_g with mu_g = min_{i, zeta} lambda_min(grad^2_y "
+                "g_i(z; zeta)) and l_{g,1} = max_{i, zeta} ||grad^2 g_i(z; zeta)|| jointly in z = "
+                "(x, y): A1-A2 applied to every sample function"
+            ),
+            {"assumptions": "each_sample"},
+            expected="holds",
+        ),
     ),
 )
 
@@ -755,25 +942,22 @@ ABS_ERROR_PER_SAMPLE = Claim(
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds"),
     kind="bias_bound",
     about=ABOUT_RESULT,
-    power_from=("fednest.lemma22.inverse_hessian_identity",
-                "fednest.ihgp.variance_exact"),
-    statement=("E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
-               "FedIHGP uses 1/l"),
+    power_from=("fednest.lemma22.inverse_hessian_identity", "fednest.ihgp.variance_exact"),
+    statement=(
+        "E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
+        "FedIHGP uses 1/l"
+    ),
     estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=IHGP_HALVED_LIPSCHITZ,
     bound=abs_error_bound_per_sample,
     decision="statistical",
     corrects=ABS_ERROR_AS_STATED.id,
     max_examples=PerProfile(1, 3),
     shrink=False,
-    examples=(
-        ABS_ERROR_COUNTEREXAMPLE,
-    ),
+    examples=(ABS_ERROR_COUNTEREXAMPLE,),
     notes="||H^{-1}|| + (1/l) sum_n (1 - mu_s/l)^n <= 1/mu + 1/mu_s <= 2/mu_s.",
 )
 

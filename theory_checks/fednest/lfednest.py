@@ -57,14 +57,20 @@ LFEDNEST_H0 = 1e-3
 LFEDNEST_EXPONENT_TOL = 0.02
 
 
-def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torch.Tensor,
-                    terms: int, lam: float) -> dict[str, torch.Tensor]:
+def _lfednest_parts(
+    problem: QuadraticBilevel, make: Callable[..., Any], x: torch.Tensor, terms: int, lam: float
+) -> dict[str, torch.Tensor]:
     """LFedNest's direction (one local step, alpha = 1: ``h = x - x^+``), its formula above
     ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]`` and FedNest's ``E_{N'}[h]``,
     all at ``(x, y*(x))``."""
     y = problem.exact_inner_solution(x)
-    algorithm = make(inner_steps=1, neumann_terms=terms, local_steps=1, outer_step_size=1.0,
-                     neumann_step_size=lam)
+    algorithm = make(
+        inner_steps=1,
+        neumann_terms=terms,
+        local_steps=1,
+        outer_step_size=1.0,
+        neumann_step_size=lam,
+    )
     # the update runs with the steps a run carries (its initial state), not the ones
     # the algorithm states: a step resolved one way and run another shows (issue 32)
     run_steps = algorithm.init(problem).steps
@@ -73,12 +79,14 @@ def _lfednest_parts(problem: QuadraticBilevel, make: Callable[..., Any], x: torc
     mats = client_matrices(problem, x, y)
     fed = fedihgp(_fedihgp_builder, terms, lam)
     mean_p, _, _ = expected_ihgp(fed, problem, x, y)
-    fednest, _, _ = fed.direction(FederatedContext(problem, np.random.default_rng(0)), x, y,
-                                  mean_p)
-    return {"lfednest": lfed, "formula": _lfednest_formula(mats, lam, terms),
-            "neighbours": [_lfednest_formula(mats, lam, n) for n in (terms - 1, terms + 1)
-                           if n >= 1],
-            "fednest": fednest, "exact": problem.exact_hypergradient(x)}
+    fednest, _, _ = fed.direction(FederatedContext(problem, np.random.default_rng(0)), x, y, mean_p)
+    return {
+        "lfednest": lfed,
+        "formula": _lfednest_formula(mats, lam, terms),
+        "neighbours": [_lfednest_formula(mats, lam, n) for n in (terms - 1, terms + 1) if n >= 1],
+        "fednest": fednest,
+        "exact": problem.exact_hypergradient(x),
+    }
 
 
 def _lfednest_formula(mats: dict[str, torch.Tensor], lam: float, terms: int) -> torch.Tensor:
@@ -86,9 +94,14 @@ def _lfednest_formula(mats: dict[str, torch.Tensor], lam: float, terms: int) -> 
     ``mean_i [grad_x f_i - J_i H_i^{-1} (I - A_i^N) grad_y f_i]``, one client at
     a time (a reference formula, not the estimator)."""
     eye = torch.eye(mats["H"].shape[1], dtype=torch.float64)
-    local = torch.stack([torch.linalg.solve(
-        H_i, (eye - torch.linalg.matrix_power(eye - lam * H_i, terms)) @ gy_i)
-        for H_i, gy_i in zip(mats["H"], mats["gy"], strict=True)])
+    local = torch.stack(
+        [
+            torch.linalg.solve(
+                H_i, (eye - torch.linalg.matrix_power(eye - lam * H_i, terms)) @ gy_i
+            )
+            for H_i, gy_i in zip(mats["H"], mats["gy"], strict=True)
+        ]
+    )
     return (mats["gx"] - torch.einsum("mij,mj->mi", mats["J"], local)).mean(0)
 
 
@@ -113,14 +126,17 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     x, _ = evaluation_point(problems[0], case.params["point_seed"])
     parts = [_lfednest_parts(p, make, x, terms, lam) for p in problems]
     scale = 1.0 + max(float(q["exact"].norm()) + float(q["fednest"].norm()) for q in parts)
-    unresolved = min(float((other - q["formula"]).norm()) for q in parts
-                     for other in q["neighbours"])
+    unresolved = min(
+        float((other - q["formula"]).norm()) for q in parts for other in q["neighbours"]
+    )
     if unresolved < UNRESOLVED_TERM * scale:
         # Why: with A_i^N below what the identity resolves (kappa = 1 makes A_i = I - H_i / l
         # of the order of the heterogeneity h <= 8e-3) the formula is the same at N - 1 or
         # N + 1: the identity's N is untested, and a local series a term short would pass.
-        raise NotMeasurable("the formula is the same at N - 1 or N + 1 terms as at N "
-                            f"({unresolved / scale:.2g} of the scale): N is untested")
+        raise NotMeasurable(
+            "the formula is the same at N - 1 or N + 1 terms as at N "
+            f"({unresolved / scale:.2g} of the scale): N is untested"
+        )
     identity = max(float((q["lfednest"] - q["formula"]).norm()) for q in parts) / scale
     gaps = [float((q["lfednest"] - q["fednest"]).norm()) for q in parts]
     fed_bias = [q["fednest"] - q["exact"] for q in parts]
@@ -129,19 +145,45 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     if min(gaps[1:]) <= 1e-8 * scale:
         raise NotMeasurable("LFedNest's first-order heterogeneity term vanishes on this case")
     fit = stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
-    result = Fit("exponent of ||LFedNest - FedNest|| in Hessian heterogeneity", fit.slope,
-                 fit.ci_low, fit.ci_high, 1.0, LFEDNEST_EXPONENT_TOL, residual=fit.residual_max)
-    passed = (identity <= IDENTITY_RTOL and homogeneous <= IDENTITY_RTOL
-              and drift <= IDENTITY_RTOL and result.agrees)
-    series = tuple([SeriesPoint("measured", "hessian_heterogeneity", h, g, label="lfednest")
-                    for h, g in zip(grid, gaps, strict=True)]
-                   + [SeriesPoint("measured", "hessian_heterogeneity", h, float(b.norm()),
-                                  label="fedihgp") for h, b in zip(grid, fed_bias, strict=True)])
-    return Measurement(fit.slope, 1.0, passed,
-                       "|exponent - 1| <= 0.02; formula, zero at h = 0, FedNest bias fixed "
-                       "(1e-10)", series=series, fit=result,
-                       details={"identity": identity, "homogeneous_gap": homogeneous,
-                                "fednest_bias_drift": drift, "neumann_terms": terms})
+    result = Fit(
+        "exponent of ||LFedNest - FedNest|| in Hessian heterogeneity",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        1.0,
+        LFEDNEST_EXPONENT_TOL,
+        residual=fit.residual_max,
+    )
+    passed = (
+        identity <= IDENTITY_RTOL
+        and homogeneous <= IDENTITY_RTOL
+        and drift <= IDENTITY_RTOL
+        and result.agrees
+    )
+    series = tuple(
+        [
+            SeriesPoint("measured", "hessian_heterogeneity", h, g, label="lfednest")
+            for h, g in zip(grid, gaps, strict=True)
+        ]
+        + [
+            SeriesPoint("measured", "hessian_heterogeneity", h, float(b.norm()), label="fedihgp")
+            for h, b in zip(grid, fed_bias, strict=True)
+        ]
+    )
+    return Measurement(
+        fit.slope,
+        1.0,
+        passed,
+        "|exponent - 1| <= 0.02; formula, zero at h = 0, FedNest bias fixed (1e-10)",
+        series=series,
+        fit=result,
+        details={
+            "identity": identity,
+            "homogeneous_gap": homogeneous,
+            "fednest_bias_drift": drift,
+            "neumann_terms": terms,
+        },
+    )
 
 
 def lfednest_cases() -> st.SearchStrategy[Case]:
@@ -149,11 +191,26 @@ def lfednest_cases() -> st.SearchStrategy[Case]:
     [0.5, 3], a point and the Neumann count in [1, 16]."""
     return st.builds(
         lambda m, dx, dy, kappa, gh, seed, point, terms: Case(
-            QuadraticBilevel.random(m, dx, dy, kappa if dy > 1 else 1.0, seed=seed,
-                                    hessian_heterogeneity=0.0, gradient_heterogeneity=gh),
-            {"point_seed": point, "neumann_terms": terms}),
-        st.integers(2, 5), st.integers(1, 3), st.integers(1, 3), st.floats(1.0, 20.0),
-        st.floats(0.5, 3.0), strategies.SEEDS, strategies.SEEDS, st.integers(1, 16))
+            QuadraticBilevel.random(
+                m,
+                dx,
+                dy,
+                kappa if dy > 1 else 1.0,
+                seed=seed,
+                hessian_heterogeneity=0.0,
+                gradient_heterogeneity=gh,
+            ),
+            {"point_seed": point, "neumann_terms": terms},
+        ),
+        st.integers(2, 5),
+        st.integers(1, 3),
+        st.integers(1, 3),
+        st.floats(1.0, 20.0),
+        st.floats(0.5, 3.0),
+        strategies.SEEDS,
+        strategies.SEEDS,
+        st.integers(1, 16),
+    )
 
 
 # ==================================================================================== perturbation
@@ -172,26 +229,28 @@ LOCAL_NEUMANN_STEP_0_9 = Perturbation(
 HETEROGENEITY_BIAS = Claim(
     id="fednest.lfednest.heterogeneity_bias",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
-               "law derived from Alg. 5 (App. A)"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
+        "law derived from Alg. 5 (App. A)"
+    ),
     kind="scaling_exponent",
     about=ABOUT_SENTENCE,
-    statement=("LFedNest's direction = mean_i[grad_x f_i - J_i H_i^{-1}(I - A_i^N) grad_y f_i]; "
-               "its gap to FedNest's E[h] is 0 for identical Hessians and grows with exponent 1 "
-               "in the Hessian heterogeneity; FedNest's bias does not depend on it"),
+    statement=(
+        "LFedNest's direction = mean_i[grad_x f_i - J_i H_i^{-1}(I - A_i^N) grad_y f_i]; "
+        "its gap to FedNest's E[h] is 0 for identical Hessians and grows with exponent 1 "
+        "in the Hessian heterogeneity; FedNest's bias does not depend on it"
+    ),
     estimators=("lfednest",),
     strategy=lfednest_cases,
     check=check_lfednest_bias,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=LOCAL_NEUMANN_STEP_0_9,
     max_examples=PerProfile(2, 3),
-    notes=("Gradient heterogeneity >= 0.5 (the first-order term is the covariance of the "
-           "Hessian/Jacobian spread with the gradient spread). h in {0, 1e-3, ..., 8e-3}."),
+    notes=(
+        "Gradient heterogeneity >= 0.5 (the first-order term is the covariance of the "
+        "Hessian/Jacobian spread with the gradient spread). h in {0, 1e-3, ..., 8e-3}."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    HETEROGENEITY_BIAS,
-)
+CLAIMS: tuple[Claim, ...] = (HETEROGENEITY_BIAS,)

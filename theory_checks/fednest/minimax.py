@@ -59,9 +59,15 @@ from theory_checks.tolerances import IDENTITY_RTOL
 MINIMAX_RATE_RTOL = 1e-6
 
 
-
-def _minimax_map(t_bar: float, lam: float, beta: float, alpha: float, tau: int, T: int,
-                 scale_by_steps: bool = False) -> np.ndarray:
+def _minimax_map(
+    t_bar: float,
+    lam: float,
+    beta: float,
+    alpha: float,
+    tau: int,
+    T: int,
+    scale_by_steps: bool = False,
+) -> np.ndarray:
     """Derived from Algs. 2 and 4 on Sec. 4.3's problem: ``M = T_x T_y^T`` per coordinate on
     ``(dx, dy)``; with ``scale_by_steps``
     each of the tau local steps is ``beta / tau`` and ``alpha / tau`` (Thm 3.1's rule)."""
@@ -84,20 +90,38 @@ def synthetic_cases() -> st.SearchStrategy[Case]:
     return st.builds(
         lambda m, d, seed, point, T, tau, beta, alpha_lam, scaled: Case(
             QuadraticMinimax.fednest_synthetic(n_clients=m, dim=d, s=1.0, seed=seed),
-            {"point_seed": point, "inner_steps": T, "local_steps": tau,
-             "inner_step_size": beta, "alpha_lambda": alpha_lam, "scale_by_steps": scaled}),
-        st.integers(2, 12), st.integers(1, 3), strategies.SEEDS, strategies.SEEDS,
-        st.integers(1, 2), st.integers(1, 3), st.floats(0.05, 1.0), st.floats(0.02, 0.9),
-        st.booleans())
+            {
+                "point_seed": point,
+                "inner_steps": T,
+                "local_steps": tau,
+                "inner_step_size": beta,
+                "alpha_lambda": alpha_lam,
+                "scale_by_steps": scaled,
+            },
+        ),
+        st.integers(2, 12),
+        st.integers(1, 3),
+        strategies.SEEDS,
+        strategies.SEEDS,
+        st.integers(1, 2),
+        st.integers(1, 3),
+        st.floats(0.05, 1.0),
+        st.floats(0.02, 0.9),
+        st.booleans(),
+    )
 
 
-def _run_synthetic(problem: Any, make: Callable[..., Any], params: Mapping[str, Any],
-                   iterations: int) -> torch.Tensor:
+def _run_synthetic(
+    problem: Any, make: Callable[..., Any], params: Mapping[str, Any], iterations: int
+) -> torch.Tensor:
     lam = float(problem.Lam[0, 0, 0])
-    algorithm = make(inner_steps=params["inner_steps"], local_steps=params["local_steps"],
-                     inner_step_size=params["inner_step_size"],
-                     outer_step_size=params["alpha_lambda"] / lam,
-                     scale_by_steps=bool(params.get("scale_by_steps", False)))
+    algorithm = make(
+        inner_steps=params["inner_steps"],
+        local_steps=params["local_steps"],
+        inner_step_size=params["inner_step_size"],
+        outer_step_size=params["alpha_lambda"] / lam,
+        scale_by_steps=bool(params.get("scale_by_steps", False)),
+    )
     rng = np.random.default_rng(params["point_seed"])
     x0 = torch.as_tensor(rng.standard_normal(problem.dim_x))
     y0 = torch.as_tensor(rng.standard_normal(problem.dim_y))
@@ -106,8 +130,7 @@ def _run_synthetic(problem: Any, make: Callable[..., Any], params: Mapping[str, 
     return torch.stack([torch.cat([r.state.x, r.state.y]) for r in records])
 
 
-def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., Any]
-                                 ) -> Measurement:
+def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """FedNest (minimax) on the paper's synthetic problem, full participation: the measured
     per-iteration map has the spectral radius ``rho(M)`` of the module docstring (1e-6 relative),
     and the trajectories for s = 1 and s = 10 coincide."""
@@ -125,26 +148,44 @@ def check_minimax_synthetic_rate(claim: Claim, case: Case, make: Callable[..., A
     M_hat = Y @ np.linalg.pinv(X)
     t_bar = float(problem.A[:, 0, 0].mean())
     lam = float(problem.Lam[0, 0, 0])
-    M = _minimax_map(t_bar, lam, params["inner_step_size"], params["alpha_lambda"] / lam,
-                     params["local_steps"], params["inner_steps"],
-                     bool(params.get("scale_by_steps", False)))
-    rho, rho_hat = float(np.abs(np.linalg.eigvals(M)).max()), float(
-        np.abs(np.linalg.eigvals(M_hat)).max())
+    M = _minimax_map(
+        t_bar,
+        lam,
+        params["inner_step_size"],
+        params["alpha_lambda"] / lam,
+        params["local_steps"],
+        params["inner_steps"],
+        bool(params.get("scale_by_steps", False)),
+    )
+    rho, rho_hat = (
+        float(np.abs(np.linalg.eigvals(M)).max()),
+        float(np.abs(np.linalg.eigvals(M_hat)).max()),
+    )
     relative = abs(rho_hat - rho) / max(rho, 1e-300)
-    other = QuadraticMinimax.fednest_synthetic(n_clients=spec["n_clients"], dim=spec["dim"],
-                                               s=10.0, lam=spec["lam"], seed=spec["seed"])
+    other = QuadraticMinimax.fednest_synthetic(
+        n_clients=spec["n_clients"], dim=spec["dim"], s=10.0, lam=spec["lam"], seed=spec["seed"]
+    )
     traj10 = _run_synthetic(other, make, params, 4)
     same = float((traj10 - traj).norm()) / float(traj.norm())
     # Why 1e-10: the two problems differ only by b_i, which enters through b_bar = 0 (round-off
     # of order 1e-16 s) and through the control variate, where it cancels exactly.
     passed = relative <= MINIMAX_RATE_RTOL and same <= IDENTITY_RTOL
     errors = np.linalg.norm(dev, axis=1)
-    series = tuple(SeriesPoint("measured", "outer_iteration", k, float(e))
-                   for k, e in enumerate(errors))
-    series += tuple(SeriesPoint("theory", "outer_iteration", k, float(errors[0] * rho**k))
-                    for k in range(len(errors)))
-    return Measurement(rho_hat, rho, passed, "|rho_hat - rho(M)| / rho <= 1e-6 and s=1 == s=10",
-                       series=series, details={"s1_vs_s10": same, "relative_rate_error": relative})
+    series = tuple(
+        SeriesPoint("measured", "outer_iteration", k, float(e)) for k, e in enumerate(errors)
+    )
+    series += tuple(
+        SeriesPoint("theory", "outer_iteration", k, float(errors[0] * rho**k))
+        for k in range(len(errors))
+    )
+    return Measurement(
+        rho_hat,
+        rho,
+        passed,
+        "|rho_hat - rho(M)| / rho <= 1e-6 and s=1 == s=10",
+        series=series,
+        details={"s1_vs_s10": same, "relative_rate_error": relative},
+    )
 
 
 def minimax_cases() -> Callable[[], st.SearchStrategy[Case]]:
@@ -165,13 +206,20 @@ def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     _, grad_y = ctx.oracles.grad_outer(x, y_plus, ctx.all_clients())
     _, h, _ = algorithm.outer_update(ctx, x, y_plus, run_steps)
     mats = client_matrices(problem, x, y_plus)
-    return {"x": x, "y": y_plus, "grad_y": grad_y, "h": h, "mats": mats,
-            "exact": problem.exact_hypergradient(x),
-            "scale": float(mats["gx"].norm(dim=1).max() + mats["gy"].norm(dim=1).max()) + 1.0}
+    return {
+        "x": x,
+        "y": y_plus,
+        "grad_y": grad_y,
+        "h": h,
+        "mats": mats,
+        "exact": problem.exact_hypergradient(x),
+        "scale": float(mats["gx"].norm(dim=1).max() + mats["gy"].norm(dim=1).max()) + 1.0,
+    }
 
 
-def check_minimax_per_client_indirect(claim: Claim, case: Case, make: Callable[..., Any]
-                                      ) -> Measurement:
+def check_minimax_per_client_indirect(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """Sec. 2.4 as stated: ``grad^I f_i(x, y*(x)) = 0`` for every client i (at FedInn's fixed
     point, which is ``y*``)."""
     parts = _minimax_parts(case, make)
@@ -179,19 +227,30 @@ def check_minimax_per_client_indirect(claim: Claim, case: Case, make: Callable[.
     J_bar, H_bar = mats["J"].mean(0), mats["H"].mean(0)
     per_client = (J_bar @ torch.linalg.solve(H_bar, parts["grad_y"].T)).T
     measured = float(per_client.norm(dim=1).max()) / parts["scale"]
-    return Measurement(measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL, "max_i / scale <=",
-                       details={"n_clients": case.problem.n_clients})
+    return Measurement(
+        measured,
+        IDENTITY_RTOL,
+        measured <= IDENTITY_RTOL,
+        "max_i / scale <=",
+        details={"n_clients": case.problem.n_clients},
+    )
 
 
-def check_minimax_averaged_indirect(claim: Claim, case: Case, make: Callable[..., Any]
-                                    ) -> Measurement:
+def check_minimax_averaged_indirect(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """Corrected: the client average ``grad_y f(x, y*) = 0``, so FedOut's direction without
     the indirect term is the exact hypergradient (Danskin): ``h = grad phi(x)``."""
     parts = _minimax_parts(case, make)
-    measured = (float((parts["h"] - parts["exact"]).norm())
-                + float(parts["grad_y"].mean(0).norm())) / parts["scale"]
-    return Measurement(measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL,
-                       "(||h - grad phi|| + ||mean_i grad_y f_i||) / scale <=")
+    measured = (
+        float((parts["h"] - parts["exact"]).norm()) + float(parts["grad_y"].mean(0).norm())
+    ) / parts["scale"]
+    return Measurement(
+        measured,
+        IDENTITY_RTOL,
+        measured <= IDENTITY_RTOL,
+        "(||h - grad phi|| + ||mean_i grad_y f_i||) / scale <=",
+    )
 
 
 # =================================================================================== perturbations
@@ -240,7 +299,8 @@ indirect_zero_cases = minimax_cases()
 # One client: its grad_y f_1(x, y*) is the mean, which vanishes at y* (Danskin), so the
 # per-client statement holds.
 MINIMAX_ONE_CLIENT = known_case(
-    QuadraticMinimax.random(1, 2, 2, 4.0, seed=0).spec(), {"point_seed": 0})
+    QuadraticMinimax.random(1, 2, 2, 4.0, seed=0).spec(), {"point_seed": 0}
+)
 
 
 # ====================================================================================== the claims
@@ -252,14 +312,14 @@ SYNTHETIC_LINEAR_RATE = Claim(
     reference="Tarzanagh et al. 2022, Sec. 4.3 / Fig. 4 (rate derived from Algs. 2 and 4)",
     kind="linear_rate",
     about=ABOUT_STEP,
-    statement=("FedNest (minimax) on the synthetic problem, full participation: per-iteration "
-               "rate = rho(T_x T_y^T) (1e-6 relative); trajectories for s = 1 and s = 10 coincide"),
+    statement=(
+        "FedNest (minimax) on the synthetic problem, full participation: per-iteration "
+        "rate = rho(T_x T_y^T) (1e-6 relative); trajectories for s = 1 and s = 10 coincide"
+    ),
     estimators=("fednest-minimax",),
     strategy=synthetic_cases,
     check=check_minimax_synthetic_rate,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=OUTER_STEP_0_9,
 )
 
@@ -267,8 +327,9 @@ SYNTHETIC_LINEAR_RATE = Claim(
 PER_CLIENT_INDIRECT_ZERO = Claim(
     id="fednest.minimax.per_client_indirect_zero",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.4 ('grad^I f_i(x, y*) = 0 for all i'), read per "
-               "client"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.4 ('grad^I f_i(x, y*) = 0 for all i'), read per client"
+    ),
     kind="exact_identity",
     about=ABOUT_SENTENCE,
     serves="fednest.minimax.averaged_indirect_zero",
@@ -276,18 +337,18 @@ PER_CLIENT_INDIRECT_ZERO = Claim(
     estimators=("fednest-minimax",),
     strategy=indirect_zero_cases,
     check=check_minimax_per_client_indirect,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     positive_control=MINIMAX_ONE_CLIENT,
     expected="fails",
-    notes=("grad^I f_i is (8b)'s symbol, defined with the client's own grad_y f_i, so the "
-           "sentence has one reading; under heterogeneity grad_y f_i(x, y*) != 0 although the "
-           "mean vanishes (Danskin). What the paper concludes from it, that the estimate (11) "
-           "reduces to grad_x f_i, is nonetheless right: (11)'s indirect term uses FedIHGP's p, "
-           "built from the averaged grad_y f, which is 0 at y* "
-           "(fednest.minimax.averaged_indirect_zero). A1 is read on a bounded region: with f_i "
-           "strongly concave in y (A2 for g_i = -f_i) no f_i is Lipschitz on the whole space."),
+    notes=(
+        "grad^I f_i is (8b)'s symbol, defined with the client's own grad_y f_i, so the "
+        "sentence has one reading; under heterogeneity grad_y f_i(x, y*) != 0 although the "
+        "mean vanishes (Danskin). What the paper concludes from it, that the estimate (11) "
+        "reduces to grad_x f_i, is nonetheless right: (11)'s indirect term uses FedIHGP's p, "
+        "built from the averaged grad_y f, which is 0 at y* "
+        "(fednest.minimax.averaged_indirect_zero). A1 is read on a bounded region: with f_i "
+        "strongly concave in y (A2 for g_i = -f_i) no f_i is Lipschitz on the whole space."
+    ),
 )
 
 
@@ -297,14 +358,14 @@ AVERAGED_INDIRECT_ZERO = Claim(
     reference=("Tarzanagh et al. 2022, Sec. 2.4, eq. (12) (Danskin), client average"),
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
-               "phi(x) exactly"),
+    statement=(
+        "mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
+        "phi(x) exactly"
+    ),
     estimators=("fednest-minimax",),
     strategy=indirect_zero_cases,
     check=check_minimax_averaged_indirect,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=DIRECTION_BIAS_1E_3,
     corrects=PER_CLIENT_INDIRECT_ZERO.id,
 )

@@ -65,11 +65,17 @@ class SummedIHGP(FedIHGP):
     """FedIHGP whose server sums ``p_0`` over the subset instead of averaging (a missing
     ``1/|S_0|``)."""
 
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
+    def ihgp(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
         out = super().ihgp(ctx, x, y, truncation_index)
-        size = float(ctx.problem.n_clients if ctx.participation is None else len(
-            ctx.participants()))
+        size = float(
+            ctx.problem.n_clients if ctx.participation is None else len(ctx.participants())
+        )
         return out._replace(p=size * out.p, path=tuple(size * q for q in out.path))
 
 
@@ -77,8 +83,9 @@ class SummedIHGP(FedIHGP):
 class FlippedIndirectIHGP(FedIHGP):
     """FedIHGP's direction adds the indirect part: ``grad_x f_i + J_i p`` (eq. (13a)'s sign)."""
 
-    def direction(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-                  p: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def direction(
+        self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return super().direction(ctx, x, y, None if p is None else -p)
 
 
@@ -91,10 +98,18 @@ class ShiftedLocalFedInn(FedInn):
 
     shift: int = 1
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, _shifted(config.local_steps, self.shift),
-                      variance_reduction=True, scale_by_steps=config.scale_by_steps)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            _shifted(config.local_steps, self.shift),
+            variance_reduction=True,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +118,18 @@ class ShiftedLocalLFedInn(LFedInn):
 
     shift: int = 1
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, _shifted(config.local_steps, self.shift),
-                      variance_reduction=False, scale_by_steps=config.scale_by_steps)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            _shifted(config.local_steps, self.shift),
+            variance_reduction=False,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 def _shifted(local_steps: Any, shift: int) -> Any:
@@ -121,8 +144,9 @@ class ScaledStepFedInn(FedInn):
 
     factor: float = 2.0
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
         return super().update(config, ctx, x, y, steps._replace(inner=self.factor * steps.inner))
 
 
@@ -131,20 +155,36 @@ class UnscaledFedInn(FedInn):
     """FedInn's local step ``beta`` where Thm 3.1's rule says ``beta / tau_i`` (a missing
     ``1/tau``)."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=True,
-                      scale_by_steps=False)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            config.local_steps,
+            variance_reduction=True,
+            scale_by_steps=False,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class UncorrectedFedInn(FedInn):
     """FedInn without its control variate (the FedAvg step of LFedInn under FedInn's name)."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=False,
-                      scale_by_steps=config.scale_by_steps)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            config.local_steps,
+            variance_reduction=False,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,8 +192,9 @@ class FlippedCorrectionFedInn(FedInn):
     """FedInn whose control variate subtracts the averaged gradient ``q``:
     ``G_i(y_nu) - G_i(y) - q`` for ``G_i(y_nu) - G_i(y) + q``."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
         clients = ctx.participants()
         send(ctx, clients, x, y)
 
@@ -162,18 +203,34 @@ class FlippedCorrectionFedInn(FedInn):
 
         snapshot = oracle(y.expand(int(clients.shape[0]), -1), clients, ctx.draw(clients))
         q = ctx.aggregate(snapshot, clients)
-        return local_round(ctx, y, clients, oracle, config.local_steps, steps.inner,
-                           global_direction=-q, scale_by_steps=config.scale_by_steps)
+        return local_round(
+            ctx,
+            y,
+            clients,
+            oracle,
+            config.local_steps,
+            steps.inner,
+            global_direction=-q,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class CorrectedLFedInn(LFedInn):
     """LFedInn (FedAvg) that runs FedInn's control variate (the baseline secretly corrected)."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> torch.Tensor:
-        return fedinn(ctx, x, y, steps.inner, config.local_steps, variance_reduction=True,
-                      scale_by_steps=config.scale_by_steps)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> torch.Tensor:
+        return fedinn(
+            ctx,
+            x,
+            y,
+            steps.inner,
+            config.local_steps,
+            variance_reduction=True,
+            scale_by_steps=config.scale_by_steps,
+        )
 
 
 # --------------------------------------------------------------------------- FedOut / LFedOut
@@ -185,10 +242,12 @@ class ShiftedTermsFedOut(FedOut):
 
     shift: int = 1
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        shifted = dataclasses.replace(config, neumann_terms=max(config.neumann_terms
-                                                                + self.shift, 1))
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        shifted = dataclasses.replace(
+            config, neumann_terms=max(config.neumann_terms + self.shift, 1)
+        )
         return super().update(shifted, ctx, x, y, steps)
 
 
@@ -198,21 +257,25 @@ class ScaledNeumannFedOut(FedOut):
 
     factor: float = 0.5
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(config, ctx, x, y,
-                              steps._replace(neumann=self.factor * steps.neumann))
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        return super().update(
+            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class FlippedIndirectFedOut(FedOut):
     """FedOut adding the indirect part: FedIHGP's ``p`` used with the wrong sign."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(ctx, x, y, -result.p, steps.outer, config.local_steps,
-                           config.scale_by_steps)
+        x_plus, h = fedout(
+            ctx, x, y, -result.p, steps.outer, config.local_steps, config.scale_by_steps
+        )
         return x_plus, h, result
 
 
@@ -221,8 +284,9 @@ class UncorrectedFedOut(FedOut):
     """FedOut's local x-steps without the drift correction: each client steps along its own
     direct gradient ``grad_x f_i`` (FedAvg on x), the broadcast h computed and not used."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
         clients = ctx.participants()
         send(ctx, clients, x, y, result.p)
@@ -233,8 +297,15 @@ class UncorrectedFedOut(FedOut):
         def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
             return ctx.oracles.grad_outer_x(points, y, active, batch)
 
-        x_plus = local_round(ctx, x, clients, oracle, config.local_steps, steps.outer,
-                             scale_by_steps=config.scale_by_steps)
+        x_plus = local_round(
+            ctx,
+            x,
+            clients,
+            oracle,
+            config.local_steps,
+            steps.outer,
+            scale_by_steps=config.scale_by_steps,
+        )
         return x_plus, h, result
 
 
@@ -242,11 +313,13 @@ class UncorrectedFedOut(FedOut):
 class UnscaledFedOut(FedOut):
     """FedOut's local x-step ``alpha`` where the rule says ``alpha / tau_i``."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(ctx, x, y, result.p, steps.outer, config.local_steps,
-                           scale_by_steps=False)
+        x_plus, h = fedout(
+            ctx, x, y, result.p, steps.outer, config.local_steps, scale_by_steps=False
+        )
         return x_plus, h, result
 
 
@@ -254,10 +327,10 @@ class UnscaledFedOut(FedOut):
 class UnscaledMinimaxFedOut(MinimaxFedOut):
     """The minimax FedOut (the same ``fedout`` routine) with local x-step ``alpha``."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps,
-                           scale_by_steps=False)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps, scale_by_steps=False)
         return x_plus, h, None
 
 
@@ -265,8 +338,9 @@ class UnscaledMinimaxFedOut(MinimaxFedOut):
 class UncorrectedMinimaxFedOut(MinimaxFedOut):
     """The minimax FedOut's local x-steps without the drift correction (FedAvg on x)."""
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         clients = ctx.participants()
         send(ctx, clients, x, y)
         h = ctx.aggregate(ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients)), clients)
@@ -274,8 +348,15 @@ class UncorrectedMinimaxFedOut(MinimaxFedOut):
         def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
             return ctx.oracles.grad_outer_x(points, y, active, batch)
 
-        x_plus = local_round(ctx, x, clients, oracle, config.local_steps, steps.outer,
-                             scale_by_steps=config.scale_by_steps)
+        x_plus = local_round(
+            ctx,
+            x,
+            clients,
+            oracle,
+            config.local_steps,
+            steps.outer,
+            scale_by_steps=config.scale_by_steps,
+        )
         return x_plus, h, None
 
 
@@ -285,12 +366,20 @@ class ShiftedTermsLFedOut(LFedOut):
 
     shift: int = -1
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = lfedout(ctx, x, y, steps.outer, config.local_steps,
-                            max(config.neumann_terms + self.shift, 1), steps.neumann,
-                            indirect=ctx.problem.kind != "minimax",
-                            scale_by_steps=config.scale_by_steps)
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        x_plus, h = lfedout(
+            ctx,
+            x,
+            y,
+            steps.outer,
+            config.local_steps,
+            max(config.neumann_terms + self.shift, 1),
+            steps.neumann,
+            indirect=ctx.problem.kind != "minimax",
+            scale_by_steps=config.scale_by_steps,
+        )
         return x_plus, h, None
 
 
@@ -300,10 +389,12 @@ class ScaledNeumannLFedOut(LFedOut):
 
     factor: float = 0.5
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(config, ctx, x, y,
-                              steps._replace(neumann=self.factor * steps.neumann))
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+        return super().update(
+            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -312,8 +403,9 @@ class ScaledStepMinimaxFedOut(MinimaxFedOut):
 
     factor: float = 2.0
 
-    def update(self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-               steps: Any) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(
+        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         return super().update(config, ctx, x, y, steps._replace(outer=self.factor * steps.outer))
 
 
@@ -357,6 +449,7 @@ def _ihgp(cls: type, **fixed: Any) -> dict[str, Any]:
 def _ihgp_terms_shifted(shift: int) -> dict[str, Any]:
     """FedIHGP built with ``N + shift`` terms where the caller asked for N (the count passed on
     wrongly): every part of it, the draw of N', its scale and its path, is that of N + shift."""
+
     def make(**kw: Any) -> FedIHGP:
         info = get_estimator("fedihgp")
         terms = kw.get("neumann_terms", info.defaults["neumann_terms"])
@@ -366,161 +459,320 @@ def _ihgp_terms_shifted(shift: int) -> dict[str, Any]:
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("fedihgp.terms_plus_one", "FedIHGP", "count",
-           "FedIHGP built with N + 1 terms where N was asked for (N' from 0..N, scale "
-           "(N + 1)/l)", _ihgp_terms_shifted(1), first=(IHGP_IDENTITY,), cheap=True),
-    Mutant("fedihgp.scale_n_plus_one", "FedIHGP", "normalisation",
-           "p_0 scaled by (N + 1)/l instead of N/l (N' counted on 0..N)",
-           _ihgp(perturb.ScaledIHGP), first=(IHGP_IDENTITY,)),
-    Mutant("fedihgp.step_halved", "FedIHGP", "step",
-           "the Neumann step 1/(2l) while 1/l is reported",
-           _ihgp(ScaledStepIHGP, factor=0.5), first=(IHGP_IDENTITY,)),
-    Mutant("fedihgp.step_doubled", "FedIHGP", "step",
-           "the Neumann step 2/l (l read for g/2)", _ihgp(ScaledStepIHGP, factor=2.0),
-           first=(IHGP_IDENTITY,)),
-    Mutant("fedihgp.p0_summed", "FedIHGP", "normalisation",
-           "p_0 summed over the subset, not averaged (a missing 1/|S_0|)", _ihgp(SummedIHGP),
-           first=(IHGP_IDENTITY,)),
-    Mutant("fedihgp.same_subset", "FedIHGP", "stale",
-           "every Hessian round reuses the subset S_0 drawn for p_0",
-           _ihgp(perturb.SameSubsetIHGP), first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,)),
-    Mutant("fedihgp.subset_ignored", "FedIHGP", "per_client",
-           "the subset S_0 is drawn, then every client is averaged",
-           _ihgp(perturb.AllClientsIHGP), first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,)),
-    Mutant("fedihgp.indirect_sign_flipped", "FedIHGP", "correction",
-           "the direction adds J_i p instead of subtracting it", _ihgp(FlippedIndirectIHGP),
-           first=(compositional.SINGLE_TERM_UNBIASED.id,)),
-    Mutant("fedinn.local_step_extra", "FedInn", "count",
-           "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
-           _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
-           first=(compositional.ONE_CALL_EXACT.id, FEDINN_RATE), cheap=True),
-    Mutant("fedinn.local_step_missing", "FedInn", "count",
-           "FedInn runs tau_i - 1 local steps (at least one)",
-           _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
-           first=(FEDINN_RATE,)),
-    Mutant("fedinn.step_doubled", "FedInn", "step", "FedInn steps 2 beta",
-           _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
-           first=(FEDINN_RATE,)),
-    Mutant("fedinn.step_halved", "FedInn", "step", "FedInn steps beta / 2",
-           _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
-           first=(FEDINN_RATE,)),
-    Mutant("fedinn.missing_1_over_tau", "FedInn", "normalisation",
-           "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
-           _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
-           first=(FEDINN_RATE, fedinn_result.TAU_EXPONENT.id)),
-    Mutant("fedinn.correction_dropped", "FedInn", "correction",
-           "FedInn without its control variate (a FedAvg step)",
-           _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn), first=(FEDINN_RATE,)),
-    Mutant("fedinn.correction_sign_flipped", "FedInn", "correction",
-           "the control variate subtracts the averaged gradient q instead of adding it",
-           _on(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
-           first=(FEDINN_RATE,)),
-    Mutant("lfedinn.local_step_extra", "LFedInn (FedAvg)", "count",
-           "LFedInn runs tau_i + 1 local steps",
-           _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
-           first=(fedavg.BIASED_FIXED_POINT.id,)),
-    Mutant("lfedinn.secretly_corrected", "LFedInn (FedAvg)", "correction",
-           "the FedAvg baseline runs FedInn's control variate",
-           _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
-           first=(fedavg.BIASED_FIXED_POINT.id,)),
-    Mutant("fedout.ihgp_terms_plus_one", "FedOut", "count",
-           "FedOut's FedIHGP runs N + 1 terms while N is reported",
-           _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
-           first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id)),
-    Mutant("fedout.ihgp_terms_minus_one", "FedOut", "count",
-           "FedOut's FedIHGP runs N - 1 terms while N is reported",
-           _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
-           first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id)),
-    Mutant("fedout.ihgp_step_halved", "FedOut", "step",
-           "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
-           _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
-           first=(thm31.STATIONARITY_FLOOR.id,)),
-    Mutant("fedout.indirect_sign_flipped", "FedOut", "correction",
-           "FedOut adds the indirect part (p used with the wrong sign)",
-           _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
-           first=(thm31.STATIONARITY_FLOOR.id,)),
-    Mutant("fedout.correction_dropped", "FedOut", "correction",
-           "FedOut's local x-steps without the drift correction (each client along its own "
-           "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
-           "FedOut share",
-           {**_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
-            **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut)},
-           first=(thm31.STATIONARITY_FLOOR.id,)),
-    Mutant("fedout.missing_1_over_tau", "FedOut", "normalisation",
-           "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
-           "routine FedOut and the minimax FedOut share",
-           {**_on(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
-            **_on(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut)},
-           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
-    Mutant("fednest.stale_inner_iterate", "FedNest outer loop", "stale",
-           "the outer update runs at y^k instead of the y^{k+1} the inner calls computed "
-           "(FedNest.step, shared by every variant)",
-           {name: registry_variant(name, StaleInnerFedNest) for name in FEDNEST_VARIANTS},
-           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
-    Mutant("fednest.extra_round", "FedNest outer loop", "count",
-           "each outer iteration aggregates once more than Table 2's formula",
-           {name: registry_variant(name, perturb.ExtraRound) for name in FEDNEST_VARIANTS},
-           first=(rounds.FEDNEST.id,)),
-    Mutant("lfedout.terms_minus_one", "LFedOut (local Neumann)", "count",
-           "LFedOut's local Neumann series runs N - 1 terms",
-           _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
-           first=(lfednest.HETEROGENEITY_BIAS.id,)),
-    Mutant("lfedout.step_halved", "LFedOut (local Neumann)", "step",
-           "LFedOut's local Neumann series steps 1/(2l)",
-           _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
-           first=(lfednest.HETEROGENEITY_BIAS.id,)),
-    Mutant("minimax.outer_step_doubled", "FedNest minimax", "step",
-           "the minimax FedOut steps 2 alpha",
-           _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
-           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
-    Mutant("minimax.ascent_step_halved", "FedNest minimax", "step",
-           "the minimax FedInn ascent on y steps beta / 2",
-           _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
-           first=(minimax.SYNTHETIC_LINEAR_RATE.id,)),
+    Mutant(
+        "fedihgp.terms_plus_one",
+        "FedIHGP",
+        "count",
+        "FedIHGP built with N + 1 terms where N was asked for (N' from 0..N, scale (N + 1)/l)",
+        _ihgp_terms_shifted(1),
+        first=(IHGP_IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "fedihgp.scale_n_plus_one",
+        "FedIHGP",
+        "normalisation",
+        "p_0 scaled by (N + 1)/l instead of N/l (N' counted on 0..N)",
+        _ihgp(perturb.ScaledIHGP),
+        first=(IHGP_IDENTITY,),
+    ),
+    Mutant(
+        "fedihgp.step_halved",
+        "FedIHGP",
+        "step",
+        "the Neumann step 1/(2l) while 1/l is reported",
+        _ihgp(ScaledStepIHGP, factor=0.5),
+        first=(IHGP_IDENTITY,),
+    ),
+    Mutant(
+        "fedihgp.step_doubled",
+        "FedIHGP",
+        "step",
+        "the Neumann step 2/l (l read for g/2)",
+        _ihgp(ScaledStepIHGP, factor=2.0),
+        first=(IHGP_IDENTITY,),
+    ),
+    Mutant(
+        "fedihgp.p0_summed",
+        "FedIHGP",
+        "normalisation",
+        "p_0 summed over the subset, not averaged (a missing 1/|S_0|)",
+        _ihgp(SummedIHGP),
+        first=(IHGP_IDENTITY,),
+    ),
+    Mutant(
+        "fedihgp.same_subset",
+        "FedIHGP",
+        "stale",
+        "every Hessian round reuses the subset S_0 drawn for p_0",
+        _ihgp(perturb.SameSubsetIHGP),
+        first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,),
+    ),
+    Mutant(
+        "fedihgp.subset_ignored",
+        "FedIHGP",
+        "per_client",
+        "the subset S_0 is drawn, then every client is averaged",
+        _ihgp(perturb.AllClientsIHGP),
+        first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,),
+    ),
+    Mutant(
+        "fedihgp.indirect_sign_flipped",
+        "FedIHGP",
+        "correction",
+        "the direction adds J_i p instead of subtracting it",
+        _ihgp(FlippedIndirectIHGP),
+        first=(compositional.SINGLE_TERM_UNBIASED.id,),
+    ),
+    Mutant(
+        "fedinn.local_step_extra",
+        "FedInn",
+        "count",
+        "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
+        _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
+        first=(compositional.ONE_CALL_EXACT.id, FEDINN_RATE),
+        cheap=True,
+    ),
+    Mutant(
+        "fedinn.local_step_missing",
+        "FedInn",
+        "count",
+        "FedInn runs tau_i - 1 local steps (at least one)",
+        _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
+        first=(FEDINN_RATE,),
+    ),
+    Mutant(
+        "fedinn.step_doubled",
+        "FedInn",
+        "step",
+        "FedInn steps 2 beta",
+        _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
+        first=(FEDINN_RATE,),
+    ),
+    Mutant(
+        "fedinn.step_halved",
+        "FedInn",
+        "step",
+        "FedInn steps beta / 2",
+        _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
+        first=(FEDINN_RATE,),
+    ),
+    Mutant(
+        "fedinn.missing_1_over_tau",
+        "FedInn",
+        "normalisation",
+        "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
+        _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
+        first=(FEDINN_RATE, fedinn_result.TAU_EXPONENT.id),
+    ),
+    Mutant(
+        "fedinn.correction_dropped",
+        "FedInn",
+        "correction",
+        "FedInn without its control variate (a FedAvg step)",
+        _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn),
+        first=(FEDINN_RATE,),
+    ),
+    Mutant(
+        "fedinn.correction_sign_flipped",
+        "FedInn",
+        "correction",
+        "the control variate subtracts the averaged gradient q instead of adding it",
+        _on(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
+        first=(FEDINN_RATE,),
+    ),
+    Mutant(
+        "lfedinn.local_step_extra",
+        "LFedInn (FedAvg)",
+        "count",
+        "LFedInn runs tau_i + 1 local steps",
+        _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
+        first=(fedavg.BIASED_FIXED_POINT.id,),
+    ),
+    Mutant(
+        "lfedinn.secretly_corrected",
+        "LFedInn (FedAvg)",
+        "correction",
+        "the FedAvg baseline runs FedInn's control variate",
+        _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
+        first=(fedavg.BIASED_FIXED_POINT.id,),
+    ),
+    Mutant(
+        "fedout.ihgp_terms_plus_one",
+        "FedOut",
+        "count",
+        "FedOut's FedIHGP runs N + 1 terms while N is reported",
+        _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
+        first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
+    ),
+    Mutant(
+        "fedout.ihgp_terms_minus_one",
+        "FedOut",
+        "count",
+        "FedOut's FedIHGP runs N - 1 terms while N is reported",
+        _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
+        first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
+    ),
+    Mutant(
+        "fedout.ihgp_step_halved",
+        "FedOut",
+        "step",
+        "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
+        _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
+        first=(thm31.STATIONARITY_FLOOR.id,),
+    ),
+    Mutant(
+        "fedout.indirect_sign_flipped",
+        "FedOut",
+        "correction",
+        "FedOut adds the indirect part (p used with the wrong sign)",
+        _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
+        first=(thm31.STATIONARITY_FLOOR.id,),
+    ),
+    Mutant(
+        "fedout.correction_dropped",
+        "FedOut",
+        "correction",
+        "FedOut's local x-steps without the drift correction (each client along its own "
+        "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
+        "FedOut share",
+        {
+            **_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
+            **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut),
+        },
+        first=(thm31.STATIONARITY_FLOOR.id,),
+    ),
+    Mutant(
+        "fedout.missing_1_over_tau",
+        "FedOut",
+        "normalisation",
+        "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
+        "routine FedOut and the minimax FedOut share",
+        {
+            **_on(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
+            **_on(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut),
+        },
+        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
+    ),
+    Mutant(
+        "fednest.stale_inner_iterate",
+        "FedNest outer loop",
+        "stale",
+        "the outer update runs at y^k instead of the y^{k+1} the inner calls computed "
+        "(FedNest.step, shared by every variant)",
+        {name: registry_variant(name, StaleInnerFedNest) for name in FEDNEST_VARIANTS},
+        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
+    ),
+    Mutant(
+        "fednest.extra_round",
+        "FedNest outer loop",
+        "count",
+        "each outer iteration aggregates once more than Table 2's formula",
+        {name: registry_variant(name, perturb.ExtraRound) for name in FEDNEST_VARIANTS},
+        first=(rounds.FEDNEST.id,),
+    ),
+    Mutant(
+        "lfedout.terms_minus_one",
+        "LFedOut (local Neumann)",
+        "count",
+        "LFedOut's local Neumann series runs N - 1 terms",
+        _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
+        first=(lfednest.HETEROGENEITY_BIAS.id,),
+    ),
+    Mutant(
+        "lfedout.step_halved",
+        "LFedOut (local Neumann)",
+        "step",
+        "LFedOut's local Neumann series steps 1/(2l)",
+        _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
+        first=(lfednest.HETEROGENEITY_BIAS.id,),
+    ),
+    Mutant(
+        "minimax.outer_step_doubled",
+        "FedNest minimax",
+        "step",
+        "the minimax FedOut steps 2 alpha",
+        _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
+        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
+    ),
+    Mutant(
+        "minimax.ascent_step_halved",
+        "FedNest minimax",
+        "step",
+        "the minimax FedInn ascent on y steps beta / 2",
+        _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
+        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
+    ),
 )
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{f"param.fedihgp.{keyword}.{way}": (
-        "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
-        "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
-        "steps and step never run there (minus one from T = 0 is no count, the case runs as "
-        "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
-        "fednest.compositional.one_call_exact, fednest.rounds.*)")
-       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
-                             ("local_steps", ("plus1", "minus1")),
-                             ("inner_step_size", ("half", "double"))) for way in ways},
+    **{
+        f"param.fedihgp.{keyword}.{way}": (
+            "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
+            "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
+            "steps and step never run there (minus one from T = 0 is no count, the case runs as "
+            "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
+            "fednest.compositional.one_call_exact, fednest.rounds.*)"
+        )
+        for keyword, ways in (
+            ("inner_steps", ("plus1", "minus1")),
+            ("local_steps", ("plus1", "minus1")),
+            ("inner_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
     "param.fedihgp.batch_size.plus1": (
         "the one claim of fedihgp that draws minibatches (fednest.lemma22.abs_error_*, at b = "
         "1) bounds E||H^-1 - H_hat|| by a bound every sample Hessian satisfies, so a mean of "
         "b + 1 samples satisfies it too and the verdict cannot change; every other claim runs "
-        "exact oracles"),
+        "exact oracles"
+    ),
     "param.fedihgp.batch_size.minus1": (
         "the one claim of fedihgp that draws minibatches runs b = 1, where one less is no batch "
-        "(the case runs as built); every other claim runs exact oracles"),
-    **{f"param.fednest-minimax.{keyword}.{way}": (
-        "fednest-minimax's outer update (MinimaxFedOut, Sec. 2.5 eq. (12)) drops the indirect "
-        "term: no Neumann series runs, so its N and lambda are never read by any code the "
-        "entry runs")
-       for keyword, ways in (("neumann_terms", ("plus1", "minus1")),
-                             ("neumann_step_size", ("half", "double"))) for way in ways},
-    **{f"param.fednest-sgd.{keyword}.{way}": (
-        "fednest-sgd's claims check its inner FedAvg fixed point (fednest.fedavg."
-        "biased_fixed_point, one inner update) and its rounds per iteration, neither of which "
-        "an outer or a Neumann step enters; its FedOut is fednest's, whose steps are pinned "
-        "there (fednest.thm31.stationarity_floor, fednest.thm31.floor_slope_in_n)")
-       for keyword, ways in (("outer_step_size", ("half", "double")),
-                             ("neumann_step_size", ("half", "double"))) for way in ways},
-    **{f"param.lfednest-svrg.{keyword}.{way}": (
-        "lfednest-svrg's one claim (fednest.rounds.lfednest_svrg) counts the rounds of an "
-        "iteration (FedInn's 2T and LFedOut's one), which neither a step size, nor "
-        "LFedOut's local Neumann count, nor the local-step count enters; its FedInn is pinned "
-        "on fednest and its LFedOut on "
-        "lfednest (fednest.lfednest.heterogeneity_bias)")
-       for keyword, ways in (("neumann_terms", ("plus1", "minus1")),
-                             ("local_steps", ("plus1", "minus1")),
-                             ("inner_step_size", ("half", "double")),
-                             ("outer_step_size", ("half", "double")),
-                             ("neumann_step_size", ("half", "double"))) for way in ways},
+        "(the case runs as built); every other claim runs exact oracles"
+    ),
+    **{
+        f"param.fednest-minimax.{keyword}.{way}": (
+            "fednest-minimax's outer update (MinimaxFedOut, Sec. 2.5 eq. (12)) drops the indirect "
+            "term: no Neumann series runs, so its N and lambda are never read by any code the "
+            "entry runs"
+        )
+        for keyword, ways in (
+            ("neumann_terms", ("plus1", "minus1")),
+            ("neumann_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
+    **{
+        f"param.fednest-sgd.{keyword}.{way}": (
+            "fednest-sgd's claims check its inner FedAvg fixed point (fednest.fedavg."
+            "biased_fixed_point, one inner update) and its rounds per iteration, neither of which "
+            "an outer or a Neumann step enters; its FedOut is fednest's, whose steps are pinned "
+            "there (fednest.thm31.stationarity_floor, fednest.thm31.floor_slope_in_n)"
+        )
+        for keyword, ways in (
+            ("outer_step_size", ("half", "double")),
+            ("neumann_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
+    **{
+        f"param.lfednest-svrg.{keyword}.{way}": (
+            "lfednest-svrg's one claim (fednest.rounds.lfednest_svrg) counts the rounds of an "
+            "iteration (FedInn's 2T and LFedOut's one), which neither a step size, nor "
+            "LFedOut's local Neumann count, nor the local-step count enters; its FedInn is pinned "
+            "on fednest and its LFedOut on "
+            "lfednest (fednest.lfednest.heterogeneity_bias)"
+        )
+        for keyword, ways in (
+            ("neumann_terms", ("plus1", "minus1")),
+            ("local_steps", ("plus1", "minus1")),
+            ("inner_step_size", ("half", "double")),
+            ("outer_step_size", ("half", "double")),
+            ("neumann_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
 }

@@ -32,8 +32,13 @@ class ScaledIHGP(FedIHGP):
     """FedIHGP whose scale is ``(N + 1)/l`` instead of ``N/l`` (an off-by-one in eq. (13b):
     ``N'`` counted on ``{0..N}``)."""
 
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
+    def ihgp(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
         out = super().ihgp(ctx, x, y, truncation_index)
         factor = (self.neumann_terms + 1) / self.neumann_terms
         return out._replace(p=factor * out.p, path=tuple(factor * q for q in out.path))
@@ -43,8 +48,13 @@ class ScaledIHGP(FedIHGP):
 class AllClientsIHGP(FedIHGP):
     """FedIHGP that draws the subset ``S_0`` and then averages every client anyway."""
 
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
+    def ihgp(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
         ctx.participants()  # the subset is drawn, then ignored
         full = FederatedContext(ctx.problem, ctx.rng)
         return super().ihgp(full, x, y, truncation_index)
@@ -70,14 +80,24 @@ class _FirstSubsetContext:
 class SameSubsetIHGP(FedIHGP):
     """FedIHGP that reuses ``S_0`` for every Hessian round instead of drawing ``S_n`` afresh."""
 
-    def ihgp(self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor,
-             truncation_index: int | None = None) -> IHGPResult:
-        return super().ihgp(_FirstSubsetContext(ctx), x, y,  # type: ignore[arg-type]
-                            truncation_index)
+    def ihgp(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        truncation_index: int | None = None,
+    ) -> IHGPResult:
+        return super().ihgp(
+            _FirstSubsetContext(ctx),  # type: ignore[arg-type]
+            x,
+            y,
+            truncation_index,
+        )
 
 
 def ihgp_variant(cls: type) -> Callable[..., FedIHGP]:
     """FedIHGP's builder recast as a subclass ``cls`` of it (a perturbation's or mutant's build)."""
+
     def make(**kw: Any) -> FedIHGP:
         return cls(**{**get_estimator("fedihgp").defaults, **kw})
 
@@ -147,7 +167,10 @@ def drifting_outer(name: str) -> Perturbation:
         "passes -1/4 by its half-width, i.e. F > ~1.2 Q(K_1); Q(K_1) is 0.008-0.02 on the "
         "drawn cases, so F = 0.0625 (> 3 Q(K_1)) is caught on each, while a 0.1 drift (F = "
         "0.01) hides under the K^{-1/2} term of the minimax case on the affordable horizons.",
-        registry_variant(name, DriftingOuter), slow=True, profile="thorough")
+        registry_variant(name, DriftingOuter),
+        slow=True,
+        profile="thorough",
+    )
 
 
 #: FedNest (bilevel and compositional) with the drifting outer step: the perturbation of

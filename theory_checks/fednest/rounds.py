@@ -48,31 +48,45 @@ from theory_checks.perturbed_variants import registry_variant
 def round_cases(kind: str) -> Callable[[], st.SearchStrategy[Case]]:
     """The round-count cases for ``kind`` ("minimax" or bilevel): a problem, T in [1, 3], N in
     [1, 4], per-client tau_i in [1, 2] and full or partial participation."""
+
     @st.composite
     def build(draw: st.DrawFn) -> Case:
         if kind == "minimax":
-            problem = draw(strategies.quadratic_minimax(max_clients=5, max_dim=3,
-                                                        kappa=(1.0, 10.0)))
+            problem = draw(
+                strategies.quadratic_minimax(max_clients=5, max_dim=3, kappa=(1.0, 10.0))
+            )
         else:
             problem = draw(bilevel_problems(max_clients=5, max_dim=3, kappa=(1.0, 10.0)))
         taus = draw(per_client_taus(problem, 1, 2))
         participation = draw(st.one_of(st.none(), st.integers(1, problem.n_clients)))
-        return Case(problem, {"inner_steps": draw(st.integers(1, 3)),
-                              "neumann_terms": draw(st.integers(1, 4)),
-                              "local_steps": taus, "participation": participation,
-                              "point_seed": draw(strategies.SEEDS)})
+        return Case(
+            problem,
+            {
+                "inner_steps": draw(st.integers(1, 3)),
+                "neumann_terms": draw(st.integers(1, 4)),
+                "local_steps": taus,
+                "participation": participation,
+                "point_seed": draw(strategies.SEEDS),
+            },
+        )
 
     return lambda: build()
 
 
-def _rounds_run(case: Case, make: Callable[..., Any], truncation: str,
-                rng: Any = None, iterations: int = 2) -> tuple[Any, list[Any]]:
+def _rounds_run(
+    case: Case, make: Callable[..., Any], truncation: str, rng: Any = None, iterations: int = 2
+) -> tuple[Any, list[Any]]:
     params = case.params
-    algorithm = make(inner_steps=params["inner_steps"], neumann_terms=params["neumann_terms"],
-                     local_steps=params["local_steps"], participation=params["participation"],
-                     truncation=truncation)
-    records = run_algorithm(algorithm, case.problem, iterations,
-                            rng or np.random.default_rng(params["point_seed"]))
+    algorithm = make(
+        inner_steps=params["inner_steps"],
+        neumann_terms=params["neumann_terms"],
+        local_steps=params["local_steps"],
+        participation=params["participation"],
+        truncation=truncation,
+    )
+    records = run_algorithm(
+        algorithm, case.problem, iterations, rng or np.random.default_rng(params["point_seed"])
+    )
     return algorithm, records
 
 
@@ -94,20 +108,29 @@ class TopTruncationDraw:
         return getattr(self._rng, name)
 
 
-def table2_rounds(inner: str, outer: str, T: int = 1, N: int = 1,
-                  truncation: str = "deterministic") -> RoundsFormula:
+def table2_rounds(
+    inner: str, outer: str, T: int = 1, N: int = 1, truncation: str = "deterministic"
+) -> RoundsFormula:
     """Table 2's count of the variant (``inner_method``, ``outer_method``) at ``T`` and ``N``:
     FedNest's ``rounds_formula()``, the formula's one home."""
-    return FedNest(inner_steps=T, neumann_terms=N, inner_method=inner,  # type: ignore[arg-type]
-                   outer_method=outer, truncation=truncation).rounds_formula()  # type: ignore
+    return FedNest(
+        inner_steps=T,
+        neumann_terms=N,
+        inner_method=inner,  # type: ignore[arg-type]
+        outer_method=outer,  # type: ignore[arg-type]
+        truncation=truncation,  # type: ignore[arg-type]
+    ).rounds_formula()
 
 
-def table2_formula(inner: str, outer: str) -> Callable[[ProblemConstants, Mapping[str, float]],
-                                                       float]:
+def table2_formula(
+    inner: str, outer: str
+) -> Callable[[ProblemConstants, Mapping[str, float]], float]:
     """The claim's bound: Table 2's count at the case's ``T`` and ``N``."""
+
     def bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
-        value = table2_rounds(inner, outer, int(params["inner_steps"]),
-                              int(params["neumann_terms"])).value()
+        value = table2_rounds(
+            inner, outer, int(params["inner_steps"]), int(params["neumann_terms"])
+        ).value()
         assert value is not None
         return float(value)
 
@@ -118,13 +141,22 @@ def check_rounds(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     """Ledger rounds of every outer iteration == ``rounds_per_iteration()`` == Table 2."""
     algorithm, records = _rounds_run(case, make, "deterministic")
     formula = claim.evaluate_bound(case.problem.constants(), case.params)
-    measured = [records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
-                for k in range(1, len(records))]
+    measured = [
+        records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
+        for k in range(1, len(records))
+    ]
     passed = all(r == formula for r in measured) and algorithm.rounds_per_iteration() == formula
-    series = tuple(SeriesPoint("measured", "outer_iteration", k + 1, r, 0, r)
-                   for k, r in enumerate(measured))
-    return Measurement(float(max(measured)), formula, passed, "== at every iteration",
-                       series=series, details={"declared": algorithm.rounds_per_iteration()})
+    series = tuple(
+        SeriesPoint("measured", "outer_iteration", k + 1, r, 0, r) for k, r in enumerate(measured)
+    )
+    return Measurement(
+        float(max(measured)),
+        formula,
+        passed,
+        "== at every iteration",
+        series=series,
+        details={"declared": algorithm.rounds_per_iteration()},
+    )
 
 
 #: The readings of Sec. 2.4's "FedNest requires 2T + N + 3 rounds" (``params["reading"]``):
@@ -144,18 +176,26 @@ def check_rounds_paper_random(claim: Claim, case: Case, make: Callable[..., Any]
         raise ValueError(f"unknown reading {reading!r} of the round count")
     _, records = _rounds_run(case, make, case.params.get("truncation", "random"))
     formula = claim.evaluate_bound(case.problem.constants(), case.params)
-    measured = [records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
-                for k in range(1, len(records))]
+    measured = [
+        records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
+        for k in range(1, len(records))
+    ]
     reported = all(m == r.state.rounds for m, r in zip(measured, records[1:], strict=True))
-    within = (all(m == formula for m in measured) if reading == "exactly"
-              else all(m <= formula for m in measured))
-    return Measurement(float(max(measured) if reading == "at_most" else min(measured)), formula,
-                       reported and within,
-                       "== at every iteration" if reading == "exactly"
-                       else "<= at every iteration",
-                       details={"rounds": measured,
-                                "truncation_indices": [r.state.truncation_index
-                                                       for r in records[1:]]})
+    within = (
+        all(m == formula for m in measured)
+        if reading == "exactly"
+        else all(m <= formula for m in measured)
+    )
+    return Measurement(
+        float(max(measured) if reading == "at_most" else min(measured)),
+        formula,
+        reported and within,
+        "== at every iteration" if reading == "exactly" else "<= at every iteration",
+        details={
+            "rounds": measured,
+            "truncation_indices": [r.state.truncation_index for r in records[1:]],
+        },
+    )
 
 
 def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -176,12 +216,19 @@ def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     for k in range(1, len(records)):
         rounds = records[k].calls.comm_rounds - records[k - 1].calls.comm_rounds
         n_prime = records[k].state.truncation_index
-        ok = ok and rounds == records[k].state.rounds == formula.value(
-            **{"N'": n_prime}) and rounds <= ceiling
+        ok = (
+            ok
+            and rounds == records[k].state.rounds == formula.value(**{"N'": n_prime})
+            and rounds <= ceiling
+        )
         measured.append(rounds)
-    return Measurement(float(max(measured)), float(ceiling), ok,
-                       "== 2T + N' + 3 and <= 2T + N + 2, == at the largest draw",
-                       details={"rounds_at_largest_draw": top[-1].calls.comm_rounds})
+    return Measurement(
+        float(max(measured)),
+        float(ceiling),
+        ok,
+        "== 2T + N' + 3 and <= 2T + N + 2, == at the largest draw",
+        details={"rounds_at_largest_draw": top[-1].calls.comm_rounds},
+    )
 
 
 # =================================================================================== perturbations
@@ -190,8 +237,9 @@ def check_rounds_random(claim: Claim, case: Case, make: Callable[..., Any]) -> M
 def _one_hessian_round_too_many(**kw: Any) -> FedNest:
     """FedNest on the deterministic truncation (the official code's schedule) with N + 1 Hessian
     rounds where the case asks for N."""
-    return get_estimator("fednest").build(**{**kw, "truncation": "deterministic",
-                                              "neumann_terms": int(kw["neumann_terms"]) + 1})
+    return get_estimator("fednest").build(
+        **{**kw, "truncation": "deterministic", "neumann_terms": int(kw["neumann_terms"]) + 1}
+    )
 
 
 ROUNDS_OVER_BUDGET = Perturbation(
@@ -233,30 +281,37 @@ MINIMAX_ROUND_CASES = round_cases("minimax")
 PAPER_COUNT_RANDOM = Claim(
     id="fednest.rounds.paper_count_random",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Sec. 2.6 ('FedNest requires 2T + N + 3 communication "
-               "rounds') with Alg. 3 as listed"),
+    reference=(
+        "Tarzanagh et al. 2022, Sec. 2.6 ('FedNest requires 2T + N + 3 communication "
+        "rounds') with Alg. 3 as listed"
+    ),
     kind="communication_count",
     about=ABOUT_SENTENCE,
-    statement=("FedNest with FedIHGP's random N' (Alg. 3) requires 2T + N + 3 rounds per outer "
-               "iteration"),
+    statement=(
+        "FedNest with FedIHGP's random N' (Alg. 3) requires 2T + N + 3 rounds per outer iteration"
+    ),
     estimators=("fednest",),
     strategy=BILEVEL_ROUND_CASES,
     check=check_rounds_paper_random,
     perturbation=ROUNDS_OVER_BUDGET,
     bound=table2_formula("svrg", "svrg"),
-    notes=("Read as a budget the count holds: Alg. 3 draws N' <= N - 1, so an iteration uses 2T "
-           "+ N' + 3 <= 2T + N + 2 rounds. Read as the exact count it fails on every iteration "
-           "(the official code's deterministic truncation uses exactly 2T + N + 3). The exact "
-           "count with N' is fednest.rounds.random_truncation."),
+    notes=(
+        "Read as a budget the count holds: Alg. 3 draws N' <= N - 1, so an iteration uses 2T "
+        "+ N' + 3 <= 2T + N + 2 rounds. Read as the exact count it fails on every iteration "
+        "(the official code's deterministic truncation uses exactly 2T + N + 3). The exact "
+        "count with N' is fednest.rounds.random_truncation."
+    ),
     readings=(
         Reading(
             "exactly",
             "every outer iteration uses exactly 2T + N + 3 rounds",
-            {"reading": "exactly"}),
+            {"reading": "exactly"},
+        ),
         Reading(
             "at most (a budget)",
             "no outer iteration uses more than 2T + N + 3 rounds",
-            {"reading": "at_most"}),
+            {"reading": "at_most"},
+        ),
     ),
 )
 
@@ -267,8 +322,9 @@ RANDOM_TRUNCATION = Claim(
     reference="Tarzanagh et al. 2022, Algs. 1-4 as listed (count derived from the listings)",
     kind="communication_count",
     about=ABOUT_STEP,
-    statement=("FedNest with random N' uses exactly 2T + N' + 3 <= 2T + N + 2 rounds per "
-               "iteration"),
+    statement=(
+        "FedNest with random N' uses exactly 2T + N' + 3 <= 2T + N + 2 rounds per iteration"
+    ),
     estimators=("fednest",),
     strategy=BILEVEL_ROUND_CASES,
     check=check_rounds_random,
@@ -287,7 +343,7 @@ def _rounds_claim(name: str, inner: str, outer: str, perturbation: Perturbation)
         kind="communication_count",
         about=ABOUT_STEP,
         statement=f"{name}: ledger rounds per outer iteration = {formula} "
-                  "(deterministic FedIHGP count), for any participation and tau_i",
+        "(deterministic FedIHGP count), for any participation and tau_i",
         estimators=(name,),
         strategy=MINIMAX_ROUND_CASES if outer == "minimax" else BILEVEL_ROUND_CASES,
         check=check_rounds,

@@ -91,17 +91,26 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
         raise NotMeasurable("only bilevel problems have a nonzero bias floor")
     terms = int(case.params["neumann_terms"])
     # FedIHGP's scale 1/l_{g,1}, A1's constant (theory_checks.fednest.constants), as Alg. 3 has it
-    algorithm = make(inner_steps=case.params["inner_steps"], neumann_terms=terms, local_steps=1,
-                     truncation="deterministic",
-                     neumann_step_size=1.0 / fednest_constants(problem).l_g1)
+    algorithm = make(
+        inner_steps=case.params["inner_steps"],
+        neumann_terms=terms,
+        local_steps=1,
+        truncation="deterministic",
+        neumann_step_size=1.0 / fednest_constants(problem).l_g1,
+    )
     steps = algorithm.resolve_steps(problem)
     # the steps a run carries (its initial state) run the update; the formula reads the
     # steps the algorithm states (a step resolved one way and run another shows; issue 32)
     run_steps = algorithm.init(problem).steps
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)
-    hess = torch.stack([problem.exact_hypergradient(e) - g0
-                        for e in torch.eye(problem.dim_x, dtype=torch.float64)], dim=1)
+    hess = torch.stack(
+        [
+            problem.exact_hypergradient(e) - g0
+            for e in torch.eye(problem.dim_x, dtype=torch.float64)
+        ],
+        dim=1,
+    )
     if float(torch.linalg.eigvalsh(0.5 * (hess + hess.T)).min()) <= 0.0:
         raise NotMeasurable("h is not strongly convex: no bounded-below floor to reach")
     x_star = torch.linalg.solve(hess, -g0)
@@ -123,17 +132,30 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
     floor = float(problem.exact_hypergradient(x_limit).norm() ** 2)
     y_lim = problem.exact_inner_solution(x_limit)
     view = client_matrices(problem, x_limit, y_lim)
-    params = {"neumann_terms": terms, "neumann_step_size": steps.neumann,
-              "cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
-              "grad_y_norm": float(view["gy"].mean(0).norm())}
+    params = {
+        "neumann_terms": terms,
+        "neumann_step_size": steps.neumann,
+        "cross_norm": float(torch.linalg.matrix_norm(view["J"].mean(0), ord=2)),
+        "grad_y_norm": float(view["gy"].mean(0).norm()),
+    }
     bound = claim.evaluate_bound(problem.constants(), params)
     slack = (IDENTITY_RTOL * (1.0 + float(g0.norm()))) ** 2
     passed = rho < 1.0 and floor <= bound + slack
-    return Measurement(floor, bound, passed, "rho(G) < 1 and floor <=",
-                       series=(SeriesPoint("measured", "neumann_terms", terms, floor),
-                               SeriesPoint("bound", "neumann_terms", terms, bound)),
-                       details={"rho": rho, "neumann_terms": terms,
-                                "y_limit_error": float((z_limit[dx:] - y_lim).norm())})
+    return Measurement(
+        floor,
+        bound,
+        passed,
+        "rho(G) < 1 and floor <=",
+        series=(
+            SeriesPoint("measured", "neumann_terms", terms, floor),
+            SeriesPoint("bound", "neumann_terms", terms, bound),
+        ),
+        details={
+            "rho": rho,
+            "neumann_terms": terms,
+            "y_limit_error": float((z_limit[dx:] - y_lim).norm()),
+        },
+    )
 
 
 # ================================================================================== its slope in N
@@ -156,8 +178,13 @@ def _floor_parts(case: Case) -> dict[str, Any]:
     mats = client_matrices(problem, x_star, y_star)
     H, J, v = mats["H"].mean(0), mats["J"].mean(0), mats["gy"].mean(0)
     values, vectors = torch.linalg.eigh(H)
-    return {"H": H, "J": J, "v": v, "values": values.cpu().numpy(),
-            "vectors": vectors.cpu().numpy()}
+    return {
+        "H": H,
+        "J": J,
+        "v": v,
+        "values": values.cpu().numpy(),
+        "vectors": vectors.cpu().numpy(),
+    }
 
 
 def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -200,31 +227,60 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     grid = sorted(set(np.linspace(start, stop, num=5).round().astype(int).tolist()))
     floors, series, rhos = [], [], []
     for terms in grid:
-        m = check_stationarity_floor(STATIONARITY_FLOOR, Case(problem, {
-            "point_seed": case.params["point_seed"], "neumann_terms": terms,
-            "inner_steps": case.params["inner_steps"]}), make)
+        m = check_stationarity_floor(
+            STATIONARITY_FLOOR,
+            Case(
+                problem,
+                {
+                    "point_seed": case.params["point_seed"],
+                    "neumann_terms": terms,
+                    "inner_steps": case.params["inner_steps"],
+                },
+            ),
+            make,
+        )
         rhos.append(m.details["rho"])
         floors.append(math.sqrt(m.measured))
         series.append(SeriesPoint("measured", "neumann_terms", terms, floors[-1]))
     if max(rhos) >= 1.0 or min(floors) <= 0.0:
-        return Measurement(math.nan, 0.0, False, "deterministic FedNest converges",
-                           details={"rho": rhos})
+        return Measurement(
+            math.nan, 0.0, False, "deterministic FedNest converges", details={"rho": rhos}
+        )
     fit = stats.fit_rate(np.array(grid, float), np.array(floors))
     theory = math.log(1.0 - lam * float(values[0]))
     pc = fednest_constants(problem).as_dict()
-    paper_slope = math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 \
-        else -math.inf
+    paper_slope = (
+        math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 else -math.inf
+    )
     tolerance = FLOOR_SLOPE_RTOL * abs(theory)
-    result = Fit("log ||grad f(x_N)|| per Neumann term", fit.slope, fit.ci_low, fit.ci_high,
-                 theory, tolerance, residual=fit.residual_max)
-    series += [SeriesPoint("theory", "neumann_terms", n,
-                           floors[0] * math.exp(theory * (n - grid[0]))) for n in grid]
+    result = Fit(
+        "log ||grad f(x_N)|| per Neumann term",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        theory,
+        tolerance,
+        residual=fit.residual_max,
+    )
+    series += [
+        SeriesPoint("theory", "neumann_terms", n, floors[0] * math.exp(theory * (n - grid[0])))
+        for n in grid
+    ]
     passed = result.agrees and fit.slope <= paper_slope + tolerance
-    return Measurement(fit.slope, theory, passed,
-                       "|fit - log(1 - mu/l)| <= 5% and fit <= log(1 - 1/kappa_g)",
-                       series=tuple(series), fit=result,
-                       details={"paper_slope": paper_slope, "grid": grid, "rho": max(rhos),
-                                "kappa_g": pc["kappa_g"]})
+    return Measurement(
+        fit.slope,
+        theory,
+        passed,
+        "|fit - log(1 - mu/l)| <= 5% and fit <= log(1 - 1/kappa_g)",
+        series=tuple(series),
+        fit=result,
+        details={
+            "paper_slope": paper_slope,
+            "grid": grid,
+            "rho": max(rhos),
+            "kappa_g": pc["kappa_g"],
+        },
+    )
 
 
 # =================================================================================== perturbations
@@ -251,23 +307,35 @@ FLOOR_NEUMANN_STEP = Perturbation(
 
 # =========================================================================================== cases
 
+
 # Cases of claim fednest.thm31.stationarity_floor
-def _small_cross_term(problems: st.SearchStrategy[QuadraticBilevel]
-                      ) -> st.SearchStrategy[QuadraticBilevel]:
+def _small_cross_term(
+    problems: st.SearchStrategy[QuadraticBilevel],
+) -> st.SearchStrategy[QuadraticBilevel]:
     """The drawn problems, some with the cross derivative scaled to 0.1: A1's joint l_{g,1} is
     then close to lambda_max(H), so at small kappa the floor sits near its bound, where a wrong
     Neumann step shows (at the full cross term l_{g,1} > lambda_max(H) leaves the bound slack)."""
+
     def rescale(problem: QuadraticBilevel, cross: float) -> QuadraticBilevel:
-        return problem if cross == 1.0 else QuadraticBilevel.random(
-            **{**{k: v for k, v in problem.spec().items() if k != "family"},
-               "cross_scale": cross})
+        return (
+            problem
+            if cross == 1.0
+            else QuadraticBilevel.random(
+                **{
+                    **{k: v for k, v in problem.spec().items() if k != "family"},
+                    "cross_scale": cross,
+                }
+            )
+        )
 
     return st.builds(rescale, problems, st.sampled_from([1.0, 0.1]))
 
 
 thm31_stationarity_floor_cases = case_builder(
     _small_cross_term(bilevel_problems(max_clients=3, max_dim=2, kappa=(1.0, 5.0))),
-    neumann_terms=st.integers(1, 10), inner_steps=st.integers(2, 4))
+    neumann_terms=st.integers(1, 10),
+    inner_steps=st.integers(2, 4),
+)
 
 
 # Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after halvings, so
@@ -276,11 +344,25 @@ thm31_stationarity_floor_cases = case_builder(
 def rate_bilevel() -> st.SearchStrategy[Any]:
     return st.builds(
         lambda m, dy, hh, gh, noise, hnoise, seed: QuadraticBilevel.random(
-            m, 1, dy, 2.0 if dy > 1 else 1.0, seed=seed, hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh, n_samples=8, gradient_noise=noise,
-            hessian_noise=hnoise),
-        st.integers(2, 4), st.integers(1, 2), st.floats(0.0, 0.3), st.floats(0.5, 2.0),
-        st.floats(0.2, 1.0), st.floats(0.0, 0.3), strategies.SEEDS)
+            m,
+            1,
+            dy,
+            2.0 if dy > 1 else 1.0,
+            seed=seed,
+            hessian_heterogeneity=hh,
+            gradient_heterogeneity=gh,
+            n_samples=8,
+            gradient_noise=noise,
+            hessian_noise=hnoise,
+        ),
+        st.integers(2, 4),
+        st.integers(1, 2),
+        st.floats(0.0, 0.3),
+        st.floats(0.5, 2.0),
+        st.floats(0.2, 1.0),
+        st.floats(0.0, 0.3),
+        strategies.SEEDS,
+    )
 
 
 # Cases of claim fednest.thm31.k_rate_bilevel
@@ -289,7 +371,8 @@ thm31_k_rate_bilevel_cases = case_builder(rate_bilevel())
 # Cases of claim fednest.thm31.floor_slope_in_n
 thm31_floor_slope_in_n_cases = case_builder(
     bilevel_problems(max_clients=3, max_dim=2, kappa=(1.5, 5.0), min_dim_y=2),
-    inner_steps=st.integers(2, 4))
+    inner_steps=st.integers(2, 4),
+)
 
 
 # ====================================================================================== the claims
@@ -298,12 +381,16 @@ thm31_floor_slope_in_n_cases = case_builder(
 STATIONARITY_FLOOR = Claim(
     id="fednest.thm31.stationarity_floor",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
-               "the constant of Lemma 2.2's proof"),
+    reference=(
+        "Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
+        "the constant of Lemma 2.2's proof"
+    ),
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
-               "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"),
+    statement=(
+        "deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
+        "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"
+    ),
     estimators=("fednest",),
     # Why small dims, kappa <= 5 and few clients: each case reads a (dx+dy)-column map from dx+dy+1
     # full outer iterations.
@@ -315,9 +402,11 @@ STATIONARITY_FLOOR = Claim(
     ),
     perturbation=FLOOR_NEUMANN_STEP,
     bound=floor_bound,
-    notes=("Deterministic truncation (N Hessian rounds, bias H^{-1} A^{N+1}); the paper's K^{-1} "
-           "and K^{-1/2} terms vanish in the limit, leaving the bias floor. The stochastic "
-           "K^{-1/2} rate is not checked (too slow for the fast profile)."),
+    notes=(
+        "Deterministic truncation (N Hessian rounds, bias H^{-1} A^{N+1}); the paper's K^{-1} "
+        "and K^{-1/2} terms vanish in the limit, leaving the bias floor. The stochastic "
+        "K^{-1/2} rate is not checked (too slow for the fast profile)."
+    ),
 )
 
 
@@ -327,9 +416,11 @@ K_RATE_BILEVEL = Claim(
     reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
-    statement=("(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
-               "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
-               "K is -1/2 (checked: <= -1/4, Student-t over replicates)"),
+    statement=(
+        "(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
+        "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
+        "K is -1/2 (checked: <= -1/4, Student-t over replicates)"
+    ),
     estimators=("fednest",),
     strategy=thm31_k_rate_bilevel_cases,
     check=check_k_rate,
@@ -346,21 +437,27 @@ K_RATE_BILEVEL = Claim(
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=40,
     perturbation=DRIFTING_OUTER_FEDNEST,
-    notes=(K_RATE_DESIGN_NOTES
-           + "N_K: smallest N with b_N^2 <= 1e-2 ||grad f(x_0)||^2 / sqrt(K) (corrected "
-             "constant of (15))."),
+    notes=(
+        K_RATE_DESIGN_NOTES
+        + "N_K: smallest N with b_N^2 <= 1e-2 ||grad f(x_0)||^2 / sqrt(K) (corrected "
+        "constant of (15))."
+    ),
 )
 
 
 FLOOR_SLOPE_IN_N = Claim(
     id="fednest.thm31.floor_slope_in_n",
     paper="FedNest",
-    reference=("Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
-               "exact form derived from eq. (13b)"),
+    reference=(
+        "Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
+        "exact form derived from eq. (13b)"
+    ),
     kind="linear_rate",
     about=ABOUT_RESULT,
-    statement=("deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
-               "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"),
+    statement=(
+        "deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
+        "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"
+    ),
     estimators=("fednest",),
     strategy=thm31_floor_slope_in_n_cases,
     check=check_floor_slope,
@@ -373,9 +470,11 @@ FLOOR_SLOPE_IN_N = Claim(
     shrink=False,
     perturbation=NEUMANN_STEP_0_9,
     max_examples=PerProfile(1, 2),
-    notes=("Slope of the norm; the squared floor of Thm 3.1 has twice it. mu = "
-           "lambda_min(H_bar), l = max_i lambda_max(H_i) (the Neumann step). Each case reads "
-           "five exact limits through fednest.thm31.stationarity_floor's check."),
+    notes=(
+        "Slope of the norm; the squared floor of Thm 3.1 has twice it. mu = "
+        "lambda_min(H_bar), l = max_i lambda_max(H_i) (the Neumann step). Each case reads "
+        "five exact limits through fednest.thm31.stationarity_floor's check."
+    ),
 )
 
 

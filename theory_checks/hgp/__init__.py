@@ -72,7 +72,18 @@ from theory_checks.hgp import (
 )
 
 CLAIMS: tuple[Claim, ...] = (
-    alg1.CLAIMS + lemma1.CLAIMS + exact_averaging.CLAIMS + lemma2.CLAIMS + corollary1.CLAIMS
-    + theorem1.CLAIMS + theorem2.CLAIMS + stochastic.CLAIMS + noise.CLAIMS + negative_control.CLAIMS
-    + taxonomy.CLAIMS + communication.CLAIMS + influence.CLAIMS + personalization.CLAIMS
+    alg1.CLAIMS
+    + lemma1.CLAIMS
+    + exact_averaging.CLAIMS
+    + lemma2.CLAIMS
+    + corollary1.CLAIMS
+    + theorem1.CLAIMS
+    + theorem2.CLAIMS
+    + stochastic.CLAIMS
+    + noise.CLAIMS
+    + negative_control.CLAIMS
+    + taxonomy.CLAIMS
+    + communication.CLAIMS
+    + influence.CLAIMS
+    + personalization.CLAIMS
 )

@@ -70,30 +70,37 @@ def check_pushsum_operator(claim: Claim, case: Case, make: Callable[..., Any]) -
     """The estimator's first :data:`CALLS` averaging operators against (A1): the largest
     entry-wise gap."""
     n, S = case.problem.n_clients, int(case.params["pushsum_steps"])
-    est = make(pushsum_steps=S, graph_family=case.params["graph_family"],
-               graph_seed=case.params["graph_seed"])
+    est = make(
+        pushsum_steps=S,
+        graph_family=case.params["graph_family"],
+        graph_seed=case.params["graph_seed"],
+    )
     graph = graph_of(case)
     measured = averaging_operators(est, n, CALLS)
-    worst = max(float(np.abs(T - pushsum_operator(graph.edges(m * S, S))).max())
-                for m, T in enumerate(measured))
-    return Measurement(worst, RTOL, worst <= RTOL, "max entry gap <=",
-                       details={"S": S, "n": n, "calls": CALLS})
+    worst = max(
+        float(np.abs(T - pushsum_operator(graph.edges(m * S, S))).max())
+        for m, T in enumerate(measured)
+    )
+    return Measurement(
+        worst, RTOL, worst <= RTOL, "max entry gap <=", details={"S": S, "n": n, "calls": CALLS}
+    )
 
 
 # Cases: any S in 1..12 on every mixing family with Algorithm 1's weights 1/|N_j^out|
 # (static_undirected runs the Metropolis W of the static variant instead, another entry's;
 # 1-dimensional problems: only n matters).
 PUSHSUM_FAMILIES = tuple(f for f in MIXING_FAMILIES if f != "static_undirected")
-pushsum_operator_cases = graph_cases(strategies.per_client_quadratic(max_dim=1),
-                                     PUSHSUM_FAMILIES)
+pushsum_operator_cases = graph_cases(strategies.per_client_quadratic(max_dim=1), PUSHSUM_FAMILIES)
 
 
 PUSHSUM_OPERATOR_PERTURBATION = Perturbation(
     name="Push-Sum one step short",
-    description=("The estimator runs S - 1 Push-Sum steps per call while S is recorded (the "
-                 "count read from one place and run from another): its operators are "
-                 "diag(P' 1)^{-1} P' over S - 1 graphs, and the graph clock runs behind, so "
-                 "(A1) misses by O(1e-2) or more on every case with S >= 1."),
+    description=(
+        "The estimator runs S - 1 Push-Sum steps per call while S is recorded (the "
+        "count read from one place and run from another): its operators are "
+        "diag(P' 1)^{-1} P' over S - 1 graphs, and the graph clock runs behind, so "
+        "(A1) misses by O(1e-2) or more on every case with S >= 1."
+    ),
     build=field_variant("hgp-stochastic", pushsum_steps=lambda est: est.pushsum_steps - 1),
 )
 
@@ -102,12 +109,14 @@ PUSHSUM_OPERATOR = Claim(
     id="hgp.alg1.pushsum_operator",
     paper="HGP",
     reference="HGP Algorithm 1 (Push-Sum, weights 1/|N_j^out|) inside Algorithm 2, M calls of "
-              "S steps each (Sec. 2.1, Sec. 3.3)",
+    "S steps each (Sec. 2.1, Sec. 3.3)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("each averaging call of stochastic HGP applies Theta_hat = diag(P 1)^{-1} P, P "
-               "the product of the S column-stochastic Push-Sum matrices of its graph steps "
-               "((m - 1) S .. m S - 1 for call m)"),
+    statement=(
+        "each averaging call of stochastic HGP applies Theta_hat = diag(P 1)^{-1} P, P "
+        "the product of the S column-stochastic Push-Sum matrices of its graph steps "
+        "((m - 1) S .. m S - 1 for call m)"
+    ),
     estimators=("hgp-stochastic",),
     strategy=pushsum_operator_cases,
     check=check_pushsum_operator,
@@ -140,22 +149,25 @@ def check_static_operator(claim: Claim, case: Case, make: Callable[..., Any]) ->
     est = make(pushsum_steps=S, graph_seed=case.params["graph_seed"])
     graph = graph_of(case)
     reference = metropolis_operator(graph.edges(0, 1)[0], S)
-    worst = max(float(np.abs(T - reference).max())
-                for T in averaging_operators(est, n, CALLS))
-    return Measurement(worst, RTOL, worst <= RTOL, "max entry gap <=",
-                       details={"S": S, "n": n, "calls": CALLS})
+    worst = max(float(np.abs(T - reference).max()) for T in averaging_operators(est, n, CALLS))
+    return Measurement(
+        worst, RTOL, worst <= RTOL, "max entry gap <=", details={"S": S, "n": n, "calls": CALLS}
+    )
 
 
 # Cases: the static undirected family (the entry's), S in 1..12.
-static_operator_cases = graph_cases(strategies.per_client_quadratic(max_dim=1),
-                                    ("static_undirected",))
+static_operator_cases = graph_cases(
+    strategies.per_client_quadratic(max_dim=1), ("static_undirected",)
+)
 
 
 STATIC_OPERATOR_PERTURBATION = Perturbation(
     name="static gossip one step short",
-    description=("The static variant runs S - 1 gossip steps per call while S is recorded: "
-                 "its operator is W^(S-1), which differs from W^S by O(1e-2) or more on these "
-                 "graphs."),
+    description=(
+        "The static variant runs S - 1 gossip steps per call while S is recorded: "
+        "its operator is W^(S-1), which differs from W^S by O(1e-2) or more on these "
+        "graphs."
+    ),
     build=field_variant("hgp-static", pushsum_steps=lambda est: est.pushsum_steps - 1),
 )
 
@@ -164,11 +176,13 @@ STATIC_OPERATOR = Claim(
     id="hgp.alg1.static_operator",
     paper="HGP",
     reference="HGP sec. 4, static-network variant: Algorithm 1 with the doubly-stochastic "
-              "Metropolis W, Theta_hat = W^S (Sec. 4: any constant doubly-stochastic matrix)",
+    "Metropolis W, Theta_hat = W^S (Sec. 4: any constant doubly-stochastic matrix)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("each averaging call of the static variant applies W^S, W the Metropolis "
-               "weights of the static undirected graph"),
+    statement=(
+        "each averaging call of the static variant applies W^S, W the Metropolis "
+        "weights of the static undirected graph"
+    ),
     estimators=("hgp-static",),
     strategy=static_operator_cases,
     check=check_static_operator,

@@ -43,7 +43,8 @@ def point(problem: Any, seed: int) -> torch.Tensor:
     """A seeded outer point ``x = [lambda_i]`` (standard normal around the initial point)."""
     rng = np.random.default_rng(seed)
     return problem.initial_point()[0] + torch.as_tensor(
-        rng.standard_normal(problem.dim_x), dtype=torch.float64)
+        rng.standard_normal(problem.dim_x), dtype=torch.float64
+    )
 
 
 def global_grad(problem: Any, x: torch.Tensor) -> torch.Tensor:
@@ -59,53 +60,83 @@ def scale(blocks: dict[str, torch.Tensor]) -> float:
 
 
 def graph_cases(
-    problem_strategy: st.SearchStrategy[Any], families: tuple[str, ...],
-    steps: tuple[int, int] = (1, 12), **extra: st.SearchStrategy[Any],
+    problem_strategy: st.SearchStrategy[Any],
+    families: tuple[str, ...],
+    steps: tuple[int, int] = (1, 12),
+    **extra: st.SearchStrategy[Any],
 ) -> Callable[[], st.SearchStrategy[Case]]:
     """Cases with a problem, a point seed, a graph family, a graph seed and S."""
 
     def build() -> st.SearchStrategy[Case]:
-        def make(problem: Any, seed: int, family: str, graph_seed: int, S: int,
-                 **more: Any) -> Case:
-            return Case(problem, {"point_seed": seed, "graph_family": family,
-                                  "graph_seed": graph_seed, "pushsum_steps": S, **more})
+        def make(
+            problem: Any, seed: int, family: str, graph_seed: int, S: int, **more: Any
+        ) -> Case:
+            return Case(
+                problem,
+                {
+                    "point_seed": seed,
+                    "graph_family": family,
+                    "graph_seed": graph_seed,
+                    "pushsum_steps": S,
+                    **more,
+                },
+            )
 
-        return st.builds(make, problem_strategy, strategies.SEEDS, st.sampled_from(families),
-                         st.integers(0, 2**16), st.integers(*steps), **extra)
+        return st.builds(
+            make,
+            problem_strategy,
+            strategies.SEEDS,
+            st.sampled_from(families),
+            st.integers(0, 2**16),
+            st.integers(*steps),
+            **extra,
+        )
 
     return build
 
 
 def fresh_state(problem: Any) -> HGPState:
     n = problem.n_clients
-    return HGPState(problem.initial_point()[1].expand(n, -1).clone(),
-                    torch.ones(n, dtype=torch.float64), 0)
+    return HGPState(
+        problem.initial_point()[1].expand(n, -1).clone(), torch.ones(n, dtype=torch.float64), 0
+    )
 
 
 def exact_averaging_cases(**kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
     """Cases of the exact-averaging checks: a per-client quadratic problem (``kwargs`` of
     :func:`problems.strategies.per_client_quadratic`), a point seed and the step's factor
     ``eta_factor`` in [0.3, 1.5]."""
+
     def build() -> st.SearchStrategy[Case]:
-        return st.builds(lambda problem, seed, f: Case(problem, {"point_seed": seed,
-                                                                 "eta_factor": f}),
-                         strategies.per_client_quadratic(**kwargs), strategies.SEEDS,
-                         st.floats(0.3, 1.5))
+        return st.builds(
+            lambda problem, seed, f: Case(problem, {"point_seed": seed, "eta_factor": f}),
+            strategies.per_client_quadratic(**kwargs),
+            strategies.SEEDS,
+            st.floats(0.3, 1.5),
+        )
 
     return build
 
 
-def run_hgp(estimator: Any, problem: Any, x: torch.Tensor, state: HGPState | None = None,
-            replicas: int = 1, seed: int = 0) -> Any:
+def run_hgp(
+    estimator: Any,
+    problem: Any,
+    x: torch.Tensor,
+    state: HGPState | None = None,
+    replicas: int = 1,
+    seed: int = 0,
+) -> Any:
     """One run of an HGP estimator at ``x`` from ``state`` (a fresh one by default), with the
     seeded generator ``seed``."""
-    return estimator.run(problem, x, state or fresh_state(problem), np.random.default_rng(seed),
-                         replicas=replicas)
+    return estimator.run(
+        problem, x, state or fresh_state(problem), np.random.default_rng(seed), replicas=replicas
+    )
 
 
 def graph_of(case: Case) -> GraphSequence:
-    return GraphSequence(case.params["graph_family"], case.problem.n_clients,
-                         case.params["graph_seed"])
+    return GraphSequence(
+        case.params["graph_family"], case.problem.n_clients, case.params["graph_seed"]
+    )
 
 
 def stacked_error(trajectory: torch.Tensor, exact: torch.Tensor) -> np.ndarray:
@@ -137,8 +168,9 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     weights = torch.ones(1, n, dtype=torch.float64)
     time, operators = 0, []
     for _ in range(count):
-        out, new_weights, time = est.average_step(basis, weights, time, graph, GraphLedger(n),
-                                              Ledger(n))
+        out, new_weights, time = est.average_step(
+            basis, weights, time, graph, GraphLedger(n), Ledger(n)
+        )
         operators.append(out[0].cpu().numpy().copy())
         if est.keep_weights:
             weights = new_weights
@@ -166,11 +198,15 @@ class NoiseMoments:
         return np.sqrt(np.clip(np.diag(self.covariance), 0.0, None)).reshape(n, dl)
 
 
-def noise_moments(problem: Any, x: torch.Tensor, est: Any,
-                  batch_size: int | None = None,
-                  sample_indices: np.ndarray | None = None,
-                  operators: list[np.ndarray] | None = None,
-                  eta: float | None = None) -> NoiseMoments:
+def noise_moments(
+    problem: Any,
+    x: torch.Tensor,
+    est: Any,
+    batch_size: int | None = None,
+    sample_indices: np.ndarray | None = None,
+    operators: list[np.ndarray] | None = None,
+    eta: float | None = None,
+) -> NoiseMoments:
     """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a
     :class:`~problems.PerClientQuadratic` with finite sample sets, by the linear recursion of
     its first two moments (no sampling).
@@ -232,26 +268,26 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
         N = A_s.shape[1]
         # deviations from the client means the deterministic run uses (a subset's deviations
         # are not centred: their mean is the subset sampler's bias, carried in the mean path)
-        dev_A = -eta * (A_s - A[:, None])                      # (n, N, dy, dy): u-rows
-        dev_C = eta * np.swapaxes(C_s - C[:, None], 2, 3)      # (n, N, dl, dy): v-rows
+        dev_A = -eta * (A_s - A[:, None])  # (n, N, dy, dy): u-rows
+        dev_C = eta * np.swapaxes(C_s - C[:, None], 2, 3)  # (n, N, dl, dy): v-rows
         bias_A, bias_C = dev_A.mean(1), dev_C.mean(1)
         # remove the mean of a subset's deviations so the second moment below is a covariance
         dev_A, dev_C = dev_A - bias_A[:, None], dev_C - bias_C[:, None]
     else:
         bias_A = np.zeros((n, dy, dy))
         bias_C = np.zeros((n, dl, dy))
-    step_u = np.eye(dy)[None] - eta * A + bias_A             # E[I - eta hat A_i]
-    step_v = eta * np.swapaxes(C, 1, 2) + bias_C               # E[eta hat C_i^T]
+    step_u = np.eye(dy)[None] - eta * A + bias_A  # E[I - eta hat A_i]
+    step_v = eta * np.swapaxes(C, 1, 2) + bias_C  # E[eta hat C_i^T]
     DU, D = n * dy, n * (dy + dl)
     K_u = np.zeros((DU, DU))
     K_v = np.zeros((n * dl, DU))
     for i in range(n):
-        K_u[i * dy:(i + 1) * dy, i * dy:(i + 1) * dy] = step_u[i]
-        K_v[i * dl:(i + 1) * dl, i * dy:(i + 1) * dy] = step_v[i]
+        K_u[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] = step_u[i]
+        K_v[i * dl : (i + 1) * dl, i * dy : (i + 1) * dy] = step_v[i]
     cov = np.zeros((D, D))
     means = [mu_v.copy()]
     variances = [0.0]
-    for T in (averaging_operators(est, n, M) if operators is None else operators):
+    for T in averaging_operators(est, n, M) if operators is None else operators:
         G = np.kron(T, np.eye(dy))
         K = np.zeros((D, D))
         K[:DU, :DU] = K_u @ G
@@ -261,12 +297,15 @@ def noise_moments(problem: Any, x: torch.Tensor, est: Any,
         if b is not None:
             mu_flat = mu_u.reshape(-1)
             second = G @ (cov[:DU, :DU] + np.outer(mu_flat, mu_flat)) @ G.T
-            S = np.stack([second[i * dy:(i + 1) * dy, i * dy:(i + 1) * dy] for i in range(n)])
+            S = np.stack([second[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] for i in range(n)])
             scale_ = 1.0 / (N * b)
             uu = np.einsum("inab,ibc,indc->iad", dev_A, S, dev_A) * scale_
             vv = np.einsum("inab,ibc,indc->iad", dev_C, S, dev_C) * scale_
-            uv = (np.einsum("inab,ibc,indc->iad", dev_A, S, dev_C) * scale_
-                  if est.shared_sample else np.zeros((n, dy, dl)))
+            uv = (
+                np.einsum("inab,ibc,indc->iad", dev_A, S, dev_C) * scale_
+                if est.shared_sample
+                else np.zeros((n, dy, dl))
+            )
             for i in range(n):
                 ru = slice(i * dy, (i + 1) * dy)
                 rv = slice(DU + i * dl, DU + (i + 1) * dl)
@@ -325,43 +364,70 @@ VARIANCE_HALF_WIDTH = 0.2
 VARIANCE_PLANNING_SD = 1.5
 
 
-def noisy_cases(steps: tuple[int, int] = (2, 6), **kwargs: Any
-                ) -> Callable[[], st.SearchStrategy[Case]]:
+def noisy_cases(
+    steps: tuple[int, int] = (2, 6), **kwargs: Any
+) -> Callable[[], st.SearchStrategy[Case]]:
     """Stochastic cases: a per-client quadratic with sample sets (``kwargs`` over the noisy
     defaults), a point and graph seed, ``S`` Push-Sum steps in ``steps``, a minibatch of 1 or
     4 and the independent or practical form."""
+
     def build() -> st.SearchStrategy[Case]:
         return st.builds(
-            lambda problem, seed, gs, S, b, form: Case(problem, {
-                "point_seed": seed, "graph_seed": gs, "pushsum_steps": S, "batch_size": b,
-                "form": form}),
+            lambda problem, seed, gs, S, b, form: Case(
+                problem,
+                {
+                    "point_seed": seed,
+                    "graph_seed": gs,
+                    "pushsum_steps": S,
+                    "batch_size": b,
+                    "form": form,
+                },
+            ),
             strategies.per_client_quadratic(**{"max_clients": 4, **_NOISY, **kwargs}),
-            strategies.SEEDS, st.integers(0, 2**16), st.integers(*steps),
-            st.sampled_from((1, 4)), st.sampled_from(("independent", "practical")))
+            strategies.SEEDS,
+            st.integers(0, 2**16),
+            st.integers(*steps),
+            st.sampled_from((1, 4)),
+            st.sampled_from(("independent", "practical")),
+        )
 
     return build
 
 
-def replica_estimates(est: Any, problem: Any, x: torch.Tensor, R: int,
-                      rng: np.random.Generator) -> torch.Tensor:
+def replica_estimates(
+    est: Any, problem: Any, x: torch.Tensor, R: int, rng: np.random.Generator
+) -> torch.Tensor:
     """``(R, n, dl)``: ``v^(M)`` of R independent replicas of ``est`` (same graphs)."""
-    return est.run(problem, x, fresh_state(problem), rng, replicas=R,
-                   track_consensus=False).trajectory[-1]
+    return est.run(
+        problem, x, fresh_state(problem), rng, replicas=R, track_consensus=False
+    ).trajectory[-1]
 
 
-def mean_path_gap(problem: Any, x: torch.Tensor, make: Callable[..., Any],
-                  params: dict[str, Any], moments: Any) -> float:
+def mean_path_gap(
+    problem: Any, x: torch.Tensor, make: Callable[..., Any], params: dict[str, Any], moments: Any
+) -> float:
     """Relative gap between the exact mean path and the estimator's deterministic run on the
     same graphs (D3: the conditional mean of the stochastic form is the deterministic form)."""
-    det = make(**{**params, "batch_size": None}).run(
-        problem, x, fresh_state(problem), np.random.default_rng(0),
-        track_consensus=False).trajectory[:, 0].cpu().numpy()
+    det = (
+        make(**{**params, "batch_size": None})
+        .run(problem, x, fresh_state(problem), np.random.default_rng(0), track_consensus=False)
+        .trajectory[:, 0]
+        .cpu()
+        .numpy()
+    )
     return float(np.abs(moments.mean - det).max()) / (1.0 + float(np.abs(det).max()))
 
 
-def variance_ratio_test(est: Any, problem: Any, x: torch.Tensor, moments: Any,
-                        design: Design, key: int, quantity: str, n_tests: int = 1,
-                        ) -> tuple[StatTest, int]:
+def variance_ratio_test(
+    est: Any,
+    problem: Any,
+    x: torch.Tensor,
+    moments: Any,
+    design: Design,
+    key: int,
+    quantity: str,
+    n_tests: int = 1,
+) -> tuple[StatTest, int]:
     """The estimator's mean square around the exact mean, over the exact variance.
 
     ``Y_r = ||v_r^(M) - E v^(M)||^2 / E||v^(M) - E v^(M)||^2`` for R independent replicas
@@ -371,10 +437,12 @@ def variance_ratio_test(est: Any, problem: Any, x: torch.Tensor, moments: Any,
     ``VARIANCE_HALF_WIDTH`` at ``VARIANCE_PLANNING_SD``.
     """
     rate_side = design.false_fail_rate / (2 * n_tests)
-    R = design.samples(replicates_for_half_width(VARIANCE_PLANNING_SD, VARIANCE_HALF_WIDTH,
-                                                 rate_side, minimum=100))
+    R = design.samples(
+        replicates_for_half_width(VARIANCE_PLANNING_SD, VARIANCE_HALF_WIDTH, rate_side, minimum=100)
+    )
     samples = replica_estimates(est, problem, x, R, design.rng(key)).cpu().numpy()
     deviation = samples - moments.mean[-1]
     ratios = (deviation**2).reshape(R, -1).sum(1) / moments.variance[-1]
-    return StatTest(quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT,
-                    high=VARIANCE_RATIO_LIMIT), R
+    return StatTest(
+        quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT, high=VARIANCE_RATIO_LIMIT
+    ), R

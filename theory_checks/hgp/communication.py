@@ -45,29 +45,41 @@ def check_communication(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         raise NotMeasurable("d_lambda = d_y + 1: a leaked v would look like a Push-Sum message")
     x = point(problem, case.params["point_seed"])
     M, S = 5, int(case.params["pushsum_steps"])
-    est = make(neumann_terms=M, pushsum_steps=S, graph_family=case.params["graph_family"],
-               graph_seed=case.params["graph_seed"])
+    est = make(
+        neumann_terms=M,
+        pushsum_steps=S,
+        graph_family=case.params["graph_family"],
+        graph_seed=case.params["graph_seed"],
+    )
     out = est.run(problem, x, fresh_state(problem), np.random.default_rng(0))
     ledger = out.graph_ledger
-    graph = GraphSequence(case.params["graph_family"], problem.n_clients,
-                          case.params["graph_seed"])
+    graph = GraphSequence(case.params["graph_family"], problem.n_clients, case.params["graph_seed"])
     edges = graph.edges(0, M * S)
     out_degree = edges.sum(axis=1) - 1  # [s, j]: messages j sends at step s (self-loop free)
     size = problem.dim_y + 1
     expected = int(out_degree.sum()) * size
     per_client = out_degree.sum(axis=0) * size
     measured = ledger.total_floats if ledger is not None else -1
-    passed = (ledger is not None and ledger.payload_sizes == {size} and measured == expected
-              and bool((ledger.floats_sent == per_client).all())
-              and out.calls.floats_up == expected)
-    return Measurement(float(measured), float(expected), passed,
-                       "floats sent == sum (out-degree)(d_y + 1), payloads == {d_y + 1}",
-                       details={"payload_sizes": sorted(ledger.payload_sizes) if ledger else []})
+    passed = (
+        ledger is not None
+        and ledger.payload_sizes == {size}
+        and measured == expected
+        and bool((ledger.floats_sent == per_client).all())
+        and out.calls.floats_up == expected
+    )
+    return Measurement(
+        float(measured),
+        float(expected),
+        passed,
+        "floats sent == sum (out-degree)(d_y + 1), payloads == {d_y + 1}",
+        details={"payload_sizes": sorted(ledger.payload_sizes) if ledger else []},
+    )
 
 
 # Cases of claim hgp.communication.vector_messages
-communication_vector_messages_cases = graph_cases(strategies.per_client_quadratic(),
-                                                  CONNECTED_FAMILIES, (1, 6))
+communication_vector_messages_cases = graph_cases(
+    strategies.per_client_quadratic(), CONNECTED_FAMILIES, (1, 6)
+)
 
 # --------------------------------------------------------------------------- perturbation
 
@@ -76,8 +88,15 @@ communication_vector_messages_cases = graph_cases(strategies.per_client_quadrati
 class _Leaky(HyperGradientPush):
     """Also gossips the hyperparameter-sized v once (which must never leave a client)."""
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
         out = super().run(problem, x, state, rng, replicas, track_consensus)
         if out.graph_ledger is not None:
             graph = self.graph(problem.n_clients)
@@ -101,8 +120,10 @@ VECTOR_MESSAGES = Claim(
     reference="HGP Alg. 1-2, Sec. 3.3 (O(d_x) messages, Hessians never sent)",
     kind="communication_count",
     about=ABOUT_SENTENCE,
-    statement=("floats sent = sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1); every payload has "
-               "d_y + 1 floats (v_i and Hessians never leave a client)"),
+    statement=(
+        "floats sent = sum_m sum_s sum_j (|N_j^out(s)| - 1)(d_y + 1); every payload has "
+        "d_y + 1 floats (v_i and Hessians never leave a client)"
+    ),
     estimators=("hgp",),
     strategy=communication_vector_messages_cases,
     check=check_communication,
@@ -114,6 +135,4 @@ VECTOR_MESSAGES = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    VECTOR_MESSAGES,
-)
+CLAIMS: tuple[Claim, ...] = (VECTOR_MESSAGES,)

@@ -129,8 +129,9 @@ def _norms(matrices: torch.Tensor) -> torch.Tensor:
     return torch.linalg.matrix_norm(matrices, ord=2)
 
 
-def hgp_constants(problem: Any, oracle: Oracle = "exact",
-                  x: torch.Tensor | None = None) -> HGPConstants:
+def hgp_constants(
+    problem: Any, oracle: Oracle = "exact", x: torch.Tensor | None = None
+) -> HGPConstants:
     """The constants of ``problem`` under ``oracle`` at ``x`` (default the initial point; the
     quadratic family's Hessians do not depend on it).
 
@@ -152,12 +153,21 @@ def hgp_constants(problem: Any, oracle: Oracle = "exact",
     eig = torch.linalg.eigvalsh(0.5 * (H + H.transpose(-1, -2)))
     nu_f = nu_g = math.nan
     if hasattr(problem, "P") and hasattr(problem, "Q"):  # the quadratic family (A4)
-        nu_f = max(float(_norms(problem.Q).max()),
-                   float(_norms(problem.P.transpose(1, 2) @ problem.Q).max()))
+        nu_f = max(
+            float(_norms(problem.Q).max()),
+            float(_norms(problem.P.transpose(1, 2) @ problem.Q).max()),
+        )
         nu_g = 0.0
-    return HGPConstants(alpha=float(eig.min()), beta=float(_norms(J).max()),
-                        L=float(eig.max()), kappa_x=kappa_x, kappa_lambda=kappa_lambda,
-                        nu_f=nu_f, nu_g=nu_g, n=int(problem.n_clients))
+    return HGPConstants(
+        alpha=float(eig.min()),
+        beta=float(_norms(J).max()),
+        L=float(eig.max()),
+        kappa_x=kappa_x,
+        kappa_lambda=kappa_lambda,
+        nu_f=nu_f,
+        nu_g=nu_g,
+        n=int(problem.n_clients),
+    )
 
 
 def oracle_of(case: Any) -> Oracle:
@@ -191,8 +201,10 @@ def deterministic_contractions(blocks: dict[str, torch.Tensor], eta: float) -> d
     (the exact-averaging rate of eq. (10))."""
     H = blocks["H"]
     eye = torch.eye(H.shape[-1], dtype=H.dtype)
-    return {"r": float(_norms(eye - eta * H).max()),
-            "rho_bar": float(torch.linalg.matrix_norm(eye - eta * H.mean(0), ord=2))}
+    return {
+        "r": float(_norms(eye - eta * H).max()),
+        "rho_bar": float(torch.linalg.matrix_norm(eye - eta * H.mean(0), ord=2)),
+    }
 
 
 # --------------------------------------------------------------------------- Lemma 2
@@ -234,8 +246,9 @@ def pushsum_errors(graph: GraphSequence, S: int, M: int) -> tuple[float, ...]:
     """``c^(m) = sigma_max(Theta_hat^(m) - Theta)``, ``m = 1..M``, of Alg. 1 (weights reset to
     1) on the segments ``(m - 1) S .. m S - 1`` of ``graph``: what Lemma 2 bounds, for each of
     HGP's M averaging calls (one operator per call, where the paper writes one Theta_hat)."""
-    return tuple(consensus_error(pushsum_operator(graph.mixing((m - 1) * S, S)))
-                 for m in range(1, M + 1))
+    return tuple(
+        consensus_error(pushsum_operator(graph.mixing((m - 1) * S, S))) for m in range(1, M + 1)
+    )
 
 
 def s_condition_cap(eta: float, alpha: float) -> float:
@@ -245,8 +258,9 @@ def s_condition_cap(eta: float, alpha: float) -> float:
     return eta * alpha / (2.0 * (1.0 - eta * alpha)) if eta * alpha < 1.0 else math.inf
 
 
-def steps_meeting_s_condition(graph: GraphSequence, S: int, M: int, eta: float, alpha: float,
-                              most: int = 256) -> tuple[int, float] | None:
+def steps_meeting_s_condition(
+    graph: GraphSequence, S: int, M: int, eta: float, alpha: float, most: int = 256
+) -> tuple[int, float] | None:
     """The smallest ``S' = S 2^k <= most`` at which ``max_m c^(m) <= eta alpha / (2 (1 - eta
     alpha))`` (:func:`s_condition_cap`) over the M calls, with that ``c_S``; None if none.
 
@@ -268,8 +282,11 @@ def steps_meeting_s_condition(graph: GraphSequence, S: int, M: int, eta: float, 
 def case_graph(case: Any, family: str) -> GraphSequence:
     """The graph sequence a case runs on: its ``graph_family`` (``family`` when it names none)
     and ``graph_seed`` (0 when none), with the estimator's edge probabilities [0.4, 0.8]."""
-    return GraphSequence(case.params.get("graph_family", family), case.problem.n_clients,
-                         int(case.params.get("graph_seed", 0)))
+    return GraphSequence(
+        case.params.get("graph_family", family),
+        case.problem.n_clients,
+        int(case.params.get("graph_seed", 0)),
+    )
 
 
 def graph_horizon(case: Any) -> int:
@@ -299,23 +316,32 @@ def assumption1(family: str = "random_directed") -> Hypothesis:
         return -1.0 if window is None else 1.0 / window
 
     return Hypothesis(
-        "A1", "the union of E(s) over every window tB <= s < (t+1)B is strongly connected, "
+        "A1",
+        "the union of E(s) over every window tB <= s < (t+1)B is strongly connected, "
         "B measured on the realised graphs of the run (margin 1/B)",
-        f"{REF}, Assumption 1", margin)
+        f"{REF}, Assumption 1",
+        margin,
+    )
 
 
 #: Assumption 1 for a claim on exact averaging: Theta itself, the average Push-Sum reaches under
 #: it (eq. 1); no graph, so the complete one (B = 1).
-A1_EXACT = Hypothesis("A1", "exact averaging Theta (eq. 1): no graph, the complete one (B = 1, "
-                      "margin 1)", f"{REF}, Assumption 1, eq. (1)", lambda case: 1.0)
+A1_EXACT = Hypothesis(
+    "A1",
+    "exact averaging Theta (eq. 1): no graph, the complete one (B = 1, margin 1)",
+    f"{REF}, Assumption 1, eq. (1)",
+    lambda case: 1.0,
+)
 
 # --------------------------------------------------------------------------- Assumptions 2-4
 
 #: Assumption 2: every g_i strongly convex in the model (alpha with exact Jacobians > 0).
 A2_STRONG_CONVEXITY = Hypothesis(
-    "A2", "every g_i strongly convex in x: min_i lambda_min(H_i) > 0 (margin alpha / L)",
+    "A2",
+    "every g_i strongly convex in x: min_i lambda_min(H_i) > 0 (margin alpha / L)",
     f"{REF}, Assumption 2",
-    lambda case: (lambda k: positive(k.alpha / k.L))(hgp_constants(case.problem)))
+    lambda case: (lambda k: positive(k.alpha / k.L))(hgp_constants(case.problem)),
+)
 
 
 def _oracle_margin(case: Any) -> float:
@@ -324,25 +350,35 @@ def _oracle_margin(case: Any) -> float:
     problem = case.problem
     k = hgp_constants(problem, "minibatch")
     scale = 1.0 + float(_norms(problem.A).max()) + float(_norms(problem.C).max())
-    bias = max(float(_norms(problem.A_samples.mean(1) - problem.A).max()),
-               float(_norms(problem.C_samples.mean(1) - problem.C).max())) / scale
+    bias = (
+        max(
+            float(_norms(problem.A_samples.mean(1) - problem.A).max()),
+            float(_norms(problem.C_samples.mean(1) - problem.C).max()),
+        )
+        / scale
+    )
     return -bias if bias > ROUND_OFF else positive(k.alpha / k.L)
 
 
 #: Assumption 3 (the appendix's version, with unbiasedness): bounded, unbiased Jacobian
 #: oracles whose every draw is positive definite (alpha > 0 over samples).
 A3_ORACLE = Hypothesis(
-    "A3", "E d^2 g_hat = d^2 g and E d^2_{x lambda} g_hat = d^2_{x lambda} g (sample means equal "
+    "A3",
+    "E d^2 g_hat = d^2 g and E d^2_{x lambda} g_hat = d^2_{x lambda} g (sample means equal "
     "the clients' matrices), kappa_x, kappa_lambda finite, every sample Hessian positive "
-    "definite (margin alpha_samples / L_samples)", f"{REF}, Assumption 3 (App. C)",
-    _oracle_margin)
+    "definite (margin alpha_samples / L_samples)",
+    f"{REF}, Assumption 3 (App. C)",
+    _oracle_margin,
+)
 
 #: Assumption 4 (Thm 2): Lipschitz derivatives in x, with finite nu_f and nu_g.
 A4_LIPSCHITZ = Hypothesis(
-    "A4", "d_lambda f, d_x f, d^2_{x lambda} g, d^2_x g Lipschitz in x: nu_f = max_i max(||Q_i||, "
+    "A4",
+    "d_lambda f, d_x f, d^2_{x lambda} g, d^2_x g Lipschitz in x: nu_f = max_i max(||Q_i||, "
     "||P_i^T Q_i||), nu_g = 0 on the quadratic family (margin 1 when finite)",
     f"{REF}, Assumption 4",
-    lambda case: 1.0 if math.isfinite(hgp_constants(case.problem).nu_f) else -1.0)
+    lambda case: 1.0 if math.isfinite(hgp_constants(case.problem).nu_f) else -1.0,
+)
 
 # --------------------------------------------------------------------------- Theorems 1-2
 
@@ -369,8 +405,12 @@ def eta_alpha_below_one(eta_factors: Sequence[float] | None = None) -> Hypothesi
             return -1.0
         return min(below(eta * k.alpha, 1.0) for eta in etas(case, k))
 
-    return Hypothesis("0 < alpha < 1/eta", "eta alpha < 1 with alpha > 0 of the case's oracle "
-                      "(margin 1 - eta alpha)", f"{REF}, Thm 1 and Thm 2", margin)
+    return Hypothesis(
+        "0 < alpha < 1/eta",
+        "eta alpha < 1 with alpha > 0 of the case's oracle (margin 1 - eta alpha)",
+        f"{REF}, Thm 1 and Thm 2",
+        margin,
+    )
 
 
 def step_condition_holds(eta: float, constants: HGPConstants) -> bool:
@@ -385,12 +425,15 @@ def step_condition(eta_factors: Sequence[float] | None = None) -> Hypothesis:
 
     def margin(case: Any) -> float:
         k = case_constants(case)
-        return min(at_most_up_to_round_off(eta * k.L, 2.0 - eta * k.alpha)
-                   for eta in etas(case, k))
+        return min(at_most_up_to_round_off(eta * k.L, 2.0 - eta * k.alpha) for eta in etas(case, k))
 
-    return Hypothesis("eta L <= 2 - eta alpha", "sigma_max(I - eta d^2_x g_hat) <= 1 - eta alpha,"
-                      " L = max sigma_max(d^2_x g_hat) (used by the proof, not stated)",
-                      f"{REF}, proof of Thm 1 (App. C.2)", margin)
+    return Hypothesis(
+        "eta L <= 2 - eta alpha",
+        "sigma_max(I - eta d^2_x g_hat) <= 1 - eta alpha,"
+        " L = max sigma_max(d^2_x g_hat) (used by the proof, not stated)",
+        f"{REF}, proof of Thm 1 (App. C.2)",
+        margin,
+    )
 
 
 def series_converges(eta_factors: Sequence[float] | None = None) -> Hypothesis:
@@ -404,8 +447,12 @@ def series_converges(eta_factors: Sequence[float] | None = None) -> Hypothesis:
         eig = torch.linalg.eigvalsh(H_bar)
         return min(below(float(torch.abs(1.0 - eta * eig).max()), 1.0) for eta in etas(case, k))
 
-    return Hypothesis("rho(I - eta H_bar) < 1", "the fixed-point iteration (10) with Theta "
-                      "converges (margin 1 - rho)", f"{REF}, eq. (10), Sec. 3.3", margin)
+    return Hypothesis(
+        "rho(I - eta H_bar) < 1",
+        "the fixed-point iteration (10) with Theta converges (margin 1 - rho)",
+        f"{REF}, eq. (10), Sec. 3.3",
+        margin,
+    )
 
 
 #: What the S condition is checked at: ``(graph, S, M, eta, alpha)`` of a case, or None when
@@ -428,23 +475,50 @@ def s_condition(setup: SConditionSetup) -> Hypothesis:
             return 1.0
         return at_most_up_to_round_off(max(pushsum_errors(graph, S, M), default=0.0), cap)
 
-    return Hypothesis("S condition", "c_S = max_m sigma_max(Theta_hat^(m) - Theta) <= eta alpha "
-                      "/ (2 (1 - eta alpha)), c_S for (8 sqrt(n)/delta) tau^S",
-                      f"{REF}, Thm 1 and Thm 2 (S >= log(delta eta alpha / (16 sqrt(n) "
-                      "(1 - eta alpha))) / log tau)", margin)
+    return Hypothesis(
+        "S condition",
+        "c_S = max_m sigma_max(Theta_hat^(m) - Theta) <= eta alpha "
+        "/ (2 (1 - eta alpha)), c_S for (8 sqrt(n)/delta) tau^S",
+        f"{REF}, Thm 1 and Thm 2 (S >= log(delta eta alpha / (16 sqrt(n) "
+        "(1 - eta alpha))) / log tau)",
+        margin,
+    )
 
 
 #: The S condition for a claim on exact averaging: ``c_S = 0`` (margin 1).
 S_CONDITION_EXACT = s_condition(lambda case: None)
 
 __all__ = [
-    "A1_EXACT", "A1_HORIZON", "A2_STRONG_CONVEXITY", "A3_ORACLE", "A4_LIPSCHITZ", "REF",
+    "A1_EXACT",
+    "A1_HORIZON",
+    "A2_STRONG_CONVEXITY",
+    "A3_ORACLE",
+    "A4_LIPSCHITZ",
+    "REF",
     "S_CONDITION_EXACT",
-    "ROUND_OFF", "HGPConstants", "Oracle", "assumption1", "at_most_up_to_round_off", "below",
-    "case_constants", "case_graph", "deterministic_contractions", "ergodicity_coefficient",
-    "eta_alpha_below_one", "graph_horizon", "hgp_constants", "measured_window", "oracle_of",
+    "ROUND_OFF",
+    "HGPConstants",
+    "Oracle",
+    "assumption1",
+    "at_most_up_to_round_off",
+    "below",
+    "case_constants",
+    "case_graph",
+    "deterministic_contractions",
+    "ergodicity_coefficient",
+    "eta_alpha_below_one",
+    "graph_horizon",
+    "hgp_constants",
+    "measured_window",
+    "oracle_of",
     "positive",
     "pushsum_bound",
-    "pushsum_errors", "s_condition", "s_condition_cap", "series_converges", "step_condition",
-    "step_condition_holds", "step_size", "steps_meeting_s_condition",
+    "pushsum_errors",
+    "s_condition",
+    "s_condition_cap",
+    "series_converges",
+    "step_condition",
+    "step_condition_holds",
+    "step_size",
+    "steps_meeting_s_condition",
 ]

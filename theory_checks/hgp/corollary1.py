@@ -84,8 +84,7 @@ def cor1_setup(case: Case) -> tuple[GraphSequence, int, int, float, float]:
     return graph, S, M, eta, k.alpha
 
 
-def d1_bound(r: float, rho: float, beta: float, eta: float, c: float,
-             m: np.ndarray) -> np.ndarray:
+def d1_bound(r: float, rho: float, beta: float, eta: float, c: float, m: np.ndarray) -> np.ndarray:
     """The explicit bound from the proof of Cor. 1 (App. C.2, D.1):
     ``eta beta c (1 - rho + r)/((1 - q)(1 - rho)) + eta beta rho^m/(1 - rho)``."""
     q = r * (1 + c)
@@ -107,28 +106,46 @@ def check_corollary1(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     c = max(pushsum_errors(graph, S, M))
     if r * (1 + c) >= 1.0:
         raise NotMeasurable(f"q = r (1 + c_S) >= 1 up to S = {S} (below the S-threshold)")
-    est = make(neumann_terms=M, pushsum_steps=S, neumann_step_size=eta,
-               graph_family=graph.family, graph_seed=graph.seed)
+    est = make(
+        neumann_terms=M,
+        pushsum_steps=S,
+        neumann_step_size=eta,
+        graph_family=graph.family,
+        graph_seed=graph.seed,
+    )
     errors = stacked_error(run_hgp(est, problem, x).trajectory[:, 0], global_grad(problem, x))
     errors = errors / float(blocks["c"].norm())
     m = np.arange(len(errors))
     bound = d1_bound(r, rho, k.beta, eta, c, m)
     slack = IDENTITY_RTOL  # round-off of the estimate itself once the bound reaches it
     passed = bool((errors <= bound + slack).all())
-    series = tuple([SeriesPoint("measured", "neumann_terms", int(i), float(e), 0, int(i) * S)
-                    for i, e in zip(m, errors, strict=True)]
-                   + [SeriesPoint("bound", "neumann_terms", int(i), float(b), 0, int(i) * S)
-                      for i, b in zip(m, bound, strict=True)])
-    return Measurement(float(errors[-1]), float(bound[-1]), passed, "<= at every m",
-                       series=series, details={"c_S": c, "pushsum_steps": S, "q": r * (1 + c),
-                                               "bound_over_measured": float(bound[-1] /
-                                                                            max(errors[-1],
-                                                                                1e-300))})
+    series = tuple(
+        [
+            SeriesPoint("measured", "neumann_terms", int(i), float(e), 0, int(i) * S)
+            for i, e in zip(m, errors, strict=True)
+        ]
+        + [
+            SeriesPoint("bound", "neumann_terms", int(i), float(b), 0, int(i) * S)
+            for i, b in zip(m, bound, strict=True)
+        ]
+    )
+    return Measurement(
+        float(errors[-1]),
+        float(bound[-1]),
+        passed,
+        "<= at every m",
+        series=series,
+        details={
+            "c_S": c,
+            "pushsum_steps": S,
+            "q": r * (1 + c),
+            "bound_over_measured": float(bound[-1] / max(errors[-1], 1e-300)),
+        },
+    )
 
 
 # Cases of claim hgp.corollary1.explicit_bound
-corollary1_explicit_bound_cases = graph_cases(strategies.per_client_quadratic(),
-                                              CONNECTED_FAMILIES)
+corollary1_explicit_bound_cases = graph_cases(strategies.per_client_quadratic(), CONNECTED_FAMILIES)
 
 STEP_SLIP = step_slip("hgp")
 
@@ -141,9 +158,11 @@ EXPLICIT_BOUND = Claim(
     reference="HGP Cor. 1 (App. D.1) made explicit with the measured Push-Sum error",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("||v^(m) - d_lambda f|| / ||d_x f|| <= eta beta c_S (1 - rho + r) / ((1 - q)(1 - "
-               "rho)) + eta beta rho^m / (1 - rho), r = max||I - eta H_k||, rho = ||I - eta "
-               "H_bar||, q = r (1 + c_S) < 1, eta = 1/L, every graph family"),
+    statement=(
+        "||v^(m) - d_lambda f|| / ||d_x f|| <= eta beta c_S (1 - rho + r) / ((1 - q)(1 - "
+        "rho)) + eta beta rho^m / (1 - rho), r = max||I - eta H_k||, rho = ||I - eta "
+        "H_bar||, q = r (1 + c_S) < 1, eta = 1/L, every graph family"
+    ),
     estimators=("hgp",),
     strategy=corollary1_explicit_bound_cases,
     check=check_corollary1,
@@ -157,6 +176,4 @@ EXPLICIT_BOUND = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    EXPLICIT_BOUND,
-)
+CLAIMS: tuple[Claim, ...] = (EXPLICIT_BOUND,)

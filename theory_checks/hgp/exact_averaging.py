@@ -66,24 +66,36 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     for neighbour in (M - 1, M + 1):
         gap = float((predicted_error(neighbour) - predicted).norm()) if neighbour >= 0 else 1.0
         if gap < UNRESOLVED_TERM * unit:
-            raise NotMeasurable(f"the identity gives the same v at M = {neighbour} as at M = {M} "
-                                f"({gap / unit:.2g} of the scale): an iteration too many or too "
-                                "few would pass")
+            raise NotMeasurable(
+                f"the identity gives the same v at M = {neighbour} as at M = {M} "
+                f"({gap / unit:.2g} of the scale): an iteration too many or too "
+                "few would pass"
+            )
     est = make(neumann_terms=M, neumann_step_size=eta, averaging=case.params["averaging"])
     v = run_hgp(est, problem, x).trajectory[-1, 0]
     residual = float((v - global_grad(problem, x) - predicted).norm()) / unit
-    return Measurement(residual, IDENTITY_RTOL, residual <= IDENTITY_RTOL,
-                       "relative residual <=", details={"neumann_terms": M, "eta": eta})
+    return Measurement(
+        residual,
+        IDENTITY_RTOL,
+        residual <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"neumann_terms": M, "eta": eta},
+    )
 
 
 def identity_cases() -> st.SearchStrategy[Case]:
     """The exact-averaging identity's cases: a problem, a point, eta as a factor in [0.3, 1.5] of
     its bound, the Neumann count M in [0, 40] and the averaging rule (exact or server)."""
     return st.builds(
-        lambda problem, seed, f, M, avg: Case(problem, {"point_seed": seed, "eta_factor": f,
-                                                         "neumann_terms": M, "averaging": avg}),
-        strategies.per_client_quadratic(), strategies.SEEDS, st.floats(0.3, 1.5),
-        st.integers(0, 40), st.sampled_from(("exact", "server")))
+        lambda problem, seed, f, M, avg: Case(
+            problem, {"point_seed": seed, "eta_factor": f, "neumann_terms": M, "averaging": avg}
+        ),
+        strategies.per_client_quadratic(),
+        strategies.SEEDS,
+        st.floats(0.3, 1.5),
+        st.integers(0, 40),
+        st.sampled_from(("exact", "server")),
+    )
 
 
 # --------------------------------------------------------------------------- the claim
@@ -95,8 +107,10 @@ ERROR_IDENTITY = Claim(
     reference="HGP eq. (10)/(16) with exact Theta (closed form derived)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar (1e-10), exact "
-               "averaging and the centralized (server) variant"),
+    statement=(
+        "v_i^(M) - GlobalGrad_i = J_i H_bar^{-1} (I - eta H_bar)^M c_bar (1e-10), exact "
+        "averaging and the centralized (server) variant"
+    ),
     estimators=("hgp-exact-averaging", "hgp-centralized"),
     strategy=identity_cases,
     check=check_error_identity,
@@ -108,6 +122,4 @@ ERROR_IDENTITY = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    ERROR_IDENTITY,
-)
+CLAIMS: tuple[Claim, ...] = (ERROR_IDENTITY,)

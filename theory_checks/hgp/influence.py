@@ -58,8 +58,15 @@ from theory_checks.profiles import PerProfile
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in
 #: R^5, 100 training and 100 validation samples per client, the FedEM-style synthetic data with
 #: 3 components and Dirichlet concentration 0.4; per-sample loss weights as hyperparameters.
-TABLE4_SCALE: dict[str, Any] = {"n_clients": 3, "dim": 5, "n_train": 100, "n_val": 100,
-                                "components": 3, "concentration": 0.4, "hyper": "weights"}
+TABLE4_SCALE: dict[str, Any] = {
+    "n_clients": 3,
+    "dim": 5,
+    "n_train": 100,
+    "n_val": 100,
+    "components": 3,
+    "concentration": 0.4,
+    "hyper": "weights",
+}
 #: Sec. 5.2: "We selected the 50 elements with the largest absolute values".
 TOP = 50
 #: The ridge the paper leaves open: 0.01 is the authors' code's weight decay
@@ -101,8 +108,9 @@ def top_samples(predicted: np.ndarray, selection: str, top: int = TOP) -> np.nda
     if selection == "global":
         return np.argsort(-np.abs(predicted).ravel(), kind="stable")[:top]
     if selection == "per_client":
-        return np.concatenate([i * N + np.argsort(-np.abs(predicted[i]), kind="stable")[:top]
-                               for i in range(n)])
+        return np.concatenate(
+            [i * N + np.argsort(-np.abs(predicted[i]), kind="stable")[:top] for i in range(n)]
+        )
     raise ValueError(f"selection must be 'global' or 'per_client', got {selection!r}")
 
 
@@ -123,20 +131,27 @@ def _exact_and_actual(spec: str) -> tuple[np.ndarray, np.ndarray]:
 @functools.lru_cache(maxsize=64)
 def _hgp_estimate(spec: str, estimator: Any) -> np.ndarray:
     problem: Any = from_spec(json.loads(spec))
-    out = estimator.run(problem, problem.initial_point()[0], fresh_state(problem),
-                        np.random.default_rng(0), track_consensus=False)
+    out = estimator.run(
+        problem,
+        problem.initial_point()[0],
+        fresh_state(problem),
+        np.random.default_rng(0),
+        track_consensus=False,
+    )
     return (-out.trajectory[-1, 0]).cpu().numpy()
 
 
-def influence_draw(problem: PerClientLogistic, make: Callable[..., Any], graph_seed: int,
-                   eta: float) -> InfluenceDraw:
+def influence_draw(
+    problem: PerClientLogistic, make: Callable[..., Any], graph_seed: int, eta: float
+) -> InfluenceDraw:
     """HGP at ``eta`` with M until ``rho_bar^M <= 1e-8`` and S = 30 on the graph sequence
     ``graph_seed``, the exact influences and every retraining, on ``problem`` (cached)."""
     x = problem.initial_point()[0]
     rho_bar = deterministic_contractions(problem.client_blocks(x), eta)["rho_bar"]
     M = terms_for(rho_bar, TRUNCATION, 2000)
-    estimator = make(neumann_terms=M, pushsum_steps=PUSHSUM_STEPS, neumann_step_size=eta,
-                     graph_seed=graph_seed)
+    estimator = make(
+        neumann_terms=M, pushsum_steps=PUSHSUM_STEPS, neumann_step_size=eta, graph_seed=graph_seed
+    )
     spec = json.dumps(problem.spec(), sort_keys=True)
     exact, actual = _exact_and_actual(spec)
     return InfluenceDraw(_hgp_estimate(spec, estimator), exact, actual, M, eta)
@@ -148,20 +163,30 @@ def influence_draw(problem: PerClientLogistic, make: Callable[..., Any], graph_s
 def check_influence(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """HGP's estimate against the exact influence ``-<d_lambda F>_ik`` over every sample
     (R^2 >= 0.99); eta = 1/L (:func:`~theory_checks.hgp.constants.step_size`)."""
-    draw = influence_draw(case.problem, make, int(case.params["graph_seed"]),
-                          step_size(case))
+    draw = influence_draw(case.problem, make, int(case.params["graph_seed"]), step_size(case))
     r2 = r_squared(draw.exact.ravel(), draw.predicted.ravel())
     # Why 0.99: HGP's truncation and consensus errors are ~1e-8 here, so any shortfall is an
     # estimator error (the perturbation, Push-Sum without its de-bias, gives 0.5-0.9)
-    return Measurement(r2, 0.99, r2 >= 0.99, "R^2 vs exact >= 0.99",
-                       details={"hgp_relative_error": draw.hgp_relative_error,
-                                "neumann_terms": draw.neumann_terms, "eta": draw.eta})
+    return Measurement(
+        r2,
+        0.99,
+        r2 >= 0.99,
+        "R^2 vs exact >= 0.99",
+        details={
+            "hgp_relative_error": draw.hgp_relative_error,
+            "neumann_terms": draw.neumann_terms,
+            "eta": draw.eta,
+        },
+    )
 
 
 def influence_cases() -> st.SearchStrategy[Case]:
     """Influence cases: per-client logistic regression problems and a graph seed."""
-    return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
-                     strategies.per_client_logistic(), st.integers(0, 2**16))
+    return st.builds(
+        lambda problem, gs: Case(problem, {"graph_seed": gs}),
+        strategies.per_client_logistic(),
+        st.integers(0, 2**16),
+    )
 
 
 # --------------------------------------------------------------------------- Table 4
@@ -171,24 +196,32 @@ def _scale_margin(case: Case) -> float:
     spec: dict[str, Any] = case.problem.spec()
     if spec.get("family") != "PerClientLogistic.random" or spec.get("hyper") != "weights":
         return -1.0
-    return 0.0 - max(abs(float(spec[key]) - float(value)) / float(value)
-                     for key, value in TABLE4_SCALE.items() if key != "hyper")
+    return 0.0 - max(
+        abs(float(spec[key]) - float(value)) / float(value)
+        for key, value in TABLE4_SCALE.items()
+        if key != "hyper"
+    )
 
 
 #: Table 4's scale as a condition on a case: a table's number is decided only at the setting it
 #: was measured at (a toy-scale case is neither a pass nor a counterexample).
 TABLE4_SETTING = Hypothesis(
-    "Table 4 setting", "3 clients, d = 5, 100 training and 100 validation samples per client, "
+    "Table 4 setting",
+    "3 clients, d = 5, 100 training and 100 validation samples per client, "
     "FedEM-style data with 3 components and Dirichlet 0.4, per-sample loss weights (margin "
-    "-max relative deviation; 0 at the setting)", f"{REF}, Sec. 5.1-5.2, App. A.1-A.2",
-    _scale_margin)
+    "-max relative deviation; 0 at the setting)",
+    f"{REF}, Sec. 5.1-5.2, App. A.1-A.2",
+    _scale_margin,
+)
 
 
 def table4_draws(problem: PerClientLogistic, draws: int) -> list[PerClientLogistic]:
     """The case's problem and the ``draws - 1`` that follow it (data seeds ``seed + j``)."""
     spec: dict[str, Any] = problem.spec()
-    return [problem] + [cast(PerClientLogistic, from_spec({**spec, "seed": int(spec["seed"]) + j}))
-                        for j in range(1, draws)]
+    return [problem] + [
+        cast(PerClientLogistic, from_spec({**spec, "seed": int(spec["seed"]) + j}))
+        for j in range(1, draws)
+    ]
 
 
 def check_r2_retraining(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -221,19 +254,32 @@ def check_r2_retraining(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     median = float(np.median(values))
     first = per_draw[0]
     chosen = top_samples(first.predicted, selection)
-    series = tuple(SeriesPoint("measured", "actual", float(a), float(p)) for a, p in
-                   zip(first.actual.ravel()[chosen], first.predicted.ravel()[chosen],
-                       strict=True))
-    return Measurement(median, threshold, median >= threshold,
-                       f"median over draws of R^2 vs retraining ({selection} top {TOP}) >=",
-                       series=series,
-                       details={"selection": selection, "r2_global": global_r2,
-                                "r2_per_client": client_r2, "r2_min": min(values),
-                                "r2_max": max(values), "r2_exact": exact_r2,
-                                "hgp_relative_error": max(errors), "ridge": case.problem.mu,
-                                "seeds": [int(p.spec()["seed"]) for p in draws],
-                                "neumann_terms": terms, "pushsum_steps": PUSHSUM_STEPS,
-                                "eta": [d.eta for d in per_draw], "graph_seed": graph_seed})
+    series = tuple(
+        SeriesPoint("measured", "actual", float(a), float(p))
+        for a, p in zip(first.actual.ravel()[chosen], first.predicted.ravel()[chosen], strict=True)
+    )
+    return Measurement(
+        median,
+        threshold,
+        median >= threshold,
+        f"median over draws of R^2 vs retraining ({selection} top {TOP}) >=",
+        series=series,
+        details={
+            "selection": selection,
+            "r2_global": global_r2,
+            "r2_per_client": client_r2,
+            "r2_min": min(values),
+            "r2_max": max(values),
+            "r2_exact": exact_r2,
+            "hgp_relative_error": max(errors),
+            "ridge": case.problem.mu,
+            "seeds": [int(p.spec()["seed"]) for p in draws],
+            "neumann_terms": terms,
+            "pushsum_steps": PUSHSUM_STEPS,
+            "eta": [d.eta for d in per_draw],
+            "graph_seed": graph_seed,
+        },
+    )
 
 
 def table4_cases(draws: int) -> st.SearchStrategy[Case]:
@@ -243,17 +289,23 @@ def table4_cases(draws: int) -> st.SearchStrategy[Case]:
     def build(seed: int, ridge: float, graph_seed: int) -> Case:
         return Case(table4_problem(seed, ridge), {"graph_seed": graph_seed, "draws": draws})
 
-    return st.builds(build, st.integers(0, 2**16), st.sampled_from(RIDGES),
-                     st.integers(0, 2**16))
+    return st.builds(build, st.integers(0, 2**16), st.sampled_from(RIDGES), st.integers(0, 2**16))
 
 
 def table4_problem(seed: int, ridge: float) -> PerClientLogistic:
     """Table 4's logistic-regression problem (:data:`TABLE4_SCALE`) of data seed ``seed`` with
     the ridge ``mu = ridge``."""
     return PerClientLogistic.random(
-        TABLE4_SCALE["n_clients"], TABLE4_SCALE["dim"], TABLE4_SCALE["n_train"],
-        TABLE4_SCALE["n_val"], seed, mu=ridge, hyper="weights",
-        components=TABLE4_SCALE["components"], concentration=TABLE4_SCALE["concentration"])
+        TABLE4_SCALE["n_clients"],
+        TABLE4_SCALE["dim"],
+        TABLE4_SCALE["n_train"],
+        TABLE4_SCALE["n_val"],
+        seed,
+        mu=ridge,
+        hyper="weights",
+        components=TABLE4_SCALE["components"],
+        concentration=TABLE4_SCALE["concentration"],
+    )
 
 
 #: The ridges measured beside the verdict on every run (:data:`RIDGE_ADDED`): below the
@@ -275,13 +327,18 @@ RIDGE_ADDED = AddedParameter(
     "g_i = (1/N) sum_k lambda_ik ell(xi_ik, x) + (mu/2)||x||^2: eq. (12) has no ridge, the "
     "testbed adds one (Assumption 2 needs g_i strongly convex; 0.01 is the authors' code's "
     "weight decay, 0.125 and 0.5 the independent replication's); measured on data seeds 0-5",
-    RIDGES, RIDGES_MEASURED, _at_ridge, shown=("r2_min",))
+    RIDGES,
+    RIDGES_MEASURED,
+    _at_ridge,
+    shown=("r2_min",),
+)
 
 
 #: The cases of claim hgp.influence.r2_retraining, per profile: :data:`DRAWS` data seeds each
 #: (fewer on the fast profile).
-TABLE4_CASES = PerProfile(functools.partial(table4_cases, DRAWS.fast),
-                          functools.partial(table4_cases, DRAWS.thorough))
+TABLE4_CASES = PerProfile(
+    functools.partial(table4_cases, DRAWS.fast), functools.partial(table4_cases, DRAWS.thorough)
+)
 
 # --------------------------------------------------------------------------- perturbation
 
@@ -290,8 +347,9 @@ TABLE4_CASES = PerProfile(functools.partial(table4_cases, DRAWS.fast),
 class _NoDebias(HyperGradientPush):
     """Push-Sum without the de-bias division (``u_bar = z`` instead of ``z / omega``)."""
 
-    def average_step(self, u: Any, w: Any, time: int, graph: Any, gledger: Any,
-                 sledger: Any) -> Any:
+    def average_step(
+        self, u: Any, w: Any, time: int, graph: Any, gledger: Any, sledger: Any
+    ) -> Any:
         if not self.averaging_rule.gossips:
             return super().average_step(u, w, time, graph, gledger, sledger)
         result = push_sum(u, graph.mixing(time, self.pushsum_steps), gledger)
@@ -326,10 +384,12 @@ R2 = Claim(
         step_condition(),
     ),
     perturbation=NO_DEBIAS,
-    notes=("What HGP contributes to Table 4's R^2: its estimate against the exact -<d_lambda "
-           "F>_ik (a linear solve) over every sample, on small drawn problems (2-4 clients, "
-           "30-60 samples); the table's number itself, against retraining, is "
-           "hgp.influence.r2_retraining at the table's scale."),
+    notes=(
+        "What HGP contributes to Table 4's R^2: its estimate against the exact -<d_lambda "
+        "F>_ik (a linear solve) over every sample, on small drawn problems (2-4 clients, "
+        "30-60 samples); the table's number itself, against retraining, is "
+        "hgp.influence.r2_retraining at the table's scale."
+    ),
 )
 
 
@@ -339,9 +399,11 @@ R2_RETRAINING = Claim(
     reference="HGP sec. 5.2, Table 4 (logistic regression: R^2 0.99 against retraining)",
     kind="bias_bound",
     about=ABOUT_TABLE,
-    statement=("at Table 4's scale (3 clients, d = 5, 100 + 100 samples per client, FedEM-style "
-               "data), R^2 of HGP's influence against retraining without each of the 50 most "
-               "influential samples >= 0.99 (median over data draws)"),
+    statement=(
+        "at Table 4's scale (3 clients, d = 5, 100 + 100 samples per client, FedEM-style "
+        "data), R^2 of HGP's influence against retraining without each of the 50 most "
+        "influential samples >= 0.99 (median over data draws)"
+    ),
     estimators=("hgp",),
     strategy=TABLE4_CASES,
     check=check_r2_retraining,
@@ -356,53 +418,61 @@ R2_RETRAINING = Claim(
         eta_alpha_below_one(),
         step_condition(),
     ),
-    scale=("Table 4 / Sec. 5.1-5.2 as stated: 3 clients, d = 5, 100 training and 100 validation "
-           "samples per client, FedEM-style synthetic data (3 components, Dirichlet 0.4), "
-           "per-sample loss weights, top 50 removals, RandD graphs with edge probabilities "
-           "U[0.4, 0.8]. Differences that remain: the ridge the paper leaves open (drawn from "
-           "0.01, the authors' code's weight decay, 0.125 and 0.5; below 0.01 R^2 falls: at "
-           "0.001 the median of 100 draws is 0.992 and 54% reach 0.99); no intercept (the "
-           "labels' model has none); the inner solution and every retraining exact (Newton) "
-           "instead of 5000 SGP steps; HGP at eta = 1/L to 1e-8 of its fixed point (S = 30) "
-           "instead of M = 500, S = 100, eta = 1 (Lemma 1: the same fixed point); the FedEM "
-           "generator as intended (the authors' code fills only the first component's labels); "
-           "several data draws, not one."),
+    scale=(
+        "Table 4 / Sec. 5.1-5.2 as stated: 3 clients, d = 5, 100 training and 100 validation "
+        "samples per client, FedEM-style synthetic data (3 components, Dirichlet 0.4), "
+        "per-sample loss weights, top 50 removals, RandD graphs with edge probabilities "
+        "U[0.4, 0.8]. Differences that remain: the ridge the paper leaves open (drawn from "
+        "0.01, the authors' code's weight decay, 0.125 and 0.5; below 0.01 R^2 falls: at "
+        "0.001 the median of 100 draws is 0.992 and 54% reach 0.99); no intercept (the "
+        "labels' model has none); the inner solution and every retraining exact (Newton) "
+        "instead of 5000 SGP steps; HGP at eta = 1/L to 1e-8 of its fixed point (S = 30) "
+        "instead of M = 500, S = 100, eta = 1 (Lemma 1: the same fixed point); the FedEM "
+        "generator as intended (the authors' code fills only the first component's labels); "
+        "several data draws, not one."
+    ),
     perturbation=NO_DEBIAS,
     added_parameters=(RIDGE_ADDED,),
-    notes=("Decided at the table's scale over several data draws (median; the spread in details). "
-           "Replication (independent numpy code, exact influence and Newton retraining, global top"
-           " 50): ridge 0.01, 100 draws: median 0.9958, 5% quantile 0.9908, min 0.9763, 95% of "
-           "draws >= 0.99, 98% >= 0.985; ridge 0.125 and 0.5, 30 draws each: min 0.9997 and "
-           "0.9998. HGP itself is within 1e-9 of the exact influence (R^2 against it 1.000), so "
-           "the shortfall where there is one is the first-order approximation's. The verdict "
-           "depends on the ridge the testbed adds (RIDGE_ADDED, measured beside it on every run): "
-           "on data seeds 0-5 (graph seed 0) the global-top-50 R^2 is 0.9984, 0.9985, 0.9986, "
-           "0.9945, 0.9937, 0.9972 at mu = 0.01 and 0.9942, 0.9928, 0.9974, 0.952, 0.9899, 0.9940 "
-           "at mu = 0.001 (median 0.9934: the median rule holds there, one draw in six does not). "
-           "Replication record at a toy scale, not a refutation: until issue 22 this claim ran on "
-           "2 clients x 30 samples, d = 2, top 10 and recorded 'fails as stated' on seed 0 (ridge "
-           "0.125): R^2 0.982 against retraining, 1.000 against the exact influence; over 40 seeds"
-           " there the exact influence's R^2 ranges from 0.199 to 0.9997 (85% >= 0.99): one "
-           "removal of 30 moves the model by O(1/N) and the first-order estimate misses O(1/N^2). "
-           "Such a case is now outside TABLE4_SETTING (rejected). Perturbation: Push-Sum without "
-           "its de-bias (median 0.83-0.90 on the first draws)."),
+    notes=(
+        "Decided at the table's scale over several data draws (median; the spread in details). "
+        "Replication (independent numpy code, exact influence and Newton retraining, global top"
+        " 50): ridge 0.01, 100 draws: median 0.9958, 5% quantile 0.9908, min 0.9763, 95% of "
+        "draws >= 0.99, 98% >= 0.985; ridge 0.125 and 0.5, 30 draws each: min 0.9997 and "
+        "0.9998. HGP itself is within 1e-9 of the exact influence (R^2 against it 1.000), so "
+        "the shortfall where there is one is the first-order approximation's. The verdict "
+        "depends on the ridge the testbed adds (RIDGE_ADDED, measured beside it on every run): "
+        "on data seeds 0-5 (graph seed 0) the global-top-50 R^2 is 0.9984, 0.9985, 0.9986, "
+        "0.9945, 0.9937, 0.9972 at mu = 0.01 and 0.9942, 0.9928, 0.9974, 0.952, 0.9899, 0.9940 "
+        "at mu = 0.001 (median 0.9934: the median rule holds there, one draw in six does not). "
+        "Replication record at a toy scale, not a refutation: until issue 22 this claim ran on "
+        "2 clients x 30 samples, d = 2, top 10 and recorded 'fails as stated' on seed 0 (ridge "
+        "0.125): R^2 0.982 against retraining, 1.000 against the exact influence; over 40 seeds"
+        " there the exact influence's R^2 ranges from 0.199 to 0.9997 (85% >= 0.99): one "
+        "removal of 30 moves the model by O(1/N) and the first-order estimate misses O(1/N^2). "
+        "Such a case is now outside TABLE4_SETTING (rejected). Perturbation: Push-Sum without "
+        "its de-bias (median 0.83-0.90 on the first draws)."
+    ),
     readings=(
         Reading(
             "global top 50, >= 0.99 as printed",
             "R^2 on the 50 largest |estimates| over all clients (the authors' code) >= 0.99",
-            {"selection": "global", "threshold": 0.99}),
+            {"selection": "global", "threshold": 0.99},
+        ),
         Reading(
             "per-client top 50, >= 0.99 as printed",
             "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.99",
-            {"selection": "per_client", "threshold": 0.99}),
+            {"selection": "per_client", "threshold": 0.99},
+        ),
         Reading(
             "global top 50, 0.99 as a two-decimal rounding (>= 0.985)",
             "R^2 on the 50 largest |estimates| over all clients >= 0.985",
-            {"selection": "global", "threshold": 0.985}),
+            {"selection": "global", "threshold": 0.985},
+        ),
         Reading(
             "per-client top 50, 0.99 as a two-decimal rounding (>= 0.985)",
             "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.985",
-            {"selection": "per_client", "threshold": 0.985}),
+            {"selection": "per_client", "threshold": 0.985},
+        ),
     ),
 )
 

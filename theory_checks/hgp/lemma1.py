@@ -91,9 +91,13 @@ def check_lemma1(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
             worst = math.inf  # a non-optimal point must not be a fixed point
     spread = max(float((a - b).norm()) for a in values for b in values) / unit
     measured = max(worst, spread, max(residuals))
-    return Measurement(measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL,
-                       "max(relative error, eta-spread, fixed-point residual) <=",
-                       details={"eta_spread": spread, "fixed_point_residual": max(residuals)})
+    return Measurement(
+        measured,
+        IDENTITY_RTOL,
+        measured <= IDENTITY_RTOL,
+        "max(relative error, eta-spread, fixed-point residual) <=",
+        details={"eta_spread": spread, "fixed_point_residual": max(residuals)},
+    )
 
 
 # Why kappa <= 3: M grows like kappa log(1e13) for the smallest eta; small kappa keeps three
@@ -109,9 +113,11 @@ ETA_INVARIANCE = Claim(
     reference="Terashita & Hara, Lemma 1 (eq. 9) and App. B; GlobalGrad independent of eta",
     kind="exact_identity",
     about=ABOUT_RESULT,
-    statement=("y* = Theta(y* - eta grad g(y*)) for every eta (and not at other consensus "
-               "points); the eq. (10) fixed point -eta J Theta sum((I - eta H)Theta)^m c + e = "
-               "GlobalGrad, independent of eta (1e-10)"),
+    statement=(
+        "y* = Theta(y* - eta grad g(y*)) for every eta (and not at other consensus "
+        "points); the eq. (10) fixed point -eta J Theta sum((I - eta H)Theta)^m c + e = "
+        "GlobalGrad, independent of eta (1e-10)"
+    ),
     estimators=("hgp-exact-averaging",),
     strategy=ETA_INVARIANCE_CASES,
     check=check_lemma1,
@@ -124,6 +130,4 @@ ETA_INVARIANCE = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    ETA_INVARIANCE,
-)
+CLAIMS: tuple[Claim, ...] = (ETA_INVARIANCE,)

@@ -52,9 +52,15 @@ def _operators(case: Case, make: Callable[..., Any], grid: list[int]) -> list[np
     n = case.problem.n_clients
     graph = graph_of(case)
     theta = np.full((n, n), 1.0 / n)
-    return [make(pushsum_steps=S, graph_family=case.params["graph_family"],
-                 graph_seed=case.params["graph_seed"]).averaging_operator(graph, 0) - theta
-            for S in grid]
+    return [
+        make(
+            pushsum_steps=S,
+            graph_family=case.params["graph_family"],
+            graph_seed=case.params["graph_seed"],
+        ).averaging_operator(graph, 0)
+        - theta
+        for S in grid
+    ]
 
 
 def _lemma2_grid(case: Case) -> list[int]:
@@ -84,9 +90,13 @@ def check_lemma2_sqrt_n(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         if ratio > worst:
             worst, worst_S = ratio, S
     # Why 1 + 1e-12: the ratio is a ratio of float64 norms; 1e-12 absorbs their round-off.
-    return Measurement(worst, 1.0 + 1e-12, worst <= 1.0 + 1e-12,
-                       "sigma_max(E) / (sqrt(n) max|E_ij|) <=",
-                       details={"pushsum_steps": worst_S})
+    return Measurement(
+        worst,
+        1.0 + 1e-12,
+        worst <= 1.0 + 1e-12,
+        "sigma_max(E) / (sqrt(n) max|E_ij|) <=",
+        details={"pushsum_steps": worst_S},
+    )
 
 
 def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -110,25 +120,50 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
     excess = c - bounds * (1.0 + 1e-12) - 1e-15
     constant_ok = bool((excess <= 0).all())
     ratio = float(np.max(c / np.maximum(bounds, 1e-300)))
-    series = tuple(SeriesPoint("measured", "pushsum_steps", S, float(v), 0, S)
-                   for S, v in zip(grid, c, strict=True)) + tuple(
+    series = tuple(
+        SeriesPoint("measured", "pushsum_steps", S, float(v), 0, S)
+        for S, v in zip(grid, c, strict=True)
+    ) + tuple(
         SeriesPoint("bound", "pushsum_steps", S, float(b), 0, S)
-        for S, b in zip(grid, bounds, strict=True))
+        for S, b in zip(grid, bounds, strict=True)
+    )
     # Why 1e-12: below it the consensus error is float64 round-off, not a Push-Sum mode.
     keep = c > 1e-12
     if keep.sum() < 3:
         passed = constant_ok and float(c[-1]) <= 1e-12
-        return Measurement(float(c[-1]), 1e-12, passed, "c_S at the largest S <=",
-                           series=series, details={"constant_ok": constant_ok,
-                                                   "max_c_over_bound": ratio})
+        return Measurement(
+            float(c[-1]),
+            1e-12,
+            passed,
+            "c_S at the largest S <=",
+            series=series,
+            details={"constant_ok": constant_ok, "max_c_over_bound": ratio},
+        )
     fit = stats.fit_rate(np.array(grid)[keep], c[keep])
-    result = Fit("log consensus error per Push-Sum step", fit.slope, fit.ci_low, fit.ci_high,
-                 0.0, abs(fit.slope), residual=fit.residual_max)
+    result = Fit(
+        "log consensus error per Push-Sum step",
+        fit.slope,
+        fit.ci_low,
+        fit.ci_high,
+        0.0,
+        abs(fit.slope),
+        residual=fit.residual_max,
+    )
     passed = constant_ok and fit.ci_high < 0.0
-    return Measurement(fit.slope, 0.0, passed, "c_S <= (n - 1) tau(A(S:1)) / delta_S at every "
-                       "S and 95% interval of the slope < 0", series=series, fit=result,
-                       details={"tau_hat": math.exp(fit.slope), "constant_ok": constant_ok,
-                                "max_c_over_bound": ratio, "n": problem.n_clients})
+    return Measurement(
+        fit.slope,
+        0.0,
+        passed,
+        "c_S <= (n - 1) tau(A(S:1)) / delta_S at every S and 95% interval of the slope < 0",
+        series=series,
+        fit=result,
+        details={
+            "tau_hat": math.exp(fit.slope),
+            "constant_ok": constant_ok,
+            "max_c_over_bound": ratio,
+            "n": problem.n_clients,
+        },
+    )
 
 
 def lemma2_cases() -> st.SearchStrategy[Case]:
@@ -144,8 +179,9 @@ class _OneStepShort(HyperGradientPush):
     """Each Push-Sum call runs S - 1 gossip steps (an off-by-one in the step loop) while the
     graph clock still advances by S."""
 
-    def average_step(self, u: Any, w: Any, time: int, graph: Any, gledger: Any,
-                 sledger: Any) -> Any:
+    def average_step(
+        self, u: Any, w: Any, time: int, graph: Any, gledger: Any, sledger: Any
+    ) -> Any:
         if not self.averaging_rule.gossips:
             return super().average_step(u, w, time, graph, gledger, sledger)
         mixings = graph.mixing(time, max(self.pushsum_steps - 1, 0))
@@ -166,7 +202,8 @@ PUSHSUM_ONE_STEP_SHORT = Perturbation(
 # Positive control of claim hgp.lemma2.sqrt_n_constant
 lemma2_sqrt_n_constant_control = known_case(
     PerClientQuadratic.random(3, 1, 1, 1.0, 0).spec(),
-    {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0, "pushsum_steps": 1})
+    {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0, "pushsum_steps": 1},
+)
 
 # --------------------------------------------------------------------------- the claims
 
@@ -174,44 +211,61 @@ lemma2_sqrt_n_constant_control = known_case(
 SQRT_N_CONSTANT = Claim(
     id="hgp.lemma2.sqrt_n_constant",
     paper="HGP",
-    reference=("HGP proof of Lemma 2 (App. C.1), the step to eq. (15) -- a step of the proof, "
-               "not the lemma"),
+    reference=(
+        "HGP proof of Lemma 2 (App. C.1), the step to eq. (15) -- a step of the proof, "
+        "not the lemma"
+    ),
     kind="bias_bound",
     about=ABOUT_STEP,
     serves="hgp.lemma2.geometric_consensus",
-    statement=("proof step: sigma_max(Theta_hat_S - Theta) <= sqrt(n) max_ij |(Theta_hat_S - "
-               "Theta)_ij| (the step from Nedic-Olshevsky's entrywise (8/delta) tau^S to the "
-               "stated 8 sqrt(n)/delta)"),
+    statement=(
+        "proof step: sigma_max(Theta_hat_S - Theta) <= sqrt(n) max_ij |(Theta_hat_S - "
+        "Theta)_ij| (the step from Nedic-Olshevsky's entrywise (8/delta) tau^S to the "
+        "stated 8 sqrt(n)/delta)"
+    ),
     estimators=("hgp",),
     strategy=lemma2_cases,
     check=check_lemma2_sqrt_n,
-    hypotheses=(
-        assumption1(),
-    ),
+    hypotheses=(assumption1(),),
     expected="fails",
     # a directed ring of three clients: a circulant Push-Sum error whose spectral norm stays below
     # sqrt(3) max|E_ij| (ratio 0.87) at every S: the step can hold
     positive_control=lemma2_sqrt_n_constant_control,
-    notes=("A refuted step of the proof, not a refutation of Lemma 2 (hence 'proof step' in the "
-           "statement and the reference): the lemma only claims that some delta > 0 and tau < 1 "
-           "exist, and a larger constant (8n/delta) absorbs the gap. The spectral norm of an n x "
-           "n matrix is only bounded by n times its largest entry; a rank-one Push-Sum error "
-           "with rows (a, -a) already gives sigma_max = 2|a| = n max|E| for n = 2. The constant "
-           "the proof supports is 8n/delta (checked, with explicit tau and delta, by "
-           "hgp.lemma2.geometric_consensus); the sqrt(n) factors downstream (Thm 1's "
-           "S-condition) inherit the gap. The counterexample (a directed ring of 4 clients, S = "
-           "1: ratio sqrt(2)) satisfies Assumption 1 with B = 1, the lemma's only hypothesis."),
+    notes=(
+        "A refuted step of the proof, not a refutation of Lemma 2 (hence 'proof step' in the "
+        "statement and the reference): the lemma only claims that some delta > 0 and tau < 1 "
+        "exist, and a larger constant (8n/delta) absorbs the gap. The spectral norm of an n x "
+        "n matrix is only bounded by n times its largest entry; a rank-one Push-Sum error "
+        "with rows (a, -a) already gives sigma_max = 2|a| = n max|E| for n = 2. The constant "
+        "the proof supports is 8n/delta (checked, with explicit tau and delta, by "
+        "hgp.lemma2.geometric_consensus); the sqrt(n) factors downstream (Thm 1's "
+        "S-condition) inherit the gap. The counterexample (a directed ring of 4 clients, S = "
+        "1: ratio sqrt(2)) satisfies Assumption 1 with B = 1, the lemma's only hypothesis."
+    ),
     # Saved counterexample (found by hypothesis, shrunk): the directed ring of 4 clients (B = 1), S
     # = 1
     examples=(
         known_case(
-            {"family": "PerClientQuadratic.random", "n_clients": 4, "dim_hyper": 1, "dim_y": 1,
-             "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.0,
-             "cross_scale": 1.0, "outer_coupling": 0.0, "target_heterogeneity": 1.0,
-             "rho": 1.0, "mu": 1.0, "n_samples": 0, "hessian_noise": 0.0, "cross_noise": 0.0,
-             "gradient_noise": 0.0},
-            {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0,
-             "pushsum_steps": 1}),
+            {
+                "family": "PerClientQuadratic.random",
+                "n_clients": 4,
+                "dim_hyper": 1,
+                "dim_y": 1,
+                "condition_number": 1.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.0,
+                "cross_scale": 1.0,
+                "outer_coupling": 0.0,
+                "target_heterogeneity": 1.0,
+                "rho": 1.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "hessian_noise": 0.0,
+                "cross_noise": 0.0,
+                "gradient_noise": 0.0,
+            },
+            {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0, "pushsum_steps": 1},
+        ),
     ),
 )
 
@@ -222,22 +276,24 @@ GEOMETRIC_CONSENSUS = Claim(
     reference="HGP Lemma 2 (App. C.1) with the corrected constant 8n/delta",
     kind="linear_rate",
     about=ABOUT_RESULT,
-    statement=("c_S = sigma_max(Theta_hat_S - Theta) <= (n - 1) tau(A(S:1)) / delta_S at every S "
-               "(the proof's constant made explicit: tau = Dobrushin's coefficient of the "
-               "Push-Sum product, delta_S = its smallest weight), and log c_S decays linearly in "
-               "S (95% interval of the fitted slope < 0) on every family satisfying Assumption 1"),
+    statement=(
+        "c_S = sigma_max(Theta_hat_S - Theta) <= (n - 1) tau(A(S:1)) / delta_S at every S "
+        "(the proof's constant made explicit: tau = Dobrushin's coefficient of the "
+        "Push-Sum product, delta_S = its smallest weight), and log c_S decays linearly in "
+        "S (95% interval of the fitted slope < 0) on every family satisfying Assumption 1"
+    ),
     estimators=("hgp",),
     strategy=lemma2_cases,
     check=check_lemma2_geometric,
-    hypotheses=(
-        assumption1(),
-    ),
+    hypotheses=(assumption1(),),
     corrects=SQRT_N_CONSTANT.id,
     perturbation=PUSHSUM_ONE_STEP_SHORT,
-    notes=("The bound n max|E_ij| of the earlier version held for every matrix (sigma_max <= "
-           "Frobenius <= n max entry), so it could not fail; the entrywise part now has explicit "
-           "constants computed from the graph sequence, and the bound is nearly tight (max c_S / "
-           "bound 0.82 on mixing graphs, 1.0 on an edgeless step)."),
+    notes=(
+        "The bound n max|E_ij| of the earlier version held for every matrix (sigma_max <= "
+        "Frobenius <= n max entry), so it could not fail; the entrywise part now has explicit "
+        "constants computed from the graph sequence, and the bound is nearly tight (max c_S / "
+        "bound 0.82 on mixing graphs, 1.0 on an edgeless step)."
+    ),
 )
 
 

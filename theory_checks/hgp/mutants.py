@@ -43,12 +43,17 @@ class ShiftedTerms(HyperGradientPush):
 
     shift: int = 1
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
-        shifted = dataclasses.replace(self, neumann_terms=max(self.neumann_terms + self.shift,
-                                                                0))
-        return HyperGradientPush.run(shifted, problem, x, state, rng, replicas,
-                                     track_consensus)
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
+        shifted = dataclasses.replace(self, neumann_terms=max(self.neumann_terms + self.shift, 0))
+        return HyperGradientPush.run(shifted, problem, x, state, rng, replicas, track_consensus)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +73,15 @@ class ScaledVStep(HyperGradientPush):
 
     factor: float = 2.0
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
         out = super().run(problem, x, state, rng, replicas, track_consensus)
         start = out.trajectory[:1]
         return out._replace(trajectory=start + self.factor * (out.trajectory - start))
@@ -86,8 +98,15 @@ class FlippedVStep(ScaledVStep):
 class NotAveraged(HyperGradientPush):
     """The averaging of u skipped (each client runs its own series: LocalGrad, not GlobalGrad)."""
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: Any, sledger: Any) -> Averaged:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: Any,
+        sledger: Any,
+    ) -> Averaged:
         return u, w, time + self.pushsum_steps
 
 
@@ -98,12 +117,23 @@ class NotAveraged(HyperGradientPush):
 class PushSumStepShort(HyperGradientPush):
     """Each Push-Sum call gossips S - 1 times while the graph clock advances by S."""
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: Any, sledger: Any) -> Averaged:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: Any,
+        sledger: Any,
+    ) -> Averaged:
         if not self.averaging_rule.gossips:
             return super().average_step(u, w, time, graph, gledger, sledger)
-        result = push_sum(u, graph.mixing(time, max(self.pushsum_steps - 1, 0)), gledger,
-                          w if self.keep_weights else None)
+        result = push_sum(
+            u,
+            graph.mixing(time, max(self.pushsum_steps - 1, 0)),
+            gledger,
+            w if self.keep_weights else None,
+        )
         return result.y, (result.omega if self.keep_weights else w), time + self.pushsum_steps
 
 
@@ -111,12 +141,20 @@ class PushSumStepShort(HyperGradientPush):
 class NoDebias(HyperGradientPush):
     """Push-Sum returning the numerators z instead of ``z / omega`` (the de-bias forgotten)."""
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: Any, sledger: Any) -> Averaged:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: Any,
+        sledger: Any,
+    ) -> Averaged:
         if not self.averaging_rule.gossips:
             return super().average_step(u, w, time, graph, gledger, sledger)
-        result = push_sum(u, graph.mixing(time, self.pushsum_steps), gledger,
-                          w if self.keep_weights else None)
+        result = push_sum(
+            u, graph.mixing(time, self.pushsum_steps), gledger, w if self.keep_weights else None
+        )
         return result.z, (result.omega if self.keep_weights else w), time + self.pushsum_steps
 
 
@@ -124,14 +162,22 @@ class NoDebias(HyperGradientPush):
 class StaleWeightDebias(HyperGradientPush):
     """Push-Sum de-biasing by the weights of one step before: ``z^(S) / omega^(S-1)``."""
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: Any, sledger: Any) -> Averaged:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: Any,
+        sledger: Any,
+    ) -> Averaged:
         if not self.averaging_rule.gossips or self.pushsum_steps == 0:
             return super().average_step(u, w, time, graph, gledger, sledger)
         start = w if self.keep_weights else None
         result = push_sum(u, graph.mixing(time, self.pushsum_steps), gledger, start)
-        before = push_sum(u, graph.mixing(time, self.pushsum_steps - 1),
-                          GraphLedger(graph.n), start)  # what the client still holds
+        before = push_sum(
+            u, graph.mixing(time, self.pushsum_steps - 1), GraphLedger(graph.n), start
+        )  # what the client still holds
         y = result.z / before.omega[..., None]
         return y, (result.omega if self.keep_weights else w), time + self.pushsum_steps
 
@@ -141,8 +187,15 @@ class StaleClock(HyperGradientPush):
     """Push-Sum calls that do not advance the graph clock: every call gossips over the same
     segment of the time-varying graph (a stale step counter)."""
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: Any, sledger: Any) -> Averaged:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: Any,
+        sledger: Any,
+    ) -> Averaged:
         u_bar, w, _ = super().average_step(u, w, time, graph, gledger, sledger)
         return u_bar, w, time
 
@@ -174,10 +227,20 @@ class RowStochastic(HyperGradientPush):
 class SummingExact(ExactAveraging):
     """The exact rule returning the clients' sum (a missing 1/n)."""
 
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Any, *, steps: int, keep_weights: bool) -> Averaged:
-        mean, w, time = super().average(u, w, time, graph, ledgers, steps=steps,
-                                        keep_weights=keep_weights)
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Any,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
+        mean, w, time = super().average(
+            u, w, time, graph, ledgers, steps=steps, keep_weights=keep_weights
+        )
         return u.shape[1] * mean, w, time
 
 
@@ -185,10 +248,20 @@ class SummingExact(ExactAveraging):
 class SummingServer(ServerAveraging):
     """The server rule returning the clients' sum (a missing 1/n)."""
 
-    def average(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                ledgers: Any, *, steps: int, keep_weights: bool) -> Averaged:
-        mean, w, time = super().average(u, w, time, graph, ledgers, steps=steps,
-                                        keep_weights=keep_weights)
+    def average(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        ledgers: Any,
+        *,
+        steps: int,
+        keep_weights: bool,
+    ) -> Averaged:
+        mean, w, time = super().average(
+            u, w, time, graph, ledgers, steps=steps, keep_weights=keep_weights
+        )
         return u.shape[1] * mean, w, time
 
 
@@ -218,16 +291,17 @@ class ClientAdjointGlobal(DecentralizedGradient):
 # --------------------------------------------------------------------------- builders
 
 
-def _loop(cls: type, entries: tuple[str, ...] = LOOP_ENTRIES, **fixed: Any
-          ) -> dict[str, Callable[..., Any]]:
+def _loop(
+    cls: type, entries: tuple[str, ...] = LOOP_ENTRIES, **fixed: Any
+) -> dict[str, Callable[..., Any]]:
     """The HGP bug ``cls`` in every entry of ``entries`` (and in the personalization
     algorithm's estimator, which runs the same loop)."""
+
     def builder(entry: str) -> Callable[..., Any]:
         def make(**kw: Any) -> Any:
             built = get_estimator(entry).build(**kw)
             if hasattr(built, "estimator"):
-                return dataclasses.replace(built, estimator=recast(built.estimator, cls,
-                                                                   **fixed))
+                return dataclasses.replace(built, estimator=recast(built.estimator, cls, **fixed))
             return recast(built, cls, **fixed)
 
         return make
@@ -236,88 +310,182 @@ def _loop(cls: type, entries: tuple[str, ...] = LOOP_ENTRIES, **fixed: Any
 
 
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant("hgp.terms_plus_one", "HGP loop", "count",
-           "M + 1 fixed-point iterations while M is reported", _loop(ShiftedTerms, shift=1),
-           first=(IDENTITY,), cheap=True),
-    Mutant("hgp.terms_minus_one", "HGP loop", "count",
-           "M - 1 fixed-point iterations while M is reported", _loop(ShiftedTerms, shift=-1),
-           first=(IDENTITY,)),
-    Mutant("hgp.step_halved", "HGP loop", "step",
-           "both updates step eta / 2 while eta is reported", _loop(ScaledStep, factor=0.5),
-           first=(IDENTITY,)),
-    Mutant("hgp.v_step_doubled", "HGP loop", "step",
-           "the v-update steps 2 eta while the u-update steps eta",
-           _loop(ScaledVStep, factor=2.0), first=(IDENTITY,)),
-    Mutant("hgp.v_sign_flipped", "HGP loop", "correction",
-           "the v-update adds eta J u_bar instead of subtracting it", _loop(FlippedVStep),
-           first=(IDENTITY,)),
-    Mutant("hgp.u_not_averaged", "HGP loop", "per_client",
-           "the averaging of u skipped: each client runs its own series (LocalGrad)",
-           _loop(NotAveraged), first=(IDENTITY,)),
-    Mutant("hgp.averaging_sums", "HGP averaging rules", "normalisation",
-           "the exact and the server averaging rule return the clients' sum (a missing 1/n)",
-           {"hgp-exact-averaging": _summing_rules}, first=(IDENTITY,), cheap=True),
-    Mutant("pushsum.step_short", "Push-Sum", "count",
-           "each Push-Sum call gossips S - 1 times while the clock advances by S",
-           _loop(PushSumStepShort, GOSSIP_ENTRIES), first=(CONSENSUS,)),
-    Mutant("pushsum.no_debias", "Push-Sum", "pushsum_weight",
-           "Push-Sum returns the numerators z instead of z / omega",
-           _loop(NoDebias, GOSSIP_ENTRIES), first=(CONSENSUS,), cheap=True),
-    Mutant("pushsum.stale_weight_debias", "Push-Sum", "pushsum_weight",
-           "Push-Sum de-biases by the weights of one step before: z^(S) / omega^(S-1)",
-           _loop(StaleWeightDebias, GOSSIP_ENTRIES), first=(CONSENSUS,)),
-    Mutant("pushsum.graph_clock_stale", "Push-Sum", "stale",
-           "the graph clock is not advanced between Push-Sum calls: every call gossips over "
-           "the same segment of the time-varying graph", _loop(StaleClock, GOSSIP_ENTRIES),
-           first=(communication.VECTOR_MESSAGES.id,)),
-    Mutant("pushsum.weights_not_reset", "Push-Sum", "pushsum_weight",
-           "the Push-Sum weights omega carried over between calls instead of reset to 1 "
-           "(the practical form's keep_weights on by mistake)",
-           _loop(HyperGradientPush, ("hgp", "hgp-stochastic"), keep_weights=True),
-           first=(negative_control.NOT_STRONGLY_CONNECTED.id,)),
-    Mutant("pushsum.row_stochastic", "Push-Sum", "pushsum_weight",
-           "the weights split by the receiver's in-degree (rows summing to one) instead of "
-           "the sender's out-degree", _loop(RowStochastic, GOSSIP_ENTRIES),
-           first=(CONSENSUS,)),
-    Mutant("hgp-globalgrad.client_adjoint", "HGP closed forms", "per_client",
-           "GlobalGrad computed with each client's own c_i instead of sum_k c_k",
-           {"hgp-globalgrad": registry_variant("hgp-globalgrad", ClientAdjointGlobal)},
-           first=(taxonomy.CLOSED_FORMS.id,)),
+    Mutant(
+        "hgp.terms_plus_one",
+        "HGP loop",
+        "count",
+        "M + 1 fixed-point iterations while M is reported",
+        _loop(ShiftedTerms, shift=1),
+        first=(IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "hgp.terms_minus_one",
+        "HGP loop",
+        "count",
+        "M - 1 fixed-point iterations while M is reported",
+        _loop(ShiftedTerms, shift=-1),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "hgp.step_halved",
+        "HGP loop",
+        "step",
+        "both updates step eta / 2 while eta is reported",
+        _loop(ScaledStep, factor=0.5),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "hgp.v_step_doubled",
+        "HGP loop",
+        "step",
+        "the v-update steps 2 eta while the u-update steps eta",
+        _loop(ScaledVStep, factor=2.0),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "hgp.v_sign_flipped",
+        "HGP loop",
+        "correction",
+        "the v-update adds eta J u_bar instead of subtracting it",
+        _loop(FlippedVStep),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "hgp.u_not_averaged",
+        "HGP loop",
+        "per_client",
+        "the averaging of u skipped: each client runs its own series (LocalGrad)",
+        _loop(NotAveraged),
+        first=(IDENTITY,),
+    ),
+    Mutant(
+        "hgp.averaging_sums",
+        "HGP averaging rules",
+        "normalisation",
+        "the exact and the server averaging rule return the clients' sum (a missing 1/n)",
+        {"hgp-exact-averaging": _summing_rules},
+        first=(IDENTITY,),
+        cheap=True,
+    ),
+    Mutant(
+        "pushsum.step_short",
+        "Push-Sum",
+        "count",
+        "each Push-Sum call gossips S - 1 times while the clock advances by S",
+        _loop(PushSumStepShort, GOSSIP_ENTRIES),
+        first=(CONSENSUS,),
+    ),
+    Mutant(
+        "pushsum.no_debias",
+        "Push-Sum",
+        "pushsum_weight",
+        "Push-Sum returns the numerators z instead of z / omega",
+        _loop(NoDebias, GOSSIP_ENTRIES),
+        first=(CONSENSUS,),
+        cheap=True,
+    ),
+    Mutant(
+        "pushsum.stale_weight_debias",
+        "Push-Sum",
+        "pushsum_weight",
+        "Push-Sum de-biases by the weights of one step before: z^(S) / omega^(S-1)",
+        _loop(StaleWeightDebias, GOSSIP_ENTRIES),
+        first=(CONSENSUS,),
+    ),
+    Mutant(
+        "pushsum.graph_clock_stale",
+        "Push-Sum",
+        "stale",
+        "the graph clock is not advanced between Push-Sum calls: every call gossips over "
+        "the same segment of the time-varying graph",
+        _loop(StaleClock, GOSSIP_ENTRIES),
+        first=(communication.VECTOR_MESSAGES.id,),
+    ),
+    Mutant(
+        "pushsum.weights_not_reset",
+        "Push-Sum",
+        "pushsum_weight",
+        "the Push-Sum weights omega carried over between calls instead of reset to 1 "
+        "(the practical form's keep_weights on by mistake)",
+        _loop(HyperGradientPush, ("hgp", "hgp-stochastic"), keep_weights=True),
+        first=(negative_control.NOT_STRONGLY_CONNECTED.id,),
+    ),
+    Mutant(
+        "pushsum.row_stochastic",
+        "Push-Sum",
+        "pushsum_weight",
+        "the weights split by the receiver's in-degree (rows summing to one) instead of "
+        "the sender's out-degree",
+        _loop(RowStochastic, GOSSIP_ENTRIES),
+        first=(CONSENSUS,),
+    ),
+    Mutant(
+        "hgp-globalgrad.client_adjoint",
+        "HGP closed forms",
+        "per_client",
+        "GlobalGrad computed with each client's own c_i instead of sum_k c_k",
+        {"hgp-globalgrad": registry_variant("hgp-globalgrad", ClientAdjointGlobal)},
+        first=(taxonomy.CLOSED_FORMS.id,),
+    ),
 )
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{f"param.{entry}.batch_size.{way}": (
-        f"every claim of {entry} runs exact Jacobians (batch_size None, the entry's default; "
-        "the minibatch claims are hgp-stochastic's): the batch size does not exist in any "
-        "answer of its suite")
-       for entry in ("hgp", "hgp-exact-averaging") for way in ("plus1", "minus1")},
-    **{f"param.hgp.{keyword}.{way}": (
-        "every claim of hgp runs the exact consensus inner solution (inner_steps None, the "
-        "entry's default), where SGP's count and step do not exist; the inexact inner solution "
-        "is pinned on hgp-exact-averaging (hgp.theorem2.corrected)")
-       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
-                             ("inner_step_size", ("half", "double"))) for way in ways},
+    **{
+        f"param.{entry}.batch_size.{way}": (
+            f"every claim of {entry} runs exact Jacobians (batch_size None, the entry's default; "
+            "the minibatch claims are hgp-stochastic's): the batch size does not exist in any "
+            "answer of its suite"
+        )
+        for entry in ("hgp", "hgp-exact-averaging")
+        for way in ("plus1", "minus1")
+    },
+    **{
+        f"param.hgp.{keyword}.{way}": (
+            "every claim of hgp runs the exact consensus inner solution (inner_steps None, the "
+            "entry's default), where SGP's count and step do not exist; the inexact inner solution "
+            "is pinned on hgp-exact-averaging (hgp.theorem2.corrected)"
+        )
+        for keyword, ways in (
+            ("inner_steps", ("plus1", "minus1")),
+            ("inner_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
     "param.hgp-exact-averaging.inner_steps.minus1": (
         "the one claim of the entry that runs SGP (hgp.theorem2.corrected) gives it T = 0 inner "
         "steps, where one less is no count (the case runs as built); every other claim runs the "
-        "exact consensus solution; one step more is killed by hgp.theorem2.corrected"),
-    **{f"param.hgp-exact-averaging.inner_step_size.{way}": (
-        "the one claim of the entry that runs SGP (hgp.theorem2.corrected) gives it T = 0 inner "
-        "steps, so no SGP step is ever taken; every other claim runs the exact consensus "
-        "solution")
-       for way in ("half", "double")},
-    **{f"param.{entry}.{keyword}.{way}": (
-        f"every claim of {entry} runs the exact consensus inner solution (inner_steps None, "
-        "the entry's default; no check passes a count), where SGP's count and step do not "
-        "exist; the inexact inner solution is pinned on hgp-exact-averaging "
-        "(hgp.theorem2.corrected) and hgp-personalization (hgp.personalization.step_identity)")
-       for entry in ("hgp-stochastic", "hgp-static")
-       for keyword, ways in (("inner_steps", ("plus1", "minus1")),
-                             ("inner_step_size", ("half", "double"))) for way in ways},
-    **{f"param.hgp-static.batch_size.{way}": (
-        "the entry's one claim (hgp.theorem1.rate_in_s) runs exact Jacobians (batch_size None, "
-        "the entry's default): the batch size does not exist in its answer")
-       for way in ("plus1", "minus1")},
+        "exact consensus solution; one step more is killed by hgp.theorem2.corrected"
+    ),
+    **{
+        f"param.hgp-exact-averaging.inner_step_size.{way}": (
+            "the one claim of the entry that runs SGP (hgp.theorem2.corrected) gives it T = 0 "
+            "inner steps, so no SGP step is ever taken; every other claim runs the exact consensus "
+            "solution"
+        )
+        for way in ("half", "double")
+    },
+    **{
+        f"param.{entry}.{keyword}.{way}": (
+            f"every claim of {entry} runs the exact consensus inner solution (inner_steps None, "
+            "the entry's default; no check passes a count), where SGP's count and step do not "
+            "exist; the inexact inner solution is pinned on hgp-exact-averaging "
+            "(hgp.theorem2.corrected) and hgp-personalization (hgp.personalization.step_identity)"
+        )
+        for entry in ("hgp-stochastic", "hgp-static")
+        for keyword, ways in (
+            ("inner_steps", ("plus1", "minus1")),
+            ("inner_step_size", ("half", "double")),
+        )
+        for way in ways
+    },
+    **{
+        f"param.hgp-static.batch_size.{way}": (
+            "the entry's one claim (hgp.theorem1.rate_in_s) runs exact Jacobians (batch_size None, "
+            "the entry's default): the batch size does not exist in its answer"
+        )
+        for way in ("plus1", "minus1")
+    },
 }

@@ -65,34 +65,45 @@ def check_negative_control(claim: Claim, case: Case, make: Callable[..., Any]) -
     seed = case.params["graph_seed"]
     errors = []
     for S in (20, 40):
-        est = make(neumann_terms=M, pushsum_steps=S, graph_family="disconnected",
-                   graph_seed=seed)
-        out = est.run(problem, x, fresh_state(problem), np.random.default_rng(0),
-                      track_consensus=False)
+        est = make(neumann_terms=M, pushsum_steps=S, graph_family="disconnected", graph_seed=seed)
+        out = est.run(
+            problem, x, fresh_state(problem), np.random.default_rng(0), track_consensus=False
+        )
         errors.append(float(stacked_error(out.trajectory[-1:, 0], exact)[0]) / unit)
     violation = GraphSequence("disconnected", problem.n_clients, seed).assumption_violation(40)
-    control_est = make(neumann_terms=M, pushsum_steps=20, graph_family="random_directed",
-                       graph_seed=seed)
-    control = control_est.run(problem, x, fresh_state(problem), np.random.default_rng(0),
-                              track_consensus=False)
+    control_est = make(
+        neumann_terms=M, pushsum_steps=20, graph_family="random_directed", graph_seed=seed
+    )
+    control = control_est.run(
+        problem, x, fresh_state(problem), np.random.default_rng(0), track_consensus=False
+    )
     control_error = float(stacked_error(control.trajectory[-1:, 0], exact)[0]) / unit
     # Why 1e-3 and 1e-5: with Assumption 1 the floor is ~c_20 plus the 1e-7 truncation, far
     # below 1e-5 on these dense random graphs; without it the groups' averages differ by
     # O(target heterogeneity) (>= 1 here), orders above 1e-3.
     passed = min(errors) >= 1e-3 and violation is not None and control_error <= 1e-5
-    return Measurement(min(errors), 1e-3, passed, "relative error >= (no convergence)",
-                       details={"violated": violation or "none", "control_error": control_error,
-                                "errors": errors})
+    return Measurement(
+        min(errors),
+        1e-3,
+        passed,
+        "relative error >= (no convergence)",
+        details={"violated": violation or "none", "control_error": control_error, "errors": errors},
+    )
 
 
 def negative_cases() -> st.SearchStrategy[Case]:
     """Cases for HGP's negative control: 2-5 heterogeneous clients, a point and a graph seed."""
-    return st.builds(lambda problem, seed, gs: Case(problem, {"point_seed": seed,
-                                                              "graph_seed": gs}),
-                     strategies.per_client_quadratic(min_clients=2, max_clients=5,
-                                                     hessian_heterogeneity=(0.2, 0.5),
-                                                     target_heterogeneity=(1.0, 3.0)),
-                     strategies.SEEDS, st.integers(0, 2**16))
+    return st.builds(
+        lambda problem, seed, gs: Case(problem, {"point_seed": seed, "graph_seed": gs}),
+        strategies.per_client_quadratic(
+            min_clients=2,
+            max_clients=5,
+            hessian_heterogeneity=(0.2, 0.5),
+            target_heterogeneity=(1.0, 3.0),
+        ),
+        strategies.SEEDS,
+        st.integers(0, 2**16),
+    )
 
 
 EXACT_AVERAGING = Perturbation(
@@ -112,11 +123,12 @@ NOT_STRONGLY_CONNECTED = Claim(
     reference="HGP Assumption 1 (B-strong connectivity), Lemma 2 (App. C.1)",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    power_from=("hgp.theorem1.rate_in_s",
-                "hgp.lemma2.geometric_consensus"),
-    statement=("on a graph sequence that is never strongly connected the estimate does not "
-               "converge to GlobalGrad (relative error >= 1e-3 for S = 20, 40), and the check "
-               "names Assumption 1 as violated"),
+    power_from=("hgp.theorem1.rate_in_s", "hgp.lemma2.geometric_consensus"),
+    statement=(
+        "on a graph sequence that is never strongly connected the estimate does not "
+        "converge to GlobalGrad (relative error >= 1e-3 for S = 20, 40), and the check "
+        "names Assumption 1 as violated"
+    ),
     estimators=("hgp",),
     strategy=negative_cases,
     check=check_negative_control,
@@ -128,6 +140,4 @@ NOT_STRONGLY_CONNECTED = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    NOT_STRONGLY_CONNECTED,
-)
+CLAIMS: tuple[Claim, ...] = (NOT_STRONGLY_CONNECTED,)

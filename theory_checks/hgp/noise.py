@@ -66,8 +66,9 @@ SQRT_ETA_ETA_ALPHA = eta_alpha_below_one(ETA_FACTORS)
 SQRT_ETA_STEP_CONDITION = step_condition(ETA_FACTORS)
 
 
-def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
-                   design: Design) -> Measurement:
+def check_sqrt_eta(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """Notes D4 / 7.2 item 16, exact averaging, minibatch b = 2: the exact noise floor RMS
     scales like ``sqrt(eta)`` (least-squares exponent over ``eta`` in {0.05, 0.1, 0.2, 0.4}/L
     within 0.15 of 1/2; the paper's noise term is eta-free) and each exact mean square is
@@ -84,8 +85,7 @@ def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
         # Why 3 / (eta alpha) terms: the variance settles like (1 - eta alpha)^(2m), so this is
         # e^-6 ~ 0.25% from its limit (the moments are exact at this M either way).
         M = int(min(400, math.ceil(3.0 / (eta * alpha))))
-        est = make(neumann_terms=M, averaging="exact", batch_size=ETA_BATCH,
-                   neumann_step_size=eta)
+        est = make(neumann_terms=M, averaging="exact", batch_size=ETA_BATCH, neumann_step_size=eta)
         mom = noise_moments(problem, x, est)
         ests.append(est)
         moments.append(mom)
@@ -98,24 +98,59 @@ def check_sqrt_eta(claim: Claim, case: Case, make: Callable[..., Any],
     bound_ok = all(r**2 <= b * (1 + 1e-12) for r, b in zip(rms, bounds, strict=True))
     exponent_ok = abs(exponent - 0.5) <= ETA_TOLERANCE
     last = ests[-1]
-    gap = mean_path_gap(problem, x, make, {"neumann_terms": last.neumann_terms,
-                                            "averaging": "exact", "batch_size": ETA_BATCH,
-                                            "neumann_step_size": last.neumann_step_size},
-                         moments[-1])
-    test, R = variance_ratio_test(last, problem, x, moments[-1], design, 0,
-                                  f"mean square at eta = {ETA_FACTORS[-1]}/L / exact variance")
-    result = Fit("exponent of the exact noise floor RMS in eta", exponent, exponent, exponent,
-                 0.5, ETA_TOLERANCE)
-    series = tuple(SeriesPoint("measured", "neumann_step_size", f, r) for f, r in
-                   zip(ETA_FACTORS, rms, strict=True)) + tuple(
-        SeriesPoint("bound", "neumann_step_size", f, math.sqrt(b)) for f, b in
-        zip(ETA_FACTORS, bounds, strict=True))
-    return Measurement(exponent, 0.5, exponent_ok and bound_ok and gap <= IDENTITY_RTOL,
-                       "|exact exponent - 1/2| <= 0.15 and exact mean square <= D4 bound; "
-                       "estimator's mean square = exact", series=series, fit=result,
-                       details={"d4_bound_ok": bound_ok, "exact_rms": rms,
-                                "d4_bounds": bounds, "mean_path_gap": gap, "replicas": R},
-                       tests=(test,))
+    gap = mean_path_gap(
+        problem,
+        x,
+        make,
+        {
+            "neumann_terms": last.neumann_terms,
+            "averaging": "exact",
+            "batch_size": ETA_BATCH,
+            "neumann_step_size": last.neumann_step_size,
+        },
+        moments[-1],
+    )
+    test, R = variance_ratio_test(
+        last,
+        problem,
+        x,
+        moments[-1],
+        design,
+        0,
+        f"mean square at eta = {ETA_FACTORS[-1]}/L / exact variance",
+    )
+    result = Fit(
+        "exponent of the exact noise floor RMS in eta",
+        exponent,
+        exponent,
+        exponent,
+        0.5,
+        ETA_TOLERANCE,
+    )
+    series = tuple(
+        SeriesPoint("measured", "neumann_step_size", f, r)
+        for f, r in zip(ETA_FACTORS, rms, strict=True)
+    ) + tuple(
+        SeriesPoint("bound", "neumann_step_size", f, math.sqrt(b))
+        for f, b in zip(ETA_FACTORS, bounds, strict=True)
+    )
+    return Measurement(
+        exponent,
+        0.5,
+        exponent_ok and bound_ok and gap <= IDENTITY_RTOL,
+        "|exact exponent - 1/2| <= 0.15 and exact mean square <= D4 bound; "
+        "estimator's mean square = exact",
+        series=series,
+        fit=result,
+        details={
+            "d4_bound_ok": bound_ok,
+            "exact_rms": rms,
+            "d4_bounds": bounds,
+            "mean_path_gap": gap,
+            "replicas": R,
+        },
+        tests=(test,),
+    )
 
 
 # Why kappa <= 1.5 and heterogeneity <= 0.3: M ~ 3/(eta alpha) at eta = 0.05/L stays below ~150
@@ -131,10 +166,12 @@ SQRT_ETA = Claim(
     reference="HGP Thm 1 proof (App. C.2: 1 - q^2 >= eta^2 alpha^2/4)",
     kind="scaling_exponent",
     about=ABOUT_STEP,
-    statement=("exact averaging, b = 2: exact noise floor RMS ~ sqrt(eta) (least-squares "
-               "exponent within 0.15 of 1/2; the paper's noise term is eta-free) and E||v - E "
-               "v||^2 <= (4/3)(eta/alpha) mu^2 ||d_x f||^2; the estimator's mean square matches "
-               "the exact one (ratio in [1/1.4, 1.4])"),
+    statement=(
+        "exact averaging, b = 2: exact noise floor RMS ~ sqrt(eta) (least-squares "
+        "exponent within 0.15 of 1/2; the paper's noise term is eta-free) and E||v - E "
+        "v||^2 <= (4/3)(eta/alpha) mu^2 ||d_x f||^2; the estimator's mean square matches "
+        "the exact one (ratio in [1/1.4, 1.4])"
+    ),
     estimators=("hgp-stochastic",),
     strategy=SQRT_ETA_CASES,
     check=check_sqrt_eta,
@@ -148,13 +185,13 @@ SQRT_ETA = Claim(
     decision="statistical",
     max_examples=5,
     perturbation=HALF_BATCH,
-    notes=("Confirms the erratum: the variance sum of the martingale terms is eta^2 mu^2 (1+c)^2 "
-           "/ (1 - q^2) with 1 - q^2 ~ 2 eta alpha, so the RMS floor is proportional to "
-           "sqrt(eta/alpha), not eta-free. Decided on the exact second moment; the Monte Carlo "
-           "part checks the estimator against it."),
+    notes=(
+        "Confirms the erratum: the variance sum of the martingale terms is eta^2 mu^2 (1+c)^2 "
+        "/ (1 - q^2) with 1 - q^2 ~ 2 eta alpha, so the RMS floor is proportional to "
+        "sqrt(eta/alpha), not eta-free. Decided on the exact second moment; the Monte Carlo "
+        "part checks the estimator against it."
+    ),
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    SQRT_ETA,
-)
+CLAIMS: tuple[Claim, ...] = (SQRT_ETA,)

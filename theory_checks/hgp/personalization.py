@@ -66,22 +66,36 @@ def check_personalization(claim: Claim, case: Case, make: Callable[..., Any]) ->
     ratio = gains[-1] / exact_gain
     # Why 90%: SGP's inner error and HGP's finite M, S bias each step's hypergradient by a few
     # percent; a wrong hypergradient (sign, missing averaging) loses the gain entirely.
-    series = tuple(SeriesPoint("measured", "outer_step", r.iteration, g, r.calls.oracle_calls,
-                               r.calls.comm_rounds) for r, g in zip(records, gains, strict=True))
-    return Measurement(ratio, 0.9, ratio >= 0.9, "gain / exact-gradient gain >=", series=series,
-                       details={"gain_over_sgp": gains[-1], "exact_gain": exact_gain,
-                                "optimal_gain": F0 - float(problem.outer_objective(
-                                    problem.outer_minimizer()))})
+    series = tuple(
+        SeriesPoint(
+            "measured", "outer_step", r.iteration, g, r.calls.oracle_calls, r.calls.comm_rounds
+        )
+        for r, g in zip(records, gains, strict=True)
+    )
+    return Measurement(
+        ratio,
+        0.9,
+        ratio >= 0.9,
+        "gain / exact-gradient gain >=",
+        series=series,
+        details={
+            "gain_over_sgp": gains[-1],
+            "exact_gain": exact_gain,
+            "optimal_gain": F0 - float(problem.outer_objective(problem.outer_minimizer())),
+        },
+    )
 
 
 def personalization_cases() -> st.SearchStrategy[Case]:
     """Personalization cases: up to 4 clients of dimension 2, kappa in [1, 3], an outer coupling and
     rho drawn, and a graph seed."""
-    return st.builds(lambda problem, gs: Case(problem, {"graph_seed": gs}),
-                     strategies.per_client_quadratic(max_clients=4, max_dim=2, kappa=(1.0, 3.0),
-                                                     outer_coupling=(0.5, 1.5),
-                                                     rho=(0.2, 1.0)),
-                     st.integers(0, 2**16))
+    return st.builds(
+        lambda problem, gs: Case(problem, {"graph_seed": gs}),
+        strategies.per_client_quadratic(
+            max_clients=4, max_dim=2, kappa=(1.0, 3.0), outer_coupling=(0.5, 1.5), rho=(0.2, 1.0)
+        ),
+        st.integers(0, 2**16),
+    )
 
 
 # --------------------------------------------------------------------------- perturbation
@@ -92,8 +106,9 @@ class _NoAveraging(HyperGradientPush):
     """The averaging of u skipped (the Push-Sum call disabled, e.g. S read as 0): each client
     runs its own Neumann series, so v_i tends to LocalGrad instead of GlobalGrad."""
 
-    def average_step(self, u: Any, w: Any, time: int, graph: Any, gledger: Any,
-                 sledger: Any) -> Any:
+    def average_step(
+        self, u: Any, w: Any, time: int, graph: Any, gledger: Any, sledger: Any
+    ) -> Any:
         return u, w, time + self.pushsum_steps
 
 
@@ -118,8 +133,10 @@ GAIN = Claim(
     reference="HGP sec. 5.3, Table 2 (HGP-PL vs SGP over time-varying directed networks)",
     kind="bias_bound",
     about=ABOUT_TABLE,
-    statement=("after K = 10 outer steps of HGP-PL (SGP inner, HGP hypergradients), F(0) - "
-               "F(lambda_K) >= 0.9 x the gain of exact hypergradient descent"),
+    statement=(
+        "after K = 10 outer steps of HGP-PL (SGP inner, HGP hypergradients), F(0) - "
+        "F(lambda_K) >= 0.9 x the gain of exact hypergradient descent"
+    ),
     estimators=("hgp-personalization",),
     strategy=personalization_cases,
     check=check_personalization,
@@ -142,20 +159,31 @@ def check_step_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     Nedic SGP steps, same graphs, same seed) and ``alpha = 1 / (n lambda_max(outer Hessian))``
     computed here: the relative gap."""
     problem, p = case.problem, case.params
-    keywords = {"neumann_terms": p["M"], "pushsum_steps": p["S"], "inner_steps": p["T"],
-                "graph_family": "random_directed", "graph_seed": p["graph_seed"]}
+    keywords = {
+        "neumann_terms": p["M"],
+        "pushsum_steps": p["S"],
+        "inner_steps": p["T"],
+        "graph_family": "random_directed",
+        "graph_seed": p["graph_seed"],
+    }
     records = run_algorithm(make(**keywords), problem, 1, np.random.default_rng(0))
     reference = get_estimator("hgp").build(sgp_variant="nedic", **keywords)
     x0 = problem.initial_point()[0]
-    out = reference.run(problem, x0, reference.init(problem), np.random.default_rng(0),
-                        track_consensus=False)
+    out = reference.run(
+        problem, x0, reference.init(problem), np.random.default_rng(0), track_consensus=False
+    )
     n = problem.n_clients
     value = n * hypergradient_from_blocks(problem, out.trajectory[-1, 0])
     alpha = 1.0 / (n * float(torch.linalg.eigvalsh(problem.outer_hessian()).max()))
     expected = x0 - alpha * value
     gap = float((records[-1].x - expected).norm()) / (float(expected.norm()) + 1e-300)
-    return Measurement(gap, STEP_RTOL, gap <= STEP_RTOL, "relative gap <=",
-                       details={"alpha": alpha, **{k: p[k] for k in ("M", "S", "T")}})
+    return Measurement(
+        gap,
+        STEP_RTOL,
+        gap <= STEP_RTOL,
+        "relative gap <=",
+        details={"alpha": alpha, **{k: p[k] for k in ("M", "S", "T")}},
+    )
 
 
 # Why 1e-12: the same float64 operations in the same order on both sides (the estimator's run
@@ -165,13 +193,16 @@ STEP_RTOL = 1e-12
 
 def step_identity_cases() -> st.SearchStrategy[Case]:
     """Per-client quadratics as :func:`personalization_cases`, with M, S and T drawn."""
-    return st.builds(lambda problem, gs, M, S, T: Case(problem, {"graph_seed": gs, "M": M,
-                                                                 "S": S, "T": T}),
-                     strategies.per_client_quadratic(max_clients=4, max_dim=2, kappa=(1.0, 3.0),
-                                                     outer_coupling=(0.5, 1.5),
-                                                     rho=(0.2, 1.0)),
-                     st.integers(0, 2**16), st.integers(3, 15), st.integers(1, 5),
-                     st.integers(5, 40))
+    return st.builds(
+        lambda problem, gs, M, S, T: Case(problem, {"graph_seed": gs, "M": M, "S": S, "T": T}),
+        strategies.per_client_quadratic(
+            max_clients=4, max_dim=2, kappa=(1.0, 3.0), outer_coupling=(0.5, 1.5), rho=(0.2, 1.0)
+        ),
+        st.integers(0, 2**16),
+        st.integers(3, 15),
+        st.integers(1, 5),
+        st.integers(5, 40),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +211,7 @@ class _HalfStep(HGPPersonalization):
 
     def step(self, ctx: Any, state: Any) -> Any:
         alpha = 0.5 * self.step_size(ctx.problem)
-        return HGPPersonalization.step(dataclasses.replace(self, outer_step_size=alpha), ctx,
-                                       state)
+        return HGPPersonalization.step(dataclasses.replace(self, outer_step_size=alpha), ctx, state)
 
 
 STEP_IDENTITY_PERTURBATION = Perturbation(
@@ -197,12 +227,14 @@ STEP_IDENTITY = Claim(
     id="hgp.personalization.step_identity",
     paper="HGP",
     reference="HGP sec. 5.3 (HGP-PL: hypergradient descent on lambda with HGP's estimate, "
-              "Alg. 2 with M, S and T SGP steps)",
+    "Alg. 2 with M, S and T SGP steps)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("one HGP-PL step is lambda_1 = lambda_0 - alpha n grad h(lambda_0), n grad h "
-               "HGP's GlobalGrad estimate with the stated M, S and T (alpha = 1 / (n "
-               "lambda_max(outer Hessian)))"),
+    statement=(
+        "one HGP-PL step is lambda_1 = lambda_0 - alpha n grad h(lambda_0), n grad h "
+        "HGP's GlobalGrad estimate with the stated M, S and T (alpha = 1 / (n "
+        "lambda_max(outer Hessian)))"
+    ),
     estimators=("hgp-personalization",),
     strategy=step_identity_cases,
     check=check_step_identity,

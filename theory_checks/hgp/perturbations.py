@@ -37,8 +37,9 @@ class _Float32Messages(HyperGradientPush):
     """Every averaged vector passes through float32 (single-precision messages), the rest of
     the computation stays in float64."""
 
-    def average_step(self, u: Any, w: Any, time: int, graph: Any, gledger: Any,
-                 sledger: Any) -> Any:
+    def average_step(
+        self, u: Any, w: Any, time: int, graph: Any, gledger: Any, sledger: Any
+    ) -> Any:
         return super().average_step(u.float().double(), w, time, graph, gledger, sledger)
 
 
@@ -49,8 +50,15 @@ class StepSlip(HyperGradientPush):
 
     slip: float = 1e-3
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
         out = super().run(problem, x, state, rng, replicas, track_consensus)
         # v^(m) - v^(0) = -eta sum_l J u_bar^(l): the slipped step scales exactly this part
         start = out.trajectory[:1]
@@ -62,8 +70,15 @@ class _HalfBatch(HyperGradientPush):
     """Draws ``b // 2`` samples per minibatch while reporting b (e.g. a batch split over two
     workers whose second half is dropped): the sampling variance doubles."""
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
         b = self.batch_size
         actual = dataclasses.replace(self, batch_size=None if b is None else max(1, b // 2))
         return HyperGradientPush.run(actual, problem, x, state, rng, replicas, track_consensus)
@@ -84,8 +99,9 @@ class HalfSampleView(_ProblemView):
     """Minibatch indices from ``rng.integers(0, N // 2)`` (the bound of a train/validation split
     of the sample set applied to the whole set): only the first half is ever drawn."""
 
-    def sample_batch(self, rng: np.random.Generator, clients: torch.Tensor,
-                     batch_size: int) -> Batch:
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
         N = int(self._problem.n_samples)
         indices = rng.integers(0, max(N // 2, 1), size=(int(clients.shape[0]), batch_size))
         return Batch(torch.as_tensor(indices, dtype=torch.long))
@@ -95,8 +111,9 @@ class SumReductionView(_ProblemView):
     """A minibatch loss reduced by sum instead of mean (``reduction="sum"``): the sampled
     Hessians and Jacobians are b times too large."""
 
-    def inner_loss(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor,
-                   batch: Batch | None) -> torch.Tensor:
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
         value = self._problem.inner_loss(x, y, clients, batch)
         return value if batch is None else value * batch.indices.shape[1]
 
@@ -108,8 +125,15 @@ class ViewedProblem(HyperGradientPush):
 
     view: str = ""
 
-    def run(self, problem: Any, x: torch.Tensor, state: Any, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> Any:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: Any,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> Any:
         viewed = {"half_sample": HalfSampleView, "sum": SumReductionView}[self.view](problem)
         return super().run(viewed, x, state, rng, replicas, track_consensus)
 

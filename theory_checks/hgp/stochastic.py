@@ -54,8 +54,9 @@ BIAS_MARGIN = 0.25
 BIAS_HALF_WIDTH = 0.125
 
 
-def check_unbiased(claim: Claim, case: Case, make: Callable[..., Any],
-                   design: Design) -> Measurement:
+def check_unbiased(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
     """D3: ``E[v^(M) | graphs]`` = deterministic HGP on the same graphs.
 
     Deterministic part: the exact mean path (:func:`noise_moments`, the recursion of the
@@ -68,9 +69,14 @@ def check_unbiased(claim: Claim, case: Case, make: Callable[..., Any],
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     practical = case.params["form"] == "practical"
-    params = {"neumann_terms": 20, "pushsum_steps": case.params["pushsum_steps"],
-              "graph_seed": case.params["graph_seed"], "batch_size": case.params["batch_size"],
-              "shared_sample": practical, "keep_weights": practical}
+    params = {
+        "neumann_terms": 20,
+        "pushsum_steps": case.params["pushsum_steps"],
+        "graph_seed": case.params["graph_seed"],
+        "batch_size": case.params["batch_size"],
+        "shared_sample": practical,
+        "keep_weights": practical,
+    }
     est = make(**params)
     moments = noise_moments(problem, x, est)
     gap = mean_path_gap(problem, x, make, params, moments)
@@ -81,19 +87,32 @@ def check_unbiased(claim: Claim, case: Case, make: Callable[..., Any],
     n_tests = int(noisy.sum())
     rate_side = design.false_fail_rate / (2 * n_tests)
     # sd 1 after standardising by the exact sd (the interval uses the sample sd)
-    R = design.samples(replicates_for_half_width(1.0, BIAS_HALF_WIDTH, rate_side,
-                                                 minimum=100))
+    R = design.samples(replicates_for_half_width(1.0, BIAS_HALF_WIDTH, rate_side, minimum=100))
     samples = replica_estimates(est, problem, x, R, design.rng(0)).cpu().numpy().reshape(R, -1)
     z = (samples - moments.mean[-1].reshape(-1))[:, noisy] / sd[noisy]
-    tests = tuple(StatTest(f"bias of coordinate {k} / its sd", batch_evidence(z[:, j]),
-                           low=-BIAS_MARGIN, high=BIAS_MARGIN)
-                  for j, k in enumerate(np.flatnonzero(noisy)))
+    tests = tuple(
+        StatTest(
+            f"bias of coordinate {k} / its sd",
+            batch_evidence(z[:, j]),
+            low=-BIAS_MARGIN,
+            high=BIAS_MARGIN,
+        )
+        for j, k in enumerate(np.flatnonzero(noisy))
+    )
     worst = float(np.abs(z.mean(0)).max())
-    return Measurement(worst, BIAS_MARGIN, gap <= IDENTITY_RTOL,
-                       "max |mean bias| / sd within the margin; exact mean = deterministic run",
-                       details={"form": case.params["form"], "replicas": R,
-                                "mean_path_gap": gap, "coordinates": n_tests},
-                       tests=tests)
+    return Measurement(
+        worst,
+        BIAS_MARGIN,
+        gap <= IDENTITY_RTOL,
+        "max |mean bias| / sd within the margin; exact mean = deterministic run",
+        details={
+            "form": case.params["form"],
+            "replicas": R,
+            "mean_path_gap": gap,
+            "coordinates": n_tests,
+        },
+        tests=tests,
+    )
 
 
 HALF_SAMPLER = Perturbation(
@@ -118,10 +137,12 @@ UNBIASED = Claim(
     reference="HGP Alg. 2 / Remark 3, eq. (16) (conditional unbiasedness, derived)",
     kind="variance_bound",
     about=ABOUT_RESULT,
-    statement=("E[v^(M) | graph sequence] = deterministic HGP on the same graphs, for "
-               "independent samples and for the practical form (shared sample, omega kept): "
-               "exact mean recursion = deterministic run (1e-10), and every coordinate's mean "
-               "bias within 0.25 of its exact noise sd"),
+    statement=(
+        "E[v^(M) | graph sequence] = deterministic HGP on the same graphs, for "
+        "independent samples and for the practical form (shared sample, omega kept): "
+        "exact mean recursion = deterministic run (1e-10), and every coordinate's mean "
+        "bias within 0.25 of its exact noise sd"
+    ),
     estimators=("hgp-stochastic", "hgp-practical"),
     strategy=UNBIASED_CASES,
     check=check_unbiased,
@@ -138,6 +159,4 @@ UNBIASED = Claim(
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    UNBIASED,
-)
+CLAIMS: tuple[Claim, ...] = (UNBIASED,)

@@ -46,10 +46,13 @@ def _fd(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torch.Te
 
 
 def _identical(problem: PerClientQuadratic) -> PerClientQuadratic:
-    rep = {k: getattr(problem, k)[:1].expand_as(getattr(problem, k)).clone()
-           for k in ("A", "b", "C", "Q", "t", "P")}
-    return PerClientQuadratic(rep["A"], rep["b"], rep["C"], rep["Q"], rep["t"], rep["P"],
-                              problem.rho)
+    rep = {
+        k: getattr(problem, k)[:1].expand_as(getattr(problem, k)).clone()
+        for k in ("A", "b", "C", "Q", "t", "P")
+    }
+    return PerClientQuadratic(
+        rep["A"], rep["b"], rep["C"], rep["Q"], rep["t"], rep["P"], problem.rho
+    )
 
 
 def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -60,12 +63,16 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     problem = case.problem
     x = point(problem, case.params["point_seed"])
     n, dl = problem.n_clients, problem.dim_hyper
-    quantities = {"global": make(), "client": get_estimator("hgp-clientgrad").build(),
-                  "local": get_estimator("hgp-localgrad").build()}
+    quantities = {
+        "global": make(),
+        "client": get_estimator("hgp-clientgrad").build(),
+        "local": get_estimator("hgp-localgrad").build(),
+    }
     values = {}
     for name, est in quantities.items():
-        values[name] = est.estimate(problem, x, est.init(problem),
-                                    np.random.default_rng(0)).aux["v"]
+        values[name] = est.estimate(problem, x, est.init(problem), np.random.default_rng(0)).aux[
+            "v"
+        ]
     clients = torch.arange(n)
 
     def f_rows(lam: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -83,9 +90,14 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     fd_local = _fd(local_f, x).reshape(n, n, dl)[own, own]
     unit = float(fd_global.norm()) + 1.0
     # Why 1e-6: central differences of quadratics are exact up to round-off / step ~ 1e-10.
-    fd_error = max(float((values["global"] - fd_global).norm()),
-                   float((values["client"] - fd_client).norm()),
-                   float((values["local"] - fd_local).norm())) / unit
+    fd_error = (
+        max(
+            float((values["global"] - fd_global).norm()),
+            float((values["client"] - fd_client).norm()),
+            float((values["local"] - fd_local).norm()),
+        )
+        / unit
+    )
     same = _identical(problem)
     x_same = x.reshape(n, dl)[:1].expand(n, -1).reshape(-1)  # identical lambda_i too
     g = make().per_client(same, x_same)
@@ -93,22 +105,32 @@ def check_taxonomy(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     loc = quantities["local"].per_client(same, x_same)
     e = same.client_blocks(x_same)["e"]
     identity = max(float((g - loc).norm()), float((c - (e + (g - e) / n)).norm())) / (
-        float(g.norm()) + 1.0)
-    gaps = [float((values[a] - values[b]).norm()) / unit
-            for a, b in (("global", "client"), ("global", "local"), ("client", "local"))]
+        float(g.norm()) + 1.0
+    )
+    gaps = [
+        float((values[a] - values[b]).norm()) / unit
+        for a, b in (("global", "client"), ("global", "local"), ("client", "local"))
+    ]
     passed = fd_error <= 1e-6 and identity <= IDENTITY_RTOL and min(gaps) > 1e-6
-    return Measurement(max(fd_error, identity), 1e-6, passed,
-                       "finite differences and identical-client identities; the three differ",
-                       details={"fd_error": fd_error, "identity": identity, "gaps": gaps})
+    return Measurement(
+        max(fd_error, identity),
+        1e-6,
+        passed,
+        "finite differences and identical-client identities; the three differ",
+        details={"fd_error": fd_error, "identity": identity, "gaps": gaps},
+    )
 
 
 def taxonomy_cases() -> st.SearchStrategy[Case]:
     """Cases for the hypergradient taxonomy (global, per-client, local quantities): heterogeneous
     clients with an outer coupling, and a point."""
-    return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
-                     strategies.per_client_quadratic(hessian_heterogeneity=(0.2, 0.5),
-                                                     outer_coupling=(0.2, 1.0)),
-                     strategies.SEEDS)
+    return st.builds(
+        lambda problem, seed: Case(problem, {"point_seed": seed}),
+        strategies.per_client_quadratic(
+            hessian_heterogeneity=(0.2, 0.5), outer_coupling=(0.2, 1.0)
+        ),
+        strategies.SEEDS,
+    )
 
 
 # --------------------------------------------------------------------------- perturbation
@@ -143,19 +165,17 @@ CLOSED_FORMS = Claim(
     reference="HGP sec. 4 and Table 1 (GlobalGrad, ClientGrad, LocalGrad)",
     kind="exact_identity",
     about=ABOUT_STEP,
-    statement=("GlobalGrad, ClientGrad, LocalGrad equal finite differences of their definitions; "
-               "identical clients: GlobalGrad = LocalGrad, ClientGrad = e + (GlobalGrad - e)/n; "
-               "heterogeneous clients: all three differ"),
+    statement=(
+        "GlobalGrad, ClientGrad, LocalGrad equal finite differences of their definitions; "
+        "identical clients: GlobalGrad = LocalGrad, ClientGrad = e + (GlobalGrad - e)/n; "
+        "heterogeneous clients: all three differ"
+    ),
     estimators=("hgp-globalgrad", "hgp-clientgrad", "hgp-localgrad"),
     strategy=taxonomy_cases,
     check=check_taxonomy,
-    hypotheses=(
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=FLOAT32_GLOBALGRAD,
 )
 
 
-CLAIMS: tuple[Claim, ...] = (
-    CLOSED_FORMS,
-)
+CLAIMS: tuple[Claim, ...] = (CLOSED_FORMS,)

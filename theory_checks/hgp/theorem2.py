@@ -100,24 +100,52 @@ def _theorem2(case: Case, make: Callable[..., Any], corrected: bool) -> Measurem
     grad_norm = float(blocks["c"].norm())
     coefficient = (1 + 2 * beta / alpha) if corrected else beta / alpha
     tolerance = IDENTITY_RTOL * scale(blocks)
-    sides = [_thm2_side(make, problem, x, blocks, exact, sign * direction, M, eta,
-                        (nu_f * coefficient, (beta / alpha) * grad_norm, rho_bar), tolerance)
-             for sign in (1.0, -1.0)]
+    sides = [
+        _thm2_side(
+            make,
+            problem,
+            x,
+            blocks,
+            exact,
+            sign * direction,
+            M,
+            eta,
+            (nu_f * coefficient, (beta / alpha) * grad_norm, rho_bar),
+            tolerance,
+        )
+        for sign in (1.0, -1.0)
+    ]
     # the sign_fixed side unless the other is worse by more than round-off (their excesses are
     # often equal to 1e-13, and a choice made by round-off would differ between devices)
     decisive = sides[1] if sides[1]["worst"] > sides[0]["worst"] + tolerance else sides[0]
-    return Measurement(decisive["last"][0], decisive["last"][1], decisive["worst"] <= 0.0,
-                       "<= at every ||y_hat - y*|| (at M or 2M), both signs of the direction",
-                       series=tuple(decisive["series"]),
-                       details={"beta_over_alpha": beta / alpha, "nu_f": nu_f,
-                                "neumann_terms": M,
-                                "excess_at_M_and_2M": decisive["excesses"],
-                                "worst_excess_by_sign": [side["worst"] for side in sides]})
+    return Measurement(
+        decisive["last"][0],
+        decisive["last"][1],
+        decisive["worst"] <= 0.0,
+        "<= at every ||y_hat - y*|| (at M or 2M), both signs of the direction",
+        series=tuple(decisive["series"]),
+        details={
+            "beta_over_alpha": beta / alpha,
+            "nu_f": nu_f,
+            "neumann_terms": M,
+            "excess_at_M_and_2M": decisive["excesses"],
+            "worst_excess_by_sign": [side["worst"] for side in sides],
+        },
+    )
 
 
-def _thm2_side(make: Callable[..., Any], problem: Any, x: torch.Tensor, blocks: dict[str, Any],
-               exact: torch.Tensor, direction: torch.Tensor, M: int, eta: float,
-               bound_terms: tuple[float, float, float], tolerance: float) -> dict[str, Any]:
+def _thm2_side(
+    make: Callable[..., Any],
+    problem: Any,
+    x: torch.Tensor,
+    blocks: dict[str, Any],
+    exact: torch.Tensor,
+    direction: torch.Tensor,
+    M: int,
+    eta: float,
+    bound_terms: tuple[float, float, float],
+    tolerance: float,
+) -> dict[str, Any]:
     """The distances ``t`` in (1e-3, 1e-2, 1e-1, 1) along one signed direction: the worst
     excess over the bound (at M or 2M, the smaller), the series, and the last (error, bound).
     ``bound_terms``: (the distance's coefficient nu_f * c, the M-term's (beta / alpha) *
@@ -131,25 +159,27 @@ def _thm2_side(make: Callable[..., Any], problem: Any, x: torch.Tensor, blocks: 
         est = make(neumann_terms=2 * M, neumann_step_size=eta, inner_steps=0)
         run = stacked_error(run_hgp(est, problem, x, state).trajectory[:, 0], exact)
         distance = float((y_hat - blocks["y"]).norm())
-        excess = [float(run[terms]) - (linear * distance + geometric * rho_bar**terms)
-                  for terms in (M, 2 * M)]
+        excess = [
+            float(run[terms]) - (linear * distance + geometric * rho_bar**terms)
+            for terms in (M, 2 * M)
+        ]
         worst = max(worst, min(excess) - tolerance)
         excesses.append(excess)
         error, bound = float(run[M]), linear * distance + geometric * rho_bar**M
-        series += [SeriesPoint("measured", "inner_error", distance, error),
-                   SeriesPoint("bound", "inner_error", distance, bound)]
+        series += [
+            SeriesPoint("measured", "inner_error", distance, error),
+            SeriesPoint("bound", "inner_error", distance, bound),
+        ]
         last = (error, bound)
     return {"worst": worst, "series": series, "last": last, "excesses": excesses}
 
 
-def check_theorem2_as_stated(claim: Claim, case: Case, make: Callable[..., Any]
-                             ) -> Measurement:
+def check_theorem2_as_stated(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Theorem 2 with its stated constant (see ``_theorem2``)."""
     return _theorem2(case, make, corrected=False)
 
 
-def check_theorem2_corrected(claim: Claim, case: Case, make: Callable[..., Any]
-                             ) -> Measurement:
+def check_theorem2_corrected(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Theorem 2 with the corrected constant (see ``_theorem2``)."""
     return _theorem2(case, make, corrected=True)
 
@@ -157,10 +187,13 @@ def check_theorem2_corrected(claim: Claim, case: Case, make: Callable[..., Any]
 def thm2_cases() -> st.SearchStrategy[Case]:
     """Theorem 2's cases: kappa in [1, 3], a cross term in [0.05, 1], an outer coupling in
     [0.5, 2], and a point."""
-    return st.builds(lambda problem, seed: Case(problem, {"point_seed": seed}),
-                     strategies.per_client_quadratic(kappa=(1.0, 3.0), cross_scale=(0.05, 1.0),
-                                                     outer_coupling=(0.5, 2.0)),
-                     strategies.SEEDS)
+    return st.builds(
+        lambda problem, seed: Case(problem, {"point_seed": seed}),
+        strategies.per_client_quadratic(
+            kappa=(1.0, 3.0), cross_scale=(0.05, 1.0), outer_coupling=(0.5, 2.0)
+        ),
+        strategies.SEEDS,
+    )
 
 
 STEP_SLIP_THM2 = Perturbation(
@@ -174,7 +207,8 @@ STEP_SLIP_THM2 = Perturbation(
 
 # Positive control of claim hgp.theorem2.as_stated
 theorem2_as_stated_control = known_case(
-    PerClientQuadratic.random(3, 2, 2, 2.0, 0, outer_coupling=0.0).spec(), {"point_seed": 0})
+    PerClientQuadratic.random(3, 2, 2, 2.0, 0, outer_coupling=0.0).spec(), {"point_seed": 0}
+)
 
 # --------------------------------------------------------------------------- the claims
 
@@ -185,8 +219,10 @@ AS_STATED = Claim(
     reference="HGP Thm 2 (App. D.3) as stated",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
-               "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"),
+    statement=(
+        "exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
+        "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"
+    ),
     estimators=("hgp-exact-averaging",),
     strategy=thm2_cases,
     check=check_theorem2_as_stated,
@@ -202,25 +238,41 @@ AS_STATED = Claim(
     # no y-dependence of grad_lambda f (P = 0, outer coupling 0): the dropped term (C) vanishes and
     # the stated bound holds (error 0.20 <= 1.21)
     positive_control=theorem2_as_stated_control,
-    notes=("The statement drops term (C) = grad_lambda f(y_hat) - grad_lambda f(y*), of size up "
-           "to nu_f ||y_hat - y*||; with small beta/alpha the stated bound is below it. The "
-           "saved case is inside every hypothesis, the unstated step condition included (eta "
-           "alpha = 1/3, eta L = 1 <= 2 - eta alpha), and the excess (0.384 at ||y_hat - y*|| = "
-           "1) is the same at M = 26 and 2M, so no exp(-O(M)) term absorbs it. The case saved "
-           "before the hypotheses (identical clients, kappa = 1: eta alpha = 1) was outside the "
-           "stated 0 < alpha < 1/eta and is now rejected."),
+    notes=(
+        "The statement drops term (C) = grad_lambda f(y_hat) - grad_lambda f(y*), of size up "
+        "to nu_f ||y_hat - y*||; with small beta/alpha the stated bound is below it. The "
+        "saved case is inside every hypothesis, the unstated step condition included (eta "
+        "alpha = 1/3, eta L = 1 <= 2 - eta alpha), and the excess (0.384 at ||y_hat - y*|| = "
+        "1) is the same at M = 26 and 2M, so no exp(-O(M)) term absorbs it. The case saved "
+        "before the hypotheses (identical clients, kappa = 1: eta alpha = 1) was outside the "
+        "stated 0 < alpha < 1/eta and is now rejected."
+    ),
     # Saved counterexample (found by hypothesis under the hypotheses; the one saved before them had
     # kappa = 1 with identical clients, eta alpha = 1: outside 0 < alpha < 1/eta): Hessians 1 +-
     # 0.5 (alpha = 0.5, L = 1.5, eta alpha = 1/3), beta/alpha = 0.5, nu_f = 1: at ||y_hat - y*|| =
     # 1 the error is 0.884 against 0.5, the same excess (0.384) at M = 26 and 2M.
     examples=(
         known_case(
-            {"family": "PerClientQuadratic.random", "n_clients": 2, "dim_hyper": 1, "dim_y": 1,
-             "condition_number": 1.0, "seed": 0, "hessian_heterogeneity": 0.5,
-             "cross_scale": 0.25, "outer_coupling": 1.0, "target_heterogeneity": 1.0,
-             "rho": 1.0, "mu": 1.0, "n_samples": 0, "hessian_noise": 0.0, "cross_noise": 0.0,
-             "gradient_noise": 0.0},
-            {"point_seed": 0}),
+            {
+                "family": "PerClientQuadratic.random",
+                "n_clients": 2,
+                "dim_hyper": 1,
+                "dim_y": 1,
+                "condition_number": 1.0,
+                "seed": 0,
+                "hessian_heterogeneity": 0.5,
+                "cross_scale": 0.25,
+                "outer_coupling": 1.0,
+                "target_heterogeneity": 1.0,
+                "rho": 1.0,
+                "mu": 1.0,
+                "n_samples": 0,
+                "hessian_noise": 0.0,
+                "cross_noise": 0.0,
+                "gradient_noise": 0.0,
+            },
+            {"point_seed": 0},
+        ),
     ),
 )
 
@@ -231,8 +283,10 @@ CORRECTED = Claim(
     reference="HGP Thm 2 (App. D.3) with its proof's term (C) restored",
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=("error <= ((2 nu_g/alpha)(1 + beta/alpha)(1 + c) ||d_x f|| + nu_f (1 + 2 "
-               "beta/alpha)) ||y_hat - y*|| + (beta/alpha) rho^M ||d_x f||  (nu_g = 0 here)"),
+    statement=(
+        "error <= ((2 nu_g/alpha)(1 + beta/alpha)(1 + c) ||d_x f|| + nu_f (1 + 2 "
+        "beta/alpha)) ||y_hat - y*|| + (beta/alpha) rho^M ||d_x f||  (nu_g = 0 here)"
+    ),
     estimators=("hgp-exact-averaging",),
     strategy=thm2_cases,
     check=check_theorem2_corrected,

@@ -36,15 +36,25 @@ class HornerNeumann(LinearSolver):
         return lam * v
 
 
-def make(inner_steps: int | None, inner_step_size: float | None, neumann_terms: int,
-         neumann_step_size: float | None, batch_size: int | None) -> ImplicitDifferentiation:
+def make(
+    inner_steps: int | None,
+    inner_step_size: float | None,
+    neumann_terms: int,
+    neumann_step_size: float | None,
+    batch_size: int | None,
+) -> ImplicitDifferentiation:
     """The estimator at the claims' parameters (``inner_steps=None``: the exact inner
     solution, as the Neumann claims use)."""
-    inner = (ExactInnerSolution() if inner_steps is None
-             else GradientDescent(inner_steps, inner_step_size))
-    return ImplicitDifferentiation(inner=inner,
-                                   linear_solver=HornerNeumann(neumann_terms, neumann_step_size),
-                                   batch_size=batch_size)
+    inner = (
+        ExactInnerSolution()
+        if inner_steps is None
+        else GradientDescent(inner_steps, inner_step_size)
+    )
+    return ImplicitDifferentiation(
+        inner=inner,
+        linear_solver=HornerNeumann(neumann_terms, neumann_step_size),
+        batch_size=batch_size,
+    )
 
 
 ENTRY = EstimatorInfo(
@@ -55,8 +65,17 @@ ENTRY = EstimatorInfo(
     supports=frozenset({"bilevel", "minimax", "compositional"}),
     make=make,
     # the parameters the Neumann claims set, with aid-neumann's defaults
-    defaults={"inner_steps": 100, "inner_step_size": None, "neumann_terms": 20,
-              "neumann_step_size": None, "batch_size": None},
-    enrolled_claims=("classical.neumann.error_identity", "classical.neumann.error_bound",
-                     "classical.neumann.decay_rate", "classical.gd.linear_rate"),
+    defaults={
+        "inner_steps": 100,
+        "inner_step_size": None,
+        "neumann_terms": 20,
+        "neumann_step_size": None,
+        "batch_size": None,
+    },
+    enrolled_claims=(
+        "classical.neumann.error_identity",
+        "classical.neumann.error_bound",
+        "classical.neumann.decay_rate",
+        "classical.gd.linear_rate",
+    ),
 )

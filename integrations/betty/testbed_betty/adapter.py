@@ -54,8 +54,11 @@ from testbed.library_adapter import (
 )
 
 # betty-ml 0.1.1 declares torch>=1.6.*, which pip >= 24.1 refuses
-require("betty", "betty", " with pip<24.1 (betty-ml 0.1.1's metadata says torch>=1.6.*, which "
-        "newer pip refuses)")
+require(
+    "betty",
+    "betty",
+    " with pip<24.1 (betty-ml 0.1.1's metadata says torch>=1.6.*, which newer pip refuses)",
+)
 from betty.configs import Config, EngineConfig  # noqa: E402  (after the install hint)
 from betty.engine import Engine  # noqa: E402
 from betty.logging import get_logger  # noqa: E402
@@ -120,8 +123,10 @@ class BettyHypergradient(LibraryEstimator):
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
         if self.inner_steps == 0:
-            raise ValueError("betty's lower problem takes at least one step: inner_steps must be "
-                             "None (y* and one step) or >= 1")
+            raise ValueError(
+                "betty's lower problem takes at least one step: inner_steps must be "
+                "None (y* and one step) or >= 1"
+            )
         for name in ("neumann_terms", "cg_iterations"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -131,34 +136,50 @@ class BettyHypergradient(LibraryEstimator):
         """The lower problem's betty ``Config`` (the method and its parameters)."""
         unroll = 1 if self.inner_steps is None else self.inner_steps
         if self.method == "neumann":
-            return Config(type="neumann", unroll_steps=unroll,
-                          neumann_iterations=self.neumann_terms - 1,
-                          neumann_alpha=default_inner_step(problem, self.neumann_step_size))
+            return Config(
+                type="neumann",
+                unroll_steps=unroll,
+                neumann_iterations=self.neumann_terms - 1,
+                neumann_alpha=default_inner_step(problem, self.neumann_step_size),
+            )
         if self.method == "cg":
-            return Config(type="cg", unroll_steps=unroll, cg_iterations=self.cg_iterations,
-                          cg_alpha=1.0)
+            return Config(
+                type="cg", unroll_steps=unroll, cg_iterations=self.cg_iterations, cg_alpha=1.0
+            )
         return Config(type="darts", unroll_steps=unroll, darts_alpha=self.darts_alpha)
 
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         get_logger().setLevel(logging.WARNING)
         config = self.lower_config(problem)
         upper_module, lower_module = _Vector(x), _Vector(y0)
-        upper = _Upper(name="upper", config=Config(first_order=True, retain_graph=True),
-                       module=upper_module,
-                       optimizer=torch.optim.SGD(upper_module.parameters(), lr=0.0),
-                       train_data_loader=_ONE_BATCH, device="cpu")
-        lower = _Lower(name="lower", config=config, module=lower_module,
-                       optimizer=torch.optim.SGD(
-                           lower_module.parameters(),
-                           lr=default_inner_step(problem, self.inner_step_size)),
-                       train_data_loader=_ONE_BATCH, device="cpu")
+        upper = _Upper(
+            name="upper",
+            config=Config(first_order=True, retain_graph=True),
+            module=upper_module,
+            optimizer=torch.optim.SGD(upper_module.parameters(), lr=0.0),
+            train_data_loader=_ONE_BATCH,
+            device="cpu",
+        )
+        lower = _Lower(
+            name="lower",
+            config=config,
+            module=lower_module,
+            optimizer=torch.optim.SGD(
+                lower_module.parameters(), lr=default_inner_step(problem, self.inner_step_size)
+            ),
+            train_data_loader=_ONE_BATCH,
+            device="cpu",
+        )
         upper.objectives = lower.objectives = objectives
-        engine = Engine(config=EngineConfig(train_iters=config.unroll_steps,
-                                            valid_step=config.unroll_steps + 1),
-                        problems=[upper, lower],
-                        dependencies={"u2l": {upper: [lower]}, "l2u": {lower: [upper]}})
+        engine = Engine(
+            config=EngineConfig(
+                train_iters=config.unroll_steps, valid_step=config.unroll_steps + 1
+            ),
+            problems=[upper, lower],
+            dependencies={"u2l": {upper: [lower]}, "l2u": {lower: [upper]}},
+        )
         engine.run()
         if upper.recorded is None:
             raise RuntimeError("betty's engine did not reach the upper problem's step")

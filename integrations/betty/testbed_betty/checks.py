@@ -44,8 +44,9 @@ def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y0
 
 
-def _prediction(problem: Any, x: torch.Tensor, y0: torch.Tensor, beta: float, steps: int
-                ) -> tuple[torch.Tensor, float, float, torch.Tensor]:
+def _prediction(
+    problem: Any, x: torch.Tensor, y0: torch.Tensor, beta: float, steps: int
+) -> tuple[torch.Tensor, float, float, torch.Tensor]:
     """The identity's value at ``y_T``, its scale, the round-off of betty's quotient, ``y_T``."""
     y_star = problem.exact_inner_solution(x)
     at_star = dense_derivatives(problem, x, y_star)
@@ -60,8 +61,9 @@ def _prediction(problem: Any, x: torch.Tensor, y0: torch.Tensor, beta: float, st
     return predicted, scale, J_norm, y_T
 
 
-def check_darts_one_term_identity(claim: Claim, case: Case, make: Callable[..., Any]
-                                  ) -> Measurement:
+def check_darts_one_term_identity(
+    claim: Claim, case: Case, make: Callable[..., Any]
+) -> Measurement:
     """betty's darts hypergradient after T lower steps equals the one-term identity above."""
     problem = case.problem
     seed = int(case.params["point_seed"])
@@ -74,8 +76,9 @@ def check_darts_one_term_identity(claim: Claim, case: Case, make: Callable[..., 
         if other is not None and float((other - predicted).norm()) < UNRESOLVED_TERM * scale:
             # Why: with beta H = I (kappa = 1) one step reaches y* and every T gives the same
             # value: a lower loop one step off would pass. Such a case cannot test T.
-            raise NotMeasurable(f"the identity gives the same value at T = {neighbour} as at "
-                                f"T = {steps}")
+            raise NotMeasurable(
+                f"the identity gives the same value at T = {neighbour} as at T = {steps}"
+            )
     estimator = make(inner_steps=steps, inner_step_size=beta)
     out = estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(0))
     at_T = dense_derivatives(problem, x, y_T)
@@ -83,11 +86,24 @@ def check_darts_one_term_identity(claim: Claim, case: Case, make: Callable[..., 
     radius = float(getattr(estimator, "darts_alpha", 0.01))
     # the central difference of an affine function is exact; what is left is the rounding of
     # the two gradients (magnitude <= |grad_x g| + ||J|| R) divided by 2 epsilon = 2 R / ||v||
-    roundoff = (ROUNDOFF_TERMS * float(np.finfo(np.float64).eps)
-                * (g_x_norm + J_norm * radius) * gy_norm / radius)
+    roundoff = (
+        ROUNDOFF_TERMS
+        * float(np.finfo(np.float64).eps)
+        * (g_x_norm + J_norm * radius)
+        * gy_norm
+        / radius
+    )
     tol = IDENTITY_RTOL + roundoff / scale
     relative = float((out.value - predicted).norm()) / scale
     shift = float((out.state.y - y_T).norm())
-    return Measurement(relative, tol, relative <= tol, "relative residual <=",
-                       details={"inner_steps": steps, "darts_alpha": radius,
-                                "lower_parameters_left_moved_by": shift})
+    return Measurement(
+        relative,
+        tol,
+        relative <= tol,
+        "relative residual <=",
+        details={
+            "inner_steps": steps,
+            "darts_alpha": radius,
+            "lower_parameters_left_moved_by": shift,
+        },
+    )

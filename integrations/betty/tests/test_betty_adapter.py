@@ -28,17 +28,22 @@ CG_FINDING = HERE / "findings" / "classical.cg.exact_after_dim_y@betty-cg.json"
 
 
 def test_every_verdict_is_the_one_recorded_for_the_installed_betty(tmp_path):
-    reference, changes = verdict_changes(HERE / "expected_verdicts.toml", version("betty-ml"),
-                                         tmp_path)
+    reference, changes = verdict_changes(
+        HERE / "expected_verdicts.toml", version("betty-ml"), tmp_path
+    )
     assert not changes, "\n".join(changes)
 
 
-@pytest.mark.parametrize("claim_id, bug", [
-    ("betty.darts.one_term_identity", bugs.DARTS_ONE_LOWER_STEP_SHORT),
-    ("betty.darts.one_term_identity", bugs.LOWER_STEP_DOUBLED),
-    ("classical.neumann.error_identity", bugs.NEUMANN_ALPHA_DOUBLED),
-    ("classical.neumann.error_identity", bugs.NEUMANN_ONE_TERM_SHORT),
-], ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    "claim_id, bug",
+    [
+        ("betty.darts.one_term_identity", bugs.DARTS_ONE_LOWER_STEP_SHORT),
+        ("betty.darts.one_term_identity", bugs.LOWER_STEP_DOUBLED),
+        ("classical.neumann.error_identity", bugs.NEUMANN_ALPHA_DOUBLED),
+        ("classical.neumann.error_identity", bugs.NEUMANN_ONE_TERM_SHORT),
+    ],
+    ids=lambda v: getattr(v, "name", v),
+)
 def test_a_one_line_bug_in_the_adapters_call_is_caught(claim_id, bug):
     result = run_claim(get_claim(claim_id), get_profile("fast"), make=bug.build)
     assert result.verdict == "fails as stated", (bug.name, result.verdict)
@@ -60,13 +65,19 @@ def test_the_cg_finding_holds_on_fresh_seeds():
     outcomes = fresh_seed_outcomes("classical.cg.exact_after_dim_y", "betty-cg", (101, 102, 103))
     failed = [o for o in outcomes if o["outcome"] == "fails"]
     assert {o["seed"] for o in failed} == {101, 102, 103}, outcomes
-    assert all(o["measured"] > 1e3 * o["bound"] or math.isinf(o["measured"]) for o in failed), \
+    assert all(o["measured"] > 1e3 * o["bound"] or math.isinf(o["measured"]) for o in failed), (
         failed
+    )
 
 
 def test_the_reproduction_in_plain_betty_confirms_it_by_an_independent_computation():
-    done = subprocess.run([sys.executable, str(HERE / "repro_cg.py")], capture_output=True,
-                          text=True, timeout=600, check=True)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "repro_cg.py")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     lines = done.stdout.splitlines()
     rows = [line.split() for line in lines[1:11]]
     for _, cg5, cg50, neumann in rows:
@@ -89,12 +100,13 @@ def test_darts_is_betty_neumann_with_one_term_and_step_one():
 
 
 def test_a_missing_betty_gives_one_line_saying_how_to_install_it(tmp_path):
-    code = ("import sys; sys.modules['betty'] = None\n"
-            "from testbed_app.cli import main\n"
-            "sys.exit(main(['verify', 'betty-cg', '--quiet', '--no-report', '--results',"
-            f" {str(tmp_path)!r}]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import sys; sys.modules['betty'] = None\n"
+        "from testbed_app.cli import main\n"
+        "sys.exit(main(['verify', 'betty-cg', '--quiet', '--no-report', '--results',"
+        f" {str(tmp_path)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'hypergradient-testbed[betty]'" in lines[0]

@@ -74,12 +74,27 @@ class ProblemNet(nn.Module):
         return torch.cat([self.w.expand(n, -1), ids.reshape(n, 1).to(self.w.dtype)], dim=1)
 
 
-def authors_arguments(alpha: float, beta: float, local_steps: int, rho: float,
-                      n_clients: int) -> argparse.Namespace:
+def authors_arguments(
+    alpha: float, beta: float, local_steps: int, rho: float, n_clients: int
+) -> argparse.Namespace:
     """Their ``args_parser()`` with the adapter's settings on its command line."""
-    argv = ["main_imbalance_blo.py", "--gpu", "-1", "--local_bs", "1", "--alpha",
-            repr(float(alpha)), "--beta", repr(float(beta)), "--inner_ep", str(local_steps),
-            "--momentum_rho", repr(float(rho)), "--num_users", str(n_clients)]
+    argv = [
+        "main_imbalance_blo.py",
+        "--gpu",
+        "-1",
+        "--local_bs",
+        "1",
+        "--alpha",
+        repr(float(alpha)),
+        "--beta",
+        repr(float(beta)),
+        "--inner_ep",
+        str(local_steps),
+        "--momentum_rho",
+        repr(float(rho)),
+        "--num_users",
+        str(n_clients),
+    ]
     saved = sys.argv
     sys.argv = argv
     try:
@@ -109,20 +124,32 @@ class AuthorsFedMSA(LibraryEstimator):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.inner_steps not in (None, 0):
-            raise ValueError("the authors' inner training is not run by this adapter: "
-                             "inner_steps must be 0 (the state's y) or None (y*(x))")
-        if isinstance(self.local_steps, bool) or not isinstance(self.local_steps, int) \
-                or self.local_steps < 1:
+            raise ValueError(
+                "the authors' inner training is not run by this adapter: "
+                "inner_steps must be 0 (the state's y) or None (y*(x))"
+            )
+        if (
+            isinstance(self.local_steps, bool)
+            or not isinstance(self.local_steps, int)
+            or self.local_steps < 1
+        ):
             raise ValueError(f"local_steps must be an int >= 1, got {self.local_steps!r}")
 
     # ------------------------------------------------------------------ their objects
     def arguments(self, problem: Problem) -> argparse.Namespace:
-        return authors_arguments(self.outer_step_size, float(self.inner_step_size or 0.1),
-                                 self.local_steps, self.momentum, problem.n_clients)
+        return authors_arguments(
+            self.outer_step_size,
+            float(self.inner_step_size or 0.1),
+            self.local_steps,
+            self.momentum,
+            problem.n_clients,
+        )
 
-    def setting(self, problem: Problem, x: torch.Tensor, w: torch.Tensor
-                ) -> tuple[argparse.Namespace, nn.Module, list[Any], dict[int, list[int]],
-                           dict[str, nn.Parameter]]:
+    def setting(
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor
+    ) -> tuple[
+        argparse.Namespace, nn.Module, list[Any], dict[int, list[int]], dict[str, nn.Parameter]
+    ]:
         """Their ``args``, the network, the dataset, ``dict_users`` and ``hyper_param``."""
         ids = range(problem.n_clients)
         dataset = [(torch.tensor([float(i)]), torch.tensor(0)) for i in ids]
@@ -139,56 +166,73 @@ class AuthorsFedMSA(LibraryEstimator):
 
         def rows(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
             n = logits.shape[0]
-            return (client.hyper_param["x"].expand(n, -1), logits[:, :dy],
-                    logits[:, dy].round().long())
+            return (
+                client.hyper_param["x"].expand(n, -1),
+                logits[:, :dy],
+                logits[:, dy].round().long(),
+            )
 
         def inner_loss(logits: torch.Tensor, labels: Any) -> torch.Tensor:
             return problem.inner_loss(*rows(logits), None).mean()
 
-        def outer_loss(logits: torch.Tensor, labels: Any, hyper_param: Any = None
-                       ) -> torch.Tensor:
+        def outer_loss(logits: torch.Tensor, labels: Any, hyper_param: Any = None) -> torch.Tensor:
             return problem.outer_loss(*rows(logits), None).mean()
 
         client.loss_func, client.val_loss = inner_loss, outer_loss
         return client
 
-    def clients(self, problem: Problem, x: torch.Tensor, w: torch.Tensor,
-                ids: list[int] | None = None) -> tuple[list[Any], argparse.Namespace]:
+    def clients(
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, ids: list[int] | None = None
+    ) -> tuple[list[Any], argparse.Namespace]:
         """Their ``BLOClient`` per client id (all by default), built as ``fed_locals`` builds
         them (a deep copy of the network each)."""
         args, net, dataset, dict_users, hyper_param = self.setting(problem, x, w)
         chosen = list(range(problem.n_clients)) if ids is None else ids
         with their_prints_silenced():
-            clients = [self.with_losses(problem, CODE.BLOClient(
-                args, i, copy.deepcopy(net), dataset, dict_users, hyper_param))
-                for i in chosen]
+            clients = [
+                self.with_losses(
+                    problem,
+                    CODE.BLOClient(args, i, copy.deepcopy(net), dataset, dict_users, hyper_param),
+                )
+                for i in chosen
+            ]
         return clients, args
 
     # ------------------------------------------------------------------ their calls
-    def maps(self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def maps(
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every client's ``p_func(v)`` and ``s_func(v)`` at ``(x, w)``: ``(p (n, dx), s_w (n,
         dy), s_v (n, dy))``."""
         clients, _ = self.clients(problem, x, w)
         with their_prints_silenced():
             p = [client.p_func(v.clone()).detach() for client in clients]
             s = [[part.detach() for part in client.s_func(v.clone())] for client in clients]
-        return (torch.stack(p), torch.stack([pair[0] for pair in s]),
-                torch.stack([pair[1] for pair in s]))
+        return (
+            torch.stack(p),
+            torch.stack([pair[0] for pair in s]),
+            torch.stack([pair[1] for pair in s]),
+        )
 
-    def local_update(self, problem: Problem, x: torch.Tensor, w: torch.Tensor,
-                     v: torch.Tensor, h: torch.Tensor, q: list[torch.Tensor], client: int
-                     ) -> dict[str, torch.Tensor]:
+    def local_update(
+        self,
+        problem: Problem,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        v: torch.Tensor,
+        h: torch.Tensor,
+        q: list[torch.Tensor],
+        client: int,
+    ) -> dict[str, torch.Tensor]:
         """Their ``BLOClient.update_local(h, q, v)`` for ``client``: ``x_K``, ``w_K``, ``v_K``."""
         (one,), _ = self.clients(problem, x, w, [client])
         with their_prints_silenced():
-            x_K, (w_K, v_K) = one.update_local(h.clone(), [part.clone() for part in q],
-                                               v.clone())
+            x_K, (w_K, v_K) = one.update_local(h.clone(), [part.clone() for part in q], v.clone())
         return {"x": x_K.detach(), "w": w_K.detach(), "v": v_K.detach()}
 
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         """``mean_i p_func_i(v*)`` at ``(x, y0)``, ``v* = H_bar^{-1} grad_w f_bar`` (the v of the
         fixed point ``mean_i s_func_i = 0``)."""
         d = dense_derivatives(problem, x, y0)

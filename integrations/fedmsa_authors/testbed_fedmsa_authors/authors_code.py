@@ -26,10 +26,16 @@ from testbed.authors_code import (
     named_checkout,
 )
 
-FEDMSA = Codebase("ucr-optml/FedMSA", "FEDMSA_AUTHORS_REPO", ("core", "utils", "models"),
-                  unused_imports={"cv2": ("log",)})
-HOW = (f"set {FEDMSA.env} to a checkout of {FEDMSA.repository} (git clone "
-       "https://github.com/ucr-optml/FedMSA /path/FedMSA)")
+FEDMSA = Codebase(
+    "ucr-optml/FedMSA",
+    "FEDMSA_AUTHORS_REPO",
+    ("core", "utils", "models"),
+    unused_imports={"cv2": ("log",)},
+)
+HOW = (
+    f"set {FEDMSA.env} to a checkout of {FEDMSA.repository} (git clone "
+    "https://github.com/ucr-optml/FedMSA /path/FedMSA)"
+)
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
     "BLOClient": "core.BLOClient:BLOClient",

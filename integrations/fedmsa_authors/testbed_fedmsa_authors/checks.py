@@ -34,13 +34,16 @@ from theory_checks.tolerances import IDENTITY_RTOL
 def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Standard normal ``x``, ``w`` and ``v`` from ``seed``."""
     rng = np.random.default_rng(seed)
-    draw = [torch.as_tensor(rng.standard_normal(d), dtype=torch.float64)
-            for d in (problem.dim_x, problem.dim_y, problem.dim_y)]
+    draw = [
+        torch.as_tensor(rng.standard_normal(d), dtype=torch.float64)
+        for d in (problem.dim_x, problem.dim_y, problem.dim_y)
+    ]
     return draw[0], draw[1], draw[2]
 
 
-def client_maps(problem: Any, client: int, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def client_maps(
+    problem: Any, client: int, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(P^m, S^m_w, S^m_v, grad_x f^m)`` of eq. (10) for client ``client`` by
     ``torch.func`` (the direct term last, for the diagnosis of a failure)."""
     who = torch.tensor([client])
@@ -76,10 +79,18 @@ def check_maps(claim: Claim, case: Case, make: Callable[..., Any]) -> Measuremen
         # the diagnosis: p against P^m without its direct term grad_x f^m
         indirect_only = max(indirect_only, _relative(p[m], P - direct))
     worst = max(worst_p, worst_s)
-    return Measurement(worst, IDENTITY_RTOL, worst <= IDENTITY_RTOL, "relative residual <=",
-                       details={"p_residual": worst_p, "s_residual": worst_s,
-                                "p_residual_against_P_without_direct": indirect_only,
-                                "n_clients": problem.n_clients})
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={
+            "p_residual": worst_p,
+            "s_residual": worst_s,
+            "p_residual_against_P_without_direct": indirect_only,
+            "n_clients": problem.n_clients,
+        },
+    )
 
 
 def check_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -92,12 +103,15 @@ def check_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     exact = d.grad_x_f - d.J @ torch.linalg.solve(d.H, d.grad_y_f)
     scale = float(d.grad_x_f.norm() + (d.J @ torch.linalg.solve(d.H, d.grad_y_f)).norm()) + 1e-300
 
-    value = make(inner_steps=0).estimate(problem, x, InnerState(y),
-                                         np.random.default_rng(0)).value
+    value = make(inner_steps=0).estimate(problem, x, InnerState(y), np.random.default_rng(0)).value
     relative = float((value - exact).norm()) / scale
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
-                       "relative residual <=",
-                       details={"direct_over_scale": float(d.grad_x_f.norm()) / scale})
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"direct_over_scale": float(d.grad_x_f.norm()) / scale},
+    )
 
 
 def check_local_recursion(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -115,8 +129,10 @@ def check_local_recursion(claim: Claim, case: Case, make: Callable[..., Any]) ->
     estimator = make(outer_step_size=alpha, inner_step_size=beta, local_steps=K)
     maps = [client_maps(problem, c, x, w, v) for c in range(problem.n_clients)]
     h = torch.stack([entry[0] for entry in maps]).mean(0)
-    q = [torch.stack([entry[1] for entry in maps]).mean(0),
-         torch.stack([entry[2] for entry in maps]).mean(0)]
+    q = [
+        torch.stack([entry[1] for entry in maps]).mean(0),
+        torch.stack([entry[2] for entry in maps]).mean(0),
+    ]
     theirs = estimator.local_update(problem, x, w, v, h, q, m)
     xk, wk, vk = x, w, v
     last = client_maps(problem, m, xk, wk, vk)
@@ -126,8 +142,13 @@ def check_local_recursion(claim: Claim, case: Case, make: Callable[..., Any]) ->
         hk, qw, qv = (now[0] + hk - last[0], now[1] + qw - last[1], now[2] + qv - last[2])
         xk, wk, vk = xk - alpha * hk, wk - beta * qw, vk - beta * qv
         last = now
-    relative = max(_relative(theirs["x"], xk), _relative(theirs["w"], wk),
-                   _relative(theirs["v"], vk))
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
-                       "relative residual <=",
-                       details={"local_steps": K, "client": m, "alpha": alpha})
+    relative = max(
+        _relative(theirs["x"], xk), _relative(theirs["w"], wk), _relative(theirs["v"], vk)
+    )
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"local_steps": K, "client": m, "alpha": alpha},
+    )

@@ -12,8 +12,14 @@ from testbed_fedmsa_authors.authors_code import CODE, COMMIT
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
-        name="fedmsa-authors", cls=AuthorsFedMSA, paper="FedMSA (authors' code)",
-        reference=(f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): Client.p_func, "
-                   "Client.s_func, BLOClient.update_local"),
-        supports=ALL_KINDS, make=functools.partial(AuthorsFedMSA)),
+        name="fedmsa-authors",
+        cls=AuthorsFedMSA,
+        paper="FedMSA (authors' code)",
+        reference=(
+            f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): Client.p_func, "
+            "Client.s_func, BLOClient.update_local"
+        ),
+        supports=ALL_KINDS,
+        make=functools.partial(AuthorsFedMSA),
+    ),
 ]

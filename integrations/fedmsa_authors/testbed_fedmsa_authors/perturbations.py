@@ -19,20 +19,29 @@ class NegatedV(AuthorsFedMSA):
     """The adapter handing their code ``-v`` (eq. (1)'s sign convention for v where (10) has
     the other)."""
 
-    def maps(self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def maps(
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return super().maps(problem, x, w, -v)
 
-    def local_update(self, problem: Problem, x: torch.Tensor, w: torch.Tensor,
-                     v: torch.Tensor, h: torch.Tensor, q: list[torch.Tensor], client: int
-                     ) -> dict[str, torch.Tensor]:
+    def local_update(
+        self,
+        problem: Problem,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        v: torch.Tensor,
+        h: torch.Tensor,
+        q: list[torch.Tensor],
+        client: int,
+    ) -> dict[str, torch.Tensor]:
         return super().local_update(problem, x, w, -v, h, q, client)
 
 
 def _negated_v(**kw: Any) -> NegatedV:
     estimator = get_estimator("fedmsa-authors").build(**kw)
-    return NegatedV(**{field.name: getattr(estimator, field.name)
-                       for field in dataclasses.fields(estimator)})
+    return NegatedV(
+        **{field.name: getattr(estimator, field.name) for field in dataclasses.fields(estimator)}
+    )
 
 
 def _alpha_doubled(**kw: Any) -> AuthorsFedMSA:
@@ -41,8 +50,13 @@ def _alpha_doubled(**kw: Any) -> AuthorsFedMSA:
 
 
 V_NEGATED = Perturbation(
-    "v negated", "the adapter hands their p_func, s_func and update_local -v (the other sign "
-    "convention of the adjoint)", _negated_v)
+    "v negated",
+    "the adapter hands their p_func, s_func and update_local -v (the other sign "
+    "convention of the adjoint)",
+    _negated_v,
+)
 ALPHA_DOUBLED = Perturbation(
-    "alpha doubled", "--alpha 2 alpha: the step on x handed to their update_local doubled",
-    _alpha_doubled)
+    "alpha doubled",
+    "--alpha 2 alpha: the step on x handed to their update_local doubled",
+    _alpha_doubled,
+)

@@ -20,8 +20,11 @@ HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
 AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 FINDINGS = HERE / "findings"
-CLAIMS = ("fedmsa_authors.blo.fixed_point_is_hypergradient", "fedmsa_authors.blo.maps_identity",
-          "fedmsa_authors.local.recursion_identity")
+CLAIMS = (
+    "fedmsa_authors.blo.fixed_point_is_hypergradient",
+    "fedmsa_authors.blo.maps_identity",
+    "fedmsa_authors.local.recursion_identity",
+)
 
 CLIENT = '''
 import copy
@@ -64,11 +67,12 @@ class Client:
         jv = torch.cat([j.reshape(-1) for j in grad(g, self.x(), grad_outputs=v)])
         {P_FUNC}
 '''
-FAITHFUL_P = ("direct = self.d_out(self.x())\n"
-              "        return (direct.reshape(jv.shape) - jv).detach()")
+FAITHFUL_P = (
+    "direct = self.d_out(self.x())\n        return (direct.reshape(jv.shape) - jv).detach()"
+)
 # as their core/Client.py computes it (the direct term lost in a bare except)
 AS_FOUND_P = "return (-jv).detach()"
-BLO_CLIENT = '''
+BLO_CLIENT = """
 import torch
 from core.Client import Client
 
@@ -91,8 +95,8 @@ class BLOClient(Client):
         x = torch.cat([p.reshape(-1) for p in self.x()]).detach()
         w = torch.cat([p.reshape(-1) for p in self.net.parameters()]).detach()
         return x, (w, v)
-'''
-OPTIONS = '''
+"""
+OPTIONS = """
 import argparse
 import torch
 
@@ -106,13 +110,17 @@ def args_parser():
     args = parser.parse_args()
     args.device = torch.device("cpu")
     return args
-'''
+"""
 
 
 def stand_in(folder: Path, faithful: bool) -> Path:
-    files = {"core/__init__.py": "", "utils/__init__.py": "", "utils/options.py": OPTIONS,
-             "core/Client.py": CLIENT.replace("{P_FUNC}", FAITHFUL_P if faithful else AS_FOUND_P),
-             "core/BLOClient.py": BLO_CLIENT}
+    files = {
+        "core/__init__.py": "",
+        "utils/__init__.py": "",
+        "utils/options.py": OPTIONS,
+        "core/Client.py": CLIENT.replace("{P_FUNC}", FAITHFUL_P if faithful else AS_FOUND_P),
+        "core/BLOClient.py": BLO_CLIENT,
+    }
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
@@ -125,8 +133,14 @@ def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
     if repo is not None:
         env["FEDMSA_AUTHORS_REPO"] = str(repo)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=900, env=env, cwd=repo.parent if repo else None)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=repo.parent if repo else None,
+    )
 
 
 def last_json(done: subprocess.CompletedProcess[str]) -> object:
@@ -134,13 +148,13 @@ def last_json(done: subprocess.CompletedProcess[str]) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-VERDICTS = '''
+VERDICTS = """
 import json, sys, torch
 torch.set_default_dtype(torch.float64)
 from pathlib import Path
 from testbed_app.library_verdicts import run_verdicts
 print(json.dumps(run_verdicts(["fedmsa-authors"], Path(sys.argv[-1]))["fedmsa-authors"]))
-'''
+"""
 
 
 def verdicts_with(repo: Path, results: Path) -> dict[str, str]:
@@ -157,7 +171,7 @@ def test_a_stand_in_dropping_the_direct_term_fails_every_claim(tmp_path):
     assert verdicts_with(repo, tmp_path / "out") == dict.fromkeys(CLAIMS, "fails as stated")
 
 
-REPLAY = '''
+REPLAY = """
 import json, torch
 torch.set_default_dtype(torch.float64)
 from pathlib import Path
@@ -173,11 +187,11 @@ for claim_id in CLAIMS:
     out[claim_id] = [again.outcome, again.measurement.measured, saved["measured"],
                      sum(o["outcome"] == "fails" for o in fresh), len(fresh)]
 print(json.dumps(out))
-'''
+"""
 
 
 def replay(repo: Path) -> dict[str, list[object]]:
-    code = (REPLAY.replace("CLAIMS", repr(CLAIMS)).replace("FINDINGS", repr(str(FINDINGS))))
+    code = REPLAY.replace("CLAIMS", repr(CLAIMS)).replace("FINDINGS", repr(str(FINDINGS)))
     return last_json(run(code, repo))
 
 
@@ -197,7 +211,7 @@ def test_the_findings_replay_on_the_stand_in_that_drops_the_direct_term(tmp_path
     check_replayed(replay(stand_in(tmp_path / "as_found", faithful=False)))
 
 
-PLANTED = '''
+PLANTED = """
 import json, torch
 torch.set_default_dtype(torch.float64)
 from testbed_fedmsa_authors import perturbations
@@ -208,7 +222,7 @@ fast = get_profile("fast")
 print(json.dumps({c: run_claim(get_claim(c), fast, make=p.build).verdict for c, p in [
     ("fedmsa_authors.blo.maps_identity", perturbations.V_NEGATED),
     ("fedmsa_authors.local.recursion_identity", perturbations.ALPHA_DOUBLED)]}))
-'''
+"""
 
 
 def test_a_planted_bug_in_the_adapters_call_is_caught(tmp_path):
@@ -217,30 +231,35 @@ def test_a_planted_bug_in_the_adapters_call_is_caught(tmp_path):
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = ("import sys\nfrom testbed_app.cli import main\n"
-            "sys.exit(main(['verify', 'fedmsa-authors', '--quiet', '--no-report', "
-            f"'--results', {str(tmp_path)!r}]))")
+    code = (
+        "import sys\nfrom testbed_app.cli import main\n"
+        "sys.exit(main(['verify', 'fedmsa-authors', '--quiet', '--no-report', "
+        f"'--results', {str(tmp_path)!r}]))"
+    )
     done = run(code, None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "FEDMSA_AUTHORS_REPO" in lines[0], lines
 
 
-CHECKOUT = pytest.mark.skipif(not os.environ.get("FEDMSA_AUTHORS_REPO"),
-                              reason="no checkout of ucr-optml/FedMSA named "
-                                     "(FEDMSA_AUTHORS_REPO)")
+CHECKOUT = pytest.mark.skipif(
+    not os.environ.get("FEDMSA_AUTHORS_REPO"),
+    reason="no checkout of ucr-optml/FedMSA named (FEDMSA_AUTHORS_REPO)",
+)
 
 
 @CHECKOUT
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDMSA_AUTHORS_REPO"])
-    code = ("import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
-            "from pathlib import Path\n"
-            "from testbed_app.library_verdicts import verdict_changes\n"
-            "from testbed_fedmsa_authors.authors_code import COMMIT\n"
-            f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
-            f"Path({str(tmp_path)!r}))\n"
-            "print('\\n'.join(changes)); sys.exit(1 if changes else 0)")
+    code = (
+        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "from pathlib import Path\n"
+        "from testbed_app.library_verdicts import verdict_changes\n"
+        "from testbed_fedmsa_authors.authors_code import COMMIT\n"
+        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
+        f"Path({str(tmp_path)!r}))\n"
+        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
+    )
     done = run(code, repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
 
@@ -252,9 +271,12 @@ def test_the_findings_replay_on_the_authors_checkout():
 
 @CHECKOUT
 def test_the_plain_reproduction_shows_the_dropped_direct_term_on_the_authors_checkout():
-    done = subprocess.run([sys.executable, str(HERE / "repro_p_func.py"),
-                           os.environ["FEDMSA_AUTHORS_REPO"]], capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "repro_p_func.py"), os.environ["FEDMSA_AUTHORS_REPO"]],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert len(lines) == 10, lines

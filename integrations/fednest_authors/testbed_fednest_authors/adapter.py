@@ -65,22 +65,41 @@ class ProblemNet(torch.nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         n = ids.shape[0]
-        return torch.cat([self.body.expand(n, -1), self.header.expand(n, -1),
-                          ids.reshape(n, 1).to(self.body.dtype)], dim=1)
+        return torch.cat(
+            [
+                self.body.expand(n, -1),
+                self.header.expand(n, -1),
+                ids.reshape(n, 1).to(self.body.dtype),
+            ],
+            dim=1,
+        )
 
 
-def split_rows(problem: Problem, rows: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def split_rows(
+    problem: Problem, rows: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x rows, y rows, client ids)`` of the network's output."""
     dx, dy = problem.dim_x, problem.dim_y
-    return rows[:, :dx], rows[:, dx:dx + dy], rows[:, dx + dy].round().long()
+    return rows[:, :dx], rows[:, dx : dx + dy], rows[:, dx + dy].round().long()
 
 
 def authors_arguments(neumann: int, hlr: float, outer_tau: int) -> argparse.Namespace:
     """Their ``args_parser()`` with the adapter's settings on its command line."""
-    argv = ["main_hr.py", "--gpu", "-1", "--local_bs", "1", "--hvp_method", "global_batch",
-            "--neumann", str(neumann), "--hlr", repr(float(hlr)), "--outer_tau",
-            str(outer_tau)]
+    argv = [
+        "main_hr.py",
+        "--gpu",
+        "-1",
+        "--local_bs",
+        "1",
+        "--hvp_method",
+        "global_batch",
+        "--neumann",
+        str(neumann),
+        "--hlr",
+        repr(float(hlr)),
+        "--outer_tau",
+        str(outer_tau),
+    ]
     saved = sys.argv
     sys.argv = argv
     try:
@@ -116,15 +135,18 @@ class AuthorsFedNest(LibraryEstimator):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.inner_steps not in (None, 0):
-            raise ValueError("the authors' FedInn is not run by this adapter: inner_steps must "
-                             "be 0 (the state's y) or None (y*(x))")
+            raise ValueError(
+                "the authors' FedInn is not run by this adapter: inner_steps must "
+                "be 0 (the state's y) or None (y*(x))"
+            )
         for name in ("neumann_terms", "outer_local_steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
-    def clients(self, problem: Problem, x: torch.Tensor, y: torch.Tensor
-                ) -> tuple[Any, list[Any], argparse.Namespace, GlobalObjectives]:
+    def clients(
+        self, problem: Problem, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[Any, list[Any], argparse.Namespace, GlobalObjectives]:
         """Their ``ClientManageHR`` and one of their ``Client`` per testbed client, full
         participation, with the problem's losses in the two loss attributes."""
         hlr = default_hlr(problem, self.neumann_step_size)
@@ -149,8 +171,7 @@ class AuthorsFedNest(LibraryEstimator):
             return problem.outer_loss(xs, ys, who, None).mean()
 
         with their_prints_silenced():
-            manager = CODE.ClientManageHR(args, net, list(ids), dataset, dict_users,
-                                          hyper_param)
+            manager = CODE.ClientManageHR(args, net, list(ids), dataset, dict_users, hyper_param)
             clients = []
             for i in ids:
                 client = CODE.Client(args, i, net, dataset, dict_users, hyper_param)
@@ -158,9 +179,9 @@ class AuthorsFedNest(LibraryEstimator):
                 clients.append(client)
         return manager, clients, args, objectives
 
-    def fedihgp_round(self, problem: Problem, x: torch.Tensor, y: torch.Tensor
-                      ) -> tuple[torch.Tensor, torch.Tensor, list[Any], Any,
-                                 argparse.Namespace, GlobalObjectives]:
+    def fedihgp_round(
+        self, problem: Problem, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, list[Any], Any, argparse.Namespace, GlobalObjectives]:
         """``fed_out`` lines 153-160: their FedIHGP, then their hypergradient round."""
         manager, clients, args, objectives = self.clients(problem, x, y)
         with their_prints_silenced():
@@ -168,15 +189,16 @@ class AuthorsFedNest(LibraryEstimator):
             hg = CODE.FedAvgP([client.hyper_grad(p.clone()) for client in clients], args)
         return hg.detach(), p.detach(), clients, manager, args, objectives
 
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         hg, p, *_, theirs = self.fedihgp_round(problem, x, y0)
         objectives.evaluations.update(theirs.evaluations)
         return hg, y0, {"p": p, "hlr": default_hlr(problem, self.neumann_step_size)}
 
-    def fed_out(self, problem: Problem, x: torch.Tensor, y: torch.Tensor
-                ) -> dict[str, torch.Tensor]:
+    def fed_out(
+        self, problem: Problem, x: torch.Tensor, y: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """``fed_out`` lines 153-171 on these clients: ``p``, ``hg_glob``, and ``x^+ = x -
         FedAvgP(displacements)`` after ``outer_tau`` SVRG steps per client."""
         hg, p, clients, _, args, _ = self.fedihgp_round(problem, x, y)

@@ -18,8 +18,10 @@ from testbed.authors_code import (
     named_checkout,
 )
 
-HOW = (f"set {AUTHORS_ENV} to a checkout of ucr-optml/FedNest (git clone "
-       "https://github.com/ucr-optml/FedNest /path/FedNest)")
+HOW = (
+    f"set {AUTHORS_ENV} to a checkout of ucr-optml/FedNest (git clone "
+    "https://github.com/ucr-optml/FedNest /path/FedNest)"
+)
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
     "ClientManageHR": "core.ClientManage_hr:ClientManageHR",

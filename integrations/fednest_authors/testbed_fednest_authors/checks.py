@@ -40,8 +40,9 @@ def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def _hypergradient(make: Callable[..., Any], problem: Any, x: torch.Tensor, y: torch.Tensor,
-                   terms: int, eta: float) -> torch.Tensor:
+def _hypergradient(
+    make: Callable[..., Any], problem: Any, x: torch.Tensor, y: torch.Tensor, terms: int, eta: float
+) -> torch.Tensor:
     estimator = make(inner_steps=0, neumann_terms=terms, neumann_step_size=eta)
     return estimator.estimate(problem, x, InnerState(y), np.random.default_rng(0)).value
 
@@ -52,8 +53,7 @@ def _scale(d: Any) -> float:
     return float(d.grad_x_f.norm() + indirect) + 1e-300
 
 
-def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., Any]
-                                 ) -> Measurement:
+def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """``h = grad_x f - eta J_bar sum_{k<=N} (I - eta H_bar)^k grad_y f`` at a seeded (x, y)."""
     problem = case.problem
     terms = int(case.params["neumann_terms"])
@@ -71,17 +71,24 @@ def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., A
         raise NotMeasurable(f"the k = N term is {last / scale:.2g} of the scale")
     value = _hypergradient(make, problem, x, y, terms, eta)
     relative = float((value - predicted).norm()) / scale
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
-                       "relative residual <=",
-                       details={"neumann_terms": terms, "hlr": eta,
-                                "n_clients": problem.n_clients})
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"neumann_terms": terms, "hlr": eta, "n_clients": problem.n_clients},
+    )
 
 
 def averaged_bias_bound(constants: ProblemConstants, params: dict[str, float]) -> float:
     """``||J_bar|| ||grad_y f|| (1/mu_g) ((kappa_g - 1)/kappa_g)^N`` (corrected (15))."""
     kappa = params["l_g1"] / params["mu_g"]
-    return (params["cross_norm"] * params["grad_y_norm"]
-            * ((kappa - 1.0) / kappa) ** params["neumann_terms"] / params["mu_g"])
+    return (
+        params["cross_norm"]
+        * params["grad_y_norm"]
+        * ((kappa - 1.0) / kappa) ** params["neumann_terms"]
+        / params["mu_g"]
+    )
 
 
 def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -96,15 +103,25 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     d = dense_derivatives(problem, x, y)
     plug_in = d.grad_x_f - d.J @ torch.linalg.solve(d.H, d.grad_y_f)
     error = float((_hypergradient(make, problem, x, y, terms, eta) - plug_in).norm())
-    bound = claim.evaluate_bound(problem.constants(), {
-        **pc, "neumann_terms": terms, "cross_norm": float(torch.linalg.matrix_norm(d.J, ord=2)),
-        "grad_y_norm": float(d.grad_y_f.norm())})
+    bound = claim.evaluate_bound(
+        problem.constants(),
+        {
+            **pc,
+            "neumann_terms": terms,
+            "cross_norm": float(torch.linalg.matrix_norm(d.J, ord=2)),
+            "grad_y_norm": float(d.grad_y_f.norm()),
+        },
+    )
     # Why the additive IDENTITY_RTOL * scale: once the bound is at round-off, the estimate's own
     # float64 error decides the comparison, not the estimator.
     passed = error <= bound + IDENTITY_RTOL * _scale(d)
-    return Measurement(error, bound, passed, "<=",
-                       details={"neumann_terms": terms, "kappa_g": pc["kappa_g"],
-                                "n_clients": problem.n_clients})
+    return Measurement(
+        error,
+        bound,
+        passed,
+        "<=",
+        details={"neumann_terms": terms, "kappa_g": pc["kappa_g"], "n_clients": problem.n_clients},
+    )
 
 
 def check_fedout_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -117,16 +134,23 @@ def check_fedout_identity(claim: Claim, case: Case, make: Callable[..., Any]) ->
     tau = 1 + seed % 5
     x, y = seeded_point(problem, seed)
     eta = 1.0 / neumann_scale(case)
-    estimator = make(inner_steps=0, neumann_terms=terms, neumann_step_size=eta,
-                     outer_local_steps=tau)
+    estimator = make(
+        inner_steps=0, neumann_terms=terms, neumann_step_size=eta, outer_local_steps=tau
+    )
     theirs = estimator.fed_out(problem, x, y)
     ctx = FederatedContext(problem, np.random.default_rng(0))
     # Alg. 2's h = mean_i (grad_x f_i - J_i p) with the authors' p scaled by hlr (their
     # hyper_grad multiplies J_i p by hlr)
     x_plus, h = fedout(ctx, x, y, eta * theirs["p"], eta, tau, scale_by_steps=False)
     scale = float(x.norm() + (x_plus - x).norm()) + 1e-300
-    relative = max(float((theirs["x_plus"] - x_plus).norm()) / scale,
-                   float((theirs["h"] - h).norm()) / (float(h.norm()) + 1e-300))
-    return Measurement(relative, IDENTITY_RTOL, relative <= IDENTITY_RTOL,
-                       "relative residual <=",
-                       details={"outer_tau": tau, "neumann_terms": terms, "hlr": eta})
+    relative = max(
+        float((theirs["x_plus"] - x_plus).norm()) / scale,
+        float((theirs["h"] - h).norm()) / (float(h.norm()) + 1e-300),
+    )
+    return Measurement(
+        relative,
+        IDENTITY_RTOL,
+        relative <= IDENTITY_RTOL,
+        "relative residual <=",
+        details={"outer_tau": tau, "neumann_terms": terms, "hlr": eta},
+    )

@@ -12,9 +12,15 @@ from testbed_fednest_authors.authors_code import CODE, authors_commit
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
-        name="fednest-authors", cls=AuthorsFedNest, paper="FedNest (authors' code)",
-        reference=(f"ucr-optml/FedNest at {authors_commit(CODE.repo)[:12]} ({CODE.repo}): "
-                   "ClientManageHR.fedIHGP (global_batch), Client.hyper_grad, "
-                   "Client.hyper_svrg_update"),
-        supports=ALL_KINDS, make=functools.partial(AuthorsFedNest)),
+        name="fednest-authors",
+        cls=AuthorsFedNest,
+        paper="FedNest (authors' code)",
+        reference=(
+            f"ucr-optml/FedNest at {authors_commit(CODE.repo)[:12]} ({CODE.repo}): "
+            "ClientManageHR.fedIHGP (global_batch), Client.hyper_grad, "
+            "Client.hyper_svrg_update"
+        ),
+        supports=ALL_KINDS,
+        make=functools.partial(AuthorsFedNest),
+    ),
 ]

@@ -86,13 +86,13 @@ class Client:
 ALG3_HVP = "return p - lr * self.hessian_product(p)"
 # as we read their Client_hr.hvp_iter (core/Client_hr.py of ucr-optml/FedNest): a running local
 # power added to the given p
-AS_READ_HVP = textwrap.dedent('''\
+AS_READ_HVP = textwrap.dedent("""\
     if self.hyper_iter == 0:
                 self.counter = p.clone()
             self.counter = self.counter - lr * self.hessian_product(self.counter)
             self.hyper_iter += 1
-            return p + self.counter''')
-MANAGER_ALG3 = '''
+            return p + self.counter""")
+MANAGER_ALG3 = """
 from utils.Fed import FedAvgP
 
 
@@ -107,8 +107,8 @@ class ClientManageHR:
             p = FedAvgP([c.hvp_iter(p, self.args.hlr) for c in client_locals], self.args)
             total = total + p
         return total
-'''
-MANAGER_AS_READ = '''
+"""
+MANAGER_AS_READ = """
 from utils.Fed import FedAvgP
 
 
@@ -124,31 +124,34 @@ class ClientManageHR:
                 p_locals.append(c.hvp_iter(p, self.args.hlr))
             p = FedAvgP(p_locals, self.args)
         return p
-'''
+"""
 COMMON = {
     "core/__init__.py": "",
     "utils/__init__.py": "",
-    "utils/Fed.py": ("import torch\n"
-                     "def FedAvgP(w, args):\n"
-                     "    return (sum(w) / len(w)).detach()\n"),
-    "utils/options.py": ("import argparse\nimport torch\n"
-                         "def args_parser():\n"
-                         "    parser = argparse.ArgumentParser()\n"
-                         "    for name, kind, default in [('gpu', int, 0), ('local_bs', int, 10),\n"
-                         "            ('hvp_method', str, 'global_batch'), ('neumann', int, 5),\n"
-                         "            ('hlr', float, 0.01), ('outer_tau', int, 5)]:\n"
-                         "        parser.add_argument('--' + name, type=kind, default=default)\n"
-                         "    args = parser.parse_args()\n"
-                         "    args.device = torch.device('cpu')\n"
-                         "    return args\n"),
+    "utils/Fed.py": (
+        "import torch\ndef FedAvgP(w, args):\n    return (sum(w) / len(w)).detach()\n"
+    ),
+    "utils/options.py": (
+        "import argparse\nimport torch\n"
+        "def args_parser():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    for name, kind, default in [('gpu', int, 0), ('local_bs', int, 10),\n"
+        "            ('hvp_method', str, 'global_batch'), ('neumann', int, 5),\n"
+        "            ('hlr', float, 0.01), ('outer_tau', int, 5)]:\n"
+        "        parser.add_argument('--' + name, type=kind, default=default)\n"
+        "    args = parser.parse_args()\n"
+        "    args.device = torch.device('cpu')\n"
+        "    return args\n"
+    ),
 }
 
 
 def stand_in(folder: Path, faithful: bool) -> Path:
-    files = {**COMMON,
-             "core/Client_hr.py": CLIENT.replace("{HVP_ITER}", ALG3_HVP if faithful
-                                                 else AS_READ_HVP),
-             "core/ClientManage_hr.py": MANAGER_ALG3 if faithful else MANAGER_AS_READ}
+    files = {
+        **COMMON,
+        "core/Client_hr.py": CLIENT.replace("{HVP_ITER}", ALG3_HVP if faithful else AS_READ_HVP),
+        "core/ClientManage_hr.py": MANAGER_ALG3 if faithful else MANAGER_AS_READ,
+    }
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
@@ -161,17 +164,23 @@ def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
     if repo is not None:
         env["FEDNEST_AUTHORS_REPO"] = str(repo)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=repo.parent if repo else None)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=repo.parent if repo else None,
+    )
 
 
-VERDICTS = '''
+VERDICTS = """
 import json, sys, torch
 torch.set_default_dtype(torch.float64)
 from testbed_app.library_verdicts import run_verdicts
 from pathlib import Path
 print(json.dumps(run_verdicts(["fednest-authors"], Path(sys.argv[-1]))["fednest-authors"]))
-'''
+"""
 
 
 def verdicts_with(repo: Path, results: Path) -> dict[str, str]:
@@ -185,7 +194,8 @@ def test_a_faithful_alg3_stand_in_meets_every_claim(tmp_path):
     assert verdicts_with(repo, tmp_path / "out") == {
         "fednest_authors.fedout.alg2_identity": "holds",
         "fednest_authors.ihgp.deterministic_identity": "holds",
-        "fednest_authors.lemma22.averaged_bias": "holds"}
+        "fednest_authors.lemma22.averaged_bias": "holds",
+    }
 
 
 def test_a_stand_in_accumulating_p_locals_fails_the_fedihgp_claims(tmp_path):
@@ -193,10 +203,11 @@ def test_a_stand_in_accumulating_p_locals_fails_the_fedihgp_claims(tmp_path):
     assert verdicts_with(repo, tmp_path / "out") == {
         "fednest_authors.fedout.alg2_identity": "holds",
         "fednest_authors.ihgp.deterministic_identity": "fails as stated",
-        "fednest_authors.lemma22.averaged_bias": "fails as stated"}
+        "fednest_authors.lemma22.averaged_bias": "fails as stated",
+    }
 
 
-CONTROLS = '''
+CONTROLS = """
 import json, torch
 torch.set_default_dtype(torch.float64)
 from testbed import FedIHGP
@@ -216,11 +227,12 @@ out = {claim: run_claim(get_claim(claim), fast, make=testbed_deterministic).verd
 out["planted"] = run_claim(get_claim("fednest_authors.fedout.alg2_identity"), fast,
                            make=perturbations.FEDOUT_ONE_STEP_SHORT.build).verdict
 print(json.dumps(out))
-'''
+"""
 
 
 def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug_is_caught(
-        tmp_path):
+    tmp_path,
+):
     """The claims say what a correct deterministic FedIHGP does: the testbed's own (deterministic
     truncation) holds both; an adapter handing their code one outer step fewer is caught."""
     repo = stand_in(tmp_path / "alg3", faithful=True)
@@ -229,29 +241,36 @@ def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {
         "fednest_authors.ihgp.deterministic_identity": "holds",
         "fednest_authors.lemma22.averaged_bias": "holds",
-        "planted": "fails as stated"}
+        "planted": "fails as stated",
+    }
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = ("import sys\nfrom testbed_app.cli import main\n"
-            "sys.exit(main(['verify', 'fednest-authors', '--quiet', '--no-report', "
-            f"'--results', {str(tmp_path)!r}]))")
+    code = (
+        "import sys\nfrom testbed_app.cli import main\n"
+        "sys.exit(main(['verify', 'fednest-authors', '--quiet', '--no-report', "
+        f"'--results', {str(tmp_path)!r}]))"
+    )
     done = run(code, None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "FEDNEST_AUTHORS_REPO" in lines[0]
 
 
-@pytest.mark.skipif(not os.environ.get("FEDNEST_AUTHORS_REPO"),
-                    reason="no checkout of ucr-optml/FedNest named (FEDNEST_AUTHORS_REPO)")
+@pytest.mark.skipif(
+    not os.environ.get("FEDNEST_AUTHORS_REPO"),
+    reason="no checkout of ucr-optml/FedNest named (FEDNEST_AUTHORS_REPO)",
+)
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDNEST_AUTHORS_REPO"])
-    code = ("import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
-            "from pathlib import Path\n"
-            "from testbed_app.library_verdicts import verdict_changes\n"
-            "from testbed_fednest_authors.authors_code import CODE, authors_commit\n"
-            f"ref, changes = verdict_changes(Path({str(RECORD)!r}), authors_commit(CODE.repo),"
-            f" Path({str(tmp_path)!r}))\n"
-            "print('\\n'.join(changes)); sys.exit(1 if changes else 0)")
+    code = (
+        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "from pathlib import Path\n"
+        "from testbed_app.library_verdicts import verdict_changes\n"
+        "from testbed_fednest_authors.authors_code import CODE, authors_commit\n"
+        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), authors_commit(CODE.repo),"
+        f" Path({str(tmp_path)!r}))\n"
+        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
+    )
     done = run(code, repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

@@ -143,8 +143,9 @@ class ProblemModel(nn.Module):
     """Client i's losses in their model API: ``loss(inputs)`` = ``g_i``,
     ``eval_metric_sum_from_x_y`` = ``f_i``, at ``(x with lambda_i, y_i)``."""
 
-    def __init__(self, problem: Any, client: int, x: torch.Tensor, y: torch.Tensor,
-                 hyper: nn.Parameter) -> None:
+    def __init__(
+        self, problem: Any, client: int, x: torch.Tensor, y: torch.Tensor, hyper: nn.Parameter
+    ) -> None:
         super().__init__()
         self.problem, self.client_id, self.x = problem, client, x.detach()
         self.y = nn.Parameter(y.detach().clone())
@@ -159,8 +160,7 @@ class ProblemModel(nn.Module):
         return torch.cat(blocks)
 
     def _rows(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return (self.outer_point()[None], self.y[None],
-                torch.tensor([self.client_id]))
+        return (self.outer_point()[None], self.y[None], torch.tensor([self.client_id]))
 
     def loss(self, inputs: Any, **unused: Any) -> torch.Tensor:
         return self.problem.inner_loss(*self._rows(), None).sum()
@@ -173,8 +173,13 @@ class ProblemClient(nn.Module):
     """The attributes their ``HyperGradEstimator`` reads from a client (``module_torch/
     client.py`` has them on their ``Client``), for testbed client i."""
 
-    def __init__(self, gossip: Any, model: nn.Module | None, inner: list[nn.Parameter],
-                 hyper: list[nn.Parameter]) -> None:
+    def __init__(
+        self,
+        gossip: Any,
+        model: nn.Module | None,
+        inner: list[nn.Parameter],
+        hyper: list[nn.Parameter],
+    ) -> None:
         super().__init__()
         self.gossip, self.model = gossip, model
         self.innerparameters = nn.ParameterList(inner)
@@ -212,8 +217,10 @@ class AuthorsHGP(HyperGradientPush):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.batch_size is not None or self.keep_weights or self.shared_sample:
-            raise ValueError("the authors'-HGP adapter runs the deterministic form only "
-                             "(batch_size None, keep_weights and shared_sample False)")
+            raise ValueError(
+                "the authors'-HGP adapter runs the deterministic form only "
+                "(batch_size None, keep_weights and shared_sample False)"
+            )
 
     # ------------------------------------------------------------------ their objects
     def exact(self) -> bool:
@@ -236,17 +243,28 @@ class AuthorsHGP(HyperGradientPush):
         return CODE.GossipNormalize(graph.n, client)
 
     def estimators(self, clients: list[ProblemClient], eta: float) -> list[Any]:
-        return [CODE.HyperGradEstimator(client, OneBatch(i), OneBatch(i), eta, True)
-                for i, client in enumerate(clients)]
+        return [
+            CODE.HyperGradEstimator(client, OneBatch(i), OneBatch(i), eta, True)
+            for i, client in enumerate(clients)
+        ]
 
     # ------------------------------------------------------------------ the algorithm
     def check_step(self, eta: float) -> None:
         if not 0.0 <= eta <= 1.0:
-            raise NotMeasurable(f"eta = {eta:.3g}: their HyperGradEstimator asserts 0 <= "
-                                "dumping <= 1 (module_torch/hgp.py:23)")
+            raise NotMeasurable(
+                f"eta = {eta:.3g}: their HyperGradEstimator asserts 0 <= "
+                "dumping <= 1 (module_torch/hgp.py:23)"
+            )
 
-    def run(self, problem: Any, x: torch.Tensor, state: HGPState, rng: np.random.Generator,
-            replicas: int = 1, track_consensus: bool = True) -> HGPRun:
+    def run(
+        self,
+        problem: Any,
+        x: torch.Tensor,
+        state: HGPState,
+        rng: np.random.Generator,
+        replicas: int = 1,
+        track_consensus: bool = True,
+    ) -> HGPRun:
         if replicas != 1:
             raise ValueError("the authors'-HGP adapter runs one replica")
         n, M = problem.n_clients, self.neumann_terms
@@ -254,8 +272,17 @@ class AuthorsHGP(HyperGradientPush):
         self.check_step(eta)
         counter = CallCounter()
         graph = self.graph(n)
-        inner = self.inner.run(problem, x, state.y, state.omega, state.time, graph,
-                               Oracles(problem, counter), GraphLedger(n, counter), rng)
+        inner = self.inner.run(
+            problem,
+            x,
+            state.y,
+            state.omega,
+            state.time,
+            graph,
+            Oracles(problem, counter),
+            GraphLedger(n, counter),
+            rng,
+        )
         y, time = inner.y, inner.time
         clients = []
         for i in range(n):
@@ -264,44 +291,68 @@ class AuthorsHGP(HyperGradientPush):
             model = ProblemModel(problem, i, x, y[i], hyper)
             clients.append(ProblemClient(self.gossip(graph, i), model, [model.y], [hyper]))
         keys = CODE.KeysOptionHGP
-        option_hgp = {keys.DEPTH: M, keys.DUMPING: eta, keys.N_PUSH: self.their_steps(),
-                      keys.USE_TRUE_EXPECTED_EDGES: False, keys.USE_TRUE_DEBIAS_WEIGHTS: False,
-                      keys.INIT_DEBIAS_WEIGHT: True, keys.INDEPENDENT_JACOBS: True}
+        option_hgp = {
+            keys.DEPTH: M,
+            keys.DUMPING: eta,
+            keys.N_PUSH: self.their_steps(),
+            keys.USE_TRUE_EXPECTED_EDGES: False,
+            keys.USE_TRUE_DEBIAS_WEIGHTS: False,
+            keys.INIT_DEBIAS_WEIGHT: True,
+            keys.INDEPENDENT_JACOBS: True,
+        }
         with their_output_silenced(), legacy_cudnn_flags():
-            first = [e.compute_outer_gradients(METRIC)[1][0].detach().clone()
-                     for e in self.estimators(clients, eta)]
+            first = [
+                e.compute_outer_gradients(METRIC)[1][0].detach().clone()
+                for e in self.estimators(clients, eta)
+            ]
             _, _, steps = CODE.hyper_gradient_push(
-                clients=clients, graph=self.their_graph(graph, time),
+                clients=clients,
+                graph=self.their_graph(graph, time),
                 loaders_train=[OneBatch(i) for i in range(n)],
                 loaders_valid=[OneBatch(i) for i in range(n)],
-                option_eval_metric={CODE.KeysOptionEval.NAME: METRIC}, n_steps=0,
-                batch_sizes=[1] * n, lrs=[0.0] * n, option_train_significant={},
-                option_hgp=option_hgp, seed=None,
+                option_eval_metric={CODE.KeysOptionEval.NAME: METRIC},
+                n_steps=0,
+                batch_sizes=[1] * n,
+                lrs=[0.0] * n,
+                option_train_significant={},
+                option_hgp=option_hgp,
+                seed=None,
                 option_hgp_insignificant={CODE.KeysOptionHGPInsig.NAMES_METRIC_LOG: []},
-                save_intermediate_hypergradients=True)
-        rows = [torch.stack(first)] + [torch.stack([node[0] for node in step])
-                                       for step in steps]
+                save_intermediate_hypergradients=True,
+            )
+        rows = [torch.stack(first)] + [torch.stack([node[0] for node in step]) for step in steps]
         trajectory = (n * torch.stack(rows))[:, None].detach()
         errors: list[float] = []
         S = self.their_steps()
         if self.averaging_rule.gossips and track_consensus:
-            errors = [consensus_error(self.averaging_operator(graph, time + m * S))
-                      for m in range(M)]
+            errors = [
+                consensus_error(self.averaging_operator(graph, time + m * S)) for m in range(M)
+            ]
         end = time + (0 if self.exact() else M * S)
-        return HGPRun(trajectory, errors, HGPState(y, inner.omega, end), y, None, None,
-                      counter.snapshot())
+        return HGPRun(
+            trajectory, errors, HGPState(y, inner.omega, end), y, None, None, counter.snapshot()
+        )
 
-    def average_step(self, u: torch.Tensor, w: torch.Tensor, time: int, graph: GraphSequence,
-                     gledger: GraphLedger | None, sledger: Ledger | None
-                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def average_step(
+        self,
+        u: torch.Tensor,
+        w: torch.Tensor,
+        time: int,
+        graph: GraphSequence,
+        gledger: GraphLedger | None,
+        sledger: Ledger | None,
+    ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """One averaging call of their gossip on ``u (R, n, d)``: their driver's S-loop with
         their message functions (Push-Sum weights reset to 1, as ``init_debias_weight``)."""
         R, n, d = u.shape
         out = torch.empty_like(u)
         for r in range(R):
-            clients = [ProblemClient(self.gossip(graph, i), None,
-                                     [nn.Parameter(torch.zeros(d, dtype=u.dtype))], [])
-                       for i in range(n)]
+            clients = [
+                ProblemClient(
+                    self.gossip(graph, i), None, [nn.Parameter(torch.zeros(d, dtype=u.dtype))], []
+                )
+                for i in range(n)
+            ]
             estimators = self.estimators(clients, 0.0)
             with torch.no_grad():
                 for i, estimator in enumerate(estimators):
@@ -309,13 +360,15 @@ class AuthorsHGP(HyperGradientPush):
                     estimator.init_s()
                     estimator.client.gossip.initialize_weight()
                     estimator.client.gossip.weight_updated = torch.zeros_like(
-                        estimator.client.gossip.weight)
+                        estimator.client.gossip.weight
+                    )
             their_graph = self.their_graph(graph, time)
             for _ in range(self.their_steps()):
                 their_graph.sample()
                 for sender in estimators:
-                    messages = sender.get_hgp_msg_generator(their_graph.are_connected(
-                        sender.idx_node))
+                    messages = sender.get_hgp_msg_generator(
+                        their_graph.are_connected(sender.idx_node)
+                    )
                     for receiver, message in zip(estimators, messages, strict=True):
                         receiver.mix_s(message)
                 for estimator in estimators:

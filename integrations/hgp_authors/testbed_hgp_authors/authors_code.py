@@ -36,13 +36,21 @@ from testbed.authors_code import (
 )
 
 HGP = Codebase(
-    "hitachi-rd-cv/pdbo-hgp", "HGP_AUTHORS_REPO",
+    "hitachi-rd-cv/pdbo-hgp",
+    "HGP_AUTHORS_REPO",
     ("constants", "lib_common", "lib_task", "module_torch", "fedem"),
-    unused_imports={"torchvision": ("models",), "torchvision.models": (), "cvxpy": (),
-                    "prettytable": ("PrettyTable",)},
-    import_shims={"torch.autograd.functional": {"Tuple": tuple, "List": list}})
-HOW = (f"set {HGP.env} to a checkout of {HGP.repository} (git clone "
-       "https://github.com/hitachi-rd-cv/pdbo-hgp /path/pdbo-hgp)")
+    unused_imports={
+        "torchvision": ("models",),
+        "torchvision.models": (),
+        "cvxpy": (),
+        "prettytable": ("PrettyTable",),
+    },
+    import_shims={"torch.autograd.functional": {"Tuple": tuple, "List": list}},
+)
+HOW = (
+    f"set {HGP.env} to a checkout of {HGP.repository} (git clone "
+    "https://github.com/hitachi-rd-cv/pdbo-hgp /path/pdbo-hgp)"
+)
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
     "HyperGradEstimator": "module_torch.hgp:HyperGradEstimator",

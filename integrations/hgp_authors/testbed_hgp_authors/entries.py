@@ -21,11 +21,15 @@ from testbed_hgp_authors.adapter import AuthorsHGP
 from testbed_hgp_authors.authors_code import CODE, COMMIT
 
 SOURCE = f"hitachi-rd-cv/pdbo-hgp at {COMMIT[:12]} ({CODE.repo})"
-CALLS = ("lib_task.hyper_gradient_push.hyper_gradient_push, module_torch.hgp."
-         "HyperGradEstimator, module_torch.gossip_protocol")
+CALLS = (
+    "lib_task.hyper_gradient_push.hyper_gradient_push, module_torch.hgp."
+    "HyperGradEstimator, module_torch.gossip_protocol"
+)
 #: The inner solver's keywords (the testbed's: their SGP is not run) and their defaults.
-INNER = {"inner_steps": None, **field_defaults(StochasticGradientPush, step_size="inner_step_size",
-                                                variant="sgp_variant")}
+INNER = {
+    "inner_steps": None,
+    **field_defaults(StochasticGradientPush, step_size="inner_step_size", variant="sgp_variant"),
+}
 #: Fields the adapter does not offer (the deterministic form; the edge probabilities of the
 #: random families are the testbed's defaults).
 FIXED = ("batch_size", "shared_sample", "keep_weights", "edge_probability", "inner")
@@ -42,20 +46,38 @@ def make(**kw: Any) -> AuthorsHGP:
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
-        name="hgp-authors", cls=AuthorsHGP, paper="HGP (authors' code)",
+        name="hgp-authors",
+        cls=AuthorsHGP,
+        paper="HGP (authors' code)",
         reference=f"{SOURCE}: {CALLS} (GossipNormalize) on the testbed's graph sequences",
-        supports=frozenset({"bilevel"}), make=make, settings=INNER,
-        fixed=(*FIXED, "averaging"), closed_form_only=True,
-        enrolled_claims=("hgp.lemma2.geometric_consensus", "hgp.corollary1.explicit_bound",
-                         "hgp.negative_control.not_strongly_connected")),
+        supports=frozenset({"bilevel"}),
+        make=make,
+        settings=INNER,
+        fixed=(*FIXED, "averaging"),
+        closed_form_only=True,
+        enrolled_claims=(
+            "hgp.lemma2.geometric_consensus",
+            "hgp.corollary1.explicit_bound",
+            "hgp.negative_control.not_strongly_connected",
+        ),
+    ),
     EstimatorInfo(
-        name="hgp-authors-exact-averaging", cls=AuthorsHGP, paper="HGP (authors' code)",
+        name="hgp-authors-exact-averaging",
+        cls=AuthorsHGP,
+        paper="HGP (authors' code)",
         reference=f"{SOURCE}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
         # averaging "exact" or "server" (the claims pass either): both are Theta, their gossip
         # on their complete graph
-        supports=frozenset({"bilevel"}), make=make, settings={**INNER, "averaging": "exact"},
+        supports=frozenset({"bilevel"}),
+        make=make,
+        settings={**INNER, "averaging": "exact"},
         fixed=(*FIXED, "pushsum_steps", "graph_family", "graph_seed"),
         closed_form_only=True,
-        enrolled_claims=("hgp.exact_averaging.error_identity", "hgp.theorem1.rate_in_m",
-                         "hgp.theorem2.corrected", "hgp.lemma1.eta_invariance")),
+        enrolled_claims=(
+            "hgp.exact_averaging.error_identity",
+            "hgp.theorem1.rate_in_m",
+            "hgp.theorem2.corrected",
+            "hgp.lemma1.eta_invariance",
+        ),
+    ),
 ]

@@ -20,7 +20,7 @@ HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
 AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 
-CONSTANTS = '''
+CONSTANTS = """
 class KeysOptionHGP:
     DEPTH = 'depth'
     DUMPING = 'dumping'
@@ -37,8 +37,8 @@ class KeysOptionEval:
 
 class KeysOptionHGPInsig:
     NAMES_METRIC_LOG = 'names_hgp_metric'
-'''
-GOSSIP = '''
+"""
+GOSSIP = """
 import torch
 from torch import nn
 
@@ -64,8 +64,8 @@ class GossipGivenWeights(GossipNormalize):
 
     def get_p_vec(self, are_connected):
         return self.p_vec * are_connected
-'''
-GRAPH = '''
+"""
+GRAPH = """
 import torch
 from torch import nn
 
@@ -86,9 +86,9 @@ class GraphFullyConnected(DynamicGraphBase):
 
     def is_connected(self, from_node, to_node):
         return self.one
-'''
+"""
 # Alg. 2 with Alg. 1: u_bar = w / omega after S steps; v -= eta J u_bar; u = u_bar - eta H u_bar
-HGP = '''
+HGP = """
 import torch
 from torch import nn
 
@@ -163,12 +163,12 @@ class HyperGradEstimator(nn.Module):
                 v.add_({V_STEP})
             for u, w, hw in zip(self.us, self.ws, products[:k]):
                 u.copy_((w - self.dumping * hw) / weight)
-'''
+"""
 FAITHFUL_V = "-self.dumping * jw / weight"
 # forgets the de-bias of the v-step (J applied to the Push-Sum numerator w, not w / omega):
 # exact on the complete graph (omega = 1), a floor of order |omega - 1| on directed graphs
 NO_DEBIAS_V = "-self.dumping * jw"
-DRIVER = '''
+DRIVER = """
 from constants import KeysOptionHGP
 from module_torch.hgp import HyperGradEstimator
 
@@ -199,16 +199,19 @@ def hyper_gradient_push(clients, graph, loaders_train, loaders_valid, option_eva
             e.step_m()
         steps.append([[v.clone() for v in e.vs] for e in estimators])
     return [[v.clone() for v in e.vs] for e in estimators], estimators, steps
-'''
+"""
 
 
 def stand_in(folder: Path, faithful: bool) -> Path:
-    files = {"constants.py": CONSTANTS, "module_torch/__init__.py": "",
-             "module_torch/gossip_protocol.py": GOSSIP,
-             "module_torch/communication_graph.py": GRAPH,
-             "module_torch/hgp.py": HGP.replace("{V_STEP}", FAITHFUL_V if faithful
-                                                else NO_DEBIAS_V),
-             "lib_task/__init__.py": "", "lib_task/hyper_gradient_push.py": DRIVER}
+    files = {
+        "constants.py": CONSTANTS,
+        "module_torch/__init__.py": "",
+        "module_torch/gossip_protocol.py": GOSSIP,
+        "module_torch/communication_graph.py": GRAPH,
+        "module_torch/hgp.py": HGP.replace("{V_STEP}", FAITHFUL_V if faithful else NO_DEBIAS_V),
+        "lib_task/__init__.py": "",
+        "lib_task/hyper_gradient_push.py": DRIVER,
+    }
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
@@ -221,8 +224,14 @@ def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
     if repo is not None:
         env["HGP_AUTHORS_REPO"] = str(repo)
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=900, env=env, cwd=repo.parent if repo else None)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        cwd=repo.parent if repo else None,
+    )
 
 
 def last_json(done: subprocess.CompletedProcess[str]) -> object:
@@ -230,7 +239,7 @@ def last_json(done: subprocess.CompletedProcess[str]) -> object:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-SAME_AS_TESTBED = '''
+SAME_AS_TESTBED = """
 import json, torch
 torch.set_default_dtype(torch.float64)
 from problems import PerClientQuadratic
@@ -251,7 +260,7 @@ for theirs, ours, kw in [("hgp-authors", "hgp", {"pushsum_steps": 2, "graph_seed
                  max([abs(p - q) for p, q in zip(a.consensus_errors, b.consensus_errors)],
                      default=0.0)]
 print(json.dumps(out))
-'''
+"""
 
 
 def check_same_as_testbed(repo: Path) -> None:
@@ -269,9 +278,10 @@ def test_a_faithful_stand_in_is_the_testbeds_hgp_to_round_off(tmp_path):
     check_same_as_testbed(stand_in(tmp_path / "alg2", faithful=True))
 
 
-CHECKOUT = pytest.mark.skipif(not os.environ.get("HGP_AUTHORS_REPO"),
-                              reason="no checkout of hitachi-rd-cv/pdbo-hgp named "
-                                     "(HGP_AUTHORS_REPO)")
+CHECKOUT = pytest.mark.skipif(
+    not os.environ.get("HGP_AUTHORS_REPO"),
+    reason="no checkout of hitachi-rd-cv/pdbo-hgp named (HGP_AUTHORS_REPO)",
+)
 
 
 @CHECKOUT
@@ -280,20 +290,20 @@ def test_the_authors_driver_is_the_testbeds_hgp_to_round_off():
     check_same_as_testbed(Path(os.environ["HGP_AUTHORS_REPO"]))
 
 
-VERDICTS = '''
+VERDICTS = """
 import json, sys, torch
 torch.set_default_dtype(torch.float64)
 from pathlib import Path
 from testbed_app.library_verdicts import run_verdicts
 names = ["hgp-authors", "hgp-authors-exact-averaging"]
 print(json.dumps(run_verdicts(names, Path(sys.argv[-1]))))
-'''
+"""
 
 
 #: The verdicts of a claim met: "holds once corrected" for the claims stated with a corrected
 #: constant (Lemma 2, Corollary 1, Theorem 2).
 HOLDS = {"holds", "holds once corrected"}
-BROKEN = '''
+BROKEN = """
 import json, torch
 torch.set_default_dtype(torch.float64)
 from theory_checks.profiles import get_profile
@@ -304,13 +314,17 @@ print(json.dumps({c: run_claim(get_claim(c), fast, make=default_make(get_claim(c
                   for c, e in [("hgp.corollary1.explicit_bound", "hgp-authors"),
                                ("hgp.exact_averaging.error_identity",
                                 "hgp-authors-exact-averaging")]}))
-'''
+"""
 
 
 @pytest.mark.slow
 def test_the_claims_tell_a_faithful_stand_in_from_one_without_the_debias(tmp_path):
-    faithful = last_json(run(VERDICTS.replace("sys.argv[-1]", repr(str(tmp_path / "a"))),
-                             stand_in(tmp_path / "alg2", faithful=True)))
+    faithful = last_json(
+        run(
+            VERDICTS.replace("sys.argv[-1]", repr(str(tmp_path / "a"))),
+            stand_in(tmp_path / "alg2", faithful=True),
+        )
+    )
     broken = last_json(run(BROKEN, stand_in(tmp_path / "no_debias", faithful=False)))
     assert set(faithful["hgp-authors"].values()) <= HOLDS, faithful
     assert set(faithful["hgp-authors-exact-averaging"].values()) <= HOLDS, faithful
@@ -320,9 +334,11 @@ def test_the_claims_tell_a_faithful_stand_in_from_one_without_the_debias(tmp_pat
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = ("import sys\nfrom testbed_app.cli import main\n"
-            "sys.exit(main(['verify', 'hgp-authors', '--quiet', '--no-report', "
-            f"'--results', {str(tmp_path)!r}]))")
+    code = (
+        "import sys\nfrom testbed_app.cli import main\n"
+        "sys.exit(main(['verify', 'hgp-authors', '--quiet', '--no-report', "
+        f"'--results', {str(tmp_path)!r}]))"
+    )
     done = run(code, None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
@@ -333,12 +349,14 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
 @pytest.mark.slow
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["HGP_AUTHORS_REPO"])
-    code = ("import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
-            "from pathlib import Path\n"
-            "from testbed_app.library_verdicts import verdict_changes\n"
-            "from testbed_hgp_authors.authors_code import COMMIT\n"
-            f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
-            f"Path({str(tmp_path)!r}))\n"
-            "print('\\n'.join(changes)); sys.exit(1 if changes else 0)")
+    code = (
+        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "from pathlib import Path\n"
+        "from testbed_app.library_verdicts import verdict_changes\n"
+        "from testbed_hgp_authors.authors_code import COMMIT\n"
+        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
+        f"Path({str(tmp_path)!r}))\n"
+        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
+    )
     done = run(code, repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

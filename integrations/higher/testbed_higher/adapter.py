@@ -38,14 +38,18 @@ class DifferentiableSGDLoop(UnrolledLoop):
     """``steps`` steps of higher's differentiable ``torch.optim.SGD(lr=step_size)`` (the
     unrolled inner loop)."""
 
-    def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
-               problem: Problem) -> list[torch.Tensor]:
+    def unroll(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> list[torch.Tensor]:
         """``[y_0, ..., y_T]``, each a function of ``x`` through higher's steps."""
         module = InnerVector(objectives, y0)
-        optimizer = torch.optim.SGD(module.parameters(),
-                                    lr=default_inner_step(problem, self.step_size))
-        with higher.innerloop_ctx(module, optimizer, copy_initial_weights=True) as (fmodel,
-                                                                                  diffopt):
+        optimizer = torch.optim.SGD(
+            module.parameters(), lr=default_inner_step(problem, self.step_size)
+        )
+        with higher.innerloop_ctx(module, optimizer, copy_initial_weights=True) as (
+            fmodel,
+            diffopt,
+        ):
             trajectory = [fmodel.y]
             for _ in range(self.steps):
                 diffopt.step(fmodel(x))

@@ -11,10 +11,19 @@ from testbed_higher.adapter import HigherUnrolled
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
-        name="higher-unrolled", cls=HigherUnrolled, paper="higher",
-        reference=(f"higher {version('higher')}: innerloop_ctx(copy_initial_weights=True) with "
-                   "torch.optim.SGD (DifferentiableSGD), ITD"),
-        supports=ALL_KINDS, make=functools.partial(HigherUnrolled),
-        enrolled_claims=("classical.itd.error_identity", "classical.itd.error_bound",
-                         "classical.gd.linear_rate")),
+        name="higher-unrolled",
+        cls=HigherUnrolled,
+        paper="higher",
+        reference=(
+            f"higher {version('higher')}: innerloop_ctx(copy_initial_weights=True) with "
+            "torch.optim.SGD (DifferentiableSGD), ITD"
+        ),
+        supports=ALL_KINDS,
+        make=functools.partial(HigherUnrolled),
+        enrolled_claims=(
+            "classical.itd.error_identity",
+            "classical.itd.error_bound",
+            "classical.gd.linear_rate",
+        ),
+    ),
 ]

@@ -78,8 +78,9 @@ def quiet_functorch() -> Iterator[None]:
     warns about ``torch.jit.script`` when the first jacfwd imports its decompositions)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=FutureWarning, message=r".*functorch.*")
-        warnings.filterwarnings("ignore", category=DeprecationWarning,
-                                message=r".*torch\.jit\.script.*")
+        warnings.filterwarnings(
+            "ignore", category=DeprecationWarning, message=r".*torch\.jit\.script.*"
+        )
         yield
 
 
@@ -127,15 +128,17 @@ class TorchoptImplicit(LibraryEstimator):
             return solve.solve_normal_cg(maxiter=self.cg_iterations, rtol=self.rtol)
         if self.solver == "inv":
             return solve.solve_inv()
-        return solve.solve_inv(ns=True, maxiter=self.neumann_terms - 1,
-                               alpha=default_neumann_step(problem, self.neumann_step_size))
+        return solve.solve_inv(
+            ns=True,
+            maxiter=self.neumann_terms - 1,
+            alpha=default_neumann_step(problem, self.neumann_step_size),
+        )
 
-    def library_hypergradient(self, objectives: GlobalObjectives, x: torch.Tensor,
-                              y0: torch.Tensor, problem: Problem
-                              ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def library_hypergradient(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         parts = min(self.leaves, y0.shape[0])
-        beta = (default_inner_step(problem, self.inner_step_size)
-                if self.inner_steps else 0.0)
+        beta = default_inner_step(problem, self.inner_step_size) if self.inner_steps else 0.0
         steps = self.inner_steps or 0
 
         def inner(x: torch.Tensor, *ys: torch.Tensor) -> torch.Tensor:
@@ -146,8 +149,7 @@ class TorchoptImplicit(LibraryEstimator):
         def optimality(ys: tuple[torch.Tensor, ...], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
             return gradient(x, *ys)
 
-        @torchopt.diff.implicit.custom_root(optimality, argnums=1,
-                                            solve=self.linear_solve(problem))
+        @torchopt.diff.implicit.custom_root(optimality, argnums=1, solve=self.linear_solve(problem))
         def solve_inner(ys: tuple[torch.Tensor, ...], x: torch.Tensor) -> tuple[torch.Tensor, ...]:
             sgd = torchopt.sgd(lr=beta)
             state = sgd.init(ys)
@@ -160,8 +162,9 @@ class TorchoptImplicit(LibraryEstimator):
         with quiet_functorch():
             ys = solve_inner(tuple(t.clone() for t in torch.tensor_split(y0, parts)), x)
             y = torch.cat(ys)
-            (value,) = torch.autograd.grad(objectives.outer(x, y), x, allow_unused=True,
-                                           materialize_grads=True)
+            (value,) = torch.autograd.grad(
+                objectives.outer(x, y), x, allow_unused=True, materialize_grads=True
+            )
         return value, y.detach(), {"leaves": parts}
 
 
@@ -170,8 +173,9 @@ class MetaSGDLoop(UnrolledLoop):
     """``steps`` differentiable steps of ``torchopt.MetaSGD(lr=step_size)`` (the unrolled inner
     loop)."""
 
-    def unroll(self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor,
-               problem: Problem) -> list[torch.Tensor]:
+    def unroll(
+        self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
+    ) -> list[torch.Tensor]:
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
         module = InnerVector(objectives, y0)
         optimizer = torchopt.MetaSGD(module, lr=default_inner_step(problem, self.step_size))

@@ -20,24 +20,32 @@ from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, replay_counterexample, run_claim
 
 HERE = Path(__file__).resolve().parents[1]
-FINDING = HERE / "findings" / ("classical.exact.finite_differences@"
-                               "torchopt-implicit-inv-two-tensors.json")
+FINDING = (
+    HERE
+    / "findings"
+    / ("classical.exact.finite_differences@torchopt-implicit-inv-two-tensors.json")
+)
 
 
 def test_every_verdict_is_the_one_recorded_for_the_installed_torchopt(tmp_path):
-    reference, changes = verdict_changes(HERE / "expected_verdicts.toml", version("torchopt"),
-                                         tmp_path)
+    reference, changes = verdict_changes(
+        HERE / "expected_verdicts.toml", version("torchopt"), tmp_path
+    )
     assert not changes, "\n".join(changes)
 
 
-@pytest.mark.parametrize("claim_id, bug", [
-    ("classical.cg.exact_after_dim_y", bugs.SHORT_CG),
-    ("torchopt.normal_cg.exact_after_dim_y", bugs.SHORT_NORMAL_CG),
-    ("classical.neumann.error_identity", bugs.NEUMANN_STEP_DOUBLED),
-    ("classical.neumann.error_identity", bugs.NEUMANN_ONE_TERM_SHORT),
-    ("classical.itd.error_identity", bugs.UNROLLED_ONE_STEP_SHORT),
-    ("classical.gd.linear_rate", bugs.UNROLLED_STEP_DOUBLED),
-], ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize(
+    "claim_id, bug",
+    [
+        ("classical.cg.exact_after_dim_y", bugs.SHORT_CG),
+        ("torchopt.normal_cg.exact_after_dim_y", bugs.SHORT_NORMAL_CG),
+        ("classical.neumann.error_identity", bugs.NEUMANN_STEP_DOUBLED),
+        ("classical.neumann.error_identity", bugs.NEUMANN_ONE_TERM_SHORT),
+        ("classical.itd.error_identity", bugs.UNROLLED_ONE_STEP_SHORT),
+        ("classical.gd.linear_rate", bugs.UNROLLED_STEP_DOUBLED),
+    ],
+    ids=lambda v: getattr(v, "name", v),
+)
 def test_a_one_line_bug_in_the_adapters_call_is_caught(claim_id, bug):
     result = run_claim(get_claim(claim_id), get_profile("fast"), make=bug.build)
     assert result.verdict == "fails as stated", (bug.name, result.verdict)
@@ -46,8 +54,9 @@ def test_a_one_line_bug_in_the_adapters_call_is_caught(claim_id, bug):
 def test_the_solve_inv_finding_replays_from_its_saved_minimal_case():
     saved = json.loads(FINDING.read_text())
     claim = get_claim("classical.exact.finite_differences")
-    again = replay_counterexample(claim, saved, default_make(
-        claim, "torchopt-implicit-inv-two-tensors"))
+    again = replay_counterexample(
+        claim, saved, default_make(claim, "torchopt-implicit-inv-two-tensors")
+    )
     assert again.outcome == "fails"
     assert again.measurement.measured == pytest.approx(saved["measured"], rel=1e-9)
     assert saved["measured"] > 1e3 * saved["bound"]  # about 1% against 1e-6
@@ -60,10 +69,12 @@ def test_the_solve_inv_finding_holds_on_fresh_seeds_and_cg_on_the_same_tensors_d
     diagonal); solve_cg given the same two tensors by the same adapter holds on all of them, so
     the two-tensor translation is not what fails."""
     seeds = (101, 102, 103)
-    inv = fresh_seed_outcomes("classical.exact.finite_differences",
-                              "torchopt-implicit-inv-two-tensors", seeds)
-    cg = fresh_seed_outcomes("classical.exact.finite_differences",
-                             "torchopt-implicit-cg-two-tensors", seeds)
+    inv = fresh_seed_outcomes(
+        "classical.exact.finite_differences", "torchopt-implicit-inv-two-tensors", seeds
+    )
+    cg = fresh_seed_outcomes(
+        "classical.exact.finite_differences", "torchopt-implicit-cg-two-tensors", seeds
+    )
 
     def coupled(problem_id: str) -> bool:
         found = re.match(r"quad\.bilevel\..*\.dy(\d+)\.k([\d.e+-]+)\.hh", problem_id)
@@ -78,8 +89,13 @@ def test_the_solve_inv_finding_holds_on_fresh_seeds_and_cg_on_the_same_tensors_d
 
 
 def test_the_reproduction_in_plain_torchopt_confirms_it_by_an_independent_computation():
-    done = subprocess.run([sys.executable, str(HERE / "repro_solve_inv_two_tensors.py")],
-                          capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "repro_solve_inv_two_tensors.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert len(rows) == 10
     for _, inv_two, inv_one, cg_two in rows:
@@ -87,12 +103,13 @@ def test_the_reproduction_in_plain_torchopt_confirms_it_by_an_independent_comput
 
 
 def test_a_missing_torchopt_gives_one_line_saying_how_to_install_it(tmp_path):
-    code = ("import sys; sys.modules['torchopt'] = None\n"
-            "from testbed_app.cli import main\n"
-            "sys.exit(main(['verify', 'torchopt-implicit-cg', '--quiet', '--no-report',"
-            f" '--results', {str(tmp_path)!r}]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300)
+    code = (
+        "import sys; sys.modules['torchopt'] = None\n"
+        "from testbed_app.cli import main\n"
+        "sys.exit(main(['verify', 'torchopt-implicit-cg', '--quiet', '--no-report',"
+        f" '--results', {str(tmp_path)!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "pip install 'hypergradient-testbed[torchopt]'" in lines[0]

@@ -37,7 +37,7 @@ from testbed.federation.context import FederatedContext
 from testbed_app.flower.client import handle
 from testbed_app.flower.records import RunRecorder, run_folder
 from testbed_app.flower.spec import DeploySpec
-from testbed_app.flower.transport import REPLY, ClientLost, FlowerClients
+from testbed_app.flower.transport import REPLY, ClientLost, FlowerClients, exchange
 
 #: How long the server waits for every client's SuperNode to join before it gives up. Why 600 s:
 #: a deployment of 100 SuperNodes on a 2-core machine takes a few minutes to start.
@@ -45,10 +45,17 @@ JOIN_TIMEOUT = 600.0
 
 
 def serve(
-    grid: Grid, spec: DeploySpec, results: Path, engine: str, timeout: float | None = None
+    grid: Grid,
+    spec: DeploySpec,
+    results: Path,
+    engine: str,
+    timeout: float | None = None,
+    pull_interval: float | None = None,
 ) -> None:
     """Run ``spec`` on the clients behind ``grid``, writing the run's files as it goes
-    (:mod:`testbed_app.flower.records`); a lost client is recorded and raised again."""
+    (:mod:`testbed_app.flower.records`); a lost client is recorded and raised again.
+    ``pull_interval``: seconds between two pulls of a round's replies
+    (:func:`~testbed_app.flower.transport.exchange`; ``None``: ``Grid.send_and_receive``)."""
     problem = spec.build_problem()
     algorithm = spec.build_algorithm()
     algorithm.check_problem(problem)
@@ -61,9 +68,9 @@ def serve(
         spec.n_clients,
     )
     try:
-        nodes = discover(grid, spec)
+        nodes = discover(grid, spec, pull_interval=pull_interval)
         device = problem.initial_point()[0].device
-        transport = FlowerClients(grid, nodes, timeout, device)
+        transport = FlowerClients(grid, nodes, timeout, device, pull_interval)
         ctx = FederatedContext(
             problem,
             np.random.default_rng(spec.seed),
@@ -101,7 +108,9 @@ def serve(
         raise
 
 
-def discover(grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT) -> dict[int, int]:
+def discover(
+    grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT, pull_interval: float | None = None
+) -> dict[int, int]:
     """The SuperNode of each client ``0..M-1`` (``query.hello``); every client must be there
     once, and no other node."""
     deadline = time.monotonic() + wait
@@ -116,7 +125,7 @@ def discover(grid: Grid, spec: DeploySpec, wait: float = JOIN_TIMEOUT) -> dict[i
     hello = [
         Message(RecordDict(), dst_node_id=node, message_type="query.hello") for node in node_ids
     ]
-    replies = list(grid.send_and_receive(hello, timeout=wait))
+    replies = exchange(grid, hello, wait, pull_interval)
     nodes: dict[int, int] = {}
     for reply in replies:
         if reply.has_error():
@@ -167,6 +176,7 @@ def _serve_from_run_config(grid: Grid, context: Context) -> None:
         Path(str(config["results"])),
         str(config.get("engine", "deployment")),
         timeout,
+        float(config.get("pull_interval", 0.0)) or None,
     )
 
 

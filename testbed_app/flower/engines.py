@@ -4,10 +4,15 @@ machine.
 - :class:`LocalDeployment`: ``flower-superlink`` and one ``flower-supernode`` per client, each a
   process of its own on ``127.0.0.1`` (node ``i`` has ``partition-id=i``), and ``flwr run`` of the
   app folder ``testbed_app/flower/app`` against them, exactly as an operator would start them
-  (``--insecure``: loopback only). The SuperLink runs the ServerApp in a process of its own and
-  each SuperNode runs the ClientApp in a fresh process per message (Flower 1.42's isolation
-  mode ``subprocess``). Every process gets its own session, so stopping the deployment stops
-  their children too; their logs go to the run folder's ``logs/``.
+  (``--insecure``: loopback only). The SuperLink runs the ServerApp in a process of its own.
+  Each SuperNode runs in Flower's isolation mode ``process`` with one long-lived ClientApp
+  process beside it (:mod:`testbed_app.flower.worker`: the imports and the problem once per
+  node), and the ServerApp pulls a round's replies every :data:`PULL_INTERVAL` seconds
+  (:func:`~testbed_app.flower.transport.exchange`); ``isolation="subprocess"`` is Flower's
+  default instead (a fresh ClientApp process per message, and ``Grid.send_and_receive``'s 3 s
+  between pulls), kept for comparison (``benchmarks/flower_round.py``). Every process gets its
+  own session, so stopping the deployment stops their children too; their logs go to the run
+  folder's ``logs/``.
 - :class:`LocalSimulation` (:func:`run_on_simulation`): Flower's simulation engine through its
   supported entry point, ``flwr run`` of the same app folder against a SuperLink started with
   ``--simulation``; the SuperLink starts Flower's simulation process, which runs the ServerApp
@@ -49,6 +54,12 @@ CONNECTION = "testbed-local"
 #: Why 60 s: the SuperLink answers its health endpoint within seconds of starting, even on a
 #: loaded 2-core machine (about 3 s measured at load 6).
 START_TIMEOUT = 60.0
+#: Flower's isolation modes of a SuperNode that :class:`LocalDeployment` starts.
+ISOLATIONS = ("process", "subprocess")
+#: Seconds between two pulls of a round's replies by the ServerApp of a local deployment in
+#: isolation ``process``. Why 0.1 s: Flower's own in-memory grid (the simulation engine's) pulls
+#: every 0.1 s; the deployed grid's 3 s would be most of a round.
+PULL_INTERVAL = 0.1
 
 
 def run_on_simulation(
@@ -114,6 +125,10 @@ class LocalDeployment:
         n_clients: SuperNodes to start; node ``i`` is client ``i`` (``partition-id=i``).
         logs: folder for the processes' output.
         host: the address everything listens on (loopback).
+        isolation: ``"process"`` (default): each SuperNode with ``--isolation process`` and one
+            long-lived ClientApp process (:mod:`testbed_app.flower.worker`), the server pulling
+            replies every :data:`PULL_INTERVAL` s; ``"subprocess"``: Flower's default, a fresh
+            ClientApp process per message and ``Grid.send_and_receive``.
     """
 
     #: Flower's name of the engine (the run folder's, and the run config's ``engine``)
@@ -121,7 +136,14 @@ class LocalDeployment:
     #: options of ``flower-superlink`` beyond the address and the log-free defaults
     superlink_options: tuple[str, ...] = ()
 
-    def __init__(self, n_clients: int, logs: Path, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, n_clients: int, logs: Path, host: str = "127.0.0.1", *, isolation: str = "process"
+    ) -> None:
+        if isolation not in ISOLATIONS:
+            raise ValueError(f"isolation: one of {', '.join(ISOLATIONS)}, got {isolation!r}")
+        self.isolation = isolation
+        #: what the run config's ``pull_interval`` says (0: ``Grid.send_and_receive``)
+        self.pull_interval = PULL_INTERVAL if isolation == "process" else 0.0
         self.n_clients = n_clients
         self.logs = Path(logs)
         self.host = host
@@ -129,6 +151,7 @@ class LocalDeployment:
         self.home = Path(tempfile.mkdtemp(prefix="testbed-flwr-"))
         self.superlink: subprocess.Popen[bytes] | None = None
         self.supernodes: list[subprocess.Popen[bytes]] = []
+        self.workers: list[subprocess.Popen[bytes]] = []  # isolation "process": ClientApps
         self.env = {
             **os.environ,
             **FLOWER_ENV,
@@ -153,7 +176,25 @@ class LocalDeployment:
 
     def _start_clients(self) -> None:
         for client in range(self.n_clients):
-            self.supernodes.append(self._start_supernode(client))
+            api = f"{self.host}:{free_port(self.host)}"
+            supernode = self._start_supernode(client, api)
+            self.supernodes.append(supernode)
+            if self.isolation == "process":
+                # it exits when its SuperNode does (--parent-pid), and stop() stops it
+                self.workers.append(
+                    self._spawn(
+                        [
+                            sys.executable,
+                            "-m",
+                            "testbed_app.flower.worker",
+                            "--runtime-api-address",
+                            api,
+                            "--parent-pid",
+                            str(supernode.pid),
+                        ],
+                        f"clientapp-{client}.log",
+                    )
+                )
 
     def _spawn(self, command: list[str], log_name: str) -> subprocess.Popen[bytes]:
         with (self.logs / log_name).open("ab") as log:
@@ -209,17 +250,21 @@ class LocalDeployment:
         except (urllib.error.URLError, OSError):
             return False
 
-    def _start_supernode(self, client: int) -> subprocess.Popen[bytes]:
+    def _start_supernode(self, client: int, api: str) -> subprocess.Popen[bytes]:
+        """``flower-supernode`` of ``client``, its Runtime API on ``api`` (``HOST:PORT``)."""
+        host, port = api.rsplit(":", 1)
         return self._spawn(
             [
                 _executable("flower-supernode"),
                 "--insecure",
                 "--superlink",
                 f"{self.host}:{self.port}",
+                "--isolation",
+                self.isolation,
                 "--host",
-                self.host,
+                host,
                 "--port",
-                str(free_port(self.host)),
+                port,
                 "--node-config",
                 f"partition-id={client} num-partitions={self.n_clients}",
             ],
@@ -227,12 +272,20 @@ class LocalDeployment:
         )
 
     def kill_supernode(self, client: int) -> None:
-        """SIGKILL client ``client``'s SuperNode and everything it started (a crashed node)."""
-        _signal_group(self.supernodes[client], signal.SIGKILL)
-        self.supernodes[client].wait()
+        """SIGKILL client ``client``'s SuperNode, everything it started and its ClientApp
+        process (a crashed node)."""
+        node = [self.supernodes[client], *self.workers[client : client + 1]]
+        for process in node:
+            _signal_group(process, signal.SIGKILL)
+        for process in node:
+            process.wait()
 
     def stop(self) -> None:
-        processes = [*self.supernodes, *([self.superlink] if self.superlink else [])]
+        processes = [
+            *self.supernodes,
+            *self.workers,
+            *([self.superlink] if self.superlink else []),
+        ]
         # the ServerApp and ClientApp processes Flower starts in sessions of their own
         spawned = _descendants({process.pid for process in processes})
         for process in processes:
@@ -268,6 +321,7 @@ class LocalDeployment:
                     "results": str(Path(results).resolve()),
                     "engine": self.engine,
                     "timeout": float(timeout or 0.0),
+                    "pull_interval": float(self.pull_interval),
                 }
             )
         )
@@ -339,6 +393,7 @@ class LocalSimulation(LocalDeployment):
         cpus: int | None = None,
     ) -> None:
         super().__init__(n_clients, logs, host)
+        self.pull_interval = 0.0  # Flower's in-memory grid pulls every 0.1 s itself
         if int(cpus_per_client) != cpus_per_client or cpus_per_client < 1:
             raise ValueError(
                 f"--cpus-per-client: whole CPUs on the simulation engine (Flower's "
@@ -417,16 +472,23 @@ def _toml(values: dict[str, Any]) -> str:
 
 
 def run_on_local_deployment(
-    spec: DeploySpec, results: Path, timeout: float | None = None, wait: float | None = None
+    spec: DeploySpec,
+    results: Path,
+    timeout: float | None = None,
+    wait: float | None = None,
+    isolation: str = "process",
 ) -> Path:
-    """Start a local deployment for ``spec``, run it, stop it; the run folder."""
+    """Start a local deployment for ``spec`` (:class:`LocalDeployment`), run it, stop it; the
+    run folder."""
     logs = run_folder(results, spec.name, "deployment") / "logs"
-    with LocalDeployment(spec.n_clients, logs) as deployment:
+    with LocalDeployment(spec.n_clients, logs, isolation=isolation) as deployment:
         return deployment.run(spec, results, timeout, wait)
 
 
 __all__ = [
     "APP_DIR",
+    "ISOLATIONS",
+    "PULL_INTERVAL",
     "LocalDeployment",
     "LocalSimulation",
     "free_port",

@@ -103,6 +103,8 @@ class FlowerClients:
         timeout: seconds to wait for a round's replies (``None``: as long as Flower keeps the
             messages; a stopped SuperNode then comes back as Flower's ``NODE_UNAVAILABLE``).
         device: where the server's iterates live (the uploads are moved there).
+        pull_interval: seconds between two pulls of a round's replies (:func:`exchange`;
+            ``None``: Flower's ``Grid.send_and_receive`` and its own wait).
     """
 
     def __init__(
@@ -111,8 +113,10 @@ class FlowerClients:
         nodes: Mapping[int, int],
         timeout: float | None = None,
         device: torch.device | str = "cpu",
+        pull_interval: float | None = None,
     ) -> None:
         self.grid = grid
+        self.pull_interval = pull_interval
         self.nodes = dict(nodes)
         self.timeout = timeout
         self.device = torch.device(device)
@@ -240,7 +244,7 @@ class FlowerClients:
     def _exchange(self, messages: list[Any], ids: list[int], label: str) -> dict[int, Any]:
         """Send, wait for every reply, and return them by client; a client without a reply or
         with an error reply raises :class:`ClientLost`."""
-        replies = list(self.grid.send_and_receive(messages, timeout=self.timeout))
+        replies = exchange(self.grid, messages, self.timeout, self.pull_interval)
         self.traffic.messages += len(messages) + len(replies)
         client_of = {self.nodes[client]: client for client in ids}
         by_client: dict[int, Any] = {}
@@ -300,4 +304,30 @@ class FlowerClients:
         )
 
 
-__all__ = ["ClientLost", "FlowerClients", "Traffic"]
+def exchange(
+    grid: Any, messages: list[Any], timeout: float | None, pull_interval: float | None
+) -> list[Any]:
+    """Push ``messages`` and pull their replies until every one is there or ``timeout`` seconds
+    have passed (``None``: no limit): what ``Grid.send_and_receive`` does, with a pull every
+    ``pull_interval`` seconds. Flower 1.42's grid of a deployed ServerApp (its ``HttpGrid``)
+    waits 3 s between two pulls, hard-coded in its ``send_and_receive``, so each round there
+    costs up to 3 s more than its clients' work; ``push_messages`` and ``pull_messages`` are the
+    same ``Grid``'s public methods, and the replies and their order of arrival are Flower's.
+    ``pull_interval=None`` calls ``send_and_receive`` itself (a grid that has only that, as
+    the tests' in-process grid)."""
+    if pull_interval is None:
+        return list(grid.send_and_receive(messages, timeout=timeout))
+    waiting = set(grid.push_messages(messages))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    replies: list[Any] = []
+    while deadline is None or time.monotonic() < deadline:
+        pulled = list(grid.pull_messages(waiting))
+        replies.extend(pulled)
+        waiting.difference_update(reply.metadata.reply_to_message_id for reply in pulled)
+        if not waiting:
+            break
+        time.sleep(pull_interval)
+    return replies
+
+
+__all__ = ["ClientLost", "FlowerClients", "Traffic", "exchange"]

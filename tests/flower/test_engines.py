@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.flower import ONLY_IN_TOX_FLOWER
 
@@ -36,14 +37,14 @@ pytestmark = [
 
 from problems import QuadraticBilevel  # noqa: E402
 from testbed_app.flower.compare import compare  # noqa: E402
-from testbed_app.flower.engines import LocalDeployment  # noqa: E402
+from testbed_app.flower.engines import ISOLATIONS, LocalDeployment  # noqa: E402
 from testbed_app.flower.records import read_run, run_folder  # noqa: E402
 from testbed_app.flower.spec import DeploySpec  # noqa: E402
 
 PROBLEM = QuadraticBilevel.random(3, 3, 4, 10.0, 0.3, seed=1)
 # FBO-AggITD with N = 1 (2N + 3 = 5 rounds) on 2 of 3 clients per iteration: every round kind,
 # a client set drawn by the server's seeded generator, and few rounds (a round of a local
-# deployment takes seconds: each message starts a ClientApp process)
+# deployment takes seconds; tens of seconds where each message starts a ClientApp process)
 AGGITD = {"name": "fbo-aggitd", "inner_steps": 1, "outer_step_size": 0.05, "participation": 2}
 REPO = Path(__file__).resolve().parents[2]
 
@@ -163,6 +164,39 @@ def test_testbed_deploy_on_a_local_superlink_and_supernodes(tmp_path):
     assert not _flower_processes(), "testbed deploy left Flower processes running"
 
 
+@pytest.mark.slow
+def test_a_long_lived_clientapp_computes_what_a_clientapp_process_per_message_does(tmp_path):
+    """A SuperNode in Flower's isolation mode ``process`` with one long-lived ClientApp process
+    (``testbed_app.flower.worker``, the server pulling every 0.1 s) against Flower's default,
+    a fresh ClientApp process per message and ``Grid.send_and_receive``: the same iterates bit
+    for bit and the same counts; every message ran in the long-lived processes."""
+    spec = DeploySpec("isolations", {"closed_form": PROBLEM.spec()}, AGGITD, steps=1, seed=3)
+    runs = {}
+    for isolation in ISOLATIONS:
+        results = tmp_path / isolation
+        with LocalDeployment(spec.n_clients, results / "logs", isolation=isolation) as deployment:
+            record, iterates = read_run(deployment.run(spec, results, wait=1500))
+        assert record["status"] == "completed", (isolation, record["status"])
+        runs[isolation] = record, iterates
+    (before, before_iterates), (after, after_iterates) = runs["subprocess"], runs["process"]
+    assert sorted(after_iterates) == sorted(before_iterates)
+    for name, values in after_iterates.items():
+        assert len(values) == len(before_iterates[name]) == spec.steps + 1
+        for value, expected in zip(values, before_iterates[name], strict=True):
+            assert torch.equal(value, expected), name
+    for row, expected in zip(after["iterations"], before["iterations"], strict=True):
+        assert row["ledger"] == expected["ledger"]
+        assert row["flower"] == expected["flower"]  # messages, arrays and floats Flower carried
+        assert row["counts_agree"] and expected["counts_agree"]
+    assert after["client_oracle_calls"] == before["client_oracle_calls"]
+    # hello, 2N + 3 = 5 rounds and the sync: 7 messages to each of the 3 clients, every one a
+    # task of a long-lived process (one log line each)
+    logs = sorted((tmp_path / "process" / "logs").glob("clientapp-*.log"))
+    tasks = [line for log in logs for line in log.read_text().splitlines() if "task " in line]
+    assert len(logs) == 3 and len(tasks) == 7 * 3 and all("completed" in t for t in tasks)
+    assert not _flower_processes()
+
+
 def test_a_killed_supernode_is_reported_with_its_round_and_nothing_written_is_lost(tmp_path):
     spec = DeploySpec(
         "killed",
@@ -208,7 +242,13 @@ def _flower_processes() -> list[str]:
     a moment to go). An exited one that its parent has not reaped yet (state Z, ``<defunct>``:
     it runs nothing and holds no resources) is not counted: a ``flwr-serverapp`` was seen so
     right after a killed SuperNode's run (2026-11-26; its parent not established)."""
-    names = ("flower-superlink", "flower-supernode", "flwr-serverapp", "flwr-clientapp")
+    names = (
+        "flower-superlink",
+        "flower-supernode",
+        "flwr-serverapp",
+        "flwr-clientapp",
+        "testbed_app.flower.worker",
+    )
     deadline = time.monotonic() + 10.0
     while True:
         out = subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True, text=True).stdout

@@ -22,10 +22,12 @@ per round the mean wall time of one ``Grid.send_and_receive`` of a round's work.
 processes' start are outside the figures. Each row records the 1-minute load average before and
 after it.
 
-A local deployment starts one ClientApp process per message (Flower 1.42's ``subprocess``
-isolation), each importing torch and building the problem, which dominates its rounds. With M =
-100, the 100 SuperNode processes need memory: the case runs only where ``MemAvailable`` covers
-them (:func:`deployment_fits`), else its row says what it would need.
+A local deployment is :class:`~testbed_app.flower.engines.LocalDeployment`'s default: each
+SuperNode in isolation ``process`` with one long-lived ClientApp process (the figures of
+2026-11-26 in docs/flower.md were measured before, with a ClientApp process per message, Flower
+1.42's ``subprocess`` isolation; ``benchmarks/flower_round.py`` compares the two). With M = 100,
+the 100 SuperNode processes need memory: the case runs only where ``MemAvailable`` covers them
+(:func:`deployment_fits`), else its row says what it would need.
 
 Writes ``<out>/flower_deploy.json`` (``BENCH_SCHEMA``; no targets: the issue asks for the cost,
 not a bound). Not part of ``tox -e bench`` (Flower is an optional extra; a full run takes about
@@ -99,9 +101,10 @@ def specs(n_clients: int, quick: bool) -> dict[str, Any]:
 
 
 def deployment_fits(n_clients: int) -> tuple[bool, str]:
-    """Whether ``n_clients`` SuperNodes and the ClientApps of a round fit in the memory
-    available now, and what they need."""
-    need = n_clients * SUPERNODE_MB + min(n_clients, PER_ROUND) * CLIENTAPP_MB + MARGIN_MB
+    """Whether ``n_clients`` SuperNodes and their long-lived ClientApp processes (one per
+    SuperNode, all resident for the whole run) fit in the memory available now, and what they
+    need."""
+    need = n_clients * (SUPERNODE_MB + CLIENTAPP_MB) + MARGIN_MB
     available = 0
     with open("/proc/meminfo", encoding="utf-8") as meminfo:
         for line in meminfo:

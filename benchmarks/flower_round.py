@@ -25,21 +25,26 @@ counts are the batched simulation's (:func:`testbed_app.flower.compare.compare`)
 goes, measured in the same run: a Python process's start, the imports of a ``flwr-clientapp``
 process (Flower's runtime, then the testbed's ClientApp: torch and the testbed), the problem's
 build in a fresh process, and a round's compute (the batched simulation's per round, server and
-clients); what a ``subprocess`` round costs beyond them is the waiting: the SuperNode's pull of
-the message (Flower 1.42's SuperNode sleeps 3 s whenever a pull finds no message, hard-coded),
-``flower-superexec``'s 1 s task poll, the SuperNode's 0.5 s poll for the reply, and the server's
-3 s between pulls. The 1-minute load average is recorded before and after each row: the ratios
-in one run are what compare.
+clients); in isolation ``process``, the mean seconds of a task in the long-lived ClientApp
+processes (their log lines: pull the message and context, run, push the reply and the context).
+The rest of a round is Flower's waiting: the SuperNode sleeps 3 s whenever a pull from the
+SuperLink finds no message and polls every 0.5 s for its ClientApp's reply (both hard-coded in
+Flower 1.42), ``flower-superexec`` polls for a task every 1 s, and the server's
+``send_and_receive`` waits 3 s between pulls. Each process's start, imports and build are timed
+one after the other, each the median of 3; the 1-minute load average is recorded before and
+after each row: the ratios in one run are what compare.
 
 Writes ``<out>/flower_round.json`` (``BENCH_SCHEMA``); its target: a ``process`` round at most 5 s
 (the issue's, at load <= 2). The run folders and Flower's home live in temporary folders,
-removed at the end; Ctrl-C stops every process the deployment started (its context manager).
+removed at the end; Ctrl-C or SIGTERM stops every process the deployment started (its context
+manager, :func:`stop_on_signals`).
 Not part of ``tox -e bench`` (Flower is an optional extra).
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -142,6 +147,13 @@ def deployed(way: str, isolation: str, pull: float | None, run_spec: Any, tmp: P
         raise RuntimeError(f"{way}: the run did not complete: {record['status']}")
     rows = record["iterations"]
     rounds = [row["seconds_per_round"] for row in rows]
+    # isolation process: each task's seconds in the long-lived ClientApp processes (their logs)
+    tasks = [
+        float(line.rsplit(", ", 1)[1].split()[0])
+        for log in sorted((results / "logs").glob("clientapp-*.log"))
+        for line in log.read_text().splitlines()
+        if line.startswith("task ") and line.endswith(" s")
+    ]
     comparison = compare(run_spec, record, iterates)
     return {
         "way": way,
@@ -154,6 +166,8 @@ def deployed(way: str, isolation: str, pull: float | None, run_spec: Any, tmp: P
         "seconds_per_round_max": max(rounds),
         "seconds_per_iteration": statistics.mean(row["seconds"] for row in rows),
         "seconds_run": wall,
+        "tasks": len(tasks),
+        "seconds_per_task": statistics.mean(tasks) if tasks else float("nan"),
         "same_numbers": bool(comparison["same_numbers"]),
         "same_counts": bool(comparison["same_counts"]),
         "worst_relative": float(comparison["worst_relative"]),
@@ -187,10 +201,17 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], 
             )
     before, after = rows[1]["seconds_per_round"], rows[-1]["seconds_per_round"]
     rows[-1]["ratio_to_subprocess"] = before / after
-    spent = sum(value for key, value in parts.items() if key != "compute_per_round_s")
-    rows[1]["waiting_per_round_s"] = before - spent - parts["compute_per_round_s"]
     return rows, [target("process: seconds per round", after, ROUND_TARGET_S, "at_most")]
 
 
+def stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM raise ``KeyboardInterrupt``, so the deployment's context manager stops
+    every process it started; also where the shell that started this one ignored SIGINT (a
+    background job)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 if __name__ == "__main__":
+    stop_on_signals()
     raise SystemExit(cli(NAME, DESCRIPTION, measure))

@@ -47,8 +47,8 @@ COUNTS = {
     "ledger.vectors": "the ledger's messages: one per vector a client sends or receives; "
     "equals flower.vectors_down + flower.vectors_up",
     "ledger.floats_up, ledger.floats_down": "the floats in those vectors, each way",
-    "flower.exchanges": "Flower send_and_receive calls that carried a round's work",
-    "flower.syncs": "send_and_receive calls that carried only vectors queued for the clients",
+    "flower.exchanges": "Flower exchanges (push, pull every reply) that carried a round's work",
+    "flower.syncs": "exchanges that carried only vectors queued for the clients",
     "flower.flower_messages": "Flower Message objects, instructions and replies (the sync's "
     "included); one Message carries several arrays or none",
     "flower.vectors_down, flower.vectors_up": "the arrays in those Messages, each way",

@@ -6,7 +6,8 @@ ServerApp, the algorithm's own ``step`` drives it through the federated context:
 - every vector the ledger records as sent to a client (a send, a broadcast, the mean an
   aggregation sends back) is queued for that client under its name, and the server remembers
   what each client holds;
-- a round's work (:meth:`FlowerClients.run`) is one ``Grid.send_and_receive``: each participating
+- a round's work (:meth:`FlowerClients.run`) is one exchange (:func:`exchange`: push the
+  messages, pull until every reply is there, as ``Grid.send_and_receive``): each participating
   client gets one message of type ``train.<work kind>`` carrying the vectors queued for it
   (an ``ArrayRecord``, one array per ledger message) and the work's description (a
   ``ConfigRecord``: settings, and the names of the vectors it uses,
@@ -18,7 +19,7 @@ ServerApp, the algorithm's own ``step`` drives it through the federated context:
   (the means of the iteration's last round) in ``query.sync`` messages, so the floats Flower
   carried in an iteration are the ledger's of that iteration.
 
-:class:`Traffic` counts what Flower carried: exchanges (``send_and_receive`` calls), messages
+:class:`Traffic` counts what Flower carried: exchanges (a round's push and pulls), messages
 both ways, arrays and floats both ways, and the seconds spent in exchanges. A reply with an
 error (Flower's ``NODE_UNAVAILABLE`` when a SuperNode stopped sending heartbeats, or an
 exception in a ClientApp) or no reply raises :class:`ClientLost` naming the round and the client.
@@ -63,8 +64,8 @@ class ClientLost(RuntimeError):
 class Traffic:
     """What Flower carried (cumulative; :meth:`minus` gives one iteration's share)."""
 
-    exchanges: int = 0  # send_and_receive calls that carried a round's work
-    syncs: int = 0  # send_and_receive calls that carried only queued vectors
+    exchanges: int = 0  # exchanges that carried a round's work
+    syncs: int = 0  # exchanges that carried only queued vectors
     messages: int = 0  # Flower messages: instructions and replies
     vectors_down: int = 0  # arrays carried to clients (one per ledger message down)
     vectors_up: int = 0  # arrays carried back (one per upload)

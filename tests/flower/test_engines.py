@@ -189,11 +189,14 @@ def test_a_long_lived_clientapp_computes_what_a_clientapp_process_per_message_do
         assert row["flower"] == expected["flower"]  # messages, arrays and floats Flower carried
         assert row["counts_agree"] and expected["counts_agree"]
     assert after["client_oracle_calls"] == before["client_oracle_calls"]
-    # hello, 2N + 3 = 5 rounds and the sync: 7 messages to each of the 3 clients, every one a
-    # task of a long-lived process (one log line each)
+    # every message a task of a long-lived process (one log line each): a hello to each of the
+    # 3 clients, then the rounds' and the sync's (flower_messages counts them and their replies;
+    # 2 clients of 3 per iteration: 2 * (5 + 1) = 12)
     logs = sorted((tmp_path / "process" / "logs").glob("clientapp-*.log"))
     tasks = [line for log in logs for line in log.read_text().splitlines() if "task " in line]
-    assert len(logs) == 3 and len(tasks) == 7 * 3 and all("completed" in t for t in tasks)
+    messages = sum(row["flower"]["flower_messages"] for row in after["iterations"]) // 2
+    assert len(logs) == 3 and messages == 12
+    assert len(tasks) == 3 + messages and all("completed" in task for task in tasks)
     assert not _flower_processes()
 
 

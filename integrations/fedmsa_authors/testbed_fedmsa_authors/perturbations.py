@@ -6,45 +6,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import torch
-
-from problems import Problem
 from testbed.registry import get_estimator
-from testbed_fedmsa_authors.adapter import AuthorsFedMSA
 from theory_checks.claim import Perturbation
 
 
-@dataclasses.dataclass(frozen=True)
-class NegatedV(AuthorsFedMSA):
-    """The adapter handing their code ``-v`` (eq. (1)'s sign convention for v where (10) has
-    the other)."""
+def _negated_v(**kw: Any) -> Any:
+    # imported here: the adapter imports the authors' code, which reading the claims must not
+    from testbed_fedmsa_authors.planted import NegatedV
 
-    def maps(
-        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return super().maps(problem, x, w, -v)
-
-    def local_update(
-        self,
-        problem: Problem,
-        x: torch.Tensor,
-        w: torch.Tensor,
-        v: torch.Tensor,
-        h: torch.Tensor,
-        q: list[torch.Tensor],
-        client: int,
-    ) -> dict[str, torch.Tensor]:
-        return super().local_update(problem, x, w, -v, h, q, client)
-
-
-def _negated_v(**kw: Any) -> NegatedV:
     estimator = get_estimator("fedmsa-authors").build(**kw)
     return NegatedV(
         **{field.name: getattr(estimator, field.name) for field in dataclasses.fields(estimator)}
     )
 
 
-def _alpha_doubled(**kw: Any) -> AuthorsFedMSA:
+def _alpha_doubled(**kw: Any) -> Any:
     estimator = get_estimator("fedmsa-authors").build(**kw)
     return dataclasses.replace(estimator, outer_step_size=2 * estimator.outer_step_size)
 

@@ -58,8 +58,9 @@ import torch
 from torch import nn
 
 from problems import Problem
+from testbed.authors_code import their_output_silenced
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator, dense_derivatives
-from testbed_fedmsa_authors.authors_code import CODE, their_prints_silenced
+from testbed_fedmsa_authors.authors_code import CODE
 
 
 class ProblemNet(nn.Module):
@@ -188,7 +189,7 @@ class AuthorsFedMSA(LibraryEstimator):
         them (a deep copy of the network each)."""
         args, net, dataset, dict_users, hyper_param = self.setting(problem, x, w)
         chosen = list(range(problem.n_clients)) if ids is None else ids
-        with their_prints_silenced():
+        with their_output_silenced():
             clients = [
                 self.with_losses(
                     problem,
@@ -205,7 +206,7 @@ class AuthorsFedMSA(LibraryEstimator):
         """Every client's ``p_func(v)`` and ``s_func(v)`` at ``(x, w)``: ``(p (n, dx), s_w (n,
         dy), s_v (n, dy))``."""
         clients, _ = self.clients(problem, x, w)
-        with their_prints_silenced():
+        with their_output_silenced():
             p = [client.p_func(v.clone()).detach() for client in clients]
             s = [[part.detach() for part in client.s_func(v.clone())] for client in clients]
         return (
@@ -226,7 +227,7 @@ class AuthorsFedMSA(LibraryEstimator):
     ) -> dict[str, torch.Tensor]:
         """Their ``BLOClient.update_local(h, q, v)`` for ``client``: ``x_K``, ``w_K``, ``v_K``."""
         (one,), _ = self.clients(problem, x, w, [client])
-        with their_prints_silenced():
+        with their_output_silenced():
             x_K, (w_K, v_K) = one.update_local(h.clone(), [part.clone() for part in q], v.clone())
         return {"x": x_K.detach(), "w": w_K.detach(), "v": v_K.detach()}
 

@@ -5,6 +5,7 @@ read without the authors' checkout)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import torch
 
@@ -23,13 +24,7 @@ class NegatedV(AuthorsFedMSA):
         return super().maps(problem, x, w, -v)
 
     def local_update(
-        self,
-        problem: Problem,
-        x: torch.Tensor,
-        w: torch.Tensor,
-        v: torch.Tensor,
-        h: torch.Tensor,
-        q: list[torch.Tensor],
-        client: int,
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor, *rest: Any
     ) -> dict[str, torch.Tensor]:
-        return super().local_update(problem, x, w, -v, h, q, client)
+        # rest: the global (h, q) and the client id, passed on unchanged
+        return super().local_update(problem, x, w, -v, *rest)

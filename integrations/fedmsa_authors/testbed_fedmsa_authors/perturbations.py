@@ -20,6 +20,12 @@ def _negated_v(**kw: Any) -> Any:
     )
 
 
+def _first_level_negated(**kw: Any) -> Any:
+    from testbed_fedmsa_authors.planted import NegatedFirstLevel  # as in _negated_v
+
+    return NegatedFirstLevel(**kw)
+
+
 def _alpha_doubled(**kw: Any) -> Any:
     estimator = get_estimator("fedmsa-authors").build(**kw)
     return dataclasses.replace(estimator, outer_step_size=2 * estimator.outer_step_size)
@@ -27,7 +33,7 @@ def _alpha_doubled(**kw: Any) -> Any:
 
 V_NEGATED = Perturbation(
     "v negated",
-    "the adapter hands their p_func, s_func and update_local -v (the other sign "
+    "the adapter hands their p_func, s_func, update_local and fed_globhq -v (the other sign "
     "convention of the adjoint)",
     _negated_v,
 )
@@ -35,4 +41,10 @@ ALPHA_DOUBLED = Perturbation(
     "alpha doubled",
     "--alpha 2 alpha: the step on x handed to their update_local doubled",
     _alpha_doubled,
+)
+FIRST_LEVEL_NEGATED = Perturbation(
+    "z^1 negated",
+    "the adapter hands their notebook's p_func and s_func -z^1 (a sign slip in the translation "
+    "of the levels)",
+    _first_level_negated,
 )

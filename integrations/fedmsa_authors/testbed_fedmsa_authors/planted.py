@@ -1,4 +1,4 @@
-"""The adapter with a planted bug that needs its class: imported only when the perturbation
+"""The adapters with a planted bug that needs its class: imported only when the perturbation
 that plants it runs (the claims file names :mod:`testbed_fedmsa_authors.perturbations`, which is
 read without the authors' checkout)."""
 
@@ -11,6 +11,7 @@ import torch
 
 from problems import Problem
 from testbed_fedmsa_authors.adapter import AuthorsFedMSA
+from testbed_fedmsa_authors.mco import AuthorsFedMCO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,3 +29,19 @@ class NegatedV(AuthorsFedMSA):
     ) -> dict[str, torch.Tensor]:
         # rest: the global (h, q) and the client id, passed on unchanged
         return super().local_update(problem, x, w, -v, *rest)
+
+    def global_step(
+        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor, *rest: Any
+    ) -> dict[str, torch.Tensor]:
+        return super().global_step(problem, x, w, -v, *rest)
+
+
+@dataclasses.dataclass(frozen=True)
+class NegatedFirstLevel(AuthorsFedMCO):
+    """The adapter handing their notebook functions ``-z^1`` (a sign slip in the translation of
+    the levels into their nested ``Z``)."""
+
+    def maps(
+        self, problem: Problem, levels: list[torch.Tensor]
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        return super().maps(problem, [levels[0], -levels[1], *levels[2:]])

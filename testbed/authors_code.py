@@ -12,6 +12,12 @@ the names a module they import from has dropped since their release (added for t
 of their import only, and removed after it, so nothing else sees them). Nothing of theirs is
 copied into this project.
 
+Each adapter package locates its checkout with :func:`load` (the environment variable, the files
+its objects live in, the one-line error saying how to name a checkout) and records
+:func:`commit_of` it; their progress output goes through :func:`their_output_silenced`. This
+module is the plugins' (and the FedNest benchmark's): nothing of the testbed's core imports it, so
+no outside code loads unless a plugin asks.
+
 >>> try:
 ...     checkout("/nowhere", {"Client": "core.Client_hr:Client"})
 ... except AuthorsCodeError as error:
@@ -24,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import io
 import os
 import sys
 import types
@@ -50,6 +57,15 @@ class Codebase:
     packages: tuple[str, ...]
     unused_imports: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     import_shims: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+
+    @property
+    def how(self) -> str:
+        """How a user names a checkout (for the error when none is named)."""
+        name = self.repository.rpartition("/")[2]
+        return (
+            f"set {self.env} to a checkout of {self.repository} (git clone "
+            f"https://github.com/{self.repository} /path/{name})"
+        )
 
 
 #: The FedNest authors' code (ucr-optml/FedNest): their modules import ``cv2.log`` and
@@ -93,6 +109,31 @@ def checkout(
 def named_checkout(codebase: Codebase = FEDNEST) -> str | None:
     """The folder the codebase's environment variable names, or ``None``."""
     return os.environ.get(codebase.env) or None
+
+
+def locate(names: Mapping[str, str], codebase: Codebase = FEDNEST) -> Path:
+    """The checkout the codebase's environment variable names, checked by :func:`checkout` to
+    hold the modules of ``names``; an :class:`AuthorsCodeError` of one line saying how to name
+    one when the variable is unset."""
+    named = named_checkout(codebase)
+    if named is None:
+        raise AuthorsCodeError(f"the {codebase.repository} code is not found: {codebase.how}")
+    return checkout(named, names, codebase)
+
+
+def load(names: Mapping[str, str], codebase: Codebase = FEDNEST) -> types.SimpleNamespace:
+    """Their objects ``names`` imported from the located checkout (:func:`locate`,
+    :func:`import_authors_code`), with ``repo`` and its ``commit`` (:func:`commit_of`)."""
+    code = import_authors_code(locate(names, codebase), names, codebase)
+    code.commit = commit_of(code.repo)
+    return code
+
+
+@contextlib.contextmanager
+def their_output_silenced() -> Iterator[None]:
+    """Their modules' progress output (prints, tqdm bars on stderr) kept off the testbed's."""
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
 
 
 def commit_of(repo: Path) -> str:
@@ -183,5 +224,8 @@ __all__ = [
     "checkout",
     "commit_of",
     "import_authors_code",
+    "load",
+    "locate",
     "named_checkout",
+    "their_output_silenced",
 ]

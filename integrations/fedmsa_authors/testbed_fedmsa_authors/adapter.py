@@ -41,25 +41,35 @@ The translation (nothing of their algorithm changed):
 - **the parameters**: ``--alpha``, ``--beta``, ``--inner_ep`` (K), ``--momentum_rho`` from the
   claim; ``--gpu -1``; the rest their parser's defaults.
 
-Not run here: ``fed_globhq`` (the momentum step (5); its first round initialises v with FedNest's
+:meth:`AuthorsFedMSA.global_step` runs their ``ClientManage.fed_globhq`` (the momentum step (5))
+from a previous round's ``(h, q, p_locals, s_locals)``, over every client (their driver's
+``fed_globhq`` runs over ``client_idx``, all clients). ``fed_globhq`` builds its clients itself
+(``core/ClientManage_blo.py:174-183``, ``Client(...)`` from that module's globals): for the
+duration of the call only, that module's name ``Client`` is a subclass of their ``Client`` whose
+``__init__`` runs theirs and then sets the two loss attributes as above, and is restored after.
+
+Not run here: ``fed_globhq``'s first round (``last_s`` empty: v initialised with FedNest's
 ``fedIHGP``, the FedNest authors' code that ``fednest-authors`` verifies) and the averaging of
-``fed_locals``; the claims decide the maps both use and the local recursion.
+``fed_locals``; the claims decide the maps both use, the momentum step and the local recursion.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from problems import Problem
+from testbed.authors_code import their_output_silenced
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator, dense_derivatives
-from testbed_fedmsa_authors.authors_code import CODE, their_prints_silenced
+from testbed_fedmsa_authors.authors_code import CODE
 
 
 class ProblemNet(nn.Module):
@@ -188,7 +198,7 @@ class AuthorsFedMSA(LibraryEstimator):
         them (a deep copy of the network each)."""
         args, net, dataset, dict_users, hyper_param = self.setting(problem, x, w)
         chosen = list(range(problem.n_clients)) if ids is None else ids
-        with their_prints_silenced():
+        with their_output_silenced():
             clients = [
                 self.with_losses(
                     problem,
@@ -205,7 +215,7 @@ class AuthorsFedMSA(LibraryEstimator):
         """Every client's ``p_func(v)`` and ``s_func(v)`` at ``(x, w)``: ``(p (n, dx), s_w (n,
         dy), s_v (n, dy))``."""
         clients, _ = self.clients(problem, x, w)
-        with their_prints_silenced():
+        with their_output_silenced():
             p = [client.p_func(v.clone()).detach() for client in clients]
             s = [[part.detach() for part in client.s_func(v.clone())] for client in clients]
         return (
@@ -226,9 +236,54 @@ class AuthorsFedMSA(LibraryEstimator):
     ) -> dict[str, torch.Tensor]:
         """Their ``BLOClient.update_local(h, q, v)`` for ``client``: ``x_K``, ``w_K``, ``v_K``."""
         (one,), _ = self.clients(problem, x, w, [client])
-        with their_prints_silenced():
+        with their_output_silenced():
             x_K, (w_K, v_K) = one.update_local(h.clone(), [part.clone() for part in q], v.clone())
         return {"x": x_K.detach(), "w": w_K.detach(), "v": v_K.detach()}
+
+    @contextlib.contextmanager
+    def their_manager_builds_problem_clients(self, problem: Problem) -> Iterator[None]:
+        """Their ``core.ClientManage_blo.Client`` a subclass setting the problem's losses, for
+        the block only (see the module docstring)."""
+        module = sys.modules[CODE.ClientManage.__module__]
+        theirs, adapter = module.Client, self
+
+        class ProblemClient(theirs):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                adapter.with_losses(problem, self)
+
+        module.Client = ProblemClient
+        try:
+            yield
+        finally:
+            module.Client = theirs
+
+    def global_step(
+        self,
+        problem: Problem,
+        x: torch.Tensor,
+        w: torch.Tensor,
+        v: torch.Tensor,
+        last: dict[str, Any],
+    ) -> dict[str, torch.Tensor]:
+        """Their ``fed_globhq(rho, last_h, last_q, last_p, last_s, v)`` at ``(x, w)`` over every
+        client, ``last`` = ``{"h", "q" (pair), "p" (per client), "s" (per client pairs)}``:
+        ``{"h", "q_w", "q_v"}`` (their ``h_glob`` and ``q_glob``)."""
+        args, net, dataset, dict_users, hyper_param = self.setting(problem, x, w)
+        with their_output_silenced():
+            manager = CODE.ClientManage(
+                args, net, list(range(problem.n_clients)), dataset, dict_users, hyper_param
+            )
+            with self.their_manager_builds_problem_clients(problem):
+                h, q, *_ = manager.fed_globhq(
+                    self.momentum,
+                    last["h"].clone(),
+                    [part.clone() for part in last["q"]],
+                    [p.clone() for p in last["p"]],
+                    [[part.clone() for part in s] for s in last["s"]],
+                    v.clone(),
+                )
+        return {"h": h.detach(), "q_w": q[0].detach(), "q_v": q[1].detach()}
 
     def library_hypergradient(
         self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem

@@ -13,6 +13,11 @@ client m from ``(x_0, w_0, v_0)`` and the global directions ``(h, q)``, exact or
 .. math::  h_k = P^m(z_k) + h_{k-1} - P^m(z_{k-1}), \quad h_0 = h,\quad
            x_{k+1} = x_k - \alpha h_k \quad\text{(q, w, v likewise with } S^m, \beta).
 
+The momentum step (5a)-(5b), every client, exact oracles (the sample the same at both points):
+
+.. math::  h_r = \mathrm{avg}_m [P^m(z_r) + (1 - \rho)(h_{r-1} - P^m(z_{r-1}))],
+           \quad q_r \text{ likewise with } S^m.
+
 The right-hand sides are computed here from dense per-client derivatives of the problem's own
 losses (``torch.func``), independently of the code checked.
 """
@@ -61,8 +66,16 @@ def client_maps(
     return fx - J.T @ v, gw, H @ v - fw, fx
 
 
-def _relative(a: torch.Tensor, b: torch.Tensor) -> float:
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    """``|a - b| / (|b| + 1)``."""
     return float((a - b).norm()) / (float(b.norm()) + 1.0)
+
+
+def identity(measured: float, details: dict[str, Any]) -> Measurement:
+    """An exact identity's measurement: the relative residual against ``IDENTITY_RTOL``."""
+    return Measurement(
+        measured, IDENTITY_RTOL, measured <= IDENTITY_RTOL, "relative residual <=", details=details
+    )
 
 
 def check_maps(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -74,17 +87,14 @@ def check_maps(claim: Claim, case: Case, make: Callable[..., Any]) -> Measuremen
     worst_p, worst_s, indirect_only = 0.0, 0.0, 0.0
     for m in range(problem.n_clients):
         P, S_w, S_v, direct = client_maps(problem, m, x, w, v)
-        worst_p = max(worst_p, _relative(p[m], P))
-        worst_s = max(worst_s, _relative(s_w[m], S_w), _relative(s_v[m], S_v))
+        worst_p = max(worst_p, relative(p[m], P))
+        worst_s = max(worst_s, relative(s_w[m], S_w), relative(s_v[m], S_v))
         # the diagnosis: p against P^m without its direct term grad_x f^m
-        indirect_only = max(indirect_only, _relative(p[m], P - direct))
+        indirect_only = max(indirect_only, relative(p[m], P - direct))
     worst = max(worst_p, worst_s)
-    return Measurement(
+    return identity(
         worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={
+        {
             "p_residual": worst_p,
             "s_residual": worst_s,
             "p_residual_against_P_without_direct": indirect_only,
@@ -104,14 +114,42 @@ def check_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
     scale = float(d.grad_x_f.norm() + (d.J @ torch.linalg.solve(d.H, d.grad_y_f)).norm()) + 1e-300
 
     value = make(inner_steps=0).estimate(problem, x, InnerState(y), np.random.default_rng(0)).value
-    relative = float((value - exact).norm()) / scale
-    return Measurement(
-        relative,
-        IDENTITY_RTOL,
-        relative <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"direct_over_scale": float(d.grad_x_f.norm()) / scale},
-    )
+    residual = float((value - exact).norm()) / scale
+    return identity(residual, {"direct_over_scale": float(d.grad_x_f.norm()) / scale})
+
+
+def check_momentum(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """Their ``fed_globhq`` at a seeded ``z_r = (x, w, v)`` from a seeded previous point
+    ``z_{r-1}``, ``h_{r-1}``, ``q_{r-1}`` and the clients' maps there, against (5a)-(5b) with the
+    maps (10); ``rho = (1 + point_seed mod 3) / 4``."""
+    problem = case.problem
+    seed = int(case.params["point_seed"])
+    rho = (1 + seed % 3) / 4
+    now, before = seeded_point(problem, seed), seeded_point(problem, seed + 1)
+    h_last, qw_last, qv_last = seeded_point(problem, seed + 2)  # any previous directions
+    n = problem.n_clients
+    previous = [client_maps(problem, m, *before) for m in range(n)]
+    current = [client_maps(problem, m, *now) for m in range(n)]
+    last = {
+        "h": h_last,
+        "q": [qw_last, qv_last],
+        "p": [entry[0] for entry in previous],
+        "s": [[entry[1], entry[2]] for entry in previous],
+    }
+    theirs = make(momentum=rho).global_step(problem, *now, last)
+    mean = lambda k, base: torch.stack(  # noqa: E731
+        [c[k] + (1 - rho) * (base - p[k]) for c, p in zip(current, previous, strict=True)]
+    ).mean(0)
+    h, q_w, q_v = mean(0, h_last), mean(1, qw_last), mean(2, qv_last)
+    direct = torch.stack([c[3] for c in current]).mean(0)
+    residuals = {
+        "h": relative(theirs["h"], h),
+        "q": max(relative(theirs["q_w"], q_w), relative(theirs["q_v"], q_v)),
+        # the diagnosis: h against (5a) with the current maps' direct term grad_x f^m left out
+        "h_against_P_without_direct": relative(theirs["h"], h - direct),
+    }
+    worst = max(residuals["h"], residuals["q"])
+    return identity(worst, {**residuals, "rho": rho})
 
 
 def check_local_recursion(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -142,13 +180,5 @@ def check_local_recursion(claim: Claim, case: Case, make: Callable[..., Any]) ->
         hk, qw, qv = (now[0] + hk - last[0], now[1] + qw - last[1], now[2] + qv - last[2])
         xk, wk, vk = xk - alpha * hk, wk - beta * qw, vk - beta * qv
         last = now
-    relative = max(
-        _relative(theirs["x"], xk), _relative(theirs["w"], wk), _relative(theirs["v"], vk)
-    )
-    return Measurement(
-        relative,
-        IDENTITY_RTOL,
-        relative <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"local_steps": K, "client": m, "alpha": alpha},
-    )
+    residual = max(relative(theirs["x"], xk), relative(theirs["w"], wk), relative(theirs["v"], vk))
+    return identity(residual, {"local_steps": K, "client": m, "alpha": alpha})

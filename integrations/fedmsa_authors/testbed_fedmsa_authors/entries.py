@@ -9,6 +9,7 @@ import functools
 from testbed.info import ALL_KINDS, EstimatorInfo
 from testbed_fedmsa_authors.adapter import AuthorsFedMSA
 from testbed_fedmsa_authors.authors_code import CODE, COMMIT
+from testbed_fedmsa_authors.mco import NOTEBOOK, AuthorsFedMCO
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
@@ -17,9 +18,20 @@ ENTRIES: list[EstimatorInfo] = [
         paper="FedMSA (authors' code)",
         reference=(
             f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): Client.p_func, "
-            "Client.s_func, BLOClient.update_local"
+            "Client.s_func, BLOClient.update_local, ClientManage.fed_globhq"
         ),
         supports=ALL_KINDS,
         make=functools.partial(AuthorsFedMSA),
+    ),
+    EstimatorInfo(
+        name="fedmsa-authors-mco",
+        cls=AuthorsFedMCO,
+        paper="FedMSA (authors' code)",
+        reference=(
+            f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): {NOTEBOOK} p_func, s_func "
+            "(JAX; the maps (11) on the risk-averse problem)"
+        ),
+        supports=frozenset({"compositional"}),
+        make=functools.partial(AuthorsFedMCO),
     ),
 ]

@@ -6,52 +6,34 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import torch
-
-from problems import Problem
 from testbed.registry import get_estimator
-from testbed_fedmsa_authors.adapter import AuthorsFedMSA
 from theory_checks.claim import Perturbation
 
 
-@dataclasses.dataclass(frozen=True)
-class NegatedV(AuthorsFedMSA):
-    """The adapter handing their code ``-v`` (eq. (1)'s sign convention for v where (10) has
-    the other)."""
+def _negated_v(**kw: Any) -> Any:
+    # imported here: the adapter imports the authors' code, which reading the claims must not
+    from testbed_fedmsa_authors.planted import NegatedV
 
-    def maps(
-        self, problem: Problem, x: torch.Tensor, w: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return super().maps(problem, x, w, -v)
-
-    def local_update(
-        self,
-        problem: Problem,
-        x: torch.Tensor,
-        w: torch.Tensor,
-        v: torch.Tensor,
-        h: torch.Tensor,
-        q: list[torch.Tensor],
-        client: int,
-    ) -> dict[str, torch.Tensor]:
-        return super().local_update(problem, x, w, -v, h, q, client)
-
-
-def _negated_v(**kw: Any) -> NegatedV:
     estimator = get_estimator("fedmsa-authors").build(**kw)
     return NegatedV(
         **{field.name: getattr(estimator, field.name) for field in dataclasses.fields(estimator)}
     )
 
 
-def _alpha_doubled(**kw: Any) -> AuthorsFedMSA:
+def _first_level_negated(**kw: Any) -> Any:
+    from testbed_fedmsa_authors.planted import NegatedFirstLevel  # as in _negated_v
+
+    return NegatedFirstLevel(**kw)
+
+
+def _alpha_doubled(**kw: Any) -> Any:
     estimator = get_estimator("fedmsa-authors").build(**kw)
     return dataclasses.replace(estimator, outer_step_size=2 * estimator.outer_step_size)
 
 
 V_NEGATED = Perturbation(
     "v negated",
-    "the adapter hands their p_func, s_func and update_local -v (the other sign "
+    "the adapter hands their p_func, s_func, update_local and fed_globhq -v (the other sign "
     "convention of the adjoint)",
     _negated_v,
 )
@@ -59,4 +41,10 @@ ALPHA_DOUBLED = Perturbation(
     "alpha doubled",
     "--alpha 2 alpha: the step on x handed to their update_local doubled",
     _alpha_doubled,
+)
+FIRST_LEVEL_NEGATED = Perturbation(
+    "z^1 negated",
+    "the adapter hands their notebook's p_func and s_func -z^1 (a sign slip in the translation "
+    "of the levels)",
+    _first_level_negated,
 )

@@ -51,8 +51,9 @@ from typing import Any
 import torch
 
 from problems import Problem
+from testbed.authors_code import their_output_silenced
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator
-from testbed_fednest_authors.authors_code import CODE, their_prints_silenced
+from testbed_fednest_authors.authors_code import CODE
 
 
 class ProblemNet(torch.nn.Module):
@@ -170,7 +171,7 @@ class AuthorsFedNest(LibraryEstimator):
             objectives.evaluations["f"] += 1
             return problem.outer_loss(xs, ys, who, None).mean()
 
-        with their_prints_silenced():
+        with their_output_silenced():
             manager = CODE.ClientManageHR(args, net, list(ids), dataset, dict_users, hyper_param)
             clients = []
             for i in ids:
@@ -184,7 +185,7 @@ class AuthorsFedNest(LibraryEstimator):
     ) -> tuple[torch.Tensor, torch.Tensor, list[Any], Any, argparse.Namespace, GlobalObjectives]:
         """``fed_out`` lines 153-160: their FedIHGP, then their hypergradient round."""
         manager, clients, args, objectives = self.clients(problem, x, y)
-        with their_prints_silenced():
+        with their_output_silenced():
             p = manager.fedIHGP(clients)
             hg = CODE.FedAvgP([client.hyper_grad(p.clone()) for client in clients], args)
         return hg.detach(), p.detach(), clients, manager, args, objectives
@@ -202,7 +203,7 @@ class AuthorsFedNest(LibraryEstimator):
         """``fed_out`` lines 153-171 on these clients: ``p``, ``hg_glob``, and ``x^+ = x -
         FedAvgP(displacements)`` after ``outer_tau`` SVRG steps per client."""
         hg, p, clients, _, args, _ = self.fedihgp_round(problem, x, y)
-        with their_prints_silenced():
+        with their_output_silenced():
             displacements = []
             for client in clients:
                 for _ in range(args.outer_tau):

@@ -8,7 +8,7 @@ import functools
 
 from testbed.info import ALL_KINDS, EstimatorInfo
 from testbed_fednest_authors.adapter import AuthorsFedNest
-from testbed_fednest_authors.authors_code import CODE, authors_commit
+from testbed_fednest_authors.authors_code import CODE, COMMIT
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
@@ -16,7 +16,7 @@ ENTRIES: list[EstimatorInfo] = [
         cls=AuthorsFedNest,
         paper="FedNest (authors' code)",
         reference=(
-            f"ucr-optml/FedNest at {authors_commit(CODE.repo)[:12]} ({CODE.repo}): "
+            f"ucr-optml/FedNest at {COMMIT[:12]} ({CODE.repo}): "
             "ClientManageHR.fedIHGP (global_batch), Client.hyper_grad, "
             "Client.hyper_svrg_update"
         ),

@@ -267,8 +267,8 @@ def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path
         "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
         "from pathlib import Path\n"
         "from testbed_app.library_verdicts import verdict_changes\n"
-        "from testbed_fednest_authors.authors_code import CODE, authors_commit\n"
-        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), authors_commit(CODE.repo),"
+        "from testbed_fednest_authors.authors_code import COMMIT\n"
+        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT,"
         f" Path({str(tmp_path)!r}))\n"
         "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
     )

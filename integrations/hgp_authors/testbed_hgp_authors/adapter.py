@@ -86,6 +86,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from testbed.authors_code import their_output_silenced
 from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPRun, HGPState, HyperGradientPush, is_per_client
@@ -94,7 +95,7 @@ from testbed.decentralized.pushsum import consensus_error
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
 from testbed.precision import precision_record, set_precision
-from testbed_hgp_authors.authors_code import CODE, their_output_silenced
+from testbed_hgp_authors.authors_code import CODE
 from theory_checks.claim import NotMeasurable
 
 #: Their metric name: any string (their model API takes it; the adapter's model ignores it).

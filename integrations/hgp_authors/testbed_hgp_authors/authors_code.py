@@ -1,6 +1,6 @@
 """The HGP authors' code (hitachi-rd-cv/pdbo-hgp) from the checkout ``HGP_AUTHORS_REPO`` names,
-imported unmodified by the testbed's loader (:mod:`testbed.authors_code`). Nothing of theirs is
-copied into this package.
+located, checked and imported unmodified by the testbed's loader
+(:func:`testbed.authors_code.load`). Nothing of theirs is copied into this package.
 
 What importing it on Python 3.11, torch 2.x, numpy 2.x and networkx 3.x needs (their container
 is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
@@ -21,19 +21,7 @@ is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
 
 from __future__ import annotations
 
-import contextlib
-import io
-from collections.abc import Iterator
-from pathlib import Path
-
-from testbed.authors_code import (
-    AuthorsCodeError,
-    Codebase,
-    checkout,
-    commit_of,
-    import_authors_code,
-    named_checkout,
-)
+from testbed.authors_code import Codebase, load
 
 HGP = Codebase(
     "hitachi-rd-cv/pdbo-hgp",
@@ -47,10 +35,6 @@ HGP = Codebase(
     },
     import_shims={"torch.autograd.functional": {"Tuple": tuple, "List": list}},
 )
-HOW = (
-    f"set {HGP.env} to a checkout of {HGP.repository} (git clone "
-    "https://github.com/hitachi-rd-cv/pdbo-hgp /path/pdbo-hgp)"
-)
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {
     "HyperGradEstimator": "module_torch.hgp:HyperGradEstimator",
@@ -63,22 +47,5 @@ AUTHORS_OBJECTS = {
     "KeysOptionEval": "constants:KeysOptionEval",
     "KeysOptionHGPInsig": "constants:KeysOptionHGPInsig",
 }
-
-
-def authors_repo() -> Path:
-    """The checkout ``$HGP_AUTHORS_REPO`` names (checked to hold their modules)."""
-    named = named_checkout(HGP)
-    if named is None:
-        raise AuthorsCodeError(f"the HGP authors' code is not found: {HOW}")
-    return checkout(named, AUTHORS_OBJECTS, HGP)
-
-
-@contextlib.contextmanager
-def their_output_silenced() -> Iterator[None]:
-    """Their driver prints progress lines and tqdm bars (stdout, stderr)."""
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        yield
-
-
-CODE = import_authors_code(authors_repo(), AUTHORS_OBJECTS, HGP)
-COMMIT = commit_of(CODE.repo)
+CODE = load(AUTHORS_OBJECTS, HGP)
+COMMIT: str = CODE.commit

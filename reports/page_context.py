@@ -49,8 +49,9 @@ from reports.claims_table import (
     summary_sentence,
 )
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
-from reports.results_reading import as_bool, as_float
+from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_float
 from reports.sections import Section
+from results_format.claim_record import CaseRecord, ClaimRecord, DecidedOnRecord, DecisionRecord
 from results_format.evidence import claim_slack, evidence_text
 from results_format.populations import (
     COMPARISONS,
@@ -143,18 +144,18 @@ class Row:
     def slack(self) -> str:
         """The per-paper table's slack cell: the room the tightest case of a "holds" leaves
         (:func:`results_format.evidence.claim_slack`), "-" for other verdicts."""
-        slack = claim_slack(self.claim)
+        slack = claim_slack(self.claim.to_json())
         return slack.short if slack is not None else "-"
 
     @property
     def evidence(self) -> str:
         """The claim detail's evidence: slack, companions of a loose bound, kill set."""
-        if self.verdict in ("not checked", "not trusted"):
+        if self.verdict in (NOT_CHECKED, NOT_TRUSTED):
             return ""
-        return evidence_text(self.claim, self.kills)
+        return evidence_text(self.claim.to_json(), self.kills)
 
     @property
-    def claim(self) -> dict[str, Any]:
+    def claim(self) -> ClaimRecord:
         return self.section.claim
 
     @property
@@ -188,7 +189,7 @@ class Row:
 
     @property
     def statement(self) -> str:
-        return str(self.claim.get("statement") or "")
+        return self.claim.statement
 
     @property
     def line_statement(self) -> str:
@@ -199,16 +200,16 @@ class Row:
 
     @property
     def reference(self) -> str:
-        return str(self.claim.get("reference") or "")
+        return self.claim.reference
 
     @property
     def kind(self) -> str:
-        return str(self.claim.get("kind") or "")
+        return self.claim.kind
 
     @property
     def about(self) -> str:
         """What the claim checks (:data:`results_format.verdicts.ABOUTS`)."""
-        return str(self.claim.get("about") or "")
+        return self.claim.about
 
     @property
     def refutation(self) -> str:
@@ -220,7 +221,7 @@ class Row:
 
     @property
     def estimators(self) -> str:
-        return ", ".join(str(e) for e in self.claim.get("estimators") or [])
+        return ", ".join(self.claim.estimators)
 
     @property
     def decision(self) -> str:
@@ -236,7 +237,7 @@ class Row:
 
     @property
     def notes(self) -> str:
-        return str(self.claim.get("notes") or "")
+        return self.claim.notes
 
     @property
     def hypotheses(self) -> list[str]:
@@ -252,13 +253,13 @@ class Row:
     def added_parameters(self) -> str:
         """The outcome at each measured value of the parameters the testbed adds to the paper's
         setting (shown beside the verdict; empty when the claim declares none)."""
-        return added_parameters_text(self.claim.get("added_parameters") or [])
+        return added_parameters_text(self.claim.added_parameters or ())
 
     @property
     def reading_verdicts(self) -> str:
         """The verdict under each reading, by name, in one phrase (shown beside the verdict
         wherever it appears; empty for a claim read one way)."""
-        return readings_text(self.claim.get("readings") or [])
+        return readings_text(r.to_json() for r in self.claim.readings)
 
     @property
     def refutation_summary(self) -> str:
@@ -268,7 +269,7 @@ class Row:
     def scale(self) -> str:
         """For a number from a paper's table: how the claim's protocol differs from the
         paper's scale."""
-        return str(self.claim.get("scale") or "")
+        return self.claim.scale or ""
 
 
 @dataclasses.dataclass
@@ -382,62 +383,66 @@ class Page:
         return [r for p in self.tables for r in p.rows]
 
 
-def decision_lines(c: dict[str, Any]) -> list[str]:
+def decision_lines(c: ClaimRecord) -> list[str]:
     """The perturbation or positive control, and each undecided case with the budget that
     would decide it."""
     lines = []
-    power = c.get("power")
-    if isinstance(power, dict):
+    power = c.power
+    if power is not None:
         lines.append(
-            f"Perturbation ({'caught' if as_bool(power.get('caught')) else 'NOT caught'},"
-            f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
-            f"{power.get('description', '')}"
+            f"Perturbation ({'caught' if power.caught else 'NOT caught'},"
+            f" verdict on it: {power.verdict}): {power.name}: {power.description}"
         )
-    control = c.get("positive_control")
-    if isinstance(control, dict):
-        case = control.get("case") or {}
+    control = c.positive_control
+    if control is not None:
+        case = control.case or CaseRecord(problem_id="?")
         lines.append(
-            f"Positive control: on {case.get('problem_id', '?')} "
-            f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
-            f"says {control.get('outcome', '?')} (measured "
-            f"{number_text(case.get('measured'))} vs {number_text(case.get('bound'))})."
+            f"Positive control: on {case.problem_id} "
+            f"{json.dumps(case.params or {}, sort_keys=True)} the same check "
+            f"says {control.outcome} (measured "
+            f"{number_text(case.measured)} vs {number_text(case.bound)})."
         )
-    for case in c.get("cases") or []:
-        if not isinstance(case, dict) or case.get("outcome") != "undecided":
+    for case in c.cases:
+        if case.outcome != "undecided":
             continue
-        for d in case.get("decisions") or []:
-            if isinstance(d, dict) and d.get("outcome") == "undecided":
-                factor = as_float(d.get("budget_factor"))
-                budget = (
-                    f"about {number_text(factor, 2)}x the samples would decide it"
-                    if math.isfinite(factor)
-                    else "the estimate sits on the edge"
-                )
-                lines.append(
-                    f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
-                    f"{number_text(d.get('estimate'), 4)}, "
-                    f"interval [{number_text(d.get('low'), 4)}, "
-                    f"{number_text(d.get('high'), 4)}] "
-                    f"at rate {number_text(d.get('rate'), 2)} "
-                    f"against [{number_text(d.get('region_low'), 4)}, "
-                    f"{number_text(d.get('region_high'), 4)}]; {budget}."
-                )
+        for d in case.decisions:
+            if d.outcome == "undecided":
+                lines.append(_undecided_line(case, d))
     return lines
 
 
-def decide_command(claim: dict[str, Any], results: str) -> DecideCommand | None:
+def _undecided_line(case: CaseRecord, d: DecisionRecord) -> str:
+    """An undecided test: its interval against the region, and the budget that would decide
+    it."""
+    factor = as_float(d.budget_factor)
+    budget = (
+        f"about {number_text(factor, 2)}x the samples would decide it"
+        if math.isfinite(factor)
+        else "the estimate sits on the edge"
+    )
+    return (
+        f"Undecided on {case.problem_id}: {d.quantity} "
+        f"{number_text(d.estimate, 4)}, "
+        f"interval [{number_text(d.low, 4)}, "
+        f"{number_text(d.high, 4)}] "
+        f"at rate {number_text(d.rate, 2)} "
+        f"against [{number_text(d.region_low, 4)}, "
+        f"{number_text(d.region_high, 4)}]; {budget}."
+    )
+
+
+def decide_command(claim: ClaimRecord, results: str) -> DecideCommand | None:
     """For an undecided claim: ``testbed check`` on the profile that decides it (recorded as
     ``decided_on`` when its profile cannot decide it by design; else the thorough profile, with
     more samples), with the measured time when the claim records one."""
-    if claim.get("verdict") != "undecided":
+    if claim.verdict != "undecided":
         return None
-    decided = claim.get("decided_on")
-    decided = decided if isinstance(decided, dict) else {}
-    profile = str(decided.get("profile") or "thorough")
-    seconds = as_float(decided.get("seconds"))
+    decided = claim.decided_on or DecidedOnRecord()
+    profile = decided.profile or "thorough"
+    seconds = as_float(decided.seconds)
     where = f" --results {results}" if results and results != "results" else ""
     return DecideCommand(
-        f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
+        f"testbed check --profile {profile} --claim {claim.id}{where}",
         seconds if math.isfinite(seconds) else None,
     )
 
@@ -469,26 +474,26 @@ def _origin(section: ClaimSection) -> str:
     """Where a run comes from (the results' ``origin``; for results that record only whether
     the estimator or the claim is built in, the library or plugin they name)."""
     claim = section.claim
-    if claim.get("origin"):
-        return str(claim["origin"])
-    entry = claim.get("estimator_entry")
-    if isinstance(entry, dict) and entry.get("builtin") is False:
-        return f"library {entry.get('paper') or 'unknown'}"
-    if claim.get("builtin") is False:
-        return f"plugin {claim.get('paper') or 'unknown'}"
+    if claim.origin:
+        return claim.origin
+    entry = claim.estimator_entry
+    if entry is not None and entry.builtin is False:
+        return f"library {entry.paper or 'unknown'}"
+    if claim.builtin is False:
+        return f"plugin {claim.paper or 'unknown'}"
     return BUILT_IN
 
 
 def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
     """An outside table's title: its origin, the estimators checked and, for a library's
     adapter, the entry's reference (the library's version and call)."""
-    estimators = sorted({str(s.claim.get("estimator") or "") for s in sections} - {""})
+    estimators = sorted({s.claim.estimator for s in sections} - {""})
     references = sorted(
         {
-            str(entry.get("reference"))
+            str(entry.reference)
             for s in sections
-            for entry in (s.claim.get("estimator_entry"),)
-            if isinstance(entry, dict) and entry.get("reference") and entry.get("builtin") is False
+            for entry in (s.claim.estimator_entry,)
+            if entry is not None and entry.reference and entry.builtin is False
         }
     )
     title = f"{origin}: {', '.join(estimators)}" if estimators else origin
@@ -564,24 +569,24 @@ def page_context(
     by_id = {s.id: s for s in sections}
     corrected_by: dict[str, list[ClaimSection]] = {}
     for s in sections:
-        if s.claim.get("corrects") in by_id:
-            corrected_by.setdefault(str(s.claim["corrects"]), []).append(s)
+        if s.claim.corrects in by_id:
+            corrected_by.setdefault(str(s.claim.corrects), []).append(s)
     rows_by_id: dict[str, Row] = {}
     for s in sections:
         c = s.claim
-        paper = str(c.get("paper") or "unknown paper")
+        paper = c.paper or "unknown paper"
         rows_by_id[s.id] = Row(
             s,
             paper,
-            str(c.get("verdict", "unknown")),
+            c.verdict or "unknown",
             cases_text(c),
             power_text(c),
             calibration_text(c, calibration),
-            by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
+            by_id.get(c.corrects) if c.corrects else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
             _short(s.id, paper),
             decide_command(c, results),
-            by_id.get(str(c.get("serves"))) if c.get("serves") else None,
+            by_id.get(c.serves) if c.serves else None,
             kills,
         )
     own = [s for s in sections if _origin(s) == BUILT_IN]

@@ -15,7 +15,7 @@ environment variable :data:`RESULTS_ENV`), each claim's entry adds the verdict m
 with its profile, the counterexample's measured value against the bound and its margins, the
 positive control, the power, and the claim's figure with its caption, drawn by the report's own
 code (:func:`reports.claim_figures.claim_section`) from the claim's series file. A claim file is
-read only once it is checked (:func:`results_format.verdicts.read_claim_file`: schema, seal,
+read only once it is checked (:func:`results_format.claim_file.read_claim_file`: schema, seal,
 verdict recomputed, companion files' digests); one that is not trusted is named with the reason,
 never shown as a verdict.
 
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.claim_figures import claim_section as report_claim_section
+from results_format.claim_file import read_claim_file
 from results_format.layout import CLAIMS
-from results_format.verdicts import read_claim_file
 from theory_checks.claim import Claim
 from theory_checks.hypotheses import margins
 from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, defined_in

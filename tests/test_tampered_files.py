@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from results_format.claim_file import claim_file_problem
 from results_format.validation import seal
-from results_format.verdicts import claim_file_problem
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config

@@ -59,3 +59,12 @@ cg.check_normal_cg_exact
 from theory_checks.stats import LinearFit  # noqa: E402
 
 LinearFit.num_points
+
+# Fields of a claim's results file (results_format/claim_record.py), written and read by their
+# names (Record.to_json, Record.from_json): what drawn cases fell outside the hypotheses, which
+# `testbed check` prints, and the seal that results_format.validation.seal adds.
+from results_format.claim_record import ClaimRecord  # noqa: E402
+
+ClaimRecord.n_outside_hypotheses
+ClaimRecord.outside_hypotheses
+ClaimRecord.content_sha256

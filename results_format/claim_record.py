@@ -12,9 +12,10 @@ The writer (``theory_checks.claim_results``) builds a :class:`ClaimRecord` and w
 read_claim_record` has checked (its schema, its re-derived verdict, its seal) with
 :meth:`Record.from_json`, once, and reads attributes. The JSON keys are the fields' names, in
 the order the fields are declared (the order the files have always had, so a file written
-through the record has the bytes it had before); a field marked optional is left out of the file
-when it is empty, as the writer always did; keys a record does not declare (a newer writer's)
-are kept in ``extra`` and written back after the declared ones.
+through the record has the bytes it had before); a field marked :data:`OPTIONAL` is left out of
+the file when it is ``None``, one marked :data:`OMITTED_EMPTY` when it is empty, as the writer
+always did; keys a record does not declare (a newer writer's) are kept in ``extra`` and written
+back after the declared ones.
 
 Numbers are kept as the file has them (an ``int`` stays an ``int``), so that a record read and
 written again gives the same bytes; the fields of the parts no schema checks (a hypothesis's

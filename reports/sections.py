@@ -146,40 +146,7 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
         f"step {tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
         f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps."
     )
-    rows = []
-    for c in data["comparisons"]:
-        if not isinstance(c, dict):
-            continue
-        per_seed = [s for s in c.get("per_seed") or [] if isinstance(s, dict)]
-        ratios = ", ".join(
-            _fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration") else "")
-            for s in per_seed
-        )
-        interval = c.get("interval_95")
-        mean = _fmt(c.get("geometric_mean_ratio"), 3)
-        if isinstance(interval, list) and len(interval) == 2:
-            mean += f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
-        rpi = c.get("rounds_per_iteration") or {}
-        step = (c.get("tuning") or {}).get("candidate", {})
-        notes = sorted({str(s.get("note")) for s in per_seed if s.get("note")})
-        rows.append(
-            (
-                f"{c.get('candidate')} vs {c.get('baseline')}",
-                str(c.get("rule")),
-                f"{c.get('claim', '')} ({c.get('source', '')})"
-                + ("" if c.get("claimed") else " [context row, not a claim]"),
-                str(c.get("setting", "")),
-                f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
-                (
-                    f"c = {_fmt(step.get('multiple'))}"
-                    if isinstance(step, dict) and step.get("multiple") is not None
-                    else "prescribed"
-                ),
-                ratios,
-                mean,
-                "; ".join(notes),
-            )
-        )
+    rows = [_comparison_row(c) for c in data["comparisons"] if isinstance(c, dict)]
     section.tables.append(
         Table(
             (
@@ -199,17 +166,62 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "the geometric mean.",
         )
     )
+    _rounds_figure(section, folder, target, out_dir, cache)
+    return section
+
+
+def _comparison_row(c: dict[str, Any]) -> tuple[str, ...]:
+    """One comparison's row: the per-problem ratios and their geometric mean with its
+    interval (a problem FedNest solves in one outer iteration starred)."""
+    per_seed = [s for s in c.get("per_seed") or [] if isinstance(s, dict)]
+    ratios = ", ".join(
+        _fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration") else "") for s in per_seed
+    )
+    interval = c.get("interval_95")
+    mean = _fmt(c.get("geometric_mean_ratio"), 3)
+    if isinstance(interval, list) and len(interval) == 2:
+        mean += f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
+    rpi = c.get("rounds_per_iteration") or {}
+    step = (c.get("tuning") or {}).get("candidate", {})
+    notes = sorted({str(s.get("note")) for s in per_seed if s.get("note")})
+    return (
+        f"{c.get('candidate')} vs {c.get('baseline')}",
+        str(c.get("rule")),
+        f"{c.get('claim', '')} ({c.get('source', '')})"
+        + ("" if c.get("claimed") else " [context row, not a claim]"),
+        str(c.get("setting", "")),
+        f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
+        (
+            f"c = {_fmt(step.get('multiple'))}"
+            if isinstance(step, dict) and step.get("multiple") is not None
+            else "prescribed"
+        ),
+        ratios,
+        mean,
+        "; ".join(notes),
+    )
+
+
+def _rounds_figure(
+    section: Section,
+    folder: Path,
+    target: dict[str, Any],
+    out_dir: Path,
+    cache: FigureCache | None,
+) -> None:
+    """The rounds-to-error figure of the tuned runs in ``rounds_to_error.csv`` (drawn when its
+    inputs changed), or a note saying why there is none."""
     try:
         curves = _read_curves(folder / "rounds_to_error.csv")
     except FileNotFoundError:
         section.notes.append("rounds_to_error.csv is missing; no figure.")
-        return section
+        return
     except (OSError, UnicodeDecodeError, ValueError, KeyError, csv.Error) as error:
         section.notes.append(f"rounds_to_error.csv unreadable ({error}); no figure.")
-        return section
+        return
     if not curves:
         section.notes.append("rounds_to_error.csv holds no tuned run; no figure.")
-        return section
+        return
     name = "comparison.rounds_to_error.png"
     comparisons = sorted({k for traces in curves.values() for t in traces for k in t.values})
     targets = {k: float(target.get("value", 0.1)) for k in comparisons}
@@ -237,7 +249,6 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "against oracle calls; log y-axes (geometric rates are straight lines).",
         )
     )
-    return section
 
 
 def _read_curves(path: Path) -> dict[str, list[Trace]]:
@@ -381,28 +392,7 @@ def mutation(results_dir: Path) -> Section:
         f"{_fmt(counts.get('equivalent'))} equivalent (no claim can tell them from the correct "
         f"code, for the reason given), {_fmt(counts.get('survived'))} survived."
     )
-    rows = []
-    for m in data["mutants"]:
-        if not isinstance(m, dict):
-            continue
-        if m.get("status") == "killed":
-            result = "killed by " + ", ".join(str(k) for k in m.get("killed_by") or [])
-        elif m.get("status") == "equivalent":
-            result = f"equivalent: {m.get('equivalent')}"
-        else:
-            result = "survived"
-        rows.append(
-            (
-                str(m.get("mutant")),
-                str(m.get("family")),
-                str(m.get("kind")),
-                str(m.get("description")),
-                f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}",
-                result,
-                _fmt(m.get("cases_passed_before_kill")),
-                _fmt(m.get("as_expected")),
-            )
-        )
+    rows = [_mutant_row(m) for m in data["mutants"] if isinstance(m, dict)]
     section.tables.append(
         Table(
             (
@@ -424,6 +414,26 @@ def mutation(results_dir: Path) -> Section:
         )
     )
     return section
+
+
+def _mutant_row(m: dict[str, Any]) -> tuple[str, ...]:
+    """One mutant's row: the claims run against it and what became of it."""
+    if m.get("status") == "killed":
+        result = "killed by " + ", ".join(str(k) for k in m.get("killed_by") or [])
+    elif m.get("status") == "equivalent":
+        result = f"equivalent: {m.get('equivalent')}"
+    else:
+        result = "survived"
+    return (
+        str(m.get("mutant")),
+        str(m.get("family")),
+        str(m.get("kind")),
+        str(m.get("description")),
+        f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}",
+        result,
+        _fmt(m.get("cases_passed_before_kill")),
+        _fmt(m.get("as_expected")),
+    )
 
 
 def build_sections(

@@ -159,38 +159,11 @@ def case_outcome(
     if not statistical:
         if decisions:
             problems.append(f"{where}: a deterministic claim's case records statistical tests")
-        own = "holds" if case["passed"] else "fails"
+        own: str | None = "holds" if case["passed"] else "fails"
     else:
-        outcomes = []
-        for j, decision in enumerate(decisions):
-            label = f"{where}.decisions[{j}]"
-            found = field_problems(decision, DECISION_SCHEMA, label)
-            if found:
-                problems.extend(found)
-                return None
-            outcome = interval_outcome(
-                decision["low"],
-                decision["high"],
-                decision["estimate"],
-                decision["region_low"],
-                decision["region_high"],
-            )
-            if outcome != decision["outcome"]:
-                problems.append(
-                    f"{label}.outcome is {decision['outcome']!r}, its interval gives {outcome!r}"
-                )
-                return None
-            interval = interval_problem(
-                decision, None if rate is None else rate / len(decisions), label
-            )
-            if interval is not None:
-                problems.append(interval)
-                return None
-            outcomes.append(outcome)
-        if case["passed"] and not decisions:
-            problems.append(f"{where}: a statistical case that passed records no test")
+        own = _tests_outcome(case, decisions, where, problems, rate)
+        if own is None:
             return None
-        own = combine(outcomes) if case["passed"] else "fails"
     confirmation = case.get("confirmation")
     if confirmation is not None:
         if own != "fails":
@@ -205,6 +178,49 @@ def case_outcome(
         problems.append(f"{where}.outcome is {case['outcome']!r}, its record gives {own!r}")
         return None
     return own
+
+
+def _tests_outcome(
+    case: Mapping[str, Any],
+    decisions: list[Any],
+    where: str,
+    problems: list[str],
+    rate: float | None,
+) -> str | None:
+    """A statistical case's first-stage outcome from its tests: each test's outcome from its
+    interval and region, its interval from its statistic at its share of ``rate``, combined;
+    "fails" when the case's deterministic parts failed (``passed`` false). ``None``, with the
+    problem added, when a test does not fit."""
+    outcomes = []
+    for j, decision in enumerate(decisions):
+        label = f"{where}.decisions[{j}]"
+        found = field_problems(decision, DECISION_SCHEMA, label)
+        if found:
+            problems.extend(found)
+            return None
+        outcome = interval_outcome(
+            decision["low"],
+            decision["high"],
+            decision["estimate"],
+            decision["region_low"],
+            decision["region_high"],
+        )
+        if outcome != decision["outcome"]:
+            problems.append(
+                f"{label}.outcome is {decision['outcome']!r}, its interval gives {outcome!r}"
+            )
+            return None
+        interval = interval_problem(
+            decision, None if rate is None else rate / len(decisions), label
+        )
+        if interval is not None:
+            problems.append(interval)
+            return None
+        outcomes.append(outcome)
+    if case["passed"] and not decisions:
+        problems.append(f"{where}: a statistical case that passed records no test")
+        return None
+    return combine(outcomes) if case["passed"] else "fails"
 
 
 def recomputed_problems(data: Mapping[str, Any]) -> list[str]:

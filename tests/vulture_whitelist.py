@@ -9,8 +9,9 @@ never added here.
 
 from problems.compositional import LinearCompositional
 from problems.quadratic_bilevel import QuadraticBilevel
+from reports.claim_rows import Row
 from reports.claims_table import ClaimSection
-from reports.page_context import Erratum, Page, Row, VerdictGroup
+from reports.page_context import Erratum, Page, VerdictGroup
 from reports.section_model import Table
 from testbed.decentralized.ledger import GraphLedger
 from testbed.info import EstimatorInfo

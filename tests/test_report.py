@@ -288,7 +288,7 @@ def test_estimator_styles():
 
 
 def test_undecided_power_control_and_calibration_are_shown(tmp_path):
-    """Issue 10 on the page: undecided counted apart, the check's power (perturbation caught) and
+    """The page shows undecided claims counted apart, the check's power (perturbation caught) and
     positive control per claim, the budget that would decide an undecided case, and the
     calibration table (or the command that fills it)."""
     results = make_results(tmp_path / "results")

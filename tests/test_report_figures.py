@@ -1,4 +1,4 @@
-"""Figures that say what they show (issue 14): a theory line beside every measured rate, bound
+"""Figures that say what they show: a theory line beside every measured rate, bound
 and exponent (from values in the results files, never invented), log axes for power laws, y
 labels naming the quantity, counts against their formula, panels titled by the problem, and a
 figure drawn again only when its inputs changed."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from reports.claim_figures import claim_section, select_cases
 from reports.claims_table import ClaimSection, worst_case, worst_case_text
@@ -40,6 +39,7 @@ from reports.sections import build_sections
 from results_format import atomic_write
 from results_format.claim_record import ClaimRecord
 from results_format.evidence import mutation_kills
+from results_format.summary_records import ResultsMetadata
 
 __all__ = [
     "ClaimSection",
@@ -55,11 +55,11 @@ __all__ = [
 ]
 
 
-def provenance_notes(claims: Sequence[ClaimRecord], meta: dict[str, Any]) -> list[str]:
+def provenance_notes(claims: Sequence[ClaimRecord], meta: ResultsMetadata) -> list[str]:
     """Notes on claim results that the header's commit and device do not describe: those a
     resumed ``testbed check`` reused from another commit or device (each record's
     ``computed_by``), and those that do not name theirs (written before records did)."""
-    commit, device = meta.get("git_commit"), meta.get("device")
+    commit, device = meta.git_commit, meta.device
     unnamed, elsewhere = [], []
     for claim in claims:
         if not claim.measured:
@@ -114,8 +114,7 @@ def build_report(
         )
     meta, meta_notes = load_metadata(results_dir)
     notes = meta_notes + notes
-    profile = meta.get("profile")
-    profile_name = profile.get("name") if isinstance(profile, dict) else profile
+    profile_name = meta.profile_name
     stale = [c.id for c in claims if profile_name and c.profile not in (None, profile_name)]
     if stale:
         notes.append(f"results from a profile other than {profile_name}: " + ", ".join(stale))

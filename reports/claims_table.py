@@ -9,13 +9,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reports.figure_spec import claim_fits
-from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_bool, as_float
+from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_float
 from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
 from results_format.populations import counted, split
+from results_format.summary_records import CalibrationRow, ResultsMetadata
 from results_format.verdicts import ABOUTS, ERRATUM, SUBSTANTIVE, TABLE_NUMBER, refutation_counts
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
@@ -254,7 +255,7 @@ def power_text(claim: ClaimRecord) -> str:
     return "; ".join(parts) if parts else "—"
 
 
-def calibration_text(claim: ClaimRecord, calibration: dict[str, dict[str, Any]] | None) -> str:
+def calibration_text(claim: ClaimRecord, calibration: dict[str, CalibrationRow] | None) -> str:
     """The claim's row of the calibration table (``testbed calibrate``): false failures (or,
     for a claim expected to fail, refutations) over independent seeds against the stated rate."""
     if not claim.statistical:
@@ -264,46 +265,46 @@ def calibration_text(claim: ClaimRecord, calibration: dict[str, dict[str, Any]] 
     row = calibration.get(claim.id)
     if row is None:
         return "not in the calibration run"
-    seeds = int(as_float(row.get("seeds") or 0))
-    refuted = int(as_float(row.get("refuted") or 0))
-    what = "refutations" if str(row.get("expected")) == "fails" else "false failures"
+    what = "refutations" if row.expected == "fails" else "false failures"
     text = (
-        f"{refuted}/{seeds} {what} [{number_text(row.get('rate_low'))}, "
-        f"{number_text(row.get('rate_high'))}] vs stated {number_text(row.get('stated_rate'))}"
+        f"{row.refuted}/{row.seeds} {what} [{number_text(row.rate_low)}, "
+        f"{number_text(row.rate_high)}] vs stated {number_text(row.stated_rate)}"
     )
-    consistent = as_bool(row.get("consistent"))
-    if consistent is not None:
-        text += "; consistent" if consistent else "; NOT consistent"
-    undecided = int(as_float(row.get("undecided") or 0))
-    if undecided:
-        text += f"; {undecided} undecided"
+    if row.consistent is not None:
+        text += "; consistent" if row.consistent else "; NOT consistent"
+    if row.undecided:
+        text += f"; {row.undecided} undecided"
     return text
 
 
-def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
+def header_fields(meta: ResultsMetadata) -> list[tuple[str, str]]:
     """The report header's (label, value) rows from the results' ``metadata.json``: profile,
     commit, package versions, when the results were written (and the Hypothesis settings)."""
-    profile = meta.get("profile")
-    if isinstance(profile, dict):
+    profile = meta.profile
+    if isinstance(profile, Mapping):
         extra = ", ".join(f"{k}={v}" for k, v in profile.items() if k != "name")
         profile_text = f"{profile.get('name', '?')}" + (f" ({extra})" if extra else "")
     else:
         profile_text = str(profile) if profile else "unknown"
-    versions = meta.get("versions")
+    versions = meta.versions
     versions_text = (
         ", ".join(f"{k} {v}" for k, v in versions.items())
-        if isinstance(versions, dict)
+        if isinstance(versions, Mapping)
         else "unknown"
     )
     fields = [
-        ("Git commit", str(meta.get("git_commit", "unknown"))),
+        ("Git commit", _or_unknown(meta.git_commit)),
         ("Profile", profile_text),
         ("Package versions", versions_text),
-        ("Results written", str(meta.get("written", "unknown"))),
+        ("Results written", _or_unknown(meta.written)),
     ]
-    if meta.get("hypothesis"):
-        fields.append(("Hypothesis", str(meta["hypothesis"])))
+    if meta.hypothesis:
+        fields.append(("Hypothesis", str(meta.hypothesis)))
     return fields
+
+
+def _or_unknown(value: object) -> str:
+    return "unknown" if value is None else str(value)
 
 
 def summary_sentence(sections: Sequence[ClaimSection]) -> str:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from reports.claim_rows import FAILS, DecideCommand, Row, decide_command
 from reports.claims_table import (
@@ -52,6 +51,7 @@ from results_format.populations import (
     counted,
 )
 from results_format.populations import population as population_of
+from results_format.summary_records import CalibrationRow, ResultsMetadata
 from results_format.verdicts import (
     ERRATUM,
     REFUTATION_CLASSES,
@@ -282,13 +282,12 @@ def _grouped(
     return PaperTable(title, anchor, groups, origin, population)
 
 
-def _headline(meta: dict[str, Any]) -> str:
-    profile = meta.get("profile")
-    name = profile.get("name") if isinstance(profile, dict) else profile
-    commit = str(meta.get("git_commit") or "unknown")[:12]
+def _headline(meta: ResultsMetadata) -> str:
+    name = meta.profile_name
+    commit = str(meta.git_commit or "unknown")[:12]
     return (
         f"{name or 'unknown'} profile · commit {commit} · results written "
-        f"{meta.get('written', 'unknown')}"
+        f"{'unknown' if meta.written is None else meta.written}"
     )
 
 
@@ -306,7 +305,7 @@ def _paper_key(paper: str) -> tuple[int, str]:
 
 def _rows(
     sections: Sequence[ClaimSection],
-    calibration: dict[str, dict[str, Any]] | None,
+    calibration: dict[str, CalibrationRow] | None,
     results: str,
     kills: dict[str, list[str]] | None,
 ) -> dict[str, Row]:
@@ -402,11 +401,11 @@ def _failing(papers: Sequence[PaperTable], rows_by_id: dict[str, Row]) -> dict[s
 
 
 def page_context(
-    meta: dict[str, Any],
+    meta: ResultsMetadata,
     sections: Sequence[ClaimSection],
     notes: Sequence[str],
     extras: Sequence[Section] = (),
-    calibration: dict[str, dict[str, Any]] | None = None,
+    calibration: dict[str, CalibrationRow] | None = None,
     results: str = "results",
     kills: dict[str, list[str]] | None = None,
 ) -> Page:

@@ -21,6 +21,7 @@ from results_format.records import (
     calibration_summary_problem,
     metadata_problem,
 )
+from results_format.summary_records import CalibrationRow, CalibrationSummary, ResultsMetadata
 
 
 def as_float(value: Any) -> float:
@@ -37,15 +38,6 @@ def as_float(value: Any) -> float:
         except ValueError:
             return math.nan
     return math.nan
-
-
-def as_bool(value: Any) -> bool | None:
-    """A flag written as a bool or as its string ("True", "False"); None if absent."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
 
 
 def load_claims(results_dir: Path) -> tuple[list[ClaimRecord], list[str]]:
@@ -126,20 +118,23 @@ def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
     return {entry["id"]: entry for entry in data.get("claims_registered", [])}
 
 
-def load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def load_metadata(results_dir: Path) -> tuple[ResultsMetadata, list[str]]:
     """The results' ``metadata.json`` (commit, profile, versions) and notes on what could not
-    be read: ``({}, [why])`` when the file is missing, unreadable or not an object."""
+    be read: an empty record and why when the file is missing, unreadable or not an object."""
     path = results_dir / METADATA
+    unknown = ResultsMetadata()
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return {}, ["metadata.json is missing: commit, profile and versions unknown"]
+        return unknown, ["metadata.json is missing: commit, profile and versions unknown"]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        return {}, [f"metadata.json unreadable ({error})"]
+        return unknown, [f"metadata.json unreadable ({error})"]
     problem = metadata_problem(data)
     if problem is not None:
-        return {}, [f"metadata.json not used ({problem}): commit, profile and versions unknown"]
-    return data, []
+        return unknown, [
+            f"metadata.json not used ({problem}): commit, profile and versions unknown"
+        ]
+    return ResultsMetadata.from_json(data), []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +228,7 @@ def canonical_params(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
+def load_calibration(results_dir: Path) -> dict[str, CalibrationRow] | None:
     """Per claim id, its row of ``calibration/summary.json`` (``testbed calibrate``); None when
     the file is absent, unreadable or not to be believed
     (:func:`results_format.records.calibration_summary_problem`; the calibration section says
@@ -244,4 +239,4 @@ def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
         return None
     if calibration_summary_problem(data) or calibration_records_problem(data, results_dir):
         return None
-    return {str(r["claim"]): r for r in data["claims"]}
+    return {row.claim: row for row in CalibrationSummary.from_json(data).claims}

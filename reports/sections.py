@@ -37,6 +37,12 @@ from results_format.records import (
     calibration_summary_problem,
     mutation_summary_problem,
 )
+from results_format.summary_records import (
+    CalibrationSummary,
+    CommunicationTable,
+    MutantRow,
+    MutationSummary,
+)
 from results_format.validation import seal_problem
 
 __all__ = [
@@ -69,34 +75,33 @@ def communication(results_dir: Path) -> Section:
             f"shown. Rerun `testbed check --results {results_dir}`."
         )
         return section
+    table = CommunicationTable.from_json(data)
+    iterations = "?" if table.iterations is None else table.iterations
     section.paragraphs.append(
-        f"Every registered algorithm at its defaults, {data.get('iterations', '?')} outer "
+        f"Every registered algorithm at its defaults, {iterations} outer "
         "iterations on the regression grid's problem (seed 0): communication rounds of each "
         "iteration as counted by the ledger, against the paper's formula with the parameters "
         "substituted (evaluated at each iteration's drawn N' where the truncation is random)."
     )
     rows = []
-    for r in data.get("rows") or []:
-        params = ", ".join(f"{k} = {v}" for k, v in (r.get("formula_parameters") or {}).items())
-        formula = r.get("formula") or "—"
-        expected = r.get("formula_per_iteration") or []
+    for r in table.rows:
+        params = ", ".join(f"{k} = {v}" for k, v in (r.formula_parameters or {}).items())
         value = (
-            _fmt(r.get("formula_value"))
-            if r.get("formula_value") is not None
-            else "per iteration: " + ", ".join(_fmt(v) for v in expected)
+            _fmt(r.formula_value)
+            if r.formula_value is not None
+            else "per iteration: " + ", ".join(_fmt(v) for v in r.formula_per_iteration)
         )
-        measured = ", ".join(_fmt(v) for v in r.get("measured_rounds") or [])
         rows.append(
             (
-                str(r.get("algorithm")),
-                str(r.get("formula_source") or r.get("paper")),
-                formula + (f" ({params})" if params else ""),
+                str(r.algorithm),
+                str(r.formula_source or r.paper),
+                (r.formula or "—") + (f" ({params})" if params else ""),
                 value,
-                measured,
-                _fmt(r.get("agrees")),
-                _fmt(r.get("floats_per_round"), 4),
-                _fmt(r.get("floats_per_iteration"), 4),
-                str(r.get("note") or ""),
+                ", ".join(_fmt(v) for v in r.measured_rounds),
+                _fmt(r.agrees),
+                _fmt(r.floats_per_round, 4),
+                _fmt(r.floats_per_iteration, 4),
+                r.note or "",
             )
         )
     section.tables.append(
@@ -305,32 +310,30 @@ def calibration(results_dir: Path) -> Section:
             f"not shown. Rerun `{command.command}`."
         )
         return section
+    summary = CalibrationSummary.from_json(data)
     section.paragraphs.append(
-        f"Each statistical claim run on the correct implementation under {data.get('seeds')} "
-        f"independent Monte Carlo seeds ({data.get('profile')} profile; the drawn cases stay "
+        f"Each statistical claim run on the correct implementation under {summary.seeds} "
+        f"independent Monte Carlo seeds ({summary.profile} profile; the drawn cases stay "
         'the same, every stream changes). For a claim that holds, a "fails as stated" is a '
         "false failure: its observed rate, with the exact 95% Clopper-Pearson interval, is "
         "consistent with the stated rate when the interval's lower end does not exceed it. For "
         "a claim that fails as stated, the column counts the seeds that confirmed the "
         "refutation (its power). Undecided runs are counted apart."
     )
-    rows = []
-    for c in data["claims"]:
-        seeds = c.get("seeds") or 0
-        fails = c.get("refuted", 0)
-        rows.append(
-            (
-                str(c.get("claim")),
-                str(c.get("expected")),
-                _fmt(seeds),
-                _fmt(fails),
-                _fmt(c.get("undecided")),
-                f"{_fmt(fails / seeds if seeds else math.nan)} "
-                f"[{_fmt(c.get('rate_low'))}, {_fmt(c.get('rate_high'))}]",
-                _fmt(c.get("stated_rate")),
-                _fmt(c.get("consistent")),
-            )
+    rows = [
+        (
+            c.claim,
+            c.expected,
+            _fmt(c.seeds),
+            _fmt(c.refuted),
+            _fmt(c.undecided),
+            f"{_fmt(c.refuted / c.seeds if c.seeds else math.nan)} "
+            f"[{_fmt(c.rate_low)}, {_fmt(c.rate_high)}]",
+            _fmt(c.stated_rate),
+            _fmt(c.consistent),
         )
+        for c in summary.claims
+    ]
     section.tables.append(
         Table(
             (
@@ -380,19 +383,20 @@ def mutation(results_dir: Path) -> Section:
             f"not shown. Rerun `{command.command}`."
         )
         return section
-    counts = data.get("counts") or {}
+    summary = MutationSummary.from_json(data)
+    counts = summary.counts
     section.paragraphs.append(
         f"Each mutant is a realistic bug in one estimator or algorithm family (a count off by "
         "one, a step doubled or halved, a missing 1/M, 1/tau or 1/(N + 1), per-client instead "
         "of averaged, a dropped or sign-flipped correction, a stale iterate, a wrong Push-Sum "
         "weight), run against the claims that concern its family and hold on the correct code, "
         'cheapest first, until one kills it (its verdict is "fails as stated", or its check '
-        f"cannot run on it). {data.get('profile')} profile: {_fmt(counts.get('mutants'))} of "
-        f"{_fmt(data.get('catalogue'))} mutants recorded, {_fmt(counts.get('killed'))} killed, "
-        f"{_fmt(counts.get('equivalent'))} equivalent (no claim can tell them from the correct "
-        f"code, for the reason given), {_fmt(counts.get('survived'))} survived."
+        f"cannot run on it). {summary.profile} profile: {_fmt(counts.mutants)} of "
+        f"{_fmt(summary.catalogue)} mutants recorded, {_fmt(counts.killed)} killed, "
+        f"{_fmt(counts.equivalent)} equivalent (no claim can tell them from the correct "
+        f"code, for the reason given), {_fmt(counts.survived)} survived."
     )
-    rows = [_mutant_row(m) for m in data["mutants"] if isinstance(m, dict)]
+    rows = [_mutant_row(m) for m in summary.mutants]
     section.tables.append(
         Table(
             (
@@ -416,23 +420,23 @@ def mutation(results_dir: Path) -> Section:
     return section
 
 
-def _mutant_row(m: dict[str, Any]) -> tuple[str, ...]:
+def _mutant_row(m: MutantRow) -> tuple[str, ...]:
     """One mutant's row: the claims run against it and what became of it."""
-    if m.get("status") == "killed":
-        result = "killed by " + ", ".join(str(k) for k in m.get("killed_by") or [])
-    elif m.get("status") == "equivalent":
-        result = f"equivalent: {m.get('equivalent')}"
+    if m.status == "killed":
+        result = "killed by " + ", ".join(str(k) for k in m.killed_by)
+    elif m.status == "equivalent":
+        result = f"equivalent: {m.equivalent}"
     else:
         result = "survived"
     return (
-        str(m.get("mutant")),
-        str(m.get("family")),
-        str(m.get("kind")),
-        str(m.get("description")),
-        f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}",
+        m.mutant,
+        m.family,
+        m.kind,
+        m.description,
+        f"{_fmt(m.claims_run)} of {_fmt(m.planned)}",
         result,
-        _fmt(m.get("cases_passed_before_kill")),
-        _fmt(m.get("as_expected")),
+        _fmt(m.cases_passed_before_kill),
+        _fmt(m.as_expected),
     )
 
 

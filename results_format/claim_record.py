@@ -10,12 +10,10 @@ hypotheses it declares (:class:`HypothesisRecord`).
 The writer (``theory_checks.claim_results``) builds a :class:`ClaimRecord` and writes
 :meth:`Record.to_json`; a reader parses a file that :func:`results_format.claim_file.
 read_claim_record` has checked (its schema, its re-derived verdict, its seal) with
-:meth:`Record.from_json`, once, and reads attributes. The JSON keys are the fields' names, in
-the order the fields are declared (the order the files have always had, so a file written
-through the record has the bytes it had before); a field marked :data:`OPTIONAL` is left out of
-the file when it is ``None``, one marked :data:`OMITTED_EMPTY` when it is empty, as the writer
-always did; keys a record does not declare (a newer writer's) are kept in ``extra`` and written
-back after the declared ones.
+:meth:`Record.from_json`, once, and reads attributes (:mod:`results_format.typed_json`). The
+fields are declared in the order the files have always had their keys, and the optional ones
+left out when the writer always left them out, so a file written through the record has the
+bytes it had before.
 
 Numbers are kept as the file has them (an ``int`` stays an ``int``), so that a record read and
 written again gives the same bytes; the fields of the parts no schema checks (a hypothesis's
@@ -28,93 +26,19 @@ Standard library only (see :mod:`results_format`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any, Self, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-#: A field's metadata: left out of the file when ``None``.
-OPTIONAL = {"omit": "none"}
-#: A field's metadata: left out of the file when empty (``None``, an empty list or mapping).
-OMITTED_EMPTY = {"omit": "empty"}
-#: A field's metadata: shown by the report but never written (a row without results).
-NOT_IN_FILE = {"in_file": False}
-
-
-def _omitted(omit: str | None, value: Any) -> bool:
-    if omit == "none":
-        return value is None
-    if omit == "empty":
-        return value is None or (isinstance(value, (list, tuple, dict)) and not value)
-    return False
-
-
-def _json_value(value: Any) -> Any:
-    if isinstance(value, Record):
-        return value.to_json()
-    if isinstance(value, (list, tuple)):
-        return [_json_value(v) for v in value]
-    return value
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Record:
-    """A JSON object with declared fields (see the module docstring)."""
-
-    #: the keys of the file that the record does not declare, in their order
-    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def _file_fields(cls) -> list[dataclasses.Field[Any]]:
-        return [
-            f
-            for f in dataclasses.fields(cls)
-            if f.name != "extra" and f.metadata.get("in_file", True)
-        ]
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Self:
-        """The record of a JSON object (a key it lacks keeps the field's default)."""
-        values: dict[str, Any] = {}
-        known = set()
-        for f in cls._file_fields():
-            known.add(f.name)
-            if f.name in data:
-                parse = f.metadata.get("parse")
-                values[f.name] = parse(data[f.name]) if parse else data[f.name]
-        extra = {k: v for k, v in data.items() if k not in known}
-        return cls(**values, extra=extra)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object, its keys in the fields' order (optional ones left out when empty),
-        then the keys the record keeps in ``extra``."""
-        out = {}
-        for f in self._file_fields():
-            value = getattr(self, f.name)
-            if _omitted(f.metadata.get("omit"), value):
-                continue
-            out[f.name] = _json_value(value)
-        out.update(self.extra)
-        return out
-
-
-R = TypeVar("R", bound=Record)
-
-
-def _one(cls: type[R]) -> Callable[[Any], R | None]:
-    """A parser of a nested object (``None`` for anything else)."""
-    return lambda value: cls.from_json(value) if isinstance(value, Mapping) else None
-
-
-def _many(cls: type[R]) -> Callable[[Any], tuple[R, ...]]:
-    """A parser of a list of nested objects (what is not an object is left out)."""
-    return lambda value: (
-        tuple(cls.from_json(v) for v in value if isinstance(v, Mapping))
-        if isinstance(value, list)
-        else ()
-    )
-
-
-def _parsed(parse: Callable[[Any], Any], **metadata: Any) -> dict[str, Any]:
-    return {"parse": parse, **metadata}
+from results_format.typed_json import (
+    NOT_IN_FILE,
+    OMITTED_EMPTY,
+    OPTIONAL,
+    Record,
+    many_of,
+    one_of,
+    parsed,
+    values,
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -181,21 +105,21 @@ class CaseRecord(Record):
     passed: bool | None = None
     relation: str = ""
     outcome: str = ""
-    fit: FitRecord | None = dataclasses.field(default=None, metadata=_parsed(_one(FitRecord)))
+    fit: FitRecord | None = dataclasses.field(default=None, metadata=parsed(one_of(FitRecord)))
     details: Mapping[str, Any] | None = None
     #: how ``passed`` follows from the numbers (its rule and slack)
     comparison: Mapping[str, Any] | None = None
     decisions: tuple[DecisionRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(DecisionRecord), **OMITTED_EMPTY)
+        default=(), metadata=parsed(many_of(DecisionRecord), **OMITTED_EMPTY)
     )
     #: a statistical case's Monte Carlo design (seed, scale, false-failure rate)
     design: Mapping[str, Any] | None = dataclasses.field(default=None, metadata=OPTIONAL)
     #: the same case measured again on fresh seeds, after a first stage that failed
     confirmation: CaseRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(lambda value: _one(CaseRecord)(value), **OPTIONAL)
+        default=None, metadata=parsed(lambda value: one_of(CaseRecord)(value), **OPTIONAL)
     )
     hypotheses: tuple[MarginRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(MarginRecord), **OMITTED_EMPTY)
+        default=(), metadata=parsed(many_of(MarginRecord), **OMITTED_EMPTY)
     )
 
 
@@ -210,7 +134,7 @@ class PowerRecord(Record):
     profile: str = ""
     seconds: float | None = None
     counterexample: CaseRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(CaseRecord))
+        default=None, metadata=parsed(one_of(CaseRecord))
     )
 
 
@@ -225,10 +149,10 @@ class ControlRecord(Record):
     seconds: float | None = None
     #: the hypotheses' margins of a control outside them
     hypotheses: tuple[MarginRecord, ...] | None = dataclasses.field(
-        default=None, metadata=_parsed(_many(MarginRecord), **OPTIONAL)
+        default=None, metadata=parsed(many_of(MarginRecord), **OPTIONAL)
     )
     case: CaseRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(CaseRecord), **OPTIONAL)
+        default=None, metadata=parsed(one_of(CaseRecord), **OPTIONAL)
     )
     #: the outcome under each reading, by name
     readings: Mapping[str, str] | None = dataclasses.field(default=None, metadata=OPTIONAL)
@@ -245,7 +169,7 @@ class ReadingRecord(Record):
     expected: str | None = None
     n_cases: int | None = None
     counterexample: CaseRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(CaseRecord))
+        default=None, metadata=parsed(one_of(CaseRecord))
     )
 
 
@@ -299,7 +223,7 @@ class ClaimRecord(Record):
     estimator: str = ""
     #: the estimator's registry entry: its paper (a library for an adapter), reference, builtin
     estimator_entry: EstimatorEntryRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(EstimatorEntryRecord))
+        default=None, metadata=parsed(one_of(EstimatorEntryRecord))
     )
     paper: str = ""
     reference: str = ""
@@ -308,13 +232,13 @@ class ClaimRecord(Record):
     about: str = ""
     #: the claim of the result a proof step, formula or sentence serves
     serves: str | None = None
-    power_from: tuple[str, ...] = dataclasses.field(default=(), metadata=_parsed(tuple))
+    power_from: tuple[str, ...] = dataclasses.field(default=(), metadata=parsed(values))
     statement: str = ""
-    estimators: tuple[str, ...] = dataclasses.field(default=(), metadata=_parsed(tuple))
+    estimators: tuple[str, ...] = dataclasses.field(default=(), metadata=parsed(values))
     corrects: str | None = None
     expected: str = ""
     notes: str = ""
-    expected_verdicts: tuple[str, ...] = dataclasses.field(default=(), metadata=_parsed(tuple))
+    expected_verdicts: tuple[str, ...] = dataclasses.field(default=(), metadata=parsed(values))
     verdict: str = ""
     as_expected: bool | None = None
     decision: str = ""
@@ -328,45 +252,47 @@ class ClaimRecord(Record):
     n_unconfirmed: int = 0
     n_rejected: int = 0
     n_outside_hypotheses: int = 0
-    outside_hypotheses: tuple[str, ...] = dataclasses.field(default=(), metadata=_parsed(tuple))
+    outside_hypotheses: tuple[str, ...] = dataclasses.field(default=(), metadata=parsed(values))
     seconds: float | None = None
     #: the counterexample file, relative to the results folder
     counterexample: str | None = None
     cases: tuple[CaseRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(CaseRecord))
+        default=(), metadata=parsed(many_of(CaseRecord))
     )
     unconfirmed: tuple[CaseRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(CaseRecord))
+        default=(), metadata=parsed(many_of(CaseRecord))
     )
-    fits: tuple[FitRecord, ...] = dataclasses.field(default=(), metadata=_parsed(_many(FitRecord)))
+    fits: tuple[FitRecord, ...] = dataclasses.field(default=(), metadata=parsed(many_of(FitRecord)))
     #: the series CSV, relative to the results folder
     series_file: str | None = None
-    power: PowerRecord | None = dataclasses.field(default=None, metadata=_parsed(_one(PowerRecord)))
+    power: PowerRecord | None = dataclasses.field(
+        default=None, metadata=parsed(one_of(PowerRecord))
+    )
     positive_control: ControlRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(ControlRecord))
+        default=None, metadata=parsed(one_of(ControlRecord))
     )
     #: the outcomes at the values of the parameters the testbed adds to the paper's setting
     added_parameters: tuple[Mapping[str, Any], ...] | None = dataclasses.field(
-        default=None, metadata=_parsed(tuple, **OPTIONAL)
+        default=None, metadata=parsed(values, **OPTIONAL)
     )
     #: where the run comes from ("built-in", "plugin ...", "library ...")
     origin: str | None = None
     #: for a claim this profile cannot decide: the profile that does and its measured time
     decided_on: DecidedOnRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(DecidedOnRecord))
+        default=None, metadata=parsed(one_of(DecidedOnRecord))
     )
     hypotheses: tuple[HypothesisRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(HypothesisRecord))
+        default=(), metadata=parsed(many_of(HypothesisRecord))
     )
     readings: tuple[ReadingRecord, ...] = dataclasses.field(
-        default=(), metadata=_parsed(_many(ReadingRecord))
+        default=(), metadata=parsed(many_of(ReadingRecord))
     )
     holding_readings: Any = None
     #: how a table number's protocol differs from the paper's scale
     scale: str | None = None
     #: the commit and the device that computed the record
     computed_by: ComputedByRecord | None = dataclasses.field(
-        default=None, metadata=_parsed(_one(ComputedByRecord))
+        default=None, metadata=parsed(one_of(ComputedByRecord))
     )
     #: the companion files (relative path -> sha256 of their bytes)
     files: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -26,6 +26,12 @@ from results_format.claim_record import (
     PowerRecord,
     ReadingRecord,
 )
+from results_format.summary_records import (
+    CalibrationSummary,
+    CommunicationTable,
+    MutationSummary,
+    ResultsMetadata,
+)
 from testbed_app.cli import main
 from theory_checks import claim as claim_module
 from theory_checks.registry import CLAIM_DB
@@ -116,3 +122,30 @@ def test_claim_kinds_are_declared_once() -> None:
     assert set(RATE_KINDS) == set(RATE_LAWS) <= set(BOUND_KINDS) <= set(CLAIM_KINDS)
     # the report has a y label for every kind
     assert set(KIND_LABELS) == set(CLAIM_KINDS)
+
+
+def test_the_other_files_are_read_as_records_once() -> None:
+    """metadata.json, the calibration and mutation summaries and communication.json are parsed
+    into records too (results_format/summary_records.py): nested rows typed, a key the report
+    does not read kept aside, a profile recorded by its name alone still named."""
+    meta = ResultsMetadata.from_json({"git_commit": "abc", "profile": {"name": "fast", "k": 1}})
+    assert meta.profile_name == "fast" and ResultsMetadata(profile="thorough").profile_name == (
+        "thorough"
+    )
+    summary = MutationSummary.from_json(
+        {
+            "profile": "fast",
+            "catalogue": 3,
+            "counts": {"mutants": 1, "killed": 1, "not as expected": 0},
+            "mutants": [{"mutant": "m", "status": "killed", "killed_by": ["c (error)"]}],
+        }
+    )
+    assert summary.counts.killed == 1 and summary.counts.extra == {"not as expected": 0}
+    assert summary.mutants[0].killed_by == ("c (error)",)
+    table = CommunicationTable.from_json(
+        {"iterations": 2, "rows": [{"algorithm": "a", "measured_rounds": [3, 3], "x": 1}, 7]}
+    )
+    assert [r.algorithm for r in table.rows] == ["a"] and table.rows[0].measured_rounds == (3, 3)
+    assert table.rows[0].extra == {"x": 1}
+    calibration = CalibrationSummary.from_json({"seeds": 20, "claims": [{"claim": "c"}]})
+    assert calibration.claims[0].claim == "c" and calibration.claims[0].consistent is None

@@ -1,0 +1,175 @@
+"""The results folder's other files as typed records, for their readers (the report).
+
+Each record is read once from a file its check has believed (:mod:`results_format.records`,
+:mod:`results_format.validation`) and read by attribute after that
+(:mod:`results_format.typed_json`):
+
+- ``metadata.json``: :class:`ResultsMetadata` (commit, device, profile, package versions, when
+  the results were written; :func:`results_format.records.metadata_problem`);
+- ``calibration/summary.json``: :class:`CalibrationSummary` of :class:`CalibrationRow`
+  (:func:`results_format.records.calibration_summary_problem`, whose schema lists the kinds);
+- ``mutation/summary.json``: :class:`MutationSummary` of :class:`MutantRow`
+  (:func:`results_format.records.mutation_summary_problem`);
+- ``communication.json``: :class:`CommunicationTable` of :class:`CommunicationRow` (sealed,
+  written by ``testbed_app.communication``).
+
+Standard library only (see :mod:`results_format`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from results_format.typed_json import Record, many_of, one_of, parsed, values
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResultsMetadata(Record):
+    """``metadata.json`` of a results folder (the fields the report shows)."""
+
+    git_commit: str | None = None
+    #: package -> version
+    versions: Mapping[str, Any] | None = None
+    device: str | None = None
+    #: the profile's settings (its ``name`` first); a name alone in older folders
+    profile: Mapping[str, Any] | str | None = None
+    #: how Hypothesis drew the cases
+    hypothesis: str | None = None
+    written: str | None = None
+
+    @property
+    def profile_name(self) -> str | None:
+        """The profile's name, whether recorded with its settings or alone."""
+        if isinstance(self.profile, Mapping):
+            return self.profile.get("name")
+        return self.profile
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CalibrationRow(Record):
+    """One statistical claim run under independent seeds (``calibration/summary.json``'s
+    ``claims[i]``)."""
+
+    claim: str = ""
+    #: "holds" or "fails": what the claim is expected to give
+    expected: str = ""
+    profile: str = ""
+    seeds: int = 0
+    stated_rate: float | None = None
+    false_failures: int = 0
+    refuted: int = 0
+    undecided: int = 0
+    #: verdict -> number of seeds
+    verdicts: Mapping[str, int] | None = None
+    #: the exact 95% Clopper-Pearson interval of the rate of "fails as stated"
+    rate_low: float | None = None
+    rate_high: float | None = None
+    consistent: bool | None = None
+    seconds: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CalibrationSummary(Record):
+    """``calibration/summary.json`` (``testbed calibrate``)."""
+
+    profile: str = ""
+    seeds: int = 0
+    confidence: float | None = None
+    claims: tuple[CalibrationRow, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(CalibrationRow))
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MutantRow(Record):
+    """One mutant of the catalogue and what became of it (``mutation/summary.json``'s
+    ``mutants[i]``)."""
+
+    mutant: str = ""
+    family: str = ""
+    kind: str = ""
+    description: str = ""
+    #: "killed", "survived" or "equivalent"
+    status: str = ""
+    #: the claims that killed it, "(error)" after one whose check refused it
+    killed_by: tuple[str, ...] = dataclasses.field(default=(), metadata=parsed(values))
+    #: why no claim can tell it from the correct code ("" when it is not declared equivalent)
+    equivalent: str = ""
+    claims_run: int = 0
+    planned: int = 0
+    cases_passed_before_kill: int | None = None
+    seconds: float | None = None
+    as_expected: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MutationCounts(Record):
+    """The summary's counts of its rows (and, in ``extra``, "not as expected")."""
+
+    mutants: int | None = None
+    killed: int | None = None
+    equivalent: int | None = None
+    survived: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MutationSummary(Record):
+    """``mutation/summary.json`` (``testbed mutate``)."""
+
+    profile: str = ""
+    #: the number of mutants in the catalogue
+    catalogue: int = 0
+    counts: MutationCounts = dataclasses.field(
+        default_factory=MutationCounts, metadata=parsed(one_of(MutationCounts))
+    )
+    mutants: tuple[MutantRow, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(MutantRow))
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommunicationRow(Record):
+    """One algorithm's communication per outer iteration: the ledger's count against the
+    paper's formula (``communication.json``'s ``rows[i]``; the fields the report shows, the
+    others kept in ``extra``)."""
+
+    algorithm: str | None = None
+    paper: str | None = None
+    formula: str | None = None
+    formula_parameters: Mapping[str, Any] | None = None
+    #: where the formula is printed (a paper's table, or derived here)
+    formula_source: str | None = None
+    formula_value: float | None = None
+    #: the formula at each iteration's drawn parameters (a random truncation)
+    formula_per_iteration: tuple[float, ...] = dataclasses.field(
+        default=(), metadata=parsed(values)
+    )
+    measured_rounds: tuple[float, ...] = dataclasses.field(default=(), metadata=parsed(values))
+    agrees: bool | None = None
+    floats_per_round: float | None = None
+    floats_per_iteration: float | None = None
+    note: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommunicationTable(Record):
+    """``communication.json`` (``testbed check``)."""
+
+    iterations: int | None = None
+    rows: tuple[CommunicationRow, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(CommunicationRow))
+    )
+
+
+__all__ = [
+    "CalibrationRow",
+    "CalibrationSummary",
+    "CommunicationRow",
+    "CommunicationTable",
+    "MutantRow",
+    "MutationCounts",
+    "MutationSummary",
+    "ResultsMetadata",
+]

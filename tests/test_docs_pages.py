@@ -127,7 +127,7 @@ def test_a_results_folder_shows_the_measured_verdict_only_once_checked(tmp_path)
     assert "**fails as stated** (as expected;" in entry
     counterexample = measured(tmp_path, claim.id).counterexample
     assert counterexample is not None
-    assert f"measured {counterexample['measured']:.4g} against the bound" in entry
+    assert f"measured {counterexample.measured:.4g} against the bound" in entry
     # a verdict edited by hand breaks the seal: the page names the reason, not the verdict
     record = json.loads(path.read_text())
     record["verdict"] = "holds"

@@ -11,7 +11,12 @@ Each record is read once from a file its check has believed (:mod:`results_forma
 - ``mutation/summary.json``: :class:`MutationSummary` of :class:`MutantRow`
   (:func:`results_format.records.mutation_summary_problem`);
 - ``communication.json``: :class:`CommunicationTable` of :class:`CommunicationRow` (sealed,
-  written by ``testbed_app.communication``).
+  written by ``testbed_app.communication``);
+- ``replication/<experiment>.json``: :class:`ReplicationRecord` of :class:`ReplicationRow`
+  (:data:`results_format.REPLICATION_SCHEMA`, :func:`results_format.replication.
+  replication_problem`);
+- ``bench/<benchmark>.json``: :class:`BenchRecord` of :class:`BenchTarget`
+  (:data:`results_format.BENCH_SCHEMA`).
 
 Standard library only (see :mod:`results_format`).
 """
@@ -163,7 +168,76 @@ class CommunicationTable(Record):
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplicationRow(Record):
+    """One number of a paper's table against the testbed's (``rows[i]``)."""
+
+    setting: str = ""
+    metric: str = ""
+    paper_value: float | str | None = None
+    #: ``None``: the target was not reached; "diverged at step k": the run diverged
+    testbed_value: float | str | None = None
+    unit: str = ""
+    #: the setting's differences from the paper's, stated honestly
+    differences: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplicationMetadata(Record):
+    """Where a replication ran and how it ended (its ``metadata``; the rest kept in
+    ``extra``)."""
+
+    dataset: str | None = None
+    device: str | None = None
+    #: "completed", "partial: ...", "diverged ..."
+    status: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ReplicationRecord(Record):
+    """``replication/<experiment>.json`` (``testbed run``)."""
+
+    experiment: str = ""
+    paper: str = ""
+    table: str = ""
+    metadata: ReplicationMetadata | None = dataclasses.field(
+        default=None, metadata=parsed(one_of(ReplicationMetadata))
+    )
+    rows: tuple[ReplicationRow, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(ReplicationRow))
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchTarget(Record):
+    """A benchmark's speed target and what was measured."""
+
+    name: str = ""
+    measured: float | None = None
+    #: "at_least" or "at_most"
+    direction: str = ""
+    target: float | None = None
+    met: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchRecord(Record):
+    """``bench/<benchmark>.json`` (``benchmarks/run.py``)."""
+
+    benchmark: str = ""
+    description: str = ""
+    #: cpu, cores, device, torch (and ``quick`` for a smoke run)
+    machine: Any = None
+    #: flat scalars, one row per measured case (the columns differ per benchmark)
+    rows: tuple[Any, ...] = dataclasses.field(default=(), metadata=parsed(values))
+    targets: tuple[BenchTarget, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(BenchTarget))
+    )
+
+
 __all__ = [
+    "BenchRecord",
+    "BenchTarget",
     "CalibrationRow",
     "CalibrationSummary",
     "CommunicationRow",
@@ -171,5 +245,8 @@ __all__ = [
     "MutantRow",
     "MutationCounts",
     "MutationSummary",
+    "ReplicationMetadata",
+    "ReplicationRecord",
+    "ReplicationRow",
     "ResultsMetadata",
 ]

@@ -40,8 +40,11 @@ from results_format.records import (
 from results_format.summary_records import (
     CalibrationSummary,
     CommunicationTable,
+    ComparisonRow,
+    ComparisonTarget,
     MutantRow,
     MutationSummary,
+    RoundsToError,
 )
 from results_format.validation import seal_problem
 
@@ -141,17 +144,17 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "rerun `testbed check --fresh` to measure it again."
         )
         return section
-    target = data.get("target") or {}
-    tuning = data.get("tuning_rule") or {}
+    table = RoundsToError.from_json(data)
+    target, tuning = table.target, table.tuning_rule
     section.paragraphs.append(
-        f"Target: {target.get('quantity', '?')} <= {_fmt(target.get('value'))}. Reached: "
-        f"{target.get('reached', '?')}; budget {_fmt(target.get('round_budget'))} rounds, a run "
-        f"that does not reach counts {_fmt(target.get('cap'))}. The comparison claims use this "
+        f"Target: {_or_unknown(target.quantity)} <= {_fmt(target.value)}. Reached: "
+        f"{_or_unknown(target.reached)}; budget {_fmt(target.round_budget)} rounds, a run "
+        f"that does not reach counts {_fmt(target.cap)}. The comparison claims use this "
         "same definition (theory_checks/comparison/runs.py). Tuned rows: every algorithm's outer "
-        f"step {tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
-        f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps."
+        f"step {_or_unknown(tuning.step)} with c in {_or_unknown(tuning.grid)}, selected by "
+        f"{_or_unknown(tuning.selection)}; prescribed rows: each paper's own steps."
     )
-    rows = [_comparison_row(c) for c in data["comparisons"] if isinstance(c, dict)]
+    rows = [_comparison_row(c) for c in table.comparisons]
     section.tables.append(
         Table(
             (
@@ -175,26 +178,28 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
     return section
 
 
-def _comparison_row(c: dict[str, Any]) -> tuple[str, ...]:
+def _or_unknown(value: object) -> object:
+    return "?" if value is None else value
+
+
+def _comparison_row(c: ComparisonRow) -> tuple[str, ...]:
     """One comparison's row: the per-problem ratios and their geometric mean with its
     interval (a problem FedNest solves in one outer iteration starred)."""
-    per_seed = [s for s in c.get("per_seed") or [] if isinstance(s, dict)]
     ratios = ", ".join(
-        _fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration") else "") for s in per_seed
+        _fmt(s.ratio, 2) + ("*" if s.fednest_one_iteration else "") for s in c.per_seed
     )
-    interval = c.get("interval_95")
-    mean = _fmt(c.get("geometric_mean_ratio"), 3)
+    interval = c.interval_95
+    mean = _fmt(c.geometric_mean_ratio, 3)
     if isinstance(interval, list) and len(interval) == 2:
         mean += f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
-    rpi = c.get("rounds_per_iteration") or {}
-    step = (c.get("tuning") or {}).get("candidate", {})
-    notes = sorted({str(s.get("note")) for s in per_seed if s.get("note")})
+    rpi = c.rounds_per_iteration or {}
+    step = (c.tuning or {}).get("candidate", {})
+    notes = sorted({str(s.note) for s in c.per_seed if s.note})
     return (
-        f"{c.get('candidate')} vs {c.get('baseline')}",
-        str(c.get("rule")),
-        f"{c.get('claim', '')} ({c.get('source', '')})"
-        + ("" if c.get("claimed") else " [context row, not a claim]"),
-        str(c.get("setting", "")),
+        f"{c.candidate} vs {c.baseline}",
+        str(c.rule),
+        f"{c.claim} ({c.source})" + ("" if c.claimed else " [context row, not a claim]"),
+        str(c.setting),
         f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
         (
             f"c = {_fmt(step.get('multiple'))}"
@@ -210,7 +215,7 @@ def _comparison_row(c: dict[str, Any]) -> tuple[str, ...]:
 def _rounds_figure(
     section: Section,
     folder: Path,
-    target: dict[str, Any],
+    target: ComparisonTarget,
     out_dir: Path,
     cache: FigureCache | None,
 ) -> None:
@@ -229,7 +234,8 @@ def _rounds_figure(
         return
     name = "comparison.rounds_to_error.png"
     comparisons = sorted({k for traces in curves.values() for t in traces for k in t.values})
-    targets = {k: float(target.get("value", 0.1)) for k in comparisons}
+    # a target without its value: the comparisons' default (theory_checks/comparison/runs.py)
+    targets = {k: float(target.value if target.value is not None else 0.1) for k in comparisons}
     own = cache is None
     cache = cache or FigureCache.load(out_dir / "figures")
 

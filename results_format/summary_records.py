@@ -16,7 +16,10 @@ Each record is read once from a file its check has believed (:mod:`results_forma
   (:data:`results_format.REPLICATION_SCHEMA`, :func:`results_format.replication.
   replication_problem`);
 - ``bench/<benchmark>.json``: :class:`BenchRecord` of :class:`BenchTarget`
-  (:data:`results_format.BENCH_SCHEMA`).
+  (:data:`results_format.BENCH_SCHEMA`);
+- ``comparison/rounds_to_error.json``: :class:`RoundsToError` of :class:`ComparisonRow`
+  (written by ``theory_checks.comparison.table``; the fields the report shows, the others kept
+  in ``extra``).
 
 Standard library only (see :mod:`results_format`).
 """
@@ -27,7 +30,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from results_format.typed_json import Record, many_of, one_of, parsed, values
+from results_format.typed_json import Record, many_of, one_of, one_or_empty, parsed, values
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -127,7 +130,7 @@ class MutationSummary(Record):
     #: the number of mutants in the catalogue
     catalogue: int = 0
     counts: MutationCounts = dataclasses.field(
-        default_factory=MutationCounts, metadata=parsed(one_of(MutationCounts))
+        default_factory=MutationCounts, metadata=parsed(one_or_empty(MutationCounts))
     )
     mutants: tuple[MutantRow, ...] = dataclasses.field(
         default=(), metadata=parsed(many_of(MutantRow))
@@ -235,6 +238,75 @@ class BenchRecord(Record):
     )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonTarget(Record):
+    """The one target of the rounds-to-target comparisons, and when a run reached it."""
+
+    quantity: str | None = None
+    value: float | None = None
+    reached: str | None = None
+    round_budget: int | None = None
+    #: the rounds a run that does not reach counts
+    cap: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TuningRule(Record):
+    """How every algorithm's outer step is tuned the same way."""
+
+    step: str | None = None
+    grid: Any = None
+    selection: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonSeed(Record):
+    """One problem of a comparison: the candidate's rounds over the baseline's."""
+
+    ratio: float | None = None
+    #: the baseline solves the problem in one outer iteration (outside the claims' population)
+    fednest_one_iteration: bool | None = None
+    note: str | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ComparisonRow(Record):
+    """One comparison of two algorithms (``comparisons[i]``)."""
+
+    rule: str | None = None
+    candidate: str | None = None
+    baseline: str | None = None
+    claim: str = ""
+    source: str = ""
+    setting: str = ""
+    #: "candidate", "baseline" -> rounds per outer iteration
+    rounds_per_iteration: Mapping[str, Any] | None = None
+    #: the tuned step of each role ("candidate": {"multiple": c, ...})
+    tuning: Mapping[str, Any] | None = None
+    #: whether a paper claims it (else a context row)
+    claimed: bool | None = None
+    per_seed: tuple[ComparisonSeed, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(ComparisonSeed))
+    )
+    geometric_mean_ratio: float | None = None
+    interval_95: Any = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RoundsToError(Record):
+    """``comparison/rounds_to_error.json`` (``testbed check``)."""
+
+    target: ComparisonTarget = dataclasses.field(
+        default_factory=ComparisonTarget, metadata=parsed(one_or_empty(ComparisonTarget))
+    )
+    tuning_rule: TuningRule = dataclasses.field(
+        default_factory=TuningRule, metadata=parsed(one_or_empty(TuningRule))
+    )
+    comparisons: tuple[ComparisonRow, ...] = dataclasses.field(
+        default=(), metadata=parsed(many_of(ComparisonRow))
+    )
+
+
 __all__ = [
     "BenchRecord",
     "BenchTarget",
@@ -242,11 +314,16 @@ __all__ = [
     "CalibrationSummary",
     "CommunicationRow",
     "CommunicationTable",
+    "ComparisonRow",
+    "ComparisonSeed",
+    "ComparisonTarget",
     "MutantRow",
     "MutationCounts",
     "MutationSummary",
     "ReplicationMetadata",
     "ReplicationRecord",
     "ReplicationRow",
+    "RoundsToError",
+    "TuningRule",
     "ResultsMetadata",
 ]

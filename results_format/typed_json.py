@@ -91,6 +91,11 @@ def one_of(cls: type[R]) -> Callable[[Any], R | None]:
     return lambda value: cls.from_json(value) if isinstance(value, Mapping) else None
 
 
+def one_or_empty(cls: type[R]) -> Callable[[Any], R]:
+    """A parser of a nested object that reads anything else as the empty record."""
+    return lambda value: cls.from_json(value) if isinstance(value, Mapping) else cls()
+
+
 def many_of(cls: type[R]) -> Callable[[Any], tuple[R, ...]]:
     """A parser of a list of nested objects (what is not an object is left out)."""
     return lambda value: (
@@ -116,6 +121,7 @@ __all__ = [
     "Record",
     "many_of",
     "one_of",
+    "one_or_empty",
     "parsed",
     "values",
 ]

@@ -128,7 +128,7 @@ class Measurement:
         slack: the absolute amount by which ``measured`` may pass ``bound`` and still pass
             (a check's round-off allowance, ``measured <= bound + slack``); recorded with the
             case so that a reader re-derives ``passed`` from the numbers
-            (:func:`results_format.verdicts.comparison_problem`).
+            (:func:`results_format.claim_checks.comparison_problem`).
         rule: how ``passed`` follows from ``measured`` and ``bound`` (one of
             :data:`results_format.verdicts.COMPARISON_RULES`); ``None``: read from
             ``relation`` (:func:`results_format.verdicts.comparison_for`).

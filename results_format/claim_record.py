@@ -91,6 +91,13 @@ class MarginRecord(Record):
     margin: float | None = None
     holds: bool | None = None
 
+    @property
+    def inside(self) -> bool:
+        """Whether the case lies inside the hypothesis: as recorded, else from its margin."""
+        if self.holds is not None:
+            return self.holds
+        return self.margin is not None and self.margin >= 0
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class CaseRecord(Record):

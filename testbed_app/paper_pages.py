@@ -201,7 +201,7 @@ def _number(value: Any) -> str:
 def _margins_lines(found: Iterable[MarginRecord]) -> list[str]:
     return [
         f"    - {escape_markdown(m.name)}: margin {_number(m.margin)}"
-        + ("" if (m.holds if m.holds is not None else m.margin >= 0) else " (OUTSIDE)")
+        + ("" if m.inside else " (OUTSIDE)")
         for m in found
     ]
 

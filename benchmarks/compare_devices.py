@@ -5,7 +5,7 @@
 The closed-form problems are float64 on both devices, so a claim's verdict, the verdict of its
 power check (the mutant it must catch), its case counts and every case's outcome must be the same;
 the measured numbers may differ by float64 round-off in a different order of summation. Each
-claim file is read through :func:`results_format.verdicts.read_claim_file` (its seal and its
+claim file is read through :func:`results_format.claim_file.read_claim_file` (its seal and its
 recomputed verdict checked) before it is compared; the CUDA side may be several folders (one per
 paper, run side by side), read as one. Printed per claim where anything differs, then one summary
 line: the claims compared, those differing, and the largest difference of a measured number on
@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from results_format.claim_file import read_claim_file
 from results_format.layout import CLAIMS
-from results_format.verdicts import read_claim_file
 
 #: What must be equal on the two devices, field by field.
 SAME_FIELDS = ("verdict", "n_cases", "n_undecided", "n_unconfirmed", "n_outside_hypotheses")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from reports.claim_figures import claim_section, select_cases
 from reports.claims_table import ClaimSection, worst_case, worst_case_text
@@ -38,7 +37,9 @@ from reports.results_reading import (
 )
 from reports.sections import build_sections
 from results_format import atomic_write
+from results_format.claim_record import ClaimRecord
 from results_format.evidence import mutation_kills
+from results_format.summary_records import ResultsMetadata
 
 __all__ = [
     "ClaimSection",
@@ -54,23 +55,20 @@ __all__ = [
 ]
 
 
-def provenance_notes(claims: Sequence[dict[str, Any]], meta: dict[str, Any]) -> list[str]:
+def provenance_notes(claims: Sequence[ClaimRecord], meta: ResultsMetadata) -> list[str]:
     """Notes on claim results that the header's commit and device do not describe: those a
     resumed ``testbed check`` reused from another commit or device (each record's
     ``computed_by``), and those that do not name theirs (written before records did)."""
-    commit, device = meta.get("git_commit"), meta.get("device")
+    commit, device = meta.git_commit, meta.device
     unnamed, elsewhere = [], []
     for claim in claims:
-        if "fingerprint" not in claim:
+        if not claim.measured:
             continue  # a row without results ("not checked", "not trusted")
-        there = claim.get("computed_by")
-        if not isinstance(there, dict):
-            unnamed.append(str(claim["id"]))
-        elif there.get("git_commit") != commit or (device and there.get("device") != device):
-            elsewhere.append(
-                f"{claim['id']} (commit {str(there.get('git_commit'))[:10]} on "
-                f"{there.get('device')})"
-            )
+        there = claim.computed_by
+        if there is None:
+            unnamed.append(claim.id)
+        elif there.git_commit != commit or (device and there.device != device):
+            elsewhere.append(f"{claim.id} (commit {str(there.git_commit)[:10]} on {there.device})")
     notes = []
     if elsewhere:
         notes.append(
@@ -116,13 +114,8 @@ def build_report(
         )
     meta, meta_notes = load_metadata(results_dir)
     notes = meta_notes + notes
-    profile = meta.get("profile")
-    profile_name = profile.get("name") if isinstance(profile, dict) else profile
-    stale = [
-        str(c["id"])
-        for c in claims
-        if profile_name and c.get("profile") not in (None, profile_name)
-    ]
+    profile_name = meta.profile_name
+    stale = [c.id for c in claims if profile_name and c.profile not in (None, profile_name)]
     if stale:
         notes.append(f"results from a profile other than {profile_name}: " + ", ".join(stale))
     notes.extend(provenance_notes(claims, meta))

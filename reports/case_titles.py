@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
+
+from results_format.claim_record import ClaimRecord
 
 # spec / params key -> the words shown (unknown keys: underscores become spaces)
 KEY_LABELS = {
@@ -82,7 +85,7 @@ def _shown(key: str, value: Any) -> bool:
     )
 
 
-def _items(mapping: dict[str, Any]) -> list[str]:
+def _items(mapping: Mapping[str, Any]) -> list[str]:
     keys = [k for k in LEADING_KEYS if k in mapping]
     keys += sorted(k for k in mapping if k not in LEADING_KEYS)
     out = []
@@ -106,25 +109,25 @@ def _items(mapping: dict[str, Any]) -> list[str]:
 
 
 def case_title(
-    problem_id: str, spec: dict[str, Any] | None, params: dict[str, Any] | None = None
+    problem_id: str, spec: Mapping[str, Any] | None, params: Mapping[str, Any] | None = None
 ) -> str:
     """The case in words; the problem id itself when no spec is recorded."""
-    if not isinstance(spec, dict) or not spec.get("family"):
+    if not isinstance(spec, Mapping) or not spec.get("family"):
         return problem_id
     parts = _items({k: v for k, v in spec.items() if k != "family"})
-    if isinstance(params, dict):
+    if isinstance(params, Mapping):
         parts += _items(params)
     return family_name(str(spec["family"])) + (": " + ", ".join(parts) if parts else "")
 
 
-def case_specs(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def case_specs(claim: ClaimRecord) -> dict[str, Mapping[str, Any]]:
     """problem id -> spec, from the claim's cases and its positive control."""
-    specs: dict[str, dict[str, Any]] = {}
-    control = claim.get("positive_control")
-    candidates = list(claim.get("cases") or [])
-    if isinstance(control, dict) and isinstance(control.get("case"), dict):
-        candidates.append(control["case"])
+    specs: dict[str, Mapping[str, Any]] = {}
+    control = claim.positive_control
+    candidates = list(claim.cases)
+    if control is not None and control.case is not None:
+        candidates.append(control.case)
     for case in candidates:
-        if isinstance(case, dict) and isinstance(case.get("spec"), dict):
-            specs.setdefault(str(case.get("problem_id")), case["spec"])
+        if isinstance(case.spec, Mapping):
+            specs.setdefault(case.problem_id, case.spec)
     return specs

@@ -19,7 +19,6 @@ from reports.figure_cache import FigureCache, figure_key
 from reports.figure_spec import (
     KIND_LABELS,
     PLOT_VERSION,
-    RATE_KINDS,
     Curve,
     FigureSpec,
     FitPanel,
@@ -38,16 +37,17 @@ from reports.results_reading import (
     torn_series_note,
 )
 from results_format import atomic_write_bytes
+from results_format.claim_kinds import COMMUNICATION_COUNT, RATE_KINDS, RATE_LAWS
+from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
 from results_format.layout import COUNTEREXAMPLES, SERIES
 from results_format.paths import UnsafePath, inside
-from results_format.verdicts import FILES_KEY
 
 MAX_CASES_PLOTTED = 4
 SERIES_ORDER = ("measured", "bound", "fitted", "theory")
 
 
 def select_cases(
-    rows: Sequence[SeriesRow], worst: dict[str, Any] | None, limit: int = MAX_CASES_PLOTTED
+    rows: Sequence[SeriesRow], worst: CaseRecord | None, limit: int = MAX_CASES_PLOTTED
 ) -> list[tuple[str, str]]:
     """Up to ``limit`` cases to plot, deterministically.
 
@@ -69,7 +69,7 @@ def select_cases(
 
     ordered = sorted(values, key=lambda c: (group(c), c))
     if worst is not None:
-        key = (worst.get("problem_id"), canonical_params(worst.get("params") or {}))
+        key = (worst.problem_id, canonical_params(worst.params or {}))
         match = [c for c in ordered if c == key] or [c for c in ordered if c[0] == key[0]]
         if match and group(match[0]) < 2:
             ordered.remove(match[0])
@@ -81,34 +81,31 @@ def _series_rank(name: str) -> tuple[int, str]:
     return (SERIES_ORDER.index(name) if name in SERIES_ORDER else len(SERIES_ORDER), name)
 
 
-def _fits_by_problem(claim: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    fits: dict[str, dict[str, Any]] = {}
-    for case in claim.get("cases") or []:
-        if isinstance(case, dict) and isinstance(case.get("fit"), dict):
-            fits.setdefault(str(case.get("problem_id")), case["fit"])
-    for fit in claim.get("fits") or []:
-        if isinstance(fit, dict) and fit.get("problem_id"):
-            fits.setdefault(str(fit["problem_id"]), fit)
+def _fits_by_problem(claim: ClaimRecord) -> dict[str, FitRecord]:
+    fits: dict[str, FitRecord] = {}
+    for case in claim.cases:
+        if case.fit is not None:
+            fits.setdefault(case.problem_id, case.fit)
+    for fit in claim.fits:
+        if fit.problem_id:
+            fits.setdefault(fit.problem_id, fit)
     return fits
 
 
-def _ylabel(claim: dict[str, Any]) -> str:
-    for fit in [c.get("fit") for c in claim.get("cases") or [] if isinstance(c, dict)] + list(
-        claim.get("fits") or []
-    ):
-        if isinstance(fit, dict) and (label := quantity_label(str(fit.get("quantity") or ""))):
+def _ylabel(claim: ClaimRecord) -> str:
+    for fit in [c.fit for c in claim.cases] + list(claim.fits):
+        if fit is not None and (label := quantity_label(fit.quantity)):
             return label
-    return KIND_LABELS.get(str(claim.get("kind")), "measured value")
+    return KIND_LABELS.get(claim.kind, "measured value")
 
 
 def _panels(
-    claim: dict[str, Any],
+    claim: ClaimRecord,
     rows: Sequence[SeriesRow],
     cases: Sequence[tuple[str, str]],
     worst_key: tuple[str, str] | None,
 ) -> list[SeriesPanel]:
-    kind = str(claim.get("kind") or "")
-    law = {"scaling_exponent": "power", "linear_rate": "geometric"}.get(kind)
+    law = RATE_LAWS.get(claim.kind)
     specs, fits, ylabel = case_specs(claim), _fits_by_problem(claim), _ylabel(claim)
     shared = {pid for pid, _ in cases if sum(1 for p, _ in cases if p == pid) > 1}
     panels = []
@@ -244,27 +241,27 @@ def _draw(spec: FigureSpec, path: Path) -> dict[str, Any]:
 
 
 def claim_section(
-    claim: dict[str, Any], results_dir: Path, out_dir: Path, cache: FigureCache | None = None
+    claim: ClaimRecord, results_dir: Path, out_dir: Path, cache: FigureCache | None = None
 ) -> ClaimSection:
     """What the report shows about one claim; its figure is drawn through ``cache`` (a cache
     of its own, saved at once, when None)."""
-    if claim.get("verdict") == NOT_TRUSTED:  # never shown as measured: no figure, no number
+    if claim.verdict == NOT_TRUSTED:  # never shown as measured: no figure, no number
         return ClaimSection(
             claim,
             "not shown (its results file is not trusted)",
             notes=[
-                f"results file claims/{claim['id']}.json not trusted: {claim.get('trust_problem')}"
-                f"; rerun `testbed check --claim {str(claim['id']).split('@')[0]}`."
+                f"results file claims/{claim.id}.json not trusted: {claim.trust_problem}"
+                f"; rerun `testbed check --claim {claim.id.split('@')[0]}`."
             ],
         )
     worst = worst_case(claim)
     section = ClaimSection(claim, worst_case_text(worst))
     if worst is not None:
-        section.worst_title = case_title(str(worst.get("problem_id")), worst.get("spec"))
+        section.worst_title = case_title(worst.problem_id, worst.spec)
     section.counterexample, section.counterexample_files = _copy_counterexample(
         claim, results_dir, out_dir, section.notes
     )
-    slack = sum(1 for c in claim.get("cases") or [] if isinstance(c, dict) and within_slack(c))
+    slack = sum(1 for c in claim.cases if within_slack(c))
     if slack:
         section.notes.append(
             f"{slack} passed case(s) measured above the bound, within the check's round-off "
@@ -272,18 +269,18 @@ def claim_section(
         )
     rows = _read_rows(claim, results_dir, section)
     summary = choose_summary(claim, {r.series for r in rows})
-    if claim.get("kind") == "communication_count" and summary is not None:
+    if claim.kind == COMMUNICATION_COUNT and summary is not None:
         rows = []  # one count per case and iteration: the summary shows them all
     cases = select_cases(rows, worst, MAX_CASES_PLOTTED - (summary is not None))
     worst_key = None
     if worst is not None:
-        worst_key = (str(worst.get("problem_id")), canonical_params(worst.get("params") or {}))
+        worst_key = (worst.problem_id, canonical_params(worst.params or {}))
     panels = _panels(claim, rows, cases, worst_key)
     if not panels and summary is None:
         if section.notes and section.notes[-1].startswith("series file"):
             section.notes[-1] += "; no figure."
         return section
-    kind = str(claim.get("kind") or "").replace("_", " ")
+    kind = claim.kind.replace("_", " ")
     spec = FigureSpec(section.id, f"{section.id} ({kind})", tuple(panels), summary)
     name = _figure_name(section.id)
     own = cache is None
@@ -301,7 +298,7 @@ def claim_section(
     section.artists = list(entry.get("artists") or [])
     section.figure = f"figures/{name}"
     fitted_elsewhere = (
-        claim.get("kind") in RATE_KINDS
+        claim.kind in RATE_KINDS
         and isinstance(summary, FitPanel)
         and bool(panels)
         and not any(
@@ -320,11 +317,11 @@ def claim_section(
     return section
 
 
-def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection) -> list[SeriesRow]:
+def _read_rows(claim: ClaimRecord, results_dir: Path, section: ClaimSection) -> list[SeriesRow]:
     """The claim's series rows; a note (and no rows) when the file is missing or unreadable."""
-    series_rel = str(claim.get("series_file") or f"{SERIES}/{claim['id']}.csv")
+    series_rel = claim.series_file or f"{SERIES}/{claim.id}.csv"
     try:
-        rows = read_series(inside(results_dir, series_rel, f"{claim.get('id')}: series_file"))
+        rows = read_series(inside(results_dir, series_rel, f"{claim.id}: series_file"))
     except UnsafePath as error:
         section.notes.append(f"series file not read: {error}")
         return []
@@ -347,17 +344,17 @@ def _read_rows(claim: dict[str, Any], results_dir: Path, section: ClaimSection) 
 
 
 def _copy_counterexample(
-    claim: dict[str, Any], results_dir: Path, out_dir: Path, notes: list[str]
+    claim: ClaimRecord, results_dir: Path, out_dir: Path, notes: list[str]
 ) -> tuple[str | None, list[str]]:
     """Copy the counterexample JSON and its companions (the .npz arrays) under out_dir, each
     only when changed; return the relative link of the JSON and of every file copied."""
-    rel = claim.get("counterexample")
+    rel = claim.counterexample
     if not rel:
-        if claim.get("verdict") == "fails as stated":
+        if claim.verdict == "fails as stated":
             notes.append("the claim fails but no counterexample file is recorded.")
         return None, []
     try:  # a path read from a file: only ever a file of the results folder (checked before)
-        source = inside(results_dir, rel, f"{claim.get('id')}: counterexample")
+        source = inside(results_dir, rel, f"{claim.id}: counterexample")
     except UnsafePath as error:
         notes.append(f"{error}.")
         return None, []
@@ -367,12 +364,10 @@ def _copy_counterexample(
     target_dir = out_dir / COUNTEREXAMPLES
     target_dir.mkdir(parents=True, exist_ok=True)
     # the counterexample's files the claim's results recorded (their digests were checked)
-    recorded = claim.get(FILES_KEY)
-    listed: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     files = []
-    for relative in sorted(listed):
+    for relative in sorted(claim.files):
         companion = results_dir / relative
-        if Path(relative).parent != Path(str(rel)).parent or companion.stem != source.stem:
+        if Path(relative).parent != Path(rel).parent or companion.stem != source.stem:
             continue
         target = target_dir / companion.name
         if not (target.is_file() and filecmp.cmp(companion, target, shallow=False)):

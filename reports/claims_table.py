@@ -9,12 +9,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reports.figure_spec import claim_fits
-from reports.results_reading import as_bool, as_float
+from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_float
+from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
 from results_format.populations import counted, split
+from results_format.summary_records import CalibrationRow, ResultsMetadata
 from results_format.verdicts import ABOUTS, ERRATUM, SUBSTANTIVE, TABLE_NUMBER, refutation_counts
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
@@ -32,7 +34,7 @@ VERDICT_CLASSES = {
 class ClaimSection:
     """What the report shows about one claim."""
 
-    claim: dict[str, Any]
+    claim: ClaimRecord
     worst: str
     figure: str | None = None
     counterexample: str | None = None
@@ -48,7 +50,7 @@ class ClaimSection:
 
     @property
     def id(self) -> str:
-        return str(self.claim["id"])
+        return self.claim.id
 
     @property
     def anchor(self) -> str:
@@ -63,14 +65,9 @@ class ClaimSection:
 # --------------------------------------------------------------------------- worst case
 
 
-def _case_fit(case: dict[str, Any]) -> dict[str, Any] | None:
-    fit = case.get("fit")
-    return fit if isinstance(fit, dict) and "estimate" in fit else None
-
-
-def _ratio(case: dict[str, Any]) -> float:
+def _ratio(case: CaseRecord) -> float:
     """measured / bound for a "<=" relation (bound / measured for ">=")."""
-    measured, bound = as_float(case.get("measured")), as_float(case.get("bound"))
+    measured, bound = as_float(case.measured), as_float(case.bound)
     if _lower_bound(case):
         measured, bound = bound, measured
     if math.isnan(measured) or math.isnan(bound):
@@ -80,46 +77,36 @@ def _ratio(case: dict[str, Any]) -> float:
     return math.inf if measured > 0 else 0.0
 
 
-def _lower_bound(case: dict[str, Any]) -> bool:
+def _lower_bound(case: CaseRecord) -> bool:
     """The relation asks measured >= bound (or >): its comparison (after a "quantity:" prefix)
     names ">" and no "<=" ("fraction with ratio <= 0.1: > 1/2" bounds the fraction below)."""
-    relation = str(case.get("relation", "<=")).rsplit(":", 1)[-1]
+    relation = case.relation.rsplit(":", 1)[-1]
     return ">" in relation.replace("->", "") and "<=" not in relation
 
 
-def _failed(case: dict[str, Any]) -> bool:
-    """The case's outcome when recorded (a statistical case decides by its interval, not by
-    the point estimate's ``passed``), else its ``passed`` flag."""
-    outcome = case.get("outcome")
-    if isinstance(outcome, str):
-        return outcome == "fails"
-    return as_bool(case.get("passed")) is False
-
-
-def within_slack(case: dict[str, Any]) -> bool:
+def within_slack(case: CaseRecord) -> bool:
     """A passed bound case whose measured value is above its bound: it passed only by the
     check's round-off slack (say a 1e-16 error against a bound of 0)."""
     return (
-        _case_fit(case) is None
-        and not _failed(case)
-        and case.get("outcome") in (None, "holds")
-        and "<=" in str(case.get("relation", "<="))
+        case.fit is None
+        and case.outcome == "holds"
+        and "<=" in case.relation
         and _ratio(case) > 1.0
     )
 
 
-def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
+def _severity(case: CaseRecord) -> tuple[bool, bool, float]:
     """Sort key, larger = worse: failed first, then the largest measured/bound ratio.
 
     A fit is scored by ``|estimate - theory| / tolerance``. Passed cases within round-off
     slack (see :func:`within_slack`) rank below every case whose ratio says something about
     the bound; they are the worst case only when no other case is left.
     """
-    failed = _failed(case)
-    fit = _case_fit(case)
+    failed = case.outcome == "fails"
+    fit = case.fit
     if fit is not None:
-        tol = as_float(fit.get("tolerance"))
-        gap = abs(as_float(fit.get("estimate")) - as_float(fit.get("theory")))
+        tol = as_float(fit.tolerance)
+        gap = abs(as_float(fit.estimate) - as_float(fit.theory))
         score = gap / tol if tol > 0 else (math.inf if gap > 0 else 0.0)
     else:
         score = _ratio(case)
@@ -129,9 +116,9 @@ def _severity(case: dict[str, Any]) -> tuple[bool, bool, float]:
     return (failed, meaningful, score if math.isfinite(score) else 0.0)
 
 
-def worst_case(claim: dict[str, Any]) -> dict[str, Any] | None:
+def worst_case(claim: ClaimRecord) -> CaseRecord | None:
     """The claim's worst case (see :func:`_severity`); ties go to the first listed."""
-    cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]
+    cases = claim.cases
     if not cases:
         return None
     worst = max(range(len(cases)), key=lambda i: (_severity(cases[i]), -i))
@@ -149,18 +136,18 @@ def number_text(value: Any, digits: int = 3) -> str:
     return f"{x:.{digits}g}"
 
 
-def worst_case_text(case: dict[str, Any] | None) -> str:
+def worst_case_text(case: CaseRecord | None) -> str:
     """The measured figure against the theory for one case, as one line of text."""
     if case is None:
         return "no cases"
-    fit = _case_fit(case)
+    fit = case.fit
     if fit is not None:
         return (
-            f"fitted slope {number_text(fit.get('estimate'), 4)} ({interval_text(fit)}) "
-            f"vs theory {number_text(fit.get('theory'), 4)}"
+            f"fitted slope {number_text(fit.estimate, 4)} ({interval_text(fit)}) "
+            f"vs theory {number_text(fit.theory, 4)}"
         )
-    measured, bound = as_float(case.get("measured")), as_float(case.get("bound"))
-    text = f"{number_text(measured)} vs bound {number_text(bound)} ({case.get('relation', '<=')})"
+    measured, bound = as_float(case.measured), as_float(case.bound)
+    text = f"{number_text(measured)} vs bound {number_text(bound)} ({case.relation})"
     if bound > 0 and math.isfinite(measured):
         text += f", ratio {number_text(measured / bound)}"
     if within_slack(case):
@@ -171,23 +158,20 @@ def worst_case_text(case: dict[str, Any] | None) -> str:
 # --------------------------------------------------------------------------- table cells
 
 
-def cases_text(claim: dict[str, Any]) -> str:
+def cases_text(claim: ClaimRecord) -> str:
     """What the verdict rests on: the cases that held or were undecided, and, for a refuted
     claim, that the verdict comes from the saved counterexample (so "0 cases" never stands
     unexplained)."""
-    if claim.get("verdict") == "not checked":
+    if claim.verdict == NOT_CHECKED:
         return "not checked: no results file for this claim"
-    if claim.get("verdict") == "not trusted":
-        return f"not trusted, not shown: {claim.get('trust_problem')}"
-    held = int(as_float(claim.get("n_cases", len(claim.get("cases") or []))))
+    if claim.verdict == NOT_TRUSTED:
+        return f"not trusted, not shown: {claim.trust_problem}"
+    held = claim.n_cases
     parts = [f"{held} case{'s' if held != 1 else ''} held"]
-    undecided = int(as_float(claim.get("n_undecided") or 0))
-    if undecided:
-        parts.append(f"{undecided} undecided")
-    if claim.get("counterexample"):
-        confirmed = (
-            " and confirmed on fresh seeds" if claim.get("decision") == "statistical" else ""
-        )
+    if claim.n_undecided:
+        parts.append(f"{claim.n_undecided} undecided")
+    if claim.counterexample:
+        confirmed = " and confirmed on fresh seeds" if claim.statistical else ""
         if held == 0:
             parts = [
                 "refuted on the saved counterexample, replayed before any drawn case"
@@ -196,13 +180,12 @@ def cases_text(claim: dict[str, Any]) -> str:
             ]
         else:
             parts.append(f"then refuted on the saved counterexample{confirmed}")
-    rejected = claim.get("n_rejected")
-    if rejected:
-        parts.append(f"{rejected} drawn cases not measurable")
+    if claim.n_rejected:
+        parts.append(f"{claim.n_rejected} drawn cases not measurable")
     return "; ".join(parts)
 
 
-def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
+def expectation(claim: ClaimRecord) -> tuple[str, str, str]:
     """The verdict against what the testbed has established about the claim: a short text for
     the one-line row, a sentence for the detail, and its CSS class.
 
@@ -210,16 +193,16 @@ def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
     "expected: yes" (which read as if the paper's statement were expected to hold); a verdict
     the testbed did not expect says so in capitals; "not checked" is neither.
     """
-    verdict = claim.get("verdict")
-    if verdict == "not checked":
+    verdict = claim.verdict
+    if verdict == NOT_CHECKED:
         return ("not checked", "not checked: no results file for this claim", "muted")
-    if verdict == "not trusted":
-        return ("not trusted", f"not trusted, not shown: {claim.get('trust_problem')}", "muted")
-    flag = as_bool(claim.get("as_expected"))
+    if verdict == NOT_TRUSTED:
+        return ("not trusted", f"not trusted, not shown: {claim.trust_problem}", "muted")
+    flag = claim.as_expected
     if flag is None:
         return ("n/a", "the results file does not record what the testbed expected", "muted")
     if not flag:
-        record = claim.get("expected_verdicts") or [claim.get("expected")]
+        record = claim.expected_verdicts or (claim.expected,)
         established = " or ".join(str(v) for v in record if v)
         return (
             f"NOT as recorded ({established})",
@@ -243,93 +226,85 @@ def expectation(claim: dict[str, Any]) -> tuple[str, str, str]:
     return ("as expected", "the verdict the testbed has established", "expected-yes")
 
 
-def decision_text(claim: dict[str, Any]) -> str:
+def decision_text(claim: ClaimRecord) -> str:
     """How the verdict was decided: float64 tolerances, or intervals at a stated rate."""
-    if claim.get("decision") != "statistical":
+    if not claim.statistical:
         return "deterministic (float64, round-off tolerances)"
-    rate = as_float(claim.get("false_fail_rate"))
-    per_case = as_float(claim.get("case_false_fail_rate"))
+    rate = as_float(claim.false_fail_rate)
+    per_case = as_float(claim.case_false_fail_rate)
     text = f"statistical: false-failure rate {number_text(rate, 2)} per claim"
     if math.isfinite(per_case):
         text += f" ({number_text(per_case, 2)} per case, Bonferroni)"
-    unconfirmed = int(as_float(claim.get("n_unconfirmed") or 0))
-    if unconfirmed:
-        text += f"; {unconfirmed} first-stage failure(s) not confirmed on fresh seeds"
+    if claim.n_unconfirmed:
+        text += f"; {claim.n_unconfirmed} first-stage failure(s) not confirmed on fresh seeds"
     return text
 
 
-def power_text(claim: dict[str, Any]) -> str:
+def power_text(claim: ClaimRecord) -> str:
     """The check's power (a holds claim: its perturbation caught) or its positive control (a
     claim that fails as stated: a case where the same check holds)."""
-    power, control = claim.get("power"), claim.get("positive_control")
+    power, control = claim.power, claim.positive_control
     parts = []
-    if isinstance(power, dict):
-        parts.append(
-            f"{'caught' if as_bool(power.get('caught')) else 'NOT caught'}: "
-            f"{power.get('name', '?')}"
-        )
-    if isinstance(control, dict):
+    if power is not None:
+        parts.append(f"{'caught' if power.caught else 'NOT caught'}: {power.name}")
+    if control is not None:
         parts.append(
             "positive control "
-            + (
-                "holds"
-                if as_bool(control.get("holds"))
-                else f"does NOT hold ({control.get('outcome')})"
-            )
+            + ("holds" if control.holds else f"does NOT hold ({control.outcome})")
         )
     return "; ".join(parts) if parts else "—"
 
 
-def calibration_text(claim: dict[str, Any], calibration: dict[str, dict[str, Any]] | None) -> str:
+def calibration_text(claim: ClaimRecord, calibration: dict[str, CalibrationRow] | None) -> str:
     """The claim's row of the calibration table (``testbed calibrate``): false failures (or,
     for a claim expected to fail, refutations) over independent seeds against the stated rate."""
-    if claim.get("decision") != "statistical":
+    if not claim.statistical:
         return "n/a (deterministic)"
     if calibration is None:
         return "not calibrated (`testbed calibrate --seeds 20`)"
-    row = calibration.get(str(claim.get("id")))
+    row = calibration.get(claim.id)
     if row is None:
         return "not in the calibration run"
-    seeds = int(as_float(row.get("seeds") or 0))
-    refuted = int(as_float(row.get("refuted") or 0))
-    what = "refutations" if str(row.get("expected")) == "fails" else "false failures"
+    what = "refutations" if row.expected == "fails" else "false failures"
     text = (
-        f"{refuted}/{seeds} {what} [{number_text(row.get('rate_low'))}, "
-        f"{number_text(row.get('rate_high'))}] vs stated {number_text(row.get('stated_rate'))}"
+        f"{row.refuted}/{row.seeds} {what} [{number_text(row.rate_low)}, "
+        f"{number_text(row.rate_high)}] vs stated {number_text(row.stated_rate)}"
     )
-    consistent = as_bool(row.get("consistent"))
-    if consistent is not None:
-        text += "; consistent" if consistent else "; NOT consistent"
-    undecided = int(as_float(row.get("undecided") or 0))
-    if undecided:
-        text += f"; {undecided} undecided"
+    if row.consistent is not None:
+        text += "; consistent" if row.consistent else "; NOT consistent"
+    if row.undecided:
+        text += f"; {row.undecided} undecided"
     return text
 
 
-def header_fields(meta: dict[str, Any]) -> list[tuple[str, str]]:
+def header_fields(meta: ResultsMetadata) -> list[tuple[str, str]]:
     """The report header's (label, value) rows from the results' ``metadata.json``: profile,
     commit, package versions, when the results were written (and the Hypothesis settings)."""
-    profile = meta.get("profile")
-    if isinstance(profile, dict):
+    profile = meta.profile
+    if isinstance(profile, Mapping):
         extra = ", ".join(f"{k}={v}" for k, v in profile.items() if k != "name")
         profile_text = f"{profile.get('name', '?')}" + (f" ({extra})" if extra else "")
     else:
         profile_text = str(profile) if profile else "unknown"
-    versions = meta.get("versions")
+    versions = meta.versions
     versions_text = (
         ", ".join(f"{k} {v}" for k, v in versions.items())
-        if isinstance(versions, dict)
+        if isinstance(versions, Mapping)
         else "unknown"
     )
     fields = [
-        ("Git commit", str(meta.get("git_commit", "unknown"))),
+        ("Git commit", _or_unknown(meta.git_commit)),
         ("Profile", profile_text),
         ("Package versions", versions_text),
-        ("Results written", str(meta.get("written", "unknown"))),
+        ("Results written", _or_unknown(meta.written)),
     ]
-    if meta.get("hypothesis"):
-        fields.append(("Hypothesis", str(meta["hypothesis"])))
+    if meta.hypothesis:
+        fields.append(("Hypothesis", str(meta.hypothesis)))
     return fields
+
+
+def _or_unknown(value: object) -> str:
+    return "unknown" if value is None else str(value)
 
 
 def summary_sentence(sections: Sequence[ClaimSection]) -> str:
@@ -338,31 +313,24 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
     expected, and the checks' power. A claim "not checked" is counted apart, never as
     expected."""
     claims = [s.claim for s in sections]
-    checked = [c for c in claims if c.get("verdict") not in ("not checked", "not trusted")]
-    unexpected = sum(1 for c in checked if as_bool(c.get("as_expected")) is False)
-    expected = sum(1 for c in checked if as_bool(c.get("as_expected")) is True)
-    missed = sum(
-        1
-        for c in claims
-        if isinstance(c.get("power"), dict) and as_bool(c["power"].get("caught")) is False
-    )
+    checked = [c for c in claims if c.verdict not in (NOT_CHECKED, NOT_TRUSTED)]
+    unexpected = sum(1 for c in checked if c.as_expected is False)
+    expected = sum(1 for c in checked if c.as_expected is True)
+    missed = sum(1 for c in claims if c.power is not None and c.power.caught is False)
     controls = sum(
-        1
-        for c in claims
-        if isinstance(c.get("positive_control"), dict)
-        and as_bool(c["positive_control"].get("holds")) is False
+        1 for c in claims if c.positive_control is not None and c.positive_control.holds is False
     )
-    checked_ids = {str(c.get("id")) for c in checked}
+    checked_ids = {c.id for c in checked}
     populations = ", ".join(
         f"{counted(len(ids), which)} ({sum(i in checked_ids for i in ids)} checked)"
-        for which, ids in split(str(c.get("id")) for c in claims).items()
+        for which, ids in split(c.id for c in claims).items()
         if ids
     )
     text = (
         f"{populations or 'nothing'}: {expected} as the testbed expects, {unexpected} "
         "verdict(s) differ from what the testbed expects"
     )
-    refuted = refutation_counts(c for c in checked if c.get("about") in ABOUTS)
+    refuted = refutation_counts(c.to_json() for c in checked if c.about in ABOUTS)
     if any(refuted.values()):
         # short: the first screen's lists must fit one screen; the groups' badges and the
         # sections below name the classes in full
@@ -371,7 +339,7 @@ def summary_sentence(sections: Sequence[ClaimSection]) -> str:
             f"{refuted[ERRATUM]} erratum/errata, {refuted[TABLE_NUMBER]} table "
             "number(s)"
         )
-    untrusted = sum(1 for c in claims if c.get("verdict") == "not trusted")
+    untrusted = sum(1 for c in claims if c.verdict == NOT_TRUSTED)
     if len(claims) - untrusted > len(checked):
         text += f"; {len(claims) - untrusted - len(checked)} not checked (not counted as expected)"
     if untrusted:
@@ -392,15 +360,15 @@ def level_text(level: float) -> str:
     return f"{100 * level:.6g}%"
 
 
-def interval_text(fit: dict[str, Any]) -> str:
+def interval_text(fit: FitRecord) -> str:
     """What the fit record says about its uncertainty: a fit residual when it carries one (a
     fit on exact data), else its interval with the level it was computed at; an interval of
     zero width without a level below 1 is a fit on exact data with nothing recorded."""
-    residual = as_float(fit.get("residual"))
+    residual = as_float(fit.residual)
     if math.isfinite(residual):
         return f"exact data, fit residual {number_text(residual, 2)}"
-    low, high = as_float(fit.get("ci_low")), as_float(fit.get("ci_high"))
-    level = as_float(fit.get("confidence"))
+    low, high = as_float(fit.ci_low), as_float(fit.ci_high)
+    level = as_float(fit.confidence)
     if low == high and not (math.isfinite(level) and level < 1.0):
         return "exact data (no interval)"
     text = f"[{number_text(low, 4)}, {number_text(high, 4)}]"
@@ -409,16 +377,16 @@ def interval_text(fit: dict[str, Any]) -> str:
     return text
 
 
-def fit_rows(claim: dict[str, Any]) -> list[tuple[str, ...]]:
+def fit_rows(claim: ClaimRecord) -> list[tuple[str, ...]]:
     """One row per fit, numbered as the figure's fit panel numbers them; the outcome is the
     case's decision (an undecided case is "undecided", never "yes")."""
     rows: list[tuple[str, ...]] = []
     for number, (fit, outcome, _) in enumerate(claim_fits(claim), start=1):
-        est, theory, tol = (as_float(fit.get(k)) for k in ("estimate", "theory", "tolerance"))
+        est, theory, tol = (as_float(v) for v in (fit.estimate, fit.theory, fit.tolerance))
         rows.append(
             (
-                f"{number}: {fit.get('problem_id', '?')}",
-                str(fit.get("quantity", "")),
+                f"{number}: {fit.problem_id}",
+                fit.quantity,
                 number_text(est, 4),
                 interval_text(fit),
                 number_text(theory, 4),

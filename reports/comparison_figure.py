@@ -69,6 +69,63 @@ def _positive(xs: Sequence[float], ys: Sequence[float]) -> tuple[list[float], li
 __all__ = ["COMPARISON_PLOT_VERSION", "plot_rounds_to_error"]
 
 
+def _draw_traces(
+    curves: Mapping[str, Sequence[Trace]], metrics: Sequence[str], axes: list[list[Any]]
+) -> list[Line2D]:
+    """Each algorithm's runs in its colour, in every column whose metric they record, against
+    rounds (top) and oracle calls (bottom); returns the legend's handles, one per algorithm."""
+    handles = []
+    for name in sorted(curves):
+        style = algorithm_style(name)
+        for trace in curves[name]:
+            for col, metric in enumerate(metrics):
+                if metric not in trace.values:
+                    continue  # a trace of another comparison's column
+                for row, xs in enumerate((trace.rounds, trace.oracle_calls)):
+                    x, y = _positive(xs, trace.values[metric])
+                    axes[row][col].plot(
+                        x,
+                        y,
+                        color=style["color"],
+                        linestyle=style["linestyle"],
+                        linewidth=1.5,
+                        alpha=0.9,
+                        gid="measured",
+                    )
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color=style["color"],
+                linestyle=style["linestyle"],
+                linewidth=2.0,
+                label=style["label"],
+            )
+        )
+    return handles
+
+
+def _draw_targets(
+    targets: dict[str, float], metrics: Sequence[str], axes: list[list[Any]], columns: int
+) -> None:
+    """The target of each column (a dashed grey line), the log y-axes, labels and titles."""
+    for col, metric in enumerate(metrics):
+        for row, xlabel in enumerate(("communication rounds", "oracle calls")):
+            ax = axes[row][col]
+            ax.axhline(
+                targets[metric],
+                color="#888888",
+                linestyle="--",
+                linewidth=1.0,
+                gid="target",
+            )
+            ax.set_yscale("log")
+            ax.set_xlabel(xlabel)
+            if col % columns == 0:
+                ax.set_ylabel("relative stationarity (log scale)")
+        axes[0][col].set_title(f"{METRIC_LABELS.get(metric, metric)}\ntarget {targets[metric]:g}")
+
+
 def plot_rounds_to_error(
     curves: Mapping[str, Sequence[Trace]], targets: dict[str, float], path: Path
 ) -> list[dict[str, Any]]:
@@ -104,51 +161,8 @@ def plot_rounds_to_error(
             for row in range(2):
                 grid[2 * (i // columns) + row][i % columns].set_axis_off()
         try:
-            handles = []
-            for name in sorted(curves):
-                style = algorithm_style(name)
-                for trace in curves[name]:
-                    for col, metric in enumerate(metrics):
-                        if metric not in trace.values:
-                            continue  # a trace of another comparison's column
-                        for row, xs in enumerate((trace.rounds, trace.oracle_calls)):
-                            x, y = _positive(xs, trace.values[metric])
-                            axes[row][col].plot(
-                                x,
-                                y,
-                                color=style["color"],
-                                linestyle=style["linestyle"],
-                                linewidth=1.5,
-                                alpha=0.9,
-                                gid="measured",
-                            )
-                handles.append(
-                    Line2D(
-                        [],
-                        [],
-                        color=style["color"],
-                        linestyle=style["linestyle"],
-                        linewidth=2.0,
-                        label=style["label"],
-                    )
-                )
-            for col, metric in enumerate(metrics):
-                for row, xlabel in enumerate(("communication rounds", "oracle calls")):
-                    ax = axes[row][col]
-                    ax.axhline(
-                        targets[metric],
-                        color="#888888",
-                        linestyle="--",
-                        linewidth=1.0,
-                        gid="target",
-                    )
-                    ax.set_yscale("log")
-                    ax.set_xlabel(xlabel)
-                    if col % columns == 0:
-                        ax.set_ylabel("relative stationarity (log scale)")
-                axes[0][col].set_title(
-                    f"{METRIC_LABELS.get(metric, metric)}\ntarget {targets[metric]:g}"
-                )
+            handles = _draw_traces(curves, metrics, axes)
+            _draw_targets(targets, metrics, axes, columns)
             handles.append(Line2D([], [], color="#888888", linestyle="--", label="target"))
             fig.legend(
                 handles=handles,

@@ -15,6 +15,7 @@ from reports.section_model import not_run as _not_run
 from results_format import BENCH_SCHEMA
 from results_format.layout import BENCH, REPLICATION
 from results_format.replication import RECORD_SCHEMA, replication_problem
+from results_format.summary_records import BenchRecord, ReplicationMetadata, ReplicationRecord
 
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).
@@ -83,29 +84,23 @@ def replication(results_dir: Path) -> Section:
                 "it again."
             )
             continue
-        found = data.get("metadata")
-        meta: dict[str, Any] = found if isinstance(found, dict) else {}
-        where = ", ".join(str(meta[k]) for k in ("dataset", "device") if meta.get(k))
-        status = str(meta.get("status") or "")
-        for r in data["rows"]:
-            if not isinstance(r, dict):
-                continue
-            testbed = (
-                _fmt(r.get("testbed_value"))
-                if r.get("testbed_value") is not None
-                else "not reached"
-            )
+        record = ReplicationRecord.from_json(data)
+        meta = record.metadata or ReplicationMetadata()
+        where = ", ".join(str(v) for v in (meta.dataset, meta.device) if v)
+        status = str(meta.status or "")
+        for r in record.rows:
+            testbed = _fmt(r.testbed_value) if r.testbed_value is not None else "not reached"
             rows.append(
                 (
-                    f"{data['paper']}, {data['table']}: {data['experiment']}"
+                    f"{record.paper}, {record.table}: {record.experiment}"
                     + (f" ({where})" if where else ""),
-                    str(r.get("setting", "")),
-                    str(r.get("metric", "")),
-                    _fmt(r.get("paper_value")),
+                    str(r.setting),
+                    str(r.metric),
+                    _fmt(r.paper_value),
                     testbed,
-                    str(r.get("unit", "")),
+                    str(r.unit),
                     status or "—",
-                    str(r.get("differences", "")),
+                    str(r.differences),
                 )
             )
     if rows:
@@ -138,26 +133,26 @@ def bench(results_dir: Path) -> Section:
         data = _schema_json(path, BENCH_SCHEMA, section)
         if data is None:
             continue
-        machine = data.get("machine") or {}
+        record = BenchRecord.from_json(data)
+        machine = record.machine or {}
         quick = isinstance(machine, dict) and bool(machine.get("quick"))
         machine_text = (
             ", ".join(f"{k}: {v}" for k, v in machine.items())
             if isinstance(machine, dict)
             else str(machine)
         )
-        name = str(data["benchmark"]) + (
+        name = str(record.benchmark) + (
             " (quick mode: smoke sizes, not the benchmark's)" if quick else ""
         )
         targets = tuple(
             (
-                str(t.get("name", "")),
-                _fmt(t.get("measured"), 6),
-                str(t.get("direction", "")).replace("_", " "),
-                _fmt(t.get("target"), 6),
-                _fmt(t.get("met")),
+                str(t.name),
+                _fmt(t.measured, 6),
+                str(t.direction).replace("_", " "),
+                _fmt(t.target, 6),
+                _fmt(t.met),
             )
-            for t in data["targets"]
-            if isinstance(t, dict)
+            for t in record.targets
         )
         if targets:
             section.tables.append(
@@ -167,13 +162,13 @@ def bench(results_dir: Path) -> Section:
                     f"{name}: targets",
                 )
             )
-        rows = [r for r in data["rows"] if isinstance(r, dict)]
+        rows = [r for r in record.rows if isinstance(r, dict)]
         head = tuple(dict.fromkeys(k for r in rows for k in r))
         section.tables.append(
             Table(
                 head,
                 tuple(tuple(_fmt(r.get(k), 6) for k in head) for r in rows),
-                f"{name}: {data['description']} ({machine_text})",
+                f"{name}: {record.description} ({machine_text})",
                 folded=True,
             )
         )

@@ -27,7 +27,16 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from results_format.claim_kinds import (
+    BIAS_BOUND,
+    BOUND_KINDS,
+    COMMUNICATION_COUNT,
+    LINEAR_RATE,
+    SCALING_EXPONENT,
+    VARIANCE_BOUND,
+)
+from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
 
 
 def _drawing_code_version(*modules: str) -> str:
@@ -52,23 +61,16 @@ COMPARISON_PLOT_VERSION = "rounds-to-error " + _drawing_code_version(
     "figure_spec.py", "plots.py", "comparison_figure.py"
 )
 
-#: y labels when no fit names the quantity (the series files do not name it; see the kind)
+#: y labels when no fit names the quantity (the series files do not name it; see the kind of
+#: claim, :mod:`results_format.claim_kinds`)
 KIND_LABELS = {
-    "bias_bound": "measured: the statement's left-hand side",
-    "variance_bound": "measured second moment (the statement's left-hand side)",
-    "linear_rate": "measured error",
-    "scaling_exponent": "measured quantity (see the statement)",
-    "communication_count": "communication rounds",
+    BIAS_BOUND: "measured: the statement's left-hand side",
+    VARIANCE_BOUND: "measured second moment (the statement's left-hand side)",
+    LINEAR_RATE: "measured error",
+    SCALING_EXPONENT: "measured quantity (see the statement)",
+    COMMUNICATION_COUNT: "communication rounds",
     "exact_identity": "residual",
 }
-RATE_KINDS = ("linear_rate", "scaling_exponent")
-BOUND_KINDS = (
-    "bias_bound",
-    "variance_bound",
-    "linear_rate",
-    "scaling_exponent",
-    "communication_count",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -252,12 +254,12 @@ def _windows(n: int, above_floor: list[int]) -> list[list[int]]:
     return [w for w in out if len(w) >= 2]
 
 
-def slope_guide(curve: Curve, fit: dict[str, Any], law: str) -> Guide | None:
+def slope_guide(curve: Curve, fit: FitRecord, law: str) -> Guide | None:
     """The fit's theory slope through ``curve``, or None when no window of the curve's axis
     reproduces the fit's recorded estimate (then the fit is of another variable or window)."""
     number = _to_float
-    estimate, theory = number(fit.get("estimate")), number(fit.get("theory"))
-    low, high, tolerance = (number(fit.get(k)) for k in ("ci_low", "ci_high", "tolerance"))
+    estimate, theory = number(fit.estimate), number(fit.theory)
+    low, high, tolerance = (number(v) for v in (fit.ci_low, fit.ci_high, fit.tolerance))
     if not (math.isfinite(estimate) and math.isfinite(theory)):
         return None
     points = [
@@ -295,18 +297,18 @@ def slope_guide(curve: Curve, fit: dict[str, Any], law: str) -> Guide | None:
     return None
 
 
-def _level(fit: dict[str, Any]) -> float:
+def _level(fit: FitRecord) -> float:
     """The fit's recorded confidence level; NaN for a fit on exact data (a residual, or an
     interval of zero width)."""
-    if math.isfinite(_to_float(fit.get("residual"))):
+    if math.isfinite(_to_float(fit.residual)):
         return math.nan
-    level = _to_float(fit.get("confidence"))
-    if _to_float(fit.get("ci_low")) == _to_float(fit.get("ci_high")) and level >= 1.0:
+    level = _to_float(fit.confidence)
+    if _to_float(fit.ci_low) == _to_float(fit.ci_high) and level >= 1.0:
         return math.nan
     return level
 
 
-def _to_float(value: Any) -> float:
+def _to_float(value: object) -> float:
     if isinstance(value, bool):
         return float(value)
     if isinstance(value, (int, float)):
@@ -320,44 +322,31 @@ def _to_float(value: Any) -> float:
 # --------------------------------------------------------------------------- summary panels
 
 
-def _outcome(case: dict[str, Any]) -> str:
-    outcome = case.get("outcome")
-    if isinstance(outcome, str):
-        return outcome
-    passed = case.get("passed")
-    return "holds" if passed in (True, "True", "true") else "fails"
-
-
-def claim_fits(claim: dict[str, Any]) -> list[tuple[dict[str, Any], str, str]]:
+def claim_fits(claim: ClaimRecord) -> list[tuple[FitRecord, str, str]]:
     """The claim's fits in the order of its ``fits`` list (the fits table's numbering), each
     with its case's outcome and relation; the cases' own fits when the list is empty."""
-    cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]
-    by_problem = {str(c.get("problem_id")): c for c in cases}
-    listed = [f for f in claim.get("fits") or [] if isinstance(f, dict) and "estimate" in f]
-    if not listed:
-        listed = [
-            dict(c["fit"], problem_id=c.get("problem_id"))
-            for c in cases
-            if isinstance(c.get("fit"), dict) and "estimate" in c["fit"]
-        ]
+    by_problem = {c.problem_id: c for c in claim.cases}
+    listed = list(claim.fits) or [
+        dataclasses.replace(c.fit, problem_id=c.problem_id) for c in claim.cases if c.fit
+    ]
     out = []
     for fit in listed:
-        case = by_problem.get(str(fit.get("problem_id")), {})
-        out.append((fit, _outcome(case) if case else "holds", str(case.get("relation") or "")))
+        case = by_problem.get(str(fit.problem_id))
+        out.append((fit, case.outcome, case.relation) if case else (fit, "holds", ""))
     return out
 
 
-def fit_panel(claim: dict[str, Any], limit: int = 40) -> FitPanel | None:
+def fit_panel(claim: ClaimRecord, limit: int = 40) -> FitPanel | None:
     """Each fit's value and interval against the theory, numbered as in the fits table; None
     without fits."""
     points, quantity, relation = [], "", ""
     for i, (fit, outcome, case_relation) in enumerate(claim_fits(claim)):
-        estimate, theory = _to_float(fit.get("estimate")), _to_float(fit.get("theory"))
+        estimate, theory = _to_float(fit.estimate), _to_float(fit.theory)
         if not (math.isfinite(estimate) and math.isfinite(theory)):
             continue
-        quantity = quantity or str(fit.get("quantity") or "")
+        quantity = quantity or fit.quantity
         relation = relation or case_relation
-        low, high = _to_float(fit.get("ci_low")), _to_float(fit.get("ci_high"))
+        low, high = _to_float(fit.ci_low), _to_float(fit.ci_high)
         points.append(
             FitPoint(
                 str(i + 1),
@@ -365,7 +354,7 @@ def fit_panel(claim: dict[str, Any], limit: int = 40) -> FitPanel | None:
                 low if math.isfinite(low) else estimate,
                 high if math.isfinite(high) else estimate,
                 theory,
-                _to_float(fit.get("tolerance")),
+                _to_float(fit.tolerance),
                 outcome,
                 _level(fit),
             )
@@ -381,20 +370,20 @@ def fit_panel(claim: dict[str, Any], limit: int = 40) -> FitPanel | None:
     )
 
 
-def case_panel(cases: Sequence[dict[str, Any]], kind: str, limit: int = 40) -> CasePanel | None:
+def case_panel(cases: Sequence[CaseRecord], kind: str, limit: int = 40) -> CasePanel | None:
     """Each case's measured value against its bound (or formula); None without both."""
     points, relation = [], ""
     for i, case in enumerate(cases):
-        measured, bound = _to_float(case.get("measured")), _to_float(case.get("bound"))
+        measured, bound = _to_float(case.measured), _to_float(case.bound)
         if not (math.isfinite(measured) and math.isfinite(bound)):
             continue
-        relation = relation or str(case.get("relation") or "")
-        points.append(CasePoint(str(i + 1), measured, bound, _outcome(case)))
+        relation = relation or case.relation
+        points.append(CasePoint(str(i + 1), measured, bound, case.outcome))
     if not points:
         return None
     points = points[:limit]
     varying = len({p.bound for p in points}) > 1
-    if kind == "communication_count":
+    if kind == COMMUNICATION_COUNT:
         title = "measured rounds against the formula, per configuration"
         ylabel = "rounds measured by the ledger"
     else:
@@ -403,16 +392,14 @@ def case_panel(cases: Sequence[dict[str, Any]], kind: str, limit: int = 40) -> C
     return CasePanel(title, ylabel, relation, varying, tuple(points))
 
 
-def choose_summary(claim: dict[str, Any], series_names: set[str]) -> FitPanel | CasePanel | None:
+def choose_summary(claim: ClaimRecord, series_names: set[str]) -> FitPanel | CasePanel | None:
     """The summary panel: fits for a rate or an exponent; measured against the bound for a
     bound or a count whose series (named ``series_names``) draw no theory; None otherwise."""
-    cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]
-    kind = str(claim.get("kind") or "")
     fits = fit_panel(claim)
     if fits is not None:
         return fits
-    if kind not in BOUND_KINDS:
+    if claim.kind not in BOUND_KINDS:
         return None
     if series_names & {"bound", "theory"}:
         return None
-    return case_panel(cases, kind)
+    return case_panel(claim.cases, claim.kind)

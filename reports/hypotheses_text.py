@@ -10,75 +10,66 @@ reading holds). Reads the claim's results JSON only (``hypotheses``, ``readings`
 
 from __future__ import annotations
 
-from typing import Any
-
 from reports.results_reading import as_float
+from results_format.claim_record import ClaimRecord, MarginRecord
 
 
-def _counterexample_margins(claim: dict[str, Any]) -> list[dict[str, Any]]:
+def _counterexample_margins(claim: ClaimRecord) -> tuple[MarginRecord, ...]:
     """The margins recorded on the case the verdict rests on: the counterexample (a case of
     ``cases`` whose outcome is "fails"), else the first measured case."""
-    cases = [c for c in claim.get("cases") or [] if isinstance(c, dict)]
-    failing = [c for c in cases if c.get("outcome") == "fails"]
-    for case in failing or cases:
-        found = case.get("hypotheses")
-        if isinstance(found, list) and found:
-            return [m for m in found if isinstance(m, dict)]
-    return []
+    failing = [c for c in claim.cases if c.outcome == "fails"]
+    for case in failing or claim.cases:
+        if case.hypotheses:
+            return case.hypotheses
+    return ()
 
 
-def hypothesis_lines(claim: dict[str, Any]) -> list[str]:
+def hypothesis_lines(claim: ClaimRecord) -> list[str]:
     """One line per hypothesis the claim declares: name, statement and its margin on the case
     the verdict rests on (or "declared" when no case recorded it)."""
-    margins = {str(m.get("name")): m for m in _counterexample_margins(claim)}
+    margins = {m.name: m for m in _counterexample_margins(claim)}
     lines = []
-    for h in claim.get("hypotheses") or []:
-        if not isinstance(h, dict):
-            continue
-        name = str(h.get("name", "?"))
-        found = margins.get(name)
+    for h in claim.hypotheses:
+        found = margins.get(h.name)
         if found is None:
             state = "declared (no case recorded its margin)"
         else:
-            margin = as_float(found.get("margin"))
+            margin = as_float(found.margin)
             state = f"margin {margin:+.3g}" + ("" if margin >= 0 else " (OUTSIDE)")
-        lines.append(f"{name}: {h.get('statement', '')} ({h.get('reference', '')}); {state}")
+        lines.append(f"{h.name}: {h.statement} ({h.reference}); {state}")
     return lines
 
 
-def reading_lines(claim: dict[str, Any]) -> list[str]:
+def reading_lines(claim: ClaimRecord) -> list[str]:
     """One line per reading of the statement with its verdict (empty for a claim read one
     way)."""
     lines = []
-    for r in claim.get("readings") or []:
-        if not isinstance(r, dict):
-            continue
-        line = f"read as {r.get('name', '?')}: {r.get('verdict', '?')}"
-        ce = r.get("counterexample")
-        if isinstance(ce, dict):
+    for r in claim.readings:
+        line = f"read as {r.name}: {r.verdict}"
+        ce = r.counterexample
+        if ce is not None:
             line += (
-                f" (counterexample {ce.get('problem_id', '?')}: measured "
-                f"{as_float(ce.get('measured')):.4g} vs {as_float(ce.get('bound')):.4g})"
+                f" (counterexample {ce.problem_id}: measured "
+                f"{as_float(ce.measured):.4g} vs {as_float(ce.bound):.4g})"
             )
         lines.append(line)
     return lines
 
 
-def refutation_summary(claim: dict[str, Any]) -> str:
+def refutation_summary(claim: ClaimRecord) -> str:
     """One sentence: under how many readings and inside how many hypotheses the verdict was
     reached (the errata's "what was measured" note)."""
-    hypotheses = [h for h in claim.get("hypotheses") or [] if isinstance(h, dict)]
-    readings = [r for r in claim.get("readings") or [] if isinstance(r, dict)]
+    hypotheses, readings = claim.hypotheses, claim.readings
     parts = []
     if hypotheses:
         margins = _counterexample_margins(claim)
-        inside = all(as_float(m.get("margin")) >= 0 for m in margins) if margins else None
+        inside = all(as_float(m.margin) >= 0 for m in margins) if margins else None
         parts.append(
             f"inside {len(hypotheses)} declared hypothes"
             f"{'is' if len(hypotheses) == 1 else 'es'}"
             + ("" if inside is None else "" if inside else " (one is violated!)")
         )
-    elif claim.get("scale"):
+    elif claim.scale:
         parts.append(
             "under the paper's protocol at the closest scale the data allow (the "
             "differences are stated with the claim)"
@@ -86,6 +77,6 @@ def refutation_summary(claim: dict[str, Any]) -> str:
     else:
         parts.append("no hypotheses declared")
     if readings:
-        failing = sum(1 for r in readings if r.get("verdict") == "fails as stated")
+        failing = sum(1 for r in readings if r.verdict == "fails as stated")
         parts.append(f"fails under {failing} of {len(readings)} readings")
     return "; ".join(parts)

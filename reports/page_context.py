@@ -26,12 +26,10 @@ counted in the papers' totals.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 from collections.abc import Sequence
-from typing import Any
 
+from reports.claim_rows import FAILS, DecideCommand, Row, decide_command
 from reports.claims_table import (
     FIT_HEAD,
     PAPER_ORDER,
@@ -40,18 +38,11 @@ from reports.claims_table import (
     ClaimSection,
     calibration_text,
     cases_text,
-    decision_text,
-    expectation,
-    fit_rows,
     header_fields,
-    number_text,
     power_text,
     summary_sentence,
 )
-from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
-from reports.results_reading import as_bool, as_float
 from reports.sections import Section
-from results_format.evidence import claim_slack, evidence_text
 from results_format.populations import (
     COMPARISONS,
     PAPERS,
@@ -60,18 +51,14 @@ from results_format.populations import (
     counted,
 )
 from results_format.populations import population as population_of
+from results_format.summary_records import CalibrationRow, ResultsMetadata
 from results_format.verdicts import (
-    ABOUTS,
     ERRATUM,
     REFUTATION_CLASSES,
     SUBSTANTIVE,
     TABLE_NUMBER,
-    added_parameters_text,
-    readings_text,
-    refutation_class,
 )
 
-FAILS = "fails as stated"
 #: The groups of a paper, (verdict, refutation class), in the order its glance and table show
 #: them: the substantive refutations first, the errata and table numbers after the rest.
 GROUP_ORDER = (
@@ -97,178 +84,6 @@ BUILT_IN = "built-in"
 
 def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-@dataclasses.dataclass(frozen=True)
-class DecideCommand:
-    """The run that decides an undecided claim, and what it takes."""
-
-    command: str
-    seconds: float | None
-
-    @property
-    def duration(self) -> str:
-        if self.seconds is None or not math.isfinite(self.seconds):
-            return "time not measured"
-        return _duration(self.seconds)
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"about {seconds:.0f} s"
-    return f"about {seconds / 60:.1f} min"
-
-
-@dataclasses.dataclass
-class Row:
-    """One claim run: its line in its paper's table and its detail."""
-
-    section: ClaimSection
-    paper: str
-    verdict: str
-    basis: str
-    power: str
-    calibration: str
-    corrects: ClaimSection | None = None
-    corrected_by: list[ClaimSection] = dataclasses.field(default_factory=list)
-    #: the name shown at a glance: the id without its paper's prefix
-    short: str = ""
-    decide: DecideCommand | None = None
-    #: the claim that checks the result a proof step, formula or sentence serves
-    serves: ClaimSection | None = None
-    #: the mutants ``testbed mutate`` recorded by the claim that killed them (None: not run)
-    kills: dict[str, list[str]] | None = None
-
-    @property
-    def slack(self) -> str:
-        """The per-paper table's slack cell: the room the tightest case of a "holds" leaves
-        (:func:`results_format.evidence.claim_slack`), "-" for other verdicts."""
-        slack = claim_slack(self.claim)
-        return slack.short if slack is not None else "-"
-
-    @property
-    def evidence(self) -> str:
-        """The claim detail's evidence: slack, companions of a loose bound, kill set."""
-        if self.verdict in ("not checked", "not trusted"):
-            return ""
-        return evidence_text(self.claim, self.kills)
-
-    @property
-    def claim(self) -> dict[str, Any]:
-        return self.section.claim
-
-    @property
-    def id(self) -> str:
-        return self.section.id
-
-    @property
-    def anchor(self) -> str:
-        return self.section.anchor
-
-    @property
-    def row_anchor(self) -> str:
-        return self.section.row_anchor
-
-    @property
-    def verdict_class(self) -> str:
-        return VERDICT_CLASSES.get(self.verdict, "verdict-unknown")
-
-    @property
-    def expectation(self) -> tuple[str, str, str]:
-        """(short text, long text, CSS class) of the verdict against the testbed's record."""
-        return expectation(self.claim)
-
-    @property
-    def measured(self) -> str:
-        """The row's measured figure: the worst case against the theory, or, for an undecided
-        claim, the run that decides it."""
-        if self.decide is not None:
-            return f"decided by {self.decide.command} ({self.decide.duration})"
-        return self.section.worst
-
-    @property
-    def statement(self) -> str:
-        return str(self.claim.get("statement") or "")
-
-    @property
-    def line_statement(self) -> str:
-        """The statement for a one-line row, a correction naming the claim it corrects."""
-        if self.corrects is not None:
-            return f"corrects {self.corrects.id}: {self.statement}"
-        return self.statement
-
-    @property
-    def reference(self) -> str:
-        return str(self.claim.get("reference") or "")
-
-    @property
-    def kind(self) -> str:
-        return str(self.claim.get("kind") or "")
-
-    @property
-    def about(self) -> str:
-        """What the claim checks (:data:`results_format.verdicts.ABOUTS`)."""
-        return str(self.claim.get("about") or "")
-
-    @property
-    def refutation(self) -> str:
-        """For a claim that fails as stated: a substantive refutation, an erratum or a table
-        number (:func:`results_format.verdicts.refutation_class`); "" otherwise."""
-        if self.verdict != FAILS or self.about not in ABOUTS:
-            return ""
-        return refutation_class(self.about)
-
-    @property
-    def estimators(self) -> str:
-        return ", ".join(str(e) for e in self.claim.get("estimators") or [])
-
-    @property
-    def decision(self) -> str:
-        return decision_text(self.claim)
-
-    @property
-    def decision_lines(self) -> list[str]:
-        return decision_lines(self.claim)
-
-    @property
-    def fit_rows(self) -> list[tuple[str, ...]]:
-        return fit_rows(self.claim)
-
-    @property
-    def notes(self) -> str:
-        return str(self.claim.get("notes") or "")
-
-    @property
-    def hypotheses(self) -> list[str]:
-        """The paper's hypotheses with their margins on the case the verdict rests on."""
-        return hypothesis_lines(self.claim)
-
-    @property
-    def readings(self) -> list[str]:
-        """The statement's readings with the verdict under each."""
-        return reading_lines(self.claim)
-
-    @property
-    def added_parameters(self) -> str:
-        """The outcome at each measured value of the parameters the testbed adds to the paper's
-        setting (shown beside the verdict; empty when the claim declares none)."""
-        return added_parameters_text(self.claim.get("added_parameters") or [])
-
-    @property
-    def reading_verdicts(self) -> str:
-        """The verdict under each reading, by name, in one phrase (shown beside the verdict
-        wherever it appears; empty for a claim read one way)."""
-        return readings_text(self.claim.get("readings") or [])
-
-    @property
-    def refutation_summary(self) -> str:
-        return refutation_summary(self.claim)
-
-    @property
-    def scale(self) -> str:
-        """For a number from a paper's table: how the claim's protocol differs from the
-        paper's scale."""
-        return str(self.claim.get("scale") or "")
 
 
 @dataclasses.dataclass
@@ -382,66 +197,6 @@ class Page:
         return [r for p in self.tables for r in p.rows]
 
 
-def decision_lines(c: dict[str, Any]) -> list[str]:
-    """The perturbation or positive control, and each undecided case with the budget that
-    would decide it."""
-    lines = []
-    power = c.get("power")
-    if isinstance(power, dict):
-        lines.append(
-            f"Perturbation ({'caught' if as_bool(power.get('caught')) else 'NOT caught'},"
-            f" verdict on it: {power.get('verdict', '?')}): {power.get('name', '?')}: "
-            f"{power.get('description', '')}"
-        )
-    control = c.get("positive_control")
-    if isinstance(control, dict):
-        case = control.get("case") or {}
-        lines.append(
-            f"Positive control: on {case.get('problem_id', '?')} "
-            f"{json.dumps(case.get('params') or {}, sort_keys=True)} the same check "
-            f"says {control.get('outcome', '?')} (measured "
-            f"{number_text(case.get('measured'))} vs {number_text(case.get('bound'))})."
-        )
-    for case in c.get("cases") or []:
-        if not isinstance(case, dict) or case.get("outcome") != "undecided":
-            continue
-        for d in case.get("decisions") or []:
-            if isinstance(d, dict) and d.get("outcome") == "undecided":
-                factor = as_float(d.get("budget_factor"))
-                budget = (
-                    f"about {number_text(factor, 2)}x the samples would decide it"
-                    if math.isfinite(factor)
-                    else "the estimate sits on the edge"
-                )
-                lines.append(
-                    f"Undecided on {case.get('problem_id')}: {d.get('quantity')} "
-                    f"{number_text(d.get('estimate'), 4)}, "
-                    f"interval [{number_text(d.get('low'), 4)}, "
-                    f"{number_text(d.get('high'), 4)}] "
-                    f"at rate {number_text(d.get('rate'), 2)} "
-                    f"against [{number_text(d.get('region_low'), 4)}, "
-                    f"{number_text(d.get('region_high'), 4)}]; {budget}."
-                )
-    return lines
-
-
-def decide_command(claim: dict[str, Any], results: str) -> DecideCommand | None:
-    """For an undecided claim: ``testbed check`` on the profile that decides it (recorded as
-    ``decided_on`` when its profile cannot decide it by design; else the thorough profile, with
-    more samples), with the measured time when the claim records one."""
-    if claim.get("verdict") != "undecided":
-        return None
-    decided = claim.get("decided_on")
-    decided = decided if isinstance(decided, dict) else {}
-    profile = str(decided.get("profile") or "thorough")
-    seconds = as_float(decided.get("seconds"))
-    where = f" --results {results}" if results and results != "results" else ""
-    return DecideCommand(
-        f"testbed check --profile {profile} --claim {claim.get('id')}{where}",
-        seconds if math.isfinite(seconds) else None,
-    )
-
-
 def _merged_decide(rows: Sequence[Row]) -> DecideCommand | None:
     """One command for several undecided claims of one profile (``--claim A B C``)."""
     commands = [r.decide for r in rows if r.decide is not None]
@@ -469,26 +224,26 @@ def _origin(section: ClaimSection) -> str:
     """Where a run comes from (the results' ``origin``; for results that record only whether
     the estimator or the claim is built in, the library or plugin they name)."""
     claim = section.claim
-    if claim.get("origin"):
-        return str(claim["origin"])
-    entry = claim.get("estimator_entry")
-    if isinstance(entry, dict) and entry.get("builtin") is False:
-        return f"library {entry.get('paper') or 'unknown'}"
-    if claim.get("builtin") is False:
-        return f"plugin {claim.get('paper') or 'unknown'}"
+    if claim.origin:
+        return claim.origin
+    entry = claim.estimator_entry
+    if entry is not None and entry.builtin is False:
+        return f"library {entry.paper or 'unknown'}"
+    if claim.builtin is False:
+        return f"plugin {claim.paper or 'unknown'}"
     return BUILT_IN
 
 
 def _origin_title(origin: str, sections: Sequence[ClaimSection]) -> str:
     """An outside table's title: its origin, the estimators checked and, for a library's
     adapter, the entry's reference (the library's version and call)."""
-    estimators = sorted({str(s.claim.get("estimator") or "") for s in sections} - {""})
+    estimators = sorted({s.claim.estimator for s in sections} - {""})
     references = sorted(
         {
-            str(entry.get("reference"))
+            str(entry.reference)
             for s in sections
-            for entry in (s.claim.get("estimator_entry"),)
-            if isinstance(entry, dict) and entry.get("reference") and entry.get("builtin") is False
+            for entry in (s.claim.estimator_entry,)
+            if entry is not None and entry.reference and entry.builtin is False
         }
     )
     title = f"{origin}: {', '.join(estimators)}" if estimators else origin
@@ -527,13 +282,12 @@ def _grouped(
     return PaperTable(title, anchor, groups, origin, population)
 
 
-def _headline(meta: dict[str, Any]) -> str:
-    profile = meta.get("profile")
-    name = profile.get("name") if isinstance(profile, dict) else profile
-    commit = str(meta.get("git_commit") or "unknown")[:12]
+def _headline(meta: ResultsMetadata) -> str:
+    name = meta.profile_name
+    commit = str(meta.git_commit or "unknown")[:12]
     return (
         f"{name or 'unknown'} profile · commit {commit} · results written "
-        f"{meta.get('written', 'unknown')}"
+        f"{'unknown' if meta.written is None else meta.written}"
     )
 
 
@@ -549,45 +303,45 @@ def _paper_key(paper: str) -> tuple[int, str]:
     return (PAPER_ORDER.index(paper) if paper in PAPER_ORDER else len(PAPER_ORDER), paper)
 
 
-def page_context(
-    meta: dict[str, Any],
+def _rows(
     sections: Sequence[ClaimSection],
-    notes: Sequence[str],
-    extras: Sequence[Section] = (),
-    calibration: dict[str, dict[str, Any]] | None = None,
-    results: str = "results",
-    kills: dict[str, list[str]] | None = None,
-) -> Page:
-    """The whole page as data (see the module docstring); ``results`` is the results folder
-    named in the commands the page gives; ``kills`` the mutants each claim killed
-    (:func:`results_format.evidence.mutation_kills`; None when no mutation record exists)."""
+    calibration: dict[str, CalibrationRow] | None,
+    results: str,
+    kills: dict[str, list[str]] | None,
+) -> dict[str, Row]:
+    """Each claim run's row, by id, linked to the claims it corrects, is corrected by and
+    serves."""
     by_id = {s.id: s for s in sections}
     corrected_by: dict[str, list[ClaimSection]] = {}
     for s in sections:
-        if s.claim.get("corrects") in by_id:
-            corrected_by.setdefault(str(s.claim["corrects"]), []).append(s)
+        if s.claim.corrects in by_id:
+            corrected_by.setdefault(str(s.claim.corrects), []).append(s)
     rows_by_id: dict[str, Row] = {}
     for s in sections:
         c = s.claim
-        paper = str(c.get("paper") or "unknown paper")
+        paper = c.paper or "unknown paper"
         rows_by_id[s.id] = Row(
             s,
             paper,
-            str(c.get("verdict", "unknown")),
+            c.verdict or "unknown",
             cases_text(c),
             power_text(c),
             calibration_text(c, calibration),
-            by_id.get(str(c.get("corrects"))) if c.get("corrects") else None,
+            by_id.get(c.corrects) if c.corrects else None,
             sorted(corrected_by.get(s.id, []), key=lambda x: x.id),
             _short(s.id, paper),
             decide_command(c, results),
-            by_id.get(str(c.get("serves"))) if c.get("serves") else None,
+            by_id.get(c.serves) if c.serves else None,
             kills,
         )
+    return rows_by_id
+
+
+def _own_tables(sections: Sequence[ClaimSection], rows_by_id: dict[str, Row]) -> list[PaperTable]:
+    """The testbed's own runs: the claims of the papers per paper, then the comparisons and
+    the runs on enrolled variants, each in a table of its own (results_format.populations:
+    ``testbed check`` and ``testbed list`` count them apart too)."""
     own = [s for s in sections if _origin(s) == BUILT_IN]
-    # the claims of the papers per paper, then the comparisons and the runs on enrolled
-    # variants, each in a table of its own (results_format.populations: `testbed check` and
-    # `testbed list` count them apart too)
     by_population = {
         which: [s for s in own if population_of(s.id) == which] for which in POPULATIONS
     }
@@ -606,9 +360,15 @@ def page_context(
         for which, members in by_population.items()
         if which != PAPERS and members
     ]
-    origins = sorted({_origin(s) for s in sections} - {BUILT_IN})
+    return papers
+
+
+def _outside_tables(
+    sections: Sequence[ClaimSection], rows_by_id: dict[str, Row]
+) -> list[PaperTable]:
+    """The runs that are not the testbed's own, one table per origin."""
     outside = []
-    for origin in origins:
+    for origin in sorted({_origin(s) for s in sections} - {BUILT_IN}):
         members = [s for s in sections if _origin(s) == origin]
         outside.append(
             _grouped(
@@ -619,7 +379,13 @@ def page_context(
                 origin,
             )
         )
-    failing = {
+    return outside
+
+
+def _failing(papers: Sequence[PaperTable], rows_by_id: dict[str, Row]) -> dict[str, list[Erratum]]:
+    """The papers' claims that fail as stated, by refutation class, each with its corrections
+    and the claim of the result it serves."""
+    return {
         kind: [
             Erratum(
                 r,
@@ -632,6 +398,23 @@ def page_context(
         ]
         for kind in REFUTATION_CLASSES
     }
+
+
+def page_context(
+    meta: ResultsMetadata,
+    sections: Sequence[ClaimSection],
+    notes: Sequence[str],
+    extras: Sequence[Section] = (),
+    calibration: dict[str, CalibrationRow] | None = None,
+    results: str = "results",
+    kills: dict[str, list[str]] | None = None,
+) -> Page:
+    """The whole page as data (see the module docstring); ``results`` is the results folder
+    named in the commands the page gives; ``kills`` the mutants each claim killed
+    (:func:`results_format.evidence.mutation_kills`; None when no mutation record exists)."""
+    rows_by_id = _rows(sections, calibration, results, kills)
+    papers = _own_tables(sections, rows_by_id)
+    failing = _failing(papers, rows_by_id)
     return Page(
         title="Hypergradient testbed: which claims of the papers hold",
         headline=_headline(meta),
@@ -639,7 +422,7 @@ def page_context(
         notes=list(notes),
         summary=summary_sentence([s for s in sections if _origin(s) == BUILT_IN]),
         papers=papers,
-        outside=outside,
+        outside=_outside_tables(sections, rows_by_id),
         errata=failing[ERRATUM],
         extras=list(extras),
         refutations=failing[SUBSTANTIVE],

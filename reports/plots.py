@@ -35,6 +35,7 @@ from reports.figure_spec import (  # noqa: E402
     Curve,
     FigureSpec,
     FitPanel,
+    FitPoint,
     Guide,
     SeriesPanel,
     interval_words,
@@ -337,45 +338,7 @@ def _fit_summary(ax: Any, panel: FitPanel, legend: _Legend) -> None:
     pad = max(span, max(tolerances, default=0.0), 1e-3) * 0.25
     lo, hi = min(values) - pad, max(values) + pad
     for x, p in zip(xs, panel.points, strict=True):
-        tol = p.tolerance if math.isfinite(p.tolerance) else 0.0
-        bottom, top = {
-            "two-sided": (p.theory - tol, p.theory + tol),
-            "upper": (lo - pad, p.theory + tol),
-            "lower": (p.theory - tol, hi + pad),
-        }[panel.region]
-        ax.bar(
-            x,
-            top - bottom,
-            bottom=bottom,
-            width=0.8,
-            color=REGION_COLOR,
-            alpha=0.22,
-            linewidth=0,
-            zorder=0,
-            gid="allowed-region",
-        )
-        ax.hlines(
-            p.theory,
-            x - 0.4,
-            x + 0.4,
-            color=THEORY_COLOR,
-            linestyle="-.",
-            linewidth=1.3,
-            zorder=3,
-            gid="theory-level",
-        )
-        color = OUTCOME_COLORS.get(p.outcome, "#444444")
-        ax.errorbar(
-            [x],
-            [p.estimate],
-            yerr=[[p.estimate - p.low], [p.high - p.estimate]],
-            fmt="o",
-            color=color,
-            markersize=4,
-            capsize=3,
-            zorder=4,
-            gid="fit-estimate",
-        )
+        _fit_point(ax, x, p, panel.region, (lo - pad, hi + pad))
     lo = min(
         lo,
         min(p.theory - (p.tolerance if math.isfinite(p.tolerance) else 0) for p in panel.points)
@@ -393,7 +356,55 @@ def _fit_summary(ax: Any, panel: FitPanel, legend: _Legend) -> None:
     ax.set_xlabel("fit (numbered as in the fits table)")
     ax.set_ylabel(wrap(panel.ylabel, 44, 3), fontsize=7.5)
     ax.set_title(panel.title)
-    words = interval_words([p.level for p in panel.points])
+    _fit_legend(legend, interval_words([p.level for p in panel.points]))
+
+
+def _fit_point(ax: Any, x: float, p: FitPoint, region: str, limits: tuple[float, float]) -> None:
+    """One fit of the summary: the region its check allows (to ``limits`` on an open side),
+    the theory's level and the fitted value with its interval, coloured by outcome."""
+    tol = p.tolerance if math.isfinite(p.tolerance) else 0.0
+    bottom, top = {
+        "two-sided": (p.theory - tol, p.theory + tol),
+        "upper": (limits[0], p.theory + tol),
+        "lower": (p.theory - tol, limits[1]),
+    }[region]
+    ax.bar(
+        x,
+        top - bottom,
+        bottom=bottom,
+        width=0.8,
+        color=REGION_COLOR,
+        alpha=0.22,
+        linewidth=0,
+        zorder=0,
+        gid="allowed-region",
+    )
+    ax.hlines(
+        p.theory,
+        x - 0.4,
+        x + 0.4,
+        color=THEORY_COLOR,
+        linestyle="-.",
+        linewidth=1.3,
+        zorder=3,
+        gid="theory-level",
+    )
+    color = OUTCOME_COLORS.get(p.outcome, "#444444")
+    ax.errorbar(
+        [x],
+        [p.estimate],
+        yerr=[[p.estimate - p.low], [p.high - p.estimate]],
+        fmt="o",
+        color=color,
+        markersize=4,
+        capsize=3,
+        zorder=4,
+        gid="fit-estimate",
+    )
+
+
+def _fit_legend(legend: _Legend, words: str) -> None:
+    """The fit summary's legend entries (``words``: how its intervals are named)."""
     legend.add(
         "fit-estimate",
         Line2D(

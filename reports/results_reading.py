@@ -13,13 +13,15 @@ import re
 from pathlib import Path
 from typing import Any
 
+from results_format.claim_file import NOT_A_CLAIM_RESULT, read_claim_record
+from results_format.claim_record import ClaimRecord
 from results_format.layout import CALIBRATION, CLAIMS, METADATA, SUMMARY
 from results_format.records import (
     calibration_records_problem,
     calibration_summary_problem,
     metadata_problem,
 )
-from results_format.verdicts import NOT_A_CLAIM_RESULT, read_claim_file
+from results_format.summary_records import CalibrationRow, CalibrationSummary, ResultsMetadata
 
 
 def as_float(value: Any) -> float:
@@ -38,20 +40,14 @@ def as_float(value: Any) -> float:
     return math.nan
 
 
-def as_bool(value: Any) -> bool | None:
-    """A flag written as a bool or as its string ("True", "False"); None if absent."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
-
-
-def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Read every ``claims/*.json`` under ``results_dir``.
+def load_claims(results_dir: Path) -> tuple[list[ClaimRecord], list[str]]:
+    """Read every ``claims/*.json`` under ``results_dir``, each checked and parsed once
+    (:func:`results_format.claim_file.read_claim_record`).
 
     Returns:
-        The claims (sorted by id) and notes about files that could not be read.
+        The claims (sorted by id) and notes about files that could not be read. A file that is
+        not believed gives a row with the claim's words only (verdict "not trusted"), and a
+        claim registered in ``metadata.json`` without a file a row "not checked".
 
     Raises:
         FileNotFoundError: when the directory or its claim files are missing.
@@ -65,54 +61,49 @@ def load_claims(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
     claims, notes = [], []
     registered = _registered(results_dir)
     for path in files:
-        data, reason = read_claim_file(path, results_dir)
+        record, reason = read_claim_record(path, results_dir)
         if (
-            data is None
+            record is None
             and str(reason).startswith(NOT_A_CLAIM_RESULT)
             and not (path.stem in registered or path.stem.split("@")[0] in registered)
         ):
             # a foreign file (notes, another tool's output): named, never counted as a claim
             notes.append(f"{path.name}: {reason}; a foreign file in {CLAIMS}/, left out")
             continue
-        if data is None:
+        if record is None:
             # never shown as measured: the row keeps the claim's words, not its numbers
             notes.append(
                 f'{path.name}: {reason}; shown as "{NOT_TRUSTED}", without its '
                 f"measurements. Rerun `testbed check --claim {path.stem.split('@')[0]}"
                 f" --results {results_dir}` to measure it again"
             )
-            claims.append(_untrusted_row(path.stem, str(reason), registered))
+            entry = registered.get(path.stem) or registered.get(path.stem.split("@")[0])
+            claims.append(ClaimRecord.words_only(path.stem, NOT_TRUSTED, entry, str(reason)))
             continue
-        claims.append(data)
+        claims.append(record)
     if not claims and not registered:
         raise FileNotFoundError(
             f"no claim results in {results_dir / CLAIMS}: its {len(files)} "
             f"JSON file(s) are foreign ({', '.join(p.name for p in files)}"
             f"); {hint}"
         )
-    claims.extend(_unchecked_rows(registered, {str(c["id"]) for c in claims}))
-    claims.sort(key=lambda c: str(c["id"]))
+    checked = {c.id for c in claims}
+    # testbed check records the whole claim registry in metadata.json, so the report lists
+    # every claim from results files alone, the ones without results "not checked"
+    claims.extend(
+        ClaimRecord.words_only(claim_id, NOT_CHECKED, entry)
+        for claim_id, entry in registered.items()
+        if claim_id not in checked
+    )
+    claims.sort(key=lambda c: c.id)
     return claims, notes
 
 
 #: The report's verdict for a claim results file that cannot be believed
-#: (:func:`results_format.verdicts.claim_file_problem`): its measurements are not shown.
+#: (:func:`results_format.claim_file.claim_file_problem`): its measurements are not shown.
 NOT_TRUSTED = "not trusted"
-#: What a row of an untrusted file keeps: the claim's words, from the registry recorded in
-#: ``metadata.json`` (never from the file that is not believed).
-_WORDS = (
-    "paper",
-    "reference",
-    "kind",
-    "statement",
-    "estimators",
-    "estimator",
-    "expected",
-    "decision",
-    "corrects",
-    "origin",
-    "builtin",
-)
+#: The report's verdict for a claim registered when the results were written but not checked.
+NOT_CHECKED = "not checked"
 
 
 def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
@@ -127,58 +118,23 @@ def _registered(results_dir: Path) -> dict[str, dict[str, Any]]:
     return {entry["id"]: entry for entry in data.get("claims_registered", [])}
 
 
-def _empty_row(claim_id: str, entry: dict[str, Any] | None, verdict: str) -> dict[str, Any]:
-    words = {k: entry[k] for k in _WORDS if entry and k in entry}
-    return dict(
-        words,
-        id=claim_id,
-        verdict=verdict,
-        as_expected=None,
-        n_cases=0,
-        cases=[],
-        fits=[],
-        counterexample=None,
-    )
-
-
-def _untrusted_row(
-    run_id: str, reason: str, registered: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    entry = registered.get(run_id) or registered.get(run_id.split("@")[0])
-    row = _empty_row(run_id, entry, NOT_TRUSTED)
-    row["trust_problem"] = reason
-    return row
-
-
-def _unchecked_rows(
-    registered: dict[str, dict[str, Any]], checked: set[str]
-) -> list[dict[str, Any]]:
-    """Rows for claims registered when the results were written but not (yet) checked.
-
-    ``testbed check`` records the whole claim registry in ``metadata.json``, so the report lists
-    every claim from results files alone, marking the ones without results "not checked".
-    """
-    return [
-        _empty_row(claim_id, entry, "not checked")
-        for claim_id, entry in registered.items()
-        if claim_id not in checked
-    ]
-
-
-def load_metadata(results_dir: Path) -> tuple[dict[str, Any], list[str]]:
+def load_metadata(results_dir: Path) -> tuple[ResultsMetadata, list[str]]:
     """The results' ``metadata.json`` (commit, profile, versions) and notes on what could not
-    be read: ``({}, [why])`` when the file is missing, unreadable or not an object."""
+    be read: an empty record and why when the file is missing, unreadable or not an object."""
     path = results_dir / METADATA
+    unknown = ResultsMetadata()
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        return {}, ["metadata.json is missing: commit, profile and versions unknown"]
+        return unknown, ["metadata.json is missing: commit, profile and versions unknown"]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        return {}, [f"metadata.json unreadable ({error})"]
+        return unknown, [f"metadata.json unreadable ({error})"]
     problem = metadata_problem(data)
     if problem is not None:
-        return {}, [f"metadata.json not used ({problem}): commit, profile and versions unknown"]
-    return data, []
+        return unknown, [
+            f"metadata.json not used ({problem}): commit, profile and versions unknown"
+        ]
+    return ResultsMetadata.from_json(data), []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,7 +228,7 @@ def canonical_params(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
+def load_calibration(results_dir: Path) -> dict[str, CalibrationRow] | None:
     """Per claim id, its row of ``calibration/summary.json`` (``testbed calibrate``); None when
     the file is absent, unreadable or not to be believed
     (:func:`results_format.records.calibration_summary_problem`; the calibration section says
@@ -283,4 +239,4 @@ def load_calibration(results_dir: Path) -> dict[str, dict[str, Any]] | None:
         return None
     if calibration_summary_problem(data) or calibration_records_problem(data, results_dir):
         return None
-    return {str(r["claim"]): r for r in data["claims"]}
+    return {row.claim: row for row in CalibrationSummary.from_json(data).claims}

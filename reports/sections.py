@@ -37,6 +37,15 @@ from results_format.records import (
     calibration_summary_problem,
     mutation_summary_problem,
 )
+from results_format.summary_records import (
+    CalibrationSummary,
+    CommunicationTable,
+    ComparisonRow,
+    ComparisonTarget,
+    MutantRow,
+    MutationSummary,
+    RoundsToError,
+)
 from results_format.validation import seal_problem
 
 __all__ = [
@@ -69,34 +78,33 @@ def communication(results_dir: Path) -> Section:
             f"shown. Rerun `testbed check --results {results_dir}`."
         )
         return section
+    table = CommunicationTable.from_json(data)
+    iterations = "?" if table.iterations is None else table.iterations
     section.paragraphs.append(
-        f"Every registered algorithm at its defaults, {data.get('iterations', '?')} outer "
+        f"Every registered algorithm at its defaults, {iterations} outer "
         "iterations on the regression grid's problem (seed 0): communication rounds of each "
         "iteration as counted by the ledger, against the paper's formula with the parameters "
         "substituted (evaluated at each iteration's drawn N' where the truncation is random)."
     )
     rows = []
-    for r in data.get("rows") or []:
-        params = ", ".join(f"{k} = {v}" for k, v in (r.get("formula_parameters") or {}).items())
-        formula = r.get("formula") or "—"
-        expected = r.get("formula_per_iteration") or []
+    for r in table.rows:
+        params = ", ".join(f"{k} = {v}" for k, v in (r.formula_parameters or {}).items())
         value = (
-            _fmt(r.get("formula_value"))
-            if r.get("formula_value") is not None
-            else "per iteration: " + ", ".join(_fmt(v) for v in expected)
+            _fmt(r.formula_value)
+            if r.formula_value is not None
+            else "per iteration: " + ", ".join(_fmt(v) for v in r.formula_per_iteration)
         )
-        measured = ", ".join(_fmt(v) for v in r.get("measured_rounds") or [])
         rows.append(
             (
-                str(r.get("algorithm")),
-                str(r.get("formula_source") or r.get("paper")),
-                formula + (f" ({params})" if params else ""),
+                str(r.algorithm),
+                str(r.formula_source or r.paper),
+                (r.formula or "—") + (f" ({params})" if params else ""),
                 value,
-                measured,
-                _fmt(r.get("agrees")),
-                _fmt(r.get("floats_per_round"), 4),
-                _fmt(r.get("floats_per_iteration"), 4),
-                str(r.get("note") or ""),
+                ", ".join(_fmt(v) for v in r.measured_rounds),
+                _fmt(r.agrees),
+                _fmt(r.floats_per_round, 4),
+                _fmt(r.floats_per_iteration, 4),
+                r.note or "",
             )
         )
     section.tables.append(
@@ -136,50 +144,17 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "rerun `testbed check --fresh` to measure it again."
         )
         return section
-    target = data.get("target") or {}
-    tuning = data.get("tuning_rule") or {}
+    table = RoundsToError.from_json(data)
+    target, tuning = table.target, table.tuning_rule
     section.paragraphs.append(
-        f"Target: {target.get('quantity', '?')} <= {_fmt(target.get('value'))}. Reached: "
-        f"{target.get('reached', '?')}; budget {_fmt(target.get('round_budget'))} rounds, a run "
-        f"that does not reach counts {_fmt(target.get('cap'))}. The comparison claims use this "
+        f"Target: {_or_unknown(target.quantity)} <= {_fmt(target.value)}. Reached: "
+        f"{_or_unknown(target.reached)}; budget {_fmt(target.round_budget)} rounds, a run "
+        f"that does not reach counts {_fmt(target.cap)}. The comparison claims use this "
         "same definition (theory_checks/comparison/runs.py). Tuned rows: every algorithm's outer "
-        f"step {tuning.get('step', '?')} with c in {tuning.get('grid', '?')}, selected by "
-        f"{tuning.get('selection', '?')}; prescribed rows: each paper's own steps."
+        f"step {_or_unknown(tuning.step)} with c in {_or_unknown(tuning.grid)}, selected by "
+        f"{_or_unknown(tuning.selection)}; prescribed rows: each paper's own steps."
     )
-    rows = []
-    for c in data["comparisons"]:
-        if not isinstance(c, dict):
-            continue
-        per_seed = [s for s in c.get("per_seed") or [] if isinstance(s, dict)]
-        ratios = ", ".join(
-            _fmt(s.get("ratio"), 2) + ("*" if s.get("fednest_one_iteration") else "")
-            for s in per_seed
-        )
-        interval = c.get("interval_95")
-        mean = _fmt(c.get("geometric_mean_ratio"), 3)
-        if isinstance(interval, list) and len(interval) == 2:
-            mean += f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
-        rpi = c.get("rounds_per_iteration") or {}
-        step = (c.get("tuning") or {}).get("candidate", {})
-        notes = sorted({str(s.get("note")) for s in per_seed if s.get("note")})
-        rows.append(
-            (
-                f"{c.get('candidate')} vs {c.get('baseline')}",
-                str(c.get("rule")),
-                f"{c.get('claim', '')} ({c.get('source', '')})"
-                + ("" if c.get("claimed") else " [context row, not a claim]"),
-                str(c.get("setting", "")),
-                f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
-                (
-                    f"c = {_fmt(step.get('multiple'))}"
-                    if isinstance(step, dict) and step.get("multiple") is not None
-                    else "prescribed"
-                ),
-                ratios,
-                mean,
-                "; ".join(notes),
-            )
-        )
+    rows = [_comparison_row(c) for c in table.comparisons]
     section.tables.append(
         Table(
             (
@@ -199,20 +174,68 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "the geometric mean.",
         )
     )
+    _rounds_figure(section, folder, target, out_dir, cache)
+    return section
+
+
+def _or_unknown(value: object) -> object:
+    return "?" if value is None else value
+
+
+def _comparison_row(c: ComparisonRow) -> tuple[str, ...]:
+    """One comparison's row: the per-problem ratios and their geometric mean with its
+    interval (a problem FedNest solves in one outer iteration starred)."""
+    ratios = ", ".join(
+        _fmt(s.ratio, 2) + ("*" if s.fednest_one_iteration else "") for s in c.per_seed
+    )
+    interval = c.interval_95
+    mean = _fmt(c.geometric_mean_ratio, 3)
+    if isinstance(interval, list) and len(interval) == 2:
+        mean += f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]"
+    rpi = c.rounds_per_iteration or {}
+    step = (c.tuning or {}).get("candidate", {})
+    notes = sorted({str(s.note) for s in c.per_seed if s.note})
+    return (
+        f"{c.candidate} vs {c.baseline}",
+        str(c.rule),
+        f"{c.claim} ({c.source})" + ("" if c.claimed else " [context row, not a claim]"),
+        str(c.setting),
+        f"{_fmt(rpi.get('candidate'))} / {_fmt(rpi.get('baseline'))}",
+        (
+            f"c = {_fmt(step.get('multiple'))}"
+            if isinstance(step, dict) and step.get("multiple") is not None
+            else "prescribed"
+        ),
+        ratios,
+        mean,
+        "; ".join(notes),
+    )
+
+
+def _rounds_figure(
+    section: Section,
+    folder: Path,
+    target: ComparisonTarget,
+    out_dir: Path,
+    cache: FigureCache | None,
+) -> None:
+    """The rounds-to-error figure of the tuned runs in ``rounds_to_error.csv`` (drawn when its
+    inputs changed), or a note saying why there is none."""
     try:
         curves = _read_curves(folder / "rounds_to_error.csv")
     except FileNotFoundError:
         section.notes.append("rounds_to_error.csv is missing; no figure.")
-        return section
+        return
     except (OSError, UnicodeDecodeError, ValueError, KeyError, csv.Error) as error:
         section.notes.append(f"rounds_to_error.csv unreadable ({error}); no figure.")
-        return section
+        return
     if not curves:
         section.notes.append("rounds_to_error.csv holds no tuned run; no figure.")
-        return section
+        return
     name = "comparison.rounds_to_error.png"
     comparisons = sorted({k for traces in curves.values() for t in traces for k in t.values})
-    targets = {k: float(target.get("value", 0.1)) for k in comparisons}
+    # a target without its value: the comparisons' default (theory_checks/comparison/runs.py)
+    targets = {k: float(target.value if target.value is not None else 0.1) for k in comparisons}
     own = cache is None
     cache = cache or FigureCache.load(out_dir / "figures")
 
@@ -237,7 +260,6 @@ def rounds_to_error(results_dir: Path, out_dir: Path, cache: FigureCache | None 
             "against oracle calls; log y-axes (geometric rates are straight lines).",
         )
     )
-    return section
 
 
 def _read_curves(path: Path) -> dict[str, list[Trace]]:
@@ -294,32 +316,30 @@ def calibration(results_dir: Path) -> Section:
             f"not shown. Rerun `{command.command}`."
         )
         return section
+    summary = CalibrationSummary.from_json(data)
     section.paragraphs.append(
-        f"Each statistical claim run on the correct implementation under {data.get('seeds')} "
-        f"independent Monte Carlo seeds ({data.get('profile')} profile; the drawn cases stay "
+        f"Each statistical claim run on the correct implementation under {summary.seeds} "
+        f"independent Monte Carlo seeds ({summary.profile} profile; the drawn cases stay "
         'the same, every stream changes). For a claim that holds, a "fails as stated" is a '
         "false failure: its observed rate, with the exact 95% Clopper-Pearson interval, is "
         "consistent with the stated rate when the interval's lower end does not exceed it. For "
         "a claim that fails as stated, the column counts the seeds that confirmed the "
         "refutation (its power). Undecided runs are counted apart."
     )
-    rows = []
-    for c in data["claims"]:
-        seeds = c.get("seeds") or 0
-        fails = c.get("refuted", 0)
-        rows.append(
-            (
-                str(c.get("claim")),
-                str(c.get("expected")),
-                _fmt(seeds),
-                _fmt(fails),
-                _fmt(c.get("undecided")),
-                f"{_fmt(fails / seeds if seeds else math.nan)} "
-                f"[{_fmt(c.get('rate_low'))}, {_fmt(c.get('rate_high'))}]",
-                _fmt(c.get("stated_rate")),
-                _fmt(c.get("consistent")),
-            )
+    rows = [
+        (
+            c.claim,
+            c.expected,
+            _fmt(c.seeds),
+            _fmt(c.refuted),
+            _fmt(c.undecided),
+            f"{_fmt(c.refuted / c.seeds if c.seeds else math.nan)} "
+            f"[{_fmt(c.rate_low)}, {_fmt(c.rate_high)}]",
+            _fmt(c.stated_rate),
+            _fmt(c.consistent),
         )
+        for c in summary.claims
+    ]
     section.tables.append(
         Table(
             (
@@ -369,40 +389,20 @@ def mutation(results_dir: Path) -> Section:
             f"not shown. Rerun `{command.command}`."
         )
         return section
-    counts = data.get("counts") or {}
+    summary = MutationSummary.from_json(data)
+    counts = summary.counts
     section.paragraphs.append(
         f"Each mutant is a realistic bug in one estimator or algorithm family (a count off by "
         "one, a step doubled or halved, a missing 1/M, 1/tau or 1/(N + 1), per-client instead "
         "of averaged, a dropped or sign-flipped correction, a stale iterate, a wrong Push-Sum "
         "weight), run against the claims that concern its family and hold on the correct code, "
         'cheapest first, until one kills it (its verdict is "fails as stated", or its check '
-        f"cannot run on it). {data.get('profile')} profile: {_fmt(counts.get('mutants'))} of "
-        f"{_fmt(data.get('catalogue'))} mutants recorded, {_fmt(counts.get('killed'))} killed, "
-        f"{_fmt(counts.get('equivalent'))} equivalent (no claim can tell them from the correct "
-        f"code, for the reason given), {_fmt(counts.get('survived'))} survived."
+        f"cannot run on it). {summary.profile} profile: {_fmt(counts.mutants)} of "
+        f"{_fmt(summary.catalogue)} mutants recorded, {_fmt(counts.killed)} killed, "
+        f"{_fmt(counts.equivalent)} equivalent (no claim can tell them from the correct "
+        f"code, for the reason given), {_fmt(counts.survived)} survived."
     )
-    rows = []
-    for m in data["mutants"]:
-        if not isinstance(m, dict):
-            continue
-        if m.get("status") == "killed":
-            result = "killed by " + ", ".join(str(k) for k in m.get("killed_by") or [])
-        elif m.get("status") == "equivalent":
-            result = f"equivalent: {m.get('equivalent')}"
-        else:
-            result = "survived"
-        rows.append(
-            (
-                str(m.get("mutant")),
-                str(m.get("family")),
-                str(m.get("kind")),
-                str(m.get("description")),
-                f"{_fmt(m.get('claims_run'))} of {_fmt(m.get('planned'))}",
-                result,
-                _fmt(m.get("cases_passed_before_kill")),
-                _fmt(m.get("as_expected")),
-            )
-        )
+    rows = [_mutant_row(m) for m in summary.mutants]
     section.tables.append(
         Table(
             (
@@ -424,6 +424,26 @@ def mutation(results_dir: Path) -> Section:
         )
     )
     return section
+
+
+def _mutant_row(m: MutantRow) -> tuple[str, ...]:
+    """One mutant's row: the claims run against it and what became of it."""
+    if m.status == "killed":
+        result = "killed by " + ", ".join(str(k) for k in m.killed_by)
+    elif m.status == "equivalent":
+        result = f"equivalent: {m.equivalent}"
+    else:
+        result = "survived"
+    return (
+        m.mutant,
+        m.family,
+        m.kind,
+        m.description,
+        f"{_fmt(m.claims_run)} of {_fmt(m.planned)}",
+        result,
+        _fmt(m.cases_passed_before_kill),
+        _fmt(m.as_expected),
+    )
 
 
 def build_sections(

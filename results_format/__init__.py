@@ -14,8 +14,12 @@ What makes a results file trustworthy lives here too: :mod:`results_format.writi
 files only, written where the testbed means to: a fresh temporary file, then a rename),
 :mod:`results_format.paths` (names and paths from files and configs kept inside the results
 folder), :mod:`results_format.locks` (one writer per run folder and claim),
-:mod:`results_format.validation` (schemas and seals), :mod:`results_format.verdicts` (a claim
-file's verdict recomputed from its cases, and what the claim checks), :mod:`results_format.evidence`
+:mod:`results_format.validation` (schemas and seals), :mod:`results_format.verdicts` (the
+verdict vocabulary and rules, and what a claim checks), a claim's file
+(:mod:`results_format.claim_record`: the typed record the runner writes and the report reads;
+:mod:`results_format.claim_schema`; :mod:`results_format.claim_checks`: its verdict recomputed
+from its cases; :mod:`results_format.claim_file`: read and checked), the kinds of claim
+(:mod:`results_format.claim_kinds`), :mod:`results_format.evidence`
 (a "holds"'s slack and kill set, re-derived from its cases and the mutation records),
 :mod:`results_format.records` (the other files' schemas) and :mod:`results_format.metrics`
 (``metrics.csv``).

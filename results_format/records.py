@@ -1,4 +1,4 @@
-"""The schemas of the results files other than a claim's (:mod:`results_format.verdicts`) and
+"""The schemas of the results files other than a claim's (:mod:`results_format.claim_schema`) and
 ``metrics.csv`` (:mod:`results_format.metrics`), and the checks that read them back.
 
 Each ``*_problem`` function says why a file's content cannot be believed (the first problem,

@@ -12,7 +12,7 @@ differs between two runs of the same work (measured wall times, ``"seconds"``). 
 by hand (a verdict flipped, a number changed) no longer matches its seal. The seal is a
 checksum against edits and damage, not a signature: whoever recomputes it can forge it, which
 is why the verdicts are also recomputed from the recorded cases
-(:mod:`results_format.verdicts`).
+(:mod:`results_format.claim_checks`).
 
 Standard library only (see :mod:`results_format`).
 """

@@ -3,7 +3,7 @@
 A results folder gets shared (attached to a paper, handed to a co-author, kept as a CI
 artifact). Its files carry seals (:mod:`results_format.validation`), but a seal anyone can
 recompute guards against accidents, not against edits; and re-deriving every verdict from the
-recorded numbers (:func:`results_format.verdicts.recomputed_problems`) catches an edit that
+recorded numbers (:func:`results_format.claim_checks.recomputed_problems`) catches an edit that
 forgets an outcome, a count or a verdict, not one that changes the numbers together with them.
 The audit therefore measures again, with this checkout's code, on the cases the folder records:
 
@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from problems import from_spec
+from results_format.claim_file import NOT_A_CLAIM_RESULT, read_claim_file
 from results_format.layout import CALIBRATION, CLAIMS, MUTATION, SUMMARY
 from results_format.records import (
     calibration_record_problem,
@@ -51,7 +52,6 @@ from results_format.records import (
     mutation_summary_problem,
     usable_calibration_runs,
 )
-from results_format.verdicts import NOT_A_CLAIM_RESULT, read_claim_file
 from theory_checks.calibration import CalibrationTask
 from theory_checks.claim import Case, Claim
 from theory_checks.claim_results import CaseResult, claim_fingerprint

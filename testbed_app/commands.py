@@ -22,6 +22,7 @@ from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
 from problems.workloads.splits import SCHEMES, split_clients
 from reports.build import build_report
+from results_format.claim_file import read_claim_file
 from results_format.evidence import evidence_text, mutation_kills
 from results_format.layout import CALIBRATION, CLAIMS, REPORT
 from results_format.paths import output_folder
@@ -32,7 +33,6 @@ from results_format.verdicts import (
     SUBSTANTIVE,
     TABLE_NUMBER,
     added_parameters_text,
-    read_claim_file,
     readings_text,
     refutation_class,
     refutation_counts,

@@ -15,7 +15,7 @@ environment variable :data:`RESULTS_ENV`), each claim's entry adds the verdict m
 with its profile, the counterexample's measured value against the bound and its margins, the
 positive control, the power, and the claim's figure with its caption, drawn by the report's own
 code (:func:`reports.claim_figures.claim_section`) from the claim's series file. A claim file is
-read only once it is checked (:func:`results_format.verdicts.read_claim_file`: schema, seal,
+read only once it is checked (:func:`results_format.claim_file.read_claim_record`: schema, seal,
 verdict recomputed, companion files' digests); one that is not trusted is named with the reason,
 never shown as a verdict.
 
@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from reports.claim_figures import claim_section as report_claim_section
+from results_format.claim_file import read_claim_record
+from results_format.claim_record import CaseRecord, ClaimRecord, MarginRecord
 from results_format.layout import CLAIMS
-from results_format.verdicts import read_claim_file
 from theory_checks.claim import Claim
 from theory_checks.hypotheses import margins
 from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, defined_in
@@ -168,8 +169,8 @@ class Measured:
     """What a results folder says about a claim: its checked record and counterexample, or
     why it cannot be shown."""
 
-    record: dict[str, Any] | None
-    counterexample: dict[str, Any] | None
+    record: ClaimRecord | None
+    counterexample: CaseRecord | None
     problem: str | None
     folder: Path | None = None
 
@@ -181,13 +182,15 @@ def measured(results: Path | None, claim_id: str) -> Measured | None:
     path = results / CLAIMS / f"{claim_id}.json"
     if not path.is_file():
         return Measured(None, None, f"no {CLAIMS}/{claim_id}.json in the results folder")
-    record, reason = read_claim_file(path, results)
+    record, reason = read_claim_record(path, results)
     if record is None:
         return Measured(None, None, f"{CLAIMS}/{claim_id}.json {reason}")
     counterexample = None
-    if record.get("counterexample"):
+    if record.counterexample:
         # its digest was checked with the claim file (read_claim_file's companion files)
-        counterexample = json.loads((results / record["counterexample"]).read_text())
+        counterexample = CaseRecord.from_json(
+            json.loads((results / record.counterexample).read_text())
+        )
     return Measured(record, counterexample, None, results)
 
 
@@ -195,10 +198,10 @@ def _number(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-def _margins_lines(found: Iterable[dict[str, Any]]) -> list[str]:
+def _margins_lines(found: Iterable[MarginRecord]) -> list[str]:
     return [
-        f"    - {escape_markdown(str(m['name']))}: margin {_number(m['margin'])}"
-        + ("" if m.get("holds", m["margin"] >= 0) else " (OUTSIDE)")
+        f"    - {escape_markdown(m.name)}: margin {_number(m.margin)}"
+        + ("" if m.inside else " (OUTSIDE)")
         for m in found
     ]
 
@@ -207,31 +210,33 @@ def _measured_lines(result: Measured) -> list[str]:
     if result.record is None:
         return [f"- **Measured**: not shown: {escape_markdown(str(result.problem))}"]
     record = result.record
+    commit = record.computed_by.git_commit if record.computed_by else None
     lines = [
-        f"- **Measured** ({record['profile']} profile, commit "
-        f"`{str(record['computed_by'].get('git_commit', '?'))[:10]}`): "
-        f"**{record['verdict']}** "
-        f"({'as expected' if record['as_expected'] else 'NOT as expected'}; "
-        f"{record['n_cases']} cases measured, {record['n_rejected']} rejected)"
+        f"- **Measured** ({record.profile} profile, commit "
+        f"`{str(commit if commit is not None else '?')[:10]}`): "
+        f"**{record.verdict}** "
+        f"({'as expected' if record.as_expected else 'NOT as expected'}; "
+        f"{record.n_cases} cases measured, {record.n_rejected} rejected)"
     ]
-    if record.get("holding_readings"):
-        lines.append(f"    - readings that hold: {', '.join(record['holding_readings'])}")
+    if record.holding_readings:
+        lines.append(f"    - readings that hold: {', '.join(record.holding_readings)}")
     example = result.counterexample
     if example is not None:
         lines.append(
-            f"    - counterexample `{example['problem_id']}`, parameters "
-            f"`{json.dumps(example['params'], sort_keys=True)}`: measured "
-            f"{_number(example['measured'])} against the bound "
-            f"{_number(example['bound'])} (compared by "
-            f'"{escape_markdown(str(example["relation"]))}"); the hypotheses\' margins:'
+            f"    - counterexample `{example.problem_id}`, parameters "
+            f"`{json.dumps(example.params, sort_keys=True)}`: measured "
+            f"{_number(example.measured)} against the bound "
+            f"{_number(example.bound)} (compared by "
+            f'"{escape_markdown(example.relation)}"); the hypotheses\' margins:'
         )
-        lines += ["    " + line for line in _margins_lines(example.get("hypotheses", []))]
-    control = record.get("positive_control")
+        lines += ["    " + line for line in _margins_lines(example.hypotheses)]
+    control = record.positive_control
     if control:
-        lines.append(f"    - positive control: {control['outcome']}")
-    power = record.get("power")
-    if power:
-        lines.append(f"    - power (perturbation): {power.get('outcome', power)}")
+        lines.append(f"    - positive control: {control.outcome}")
+    if record.power:
+        # a power record names its perturbation and verdict; it records no outcome, so the
+        # line shows the record as it is written
+        lines.append(f"    - power (perturbation): {record.power.to_json()}")
     return lines
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from results_format.claim_file import claim_file_problem
 from results_format.validation import file_digest, seal
-from results_format.verdicts import claim_file_problem
 from testbed_app.audit import DEFAULT_SAMPLE
 from testbed_app.cli import main
 

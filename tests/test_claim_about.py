@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from results_format.claim_file import read_claim_file
 from results_format.verdicts import (
     ABOUT_RESULT,
     ABOUT_SENTENCE,
@@ -24,7 +25,6 @@ from results_format.verdicts import (
     ERRATUM,
     SUBSTANTIVE,
     TABLE_NUMBER,
-    read_claim_file,
     refutation_class,
     refutation_counts,
 )

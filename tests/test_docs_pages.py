@@ -5,7 +5,7 @@ by :mod:`testbed_app.paper_pages` (``docs/hooks.py``). These tests hold the gene
 the registry without building the site: every built-in claim has exactly one entry, on the page
 of its paper's package; every claim expected to fail is an erratum with its correction and the
 command that reproduces it; every generated page is in the site's navigation; a results folder's
-claim file is shown only once it is checked. The README stays a five-minute read (issue 34).
+claim file is shown only once it is checked. The README stays a five-minute read.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def test_a_results_folder_shows_the_measured_verdict_only_once_checked(tmp_path)
     assert "**fails as stated** (as expected;" in entry
     counterexample = measured(tmp_path, claim.id).counterexample
     assert counterexample is not None
-    assert f"measured {counterexample['measured']:.4g} against the bound" in entry
+    assert f"measured {counterexample.measured:.4g} against the bound" in entry
     # a verdict edited by hand breaks the seal: the page names the reason, not the verdict
     record = json.loads(path.read_text())
     record["verdict"] = "holds"

@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
 from reports.build import build_report
+from results_format.claim_checks import recomputed_problems
 from results_format.verdicts import (
     added_parameters_text,
     reading_as_expected,
     readings_text,
-    recomputed_problems,
 )
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator

@@ -11,6 +11,7 @@ import pytest
 
 from reports import plots
 from reports.build import build_report, select_cases, worst_case, worst_case_text
+from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
 from tests._claim_files import (
     COLUMNS,
     case_record,
@@ -250,16 +251,18 @@ def test_missing_results_dir_is_a_clear_error(tmp_path):
 
 def test_worst_case_ranks_failures_then_ratio():
     cases = [
-        case_record("a", 0.1, 0.5, True),
-        case_record("b", 1e-16, 0.0, True),
-        case_record("c", 0.4, 0.5, True),
+        case_record("a", 0.1, 0.5, True) | {"outcome": "holds"},
+        case_record("b", 1e-16, 0.0, True) | {"outcome": "holds"},
+        case_record("c", 0.4, 0.5, True) | {"outcome": "holds"},
     ]
-    worst = worst_case({"cases": cases})
-    assert worst is not None and worst["problem_id"] == "c"
-    worst = worst_case({"cases": cases + [case_record("d", 2.0, 1.0, False)]})
-    assert worst is not None and worst["problem_id"] == "d"
-    assert worst_case({"cases": []}) is None
-    assert "round-off slack" in worst_case_text(cases[1])
+    worst = worst_case(ClaimRecord.from_json({"cases": cases}))
+    assert worst is not None and worst.problem_id == "c"
+    # a failing case is the worst whatever its ratio
+    failing = case_record("d", 0.1, 1.0, False) | {"outcome": "fails"}
+    worst = worst_case(ClaimRecord.from_json({"cases": cases + [failing]}))
+    assert worst is not None and worst.problem_id == "d"
+    assert worst_case(ClaimRecord()) is None
+    assert "round-off slack" in worst_case_text(CaseRecord.from_json(cases[1]))
 
 
 def test_select_cases_is_deterministic_and_bounded():
@@ -270,8 +273,9 @@ def test_select_cases_is_deterministic_and_bounded():
         for i in range(6)
         for n in range(5)
     ]
-    first = select_cases(rows, {"problem_id": "p5", "params": {}})
-    assert first == select_cases(list(reversed(rows)), {"problem_id": "p5", "params": {}})
+    worst = CaseRecord(problem_id="p5", params={})
+    first = select_cases(rows, worst)
+    assert first == select_cases(list(reversed(rows)), worst)
     assert first == [("p5", "{}"), ("p0", "{}"), ("p1", "{}"), ("p2", "{}")]
 
 
@@ -284,7 +288,7 @@ def test_estimator_styles():
 
 
 def test_undecided_power_control_and_calibration_are_shown(tmp_path):
-    """Issue 10 on the page: undecided counted apart, the check's power (perturbation caught) and
+    """The page shows undecided claims counted apart, the check's power (perturbation caught) and
     positive control per claim, the budget that would decide an undecided case, and the
     calibration table (or the command that fills it)."""
     results = make_results(tmp_path / "results")
@@ -410,17 +414,19 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
         "quantity": "exponent",
     }
     residual = dict(exact, problem_id="p.r", residual=3e-15, confidence=None)
-    claim = {
-        "cases": [
-            dict(case_record("p.u", -0.676, -0.5, True), outcome="undecided", fit=undecided),
-            dict(case_record("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
-            dict(case_record("p.r", -1.0, -1.0, True), outcome="holds", fit=residual),
-        ],
-        "fits": [undecided, exact, residual],
-    }
+    claim = ClaimRecord.from_json(
+        {
+            "cases": [
+                dict(case_record("p.u", -0.676, -0.5, True), outcome="undecided", fit=undecided),
+                dict(case_record("p.e", -1.0, -1.0, True), outcome="holds", fit=exact),
+                dict(case_record("p.r", -1.0, -1.0, True), outcome="holds", fit=residual),
+            ],
+            "fits": [undecided, exact, residual],
+        }
+    )
     rows = fit_rows(claim)
     assert rows[0][3] == "[-112.9, 111.5] (99.9%)" and rows[0][-1] == "undecided"
     assert rows[1][3] == "exact data (no interval)" and rows[1][-1] == "holds"
     assert rows[2][3] == "exact data, fit residual 3e-15"
     assert "yes" not in {row[-1] for row in rows}
-    assert interval_text({"ci_low": 0.1, "ci_high": 0.2, "confidence": 0.95}) == "[0.1, 0.2] (95%)"
+    assert interval_text(FitRecord(ci_low=0.1, ci_high=0.2, confidence=0.95)) == "[0.1, 0.2] (95%)"

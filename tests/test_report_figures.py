@@ -1,4 +1,4 @@
-"""Figures that say what they show (issue 14): a theory line beside every measured rate, bound
+"""Figures that say what they show: a theory line beside every measured rate, bound
 and exponent (from values in the results files, never invented), log axes for power laws, y
 labels naming the quantity, counts against their formula, panels titled by the problem, and a
 figure drawn again only when its inputs changed."""
@@ -17,6 +17,7 @@ from reports.build import build_report
 from reports.case_titles import case_title
 from reports.figure_cache import MANIFEST
 from reports.figure_spec import Curve, quantity_label, slope_guide
+from results_format.claim_record import FitRecord
 from tests._claim_files import case_record, claim_record, write_claim_file, write_series
 
 THEORY_ROLES = set(plots.THEORY_ROLES)
@@ -288,10 +289,11 @@ def test_slope_guide_uses_the_recorded_theory_and_checks_the_axis():
         tuple(3 * b**-0.5 for b in (2.0, 4.0, 8.0, 16.0)),
         (0.0,) * 4,
     )
-    guide = slope_guide(curve, _fit(-0.5, -0.47, "q"), "power")
+    guide = slope_guide(curve, FitRecord.from_json(_fit(-0.5, -0.47, "q")), "power")
     assert guide is not None and guide.theory == -0.47 and guide.estimate == -0.5
     assert (guide.x_low, guide.x_high) == (2.0, 16.0)
-    assert slope_guide(curve, _fit(1.0, 1.0, "q"), "power") is None  # another variable
+    # a fit of another variable
+    assert slope_guide(curve, FitRecord.from_json(_fit(1.0, 1.0, "q")), "power") is None
 
 
 # --------------------------------------------------------------------------- the figure cache

@@ -1,6 +1,6 @@
-"""The report read at a glance (issue 14): the matrix of papers by verdict with links to the
+"""The report read at a glance: the matrix of papers by verdict with links to the
 rows, the refutations of stated results first and the errata and table numbers apart, each
-counted apart (issue 32), a refuted claim beside its correction, an erratum beside the result it
+counted apart, a refuted claim beside its correction, an erratum beside the result it
 serves, every verdict that rests on a saved
 counterexample explained, "not checked" never counted as expected, calibration and power per
 claim, empty sections with the command that fills them, and one context rendered into both
@@ -190,7 +190,7 @@ def _detail(text: str, claim_id: str) -> str:
 def test_first_screen_lists_each_papers_claims_by_verdict_with_links(page):
     _, text, markdown, ids = page
     fednest = _glance(text, "FedNest")
-    # the substantive refutation first, then the other verdicts (issue 32)
+    # the substantive refutation first, then the other verdicts
     assert list(fednest) == ["fails as stated", "holds", "holds once corrected", "not checked"]
     assert fednest["fails as stated"] == [FAILING]
     assert fednest["holds once corrected"] == [CORRECTION]
@@ -354,7 +354,7 @@ def test_markdown_twin_has_every_claim_link_and_figure(page):
 
 
 def test_each_holds_shows_its_slack_and_kill_set(page):
-    """Issue 32: the per-paper table's slack column and the claim detail's evidence, re-derived
+    """The per-paper table's slack column and the claim detail's evidence, re-derived
     from the recorded cases (0.01 against 0.2: 20x) with the mutants of mutation/summary.json."""
     _, text, markdown, _ = page
     row = re.search(rf'<tr class="claim-row" id="row-{LATER.replace(".", "-")}".*?</tr>', text)

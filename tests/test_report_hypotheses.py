@@ -4,8 +4,9 @@ with its margin on the counterexample, and the verdict under each reading."""
 from __future__ import annotations
 
 from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
+from results_format.claim_record import ClaimRecord
 
-CLAIM = {
+CLAIM_JSON = {
     "verdict": "fails as stated",
     "hypotheses": [
         {"name": "A1", "statement": "l >= joint", "reference": "paper, A1"},
@@ -31,6 +32,8 @@ CLAIM = {
         },
     ],
 }
+#: the record the report reads, parsed once (results_format.claim_record)
+CLAIM = ClaimRecord.from_json(CLAIM_JSON)
 
 
 def test_margins_come_from_the_failing_case():
@@ -42,10 +45,12 @@ def test_margins_come_from_the_failing_case():
 
 
 def test_a_violated_hypothesis_is_shouted_and_missing_margins_said():
-    claim = {
-        **CLAIM,
-        "cases": [{"outcome": "fails", "hypotheses": [{"name": "A1", "margin": -0.1}]}],
-    }
+    claim = ClaimRecord.from_json(
+        {
+            **CLAIM_JSON,
+            "cases": [{"outcome": "fails", "hypotheses": [{"name": "A1", "margin": -0.1}]}],
+        }
+    )
     lines = hypothesis_lines(claim)
     assert lines[0].endswith("margin -0.1 (OUTSIDE)")
     assert lines[1].endswith("declared (no case recorded its margin)")
@@ -60,4 +65,4 @@ def test_readings_and_summary():
     assert refutation_summary(CLAIM) == (
         "inside 2 declared hypotheses; fails under 2 of 2 readings"
     )
-    assert refutation_summary({"verdict": "fails as stated"}) == "no hypotheses declared"
+    assert refutation_summary(ClaimRecord(verdict="fails as stated")) == "no hypotheses declared"

@@ -1,6 +1,6 @@
 """Runs of estimators that are not the testbed's own (a library's adapter, a researcher's
 plugin) get a section per library in the report and never change the papers' counts: not in the
-matrix, not in the errata, not in the summary line (issue 25)."""
+matrix, not in the errata, not in the summary line."""
 
 from __future__ import annotations
 

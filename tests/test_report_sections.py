@@ -199,7 +199,7 @@ def test_communication_table_shows_formula_measurement_and_disagreement(full):
 
 
 def test_an_edited_communication_table_is_not_shown(tmp_path):
-    """communication.json is sealed (issue 33: every file read back carries a seal): a
+    """communication.json is sealed (every file read back carries a seal): a
     measured round count edited by hand is named, not shown."""
     from reports.sections import communication
 

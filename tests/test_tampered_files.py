@@ -1,5 +1,5 @@
-"""Results files checked before they are believed (issue 23's tampering findings, each
-reproduced here first): a claim file whose verdict, ``as_expected``, a measurement or a count
+"""Results files checked before they are believed (each kind of edit a reader could be fooled
+by, reproduced here): a claim file whose verdict, ``as_expected``, a measurement or a count
 was edited is rerun by ``testbed check`` with a one-line note naming it and shown "not trusted"
 (never as measured) by the report; an edited ``metrics.csv`` (a row repeated, an accuracy
 changed) stops a resumed run naming the file instead of feeding a wrong replication row; an
@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from results_format.claim_file import claim_file_problem
 from results_format.validation import seal
-from results_format.verdicts import claim_file_problem
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config
@@ -100,7 +100,7 @@ TAMPERINGS = {
         lambda d: d["cases"][0]["decisions"][0].update(low=1e300, high=1e301),
         "its interval gives 'fails'",
     ),
-    "a statistical interval narrowed, its outcome kept (issue 33)": (
+    "a statistical interval narrowed, its outcome kept": (
         STATISTICAL,
         lambda d: d["cases"][0]["decisions"][0].update(
             low=d["cases"][0]["decisions"][0]["low"] + 1e-3

@@ -9,8 +9,9 @@ never added here.
 
 from problems.compositional import LinearCompositional
 from problems.quadratic_bilevel import QuadraticBilevel
+from reports.claim_rows import Row
 from reports.claims_table import ClaimSection
-from reports.page_context import Erratum, Page, Row, VerdictGroup
+from reports.page_context import Erratum, Page, VerdictGroup
 from reports.section_model import Table
 from testbed.decentralized.ledger import GraphLedger
 from testbed.info import EstimatorInfo
@@ -59,3 +60,12 @@ cg.check_normal_cg_exact
 from theory_checks.stats import LinearFit  # noqa: E402
 
 LinearFit.num_points
+
+# Fields of a claim's results file (results_format/claim_record.py), written and read by their
+# names (Record.to_json, Record.from_json): what drawn cases fell outside the hypotheses, which
+# `testbed check` prints, and the seal that results_format.validation.seal adds.
+from results_format.claim_record import ClaimRecord  # noqa: E402
+
+ClaimRecord.n_outside_hypotheses
+ClaimRecord.outside_hypotheses
+ClaimRecord.content_sha256

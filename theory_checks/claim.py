@@ -17,6 +17,8 @@ from typing import Any, Literal, NamedTuple
 from hypothesis import strategies as st
 
 from problems import ProblemConstants, from_spec
+from results_format.claim_kinds import CLAIM_KINDS as CLAIM_KINDS
+from results_format.claim_kinds import ClaimKind
 from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP, ABOUTS
 from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
@@ -25,23 +27,6 @@ from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
 # PerProfile lives with the profiles; re-exported (``X as X``) for the claims that name it here
 from theory_checks.profiles import PROFILES
 from theory_checks.profiles import PerProfile as PerProfile
-
-ClaimKind = Literal[
-    "exact_identity",
-    "bias_bound",
-    "variance_bound",
-    "linear_rate",
-    "scaling_exponent",
-    "communication_count",
-]
-CLAIM_KINDS: tuple[str, ...] = (
-    "exact_identity",
-    "bias_bound",
-    "variance_bound",
-    "linear_rate",
-    "scaling_exponent",
-    "communication_count",
-)
 
 Verdict = Literal["holds", "fails as stated", "holds once corrected", "undecided"]
 # VERDICTS (the vocabulary) lives with the results files' schema, which the resume and the
@@ -143,7 +128,7 @@ class Measurement:
         slack: the absolute amount by which ``measured`` may pass ``bound`` and still pass
             (a check's round-off allowance, ``measured <= bound + slack``); recorded with the
             case so that a reader re-derives ``passed`` from the numbers
-            (:func:`results_format.verdicts.comparison_problem`).
+            (:func:`results_format.claim_checks.comparison_problem`).
         rule: how ``passed`` follows from ``measured`` and ``bound`` (one of
             :data:`results_format.verdicts.COMPARISON_RULES`); ``None``: read from
             ``relation`` (:func:`results_format.verdicts.comparison_for`).

@@ -19,17 +19,25 @@ import torch
 
 from problems import default_device, from_spec
 from results_format import atomic_write_bytes, json_default
+from results_format.claim_file import claim_file_problem
+from results_format.claim_record import (
+    CaseRecord,
+    ClaimRecord,
+    ComputedByRecord,
+    ControlRecord,
+    DecidedOnRecord,
+    EstimatorEntryRecord,
+    FitRecord,
+    HypothesisRecord,
+    PowerRecord,
+    ReadingRecord,
+)
 from results_format.layout import CLAIMS, COUNTEREXAMPLES, METADATA, SERIES
 from results_format.paths import inside
 from results_format.provenance import git_commit, provenance
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import file_digest, seal
-from results_format.verdicts import (
-    FILES_KEY,
-    claim_file_problem,
-    comparison_for,
-    readings_as_expected,
-)
+from results_format.verdicts import comparison_for, readings_as_expected
 from testbed.precision import precision_record
 from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Claim, Measurement, Verdict, fit_record
@@ -191,7 +199,7 @@ def case_summary(r: CaseResult) -> dict[str, Any]:
         "details": dict(m.details),
     }
     # how passed follows from these numbers, so that a reader re-derives it
-    # (results_format.verdicts.comparison_problem)
+    # (results_format.claim_checks.comparison_problem)
     summary["comparison"] = comparison_for(
         m.relation, m.measured, m.bound, m.passed, m.slack, summary["fit"], m.rule
     )
@@ -289,66 +297,66 @@ def render_claim_result(
         for r in cases
         if r.measurement.fit is not None
     ]
-    payload = {
-        "id": run_id,
-        "claim": claim.id,
-        "estimator": estimator,
-        "estimator_entry": estimator_entry(estimator),
-        "paper": claim.paper,
-        "reference": claim.reference,
-        "kind": claim.kind,
-        "about": claim.about,
-        "serves": claim.serves,
-        "power_from": list(claim.power_from),
-        "statement": claim.statement,
-        "estimators": list(claim.estimators),
-        "corrects": claim.corrects,
-        "expected": claim.expected,
-        "notes": claim.notes,
-        "expected_verdicts": list(claim.expected_verdicts(profile.name)),
-        "verdict": result.verdict,
-        "as_expected": result.as_expected,
-        "decision": claim.decision,
-        "false_fail_rate": claim.false_fail_rate if claim.statistical else None,
-        "case_false_fail_rate": result.case_rate,
-        "calibration_seed": result.calibration_seed,
-        "profile": profile.name,
-        "fingerprint": claim_fingerprint(claim, profile),
-        "n_cases": len(result.cases),
-        "n_undecided": len(result.undecided),
-        "n_unconfirmed": len(result.unconfirmed),
-        "n_rejected": len(result.rejected),
-        "n_outside_hypotheses": len(outside),
+    record = ClaimRecord(
+        id=run_id,
+        claim=claim.id,
+        estimator=estimator,
+        estimator_entry=estimator_entry(estimator),
+        paper=claim.paper,
+        reference=claim.reference,
+        kind=claim.kind,
+        about=claim.about,
+        serves=claim.serves,
+        power_from=tuple(claim.power_from),
+        statement=claim.statement,
+        estimators=tuple(claim.estimators),
+        corrects=claim.corrects,
+        expected=claim.expected,
+        notes=claim.notes,
+        expected_verdicts=tuple(claim.expected_verdicts(profile.name)),
+        verdict=result.verdict,
+        as_expected=result.as_expected,
+        decision=claim.decision,
+        false_fail_rate=claim.false_fail_rate if claim.statistical else None,
+        case_false_fail_rate=result.case_rate,
+        calibration_seed=result.calibration_seed,
+        profile=profile.name,
+        fingerprint=claim_fingerprint(claim, profile),
+        n_cases=len(result.cases),
+        n_undecided=len(result.undecided),
+        n_unconfirmed=len(result.unconfirmed),
+        n_rejected=len(result.rejected),
+        n_outside_hypotheses=len(outside),
         # the distinct reasons, first ten: which hypothesis drawn cases fell outside, by how much
-        "outside_hypotheses": sorted(set(outside))[:10],
-        "seconds": result.seconds,
-        "counterexample": str(counter_path) if counter_path else None,
-        "cases": [case_summary(r) for r in cases],
-        "unconfirmed": [case_summary(r) for r in result.unconfirmed],
-        "fits": fits,
-        "series_file": str(Path(SERIES) / f"{run_id}.csv"),
-        "power": power,
-        "positive_control": control,
-        **({"added_parameters": added} if added is not None else {}),
-        "origin": run_origin(claim, estimator),
-        "decided_on": _decided_on(claim, profile.name),
-        "hypotheses": [
-            {"name": h.name, "statement": h.statement, "reference": h.reference}
+        outside_hypotheses=tuple(sorted(set(outside))[:10]),
+        seconds=result.seconds,
+        counterexample=str(counter_path) if counter_path else None,
+        cases=tuple(CaseRecord.from_json(case_summary(r)) for r in cases),
+        unconfirmed=tuple(CaseRecord.from_json(case_summary(r)) for r in result.unconfirmed),
+        fits=tuple(FitRecord.from_json(f) for f in fits),
+        series_file=str(Path(SERIES) / f"{run_id}.csv"),
+        power=PowerRecord.from_json(power) if power is not None else None,
+        positive_control=ControlRecord.from_json(control) if control is not None else None,
+        added_parameters=tuple(added) if added is not None else None,
+        origin=run_origin(claim, estimator),
+        decided_on=_decided_on(claim, profile.name),
+        hypotheses=tuple(
+            HypothesisRecord(name=h.name, statement=h.statement, reference=h.reference)
             for h in claim.hypotheses
-        ],
-        "readings": [r.summary() for r in result.readings],
-        "holding_readings": result.holding_readings,
-        "scale": claim.scale or None,
+        ),
+        readings=tuple(ReadingRecord.from_json(r.summary()) for r in result.readings),
+        holding_readings=result.holding_readings,
+        scale=claim.scale or None,
         # the code and the device that computed this record: a later run that reuses it says
         # when either differs from its own (theory_checks.runner.reused_note)
-        "computed_by": computed_by(),
+        computed_by=ComputedByRecord.from_json(computed_by()),
         # the companion files' digests, so a reader can tell they are the ones written here
-        FILES_KEY: {relative: file_digest(data) for relative, data in files.items()},
-    }
+        files={relative: file_digest(data) for relative, data in files.items()},
+    )
     # sealed: a reader recomputes the verdict from the cases and checks the seal before it
-    # believes the file (results_format.verdicts.claim_file_problem)
+    # believes the file (results_format.claim_file.claim_file_problem)
     files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(
-        seal(json.loads(_json_bytes(payload, default=json_default))), indent=2
+        seal(json.loads(_json_bytes(record.to_json(), default=json_default))), indent=2
     )
     return files
 
@@ -377,13 +385,13 @@ def reused_from_elsewhere(records: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _decided_on(claim: Claim, profile: str) -> dict[str, Any] | None:
+def _decided_on(claim: Claim, profile: str) -> DecidedOnRecord | None:
     """For a claim this profile cannot decide: the profile that does, and the measured wall
     time of its command (the report says how to decide the claim)."""
     deciding = claim.deciding_profile(profile)
     if deciding is None:
         return None
-    return {"profile": deciding, "seconds": claim.decide_seconds}
+    return DecidedOnRecord(profile=deciding, seconds=claim.decide_seconds)
 
 
 def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
@@ -442,7 +450,7 @@ def is_done(claim: Claim, out_dir: Path, profile: Profile, run_id: str | None = 
     )
 
 
-def estimator_entry(name: str) -> dict[str, Any] | None:
+def estimator_entry(name: str) -> EstimatorEntryRecord | None:
     """What the report needs of the estimator a run checked: its entry's paper (a library's
     name for an adapter), reference (with the library's version) and whether it is one of the
     testbed's own (``builtin``: a plugin's or an adapter's runs stay out of the papers'
@@ -451,11 +459,11 @@ def estimator_entry(name: str) -> dict[str, Any] | None:
         info = get_estimator(name)
     except KeyError:
         return None
-    return {
-        "paper": info.paper,
-        "reference": info.reference,
-        "builtin": any(b.name == name for b in BUILTIN),
-    }
+    return EstimatorEntryRecord(
+        paper=info.paper,
+        reference=info.reference,
+        builtin=any(b.name == name for b in BUILTIN),
+    )
 
 
 def write_metadata(

@@ -34,13 +34,14 @@ from hypothesis import HealthCheck, Phase, assume, example, given, seed, setting
 from hypothesis.errors import Unsatisfiable
 
 from problems import from_spec
+from results_format.claim_file import read_claim_file
 from results_format.layout import CLAIMS
 from results_format.locks import holding
 
 # git_commit and package_versions lived here; re-exported (``X as X``) for their importers
 from results_format.provenance import git_commit as git_commit
 from results_format.provenance import package_versions as package_versions
-from results_format.verdicts import read_claim_file, verdict_of, verdict_over_readings
+from results_format.verdicts import verdict_of, verdict_over_readings
 from testbed import plugins
 from testbed.estimators.validation import DivergenceError
 from testbed.progress import Progress
@@ -816,7 +817,7 @@ def _run_claim_runs(
 
 def warn_untrusted(out_dir: Path, run_ids: Sequence[str]) -> None:
     """One line on stderr for each of these runs' claim files that cannot be believed
-    (:func:`results_format.verdicts.read_claim_file`: its schema, its re-derived outcomes,
+    (:func:`results_format.claim_file.read_claim_file`: its schema, its re-derived outcomes,
     counts and verdict, its seal, its companion files), which the run measures again."""
     for run_id in run_ids:
         path = out_dir / CLAIMS / f"{run_id}.json"

@@ -708,21 +708,6 @@ MUTANTS: tuple[Mutant, ...] = (
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{
-        f"param.fedihgp.{keyword}.{way}": (
-            "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
-            "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
-            "steps and step never run there (minus one from T = 0 is no count, the case runs as "
-            "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
-            "fednest.compositional.one_call_exact, fednest.rounds.*)"
-        )
-        for keyword, ways in (
-            ("inner_steps", ("plus1", "minus1")),
-            ("local_steps", ("plus1", "minus1")),
-            ("inner_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
     "param.fedihgp.batch_size.plus1": (
         "the one claim of fedihgp that draws minibatches (fednest.lemma22.abs_error_*, at b = "
         "1) bounds E||H^-1 - H_hat|| by a bound every sample Hessian satisfies, so a mean of "

@@ -22,6 +22,7 @@ from theory_checks.hgp import alg1, recursion
 from theory_checks.mutation import KILLED, as_expected, run_mutant
 from theory_checks.parameter_mutants import (
     EQUIVALENTS,
+    FIRST,
     GENERATED,
     NOT_GENERATED,
     OPEN,
@@ -239,6 +240,16 @@ def test_static_hgp_one_iteration_more_or_less_is_killed_by_the_recursion():
             claim, case, _builder(f"param.hgp-static.neumann_terms.{way}")
         )
         assert not wrong.passed and wrong.measured > 1e-4, way
+
+
+def test_fedihgp_minus_one_term_is_killed_by_a_measurement_not_a_guard():
+    """The generated FedIHGP N - 1 runs its printed-estimate claim first: killed by the
+    measured gap, not by the error a claim asking for N' = N - 1 raises."""
+    record = run_mutant(BY_NAME["param.fedihgp.neumann_terms.minus1"], get_profile("fast"))
+    assert record["killed_by"] == ["fednest.updates.fedihgp_call"]
+    assert record["runs"][0]["verdict"] == "fails as stated" and record["runs"][0]["error"] is None
+    for entry, claims in FIRST.items():
+        assert set(claims) <= set(killing_claims(entry)), entry
 
 
 def test_the_open_survivors_are_generated_and_not_declared_equivalent():

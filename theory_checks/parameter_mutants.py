@@ -156,6 +156,19 @@ def parameter_kind(keyword: str, default: Any) -> str | None:
     return None
 
 
+#: Claims each entry's generated mutants try first (``Mutant.first``): the exact claim of the
+#: entry's printed update, which measures any parameter it runs with against the formula (a
+#: kill by a measurement, before a claim whose guard refuses the mutant: FedIHGP with N - 1
+#: terms is refused by the claims that ask for ``N' = N - 1``). A fixed table: the order is
+#: deterministic.
+FIRST: dict[str, tuple[str, ...]] = {
+    "fedihgp": ("fednest.updates.fedihgp_call",),
+    "fednest": ("fednest.updates.fednest_iteration",),
+    "lfednest": ("fednest.updates.lfednest_iteration",),
+    "hgp-static": ("hgp.recursion.static_iterates",),
+}
+
+
 # Values that locate a keyword whose value is None in the built object (two valid values of
 # its kind, far from any default, so the two builds differ exactly where it lands).
 _PROBES = {"real": (0.0123, 0.0234), "int": (2, 3)}
@@ -212,6 +225,7 @@ def generate(
                                 info.name, keyword, rule, _PROBES[kind], resolver
                             )
                         },
+                        first=FIRST.get(info.name, ()),
                         equivalent=EQUIVALENTS.get(name, ""),
                     )
                 )
@@ -247,6 +261,7 @@ def unknown_equivalents() -> list[str]:
 
 __all__ = [
     "EQUIVALENTS",
+    "FIRST",
     "GENERATED",
     "NOT_GENERATED",
     "OPEN",

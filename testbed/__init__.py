@@ -76,7 +76,7 @@ _WHERE: dict[str, str] = {
     "portable": "testbed.federation.client_work",
     "FederatedContext": "testbed.federation.context",
     "Ledger": "testbed.federation.ledger",
-    "local_round": "testbed.federation.local",
+    "LocalIterates": "testbed.federation.local",
     "ClientSampler": "testbed.federation.sampling",
     "FixedParticipants": "testbed.federation.sampling",
     "ScriptedParticipants": "testbed.federation.sampling",

@@ -474,6 +474,13 @@ def _add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
     mutate.add_argument("--quiet", action="store_true", help="no progress bar")
+    mutate.add_argument(
+        "--jobs",
+        type=_int_in(1, MAX_JOBS),
+        default=1,
+        metavar="N",
+        help="N local worker processes, one family of mutants at a time (default 1)",
+    )
     _add_threads_option(mutate)
 
 

@@ -10,10 +10,16 @@ Examples::
     testbed mutate --list                  # the catalogue: mutant, family, kind, description
     testbed mutate --set generated         # only the generated parameter perturbations
     testbed mutate --set catalogue         # only the catalogue of realistic bugs
+    testbed mutate --jobs 2                # the mutants over 2 local processes (same records)
 
 ``--set`` (default ``both``) picks the catalogue (:mod:`theory_checks.mutants`), the generated
 perturbations of every entry's parameters (:mod:`theory_checks.parameter_mutants`: a family per
 entry, ``<entry> parameters``), or both; the records and the resume are the same for both.
+
+``--jobs N`` runs the mutants in N local worker processes (:class:`MutantTask`, one per family:
+the mutants of one entry share the correct entry's runs, :class:`~theory_checks.mutation.
+SharedRuns`); each worker writes its mutants' records as one process would, and the summary is
+written once all are done, so the records do not depend on N.
 
 Exit status: 0 when every mutant run is killed or, declared equivalent, survives; 1 when a
 mutant survives that is not declared equivalent, or a declared-equivalent one is killed; 2 on
@@ -23,6 +29,7 @@ bad input (an unknown family or mutant, one line).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,9 +37,17 @@ from typing import Any
 import torch
 
 from testbed.progress import Progress
+from testbed_app.executors import LocalExecutor
 from testbed_app.threads import claim_threads, use_threads
 from theory_checks.mutants import MUTANT_DB
-from theory_checks.mutation import as_expected, format_table, run_mutants
+from theory_checks.mutation import (
+    SharedRuns,
+    as_expected,
+    format_table,
+    run_mutant,
+    run_mutants,
+    write_summary,
+)
 from theory_checks.parameter_mutants import GENERATED
 from theory_checks.runner import get_profile
 
@@ -78,9 +93,62 @@ def _chosen(
     return chosen
 
 
+@dataclasses.dataclass(frozen=True)
+class MutantTask:
+    """The mutants of one family, by name, as a picklable unit of work for ``--jobs``: run in a
+    worker with one :class:`~theory_checks.mutation.SharedRuns`, their records written to
+    ``results`` as :func:`~theory_checks.mutation.run_mutant` writes them; gives the records."""
+
+    which: str
+    names: tuple[str, ...]
+    profile: str
+    results: str
+    every_claim: bool
+    resume: bool
+
+    def __call__(self) -> list[dict[str, Any]]:
+        torch.set_default_dtype(torch.float64)
+        by_name = {m.name: m for m in catalogue_of(self.which)}
+        shared, profile = SharedRuns(), get_profile(self.profile)
+        return [
+            run_mutant(
+                by_name[name],
+                profile,
+                Path(self.results),
+                every_claim=self.every_claim,
+                resume=self.resume,
+                shared=shared,
+            )
+            for name in self.names
+        ]
+
+
+def _run_in_workers(
+    chosen: list[Any], which: str, args: argparse.Namespace, profile: Any, done: Any
+) -> list[dict[str, Any]]:
+    """``chosen`` over ``args.jobs`` processes, one task per family (the largest first, so the
+    last to start is a small one); the records in ``chosen``'s order."""
+    families: dict[str, list[str]] = {}
+    for m in chosen:
+        families.setdefault(m.family, []).append(m.name)
+    tasks = [
+        MutantTask(
+            which, tuple(names), profile.name, str(args.results), args.every_claim, not args.fresh
+        )
+        for names in sorted(families.values(), key=len, reverse=True)
+    ]
+    by_name: dict[str, dict[str, Any]] = {}
+    for _, records in LocalExecutor(args.jobs, claim_threads(args.threads)).run(tasks):
+        for record in records:
+            by_name[record["mutant"]] = record
+            done(record["mutant"])
+    return [by_name[m.name] for m in chosen]
+
+
 def mutate_command(args: argparse.Namespace) -> int:
     """``testbed mutate`` (its options: :mod:`testbed_app.cli`); the exit status above."""
-    catalogue = catalogue_of(getattr(args, "set", "both") or "both")
+    which = getattr(args, "set", "both") or "both"
+    catalogue = catalogue_of(which)
     chosen = _chosen(args.family, args.mutant, catalogue)
     if args.list:
         for m in chosen:
@@ -101,15 +169,19 @@ def mutate_command(args: argparse.Namespace) -> int:
         bar.set_postfix_str(message)
 
     try:
-        records = run_mutants(
-            chosen,
-            profile,
-            Path(args.results),
-            every_claim=args.every_claim,
-            resume=not args.fresh,
-            progress=progress,
-            catalogue=catalogue,
-        )
+        if getattr(args, "jobs", 1) > 1:
+            records = _run_in_workers(chosen, which, args, profile, lambda name: bar.update(1))
+            write_summary(Path(args.results), profile, catalogue)
+        else:
+            records = run_mutants(
+                chosen,
+                profile,
+                Path(args.results),
+                every_claim=args.every_claim,
+                resume=not args.fresh,
+                progress=progress,
+                catalogue=catalogue,
+            )
     finally:
         bar.update(len(chosen) - bar.n)
         bar.close()

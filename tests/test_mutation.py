@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from testbed.registry import ESTIMATOR_DB
+from testbed.registry import ESTIMATOR_DB, get_estimator
 from testbed_app.cli import main
 from theory_checks.mutants import MUTANT_DB, families, get_mutant
 from theory_checks.mutation import (
@@ -17,11 +17,13 @@ from theory_checks.mutation import (
     MUTANT_KINDS,
     SURVIVED,
     Mutant,
+    SharedRuns,
     as_expected,
     format_table,
     planned_runs,
     run_mutant,
     run_mutants,
+    same_build,
 )
 from theory_checks.registry import claims_of
 from theory_checks.runner import get_profile
@@ -97,8 +99,6 @@ def test_a_cheap_mutant_is_killed(mutant):
 
 def _mutant_of_nothing(equivalent: str = "") -> Mutant:
     """A "mutant" that is the correct code: no claim can kill it."""
-    from testbed.registry import get_estimator
-
     return Mutant(
         "cg.correct",
         "AID-CG",
@@ -251,3 +251,52 @@ def test_a_mutant_outside_the_family_named_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and err.startswith("testbed: error: --mutant and --family")
     assert "aid-cg.iterations_minus_one is a mutant of family 'AID-CG', not of 'FedIHGP'" in err
     assert not (tmp_path / "mutation").exists()
+
+
+def test_an_equivalent_that_builds_the_correct_estimator_shares_the_correct_run(tmp_path):
+    """SharedRuns: the correct AID-CG declared equivalent takes the correct entry's run of each
+    claim (one run per claim, shared); a different build is run, and is killed."""
+    shared = SharedRuns()
+    first = run_mutant(_mutant_of_nothing("the correct code, " * 10), FAST, shared=shared)
+    assert first["status"] == EQUIVALENT and all(r.get("shared") for r in first["runs"])
+    again = run_mutant(_mutant_of_nothing("the correct code, " * 10), FAST, shared=shared)
+    assert [r["verdict"] for r in again["runs"]] == [r["verdict"] for r in first["runs"]]
+    wrong = get_mutant("aid-cg.iterations_minus_one")
+    declared = Mutant(
+        wrong.name, wrong.family, wrong.kind, wrong.description, wrong.builds, equivalent="x"
+    )
+    record = run_mutant(declared, FAST, shared=shared)
+    assert record["status"] == KILLED and not any(r.get("shared") for r in record["runs"])
+
+
+def test_same_build_compares_class_and_fields():
+    info = get_estimator("aid-cg")
+    assert same_build(info.build(), info.build())
+    assert not same_build(info.build(), info.build(inner_steps=3))
+    assert not same_build(info.build(), get_estimator("aid-fp").build())
+
+
+def test_exact_identities_run_first_within_their_cost_rank():
+    for m in MUTANT_DB[:20]:
+        runs = planned_runs(m, FAST)
+        ranks = [
+            (r[0].id in m.first, r[0].statistical, r[0].kind != "exact_identity")
+            for r in runs
+            if r[0].id not in m.first
+        ]
+        assert ranks == sorted(ranks), m.name
+
+
+@pytest.mark.slow
+def test_mutate_jobs_gives_the_records_of_one_process(tmp_path, capsys):
+    """``--jobs 2``: the families in two workers; the same statuses as in one process."""
+    base = ["mutate", "--set", "generated", "--family", "itd parameters", "--quiet"]
+    assert main([*base, "--results", str(tmp_path / "one")]) == 0
+    assert main([*base, "--jobs", "2", "--results", str(tmp_path / "two")]) == 0
+
+    def statuses(folder):
+        rows = json.loads((folder / "mutation" / "summary.json").read_text())["mutants"]
+        return {r["mutant"]: (r["status"], r["killed_by"]) for r in rows}
+
+    assert statuses(tmp_path / "one") == statuses(tmp_path / "two")
+    assert len(statuses(tmp_path / "one")) == 6

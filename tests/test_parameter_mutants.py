@@ -17,10 +17,12 @@ from problems import PerClientQuadratic, QuadraticBilevel
 from testbed.registry import BUILTIN, get_estimator
 from theory_checks.claim import Case
 from theory_checks.fedmsa import lemma_b5
-from theory_checks.hgp import alg1
+from theory_checks.fednest import updates
+from theory_checks.hgp import alg1, recursion
 from theory_checks.mutation import KILLED, as_expected, run_mutant
 from theory_checks.parameter_mutants import (
     EQUIVALENTS,
+    FIRST,
     GENERATED,
     NOT_GENERATED,
     OPEN,
@@ -145,6 +147,109 @@ def test_stochastic_hgp_pushsum_one_step_short_is_killed_by_alg1():
         claim, case, _builder("param.hgp-stochastic.pushsum_steps.minus1")
     )
     assert not wrong.passed and wrong.measured > 1e-3
+
+
+def _iteration_case() -> Case:
+    problem = QuadraticBilevel.random(
+        3, 2, 2, 3.0, seed=4, hessian_heterogeneity=0.5, gradient_heterogeneity=1.0
+    )
+    return Case(
+        problem,
+        {
+            "point_seed": 1,
+            "inner_steps": 2,
+            "neumann_terms": 3,
+            "local_steps": (2, 3, 4),
+            "beta_factor": 0.5,
+            "alpha_factor": 0.5,
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("claim", "entry", "mutants"),
+    [
+        (updates.FEDNEST_ITERATION, "fednest", ("param.fednest.outer_step_size.half",)),
+        (
+            updates.LFEDNEST_ITERATION,
+            "lfednest",
+            (
+                "param.lfednest.inner_step_size.half",
+                "param.lfednest.outer_step_size.half",
+                "param.lfednest.local_steps.minus1",
+            ),
+        ),
+    ],
+)
+def test_fednest_and_lfednest_survivors_are_killed_by_one_printed_iteration(claim, entry, mutants):
+    """Issue 32: a halved FedNest alpha, a halved LFedNest beta or alpha and one LFedNest local
+    step fewer passed every claim of their entries; one iteration against Algs. 1-4 (LFedNest:
+    App. A) sees each."""
+    case = _iteration_case()
+    assert claim.id in killing_claims(entry)
+    right = claim.check(claim, case, get_estimator(entry).build)
+    assert right.passed and right.measured <= 1e-12
+    for name in mutants:
+        wrong = claim.check(claim, case, _builder(name))
+        assert not wrong.passed and wrong.measured > 1e-3, name
+
+
+def test_fedihgp_parameters_are_pinned_by_one_printed_estimate():
+    """FedIHGP with N - 1 terms was killed only by a guard (a claim asking for N' = N - 1);
+    its FedInn count, local steps and step were declared equivalent (its claims built it with
+    T = 0). One estimate against Algs. 3-4 and eq. (13a) measures each."""
+    claim, case = updates.FEDIHGP_CALL, _iteration_case()
+    assert claim.id in killing_claims("fedihgp")
+    right = claim.check(claim, case, get_estimator("fedihgp").build)
+    assert right.passed and right.measured <= 1e-12
+    for name in (
+        "param.fedihgp.neumann_terms.minus1",
+        "param.fedihgp.neumann_terms.plus1",
+        "param.fedihgp.inner_steps.plus1",
+        "param.fedihgp.inner_steps.minus1",
+        "param.fedihgp.local_steps.plus1",
+        "param.fedihgp.local_steps.minus1",
+        "param.fedihgp.inner_step_size.half",
+        "param.fedihgp.inner_step_size.double",
+    ):
+        wrong = claim.check(claim, case, _builder(name))
+        # one local step more at beta / tau_i moves y^+ little (8e-4 here): 1e6 x the 1e-10
+        assert not wrong.passed and wrong.measured > 1e-4, name
+
+
+def test_static_hgp_one_iteration_more_or_less_is_killed_by_the_recursion():
+    """Issue 32: hgp-static running M + 1 or M - 1 iterations passed its claims; eq. (10) with
+    W^S after exactly M iterations sees both."""
+    claim = recursion.STATIC_ITERATES
+    assert claim.id in killing_claims("hgp-static")
+    case = Case(
+        PerClientQuadratic.random(4, 2, 2, seed=2),
+        {
+            "point_seed": 0,
+            "graph_family": "static_undirected",
+            "graph_seed": 3,
+            "pushsum_steps": 2,
+            "neumann_terms": 4,
+            "eta_factor": 0.8,
+        },
+    )
+    right = recursion.check_static_iterates(claim, case, get_estimator("hgp-static").build)
+    assert right.passed and right.measured <= 1e-12
+    for way in ("plus1", "minus1"):
+        wrong = recursion.check_static_iterates(
+            claim, case, _builder(f"param.hgp-static.neumann_terms.{way}")
+        )
+        assert not wrong.passed and wrong.measured > 1e-4, way
+
+
+def test_fedihgp_minus_one_term_is_killed_by_a_measurement_not_a_guard():
+    """The generated FedIHGP N - 1 runs its printed-estimate claim first: killed by the
+    measured gap, not by the error a claim asking for N' = N - 1 raises."""
+    record = run_mutant(BY_NAME["param.fedihgp.neumann_terms.minus1"], get_profile("fast"))
+    assert record["killed_by"] == ["fednest.updates.fedihgp_call"]
+    assert record["runs"][0]["verdict"] == "fails as stated" and record["runs"][0]["error"] is None
+    for entry, claims in FIRST.items():
+        assert set(claims) <= set(killing_claims(entry)), entry
 
 
 def test_the_open_survivors_are_generated_and_not_declared_equivalent():

@@ -17,8 +17,19 @@ same decision procedure, shrinking off), and the mutant is **killed** by the fir
 verdict is "fails as stated" or whose check cannot run on it (an error raised by the check or a
 guard of the library, recorded with its message). The claims run cheapest first: those the
 mutant names (``first``), then deterministic, statistical, budget-undecided and comparison
-claims. A mutant no claim can tell from the original carries ``equivalent``: the argument why
-(it is run all the same, and a kill contradicts the argument).
+claims, and within each the exact identities first (one case of one decides them, and they pin
+the most: :func:`planned_runs`); ties keep the registry's order, so the order is a function of
+the claims' definitions. A mutant no claim can tell from the original carries ``equivalent``: the
+argument why (it is run against every claim all the same, and a kill contradicts the argument).
+
+Shared work (:class:`SharedRuns`): a declared-equivalent mutant often builds exactly the
+correct estimator (a parameter whose ``None`` default the checks never set: an exact inner
+solver has no step count). Each ``(claim, entry)`` is then run once on the correct entry,
+recording every set of keywords the check builds it with; a mutant whose builder gives, for
+each of those keyword sets, an estimator equal field by field to the correct one (same class,
+same fields, tensors equal) makes the same computation (the checks are deterministic: seeded
+cases, seeded draws), so the correct run's verdict is its own, recorded with ``shared`` saying
+so. A mutant that builds anything else is run.
 
 Results: ``mutation/<mutant>.json`` (one per mutant, rewritten after every claim run, so an
 interrupted run resumes claim by claim; stamped with a fingerprint of the mutant, the claims'
@@ -35,6 +46,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from results_format.layout import MUTATION, SUMMARY
 from results_format.records import (
     killers,
@@ -46,6 +60,7 @@ from results_format.records import (
 )
 from results_format.resume import fingerprint, read_fresh, write_json
 from results_format.validation import seal
+from testbed.registry import get_estimator
 from theory_checks.claim import Claim
 from theory_checks.claim_results import claim_fingerprint
 from theory_checks.profiles import Profile
@@ -119,6 +134,12 @@ def _cost_rank(claim: Claim, profile: Profile) -> int:
     return 1 if claim.statistical else 0
 
 
+def _exactness_rank(claim: Claim) -> int:
+    """Exact identities first within a cost rank: a float64 identity on a few cases is the
+    cheapest claim to run and the one that sees any change of the computation it pins."""
+    return 0 if claim.kind == "exact_identity" else 1
+
+
 def checks_through_builder(claim: Claim, entry: str) -> bool:
     """Whether ``claim``'s check builds ``entry`` through the builder it is given (its first
     estimator, or a variant enrolled in it): only there can a mutated builder be put in. A
@@ -137,7 +158,12 @@ def planned_runs(mutant: Mutant, profile: Profile) -> list[tuple[Claim, str]]:
     ]
     first = {claim_id: rank for rank, claim_id in enumerate(mutant.first)}
     return sorted(
-        runs, key=lambda run: (first.get(run[0].id, len(first)), _cost_rank(run[0], profile))
+        runs,
+        key=lambda run: (
+            first.get(run[0].id, len(first)),
+            _cost_rank(run[0], profile),
+            _exactness_rank(run[0]),
+        ),
     )
 
 
@@ -186,6 +212,88 @@ def run_once(
     }
 
 
+def same_build(a: Any, b: Any) -> bool:
+    """Whether two built estimators are the same computation: the same class and, field by
+    field, equal values (tensors and arrays equal entry-wise, containers element-wise); an
+    object without structural equality compares by ``==`` (identity by default: not the same)."""
+    if type(a) is not type(b):
+        return False
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        return all(
+            same_build(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a)
+        )
+    if isinstance(a, torch.Tensor):
+        return a.dtype == b.dtype and a.shape == b.shape and bool(torch.equal(a, b))
+    if isinstance(a, np.ndarray):
+        return a.dtype == b.dtype and bool(np.array_equal(a, b))
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same_build(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_build(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:  # an ambiguous comparison: not known to be the same
+        return False
+
+
+class SharedRuns:
+    """The correct entry's run of each ``(claim, entry)``, with the keyword sets its check built
+    the entry with, computed once per process and shared by the mutants that build the same
+    estimator for every one of them (module docstring)."""
+
+    def __init__(self) -> None:
+        self._runs: dict[tuple[str, str, str], tuple[tuple[dict[str, Any], ...], dict[str, Any]]]
+        self._runs = {}
+
+    def correct_run(
+        self, claim: Claim, entry: str, profile: Profile
+    ) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+        """``(keyword sets, run record)`` of ``claim`` on the correct ``entry``."""
+        key = (claim.id, entry, profile.name)
+        if key not in self._runs:
+            calls: list[dict[str, Any]] = []
+            info = get_estimator(entry)
+
+            def recording(**kw: Any) -> Any:
+                calls.append(dict(kw))
+                return info.build(**kw)
+
+            record = run_once(claim, entry, recording, profile)
+            self._runs[key] = (tuple(calls), record)
+        return self._runs[key]
+
+    def shared_run(
+        self, claim: Claim, entry: str, make: Callable[..., Any], profile: Profile
+    ) -> dict[str, Any] | None:
+        """The correct run as the mutant's own when ``make`` builds the correct estimator for
+        every keyword set the check uses (``None`` otherwise: the mutant must be run)."""
+        info = get_estimator(entry)
+        start = time.perf_counter()
+        # a mutant that builds something else at the entry's defaults is run, without paying
+        # for the correct run (sharing is a saving, never a requirement)
+        try:
+            if not same_build(make(), info.build()):
+                return None
+        except Exception:
+            return None
+        calls, record = self.correct_run(claim, entry, profile)
+        for kw in calls:
+            try:
+                built = make(**kw)
+            except Exception:  # the mutant's build fails where the correct one does not
+                return None
+            if not same_build(built, info.build(**kw)):
+                return None
+        return {
+            **record,
+            "seconds": time.perf_counter() - start,
+            "shared": (
+                f"the mutant builds the correct estimator for each of the {len(calls)} "
+                "keyword sets the check uses: the correct entry's run (same cases, same draws)"
+            ),
+        }
+
+
 def status_of(mutant: Mutant, runs: Sequence[Mapping[str, Any]]) -> str:
     """The mutant's status from its runs (the rule a reader checks a record with:
     :func:`results_format.records.mutant_status`)."""
@@ -226,12 +334,15 @@ def run_mutant(
     every_claim: bool = False,
     resume: bool = True,
     progress: Callable[[str], None] | None = None,
+    shared: SharedRuns | None = None,
 ) -> dict[str, Any]:
     """Run ``mutant`` against the claims that concern it and give its record (written to
     ``out_dir / "mutation" / <name>.json`` after every claim when ``out_dir`` is given).
 
     Stops at the first kill unless ``every_claim`` (a declared-equivalent mutant always runs
-    every claim: its argument says none can kill it). Resumes from a fresh record.
+    every claim: its argument says none can kill it). Resumes from a fresh record. With
+    ``shared``, a declared-equivalent mutant that builds the correct estimator for a claim
+    takes the correct entry's run of it (:class:`SharedRuns`).
     """
     runs = planned_runs(mutant, profile)
     stamp = mutant_fingerprint(mutant, profile, runs)
@@ -247,7 +358,13 @@ def run_mutant(
             continue
         if progress is not None:
             progress(f"{mutant.name}: {claim.id}")
-        done.append(run_once(claim, entry, mutant.builds[entry], profile))
+        make = mutant.builds[entry]
+        run = (
+            shared.shared_run(claim, entry, make, profile)
+            if shared is not None and mutant.equivalent
+            else None
+        )
+        done.append(run if run is not None else run_once(claim, entry, make, profile))
         record = _record(mutant, profile, stamp, runs, done)
         if path is not None:
             write_json(path, seal(record), indent=2)
@@ -293,8 +410,17 @@ def run_mutants(
     """Run each mutant (:func:`run_mutant`), then write ``mutation/summary.json``: every fresh
     record in the folder, in the order of ``catalogue`` (default: these mutants)."""
     chosen = list(mutants)
+    shared = SharedRuns()
     records = [
-        run_mutant(m, profile, out_dir, every_claim=every_claim, resume=resume, progress=progress)
+        run_mutant(
+            m,
+            profile,
+            out_dir,
+            every_claim=every_claim,
+            resume=resume,
+            progress=progress,
+            shared=shared,
+        )
         for m in chosen
     ]
     write_summary(out_dir, profile, catalogue or chosen)
@@ -371,6 +497,7 @@ __all__ = [
     "MUTANT_KINDS",
     "SURVIVED",
     "Mutant",
+    "SharedRuns",
     "as_expected",
     "can_kill",
     "checks_through_builder",
@@ -380,5 +507,6 @@ __all__ = [
     "planned_runs",
     "run_mutant",
     "run_mutants",
+    "same_build",
     "write_summary",
 ]

@@ -17,7 +17,7 @@ the SVRG correction applied to the direct part only (Alg. 4 line 4):
 
 with fresh samples ``xi^i_nu`` that differ from those of the direct part inside ``tilde h``
 (Alg. 4; Lemma 5 step (i) needs it). One-Round-Lower is
-:func:`testbed.federation.local.local_round` with the FedSVRG control variate (Alg. 2 line 4:
+:class:`testbed.federation.local.LocalIterates` with the FedSVRG control variate (Alg. 2 line 4:
 the same sample at the local point and at the anchor), One-Round-Upper the same routine on x.
 """
 

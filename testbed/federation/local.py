@@ -16,9 +16,11 @@ The same sample is used at the local point and at the anchor (FedNest Alg. 4; Ag
 line 4). Clients with fewer local steps stop early (device heterogeneity); the per-client step is
 ``step_size / tau_i`` when ``scale_by_steps`` (the step rule of FedNest Thm 3.1 and AggITD).
 
-The clients' part, :func:`local_iterates`, is also the client work :class:`LocalIterates` (with
-its direction ``G_i`` one of the portable directions below), so the same local steps run in the
-batched simulation and on deployed clients (:mod:`testbed.federation.client_work`).
+The clients' part is :func:`local_iterates`, run as the client work :class:`LocalIterates` (with
+its direction ``G_i`` one of the portable directions below) through ``ctx.run_clients``, the
+server averaging the uploads in one round (``ctx.aggregate``): one implementation, which the
+algorithms, the mutants and the perturbations all run, in the batched simulation and on deployed
+clients (:mod:`testbed.federation.client_work`).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ import torch
 
 from problems import Batch
 from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
-from testbed.federation.context import FederatedContext
 
 # oracle(points (C, d), clients (C,), batch) -> per-client directions (C, d)
 LocalOracle = Callable[[torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]
@@ -50,41 +51,6 @@ def steps_per_client(local_steps: int | Sequence[int], clients: torch.Tensor) ->
     return taus[clients]
 
 
-def local_round(
-    ctx: FederatedContext,
-    anchor: torch.Tensor,
-    clients: torch.Tensor,
-    oracle: LocalOracle,
-    local_steps: int | Sequence[int],
-    step_size: float,
-    global_direction: torch.Tensor | None = None,
-    scale_by_steps: bool = False,
-    name: str | None = None,
-) -> torch.Tensor:
-    """Run local steps from the broadcast ``anchor`` on ``clients``; one aggregation round.
-
-    Args:
-        ctx: the federated context (oracles, ledger, batches).
-        anchor: the server point ``w`` (already broadcast as part of the previous round).
-        clients: participating clients.
-        oracle: per-client direction ``G_i`` (for example ``grad_y g_i(x, .)``).
-        local_steps: ``tau`` for all clients, or a per-client sequence ``tau_i``.
-        step_size: eta; divided by ``tau_i`` when ``scale_by_steps``.
-        global_direction: ``d_bar``; when given, the SVRG/FedLin control variate is used.
-        name: the clients' name for the average sent back.
-
-    Returns:
-        The average of the clients' last local iterates (the new server point).
-    """
-    return ctx.aggregate(
-        local_iterates(
-            ctx, anchor, clients, oracle, local_steps, step_size, global_direction, scale_by_steps
-        ),
-        clients,
-        name,
-    )
-
-
 def local_iterates(
     side: ClientSide,
     anchor: torch.Tensor,
@@ -95,8 +61,18 @@ def local_iterates(
     global_direction: torch.Tensor | None = None,
     scale_by_steps: bool = False,
 ) -> torch.Tensor:
-    """The clients' part of :func:`local_round`: their last local iterates ``w_{i,tau_i}``, one
-    row per client in ``clients`` (``side`` draws the minibatches)."""
+    """The clients' local steps: their last local iterates ``w_{i,tau_i}``, one row per client in
+    ``clients`` (``side`` draws the minibatches).
+
+    Args:
+        side: the clients' side (oracles and minibatch draws).
+        anchor: the server point ``w`` (already broadcast as part of the previous round).
+        clients: participating clients.
+        oracle: per-client direction ``G_i`` (for example ``grad_y g_i(x, .)``).
+        local_steps: ``tau`` for all clients, or a per-client sequence ``tau_i``.
+        step_size: eta; divided by ``tau_i`` when ``scale_by_steps``.
+        global_direction: ``d_bar``; when given, the SVRG/FedLin control variate is used.
+    """
     taus = steps_per_client(local_steps, clients)
     steps = (
         (step_size / taus.to(anchor.dtype))
@@ -184,7 +160,7 @@ class OuterGradientXAt(LocalDirection):
 @dataclasses.dataclass(frozen=True)
 class LocalIterates(ClientWork):
     """:func:`local_iterates` as a round's client work: the upload is each client's last local
-    iterate, which the server averages (:func:`local_round`)."""
+    iterate, which the server averages in one round (``ctx.aggregate``)."""
 
     kind: ClassVar[str] = "local_iterates"
     anchor: torch.Tensor

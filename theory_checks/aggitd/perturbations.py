@@ -24,7 +24,7 @@ from testbed.algorithms.aggitd import AggITDState, FBOAggITD
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import local_round
+from testbed.federation.local import LocalIterates, OuterGradientXAt
 from testbed.oracles import Oracles
 from theory_checks.claim import Perturbation
 
@@ -94,19 +94,18 @@ class UnscaledUpper(FBOAggITD):
         factor = {"tau": tau, "over_tau": 1.0 / tau}.get(self.outer_step_factor, 1)
         alpha = (self.outer_step_size or 0.01) * factor
 
-        def direct(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-            return ctx.oracles.grad_outer(points, y, active, batch)[0]
-
-        x_next = local_round(
-            ctx,
+        # the real One-Round-Upper's client work (testbed.algorithms.aggitd.one_round_upper)
+        # with the wrong step: alpha' for every local step, or alpha' / tau_i ("over_tau")
+        work = LocalIterates(
             state.x,
-            aux["clients"],
-            direct,
+            OuterGradientXAt(y),
             self.local_steps,
             alpha,
             global_direction=h,
             scale_by_steps=self.outer_step_factor == "over_tau",
         )
+        (local,) = ctx.run_clients(work, aux["clients"]).uploads
+        x_next = ctx.aggregate(local, aux["clients"], "x")
         return AggITDState(x_next, y, h, aux["index"])
 
 

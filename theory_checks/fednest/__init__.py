@@ -63,6 +63,8 @@ Thm 3.1, Cor. 3.1: bilevel convergence               ``thm31``         stationar
 Cor. 3.2: minimax rate                               ``cor32``         k_rate_minimax
 Cor. 3.3: compositional rate                         ``cor33``         k_rate_compositional
 Sec. 2.6, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogeneity_bias
+Alg. 1-4, App. A: one iteration, printed updates     ``updates``       fednest_iteration,
+                                                                       lfednest_iteration
 ===================================================  ================  ==========================
 
 Shared: :mod:`~theory_checks.fednest.constants` (A1-A2's constants and hypotheses),
@@ -87,6 +89,7 @@ from theory_checks.fednest import (
     minimax,
     rounds,
     thm31,
+    updates,
 )
 
 CLAIMS: tuple[Claim, ...] = (
@@ -101,6 +104,7 @@ CLAIMS: tuple[Claim, ...] = (
     + cor32.CLAIMS
     + cor33.CLAIMS
     + lfednest.CLAIMS
+    + updates.CLAIMS
 )
 
 __all__ = ["CLAIMS"]

@@ -7,29 +7,14 @@ that strategy with one mistake, put in the built algorithm's ``inner_method`` / 
 (:func:`~theory_checks.perturbed_variants.part_variant`); a bug in the estimator FedIHGP is a
 subclass of it (:func:`~theory_checks.perturbed_variants.registry_variant`). The compositional
 path is FedNest on compositional problems: its bugs are FedInn's and FedIHGP's, run against the
-compositional claims too.
+compositional claims too. The wrong parts live in :mod:`theory_checks.fednest.wrong_parts`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-import torch
-
-from testbed.algorithms.fednest import FedNest
-from testbed.algorithms.fednest_updates import FedInn, FedOut, LFedInn, LFedOut, MinimaxFedOut
-from testbed.estimators.fednest import (
-    FedIHGP,
-    IHGPResult,
-    fedihgp,
-    fedinn,
-    fedout,
-    lfedout,
-    send,
-)
-from testbed.federation.context import FederatedContext
-from testbed.federation.local import local_round
+from testbed.estimators.fednest import FedIHGP
 from testbed.registry import get_estimator
 from theory_checks.fednest import (
     compositional,
@@ -43,389 +28,31 @@ from theory_checks.fednest import (
 )
 from theory_checks.fednest import fedinn as fedinn_result
 from theory_checks.fednest import perturbations as perturb
+from theory_checks.fednest.wrong_parts import (
+    CorrectedLFedInn,
+    FlippedCorrectionFedInn,
+    FlippedIndirectFedOut,
+    FlippedIndirectIHGP,
+    ScaledNeumannFedOut,
+    ScaledNeumannLFedOut,
+    ScaledStepFedInn,
+    ScaledStepIHGP,
+    ScaledStepMinimaxFedOut,
+    ShiftedLocalFedInn,
+    ShiftedLocalLFedInn,
+    ShiftedTermsFedOut,
+    ShiftedTermsLFedOut,
+    StaleInnerFedNest,
+    SummedIHGP,
+    UncorrectedFedInn,
+    UncorrectedFedOut,
+    UncorrectedMinimaxFedOut,
+    UnscaledFedInn,
+    UnscaledFedOut,
+    UnscaledMinimaxFedOut,
+)
 from theory_checks.mutation import Mutant
 from theory_checks.perturbed_variants import part_variant, registry_variant
-
-# --------------------------------------------------------------------------- FedIHGP
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaledStepIHGP(FedIHGP):
-    """FedIHGP whose Neumann step is ``factor / l`` while ``1 / l`` is reported."""
-
-    factor: float = 0.5
-
-    def steps(self, problem: Any) -> tuple[float, float]:
-        beta, lam = super().steps(problem)
-        return beta, self.factor * lam
-
-
-@dataclasses.dataclass(frozen=True)
-class SummedIHGP(FedIHGP):
-    """FedIHGP whose server sums ``p_0`` over the subset instead of averaging (a missing
-    ``1/|S_0|``)."""
-
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
-        out = super().ihgp(ctx, x, y, truncation_index)
-        size = float(
-            ctx.problem.n_clients if ctx.participation is None else len(ctx.participants())
-        )
-        return out._replace(p=size * out.p, path=tuple(size * q for q in out.path))
-
-
-@dataclasses.dataclass(frozen=True)
-class FlippedIndirectIHGP(FedIHGP):
-    """FedIHGP's direction adds the indirect part: ``grad_x f_i + J_i p`` (eq. (13a)'s sign)."""
-
-    def direction(
-        self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, p: torch.Tensor | None
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return super().direction(ctx, x, y, None if p is None else -p)
-
-
-# --------------------------------------------------------------------------- FedInn / LFedInn
-
-
-@dataclasses.dataclass(frozen=True)
-class ShiftedLocalFedInn(FedInn):
-    """FedInn running ``tau_i + shift`` local steps (at least one)."""
-
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            _shifted(config.local_steps, self.shift),
-            variance_reduction=True,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class ShiftedLocalLFedInn(LFedInn):
-    """LFedInn (FedAvg) running ``tau_i + shift`` local steps."""
-
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            _shifted(config.local_steps, self.shift),
-            variance_reduction=False,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-def _shifted(local_steps: Any, shift: int) -> Any:
-    if isinstance(local_steps, int):
-        return max(local_steps + shift, 1)
-    return tuple(max(t + shift, 1) for t in local_steps)
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaledStepFedInn(FedInn):
-    """FedInn stepping ``factor * beta`` while beta is reported."""
-
-    factor: float = 2.0
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return super().update(config, ctx, x, y, steps._replace(inner=self.factor * steps.inner))
-
-
-@dataclasses.dataclass(frozen=True)
-class UnscaledFedInn(FedInn):
-    """FedInn's local step ``beta`` where Thm 3.1's rule says ``beta / tau_i`` (a missing
-    ``1/tau``)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=True,
-            scale_by_steps=False,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class UncorrectedFedInn(FedInn):
-    """FedInn without its control variate (the FedAvg step of LFedInn under FedInn's name)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=False,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class FlippedCorrectionFedInn(FedInn):
-    """FedInn whose control variate subtracts the averaged gradient ``q``:
-    ``G_i(y_nu) - G_i(y) - q`` for ``G_i(y_nu) - G_i(y) + q``."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        clients = ctx.participants()
-        send(ctx, clients, x, y)
-
-        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-            return ctx.oracles.grad_inner(x, points, active, batch)
-
-        snapshot = oracle(y.expand(int(clients.shape[0]), -1), clients, ctx.draw(clients))
-        q = ctx.aggregate(snapshot, clients)
-        return local_round(
-            ctx,
-            y,
-            clients,
-            oracle,
-            config.local_steps,
-            steps.inner,
-            global_direction=-q,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class CorrectedLFedInn(LFedInn):
-    """LFedInn (FedAvg) that runs FedInn's control variate (the baseline secretly corrected)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=True,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-# --------------------------------------------------------------------------- FedOut / LFedOut
-
-
-@dataclasses.dataclass(frozen=True)
-class ShiftedTermsFedOut(FedOut):
-    """FedOut whose FedIHGP runs ``N + shift`` terms while N is reported."""
-
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        shifted = dataclasses.replace(
-            config, neumann_terms=max(config.neumann_terms + self.shift, 1)
-        )
-        return super().update(shifted, ctx, x, y, steps)
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaledNeumannFedOut(FedOut):
-    """FedOut whose FedIHGP steps ``factor / l`` while ``1 / l`` is reported."""
-
-    factor: float = 0.5
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(
-            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class FlippedIndirectFedOut(FedOut):
-    """FedOut adding the indirect part: FedIHGP's ``p`` used with the wrong sign."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(
-            ctx, x, y, -result.p, steps.outer, config.local_steps, config.scale_by_steps
-        )
-        return x_plus, h, result
-
-
-@dataclasses.dataclass(frozen=True)
-class UncorrectedFedOut(FedOut):
-    """FedOut's local x-steps without the drift correction: each client steps along its own
-    direct gradient ``grad_x f_i`` (FedAvg on x), the broadcast h computed and not used."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        clients = ctx.participants()
-        send(ctx, clients, x, y, result.p)
-        direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
-        indirect = -ctx.oracles.jvp_inner_xy(x, y, result.p, clients, ctx.draw(clients))
-        h = ctx.aggregate(direct + indirect, clients)
-
-        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-            return ctx.oracles.grad_outer_x(points, y, active, batch)
-
-        x_plus = local_round(
-            ctx,
-            x,
-            clients,
-            oracle,
-            config.local_steps,
-            steps.outer,
-            scale_by_steps=config.scale_by_steps,
-        )
-        return x_plus, h, result
-
-
-@dataclasses.dataclass(frozen=True)
-class UnscaledFedOut(FedOut):
-    """FedOut's local x-step ``alpha`` where the rule says ``alpha / tau_i``."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(
-            ctx, x, y, result.p, steps.outer, config.local_steps, scale_by_steps=False
-        )
-        return x_plus, h, result
-
-
-@dataclasses.dataclass(frozen=True)
-class UnscaledMinimaxFedOut(MinimaxFedOut):
-    """The minimax FedOut (the same ``fedout`` routine) with local x-step ``alpha``."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps, scale_by_steps=False)
-        return x_plus, h, None
-
-
-@dataclasses.dataclass(frozen=True)
-class UncorrectedMinimaxFedOut(MinimaxFedOut):
-    """The minimax FedOut's local x-steps without the drift correction (FedAvg on x)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        clients = ctx.participants()
-        send(ctx, clients, x, y)
-        h = ctx.aggregate(ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients)), clients)
-
-        def oracle(points: torch.Tensor, active: torch.Tensor, batch: Any) -> torch.Tensor:
-            return ctx.oracles.grad_outer_x(points, y, active, batch)
-
-        x_plus = local_round(
-            ctx,
-            x,
-            clients,
-            oracle,
-            config.local_steps,
-            steps.outer,
-            scale_by_steps=config.scale_by_steps,
-        )
-        return x_plus, h, None
-
-
-@dataclasses.dataclass(frozen=True)
-class ShiftedTermsLFedOut(LFedOut):
-    """LFedOut whose local Neumann series runs ``N + shift`` terms."""
-
-    shift: int = -1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = lfedout(
-            ctx,
-            x,
-            y,
-            steps.outer,
-            config.local_steps,
-            max(config.neumann_terms + self.shift, 1),
-            steps.neumann,
-            indirect=ctx.problem.kind != "minimax",
-            scale_by_steps=config.scale_by_steps,
-        )
-        return x_plus, h, None
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaledNeumannLFedOut(LFedOut):
-    """LFedOut whose local Neumann series steps ``factor / l``."""
-
-    factor: float = 0.5
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(
-            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class ScaledStepMinimaxFedOut(MinimaxFedOut):
-    """The minimax FedOut stepping ``factor * alpha``."""
-
-    factor: float = 2.0
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(config, ctx, x, y, steps._replace(outer=self.factor * steps.outer))
-
-
-# --------------------------------------------------------------------------- the outer loop
-
-
-@dataclasses.dataclass(frozen=True)
-class StaleInnerFedNest(FedNest):
-    """FedNest whose outer update runs at the iteration's starting ``y^k`` instead of the
-    ``y^{k+1}`` its T inner calls just computed (the stale variable passed on)."""
-
-    def step(self, ctx: FederatedContext, state: Any) -> Any:
-        start = ctx.rounds_so_far()
-        y = state.y
-        for _ in range(self.inner_steps):
-            y = self.inner_update(ctx, state.x, y, state.steps)
-        x_plus, h, result = self.outer_update(ctx, state.x, state.y, state.steps)
-        index = None if result is None else result.truncation_index
-        return type(state)(x_plus, y, h, state.steps, index, ctx.rounds_so_far() - start)
-
 
 # --------------------------------------------------------------------------- the catalogue
 
@@ -708,21 +335,6 @@ MUTANTS: tuple[Mutant, ...] = (
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{
-        f"param.fedihgp.{keyword}.{way}": (
-            "every claim of fedihgp checks FedIHGP alone (Alg. 3, Lemma 2.2) and builds it with "
-            "T = 0 FedInn calls (theory_checks.fednest.common.fedihgp): FedInn's count, local "
-            "steps and step never run there (minus one from T = 0 is no count, the case runs as "
-            "built); FedInn is pinned on fednest (fednest.fedinn.linear_rate, "
-            "fednest.compositional.one_call_exact, fednest.rounds.*)"
-        )
-        for keyword, ways in (
-            ("inner_steps", ("plus1", "minus1")),
-            ("local_steps", ("plus1", "minus1")),
-            ("inner_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
     "param.fedihgp.batch_size.plus1": (
         "the one claim of fedihgp that draws minibatches (fednest.lemma22.abs_error_*, at b = "
         "1) bounds E||H^-1 - H_hat|| by a bound every sample Hessian satisfies, so a mean of "

@@ -42,6 +42,7 @@ GlobalGrad / ClientGrad / LocalGrad        :mod:`.taxonomy`        ``closed_form
 vector-only messages (Alg. 1-2)            :mod:`.communication`   ``vector_messages``
 influence estimation (Sec. 5.2, Table 4)   :mod:`.influence`       ``r2``, ``r2_retraining``
 personalization (Sec. 5.3, Table 2)        :mod:`.personalization` ``gain``
+Alg. 2 / eq. (10) on the static network    :mod:`.recursion`       ``static_iterates``
 =========================================  ======================  ===========================
 
 Shared by several results: :mod:`.constants` (the paper's constants, assumptions and
@@ -65,6 +66,7 @@ from theory_checks.hgp import (
     negative_control,
     noise,
     personalization,
+    recursion,
     stochastic,
     taxonomy,
     theorem1,
@@ -86,4 +88,5 @@ CLAIMS: tuple[Claim, ...] = (
     + communication.CLAIMS
     + influence.CLAIMS
     + personalization.CLAIMS
+    + recursion.CLAIMS
 )

@@ -483,8 +483,9 @@ PARAMETER_EQUIVALENTS: dict[str, str] = {
     },
     **{
         f"param.hgp-static.batch_size.{way}": (
-            "the entry's one claim (hgp.theorem1.rate_in_s) runs exact Jacobians (batch_size None, "
-            "the entry's default): the batch size does not exist in its answer"
+            "every claim of the entry (hgp.theorem1.rate_in_s, hgp.alg1.static_operator, "
+            "hgp.recursion.static_iterates) runs exact Jacobians (batch_size None, the entry's "
+            "default): the batch size does not exist in their answers"
         )
         for way in ("plus1", "minus1")
     },

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from hypothesis import strategies as st
 
@@ -22,7 +22,7 @@ from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
 
-# PerProfile lives with the profiles; re-exported (``X as X``) for the claims that name it here
+# PerProfile is defined with the profiles it selects among; claims import it from here, with Claim
 from theory_checks.profiles import PROFILES
 from theory_checks.profiles import PerProfile as PerProfile
 
@@ -34,14 +34,7 @@ ClaimKind = Literal[
     "scaling_exponent",
     "communication_count",
 ]
-CLAIM_KINDS: tuple[str, ...] = (
-    "exact_identity",
-    "bias_bound",
-    "variance_bound",
-    "linear_rate",
-    "scaling_exponent",
-    "communication_count",
-)
+CLAIM_KINDS: tuple[str, ...] = get_args(ClaimKind)
 
 Verdict = Literal["holds", "fails as stated", "holds once corrected", "undecided"]
 # VERDICTS (the vocabulary) lives with the results files' schema, which the resume and the

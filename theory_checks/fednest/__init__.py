@@ -75,32 +75,9 @@ perturbations several results use and the wrong estimators the mutants reuse) an
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.fednest import (
-    compositional,
-    cor32,
-    cor33,
-    fedavg,
-    fedinn,
-    ihgp,
-    lemma22,
-    lfednest,
-    minimax,
-    rounds,
-    thm31,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    lemma22.CLAIMS
-    + ihgp.CLAIMS
-    + fedinn.CLAIMS
-    + fedavg.CLAIMS
-    + minimax.CLAIMS
-    + compositional.CLAIMS
-    + rounds.CLAIMS
-    + thm31.CLAIMS
-    + cor32.CLAIMS
-    + cor33.CLAIMS
-    + lfednest.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

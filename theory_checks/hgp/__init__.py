@@ -54,36 +54,9 @@ blocks, the exact noise moments and the stochastic claims' conformance tests),
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.hgp import (
-    alg1,
-    communication,
-    corollary1,
-    exact_averaging,
-    influence,
-    lemma1,
-    lemma2,
-    negative_control,
-    noise,
-    personalization,
-    stochastic,
-    taxonomy,
-    theorem1,
-    theorem2,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    alg1.CLAIMS
-    + lemma1.CLAIMS
-    + exact_averaging.CLAIMS
-    + lemma2.CLAIMS
-    + corollary1.CLAIMS
-    + theorem1.CLAIMS
-    + theorem2.CLAIMS
-    + stochastic.CLAIMS
-    + noise.CLAIMS
-    + negative_control.CLAIMS
-    + taxonomy.CLAIMS
-    + communication.CLAIMS
-    + influence.CLAIMS
-    + personalization.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
+
+__all__ = ["CLAIMS"]

@@ -30,7 +30,7 @@ measured on the registered algorithm with steps inside Lemmas B.1-B.2
 
 The stochastic claims use exact expectations: each round of the registered algorithm is
 identified as an affine map of the state plus one term per minibatch slot and validated on a
-random round (:func:`~theory_checks.fedmsa.common.exact_run`), so the verdicts are float64
+random round (:func:`~theory_checks.fedmsa.moments.exact_run`), so the verdicts are float64
 computations with no sampling error.
 """
 
@@ -67,7 +67,6 @@ from theory_checks.fedmsa.common import (
     build,
     cases_of,
     criterion,
-    exact_run,
     exponent_measurement,
     families,
     fixed_point,
@@ -84,6 +83,7 @@ from theory_checks.fedmsa.constants import (
     heterogeneity_tau,
     theorem31_steps,
 )
+from theory_checks.fedmsa.moments import exact_run
 from theory_checks.fedmsa.perturbations import ignores_k, one_client_global
 from theory_checks.perturbed_variants import registry_variant
 
@@ -197,7 +197,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     criterion after R rounds is O(tau/R + 1/(sqrt(K) R)); exact exponent in R <= -1 + 0.02.
 
     Exact maps (sigma = 0), so the only randomness is the local client of every round; the
-    expectation over it is exact (:func:`theory_checks.fedmsa.common.exact_run`: the round of
+    expectation over it is exact (:func:`theory_checks.fedmsa.moments.exact_run`: the round of
     the registered algorithm identified as an affine map per local client, the state's mean and
     covariance propagated as a mixture)."""
     problem = case.problem
@@ -545,7 +545,7 @@ R_DETERMINISTIC = Claim(
         "1/R. Exact expectation over the local client (not one seeded client sequence): the "
         "round of the registered algorithm with exact maps is identified as an affine map per "
         "local client and the state's mean and covariance propagated as a mixture "
-        "(theory_checks.fedmsa.common.exact_run). R in (4, 8, 16, 32) contraction horizons of "
+        "(theory_checks.fedmsa.moments.exact_run). R in (4, 8, 16, 32) contraction horizons of "
         "centralised MSA with the capped steps."
     ),
     perturbation=R_DETERMINISTIC_PERTURBATION,

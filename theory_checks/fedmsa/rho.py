@@ -48,18 +48,12 @@ from theory_checks.claim import (
 from theory_checks.fedmsa.common import (
     EXPONENT_TOL,
     THEORY_M_EXPONENT,
-    Branch,
-    Layout,
     build,
-    criterion_form,
-    expected_criteria,
     exponent_measurement,
     fixed_point,
-    identify_round,
     msa_radius,
     start_point,
     state_sizes,
-    validate_round,
 )
 from theory_checks.fedmsa.constants import (
     A1_UNIQUE_FIXED_POINT,
@@ -68,6 +62,14 @@ from theory_checks.fedmsa.constants import (
     B0_PROOF,
     THEOREM31_STEPS,
     theorem31_steps,
+)
+from theory_checks.fedmsa.moments import (
+    Branch,
+    Layout,
+    criterion_form,
+    expected_criteria,
+    identify_round,
+    validate_round,
 )
 from theory_checks.fedmsa.perturbations import (
     fresh_sample_at_old_point,

@@ -51,10 +51,18 @@ from theory_checks.aggitd.constants import (
     lemma3_outer_step,
     neumann_step,
 )
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, paper_claim
 from theory_checks.classical.common import closed_form_problems
 from theory_checks.exact_quantities import evaluation_point, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
+
+#: The constructor of AggITD"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+aggitd_claim = paper_claim("AggITD")
+
+#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+aggitd_claim = paper_claim("AggITD")
 
 # --------------------------------------------------------------------------- exact runs
 

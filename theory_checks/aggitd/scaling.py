@@ -40,6 +40,7 @@ from theory_checks.aggitd.common import (
     AffineIteration,
     FixedIndex,
     affine_iteration,
+    aggitd_claim,
     bilevel_cases,
     closed_form_cases,
     exact_setup,
@@ -489,9 +490,14 @@ TAU_INVARIANCE_CASES = closed_form_cases(max_dim=4)
 TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, kappa=(1.0, 4.0))
 
 
-BIAS_RATE_IN_N = Claim(
+# What every claim of this result shares.
+scaling_claim = aggitd_claim.but(
+    shrink=False,
+)
+
+
+BIAS_RATE_IN_N = scaling_claim(
     id="aggitd.scaling.bias_rate_in_n",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
     about=ABOUT_RESULT,
@@ -504,13 +510,8 @@ BIAS_RATE_IN_N = Claim(
     strategy=BIAS_RATE_IN_N_CASES,
     # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
     max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_bias_rate_in_n,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=NEUMANN_STEP_09,
     notes=(
         "At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
@@ -520,9 +521,8 @@ BIAS_RATE_IN_N = Claim(
 )
 
 
-TAU_INVARIANCE = Claim(
+TAU_INVARIANCE = scaling_claim(
     id="aggitd.scaling.tau_invariance",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
@@ -533,14 +533,8 @@ TAU_INVARIANCE = Claim(
     estimators=("fbo-aggitd",),
     strategy=TAU_INVARIANCE_CASES,
     # a failing case is saved as drawn: shrinking reruns the check
-    shrink=False,
     check=check_tau_invariance,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     perturbation=UPPER_STEP_UNSCALED,
     notes=(
         "One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
@@ -553,9 +547,8 @@ TAU_INVARIANCE = Claim(
 )
 
 
-PARTICIPATION = Claim(
+PARTICIPATION = scaling_claim(
     id="aggitd.scaling.participation",
-    paper="AggITD",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
     about=ABOUT_STEP,
@@ -567,13 +560,8 @@ PARTICIPATION = Claim(
     strategy=participation_cases,
     # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
     max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_participation_exponent,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=MEAN_OVER_ALL_CLIENTS,
     notes=(
         "The paper states no exponent in S; this records the measured one. Clients differ "
@@ -582,9 +570,8 @@ PARTICIPATION = Claim(
 )
 
 
-TAU_STATIONARITY = Claim(
+TAU_STATIONARITY = scaling_claim(
     id="aggitd.scaling.tau_stationarity",
-    paper="AggITD",
     reference=(
         "Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
         "bound is tau-independent"
@@ -608,7 +595,6 @@ TAU_STATIONARITY = Claim(
         THM1_BETA_FLOOR,
     ),
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPPER_STEP_SCALED_TWICE,
     notes=(
         "One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
@@ -624,9 +610,8 @@ TAU_STATIONARITY = Claim(
 )
 
 
-PARTICIPATION_ALGORITHM = Claim(
+PARTICIPATION_ALGORITHM = scaling_claim(
     id="aggitd.scaling.participation_algorithm",
-    paper="AggITD",
     reference=(
         "not stated in the paper (its theory assumes full participation); derived here for "
         "FBO-AggITD's iterate"
@@ -640,14 +625,8 @@ PARTICIPATION_ALGORITHM = Claim(
     estimators=("fbo-aggitd",),
     strategy=four_client_cases,
     check=check_participation_algorithm,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPDATE_DIVIDED_BY_M,
     notes=(
         "The paper states no exponent in S; this records the measured one for the whole "

@@ -41,7 +41,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import NO_DRAWS, exact_setup
+from theory_checks.aggitd.common import NO_DRAWS, aggitd_claim, exact_setup
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -423,9 +423,8 @@ OUTER_STEP_DECAYED = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-RATE_IN_K = Claim(
+RATE_IN_K = aggitd_claim(
     id="aggitd.thm1.rate_in_K",
-    paper="AggITD",
     reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
@@ -441,12 +440,7 @@ RATE_IN_K = Claim(
     estimators=("fbo-aggitd",),
     strategy=thm1_cases,
     check=check_thm1_rate,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, F_BOUNDED_BELOW),
     bound=thm1_bound,
     decision="statistical",
     # Why 1 case on fast and 6 on thorough: 28 (fast) or 35 (thorough) replicates of 60 iterations

@@ -16,9 +16,13 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from theory_checks.claim import Case, Measurement
+from theory_checks.claim import Case, Measurement, paper_claim
 from theory_checks.exact_quantities import evaluation_point, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
+
+#: The constructor of Classical"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+classical_claim = paper_claim("Classical")
 
 # Why 5%: the issue's stated tolerance for fitted rates against theory. The fit windows below
 # are chosen so that faster modes perturb the fitted slope by well under 1%.

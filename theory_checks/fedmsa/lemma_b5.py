@@ -49,6 +49,7 @@ from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
 from theory_checks.fedmsa.common import (
     build,
+    fedmsa_claim,
     joint_jacobian,
     mean_maps,
     state_sizes,
@@ -189,9 +190,8 @@ ERROR_SECOND_MOMENT_PERTURBATION = Perturbation(
 )
 
 
-ERROR_SECOND_MOMENT = Claim(
+ERROR_SECOND_MOMENT = fedmsa_claim(
     id="fedmsa.lemma_b5.error_second_moment",
-    paper="FedMSA",
     reference="Lemma B.5 (App. B), eq. (41) = (5a) and its recursion d_r = a_r + (1 - rho) "
     "d_{r-1} + rho c_r + (1 - rho) b_r, with a_r = b_r = 0 on additive noise",
     kind="exact_identity",

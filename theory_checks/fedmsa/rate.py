@@ -69,6 +69,7 @@ from theory_checks.fedmsa.common import (
     criterion,
     exponent_measurement,
     families,
+    fedmsa_claim,
     fixed_point,
     fixed_point_Z,
     local_points,
@@ -515,15 +516,21 @@ R_DETERMINISTIC_PERTURBATION = Perturbation(
 )
 
 
-R_DETERMINISTIC = Claim(
+# What every claim of this result shares.
+rate_claim = fedmsa_claim.but(
+    kind="scaling_exponent",
+    about=ABOUT_RESULT,
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS),
+    shrink=False,
+)
+
+
+R_DETERMINISTIC = rate_claim(
     id="fedmsa.rate.R_deterministic",
-    paper="FedMSA",
     reference=(
         "Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
         "Sec. 3, Table 1"
     ),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
         "O(1/R), E over the local client of every round and the output index: exact "
@@ -532,13 +539,7 @@ R_DETERMINISTIC = Claim(
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=rate_cases(),
     check=check_rate_R,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(4, 20),
-    shrink=False,
     notes=(
         "The paper states O(1/R); on these strongly monotone instances the last iterate "
         "converges linearly in expectation, so the output-rule average decays exactly like "
@@ -564,12 +565,9 @@ K_AT_TAU_ZERO_PERTURBATION = Perturbation(
 )
 
 
-K_AT_TAU_ZERO = Claim(
+K_AT_TAU_ZERO = rate_claim(
     id="fedmsa.rate.K_at_tau_zero",
-    paper="FedMSA",
     reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (Sec. 3)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
         "exponent in K <= -1/2 + 0.1"
@@ -583,12 +581,6 @@ K_AT_TAU_ZERO = Claim(
     # Why 4 cases on fast: up to 400 map evaluations of ~5 ms per case (round_budget above)
     max_examples=PerProfile(4, None),
     check=check_rate_K,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
-    shrink=False,
     notes=(
         "Measured exponent is close to -1: at tau = 0 FedMSA is centralised MSA with 1 + "
         "(R-1)K steps (claim fedmsa.tau_zero.equals_centralised_msa). Deterministic: exact "
@@ -615,12 +607,9 @@ M_STOCHASTIC_PERTURBATION = Perturbation(
 )
 
 
-M_STOCHASTIC = Claim(
+M_STOCHASTIC = rate_claim(
     id="fedmsa.rate.M_stochastic",
-    paper="FedMSA",
     reference="Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "noise-dominated (start at the fixed point), M iid clients (tau = 0, one sigma): "
         "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
@@ -629,13 +618,7 @@ M_STOCHASTIC = Claim(
     estimators=("fedmsa",),
     strategy=IDENTICAL_CLIENTS,
     check=check_rate_M,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(1, 6),
-    shrink=False,
     notes=(
         "M in {1, 2, 4} (thorough {1, 2, 4, 8}) copies of one client, its sample set included "
         "(iid clients: tau = 0, the same sigma for every M; gradient noise 1), K = 1, rho = "
@@ -667,12 +650,9 @@ TAU_STOCHASTIC_PERTURBATION = Perturbation(
 )
 
 
-TAU_STOCHASTIC = Claim(
+TAU_STOCHASTIC = rate_claim(
     id="fedmsa.rate.tau_stochastic",
-    paper="FedMSA",
     reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
         "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "
@@ -682,13 +662,7 @@ TAU_STOCHASTIC = Claim(
     estimators=("fedmsa",),
     strategy=TAU_CASES,
     check=check_rate_tau,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(1, 6),
-    shrink=False,
     notes=(
         "What it decides: the theorem's bound grows like tau/R, so at fixed R the criterion "
         "may grow at most linearly in tau; the measured exponent (0.2-0.3 before, by Monte "

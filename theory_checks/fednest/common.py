@@ -33,7 +33,15 @@ from problems import ProblemConstants, QuadraticBilevel, strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import (
+    Case,
+    Claim,
+    Fit,
+    Measurement,
+    NotMeasurable,
+    SeriesPoint,
+    paper_claim,
+)
 from theory_checks.decision import (
     Design,
     Evidence,
@@ -45,6 +53,10 @@ from theory_checks.decision import (
 from theory_checks.exact_quantities import evaluation_point, outer_affine
 from theory_checks.fednest.constants import fednest_constants, inner_smoothness
 from theory_checks.profiles import PerProfile
+
+#: The constructor of FedNest"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+fednest_claim = paper_claim("FedNest")
 
 PAPER = "FedNest"
 REF = "Tarzanagh et al. 2022"

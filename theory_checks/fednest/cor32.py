@@ -25,7 +25,12 @@ from hypothesis import strategies as st
 from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
+from theory_checks.fednest.common import (
+    K_RATE_DESIGN_NOTES,
+    case_builder,
+    check_k_rate,
+    fednest_claim,
+)
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.fednest.perturbations import drifting_outer
 
@@ -57,9 +62,8 @@ DRIFTING_OUTER_MINIMAX = drifting_outer("fednest-minimax")
 # ====================================================================================== the claims
 
 
-K_RATE_MINIMAX = Claim(
+K_RATE_MINIMAX = fednest_claim(
     id="fednest.cor32.k_rate_minimax",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,

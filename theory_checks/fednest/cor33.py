@@ -23,7 +23,12 @@ from hypothesis import strategies as st
 from problems import LinearCompositional, strategies
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
+from theory_checks.fednest.common import (
+    K_RATE_DESIGN_NOTES,
+    case_builder,
+    check_k_rate,
+    fednest_claim,
+)
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
@@ -50,9 +55,8 @@ cor33_k_rate_compositional_cases = case_builder(rate_compositional())
 # ====================================================================================== the claims
 
 
-K_RATE_COMPOSITIONAL = Claim(
+K_RATE_COMPOSITIONAL = fednest_claim(
     id="fednest.cor33.k_rate_compositional",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
     kind="scaling_exponent",
     about=ABOUT_RESULT,

@@ -34,6 +34,7 @@ from theory_checks.fednest.common import (
     all_clients,
     client_matrices,
     client_taus,
+    fednest_claim,
     heterogeneous_bilevel,
 )
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
@@ -110,9 +111,8 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 # ====================================================================================== the claims
 
 
-BIASED_FIXED_POINT = Claim(
+BIASED_FIXED_POINT = fednest_claim(
     id="fednest.fedavg.biased_fixed_point",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
         "point derived on quadratics"

@@ -65,6 +65,7 @@ from theory_checks.claim import (
     PerProfile,
     Perturbation,
     SeriesPoint,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.decision import Design, Hoeffding
@@ -76,6 +77,7 @@ from theory_checks.fednest.common import (
     closed_form_problems,
     expected_ihgp,
     fedihgp,
+    fednest_claim,
     sequential_test,
 )
 from theory_checks.fednest.constants import (
@@ -638,21 +640,7 @@ NO_CROSS_AFFINE_OUTER = known_case(
 # against the bound 2, an excess the check's resolution (a quarter of the bound) cannot decide;
 # the case saved before the constant was A1's used l = lambda_max(H) = 1.0 < l_{g,1}, outside A1.
 ABS_ERROR_COUNTEREXAMPLE = known_case(
-    {
-        "family": "QuadraticBilevel.random",
-        "n_clients": 1,
-        "dim_x": 1,
-        "dim_y": 1,
-        "condition_number": 1.0,
-        "seed": 0,
-        "hessian_heterogeneity": 0.0,
-        "gradient_heterogeneity": 0.0,
-        "mu": 1.0,
-        "n_samples": 2,
-        "gradient_noise": 0.5,
-        "hessian_noise": 0.9,
-        "cross_scale": 0.15,
-    },
+    bilevel_spec(n_samples=2, gradient_noise=0.5, hessian_noise=0.9, cross_scale=0.15),
     {"point_seed": 0, "neumann_terms": 8, "participation": None},
 )
 
@@ -673,28 +661,28 @@ ABS_ERROR_TIGHT_CASE = known_case(
 # ====================================================================================== the claims
 
 
-INVERSE_HESSIAN_IDENTITY = Claim(
+# What every claim of this result shares.
+lemma22_claim = fednest_claim.but(
+    estimators=("fedihgp",),
+)
+
+
+INVERSE_HESSIAN_IDENTITY = lemma22_claim(
     id="fednest.lemma22.inverse_hessian_identity",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); identity derived from (13b)",
     kind="exact_identity",
     about=ABOUT_STEP,
     statement="H^{-1} - E_{N'}[H_hat] = H^{-1} (I - H/l_{g,1})^N (exact expectation over N')",
-    estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_identity_cases,
     check=check_inverse_hessian_identity,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     notes="E[H_hat] read column by column through a probe problem with grad_y f_i = e_j.",
 )
 
 
-INVERSE_HESSIAN_BOUND = Claim(
+INVERSE_HESSIAN_BOUND = lemma22_claim(
     id="fednest.lemma22.inverse_hessian_bound",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14a)",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -702,22 +690,17 @@ INVERSE_HESSIAN_BOUND = Claim(
         "||H^{-1} - E[H_hat]|| <= (1/mu_g) ((kappa_g - 1)/kappa_g)^N, kappa_g = "
         "l_{g,1}/mu_g (per-client constants of A1-A2)"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_bound_cases,
     check=check_inverse_hessian_bound,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     bound=inverse_hessian_bound,
     notes="l_{g,1} = max_i ||grad^2 g_i|| in z = (x, y) (A1), mu_g = min_i lambda_min(H_i).",
 )
 
 
-PER_CLIENT_BIAS = Claim(
+PER_CLIENT_BIAS = lemma22_claim(
     id="fednest.lemma22.per_client_bias",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -725,14 +708,9 @@ PER_CLIENT_BIAS = Claim(
         "||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
         "1)/kappa_g)^N for every client i"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_per_client_bias_cases,
     check=check_per_client_bias,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A1_F_LIPSCHITZ_GLOBAL,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A1_F_LIPSCHITZ_GLOBAL),
     positive_control=ONE_CLIENT_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
@@ -748,21 +726,7 @@ PER_CLIENT_BIAS = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 2,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-                "outer_curvature": 0.0,
-            },
+            bilevel_spec(n_clients=2, gradient_heterogeneity=1.0, outer_curvature=0.0),
             {"point_seed": 0, "neumann_terms": 1},
         ),
     ),
@@ -784,9 +748,8 @@ PER_CLIENT_BIAS = Claim(
 )
 
 
-AVERAGED_BIAS = Claim(
+AVERAGED_BIAS = lemma22_claim(
     id="fednest.lemma22.averaged_bias",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the explicit constant"
     ),
@@ -796,13 +759,9 @@ AVERAGED_BIAS = Claim(
         "||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
         "((kappa_g - 1)/kappa_g)^N"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_averaged_bias_cases,
     check=check_averaged_bias,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     bound=averaged_bias_bound,
     corrects=PER_CLIENT_BIAS.id,
@@ -813,9 +772,8 @@ AVERAGED_BIAS = Claim(
 )
 
 
-PAPER_CONSTANT = Claim(
+PAPER_CONSTANT = lemma22_claim(
     id="fednest.lemma22.paper_constant",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) constant b",
     kind="bias_bound",
     about=ABOUT_STEP,
@@ -824,14 +782,9 @@ PAPER_CONSTANT = Claim(
         "client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
         "1)/kappa_g)^N at any (x, y)"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_paper_constant_cases,
     check=check_paper_constant,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A1_F_LIPSCHITZ_GLOBAL,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A1_F_LIPSCHITZ_GLOBAL),
     positive_control=NO_CROSS_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
@@ -846,30 +799,15 @@ PAPER_CONSTANT = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-                "outer_curvature": 0.0,
-            },
+            bilevel_spec(outer_curvature=0.0),
             {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0},
         ),
     ),
 )
 
 
-ABS_ERROR_AS_STATED = Claim(
+ABS_ERROR_AS_STATED = lemma22_claim(
     id="fednest.lemma22.abs_error_as_stated",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants (Assumption A)"),
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -878,14 +816,9 @@ ABS_ERROR_AS_STATED = Claim(
         "l_{g,1} (the Lipschitz constant of grad g_i in (x, y)) (stochastic Hessians, "
         "sampled clients)"
     ),
-    estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A2_EACH_SAMPLE,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A2_EACH_SAMPLE),
     perturbation=IHGP_HALVED_LIPSCHITZ,
     bound=abs_error_bound_as_stated,
     decision="statistical",
@@ -936,9 +869,8 @@ ABS_ERROR_AS_STATED = Claim(
 )
 
 
-ABS_ERROR_PER_SAMPLE = Claim(
+ABS_ERROR_PER_SAMPLE = lemma22_claim(
     id="fednest.lemma22.abs_error_per_sample",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds"),
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -947,7 +879,6 @@ ABS_ERROR_PER_SAMPLE = Claim(
         "E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
         "FedIHGP uses 1/l"
     ),
-    estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
     hypotheses=(A2_STRONG_CONVEXITY,),

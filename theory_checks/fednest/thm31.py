@@ -62,6 +62,7 @@ from theory_checks.fednest.common import (
     case_builder,
     check_k_rate,
     client_matrices,
+    fednest_claim,
     floor_bound,
     measured_map,
     outer_minimizer,
@@ -378,28 +379,29 @@ thm31_floor_slope_in_n_cases = case_builder(
 # ====================================================================================== the claims
 
 
-STATIONARITY_FLOOR = Claim(
+# What every claim of this result shares.
+thm31_claim = fednest_claim.but(
+    about=ABOUT_RESULT,
+    estimators=("fednest",),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
+)
+
+
+STATIONARITY_FLOOR = thm31_claim(
     id="fednest.thm31.stationarity_floor",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
         "the constant of Lemma 2.2's proof"
     ),
     kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
         "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"
     ),
-    estimators=("fednest",),
     # Why small dims, kappa <= 5 and few clients: each case reads a (dx+dy)-column map from dx+dy+1
     # full outer iterations.
     strategy=thm31_stationarity_floor_cases,
     check=check_stationarity_floor,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     perturbation=FLOOR_NEUMANN_STEP,
     bound=floor_bound,
     notes=(
@@ -410,24 +412,17 @@ STATIONARITY_FLOOR = Claim(
 )
 
 
-K_RATE_BILEVEL = Claim(
+K_RATE_BILEVEL = thm31_claim(
     id="fednest.thm31.k_rate_bilevel",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
         "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
         "K is -1/2 (checked: <= -1/4, Student-t over replicates)"
     ),
-    estimators=("fednest",),
     strategy=thm31_k_rate_bilevel_cases,
     check=check_k_rate,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
     max_examples=1,
     shrink=False,
@@ -445,26 +440,19 @@ K_RATE_BILEVEL = Claim(
 )
 
 
-FLOOR_SLOPE_IN_N = Claim(
+FLOOR_SLOPE_IN_N = thm31_claim(
     id="fednest.thm31.floor_slope_in_n",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
         "exact form derived from eq. (13b)"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
         "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"
     ),
-    estimators=("fednest",),
     strategy=thm31_floor_slope_in_n_cases,
     check=check_floor_slope,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     # Why no shrinking: each case reads five exact limits (~0.6 s); a shrunk case says no more than
     # the failing one (this claim is expected to hold).
     shrink=False,

@@ -29,8 +29,12 @@ from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import DecentralizedGradient, HGPState
 from testbed.decentralized.ledger import GraphLedger
 from testbed.federation.ledger import Ledger
-from theory_checks.claim import Case
+from theory_checks.claim import Case, paper_claim
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
+
+#: The constructor of HGP"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+hgp_claim = paper_claim("HGP")
 
 # Why 5%: the issue's tolerance for fitted rates against theory (as in the classical claims).
 RATE_RTOL = 0.05

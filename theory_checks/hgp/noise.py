@@ -34,6 +34,7 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design
 from theory_checks.hgp.common import (
+    hgp_claim,
     mean_path_gap,
     noise_moments,
     noisy_cases,
@@ -160,9 +161,8 @@ SQRT_ETA_CASES = noisy_cases(max_dim=2, kappa=(1.0, 1.5), hessian_heterogeneity=
 # --------------------------------------------------------------------------- the claim
 
 
-SQRT_ETA = Claim(
+SQRT_ETA = hgp_claim(
     id="hgp.noise.sqrt_eta",
-    paper="HGP",
     reference="HGP Thm 1 proof (App. C.2: 1 - q^2 >= eta^2 alpha^2/4)",
     kind="scaling_exponent",
     about=ABOUT_STEP,

@@ -69,6 +69,7 @@ from theory_checks.hgp.common import (
     averaging_operators,
     exact_averaging_cases,
     global_grad,
+    hgp_claim,
     mean_path_gap,
     noise_moments,
     noisy_cases,
@@ -591,15 +592,19 @@ theorem1_stated_step_condition_control = known_case(
 # --------------------------------------------------------------------------- the claims
 
 
-STATED_STEP_CONDITION = Claim(
+# What every claim of this result shares.
+theorem1_claim = hgp_claim.but(
+    about=ABOUT_RESULT,
+)
+
+
+STATED_STEP_CONDITION = theorem1_claim(
     id="hgp.theorem1.stated_step_condition",
-    paper="HGP",
     reference=(
         "HGP Thm 1 / Cor. 1 proof (App. C.2, sigma_max(I - eta H) <= 1 - eta alpha); "
         "a condition the statement does not give"
     ),
     kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "under the stated 0 < eta alpha < 1 only: ||v^(m) - d_lambda f|| / ||d_x f|| <= "
         "(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2)) c_S"
@@ -678,14 +683,12 @@ STATED_STEP_CONDITION = Claim(
 )
 
 
-RATE_IN_M = Claim(
+RATE_IN_M = theorem1_claim(
     id="hgp.theorem1.rate_in_m",
-    paper="HGP",
     reference=(
         "HGP Thm 1, third term exp(-O(M)) (App. C.2; exact-averaging rate derived from eq. (16))"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "slope of log||v^(M) - d_lambda f|| in M = log rho_bar (5%), rho_bar = ||I - eta "
         "H_bar||, and <= log(1 - eta alpha / 2)"
@@ -702,14 +705,12 @@ RATE_IN_M = Claim(
 )
 
 
-RATE_IN_S = Claim(
+RATE_IN_S = theorem1_claim(
     id="hgp.theorem1.rate_in_s",
-    paper="HGP",
     reference=(
         "HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S, static network (Theta_hat = W^S)"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "static network (Theta_hat = W^S): slope of log error floor in S = log SLEM(W) within 25%"
     ),
@@ -726,12 +727,10 @@ RATE_IN_S = Claim(
 )
 
 
-NOISE_EXPONENT_B = Claim(
+NOISE_EXPONENT_B = theorem1_claim(
     id="hgp.theorem1.noise_exponent_b",
-    paper="HGP",
     reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "exact noise floor RMS of v^(M) around its conditional mean ~ b^(-1/2): "
         "least-squares exponent over b = 2..16 within 0.1 of -1/2 and E||v - E v||^2 (b) "
@@ -767,12 +766,10 @@ NOISE_EXPONENT_B = Claim(
 )
 
 
-HIGH_PROBABILITY_BOUND = Claim(
+HIGH_PROBABILITY_BOUND = theorem1_claim(
     id="hgp.theorem1.high_probability_bound",
-    paper="HGP",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
-    about=ABOUT_RESULT,
     statement=(
         "P(||v^(M) - d_lambda f|| / ||d_x f|| <= (4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + "
         "d_lambda)/eps)) + (2 beta/(eta alpha^2)) c + exp(-O(M))) >= 1 - eps, with the "

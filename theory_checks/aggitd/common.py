@@ -53,7 +53,7 @@ from theory_checks.aggitd.constants import (
 )
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, paper_claim
 from theory_checks.classical.common import closed_form_problems
-from theory_checks.exact_quantities import evaluation_point, quadratic_view
+from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of AggITD"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
@@ -461,3 +461,38 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
             "worst_ratio_from_y_star": ratios["y*"],
         },
     )
+
+
+def outer_spectrum(problem: Any) -> torch.Tensor:
+    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
+    :func:`~theory_checks.exact_quantities.outer_affine`);
+    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
+    G, _ = outer_affine(problem)
+    eig = torch.linalg.eigvalsh(G)
+    if float(eig.min()) <= 0.0:
+        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
+    return eig
+
+
+def trajectory_mean(
+    it: AffineIteration,
+    z0: np.ndarray,
+    value: Callable[[np.ndarray], np.ndarray],
+    iterations: int,
+    chunk: int = 2048,
+) -> float:
+    """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
+    averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
+    d = len(z0)
+    powers, partial = [np.eye(d)], [np.zeros(d)]
+    for _ in range(chunk - 1):
+        partial.append(it.A @ partial[-1] + it.c)
+        powers.append(it.A @ powers[-1])
+    P, S = np.stack(powers), np.stack(partial)
+    total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
+    while done < iterations:
+        block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
+        total += float(value(block).sum())
+        done += len(block)
+        z = it.A @ block[-1] + it.c
+    return total / iterations

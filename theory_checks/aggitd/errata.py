@@ -314,10 +314,7 @@ PROP1_ALPHA3_EQ45_CASES = closed_form_cases(max_dim=4)
 
 
 # What every claim of this result shares.
-errata_claim = aggitd_claim.but(
-    about=ABOUT_STEP,
-    shrink=False,
-)
+errata_claim = aggitd_claim.but(about=ABOUT_STEP, shrink=False)
 
 
 DH_THEOREM2_CONSTANT = errata_claim(

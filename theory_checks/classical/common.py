@@ -24,13 +24,6 @@ from theory_checks.tolerances import IDENTITY_RTOL
 #: module narrows it with the fields its claims share.
 classical_claim = paper_claim("Classical")
 
-# Why 5%: the stated tolerance for fitted rates against theory. The fit windows below
-# are chosen so that faster modes perturb the fitted slope by well under 1%.
-RATE_RTOL = 0.05
-# Why 1e-9 relative: below it float64 round-off in the estimate (about 1e-13 of the largest
-# term) would bend a fitted log-error line.
-FIT_FLOOR = 1e-9
-
 
 ALL_KINDS = ("bilevel", "minimax", "compositional")
 

@@ -37,10 +37,10 @@ from theory_checks.claim import (
     Perturbation,
     SeriesPoint,
 )
-from theory_checks.classical.common import FIT_FLOOR, RATE_RTOL, classical_claim, closed_form_cases
+from theory_checks.classical.common import classical_claim, closed_form_cases
 from theory_checks.classical.constants import GD_STEP_CAP, STRONGLY_CONVEX, smoothness
 from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, quadratic_view
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL
 
 # --------------------------------------------------------------------------- GD rate
 

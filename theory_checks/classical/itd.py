@@ -201,10 +201,7 @@ ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
 
 
 # What every claim of this result shares.
-itd_claim = classical_claim.but(
-    estimators=("itd",),
-    hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP),
-)
+itd_claim = classical_claim.but(estimators=("itd",), hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP))
 
 
 ERROR_IDENTITY = itd_claim(

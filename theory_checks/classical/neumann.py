@@ -46,8 +46,6 @@ from theory_checks.claim import (
     SeriesPoint,
 )
 from theory_checks.classical.common import (
-    FIT_FLOOR,
-    RATE_RTOL,
     classical_claim,
     closed_form_cases,
     exact_parts,
@@ -57,7 +55,7 @@ from theory_checks.classical.common import (
 )
 from theory_checks.classical.constants import NEUMANN_STEP_CAP, STRONGLY_CONVEX, smoothness
 from theory_checks.exact_quantities import dominant_mode_window
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Neumann identity
 

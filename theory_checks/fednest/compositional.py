@@ -243,10 +243,7 @@ compositional_single_term_cases = compositional_cases(
 
 
 # What every claim of this result shares.
-compositional_claim = fednest_claim.but(
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
-)
+compositional_claim = fednest_claim.but(kind="exact_identity", about=ABOUT_SENTENCE)
 
 
 ONE_CALL_EXACT = compositional_claim(

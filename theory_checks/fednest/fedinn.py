@@ -257,10 +257,7 @@ def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
 
 
 # What every claim of this result shares.
-fedinn_claim = fednest_claim.but(
-    estimators=("fednest",),
-    hypotheses=(A2_STRONG_CONVEXITY,),
-)
+fedinn_claim = fednest_claim.but(estimators=("fednest",), hypotheses=(A2_STRONG_CONVEXITY,))
 
 
 LINEAR_RATE = fedinn_claim(

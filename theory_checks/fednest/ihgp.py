@@ -448,9 +448,7 @@ ihgp_client_sampling_variance_cases = case_builder(
 
 # What every claim of this result shares.
 ihgp_claim = fednest_claim.but(
-    about=ABOUT_STEP,
-    estimators=("fedihgp",),
-    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
+    about=ABOUT_STEP, estimators=("fedihgp",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
 )
 
 

@@ -662,9 +662,7 @@ ABS_ERROR_TIGHT_CASE = known_case(
 
 
 # What every claim of this result shares.
-lemma22_claim = fednest_claim.but(
-    estimators=("fedihgp",),
-)
+lemma22_claim = fednest_claim.but(estimators=("fedihgp",))
 
 
 INVERSE_HESSIAN_IDENTITY = lemma22_claim(

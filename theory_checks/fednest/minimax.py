@@ -308,8 +308,7 @@ MINIMAX_ONE_CLIENT = known_case(
 
 # What every claim of this result shares.
 minimax_claim = fednest_claim.but(
-    estimators=("fednest-minimax",),
-    hypotheses=(A2_STRONG_CONVEXITY,),
+    estimators=("fednest-minimax",), hypotheses=(A2_STRONG_CONVEXITY,)
 )
 
 

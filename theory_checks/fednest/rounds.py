@@ -286,9 +286,7 @@ MINIMAX_ROUND_CASES = round_cases("minimax")
 
 # What every claim of this result shares.
 rounds_claim = fednest_claim.but(
-    kind="communication_count",
-    estimators=("fednest",),
-    strategy=BILEVEL_ROUND_CASES,
+    kind="communication_count", estimators=("fednest",), strategy=BILEVEL_ROUND_CASES
 )
 
 

@@ -381,9 +381,7 @@ thm31_floor_slope_in_n_cases = case_builder(
 
 # What every claim of this result shares.
 thm31_claim = fednest_claim.but(
-    about=ABOUT_RESULT,
-    estimators=("fednest",),
-    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
+    about=ABOUT_RESULT, estimators=("fednest",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
 )
 
 

@@ -112,10 +112,7 @@ PUSHSUM_OPERATOR_PERTURBATION = Perturbation(
 
 
 # What every claim of this result shares.
-alg1_claim = hgp_claim.but(
-    kind="exact_identity",
-    about=ABOUT_STEP,
-)
+alg1_claim = hgp_claim.but(kind="exact_identity", about=ABOUT_STEP)
 
 
 PUSHSUM_OPERATOR = alg1_claim(

@@ -36,8 +36,6 @@ from theory_checks.decision import Design, StatTest, batch_evidence, replicates_
 #: module narrows it with the fields its claims share.
 hgp_claim = paper_claim("HGP")
 
-# Why 5%: the tolerance for fitted rates against theory (as in the classical claims).
-RATE_RTOL = 0.05
 
 # Families that satisfy Assumption 1 and do not make Push-Sum trivially exact.
 MIXING_FAMILIES = tuple(f for f in CONNECTED_FAMILIES if f != "fully_connected")

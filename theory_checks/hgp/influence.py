@@ -369,10 +369,7 @@ NO_DEBIAS = Perturbation(
 
 # What every claim of this result shares.
 influence_claim = hgp_claim.but(
-    kind="bias_bound",
-    about=ABOUT_TABLE,
-    estimators=("hgp",),
-    perturbation=NO_DEBIAS,
+    kind="bias_bound", about=ABOUT_TABLE, estimators=("hgp",), perturbation=NO_DEBIAS
 )
 
 

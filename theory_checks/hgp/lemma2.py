@@ -210,9 +210,7 @@ lemma2_sqrt_n_constant_control = known_case(
 
 # What every claim of this result shares.
 lemma2_claim = hgp_claim.but(
-    estimators=("hgp",),
-    strategy=lemma2_cases,
-    hypotheses=(assumption1(),),
+    estimators=("hgp",), strategy=lemma2_cases, hypotheses=(assumption1(),)
 )
 
 

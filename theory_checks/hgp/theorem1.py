@@ -65,7 +65,6 @@ from theory_checks.claim import (
 from theory_checks.decision import Binomial, Design, StatTest
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.hgp.common import (
-    RATE_RTOL,
     averaging_operators,
     exact_averaging_cases,
     global_grad,
@@ -102,7 +101,7 @@ from theory_checks.hgp.constants import (
 )
 from theory_checks.hgp.perturbations import HALF_BATCH, ViewedProblem, step_slip, swap
 from theory_checks.hypotheses import Reading
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, RATE_RTOL
 
 # --------------------------------------------------------------------------- the stated step
 
@@ -593,9 +592,7 @@ theorem1_stated_step_condition_control = known_case(
 
 
 # What every claim of this result shares.
-theorem1_claim = hgp_claim.but(
-    about=ABOUT_RESULT,
-)
+theorem1_claim = hgp_claim.but(about=ABOUT_RESULT)
 
 
 STATED_STEP_CONDITION = theorem1_claim(

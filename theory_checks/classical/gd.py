@@ -98,7 +98,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         for t in steps[start:]
     ]
     # the solver runs the T = stop steps it is given: T + 1 iterates (a count read in one place
-    # and run from another fits the same rate; issue 32)
+    # and run from another fits the same rate)
     ran = len(run.trajectory) - 1
     return Measurement(
         fit.slope,

@@ -9,7 +9,7 @@ heterogeneity (the samples cancel in the control variate), so ``beta = 1`` solve
 in one call; FedIHGP's factors ``I - H/l`` vanish at ``l = 1``, so ``p_{N'} = 0`` for ``N' >= 1``
 and ``E_{N'}[h] = grad f(x)`` at ``y*`` for every N. Read with A1's joint ``l_{g,1} = 1 + ||grad
 r_i||^2``, FedIHGP's indirect direction is ``grad r_i^T p_{N'}``, off by the factor ``l_{g,1}``
-from the printed form (issue 7).
+from the printed form (the 1/2 convention of Sec. 3.2 reads ``l_{g,1} = 1``).
 
 What is checked (exact identities, 1e-10; cases whose identity cannot tell ``tau`` from ``tau
 +- 1`` are rejected as not measurable):
@@ -88,7 +88,7 @@ def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., A
             )
     algorithm = make(inner_steps=1, local_steps=tau, inner_step_size=beta, scale_by_steps=False)
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     y_plus = algorithm.inner_update(ctx, x, y, run_steps)

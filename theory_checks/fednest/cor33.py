@@ -8,8 +8,8 @@ The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (``b = 0
 
 What is checked (``k_rate_compositional``, the shared K-rate check
 :func:`~theory_checks.fednest.common.check_k_rate`): on one-level linear compositional problems
-with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention,
-issue 7), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
+with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention
+of Sec. 3.2), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
 is -1/2), Student-t over independent replicates; decided on the thorough profile. Hypothesis:
 A2.
 """

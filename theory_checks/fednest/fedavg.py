@@ -57,7 +57,7 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     algorithm = make(inner_steps=1, local_steps=taus, scale_by_steps=False)
     steps = algorithm.resolve_steps(problem)
     # the steps a run carries (its initial state) run the update; the formula reads the
-    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    # steps the algorithm states (a step resolved one way and run another shows)
     run_steps = algorithm.init(problem).steps
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     tau_t = client_taus(taus, problem.n_clients)

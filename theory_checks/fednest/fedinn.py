@@ -89,7 +89,7 @@ def _inner_map(
     algorithm = make(inner_steps=1, **kw)
     # the map is measured with the steps a run carries (its initial state), the formula is
     # evaluated at the steps the algorithm states: a step resolved one way and run another
-    # (a halved FedInn beta, issue 32) shows, where measuring with the stated steps would not
+    # (a halved FedInn beta) shows, where measuring with the stated steps would not
     run_steps = algorithm.init(problem).steps
     steps = algorithm.resolve_steps(problem)
     ctx = FederatedContext(problem, np.random.default_rng(0))

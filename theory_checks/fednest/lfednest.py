@@ -72,7 +72,7 @@ def _lfednest_parts(
         neumann_step_size=lam,
     )
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     _, lfed, _ = algorithm.outer_update(ctx, x, y, run_steps)

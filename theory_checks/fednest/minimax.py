@@ -6,7 +6,7 @@ The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` (``g_i = -f_i``), FedNest 
 ascent on ``y`` and FedOut without FedIHGP, because (Sec. 2.4)
 ``grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for all i``. By Danskin, the client
 average ``mean_i grad_y f_i(x, y*) = 0`` (eq. (12)), so the direction without the indirect term
-is ``grad phi(x)`` exactly; per client ``grad_y f_i(x, y*) != 0`` under heterogeneity (issue 6).
+is ``grad phi(x)`` exactly; per client ``grad_y f_i(x, y*) != 0`` under heterogeneity.
 Sec. 4.3's synthetic problem ``f_i = -[(1/2)||y||^2 - b_i^T y + y^T A_i x] + (lambda/2)||x||^2``
 (``A_i = t_i I``, centred ``b_i``) makes FedNest a linear iteration whose per-iteration map is
 ``M = T_x T_y^T`` per coordinate (derived here from Algs. 2 and 4 on Sec. 4.3's problem), the same
@@ -199,7 +199,7 @@ def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     x, _ = evaluation_point(problem, case.params["point_seed"])
     algorithm = make(inner_steps=1, local_steps=2)
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     y_plus = algorithm.inner_update(ctx, x, problem.exact_inner_solution(x), run_steps)

@@ -6,7 +6,7 @@ The result. Sec. 2.6: "FedNest requires 2T + N + 3 communication rounds" per out
 gives the count of each variant (``inner_method``, ``outer_method``): FedNest ``2T + N + 3``,
 LFedNest ``T + 1``, FedNest_SGD ``T + N + 3``, LFedNest_SVRG ``2T + 1``, and the minimax FedNest
 ``2T + 2`` (no FedIHGP). Alg. 3 as listed draws ``N' ~ U{0..N-1}`` and runs ``N' + 1``
-FedIHGP rounds, so an iteration of FedNest uses ``2T + N' + 3 <= 2T + N + 2`` rounds (issue 8);
+FedIHGP rounds, so an iteration of FedNest uses ``2T + N' + 3 <= 2T + N + 2`` rounds;
 the official code's deterministic truncation uses exactly ``2T + N + 3``.
 
 What is checked (the ledger of ``testbed.federation`` counts every aggregation; any

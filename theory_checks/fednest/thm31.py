@@ -101,7 +101,7 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
     )
     steps = algorithm.resolve_steps(problem)
     # the steps a run carries (its initial state) run the update; the formula reads the
-    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    # steps the algorithm states (a step resolved one way and run another shows)
     run_steps = algorithm.init(problem).steps
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)

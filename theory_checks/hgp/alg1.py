@@ -20,7 +20,7 @@ S products of n x n matrices).
 
 Why it is needed: the stochastic claims (Theorem 1, Corollary 2, D3-D4) take the estimator's own
 averaging operators into their exact moments, so a Push-Sum that runs S - 1 steps while S is
-recorded changes the moments and the runs alike and passes them all (issue 32), and Lemma 2's
+recorded changes the moments and the runs alike and passes them all, and Lemma 2's
 claims check the Push-Sum of the exact-Jacobian entry, not this one. The operator depends on
 nothing stochastic: the claim is exact.
 

@@ -71,7 +71,7 @@ TABLE4_SCALE: dict[str, Any] = {
 TOP = 50
 #: The ridge the paper leaves open: 0.01 is the authors' code's weight decay
 #: (hitachi-rd-cv/pdbo-hgp, ClassifierBase(weight_decay=1e-2), infl_toy config), the other two
-#: the independent replication's (issue 22).
+#: those of an independent replication of Sec. 5.2.
 RIDGES = (0.01, 0.125, 0.5)
 #: Why S = 30 and rho_bar^M <= 1e-8: HGP's estimate is then within ~1e-8 (relative) of the exact
 #: influence on these 3-client directed graphs (details.hgp_relative_error), far below any R^2

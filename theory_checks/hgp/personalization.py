@@ -16,7 +16,7 @@ Checked (:func:`check_personalization`, ``hgp.personalization.gain``) on per-cli
 with up to 4 clients. Perturbation: HGP-PL whose hypergradient skips the averaging of u.
 
 The gain converges whatever M, S, T and the step are (within their ranges), so it pins none of
-them (issue 32). ``hgp.personalization.step_identity`` (:func:`check_step_identity`) pins them
+them. ``hgp.personalization.step_identity`` (:func:`check_step_identity`) pins them
 exactly: one HGP-PL step from ``lambda_0`` is ``lambda_0 - alpha n grad h``, with ``n grad h``
 HGP's GlobalGrad estimate at the case's M, S and T Nedic SGP steps (the registered ``hgp``
 estimator over the same graphs, same seed) and ``alpha = 1 / (n lambda_max)`` of the outer

@@ -385,6 +385,41 @@ ABS_ERROR_EFFECT = 0.25
 ABS_ERROR_MAX_DRAWS = 2000
 
 
+def _abs_error_constants(
+    claim: Claim, case: Case, mu_s: float, l_s: float
+) -> tuple[str, float, float]:
+    """The reading of A1-A2 (``"y block per sample"`` for the per-sample claim), the scale ``l``
+    FedIHGP divides by and A2's ``mu_g``: A1-A2's (:mod:`theory_checks.fednest.constants`,
+    ``l_{g,1}`` joint in ``(x, y)``) under the case's reading, on the expected or on each
+    sample's Hessian; the largest sample eigenvalue ``l_s`` and ``mu_s`` in the per-sample
+    claim."""
+    per_sample_y = claim.bound is abs_error_bound_per_sample
+    l_g = l_s if per_sample_y else neumann_scale(case)
+    mu_g = mu_s if per_sample_y else assumption_constants(case).mu_g
+    reading = (
+        "y block per sample" if per_sample_y else str(case.params.get("assumptions", "expected"))
+    )
+    return reading, l_g, mu_g
+
+
+def _abs_error_looks(design: Design, bound: float, value_range: float) -> list[int]:
+    """The draws after which :func:`check_abs_error` looks, fixed before sampling: two looks
+    (:func:`sequential_test`), each at half the case's rate (one bounded side); the last has the
+    draws that resolve ``ABS_ERROR_EFFECT`` of ``bound`` by Hoeffding's bound, the first a
+    quarter of them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at
+    a quarter of the cost, confirmation included."""
+    looks_rate = design.false_fail_rate / 2.0
+    total = design.samples(
+        min(
+            ABS_ERROR_MAX_DRAWS,
+            stats.min_num_samples_for_hoeffding(
+                2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate
+            ),
+        )
+    )
+    return sorted({max(1, total // 4), total})
+
+
 def check_abs_error(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -396,27 +431,17 @@ def check_abs_error(
     expectation over ``N'`` given the samples (Rao-Blackwell). Every factor ``I - H_s / l`` has
     norm at most ``r = max(|1 - mu_s/l|, |1 - l_s/l|)``, so ``0 <= Z_j <= ||H^{-1}|| +
     (1/l) sum_{n<N} r^n`` (the value range). The statistical test: the mean of ``n`` draws, by
-    Hoeffding's bound (rigorous for bounded values), against the region ``E Z <= bound``; ``n``
-    is computed before sampling so that the half-width at half the case's rate is at most
-    ``ABS_ERROR_EFFECT`` of the bound (capped at ``ABS_ERROR_MAX_DRAWS``), and drawn in two
-    looks (:func:`sequential_test`: a quarter, then all), each decided at half the rate.
-    The claim's bound picks the constants and ``l``: (14b) as stated
-    (:func:`abs_error_bound_as_stated`: ``l = l_{g,1}``, the Lipschitz constant of ``grad g_i``
-    jointly in ``(x, y)``, and ``mu_g``, both under the case's reading of A1-A2, on the expected
-    Hessian or on every sample's, :func:`~theory_checks.fednest.constants.neumann_scale` and
-    :func:`~theory_checks.fednest.constants.assumption_constants`) or the ``y``-block per-sample
-    bound (``l`` the largest sample eigenvalue, :func:`abs_error_bound_per_sample`).
+    Hoeffding's bound (rigorous for bounded values), against the region ``E Z <= bound``, at
+    the looks :func:`_abs_error_looks` fixes before sampling. The claim's bound picks the
+    constants and ``l`` (:func:`_abs_error_constants`): (14b) as stated
+    (:func:`abs_error_bound_as_stated`, A1-A2's ``l_{g,1}`` and ``mu_g`` under the case's
+    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`).
     """
     problem = case.problem
     terms = int(case.params["neumann_terms"])
     mu_s, l_s = _sample_hessian_range(problem)
     constants = problem.constants()
-    # the scale FedIHGP divides by and A2's mu_g: A1-A2's (theory_checks.fednest.constants,
-    # l_{g,1} joint in (x, y)) under the case's reading, on the expected or on each sample's
-    # Hessian; the largest sample eigenvalue and mu_s in the y-block per-sample claim
-    per_sample_y = claim.bound is abs_error_bound_per_sample
-    l_g = l_s if per_sample_y else neumann_scale(case)
-    mu_g = mu_s if per_sample_y else assumption_constants(case).mu_g
+    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
     estimator = fedihgp(
         make, terms, 1.0 / l_g, participation=case.params["participation"], batch_size=1
     )
@@ -431,22 +456,8 @@ def check_abs_error(
         float(torch.linalg.matrix_norm(H_inv, ord=2))
         + sum(contraction**n for n in range(terms)) / l_g
     )
-    # Sizes before sampling: two looks (sequential_test), each at half the case's rate (one
-    # bounded side); the last has the draws that resolve ABS_ERROR_EFFECT, the first a quarter of
-    # them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at a quarter of
-    # the cost, confirmation included.
-    looks_rate = design.false_fail_rate / 2.0
-    total = design.samples(
-        min(
-            ABS_ERROR_MAX_DRAWS,
-            stats.min_num_samples_for_hoeffding(
-                2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate
-            ),
-        )
-    )
-    looks = sorted({max(1, total // 4), total})
-    eye = torch.eye(problem.dim_y, dtype=torch.float64)
-    probes = [LinearOuterProbe(problem, e) for e in eye]
+    looks = _abs_error_looks(design, bound, value_range)
+    probes = [LinearOuterProbe(problem, e) for e in torch.eye(problem.dim_y, dtype=torch.float64)]
 
     def draw(j: int) -> float:
         paths = []
@@ -478,9 +489,7 @@ def check_abs_error(
             "mu_clients": constants.mu_clients,
             "mu_samples": mu_s,
             "mu_g": mu_g,
-            "assumptions": "y block per sample"
-            if per_sample_y
-            else str(case.params.get("assumptions", "expected")),
+            "assumptions": reading,
             "l_samples": l_s,
             "l": l_g,
             "draws": len(samples),

@@ -188,6 +188,30 @@ def _floor_parts(case: Case) -> dict[str, Any]:
     }
 
 
+def _floor_grid(parts: dict[str, Any], lam: float) -> list[int]:
+    """The Neumann counts :func:`check_floor_slope` fits over: up to five N in the window where
+    the floor's slowest eigenmode dominates, from ``1/(lam mu)`` on, at most 12 terms long."""
+    values, vectors = parts["values"], parts["vectors"]
+    coeffs = vectors.T @ parts["v"].cpu().numpy()
+    JH = parts["J"].cpu().numpy() @ vectors / values
+    amplitudes = np.abs(coeffs) * np.linalg.norm(JH, axis=0)
+    rates = 1.0 - lam * values
+    scale = float(np.linalg.norm(JH, 2) * np.linalg.norm(coeffs)) + 1e-300
+    # Why 1e-9 of the scale: the floor is read through a (dx + dy)-column solve whose round-off
+    # is ~1e-13 relative; four decades above it the fitted slope is round-off free.
+    window = dominant_mode_window(amplitudes, rates, 1e-9 * scale)
+    if window is None:
+        raise NotMeasurable("slowest eigenmode of H not excited above round-off")
+    # Why start at 1/(lam mu): the limit point's own N-dependence (grad_y f(x_N) - grad_y f(x*)
+    # = O(rho^N)) then perturbs the floor by <= e^-1 of its first-order size at the first N and
+    # decays along the window; why 12 more terms: each N costs dx + dy + 2 FedNest steps.
+    start = max(window[0], math.ceil(1.0 / (lam * float(values[0]))))
+    stop = min(window[1], start + 12)
+    if stop - start < 3:
+        raise NotMeasurable("dominant-mode window shorter than 3 terms")
+    return sorted(set(np.linspace(start, stop, num=5).round().astype(int).tolist()))
+
+
 def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Fitted slope in N of ``log ||grad f(x_N)||`` (deterministic FedNest's limit, read exactly
     by :func:`check_stationarity_floor`) against Lemma 2.2's rate.
@@ -207,25 +231,8 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         raise NotMeasurable("only bilevel problems have a nonzero bias floor")
     parts = _floor_parts(case)
     lam = 1.0 / fednest_constants(problem).l_g1
-    values, vectors = parts["values"], parts["vectors"]
-    coeffs = vectors.T @ parts["v"].cpu().numpy()
-    JH = parts["J"].cpu().numpy() @ vectors / values
-    amplitudes = np.abs(coeffs) * np.linalg.norm(JH, axis=0)
-    rates = 1.0 - lam * values
-    scale = float(np.linalg.norm(JH, 2) * np.linalg.norm(coeffs)) + 1e-300
-    # Why 1e-9 of the scale: the floor is read through a (dx + dy)-column solve whose round-off
-    # is ~1e-13 relative; four decades above it the fitted slope is round-off free.
-    window = dominant_mode_window(amplitudes, rates, 1e-9 * scale)
-    if window is None:
-        raise NotMeasurable("slowest eigenmode of H not excited above round-off")
-    # Why start at 1/(lam mu): the limit point's own N-dependence (grad_y f(x_N) - grad_y f(x*)
-    # = O(rho^N)) then perturbs the floor by <= e^-1 of its first-order size at the first N and
-    # decays along the window; why 12 more terms: each N costs dx + dy + 2 FedNest steps.
-    start = max(window[0], math.ceil(1.0 / (lam * float(values[0]))))
-    stop = min(window[1], start + 12)
-    if stop - start < 3:
-        raise NotMeasurable("dominant-mode window shorter than 3 terms")
-    grid = sorted(set(np.linspace(start, stop, num=5).round().astype(int).tolist()))
+    values = parts["values"]
+    grid = _floor_grid(parts, lam)
     floors, series, rhos = [], [], []
     for terms in grid:
         m = check_stationarity_floor(

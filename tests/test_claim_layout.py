@@ -35,7 +35,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PAPERS = ("classical", "fednest", "aggitd", "fedmsa", "hgp", "comparison")
 # A paper's shared modules: what several of its results use (and the mutants, which concern
 # estimators rather than results). Anything else in a paper's folder is a result module.
-SHARED_MODULES = {"__init__", "constants", "common", "moments", "perturbations", "mutants"}
+SHARED_MODULES = {
+    "__init__",
+    "constants",
+    "common",
+    "moments",
+    "k_rate",
+    "perturbations",
+    "mutants",
+}
 # Modules of a paper's folder that are neither shared helpers nor results, with the reason.
 OTHER_MODULES = {
     "comparison": {

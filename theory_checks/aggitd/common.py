@@ -56,7 +56,7 @@ from theory_checks.classical.common import closed_form_problems
 from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
-#: The constructor of AggITD"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 aggitd_claim = paper_claim("AggITD")
 

@@ -20,7 +20,7 @@ from theory_checks.claim import Case, Measurement, paper_claim
 from theory_checks.exact_quantities import evaluation_point, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
-#: The constructor of Classical"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: The constructor of Classical's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 classical_claim = paper_claim("Classical")
 

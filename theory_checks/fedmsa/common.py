@@ -29,7 +29,7 @@ from testbed.algorithms.fedmsa_maps import CompositionalMaps
 from theory_checks import stats
 from theory_checks.claim import Case, Fit, Measurement, NotMeasurable, SeriesPoint, paper_claim
 
-#: The constructor of FedMSA"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: The constructor of FedMSA's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 fedmsa_claim = paper_claim("FedMSA")
 

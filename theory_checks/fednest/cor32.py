@@ -10,7 +10,7 @@ The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` with ``f_i`` ``mu_f``-stro
 an ``O(K^{-1/2})`` rate.
 
 What is checked (``k_rate_minimax``, the shared K-rate check
-:func:`~theory_checks.fednest.common.check_k_rate`): on minimax quadratics with ``dim_y = 1``
+:func:`~theory_checks.fednest.k_rate.check_k_rate`): on minimax quadratics with ``dim_y = 1``
 (``kappa_f = 1``, so ``T = 1 = O(kappa_f)``) and stochastic oracles, the exponent of ``E (1/K)
 sum_k ||grad phi(x_k)||^2`` in K is at most -1/4 (the claim is -1/2), Student-t over
 independent replicates; decided on the thorough profile. Hypothesis: A2 for ``g_i = -f_i``.
@@ -25,13 +25,9 @@ from hypothesis import strategies as st
 from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import (
-    K_RATE_DESIGN_NOTES,
-    case_builder,
-    check_k_rate,
-    fednest_claim,
-)
+from theory_checks.fednest.common import case_builder, fednest_claim
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
 from theory_checks.fednest.perturbations import drifting_outer
 
 # =========================================================================================== cases

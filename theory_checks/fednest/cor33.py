@@ -7,7 +7,7 @@ The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (``b = 0
     (1/K) sum_{k=1}^K E||grad f(x^k)||^2 = O(1 / sqrt(K)).
 
 What is checked (``k_rate_compositional``, the shared K-rate check
-:func:`~theory_checks.fednest.common.check_k_rate`): on one-level linear compositional problems
+:func:`~theory_checks.fednest.k_rate.check_k_rate`): on one-level linear compositional problems
 with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention
 of Sec. 3.2), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
 is -1/2), Student-t over independent replicates; decided on the thorough profile. Hypothesis:
@@ -23,13 +23,9 @@ from hypothesis import strategies as st
 from problems import LinearCompositional, strategies
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import (
-    K_RATE_DESIGN_NOTES,
-    case_builder,
-    check_k_rate,
-    fednest_claim,
-)
+from theory_checks.fednest.common import case_builder, fednest_claim
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
 # =========================================================================================== cases

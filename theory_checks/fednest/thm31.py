@@ -25,7 +25,7 @@ What is checked:
   (5%) and no shallower than the slope of (15)'s ``b``;
 - ``k_rate_bilevel``: stochastic FedNest under rule (16) and Cor. 3.1's ``N_K``: the exponent
   of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim is -1/2), Student-t
-  over independent replicates (:func:`~theory_checks.fednest.common.check_k_rate`, shared with
+  over independent replicates (:func:`~theory_checks.fednest.k_rate.check_k_rate`, shared with
   Cors. 3.2-3.3).
 
 Hypotheses: A1's ``l_{g,1}`` as FedIHGP's scale and A2 (:mod:`theory_checks.fednest.constants`).
@@ -57,10 +57,8 @@ from theory_checks.claim import (
 )
 from theory_checks.exact_quantities import dominant_mode_window, outer_affine
 from theory_checks.fednest.common import (
-    K_RATE_DESIGN_NOTES,
     bilevel_problems,
     case_builder,
-    check_k_rate,
     client_matrices,
     fednest_claim,
     floor_bound,
@@ -72,6 +70,7 @@ from theory_checks.fednest.constants import (
     A2_STRONG_CONVEXITY,
     fednest_constants,
 )
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST, DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL

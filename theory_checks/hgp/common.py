@@ -32,7 +32,7 @@ from testbed.federation.ledger import Ledger
 from theory_checks.claim import Case, paper_claim
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
 
-#: The constructor of HGP"s claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: The constructor of HGP's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 hgp_claim = paper_claim("HGP")
 

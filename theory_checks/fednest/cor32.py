@@ -23,11 +23,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import case_builder, fednest_claim
+from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import drifting_outer
 
 # =========================================================================================== cases
@@ -58,24 +57,16 @@ DRIFTING_OUTER_MINIMAX = drifting_outer("fednest-minimax")
 # ====================================================================================== the claims
 
 
-K_RATE_MINIMAX = fednest_claim(
+K_RATE_MINIMAX = k_rate_claim(
     id="fednest.cor32.k_rate_minimax",
     reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
         "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"
     ),
     estimators=("fednest-minimax",),
     strategy=cor32_k_rate_minimax_cases,
-    check=check_k_rate,
     hypotheses=(A2_STRONG_CONVEXITY,),
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=26,

@@ -21,11 +21,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import case_builder, fednest_claim
+from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
 # =========================================================================================== cases
@@ -51,11 +50,9 @@ cor33_k_rate_compositional_cases = case_builder(rate_compositional())
 # ====================================================================================== the claims
 
 
-K_RATE_COMPOSITIONAL = fednest_claim(
+K_RATE_COMPOSITIONAL = k_rate_claim(
     id="fednest.cor33.k_rate_compositional",
     reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
         "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
@@ -63,13 +60,7 @@ K_RATE_COMPOSITIONAL = fednest_claim(
     ),
     estimators=("fednest",),
     strategy=cor33_k_rate_compositional_cases,
-    check=check_k_rate,
     hypotheses=(A2_STRONG_CONVEXITY,),
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=54,

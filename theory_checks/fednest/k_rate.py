@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import (
@@ -31,6 +32,7 @@ from theory_checks.decision import (
 from theory_checks.exact_quantities import evaluation_point, outer_affine
 from theory_checks.fednest.common import (
     client_matrices,
+    fednest_claim,
     floor_bound,
     measured_map,
     outer_minimizer,
@@ -438,3 +440,19 @@ def _k_rate_measurement(
 
 class _Diverged(Exception):
     """A stochastic run of :func:`check_k_rate` diverged (``Q = inf``)."""
+
+
+#: What the K-rate claims (Thm 3.1's bilevel, Cor. 3.2's minimax, Cor. 3.3's compositional
+#: rate) share: the exponent of the mean in K checked by :func:`check_k_rate`, statistical and
+#: decided on the thorough profile, one case per run (~1.5 s on the fast profile, 0.5-2 min on
+#: the thorough one, on one core). Each states its estimator, cases, hypotheses, perturbation
+#: and the wall time of `testbed check --profile thorough --claim ID` that decides it.
+k_rate_claim = fednest_claim.but(
+    kind="scaling_exponent",
+    about=ABOUT_RESULT,
+    check=check_k_rate,
+    max_examples=1,
+    shrink=False,
+    decision="statistical",
+    undecided_on=("fast",),
+)

@@ -70,7 +70,7 @@ from theory_checks.fednest.constants import (
     A2_STRONG_CONVEXITY,
     fednest_constants,
 )
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, check_k_rate
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST, DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -416,22 +416,17 @@ STATIONARITY_FLOOR = thm31_claim(
 )
 
 
-K_RATE_BILEVEL = thm31_claim(
+K_RATE_BILEVEL = k_rate_claim(
     id="fednest.thm31.k_rate_bilevel",
     reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
-    kind="scaling_exponent",
+    estimators=("fednest",),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     statement=(
         "(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
         "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
         "K is -1/2 (checked: <= -1/4, Student-t over replicates)"
     ),
     strategy=thm31_k_rate_bilevel_cases,
-    check=check_k_rate,
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=40,

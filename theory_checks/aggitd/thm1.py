@@ -282,17 +282,25 @@ def _thm1_steps(K: int, alpha_bar: float) -> dict[str, float]:
     return {"K": K, "alpha_k": alpha_bar / math.sqrt(K)}
 
 
-def _thm1_replicate(
+def _thm1_values(
     problem: Any,
     algorithms: dict[int, Any],
     start: tuple[Any, Any],
-    rng: np.random.Generator,
+    design: Design,
+    n: int,
     outer: tuple[Any, Any],
-) -> list[float]:
-    """One replicate of :func:`check_thm1_rate`: ``A(K)`` at each horizon of ``THM1_K``, every
-    run from ``start`` on the same stream ``rng`` (common random numbers)."""
+) -> np.ndarray:
+    """``n`` independent replicates of :func:`check_thm1_rate`, one row each: ``A(K)`` at each
+    horizon of ``THM1_K``, every run of replicate ``r`` from ``start`` on a fresh copy of the
+    same stream ``design.rng(r)`` (common random numbers: the runs see the same samples and
+    indices)."""
     (x0, y0), (G, g0) = start, outer
-    return [_thm1_average(problem, algorithms[K], x0, y0, K, rng, G, g0) for K in THM1_K]
+    return np.array(
+        [
+            [_thm1_average(problem, algorithms[K], x0, y0, K, design.rng(r), G, g0) for K in THM1_K]
+            for r in range(n)
+        ]
+    )
 
 
 def _thm1_algorithms(
@@ -380,9 +388,7 @@ def check_thm1_rate(
             identity, IDENTITY_RTOL, False, EQ11, details={"direction_identity": identity}
         )
     n = thm1_replicates(design, tests=3)
-    values = np.array(
-        [_thm1_replicate(problem, algorithms, (x0, y0), design.rng(r), outer) for r in range(n)]
-    )
+    values = _thm1_values(problem, algorithms, (x0, y0), design, n, outer)
     if not np.isfinite(values).all():  # a run diverged: A(K) is not bounded, the claim fails
         return _thm1_diverged(values)
     params = _thm1_bound_params(ex, x0, y0, outer, lam, alpha_bar)

@@ -257,23 +257,7 @@ def check_participation_exponent(claim: Claim, case: Case, make: Callable[..., A
 def participation_cases() -> st.SearchStrategy[Case]:
     """Client-sampling cases: ``PARTICIPATION_CLIENTS`` clients with identical Hessians and
     gradient heterogeneity in [0.1, 3], and a starting point's seed."""
-    problem = st.builds(
-        lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            PARTICIPATION_CLIENTS,
-            dx,
-            dy,
-            1.0 if dy == 1 else kappa,
-            seed=seed,
-            hessian_heterogeneity=0.0,
-            gradient_heterogeneity=gh,
-        ),
-        st.integers(1, 3),
-        st.integers(1, 3),
-        st.floats(1.0, 10.0),
-        st.floats(0.1, 3.0),
-        strategies.SEEDS,
-    )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return linear_heterogeneity_cases(PARTICIPATION_CLIENTS, max_dim=3, max_kappa=10.0)
 
 
 TAU_STATIONARITY_GRID = (1, 2, 4, 8)
@@ -366,9 +350,18 @@ def check_participation_algorithm(
 
 def four_client_cases() -> st.SearchStrategy[Case]:
     """Four clients that differ only in linear terms (every subset is enumerated)."""
+    return linear_heterogeneity_cases(4, max_dim=2, max_kappa=4.0)
+
+
+def linear_heterogeneity_cases(
+    n_clients: int, max_dim: int, max_kappa: float
+) -> st.SearchStrategy[Case]:
+    """``n_clients`` clients with identical Hessians and gradient heterogeneity in [0.1, 3]
+    (they differ only in linear terms), dimensions up to ``max_dim``, kappa up to
+    ``max_kappa``, and a starting point's seed."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            4,
+            n_clients,
             dx,
             dy,
             1.0 if dy == 1 else kappa,
@@ -376,9 +369,9 @@ def four_client_cases() -> st.SearchStrategy[Case]:
             hessian_heterogeneity=0.0,
             gradient_heterogeneity=gh,
         ),
-        st.integers(1, 2),
-        st.integers(1, 2),
-        st.floats(1.0, 4.0),
+        st.integers(1, max_dim),
+        st.integers(1, max_dim),
+        st.floats(1.0, max_kappa),
         st.floats(0.1, 3.0),
         strategies.SEEDS,
     )

@@ -482,3 +482,29 @@ def variance_ratio_test(
     return StatTest(
         quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT, high=VARIANCE_RATIO_LIMIT
     ), R
+
+
+def per_client_spec(**fields: Any) -> dict[str, Any]:
+    """The spec of a saved ``PerClientQuadratic.random`` case (as
+    :func:`~theory_checks.claim.known_case` reads it): the generator's keywords every saved case
+    writes out, at the values below unless ``fields`` says otherwise (a case states only what
+    differs from the defaults)."""
+    return {
+        "family": "PerClientQuadratic.random",
+        "n_clients": 2,
+        "dim_hyper": 1,
+        "dim_y": 1,
+        "condition_number": 1.0,
+        "seed": 0,
+        "hessian_heterogeneity": 0.0,
+        "cross_scale": 1.0,
+        "outer_coupling": 0.0,
+        "target_heterogeneity": 1.0,
+        "rho": 1.0,
+        "mu": 1.0,
+        "n_samples": 0,
+        "hessian_noise": 0.0,
+        "cross_noise": 0.0,
+        "gradient_noise": 0.0,
+        **fields,
+    }

@@ -42,7 +42,13 @@ from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.pushsum import push_sum
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, Perturbation, SeriesPoint, known_case
-from theory_checks.hgp.common import MIXING_FAMILIES, graph_cases, graph_of, hgp_claim
+from theory_checks.hgp.common import (
+    MIXING_FAMILIES,
+    graph_cases,
+    graph_of,
+    hgp_claim,
+    per_client_spec,
+)
 from theory_checks.hgp.constants import assumption1, pushsum_bound
 from theory_checks.hgp.perturbations import swap
 
@@ -248,24 +254,7 @@ SQRT_N_CONSTANT = lemma2_claim(
     # = 1
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 4,
-                "dim_hyper": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "cross_scale": 1.0,
-                "outer_coupling": 0.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(n_clients=4),
             {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0, "pushsum_steps": 1},
         ),
     ),

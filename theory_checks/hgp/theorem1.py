@@ -72,6 +72,7 @@ from theory_checks.hgp.common import (
     mean_path_gap,
     noise_moments,
     noisy_cases,
+    per_client_spec,
     point,
     replica_estimates,
     run_hgp,
@@ -539,24 +540,14 @@ def check_high_probability(
 # on one common stream, seed 1); the exact second moment gives -0.5006. Kept as an example so
 # every run decides the law on it.
 SAVED_NOISE_CASE = known_case(
-    {
-        "family": "PerClientQuadratic.random",
-        "n_clients": 2,
-        "dim_hyper": 1,
-        "dim_y": 1,
-        "condition_number": 1.0,
-        "seed": 3170,
-        "hessian_heterogeneity": 0.5,
-        "cross_scale": 0.75,
-        "outer_coupling": 0.0,
-        "target_heterogeneity": 1.0,
-        "rho": 1.0,
-        "mu": 1.0,
-        "n_samples": 16,
-        "hessian_noise": 0.3,
-        "cross_noise": 0.5,
-        "gradient_noise": 0.0,
-    },
+    per_client_spec(
+        seed=3170,
+        hessian_heterogeneity=0.5,
+        cross_scale=0.75,
+        n_samples=16,
+        hessian_noise=0.3,
+        cross_noise=0.5,
+    ),
     {"point_seed": 0, "graph_seed": 1, "pushsum_steps": 2, "batch_size": 1, "form": "independent"},
 )
 
@@ -637,24 +628,7 @@ STATED_STEP_CONDITION = theorem1_claim(
     # printed exp(-O(M)) as well as the proof's explicit (1 - eta alpha)^m.
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 2,
-                "dim_hyper": 1,
-                "dim_y": 2,
-                "condition_number": 10.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "cross_scale": 1.0,
-                "outer_coupling": 0.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(dim_y=2, condition_number=10.0),
             {"point_seed": 0, "eta_alpha": 0.5},
         ),
     ),

@@ -48,6 +48,7 @@ from theory_checks.exact_quantities import sign_fixed
 from theory_checks.hgp.common import (
     global_grad,
     hgp_claim,
+    per_client_spec,
     point,
     run_hgp,
     scale,
@@ -265,24 +266,7 @@ AS_STATED = theorem2_claim(
     # 1 the error is 0.884 against 0.5, the same excess (0.384) at M = 26 and 2M.
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 2,
-                "dim_hyper": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.5,
-                "cross_scale": 0.25,
-                "outer_coupling": 1.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(hessian_heterogeneity=0.5, cross_scale=0.25, outer_coupling=1.0),
             {"point_seed": 0},
         ),
     ),

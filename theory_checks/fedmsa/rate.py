@@ -193,6 +193,28 @@ R_EXPONENT_TOL = 0.02
 R_ROUND_CAP = 20_000
 
 
+def _msa(
+    make: Callable[..., Any],
+    problem: Any,
+    local_steps: int,
+    momentum: float,
+    steps: tuple[float, float],
+    batch_size: int | None,
+) -> Any:
+    """FedMSA on ``problem`` (:func:`~theory_checks.fedmsa.common.build`) with ``K`` local
+    steps, the momentum ``rho``, the steps ``(alpha, beta)`` and minibatches of ``batch_size``
+    (``None``: exact maps)."""
+    return build(
+        make,
+        problem,
+        local_steps=local_steps,
+        momentum=momentum,
+        outer_step_size=steps[0],
+        inner_step_size=steps[1],
+        batch_size=batch_size,
+    )
+
+
 def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Deterministic part of Theorem 3.1 / Cor. C.1 / Cor. D.1: ``E`` of the output-rule
     criterion after R rounds is O(tau/R + 1/(sqrt(K) R)); exact exponent in R <= -1 + 0.02.
@@ -210,15 +232,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     grid = np.array([f * horizon for f in R_HORIZONS])
     if grid[-1] > R_ROUND_CAP:
         raise NotMeasurable(f"needs {grid[-1]} rounds of K = {K} (slow contraction)")
-    alg = build(
-        make,
-        problem,
-        local_steps=K,
-        momentum=case.params["momentum"],
-        outer_step_size=alpha,
-        inner_step_size=beta,
-        batch_size=None,
-    )
+    alg = _msa(make, problem, K, case.params["momentum"], (alpha, beta), None)
     x0 = start_point(problem, case.params["seed"])
     Z0 = alg.maps.initial(problem)[1]
     averaged = exact_run(alg, problem, x0, Z0, 1, case.params["seed"]).criteria(int(grid[-1]))
@@ -278,15 +292,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         raise NotMeasurable(f"R = {R} rounds for K up to {Ks[-1]}: over the budget")
     values = []
     for K in Ks:
-        alg = build(
-            make,
-            problem,
-            local_steps=int(K),
-            momentum=case.params["momentum"],
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=None,
-        )
+        alg = _msa(make, problem, int(K), case.params["momentum"], (alpha, beta), None)
         records = run(
             alg,
             problem,
@@ -366,15 +372,7 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     values = []
     for m in grid:
         sub = replicated(problem, m)
-        alg = build(
-            make,
-            sub,
-            local_steps=K,
-            momentum=rho,
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=1,
-        )
+        alg = _msa(make, sub, K, rho, (alpha, beta), 1)
         exact = exact_run(alg, sub, x0, Z0, sub.n_samples, case.params["seed"], iid=True)
         values.append(exact.criteria(R)[-1])
     return exponent_measurement(
@@ -446,15 +444,7 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     for p, tau in zip(problems, taus, strict=True):
         # alpha, beta = O(1/(tau K)) (Thm 3.1): the contracting pair at the smallest tau, scaled
         alpha, beta = alpha0 * taus[0] / tau, beta0 * taus[0] / tau
-        alg = build(
-            make,
-            p,
-            local_steps=K,
-            momentum=1.0 / R,
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=1,
-        )
+        alg = _msa(make, p, K, 1.0 / R, (alpha, beta), 1)
         Z0 = fixed_point_Z(p, x0[None])[0]
         exact = exact_run(alg, p, x0, Z0, p.n_samples, case.params["seed"], initial_batch=K * R)
         values.append(exact.criteria(R)[-1])

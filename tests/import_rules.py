@@ -37,7 +37,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,9 +244,18 @@ def read_modules(modules: dict[str, tuple[Path, bool]]) -> dict[str, ModuleImpor
 
 
 def module_level_cycles(read: dict[str, ModuleImports]) -> list[list[str]]:
-    """The strongly connected components (more than one module, or a module importing itself)
-    of the module-level import graph, each sorted, in sorted order (Tarjan, iterative)."""
-    graph = {name: sorted({t for t, _ in m.module_level if t in read}) for name, m in read.items()}
+    """The import loops of the module-level import graph: :func:`strongly_connected` on it."""
+    return strongly_connected(
+        {name: {t for t, _ in m.module_level if t in read} for name, m in read.items()}
+    )
+
+
+def strongly_connected(edges: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of a directed graph (each node with the nodes it points
+    to) of more than one node, or of a node pointing to itself: each is a loop. Each component
+    sorted, the components in sorted order (Tarjan's algorithm, iterative so that a long chain
+    of imports does not reach Python's recursion limit)."""
+    graph = {node: sorted(targets) for node, targets in edges.items()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -270,7 +279,7 @@ def module_level_cycles(read: dict[str, ModuleImports]) -> list[list[str]]:
                     counter += 1
                     stack.append(child)
                     on_stack.add(child)
-                    work.append((child, iter(graph[child])))
+                    work.append((child, iter(graph.get(child, ()))))
                 elif child in on_stack:
                     low[node] = min(low[node], index[child])
                 continue
@@ -285,7 +294,7 @@ def module_level_cycles(read: dict[str, ModuleImports]) -> list[list[str]]:
                     component.append(member)
                     if member == node:
                         break
-                if len(component) > 1 or node in graph[node]:
+                if len(component) > 1 or node in graph.get(node, ()):
                     components.append(sorted(component))
     return sorted(components)
 

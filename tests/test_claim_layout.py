@@ -35,7 +35,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PAPERS = ("classical", "fednest", "aggitd", "fedmsa", "hgp", "comparison")
 # A paper's shared modules: what several of its results use (and the mutants, which concern
 # estimators rather than results). Anything else in a paper's folder is a result module.
-SHARED_MODULES = {"__init__", "constants", "common", "perturbations", "mutants"}
+SHARED_MODULES = {
+    "__init__",
+    "constants",
+    "common",
+    "moments",
+    "k_rate",
+    "perturbations",
+    "mutants",
+}
 # Modules of a paper's folder that are neither shared helpers nor results, with the reason.
 OTHER_MODULES = {
     "comparison": {
@@ -224,13 +232,16 @@ def _core(module_name: str | None) -> bool:
 
 def claim_id_strings(source: str, ids: set[str]) -> list[int]:
     """Lines of ``source`` where a claim id of ``ids`` is written as a string other than the
-    ``id=``, ``serves=`` or ``power_from=`` of a ``Claim(...)`` (a refuted step names the result
-    it serves, a loose claim its companions, often declared after it or in another result's
-    module; tests/test_claim_about.py and tests/test_claim_evidence.py check each resolves)."""
+    ``id=``, ``serves=`` or ``power_from=`` of a ``Claim(...)`` or of a claim constructor's call
+    (``lemma22_claim(...)``, a :class:`~theory_checks.claim.ClaimMaker`) (a refuted step names
+    the result it serves, a loose claim its companions, often declared after it or in another
+    result's module; tests/test_claim_about.py and tests/test_claim_evidence.py check each
+    resolves)."""
     tree = ast.parse(source)
     declared: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Claim":
+        name = getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
+        if name == "Claim" or name.endswith("_claim"):
             for k in node.keywords:
                 if k.arg in ("id", "serves"):
                     declared.add(id(k.value))

@@ -19,7 +19,7 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks import fedmsa
 from theory_checks.claim import Case
-from theory_checks.fedmsa import common as fedmsa_common
+from theory_checks.fedmsa import moments as fedmsa_moments
 from theory_checks.fedmsa import perturbations as perturbed
 from theory_checks.fedmsa import rate, scaling
 from theory_checks.runner import Profile, run_claim, write_claim_result
@@ -93,7 +93,7 @@ def test_weight_decay_moves_the_fixed_point_by_the_decay():
     x = torch.tensor([0.3, -0.7], dtype=torch.float64)
 
     def ctx():
-        return fedmsa_common.scripted_round_context(problem, None, 0)
+        return fedmsa_moments.scripted_round_context(problem, None, 0)
 
     state = good.step(ctx(), good.state_at(problem, x))
     new_good = good.step(ctx(), state)

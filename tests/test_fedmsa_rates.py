@@ -22,13 +22,15 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
 from theory_checks.fedmsa.common import (
+    fixed_point,
+    mean_maps,
+)
+from theory_checks.fedmsa.moments import (
     Branch,
     Layout,
     criterion_form,
     expected_criteria,
-    fixed_point,
     identify_round,
-    mean_maps,
     run_round,
     validate_round,
 )

@@ -78,4 +78,4 @@ def test_a_documented_name_exists(name):
 
 def test_a_stale_name_is_reported():
     assert unresolved("theory_checks.fedmsa.exact.exact_run") is not None
-    assert unresolved("theory_checks.fedmsa.common.exact_run") is None
+    assert unresolved("theory_checks.fedmsa.moments.exact_run") is None

@@ -1,11 +1,12 @@
-"""theory_checks has no import loop, no reach-in and one way for the profile to travel (issue 26).
+"""theory_checks has no import loop, no reach-in and one way for the profile to travel.
 
-The review found the profile reaching the checks three ways (an argument, a context variable set
-in nested runner calls, ``$TESTBED_PROFILE``), FedMSA's case strategies calling the ambient
-``fast_profile()`` imported from the runner, which closed the loop ``runner -> registry ->
-fedmsa -> cases -> runner``, and 131 imports of ``_private`` names inside theory_checks. These
-tests read the source (``ast``) and the import graph (grimp, which import-linter uses), so a new
-reach-in, loop or ambient read fails here with its file and line.
+The profile reaches a check as an argument only: no context variable, no ``$TESTBED_PROFILE``
+read below the entry points, no ambient ``fast_profile()`` (a case strategy that called one
+imported the runner and closed the loop ``runner -> registry -> fedmsa -> cases -> runner``);
+and no module imports another's ``_private`` names. These tests read the source (``ast``) and
+the import graph (grimp, which import-linter uses), so a new reach-in, loop or ambient read fails
+here with its file and line. The loops are found by :func:`tests.import_rules.strongly_connected`,
+the same function the import-linter contract uses.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 import grimp
 import pytest
 
+from tests import import_rules
+
 PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PROJECT = ("theory_checks", "testbed", "testbed_app", "problems", "reports", "results_format")
 
@@ -26,7 +29,7 @@ ENVIRONMENT_READERS = {("profiles.py", "get_profile")}
 # Entry points of a test session (pytest modules shipped inside the package): they may ask for
 # the session's default profile, get_profile() without a name.
 TEST_ENTRY_POINTS = {"test_claims.py", "test_mutants.py"}
-# Names of the ambient profile, removed in issue 26: a check that calls one reads no argument.
+# Names of an ambient profile: a check that calls one reads no argument.
 AMBIENT = {"fast_profile", "active_profile", "running_on", "ContextVar"}
 
 
@@ -141,39 +144,7 @@ def import_cycles() -> list[list[str]]:
         m: {i for i in graph.find_modules_directly_imported_by(m) if i.startswith("theory_checks")}
         for m in graph.modules
     }
-    return strongly_connected(edges)
-
-
-def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
-    """The components of more than one module (Tarjan's algorithm): each is an import loop."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    components: list[list[str]] = []
-
-    def strong(v: str) -> None:
-        index[v] = low[v] = len(index)
-        stack.append(v)
-        for w in edges.get(v, ()):
-            if w not in index:
-                strong(w)
-                low[v] = min(low[v], low[w])
-            elif w in stack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            component = []
-            while True:
-                w = stack.pop()
-                component.append(w)
-                if w == v:
-                    break
-            if len(component) > 1:
-                components.append(sorted(component))
-
-    for module in sorted(edges):
-        if module not in index:
-            strong(module)
-    return components
+    return import_rules.strongly_connected(edges)
 
 
 def test_no_check_reads_the_environment_or_an_ambient_profile():
@@ -194,14 +165,13 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_no_claims_file_names_a_private_name():
-    # 76 references to _private strategies and controls in theory_checks' own claims files
-    # before issue 26; the plugins' files are the ones left
+    # a claims file names code by string ("module:name"), which no import rule sees
     assert private_references() == []
 
 
 def test_project_modules_are_imported_at_module_level():
-    # 40 function-local imports of project modules before issue 26, most hiding the loops
-    # above; no optional dependency of theory_checks needs one (Ray and Flower are testbed_app's)
+    # a function-local import hides a loop from the module-level graph; no optional dependency
+    # of theory_checks needs one (Ray and Flower are testbed_app's)
     assert local_project_imports() == []
 
 
@@ -237,7 +207,8 @@ def test_the_reference_scan_finds_a_planted_private_reference(tmp_path):
 
 
 def test_the_loop_finder_finds_the_reviewed_loop():
-    # the loop of the review: runner -> registry -> fedmsa -> (claims file) cases -> runner
+    # the loop a case strategy reading the runner's profile made: runner -> registry -> fedmsa
+    # -> (claims file) cases -> runner
     edges = {
         "runner": {"registry", "claim"},
         "registry": {"fedmsa"},
@@ -245,8 +216,8 @@ def test_the_loop_finder_finds_the_reviewed_loop():
         "cases": {"runner", "claim"},
         "claim": set(),
     }
-    assert strongly_connected(edges) == [["cases", "fedmsa", "registry", "runner"]]
-    assert strongly_connected({**edges, "cases": {"claim"}}) == []
+    assert import_rules.strongly_connected(edges) == [["cases", "fedmsa", "registry", "runner"]]
+    assert import_rules.strongly_connected({**edges, "cases": {"claim"}}) == []
 
 
 PLUGIN_USING_THE_RUNNER = """\

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 from hypothesis import strategies as st
 
@@ -24,7 +24,7 @@ from results_format.verdicts import VERDICTS as VERDICTS
 from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
 from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
 
-# PerProfile lives with the profiles; re-exported (``X as X``) for the claims that name it here
+# PerProfile is defined with the profiles it selects among; claims import it from here, with Claim
 from theory_checks.profiles import PROFILES
 from theory_checks.profiles import PerProfile as PerProfile
 
@@ -359,3 +359,48 @@ def known_case(spec: Mapping[str, Any], params: Mapping[str, Any]) -> Callable[[
         return Case(from_spec(dict(spec)), dict(params))
 
     return build
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimMaker:
+    """A constructor of claims that share some fields: a paper's name, a result's estimators,
+    kind, hypotheses or perturbation. ``make(id=..., ...)`` is ``Claim(**defaults, ...)``, the
+    fields it is given taking precedence, so a result module states only what differs between
+    its claims; :meth:`but` makes the constructor of a narrower group (a paper's, then a
+    result's). The claims it makes are plain :class:`Claim` values, their fingerprints those
+    of the same fields written out."""
+
+    defaults: Mapping[str, Any]
+
+    def __call__(self, **fields: Any) -> Claim:
+        return Claim(**{**self.defaults, **fields})
+
+    def but(self, **defaults: Any) -> ClaimMaker:
+        """This constructor with more (or other) shared fields."""
+        return ClaimMaker({**self.defaults, **defaults})
+
+
+def paper_claim(paper: str, **defaults: Any) -> ClaimMaker:
+    """The constructor of ``paper``'s claims (``paper_claim("FedNest")``), with ``defaults``."""
+    return ClaimMaker({"paper": paper, **defaults})
+
+
+def bilevel_spec(**fields: Any) -> dict[str, Any]:
+    """The spec of a saved ``QuadraticBilevel.random`` case (as :func:`known_case` reads it):
+    the generator's keywords every saved case writes out, at the values below unless
+    ``fields`` says otherwise (a case states only what differs from the defaults)."""
+    return {
+        "family": "QuadraticBilevel.random",
+        "n_clients": 1,
+        "dim_x": 1,
+        "dim_y": 1,
+        "condition_number": 1.0,
+        "seed": 0,
+        "hessian_heterogeneity": 0.0,
+        "gradient_heterogeneity": 0.0,
+        "mu": 1.0,
+        "n_samples": 0,
+        "gradient_noise": 0.0,
+        "hessian_noise": 0.0,
+        **fields,
+    }

@@ -147,6 +147,11 @@ class ClaimResult:
 def claim_fingerprint(claim: Claim, profile: Profile) -> str:
     """Changes when the claim's definition on ``profile`` changes, so stale results are not
     reused."""
+    return fingerprint(*claim_definition(claim, profile))
+
+
+def claim_definition(claim: Claim, profile: Profile) -> list[str]:
+    """The parts of ``claim`` on ``profile`` that :func:`claim_fingerprint` hashes, in order."""
     parts = [
         claim.id,
         claim.reference,
@@ -176,7 +181,7 @@ def claim_fingerprint(claim: Claim, profile: Profile) -> str:
                 f"{p.name}: {p.statement} {p.checked} {p.values}" for p in claim.added_parameters
             )
         )
-    return fingerprint(*parts)
+    return parts
 
 
 def _decision_summary(d: TestDecision) -> dict[str, Any]:

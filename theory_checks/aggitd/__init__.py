@@ -56,31 +56,10 @@ Shared: :mod:`.constants` (the paper's constants, step rules and hypotheses), :m
 
 from __future__ import annotations
 
-from theory_checks.aggitd import (
-    alg1,
-    comm,
-    cor1,
-    errata,
-    lemma3,
-    lower,
-    prop1,
-    prop2,
-    scaling,
-    thm1,
-)
 from theory_checks.claim import Claim
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    *prop1.CLAIMS,
-    *alg1.CLAIMS,
-    *prop2.CLAIMS,
-    *lower.CLAIMS,
-    *comm.CLAIMS,
-    *cor1.CLAIMS,
-    *scaling.CLAIMS,
-    *thm1.CLAIMS,
-    *lemma3.CLAIMS,
-    *errata.CLAIMS,
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

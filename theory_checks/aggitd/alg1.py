@@ -30,7 +30,7 @@ import torch
 
 from problems import QuadraticBilevel
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import closed_form_cases, exact_setup, run_estimate
+from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -39,7 +39,7 @@ from theory_checks.aggitd.constants import (
     neumann_step,
 )
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, known_case
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, bilevel_spec, known_case
 from theory_checks.hypotheses import Reading
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
@@ -115,25 +115,25 @@ alg1_as_printed_control = known_case(_CONTROL_PROBLEM, {"point_seed": 12})
 CASES = closed_form_cases(max_dim=5)
 
 
-AS_PRINTED = Claim(
-    id="aggitd.alg1.as_printed",
-    paper="AggITD",
-    reference="Xiao & Ji 2023, Alg. 1 lines 6 and 15 as printed",
+# What every claim of this result shares.
+alg1_claim = aggitd_claim.but(
     kind="exact_identity",
     about=ABOUT_STEP,
+    strategy=CASES,
+    check=check_per_index_identity,
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
+)
+
+
+AS_PRINTED = alg1_claim(
+    id="aggitd.alg1.as_printed",
+    reference="Xiao & Ji 2023, Alg. 1 lines 6 and 15 as printed",
     serves="aggitd.alg1.per_index_identity",
     statement=(
         "Alg. 1 as printed (z_i^t = z^{t-1} - grad^2_y G_i z^{t-1}; p = lambda (N+1) "
         "z^{N-1} if Q < N) computes the estimator of eq. (5)"
     ),
     estimators=("aggitd-as-printed",),
-    strategy=CASES,
-    check=check_per_index_identity,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     expected="fails",
     positive_control=alg1_as_printed_control,
     notes=(
@@ -165,44 +165,21 @@ AS_PRINTED = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 5,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-            },
+            bilevel_spec(n_clients=5),
             {"point_seed": 0},
         ),
     ),
 )
 
 
-PER_INDEX_IDENTITY = Claim(
+PER_INDEX_IDENTITY = alg1_claim(
     id="aggitd.alg1.per_index_identity",
-    paper="AggITD",
     reference="Xiao & Ji 2023, eq. (5) (HessIV closed form; Sec. 2.2), Alg. 1 read with it",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
         "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"
     ),
     estimators=("aggitd",),
-    strategy=CASES,
-    check=check_per_index_identity,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     corrects=AS_PRINTED.id,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

@@ -26,7 +26,7 @@ from testbed.algorithms.aggitd import AggITDState, FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import aggitd_claim, closed_form_cases
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -149,24 +149,24 @@ EXTRA_ROUND_SGD = Perturbation(
 CASES = closed_form_cases(max_dim=5)
 
 
-ROUNDS_PER_ITERATION = Claim(
-    id="aggitd.comm.rounds_per_iteration",
-    paper="AggITD",
-    reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3)",
+# What every claim of this result shares.
+comm_claim = aggitd_claim.but(
     kind="communication_count",
     about=ABOUT_STEP,
+    strategy=CASES,
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
+)
+
+
+ROUNDS_PER_ITERATION = comm_claim(
+    id="aggitd.comm.rounds_per_iteration",
+    reference="Xiao & Ji 2023, Table 1 (2N + 3 rounds; AID-based FHE 2N + T + 3)",
     statement=(
         "ledger rounds per FBO-AggITD iteration == 2N + 3 == rounds_per_iteration(), "
         "floats per iteration == the sizes of Table 1's messages, for every N, tau and C"
     ),
     estimators=("fbo-aggitd",),
-    strategy=CASES,
     check=check_comm_rounds,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     perturbation=EXTRA_ROUND,
     notes=(
         "FedNest's 2N + T + 3 from the same table is recorded at T = N (Table 2's N = T = 5 "
@@ -175,24 +175,15 @@ ROUNDS_PER_ITERATION = Claim(
 )
 
 
-SGD_ROUNDS_PER_ITERATION = Claim(
+SGD_ROUNDS_PER_ITERATION = comm_claim(
     id="aggitd.comm.sgd_rounds_per_iteration",
-    paper="AggITD",
     reference=(
         "derived here for Fig. 4's FBO-AggITD_SGD (the paper gives no count; Alg. 2 without "
         "its control variate)"
     ),
-    kind="communication_count",
-    about=ABOUT_STEP,
     statement="FBO-AggITD_SGD: N + 3 rounds per iteration (z^t rides on the FedAvg round)",
     estimators=("fbo-aggitd-sgd",),
-    strategy=CASES,
     check=check_sgd_comm_rounds,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     perturbation=EXTRA_ROUND_SGD,
 )
 

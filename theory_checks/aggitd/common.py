@@ -51,10 +51,18 @@ from theory_checks.aggitd.constants import (
     lemma3_outer_step,
     neumann_step,
 )
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, paper_claim
 from theory_checks.classical.common import closed_form_problems
-from theory_checks.exact_quantities import evaluation_point, quadratic_view
+from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
+
+#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+aggitd_claim = paper_claim("AggITD")
+
+#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+aggitd_claim = paper_claim("AggITD")
 
 # --------------------------------------------------------------------------- exact runs
 
@@ -370,6 +378,49 @@ def upper_setup(
 # --------------------------------------------------------------------------- Prop. 1
 
 
+def _prop1_bias_at(
+    claim: Claim,
+    make: Callable[..., Any],
+    ex: Any,
+    x: torch.Tensor,
+    y0: torch.Tensor,
+    n: int,
+    steps: dict[str, Any],
+) -> tuple[float, float, float, Any]:
+    """:func:`check_prop1_bias` at one ``N = n`` from ``y0``: ``B_I``, eq. (4)'s bound with the
+    constants read along the inner trajectory, the round-off slack and the run's calls."""
+    lam, beta = steps["lam"], steps["beta"]
+    out = run_estimate(
+        make,
+        ex.problem,
+        x,
+        y0,
+        inner_steps=n,
+        local_steps=steps["local_steps"],
+        inner_step_size=beta,
+        neumann_step_size=lam,
+        expectation=True,
+    )
+    y_n = out.state.y
+    gx, gy = ex.grad_outer(y_n)
+    target = ex.J @ torch.linalg.solve(ex.H, gy)
+    bias_sq = float(((gx - out.value) - target).norm() ** 2)
+    ys = out.aux["trajectory"] + [ex.y_star]
+    params = {
+        "inner_steps": n,
+        "neumann_step_size": lam,
+        "inner_step_size": beta,
+        "mu": ex.mu,
+        "L_g": ex.L_g,
+        "L_f": ex.L_f,
+        "M": gradient_bound(ex.problem, [(x, y) for y in ys]),
+        "initial_gap_sq": float((y0 - ex.y_star).norm() ** 2),
+        "sigma_g_sq": max(ex.heterogeneity_sq(y) for y in ys),
+    }
+    bound = claim.evaluate_bound(ex.constants, params)
+    return bias_sq, bound, (IDENTITY_RTOL * ex.scale(y_n)) ** 2, out.calls
+
+
 def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """B_I = ||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= eq. (4) at every N on a grid, from the
     case's start y^0 and from y^0 = y*.
@@ -389,54 +440,17 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     for start, y0 in (("start", y_start), ("y*", ex.y_star)):
         worst_ratio = 0.0
         for n in (0, 1, 2, 3, 5, 8, 12, 16):
-            out = run_estimate(
-                make,
-                ex.problem,
-                x,
-                y0,
-                inner_steps=n,
-                local_steps=tau,
-                inner_step_size=beta,
-                neumann_step_size=lam,
-                expectation=True,
+            bias_sq, bound, slack, calls = _prop1_bias_at(
+                claim, make, ex, x, y0, n, {"local_steps": tau, "lam": lam, "beta": beta}
             )
-            y_n = out.state.y
-            gx, gy = ex.grad_outer(y_n)
-            target = ex.J @ torch.linalg.solve(ex.H, gy)
-            bias_sq = float(((gx - out.value) - target).norm() ** 2)
-            ys = out.aux["trajectory"] + [ex.y_star]
-            params = {
-                "inner_steps": n,
-                "neumann_step_size": lam,
-                "inner_step_size": beta,
-                "mu": ex.mu,
-                "L_g": ex.L_g,
-                "L_f": ex.L_f,
-                "M": gradient_bound(ex.problem, [(x, y) for y in ys]),
-                "initial_gap_sq": float((y0 - ex.y_star).norm() ** 2),
-                "sigma_g_sq": max(ex.heterogeneity_sq(y) for y in ys),
-            }
-            bound = claim.evaluate_bound(ex.constants, params)
-            slack = (IDENTITY_RTOL * ex.scale(y_n)) ** 2
             worst = max(worst, bias_sq - bound - slack)
             worst_ratio = max(worst_ratio, bias_sq / (bound + slack))
             series += [
-                SeriesPoint(
-                    f"measured from {start}",
-                    "inner_steps",
-                    n,
-                    bias_sq,
-                    out.calls.oracle_calls,
-                    out.calls.comm_rounds,
-                ),
-                SeriesPoint(
-                    f"bound from {start}",
-                    "inner_steps",
-                    n,
-                    bound,
-                    out.calls.oracle_calls,
-                    out.calls.comm_rounds,
-                ),
+                SeriesPoint(name, "inner_steps", n, value, calls.oracle_calls, calls.comm_rounds)
+                for name, value in (
+                    (f"measured from {start}", bias_sq),
+                    (f"bound from {start}", bound),
+                )
             ]
             if start == "start":
                 last = (bias_sq, bound)
@@ -453,3 +467,38 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
             "worst_ratio_from_y_star": ratios["y*"],
         },
     )
+
+
+def outer_spectrum(problem: Any) -> torch.Tensor:
+    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
+    :func:`~theory_checks.exact_quantities.outer_affine`);
+    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
+    G, _ = outer_affine(problem)
+    eig = torch.linalg.eigvalsh(G)
+    if float(eig.min()) <= 0.0:
+        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
+    return eig
+
+
+def trajectory_mean(
+    it: AffineIteration,
+    z0: np.ndarray,
+    value: Callable[[np.ndarray], np.ndarray],
+    iterations: int,
+    chunk: int = 2048,
+) -> float:
+    """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
+    averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
+    d = len(z0)
+    powers, partial = [np.eye(d)], [np.zeros(d)]
+    for _ in range(chunk - 1):
+        partial.append(it.A @ partial[-1] + it.c)
+        powers.append(it.A @ powers[-1])
+    P, S = np.stack(powers), np.stack(partial)
+    total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
+    while done < iterations:
+        block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
+        total += float(value(block).sum())
+        done += len(block)
+        z = it.A @ block[-1] + it.c
+    return total / iterations

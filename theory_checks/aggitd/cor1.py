@@ -47,6 +47,7 @@ from theory_checks.aggitd.common import (
     NO_DRAWS,
     AffineIteration,
     affine_iteration,
+    aggitd_claim,
     bilevel_cases,
     exact_setup,
 )
@@ -72,6 +73,7 @@ from theory_checks.claim import (
     PerProfile,
     Perturbation,
     SeriesPoint,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.exact_quantities import outer_affine, quadratic_view
@@ -343,23 +345,11 @@ INDIRECT_SIGN_FLIPPED = Perturbation(
 CASES = bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0))
 
 
-NO_FLOOR = Claim(
-    id="aggitd.cor1.no_floor",
-    paper="AggITD",
-    reference=(
-        "Xiao & Ji 2023, Cor. 1 (N = O(kappa_g), alpha_bar = O(kappa_g^{-4}): (1/K) sum_k "
-        "E||grad f(x_k)||^2 = O(kappa^4/K + kappa^4/sqrt K)) under Thm 1's step rule"
-    ),
-    kind="scaling_exponent",
+# What every claim of this result shares.
+cor1_claim = aggitd_claim.but(
     about=ABOUT_RESULT,
-    statement=(
-        "with N = O(kappa_g) and Theorem 1's steps, the stationarity of FBO-AggITD's "
-        "iterates decays at least like K^{-1/2}: its limit (infimum) over the run is 0 "
-        "(no floor)"
-    ),
     estimators=("fbo-aggitd",),
     strategy=CASES,
-    check=check_cor1_no_floor,
     hypotheses=(
         A1_STRONG_CONVEXITY,
         LAMBDA_CAP,
@@ -368,8 +358,24 @@ NO_FLOOR = Claim(
         THM1_ALPHA_RULE,
         THM1_BETA_FLOOR,
     ),
-    expected="fails",
     shrink=False,
+)
+
+
+NO_FLOOR = cor1_claim(
+    id="aggitd.cor1.no_floor",
+    reference=(
+        "Xiao & Ji 2023, Cor. 1 (N = O(kappa_g), alpha_bar = O(kappa_g^{-4}): (1/K) sum_k "
+        "E||grad f(x_k)||^2 = O(kappa^4/K + kappa^4/sqrt K)) under Thm 1's step rule"
+    ),
+    kind="scaling_exponent",
+    statement=(
+        "with N = O(kappa_g) and Theorem 1's steps, the stationarity of FBO-AggITD's "
+        "iterates decays at least like K^{-1/2}: its limit (infimum) over the run is 0 "
+        "(no floor)"
+    ),
+    check=check_cor1_no_floor,
+    expected="fails",
     positive_control=cor1_no_floor_control,
     notes=(
         "Exact oracles and the exact mean over Q remove every stochastic term of Thm 1, so "
@@ -416,32 +422,17 @@ NO_FLOOR = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 2,
-                "condition_number": 1.5,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-            },
+            bilevel_spec(dim_y=2, condition_number=1.5),
             {"point_seed": 0},
         ),
     ),
 )
 
 
-FLOOR_KEPT = Claim(
+FLOOR_KEPT = cor1_claim(
     id="aggitd.cor1.floor_kept",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term (Sec. 4.3, App. D)",
     kind="bias_bound",
-    about=ABOUT_RESULT,
     power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     statement=(
         "the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
@@ -449,20 +440,9 @@ FLOOR_KEPT = Claim(
         "being the fixed point of eq. (11)'s truncated series at the stated lambda and N "
         "(1e-10)"
     ),
-    estimators=("fbo-aggitd",),
-    strategy=CASES,
     # Why 4 cases on fast: the affine map of one iteration and ~1e5 iterations of it (~0.3 s)
     max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_cor1_floor_kept,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-        THM1_ALPHA_RULE,
-        THM1_BETA_FLOOR,
-    ),
     bound=cor1_floor_bound,
     corrects=NO_FLOOR.id,
     perturbation=INDIRECT_SIGN_FLIPPED,

@@ -37,6 +37,7 @@ from hypothesis import strategies as st
 from problems import ProblemConstants, QuadraticBilevel, strategies
 from results_format.verdicts import ABOUT_STEP
 from theory_checks.aggitd.common import (
+    aggitd_claim,
     check_prop1_bias,
     closed_form_cases,
     exact_setup,
@@ -69,6 +70,7 @@ from theory_checks.claim import (
     PerProfile,
     Perturbation,
     SeriesPoint,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -311,12 +313,14 @@ PROP2_SUM_CORRECTED_CASES = one_dimensional_cases()
 PROP1_ALPHA3_EQ45_CASES = closed_form_cases(max_dim=4)
 
 
-DH_THEOREM2_CONSTANT = Claim(
+# What every claim of this result shares.
+errata_claim = aggitd_claim.but(about=ABOUT_STEP, shrink=False)
+
+
+DH_THEOREM2_CONSTANT = errata_claim(
     id="aggitd.errata.dh_theorem2_constant",
-    paper="AggITD",
     reference=("Xiao & Ji 2023, Thm 2 restatement (App. D.1) of D_h^2 (8 M^2) vs Prop. 2 (12 M^2)"),
     kind="variance_bound",
-    about=ABOUT_STEP,
     power_from=("aggitd.prop2.second_moment", "aggitd.prop1.mean_identity"),
     serves="aggitd.thm1.rate_in_K",
     statement=(
@@ -326,15 +330,9 @@ DH_THEOREM2_CONSTANT = Claim(
     estimators=("fbo-aggitd",),
     strategy=DH_THEOREM2_CONSTANT_CASES,
     check=check_dh,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     bound=dh_bound,
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPPER_STEP_NOT_ALG4,
     notes=(
         "The erratum is harmless on every drawn case: the measured second moment stays below "
@@ -350,15 +348,13 @@ DH_THEOREM2_CONSTANT = Claim(
 )
 
 
-PROP2_SUM_AS_PRINTED = Claim(
+PROP2_SUM_AS_PRINTED = errata_claim(
     id="aggitd.errata.prop2_sum_as_printed",
-    paper="AggITD",
     reference=(
         "Xiao & Ji 2023, proof of Prop. 2 (geometric sum to (1 - lam mu)^{2N}) under "
         "Assumptions 1-2 and lambda <= min{10, 1/L_g}; App. C.2"
     ),
     kind="variance_bound",
-    about=ABOUT_STEP,
     serves="aggitd.prop2.second_moment",
     statement=(
         "E_Q ||h^I||^2 <= lam^2 (N+1) L_g^2 M^2 (1 - (1 - lam mu)^{2N}) / (1 - (1 - lam "
@@ -368,14 +364,9 @@ PROP2_SUM_AS_PRINTED = Claim(
     estimators=("aggitd",),
     strategy=PROP2_SUM_AS_PRINTED_CASES,
     check=check_geometric_sum_printed,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        A2_M_GLOBAL,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, A2_M_GLOBAL),
     bound=geometric_sum_bound,
     expected="fails",
-    shrink=False,
     positive_control=errata_prop2_sum_as_printed_control,
     notes=(
         "Refuted: the printed sum drops the Q = 0 term (1 - lam mu)^{2N}. Saved "
@@ -392,33 +383,17 @@ PROP2_SUM_AS_PRINTED = Claim(
     ),
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 164,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 0.1,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-                "outer_curvature": 0.0,
-            },
+            bilevel_spec(seed=164, mu=0.1, outer_curvature=0.0),
             {"point_seed": 0},
         ),
     ),
 )
 
 
-PROP2_SUM_CORRECTED = Claim(
+PROP2_SUM_CORRECTED = errata_claim(
     id="aggitd.errata.prop2_sum_corrected",
-    paper="AggITD",
     reference="Xiao & Ji 2023, proof of Prop. 2 (App. C.2) corrected (sum over Q = 0..N)",
     kind="variance_bound",
-    about=ABOUT_STEP,
     serves="aggitd.prop2.second_moment",
     statement=(
         "E_Q ||h^I||^2 <= lam^2 (N+1) ||J||^2 ||grad_y f(x, y*)||^2 (1 - (1 - lam "
@@ -429,13 +404,9 @@ PROP2_SUM_CORRECTED = Claim(
     estimators=("aggitd",),
     strategy=PROP2_SUM_CORRECTED_CASES,
     check=check_geometric_sum_corrected,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP),
     bound=geometric_sum_bound,
     max_examples=PerProfile(3, None),
-    shrink=False,
     corrects=PROP2_SUM_AS_PRINTED.id,
     perturbation=INDIRECT_SCALED_1E3,
     notes=(
@@ -448,15 +419,13 @@ PROP2_SUM_CORRECTED = Claim(
 )
 
 
-PROP1_ALPHA3_EQ45 = Claim(
+PROP1_ALPHA3_EQ45 = errata_claim(
     id="aggitd.errata.prop1_alpha3_eq45",
-    paper="AggITD",
     reference=(
         "Xiao & Ji 2023, eq. (45) restating alpha_3(N) = 3(N+1)(1 - beta mu)^N/(lam mu) "
         "(Prop. 1: (1 - beta mu/2)^N)"
     ),
     kind="bias_bound",
-    about=ABOUT_STEP,
     power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     serves="aggitd.prop1.bias_bound",
     statement=(
@@ -466,14 +435,9 @@ PROP1_ALPHA3_EQ45 = Claim(
     estimators=("aggitd",),
     strategy=PROP1_ALPHA3_EQ45_CASES,
     check=check_prop1_bias,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     bound=prop1_bound_eq45,
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(
         "The restated alpha_3 decays faster, but deterministic FedSVRG contracts ||y - y*||^2 "

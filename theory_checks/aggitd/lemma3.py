@@ -24,7 +24,7 @@ from typing import Any
 
 from problems import ProblemConstants
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.aggitd.common import closed_form_cases, upper_round, upper_setup
+from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, upper_round, upper_setup
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -106,9 +106,8 @@ UPPER_STEP_INVERTED = Perturbation(
 DRIFT_BOUND_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 4.0))
 
 
-DRIFT_BOUND = Claim(
+DRIFT_BOUND = aggitd_claim(
     id="aggitd.lemma3.drift_bound",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -121,12 +120,7 @@ DRIFT_BOUND = Claim(
     estimators=("fbo-aggitd",),
     strategy=DRIFT_BOUND_CASES,
     check=check_lemma3_drift,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     bound=lemma3_bound,
     max_examples=PerProfile(2, None),
     shrink=False,

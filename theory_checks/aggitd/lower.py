@@ -20,7 +20,7 @@ import numpy as np
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import closed_form_cases, exact_setup, run_estimate
+from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -120,9 +120,8 @@ INNER_STEP_PER_CALL = Perturbation(
 CONTRACTION_CASES = closed_form_cases(max_dim=5)
 
 
-CONTRACTION = Claim(
+CONTRACTION = aggitd_claim(
     id="aggitd.lower.contraction",
-    paper="AggITD",
     reference="Xiao & Ji 2023, eqs. (14)-(15) (Mitra et al. 2021, Thm 4)",
     kind="linear_rate",
     about=ABOUT_RESULT,
@@ -135,11 +134,7 @@ CONTRACTION = Claim(
     # a failing case is saved as drawn: shrinking reruns the check
     shrink=False,
     check=check_lower_contraction,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=INNER_STEP_PER_CALL,
     notes=(
         "beta = min(1, lambda, 1/(6 L_g)), beta_i = beta / tau_i, tau in 1..4, N = 30. "

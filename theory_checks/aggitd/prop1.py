@@ -39,6 +39,7 @@ from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import (
     NoDraws,
+    aggitd_claim,
     check_prop1_bias,
     closed_form_cases,
     exact_setup,
@@ -161,9 +162,17 @@ MEAN_IDENTITY_CASES = closed_form_cases(max_dim=5)
 BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 
 
-MEAN_IDENTITY = Claim(
+# What every claim of this result shares.
+prop1_claim = aggitd_claim.but(
+    estimators=("aggitd",),
+    max_examples=PerProfile(4, None),
+    shrink=False,
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
+)
+
+
+MEAN_IDENTITY = prop1_claim(
     id="aggitd.prop1.mean_identity",
-    paper="AggITD",
     reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
     kind="exact_identity",
     about=ABOUT_STEP,
@@ -173,17 +182,9 @@ MEAN_IDENTITY = Claim(
         "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
         "mode returns the same"
     ),
-    estimators=("aggitd",),
     strategy=MEAN_IDENTITY_CASES,
     # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
-    max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_mean_identity,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     perturbation=NEUMANN_STEP_FLOAT32,
     notes=(
         "Exact oracles and full participation, so the only randomness is Q; the trajectory is "
@@ -192,9 +193,8 @@ MEAN_IDENTITY = Claim(
 )
 
 
-BIAS_BOUND = Claim(
+BIAS_BOUND = prop1_claim(
     id="aggitd.prop1.bias_bound",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -204,17 +204,9 @@ BIAS_BOUND = Claim(
         "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "
         "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"
     ),
-    estimators=("aggitd",),
     strategy=BIAS_BOUND_CASES,
     # Why 4 cases on fast: 8 expectation-mode runs up to N = 16 per case (~0.4 s)
-    max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_prop1_bias,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
     bound=prop1_bound,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

@@ -23,7 +23,7 @@ import numpy as np
 from problems import ProblemConstants
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks import stats
-from theory_checks.aggitd.common import closed_form_cases, exact_setup, run_estimate
+from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     LAMBDA_CAP,
@@ -142,9 +142,8 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
 SECOND_MOMENT_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 2.0))
 
 
-SECOND_MOMENT = Claim(
+SECOND_MOMENT = aggitd_claim(
     id="aggitd.prop2.second_moment",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
     about=ABOUT_RESULT,
@@ -157,10 +156,7 @@ SECOND_MOMENT = Claim(
     # a failing case is saved as drawn: shrinking reruns the check
     shrink=False,
     check=check_prop2_second_moment,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP),
     bound=prop2_bound,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

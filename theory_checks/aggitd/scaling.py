@@ -37,14 +37,16 @@ from testbed.estimators.base import InnerState
 from theory_checks import stats
 from theory_checks.aggitd.common import (
     NO_DRAWS,
-    AffineIteration,
     FixedIndex,
     affine_iteration,
+    aggitd_claim,
     bilevel_cases,
     closed_form_cases,
     exact_setup,
     fixed_clients_context,
+    outer_spectrum,
     run_estimate,
+    trajectory_mean,
 )
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
@@ -80,13 +82,7 @@ from theory_checks.claim import (
 )
 from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, outer_affine
-from theory_checks.tolerances import IDENTITY_RTOL
-
-# Why 5%: the testbed's tolerance for fitted rates against theory (docs/tolerances.md).
-RATE_RTOL = 0.05
-
-
-FIT_FLOOR = 1e-9
+from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL
 
 
 def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -188,33 +184,47 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
-    fit = stats.fit_exponent(np.array(TAU_INVARIANCE_GRID, dtype=float), np.array(drifts))
+    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
+    return tau_exponent_measurement(
+        "||x_1 - x_0||^2",
+        TAU_INVARIANCE_GRID,
+        drifts,
+        TAU_EXPONENT_EDGE,
+        {"drifts": drifts, **steps},
+    )
+
+
+def tau_exponent_measurement(
+    quantity: str,
+    grid: tuple[int, ...],
+    values: list[float],
+    edge: float,
+    details: dict[str, Any],
+) -> Measurement:
+    """The exponent in tau of ``values`` measured at ``tau`` in ``grid`` (a least-squares fit of
+    the log-log line), against the one-sided ``edge``: the claims say the quantity does not
+    grow with tau, so it may fall."""
+    fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(values))
     result = Fit(
-        "exponent of ||x_1 - x_0||^2 in tau",
+        f"exponent of {quantity} in tau",
         fit.slope,
         fit.ci_low,
         fit.ci_high,
         0.0,
-        TAU_EXPONENT_EDGE,
+        edge,
         residual=fit.residual_max,
     )
     series = tuple(
-        SeriesPoint("measured", "local_steps", t, d)
-        for t, d in zip(TAU_INVARIANCE_GRID, drifts, strict=True)
+        SeriesPoint("measured", "local_steps", t, v) for t, v in zip(grid, values, strict=True)
     )
     return Measurement(
         fit.slope,
-        TAU_EXPONENT_EDGE,
-        fit.slope <= TAU_EXPONENT_EDGE,
+        edge,
+        fit.slope <= edge,
         "exponent <= 0.05 (does not grow with tau)",
         series=series,
         fit=result,
-        details={
-            "drifts": drifts,
-            "outer_step_size": alpha,
-            "neumann_step_size": lam,
-            "inner_step_size": beta,
-        },
+        details=details,
     )
 
 
@@ -247,23 +257,7 @@ def check_participation_exponent(claim: Claim, case: Case, make: Callable[..., A
 def participation_cases() -> st.SearchStrategy[Case]:
     """Client-sampling cases: ``PARTICIPATION_CLIENTS`` clients with identical Hessians and
     gradient heterogeneity in [0.1, 3], and a starting point's seed."""
-    problem = st.builds(
-        lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            PARTICIPATION_CLIENTS,
-            dx,
-            dy,
-            1.0 if dy == 1 else kappa,
-            seed=seed,
-            hessian_heterogeneity=0.0,
-            gradient_heterogeneity=gh,
-        ),
-        st.integers(1, 3),
-        st.integers(1, 3),
-        st.floats(1.0, 10.0),
-        st.floats(0.1, 3.0),
-        strategies.SEEDS,
-    )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return linear_heterogeneity_cases(PARTICIPATION_CLIENTS, max_dim=3, max_kappa=10.0)
 
 
 TAU_STATIONARITY_GRID = (1, 2, 4, 8)
@@ -317,35 +311,13 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         values.append(trajectory_mean(it, z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
-    fit = stats.fit_exponent(np.array(TAU_STATIONARITY_GRID, float), np.array(values))
-    result = Fit(
-        "exponent of (1/K) sum ||grad f(x_k)||^2 in tau",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        0.0,
+    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
+    return tau_exponent_measurement(
+        "(1/K) sum ||grad f(x_k)||^2",
+        TAU_STATIONARITY_GRID,
+        values,
         TAU_TOLERANCE,
-        residual=fit.residual_max,
-    )
-    series = tuple(
-        SeriesPoint("measured", "local_steps", t, v)
-        for t, v in zip(TAU_STATIONARITY_GRID, values, strict=True)
-    )
-    return Measurement(
-        fit.slope,
-        TAU_TOLERANCE,
-        fit.slope <= TAU_TOLERANCE,
-        "exponent <= 0.05 (does not grow with tau)",
-        series=series,
-        fit=result,
-        details={
-            "values": values,
-            "K": horizon,
-            "inner_steps": n,
-            "outer_step_size": alpha,
-            "neumann_step_size": lam,
-            "inner_step_size": beta,
-        },
+        {"values": values, "K": horizon, "inner_steps": n, **steps},
     )
 
 
@@ -378,9 +350,18 @@ def check_participation_algorithm(
 
 def four_client_cases() -> st.SearchStrategy[Case]:
     """Four clients that differ only in linear terms (every subset is enumerated)."""
+    return linear_heterogeneity_cases(4, max_dim=2, max_kappa=4.0)
+
+
+def linear_heterogeneity_cases(
+    n_clients: int, max_dim: int, max_kappa: float
+) -> st.SearchStrategy[Case]:
+    """``n_clients`` clients with identical Hessians and gradient heterogeneity in [0.1, 3]
+    (they differ only in linear terms), dimensions up to ``max_dim``, kappa up to
+    ``max_kappa``, and a starting point's seed."""
     problem = st.builds(
         lambda dx, dy, kappa, gh, seed: QuadraticBilevel.random(
-            4,
+            n_clients,
             dx,
             dy,
             1.0 if dy == 1 else kappa,
@@ -388,48 +369,13 @@ def four_client_cases() -> st.SearchStrategy[Case]:
             hessian_heterogeneity=0.0,
             gradient_heterogeneity=gh,
         ),
-        st.integers(1, 2),
-        st.integers(1, 2),
-        st.floats(1.0, 4.0),
+        st.integers(1, max_dim),
+        st.integers(1, max_dim),
+        st.floats(1.0, max_kappa),
         st.floats(0.1, 3.0),
         strategies.SEEDS,
     )
     return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
-
-
-def outer_spectrum(problem: Any) -> torch.Tensor:
-    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
-    :func:`~theory_checks.exact_quantities.outer_affine`);
-    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
-    G, _ = outer_affine(problem)
-    eig = torch.linalg.eigvalsh(G)
-    if float(eig.min()) <= 0.0:
-        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
-    return eig
-
-
-def trajectory_mean(
-    it: AffineIteration,
-    z0: np.ndarray,
-    value: Callable[[np.ndarray], np.ndarray],
-    iterations: int,
-    chunk: int = 2048,
-) -> float:
-    """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
-    averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
-    d = len(z0)
-    powers, partial = [np.eye(d)], [np.zeros(d)]
-    for _ in range(chunk - 1):
-        partial.append(it.A @ partial[-1] + it.c)
-        powers.append(it.A @ powers[-1])
-    P, S = np.stack(powers), np.stack(partial)
-    total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
-    while done < iterations:
-        block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
-        total += float(value(block).sum())
-        done += len(block)
-        z = it.A @ block[-1] + it.c
-    return total / iterations
 
 
 NEUMANN_STEP_09 = Perturbation(
@@ -489,9 +435,12 @@ TAU_INVARIANCE_CASES = closed_form_cases(max_dim=4)
 TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, kappa=(1.0, 4.0))
 
 
-BIAS_RATE_IN_N = Claim(
+# What every claim of this result shares.
+scaling_claim = aggitd_claim.but(shrink=False)
+
+
+BIAS_RATE_IN_N = scaling_claim(
     id="aggitd.scaling.bias_rate_in_n",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
     about=ABOUT_RESULT,
@@ -504,13 +453,8 @@ BIAS_RATE_IN_N = Claim(
     strategy=BIAS_RATE_IN_N_CASES,
     # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
     max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_bias_rate_in_n,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=NEUMANN_STEP_09,
     notes=(
         "At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
@@ -520,9 +464,8 @@ BIAS_RATE_IN_N = Claim(
 )
 
 
-TAU_INVARIANCE = Claim(
+TAU_INVARIANCE = scaling_claim(
     id="aggitd.scaling.tau_invariance",
-    paper="AggITD",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
     about=ABOUT_RESULT,
@@ -533,14 +476,8 @@ TAU_INVARIANCE = Claim(
     estimators=("fbo-aggitd",),
     strategy=TAU_INVARIANCE_CASES,
     # a failing case is saved as drawn: shrinking reruns the check
-    shrink=False,
     check=check_tau_invariance,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     perturbation=UPPER_STEP_UNSCALED,
     notes=(
         "One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
@@ -553,9 +490,8 @@ TAU_INVARIANCE = Claim(
 )
 
 
-PARTICIPATION = Claim(
+PARTICIPATION = scaling_claim(
     id="aggitd.scaling.participation",
-    paper="AggITD",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
     about=ABOUT_STEP,
@@ -567,13 +503,8 @@ PARTICIPATION = Claim(
     strategy=participation_cases,
     # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
     max_examples=PerProfile(4, None),
-    shrink=False,
     check=check_participation_exponent,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=MEAN_OVER_ALL_CLIENTS,
     notes=(
         "The paper states no exponent in S; this records the measured one. Clients differ "
@@ -582,9 +513,8 @@ PARTICIPATION = Claim(
 )
 
 
-TAU_STATIONARITY = Claim(
+TAU_STATIONARITY = scaling_claim(
     id="aggitd.scaling.tau_stationarity",
-    paper="AggITD",
     reference=(
         "Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
         "bound is tau-independent"
@@ -608,7 +538,6 @@ TAU_STATIONARITY = Claim(
         THM1_BETA_FLOOR,
     ),
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPPER_STEP_SCALED_TWICE,
     notes=(
         "One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
@@ -624,9 +553,8 @@ TAU_STATIONARITY = Claim(
 )
 
 
-PARTICIPATION_ALGORITHM = Claim(
+PARTICIPATION_ALGORITHM = scaling_claim(
     id="aggitd.scaling.participation_algorithm",
-    paper="AggITD",
     reference=(
         "not stated in the paper (its theory assumes full participation); derived here for "
         "FBO-AggITD's iterate"
@@ -640,14 +568,8 @@ PARTICIPATION_ALGORITHM = Claim(
     estimators=("fbo-aggitd",),
     strategy=four_client_cases,
     check=check_participation_algorithm,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        LEMMA3_ALPHA_CAP,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPDATE_DIVIDED_BY_M,
     notes=(
         "The paper states no exponent in S; this records the measured one for the whole "

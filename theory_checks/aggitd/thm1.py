@@ -41,7 +41,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import NO_DRAWS, exact_setup
+from theory_checks.aggitd.common import NO_DRAWS, aggitd_claim, exact_setup
 from theory_checks.aggitd.constants import (
     A1_STRONG_CONVEXITY,
     BETA_CAP,
@@ -231,89 +231,27 @@ def direction_identity(
     return float((value - predicted).norm()) / ex.scale(ys[-1])
 
 
-def check_thm1_rate(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """Theorem 1 by independent replications: A(K) <= eq. (48) at K_1 and K_2, and the secant
-    exponent of A between them is <= -1/2 + 0.1.
-
-    ``A(K) = (1/K) sum_{k<K} E||grad f(x_k)||^2`` with ``alpha_k = alpha_bar / sqrt(K)``.
-    Replicate ``r`` runs FBO-AggITD for K_1 and for K_2 iterations on the same stream
-    ``design.rng(r)`` (common random numbers: the two runs see the same samples and indices, so
-    ``A_r(K_1)`` and ``A_r(K_2)`` are positively correlated and their difference varies less);
-    replicates are independent. Three statistical tests, each a mean over the replicates with
-    a Student-t interval (:func:`~theory_checks.decision.batch_evidence`):
-
-    - ``E[A_r(K_2) - 4^{-0.4} A_r(K_1)] <= 0`` (the rate: exponent <= -0.4);
-    - ``E[A_r(K)] <= RHS of (48)`` at ``K = K_1`` and ``K = K_2``.
-
-    Minimax instances (``g = -f``): ``grad_y f(x, y*) = 0`` makes the truncation floor of (48)
-    vanish, so the K-dependence is the theorem's alone. The constants of (48) are evaluated on
-    fixed points (the start, ``y*(x_0)`` and the solution ``(x*, y*(x*))``), not on the random
-    iterates, so that the region is fixed before sampling: ``||grad F_i||`` is convex in
-    ``(x, y)``, so ``M`` is its maximum over the convex hull of those points; iterates outside
-    it would only make the paper's ``M`` (and the bound) larger, so "holds" here implies
-    "holds" with the ``M`` of the visited points.
-    """
-    problem = case.problem
-    ex, x0, y0 = exact_setup(case)
-    G, g0 = outer_affine(problem)
-    eig = torch.linalg.eigvalsh(G)
-    mu_h, L_h = float(eig.min()), float(eig.max())
-    if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:
-        raise NotMeasurable(f"outer condition number {L_h / mu_h:.3g} > 4: alpha L_h > 1")
-    k1, k2 = THM1_K
-    # Theorem 1's lambda and the upper end of its beta_k range (>= lambda / 10)
-    lam, beta = neumann_step(case), inner_step(case)
-    alpha_bar = THM1_STEP_AT_KMIN / mu_h * math.sqrt(k1)
-    algorithms = {
-        K: make(
-            inner_steps=THM1_INNER_STEPS,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            outer_step_size=alpha_bar / math.sqrt(K),
-            batch_size=1,
-        )
-        for K in THM1_K
-    }
-    # The bound is loose by design (about 2e4 x A(K) on the drawn cases), and on these minimax
-    # instances the Neumann part of the direction vanishes at y*: a mis-set lambda or a
-    # missing weight passes the rate. The run's algorithm must follow eq. (11) at the stated
-    # steps from its start (an exact identity, the estimator the theorem is about).
-    identity = direction_identity(problem, ex, algorithms[k1], x0, y0, beta, lam)
-    if not identity <= IDENTITY_RTOL:  # not the algorithm the theorem is about: no replicates
-        return Measurement(
-            identity,
-            IDENTITY_RTOL,
-            False,
-            "direction = eq. (11) at the stated steps (1e-10)",
-            details={"direction_identity": identity},
-        )
-    n = thm1_replicates(design, tests=3)
-    values = np.array(
-        [
-            [_thm1_average(problem, algorithms[K], x0, y0, K, design.rng(r), G, g0) for K in THM1_K]
-            for r in range(n)
-        ]
-    )
-    if not np.isfinite(values).all():  # a run diverged: A(K) is not bounded, the claim fails
-        return Measurement(
-            math.inf,
-            THM1_EXPONENT_EDGE,
-            False,
-            "A(K) finite",
-            details={
-                "K": list(THM1_K),
-                "replicates": n,
-                "diverged_runs": int((~np.isfinite(values)).sum()),
-            },
-        )
-    # eq. (48) from the problem's constants at the run's alpha_bar, on fixed points
+def _thm1_bound_params(
+    ex: Any,
+    x0: torch.Tensor,
+    y0: torch.Tensor,
+    outer: tuple[torch.Tensor, torch.Tensor],
+    lam: float,
+    alpha_bar: float,
+) -> dict[str, Any]:
+    """The constants of eq. (48) at the run's ``alpha_bar``, evaluated on fixed points (the
+    start, ``y*(x_0)`` and the solution ``(x*, y*(x*))``), not on the random iterates, so that
+    the region is fixed before sampling: ``||grad F_i||`` is convex in ``(x, y)``, so ``M`` is
+    its maximum over the convex hull of those points; iterates outside it would only make the
+    paper's ``M`` (and the bound) larger, so "holds" here implies "holds" with the ``M`` of the
+    visited points. ``outer`` is the outer objective's affine gradient ``(G, g0)``."""
+    problem = ex.problem
+    G, g0 = outer
     y_star0 = problem.exact_inner_solution(x0)
     x_star = torch.linalg.solve(G, -g0)
     points = [(x0, y0), (x0, y_star0), (x_star, problem.exact_inner_solution(x_star))]
     noise = [problem.noise_variance(x, y, 1) for x, y in points]
-    params = {
+    return {
         "inner_steps": THM1_INNER_STEPS,
         "neumann_step_size": lam,
         "mu": ex.mu,
@@ -329,54 +267,168 @@ def check_thm1_rate(
             max(ex.heterogeneity_sq(y) for _, y in points),
         ),
     }
-    bounds = [
-        claim.evaluate_bound(ex.constants, {**params, "K": K, "alpha_k": alpha_bar / math.sqrt(K)})
+
+
+#: What check_thm1_rate compares: the direction first, then the rate and eq. (48).
+EQ11 = "direction = eq. (11) at the stated steps (1e-10)"
+THM1_RELATION = (
+    "secant exponent of A(K) <= -0.4 and A(K) <= eq. (48) (Student-t, replicates); "
+    "direction = eq. (11) at the stated steps (1e-10)"
+)
+
+
+def _thm1_steps(K: int, alpha_bar: float) -> dict[str, float]:
+    """eq. (48)'s horizon and step: ``K`` and ``alpha_k = alpha_bar / sqrt(K)``."""
+    return {"K": K, "alpha_k": alpha_bar / math.sqrt(K)}
+
+
+def _thm1_values(
+    problem: Any,
+    algorithms: dict[int, Any],
+    start: tuple[Any, Any],
+    design: Design,
+    n: int,
+    outer: tuple[Any, Any],
+) -> np.ndarray:
+    """``n`` independent replicates of :func:`check_thm1_rate`, one row each: ``A(K)`` at each
+    horizon of ``THM1_K``, every run of replicate ``r`` from ``start`` on a fresh copy of the
+    same stream ``design.rng(r)`` (common random numbers: the runs see the same samples and
+    indices)."""
+    (x0, y0), (G, g0) = start, outer
+    return np.array(
+        [
+            [_thm1_average(problem, algorithms[K], x0, y0, K, design.rng(r), G, g0) for K in THM1_K]
+            for r in range(n)
+        ]
+    )
+
+
+def _thm1_algorithms(
+    make: Callable[..., Any], lam: float, beta: float, alpha_bar: float
+) -> dict[int, Any]:
+    """FBO-AggITD at each horizon K of ``THM1_K`` with Theorem 1's steps, ``alpha_k = alpha_bar
+    / sqrt(K)``, one sample per minibatch."""
+    return {
+        K: make(
+            inner_steps=THM1_INNER_STEPS,
+            inner_step_size=beta,
+            neumann_step_size=lam,
+            outer_step_size=alpha_bar / math.sqrt(K),
+            batch_size=1,
+        )
         for K in THM1_K
-    ]
+    }
+
+
+def _thm1_diverged(values: np.ndarray) -> Measurement:
+    """The failure of :func:`check_thm1_rate` when a replicate's run diverged (``A(K)`` is not
+    bounded)."""
+    return Measurement(
+        math.inf,
+        THM1_EXPONENT_EDGE,
+        False,
+        "A(K) finite",
+        details={
+            "K": list(THM1_K),
+            "replicates": len(values),
+            "diverged_runs": int((~np.isfinite(values)).sum()),
+        },
+    )
+
+
+def _thm1_tests(values: np.ndarray, bounds: list[float]) -> tuple[StatTest, ...]:
+    """:func:`check_thm1_rate`'s three tests, each a mean over the replicates (``values``: one
+    row per replicate, ``A_r(K_1), A_r(K_2)``) with a Student-t interval
+    (:func:`~theory_checks.decision.batch_evidence`): the rate, ``E[A_r(K_2) - 4^{-0.4}
+    A_r(K_1)] <= 0`` (exponent <= -0.4), and ``E[A_r(K)] <= RHS of (48)`` at both horizons."""
+    k1, k2 = THM1_K
     ratio = 4.0**THM1_EXPONENT_EDGE
     rate = batch_evidence(list(values[:, 1] - ratio * values[:, 0]))
-    means = values.mean(0)
-    tests = (
+    return (
         StatTest(f"A({k2}) - 4^-0.4 A({k1}) (exponent <= -0.4)", rate, high=0.0),
         *(
             StatTest(f"A({K}) <= eq. (48)", batch_evidence(list(values[:, j])), high=bounds[j])
             for j, K in enumerate(THM1_K)
         ),
     )
+
+
+def check_thm1_rate(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
+    """Theorem 1 by independent replications: A(K) <= eq. (48) at K_1 and K_2, and the secant
+    exponent of A between them is <= -1/2 + 0.1.
+
+    ``A(K) = (1/K) sum_{k<K} E||grad f(x_k)||^2``, ``alpha_k = alpha_bar / sqrt(K)``; replicate
+    ``r`` runs both horizons on ``design.rng(r)`` (common random numbers: ``A_r(K_1)`` and
+    ``A_r(K_2)`` are positively correlated, their difference varies less), three tests over the
+    independent replicates (:func:`_thm1_tests`), (48) on fixed points
+    (:func:`_thm1_bound_params`). Minimax instances (``g = -f``): ``grad_y f(x, y*) = 0``
+    makes (48)'s truncation floor vanish, so the K-dependence is the theorem's alone.
+    """
+    problem = case.problem
+    ex, x0, y0 = exact_setup(case)
+    outer = outer_affine(problem)  # grad f(x) = G x + g0
+    eig = torch.linalg.eigvalsh(outer[0])
+    mu_h, L_h = float(eig.min()), float(eig.max())
+    if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:
+        raise NotMeasurable(f"outer condition number {L_h / mu_h:.3g} > 4: alpha L_h > 1")
+    k1, k2 = THM1_K
+    # Theorem 1's lambda and the upper end of its beta_k range (>= lambda / 10)
+    lam, beta = neumann_step(case), inner_step(case)
+    alpha_bar = THM1_STEP_AT_KMIN / mu_h * math.sqrt(k1)
+    algorithms = _thm1_algorithms(make, lam, beta, alpha_bar)
+    # The bound is loose by design (about 2e4 x A(K) on the drawn cases), and on these minimax
+    # instances the Neumann part of the direction vanishes at y*: a mis-set lambda or a
+    # missing weight passes the rate. The run's algorithm must follow eq. (11) at the stated
+    # steps from its start (an exact identity, the estimator the theorem is about).
+    identity = direction_identity(problem, ex, algorithms[k1], x0, y0, beta, lam)
+    if not identity <= IDENTITY_RTOL:  # not the algorithm the theorem is about: no replicates
+        return Measurement(
+            identity, IDENTITY_RTOL, False, EQ11, details={"direction_identity": identity}
+        )
+    n = thm1_replicates(design, tests=3)
+    values = _thm1_values(problem, algorithms, (x0, y0), design, n, outer)
+    if not np.isfinite(values).all():  # a run diverged: A(K) is not bounded, the claim fails
+        return _thm1_diverged(values)
+    params = _thm1_bound_params(ex, x0, y0, outer, lam, alpha_bar)
+    bounds = [
+        claim.evaluate_bound(ex.constants, {**params, **_thm1_steps(K, alpha_bar)}) for K in THM1_K
+    ]
+    ratio = 4.0**THM1_EXPONENT_EDGE
+    means = values.mean(0)
+    tests = _thm1_tests(values, bounds)
     exponent = math.log(means[1] / means[0]) / math.log(k2 / k1)
     series = tuple(
-        p
+        SeriesPoint(name, "outer_iterations K", K, value)
         for j, K in enumerate(THM1_K)
-        for p in (
-            SeriesPoint("measured", "outer_iterations K", K, float(means[j])),
-            SeriesPoint("bound", "outer_iterations K", K, bounds[j]),
-        )
+        for name, value in (("measured", float(means[j])), ("bound", bounds[j]))
     )
     caps = thm1_constants(ex.paper, {**params, "alpha_k": alpha_bar / math.sqrt(k2)})
     cap = min(caps["alpha_1"], caps["alpha_2"], caps["alpha_3"])
+    details = {
+        "K": list(THM1_K),
+        "replicates": n,
+        "alpha_bar": alpha_bar,
+        "means": means.tolist(),
+        "bounds": bounds,
+        "mean_over_bound": (means / np.array(bounds)).tolist(),
+        "sd_D_over_A1": float(np.std(values[:, 1] - ratio * values[:, 0], ddof=1) / means[0]),
+        "alpha_cap_min": cap,
+        # where Theorem 1's own step rule alpha_k <= min(alpha_1..3) would reach the
+        # K^{-1/2} regime: alpha mu_h K >= 4 with alpha = cap needs this K
+        "K_regime_under_caps": 4.0 / (cap * mu_h),
+        "mu_h": mu_h,
+        "L_h": L_h,
+        "direction_identity": identity,
+    }
     return Measurement(
         exponent,
         THM1_EXPONENT_EDGE,
         True,
-        "secant exponent of A(K) <= -0.4 and A(K) <= eq. (48) (Student-t, replicates); "
-        "direction = eq. (11) at the stated steps (1e-10)",
+        THM1_RELATION,
         series=series,
-        details={
-            "K": list(THM1_K),
-            "replicates": n,
-            "alpha_bar": alpha_bar,
-            "means": means.tolist(),
-            "bounds": bounds,
-            "mean_over_bound": (means / np.array(bounds)).tolist(),
-            "sd_D_over_A1": float(np.std(values[:, 1] - ratio * values[:, 0], ddof=1) / means[0]),
-            "alpha_cap_min": cap,
-            # where Theorem 1's own step rule alpha_k <= min(alpha_1..3) would reach the
-            # K^{-1/2} regime: alpha mu_h K >= 4 with alpha = cap needs this K
-            "K_regime_under_caps": 4.0 / (cap * mu_h),
-            "mu_h": mu_h,
-            "L_h": L_h,
-            "direction_identity": identity,
-        },
+        details=details,
         tests=tests,
     )
 
@@ -423,9 +475,8 @@ OUTER_STEP_DECAYED = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-RATE_IN_K = Claim(
+RATE_IN_K = aggitd_claim(
     id="aggitd.thm1.rate_in_K",
-    paper="AggITD",
     reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
     about=ABOUT_RESULT,
@@ -441,12 +492,7 @@ RATE_IN_K = Claim(
     estimators=("fbo-aggitd",),
     strategy=thm1_cases,
     check=check_thm1_rate,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-    ),
+    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, F_BOUNDED_BELOW),
     bound=thm1_bound,
     decision="statistical",
     # Why 1 case on fast and 6 on thorough: 28 (fast) or 35 (thorough) replicates of 60 iterations

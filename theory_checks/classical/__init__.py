@@ -23,8 +23,9 @@ quantities), :mod:`.mutants`.
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.classical import cg, exact, gd, itd, neumann
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (*neumann.CLAIMS, *cg.CLAIMS, *gd.CLAIMS, *itd.CLAIMS, *exact.CLAIMS)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

@@ -25,7 +25,12 @@ from results_format.verdicts import ABOUT_RESULT
 from testbed import ConjugateGradient
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
-from theory_checks.classical.common import closed_form_cases, exact_parts, hypergradient_scale
+from theory_checks.classical.common import (
+    classical_claim,
+    closed_form_cases,
+    exact_parts,
+    hypergradient_scale,
+)
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
 
@@ -121,9 +126,8 @@ SHORT_CG = Perturbation(
 EXACT_AFTER_DIM_Y_CASES = closed_form_cases()
 
 
-EXACT_AFTER_DIM_Y = Claim(
+EXACT_AFTER_DIM_Y = classical_claim(
     id="classical.cg.exact_after_dim_y",
-    paper="Classical",
     reference="Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)",
     kind="exact_identity",
     about=ABOUT_RESULT,

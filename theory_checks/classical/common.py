@@ -16,16 +16,13 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from theory_checks.claim import Case, Measurement
+from theory_checks.claim import Case, Measurement, paper_claim
 from theory_checks.exact_quantities import evaluation_point, quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
-# Why 5%: the stated tolerance for fitted rates against theory. The fit windows below
-# are chosen so that faster modes perturb the fitted slope by well under 1%.
-RATE_RTOL = 0.05
-# Why 1e-9 relative: below it float64 round-off in the estimate (about 1e-13 of the largest
-# term) would bend a fitted log-error line.
-FIT_FLOOR = 1e-9
+#: The constructor of Classical's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+classical_claim = paper_claim("Classical")
 
 
 ALL_KINDS = ("bilevel", "minimax", "compositional")

@@ -22,7 +22,7 @@ import torch
 from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.classical import ExactHypergradient
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.classical.common import closed_form_cases
+from theory_checks.classical.common import classical_claim, closed_form_cases
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.exact_quantities import evaluation_point
 
@@ -81,9 +81,8 @@ BIASED_EXACT = Perturbation(
 FINITE_DIFFERENCES_CASES = closed_form_cases()
 
 
-FINITE_DIFFERENCES = Claim(
+FINITE_DIFFERENCES = classical_claim(
     id="classical.exact.finite_differences",
-    paper="Classical",
     reference="Implicit function theorem; FedNest Lemma 2.1 (eq. 8), AggITD eq. (2)",
     kind="exact_identity",
     about=ABOUT_RESULT,

@@ -37,10 +37,10 @@ from theory_checks.claim import (
     Perturbation,
     SeriesPoint,
 )
-from theory_checks.classical.common import FIT_FLOOR, RATE_RTOL, closed_form_cases
+from theory_checks.classical.common import classical_claim, closed_form_cases
 from theory_checks.classical.constants import GD_STEP_CAP, STRONGLY_CONVEX, smoothness
 from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, quadratic_view
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL
 
 # --------------------------------------------------------------------------- GD rate
 
@@ -98,7 +98,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         for t in steps[start:]
     ]
     # the solver runs the T = stop steps it is given: T + 1 iterates (a count read in one place
-    # and run from another fits the same rate; issue 32)
+    # and run from another fits the same rate)
     ran = len(run.trajectory) - 1
     return Measurement(
         fit.slope,
@@ -133,9 +133,8 @@ LINEAR_RATE_CASES = closed_form_cases(
 )
 
 
-LINEAR_RATE = Claim(
+LINEAR_RATE = classical_claim(
     id="classical.gd.linear_rate",
-    paper="Classical",
     reference="Nesterov 2004, Thm 2.1.15 (GD on a strongly convex quadratic, step 1/L)",
     kind="linear_rate",
     about=ABOUT_RESULT,
@@ -143,10 +142,7 @@ LINEAR_RATE = Claim(
     estimators=("aid-cg", "aid-neumann", "itd"),
     strategy=LINEAR_RATE_CASES,
     check=check_gd_linear_rate,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        GD_STEP_CAP,
-    ),
+    hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP),
     perturbation=SLOW_GD,
 )
 

@@ -35,6 +35,7 @@ from testbed import GradientDescent, IterativeDifferentiation, Oracles
 from testbed.estimators.base import InnerState
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
 from theory_checks.classical.common import (
+    classical_claim,
     closed_form_cases,
     exact_parts,
     grid,
@@ -199,9 +200,12 @@ ERROR_IDENTITY_CASES = closed_form_cases()
 ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
 
 
-ERROR_IDENTITY = Claim(
+# What every claim of this result shares.
+itd_claim = classical_claim.but(estimators=("itd",), hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP))
+
+
+ERROR_IDENTITY = itd_claim(
     id="classical.itd.error_identity",
-    paper="Classical",
     reference="derived here: reverse-mode ITD through T GD steps on a quadratic inner problem",
     kind="exact_identity",
     about=ABOUT_STEP,
@@ -209,20 +213,14 @@ ERROR_IDENTITY = Claim(
         "ITD_T = grad_x f(x, y_T) - J H^{-1} (I - (I - beta H)^T) grad_y f(x, y_T), y_T = "
         "y* + (I - beta H)^T (y_0 - y*)"
     ),
-    estimators=("itd",),
     strategy=ERROR_IDENTITY_CASES,
     check=check_itd_error_identity,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        GD_STEP_CAP,
-    ),
     perturbation=ITD_ONE_STEP_SHORT,
 )
 
 
-ERROR_BOUND = Claim(
+ERROR_BOUND = itd_claim(
     id="classical.itd.error_bound",
-    paper="Classical",
     reference="Grazzi et al. 2020, Thm 2.1 (ITD bound), constants for GD on a quadratic inner",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -230,13 +228,8 @@ ERROR_BOUND = Claim(
         "||ITD_T - grad h|| <= q^T [ (l_x + ||J|| l_y (1 + q^T)/mu) ||y_0 - y*|| + ||J|| "
         "||grad_y f(x, y*)|| / mu ],  q = max|1 - beta lambda(H)|"
     ),
-    estimators=("itd",),
     strategy=ERROR_BOUND_CASES,
     check=check_itd_error_bound,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        GD_STEP_CAP,
-    ),
     perturbation=ITD_DETACHED,
     bound=itd_error_bound,
     notes=(

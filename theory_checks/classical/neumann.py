@@ -46,8 +46,7 @@ from theory_checks.claim import (
     SeriesPoint,
 )
 from theory_checks.classical.common import (
-    FIT_FLOOR,
-    RATE_RTOL,
+    classical_claim,
     closed_form_cases,
     exact_parts,
     grid,
@@ -56,7 +55,7 @@ from theory_checks.classical.common import (
 )
 from theory_checks.classical.constants import NEUMANN_STEP_CAP, STRONGLY_CONVEX, smoothness
 from theory_checks.exact_quantities import dominant_mode_window
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL, UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Neumann identity
 
@@ -246,9 +245,16 @@ DECAY_RATE_CASES = closed_form_cases(
 )
 
 
-ERROR_IDENTITY = Claim(
+# What every claim of this result shares.
+neumann_claim = classical_claim.but(
+    estimators=("aid-neumann",),
+    hypotheses=(STRONGLY_CONVEX, NEUMANN_STEP_CAP),
+    perturbation=NEUMANN_STEP,
+)
+
+
+ERROR_IDENTITY = neumann_claim(
     id="classical.neumann.error_identity",
-    paper="Classical",
     reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2, eq. (14a)'s identity from (13b)",
     kind="exact_identity",
     about=ABOUT_STEP,
@@ -256,52 +262,32 @@ ERROR_IDENTITY = Claim(
         "hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
         "solution, lambda = 1/L)"
     ),
-    estimators=("aid-neumann",),
     strategy=ERROR_IDENTITY_CASES,
     check=check_neumann_error_identity,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        NEUMANN_STEP_CAP,
-    ),
-    perturbation=NEUMANN_STEP,
     notes="Neumann sum: lambda sum_{j<N} (I - lambda H)^j = H^{-1}(I - (I - lambda H)^N).",
 )
 
 
-ERROR_BOUND = Claim(
+ERROR_BOUND = neumann_claim(
     id="classical.neumann.error_bound",
-    paper="Classical",
     reference="FedNest Lemma 2.2, eq. (14a), times ||J|| ||grad_y f||",
     kind="bias_bound",
     about=ABOUT_RESULT,
     statement="||hat h_N - grad h|| <= ||J|| ||grad_y f(x, y*)|| (1 - lambda mu)^N / mu",
-    estimators=("aid-neumann",),
     strategy=ERROR_BOUND_CASES,
     check=check_neumann_error_bound,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        NEUMANN_STEP_CAP,
-    ),
-    perturbation=NEUMANN_STEP,
     bound=neumann_error_bound,
 )
 
 
-DECAY_RATE = Claim(
+DECAY_RATE = neumann_claim(
     id="classical.neumann.decay_rate",
-    paper="Classical",
     reference="FedNest Lemma 2.2, eq. (14a) (slope log(1 - 1/kappa) in N)",
     kind="linear_rate",
     about=ABOUT_RESULT,
     statement="slope of log||hat h_N - grad h|| in N = log(1 - lambda mu)",
-    estimators=("aid-neumann",),
     strategy=DECAY_RATE_CASES,
     check=check_neumann_decay_rate,
-    hypotheses=(
-        STRONGLY_CONVEX,
-        NEUMANN_STEP_CAP,
-    ),
-    perturbation=NEUMANN_STEP,
     notes=(
         "Fitted over the N-window where the slowest eigenmode carries all but 0.1% of the "
         "error and the error is above float64 round-off."

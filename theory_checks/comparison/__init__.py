@@ -19,18 +19,9 @@ definitions: target, budget, grid, configurations) and :mod:`~theory_checks.comp
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.comparison import (
-    aggitd_fewer_rounds_than_fednest,
-    aggitd_table2_factor,
-    fedmsa_tenfold_fewer_rounds,
-    lfednest_fewer_rounds_homogeneous,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    aggitd_fewer_rounds_than_fednest.CLAIMS
-    + fedmsa_tenfold_fewer_rounds.CLAIMS
-    + lfednest_fewer_rounds_homogeneous.CLAIMS
-    + aggitd_table2_factor.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

@@ -165,18 +165,14 @@ def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Gene
     return design.rng(_RUN, problem_index, int(role == "baseline"))
 
 
-def measure_rounds(
-    comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """The check of a closed-form comparison (module docstring): tune both algorithms on the
-    case's family, then draw problems look by look until the Clopper-Pearson interval of
-    ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
-    its check, ``comparison_check_<key>``."""
-    try:
-        case.problem.outer_minimizer()
-    except ProblemError as error:
-        raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
-    spec = case.problem.spec()
+def _both_tunings(
+    comparison: Comparison, make: Callable[..., Any], spec: dict[str, Any]
+) -> tuple[Any, Any, float]:
+    """The candidate's and FedNest's tunings on the family of ``spec``, and the step multiple
+    the candidate runs at: its tuned one, or the prescribed ``c = 1`` when it reaches the target
+    at no step (its runs then count the cap, which is what never reaching costs it). Not
+    measurable when the family has (almost) no problem to compare on, or FedNest reaches at no
+    step (no round count to compare with)."""
     try:
         cand_tuning = _tuning(
             comparison, make, comparison.candidate, dict(comparison.candidate_config), spec
@@ -195,10 +191,51 @@ def measure_rounds(
             "FedNest reaches the target at no step of the grid on the "
             "family's tuning problems: no round count to compare with"
         )
-    # a candidate that reaches at no step runs at the prescribed c = 1 (its runs then count
-    # the cap, which is what never reaching costs it)
     cand_multiple = 1.0 if cand_tuning.multiple is None else cand_tuning.multiple
-    looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
+    return cand_tuning, base_tuning, cand_multiple
+
+
+def _problem_record(comparison: Comparison, drawn: Any, verdict: Any) -> dict[str, Any]:
+    """One drawn problem's line of the record: its seed, whether the ratio is within the
+    claim, whether FedNest solves it in one outer iteration, the ratio and both runs' rounds
+    and stops."""
+    base = verdict.baseline
+    return {
+        "seed": drawn.spec()["seed"],
+        "within_claim": verdict.within,
+        "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+        "ratio": verdict.ratio,
+        "candidate_rounds": verdict.candidate.rounds,
+        "candidate_stop": verdict.candidate.stop,
+        "fednest_rounds": None if base is None else base.rounds,
+        "fednest_stop": None if base is None else base.stop,
+    }
+
+
+def _subpopulation(per_problem: list[dict[str, Any]], rate: float, looks: int) -> dict[str, Any]:
+    """The problems FedNest does not solve in one outer iteration, reported apart with their
+    own verdict (:func:`subpopulation_verdict`)."""
+    longer = [p for p in per_problem if not p["fednest_one_iteration"]]
+    within = sum(p["within_claim"] for p in longer)
+    return {
+        "problems": len(longer),
+        "within_claim": within,
+        "verdict": subpopulation_verdict(within, len(longer), rate, looks),
+    }
+
+
+def _draw_until_decided(
+    comparison: Comparison,
+    spec: dict[str, Any],
+    make: Callable[..., Any],
+    multiples: tuple[float, float],
+    design: Design,
+    looks: list[int],
+) -> tuple[list[dict[str, Any]], list[SeriesPoint]]:
+    """Problems of the family of ``spec`` drawn one by one, each run by both algorithms at their
+    step ``multiples`` (candidate, FedNest), until a look's Clopper-Pearson interval of
+    ``P(ratio within comparison.bound)`` decides against 1/2: each problem's record
+    (:func:`_problem_record`) and the ratios against the bound."""
     per_problem: list[dict[str, Any]] = []
     series = []
     for j in range(looks[-1]):
@@ -219,31 +256,38 @@ def measure_rounds(
             comparison,
             drawn,
             make,
-            cand_multiple,
-            base_tuning.multiple,
+            multiples[0],
+            multiples[1],
             functools.partial(_run_stream, design, j),
         )
-        base = verdict.baseline
-        per_problem.append(
-            {
-                "seed": drawn.spec()["seed"],
-                "within_claim": verdict.within,
-                "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
-                "ratio": verdict.ratio,
-                "candidate_rounds": verdict.candidate.rounds,
-                "candidate_stop": verdict.candidate.stop,
-                "fednest_rounds": None if base is None else base.rounds,
-                "fednest_stop": None if base is None else base.stop,
-            }
-        )
+        per_problem.append(_problem_record(comparison, drawn, verdict))
         if verdict.ratio is not None:
             series += [
                 SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0, comparison.candidate),
                 SeriesPoint("bound", "problem", j, comparison.bound, 0, 0, comparison.candidate),
             ]
+    return per_problem, series
+
+
+def measure_rounds(
+    comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
+    """The check of a closed-form comparison (module docstring): tune both algorithms on the
+    case's family, then draw problems look by look until the Clopper-Pearson interval of
+    ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
+    its check, ``comparison_check_<key>``."""
+    try:
+        case.problem.outer_minimizer()
+    except ProblemError as error:
+        raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
+    spec = case.problem.spec()
+    cand_tuning, base_tuning, cand_multiple = _both_tunings(comparison, make, spec)
+    looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
+    per_problem, series = _draw_until_decided(
+        comparison, spec, make, (cand_multiple, base_tuning.multiple), design, looks
+    )
     trials = len(per_problem)
     successes = sum(p["within_claim"] for p in per_problem)
-    longer = [p for p in per_problem if not p["fednest_one_iteration"]]
     known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
     mean, low, high = (
         runs.log_ratio_evidence_interval(known) if known else (math.nan, math.nan, math.nan)
@@ -274,16 +318,9 @@ def measure_rounds(
             "within_claim": successes,
             "looks": looks,
             "population": "every draw of the family",
-            "not_solved_in_one_fednest_iteration": {
-                "problems": len(longer),
-                "within_claim": sum(p["within_claim"] for p in longer),
-                "verdict": subpopulation_verdict(
-                    sum(p["within_claim"] for p in longer),
-                    len(longer),
-                    design.false_fail_rate,
-                    len(looks),
-                ),
-            },
+            "not_solved_in_one_fednest_iteration": _subpopulation(
+                per_problem, design.false_fail_rate, len(looks)
+            ),
             # descriptive, over the problems where neither run was stopped early
             "exact_ratios": len(known),
             "geometric_mean_ratio": math.exp(mean) if known else None,

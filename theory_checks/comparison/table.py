@@ -102,17 +102,9 @@ def table_run(
     return [{**common, **row} for row in reach.rows]
 
 
-def summarise(
-    rows: list[dict[str, Any]],
-    tunings: Mapping[str, Mapping[str, Any]] | None = None,
-    one_iteration: Mapping[str, Mapping[int, bool]] | None = None,
-) -> dict[str, Any]:
-    """Rounds to the target per run, per-problem ratios and their geometric mean with a 95%
-    interval, per comparison and step rule; also the old keys (``runs``, ``ratios``).
-
-    ``one_iteration[key][seed]``: FedNest solves that problem in one outer iteration, so it is
-    outside the claims' population (:func:`draw_problem`); the geometric mean and its interval
-    are over the other seeds (``geometric_mean_ratio_all``: over every seed)."""
+def _per_run(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table's rows grouped by run (comparison, rule, role, seed), in that order: each
+    run's rounds to the target (:func:`first_reached`), capped, and whether it diverged."""
     runs: dict[tuple[str, str, str, int], list[dict[str, Any]]] = {}
     for r in rows:
         if not r.get("comparison") or r.get("stationarity") in (None, ""):
@@ -145,6 +137,119 @@ def summarise(
                 "rounds_to_suboptimality": reached,
             }
         )
+    return per_run
+
+
+def _seed_note(candidate: str, cand: dict[str, Any], base: dict[str, Any], trivial: bool) -> str:
+    """Why a seed's ratio is not a plain ratio of rounds: a run capped, or FedNest solving the
+    problem in one outer iteration (``trivial``: outside the claims' population)."""
+    note = (
+        "neither reaches the target (both capped)"
+        if cand["rounds_to_target"] is None and base["rounds_to_target"] is None
+        else f"{candidate} does not reach (capped)"
+        if cand["rounds_to_target"] is None
+        else "FedNest does not reach (capped)"
+        if base["rounds_to_target"] is None
+        else ""
+    )
+    if trivial:
+        note = "; ".join(
+            n
+            for n in (
+                note,
+                "FedNest solves it in one outer iteration: outside the claims' population",
+            )
+            if n
+        )
+    return note
+
+
+def _ratio_summary(per_seed: list[dict[str, Any]]) -> dict[str, Any]:
+    """The geometric mean of the seeds' ratios and its 95% interval over the claims' population
+    (the seeds FedNest does not solve in one outer iteration), and over every seed."""
+    summary: dict[str, Any] = {
+        "geometric_mean_ratio": None,
+        "interval_95": None,
+        "geometric_mean_ratio_all": None,
+    }
+    population = [s for s in per_seed if not s["fednest_one_iteration"]]
+    if population:
+        mean, low, high = definitions.log_ratio_evidence_interval(
+            math.log(s["ratio"]) for s in population
+        )
+        summary.update(
+            {
+                "geometric_mean_ratio": math.exp(mean),
+                "interval_95": None if math.isnan(low) else [math.exp(low), math.exp(high)],
+            }
+        )
+    if per_seed:
+        summary["geometric_mean_ratio_all"] = math.exp(
+            float(np.mean([math.log(s["ratio"]) for s in per_seed]))
+        )
+    return summary
+
+
+def _ratio_row(
+    key: str, comparison: Any, rule: str, seed: int, ratio: float, note: str
+) -> dict[str, Any]:
+    """A seed's ratio in the earlier table's schema (``ratios``), with the paper's claim and
+    whether the ratio is within it."""
+    return {
+        "algorithm": comparison.candidate,
+        "seed": seed,
+        "comparison": key,
+        "rule": rule,
+        "target": "rounds_to_target",
+        "ratio_to_fednest": ratio,
+        "note": note,
+        "paper_claim": comparison.claim,
+        "paper_bound": comparison.bound,
+        "paper_source": comparison.source,
+        "claim_holds": ratio < comparison.bound
+        if comparison.bound == 1.0
+        else ratio <= comparison.bound,
+    }
+
+
+def _comparison_header(
+    key: str, comparison: Any, rule: str, tuning: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a comparison's entry says of its definition: the algorithms, the paper's claim
+    and bound, the setting, the configurations and the tuning under ``rule``."""
+    return {
+        "comparison": key,
+        "rule": rule,
+        "candidate": comparison.candidate,
+        "baseline": definitions.BASELINE,
+        "bound": comparison.bound,
+        "claim": comparison.claim,
+        "source": comparison.source,
+        "setting": comparison.setting,
+        "candidate_config": dict(comparison.candidate_config),
+        "baseline_config": dict(comparison.baseline_config),
+        "rounds_per_iteration": {
+            "candidate": comparison.candidate_rounds_per_iteration(),
+            "baseline": comparison.baseline_rounds_per_iteration(),
+        },
+        "family": dict(comparison.family),
+        "tuning": dict(tuning),
+        "claimed": key in definitions.COMPARISONS,
+    }
+
+
+def summarise(
+    rows: list[dict[str, Any]],
+    tunings: Mapping[str, Mapping[str, Any]] | None = None,
+    one_iteration: Mapping[str, Mapping[int, bool]] | None = None,
+) -> dict[str, Any]:
+    """Rounds to the target per run, per-problem ratios and their geometric mean with a 95%
+    interval, per comparison and step rule; also the old keys (``runs``, ``ratios``).
+
+    ``one_iteration[key][seed]``: FedNest solves that problem in one outer iteration, so it is
+    outside the claims' population (:func:`draw_problem`); the geometric mean and its interval
+    are over the other seeds (``geometric_mean_ratio_all``: over every seed)."""
+    per_run = _per_run(rows)
     index = {(p["comparison"], p["rule"], p["role"], p["seed"]): p for p in per_run}
     comparisons = []
     ratios = []
@@ -159,26 +264,8 @@ def summarise(
                 if cand is None or base is None:
                     continue
                 ratio = cand["capped_rounds"] / base["capped_rounds"]
-                note = (
-                    "neither reaches the target (both capped)"
-                    if cand["rounds_to_target"] is None and base["rounds_to_target"] is None
-                    else f"{comparison.candidate} does not reach (capped)"
-                    if cand["rounds_to_target"] is None
-                    else "FedNest does not reach (capped)"
-                    if base["rounds_to_target"] is None
-                    else ""
-                )
                 trivial = bool((one_iteration or {}).get(key, {}).get(seed, False))
-                if trivial:
-                    note = "; ".join(
-                        n
-                        for n in (
-                            note,
-                            "FedNest solves it in one outer "
-                            "iteration: outside the claims' population",
-                        )
-                        if n
-                    )
+                note = _seed_note(comparison.candidate, cand, base, trivial)
                 per_seed.append(
                     {
                         "seed": seed,
@@ -189,65 +276,13 @@ def summarise(
                         "note": note,
                     }
                 )
-                ratios.append(
-                    {
-                        "algorithm": comparison.candidate,
-                        "seed": seed,
-                        "comparison": key,
-                        "rule": rule,
-                        "target": "rounds_to_target",
-                        "ratio_to_fednest": ratio,
-                        "note": note,
-                        "paper_claim": comparison.claim,
-                        "paper_bound": comparison.bound,
-                        "paper_source": comparison.source,
-                        "claim_holds": ratio < comparison.bound
-                        if comparison.bound == 1.0
-                        else ratio <= comparison.bound,
-                    }
-                )
-            summary: dict[str, Any] = {
-                "geometric_mean_ratio": None,
-                "interval_95": None,
-                "geometric_mean_ratio_all": None,
-            }
-            population = [s for s in per_seed if not s["fednest_one_iteration"]]
-            if population:
-                mean, low, high = definitions.log_ratio_evidence_interval(
-                    math.log(s["ratio"]) for s in population
-                )
-                summary.update(
-                    {
-                        "geometric_mean_ratio": math.exp(mean),
-                        "interval_95": None if math.isnan(low) else [math.exp(low), math.exp(high)],
-                    }
-                )
-            if per_seed:
-                summary["geometric_mean_ratio_all"] = math.exp(
-                    float(np.mean([math.log(s["ratio"]) for s in per_seed]))
-                )
+                ratios.append(_ratio_row(key, comparison, rule, seed, ratio, note))
             tuning = (tunings or {}).get(key, {}) if rule == "tuned" else {}
             comparisons.append(
                 {
-                    "comparison": key,
-                    "rule": rule,
-                    "candidate": comparison.candidate,
-                    "baseline": definitions.BASELINE,
-                    "bound": comparison.bound,
-                    "claim": comparison.claim,
-                    "source": comparison.source,
-                    "setting": comparison.setting,
-                    "candidate_config": dict(comparison.candidate_config),
-                    "baseline_config": dict(comparison.baseline_config),
-                    "rounds_per_iteration": {
-                        "candidate": comparison.candidate_rounds_per_iteration(),
-                        "baseline": comparison.baseline_rounds_per_iteration(),
-                    },
-                    "family": dict(comparison.family),
-                    "tuning": dict(tuning),
-                    "claimed": key in definitions.COMPARISONS,
+                    **_comparison_header(key, comparison, rule, tuning),
                     "per_seed": per_seed,
-                    **summary,
+                    **_ratio_summary(per_seed),
                 }
             )
     return {

@@ -30,7 +30,8 @@ generalised variant: variance in the S clients averaged    ``scaling``   1
 
 Shared modules: :mod:`~theory_checks.fedmsa.constants` (the paper's constants, step and batch
 conditions and assumptions as hypotheses), :mod:`~theory_checks.fedmsa.common` (reference maps,
-criterion, exact moments, case builders), :mod:`~theory_checks.fedmsa.perturbations` (the wrong
+criterion, case builders), :mod:`~theory_checks.fedmsa.moments` (the criterion's exact moments
+over a run, round by round), :mod:`~theory_checks.fedmsa.perturbations` (the wrong
 estimators the claims' perturbations and the mutants build) and
 :mod:`~theory_checks.fedmsa.mutants`.
 """
@@ -38,28 +39,9 @@ estimators the claims' perturbations and the mutants build) and
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.fedmsa import (
-    blo,
-    lemma_b1,
-    lemma_b5,
-    local,
-    mco,
-    rate,
-    rho,
-    scaling,
-    tau_zero,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    local.CLAIMS
-    + tau_zero.CLAIMS
-    + blo.CLAIMS
-    + mco.CLAIMS
-    + lemma_b1.CLAIMS
-    + lemma_b5.CLAIMS
-    + rate.CLAIMS
-    + rho.CLAIMS
-    + scaling.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

@@ -38,6 +38,7 @@ from theory_checks.claim import (
 from theory_checks.fedmsa.common import (
     build,
     cases_of,
+    fedmsa_claim,
     fixed_point_Z,
     reference_maps,
     start_point,
@@ -87,9 +88,8 @@ FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION = Perturbation(
 )
 
 
-FIXED_POINT_IS_HYPERGRADIENT = Claim(
+FIXED_POINT_IS_HYPERGRADIENT = fedmsa_claim(
     id="fedmsa.blo.fixed_point_is_hypergradient",
-    paper="FedMSA",
     reference="eq. (10) and the sentence after it (Sec. 2.2)",
     kind="exact_identity",
     about=ABOUT_STEP,

@@ -43,12 +43,14 @@ from theory_checks.claim import (
     NotMeasurable,
     Perturbation,
     SeriesPoint,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.exact_quantities import sign_fixed
 from theory_checks.fedmsa.common import (
     build,
     cases_of,
+    fedmsa_claim,
     fixed_point_Z,
     joint_jacobian,
     mean_maps,
@@ -226,25 +228,25 @@ lemma_b1_contraction_control = known_case(
 )
 
 
-CONTRACTION = Claim(
-    id="fedmsa.lemma_b1.contraction",
-    paper="FedMSA",
-    reference="Lemma B.1 (App. B), beta_n <= lambda_n / (2 L_{s,n})",
+# What every claim of this result shares.
+lemma_b1_claim = fedmsa_claim.but(
     kind="bias_bound",
     about=ABOUT_RESULT,
+    estimators=("fedmsa",),
+    strategy=lemma_b1_contraction_cases,
+)
+
+
+CONTRACTION = lemma_b1_claim(
+    id="fedmsa.lemma_b1.contraction",
+    reference="Lemma B.1 (App. B), beta_n <= lambda_n / (2 L_{s,n})",
     statement=(
         "||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta) ||z_k - z*(x_k)||^2 + beta "
         "(1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 at beta = lambda/(2 L_s), lambda "
         "A5's modulus (per client), L_s A3's Lipschitz constant of S^m"
     ),
-    estimators=("fedmsa",),
-    strategy=lemma_b1_contraction_cases,
     check=check_lemma_b1,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_PER_CLIENT,
-        LEMMA_B1_STEP,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_PER_CLIENT, LEMMA_B1_STEP),
     expected="fails",
     positive_control=lemma_b1_contraction_control,
     notes=(
@@ -273,20 +275,7 @@ CONTRACTION = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 2,
-                "condition_number": 2.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 1.0,
-                "mu": 4.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-            },
+            bilevel_spec(dim_y=2, condition_number=2.0, gradient_heterogeneity=1.0, mu=4.0),
             {"seed": 0},
         ),
     ),
@@ -308,25 +297,17 @@ CONTRACTION_CORRECTED_PERTURBATION = Perturbation(
 )
 
 
-CONTRACTION_CORRECTED = Claim(
+CONTRACTION_CORRECTED = lemma_b1_claim(
     id="fedmsa.lemma_b1.contraction_corrected",
-    paper="FedMSA",
     reference="Lemma B.1 (App. B.1) corrected: its proof's own algebra",
-    kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "||z_{k+1} - z*(x_k)||^2 <= (1 - lambda beta + 2 L^2 beta^2) ||z_k - z*(x_k)||^2 "
         "+ beta (1/lambda + 2 beta) ||q_k - S(x_k, z_k)||^2 for the update z_{k+1} = z_k "
         "- beta q_k (checked to 1e-10), at beta = lambda/(4 L^2) (coefficient <= 1 - "
         "lambda beta / 2)"
     ),
-    estimators=("fedmsa",),
-    strategy=lemma_b1_contraction_cases,
     check=check_lemma_b1_corrected,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED),
     notes=(
         "The coefficient is loose, so steps off by a factor in about [0.26, 7.7] satisfy the "
         "inequality: the run also checks its steps are the lemma's update at the stated beta "

@@ -23,7 +23,7 @@ whatever the steps, the local phase and the clients sampled: the momentum's memo
 thing that shapes it. The claim :data:`ERROR_SECOND_MOMENT` checks (B.5e) for the registered
 algorithm with the momentum rho of the case, the exact expectation on both sides: the left side
 from the algorithm's rounds identified as affine maps of the state and the samples (one round
-per minibatch slot and sample, :func:`~theory_checks.fedmsa.common.exact_run`, each validated
+per minibatch slot and sample, :func:`~theory_checks.fedmsa.moments.exact_run`, each validated
 on a random round), ``m`` and ``s^2`` from its round 0, the right side from (B.5e) at the rho the
 case passes. A rho read in one place and run with another (halved, doubled, dropped) changes
 the left side and not the right: every deterministic claim of FedMSA is blind to rho (on exact
@@ -48,14 +48,14 @@ from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
 from theory_checks.fedmsa.common import (
-    Branch,
     build,
-    exact_run,
+    fedmsa_claim,
     joint_jacobian,
     mean_maps,
     state_sizes,
 )
 from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.moments import Branch, exact_run
 from theory_checks.perturbed_variants import field_variant
 
 # Why 1e-8 relative: both sides are exact expectations in float64; the left one goes through
@@ -190,9 +190,8 @@ ERROR_SECOND_MOMENT_PERTURBATION = Perturbation(
 )
 
 
-ERROR_SECOND_MOMENT = Claim(
+ERROR_SECOND_MOMENT = fedmsa_claim(
     id="fedmsa.lemma_b5.error_second_moment",
-    paper="FedMSA",
     reference="Lemma B.5 (App. B), eq. (41) = (5a) and its recursion d_r = a_r + (1 - rho) "
     "d_{r-1} + rho c_r + (1 - rho) b_r, with a_r = b_r = 0 on additive noise",
     kind="exact_identity",

@@ -48,6 +48,7 @@ from theory_checks.fedmsa.common import (
     build,
     cases_of,
     families,
+    fedmsa_claim,
     reference_maps,
     run,
 )
@@ -147,20 +148,24 @@ FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION = Perturbation(
 )
 
 
-FIRST_STEP_IS_GLOBAL_DIRECTION = Claim(
-    id="fedmsa.local.first_step_is_global_direction",
-    paper="FedMSA",
-    reference="Algorithm 1 line 7 and eq. (6) at k = 1",
+# What every claim of this result shares.
+local_claim = fedmsa_claim.but(
     kind="exact_identity",
     about=ABOUT_STEP,
+    estimators=("fedmsa", "fedmsa-mco"),
+    hypotheses=(A1_UNIQUE_FIXED_POINT,),
+)
+
+
+FIRST_STEP_IS_GLOBAL_DIRECTION = local_claim(
+    id="fedmsa.local.first_step_is_global_direction",
+    reference="Algorithm 1 line 7 and eq. (6) at k = 1",
     statement=(
         "h_{r,1} = h_r and q_{r,1} = q_r in every round (same sample at both points; "
         "stochastic oracles included)"
     ),
-    estimators=("fedmsa", "fedmsa-mco"),
     strategy=local_first_step_is_global_direction_cases,
     check=check_first_step,
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION,
 )
 
@@ -178,20 +183,15 @@ DETERMINISTIC_TELESCOPING_PERTURBATION = Perturbation(
 )
 
 
-DETERMINISTIC_TELESCOPING = Claim(
+DETERMINISTIC_TELESCOPING = local_claim(
     id="fedmsa.local.deterministic_telescoping",
-    paper="FedMSA",
     reference="eqs. (5)-(6), sigma = 0 (telescoping derived from (6))",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "sigma = 0: h_r = P(x_r, Z_r) for every rho, and h_{r,k} = h_r + "
         "P^{m~}(x_{r+1,k}, Z_{r+1,k}) - P^{m~}(x_r, Z_r) (same for q)"
     ),
-    estimators=("fedmsa", "fedmsa-mco"),
     strategy=local_deterministic_telescoping_cases,
     check=check_telescoping,
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=DETERMINISTIC_TELESCOPING_PERTURBATION,
 )
 

@@ -48,6 +48,7 @@ from theory_checks.claim import (
 from theory_checks.fedmsa.common import (
     build,
     cases_of,
+    fedmsa_claim,
 )
 from theory_checks.fedmsa.constants import (
     A1_UNIQUE_FIXED_POINT,
@@ -150,26 +151,27 @@ mco_exact_semantics_fixed_point_stationary_cases = cases_of(
 )
 
 
-PAPER_FIXED_POINT_STATIONARY = Claim(
+# What every claim of this result shares.
+mco_claim = fedmsa_claim.but(
+    kind="exact_identity",
+    about=ABOUT_RESULT,
+    estimators=("fedmsa-mco",),
+    check=check_mco_fixed_point,
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED),
+)
+
+
+PAPER_FIXED_POINT_STATIONARY = mco_claim(
     id="fedmsa.mco.paper_fixed_point_stationary",
-    paper="FedMSA",
     reference=(
         "Corollary D.1 with the maps (11) (its criterion ||grad f||, equated with ||P|| "
         "of Theorem 3.1); Sec. 2.3, App. D"
     ),
-    kind="exact_identity",
-    about=ABOUT_RESULT,
     statement=(
         "the fixed point of the Fed-MCO maps (11) (avg of per-client Jacobian products) "
         "is a stationary point of (Fed-MCO): grad f(x_fp) = 0"
     ),
-    estimators=("fedmsa-mco",),
     strategy=mco_paper_fixed_point_stationary_cases,
-    check=check_mco_fixed_point,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-    ),
     expected="fails",
     positive_control=mco_paper_fixed_point_stationary_control,
     notes=(
@@ -222,23 +224,14 @@ EXACT_SEMANTICS_FIXED_POINT_STATIONARY_PERTURBATION = Perturbation(
 )
 
 
-EXACT_SEMANTICS_FIXED_POINT_STATIONARY = Claim(
+EXACT_SEMANTICS_FIXED_POINT_STATIONARY = mco_claim(
     id="fedmsa.mco.exact_semantics_fixed_point_stationary",
-    paper="FedMSA",
     reference="derived here: (Fed-MCO)'s gradient, the product of server-averaged Jacobians",
-    kind="exact_identity",
-    about=ABOUT_RESULT,
     statement=(
         "with P = grad fbar^0(x) grad fbar^1(z^1) ... grad fbar^N(z^N), the fixed point "
         "satisfies grad f(x_fp) = 0"
     ),
-    estimators=("fedmsa-mco",),
     strategy=mco_exact_semantics_fixed_point_stationary_cases,
-    check=check_mco_fixed_point,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-    ),
     corrects=PAPER_FIXED_POINT_STATIONARY.id,
     perturbation=EXACT_SEMANTICS_FIXED_POINT_STATIONARY_PERTURBATION,
 )

@@ -30,7 +30,7 @@ measured on the registered algorithm with steps inside Lemmas B.1-B.2
 
 The stochastic claims use exact expectations: each round of the registered algorithm is
 identified as an affine map of the state plus one term per minibatch slot and validated on a
-random round (:func:`~theory_checks.fedmsa.common.exact_run`), so the verdicts are float64
+random round (:func:`~theory_checks.fedmsa.moments.exact_run`), so the verdicts are float64
 computations with no sampling error.
 """
 
@@ -67,9 +67,9 @@ from theory_checks.fedmsa.common import (
     build,
     cases_of,
     criterion,
-    exact_run,
     exponent_measurement,
     families,
+    fedmsa_claim,
     fixed_point,
     fixed_point_Z,
     local_points,
@@ -84,6 +84,7 @@ from theory_checks.fedmsa.constants import (
     heterogeneity_tau,
     theorem31_steps,
 )
+from theory_checks.fedmsa.moments import exact_run
 from theory_checks.fedmsa.perturbations import ignores_k, one_client_global
 from theory_checks.perturbed_variants import registry_variant
 
@@ -192,12 +193,34 @@ R_EXPONENT_TOL = 0.02
 R_ROUND_CAP = 20_000
 
 
+def _msa(
+    make: Callable[..., Any],
+    problem: Any,
+    local_steps: int,
+    momentum: float,
+    steps: tuple[float, float],
+    batch_size: int | None,
+) -> Any:
+    """FedMSA on ``problem`` (:func:`~theory_checks.fedmsa.common.build`) with ``K`` local
+    steps, the momentum ``rho``, the steps ``(alpha, beta)`` and minibatches of ``batch_size``
+    (``None``: exact maps)."""
+    return build(
+        make,
+        problem,
+        local_steps=local_steps,
+        momentum=momentum,
+        outer_step_size=steps[0],
+        inner_step_size=steps[1],
+        batch_size=batch_size,
+    )
+
+
 def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Deterministic part of Theorem 3.1 / Cor. C.1 / Cor. D.1: ``E`` of the output-rule
     criterion after R rounds is O(tau/R + 1/(sqrt(K) R)); exact exponent in R <= -1 + 0.02.
 
     Exact maps (sigma = 0), so the only randomness is the local client of every round; the
-    expectation over it is exact (:func:`theory_checks.fedmsa.common.exact_run`: the round of
+    expectation over it is exact (:func:`theory_checks.fedmsa.moments.exact_run`: the round of
     the registered algorithm identified as an affine map per local client, the state's mean and
     covariance propagated as a mixture)."""
     problem = case.problem
@@ -209,15 +232,7 @@ def check_rate_R(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     grid = np.array([f * horizon for f in R_HORIZONS])
     if grid[-1] > R_ROUND_CAP:
         raise NotMeasurable(f"needs {grid[-1]} rounds of K = {K} (slow contraction)")
-    alg = build(
-        make,
-        problem,
-        local_steps=K,
-        momentum=case.params["momentum"],
-        outer_step_size=alpha,
-        inner_step_size=beta,
-        batch_size=None,
-    )
+    alg = _msa(make, problem, K, case.params["momentum"], (alpha, beta), None)
     x0 = start_point(problem, case.params["seed"])
     Z0 = alg.maps.initial(problem)[1]
     averaged = exact_run(alg, problem, x0, Z0, 1, case.params["seed"]).criteria(int(grid[-1]))
@@ -277,15 +292,7 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
         raise NotMeasurable(f"R = {R} rounds for K up to {Ks[-1]}: over the budget")
     values = []
     for K in Ks:
-        alg = build(
-            make,
-            problem,
-            local_steps=int(K),
-            momentum=case.params["momentum"],
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=None,
-        )
+        alg = _msa(make, problem, int(K), case.params["momentum"], (alpha, beta), None)
         records = run(
             alg,
             problem,
@@ -365,15 +372,7 @@ def check_rate_M(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     values = []
     for m in grid:
         sub = replicated(problem, m)
-        alg = build(
-            make,
-            sub,
-            local_steps=K,
-            momentum=rho,
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=1,
-        )
+        alg = _msa(make, sub, K, rho, (alpha, beta), 1)
         exact = exact_run(alg, sub, x0, Z0, sub.n_samples, case.params["seed"], iid=True)
         values.append(exact.criteria(R)[-1])
     return exponent_measurement(
@@ -445,15 +444,7 @@ def check_rate_tau(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     for p, tau in zip(problems, taus, strict=True):
         # alpha, beta = O(1/(tau K)) (Thm 3.1): the contracting pair at the smallest tau, scaled
         alpha, beta = alpha0 * taus[0] / tau, beta0 * taus[0] / tau
-        alg = build(
-            make,
-            p,
-            local_steps=K,
-            momentum=1.0 / R,
-            outer_step_size=alpha,
-            inner_step_size=beta,
-            batch_size=1,
-        )
+        alg = _msa(make, p, K, 1.0 / R, (alpha, beta), 1)
         Z0 = fixed_point_Z(p, x0[None])[0]
         exact = exact_run(alg, p, x0, Z0, p.n_samples, case.params["seed"], initial_batch=K * R)
         values.append(exact.criteria(R)[-1])
@@ -515,15 +506,21 @@ R_DETERMINISTIC_PERTURBATION = Perturbation(
 )
 
 
-R_DETERMINISTIC = Claim(
+# What every claim of this result shares.
+rate_claim = fedmsa_claim.but(
+    kind="scaling_exponent",
+    about=ABOUT_RESULT,
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS),
+    shrink=False,
+)
+
+
+R_DETERMINISTIC = rate_claim(
     id="fedmsa.rate.R_deterministic",
-    paper="FedMSA",
     reference=(
         "Theorem 3.1, Corollaries C.1 and D.1 (deterministic part tau/R + 1/(sqrt(K) R)); "
         "Sec. 3, Table 1"
     ),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "sigma = 0, alpha = beta = O(1/(tau K)): E||P(x~)||^2 + ||Z~ - Z*(x~)||^2 = "
         "O(1/R), E over the local client of every round and the output index: exact "
@@ -532,20 +529,14 @@ R_DETERMINISTIC = Claim(
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=rate_cases(),
     check=check_rate_R,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(4, 20),
-    shrink=False,
     notes=(
         "The paper states O(1/R); on these strongly monotone instances the last iterate "
         "converges linearly in expectation, so the output-rule average decays exactly like "
         "1/R. Exact expectation over the local client (not one seeded client sequence): the "
         "round of the registered algorithm with exact maps is identified as an affine map per "
         "local client and the state's mean and covariance propagated as a mixture "
-        "(theory_checks.fedmsa.common.exact_run). R in (4, 8, 16, 32) contraction horizons of "
+        "(theory_checks.fedmsa.moments.exact_run). R in (4, 8, 16, 32) contraction horizons of "
         "centralised MSA with the capped steps."
     ),
     perturbation=R_DETERMINISTIC_PERTURBATION,
@@ -564,12 +555,9 @@ K_AT_TAU_ZERO_PERTURBATION = Perturbation(
 )
 
 
-K_AT_TAU_ZERO = Claim(
+K_AT_TAU_ZERO = rate_claim(
     id="fedmsa.rate.K_at_tau_zero",
-    paper="FedMSA",
     reference="Theorem 3.1 term 1/(sqrt(K) R) with tau = 0 (Sec. 3)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "tau = 0, sigma = 0, fixed R: the output-rule criterion is O(K^{-1/2}); fitted "
         "exponent in K <= -1/2 + 0.1"
@@ -583,12 +571,6 @@ K_AT_TAU_ZERO = Claim(
     # Why 4 cases on fast: up to 400 map evaluations of ~5 ms per case (round_budget above)
     max_examples=PerProfile(4, None),
     check=check_rate_K,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
-    shrink=False,
     notes=(
         "Measured exponent is close to -1: at tau = 0 FedMSA is centralised MSA with 1 + "
         "(R-1)K steps (claim fedmsa.tau_zero.equals_centralised_msa). Deterministic: exact "
@@ -615,12 +597,9 @@ M_STOCHASTIC_PERTURBATION = Perturbation(
 )
 
 
-M_STOCHASTIC = Claim(
+M_STOCHASTIC = rate_claim(
     id="fedmsa.rate.M_stochastic",
-    paper="FedMSA",
     reference="Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "noise-dominated (start at the fixed point), M iid clients (tau = 0, one sigma): "
         "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
@@ -629,13 +608,7 @@ M_STOCHASTIC = Claim(
     estimators=("fedmsa",),
     strategy=IDENTICAL_CLIENTS,
     check=check_rate_M,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(1, 6),
-    shrink=False,
     notes=(
         "M in {1, 2, 4} (thorough {1, 2, 4, 8}) copies of one client, its sample set included "
         "(iid clients: tau = 0, the same sigma for every M; gradient noise 1), K = 1, rho = "
@@ -667,12 +640,9 @@ TAU_STOCHASTIC_PERTURBATION = Perturbation(
 )
 
 
-TAU_STOCHASTIC = Claim(
+TAU_STOCHASTIC = rate_claim(
     id="fedmsa.rate.tau_stochastic",
-    paper="FedMSA",
     reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "stochastic, alpha = beta = c/(tau K), fixed R = 8: E of the output-rule "
         "criterion grows at most linearly in the heterogeneity tau over tau_knob in {0.1, "
@@ -682,13 +652,7 @@ TAU_STOCHASTIC = Claim(
     estimators=("fedmsa",),
     strategy=TAU_CASES,
     check=check_rate_tau,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
     max_examples=PerProfile(1, 6),
-    shrink=False,
     notes=(
         "What it decides: the theorem's bound grows like tau/R, so at fixed R the criterion "
         "may grow at most linearly in tau; the measured exponent (0.2-0.3 before, by Monte "

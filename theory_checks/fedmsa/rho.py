@@ -43,23 +43,19 @@ from theory_checks.claim import (
     NotMeasurable,
     PerProfile,
     Perturbation,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.fedmsa.common import (
     EXPONENT_TOL,
     THEORY_M_EXPONENT,
-    Branch,
-    Layout,
     build,
-    criterion_form,
-    expected_criteria,
     exponent_measurement,
+    fedmsa_claim,
     fixed_point,
-    identify_round,
     msa_radius,
     start_point,
     state_sizes,
-    validate_round,
 )
 from theory_checks.fedmsa.constants import (
     A1_UNIQUE_FIXED_POINT,
@@ -68,6 +64,14 @@ from theory_checks.fedmsa.constants import (
     B0_PROOF,
     THEOREM31_STEPS,
     theorem31_steps,
+)
+from theory_checks.fedmsa.moments import (
+    Branch,
+    Layout,
+    criterion_form,
+    expected_criteria,
+    identify_round,
+    validate_round,
 )
 from theory_checks.fedmsa.perturbations import (
     fresh_sample_at_old_point,
@@ -228,32 +232,32 @@ def noise_free_control() -> Callable[[], Case]:
 NOISE_FREE_CONTROL = noise_free_control()
 
 
-AS_STATED = Claim(
+# What every claim of this result shares.
+rho_claim = fedmsa_claim.but(
+    kind="scaling_exponent",
+    about=ABOUT_RESULT,
+    estimators=("fedmsa",),
+    max_examples=PerProfile(2, 8),
+    shrink=False,
+)
+
+
+AS_STATED = rho_claim(
     id="fedmsa.rho.as_stated",
-    paper="FedMSA",
     reference=(
         "Theorem 3.1 and Cor. C.1 (rho = Theta(1/R)) for Algorithm 1 as boxed, whose "
         "round 0 draws the batch b of every round: without the proof's initial batch b_0 "
         "= KR (App. B.2)"
     ),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "without the proof's initial batch b_0 = KR (Algorithm 1's box: b_0 = b = 1), rho "
         "= Theta(1/R): the output-rule criterion is O(tau/R + 1/(sqrt(K) R) + "
         "sigma^2/(MKR) + (sigma/(MKR))^{2/3}), so its exact expectation decays in R at "
         "least like R^{-2/3}: exponent <= -2/3 + 0.1"
     ),
-    estimators=("fedmsa",),
     strategy=noisy_cases(max_clients=1),
     check=check_rho_as_stated,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_PER_CLIENT,
-        THEOREM31_STEPS,
-    ),
-    max_examples=PerProfile(2, 8),
-    shrink=False,
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_PER_CLIENT, THEOREM31_STEPS),
     expected="fails",
     notes=(
         "Refuted, and the hypothesis it is about is the initial batch, not rho: Algorithm 1's "
@@ -293,20 +297,7 @@ AS_STATED = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 1.0,
-                "n_samples": 3,
-                "gradient_noise": 1.0,
-                "hessian_noise": 0.0,
-            },
+            bilevel_spec(n_samples=3, gradient_noise=1.0),
             {"seed": 0, "offset": 0.0},
         ),
     ),
@@ -327,32 +318,21 @@ INITIAL_BATCH_PERTURBATION = Perturbation(
 )
 
 
-INITIAL_BATCH = Claim(
+INITIAL_BATCH = rho_claim(
     id="fedmsa.rho.initial_batch",
-    paper="FedMSA",
     reference=(
         "Theorem 3.1 (rho = Theta(1/R)) with the proof's initial batch b_0 = KR (App. "
         "B.2, final parameter choice)"
     ),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "rho = 1/R and the initial batch b_0 = K R: the noise part of the criterion "
         "decays in R at least like R^{-2/3}: exact exponent of its expectation <= -2/3 + "
         "0.1"
     ),
-    estimators=("fedmsa",),
     strategy=noisy_cases(initial_batch="KR"),
     check=check_rho_as_stated,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-        B0_PROOF,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS, B0_PROOF),
     corrects=AS_STATED.id,
-    max_examples=PerProfile(2, 8),
-    shrink=False,
     notes=(
         "The hypothesis fedmsa.rho.as_stated lacks, alone: the same rho = 1/R and the same "
         "check, with the round-0 batch b_0 = KR. Exact exponent -0.98 over R = 32..256 on "
@@ -379,32 +359,21 @@ PROOF_CHOICE_PERTURBATION = Perturbation(
 )
 
 
-PROOF_CHOICE = Claim(
+PROOF_CHOICE = rho_claim(
     id="fedmsa.rho.proof_choice",
-    paper="FedMSA",
     reference=(
         "Theorem 3.1's proof (App. B.2, final parameter choice: rho = max(1/R, rho_2), "
         "rho_2 ~ R^{-2/3}, b_0 = KR)"
     ),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "rho = max(1/R, R^{-2/3}) and an initial batch b_0 = K R: the noise part of the "
         "criterion decays in R at least like R^{-2/3}: exact exponent of its expectation "
         "<= -2/3 + 0.1"
     ),
-    estimators=("fedmsa",),
     strategy=noisy_cases(initial_batch="KR"),
     check=check_rho_proof_choice,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-        B0_PROOF,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS, B0_PROOF),
     corrects=AS_STATED.id,
-    max_examples=PerProfile(2, 8),
-    shrink=False,
     notes=(
         "rho_2 is taken with constant 1 (the proof's constant has Delta_W = W_0 - W_R, which "
         "is ~0 from the fixed point). Exact exponents -0.59 to -0.66 over R = 16..1024; the "

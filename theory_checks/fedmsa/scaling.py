@@ -39,6 +39,7 @@ from theory_checks.claim import (
 from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.fedmsa.common import (
     build,
+    fedmsa_claim,
     run,
     start_point,
 )
@@ -137,9 +138,8 @@ PARTICIPATION_PERTURBATION = Perturbation(
 )
 
 
-PARTICIPATION = Claim(
+PARTICIPATION = fedmsa_claim(
     id="fedmsa.scaling.participation",
-    paper="FedMSA",
     reference=(
         "not stated in the paper (theory: one client; Conclusion: generalised variant "
         "(Sec. 6) with S clients averaged); derived here"
@@ -154,11 +154,7 @@ PARTICIPATION = Claim(
     estimators=("fedmsa",),
     strategy=heterogeneous_four,
     check=check_participation,
-    hypotheses=(
-        A1_UNIQUE_FIXED_POINT,
-        A5_AVERAGED,
-        THEOREM31_STEPS,
-    ),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS),
     max_examples=PerProfile(3, None),
     shrink=False,
     notes=(

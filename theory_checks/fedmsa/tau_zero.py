@@ -37,6 +37,7 @@ from theory_checks.fedmsa.common import (
     build,
     cases_of,
     families,
+    fedmsa_claim,
     mean_maps,
     run,
     single_timescale_step,
@@ -118,9 +119,8 @@ EQUALS_CENTRALISED_MSA_PERTURBATION = Perturbation(
 )
 
 
-EQUALS_CENTRALISED_MSA = Claim(
+EQUALS_CENTRALISED_MSA = fedmsa_claim(
     id="fedmsa.tau_zero.equals_centralised_msa",
-    paper="FedMSA",
     reference="derived from eqs. (5)-(6) and Algorithm 1; tau = 0 regime of Theorem 3.1",
     kind="exact_identity",
     about=ABOUT_STEP,

@@ -63,13 +63,12 @@ Thm 3.1, Cor. 3.1: bilevel convergence               ``thm31``         stationar
 Cor. 3.2: minimax rate                               ``cor32``         k_rate_minimax
 Cor. 3.3: compositional rate                         ``cor33``         k_rate_compositional
 Sec. 2.6, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogeneity_bias
-Alg. 1-4, App. A: one iteration, printed updates     ``updates``       fednest_iteration,
-                                                                       lfednest_iteration
 ===================================================  ================  ==========================
 
 Shared: :mod:`~theory_checks.fednest.constants` (A1-A2's constants and hypotheses),
-:mod:`~theory_checks.fednest.common` (helpers, shared case strategies, Thm 3.1's floor and the
-K-rate check of Thm 3.1 / Cors. 3.2-3.3), :mod:`~theory_checks.fednest.perturbations` (the
+:mod:`~theory_checks.fednest.common` (helpers, shared case strategies, Thm 3.1's floor),
+:mod:`~theory_checks.fednest.k_rate` (the K-rate check of Thm 3.1 / Cors. 3.2-3.3),
+:mod:`~theory_checks.fednest.perturbations` (the
 perturbations several results use and the wrong estimators the mutants reuse) and
 :mod:`~theory_checks.fednest.mutants`.
 """
@@ -77,34 +76,9 @@ perturbations several results use and the wrong estimators the mutants reuse) an
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.fednest import (
-    compositional,
-    cor32,
-    cor33,
-    fedavg,
-    fedinn,
-    ihgp,
-    lemma22,
-    lfednest,
-    minimax,
-    rounds,
-    thm31,
-    updates,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    lemma22.CLAIMS
-    + ihgp.CLAIMS
-    + fedinn.CLAIMS
-    + fedavg.CLAIMS
-    + minimax.CLAIMS
-    + compositional.CLAIMS
-    + rounds.CLAIMS
-    + thm31.CLAIMS
-    + cor32.CLAIMS
-    + cor33.CLAIMS
-    + lfednest.CLAIMS
-    + updates.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
 
 __all__ = ["CLAIMS"]

@@ -9,7 +9,7 @@ heterogeneity (the samples cancel in the control variate), so ``beta = 1`` solve
 in one call; FedIHGP's factors ``I - H/l`` vanish at ``l = 1``, so ``p_{N'} = 0`` for ``N' >= 1``
 and ``E_{N'}[h] = grad f(x)`` at ``y*`` for every N. Read with A1's joint ``l_{g,1} = 1 + ||grad
 r_i||^2``, FedIHGP's indirect direction is ``grad r_i^T p_{N'}``, off by the factor ``l_{g,1}``
-from the printed form (issue 7).
+from the printed form (the 1/2 convention of Sec. 3.2 reads ``l_{g,1} = 1``).
 
 What is checked (exact identities, 1e-10; cases whose identity cannot tell ``tau`` from ``tau
 +- 1`` are rejected as not measurable):
@@ -42,7 +42,13 @@ from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import case_builder, client_matrices, expected_ihgp, fedihgp
+from theory_checks.fednest.common import (
+    case_builder,
+    client_matrices,
+    expected_ihgp,
+    fedihgp,
+    fednest_claim,
+)
 from theory_checks.fednest.constants import A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, neumann_scale
 from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
 from theory_checks.hypotheses import Reading
@@ -82,7 +88,7 @@ def check_compositional_one_call(claim: Claim, case: Case, make: Callable[..., A
             )
     algorithm = make(inner_steps=1, local_steps=tau, inner_step_size=beta, scale_by_steps=False)
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     y_plus = algorithm.inner_update(ctx, x, y, run_steps)
@@ -236,14 +242,15 @@ compositional_single_term_cases = compositional_cases(
 # ====================================================================================== the claims
 
 
-ONE_CALL_EXACT = Claim(
+# What every claim of this result shares.
+compositional_claim = fednest_claim.but(kind="exact_identity", about=ABOUT_SENTENCE)
+
+
+ONE_CALL_EXACT = compositional_claim(
     id="fednest.compositional.one_call_exact",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from Alg. 4"
     ),
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
     statement=(
         "compositional FedInn: y^+ - y* = (1 - beta)^tau (y - y*); beta = 1 gives y*(x) "
         "in one call under any heterogeneity"
@@ -256,15 +263,12 @@ ONE_CALL_EXACT = Claim(
 )
 
 
-PAPER_INDIRECT_FORM = Claim(
+PAPER_INDIRECT_FORM = compositional_claim(
     id="fednest.compositional.paper_indirect_form",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4 text (h_i = l_{g,1} grad r_i(x)^T p_0), eq. (7) "
         "and Sec. 3.2"
     ),
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
     serves="fednest.compositional.single_term_unbiased",
     statement=(
         "compositional FedOut direction h^I_i = l_{g,1} grad r_i(x)^T p_0 (FedIHGP's "
@@ -273,10 +277,7 @@ PAPER_INDIRECT_FORM = Claim(
     estimators=("fedihgp",),
     strategy=compositional_neumann_cases,
     check=check_compositional_paper_form,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     notes=(
         "g_i = (1/2)||y - r_i(x)||^2 has grad^2_y g_i = I, but its joint Hessian in (x, y) "
@@ -332,14 +333,11 @@ PAPER_INDIRECT_FORM = Claim(
 )
 
 
-SINGLE_TERM_UNBIASED = Claim(
+SINGLE_TERM_UNBIASED = compositional_claim(
     id="fednest.compositional.single_term_unbiased",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4, Cor. 3.3; eq. (7) against Sec. 3.2's 1/2 convention"
     ),
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
     statement=(
         "compositional FedIHGP with l_{g,1} = 1 (the y block, Cor. 3.3's kappa_g = 1): "
         "E_{N'}[h] = grad f(x) at y* for every N, with p_{N'} = 0 for N' >= 1 (so N = 1 "
@@ -348,10 +346,7 @@ SINGLE_TERM_UNBIASED = Claim(
     estimators=("fedihgp",),
     strategy=compositional_single_term_cases,
     check=check_compositional_single_term,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     corrects=PAPER_INDIRECT_FORM.id,
 )

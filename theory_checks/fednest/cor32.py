@@ -10,7 +10,7 @@ The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` with ``f_i`` ``mu_f``-stro
 an ``O(K^{-1/2})`` rate.
 
 What is checked (``k_rate_minimax``, the shared K-rate check
-:func:`~theory_checks.fednest.common.check_k_rate`): on minimax quadratics with ``dim_y = 1``
+:func:`~theory_checks.fednest.k_rate.check_k_rate`): on minimax quadratics with ``dim_y = 1``
 (``kappa_f = 1``, so ``T = 1 = O(kappa_f)``) and stochastic oracles, the exponent of ``E (1/K)
 sum_k ||grad phi(x_k)||^2`` in K is at most -1/4 (the claim is -1/2), Student-t over
 independent replicates; decided on the thorough profile. Hypothesis: A2 for ``g_i = -f_i``.
@@ -23,10 +23,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
+from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import drifting_outer
 
 # =========================================================================================== cases
@@ -57,25 +57,16 @@ DRIFTING_OUTER_MINIMAX = drifting_outer("fednest-minimax")
 # ====================================================================================== the claims
 
 
-K_RATE_MINIMAX = Claim(
+K_RATE_MINIMAX = k_rate_claim(
     id="fednest.cor32.k_rate_minimax",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.2 (Sec. 3.1; minimax, b = 0)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "minimax FedNest, stochastic: (1/K) sum E||grad phi(x_k)||^2 = O(K^{-1/2}): the "
         "exponent in K is -1/2 (checked: <= -1/4, Student-t over replicates)"
     ),
     estimators=("fednest-minimax",),
     strategy=cor32_k_rate_minimax_cases,
-    check=check_k_rate,
     hypotheses=(A2_STRONG_CONVEXITY,),
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=26,

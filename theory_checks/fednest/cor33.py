@@ -7,9 +7,9 @@ The result. For ``min_x f(y*(x))`` with ``g_i = (1/2)||y - r_i(x)||^2`` (``b = 0
     (1/K) sum_{k=1}^K E||grad f(x^k)||^2 = O(1 / sqrt(K)).
 
 What is checked (``k_rate_compositional``, the shared K-rate check
-:func:`~theory_checks.fednest.common.check_k_rate`): on one-level linear compositional problems
-with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention,
-issue 7), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
+:func:`~theory_checks.fednest.k_rate.check_k_rate`): on one-level linear compositional problems
+with sampled ``r_i``, ``T = 1``, ``N = 1`` and FedIHGP's ``l_{g,1} = 1`` (the 1/2 convention
+of Sec. 3.2), the exponent of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim
 is -1/2), Student-t over independent replicates; decided on the thorough profile. Hypothesis:
 A2.
 """
@@ -21,10 +21,10 @@ from typing import Any
 from hypothesis import strategies as st
 
 from problems import LinearCompositional, strategies
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
-from theory_checks.fednest.common import K_RATE_DESIGN_NOTES, case_builder, check_k_rate
+from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
 # =========================================================================================== cases
@@ -50,12 +50,9 @@ cor33_k_rate_compositional_cases = case_builder(rate_compositional())
 # ====================================================================================== the claims
 
 
-K_RATE_COMPOSITIONAL = Claim(
+K_RATE_COMPOSITIONAL = k_rate_claim(
     id="fednest.cor33.k_rate_compositional",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Cor. 3.3 (Sec. 3.2; compositional, T = 1, b = 0)",
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "compositional FedNest, stochastic, T = 1, N = 1: (1/K) sum E||grad f(x_k)||^2 = "
         "O(K^{-1/2}): the exponent in K is -1/2 (checked: <= -1/4, Student-t over "
@@ -63,13 +60,7 @@ K_RATE_COMPOSITIONAL = Claim(
     ),
     estimators=("fednest",),
     strategy=cor33_k_rate_compositional_cases,
-    check=check_k_rate,
     hypotheses=(A2_STRONG_CONVEXITY,),
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=54,

@@ -34,6 +34,7 @@ from theory_checks.fednest.common import (
     all_clients,
     client_matrices,
     client_taus,
+    fednest_claim,
     heterogeneous_bilevel,
 )
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
@@ -56,7 +57,7 @@ def check_fedavg_fixed_point(claim: Claim, case: Case, make: Callable[..., Any])
     algorithm = make(inner_steps=1, local_steps=taus, scale_by_steps=False)
     steps = algorithm.resolve_steps(problem)
     # the steps a run carries (its initial state) run the update; the formula reads the
-    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    # steps the algorithm states (a step resolved one way and run another shows)
     run_steps = algorithm.init(problem).steps
     eye = torch.eye(problem.dim_y, dtype=torch.float64)
     tau_t = client_taus(taus, problem.n_clients)
@@ -110,9 +111,8 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 # ====================================================================================== the claims
 
 
-BIASED_FIXED_POINT = Claim(
+BIASED_FIXED_POINT = fednest_claim(
     id="fednest.fedavg.biased_fixed_point",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
         "point derived on quadratics"

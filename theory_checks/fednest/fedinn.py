@@ -55,6 +55,7 @@ from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import (
     client_matrices,
     client_taus,
+    fednest_claim,
     heterogeneous_bilevel,
     measured_map,
     per_client_taus,
@@ -88,7 +89,7 @@ def _inner_map(
     algorithm = make(inner_steps=1, **kw)
     # the map is measured with the steps a run carries (its initial state), the formula is
     # evaluated at the steps the algorithm states: a step resolved one way and run another
-    # (a halved FedInn beta, issue 32) shows, where measuring with the stated steps would not
+    # (a halved FedInn beta) shows, where measuring with the stated steps would not
     run_steps = algorithm.init(problem).steps
     steps = algorithm.resolve_steps(problem)
     ctx = FederatedContext(problem, np.random.default_rng(0))
@@ -255,9 +256,12 @@ def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
 # ====================================================================================== the claims
 
 
-LINEAR_RATE = Claim(
+# What every claim of this result shares.
+fedinn_claim = fednest_claim.but(estimators=("fednest",), hypotheses=(A2_STRONG_CONVEXITY,))
+
+
+LINEAR_RATE = fedinn_claim(
     id="fednest.fedinn.linear_rate",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Alg. 4, Sec. 1 ('unlike FedAvg') and Sec. 2.5; map derived",
     kind="linear_rate",
     about=ABOUT_SENTENCE,
@@ -266,17 +270,14 @@ LINEAR_RATE = Claim(
         "H_i)^{tau_i}); fixed point y* under any heterogeneity; rate rho(I - P H_bar) < 1 "
         "with beta_i = beta/tau_i"
     ),
-    estimators=("fednest",),
     strategy=fedinn_cases,
     check=check_fedinn_linear_rate,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=INNER_NO_DRIFT_CORRECTION,
 )
 
 
-TAU_EXPONENT = Claim(
+TAU_EXPONENT = fedinn_claim(
     id="fednest.fedinn.tau_exponent",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 4.1 (tau experiments); exponent derived from Alg. 4 "
         "(no paper exponent)"
@@ -288,10 +289,8 @@ TAU_EXPONENT = Claim(
         "derived from rho(I - P(tau) H_bar) (measured, recorded; saturates when beta_i = "
         "beta/tau)"
     ),
-    estimators=("fednest",),
     strategy=fedinn_tau_exponent_cases,
     check=check_fedinn_tau_exponent,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=INNER_ONE_LOCAL_STEP,
     notes=(
         "Fixed beta (scale_by_steps=False, beta <= 0.25/l so every tau <= 8 is stable): "

@@ -64,6 +64,7 @@ from theory_checks.fednest.common import (
     closed_form_problems,
     expected_ihgp,
     fedihgp,
+    fednest_claim,
     heterogeneous_bilevel,
 )
 from theory_checks.fednest.constants import (
@@ -445,48 +446,40 @@ ihgp_client_sampling_variance_cases = case_builder(
 # ====================================================================================== the claims
 
 
-VARIANCE_EXACT = Claim(
+# What every claim of this result shares.
+ihgp_claim = fednest_claim.but(
+    about=ABOUT_STEP, estimators=("fedihgp",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
+)
+
+
+VARIANCE_EXACT = ihgp_claim(
     id="fednest.ihgp.variance_exact",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Alg. 3, eq. (13b); second moment derived exactly",
     kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "E_{N'}||p||^2 = (N/l^2) sum_{j<N} ||A^j v||^2 and E p = H^{-1}(I - A^N) v (full "
         "participation, exact oracles)"
     ),
-    estimators=("fedihgp",),
     strategy=ihgp_variance_exact_cases,
     check=check_variance_exact,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
 )
 
 
-VARIANCE_LINEAR_IN_N = Claim(
+VARIANCE_LINEAR_IN_N = ihgp_claim(
     id="fednest.ihgp.variance_linear_in_n",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Alg. 3, eq. (13b); growth in N derived (not in Thm 3.1's constants)"
     ),
     kind="scaling_exponent",
-    about=ABOUT_STEP,
     statement=(
         "Var(p_{N'}) grows linearly in N for N >> kappa: fitted log-log exponent = 1 "
         "within the derived deviation (2 kappa - 1)/N_min, with E||p||^2 = (N/l^2) "
         "sum_{j<N} ||A^j v||^2 (1e-10) at each N of the grid"
     ),
-    estimators=("fedihgp",),
     # Why kappa <= 2 and small dims: the grid reaches 64 ceil(kappa) Hessian rounds.
     strategy=ihgp_variance_linear_in_n_cases,
     check=check_variance_linear_in_n,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     # Why no shrinking: each case runs 15 x 8 kappa Hessian rounds; a shrunk case says no more than
     # the failing one (this claim is expected to hold) and cost ~3 s per run.
     shrink=False,
@@ -501,25 +494,18 @@ VARIANCE_LINEAR_IN_N = Claim(
 )
 
 
-CLIENT_SAMPLING_VARIANCE = Claim(
+CLIENT_SAMPLING_VARIANCE = ihgp_claim(
     id="fednest.ihgp.client_sampling_variance",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Alg. 3 (S_0 drawn UAR); law derived here (no paper exponent)"
     ),
     kind="scaling_exponent",
-    about=ABOUT_STEP,
     statement=(
         "|S_0| = s clients UAR, N = 1: E p = full-participation p and Var(p) = (1/l^2) (m "
         "- s)/(s (m - 1)) sigma_v^2 (exponent 1 in the factor)"
     ),
-    estimators=("fedihgp",),
     strategy=ihgp_client_sampling_variance_cases,
     check=check_client_sampling_variance,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     perturbation=IHGP_IGNORES_SUBSET,
     notes=(
         "Derived law (the paper states no law in |S|): exact, by enumerating all "
@@ -528,26 +514,19 @@ CLIENT_SAMPLING_VARIANCE = Claim(
 )
 
 
-CLIENT_SAMPLING_VARIANCE_N = Claim(
+CLIENT_SAMPLING_VARIANCE_N = ihgp_claim(
     id="fednest.ihgp.client_sampling_variance_n",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Alg. 3 (S_0..S_N' drawn UAR); law derived here (no paper law)"
     ),
     kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "|S_n| = s UAR, N > 1: E p = full-participation E p and Var(p) = N l^{-2} "
         "sum_{n<N} tr M_n - ||E p||^2 with M_n = E[A_S M_{n-1} A_S^T], M_0 = E[v_S v_S^T] "
         "(finite-population factor (m - s)/(s (m - 1)))"
     ),
-    estimators=("fedihgp",),
     strategy=sampling_cases,
     check=check_sampling_variance_n,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     # Why no shrinking: each case enumerates up to 4^2 x 6 subset sequences per size; a shrunk case
     # says no more than the failing one (this claim is expected to hold).
     shrink=False,

@@ -65,6 +65,7 @@ from theory_checks.claim import (
     PerProfile,
     Perturbation,
     SeriesPoint,
+    bilevel_spec,
     known_case,
 )
 from theory_checks.decision import Design, Hoeffding
@@ -76,6 +77,7 @@ from theory_checks.fednest.common import (
     closed_form_problems,
     expected_ihgp,
     fedihgp,
+    fednest_claim,
     sequential_test,
 )
 from theory_checks.fednest.constants import (
@@ -383,6 +385,41 @@ ABS_ERROR_EFFECT = 0.25
 ABS_ERROR_MAX_DRAWS = 2000
 
 
+def _abs_error_constants(
+    claim: Claim, case: Case, mu_s: float, l_s: float
+) -> tuple[str, float, float]:
+    """The reading of A1-A2 (``"y block per sample"`` for the per-sample claim), the scale ``l``
+    FedIHGP divides by and A2's ``mu_g``: A1-A2's (:mod:`theory_checks.fednest.constants`,
+    ``l_{g,1}`` joint in ``(x, y)``) under the case's reading, on the expected or on each
+    sample's Hessian; the largest sample eigenvalue ``l_s`` and ``mu_s`` in the per-sample
+    claim."""
+    per_sample_y = claim.bound is abs_error_bound_per_sample
+    l_g = l_s if per_sample_y else neumann_scale(case)
+    mu_g = mu_s if per_sample_y else assumption_constants(case).mu_g
+    reading = (
+        "y block per sample" if per_sample_y else str(case.params.get("assumptions", "expected"))
+    )
+    return reading, l_g, mu_g
+
+
+def _abs_error_looks(design: Design, bound: float, value_range: float) -> list[int]:
+    """The draws after which :func:`check_abs_error` looks, fixed before sampling: two looks
+    (:func:`sequential_test`), each at half the case's rate (one bounded side); the last has the
+    draws that resolve ``ABS_ERROR_EFFECT`` of ``bound`` by Hoeffding's bound, the first a
+    quarter of them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at
+    a quarter of the cost, confirmation included."""
+    looks_rate = design.false_fail_rate / 2.0
+    total = design.samples(
+        min(
+            ABS_ERROR_MAX_DRAWS,
+            stats.min_num_samples_for_hoeffding(
+                2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate
+            ),
+        )
+    )
+    return sorted({max(1, total // 4), total})
+
+
 def check_abs_error(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -394,27 +431,17 @@ def check_abs_error(
     expectation over ``N'`` given the samples (Rao-Blackwell). Every factor ``I - H_s / l`` has
     norm at most ``r = max(|1 - mu_s/l|, |1 - l_s/l|)``, so ``0 <= Z_j <= ||H^{-1}|| +
     (1/l) sum_{n<N} r^n`` (the value range). The statistical test: the mean of ``n`` draws, by
-    Hoeffding's bound (rigorous for bounded values), against the region ``E Z <= bound``; ``n``
-    is computed before sampling so that the half-width at half the case's rate is at most
-    ``ABS_ERROR_EFFECT`` of the bound (capped at ``ABS_ERROR_MAX_DRAWS``), and drawn in two
-    looks (:func:`sequential_test`: a quarter, then all), each decided at half the rate.
-    The claim's bound picks the constants and ``l``: (14b) as stated
-    (:func:`abs_error_bound_as_stated`: ``l = l_{g,1}``, the Lipschitz constant of ``grad g_i``
-    jointly in ``(x, y)``, and ``mu_g``, both under the case's reading of A1-A2, on the expected
-    Hessian or on every sample's, :func:`~theory_checks.fednest.constants.neumann_scale` and
-    :func:`~theory_checks.fednest.constants.assumption_constants`) or the ``y``-block per-sample
-    bound (``l`` the largest sample eigenvalue, :func:`abs_error_bound_per_sample`).
+    Hoeffding's bound (rigorous for bounded values), against the region ``E Z <= bound``, at
+    the looks :func:`_abs_error_looks` fixes before sampling. The claim's bound picks the
+    constants and ``l`` (:func:`_abs_error_constants`): (14b) as stated
+    (:func:`abs_error_bound_as_stated`, A1-A2's ``l_{g,1}`` and ``mu_g`` under the case's
+    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`).
     """
     problem = case.problem
     terms = int(case.params["neumann_terms"])
     mu_s, l_s = _sample_hessian_range(problem)
     constants = problem.constants()
-    # the scale FedIHGP divides by and A2's mu_g: A1-A2's (theory_checks.fednest.constants,
-    # l_{g,1} joint in (x, y)) under the case's reading, on the expected or on each sample's
-    # Hessian; the largest sample eigenvalue and mu_s in the y-block per-sample claim
-    per_sample_y = claim.bound is abs_error_bound_per_sample
-    l_g = l_s if per_sample_y else neumann_scale(case)
-    mu_g = mu_s if per_sample_y else assumption_constants(case).mu_g
+    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
     estimator = fedihgp(
         make, terms, 1.0 / l_g, participation=case.params["participation"], batch_size=1
     )
@@ -429,22 +456,8 @@ def check_abs_error(
         float(torch.linalg.matrix_norm(H_inv, ord=2))
         + sum(contraction**n for n in range(terms)) / l_g
     )
-    # Sizes before sampling: two looks (sequential_test), each at half the case's rate (one
-    # bounded side); the last has the draws that resolve ABS_ERROR_EFFECT, the first a quarter of
-    # them, which refutes a gross excess (the saved counterexample: 5.5 against 2) at a quarter of
-    # the cost, confirmation included.
-    looks_rate = design.false_fail_rate / 2.0
-    total = design.samples(
-        min(
-            ABS_ERROR_MAX_DRAWS,
-            stats.min_num_samples_for_hoeffding(
-                2.0 * ABS_ERROR_EFFECT * bound, value_range, 2.0 * looks_rate
-            ),
-        )
-    )
-    looks = sorted({max(1, total // 4), total})
-    eye = torch.eye(problem.dim_y, dtype=torch.float64)
-    probes = [LinearOuterProbe(problem, e) for e in eye]
+    looks = _abs_error_looks(design, bound, value_range)
+    probes = [LinearOuterProbe(problem, e) for e in torch.eye(problem.dim_y, dtype=torch.float64)]
 
     def draw(j: int) -> float:
         paths = []
@@ -476,9 +489,7 @@ def check_abs_error(
             "mu_clients": constants.mu_clients,
             "mu_samples": mu_s,
             "mu_g": mu_g,
-            "assumptions": "y block per sample"
-            if per_sample_y
-            else str(case.params.get("assumptions", "expected")),
+            "assumptions": reading,
             "l_samples": l_s,
             "l": l_g,
             "draws": len(samples),
@@ -638,21 +649,7 @@ NO_CROSS_AFFINE_OUTER = known_case(
 # against the bound 2, an excess the check's resolution (a quarter of the bound) cannot decide;
 # the case saved before the constant was A1's used l = lambda_max(H) = 1.0 < l_{g,1}, outside A1.
 ABS_ERROR_COUNTEREXAMPLE = known_case(
-    {
-        "family": "QuadraticBilevel.random",
-        "n_clients": 1,
-        "dim_x": 1,
-        "dim_y": 1,
-        "condition_number": 1.0,
-        "seed": 0,
-        "hessian_heterogeneity": 0.0,
-        "gradient_heterogeneity": 0.0,
-        "mu": 1.0,
-        "n_samples": 2,
-        "gradient_noise": 0.5,
-        "hessian_noise": 0.9,
-        "cross_scale": 0.15,
-    },
+    bilevel_spec(n_samples=2, gradient_noise=0.5, hessian_noise=0.9, cross_scale=0.15),
     {"point_seed": 0, "neumann_terms": 8, "participation": None},
 )
 
@@ -673,28 +670,26 @@ ABS_ERROR_TIGHT_CASE = known_case(
 # ====================================================================================== the claims
 
 
-INVERSE_HESSIAN_IDENTITY = Claim(
+# What every claim of this result shares.
+lemma22_claim = fednest_claim.but(estimators=("fedihgp",))
+
+
+INVERSE_HESSIAN_IDENTITY = lemma22_claim(
     id="fednest.lemma22.inverse_hessian_identity",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); identity derived from (13b)",
     kind="exact_identity",
     about=ABOUT_STEP,
     statement="H^{-1} - E_{N'}[H_hat] = H^{-1} (I - H/l_{g,1})^N (exact expectation over N')",
-    estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_identity_cases,
     check=check_inverse_hessian_identity,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     notes="E[H_hat] read column by column through a probe problem with grad_y f_i = e_j.",
 )
 
 
-INVERSE_HESSIAN_BOUND = Claim(
+INVERSE_HESSIAN_BOUND = lemma22_claim(
     id="fednest.lemma22.inverse_hessian_bound",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (14a)",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -702,22 +697,17 @@ INVERSE_HESSIAN_BOUND = Claim(
         "||H^{-1} - E[H_hat]|| <= (1/mu_g) ((kappa_g - 1)/kappa_g)^N, kappa_g = "
         "l_{g,1}/mu_g (per-client constants of A1-A2)"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_inverse_hessian_bound_cases,
     check=check_inverse_hessian_bound,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     bound=inverse_hessian_bound,
     notes="l_{g,1} = max_i ||grad^2 g_i|| in z = (x, y) (A1), mu_g = min_i lambda_min(H_i).",
 )
 
 
-PER_CLIENT_BIAS = Claim(
+PER_CLIENT_BIAS = lemma22_claim(
     id="fednest.lemma22.per_client_bias",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) 'for all i'",
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -725,14 +715,9 @@ PER_CLIENT_BIAS = Claim(
         "||E[h^I_i(x, y)] - grad_bar^I f_i(x, y)|| <= b = kappa_g l_{f,1} ((kappa_g - "
         "1)/kappa_g)^N for every client i"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_per_client_bias_cases,
     check=check_per_client_bias,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A1_F_LIPSCHITZ_GLOBAL,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A1_F_LIPSCHITZ_GLOBAL),
     positive_control=ONE_CLIENT_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
@@ -748,21 +733,7 @@ PER_CLIENT_BIAS = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 2,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-                "outer_curvature": 0.0,
-            },
+            bilevel_spec(n_clients=2, gradient_heterogeneity=1.0, outer_curvature=0.0),
             {"point_seed": 0, "neumann_terms": 1},
         ),
     ),
@@ -784,9 +755,8 @@ PER_CLIENT_BIAS = Claim(
 )
 
 
-AVERAGED_BIAS = Claim(
+AVERAGED_BIAS = lemma22_claim(
     id="fednest.lemma22.averaged_bias",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Lemma 2.2, eq. (15), client-averaged, with the explicit constant"
     ),
@@ -796,13 +766,9 @@ AVERAGED_BIAS = Claim(
         "||E[h(x, y)] - grad_bar f(x, y)|| <= ||J_bar|| ||grad_y f(x, y)|| (1/mu_g) "
         "((kappa_g - 1)/kappa_g)^N"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_averaged_bias_cases,
     check=check_averaged_bias,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     perturbation=IHGP_SCALE_OFF_BY_ONE,
     bound=averaged_bias_bound,
     corrects=PER_CLIENT_BIAS.id,
@@ -813,9 +779,8 @@ AVERAGED_BIAS = Claim(
 )
 
 
-PAPER_CONSTANT = Claim(
+PAPER_CONSTANT = lemma22_claim(
     id="fednest.lemma22.paper_constant",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Lemma 2.2, eq. (15) constant b",
     kind="bias_bound",
     about=ABOUT_STEP,
@@ -824,14 +789,9 @@ PAPER_CONSTANT = Claim(
         "client-averaged ||E[h^I] - grad_bar^I f|| <= kappa_g l_{f,1} ((kappa_g - "
         "1)/kappa_g)^N at any (x, y)"
     ),
-    estimators=("fedihgp",),
     strategy=lemma22_paper_constant_cases,
     check=check_paper_constant,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A1_F_LIPSCHITZ_GLOBAL,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A1_F_LIPSCHITZ_GLOBAL),
     positive_control=NO_CROSS_AFFINE_OUTER,
     bound=paper_bias_bound,
     expected="fails",
@@ -846,30 +806,15 @@ PAPER_CONSTANT = Claim(
     # The counterexample hypothesis found (saved as data): tried first on every run.
     examples=(
         known_case(
-            {
-                "family": "QuadraticBilevel.random",
-                "n_clients": 1,
-                "dim_x": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "gradient_heterogeneity": 0.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "gradient_noise": 0.0,
-                "hessian_noise": 0.0,
-                "outer_curvature": 0.0,
-            },
+            bilevel_spec(outer_curvature=0.0),
             {"point_seed": 0, "neumann_terms": 1, "point_scale": 1.0},
         ),
     ),
 )
 
 
-ABS_ERROR_AS_STATED = Claim(
+ABS_ERROR_AS_STATED = lemma22_claim(
     id="fednest.lemma22.abs_error_as_stated",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with A1-A2's constants (Assumption A)"),
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -878,14 +823,9 @@ ABS_ERROR_AS_STATED = Claim(
         "l_{g,1} (the Lipschitz constant of grad g_i in (x, y)) (stochastic Hessians, "
         "sampled clients)"
     ),
-    estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-        A2_EACH_SAMPLE,
-    ),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, A2_EACH_SAMPLE),
     perturbation=IHGP_HALVED_LIPSCHITZ,
     bound=abs_error_bound_as_stated,
     decision="statistical",
@@ -936,9 +876,8 @@ ABS_ERROR_AS_STATED = Claim(
 )
 
 
-ABS_ERROR_PER_SAMPLE = Claim(
+ABS_ERROR_PER_SAMPLE = lemma22_claim(
     id="fednest.lemma22.abs_error_per_sample",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Lemma 2.2, eq. (14b) with per-sample Hessian bounds"),
     kind="bias_bound",
     about=ABOUT_RESULT,
@@ -947,7 +886,6 @@ ABS_ERROR_PER_SAMPLE = Claim(
         "E_W||H^{-1} - H_hat|| <= 2/mu_s when every sample Hessian lies in [mu_s, l] and "
         "FedIHGP uses 1/l"
     ),
-    estimators=("fedihgp",),
     strategy=abs_error_cases,
     check=check_abs_error,
     hypotheses=(A2_STRONG_CONVEXITY,),

@@ -43,7 +43,7 @@ from theory_checks.claim import (
     SeriesPoint,
 )
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp
+from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp, fednest_claim
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY, fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
@@ -72,7 +72,7 @@ def _lfednest_parts(
         neumann_step_size=lam,
     )
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     _, lfed, _ = algorithm.outer_update(ctx, x, y, run_steps)
@@ -226,9 +226,8 @@ LOCAL_NEUMANN_STEP_0_9 = Perturbation(
 # ====================================================================================== the claims
 
 
-HETEROGENEITY_BIAS = Claim(
+HETEROGENEITY_BIAS = fednest_claim(
     id="fednest.lfednest.heterogeneity_bias",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
         "law derived from Alg. 5 (App. A)"

@@ -6,7 +6,7 @@ The result. For ``min_x max_y (1/m) sum_i f_i(x, y)`` (``g_i = -f_i``), FedNest 
 ascent on ``y`` and FedOut without FedIHGP, because (Sec. 2.4)
 ``grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for all i``. By Danskin, the client
 average ``mean_i grad_y f_i(x, y*) = 0`` (eq. (12)), so the direction without the indirect term
-is ``grad phi(x)`` exactly; per client ``grad_y f_i(x, y*) != 0`` under heterogeneity (issue 6).
+is ``grad phi(x)`` exactly; per client ``grad_y f_i(x, y*) != 0`` under heterogeneity.
 Sec. 4.3's synthetic problem ``f_i = -[(1/2)||y||^2 - b_i^T y + y^T A_i x] + (lambda/2)||x||^2``
 (``A_i = t_i I``, centred ``b_i``) makes FedNest a linear iteration whose per-iteration map is
 ``M = T_x T_y^T`` per coordinate (derived here from Algs. 2 and 4 on Sec. 4.3's problem), the same
@@ -48,7 +48,7 @@ from theory_checks.claim import (
     known_case,
 )
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import case_builder, client_matrices
+from theory_checks.fednest.common import case_builder, client_matrices, fednest_claim
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -199,7 +199,7 @@ def _minimax_parts(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     x, _ = evaluation_point(problem, case.params["point_seed"])
     algorithm = make(inner_steps=1, local_steps=2)
     # the update runs with the steps a run carries (its initial state), not the ones
-    # the algorithm states: a step resolved one way and run another shows (issue 32)
+    # the algorithm states: a step resolved one way and run another shows
     run_steps = algorithm.init(problem).steps
     ctx = FederatedContext(problem, np.random.default_rng(0))
     y_plus = algorithm.inner_update(ctx, x, problem.exact_inner_solution(x), run_steps)
@@ -306,9 +306,14 @@ MINIMAX_ONE_CLIENT = known_case(
 # ====================================================================================== the claims
 
 
-SYNTHETIC_LINEAR_RATE = Claim(
+# What every claim of this result shares.
+minimax_claim = fednest_claim.but(
+    estimators=("fednest-minimax",), hypotheses=(A2_STRONG_CONVEXITY,)
+)
+
+
+SYNTHETIC_LINEAR_RATE = minimax_claim(
     id="fednest.minimax.synthetic_linear_rate",
-    paper="FedNest",
     reference="Tarzanagh et al. 2022, Sec. 4.3 / Fig. 4 (rate derived from Algs. 2 and 4)",
     kind="linear_rate",
     about=ABOUT_STEP,
@@ -316,17 +321,14 @@ SYNTHETIC_LINEAR_RATE = Claim(
         "FedNest (minimax) on the synthetic problem, full participation: per-iteration "
         "rate = rho(T_x T_y^T) (1e-6 relative); trajectories for s = 1 and s = 10 coincide"
     ),
-    estimators=("fednest-minimax",),
     strategy=synthetic_cases,
     check=check_minimax_synthetic_rate,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=OUTER_STEP_0_9,
 )
 
 
-PER_CLIENT_INDIRECT_ZERO = Claim(
+PER_CLIENT_INDIRECT_ZERO = minimax_claim(
     id="fednest.minimax.per_client_indirect_zero",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4 ('grad^I f_i(x, y*) = 0 for all i'), read per client"
     ),
@@ -334,10 +336,8 @@ PER_CLIENT_INDIRECT_ZERO = Claim(
     about=ABOUT_SENTENCE,
     serves="fednest.minimax.averaged_indirect_zero",
     statement="grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for every client i",
-    estimators=("fednest-minimax",),
     strategy=indirect_zero_cases,
     check=check_minimax_per_client_indirect,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     positive_control=MINIMAX_ONE_CLIENT,
     expected="fails",
     notes=(
@@ -352,9 +352,8 @@ PER_CLIENT_INDIRECT_ZERO = Claim(
 )
 
 
-AVERAGED_INDIRECT_ZERO = Claim(
+AVERAGED_INDIRECT_ZERO = minimax_claim(
     id="fednest.minimax.averaged_indirect_zero",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Sec. 2.4, eq. (12) (Danskin), client average"),
     kind="exact_identity",
     about=ABOUT_STEP,
@@ -362,10 +361,8 @@ AVERAGED_INDIRECT_ZERO = Claim(
         "mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
         "phi(x) exactly"
     ),
-    estimators=("fednest-minimax",),
     strategy=indirect_zero_cases,
     check=check_minimax_averaged_indirect,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=DIRECTION_BIAS_1E_3,
     corrects=PER_CLIENT_INDIRECT_ZERO.id,
 )

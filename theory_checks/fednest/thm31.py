@@ -25,7 +25,7 @@ What is checked:
   (5%) and no shallower than the slope of (15)'s ``b``;
 - ``k_rate_bilevel``: stochastic FedNest under rule (16) and Cor. 3.1's ``N_K``: the exponent
   of ``E (1/K) sum_k ||grad f(x_k)||^2`` in K is at most -1/4 (the claim is -1/2), Student-t
-  over independent replicates (:func:`~theory_checks.fednest.common.check_k_rate`, shared with
+  over independent replicates (:func:`~theory_checks.fednest.k_rate.check_k_rate`, shared with
   Cors. 3.2-3.3).
 
 Hypotheses: A1's ``l_{g,1}`` as FedIHGP's scale and A2 (:mod:`theory_checks.fednest.constants`).
@@ -57,11 +57,10 @@ from theory_checks.claim import (
 )
 from theory_checks.exact_quantities import dominant_mode_window, outer_affine
 from theory_checks.fednest.common import (
-    K_RATE_DESIGN_NOTES,
     bilevel_problems,
     case_builder,
-    check_k_rate,
     client_matrices,
+    fednest_claim,
     floor_bound,
     measured_map,
     outer_minimizer,
@@ -71,6 +70,7 @@ from theory_checks.fednest.constants import (
     A2_STRONG_CONVEXITY,
     fednest_constants,
 )
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST, DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -100,7 +100,7 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
     )
     steps = algorithm.resolve_steps(problem)
     # the steps a run carries (its initial state) run the update; the formula reads the
-    # steps the algorithm states (a step resolved one way and run another shows; issue 32)
+    # steps the algorithm states (a step resolved one way and run another shows)
     run_steps = algorithm.init(problem).steps
     zero = torch.zeros(problem.dim_x, dtype=torch.float64)
     g0 = problem.exact_hypergradient(zero)
@@ -187,6 +187,30 @@ def _floor_parts(case: Case) -> dict[str, Any]:
     }
 
 
+def _floor_grid(parts: dict[str, Any], lam: float) -> list[int]:
+    """The Neumann counts :func:`check_floor_slope` fits over: up to five N in the window where
+    the floor's slowest eigenmode dominates, from ``1/(lam mu)`` on, at most 12 terms long."""
+    values, vectors = parts["values"], parts["vectors"]
+    coeffs = vectors.T @ parts["v"].cpu().numpy()
+    JH = parts["J"].cpu().numpy() @ vectors / values
+    amplitudes = np.abs(coeffs) * np.linalg.norm(JH, axis=0)
+    rates = 1.0 - lam * values
+    scale = float(np.linalg.norm(JH, 2) * np.linalg.norm(coeffs)) + 1e-300
+    # Why 1e-9 of the scale: the floor is read through a (dx + dy)-column solve whose round-off
+    # is ~1e-13 relative; four decades above it the fitted slope is round-off free.
+    window = dominant_mode_window(amplitudes, rates, 1e-9 * scale)
+    if window is None:
+        raise NotMeasurable("slowest eigenmode of H not excited above round-off")
+    # Why start at 1/(lam mu): the limit point's own N-dependence (grad_y f(x_N) - grad_y f(x*)
+    # = O(rho^N)) then perturbs the floor by <= e^-1 of its first-order size at the first N and
+    # decays along the window; why 12 more terms: each N costs dx + dy + 2 FedNest steps.
+    start = max(window[0], math.ceil(1.0 / (lam * float(values[0]))))
+    stop = min(window[1], start + 12)
+    if stop - start < 3:
+        raise NotMeasurable("dominant-mode window shorter than 3 terms")
+    return sorted(set(np.linspace(start, stop, num=5).round().astype(int).tolist()))
+
+
 def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Fitted slope in N of ``log ||grad f(x_N)||`` (deterministic FedNest's limit, read exactly
     by :func:`check_stationarity_floor`) against Lemma 2.2's rate.
@@ -206,25 +230,8 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         raise NotMeasurable("only bilevel problems have a nonzero bias floor")
     parts = _floor_parts(case)
     lam = 1.0 / fednest_constants(problem).l_g1
-    values, vectors = parts["values"], parts["vectors"]
-    coeffs = vectors.T @ parts["v"].cpu().numpy()
-    JH = parts["J"].cpu().numpy() @ vectors / values
-    amplitudes = np.abs(coeffs) * np.linalg.norm(JH, axis=0)
-    rates = 1.0 - lam * values
-    scale = float(np.linalg.norm(JH, 2) * np.linalg.norm(coeffs)) + 1e-300
-    # Why 1e-9 of the scale: the floor is read through a (dx + dy)-column solve whose round-off
-    # is ~1e-13 relative; four decades above it the fitted slope is round-off free.
-    window = dominant_mode_window(amplitudes, rates, 1e-9 * scale)
-    if window is None:
-        raise NotMeasurable("slowest eigenmode of H not excited above round-off")
-    # Why start at 1/(lam mu): the limit point's own N-dependence (grad_y f(x_N) - grad_y f(x*)
-    # = O(rho^N)) then perturbs the floor by <= e^-1 of its first-order size at the first N and
-    # decays along the window; why 12 more terms: each N costs dx + dy + 2 FedNest steps.
-    start = max(window[0], math.ceil(1.0 / (lam * float(values[0]))))
-    stop = min(window[1], start + 12)
-    if stop - start < 3:
-        raise NotMeasurable("dominant-mode window shorter than 3 terms")
-    grid = sorted(set(np.linspace(start, stop, num=5).round().astype(int).tolist()))
+    values = parts["values"]
+    grid = _floor_grid(parts, lam)
     floors, series, rhos = [], [], []
     for terms in grid:
         m = check_stationarity_floor(
@@ -378,28 +385,27 @@ thm31_floor_slope_in_n_cases = case_builder(
 # ====================================================================================== the claims
 
 
-STATIONARITY_FLOOR = Claim(
+# What every claim of this result shares.
+thm31_claim = fednest_claim.but(
+    about=ABOUT_RESULT, estimators=("fednest",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
+)
+
+
+STATIONARITY_FLOOR = thm31_claim(
     id="fednest.thm31.stationarity_floor",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Thm 3.1 (b^2 term), deterministic oracles; b with "
         "the constant of Lemma 2.2's proof"
     ),
     kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "deterministic FedNest converges (rho(G) < 1) to x_N with ||grad f(x_N)||^2 <= "
         "b_N^2, b_N = ||J_bar|| ||grad_y f(x_N, y*)|| (1 - mu/l)^N / mu"
     ),
-    estimators=("fednest",),
     # Why small dims, kappa <= 5 and few clients: each case reads a (dx+dy)-column map from dx+dy+1
     # full outer iterations.
     strategy=thm31_stationarity_floor_cases,
     check=check_stationarity_floor,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     perturbation=FLOOR_NEUMANN_STEP,
     bound=floor_bound,
     notes=(
@@ -410,29 +416,17 @@ STATIONARITY_FLOOR = Claim(
 )
 
 
-K_RATE_BILEVEL = Claim(
+K_RATE_BILEVEL = k_rate_claim(
     id="fednest.thm31.k_rate_bilevel",
-    paper="FedNest",
     reference=("Tarzanagh et al. 2022, Thm 3.1 and Cor. 3.1 (stochastic, step rule (16))"),
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
+    estimators=("fednest",),
+    hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY),
     statement=(
         "(1/K) sum_{k=1}^K E||grad f(x_k)||^2 = O(K^{-1/2}) with alpha_K ~ 1/sqrt(K), "
         "beta_K = beta_bar alpha_K / T, N = O(kappa_g log K): the exponent of the mean in "
         "K is -1/2 (checked: <= -1/4, Student-t over replicates)"
     ),
-    estimators=("fednest",),
     strategy=thm31_k_rate_bilevel_cases,
-    check=check_k_rate,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
-    # one case: ~1.5 s (fast) / 0.5-2 min (thorough) on one core
-    max_examples=1,
-    shrink=False,
-    decision="statistical",
-    undecided_on=("fast",),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=40,
@@ -445,26 +439,19 @@ K_RATE_BILEVEL = Claim(
 )
 
 
-FLOOR_SLOPE_IN_N = Claim(
+FLOOR_SLOPE_IN_N = thm31_claim(
     id="fednest.thm31.floor_slope_in_n",
-    paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022, Thm 3.1 (b^2 term) with Lemma 2.2 eq. (15); the floor's "
         "exact form derived from eq. (13b)"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "deterministic FedNest's stationarity floor ||grad f(x_N)|| decays in N with "
         "fitted slope log(1 - mu/l) (5%), no shallower than b's log((kappa_g - 1)/kappa_g)"
     ),
-    estimators=("fednest",),
     strategy=thm31_floor_slope_in_n_cases,
     check=check_floor_slope,
-    hypotheses=(
-        A1_NEUMANN_SCALE,
-        A2_STRONG_CONVEXITY,
-    ),
     # Why no shrinking: each case reads five exact limits (~0.6 s); a shrunk case says no more than
     # the failing one (this claim is expected to hold).
     shrink=False,

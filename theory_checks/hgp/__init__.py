@@ -42,7 +42,6 @@ GlobalGrad / ClientGrad / LocalGrad        :mod:`.taxonomy`        ``closed_form
 vector-only messages (Alg. 1-2)            :mod:`.communication`   ``vector_messages``
 influence estimation (Sec. 5.2, Table 4)   :mod:`.influence`       ``r2``, ``r2_retraining``
 personalization (Sec. 5.3, Table 2)        :mod:`.personalization` ``gain``
-Alg. 2 / eq. (10) on the static network    :mod:`.recursion`       ``static_iterates``
 =========================================  ======================  ===========================
 
 Shared by several results: :mod:`.constants` (the paper's constants, assumptions and
@@ -55,38 +54,9 @@ blocks, the exact noise moments and the stochastic claims' conformance tests),
 from __future__ import annotations
 
 from theory_checks.claim import Claim
-from theory_checks.hgp import (
-    alg1,
-    communication,
-    corollary1,
-    exact_averaging,
-    influence,
-    lemma1,
-    lemma2,
-    negative_control,
-    noise,
-    personalization,
-    recursion,
-    stochastic,
-    taxonomy,
-    theorem1,
-    theorem2,
-)
+from theory_checks.discovery import declared_claims
 
-CLAIMS: tuple[Claim, ...] = (
-    alg1.CLAIMS
-    + lemma1.CLAIMS
-    + exact_averaging.CLAIMS
-    + lemma2.CLAIMS
-    + corollary1.CLAIMS
-    + theorem1.CLAIMS
-    + theorem2.CLAIMS
-    + stochastic.CLAIMS
-    + noise.CLAIMS
-    + negative_control.CLAIMS
-    + taxonomy.CLAIMS
-    + communication.CLAIMS
-    + influence.CLAIMS
-    + personalization.CLAIMS
-    + recursion.CLAIMS
-)
+#: The claims of every result module of this package (modules in name order).
+CLAIMS: tuple[Claim, ...] = declared_claims(__name__, __path__)
+
+__all__ = ["CLAIMS"]

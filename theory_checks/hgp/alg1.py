@@ -20,7 +20,7 @@ S products of n x n matrices).
 
 Why it is needed: the stochastic claims (Theorem 1, Corollary 2, D3-D4) take the estimator's own
 averaging operators into their exact moments, so a Push-Sum that runs S - 1 steps while S is
-recorded changes the moments and the runs alike and passes them all (issue 32), and Lemma 2's
+recorded changes the moments and the runs alike and passes them all, and Lemma 2's
 claims check the Push-Sum of the exact-Jacobian entry, not this one. The operator depends on
 nothing stochastic: the claim is exact.
 
@@ -44,7 +44,13 @@ import numpy as np
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.hgp.common import MIXING_FAMILIES, averaging_operators, graph_cases, graph_of
+from theory_checks.hgp.common import (
+    MIXING_FAMILIES,
+    averaging_operators,
+    graph_cases,
+    graph_of,
+    hgp_claim,
+)
 from theory_checks.hgp.constants import assumption1
 from theory_checks.perturbed_variants import field_variant
 
@@ -105,13 +111,14 @@ PUSHSUM_OPERATOR_PERTURBATION = Perturbation(
 )
 
 
-PUSHSUM_OPERATOR = Claim(
+# What every claim of this result shares.
+alg1_claim = hgp_claim.but(kind="exact_identity", about=ABOUT_STEP)
+
+
+PUSHSUM_OPERATOR = alg1_claim(
     id="hgp.alg1.pushsum_operator",
-    paper="HGP",
     reference="HGP Algorithm 1 (Push-Sum, weights 1/|N_j^out|) inside Algorithm 2, M calls of "
     "S steps each (Sec. 2.1, Sec. 3.3)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "each averaging call of stochastic HGP applies Theta_hat = diag(P 1)^{-1} P, P "
         "the product of the S column-stochastic Push-Sum matrices of its graph steps "
@@ -172,13 +179,10 @@ STATIC_OPERATOR_PERTURBATION = Perturbation(
 )
 
 
-STATIC_OPERATOR = Claim(
+STATIC_OPERATOR = alg1_claim(
     id="hgp.alg1.static_operator",
-    paper="HGP",
     reference="HGP sec. 4, static-network variant: Algorithm 1 with the doubly-stochastic "
     "Metropolis W, Theta_hat = W^S (Sec. 4: any constant doubly-stochastic matrix)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "each averaging call of the static variant applies W^S, W the Metropolis "
         "weights of the static undirected graph"

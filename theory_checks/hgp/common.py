@@ -29,11 +29,13 @@ from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import DecentralizedGradient, HGPState
 from testbed.decentralized.ledger import GraphLedger
 from testbed.federation.ledger import Ledger
-from theory_checks.claim import Case
+from theory_checks.claim import Case, paper_claim
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
 
-# Why 5%: the issue's tolerance for fitted rates against theory (as in the classical claims).
-RATE_RTOL = 0.05
+#: The constructor of HGP's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
+#: module narrows it with the fields its claims share.
+hgp_claim = paper_claim("HGP")
+
 
 # Families that satisfy Assumption 1 and do not make Push-Sum trivially exact.
 MIXING_FAMILIES = tuple(f for f in CONNECTED_FAMILIES if f != "fully_connected")
@@ -198,6 +200,82 @@ class NoiseMoments:
         return np.sqrt(np.clip(np.diag(self.covariance), 0.0, None)).reshape(n, dl)
 
 
+def _sample_deviations(
+    problem: Any, eta: float, sample_indices: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each sample's deviation from the client means the deterministic run uses, scaled as it
+    enters a step (``-eta (A_ij - A_i)`` on the u-rows, ``eta (C_ij - C_i)^T`` on the v-rows),
+    centred, and the mean removed from them: nonzero only for a subset of the samples
+    (``sample_indices``), whose deviations are not centred; that mean is the subset sampler's
+    bias, carried in the mean path, so the second moment of the centred ones is a covariance."""
+    A, C = problem.A.cpu().numpy(), problem.C.cpu().numpy()
+    A_s, C_s = problem.A_samples.cpu().numpy(), problem.C_samples.cpu().numpy()
+    if sample_indices is not None:
+        A_s, C_s = A_s[:, sample_indices], C_s[:, sample_indices]
+    dev_A = -eta * (A_s - A[:, None])  # (n, N, dy, dy): u-rows
+    dev_C = eta * np.swapaxes(C_s - C[:, None], 2, 3)  # (n, N, dl, dy): v-rows
+    bias_A, bias_C = dev_A.mean(1), dev_C.mean(1)
+    return dev_A - bias_A[:, None], dev_C - bias_C[:, None], bias_A, bias_C
+
+
+def _add_step_noise(
+    new: np.ndarray,
+    second: np.ndarray,
+    dev_A: np.ndarray,
+    dev_C: np.ndarray,
+    b: int,
+    shared_sample: bool,
+) -> None:
+    """Add to the step's covariance ``new`` (in place) the term of its random factor,
+    ``E[D (Cov + mu mu^T) D^T]``, from ``second`` (the averaged ``E[w w^T]``): block-diagonal
+    over clients. With ``Delta_ij = A_ij - A_i`` (centred: ``sum_j Delta_ij = 0`` exactly by
+    construction) the batch mean's deviation ``D`` of ``b`` draws with replacement from ``N``
+    samples satisfies, for any matrix ``S``,
+
+    .. math::  E[D S D'^T] = \\frac{1}{b} \\frac{1}{N} \\sum_j \\Delta_{ij} S \\Delta'^T_{ij},
+
+    (the cross terms of two distinct draws vanish because each draw is centred); the u-v block
+    is nonzero only when one sample serves both (``shared_sample``)."""
+    n, N, dy = dev_A.shape[:3]
+    dl, DU = dev_C.shape[2], n * dy
+    S = np.stack([second[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] for i in range(n)])
+    scale_ = 1.0 / (N * b)
+    uu = np.einsum("inab,ibc,indc->iad", dev_A, S, dev_A) * scale_
+    vv = np.einsum("inab,ibc,indc->iad", dev_C, S, dev_C) * scale_
+    uv = (
+        np.einsum("inab,ibc,indc->iad", dev_A, S, dev_C) * scale_
+        if shared_sample
+        else np.zeros((n, dy, dl))
+    )
+    for i in range(n):
+        ru = slice(i * dy, (i + 1) * dy)
+        rv = slice(DU + i * dl, DU + (i + 1) * dl)
+        new[ru, ru] += uu[i]
+        new[rv, rv] += vv[i]
+        new[ru, rv] += uv[i]
+        new[rv, ru] += uv[i].T
+
+
+def _expected_step(
+    problem: Any, eta: float, bias_A: np.ndarray, bias_C: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A step's expected random factors per client, ``E[I - eta hat A_i]`` (u-rows) and
+    ``E[eta hat C_i^T]`` (v-rows, ``J_i = -C_i^T``), plus the samples' ``bias`` (nonzero for a
+    subset of them, :func:`_sample_deviations`), and their block-diagonal matrices over the
+    stacked clients."""
+    n, dy, dl = problem.n_clients, problem.dim_y, problem.dim_hyper
+    A = problem.A.cpu().numpy()
+    C = problem.C.cpu().numpy()  # (n, dy, dl)
+    step_u = np.eye(dy)[None] - eta * A + bias_A
+    step_v = eta * np.swapaxes(C, 1, 2) + bias_C
+    K_u = np.zeros((n * dy, n * dy))
+    K_v = np.zeros((n * dl, n * dy))
+    for i in range(n):
+        K_u[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] = step_u[i]
+        K_v[i * dl : (i + 1) * dl, i * dy : (i + 1) * dy] = step_v[i]
+    return step_u, step_v, K_u, K_v
+
+
 def noise_moments(
     problem: Any,
     x: torch.Tensor,
@@ -223,13 +301,8 @@ def noise_moments(
     sample Hessians ``A_ij`` with ``j`` drawn uniformly *with replacement* from the client's N
     samples (``problems._rows.draw_indices``); ``hat C`` likewise, from an independent batch, or
     the same one when ``est.shared_sample``; batches are independent across clients, replicas
-    and steps. With ``Delta_ij = A_ij - A_i`` (centred: ``sum_j Delta_ij = 0`` exactly by
-    construction) the batch mean's deviation ``D`` satisfies, for any matrix ``S``,
-
-    .. math::  E[D S D'^T] = \\frac{1}{b} \\frac{1}{N} \\sum_j \\Delta_{ij} S \\Delta'^T_{ij},
-
-    (the cross terms of two distinct draws vanish because each draw is centred), and the step's
-    random factor is independent of ``w^(m)``. So with ``Z = (u, v)`` stacked and
+    and steps. The step's random factor is independent of ``w^(m)`` and its deviation ``D`` has
+    the second moment of :func:`_add_step_noise`. So with ``Z = (u, v)`` stacked and
     ``Z^(m) = K^(m) Z^(m-1)``, ``K = bar K + D``:
 
     .. math::
@@ -246,47 +319,25 @@ def noise_moments(
         batch_size: b (default ``est.batch_size``; ``None``: no noise, the mean only).
         sample_indices: restrict each client's sample set to these indices (used to predict
             the moments of a sampler that draws from a subset, e.g. a perturbation).
-        operators: ``averaging_operators(est, n, M)`` when already computed (they do not
-            depend on b, only on the averaging, the graphs and S).
-        eta: the step of the recursion (default ``est.step_size(problem)``, the estimator's
-            own); a claim that states its eta passes it, so the moments are those of the
-            stated step, not of whatever step the estimator runs.
+        operators: ``averaging_operators(est, n, M)`` when already computed (independent of b).
+        eta: the recursion's step (default ``est.step_size(problem)``); a claim that states its
+            eta passes it: the moments are those of the stated step, not of the one run.
     """
     b = est.batch_size if batch_size is None else batch_size
     n, dy, dl = problem.n_clients, problem.dim_y, problem.dim_hyper
-    M = int(est.neumann_terms)
     eta = est.step_size(problem) if eta is None else float(eta)
     blocks = problem.client_blocks(x)
-    A = problem.A.cpu().numpy()
-    C = problem.C.cpu().numpy()  # (n, dy, dl); J_i = -C_i^T
     mu_u = blocks["c"].cpu().numpy().copy()
     mu_v = blocks["e"].cpu().numpy().copy()
     if b is not None:
-        A_s, C_s = problem.A_samples.cpu().numpy(), problem.C_samples.cpu().numpy()
-        if sample_indices is not None:
-            A_s, C_s = A_s[:, sample_indices], C_s[:, sample_indices]
-        N = A_s.shape[1]
-        # deviations from the client means the deterministic run uses (a subset's deviations
-        # are not centred: their mean is the subset sampler's bias, carried in the mean path)
-        dev_A = -eta * (A_s - A[:, None])  # (n, N, dy, dy): u-rows
-        dev_C = eta * np.swapaxes(C_s - C[:, None], 2, 3)  # (n, N, dl, dy): v-rows
-        bias_A, bias_C = dev_A.mean(1), dev_C.mean(1)
-        # remove the mean of a subset's deviations so the second moment below is a covariance
-        dev_A, dev_C = dev_A - bias_A[:, None], dev_C - bias_C[:, None]
+        dev_A, dev_C, bias_A, bias_C = _sample_deviations(problem, eta, sample_indices)
     else:
-        bias_A = np.zeros((n, dy, dy))
-        bias_C = np.zeros((n, dl, dy))
-    step_u = np.eye(dy)[None] - eta * A + bias_A  # E[I - eta hat A_i]
-    step_v = eta * np.swapaxes(C, 1, 2) + bias_C  # E[eta hat C_i^T]
+        bias_A, bias_C = np.zeros((n, dy, dy)), np.zeros((n, dl, dy))
+    step_u, step_v, K_u, K_v = _expected_step(problem, eta, bias_A, bias_C)
     DU, D = n * dy, n * (dy + dl)
-    K_u = np.zeros((DU, DU))
-    K_v = np.zeros((n * dl, DU))
-    for i in range(n):
-        K_u[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] = step_u[i]
-        K_v[i * dl : (i + 1) * dl, i * dy : (i + 1) * dy] = step_v[i]
     cov = np.zeros((D, D))
-    means = [mu_v.copy()]
-    variances = [0.0]
+    means, variances = [mu_v.copy()], [0.0]
+    M = int(est.neumann_terms)
     for T in averaging_operators(est, n, M) if operators is None else operators:
         G = np.kron(T, np.eye(dy))
         K = np.zeros((D, D))
@@ -297,22 +348,7 @@ def noise_moments(
         if b is not None:
             mu_flat = mu_u.reshape(-1)
             second = G @ (cov[:DU, :DU] + np.outer(mu_flat, mu_flat)) @ G.T
-            S = np.stack([second[i * dy : (i + 1) * dy, i * dy : (i + 1) * dy] for i in range(n)])
-            scale_ = 1.0 / (N * b)
-            uu = np.einsum("inab,ibc,indc->iad", dev_A, S, dev_A) * scale_
-            vv = np.einsum("inab,ibc,indc->iad", dev_C, S, dev_C) * scale_
-            uv = (
-                np.einsum("inab,ibc,indc->iad", dev_A, S, dev_C) * scale_
-                if est.shared_sample
-                else np.zeros((n, dy, dl))
-            )
-            for i in range(n):
-                ru = slice(i * dy, (i + 1) * dy)
-                rv = slice(DU + i * dl, DU + (i + 1) * dl)
-                new[ru, ru] += uu[i]
-                new[rv, rv] += vv[i]
-                new[ru, rv] += uv[i]
-                new[rv, ru] += uv[i].T
+            _add_step_noise(new, second, dev_A, dev_C, b, est.shared_sample)
         cov = 0.5 * (new + new.T)
         w = T @ mu_u
         mu_v = mu_v + np.einsum("iab,ib->ia", step_v, w)
@@ -446,3 +482,29 @@ def variance_ratio_test(
     return StatTest(
         quantity, batch_evidence(ratios), low=1.0 / VARIANCE_RATIO_LIMIT, high=VARIANCE_RATIO_LIMIT
     ), R
+
+
+def per_client_spec(**fields: Any) -> dict[str, Any]:
+    """The spec of a saved ``PerClientQuadratic.random`` case (as
+    :func:`~theory_checks.claim.known_case` reads it): the generator's keywords every saved case
+    writes out, at the values below unless ``fields`` says otherwise (a case states only what
+    differs from the defaults)."""
+    return {
+        "family": "PerClientQuadratic.random",
+        "n_clients": 2,
+        "dim_hyper": 1,
+        "dim_y": 1,
+        "condition_number": 1.0,
+        "seed": 0,
+        "hessian_heterogeneity": 0.0,
+        "cross_scale": 1.0,
+        "outer_coupling": 0.0,
+        "target_heterogeneity": 1.0,
+        "rho": 1.0,
+        "mu": 1.0,
+        "n_samples": 0,
+        "hessian_noise": 0.0,
+        "cross_noise": 0.0,
+        "gradient_noise": 0.0,
+        **fields,
+    }

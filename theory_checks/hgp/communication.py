@@ -31,7 +31,7 @@ from results_format.verdicts import ABOUT_SENTENCE
 from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
-from theory_checks.hgp.common import fresh_state, graph_cases, point
+from theory_checks.hgp.common import fresh_state, graph_cases, hgp_claim, point
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
 from theory_checks.hgp.perturbations import swap
 
@@ -114,9 +114,8 @@ LEAKY = Perturbation(
 # --------------------------------------------------------------------------- the claim
 
 
-VECTOR_MESSAGES = Claim(
+VECTOR_MESSAGES = hgp_claim(
     id="hgp.communication.vector_messages",
-    paper="HGP",
     reference="HGP Alg. 1-2, Sec. 3.3 (O(d_x) messages, Hessians never sent)",
     kind="communication_count",
     about=ABOUT_SENTENCE,

@@ -45,6 +45,7 @@ from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesP
 from theory_checks.hgp.common import (
     global_grad,
     graph_cases,
+    hgp_claim,
     point,
     run_hgp,
     stacked_error,
@@ -152,9 +153,8 @@ STEP_SLIP = step_slip("hgp")
 # --------------------------------------------------------------------------- the claim
 
 
-EXPLICIT_BOUND = Claim(
+EXPLICIT_BOUND = hgp_claim(
     id="hgp.corollary1.explicit_bound",
-    paper="HGP",
     reference="HGP Cor. 1 (App. D.1) made explicit with the measured Push-Sum error",
     kind="bias_bound",
     about=ABOUT_RESULT,

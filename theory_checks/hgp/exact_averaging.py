@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.hgp.common import global_grad, point, run_hgp, scale
+from theory_checks.hgp.common import global_grad, hgp_claim, point, run_hgp, scale
 from theory_checks.hgp.constants import A1_EXACT, A2_STRONG_CONVEXITY, step_size
 from theory_checks.hgp.perturbations import FLOAT32_MESSAGES
 from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
@@ -101,9 +101,8 @@ def identity_cases() -> st.SearchStrategy[Case]:
 # --------------------------------------------------------------------------- the claim
 
 
-ERROR_IDENTITY = Claim(
+ERROR_IDENTITY = hgp_claim(
     id="hgp.exact_averaging.error_identity",
-    paper="HGP",
     reference="HGP eq. (10)/(16) with exact Theta (closed form derived)",
     kind="exact_identity",
     about=ABOUT_STEP,
@@ -114,10 +113,7 @@ ERROR_IDENTITY = Claim(
     estimators=("hgp-exact-averaging", "hgp-centralized"),
     strategy=identity_cases,
     check=check_error_identity,
-    hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=(A1_EXACT, A2_STRONG_CONVEXITY),
     perturbation=FLOAT32_MESSAGES,
 )
 

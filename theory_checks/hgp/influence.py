@@ -41,7 +41,7 @@ from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.influence_metrics import r_squared
 from testbed.decentralized.pushsum import push_sum
 from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
-from theory_checks.hgp.common import fresh_state, terms_for
+from theory_checks.hgp.common import fresh_state, hgp_claim, terms_for
 from theory_checks.hgp.constants import (
     A2_STRONG_CONVEXITY,
     REF,
@@ -71,7 +71,7 @@ TABLE4_SCALE: dict[str, Any] = {
 TOP = 50
 #: The ridge the paper leaves open: 0.01 is the authors' code's weight decay
 #: (hitachi-rd-cv/pdbo-hgp, ClassifierBase(weight_decay=1e-2), infl_toy config), the other two
-#: the independent replication's (issue 22).
+#: those of an independent replication of Sec. 5.2.
 RIDGES = (0.01, 0.125, 0.5)
 #: Why S = 30 and rho_bar^M <= 1e-8: HGP's estimate is then within ~1e-8 (relative) of the exact
 #: influence on these 3-client directed graphs (details.hgp_relative_error), far below any R^2
@@ -367,14 +367,16 @@ NO_DEBIAS = Perturbation(
 # --------------------------------------------------------------------------- the claims
 
 
-R2 = Claim(
+# What every claim of this result shares.
+influence_claim = hgp_claim.but(
+    kind="bias_bound", about=ABOUT_TABLE, estimators=("hgp",), perturbation=NO_DEBIAS
+)
+
+
+R2 = influence_claim(
     id="hgp.influence.r2",
-    paper="HGP",
     reference="HGP sec. 5.2, eq. (12), Table 4 (logistic regression: R^2 0.99)",
-    kind="bias_bound",
-    about=ABOUT_TABLE,
     statement="R^2 of HGP's influence -<d_lambda F>_ik against the exact influence >= 0.99",
-    estimators=("hgp",),
     strategy=influence_cases,
     check=check_influence,
     hypotheses=(
@@ -383,7 +385,6 @@ R2 = Claim(
         eta_alpha_below_one(),
         step_condition(),
     ),
-    perturbation=NO_DEBIAS,
     notes=(
         "What HGP contributes to Table 4's R^2: its estimate against the exact -<d_lambda "
         "F>_ik (a linear solve) over every sample, on small drawn problems (2-4 clients, "
@@ -393,18 +394,14 @@ R2 = Claim(
 )
 
 
-R2_RETRAINING = Claim(
+R2_RETRAINING = influence_claim(
     id="hgp.influence.r2_retraining",
-    paper="HGP",
     reference="HGP sec. 5.2, Table 4 (logistic regression: R^2 0.99 against retraining)",
-    kind="bias_bound",
-    about=ABOUT_TABLE,
     statement=(
         "at Table 4's scale (3 clients, d = 5, 100 + 100 samples per client, FedEM-style "
         "data), R^2 of HGP's influence against retraining without each of the 50 most "
         "influential samples >= 0.99 (median over data draws)"
     ),
-    estimators=("hgp",),
     strategy=TABLE4_CASES,
     check=check_r2_retraining,
     # Why 1 case on the fast profile (3 data draws) and 4 on the thorough one (5 draws each): a
@@ -431,7 +428,6 @@ R2_RETRAINING = Claim(
         "generator as intended (the authors' code fills only the first component's labels); "
         "several data draws, not one."
     ),
-    perturbation=NO_DEBIAS,
     added_parameters=(RIDGE_ADDED,),
     notes=(
         "Decided at the table's scale over several data draws (median; the spread in details). "

@@ -35,6 +35,7 @@ from theory_checks.claim import Case, Claim, Measurement
 from theory_checks.hgp.common import (
     exact_averaging_cases,
     global_grad,
+    hgp_claim,
     point,
     run_hgp,
     scale,
@@ -107,9 +108,8 @@ ETA_INVARIANCE_CASES = exact_averaging_cases(kappa=(1.0, 3.0), hessian_heterogen
 # --------------------------------------------------------------------------- the claim
 
 
-ETA_INVARIANCE = Claim(
+ETA_INVARIANCE = hgp_claim(
     id="hgp.lemma1.eta_invariance",
-    paper="HGP",
     reference="Terashita & Hara, Lemma 1 (eq. 9) and App. B; GlobalGrad independent of eta",
     kind="exact_identity",
     about=ABOUT_RESULT,
@@ -121,11 +121,7 @@ ETA_INVARIANCE = Claim(
     estimators=("hgp-exact-averaging",),
     strategy=ETA_INVARIANCE_CASES,
     check=check_lemma1,
-    hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
-        LEMMA1_SERIES_CONVERGES,
-    ),
+    hypotheses=(A1_EXACT, A2_STRONG_CONVEXITY, LEMMA1_SERIES_CONVERGES),
     perturbation=FLOAT32_MESSAGES,
 )
 

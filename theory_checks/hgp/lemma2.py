@@ -42,7 +42,13 @@ from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.pushsum import push_sum
 from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, Perturbation, SeriesPoint, known_case
-from theory_checks.hgp.common import MIXING_FAMILIES, graph_cases, graph_of
+from theory_checks.hgp.common import (
+    MIXING_FAMILIES,
+    graph_cases,
+    graph_of,
+    hgp_claim,
+    per_client_spec,
+)
 from theory_checks.hgp.constants import assumption1, pushsum_bound
 from theory_checks.hgp.perturbations import swap
 
@@ -208,9 +214,14 @@ lemma2_sqrt_n_constant_control = known_case(
 # --------------------------------------------------------------------------- the claims
 
 
-SQRT_N_CONSTANT = Claim(
+# What every claim of this result shares.
+lemma2_claim = hgp_claim.but(
+    estimators=("hgp",), strategy=lemma2_cases, hypotheses=(assumption1(),)
+)
+
+
+SQRT_N_CONSTANT = lemma2_claim(
     id="hgp.lemma2.sqrt_n_constant",
-    paper="HGP",
     reference=(
         "HGP proof of Lemma 2 (App. C.1), the step to eq. (15) -- a step of the proof, "
         "not the lemma"
@@ -223,10 +234,7 @@ SQRT_N_CONSTANT = Claim(
         "Theta)_ij| (the step from Nedic-Olshevsky's entrywise (8/delta) tau^S to the "
         "stated 8 sqrt(n)/delta)"
     ),
-    estimators=("hgp",),
-    strategy=lemma2_cases,
     check=check_lemma2_sqrt_n,
-    hypotheses=(assumption1(),),
     expected="fails",
     # a directed ring of three clients: a circulant Push-Sum error whose spectral norm stays below
     # sqrt(3) max|E_ij| (ratio 0.87) at every S: the step can hold
@@ -246,33 +254,15 @@ SQRT_N_CONSTANT = Claim(
     # = 1
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 4,
-                "dim_hyper": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "cross_scale": 1.0,
-                "outer_coupling": 0.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(n_clients=4),
             {"point_seed": 0, "graph_family": "directed_ring", "graph_seed": 0, "pushsum_steps": 1},
         ),
     ),
 )
 
 
-GEOMETRIC_CONSENSUS = Claim(
+GEOMETRIC_CONSENSUS = lemma2_claim(
     id="hgp.lemma2.geometric_consensus",
-    paper="HGP",
     reference="HGP Lemma 2 (App. C.1) with the corrected constant 8n/delta",
     kind="linear_rate",
     about=ABOUT_RESULT,
@@ -282,10 +272,7 @@ GEOMETRIC_CONSENSUS = Claim(
         "Push-Sum product, delta_S = its smallest weight), and log c_S decays linearly in "
         "S (95% interval of the fitted slope < 0) on every family satisfying Assumption 1"
     ),
-    estimators=("hgp",),
-    strategy=lemma2_cases,
     check=check_lemma2_geometric,
-    hypotheses=(assumption1(),),
     corrects=SQRT_N_CONSTANT.id,
     perturbation=PUSHSUM_ONE_STEP_SHORT,
     notes=(

@@ -33,6 +33,7 @@ from theory_checks.claim import Case, Claim, Measurement, Perturbation
 from theory_checks.hgp.common import (
     fresh_state,
     global_grad,
+    hgp_claim,
     point,
     scale,
     stacked_error,
@@ -117,9 +118,8 @@ EXACT_AVERAGING = Perturbation(
 # --------------------------------------------------------------------------- the claim
 
 
-NOT_STRONGLY_CONNECTED = Claim(
+NOT_STRONGLY_CONNECTED = hgp_claim(
     id="hgp.negative_control.not_strongly_connected",
-    paper="HGP",
     reference="HGP Assumption 1 (B-strong connectivity), Lemma 2 (App. C.1)",
     kind="bias_bound",
     about=ABOUT_RESULT,

@@ -34,6 +34,7 @@ from theory_checks import stats
 from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design
 from theory_checks.hgp.common import (
+    hgp_claim,
     mean_path_gap,
     noise_moments,
     noisy_cases,
@@ -66,16 +67,13 @@ SQRT_ETA_ETA_ALPHA = eta_alpha_below_one(ETA_FACTORS)
 SQRT_ETA_STEP_CONDITION = step_condition(ETA_FACTORS)
 
 
-def check_sqrt_eta(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """Notes D4 / 7.2 item 16, exact averaging, minibatch b = 2: the exact noise floor RMS
-    scales like ``sqrt(eta)`` (least-squares exponent over ``eta`` in {0.05, 0.1, 0.2, 0.4}/L
-    within 0.15 of 1/2; the paper's noise term is eta-free) and each exact mean square is
-    ``<= (4/3)(eta/alpha) mu^2 ||d_x f||^2`` (D4). Statistical: the estimator's mean square at
-    the largest eta over the exact variance (:func:`variance_ratio_test`)."""
+def _eta_grid(
+    case: Case, make: Callable[..., Any], x: Any
+) -> tuple[list[float], list[float], list[Any], list[Any]]:
+    """At each ``eta`` of ``ETA_FACTORS / L`` (the minibatch oracle's constants): the exact
+    noise floor's RMS, D4's bound on its mean square ``(4/3)(eta/alpha) mu^2 ||d_x f||^2``, the
+    estimator and its exact moments (:func:`noise_moments`)."""
     problem = case.problem
-    x = point(problem, case.params["point_seed"])
     k = case_constants(case)  # the minibatch oracle's
     alpha, mu2 = k.alpha, k.mu**2
     grad_norm = float(problem.client_blocks(x)["c"].norm())
@@ -91,6 +89,20 @@ def check_sqrt_eta(
         moments.append(mom)
         rms.append(math.sqrt(mom.variance[-1]))
         bounds.append((4.0 / 3.0) * (eta / alpha) * mu2 * grad_norm**2)
+    return rms, bounds, ests, moments
+
+
+def check_sqrt_eta(
+    claim: Claim, case: Case, make: Callable[..., Any], design: Design
+) -> Measurement:
+    """Notes D4 / 7.2 item 16, exact averaging, minibatch b = 2: the exact noise floor RMS
+    scales like ``sqrt(eta)`` (least-squares exponent over ``eta`` in {0.05, 0.1, 0.2, 0.4}/L
+    within 0.15 of 1/2; the paper's noise term is eta-free) and each exact mean square is
+    ``<= (4/3)(eta/alpha) mu^2 ||d_x f||^2`` (D4). Statistical: the estimator's mean square at
+    the largest eta over the exact variance (:func:`variance_ratio_test`)."""
+    problem = case.problem
+    x = point(problem, case.params["point_seed"])
+    rms, bounds, ests, moments = _eta_grid(case, make, x)
     if min(rms) <= 0.0:
         raise NotMeasurable("no sampling noise reaches v^(M)")
     exponent = float(stats.fit_exponent(np.array(ETA_FACTORS), np.array(rms)).slope)
@@ -160,9 +172,8 @@ SQRT_ETA_CASES = noisy_cases(max_dim=2, kappa=(1.0, 1.5), hessian_heterogeneity=
 # --------------------------------------------------------------------------- the claim
 
 
-SQRT_ETA = Claim(
+SQRT_ETA = hgp_claim(
     id="hgp.noise.sqrt_eta",
-    paper="HGP",
     reference="HGP Thm 1 proof (App. C.2: 1 - q^2 >= eta^2 alpha^2/4)",
     kind="scaling_exponent",
     about=ABOUT_STEP,

@@ -16,7 +16,7 @@ Checked (:func:`check_personalization`, ``hgp.personalization.gain``) on per-cli
 with up to 4 clients. Perturbation: HGP-PL whose hypergradient skips the averaging of u.
 
 The gain converges whatever M, S, T and the step are (within their ranges), so it pins none of
-them (issue 32). ``hgp.personalization.step_identity`` (:func:`check_step_identity`) pins them
+them. ``hgp.personalization.step_identity`` (:func:`check_step_identity`) pins them
 exactly: one HGP-PL step from ``lambda_0`` is ``lambda_0 - alpha n grad h``, with ``n grad h``
 HGP's GlobalGrad estimate at the case's M, S and T Nedic SGP steps (the registered ``hgp``
 estimator over the same graphs, same seed) and ``alpha = 1 / (n lambda_max)`` of the outer
@@ -40,6 +40,7 @@ from testbed.decentralized.hgp import HyperGradientPush, hypergradient_from_bloc
 from testbed.decentralized.personalization import HGPPersonalization
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
+from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
 from theory_checks.hgp.perturbations import swap
 from theory_checks.perturbed_variants import registry_variant
@@ -127,9 +128,18 @@ NO_AVERAGING_PERSONALIZATION = Perturbation(
 # --------------------------------------------------------------------------- the claim
 
 
-GAIN = Claim(
+# What every claim of this result shares.
+personalization_claim = hgp_claim.but(
+    estimators=("hgp-personalization",),
+    hypotheses=(
+        assumption1(),
+        A2_STRONG_CONVEXITY,
+    ),
+)
+
+
+GAIN = personalization_claim(
     id="hgp.personalization.gain",
-    paper="HGP",
     reference="HGP sec. 5.3, Table 2 (HGP-PL vs SGP over time-varying directed networks)",
     kind="bias_bound",
     about=ABOUT_TABLE,
@@ -137,13 +147,8 @@ GAIN = Claim(
         "after K = 10 outer steps of HGP-PL (SGP inner, HGP hypergradients), F(0) - "
         "F(lambda_K) >= 0.9 x the gain of exact hypergradient descent"
     ),
-    estimators=("hgp-personalization",),
     strategy=personalization_cases,
     check=check_personalization,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-    ),
     # Why 4 cases: each runs K = 10 outer steps of SGP + HGP (~1 s on one core)
     max_examples=4,
     perturbation=NO_AVERAGING_PERSONALIZATION,
@@ -223,9 +228,8 @@ STEP_IDENTITY_PERTURBATION = Perturbation(
 )
 
 
-STEP_IDENTITY = Claim(
+STEP_IDENTITY = personalization_claim(
     id="hgp.personalization.step_identity",
-    paper="HGP",
     reference="HGP sec. 5.3 (HGP-PL: hypergradient descent on lambda with HGP's estimate, "
     "Alg. 2 with M, S and T SGP steps)",
     kind="exact_identity",
@@ -235,13 +239,8 @@ STEP_IDENTITY = Claim(
         "HGP's GlobalGrad estimate with the stated M, S and T (alpha = 1 / (n "
         "lambda_max(outer Hessian)))"
     ),
-    estimators=("hgp-personalization",),
     strategy=step_identity_cases,
     check=check_step_identity,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-    ),
     perturbation=STEP_IDENTITY_PERTURBATION,
 )
 

@@ -33,6 +33,7 @@ from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
 from theory_checks.hgp.common import (
+    hgp_claim,
     mean_path_gap,
     noise_moments,
     noisy_cases,
@@ -131,9 +132,8 @@ UNBIASED_CASES = noisy_cases()
 # --------------------------------------------------------------------------- the claim
 
 
-UNBIASED = Claim(
+UNBIASED = hgp_claim(
     id="hgp.stochastic.unbiased",
-    paper="HGP",
     reference="HGP Alg. 2 / Remark 3, eq. (16) (conditional unbiasedness, derived)",
     kind="variance_bound",
     about=ABOUT_RESULT,

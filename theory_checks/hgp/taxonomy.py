@@ -33,7 +33,7 @@ from results_format.verdicts import ABOUT_STEP
 from testbed.decentralized.hgp import DecentralizedGradient
 from testbed.registry import get_estimator
 from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.hgp.common import point
+from theory_checks.hgp.common import hgp_claim, point
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -159,9 +159,8 @@ FLOAT32_GLOBALGRAD = Perturbation(
 # --------------------------------------------------------------------------- the claim
 
 
-CLOSED_FORMS = Claim(
+CLOSED_FORMS = hgp_claim(
     id="hgp.taxonomy.closed_forms",
-    paper="HGP",
     reference="HGP sec. 4 and Table 1 (GlobalGrad, ClientGrad, LocalGrad)",
     kind="exact_identity",
     about=ABOUT_STEP,

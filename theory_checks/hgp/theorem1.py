@@ -65,13 +65,14 @@ from theory_checks.claim import (
 from theory_checks.decision import Binomial, Design, StatTest
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.hgp.common import (
-    RATE_RTOL,
     averaging_operators,
     exact_averaging_cases,
     global_grad,
+    hgp_claim,
     mean_path_gap,
     noise_moments,
     noisy_cases,
+    per_client_spec,
     point,
     replica_estimates,
     run_hgp,
@@ -101,7 +102,7 @@ from theory_checks.hgp.constants import (
 )
 from theory_checks.hgp.perturbations import HALF_BATCH, ViewedProblem, step_slip, swap
 from theory_checks.hypotheses import Reading
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import IDENTITY_RTOL, RATE_RTOL
 
 # --------------------------------------------------------------------------- the stated step
 
@@ -539,24 +540,14 @@ def check_high_probability(
 # on one common stream, seed 1); the exact second moment gives -0.5006. Kept as an example so
 # every run decides the law on it.
 SAVED_NOISE_CASE = known_case(
-    {
-        "family": "PerClientQuadratic.random",
-        "n_clients": 2,
-        "dim_hyper": 1,
-        "dim_y": 1,
-        "condition_number": 1.0,
-        "seed": 3170,
-        "hessian_heterogeneity": 0.5,
-        "cross_scale": 0.75,
-        "outer_coupling": 0.0,
-        "target_heterogeneity": 1.0,
-        "rho": 1.0,
-        "mu": 1.0,
-        "n_samples": 16,
-        "hessian_noise": 0.3,
-        "cross_noise": 0.5,
-        "gradient_noise": 0.0,
-    },
+    per_client_spec(
+        seed=3170,
+        hessian_heterogeneity=0.5,
+        cross_scale=0.75,
+        n_samples=16,
+        hessian_noise=0.3,
+        cross_noise=0.5,
+    ),
     {"point_seed": 0, "graph_seed": 1, "pushsum_steps": 2, "batch_size": 1, "form": "independent"},
 )
 
@@ -591,15 +582,17 @@ theorem1_stated_step_condition_control = known_case(
 # --------------------------------------------------------------------------- the claims
 
 
-STATED_STEP_CONDITION = Claim(
+# What every claim of this result shares.
+theorem1_claim = hgp_claim.but(about=ABOUT_RESULT)
+
+
+STATED_STEP_CONDITION = theorem1_claim(
     id="hgp.theorem1.stated_step_condition",
-    paper="HGP",
     reference=(
         "HGP Thm 1 / Cor. 1 proof (App. C.2, sigma_max(I - eta H) <= 1 - eta alpha); "
         "a condition the statement does not give"
     ),
     kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "under the stated 0 < eta alpha < 1 only: ||v^(m) - d_lambda f|| / ||d_x f|| <= "
         "(beta/alpha)(1 - eta alpha)^m + (2 beta/(eta alpha^2)) c_S"
@@ -635,24 +628,7 @@ STATED_STEP_CONDITION = Claim(
     # printed exp(-O(M)) as well as the proof's explicit (1 - eta alpha)^m.
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 2,
-                "dim_hyper": 1,
-                "dim_y": 2,
-                "condition_number": 10.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.0,
-                "cross_scale": 1.0,
-                "outer_coupling": 0.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(dim_y=2, condition_number=10.0),
             {"point_seed": 0, "eta_alpha": 0.5},
         ),
     ),
@@ -678,14 +654,12 @@ STATED_STEP_CONDITION = Claim(
 )
 
 
-RATE_IN_M = Claim(
+RATE_IN_M = theorem1_claim(
     id="hgp.theorem1.rate_in_m",
-    paper="HGP",
     reference=(
         "HGP Thm 1, third term exp(-O(M)) (App. C.2; exact-averaging rate derived from eq. (16))"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "slope of log||v^(M) - d_lambda f|| in M = log rho_bar (5%), rho_bar = ||I - eta "
         "H_bar||, and <= log(1 - eta alpha / 2)"
@@ -702,14 +676,12 @@ RATE_IN_M = Claim(
 )
 
 
-RATE_IN_S = Claim(
+RATE_IN_S = theorem1_claim(
     id="hgp.theorem1.rate_in_s",
-    paper="HGP",
     reference=(
         "HGP Thm 1, second term (2 beta/(eta alpha^2)) c tau^S, static network (Theta_hat = W^S)"
     ),
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "static network (Theta_hat = W^S): slope of log error floor in S = log SLEM(W) within 25%"
     ),
@@ -726,12 +698,10 @@ RATE_IN_S = Claim(
 )
 
 
-NOISE_EXPONENT_B = Claim(
+NOISE_EXPONENT_B = theorem1_claim(
     id="hgp.theorem1.noise_exponent_b",
-    paper="HGP",
     reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "exact noise floor RMS of v^(M) around its conditional mean ~ b^(-1/2): "
         "least-squares exponent over b = 2..16 within 0.1 of -1/2 and E||v - E v||^2 (b) "
@@ -767,12 +737,10 @@ NOISE_EXPONENT_B = Claim(
 )
 
 
-HIGH_PROBABILITY_BOUND = Claim(
+HIGH_PROBABILITY_BOUND = theorem1_claim(
     id="hgp.theorem1.high_probability_bound",
-    paper="HGP",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
-    about=ABOUT_RESULT,
     statement=(
         "P(||v^(M) - d_lambda f|| / ||d_x f|| <= (4 mu/alpha)(1 + c) sqrt(2 log(2n(d_x + "
         "d_lambda)/eps)) + (2 beta/(eta alpha^2)) c + exp(-O(M))) >= 1 - eps, with the "

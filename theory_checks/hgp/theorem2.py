@@ -45,7 +45,16 @@ from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.hgp import HGPState
 from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint, known_case
 from theory_checks.exact_quantities import sign_fixed
-from theory_checks.hgp.common import global_grad, point, run_hgp, scale, stacked_error, terms_for
+from theory_checks.hgp.common import (
+    global_grad,
+    hgp_claim,
+    per_client_spec,
+    point,
+    run_hgp,
+    scale,
+    stacked_error,
+    terms_for,
+)
 from theory_checks.hgp.constants import (
     A1_EXACT,
     A2_STRONG_CONVEXITY,
@@ -213,19 +222,12 @@ theorem2_as_stated_control = known_case(
 # --------------------------------------------------------------------------- the claims
 
 
-AS_STATED = Claim(
-    id="hgp.theorem2.as_stated",
-    paper="HGP",
-    reference="HGP Thm 2 (App. D.3) as stated",
+# What every claim of this result shares.
+theorem2_claim = hgp_claim.but(
     kind="bias_bound",
     about=ABOUT_RESULT,
-    statement=(
-        "exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
-        "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"
-    ),
     estimators=("hgp-exact-averaging",),
     strategy=thm2_cases,
-    check=check_theorem2_as_stated,
     hypotheses=(
         A1_EXACT,
         A2_STRONG_CONVEXITY,
@@ -234,6 +236,17 @@ AS_STATED = Claim(
         step_condition(),
         S_CONDITION_EXACT,
     ),
+)
+
+
+AS_STATED = theorem2_claim(
+    id="hgp.theorem2.as_stated",
+    reference="HGP Thm 2 (App. D.3) as stated",
+    statement=(
+        "exact Jacobians, exact averaging, y_hat != y*: error <= ((2 nu_g/alpha)(1 + "
+        "beta/alpha)(1 + c) ||d_x f|| + nu_f beta/alpha) ||y_hat - y*|| + exp(-O(M))"
+    ),
+    check=check_theorem2_as_stated,
     expected="fails",
     # no y-dependence of grad_lambda f (P = 0, outer coupling 0): the dropped term (C) vanishes and
     # the stated bound holds (error 0.20 <= 1.21)
@@ -253,51 +266,21 @@ AS_STATED = Claim(
     # 1 the error is 0.884 against 0.5, the same excess (0.384) at M = 26 and 2M.
     examples=(
         known_case(
-            {
-                "family": "PerClientQuadratic.random",
-                "n_clients": 2,
-                "dim_hyper": 1,
-                "dim_y": 1,
-                "condition_number": 1.0,
-                "seed": 0,
-                "hessian_heterogeneity": 0.5,
-                "cross_scale": 0.25,
-                "outer_coupling": 1.0,
-                "target_heterogeneity": 1.0,
-                "rho": 1.0,
-                "mu": 1.0,
-                "n_samples": 0,
-                "hessian_noise": 0.0,
-                "cross_noise": 0.0,
-                "gradient_noise": 0.0,
-            },
+            per_client_spec(hessian_heterogeneity=0.5, cross_scale=0.25, outer_coupling=1.0),
             {"point_seed": 0},
         ),
     ),
 )
 
 
-CORRECTED = Claim(
+CORRECTED = theorem2_claim(
     id="hgp.theorem2.corrected",
-    paper="HGP",
     reference="HGP Thm 2 (App. D.3) with its proof's term (C) restored",
-    kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "error <= ((2 nu_g/alpha)(1 + beta/alpha)(1 + c) ||d_x f|| + nu_f (1 + 2 "
         "beta/alpha)) ||y_hat - y*|| + (beta/alpha) rho^M ||d_x f||  (nu_g = 0 here)"
     ),
-    estimators=("hgp-exact-averaging",),
-    strategy=thm2_cases,
     check=check_theorem2_corrected,
-    hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
-        A4_LIPSCHITZ,
-        eta_alpha_below_one(),
-        step_condition(),
-        S_CONDITION_EXACT,
-    ),
     corrects=AS_STATED.id,
     perturbation=STEP_SLIP_THM2,
 )

@@ -234,9 +234,12 @@ def _measured_lines(result: Measured) -> list[str]:
     if control:
         lines.append(f"    - positive control: {control.outcome}")
     if record.power:
-        # a power record names its perturbation and verdict; it records no outcome, so the
-        # line shows the record as it is written
-        lines.append(f"    - power (perturbation): {record.power.to_json()}")
+        power = record.power
+        caught = {True: "caught", False: "not caught", None: "not run"}[power.caught]
+        lines.append(
+            f"    - power: the perturbation `{power.name}` ({escape_markdown(power.description)})"
+            f" gets {power.verdict or 'no verdict'}: {caught}"
+        )
     return lines
 
 

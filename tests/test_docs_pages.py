@@ -29,7 +29,7 @@ from theory_checks import hgp
 from theory_checks.claim_results import write_claim_result
 from theory_checks.profiles import get_profile
 from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, get_claim
-from theory_checks.runner import run_claim
+from theory_checks.runner import run_claim, run_power
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = re.compile(r"^### `([^`]+)`$", re.MULTILINE)
@@ -164,3 +164,18 @@ def test_the_readmes_links_into_the_docs_resolve():
     assert links
     for link in links:
         assert (ROOT / link).is_file(), link
+
+
+def test_a_holds_claims_power_is_named_with_its_perturbation_and_verdict(tmp_path):
+    """The power line names the perturbation and what the claim said of it (not the raw
+    record, which it printed as a Python dict before)."""
+    claim = get_claim("hgp.alg1.static_operator")
+    assert claim.perturbation is not None
+    profile = get_profile("fast")
+    write_claim_result(run_claim(claim, profile), tmp_path, profile, run_power(claim, profile))
+    entry = paper_page(hgp, tmp_path).split(f"### `{claim.id}`", 1)[1].split("\n### ", 1)[0]
+    power = measured(tmp_path, claim.id).record.power
+    assert power is not None and power.caught is True
+    assert f"- power: the perturbation `{claim.perturbation.name}`" in entry
+    assert f"gets {power.verdict}: caught" in entry
+    assert "{'name'" not in entry and '{"name"' not in entry

@@ -383,8 +383,8 @@ def check_condition_number(problem: str, condition_number: float) -> None:
 #: Most float64 numbers a drawn problem's arrays may hold: 2^27, 1 GiB. Why: the exact answers
 #: are dense solves of ``O(d^3)`` work on every client's matrices, so a dimension in the
 #: thousands already takes minutes per case; every recipe the claims, configs and benchmarks
-#: draw holds below 10^7 numbers, and ``QuadraticBilevel.random(1, 10**6, 10**6, ...)`` asked
-#: numpy for 7.28 TiB before this bound was checked.
+#: draw holds below 10^7 numbers, and ``QuadraticBilevel.random(1, 10**6, 10**6, ...)`` would
+#: ask numpy for 7.28 TiB without this bound.
 MAX_FLOATS = 2**27
 
 

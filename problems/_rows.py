@@ -115,8 +115,8 @@ def memory_key(value: torch.Tensor) -> tuple[object, ...]:
 
 
 # Gathers use ``index_select`` rather than advanced indexing: on small tensors torch's parallel
-# advanced-indexing kernel costs ~100x more (it was the bottleneck of replicated HGP runs and of
-# the batched closed-form rounds in benchmarks/closed_form_rounds.py).
+# advanced-indexing kernel costs ~100x more (enough to dominate replicated HGP runs and the
+# batched closed-form rounds in benchmarks/closed_form_rounds.py).
 def rows(array: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
     """``array[clients]`` for per-client arrays ``(M, ...)``: row c is client ``clients[c]``'s.
 

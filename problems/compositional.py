@@ -92,6 +92,39 @@ def _floats(spec: dict[str, Any]) -> int:
     return m * (levels + 2 * d[-1] * d[-1] + d[-1]) + m * n * (levels + d[-1])
 
 
+def _draw_levels(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[Any, ...]:
+    """The draws of :meth:`LinearCompositional.random` for its ``spec``, in its stream's order:
+    ``(W, w, Q, t, samples)``."""
+    n_clients, dims, n_samples = spec["n_clients"], spec["dims"], spec["n_samples"]
+    mu, condition_number = spec["mu"], spec["condition_number"]
+    jh, vh = spec["jacobian_heterogeneity"], spec["value_heterogeneity"]
+    hessian_heterogeneity = spec["hessian_heterogeneity"]
+    matrix_noise, value_noise = spec["matrix_noise"], spec["value_noise"]
+    M, N = n_clients, len(dims) - 1
+    R = np.eye(dims[0])
+    W, w = [], []
+    for n in range(N):  # construction only: levels, not clients
+        R_next = _spectra.random_orthogonal(rng, dims[n + 1])[:, : dims[0]]
+        Z = rng.standard_normal((dims[n + 1], dims[n])) / math.sqrt(dims[n])
+        W_bar = R_next @ R.T + Z @ (np.eye(dims[n]) - R @ R.T)
+        W.append(_spectra.spread_around(rng, W_bar, M, jh))
+        w.append(_spectra.around_gaussian(rng, M, dims[n + 1], vh))
+        R = R_next
+    Q = _spectra.spectral_stack(
+        rng, M, dims[-1], mu, condition_number, hessian_heterogeneity, keep_spread=False
+    ).stack
+    t = _spectra.around_gaussian(rng, M, dims[-1], vh)
+    samples: dict[str, Any] = {}
+    if n_samples > 0:
+        samples["W_samples"] = [
+            samples_around(rng, W[n], n_samples, matrix_noise / math.sqrt(dims[n]))
+            for n in range(N)
+        ]
+        samples["w_samples"] = [samples_around(rng, w[n], n_samples, value_noise) for n in range(N)]
+        samples["t_samples"] = samples_around(rng, t, n_samples, value_noise)
+    return W, w, Q, t, samples
+
+
 class LinearCompositional(ProblemFamily, CompositionalBilevelView):
     """Federated linear-quadratic compositional problem; see the module docstring.
 
@@ -288,30 +321,7 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         )
         if hessian_heterogeneity >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
-        M, N = n_clients, len(dims) - 1
-        R = np.eye(dims[0])
-        W, w = [], []
-        for n in range(N):  # construction only: levels, not clients
-            R_next = _spectra.random_orthogonal(rng, dims[n + 1])[:, : dims[0]]
-            Z = rng.standard_normal((dims[n + 1], dims[n])) / math.sqrt(dims[n])
-            W_bar = R_next @ R.T + Z @ (np.eye(dims[n]) - R @ R.T)
-            W.append(_spectra.spread_around(rng, W_bar, M, jh))
-            w.append(_spectra.around_gaussian(rng, M, dims[n + 1], vh))
-            R = R_next
-        Q = _spectra.spectral_stack(
-            rng, M, dims[-1], mu, condition_number, hessian_heterogeneity, keep_spread=False
-        ).stack
-        t = _spectra.around_gaussian(rng, M, dims[-1], vh)
-        samples: dict[str, Any] = {}
-        if n_samples > 0:
-            samples["W_samples"] = [
-                samples_around(rng, W[n], n_samples, matrix_noise / math.sqrt(dims[n]))
-                for n in range(N)
-            ]
-            samples["w_samples"] = [
-                samples_around(rng, w[n], n_samples, value_noise) for n in range(N)
-            ]
-            samples["t_samples"] = samples_around(rng, t, n_samples, value_noise)
+        W, w, Q, t, samples = _draw_levels(rng, spec)
         return cls(W, w, Q, t, name=label, spec=spec, **samples)
 
     # ---------------------------------------------------------------- identity

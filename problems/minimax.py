@@ -30,7 +30,7 @@ bars for client means,
                   (\\bar A^T \\bar P^{-1} \\bar b - \\bar e), \\quad y^* = y^*(x^*).
 
 Only the client *mean* satisfies ``grad_y f(x, y*) = 0``; per client
-``grad_y f_i(x, y*) != 0`` under heterogeneity (FedNest notes, issue 6). As a bilevel
+``grad_y f_i(x, y*) != 0`` under heterogeneity (the ``b_i`` and ``P_i`` differ). As a bilevel
 problem the inner Hessian is ``grad^2_y g = P_bar`` and the cross derivative
 ``grad^2_xy g = A_bar^T`` (``dx x dy``).
 
@@ -76,6 +76,37 @@ def _floats(spec: dict[str, Any]) -> int:
     and the vectors again."""
     m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
     return m * (2 * dy * dy + dx * dy + dx * dx + dy + dx) + m * n * (dy * dy + dy + dx)
+
+
+def _draw_blocks(
+    rng: np.random.Generator,
+    sizes: tuple[int, int, int],
+    spectrum: tuple[float, float, float],
+    heterogeneity: tuple[float, float],
+    n_samples: int,
+    noise: tuple[float, float],
+) -> tuple[Any, ...]:
+    """The draws of :meth:`QuadraticMinimax.random`, in its stream's order: ``(P, b, A, Lam, e,
+    samples)``; ``sizes`` is ``(M, dim_x, dim_y)``, ``spectrum`` ``(mu, condition_number,
+    ridge)``, ``heterogeneity`` ``(h, g)`` (Hessian and gradient spreads), ``noise`` the
+    per-sample ``(hessian_noise, gradient_noise)``."""
+    (M, dx, dy), (mu, condition_number, ridge) = sizes, spectrum
+    (hh, gh), (hessian_noise, gradient_noise) = heterogeneity, noise
+    hessians = _spectra.spectral_stack(
+        rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
+    )
+    P = hessians.stack
+    A_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
+    A = _spectra.spread_around(rng, A_bar, M, _spectra.relative_size(A_bar, hh))
+    Lam = ridge * (np.eye(dx) + _spectra.centered_symmetric_spread(rng, M, dx, hh))
+    b = _spectra.around_gaussian(rng, M, dy, gh)
+    e = _spectra.around_gaussian(rng, M, dx, gh)
+    samples: dict[str, Any] = {}
+    if n_samples > 0:
+        samples["P_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+        samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
+        samples["e_samples"] = samples_around(rng, e, n_samples, gradient_noise)
+    return P, b, A, Lam, e, samples
 
 
 class QuadraticMinimax(ClientArrayFamily):
@@ -224,21 +255,14 @@ class QuadraticMinimax(ClientArrayFamily):
             dims=("dim_x", "dim_y"),
             size=(_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) x (1 + n_samples)"),
         )
-        M, dx, dy = n_clients, dim_x, dim_y
-        hessians = _spectra.spectral_stack(
-            rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
+        P, b, A, Lam, e, samples = _draw_blocks(
+            rng,
+            (n_clients, dim_x, dim_y),
+            (mu, condition_number, ridge),
+            (hh, gh),
+            n_samples,
+            (hessian_noise, gradient_noise),
         )
-        P = hessians.stack
-        A_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
-        A = _spectra.spread_around(rng, A_bar, M, _spectra.relative_size(A_bar, hh))
-        Lam = ridge * (np.eye(dx) + _spectra.centered_symmetric_spread(rng, M, dx, hh))
-        b = _spectra.around_gaussian(rng, M, dy, gh)
-        e = _spectra.around_gaussian(rng, M, dx, gh)
-        samples: dict[str, Any] = {}
-        if n_samples > 0:
-            samples["P_samples"] = hessians.samples(rng, n_samples, hessian_noise)
-            samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
-            samples["e_samples"] = samples_around(rng, e, n_samples, gradient_noise)
         return cls(P, b, A, Lam, e, name=label, spec=spec, **samples)
 
     @classmethod
@@ -370,8 +394,8 @@ class QuadraticMinimax(ClientArrayFamily):
         return -m["P"] @ y + m["b"] - m["A"] @ x
 
     def client_outer_grad_y(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Stack ``(M, dy)`` of ``grad_y f_i(x, y)`` (nonzero per client at y*; issue
-        6)."""
+        """Stack ``(M, dy)`` of ``grad_y f_i(x, y)`` (nonzero per client at y* under
+        heterogeneity: only their mean vanishes there)."""
         return -torch.einsum("mij,j->mi", self.P, y) + self.b - torch.einsum("mij,j->mi", self.A, x)
 
     def exact_inner_solution(self, x: torch.Tensor) -> torch.Tensor:

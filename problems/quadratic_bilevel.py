@@ -83,6 +83,45 @@ def _floats(spec: dict[str, Any]) -> int:
     return m * (4 * dy * dy + 2 * dx * dy + dx * dx + 2 * dy + dx) + m * n * (dy * dy + 2 * dy + dx)
 
 
+def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[Any, ...], dict]:
+    """The draws of :meth:`QuadraticBilevel.random` for its ``spec``, in its stream's order:
+    the constructor's arrays ``(A, B, b, C, D, c, E, e)`` and its sample sets. ``B`` and ``C,
+    D, E`` are scaled by ``cross_scale`` and ``outer_curvature`` after every draw, so the
+    generator's stream is the same whatever the scales."""
+    M, dx, dy, mu = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["mu"]
+    condition_number, n_samples = spec["condition_number"], spec["n_samples"]
+    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
+    hessian_noise, gradient_noise = spec["hessian_noise"], spec["gradient_noise"]
+    # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
+    hessians = _spectra.spectral_stack(
+        rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
+    )
+    A = hessians.stack
+    B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
+    C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
+    C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
+    D_bar = 0.5 * rng.standard_normal((dy, dx)) / math.sqrt(dy)
+    E_bar = np.eye(dx)
+    # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
+    B = _spectra.spread_around(rng, B_bar, M, _spectra.relative_size(B_bar, hh))
+    C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh), symmetric=True)
+    D = _spectra.spread_around(rng, D_bar, M, _spectra.relative_size(D_bar, hh))
+    E = np.broadcast_to(E_bar, (M, dx, dx)).copy()
+    b = _spectra.around_gaussian(rng, M, dy, gh)
+    c = _spectra.around_gaussian(rng, M, dy, gh)
+    e = _spectra.around_gaussian(rng, M, dx, gh)
+
+    samples: dict[str, Any] = {}
+    if n_samples > 0:
+        samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+        for key, base in (("b", b), ("c", c), ("e", e)):
+            samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
+    cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)
+    B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
+    arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
+    return arrays, {k: Owned(v) for k, v in samples.items()}
+
+
 class QuadraticBilevel(ClientArrayFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
@@ -217,8 +256,8 @@ class QuadraticBilevel(ClientArrayFamily):
                 (FedNest's A1, AggITD's Assumption 2) close to ``lambda_max(A_i)``.
             outer_curvature: multiplies ``C_i, D_i, E_i`` after the draw; 0 makes every ``f_i``
                 affine, hence Lipschitz on the whole space (FedNest A1's ``l_{f,0}`` read
-                globally). Both default to 1, which leaves the draw, the spec and the id as
-                they were before the knobs existed.
+                globally). Both default to 1, which leaves the draw, the spec and the id
+                those of a problem without the knobs (the id names them only when not 1).
         """
         label = "QuadraticBilevel.random"
         hh = either(hessian_heterogeneity, heterogeneity)
@@ -237,15 +276,10 @@ class QuadraticBilevel(ClientArrayFamily):
             "gradient_noise": gradient_noise,
             "hessian_noise": hessian_noise,
         }
-        # the scale knobs join the spec (and the id) only when set, so that every problem drawn
-        # before they existed keeps its spec and id
-        spec.update(
-            {
-                k: v
-                for k, v in (("cross_scale", cross_scale), ("outer_curvature", outer_curvature))
-                if v != 1.0
-            }
-        )
+        # the scale knobs join the spec (and the id) only when not 1, so a problem that does not
+        # use them has the spec, the seed stream and the id of one drawn without them
+        scales = {"cross_scale": cross_scale, "outer_curvature": outer_curvature}
+        spec.update({k: v for k, v in scales.items() if v != 1.0})
         rng = recipe_rng(
             spec,
             nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in SCALE_KNOBS if k in spec)),
@@ -254,46 +288,8 @@ class QuadraticBilevel(ClientArrayFamily):
             dims=("dim_x", "dim_y"),
             size=(_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) x (1 + n_samples)"),
         )
-        M, dx, dy = n_clients, dim_x, dim_y
-        # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
-        hessians = _spectra.spectral_stack(
-            rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
-        )
-        A = hessians.stack
-        B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
-        C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
-        C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
-        D_bar = 0.5 * rng.standard_normal((dy, dx)) / math.sqrt(dy)
-        E_bar = np.eye(dx)
-        # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
-        B = _spectra.spread_around(rng, B_bar, M, _spectra.relative_size(B_bar, hh))
-        C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh), symmetric=True)
-        D = _spectra.spread_around(rng, D_bar, M, _spectra.relative_size(D_bar, hh))
-        E = np.broadcast_to(E_bar, (M, dx, dx)).copy()
-        b = _spectra.around_gaussian(rng, M, dy, gh)
-        c = _spectra.around_gaussian(rng, M, dy, gh)
-        e = _spectra.around_gaussian(rng, M, dx, gh)
-
-        samples: dict[str, Any] = {}
-        if n_samples > 0:
-            samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
-            for key, base in (("b", b), ("c", c), ("e", e)):
-                samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
-        # scaled after every draw, so the generator's stream is the same whatever the scales
-        B, C, D, E = B * cross_scale, C * outer_curvature, D * outer_curvature, E * outer_curvature
-        return cls(
-            Owned(A),
-            Owned(B),
-            b,
-            Owned(C),
-            Owned(D),
-            c,
-            Owned(E),
-            e,
-            name=label,
-            spec=spec,
-            **{k: Owned(v) for k, v in samples.items()},
-        )
+        arrays, samples = _draw_blocks(rng, spec)
+        return cls(*arrays, name=label, spec=spec, **samples)
 
     # ------------------------------------------------------------------ oracle interface
     def inner_loss(

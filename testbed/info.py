@@ -10,9 +10,10 @@ ALL_KINDS = frozenset({"bilevel", "minimax", "compositional"})
 
 
 def class_defaults(cls: type, fixed: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The defaults of a dataclass's init fields (those with a plain default), less ``fixed``."""
+    """The defaults of a dataclass's init fields (those with a plain default), less ``fixed``;
+    none for a class that is not a dataclass (not an estimator: the registry refuses it)."""
     if not dataclasses.is_dataclass(cls):
-        raise TypeError(f"{cls.__name__} is not a dataclass: give the entry its defaults")
+        return {}
     return {
         f.name: f.default
         for f in dataclasses.fields(cls)
@@ -46,8 +47,8 @@ class EstimatorInfo:
         make: builds the estimator from keyword parameters (the registry's defaults merged with
             the caller's overrides).
         defaults: the parameters ``build`` accepts and their defaults (testbed names, glossary
-            in docs/glossary.md). Left out (every entry today), they are read from ``cls``'s
-            dataclass fields (the defaults' one home) less ``fixed``, with ``settings`` on top.
+            in docs/glossary.md), derived, not given: ``cls``'s dataclass fields (the defaults'
+            one home) less ``fixed``, with ``settings`` on top.
         settings: the variant's values where it differs from the class, and the keywords of a
             ``make`` that assembles parts (e.g. ``inner_steps`` into a solver object) with their
             defaults (read from the part's fields with :func:`field_defaults` where it has them).
@@ -68,7 +69,7 @@ class EstimatorInfo:
     reference: str
     supports: frozenset[str]
     make: Callable[..., Any]
-    defaults: dict[str, Any] = None  # type: ignore[assignment]  # derived in __post_init__
+    defaults: dict[str, Any] = dataclasses.field(init=False)
     enrolled_claims: tuple[str, ...] = ()
     no_claims_reason: str = ""
     closed_form_only: bool = False
@@ -77,16 +78,17 @@ class EstimatorInfo:
     fixed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.settings or self.fixed:
-            derived = {**class_defaults(self.cls, self.fixed), **self.settings}
-            # a copy made by dataclasses.replace carries the derived defaults: accept those
-            if self.defaults is not None and self.defaults != derived:
-                raise ValueError(f"{self.name}: give either defaults or settings/fixed, not both")
-            object.__setattr__(self, "defaults", derived)
-        elif self.defaults is None:
-            object.__setattr__(self, "defaults", class_defaults(self.cls))
+        # derived here (a frozen dataclass sets its own derived field this way), and again in
+        # every copy dataclasses.replace makes, so a copy with other settings has its defaults
+        defaults = {**class_defaults(self.cls, self.fixed), **self.settings}
+        object.__setattr__(self, "defaults", defaults)
 
     def build(self, **overrides: Any) -> Any:
+        """The estimator (or algorithm) at :attr:`defaults` with ``overrides`` on top.
+
+        Raises:
+            ValueError: an override that is not one of :attr:`defaults`' parameters.
+        """
         unknown = set(overrides) - set(self.defaults)
         if unknown:
             raise ValueError(

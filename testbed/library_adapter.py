@@ -167,8 +167,7 @@ class LibraryEstimator(Estimator):
         ):
             raise ValueError(f"inner_steps must be None or an int >= 0, got {self.inner_steps!r}")
 
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> InnerState:
         return InnerState(problem.initial_point()[1])
 
     def start(self, problem: Problem, x: torch.Tensor, state: InnerState | None) -> torch.Tensor:
@@ -184,7 +183,7 @@ class LibraryEstimator(Estimator):
         y = state.y if state is not None else problem.initial_point()[1]
         return y.detach().clone()
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
     ) -> Estimate:
         objectives = GlobalObjectives(problem)

@@ -77,8 +77,8 @@ DEFAULT_SAMPLE = 2
 # the same derandomized problem, parameters and Monte Carlo streams, so on one machine the
 # numbers repeat bit for bit; another machine's BLAS sums in another order, a relative change
 # near 1e-13 on these float64 computations (benchmarks/compare_devices.py compares CPU and GPU
-# on the same scale). An edited number (issue 33's forgery: 0 -> 0.37 against a bound of 1e-10)
-# is many orders above.
+# on the same scale). An edited number (e.g. a recorded 0 changed to 0.37 against a bound of
+# 1e-10) is many orders above.
 AUDIT_RTOL = 1e-6
 
 

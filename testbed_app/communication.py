@@ -1,7 +1,7 @@
 """Communication per outer iteration of every registered algorithm, against its paper's formula.
 
 For each registered algorithm (``role == "algorithm"``) at its registered defaults, a short run
-on the regression grid's problem (:func:`testbed_app.regression.grid_problems`, seed 0, the first
+on the regression grid's problem (:func:`grid_problems`, seed 0, the first
 kind it supports) records from the ledger the rounds of every outer iteration and the floats sent
 each way, next to the formula of its paper with the parameters substituted. The formula is the
 algorithm's own ``rounds_formula()`` (:class:`testbed.algorithms.rounds.RoundsFormula`: FedNest
@@ -30,7 +30,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.info import EstimatorInfo
 from testbed.progress import Progress
 from testbed.registry import ESTIMATOR_DB
-from testbed_app.regression import grid_problems
+from testbed_app.regression_grid import grid_problems
 from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second

@@ -3,7 +3,7 @@
 A unit of work (a task) is a picklable callable without arguments whose result is picklable:
 :class:`theory_checks.runner.ClaimRunTask` gives one ``(claim, estimator)`` run's results files
 as bytes, :class:`theory_checks.calibration.CalibrationTask` one claim x seed's record,
-:class:`testbed_app.regression.GridCellTask` one regression grid cell's measurements and
+:class:`testbed_app.regression_grid.GridCellTask` one regression grid cell's measurements and
 :class:`testbed_app.experiments.segments.SegmentTask` a stretch of an experiment run between two
 checkpoints. An executor runs a list of tasks and yields ``(index, result)`` for each as it
 finishes, in any order; the driver (the process that runs ``testbed``) writes each result into

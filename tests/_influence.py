@@ -7,8 +7,10 @@ from typing import Any
 
 import torch
 
+from problems.workloads.classifiers import build_classifier
 from problems.workloads.data import load_dataset
-from problems.workloads.decentralized import InfluenceProblem, build_classifier, client_samples
+from problems.workloads.decentralized import client_samples
+from problems.workloads.influence import InfluenceProblem
 from problems.workloads.splits import split_clients
 from testbed_app.experiments.base import ExperimentConfig
 

@@ -37,7 +37,7 @@ def broken_copy() -> EstimatorInfo:
 
 
 # a name that a built-in holds
-CLASH = dataclasses.replace(get_estimator("aid-cg"), defaults=None)
+CLASH = dataclasses.replace(get_estimator("aid-cg"))
 # a class that is not an Estimator
 WRONG_CLASS = EstimatorInfo(
     name="not-an-estimator",
@@ -46,7 +46,6 @@ WRONG_CLASS = EstimatorInfo(
     reference="x",
     supports=frozenset({"bilevel"}),
     make=dict,
-    defaults={},
 )
 
 
@@ -82,7 +81,7 @@ def divides_by_zero() -> EstimatorInfo:
 
     @dataclasses.dataclass(frozen=True)
     class DividesByZero(parent):  # type: ignore[valid-type, misc]
-        def estimate(self, *args, **kwargs):  # type: ignore[override]
+        def compute(self, *args, **kwargs):  # type: ignore[override]
             return 1 / 0
 
     def make(**kw):
@@ -132,7 +131,7 @@ def step_raises() -> EstimatorInfo:
 
     @dataclasses.dataclass(frozen=True)
     class StepRaises(parent):  # type: ignore[valid-type, misc]
-        def step(self, *args, **kwargs):  # type: ignore[override]
+        def advance(self, *args, **kwargs):  # type: ignore[override]
             return 1 / 0
 
     def make(**kw):

@@ -171,9 +171,9 @@ def test_permuting_clients_with_the_sampled_client_mapped_changes_nothing():
 
     @dataclasses.dataclass(frozen=True)
     class Scripted(FedMSA):
-        def step(self, ctx, state):
+        def advance(self, ctx, state):
             ctx.sampler = _Fixed(chosen[state.round], ctx.sampler.n_clients)
-            return super().step(ctx, state)
+            return super().advance(ctx, state)
 
     replay = _run(
         Scripted(**{f.name: getattr(alg, f.name) for f in dataclasses.fields(alg)}), problem, 6

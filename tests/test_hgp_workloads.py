@@ -1,6 +1,7 @@
-"""HGP's decentralized workloads on real data (problems/workloads/decentralized.py) and their
-experiments (testbed_app/experiments/hgp.py): the per-client interface, the exact influence of the
-convex model, HGP against it, a few steps of each experiment, exact resume, bad options."""
+"""HGP's decentralized workloads on real data (problems/workloads/decentralized.py, influence.py,
+personalization.py) and their experiments (testbed_app/experiments/hgp.py): the per-client
+interface, the exact influence of the convex model, HGP against it, a few steps of each
+experiment, exact resume, bad options."""
 
 from __future__ import annotations
 
@@ -14,12 +15,11 @@ import pytest
 import torch
 
 from problems import Batch, Problem
-from problems.workloads.decentralized import (
-    PersonalizationProblem,
-    build_classifier,
-    client_samples,
-)
+from problems.workloads.classifiers import build_classifier
+from problems.workloads.decentralized import client_samples
+from problems.workloads.personalization import PersonalizationProblem
 from problems.workloads.splits import split_clients
+from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
 from testbed.registry import get_estimator
 from testbed_app.experiments.base import METRIC_KEYS
 from testbed_app.experiments.hgp import (
@@ -27,8 +27,6 @@ from testbed_app.experiments.hgp import (
     HGPPersonalizationExperiment,
     build_hgp_influence,
     build_hgp_personalization,
-    negative_influence_f1,
-    r_squared,
 )
 from tests._influence import DIGITS
 from tests._influence import experiment_config as _config

@@ -18,7 +18,7 @@ import pytest
 
 from problems.workloads.spectral import SpectralEstimate, largest_eigenvalue
 from testbed_app.cli import main
-from testbed_app.experiments import influence, runner
+from testbed_app.experiments import influence, influence_curvature, runner
 from testbed_app.experiments.config import dump_toml
 from testbed_app.experiments.step_pieces import StepPieces
 from tests._influence import experiment_config
@@ -39,10 +39,14 @@ def _cheap_spectra(monkeypatch) -> None:
     the barely trained model runs to its cap of 300 products, Lanczos to hundreds)."""
     monkeypatch.setattr(influence, "REFINE_CHUNK", 2)
     monkeypatch.setattr(
-        influence, "largest_eigenvalue", functools.partial(largest_eigenvalue, iterations=10)
+        influence_curvature,
+        "largest_eigenvalue",
+        functools.partial(largest_eigenvalue, iterations=10),
     )
     monkeypatch.setattr(
-        influence, "smallest_eigenvalue", lambda *a, **k: SpectralEstimate(-1e-3, 0, True)
+        influence_curvature,
+        "smallest_eigenvalue",
+        lambda *a, **k: SpectralEstimate(-1e-3, 0, True),
     )
 
 
@@ -140,7 +144,9 @@ def test_a_tf32_like_underestimate_of_lambda_max_stops_the_refinement_as_diverge
     made to return that estimate on the CPU: the run stops as diverged with the figures."""
     _cheap_spectra(monkeypatch)
     monkeypatch.setattr(
-        influence, "largest_eigenvalue", lambda *a, **k: SpectralEstimate(0.003, 10, True)
+        influence_curvature,
+        "largest_eigenvalue",
+        lambda *a, **k: SpectralEstimate(0.003, 10, True),
     )
     config = experiment_config(
         "hgp_influence", workload={**NETWORK, "train_refine_steps": 50}, run={"steps": 2}
@@ -157,13 +163,13 @@ def test_a_tf32_like_underestimate_of_lambda_max_stops_the_refinement_as_diverge
 
 
 def test_an_unstable_retraining_step_stops_the_run_as_diverged(config, tmp_path, monkeypatch):
-    original = influence.HGPInfluenceExperiment._retrain_step
+    original = influence_curvature.InfluenceCurvature.retrain_step
 
     def unstable(self: Any, lam_max: float) -> tuple[float, float, float]:
         step, beta, bound = original(self, lam_max)
         return 30.0 * bound, beta, bound  # 30x the stable bound
 
-    monkeypatch.setattr(influence.HGPInfluenceExperiment, "_retrain_step", unstable)
+    monkeypatch.setattr(influence_curvature.InfluenceCurvature, "retrain_step", unstable)
     summary = runner.run_experiment(config, tmp_path, progress=False)
     assert summary["status"].startswith("diverged at step 1: control retraining")
     assert summary["steps"] == 0

@@ -1,7 +1,8 @@
 """The influence protocol of HGP's Table 4 experiment (testbed_app/experiments/hgp.py,
-problems/workloads/decentralized.py): why the retraining step must be below 2/lambda_max (the
-review's finding, reproduced), the eigenvalue estimators it relies on, the refusal of an unstable
-configured step, and Hessian damping where the averaged Hessian is indefinite."""
+problems/workloads/influence.py, spectral.py): why the retraining step must be below
+2/lambda_max (the review's finding, reproduced), the eigenvalue estimators it relies on, the
+refusal of an unstable configured step, and Hessian damping where the averaged Hessian is
+indefinite."""
 
 from __future__ import annotations
 
@@ -13,19 +14,20 @@ import numpy as np
 import pytest
 import torch
 
-from problems.workloads.decentralized import (
+from problems.workloads.influence import InfluenceProblem
+from problems.workloads.spectral import (
     POWER_RTOL,
-    InfluenceProblem,
     descend,
     largest_eigenvalue,
     momentum_bound,
     smallest_eigenvalue,
 )
 from testbed.decentralized.hgp import HGPState, HyperGradientPush
+from testbed.decentralized.influence_metrics import pearson_r, sign_agreement
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.hgp import build_hgp_influence, pearson_r, sign_agreement
+from testbed_app.experiments.hgp import build_hgp_influence
 from tests._influence import influence_problem
 
 

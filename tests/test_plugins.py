@@ -259,10 +259,10 @@ def test_a_plugin_claim_raising_at_run_time_is_one_line(monkeypatch, capsys, tmp
 
 
 def test_regress_of_a_plugin_estimator_raising_is_one_line(capsys, restore_registry, monkeypatch):
-    from testbed_app import regression
+    from testbed_app import regression_grid
     from tests import plugin_doubles
 
-    monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0,))
+    monkeypatch.setattr(regression_grid, "PROBLEM_SEEDS", (0,))
     registry.ESTIMATOR_DB.append(plugin_doubles.DIVIDES_BY_ZERO)
     assert (
         main(["regress", "--estimator", "divides-by-zero", "--against", "aid-cg", "--quiet"]) == 2

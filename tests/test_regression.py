@@ -11,15 +11,15 @@ import pytest
 
 from testbed import registry
 from testbed.estimators.solvers import Neumann
-from testbed_app import regression
+from testbed_app import regression, regression_grid
 from testbed_app.cli import main
 
 
 @pytest.fixture
 def small_grid(monkeypatch):
     # Why one seed and two replicates: the comparison logic is under test, not the numbers.
-    monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0,))
-    monkeypatch.setattr(regression, "REPLICATES", 2)
+    monkeypatch.setattr(regression_grid, "PROBLEM_SEEDS", (0,))
+    monkeypatch.setattr(regression_grid, "REPLICATES", 2)
 
 
 @pytest.fixture
@@ -152,7 +152,7 @@ def test_committed_baseline_covers_every_built_in_entry():
 
 # --------------------------------------------------------------------------- the test itself
 
-S = regression.Samples
+S = regression_grid.Samples
 
 
 def _table(new: S, ref: S, metric: str = "log10_error") -> regression.Comparison:
@@ -277,7 +277,7 @@ def test_a_baseline_without_a_metric_is_not_a_pass(aid_cg_baseline, capsys):
 def test_a_baseline_of_other_problem_seeds_names_them(aid_cg_baseline, monkeypatch, capsys):
     """A baseline measured on problem seed 0 against a run on seeds 0 and 1: "cannot pair 2
     problem seeds with 1" named neither the file nor the metric."""
-    monkeypatch.setattr(regression, "PROBLEM_SEEDS", (0, 1))
+    monkeypatch.setattr(regression_grid, "PROBLEM_SEEDS", (0, 1))
     capsys.readouterr()
     assert (
         main(["regress", "--estimator", "aid-cg", "--baseline", str(aid_cg_baseline), "--quiet"])

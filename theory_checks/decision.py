@@ -51,7 +51,8 @@ Decision = Literal["deterministic", "statistical"]
 # a false refutation with probability <= 2%, before the confirmation run (which multiplies it by
 # at most the same rate again).
 DEFAULT_FALSE_FAIL_RATE = 1e-3
-# Why 4: the minimum; the confirmation's interval is then about half as wide.
+# Why 4: a confirmation on four times the samples has an interval about half as wide (the
+# width goes as 1/sqrt(samples)), so a failure that was chance does not survive it.
 CONFIRMATION_SCALE = 4
 # Stage keys of the Monte Carlo streams: the first measurement, its confirmation, and replays of
 # a saved counterexample (each replay a fresh stream, never the one that produced the failure).

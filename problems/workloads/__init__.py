@@ -5,9 +5,10 @@ Data loading (``data``), client splits (``splits``), models over flat parameter 
 """
 
 from problems.workloads.data import DATASETS, Dataset, DatasetError, load_dataset
-from problems.workloads.decentralized import InfluenceProblem, PersonalizationProblem
 from problems.workloads.hyper_representation import HyperRepresentation
+from problems.workloads.influence import InfluenceProblem
 from problems.workloads.loss_tuning import LossTuning
+from problems.workloads.personalization import PersonalizationProblem
 from problems.workloads.recipe import WorkloadRecipe
 from problems.workloads.registry import (
     WORKLOAD_BUILDERS,

@@ -3,7 +3,7 @@
 Power iteration for the largest eigenvalue (the stable step), Lanczos (ARPACK) for the smallest
 (the damping margin), and Nesterov-accelerated descent to a gradient tolerance (the retrained
 optima), on matrix-free Hessian-vector products; used by
-:class:`~problems.workloads.decentralized.InfluenceProblem` and the HGP experiments.
+:class:`~problems.workloads.influence.InfluenceProblem` and the HGP experiments.
 """
 
 from __future__ import annotations

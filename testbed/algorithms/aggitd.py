@@ -128,7 +128,7 @@ class FBOAggITD(OuterAlgorithm):
         assert value is not None  # N is a parameter, nothing is drawn
         return value
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
         x_next = one_round_upper(
             ctx,

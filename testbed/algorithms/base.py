@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
@@ -19,10 +18,6 @@ import torch
 from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
-from testbed.estimators.base import validate_own_method
-
-# FederatedEstimator lived here; re-exported (``X as X``) so that the old path still works
-from testbed.estimators.federated import FederatedEstimator as FederatedEstimator
 from testbed.estimators.federated import check_participation_and_batch
 from testbed.estimators.validation import (
     InputError,
@@ -41,6 +36,9 @@ from testbed.federation.context import FederatedContext
 class OuterAlgorithm(abc.ABC):
     """One outer iteration at a time; concrete subclasses must be registered.
 
+    A subclass implements :meth:`init` and the hook :meth:`advance`; callers use :meth:`step`,
+    which checks the state before the hook (so no algorithm copies the check).
+
     Attributes:
         participation: client participation per round (see :class:`ClientSampler`).
         batch_size: per-client minibatch size, ``None`` for exact local objectives.
@@ -53,19 +51,31 @@ class OuterAlgorithm(abc.ABC):
     def __post_init__(self) -> None:
         check_participation_and_batch(self.participation, self.batch_size)
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every ``step`` a subclass defines checks the state's ``x`` against the context's
-        problem first (:func:`~testbed.estimators.validation.check_point`)."""
-        super().__init_subclass__(**kwargs)
-        validate_own_method(cls, "step", _validated_step)
-
     @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
         """Initial state; it must have an attribute ``x`` (the outer iterate)."""
 
-    @abc.abstractmethod
     def step(self, ctx: FederatedContext, state: Any) -> Any:
-        """One outer iteration; returns the new state."""
+        """One outer iteration; returns the new state: :meth:`advance` after checking that
+        ``state`` has an outer iterate ``x`` that fits the context's problem (shape, dtype,
+        device, finite; :func:`~testbed.estimators.validation.check_point`).
+
+        Raises:
+            InputError: the state has no ``x``, or one that does not fit the problem.
+        """
+        who = type(self).__name__
+        if not hasattr(state, "x"):
+            raise InputError(
+                f"{who}.step: the state must have an outer iterate x (from {who}.init); "
+                f"got a {type(state).__name__}"
+            )
+        check_point(ctx.problem, state.x, f"{who} state.x")
+        return self.advance(ctx, state)
+
+    @abc.abstractmethod
+    def advance(self, ctx: FederatedContext, state: Any) -> Any:
+        """The hook behind :meth:`step` that a subclass implements: one outer iteration from a
+        checked ``state``; returns the new state."""
 
     def rounds_formula(self) -> RoundsFormula | None:
         """The paper's communication per outer iteration (:mod:`testbed.algorithms.rounds`),
@@ -88,21 +98,6 @@ class OuterAlgorithm(abc.ABC):
                 f"{type(self).__name__} does not support {problem.kind} problems "
                 f"(supports: {sorted(self.supports)})"
             )
-
-
-def _validated_step(method: Any) -> Any:
-    @functools.wraps(method)
-    def step(self: OuterAlgorithm, ctx: FederatedContext, state: Any) -> Any:
-        if not hasattr(state, "x"):
-            raise InputError(
-                f"{type(self).__name__}.step: the state must have an outer "
-                f"iterate x (from {type(self).__name__}.init); got a "
-                f"{type(state).__name__}"
-            )
-        check_point(ctx.problem, state.x, f"{type(self).__name__} state.x")
-        return method(self, ctx, state)
-
-    return step
 
 
 @dataclasses.dataclass(frozen=True)

@@ -254,7 +254,7 @@ class FedMSA(OuterAlgorithm):
         del current
         return previous
 
-    def step(self, ctx: FederatedContext, state: FedMSAState) -> FedMSAState:
+    def advance(self, ctx: FederatedContext, state: FedMSAState) -> FedMSAState:
         first = state.round == 0
         rho = 1.0 if first else float(self.momentum)
         K = 1 if first else self.local_steps

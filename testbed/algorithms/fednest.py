@@ -209,7 +209,7 @@ class FedNest(OuterAlgorithm):
         """The outer strategy at ``(x, y^+)``: ``(x^+, h, FedIHGP's result or None)``."""
         return self.outer_rule.update(self, ctx, x, y, steps)
 
-    def step(self, ctx: FederatedContext, state: FedNestState) -> FedNestState:
+    def advance(self, ctx: FederatedContext, state: FedNestState) -> FedNestState:
         start = ctx.rounds_so_far()
         x, y = state.x, state.y
         for _ in range(self.inner_steps):

@@ -233,8 +233,8 @@ class LFedOut(OuterUpdate):
         return x_plus, h, None
 
 
-# The strategies by name: the values ``inner_method`` / ``outer_method`` took before they were
-# strategies, which the registry, the claims, the configs and the tests still pass.
+# The strategies by name: ``inner_method`` / ``outer_method`` accept a strategy or its name, and
+# the registry, the claims, the configs and the tests pass names (a config's value is a string).
 INNER_UPDATES: dict[str, InnerUpdate] = {s.name: s for s in (FedInn(), LFedInn())}
 OUTER_UPDATES: dict[str, OuterUpdate] = {s.name: s for s in (FedOut(), LFedOut(), MinimaxFedOut())}
 

@@ -51,7 +51,7 @@ class AveragingRule(abc.ABC):
     """One averaging call on ``u (R, n, d)`` (R replicas of n clients).
 
     Attributes:
-        name: the rule's name (the value ``averaging`` took before rules were objects).
+        name: the rule's name (a strategy field ``averaging`` also accepts it, as a string).
         gossips: averages by Push-Sum over the graph, so its operator has a consensus error
             ``c^(m) = sigma_max(Theta_hat^(m) - Theta)`` (Lemma 2) worth recording.
     """
@@ -193,8 +193,8 @@ class ServerAveraging(AveragingRule):
         return mean[:, None, :].expand_as(u), w, time
 
 
-# The rules by name: the values ``averaging`` took before it was a strategy, which the registry,
-# the claims, the configs and the tests still pass.
+# The rules by name: ``averaging`` accepts a rule or its name, and the registry, the claims, the
+# configs and the tests pass names (a config's value is a string).
 AVERAGING_RULES: dict[str, AveragingRule] = {
     rule.name: rule for rule in (PushSumAveraging(), ExactAveraging(), ServerAveraging())
 }

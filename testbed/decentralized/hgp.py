@@ -218,8 +218,7 @@ class HyperGradientPush(Estimator):
             return float(self.neumann_step_size)
         return 1.0 / float(problem.constants().L_clients)
 
-    def init(self, problem: Problem) -> HGPState:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> HGPState:
         y0 = problem.initial_point()[1]
         n = problem.n_clients
         return HGPState(
@@ -342,7 +341,7 @@ class HyperGradientPush(Estimator):
             lambda u, w: self.average_step(u, w, time, graph, *ledgers)[0], graph.n, omega
         )
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: HGPState, rng: np.random.Generator
     ) -> Estimate:
         out = self.run(problem, x, state, rng)
@@ -418,8 +417,7 @@ class DecentralizedGradient(Estimator):
         if self.quantity not in ("global", "client", "local"):
             raise ValueError(f"quantity must be global, client or local; got {self.quantity!r}")
 
-    def init(self, problem: Problem) -> None:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> None:
         if not hasattr(problem, "exact_inner_solution"):
             raise ValueError(
                 f"{self.quantity} gradient needs a closed-form problem; "
@@ -459,7 +457,7 @@ class DecentralizedGradient(Estimator):
         adjoints = torch.linalg.solve(H_sum, blk["c"].T).T
         return blk["e"] - torch.einsum("kij,kj->ki", blk["J"], adjoints)
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: None, rng: np.random.Generator
     ) -> Estimate:
         value = self.per_client(problem, x)

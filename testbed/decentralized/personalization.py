@@ -80,7 +80,7 @@ class HGPPersonalization(OuterAlgorithm):
         top = float(torch.linalg.eigvalsh(problem.outer_hessian()).max())
         return 1.0 / (problem.n_clients * top)
 
-    def step(self, ctx: FederatedContext, state: PersonalizationState) -> PersonalizationState:
+    def advance(self, ctx: FederatedContext, state: PersonalizationState) -> PersonalizationState:
         problem = ctx.problem
         out = self.estimator.run(problem, state.x, state.hgp, ctx.rng, track_consensus=False)
         for name, amount in out.calls.as_dict().items():

@@ -218,8 +218,7 @@ class AggITD(FederatedEstimator):
                     "averages over every index"
                 )
 
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> InnerState:
         return InnerState(problem.initial_point()[1])
 
     def step_sizes(self, problem: Problem) -> tuple[float, float]:
@@ -264,36 +263,8 @@ class AggITD(FederatedEstimator):
             if t >= index:  # a term starts at t = Q (every t in expectation mode, Q = -1)
                 term = HessIVTerm(x, y, z, recursion_step, self.expectation or t == index)
             if t < n:
-                if self.lower_solver == "svrg":
-                    # z_i^t rides on the anchor round, then One-Round-Lower is a round of its own
-                    first = InnerGradient(x, y, rows=False)
-                    uploads = ctx.run_clients(
-                        first if term is None else Together((term, first)), clients
-                    ).uploads
-                    anchor = ctx.aggregate(uploads[-1], clients, "q")
-                    if term is not None:
-                        z = piggyback(ctx, uploads[0], clients)
-                    lower = LocalIterates(
-                        y,
-                        InnerGradientAt(x),
-                        self.local_steps,
-                        beta,
-                        global_direction=anchor,
-                        scale_by_steps=True,
-                    )
-                    (local,) = ctx.run_clients(lower, clients).uploads
-                else:
-                    # FedAvg lower level: z_i^t rides on the local-step round
-                    lower = LocalIterates(
-                        y, InnerGradientAt(x), self.local_steps, beta, scale_by_steps=True
-                    )
-                    uploads = ctx.run_clients(
-                        lower if term is None else Together((term, lower)), clients
-                    ).uploads
-                    local = uploads[-1]
-                y = ctx.aggregate(local, clients, "y")
-                if self.lower_solver != "svrg" and term is not None:
-                    z = piggyback(ctx, uploads[0], clients)
+                y, term_z = self.lower_round(ctx, x, y, term, clients, beta)
+                z = z if term_z is None else term_z
                 trajectory.append(y)
             else:
                 assert term is not None
@@ -320,6 +291,47 @@ class AggITD(FederatedEstimator):
             "step_sizes": (beta, lam),
         }
         return value, InnerState(y), aux
+
+    def lower_round(
+        self,
+        ctx: FederatedContext,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        term: ClientWork | None,
+        clients: torch.Tensor,
+        beta: float,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One lower-level round from ``y`` with the Hessian-inverse ``term`` riding on it:
+        ``(y^{t+1}, z^t)`` (``z^t`` None without a term). FedSVRG (``lower_solver="svrg"``): the
+        term rides on the anchor-gradient round, then One-Round-Lower's local steps are a round
+        of their own; FedAvg: the term rides on the local-step round."""
+        z: torch.Tensor | None = None
+        if self.lower_solver == "svrg":
+            first = InnerGradient(x, y, rows=False)
+            uploads = ctx.run_clients(
+                first if term is None else Together((term, first)), clients
+            ).uploads
+            anchor = ctx.aggregate(uploads[-1], clients, "q")
+            if term is not None:
+                z = piggyback(ctx, uploads[0], clients)
+            lower = LocalIterates(
+                y,
+                InnerGradientAt(x),
+                self.local_steps,
+                beta,
+                global_direction=anchor,
+                scale_by_steps=True,
+            )
+            (local,) = ctx.run_clients(lower, clients).uploads
+            return ctx.aggregate(local, clients, "y"), z
+        lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta, scale_by_steps=True)
+        uploads = ctx.run_clients(
+            lower if term is None else Together((term, lower)), clients
+        ).uploads
+        y_next = ctx.aggregate(uploads[-1], clients, "y")
+        if term is not None:
+            z = piggyback(ctx, uploads[0], clients)
+        return y_next, z
 
 
 def draw_index(rng: np.random.Generator, inner_steps: int) -> int:

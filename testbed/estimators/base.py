@@ -7,6 +7,9 @@ An estimator has two methods (the optax/jaxopt shape):
 - ``estimate(problem, x, state, rng) -> Estimate``: the hypergradient at ``x`` with the new state
   and what it cost.
 
+Both check their arguments and call a hook that a subclass implements (``initial_state`` and
+``compute``; see :class:`Estimator`).
+
 Randomness comes only from the ``rng`` argument (a ``numpy.random.Generator``): the same seed gives
 the same numbers.
 """
@@ -15,8 +18,6 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import functools
-from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -59,27 +60,72 @@ class Estimate(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class Estimator(abc.ABC):
-    """Base class of every hypergradient estimator; concrete subclasses must be registered."""
+    """Base class of every hypergradient estimator; concrete subclasses must be registered.
+
+    A subclass implements two hooks, and callers use the two public methods, which check their
+    arguments around the hooks (a template method: one place for the checks, in
+    :mod:`testbed.estimators.validation`, and no estimator copies them):
+
+    - :meth:`initial_state` (the hook) behind :meth:`init`, which first checks that
+      ``problem`` is a testbed problem of a kind the estimator supports (:meth:`check_problem`);
+    - :meth:`compute` (the hook) behind :meth:`estimate`, which first checks the problem, the
+      generator, the point ``x`` (shape, dtype, device, finite), the configured step sizes
+      against the problem's stability region, and the state: it makes a fresh
+      ``initial_state(problem)`` and compares the two tensor by tensor (shape, dtype, device),
+      so a state made for another problem fails here with one line instead of deep inside the
+      hook, and the problem checks that ``initial_state`` makes (a closed form, local steps
+      that fit) run on every call; after the hook it checks that the estimate has the shape of
+      ``x`` and finite entries.
+
+    A subclass that needs another estimator's behaviour with a change overrides a hook (or a
+    part the hook calls), so the checks stay in front of it.
+    """
 
     supports: ClassVar[frozenset[str]] = frozenset({"bilevel", "minimax", "compositional"})
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Every ``init`` and ``estimate`` a subclass defines checks its problem, ``x``, state,
-        ``rng`` and its result (one place: :mod:`testbed.estimators.validation`), so no
-        estimator copies the checks."""
-        super().__init_subclass__(**kwargs)
-        validate_own_method(cls, "init", _validated_init)
-        validate_own_method(cls, "estimate", _validated_estimate)
-
-    @abc.abstractmethod
     def init(self, problem: Problem) -> Any:
-        """Initial state for ``problem``."""
+        """Initial state for ``problem``: :meth:`initial_state` after the problem's checks.
 
-    @abc.abstractmethod
+        Raises:
+            InputError: ``problem`` is not a testbed problem, or has no inner variable.
+            ValueError: the estimator does not support ``problem``'s kind.
+        """
+        check_problem_object(problem, f"{type(self).__name__}.init")
+        self.check_problem(problem)
+        return self.initial_state(problem)
+
     def estimate(
         self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
     ) -> Estimate:
-        """Hypergradient estimate at ``x``."""
+        """Hypergradient estimate at ``x``: :meth:`compute` between the checks of the class
+        docstring.
+
+        Raises:
+            InputError: a bad problem, generator, point or state (one line naming it).
+            DivergenceError: a step size outside the stability region, or a non-finite
+                estimate.
+        """
+        who = f"{type(self).__name__}.estimate"
+        check_problem_object(problem, who)
+        check_rng(rng, who)
+        check_point(problem, x)
+        check_stable_steps(self, problem)
+        self.check_problem(problem)
+        check_state(self.initial_state(problem), state, problem, who)
+        out = self.compute(problem, x, state, rng)
+        check_estimate(problem, out.value, type(self).__name__)
+        return out
+
+    @abc.abstractmethod
+    def initial_state(self, problem: Problem) -> Any:
+        """The hook behind :meth:`init`: the initial state for a checked ``problem``."""
+
+    @abc.abstractmethod
+    def compute(
+        self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
+    ) -> Estimate:
+        """The hook behind :meth:`estimate`: the estimate at a checked ``x`` from a checked
+        ``state``."""
 
     def check_problem(self, problem: Problem) -> None:
         """Raise a clear error when ``problem``'s kind is not supported by this estimator, or
@@ -90,47 +136,3 @@ class Estimator(abc.ABC):
                 f"{type(self).__name__} does not support {problem.kind} problems "
                 f"(supports: {sorted(self.supports)})"
             )
-
-
-def validate_own_method(cls: type, name: str, wrap: Callable[[Any], Any]) -> None:
-    """Replace the method ``name`` that ``cls`` itself defines by ``wrap(method)`` (the checks
-    of an entry point), once: a method already wrapped, inherited or abstract is left alone."""
-    method = cls.__dict__.get(name)
-    if (
-        method is None
-        or getattr(method, "_validated", False)
-        or getattr(method, "__isabstractmethod__", False)
-    ):
-        return
-    wrapped = wrap(method)
-    wrapped._validated = True
-    setattr(cls, name, wrapped)
-
-
-def _validated_init(method: Any) -> Any:
-    @functools.wraps(method)
-    def init(self: Estimator, problem: Problem) -> Any:
-        who = f"{type(self).__name__}.init"
-        check_problem_object(problem, who)
-        self.check_problem(problem)
-        return method(self, problem)
-
-    return init
-
-
-def _validated_estimate(method: Any) -> Any:
-    @functools.wraps(method)
-    def estimate(
-        self: Estimator, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
-    ) -> Estimate:
-        who = f"{type(self).__name__}.estimate"
-        check_problem_object(problem, who)
-        check_rng(rng, who)
-        check_point(problem, x)
-        check_stable_steps(self, problem)
-        check_state(self.init(problem), state, problem, who)
-        out = method(self, problem, x, state, rng)
-        check_estimate(problem, out.value, type(self).__name__)
-        return out
-
-    return estimate

@@ -50,11 +50,10 @@ class WarmStarted(Estimator):
         if self.batch_size is not None:
             check_positive_int(self.batch_size, "batch_size", minimum=1)
 
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> InnerState:
         return InnerState(problem.initial_point()[1])
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: InnerState, rng: np.random.Generator
     ) -> Estimate:
         counter = CallCounter()
@@ -74,15 +73,14 @@ class WarmStarted(Estimator):
 class ExactHypergradient(Estimator):
     """The closed-form hypergradient of a closed-form problem (the reference; no oracle calls)."""
 
-    def init(self, problem: Problem) -> None:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> None:
         if not hasattr(problem, "exact_hypergradient"):
             raise ValueError(
                 f"ExactHypergradient needs a closed-form problem; {type(problem).__name__} "
                 "has no exact_hypergradient"
             )
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: None, rng: np.random.Generator
     ) -> Estimate:
         value = problem.exact_hypergradient(x)  # type: ignore[attr-defined]

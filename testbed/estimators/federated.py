@@ -67,7 +67,7 @@ class FederatedEstimator(Estimator):
         """A fresh context on ``problem`` with this estimator's participation and batch."""
         return FederatedContext(problem, rng, self.participation, self.batch_size)
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
     ) -> Estimate:
         ctx = self.context(problem, rng)

@@ -364,8 +364,9 @@ def fedout(
         x^+ = |S|^{-1} \sum_{i \in S} x_{i,\tau_i} \quad\text{(round 2)}.
 
     Drift correction acts on the direct part only; the indirect part stays frozen in ``h``
-    (eqs. (10)-(11)). The same sample is used at both control-variate points (Alg. 2, notes
-    issue 11). Returns ``(x^+, h)``.
+    (eqs. (10)-(11)). The same sample is used at both control-variate points (Alg. 2: one
+    ``xi_{i,nu}`` in both terms, so the correction has no sampling noise of its own). Returns
+    ``(x^+, h)``.
     """
     clients = ctx.participants()
     send(ctx, clients, x=x, y=y)
@@ -496,8 +497,7 @@ class FedIHGP(FederatedEstimator):
         check_step(self.neumann_step_size, "neumann_step_size")
         check_truncation(self.truncation)
 
-    def init(self, problem: Problem) -> InnerState:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> InnerState:
         check_local_steps_fit(self.local_steps, problem)
         return InnerState(problem.initial_point()[1])
 

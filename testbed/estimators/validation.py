@@ -7,9 +7,9 @@ problem's own starting point (type, shape, dtype, device, finiteness) and says w
 constants give, and :func:`check_estimate` refuses a non-finite estimate, so no estimator
 returns a silently divergent number.
 
-The base classes call these from their entry points (``Estimator.__init_subclass__`` wraps
-every ``estimate``; ``OuterAlgorithm.__init_subclass__`` wraps every ``step``); no estimator
-copies them.
+The base classes call these from their public entry points, around the hooks a subclass
+implements (``Estimator.init`` and ``Estimator.estimate`` around ``initial_state`` and
+``compute``; ``OuterAlgorithm.step`` around ``advance``); no estimator copies them.
 """
 
 from __future__ import annotations
@@ -82,8 +82,8 @@ S = TypeVar("S")
 
 def resolve_strategy(value: Any, table: Mapping[str, S], kind: type, name: str) -> S:
     """The strategy object of a strategy field: ``value`` itself when it is a ``kind``, else the
-    entry of ``table`` it names (the names such fields took before they were strategies, e.g.
-    FedNest's ``inner_method="sgd"``)."""
+    entry of ``table`` it names (a strategy field accepts a name too, e.g. FedNest's
+    ``inner_method="sgd"``, as configs give it)."""
     if isinstance(value, kind):
         return value  # type: ignore[return-value]
     if isinstance(value, str) and value in table:
@@ -139,8 +139,9 @@ PROBLEM_ATTRIBUTES = ("kind", "dim_x", "n_clients")
 
 
 def check_problem_object(problem: Any, who: str) -> None:
-    """Raise :class:`InputError` unless ``problem`` is a testbed problem (``None`` or another
-    object gave "'NoneType' object has no attribute 'dim_x'" from deep inside)."""
+    """Raise :class:`InputError` unless ``problem`` is a testbed problem (without the check,
+    ``None`` or another object fails with "'NoneType' object has no attribute 'dim_x'" from
+    deep inside)."""
     if any(not hasattr(problem, name) for name in PROBLEM_ATTRIBUTES):
         raise InputError(
             f"{who}: problem must be a testbed problem (for example "
@@ -152,7 +153,7 @@ def check_problem_object(problem: Any, who: str) -> None:
 def check_inner_form(problem: Any, who: str) -> None:
     """Raise :class:`InputError` unless ``problem`` has an inner variable ``y``
     (``initial_point()``): a multi-level compositional problem such as ``RiskAverse`` has none,
-    and FedNest, AggITD and AID on it raised "no attribute 'initial_point'"."""
+    and FedNest, AggITD and AID on it would fail with "no attribute 'initial_point'"."""
     if not hasattr(problem, "initial_point"):
         name = getattr(problem, "name", type(problem).__name__)
         raise InputError(
@@ -164,8 +165,9 @@ def check_inner_form(problem: Any, who: str) -> None:
 
 
 def check_rng(rng: Any, who: str) -> None:
-    """Raise :class:`InputError` for a missing generator (``rng=None`` gave "'NoneType' object
-    has no attribute 'integers'" from the first draw, or nothing where no draw happens)."""
+    """Raise :class:`InputError` for a missing generator (without the check, ``rng=None``
+    fails with "'NoneType' object has no attribute 'integers'" at the first draw, or passes
+    unseen where no draw happens)."""
     # None only: checks pass stand-ins (a fixed index; a guard that fails on any draw), and
     # looking at an attribute of the guard would count as a draw
     if rng is None:
@@ -177,9 +179,9 @@ def check_rng(rng: Any, who: str) -> None:
 
 def check_state(expected: Any, state: Any, problem: Any, who: str) -> None:
     """Raise :class:`InputError` when ``state`` does not fit ``problem``: a tensor of another
-    shape, dtype or device than in ``expected`` (the state ``init(problem)`` makes) at the same
-    place. A state from another problem gave "Expected size for first two dimensions of batch2
-    tensor to be: [3, 4] but got: [3, 3]"."""
+    shape, dtype or device than in ``expected`` (a fresh initial state for ``problem``) at the
+    same place. Without the check, a state from another problem fails with "Expected size
+    for first two dimensions of batch2 tensor to be: [3, 4] but got: [3, 3]"."""
     name = getattr(problem, "id", type(problem).__name__)
 
     def walk(want: Any, got: Any, where: str) -> None:

@@ -5,11 +5,13 @@ communication ledger (sharing the same counter, so an estimate's :class:`~testbe
 both oracle calls and communication), client sampling, the random generator and the minibatch
 size. Algorithms only talk to clients through it:
 
-- ``participants()`` draws this round's clients (all of them under full participation);
+- ``participants()`` draws this round's clients (all of them under full participation;
+  ``all_clients()`` lists every client);
 - ``draw(clients)`` draws one fresh minibatch per participating client (``None`` when exact);
 - ``broadcast`` / ``send`` / ``aggregate`` (and ``aggregate_in_round``) move vectors through
   the ledger, each under a name (what the vector is: ``"x"``, ``"q"``, ...) that a deployment
-  uses for the clients' copy; ``rounds_so_far()`` reads its round count;
+  uses for the clients' copy; ``rounds_so_far()`` reads its round count and ``calls()`` the
+  oracle calls and communication so far;
 - ``run_clients(work, clients)`` has the participating clients compute a round's uploads
   (:class:`~testbed.federation.client_work.ClientWork`) through the context's transport: in
   this process by default (the batched simulation), or on deployed clients;

@@ -42,7 +42,7 @@ also be read per client) are then checked against retraining without the sample,
    The refinement is a centralized reference computation: its gradients are not gossip and are
    not counted in ``rounds``.
 2. Retraining step. ``lambda_max`` of ``grad^2 G`` at the trained model by seeded power
-   iteration (:func:`~problems.workloads.decentralized.largest_eigenvalue`; residual tolerance
+   iteration (:func:`~problems.workloads.spectral.largest_eigenvalue`; residual tolerance
    and cap are stated there). The step is ``1/lambda_max`` (``retrain_step_size = "auto"``): the
    largest step that is monotone in every eigendirection of the local quadratic model, half the
    divergence bound, which leaves a factor 2 for the power iteration's estimate and for
@@ -61,13 +61,13 @@ also be read per client) are then checked against retraining without the sample,
    ``retrain_grad_norm_max``, ``retrain_reached`` (fraction of retrainings that reached the
    tolerance).
 3. Damping. ``hessian_lambda_min`` of the averaged Hessian ``(1/n) grad^2 G`` at the trained
-   model by Lanczos (:func:`~problems.workloads.decentralized.smallest_eigenvalue`). Where it is
+   model by Lanczos (:func:`~problems.workloads.spectral.smallest_eigenvalue`). Where it is
    negative, HGP runs on ``H_i + delta I`` with ``delta = |lambda_min| + margin``; the margin is
    ``1/(eta M)`` (``damping_margin = "auto"``): curvature below it is not resolved by M Neumann
    terms anyway (``(1 - eta m)^M >= e^-1`` there), so the damping leaves what the truncated
    series resolves nearly unchanged while its slowest mode contracts by ``e^-1`` over the
    series, keeping the iterates bounded. HGP's estimator has no damping term; the problem
-   carries it (:meth:`~problems.workloads.decentralized.InfluenceProblem.with_damping`, Hessian
+   carries it (:meth:`~problems.workloads.influence.InfluenceProblem.with_damping`, Hessian
    only). ``eta (hessian_lambda_max + delta) >= 2`` (``neumann_eta_lambda``) is refused.
 4. Metrics: ``r2`` (Table 4's ``1 - SS_res/SS_tot`` of actual against predicted), ``pearson_r``
    and ``pearson_r2`` (the best affine fit's R^2, an upper bound of ``r2``), ``sign_agreement``,
@@ -92,15 +92,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
 from testbed_app.experiments.base import Experiment, ExperimentConfig
 from testbed_app.experiments.hgp_common import INFLUENCE_OPTIONS, PERSONALIZATION_OPTIONS
-from testbed_app.experiments.influence import (
-    REFINE_CHUNK,
-    HGPInfluenceExperiment,
-    pearson_r,
-    sign_agreement,
-)
+from testbed_app.experiments.influence import REFINE_CHUNK, HGPInfluenceExperiment
 from testbed_app.experiments.personalization import HGPPersonalizationExperiment
 
 # ------------------------------------------------------------------------------ builders
@@ -129,8 +123,4 @@ __all__ = [
     "REFINE_CHUNK",
     "build_hgp_influence",
     "build_hgp_personalization",
-    "negative_influence_f1",
-    "pearson_r",
-    "r_squared",
-    "sign_agreement",
 ]

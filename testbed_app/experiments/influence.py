@@ -1,5 +1,7 @@
-"""HGP's influence experiment (sec. 5.2, eq. 12, Table 4) and the influence protocol's metrics:
-:class:`HGPInfluenceExperiment`, :func:`pearson_r`, :func:`sign_agreement`.
+"""HGP's influence experiment (sec. 5.2, eq. 12, Table 4), :class:`HGPInfluenceExperiment`: the
+pieces of its steps, their records and checkpoints. The curvature decisions it takes at the
+trained model are :class:`~testbed_app.experiments.influence_curvature.InfluenceCurvature`'s,
+its metrics those of :mod:`testbed.decentralized.influence_metrics`.
 
 The protocol is described in :mod:`testbed_app.experiments.hgp` ("Influence protocol").
 """
@@ -15,24 +17,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from problems.workloads.classifiers import build_classifier
 from problems.workloads.data import Dataset
-from problems.workloads.decentralized import (
+from problems.workloads.decentralized import client_samples
+from problems.workloads.influence import InfluenceProblem
+from problems.workloads.spectral import (
     LANCZOS_TOL,
     POWER_ITERATIONS,
     POWER_RTOL,
     Descent,
     DescentDiverged,
-    InfluenceProblem,
-    SpectralEstimate,
-    build_classifier,
-    client_samples,
     descend,
-    largest_eigenvalue,
-    momentum_bound,
-    smallest_eigenvalue,
 )
 from testbed.decentralized.hgp import HGPState
-from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
+from testbed.decentralized.influence_metrics import (
+    negative_influence_f1,
+    pearson_r,
+    r_squared,
+    sign_agreement,
+)
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed_app.experiments.base import ExperimentConfig, MetricRow
 from testbed_app.experiments.divergence import (
@@ -49,6 +52,7 @@ from testbed_app.experiments.hgp_common import (
     set_rng,
     train_by_sgp,
 )
+from testbed_app.experiments.influence_curvature import InfluenceCurvature
 
 #: Steps of the trained model's refinement between two power iterations: lambda_max grows while a
 #: network trains (progressive sharpening; 57 -> 88 over 4000 steps on the CNN), so the step
@@ -66,22 +70,6 @@ def _to_device(value: Any, device: torch.device) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(_to_device(v, device) for v in value)
     return value
-
-
-def pearson_r(actual: np.ndarray, predicted: np.ndarray) -> float:
-    """Pearson's correlation of ``predicted`` with ``actual``; NaN for fewer than two points or
-    no spread. Its square is the R^2 of the best affine fit, an upper bound of
-    :func:`r_squared` (which also charges a wrong slope or offset)."""
-    a, p = np.asarray(actual, float), np.asarray(predicted, float)
-    if a.size < 2 or float(a.std()) == 0.0 or float(p.std()) == 0.0:
-        return math.nan
-    return float(np.corrcoef(a, p)[0, 1])
-
-
-def sign_agreement(actual: np.ndarray, predicted: np.ndarray) -> float:
-    """Fraction of instances whose predicted change has the actual change's sign (NaN: none)."""
-    a, p = np.asarray(actual, float), np.asarray(predicted, float)
-    return math.nan if a.size == 0 else float((np.sign(a) == np.sign(p)).mean())
 
 
 class HGPInfluenceExperiment(DecentralizedRun):
@@ -149,6 +137,9 @@ class HGPInfluenceExperiment(DecentralizedRun):
         self.rng = np.random.default_rng([self.seed, 200])
         self.step_count = 0
         self.x0 = self.problem.initial_point()[0]
+        self.curvature = InfluenceCurvature(
+            self.problem, self.x0, self.seed, options, self.name, self.dtype, self.device
+        )
         self.record: dict[str, Any] = {}
         #: the finished pieces of the step under way (empty between steps), ``phase`` their
         #: description; ``on_phase(description, finished)`` is the runner's hook (progress,
@@ -180,35 +171,6 @@ class HGPInfluenceExperiment(DecentralizedRun):
     def _grad(self, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
         return lambda v: self.problem.total_grad(x, v)
 
-    def _lambda_max(self, y: torch.Tensor) -> SpectralEstimate:
-        """lambda_max of ``grad^2 G`` at ``y`` (power iteration, seeded by the run's seed)."""
-        problem, x = self.problem, self.x0
-        estimate = largest_eigenvalue(
-            lambda v: problem.total_hvp(x, y, v),
-            problem.dim_y,
-            seed=self.seed,
-            dtype=self.dtype,
-            device=self.device,
-        )
-        if not estimate.value > 0.0:
-            raise ValueError(
-                f"{self.name}: the Hessian of the training objective has no "
-                f"positive eigenvalue (lambda_max = {estimate.value:g}); gradient "
-                "descent has no stable step"
-            )
-        return estimate
-
-    def _momentum(self, lam_max: float) -> float:
-        """``beta`` of Nesterov's method: ``(1 - sqrt(q)) / (1 + sqrt(q))`` with
-        ``q = n wd / lambda_max`` (the weight decay's curvature, the one curvature floor known
-        before training; for a non-convex loss it only sets beta, convergence is checked by the
-        gradient tolerance), or the configured number."""
-        momentum = self.options["momentum"]
-        if momentum != "nesterov":
-            return float(momentum)
-        q = min(1.0, self.problem.n_clients * self.problem.weight_decay / lam_max)
-        return (1.0 - math.sqrt(q)) / (1.0 + math.sqrt(q))
-
     def _refine(self) -> tuple[Descent, list[float]]:
         """The trained model refined by full-batch descent on G at step 1/lambda_max
         (re-estimated every REFINE_CHUNK steps) until ``||grad G|| <= train_grad_tol``; a
@@ -218,7 +180,7 @@ class HGPInfluenceExperiment(DecentralizedRun):
         part = self.partial["refine"]
         while not part["done"]:
             y, taken = part["y"], int(part["taken"])
-            lam = self._lambda_max(y).value
+            lam = self.curvature.lambda_max(y).value
             self._phase(
                 f"refinement: {taken} of at most {cap} steps, ||grad G|| = {part['grad_norm']:.3g}",
                 finished=False,
@@ -230,7 +192,7 @@ class HGPInfluenceExperiment(DecentralizedRun):
                     step=1.0 / lam,
                     tol=tol,
                     max_steps=min(REFINE_CHUNK, cap - taken),
-                    momentum=self._momentum(lam),
+                    momentum=self.curvature.momentum(lam),
                 )
             except DescentDiverged as error:
                 raise Diverged(f"refinement after {taken} steps: {error}") from None
@@ -257,57 +219,6 @@ class HGPInfluenceExperiment(DecentralizedRun):
             Descent(part["y"], int(part["taken"]), part["grad_norm"], part["reached"]),
             list(part["estimates"]),
         )
-
-    def _retrain_step(self, lam_max: float) -> tuple[float, float, float]:
-        """``(step, beta, bound)``: the retraining step (1/lambda_max, or the configured one,
-        refused at or above the stable bound ``momentum_bound(beta) / lambda_max``)."""
-        beta = self._momentum(lam_max)
-        bound = momentum_bound(beta) / lam_max
-        chosen = self.options["retrain_step_size"]
-        if chosen == "auto":
-            return 1.0 / lam_max, beta, bound
-        if float(chosen) >= bound:
-            raise ValueError(
-                f"[workload] retrain_step_size = {chosen:g} is not below the stable bound "
-                f"{bound:.4g} = {momentum_bound(beta):.4g} / lambda_max (lambda_max = "
-                f"{lam_max:.4g}, the largest eigenvalue of the retraining objective's Hessian "
-                f"at the trained model, by power iteration; momentum beta = {beta:.4g}); "
-                f'use "auto" (1/lambda_max = {1.0 / lam_max:.4g}) or a value below '
-                f"{bound:.4g}"
-            )
-        return float(chosen), beta, bound
-
-    def _damping(self, y: torch.Tensor, lam_max: float) -> dict[str, float]:
-        """lambda_min of the averaged Hessian ``(1/n) grad^2 G`` (Lanczos), the damping delta
-        and the Neumann series' ``eta (lambda_max + delta)``, refused at >= 2."""
-        problem, x, n = self.problem, self.x0, self.problem.n_clients
-        lam_min = smallest_eigenvalue(
-            lambda v: problem.total_hvp(x, y, v) / n,
-            problem.dim_y,
-            seed=self.seed,
-            dtype=self.dtype,
-            device=self.device,
-        )
-        eta, terms = float(self.estimator.neumann_step_size or 0.0), self.estimator.neumann_terms
-        margin = self.options["damping_margin"]
-        margin = 1.0 / (eta * max(terms, 1)) if margin == "auto" else float(margin)
-        delta = -lam_min.value + margin if lam_min.value < 0.0 else 0.0
-        product = eta * (lam_max / n + delta)
-        if product >= 2.0:
-            raise ValueError(
-                f"[algorithm] neumann_step_size = {eta:g}: eta (lambda_max + delta) = "
-                f"{product:.4g} >= 2 (averaged Hessian lambda_max = {lam_max / n:.4g}, damping "
-                f"delta = {delta:.4g}), so the Neumann series diverges; use a step below "
-                f"{2.0 / (lam_max / n + delta):.4g}"
-            )
-        return {
-            "hessian_lambda_min": lam_min.value,
-            "hessian_lambda_max": lam_max / n,
-            "lanczos_converged": float(lam_min.converged),
-            "damping_margin": margin,
-            "damping": delta,
-            "neumann_eta_lambda": product,
-        }
 
     def _retrain(
         self, x: torch.Tensor, start: torch.Tensor, label: str
@@ -448,8 +359,8 @@ class HGPInfluenceExperiment(DecentralizedRun):
         )
         if reason:
             raise Diverged(reason)
-        top = self._lambda_max(y_model)
-        step, beta, bound = self._retrain_step(top.value)
+        top = self.curvature.lambda_max(y_model)
+        step, beta, bound = self.curvature.retrain_step(top.value)
         row: MetricRow = {
             "train_grad_norm_sgp": sgp["grad"],
             "train_grad_norm": refined.grad_norm,
@@ -462,7 +373,7 @@ class HGPInfluenceExperiment(DecentralizedRun):
             "retrain_momentum": beta,
             "retrain_step_bound": bound,
         }
-        row.update(self._damping(y_model, top.value))
+        row.update(self.curvature.damping(y_model, top.value, self.estimator))
         # HGP's Neumann series at the refined model (no further SGP steps), damped Hessians
         inner = estimator.inner
         assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
@@ -604,7 +515,7 @@ class HGPInfluenceExperiment(DecentralizedRun):
             if isinstance(record.get(key), torch.Tensor):
                 record[key] = record[key].to(self.device)
         self.record = record
-        # checkpoints of runs before pieces were kept have neither key
+        # a checkpoint that lacks the keys (one with no pieces recorded) resumes with none
         self.partial = _to_device(dict(state.get("partial") or {}), self.device)
         self.phase = state.get("phase")
         if "analysis" in self.partial:

@@ -12,12 +12,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from problems.workloads.classifiers import build_classifier
 from problems.workloads.data import Dataset
-from problems.workloads.decentralized import (
-    PersonalizationProblem,
-    build_classifier,
-    client_samples,
-)
+from problems.workloads.decentralized import client_samples
+from problems.workloads.personalization import PersonalizationProblem
 from problems.workloads.splits import ClientSplit
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPState

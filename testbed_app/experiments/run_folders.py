@@ -6,8 +6,8 @@ content: the file as loaded, with the command line's overrides, leaving out the 
 resumption may change, :data:`~testbed_app.experiments.config_toml.RESUMABLE_CHANGES`), or its
 ``metadata.json`` records this very config file (``config_file``: the file's resolved absolute
 path, so an edited config, or the same one with another ``--steps``, keeps its folder, while
-``B/config.toml`` with ``A/config.toml``'s ``name`` does not get it: the file names used to be
-compared, and B's ``--fresh`` deleted A's run). Two configs with one ``name`` in a command, or a
+``B/config.toml`` with ``A/config.toml``'s ``name`` does not get it: comparing file names
+alone would let B's ``--fresh`` delete A's run). Two configs with one ``name`` in a command, or a
 folder of another config, are refused with a :class:`ConfigError` naming both, and nothing is
 deleted. A process writing a run folder holds its lock (:func:`run_lock`,
 :mod:`results_format.locks`)."""

@@ -167,8 +167,8 @@ class ServerExperiment:
         """The state a resumption needs. Every draw of a run comes from the experiment's numpy
         generator (client sampling, minibatches) or from seeded initialisations (the models
         fork torch's RNG around ``manual_seed``); torch's process-wide RNG is not drawn from,
-        so it is not part of the state (it was once, which made a checkpoint's bytes depend on
-        what the process had drawn before the run)."""
+        so it is not part of the state (saving it would make a checkpoint's bytes depend on
+        what the process drew before the run)."""
         return {
             "step": self.step_count,
             "algorithm_state": self.state,

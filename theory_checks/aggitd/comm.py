@@ -120,8 +120,8 @@ def check_sgd_comm_rounds(claim: Claim, case: Case, make: Callable[..., Any]) ->
 class ExtraRound(FBOAggITD):
     """FBO-AggITD that aggregates ``y`` in a round of its own once per iteration."""
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
-        new = super().step(ctx, state)
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+        new = super().advance(ctx, state)
         clients = ctx.all_clients()
         ctx.aggregate(new.y.expand(int(clients.shape[0]), -1), clients)
         return new

@@ -72,7 +72,7 @@ class StaleUpperPoint(FBOAggITD):
     """FBO-AggITD whose One-Round-Upper runs at the iteration's starting ``y_k`` instead of
     the ``y_{k+1}`` AggITD's lower rounds just computed."""
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
         x_next = one_round_upper(
             ctx, state.x, state.y, h, aux["clients"], self.local_steps, self.outer_step_size or 0.01
@@ -85,7 +85,7 @@ class UncorrectedUpper(FBOAggITD):
     """One-Round-Upper without its SVRG correction: each client's local steps follow the
     broadcast h alone (``h_{i,nu} = h~``, the direct-part correction dropped)."""
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
         clients = aux["clients"]
         # tau_i steps of alpha / tau_i along h~: x - alpha h~ on every client, averaged

@@ -87,7 +87,7 @@ class UnscaledUpper(FBOAggITD):
 
     outer_step_factor: str = "one"
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         h, inner, aux = self.estimator.estimate_in(ctx, state.x, InnerState(state.y))
         y = inner.y
         tau = self.local_steps if isinstance(self.local_steps, int) else max(self.local_steps)
@@ -113,8 +113,8 @@ class UnscaledUpper(FBOAggITD):
 class DividesByM(FBOAggITD):
     """The server divides the clients' summed x-update by M instead of |S|."""
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
-        new = super().step(ctx, state)
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+        new = super().advance(ctx, state)
         share = int(ctx.participants().shape[0]) / ctx.problem.n_clients
         return new._replace(x=state.x + share * (new.x - state.x))
 

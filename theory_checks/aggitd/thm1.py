@@ -454,10 +454,10 @@ class DecayingOuterStep(FBOAggITD):
     iteration k: the textbook SGD schedule applied on top of Theorem 1's step
     ``alpha_bar / sqrt(K)``, which is constant over a run of K iterations."""
 
-    def step(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
+    def advance(self, ctx: FederatedContext, state: AggITDState) -> AggITDState:
         k = ctx.calls().comm_rounds // self.rounds_per_iteration()  # iterations done so far
         alpha = (self.outer_step_size or 0.01) / (k + 1)
-        return FBOAggITD.step(dataclasses.replace(self, outer_step_size=alpha), ctx, state)
+        return FBOAggITD.advance(dataclasses.replace(self, outer_step_size=alpha), ctx, state)
 
 
 OUTER_STEP_DECAYED = Perturbation(

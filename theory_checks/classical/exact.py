@@ -58,8 +58,8 @@ def check_exact_finite_differences(
 
 @dataclasses.dataclass(frozen=True)
 class _Biased(ExactHypergradient):
-    def estimate(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
-        out = super().estimate(problem, x, state, rng)
+    def compute(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
+        out = super().compute(problem, x, state, rng)
         return out._replace(value=out.value * (1 + 1e-4))
 
 

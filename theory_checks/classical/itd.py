@@ -154,7 +154,7 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
 class _OneStepShort(IterativeDifferentiation):
     """ITD that runs and differentiates one inner step fewer than asked (an off-by-one)."""
 
-    def estimate(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
+    def compute(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
         short = IterativeDifferentiation(
             GradientDescent(max(self.inner.steps - 1, 0), self.inner.step_size)
         )
@@ -168,8 +168,8 @@ _itd_one_step_short = registry_variant("itd", _OneStepShort)
 class _Detached(IterativeDifferentiation):
     """ITD whose inner iterate is detached from x: only the direct part grad_x f(x, y_T)."""
 
-    def estimate(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
-        out = super().estimate(problem, x, state, rng)
+    def compute(self, problem: Any, x: Any, state: Any, rng: Any) -> Any:
+        out = super().compute(problem, x, state, rng)
         clients = torch.arange(problem.n_clients)
         direct = Oracles(problem).grad_outer(x, out.aux["y"], clients)[0].mean(0)
         return out._replace(value=direct)

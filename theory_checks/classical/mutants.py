@@ -199,7 +199,7 @@ class StaleAID(ImplicitDifferentiation):
     """AID that differentiates at the warm start it was given (the state's y) instead of the
     inner solver's result (the solved iterate computed, then not used)."""
 
-    def estimate(
+    def compute(
         self, problem: Any, x: torch.Tensor, state: InnerState, rng: np.random.Generator
     ) -> Estimate:
         counter = CallCounter()
@@ -233,7 +233,7 @@ class ShiftedITD(IterativeDifferentiation):
 
     shift: int = 1
 
-    def estimate(self, problem: Any, x: torch.Tensor, state: Any, rng: Any) -> Estimate:
+    def compute(self, problem: Any, x: torch.Tensor, state: Any, rng: Any) -> Estimate:
         inner = GradientDescent(max(self.inner.steps + self.shift, 0), self.inner.step_size)
         return IterativeDifferentiation(inner, self.batch_size).estimate(problem, x, state, rng)
 
@@ -288,7 +288,7 @@ class PerClientExact(ExactHypergradient):
     """The closed form with each client's own adjoint ``mean_i J_i H_i^{-1} grad_y f_i`` instead
     of ``J H^{-1} grad_y f`` with averaged H and grad_y f (per-client instead of averaged)."""
 
-    def estimate(
+    def compute(
         self, problem: Any, x: torch.Tensor, state: None, rng: np.random.Generator
     ) -> Estimate:
         y = problem.exact_inner_solution(x)

@@ -54,10 +54,10 @@ class _WithoutLastClient:
 class _DropsLastClient(FBOAggITD):
     """FBO-AggITD whose server aggregates every round without the last client's upload."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         if not isinstance(ctx.sampler, _WithoutLastClient):
             ctx.sampler = _WithoutLastClient(ctx.sampler)
-        return super().step(ctx, state)
+        return super().advance(ctx, state)
 
 
 _aggitd_drops_client = registry_variant("fbo-aggitd", _DropsLastClient)

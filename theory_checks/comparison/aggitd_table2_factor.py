@@ -347,8 +347,8 @@ class PolledAggregation(FBOAggITD):
     a round per participant instead of one per aggregation (the same iterates, ``|S|`` times the
     rounds)."""
 
-    def step(self, ctx: FederatedContext, state: Any) -> Any:
-        new = FBOAggITD.step(self, ctx, state)
+    def advance(self, ctx: FederatedContext, state: Any) -> Any:
+        new = FBOAggITD.advance(self, ctx, state)
         everyone = torch.arange(ctx.problem.n_clients)
         extra = (ctx.sampler.per_round - 1) * self.rounds_per_iteration()  # type: ignore[union-attr]
         for _ in range(extra):  # the mean is discarded: rounds counted, iterates unchanged

@@ -37,9 +37,9 @@ class ScaledOuterStep(FedMSA):
 
     factor: float = 2.0
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         scaled = dataclasses.replace(self, outer_step_size=self.factor * self.outer_step_size)
-        return FedMSA.step(scaled, ctx, state)
+        return FedMSA.advance(scaled, ctx, state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +57,8 @@ class MomentumDropped(FedMSA):
     """Eq. (5) without its momentum correction ``(1 - rho)(h_{r-1} - p(x_{r-1}))``: every
     round's global direction is the fresh estimate alone (rho read as 1)."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
-        return FedMSA.step(dataclasses.replace(self, momentum=1.0), ctx, state)
+    def advance(self, ctx: Any, state: Any) -> Any:
+        return FedMSA.advance(dataclasses.replace(self, momentum=1.0), ctx, state)
 
 
 @dataclasses.dataclass(frozen=True)

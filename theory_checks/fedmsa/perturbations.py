@@ -127,11 +127,11 @@ class StatefulClient(FedMSA):
     ``(h_{r-1,K}, q_{r-1,K})`` instead of the previous global averages (eq. (5): the clients
     are stateless; the server sends ``h_{r-1}``)."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         if state.local:
             last = state.local[-1]
             state = dataclasses.replace(state, h=last.h[0], q=last.q[0])
-        return super().step(ctx, state)
+        return super().advance(ctx, state)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,18 +139,20 @@ class ExtraLocalStep(FedMSA):
     """The local loop runs K + 1 steps in rounds r >= 1 (``range(K + 1)`` for
     ``range(1, K + 1)``)."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         if state.round == 0:
-            return super().step(ctx, state)
-        return FedMSA.step(dataclasses.replace(self, local_steps=self.local_steps + 1), ctx, state)
+            return super().advance(ctx, state)
+        return FedMSA.advance(
+            dataclasses.replace(self, local_steps=self.local_steps + 1), ctx, state
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class IgnoresK(FedMSA):
     """Runs one local step whatever K is (a loop bound that stops after the first step)."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
-        return FedMSA.step(dataclasses.replace(self, local_steps=1), ctx, state)
+    def advance(self, ctx: Any, state: Any) -> Any:
+        return FedMSA.advance(dataclasses.replace(self, local_steps=1), ctx, state)
 
 
 @dataclasses.dataclass(frozen=True)

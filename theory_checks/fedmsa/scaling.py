@@ -59,9 +59,9 @@ from theory_checks.perturbed_variants import registry_variant
 class AdoptFirst(FedMSA):
     """The server adopts the first sampled client's model instead of averaging the S models."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         view: Any = FirstClientOnly(ctx, first_local=True)
-        return super().step(view, state)
+        return super().advance(view, state)
 
 
 adopt_first = registry_variant("fedmsa", AdoptFirst)

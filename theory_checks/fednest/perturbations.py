@@ -120,8 +120,8 @@ class DampedNeumann(FedNest):
 class ExtraRound(FedNest):
     """An outer iteration with one aggregation more than the algorithm declares."""
 
-    def step(self, ctx, state):  # type: ignore[no-untyped-def]
-        new = FedNest.step(self, ctx, state)
+    def advance(self, ctx, state):  # type: ignore[no-untyped-def]
+        new = FedNest.advance(self, ctx, state)
         clients = ctx.participants()
         ctx.aggregate(new.x.expand(int(clients.shape[0]), -1), clients)
         return new._replace(rounds=new.rounds + 1)

@@ -402,7 +402,7 @@ class StaleInnerFedNest(FedNest):
     """FedNest whose outer update runs at the iteration's starting ``y^k`` instead of the
     ``y^{k+1}`` its T inner calls just computed (the stale variable passed on)."""
 
-    def step(self, ctx: FederatedContext, state: Any) -> Any:
+    def advance(self, ctx: FederatedContext, state: Any) -> Any:
         start = ctx.rounds_so_far()
         y = state.y
         for _ in range(self.inner_steps):

@@ -214,9 +214,11 @@ def step_identity_cases() -> st.SearchStrategy[Case]:
 class _HalfStep(HGPPersonalization):
     """HGP-PL stepping half the step it resolves (and reports as its ``outer_step_size``)."""
 
-    def step(self, ctx: Any, state: Any) -> Any:
+    def advance(self, ctx: Any, state: Any) -> Any:
         alpha = 0.5 * self.step_size(ctx.problem)
-        return HGPPersonalization.step(dataclasses.replace(self, outer_step_size=alpha), ctx, state)
+        return HGPPersonalization.advance(
+            dataclasses.replace(self, outer_step_size=alpha), ctx, state
+        )
 
 
 STEP_IDENTITY_PERTURBATION = Perturbation(

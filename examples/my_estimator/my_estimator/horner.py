@@ -64,14 +64,15 @@ ENTRY = EstimatorInfo(
     reference="example plugin: AID with the Neumann series by Horner's rule",
     supports=frozenset({"bilevel", "minimax", "compositional"}),
     make=make,
-    # the parameters the Neumann claims set, with aid-neumann's defaults
-    defaults={
+    # the parameters the Neumann claims set, with aid-neumann's defaults: make's keywords
+    # beside the class's batch_size, which builds the inner and linear solvers itself
+    settings={
         "inner_steps": 100,
         "inner_step_size": None,
         "neumann_terms": 20,
         "neumann_step_size": None,
-        "batch_size": None,
     },
+    fixed=("inner", "linear_solver"),
     enrolled_claims=(
         "classical.neumann.error_identity",
         "classical.neumann.error_bound",

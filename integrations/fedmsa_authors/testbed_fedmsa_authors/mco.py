@@ -73,7 +73,7 @@ def split(problem: Problem, levels: list[torch.Tensor]) -> list[list[torch.Tenso
 class AuthorsFedMCO(Estimator):
     """FedMSA's compositional maps (11) as the authors' notebook computes them.
 
-    :meth:`maps` calls their ``p_func`` and ``s_func`` for every client; :meth:`estimate` is the
+    :meth:`maps` calls their ``p_func`` and ``s_func`` for every client; :meth:`compute` is the
     direction their x-update follows at the fixed point of ``mean_m s_func_m = 0`` (``z^{n+1} =
     fbar^n(z^n)``): ``mean_m p_func_m(x, Z*(x))``.
     """
@@ -87,8 +87,9 @@ class AuthorsFedMCO(Estimator):
                 f"RiskAverse problem, not {type(problem).__name__}"
             )
 
-    def init(self, problem: Problem) -> None:
-        self.check_problem(problem)
+    def initial_state(self, problem: Problem) -> None:
+        """No state: the direction is read at the fixed point of each ``x``."""
+        return None
 
     def maps(
         self, problem: Problem, levels: list[torch.Tensor]
@@ -118,7 +119,7 @@ class AuthorsFedMCO(Estimator):
         levels = problem.level_values(x)
         return [*levels, problem.mean_level_map(2, levels[-1]).reshape(1)]
 
-    def estimate(
+    def compute(
         self, problem: Problem, x: torch.Tensor, state: Any, rng: np.random.Generator
     ) -> Estimate:
         p, _ = self.maps(problem, self.fixed_point(problem, x))

@@ -35,11 +35,14 @@ numbers differ from Alg. 3's by design (``core/ClientManage_hr.py``); the work d
 The data are random images of MNIST's shape (the arithmetic does not depend on the pixels; real
 MNIST cannot be downloaded here). Two imports the authors' modules make and never use
 (``from cv2 import log``, ``from importlib_metadata import requires``) are given empty stand-ins
-when those packages are not installed; nothing else of theirs is changed.
+when those packages are not installed; nothing else of theirs is changed. The loader that imports
+them is the adapters' (:mod:`testbed_authors_checkout`, ``integrations/authors_checkout``), not
+the testbed's.
 
 Reproduce (target, issue 12: the testbed >= 3x per iteration on CPU at 1 thread)::
 
     git clone https://github.com/ucr-optml/FedNest /path/to/FedNest
+    pip install --no-deps integrations/authors_checkout   # the loader (tox installs it)
     python benchmarks/authors_fednest.py --authors-repo /path/to/FedNest
 
 or set ``FEDNEST_AUTHORS_REPO`` for ``benchmarks/run.py``. Without the authors' code the file
@@ -72,16 +75,16 @@ from _common import (
     target,
 )
 from closed_form_rounds import one_round
-
-from problems.workloads import Dataset, build_workload
-from testbed.algorithms.fednest import FedNest
-from testbed.authors_code import (
-    AUTHORS_ENV,
+from testbed_authors_checkout import (
+    FEDNEST,
     AuthorsCodeError,
     checkout,
     import_authors_code,
     named_checkout,
 )
+
+from problems.workloads import Dataset, build_workload
+from testbed.algorithms.fednest import FedNest
 
 NAME = "authors_fednest"
 DESCRIPTION = (
@@ -180,7 +183,7 @@ def testbed_iteration(
 def authors_repo(path: str | os.PathLike[str] | None) -> Path | None:
     """The authors' repository folder (``path`` or ``$FEDNEST_AUTHORS_REPO``), or ``None``.
 
-    Raises :class:`~testbed.authors_code.AuthorsCodeError` when a folder is named but lacks
+    Raises :class:`~testbed_authors_checkout.AuthorsCodeError` when a folder is named but lacks
     their modules.
     """
     named = path if path is not None else named_checkout()
@@ -310,7 +313,7 @@ def measure(quick: bool, device_list: list[str]) -> tuple[list[Row], list[Target
         }
         if code is None:
             row["authors_code"] = (
-                f"not found: pass --authors-repo PATH or set {AUTHORS_ENV} "
+                f"not found: pass --authors-repo PATH or set {FEDNEST.env} "
                 "(git clone https://github.com/ucr-optml/FedNest)"
             )
         else:
@@ -345,13 +348,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--authors-repo",
         type=Path,
         default=None,
-        help=f"a checkout of ucr-optml/FedNest (default: ${AUTHORS_ENV})",
+        help=f"a checkout of ucr-optml/FedNest (default: ${FEDNEST.env})",
     )
     args = parser.parse_args(argv)
     try:
         if args.authors_repo is not None:
             authors_repo(args.authors_repo)  # fail early, before any timing
-            os.environ[AUTHORS_ENV] = str(args.authors_repo)
+            os.environ[FEDNEST.env] = str(args.authors_repo)
         path = run_benchmark(
             NAME,
             DESCRIPTION,

@@ -67,8 +67,9 @@ export -f install_project
 export PYTHON
 step install 45 bash -c install_project
 
-# the checkout's own code first, installed or not (a failed install still runs the tests)
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the checkout's own code first, installed or not (a failed install still runs the tests), and
+# the authors'-code loader that benchmarks/run.py's authors_fednest imports
+export PYTHONPATH="$PWD:$PWD/integrations/authors_checkout${PYTHONPATH:+:$PYTHONPATH}"
 
 # 2. the device and the precision policy as torch reports them
 step device 20 $PYTHON -c "

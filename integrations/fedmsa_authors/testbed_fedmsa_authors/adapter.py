@@ -64,10 +64,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from testbed_authors_checkout import their_output_silenced
 from torch import nn
 
 from problems import Problem
-from testbed.authors_code import their_output_silenced
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator, dense_derivatives
 from testbed_fedmsa_authors.authors_code import CODE
 

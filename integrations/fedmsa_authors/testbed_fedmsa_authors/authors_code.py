@@ -1,6 +1,7 @@
 """The FedMSA authors' code (ucr-optml/FedMSA) from the checkout ``FEDMSA_AUTHORS_REPO`` names,
-located, checked and imported unmodified by the testbed's loader
-(:func:`testbed.authors_code.load`). Nothing of theirs is copied into this package.
+located, checked and imported unmodified by the authors'-code loader
+(:func:`testbed_authors_checkout.load`, ``integrations/authors_checkout``). Nothing of theirs is
+copied into this package.
 
 Their tree is a copy of FedNest's (top-level ``core``, ``utils``, ``models``): it cannot share a
 process with the FedNest authors' code, and the loader refuses to shadow one with the other (one
@@ -14,7 +15,7 @@ same checkout (:mod:`testbed_fedmsa_authors.mco`).
 
 from __future__ import annotations
 
-from testbed.authors_code import Codebase, load
+from testbed_authors_checkout import Codebase, load
 
 FEDMSA = Codebase(
     "ucr-optml/FedMSA",

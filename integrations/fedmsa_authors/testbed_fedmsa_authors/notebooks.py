@@ -18,7 +18,7 @@ import types
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from testbed.authors_code import AuthorsCodeError
+from testbed_authors_checkout import AuthorsCodeError
 
 
 def _code_cells(path: Path) -> Iterator[str]:

@@ -49,9 +49,9 @@ import sys
 from typing import Any
 
 import torch
+from testbed_authors_checkout import their_output_silenced
 
 from problems import Problem
-from testbed.authors_code import their_output_silenced
 from testbed.library_adapter import GlobalObjectives, LibraryEstimator
 from testbed_fednest_authors.authors_code import CODE
 

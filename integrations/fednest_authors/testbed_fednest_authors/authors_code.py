@@ -1,12 +1,12 @@
 """The authors' FedNest code (ucr-optml/FedNest) from the checkout ``FEDNEST_AUTHORS_REPO``
-names, located, checked and imported unmodified by the testbed's loader
-(:func:`testbed.authors_code.load`, which ``benchmarks/authors_fednest.py`` uses too). Nothing of
-theirs is copied into this package.
+names, located, checked and imported unmodified by the authors'-code loader
+(:func:`testbed_authors_checkout.load`, ``integrations/authors_checkout``, which
+``benchmarks/authors_fednest.py`` uses too). Nothing of theirs is copied into this package.
 """
 
 from __future__ import annotations
 
-from testbed.authors_code import FEDNEST, load
+from testbed_authors_checkout import FEDNEST, load
 
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {

@@ -84,9 +84,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from testbed_authors_checkout import their_output_silenced
 from torch import nn
 
-from testbed.authors_code import their_output_silenced
 from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPRun, HGPState, HyperGradientPush, is_per_client

@@ -1,6 +1,7 @@
 """The HGP authors' code (hitachi-rd-cv/pdbo-hgp) from the checkout ``HGP_AUTHORS_REPO`` names,
-located, checked and imported unmodified by the testbed's loader
-(:func:`testbed.authors_code.load`). Nothing of theirs is copied into this package.
+located, checked and imported unmodified by the authors'-code loader
+(:func:`testbed_authors_checkout.load`, ``integrations/authors_checkout``). Nothing of theirs is
+copied into this package.
 
 What importing it on Python 3.11, torch 2.x, numpy 2.x and networkx 3.x needs (their container
 is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
@@ -21,7 +22,7 @@ is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
 
 from __future__ import annotations
 
-from testbed.authors_code import Codebase, load
+from testbed_authors_checkout import Codebase, load
 
 HGP = Codebase(
     "hitachi-rd-cv/pdbo-hgp",

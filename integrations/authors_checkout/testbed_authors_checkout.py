@@ -14,9 +14,13 @@ copied into this project.
 
 Each adapter package locates its checkout with :func:`load` (the environment variable, the files
 its objects live in, the one-line error saying how to name a checkout) and records
-:func:`commit_of` it; their progress output goes through :func:`their_output_silenced`. This
-module is the plugins' (and the FedNest benchmark's): nothing of the testbed's core imports it, so
-no outside code loads unless a plugin asks.
+:func:`commit_of` it; their progress output goes through :func:`their_output_silenced`.
+
+This module is a package of its own (``integrations/authors_checkout``, standard library only),
+outside the testbed's packages: the adapters declare it as a dependency and the FedNest benchmark
+imports it, and nothing of the testbed's core holds or imports it (``tests/
+test_authors_code_loader.py``), so no outside code loads and no stand-in enters ``sys.modules``
+unless an adapter or the benchmark asks.
 
 >>> try:
 ...     checkout("/nowhere", {"Client": "core.Client_hr:Client"})
@@ -215,10 +219,7 @@ def import_authors_code(
 
 
 __all__ = [
-    "AUTHORS_ENV",
     "FEDNEST",
-    "PACKAGES",
-    "UNUSED_IMPORTS",
     "AuthorsCodeError",
     "Codebase",
     "checkout",

@@ -1,6 +1,6 @@
-r"""The FedMSA authors' multi-level compositional code (``fedMCO_stochastic_final.ipynb`` of
-ucr-optml/FedMSA, JAX) as a testbed estimator: the maps of FedMSA's eq. (11) as their notebook
-computes them, on the testbed's :class:`~problems.RiskAverse` (the notebook's own problem:
+r"""The FedMSA authors' multi-level compositional code (JAX) as a testbed estimator: their
+notebook ``fedMCO_stochastic_final.ipynb`` of ucr-optml/FedMSA and the maps of FedMSA's eq. (11)
+as it computes them, on the testbed's :class:`~problems.RiskAverse` (the notebook's own problem:
 ``U(x, xi) = (b - (a'x)^2)^2``, ``f_0, f_1, f_2`` of its first markdown cell).
 
 Taken from the notebook by name (:func:`~testbed_fedmsa_authors.notebooks.notebook_functions`),
@@ -44,7 +44,7 @@ from testbed_fedmsa_authors.authors_code import CODE
 from testbed_fedmsa_authors.notebooks import notebook_functions
 
 #: The notebook and the functions taken from it (cells 6 and 9), in definition order.
-NOTEBOOK = "fedMCO_stochastic_final.ipynb"
+NOTEBOOK = "fedMCO_stochastic_final.ipynb"  # at the top of a ucr-optml/FedMSA checkout
 FUNCTIONS = ("func_g", "func_U", "func_f2", "func_f1", "func_f0", "s_func", "p_func")
 
 

@@ -378,8 +378,8 @@ def stand_in_notebook(folder: Path, faithful: bool) -> Path:
         for c in NOTEBOOK_CELLS
     ]
     notebook = {"cells": [{"cell_type": "code", "source": c.splitlines(True)} for c in cells]}
-    stand_in = repo / "fedMCO_stochastic_final.ipynb"  # ucr-optml/FedMSA's notebook's name
-    stand_in.write_text(json.dumps(notebook))
+    notebook_file = repo / "fedMCO_stochastic_final.ipynb"  # ucr-optml/FedMSA's notebook's name
+    notebook_file.write_text(json.dumps(notebook))
     return repo
 
 

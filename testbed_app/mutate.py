@@ -27,14 +27,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from testbed.progress import Progress
-from testbed_app.threads import claim_threads, use_threads
 from theory_checks.mutants import MUTANT_DB
 from theory_checks.mutation import as_expected, format_table, run_mutants
 from theory_checks.parameter_mutants import GENERATED
-from theory_checks.runner import get_profile
+from theory_checks.settings import RunSettings
 
 
 def catalogue_of(which: str) -> tuple[Any, ...]:
@@ -78,7 +75,7 @@ def _chosen(
     return chosen
 
 
-def mutate_command(args: argparse.Namespace) -> int:
+def mutate_command(args: argparse.Namespace, settings: RunSettings) -> int:
     """``testbed mutate`` (its options: :mod:`testbed_app.cli`); the exit status above."""
     catalogue = catalogue_of(getattr(args, "set", "both") or "both")
     chosen = _chosen(args.family, args.mutant, catalogue)
@@ -86,9 +83,7 @@ def mutate_command(args: argparse.Namespace) -> int:
         for m in chosen:
             print(f"{m.name:40s} {m.family:28s} {m.kind:14s} {m.description}")
         return 0
-    profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
-    torch.set_default_dtype(torch.float64)
-    use_threads(claim_threads(args.threads))
+    profile = settings.profile
     bar = Progress(total=len(chosen), desc="mutants", unit="mutant", enabled=not args.quiet)
     current: list[str] = []
 

@@ -39,13 +39,16 @@ to that allocation; a local worker process gets ``cpu_count // jobs`` threads.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from testbed.defaults import TASK_RETRIES
 from testbed_app.threads import workload_threads
+from testbed_app.worker_start import start_local_worker
 from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
 
 T = TypeVar("T")
@@ -99,38 +102,6 @@ def _enter_worker(settings: RunSettings, threads: int) -> None:
     use_settings(settings.with_threads(max(1, int(threads))))
 
 
-#: How often a local worker checks that its driver is alive (seconds): a worker of a killed
-#: driver ends within this time (plus the task's current instruction), not when its task ends.
-PARENT_POLL_SECONDS = 0.5
-
-
-def _exit_with_parent(parent: int) -> None:
-    """End this worker as soon as ``parent`` (the driver) is gone: a killed driver (SIGKILL,
-    an out-of-memory kill) cannot stop its pool, and a worker left running would finish its
-    task for nobody and keep the resource tracker alive. Reparented means the driver died."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="testbed-driver-watch", daemon=True).start()
-
-
-def _start_local_worker(settings: RunSettings, threads: int, parent: int | None = None) -> None:
-    """A local worker process: the driver's ``settings`` with ``threads`` torch threads; Ctrl-C
-    (sent to the whole process group) ends it quietly, the driver reporting the interruption
-    once; it ends when its driver ``parent`` is gone (:func:`_exit_with_parent`)."""
-    import signal
-
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
-    if parent is not None:
-        _exit_with_parent(parent)
-    _enter_worker(settings, threads)
-
-
 def _call(task: Callable[[], T]) -> T:
     return task()
 
@@ -150,6 +121,11 @@ class LocalExecutor(_Session):
         self.threads = workload_threads(threads, jobs)
         self.settings = settings if settings is not None else RunSettings()
 
+    def _entry(self) -> bytes:
+        """What a worker calls once it watches its driver (:mod:`testbed_app.worker_start`):
+        the settings put in force with its threads, pickled."""
+        return pickle.dumps(functools.partial(_enter_worker, self.settings, self.threads))
+
     def run(
         self, tasks: Sequence[Callable[[], T]], then: Then | None = None
     ) -> Iterator[tuple[int, T]]:
@@ -163,8 +139,8 @@ class LocalExecutor(_Session):
         pool = ProcessPoolExecutor(
             max_workers=min(self.jobs, len(tasks)),
             mp_context=context,
-            initializer=_start_local_worker,
-            initargs=(self.settings, self.threads, os.getpid()),
+            initializer=start_local_worker,
+            initargs=(self._entry(), os.getpid()),
         )
         try:
             # a window of tasks in flight, the next submitted as one ends: the tasks are built

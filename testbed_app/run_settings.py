@@ -8,6 +8,7 @@ options, before any command runs (:func:`testbed_app.commands.execute`).
 - threads: ``--threads``, else the rule of :mod:`testbed_app.threads` (one per process for the
   closed-form claim commands, the cores shared among the ``--jobs`` processes for ``run``; the
   other commands leave torch's own);
+- dtype: float64, but for ``run`` and ``deploy``, whose configs name theirs;
 - tf32: ``--tf32`` (``run``); executor: ``--executor``, ``--jobs``, ``--address``,
   ``--cpus-per-task``, ``--max-retries``.
 """
@@ -26,6 +27,9 @@ from theory_checks.settings import ExecutorSettings, RunSettings
 #: thread count as it is.
 WORKLOAD_COMMANDS = ("run",)
 CLAIM_COMMANDS = ("check", "calibrate", "regress", "verify", "mutate")
+#: The commands whose configs name their own dtype (``[run] dtype``): torch's default is left
+#: as the process has it; every other command computes the closed forms in float64.
+CONFIG_DTYPE_COMMANDS = ("run", "deploy")
 
 
 def executor_settings(args: argparse.Namespace) -> ExecutorSettings:
@@ -55,10 +59,17 @@ def settings_of(args: argparse.Namespace) -> RunSettings:
     return RunSettings(
         profile=get_profile(getattr(args, "profile", None)),
         device=getattr(args, "compute_device", None) or "cpu",
+        dtype=None if args.command in CONFIG_DTYPE_COMMANDS else "float64",
         threads=threads,
         tf32=bool(getattr(args, "tf32", False)),
         executor=executor_settings(args),
     )
 
 
-__all__ = ["CLAIM_COMMANDS", "WORKLOAD_COMMANDS", "executor_settings", "settings_of"]
+__all__ = [
+    "CLAIM_COMMANDS",
+    "CONFIG_DTYPE_COMMANDS",
+    "WORKLOAD_COMMANDS",
+    "executor_settings",
+    "settings_of",
+]

@@ -97,19 +97,23 @@ def test_use_settings_puts_dtype_and_threads_in_force() -> None:
 
 
 @pytest.mark.parametrize(
-    ("argv", "threads", "jobs"),
+    ("argv", "threads", "jobs", "dtype"),
     [
-        (["check", "--profile", "thorough", "--jobs", "2"], 1, 2),
-        (["verify", "aid-neumann", "--threads", "3"], 3, 1),
-        (["audit", "results"], None, 1),
+        (["check", "--profile", "thorough", "--jobs", "2"], 1, 2, "float64"),
+        (["verify", "aid-neumann", "--threads", "3"], 3, 1, "float64"),
+        (["audit", "results"], None, 1, "float64"),
+        (["run", "configs/", "--threads", "2", "--jobs", "3"], 2, 3, None),
     ],
 )
-def test_the_command_line_makes_the_settings(argv, threads, jobs, monkeypatch) -> None:
+def test_the_command_line_makes_the_settings(argv, threads, jobs, dtype, monkeypatch) -> None:
+    """Threads: one per claim process, ``--threads`` when given, torch's own for a command
+    that runs no claims; dtype: float64, but ``run``'s configs name theirs."""
     monkeypatch.setenv("TESTBED_PROFILE", "fast")
     settings = settings_of(build_parser().parse_args(argv))
     expected = PROFILES["thorough"] if "thorough" in argv else PROFILES["fast"]
     assert isinstance(settings.profile, Profile) and settings.profile == expected
-    assert (settings.threads, settings.executor.jobs, settings.device) == (threads, jobs, "cpu")
+    assert (settings.threads, settings.executor.jobs, settings.dtype) == (threads, jobs, dtype)
+    assert settings.device == "cpu"
 
 
 LOAD_ON_REQUEST = """

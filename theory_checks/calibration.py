@@ -143,7 +143,7 @@ def _load(
 @dataclasses.dataclass
 class CalibrationTask(RegisteredClaimTask):
     """One claim x calibration seed as a picklable unit of work (``testbed calibrate
-    --executor``; :class:`~theory_checks.runner.RegisteredClaimTask`): calling it gives the
+    --executor``; :class:`~theory_checks.claim_batch.RegisteredClaimTask`): calling it gives the
     seed's record."""
 
     claim_id: str

@@ -232,7 +232,7 @@ def render_claim_result(
 
     ``power`` (:func:`~theory_checks.controls.run_power`), ``control``
     (:func:`~theory_checks.controls.run_positive_control`) and ``added`` (the outcomes at the
-    values of the parameters the testbed adds, :func:`~theory_checks.runner.
+    values of the parameters the testbed adds, :func:`~theory_checks.controls.
     run_added_parameters`) are recorded beside the verdict when given.
     """
     claim = result.claim

@@ -62,7 +62,8 @@ class RunSettings:
         profile: how hard to look (``fast`` or ``thorough``, with its case cap).
         device: where torch creates the tensors of the closed-form problems (``cpu`` or
             ``cuda``; float64 on a GPU too).
-        dtype: torch's default dtype (``float64``: the claims compare exact answers).
+        dtype: torch's default dtype (``float64``: the claims compare exact answers; ``None``
+            leaves the process's own: ``testbed run`` and ``deploy``, whose configs name theirs).
         threads: torch intra-op threads of this process (``None``: torch's own choice).
         tf32: allow TF32 on a GPU (:mod:`testbed.precision`; off unless asked for).
         executor: where the units of work run.
@@ -71,7 +72,7 @@ class RunSettings:
 
     profile: Profile = PROFILES["fast"]
     device: str = "cpu"
-    dtype: str = "float64"
+    dtype: str | None = "float64"
     threads: int | None = None
     tf32: bool = False
     executor: ExecutorSettings = ExecutorSettings()
@@ -86,7 +87,7 @@ class RunSettings:
                 "local executor (--jobs N), not --executor ray"
             )
         check_device(self.device)
-        if self.dtype not in DTYPES:
+        if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"--threads must be >= 1, got {self.threads}")
@@ -116,7 +117,8 @@ def use_settings(settings: RunSettings) -> RunSettings:
     The CPU is torch's own default device, so ``device="cpu"`` installs no default-device mode
     and computes number for number as before; ``cuda`` makes every tensor a claim creates
     without naming a device (a drawn problem's arrays, a starting point) a GPU tensor."""
-    torch.set_default_dtype(getattr(torch, settings.dtype))
+    if settings.dtype is not None:
+        torch.set_default_dtype(getattr(torch, settings.dtype))
     torch.set_default_device(None if settings.device == "cpu" else settings.device)
     set_precision(settings.tf32)
     if settings.threads is not None:

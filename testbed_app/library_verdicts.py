@@ -113,12 +113,17 @@ def verdict_changes(
 
 
 def fresh_seed_outcomes(
-    claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8, profile: str = "fast"
+    claim_id: str,
+    estimator: str,
+    seeds: Sequence[int],
+    cases: int = 8,
+    profile: Profile | None = None,
 ) -> list[dict[str, Any]]:
     """Measure ``claim_id`` on ``estimator`` over cases drawn from the claim's strategy for
-    ``profile`` with each of ``seeds`` (other seeds than the claim's own, which ``testbed
-    verify`` uses): how a refutation is confirmed on fresh cases. One record per measured case
-    (rejected cases are left out): problem id, parameters, measured value, bound and outcome."""
+    ``profile`` (default ``fast``) with each of ``seeds`` (other seeds than the claim's own,
+    which ``testbed verify`` uses): how a refutation is confirmed on fresh cases. One record per
+    measured case (rejected cases are left out): problem id, parameters, measured value, bound
+    and outcome."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     claim = get_claim(claim_id)
@@ -135,7 +140,7 @@ def fresh_seed_outcomes(
             derandomize=False,
             suppress_health_check=list(HealthCheck),
         )
-        @given(claim.cases(profile))
+        @given(claim.cases((profile or get_profile("fast")).name))
         def draw(case: Any) -> None:
             try:
                 result = measure_and_decide(claim, case, make, None, 0.0)

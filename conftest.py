@@ -1,4 +1,9 @@
-"""Test configuration for tests/ and theory_checks/: float64 by default and hypothesis profiles.
+"""Test configuration for tests/ and theory_checks/: the session's run settings and hypothesis
+profiles.
+
+The session is an entry point: it makes its :class:`~theory_checks.settings.RunSettings`
+(float64 on the CPU, the installed plugins loaded; the profile of ``$TESTBED_PROFILE``, which
+tests that run claims pass on) and puts them in force once, before any test.
 
 ``TESTBED_HYPOTHESIS_PROFILE`` picks the profile: ``ci`` (default; derandomized, no database,
 no deadline) or ``explore`` (random, many examples; for nightly runs).
@@ -13,12 +18,15 @@ import torch
 from hypothesis import HealthCheck, settings
 
 from theory_checks import determinism  # noqa: F401  (hypothesis draws depend on seeds only)
+from theory_checks.profiles import get_profile
+from theory_checks.settings import RunSettings, use_settings
 
-torch.set_default_dtype(torch.float64)
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    # xdist already runs one worker process per core; torch's intra-op threads on top of that
-    # oversubscribe the cores (small tensor ops were measured 20-30x slower that way).
-    torch.set_num_threads(1)
+# The test session's settings; under xdist, which already runs one worker process per core,
+# one torch thread per worker (intra-op threads on top of that oversubscribe the cores: small
+# tensor ops were measured 20-30x slower that way).
+use_settings(
+    RunSettings(profile=get_profile(), threads=1 if os.environ.get("PYTEST_XDIST_WORKER") else None)
+)
 
 settings.register_profile(
     "ci",

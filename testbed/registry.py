@@ -3,9 +3,10 @@
 Adding a variant is one file (the estimator, or a configuration of an existing one) plus one
 ``EstimatorInfo`` entry in its paper's module of :mod:`testbed.entries` (``classical``,
 ``fednest``, ``aggitd``, ``fedmsa``, ``hgp``), or, from another package, one entry point
-(:mod:`testbed.plugins`). Every concrete :class:`~testbed.Estimator` subclass
-must appear in ``ESTIMATOR_DB`` and every entry must name its claims (ids of
-:mod:`theory_checks` claims) or say why it has none; ``tests/test_registry.py`` enforces both.
+(:mod:`testbed.plugins`), loaded when a run's settings are put in force, not on import. Every
+concrete :class:`~testbed.Estimator` subclass must appear in ``ESTIMATOR_DB`` and every entry
+must name its claims (ids of :mod:`theory_checks` claims) or say why it has none;
+``tests/test_registry.py`` enforces both.
 """
 
 from __future__ import annotations
@@ -19,19 +20,17 @@ BUILTIN: tuple[EstimatorInfo, ...] = tuple(
     classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES
 )
 
-# The built-ins and every installed plugin's entries (:mod:`testbed.plugins`), sorted by name;
-# one list, refreshed in place, so every importer sees the same entries.
-ESTIMATOR_DB: list[EstimatorInfo] = []
+# The built-ins, and once a run's settings load them (``theory_checks.settings.load_plugins``)
+# every installed plugin's entries (:mod:`testbed.plugins`), sorted by name; one list, refreshed
+# in place, so every importer sees the same entries. Importing this module loads no plugin.
+ESTIMATOR_DB: list[EstimatorInfo] = sorted(BUILTIN, key=lambda info: info.name)
 
 
 def refresh_plugins() -> list[plugins.PluginProblem]:
-    """Reload the plugins' entries (after installing one, or in a test); the problems of the
-    entry points left out."""
+    """Load the plugins' entries again (when a run's settings are put in force, after
+    installing one, or in a test); the problems of the entry points left out."""
     ESTIMATOR_DB[:] = sorted(BUILTIN + tuple(plugins.load(BUILTIN)), key=lambda info: info.name)
     return plugins.problems()
-
-
-refresh_plugins()
 
 
 def get_estimator(name: str) -> EstimatorInfo:

@@ -39,8 +39,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from problems import from_spec
 from results_format.claim_file import NOT_A_CLAIM_RESULT, read_claim_file
 from results_format.layout import CALIBRATION, CLAIMS, MUTATION, SUMMARY
@@ -432,7 +430,6 @@ def audit_command(args: argparse.Namespace) -> int:
     if args.all and args.sample is not None:
         raise ValueError("--all and --sample exclude each other: --all measures every case again")
     results = _results_folder(args.results)
-    torch.set_default_dtype(torch.float64)
     sample = None if args.all else (DEFAULT_SAMPLE if args.sample is None else args.sample)
     start = time.perf_counter()
     audited, differing = audit_folder(results, sample, args.seed)

@@ -1,7 +1,7 @@
 """Where the application's units of work run: in this process, in local processes, or on Ray.
 
 A unit of work (a task) is a picklable callable without arguments whose result is picklable:
-:class:`theory_checks.runner.ClaimRunTask` gives one ``(claim, estimator)`` run's results files
+:class:`theory_checks.claim_batch.ClaimRunTask` gives one ``(claim, estimator)`` run's results files
 as bytes, :class:`theory_checks.calibration.CalibrationTask` one claim x seed's record,
 :class:`testbed_app.regression_grid.GridCellTask` one regression grid cell's measurements and
 :class:`testbed_app.experiments.segments.SegmentTask` a stretch of an experiment run between two
@@ -16,6 +16,10 @@ Chains: ``run(tasks, then=...)`` calls ``then(index, result)`` after the driver 
 result (so after it has written it); a task it returns runs next under the same index, ``None``
 ends that chain. An experiment is such a chain of segments, each starting from the checkpoint the
 previous one returned; the chains of different experiments run side by side.
+
+Settings: an executor is made with the driver's
+:class:`~theory_checks.settings.RunSettings`, and each worker process (local or Ray) puts them
+in force at its entry (dtype, device, precision policy, plugins), with its own thread count.
 
 Resources: a task with a ``gpus`` attribute asks Ray for that many GPUs (an experiment config
 on ``cuda``: one); every Ray task asks for ``cpus_per_task`` CPUs and sets torch's thread count
@@ -35,17 +39,17 @@ to that allocation; a local worker process gets ``cpu_count // jobs`` threads.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, TypeVar
 
-import torch
-
 from testbed.defaults import TASK_RETRIES
-from testbed.devices import use_device_of_environment
-from testbed.precision import set_precision
 from testbed_app.threads import workload_threads
+from testbed_app.worker_start import start_local_worker
+from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
 
 T = TypeVar("T")
 S = TypeVar("S", bound="_Session")
@@ -91,44 +95,11 @@ def task_gpus(task: object, default: float = 0) -> float:
     return float(getattr(task, "gpus", default))
 
 
-def _set_threads(threads: int) -> None:
-    """A worker's torch threads, and the precision policy (:mod:`testbed.precision`: TF32 off;
-    an experiment segment sets its config's own when it starts)."""
-    torch.set_num_threads(max(1, int(threads)))
-    set_precision()
-    use_device_of_environment()  # the driver's --device (testbed.devices)
-
-
-#: How often a local worker checks that its driver is alive (seconds): a worker of a killed
-#: driver ends within this time (plus the task's current instruction), not when its task ends.
-PARENT_POLL_SECONDS = 0.5
-
-
-def _exit_with_parent(parent: int) -> None:
-    """End this worker as soon as ``parent`` (the driver) is gone: a killed driver (SIGKILL,
-    an out-of-memory kill) cannot stop its pool, and a worker left running would finish its
-    task for nobody and keep the resource tracker alive. Reparented means the driver died."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_POLL_SECONDS)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="testbed-driver-watch", daemon=True).start()
-
-
-def _start_local_worker(threads: int, parent: int | None = None) -> None:
-    """A local worker process: ``threads`` torch threads; Ctrl-C (sent to the whole process
-    group) ends it quietly, the driver reporting the interruption once; it ends when its
-    driver ``parent`` is gone (:func:`_exit_with_parent`)."""
-    import signal
-
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
-    if parent is not None:
-        _exit_with_parent(parent)
-    _set_threads(threads)
+def _enter_worker(settings: RunSettings, threads: int) -> None:
+    """A worker's entry: the driver's settings put in force (dtype, device, precision policy,
+    plugins: :func:`theory_checks.settings.use_settings`) with the worker's own share of
+    torch threads (an experiment segment sets its config's precision when it starts)."""
+    use_settings(settings.with_threads(max(1, int(threads))))
 
 
 def _call(task: Callable[[], T]) -> T:
@@ -137,14 +108,23 @@ def _call(task: Callable[[], T]) -> T:
 
 class LocalExecutor(_Session):
     """``jobs`` = 1: each task in turn in this process (no pickling, today's behaviour);
-    ``jobs`` > 1: a pool of ``jobs`` spawned processes, each with ``threads`` torch threads
-    (default ``cpu_count // jobs``, at least 1)."""
+    ``jobs`` > 1: a pool of ``jobs`` spawned processes, each entering with the driver's
+    ``settings`` (default: :class:`~theory_checks.settings.RunSettings`'s defaults) and
+    ``threads`` torch threads (default ``cpu_count // jobs``, at least 1)."""
 
-    def __init__(self, jobs: int = 1, threads: int | None = None) -> None:
+    def __init__(
+        self, jobs: int = 1, threads: int | None = None, settings: RunSettings | None = None
+    ) -> None:
         if jobs < 1:
             raise ValueError(f"--jobs must be >= 1, got {jobs}")
         self.jobs = jobs
         self.threads = workload_threads(threads, jobs)
+        self.settings = settings if settings is not None else RunSettings()
+
+    def _entry(self) -> bytes:
+        """What a worker calls once it watches its driver (:mod:`testbed_app.worker_start`):
+        the settings put in force with its threads, pickled."""
+        return pickle.dumps(functools.partial(_enter_worker, self.settings, self.threads))
 
     def run(
         self, tasks: Sequence[Callable[[], T]], then: Then | None = None
@@ -159,8 +139,8 @@ class LocalExecutor(_Session):
         pool = ProcessPoolExecutor(
             max_workers=min(self.jobs, len(tasks)),
             mp_context=context,
-            initializer=_start_local_worker,
-            initargs=(self.threads, os.getpid()),
+            initializer=start_local_worker,
+            initargs=(self._entry(), os.getpid()),
         )
         try:
             # a window of tasks in flight, the next submitted as one ends: the tasks are built
@@ -216,9 +196,10 @@ def import_ray() -> Any:
     return ray
 
 
-def _ray_call(task: Callable[[], T], threads: int) -> T:
-    """A task on a Ray worker: torch's threads set to the task's CPU allocation."""
-    _set_threads(threads)
+def _ray_call(task: Callable[[], T], settings: RunSettings, threads: int) -> T:
+    """A task on a Ray worker: the driver's settings put in force, torch's threads set to the
+    task's CPU allocation."""
+    _enter_worker(settings, threads)
     return task()
 
 
@@ -227,9 +208,10 @@ class RayExecutor(_Session):
     started on this machine for the run; ``"auto"``: the cluster this machine belongs to;
     ``"ray://HOST:PORT"``: a remote cluster's client server). Each task asks for
     ``cpus_per_task`` CPUs and ``gpus_per_task`` GPUs and is retried ``max_retries`` times when
-    its worker dies. Results come back to this process (the driver), which writes them. A Ray
-    instance this executor starts is shut down after each ``run``, or, inside ``with executor:``,
-    once at the end of the block."""
+    its worker dies; each task puts the driver's ``settings`` in force before it runs. Results
+    come back to this process (the driver), which writes them. A Ray instance this executor
+    starts is shut down after each ``run``, or, inside ``with executor:``, once at the end of
+    the block."""
 
     _held = False  # inside ``with``: keep the connection between runs
     _started = False  # this executor started (or joined) Ray in this process
@@ -241,6 +223,7 @@ class RayExecutor(_Session):
         gpus_per_task: float = 0,
         max_retries: int = TASK_RETRIES,
         init_options: dict[str, Any] | None = None,
+        settings: RunSettings | None = None,
     ) -> None:
         if cpus_per_task < 1:
             raise ValueError(f"--cpus-per-task must be >= 1, got {cpus_per_task}")
@@ -249,6 +232,7 @@ class RayExecutor(_Session):
         self.gpus_per_task = gpus_per_task
         self.max_retries = max_retries
         self.init_options = dict(init_options or {})
+        self.settings = settings if settings is not None else RunSettings()
         self.ray = import_ray()
 
     def __enter__(self) -> RayExecutor:
@@ -296,7 +280,7 @@ class RayExecutor(_Session):
                     num_gpus=task_gpus(task, self.gpus_per_task),
                     max_retries=self.max_retries,
                     retry_exceptions=False,
-                ).remote(task, self.cpus_per_task)
+                ).remote(task, self.settings, self.cpus_per_task)
 
             # at most RAY_WINDOW tasks submitted ahead, the next as one ends (the tasks are
             # built as they are submitted, whatever their number)
@@ -326,26 +310,21 @@ class RayExecutor(_Session):
                 self._disconnect()
 
 
-def make_executor(
-    name: str = "local",
-    jobs: int = 1,
-    address: str | None = None,
-    cpus_per_task: int = 1,
-    max_retries: int = TASK_RETRIES,
-    threads: int | None = None,
-) -> Executor:
-    """The executor the command line names (``--executor``, ``--jobs``, ``--address``,
-    ``--cpus-per-task``, ``--max-retries``); ``threads``: each local worker's torch threads
-    (:mod:`testbed_app.threads`; a Ray task's are its ``--cpus-per-task``)."""
-    if name == "local":
-        if address is not None:
+def make_executor(settings: RunSettings, threads: int | None = None) -> Executor:
+    """The executor ``settings.executor`` names (``--executor``, ``--jobs``, ``--address``,
+    ``--cpus-per-task``, ``--max-retries``), its workers entering with ``settings``;
+    ``threads``: each local worker's torch threads (:mod:`testbed_app.threads`; a Ray task's
+    are its ``--cpus-per-task``)."""
+    chosen: ExecutorSettings = settings.executor
+    if chosen.name == "local":
+        if chosen.address is not None:
             raise ValueError("--address is for --executor ray")
-        return LocalExecutor(jobs, threads)
-    if name == "ray":
-        if jobs != 1:
-            raise ValueError("--jobs is for --executor local (Ray runs one task per free CPU)")
-        return RayExecutor(address, cpus_per_task, max_retries=max_retries)
-    raise ValueError(f"unknown executor {name!r}: local or ray")
+        return LocalExecutor(chosen.jobs, threads, settings)
+    if chosen.jobs != 1:
+        raise ValueError("--jobs is for --executor local (Ray runs one task per free CPU)")
+    return RayExecutor(
+        chosen.address, chosen.cpus_per_task, max_retries=chosen.max_retries, settings=settings
+    )
 
 
 __all__ = [

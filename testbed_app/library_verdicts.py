@@ -32,8 +32,10 @@ import tomli_w
 from results_format import atomic_write
 from testbed_app.verify import verify
 from theory_checks.claim import NotMeasurable
+from theory_checks.profiles import Profile, get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, measure_and_decide
+from theory_checks.settings import RunSettings, use_settings
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -64,9 +66,13 @@ def reference_version(record: Mapping[str, Any], version: str) -> str:
 
 
 def run_verdicts(
-    estimators: Sequence[str], results: Path, profile: str | None = None
+    estimators: Sequence[str], results: Path, profile: Profile | None = None
 ) -> dict[str, dict[str, str]]:
-    """``testbed verify`` of each estimator: ``{estimator: {claim id: verdict}}``."""
+    """``testbed verify`` of each estimator on ``profile`` (default ``fast``): ``{estimator:
+    {claim id: verdict}}``. The caller has put its settings in force (an entry point:
+    :func:`main`, a test session, a script calling
+    :func:`~theory_checks.settings.use_settings`)."""
+    profile = profile or get_profile("fast")
 
     verdicts: dict[str, dict[str, str]] = {}
     for estimator in estimators:
@@ -78,7 +84,7 @@ def run_verdicts(
 
 
 def verdict_changes(
-    path: Path, version: str, results: Path | None = None, profile: str | None = None
+    path: Path, version: str, results: Path | None = None, profile: Profile | None = None
 ) -> tuple[str, list[str]]:
     """``(the version compared with, a line per claim whose verdict changed)``."""
     record = read_record(path)
@@ -107,12 +113,17 @@ def verdict_changes(
 
 
 def fresh_seed_outcomes(
-    claim_id: str, estimator: str, seeds: Sequence[int], cases: int = 8, profile: str = "fast"
+    claim_id: str,
+    estimator: str,
+    seeds: Sequence[int],
+    cases: int = 8,
+    profile: Profile | None = None,
 ) -> list[dict[str, Any]]:
     """Measure ``claim_id`` on ``estimator`` over cases drawn from the claim's strategy for
-    ``profile`` with each of ``seeds`` (other seeds than the claim's own, which ``testbed
-    verify`` uses): how a refutation is confirmed on fresh cases. One record per measured case
-    (rejected cases are left out): problem id, parameters, measured value, bound and outcome."""
+    ``profile`` (default ``fast``) with each of ``seeds`` (other seeds than the claim's own,
+    which ``testbed verify`` uses): how a refutation is confirmed on fresh cases. One record per
+    measured case (rejected cases are left out): problem id, parameters, measured value, bound
+    and outcome."""
     from hypothesis import HealthCheck, Phase, given, seed, settings
 
     claim = get_claim(claim_id)
@@ -129,7 +140,7 @@ def fresh_seed_outcomes(
             derandomize=False,
             suppress_health_check=list(HealthCheck),
         )
-        @given(claim.cases(profile))
+        @given(claim.cases((profile or get_profile("fast")).name))
         def draw(case: Any) -> None:
             try:
                 result = measure_and_decide(claim, case, make, None, 0.0)
@@ -154,7 +165,7 @@ def fresh_seed_outcomes(
     return outcomes
 
 
-def record_verdicts(path: Path, version: str, profile: str | None = None) -> dict[str, Any]:
+def record_verdicts(path: Path, version: str, profile: Profile | None = None) -> dict[str, Any]:
     """Run the file's estimators (those of its newest version) and write their verdicts under
     ``version``; returns the new table."""
     record = read_record(path)
@@ -166,8 +177,6 @@ def record_verdicts(path: Path, version: str, profile: str | None = None) -> dic
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import torch
-
     parser = argparse.ArgumentParser(
         prog="python -m testbed_app.library_verdicts", description=__doc__.split("\n\n")[0]
     )
@@ -177,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command.add_argument("file", type=Path)
         command.add_argument("version")
     args = parser.parse_args(argv)
-    torch.set_default_dtype(torch.float64)
+    use_settings(RunSettings(profile=get_profile("fast")))
     try:
         if args.command == "record":
             record_verdicts(args.file, args.version)

@@ -34,11 +34,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from testbed.progress import Progress
 from testbed_app.executors import LocalExecutor
-from testbed_app.threads import claim_threads, use_threads
 from theory_checks.mutants import MUTANT_DB
 from theory_checks.mutation import (
     SharedRuns,
@@ -49,7 +46,8 @@ from theory_checks.mutation import (
     write_summary,
 )
 from theory_checks.parameter_mutants import GENERATED
-from theory_checks.runner import get_profile
+from theory_checks.profiles import Profile
+from theory_checks.settings import RunSettings
 
 
 def catalogue_of(which: str) -> tuple[Any, ...]:
@@ -101,19 +99,19 @@ class MutantTask:
 
     which: str
     names: tuple[str, ...]
-    profile: str
+    profile: Profile
     results: str
     every_claim: bool
     resume: bool
 
     def __call__(self) -> list[dict[str, Any]]:
-        torch.set_default_dtype(torch.float64)
+        # the worker entered with the driver's settings (dtype, device, plugins)
         by_name = {m.name: m for m in catalogue_of(self.which)}
-        shared, profile = SharedRuns(), get_profile(self.profile)
+        shared = SharedRuns()
         return [
             run_mutant(
                 by_name[name],
-                profile,
+                self.profile,
                 Path(self.results),
                 every_claim=self.every_claim,
                 resume=self.resume,
@@ -124,7 +122,7 @@ class MutantTask:
 
 
 def _run_in_workers(
-    chosen: list[Any], which: str, args: argparse.Namespace, profile: Any, done: Any
+    chosen: list[Any], which: str, args: argparse.Namespace, settings: RunSettings, done: Any
 ) -> list[dict[str, Any]]:
     """``chosen`` over ``args.jobs`` processes, one task per family (the largest first, so the
     last to start is a small one); the records in ``chosen``'s order."""
@@ -133,19 +131,25 @@ def _run_in_workers(
         families.setdefault(m.family, []).append(m.name)
     tasks = [
         MutantTask(
-            which, tuple(names), profile.name, str(args.results), args.every_claim, not args.fresh
+            which,
+            tuple(names),
+            settings.profile,
+            str(args.results),
+            args.every_claim,
+            not args.fresh,
         )
         for names in sorted(families.values(), key=len, reverse=True)
     ]
     by_name: dict[str, dict[str, Any]] = {}
-    for _, records in LocalExecutor(args.jobs, claim_threads(args.threads)).run(tasks):
+    executor = LocalExecutor(args.jobs, settings.threads, settings=settings)
+    for _, records in executor.run(tasks):
         for record in records:
             by_name[record["mutant"]] = record
             done(record["mutant"])
     return [by_name[m.name] for m in chosen]
 
 
-def mutate_command(args: argparse.Namespace) -> int:
+def mutate_command(args: argparse.Namespace, settings: RunSettings) -> int:
     """``testbed mutate`` (its options: :mod:`testbed_app.cli`); the exit status above."""
     which = getattr(args, "set", "both") or "both"
     catalogue = catalogue_of(which)
@@ -154,9 +158,7 @@ def mutate_command(args: argparse.Namespace) -> int:
         for m in chosen:
             print(f"{m.name:40s} {m.family:28s} {m.kind:14s} {m.description}")
         return 0
-    profile = get_profile(args.profile)  # a bad profile is reported before the bar starts
-    torch.set_default_dtype(torch.float64)
-    use_threads(claim_threads(args.threads))
+    profile = settings.profile
     bar = Progress(total=len(chosen), desc="mutants", unit="mutant", enabled=not args.quiet)
     current: list[str] = []
 
@@ -170,7 +172,7 @@ def mutate_command(args: argparse.Namespace) -> int:
 
     try:
         if getattr(args, "jobs", 1) > 1:
-            records = _run_in_workers(chosen, which, args, profile, lambda name: bar.update(1))
+            records = _run_in_workers(chosen, which, args, settings, lambda name: bar.update(1))
             write_summary(Path(args.results), profile, catalogue)
         else:
             records = run_mutants(

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from testbed.info import EstimatorInfo
-from testbed.precision import set_precision
 from testbed_app.verify import failures, verdict_table, verify
+from theory_checks.profiles import get_profile
+from theory_checks.settings import RunSettings, use_settings
 
 
 def assert_claims_hold(
@@ -38,13 +39,14 @@ def assert_claims_hold(
 ) -> list[dict[str, Any]]:
     """Run ``claims`` (default: every claim ``target`` declares) on ``target`` and raise an
     ``AssertionError`` naming each claim whose verdict is not the expected one; returns the
-    run summaries. ``target``: a registry or plugin name, ``module:object``, or an entry."""
-    import torch
+    run summaries. ``target``: a registry or plugin name, ``module:object``, or an entry.
 
-    torch.set_default_dtype(torch.float64)
-    set_precision()
+    A researcher's test is an entry point: this puts the testbed's settings in force (float64
+    on the CPU, the installed plugins loaded, the precision policy; ``profile``: ``fast`` or
+    ``thorough``, default ``$TESTBED_PROFILE`` else ``fast``) before it runs the claims."""
+    settings = use_settings(RunSettings(profile=get_profile(profile)))
     folder = Path(results) if results is not None else Path(tempfile.mkdtemp(prefix="verify-"))
-    _, summaries = verify(target, folder, profile, claims, resume=False, progress=False)
+    _, summaries = verify(target, folder, settings.profile, claims, resume=False, progress=False)
     failed = failures(summaries)
     assert not failed, "claims not holding: " + "; ".join(failed) + "\n" + verdict_table(summaries)
     return summaries

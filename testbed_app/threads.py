@@ -9,15 +9,14 @@ one thread, 118 s with two and 153 s with torch's default (2026-11-27). So the c
 (``check``, ``calibrate``, ``regress``, ``verify``, ``mutate``) use :data:`CLAIM_THREADS` per
 process whatever the environment says, and ``testbed run``'s workloads, whose models can be
 large enough to use several cores, share the cores among the ``--jobs`` processes. ``--threads``
-overrides both; the number in force is recorded in the results' ``metadata.json``
-(``torch_threads``).
+overrides both. The number is part of the run's settings
+(``theory_checks.settings.RunSettings.threads``, put in force with the rest by ``use_settings``);
+the number in force is recorded in the results' ``metadata.json`` (``torch_threads``).
 """
 
 from __future__ import annotations
 
 import os
-
-import torch
 
 #: Threads per process of the closed-form claim commands (see the module's docstring).
 CLAIM_THREADS = 1
@@ -36,12 +35,4 @@ def workload_threads(requested: int | None, jobs: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, jobs))
 
 
-def use_threads(threads: int) -> int:
-    """Set this process's torch intra-op threads; returns ``threads``."""
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
-    torch.set_num_threads(threads)
-    return threads
-
-
-__all__ = ["CLAIM_THREADS", "claim_threads", "use_threads", "workload_threads"]
+__all__ = ["CLAIM_THREADS", "claim_threads", "workload_threads"]

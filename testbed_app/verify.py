@@ -21,8 +21,10 @@ from testbed import plugins
 from testbed.info import EstimatorInfo
 from testbed.names import did_you_mean, shown
 from testbed.registry import ESTIMATOR_DB
+from theory_checks.claim_batch import run_claim_runs
+from theory_checks.profiles import Profile
 from theory_checks.registry import claims_of, get_claim
-from theory_checks.runner import claim_runs, get_profile, run_claim_runs
+from theory_checks.runner import claim_runs
 
 
 class VerifyError(ValueError):
@@ -110,7 +112,7 @@ def target_runs(name: str, claim_ids: Sequence[str] | None = None) -> list[Any]:
 def verify(
     target: str | EstimatorInfo,
     results: Path,
-    profile_name: str | None = None,
+    profile: Profile,
     claim_ids: Sequence[str] | None = None,
     resume: bool = True,
     progress: bool = True,
@@ -120,9 +122,7 @@ def verify(
     info = resolve_target(target)
     runs = target_runs(info.name, claim_ids)
     # the results are about the target: its report lists no other claim
-    return info, run_claim_runs(
-        runs, results, get_profile(profile_name), resume, progress, only_these=True
-    )
+    return info, run_claim_runs(runs, results, profile, resume, progress, only_these=True)
 
 
 def failures(summaries: Sequence[dict[str, Any]]) -> list[str]:

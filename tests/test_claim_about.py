@@ -28,7 +28,7 @@ from results_format.verdicts import (
     refutation_class,
     refutation_counts,
 )
-from testbed_app.commands import refutations_line
+from testbed_app.check_command import refutations_line
 from tests._claim_files import case_record, claim_record, write_claim_file
 from theory_checks.registry import BUILTIN_CLAIMS, get_claim
 

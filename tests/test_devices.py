@@ -21,7 +21,7 @@ import torch
 
 from problems import PROBLEM_DB, QuadraticBilevel, all_clients, from_spec
 from testbed import get_estimator
-from testbed.devices import DEVICE_ENV, use_device
+from testbed.devices import check_device
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import ClientSampler
 from testbed_app.cli import main
@@ -29,6 +29,7 @@ from theory_checks.claim import Case
 from theory_checks.exact_quantities import sign_fixed
 from theory_checks.registry import get_claim
 from theory_checks.runner import measure
+from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_CUDA = "needs a CUDA GPU (torch.cuda.is_available() is False); run by tox -e gpu"
@@ -193,15 +194,17 @@ def test_no_tensor_goes_to_numpy_without_cpu() -> None:
     assert not offenders
 
 
-def test_device_cpu_is_torchs_own_default_and_reaches_the_workers(monkeypatch) -> None:
-    monkeypatch.delenv(DEVICE_ENV, raising=False)
-    assert use_device("cpu") == torch.device("cpu")
+def test_device_cpu_is_torchs_own_default() -> None:
+    """``--device cpu`` puts no default-device mode in force: torch's own default, the CPU; an
+    unknown device is refused when the settings are made, and so is a GPU on Ray (a Ray
+    task's device is its config's)."""
+    assert check_device("cpu") == torch.device("cpu")
+    assert use_settings(RunSettings(device="cpu")).device == "cpu"
     assert torch.empty(0).device.type == "cpu"
-    import os
-
-    assert os.environ[DEVICE_ENV] == "cpu"
     with pytest.raises(ValueError, match="one of"):
-        use_device("tpu")
+        RunSettings(device="tpu")
+    with pytest.raises(ValueError, match="not --executor ray"):
+        RunSettings(device="cuda", executor=ExecutorSettings("ray"))
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
@@ -214,8 +217,7 @@ def test_device_cpu_is_torchs_own_default_and_reaches_the_workers(monkeypatch) -
         ["verify", "aid-neumann", "--no-report"],
     ],
 )
-def test_device_cuda_without_cuda_is_one_line(command, tmp_path, capsys, monkeypatch) -> None:
-    monkeypatch.delenv(DEVICE_ENV, raising=False)
+def test_device_cuda_without_cuda_is_one_line(command, tmp_path, capsys) -> None:
     assert main([*command, "--device", "cuda", "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
@@ -244,8 +246,7 @@ def _claim_files(results: Path) -> dict[str, object]:
     return out
 
 
-def test_check_on_device_cpu_gives_the_numbers_of_no_option(tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv(DEVICE_ENV, raising=False)
+def test_check_on_device_cpu_gives_the_numbers_of_no_option(tmp_path) -> None:
     claim = ["--claim", "classical.neumann.error_identity", "--quiet"]
     assert main(["check", *claim, "--results", str(tmp_path / "plain")]) == 0
     assert main(["check", *claim, "--results", str(tmp_path / "cpu"), "--device", "cpu"]) == 0

@@ -16,8 +16,10 @@ import torch
 
 from testbed_app import cli
 from testbed_app.executors import RAY_MISSING, LocalExecutor, make_executor
+from theory_checks.claim_batch import run_claim_runs
 from theory_checks.registry import get_claim
-from theory_checks.runner import claim_runs, get_profile, run_claim_runs
+from theory_checks.runner import claim_runs, get_profile
+from theory_checks.settings import ExecutorSettings, RunSettings
 
 #: a claim with two enrolled variants (three runs) and one that fails as stated (a
 #: counterexample's JSON and arrays): every kind of results file, in a few seconds
@@ -59,13 +61,32 @@ def test_a_task_error_in_a_worker_process_reaches_the_driver() -> None:
         list(LocalExecutor(2, threads=1).run([partial(_square, 1), _fail]))
 
 
+def _settings(*executor: Any, **options: Any) -> RunSettings:
+    return RunSettings(executor=ExecutorSettings(*executor, **options))
+
+
 def test_executor_options_are_checked() -> None:
     with pytest.raises(ValueError, match="--jobs"):
-        make_executor("local", jobs=0)
+        make_executor(_settings("local", jobs=0))
     with pytest.raises(ValueError, match="--address is for --executor ray"):
-        make_executor("local", address="auto")
+        make_executor(_settings("local", address="auto"))
     with pytest.raises(ValueError, match="unknown executor"):
-        make_executor("dask")
+        make_executor(_settings("dask"))
+
+
+def _worker_state() -> tuple[str, int]:
+    return str(torch.get_default_dtype()), torch.get_num_threads()
+
+
+def test_local_workers_enter_with_the_drivers_settings() -> None:
+    """A spawned worker computes under the settings its executor was made with (here float32,
+    which the driver of this test does not use), not under torch's defaults: the settings
+    travel to the worker and are put in force at its entry, with its own thread count."""
+    settings = RunSettings(dtype="float32", executor=ExecutorSettings("local", jobs=2))
+    with make_executor(settings, threads=1) as executor:
+        got = sorted(state for _, state in executor.run([_worker_state] * 2))
+    assert got == [("torch.float32", 1)] * 2
+    assert torch.get_default_dtype() == torch.float64  # the driver's own, untouched
 
 
 def test_executor_ray_without_ray_says_how_to_install_it(
@@ -197,7 +218,7 @@ class FakeRay:
                 asked.append(options)
                 return self
 
-            def remote(self, task: Any, threads: int) -> Any:
+            def remote(self, task: Any, settings: RunSettings, threads: int) -> Any:
                 return partial(task)  # a reference: called by get()
 
         return Remote()

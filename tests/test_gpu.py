@@ -27,7 +27,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed.devices import DEVICE_ENV
 from testbed.precision import precision_record, set_precision
 from testbed_app.cli import main
 from testbed_app.experiments import runner
@@ -152,8 +151,7 @@ def _compare_devices():
         return importlib.import_module("compare_devices")
 
 
-def test_claims_on_cuda_have_the_cpus_verdicts(tmp_path, monkeypatch):
-    monkeypatch.setenv(DEVICE_ENV, "cpu")  # restored after the test
+def test_claims_on_cuda_have_the_cpus_verdicts(tmp_path):
     claims = [arg for claim in _one_claim_per_paper() for arg in ("--claim", claim)]
     try:
         for device in ("cpu", "cuda"):

@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel
 from theory_checks.claim import Case, Claim, Measurement, known_case
 from theory_checks.claim_file import ClaimFileError, claim_from_table
+from theory_checks.controls import run_positive_control
 from theory_checks.hypotheses import Hypothesis, Reading, at_least, at_most
-from theory_checks.runner import Profile, run_claim, run_positive_control, write_claim_result
+from theory_checks.runner import Profile, run_claim, write_claim_result
 
 PROFILE = Profile("fast", 6)
 

@@ -68,7 +68,7 @@ def test_every_command_that_computes_sets_the_policy(monkeypatch) -> None:
     seen: dict[str, dict[str, Any]] = {}
     for name in _subcommands(cli.build_parser()):
 
-        def record(args: argparse.Namespace, name: str = name) -> int:
+        def record(args: argparse.Namespace, settings: object = None, name: str = name) -> int:
             seen[name] = precision_record()
             return 0
 

@@ -39,6 +39,7 @@ from tests.test_hypotheses_readings import PROFILE, _claim, _spec
 from tests.test_report import make_results
 from theory_checks.claim import Case, known_case
 from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T, POLLED_AGGREGATION
+from theory_checks.controls import run_added_parameters
 from theory_checks.fednest import lemma22
 from theory_checks.fednest.constants import (
     assumption_constants,
@@ -48,12 +49,7 @@ from theory_checks.fednest.constants import (
 )
 from theory_checks.hypotheses import AddedParameter, Reading
 from theory_checks.registry import get_claim
-from theory_checks.runner import (
-    get_profile,
-    run_added_parameters,
-    run_claim,
-    write_claim_result,
-)
+from theory_checks.runner import get_profile, run_claim, write_claim_result
 
 # ------------------------------------------------------------------------- the rule, the display
 

@@ -29,8 +29,9 @@ from reports.build import build_report
 from reports.page_context import POPULATION_TITLES
 from results_format.populations import PAPERS, population
 from tests.test_report_sections import _write_comparison
+from theory_checks.claim_batch import run_claims
 from theory_checks.registry import CLAIM_DB
-from theory_checks.runner import PROFILES, run_claims
+from theory_checks.runner import PROFILES
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from testbed_app.executors import LocalExecutor, make_executor
-from testbed_app.threads import CLAIM_THREADS, claim_threads, use_threads, workload_threads
+from testbed_app.threads import CLAIM_THREADS, claim_threads, workload_threads
+from theory_checks.settings import ExecutorSettings, RunSettings
 
 #: a deterministic claim that checks in about a second
 CHEAP_CLAIM = "classical.neumann.error_identity"
@@ -74,7 +75,8 @@ def _threads_of_worker() -> int:
 
 
 def test_local_workers_get_the_chosen_threads() -> None:
-    with make_executor("local", jobs=2, threads=claim_threads(None)) as executor:
+    settings = RunSettings(executor=ExecutorSettings("local", jobs=2))
+    with make_executor(settings, threads=claim_threads(None)) as executor:
         got = [n for _, n in executor.run([_threads_of_worker] * 2)]
     assert got == [1, 1]
 
@@ -87,6 +89,6 @@ def test_workload_threads_share_the_cores_among_jobs() -> None:
     assert LocalExecutor(2, workload_threads(3, 2)).threads == 3
 
 
-def test_use_threads_refuses_zero() -> None:
+def test_settings_refuse_zero_threads() -> None:
     with pytest.raises(ValueError, match="--threads must be >= 1"):
-        use_threads(0)
+        RunSettings(threads=0)

@@ -36,14 +36,9 @@ from results_format.records import calibration_record_problem, usable_calibratio
 from results_format.resume import read_fresh, write_json
 from results_format.validation import seal
 from theory_checks.claim import Claim
+from theory_checks.claim_batch import RegisteredClaimTask, plugin_failures_named
 from theory_checks.decision import clopper_pearson
-from theory_checks.runner import (
-    Profile,
-    RegisteredClaimTask,
-    claim_fingerprint,
-    plugin_failures_named,
-    run_claim,
-)
+from theory_checks.runner import Profile, claim_fingerprint, run_claim
 from theory_checks.units import driver_dtype, run_in_process
 
 
@@ -148,7 +143,7 @@ def _load(
 @dataclasses.dataclass
 class CalibrationTask(RegisteredClaimTask):
     """One claim x calibration seed as a picklable unit of work (``testbed calibrate
-    --executor``; :class:`~theory_checks.runner.RegisteredClaimTask`): calling it gives the
+    --executor``; :class:`~theory_checks.claim_batch.RegisteredClaimTask`): calling it gives the
     seed's record."""
 
     claim_id: str

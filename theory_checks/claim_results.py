@@ -243,9 +243,9 @@ def render_claim_result(
 ) -> ClaimFiles:
     """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
 
-    ``power`` (:func:`~theory_checks.runner.run_power`), ``control``
-    (:func:`~theory_checks.runner.run_positive_control`) and ``added`` (the outcomes at the
-    values of the parameters the testbed adds, :func:`~theory_checks.runner.
+    ``power`` (:func:`~theory_checks.controls.run_power`), ``control``
+    (:func:`~theory_checks.controls.run_positive_control`) and ``added`` (the outcomes at the
+    values of the parameters the testbed adds, :func:`~theory_checks.controls.
     run_added_parameters`) are recorded beside the verdict when given.
     """
     claim = result.claim
@@ -353,7 +353,7 @@ def render_claim_result(
         holding_readings=result.holding_readings,
         scale=claim.scale or None,
         # the code and the device that computed this record: a later run that reuses it says
-        # when either differs from its own (theory_checks.runner.reused_note)
+        # when either differs from its own (theory_checks.claim_batch.reused_note)
         computed_by=ComputedByRecord.from_json(computed_by()),
         # the companion files' digests, so a reader can tell they are the ones written here
         files={relative: file_digest(data) for relative, data in files.items()},

@@ -7,8 +7,13 @@ process, so the same claim seed drew different cases under ``pip install -e`` an
 and a single claim drew differently from the same claim inside ``testbed check``. The testbed
 promises that a seed gives the same numbers, so the claim runner turns the scraping off.
 
-This patches a private hypothesis function (``providers._get_local_constants``); if a future
-hypothesis renames it, :func:`disable_local_constants` returns False and a test says so.
+This patches a private hypothesis function (``providers._get_local_constants``) when imported
+(by the runner, before any draw): hypothesis offers no public switch that keeps these draws
+(6.155: no setting turns the scraping off; a registered backend of our own changes the engine's
+behaviour, which treats any backend but ``"hypothesis"`` differently; without the patch every
+claim's drawn cases change). ``tests/test_determinism.py`` checks the promise through public API
+only: the same seed draws the same cases in a process that has imported a module full of
+constants; if a future hypothesis renamed the function, that test would fail.
 """
 
 from __future__ import annotations
@@ -29,4 +34,4 @@ def disable_local_constants() -> bool:
     return True
 
 
-LOCAL_CONSTANTS_DISABLED = disable_local_constants()
+disable_local_constants()

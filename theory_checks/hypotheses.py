@@ -145,7 +145,7 @@ class Reading:
 class AddedParameter:
     """A parameter the testbed adds to a paper's setting (the paper leaves it open), on which
     a verdict may depend. Every run of the claim measures its check at each of ``values``
-    (:func:`theory_checks.runner.run_added_parameters`) and records the outcome at each beside
+    (:func:`theory_checks.controls.run_added_parameters`) and records the outcome at each beside
     the verdict (``testbed check``, the results file, the report; ``testbed list --claim``
     shows the declaration).
 

@@ -1,5 +1,6 @@
-"""CLAIM_DB: every claim the testbed checks, gathered from the per-paper folders and from the
-installed plugins' ``testbed.claims`` entry points.
+"""CLAIM_DB: every claim the testbed checks, gathered from the per-paper folders and, once a
+run's settings load them (``theory_checks.settings.load_plugins``), from the installed plugins'
+``testbed.claims`` entry points.
 
 A plugin's entry point names a :class:`~theory_checks.claim.Claim`, a sequence of them, or a
 module with ``CLAIMS`` (a package typically reads them from its own claims file with
@@ -34,8 +35,9 @@ BUILTIN_CLAIMS: tuple[Claim, ...] = tuple(
     claim for package in PAPER_PACKAGES for claim in package.CLAIMS
 )
 
-# Built-in and plugin claims sorted by id; one list, refreshed in place (refresh_claim_plugins).
-CLAIM_DB: list[Claim] = []
+# Built-in claims, and once a run's settings load them the plugins' (refresh_claim_plugins),
+# sorted by id; one list, refreshed in place. Importing this module loads no plugin.
+CLAIM_DB: list[Claim] = sorted(BUILTIN_CLAIMS, key=lambda c: c.id)
 _PROBLEMS: list[plugins.PluginProblem] = []
 
 
@@ -65,7 +67,8 @@ def _check_claim(claim: Any, taken: set[str]) -> Claim:
 
 
 def refresh_claim_plugins() -> list[plugins.PluginProblem]:
-    """Reload the plugins' claims; the problems of the entry points left out."""
+    """Load the plugins' claims again (when a run's settings are put in force:
+    ``theory_checks.settings.load_plugins``); the problems of the entry points left out."""
     _PROBLEMS.clear()
     added = plugins.load_group(
         CLAIMS_GROUP,
@@ -154,8 +157,3 @@ def claims_of(estimator: str) -> tuple[Claim, ...]:
     enrolls it in (each link is written once, on one side)."""
     enrolled = set(get_estimator(estimator).enrolled_claims)
     return tuple(c for c in CLAIM_DB if estimator in c.estimators or c.id in enrolled)
-
-
-# Last, once every name above is defined: a plugin imported now may import the modules that use
-# them (the runner, claim_results, calibration, mutation) while this module is still loading.
-refresh_claim_plugins()

@@ -19,63 +19,37 @@ nothing lost. Layout under the results directory (``results/`` by default):
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import math
-import sys
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 from hypothesis.errors import Unsatisfiable
 
 from problems import from_spec
-from results_format.claim_file import read_claim_file
-from results_format.layout import CLAIMS
-from results_format.locks import holding
-
-# git_commit and package_versions lived here; re-exported (``X as X``) for their importers
-from results_format.provenance import git_commit as git_commit
-from results_format.provenance import package_versions as package_versions
 from results_format.verdicts import verdict_of, verdict_over_readings
-from testbed import plugins
 from testbed.estimators.validation import DivergenceError
-from testbed.progress import Progress
-from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
+from testbed.registry import ESTIMATOR_DB, get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
 from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
+from theory_checks.claim_results import CaseResult, ReadingResult
 
-# the result types and files live in theory_checks.claim_results; re-exported here
-from theory_checks.claim_results import (  # noqa: E402, F401
-    SERIES_COLUMNS,
-    CaseResult,
-    ClaimFiles,
-    ClaimResult,
-    ReadingResult,
-    case_summary,
-    claim_fingerprint,
-    is_done,
-    render_claim_result,
-    reused_from_elsewhere,
-    write_claim_files,
-    write_claim_result,
-    write_metadata,
-)
+# What a caller of run_claim takes with it: the profile it passes (theory_checks.profiles) and
+# the result it gets, with how it is written and fingerprinted (theory_checks.claim_results).
+from theory_checks.claim_results import ClaimResult as ClaimResult
+from theory_checks.claim_results import claim_fingerprint as claim_fingerprint
+from theory_checks.claim_results import write_claim_result as write_claim_result
 from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
 from theory_checks.hypotheses import HypothesisMargin, Reading, margins, rejection_reason
-
-# the profiles live in theory_checks.profiles; re-exported here (``X as X``) for their importers
 from theory_checks.profiles import PROFILES as PROFILES
 from theory_checks.profiles import Profile as Profile
 from theory_checks.profiles import claim_max_examples as claim_max_examples
 from theory_checks.profiles import get_profile as get_profile
-from theory_checks.profiles import per_profile as per_profile
-from theory_checks.registry import BUILT_IN, BUILTIN_CLAIMS, CLAIM_DB, get_claim, run_origin
-from theory_checks.units import SentByName, driver_dtype, run_in_process  # noqa: F401
+from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
 
 
 def claim_seed(claim_id: str) -> int:
@@ -362,35 +336,7 @@ def _check_claim(
         else None
     )
 
-    # The cases come from an explicit seed derived from the claim id (not from hypothesis's
-    # derandomize, which hashes the test function's source and so changes with any edit here).
-    drawn = planned_cases(claim, profile) - len(claim.examples)
-    # a profile on which a claim draws no case runs its saved cases only (its explicit phase)
-    phases = (
-        (Phase.explicit,)
-        if drawn < 1
-        else (
-            Phase.explicit,
-            Phase.generate,
-            *((Phase.shrink,) if claim.shrink and not claim.statistical else ()),
-        )
-    )
-
-    @seed(claim_seed(claim.id))
-    @settings(
-        max_examples=max(drawn, 1),
-        derandomize=False,
-        database=None,
-        deadline=None,
-        phases=phases,
-        print_blob=False,
-        suppress_health_check=(
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-            HealthCheck.filter_too_much,
-        ),
-    )
-    @given(claim.cases(profile.name))
+    @_drawn_cases(claim, profile)
     def property_(case: Case) -> None:
         if claim.statistical and failed:
             return  # a confirmed failure decides the claim; no more cases are measured
@@ -411,31 +357,16 @@ def _check_claim(
             f"({m.relation}) on {result.problem_id}"
         )
 
-    for known in claim.examples:
-        property_ = example(known())(property_)
     start = time.perf_counter()
-    counterexample = None
-    try:
-        property_()
-    except AssertionError:
-        if not failed:
-            raise
-    except Unsatisfiable:
-        pass  # no drawn case could measure the claim: the verdict says undecided
-    if failed:
-        # hypothesis replays the minimal failing case last (deterministic claims)
-        counterexample = failed[-1] if not claim.statistical else failed[0]
+    counterexample = _counterexample(property_, failed, claim.statistical)
     seconds = time.perf_counter() - start
     # the rule a results file is checked against when read back (results_format.verdicts)
     outcomes = [r.outcome for r in passed + undecided] + (["fails"] if counterexample else [])
     verdict: Verdict = verdict_of(outcomes, bool(claim.corrects))  # type: ignore[assignment]
-    unique: dict[str, CaseResult] = {}
-    for r in passed:
-        unique.setdefault(f"{r.problem_id}|{json.dumps(r.params, sort_keys=True)}", r)
     return ClaimResult(
         claim,
         verdict,
-        list(unique.values()),
+        _distinct(passed),
         counterexample,
         rejected,
         seconds,
@@ -448,152 +379,72 @@ def _check_claim(
     )
 
 
-# --------------------------------------------------------------------------- power, controls
-
-
-def power_profile(claim: Claim, profile: Profile) -> Profile:
-    """The profile a claim's perturbation runs on (its own cap on cases; its own profile when
-    the check is decisive only there)."""
-    assert claim.perturbation is not None
-    base = PROFILES.get(claim.perturbation.profile or profile.name, profile)
-    return Profile(base.name, min(base.max_examples, claim.perturbation.max_examples))
-
-
-def run_power(claim: Claim, profile: Profile) -> dict[str, Any] | None:
-    """Run the claim on its perturbation: ``caught`` when the verdict is "fails as stated"
-    (confirmed, for a statistical claim). ``None`` when the claim declares none."""
-    if claim.perturbation is None:
+def _counterexample(
+    check: Callable[[], None], failed: list[CaseResult], statistical: bool
+) -> CaseResult | None:
+    """Run ``check`` over its cases (:func:`_drawn_cases`); the failing case to save, or None.
+    A deterministic claim's is the last failure, the minimal case hypothesis replays last; a
+    statistical claim's the first, confirmed failure (no shrinking)."""
+    try:
+        check()
+    except AssertionError:
+        if not failed:
+            raise
+    except Unsatisfiable:
+        pass  # no drawn case could measure the claim: the verdict says undecided
+    if not failed:
         return None
-    p = claim.perturbation
-    result = run_claim(claim, power_profile(claim, profile), make=p.build)
-    ce = result.counterexample
-    return {
-        "name": p.name,
-        "description": p.description,
-        "verdict": result.verdict,
-        "caught": result.verdict == "fails as stated",
-        "profile": power_profile(claim, profile).name,
-        "seconds": result.seconds,
-        "counterexample": case_summary(ce) if ce else None,
-    }
+    return failed[0] if statistical else failed[-1]
 
 
-def run_positive_control(claim: Claim, profile: Profile) -> dict[str, Any] | None:
-    """Run the check on the claim's positive control (a case inside its conditions where it
-    holds): ``holds`` must be the outcome (under some reading of a claim with readings) for the
-    check to be able to say both. A control outside the claim's hypotheses is no control."""
-    if claim.positive_control is None:
-        return None
-    base = claim.positive_control()
-    rate = claim.false_fail_rate if claim.statistical else 0.0
-    design = (
-        first_design(claim_seed(claim.id), 0, rate, profile.name) if claim.statistical else None
-    )
-    start = time.perf_counter()
-    readings = claim.readings or (Reading("as stated", claim.statement),)
-    outcomes, summaries = [], []
-    for reading in readings:
-        case = with_reading(base, reading)
-        try:
-            result = measure_and_decide(claim, case, default_make(claim), design, rate)
-        except OutsideHypotheses as outside:
-            # a control outside the paper's hypotheses shows nothing: it is no control
-            return {
-                "outcome": "outside hypotheses",
-                "holds": False,
-                "reason": str(outside),
-                "seconds": time.perf_counter() - start,
-                "hypotheses": [m.as_dict() for m in outside.margins],
-            }
-        outcomes.append(result.outcome)
-        summaries.append(case_summary(result))
-    # the control shows the check can say "holds": under some reading (a claim refuted under
-    # every reading may have readings no case inside the hypotheses satisfies)
-    holding = [i for i, o in enumerate(outcomes) if o == "holds"]
-    outcome = "holds" if holding else ("undecided" if "undecided" in outcomes else "fails")
-    return {
-        "outcome": outcome,
-        "holds": outcome == "holds",
-        "seconds": time.perf_counter() - start,
-        "case": summaries[holding[0] if holding else 0],
-        **(
-            {"readings": {r.name: o for r, o in zip(claim.readings, outcomes, strict=True)}}
-            if claim.readings
-            else {}
-        ),
-    }
+def _distinct(passed: list[CaseResult]) -> list[CaseResult]:
+    """The passing cases, each problem and parameters once (hypothesis may replay a case)."""
+    unique: dict[str, CaseResult] = {}
+    for r in passed:
+        unique.setdefault(f"{r.problem_id}|{json.dumps(r.params, sort_keys=True)}", r)
+    return list(unique.values())
 
 
-def run_added_parameters(claim: Claim, profile: Profile) -> list[dict[str, Any]] | None:
-    """The check at each declared value of each parameter the testbed adds to the paper's setting
-    (:class:`~theory_checks.hypotheses.AddedParameter`), under every reading: the outcome at a
-    value is "holds" when some reading holds, "fails" when every reading fails, else
-    "undecided" (the rule of the verdict over readings); a case outside the hypotheses or not
-    measurable says so. ``None`` when the claim declares none."""
-    if not claim.added_parameters:
-        return None
-    rate = claim.false_fail_rate if claim.statistical else 0.0
-    design = (
-        first_design(claim_seed(claim.id), 0, rate, profile.name) if claim.statistical else None
-    )
-    readings = claim.readings or (Reading("as stated", claim.statement),)
-    records = []
-    for added in claim.added_parameters:
-        outcomes = []
-        for value in added.values:
-            start = time.perf_counter()
-            base = added.at(value)
-            found: dict[str, Any] = {}
-            for reading in readings:
-                try:
-                    result = measure_and_decide(
-                        claim, with_reading(base, reading), default_make(claim), design, rate
-                    )
-                except NotMeasurable as reason:  # outside the hypotheses included
-                    found[reading.name] = {"outcome": "not measured", "reason": str(reason)}
-                    continue
-                m = result.measurement
-                found[reading.name] = {
-                    "outcome": result.outcome,
-                    "measured": m.measured,
-                    "bound": m.bound,
-                    "relation": m.relation,
-                    **{key: m.details[key] for key in added.shown if key in m.details},
-                }
-            measured = [r["outcome"] for r in found.values() if r["outcome"] != "not measured"]
-            outcome = (
-                "not measured"
-                if not measured
-                else "holds"
-                if "holds" in measured
-                else "fails"
-                if all(o == "fails" for o in measured)
-                else "undecided"
-            )
-            shown = next(
-                (r for r in found.values() if r["outcome"] == outcome), next(iter(found.values()))
-            )
-            outcomes.append(
-                {
-                    "value": value,
-                    "outcome": outcome,
-                    "measured": shown.get("measured"),
-                    "bound": shown.get("bound"),
-                    "shown": {key: shown[key] for key in added.shown if key in shown},
-                    "problem_id": base.problem.id,
-                    "readings": found,
-                    "seconds": time.perf_counter() - start,
-                }
-            )
-        records.append(
-            {
-                "name": added.name,
-                "statement": added.statement,
-                "checked": list(added.checked),
-                "outcomes": outcomes,
-            }
+def _drawn_cases(claim: Claim, profile: Profile) -> Callable[[Callable[..., None]], Any]:
+    """The decorator that runs a check on the claim's cases: its saved ones (``claim.examples``,
+    the explicit phase), then those drawn from its strategy for ``profile``, capped by the
+    profile and the claim, shrunk when the claim allows (deterministic claims only).
+
+    The cases come from an explicit seed derived from the claim id (not from hypothesis's
+    derandomize, which hashes the test function's source and so changes with any edit here)."""
+    drawn = planned_cases(claim, profile) - len(claim.examples)
+    # a profile on which a claim draws no case runs its saved cases only (its explicit phase)
+    phases = (
+        (Phase.explicit,)
+        if drawn < 1
+        else (
+            Phase.explicit,
+            Phase.generate,
+            *((Phase.shrink,) if claim.shrink and not claim.statistical else ()),
         )
-    return records
+    )
+
+    def decorate(check: Callable[..., None]) -> Any:
+        run = seed(claim_seed(claim.id))(
+            settings(
+                max_examples=max(drawn, 1),
+                derandomize=False,
+                database=None,
+                deadline=None,
+                phases=phases,
+                print_blob=False,
+                suppress_health_check=(
+                    HealthCheck.too_slow,
+                    HealthCheck.data_too_large,
+                    HealthCheck.filter_too_much,
+                ),
+            )(given(claim.cases(profile.name))(check))
+        )
+        for known in claim.examples:
+            run = example(known())(run)
+        return run
+
+    return decorate
 
 
 def replay_counterexample(
@@ -610,265 +461,3 @@ def replay_counterexample(
         claim_seed(claim.id), 0, claim.false_fail_rate, str(saved.get("profile", "fast"))
     ).replay(attempt)
     return measure_and_decide(claim, case, make, design, claim.false_fail_rate)
-
-
-def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFiles:
-    """Check one ``(claim, estimator)`` run on ``profile`` and give its results files, unwritten
-    (the unit of work an executor runs: the driver writes them, :func:`write_claim_files`).
-
-    The perturbation and the positive control are the claim check's, not the estimator's: they
-    run once, with the claim's own estimator.
-    """
-    own = estimator == claim.estimators[0]
-    with plugin_failures_named(claim, estimator):
-        power = run_power(claim, profile) if own else None
-        control = run_positive_control(claim, profile) if own else None
-        added = run_added_parameters(claim, profile) if own else None
-        try:
-            result = run_claim(claim, profile, estimator=estimator)
-        except (ValueError, RuntimeError, IndexError, TypeError) as error:
-            if plugins.raised_in(error, _outside_code(claim, estimator)) is not None:
-                raise  # the plugin's own code raised it: plugin_failures_named says so
-            # an estimator whose output the check cannot use (say a trajectory one entry
-            # longer: "operands could not be broadcast together with shapes (32,) (31,)"):
-            # name the claim and the estimator beside what failed
-            raise ClaimRunError(
-                f"claim {claim.id} on estimator {estimator}: the check could not use the "
-                f"estimator's output ({type(error).__name__}: {error}); it expects what "
-                f"{claim.estimators[0]} returns, with the same shapes"
-            ) from error
-    return render_claim_result(result, profile, power, control, added)
-
-
-@contextlib.contextmanager
-def plugin_failures_named(claim: Claim, estimator: str) -> Iterator[None]:
-    """Run a claim's check on ``estimator`` inside: an exception of a plugin's code (or of a
-    ``module:object`` target's) becomes a :class:`ClaimRunError` of one line naming the
-    plugin, the claim, the estimator, the exception and where it was raised (a
-    ZeroDivisionError in a plugin's ``estimate`` ended in a traceback); on the testbed's own
-    claim and estimator it is an internal error and keeps its traceback. Ctrl-C is never
-    caught."""
-    try:
-        yield
-    except ClaimRunError:
-        raise
-    except (Exception, SystemExit) as error:
-        origin = run_origin(claim, estimator)
-        if origin == BUILT_IN:
-            raise
-        raise ClaimRunError(_plugin_failure(claim, estimator, origin, error)) from error
-
-
-def _outside_code(claim: Claim, estimator: str) -> set[str]:
-    """The top-level module names of the code a run takes from outside the testbed: a plugin
-    (or ``module:object``) estimator's class and builder, a plugin claim's functions."""
-    names: set[str] = set()
-    if estimator not in {info.name for info in BUILTIN}:
-        info = get_estimator(estimator)
-        names |= plugins.modules_of(info.cls, info.make)
-    if claim.id not in {c.id for c in BUILTIN_CLAIMS}:
-        names |= plugins.modules_of(
-            *(
-                getattr(claim, f.name)
-                for f in dataclasses.fields(claim)
-                if callable(getattr(claim, f.name))
-            )
-        )
-    return names
-
-
-def _plugin_failure(claim: Claim, estimator: str, origin: str, error: BaseException) -> str:
-    """One line on a run whose plugin code raised: the plugin, the claim, the estimator, the
-    exception and where it was raised."""
-    outside = _outside_code(claim, estimator)
-    where = plugins.raised_in(error, outside)
-    source = (
-        origin
-        if origin.startswith("plugin")
-        else f"code from outside the testbed ({', '.join(sorted(outside)) or 'unknown module'})"
-    )
-    return (
-        f"{source}: claim {claim.id} on estimator {estimator} raised "
-        f"{plugins.describe_failure(error)}"
-        + (f" (at {where})" if where else " (in the testbed, on the plugin's code or output)")
-        + "; the run is not recorded"
-    )
-
-
-class ClaimRunError(ValueError):
-    """A claim run that could not be measured: names the claim, the estimator and the cause."""
-
-
-class RegisteredClaimTask(SentByName):
-    """A unit of work on one claim that pickles to a worker (a local process or a Ray node;
-    :class:`~theory_checks.units.SentByName`): it carries the claim's id and finds the claim in
-    the worker's registry. Subclasses are dataclasses with the fields ``claim_id``,
-    ``default_dtype`` and ``claim`` (the driver's object)."""
-
-    held = "claim"
-    claim_id: str
-    claim: Claim | None
-
-    def resolved_claim(self) -> Claim:
-        """The claim object: the driver's, or, in a worker, the registry's."""
-        return self._resolved(get_claim, self.claim_id)
-
-
-@dataclasses.dataclass
-class ClaimRunTask(RegisteredClaimTask):
-    """One ``(claim, estimator)`` run as a picklable unit of work
-    (:class:`RegisteredClaimTask`): calling it gives the run's :data:`ClaimFiles`."""
-
-    claim_id: str
-    estimator: str
-    profile: Profile
-    default_dtype: str = "float64"
-    claim: Claim | None = None
-
-    def __call__(self) -> ClaimFiles:
-        return compute_claim_run(self.resolved_claim(), self.estimator, self.profile)
-
-
-def claim_run_task(claim: Claim, estimator: str, profile: Profile) -> ClaimRunTask:
-    """The :class:`ClaimRunTask` of one run, with the driver's torch default dtype."""
-    return ClaimRunTask(claim.id, estimator, profile, driver_dtype(), claim)
-
-
-#: How an executor runs tasks: given the tasks, it yields ``(index, result)`` for each as it
-#: finishes, in any order (``testbed_app.executors``); the default runs them one by one here.
-Execute = Callable[[Sequence[ClaimRunTask]], Iterable[tuple[int, ClaimFiles]]]
-
-
-def run_claims(
-    claims: Iterable[Claim],
-    out_dir: Path,
-    profile: Profile,
-    resume: bool = True,
-    progress: bool = True,
-    execute: Execute | None = None,
-) -> list[dict[str, Any]]:
-    """Run every claim (skipping finished ones when ``resume``), write results, return summaries;
-    ``execute`` runs the claims' runs (in this process, one by one, by default)."""
-    return run_claim_runs(claim_runs(claims), out_dir, profile, resume, progress, execute)
-
-
-def run_claim_runs(
-    runs: Sequence[tuple[Claim, str]],
-    out_dir: Path,
-    profile: Profile,
-    resume: bool = True,
-    progress: bool = True,
-    execute: Execute | None = None,
-    only_these: bool = False,
-) -> list[dict[str, Any]]:
-    """Run the given ``(claim, estimator)`` pairs (:func:`claim_runs`, or a subset of them such
-    as ``testbed verify``'s), write their results, return their summaries. ``metadata.json``
-    lists every registered claim (the report shows those without results as "not checked"),
-    or, with ``only_these``, these runs alone (``testbed verify``: its results are about its
-    target)."""
-    return _run_claim_runs(
-        runs, out_dir, profile, resume, progress, execute or run_in_process, only_these
-    )
-
-
-def _run_claim_runs(
-    runs: Sequence[tuple[Claim, str]],
-    out_dir: Path,
-    profile: Profile,
-    resume: bool,
-    progress: bool,
-    execute: Execute,
-    only_these: bool = False,
-) -> list[dict[str, Any]]:
-    """The driver: skips the finished runs, hands the others to ``execute`` and writes each
-    one's files as it comes back (so an interrupted run resumes with nothing lost), with one
-    progress bar over every run."""
-    run_ids = [
-        claim.id if estimator == claim.estimators[0] else f"{claim.id}@{estimator}"
-        for claim, estimator in runs
-    ]
-    # a second process checking one of these claims into this folder stops before any work
-    with holding(
-        out_dir,
-        [(f"claim-{run_id}", f"the results of claim {run_id} in {out_dir}") for run_id in run_ids],
-    ):
-        write_metadata(out_dir, profile, runs if only_these else registered_runs())
-        if resume:
-            warn_untrusted(out_dir, run_ids)
-        reused = {
-            run_id
-            for run_id, (claim, _) in zip(run_ids, runs, strict=True)
-            if resume and is_done(claim, out_dir, profile, run_id)
-        }
-        pending = [
-            (run_id, claim_run_task(claim, estimator, profile))
-            for run_id, (claim, estimator) in zip(run_ids, runs, strict=True)
-            if run_id not in reused
-        ]
-        _execute_and_write(pending, len(runs), out_dir, progress, execute)
-    summaries = [
-        json.loads((out_dir / CLAIMS / f"{run_id}.json").read_text()) for run_id in run_ids
-    ]
-    note = reused_note([s for s in summaries if s["id"] in reused], out_dir)
-    if note:
-        print(note, file=sys.stderr)
-    return summaries
-
-
-def warn_untrusted(out_dir: Path, run_ids: Sequence[str]) -> None:
-    """One line on stderr for each of these runs' claim files that cannot be believed
-    (:func:`results_format.claim_file.read_claim_file`: its schema, its re-derived outcomes,
-    counts and verdict, its seal, its companion files), which the run measures again."""
-    for run_id in run_ids:
-        path = out_dir / CLAIMS / f"{run_id}.json"
-        if path.is_file():
-            _, reason = read_claim_file(path, out_dir)
-            if reason is not None:
-                print(f"testbed: warning: {path}: {reason}; rerun", file=sys.stderr)
-
-
-def reused_note(reused: Sequence[dict[str, Any]], out_dir: Path) -> str | None:
-    """One line when results reused from ``out_dir`` were computed by other code or on another
-    device than this run's (:func:`~theory_checks.claim_results.reused_from_elsewhere`): the
-    fingerprint covers a claim's definition, not the code that checks it, so a result from
-    before a fix of the check stays fresh; ``--fresh`` recomputes it."""
-    elsewhere = set(reused_from_elsewhere(reused))
-    if not elsewhere:
-        return None
-    sources = sorted({_computed_where(s) for s in reused if s["id"] in elsewhere})
-    names = sorted(elsewhere)
-    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-    return (
-        f"testbed: note: {len(names)} claim result(s) in {out_dir} were reused from "
-        f"{'; '.join(sources)} ({shown}); --fresh recomputes them"
-    )
-
-
-def _computed_where(record: dict[str, Any]) -> str:
-    there = record.get("computed_by")
-    if not there:
-        return "a version of the testbed that did not record its commit"
-    return f"commit {str(there.get('git_commit'))[:10]} on {there.get('device')}"
-
-
-def _execute_and_write(
-    pending: Sequence[tuple[str, ClaimRunTask]],
-    total: int,
-    out_dir: Path,
-    progress: bool,
-    execute: Execute,
-) -> None:
-    """Run the ``pending`` tasks through ``execute``, writing each one's files as it comes
-    back, with one progress bar over the ``total`` runs."""
-    # the bar names the claim running (executors start the tasks in this order)
-    with Progress(
-        total=total,
-        initial=total - len(pending),
-        desc="claims",
-        unit="claim",
-        enabled=progress,
-        names=[run_id for run_id, _ in pending],
-    ) as bar:
-        for index, files in execute([task for _, task in pending]):
-            write_claim_files(files, out_dir)
-            bar.finish(pending[index][0])

@@ -21,15 +21,9 @@ import pytest
 from results_format.evidence import companion_problem
 from tests._replay import assert_perturbation_detected
 from theory_checks.calibration import calibrate_claim
+from theory_checks.controls import power_profile, run_positive_control
 from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB, get_claim
-from theory_checks.runner import (
-    claim_runs,
-    get_profile,
-    power_profile,
-    run_claim,
-    run_positive_control,
-    write_claim_result,
-)
+from theory_checks.runner import claim_runs, get_profile, run_claim, write_claim_result
 
 RUNS = claim_runs(CLAIM_DB)
 PERTURBED = [c for c in CLAIM_DB if c.perturbation is not None]

@@ -1,9 +1,12 @@
 """What every unit of work shares, wherever an executor runs it (``testbed_app.executors``).
 
-A unit of work is a picklable callable without arguments. To compute in a worker process the
-numbers the driver would, a unit carries the driver's torch default dtype (:func:`driver_dtype`,
-set in the worker by :func:`use_dtype`), and a unit about a registry entry carries the entry's
-name, not the entry (:class:`RegisteredEntryTask`; claims: ``runner.RegisteredClaimTask``).
+A unit of work is a picklable callable without arguments. A worker process computes the numbers
+the driver would because the executor gives it the driver's settings
+(``theory_checks.settings.RunSettings``: dtype, device, plugins), which it puts in force at its
+entry; a unit carries the driver's torch default dtype (:func:`driver_dtype`), which the worker
+checks before it computes (:func:`require_dtype`), and a unit about a registry entry carries the
+entry's name, not the entry (:class:`RegisteredEntryTask`; claims:
+``claim_batch.RegisteredClaimTask``).
 :func:`run_in_process` is the executor every producer uses when none is given.
 """
 
@@ -29,11 +32,15 @@ def driver_dtype() -> str:
     return str(torch.get_default_dtype()).removeprefix("torch.")
 
 
-def use_dtype(name: str) -> None:
-    """Set this process's torch default dtype to ``name`` (a task's :func:`driver_dtype`)."""
-    import torch
-
-    torch.set_default_dtype(getattr(torch, name))
+def require_dtype(name: str) -> None:
+    """Raise RuntimeError unless this process's torch default dtype is ``name`` (a task's
+    :func:`driver_dtype`): a worker whose executor did not give it the driver's settings would
+    compute other numbers."""
+    if driver_dtype() != name:
+        raise RuntimeError(
+            f"this worker computes in {driver_dtype()}, its driver in {name}: the executor "
+            "must put the driver's RunSettings in force at the worker's entry"
+        )
 
 
 def run_in_process(tasks: Sequence[Callable[[], T]]) -> Iterator[tuple[int, T]]:
@@ -46,7 +53,7 @@ class SentByName:
     """A unit of work that holds the driver's object (a claim, a registry entry) in the
     attribute named by ``held``, and, pickled to a worker, leaves it out: the object may hold
     local functions, which do not pickle, and the worker finds its own copy by name, after
-    setting the driver's dtype (``default_dtype``)."""
+    checking that it computes in the driver's dtype (``default_dtype``)."""
 
     held: ClassVar[str]
     default_dtype: str
@@ -55,11 +62,11 @@ class SentByName:
         return {**self.__dict__, self.held: None}
 
     def _resolved(self, lookup: Callable[[str], T], name: str) -> T:
-        """The driver's object, or, in a worker, ``lookup(name)`` with the dtype set first."""
+        """The driver's object, or, in a worker, ``lookup(name)`` with the dtype checked first."""
         own = getattr(self, self.held)
         if own is not None:
             return cast(T, own)
-        use_dtype(self.default_dtype)
+        require_dtype(self.default_dtype)
         return lookup(name)
 
 
@@ -82,6 +89,6 @@ __all__ = [
     "RegisteredEntryTask",
     "SentByName",
     "driver_dtype",
+    "require_dtype",
     "run_in_process",
-    "use_dtype",
 ]

@@ -34,7 +34,7 @@ from results_format.resume import (
 from testbed.progress import Progress
 from testbed.registry import get_estimator
 from theory_checks.comparison import runs as definitions
-from theory_checks.units import driver_dtype, run_in_process, use_dtype
+from theory_checks.units import driver_dtype, require_dtype, run_in_process
 
 SEEDS = (0, 1, 2, 3, 4, 5)  # the table's evaluation problems (family seeds)
 TUNING_SEEDS = (1000, 1001, 1002)  # the table's tuning problems: draws no evaluation uses
@@ -376,13 +376,13 @@ def _tuning_record(comparison: definitions.Comparison) -> dict[str, Any]:
 class TuningTask:
     """The tuning record of one comparison of :data:`~theory_checks.comparison.runs.TABLE`, a
     unit of work for an executor (``testbed_app.executors``): it names the comparison by key,
-    so it pickles to a worker, and carries the driver's torch default dtype."""
+    so it pickles to a worker, and carries the driver's torch default dtype (checked there)."""
 
     key: str
     default_dtype: str = "float64"
 
     def __call__(self) -> dict[str, Any]:
-        use_dtype(self.default_dtype)
+        require_dtype(self.default_dtype)
         return _tuning_record(definitions.TABLE[self.key])
 
 
@@ -399,7 +399,7 @@ class TableRunTask:
     default_dtype: str = "float64"
 
     def __call__(self) -> str:
-        use_dtype(self.default_dtype)
+        require_dtype(self.default_dtype)
         return _csv_text(
             table_run(definitions.TABLE[self.key], self.rule, self.role, self.seed, self.multiple)
         )

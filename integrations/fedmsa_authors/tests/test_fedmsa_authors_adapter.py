@@ -175,7 +175,8 @@ def last_json(done: subprocess.CompletedProcess[str]) -> object:
 
 VERDICTS = """
 import json, sys, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from pathlib import Path
 from testbed_app.library_verdicts import run_verdicts
 print(json.dumps(run_verdicts(["fedmsa-authors"], Path(sys.argv[-1]))["fedmsa-authors"]))
@@ -198,7 +199,8 @@ def test_a_stand_in_dropping_the_direct_term_fails_every_claim(tmp_path):
 
 REPLAY = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from pathlib import Path
 from testbed_app.library_verdicts import fresh_seed_outcomes
 from theory_checks.registry import get_claim
@@ -238,7 +240,8 @@ def test_the_findings_replay_on_the_stand_in_that_drops_the_direct_term(tmp_path
 
 PLANTED = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from testbed_fedmsa_authors import perturbations
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
@@ -277,7 +280,8 @@ CHECKOUT = pytest.mark.skipif(
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDMSA_AUTHORS_REPO"])
     code = (
-        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
+        "use_settings(RunSettings())\n"
         "from pathlib import Path\n"
         "from testbed_app.library_verdicts import verdict_changes\n"
         "from testbed_fedmsa_authors.authors_code import COMMIT\n"

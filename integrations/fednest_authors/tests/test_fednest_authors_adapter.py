@@ -176,7 +176,8 @@ def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
 
 VERDICTS = """
 import json, sys, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from testbed_app.library_verdicts import run_verdicts
 from pathlib import Path
 print(json.dumps(run_verdicts(["fednest-authors"], Path(sys.argv[-1]))["fednest-authors"]))
@@ -209,7 +210,8 @@ def test_a_stand_in_accumulating_p_locals_fails_the_fedihgp_claims(tmp_path):
 
 CONTROLS = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from testbed import FedIHGP
 from testbed_fednest_authors import perturbations
 from theory_checks.profiles import get_profile
@@ -264,7 +266,8 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDNEST_AUTHORS_REPO"])
     code = (
-        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
+        "use_settings(RunSettings())\n"
         "from pathlib import Path\n"
         "from testbed_app.library_verdicts import verdict_changes\n"
         "from testbed_fednest_authors.authors_code import COMMIT\n"

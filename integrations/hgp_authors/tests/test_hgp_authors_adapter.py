@@ -241,7 +241,8 @@ def last_json(done: subprocess.CompletedProcess[str]) -> object:
 
 SAME_AS_TESTBED = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from problems import PerClientQuadratic
 from testbed.registry import get_estimator
 from theory_checks.hgp.common import point, run_hgp
@@ -292,7 +293,8 @@ def test_the_authors_driver_is_the_testbeds_hgp_to_round_off():
 
 VERDICTS = """
 import json, sys, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from pathlib import Path
 from testbed_app.library_verdicts import run_verdicts
 names = ["hgp-authors", "hgp-authors-exact-averaging"]
@@ -305,7 +307,8 @@ print(json.dumps(run_verdicts(names, Path(sys.argv[-1]))))
 HOLDS = {"holds", "holds once corrected"}
 BROKEN = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, run_claim
@@ -350,7 +353,8 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["HGP_AUTHORS_REPO"])
     code = (
-        "import sys, torch\ntorch.set_default_dtype(torch.float64)\n"
+        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
+        "use_settings(RunSettings())\n"
         "from pathlib import Path\n"
         "from testbed_app.library_verdicts import verdict_changes\n"
         "from testbed_hgp_authors.authors_code import COMMIT\n"

@@ -50,15 +50,8 @@ The result's place is this package: the claims here, their checks and bounds (an
 from __future__ import annotations
 
 from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
-from theory_checks.claim import (
-    Claim,
-    PerProfile,
-    bilevel_spec,
-    known_case,
-)
-from theory_checks.fednest.common import (
-    fednest_claim,
-)
+from theory_checks.claim import Claim, PerProfile, bilevel_spec, known_case
+from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.constants import (
     A1_F_LIPSCHITZ_GLOBAL,
     A1_NEUMANN_SCALE,

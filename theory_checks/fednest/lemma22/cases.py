@@ -7,16 +7,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel, strategies
-from theory_checks.claim import (
-    Case,
-    bilevel_spec,
-    known_case,
-)
-from theory_checks.fednest.common import (
-    bilevel_problems,
-    case_builder,
-    closed_form_problems,
-)
+from theory_checks.claim import Case, bilevel_spec, known_case
+from theory_checks.fednest.common import bilevel_problems, case_builder, closed_form_problems
 
 # =========================================================================================== cases
 

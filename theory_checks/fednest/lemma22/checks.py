@@ -16,26 +16,11 @@ import torch
 from problems import ProblemConstants, QuadraticBilevel
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    SeriesPoint,
-)
+from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
 from theory_checks.decision import Design, Hoeffding
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import (
-    client_matrices,
-    expected_ihgp,
-    fedihgp,
-    sequential_test,
-)
-from theory_checks.fednest.constants import (
-    assumption_constants,
-    fednest_constants,
-    neumann_scale,
-)
+from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp, sequential_test
+from theory_checks.fednest.constants import assumption_constants, fednest_constants, neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe

@@ -8,9 +8,7 @@ import dataclasses
 from typing import Any
 
 from testbed.estimators.fednest import FedIHGP
-from theory_checks.claim import (
-    Perturbation,
-)
+from theory_checks.claim import Perturbation
 from theory_checks.fednest.perturbations import ihgp_variant
 
 # ==================================================================================== perturbation

@@ -1,7 +1,7 @@
 """One place per paper result: each claim, with its cases, check, perturbation and positive
 control, lives in the module named after its result, and nothing refers to it by a string.
 
-The layout (docs/design.md, "One module per paper result"): a paper's folder
+The layout (docs/design.md, "One place per paper result"): a paper's folder
 ``theory_checks/<paper>/`` holds its shared modules (:data:`SHARED_MODULES`: the paper's
 constants and hypotheses, its shared helpers, the wrong estimators that several results'
 perturbations or the mutants build, the mutants) and one module per result, named after the
@@ -252,9 +252,10 @@ def misplaced_uses(paper: str, results: dict[str, Any], shared: dict[str, Any]) 
                         else in_module and not in_shared
                     )
                     if not defined_here:
+                        place = f"{name}/" if hasattr(module, "__path__") else f"{name}.py"
                         misplaced.append(
                             f"{claim.id}: its {role} is used by {name} only and "
-                            f"is not defined in {paper}/{name}.py"
+                            f"is not defined in {paper}/{place}"
                         )
                 elif not in_shared and not _core(home):
                     misplaced.append(
@@ -377,5 +378,5 @@ def test_the_layout_rules_catch_planted_violations():
     )
     assert misplaced_uses("fednest", {"lemma22": planted_package}, shared) == [
         f"fednest.{other}.planted: its check is used by lemma22 only and is not defined in "
-        "fednest/lemma22.py"
+        "fednest/lemma22/"
     ]

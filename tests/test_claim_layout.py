@@ -1,14 +1,17 @@
 """One place per paper result: each claim, with its cases, check, perturbation and positive
 control, lives in the module named after its result, and nothing refers to it by a string.
 
-The layout (docs/design.md, "One module per paper result"): a paper's folder
+The layout (docs/design.md, "One place per paper result"): a paper's folder
 ``theory_checks/<paper>/`` holds its shared modules (:data:`SHARED_MODULES`: the paper's
 constants and hypotheses, its shared helpers, the wrong estimators that several results'
 perturbations or the mutants build, the mutants) and one module per result, named after the
 subject of its claims' ids (``hgp.theorem2.corrected`` lives in
 ``theory_checks/hgp/theorem2.py``; a comparison's id has no subject,
 ``comparison.aggitd_table2_factor`` lives in ``theory_checks/comparison/aggitd_table2_factor.py``).
-A result module declares ``CLAIMS``.
+A result module declares ``CLAIMS``. A result whose module would be too long to read (over 600
+lines) is a package of the same name instead (``theory_checks/fednest/lemma22/``): its
+``__init__`` states the result and declares ``CLAIMS``, its submodules hold the parts by job
+(``cases.py``, ``checks.py``, ``perturbations.py``), and the package is the result's one place.
 
 These tests read the modules themselves (attributes and ``ast``), so a claim defined elsewhere,
 a check or perturbation left in a shared module that only one result uses, a claims file, or a
@@ -43,6 +46,7 @@ SHARED_MODULES = {
     "k_rate",
     "perturbations",
     "mutants",
+    "wrong_parts",  # the wrong estimator parts the mutants plant (fednest)
 }
 # Modules of a paper's folder that are neither shared helpers nor results, with the reason.
 OTHER_MODULES = {
@@ -63,9 +67,26 @@ def result_of(claim_id: str) -> str:
 
 
 def _modules(paper: str) -> Iterator[tuple[str, types.ModuleType]]:
+    """The modules of a paper's folder by name; a result package is listed as one module (its
+    ``__init__``), its parts are :func:`_parts`."""
     folder = PACKAGE / paper
     for info in pkgutil.iter_modules([str(folder)]):
         yield info.name, importlib.import_module(f"theory_checks.{paper}.{info.name}")
+
+
+def _parts(package: types.ModuleType) -> list[types.ModuleType]:
+    """The submodules of a result package (none for a result module)."""
+    return [
+        importlib.import_module(f"{package.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(getattr(package, "__path__", []))
+    ]
+
+
+def _defined_in_result(home: str | None, module: Any) -> bool:
+    """Whether ``home`` (an object's ``__module__``) is the result module ``module`` or, for a
+    result package, one of its submodules."""
+    name = module.__name__
+    return home == name or (hasattr(module, "__path__") and str(home).startswith(name + "."))
 
 
 def _result_modules(paper: str) -> dict[str, types.ModuleType]:
@@ -80,12 +101,12 @@ def _paper_of(claim: Claim) -> str:
     return claim.id.split(".")[0]
 
 
-def _uses(paper: str) -> dict[int, set[str]]:
-    """Each object a claim of ``paper`` names (check, strategy and its per-profile builders,
-    bound, positive control, examples, perturbation), by ``id``, with the result modules whose
-    claims name it."""
+def _uses(results: dict[str, Any]) -> dict[int, set[str]]:
+    """Each object a claim of the result modules ``results`` (name -> module) names (check,
+    strategy and its per-profile builders, bound, positive control, examples, perturbation), by
+    ``id``, with the result modules whose claims name it."""
     used: dict[int, set[str]] = {}
-    for name, module in _result_modules(paper).items():
+    for name, module in results.items():
         for claim in module.CLAIMS:
             strategies = (
                 (claim.strategy.fast, claim.strategy.thorough)
@@ -112,6 +133,11 @@ def test_a_paper_folder_holds_shared_modules_and_result_modules_only(paper):
         for path in (PACKAGE / paper).iterdir()
         if path.is_file() and not path.name.endswith(".pyc")
     }
+    folders = {
+        path.name
+        for path in (PACKAGE / paper).iterdir()
+        if path.is_dir() and path.name != "__pycache__"
+    }
     not_python = sorted(name for name in files if not name.endswith(".py"))
     assert not not_python, (
         f"theory_checks/{paper} holds {not_python}: claims are Python, "
@@ -119,6 +145,22 @@ def test_a_paper_folder_holds_shared_modules_and_result_modules_only(paper):
     )
     results = _result_modules(paper)
     assert results, f"theory_checks/{paper} has no result module"
+    not_results = sorted(folders - set(results))
+    assert not not_results, (
+        f"theory_checks/{paper} holds the folders {not_results}: a folder of a paper's folder is "
+        "a result package (its __init__ declares the result's CLAIMS)"
+    )
+    for name in sorted(folders):
+        in_package = {p.name for p in (PACKAGE / paper / name).iterdir() if p.is_file()}
+        assert all(n.endswith((".py", ".pyc")) for n in in_package), (
+            f"theory_checks/{paper}/{name}/ holds files other than Python modules"
+        )
+        for part in _parts(results[name]):
+            assert not getattr(part, "CLAIMS", ()), (
+                f"{part.__name__} declares CLAIMS: a result package declares them in its "
+                "__init__ only"
+            )
+            assert len(part.__doc__ or "") >= 100, f"{part.__name__}: its docstring says its job"
     for name, module in results.items():
         claims = getattr(module, "CLAIMS", None)
         assert claims, (
@@ -168,19 +210,20 @@ def test_every_claim_lives_in_the_module_of_its_result(paper):
 @pytest.mark.parametrize("paper", PAPERS)
 def test_testbed_list_names_the_file_of_each_claim(paper):
     """``testbed list --verbose`` prints where each claim is declared: the result's module."""
+    packages = {name for name, module in _modules(paper) if hasattr(module, "__path__")}
     for claim in BUILTIN_CLAIMS:
         if _paper_of(claim) == paper:
-            assert defined_in(claim) == f"theory_checks/{paper}/{result_of(claim.id)}.py"
+            result = result_of(claim.id)
+            place = f"{result}/" if result in packages else f"{result}.py"
+            assert defined_in(claim) == f"theory_checks/{paper}/{place}"
 
 
-@pytest.mark.parametrize("paper", PAPERS)
-def test_what_one_result_uses_is_defined_in_its_module(paper):
-    """A check, case strategy, perturbation or control that one result uses lives in its
-    module; one used by several results lives in the paper's shared modules, never in another
-    result's module."""
-    used = _uses(paper)
-    results = _result_modules(paper)
-    shared = {name: module for name, module in _modules(paper) if name in SHARED_MODULES}
+def misplaced_uses(paper: str, results: dict[str, Any], shared: dict[str, Any]) -> list[str]:
+    """The checks, perturbations, controls and strategies of the result modules ``results``
+    (name -> module; a result package counts with its submodules) that one result uses and
+    that are not defined in its module, or that several use and that are not in one of the
+    ``shared`` modules of ``paper`` (or the checking machinery)."""
+    used = _uses(results)
     misplaced = []
     for name, module in results.items():
         for claim in module.CLAIMS:
@@ -202,22 +245,33 @@ def test_what_one_result_uses_is_defined_in_its_module(paper):
                 ]
                 if len(users) == 1:
                     defined_here = (
-                        home == module.__name__
+                        _defined_in_result(home, module)
                         if isinstance(thing, types.FunctionType)
                         and thing.__code__.co_name == thing.__name__
                         and "<locals>" not in thing.__qualname__
                         else in_module and not in_shared
                     )
                     if not defined_here:
+                        place = f"{name}/" if hasattr(module, "__path__") else f"{name}.py"
                         misplaced.append(
                             f"{claim.id}: its {role} is used by {name} only and "
-                            f"is not defined in {paper}/{name}.py"
+                            f"is not defined in {paper}/{place}"
                         )
                 elif not in_shared and not _core(home):
                     misplaced.append(
                         f"{claim.id}: its {role}, used by {sorted(users)}, belongs "
                         f"in a shared module of {paper} (found in {home})"
                     )
+    return misplaced
+
+
+@pytest.mark.parametrize("paper", PAPERS)
+def test_what_one_result_uses_is_defined_in_its_module(paper):
+    """A check, case strategy, perturbation or control that one result uses lives in its
+    module (or its package); one used by several results lives in the paper's shared modules,
+    never in another result's module."""
+    shared = {name: module for name, module in _modules(paper) if name in SHARED_MODULES}
+    misplaced = misplaced_uses(paper, _result_modules(paper), shared)
     assert not misplaced, "\n".join(misplaced)
 
 
@@ -272,7 +326,8 @@ def test_claims_are_referred_to_by_import_not_by_string():
 
 def test_the_layout_rules_catch_planted_violations():
     """The rules can fail: a claim declared under another result's name, a claim declared twice,
-    and a claim id written as a string are each reported."""
+    a claim id written as a string, a check of one result defined in another result's package
+    or in a shared module are each reported."""
     results = _result_modules("classical")
     (first, module), (other, _) = list(results.items())[:2]
     stray = module.CLAIMS[0]
@@ -284,3 +339,44 @@ def test_the_layout_rules_catch_planted_violations():
     assert any(f"{stray.id} is declared in {first}.py and {other}.py" in p for p in problems)
     source = f'X = Claim(id="{stray.id}")\nM = Mutant("m", first=("{stray.id}",))\n'
     assert claim_id_strings(source, {stray.id}) == [2]
+    # a result package (fednest.lemma22) whose checks live in its submodule passes; its check
+    # used by another result only, or a check of its own defined in a shared module, does not
+    fednest = _result_modules("fednest")
+    shared = {name: module for name, module in _modules("fednest") if name in SHARED_MODULES}
+    assert hasattr(fednest["lemma22"], "__path__") and not misplaced_uses(
+        "fednest", fednest, shared
+    )
+    borrowed = fednest["lemma22"].PAPER_CONSTANT.check
+    assert borrowed.__module__ == "theory_checks.fednest.lemma22.checks"
+    other = next(name for name in fednest if name != "lemma22")
+    stray_claim = types.SimpleNamespace(
+        id=f"fednest.{other}.planted",
+        check=borrowed,
+        bound=None,
+        positive_control=None,
+        perturbation=None,
+        strategy=None,
+        examples=(),
+    )
+    planted_other = types.SimpleNamespace(
+        __name__=f"theory_checks.fednest.{other}", CLAIMS=(stray_claim,)
+    )
+    problems = misplaced_uses("fednest", {**fednest, other: planted_other}, shared)
+    assert any(
+        f"fednest.{other}.planted: its check, used by {sorted(['lemma22', other])}, belongs in a "
+        "shared module of fednest (found in theory_checks.fednest.lemma22.checks)" in p
+        for p in problems
+    ), problems
+    alone = {other: planted_other}
+    assert misplaced_uses("fednest", alone, shared) == [
+        f"fednest.{other}.planted: its check is used by {other} only and is not defined in "
+        f"fednest/{other}.py"
+    ]
+    from_shared = types.SimpleNamespace(**{**vars(stray_claim), "check": shared["common"].fedihgp})
+    planted_package = types.SimpleNamespace(
+        __name__="theory_checks.fednest.lemma22", __path__=[], CLAIMS=(from_shared,)
+    )
+    assert misplaced_uses("fednest", {"lemma22": planted_package}, shared) == [
+        f"fednest.{other}.planted: its check is used by lemma22 only and is not defined in "
+        "fednest/lemma22/"
+    ]

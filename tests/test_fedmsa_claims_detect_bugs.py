@@ -21,7 +21,8 @@ from theory_checks import fedmsa
 from theory_checks.claim import Case
 from theory_checks.fedmsa import moments as fedmsa_moments
 from theory_checks.fedmsa import perturbations as perturbed
-from theory_checks.fedmsa import rate, scaling
+from theory_checks.fedmsa import scaling
+from theory_checks.fedmsa.rate import perturbations as rate
 from theory_checks.runner import Profile, run_claim, write_claim_result
 
 CLAIMS = {c.id: c for c in fedmsa.CLAIMS}

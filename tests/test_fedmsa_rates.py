@@ -34,7 +34,7 @@ from theory_checks.fedmsa.moments import (
     run_round,
     validate_round,
 )
-from theory_checks.fedmsa.rate import replicated
+from theory_checks.fedmsa.rate.checks import replicated
 
 
 def _small() -> tuple[QuadraticBilevel, Layout]:

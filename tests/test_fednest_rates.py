@@ -1,5 +1,5 @@
 """FedNest's statistical claims (theory_checks/fednest/thm31.py, cor32.py, cor33.py and
-lemma22.py): the K-rate claims are decided on valid intervals, (14b) fails on the registry's
+lemma22/): the K-rate claims are decided on valid intervals, (14b) fails on the registry's
 FedIHGP with A1-A2 on the expected Hessian and holds with them on every sample, and
 the helpers (common.py's two-look replicate test, ihgp.py's sampling-variance law) do what they
 say.

@@ -210,7 +210,7 @@ def test_personalization_improves_on_plain_sgp():
 
 
 def _saved_noise_case():
-    from theory_checks.hgp.theorem1 import SAVED_NOISE_CASE
+    from theory_checks.hgp.theorem1.cases import SAVED_NOISE_CASE
 
     return SAVED_NOISE_CASE().problem
 

@@ -22,7 +22,9 @@ CONSUMERS = frozenset({"mutants"})
 def declared_claims(package: str, path: Iterable[str]) -> tuple[Claim, ...]:
     """Every ``CLAIMS`` of the modules of ``package`` (its ``__name__`` and ``__path__``), the
     modules in name order and each module's claims in its own order, so the result is the same
-    on every machine; modules without ``CLAIMS`` (constants, shared helpers) add nothing."""
+    on every machine; modules without ``CLAIMS`` (constants, shared helpers) add nothing. A
+    result package (a long result split by job, ``fednest/lemma22/``) is listed like a module:
+    its ``__init__`` declares the ``CLAIMS``; its submodules are not scanned."""
     found: list[Claim] = []
     for info in sorted(pkgutil.iter_modules(list(path)), key=lambda info: info.name):
         if info.name in CONSUMERS or info.name.startswith("test_"):

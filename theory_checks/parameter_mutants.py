@@ -40,7 +40,9 @@ from theory_checks.aggitd import mutants as aggitd
 from theory_checks.classical import mutants as classical
 from theory_checks.fedmsa import mutants as fedmsa
 from theory_checks.fednest import mutants as fednest
+from theory_checks.fednest.updates import FEDIHGP_CALL, FEDNEST_ITERATION, LFEDNEST_ITERATION
 from theory_checks.hgp import mutants as hgp
+from theory_checks.hgp.recursion import STATIC_ITERATES
 from theory_checks.mutation import Mutant, can_kill, checks_through_builder
 from theory_checks.perturbed_variants import Resolver, parameter_variant
 from theory_checks.registry import claims_of
@@ -162,10 +164,10 @@ def parameter_kind(keyword: str, default: Any) -> str | None:
 #: terms is refused by the claims that ask for ``N' = N - 1``). A fixed table: the order is
 #: deterministic.
 FIRST: dict[str, tuple[str, ...]] = {
-    "fedihgp": ("fednest.updates.fedihgp_call",),
-    "fednest": ("fednest.updates.fednest_iteration",),
-    "lfednest": ("fednest.updates.lfednest_iteration",),
-    "hgp-static": ("hgp.recursion.static_iterates",),
+    "fedihgp": (FEDIHGP_CALL.id,),
+    "fednest": (FEDNEST_ITERATION.id,),
+    "lfednest": (LFEDNEST_ITERATION.id,),
+    "hgp-static": (STATIC_ITERATES.id,),
 }
 
 

@@ -100,7 +100,8 @@ def get_claim(claim_id: str) -> Claim:
 
 def defined_in(claim: Claim) -> str:
     """Where ``claim`` is declared: for a built-in claim the file of its result's module
-    (``theory_checks/hgp/theorem2.py``, relative to the installed package's parent), which holds
+    (``theory_checks/hgp/theorem2.py``, relative to the installed package's parent) or the
+    folder of its result's package (``theory_checks/fednest/lemma22/``), which holds
     its statement, hypotheses, cases, check, perturbation and positive control; for a plugin's
     claim (not in a paper's package) the module of its check."""
     declared = _declaring_modules().get(claim.id)
@@ -124,9 +125,11 @@ def _declaring_modules() -> dict[str, tuple[Claim, types.ModuleType]]:
 
 
 def _relative(module: types.ModuleType) -> str:
-    path = Path(str(module.__file__))
+    """The file of ``module``; for a package (a result split by job) its folder."""
+    folder = "/" if hasattr(module, "__path__") else ""
+    path = Path(str(module.__file__)).parent if folder else Path(str(module.__file__))
     root = Path(str(classical.__file__)).parents[2]
-    return path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    return (path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)) + folder
 
 
 #: The origin of a claim run whose claim and estimator are both the testbed's own.

@@ -26,8 +26,8 @@ dimensions, few clients and small kappa; each deterministic claim's fast profile
 stays near 5 s.
 
 One module per result of the paper (``fednest.<subject>.<name>`` lives in
-``theory_checks/fednest/<subject>.py``), with its statement, cases, checks, perturbations,
-positive controls and claims:
+``theory_checks/fednest/<subject>.py``, or in the package ``<subject>/`` of a long result:
+``lemma22/``), with its statement, cases, checks, perturbations, positive controls and claims:
 
 ===================================================  ================  ==========================
 result                                               module            claims

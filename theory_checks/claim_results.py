@@ -234,28 +234,15 @@ def _json_bytes(data: Any, **options: Any) -> bytes:
     return json.dumps(data, **options).encode()
 
 
-def render_claim_result(
-    result: ClaimResult,
-    profile: Profile,
-    power: dict[str, Any] | None = None,
-    control: dict[str, Any] | None = None,
-    added: list[dict[str, Any]] | None = None,
-) -> ClaimFiles:
-    """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
-
-    ``power`` (:func:`~theory_checks.controls.run_power`), ``control``
-    (:func:`~theory_checks.controls.run_positive_control`) and ``added`` (the outcomes at the
-    values of the parameters the testbed adds, :func:`~theory_checks.controls.
-    run_added_parameters`) are recorded beside the verdict when given.
-    """
-    claim = result.claim
-    run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
-    files: ClaimFiles = {}
-    counter_path = None
-    if result.counterexample is not None:
-        ce = result.counterexample
-        counter_path = Path(COUNTEREXAMPLES) / f"{run_id}.json"
-        files[counter_path.as_posix()] = _json_bytes(
+def _counterexample_files(result: ClaimResult, profile: Profile) -> tuple[ClaimFiles, Path | None]:
+    """The saved counterexample (its JSON and, where the problem has arrays, its ``.npz``) and
+    the JSON's path relative to the results folder; nothing without a counterexample."""
+    claim, ce = result.claim, result.counterexample
+    if ce is None:
+        return {}, None
+    path = Path(COUNTEREXAMPLES) / f"{result.run_id}.json"
+    files: ClaimFiles = {
+        path.as_posix(): _json_bytes(
             {
                 "claim": claim.id,
                 "profile": profile.name,
@@ -265,14 +252,17 @@ def render_claim_result(
             indent=2,
             default=json_default,
         )
-        arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
-        if arrays is not None:
-            buffer = io.BytesIO()
-            np.savez(buffer, **arrays())
-            files[f"{COUNTEREXAMPLES}/{run_id}.npz"] = buffer.getvalue()
-    cases = (
-        result.cases + result.undecided + ([result.counterexample] if result.counterexample else [])
-    )
+    }
+    arrays = getattr(_rebuild_problem(ce.spec), "to_arrays", None)
+    if arrays is not None:
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays())
+        files[f"{COUNTEREXAMPLES}/{result.run_id}.npz"] = buffer.getvalue()
+    return files, path
+
+
+def _series_csv(claim: Claim, estimator: str, cases: Sequence[CaseResult]) -> bytes:
+    """Every recorded point of every case's series, one row each (:data:`SERIES_COLUMNS`)."""
     with io.StringIO(newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(SERIES_COLUMNS)
@@ -295,14 +285,62 @@ def render_claim_result(
                         p.comm_rounds,
                     ]
                 )
-        files[f"{SERIES}/{run_id}.csv"] = handle.getvalue().encode()
+        return handle.getvalue().encode()
+
+
+def render_claim_result(
+    result: ClaimResult,
+    profile: Profile,
+    power: dict[str, Any] | None = None,
+    control: dict[str, Any] | None = None,
+    added: list[dict[str, Any]] | None = None,
+) -> ClaimFiles:
+    """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
+
+    ``power`` (:func:`~theory_checks.controls.run_power`), ``control``
+    (:func:`~theory_checks.controls.run_positive_control`) and ``added`` (the outcomes at the
+    values of the parameters the testbed adds, :func:`~theory_checks.controls.
+    run_added_parameters`) are recorded beside the verdict when given.
+    """
+    claim = result.claim
+    run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
+    files, counter_path = _counterexample_files(result, profile)
+    cases = (
+        result.cases + result.undecided + ([result.counterexample] if result.counterexample else [])
+    )
+    files[f"{SERIES}/{run_id}.csv"] = _series_csv(claim, estimator, cases)
+    record = _claim_record(
+        result, profile, cases, counter_path, files, power=power, control=control, added=added
+    )
+    # sealed: a reader recomputes the verdict from the cases and checks the seal before it
+    # believes the file (results_format.claim_file.claim_file_problem)
+    files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(
+        seal(json.loads(_json_bytes(record.to_json(), default=json_default))), indent=2
+    )
+    return files
+
+
+def _claim_record(
+    result: ClaimResult,
+    profile: Profile,
+    cases: Sequence[CaseResult],
+    counter_path: Path | None,
+    files: ClaimFiles,
+    *,
+    power: dict[str, Any] | None,
+    control: dict[str, Any] | None,
+    added: list[dict[str, Any]] | None,
+) -> ClaimRecord:
+    """The claim file's record (the digests of ``files``, its companions, written in it)."""
+    claim = result.claim
+    run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
     outside = [reason for reason in result.rejected if reason.startswith(OUTSIDE_PREFIX)]
     fits = [
         fit_record(r.measurement.fit, exact=not claim.statistical) | {"problem_id": r.problem_id}
         for r in cases
         if r.measurement.fit is not None
     ]
-    record = ClaimRecord(
+    return ClaimRecord(
         id=run_id,
         claim=claim.id,
         estimator=estimator,
@@ -358,12 +396,6 @@ def render_claim_result(
         # the companion files' digests, so a reader can tell they are the ones written here
         files={relative: file_digest(data) for relative, data in files.items()},
     )
-    # sealed: a reader recomputes the verdict from the cases and checks the seal before it
-    # believes the file (results_format.claim_file.claim_file_problem)
-    files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(
-        seal(json.loads(_json_bytes(record.to_json(), default=json_default))), indent=2
-    )
-    return files
 
 
 def computed_by() -> dict[str, str]:

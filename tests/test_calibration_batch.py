@@ -131,3 +131,24 @@ def test_pending_blocks_cover_the_pending_seeds_in_order():
     ]
     huge = PendingBlocks(PendingTasks(claims, 10**9, get_profile("fast"), "float64", None, {}))
     assert huge[-1].seeds[-1] == 10**9 - 1 and len(huge) == 2 * -(-(10**9) // 16)
+
+
+def test_a_run_that_cannot_be_stacked_runs_each_seed_alone():
+    """A stacked run that raises (a draw without the replicate axis) is not retried: each seed
+    of the block computes its own replicates, the numbers its unbatched call gives."""
+    designs = [first_design(9, k, 1e-3, "fast").for_case("c") for k in range(3)]
+    calls = []
+
+    def run(rng, replicates):
+        calls.append(replicates)
+        if isinstance(rng, StackedGenerator):
+            rng.integers(0, 4, size=(2, 2))  # one draw for the whole run: not stackable
+        return rng.standard_normal(size=(replicates, 3))
+
+    plain = [replicated(run, 5, d, 0, 1, "c") for d in designs]
+    calls.clear()
+    with seed_batch(range(3)) as block:
+        alone = [replicated(run, 5, d, 0, 1, "c") for d in designs]
+    assert calls == [15, 5, 5, 5] and block.batched_runs == 0
+    for p, a in zip(plain, alone, strict=True):
+        np.testing.assert_array_equal(p, a)

@@ -104,6 +104,7 @@ class _Block:
     seeds: tuple[int, ...]
     replicates: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
     values: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
+    unbatched: set[Hashable] = dataclasses.field(default_factory=set)  # computations run alone
     batched_runs: int = 0  # stacked computations made (each serves several seeds)
 
 
@@ -138,8 +139,9 @@ def replicated(
     run of every seed of the block still to come (``run(StackedGenerator, K * replicates)``);
     ``identity`` names the computation (the case, the estimator's settings) so that a seed
     takes only what it would have computed itself. Outside a block, or for a confirmation
-    (its own larger stream, rarely drawn), or when the run cannot be stacked, it is the plain
-    call."""
+    (its own larger stream, rarely drawn), or when the stacked run cannot be made (a draw
+    without the replicate axis, :class:`NotBatchable`, or an error in some seed's replicates),
+    it is the plain call, which raises what the seed's own run raises."""
     block = _BLOCK.get()
     seed = calibration_seed_of(design)
     if block is None or design.scale != 1 or seed not in block.seeds:
@@ -148,11 +150,15 @@ def replicated(
     found = block.replicates.pop((slot, seed), None)
     if found is not None:
         return found
+    if slot in block.unbatched:
+        return run(design.rng(key), replicates)
     later = block.seeds[block.seeds.index(seed) :]
     generators = [sibling(design, s).rng(key) for s in later]
     try:
         stacked = run(StackedGenerator(generators, rows * replicates), len(later) * replicates)
-    except NotBatchable:
+    except Exception:  # noqa: BLE001 - not stackable, or some seed's run raised
+        # each seed then runs its own replicates, and raises (or not) as it would alone
+        block.unbatched.add(slot)
         return run(design.rng(key), replicates)
     block.batched_runs += 1
     for index, s in enumerate(later[1:], start=1):

@@ -31,6 +31,7 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.federation.ledger import Ledger
 from theory_checks.claim import Case, paper_claim
 from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
+from theory_checks.replicates import replicated, shared
 
 #: The constructor of HGP's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
@@ -285,6 +286,37 @@ def noise_moments(
     operators: list[np.ndarray] | None = None,
     eta: float | None = None,
 ) -> NoiseMoments:
+    """:func:`exact_noise_moments`, computed once for a calibration's seeds
+    (:func:`theory_checks.replicates.shared`: the moments do not depend on the seed)."""
+    identity = (
+        "noise_moments",
+        repr(est),
+        *case_identity(problem, x),
+        batch_size,
+        None if sample_indices is None else np.asarray(sample_indices).tobytes(),
+        None if operators is None else tuple(np.asarray(o).tobytes() for o in operators),
+        eta,
+    )
+    return shared(
+        identity,
+        lambda: exact_noise_moments(problem, x, est, batch_size, sample_indices, operators, eta),
+    )
+
+
+def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, tuple[float, ...]]:
+    """The problem (its spec) and the point, as a key of a computation on them."""
+    return repr(problem.spec()), tuple(x.reshape(-1).tolist())
+
+
+def exact_noise_moments(
+    problem: Any,
+    x: torch.Tensor,
+    est: Any,
+    batch_size: int | None = None,
+    sample_indices: np.ndarray | None = None,
+    operators: list[np.ndarray] | None = None,
+    eta: float | None = None,
+) -> NoiseMoments:
     """Exact mean and covariance of stochastic HGP's ``v^(M)`` on a
     :class:`~problems.PerClientQuadratic` with finite sample sets, by the linear recursion of
     its first two moments (no sampling).
@@ -431,12 +463,20 @@ def noisy_cases(
 
 
 def replica_estimates(
-    est: Any, problem: Any, x: torch.Tensor, R: int, rng: np.random.Generator
+    est: Any, problem: Any, x: torch.Tensor, R: int, design: Design, key: int
 ) -> torch.Tensor:
-    """``(R, n, dl)``: ``v^(M)`` of R independent replicas of ``est`` (same graphs)."""
-    return est.run(
-        problem, x, fresh_state(problem), rng, replicas=R, track_consensus=False
-    ).trajectory[-1]
+    """``(R, n, dl)``: ``v^(M)`` of R independent replicas of ``est`` (same graphs), drawn from
+    ``design.rng(key)``; a calibration's seeds run as one replica axis
+    (:func:`theory_checks.replicates.replicated`: each replica is row block ``r`` of every
+    draw, ``n`` rows)."""
+
+    def run(rng: Any, replicas: int) -> torch.Tensor:
+        return est.run(
+            problem, x, fresh_state(problem), rng, replicas=replicas, track_consensus=False
+        ).trajectory[-1]
+
+    identity = (repr(est), *case_identity(problem, x))
+    return replicated(run, R, design, key, problem.n_clients, identity)
 
 
 def mean_path_gap(
@@ -444,12 +484,17 @@ def mean_path_gap(
 ) -> float:
     """Relative gap between the exact mean path and the estimator's deterministic run on the
     same graphs (D3: the conditional mean of the stochastic form is the deterministic form)."""
-    det = (
-        make(**{**params, "batch_size": None})
-        .run(problem, x, fresh_state(problem), np.random.default_rng(0), track_consensus=False)
-        .trajectory[:, 0]
-        .cpu()
-        .numpy()
+    deterministic = make(**{**params, "batch_size": None})
+    det = shared(
+        ("deterministic run", repr(deterministic), *case_identity(problem, x)),
+        lambda: (
+            deterministic.run(
+                problem, x, fresh_state(problem), np.random.default_rng(0), track_consensus=False
+            )
+            .trajectory[:, 0]
+            .cpu()
+            .numpy()
+        ),
     )
     return float(np.abs(moments.mean - det).max()) / (1.0 + float(np.abs(det).max()))
 
@@ -476,7 +521,7 @@ def variance_ratio_test(
     R = design.samples(
         replicates_for_half_width(VARIANCE_PLANNING_SD, VARIANCE_HALF_WIDTH, rate_side, minimum=100)
     )
-    samples = replica_estimates(est, problem, x, R, design.rng(key)).cpu().numpy()
+    samples = replica_estimates(est, problem, x, R, design, key).cpu().numpy()
     deviation = samples - moments.mean[-1]
     ratios = (deviation**2).reshape(R, -1).sum(1) / moments.variance[-1]
     return StatTest(

@@ -89,7 +89,7 @@ def check_unbiased(
     rate_side = design.false_fail_rate / (2 * n_tests)
     # sd 1 after standardising by the exact sd (the interval uses the sample sd)
     R = design.samples(replicates_for_half_width(1.0, BIAS_HALF_WIDTH, rate_side, minimum=100))
-    samples = replica_estimates(est, problem, x, R, design.rng(0)).cpu().numpy().reshape(R, -1)
+    samples = replica_estimates(est, problem, x, R, design, 0).cpu().numpy().reshape(R, -1)
     z = (samples - moments.mean[-1].reshape(-1))[:, noisy] / sd[noisy]
     tests = tuple(
         StatTest(

@@ -431,7 +431,7 @@ def check_high_probability(
     R = design.samples(
         max(100, math.ceil(math.log(design.false_fail_rate) / math.log(1.0 - eps / 2)))
     )
-    samples = replica_estimates(est, problem, x, R, design.rng(0))
+    samples = replica_estimates(est, problem, x, R, design, 0)
     grad_norm = float(problem.client_blocks(x)["c"].norm())
     errors = (samples - global_grad(problem, x)).flatten(1).norm(dim=1).cpu().numpy() / grad_norm
     dims = problem.dim_y + problem.dim_hyper

@@ -1,0 +1,134 @@
+"""Cost of a calibration in its seeds: ``testbed calibrate --seeds 300`` against ``--seeds 10``
+(issue 37; target: at most 5x for each statistical claim).
+
+    python benchmarks/calibration_seeds.py [--claim ID ...] [--small 10] [--large 300]
+        [--compare 16] [--out results/benchmarks]
+
+For each claim, runs ``testbed calibrate --claim ID --seeds SMALL`` and then ``--seeds LARGE``,
+each a fresh process into a fresh results folder (imports, case drawing and the record writes
+included, as a user runs it), one after the other, and records both wall times, their ratio and
+the load average before and after each. With ``--compare N`` it also times, in one process,
+seeds ``0..N-1`` unbatched (one :class:`~theory_checks.calibration.CalibrationTask` per seed)
+and batched (one :class:`~theory_checks.calibration.CalibrationBlock`), and checks their
+records are equal but for ``seconds``. Writes ``<out>/calibration_seeds.json``.
+
+Not part of ``tox -e bench``: the large runs take minutes per claim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from results_format import atomic_write
+
+# The claims whose replicates the batched path stacks (theory_checks.hgp.common) and one whose
+# check has no replicate axis (fednest.lemma22: a FedIHGP run per replicate), as a contrast.
+DEFAULT_CLAIMS = (
+    "hgp.noise.sqrt_eta",
+    "hgp.stochastic.unbiased",
+    "fednest.lemma22.abs_error_per_sample",
+)
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _calibrate(claim: str, seeds: int, results: Path) -> float:
+    command = [
+        sys.executable,
+        "-m",
+        "testbed_app",
+        "calibrate",
+        "--claim",
+        claim,
+        "--seeds",
+        str(seeds),
+        "--results",
+        str(results),
+        "--quiet",
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):  # 1: some claim inconsistent, still a timing
+        raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
+    return seconds
+
+
+def _compare(claim_id: str, seeds: int) -> dict[str, Any]:
+    import torch
+
+    from theory_checks.calibration import CalibrationBlock, CalibrationTask
+    from theory_checks.registry import get_claim
+    from theory_checks.runner import get_profile
+
+    torch.set_default_dtype(torch.float64)
+    claim, profile = get_claim(claim_id), get_profile("fast")
+    start = time.perf_counter()
+    alone = [CalibrationTask(claim.id, k, profile, claim=claim)() for k in range(seeds)]
+    unbatched = time.perf_counter() - start
+    start = time.perf_counter()
+    block = CalibrationBlock(claim.id, tuple(range(seeds)), profile, claim=claim)()
+    batched = time.perf_counter() - start
+
+    def records(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    return {
+        "seeds": seeds,
+        "unbatched_seconds": unbatched,
+        "batched_seconds": batched,
+        "speedup": unbatched / batched,
+        "records_equal": records(alone) == records(block),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--claim", nargs="+", default=list(DEFAULT_CLAIMS))
+    parser.add_argument("--small", type=int, default=10)
+    parser.add_argument("--large", type=int, default=300)
+    parser.add_argument("--compare", type=int, default=0, metavar="N")
+    parser.add_argument("--out", type=Path, default=Path("results/benchmarks"))
+    args = parser.parse_args(argv)
+    rows = []
+    for claim in args.claim:
+        row: dict[str, Any] = {"claim": claim}
+        for name, seeds in (("small", args.small), ("large", args.large)):
+            with tempfile.TemporaryDirectory() as folder:
+                before = _load()
+                row[name] = {
+                    "seeds": seeds,
+                    "seconds": _calibrate(claim, seeds, Path(folder)),
+                    "load_before": before,
+                    "load_after": _load(),
+                }
+        row["ratio"] = row["large"]["seconds"] / row["small"]["seconds"]
+        row["within_5x"] = row["ratio"] <= 5.0
+        if args.compare:
+            row["in_process"] = _compare(claim, args.compare)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    payload = {
+        "benchmark": "calibration_seeds",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpus": os.cpu_count(),
+        "threads": os.environ.get("OMP_NUM_THREADS"),
+        "claims": rows,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write(args.out / "calibration_seeds.json", json.dumps(payload, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

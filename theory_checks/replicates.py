@@ -1,0 +1,177 @@
+"""Replicates as a batch axis: a calibration's seeds of one claim computed together.
+
+``testbed calibrate`` runs a statistical claim under calibration seeds ``0..K-1``
+(:mod:`theory_checks.calibration`); the drawn cases are the same for every seed, and seed ``k``
+changes only the Monte Carlo streams (:class:`~theory_checks.decision.Design`'s
+``(claim seed, calibration seed, case, stage)`` entropy). So a block of seeds can share one
+process, one setup and one batched computation of the Monte Carlo replicates:
+
+- :func:`seed_batch` opens a block: inside it each seed is still checked by the runner's own
+  :func:`~theory_checks.runner.run_claim` (its cases, decisions, confirmations and verdict are
+  the unbatched run's code, not a copy), one seed after the other;
+- a check's replicated computation goes through :func:`replicated`: the first seed of the block
+  that reaches it computes every later seed's replicates at once, as one run with a leading
+  axis of ``K x R`` replicates, and each seed is served its own block of ``R``;
+- the random draws stay each seed's own: the batched run draws through a
+  :class:`StackedGenerator`, which splits every draw along the leading axis into ``K`` draws of
+  the unbatched shape, the ``k``-th from seed ``k``'s own generator. A seed's replicates are
+  therefore drawn from the same streams, in the same calls, as its unbatched run draws them,
+  and computed row by row by the same arithmetic (a test compares per-seed records and numbers,
+  ``tests/test_calibration_batch.py``).
+
+Where a computation cannot be stacked (a draw without the replicate axis, e.g. a stochastic
+inner solver shared by every replicate: :class:`NotBatchable`), the seed's replicates are
+computed unbatched, as outside a block. Seed-independent values of a case (exact moments, a
+deterministic reference run) are computed once per block through :func:`shared`.
+
+Device: the stacked draws are NumPy arrays, as the unbatched generator's are; the estimator
+moves them to its tensors' device, so the same path runs on the CPU and on CUDA.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from theory_checks.decision import Design
+
+
+class NotBatchable(RuntimeError):
+    """A draw without the stacked replicate axis: the computation runs unbatched."""
+
+
+class StackedGenerator:
+    """``K`` NumPy generators drawn as one, for a computation whose leading axis stacks ``K``
+    blocks of ``rows`` rows (block ``k`` belongs to stream ``k``).
+
+    A draw of shape ``(K * rows, ...)`` is ``K`` draws of shape ``(rows, ...)``, the ``k``-th
+    from generator ``k``, concatenated: exactly the draw stream ``k``'s unbatched run makes
+    (which has only its own ``rows``). Any other draw raises :class:`NotBatchable`: a draw
+    shared by every row (one per run, not per replicate) has no stacked form.
+    """
+
+    def __init__(self, generators: Sequence[np.random.Generator], rows: int) -> None:
+        if not generators or rows < 1:
+            raise ValueError("StackedGenerator needs at least one generator and rows >= 1")
+        self._generators, self._rows = list(generators), int(rows)
+
+    def _block(self, size: Any) -> tuple[int, ...]:
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size or ())
+        if not shape or shape[0] != len(self._generators) * self._rows:
+            raise NotBatchable(
+                f"a draw of shape {shape} does not stack {len(self._generators)} blocks of "
+                f"{self._rows} rows"
+            )
+        return (self._rows, *shape[1:])
+
+    def integers(self, low: Any, high: Any = None, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate(
+            [g.integers(low, high, size=block, **kwargs) for g in self._generators]
+        )
+
+    def standard_normal(self, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate([g.standard_normal(size=block, **kwargs) for g in self._generators])
+
+    def random(self, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate([g.random(size=block, **kwargs) for g in self._generators])
+
+    def __getattr__(self, name: str) -> Any:
+        # any other draw (choice, permutation, a scalar) is not known to keep the row layout
+        raise NotBatchable(f"the draw {name!r} has no stacked form")
+
+
+def calibration_seed_of(design: Design) -> int:
+    """The calibration seed of a design built by :func:`~theory_checks.decision.first_design`:
+    its entropy is ``(claim seed, calibration seed, ...)`` at every stage and case."""
+    return int(design.seed[1])
+
+
+def sibling(design: Design, seed: int) -> Design:
+    """``design`` under calibration seed ``seed``: the same claim, case, stage and scale."""
+    return dataclasses.replace(design, seed=(design.seed[0], int(seed), *design.seed[2:]))
+
+
+@dataclasses.dataclass
+class _Block:
+    seeds: tuple[int, ...]
+    replicates: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
+    values: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
+    unbatched: set[Hashable] = dataclasses.field(default_factory=set)  # computations run alone
+    batched_runs: int = 0  # stacked computations made (each serves several seeds)
+
+
+_BLOCK: contextvars.ContextVar[_Block | None] = contextvars.ContextVar("seed_block", default=None)
+
+
+@contextlib.contextmanager
+def seed_batch(seeds: Sequence[int]) -> Iterator[_Block]:
+    """Within it, the calibration seeds ``seeds`` (run in this order) share their replicated
+    computations (:func:`replicated`) and seed-independent values (:func:`shared`)."""
+    block = _Block(tuple(int(s) for s in seeds))
+    token = _BLOCK.set(block)
+    try:
+        yield block
+    finally:
+        _BLOCK.reset(token)
+
+
+def replicated(
+    run: Callable[[Any, int], Any],
+    replicates: int,
+    design: Design,
+    key: int,
+    rows: int,
+    identity: Hashable,
+) -> Any:
+    """``run(design.rng(key), replicates)``: ``replicates`` Monte Carlo replicates, stacked on
+    the leading axis of the result, drawn from ``design``'s stream ``key`` with ``rows`` rows
+    of every draw per replicate.
+
+    In a :func:`seed_batch` block, a first-stage design of a seed of the block is served from a
+    run of every seed of the block still to come (``run(StackedGenerator, K * replicates)``);
+    ``identity`` names the computation (the case, the estimator's settings) so that a seed
+    takes only what it would have computed itself. Outside a block, or for a confirmation
+    (its own larger stream, rarely drawn), or when the stacked run cannot be made (a draw
+    without the replicate axis, :class:`NotBatchable`, or an error in some seed's replicates),
+    it is the plain call, which raises what the seed's own run raises."""
+    block = _BLOCK.get()
+    seed = calibration_seed_of(design)
+    if block is None or design.scale != 1 or seed not in block.seeds:
+        return run(design.rng(key), replicates)
+    slot = (identity, sibling(design, 0).seed, key, replicates)
+    found = block.replicates.pop((slot, seed), None)
+    if found is not None:
+        return found
+    if slot in block.unbatched:
+        return run(design.rng(key), replicates)
+    later = block.seeds[block.seeds.index(seed) :]
+    generators = [sibling(design, s).rng(key) for s in later]
+    try:
+        stacked = run(StackedGenerator(generators, rows * replicates), len(later) * replicates)
+    except Exception:  # noqa: BLE001 - not stackable, or some seed's run raised
+        # each seed then runs its own replicates, and raises (or not) as it would alone
+        block.unbatched.add(slot)
+        return run(design.rng(key), replicates)
+    block.batched_runs += 1
+    for index, s in enumerate(later[1:], start=1):
+        block.replicates[(slot, s)] = stacked[index * replicates : (index + 1) * replicates]
+    return stacked[:replicates]
+
+
+def shared(identity: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()``, a value that depends on the case and not on the calibration seed, computed
+    once per :func:`seed_batch` block (every call outside a block)."""
+    block = _BLOCK.get()
+    if block is None:
+        return compute()
+    if identity not in block.values:
+        block.values[identity] = compute()
+    return block.values[identity]

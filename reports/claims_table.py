@@ -261,7 +261,7 @@ def calibration_text(claim: ClaimRecord, calibration: dict[str, CalibrationRow] 
     if not claim.statistical:
         return "n/a (deterministic)"
     if calibration is None:
-        return "not calibrated (`testbed calibrate --seeds 20`)"
+        return "not calibrated (`testbed calibrate --seeds 300`)"
     row = calibration.get(claim.id)
     if row is None:
         return "not in the calibration run"

@@ -294,14 +294,15 @@ def calibration(results_dir: Path) -> Section:
     section = Section("calibration", "Calibration of the statistical claims")
     path = results_dir / CALIBRATION / SUMMARY
     command = Command(
-        f"testbed calibrate --seeds 20 --results {results_dir}",
-        "about 12-15 minutes on 2 cores on the fast profile; resumes per seed",
+        f"testbed calibrate --seeds 300 --results {results_dir}",
+        "11-20 minutes per cheap claim on 2 cores on the fast profile, hours for all; "
+        "resumes per block of seeds",
     )
     if not path.is_file():
         _not_run(
             section,
-            "calibration/summary.json is absent: `testbed calibrate --seeds 20` "
-            "(or `tox -e calibrate`) runs every statistical claim under 20 independent "
+            "calibration/summary.json is absent: `testbed calibrate --seeds 300` "
+            "(or `tox -e calibrate`) runs every statistical claim under 300 independent "
             "Monte Carlo seeds",
             command,
         )

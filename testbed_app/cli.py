@@ -8,7 +8,7 @@ Examples (also shown by ``testbed --help``)::
     testbed check --claim classical.gd.linear_rate classical.cg.exact_after_dim_y   # two claims
     testbed check --jobs 2              # the claims over 2 local processes (same results)
     testbed check --profile thorough --claim fednest.thm31.k_rate_bilevel   # decides it
-    testbed calibrate --seeds 20        # observed false-failure rates of statistical claims
+    testbed calibrate --seeds 300       # observed false-failure rates of statistical claims
     testbed report                      # build results/report/ from results/
     testbed regress                     # compare every estimator with the committed baseline
     testbed regress --estimator NEW --against OLD   # is a variant no worse than OLD?

@@ -92,7 +92,7 @@ def test_a_section_not_run_says_in_one_line_near_the_top_which_command_fills_it(
     markdown = (results / "report" / "report.md").read_text()
     top = markdown.split("## Sections not run\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     commands = {
-        "calibration": "testbed calibrate --seeds 20",
+        "calibration": "testbed calibrate --seeds 300",
         "mutation": "testbed mutate",
         "replication": "testbed run configs/X.toml --steps 5",
         "bench": "python benchmarks/run.py --quick",

@@ -27,9 +27,10 @@ from testbed_app.paper_pages import (
 )
 from theory_checks import hgp
 from theory_checks.claim_results import write_claim_result
+from theory_checks.controls import run_power
 from theory_checks.profiles import get_profile
 from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, get_claim
-from theory_checks.runner import run_claim, run_power
+from theory_checks.runner import run_claim
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADING = re.compile(r"^### `([^`]+)`$", re.MULTILINE)

@@ -357,7 +357,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "statistical: false-failure rate 0.001 per claim (0.0005 per case, Bonferroni)" in text
     assert "refuted on the saved counterexample" in text
     assert "not run (calibration/summary.json is absent" in text
-    assert f"<code>testbed calibrate --seeds 20 --results {results}</code>" in text
+    assert f"<code>testbed calibrate --seeds 300 --results {results}</code>" in text
 
     write_calibration_summary(
         results,

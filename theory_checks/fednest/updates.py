@@ -212,7 +212,7 @@ def _compare(
     y_ref: np.ndarray,
     details: dict[str, Any],
 ) -> Measurement:
-    x0, y0 = x.numpy(), y.numpy()
+    x0, y0 = x.cpu().numpy(), y.cpu().numpy()
     for name, start, ref in (("x", x0, x_ref), ("y", y0, y_ref)):
         if np.linalg.norm(ref - start) < UNRESOLVED_TERM * (1.0 + np.linalg.norm(start)):
             raise NotMeasurable(f"the update of {name} is too small to resolve a step")
@@ -241,7 +241,7 @@ def check_fednest_iteration(claim: Claim, case: Case, make: Callable[..., Any]) 
         return Measurement(
             float("inf"), IDENTITY_RTOL, False, "N' in {0..N-1}", details={"N'": n_prime, "N": N}
         )
-    x0, y_ref = x.numpy(), y.numpy()
+    x0, y_ref = x.cpu().numpy(), y.cpu().numpy()
     for _ in range(s["inner_steps"]):
         y_ref = fedinn_call(P, x0, y_ref, s["inner_step_size"], taus, corrected=True)
     p = fedihgp_p(P, x0, y_ref, N, n_prime, s["neumann_step_size"])
@@ -254,7 +254,7 @@ def check_lfednest_iteration(claim: Claim, case: Case, make: Callable[..., Any])
     at the parameters passed."""
     x, y, new, s = _one_iteration(case, make)
     P, taus = Arrays(case.problem), list(case.params["local_steps"])
-    x0, y_ref = x.numpy(), y.numpy()
+    x0, y_ref = x.cpu().numpy(), y.cpu().numpy()
     for _ in range(s["inner_steps"]):
         y_ref = fedinn_call(P, x0, y_ref, s["inner_step_size"], taus, corrected=False)
     x_ref = lfedout_call(
@@ -279,7 +279,7 @@ def check_fedihgp_call(claim: Claim, case: Case, make: Callable[..., Any]) -> Me
             float("inf"), IDENTITY_RTOL, False, "N' in {0..N-1}", details={"N'": n_prime, "N": N}
         )
     P, taus = Arrays(problem), list(p["local_steps"])
-    x0, y_ref = x.numpy(), y.numpy()
+    x0, y_ref = x.cpu().numpy(), y.cpu().numpy()
     for _ in range(s["inner_steps"]):
         y_ref = fedinn_call(P, x0, y_ref, s["inner_step_size"], taus, corrected=True)
     p_ref = fedihgp_p(P, x0, y_ref, N, n_prime, s["neumann_step_size"])

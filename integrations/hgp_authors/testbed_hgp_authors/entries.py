@@ -12,7 +12,7 @@ with the line that says so.
   static iterates of eq. (10). These claims build the estimator with M, S and the graph seed
   only and read SLEM(W) from the static graph, so they need the family as the entry's default:
   on ``hgp-authors`` (``random_directed``) the rate in S would fit random directed graphs
-  against the static W's rate;
+  against the static W's rate (run so, it fails as stated: slope -0.661 against -0.405);
 - ``hgp-authors-exact-averaging``: the same driver on their complete graph, one Push-Sum step
   per call (Theta exactly): the error identity of eq. (10) in M, Theorem 1's rate in M,
   Theorem 2's corrected bound in the inner error, Lemma 1's eta-invariance.

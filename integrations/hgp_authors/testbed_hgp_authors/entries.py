@@ -6,6 +6,13 @@ with the line that says so.
 - ``hgp-authors``: their driver and gossip on the testbed's graph sequences (Alg. 1 Push-Sum,
   Alg. 2): the Push-Sum consensus of their gossip (Lemma 2 corrected), Corollary 1's explicit
   bound (D1) at every m, and the negative control (no strong connectivity, no convergence);
+- ``hgp-authors-static``: the same driver on the static undirected graph (their
+  ``GossipGivenWeights`` with the Metropolis W, Theta_hat = W^S; the testbed's ``hgp-static``):
+  Theorem 1's rate in S (the error floor falls like SLEM(W)^S), the static operator and the
+  static iterates of eq. (10). These claims build the estimator with M, S and the graph seed
+  only and read SLEM(W) from the static graph, so they need the family as the entry's default:
+  on ``hgp-authors`` (``random_directed``) the rate in S would fit random directed graphs
+  against the static W's rate (run so, it fails as stated: slope -0.661 against -0.405);
 - ``hgp-authors-exact-averaging``: the same driver on their complete graph, one Push-Sum step
   per call (Theta exactly): the error identity of eq. (10) in M, Theorem 1's rate in M,
   Theorem 2's corrected bound in the inner error, Lemma 1's eta-invariance.
@@ -59,6 +66,25 @@ ENTRIES: list[EstimatorInfo] = [
             "hgp.lemma2.geometric_consensus",
             "hgp.corollary1.explicit_bound",
             "hgp.negative_control.not_strongly_connected",
+        ),
+    ),
+    EstimatorInfo(
+        name="hgp-authors-static",
+        cls=AuthorsHGP,
+        paper="HGP (authors' code)",
+        reference=(
+            f"{SOURCE}: {CALLS} (GossipGivenWeights, column i of the Metropolis W) on the "
+            "testbed's static undirected graph (Theta_hat = W^S)"
+        ),
+        supports=frozenset({"bilevel"}),
+        make=make,
+        settings={**INNER, "graph_family": "static_undirected"},
+        fixed=(*FIXED, "averaging"),
+        closed_form_only=True,
+        enrolled_claims=(
+            "hgp.theorem1.rate_in_s",
+            "hgp.alg1.static_operator",
+            "hgp.recursion.static_iterates",
         ),
     ),
     EstimatorInfo(

@@ -202,7 +202,12 @@ def hyper_gradient_push(clients, graph, loaders_train, loaders_valid, option_eva
 """
 
 
-def stand_in(folder: Path, faithful: bool) -> Path:
+#: A driver that runs one Push-Sum step per m whatever ``n_push`` says (its option misread):
+#: Theta_hat = W at every S, so the consensus floor does not fall with S.
+ONE_PUSH = DRIVER.replace("range(option_hgp[KeysOptionHGP.N_PUSH])", "range(1)")
+
+
+def stand_in(folder: Path, faithful: bool, driver: str = DRIVER) -> Path:
     files = {
         "constants.py": CONSTANTS,
         "module_torch/__init__.py": "",
@@ -210,7 +215,7 @@ def stand_in(folder: Path, faithful: bool) -> Path:
         "module_torch/communication_graph.py": GRAPH,
         "module_torch/hgp.py": HGP.replace("{V_STEP}", FAITHFUL_V if faithful else NO_DEBIAS_V),
         "lib_task/__init__.py": "",
-        "lib_task/hyper_gradient_push.py": DRIVER,
+        "lib_task/hyper_gradient_push.py": driver,
     }
     for name, text in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
@@ -250,12 +255,10 @@ problem = PerClientQuadratic.random(4, 2, 3, seed=3)
 x = point(problem, 1)
 out = {}
 for theirs, ours, kw in [("hgp-authors", "hgp", {"pushsum_steps": 2, "graph_seed": 5}),
-                         ("hgp-authors", "hgp-static", {"pushsum_steps": 2}),
+                         ("hgp-authors-static", "hgp-static", {"pushsum_steps": 2}),
                          ("hgp-authors-exact-averaging", "hgp-exact-averaging", {})]:
-    family = "static_undirected" if ours == "hgp-static" else None
-    extra = {"graph_family": family} if family else {}
-    a = run_hgp(get_estimator(theirs).build(neumann_terms=12, **kw, **extra), problem, x)
-    b = run_hgp(get_estimator(ours).build(neumann_terms=12, **kw, **extra), problem, x)
+    a = run_hgp(get_estimator(theirs).build(neumann_terms=12, **kw), problem, x)
+    b = run_hgp(get_estimator(ours).build(neumann_terms=12, **kw), problem, x)
     scale = float(b.trajectory.abs().max())
     out[ours] = [float((a.trajectory - b.trajectory).abs().max()) / scale,
                  max([abs(p - q) for p, q in zip(a.consensus_errors, b.consensus_errors)],
@@ -297,11 +300,17 @@ from theory_checks.settings import RunSettings, use_settings
 use_settings(RunSettings())
 from pathlib import Path
 from testbed_app.library_verdicts import run_verdicts
-names = ["hgp-authors", "hgp-authors-exact-averaging"]
+names = ["hgp-authors", "hgp-authors-static", "hgp-authors-exact-averaging"]
 print(json.dumps(run_verdicts(names, Path(sys.argv[-1]))))
 """
 
 
+#: The claims of the static network (Theta_hat = W^S) enrolled on ``hgp-authors-static``.
+STATIC_CLAIMS = (
+    "hgp.theorem1.rate_in_s",
+    "hgp.alg1.static_operator",
+    "hgp.recursion.static_iterates",
+)
 #: The verdicts of a claim met: "holds once corrected" for the claims stated with a corrected
 #: constant (Lemma 2, Corollary 1, Theorem 2).
 HOLDS = {"holds", "holds once corrected"}
@@ -331,9 +340,32 @@ def test_the_claims_tell_a_faithful_stand_in_from_one_without_the_debias(tmp_pat
     broken = last_json(run(BROKEN, stand_in(tmp_path / "no_debias", faithful=False)))
     assert set(faithful["hgp-authors"].values()) <= HOLDS, faithful
     assert set(faithful["hgp-authors-exact-averaging"].values()) <= HOLDS, faithful
+    assert faithful["hgp-authors-static"] == dict.fromkeys(STATIC_CLAIMS, "holds"), faithful
     assert broken["hgp.corollary1.explicit_bound"] == "fails as stated", broken
     # the complete graph keeps every weight at 1: the missing de-bias is invisible there
     assert broken["hgp.exact_averaging.error_identity"] == "holds", broken
+
+
+ONE_PUSH_RATE = """
+import json, torch
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
+from theory_checks.profiles import get_profile
+from theory_checks.registry import get_claim
+from theory_checks.runner import default_make, run_claim
+claim = get_claim("hgp.theorem1.rate_in_s")
+result = run_claim(claim, get_profile("fast"), make=default_make(claim, "hgp-authors-static"))
+print(json.dumps(result.verdict))
+"""
+
+
+@pytest.mark.slow
+def test_the_rate_in_s_tells_their_driver_from_one_that_ignores_n_push(tmp_path):
+    """Theorem 1's consensus term falls like SLEM(W)^S on the static network: a driver that
+    runs one Push-Sum step whatever S is has a flat floor in S and fails the rate (the faithful
+    stand-in's "holds" is checked with the other enrolled claims above)."""
+    broken = last_json(run(ONE_PUSH_RATE, stand_in(tmp_path / "one", True, ONE_PUSH)))
+    assert broken == "fails as stated", broken
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):

@@ -408,7 +408,8 @@ def test_a_notebook_stand_in_dropping_a_chain_term_fails_the_maps(tmp_path):
 
 MCO_REPLAY = """
 import json, torch
-torch.set_default_dtype(torch.float64)
+from theory_checks.settings import RunSettings, use_settings
+use_settings(RunSettings())
 from pathlib import Path
 from testbed_app.library_verdicts import fresh_seed_outcomes
 from testbed_fedmsa_authors import perturbations

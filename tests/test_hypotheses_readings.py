@@ -42,11 +42,11 @@ def _check(claim: Claim, case: Case, make) -> Measurement:
     return Measurement(mu, threshold, mu <= threshold, "mu <=")
 
 
-def _spec(mu: float) -> dict:
+def toy_spec(mu: float) -> dict:
     return QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, mu=mu).spec()
 
 
-def _claim(**kw) -> Claim:
+def toy_claim(**kw) -> Claim:
     return Claim(
         **{
             "id": "toy.mu_small",
@@ -73,9 +73,9 @@ def test_margins_are_relative_slack():
 
 def test_a_case_outside_a_hypothesis_is_rejected_not_counted():
     # mu = 0.3 is outside "toy A": without the hypothesis it is a pass, with it a rejection
-    without = run_claim(_claim(), PROFILE)
+    without = run_claim(toy_claim(), PROFILE)
     assert any(r.spec["mu"] == 0.3 for r in without.cases)
-    within = run_claim(_claim(hypotheses=(MU_FLOOR,)), PROFILE)
+    within = run_claim(toy_claim(hypotheses=(MU_FLOOR,)), PROFILE)
     assert all(r.spec["mu"] >= 0.5 for r in within.cases + within.undecided)
     assert any("toy A" in reason and "margin -0.4" in reason for reason in within.rejected)
     for r in within.cases:
@@ -89,17 +89,19 @@ def test_a_saved_counterexample_outside_a_hypothesis_cannot_refute():
     cap = Hypothesis(
         "toy B", "mu <= 2.5", "test", lambda case: at_most(case.problem.constants().mu, 2.5)
     )
-    saved = known_case(_spec(3.0), {})
+    saved = known_case(toy_spec(3.0), {})
     only_saved = lambda: st.just(saved())  # noqa: E731
-    refuted = run_claim(_claim(strategy=only_saved, examples=(saved,)), PROFILE)
+    refuted = run_claim(toy_claim(strategy=only_saved, examples=(saved,)), PROFILE)
     assert refuted.verdict == "fails as stated"
-    guarded = run_claim(_claim(strategy=only_saved, examples=(saved,), hypotheses=(cap,)), PROFILE)
+    guarded = run_claim(
+        toy_claim(strategy=only_saved, examples=(saved,), hypotheses=(cap,)), PROFILE
+    )
     assert guarded.verdict == "undecided" and guarded.counterexample is None
     assert guarded.rejected and "toy B" in guarded.rejected[0]
 
 
 def test_a_refutation_records_every_margin(tmp_path):
-    result = run_claim(_claim(hypotheses=(MU_FLOOR,)), PROFILE)
+    result = run_claim(toy_claim(hypotheses=(MU_FLOOR,)), PROFILE)
     assert result.verdict == "fails as stated"
     (margin,) = result.counterexample.hypotheses
     assert margin.holds
@@ -119,7 +121,7 @@ READINGS = (
 
 def test_fails_as_stated_needs_every_reading_to_fail():
     # every drawn mu is <= 3 < 4: the lenient reading holds, so the claim holds and says which
-    result = run_claim(_claim(readings=READINGS), PROFILE)
+    result = run_claim(toy_claim(readings=READINGS), PROFILE)
     assert result.verdict == "holds"
     assert result.holding_readings == ["lenient"]
     assert [r.verdict for r in result.readings] == ["fails as stated", "holds"]
@@ -128,9 +130,9 @@ def test_fails_as_stated_needs_every_reading_to_fail():
 
 
 def test_a_claim_failing_under_every_reading_fails_as_stated(tmp_path):
-    big = known_case(_spec(5.0), {})
+    big = known_case(toy_spec(5.0), {})
     result = run_claim(
-        _claim(readings=READINGS, strategy=lambda: st.just(big()), examples=(big,)), PROFILE
+        toy_claim(readings=READINGS, strategy=lambda: st.just(big()), examples=(big,)), PROFILE
     )
     assert result.verdict == "fails as stated"
     assert result.holding_readings == []
@@ -142,25 +144,31 @@ def test_a_claim_failing_under_every_reading_fails_as_stated(tmp_path):
 
 
 def test_positive_control_outside_a_hypothesis_is_no_control():
-    control = known_case(_spec(0.3), {})
+    control = known_case(toy_spec(0.3), {})
     outcome = run_positive_control(
-        _claim(hypotheses=(MU_FLOOR,), positive_control=control, expected="fails"), PROFILE
+        toy_claim(hypotheses=(MU_FLOOR,), positive_control=control, expected="fails"), PROFILE
     )
     assert outcome["holds"] is False and outcome["outcome"] == "outside hypotheses"
     inside = run_positive_control(
-        _claim(positive_control=known_case(_spec(1.0), {}), expected="fails", readings=READINGS),
+        toy_claim(
+            positive_control=known_case(toy_spec(1.0), {}), expected="fails", readings=READINGS
+        ),
         PROFILE,
     )
     assert inside["holds"] and inside["readings"] == {"strict": "holds", "lenient": "holds"}
     # mu = 3 holds only under the lenient reading: enough to show the check can say "holds"
     some = run_positive_control(
-        _claim(positive_control=known_case(_spec(3.0), {}), expected="fails", readings=READINGS),
+        toy_claim(
+            positive_control=known_case(toy_spec(3.0), {}), expected="fails", readings=READINGS
+        ),
         PROFILE,
     )
     assert some["holds"] and some["readings"] == {"strict": "fails", "lenient": "holds"}
     assert some["case"]["params"]["reading"] == "lenient"
     none = run_positive_control(
-        _claim(positive_control=known_case(_spec(5.0), {}), expected="fails", readings=READINGS),
+        toy_claim(
+            positive_control=known_case(toy_spec(5.0), {}), expected="fails", readings=READINGS
+        ),
         PROFILE,
     )
     assert not none["holds"] and none["outcome"] == "fails"

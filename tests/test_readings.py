@@ -35,7 +35,7 @@ from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from testbed_app.cli import main
 from tests._claim_files import case_record, claim_record, recorded, write_claim_file
-from tests.test_hypotheses_readings import PROFILE, _claim, _spec
+from tests.test_hypotheses_readings import PROFILE, toy_claim, toy_spec
 from tests.test_report import make_results
 from theory_checks.claim import Case, known_case
 from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T, POLLED_AGGREGATION
@@ -59,15 +59,15 @@ def test_a_reading_declares_its_outcome_and_a_departure_is_not_as_expected(tmp_p
     "holds" under the lenient reading. Declared as the readings' outcomes, it is as expected;
     a strict reading declared to hold makes the run not as expected although the claim's
     verdict is the expected "holds"; the results file says so and is checked for it."""
-    saved = known_case(_spec(3.0), {})
+    saved = known_case(toy_spec(3.0), {})
     readings = (
         Reading("strict", "mu <= 2", {"reading": "strict"}, expected="fails"),
         Reading("lenient", "mu <= 4", {"reading": "lenient"}, expected="holds"),
     )
-    result = run_claim(_claim(readings=readings, examples=(saved,)), PROFILE)
+    result = run_claim(toy_claim(readings=readings, examples=(saved,)), PROFILE)
     assert result.verdict == "holds" and result.as_expected
     wrong = (readings[0], Reading("lenient", "mu <= 4", {"reading": "lenient"}, expected="fails"))
-    departed = run_claim(_claim(readings=wrong, examples=(saved,)), PROFILE)
+    departed = run_claim(toy_claim(readings=wrong, examples=(saved,)), PROFILE)
     assert departed.verdict == "holds" and not departed.as_expected
     write_claim_result(departed, tmp_path, PROFILE)
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())
@@ -245,8 +245,8 @@ def test_an_added_parameter_is_measured_beside_the_verdict(tmp_path, capsys):
         (1.0, 3.0),
         lambda mu: Case(QuadraticBilevel.random(1, 1, 1, 1.0, mu=mu), {}),
     )
-    claim = _claim(
-        added_parameters=(added,), strategy=lambda: st.just(known_case(_spec(1.0), {})())
+    claim = toy_claim(
+        added_parameters=(added,), strategy=lambda: st.just(known_case(toy_spec(1.0), {})())
     )
     (record,) = run_added_parameters(claim, PROFILE)
     assert [(o["value"], o["outcome"]) for o in record["outcomes"]] == [
@@ -254,7 +254,7 @@ def test_an_added_parameter_is_measured_beside_the_verdict(tmp_path, capsys):
         (3.0, "fails"),
     ]
     assert record["outcomes"][1]["measured"] == pytest.approx(3.0)
-    assert run_added_parameters(_claim(), PROFILE) is None
+    assert run_added_parameters(toy_claim(), PROFILE) is None
     result = run_claim(claim, PROFILE)
     write_claim_result(result, tmp_path, PROFILE, added=[record])
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())

@@ -15,11 +15,13 @@ import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck
+from hypothesis import settings
 
 from theory_checks import determinism  # noqa: F401  (hypothesis draws depend on seeds only)
 from theory_checks.profiles import get_profile
-from theory_checks.settings import RunSettings, use_settings
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 # The test session's settings; under xdist, which already runs one worker process per core,
 # one torch thread per worker (intra-op threads on top of that oversubscribe the cores: small

@@ -19,9 +19,13 @@ import os
 import platform
 import statistics
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
+from typing import Generic
+from typing import TypeVar
 
 import torch
 import torch.utils.benchmark as benchmark
@@ -30,7 +34,8 @@ from results_format import BENCH_SCHEMA
 from results_format.layout import BENCH
 from results_format.provenance import package_versions
 from results_format.resume import write_json
-from testbed.precision import precision_record, set_precision
+from testbed.precision import precision_record
+from testbed.precision import set_precision
 
 Row = dict[str, float | int | str | bool]
 Target = dict[str, float | str | bool]

@@ -35,7 +35,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import Batch, Problem, QuadraticBilevel, matvec, rmatvec
+from problems import Batch
+from problems import Problem
+from problems import QuadraticBilevel
+from problems import matvec
+from problems import rmatvec
 
 # ------------------------------------------------------------------------------- per-client loops
 

@@ -15,8 +15,12 @@ from collections.abc import Callable
 import torch
 from _common import Sized
 
-from problems import Batch, Problem, QuadraticBilevel
-from problems.workloads import Dataset, build_workload, load_dataset
+from problems import Batch
+from problems import Problem
+from problems import QuadraticBilevel
+from problems.workloads import Dataset
+from problems.workloads import build_workload
+from problems.workloads import load_dataset
 
 #: (name, workload kind, model): the paper workloads of issue 6 that run on digits.
 NEURAL = (

@@ -58,32 +58,30 @@ import io
 import os
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from _common import (
-    Row,
-    Target,
-    add_arguments,
-    default_dtype,
-    interleaved,
-    run_benchmark,
-    speedup,
-    target,
-)
+from _common import Row
+from _common import Target
+from _common import add_arguments
+from _common import default_dtype
+from _common import interleaved
+from _common import run_benchmark
+from _common import speedup
+from _common import target
 from closed_form_rounds import one_round
-from testbed_authors_checkout import (
-    FEDNEST,
-    AuthorsCodeError,
-    checkout,
-    import_authors_code,
-    named_checkout,
-)
+from testbed_authors_checkout import FEDNEST
+from testbed_authors_checkout import AuthorsCodeError
+from testbed_authors_checkout import checkout
+from testbed_authors_checkout import import_authors_code
+from testbed_authors_checkout import named_checkout
 
-from problems.workloads import Dataset, build_workload
+from problems.workloads import Dataset
+from problems.workloads import build_workload
 from testbed.algorithms.fednest import FedNest
 
 NAME = "authors_fednest"

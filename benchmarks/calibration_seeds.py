@@ -67,7 +67,8 @@ def _calibrate(claim: str, seeds: int, results: Path) -> float:
 def _compare(claim_id: str, seeds: int) -> dict[str, Any]:
     import torch
 
-    from theory_checks.calibration import CalibrationBlock, CalibrationTask
+    from theory_checks.calibration import CalibrationBlock
+    from theory_checks.calibration import CalibrationTask
     from theory_checks.registry import get_claim
     from theory_checks.runner import get_profile
 

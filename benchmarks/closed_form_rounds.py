@@ -43,18 +43,25 @@ from typing import Any
 
 import numpy as np
 import torch
-from _common import Row, Sized, Target, cli, interleaved, progress, target
-from _loops import (
-    AutogradLoop,
-    ClosedFormLoop,
-    ReadCounter,
-    fbo_aggitd_replica,
-    fednest_replica,
-    problem_bytes,
-    stream_pass,
-)
+from _common import Row
+from _common import Sized
+from _common import Target
+from _common import cli
+from _common import interleaved
+from _common import progress
+from _common import target
+from _loops import AutogradLoop
+from _loops import ClosedFormLoop
+from _loops import ReadCounter
+from _loops import fbo_aggitd_replica
+from _loops import fednest_replica
+from _loops import problem_bytes
+from _loops import stream_pass
 
-from problems import Owned, PerClientLoop, Problem, QuadraticBilevel
+from problems import Owned
+from problems import PerClientLoop
+from problems import Problem
+from problems import QuadraticBilevel
 from testbed import get_estimator
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.estimators.aggitd import draw_index

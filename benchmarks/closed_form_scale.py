@@ -26,7 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Row, Sized, Target, cli, target
+from _common import Row
+from _common import Sized
+from _common import Target
+from _common import cli
+from _common import target
 
 NAME = "closed_form_scale"
 DESCRIPTION = (
@@ -55,7 +59,8 @@ def point(clients: int, dim: int, min_run_time: float) -> dict[str, Any]:
     from testbed.precision import set_precision
 
     set_precision()  # a fresh interpreter: the policy again (float64 never uses TF32 anyway)
-    from closed_form_rounds import algorithms, one_round
+    from closed_form_rounds import algorithms
+    from closed_form_rounds import one_round
 
     from problems import QuadraticBilevel
 

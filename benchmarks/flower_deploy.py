@@ -44,7 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import cli, load_average
+from _common import cli
+from _common import load_average
 
 NAME = "flower_deploy"
 DESCRIPTION = (
@@ -70,7 +71,8 @@ BATCHED_ITERATIONS = 5
 def specs(n_clients: int, quick: bool) -> dict[str, Any]:
     """The closed-form and the digits spec for ``n_clients`` clients."""
     from problems import QuadraticBilevel
-    from testbed_app.flower.spec import DeploySpec, load_spec
+    from testbed_app.flower.spec import DeploySpec
+    from testbed_app.flower.spec import load_spec
 
     algorithm = {
         "name": "fbo-aggitd",
@@ -170,7 +172,8 @@ def _flower_rows(
 def measure(quick: bool, device_list: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     del device_list
     from testbed_app.flower.compare import simulate
-    from testbed_app.flower.engines import LocalDeployment, run_on_simulation
+    from testbed_app.flower.engines import LocalDeployment
+    from testbed_app.flower.engines import run_on_simulation
     from testbed_app.flower.records import run_folder
 
     os.environ["OMP_NUM_THREADS"] = "1"  # the clients' processes, as this one (1 thread)

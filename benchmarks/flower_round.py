@@ -53,7 +53,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import cli, load_average, target
+from _common import cli
+from _common import load_average
+from _common import target
 
 NAME = "flower_round"
 DESCRIPTION = (

@@ -32,11 +32,22 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from _common import Row, Sized, Target, cli, target, time_call
-from _workloads import Workload, closed_form_workload, neural_workloads
+from _common import Row
+from _common import Sized
+from _common import Target
+from _common import cli
+from _common import target
+from _common import time_call
+from _workloads import Workload
+from _workloads import closed_form_workload
+from _workloads import neural_workloads
 
-from problems import PerClientQuadratic, Problem, QuadraticBilevel
-from testbed import Calls, Oracles, get_estimator
+from problems import PerClientQuadratic
+from problems import Problem
+from problems import QuadraticBilevel
+from testbed import Calls
+from testbed import Oracles
+from testbed import get_estimator
 
 NAME = "hvp_cost"
 DESCRIPTION = (

@@ -18,7 +18,8 @@ import closed_form_rounds
 import closed_form_scale
 import hvp_cost
 import workload_round
-from _common import add_arguments, run_benchmark
+from _common import add_arguments
+from _common import run_benchmark
 
 BENCHMARKS = {
     module.NAME: module

@@ -23,7 +23,13 @@ from __future__ import annotations
 import functools
 import sys
 
-from _common import Row, Sized, Target, cli, speedup, target, time_call
+from _common import Row
+from _common import Sized
+from _common import Target
+from _common import cli
+from _common import speedup
+from _common import target
+from _common import time_call
 from _loops import WorkloadLoop
 from _workloads import neural_workloads
 from closed_form_rounds import one_round

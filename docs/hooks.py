@@ -11,9 +11,11 @@ import os
 import tempfile
 from pathlib import Path
 
-from mkdocs.structure.files import File, Files
+from mkdocs.structure.files import File
+from mkdocs.structure.files import Files
 
-from testbed_app.paper_pages import RESULTS_ENV, pages
+from testbed_app.paper_pages import RESULTS_ENV
+from testbed_app.paper_pages import pages
 
 
 def on_files(files: Files, config) -> Files:

@@ -1,25 +1,30 @@
 """Closed-form problem families with exact hypergradients, and the shared problem interface."""
 
-from problems._base import (
-    PROBLEM_KINDS,
-    SPEC_BUILDERS,
-    Batch,
-    ClosedFormOracles,
-    ClosedFormProblem,
-    Owned,
-    Problem,
-    ProblemConstants,
-    ProblemError,
-    ProblemKind,
-    default_device,
-    from_spec,
-)
-from problems._rows import RecentCache, all_clients, is_plain, matvec, memory_key, rmatvec
+from problems._base import PROBLEM_KINDS
+from problems._base import SPEC_BUILDERS
+from problems._base import Batch
+from problems._base import ClosedFormOracles
+from problems._base import ClosedFormProblem
+from problems._base import Owned
+from problems._base import Problem
+from problems._base import ProblemConstants
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._base import default_device
+from problems._base import from_spec
+from problems._rows import RecentCache
+from problems._rows import all_clients
+from problems._rows import is_plain
+from problems._rows import matvec
+from problems._rows import memory_key
+from problems._rows import rmatvec
 from problems.compositional import LinearCompositional
 from problems.family import ProblemFamily
 from problems.minimax import QuadraticMinimax
 from problems.quadratic_bilevel import QuadraticBilevel
-from problems.registry import PROBLEM_DB, ProblemInfo, register
+from problems.registry import PROBLEM_DB
+from problems.registry import ProblemInfo
+from problems.registry import register
 from problems.risk_averse import RiskAverse
 
 SPEC_BUILDERS["QuadraticBilevel.random"] = QuadraticBilevel.random

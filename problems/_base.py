@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import Literal
+from typing import Protocol
+from typing import runtime_checkable
 
 import numpy as np
 import torch

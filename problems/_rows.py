@@ -12,7 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, default_device
+from problems._base import Batch
+from problems._base import ProblemError
+from problems._base import default_device
 
 # ---------------------------------------------------------------------------------------------
 # Client rows without copies. Under full participation the evaluated clients are 0..M-1 in order,

@@ -53,25 +53,29 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
 from problems import _spectra
-from problems._base import (
-    Batch,
-    ProblemError,
-    ProblemKind,
-    check_arrays,
-    check_dims,
-    check_samples,
-    symmetric_operator,
-)
-from problems._rows import ClientRows, gather_mean, rows, samples_around
+from problems._base import Batch
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._base import check_arrays
+from problems._base import check_dims
+from problems._base import check_samples
+from problems._base import symmetric_operator
+from problems._rows import ClientRows
+from problems._rows import gather_mean
+from problems._rows import rows
+from problems._rows import samples_around
 from problems.compositional_bilevel import CompositionalBilevelView
-from problems.family import ProblemFamily, either, recipe_rng
+from problems.family import ProblemFamily
+from problems.family import either
+from problems.family import recipe_rng
 
 #: The knobs of :meth:`LinearCompositional.random` that must be finite and >= 0.
 _NONNEGATIVE_KNOBS = (

@@ -14,8 +14,11 @@ from typing import Any
 
 import torch
 
-from problems._base import Batch, ProblemConstants, ProblemError
-from problems._rows import matvec, rmatvec
+from problems._base import Batch
+from problems._base import ProblemConstants
+from problems._base import ProblemError
+from problems._rows import matvec
+from problems._rows import rmatvec
 
 
 class CompositionalBilevelView:

@@ -21,28 +21,31 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from problems._base import (
-    Batch,
-    ProblemConstants,
-    ProblemError,
-    check_clients,
-    check_condition_number,
-    check_int,
-    check_nonnegative,
-    check_positive,
-    check_seed,
-    check_size,
-    chunk_size,
-    spectral_norms,
-    symmetric_operator,
-)
-from problems._rows import ClientRows, draw_indices, gather_mean, rows
+from problems._base import Batch
+from problems._base import ProblemConstants
+from problems._base import ProblemError
+from problems._base import check_clients
+from problems._base import check_condition_number
+from problems._base import check_int
+from problems._base import check_nonnegative
+from problems._base import check_positive
+from problems._base import check_seed
+from problems._base import check_size
+from problems._base import chunk_size
+from problems._base import spectral_norms
+from problems._base import symmetric_operator
+from problems._rows import ClientRows
+from problems._rows import draw_indices
+from problems._rows import gather_mean
+from problems._rows import rows
 
 
 class _Attributes(dict[str, Any]):

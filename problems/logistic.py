@@ -22,14 +22,20 @@ positive definite (per-sample strong convexity, the alpha of Assumption 3).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemConstants, ProblemError, ProblemKind, check_arrays
+from problems._base import Batch
+from problems._base import ProblemConstants
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._base import check_arrays
 from problems._rows import rows
-from problems.family import ProblemFamily, recipe_rng
+from problems.family import ProblemFamily
+from problems.family import recipe_rng
 from problems.per_client import take_blocks
 
 HyperMode = Literal["decay", "weights"]

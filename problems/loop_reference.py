@@ -27,7 +27,10 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from problems._base import Batch, Problem, ProblemError, ProblemKind
+from problems._base import Batch
+from problems._base import Problem
+from problems._base import ProblemError
+from problems._base import ProblemKind
 
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]
 

@@ -50,17 +50,21 @@ import numpy as np
 import torch
 
 from problems import _spectra
-from problems._base import (
-    Batch,
-    ProblemConstants,
-    ProblemError,
-    ProblemKind,
-    check_arrays,
-    check_positive_definite,
-    check_samples,
-)
-from problems._rows import matvec, rmatvec, rows, samples_around
-from problems.family import HESSIAN_SPREADS, ClientArrayFamily, either, recipe_rng
+from problems._base import Batch
+from problems._base import ProblemConstants
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._base import check_arrays
+from problems._base import check_positive_definite
+from problems._base import check_samples
+from problems._rows import matvec
+from problems._rows import rmatvec
+from problems._rows import rows
+from problems._rows import samples_around
+from problems.family import HESSIAN_SPREADS
+from problems.family import ClientArrayFamily
+from problems.family import either
+from problems.family import recipe_rng
 from problems.minimax_synthetic import fednest_synthetic_arrays
 from problems.quadratic_bilevel import NONNEGATIVE_KNOBS
 

@@ -50,9 +50,13 @@ import numpy as np
 import scipy.optimize
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind, as_tensor
+from problems._base import Batch
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._base import as_tensor
 from problems._rows import rows
-from problems.family import ProblemFamily, recipe_rng
+from problems.family import ProblemFamily
+from problems.family import recipe_rng
 
 
 class RiskAverse(ProblemFamily):

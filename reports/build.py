@@ -20,21 +20,24 @@ templates under ``templates/``). A figure is drawn again only when its inputs ch
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 
-from reports.claim_figures import claim_section, select_cases
-from reports.claims_table import ClaimSection, worst_case, worst_case_text
+from reports.claim_figures import claim_section
+from reports.claim_figures import select_cases
+from reports.claims_table import ClaimSection
+from reports.claims_table import worst_case
+from reports.claims_table import worst_case_text
 from reports.figure_cache import FigureCache
 from reports.page_context import page_context
-from reports.rendering import render_html, render_markdown
-from reports.results_reading import (
-    SeriesRow,
-    load_calibration,
-    load_claims,
-    load_metadata,
-    read_series,
-)
+from reports.rendering import render_html
+from reports.rendering import render_markdown
+from reports.results_reading import SeriesRow
+from reports.results_reading import load_calibration
+from reports.results_reading import load_claims
+from reports.results_reading import load_metadata
+from reports.results_reading import read_series
 from reports.sections import build_sections
 from results_format import atomic_write
 from results_format.claim_record import ClaimRecord

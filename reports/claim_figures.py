@@ -13,34 +13,41 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reports.case_titles import case_specs, case_title
-from reports.claims_table import ClaimSection, within_slack, worst_case, worst_case_text
-from reports.figure_cache import FigureCache, figure_key
-from reports.figure_spec import (
-    KIND_LABELS,
-    PLOT_VERSION,
-    Curve,
-    FigureSpec,
-    FitPanel,
-    SeriesPanel,
-    choose_summary,
-    interval_words,
-    quantity_label,
-    slope_guide,
-    step_label,
-)
-from reports.results_reading import (
-    NOT_TRUSTED,
-    SeriesRow,
-    canonical_params,
-    read_series,
-    torn_series_note,
-)
+from reports.case_titles import case_specs
+from reports.case_titles import case_title
+from reports.claims_table import ClaimSection
+from reports.claims_table import within_slack
+from reports.claims_table import worst_case
+from reports.claims_table import worst_case_text
+from reports.figure_cache import FigureCache
+from reports.figure_cache import figure_key
+from reports.figure_spec import KIND_LABELS
+from reports.figure_spec import PLOT_VERSION
+from reports.figure_spec import Curve
+from reports.figure_spec import FigureSpec
+from reports.figure_spec import FitPanel
+from reports.figure_spec import SeriesPanel
+from reports.figure_spec import choose_summary
+from reports.figure_spec import interval_words
+from reports.figure_spec import quantity_label
+from reports.figure_spec import slope_guide
+from reports.figure_spec import step_label
+from reports.results_reading import NOT_TRUSTED
+from reports.results_reading import SeriesRow
+from reports.results_reading import canonical_params
+from reports.results_reading import read_series
+from reports.results_reading import torn_series_note
 from results_format import atomic_write_bytes
-from results_format.claim_kinds import COMMUNICATION_COUNT, RATE_KINDS, RATE_LAWS
-from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
-from results_format.layout import COUNTEREXAMPLES, SERIES
-from results_format.paths import UnsafePath, inside
+from results_format.claim_kinds import COMMUNICATION_COUNT
+from results_format.claim_kinds import RATE_KINDS
+from results_format.claim_kinds import RATE_LAWS
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import FitRecord
+from results_format.layout import COUNTEREXAMPLES
+from results_format.layout import SERIES
+from results_format.paths import UnsafePath
+from results_format.paths import inside
 
 MAX_CASES_PLOTTED = 4
 SERIES_ORDER = ("measured", "bound", "fitted", "theory")

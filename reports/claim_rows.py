@@ -15,24 +15,28 @@ import dataclasses
 import json
 import math
 
-from reports.claims_table import (
-    VERDICT_CLASSES,
-    ClaimSection,
-    decision_text,
-    expectation,
-    fit_rows,
-    number_text,
-)
-from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
-from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_float
-from results_format.claim_record import CaseRecord, ClaimRecord, DecidedOnRecord, DecisionRecord
-from results_format.evidence import claim_slack, evidence_text
-from results_format.verdicts import (
-    ABOUTS,
-    added_parameters_text,
-    readings_text,
-    refutation_class,
-)
+from reports.claims_table import VERDICT_CLASSES
+from reports.claims_table import ClaimSection
+from reports.claims_table import decision_text
+from reports.claims_table import expectation
+from reports.claims_table import fit_rows
+from reports.claims_table import number_text
+from reports.hypotheses_text import hypothesis_lines
+from reports.hypotheses_text import reading_lines
+from reports.hypotheses_text import refutation_summary
+from reports.results_reading import NOT_CHECKED
+from reports.results_reading import NOT_TRUSTED
+from reports.results_reading import as_float
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import DecidedOnRecord
+from results_format.claim_record import DecisionRecord
+from results_format.evidence import claim_slack
+from results_format.evidence import evidence_text
+from results_format.verdicts import ABOUTS
+from results_format.verdicts import added_parameters_text
+from results_format.verdicts import readings_text
+from results_format.verdicts import refutation_class
 
 FAILS = "fails as stated"
 

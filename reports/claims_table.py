@@ -9,15 +9,26 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 from reports.figure_spec import claim_fits
-from reports.results_reading import NOT_CHECKED, NOT_TRUSTED, as_float
-from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
-from results_format.populations import counted, split
-from results_format.summary_records import CalibrationRow, ResultsMetadata
-from results_format.verdicts import ABOUTS, ERRATUM, SUBSTANTIVE, TABLE_NUMBER, refutation_counts
+from reports.results_reading import NOT_CHECKED
+from reports.results_reading import NOT_TRUSTED
+from reports.results_reading import as_float
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import FitRecord
+from results_format.populations import counted
+from results_format.populations import split
+from results_format.summary_records import CalibrationRow
+from results_format.summary_records import ResultsMetadata
+from results_format.verdicts import ABOUTS
+from results_format.verdicts import ERRATUM
+from results_format.verdicts import SUBSTANTIVE
+from results_format.verdicts import TABLE_NUMBER
+from results_format.verdicts import refutation_counts
 
 PAPER_ORDER = ("Classical", "FedNest", "AggITD", "FedMSA", "HGP")
 VERDICT_CLASSES = {

@@ -3,14 +3,19 @@ comparison, each algorithm in its :func:`~reports.plots.estimator_style` colour.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import matplotlib
 
-from reports.figure_spec import COMPARISON_PLOT_VERSION, Trace
-from reports.plots import RC_PARAMS, estimator_style, panel_record
+from reports.figure_spec import COMPARISON_PLOT_VERSION
+from reports.figure_spec import Trace
+from reports.plots import RC_PARAMS
+from reports.plots import estimator_style
+from reports.plots import panel_record
 
 matplotlib.use("Agg")
 

@@ -9,13 +9,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reports.section_model import Command, Section, Table
+from reports.section_model import Command
+from reports.section_model import Section
+from reports.section_model import Table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from results_format import BENCH_SCHEMA
-from results_format.layout import BENCH, REPLICATION
-from results_format.replication import RECORD_SCHEMA, replication_problem
-from results_format.summary_records import BenchRecord, ReplicationMetadata, ReplicationRecord
+from results_format.layout import BENCH
+from results_format.layout import REPLICATION
+from results_format.replication import RECORD_SCHEMA
+from results_format.replication import replication_problem
+from results_format.summary_records import BenchRecord
+from results_format.summary_records import ReplicationMetadata
+from results_format.summary_records import ReplicationRecord
 
 #: How to fill the replication and benchmark sections, and what it costs (measured on this
 #: project's 2-core machine, 2026-11-24, load about 7, other jobs running).

@@ -28,15 +28,15 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_format.claim_kinds import (
-    BIAS_BOUND,
-    BOUND_KINDS,
-    COMMUNICATION_COUNT,
-    LINEAR_RATE,
-    SCALING_EXPONENT,
-    VARIANCE_BOUND,
-)
-from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
+from results_format.claim_kinds import BIAS_BOUND
+from results_format.claim_kinds import BOUND_KINDS
+from results_format.claim_kinds import COMMUNICATION_COUNT
+from results_format.claim_kinds import LINEAR_RATE
+from results_format.claim_kinds import SCALING_EXPONENT
+from results_format.claim_kinds import VARIANCE_BOUND
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import FitRecord
 
 
 def _drawing_code_version(*modules: str) -> str:

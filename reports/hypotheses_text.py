@@ -11,7 +11,8 @@ reading holds). Reads the claim's results JSON only (``hypotheses``, ``readings`
 from __future__ import annotations
 
 from reports.results_reading import as_float
-from results_format.claim_record import ClaimRecord, MarginRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import MarginRecord
 
 
 def _counterexample_margins(claim: ClaimRecord) -> tuple[MarginRecord, ...]:

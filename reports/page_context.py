@@ -29,35 +29,33 @@ import dataclasses
 import re
 from collections.abc import Sequence
 
-from reports.claim_rows import FAILS, DecideCommand, Row, decide_command
-from reports.claims_table import (
-    FIT_HEAD,
-    PAPER_ORDER,
-    TABLE_HEAD,
-    VERDICT_CLASSES,
-    ClaimSection,
-    calibration_text,
-    cases_text,
-    header_fields,
-    power_text,
-    summary_sentence,
-)
+from reports.claim_rows import FAILS
+from reports.claim_rows import DecideCommand
+from reports.claim_rows import Row
+from reports.claim_rows import decide_command
+from reports.claims_table import FIT_HEAD
+from reports.claims_table import PAPER_ORDER
+from reports.claims_table import TABLE_HEAD
+from reports.claims_table import VERDICT_CLASSES
+from reports.claims_table import ClaimSection
+from reports.claims_table import calibration_text
+from reports.claims_table import cases_text
+from reports.claims_table import header_fields
+from reports.claims_table import power_text
+from reports.claims_table import summary_sentence
 from reports.sections import Section
-from results_format.populations import (
-    COMPARISONS,
-    PAPERS,
-    POPULATIONS,
-    VARIANTS,
-    counted,
-)
+from results_format.populations import COMPARISONS
+from results_format.populations import PAPERS
+from results_format.populations import POPULATIONS
+from results_format.populations import VARIANTS
+from results_format.populations import counted
 from results_format.populations import population as population_of
-from results_format.summary_records import CalibrationRow, ResultsMetadata
-from results_format.verdicts import (
-    ERRATUM,
-    REFUTATION_CLASSES,
-    SUBSTANTIVE,
-    TABLE_NUMBER,
-)
+from results_format.summary_records import CalibrationRow
+from results_format.summary_records import ResultsMetadata
+from results_format.verdicts import ERRATUM
+from results_format.verdicts import REFUTATION_CLASSES
+from results_format.verdicts import SUBSTANTIVE
+from results_format.verdicts import TABLE_NUMBER
 
 #: The groups of a paper, (verdict, refutation class), in the order its glance and table show
 #: them: the substantive refutations first, the errata and table numbers after the rest.

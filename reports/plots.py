@@ -18,7 +18,8 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import matplotlib
 from cycler import cycler
@@ -30,16 +31,14 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import LogFormatter  # noqa: E402
 
-from reports.figure_spec import (  # noqa: E402
-    CasePanel,
-    Curve,
-    FigureSpec,
-    FitPanel,
-    FitPoint,
-    Guide,
-    SeriesPanel,
-    interval_words,
-)
+from reports.figure_spec import CasePanel  # noqa: E402
+from reports.figure_spec import Curve  # noqa: E402
+from reports.figure_spec import FigureSpec  # noqa: E402
+from reports.figure_spec import FitPanel  # noqa: E402
+from reports.figure_spec import FitPoint  # noqa: E402
+from reports.figure_spec import Guide  # noqa: E402
+from reports.figure_spec import SeriesPanel  # noqa: E402
+from reports.figure_spec import interval_words  # noqa: E402
 
 # Fixed so that figures do not depend on a user's matplotlibrc. DejaVu Sans ships with
 # matplotlib, so no system or web font is needed.

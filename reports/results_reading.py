@@ -13,15 +13,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from results_format.claim_file import NOT_A_CLAIM_RESULT, read_claim_record
+from results_format.claim_file import NOT_A_CLAIM_RESULT
+from results_format.claim_file import read_claim_record
 from results_format.claim_record import ClaimRecord
-from results_format.layout import CALIBRATION, CLAIMS, METADATA, SUMMARY
-from results_format.records import (
-    calibration_records_problem,
-    calibration_summary_problem,
-    metadata_problem,
-)
-from results_format.summary_records import CalibrationRow, CalibrationSummary, ResultsMetadata
+from results_format.layout import CALIBRATION
+from results_format.layout import CLAIMS
+from results_format.layout import METADATA
+from results_format.layout import SUMMARY
+from results_format.records import calibration_records_problem
+from results_format.records import calibration_summary_problem
+from results_format.records import metadata_problem
+from results_format.summary_records import CalibrationRow
+from results_format.summary_records import CalibrationSummary
+from results_format.summary_records import ResultsMetadata
 
 
 def as_float(value: Any) -> float:

@@ -23,29 +23,35 @@ import math
 from pathlib import Path
 from typing import Any
 
-from reports.experiment_sections import bench, replication
-from reports.figure_cache import FigureCache, figure_key
-from reports.figure_spec import COMPARISON_PLOT_VERSION, Trace
-from reports.section_model import Command, Section, Table, cell_class
+from reports.experiment_sections import bench
+from reports.experiment_sections import replication
+from reports.figure_cache import FigureCache
+from reports.figure_cache import figure_key
+from reports.figure_spec import COMPARISON_PLOT_VERSION
+from reports.figure_spec import Trace
+from reports.section_model import Command
+from reports.section_model import Section
+from reports.section_model import Table
+from reports.section_model import cell_class
 from reports.section_model import check_command as _check_command
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from reports.section_model import read_json as _read_json
-from results_format.layout import CALIBRATION, COMMUNICATION, COMPARISON, MUTATION, SUMMARY
-from results_format.records import (
-    calibration_records_problem,
-    calibration_summary_problem,
-    mutation_summary_problem,
-)
-from results_format.summary_records import (
-    CalibrationSummary,
-    CommunicationTable,
-    ComparisonRow,
-    ComparisonTarget,
-    MutantRow,
-    MutationSummary,
-    RoundsToError,
-)
+from results_format.layout import CALIBRATION
+from results_format.layout import COMMUNICATION
+from results_format.layout import COMPARISON
+from results_format.layout import MUTATION
+from results_format.layout import SUMMARY
+from results_format.records import calibration_records_problem
+from results_format.records import calibration_summary_problem
+from results_format.records import mutation_summary_problem
+from results_format.summary_records import CalibrationSummary
+from results_format.summary_records import CommunicationTable
+from results_format.summary_records import ComparisonRow
+from results_format.summary_records import ComparisonTarget
+from results_format.summary_records import MutantRow
+from results_format.summary_records import MutationSummary
+from results_format.summary_records import RoundsToError
 from results_format.validation import seal_problem
 
 __all__ = [

@@ -16,18 +16,19 @@ from collections.abc import Mapping
 from statistics import NormalDist
 from typing import Any
 
-from results_format.claim_schema import CASE_SCHEMA, COMPARISON_SCHEMA, DECISION_SCHEMA, FIT_SCHEMA
+from results_format.claim_schema import CASE_SCHEMA
+from results_format.claim_schema import COMPARISON_SCHEMA
+from results_format.claim_schema import DECISION_SCHEMA
+from results_format.claim_schema import FIT_SCHEMA
 from results_format.validation import field_problems
-from results_format.verdicts import (
-    OUTCOMES,
-    VERDICTS,
-    combine,
-    comparison_holds,
-    interval_outcome,
-    readings_as_expected,
-    verdict_of,
-    verdict_over_readings,
-)
+from results_format.verdicts import OUTCOMES
+from results_format.verdicts import VERDICTS
+from results_format.verdicts import combine
+from results_format.verdicts import comparison_holds
+from results_format.verdicts import interval_outcome
+from results_format.verdicts import readings_as_expected
+from results_format.verdicts import verdict_of
+from results_format.verdicts import verdict_over_readings
 
 
 def _finite(*values: Any) -> bool:

@@ -18,18 +18,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from results_format.claim_checks import case_outcome, recomputed_problems
+from results_format.claim_checks import case_outcome
+from results_format.claim_checks import recomputed_problems
 from results_format.claim_record import ClaimRecord
-from results_format.claim_schema import (
-    CASE_SCHEMA,
-    CLAIM_RESULT_SCHEMA,
-    COUNTEREXAMPLE_SCHEMA,
-    FILES_KEY,
-    FIT_SCHEMA,
-)
+from results_format.claim_schema import CASE_SCHEMA
+from results_format.claim_schema import CLAIM_RESULT_SCHEMA
+from results_format.claim_schema import COUNTEREXAMPLE_SCHEMA
+from results_format.claim_schema import FILES_KEY
+from results_format.claim_schema import FIT_SCHEMA
 from results_format.layout import CLAIMS
-from results_format.paths import UnsafePath, inside
-from results_format.validation import field_problems, file_digest, kind_problem, seal_problem
+from results_format.paths import UnsafePath
+from results_format.paths import inside
+from results_format.validation import field_problems
+from results_format.validation import file_digest
+from results_format.validation import kind_problem
+from results_format.validation import seal_problem
 
 
 def companion_problems(data: Mapping[str, Any], results_dir: Path, where: str) -> list[str]:

@@ -16,7 +16,8 @@ Standard library only (see :mod:`results_format`).
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
+from typing import get_args
 
 ClaimKind = Literal[
     "exact_identity",

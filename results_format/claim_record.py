@@ -29,16 +29,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from results_format.typed_json import (
-    NOT_IN_FILE,
-    OMITTED_EMPTY,
-    OPTIONAL,
-    Record,
-    many_of,
-    one_of,
-    parsed,
-    values,
-)
+from results_format.typed_json import NOT_IN_FILE
+from results_format.typed_json import OMITTED_EMPTY
+from results_format.typed_json import OPTIONAL
+from results_format.typed_json import Record
+from results_format.typed_json import many_of
+from results_format.typed_json import one_of
+from results_format.typed_json import parsed
+from results_format.typed_json import values
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

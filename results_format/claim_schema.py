@@ -11,7 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from results_format.verdicts import ABOUTS, COMPARISON_RULES, DECISIONS, OUTCOMES, VERDICTS
+from results_format.verdicts import ABOUTS
+from results_format.verdicts import COMPARISON_RULES
+from results_format.verdicts import DECISIONS
+from results_format.verdicts import OUTCOMES
+from results_format.verdicts import VERDICTS
 
 #: The key of the companion files' digests in a claim's results file.
 FILES_KEY = "files"

@@ -36,11 +36,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results_format.layout import MUTATION, SUMMARY
+from results_format.layout import MUTATION
+from results_format.layout import SUMMARY
 
 #: A bound a paper states is loose when it could shrink by more than this factor before the
 #: tightest recorded case failed.

@@ -28,12 +28,16 @@ Standard library only (see :mod:`results_format`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results_format.layout import CALIBRATION, MUTATION
-from results_format.validation import field_problems, kind_problem, seal_problem
+from results_format.layout import CALIBRATION
+from results_format.layout import MUTATION
+from results_format.validation import field_problems
+from results_format.validation import kind_problem
+from results_format.validation import seal_problem
 from results_format.verdicts import VERDICTS
 
 #: One seed of ``testbed calibrate`` (``calibration/<claim>.json``'s ``runs[i]``).

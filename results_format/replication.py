@@ -27,13 +27,19 @@ library only (see :mod:`results_format`).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results_format.layout import RUN_METRICS, run_folder
-from results_format.metrics import MetricRow, MetricsFileError, read_metrics_notes, rows_digest
-from results_format.validation import field_problems, seal_problem
+from results_format.layout import RUN_METRICS
+from results_format.layout import run_folder
+from results_format.metrics import MetricRow
+from results_format.metrics import MetricsFileError
+from results_format.metrics import read_metrics_notes
+from results_format.metrics import rows_digest
+from results_format.validation import field_problems
+from results_format.validation import seal_problem
 
 UNITS = {
     "rounds_to_accuracy": "communication rounds",

@@ -23,12 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from results_format import atomic_write
-from results_format.validation import seal, seal_problem
+from results_format.validation import seal
+from results_format.validation import seal_problem
 
 #: The key of a saved record's fingerprint, and of the profile it was computed on.
 FINGERPRINT_KEY = "fingerprint"

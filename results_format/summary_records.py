@@ -30,7 +30,12 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from results_format.typed_json import Record, many_of, one_of, one_or_empty, parsed, values
+from results_format.typed_json import Record
+from results_format.typed_json import many_of
+from results_format.typed_json import one_of
+from results_format.typed_json import one_or_empty
+from results_format.typed_json import parsed
+from results_format.typed_json import values
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

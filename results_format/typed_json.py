@@ -15,8 +15,11 @@ Standard library only (see :mod:`results_format`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any, Self, TypeVar
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import Self
+from typing import TypeVar
 
 #: A field's metadata: left out of the file when ``None``.
 OPTIONAL = {"omit": "none"}

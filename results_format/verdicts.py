@@ -22,7 +22,8 @@ The claim file's schema is :mod:`results_format.claim_schema`, its checks
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 #: A claim's verdicts (the report's words).

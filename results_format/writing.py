@@ -21,7 +21,8 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 ALL_KINDS = frozenset({"bilevel", "minimax", "compositional"})
 

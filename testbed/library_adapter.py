@@ -34,11 +34,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import Problem, all_clients
+from problems import Problem
+from problems import all_clients
 from testbed.calls import CallCounter
-from testbed.estimators.base import Estimate, Estimator, InnerState
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import Estimator
+from testbed.estimators.base import InnerState
 from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.solvers import InnerRun, InnerSolver
+from testbed.estimators.solvers import InnerRun
+from testbed.estimators.solvers import InnerSolver
 
 
 class MissingLibrary(ImportError):

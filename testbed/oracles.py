@@ -38,7 +38,12 @@ from __future__ import annotations
 
 import torch
 
-from problems import Batch, ClosedFormOracles, Problem, RecentCache, is_plain, memory_key
+from problems import Batch
+from problems import ClosedFormOracles
+from problems import Problem
+from problems import RecentCache
+from problems import is_plain
+from problems import memory_key
 from testbed.calls import CallCounter
 
 Key = tuple[object, ...]

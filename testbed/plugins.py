@@ -24,8 +24,12 @@ import functools
 import importlib.metadata
 import signal
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 
 from results_format.paths import name_problem
 from testbed.algorithms.base import OuterAlgorithm

@@ -23,8 +23,12 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any, TypeVar
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import IO
+from typing import Any
+from typing import TypeVar
 
 from tqdm import tqdm
 

@@ -12,9 +12,14 @@ must name its claims (ids of :mod:`theory_checks` claims) or say why it has none
 from __future__ import annotations
 
 from testbed import plugins
-from testbed.entries import aggitd, classical, fedmsa, fednest, hgp
+from testbed.entries import aggitd
+from testbed.entries import classical
+from testbed.entries import fedmsa
+from testbed.entries import fednest
+from testbed.entries import hgp
 from testbed.info import EstimatorInfo
-from testbed.names import did_you_mean, shown
+from testbed.names import did_you_mean
+from testbed.names import shown
 
 BUILTIN: tuple[EstimatorInfo, ...] = tuple(
     classical.ENTRIES + aggitd.ENTRIES + fedmsa.ENTRIES + fednest.ENTRIES + hgp.ENTRIES

@@ -35,37 +35,42 @@ import json
 import math
 import random
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from problems import from_spec
-from results_format.claim_file import NOT_A_CLAIM_RESULT, read_claim_file
-from results_format.layout import CALIBRATION, CLAIMS, MUTATION, SUMMARY
-from results_format.records import (
-    calibration_record_problem,
-    calibration_records_problem,
-    calibration_summary_problem,
-    mutation_record_problem,
-    mutation_summary_problem,
-    usable_calibration_runs,
-)
+from results_format.claim_file import NOT_A_CLAIM_RESULT
+from results_format.claim_file import read_claim_file
+from results_format.layout import CALIBRATION
+from results_format.layout import CLAIMS
+from results_format.layout import MUTATION
+from results_format.layout import SUMMARY
+from results_format.records import calibration_record_problem
+from results_format.records import calibration_records_problem
+from results_format.records import calibration_summary_problem
+from results_format.records import mutation_record_problem
+from results_format.records import mutation_summary_problem
+from results_format.records import usable_calibration_runs
 from theory_checks.calibration import CalibrationTask
-from theory_checks.claim import Case, Claim
-from theory_checks.claim_results import CaseResult, claim_fingerprint
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim_results import CaseResult
+from theory_checks.claim_results import claim_fingerprint
 from theory_checks.decision import first_design
 from theory_checks.mutants import get_mutant
-from theory_checks.mutation import mutant_fingerprint, planned_runs, run_once
+from theory_checks.mutation import mutant_fingerprint
+from theory_checks.mutation import planned_runs
+from theory_checks.mutation import run_once
 from theory_checks.registry import get_claim
-from theory_checks.runner import (
-    Profile,
-    case_rate,
-    claim_seed,
-    default_make,
-    get_profile,
-    measure_and_decide,
-    replay_counterexample,
-)
+from theory_checks.runner import Profile
+from theory_checks.runner import case_rate
+from theory_checks.runner import claim_seed
+from theory_checks.runner import default_make
+from theory_checks.runner import get_profile
+from theory_checks.runner import measure_and_decide
+from theory_checks.runner import replay_counterexample
 
 #: Passing cases re-measured per claim by default. Why 2: with the counterexample replayed,
 #: every claim is measured again at least once and the audit of a fast-profile folder takes a

@@ -8,19 +8,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from results_format.populations import POPULATIONS, counted
+from results_format.populations import POPULATIONS
+from results_format.populations import counted
 from results_format.populations import population as population_of
-from results_format.verdicts import (
-    ERRATUM,
-    SUBSTANTIVE,
-    TABLE_NUMBER,
-    added_parameters_text,
-    readings_text,
-    refutation_class,
-    refutation_counts,
-)
+from results_format.verdicts import ERRATUM
+from results_format.verdicts import SUBSTANTIVE
+from results_format.verdicts import TABLE_NUMBER
+from results_format.verdicts import added_parameters_text
+from results_format.verdicts import readings_text
+from results_format.verdicts import refutation_class
+from results_format.verdicts import refutation_counts
 from testbed_app import communication
-from testbed_app.command_inputs import executor_for, named_claims, results_folder
+from testbed_app.command_inputs import executor_for
+from testbed_app.command_inputs import named_claims
+from testbed_app.command_inputs import results_folder
 from testbed_app.executors import Executor
 from theory_checks.claim import VERDICTS
 from theory_checks.claim_batch import run_claims

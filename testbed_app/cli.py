@@ -27,11 +27,13 @@ import os
 import re
 import sys
 import warnings
-from typing import Any, NoReturn
+from typing import Any
+from typing import NoReturn
 
 from results_format.locks import LockHeld
 from results_format.writing import WriteFailed
-from testbed_app.cli_parsers import COMMANDS, add_commands
+from testbed_app.cli_parsers import COMMANDS
+from testbed_app.cli_parsers import add_commands
 from testbed_app.experiments.errors import DeprecatedName
 
 DESCRIPTION = """\

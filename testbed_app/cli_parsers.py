@@ -9,19 +9,17 @@ from typing import Any
 
 from results_format.layout import REPORT
 from testbed.defaults import TASK_RETRIES
-from testbed_app.cli_types import (
-    MAX_CPUS,
-    MAX_GPUS,
-    MAX_JOBS,
-    MAX_RETRIES,
-    MAX_THREADS,
-    MAX_TIMEOUT,
-    identifier,
-    int_in,
-    non_negative_int,
-    number_in,
-    positive_int,
-)
+from testbed_app.cli_types import MAX_CPUS
+from testbed_app.cli_types import MAX_GPUS
+from testbed_app.cli_types import MAX_JOBS
+from testbed_app.cli_types import MAX_RETRIES
+from testbed_app.cli_types import MAX_THREADS
+from testbed_app.cli_types import MAX_TIMEOUT
+from testbed_app.cli_types import identifier
+from testbed_app.cli_types import int_in
+from testbed_app.cli_types import non_negative_int
+from testbed_app.cli_types import number_in
+from testbed_app.cli_types import positive_int
 from testbed_app.flower import ENGINES
 
 #: Every command with its one line of help (``testbed --help`` lists them in this order).

@@ -6,9 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from results_format.paths import output_folder
-from testbed_app.executors import Executor, make_executor
+from testbed_app.executors import Executor
+from testbed_app.executors import make_executor
 from theory_checks.claim import Claim
-from theory_checks.registry import CLAIM_DB, get_claim
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
 from theory_checks.settings import RunSettings
 
 #: The tail of an unknown claim's error line, said once for several unknown ids.

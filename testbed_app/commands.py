@@ -20,19 +20,28 @@ from pathlib import Path
 from typing import Any
 
 from reports.build import build_report
-from results_format.layout import CALIBRATION, REPORT
+from results_format.layout import CALIBRATION
+from results_format.layout import REPORT
 from testbed.progress import Progress
-from testbed_app import audit, mutate, regression
+from testbed_app import audit
+from testbed_app import mutate
+from testbed_app import regression
 from testbed_app import verify as verifying
 from testbed_app.check_command import check_command
-from testbed_app.command_inputs import executor_for, named_claims, results_folder
+from testbed_app.command_inputs import executor_for
+from testbed_app.command_inputs import named_claims
+from testbed_app.command_inputs import results_folder
 from testbed_app.flower import command as deploy
 from testbed_app.list_command import list_command
 from testbed_app.report_command import report_command
 from testbed_app.run_command import run_command
 from testbed_app.run_settings import settings_of
-from theory_checks.calibration import calibrate, check_seeds, format_table
-from theory_checks.settings import RunSettings, use_plugins, use_settings
+from theory_checks.calibration import calibrate
+from theory_checks.calibration import check_seeds
+from theory_checks.calibration import format_table
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_plugins
+from theory_checks.settings import use_settings
 
 #: A command's handler: the parsed options and the run's settings in, the exit status out.
 Handler = Callable[[argparse.Namespace, RunSettings], int]

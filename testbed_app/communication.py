@@ -17,7 +17,9 @@ its ``rounds_per_iteration()`` if it declares one, marked "declared, no paper fo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,9 @@ from testbed.info import EstimatorInfo
 from testbed.progress import Progress
 from testbed.registry import ESTIMATOR_DB
 from testbed_app.regression_grid import grid_problems
-from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
+from theory_checks.units import RegisteredEntryTask
+from theory_checks.units import driver_dtype
+from theory_checks.units import run_in_process
 
 ITERATIONS = 5  # why 5: random N' varies per iteration; five show the spread in a second
 FILE = COMMUNICATION

@@ -43,13 +43,19 @@ import functools
 import itertools
 import os
 import pickle
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import Protocol
+from typing import TypeVar
 
 from testbed.defaults import TASK_RETRIES
 from testbed_app.threads import workload_threads
 from testbed_app.worker_start import start_local_worker
-from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 T = TypeVar("T")
 S = TypeVar("S", bound="_Session")
@@ -133,7 +139,10 @@ class LocalExecutor(_Session):
             yield from self._run_here(tasks, then)
             return
         import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import Future
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import wait
 
         context = multiprocessing.get_context("spawn")  # no fork of a threaded torch process
         pool = ProcessPoolExecutor(

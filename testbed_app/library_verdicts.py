@@ -23,7 +23,8 @@ import argparse
 import sys
 import tempfile
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,13 @@ import tomli_w
 from results_format import atomic_write
 from testbed_app.verify import verify
 from theory_checks.claim import NotMeasurable
-from theory_checks.profiles import Profile, get_profile
+from theory_checks.profiles import Profile
+from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
-from theory_checks.runner import default_make, measure_and_decide
-from theory_checks.settings import RunSettings, use_settings
+from theory_checks.runner import default_make
+from theory_checks.runner import measure_and_decide
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -124,7 +128,11 @@ def fresh_seed_outcomes(
     which ``testbed verify`` uses): how a refutation is confirmed on fresh cases. One record per
     measured case (rejected cases are left out): problem id, parameters, measured value, bound
     and outcome."""
-    from hypothesis import HealthCheck, Phase, given, seed, settings
+    from hypothesis import HealthCheck
+    from hypothesis import Phase
+    from hypothesis import given
+    from hypothesis import seed
+    from hypothesis import settings
 
     claim = get_claim(claim_id)
     make = default_make(claim, estimator)

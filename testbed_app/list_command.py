@@ -11,11 +11,14 @@ from pathlib import Path
 
 from problems import PROBLEM_DB
 from problems.workloads.data import DATASETS
-from problems.workloads.splits import SCHEMES, split_clients
+from problems.workloads.splits import SCHEMES
+from problems.workloads.splits import split_clients
 from results_format.claim_file import read_claim_file
-from results_format.evidence import evidence_text, mutation_kills
+from results_format.evidence import evidence_text
+from results_format.evidence import mutation_kills
 from results_format.layout import CLAIMS
-from results_format.populations import POPULATIONS, counted
+from results_format.populations import POPULATIONS
+from results_format.populations import counted
 from results_format.populations import population as population_of
 from results_format.verdicts import refutation_class
 from testbed import plugins
@@ -23,15 +26,14 @@ from testbed.registry import ESTIMATOR_DB
 from testbed_app.command_inputs import named_claims
 from testbed_app.experiments import schema
 from testbed_app.experiments.config import workload_defaults
-from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, workload_options
+from testbed_app.experiments.registry import EXPERIMENT_BUILDERS
+from testbed_app.experiments.registry import workload_options
 from theory_checks.claim import Claim
-from theory_checks.registry import (
-    BUILT_IN,
-    CLAIM_DB,
-    claim_plugin_problems,
-    defined_in,
-    run_origin,
-)
+from theory_checks.registry import BUILT_IN
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import claim_plugin_problems
+from theory_checks.registry import defined_in
+from theory_checks.registry import run_origin
 from theory_checks.runner import claim_runs
 
 

@@ -37,14 +37,12 @@ from typing import Any
 from testbed.progress import Progress
 from testbed_app.executors import LocalExecutor
 from theory_checks.mutants import MUTANT_DB
-from theory_checks.mutation import (
-    SharedRuns,
-    as_expected,
-    format_table,
-    run_mutant,
-    run_mutants,
-    write_summary,
-)
+from theory_checks.mutation import SharedRuns
+from theory_checks.mutation import as_expected
+from theory_checks.mutation import format_table
+from theory_checks.mutation import run_mutant
+from theory_checks.mutation import run_mutants
+from theory_checks.mutation import write_summary
 from theory_checks.parameter_mutants import GENERATED
 from theory_checks.profiles import Profile
 from theory_checks.settings import RunSettings

@@ -32,17 +32,22 @@ import json
 import pkgutil
 import re
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from reports.claim_figures import claim_section as report_claim_section
 from results_format.claim_file import read_claim_record
-from results_format.claim_record import CaseRecord, ClaimRecord, MarginRecord
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import MarginRecord
 from results_format.layout import CLAIMS
 from theory_checks.claim import Claim
 from theory_checks.hypotheses import margins
-from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, defined_in
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import PAPER_PACKAGES
+from theory_checks.registry import defined_in
 
 #: The environment variable naming a results folder whose measured verdicts the pages show.
 RESULTS_ENV = "TESTBED_DOCS_RESULTS"

@@ -45,7 +45,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,9 +56,14 @@ from scipy import stats
 
 from results_format.records import baseline_problem
 from results_format.resume import write_json
-from testbed.registry import BUILTIN, get_estimator
+from testbed.registry import BUILTIN
+from testbed.registry import get_estimator
 from testbed_app import regression_grid
-from testbed_app.regression_grid import ERROR_FLOOR, Execute, Samples, floored_log10, measure_all
+from testbed_app.regression_grid import ERROR_FLOOR
+from testbed_app.regression_grid import Execute
+from testbed_app.regression_grid import Samples
+from testbed_app.regression_grid import floored_log10
+from testbed_app.regression_grid import measure_all
 
 #: The committed baseline: ``reports/baselines/regress.json`` of the source tree, shipped in the
 #: package as data of ``reports`` (``[tool.setuptools.package-data]``), so an installed testbed

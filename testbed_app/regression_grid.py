@@ -33,19 +33,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import Literal
 
 import numpy as np
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
 from testbed import plugins
 from testbed.algorithms.base import IterationRecord
 from testbed.federation.context import FederatedContext
 from testbed.info import EstimatorInfo
 from testbed.registry import BUILTIN
-from theory_checks.units import RegisteredEntryTask, driver_dtype, run_in_process
+from theory_checks.units import RegisteredEntryTask
+from theory_checks.units import driver_dtype
+from theory_checks.units import run_in_process
 
 PROBLEM_SEEDS = (0, 1, 2)
 REPLICATES = 4  # why 4: a within-problem variance per seed while the grid stays ~6 minutes

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from reports.build import build_report
-from results_format.claim_file import NOT_A_CLAIM_RESULT, untrusted_claim_files
+from results_format.claim_file import NOT_A_CLAIM_RESULT
+from results_format.claim_file import untrusted_claim_files
 from results_format.layout import REPORT
 from results_format.paths import output_folder
 from testbed.progress import Progress

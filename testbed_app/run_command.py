@@ -7,17 +7,21 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from testbed.progress import Progress
-from testbed_app.command_inputs import executor_for, results_folder
+from testbed_app.command_inputs import executor_for
+from testbed_app.command_inputs import results_folder
 from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.config import load_config
 from testbed_app.experiments.errors import DeprecatedName
 from testbed_app.experiments.run_folders import check_run_folders
-from testbed_app.experiments.segments import SegmentResult, iter_experiments, run_experiments
+from testbed_app.experiments.segments import SegmentResult
+from testbed_app.experiments.segments import iter_experiments
+from testbed_app.experiments.segments import run_experiments
 from theory_checks.settings import RunSettings
 
 

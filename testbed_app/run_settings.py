@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 
 from testbed.defaults import TASK_RETRIES
-from testbed_app.threads import claim_threads, workload_threads
+from testbed_app.threads import claim_threads
+from testbed_app.threads import workload_threads
 from theory_checks.profiles import get_profile
-from theory_checks.settings import ExecutorSettings, RunSettings
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
 
 #: The commands whose processes run ``testbed run``'s workloads (threads shared among jobs),
 #: and those that run the closed-form claims (one thread per process); the others leave torch's

@@ -25,9 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from testbed.info import EstimatorInfo
-from testbed_app.verify import failures, verdict_table, verify
+from testbed_app.verify import failures
+from testbed_app.verify import verdict_table
+from testbed_app.verify import verify
 from theory_checks.profiles import get_profile
-from theory_checks.settings import RunSettings, use_settings
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 
 def assert_claims_hold(

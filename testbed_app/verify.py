@@ -19,11 +19,13 @@ from typing import Any
 from results_format.verdicts import readings_text
 from testbed import plugins
 from testbed.info import EstimatorInfo
-from testbed.names import did_you_mean, shown
+from testbed.names import did_you_mean
+from testbed.names import shown
 from testbed.registry import ESTIMATOR_DB
 from theory_checks.claim_batch import run_claim_runs
 from theory_checks.profiles import Profile
-from theory_checks.registry import claims_of, get_claim
+from theory_checks.registry import claims_of
+from theory_checks.registry import get_claim
 from theory_checks.runner import claim_runs
 
 

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from results_format.validation import file_digest, seal
+from results_format.validation import file_digest
+from results_format.validation import seal
 from results_format.verdicts import comparison_for
 
 #: The columns of ``series/<run_id>.csv`` as the runner writes them.

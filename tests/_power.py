@@ -12,8 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 from problems import from_spec
-from theory_checks.claim import Case, Claim
-from theory_checks.runner import ClaimResult, Profile, measure_and_decide, run_claim
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.runner import ClaimResult
+from theory_checks.runner import Profile
+from theory_checks.runner import measure_and_decide
+from theory_checks.runner import run_claim
 
 
 def correct_run(claim: Claim, profile: Profile, estimator: str | None = None) -> ClaimResult:

@@ -12,13 +12,11 @@ import numpy as np
 
 from problems import from_spec
 from theory_checks.claim import Claim
-from theory_checks.runner import (
-    ClaimResult,
-    Profile,
-    replay_counterexample,
-    run_claim,
-    write_claim_result,
-)
+from theory_checks.runner import ClaimResult
+from theory_checks.runner import Profile
+from theory_checks.runner import replay_counterexample
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 
 def assert_saved_and_replays(

@@ -37,8 +37,11 @@ from __future__ import annotations
 import ast
 import importlib.util
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
@@ -389,7 +392,8 @@ def parse_allowance(text: str) -> tuple[str, str]:
 try:  # the contract type for lint-imports; the functions above need no import-linter
     from importlinter.application import output
     from importlinter.domain import fields
-    from importlinter.domain.contract import Contract, ContractCheck
+    from importlinter.domain.contract import Contract
+    from importlinter.domain.contract import ContractCheck
 except ImportError:  # pragma: no cover - import-linter is in the extras test and lint
     pass
 else:

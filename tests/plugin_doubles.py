@@ -18,7 +18,8 @@ def broken_copy() -> EstimatorInfo:
     (An off-by-one in the number of terms is caught too since the identity rejects the cases
     whose Neumann error vanishes whatever N: tests/test_neumann_identity_power.py.)
     """
-    from my_estimator.horner import ENTRY, HornerNeumann
+    from my_estimator.horner import ENTRY
+    from my_estimator.horner import HornerNeumann
 
     from testbed.estimators.solvers import default_step_size
 

@@ -8,8 +8,11 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from testbed import FederatedContext, InnerState, run_algorithm
-from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed import FederatedContext
+from testbed import InnerState
+from testbed import run_algorithm
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITD
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL

@@ -23,8 +23,11 @@ from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.oracles import Oracles
 from theory_checks import aggitd
-from theory_checks.aggitd import comm, lower, prop1, thm1
+from theory_checks.aggitd import comm
+from theory_checks.aggitd import lower
 from theory_checks.aggitd import perturbations as perturbed
+from theory_checks.aggitd import prop1
+from theory_checks.aggitd import thm1
 
 CLAIMS = aggitd.CLAIMS
 

@@ -16,18 +16,17 @@ import numpy as np
 import pytest
 import torch
 
-from problems import QuadraticBilevel, from_spec
+from problems import QuadraticBilevel
+from problems import from_spec
 from testbed.registry import get_estimator
 from theory_checks.aggitd.alg1 import check_per_index_identity
-from theory_checks.aggitd.constants import (
-    A2_M_GLOBAL,
-    LAMBDA_CAP,
-    THEOREM1,
-    aggitd_constants,
-    inner_step,
-    neumann_step,
-    theorem1_outer_step,
-)
+from theory_checks.aggitd.constants import A2_M_GLOBAL
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import THEOREM1
+from theory_checks.aggitd.constants import aggitd_constants
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.constants import theorem1_outer_step
 from theory_checks.aggitd.cor1 import check_cor1_no_floor
 from theory_checks.aggitd.errata import check_geometric_sum_printed
 from theory_checks.aggitd.scaling import check_tau_invariance

@@ -15,9 +15,12 @@ from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
 from theory_checks.aggitd import thm1
 from theory_checks.aggitd.common import FixedIndex
-from theory_checks.decision import Design, first_design
+from theory_checks.decision import Design
+from theory_checks.decision import first_design
 from theory_checks.registry import get_claim
-from theory_checks.runner import Profile, measure, run_claim
+from theory_checks.runner import Profile
+from theory_checks.runner import measure
+from theory_checks.runner import run_claim
 
 PROFILE = Profile("thorough", max_examples=5)
 

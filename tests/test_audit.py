@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from results_format.claim_file import claim_file_problem
-from results_format.validation import file_digest, seal
+from results_format.validation import file_digest
+from results_format.validation import seal
 from testbed_app.audit import DEFAULT_SAMPLE
 from testbed_app.cli import main
 

@@ -12,25 +12,22 @@ import numpy as np
 import pytest
 import torch
 
-from problems import (
-    LinearCompositional,
-    PerClientQuadratic,
-    ProblemError,
-    QuadraticBilevel,
-    QuadraticMinimax,
-    RiskAverse,
-)
+from problems import LinearCompositional
+from problems import PerClientQuadratic
+from problems import ProblemError
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import RiskAverse
 from problems.logistic import PerClientLogistic
-from problems.workloads.splits import SplitError, split_clients
-from testbed import (
-    DivergenceError,
-    GradientDescent,
-    ImplicitDifferentiation,
-    InputError,
-    IterativeDifferentiation,
-    Neumann,
-    run_algorithm,
-)
+from problems.workloads.splits import SplitError
+from problems.workloads.splits import split_clients
+from testbed import DivergenceError
+from testbed import GradientDescent
+from testbed import ImplicitDifferentiation
+from testbed import InputError
+from testbed import IterativeDifferentiation
+from testbed import Neumann
+from testbed import run_algorithm
 from testbed.estimators.fixed_point import FixedPoint
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator

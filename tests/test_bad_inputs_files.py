@@ -15,7 +15,8 @@ import torch
 
 from testbed_app.cli import main
 from testbed_app.experiments import runner
-from testbed_app.experiments.config import ConfigError, load_config
+from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.config import load_config
 from testbed_app.experiments.replication import final_value
 from tests.test_experiments import write
 

@@ -8,19 +8,21 @@ import numpy as np
 import pytest
 import torch
 
-from theory_checks.calibration import CalibrationBlock, CalibrationTask, PendingBlocks, PendingTasks
+from theory_checks.calibration import CalibrationBlock
+from theory_checks.calibration import CalibrationTask
+from theory_checks.calibration import PendingBlocks
+from theory_checks.calibration import PendingTasks
 from theory_checks.decision import first_design
 from theory_checks.registry import get_claim
-from theory_checks.replicates import (
-    NotBatchable,
-    StackedGenerator,
-    calibration_seed_of,
-    replicated,
-    seed_batch,
-    shared,
-    sibling,
-)
-from theory_checks.runner import get_profile, run_claim
+from theory_checks.replicates import NotBatchable
+from theory_checks.replicates import StackedGenerator
+from theory_checks.replicates import calibration_seed_of
+from theory_checks.replicates import replicated
+from theory_checks.replicates import seed_batch
+from theory_checks.replicates import shared
+from theory_checks.replicates import sibling
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
 
 # The cheapest statistical claim whose check draws its replicates through the batch hook
 # (theory_checks.hgp.common.replica_estimates): ~0.5 s a seed on one core.

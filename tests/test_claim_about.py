@@ -16,21 +16,22 @@ from pathlib import Path
 import pytest
 
 from results_format.claim_file import read_claim_file
-from results_format.verdicts import (
-    ABOUT_RESULT,
-    ABOUT_SENTENCE,
-    ABOUT_STEP,
-    ABOUT_TABLE,
-    ABOUTS,
-    ERRATUM,
-    SUBSTANTIVE,
-    TABLE_NUMBER,
-    refutation_class,
-    refutation_counts,
-)
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_SENTENCE
+from results_format.verdicts import ABOUT_STEP
+from results_format.verdicts import ABOUT_TABLE
+from results_format.verdicts import ABOUTS
+from results_format.verdicts import ERRATUM
+from results_format.verdicts import SUBSTANTIVE
+from results_format.verdicts import TABLE_NUMBER
+from results_format.verdicts import refutation_class
+from results_format.verdicts import refutation_counts
 from testbed_app.check_command import refutations_line
-from tests._claim_files import case_record, claim_record, write_claim_file
-from theory_checks.registry import BUILTIN_CLAIMS, get_claim
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_claim_file
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import get_claim
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -12,18 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from results_format.evidence import (
-    LOOSE_FACTOR,
-    case_use,
-    claim_slack,
-    companion_problem,
-    evidence_text,
-    kill_set_text,
-    mutation_kills,
-)
+from results_format.evidence import LOOSE_FACTOR
+from results_format.evidence import case_use
+from results_format.evidence import claim_slack
+from results_format.evidence import companion_problem
+from results_format.evidence import evidence_text
+from results_format.evidence import kill_set_text
+from results_format.evidence import mutation_kills
 from testbed_app.cli import main
-from tests._claim_files import case_record, claim_record, write_claim_file
-from theory_checks.registry import BUILTIN_CLAIMS, get_claim
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_claim_file
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import get_claim
 
 #: The claims measured loose on the fast profile (2026-11-28: cor1.floor_kept 930x,
 #: errata.dh_theorem2_constant 14.5x, errata.prop1_alpha3_eq45 and prop1.bias_bound about 1e6x,

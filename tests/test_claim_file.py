@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
-from theory_checks.claim import Case, PerProfile
-from theory_checks.claim_file import ClaimFileError, code, load_claims, resolve
+from theory_checks.claim import Case
+from theory_checks.claim import PerProfile
+from theory_checks.claim_file import ClaimFileError
+from theory_checks.claim_file import code
+from theory_checks.claim_file import load_claims
+from theory_checks.claim_file import resolve
 from theory_checks.registry import get_claim
 
 ROOT = Path(__file__).resolve().parents[1] / "theory_checks"

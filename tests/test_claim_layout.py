@@ -32,7 +32,8 @@ import pytest
 
 from theory_checks.claim import Claim
 from theory_checks.profiles import PerProfile
-from theory_checks.registry import BUILTIN_CLAIMS, defined_in
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import defined_in
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PAPERS = ("classical", "fednest", "aggitd", "fedmsa", "hgp", "comparison")

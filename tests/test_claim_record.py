@@ -17,21 +17,20 @@ import pytest
 
 from reports.figure_spec import KIND_LABELS
 from results_format.claim_file import read_claim_record
-from results_format.claim_kinds import BOUND_KINDS, CLAIM_KINDS, RATE_KINDS, RATE_LAWS
-from results_format.claim_record import (
-    CaseRecord,
-    ClaimRecord,
-    ControlRecord,
-    FitRecord,
-    PowerRecord,
-    ReadingRecord,
-)
-from results_format.summary_records import (
-    CalibrationSummary,
-    CommunicationTable,
-    MutationSummary,
-    ResultsMetadata,
-)
+from results_format.claim_kinds import BOUND_KINDS
+from results_format.claim_kinds import CLAIM_KINDS
+from results_format.claim_kinds import RATE_KINDS
+from results_format.claim_kinds import RATE_LAWS
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import ControlRecord
+from results_format.claim_record import FitRecord
+from results_format.claim_record import PowerRecord
+from results_format.claim_record import ReadingRecord
+from results_format.summary_records import CalibrationSummary
+from results_format.summary_records import CommunicationTable
+from results_format.summary_records import MutationSummary
+from results_format.summary_records import ResultsMetadata
 from testbed_app.cli import main
 from theory_checks import claim as claim_module
 from theory_checks.registry import CLAIM_DB

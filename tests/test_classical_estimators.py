@@ -3,19 +3,19 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
-from testbed import (
-    ConjugateGradient,
-    ExactInnerSolution,
-    GradientDescent,
-    ImplicitDifferentiation,
-    InnerState,
-    IterativeDifferentiation,
-    Neumann,
-)
+from problems import QuadraticBilevel
+from problems import strategies
+from testbed import ConjugateGradient
+from testbed import ExactInnerSolution
+from testbed import GradientDescent
+from testbed import ImplicitDifferentiation
+from testbed import InnerState
+from testbed import IterativeDifferentiation
+from testbed import Neumann
 from testbed.registry import ESTIMATOR_DB
 from tests._tol import IDENTITY_RTOL
 from tests.reference import classical as ref

@@ -9,7 +9,9 @@ import pytest
 
 from problems import PROBLEM_DB
 from testbed.registry import ESTIMATOR_DB
-from testbed_app.cli import COMMANDS, build_parser, main
+from testbed_app.cli import COMMANDS
+from testbed_app.cli import build_parser
+from testbed_app.cli import main
 from theory_checks.registry import CLAIM_DB
 
 

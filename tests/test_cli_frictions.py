@@ -8,8 +8,13 @@ import re
 
 import pytest
 
-from testbed_app.cli import COMMANDS, build_parser, main
-from tests._claim_files import case_record, claim_record, write_claim_file, write_series
+from testbed_app.cli import COMMANDS
+from testbed_app.cli import build_parser
+from testbed_app.cli import main
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_claim_file
+from tests._claim_files import write_series
 
 #: a positional argument each command needs for its --help to be compared with its defaults
 POSITIONALS = {"run": ["x.toml"], "verify": ["aid-fp"], "deploy": ["x.toml"], "audit": ["results"]}

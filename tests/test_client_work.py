@@ -16,15 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
 from testbed.algorithms.base import run_algorithm
-from testbed.federation.client_work import (
-    WORK_KINDS,
-    ClientReply,
-    ClientWork,
-    InProcessClients,
-    Together,
-)
+from testbed.federation.client_work import WORK_KINDS
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import InProcessClients
+from testbed.federation.client_work import Together
 from testbed.federation.context import FederatedContext
 from testbed.registry import ESTIMATOR_DB
 

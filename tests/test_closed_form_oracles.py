@@ -16,7 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, all_clients
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import all_clients
 from testbed.oracles import Oracles
 
 RTOL = 1e-12

@@ -19,8 +19,10 @@ from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
 from theory_checks.comparison import common as comparison
-from theory_checks.comparison import runs, table
-from theory_checks.decision import clopper_pearson, first_design
+from theory_checks.comparison import runs
+from theory_checks.comparison import table
+from theory_checks.decision import clopper_pearson
+from theory_checks.decision import first_design
 from theory_checks.registry import get_claim
 
 AGGITD = runs.COMPARISONS["aggitd"]

@@ -5,10 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from problems import Batch, LinearCompositional, ProblemError, RiskAverse, from_spec
+from problems import Batch
+from problems import LinearCompositional
+from problems import ProblemError
+from problems import RiskAverse
+from problems import from_spec
 from problems.strategies import linear_compositional
 
 FAST = settings(max_examples=15, deadline=None)

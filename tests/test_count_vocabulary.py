@@ -6,7 +6,10 @@ into the papers' counts."""
 
 import re
 
-from results_format.populations import COMPARISONS, NOUNS, PAPERS, VARIANTS
+from results_format.populations import COMPARISONS
+from results_format.populations import NOUNS
+from results_format.populations import PAPERS
+from results_format.populations import VARIANTS
 from testbed_app.cli import main
 
 #: "98 claims of the papers", "1 comparison", "4 runs on enrolled variants" -> population

@@ -20,17 +20,19 @@ import numpy as np
 import pytest
 import sympy
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
-from problems.strategies import (
-    linear_compositional,
-    quadratic_bilevel,
-    quadratic_minimax,
-)
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems.strategies import linear_compositional
+from problems.strategies import quadratic_bilevel
+from problems.strategies import quadratic_minimax
 from testbed.oracles import Oracles
-from tests._tol import FINITE_DIFFERENCE_RTOL, IDENTITY_RTOL
+from tests._tol import FINITE_DIFFERENCE_RTOL
+from tests._tol import IDENTITY_RTOL
 
 EPS = float(np.finfo(np.float64).eps)
 FAST = settings(max_examples=15, deadline=None)

@@ -17,21 +17,28 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
 from theory_checks import decision
-from theory_checks.calibration import calibrate_claim, format_table
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, known_case
-from theory_checks.decision import (
-    Binomial,
-    Design,
-    EmpiricalBernstein,
-    Hoeffding,
-    Normal,
-    StatTest,
-    StudentT,
-    batch_evidence,
-    clopper_pearson,
-    replicates_for_half_width,
-)
-from theory_checks.runner import Profile, case_rate, replay_counterexample, run_claim
+from theory_checks.calibration import calibrate_claim
+from theory_checks.calibration import format_table
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import known_case
+from theory_checks.decision import Binomial
+from theory_checks.decision import Design
+from theory_checks.decision import EmpiricalBernstein
+from theory_checks.decision import Hoeffding
+from theory_checks.decision import Normal
+from theory_checks.decision import StatTest
+from theory_checks.decision import StudentT
+from theory_checks.decision import batch_evidence
+from theory_checks.decision import clopper_pearson
+from theory_checks.decision import replicates_for_half_width
+from theory_checks.runner import Profile
+from theory_checks.runner import case_rate
+from theory_checks.runner import replay_counterexample
+from theory_checks.runner import run_claim
 
 PROFILE = Profile("fast", 3)
 BOUND = 1.0

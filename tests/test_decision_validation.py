@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from theory_checks.decision_validation import DRAWS_PER_RATE, EVIDENCE, validate
+from theory_checks.decision_validation import DRAWS_PER_RATE
+from theory_checks.decision_validation import EVIDENCE
+from theory_checks.decision_validation import validate
 
 RATE = 1e-3  # the default family-wise rate; per-test rates are smaller and need more draws
 

@@ -19,7 +19,10 @@ import numpy as np
 import pytest
 import torch
 
-from problems import PROBLEM_DB, QuadraticBilevel, all_clients, from_spec
+from problems import PROBLEM_DB
+from problems import QuadraticBilevel
+from problems import all_clients
+from problems import from_spec
 from testbed import get_estimator
 from testbed.devices import check_device
 from testbed.federation.context import FederatedContext
@@ -29,7 +32,9 @@ from theory_checks.claim import Case
 from theory_checks.exact_quantities import sign_fixed
 from theory_checks.registry import get_claim
 from theory_checks.runner import measure
-from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 NO_CUDA = "needs a CUDA GPU (torch.cuda.is_available() is False); run by tox -e gpu"

@@ -13,14 +13,12 @@ import pytest
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config
-from testbed_app.experiments.divergence import (
-    GRADIENT_GROWTH,
-    LOSS_GROWTH,
-    MetricsWatch,
-    accuracy_collapse,
-    gradient_growth,
-    loss_growth,
-)
+from testbed_app.experiments.divergence import GRADIENT_GROWTH
+from testbed_app.experiments.divergence import LOSS_GROWTH
+from testbed_app.experiments.divergence import MetricsWatch
+from testbed_app.experiments.divergence import accuracy_collapse
+from testbed_app.experiments.divergence import gradient_growth
+from testbed_app.experiments.divergence import loss_growth
 from tests.test_experiments import write
 
 #: The review's finding: FedNest on the digits MLP at outer step 500 (4 steps: at the fifth the

@@ -16,20 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from testbed_app.paper_pages import (
-    anchor,
-    command,
-    escape_markdown,
-    measured,
-    package_name,
-    pages,
-    paper_page,
-)
+from testbed_app.paper_pages import anchor
+from testbed_app.paper_pages import command
+from testbed_app.paper_pages import escape_markdown
+from testbed_app.paper_pages import measured
+from testbed_app.paper_pages import package_name
+from testbed_app.paper_pages import pages
+from testbed_app.paper_pages import paper_page
 from theory_checks import hgp
 from theory_checks.claim_results import write_claim_result
 from theory_checks.controls import run_power
 from theory_checks.profiles import get_profile
-from theory_checks.registry import BUILTIN_CLAIMS, PAPER_PACKAGES, get_claim
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import PAPER_PACKAGES
+from theory_checks.registry import get_claim
 from theory_checks.runner import run_claim
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,11 +17,15 @@ import pytest
 import torch
 
 from testbed_app import cli
-from testbed_app.executors import RAY_MISSING, LocalExecutor, make_executor
+from testbed_app.executors import RAY_MISSING
+from testbed_app.executors import LocalExecutor
+from testbed_app.executors import make_executor
 from theory_checks.claim_batch import run_claim_runs
 from theory_checks.registry import get_claim
-from theory_checks.runner import claim_runs, get_profile
-from theory_checks.settings import ExecutorSettings, RunSettings
+from theory_checks.runner import claim_runs
+from theory_checks.runner import get_profile
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
 
 #: a claim with two enrolled variants (three runs) and one that fails as stated (a
 #: counterexample's JSON and arrays): every kind of results file, in a few seconds

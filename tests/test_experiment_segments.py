@@ -5,7 +5,9 @@ executor or on where a run was interrupted."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +16,12 @@ import pytest
 from testbed_app import cli
 from testbed_app.executors import LocalExecutor
 from testbed_app.experiments.config import load_config
-from testbed_app.experiments.segments import (
-    SegmentResult,
-    SegmentTask,
-    run_experiments,
-    segment_task,
-)
-from tests.test_executors import fake_ray_executor, results_files
+from testbed_app.experiments.segments import SegmentResult
+from testbed_app.experiments.segments import SegmentTask
+from testbed_app.experiments.segments import run_experiments
+from testbed_app.experiments.segments import segment_task
+from tests.test_executors import fake_ray_executor
+from tests.test_executors import results_files
 from tests.test_experiments import write
 
 #: 5 steps, a checkpoint every 2: three segments (steps 1-2, 3-4, 5), the last one shorter

@@ -8,8 +8,10 @@ from pathlib import Path
 import grimp  # import-linter's graph builder (the test extra installs it)
 import pytest
 
-from testbed_app.experiments import algorithm, base
-from testbed_app.experiments.config import ConfigError, load_config
+from testbed_app.experiments import algorithm
+from testbed_app.experiments import base
+from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.config import load_config
 from testbed_app.experiments.registry import build_experiment
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

@@ -17,8 +17,13 @@ from results_format import REPLICATION_SCHEMA
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.base import METRIC_KEYS
-from testbed_app.experiments.config import ConfigError, dump_toml, load_config, to_toml
-from testbed_app.experiments.replication import measure, replication_rows, rounds_to_accuracy
+from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.config import dump_toml
+from testbed_app.experiments.config import load_config
+from testbed_app.experiments.config import to_toml
+from testbed_app.experiments.replication import measure
+from testbed_app.experiments.replication import replication_rows
+from testbed_app.experiments.replication import rounds_to_accuracy
 from testbed_app.experiments.server import ServerExperiment
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.toml"))

@@ -168,7 +168,8 @@ def test_a_plugin_that_fails_at_import_is_left_out_with_its_reason(
 ):
     import importlib.metadata
 
-    from testbed import plugins, registry
+    from testbed import plugins
+    from testbed import registry
     from theory_checks import registry as claim_registry
 
     entry = importlib.metadata.EntryPoint(

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from problems.workloads import build_workload, load_dataset
+from problems.workloads import build_workload
+from problems.workloads import load_dataset
 from problems.workloads.models import mlp
 from testbed.oracles import Oracles
 

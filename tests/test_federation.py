@@ -5,7 +5,10 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from testbed import CallCounter, ClientSampler, Ledger, Oracles
+from testbed import CallCounter
+from testbed import ClientSampler
+from testbed import Ledger
+from testbed import Oracles
 from testbed.federation.rounds import federated_gradient_round
 
 

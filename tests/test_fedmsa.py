@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, RiskAverse
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import RiskAverse
 from testbed import run_algorithm
 from testbed.algorithms.fedmsa import FedMSA
-from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps
+from testbed.algorithms.fedmsa_maps import BilevelMaps
+from testbed.algorithms.fedmsa_maps import CompositionalMaps
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
-from theory_checks.fedmsa.common import mean_maps, reference_maps
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.common import reference_maps
 from theory_checks.fedmsa.constants import heterogeneity_tau
 
 

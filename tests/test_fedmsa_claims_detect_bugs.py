@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from problems import QuadraticBilevel, from_spec
+from problems import QuadraticBilevel
+from problems import from_spec
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks import fedmsa
@@ -23,7 +24,9 @@ from theory_checks.fedmsa import moments as fedmsa_moments
 from theory_checks.fedmsa import perturbations as perturbed
 from theory_checks.fedmsa import scaling
 from theory_checks.fedmsa.rate import perturbations as rate
-from theory_checks.runner import Profile, run_claim, write_claim_result
+from theory_checks.runner import Profile
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 CLAIMS = {c.id: c for c in fedmsa.CLAIMS}
 PROFILE = Profile("thorough", max_examples=5)

@@ -12,18 +12,22 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
-from theory_checks.fedmsa.common import build, criterion, fixed_point, local_points, run
-from theory_checks.fedmsa.constants import (
-    B0_PROOF,
-    JOINT,
-    fedmsa_constants,
-    theorem31_steps,
-)
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import criterion
+from theory_checks.fedmsa.common import fixed_point
+from theory_checks.fedmsa.common import local_points
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.constants import B0_PROOF
+from theory_checks.fedmsa.constants import JOINT
+from theory_checks.fedmsa.constants import fedmsa_constants
+from theory_checks.fedmsa.constants import theorem31_steps
 from theory_checks.fedmsa.lemma_b1 import check_lemma_b1
 from theory_checks.fedmsa.mco import check_mco_fixed_point
-from theory_checks.fedmsa.rho import check_rho_as_stated, check_rho_proof_choice
+from theory_checks.fedmsa.rho import check_rho_as_stated
+from theory_checks.fedmsa.rho import check_rho_proof_choice
 from theory_checks.hypotheses import margins
-from theory_checks.registry import CLAIM_DB, get_claim
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
 
 
 def _saved(claim_id: str) -> Case:

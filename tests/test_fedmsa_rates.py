@@ -21,19 +21,15 @@ from problems import QuadraticBilevel
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.registry import get_estimator
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa.common import (
-    fixed_point,
-    mean_maps,
-)
-from theory_checks.fedmsa.moments import (
-    Branch,
-    Layout,
-    criterion_form,
-    expected_criteria,
-    identify_round,
-    run_round,
-    validate_round,
-)
+from theory_checks.fedmsa.common import fixed_point
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.moments import Branch
+from theory_checks.fedmsa.moments import Layout
+from theory_checks.fedmsa.moments import criterion_form
+from theory_checks.fedmsa.moments import expected_criteria
+from theory_checks.fedmsa.moments import identify_round
+from theory_checks.fedmsa.moments import run_round
+from theory_checks.fedmsa.moments import validate_round
 from theory_checks.fedmsa.rate.checks import replicated
 
 

@@ -11,19 +11,21 @@ import numpy as np
 import pytest
 import torch
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax
-from testbed import (
-    FederatedContext,
-    GlobalOracles,
-    GradientDescent,
-    ImplicitDifferentiation,
-    InnerState,
-    Neumann,
-    Oracles,
-    run_algorithm,
-)
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from testbed import FederatedContext
+from testbed import GlobalOracles
+from testbed import GradientDescent
+from testbed import ImplicitDifferentiation
+from testbed import InnerState
+from testbed import Neumann
+from testbed import Oracles
+from testbed import run_algorithm
 from testbed.algorithms.fednest import FedNest
-from testbed.estimators.fednest import FedIHGP, fedihgp, fedinn
+from testbed.estimators.fednest import FedIHGP
+from testbed.estimators.fednest import fedihgp
+from testbed.estimators.fednest import fedinn
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
 

@@ -14,7 +14,8 @@ import pytest
 from testbed.registry import get_estimator
 from tests._replay import assert_saved_and_replays
 from theory_checks import fednest
-from theory_checks.runner import Profile, run_claim
+from theory_checks.runner import Profile
+from theory_checks.runner import run_claim
 
 PROFILE = Profile("thorough", max_examples=5)
 CLAIMS = {c.id: c for c in fednest.CLAIMS}

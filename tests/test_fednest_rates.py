@@ -12,12 +12,17 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from theory_checks import fednest, stats
-from theory_checks.decision import SpentRate, StudentT, batch_evidence
+from theory_checks import fednest
+from theory_checks import stats
+from theory_checks.decision import SpentRate
+from theory_checks.decision import StudentT
+from theory_checks.decision import batch_evidence
 from theory_checks.fednest import common as fednest_common
 from theory_checks.fednest import ihgp as fednest_ihgp
 from theory_checks.fednest import k_rate
-from theory_checks.runner import Profile, get_profile, run_claim
+from theory_checks.runner import Profile
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
 
 PROFILE = Profile("thorough", max_examples=5)
 CLAIMS = {c.id: c for c in fednest.CLAIMS}

@@ -27,10 +27,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed.precision import precision_record, set_precision
+from testbed.precision import precision_record
+from testbed.precision import set_precision
 from testbed_app.cli import main
 from testbed_app.experiments import runner
-from testbed_app.experiments.config import load_config, load_data
+from testbed_app.experiments.config import load_config
+from testbed_app.experiments.config import load_data
 
 pytestmark = [
     pytest.mark.gpu,

@@ -6,22 +6,21 @@ import networkx as nx
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from testbed.decentralized import (
-    CONNECTED_FAMILIES,
-    GRAPH_FAMILIES,
-    GraphLedger,
-    GraphSequence,
-    MixingError,
-    check_column_stochastic,
-    consensus_error,
-    push_sum,
-    pushsum_operator,
-    pushsum_weights,
-    slem,
-)
+from testbed.decentralized import CONNECTED_FAMILIES
+from testbed.decentralized import GRAPH_FAMILIES
+from testbed.decentralized import GraphLedger
+from testbed.decentralized import GraphSequence
+from testbed.decentralized import MixingError
+from testbed.decentralized import check_column_stochastic
+from testbed.decentralized import consensus_error
+from testbed.decentralized import push_sum
+from testbed.decentralized import pushsum_operator
+from testbed.decentralized import pushsum_weights
+from testbed.decentralized import slem
 
 FAMILIES = st.sampled_from(GRAPH_FAMILIES)
 

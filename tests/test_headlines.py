@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from problems import from_spec
-from theory_checks.comparison.aggitd_table2_factor import TABLE2, Reach, factor_range
+from theory_checks.comparison.aggitd_table2_factor import TABLE2
+from theory_checks.comparison.aggitd_table2_factor import Reach
+from theory_checks.comparison.aggitd_table2_factor import factor_range
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

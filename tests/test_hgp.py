@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from problems import PerClientQuadratic, QuadraticBilevel
-from testbed.decentralized import (
-    DecentralizedGradient,
-    GraphSequence,
-    HGPState,
-    HyperGradientPush,
-    StochasticGradientPush,
-)
+from problems import PerClientQuadratic
+from problems import QuadraticBilevel
+from testbed.decentralized import DecentralizedGradient
+from testbed.decentralized import GraphSequence
+from testbed.decentralized import HGPState
+from testbed.decentralized import HyperGradientPush
+from testbed.decentralized import StochasticGradientPush
 from testbed.decentralized.ledger import GraphLedger
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
@@ -222,7 +221,8 @@ def test_exact_noise_moments_match_a_large_monte_carlo(form):
     sample variance of every coordinate and of the stacked norm within 5 standard errors of the
     exact ones (5 se: a false alarm has probability < 1e-5 per comparison, and a wrong second
     moment by a factor 1 +- 2/b, the size of a missed term, is off by > 20 se here)."""
-    from theory_checks.hgp.common import noise_moments, point
+    from theory_checks.hgp.common import noise_moments
+    from theory_checks.hgp.common import point
 
     p = PerClientQuadratic.random(
         3, 2, 2, 2.0, 7, hessian_heterogeneity=0.2, n_samples=16, hessian_noise=0.3, cross_noise=0.5
@@ -263,7 +263,10 @@ def test_noise_exponent_fluke_is_reproduced_and_the_exact_moment_gives_minus_one
     on one common stream, seed 1, least-squares exponent) gives -0.389 on the saved case, while
     the exact second moment gives -0.5006 (RMS 0.01141, 0.00806, 0.00570, 0.00403)."""
     from theory_checks import stats
-    from theory_checks.hgp.common import fresh_state, noise_moments, point, terms_for
+    from theory_checks.hgp.common import fresh_state
+    from theory_checks.hgp.common import noise_moments
+    from theory_checks.hgp.common import point
+    from theory_checks.hgp.common import terms_for
 
     p = _saved_noise_case()
     x = point(p, 0)

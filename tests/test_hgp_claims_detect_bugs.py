@@ -16,13 +16,18 @@ import json
 import numpy as np
 import torch
 
-from problems import PerClientQuadratic, from_spec
+from problems import PerClientQuadratic
+from problems import from_spec
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
 from theory_checks.hgp import perturbations as perturb
-from theory_checks.hgp.common import noise_moments, point
-from theory_checks.registry import CLAIM_DB, get_claim
-from theory_checks.runner import Profile, run_claim, write_claim_result
+from theory_checks.hgp.common import noise_moments
+from theory_checks.hgp.common import point
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
+from theory_checks.runner import Profile
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 PROFILE = Profile("thorough", max_examples=5)
 HGP = [c for c in CLAIM_DB if c.paper == "HGP"]

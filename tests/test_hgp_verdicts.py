@@ -17,18 +17,20 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from problems import PerClientLogistic, PerClientQuadratic, from_spec
+from problems import PerClientLogistic
+from problems import PerClientQuadratic
+from problems import from_spec
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
 from theory_checks.hgp import constants as K
-from theory_checks.hgp.influence import (
-    TABLE4_SETTING,
-    check_r2_retraining,
-    influence_draw,
-    retraining_r2,
-)
-from theory_checks.registry import CLAIM_DB, get_claim
-from theory_checks.runner import Profile, run_claim
+from theory_checks.hgp.influence import TABLE4_SETTING
+from theory_checks.hgp.influence import check_r2_retraining
+from theory_checks.hgp.influence import influence_draw
+from theory_checks.hgp.influence import retraining_r2
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
+from theory_checks.runner import Profile
+from theory_checks.runner import run_claim
 
 HGP = [c for c in CLAIM_DB if c.paper == "HGP"]
 HGP_DIR = Path(__file__).resolve().parents[1] / "theory_checks" / "hgp"

@@ -14,20 +14,20 @@ import numpy as np
 import pytest
 import torch
 
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from problems.workloads.classifiers import build_classifier
 from problems.workloads.decentralized import client_samples
 from problems.workloads.personalization import PersonalizationProblem
 from problems.workloads.splits import split_clients
-from testbed.decentralized.influence_metrics import negative_influence_f1, r_squared
+from testbed.decentralized.influence_metrics import negative_influence_f1
+from testbed.decentralized.influence_metrics import r_squared
 from testbed.registry import get_estimator
 from testbed_app.experiments.base import METRIC_KEYS
-from testbed_app.experiments.hgp import (
-    HGPInfluenceExperiment,
-    HGPPersonalizationExperiment,
-    build_hgp_influence,
-    build_hgp_personalization,
-)
+from testbed_app.experiments.hgp import HGPInfluenceExperiment
+from testbed_app.experiments.hgp import HGPPersonalizationExperiment
+from testbed_app.experiments.hgp import build_hgp_influence
+from testbed_app.experiments.hgp import build_hgp_personalization
 from tests._influence import DIGITS
 from tests._influence import experiment_config as _config
 from tests._influence import influence_problem as _influence_problem

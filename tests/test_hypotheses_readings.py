@@ -13,11 +13,20 @@ import json
 from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
-from theory_checks.claim import Case, Claim, Measurement, known_case
-from theory_checks.claim_file import ClaimFileError, claim_from_table
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import known_case
+from theory_checks.claim_file import ClaimFileError
+from theory_checks.claim_file import claim_from_table
 from theory_checks.controls import run_positive_control
-from theory_checks.hypotheses import Hypothesis, Reading, at_least, at_most
-from theory_checks.runner import Profile, run_claim, write_claim_result
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import Reading
+from theory_checks.hypotheses import at_least
+from theory_checks.hypotheses import at_most
+from theory_checks.runner import Profile
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 PROFILE = Profile("fast", 6)
 

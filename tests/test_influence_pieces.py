@@ -16,9 +16,12 @@ from typing import Any
 
 import pytest
 
-from problems.workloads.spectral import SpectralEstimate, largest_eigenvalue
+from problems.workloads.spectral import SpectralEstimate
+from problems.workloads.spectral import largest_eigenvalue
 from testbed_app.cli import main
-from testbed_app.experiments import influence, influence_curvature, runner
+from testbed_app.experiments import influence
+from testbed_app.experiments import influence_curvature
+from testbed_app.experiments import runner
 from testbed_app.experiments.config import dump_toml
 from testbed_app.experiments.step_pieces import StepPieces
 from tests._influence import experiment_config

@@ -15,15 +15,15 @@ import pytest
 import torch
 
 from problems.workloads.influence import InfluenceProblem
-from problems.workloads.spectral import (
-    POWER_RTOL,
-    descend,
-    largest_eigenvalue,
-    momentum_bound,
-    smallest_eigenvalue,
-)
-from testbed.decentralized.hgp import HGPState, HyperGradientPush
-from testbed.decentralized.influence_metrics import pearson_r, sign_agreement
+from problems.workloads.spectral import POWER_RTOL
+from problems.workloads.spectral import descend
+from problems.workloads.spectral import largest_eigenvalue
+from problems.workloads.spectral import momentum_bound
+from problems.workloads.spectral import smallest_eigenvalue
+from testbed.decentralized.hgp import HGPState
+from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.influence_metrics import pearson_r
+from testbed.decentralized.influence_metrics import sign_agreement
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig

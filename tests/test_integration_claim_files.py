@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from results_format.verdicts import ABOUT_STEP, VERDICTS
+from results_format.verdicts import ABOUT_STEP
+from results_format.verdicts import VERDICTS
 from testbed_app.library_verdicts import read_record
-from theory_checks.claim_file import ClaimFileError, load_claims
+from theory_checks.claim_file import ClaimFileError
+from theory_checks.claim_file import load_claims
 from theory_checks.registry import BUILTIN_CLAIMS
 
 INTEGRATIONS = Path(__file__).resolve().parents[1] / "integrations"

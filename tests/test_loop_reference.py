@@ -20,14 +20,12 @@ import numpy as np
 import pytest
 import torch
 
-from problems import (
-    LinearCompositional,
-    PerClientLoop,
-    PerClientQuadratic,
-    ProblemError,
-    QuadraticBilevel,
-    QuadraticMinimax,
-)
+from problems import LinearCompositional
+from problems import PerClientLoop
+from problems import PerClientQuadratic
+from problems import ProblemError
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
 from problems.workloads import build_workload
 from testbed import Oracles
 from testbed.algorithms.aggitd import FBOAggITD

@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from problems import Batch, ProblemError, QuadraticMinimax, from_spec
+from problems import Batch
+from problems import ProblemError
+from problems import QuadraticMinimax
+from problems import from_spec
 from problems.strategies import quadratic_minimax
 
 FAST = settings(max_examples=15, deadline=None)

@@ -29,10 +29,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests._power import correct_run, outcomes_on, passes_on_accepted_cases
+from tests._power import correct_run
+from tests._power import outcomes_on
+from tests._power import passes_on_accepted_cases
 from theory_checks.mutants import get_mutant
 from theory_checks.registry import get_claim
-from theory_checks.runner import get_profile, run_claim
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
 
 FAST = get_profile("fast")
 

@@ -8,23 +8,24 @@ import json
 
 import pytest
 
-from testbed.registry import ESTIMATOR_DB, get_estimator
+from testbed.registry import ESTIMATOR_DB
+from testbed.registry import get_estimator
 from testbed_app.cli import main
-from theory_checks.mutants import MUTANT_DB, families, get_mutant
-from theory_checks.mutation import (
-    EQUIVALENT,
-    KILLED,
-    MUTANT_KINDS,
-    SURVIVED,
-    Mutant,
-    SharedRuns,
-    as_expected,
-    format_table,
-    planned_runs,
-    run_mutant,
-    run_mutants,
-    same_build,
-)
+from theory_checks.mutants import MUTANT_DB
+from theory_checks.mutants import families
+from theory_checks.mutants import get_mutant
+from theory_checks.mutation import EQUIVALENT
+from theory_checks.mutation import KILLED
+from theory_checks.mutation import MUTANT_KINDS
+from theory_checks.mutation import SURVIVED
+from theory_checks.mutation import Mutant
+from theory_checks.mutation import SharedRuns
+from theory_checks.mutation import as_expected
+from theory_checks.mutation import format_table
+from theory_checks.mutation import planned_runs
+from theory_checks.mutation import run_mutant
+from theory_checks.mutation import run_mutants
+from theory_checks.mutation import same_build
 from theory_checks.registry import claims_of
 from theory_checks.runner import get_profile
 

@@ -23,9 +23,11 @@ from problems import QuadraticBilevel
 from testbed.estimators.solvers import Neumann
 from testbed.registry import get_estimator
 from theory_checks.aggitd.alg1 import check_per_index_identity
-from theory_checks.claim import Case, NotMeasurable
+from theory_checks.claim import Case
+from theory_checks.claim import NotMeasurable
 from theory_checks.registry import get_claim
-from theory_checks.runner import get_profile, run_claim
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
 
 
 def _one_term_short(**kw):

@@ -14,11 +14,13 @@ import pytest
 import torch
 
 from problems import QuadraticBilevel
-from problems.workloads import build_workload, load_dataset
+from problems.workloads import build_workload
+from problems.workloads import load_dataset
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from testbed.oracles import MEMO_SIZE, Oracles
+from testbed.oracles import MEMO_SIZE
+from testbed.oracles import Oracles
 
 
 @pytest.fixture(scope="module")

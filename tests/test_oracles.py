@@ -1,7 +1,8 @@
 """Counted batched oracles agree with the closed forms, per client, and count exactly."""
 
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 
 from problems import strategies
 from testbed import Oracles

@@ -13,23 +13,26 @@ import numpy as np
 import pytest
 import torch
 
-from problems import PerClientQuadratic, QuadraticBilevel
-from testbed.registry import BUILTIN, get_estimator
+from problems import PerClientQuadratic
+from problems import QuadraticBilevel
+from testbed.registry import BUILTIN
+from testbed.registry import get_estimator
 from theory_checks.claim import Case
 from theory_checks.fedmsa import lemma_b5
 from theory_checks.fednest import updates
-from theory_checks.hgp import alg1, recursion
-from theory_checks.mutation import KILLED, as_expected, run_mutant
-from theory_checks.parameter_mutants import (
-    EQUIVALENTS,
-    FIRST,
-    GENERATED,
-    NOT_GENERATED,
-    OPEN,
-    killing_claims,
-    parameter_kind,
-    unknown_equivalents,
-)
+from theory_checks.hgp import alg1
+from theory_checks.hgp import recursion
+from theory_checks.mutation import KILLED
+from theory_checks.mutation import as_expected
+from theory_checks.mutation import run_mutant
+from theory_checks.parameter_mutants import EQUIVALENTS
+from theory_checks.parameter_mutants import FIRST
+from theory_checks.parameter_mutants import GENERATED
+from theory_checks.parameter_mutants import NOT_GENERATED
+from theory_checks.parameter_mutants import OPEN
+from theory_checks.parameter_mutants import killing_claims
+from theory_checks.parameter_mutants import parameter_kind
+from theory_checks.parameter_mutants import unknown_equivalents
 from theory_checks.runner import get_profile
 
 BY_NAME = {m.name: m for m in GENERATED}

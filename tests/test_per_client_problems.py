@@ -5,9 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 
-from problems import PerClientLogistic, PerClientQuadratic, ProblemError, from_spec, strategies
+from problems import PerClientLogistic
+from problems import PerClientQuadratic
+from problems import ProblemError
+from problems import from_spec
+from problems import strategies
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
 

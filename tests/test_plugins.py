@@ -10,7 +10,8 @@ import json
 
 import pytest
 
-from testbed import plugins, registry
+from testbed import plugins
+from testbed import registry
 from testbed_app.cli import main
 from theory_checks import registry as claim_registry
 

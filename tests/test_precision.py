@@ -15,11 +15,16 @@ from typing import Any
 
 import pytest
 
-from testbed.precision import is_policy, precision_record, set_precision
-from testbed_app import cli, commands, report_command
+from testbed.precision import is_policy
+from testbed.precision import precision_record
+from testbed.precision import set_precision
+from testbed_app import cli
+from testbed_app import commands
+from testbed_app import report_command
 from testbed_app.executors import LocalExecutor
 from testbed_app.experiments import runner
-from testbed_app.experiments.config import ConfigError, load_config
+from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.config import load_config
 from tests.test_experiments import write
 
 #: Commands that only read results files: no policy needed (everything else computes).

@@ -5,15 +5,17 @@ import numpy as np
 import pytest
 import torch
 
-from problems import (
-    LinearCompositional,
-    PerClientQuadratic,
-    QuadraticBilevel,
-    QuadraticMinimax,
-    _spectra,
-)
-from problems._base import ProblemError, check_arrays, check_nonnegative, check_samples
-from problems._spectra import sample_spreads, spectral_stack
+from problems import LinearCompositional
+from problems import PerClientQuadratic
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import _spectra
+from problems._base import ProblemError
+from problems._base import check_arrays
+from problems._base import check_nonnegative
+from problems._base import check_samples
+from problems._spectra import sample_spreads
+from problems._spectra import spectral_stack
 from problems.family import recipe_rng
 from problems.workloads import WorkloadError
 

@@ -9,11 +9,19 @@ ambient ``fast_profile()``; tests/test_theory_checks_structure.py scans for them
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import given
+from hypothesis import seed
+from hypothesis import settings
 
 from theory_checks.claim import PerProfile
-from theory_checks.registry import CLAIM_DB, get_claim
-from theory_checks.runner import PROFILES, claim_fingerprint, planned_cases, under_reading
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
+from theory_checks.runner import PROFILES
+from theory_checks.runner import claim_fingerprint
+from theory_checks.runner import planned_cases
+from theory_checks.runner import under_reading
 
 FAST, THOROUGH = PROFILES["fast"], PROFILES["thorough"]
 

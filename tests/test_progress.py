@@ -7,7 +7,8 @@ import io
 import time
 
 from testbed import progress as progress_module
-from testbed.progress import Progress, duration_text
+from testbed.progress import Progress
+from testbed.progress import duration_text
 from testbed_app.cli import main
 
 

@@ -3,9 +3,13 @@
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 
-from problems import ProblemError, QuadraticBilevel, from_spec, strategies
+from problems import ProblemError
+from problems import QuadraticBilevel
+from problems import from_spec
+from problems import strategies
 from tests._tol import IDENTITY_RTOL
 
 

@@ -26,30 +26,36 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel
 from reports.build import build_report
 from results_format.claim_checks import recomputed_problems
-from results_format.verdicts import (
-    added_parameters_text,
-    reading_as_expected,
-    readings_text,
-)
+from results_format.verdicts import added_parameters_text
+from results_format.verdicts import reading_as_expected
+from results_format.verdicts import readings_text
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from testbed_app.cli import main
-from tests._claim_files import case_record, claim_record, recorded, write_claim_file
-from tests.test_hypotheses_readings import PROFILE, toy_claim, toy_spec
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import recorded
+from tests._claim_files import write_claim_file
+from tests.test_hypotheses_readings import PROFILE
+from tests.test_hypotheses_readings import toy_claim
+from tests.test_hypotheses_readings import toy_spec
 from tests.test_report import make_results
-from theory_checks.claim import Case, known_case
-from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T, POLLED_AGGREGATION
+from theory_checks.claim import Case
+from theory_checks.claim import known_case
+from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T
+from theory_checks.comparison.aggitd_table2_factor import POLLED_AGGREGATION
 from theory_checks.controls import run_added_parameters
 from theory_checks.fednest import lemma22
-from theory_checks.fednest.constants import (
-    assumption_constants,
-    fednest_constants,
-    neumann_scale,
-    sample_constants,
-)
-from theory_checks.hypotheses import AddedParameter, Reading
+from theory_checks.fednest.constants import assumption_constants
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.constants import neumann_scale
+from theory_checks.fednest.constants import sample_constants
+from theory_checks.hypotheses import AddedParameter
+from theory_checks.hypotheses import Reading
 from theory_checks.registry import get_claim
-from theory_checks.runner import get_profile, run_claim, write_claim_result
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 # ------------------------------------------------------------------------- the rule, the display
 

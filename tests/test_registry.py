@@ -5,8 +5,10 @@ import pytest
 import testbed
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.estimators.base import Estimator
-from testbed.registry import ESTIMATOR_DB, get_estimator
-from theory_checks.registry import CLAIM_DB, claims_of
+from testbed.registry import ESTIMATOR_DB
+from testbed.registry import get_estimator
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import claims_of
 
 
 def _concrete_subclasses(cls):

@@ -11,7 +11,8 @@ import pytest
 
 from testbed import registry
 from testbed.estimators.solvers import Neumann
-from testbed_app import regression, regression_grid
+from testbed_app import regression
+from testbed_app import regression_grid
 from testbed_app.cli import main
 
 

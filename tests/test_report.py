@@ -10,16 +10,19 @@ from pathlib import Path
 import pytest
 
 from reports import plots
-from reports.build import build_report, select_cases, worst_case, worst_case_text
-from results_format.claim_record import CaseRecord, ClaimRecord, FitRecord
-from tests._claim_files import (
-    COLUMNS,
-    case_record,
-    claim_record,
-    write_calibration_summary,
-    write_claim_file,
-    write_series,
-)
+from reports.build import build_report
+from reports.build import select_cases
+from reports.build import worst_case
+from reports.build import worst_case_text
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import FitRecord
+from tests._claim_files import COLUMNS
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_calibration_summary
+from tests._claim_files import write_claim_file
+from tests._claim_files import write_series
 
 FAILING = "fednest.toy.bias_bound"  # fails as stated, with a counterexample
 BOUND = "classical.toy.error_bound"  # measured against a bound, with oracle calls
@@ -391,7 +394,8 @@ def test_fit_rows_show_what_the_fit_record_says_and_the_cases_outcome():
     on exact data were labelled "(100%)" under captions saying 95%: the row shows the fit's own
     level (99.9%), "exact data" for an interval of zero width, the fit residual when the record
     carries one, and the case's outcome, never "yes" for an undecided case."""
-    from reports.claims_table import fit_rows, interval_text
+    from reports.claims_table import fit_rows
+    from reports.claims_table import interval_text
 
     undecided = {
         "estimate": -0.676,

@@ -27,7 +27,8 @@ import pytest
 
 from reports.build import build_report
 from reports.page_context import POPULATION_TITLES
-from results_format.populations import PAPERS, population
+from results_format.populations import PAPERS
+from results_format.populations import population
 from tests.test_report_sections import _write_comparison
 from theory_checks.claim_batch import run_claims
 from theory_checks.registry import CLAIM_DB

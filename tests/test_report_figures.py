@@ -16,9 +16,14 @@ from reports import plots
 from reports.build import build_report
 from reports.case_titles import case_title
 from reports.figure_cache import MANIFEST
-from reports.figure_spec import Curve, quantity_label, slope_guide
+from reports.figure_spec import Curve
+from reports.figure_spec import quantity_label
+from reports.figure_spec import slope_guide
 from results_format.claim_record import FitRecord
-from tests._claim_files import case_record, claim_record, write_claim_file, write_series
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_claim_file
+from tests._claim_files import write_series
 
 THEORY_ROLES = set(plots.THEORY_ROLES)
 SPEC = {

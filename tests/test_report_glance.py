@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
-from tests._claim_files import (
-    case_record,
-    claim_record,
-    write_calibration_summary,
-    write_claim_file,
-)
-from tests.test_report import FAILING, make_results
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_calibration_summary
+from tests._claim_files import write_claim_file
+from tests.test_report import FAILING
+from tests.test_report import make_results
 
 CORRECTION = "fednest.toy.bias_bound_corrected"  # corrects FAILING
 LATER = "fednest.toy.zz_later"  # sorts after the correction: stays below the pair

@@ -3,7 +3,9 @@ with its margin on the counterexample, and the verdict under each reading."""
 
 from __future__ import annotations
 
-from reports.hypotheses_text import hypothesis_lines, reading_lines, refutation_summary
+from reports.hypotheses_text import hypothesis_lines
+from reports.hypotheses_text import reading_lines
+from reports.hypotheses_text import refutation_summary
 from results_format.claim_record import ClaimRecord
 
 CLAIM_JSON = {

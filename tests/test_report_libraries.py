@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 from reports.build import build_report
-from tests._claim_files import case_record, claim_record, write_claim_file
+from tests._claim_files import case_record
+from tests._claim_files import claim_record
+from tests._claim_files import write_claim_file
 from tests.test_report import make_results
 
 LIBRARY_RUN = "classical.exact.finite_differences@somelib-solver"

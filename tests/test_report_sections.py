@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
-from results_format import BENCH_SCHEMA, REPLICATION_SCHEMA
+from results_format import BENCH_SCHEMA
+from results_format import REPLICATION_SCHEMA
 from results_format.validation import seal
 from theory_checks.comparison import table as comparison_table
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from results_format import provenance, resume
+from results_format import provenance
+from results_format import resume
 from results_format.validation import seal
 
 

@@ -23,7 +23,9 @@ def _sha16(text: str) -> str:
 def test_claim_fingerprints_are_the_ones_written_before():
     from theory_checks.claim_results import claim_definition
     from theory_checks.registry import CLAIM_DB
-    from theory_checks.runner import PROFILES, claim_fingerprint, claim_max_examples
+    from theory_checks.runner import PROFILES
+    from theory_checks.runner import claim_fingerprint
+    from theory_checks.runner import claim_max_examples
 
     for claim in CLAIM_DB:
         for profile in PROFILES.values():
@@ -82,7 +84,9 @@ def test_communication_fingerprint_is_the_one_written_before():
 
 @pytest.mark.parametrize("name", ["aggitd_table2_iid_tau1.toml", "hgp_personalization.toml"])
 def test_config_fingerprint_is_the_one_written_before(name):
-    from testbed_app.experiments.config import as_dict, fingerprint, load_config
+    from testbed_app.experiments.config import as_dict
+    from testbed_app.experiments.config import fingerprint
+    from testbed_app.experiments.config import load_config
     from testbed_app.experiments.runner import RESUMABLE_CHANGES
 
     config = load_config(Path(__file__).resolve().parents[1] / "configs" / name)
@@ -176,7 +180,8 @@ def test_the_graph_ledger_round_trips_its_counts():
 
 
 def test_a_server_checkpoint_holds_the_ledgers_state_dict(tmp_path):
-    from testbed_app.experiments.config import load_config, to_toml
+    from testbed_app.experiments.config import load_config
+    from testbed_app.experiments.config import to_toml
     from testbed_app.experiments.server import ServerExperiment
     from tests.test_experiments import TINY
 
@@ -224,6 +229,7 @@ def test_a_runs_config_toml_is_the_same_text_in_every_process():
         for seed in ("1", "2")
     }
     assert len(texts) == 1  # [workload] options in the config's order, not a set's
-    from testbed_app.experiments.config import as_dict, load_config
+    from testbed_app.experiments.config import as_dict
+    from testbed_app.experiments.config import load_config
 
     assert tomllib.loads(texts.pop())["workload"] == as_dict(load_config(config))["workload"]

@@ -20,7 +20,8 @@ from reports.build import build_report
 from results_format.provenance import git_commit
 from results_format.validation import seal
 from testbed_app.cli import main
-from theory_checks.claim_results import computed_by, reused_from_elsewhere
+from theory_checks.claim_results import computed_by
+from theory_checks.claim_results import reused_from_elsewhere
 
 CLAIM = "classical.cg.exact_after_dim_y"
 

@@ -16,8 +16,11 @@ import torch
 
 from testbed_app.cli import build_parser
 from testbed_app.run_settings import settings_of
-from theory_checks.profiles import PROFILES, Profile
-from theory_checks.settings import ExecutorSettings, RunSettings, use_settings
+from theory_checks.profiles import PROFILES
+from theory_checks.profiles import Profile
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
+from theory_checks.settings import use_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("testbed", "testbed_app", "problems", "theory_checks", "results_format", "reports")

@@ -7,17 +7,16 @@ import json
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import given
+from hypothesis import settings
 from hypothesis import strategies as st
 
-from problems.workloads.splits import (
-    SCHEMES,
-    ClientSplit,
-    SplitError,
-    long_tail_indices,
-    long_tail_profile,
-    split_clients,
-)
+from problems.workloads.splits import SCHEMES
+from problems.workloads.splits import ClientSplit
+from problems.workloads.splits import SplitError
+from problems.workloads.splits import long_tail_indices
+from problems.workloads.splits import long_tail_profile
+from problems.workloads.splits import split_clients
 
 
 def balanced_labels(n_classes: int, per_class: int, seed: int) -> np.ndarray:

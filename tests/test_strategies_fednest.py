@@ -10,10 +10,17 @@ import numpy as np
 import pytest
 import torch
 
-from problems import QuadraticBilevel, QuadraticMinimax
-from testbed import FederatedContext, FedNest, run_algorithm
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from testbed import FederatedContext
+from testbed import FedNest
+from testbed import run_algorithm
 from testbed.algorithms import fednest_updates as updates
-from testbed.algorithms.fednest_updates import FedInn, FedOut, LFedInn, LFedOut, MinimaxFedOut
+from testbed.algorithms.fednest_updates import FedInn
+from testbed.algorithms.fednest_updates import FedOut
+from testbed.algorithms.fednest_updates import LFedInn
+from testbed.algorithms.fednest_updates import LFedOut
+from testbed.algorithms.fednest_updates import MinimaxFedOut
 
 # (inner name, outer name, strategies, Table 2's text with random / deterministic truncation)
 VARIANTS = [

@@ -10,13 +10,11 @@ import pytest
 import torch
 
 from problems import PerClientQuadratic
-from testbed import (
-    AveragingRule,
-    ExactAveraging,
-    HyperGradientPush,
-    PushSumAveraging,
-    ServerAveraging,
-)
+from testbed import AveragingRule
+from testbed import ExactAveraging
+from testbed import HyperGradientPush
+from testbed import PushSumAveraging
+from testbed import ServerAveraging
 from testbed.decentralized.averaging import AVERAGING_RULES
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.info import field_defaults

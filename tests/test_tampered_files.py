@@ -328,7 +328,8 @@ def _checkpoint(folder: Path) -> dict:
 
 
 def _save(folder: Path, raw: dict, reseal: bool) -> None:
-    from testbed_app.experiments.checkpoints import SEAL, content_seal
+    from testbed_app.experiments.checkpoints import SEAL
+    from testbed_app.experiments.checkpoints import content_seal
 
     if reseal:
         raw[SEAL] = content_seal(raw)

@@ -13,9 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from testbed_app.executors import LocalExecutor, make_executor
-from testbed_app.threads import CLAIM_THREADS, claim_threads, workload_threads
-from theory_checks.settings import ExecutorSettings, RunSettings
+from testbed_app.executors import LocalExecutor
+from testbed_app.executors import make_executor
+from testbed_app.threads import CLAIM_THREADS
+from testbed_app.threads import claim_threads
+from testbed_app.threads import workload_threads
+from theory_checks.settings import ExecutorSettings
+from theory_checks.settings import RunSettings
 
 #: a deterministic claim that checks in about a second
 CHEAP_CLAIM = "classical.neumann.error_identity"

@@ -13,7 +13,10 @@ import pytest
 import torch
 from sklearn.datasets import load_digits
 
-from problems.workloads.data import DATASETS, DatasetError, load_dataset, read_idx
+from problems.workloads.data import DATASETS
+from problems.workloads.data import DatasetError
+from problems.workloads.data import load_dataset
+from problems.workloads.data import read_idx
 
 _IDX_CODES = {
     np.dtype("u1"): 0x08,

@@ -12,15 +12,20 @@ import pytest
 import torch
 
 from problems import Problem
-from problems.workloads import build_workload, load_dataset, workload_options
-from problems.workloads.models import ModelError, build_network, mlp
+from problems.workloads import build_workload
+from problems.workloads import load_dataset
+from problems.workloads import workload_options
+from problems.workloads.models import ModelError
+from problems.workloads.models import build_network
+from problems.workloads.models import mlp
 from problems.workloads.registry import WorkloadError
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.estimators.fednest import FedIHGP
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
-from tests._tol import FINITE_DIFFERENCE_RTOL, IDENTITY_RTOL
+from tests._tol import FINITE_DIFFERENCE_RTOL
+from tests._tol import IDENTITY_RTOL
 
 KINDS = ("hyper_representation", "loss_tuning")
 

@@ -16,8 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from results_format import atomic_write, locks
-from results_format.paths import UnsafePath, inside, plain_name
+from results_format import atomic_write
+from results_format import locks
+from results_format.paths import UnsafePath
+from results_format.paths import inside
+from results_format.paths import plain_name
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config
@@ -68,7 +71,8 @@ def test_written_files_get_a_plain_files_mode(tmp_path):
 
 
 def test_a_failed_write_leaves_the_earlier_file_and_no_temporary(tmp_path):
-    from results_format.writing import WriteFailed, atomic_write_bytes
+    from results_format.writing import WriteFailed
+    from results_format.writing import atomic_write_bytes
 
     target = tmp_path / "x.json"
     target.write_text("earlier")
@@ -462,7 +466,8 @@ def test_deploy_fresh_never_deletes_another_configs_run(tmp_path, capsys):
 
 
 def test_a_deploy_folder_is_its_configs_by_spec_or_by_file(tmp_path):
-    from testbed_app.flower.records import folder_owner_problem, record_source
+    from testbed_app.flower.records import folder_owner_problem
+    from testbed_app.flower.records import record_source
     from testbed_app.flower.spec import load_spec
 
     a = _deploy_config(tmp_path / "A")

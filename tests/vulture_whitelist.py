@@ -11,7 +11,9 @@ from problems.compositional import LinearCompositional
 from problems.quadratic_bilevel import QuadraticBilevel
 from reports.claim_rows import Row
 from reports.claims_table import ClaimSection
-from reports.page_context import Erratum, Page, VerdictGroup
+from reports.page_context import Erratum
+from reports.page_context import Page
+from reports.page_context import VerdictGroup
 from reports.section_model import Table
 from testbed.decentralized.ledger import GraphLedger
 from testbed.info import EstimatorInfo

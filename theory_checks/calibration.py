@@ -26,21 +26,30 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from results_format.layout import CALIBRATION, SUMMARY
+from results_format.layout import CALIBRATION
+from results_format.layout import SUMMARY
 from results_format.locks import holding
-from results_format.records import calibration_record_problem, usable_calibration_runs
-from results_format.resume import read_fresh, write_json
+from results_format.records import calibration_record_problem
+from results_format.records import usable_calibration_runs
+from results_format.resume import read_fresh
+from results_format.resume import write_json
 from results_format.validation import seal
 from theory_checks.claim import Claim
-from theory_checks.claim_batch import RegisteredClaimTask, plugin_failures_named
+from theory_checks.claim_batch import RegisteredClaimTask
+from theory_checks.claim_batch import plugin_failures_named
 from theory_checks.decision import clopper_pearson
 from theory_checks.replicates import seed_batch
-from theory_checks.runner import Profile, claim_fingerprint, run_claim
-from theory_checks.units import driver_dtype, run_in_process
+from theory_checks.runner import Profile
+from theory_checks.runner import claim_fingerprint
+from theory_checks.runner import run_claim
+from theory_checks.units import driver_dtype
+from theory_checks.units import run_in_process
 
 
 def _warn(message: str) -> None:

@@ -11,18 +11,28 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
+from typing import Literal
+from typing import NamedTuple
 
 from hypothesis import strategies as st
 
-from problems import ProblemConstants, from_spec
+from problems import ProblemConstants
+from problems import from_spec
 from results_format.claim_kinds import CLAIM_KINDS as CLAIM_KINDS
 from results_format.claim_kinds import ClaimKind
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP, ABOUTS
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
+from results_format.verdicts import ABOUTS
 from results_format.verdicts import VERDICTS as VERDICTS
-from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE, Decision, StatTest
-from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
+from theory_checks.decision import DEFAULT_FALSE_FAIL_RATE
+from theory_checks.decision import Decision
+from theory_checks.decision import StatTest
+from theory_checks.hypotheses import AddedParameter
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import Reading
 
 # PerProfile is defined with the profiles it selects among; claims import it from here, with Claim
 from theory_checks.profiles import PROFILES

@@ -13,7 +13,10 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,21 +25,29 @@ from results_format.layout import CLAIMS
 from results_format.locks import holding
 from testbed import plugins
 from testbed.progress import Progress
-from testbed.registry import BUILTIN, get_estimator
+from testbed.registry import BUILTIN
+from testbed.registry import get_estimator
 from theory_checks.claim import Claim
-from theory_checks.claim_results import (
-    ClaimFiles,
-    is_done,
-    render_claim_result,
-    reused_from_elsewhere,
-    write_claim_files,
-    write_metadata,
-)
-from theory_checks.controls import run_added_parameters, run_positive_control, run_power
+from theory_checks.claim_results import ClaimFiles
+from theory_checks.claim_results import is_done
+from theory_checks.claim_results import render_claim_result
+from theory_checks.claim_results import reused_from_elsewhere
+from theory_checks.claim_results import write_claim_files
+from theory_checks.claim_results import write_metadata
+from theory_checks.controls import run_added_parameters
+from theory_checks.controls import run_positive_control
+from theory_checks.controls import run_power
 from theory_checks.profiles import Profile
-from theory_checks.registry import BUILT_IN, BUILTIN_CLAIMS, get_claim, run_origin
-from theory_checks.runner import claim_runs, registered_runs, run_claim
-from theory_checks.units import SentByName, driver_dtype, run_in_process
+from theory_checks.registry import BUILT_IN
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import get_claim
+from theory_checks.registry import run_origin
+from theory_checks.runner import claim_runs
+from theory_checks.runner import registered_runs
+from theory_checks.runner import run_claim
+from theory_checks.units import SentByName
+from theory_checks.units import driver_dtype
+from theory_checks.units import run_in_process
 
 
 def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFiles:

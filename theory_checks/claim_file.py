@@ -53,12 +53,17 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from theory_checks.claim import Claim, PerProfile, Perturbation, known_case
-from theory_checks.hypotheses import Hypothesis, Reading
+from theory_checks.claim import Claim
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import known_case
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import Reading
 
 
 class ClaimFileError(ValueError):

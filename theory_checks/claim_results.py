@@ -17,34 +17,52 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import default_device, from_spec
-from results_format import atomic_write_bytes, json_default
+from problems import default_device
+from problems import from_spec
+from results_format import atomic_write_bytes
+from results_format import json_default
 from results_format.claim_file import claim_file_problem
-from results_format.claim_record import (
-    CaseRecord,
-    ClaimRecord,
-    ComputedByRecord,
-    ControlRecord,
-    DecidedOnRecord,
-    EstimatorEntryRecord,
-    FitRecord,
-    HypothesisRecord,
-    PowerRecord,
-    ReadingRecord,
-)
-from results_format.layout import CLAIMS, COUNTEREXAMPLES, METADATA, SERIES
+from results_format.claim_record import CaseRecord
+from results_format.claim_record import ClaimRecord
+from results_format.claim_record import ComputedByRecord
+from results_format.claim_record import ControlRecord
+from results_format.claim_record import DecidedOnRecord
+from results_format.claim_record import EstimatorEntryRecord
+from results_format.claim_record import FitRecord
+from results_format.claim_record import HypothesisRecord
+from results_format.claim_record import PowerRecord
+from results_format.claim_record import ReadingRecord
+from results_format.layout import CLAIMS
+from results_format.layout import COUNTEREXAMPLES
+from results_format.layout import METADATA
+from results_format.layout import SERIES
 from results_format.paths import inside
-from results_format.provenance import git_commit, provenance
-from results_format.resume import fingerprint, read_fresh, write_json
-from results_format.validation import file_digest, seal
-from results_format.verdicts import comparison_for, readings_as_expected
+from results_format.provenance import git_commit
+from results_format.provenance import provenance
+from results_format.resume import fingerprint
+from results_format.resume import read_fresh
+from results_format.resume import write_json
+from results_format.validation import file_digest
+from results_format.validation import seal
+from results_format.verdicts import comparison_for
+from results_format.verdicts import readings_as_expected
 from testbed.precision import precision_record
-from testbed.registry import BUILTIN, get_estimator
-from theory_checks.claim import Claim, Measurement, Verdict, fit_record
-from theory_checks.decision import Design, Outcome, TestDecision
-from theory_checks.hypotheses import OUTSIDE_PREFIX, HypothesisMargin
-from theory_checks.profiles import Profile, claim_max_examples
-from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
+from testbed.registry import BUILTIN
+from testbed.registry import get_estimator
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Verdict
+from theory_checks.claim import fit_record
+from theory_checks.decision import Design
+from theory_checks.decision import Outcome
+from theory_checks.decision import TestDecision
+from theory_checks.hypotheses import OUTSIDE_PREFIX
+from theory_checks.hypotheses import HypothesisMargin
+from theory_checks.profiles import Profile
+from theory_checks.profiles import claim_max_examples
+from theory_checks.registry import BUILT_IN
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import run_origin
 
 SERIES_COLUMNS = (
     "claim",

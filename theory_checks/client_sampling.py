@@ -21,7 +21,10 @@ import numpy as np
 import torch
 
 from theory_checks import stats
-from theory_checks.claim import Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
 
 
 def sampling_factor(m: int, s: int) -> float:

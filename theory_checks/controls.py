@@ -9,21 +9,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from theory_checks.claim import Claim, NotMeasurable
-from theory_checks.claim_results import (
-    case_summary,
-)
+from theory_checks.claim import Claim
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim_results import case_summary
 from theory_checks.decision import first_design
 from theory_checks.hypotheses import Reading
-from theory_checks.profiles import PROFILES, Profile
-from theory_checks.runner import (
-    OutsideHypotheses,
-    claim_seed,
-    default_make,
-    measure_and_decide,
-    run_claim,
-    with_reading,
-)
+from theory_checks.profiles import PROFILES
+from theory_checks.profiles import Profile
+from theory_checks.runner import OutsideHypotheses
+from theory_checks.runner import claim_seed
+from theory_checks.runner import default_make
+from theory_checks.runner import measure_and_decide
+from theory_checks.runner import run_claim
+from theory_checks.runner import with_reading
 
 
 def power_profile(claim: Claim, profile: Profile) -> Profile:

@@ -31,8 +31,10 @@ import abc
 import dataclasses
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable
+from collections.abc import Sequence
+from typing import Any
+from typing import Literal
 
 import numpy as np
 from scipy import stats

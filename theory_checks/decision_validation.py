@@ -32,13 +32,11 @@ from typing import Literal
 
 import numpy as np
 
-from theory_checks.decision import (
-    Binomial,
-    EmpiricalBernstein,
-    Hoeffding,
-    StudentT,
-    clopper_pearson,
-)
+from theory_checks.decision import Binomial
+from theory_checks.decision import EmpiricalBernstein
+from theory_checks.decision import Hoeffding
+from theory_checks.decision import StudentT
+from theory_checks.decision import clopper_pearson
 
 Side = Literal["upper", "lower"]
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from testbed.oracles import Oracles
 
 

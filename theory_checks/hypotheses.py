@@ -34,7 +34,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 #: A hypothesis's margin on a case: ``>= 0`` inside, ``< 0`` outside. Takes the case (a

@@ -42,30 +42,35 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from results_format.layout import MUTATION, SUMMARY
-from results_format.records import (
-    killers,
-    mutant_as_expected,
-    mutant_status,
-    mutation_counts,
-    mutation_record_problem,
-    mutation_row,
-)
-from results_format.resume import fingerprint, read_fresh, write_json
+from results_format.layout import MUTATION
+from results_format.layout import SUMMARY
+from results_format.records import killers
+from results_format.records import mutant_as_expected
+from results_format.records import mutant_status
+from results_format.records import mutation_counts
+from results_format.records import mutation_record_problem
+from results_format.records import mutation_row
+from results_format.resume import fingerprint
+from results_format.resume import read_fresh
+from results_format.resume import write_json
 from results_format.validation import seal
 from testbed.registry import get_estimator
 from theory_checks.claim import Claim
 from theory_checks.claim_results import claim_fingerprint
 from theory_checks.profiles import Profile
 from theory_checks.registry import claims_of
-from theory_checks.runner import enrolled_variants, run_claim
+from theory_checks.runner import enrolled_variants
+from theory_checks.runner import run_claim
 
 #: The kinds of realistic bug of the catalogue (issue 22), with the words the table uses.
 MUTANT_KINDS: dict[str, str] = {

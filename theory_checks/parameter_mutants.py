@@ -25,7 +25,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from testbed.algorithms.aggitd import DEFAULT_OUTER_STEP_SIZE, FBOAggITD
+from testbed.algorithms.aggitd import DEFAULT_OUTER_STEP_SIZE
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.fednest import FedNest
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.personalization import HGPPersonalization
@@ -33,18 +34,25 @@ from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.fednest import FedIHGP
 from testbed.estimators.fixed_point import FixedPoint
-from testbed.estimators.solvers import GradientDescent, Neumann, default_step_size
+from testbed.estimators.solvers import GradientDescent
+from testbed.estimators.solvers import Neumann
+from testbed.estimators.solvers import default_step_size
 from testbed.info import EstimatorInfo
 from testbed.registry import BUILTIN
 from theory_checks.aggitd import mutants as aggitd
 from theory_checks.classical import mutants as classical
 from theory_checks.fedmsa import mutants as fedmsa
 from theory_checks.fednest import mutants as fednest
-from theory_checks.fednest.updates import FEDIHGP_CALL, FEDNEST_ITERATION, LFEDNEST_ITERATION
+from theory_checks.fednest.updates import FEDIHGP_CALL
+from theory_checks.fednest.updates import FEDNEST_ITERATION
+from theory_checks.fednest.updates import LFEDNEST_ITERATION
 from theory_checks.hgp import mutants as hgp
 from theory_checks.hgp.recursion import STATIC_ITERATES
-from theory_checks.mutation import Mutant, can_kill, checks_through_builder
-from theory_checks.perturbed_variants import Resolver, parameter_variant
+from theory_checks.mutation import Mutant
+from theory_checks.mutation import can_kill
+from theory_checks.mutation import checks_through_builder
+from theory_checks.perturbed_variants import Resolver
+from theory_checks.perturbed_variants import parameter_variant
 from theory_checks.registry import claims_of
 
 #: Each paper's declared equivalents: generated mutant -> why no answer can change.

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import NamedTuple
+from typing import TypeVar
 
 if TYPE_CHECKING:
     from theory_checks.claim import Claim

@@ -22,9 +22,17 @@ from typing import Any
 
 from results_format.paths import name_problem
 from testbed import plugins
-from testbed.names import did_you_mean, shown
-from testbed.registry import BUILTIN, ESTIMATOR_DB, get_estimator
-from theory_checks import aggitd, classical, comparison, fedmsa, fednest, hgp
+from testbed.names import did_you_mean
+from testbed.names import shown
+from testbed.registry import BUILTIN
+from testbed.registry import ESTIMATOR_DB
+from testbed.registry import get_estimator
+from theory_checks import aggitd
+from theory_checks import classical
+from theory_checks import comparison
+from theory_checks import fedmsa
+from theory_checks import fednest
+from theory_checks import hgp
 from theory_checks.claim import Claim
 
 CLAIMS_GROUP = "testbed.claims"

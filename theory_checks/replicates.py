@@ -33,7 +33,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Hashable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np

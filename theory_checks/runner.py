@@ -24,32 +24,56 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
+from hypothesis import HealthCheck
+from hypothesis import Phase
+from hypothesis import assume
+from hypothesis import example
+from hypothesis import given
+from hypothesis import seed
+from hypothesis import settings
 from hypothesis.errors import Unsatisfiable
 
 from problems import from_spec
-from results_format.verdicts import verdict_of, verdict_over_readings
+from results_format.verdicts import verdict_of
+from results_format.verdicts import verdict_over_readings
 from testbed.estimators.validation import DivergenceError
-from testbed.registry import ESTIMATOR_DB, get_estimator
+from testbed.registry import ESTIMATOR_DB
+from testbed.registry import get_estimator
 from theory_checks import determinism  # noqa: F401  (before any draw: seed-only draws)
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Verdict
-from theory_checks.claim_results import CaseResult, ReadingResult
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Verdict
+from theory_checks.claim_results import CaseResult
 
 # What a caller of run_claim takes with it: the profile it passes (theory_checks.profiles) and
 # the result it gets, with how it is written and fingerprinted (theory_checks.claim_results).
 from theory_checks.claim_results import ClaimResult as ClaimResult
+from theory_checks.claim_results import ReadingResult
 from theory_checks.claim_results import claim_fingerprint as claim_fingerprint
 from theory_checks.claim_results import write_claim_result as write_claim_result
-from theory_checks.decision import Design, Outcome, TestDecision, decide_tests, first_design
-from theory_checks.hypotheses import HypothesisMargin, Reading, margins, rejection_reason
+from theory_checks.decision import Design
+from theory_checks.decision import Outcome
+from theory_checks.decision import TestDecision
+from theory_checks.decision import decide_tests
+from theory_checks.decision import first_design
+from theory_checks.hypotheses import HypothesisMargin
+from theory_checks.hypotheses import Reading
+from theory_checks.hypotheses import margins
+from theory_checks.hypotheses import rejection_reason
 from theory_checks.profiles import PROFILES as PROFILES
 from theory_checks.profiles import Profile as Profile
 from theory_checks.profiles import claim_max_examples as claim_max_examples
 from theory_checks.profiles import get_profile as get_profile
-from theory_checks.registry import BUILT_IN, CLAIM_DB, run_origin
+from theory_checks.registry import BUILT_IN
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import run_origin
 
 
 def claim_seed(claim_id: str) -> int:

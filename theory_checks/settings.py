@@ -31,7 +31,8 @@ from testbed.devices import check_device
 from testbed.plugins import PluginProblem
 from testbed.precision import set_precision
 from theory_checks import registry as claim_registry
-from theory_checks.profiles import PROFILES, Profile
+from theory_checks.profiles import PROFILES
+from theory_checks.profiles import Profile
 
 #: The torch default dtypes a run may compute in (the closed-form claims: float64).
 DTYPES = ("float64", "float32")

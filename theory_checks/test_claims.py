@@ -21,9 +21,15 @@ import pytest
 from results_format.evidence import companion_problem
 from tests._replay import assert_perturbation_detected
 from theory_checks.calibration import calibrate_claim
-from theory_checks.controls import power_profile, run_positive_control
-from theory_checks.registry import BUILTIN_CLAIMS, CLAIM_DB, get_claim
-from theory_checks.runner import claim_runs, get_profile, run_claim, write_claim_result
+from theory_checks.controls import power_profile
+from theory_checks.controls import run_positive_control
+from theory_checks.registry import BUILTIN_CLAIMS
+from theory_checks.registry import CLAIM_DB
+from theory_checks.registry import get_claim
+from theory_checks.runner import claim_runs
+from theory_checks.runner import get_profile
+from theory_checks.runner import run_claim
+from theory_checks.runner import write_claim_result
 
 RUNS = claim_runs(CLAIM_DB)
 PERTURBED = [c for c in CLAIM_DB if c.perturbation is not None]

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 
 from theory_checks.mutants import MUTANT_DB
-from theory_checks.mutation import KILLED, as_expected, run_mutant
+from theory_checks.mutation import KILLED
+from theory_checks.mutation import as_expected
+from theory_checks.mutation import run_mutant
 from theory_checks.runner import get_profile
 
 

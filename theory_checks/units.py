@@ -12,8 +12,14 @@ entry's name, not the entry (:class:`RegisteredEntryTask`; claims:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar, cast
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
+from typing import Any
+from typing import ClassVar
+from typing import TypeVar
+from typing import cast
 
 from testbed.info import EstimatorInfo
 from testbed.registry import get_estimator

@@ -38,7 +38,8 @@ import io
 import os
 import sys
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 

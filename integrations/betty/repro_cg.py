@@ -18,7 +18,8 @@ import logging
 
 import numpy as np
 import torch
-from betty.configs import Config, EngineConfig
+from betty.configs import Config
+from betty.configs import EngineConfig
 from betty.engine import Engine
 from betty.logging import get_logger
 from betty.problems import ImplicitProblem

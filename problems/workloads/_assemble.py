@@ -19,10 +19,15 @@ import numpy as np
 import torch
 
 from problems._base import ProblemError
-from problems.workloads._client_data import ClientData, ClientSamples, standardize
-from problems.workloads.data import Dataset, load_dataset
-from problems.workloads.models import Network, build_network
-from problems.workloads.splits import ClientSplit, split_clients
+from problems.workloads._client_data import ClientData
+from problems.workloads._client_data import ClientSamples
+from problems.workloads._client_data import standardize
+from problems.workloads.data import Dataset
+from problems.workloads.data import load_dataset
+from problems.workloads.models import Network
+from problems.workloads.models import build_network
+from problems.workloads.splits import ClientSplit
+from problems.workloads.splits import split_clients
 
 DTYPES: dict[str, torch.dtype] = {"float32": torch.float32, "float64": torch.float64}
 

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError
+from problems._base import Batch
+from problems._base import ProblemError
 from problems._rows import is_all_clients
 
 

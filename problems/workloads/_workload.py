@@ -31,9 +31,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind
-from problems._rows import RecentCache, is_plain, memory_key
-from problems.workloads._client_data import ClientData, ClientSamples
+from problems._base import Batch
+from problems._base import ProblemError
+from problems._base import ProblemKind
+from problems._rows import RecentCache
+from problems._rows import is_plain
+from problems._rows import memory_key
+from problems.workloads._client_data import ClientData
+from problems.workloads._client_data import ClientSamples
 from problems.workloads.models import Network
 
 # Why 4: a round reuses at most two feature sets at a time (training and validation samples of one

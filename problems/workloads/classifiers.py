@@ -15,12 +15,15 @@ kinks and no tolerance below about 0.02 is reachable there. The other names are 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import torch
 
 from problems._base import ProblemError
-from problems.workloads.models import MODEL_BUILDERS, FlatModel, build_network
+from problems.workloads.models import MODEL_BUILDERS
+from problems.workloads.models import FlatModel
+from problems.workloads.models import build_network
 
 CLASSIFIERS: tuple[str, ...] = ("logreg", "cnn_smooth", *MODEL_BUILDERS)
 

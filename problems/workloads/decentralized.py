@@ -29,7 +29,9 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from problems._base import Batch, ProblemError, ProblemKind
+from problems._base import Batch
+from problems._base import ProblemError
+from problems._base import ProblemKind
 from problems.workloads._client_data import ClientSamples
 from problems.workloads.classifiers import Classifier
 

@@ -40,7 +40,10 @@ from typing import Any
 import torch
 
 from problems._base import check_nonnegative
-from problems.workloads._assemble import WorkloadError, assemble, resolve_inputs, resolve_split
+from problems.workloads._assemble import WorkloadError
+from problems.workloads._assemble import assemble
+from problems.workloads._assemble import resolve_inputs
+from problems.workloads._assemble import resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
 from problems.workloads.models import Network

@@ -27,11 +27,16 @@ import math
 import torch
 import torch.nn.functional as F  # noqa: N812
 
-from problems._base import Batch, ProblemError
-from problems.logistic import NEWTON_FINAL_STEPS, NEWTON_MAX_ITERATIONS, NEWTON_STEP_RTOL
+from problems._base import Batch
+from problems._base import ProblemError
+from problems.logistic import NEWTON_FINAL_STEPS
+from problems.logistic import NEWTON_MAX_ITERATIONS
+from problems.logistic import NEWTON_STEP_RTOL
 from problems.workloads._client_data import ClientSamples
 from problems.workloads.classifiers import Classifier
-from problems.workloads.decentralized import PerClientClassification, own_blocks, replicated
+from problems.workloads.decentralized import PerClientClassification
+from problems.workloads.decentralized import own_blocks
+from problems.workloads.decentralized import replicated
 
 
 class InfluenceProblem(PerClientClassification):

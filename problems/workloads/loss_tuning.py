@@ -37,12 +37,16 @@ import numpy as np
 import torch
 
 from problems._base import check_nonnegative
-from problems.workloads._assemble import WorkloadError, assemble, resolve_inputs, resolve_split
+from problems.workloads._assemble import WorkloadError
+from problems.workloads._assemble import assemble
+from problems.workloads._assemble import resolve_inputs
+from problems.workloads._assemble import resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
 from problems.workloads.hyper_representation import weighted_cross_entropy
 from problems.workloads.models import Network
-from problems.workloads.splits import ClientSplit, long_tail_indices
+from problems.workloads.splits import ClientSplit
+from problems.workloads.splits import long_tail_indices
 
 
 class LossTuning(ClientWorkload):

@@ -21,7 +21,8 @@ import torch.nn.functional as F  # noqa: N812
 from problems._base import ProblemError
 from problems.workloads._client_data import ClientSamples
 from problems.workloads.classifiers import Classifier
-from problems.workloads.decentralized import PerClientClassification, replicated
+from problems.workloads.decentralized import PerClientClassification
+from problems.workloads.decentralized import replicated
 
 PersonalizationMode = Literal["pl", "mtl"]
 

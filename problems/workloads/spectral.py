@@ -131,7 +131,9 @@ def smallest_eigenvalue(
     ``eigsh(which="SA")`` on a ``LinearOperator`` of ``matvec`` (evaluated in ``dtype``), from
     a seeded start. On ARPACK's non-convergence the best Ritz value so far is returned with
     ``converged=False`` (a Ritz value is >= lambda_min: it can only understate the damping)."""
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from scipy.sparse.linalg import ArpackNoConvergence
+    from scipy.sparse.linalg import LinearOperator
+    from scipy.sparse.linalg import eigsh
 
     count = 0
 

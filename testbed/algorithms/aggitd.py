@@ -24,19 +24,23 @@ the same sample at the local point and at the anchor), One-Round-Upper the same 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, NamedTuple
+from typing import Any
+from typing import NamedTuple
 
 import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.defaults import AGGITD_INNER_STEPS, AGGITD_LOCAL_STEPS
-from testbed.estimators.aggitd import AggITD, check_shared_parameters
+from testbed.defaults import AGGITD_INNER_STEPS
+from testbed.defaults import AGGITD_LOCAL_STEPS
+from testbed.estimators.aggitd import AggITD
+from testbed.estimators.aggitd import check_shared_parameters
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import check_step
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import LocalIterates, OuterGradientXAt
+from testbed.federation.local import LocalIterates
+from testbed.federation.local import OuterGradientXAt
 
 # Why 0.01: the outer step of the paper's experiments (App. A.3); small enough to be stable on
 # the closed-form families drawn by problems.strategies, whose outer Hessians stay below ~50.

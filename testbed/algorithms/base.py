@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Iterator
-from typing import Any, ClassVar
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -19,16 +21,14 @@ from problems import Problem
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.calls import Calls
 from testbed.estimators.federated import check_participation_and_batch
-from testbed.estimators.validation import (
-    InputError,
-    check_inner_form,
-    check_iterate,
-    check_point,
-    check_positive_int,
-    check_problem_object,
-    check_rng,
-    check_state,
-)
+from testbed.estimators.validation import InputError
+from testbed.estimators.validation import check_inner_form
+from testbed.estimators.validation import check_iterate
+from testbed.estimators.validation import check_point
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_problem_object
+from testbed.estimators.validation import check_rng
+from testbed.estimators.validation import check_state
 from testbed.federation.context import FederatedContext
 
 

@@ -58,22 +58,25 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
-from testbed.algorithms.fedmsa_maps import (
-    BilevelMaps,
-    CompositionalMaps,
-    MSAMaps,
-    draw_batches,
-    repeat_batch,
-)
+from testbed.algorithms.fedmsa_maps import BilevelMaps
+from testbed.algorithms.fedmsa_maps import CompositionalMaps
+from testbed.algorithms.fedmsa_maps import MSAMaps
+from testbed.algorithms.fedmsa_maps import draw_batches
+from testbed.algorithms.fedmsa_maps import repeat_batch
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.estimators.validation import check_positive_int, check_step_below
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step_below
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import portable
 from testbed.federation.context import FederatedContext
 
 

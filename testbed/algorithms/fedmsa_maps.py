@@ -51,12 +51,18 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, Literal
+from typing import Any
+from typing import ClassVar
+from typing import Literal
 
 import torch
 
-from problems import Batch, Problem
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
+from problems import Batch
+from problems import Problem
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import portable
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 

@@ -16,35 +16,33 @@ names: :mod:`testbed.algorithms.fednest_updates`):
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, Literal, NamedTuple
+from typing import ClassVar
+from typing import Literal
+from typing import NamedTuple
 
 import torch
 
 from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
-from testbed.algorithms.fednest_updates import (
-    INNER_UPDATES,
-    OUTER_UPDATES,
-    InnerUpdate,
-    OuterUpdate,
-)
+from testbed.algorithms.fednest_updates import INNER_UPDATES
+from testbed.algorithms.fednest_updates import OUTER_UPDATES
+from testbed.algorithms.fednest_updates import InnerUpdate
+from testbed.algorithms.fednest_updates import OuterUpdate
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.defaults import FEDNEST_INNER_STEPS, FEDNEST_LOCAL_STEPS, FEDNEST_NEUMANN_TERMS
-from testbed.estimators.fednest import (
-    IHGPResult,
-    LocalSteps,
-    Truncation,
-    check_local_steps_fit,
-    check_truncation,
-    lipschitz_default,
-    outer_smoothness,
-)
-from testbed.estimators.validation import (
-    check_local_steps,
-    check_positive_int,
-    check_step,
-    resolve_strategy,
-)
+from testbed.defaults import FEDNEST_INNER_STEPS
+from testbed.defaults import FEDNEST_LOCAL_STEPS
+from testbed.defaults import FEDNEST_NEUMANN_TERMS
+from testbed.estimators.fednest import IHGPResult
+from testbed.estimators.fednest import LocalSteps
+from testbed.estimators.fednest import Truncation
+from testbed.estimators.fednest import check_local_steps_fit
+from testbed.estimators.fednest import check_truncation
+from testbed.estimators.fednest import lipschitz_default
+from testbed.estimators.fednest import outer_smoothness
+from testbed.estimators.validation import check_local_steps
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step
+from testbed.estimators.validation import resolve_strategy
 from testbed.federation.context import FederatedContext
 
 InnerMethod = Literal["svrg", "sgd"]

@@ -24,16 +24,23 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import TYPE_CHECKING
+from typing import ClassVar
+from typing import NamedTuple
 
 import torch
 
 from problems import Problem
-from testbed.estimators.fednest import IHGPResult, fedihgp, fedinn, fedout, lfedout
+from testbed.estimators.fednest import IHGPResult
+from testbed.estimators.fednest import fedihgp
+from testbed.estimators.fednest import fedinn
+from testbed.estimators.fednest import fedout
+from testbed.estimators.fednest import lfedout
 from testbed.federation.context import FederatedContext
 
 if TYPE_CHECKING:  # the configuration a strategy reads; fednest.py imports this module
-    from testbed.algorithms.fednest import FedNest, StepSizes
+    from testbed.algorithms.fednest import FedNest
+    from testbed.algorithms.fednest import StepSizes
 
 
 class RoundsShare(NamedTuple):

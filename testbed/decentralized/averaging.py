@@ -24,7 +24,8 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
+from typing import NamedTuple
 
 import numpy as np
 import torch

@@ -33,7 +33,8 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from testbed.decentralized.mixing import metropolis_weights, pushsum_weights
+from testbed.decentralized.mixing import metropolis_weights
+from testbed.decentralized.mixing import pushsum_weights
 from testbed.defaults import EDGE_PROBABILITY
 
 GRAPH_FAMILIES: tuple[str, ...] = (

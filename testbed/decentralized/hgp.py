@@ -38,27 +38,34 @@ Only ``d_y + 1`` floats per edge per step are communicated; ``v_i`` and Hessians
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any
+from typing import ClassVar
+from typing import Literal
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from testbed.calls import CallCounter
-from testbed.decentralized.averaging import (
-    AVERAGING_RULES,
-    Averaged,
-    AveragingRule,
-    Ledgers,
-    measured_operator,
-)
+from testbed.decentralized.averaging import AVERAGING_RULES
+from testbed.decentralized.averaging import Averaged
+from testbed.decentralized.averaging import AveragingRule
+from testbed.decentralized.averaging import Ledgers
+from testbed.decentralized.averaging import measured_operator
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
-from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
-from testbed.defaults import EDGE_PROBABILITY, HGP_NEUMANN_TERMS, HGP_PUSHSUM_STEPS
-from testbed.estimators.base import Estimate, Estimator
-from testbed.estimators.validation import check_positive_int, resolve_strategy
+from testbed.decentralized.sgp import ExactConsensus
+from testbed.decentralized.sgp import StochasticGradientPush
+from testbed.defaults import EDGE_PROBABILITY
+from testbed.defaults import HGP_NEUMANN_TERMS
+from testbed.defaults import HGP_PUSHSUM_STEPS
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import Estimator
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import resolve_strategy
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
 

@@ -15,13 +15,17 @@ Push-Sum weights live in the state), as in the paper's retraining before every o
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import Any
+from typing import ClassVar
+from typing import NamedTuple
 
 import torch
 
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.rounds import RoundsFormula
-from testbed.decentralized.hgp import HGPState, HyperGradientPush, hypergradient_from_blocks
+from testbed.decentralized.hgp import HGPState
+from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import hypergradient_from_blocks
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.defaults import HGP_PERSONALIZATION
 from testbed.federation.context import FederatedContext

@@ -17,7 +17,9 @@ the rest). Gradients of all clients come from one batched oracle call per step.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, NamedTuple
+from typing import Any
+from typing import Literal
+from typing import NamedTuple
 
 import numpy as np
 import torch

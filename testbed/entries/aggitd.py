@@ -6,7 +6,8 @@ import functools
 
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITD
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 
 # Defaults are the classes' dataclass fields; a variant fixes what its make sets.
 _entry = functools.partial(EstimatorInfo, paper="AggITD", supports=ALL_KINDS)

@@ -11,21 +11,19 @@ from collections.abc import Callable
 from typing import Any
 
 from testbed.defaults import NEUMANN_TERMS
-from testbed.estimators.classical import (
-    ExactHypergradient,
-    ImplicitDifferentiation,
-    IterativeDifferentiation,
-)
+from testbed.estimators.classical import ExactHypergradient
+from testbed.estimators.classical import ImplicitDifferentiation
+from testbed.estimators.classical import IterativeDifferentiation
 from testbed.estimators.fixed_point import FixedPoint
-from testbed.estimators.solvers import (
-    ConjugateGradient,
-    ExactInnerSolution,
-    GradientDescent,
-    InnerSolver,
-    LinearSolver,
-    Neumann,
-)
-from testbed.info import ALL_KINDS, EstimatorInfo, field_defaults
+from testbed.estimators.solvers import ConjugateGradient
+from testbed.estimators.solvers import ExactInnerSolution
+from testbed.estimators.solvers import GradientDescent
+from testbed.estimators.solvers import InnerSolver
+from testbed.estimators.solvers import LinearSolver
+from testbed.estimators.solvers import Neumann
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
+from testbed.info import field_defaults
 
 # batch_size is the classes' field; the solver objects are assembled by each make from flat
 # keywords (inner_steps -> GradientDescent, or ExactInnerSolution when None; cg_iterations ->

@@ -6,8 +6,10 @@ import functools
 from typing import Any
 
 from testbed.algorithms.fedmsa import FedMSA
-from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps
-from testbed.info import EstimatorInfo, field_defaults
+from testbed.algorithms.fedmsa_maps import BilevelMaps
+from testbed.algorithms.fedmsa_maps import CompositionalMaps
+from testbed.info import EstimatorInfo
+from testbed.info import field_defaults
 
 _REFERENCE = "Tarzanagh, Li, Sharma, Oymak 2023 (arXiv 2306.01648), Algorithm 1, eqs. (5)-(6)"
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 import functools
 
 from testbed.algorithms.fednest import FedNest
-from testbed.algorithms.fednest_updates import (
-    FedInn,
-    FedOut,
-    InnerUpdate,
-    LFedInn,
-    LFedOut,
-    MinimaxFedOut,
-    OuterUpdate,
-)
+from testbed.algorithms.fednest_updates import FedInn
+from testbed.algorithms.fednest_updates import FedOut
+from testbed.algorithms.fednest_updates import InnerUpdate
+from testbed.algorithms.fednest_updates import LFedInn
+from testbed.algorithms.fednest_updates import LFedOut
+from testbed.algorithms.fednest_updates import MinimaxFedOut
+from testbed.algorithms.fednest_updates import OuterUpdate
 from testbed.estimators.fednest import FedIHGP
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 
 _REFERENCE = "Tarzanagh et al. 2022 (FedNest), "
 

@@ -13,11 +13,15 @@ from collections.abc import Callable
 from typing import Any
 
 from testbed.decentralized.averaging import ServerAveraging
-from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush, Quantity
+from testbed.decentralized.hgp import DecentralizedGradient
+from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import Quantity
 from testbed.decentralized.personalization import HGPPersonalization
-from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
+from testbed.decentralized.sgp import ExactConsensus
+from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.defaults import HGP_PERSONALIZATION
-from testbed.info import EstimatorInfo, field_defaults
+from testbed.info import EstimatorInfo
+from testbed.info import field_defaults
 
 _entry = functools.partial(EstimatorInfo, paper="HGP", supports=frozenset({"bilevel"}))
 

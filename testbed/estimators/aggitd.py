@@ -34,20 +34,29 @@ batched and on deployed clients.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from problems import Problem
-from testbed.defaults import AGGITD_INNER_STEPS, AGGITD_LOCAL_STEPS
+from testbed.defaults import AGGITD_INNER_STEPS
+from testbed.defaults import AGGITD_LOCAL_STEPS
 from testbed.estimators.base import InnerState
 from testbed.estimators.federated import FederatedEstimator
 from testbed.estimators.solvers import default_step_size
-from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, Together
+from testbed.estimators.validation import check_local_steps
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import Together
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import InnerGradient, InnerGradientAt, LocalIterates
+from testbed.federation.local import InnerGradient
+from testbed.federation.local import InnerGradientAt
+from testbed.federation.local import LocalIterates
 
 LOWER_SOLVERS = ("svrg", "sgd")
 

@@ -18,22 +18,22 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, NamedTuple
+from typing import Any
+from typing import ClassVar
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from problems import Problem
 from testbed.calls import Calls
-from testbed.estimators.validation import (
-    check_estimate,
-    check_inner_form,
-    check_point,
-    check_problem_object,
-    check_rng,
-    check_stable_steps,
-    check_state,
-)
+from testbed.estimators.validation import check_estimate
+from testbed.estimators.validation import check_inner_form
+from testbed.estimators.validation import check_point
+from testbed.estimators.validation import check_problem_object
+from testbed.estimators.validation import check_rng
+from testbed.estimators.validation import check_stable_steps
+from testbed.estimators.validation import check_state
 
 
 class InnerState(NamedTuple):

@@ -13,23 +13,24 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from problems import Problem
 from testbed.calls import CallCounter
-from testbed.estimators.base import Estimate, Estimator, InnerState
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import Estimator
+from testbed.estimators.base import InnerState
 from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.solvers import (
-    ExactInnerSolution,
-    GradientDescent,
-    InnerRun,
-    InnerSolver,
-    LinearSolver,
-    Neumann,
-)
+from testbed.estimators.solvers import ExactInnerSolution
+from testbed.estimators.solvers import GradientDescent
+from testbed.estimators.solvers import InnerRun
+from testbed.estimators.solvers import InnerSolver
+from testbed.estimators.solvers import LinearSolver
+from testbed.estimators.solvers import Neumann
 from testbed.estimators.validation import check_positive_int
 from testbed.oracles import Oracles
 

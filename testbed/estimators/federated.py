@@ -19,7 +19,8 @@ import numpy as np
 import torch
 
 from problems import Problem
-from testbed.estimators.base import Estimate, Estimator
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import Estimator
 from testbed.estimators.validation import check_positive_int
 from testbed.federation.context import FederatedContext
 

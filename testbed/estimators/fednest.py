@@ -23,26 +23,35 @@ is the ``q_i`` of Sec. 2.4.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, Literal, NamedTuple
+from typing import Any
+from typing import ClassVar
+from typing import Literal
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from problems import Batch, Problem
-from testbed.defaults import FEDNEST_INNER_STEPS, FEDNEST_LOCAL_STEPS, NEUMANN_TERMS
+from problems import Batch
+from problems import Problem
+from testbed.defaults import FEDNEST_INNER_STEPS
+from testbed.defaults import FEDNEST_LOCAL_STEPS
+from testbed.defaults import NEUMANN_TERMS
 from testbed.estimators.base import InnerState
 from testbed.estimators.federated import FederatedEstimator
-from testbed.estimators.validation import check_local_steps, check_positive_int, check_step
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
+from testbed.estimators.validation import check_local_steps
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import portable
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import (
-    InnerGradient,
-    InnerGradientAt,
-    LocalDirection,
-    LocalIterates,
-    OuterGradientXAt,
-    steps_per_client,
-)
+from testbed.federation.local import InnerGradient
+from testbed.federation.local import InnerGradientAt
+from testbed.federation.local import LocalDirection
+from testbed.federation.local import LocalIterates
+from testbed.federation.local import OuterGradientXAt
+from testbed.federation.local import steps_per_client
 
 Truncation = Literal["random", "deterministic"]
 TRUNCATIONS: tuple[str, ...] = ("random", "deterministic")

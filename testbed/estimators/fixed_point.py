@@ -28,8 +28,11 @@ import dataclasses
 import torch
 
 from problems import Problem
-from testbed.estimators.solvers import HVP, LinearSolver, default_step_size
-from testbed.estimators.validation import check_positive_int, check_step
+from testbed.estimators.solvers import HVP
+from testbed.estimators.solvers import LinearSolver
+from testbed.estimators.solvers import default_step_size
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step
 
 
 @dataclasses.dataclass(frozen=True)

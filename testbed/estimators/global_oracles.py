@@ -12,7 +12,9 @@ import dataclasses
 import numpy as np
 import torch
 
-from problems import Batch, Problem, all_clients
+from problems import Batch
+from problems import Problem
+from problems import all_clients
 from testbed.oracles import Oracles
 
 

@@ -12,14 +12,13 @@ from collections.abc import Callable
 
 import torch
 
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.validation import (
-    GROWTH_FACTOR,
-    DivergenceError,
-    check_positive_int,
-    check_step,
-)
+from testbed.estimators.validation import GROWTH_FACTOR
+from testbed.estimators.validation import DivergenceError
+from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import check_step
 
 
 def default_step_size(problem: Problem, what: str) -> float:

@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
+from typing import TypeVar
 
 import torch
 

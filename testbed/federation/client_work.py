@@ -33,11 +33,16 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, NamedTuple, Protocol, TypeVar
+from typing import Any
+from typing import ClassVar
+from typing import NamedTuple
+from typing import Protocol
+from typing import TypeVar
 
 import torch
 
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from testbed.oracles import Oracles
 
 T = TypeVar("T")

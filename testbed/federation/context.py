@@ -29,14 +29,14 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from problems import Batch, Problem
-from testbed.calls import CallCounter, Calls
-from testbed.federation.client_work import (
-    ClientReply,
-    ClientTransport,
-    ClientWork,
-    InProcessClients,
-)
+from problems import Batch
+from problems import Problem
+from testbed.calls import CallCounter
+from testbed.calls import Calls
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientTransport
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import InProcessClients
 from testbed.federation.ledger import Ledger
 from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles

@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import ClassVar
 
 import torch
 
 from problems import Batch
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork, portable
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import portable
 
 # oracle(points (C, d), clients (C,), batch) -> per-client directions (C, d)
 LocalOracle = Callable[[torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]

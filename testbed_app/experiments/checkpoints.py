@@ -10,7 +10,8 @@ import importlib
 import io
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,15 @@ from results_format import atomic_write_bytes
 from results_format.layout import RUN_METRICS
 from results_format.metrics import rows_digest
 from results_format.records import CHECKPOINT_SCHEMA
-from results_format.resume import FINGERPRINT_KEY, is_fresh
+from results_format.resume import FINGERPRINT_KEY
+from results_format.resume import is_fresh
 from results_format.validation import field_problems
-from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
+from testbed_app.experiments.base import Experiment
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.errors import ConfigError
-from testbed_app.experiments.metrics_csv import CheckpointError, ResultsError
+from testbed_app.experiments.metrics_csv import CheckpointError
+from testbed_app.experiments.metrics_csv import ResultsError
 from testbed_app.experiments.registry import build_experiment
 
 #: 2: sealed (:func:`content_seal`) and holding the digest of the metrics rows it follows;

@@ -31,42 +31,45 @@ from pathlib import Path
 from typing import Any
 
 from problems.workloads import registry as workloads
-from problems.workloads.data import DATASETS, Dataset, DatasetError
+from problems.workloads.data import DATASETS
+from problems.workloads.data import Dataset
+from problems.workloads.data import DatasetError
 from problems.workloads.splits import SCHEMES
 from testbed import plugins
 from testbed.registry import ESTIMATOR_DB
 from testbed_app.experiments.algorithm import build_entry
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config_toml import (
-    apply_overrides,
-    as_dict,
-    dump_toml,
-    fingerprint,
-    read_toml,
-    to_toml,
-)
-from testbed_app.experiments.data import load_data, scheme_parameters, split_data
-from testbed_app.experiments.errors import ConfigError, DeprecatedName
-from testbed_app.experiments.registry import EXPERIMENT_BUILDERS, SERVER_KINDS, workload_options
-from testbed_app.experiments.schema import (
-    DATA_KEYS,
-    RUN_KEYS,
-    SECTIONS,
-    SPLIT_KEYS,
-    TOP_KEYS,
-    WORKLOAD_KEYS,
-    by_default,
-    check_algorithm_parameters,
-    check_device,
-    check_replication,
-    choice,
-    fill,
-    is_positive_int,
-    is_text,
-    renamed_steps,
-    unknown,
-    where,
-)
+from testbed_app.experiments.config_toml import apply_overrides
+from testbed_app.experiments.config_toml import as_dict
+from testbed_app.experiments.config_toml import dump_toml
+from testbed_app.experiments.config_toml import fingerprint
+from testbed_app.experiments.config_toml import read_toml
+from testbed_app.experiments.config_toml import to_toml
+from testbed_app.experiments.data import load_data
+from testbed_app.experiments.data import scheme_parameters
+from testbed_app.experiments.data import split_data
+from testbed_app.experiments.errors import ConfigError
+from testbed_app.experiments.errors import DeprecatedName
+from testbed_app.experiments.registry import EXPERIMENT_BUILDERS
+from testbed_app.experiments.registry import SERVER_KINDS
+from testbed_app.experiments.registry import workload_options
+from testbed_app.experiments.schema import DATA_KEYS
+from testbed_app.experiments.schema import RUN_KEYS
+from testbed_app.experiments.schema import SECTIONS
+from testbed_app.experiments.schema import SPLIT_KEYS
+from testbed_app.experiments.schema import TOP_KEYS
+from testbed_app.experiments.schema import WORKLOAD_KEYS
+from testbed_app.experiments.schema import by_default
+from testbed_app.experiments.schema import check_algorithm_parameters
+from testbed_app.experiments.schema import check_device
+from testbed_app.experiments.schema import check_replication
+from testbed_app.experiments.schema import choice
+from testbed_app.experiments.schema import fill
+from testbed_app.experiments.schema import is_positive_int
+from testbed_app.experiments.schema import is_text
+from testbed_app.experiments.schema import renamed_steps
+from testbed_app.experiments.schema import unknown
+from testbed_app.experiments.schema import where
 
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> ExperimentConfig:

@@ -29,7 +29,8 @@ import tomli_w
 from results_format.resume import fingerprint as fingerprint_of
 from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.errors import ConfigError
-from testbed_app.experiments.schema import DEPRECATED_RUN_KEY, SECTIONS
+from testbed_app.experiments.schema import DEPRECATED_RUN_KEY
+from testbed_app.experiments.schema import SECTIONS
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

@@ -12,8 +12,10 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from problems.workloads.data import Dataset, load_dataset
-from problems.workloads.splits import ClientSplit, split_clients
+from problems.workloads.data import Dataset
+from problems.workloads.data import load_dataset
+from problems.workloads.splits import ClientSplit
+from problems.workloads.splits import split_clients
 
 
 def scheme_parameters() -> tuple[str, ...]:

@@ -25,7 +25,8 @@ checkpoint of that state and the replication record gives no number for it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 
 #: A loss this many times ``max(1, |its value at the start|)`` counts as diverged. Why 1e3: the
 #: workloads' losses are mean cross-entropies and their regularised forms, about ln 10 = 2.3 at

@@ -92,9 +92,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from testbed_app.experiments.base import Experiment, ExperimentConfig
-from testbed_app.experiments.hgp_common import INFLUENCE_OPTIONS, PERSONALIZATION_OPTIONS
-from testbed_app.experiments.influence import REFINE_CHUNK, HGPInfluenceExperiment
+from testbed_app.experiments.base import Experiment
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.hgp_common import INFLUENCE_OPTIONS
+from testbed_app.experiments.hgp_common import PERSONALIZATION_OPTIONS
+from testbed_app.experiments.influence import REFINE_CHUNK
+from testbed_app.experiments.influence import HGPInfluenceExperiment
 from testbed_app.experiments.personalization import HGPPersonalizationExperiment
 
 # ------------------------------------------------------------------------------ builders

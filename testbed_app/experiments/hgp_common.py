@@ -9,7 +9,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -18,12 +19,14 @@ from problems.workloads.data import Dataset
 from problems.workloads.splits import ClientSplit
 from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
-from testbed.decentralized.hgp import HGPState, HyperGradientPush
+from testbed.decentralized.hgp import HGPState
+from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.data import load_data, split_data
+from testbed_app.experiments.data import load_data
+from testbed_app.experiments.data import split_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 METHODS: tuple[str, ...] = ("hgp-pl", "hgp-mtl", "sgp")

@@ -21,37 +21,30 @@ from problems.workloads.classifiers import build_classifier
 from problems.workloads.data import Dataset
 from problems.workloads.decentralized import client_samples
 from problems.workloads.influence import InfluenceProblem
-from problems.workloads.spectral import (
-    LANCZOS_TOL,
-    POWER_ITERATIONS,
-    POWER_RTOL,
-    Descent,
-    DescentDiverged,
-    descend,
-)
+from problems.workloads.spectral import LANCZOS_TOL
+from problems.workloads.spectral import POWER_ITERATIONS
+from problems.workloads.spectral import POWER_RTOL
+from problems.workloads.spectral import Descent
+from problems.workloads.spectral import DescentDiverged
+from problems.workloads.spectral import descend
 from testbed.decentralized.hgp import HGPState
-from testbed.decentralized.influence_metrics import (
-    negative_influence_f1,
-    pearson_r,
-    r_squared,
-    sign_agreement,
-)
+from testbed.decentralized.influence_metrics import negative_influence_f1
+from testbed.decentralized.influence_metrics import pearson_r
+from testbed.decentralized.influence_metrics import r_squared
+from testbed.decentralized.influence_metrics import sign_agreement
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed_app.experiments.base import ExperimentConfig, MetricRow
-from testbed_app.experiments.divergence import (
-    Diverged,
-    accuracy_collapse,
-    gradient_growth,
-)
-from testbed_app.experiments.hgp_common import (
-    INFLUENCE_CHECKS,
-    INFLUENCE_DEFAULTS,
-    DecentralizedRun,
-    gossip_counts,
-    rng_state,
-    set_rng,
-    train_by_sgp,
-)
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
+from testbed_app.experiments.divergence import Diverged
+from testbed_app.experiments.divergence import accuracy_collapse
+from testbed_app.experiments.divergence import gradient_growth
+from testbed_app.experiments.hgp_common import INFLUENCE_CHECKS
+from testbed_app.experiments.hgp_common import INFLUENCE_DEFAULTS
+from testbed_app.experiments.hgp_common import DecentralizedRun
+from testbed_app.experiments.hgp_common import gossip_counts
+from testbed_app.experiments.hgp_common import rng_state
+from testbed_app.experiments.hgp_common import set_rng
+from testbed_app.experiments.hgp_common import train_by_sgp
 from testbed_app.experiments.influence_curvature import InfluenceCurvature
 
 #: Steps of the trained model's refinement between two power iterations: lambda_max grows while a

@@ -17,12 +17,10 @@ from typing import Any
 import torch
 
 from problems.workloads.influence import InfluenceProblem
-from problems.workloads.spectral import (
-    SpectralEstimate,
-    largest_eigenvalue,
-    momentum_bound,
-    smallest_eigenvalue,
-)
+from problems.workloads.spectral import SpectralEstimate
+from problems.workloads.spectral import largest_eigenvalue
+from problems.workloads.spectral import momentum_bound
+from problems.workloads.spectral import smallest_eigenvalue
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,10 +11,12 @@ from pathlib import Path
 
 from results_format import atomic_write
 from results_format import metrics as metrics_format
-from results_format.metrics import format_value, rows_digest
+from results_format.metrics import format_value
+from results_format.metrics import rows_digest
 from results_format.writing import open_append
 from testbed_app.experiments.base import MetricRow
-from testbed_app.experiments.errors import CheckpointError, ResultsError
+from testbed_app.experiments.errors import CheckpointError
+from testbed_app.experiments.errors import ResultsError
 
 __all__ = [
     "CheckpointError",

@@ -20,17 +20,16 @@ from problems.workloads.splits import ClientSplit
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed_app.experiments.base import ExperimentConfig, MetricRow
-from testbed_app.experiments.hgp_common import (
-    METHODS,
-    PERSONALIZATION_CHECKS,
-    PERSONALIZATION_DEFAULTS,
-    DecentralizedRun,
-    gossip_counts,
-    rng_state,
-    set_rng,
-    train_by_sgp,
-)
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
+from testbed_app.experiments.hgp_common import METHODS
+from testbed_app.experiments.hgp_common import PERSONALIZATION_CHECKS
+from testbed_app.experiments.hgp_common import PERSONALIZATION_DEFAULTS
+from testbed_app.experiments.hgp_common import DecentralizedRun
+from testbed_app.experiments.hgp_common import gossip_counts
+from testbed_app.experiments.hgp_common import rng_state
+from testbed_app.experiments.hgp_common import set_rng
+from testbed_app.experiments.hgp_common import train_by_sgp
 
 
 @dataclasses.dataclass

@@ -15,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from problems.workloads import registry
-from testbed_app.experiments.base import Experiment, ExperimentConfig
-from testbed_app.experiments.hgp import build_hgp_influence, build_hgp_personalization
+from testbed_app.experiments.base import Experiment
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.hgp import build_hgp_influence
+from testbed_app.experiments.hgp import build_hgp_personalization
 from testbed_app.experiments.server import build_server_experiment
 
 Builder = Callable[[ExperimentConfig, "str | None"], Experiment]

@@ -16,17 +16,21 @@ horizon) says so in the metadata and in each row's ``differences``.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 from results_format import json_default
 from results_format.metrics import rows_digest
-from results_format.replication import ROWS_DIGEST_KEY, UNITS, definition
+from results_format.replication import ROWS_DIGEST_KEY
+from results_format.replication import UNITS
+from results_format.replication import definition
 from results_format.replication import final_value as final_value
 from results_format.replication import measure as measure
 from results_format.replication import rounds_to_accuracy as rounds_to_accuracy
 from results_format.validation import seal
-from testbed_app.experiments.base import ExperimentConfig, MetricRow
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
 
 
 def metric_label(spec: Mapping[str, Any]) -> str:

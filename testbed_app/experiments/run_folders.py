@@ -19,10 +19,15 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from results_format.layout import RUN_CONFIG, RUN_METADATA, run_folder
-from results_format.paths import UnsafePath, inside, plain_name
+from results_format.layout import RUN_CONFIG
+from results_format.layout import RUN_METADATA
+from results_format.layout import run_folder
+from results_format.paths import UnsafePath
+from results_format.paths import inside
+from results_format.paths import plain_name
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.config_toml import computation, dump_toml
+from testbed_app.experiments.config_toml import computation
+from testbed_app.experiments.config_toml import dump_toml
 from testbed_app.experiments.errors import ConfigError
 
 

@@ -50,57 +50,60 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from results_format import atomic_write, json_default
-from results_format.layout import (
-    RUN_CHECKPOINT,
-    RUN_CONFIG,
-    RUN_METADATA,
-    RUN_METRICS,
-    RUN_SPLIT,
-    replication_file,
-)
+from results_format import atomic_write
+from results_format import json_default
+from results_format.layout import RUN_CHECKPOINT
+from results_format.layout import RUN_CONFIG
+from results_format.layout import RUN_METADATA
+from results_format.layout import RUN_METRICS
+from results_format.layout import RUN_SPLIT
+from results_format.layout import replication_file
 from results_format.locks import holding
 from results_format.provenance import provenance
 from testbed import plugins
 from testbed.precision import set_precision
 from testbed.progress import Progress
-from testbed.registry import BUILTIN, get_estimator
-from testbed_app.experiments.base import Experiment, ExperimentConfig, MetricRow
-from testbed_app.experiments.checkpoints import (
-    ADVICE,
-    CHECKPOINT_VERSION,
-    encode,
-    resume,
-    save_checkpoint,
-    set_aside,
-    unused_bad_name,
-)
-from testbed_app.experiments.config_toml import RESUMABLE_CHANGES, dump_toml, fingerprint
-from testbed_app.experiments.data import load_data, split_data
-from testbed_app.experiments.divergence import Diverged, MetricsWatch
-from testbed_app.experiments.errors import CheckpointError, ConfigError, ResultsError
-from testbed_app.experiments.metrics_csv import (
-    MetricsWriter,
-    read_metrics,
-    read_metrics_notes,
-    write_metrics,
-)
+from testbed.registry import BUILTIN
+from testbed.registry import get_estimator
+from testbed_app.experiments.base import Experiment
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
+from testbed_app.experiments.checkpoints import ADVICE
+from testbed_app.experiments.checkpoints import CHECKPOINT_VERSION
+from testbed_app.experiments.checkpoints import encode
+from testbed_app.experiments.checkpoints import resume
+from testbed_app.experiments.checkpoints import save_checkpoint
+from testbed_app.experiments.checkpoints import set_aside
+from testbed_app.experiments.checkpoints import unused_bad_name
+from testbed_app.experiments.config_toml import RESUMABLE_CHANGES
+from testbed_app.experiments.config_toml import dump_toml
+from testbed_app.experiments.config_toml import fingerprint
+from testbed_app.experiments.data import load_data
+from testbed_app.experiments.data import split_data
+from testbed_app.experiments.divergence import Diverged
+from testbed_app.experiments.divergence import MetricsWatch
+from testbed_app.experiments.errors import CheckpointError
+from testbed_app.experiments.errors import ConfigError
+from testbed_app.experiments.errors import ResultsError
+from testbed_app.experiments.metrics_csv import MetricsWriter
+from testbed_app.experiments.metrics_csv import read_metrics
+from testbed_app.experiments.metrics_csv import read_metrics_notes
+from testbed_app.experiments.metrics_csv import write_metrics
 from testbed_app.experiments.registry import build_experiment
 from testbed_app.experiments.replication import replication_record
-from testbed_app.experiments.run_folders import (
-    check_run_folders,
-    config_file,
-    folder_owner_problem,
-    remove_run_folder,
-    run_dir,
-    run_lock,
-)
+from testbed_app.experiments.run_folders import check_run_folders
+from testbed_app.experiments.run_folders import config_file
+from testbed_app.experiments.run_folders import folder_owner_problem
+from testbed_app.experiments.run_folders import remove_run_folder
+from testbed_app.experiments.run_folders import run_dir
+from testbed_app.experiments.run_folders import run_lock
 from testbed_app.experiments.step_pieces import StepPieces
 
 

@@ -28,14 +28,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from results_format.paths import name_problem
 from testbed.names import did_you_mean
-from testbed_app.experiments.errors import ConfigError, DeprecatedName
+from testbed_app.experiments.errors import ConfigError
+from testbed_app.experiments.errors import DeprecatedName
 
 PAPERS: tuple[str, ...] = ("FedNest", "AggITD", "FedMSA", "HGP")
 DEVICES: tuple[str, ...] = ("cpu", "cuda")

@@ -32,16 +32,25 @@ import contextlib
 import dataclasses
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from results_format import atomic_write_bytes
-from results_format.layout import RUN_CHECKPOINT, RUN_METRICS, RUNS, run_folder
-from results_format.locks import LOCK_FOLDER, holding
+from results_format.layout import RUN_CHECKPOINT
+from results_format.layout import RUN_METRICS
+from results_format.layout import RUNS
+from results_format.layout import run_folder
+from results_format.locks import LOCK_FOLDER
+from results_format.locks import holding
 from results_format.paths import inside
 from testbed_app.experiments.base import ExperimentConfig
-from testbed_app.experiments.run_folders import check_run_folders, remove_run_folder, run_lock
+from testbed_app.experiments.run_folders import check_run_folders
+from testbed_app.experiments.run_folders import remove_run_folder
+from testbed_app.experiments.run_folders import run_lock
 from testbed_app.experiments.runner import run_experiment
 
 #: Files a segment writes, in the order the driver writes them (the rest after these):

@@ -22,12 +22,14 @@ import numpy as np
 import torch
 
 from problems.workloads.registry import build_workload
-from testbed.algorithms.base import OuterAlgorithm, model_point
+from testbed.algorithms.base import OuterAlgorithm
+from testbed.algorithms.base import model_point
 from testbed.estimators.validation import GROWTH_FACTOR
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from testbed_app.experiments.algorithm import build_entry
-from testbed_app.experiments.base import ExperimentConfig, MetricRow
+from testbed_app.experiments.base import ExperimentConfig
+from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.data import load_data
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}

@@ -28,16 +28,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context
+from flwr.app import Message
+from flwr.app import RecordDict
 from flwr.clientapp import ClientApp
-from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp import Grid
+from flwr.serverapp import ServerApp
 
 from testbed.federation.client_work import WORK_KINDS
 from testbed.federation.context import FederatedContext
 from testbed_app.flower.client import handle
-from testbed_app.flower.records import RunRecorder, run_folder
+from testbed_app.flower.records import RunRecorder
+from testbed_app.flower.records import run_folder
 from testbed_app.flower.spec import DeploySpec
-from testbed_app.flower.transport import REPLY, ClientLost, FlowerClients, exchange
+from testbed_app.flower.transport import REPLY
+from testbed_app.flower.transport import ClientLost
+from testbed_app.flower.transport import FlowerClients
+from testbed_app.flower.transport import exchange
 
 #: How long the server waits for every client's SuperNode to join before it gives up. Why 600 s:
 #: a deployment of 100 SuperNodes on a 2-core machine takes a few minutes to start.

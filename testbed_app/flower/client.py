@@ -23,12 +23,17 @@ from typing import Any
 import torch
 
 import testbed.registry  # noqa: F401  (imports every algorithm: their client works register)
-from problems import Batch, Problem
+from problems import Batch
+from problems import Problem
 from testbed.calls import CallCounter
 from testbed.oracles import Oracles
-from testbed_app.flower.codec import NotDeployable, decode_work
+from testbed_app.flower.codec import NotDeployable
+from testbed_app.flower.codec import decode_work
 from testbed_app.flower.spec import DeploySpec
-from testbed_app.flower.transport import DELIVERIES, REPLY, UPLOADS, WORK
+from testbed_app.flower.transport import DELIVERIES
+from testbed_app.flower.transport import REPLY
+from testbed_app.flower.transport import UPLOADS
+from testbed_app.flower.transport import WORK
 
 HELD = "held"  # the Context.state record of the vectors a client holds
 
@@ -59,7 +64,11 @@ def problem_of(spec: DeploySpec) -> Any:
 
 def handle(message: Any, context: Any, spec: DeploySpec) -> Any:
     """The reply of client ``partition-id`` to ``message`` (see the module docstring)."""
-    from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
+    from flwr.app import Array
+    from flwr.app import ArrayRecord
+    from flwr.app import ConfigRecord
+    from flwr.app import Message
+    from flwr.app import RecordDict
 
     client = int(context.node_config["partition-id"])
     held = dict(context.state[HELD]) if HELD in context.state else {}

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
-from testbed.federation.client_work import PORTABLE, WORK_KINDS, ClientWork, portable_name
+from testbed.federation.client_work import PORTABLE
+from testbed.federation.client_work import WORK_KINDS
+from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import portable_name
 
 
 class NotDeployable(ValueError):

@@ -22,16 +22,17 @@ from typing import Any
 import torch
 
 from results_format import atomic_write
-from results_format.paths import inside, output_folder
-from testbed_app.flower import ENGINES, require_flower
+from results_format.paths import inside
+from results_format.paths import output_folder
+from testbed_app.flower import ENGINES
+from testbed_app.flower import require_flower
 from testbed_app.flower.compare import compare
-from testbed_app.flower.engines import run_on_local_deployment, run_on_simulation
-from testbed_app.flower.records import (
-    folder_owner_problem,
-    read_run,
-    record_source,
-    run_folder,
-)
+from testbed_app.flower.engines import run_on_local_deployment
+from testbed_app.flower.engines import run_on_simulation
+from testbed_app.flower.records import folder_owner_problem
+from testbed_app.flower.records import read_run
+from testbed_app.flower.records import record_source
+from testbed_app.flower.records import run_folder
 from testbed_app.flower.spec import load_spec
 from testbed_app.flower.transport import ClientLost
 

@@ -43,7 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from testbed_app.flower import FLOWER_ENV, require_flower
+from testbed_app.flower import FLOWER_ENV
+from testbed_app.flower import require_flower
 from testbed_app.flower.records import run_folder
 from testbed_app.flower.spec import DeploySpec
 

@@ -28,11 +28,14 @@ from typing import Any
 
 import torch
 
-from results_format import atomic_write, atomic_write_bytes, json_default
+from results_format import atomic_write
+from results_format import atomic_write_bytes
+from results_format import json_default
 from results_format.provenance import provenance
 from testbed_app.flower import flower_version
 from testbed_app.flower.spec import DeploySpec
-from testbed_app.flower.transport import ClientLost, Traffic
+from testbed_app.flower.transport import ClientLost
+from testbed_app.flower.transport import Traffic
 
 #: 2: the ledger's ``messages`` became ``vectors`` and Flower's ``flower_messages``
 FORMAT = "testbed-deploy-2"

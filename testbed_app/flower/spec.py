@@ -41,19 +41,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from problems import SPEC_BUILDERS, ProblemError, from_spec
+from problems import SPEC_BUILDERS
+from problems import ProblemError
+from problems import from_spec
 from results_format.paths import name_problem
-from testbed_app.experiments.config import (
-    ConfigError,
-    apply_overrides,
-    check_algorithm,
-    dump_toml,
-    load_config,
-    read_toml,
-    validate,
-)
+from testbed_app.experiments.config import ConfigError
+from testbed_app.experiments.config import apply_overrides
+from testbed_app.experiments.config import check_algorithm
+from testbed_app.experiments.config import dump_toml
+from testbed_app.experiments.config import load_config
+from testbed_app.experiments.config import read_toml
+from testbed_app.experiments.config import validate
 from testbed_app.experiments.schema import MAX_STEPS
-from testbed_app.experiments.server import build_algorithm, build_problem
+from testbed_app.experiments.server import build_algorithm
+from testbed_app.experiments.server import build_problem
 
 #: ``[run]`` keys of a closed-form deploy config: default, check, what a valid value is.
 RUN_KEYS: dict[str, tuple[Any, str]] = {

@@ -30,14 +30,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from testbed.federation.client_work import ClientReply, ClientSide, ClientWork
-from testbed_app.flower.codec import NotDeployable, encode_work
+from testbed.federation.client_work import ClientReply
+from testbed.federation.client_work import ClientSide
+from testbed.federation.client_work import ClientWork
+from testbed_app.flower.codec import NotDeployable
+from testbed_app.flower.codec import encode_work
 
 #: Keys of the records a message carries.
 DELIVERIES = "deliveries"  # ArrayRecord: "<order>:<name>" -> the vector, in ledger order
@@ -223,7 +227,11 @@ class FlowerClients:
         )
 
     def _message(self, client: int, message_type: str, config: dict[str, Any]) -> Any:
-        from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
+        from flwr.app import Array
+        from flwr.app import ArrayRecord
+        from flwr.app import ConfigRecord
+        from flwr.app import Message
+        from flwr.app import RecordDict
 
         queued = self._queued.pop(client, [])
         arrays = {

@@ -96,19 +96,17 @@ class ClientAppWorker:
         """Run one task as ``flwr-clientapp --token TOKEN`` would, in this process."""
         from flwr.app import Message
         from flwr.app.error import Error
-        from flwr.common.constant import ErrorCode, SubStatus
-        from flwr.supercore.heartbeat import HeartbeatSender, make_task_heartbeat_fn_http
-        from flwr.supercore.interceptors import (
-            RuntimeTokenHttpInterceptor,
-            RuntimeVersionHttpInterceptor,
-        )
+        from flwr.common.constant import ErrorCode
+        from flwr.common.constant import SubStatus
+        from flwr.supercore.heartbeat import HeartbeatSender
+        from flwr.supercore.heartbeat import make_task_heartbeat_fn_http
+        from flwr.supercore.interceptors import RuntimeTokenHttpInterceptor
+        from flwr.supercore.interceptors import RuntimeVersionHttpInterceptor
         from flwr.supercore.retry import make_simple_http_retry_invoker
         from flwr.supercore.runtime import RuntimeHttpClient
-        from flwr.supernode.runtime.run_clientapp import (
-            pull_task_input,
-            push_message,
-            push_task_output,
-        )
+        from flwr.supernode.runtime.run_clientapp import pull_task_input
+        from flwr.supernode.runtime.run_clientapp import push_message
+        from flwr.supernode.runtime.run_clientapp import push_task_output
 
         client = RuntimeHttpClient.from_server_address(
             server_address=self.address,

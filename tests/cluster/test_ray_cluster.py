@@ -38,8 +38,11 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from testbed_app import cli  # noqa: E402
-from tests.test_executors import CLAIMS, results_files  # noqa: E402
-from tests.test_experiment_segments import FIVE_STEPS, _rename, _run_files  # noqa: E402
+from tests.test_executors import CLAIMS  # noqa: E402
+from tests.test_executors import results_files  # noqa: E402
+from tests.test_experiment_segments import FIVE_STEPS  # noqa: E402
+from tests.test_experiment_segments import _rename  # noqa: E402
+from tests.test_experiment_segments import _run_files  # noqa: E402
 from tests.test_experiments import write  # noqa: E402
 
 pytestmark = pytest.mark.cluster

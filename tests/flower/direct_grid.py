@@ -15,7 +15,10 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from flwr.app import Context, Error, Message, RecordDict
+from flwr.app import Context
+from flwr.app import Error
+from flwr.app import Message
+from flwr.app import RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore.inflatable.inflatable_object import get_all_nested_objects
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
@@ -110,8 +113,10 @@ class DirectGrid(Grid):
 def run_direct(spec: Any, results: Any, grid: DirectGrid | None = None) -> tuple[Any, Any, Any]:
     """Run ``spec`` through the testbed's ServerApp on a :class:`DirectGrid`; ``(run.json,
     iterates, grid)``. A lost client's ``ClientLost`` propagates after the files are written."""
-    from testbed_app.flower.apps import make_client_app, serve
-    from testbed_app.flower.records import read_run, run_folder
+    from testbed_app.flower.apps import make_client_app
+    from testbed_app.flower.apps import serve
+    from testbed_app.flower.records import read_run
+    from testbed_app.flower.records import run_folder
 
     grid = grid or DirectGrid(make_client_app(spec), spec.n_clients)
     try:

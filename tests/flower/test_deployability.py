@@ -24,12 +24,18 @@ pytest.importorskip("flwr", reason="tox -e flower installs Flower (the [flower] 
 from problems import QuadraticBilevel  # noqa: E402
 from testbed.algorithms.fednest import FedNest  # noqa: E402
 from testbed.federation.client_work import ClientReply  # noqa: E402
-from testbed.federation.local import InnerGradient, LocalIterates, OuterGradientXAt  # noqa: E402
+from testbed.federation.local import InnerGradient  # noqa: E402
+from testbed.federation.local import LocalIterates  # noqa: E402
+from testbed.federation.local import OuterGradientXAt  # noqa: E402
 from testbed_app.experiments.config import ConfigError  # noqa: E402
-from testbed_app.flower.codec import NotDeployable, decode_work, encode_work  # noqa: E402
-from testbed_app.flower.spec import DeploySpec, load_spec  # noqa: E402
+from testbed_app.flower.codec import NotDeployable  # noqa: E402
+from testbed_app.flower.codec import decode_work  # noqa: E402
+from testbed_app.flower.codec import encode_work  # noqa: E402
+from testbed_app.flower.spec import DeploySpec  # noqa: E402
+from testbed_app.flower.spec import load_spec  # noqa: E402
 from testbed_app.flower.transport import ClientLost  # noqa: E402
-from tests.flower.direct_grid import DirectGrid, run_direct  # noqa: E402
+from tests.flower.direct_grid import DirectGrid  # noqa: E402
+from tests.flower.direct_grid import run_direct  # noqa: E402
 
 PROBLEM = QuadraticBilevel.random(4, 3, 4, 10.0, 0.3, seed=1)
 FEDNEST = {"name": "fednest", "inner_steps": 1, "neumann_terms": 2, "truncation": "deterministic"}
@@ -146,7 +152,8 @@ def test_a_lost_client_names_the_round_and_keeps_every_finished_iteration(tmp_pa
     with pytest.raises(ClientLost) as lost:
         run_direct(spec, tmp_path, grid)
     assert lost.value.client == 2 and lost.value.node == 1002
-    from testbed_app.flower.records import read_run, run_folder
+    from testbed_app.flower.records import read_run
+    from testbed_app.flower.records import run_folder
 
     record, iterates = read_run(run_folder(tmp_path, spec.name, "direct"))
     assert record["status"].startswith("lost: outer iteration 2, round 1")

@@ -37,8 +37,10 @@ pytestmark = [
 
 from problems import QuadraticBilevel  # noqa: E402
 from testbed_app.flower.compare import compare  # noqa: E402
-from testbed_app.flower.engines import ISOLATIONS, LocalDeployment  # noqa: E402
-from testbed_app.flower.records import read_run, run_folder  # noqa: E402
+from testbed_app.flower.engines import ISOLATIONS  # noqa: E402
+from testbed_app.flower.engines import LocalDeployment  # noqa: E402
+from testbed_app.flower.records import read_run  # noqa: E402
+from testbed_app.flower.records import run_folder  # noqa: E402
 from testbed_app.flower.spec import DeploySpec  # noqa: E402
 
 PROBLEM = QuadraticBilevel.random(3, 3, 4, 10.0, 0.3, seed=1)

@@ -21,10 +21,14 @@ from tests.flower import ONLY_IN_TOX_FLOWER
 pytestmark = ONLY_IN_TOX_FLOWER
 pytest.importorskip("flwr", reason="tox -e flower installs Flower (the [flower] extra)")
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax  # noqa: E402
+from problems import LinearCompositional  # noqa: E402
+from problems import QuadraticBilevel  # noqa: E402
+from problems import QuadraticMinimax  # noqa: E402
 from testbed_app.flower.compare import compare  # noqa: E402
-from testbed_app.flower.spec import DeploySpec, load_spec  # noqa: E402
-from tests.flower.direct_grid import carried_floats, run_direct  # noqa: E402
+from testbed_app.flower.spec import DeploySpec  # noqa: E402
+from testbed_app.flower.spec import load_spec  # noqa: E402
+from tests.flower.direct_grid import carried_floats  # noqa: E402
+from tests.flower.direct_grid import run_direct  # noqa: E402
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -30,18 +30,25 @@ import torch
 
 from problems import QuadraticBilevel
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    LAMBDA_CAP,
-    inner_step,
-    neumann_step,
-)
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, bilevel_spec, known_case
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.hypotheses import Reading
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -22,20 +22,24 @@ from typing import Any
 import numpy as np
 
 from results_format.verdicts import ABOUT_STEP
-from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import aggitd_claim, closed_form_cases
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    LAMBDA_CAP,
-    inner_step,
-    neumann_step,
-)
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import algorithm_variant
-from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 
 
 def _floats_per_iteration(

@@ -42,18 +42,23 @@ from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
-from theory_checks.aggitd.constants import (
-    AggITDConstants,
-    aggitd_constants,
-    dissimilarity_sq,
-    gradient_bound,
-    inner_step,
-    lemma3_outer_step,
-    neumann_step,
-)
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint, paper_claim
+from theory_checks.aggitd.constants import AggITDConstants
+from theory_checks.aggitd.constants import aggitd_constants
+from theory_checks.aggitd.constants import dissimilarity_sq
+from theory_checks.aggitd.constants import gradient_bound
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import lemma3_outer_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import paper_claim
 from theory_checks.classical.common import closed_form_problems
-from theory_checks.exact_quantities import evaluation_point, outer_affine, quadratic_view
+from theory_checks.exact_quantities import evaluation_point
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result

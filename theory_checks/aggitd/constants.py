@@ -48,8 +48,11 @@ from typing import Any
 import torch
 
 from problems import Batch
-from theory_checks.exact_quantities import joint_hessians, outer_affine
-from theory_checks.hypotheses import Hypothesis, at_least, at_most
+from theory_checks.exact_quantities import joint_hessians
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import at_least
+from theory_checks.hypotheses import at_most
 
 REF = "Xiao & Ji 2023"
 

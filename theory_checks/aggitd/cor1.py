@@ -32,51 +32,49 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from problems import ProblemConstants, QuadraticMinimax
+from problems import ProblemConstants
+from problems import QuadraticMinimax
 from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import (
-    NO_DRAWS,
-    AffineIteration,
-    affine_iteration,
-    aggitd_claim,
-    bilevel_cases,
-    exact_setup,
-)
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    F_BOUNDED_BELOW,
-    LAMBDA_CAP,
-    THM1_ALPHA_RULE,
-    THM1_BETA_FLOOR,
-    gradient_bound,
-    inner_step,
-    neumann_step,
-    theorem1_inner_steps,
-    theorem1_outer_step,
-)
-from theory_checks.aggitd.perturbations import ScaledIndirect, algorithm_variant
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-    bilevel_spec,
-    known_case,
-)
-from theory_checks.exact_quantities import outer_affine, quadratic_view
+from theory_checks.aggitd.common import NO_DRAWS
+from theory_checks.aggitd.common import AffineIteration
+from theory_checks.aggitd.common import affine_iteration
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import bilevel_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import F_BOUNDED_BELOW
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import THM1_ALPHA_RULE
+from theory_checks.aggitd.constants import THM1_BETA_FLOOR
+from theory_checks.aggitd.constants import gradient_bound
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.constants import theorem1_inner_steps
+from theory_checks.aggitd.constants import theorem1_outer_step
+from theory_checks.aggitd.perturbations import ScaledIndirect
+from theory_checks.aggitd.perturbations import algorithm_variant
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.exact_quantities import quadratic_view
 from theory_checks.hypotheses import Reading
 from theory_checks.perturbed_variants import recast
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -27,52 +27,47 @@ Lemma 3's outer step for erratum 7; Assumption 2's global M for the printed sum.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import ProblemConstants, QuadraticBilevel, strategies
+from problems import ProblemConstants
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import (
-    aggitd_claim,
-    check_prop1_bias,
-    closed_form_cases,
-    exact_setup,
-    run_estimate,
-    upper_round,
-    upper_setup,
-)
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    A2_M_GLOBAL,
-    BETA_CAP,
-    LAMBDA_CAP,
-    LEMMA3_ALPHA_CAP,
-    gradient_bound,
-    inner_step,
-    neumann_step,
-)
-from theory_checks.aggitd.perturbations import (
-    IMPORTANCE_WEIGHT_N,
-    ScaledIndirect,
-    UnscaledUpper,
-    algorithm_variant,
-    estimator_variant,
-)
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-    bilevel_spec,
-    known_case,
-)
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import check_prop1_bias
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.common import upper_round
+from theory_checks.aggitd.common import upper_setup
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import A2_M_GLOBAL
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
+from theory_checks.aggitd.constants import gradient_bound
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
+from theory_checks.aggitd.perturbations import ScaledIndirect
+from theory_checks.aggitd.perturbations import UnscaledUpper
+from theory_checks.aggitd.perturbations import algorithm_variant
+from theory_checks.aggitd.perturbations import estimator_variant
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

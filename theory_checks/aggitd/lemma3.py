@@ -19,21 +19,29 @@ drift over clients and nu against :func:`lemma3_bound`. Perturbation: ``alpha_i 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from problems import ProblemConstants
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, upper_round, upper_setup
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    LAMBDA_CAP,
-    LEMMA3_ALPHA_CAP,
-    AggITDConstants,
-)
-from theory_checks.aggitd.perturbations import UnscaledUpper, algorithm_variant
-from theory_checks.claim import Case, Claim, Measurement, PerProfile, Perturbation, SeriesPoint
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import upper_round
+from theory_checks.aggitd.common import upper_setup
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
+from theory_checks.aggitd.constants import AggITDConstants
+from theory_checks.aggitd.perturbations import UnscaledUpper
+from theory_checks.aggitd.perturbations import algorithm_variant
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

@@ -20,15 +20,20 @@ import numpy as np
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    LAMBDA_CAP,
-    inner_step,
-    neumann_step,
-)
-from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

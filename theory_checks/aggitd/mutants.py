@@ -16,14 +16,23 @@ from typing import Any
 
 import torch
 
-from testbed.algorithms.aggitd import AggITDState, FBOAggITD, one_round_upper
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.aggitd import one_round_upper
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd import alg1, comm, errata, lemma3, lower, prop1, scaling
+from theory_checks.aggitd import alg1
+from theory_checks.aggitd import comm
+from theory_checks.aggitd import errata
+from theory_checks.aggitd import lemma3
+from theory_checks.aggitd import lower
 from theory_checks.aggitd import perturbations as perturb
+from theory_checks.aggitd import prop1
+from theory_checks.aggitd import scaling
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import recast, registry_variant
+from theory_checks.perturbed_variants import recast
+from theory_checks.perturbed_variants import registry_variant
 
 IDENTITY = alg1.PER_INDEX_IDENTITY.id
 MEAN_IDENTITY = prop1.MEAN_IDENTITY.id

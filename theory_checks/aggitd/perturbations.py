@@ -20,11 +20,13 @@ from typing import Any
 
 import torch
 
-from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import LocalIterates, OuterGradientXAt
+from testbed.federation.local import LocalIterates
+from testbed.federation.local import OuterGradientXAt
 from testbed.oracles import Oracles
 from theory_checks.claim import Perturbation
 

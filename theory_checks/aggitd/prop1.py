@@ -28,32 +28,36 @@ with the bound :func:`prop1_bound`; perturbation: the importance weight lambda N
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import (
-    NoDraws,
-    aggitd_claim,
-    check_prop1_bias,
-    closed_form_cases,
-    exact_setup,
-    run_estimate,
-)
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    LAMBDA_CAP,
-    inner_step,
-    neumann_step,
-)
-from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N, estimator_variant
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, PerProfile, Perturbation
+from theory_checks.aggitd.common import NoDraws
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import check_prop1_bias
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
+from theory_checks.aggitd.perturbations import estimator_variant
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

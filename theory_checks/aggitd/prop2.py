@@ -15,7 +15,8 @@ exponent in ``N + 1`` within 0.15 of 1. Perturbation: the importance weight lamb
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,16 +24,22 @@ import numpy as np
 from problems import ProblemConstants
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks import stats
-from theory_checks.aggitd.common import aggitd_claim, closed_form_cases, exact_setup, run_estimate
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    LAMBDA_CAP,
-    gradient_bound,
-    inner_step,
-    neumann_step,
-)
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import gradient_bound
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

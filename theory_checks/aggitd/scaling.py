@@ -29,60 +29,58 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
+from problems import QuadraticBilevel
+from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from theory_checks import stats
-from theory_checks.aggitd.common import (
-    NO_DRAWS,
-    FixedIndex,
-    affine_iteration,
-    aggitd_claim,
-    bilevel_cases,
-    closed_form_cases,
-    exact_setup,
-    fixed_clients_context,
-    outer_spectrum,
-    run_estimate,
-    trajectory_mean,
-)
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    F_BOUNDED_BELOW,
-    LAMBDA_CAP,
-    LEMMA3_ALPHA_CAP,
-    THM1_ALPHA_RULE,
-    THM1_BETA_FLOOR,
-    inner_step,
-    lemma3_outer_step,
-    neumann_step,
-    theorem1_inner_steps,
-    theorem1_outer_step,
-)
-from theory_checks.aggitd.perturbations import (
-    DividesByM,
-    MeanOverAllClients,
-    ScaledNeumannStep,
-    UnscaledUpper,
-    algorithm_variant,
-    estimator_variant,
-)
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-)
+from theory_checks.aggitd.common import NO_DRAWS
+from theory_checks.aggitd.common import FixedIndex
+from theory_checks.aggitd.common import affine_iteration
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import bilevel_cases
+from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import fixed_clients_context
+from theory_checks.aggitd.common import outer_spectrum
+from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.common import trajectory_mean
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import F_BOUNDED_BELOW
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
+from theory_checks.aggitd.constants import THM1_ALPHA_RULE
+from theory_checks.aggitd.constants import THM1_BETA_FLOOR
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import lemma3_outer_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.constants import theorem1_inner_steps
+from theory_checks.aggitd.constants import theorem1_outer_step
+from theory_checks.aggitd.perturbations import DividesByM
+from theory_checks.aggitd.perturbations import MeanOverAllClients
+from theory_checks.aggitd.perturbations import ScaledNeumannStep
+from theory_checks.aggitd.perturbations import UnscaledUpper
+from theory_checks.aggitd.perturbations import algorithm_variant
+from theory_checks.aggitd.perturbations import estimator_variant
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.client_sampling import sampling_exponent_measurement
-from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, outer_affine
-from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL
+from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.exact_quantities import evaluation_point
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.tolerances import FIT_FLOOR
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import RATE_RTOL
 
 
 def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

@@ -27,43 +27,47 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import ProblemConstants, strategies
+from problems import ProblemConstants
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
-from testbed.algorithms.aggitd import AggITDState, FBOAggITD
+from testbed.algorithms.aggitd import AggITDState
+from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import NO_DRAWS, aggitd_claim, exact_setup
-from theory_checks.aggitd.constants import (
-    A1_STRONG_CONVEXITY,
-    BETA_CAP,
-    F_BOUNDED_BELOW,
-    LAMBDA_CAP,
-    AggITDConstants,
-    gradient_bound,
-    inner_step,
-    neumann_step,
-    theorem1_caps,
-)
+from theory_checks.aggitd.common import NO_DRAWS
+from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
+from theory_checks.aggitd.constants import BETA_CAP
+from theory_checks.aggitd.constants import F_BOUNDED_BELOW
+from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import AggITDConstants
+from theory_checks.aggitd.constants import gradient_bound
+from theory_checks.aggitd.constants import inner_step
+from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.constants import theorem1_caps
 from theory_checks.aggitd.perturbations import algorithm_variant
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-)
-from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.decision import Design
+from theory_checks.decision import StatTest
+from theory_checks.decision import batch_evidence
+from theory_checks.decision import replicates_for_half_width
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.tolerances import IDENTITY_RTOL
 

@@ -24,15 +24,18 @@ import numpy as np
 from results_format.verdicts import ABOUT_RESULT
 from testbed import ConjugateGradient
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
-from theory_checks.classical.common import (
-    classical_claim,
-    closed_form_cases,
-    exact_parts,
-    hypergradient_scale,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.classical.common import classical_claim
+from theory_checks.classical.common import closed_form_cases
+from theory_checks.classical.common import exact_parts
+from theory_checks.classical.common import hypergradient_scale
 from theory_checks.classical.constants import STRONGLY_CONVEX
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- CG
 

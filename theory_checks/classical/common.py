@@ -16,8 +16,11 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from theory_checks.claim import Case, Measurement, paper_claim
-from theory_checks.exact_quantities import evaluation_point, quadratic_view
+from theory_checks.claim import Case
+from theory_checks.claim import Measurement
+from theory_checks.claim import paper_claim
+from theory_checks.exact_quantities import evaluation_point
+from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of Classical's claims (:class:`~theory_checks.claim.ClaimMaker`); each result

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from theory_checks.hypotheses import Hypothesis, at_most
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import at_most
 
 REF = "Grazzi et al. 2020, Sec. 2 (assumptions of Thms 2.1-2.2)"
 

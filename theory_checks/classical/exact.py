@@ -21,8 +21,12 @@ import torch
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.classical import ExactHypergradient
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.classical.common import classical_claim, closed_form_cases
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.classical.common import classical_claim
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.exact_quantities import evaluation_point
 

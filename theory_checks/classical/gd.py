@@ -24,23 +24,29 @@ from typing import Any
 import numpy as np
 
 from results_format.verdicts import ABOUT_RESULT
-from testbed import GradientDescent, Oracles
+from testbed import GradientDescent
+from testbed import Oracles
 from testbed.estimators.global_oracles import GlobalOracles
 from testbed.registry import get_estimator
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    SeriesPoint,
-)
-from theory_checks.classical.common import classical_claim, closed_form_cases
-from theory_checks.classical.constants import GD_STEP_CAP, STRONGLY_CONVEX, smoothness
-from theory_checks.exact_quantities import dominant_mode_window, evaluation_point, quadratic_view
-from theory_checks.tolerances import FIT_FLOOR, IDENTITY_RTOL, RATE_RTOL
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import classical_claim
+from theory_checks.classical.common import closed_form_cases
+from theory_checks.classical.constants import GD_STEP_CAP
+from theory_checks.classical.constants import STRONGLY_CONVEX
+from theory_checks.classical.constants import smoothness
+from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.exact_quantities import evaluation_point
+from theory_checks.exact_quantities import quadratic_view
+from theory_checks.tolerances import FIT_FLOOR
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import RATE_RTOL
 
 # --------------------------------------------------------------------------- GD rate
 

@@ -23,28 +23,38 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
-from testbed import GradientDescent, IterativeDifferentiation, Oracles
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
+from testbed import GradientDescent
+from testbed import IterativeDifferentiation
+from testbed import Oracles
 from testbed.estimators.base import InnerState
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
-from theory_checks.classical.common import (
-    classical_claim,
-    closed_form_cases,
-    exact_parts,
-    grid,
-    hypergradient_scale,
-    relative_identity,
-)
-from theory_checks.classical.constants import GD_STEP_CAP, STRONGLY_CONVEX, smoothness
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import classical_claim
+from theory_checks.classical.common import closed_form_cases
+from theory_checks.classical.common import exact_parts
+from theory_checks.classical.common import grid
+from theory_checks.classical.common import hypergradient_scale
+from theory_checks.classical.common import relative_identity
+from theory_checks.classical.constants import GD_STEP_CAP
+from theory_checks.classical.constants import STRONGLY_CONVEX
+from theory_checks.classical.constants import smoothness
 from theory_checks.perturbed_variants import registry_variant
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- ITD
 

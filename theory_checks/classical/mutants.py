@@ -16,25 +16,27 @@ import numpy as np
 import torch
 
 from testbed.calls import CallCounter
-from testbed.estimators.base import Estimate, InnerState
-from testbed.estimators.classical import (
-    ExactHypergradient,
-    ImplicitDifferentiation,
-    IterativeDifferentiation,
-)
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import InnerState
+from testbed.estimators.classical import ExactHypergradient
+from testbed.estimators.classical import ImplicitDifferentiation
+from testbed.estimators.classical import IterativeDifferentiation
 from testbed.estimators.fixed_point import FixedPoint
 from testbed.estimators.global_oracles import GlobalOracles
-from testbed.estimators.solvers import (
-    ConjugateGradient,
-    GradientDescent,
-    InnerRun,
-    Neumann,
-    default_step_size,
-)
+from testbed.estimators.solvers import ConjugateGradient
+from testbed.estimators.solvers import GradientDescent
+from testbed.estimators.solvers import InnerRun
+from testbed.estimators.solvers import Neumann
+from testbed.estimators.solvers import default_step_size
 from testbed.oracles import Oracles
-from theory_checks.classical import cg, exact, gd, itd, neumann
+from theory_checks.classical import cg
+from theory_checks.classical import exact
+from theory_checks.classical import gd
+from theory_checks.classical import itd
+from theory_checks.classical import neumann
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import part_variant, registry_variant
+from theory_checks.perturbed_variants import part_variant
+from theory_checks.perturbed_variants import registry_variant
 
 AID = ("aid-neumann", "aid-cg", "aid-fp")
 IDENTITY = neumann.ERROR_IDENTITY.id

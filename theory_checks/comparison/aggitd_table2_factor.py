@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -59,16 +60,14 @@ from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import model_point
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-    known_case,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import known_case
 from theory_checks.hypotheses import Reading
 from theory_checks.perturbed_variants import registry_variant
 

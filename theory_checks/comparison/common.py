@@ -61,18 +61,23 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import ProblemError, QuadraticBilevel, strategies
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
+from problems import ProblemError
+from problems import QuadraticBilevel
+from problems import strategies
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
 from theory_checks.comparison import runs as runs
-from theory_checks.comparison.runs import BASELINE, Comparison
-from theory_checks.decision import (
-    Binomial,
-    Design,
-    Evidence,
-    SpentRate,
-    StatTest,
-    clopper_pearson,
-)
+from theory_checks.comparison.runs import BASELINE
+from theory_checks.comparison.runs import Comparison
+from theory_checks.decision import Binomial
+from theory_checks.decision import Design
+from theory_checks.decision import Evidence
+from theory_checks.decision import SpentRate
+from theory_checks.decision import StatTest
+from theory_checks.decision import clopper_pearson
 
 # The design has two looks (a group-sequential Binomial, each look at half the case's rate,
 # Bonferroni, so stopping at the first decided look keeps the false-failure rate):

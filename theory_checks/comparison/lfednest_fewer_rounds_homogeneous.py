@@ -22,8 +22,13 @@ import torch
 from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.estimators.fednest import lfedout
-from theory_checks.claim import Case, Claim, Measurement, PerProfile, Perturbation
-from theory_checks.comparison.common import measure_rounds, quadratic_family_cases
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.comparison.common import measure_rounds
+from theory_checks.comparison.common import quadratic_family_cases
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant

@@ -55,14 +55,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from scipy import stats
 
-from problems import ProblemError, from_spec
+from problems import ProblemError
+from problems import from_spec
 from results_format.layout import COMPARISON
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.estimators.fednest import outer_smoothness as smoothness

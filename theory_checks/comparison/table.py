@@ -15,7 +15,10 @@ import dataclasses
 import functools
 import io
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +27,17 @@ import numpy as np
 from problems import QuadraticBilevel
 from results_format import atomic_write
 from results_format.resume import fingerprint as fingerprint_of
-from results_format.resume import (
-    is_fresh_file,
-    read_fresh,
-    write_fresh,
-    write_json,
-    write_stamped,
-)
+from results_format.resume import is_fresh_file
+from results_format.resume import read_fresh
+from results_format.resume import write_fresh
+from results_format.resume import write_json
+from results_format.resume import write_stamped
 from testbed.progress import Progress
 from testbed.registry import get_estimator
 from theory_checks.comparison import runs as definitions
-from theory_checks.units import driver_dtype, require_dtype, run_in_process
+from theory_checks.units import driver_dtype
+from theory_checks.units import require_dtype
+from theory_checks.units import run_in_process
 
 SEEDS = (0, 1, 2, 3, 4, 5)  # the table's evaluation problems (family seeds)
 TUNING_SEEDS = (1000, 1001, 1002)  # the table's tuning problems: draws no evaluation uses

@@ -29,23 +29,17 @@ from hypothesis import strategies as st
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from testbed.oracles import Oracles
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    Perturbation,
-)
-from theory_checks.fedmsa.common import (
-    build,
-    cases_of,
-    fedmsa_claim,
-    fixed_point_Z,
-    reference_maps,
-    start_point,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import fixed_point_Z
+from theory_checks.fedmsa.common import reference_maps
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.perturbations import indirect_term_on_w
 from theory_checks.tolerances import IDENTITY_RTOL
 

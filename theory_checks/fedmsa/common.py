@@ -16,18 +16,28 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
+from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import LinearCompositional, QuadraticBilevel, QuadraticMinimax, strategies
+from problems import LinearCompositional
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import strategies
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fedmsa_maps import CompositionalMaps
 from theory_checks import stats
-from theory_checks.claim import Case, Fit, Measurement, NotMeasurable, SeriesPoint, paper_claim
+from theory_checks.claim import Case
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import paper_claim
 
 #: The constructor of FedMSA's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.

@@ -42,14 +42,14 @@ from typing import Any
 import torch
 
 from problems import LinearCompositional
-from theory_checks.fedmsa.common import (
-    fixed_point_Z,
-    joint_jacobian,
-    reference_maps,
-    single_timescale_step,
-    state_sizes,
-)
-from theory_checks.hypotheses import Hypothesis, at_least, at_most
+from theory_checks.fedmsa.common import fixed_point_Z
+from theory_checks.fedmsa.common import joint_jacobian
+from theory_checks.fedmsa.common import reference_maps
+from theory_checks.fedmsa.common import single_timescale_step
+from theory_checks.fedmsa.common import state_sizes
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import at_least
+from theory_checks.hypotheses import at_most
 
 REF = "Tarzanagh et al. 2023 (FedMSA)"
 #: The reading of A3's ``L_{s,n}`` jointly in ``(z^{n-1}, z^n)`` (case parameter ``lipschitz``).

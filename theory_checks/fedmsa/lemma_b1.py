@@ -34,38 +34,33 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    SeriesPoint,
-    bilevel_spec,
-    known_case,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.exact_quantities import sign_fixed
-from theory_checks.fedmsa.common import (
-    build,
-    cases_of,
-    fedmsa_claim,
-    fixed_point_Z,
-    joint_jacobian,
-    mean_maps,
-    run,
-    start_point,
-    state_sizes,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-    A5_AVERAGED,
-    A5_PER_CLIENT,
-    LEMMA_B1_STEP,
-    fedmsa_constants,
-    lemma_b1_step,
-)
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import fixed_point_Z
+from theory_checks.fedmsa.common import joint_jacobian
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.common import state_sizes
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import A5_AVERAGED
+from theory_checks.fedmsa.constants import A5_PER_CLIENT
+from theory_checks.fedmsa.constants import LEMMA_B1_STEP
+from theory_checks.fedmsa.constants import fedmsa_constants
+from theory_checks.fedmsa.constants import lemma_b1_step
 from theory_checks.fedmsa.perturbations import ascent_on_z
 from theory_checks.hypotheses import Reading
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -46,16 +46,18 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.fedmsa.common import (
-    build,
-    fedmsa_claim,
-    joint_jacobian,
-    mean_maps,
-    state_sizes,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import joint_jacobian
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.common import state_sizes
 from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
-from theory_checks.fedmsa.moments import Branch, exact_run
+from theory_checks.fedmsa.moments import Branch
+from theory_checks.fedmsa.moments import exact_run
 from theory_checks.perturbed_variants import field_variant
 
 # Why 1e-8 relative: both sides are exact expectations in float64; the left one goes through

@@ -36,26 +36,21 @@ from typing import Any
 from hypothesis import strategies as st
 
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    Perturbation,
-    SeriesPoint,
-)
-from theory_checks.fedmsa.common import (
-    MOMENTA,
-    build,
-    cases_of,
-    families,
-    fedmsa_claim,
-    reference_maps,
-    run,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-)
-from theory_checks.fedmsa.perturbations import fresh_sample_at_old_point, stateful_client
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.fedmsa.common import MOMENTA
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import families
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import reference_maps
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.perturbations import fresh_sample_at_old_point
+from theory_checks.fedmsa.perturbations import stateful_client
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

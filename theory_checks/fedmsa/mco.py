@@ -34,29 +34,25 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from problems import LinearCompositional, strategies
+from problems import LinearCompositional
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from testbed.registry import get_estimator
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    known_case,
-)
-from theory_checks.fedmsa.common import (
-    build,
-    cases_of,
-    fedmsa_claim,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-    A5_AVERAGED,
-    heterogeneity_tau,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import known_case
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import A5_AVERAGED
+from theory_checks.fedmsa.constants import heterogeneity_tau
 from theory_checks.fedmsa.perturbations import always_paper_semantics
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def _mco_fixed_point(

@@ -44,7 +44,10 @@ from testbed.algorithms.fedmsa import FedMSAState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from theory_checks.claim import NotMeasurable
-from theory_checks.fedmsa.common import affine_matrix, fixed_point_Z, mean_maps, state_sizes
+from theory_checks.fedmsa.common import affine_matrix
+from theory_checks.fedmsa.common import fixed_point_Z
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.common import state_sizes
 
 
 @dataclasses.dataclass

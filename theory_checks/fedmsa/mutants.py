@@ -18,10 +18,16 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
-from theory_checks.fedmsa import blo, local, mco, rate, rho, tau_zero
+from theory_checks.fedmsa import blo
+from theory_checks.fedmsa import local
+from theory_checks.fedmsa import mco
 from theory_checks.fedmsa import perturbations as perturb
+from theory_checks.fedmsa import rate
+from theory_checks.fedmsa import rho
+from theory_checks.fedmsa import tau_zero
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import part_variant, registry_variant
+from theory_checks.perturbed_variants import part_variant
+from theory_checks.perturbed_variants import registry_variant
 
 ENTRIES = ("fedmsa", "fedmsa-mco")
 TELESCOPING = local.DETERMINISTIC_TELESCOPING.id

@@ -16,7 +16,9 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
-from testbed.algorithms.fedmsa_maps import BilevelMaps, CompositionalMaps, repeat_batch
+from testbed.algorithms.fedmsa_maps import BilevelMaps
+from testbed.algorithms.fedmsa_maps import CompositionalMaps
+from testbed.algorithms.fedmsa_maps import repeat_batch
 from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- maps

@@ -34,48 +34,39 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    bilevel_spec,
-    known_case,
-)
-from theory_checks.fedmsa.common import (
-    EXPONENT_TOL,
-    THEORY_M_EXPONENT,
-    build,
-    exponent_measurement,
-    fedmsa_claim,
-    fixed_point,
-    msa_radius,
-    start_point,
-    state_sizes,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-    A5_AVERAGED,
-    A5_PER_CLIENT,
-    B0_PROOF,
-    THEOREM31_STEPS,
-    theorem31_steps,
-)
-from theory_checks.fedmsa.moments import (
-    Branch,
-    Layout,
-    criterion_form,
-    expected_criteria,
-    identify_round,
-    validate_round,
-)
-from theory_checks.fedmsa.perturbations import (
-    fresh_sample_at_old_point,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
+from theory_checks.fedmsa.common import EXPONENT_TOL
+from theory_checks.fedmsa.common import THEORY_M_EXPONENT
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import exponent_measurement
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import fixed_point
+from theory_checks.fedmsa.common import msa_radius
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.common import state_sizes
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import A5_AVERAGED
+from theory_checks.fedmsa.constants import A5_PER_CLIENT
+from theory_checks.fedmsa.constants import B0_PROOF
+from theory_checks.fedmsa.constants import THEOREM31_STEPS
+from theory_checks.fedmsa.constants import theorem31_steps
+from theory_checks.fedmsa.moments import Branch
+from theory_checks.fedmsa.moments import Layout
+from theory_checks.fedmsa.moments import criterion_form
+from theory_checks.fedmsa.moments import expected_criteria
+from theory_checks.fedmsa.moments import identify_round
+from theory_checks.fedmsa.moments import validate_round
+from theory_checks.fedmsa.perturbations import fresh_sample_at_old_point
 from theory_checks.hypotheses import Reading
 
 # Why rho identified at 1/4 and 3/4: eq. (5) is affine in rho, so the round at any rho is an

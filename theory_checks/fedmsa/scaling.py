@@ -25,30 +25,26 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, QuadraticMinimax, strategies
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
+from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.aggitd.common import fixed_clients_context
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    PerProfile,
-    Perturbation,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
 from theory_checks.client_sampling import sampling_exponent_measurement
-from theory_checks.fedmsa.common import (
-    build,
-    fedmsa_claim,
-    run,
-    start_point,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-    A5_AVERAGED,
-    THEOREM31_STEPS,
-    theorem31_steps,
-)
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import A5_AVERAGED
+from theory_checks.fedmsa.constants import THEOREM31_STEPS
+from theory_checks.fedmsa.constants import theorem31_steps
 from theory_checks.fedmsa.perturbations import FirstClientOnly
 from theory_checks.perturbed_variants import registry_variant
 

@@ -24,29 +24,23 @@ import torch
 from hypothesis import strategies as st
 
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    SeriesPoint,
-)
-from theory_checks.fedmsa.common import (
-    MOMENTA,
-    build,
-    cases_of,
-    families,
-    fedmsa_claim,
-    mean_maps,
-    run,
-    single_timescale_step,
-    start_point,
-)
-from theory_checks.fedmsa.constants import (
-    A1_UNIQUE_FIXED_POINT,
-    heterogeneity_tau,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.fedmsa.common import MOMENTA
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import families
+from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import mean_maps
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.common import single_timescale_step
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import heterogeneity_tau
 from theory_checks.fedmsa.perturbations import extra_local_step
 from theory_checks.tolerances import IDENTITY_RTOL
 

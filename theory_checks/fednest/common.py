@@ -17,27 +17,26 @@ The A1-A2 constants and hypotheses live in :mod:`theory_checks.fednest.constants
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import ProblemConstants, QuadraticBilevel, strategies
+from problems import ProblemConstants
+from problems import QuadraticBilevel
+from problems import strategies
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks.claim import (
-    Case,
-    NotMeasurable,
-    paper_claim,
-)
-from theory_checks.decision import (
-    Evidence,
-    SpentRate,
-    StatTest,
-    batch_evidence,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import paper_claim
+from theory_checks.decision import Evidence
+from theory_checks.decision import SpentRate
+from theory_checks.decision import StatTest
+from theory_checks.decision import batch_evidence
 from theory_checks.exact_quantities import outer_affine
 
 #: The constructor of FedNest's claims (:class:`~theory_checks.claim.ClaimMaker`); each result

@@ -40,20 +40,25 @@ from problems import strategies
 from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import (
-    case_builder,
-    client_matrices,
-    expected_ihgp,
-    fedihgp,
-    fednest_claim,
-)
-from theory_checks.fednest.constants import A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY, neumann_scale
+from theory_checks.fednest.common import case_builder
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import expected_ihgp
+from theory_checks.fednest.common import fedihgp
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import neumann_scale
 from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
 from theory_checks.hypotheses import Reading
 from theory_checks.perturbed_variants import registry_variant
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def compositional_cases(**params: st.SearchStrategy[Any]) -> Callable[[], st.SearchStrategy[Case]]:

@@ -42,8 +42,11 @@ from typing import Any
 
 import torch
 
-from theory_checks.exact_quantities import joint_hessians, spectral_norm_max
-from theory_checks.hypotheses import Hypothesis, at_least, at_most
+from theory_checks.exact_quantities import joint_hessians
+from theory_checks.exact_quantities import spectral_norm_max
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import at_least
+from theory_checks.hypotheses import at_most
 
 REF = "Tarzanagh et al. 2022"
 

@@ -26,7 +26,8 @@ from problems import strategies
 from theory_checks.claim import Claim
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
+from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import drifting_outer
 
 # =========================================================================================== cases

@@ -20,11 +20,13 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from problems import LinearCompositional, strategies
+from problems import LinearCompositional
+from problems import strategies
 from theory_checks.claim import Claim
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
+from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 
 # =========================================================================================== cases

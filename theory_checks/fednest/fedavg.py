@@ -28,15 +28,16 @@ from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import (
-    all_clients,
-    client_matrices,
-    client_taus,
-    fednest_claim,
-    heterogeneous_bilevel,
-)
+from theory_checks.fednest.common import all_clients
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import client_taus
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import heterogeneous_bilevel
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -38,29 +38,27 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
+from results_format.verdicts import ABOUT_SENTENCE
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    SeriesPoint,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import (
-    client_matrices,
-    client_taus,
-    fednest_claim,
-    heterogeneous_bilevel,
-    measured_map,
-    per_client_taus,
-)
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY, inner_smoothness
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import client_taus
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import heterogeneous_bilevel
+from theory_checks.fednest.common import measured_map
+from theory_checks.fednest.common import per_client_taus
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 

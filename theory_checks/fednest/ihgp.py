@@ -34,50 +34,46 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from testbed.estimators.fednest import FedIHGP, IHGPResult
+from testbed.estimators.fednest import FedIHGP
+from testbed.estimators.fednest import IHGPResult
 from testbed.federation.context import FederatedContext
-from testbed.federation.sampling import ClientSampler, ScriptedParticipants
+from testbed.federation.sampling import ClientSampler
+from testbed.federation.sampling import ScriptedParticipants
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import (
-    case_builder,
-    client_matrices,
-    closed_form_problems,
-    expected_ihgp,
-    fedihgp,
-    fednest_claim,
-    heterogeneous_bilevel,
-)
-from theory_checks.fednest.constants import (
-    A1_NEUMANN_SCALE,
-    A2_STRONG_CONVEXITY,
-    fednest_constants,
-)
-from theory_checks.fednest.perturbations import (
-    IHGP_SCALE_OFF_BY_ONE,
-    AllClientsIHGP,
-    SameSubsetIHGP,
-    ihgp_variant,
-)
+from theory_checks.fednest.common import case_builder
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import closed_form_problems
+from theory_checks.fednest.common import expected_ihgp
+from theory_checks.fednest.common import fedihgp
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import heterogeneous_bilevel
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
+from theory_checks.fednest.perturbations import AllClientsIHGP
+from theory_checks.fednest.perturbations import SameSubsetIHGP
+from theory_checks.fednest.perturbations import ihgp_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

@@ -17,28 +17,24 @@ import torch
 from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.base import run_algorithm
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    SeriesPoint,
-)
-from theory_checks.decision import (
-    Design,
-    replicates_for_half_width,
-)
-from theory_checks.exact_quantities import evaluation_point, outer_affine
-from theory_checks.fednest.common import (
-    client_matrices,
-    fednest_claim,
-    floor_bound,
-    measured_map,
-    outer_minimizer,
-    sequential_test,
-)
-from theory_checks.fednest.constants import fednest_constants, inner_smoothness
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.decision import Design
+from theory_checks.decision import replicates_for_half_width
+from theory_checks.exact_quantities import evaluation_point
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import floor_bound
+from theory_checks.fednest.common import measured_map
+from theory_checks.fednest.common import outer_minimizer
+from theory_checks.fednest.common import sequential_test
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.profiles import PerProfile
 
 # (Thm 3.1 / Cors. 3.1-3.3, stochastic): the exponent of E (1/K) sum_k ||grad f(x_k)||^2 in the

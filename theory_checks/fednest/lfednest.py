@@ -27,27 +27,31 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_SENTENCE
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp, fednest_claim
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY, fednest_constants
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import expected_ihgp
+from theory_checks.fednest.common import fedihgp
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 # Why h0 = 1e-3: the LFedNest bias is h c_1 + h^2 c_2 + ...; the relative second-order share
 # on [h0, 8 h0] is <= 8 h0 ||c_2|| / ||c_1||, and expanding (H_bar + h Delta)^{-1} gives

@@ -26,29 +26,32 @@ Hypothesis: A2 for ``g_i = -f_i`` (:mod:`theory_checks.fednest.constants`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticMinimax, strategies
-from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
+from problems import QuadraticMinimax
+from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Measurement,
-    NotMeasurable,
-    Perturbation,
-    SeriesPoint,
-    known_case,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import known_case
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import case_builder, client_matrices, fednest_claim
+from theory_checks.fednest.common import case_builder
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL

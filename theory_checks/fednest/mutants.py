@@ -16,43 +16,40 @@ from typing import Any
 
 from testbed.estimators.fednest import FedIHGP
 from testbed.registry import get_estimator
-from theory_checks.fednest import (
-    compositional,
-    fedavg,
-    ihgp,
-    lemma22,
-    lfednest,
-    minimax,
-    rounds,
-    thm31,
-)
+from theory_checks.fednest import compositional
+from theory_checks.fednest import fedavg
 from theory_checks.fednest import fedinn as fedinn_result
+from theory_checks.fednest import ihgp
+from theory_checks.fednest import lemma22
+from theory_checks.fednest import lfednest
+from theory_checks.fednest import minimax
 from theory_checks.fednest import perturbations as perturb
-from theory_checks.fednest.wrong_parts import (
-    CorrectedLFedInn,
-    FlippedCorrectionFedInn,
-    FlippedIndirectFedOut,
-    FlippedIndirectIHGP,
-    ScaledNeumannFedOut,
-    ScaledNeumannLFedOut,
-    ScaledStepFedInn,
-    ScaledStepIHGP,
-    ScaledStepMinimaxFedOut,
-    ShiftedLocalFedInn,
-    ShiftedLocalLFedInn,
-    ShiftedTermsFedOut,
-    ShiftedTermsLFedOut,
-    StaleInnerFedNest,
-    SummedIHGP,
-    UncorrectedFedInn,
-    UncorrectedFedOut,
-    UncorrectedMinimaxFedOut,
-    UnscaledFedInn,
-    UnscaledFedOut,
-    UnscaledMinimaxFedOut,
-)
+from theory_checks.fednest import rounds
+from theory_checks.fednest import thm31
+from theory_checks.fednest.wrong_parts import CorrectedLFedInn
+from theory_checks.fednest.wrong_parts import FlippedCorrectionFedInn
+from theory_checks.fednest.wrong_parts import FlippedIndirectFedOut
+from theory_checks.fednest.wrong_parts import FlippedIndirectIHGP
+from theory_checks.fednest.wrong_parts import ScaledNeumannFedOut
+from theory_checks.fednest.wrong_parts import ScaledNeumannLFedOut
+from theory_checks.fednest.wrong_parts import ScaledStepFedInn
+from theory_checks.fednest.wrong_parts import ScaledStepIHGP
+from theory_checks.fednest.wrong_parts import ScaledStepMinimaxFedOut
+from theory_checks.fednest.wrong_parts import ShiftedLocalFedInn
+from theory_checks.fednest.wrong_parts import ShiftedLocalLFedInn
+from theory_checks.fednest.wrong_parts import ShiftedTermsFedOut
+from theory_checks.fednest.wrong_parts import ShiftedTermsLFedOut
+from theory_checks.fednest.wrong_parts import StaleInnerFedNest
+from theory_checks.fednest.wrong_parts import SummedIHGP
+from theory_checks.fednest.wrong_parts import UncorrectedFedInn
+from theory_checks.fednest.wrong_parts import UncorrectedFedOut
+from theory_checks.fednest.wrong_parts import UncorrectedMinimaxFedOut
+from theory_checks.fednest.wrong_parts import UnscaledFedInn
+from theory_checks.fednest.wrong_parts import UnscaledFedOut
+from theory_checks.fednest.wrong_parts import UnscaledMinimaxFedOut
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import part_variant, registry_variant
+from theory_checks.perturbed_variants import part_variant
+from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- the catalogue
 

@@ -26,26 +26,31 @@ No hypothesis: a round count is combinatorial, true of every problem.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import ProblemConstants, strategies
-from results_format.verdicts import ABOUT_SENTENCE, ABOUT_STEP
+from problems import ProblemConstants
+from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
-from theory_checks.fednest.common import (
-    PAPER,
-    REF,
-    bilevel_problems,
-    fednest_claim,
-    per_client_taus,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.fednest.common import PAPER
+from theory_checks.fednest.common import REF
+from theory_checks.fednest.common import bilevel_problems
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import per_client_taus
 from theory_checks.fednest.perturbations import ExtraRound
 from theory_checks.hypotheses import Reading
 from theory_checks.perturbed_variants import registry_variant

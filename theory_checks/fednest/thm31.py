@@ -41,37 +41,35 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
-from theory_checks.claim import (
-    Case,
-    Claim,
-    Fit,
-    Measurement,
-    NotMeasurable,
-    PerProfile,
-    Perturbation,
-    SeriesPoint,
-)
-from theory_checks.exact_quantities import dominant_mode_window, outer_affine
-from theory_checks.fednest.common import (
-    bilevel_problems,
-    case_builder,
-    client_matrices,
-    fednest_claim,
-    floor_bound,
-    measured_map,
-    outer_minimizer,
-)
-from theory_checks.fednest.constants import (
-    A1_NEUMANN_SCALE,
-    A2_STRONG_CONVEXITY,
-    fednest_constants,
-)
-from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES, k_rate_claim
-from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST, DampedNeumann
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.exact_quantities import outer_affine
+from theory_checks.fednest.common import bilevel_problems
+from theory_checks.fednest.common import case_builder
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import fednest_claim
+from theory_checks.fednest.common import floor_bound
+from theory_checks.fednest.common import measured_map
+from theory_checks.fednest.common import outer_minimizer
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
+from theory_checks.fednest.k_rate import k_rate_claim
+from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
+from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 

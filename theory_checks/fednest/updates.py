@@ -57,25 +57,37 @@ on both sides.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
+from problems import QuadraticBilevel
+from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.base import InnerState
 from testbed.estimators.fednest import outer_smoothness
 from testbed.federation.context import FederatedContext
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import PAPER, REF, heterogeneous_bilevel, per_client_taus
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY, inner_smoothness
+from theory_checks.fednest.common import PAPER
+from theory_checks.fednest.common import REF
+from theory_checks.fednest.common import heterogeneous_bilevel
+from theory_checks.fednest.common import per_client_taus
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.fednest.perturbations import ScaledIHGP
-from theory_checks.perturbed_variants import field_variant, registry_variant
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.perturbed_variants import field_variant
+from theory_checks.perturbed_variants import registry_variant
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 class Arrays:

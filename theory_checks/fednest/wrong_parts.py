@@ -18,19 +18,24 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fednest import FedNest
-from testbed.algorithms.fednest_updates import FedInn, FedOut, LFedInn, LFedOut, MinimaxFedOut
-from testbed.estimators.fednest import (
-    FedIHGP,
-    IHGPResult,
-    fedihgp,
-    fedinn,
-    fedout,
-    lfedout,
-    send,
-)
+from testbed.algorithms.fednest_updates import FedInn
+from testbed.algorithms.fednest_updates import FedOut
+from testbed.algorithms.fednest_updates import LFedInn
+from testbed.algorithms.fednest_updates import LFedOut
+from testbed.algorithms.fednest_updates import MinimaxFedOut
+from testbed.estimators.fednest import FedIHGP
+from testbed.estimators.fednest import IHGPResult
+from testbed.estimators.fednest import fedihgp
+from testbed.estimators.fednest import fedinn
+from testbed.estimators.fednest import fedout
+from testbed.estimators.fednest import lfedout
+from testbed.estimators.fednest import send
 from testbed.federation.client_work import ClientWork
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import InnerGradient, InnerGradientAt, LocalIterates, OuterGradientXAt
+from testbed.federation.local import InnerGradient
+from testbed.federation.local import InnerGradientAt
+from testbed.federation.local import LocalIterates
+from testbed.federation.local import OuterGradientXAt
 
 # --------------------------------------------------------------------------- FedIHGP
 

@@ -43,14 +43,15 @@ import numpy as np
 
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.hgp.common import (
-    MIXING_FAMILIES,
-    averaging_operators,
-    graph_cases,
-    graph_of,
-    hgp_claim,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.hgp.common import MIXING_FAMILIES
+from theory_checks.hgp.common import averaging_operators
+from theory_checks.hgp.common import graph_cases
+from theory_checks.hgp.common import graph_of
+from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.constants import assumption1
 from theory_checks.perturbed_variants import field_variant
 

@@ -25,13 +25,20 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
-from testbed.decentralized.hgp import DecentralizedGradient, HGPState
+from testbed.decentralized.graphs import CONNECTED_FAMILIES
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.hgp import DecentralizedGradient
+from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.ledger import GraphLedger
 from testbed.federation.ledger import Ledger
-from theory_checks.claim import Case, paper_claim
-from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
-from theory_checks.replicates import replicated, shared
+from theory_checks.claim import Case
+from theory_checks.claim import paper_claim
+from theory_checks.decision import Design
+from theory_checks.decision import StatTest
+from theory_checks.decision import batch_evidence
+from theory_checks.decision import replicates_for_half_width
+from theory_checks.replicates import replicated
+from theory_checks.replicates import shared
 
 #: The constructor of HGP's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.

@@ -28,11 +28,20 @@ import torch
 
 from problems import strategies
 from results_format.verdicts import ABOUT_SENTENCE
-from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
+from testbed.decentralized.graphs import CONNECTED_FAMILIES
+from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
-from theory_checks.hgp.common import fresh_state, graph_cases, hgp_claim, point
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.hgp.common import fresh_state
+from theory_checks.hgp.common import graph_cases
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import assumption1
 from theory_checks.hgp.perturbations import swap
 
 

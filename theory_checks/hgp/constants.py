@@ -47,15 +47,19 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import Literal
 
 import numpy as np
 import torch
 
 from testbed.decentralized.graphs import GraphSequence
-from testbed.decentralized.pushsum import consensus_error, pushsum_operator
-from theory_checks.hypotheses import Hypothesis, at_most
+from testbed.decentralized.pushsum import consensus_error
+from testbed.decentralized.pushsum import pushsum_operator
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import at_most
 
 REF = "Terashita & Hara"
 

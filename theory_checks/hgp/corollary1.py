@@ -40,27 +40,28 @@ import numpy as np
 
 from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
-from testbed.decentralized.graphs import CONNECTED_FAMILIES, GraphSequence
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.hgp.common import (
-    global_grad,
-    graph_cases,
-    hgp_claim,
-    point,
-    run_hgp,
-    stacked_error,
-    terms_for,
-)
-from theory_checks.hgp.constants import (
-    A2_STRONG_CONVEXITY,
-    assumption1,
-    case_graph,
-    deterministic_contractions,
-    hgp_constants,
-    pushsum_errors,
-    step_condition,
-    step_size,
-)
+from testbed.decentralized.graphs import CONNECTED_FAMILIES
+from testbed.decentralized.graphs import GraphSequence
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import graph_cases
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import stacked_error
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import case_graph
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import hgp_constants
+from theory_checks.hgp.constants import pushsum_errors
+from theory_checks.hgp.constants import step_condition
+from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import step_slip
 from theory_checks.hgp.theorem1 import STATED_STEP_CONDITION
 from theory_checks.tolerances import IDENTITY_RTOL

@@ -31,11 +31,21 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.hgp.common import global_grad, hgp_claim, point, run_hgp, scale
-from theory_checks.hgp.constants import A1_EXACT, A2_STRONG_CONVEXITY, step_size
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.constants import A1_EXACT
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import FLOAT32_MESSAGES
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:

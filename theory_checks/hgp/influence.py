@@ -30,29 +30,38 @@ import dataclasses
 import functools
 import json
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
+from typing import cast
 
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import PerClientLogistic, from_spec, strategies
+from problems import PerClientLogistic
+from problems import from_spec
+from problems import strategies
 from results_format.verdicts import ABOUT_TABLE
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.influence_metrics import r_squared
 from testbed.decentralized.pushsum import push_sum
-from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint
-from theory_checks.hgp.common import fresh_state, hgp_claim, terms_for
-from theory_checks.hgp.constants import (
-    A2_STRONG_CONVEXITY,
-    REF,
-    assumption1,
-    deterministic_contractions,
-    eta_alpha_below_one,
-    step_condition,
-    step_size,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.hgp.common import fresh_state
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import REF
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import step_condition
+from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import swap
-from theory_checks.hypotheses import AddedParameter, Hypothesis, Reading
+from theory_checks.hypotheses import AddedParameter
+from theory_checks.hypotheses import Hypothesis
+from theory_checks.hypotheses import Reading
 from theory_checks.profiles import PerProfile
 
 #: Table 4's logistic-regression setting (Sec. 5.1, 5.2 and App. A.1-A.2): 3 clients, inputs in

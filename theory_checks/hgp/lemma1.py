@@ -31,23 +31,21 @@ import torch
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.oracles import Oracles
-from theory_checks.claim import Case, Claim, Measurement
-from theory_checks.hgp.common import (
-    exact_averaging_cases,
-    global_grad,
-    hgp_claim,
-    point,
-    run_hgp,
-    scale,
-    terms_for,
-)
-from theory_checks.hgp.constants import (
-    A1_EXACT,
-    A2_STRONG_CONVEXITY,
-    deterministic_contractions,
-    hgp_constants,
-    series_converges,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.hgp.common import exact_averaging_cases
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.constants import A1_EXACT
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import hgp_constants
+from theory_checks.hgp.constants import series_converges
 from theory_checks.hgp.perturbations import FLOAT32_MESSAGES
 from theory_checks.tolerances import IDENTITY_RTOL
 

@@ -35,21 +35,28 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
-from problems import PerClientQuadratic, strategies
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
+from problems import PerClientQuadratic
+from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.pushsum import push_sum
 from theory_checks import stats
-from theory_checks.claim import Case, Claim, Fit, Measurement, Perturbation, SeriesPoint, known_case
-from theory_checks.hgp.common import (
-    MIXING_FAMILIES,
-    graph_cases,
-    graph_of,
-    hgp_claim,
-    per_client_spec,
-)
-from theory_checks.hgp.constants import assumption1, pushsum_bound
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import known_case
+from theory_checks.hgp.common import MIXING_FAMILIES
+from theory_checks.hgp.common import graph_cases
+from theory_checks.hgp.common import graph_of
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import per_client_spec
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import pushsum_bound
 from theory_checks.hgp.perturbations import swap
 
 

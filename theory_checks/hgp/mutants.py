@@ -19,15 +19,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from testbed.decentralized.averaging import Averaged, ExactAveraging, ServerAveraging
+from testbed.decentralized.averaging import Averaged
+from testbed.decentralized.averaging import ExactAveraging
+from testbed.decentralized.averaging import ServerAveraging
 from testbed.decentralized.graphs import GraphSequence
-from testbed.decentralized.hgp import DecentralizedGradient, HyperGradientPush
+from testbed.decentralized.hgp import DecentralizedGradient
+from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import push_sum
 from testbed.registry import get_estimator
-from theory_checks.hgp import communication, exact_averaging, lemma2, negative_control, taxonomy
+from theory_checks.hgp import communication
+from theory_checks.hgp import exact_averaging
+from theory_checks.hgp import lemma2
+from theory_checks.hgp import negative_control
+from theory_checks.hgp import taxonomy
 from theory_checks.mutation import Mutant
-from theory_checks.perturbed_variants import recast, registry_variant
+from theory_checks.perturbed_variants import recast
+from theory_checks.perturbed_variants import registry_variant
 
 LOOP_ENTRIES = ("hgp", "hgp-exact-averaging", "hgp-stochastic", "hgp-static", "hgp-practical")
 GOSSIP_ENTRIES = ("hgp", "hgp-stochastic", "hgp-static", "hgp-practical")

@@ -29,22 +29,21 @@ from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HyperGradientPush
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.hgp.common import (
-    fresh_state,
-    global_grad,
-    hgp_claim,
-    point,
-    scale,
-    stacked_error,
-    terms_for,
-)
-from theory_checks.hgp.constants import (
-    A2_STRONG_CONVEXITY,
-    deterministic_contractions,
-    step_condition,
-    step_size,
-)
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.hgp.common import fresh_state
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.common import stacked_error
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import step_condition
+from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import swap
 
 

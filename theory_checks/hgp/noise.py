@@ -31,24 +31,25 @@ import numpy as np
 
 from results_format.verdicts import ABOUT_STEP
 from theory_checks import stats
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
 from theory_checks.decision import Design
-from theory_checks.hgp.common import (
-    hgp_claim,
-    mean_path_gap,
-    noise_moments,
-    noisy_cases,
-    point,
-    variance_ratio_test,
-)
-from theory_checks.hgp.constants import (
-    A1_EXACT,
-    A2_STRONG_CONVEXITY,
-    A3_ORACLE,
-    case_constants,
-    eta_alpha_below_one,
-    step_condition,
-)
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import mean_path_gap
+from theory_checks.hgp.common import noise_moments
+from theory_checks.hgp.common import noisy_cases
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import variance_ratio_test
+from theory_checks.hgp.constants import A1_EXACT
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import A3_ORACLE
+from theory_checks.hgp.constants import case_constants
+from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.perturbations import HALF_BATCH
 from theory_checks.tolerances import IDENTITY_RTOL
 

@@ -34,14 +34,22 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_STEP, ABOUT_TABLE
+from results_format.verdicts import ABOUT_STEP
+from results_format.verdicts import ABOUT_TABLE
 from testbed.algorithms.base import run_algorithm
-from testbed.decentralized.hgp import HyperGradientPush, hypergradient_from_blocks
+from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import hypergradient_from_blocks
 from testbed.decentralized.personalization import HGPPersonalization
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation, SeriesPoint
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.hgp.common import hgp_claim
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import assumption1
 from theory_checks.hgp.perturbations import swap
 from theory_checks.perturbed_variants import registry_variant
 

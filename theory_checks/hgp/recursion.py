@@ -45,12 +45,23 @@ from hypothesis import strategies as st
 
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
 from theory_checks.hgp.alg1 import metropolis_operator
-from theory_checks.hgp.common import graph_cases, graph_of, point, run_hgp, scale
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, assumption1, step_size
+from theory_checks.hgp.common import graph_cases
+from theory_checks.hgp.common import graph_of
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import step_size
 from theory_checks.perturbed_variants import field_variant
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def recursion_iterates(

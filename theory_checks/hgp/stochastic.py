@@ -30,18 +30,26 @@ from typing import Any
 import numpy as np
 
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, Perturbation
-from theory_checks.decision import Design, StatTest, batch_evidence, replicates_for_half_width
-from theory_checks.hgp.common import (
-    hgp_claim,
-    mean_path_gap,
-    noise_moments,
-    noisy_cases,
-    point,
-    replica_estimates,
-)
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY, A3_ORACLE, assumption1
-from theory_checks.hgp.perturbations import ViewedProblem, swap
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import Perturbation
+from theory_checks.decision import Design
+from theory_checks.decision import StatTest
+from theory_checks.decision import batch_evidence
+from theory_checks.decision import replicates_for_half_width
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import mean_path_gap
+from theory_checks.hgp.common import noise_moments
+from theory_checks.hgp.common import noisy_cases
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import replica_estimates
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import A3_ORACLE
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.perturbations import ViewedProblem
+from theory_checks.hgp.perturbations import swap
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # Mean conformance (D3), per coordinate, in units of the coordinate's exact noise sd.

@@ -28,12 +28,17 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from problems import PerClientQuadratic, strategies
+from problems import PerClientQuadratic
+from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from testbed.decentralized.hgp import DecentralizedGradient
 from testbed.registry import get_estimator
-from theory_checks.claim import Case, Claim, Measurement, Perturbation
-from theory_checks.hgp.common import hgp_claim, point
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import point
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.tolerances import IDENTITY_RTOL
 

@@ -40,33 +40,36 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from problems import PerClientQuadratic, strategies
+from problems import PerClientQuadratic
+from problems import strategies
 from results_format.verdicts import ABOUT_RESULT
 from testbed.decentralized.hgp import HGPState
-from theory_checks.claim import Case, Claim, Measurement, Perturbation, SeriesPoint, known_case
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
+from theory_checks.claim import known_case
 from theory_checks.exact_quantities import sign_fixed
-from theory_checks.hgp.common import (
-    global_grad,
-    hgp_claim,
-    per_client_spec,
-    point,
-    run_hgp,
-    scale,
-    stacked_error,
-    terms_for,
-)
-from theory_checks.hgp.constants import (
-    A1_EXACT,
-    A2_STRONG_CONVEXITY,
-    A4_LIPSCHITZ,
-    S_CONDITION_EXACT,
-    deterministic_contractions,
-    eta_alpha_below_one,
-    hgp_constants,
-    step_condition,
-    step_size,
-)
-from theory_checks.hgp.perturbations import StepSlip, swap
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import per_client_spec
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.common import stacked_error
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.constants import A1_EXACT
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import A4_LIPSCHITZ
+from theory_checks.hgp.constants import S_CONDITION_EXACT
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import hgp_constants
+from theory_checks.hgp.constants import step_condition
+from theory_checks.hgp.constants import step_size
+from theory_checks.hgp.perturbations import StepSlip
+from theory_checks.hgp.perturbations import swap
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

@@ -17,8 +17,13 @@ import dataclasses
 
 import torch
 
-from testbed import EstimatorInfo, ExactInnerSolution, GradientDescent, ImplicitDifferentiation
-from testbed.estimators.solvers import HVP, LinearSolver, default_step_size
+from testbed import EstimatorInfo
+from testbed import ExactInnerSolution
+from testbed import GradientDescent
+from testbed import ImplicitDifferentiation
+from testbed.estimators.solvers import HVP
+from testbed.estimators.solvers import LinearSolver
+from testbed.estimators.solvers import default_step_size
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,17 +41,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 import torch
 
 from problems import Problem
-from testbed.library_adapter import (
-    GlobalObjectives,
-    LibraryEstimator,
-    default_inner_step,
-    require,
-)
+from testbed.library_adapter import GlobalObjectives
+from testbed.library_adapter import LibraryEstimator
+from testbed.library_adapter import default_inner_step
+from testbed.library_adapter import require
 
 # betty-ml 0.1.1 declares torch>=1.6.*, which pip >= 24.1 refuses
 require(
@@ -59,7 +58,8 @@ require(
     "betty",
     " with pip<24.1 (betty-ml 0.1.1's metadata says torch>=1.6.*, which newer pip refuses)",
 )
-from betty.configs import Config, EngineConfig  # noqa: E402  (after the install hint)
+from betty.configs import Config  # noqa: E402  (after the install hint)
+from betty.configs import EngineConfig  # noqa: E402  (after the install hint)
 from betty.engine import Engine  # noqa: E402
 from betty.logging import get_logger  # noqa: E402
 from betty.problems import ImplicitProblem  # noqa: E402

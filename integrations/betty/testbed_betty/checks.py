@@ -27,8 +27,12 @@ import torch
 
 from testbed.estimators.base import InnerState
 from testbed.library_adapter import dense_derivatives
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 #: Why 64: each gradient ``grad_x g`` is a sum of at most a few dozen float64 products (dims <=
 #: 8, clients <= 16 averaged), whose rounding is at most that many units of round-off of the

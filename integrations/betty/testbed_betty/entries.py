@@ -10,7 +10,8 @@ from __future__ import annotations
 from importlib.metadata import version
 from typing import Any
 
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 from testbed_betty.adapter import BettyHypergradient
 
 LIBRARY = f"betty-ml {version('betty-ml')}"

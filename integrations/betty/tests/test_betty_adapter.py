@@ -18,10 +18,13 @@ from testbed_betty import perturbations as bugs
 
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
-from testbed_app.library_verdicts import fresh_seed_outcomes, verdict_changes
+from testbed_app.library_verdicts import fresh_seed_outcomes
+from testbed_app.library_verdicts import verdict_changes
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
-from theory_checks.runner import default_make, replay_counterexample, run_claim
+from theory_checks.runner import default_make
+from theory_checks.runner import replay_counterexample
+from theory_checks.runner import run_claim
 
 HERE = Path(__file__).resolve().parents[1]
 CG_FINDING = HERE / "findings" / "classical.cg.exact_after_dim_y@betty-cg.json"

@@ -68,7 +68,9 @@ from testbed_authors_checkout import their_output_silenced
 from torch import nn
 
 from problems import Problem
-from testbed.library_adapter import GlobalObjectives, LibraryEstimator, dense_derivatives
+from testbed.library_adapter import GlobalObjectives
+from testbed.library_adapter import LibraryEstimator
+from testbed.library_adapter import dense_derivatives
 from testbed_fedmsa_authors.authors_code import CODE
 
 

@@ -15,7 +15,8 @@ same checkout (:mod:`testbed_fedmsa_authors.mco`).
 
 from __future__ import annotations
 
-from testbed_authors_checkout import Codebase, load
+from testbed_authors_checkout import Codebase
+from testbed_authors_checkout import load
 
 FEDMSA = Codebase(
     "ucr-optml/FedMSA",

@@ -32,7 +32,9 @@ import torch
 
 from testbed.estimators.base import InnerState
 from testbed.library_adapter import dense_derivatives
-from theory_checks.claim import Case, Claim, Measurement
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 

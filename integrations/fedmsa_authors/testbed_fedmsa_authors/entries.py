@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import functools
 
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 from testbed_fedmsa_authors.adapter import AuthorsFedMSA
-from testbed_fedmsa_authors.authors_code import CODE, COMMIT
-from testbed_fedmsa_authors.mco import NOTEBOOK, AuthorsFedMCO
+from testbed_fedmsa_authors.authors_code import CODE
+from testbed_fedmsa_authors.authors_code import COMMIT
+from testbed_fedmsa_authors.mco import NOTEBOOK
+from testbed_fedmsa_authors.mco import AuthorsFedMCO
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(

@@ -39,7 +39,8 @@ import torch
 
 from problems import Problem
 from testbed.calls import Calls
-from testbed.estimators.base import Estimate, Estimator
+from testbed.estimators.base import Estimate
+from testbed.estimators.base import Estimator
 from testbed_fedmsa_authors.authors_code import CODE
 from testbed_fedmsa_authors.notebooks import notebook_functions
 

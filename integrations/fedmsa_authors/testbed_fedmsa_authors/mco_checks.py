@@ -24,8 +24,11 @@ import torch
 from hypothesis import strategies as st
 
 from problems import RiskAverse
-from testbed_fedmsa_authors.checks import identity, relative
-from theory_checks.claim import Case, Claim, Measurement
+from testbed_fedmsa_authors.checks import identity
+from testbed_fedmsa_authors.checks import relative
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
 
 
 def risk_averse_cases() -> st.SearchStrategy[Case]:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 import json
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from collections.abc import Sequence
 from pathlib import Path
 
 from testbed_authors_checkout import AuthorsCodeError

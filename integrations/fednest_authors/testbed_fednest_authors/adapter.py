@@ -52,7 +52,8 @@ import torch
 from testbed_authors_checkout import their_output_silenced
 
 from problems import Problem
-from testbed.library_adapter import GlobalObjectives, LibraryEstimator
+from testbed.library_adapter import GlobalObjectives
+from testbed.library_adapter import LibraryEstimator
 from testbed_fednest_authors.authors_code import CODE
 
 

@@ -6,7 +6,8 @@ names, located, checked and imported unmodified by the authors'-code loader
 
 from __future__ import annotations
 
-from testbed_authors_checkout import FEDNEST, load
+from testbed_authors_checkout import FEDNEST
+from testbed_authors_checkout import load
 
 #: The authors' objects the adapter uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {

@@ -27,9 +27,14 @@ from testbed.estimators.base import InnerState
 from testbed.estimators.fednest import fedout
 from testbed.federation.context import FederatedContext
 from testbed.library_adapter import dense_derivatives
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable
-from theory_checks.fednest.constants import fednest_constants, neumann_scale
-from theory_checks.tolerances import IDENTITY_RTOL, UNRESOLVED_TERM
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.constants import neumann_scale
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import UNRESOLVED_TERM
 
 
 def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 from testbed_fednest_authors.adapter import AuthorsFedNest
-from testbed_fednest_authors.authors_code import CODE, COMMIT
+from testbed_fednest_authors.authors_code import CODE
+from testbed_fednest_authors.authors_code import COMMIT
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(

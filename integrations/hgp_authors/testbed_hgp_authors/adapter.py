@@ -89,12 +89,16 @@ from torch import nn
 
 from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
-from testbed.decentralized.hgp import HGPRun, HGPState, HyperGradientPush, is_per_client
+from testbed.decentralized.hgp import HGPRun
+from testbed.decentralized.hgp import HGPState
+from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import is_per_client
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
 from testbed.federation.ledger import Ledger
 from testbed.oracles import Oracles
-from testbed.precision import precision_record, set_precision
+from testbed.precision import precision_record
+from testbed.precision import set_precision
 from testbed_hgp_authors.authors_code import CODE
 from theory_checks.claim import NotMeasurable
 

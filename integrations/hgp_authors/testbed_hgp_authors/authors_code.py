@@ -22,7 +22,8 @@ is CUDA 10.2 with torch 1.10.1, ``docker/Dockerfile``):
 
 from __future__ import annotations
 
-from testbed_authors_checkout import Codebase, load
+from testbed_authors_checkout import Codebase
+from testbed_authors_checkout import load
 
 HGP = Codebase(
     "hitachi-rd-cv/pdbo-hgp",

@@ -22,10 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from testbed.decentralized.sgp import ExactConsensus, StochasticGradientPush
-from testbed.info import EstimatorInfo, field_defaults
+from testbed.decentralized.sgp import ExactConsensus
+from testbed.decentralized.sgp import StochasticGradientPush
+from testbed.info import EstimatorInfo
+from testbed.info import field_defaults
 from testbed_hgp_authors.adapter import AuthorsHGP
-from testbed_hgp_authors.authors_code import CODE, COMMIT
+from testbed_hgp_authors.authors_code import CODE
+from testbed_hgp_authors.authors_code import COMMIT
 
 SOURCE = f"hitachi-rd-cv/pdbo-hgp at {COMMIT[:12]} ({CODE.repo})"
 CALLS = (

@@ -21,14 +21,12 @@ import dataclasses
 import torch
 
 from problems import Problem
-from testbed.library_adapter import (
-    GlobalObjectives,
-    InnerVector,
-    UnrolledLibraryEstimator,
-    UnrolledLoop,
-    default_inner_step,
-    require,
-)
+from testbed.library_adapter import GlobalObjectives
+from testbed.library_adapter import InnerVector
+from testbed.library_adapter import UnrolledLibraryEstimator
+from testbed.library_adapter import UnrolledLoop
+from testbed.library_adapter import default_inner_step
+from testbed.library_adapter import require
 
 higher = require("higher", "higher")
 

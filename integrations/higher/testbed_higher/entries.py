@@ -6,7 +6,8 @@ from __future__ import annotations
 import functools
 from importlib.metadata import version
 
-from testbed.info import ALL_KINDS, EstimatorInfo
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
 from testbed_higher.adapter import HigherUnrolled
 
 ENTRIES: list[EstimatorInfo] = [

@@ -51,20 +51,19 @@ import contextlib
 import dataclasses
 import warnings
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Any
+from typing import Literal
 
 import torch
 
 from problems import Problem
-from testbed.library_adapter import (
-    GlobalObjectives,
-    InnerVector,
-    LibraryEstimator,
-    UnrolledLibraryEstimator,
-    UnrolledLoop,
-    default_inner_step,
-    require,
-)
+from testbed.library_adapter import GlobalObjectives
+from testbed.library_adapter import InnerVector
+from testbed.library_adapter import LibraryEstimator
+from testbed.library_adapter import UnrolledLibraryEstimator
+from testbed.library_adapter import UnrolledLoop
+from testbed.library_adapter import default_inner_step
+from testbed.library_adapter import require
 
 torchopt = require("torchopt", "torchopt")
 

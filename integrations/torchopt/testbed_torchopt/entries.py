@@ -14,8 +14,10 @@ import functools
 from importlib.metadata import version
 from typing import Any
 
-from testbed.info import ALL_KINDS, EstimatorInfo
-from testbed_torchopt.adapter import TorchoptImplicit, TorchoptUnrolled
+from testbed.info import ALL_KINDS
+from testbed.info import EstimatorInfo
+from testbed_torchopt.adapter import TorchoptImplicit
+from testbed_torchopt.adapter import TorchoptUnrolled
 
 LIBRARY = f"torchopt {version('torchopt')}"
 CG = ("classical.cg.exact_after_dim_y", "classical.exact.finite_differences")

@@ -43,22 +43,23 @@ The result's place is this package: the claims here, their checks with each rate
 from __future__ import annotations
 
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import Claim, PerProfile
+from theory_checks.claim import Claim
+from theory_checks.claim import PerProfile
 from theory_checks.fedmsa.common import fedmsa_claim
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS
-from theory_checks.fedmsa.rate.cases import IDENTICAL_CLIENTS, TAU_CASES, rate_cases
-from theory_checks.fedmsa.rate.checks import (
-    check_rate_K,
-    check_rate_M,
-    check_rate_R,
-    check_rate_tau,
-)
-from theory_checks.fedmsa.rate.perturbations import (
-    K_AT_TAU_ZERO_PERTURBATION,
-    M_STOCHASTIC_PERTURBATION,
-    R_DETERMINISTIC_PERTURBATION,
-    TAU_STOCHASTIC_PERTURBATION,
-)
+from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
+from theory_checks.fedmsa.constants import A5_AVERAGED
+from theory_checks.fedmsa.constants import THEOREM31_STEPS
+from theory_checks.fedmsa.rate.cases import IDENTICAL_CLIENTS
+from theory_checks.fedmsa.rate.cases import TAU_CASES
+from theory_checks.fedmsa.rate.cases import rate_cases
+from theory_checks.fedmsa.rate.checks import check_rate_K
+from theory_checks.fedmsa.rate.checks import check_rate_M
+from theory_checks.fedmsa.rate.checks import check_rate_R
+from theory_checks.fedmsa.rate.checks import check_rate_tau
+from theory_checks.fedmsa.rate.perturbations import K_AT_TAU_ZERO_PERTURBATION
+from theory_checks.fedmsa.rate.perturbations import M_STOCHASTIC_PERTURBATION
+from theory_checks.fedmsa.rate.perturbations import R_DETERMINISTIC_PERTURBATION
+from theory_checks.fedmsa.rate.perturbations import TAU_STOCHASTIC_PERTURBATION
 
 # What every claim of this result shares.
 rate_claim = fedmsa_claim.but(

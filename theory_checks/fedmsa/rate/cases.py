@@ -6,14 +6,19 @@ client counts, and the heterogeneity family of the tau claim.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
-from theory_checks.claim import Case, PerProfile
-from theory_checks.fedmsa.common import MOMENTA, cases_of, families
+from problems import QuadraticBilevel
+from problems import strategies
+from theory_checks.claim import Case
+from theory_checks.claim import PerProfile
+from theory_checks.fedmsa.common import MOMENTA
+from theory_checks.fedmsa.common import cases_of
+from theory_checks.fedmsa.common import families
 
 # --------------------------------------------------------------------------- cases
 

@@ -13,21 +13,25 @@ import numpy as np
 
 from problems import QuadraticBilevel
 from theory_checks import stats
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.fedmsa.common import (
-    EXPONENT_TOL,
-    THEORY_M_EXPONENT,
-    build,
-    criterion,
-    exponent_measurement,
-    fixed_point,
-    fixed_point_Z,
-    local_points,
-    msa_radius,
-    run,
-    start_point,
-)
-from theory_checks.fedmsa.constants import heterogeneity_tau, theorem31_steps
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.fedmsa.common import EXPONENT_TOL
+from theory_checks.fedmsa.common import THEORY_M_EXPONENT
+from theory_checks.fedmsa.common import build
+from theory_checks.fedmsa.common import criterion
+from theory_checks.fedmsa.common import exponent_measurement
+from theory_checks.fedmsa.common import fixed_point
+from theory_checks.fedmsa.common import fixed_point_Z
+from theory_checks.fedmsa.common import local_points
+from theory_checks.fedmsa.common import msa_radius
+from theory_checks.fedmsa.common import run
+from theory_checks.fedmsa.common import start_point
+from theory_checks.fedmsa.constants import heterogeneity_tau
+from theory_checks.fedmsa.constants import theorem31_steps
 from theory_checks.fedmsa.moments import exact_run
 
 # Why 0.1 on the exponent in K: the fitted exponents come from 4-6 grid points of a deterministic

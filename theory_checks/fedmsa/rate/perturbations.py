@@ -12,7 +12,8 @@ import torch
 
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Perturbation
-from theory_checks.fedmsa.perturbations import ignores_k, one_client_global
+from theory_checks.fedmsa.perturbations import ignores_k
+from theory_checks.fedmsa.perturbations import one_client_global
 from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- perturbation

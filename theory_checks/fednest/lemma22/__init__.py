@@ -49,40 +49,38 @@ The result's place is this package: the claims here, their checks and bounds (an
 
 from __future__ import annotations
 
-from results_format.verdicts import ABOUT_RESULT, ABOUT_STEP
-from theory_checks.claim import Claim, PerProfile, bilevel_spec, known_case
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
+from theory_checks.claim import Claim
+from theory_checks.claim import PerProfile
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.fednest.common import fednest_claim
-from theory_checks.fednest.constants import (
-    A1_F_LIPSCHITZ_GLOBAL,
-    A1_NEUMANN_SCALE,
-    A2_EACH_SAMPLE,
-    A2_STRONG_CONVEXITY,
-)
-from theory_checks.fednest.lemma22.cases import (
-    ABS_ERROR_COUNTEREXAMPLE,
-    ABS_ERROR_TIGHT_CASE,
-    NO_CROSS_AFFINE_OUTER,
-    ONE_CLIENT_AFFINE_OUTER,
-    abs_error_cases,
-    lemma22_averaged_bias_cases,
-    lemma22_inverse_hessian_bound_cases,
-    lemma22_inverse_hessian_identity_cases,
-    lemma22_paper_constant_cases,
-    lemma22_per_client_bias_cases,
-)
-from theory_checks.fednest.lemma22.checks import (
-    abs_error_bound_as_stated,
-    abs_error_bound_per_sample,
-    averaged_bias_bound,
-    check_abs_error,
-    check_averaged_bias,
-    check_inverse_hessian_bound,
-    check_inverse_hessian_identity,
-    check_paper_constant,
-    check_per_client_bias,
-    inverse_hessian_bound,
-    paper_bias_bound,
-)
+from theory_checks.fednest.constants import A1_F_LIPSCHITZ_GLOBAL
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE
+from theory_checks.fednest.constants import A2_EACH_SAMPLE
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.lemma22.cases import ABS_ERROR_COUNTEREXAMPLE
+from theory_checks.fednest.lemma22.cases import ABS_ERROR_TIGHT_CASE
+from theory_checks.fednest.lemma22.cases import NO_CROSS_AFFINE_OUTER
+from theory_checks.fednest.lemma22.cases import ONE_CLIENT_AFFINE_OUTER
+from theory_checks.fednest.lemma22.cases import abs_error_cases
+from theory_checks.fednest.lemma22.cases import lemma22_averaged_bias_cases
+from theory_checks.fednest.lemma22.cases import lemma22_inverse_hessian_bound_cases
+from theory_checks.fednest.lemma22.cases import lemma22_inverse_hessian_identity_cases
+from theory_checks.fednest.lemma22.cases import lemma22_paper_constant_cases
+from theory_checks.fednest.lemma22.cases import lemma22_per_client_bias_cases
+from theory_checks.fednest.lemma22.checks import abs_error_bound_as_stated
+from theory_checks.fednest.lemma22.checks import abs_error_bound_per_sample
+from theory_checks.fednest.lemma22.checks import averaged_bias_bound
+from theory_checks.fednest.lemma22.checks import check_abs_error
+from theory_checks.fednest.lemma22.checks import check_averaged_bias
+from theory_checks.fednest.lemma22.checks import check_inverse_hessian_bound
+from theory_checks.fednest.lemma22.checks import check_inverse_hessian_identity
+from theory_checks.fednest.lemma22.checks import check_paper_constant
+from theory_checks.fednest.lemma22.checks import check_per_client_bias
+from theory_checks.fednest.lemma22.checks import inverse_hessian_bound
+from theory_checks.fednest.lemma22.checks import paper_bias_bound
 from theory_checks.fednest.lemma22.perturbations import IHGP_HALVED_LIPSCHITZ
 from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
 from theory_checks.hypotheses import Reading

@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel, strategies
-from theory_checks.claim import Case, bilevel_spec, known_case
-from theory_checks.fednest.common import bilevel_problems, case_builder, closed_form_problems
+from problems import QuadraticBilevel
+from problems import strategies
+from theory_checks.claim import Case
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
+from theory_checks.fednest.common import bilevel_problems
+from theory_checks.fednest.common import case_builder
+from theory_checks.fednest.common import closed_form_problems
 
 # =========================================================================================== cases
 

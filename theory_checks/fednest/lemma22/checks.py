@@ -7,20 +7,32 @@ readings of A1-A2.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from problems import ProblemConstants, QuadraticBilevel
+from problems import ProblemConstants
+from problems import QuadraticBilevel
 from testbed.federation.context import FederatedContext
 from theory_checks import stats
-from theory_checks.claim import Case, Claim, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.decision import Design, Hoeffding
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.decision import Design
+from theory_checks.decision import Hoeffding
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import client_matrices, expected_ihgp, fedihgp, sequential_test
-from theory_checks.fednest.constants import assumption_constants, fednest_constants, neumann_scale
+from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import expected_ihgp
+from theory_checks.fednest.common import fedihgp
+from theory_checks.fednest.common import sequential_test
+from theory_checks.fednest.constants import assumption_constants
+from theory_checks.fednest.constants import fednest_constants
+from theory_checks.fednest.constants import neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe

@@ -45,41 +45,35 @@ The result's place is this package: the claims here, their checks in
 from __future__ import annotations
 
 from results_format.verdicts import ABOUT_RESULT
-from theory_checks.claim import Claim, known_case
-from theory_checks.hgp.common import hgp_claim, per_client_spec
-from theory_checks.hgp.constants import (
-    A1_EXACT,
-    A2_STRONG_CONVEXITY,
-    A3_ORACLE,
-    assumption1,
-    eta_alpha_below_one,
-    series_converges,
-    step_condition,
-)
+from theory_checks.claim import Claim
+from theory_checks.claim import known_case
+from theory_checks.hgp.common import hgp_claim
+from theory_checks.hgp.common import per_client_spec
+from theory_checks.hgp.constants import A1_EXACT
+from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import A3_ORACLE
+from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import series_converges
+from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.perturbations import HALF_BATCH
-from theory_checks.hgp.theorem1.cases import (
-    HIGH_PROBABILITY_BOUND_CASES,
-    NOISE_EXPONENT_B_CASES,
-    RATE_IN_M_CASES,
-    SAVED_NOISE_CASE,
-    rate_s_cases,
-    step_cases,
-    theorem1_stated_step_condition_control,
-)
-from theory_checks.hgp.theorem1.checks import (
-    HIGH_PROBABILITY_S_CONDITION,
-    STATED_STEP_S_CONDITION,
-    check_high_probability,
-    check_noise_exponent_b,
-    check_rate_in_m,
-    check_rate_in_s,
-    check_stated_step_condition,
-)
-from theory_checks.hgp.theorem1.perturbations import (
-    STEP_SLIP_EXACT,
-    STEP_SLIP_STATIC,
-    SUM_REDUCTION,
-)
+from theory_checks.hgp.theorem1.cases import HIGH_PROBABILITY_BOUND_CASES
+from theory_checks.hgp.theorem1.cases import NOISE_EXPONENT_B_CASES
+from theory_checks.hgp.theorem1.cases import RATE_IN_M_CASES
+from theory_checks.hgp.theorem1.cases import SAVED_NOISE_CASE
+from theory_checks.hgp.theorem1.cases import rate_s_cases
+from theory_checks.hgp.theorem1.cases import step_cases
+from theory_checks.hgp.theorem1.cases import theorem1_stated_step_condition_control
+from theory_checks.hgp.theorem1.checks import HIGH_PROBABILITY_S_CONDITION
+from theory_checks.hgp.theorem1.checks import STATED_STEP_S_CONDITION
+from theory_checks.hgp.theorem1.checks import check_high_probability
+from theory_checks.hgp.theorem1.checks import check_noise_exponent_b
+from theory_checks.hgp.theorem1.checks import check_rate_in_m
+from theory_checks.hgp.theorem1.checks import check_rate_in_s
+from theory_checks.hgp.theorem1.checks import check_stated_step_condition
+from theory_checks.hgp.theorem1.perturbations import STEP_SLIP_EXACT
+from theory_checks.hgp.theorem1.perturbations import STEP_SLIP_STATIC
+from theory_checks.hgp.theorem1.perturbations import SUM_REDUCTION
 from theory_checks.hypotheses import Reading
 
 # --------------------------------------------------------------------------- the claims

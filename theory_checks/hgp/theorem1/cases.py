@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from problems import PerClientQuadratic, strategies
-from theory_checks.claim import Case, known_case
-from theory_checks.hgp.common import exact_averaging_cases, noisy_cases, per_client_spec
+from problems import PerClientQuadratic
+from problems import strategies
+from theory_checks.claim import Case
+from theory_checks.claim import known_case
+from theory_checks.hgp.common import exact_averaging_cases
+from theory_checks.hgp.common import noisy_cases
+from theory_checks.hgp.common import per_client_spec
 
 
 def step_cases() -> st.SearchStrategy[Case]:

@@ -15,35 +15,39 @@ import torch
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.mixing import slem
 from theory_checks import stats
-from theory_checks.claim import Case, Claim, Fit, Measurement, NotMeasurable, SeriesPoint
-from theory_checks.decision import Binomial, Design, StatTest
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.claim import Fit
+from theory_checks.claim import Measurement
+from theory_checks.claim import NotMeasurable
+from theory_checks.claim import SeriesPoint
+from theory_checks.decision import Binomial
+from theory_checks.decision import Design
+from theory_checks.decision import StatTest
 from theory_checks.exact_quantities import dominant_mode_window
-from theory_checks.hgp.common import (
-    averaging_operators,
-    global_grad,
-    mean_path_gap,
-    noise_moments,
-    point,
-    replica_estimates,
-    run_hgp,
-    scale,
-    stacked_error,
-    terms_for,
-    variance_ratio_test,
-)
-from theory_checks.hgp.constants import (
-    case_constants,
-    case_graph,
-    deterministic_contractions,
-    hgp_constants,
-    pushsum_errors,
-    s_condition,
-    s_condition_cap,
-    step_condition_holds,
-    step_size,
-    steps_meeting_s_condition,
-)
-from theory_checks.tolerances import IDENTITY_RTOL, RATE_RTOL
+from theory_checks.hgp.common import averaging_operators
+from theory_checks.hgp.common import global_grad
+from theory_checks.hgp.common import mean_path_gap
+from theory_checks.hgp.common import noise_moments
+from theory_checks.hgp.common import point
+from theory_checks.hgp.common import replica_estimates
+from theory_checks.hgp.common import run_hgp
+from theory_checks.hgp.common import scale
+from theory_checks.hgp.common import stacked_error
+from theory_checks.hgp.common import terms_for
+from theory_checks.hgp.common import variance_ratio_test
+from theory_checks.hgp.constants import case_constants
+from theory_checks.hgp.constants import case_graph
+from theory_checks.hgp.constants import deterministic_contractions
+from theory_checks.hgp.constants import hgp_constants
+from theory_checks.hgp.constants import pushsum_errors
+from theory_checks.hgp.constants import s_condition
+from theory_checks.hgp.constants import s_condition_cap
+from theory_checks.hgp.constants import step_condition_holds
+from theory_checks.hgp.constants import step_size
+from theory_checks.hgp.constants import steps_meeting_s_condition
+from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.tolerances import RATE_RTOL
 
 # --------------------------------------------------------------------------- the stated step
 

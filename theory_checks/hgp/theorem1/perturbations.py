@@ -5,7 +5,9 @@ exact-averaging and static networks, and the sum reduction of the stochastic est
 from __future__ import annotations
 
 from theory_checks.claim import Perturbation
-from theory_checks.hgp.perturbations import ViewedProblem, step_slip, swap
+from theory_checks.hgp.perturbations import ViewedProblem
+from theory_checks.hgp.perturbations import step_slip
+from theory_checks.hgp.perturbations import swap
 
 # --------------------------------------------------------------------------- perturbations
 

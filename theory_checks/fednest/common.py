@@ -38,10 +38,19 @@ from theory_checks.decision import SpentRate
 from theory_checks.decision import StatTest
 from theory_checks.decision import batch_evidence
 from theory_checks.exact_quantities import outer_affine
+from theory_checks.fednest.constants import A1_NEUMANN_SCALE
+from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 
 #: The constructor of FedNest's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 fednest_claim = paper_claim("FedNest")
+
+#: FedNest's claims under A2 alone (every ``g_i`` strongly convex in y): those whose estimators
+#: run no Neumann series, or whose identity holds at any scale ``1/l``.
+strongly_convex_claim = fednest_claim.but(hypotheses=(A2_STRONG_CONVEXITY,))
+
+#: FedNest's claims on FedIHGP's Neumann series (Alg. 3): A1's scale ``l >= l_{g,1}`` and A2.
+neumann_series_claim = fednest_claim.but(hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY))
 
 PAPER = "FedNest"
 REF = "Tarzanagh et al. 2022"

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from problems import strategies
 from theory_checks.claim import Claim
 from theory_checks.fednest.common import case_builder
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
 from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import drifting_outer
@@ -67,7 +66,6 @@ K_RATE_MINIMAX = k_rate_claim(
     ),
     estimators=("fednest-minimax",),
     strategy=cor32_k_rate_minimax_cases,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     # wall time of `testbed check --profile thorough --claim ID` (it decides the claim; start-up
     # and the perturbation run included), 2 cores at load 6-7, 2026-11-26
     decide_seconds=26,

@@ -36,9 +36,8 @@ from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import all_clients
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import client_taus
-from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.common import heterogeneous_bilevel
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -112,7 +111,7 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 # ====================================================================================== the claims
 
 
-BIASED_FIXED_POINT = fednest_claim(
+BIASED_FIXED_POINT = strongly_convex_claim(
     id="fednest.fedavg.biased_fixed_point",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
@@ -127,7 +126,6 @@ BIASED_FIXED_POINT = fednest_claim(
     estimators=("fednest-sgd",),
     strategy=fedavg_biased_fixed_point_cases,
     check=check_fedavg_fixed_point,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=FEDAVG_SECRETLY_CORRECTED,
 )
 

@@ -45,7 +45,6 @@ from testbed.federation.context import FederatedContext
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
@@ -53,12 +52,12 @@ from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import client_taus
-from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.common import heterogeneous_bilevel
 from theory_checks.fednest.common import measured_map
 from theory_checks.fednest.common import per_client_taus
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import inner_smoothness
+from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -162,15 +161,7 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
         return Measurement(0.0, 1.0, False, "progress > 0", series=tuple(series))
     fit = stats.fit_exponent(np.array(grid, float), np.array(measured))
     theory = stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
-    result = Fit(
-        "exponent of -log rho in tau (derived, not paper)",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        1e-6,
-        residual=fit.residual_max,
-    )
+    result = slope_fit("exponent of -log rho in tau (derived, not paper)", fit, theory, 1e-6)
     return Measurement(
         fit.slope,
         theory,
@@ -255,7 +246,7 @@ def fedinn_tau_exponent_cases() -> st.SearchStrategy[Case]:
 
 
 # What every claim of this result shares.
-fedinn_claim = fednest_claim.but(estimators=("fednest",), hypotheses=(A2_STRONG_CONVEXITY,))
+fedinn_claim = strongly_convex_claim.but(estimators=("fednest",))
 
 
 LINEAR_RATE = fedinn_claim(

@@ -53,7 +53,6 @@ from testbed.federation.sampling import ScriptedParticipants
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
@@ -65,15 +64,15 @@ from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import closed_form_problems
 from theory_checks.fednest.common import expected_ihgp
 from theory_checks.fednest.common import fedihgp
-from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.common import heterogeneous_bilevel
-from theory_checks.fednest.constants import A1_NEUMANN_SCALE
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import neumann_series_claim
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
 from theory_checks.fednest.perturbations import AllClientsIHGP
 from theory_checks.fednest.perturbations import SameSubsetIHGP
 from theory_checks.fednest.perturbations import ihgp_variant
+from theory_checks.measurements import identity_residual
+from theory_checks.measurements import slope_fit
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -121,11 +120,8 @@ def check_variance_exact(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     second_th, mean_sq_th = _variance_formula(mats["H"].mean(0), mats["gy"].mean(0), lam, terms)
     scale = second_th + 1e-300
     residual = (abs(second - second_th) + abs(float(mean @ mean) - mean_sq_th)) / scale
-    return Measurement(
+    return identity_residual(
         residual,
-        IDENTITY_RTOL,
-        residual <= IDENTITY_RTOL,
-        "relative residual <=",
         details={
             "variance": second - float(mean @ mean),
             "variance_formula": second_th - mean_sq_th,
@@ -175,15 +171,7 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
     deviation = (2 * kappa - 1) / base
     tolerance = deviation / (1.0 - deviation) + 0.02
-    result = Fit(
-        "exponent of Var(p) in N",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        1.0,
-        tolerance,
-        residual=fit.residual_max,
-    )
+    result = slope_fit("exponent of Var(p) in N", fit, 1.0, tolerance)
     series += [
         SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept) * n**fit.slope)
         for n in grid
@@ -242,25 +230,9 @@ def check_client_sampling_variance(
         ]
     details = {"n_clients": m, "worst_relative_residual": worst}
     if len(sizes) < 3 or min(variances) <= 0.0:
-        passed = worst <= IDENTITY_RTOL
-        return Measurement(
-            worst,
-            IDENTITY_RTOL,
-            passed,
-            "relative residual <=",
-            series=tuple(series),
-            details=details,
-        )
+        return identity_residual(worst, series=tuple(series), details=details)
     fit = stats.fit_exponent(np.array(laws), np.array(variances))
-    result = Fit(
-        "exponent of Var in (m-s)/(s(m-1))",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        1.0,
-        1e-6,
-        residual=fit.residual_max,
-    )
+    result = slope_fit("exponent of Var in (m-s)/(s(m-1))", fit, 1.0, 1e-6)
     return Measurement(
         worst,
         IDENTITY_RTOL,
@@ -344,14 +316,7 @@ def check_sampling_variance_n(claim: Claim, case: Case, make: Callable[..., Any]
         "neumann_terms": terms,
         "client_sampling_variance": client_parts,
     }
-    return Measurement(
-        worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative residual <=",
-        series=tuple(series),
-        details=details,
-    )
+    return identity_residual(worst, series=tuple(series), details=details)
 
 
 def sampling_cases() -> st.SearchStrategy[Case]:
@@ -443,9 +408,7 @@ ihgp_client_sampling_variance_cases = case_builder(
 
 
 # What every claim of this result shares.
-ihgp_claim = fednest_claim.but(
-    about=ABOUT_STEP, estimators=("fedihgp",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
-)
+ihgp_claim = neumann_series_claim.but(about=ABOUT_STEP, estimators=("fedihgp",))
 
 
 VARIANCE_EXACT = ihgp_claim(

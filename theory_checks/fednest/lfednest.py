@@ -35,7 +35,6 @@ from testbed.registry import get_estimator
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
@@ -45,10 +44,10 @@ from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import expected_ihgp
 from theory_checks.fednest.common import fedihgp
-from theory_checks.fednest.common import fednest_claim
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
+from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
@@ -149,14 +148,11 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     if min(gaps[1:]) <= 1e-8 * scale:
         raise NotMeasurable("LFedNest's first-order heterogeneity term vanishes on this case")
     fit = stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
-    result = Fit(
+    result = slope_fit(
         "exponent of ||LFedNest - FedNest|| in Hessian heterogeneity",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
+        fit,
         1.0,
         LFEDNEST_EXPONENT_TOL,
-        residual=fit.residual_max,
     )
     passed = (
         identity <= IDENTITY_RTOL
@@ -230,7 +226,7 @@ LOCAL_NEUMANN_STEP_0_9 = Perturbation(
 # ====================================================================================== the claims
 
 
-HETEROGENEITY_BIAS = fednest_claim(
+HETEROGENEITY_BIAS = strongly_convex_claim(
     id="fednest.lfednest.heterogeneity_bias",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.6 / Fig. 2 (LFedNest degrades under non-iid data); "
@@ -246,7 +242,6 @@ HETEROGENEITY_BIAS = fednest_claim(
     estimators=("lfednest",),
     strategy=lfednest_cases,
     check=check_lfednest_bias,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=LOCAL_NEUMANN_STEP_0_9,
     max_examples=PerProfile(2, 3),
     notes=(

@@ -51,8 +51,7 @@ from theory_checks.claim import known_case
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
-from theory_checks.fednest.common import fednest_claim
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -310,9 +309,7 @@ MINIMAX_ONE_CLIENT = known_case(
 
 
 # What every claim of this result shares.
-minimax_claim = fednest_claim.but(
-    estimators=("fednest-minimax",), hypotheses=(A2_STRONG_CONVEXITY,)
-)
+minimax_claim = strongly_convex_claim.but(estimators=("fednest-minimax",))
 
 
 SYNTHETIC_LINEAR_RATE = minimax_claim(

@@ -48,7 +48,6 @@ from testbed.federation.context import FederatedContext
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
@@ -59,9 +58,9 @@ from theory_checks.exact_quantities import outer_affine
 from theory_checks.fednest.common import bilevel_problems
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
-from theory_checks.fednest.common import fednest_claim
 from theory_checks.fednest.common import floor_bound
 from theory_checks.fednest.common import measured_map
+from theory_checks.fednest.common import neumann_series_claim
 from theory_checks.fednest.common import outer_minimizer
 from theory_checks.fednest.constants import A1_NEUMANN_SCALE
 from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
@@ -70,6 +69,8 @@ from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
 from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 from theory_checks.fednest.perturbations import DampedNeumann
+from theory_checks.measurements import measured_and_bound
+from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -144,10 +145,7 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
         bound,
         passed,
         "rho(G) < 1 and floor <=",
-        series=(
-            SeriesPoint("measured", "neumann_terms", terms, floor),
-            SeriesPoint("bound", "neumann_terms", terms, bound),
-        ),
+        series=measured_and_bound("neumann_terms", terms, floor, bound),
         details={
             "rho": rho,
             "neumann_terms": terms,
@@ -258,15 +256,7 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 else -math.inf
     )
     tolerance = FLOOR_SLOPE_RTOL * abs(theory)
-    result = Fit(
-        "log ||grad f(x_N)|| per Neumann term",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        tolerance,
-        residual=fit.residual_max,
-    )
+    result = slope_fit("log ||grad f(x_N)|| per Neumann term", fit, theory, tolerance)
     series += [
         SeriesPoint("theory", "neumann_terms", n, floors[0] * math.exp(theory * (n - grid[0])))
         for n in grid
@@ -384,9 +374,7 @@ thm31_floor_slope_in_n_cases = case_builder(
 
 
 # What every claim of this result shares.
-thm31_claim = fednest_claim.but(
-    about=ABOUT_RESULT, estimators=("fednest",), hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY)
-)
+thm31_claim = neumann_series_claim.but(about=ABOUT_RESULT, estimators=("fednest",))
 
 
 STATIONARITY_FLOOR = thm31_claim(

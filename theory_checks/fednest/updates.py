@@ -77,11 +77,10 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.fednest.common import PAPER
 from theory_checks.fednest.common import REF
 from theory_checks.fednest.common import heterogeneous_bilevel
 from theory_checks.fednest.common import per_client_taus
-from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
+from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.fednest.perturbations import ScaledIHGP
 from theory_checks.perturbed_variants import field_variant
@@ -363,55 +362,54 @@ FEDIHGP_SCALE_OFF_BY_ONE = Perturbation(
 # ------------------------------------------------------------------------------------ claims
 
 
-FEDNEST_ITERATION = Claim(
-    id="fednest.updates.fednest_iteration",
-    paper=PAPER,
+# What every claim of this result shares: an identity of one step on the same cases.
+updates_claim = strongly_convex_claim.but(
+    kind="exact_identity", about=ABOUT_STEP, strategy=iteration_cases
+)
+
+
+def iteration_claim(algorithm: str, name: str, updates: str, **fields: Any) -> Claim:
+    """The claim that one outer iteration of ``algorithm`` (the registered entry; ``name`` in
+    the paper) equals ``updates``, the paper's printed updates, at the step rule of Thm 3.1."""
+    return updates_claim(
+        id=f"fednest.updates.{algorithm}_iteration",
+        statement=(
+            f"one {name} iteration from (x^k, y^k) equals {updates} at the stated T, N, tau_i, "
+            "beta, alpha and 1/l, beta_i = beta/tau_i, alpha_i = alpha/tau_i (relative 1e-10 in "
+            "x^{k+1} and y^{k+1})"
+        ),
+        estimators=(algorithm,),
+        **fields,
+    )
+
+
+FEDNEST_ITERATION = iteration_claim(
+    "fednest",
+    "FedNest",
+    "T FedInn calls (Alg. 4) then FedOut (Alg. 2) with FedIHGP's p_{N'} (Alg. 3)",
     reference=f"{REF}, Alg. 1 with FedInn (Alg. 4), FedIHGP (Alg. 3) and FedOut (Alg. 2)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
-    statement=(
-        "one FedNest iteration from (x^k, y^k) equals T FedInn calls (Alg. 4) then FedOut "
-        "(Alg. 2) with FedIHGP's p_{N'} (Alg. 3) at the stated T, N, tau_i, beta, alpha and "
-        "1/l, beta_i = beta/tau_i, alpha_i = alpha/tau_i (relative 1e-10 in x^{k+1} and "
-        "y^{k+1})"
-    ),
-    estimators=("fednest",),
-    strategy=iteration_cases,
     check=check_fednest_iteration,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=FEDNEST_OUTER_STEP_HALVED,
 )
 
-LFEDNEST_ITERATION = Claim(
-    id="fednest.updates.lfednest_iteration",
-    paper=PAPER,
+LFEDNEST_ITERATION = iteration_claim(
+    "lfednest",
+    "LFedNest",
+    "T LFedInn calls (FedAvg on y) then LFedOut (local steps along grad_x f_i + B_i^T p_i, "
+    "p_i client i's own N-term Neumann series)",
     reference=(
         f"{REF}, Sec. 2.6 and Table 2: Alg. 1 with LFedInn and LFedOut (Algs. 5-6 of App. A, "
         "whose text is cut off; as Table 2 and the authors' code run them)"
     ),
-    kind="exact_identity",
-    about=ABOUT_STEP,
-    statement=(
-        "one LFedNest iteration from (x^k, y^k) equals T LFedInn calls (FedAvg on y) then "
-        "LFedOut (local steps along grad_x f_i + B_i^T p_i, p_i client i's own N-term Neumann "
-        "series) at the stated T, N, tau_i, beta, alpha and 1/l, beta_i = beta/tau_i, alpha_i "
-        "= alpha/tau_i (relative 1e-10 in x^{k+1} and y^{k+1})"
-    ),
-    estimators=("lfednest",),
-    strategy=iteration_cases,
     check=check_lfednest_iteration,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=LFEDNEST_LOCAL_STEP_MISSING,
 )
 
 
-FEDIHGP_CALL = Claim(
+FEDIHGP_CALL = updates_claim(
     id="fednest.updates.fedihgp_call",
-    paper=PAPER,
     reference=f"{REF}, Alg. 3 (FedIHGP) after T FedInn calls (Alg. 4), Alg. 2's first round "
     "(eq. (13a))",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "FedIHGP's estimate from y equals T FedInn calls (Alg. 4), p_0 = (N/l) mean_i grad_y "
         "f_i, N' products mean_i (I - A_i/l) at its drawn N' in {0..N-1} (Alg. 3), and h = "
@@ -419,9 +417,7 @@ FEDIHGP_CALL = Claim(
         "beta and 1/l (relative 1e-10 in h and y^+)"
     ),
     estimators=("fedihgp",),
-    strategy=iteration_cases,
     check=check_fedihgp_call,
-    hypotheses=(A2_STRONG_CONVEXITY,),
     perturbation=FEDIHGP_SCALE_OFF_BY_ONE,
 )
 

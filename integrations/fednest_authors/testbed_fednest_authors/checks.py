@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems import ProblemConstants
 from testbed.estimators.base import InnerState
 from testbed.estimators.fednest import fedout
 from testbed.federation.context import FederatedContext
@@ -82,17 +81,6 @@ def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., A
         relative <= IDENTITY_RTOL,
         "relative residual <=",
         details={"neumann_terms": terms, "hlr": eta, "n_clients": problem.n_clients},
-    )
-
-
-def averaged_bias_bound(constants: ProblemConstants, params: dict[str, float]) -> float:
-    """``||J_bar|| ||grad_y f|| (1/mu_g) ((kappa_g - 1)/kappa_g)^N`` (corrected (15))."""
-    kappa = params["l_g1"] / params["mu_g"]
-    return (
-        params["cross_norm"]
-        * params["grad_y_norm"]
-        * ((kappa - 1.0) / kappa) ** params["neumann_terms"]
-        / params["mu_g"]
     )
 
 

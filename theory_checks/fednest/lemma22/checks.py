@@ -6,7 +6,6 @@ readings of A1-A2.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -22,7 +21,6 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import SeriesPoint
 from theory_checks.decision import Design
 from theory_checks.decision import Hoeffding
 from theory_checks.exact_quantities import evaluation_point
@@ -33,6 +31,9 @@ from theory_checks.fednest.common import sequential_test
 from theory_checks.fednest.constants import assumption_constants
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.constants import neumann_scale
+from theory_checks.measurements import BoundOnGrid
+from theory_checks.measurements import identity_residual
+from theory_checks.measurements import measured_and_bound
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe
@@ -103,13 +104,7 @@ def check_inverse_hessian_identity(
     predicted = H_inv @ torch.linalg.matrix_power(eye - lam * H, terms)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
     relative = float(torch.linalg.matrix_norm(H_inv - expected - predicted, ord=2)) / scale
-    return Measurement(
-        relative,
-        IDENTITY_RTOL,
-        relative <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"neumann_terms": terms, "l_g1": 1.0 / lam},
-    )
+    return identity_residual(relative, details={"neumann_terms": terms, "l_g1": 1.0 / lam})
 
 
 def inverse_hessian_bound(constants: ProblemConstants, params: Mapping[str, float]) -> float:
@@ -127,7 +122,7 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
     H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
-    series, worst, last = [], -math.inf, (0.0, 0.0)
+    grid = BoundOnGrid("neumann_terms")
     # Why this grid: 1..16 covers the regime N < kappa (bound near 1/mu) and N > kappa (several
     # e-folds) at kappa <= 30 while keeping sum(N) * dim_y Hessian rounds small.
     for terms in (1, 2, 4, 8, 16):
@@ -138,20 +133,8 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
             )
         )
         bound = claim.evaluate_bound(problem.constants(), {**pc, "neumann_terms": terms})
-        worst = max(worst, error - bound - IDENTITY_RTOL * scale)
-        series += [
-            SeriesPoint("measured", "neumann_terms", terms, error, 0, terms),
-            SeriesPoint("bound", "neumann_terms", terms, bound, 0, terms),
-        ]
-        last = (error, bound)
-    return Measurement(
-        last[0],
-        last[1],
-        worst <= 0.0,
-        "<= at every N on the grid",
-        series=tuple(series),
-        details={"kappa_g": pc["kappa_g"]},
-    )
+        grid.add(terms, error, bound, IDENTITY_RTOL * scale, 0, terms)
+    return grid.measurement("<= at every N on the grid", details={"kappa_g": pc["kappa_g"]})
 
 
 def _indirect_bias_parts(
@@ -223,19 +206,23 @@ def check_per_client_bias(claim: Claim, case: Case, make: Callable[..., Any]) ->
     measured = float(gaps.max())
     bound_fn = BIAS_CONSTANTS[str(case.params.get("constant", "printed"))]
     bound = bound_fn(parts["problem"].constants(), {**parts["pc"], "neumann_terms": parts["terms"]})
+    details = {
+        "neumann_terms": parts["terms"],
+        "n_clients": parts["problem"].n_clients,
+        "l_f0": parts["pc"]["l_f0"],
+        "l_f1": parts["pc"]["l_f1"],
+    }
+    return _bias_within(measured, bound, parts, "max_i <=", details)
+
+
+def _bias_within(
+    measured: float, bound: float, parts: dict[str, Any], relation: str, details: dict[str, Any]
+) -> Measurement:
+    """(15)'s checks: ``measured <= bound`` up to ``IDENTITY_RTOL`` of the bias's scale (the
+    measured bias is a difference of float64 sums of that size)."""
     slack = IDENTITY_RTOL * parts["scale"]
     return Measurement(
-        measured,
-        bound,
-        measured <= bound + slack,
-        "max_i <=",
-        slack=slack,
-        details={
-            "neumann_terms": parts["terms"],
-            "n_clients": parts["problem"].n_clients,
-            "l_f0": parts["pc"]["l_f0"],
-            "l_f1": parts["pc"]["l_f1"],
-        },
+        measured, bound, measured <= bound + slack, relation, slack=slack, details=details
     )
 
 
@@ -263,15 +250,8 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         "grad_y_norm": float(parts["gy"].norm()),
     }
     bound = claim.evaluate_bound(parts["problem"].constants(), params)
-    slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(
-        measured,
-        bound,
-        measured <= bound + slack,
-        "<=",
-        slack=slack,
-        details={"neumann_terms": parts["terms"], "grad_y_norm": params["grad_y_norm"]},
-    )
+    details = {"neumann_terms": parts["terms"], "grad_y_norm": params["grad_y_norm"]}
+    return _bias_within(measured, bound, parts, "<=", details)
 
 
 def check_paper_constant(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -281,15 +261,8 @@ def check_paper_constant(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     bound = claim.evaluate_bound(
         parts["problem"].constants(), {**parts["pc"], "neumann_terms": parts["terms"]}
     )
-    slack = IDENTITY_RTOL * parts["scale"]
-    return Measurement(
-        measured,
-        bound,
-        measured <= bound + slack,
-        "<=",
-        slack=slack,
-        details={"grad_y_norm": float(parts["gy"].norm()), "l_f1": parts["pc"]["l_f1"]},
-    )
+    details = {"grad_y_norm": float(parts["gy"].norm()), "l_f1": parts["pc"]["l_f1"]}
+    return _bias_within(measured, bound, parts, "<=", details)
 
 
 # --------------------------------------------------------------------------- (14b)
@@ -423,10 +396,7 @@ def check_abs_error(
         bound,
         True,
         "E <= bound (Hoeffding)",
-        series=(
-            SeriesPoint("measured", "neumann_terms", terms, estimate),
-            SeriesPoint("bound", "neumann_terms", terms, bound),
-        ),
+        series=measured_and_bound("neumann_terms", terms, estimate, bound),
         details={
             "mu_clients": constants.mu_clients,
             "mu_samples": mu_s,

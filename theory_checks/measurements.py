@@ -5,9 +5,9 @@
   in float64 as ``||measured - predicted|| / scale``; it passes at most
   :data:`~theory_checks.tolerances.IDENTITY_RTOL` (the float64 error of a few hundred
   operations on numbers of the scale, :mod:`theory_checks.tolerances`).
-- :func:`measured_and_bound`: the two points of a claim's plot at one value of its axis, the
-  measured figure and the bound it is compared with; :class:`BoundOnGrid`: a bound checked at
-  every point of a grid.
+- :func:`bound_at_point`: a bound checked at one value of the claim's axis, plotted as the
+  measured figure and the bound there; :class:`BoundOnGrid`: a bound checked at every point of
+  a grid.
 - :func:`slope_fit`: a line fitted to exact data (:mod:`theory_checks.stats`) beside the slope
   the theory gives.
 """
@@ -33,11 +33,13 @@ def identity_residual(residual: float, **fields: Any) -> Measurement:
     )
 
 
-def measured_and_bound(
-    axis: str, at: float, measured: float, bound: float
-) -> tuple[SeriesPoint, SeriesPoint]:
-    """The series points ``measured`` and ``bound`` at ``axis = at``."""
-    return SeriesPoint("measured", axis, at, measured), SeriesPoint("bound", axis, at, bound)
+def bound_at_point(
+    measured: float, bound: float, passed: bool, relation: str, axis: str, at: float, **fields: Any
+) -> Measurement:
+    """The measurement ``measured`` against ``bound`` at ``axis = at``, its series the two points
+    there; ``fields`` are the measurement's other fields (``details``, ``tests``)."""
+    series = (SeriesPoint("measured", axis, at, measured), SeriesPoint("bound", axis, at, bound))
+    return Measurement(measured, bound, passed, relation, series=series, **fields)
 
 
 class BoundOnGrid:

@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 from problems import ProblemConstants
 from problems import QuadraticBilevel
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
+from results_format.verdicts import ABOUT_STEP
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks.claim import Case
@@ -44,6 +46,12 @@ from theory_checks.fednest.constants import A2_STRONG_CONVEXITY
 #: The constructor of FedNest's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
 fednest_claim = paper_claim("FedNest")
+
+#: The kinds of FedNest claim that recur across its results, as the fields they fix (a claim
+#: spreads one: ``lemma22_claim(**STEP_IDENTITY, id=...)``): an exact identity derived for a
+#: step of the algorithms, and one that a sentence of the paper states.
+STEP_IDENTITY: dict[str, Any] = {"kind": "exact_identity", "about": ABOUT_STEP}
+SENTENCE_IDENTITY: dict[str, Any] = {"kind": "exact_identity", "about": ABOUT_SENTENCE}
 
 #: FedNest's claims under A2 alone (every ``g_i`` strongly convex in y): those whose estimators
 #: run no Neumann series, or whose identity holds at any scale ``1/l``.

@@ -37,7 +37,6 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks.claim import Case
@@ -46,6 +45,7 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
+from theory_checks.fednest.common import SENTENCE_IDENTITY
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import expected_ihgp
@@ -244,17 +244,15 @@ compositional_single_term_cases = compositional_cases(
 # ====================================================================================== the claims
 
 
-# What every claim of this result shares.
-COMPOSITIONAL_FIELDS = {"kind": "exact_identity", "about": ABOUT_SENTENCE}
-
-# The claims on FedIHGP's compositional direction (Sec. 2.4's h_i).
+# The claims on FedIHGP's compositional direction (Sec. 2.4's h_i); every claim of this result
+# is an identity a sentence of the paper states.
 compositional_ihgp_claim = neumann_series_claim.but(
-    **COMPOSITIONAL_FIELDS, estimators=("fedihgp",), perturbation=IHGP_SCALE_OFF_BY_ONE
+    **SENTENCE_IDENTITY, estimators=("fedihgp",), perturbation=IHGP_SCALE_OFF_BY_ONE
 )
 
 
 ONE_CALL_EXACT = strongly_convex_claim(
-    **COMPOSITIONAL_FIELDS,
+    **SENTENCE_IDENTITY,
     id="fednest.compositional.one_call_exact",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4 / Cor. 3.3 (T = 1); one FedInn call derived from Alg. 4"

@@ -24,7 +24,6 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
@@ -33,6 +32,7 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
+from theory_checks.fednest.common import SENTENCE_IDENTITY
 from theory_checks.fednest.common import all_clients
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import client_taus
@@ -112,13 +112,12 @@ def fedavg_biased_fixed_point_cases() -> st.SearchStrategy[Case]:
 
 
 BIASED_FIXED_POINT = strongly_convex_claim(
+    **SENTENCE_IDENTITY,
     id="fednest.fedavg.biased_fixed_point",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.5 / Fig. 2(b) (FedAvg-type inner drifts); fixed "
         "point derived on quadratics"
     ),
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
     statement=(
         "LFedInn (FedAvg) fixed point y_inf = [sum_i W_i]^{-1} sum_i W_i y_i*, W_i = I - "
         "(I - beta H_i)^{tau_i}; y_inf != y* under Hessian heterogeneity with tau_i >= 2"

@@ -36,7 +36,6 @@ from hypothesis import strategies as st
 
 from problems import QuadraticMinimax
 from problems import strategies
-from results_format.verdicts import ABOUT_SENTENCE
 from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
@@ -49,6 +48,8 @@ from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.claim import known_case
 from theory_checks.exact_quantities import evaluation_point
+from theory_checks.fednest.common import SENTENCE_IDENTITY
+from theory_checks.fednest.common import STEP_IDENTITY
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import strongly_convex_claim
@@ -328,12 +329,11 @@ SYNTHETIC_LINEAR_RATE = minimax_claim(
 
 
 PER_CLIENT_INDIRECT_ZERO = minimax_claim(
+    **SENTENCE_IDENTITY,
     id="fednest.minimax.per_client_indirect_zero",
     reference=(
         "Tarzanagh et al. 2022, Sec. 2.4 ('grad^I f_i(x, y*) = 0 for all i'), read per client"
     ),
-    kind="exact_identity",
-    about=ABOUT_SENTENCE,
     serves="fednest.minimax.averaged_indirect_zero",
     statement="grad^I f_i(x, y*(x)) = -J H^{-1} grad_y f_i(x, y*) = 0 for every client i",
     strategy=indirect_zero_cases,
@@ -353,10 +353,9 @@ PER_CLIENT_INDIRECT_ZERO = minimax_claim(
 
 
 AVERAGED_INDIRECT_ZERO = minimax_claim(
+    **STEP_IDENTITY,
     id="fednest.minimax.averaged_indirect_zero",
     reference=("Tarzanagh et al. 2022, Sec. 2.4, eq. (12) (Danskin), client average"),
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "mean_i grad_y f_i(x, y*) = 0, so FedOut's h without the indirect term = grad "
         "phi(x) exactly"

@@ -69,7 +69,7 @@ from theory_checks.fednest.k_rate import K_RATE_DESIGN_NOTES
 from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 from theory_checks.fednest.perturbations import DampedNeumann
-from theory_checks.measurements import measured_and_bound
+from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -140,18 +140,13 @@ def check_stationarity_floor(claim: Claim, case: Case, make: Callable[..., Any])
     bound = claim.evaluate_bound(problem.constants(), params)
     slack = (IDENTITY_RTOL * (1.0 + float(g0.norm()))) ** 2
     passed = rho < 1.0 and floor <= bound + slack
-    return Measurement(
-        floor,
-        bound,
-        passed,
-        "rho(G) < 1 and floor <=",
-        series=measured_and_bound("neumann_terms", terms, floor, bound),
-        details={
-            "rho": rho,
-            "neumann_terms": terms,
-            "y_limit_error": float((z_limit[dx:] - y_lim).norm()),
-        },
-    )
+    details = {
+        "rho": rho,
+        "neumann_terms": terms,
+        "y_limit_error": float((z_limit[dx:] - y_lim).norm()),
+    }
+    relation = "rho(G) < 1 and floor <="
+    return bound_at_point(floor, bound, passed, relation, "neumann_terms", terms, details=details)
 
 
 # ================================================================================== its slope in N

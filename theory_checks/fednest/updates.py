@@ -67,7 +67,6 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
 from problems import strategies
-from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.base import InnerState
 from testbed.estimators.fednest import outer_smoothness
 from testbed.federation.context import FederatedContext
@@ -78,6 +77,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import REF
+from theory_checks.fednest.common import STEP_IDENTITY
 from theory_checks.fednest.common import heterogeneous_bilevel
 from theory_checks.fednest.common import per_client_taus
 from theory_checks.fednest.common import strongly_convex_claim
@@ -227,19 +227,36 @@ def _compare(
     for name, start, ref in (("x", x0, x_ref), ("y", y0, y_ref)):
         if np.linalg.norm(ref - start) < UNRESOLVED_TERM * (1.0 + np.linalg.norm(start)):
             raise NotMeasurable(f"the update of {name} is too small to resolve a step")
+    return _relative_gap(
+        "relative gap of (x^{k+1}, y^{k+1}) <=", ((new.x, x_ref), (new.y, y_ref)), details
+    )
+
+
+def _relative_gap(
+    relation: str, pairs: Sequence[tuple[torch.Tensor, np.ndarray]], details: dict[str, Any]
+) -> Measurement:
+    """The largest relative gap ``||value - ref|| / (1 + ||ref||)`` of the ``(value, ref)``
+    pairs (the entry's output against the printed update), against ``IDENTITY_RTOL``."""
     gap = max(
-        float(np.linalg.norm(new.x.detach().cpu().numpy() - x_ref))
-        / (1.0 + float(np.linalg.norm(x_ref))),
-        float(np.linalg.norm(new.y.detach().cpu().numpy() - y_ref))
-        / (1.0 + float(np.linalg.norm(y_ref))),
+        float(np.linalg.norm(value.detach().cpu().numpy() - ref))
+        / (1.0 + float(np.linalg.norm(ref)))
+        for value, ref in pairs
     )
-    return Measurement(
-        gap,
-        IDENTITY_RTOL,
-        gap <= IDENTITY_RTOL,
-        "relative gap of (x^{k+1}, y^{k+1}) <=",
-        details=details,
-    )
+    return Measurement(gap, IDENTITY_RTOL, gap <= IDENTITY_RTOL, relation, details=details)
+
+
+def _drawn_outside(n_prime: int | None, terms: int) -> Measurement | None:
+    """The failed measurement of an iteration whose recorded draw ``N'`` is not in
+    ``{0..N-1}`` (Alg. 3's range); ``None`` when it is."""
+    if n_prime is None or not 0 <= n_prime < terms:
+        return Measurement(
+            float("inf"),
+            IDENTITY_RTOL,
+            False,
+            "N' in {0..N-1}",
+            details={"N'": n_prime, "N": terms},
+        )
+    return None
 
 
 def check_fednest_iteration(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -248,10 +265,9 @@ def check_fednest_iteration(claim: Claim, case: Case, make: Callable[..., Any]) 
     x, y, new, s = _one_iteration(case, make)
     P, taus = Arrays(case.problem), list(case.params["local_steps"])
     N, n_prime = s["neumann_terms"], new.truncation_index
-    if n_prime is None or not 0 <= n_prime < N:
-        return Measurement(
-            float("inf"), IDENTITY_RTOL, False, "N' in {0..N-1}", details={"N'": n_prime, "N": N}
-        )
+    outside = _drawn_outside(n_prime, N)
+    if outside is not None:
+        return outside
     x0, y_ref = x.cpu().numpy(), y.cpu().numpy()
     for _ in range(s["inner_steps"]):
         y_ref = fedinn_call(P, x0, y_ref, s["inner_step_size"], taus, corrected=True)
@@ -285,28 +301,19 @@ def check_fedihgp_call(claim: Claim, case: Case, make: Callable[..., Any]) -> Me
     x, y = evaluation_point(problem, p["point_seed"])
     out = est.estimate(problem, x, InnerState(y), np.random.default_rng(p["point_seed"]))
     n_prime = out.aux.get("truncation_index")
-    if n_prime is None or not 0 <= n_prime < N:
-        return Measurement(
-            float("inf"), IDENTITY_RTOL, False, "N' in {0..N-1}", details={"N'": n_prime, "N": N}
-        )
+    outside = _drawn_outside(n_prime, N)
+    if outside is not None:
+        return outside
     P, taus = Arrays(problem), list(p["local_steps"])
     x0, y_ref = x.cpu().numpy(), y.cpu().numpy()
     for _ in range(s["inner_steps"]):
         y_ref = fedinn_call(P, x0, y_ref, s["inner_step_size"], taus, corrected=True)
     p_ref = fedihgp_p(P, x0, y_ref, N, n_prime, s["neumann_step_size"])
     h_ref = np.mean([P.F(i, x0, y_ref) + P.B[i].T @ p_ref for i in range(P.m)], axis=0)
-    gap = max(
-        float(np.linalg.norm(out.value.detach().cpu().numpy() - h_ref))
-        / (1.0 + float(np.linalg.norm(h_ref))),
-        float(np.linalg.norm(out.aux["y"].detach().cpu().numpy() - y_ref))
-        / (1.0 + float(np.linalg.norm(y_ref))),
-    )
-    return Measurement(
-        gap,
-        IDENTITY_RTOL,
-        gap <= IDENTITY_RTOL,
+    return _relative_gap(
         "relative gap of (h, y^+) <=",
-        details={"N'": n_prime, **s},
+        ((out.value, h_ref), (out.aux["y"], y_ref)),
+        {"N'": n_prime, **s},
     )
 
 
@@ -363,9 +370,7 @@ FEDIHGP_SCALE_OFF_BY_ONE = Perturbation(
 
 
 # What every claim of this result shares: an identity of one step on the same cases.
-updates_claim = strongly_convex_claim.but(
-    kind="exact_identity", about=ABOUT_STEP, strategy=iteration_cases
-)
+updates_claim = strongly_convex_claim.but(**STEP_IDENTITY, strategy=iteration_cases)
 
 
 def iteration_claim(algorithm: str, name: str, updates: str, **fields: Any) -> Claim:

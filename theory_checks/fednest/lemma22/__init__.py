@@ -55,6 +55,7 @@ from theory_checks.claim import Claim
 from theory_checks.claim import PerProfile
 from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
+from theory_checks.fednest.common import STEP_IDENTITY
 from theory_checks.fednest.common import neumann_series_claim
 from theory_checks.fednest.constants import A1_F_LIPSCHITZ_GLOBAL
 from theory_checks.fednest.constants import A1_NEUMANN_SCALE
@@ -119,10 +120,9 @@ abs_error_claim = lemma22_claim.but(
 
 
 INVERSE_HESSIAN_IDENTITY = lemma22_claim(
+    **STEP_IDENTITY,
     id="fednest.lemma22.inverse_hessian_identity",
     reference="Tarzanagh et al. 2022, Lemma 2.2 / eq. (13b); identity derived from (13b)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement="H^{-1} - E_{N'}[H_hat] = H^{-1} (I - H/l_{g,1})^N (exact expectation over N')",
     strategy=lemma22_inverse_hessian_identity_cases,
     check=check_inverse_hessian_identity,

@@ -32,8 +32,8 @@ from theory_checks.fednest.constants import assumption_constants
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.measurements import BoundOnGrid
+from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import identity_residual
-from theory_checks.measurements import measured_and_bound
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe
@@ -391,12 +391,13 @@ def check_abs_error(
         evidence=lambda values: Hoeffding(float(np.mean(values)), value_range, len(values)),
     )
     estimate = float(np.mean(samples))
-    return Measurement(
+    return bound_at_point(
         estimate,
         bound,
         True,
         "E <= bound (Hoeffding)",
-        series=measured_and_bound("neumann_terms", terms, estimate, bound),
+        "neumann_terms",
+        terms,
         details={
             "mu_clients": constants.mu_clients,
             "mu_samples": mu_s,

@@ -66,7 +66,8 @@ Sec. 2.6, Fig. 2: LFedNest's heterogeneity bias      ``lfednest``      heterogen
 ===================================================  ================  ==========================
 
 Shared: :mod:`~theory_checks.fednest.constants` (A1-A2's constants and hypotheses),
-:mod:`~theory_checks.fednest.common` (helpers, shared case strategies, Thm 3.1's floor),
+:mod:`~theory_checks.fednest.common` (the claim constructors, helpers, shared case strategies,
+Thm 3.1's floor),
 :mod:`~theory_checks.fednest.k_rate` (the K-rate check of Thm 3.1 / Cors. 3.2-3.3),
 :mod:`~theory_checks.fednest.perturbations` (the
 perturbations several results use and the wrong estimators the mutants reuse) and

@@ -1,6 +1,10 @@
 """FedNest's shared helpers: what several of its results use (Tarzanagh, Li, Thrampoulidis,
 Oymak; ICML 2022; notation of :mod:`theory_checks.fednest`).
 
+- the constructors of FedNest's claims (:data:`fednest_claim`, narrowed by hypotheses:
+  :data:`strongly_convex_claim`, :data:`neumann_series_claim`) and the kinds of claim that
+  recur (:data:`STEP_IDENTITY`, :data:`SENTENCE_IDENTITY`), which each result module narrows
+  further so that a claim states only what differs;
 - the paper's name and reference, client matrices ``H_i, J_i, grad f_i`` at a point, FedIHGP's
   exact expectation over ``N'`` (:func:`expected_ihgp`), FedIHGP alone (:func:`fedihgp`), affine
   maps read column by column (:func:`measured_map`) and the outer minimizer ``x*``;

@@ -79,15 +79,7 @@ class FedNestConstants:
 
 def fednest_constants(problem: Any) -> FedNestConstants:
     """A1-A2's constants of ``problem`` (exact on the quadratic families)."""
-    g = joint_hessians(problem, "g")
-    dx = problem.dim_x
-    y_block = torch.linalg.eigvalsh(0.5 * (g[:, dx:, dx:] + g[:, dx:, dx:].transpose(1, 2)))
-    return FedNestConstants(
-        l_g1=spectral_norm_max(g),
-        l_f1=spectral_norm_max(joint_hessians(problem, "f")),
-        mu_g=float(y_block.min()),
-        l_g1_y=float(y_block.max()),
-    )
+    return _from_inner_hessians(problem, joint_hessians(problem, "g"))
 
 
 def sample_constants(problem: Any) -> FedNestConstants:
@@ -98,7 +90,14 @@ def sample_constants(problem: Any) -> FedNestConstants:
     eigenvalue of the ``y`` block, and ``l_{f,1}`` A1's (the outer samples play no part in
     (14b)). Exact on the quadratic families, whose sample Hessians are constant; a problem
     built without samples has none (``ValueError``)."""
-    g = joint_hessians(problem, "g", per_sample=True)  # (M, n, d, d)
+    return _from_inner_hessians(problem, joint_hessians(problem, "g", per_sample=True))
+
+
+def _from_inner_hessians(problem: Any, g: torch.Tensor) -> FedNestConstants:
+    """A1-A2's constants from the joint Hessians ``g`` of the inner losses in ``z = (x, y)``
+    (``(M, d, d)`` per client or ``(M, n, d, d)`` per client and sample): ``l_{g,1}`` their
+    largest norm, ``mu_g`` and ``l_g1_y`` the extreme eigenvalues of their ``y`` blocks, and A1's
+    ``l_{f,1}`` of ``problem``'s outer losses."""
     dx = problem.dim_x
     y_block = torch.linalg.eigvalsh(0.5 * (g[..., dx:, dx:] + g[..., dx:, dx:].transpose(-1, -2)))
     return FedNestConstants(

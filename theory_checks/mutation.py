@@ -123,6 +123,49 @@ class Mutant:
             raise ValueError(f"mutant {self.name}: builds no entry")
 
 
+@dataclasses.dataclass(frozen=True)
+class MutantFamily:
+    """What the mutants of one family share: the family's name and the claims they try first
+    (``first``; a mutant may name its own). A paper's ``mutants.py`` states each mutant through
+    its family (:meth:`mutant`), so a catalogue entry says only what is its own."""
+
+    name: str
+    first: tuple[str, ...] = ()
+
+    def mutant(
+        self,
+        name: str,
+        kind: str,
+        description: str,
+        builds: Mapping[str, Callable[..., Any]],
+        **own: Any,
+    ) -> Mutant:
+        """A mutant of this family; ``own``: its own ``first``, ``equivalent`` or ``cheap``."""
+        return Mutant(name, self.name, kind, description, builds, **{"first": self.first, **own})
+
+
+#: The labels of the generated perturbations of an integer parameter (a count) and of a real one
+#: (a step), as in the generated mutants' names ``param.<entry>.<keyword>.<label>``
+#: (:mod:`theory_checks.parameter_mutants`).
+COUNT_WAYS: tuple[str, ...] = ("plus1", "minus1")
+STEP_WAYS: tuple[str, ...] = ("half", "double")
+
+
+def declared_equivalents(
+    reason: str | Callable[[str], str], entries: Iterable[str], **ways: tuple[str, ...]
+) -> dict[str, str]:
+    """Generated perturbations no claim can tell from the original, with the argument why (a
+    paper's ``PARAMETER_EQUIVALENTS``): ``param.<entry>.<keyword>.<label>`` -> ``reason`` (or
+    ``reason(entry)``) for each of ``entries``, each keyword of ``ways`` and each of its labels
+    (``inner_steps=COUNT_WAYS``, ``inner_step_size=STEP_WAYS``, ``local_steps=("plus1",)``)."""
+    return {
+        f"param.{entry}.{keyword}.{label}": reason if isinstance(reason, str) else reason(entry)
+        for entry in entries
+        for keyword, labels in ways.items()
+        for label in labels
+    }
+
+
 def can_kill(claim: Claim) -> bool:
     """Whether a claim can kill a mutant: only one that holds on the correct code (or holds once
     corrected) can tell a bug from the original."""
@@ -498,15 +541,19 @@ def format_table(records: Sequence[Mapping[str, Any]]) -> str:
 
 __all__ = [
     "EQUIVALENT",
+    "COUNT_WAYS",
     "KILLED",
     "MUTANT_KINDS",
+    "STEP_WAYS",
     "SURVIVED",
     "Mutant",
+    "MutantFamily",
     "SharedRuns",
     "as_expected",
     "can_kill",
     "checks_through_builder",
     "counts",
+    "declared_equivalents",
     "format_table",
     "fresh_records",
     "planned_runs",

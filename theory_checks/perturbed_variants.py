@@ -38,14 +38,14 @@ def registry_variant(name: str, cls: type, **fixed: Any) -> Callable[..., Any]:
 
 def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[..., Any]:
     """Builder of registry entry ``name`` whose part ``field`` (a solver, a strategy, the maps)
-    is recast as ``cls`` (:func:`recast`); an entry whose part is not an instance of ``cls``'s
-    parent (e.g. an exact inner solution where the bug is in gradient descent) is left as
-    built: the bug lives only where the part runs."""
+    is recast as ``cls`` (:func:`recast`); an entry whose part's class is not one ``cls``
+    derives from (e.g. an exact inner solution where the bug is in gradient descent, LFedInn
+    where it is in FedInn) is left as built: the bug lives only where the part runs."""
 
     def make(**kw: Any) -> Any:
         built = get_estimator(name).build(**kw)
         part = getattr(built, field)
-        if not isinstance(part, cls.__mro__[1]):
+        if not issubclass(cls, type(part)):
             return built
         return dataclasses.replace(built, **{field: recast(part, cls, **fixed)})
 

@@ -30,7 +30,11 @@ from theory_checks.aggitd import lower
 from theory_checks.aggitd import perturbations as perturb
 from theory_checks.aggitd import prop1
 from theory_checks.aggitd import scaling
+from theory_checks.mutation import COUNT_WAYS
+from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
+from theory_checks.mutation import MutantFamily
+from theory_checks.mutation import declared_equivalents
 from theory_checks.perturbed_variants import recast
 from theory_checks.perturbed_variants import registry_variant
 
@@ -134,143 +138,120 @@ def _fbo(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
 UNCORRECTED_LOWER = registry_variant("aggitd", AggITD, lower_solver="sgd")
 
 
+AGGITD = MutantFamily("AggITD", first=(IDENTITY,))
+FBO_AGGITD = MutantFamily("FBO-AggITD", first=(errata.DH_THEOREM2_CONSTANT.id,))
+
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant(
+    AGGITD.mutant(
         "aggitd.weight_lambda_n",
-        "AggITD",
         "normalisation",
         "the importance weight lambda N instead of lambda (N + 1) (N + 1 indices, weight N)",
         _both(perturb.ScaledIndirect, weight="n"),
-        first=(IDENTITY,),
         cheap=True,
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.weight_forgotten",
-        "AggITD",
         "normalisation",
         "the importance weight forgotten: p = lambda z^N (a missing (N + 1))",
         _both(perturb.ScaledIndirect, weight="none"),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.neumann_step_halved",
-        "AggITD",
         "step",
         "the HessIV recursion steps lambda / 2 while lambda is reported",
         _both(perturb.ScaledNeumannStep, factor=0.5),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.neumann_step_doubled",
-        "AggITD",
         "step",
         "the HessIV recursion steps 2 lambda",
         _both(perturb.ScaledNeumannStep, factor=2.0),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.inner_step_halved",
-        "AggITD",
         "step",
         "One-Round-Lower steps beta / 2 while beta is reported",
         _both(ScaledInnerStep, factor=0.5),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.inner_step_doubled",
-        "AggITD",
         "step",
         "One-Round-Lower steps 2 beta",
         _both(ScaledInnerStep, factor=2.0),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.indirect_sign_flipped",
-        "AggITD",
         "correction",
         "h = grad_x F + J p: the indirect part added",
         _both(perturb.ScaledIndirect, factor=-1.0),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.extra_lower_round",
-        "AggITD",
         "count",
         "N + 1 lower-level rounds (and HessIV terms) while N is reported",
         _both(ExtraLowerStep),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.index_draw_short",
-        "AggITD",
         "count",
         "Q drawn from 0..N - 1 (rng.integers(0, N)) with the weight lambda (N + 1)",
         _both(ShortIndexDraw),
         first=(MEAN_IDENTITY,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.sum_over_m",
-        "AggITD",
         "normalisation",
         "the server divides the clients' hypergradient sum by M instead of |S|",
         _both(perturb.MeanOverAllClients),
         first=(scaling.PARTICIPATION.id,),
     ),
-    Mutant(
+    AGGITD.mutant(
         "aggitd.lower_correction_dropped",
-        "AggITD",
         "correction",
         "One-Round-Lower without its FedSVRG control variate (FedAvg local steps)",
         {"aggitd": UNCORRECTED_LOWER},
         first=(IDENTITY, lower.CONTRACTION.id),
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.upper_missing_1_over_tau",
-        "FBO-AggITD",
         "normalisation",
         "One-Round-Upper's local step alpha, not alpha / tau_i",
         _fbo(perturb.UnscaledUpper),
-        first=(errata.DH_THEOREM2_CONSTANT.id,),
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.upper_step_times_tau",
-        "FBO-AggITD",
         "step",
         "One-Round-Upper's alpha / tau_i read as alpha tau_i",
         _fbo(perturb.UnscaledUpper, outer_step_factor="tau"),
         first=(lemma3.DRIFT_BOUND.id,),
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.update_divided_by_m",
-        "FBO-AggITD",
         "normalisation",
         "the server divides the summed x-updates by M instead of |S|",
         _fbo(perturb.DividesByM),
         first=(scaling.PARTICIPATION_ALGORITHM.id,),
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.upper_correction_dropped",
-        "FBO-AggITD",
         "correction",
         "One-Round-Upper's local steps follow h~ alone (its SVRG correction dropped)",
         _fbo(UncorrectedUpper),
-        first=(errata.DH_THEOREM2_CONSTANT.id,),
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.stale_upper_point",
-        "FBO-AggITD",
         "stale",
         "One-Round-Upper runs at y_k instead of the y_{k+1} of the lower rounds",
         _fbo(StaleUpperPoint),
+        first=(),
         equivalent="One-Round-Upper uses y only in its correction grad_x F_i(x_nu, y) - "
         "grad_x F_i(x, y) (h~ is computed at y_{k+1} by AggITD), which on every "
         "closed-form family (F quadratic in (x, y), coupled bilinearly) equals "
         "grad^2_xx F_i (x_nu - x) whatever y; no claim runs FBO-AggITD on an "
         "outer objective with a non-bilinear x-y coupling",
     ),
-    Mutant(
+    FBO_AGGITD.mutant(
         "fbo-aggitd.extra_round",
-        "FBO-AggITD",
         "count",
         "y aggregated once more per iteration in a round of its own",
         {"fbo-aggitd": comm.EXTRA_ROUND.build, "fbo-aggitd-sgd": comm.EXTRA_ROUND_SGD.build},
@@ -282,27 +263,26 @@ MUTANTS: tuple[Mutant, ...] = (
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{
-        f"param.aggitd.batch_size.{way}": (
+    **declared_equivalents(
+        (
             "every claim of aggitd computes the estimator on exact oracles (batch_size None, the "
             "entry's default; no aggitd check passes a batch): the batch size does not exist in "
             "any answer of its suite"
-        )
-        for way in ("plus1", "minus1")
-    },
-    **{
-        f"param.fbo-aggitd-sgd.{keyword}.{way}": (
+        ),
+        ("aggitd",),
+        batch_size=COUNT_WAYS,
+    ),
+    **declared_equivalents(
+        (
             'the entry\'s one "holds" claim (aggitd.comm.sgd_rounds_per_iteration) counts the '
             "communication rounds of an iteration, N + 3, which no step size or local-step count "
             "changes; the same FBO-AggITD code is pinned on fbo-aggitd (steps by "
             "aggitd.thm1.rate_in_K, aggitd.cor1.floor_kept and aggitd.errata.dh_theorem2_constant)"
-        )
-        for keyword, ways in (
-            ("local_steps", ("plus1",)),
-            ("inner_step_size", ("half", "double")),
-            ("outer_step_size", ("half", "double")),
-            ("neumann_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
+        ),
+        ("fbo-aggitd-sgd",),
+        local_steps=("plus1",),
+        inner_step_size=STEP_WAYS,
+        outer_step_size=STEP_WAYS,
+        neumann_step_size=STEP_WAYS,
+    ),
 }

@@ -34,7 +34,11 @@ from theory_checks.classical import exact
 from theory_checks.classical import gd
 from theory_checks.classical import itd
 from theory_checks.classical import neumann
+from theory_checks.mutation import COUNT_WAYS
+from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
+from theory_checks.mutation import MutantFamily
+from theory_checks.mutation import declared_equivalents
 from theory_checks.perturbed_variants import part_variant
 from theory_checks.perturbed_variants import registry_variant
 
@@ -91,8 +95,15 @@ class ShiftedCG(ConjugateGradient):
 
 
 @dataclasses.dataclass(frozen=True)
-class FlippedDirectionCG(ConjugateGradient):
-    """CG whose new search direction subtracts the old one (``r - beta p`` for ``r + beta p``)."""
+class WrongCG(ConjugateGradient):
+    """Conjugate gradient (Hestenes-Stiefel, as :class:`ConjugateGradient` runs it) whose update
+    of the search direction and of ``r'r`` has one mistake (:meth:`next_search`)."""
+
+    def next_search(
+        self, residual: torch.Tensor, direction: torch.Tensor, rr: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(p_{k+1}, r'r kept)`` from the new residual, the direction and the ``r'r`` kept."""
+        raise NotImplementedError
 
     def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
         v, residual = torch.zeros_like(rhs), rhs.clone()
@@ -103,27 +114,29 @@ class FlippedDirectionCG(ConjugateGradient):
             h_dir = hvp(direction)
             step = rr / (direction @ h_dir)
             v, residual = v + step * direction, residual - step * h_dir
-            rr_next = residual @ residual
-            direction = residual - (rr_next / rr) * direction  # the bug: - for +
-            rr = rr_next
+            direction, rr = self.next_search(residual, direction, rr)
         return v
 
 
 @dataclasses.dataclass(frozen=True)
-class StaleResidualCG(ConjugateGradient):
+class FlippedDirectionCG(WrongCG):
+    """CG whose new search direction subtracts the old one (``r - beta p`` for ``r + beta p``)."""
+
+    def next_search(
+        self, residual: torch.Tensor, direction: torch.Tensor, rr: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rr_next = residual @ residual
+        return residual - (rr_next / rr) * direction, rr_next  # the bug: - for +
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleResidualCG(WrongCG):
     """CG that never updates ``r'r`` after the first iteration (a stale scalar)."""
 
-    def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
-        v, residual = torch.zeros_like(rhs), rhs.clone()
-        direction, rr = residual.clone(), residual @ residual
-        for _ in range(self.iterations):
-            if float(rr) == 0.0:
-                break
-            h_dir = hvp(direction)
-            step = rr / (direction @ h_dir)
-            v, residual = v + step * direction, residual - step * h_dir
-            direction = residual + ((residual @ residual) / rr) * direction  # rr never moves on
-        return v
+    def next_search(
+        self, residual: torch.Tensor, direction: torch.Tensor, rr: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return residual + ((residual @ residual) / rr) * direction, rr  # rr never moves on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,21 +278,34 @@ class StaleReverseITD(IterativeDifferentiation):
         return super().differentiate(oracles, x, stale, problem)
 
 
+class _FirstHvpLost:
+    """Oracles whose first Hessian-vector product is lost: zero, neither computed nor counted
+    (everything else is the oracles' own)."""
+
+    def __init__(self, oracles: GlobalOracles) -> None:
+        self._oracles = oracles
+        self._lost = False
+
+    def hvp(self, x: torch.Tensor, y: torch.Tensor, v: torch.Tensor, batch: Any = None) -> Any:
+        if not self._lost:
+            self._lost = True
+            return torch.zeros_like(v)
+        return self._oracles.hvp(x, y, v, batch)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._oracles, name)
+
+
 @dataclasses.dataclass(frozen=True)
 class LateAdjointITD(IterativeDifferentiation):
-    """ITD whose adjoint is first updated one step late (``if t > 1`` for ``if t > 0``)."""
+    """ITD whose adjoint is first updated one step late: the reverse pass's first adjoint update
+    (at t = T - 1, the first Hessian-vector product it asks for) is lost."""
 
     def differentiate(
         self, oracles: GlobalOracles, x: torch.Tensor, run: InnerRun, problem: Any
     ) -> tuple[torch.Tensor, dict[str, Any]]:
-        beta = run.step_size
-        value, adjoint = oracles.grad_outer(x, run.y)
-        for t in range(self.inner.steps - 1, -1, -1):
-            y_t, batch = run.trajectory[t], run.batches[t]
-            value = value - beta * oracles.jvp_xy(x, y_t, adjoint, batch)
-            if t > 0 and t != self.inner.steps - 1:  # the bug: the first update is skipped
-                adjoint = adjoint - beta * oracles.hvp(x, y_t, adjoint, batch)
-        return value, {"y": run.y}
+        lost: Any = _FirstHvpLost(oracles)
+        return super().differentiate(lost, x, run, problem)
 
 
 # --------------------------------------------------------------------------- closed form
@@ -313,231 +339,195 @@ def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[s
     return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
 
 
+AID_NEUMANN = MutantFamily("AID-Neumann", first=(IDENTITY,))
+GRADIENT_DESCENT = MutantFamily("gradient descent (AID, ITD)", first=(GD_RATE,))
+AID_CG = MutantFamily("AID-CG", first=(CG_EXACT,))
+AID_FP = MutantFamily("AID-FP", first=(IDENTITY,))
+ITD = MutantFamily("ITD", first=(ITD_IDENTITY,))
+EXACT_HYPERGRADIENT = MutantFamily("exact hypergradient", first=(exact.FINITE_DIFFERENCES.id,))
+
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.terms_minus_one",
-        "AID-Neumann",
         "count",
         "the Neumann loop runs N - 1 terms when N are asked for",
         _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
-        first=(IDENTITY,),
         cheap=True,
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.terms_plus_one",
-        "AID-Neumann",
         "count",
         "the Neumann loop runs N + 1 terms (range(N) for range(N - 1))",
         _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.step_doubled",
-        "AID-Neumann",
         "step",
         "the series runs with 2 lambda while lambda is reported",
         _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.step_halved",
-        "AID-Neumann",
         "step",
         "the series runs with lambda / 2 while lambda is reported",
         _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.missing_lambda",
-        "AID-Neumann",
         "normalisation",
         "the partial sum returned without its factor lambda",
         _on(("aid-neumann",), "linear_solver", UnscaledNeumann),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.indirect_sign_flipped",
-        "AID-Neumann",
         "correction",
         "the indirect term added: grad_x f + J v",
         {"aid-neumann": registry_variant("aid-neumann", FlippedIndirectAID)},
-        first=(IDENTITY,),
         cheap=True,
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.stale_inner_iterate",
-        "AID-Neumann",
         "stale",
         "the adjoint and cross term evaluated at the warm start y_0, not the solved y_T",
         {"aid-neumann": registry_variant("aid-neumann", StaleAID)},
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_NEUMANN.mutant(
         "aid-neumann.first_client_gradient",
-        "AID-Neumann",
         "per_client",
         "grad_y f of client 0 instead of the clients' mean",
         {"aid-neumann": registry_variant("aid-neumann", FirstClientAID)},
-        first=(IDENTITY,),
     ),
-    Mutant(
+    GRADIENT_DESCENT.mutant(
         "gd.steps_minus_one",
-        "gradient descent (AID, ITD)",
         "count",
         "the inner gradient descent runs T - 1 steps when T are asked for (every entry "
         "that runs it: AID-Neumann, AID-CG, AID-FP, ITD)",
         _on((*AID, "itd"), "inner", ShiftedGD, shift=-1),
         first=(ITD_IDENTITY,),
     ),
-    Mutant(
+    GRADIENT_DESCENT.mutant(
         "gd.step_halved",
-        "gradient descent (AID, ITD)",
         "step",
         "the inner gradient descent steps beta / 2 while beta is reported",
         _on((*AID, "itd"), "inner", ScaledStepGD, factor=0.5),
-        first=(GD_RATE,),
     ),
-    Mutant(
+    GRADIENT_DESCENT.mutant(
         "gd.step_doubled",
-        "gradient descent (AID, ITD)",
         "step",
         "the inner gradient descent steps 2 beta (= 2/L: no contraction on the top mode)",
         _on((*AID, "itd"), "inner", ScaledStepGD, factor=2.0),
-        first=(GD_RATE,),
     ),
-    Mutant(
+    AID_CG.mutant(
         "aid-cg.iterations_minus_one",
-        "AID-CG",
         "count",
         "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
         _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
-        first=(CG_EXACT,),
         cheap=True,
     ),
-    Mutant(
+    AID_CG.mutant(
         "aid-cg.iterations_plus_one",
-        "AID-CG",
         "count",
         "conjugate gradient runs dim_y + 1 iterations",
         _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
+        first=(),
         equivalent="in exact arithmetic CG's residual is zero after dim_y iterations and "
         "its loop stops; in float64 the extra iteration moves v by the round-off "
         "of the residual (about 1e-16 relative), far below the claim's "
         "kappa x 1e-10, and no claim counts AID-CG's Hessian-vector products",
     ),
-    Mutant(
+    AID_CG.mutant(
         "aid-cg.direction_sign_flipped",
-        "AID-CG",
         "correction",
         "the new search direction subtracts the old one: r - beta p",
         _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
-        first=(CG_EXACT,),
     ),
-    Mutant(
+    AID_CG.mutant(
         "aid-cg.stale_residual_norm",
-        "AID-CG",
         "stale",
         "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
         _on(("aid-cg",), "linear_solver", StaleResidualCG),
-        first=(CG_EXACT,),
     ),
-    Mutant(
+    AID_FP.mutant(
         "aid-fp.iterations_minus_one",
-        "AID-FP",
         "count",
         "the fixed-point adjoint runs K - 1 iterations",
         _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    AID_FP.mutant(
         "aid-fp.rhs_without_step",
-        "AID-FP",
         "normalisation",
         "v <- v - lambda H v + r: the right-hand side added without lambda",
         _on(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint),
-        first=(IDENTITY,),
     ),
-    Mutant(
+    ITD.mutant(
         "itd.steps_plus_one",
-        "ITD",
         "count",
         "ITD unrolls and differentiates T + 1 steps when T are asked for",
         {"itd": registry_variant("itd", ShiftedITD, shift=1)},
-        first=(ITD_IDENTITY,),
         cheap=True,
     ),
-    Mutant(
+    ITD.mutant(
         "itd.steps_minus_one",
-        "ITD",
         "count",
         "ITD unrolls and differentiates T - 1 steps",
         {"itd": registry_variant("itd", ShiftedITD, shift=-1)},
-        first=(ITD_IDENTITY,),
     ),
-    Mutant(
+    ITD.mutant(
         "itd.reverse_step_doubled",
-        "ITD",
         "step",
         "the reverse pass uses 2 beta while the forward pass used beta",
         {"itd": registry_variant("itd", ReverseStepITD, factor=2.0)},
-        first=(ITD_IDENTITY,),
     ),
-    Mutant(
+    ITD.mutant(
         "itd.adjoint_update_late",
-        "ITD",
         "count",
         "the reverse pass skips the adjoint update at its first step (t = T - 1)",
         {"itd": registry_variant("itd", LateAdjointITD)},
-        first=(ITD_IDENTITY,),
     ),
-    Mutant(
+    ITD.mutant(
         "itd.reverse_pass_at_last_iterate",
-        "ITD",
         "stale",
         "the reverse pass evaluates its products at y_T for every t instead of y_t",
         {"itd": registry_variant("itd", StaleReverseITD)},
+        first=(),
         equivalent="the products are grad^2_y g and grad^2_xy g, which are constant in y on "
         "every closed-form family (quadratic inner problems), so the reverse pass "
         "computes the same vectors at y_T as at y_t; the claims run ITD only on "
         "those families (the workloads, where the Hessians vary with y, carry no "
         "exact hypergradient to compare with)",
     ),
-    Mutant(
+    EXACT_HYPERGRADIENT.mutant(
         "exact.per_client_adjoint",
-        "exact hypergradient",
         "per_client",
         "the closed form averages per-client hypergradients grad_x f_i - J_i H_i^{-1} "
         "grad_y f_i instead of using the averaged H and grad_y f",
         {"exact": registry_variant("exact", PerClientExact)},
-        first=(exact.FINITE_DIFFERENCES.id,),
     ),
 )
 
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{
-        f"param.{entry}.batch_size.{way}": (
+    **declared_equivalents(
+        lambda entry: (
             f"every claim of {entry} runs it on exact oracles (batch_size None, the entry's "
             "default; no classical check passes a batch): the batch size does not exist in any "
             "answer of its suite, and a minibatch claim would be the one to pin it"
-        )
-        for entry in ("aid-cg", "aid-neumann", "aid-fp", "itd")
-        for way in ("plus1", "minus1")
-    },
-    **{
-        f"param.aid-neumann.{keyword}.{way}": (
+        ),
+        ("aid-cg", "aid-neumann", "aid-fp", "itd"),
+        batch_size=COUNT_WAYS,
+    ),
+    **declared_equivalents(
+        (
             "every claim of aid-neumann runs it with the exact inner solution (inner_steps None: "
             "the Neumann claims isolate the series), where GD's count and step do not exist; the "
             "same GradientDescent is pinned through aid-cg and aid-fp by classical.gd.linear_rate "
             "(its rate, its bound and the T steps it runs)"
-        )
-        for keyword, ways in (
-            ("inner_steps", ("plus1", "minus1")),
-            ("inner_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
+        ),
+        ("aid-neumann",),
+        inner_steps=COUNT_WAYS,
+        inner_step_size=STEP_WAYS,
+    ),
     "param.aid-cg.cg_iterations.plus1": (
         "classical.cg.exact_after_dim_y runs dim_y iterations, after which CG has solved the "
         "dim_y x dim_y system exactly (its residual is zero up to round-off): one iteration "

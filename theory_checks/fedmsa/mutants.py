@@ -25,7 +25,13 @@ from theory_checks.fedmsa import perturbations as perturb
 from theory_checks.fedmsa import rate
 from theory_checks.fedmsa import rho
 from theory_checks.fedmsa import tau_zero
+from theory_checks.fedmsa.perturbations import GlobalStep
+from theory_checks.fedmsa.perturbations import WrongGlobalStep
+from theory_checks.mutation import COUNT_WAYS
+from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
+from theory_checks.mutation import MutantFamily
+from theory_checks.mutation import declared_equivalents
 from theory_checks.perturbed_variants import part_variant
 from theory_checks.perturbed_variants import registry_variant
 
@@ -68,20 +74,12 @@ class MomentumDropped(FedMSA):
 
 
 @dataclasses.dataclass(frozen=True)
-class MomentumSignFlipped(FedMSA):
+class MomentumSignFlipped(WrongGlobalStep):
     """Eq. (5)'s correction subtracted: ``h_r = p(x_r) - (1 - rho)(h_{r-1} - p(x_{r-1}))``
     (the global step run with ``2 - rho``, whose coefficient is ``-(1 - rho)``)."""
 
-    def global_directions(
-        self,
-        ctx: Any,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return super().global_directions(ctx, points, prev, h_prev, q_prev, 2.0 - rho)
+    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+        return step._replace(rho=2.0 - step.rho)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,21 +92,14 @@ class FrozenLocalDirections(FedMSA):
 
 
 @dataclasses.dataclass(frozen=True)
-class SummedGlobal(FedMSA):
+class SummedGlobal(WrongGlobalStep):
     """Eq. (5)'s server sums the M clients' estimates instead of averaging (a missing 1/M,
     the paper's (Fed-MSA) sum notation taken literally)."""
 
-    def global_directions(
-        self,
-        ctx: Any,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
+    def step_output(
+        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
-        M = float(ctx.problem.n_clients)
+        M = float(step.ctx.problem.n_clients)
         return M * h, M * q
 
 
@@ -121,139 +112,120 @@ def _bilevel_maps(cls: type) -> dict[str, Any]:
     return {"fedmsa": part_variant("fedmsa", "maps", cls)}
 
 
+FEDMSA = MutantFamily("FedMSA", first=(TELESCOPING, CENTRALISED))
+BILEVEL_MAPS = MutantFamily("FedMSA bilevel maps", first=(BLO_FIXED_POINT,))
+MCO_MAPS = MutantFamily("FedMCO maps", first=(mco.EXACT_SEMANTICS_FIXED_POINT_STATIONARY.id,))
+
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.local_step_extra",
-        "FedMSA",
         "count",
         "the local loop runs K + 1 steps in rounds r >= 1",
         _round(perturb.ExtraLocalStep),
         first=(CENTRALISED,),
         cheap=True,
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.local_steps_ignored",
-        "FedMSA",
         "count",
         "one local step whatever K is",
         _round(perturb.IgnoresK),
         first=(TELESCOPING, FIRST_STEP),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.outer_step_doubled",
-        "FedMSA",
         "step",
         "x steps 2 alpha",
         _round(ScaledOuterStep, factor=2.0),
-        first=(TELESCOPING, CENTRALISED),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.outer_step_halved",
-        "FedMSA",
         "step",
         "x steps alpha / 2",
         _round(ScaledOuterStep, factor=0.5),
-        first=(TELESCOPING, CENTRALISED),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.inner_step_halved",
-        "FedMSA",
         "step",
         "every z^n steps beta_n / 2",
         _round(ScaledInnerStep, factor=0.5),
-        first=(TELESCOPING, CENTRALISED),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.inner_step_sign_flipped",
-        "FedMSA",
         "step",
         "z <- z + beta q (the other sign convention of the map)",
         _round(perturb.AscentOnZ),
-        first=(TELESCOPING, CENTRALISED),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.momentum_dropped",
-        "FedMSA",
         "correction",
         "eq. (5) without its momentum correction (rho read as 1)",
         _round(MomentumDropped),
         first=(PROOF_CHOICE,),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.momentum_sign_flipped",
-        "FedMSA",
         "correction",
         "eq. (5)'s momentum correction subtracted instead of added",
         _round(MomentumSignFlipped),
         first=(CENTRALISED, PROOF_CHOICE),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.local_directions_frozen",
-        "FedMSA",
         "stale",
         "recursion (6)'s correction p(x_k) - p(x_{k-1}) taken at x_k twice: every local "
         "step reuses the round's (h_r, q_r)",
         {entry: registry_variant(entry, FrozenLocalDirections) for entry in ENTRIES},
         first=(TELESCOPING,),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.stateful_client",
-        "FedMSA",
         "stale",
         "eq. (5)'s h_{r-1}, q_{r-1} taken from the client's last local state, not the "
         "previous global averages",
         _round(perturb.StatefulClient),
         first=(CENTRALISED, PROOF_CHOICE),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.one_client_global",
-        "FedMSA",
         "per_client",
         "the global step (5) uses client 0's maps instead of the average over M clients",
         _round(perturb.OneClientGlobal),
         first=(BLO_FIXED_POINT, CENTRALISED),
     ),
-    Mutant(
+    FEDMSA.mutant(
         "fedmsa.global_summed",
-        "FedMSA",
         "normalisation",
         "the global step sums the M clients' estimates (a missing 1/M)",
         _round(SummedGlobal),
         first=(CENTRALISED,),
     ),
-    Mutant(
+    BILEVEL_MAPS.mutant(
         "fedmsa.indirect_term_on_w",
-        "FedMSA bilevel maps",
         "stale",
         "(10b)'s indirect term evaluated on the w-block of z instead of the v-block",
         _bilevel_maps(perturb.IndirectTermOnW),
-        first=(BLO_FIXED_POINT,),
     ),
-    Mutant(
+    BILEVEL_MAPS.mutant(
         "fedmsa.v_equation_sign",
-        "FedMSA bilevel maps",
         "correction",
         "(10a)'s v-block with eq. (1)'s sign convention (+ grad_w f)",
         _bilevel_maps(perturb.VEquationSignConvention),
-        first=(BLO_FIXED_POINT,),
     ),
-    Mutant(
+    BILEVEL_MAPS.mutant(
         "fedmsa.fresh_sample_at_old_point",
-        "FedMSA bilevel maps",
         "correction",
         "the previous point of a difference in (5)-(6) gets the next sample instead of the "
         "same one",
         _bilevel_maps(perturb.FreshSampleAtOldPoint),
         first=(rate.TAU_STOCHASTIC.id, rate.M_STOCHASTIC.id),
     ),
-    Mutant(
+    MCO_MAPS.mutant(
         "fedmsa-mco.paper_products",
-        "FedMCO maps",
         "per_client",
         "the 'exact' semantics evaluates the average of per-client Jacobian products "
         "(11b) instead of the product of averaged Jacobians",
         {"fedmsa-mco": part_variant("fedmsa-mco", "maps", perturb.AlwaysPaper)},
-        first=(mco.EXACT_SEMANTICS_FIXED_POINT_STATIONARY.id,),
     ),
 )
 
@@ -261,20 +233,18 @@ MUTANTS: tuple[Mutant, ...] = (
 #: Generated parameter perturbations (:mod:`theory_checks.parameter_mutants`) that no claim can
 #: tell from the original, with the argument why no answer can change.
 PARAMETER_EQUIVALENTS: dict[str, str] = {
-    **{
-        f"param.fedmsa-mco.{keyword}.{way}": (
+    **declared_equivalents(
+        (
             "the one claim that runs the entry through its builder "
             "(fedmsa.mco.exact_semantics_fixed_point_stationary) starts FedMSA at the fixed point "
             "(x*, Z*), where every map P^m, S^m of the exact semantics is zero: every term of "
             "(5)-(6) vanishes, so no step, momentum or local-step count moves the iterates; the "
             "round's parameters are pinned on the fedmsa entry, which runs the same round"
-        )
-        for keyword, ways in (
-            ("outer_step_size", ("half", "double")),
-            ("inner_step_size", ("half", "double")),
-            ("momentum", ("half", "double")),
-            ("local_steps", ("plus1", "minus1")),
-        )
-        for way in ways
-    },
+        ),
+        ("fedmsa-mco",),
+        outer_step_size=STEP_WAYS,
+        inner_step_size=STEP_WAYS,
+        momentum=STEP_WAYS,
+        local_steps=COUNT_WAYS,
+    ),
 }

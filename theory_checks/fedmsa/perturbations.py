@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from typing import NamedTuple
 
 import torch
 
@@ -104,23 +105,50 @@ class FirstClientOnly:
         return getattr(self._ctx, name)
 
 
+class GlobalStep(NamedTuple):
+    """The inputs of eq. (5)'s global step (:meth:`FedMSA.global_directions
+    <testbed.algorithms.fedmsa.FedMSA.global_directions>`), in its order: the context, the
+    stacked points ``(x_r, Z_r)`` and ``(x_{r-1}, Z_{r-1})`` (``None`` in round 0), the previous
+    global averages ``h_{r-1}``, ``q_{r-1}`` and the momentum rho."""
+
+    ctx: Any
+    points: torch.Tensor
+    prev: torch.Tensor | None
+    h_prev: torch.Tensor | None
+    q_prev: torch.Tensor | None
+    rho: float
+
+
 @dataclasses.dataclass(frozen=True)
-class OneClientGlobal(FedMSA):
+class WrongGlobalStep(FedMSA):
+    """FedMSA whose global step (5) has one mistake around the maps' real one: the real step run
+    on wrong inputs (:meth:`step_inputs`), or its ``(h_r, q_r)`` changed after it
+    (:meth:`step_output`), each as given unless a bug overrides it."""
+
+    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+        """The inputs the real global step runs on (the given ones)."""
+        return step
+
+    def step_output(
+        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h_r, q_r)`` as returned from the real step's ``(h, q)`` on ``step`` (as computed)."""
+        del step  # as computed
+        return h, q
+
+    def global_directions(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        step = self.step_inputs(GlobalStep(*args, **kwargs))
+        return self.step_output(step, *super().global_directions(*step))
+
+
+@dataclasses.dataclass(frozen=True)
+class OneClientGlobal(WrongGlobalStep):
     """The global step (5) uses client 0's maps only instead of the average over M clients."""
 
-    def global_directions(
-        self,
-        ctx: Any,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        view: Any = FirstClientOnly(ctx, first_global=True)
-        return super().global_directions(
-            view, points[:1], None if prev is None else prev[:1], h_prev, q_prev, rho
-        )
+    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+        view: Any = FirstClientOnly(step.ctx, first_global=True)
+        prev = None if step.prev is None else step.prev[:1]
+        return step._replace(ctx=view, points=step.points[:1], prev=prev)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,8 +45,6 @@ from hypothesis import strategies as st
 from problems import QuadraticBilevel
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import IHGPResult
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import ClientSampler
 from testbed.federation.sampling import ScriptedParticipants
@@ -70,6 +68,7 @@ from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import IHGP_SCALE_OFF_BY_ONE
 from theory_checks.fednest.perturbations import AllClientsIHGP
 from theory_checks.fednest.perturbations import SameSubsetIHGP
+from theory_checks.fednest.perturbations import WrongIHGP
 from theory_checks.fednest.perturbations import ihgp_variant
 from theory_checks.measurements import identity_residual
 from theory_checks.measurements import slope_fit
@@ -345,19 +344,12 @@ def sampling_cases() -> st.SearchStrategy[Case]:
 
 
 @dataclasses.dataclass(frozen=True)
-class SqrtScaledIHGP(FedIHGP):
+class SqrtScaledIHGP(WrongIHGP):
     """FedIHGP scaled by ``sqrt(N)/l`` instead of ``N/l`` (a "variance-normalised" weight)."""
 
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
-        out = super().ihgp(ctx, x, y, truncation_index)
-        factor = self.neumann_terms**-0.5
-        return out._replace(p=factor * out.p, path=tuple(factor * q for q in out.path))
+    def result_scale(self, ctx: FederatedContext) -> float:
+        del ctx  # a constant factor
+        return self.neumann_terms**-0.5
 
 
 IHGP_SQRT_SCALE = Perturbation(

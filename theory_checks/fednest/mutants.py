@@ -47,7 +47,11 @@ from theory_checks.fednest.wrong_parts import UncorrectedMinimaxFedOut
 from theory_checks.fednest.wrong_parts import UnscaledFedInn
 from theory_checks.fednest.wrong_parts import UnscaledFedOut
 from theory_checks.fednest.wrong_parts import UnscaledMinimaxFedOut
+from theory_checks.mutation import COUNT_WAYS
+from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
+from theory_checks.mutation import MutantFamily
+from theory_checks.mutation import declared_equivalents
 from theory_checks.perturbed_variants import part_variant
 from theory_checks.perturbed_variants import registry_variant
 
@@ -82,180 +86,152 @@ def _ihgp_terms_shifted(shift: int) -> dict[str, Any]:
     return {"fedihgp": make}
 
 
+FEDIHGP = MutantFamily("FedIHGP", first=(IHGP_IDENTITY,))
+FEDINN = MutantFamily("FedInn", first=(FEDINN_RATE,))
+LFEDINN = MutantFamily("LFedInn (FedAvg)", first=(fedavg.BIASED_FIXED_POINT.id,))
+FEDOUT = MutantFamily("FedOut", first=(thm31.STATIONARITY_FLOOR.id,))
+OUTER_LOOP = MutantFamily("FedNest outer loop", first=(minimax.SYNTHETIC_LINEAR_RATE.id,))
+LFEDOUT = MutantFamily("LFedOut (local Neumann)", first=(lfednest.HETEROGENEITY_BIAS.id,))
+MINIMAX = MutantFamily("FedNest minimax", first=(minimax.SYNTHETIC_LINEAR_RATE.id,))
+
 MUTANTS: tuple[Mutant, ...] = (
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.terms_plus_one",
-        "FedIHGP",
         "count",
         "FedIHGP built with N + 1 terms where N was asked for (N' from 0..N, scale (N + 1)/l)",
         _ihgp_terms_shifted(1),
-        first=(IHGP_IDENTITY,),
         cheap=True,
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.scale_n_plus_one",
-        "FedIHGP",
         "normalisation",
         "p_0 scaled by (N + 1)/l instead of N/l (N' counted on 0..N)",
         _ihgp(perturb.ScaledIHGP),
-        first=(IHGP_IDENTITY,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.step_halved",
-        "FedIHGP",
         "step",
         "the Neumann step 1/(2l) while 1/l is reported",
         _ihgp(ScaledStepIHGP, factor=0.5),
-        first=(IHGP_IDENTITY,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.step_doubled",
-        "FedIHGP",
         "step",
         "the Neumann step 2/l (l read for g/2)",
         _ihgp(ScaledStepIHGP, factor=2.0),
-        first=(IHGP_IDENTITY,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.p0_summed",
-        "FedIHGP",
         "normalisation",
         "p_0 summed over the subset, not averaged (a missing 1/|S_0|)",
         _ihgp(SummedIHGP),
-        first=(IHGP_IDENTITY,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.same_subset",
-        "FedIHGP",
         "stale",
         "every Hessian round reuses the subset S_0 drawn for p_0",
         _ihgp(perturb.SameSubsetIHGP),
         first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.subset_ignored",
-        "FedIHGP",
         "per_client",
         "the subset S_0 is drawn, then every client is averaged",
         _ihgp(perturb.AllClientsIHGP),
         first=(ihgp.CLIENT_SAMPLING_VARIANCE.id,),
     ),
-    Mutant(
+    FEDIHGP.mutant(
         "fedihgp.indirect_sign_flipped",
-        "FedIHGP",
         "correction",
         "the direction adds J_i p instead of subtracting it",
         _ihgp(FlippedIndirectIHGP),
         first=(compositional.SINGLE_TERM_UNBIASED.id,),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.local_step_extra",
-        "FedInn",
         "count",
         "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
         _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
         first=(compositional.ONE_CALL_EXACT.id, FEDINN_RATE),
         cheap=True,
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.local_step_missing",
-        "FedInn",
         "count",
         "FedInn runs tau_i - 1 local steps (at least one)",
         _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
-        first=(FEDINN_RATE,),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.step_doubled",
-        "FedInn",
         "step",
         "FedInn steps 2 beta",
         _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
-        first=(FEDINN_RATE,),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.step_halved",
-        "FedInn",
         "step",
         "FedInn steps beta / 2",
         _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
-        first=(FEDINN_RATE,),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.missing_1_over_tau",
-        "FedInn",
         "normalisation",
         "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
         _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
         first=(FEDINN_RATE, fedinn_result.TAU_EXPONENT.id),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.correction_dropped",
-        "FedInn",
         "correction",
         "FedInn without its control variate (a FedAvg step)",
         _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn),
-        first=(FEDINN_RATE,),
     ),
-    Mutant(
+    FEDINN.mutant(
         "fedinn.correction_sign_flipped",
-        "FedInn",
         "correction",
         "the control variate subtracts the averaged gradient q instead of adding it",
         _on(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
-        first=(FEDINN_RATE,),
     ),
-    Mutant(
+    LFEDINN.mutant(
         "lfedinn.local_step_extra",
-        "LFedInn (FedAvg)",
         "count",
         "LFedInn runs tau_i + 1 local steps",
         _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
-        first=(fedavg.BIASED_FIXED_POINT.id,),
     ),
-    Mutant(
+    LFEDINN.mutant(
         "lfedinn.secretly_corrected",
-        "LFedInn (FedAvg)",
         "correction",
         "the FedAvg baseline runs FedInn's control variate",
         _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
-        first=(fedavg.BIASED_FIXED_POINT.id,),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.ihgp_terms_plus_one",
-        "FedOut",
         "count",
         "FedOut's FedIHGP runs N + 1 terms while N is reported",
         _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
         first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.ihgp_terms_minus_one",
-        "FedOut",
         "count",
         "FedOut's FedIHGP runs N - 1 terms while N is reported",
         _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
         first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.ihgp_step_halved",
-        "FedOut",
         "step",
         "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
         _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
-        first=(thm31.STATIONARITY_FLOOR.id,),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.indirect_sign_flipped",
-        "FedOut",
         "correction",
         "FedOut adds the indirect part (p used with the wrong sign)",
         _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
-        first=(thm31.STATIONARITY_FLOOR.id,),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.correction_dropped",
-        "FedOut",
         "correction",
         "FedOut's local x-steps without the drift correction (each client along its own "
         "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
@@ -264,11 +240,9 @@ MUTANTS: tuple[Mutant, ...] = (
             **_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
             **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut),
         },
-        first=(thm31.STATIONARITY_FLOOR.id,),
     ),
-    Mutant(
+    FEDOUT.mutant(
         "fedout.missing_1_over_tau",
-        "FedOut",
         "normalisation",
         "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
         "routine FedOut and the minimax FedOut share",
@@ -278,54 +252,43 @@ MUTANTS: tuple[Mutant, ...] = (
         },
         first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
     ),
-    Mutant(
+    OUTER_LOOP.mutant(
         "fednest.stale_inner_iterate",
-        "FedNest outer loop",
         "stale",
         "the outer update runs at y^k instead of the y^{k+1} the inner calls computed "
         "(FedNest.step, shared by every variant)",
         {name: registry_variant(name, StaleInnerFedNest) for name in FEDNEST_VARIANTS},
-        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
     ),
-    Mutant(
+    OUTER_LOOP.mutant(
         "fednest.extra_round",
-        "FedNest outer loop",
         "count",
         "each outer iteration aggregates once more than Table 2's formula",
         {name: registry_variant(name, perturb.ExtraRound) for name in FEDNEST_VARIANTS},
         first=(rounds.FEDNEST.id,),
     ),
-    Mutant(
+    LFEDOUT.mutant(
         "lfedout.terms_minus_one",
-        "LFedOut (local Neumann)",
         "count",
         "LFedOut's local Neumann series runs N - 1 terms",
         _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
-        first=(lfednest.HETEROGENEITY_BIAS.id,),
     ),
-    Mutant(
+    LFEDOUT.mutant(
         "lfedout.step_halved",
-        "LFedOut (local Neumann)",
         "step",
         "LFedOut's local Neumann series steps 1/(2l)",
         _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
-        first=(lfednest.HETEROGENEITY_BIAS.id,),
     ),
-    Mutant(
+    MINIMAX.mutant(
         "minimax.outer_step_doubled",
-        "FedNest minimax",
         "step",
         "the minimax FedOut steps 2 alpha",
         _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
-        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
     ),
-    Mutant(
+    MINIMAX.mutant(
         "minimax.ascent_step_halved",
-        "FedNest minimax",
         "step",
         "the minimax FedInn ascent on y steps beta / 2",
         _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
-        first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
     ),
 )
 
@@ -342,46 +305,40 @@ PARAMETER_EQUIVALENTS: dict[str, str] = {
         "the one claim of fedihgp that draws minibatches runs b = 1, where one less is no batch "
         "(the case runs as built); every other claim runs exact oracles"
     ),
-    **{
-        f"param.fednest-minimax.{keyword}.{way}": (
+    **declared_equivalents(
+        (
             "fednest-minimax's outer update (MinimaxFedOut, Sec. 2.5 eq. (12)) drops the indirect "
             "term: no Neumann series runs, so its N and lambda are never read by any code the "
             "entry runs"
-        )
-        for keyword, ways in (
-            ("neumann_terms", ("plus1", "minus1")),
-            ("neumann_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
-    **{
-        f"param.fednest-sgd.{keyword}.{way}": (
+        ),
+        ("fednest-minimax",),
+        neumann_terms=COUNT_WAYS,
+        neumann_step_size=STEP_WAYS,
+    ),
+    **declared_equivalents(
+        (
             "fednest-sgd's claims check its inner FedAvg fixed point (fednest.fedavg."
             "biased_fixed_point, one inner update) and its rounds per iteration, neither of which "
             "an outer or a Neumann step enters; its FedOut is fednest's, whose steps are pinned "
             "there (fednest.thm31.stationarity_floor, fednest.thm31.floor_slope_in_n)"
-        )
-        for keyword, ways in (
-            ("outer_step_size", ("half", "double")),
-            ("neumann_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
-    **{
-        f"param.lfednest-svrg.{keyword}.{way}": (
+        ),
+        ("fednest-sgd",),
+        outer_step_size=STEP_WAYS,
+        neumann_step_size=STEP_WAYS,
+    ),
+    **declared_equivalents(
+        (
             "lfednest-svrg's one claim (fednest.rounds.lfednest_svrg) counts the rounds of an "
             "iteration (FedInn's 2T and LFedOut's one), which neither a step size, nor "
             "LFedOut's local Neumann count, nor the local-step count enters; its FedInn is pinned "
             "on fednest and its LFedOut on "
             "lfednest (fednest.lfednest.heterogeneity_bias)"
-        )
-        for keyword, ways in (
-            ("neumann_terms", ("plus1", "minus1")),
-            ("local_steps", ("plus1", "minus1")),
-            ("inner_step_size", ("half", "double")),
-            ("outer_step_size", ("half", "double")),
-            ("neumann_step_size", ("half", "double")),
-        )
-        for way in ways
-    },
+        ),
+        ("lfednest-svrg",),
+        neumann_terms=COUNT_WAYS,
+        local_steps=COUNT_WAYS,
+        inner_step_size=STEP_WAYS,
+        outer_step_size=STEP_WAYS,
+        neumann_step_size=STEP_WAYS,
+    ),
 }

@@ -29,36 +29,47 @@ from theory_checks.perturbed_variants import registry_variant
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledIHGP(FedIHGP):
-    """FedIHGP whose scale is ``(N + 1)/l`` instead of ``N/l`` (an off-by-one in eq. (13b):
-    ``N'`` counted on ``{0..N}``)."""
+class WrongIHGP(FedIHGP):
+    """FedIHGP (Alg. 3) with one mistake around the real call: run on a wrong view of the
+    federated context (:meth:`seen_context`), or its result ``p`` (and the path of its partial
+    sums) multiplied by a wrong factor (:meth:`result_scale`). Each FedIHGP bug below overrides
+    one of the two; the real ``ihgp`` runs in between."""
 
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
-        out = super().ihgp(ctx, x, y, truncation_index)
-        factor = (self.neumann_terms + 1) / self.neumann_terms
+    def seen_context(self, ctx: FederatedContext) -> FederatedContext:
+        """The context the real FedIHGP runs in (the given one)."""
+        return ctx
+
+    def result_scale(self, ctx: FederatedContext) -> float | None:
+        """The factor on ``p`` after the real run (``None``: unscaled); read after the run, so a
+        subset it counts is the one the run drew."""
+        del ctx  # unscaled
+        return None
+
+    def ihgp(self, ctx: FederatedContext, *args: Any, **kwargs: Any) -> IHGPResult:
+        out = super().ihgp(self.seen_context(ctx), *args, **kwargs)  # x, y, truncation_index
+        factor = self.result_scale(ctx)
+        if factor is None:
+            return out
         return out._replace(p=factor * out.p, path=tuple(factor * q for q in out.path))
 
 
 @dataclasses.dataclass(frozen=True)
-class AllClientsIHGP(FedIHGP):
+class ScaledIHGP(WrongIHGP):
+    """FedIHGP whose scale is ``(N + 1)/l`` instead of ``N/l`` (an off-by-one in eq. (13b):
+    ``N'`` counted on ``{0..N}``)."""
+
+    def result_scale(self, ctx: FederatedContext) -> float:
+        del ctx  # a constant factor
+        return (self.neumann_terms + 1) / self.neumann_terms
+
+
+@dataclasses.dataclass(frozen=True)
+class AllClientsIHGP(WrongIHGP):
     """FedIHGP that draws the subset ``S_0`` and then averages every client anyway."""
 
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
+    def seen_context(self, ctx: FederatedContext) -> FederatedContext:
         ctx.participants()  # the subset is drawn, then ignored
-        full = FederatedContext(ctx.problem, ctx.rng)
-        return super().ihgp(full, x, y, truncation_index)
+        return FederatedContext(ctx.problem, ctx.rng)
 
 
 class _FirstSubsetContext:
@@ -78,22 +89,11 @@ class _FirstSubsetContext:
 
 
 @dataclasses.dataclass(frozen=True)
-class SameSubsetIHGP(FedIHGP):
+class SameSubsetIHGP(WrongIHGP):
     """FedIHGP that reuses ``S_0`` for every Hessian round instead of drawing ``S_n`` afresh."""
 
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
-        return super().ihgp(
-            _FirstSubsetContext(ctx),  # type: ignore[arg-type]
-            x,
-            y,
-            truncation_index,
-        )
+    def seen_context(self, ctx: FederatedContext) -> FederatedContext:
+        return _FirstSubsetContext(ctx)  # type: ignore[return-value]
 
 
 def ihgp_variant(cls: type) -> Callable[..., FedIHGP]:

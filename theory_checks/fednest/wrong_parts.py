@@ -2,22 +2,27 @@
 et al., ICML 2022): one mistake each in FedIHGP (Alg. 3), FedInn (Alg. 4) and LFedInn, FedOut
 (Alg. 2) and LFedOut (local Neumann), the minimax FedOut and the outer loop (Alg. 1).
 
-Each is a subclass of the real estimator, update strategy or algorithm. Where the mistake lives
-inside a round's local steps, the subclass runs the real client work
-(:class:`~testbed.federation.local.LocalIterates` through ``ctx.run_clients``, as FedInn and
-FedOut do) with the one wrong argument, and otherwise calls the real routines
-(:func:`~testbed.estimators.fednest.fedinn`, :func:`~testbed.estimators.fednest.fedout`,
-:func:`~testbed.estimators.fednest.fedihgp`) with the wrong value.
+Each is a subclass of the real estimator, update strategy or algorithm. A mistake in what a
+strategy is given (a count, a step, the ``1/tau`` rule: :class:`WrongInputs`) runs the real
+strategy on the wrong configuration or step sizes; a mistake in the control variate runs the real
+routine with its switch flipped (``variance_reduction``); a mistake inside a round's local steps
+runs the real client work (:class:`~testbed.federation.local.LocalIterates` through
+``ctx.run_clients``, as FedInn and FedOut do) with the one wrong argument, and otherwise calls the
+real routines (:func:`~testbed.estimators.fednest.fedihgp`,
+:func:`~testbed.estimators.fednest.fedout`) with the wrong value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
+from typing import ClassVar
+from typing import cast
 
 import torch
 
 from testbed.algorithms.fednest import FedNest
+from testbed.algorithms.fednest import StepSizes
 from testbed.algorithms.fednest_updates import FedInn
 from testbed.algorithms.fednest_updates import FedOut
 from testbed.algorithms.fednest_updates import LFedInn
@@ -26,9 +31,7 @@ from testbed.algorithms.fednest_updates import MinimaxFedOut
 from testbed.estimators.fednest import FedIHGP
 from testbed.estimators.fednest import IHGPResult
 from testbed.estimators.fednest import fedihgp
-from testbed.estimators.fednest import fedinn
 from testbed.estimators.fednest import fedout
-from testbed.estimators.fednest import lfedout
 from testbed.estimators.fednest import send
 from testbed.federation.client_work import ClientWork
 from testbed.federation.context import FederatedContext
@@ -36,6 +39,7 @@ from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
+from theory_checks.fednest.perturbations import WrongIHGP
 
 # --------------------------------------------------------------------------- FedIHGP
 
@@ -52,22 +56,14 @@ class ScaledStepIHGP(FedIHGP):
 
 
 @dataclasses.dataclass(frozen=True)
-class SummedIHGP(FedIHGP):
+class SummedIHGP(WrongIHGP):
     """FedIHGP whose server sums ``p_0`` over the subset instead of averaging (a missing
     ``1/|S_0|``)."""
 
-    def ihgp(
-        self,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        truncation_index: int | None = None,
-    ) -> IHGPResult:
-        out = super().ihgp(ctx, x, y, truncation_index)
-        size = float(
+    def result_scale(self, ctx: FederatedContext) -> float:
+        return float(
             ctx.problem.n_clients if ctx.participation is None else len(ctx.participants())
         )
-        return out._replace(p=size * out.p, path=tuple(size * q for q in out.path))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,102 +76,115 @@ class FlippedIndirectIHGP(FedIHGP):
         return super().direction(ctx, x, y, None if p is None else -p)
 
 
+# --------------------------------------------------------------------------- wrong inputs
+
+
+class WrongInputs:
+    """A mistake in what a FedNest update strategy is given (a base put before the strategy's
+    class): the strategy's own ``update`` run on :meth:`wrong_config` of the configuration and
+    :meth:`wrong_steps` of the step sizes, each as given unless a bug overrides it."""
+
+    def wrong_config(self, config: FedNest) -> FedNest:
+        """The configuration the strategy runs with (the given one)."""
+        return config
+
+    def wrong_steps(self, steps: StepSizes) -> StepSizes:
+        """The step sizes the strategy runs with (the given ones)."""
+        return steps
+
+    def update(self, config: FedNest, *args: Any) -> Any:
+        *ctx_and_point, steps = args  # (ctx, x, y, steps), as every strategy's update takes them
+        strategy = cast(Any, super())  # the real strategy, the next class of the bug's bases
+        return strategy.update(self.wrong_config(config), *ctx_and_point, self.wrong_steps(steps))
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalStepsShifted(WrongInputs):
+    """The strategy run with ``tau_i + shift`` local steps (at least one)."""
+
+    shift: int = 1
+
+    def wrong_config(self, config: FedNest) -> FedNest:
+        steps = config.local_steps
+        shifted = (
+            max(steps + self.shift, 1)
+            if isinstance(steps, int)
+            else tuple(max(t + self.shift, 1) for t in steps)
+        )
+        return dataclasses.replace(config, local_steps=shifted)
+
+
+@dataclasses.dataclass(frozen=True)
+class TermsShifted(WrongInputs):
+    """The strategy's Neumann series run with ``N + shift`` terms (at least one) while N is
+    reported."""
+
+    shift: int = 1
+
+    def wrong_config(self, config: FedNest) -> FedNest:
+        return dataclasses.replace(config, neumann_terms=max(config.neumann_terms + self.shift, 1))
+
+
+@dataclasses.dataclass(frozen=True)
+class StepsNotScaled(WrongInputs):
+    """The strategy's local step ``beta`` or ``alpha`` where Thm 3.1's rule says ``beta / tau_i``
+    or ``alpha / tau_i`` (a missing ``1/tau``)."""
+
+    def wrong_config(self, config: FedNest) -> FedNest:
+        return dataclasses.replace(config, scale_by_steps=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepScaled(WrongInputs):
+    """The strategy stepping ``factor`` times its step ``scaled`` (``"inner"`` beta,
+    ``"outer"`` alpha, ``"neumann"`` 1 / l) while the step is reported."""
+
+    scaled: ClassVar[str]
+    factor: float = 0.5
+
+    def wrong_steps(self, steps: StepSizes) -> StepSizes:
+        return steps._replace(**{self.scaled: self.factor * getattr(steps, self.scaled)})
+
+
 # --------------------------------------------------------------------------- FedInn / LFedInn
 
 
 @dataclasses.dataclass(frozen=True)
-class ShiftedLocalFedInn(FedInn):
+class ShiftedLocalFedInn(LocalStepsShifted, FedInn):
     """FedInn running ``tau_i + shift`` local steps (at least one)."""
 
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            _shifted(config.local_steps, self.shift),
-            variance_reduction=True,
-            scale_by_steps=config.scale_by_steps,
-        )
-
 
 @dataclasses.dataclass(frozen=True)
-class ShiftedLocalLFedInn(LFedInn):
+class ShiftedLocalLFedInn(LocalStepsShifted, LFedInn):
     """LFedInn (FedAvg) running ``tau_i + shift`` local steps."""
 
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            _shifted(config.local_steps, self.shift),
-            variance_reduction=False,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
-def _shifted(local_steps: Any, shift: int) -> Any:
-    if isinstance(local_steps, int):
-        return max(local_steps + shift, 1)
-    return tuple(max(t + shift, 1) for t in local_steps)
-
 
 @dataclasses.dataclass(frozen=True)
-class ScaledStepFedInn(FedInn):
+class ScaledStepFedInn(StepScaled, FedInn):
     """FedInn stepping ``factor * beta`` while beta is reported."""
 
+    scaled: ClassVar[str] = "inner"
     factor: float = 2.0
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return super().update(config, ctx, x, y, steps._replace(inner=self.factor * steps.inner))
 
 
 @dataclasses.dataclass(frozen=True)
-class UnscaledFedInn(FedInn):
+class UnscaledFedInn(StepsNotScaled, FedInn):
     """FedInn's local step ``beta`` where Thm 3.1's rule says ``beta / tau_i`` (a missing
     ``1/tau``)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=True,
-            scale_by_steps=False,
-        )
 
 
 @dataclasses.dataclass(frozen=True)
 class UncorrectedFedInn(FedInn):
     """FedInn without its control variate (the FedAvg step of LFedInn under FedInn's name)."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=False,
-            scale_by_steps=config.scale_by_steps,
-        )
+    variance_reduction: ClassVar[bool] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class CorrectedLFedInn(LFedInn):
+    """LFedInn (FedAvg) that runs FedInn's control variate (the baseline secretly corrected)."""
+
+    variance_reduction: ClassVar[bool] = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,54 +224,19 @@ def _local_average(
     return ctx.aggregate(local, clients, name)
 
 
-@dataclasses.dataclass(frozen=True)
-class CorrectedLFedInn(LFedInn):
-    """LFedInn (FedAvg) that runs FedInn's control variate (the baseline secretly corrected)."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
-        return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
-            config.local_steps,
-            variance_reduction=True,
-            scale_by_steps=config.scale_by_steps,
-        )
-
-
 # --------------------------------------------------------------------------- FedOut / LFedOut
 
 
 @dataclasses.dataclass(frozen=True)
-class ShiftedTermsFedOut(FedOut):
+class ShiftedTermsFedOut(TermsShifted, FedOut):
     """FedOut whose FedIHGP runs ``N + shift`` terms while N is reported."""
-
-    shift: int = 1
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        shifted = dataclasses.replace(
-            config, neumann_terms=max(config.neumann_terms + self.shift, 1)
-        )
-        return super().update(shifted, ctx, x, y, steps)
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledNeumannFedOut(FedOut):
+class ScaledNeumannFedOut(StepScaled, FedOut):
     """FedOut whose FedIHGP steps ``factor / l`` while ``1 / l`` is reported."""
 
-    factor: float = 0.5
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(
-            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
-        )
+    scaled: ClassVar[str] = "neumann"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,6 +253,26 @@ class FlippedIndirectFedOut(FedOut):
         return x_plus, h, result
 
 
+def _uncorrected_x_steps(
+    config: FedNest,
+    ctx: FederatedContext,
+    clients: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    steps: Any,
+) -> torch.Tensor:
+    """FedOut's local x-steps without the drift correction: each client steps along its own
+    direct gradient ``grad_x f_i`` (FedAvg on x), averaged in one round."""
+    work = LocalIterates(
+        x,
+        OuterGradientXAt(y),
+        config.local_steps,
+        steps.outer,
+        scale_by_steps=config.scale_by_steps,
+    )
+    return _local_average(ctx, clients, work, "x")
+
+
 @dataclasses.dataclass(frozen=True)
 class UncorrectedFedOut(FedOut):
     """FedOut's local x-steps without the drift correction: each client steps along its own
@@ -293,40 +287,17 @@ class UncorrectedFedOut(FedOut):
         direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
         indirect = -ctx.oracles.jvp_inner_xy(x, y, result.p, clients, ctx.draw(clients))
         h = ctx.aggregate(direct + indirect, clients)
-        work = LocalIterates(
-            x,
-            OuterGradientXAt(y),
-            config.local_steps,
-            steps.outer,
-            scale_by_steps=config.scale_by_steps,
-        )
-        x_plus = _local_average(ctx, clients, work, "x")
-        return x_plus, h, result
+        return _uncorrected_x_steps(config, ctx, clients, x, y, steps), h, result
 
 
 @dataclasses.dataclass(frozen=True)
-class UnscaledFedOut(FedOut):
+class UnscaledFedOut(StepsNotScaled, FedOut):
     """FedOut's local x-step ``alpha`` where the rule says ``alpha / tau_i``."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(
-            ctx, x, y, result.p, steps.outer, config.local_steps, scale_by_steps=False
-        )
-        return x_plus, h, result
-
 
 @dataclasses.dataclass(frozen=True)
-class UnscaledMinimaxFedOut(MinimaxFedOut):
+class UnscaledMinimaxFedOut(StepsNotScaled, MinimaxFedOut):
     """The minimax FedOut (the same ``fedout`` routine) with local x-step ``alpha``."""
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps, scale_by_steps=False)
-        return x_plus, h, None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -339,64 +310,29 @@ class UncorrectedMinimaxFedOut(MinimaxFedOut):
         clients = ctx.participants()
         send(ctx, clients, x, y)
         h = ctx.aggregate(ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients)), clients)
-        work = LocalIterates(
-            x,
-            OuterGradientXAt(y),
-            config.local_steps,
-            steps.outer,
-            scale_by_steps=config.scale_by_steps,
-        )
-        x_plus = _local_average(ctx, clients, work, "x")
-        return x_plus, h, None
+        return _uncorrected_x_steps(config, ctx, clients, x, y, steps), h, None
 
 
 @dataclasses.dataclass(frozen=True)
-class ShiftedTermsLFedOut(LFedOut):
+class ShiftedTermsLFedOut(TermsShifted, LFedOut):
     """LFedOut whose local Neumann series runs ``N + shift`` terms."""
 
     shift: int = -1
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = lfedout(
-            ctx,
-            x,
-            y,
-            steps.outer,
-            config.local_steps,
-            max(config.neumann_terms + self.shift, 1),
-            steps.neumann,
-            indirect=ctx.problem.kind != "minimax",
-            scale_by_steps=config.scale_by_steps,
-        )
-        return x_plus, h, None
-
 
 @dataclasses.dataclass(frozen=True)
-class ScaledNeumannLFedOut(LFedOut):
+class ScaledNeumannLFedOut(StepScaled, LFedOut):
     """LFedOut whose local Neumann series steps ``factor / l``."""
 
-    factor: float = 0.5
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(
-            config, ctx, x, y, steps._replace(neumann=self.factor * steps.neumann)
-        )
+    scaled: ClassVar[str] = "neumann"
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledStepMinimaxFedOut(MinimaxFedOut):
+class ScaledStepMinimaxFedOut(StepScaled, MinimaxFedOut):
     """The minimax FedOut stepping ``factor * alpha``."""
 
+    scaled: ClassVar[str] = "outer"
     factor: float = 2.0
-
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        return super().update(config, ctx, x, y, steps._replace(outer=self.factor * steps.outer))
 
 
 # --------------------------------------------------------------------------- the outer loop

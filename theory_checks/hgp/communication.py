@@ -24,13 +24,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 from problems import strategies
 from results_format.verdicts import ABOUT_SENTENCE
 from testbed.decentralized.graphs import CONNECTED_FAMILIES
 from testbed.decentralized.graphs import GraphSequence
-from testbed.decentralized.hgp import HyperGradientPush
+from testbed.decentralized.hgp import HGPRun
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
@@ -42,6 +41,7 @@ from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import point
 from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.perturbations import AroundRun
 from theory_checks.hgp.perturbations import swap
 
 
@@ -94,19 +94,10 @@ communication_vector_messages_cases = graph_cases(
 
 
 @dataclasses.dataclass(frozen=True)
-class _Leaky(HyperGradientPush):
+class _Leaky(AroundRun):
     """Also gossips the hyperparameter-sized v once (which must never leave a client)."""
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        state: Any,
-        rng: np.random.Generator,
-        replicas: int = 1,
-        track_consensus: bool = True,
-    ) -> Any:
-        out = super().run(problem, x, state, rng, replicas, track_consensus)
+    def after_run(self, out: HGPRun, problem: Any) -> HGPRun:
         if out.graph_ledger is not None:
             graph = self.graph(problem.n_clients)
             out.graph_ledger.gossip(out.trajectory[-1, 0], graph.mixing(0, 1))

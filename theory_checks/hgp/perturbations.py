@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from problems import Batch
+from testbed.decentralized.hgp import HGPRun
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
@@ -37,51 +38,57 @@ class _Float32Messages(HyperGradientPush):
     """Every averaged vector passes through float32 (single-precision messages), the rest of
     the computation stays in float64."""
 
-    def average_step(
-        self, u: Any, w: Any, time: int, graph: Any, gledger: Any, sledger: Any
-    ) -> Any:
-        return super().average_step(u.float().double(), w, time, graph, gledger, sledger)
+    def average_step(self, u: Any, *rest: Any) -> Any:
+        return super().average_step(u.float().double(), *rest)  # rest: weights, clock, ledgers
 
 
 @dataclasses.dataclass(frozen=True)
-class StepSlip(HyperGradientPush):
+class AroundRun(HyperGradientPush):
+    """HGP (Alg. 2) with one mistake around its real run: the run given a wrong configuration or
+    problem (:meth:`run_as`), or its result changed after it (:meth:`after_run`), each as given
+    unless a bug overrides it; the run's other arguments pass through unchanged."""
+
+    def run_as(self, problem: Any) -> tuple[HyperGradientPush, Any]:
+        """The configuration and the problem the real run is given (this one, ``problem``)."""
+        return self, problem
+
+    def after_run(self, out: HGPRun, problem: Any) -> HGPRun:
+        """The run's result as returned (as computed)."""
+        del problem  # as computed
+        return out
+
+    def run(self, problem: Any, *args: Any, **kwargs: Any) -> HGPRun:
+        config, seen = self.run_as(problem)
+        return self.after_run(HyperGradientPush.run(config, seen, *args, **kwargs), problem)
+
+
+def v_part_scaled(out: HGPRun, factor: float) -> HGPRun:
+    """``out`` with ``v^(m) - v^(0) = -eta sum_l J u_bar^(l)`` multiplied by ``factor``: the
+    v-update run with ``factor * eta`` while the u-update uses eta."""
+    start = out.trajectory[:1]
+    return out._replace(trajectory=start + factor * (out.trajectory - start))
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSlip(AroundRun):
     """The v-update moves with ``(1 + slip) eta`` while the u-update uses eta (the two updates
     read the step from different places, one of them rounded or rescaled)."""
 
     slip: float = 1e-3
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        state: Any,
-        rng: np.random.Generator,
-        replicas: int = 1,
-        track_consensus: bool = True,
-    ) -> Any:
-        out = super().run(problem, x, state, rng, replicas, track_consensus)
-        # v^(m) - v^(0) = -eta sum_l J u_bar^(l): the slipped step scales exactly this part
-        start = out.trajectory[:1]
-        return out._replace(trajectory=start + (1.0 + self.slip) * (out.trajectory - start))
+    def after_run(self, out: HGPRun, problem: Any) -> HGPRun:
+        del problem  # the slipped step scales the v part of any run
+        return v_part_scaled(out, 1.0 + self.slip)
 
 
 @dataclasses.dataclass(frozen=True)
-class _HalfBatch(HyperGradientPush):
+class _HalfBatch(AroundRun):
     """Draws ``b // 2`` samples per minibatch while reporting b (e.g. a batch split over two
     workers whose second half is dropped): the sampling variance doubles."""
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        state: Any,
-        rng: np.random.Generator,
-        replicas: int = 1,
-        track_consensus: bool = True,
-    ) -> Any:
+    def run_as(self, problem: Any) -> tuple[HyperGradientPush, Any]:
         b = self.batch_size
-        actual = dataclasses.replace(self, batch_size=None if b is None else max(1, b // 2))
-        return HyperGradientPush.run(actual, problem, x, state, rng, replicas, track_consensus)
+        return dataclasses.replace(self, batch_size=None if b is None else max(1, b // 2)), problem
 
 
 class _ProblemView:
@@ -119,23 +126,14 @@ class SumReductionView(_ProblemView):
 
 
 @dataclasses.dataclass(frozen=True)
-class ViewedProblem(HyperGradientPush):
+class ViewedProblem(AroundRun):
     """HGP run on a view of the problem (``view`` names it: ``"half_sample"``, a sampler that
     draws from the first half of each sample set; ``"sum"``, a minibatch loss summed)."""
 
     view: str = ""
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        state: Any,
-        rng: np.random.Generator,
-        replicas: int = 1,
-        track_consensus: bool = True,
-    ) -> Any:
-        viewed = {"half_sample": HalfSampleView, "sum": SumReductionView}[self.view](problem)
-        return super().run(viewed, x, state, rng, replicas, track_consensus)
+    def run_as(self, problem: Any) -> tuple[HyperGradientPush, Any]:
+        return self, {"half_sample": HalfSampleView, "sum": SumReductionView}[self.view](problem)
 
 
 # --------------------------------------------------------------------------- builders

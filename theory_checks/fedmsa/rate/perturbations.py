@@ -6,12 +6,12 @@ step on one client (M and tau).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import torch
 
-from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Perturbation
+from theory_checks.fedmsa.perturbations import GlobalStep
+from theory_checks.fedmsa.perturbations import WrongGlobalStep
 from theory_checks.fedmsa.perturbations import ignores_k
 from theory_checks.fedmsa.perturbations import one_client_global
 from theory_checks.perturbed_variants import registry_variant
@@ -20,23 +20,16 @@ from theory_checks.perturbed_variants import registry_variant
 
 
 @dataclasses.dataclass(frozen=True)
-class WeightDecay(FedMSA):
+class WeightDecay(WrongGlobalStep):
     """An L2 regulariser left on: the global direction is ``h_r + decay * x_r`` (a default
     weight decay of the training loop applied to the hypergradient)."""
 
     decay: float = 1e-2
 
-    def global_directions(
-        self,
-        ctx: Any,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
+    def step_output(
+        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
-        return h + self.decay * points[0, : h.shape[0]], q
+        return h + self.decay * step.points[0, : h.shape[0]], q
 
 
 weight_decay = registry_variant("fedmsa", WeightDecay)

@@ -31,14 +31,8 @@ import torch
 from problems import QuadraticBilevel
 from results_format.verdicts import ABOUT_STEP
 from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.constants import ESTIMATOR
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
@@ -46,6 +40,7 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.hypotheses import Reading
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
@@ -58,8 +53,8 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     n = 1 + seed % 12
     q = (seed // 12) % (n + 1)
     tau = 1 + (seed // 200) % 2
-    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
-    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    lam = ex.lam  # the propositions' caps, as beta
+    ys = ex.fedsvrg_trajectory(y0, n, ex.beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     hess_iv = (
         lam
@@ -84,18 +79,7 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     reading = (
         {"printed_line6": case.params["printed_line6"]} if "printed_line6" in case.params else {}
     )
-    out = run_estimate(
-        make,
-        ex.problem,
-        x,
-        y0,
-        inner_steps=n,
-        local_steps=tau,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        index=q,
-        **reading,
-    )
+    out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, index=q, **reading)
     relative = float((out.value - predicted).norm()) / scale
     return Measurement(
         relative,
@@ -128,7 +112,7 @@ alg1_claim = aggitd_claim.but(
     about=ABOUT_STEP,
     strategy=CASES,
     check=check_per_index_identity,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
+    hypotheses=ESTIMATOR,
 )
 
 

@@ -28,10 +28,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
 from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import ESTIMATOR
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import algorithm_variant
@@ -40,6 +37,7 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import closed_form_cases
 
 
 def _floats_per_iteration(
@@ -158,7 +156,7 @@ comm_claim = aggitd_claim.but(
     kind="communication_count",
     about=ABOUT_STEP,
     strategy=CASES,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
+    hypotheses=ESTIMATOR,
 )
 
 

@@ -3,10 +3,14 @@ result modules use.
 
 - the exact-run generators: :data:`NO_DRAWS` (any draw is an error) and :class:`FixedIndex`
   (the server's index Q fixed);
-- the case strategies :func:`closed_form_cases` and :func:`bilevel_cases`;
+- the claim constructors :data:`aggitd_claim` and, per kind of claim, :data:`estimate_claim`,
+  :data:`lemma3_claim` and :data:`theorem1_claim`;
+- the case strategies :func:`point_seed_cases` and :func:`bilevel_cases` (the closed-form
+  families' are the classical checks', :func:`~theory_checks.classical.common.closed_form_cases`);
 - :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
-  :mod:`theory_checks.aggitd.constants`), :func:`exact_setup`, the estimator runner
-  :func:`run_estimate` and the fixed-subset context :func:`fixed_clients_context`;
+  :mod:`theory_checks.aggitd.constants`), :func:`exact_setup` (its
+  :meth:`ExactView.estimate` runs an estimator at the case's steps) and the fixed-subset
+  context :func:`fixed_clients_context`;
 - FBO-AggITD's expected iteration as an affine map (:func:`affine_iteration`), to follow it
   over the long horizons that Theorem 1's step rule implies;
 - one FBO-AggITD upper round per Q with One-Round-Upper's local path replayed
@@ -42,6 +46,9 @@ from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
+from theory_checks.aggitd.constants import ESTIMATOR
+from theory_checks.aggitd.constants import LEMMA3
+from theory_checks.aggitd.constants import THEOREM1
 from theory_checks.aggitd.constants import AggITDConstants
 from theory_checks.aggitd.constants import aggitd_constants
 from theory_checks.aggitd.constants import dissimilarity_sq
@@ -53,9 +60,10 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
 from theory_checks.claim import SeriesPoint
 from theory_checks.claim import paper_claim
-from theory_checks.classical.common import closed_form_problems
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
@@ -65,9 +73,15 @@ from theory_checks.tolerances import IDENTITY_RTOL
 #: module narrows it with the fields its claims share.
 aggitd_claim = paper_claim("AggITD")
 
-#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
-#: module narrows it with the fields its claims share.
-aggitd_claim = paper_claim("AggITD")
+#: Claims about AggITD's estimate (Alg. 1, one call), run under Props. 1-2's caps on lambda
+#: and beta; a failing case is saved as drawn (shrinking would rerun the estimator many times).
+estimate_claim = aggitd_claim.but(estimators=("aggitd",), hypotheses=ESTIMATOR, shrink=False)
+
+#: Claims about FBO-AggITD's iteration at Lemma 3's conditions (outer step alpha <= alpha_2).
+lemma3_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=LEMMA3, shrink=False)
+
+#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N).
+theorem1_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=THEOREM1, shrink=False)
 
 # --------------------------------------------------------------------------- exact runs
 
@@ -116,20 +130,12 @@ class LastUploads:
 # --------------------------------------------------------------------------- strategies
 
 
-def closed_form_cases(
-    kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"), **problem_kwargs: Any
-) -> Callable[[], st.SearchStrategy[Case]]:
-    """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``) with a
-    drawn ``point_seed``."""
-
-    def build() -> st.SearchStrategy[Case]:
-        return st.builds(
-            lambda problem, seed: Case(problem, {"point_seed": seed}),
-            closed_form_problems(kinds, **problem_kwargs),
-            strategies.SEEDS,
-        )
-
-    return build
+def point_seed_cases(problems: st.SearchStrategy[Any]) -> st.SearchStrategy[Case]:
+    """Cases of ``problems``, each with a drawn ``point_seed`` (the seed of the evaluation point,
+    :func:`~theory_checks.exact_quantities.evaluation_point`)."""
+    return st.builds(
+        lambda problem, seed: Case(problem, {"point_seed": seed}), problems, strategies.SEEDS
+    )
 
 
 def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
@@ -137,11 +143,7 @@ def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]
     ``point_seed``."""
 
     def build() -> st.SearchStrategy[Case]:
-        return st.builds(
-            lambda problem, seed: Case(problem, {"point_seed": seed}),
-            strategies.quadratic_bilevel(**problem_kwargs),
-            strategies.SEEDS,
-        )
+        return point_seed_cases(strategies.quadratic_bilevel(**problem_kwargs))
 
     return build
 
@@ -152,11 +154,13 @@ def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]
 class ExactView:
     """Dense derivatives and per-client Hessians of one problem, with the paper's constants
     (``paper``, :func:`~theory_checks.aggitd.constants.aggitd_constants`: ``mu``, ``L_g`` and
-    ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``)."""
+    ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``) and the steps the
+    estimator runs with: ``lam`` (HessIV) and ``beta`` (inner)."""
 
-    def __init__(self, problem: Any, x: torch.Tensor) -> None:
+    def __init__(self, problem: Any, x: torch.Tensor, lam: float, beta: float) -> None:
         self.problem = problem
         self.x = x
+        self.lam, self.beta = lam, beta
         self.constants = problem.constants()
         self.y_star = problem.exact_inner_solution(x)
         self.view = quadratic_view(problem, x, self.y_star)
@@ -172,6 +176,21 @@ class ExactView:
 
     def grad_outer(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.view.grad_outer(self.x, y)
+
+    def at_steps(self, make: Callable[..., Any], **params: Any) -> Any:
+        """``make(**params)`` at the view's steps ``lam`` and ``beta``: the estimator or the
+        algorithm a check runs."""
+        return make(inner_step_size=self.beta, neumann_step_size=self.lam, **params)
+
+    def estimate(
+        self, make: Callable[..., Any], y0: torch.Tensor, rng: Any = NO_DRAWS, **params: Any
+    ) -> Any:
+        """One estimate at ``(x, y0)`` of the estimator :meth:`at_steps` builds from ``params``
+        (the counts, the index Q or ``expectation``), with no random draws unless ``rng`` is
+        given."""
+        estimator = self.at_steps(make, **params)
+        estimator.init(self.problem)
+        return estimator.estimate(self.problem, self.x, InnerState(y0), rng)
 
     def heterogeneity_sq(self, y: torch.Tensor) -> float:
         """Assumption 4's dissimilarity at ``(x, y)`` (:func:`~theory_checks.aggitd.constants.
@@ -213,24 +232,11 @@ class ExactView:
 
 def exact_setup(case: Case) -> tuple[ExactView, torch.Tensor, torch.Tensor]:
     """The case's exact view at its evaluation point ``(x, y0)`` (seeded by ``point_seed``),
-    with ``x`` and ``y0``."""
+    at the case's steps (the propositions' caps unless it names them:
+    :func:`~theory_checks.aggitd.constants.neumann_step`,
+    :func:`~theory_checks.aggitd.constants.inner_step`), with ``x`` and ``y0``."""
     x, y0 = evaluation_point(case.problem, case.params["point_seed"])
-    return ExactView(case.problem, x), x, y0
-
-
-def run_estimate(
-    make: Callable[..., Any],
-    problem: Any,
-    x: torch.Tensor,
-    y0: torch.Tensor,
-    rng: Any = NO_DRAWS,
-    **params: Any,
-) -> Any:
-    """One estimate at ``(x, y0)`` of the estimator ``make(**params)`` (with no random draws
-    unless ``rng`` is given)."""
-    estimator = make(**params)
-    estimator.init(problem)
-    return estimator.estimate(problem, x, InnerState(y0), rng)
+    return ExactView(case.problem, x, neumann_step(case), inner_step(case)), x, y0
 
 
 def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> FederatedContext:
@@ -373,11 +379,31 @@ def upper_setup(
     params = {
         "inner_steps": 1 + seed % 2,
         "local_steps": (4, 8)[(seed // 2) % 2],
-        "inner_step_size": inner_step(case),
-        "neumann_step_size": neumann_step(case),
+        "inner_step_size": ex.beta,
+        "neumann_step_size": ex.lam,
         "outer_step_size": lemma3_outer_step(case),
     }
     return case.problem, ex, x, y0, params, ex.paper
+
+
+#: The cases of the claims measured by :func:`upper_round`: two-level families small enough for
+#: one FBO-AggITD iteration per Q.
+UPPER_ROUND_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 4.0))
+
+#: How the claims measured by :func:`upper_round` run (the start of their notes).
+UPPER_ROUND_NOTES = (
+    "Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
+    "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
+    "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
+    "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
+    "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
+    "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
+    "visited points."
+)
+
+#: The constructor of the claims measured by :func:`upper_round` at :func:`upper_setup`'s
+#: conditions (Lemma 3's drift, Theorem 2's D_h): two cases on fast, each N + 1 iterations.
+upper_round_claim = lemma3_claim.but(strategy=UPPER_ROUND_CASES, max_examples=PerProfile(2, None))
 
 
 # --------------------------------------------------------------------------- Prop. 1
@@ -390,22 +416,12 @@ def _prop1_bias_at(
     x: torch.Tensor,
     y0: torch.Tensor,
     n: int,
-    steps: dict[str, Any],
+    tau: int,
 ) -> tuple[float, float, float, Any]:
-    """:func:`check_prop1_bias` at one ``N = n`` from ``y0``: ``B_I``, eq. (4)'s bound with the
-    constants read along the inner trajectory, the round-off slack and the run's calls."""
-    lam, beta = steps["lam"], steps["beta"]
-    out = run_estimate(
-        make,
-        ex.problem,
-        x,
-        y0,
-        inner_steps=n,
-        local_steps=steps["local_steps"],
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        expectation=True,
-    )
+    """:func:`check_prop1_bias` at one ``N = n`` from ``y0`` with ``tau`` local steps: ``B_I``,
+    eq. (4)'s bound with the constants read along the inner trajectory, the round-off slack and
+    the run's calls."""
+    out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, expectation=True)
     y_n = out.state.y
     gx, gy = ex.grad_outer(y_n)
     target = ex.J @ torch.linalg.solve(ex.H, gy)
@@ -413,8 +429,8 @@ def _prop1_bias_at(
     ys = out.aux["trajectory"] + [ex.y_star]
     params = {
         "inner_steps": n,
-        "neumann_step_size": lam,
-        "inner_step_size": beta,
+        "neumann_step_size": ex.lam,
+        "inner_step_size": ex.beta,
         "mu": ex.mu,
         "L_g": ex.L_g,
         "L_f": ex.L_f,
@@ -439,15 +455,12 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     """
     ex, x, y_start = exact_setup(case)
     tau = 1 + case.params["point_seed"] % 3
-    lam, beta = neumann_step(case), inner_step(case)  # Prop. 1's caps (constants module)
     series, worst, last = [], -math.inf, (0.0, 0.0)
     ratios = {}
     for start, y0 in (("start", y_start), ("y*", ex.y_star)):
         worst_ratio = 0.0
         for n in (0, 1, 2, 3, 5, 8, 12, 16):
-            bias_sq, bound, slack, calls = _prop1_bias_at(
-                claim, make, ex, x, y0, n, {"local_steps": tau, "lam": lam, "beta": beta}
-            )
+            bias_sq, bound, slack, calls = _prop1_bias_at(claim, make, ex, x, y0, n, tau)
             worst = max(worst, bias_sq - bound - slack)
             worst_ratio = max(worst_ratio, bias_sq / (bound + slack))
             series += [

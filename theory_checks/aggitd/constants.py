@@ -352,8 +352,10 @@ THM1_BETA_FLOOR = Hypothesis(
     _theorem1_beta_floor_margin,
 )
 
+#: Prop. 2's (its second moment does not involve the inner step beta).
+PROP2 = (A1_STRONG_CONVEXITY, LAMBDA_CAP)
 #: The hypotheses every estimator-level claim is stated under (Props. 1-2, eqs. 5, 11, 14).
-ESTIMATOR = (A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP)
+ESTIMATOR = (*PROP2, BETA_CAP)
 #: Lemma 3's (and Theorem 2's restated D_h's).
 LEMMA3 = (*ESTIMATOR, LEMMA3_ALPHA_CAP)
 #: Theorem 1's and Corollary 1's.
@@ -369,6 +371,7 @@ __all__ = [
     "LAMBDA_CAP",
     "LEMMA3",
     "LEMMA3_ALPHA_CAP",
+    "PROP2",
     "REF",
     "THEOREM1",
     "THM1_ALPHA_RULE",

@@ -48,18 +48,10 @@ from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import AffineIteration
 from theory_checks.aggitd.common import affine_iteration
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import bilevel_cases
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import THM1_ALPHA_RULE
-from theory_checks.aggitd.constants import THM1_BETA_FLOOR
+from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.constants import gradient_bound
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.constants import theorem1_inner_steps
 from theory_checks.aggitd.constants import theorem1_outer_step
 from theory_checks.aggitd.perturbations import ScaledIndirect
@@ -101,21 +93,15 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     n = theorem1_inner_steps(case)
     if n > COR1_MAX_INNER_STEPS:
         raise NotMeasurable(f"N = {n} > {COR1_MAX_INNER_STEPS}: too slow for this budget")
-    lam, beta, alpha = neumann_step(case), inner_step(case), theorem1_outer_step(case)
-    algorithm = make(
-        inner_steps=n,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        outer_step_size=alpha,
-        expectation=True,
-    )
+    alpha = theorem1_outer_step(case)
+    algorithm = ex.at_steps(make, inner_steps=n, outer_step_size=alpha, expectation=True)
     it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
     G, g0 = outer_affine(problem)
     G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
     base = {
         "n": n,
-        "lam": lam,
-        "beta": beta,
+        "lam": ex.lam,
+        "beta": ex.beta,
         "alpha": alpha,
         "mu": ex.mu,
         "L_g": ex.L_g,
@@ -344,20 +330,7 @@ CASES = bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0))
 
 
 # What every claim of this result shares.
-cor1_claim = aggitd_claim.but(
-    about=ABOUT_RESULT,
-    estimators=("fbo-aggitd",),
-    strategy=CASES,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-        THM1_ALPHA_RULE,
-        THM1_BETA_FLOOR,
-    ),
-    shrink=False,
-)
+cor1_claim = theorem1_claim.but(about=ABOUT_RESULT, strategy=CASES)
 
 
 NO_FLOOR = cor1_claim(

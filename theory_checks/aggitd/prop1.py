@@ -40,16 +40,9 @@ from results_format.verdicts import ABOUT_RESULT
 from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NoDraws
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import check_prop1_bias
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
@@ -58,6 +51,7 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -92,21 +86,16 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         # the count and the weight the identity is about are untested (an AggITD forgetting
         # the weight, or stepping beta / 2, passes); such a case is not a pass.
         raise NotMeasurable("N = 0: no lower round, the weight lambda (N + 1) is untested")
-    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
-    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    lam = ex.lam  # the propositions' caps, as beta
+    ys = ex.fedsvrg_trajectory(y0, n, ex.beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
-    params = {
-        "inner_steps": n,
-        "local_steps": tau,
-        "inner_step_size": beta,
-        "neumann_step_size": lam,
-    }
-    outs = [run_estimate(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
+    counts = {"inner_steps": n, "local_steps": tau}
+    outs = [ex.estimate(make, y0, index=q, **counts) for q in range(n + 1)]
     mean = torch.stack([o.value for o in outs]).mean(0)
-    expected = run_estimate(make, ex.problem, x, y0, expectation=True, **params)
+    expected = ex.estimate(make, y0, expectation=True, **counts)
     support = [
-        run_estimate(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
+        ex.estimate(make, y0, rng=ExtremeIndexDraw(end), **counts).aux["index"]
         for end in ("low", "high")
     ]
     scale = ex.scale(ys[-1])
@@ -167,12 +156,7 @@ BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 
 
 # What every claim of this result shares.
-prop1_claim = aggitd_claim.but(
-    estimators=("aggitd",),
-    max_examples=PerProfile(4, None),
-    shrink=False,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
-)
+prop1_claim = estimate_claim.but(max_examples=PerProfile(4, None))
 
 
 MEAN_IDENTITY = prop1_claim(

@@ -40,21 +40,14 @@ from theory_checks import stats
 from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import FixedIndex
 from theory_checks.aggitd.common import affine_iteration
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import bilevel_cases
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import fixed_clients_context
+from theory_checks.aggitd.common import lemma3_claim
 from theory_checks.aggitd.common import outer_spectrum
-from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.common import trajectory_mean
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
-from theory_checks.aggitd.constants import THM1_ALPHA_RULE
-from theory_checks.aggitd.constants import THM1_BETA_FLOOR
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import lemma3_outer_step
 from theory_checks.aggitd.constants import neumann_step
@@ -74,6 +67,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.client_sampling import sampling_exponent_measurement
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
@@ -88,7 +82,7 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     ex, x, _ = exact_setup(case)
     # lambda <= 1/L_g <= 1/L: the aggregated product contracts at 1 - lam mu_mean, mu_mean the
     # smallest eigenvalue of the mean Hessian (the exact rate, >= Assumption 1's mu)
-    lam, beta = neumann_step(case), inner_step(case)
+    lam = ex.lam
     gx, gy = ex.grad_outer(ex.y_star)
     eigenvalues, vectors = ex.view.spectrum
     coeffs = vectors.T @ gy.cpu().numpy()
@@ -114,16 +108,7 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     exact = ex.problem.exact_hypergradient(x)
     errors = []
     for n in grid:
-        out = run_estimate(
-            make,
-            ex.problem,
-            x,
-            ex.y_star,
-            inner_steps=n,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            expectation=True,
-        )
+        out = ex.estimate(make, ex.y_star, inner_steps=n, expectation=True)
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = stats.fit_rate(np.array(grid), np.array(errors))
@@ -166,23 +151,18 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     alpha <= alpha_2, lambda <= min(10, 1/L_g), beta <= min(1, lambda, 1/(6 L_g)))."""
     problem = case.problem
     ex, x0, _ = exact_setup(case)
-    alpha, lam, beta = lemma3_outer_step(case), neumann_step(case), inner_step(case)
+    alpha = lemma3_outer_step(case)
     drifts = []
     for tau in TAU_INVARIANCE_GRID:
-        algorithm = make(
-            inner_steps=2,
-            local_steps=tau,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            outer_step_size=alpha,
-            expectation=True,
+        algorithm = ex.at_steps(
+            make, inner_steps=2, local_steps=tau, outer_step_size=alpha, expectation=True
         )
         state = algorithm.init(problem)._replace(x=x0, y=ex.y_star)
         records = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
-    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
+    steps = {"outer_step_size": alpha, "neumann_step_size": ex.lam, "inner_step_size": ex.beta}
     return tau_exponent_measurement(
         "||x_1 - x_0||^2",
         TAU_INVARIANCE_GRID,
@@ -283,8 +263,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
     problem = case.problem
     ex, x0, _ = exact_setup(case)
     mu_h = float(outer_spectrum(problem).min())
-    n, lam, beta = theorem1_inner_steps(case), neumann_step(case), inner_step(case)
-    alpha = theorem1_outer_step(case)
+    n, alpha = theorem1_inner_steps(case), theorem1_outer_step(case)
     horizon = math.ceil(1.0 / (alpha * mu_h))
     if horizon > TAU_MAX_ITERATIONS:
         raise NotMeasurable(f"horizon 1/(alpha mu_h) = {horizon} iterations: too long")
@@ -297,19 +276,14 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
 
     values = []
     for tau in TAU_STATIONARITY_GRID:
-        algorithm = make(
-            inner_steps=n,
-            local_steps=tau,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            outer_step_size=alpha,
-            expectation=True,
+        algorithm = ex.at_steps(
+            make, inner_steps=n, local_steps=tau, outer_step_size=alpha, expectation=True
         )
         it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
         values.append(trajectory_mean(it, z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
-    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
+    steps = {"outer_step_size": alpha, "neumann_step_size": ex.lam, "inner_step_size": ex.beta}
     return tau_exponent_measurement(
         "(1/K) sum ||grad f(x_k)||^2",
         TAU_STATIONARITY_GRID,
@@ -327,12 +301,8 @@ def check_participation_algorithm(
     problem = case.problem
     m = problem.n_clients
     ex, x0, y0 = exact_setup(case)
-    algorithm = make(
-        inner_steps=1,
-        local_steps=2,
-        outer_step_size=lemma3_outer_step(case),
-        neumann_step_size=neumann_step(case),
-        inner_step_size=inner_step(case),
+    algorithm = ex.at_steps(
+        make, inner_steps=1, local_steps=2, outer_step_size=lemma3_outer_step(case)
     )
 
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
@@ -433,11 +403,7 @@ TAU_INVARIANCE_CASES = closed_form_cases(max_dim=4)
 TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, kappa=(1.0, 4.0))
 
 
-# What every claim of this result shares.
-scaling_claim = aggitd_claim.but(shrink=False)
-
-
-BIAS_RATE_IN_N = scaling_claim(
+BIAS_RATE_IN_N = estimate_claim(
     id="aggitd.scaling.bias_rate_in_n",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
@@ -447,12 +413,10 @@ BIAS_RATE_IN_N = scaling_claim(
         "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
         "<= mu_H)"
     ),
-    estimators=("aggitd",),
     strategy=BIAS_RATE_IN_N_CASES,
     # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
     max_examples=PerProfile(4, None),
     check=check_bias_rate_in_n,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=NEUMANN_STEP_09,
     notes=(
         "At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
@@ -462,7 +426,7 @@ BIAS_RATE_IN_N = scaling_claim(
 )
 
 
-TAU_INVARIANCE = scaling_claim(
+TAU_INVARIANCE = lemma3_claim(
     id="aggitd.scaling.tau_invariance",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
@@ -471,11 +435,8 @@ TAU_INVARIANCE = scaling_claim(
         "||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
         "an upper bound): fitted exponent in tau <= 0.05"
     ),
-    estimators=("fbo-aggitd",),
     strategy=TAU_INVARIANCE_CASES,
-    # a failing case is saved as drawn: shrinking reruns the check
     check=check_tau_invariance,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     perturbation=UPPER_STEP_UNSCALED,
     notes=(
         "One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
@@ -488,7 +449,7 @@ TAU_INVARIANCE = scaling_claim(
 )
 
 
-PARTICIPATION = scaling_claim(
+PARTICIPATION = estimate_claim(
     id="aggitd.scaling.participation",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
@@ -497,12 +458,10 @@ PARTICIPATION = scaling_claim(
         "Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
         "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
     ),
-    estimators=("aggitd",),
     strategy=participation_cases,
     # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
     max_examples=PerProfile(4, None),
     check=check_participation_exponent,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=MEAN_OVER_ALL_CLIENTS,
     notes=(
         "The paper states no exponent in S; this records the measured one. Clients differ "
@@ -511,7 +470,7 @@ PARTICIPATION = scaling_claim(
 )
 
 
-TAU_STATIONARITY = scaling_claim(
+TAU_STATIONARITY = theorem1_claim(
     id="aggitd.scaling.tau_stationarity",
     reference=(
         "Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
@@ -524,17 +483,8 @@ TAU_STATIONARITY = scaling_claim(
         "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
         "0.05"
     ),
-    estimators=("fbo-aggitd",),
     strategy=TAU_STATIONARITY_CASES,
     check=check_tau_stationarity,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-        THM1_ALPHA_RULE,
-        THM1_BETA_FLOOR,
-    ),
     max_examples=PerProfile(2, None),
     perturbation=UPPER_STEP_SCALED_TWICE,
     notes=(
@@ -551,7 +501,7 @@ TAU_STATIONARITY = scaling_claim(
 )
 
 
-PARTICIPATION_ALGORITHM = scaling_claim(
+PARTICIPATION_ALGORITHM = lemma3_claim(
     id="aggitd.scaling.participation_algorithm",
     reference=(
         "not stated in the paper (its theory assumes full participation); derived here for "
@@ -563,10 +513,8 @@ PARTICIPATION_ALGORITHM = scaling_claim(
         "Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "
         "oracles) is proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
     ),
-    estimators=("fbo-aggitd",),
     strategy=four_client_cases,
     check=check_participation_algorithm,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     max_examples=PerProfile(2, None),
     perturbation=UPDATE_DIVIDED_BY_M,
     notes=(

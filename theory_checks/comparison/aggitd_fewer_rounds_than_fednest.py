@@ -22,15 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.aggitd import FBOAggITD
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.comparison.common import measure_rounds
 from theory_checks.comparison.common import quadratic_family_cases
+from theory_checks.comparison.common import rounds_claim
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -94,15 +93,13 @@ def comparison_check_aggitd(
     return measure_rounds(COMPARISONS["aggitd"], claim, case, make, design)
 
 
-AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
+AGGITD_FEWER_ROUNDS_THAN_FEDNEST = rounds_claim(
     id="comparison.aggitd_fewer_rounds_than_fednest",
     paper="AggITD",
     reference=(
         "Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per iteration) and "
         "Table 2 (2.5-3x fewer rounds to 90%)"
     ),
-    kind="communication_count",
-    about=ABOUT_SENTENCE,
     statement=(
         "FBO-AggITD needs fewer rounds than FedNest (the abstract's reading; Table 2's "
         "factor is not measured here): median over heterogeneous problems of "
@@ -113,12 +110,6 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
     estimators=("fbo-aggitd", "fednest"),
     strategy=CASES,
     check=comparison_check_aggitd,
-    expected="holds",
-    decision="statistical",
-    # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
-    # tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
-    # Bonferroni-split rate.
-    max_examples=PerProfile(1, 3),
     perturbation=AGGITD_DROPS_CLIENT,
     notes=(
         "Reversed from the earlier 'fails as stated', which compared a fixed alpha = 0.01 "

@@ -15,15 +15,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.comparison.common import measure_rounds
 from theory_checks.comparison.common import quadratic_family_cases
+from theory_checks.comparison.common import rounds_claim
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -73,15 +72,13 @@ def comparison_check_fedmsa(
     return measure_rounds(COMPARISONS["fedmsa"], claim, case, make, design)
 
 
-FEDMSA_TENFOLD_FEWER_ROUNDS = Claim(
+FEDMSA_TENFOLD_FEWER_ROUNDS = rounds_claim(
     id="comparison.fedmsa_tenfold_fewer_rounds",
     paper="FedMSA",
     reference=(
         "Tarzanagh et al. (FedMSA), abstract ('order-of-magnitude savings'), Fig. 1(a) "
         "('reduction of 10x') and Fig. 4 (K = 12)"
     ),
-    kind="communication_count",
-    about=ABOUT_SENTENCE,
     statement=(
         "median over heterogeneous problems of rounds(FedMSA) / rounds(FedNest) <= 1/10 "
         "to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned on the same "
@@ -90,12 +87,6 @@ FEDMSA_TENFOLD_FEWER_ROUNDS = Claim(
     estimators=("fedmsa", "fednest"),
     strategy=CASES,
     check=comparison_check_fedmsa,
-    expected="holds",
-    decision="statistical",
-    # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
-    # tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
-    # Bonferroni-split rate.
-    max_examples=PerProfile(1, 3),
     perturbation=FEDMSA_FROZEN_LOCAL_DIRECTIONS,
     notes=(
         "In the paper's own setting FedNest runs N = 3 Neumann terms and T = 12 FedInn calls "

@@ -29,18 +29,15 @@ from typing import Any
 import torch
 
 from problems import QuadraticBilevel
-from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.constants import ESTIMATOR
+from theory_checks.aggitd.common import saved_bilevel_case
+from theory_checks.aggitd.common import step_claim
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.hypotheses import Reading
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
@@ -102,18 +99,8 @@ alg1_as_printed_control = known_case(_CONTROL_PROBLEM, {"point_seed": 12})
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CASES = closed_form_cases(max_dim=5)
-
-
 # What every claim of this result shares.
-alg1_claim = aggitd_claim.but(
-    kind="exact_identity",
-    about=ABOUT_STEP,
-    strategy=CASES,
-    check=check_per_index_identity,
-    hypotheses=ESTIMATOR,
-)
+alg1_claim = step_claim.but(kind="exact_identity", check=check_per_index_identity)
 
 
 AS_PRINTED = alg1_claim(
@@ -154,12 +141,7 @@ AS_PRINTED = alg1_claim(
         ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
-    examples=(
-        known_case(
-            bilevel_spec(n_clients=5),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(n_clients=5),),
 )
 
 

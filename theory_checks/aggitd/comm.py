@@ -21,14 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.constants import ESTIMATOR
+from theory_checks.aggitd.common import step_claim
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import algorithm_variant
@@ -37,7 +35,6 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.classical.common import closed_form_cases
 
 
 def _floats_per_iteration(
@@ -147,17 +144,8 @@ EXTRA_ROUND_SGD = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CASES = closed_form_cases(max_dim=5)
-
-
 # What every claim of this result shares.
-comm_claim = aggitd_claim.but(
-    kind="communication_count",
-    about=ABOUT_STEP,
-    strategy=CASES,
-    hypotheses=ESTIMATOR,
-)
+comm_claim = step_claim.but(kind="communication_count")
 
 
 ROUNDS_PER_ITERATION = comm_claim(

@@ -40,6 +40,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
@@ -62,6 +63,8 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import SeriesPoint
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.claim import paper_claim
 from theory_checks.classical.common import closed_form_cases
 from theory_checks.exact_quantities import evaluation_point
@@ -76,6 +79,18 @@ aggitd_claim = paper_claim("AggITD")
 #: Claims about AggITD's estimate (Alg. 1, one call), run under Props. 1-2's caps on lambda
 #: and beta; a failing case is saved as drawn (shrinking would rerun the estimator many times).
 estimate_claim = aggitd_claim.but(estimators=("aggitd",), hypotheses=ESTIMATOR, shrink=False)
+
+#: :data:`estimate_claim` for checks of a few estimator runs (about 0.3-0.4 s a case): four
+#: cases on the fast profile.
+four_case_estimate_claim = estimate_claim.but(max_examples=PerProfile(4, None))
+
+#: The cases of the claims that run a few estimates or iterations: the closed-form families up
+#: to dimension 5, at a drawn point seed.
+SMALL_CASES = closed_form_cases(max_dim=5)
+
+#: Claims about one step of AggITD or FBO-AggITD (Alg. 1's estimate, Table 1's rounds) on
+#: :data:`SMALL_CASES`, under the propositions' caps.
+step_claim = aggitd_claim.but(about=ABOUT_STEP, strategy=SMALL_CASES, hypotheses=ESTIMATOR)
 
 #: Claims about FBO-AggITD's iteration at Lemma 3's conditions (outer step alpha <= alpha_2).
 lemma3_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=LEMMA3, shrink=False)
@@ -146,6 +161,13 @@ def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]
         return point_seed_cases(strategies.quadratic_bilevel(**problem_kwargs))
 
     return build
+
+
+def saved_bilevel_case(**spec: Any) -> Callable[[], Case]:
+    """A saved case (a counterexample or a positive control) of a ``QuadraticBilevel.random``
+    problem at point seed 0; ``spec`` is what differs from
+    :func:`~theory_checks.claim.bilevel_spec`'s defaults."""
+    return known_case(bilevel_spec(**spec), {"point_seed": 0})
 
 
 # --------------------------------------------------------------------------- exact helpers

@@ -50,6 +50,7 @@ from theory_checks.aggitd.common import AffineIteration
 from theory_checks.aggitd.common import affine_iteration
 from theory_checks.aggitd.common import bilevel_cases
 from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import saved_bilevel_case
 from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.constants import gradient_bound
 from theory_checks.aggitd.constants import theorem1_inner_steps
@@ -63,7 +64,6 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
@@ -391,12 +391,7 @@ NO_FLOOR = cor1_claim(
         ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
-    examples=(
-        known_case(
-            bilevel_spec(dim_y=2, condition_number=1.5),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(dim_y=2, condition_number=1.5),),
 )
 
 

@@ -43,6 +43,8 @@ from theory_checks.aggitd.common import UPPER_ROUND_NOTES
 from theory_checks.aggitd.common import check_prop1_bias
 from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import point_seed_cases
+from theory_checks.aggitd.common import saved_bilevel_case
 from theory_checks.aggitd.common import upper_round
 from theory_checks.aggitd.common import upper_round_claim
 from theory_checks.aggitd.common import upper_setup
@@ -61,8 +63,6 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.claim import bilevel_spec
-from theory_checks.claim import known_case
 from theory_checks.classical.common import closed_form_cases
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -226,7 +226,7 @@ def one_dimensional_cases(affine_outer: bool = False) -> Callable[[], st.SearchS
             st.floats(0.1, 1.0),
             strategies.SEEDS,
         )
-        return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+        return point_seed_cases(problem)
 
     return build
 
@@ -247,22 +247,7 @@ def prop1_bound_eq45(constants: ProblemConstants, params: Mapping[str, float]) -
 # Positive control of the printed sum: the saved counterexample's problem (one client, f affine,
 # so Assumption 2's M holds on the whole space) at mu = 1 instead of 0.1: lambda mu = 0.43 and
 # ||J||^2 / L_g^2 = 0.57 leave the second moment at 0.75 of the printed sum (N = 1), inside.
-_SUM_CONTROL = QuadraticBilevel.random(
-    1,
-    1,
-    1,
-    1.0,
-    seed=164,
-    mu=1.0,
-    hessian_heterogeneity=0.0,
-    gradient_heterogeneity=0.0,
-    outer_curvature=0.0,
-).spec()
-
-
-# Every claim of the companion but Theorem 1's, in the order of CLAIMS.
-# Positive control of claim aggitd.errata.prop2_sum_as_printed
-errata_prop2_sum_as_printed_control = known_case(_SUM_CONTROL, {"point_seed": 0})
+errata_prop2_sum_as_printed_control = saved_bilevel_case(seed=164, outer_curvature=0.0)
 
 
 INDIRECT_SCALED_1E3 = Perturbation(
@@ -351,12 +336,7 @@ PROP2_SUM_AS_PRINTED = errata_claim(
         "mu); the positive control (the same problem at mu = 1: ratio 0.75) holds. Prop. 2's "
         "final bound lam (N+1) L_g^2 M^2 / mu is unaffected (aggitd.prop2.second_moment)."
     ),
-    examples=(
-        known_case(
-            bilevel_spec(seed=164, mu=0.1, outer_curvature=0.0),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(seed=164, mu=0.1, outer_curvature=0.0),),
 )
 
 

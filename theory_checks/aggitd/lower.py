@@ -20,6 +20,7 @@ import numpy as np
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.aggitd import AggITD
+from theory_checks.aggitd.common import SMALL_CASES
 from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.claim import Case
@@ -27,7 +28,6 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -95,9 +95,6 @@ INNER_STEP_PER_CALL = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CONTRACTION_CASES = closed_form_cases(max_dim=5)
-
 
 CONTRACTION = estimate_claim(
     id="aggitd.lower.contraction",
@@ -108,7 +105,7 @@ CONTRACTION = estimate_claim(
         "||y^{t+1} - y*||^2 <= (1 - beta mu/2) ||y^t - y*||^2 + 25 beta^2 sigma_g^2 and "
         "||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2"
     ),
-    strategy=CONTRACTION_CASES,
+    strategy=SMALL_CASES,
     check=check_lower_contraction,
     perturbation=INNER_STEP_PER_CALL,
     notes=(

@@ -39,17 +39,17 @@ from problems import ProblemConstants
 from results_format.verdicts import ABOUT_RESULT
 from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
+from theory_checks.aggitd.common import SMALL_CASES
 from theory_checks.aggitd.common import NoDraws
 from theory_checks.aggitd.common import check_prop1_bias
-from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import four_case_estimate_claim
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.classical.common import closed_form_cases
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -151,15 +151,10 @@ NEUMANN_STEP_FLOAT32 = Perturbation(
 # --------------------------------------------------------------------------- the claims
 
 # the cases each claim draws
-MEAN_IDENTITY_CASES = closed_form_cases(max_dim=5)
 BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 
 
-# What every claim of this result shares.
-prop1_claim = estimate_claim.but(max_examples=PerProfile(4, None))
-
-
-MEAN_IDENTITY = prop1_claim(
+MEAN_IDENTITY = four_case_estimate_claim(
     id="aggitd.prop1.mean_identity",
     reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
     kind="exact_identity",
@@ -170,8 +165,8 @@ MEAN_IDENTITY = prop1_claim(
         "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
         "mode returns the same"
     ),
-    strategy=MEAN_IDENTITY_CASES,
-    # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
+    strategy=SMALL_CASES,
+    # a case: N + 2 estimator runs (~0.3 s); thorough draws 60
     check=check_mean_identity,
     perturbation=NEUMANN_STEP_FLOAT32,
     notes=(
@@ -181,7 +176,7 @@ MEAN_IDENTITY = prop1_claim(
 )
 
 
-BIAS_BOUND = prop1_claim(
+BIAS_BOUND = four_case_estimate_claim(
     id="aggitd.prop1.bias_bound",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
@@ -193,7 +188,7 @@ BIAS_BOUND = prop1_claim(
         "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"
     ),
     strategy=BIAS_BOUND_CASES,
-    # Why 4 cases on fast: 8 expectation-mode runs up to N = 16 per case (~0.4 s)
+    # a case: 8 expectation-mode runs up to N = 16 (~0.4 s)
     check=check_prop1_bias,
     bound=prop1_bound,
     perturbation=IMPORTANCE_WEIGHT_N,

@@ -31,11 +31,11 @@ from theory_checks.aggitd.constants import gradient_bound
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import SeriesPoint
 from theory_checks.classical.common import closed_form_cases
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -108,15 +108,7 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     fit = stats.fit_exponent(np.array(sizes), np.array(moments))
     # Why 0.15: past saturation the exponent is 1 up to the trajectory's transient, which the
     # warm start makes small; a missing (N+1) factor gives -1, a doubled one 2.
-    result = Fit(
-        "exponent of E||h^I||^2 in N+1",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        1.0,
-        0.15,
-        residual=fit.residual_max,
-    )
+    result = fit_against("exponent of E||h^I||^2 in N+1", fit, 1.0, 0.15)
     return Measurement(
         fit.slope,
         1.0,

@@ -41,11 +41,12 @@ from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import FixedIndex
 from theory_checks.aggitd.common import affine_iteration
 from theory_checks.aggitd.common import bilevel_cases
-from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import fixed_clients_context
+from theory_checks.aggitd.common import four_case_estimate_claim
 from theory_checks.aggitd.common import lemma3_claim
 from theory_checks.aggitd.common import outer_spectrum
+from theory_checks.aggitd.common import point_seed_cases
 from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.common import trajectory_mean
 from theory_checks.aggitd.constants import inner_step
@@ -61,7 +62,6 @@ from theory_checks.aggitd.perturbations import algorithm_variant
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
@@ -69,12 +69,13 @@ from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.classical.common import closed_form_cases
 from theory_checks.client_sampling import sampling_exponent_measurement
-from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import outer_affine
+from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import neumann_error_window
+from theory_checks.rate_fits import rate_measurement
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
-from theory_checks.tolerances import RATE_RTOL
 
 
 def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -83,19 +84,10 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     # lambda <= 1/L_g <= 1/L: the aggregated product contracts at 1 - lam mu_mean, mu_mean the
     # smallest eigenvalue of the mean Hessian (the exact rate, >= Assumption 1's mu)
     lam = ex.lam
-    gx, gy = ex.grad_outer(ex.y_star)
-    eigenvalues, vectors = ex.view.spectrum
-    coeffs = vectors.T @ gy.cpu().numpy()
-    J = ex.J.cpu().numpy()
-    amplitudes = np.array(
-        [
-            np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
-            for k in range(len(eigenvalues))
-        ]
-    )
-    rates = np.abs(1.0 - lam * eigenvalues)
-    scale = ex.scale(ex.y_star)
-    window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
+    gy = ex.grad_outer(ex.y_star)[1]
+    spectrum = ex.view.spectrum
+    eigenvalues = spectrum[0]
+    window = neumann_error_window(ex.J, spectrum, gy, lam, FIT_FLOOR * ex.scale(ex.y_star))
     if window is None:
         raise NotMeasurable("slowest eigenmode not excited above float64 round-off")
     start = max(window[0], 1)
@@ -112,26 +104,11 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = stats.fit_rate(np.array(grid), np.array(errors))
-    result = Fit(
-        "log bias per inner step N",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
     series = tuple(
         SeriesPoint("measured", "inner_steps", n, e) for n, e in zip(grid, errors, strict=True)
     )
-    return Measurement(
-        fit.slope,
-        theory,
-        result.agrees,
-        "|fit - theory| <= 5% |theory|",
-        series=series,
-        fit=result,
-        details={"window": [start, stop]},
+    return rate_measurement(
+        "log bias per inner step N", fit, theory, series, {"window": [start, stop]}
     )
 
 
@@ -183,15 +160,7 @@ def tau_exponent_measurement(
     the log-log line), against the one-sided ``edge``: the claims say the quantity does not
     grow with tau, so it may fall."""
     fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(values))
-    result = Fit(
-        f"exponent of {quantity} in tau",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        0.0,
-        edge,
-        residual=fit.residual_max,
-    )
+    result = fit_against(f"exponent of {quantity} in tau", fit, 0.0, edge)
     series = tuple(
         SeriesPoint("measured", "local_steps", t, v) for t, v in zip(grid, values, strict=True)
     )
@@ -343,7 +312,7 @@ def linear_heterogeneity_cases(
         st.floats(0.1, 3.0),
         strategies.SEEDS,
     )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return point_seed_cases(problem)
 
 
 NEUMANN_STEP_09 = Perturbation(
@@ -403,7 +372,7 @@ TAU_INVARIANCE_CASES = closed_form_cases(max_dim=4)
 TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, kappa=(1.0, 4.0))
 
 
-BIAS_RATE_IN_N = estimate_claim(
+BIAS_RATE_IN_N = four_case_estimate_claim(
     id="aggitd.scaling.bias_rate_in_n",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
@@ -413,9 +382,8 @@ BIAS_RATE_IN_N = estimate_claim(
         "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
         "<= mu_H)"
     ),
+    # a case: 5 runs of up to ~1.5 kappa steps (~0.4 s)
     strategy=BIAS_RATE_IN_N_CASES,
-    # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
-    max_examples=PerProfile(4, None),
     check=check_bias_rate_in_n,
     perturbation=NEUMANN_STEP_09,
     notes=(
@@ -449,7 +417,7 @@ TAU_INVARIANCE = lemma3_claim(
 )
 
 
-PARTICIPATION = estimate_claim(
+PARTICIPATION = four_case_estimate_claim(
     id="aggitd.scaling.participation",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
@@ -458,9 +426,8 @@ PARTICIPATION = estimate_claim(
         "Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
         "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
     ),
+    # a case: 30 subsets enumerated (~0.3 s)
     strategy=participation_cases,
-    # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
-    max_examples=PerProfile(4, None),
     check=check_participation_exponent,
     perturbation=MEAN_OVER_ALL_CLIENTS,
     notes=(

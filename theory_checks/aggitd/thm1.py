@@ -46,6 +46,7 @@ from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
 from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import point_seed_cases
 from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.constants import ESTIMATOR
 from theory_checks.aggitd.constants import F_BOUNDED_BELOW
@@ -447,7 +448,7 @@ def thm1_cases() -> st.SearchStrategy[Case]:
         gradient_noise=0.2,
         hessian_noise=0.05,
     )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return point_seed_cases(problem)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -26,10 +26,10 @@ from testbed.algorithms.aggitd import FBOAggITD
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import Perturbation
+from theory_checks.comparison.common import HETEROGENEOUS_CASES
 from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import quadratic_family_cases
 from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -67,7 +67,7 @@ class _DropsLastClient(FBOAggITD):
 _aggitd_drops_client = registry_variant("fbo-aggitd", _DropsLastClient)
 
 
-AGGITD_DROPS_CLIENT = Perturbation(
+AGGITD_DROPS_CLIENT = rounds_perturbation(
     "AggITD aggregation drops a client",
     "the server averages the uploads of M - 1 clients every round (one client's message lost, "
     "e.g. a straggler timed out), in the lower-level, ITD and upper rounds alike: on "
@@ -76,13 +76,7 @@ AGGITD_DROPS_CLIENT = Perturbation(
     "A step-size bug would be tuned away by the grid; losing one client's data is the "
     "smallest aggregation error that moves the fixed point",
     _aggitd_drops_client,
-    max_examples=1,
-    slow=True,
 )
-
-
-# The cases: multi-client quadratic heterogeneous families (both knobs bounded away from zero).
-CASES = quadratic_family_cases(homogeneous=False)
 
 
 def comparison_check_aggitd(
@@ -108,7 +102,7 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = rounds_claim(
         "tau = 1)"
     ),
     estimators=("fbo-aggitd", "fednest"),
-    strategy=CASES,
+    strategy=HETEROGENEOUS_CASES,
     check=comparison_check_aggitd,
     perturbation=AGGITD_DROPS_CLIENT,
     notes=(

@@ -72,6 +72,7 @@ from theory_checks.claim import ClaimMaker
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison.runs import BASELINE
@@ -407,3 +408,15 @@ def quadratic_family_cases(homogeneous: bool) -> Callable[[], st.SearchStrategy[
         return Case(problem, {})
 
     return build
+
+
+#: The cases of the comparisons made on heterogeneous clients (AggITD's and FedMSA's):
+#: multi-client quadratic families with both heterogeneity knobs bounded away from zero.
+HETEROGENEOUS_CASES = quadratic_family_cases(homogeneous=False)
+
+
+def rounds_perturbation(name: str, description: str, build: Callable[..., Any]) -> Perturbation:
+    """The perturbation of a rounds comparison (:class:`~theory_checks.claim.Perturbation`),
+    searched on one case and ``slow``: its run tunes both algorithms on a family and draws
+    problems until the test decides (minutes of one core), so the default test run skips it."""
+    return Perturbation(name, description, build, max_examples=1, slow=True)

@@ -19,10 +19,10 @@ from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import Perturbation
+from theory_checks.comparison.common import HETEROGENEOUS_CASES
 from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import quadratic_family_cases
 from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -44,7 +44,7 @@ class _FrozenLocalDirections(FedMSA):
 _fedmsa_frozen_local_directions = registry_variant("fedmsa", _FrozenLocalDirections)
 
 
-FEDMSA_FROZEN_LOCAL_DIRECTIONS = Perturbation(
+FEDMSA_FROZEN_LOCAL_DIRECTIONS = rounds_perturbation(
     "FedMSA local directions never updated",
     "an index slip in the local recursion (6) evaluates its correction p(x_k) - p(x_{k-1}) at "
     "x_k twice, so the K = 12 local steps all follow the round's global (h_r, q_r): the local "
@@ -55,13 +55,7 @@ FEDMSA_FROZEN_LOCAL_DIRECTIONS = Perturbation(
     "stalls), so it is not caught: the claim's margin comes from FedNest's stall as much as "
     "from FedMSA's local steps",
     _fedmsa_frozen_local_directions,
-    max_examples=1,
-    slow=True,
 )
-
-
-# The cases: multi-client quadratic heterogeneous families (both knobs bounded away from zero).
-CASES = quadratic_family_cases(homogeneous=False)
 
 
 def comparison_check_fedmsa(
@@ -85,7 +79,7 @@ FEDMSA_TENFOLD_FEWER_ROUNDS = rounds_claim(
         "step grid (Fig. 4 setting: K = 12; FedNest N = 3, T = K)"
     ),
     estimators=("fedmsa", "fednest"),
-    strategy=CASES,
+    strategy=HETEROGENEOUS_CASES,
     check=comparison_check_fedmsa,
     perturbation=FEDMSA_FROZEN_LOCAL_DIRECTIONS,
     notes=(

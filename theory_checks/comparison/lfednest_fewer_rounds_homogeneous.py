@@ -24,10 +24,10 @@ from testbed.estimators.fednest import lfedout
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import Perturbation
 from theory_checks.comparison.common import measure_rounds
 from theory_checks.comparison.common import quadratic_family_cases
 from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -58,7 +58,7 @@ class _LFedOutWithoutIndirect(FedNest):
 _lfednest_without_indirect = registry_variant("lfednest", _LFedOutWithoutIndirect)
 
 
-LFEDNEST_WITHOUT_INDIRECT = Perturbation(
+LFEDNEST_WITHOUT_INDIRECT = rounds_perturbation(
     "LFedOut without its indirect term",
     "LFedOut takes its minimax branch (indirect=False: the problem-kind test inverted) on a "
     "bilevel problem, so each client steps along grad_x f_i alone: the iterates converge to the "
@@ -67,8 +67,6 @@ LFEDNEST_WITHOUT_INDIRECT = Perturbation(
     "rounds): a local IHGP truncated to one Neumann term instead of 5 was measured still "
     "reaching the target in fewer rounds than FedNest (undecided, not caught)",
     _lfednest_without_indirect,
-    max_examples=1,
-    slow=True,
 )
 
 

@@ -40,6 +40,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
 from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
@@ -95,8 +96,15 @@ step_claim = aggitd_claim.but(about=ABOUT_STEP, strategy=SMALL_CASES, hypotheses
 #: Claims about FBO-AggITD's iteration at Lemma 3's conditions (outer step alpha <= alpha_2).
 lemma3_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=LEMMA3, shrink=False)
 
-#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N).
-theorem1_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=THEOREM1, shrink=False)
+#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N): about the
+#: result.
+theorem1_claim = aggitd_claim.but(
+    estimators=("fbo-aggitd",), hypotheses=THEOREM1, about=ABOUT_RESULT, shrink=False
+)
+
+#: The case budget of the checks that run FBO-AggITD iterations or many estimates (seconds a
+#: case): two cases on the fast profile, the profile's own count on thorough.
+TWO_FAST_CASES = PerProfile(2, None)
 
 # --------------------------------------------------------------------------- exact runs
 
@@ -199,10 +207,15 @@ class ExactView:
     def grad_outer(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.view.grad_outer(self.x, y)
 
+    @property
+    def steps(self) -> dict[str, float]:
+        """The view's steps as the estimators' keywords."""
+        return {"neumann_step_size": self.lam, "inner_step_size": self.beta}
+
     def at_steps(self, make: Callable[..., Any], **params: Any) -> Any:
         """``make(**params)`` at the view's steps ``lam`` and ``beta``: the estimator or the
         algorithm a check runs."""
-        return make(inner_step_size=self.beta, neumann_step_size=self.lam, **params)
+        return make(**self.steps, **params)
 
     def estimate(
         self, make: Callable[..., Any], y0: torch.Tensor, rng: Any = NO_DRAWS, **params: Any
@@ -425,7 +438,7 @@ UPPER_ROUND_NOTES = (
 
 #: The constructor of the claims measured by :func:`upper_round` at :func:`upper_setup`'s
 #: conditions (Lemma 3's drift, Theorem 2's D_h): two cases on fast, each N + 1 iterations.
-upper_round_claim = lemma3_claim.but(strategy=UPPER_ROUND_CASES, max_examples=PerProfile(2, None))
+upper_round_claim = lemma3_claim.but(strategy=UPPER_ROUND_CASES, max_examples=TWO_FAST_CASES)
 
 
 # --------------------------------------------------------------------------- Prop. 1

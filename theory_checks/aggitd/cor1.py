@@ -41,7 +41,6 @@ import torch
 
 from problems import ProblemConstants
 from problems import QuadraticMinimax
-from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
@@ -330,7 +329,7 @@ CASES = bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0))
 
 
 # What every claim of this result shares.
-cor1_claim = theorem1_claim.but(about=ABOUT_RESULT, strategy=CASES)
+cor1_claim = theorem1_claim.but(strategy=CASES)
 
 
 NO_FLOOR = cor1_claim(

@@ -39,6 +39,7 @@ from problems import ProblemConstants
 from problems import QuadraticBilevel
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
+from theory_checks.aggitd.common import TWO_FAST_CASES
 from theory_checks.aggitd.common import UPPER_ROUND_NOTES
 from theory_checks.aggitd.common import check_prop1_bias
 from theory_checks.aggitd.common import estimate_claim
@@ -48,8 +49,8 @@ from theory_checks.aggitd.common import saved_bilevel_case
 from theory_checks.aggitd.common import upper_round
 from theory_checks.aggitd.common import upper_round_claim
 from theory_checks.aggitd.common import upper_setup
-from theory_checks.aggitd.constants import A2_M_GLOBAL
 from theory_checks.aggitd.constants import PROP2
+from theory_checks.aggitd.constants import PROP2_PRINTED
 from theory_checks.aggitd.constants import gradient_bound
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import ScaledIndirect
@@ -319,7 +320,7 @@ PROP2_SUM_AS_PRINTED = errata_claim(
     ),
     strategy=PROP2_SUM_AS_PRINTED_CASES,
     check=check_geometric_sum_printed,
-    hypotheses=(*PROP2, A2_M_GLOBAL),
+    hypotheses=PROP2_PRINTED,
     bound=geometric_sum_bound,
     expected="fails",
     positive_control=errata_prop2_sum_as_printed_control,
@@ -384,7 +385,7 @@ PROP1_ALPHA3_EQ45 = errata_claim(
     strategy=PROP1_ALPHA3_EQ45_CASES,
     check=check_prop1_bias,
     bound=prop1_bound_eq45,
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(
         "The restated alpha_3 decays faster, but deterministic FedSVRG contracts ||y - y*||^2 "

@@ -21,6 +21,7 @@ rule where the claim runs the upper level (:mod:`theory_checks.aggitd.constants`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from theory_checks import stats
 from theory_checks.aggitd.common import NO_DRAWS
+from theory_checks.aggitd.common import TWO_FAST_CASES
 from theory_checks.aggitd.common import FixedIndex
 from theory_checks.aggitd.common import affine_iteration
 from theory_checks.aggitd.common import bilevel_cases
@@ -64,7 +66,6 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.classical.common import closed_form_cases
@@ -112,14 +113,40 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     )
 
 
-TAU_INVARIANCE_GRID = (1, 2, 4, 8, 16)
+@dataclasses.dataclass(frozen=True)
+class TauLaw:
+    """A quantity that a tau-free bound of the paper says does not grow with the local steps
+    tau: measured at each tau of ``grid``, its exponent in tau (a least-squares fit of the log-log
+    line) is checked against the one-sided ``edge`` (it may fall)."""
+
+    quantity: str
+    grid: tuple[int, ...]
+    edge: float
+
+    def measurement(self, values: list[float], details: dict[str, Any]) -> Measurement:
+        """The fitted exponent of ``values`` (one per tau of the grid) against the edge."""
+        fit = stats.fit_exponent(np.array(self.grid, dtype=float), np.array(values))
+        result = fit_against(f"exponent of {self.quantity} in tau", fit, 0.0, self.edge)
+        series = tuple(
+            SeriesPoint("measured", "local_steps", t, v)
+            for t, v in zip(self.grid, values, strict=True)
+        )
+        return Measurement(
+            fit.slope,
+            self.edge,
+            fit.slope <= self.edge,
+            "exponent <= 0.05 (does not grow with tau)",
+            series=series,
+            fit=result,
+            details=details,
+        )
 
 
 # Why 0.05 above 0: the claim is one-sided (Lemma 3's drift bound 18 alpha^2 [...] is tau-free,
 # an upper bound: the drift may fall with tau, as it does at larger steps, e.g. 0.552 -> 0.418
 # at alpha = 0.2 / L_h, exponent -0.095), and at Lemma 3's step alpha_2 the local steps change
 # the drift by O(alpha L) in the second order only; a missing 1/tau_i gives an exponent of 2.
-TAU_EXPONENT_EDGE = 0.05
+DRIFT_IN_TAU = TauLaw("||x_1 - x_0||^2", (1, 2, 4, 8, 16), 0.05)
 
 
 def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -130,7 +157,7 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     ex, x0, _ = exact_setup(case)
     alpha = lemma3_outer_step(case)
     drifts = []
-    for tau in TAU_INVARIANCE_GRID:
+    for tau in DRIFT_IN_TAU.grid:
         algorithm = ex.at_steps(
             make, inner_steps=2, local_steps=tau, outer_step_size=alpha, expectation=True
         )
@@ -139,39 +166,8 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
-    steps = {"outer_step_size": alpha, "neumann_step_size": ex.lam, "inner_step_size": ex.beta}
-    return tau_exponent_measurement(
-        "||x_1 - x_0||^2",
-        TAU_INVARIANCE_GRID,
-        drifts,
-        TAU_EXPONENT_EDGE,
-        {"drifts": drifts, **steps},
-    )
-
-
-def tau_exponent_measurement(
-    quantity: str,
-    grid: tuple[int, ...],
-    values: list[float],
-    edge: float,
-    details: dict[str, Any],
-) -> Measurement:
-    """The exponent in tau of ``values`` measured at ``tau`` in ``grid`` (a least-squares fit of
-    the log-log line), against the one-sided ``edge``: the claims say the quantity does not
-    grow with tau, so it may fall."""
-    fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(values))
-    result = fit_against(f"exponent of {quantity} in tau", fit, 0.0, edge)
-    series = tuple(
-        SeriesPoint("measured", "local_steps", t, v) for t, v in zip(grid, values, strict=True)
-    )
-    return Measurement(
-        fit.slope,
-        edge,
-        fit.slope <= edge,
-        "exponent <= 0.05 (does not grow with tau)",
-        series=series,
-        fit=result,
-        details=details,
+    return DRIFT_IN_TAU.measurement(
+        drifts, {"drifts": drifts, "outer_step_size": alpha, **ex.steps}
     )
 
 
@@ -207,9 +203,6 @@ def participation_cases() -> st.SearchStrategy[Case]:
     return linear_heterogeneity_cases(PARTICIPATION_CLIENTS, max_dim=3, max_kappa=10.0)
 
 
-TAU_STATIONARITY_GRID = (1, 2, 4, 8)
-
-
 # Why 2e6: the affine map follows ~1e6 iterations per second; Theorem 1's steps give horizons of
 # 1e3 to 1e5 iterations on the drawn cases.
 TAU_MAX_ITERATIONS = 2_000_000
@@ -220,7 +213,7 @@ TAU_MAX_ITERATIONS = 2_000_000
 # O(alpha L_f) ~ 1e-4 on x and O(beta L_g) <= 1/6 on y in the second-order terms only, an
 # exponent of a few thousandths; a step scaled by 1/tau_i twice (alpha / tau_i^2) slows the
 # progress tau-fold, an exponent of order 0.3.
-TAU_TOLERANCE = 0.05
+STATIONARITY_IN_TAU = TauLaw("(1/K) sum ||grad f(x_k)||^2", (1, 2, 4, 8), 0.05)
 
 
 def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -244,7 +237,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)
 
     values = []
-    for tau in TAU_STATIONARITY_GRID:
+    for tau in STATIONARITY_IN_TAU.grid:
         algorithm = ex.at_steps(
             make, inner_steps=n, local_steps=tau, outer_step_size=alpha, expectation=True
         )
@@ -252,14 +245,8 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         values.append(trajectory_mean(it, z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
-    steps = {"outer_step_size": alpha, "neumann_step_size": ex.lam, "inner_step_size": ex.beta}
-    return tau_exponent_measurement(
-        "(1/K) sum ||grad f(x_k)||^2",
-        TAU_STATIONARITY_GRID,
-        values,
-        TAU_TOLERANCE,
-        {"values": values, "K": horizon, "inner_steps": n, **steps},
-    )
+    details = {"values": values, "K": horizon, "inner_steps": n, "outer_step_size": alpha}
+    return STATIONARITY_IN_TAU.measurement(values, {**details, **ex.steps})
 
 
 def check_participation_algorithm(
@@ -444,7 +431,6 @@ TAU_STATIONARITY = theorem1_claim(
         "bound is tau-independent"
     ),
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
         "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
@@ -452,7 +438,7 @@ TAU_STATIONARITY = theorem1_claim(
     ),
     strategy=TAU_STATIONARITY_CASES,
     check=check_tau_stationarity,
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=UPPER_STEP_SCALED_TWICE,
     notes=(
         "One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
@@ -482,7 +468,7 @@ PARTICIPATION_ALGORITHM = lemma3_claim(
     ),
     strategy=four_client_cases,
     check=check_participation_algorithm,
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=UPDATE_DIVIDED_BY_M,
     notes=(
         "The paper states no exponent in S; this records the measured one for the whole "

@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 
 from problems import ProblemConstants
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
@@ -48,8 +47,7 @@ from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import point_seed_cases
 from theory_checks.aggitd.common import theorem1_claim
-from theory_checks.aggitd.constants import ESTIMATOR
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
+from theory_checks.aggitd.constants import THEOREM1_TUNED
 from theory_checks.aggitd.constants import AggITDConstants
 from theory_checks.aggitd.constants import gradient_bound
 from theory_checks.aggitd.constants import inner_step
@@ -482,7 +480,6 @@ RATE_IN_K = theorem1_claim(
     id="aggitd.thm1.rate_in_K",
     reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "stochastic FBO-AggITD, alpha_k = alpha_bar / sqrt(K): A(K) = (1/K) sum_{k<K} "
         "E||grad f(x_k)||^2 = O(K^{-1/2}): A(K) <= RHS of eq. (48) at K = 12 and 48, and "
@@ -494,8 +491,7 @@ RATE_IN_K = theorem1_claim(
     ),
     strategy=thm1_cases,
     check=check_thm1_rate,
-    # alpha_bar is tuned above Theorem 1's caps (statement): its step rule is not assumed
-    hypotheses=(*ESTIMATOR, F_BOUNDED_BELOW),
+    hypotheses=THEOREM1_TUNED,
     bound=thm1_bound,
     decision="statistical",
     # Why 1 case on fast and 6 on thorough: 28 (fast) or 35 (thorough) replicates of 60 iterations

@@ -30,16 +30,16 @@ import torch
 
 from problems import QuadraticBilevel
 from theory_checks.aggitd.common import exact_setup
+from theory_checks.aggitd.common import identity_claim
 from theory_checks.aggitd.common import saved_bilevel_case
-from theory_checks.aggitd.common import step_claim
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import known_case
+from theory_checks.exact_measurements import identity_measurement
 from theory_checks.hypotheses import Reading
-from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
 
@@ -78,13 +78,7 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     )
     out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, index=q, **reading)
     relative = float((out.value - predicted).norm()) / scale
-    return Measurement(
-        relative,
-        IDENTITY_RTOL,
-        relative <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"inner_steps": n, "index": q},
-    )
+    return identity_measurement(relative, {"inner_steps": n, "index": q})
 
 
 # Positive controls of the refuted statements: cases inside their conditions where they hold.
@@ -100,7 +94,7 @@ alg1_as_printed_control = known_case(_CONTROL_PROBLEM, {"point_seed": 12})
 # --------------------------------------------------------------------------- the claims
 
 # What every claim of this result shares.
-alg1_claim = step_claim.but(kind="exact_identity", check=check_per_index_identity)
+alg1_claim = identity_claim.but(check=check_per_index_identity)
 
 
 AS_PRINTED = alg1_claim(
@@ -152,7 +146,6 @@ PER_INDEX_IDENTITY = alg1_claim(
         "for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
         "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"
     ),
-    estimators=("aggitd",),
     corrects=AS_PRINTED.id,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

@@ -68,14 +68,16 @@ from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
 from theory_checks.claim import paper_claim
 from theory_checks.classical.common import closed_form_cases
+from theory_checks.exact_measurements import bound_on_grid
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
-#: module narrows it with the fields its claims share.
-aggitd_claim = paper_claim("AggITD")
+#: module narrows it with the fields its claims share. A claim is about the paper's result
+#: unless it says it is about a step (an identity, an erratum, a derived law).
+aggitd_claim = paper_claim("AggITD", about=ABOUT_RESULT)
 
 #: Claims about AggITD's estimate (Alg. 1, one call), run under Props. 1-2's caps on lambda
 #: and beta; a failing case is saved as drawn (shrinking would rerun the estimator many times).
@@ -93,14 +95,14 @@ SMALL_CASES = closed_form_cases(max_dim=5)
 #: :data:`SMALL_CASES`, under the propositions' caps.
 step_claim = aggitd_claim.but(about=ABOUT_STEP, strategy=SMALL_CASES, hypotheses=ESTIMATOR)
 
+#: The exact identities of AggITD's estimate (eqs. (5) and (11)): step claims.
+identity_claim = step_claim.but(kind="exact_identity", estimators=("aggitd",))
+
 #: Claims about FBO-AggITD's iteration at Lemma 3's conditions (outer step alpha <= alpha_2).
 lemma3_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=LEMMA3, shrink=False)
 
-#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N): about the
-#: result.
-theorem1_claim = aggitd_claim.but(
-    estimators=("fbo-aggitd",), hypotheses=THEOREM1, about=ABOUT_RESULT, shrink=False
-)
+#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N).
+theorem1_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=THEOREM1, shrink=False)
 
 #: The case budget of the checks that run FBO-AggITD iterations or many estimates (seconds a
 #: case): two cases on the fast profile, the profile's own count on thorough.
@@ -508,18 +510,12 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
             if start == "start":
                 last = (bias_sq, bound)
         ratios[start] = worst_ratio
-    return Measurement(
-        last[0],
-        last[1],
-        worst <= 0.0,
-        "<= at every N on the grid",
-        series=tuple(series),
-        details={
-            "local_steps": tau,
-            "worst_ratio_from_start": ratios["start"],
-            "worst_ratio_from_y_star": ratios["y*"],
-        },
-    )
+    details = {
+        "local_steps": tau,
+        "worst_ratio_from_start": ratios["start"],
+        "worst_ratio_from_y_star": ratios["y*"],
+    }
+    return bound_on_grid(last, worst, series, "N", details=details)
 
 
 def outer_spectrum(problem: Any) -> torch.Tensor:

@@ -24,7 +24,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks.aggitd.common import UPPER_ROUND_NOTES
 from theory_checks.aggitd.common import upper_round
 from theory_checks.aggitd.common import upper_round_claim
@@ -110,7 +109,6 @@ DRIFT_BOUND = upper_round_claim(
     id="aggitd.lemma3.drift_bound",
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
-    about=ABOUT_RESULT,
     power_from=("aggitd.scaling.tau_invariance", "aggitd.prop1.mean_identity"),
     statement=(
         "E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "

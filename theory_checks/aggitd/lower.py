@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import SMALL_CASES
 from theory_checks.aggitd.common import estimate_claim
@@ -100,7 +99,6 @@ CONTRACTION = estimate_claim(
     id="aggitd.lower.contraction",
     reference="Xiao & Ji 2023, eqs. (14)-(15) (Mitra et al. 2021, Thm 4)",
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "||y^{t+1} - y*||^2 <= (1 - beta mu/2) ||y^t - y*||^2 + 25 beta^2 sigma_g^2 and "
         "||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2"

@@ -36,23 +36,22 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
-from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import SMALL_CASES
 from theory_checks.aggitd.common import NoDraws
 from theory_checks.aggitd.common import check_prop1_bias
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import four_case_estimate_claim
+from theory_checks.aggitd.common import identity_claim
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.classical.common import closed_form_cases
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.exact_measurements import identity_measurement
 
 
 class ExtremeIndexDraw(NoDraws):
@@ -108,12 +107,8 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         / (float(ys[-1].norm()) + float(y0.norm()) + 1e-300),
     }
     worst = max(residuals.values())
-    return Measurement(
-        worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"inner_steps": n, "local_steps": tau, "index_range": support, **residuals},
+    return identity_measurement(
+        worst, {"inner_steps": n, "local_steps": tau, "index_range": support, **residuals}
     )
 
 
@@ -154,20 +149,19 @@ NEUMANN_STEP_FLOAT32 = Perturbation(
 BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 
 
-MEAN_IDENTITY = four_case_estimate_claim(
+MEAN_IDENTITY = identity_claim(
     id="aggitd.prop1.mean_identity",
     reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     serves="aggitd.prop1.bias_bound",
     statement=(
         "(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
         "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
         "mode returns the same"
     ),
-    strategy=SMALL_CASES,
-    # a case: N + 2 estimator runs (~0.3 s); thorough draws 60
     check=check_mean_identity,
+    # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
+    max_examples=PerProfile(4, None),
+    shrink=False,
     perturbation=NEUMANN_STEP_FLOAT32,
     notes=(
         "Exact oracles and full participation, so the only randomness is Q; the trajectory is "
@@ -180,7 +174,6 @@ BIAS_BOUND = four_case_estimate_claim(
     id="aggitd.prop1.bias_bound",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
-    about=ABOUT_RESULT,
     power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     statement=(
         "||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "

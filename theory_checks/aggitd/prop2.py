@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks import stats
 from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
@@ -132,7 +131,6 @@ SECOND_MOMENT = estimate_claim(
     id="aggitd.prop2.second_moment",
     reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
-    about=ABOUT_RESULT,
     statement=(
         "E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
         "linearly in N: fitted exponent in N+1 equals 1 (0.15)"

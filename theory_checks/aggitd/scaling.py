@@ -32,7 +32,6 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
@@ -363,7 +362,6 @@ BIAS_RATE_IN_N = four_case_estimate_claim(
     id="aggitd.scaling.bias_rate_in_n",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
         "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
@@ -385,7 +383,6 @@ TAU_INVARIANCE = lemma3_claim(
     id="aggitd.scaling.tau_invariance",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
         "an upper bound): fitted exponent in tau <= 0.05"

@@ -3,14 +3,20 @@ result modules use.
 
 - the exact-run generators: :data:`NO_DRAWS` (any draw is an error) and :class:`FixedIndex`
   (the server's index Q fixed);
-- the claim constructors :data:`aggitd_claim` and, per kind of claim, :data:`estimate_claim`,
-  :data:`lemma3_claim` and :data:`theorem1_claim`;
+- the claim constructors (:class:`~theory_checks.claim.ClaimMaker`): :data:`aggitd_claim` and,
+  per kind of claim, :data:`estimate_claim` (AggITD's estimate under the propositions' caps;
+  :data:`four_case_estimate_claim`), :data:`step_claim` and :data:`identity_claim` (a step of
+  Alg. 1 or Table 1's rounds), :data:`lemma3_claim` (FBO-AggITD at Lemma 3's conditions;
+  :data:`upper_round_claim`, the claims measured by :func:`upper_round`) and
+  :data:`theorem1_claim` (at Theorem 1's step rule), with the shared case budget
+  :data:`TWO_FAST_CASES` and cases :data:`SMALL_CASES`;
 - the case strategies :func:`point_seed_cases` and :func:`bilevel_cases` (the closed-form
-  families' are the classical checks', :func:`~theory_checks.classical.common.closed_form_cases`);
+  families' are the classical checks', :func:`~theory_checks.classical.common.closed_form_cases`)
+  and the saved cases :func:`saved_bilevel_case`;
 - :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
-  :mod:`theory_checks.aggitd.constants`), :func:`exact_setup` (its
-  :meth:`ExactView.estimate` runs an estimator at the case's steps) and the fixed-subset
-  context :func:`fixed_clients_context`;
+  :mod:`theory_checks.aggitd.constants`, and the case's steps), :func:`exact_setup` (its
+  :meth:`ExactView.estimate` runs an estimator at the case's steps, :meth:`ExactView.at_steps`
+  builds an algorithm there) and the fixed-subset context :func:`fixed_clients_context`;
 - FBO-AggITD's expected iteration as an affine map (:func:`affine_iteration`), to follow it
   over the long horizons that Theorem 1's step rule implies;
 - one FBO-AggITD upper round per Q with One-Round-Upper's local path replayed

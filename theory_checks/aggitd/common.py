@@ -18,7 +18,8 @@ result modules use.
   :meth:`ExactView.estimate` runs an estimator at the case's steps, :meth:`ExactView.at_steps`
   builds an algorithm there) and the fixed-subset context :func:`fixed_clients_context`;
 - FBO-AggITD's expected iteration as an affine map (:func:`affine_iteration`), to follow it
-  over the long horizons that Theorem 1's step rule implies;
+  over the long horizons that Theorem 1's step rule implies (:class:`AffineIteration`: its
+  fixed point, and the mean or the minimum of a value along a trajectory);
 - one FBO-AggITD upper round per Q with One-Round-Upper's local path replayed
   (:func:`upper_round`, at Lemma 3's conditions: :func:`upper_setup`), measured by Lemma 3's and
   Theorem 2's D_h checks;
@@ -76,7 +77,6 @@ from theory_checks.claim import paper_claim
 from theory_checks.classical.common import closed_form_cases
 from theory_checks.exact_measurements import bound_on_grid
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -290,6 +290,10 @@ def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> Feder
 # --------------------------------------------------------------------------- the affine iteration
 
 
+#: Iterations an affine trajectory is followed by at a time (:meth:`AffineIteration.powers`).
+CHUNK = 2048
+
+
 @dataclasses.dataclass(frozen=True)
 class AffineIteration:
     """``z_{k+1} = A z_k + c`` with ``z = (x, y)`` (``x`` first, ``dim_x`` entries)."""
@@ -302,6 +306,68 @@ class AffineIteration:
     def radius(self) -> float:
         """Spectral radius of ``A``: below 1 iff every start converges to the fixed point."""
         return float(np.abs(np.linalg.eigvals(self.A)).max())
+
+    def fixed_point(self) -> np.ndarray:
+        """The limit of every trajectory, ``(I - A)^{-1} c``; NotMeasurable when ``A`` has
+        spectral radius >= 1 (no limit to compare with)."""
+        if self.radius >= 1.0:
+            raise NotMeasurable(
+                f"the iteration does not contract (spectral radius {self.radius:.6g})"
+            )
+        return np.linalg.solve(np.eye(len(self.c)) - self.A, self.c)
+
+    def powers(self) -> list[np.ndarray]:
+        """``A^j`` for ``j < CHUNK``: a trajectory is followed ``CHUNK`` iterations at a time,
+        ``z_{kB + j} = A^j z_{kB}`` plus the affine part."""
+        powers = [np.eye(len(self.c))]
+        for _ in range(CHUNK - 1):
+            powers.append(self.A @ powers[-1])
+        return powers
+
+    def mean(
+        self, z0: np.ndarray, value: Callable[[np.ndarray], np.ndarray], iterations: int
+    ) -> float:
+        """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as
+        Theorem 1 averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j}
+        A^i) c``; ``value`` maps a ``(n, d)`` stack of states to ``(n,)`` values."""
+        partial = [np.zeros(len(z0))]
+        for _ in range(CHUNK - 1):
+            partial.append(self.A @ partial[-1] + self.c)
+        P, S = np.stack(self.powers()), np.stack(partial)
+        total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
+        while done < iterations:
+            block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
+            total += float(value(block).sum())
+            done += len(block)
+            z = self.A @ block[-1] + self.c
+        return total / iterations
+
+    def minimum(
+        self,
+        z0: np.ndarray,
+        value: Callable[[np.ndarray], np.ndarray],
+        limit_value: float,
+        max_iterations: int = 20_000_000,
+    ) -> tuple[float, int]:
+        """``min_k value(z_k)`` over the whole trajectory from ``z0``, and the iterations
+        followed: in chunks (``z_{kB + j} - z* = A^j (z_{kB} - z*)``) until it is within
+        round-off of the fixed point (``||z_k - z*|| <= 1e-12 (||z*|| + ||z0||)``), where the
+        values equal ``limit_value`` to round-off, so the minimum of the prefix and of the
+        limit is the infimum over all k."""
+        z_star = self.fixed_point()
+        powers = self.powers()
+        P = np.stack(powers)
+        step_B = self.A @ powers[-1]
+        best, done, e = math.inf, 0, z0 - z_star
+        scale = float(np.linalg.norm(z_star) + np.linalg.norm(z0)) + 1e-300
+        while done < max_iterations:
+            block = np.einsum("jab,b->ja", P, e) + z_star
+            best = min(best, float(value(block).min()))
+            done += CHUNK
+            e = step_B @ e
+            if float(np.linalg.norm(e)) <= 1e-12 * scale:
+                return min(best, limit_value), done
+        raise NotMeasurable(f"trajectory not within round-off of its limit after {done} iterations")
 
 
 def affine_iteration(algorithm: Any, problem: Any, seed: int = 0) -> AffineIteration:
@@ -522,38 +588,3 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
         "worst_ratio_from_y_star": ratios["y*"],
     }
     return bound_on_grid(last, worst, series, "N", details=details)
-
-
-def outer_spectrum(problem: Any) -> torch.Tensor:
-    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
-    :func:`~theory_checks.exact_quantities.outer_affine`);
-    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
-    G, _ = outer_affine(problem)
-    eig = torch.linalg.eigvalsh(G)
-    if float(eig.min()) <= 0.0:
-        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
-    return eig
-
-
-def trajectory_mean(
-    it: AffineIteration,
-    z0: np.ndarray,
-    value: Callable[[np.ndarray], np.ndarray],
-    iterations: int,
-    chunk: int = 2048,
-) -> float:
-    """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
-    averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
-    d = len(z0)
-    powers, partial = [np.eye(d)], [np.zeros(d)]
-    for _ in range(chunk - 1):
-        partial.append(it.A @ partial[-1] + it.c)
-        powers.append(it.A @ powers[-1])
-    P, S = np.stack(powers), np.stack(partial)
-    total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
-    while done < iterations:
-        block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
-        total += float(value(block).sum())
-        done += len(block)
-        z = it.A @ block[-1] + it.c
-    return total / iterations

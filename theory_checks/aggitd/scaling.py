@@ -46,10 +46,8 @@ from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import fixed_clients_context
 from theory_checks.aggitd.common import four_case_estimate_claim
 from theory_checks.aggitd.common import lemma3_claim
-from theory_checks.aggitd.common import outer_spectrum
 from theory_checks.aggitd.common import point_seed_cases
 from theory_checks.aggitd.common import theorem1_claim
-from theory_checks.aggitd.common import trajectory_mean
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import lemma3_outer_step
 from theory_checks.aggitd.constants import neumann_step
@@ -215,6 +213,17 @@ TAU_MAX_ITERATIONS = 2_000_000
 STATIONARITY_IN_TAU = TauLaw("(1/K) sum ||grad f(x_k)||^2", (1, 2, 4, 8), 0.05)
 
 
+def outer_spectrum(problem: Any) -> torch.Tensor:
+    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
+    :func:`~theory_checks.exact_quantities.outer_affine`);
+    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
+    G, _ = outer_affine(problem)
+    eig = torch.linalg.eigvalsh(G)
+    if float(eig.min()) <= 0.0:
+        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
+    return eig
+
+
 def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD (exact mean over Q) does not grow with
     tau: exponent <= 0.05, at Theorem 1's steps and Corollary 1's N
@@ -241,7 +250,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
             make, inner_steps=n, local_steps=tau, outer_step_size=alpha, expectation=True
         )
         it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
-        values.append(trajectory_mean(it, z0, stationarity, horizon))
+        values.append(it.mean(z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
     details = {"values": values, "K": horizon, "inner_steps": n, "outer_step_size": alpha}

@@ -8,19 +8,20 @@
 - :func:`bound_at_point`: a bound checked at one value of the claim's axis, plotted as the
   measured figure and the bound there; :class:`BoundOnGrid`: a bound checked at every point of
   a grid.
-- :func:`slope_fit`: a line fitted to exact data (:mod:`theory_checks.stats`) beside the slope
-  the theory gives.
+- :func:`bound_on_grid`: the same measurement from a grid's worst excess, last point and series
+  computed by the caller.
+
+Fitted rates are :mod:`theory_checks.rate_fits`'.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import SeriesPoint
-from theory_checks.stats import LinearFit
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -65,22 +66,22 @@ class BoundOnGrid:
 
     def measurement(self, relation: str, **fields: Any) -> Measurement:
         """The grid's measurement: its last point, passed when no point exceeds its bound."""
-        measured, bound = self.last
-        return Measurement(
-            measured, bound, self.worst <= 0.0, relation, series=tuple(self.series), **fields
-        )
+        return bound_on_grid(self.last, self.worst, self.series, relation=relation, **fields)
 
 
-def slope_fit(quantity: str, fit: LinearFit, theory: float, tolerance: float) -> Fit:
-    """``fit`` (a line through exact data) against the slope ``theory``, agreeing within
-    ``tolerance``; it keeps the largest residual, which the results record for exact data
-    (:func:`~theory_checks.claim.fit_record`)."""
-    return Fit(
-        quantity,
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        tolerance,
-        residual=fit.residual_max,
-    )
+def bound_on_grid(
+    last: tuple[float, float],
+    worst: float,
+    series: Sequence[SeriesPoint],
+    axis: str = "",
+    relation: str | None = None,
+    **fields: Any,
+) -> Measurement:
+    """The measurement of a bound checked at every point of a grid of ``axis``: it holds when
+    ``worst``, the largest excess (measured - bound - slack) over the points, is at most 0;
+    ``last`` is the last point's (measured, bound), ``series`` every point's; ``relation``
+    defaults to "<= at every ``axis`` on the grid"; ``fields`` are the measurement's other
+    fields (``details``, ``slack``)."""
+    if relation is None:
+        relation = f"<= at every {axis} on the grid"
+    return Measurement(last[0], last[1], worst <= 0.0, relation, series=tuple(series), **fields)

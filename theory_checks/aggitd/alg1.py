@@ -29,25 +29,17 @@ from typing import Any
 import torch
 
 from problems import QuadraticBilevel
-from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.common import identity_claim
+from theory_checks.aggitd.common import saved_bilevel_case
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
 from theory_checks.hypotheses import Reading
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.measurements import identity_residual
 from theory_checks.tolerances import UNRESOLVED_TERM
 
 
@@ -58,8 +50,8 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     n = 1 + seed % 12
     q = (seed // 12) % (n + 1)
     tau = 1 + (seed // 200) % 2
-    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
-    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    lam = ex.lam  # the propositions' caps, as beta
+    ys = ex.fedsvrg_trajectory(y0, n, ex.beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     hess_iv = (
         lam
@@ -84,26 +76,9 @@ def check_per_index_identity(claim: Claim, case: Case, make: Callable[..., Any])
     reading = (
         {"printed_line6": case.params["printed_line6"]} if "printed_line6" in case.params else {}
     )
-    out = run_estimate(
-        make,
-        ex.problem,
-        x,
-        y0,
-        inner_steps=n,
-        local_steps=tau,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        index=q,
-        **reading,
-    )
+    out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, index=q, **reading)
     relative = float((out.value - predicted).norm()) / scale
-    return Measurement(
-        relative,
-        IDENTITY_RTOL,
-        relative <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"inner_steps": n, "index": q},
-    )
+    return identity_residual(relative, details={"inner_steps": n, "index": q})
 
 
 # Positive controls of the refuted statements: cases inside their conditions where they hold.
@@ -118,18 +93,8 @@ alg1_as_printed_control = known_case(_CONTROL_PROBLEM, {"point_seed": 12})
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CASES = closed_form_cases(max_dim=5)
-
-
 # What every claim of this result shares.
-alg1_claim = aggitd_claim.but(
-    kind="exact_identity",
-    about=ABOUT_STEP,
-    strategy=CASES,
-    check=check_per_index_identity,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
-)
+alg1_claim = identity_claim.but(check=check_per_index_identity)
 
 
 AS_PRINTED = alg1_claim(
@@ -170,12 +135,7 @@ AS_PRINTED = alg1_claim(
         ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
-    examples=(
-        known_case(
-            bilevel_spec(n_clients=5),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(n_clients=5),),
 )
 
 
@@ -186,7 +146,6 @@ PER_INDEX_IDENTITY = alg1_claim(
         "for every Q: h_Q = grad_x f(x, y^N) - lambda (N+1) J prod_{t=N}^{Q+1} (I - "
         "lambda H(y^t)) grad_y f(x, y^Q), to 1e-10"
     ),
-    estimators=("aggitd",),
     corrects=AS_PRINTED.id,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

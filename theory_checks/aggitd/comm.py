@@ -21,17 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
 from testbed.federation.context import FederatedContext
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.common import step_claim
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import algorithm_variant
@@ -149,17 +144,8 @@ EXTRA_ROUND_SGD = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CASES = closed_form_cases(max_dim=5)
-
-
 # What every claim of this result shares.
-comm_claim = aggitd_claim.but(
-    kind="communication_count",
-    about=ABOUT_STEP,
-    strategy=CASES,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
-)
+comm_claim = step_claim.but(kind="communication_count")
 
 
 ROUNDS_PER_ITERATION = comm_claim(

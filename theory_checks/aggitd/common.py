@@ -3,12 +3,23 @@ result modules use.
 
 - the exact-run generators: :data:`NO_DRAWS` (any draw is an error) and :class:`FixedIndex`
   (the server's index Q fixed);
-- the case strategies :func:`closed_form_cases` and :func:`bilevel_cases`;
+- the claim constructors (:class:`~theory_checks.claim.ClaimMaker`): :data:`aggitd_claim` and,
+  per kind of claim, :data:`estimate_claim` (AggITD's estimate under the propositions' caps;
+  :data:`four_case_estimate_claim`), :data:`step_claim` and :data:`identity_claim` (a step of
+  Alg. 1 or Table 1's rounds), :data:`lemma3_claim` (FBO-AggITD at Lemma 3's conditions;
+  :data:`upper_round_claim`, the claims measured by :func:`upper_round`) and
+  :data:`theorem1_claim` (at Theorem 1's step rule), with the shared case budget
+  :data:`TWO_FAST_CASES` and cases :data:`SMALL_CASES`;
+- the case strategies :func:`point_seed_cases` and :func:`bilevel_cases` (the closed-form
+  families' are the classical checks', :func:`~theory_checks.classical.common.closed_form_cases`)
+  and the saved cases :func:`saved_bilevel_case`;
 - :class:`ExactView` (dense derivatives of one problem, with the paper's constants from
-  :mod:`theory_checks.aggitd.constants`), :func:`exact_setup`, the estimator runner
-  :func:`run_estimate` and the fixed-subset context :func:`fixed_clients_context`;
+  :mod:`theory_checks.aggitd.constants`, and the case's steps), :func:`exact_setup` (its
+  :meth:`ExactView.estimate` runs an estimator at the case's steps, :meth:`ExactView.at_steps`
+  builds an algorithm there) and the fixed-subset context :func:`fixed_clients_context`;
 - FBO-AggITD's expected iteration as an affine map (:func:`affine_iteration`), to follow it
-  over the long horizons that Theorem 1's step rule implies;
+  over the long horizons that Theorem 1's step rule implies (:class:`AffineIteration`: its
+  fixed point, and the mean or the minimum of a value along a trajectory);
 - one FBO-AggITD upper round per Q with One-Round-Upper's local path replayed
   (:func:`upper_round`, at Lemma 3's conditions: :func:`upper_setup`), measured by Lemma 3's and
   Theorem 2's D_h checks;
@@ -36,12 +47,17 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from testbed.federation.context import FederatedContext
 from testbed.federation.sampling import FixedParticipants
 from testbed.oracles import Oracles
+from theory_checks.aggitd.constants import ESTIMATOR
+from theory_checks.aggitd.constants import LEMMA3
+from theory_checks.aggitd.constants import THEOREM1
 from theory_checks.aggitd.constants import AggITDConstants
 from theory_checks.aggitd.constants import aggitd_constants
 from theory_checks.aggitd.constants import dissimilarity_sq
@@ -53,21 +69,50 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
 from theory_checks.claim import SeriesPoint
+from theory_checks.claim import bilevel_spec
+from theory_checks.claim import known_case
 from theory_checks.claim import paper_claim
-from theory_checks.classical.common import closed_form_problems
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.exact_quantities import evaluation_point
-from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
+from theory_checks.measurements import bound_on_grid
 from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
-#: module narrows it with the fields its claims share.
-aggitd_claim = paper_claim("AggITD")
+#: module narrows it with the fields its claims share. A claim is about the paper's result
+#: unless it says it is about a step (an identity, an erratum, a derived law).
+aggitd_claim = paper_claim("AggITD", about=ABOUT_RESULT)
 
-#: The constructor of AggITD's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
-#: module narrows it with the fields its claims share.
-aggitd_claim = paper_claim("AggITD")
+#: Claims about AggITD's estimate (Alg. 1, one call), run under Props. 1-2's caps on lambda
+#: and beta; a failing case is saved as drawn (shrinking would rerun the estimator many times).
+estimate_claim = aggitd_claim.but(estimators=("aggitd",), hypotheses=ESTIMATOR, shrink=False)
+
+#: :data:`estimate_claim` for checks of a few estimator runs (about 0.3-0.4 s a case): four
+#: cases on the fast profile.
+four_case_estimate_claim = estimate_claim.but(max_examples=PerProfile(4, None))
+
+#: The cases of the claims that run a few estimates or iterations: the closed-form families up
+#: to dimension 5, at a drawn point seed.
+SMALL_CASES = closed_form_cases(max_dim=5)
+
+#: Claims about one step of AggITD or FBO-AggITD (Alg. 1's estimate, Table 1's rounds) on
+#: :data:`SMALL_CASES`, under the propositions' caps.
+step_claim = aggitd_claim.but(about=ABOUT_STEP, strategy=SMALL_CASES, hypotheses=ESTIMATOR)
+
+#: The exact identities of AggITD's estimate (eqs. (5) and (11)): step claims.
+identity_claim = step_claim.but(kind="exact_identity", estimators=("aggitd",))
+
+#: Claims about FBO-AggITD's iteration at Lemma 3's conditions (outer step alpha <= alpha_2).
+lemma3_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=LEMMA3, shrink=False)
+
+#: Claims about FBO-AggITD's run at Theorem 1's step rule (and Corollary 1's N).
+theorem1_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=THEOREM1, shrink=False)
+
+#: The case budget of the checks that run FBO-AggITD iterations or many estimates (seconds a
+#: case): two cases on the fast profile, the profile's own count on thorough.
+TWO_FAST_CASES = PerProfile(2, None)
 
 # --------------------------------------------------------------------------- exact runs
 
@@ -116,20 +161,12 @@ class LastUploads:
 # --------------------------------------------------------------------------- strategies
 
 
-def closed_form_cases(
-    kinds: tuple[str, ...] = ("bilevel", "minimax", "compositional"), **problem_kwargs: Any
-) -> Callable[[], st.SearchStrategy[Case]]:
-    """Cases of the closed-form families ``kinds`` (keyword sizes ``problem_kwargs``) with a
-    drawn ``point_seed``."""
-
-    def build() -> st.SearchStrategy[Case]:
-        return st.builds(
-            lambda problem, seed: Case(problem, {"point_seed": seed}),
-            closed_form_problems(kinds, **problem_kwargs),
-            strategies.SEEDS,
-        )
-
-    return build
+def point_seed_cases(problems: st.SearchStrategy[Any]) -> st.SearchStrategy[Case]:
+    """Cases of ``problems``, each with a drawn ``point_seed`` (the seed of the evaluation point,
+    :func:`~theory_checks.exact_quantities.evaluation_point`)."""
+    return st.builds(
+        lambda problem, seed: Case(problem, {"point_seed": seed}), problems, strategies.SEEDS
+    )
 
 
 def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]]:
@@ -137,13 +174,16 @@ def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]
     ``point_seed``."""
 
     def build() -> st.SearchStrategy[Case]:
-        return st.builds(
-            lambda problem, seed: Case(problem, {"point_seed": seed}),
-            strategies.quadratic_bilevel(**problem_kwargs),
-            strategies.SEEDS,
-        )
+        return point_seed_cases(strategies.quadratic_bilevel(**problem_kwargs))
 
     return build
+
+
+def saved_bilevel_case(**spec: Any) -> Callable[[], Case]:
+    """A saved case (a counterexample or a positive control) of a ``QuadraticBilevel.random``
+    problem at point seed 0; ``spec`` is what differs from
+    :func:`~theory_checks.claim.bilevel_spec`'s defaults."""
+    return known_case(bilevel_spec(**spec), {"point_seed": 0})
 
 
 # --------------------------------------------------------------------------- exact helpers
@@ -152,11 +192,13 @@ def bilevel_cases(**problem_kwargs: Any) -> Callable[[], st.SearchStrategy[Case]
 class ExactView:
     """Dense derivatives and per-client Hessians of one problem, with the paper's constants
     (``paper``, :func:`~theory_checks.aggitd.constants.aggitd_constants`: ``mu``, ``L_g`` and
-    ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``)."""
+    ``L_f`` are Assumptions 1-2's, per sample and jointly in ``(x, y)``) and the steps the
+    estimator runs with: ``lam`` (HessIV) and ``beta`` (inner)."""
 
-    def __init__(self, problem: Any, x: torch.Tensor) -> None:
+    def __init__(self, problem: Any, x: torch.Tensor, lam: float, beta: float) -> None:
         self.problem = problem
         self.x = x
+        self.lam, self.beta = lam, beta
         self.constants = problem.constants()
         self.y_star = problem.exact_inner_solution(x)
         self.view = quadratic_view(problem, x, self.y_star)
@@ -172,6 +214,26 @@ class ExactView:
 
     def grad_outer(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.view.grad_outer(self.x, y)
+
+    @property
+    def steps(self) -> dict[str, float]:
+        """The view's steps as the estimators' keywords."""
+        return {"neumann_step_size": self.lam, "inner_step_size": self.beta}
+
+    def at_steps(self, make: Callable[..., Any], **params: Any) -> Any:
+        """``make(**params)`` at the view's steps ``lam`` and ``beta``: the estimator or the
+        algorithm a check runs."""
+        return make(**self.steps, **params)
+
+    def estimate(
+        self, make: Callable[..., Any], y0: torch.Tensor, rng: Any = NO_DRAWS, **params: Any
+    ) -> Any:
+        """One estimate at ``(x, y0)`` of the estimator :meth:`at_steps` builds from ``params``
+        (the counts, the index Q or ``expectation``), with no random draws unless ``rng`` is
+        given."""
+        estimator = self.at_steps(make, **params)
+        estimator.init(self.problem)
+        return estimator.estimate(self.problem, self.x, InnerState(y0), rng)
 
     def heterogeneity_sq(self, y: torch.Tensor) -> float:
         """Assumption 4's dissimilarity at ``(x, y)`` (:func:`~theory_checks.aggitd.constants.
@@ -213,24 +275,11 @@ class ExactView:
 
 def exact_setup(case: Case) -> tuple[ExactView, torch.Tensor, torch.Tensor]:
     """The case's exact view at its evaluation point ``(x, y0)`` (seeded by ``point_seed``),
-    with ``x`` and ``y0``."""
+    at the case's steps (the propositions' caps unless it names them:
+    :func:`~theory_checks.aggitd.constants.neumann_step`,
+    :func:`~theory_checks.aggitd.constants.inner_step`), with ``x`` and ``y0``."""
     x, y0 = evaluation_point(case.problem, case.params["point_seed"])
-    return ExactView(case.problem, x), x, y0
-
-
-def run_estimate(
-    make: Callable[..., Any],
-    problem: Any,
-    x: torch.Tensor,
-    y0: torch.Tensor,
-    rng: Any = NO_DRAWS,
-    **params: Any,
-) -> Any:
-    """One estimate at ``(x, y0)`` of the estimator ``make(**params)`` (with no random draws
-    unless ``rng`` is given)."""
-    estimator = make(**params)
-    estimator.init(problem)
-    return estimator.estimate(problem, x, InnerState(y0), rng)
+    return ExactView(case.problem, x, neumann_step(case), inner_step(case)), x, y0
 
 
 def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> FederatedContext:
@@ -239,6 +288,10 @@ def fixed_clients_context(problem: Any, rng: Any, subset: torch.Tensor) -> Feder
 
 
 # --------------------------------------------------------------------------- the affine iteration
+
+
+#: Iterations an affine trajectory is followed by at a time (:meth:`AffineIteration.powers`).
+CHUNK = 2048
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,6 +306,68 @@ class AffineIteration:
     def radius(self) -> float:
         """Spectral radius of ``A``: below 1 iff every start converges to the fixed point."""
         return float(np.abs(np.linalg.eigvals(self.A)).max())
+
+    def fixed_point(self) -> np.ndarray:
+        """The limit of every trajectory, ``(I - A)^{-1} c``; NotMeasurable when ``A`` has
+        spectral radius >= 1 (no limit to compare with)."""
+        if self.radius >= 1.0:
+            raise NotMeasurable(
+                f"the iteration does not contract (spectral radius {self.radius:.6g})"
+            )
+        return np.linalg.solve(np.eye(len(self.c)) - self.A, self.c)
+
+    def powers(self) -> list[np.ndarray]:
+        """``A^j`` for ``j < CHUNK``: a trajectory is followed ``CHUNK`` iterations at a time,
+        ``z_{kB + j} = A^j z_{kB}`` plus the affine part."""
+        powers = [np.eye(len(self.c))]
+        for _ in range(CHUNK - 1):
+            powers.append(self.A @ powers[-1])
+        return powers
+
+    def mean(
+        self, z0: np.ndarray, value: Callable[[np.ndarray], np.ndarray], iterations: int
+    ) -> float:
+        """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as
+        Theorem 1 averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j}
+        A^i) c``; ``value`` maps a ``(n, d)`` stack of states to ``(n,)`` values."""
+        partial = [np.zeros(len(z0))]
+        for _ in range(CHUNK - 1):
+            partial.append(self.A @ partial[-1] + self.c)
+        P, S = np.stack(self.powers()), np.stack(partial)
+        total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
+        while done < iterations:
+            block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
+            total += float(value(block).sum())
+            done += len(block)
+            z = self.A @ block[-1] + self.c
+        return total / iterations
+
+    def minimum(
+        self,
+        z0: np.ndarray,
+        value: Callable[[np.ndarray], np.ndarray],
+        limit_value: float,
+        max_iterations: int = 20_000_000,
+    ) -> tuple[float, int]:
+        """``min_k value(z_k)`` over the whole trajectory from ``z0``, and the iterations
+        followed: in chunks (``z_{kB + j} - z* = A^j (z_{kB} - z*)``) until it is within
+        round-off of the fixed point (``||z_k - z*|| <= 1e-12 (||z*|| + ||z0||)``), where the
+        values equal ``limit_value`` to round-off, so the minimum of the prefix and of the
+        limit is the infimum over all k."""
+        z_star = self.fixed_point()
+        powers = self.powers()
+        P = np.stack(powers)
+        step_B = self.A @ powers[-1]
+        best, done, e = math.inf, 0, z0 - z_star
+        scale = float(np.linalg.norm(z_star) + np.linalg.norm(z0)) + 1e-300
+        while done < max_iterations:
+            block = np.einsum("jab,b->ja", P, e) + z_star
+            best = min(best, float(value(block).min()))
+            done += CHUNK
+            e = step_B @ e
+            if float(np.linalg.norm(e)) <= 1e-12 * scale:
+                return min(best, limit_value), done
+        raise NotMeasurable(f"trajectory not within round-off of its limit after {done} iterations")
 
 
 def affine_iteration(algorithm: Any, problem: Any, seed: int = 0) -> AffineIteration:
@@ -373,11 +488,31 @@ def upper_setup(
     params = {
         "inner_steps": 1 + seed % 2,
         "local_steps": (4, 8)[(seed // 2) % 2],
-        "inner_step_size": inner_step(case),
-        "neumann_step_size": neumann_step(case),
+        "inner_step_size": ex.beta,
+        "neumann_step_size": ex.lam,
         "outer_step_size": lemma3_outer_step(case),
     }
     return case.problem, ex, x, y0, params, ex.paper
+
+
+#: The cases of the claims measured by :func:`upper_round`: two-level families small enough for
+#: one FBO-AggITD iteration per Q.
+UPPER_ROUND_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 4.0))
+
+#: How the claims measured by :func:`upper_round` run (the start of their notes).
+UPPER_ROUND_NOTES = (
+    "Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
+    "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
+    "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
+    "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
+    "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
+    "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
+    "visited points."
+)
+
+#: The constructor of the claims measured by :func:`upper_round` at :func:`upper_setup`'s
+#: conditions (Lemma 3's drift, Theorem 2's D_h): two cases on fast, each N + 1 iterations.
+upper_round_claim = lemma3_claim.but(strategy=UPPER_ROUND_CASES, max_examples=TWO_FAST_CASES)
 
 
 # --------------------------------------------------------------------------- Prop. 1
@@ -390,22 +525,12 @@ def _prop1_bias_at(
     x: torch.Tensor,
     y0: torch.Tensor,
     n: int,
-    steps: dict[str, Any],
+    tau: int,
 ) -> tuple[float, float, float, Any]:
-    """:func:`check_prop1_bias` at one ``N = n`` from ``y0``: ``B_I``, eq. (4)'s bound with the
-    constants read along the inner trajectory, the round-off slack and the run's calls."""
-    lam, beta = steps["lam"], steps["beta"]
-    out = run_estimate(
-        make,
-        ex.problem,
-        x,
-        y0,
-        inner_steps=n,
-        local_steps=steps["local_steps"],
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        expectation=True,
-    )
+    """:func:`check_prop1_bias` at one ``N = n`` from ``y0`` with ``tau`` local steps: ``B_I``,
+    eq. (4)'s bound with the constants read along the inner trajectory, the round-off slack and
+    the run's calls."""
+    out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, expectation=True)
     y_n = out.state.y
     gx, gy = ex.grad_outer(y_n)
     target = ex.J @ torch.linalg.solve(ex.H, gy)
@@ -413,8 +538,8 @@ def _prop1_bias_at(
     ys = out.aux["trajectory"] + [ex.y_star]
     params = {
         "inner_steps": n,
-        "neumann_step_size": lam,
-        "inner_step_size": beta,
+        "neumann_step_size": ex.lam,
+        "inner_step_size": ex.beta,
         "mu": ex.mu,
         "L_g": ex.L_g,
         "L_f": ex.L_f,
@@ -439,15 +564,12 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
     """
     ex, x, y_start = exact_setup(case)
     tau = 1 + case.params["point_seed"] % 3
-    lam, beta = neumann_step(case), inner_step(case)  # Prop. 1's caps (constants module)
     series, worst, last = [], -math.inf, (0.0, 0.0)
     ratios = {}
     for start, y0 in (("start", y_start), ("y*", ex.y_star)):
         worst_ratio = 0.0
         for n in (0, 1, 2, 3, 5, 8, 12, 16):
-            bias_sq, bound, slack, calls = _prop1_bias_at(
-                claim, make, ex, x, y0, n, {"local_steps": tau, "lam": lam, "beta": beta}
-            )
+            bias_sq, bound, slack, calls = _prop1_bias_at(claim, make, ex, x, y0, n, tau)
             worst = max(worst, bias_sq - bound - slack)
             worst_ratio = max(worst_ratio, bias_sq / (bound + slack))
             series += [
@@ -460,50 +582,9 @@ def check_prop1_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> Meas
             if start == "start":
                 last = (bias_sq, bound)
         ratios[start] = worst_ratio
-    return Measurement(
-        last[0],
-        last[1],
-        worst <= 0.0,
-        "<= at every N on the grid",
-        series=tuple(series),
-        details={
-            "local_steps": tau,
-            "worst_ratio_from_start": ratios["start"],
-            "worst_ratio_from_y_star": ratios["y*"],
-        },
-    )
-
-
-def outer_spectrum(problem: Any) -> torch.Tensor:
-    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
-    :func:`~theory_checks.exact_quantities.outer_affine`);
-    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
-    G, _ = outer_affine(problem)
-    eig = torch.linalg.eigvalsh(G)
-    if float(eig.min()) <= 0.0:
-        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
-    return eig
-
-
-def trajectory_mean(
-    it: AffineIteration,
-    z0: np.ndarray,
-    value: Callable[[np.ndarray], np.ndarray],
-    iterations: int,
-    chunk: int = 2048,
-) -> float:
-    """``(1/K) sum_{k<K} value(z_k)`` from ``z0`` (the iterates ``z_0..z_{K-1}``, as Theorem 1
-    averages them), followed in chunks of ``z_{kB + j} = A^j z_{kB} + (sum_{i<j} A^i) c``."""
-    d = len(z0)
-    powers, partial = [np.eye(d)], [np.zeros(d)]
-    for _ in range(chunk - 1):
-        partial.append(it.A @ partial[-1] + it.c)
-        powers.append(it.A @ powers[-1])
-    P, S = np.stack(powers), np.stack(partial)
-    total, done, z = 0.0, 0, np.asarray(z0, dtype=np.float64)
-    while done < iterations:
-        block = (np.einsum("jab,b->ja", P, z) + S)[: iterations - done]
-        total += float(value(block).sum())
-        done += len(block)
-        z = it.A @ block[-1] + it.c
-    return total / iterations
+    details = {
+        "local_steps": tau,
+        "worst_ratio_from_start": ratios["start"],
+        "worst_ratio_from_y_star": ratios["y*"],
+    }
+    return bound_on_grid(last, worst, series, "N", details=details)

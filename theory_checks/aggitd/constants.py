@@ -352,12 +352,18 @@ THM1_BETA_FLOOR = Hypothesis(
     _theorem1_beta_floor_margin,
 )
 
+#: Prop. 2's (its second moment does not involve the inner step beta).
+PROP2 = (A1_STRONG_CONVEXITY, LAMBDA_CAP)
+#: Prop. 2's proof as printed, read with Assumption 2's M on the whole space.
+PROP2_PRINTED = (*PROP2, A2_M_GLOBAL)
 #: The hypotheses every estimator-level claim is stated under (Props. 1-2, eqs. 5, 11, 14).
-ESTIMATOR = (A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP)
+ESTIMATOR = (*PROP2, BETA_CAP)
 #: Lemma 3's (and Theorem 2's restated D_h's).
 LEMMA3 = (*ESTIMATOR, LEMMA3_ALPHA_CAP)
 #: Theorem 1's and Corollary 1's.
 THEOREM1 = (*ESTIMATOR, F_BOUNDED_BELOW, THM1_ALPHA_RULE, THM1_BETA_FLOOR)
+#: Theorem 1's rate read at a tuned alpha_bar above its caps: its step rule is not assumed.
+THEOREM1_TUNED = (*ESTIMATOR, F_BOUNDED_BELOW)
 
 __all__ = [
     "A1_STRONG_CONVEXITY",
@@ -369,8 +375,11 @@ __all__ = [
     "LAMBDA_CAP",
     "LEMMA3",
     "LEMMA3_ALPHA_CAP",
+    "PROP2",
+    "PROP2_PRINTED",
     "REF",
     "THEOREM1",
+    "THEOREM1_TUNED",
     "THM1_ALPHA_RULE",
     "THM1_BETA_FLOOR",
     "aggitd_constants",

@@ -16,8 +16,8 @@ drawn cases) and ``beta_k`` in ``[max{beta_bar alpha_k / N, lambda / 10}, min{1,
 1/(6 L_g)}]``; Corollary 1 adds ``N = O(kappa_g)``. At those steps the iterates need ~1e5
 iterations to settle, so the run is followed exactly as an affine map
 (:func:`~theory_checks.aggitd.common.affine_iteration`: exact oracles, the exact mean over Q) to
-its limit, the fixed point (:func:`fixed_point`), and over its whole trajectory
-(:func:`trajectory_minimum`).
+its limit, the fixed point (:meth:`~theory_checks.aggitd.common.AffineIteration.fixed_point`),
+and over its whole trajectory (:meth:`~theory_checks.aggitd.common.AffineIteration.minimum`).
 
 Hypotheses: Assumptions 1-2, f bounded below, the caps on lambda and beta, Theorem 1's step rule
 and beta floor (:mod:`theory_checks.aggitd.constants`).
@@ -31,7 +31,6 @@ indirect part added instead of subtracted."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -41,25 +40,16 @@ import torch
 
 from problems import ProblemConstants
 from problems import QuadraticMinimax
-from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NO_DRAWS
-from theory_checks.aggitd.common import AffineIteration
 from theory_checks.aggitd.common import affine_iteration
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import bilevel_cases
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import THM1_ALPHA_RULE
-from theory_checks.aggitd.constants import THM1_BETA_FLOOR
+from theory_checks.aggitd.common import saved_bilevel_case
+from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.constants import gradient_bound
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.constants import theorem1_inner_steps
 from theory_checks.aggitd.constants import theorem1_outer_step
 from theory_checks.aggitd.perturbations import ScaledIndirect
@@ -71,7 +61,6 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.exact_quantities import quadratic_view
@@ -101,21 +90,15 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     n = theorem1_inner_steps(case)
     if n > COR1_MAX_INNER_STEPS:
         raise NotMeasurable(f"N = {n} > {COR1_MAX_INNER_STEPS}: too slow for this budget")
-    lam, beta, alpha = neumann_step(case), inner_step(case), theorem1_outer_step(case)
-    algorithm = make(
-        inner_steps=n,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        outer_step_size=alpha,
-        expectation=True,
-    )
+    alpha = theorem1_outer_step(case)
+    algorithm = ex.at_steps(make, inner_steps=n, outer_step_size=alpha, expectation=True)
     it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
     G, g0 = outer_affine(problem)
     G_np, g0_np, dx = G.cpu().numpy(), g0.cpu().numpy(), problem.dim_x
     base = {
         "n": n,
-        "lam": lam,
-        "beta": beta,
+        "lam": ex.lam,
+        "beta": ex.beta,
         "alpha": alpha,
         "mu": ex.mu,
         "L_g": ex.L_g,
@@ -127,10 +110,10 @@ def _cor1_limit(case: Case, make: Callable[..., Any]) -> dict[str, Any]:
     def stationarity(z: np.ndarray) -> np.ndarray:
         return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)
 
-    z_inf = fixed_point(it)
+    z_inf = it.fixed_point()
     limit = float(stationarity(z_inf))
     z0 = torch.cat([x0, y0]).cpu().numpy()
-    infimum, iterations = trajectory_minimum(it, z0, stationarity, limit)
+    infimum, iterations = it.minimum(z0, stationarity, limit)
     x_inf = torch.as_tensor(z_inf[:dx])
     y_inf = torch.as_tensor(z_inf[dx:])
     # M bounds ||grad F_i|| where the estimator evaluates it in the limit: at the limit's inner
@@ -258,50 +241,6 @@ def check_cor1_floor_kept(claim: Claim, case: Case, make: Callable[..., Any]) ->
     )
 
 
-def fixed_point(it: AffineIteration) -> np.ndarray:
-    """The limit of every trajectory, ``(I - A)^{-1} c``; NotMeasurable when ``A`` has spectral
-    radius >= 1 (no limit to compare with)."""
-    if it.radius >= 1.0:
-        raise NotMeasurable(f"the iteration does not contract (spectral radius {it.radius:.6g})")
-    return np.linalg.solve(np.eye(len(it.c)) - it.A, it.c)
-
-
-def trajectory_minimum(
-    it: AffineIteration,
-    z0: np.ndarray,
-    value: Callable[[np.ndarray], np.ndarray],
-    limit_value: float,
-    max_iterations: int = 20_000_000,
-    chunk: int = 2048,
-) -> tuple[float, int]:
-    """``min_k value(z_k)`` over the whole trajectory from ``z0``, and the iterations followed.
-
-    ``value`` maps a ``(n, d)`` stack of states to ``(n,)`` values. The trajectory is followed in
-    chunks (``z_{kB + j} = A^j z_{kB}`` plus the affine part) until it is within round-off of the
-    fixed point (``||z_k - z*|| <= 1e-12 (||z*|| + ||z0||)``), where the values equal
-    ``limit_value`` to round-off, so the minimum of the prefix and of the limit is the infimum
-    over all k.
-    """
-    d = len(z0)
-    z_star = fixed_point(it)
-    powers = [np.eye(d)]
-    for _ in range(chunk - 1):
-        powers.append(it.A @ powers[-1])
-    P = np.stack(powers)  # A^j, j < chunk
-    # z_{kB + j} - z* = A^j (z_{kB} - z*)
-    step_B = it.A @ powers[-1]
-    best, done, e = math.inf, 0, z0 - z_star
-    scale = float(np.linalg.norm(z_star) + np.linalg.norm(z0)) + 1e-300
-    while done < max_iterations:
-        block = np.einsum("jab,b->ja", P, e) + z_star
-        best = min(best, float(value(block).min()))
-        done += chunk
-        e = step_B @ e
-        if float(np.linalg.norm(e)) <= 1e-12 * scale:
-            return min(best, limit_value), done
-    raise NotMeasurable(f"trajectory not within round-off of its limit after {done} iterations")
-
-
 # A minimax instance (g = -f): grad_y f(x, y*(x)) = 0, so the HessIV's truncation has nothing to
 # truncate at the limit, whose stationarity is 0 to round-off at Theorem 1's steps and Corollary
 # 1's N, under every reading of the claim.
@@ -344,20 +283,7 @@ CASES = bilevel_cases(min_dim_y=2, max_dim=2, max_clients=4, kappa=(1.5, 3.0))
 
 
 # What every claim of this result shares.
-cor1_claim = aggitd_claim.but(
-    about=ABOUT_RESULT,
-    estimators=("fbo-aggitd",),
-    strategy=CASES,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-        THM1_ALPHA_RULE,
-        THM1_BETA_FLOOR,
-    ),
-    shrink=False,
-)
+cor1_claim = theorem1_claim.but(strategy=CASES)
 
 
 NO_FLOOR = cor1_claim(
@@ -418,12 +344,7 @@ NO_FLOOR = cor1_claim(
         ),
     ),
     # The counterexample hypothesis found (saved as data): tried first on every run.
-    examples=(
-        known_case(
-            bilevel_spec(dim_y=2, condition_number=1.5),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(dim_y=2, condition_number=1.5),),
 )
 
 

@@ -39,21 +39,19 @@ from problems import ProblemConstants
 from problems import QuadraticBilevel
 from problems import strategies
 from results_format.verdicts import ABOUT_STEP
-from theory_checks.aggitd.common import aggitd_claim
+from theory_checks.aggitd.common import TWO_FAST_CASES
+from theory_checks.aggitd.common import UPPER_ROUND_NOTES
 from theory_checks.aggitd.common import check_prop1_bias
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
+from theory_checks.aggitd.common import point_seed_cases
+from theory_checks.aggitd.common import saved_bilevel_case
 from theory_checks.aggitd.common import upper_round
+from theory_checks.aggitd.common import upper_round_claim
 from theory_checks.aggitd.common import upper_setup
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import A2_M_GLOBAL
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
+from theory_checks.aggitd.constants import PROP2
+from theory_checks.aggitd.constants import PROP2_PRINTED
 from theory_checks.aggitd.constants import gradient_bound
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import ScaledIndirect
 from theory_checks.aggitd.perturbations import UnscaledUpper
@@ -66,8 +64,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
-from theory_checks.claim import bilevel_spec
-from theory_checks.claim import known_case
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -138,8 +135,7 @@ def _check_geometric_sum(
     ``f`` is affine) and Assumption 1's ``mu``.
     """
     ex, x, _ = exact_setup(case)
-    lam = neumann_step(case)
-    beta = inner_step(case)
+    lam = ex.lam
     gy = ex.grad_outer(ex.y_star)[1]
     if float(gy.norm()) <= 1e-8 * ex.scale(ex.y_star):
         raise NotMeasurable("grad_y f(x, y*) = 0: no indirect part")
@@ -151,16 +147,7 @@ def _check_geometric_sum(
     for n in (1, 2, 4):
         values = []
         for q in range(n + 1):
-            out = run_estimate(
-                make,
-                ex.problem,
-                x,
-                ex.y_star,
-                inner_steps=n,
-                inner_step_size=beta,
-                neumann_step_size=lam,
-                index=q,
-            )
+            out = ex.estimate(make, ex.y_star, inner_steps=n, index=q)
             values.append(float((ex.grad_outer(out.state.y)[0] - out.value).norm() ** 2))
         moment = float(np.mean(values))
         bound = claim.evaluate_bound(
@@ -240,7 +227,7 @@ def one_dimensional_cases(affine_outer: bool = False) -> Callable[[], st.SearchS
             st.floats(0.1, 1.0),
             strategies.SEEDS,
         )
-        return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+        return point_seed_cases(problem)
 
     return build
 
@@ -261,22 +248,7 @@ def prop1_bound_eq45(constants: ProblemConstants, params: Mapping[str, float]) -
 # Positive control of the printed sum: the saved counterexample's problem (one client, f affine,
 # so Assumption 2's M holds on the whole space) at mu = 1 instead of 0.1: lambda mu = 0.43 and
 # ||J||^2 / L_g^2 = 0.57 leave the second moment at 0.75 of the printed sum (N = 1), inside.
-_SUM_CONTROL = QuadraticBilevel.random(
-    1,
-    1,
-    1,
-    1.0,
-    seed=164,
-    mu=1.0,
-    hessian_heterogeneity=0.0,
-    gradient_heterogeneity=0.0,
-    outer_curvature=0.0,
-).spec()
-
-
-# Every claim of the companion but Theorem 1's, in the order of CLAIMS.
-# Positive control of claim aggitd.errata.prop2_sum_as_printed
-errata_prop2_sum_as_printed_control = known_case(_SUM_CONTROL, {"point_seed": 0})
+errata_prop2_sum_as_printed_control = saved_bilevel_case(seed=164, outer_curvature=0.0)
 
 
 INDIRECT_SCALED_1E3 = Perturbation(
@@ -302,43 +274,33 @@ UPPER_STEP_NOT_ALG4 = Perturbation(
 # --------------------------------------------------------------------------- the claims
 
 # the cases each claim draws
-DH_THEOREM2_CONSTANT_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 4.0))
 PROP2_SUM_AS_PRINTED_CASES = one_dimensional_cases(affine_outer=True)
 PROP2_SUM_CORRECTED_CASES = one_dimensional_cases()
 PROP1_ALPHA3_EQ45_CASES = closed_form_cases(max_dim=4)
 
 
-# What every claim of this result shares.
-errata_claim = aggitd_claim.but(about=ABOUT_STEP, shrink=False)
+# What the errata of Props. 1-2 share: each serves the proposition it corrects.
+errata_claim = estimate_claim.but(about=ABOUT_STEP)
 
 
-DH_THEOREM2_CONSTANT = errata_claim(
+DH_THEOREM2_CONSTANT = upper_round_claim(
     id="aggitd.errata.dh_theorem2_constant",
     reference=("Xiao & Ji 2023, Thm 2 restatement (App. D.1) of D_h^2 (8 M^2) vs Prop. 2 (12 M^2)"),
     kind="variance_bound",
+    about=ABOUT_STEP,
     power_from=("aggitd.prop2.second_moment", "aggitd.prop1.mean_identity"),
     serves="aggitd.thm1.rate_in_K",
     statement=(
         "E||h_{i,nu}||^2 = E||h_i^D(x_nu^i) - h_i^D(x_0^i) + h^D(x) - h^I(x)||^2 <= 8 M^2 "
         "+ 4 lambda (N+1) L_g^2 M^2 / mu (the smaller constant of Theorem 2)"
     ),
-    estimators=("fbo-aggitd",),
-    strategy=DH_THEOREM2_CONSTANT_CASES,
     check=check_dh,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     bound=dh_bound,
-    max_examples=PerProfile(2, None),
     perturbation=UPPER_STEP_NOT_ALG4,
     notes=(
         "The erratum is harmless on every drawn case: the measured second moment stays below "
         "Theorem 2's 8 M^2 version (ratio_thm2), hence below Prop. 2's 12 M^2 (ratio_prop2). "
-        "Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
-        "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
-        "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
-        "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
-        "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
-        "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
-        "visited points."
+        + UPPER_ROUND_NOTES
     ),
 )
 
@@ -356,10 +318,9 @@ PROP2_SUM_AS_PRINTED = errata_claim(
         "mu)^2), with Assumption 2's L_g (grad G_i Lipschitz in (x, y) jointly) and M "
         "(||grad F_i|| <= M)"
     ),
-    estimators=("aggitd",),
     strategy=PROP2_SUM_AS_PRINTED_CASES,
     check=check_geometric_sum_printed,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, A2_M_GLOBAL),
+    hypotheses=PROP2_PRINTED,
     bound=geometric_sum_bound,
     expected="fails",
     positive_control=errata_prop2_sum_as_printed_control,
@@ -376,12 +337,7 @@ PROP2_SUM_AS_PRINTED = errata_claim(
         "mu); the positive control (the same problem at mu = 1: ratio 0.75) holds. Prop. 2's "
         "final bound lam (N+1) L_g^2 M^2 / mu is unaffected (aggitd.prop2.second_moment)."
     ),
-    examples=(
-        known_case(
-            bilevel_spec(seed=164, mu=0.1, outer_curvature=0.0),
-            {"point_seed": 0},
-        ),
-    ),
+    examples=(saved_bilevel_case(seed=164, mu=0.1, outer_curvature=0.0),),
 )
 
 
@@ -396,10 +352,9 @@ PROP2_SUM_CORRECTED = errata_claim(
         "by L_g and M (so the corrected sum with Assumption 2's L_g and M follows), with "
         "equality on one-dimensional inner problems"
     ),
-    estimators=("aggitd",),
     strategy=PROP2_SUM_CORRECTED_CASES,
     check=check_geometric_sum_corrected,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP),
+    hypotheses=PROP2,
     bound=geometric_sum_bound,
     max_examples=PerProfile(3, None),
     corrects=PROP2_SUM_AS_PRINTED.id,
@@ -427,12 +382,10 @@ PROP1_ALPHA3_EQ45 = errata_claim(
         "eq. (4) with eq. (45)'s smaller alpha_3(N) = 3 (N+1) (1 - beta mu)^N / (lam mu) "
         "still bounds B_I at every N"
     ),
-    estimators=("aggitd",),
     strategy=PROP1_ALPHA3_EQ45_CASES,
     check=check_prop1_bias,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     bound=prop1_bound_eq45,
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(
         "The restated alpha_3 decays faster, but deterministic FedSVRG contracts ||y - y*||^2 "

@@ -24,22 +24,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import UPPER_ROUND_NOTES
 from theory_checks.aggitd.common import upper_round
+from theory_checks.aggitd.common import upper_round_claim
 from theory_checks.aggitd.common import upper_setup
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
 from theory_checks.aggitd.constants import AggITDConstants
 from theory_checks.aggitd.perturbations import UnscaledUpper
 from theory_checks.aggitd.perturbations import algorithm_variant
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -110,38 +104,21 @@ UPPER_STEP_INVERTED = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-DRIFT_BOUND_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 4.0))
 
-
-DRIFT_BOUND = aggitd_claim(
+DRIFT_BOUND = upper_round_claim(
     id="aggitd.lemma3.drift_bound",
     reference="Xiao & Ji 2023, Lemma 3 / Lemma 7 (upper-level client drift; Sec. 4.3, App. D)",
     kind="bias_bound",
-    about=ABOUT_RESULT,
     power_from=("aggitd.scaling.tau_invariance", "aggitd.prop1.mean_identity"),
     statement=(
         "E||x_nu^i - x||^2 <= 18 tau_i^2 alpha_i^2 [3 M_f^2 ||y+ - y*||^2 + 3 ||grad "
         "f(x)||^2 + B_I + 3 sigma_h^2 + 6 sigma_f^2] for every client and nu, alpha_i = "
         "alpha / tau_i"
     ),
-    estimators=("fbo-aggitd",),
-    strategy=DRIFT_BOUND_CASES,
     check=check_lemma3_drift,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     bound=lemma3_bound,
-    max_examples=PerProfile(2, None),
-    shrink=False,
     perturbation=UPPER_STEP_INVERTED,
-    notes=(
-        "Exact oracles and full participation; one FBO-AggITD iteration per Q = 0..N (the "
-        "server's only random draw, fixed by FixedIndex) gives the exact expectation over Q. "
-        "Lemma 3's conditions: lambda = 1/L_g, beta = min(1, lambda, 1/(6 L_g)), alpha = "
-        "1/(324 M_f^2 + 6 M_f), tau in {4, 8}, N in 1..2. The local path is replayed from the "
-        "run's h and y+ with Alg. 4 and must reproduce the recorded upload x_tau^i. L_f is "
-        "the Lipschitz constant of the full grad F_i, M the max of ||grad F_i|| over the "
-        "visited points. B_I is the measured bias (not its bound (4)); sigma_f = 0."
-    ),
+    notes=UPPER_ROUND_NOTES + " B_I is the measured bias (not its bound (4)); sigma_f = 0.",
 )
 
 

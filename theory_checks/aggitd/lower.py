@@ -18,17 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.aggitd import AggITD
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import SMALL_CASES
+from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
@@ -41,19 +34,9 @@ def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) 
     """Eq. (14) at every step and eq. (15) at every Q; the deterministic floor is measured."""
     ex, x, y0 = exact_setup(case)
     tau = 1 + case.params["point_seed"] % 4
-    lam, beta = neumann_step(case), inner_step(case)
+    beta = ex.beta
     n = 30
-    out = run_estimate(
-        make,
-        ex.problem,
-        x,
-        y0,
-        inner_steps=n,
-        local_steps=tau,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        index=n,
-    )
+    out = ex.estimate(make, y0, inner_steps=n, local_steps=tau, index=n)
     ys = out.aux["trajectory"]
     errors = np.array([float((y - ex.y_star).norm() ** 2) for y in ys])
     sigma_sq = max(ex.heterogeneity_sq(y) for y in ys)
@@ -65,17 +48,7 @@ def check_lower_contraction(claim: Claim, case: Case, make: Callable[..., Any]) 
     accumulated = rate**qs * errors[0] + 25.0 * n * beta**2 * sigma_sq
     accumulated_ok = bool((errors <= accumulated + slack).all())
     # the floor: started at y*, deterministic FedSVRG stays there (y* is its fixed point)
-    fixed = run_estimate(
-        make,
-        ex.problem,
-        x,
-        ex.y_star,
-        inner_steps=3,
-        local_steps=tau,
-        inner_step_size=beta,
-        neumann_step_size=lam,
-        index=3,
-    )
+    fixed = ex.estimate(make, ex.y_star, inner_steps=3, local_steps=tau, index=3)
     measured_floor = float((fixed.state.y - ex.y_star).norm() ** 2)
     series = [
         SeriesPoint("measured", "inner_step", int(t), float(e), 0, 2 * int(t))
@@ -121,25 +94,17 @@ INNER_STEP_PER_CALL = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-CONTRACTION_CASES = closed_form_cases(max_dim=5)
 
-
-CONTRACTION = aggitd_claim(
+CONTRACTION = estimate_claim(
     id="aggitd.lower.contraction",
     reference="Xiao & Ji 2023, eqs. (14)-(15) (Mitra et al. 2021, Thm 4)",
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "||y^{t+1} - y*||^2 <= (1 - beta mu/2) ||y^t - y*||^2 + 25 beta^2 sigma_g^2 and "
         "||y^Q - y*||^2 <= (1 - beta mu/2)^Q ||y^0 - y*||^2 + 25 N beta^2 sigma_g^2"
     ),
-    estimators=("aggitd",),
-    strategy=CONTRACTION_CASES,
-    # a failing case is saved as drawn: shrinking reruns the check
-    shrink=False,
+    strategy=SMALL_CASES,
     check=check_lower_contraction,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=INNER_STEP_PER_CALL,
     notes=(
         "beta = min(1, lambda, 1/(6 L_g)), beta_i = beta / tau_i, tau in 1..4, N = 30. "

@@ -36,20 +36,12 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
-from results_format.verdicts import ABOUT_STEP
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NoDraws
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import check_prop1_bias
-from theory_checks.aggitd.common import closed_form_cases
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
+from theory_checks.aggitd.common import four_case_estimate_claim
+from theory_checks.aggitd.common import identity_claim
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
@@ -58,7 +50,8 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.classical.common import closed_form_cases
+from theory_checks.measurements import identity_residual
 
 
 class ExtremeIndexDraw(NoDraws):
@@ -92,21 +85,16 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         # the count and the weight the identity is about are untested (an AggITD forgetting
         # the weight, or stepping beta / 2, passes); such a case is not a pass.
         raise NotMeasurable("N = 0: no lower round, the weight lambda (N + 1) is untested")
-    lam, beta = neumann_step(case), inner_step(case)  # the propositions' caps
-    ys = ex.fedsvrg_trajectory(y0, n, beta, tau)
+    lam = ex.lam  # the propositions' caps, as beta
+    ys = ex.fedsvrg_trajectory(y0, n, ex.beta, tau)
     gx, _ = ex.grad_outer(ys[-1])
     predicted = gx - lam * ex.J @ ex.indirect_sum(ys, lam)
-    params = {
-        "inner_steps": n,
-        "local_steps": tau,
-        "inner_step_size": beta,
-        "neumann_step_size": lam,
-    }
-    outs = [run_estimate(make, ex.problem, x, y0, index=q, **params) for q in range(n + 1)]
+    counts = {"inner_steps": n, "local_steps": tau}
+    outs = [ex.estimate(make, y0, index=q, **counts) for q in range(n + 1)]
     mean = torch.stack([o.value for o in outs]).mean(0)
-    expected = run_estimate(make, ex.problem, x, y0, expectation=True, **params)
+    expected = ex.estimate(make, y0, expectation=True, **counts)
     support = [
-        run_estimate(make, ex.problem, x, y0, ExtremeIndexDraw(end), **params).aux["index"]
+        ex.estimate(make, y0, rng=ExtremeIndexDraw(end), **counts).aux["index"]
         for end in ("low", "high")
     ]
     scale = ex.scale(ys[-1])
@@ -119,12 +107,8 @@ def check_mean_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> M
         / (float(ys[-1].norm()) + float(y0.norm()) + 1e-300),
     }
     worst = max(residuals.values())
-    return Measurement(
-        worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"inner_steps": n, "local_steps": tau, "index_range": support, **residuals},
+    return identity_residual(
+        worst, details={"inner_steps": n, "local_steps": tau, "index_range": support, **residuals}
     )
 
 
@@ -162,33 +146,22 @@ NEUMANN_STEP_FLOAT32 = Perturbation(
 # --------------------------------------------------------------------------- the claims
 
 # the cases each claim draws
-MEAN_IDENTITY_CASES = closed_form_cases(max_dim=5)
 BIAS_BOUND_CASES = closed_form_cases(max_dim=4)
 
 
-# What every claim of this result shares.
-prop1_claim = aggitd_claim.but(
-    estimators=("aggitd",),
-    max_examples=PerProfile(4, None),
-    shrink=False,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
-)
-
-
-MEAN_IDENTITY = prop1_claim(
+MEAN_IDENTITY = identity_claim(
     id="aggitd.prop1.mean_identity",
     reference="Xiao & Ji 2023, eq. (11) (proof of Prop. 1, App. C.1)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     serves="aggitd.prop1.bias_bound",
     statement=(
         "(1/(N+1)) sum_{Q=0}^{N} h_Q = grad_x f(x, y^N) - lambda J sum_{Q=0}^{N} "
         "prod_{t=N}^{Q+1} (I - lambda H(y^t)) grad_y f(x, y^Q), to 1e-10; the expectation "
         "mode returns the same"
     ),
-    strategy=MEAN_IDENTITY_CASES,
-    # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
     check=check_mean_identity,
+    # Why 4 cases on fast: N + 2 estimator runs per case (~0.3 s); thorough draws 60
+    max_examples=PerProfile(4, None),
+    shrink=False,
     perturbation=NEUMANN_STEP_FLOAT32,
     notes=(
         "Exact oracles and full participation, so the only randomness is Q; the trajectory is "
@@ -197,11 +170,10 @@ MEAN_IDENTITY = prop1_claim(
 )
 
 
-BIAS_BOUND = prop1_claim(
+BIAS_BOUND = four_case_estimate_claim(
     id="aggitd.prop1.bias_bound",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
     kind="bias_bound",
-    about=ABOUT_RESULT,
     power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     statement=(
         "||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
@@ -209,7 +181,7 @@ BIAS_BOUND = prop1_claim(
         "sigma_g^2 L_f^2 L_g^2 N(N+1) / mu, alpha_3 = 3(N+1)(1 - beta mu/2)^N/(lam mu)"
     ),
     strategy=BIAS_BOUND_CASES,
-    # Why 4 cases on fast: 8 expectation-mode runs up to N = 16 per case (~0.4 s)
+    # a case: 8 expectation-mode runs up to N = 16 (~0.4 s)
     check=check_prop1_bias,
     bound=prop1_bound,
     perturbation=IMPORTANCE_WEIGHT_N,

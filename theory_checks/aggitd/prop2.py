@@ -22,24 +22,19 @@ from typing import Any
 import numpy as np
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
 from theory_checks import stats
-from theory_checks.aggitd.common import aggitd_claim
-from theory_checks.aggitd.common import closed_form_cases
+from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.constants import PROP2
 from theory_checks.aggitd.constants import gradient_bound
-from theory_checks.aggitd.constants import inner_step
-from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.perturbations import IMPORTANCE_WEIGHT_N
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import closed_form_cases
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -74,7 +69,7 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     """E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu; fitted exponent in N+1 equals 1."""
     ex, x, _ = exact_setup(case)
     y0 = ex.y_star  # a stationary trajectory: the N dependence is the estimator's alone
-    lam, beta = neumann_step(case), inner_step(case)
+    lam = ex.lam
     gy = ex.grad_outer(ex.y_star)[1]
     terms, power = [], gy
     for _ in range(400):  # why 400: (1 - lambda mu)^800 < 1e-30 for lambda mu >= 0.09
@@ -87,16 +82,7 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     for n in grid:
         values, points = [], [ex.y_star]
         for q in range(n + 1):
-            out = run_estimate(
-                make,
-                ex.problem,
-                x,
-                y0,
-                inner_steps=n,
-                inner_step_size=beta,
-                neumann_step_size=lam,
-                index=q,
-            )
+            out = ex.estimate(make, y0, inner_steps=n, index=q)
             gx, _ = ex.grad_outer(out.state.y)
             values.append(float((gx - out.value).norm() ** 2))
             points = out.aux["trajectory"] + [ex.y_star]
@@ -121,15 +107,7 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
     fit = stats.fit_exponent(np.array(sizes), np.array(moments))
     # Why 0.15: past saturation the exponent is 1 up to the trajectory's transient, which the
     # warm start makes small; a missing (N+1) factor gives -1, a doubled one 2.
-    result = Fit(
-        "exponent of E||h^I||^2 in N+1",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        1.0,
-        0.15,
-        residual=fit.residual_max,
-    )
+    result = fit_against("exponent of E||h^I||^2 in N+1", fit, 1.0, 0.15)
     return Measurement(
         fit.slope,
         1.0,
@@ -149,21 +127,17 @@ def check_prop2_second_moment(claim: Claim, case: Case, make: Callable[..., Any]
 SECOND_MOMENT_CASES = closed_form_cases(("bilevel", "minimax"), max_dim=3, kappa=(1.0, 2.0))
 
 
-SECOND_MOMENT = aggitd_claim(
+SECOND_MOMENT = estimate_claim(
     id="aggitd.prop2.second_moment",
     reference="Xiao & Ji 2023, Prop. 2 (sigma_h^2; App. C.2)",
     kind="variance_bound",
-    about=ABOUT_RESULT,
     statement=(
         "E_Q ||h^I||^2 <= lambda (N+1) L_g^2 M^2 / mu, and the second moment grows "
         "linearly in N: fitted exponent in N+1 equals 1 (0.15)"
     ),
-    estimators=("aggitd",),
     strategy=SECOND_MOMENT_CASES,
-    # a failing case is saved as drawn: shrinking reruns the check
-    shrink=False,
     check=check_prop2_second_moment,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP),
+    hypotheses=PROP2,
     bound=prop2_bound,
     perturbation=IMPORTANCE_WEIGHT_N,
     notes=(

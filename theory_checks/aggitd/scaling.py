@@ -21,6 +21,7 @@ rule where the claim runs the upper level (:mod:`theory_checks.aggitd.constants`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -31,30 +32,22 @@ from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from results_format.verdicts import ABOUT_STEP
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
 from theory_checks import stats
 from theory_checks.aggitd.common import NO_DRAWS
+from theory_checks.aggitd.common import TWO_FAST_CASES
 from theory_checks.aggitd.common import FixedIndex
 from theory_checks.aggitd.common import affine_iteration
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import bilevel_cases
-from theory_checks.aggitd.common import closed_form_cases
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import fixed_clients_context
-from theory_checks.aggitd.common import outer_spectrum
-from theory_checks.aggitd.common import run_estimate
-from theory_checks.aggitd.common import trajectory_mean
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
-from theory_checks.aggitd.constants import LAMBDA_CAP
-from theory_checks.aggitd.constants import LEMMA3_ALPHA_CAP
-from theory_checks.aggitd.constants import THM1_ALPHA_RULE
-from theory_checks.aggitd.constants import THM1_BETA_FLOOR
+from theory_checks.aggitd.common import four_case_estimate_claim
+from theory_checks.aggitd.common import lemma3_claim
+from theory_checks.aggitd.common import point_seed_cases
+from theory_checks.aggitd.common import theorem1_claim
 from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import lemma3_outer_step
 from theory_checks.aggitd.constants import neumann_step
@@ -68,19 +61,19 @@ from theory_checks.aggitd.perturbations import algorithm_variant
 from theory_checks.aggitd.perturbations import estimator_variant
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import closed_form_cases
 from theory_checks.client_sampling import sampling_exponent_measurement
-from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import outer_affine
+from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import neumann_error_window
+from theory_checks.rate_fits import rate_measurement
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
-from theory_checks.tolerances import RATE_RTOL
 
 
 def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -88,20 +81,11 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     ex, x, _ = exact_setup(case)
     # lambda <= 1/L_g <= 1/L: the aggregated product contracts at 1 - lam mu_mean, mu_mean the
     # smallest eigenvalue of the mean Hessian (the exact rate, >= Assumption 1's mu)
-    lam, beta = neumann_step(case), inner_step(case)
-    gx, gy = ex.grad_outer(ex.y_star)
-    eigenvalues, vectors = ex.view.spectrum
-    coeffs = vectors.T @ gy.cpu().numpy()
-    J = ex.J.cpu().numpy()
-    amplitudes = np.array(
-        [
-            np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
-            for k in range(len(eigenvalues))
-        ]
-    )
-    rates = np.abs(1.0 - lam * eigenvalues)
-    scale = ex.scale(ex.y_star)
-    window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
+    lam = ex.lam
+    gy = ex.grad_outer(ex.y_star)[1]
+    spectrum = ex.view.spectrum
+    eigenvalues = spectrum[0]
+    window = neumann_error_window(ex.J, spectrum, gy, lam, FIT_FLOOR * ex.scale(ex.y_star))
     if window is None:
         raise NotMeasurable("slowest eigenmode not excited above float64 round-off")
     start = max(window[0], 1)
@@ -114,50 +98,52 @@ def check_bias_rate_in_n(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     exact = ex.problem.exact_hypergradient(x)
     errors = []
     for n in grid:
-        out = run_estimate(
-            make,
-            ex.problem,
-            x,
-            ex.y_star,
-            inner_steps=n,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            expectation=True,
-        )
+        out = ex.estimate(make, ex.y_star, inner_steps=n, expectation=True)
         errors.append(float((out.value - exact).norm()))
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     fit = stats.fit_rate(np.array(grid), np.array(errors))
-    result = Fit(
-        "log bias per inner step N",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
     series = tuple(
         SeriesPoint("measured", "inner_steps", n, e) for n, e in zip(grid, errors, strict=True)
     )
-    return Measurement(
-        fit.slope,
-        theory,
-        result.agrees,
-        "|fit - theory| <= 5% |theory|",
-        series=series,
-        fit=result,
-        details={"window": [start, stop]},
+    return rate_measurement(
+        "log bias per inner step N", fit, theory, series, {"window": [start, stop]}
     )
 
 
-TAU_INVARIANCE_GRID = (1, 2, 4, 8, 16)
+@dataclasses.dataclass(frozen=True)
+class TauLaw:
+    """A quantity that a tau-free bound of the paper says does not grow with the local steps
+    tau: measured at each tau of ``grid``, its exponent in tau (a least-squares fit of the log-log
+    line) is checked against the one-sided ``edge`` (it may fall)."""
+
+    quantity: str
+    grid: tuple[int, ...]
+    edge: float
+
+    def measurement(self, values: list[float], details: dict[str, Any]) -> Measurement:
+        """The fitted exponent of ``values`` (one per tau of the grid) against the edge."""
+        fit = stats.fit_exponent(np.array(self.grid, dtype=float), np.array(values))
+        result = fit_against(f"exponent of {self.quantity} in tau", fit, 0.0, self.edge)
+        series = tuple(
+            SeriesPoint("measured", "local_steps", t, v)
+            for t, v in zip(self.grid, values, strict=True)
+        )
+        return Measurement(
+            fit.slope,
+            self.edge,
+            fit.slope <= self.edge,
+            "exponent <= 0.05 (does not grow with tau)",
+            series=series,
+            fit=result,
+            details=details,
+        )
 
 
 # Why 0.05 above 0: the claim is one-sided (Lemma 3's drift bound 18 alpha^2 [...] is tau-free,
 # an upper bound: the drift may fall with tau, as it does at larger steps, e.g. 0.552 -> 0.418
 # at alpha = 0.2 / L_h, exponent -0.095), and at Lemma 3's step alpha_2 the local steps change
 # the drift by O(alpha L) in the second order only; a missing 1/tau_i gives an exponent of 2.
-TAU_EXPONENT_EDGE = 0.05
+DRIFT_IN_TAU = TauLaw("||x_1 - x_0||^2", (1, 2, 4, 8, 16), 0.05)
 
 
 def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -166,63 +152,19 @@ def check_tau_invariance(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     alpha <= alpha_2, lambda <= min(10, 1/L_g), beta <= min(1, lambda, 1/(6 L_g)))."""
     problem = case.problem
     ex, x0, _ = exact_setup(case)
-    alpha, lam, beta = lemma3_outer_step(case), neumann_step(case), inner_step(case)
+    alpha = lemma3_outer_step(case)
     drifts = []
-    for tau in TAU_INVARIANCE_GRID:
-        algorithm = make(
-            inner_steps=2,
-            local_steps=tau,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            outer_step_size=alpha,
-            expectation=True,
+    for tau in DRIFT_IN_TAU.grid:
+        algorithm = ex.at_steps(
+            make, inner_steps=2, local_steps=tau, outer_step_size=alpha, expectation=True
         )
         state = algorithm.init(problem)._replace(x=x0, y=ex.y_star)
         records = run_algorithm(algorithm, problem, 1, NO_DRAWS, state=state)
         drifts.append(float((records[1].x - x0).norm() ** 2))
     if min(drifts) <= (1e-12 * alpha * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("zero hypergradient estimate: no drift to measure")
-    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
-    return tau_exponent_measurement(
-        "||x_1 - x_0||^2",
-        TAU_INVARIANCE_GRID,
-        drifts,
-        TAU_EXPONENT_EDGE,
-        {"drifts": drifts, **steps},
-    )
-
-
-def tau_exponent_measurement(
-    quantity: str,
-    grid: tuple[int, ...],
-    values: list[float],
-    edge: float,
-    details: dict[str, Any],
-) -> Measurement:
-    """The exponent in tau of ``values`` measured at ``tau`` in ``grid`` (a least-squares fit of
-    the log-log line), against the one-sided ``edge``: the claims say the quantity does not
-    grow with tau, so it may fall."""
-    fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(values))
-    result = Fit(
-        f"exponent of {quantity} in tau",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        0.0,
-        edge,
-        residual=fit.residual_max,
-    )
-    series = tuple(
-        SeriesPoint("measured", "local_steps", t, v) for t, v in zip(grid, values, strict=True)
-    )
-    return Measurement(
-        fit.slope,
-        edge,
-        fit.slope <= edge,
-        "exponent <= 0.05 (does not grow with tau)",
-        series=series,
-        fit=result,
-        details=details,
+    return DRIFT_IN_TAU.measurement(
+        drifts, {"drifts": drifts, "outer_step_size": alpha, **ex.steps}
     )
 
 
@@ -258,9 +200,6 @@ def participation_cases() -> st.SearchStrategy[Case]:
     return linear_heterogeneity_cases(PARTICIPATION_CLIENTS, max_dim=3, max_kappa=10.0)
 
 
-TAU_STATIONARITY_GRID = (1, 2, 4, 8)
-
-
 # Why 2e6: the affine map follows ~1e6 iterations per second; Theorem 1's steps give horizons of
 # 1e3 to 1e5 iterations on the drawn cases.
 TAU_MAX_ITERATIONS = 2_000_000
@@ -271,7 +210,18 @@ TAU_MAX_ITERATIONS = 2_000_000
 # O(alpha L_f) ~ 1e-4 on x and O(beta L_g) <= 1/6 on y in the second-order terms only, an
 # exponent of a few thousandths; a step scaled by 1/tau_i twice (alpha / tau_i^2) slows the
 # progress tau-fold, an exponent of order 0.3.
-TAU_TOLERANCE = 0.05
+STATIONARITY_IN_TAU = TauLaw("(1/K) sum ||grad f(x_k)||^2", (1, 2, 4, 8), 0.05)
+
+
+def outer_spectrum(problem: Any) -> torch.Tensor:
+    """Eigenvalues of ``grad^2 h`` (the outer objective's Hessian,
+    :func:`~theory_checks.exact_quantities.outer_affine`);
+    :class:`NotMeasurable` when ``h`` is not strongly convex (no lower bound, no limit)."""
+    G, _ = outer_affine(problem)
+    eig = torch.linalg.eigvalsh(G)
+    if float(eig.min()) <= 0.0:
+        raise NotMeasurable("outer objective not strongly convex: no lower bound, no limit")
+    return eig
 
 
 def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -283,8 +233,7 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
     problem = case.problem
     ex, x0, _ = exact_setup(case)
     mu_h = float(outer_spectrum(problem).min())
-    n, lam, beta = theorem1_inner_steps(case), neumann_step(case), inner_step(case)
-    alpha = theorem1_outer_step(case)
+    n, alpha = theorem1_inner_steps(case), theorem1_outer_step(case)
     horizon = math.ceil(1.0 / (alpha * mu_h))
     if horizon > TAU_MAX_ITERATIONS:
         raise NotMeasurable(f"horizon 1/(alpha mu_h) = {horizon} iterations: too long")
@@ -296,27 +245,16 @@ def check_tau_stationarity(claim: Claim, case: Case, make: Callable[..., Any]) -
         return ((z[..., :dx] @ G_np.T + g0_np) ** 2).sum(-1)
 
     values = []
-    for tau in TAU_STATIONARITY_GRID:
-        algorithm = make(
-            inner_steps=n,
-            local_steps=tau,
-            inner_step_size=beta,
-            neumann_step_size=lam,
-            outer_step_size=alpha,
-            expectation=True,
+    for tau in STATIONARITY_IN_TAU.grid:
+        algorithm = ex.at_steps(
+            make, inner_steps=n, local_steps=tau, outer_step_size=alpha, expectation=True
         )
         it = affine_iteration(algorithm, problem, seed=case.params["point_seed"])
-        values.append(trajectory_mean(it, z0, stationarity, horizon))
+        values.append(it.mean(z0, stationarity, horizon))
     if min(values) <= (IDENTITY_RTOL * ex.scale(ex.y_star)) ** 2:
         raise NotMeasurable("started at a stationary point")
-    steps = {"outer_step_size": alpha, "neumann_step_size": lam, "inner_step_size": beta}
-    return tau_exponent_measurement(
-        "(1/K) sum ||grad f(x_k)||^2",
-        TAU_STATIONARITY_GRID,
-        values,
-        TAU_TOLERANCE,
-        {"values": values, "K": horizon, "inner_steps": n, **steps},
-    )
+    details = {"values": values, "K": horizon, "inner_steps": n, "outer_step_size": alpha}
+    return STATIONARITY_IN_TAU.measurement(values, {**details, **ex.steps})
 
 
 def check_participation_algorithm(
@@ -327,12 +265,8 @@ def check_participation_algorithm(
     problem = case.problem
     m = problem.n_clients
     ex, x0, y0 = exact_setup(case)
-    algorithm = make(
-        inner_steps=1,
-        local_steps=2,
-        outer_step_size=lemma3_outer_step(case),
-        neumann_step_size=neumann_step(case),
-        inner_step_size=inner_step(case),
+    algorithm = ex.at_steps(
+        make, inner_steps=1, local_steps=2, outer_step_size=lemma3_outer_step(case)
     )
 
     def outcome(subset: tuple[int, ...]) -> torch.Tensor:
@@ -373,7 +307,7 @@ def linear_heterogeneity_cases(
         st.floats(0.1, 3.0),
         strategies.SEEDS,
     )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return point_seed_cases(problem)
 
 
 NEUMANN_STEP_09 = Perturbation(
@@ -433,26 +367,18 @@ TAU_INVARIANCE_CASES = closed_form_cases(max_dim=4)
 TAU_STATIONARITY_CASES = bilevel_cases(min_dim_y=2, max_dim=3, max_clients=4, kappa=(1.0, 4.0))
 
 
-# What every claim of this result shares.
-scaling_claim = aggitd_claim.but(shrink=False)
-
-
-BIAS_RATE_IN_N = scaling_claim(
+BIAS_RATE_IN_N = four_case_estimate_claim(
     id="aggitd.scaling.bias_rate_in_n",
     reference="Xiao & Ji 2023, Prop. 1 second term (1 - lambda mu)^{2N+2}",
     kind="linear_rate",
-    about=ABOUT_RESULT,
     statement=(
         "from y^0 = y*: slope of log||E_Q h - grad f|| in N = log(1 - lambda mu_H) (5%), "
         "mu_H = lambda_min of the mean inner Hessian (the exact rate; Assumption 1's mu "
         "<= mu_H)"
     ),
-    estimators=("aggitd",),
+    # a case: 5 runs of up to ~1.5 kappa steps (~0.4 s)
     strategy=BIAS_RATE_IN_N_CASES,
-    # Why 4 cases on fast: 5 runs of up to ~1.5 kappa steps per case (~0.4 s)
-    max_examples=PerProfile(4, None),
     check=check_bias_rate_in_n,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=NEUMANN_STEP_09,
     notes=(
         "At y* the mean over Q is J H^{-1}(I - (I - lambda H)^{N+1}) grad_y f, so the error "
@@ -462,20 +388,16 @@ BIAS_RATE_IN_N = scaling_claim(
 )
 
 
-TAU_INVARIANCE = scaling_claim(
+TAU_INVARIANCE = lemma3_claim(
     id="aggitd.scaling.tau_invariance",
     reference="Xiao & Ji 2023, Lemma 3 / Eq. (26) with alpha_i = alpha / tau_i",
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "||x_{k+1} - x_k||^2 does not grow with tau (Lemma 3's drift bound is tau-free, "
         "an upper bound): fitted exponent in tau <= 0.05"
     ),
-    estimators=("fbo-aggitd",),
     strategy=TAU_INVARIANCE_CASES,
-    # a failing case is saved as drawn: shrinking reruns the check
     check=check_tau_invariance,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
     perturbation=UPPER_STEP_UNSCALED,
     notes=(
         "One-sided: the drift may fall with tau. At alpha = 0.2 / L_h (above Lemma 3's cap) "
@@ -488,7 +410,7 @@ TAU_INVARIANCE = scaling_claim(
 )
 
 
-PARTICIPATION = scaling_claim(
+PARTICIPATION = four_case_estimate_claim(
     id="aggitd.scaling.participation",
     reference="not stated in the paper (its theory assumes full participation); derived here",
     kind="scaling_exponent",
@@ -497,12 +419,9 @@ PARTICIPATION = scaling_claim(
         "Var over uniformly sampled S-subsets of h (fixed Q, exact oracles) is "
         "proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
     ),
-    estimators=("aggitd",),
+    # a case: 30 subsets enumerated (~0.3 s)
     strategy=participation_cases,
-    # Why 4 cases on fast: 30 subsets enumerated per case (~0.3 s)
-    max_examples=PerProfile(4, None),
     check=check_participation_exponent,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP),
     perturbation=MEAN_OVER_ALL_CLIENTS,
     notes=(
         "The paper states no exponent in S; this records the measured one. Clients differ "
@@ -511,31 +430,21 @@ PARTICIPATION = scaling_claim(
 )
 
 
-TAU_STATIONARITY = scaling_claim(
+TAU_STATIONARITY = theorem1_claim(
     id="aggitd.scaling.tau_stationarity",
     reference=(
         "Xiao & Ji 2023, Thm 1 with alpha_i = alpha/tau_i, beta_i = beta/tau_i: every "
         "bound is tau-independent"
     ),
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "(1/K) sum_{k<K} ||grad f(x_k)||^2 of FBO-AggITD at Theorem 1's steps does not "
         "grow with tau (the bound is tau-free, an upper bound): fitted exponent in tau <= "
         "0.05"
     ),
-    estimators=("fbo-aggitd",),
     strategy=TAU_STATIONARITY_CASES,
     check=check_tau_stationarity,
-    hypotheses=(
-        A1_STRONG_CONVEXITY,
-        LAMBDA_CAP,
-        BETA_CAP,
-        F_BOUNDED_BELOW,
-        THM1_ALPHA_RULE,
-        THM1_BETA_FLOOR,
-    ),
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=UPPER_STEP_SCALED_TWICE,
     notes=(
         "One-sided: Theorem 1 bounds the average by a tau-free right-hand side, so it may "
@@ -551,7 +460,7 @@ TAU_STATIONARITY = scaling_claim(
 )
 
 
-PARTICIPATION_ALGORITHM = scaling_claim(
+PARTICIPATION_ALGORITHM = lemma3_claim(
     id="aggitd.scaling.participation_algorithm",
     reference=(
         "not stated in the paper (its theory assumes full participation); derived here for "
@@ -563,11 +472,9 @@ PARTICIPATION_ALGORITHM = scaling_claim(
         "Var over uniformly sampled S-subsets of FBO-AggITD's x_1 (fixed Q, exact "
         "oracles) is proportional to (M-S)/(S(M-1)): fitted exponent 1 (0.02)"
     ),
-    estimators=("fbo-aggitd",),
     strategy=four_client_cases,
     check=check_participation_algorithm,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, LEMMA3_ALPHA_CAP),
-    max_examples=PerProfile(2, None),
+    max_examples=TWO_FAST_CASES,
     perturbation=UPDATE_DIVIDED_BY_M,
     notes=(
         "The paper states no exponent in S; this records the measured one for the whole "

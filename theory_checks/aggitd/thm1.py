@@ -37,7 +37,6 @@ from hypothesis import strategies as st
 
 from problems import ProblemConstants
 from problems import strategies
-from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.base import run_algorithm
@@ -45,12 +44,10 @@ from testbed.estimators.base import InnerState
 from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
 from theory_checks.aggitd.common import NO_DRAWS
-from theory_checks.aggitd.common import aggitd_claim
 from theory_checks.aggitd.common import exact_setup
-from theory_checks.aggitd.constants import A1_STRONG_CONVEXITY
-from theory_checks.aggitd.constants import BETA_CAP
-from theory_checks.aggitd.constants import F_BOUNDED_BELOW
-from theory_checks.aggitd.constants import LAMBDA_CAP
+from theory_checks.aggitd.common import point_seed_cases
+from theory_checks.aggitd.common import theorem1_claim
+from theory_checks.aggitd.constants import THEOREM1_TUNED
 from theory_checks.aggitd.constants import AggITDConstants
 from theory_checks.aggitd.constants import gradient_bound
 from theory_checks.aggitd.constants import inner_step
@@ -449,7 +446,7 @@ def thm1_cases() -> st.SearchStrategy[Case]:
         gradient_noise=0.2,
         hessian_noise=0.05,
     )
-    return st.builds(lambda p, seed: Case(p, {"point_seed": seed}), problem, strategies.SEEDS)
+    return point_seed_cases(problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -479,11 +476,10 @@ OUTER_STEP_DECAYED = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-RATE_IN_K = aggitd_claim(
+RATE_IN_K = theorem1_claim(
     id="aggitd.thm1.rate_in_K",
     reference=("Xiao & Ji 2023, Thm 1 / Thm 2, eq. (38)/(48) with alpha_k = alpha_bar/sqrt K"),
     kind="scaling_exponent",
-    about=ABOUT_RESULT,
     statement=(
         "stochastic FBO-AggITD, alpha_k = alpha_bar / sqrt(K): A(K) = (1/K) sum_{k<K} "
         "E||grad f(x_k)||^2 = O(K^{-1/2}): A(K) <= RHS of eq. (48) at K = 12 and 48, and "
@@ -493,16 +489,14 @@ RATE_IN_K = aggitd_claim(
         "read beyond the proven step range (under the caps the K^{-1/2} regime starts "
         "near 1e4 iterations)"
     ),
-    estimators=("fbo-aggitd",),
     strategy=thm1_cases,
     check=check_thm1_rate,
-    hypotheses=(A1_STRONG_CONVEXITY, LAMBDA_CAP, BETA_CAP, F_BOUNDED_BELOW),
+    hypotheses=THEOREM1_TUNED,
     bound=thm1_bound,
     decision="statistical",
     # Why 1 case on fast and 6 on thorough: 28 (fast) or 35 (thorough) replicates of 60 iterations
     # per case, ~5 s (fast) and ~40 s (thorough) on one core
     max_examples=PerProfile(1, 6),
-    shrink=False,
     perturbation=OUTER_STEP_DECAYED,
     notes=(
         "Monte Carlo, independent replications: replicate r runs K = 12 and K = 48 on "

@@ -53,11 +53,10 @@ from theory_checks.classical.common import relative_identity
 from theory_checks.classical.constants import NEUMANN_STEP_CAP
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.classical.constants import smoothness
-from theory_checks.exact_quantities import dominant_mode_window
-from theory_checks.measurements import slope_fit
+from theory_checks.rate_fits import neumann_error_window
+from theory_checks.rate_fits import rate_measurement
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
-from theory_checks.tolerances import RATE_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
 # --------------------------------------------------------------------------- Neumann identity
@@ -166,18 +165,10 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     problem = case.problem
     view, x, _, _, grad_x, grad_y = exact_parts(case)
     lam = 1.0 / smoothness(problem)
-    eigenvalues, vectors = view.spectrum
-    coeffs = vectors.T @ grad_y.cpu().numpy()
-    J = view.J.cpu().numpy()
-    amplitudes = np.array(
-        [
-            np.linalg.norm(J @ vectors[:, k]) * abs(coeffs[k]) / eigenvalues[k]
-            for k in range(len(eigenvalues))
-        ]
-    )
-    rates = np.abs(1.0 - lam * eigenvalues)
+    spectrum = view.spectrum
+    eigenvalues = spectrum[0]
     scale = hypergradient_scale(view, grad_x, grad_y)
-    window = dominant_mode_window(amplitudes, rates, FIT_FLOOR * scale)
+    window = neumann_error_window(view.J, spectrum, grad_y, lam, FIT_FLOOR * scale)
     theory = math.log(1.0 - lam * float(eigenvalues[0]))
     if window is None:
         raise NotMeasurable("slowest eigenmode not excited above float64 round-off")
@@ -190,8 +181,6 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     terms = sorted(set(np.linspace(start, stop, num=12).round().astype(int).tolist()))
     errors, hvps, *_ = _neumann_errors(case, make, terms)
     fit = stats.fit_rate(np.array(terms), errors)
-    tolerance = RATE_RTOL * abs(theory)
-    result = slope_fit("log error per Neumann term", fit, theory, tolerance)
     series = tuple(
         [
             SeriesPoint("measured", "neumann_terms", n, e, h)
@@ -202,14 +191,8 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
             for n in terms
         ]
     )
-    return Measurement(
-        fit.slope,
-        theory,
-        result.agrees,
-        "|fit - theory| <= 5% |theory|",
-        series=series,
-        fit=result,
-        details={"window": [start, stop]},
+    return rate_measurement(
+        "log error per Neumann term", fit, theory, series, {"window": [start, stop]}
     )
 
 

@@ -22,15 +22,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.aggitd import FBOAggITD
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
-from theory_checks.claim import Perturbation
+from theory_checks.comparison.common import HETEROGENEOUS_CASES
 from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import quadratic_family_cases
+from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -68,7 +67,7 @@ class _DropsLastClient(FBOAggITD):
 _aggitd_drops_client = registry_variant("fbo-aggitd", _DropsLastClient)
 
 
-AGGITD_DROPS_CLIENT = Perturbation(
+AGGITD_DROPS_CLIENT = rounds_perturbation(
     "AggITD aggregation drops a client",
     "the server averages the uploads of M - 1 clients every round (one client's message lost, "
     "e.g. a straggler timed out), in the lower-level, ITD and upper rounds alike: on "
@@ -77,13 +76,7 @@ AGGITD_DROPS_CLIENT = Perturbation(
     "A step-size bug would be tuned away by the grid; losing one client's data is the "
     "smallest aggregation error that moves the fixed point",
     _aggitd_drops_client,
-    max_examples=1,
-    slow=True,
 )
-
-
-# The cases: multi-client quadratic heterogeneous families (both knobs bounded away from zero).
-CASES = quadratic_family_cases(homogeneous=False)
 
 
 def comparison_check_aggitd(
@@ -94,15 +87,13 @@ def comparison_check_aggitd(
     return measure_rounds(COMPARISONS["aggitd"], claim, case, make, design)
 
 
-AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
+AGGITD_FEWER_ROUNDS_THAN_FEDNEST = rounds_claim(
     id="comparison.aggitd_fewer_rounds_than_fednest",
     paper="AggITD",
     reference=(
         "Xiao & Ji 2023, abstract, Sec. 4 (2N + 3 vs 2N + T + 3 rounds per iteration) and "
         "Table 2 (2.5-3x fewer rounds to 90%)"
     ),
-    kind="communication_count",
-    about=ABOUT_SENTENCE,
     statement=(
         "FBO-AggITD needs fewer rounds than FedNest (the abstract's reading; Table 2's "
         "factor is not measured here): median over heterogeneous problems of "
@@ -111,14 +102,8 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = Claim(
         "tau = 1)"
     ),
     estimators=("fbo-aggitd", "fednest"),
-    strategy=CASES,
+    strategy=HETEROGENEOUS_CASES,
     check=comparison_check_aggitd,
-    expected="holds",
-    decision="statistical",
-    # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
-    # tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
-    # Bonferroni-split rate.
-    max_examples=PerProfile(1, 3),
     perturbation=AGGITD_DROPS_CLIENT,
     notes=(
         "Reversed from the earlier 'fails as stated', which compared a fixed alpha = 0.01 "

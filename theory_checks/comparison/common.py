@@ -1,5 +1,6 @@
-r"""The round-savings comparisons' shared code: the check, its statistical test and the cases of
-the three closed-form claims, each algorithm tuned the same way, over many problems.
+r"""The round-savings comparisons' shared code: the check, its statistical test, the cases and the
+claim constructor of the three closed-form claims, each algorithm tuned the same way, over many
+problems.
 
 Three claims (one module each) compare an algorithm with FedNest in the rounds it needs to
 reach one target:
@@ -64,10 +65,14 @@ from hypothesis import strategies as st
 from problems import ProblemError
 from problems import QuadraticBilevel
 from problems import strategies
+from results_format.verdicts import ABOUT_SENTENCE
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
+from theory_checks.claim import ClaimMaker
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
+from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison.runs import BASELINE
@@ -274,6 +279,24 @@ def _draw_until_decided(
     return per_problem, series
 
 
+#: The constructor of the closed-form comparisons' claims
+#: (:class:`~theory_checks.claim.ClaimMaker`): a sentence about communication rounds that the
+#: paper asserts, decided by the statistical test of :func:`measure_rounds`; each module adds its
+#: paper, statement, cases, check and perturbation.
+rounds_claim = ClaimMaker(
+    {
+        "kind": "communication_count",
+        "about": ABOUT_SENTENCE,
+        "expected": "holds",
+        "decision": "statistical",
+        # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on
+        # three tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more
+        # families at a Bonferroni-split rate.
+        "max_examples": PerProfile(1, 3),
+    }
+)
+
+
 def measure_rounds(
     comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -385,3 +408,15 @@ def quadratic_family_cases(homogeneous: bool) -> Callable[[], st.SearchStrategy[
         return Case(problem, {})
 
     return build
+
+
+#: The cases of the comparisons made on heterogeneous clients (AggITD's and FedMSA's):
+#: multi-client quadratic families with both heterogeneity knobs bounded away from zero.
+HETEROGENEOUS_CASES = quadratic_family_cases(homogeneous=False)
+
+
+def rounds_perturbation(name: str, description: str, build: Callable[..., Any]) -> Perturbation:
+    """The perturbation of a rounds comparison (:class:`~theory_checks.claim.Perturbation`),
+    searched on one case and ``slow``: its run tunes both algorithms on a family and draws
+    problems until the test decides (minutes of one core), so the default test run skips it."""
+    return Perturbation(name, description, build, max_examples=1, slow=True)

@@ -15,15 +15,14 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fedmsa import FedMSA
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
-from theory_checks.claim import Perturbation
+from theory_checks.comparison.common import HETEROGENEOUS_CASES
 from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import quadratic_family_cases
+from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -45,7 +44,7 @@ class _FrozenLocalDirections(FedMSA):
 _fedmsa_frozen_local_directions = registry_variant("fedmsa", _FrozenLocalDirections)
 
 
-FEDMSA_FROZEN_LOCAL_DIRECTIONS = Perturbation(
+FEDMSA_FROZEN_LOCAL_DIRECTIONS = rounds_perturbation(
     "FedMSA local directions never updated",
     "an index slip in the local recursion (6) evaluates its correction p(x_k) - p(x_{k-1}) at "
     "x_k twice, so the K = 12 local steps all follow the round's global (h_r, q_r): the local "
@@ -56,13 +55,7 @@ FEDMSA_FROZEN_LOCAL_DIRECTIONS = Perturbation(
     "stalls), so it is not caught: the claim's margin comes from FedNest's stall as much as "
     "from FedMSA's local steps",
     _fedmsa_frozen_local_directions,
-    max_examples=1,
-    slow=True,
 )
-
-
-# The cases: multi-client quadratic heterogeneous families (both knobs bounded away from zero).
-CASES = quadratic_family_cases(homogeneous=False)
 
 
 def comparison_check_fedmsa(
@@ -73,29 +66,21 @@ def comparison_check_fedmsa(
     return measure_rounds(COMPARISONS["fedmsa"], claim, case, make, design)
 
 
-FEDMSA_TENFOLD_FEWER_ROUNDS = Claim(
+FEDMSA_TENFOLD_FEWER_ROUNDS = rounds_claim(
     id="comparison.fedmsa_tenfold_fewer_rounds",
     paper="FedMSA",
     reference=(
         "Tarzanagh et al. (FedMSA), abstract ('order-of-magnitude savings'), Fig. 1(a) "
         "('reduction of 10x') and Fig. 4 (K = 12)"
     ),
-    kind="communication_count",
-    about=ABOUT_SENTENCE,
     statement=(
         "median over heterogeneous problems of rounds(FedMSA) / rounds(FedNest) <= 1/10 "
         "to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned on the same "
         "step grid (Fig. 4 setting: K = 12; FedNest N = 3, T = K)"
     ),
     estimators=("fedmsa", "fednest"),
-    strategy=CASES,
+    strategy=HETEROGENEOUS_CASES,
     check=comparison_check_fedmsa,
-    expected="holds",
-    decision="statistical",
-    # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
-    # tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
-    # Bonferroni-split rate.
-    max_examples=PerProfile(1, 3),
     perturbation=FEDMSA_FROZEN_LOCAL_DIRECTIONS,
     notes=(
         "In the paper's own setting FedNest runs N = 3 Neumann terms and T = 12 FedInn calls "

@@ -19,16 +19,15 @@ from typing import Any
 
 import torch
 
-from results_format.verdicts import ABOUT_SENTENCE
 from testbed.algorithms.fednest import FedNest
 from testbed.estimators.fednest import lfedout
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
-from theory_checks.claim import PerProfile
-from theory_checks.claim import Perturbation
 from theory_checks.comparison.common import measure_rounds
 from theory_checks.comparison.common import quadratic_family_cases
+from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
@@ -59,7 +58,7 @@ class _LFedOutWithoutIndirect(FedNest):
 _lfednest_without_indirect = registry_variant("lfednest", _LFedOutWithoutIndirect)
 
 
-LFEDNEST_WITHOUT_INDIRECT = Perturbation(
+LFEDNEST_WITHOUT_INDIRECT = rounds_perturbation(
     "LFedOut without its indirect term",
     "LFedOut takes its minimax branch (indirect=False: the problem-kind test inverted) on a "
     "bilevel problem, so each client steps along grad_x f_i alone: the iterates converge to the "
@@ -68,8 +67,6 @@ LFEDNEST_WITHOUT_INDIRECT = Perturbation(
     "rounds): a local IHGP truncated to one Neumann term instead of 5 was measured still "
     "reaching the target in fewer rounds than FedNest (undecided, not caught)",
     _lfednest_without_indirect,
-    max_examples=1,
-    slow=True,
 )
 
 
@@ -85,15 +82,13 @@ def comparison_check_lfednest(
     return measure_rounds(COMPARISONS["lfednest"], claim, case, make, design)
 
 
-LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = Claim(
+LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = rounds_claim(
     id="comparison.lfednest_fewer_rounds_homogeneous",
     paper="FedNest",
     reference=(
         "Tarzanagh et al. 2022 (FedNest), Sec. 2.6 (T + 1 rounds, 'saving T + N + 2') and "
         "Sec. 4.1 / Fig. 2(a) ('performs well on homogeneous clients')"
     ),
-    kind="communication_count",
-    about=ABOUT_SENTENCE,
     statement=(
         "median over homogeneous multi-client problems of rounds(LFedNest) / "
         "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, "
@@ -102,12 +97,6 @@ LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = Claim(
     estimators=("lfednest", "fednest"),
     strategy=CASES,
     check=comparison_check_lfednest,
-    expected="holds",
-    decision="statistical",
-    # Why 1 case on fast, 3 on thorough: a case is ~5-20 s of one core (two grid searches on three
-    # tuning problems, then 15-40 problems x 2 runs); the thorough profile draws more families at a
-    # Bonferroni-split rate.
-    max_examples=PerProfile(1, 3),
     perturbation=LFEDNEST_WITHOUT_INDIRECT,
     notes=(
         "On identical clients LFedNest's local Neumann series is FedNest's global one up to "

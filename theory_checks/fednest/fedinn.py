@@ -57,8 +57,8 @@ from theory_checks.fednest.common import measured_map
 from theory_checks.fednest.common import per_client_taus
 from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import inner_smoothness
-from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -161,7 +161,7 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
         return Measurement(0.0, 1.0, False, "progress > 0", series=tuple(series))
     fit = stats.fit_exponent(np.array(grid, float), np.array(measured))
     theory = stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
-    result = slope_fit("exponent of -log rho in tau (derived, not paper)", fit, theory, 1e-6)
+    result = fit_against("exponent of -log rho in tau (derived, not paper)", fit, theory, 1e-6)
     return Measurement(
         fit.slope,
         theory,

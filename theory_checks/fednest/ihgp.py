@@ -71,7 +71,7 @@ from theory_checks.fednest.perturbations import SameSubsetIHGP
 from theory_checks.fednest.perturbations import WrongIHGP
 from theory_checks.fednest.perturbations import ihgp_variant
 from theory_checks.measurements import identity_residual
-from theory_checks.measurements import slope_fit
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -170,7 +170,7 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
     fit = stats.fit_exponent(np.array(grid, dtype=float), np.array(variances))
     deviation = (2 * kappa - 1) / base
     tolerance = deviation / (1.0 - deviation) + 0.02
-    result = slope_fit("exponent of Var(p) in N", fit, 1.0, tolerance)
+    result = fit_against("exponent of Var(p) in N", fit, 1.0, tolerance)
     series += [
         SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept) * n**fit.slope)
         for n in grid
@@ -231,7 +231,7 @@ def check_client_sampling_variance(
     if len(sizes) < 3 or min(variances) <= 0.0:
         return identity_residual(worst, series=tuple(series), details=details)
     fit = stats.fit_exponent(np.array(laws), np.array(variances))
-    result = slope_fit("exponent of Var in (m-s)/(s(m-1))", fit, 1.0, 1e-6)
+    result = fit_against("exponent of Var in (m-s)/(s(m-1))", fit, 1.0, 1e-6)
     return Measurement(
         worst,
         IDENTITY_RTOL,

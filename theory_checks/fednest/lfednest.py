@@ -47,8 +47,8 @@ from theory_checks.fednest.common import fedihgp
 from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
-from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
@@ -148,7 +148,7 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     if min(gaps[1:]) <= 1e-8 * scale:
         raise NotMeasurable("LFedNest's first-order heterogeneity term vanishes on this case")
     fit = stats.fit_exponent(np.array(grid[1:]), np.array(gaps[1:]))
-    result = slope_fit(
+    result = fit_against(
         "exponent of ||LFedNest - FedNest|| in Hessian heterogeneity",
         fit,
         1.0,

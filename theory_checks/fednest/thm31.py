@@ -70,8 +70,8 @@ from theory_checks.fednest.k_rate import k_rate_claim
 from theory_checks.fednest.perturbations import DRIFTING_OUTER_FEDNEST
 from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.measurements import bound_at_point
-from theory_checks.measurements import slope_fit
 from theory_checks.perturbed_variants import registry_variant
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ========================================================================== the stationarity floor
@@ -251,7 +251,7 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         math.log((pc["kappa_g"] - 1.0) / pc["kappa_g"]) if pc["kappa_g"] > 1 else -math.inf
     )
     tolerance = FLOOR_SLOPE_RTOL * abs(theory)
-    result = slope_fit("log ||grad f(x_N)|| per Neumann term", fit, theory, tolerance)
+    result = fit_against("log ||grad f(x_N)|| per Neumann term", fit, theory, tolerance)
     series += [
         SeriesPoint("theory", "neumann_terms", n, floors[0] * math.exp(theory * (n - grid[0])))
         for n in grid

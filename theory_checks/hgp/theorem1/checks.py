@@ -46,7 +46,7 @@ from theory_checks.hgp.constants import s_condition_cap
 from theory_checks.hgp.constants import step_condition_holds
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.constants import steps_meeting_s_condition
-from theory_checks.measurements import slope_fit
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
 
@@ -237,7 +237,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     theory = math.log(tau)
     # Why 25%: a sign-alternating second eigenvalue of W and the O(c_S^2) terms bend the
     # finite-S floors by up to that much.
-    result = slope_fit("log error floor per Push-Sum step", fit, theory, 0.25 * abs(theory))
+    result = fit_against("log error floor per Push-Sum step", fit, theory, 0.25 * abs(theory))
     series = tuple(
         SeriesPoint("measured", "pushsum_steps", S, f, 0, S * M)
         for S, f in zip(grid, floors, strict=True)

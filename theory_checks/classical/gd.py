@@ -31,7 +31,6 @@ from testbed.registry import get_estimator
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
@@ -44,6 +43,7 @@ from theory_checks.classical.constants import smoothness
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import quadratic_view
+from theory_checks.measurements import slope_fit
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
@@ -86,15 +86,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     ]
     theory = math.log(rho)
     fit = stats.fit_rate(steps[start : stop + 1], errors[start : stop + 1])
-    result = Fit(
-        "log error per inner iteration",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
+    result = slope_fit("log error per inner iteration", fit, theory, RATE_RTOL * abs(theory))
     series += [
         SeriesPoint("fitted", "iteration", int(t), math.exp(fit.intercept + fit.slope * t))
         for t in steps[start:]

@@ -40,7 +40,6 @@ from testbed.registry import get_estimator
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
@@ -55,6 +54,7 @@ from theory_checks.classical.constants import NEUMANN_STEP_CAP
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.classical.constants import smoothness
 from theory_checks.exact_quantities import dominant_mode_window
+from theory_checks.measurements import slope_fit
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
@@ -191,15 +191,7 @@ def check_neumann_decay_rate(claim: Claim, case: Case, make: Callable[..., Any])
     errors, hvps, *_ = _neumann_errors(case, make, terms)
     fit = stats.fit_rate(np.array(terms), errors)
     tolerance = RATE_RTOL * abs(theory)
-    result = Fit(
-        "log error per Neumann term",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        tolerance,
-        residual=fit.residual_max,
-    )
+    result = slope_fit("log error per Neumann term", fit, theory, tolerance)
     series = tuple(
         [
             SeriesPoint("measured", "neumann_terms", n, e, h)

@@ -40,8 +40,7 @@ from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import point
 from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import scale
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import FLOAT32_MESSAGES
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -123,7 +122,7 @@ ERROR_IDENTITY = hgp_claim(
     estimators=("hgp-exact-averaging", "hgp-centralized"),
     strategy=identity_cases,
     check=check_error_identity,
-    hypotheses=(A1_EXACT, A2_STRONG_CONVEXITY),
+    hypotheses=EXACT_AVERAGING_ASSUMPTIONS,
     perturbation=FLOAT32_MESSAGES,
 )
 

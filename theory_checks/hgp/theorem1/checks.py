@@ -46,6 +46,7 @@ from theory_checks.hgp.constants import s_condition_cap
 from theory_checks.hgp.constants import step_condition_holds
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.constants import steps_meeting_s_condition
+from theory_checks.measurements import slope_fit
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
 
@@ -168,15 +169,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     fit = stats.fit_rate(steps, errors[start : stop + 1])
     theory = math.log(float(rates[order[0]]))
     guaranteed = math.log(max(1e-300, 1 - eta * k.alpha / 2))
-    result = Fit(
-        "log error per Neumann iteration",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
+    result = slope_fit("log error per Neumann iteration", fit, theory, RATE_RTOL * abs(theory))
     # The Push-Sum guarantee needs eta L <= 2 - eta alpha (the step condition the paper leaves
     # unstated, claim hgp.theorem1.stated_step_condition); beyond it only the fitted rate (the
     # identity's, valid at any eta) is checked.
@@ -236,15 +229,7 @@ def check_rate_in_s(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     theory = math.log(tau)
     # Why 25%: a sign-alternating second eigenvalue of W and the O(c_S^2) terms bend the
     # finite-S floors by up to that much.
-    result = Fit(
-        "log error floor per Push-Sum step",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        0.25 * abs(theory),
-        residual=fit.residual_max,
-    )
+    result = slope_fit("log error floor per Push-Sum step", fit, theory, 0.25 * abs(theory))
     series = tuple(
         SeriesPoint("measured", "pushsum_steps", S, f, 0, S * M)
         for S, f in zip(grid, floors, strict=True)

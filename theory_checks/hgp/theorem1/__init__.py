@@ -184,7 +184,15 @@ RATE_IN_S = theorem1_claim(
 )
 
 
-NOISE_EXPONENT_B = theorem1_claim(
+# What the claims on stochastic HGP share: Assumption 3 on its oracle and the stated and unstated
+# step conditions; Monte Carlo decisions over few cases, each of many replicated runs.
+STOCHASTIC_HYPOTHESES = (*network_assumptions(), A3_ORACLE, eta_alpha_below_one(), step_condition())
+stochastic_claim = theorem1_claim.but(
+    estimators=("hgp-stochastic",), decision="statistical", max_examples=5
+)
+
+
+NOISE_EXPONENT_B = stochastic_claim(
     id="hgp.theorem1.noise_exponent_b",
     reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
@@ -194,12 +202,9 @@ NOISE_EXPONENT_B = theorem1_claim(
         "<= E||v - E v||^2 (1) / b; the estimator's mean square at b = 2 matches the "
         "exact one (ratio in [1/1.4, 1.4])"
     ),
-    estimators=("hgp-stochastic",),
     strategy=NOISE_EXPONENT_B_CASES,
     check=check_noise_exponent_b,
-    hypotheses=(*network_assumptions(), A3_ORACLE, eta_alpha_below_one(), step_condition()),
-    decision="statistical",
-    max_examples=5,
+    hypotheses=STOCHASTIC_HYPOTHESES,
     examples=(SAVED_NOISE_CASE,),
     perturbation=HALF_BATCH,
     notes=(
@@ -217,7 +222,7 @@ NOISE_EXPONENT_B = theorem1_claim(
 )
 
 
-HIGH_PROBABILITY_BOUND = theorem1_claim(
+HIGH_PROBABILITY_BOUND = stochastic_claim(
     id="hgp.theorem1.high_probability_bound",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
@@ -228,18 +233,9 @@ HIGH_PROBABILITY_BOUND = theorem1_claim(
         "of eq. (10) at the stated eta (its deterministic form equal to the exact mean "
         "path, 1e-10)"
     ),
-    estimators=("hgp-stochastic",),
     strategy=HIGH_PROBABILITY_BOUND_CASES,
     check=check_high_probability,
-    hypotheses=(
-        *network_assumptions(),
-        A3_ORACLE,
-        eta_alpha_below_one(),
-        step_condition(),
-        HIGH_PROBABILITY_S_CONDITION,
-    ),
-    decision="statistical",
-    max_examples=5,
+    hypotheses=(*STOCHASTIC_HYPOTHESES, HIGH_PROBABILITY_S_CONDITION),
     perturbation=SUM_REDUCTION,
     notes=(
         "The bound is loose: 49x to 940x the empirical 0.9-quantile on the drawn cases "

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import torch
 
 from problems import strategies
 from results_format.verdicts import ABOUT_SENTENCE
@@ -96,16 +95,9 @@ communication_vector_messages_cases = graph_cases(
 class _Leaky(HyperGradientPush):
     """Also gossips the hyperparameter-sized v once (which must never leave a client)."""
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        state: Any,
-        rng: np.random.Generator,
-        replicas: int = 1,
-        track_consensus: bool = True,
-    ) -> Any:
-        out = super().run(problem, x, state, rng, replicas, track_consensus)
+    def run(self, problem: Any, *args: Any, **kwargs: Any) -> Any:
+        """HGP's run (its arguments passed through), then the extra gossip in its ledger."""
+        out = super().run(problem, *args, **kwargs)
         if out.graph_ledger is not None:
             graph = self.graph(problem.n_clients)
             out.graph_ledger.gossip(out.trajectory[-1, 0], graph.mixing(0, 1))

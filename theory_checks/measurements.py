@@ -5,9 +5,7 @@
   in float64 as ``||measured - predicted|| / scale``; it passes at most
   :data:`~theory_checks.tolerances.IDENTITY_RTOL` (the float64 error of a few hundred
   operations on numbers of the scale, :mod:`theory_checks.tolerances`).
-- :func:`measured_and_bound`: the two points of a claim's plot at one value of its axis, the
-  measured figure and the bound it is compared with; :class:`BoundOnGrid`: a bound checked at
-  every point of a grid.
+- :class:`BoundOnGrid`: a bound checked at every point of a grid.
 - :func:`slope_fit`: a line fitted to exact data (:mod:`theory_checks.stats`) beside the slope
   the theory gives.
 """
@@ -31,13 +29,6 @@ def identity_residual(residual: float, **fields: Any) -> Measurement:
     return Measurement(
         residual, IDENTITY_RTOL, residual <= IDENTITY_RTOL, "relative residual <=", **fields
     )
-
-
-def measured_and_bound(
-    axis: str, at: float, measured: float, bound: float
-) -> tuple[SeriesPoint, SeriesPoint]:
-    """The series points ``measured`` and ``bound`` at ``axis = at``."""
-    return SeriesPoint("measured", axis, at, measured), SeriesPoint("bound", axis, at, bound)
 
 
 class BoundOnGrid:

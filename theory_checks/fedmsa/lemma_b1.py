@@ -63,7 +63,6 @@ from theory_checks.fedmsa.constants import fedmsa_constants
 from theory_checks.fedmsa.constants import lemma_b1_step
 from theory_checks.fedmsa.perturbations import ascent_on_z
 from theory_checks.hypotheses import Reading
-from theory_checks.measurements import measured_and_bound
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -196,7 +195,10 @@ def _lemma_b1_run(
                 1 / lam + 2 * beta
             ) * float(((it.q[0] - S_k) ** 2).sum())
             worst = max(worst, (lhs - rhs) / (rhs + 1e-300))
-            series += measured_and_bound("local step", step, lhs, rhs)
+            series += [
+                SeriesPoint("measured", "local step", step, lhs),
+                SeriesPoint("bound", "local step", step, rhs),
+            ]
             step += 1
     return worst, series, update
 

@@ -48,6 +48,7 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
+from theory_checks.claim import SeriesPoint
 from theory_checks.claim import known_case
 from theory_checks.exact_quantities import sign_fixed
 from theory_checks.hgp.common import global_grad
@@ -68,7 +69,6 @@ from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import StepSlip
 from theory_checks.hgp.perturbations import swap
-from theory_checks.measurements import measured_and_bound
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -177,7 +177,10 @@ def _thm2_side(
         worst = max(worst, min(excess) - tolerance)
         excesses.append(excess)
         error, bound = float(run[M]), linear * distance + geometric * rho_bar**M
-        series += measured_and_bound("inner_error", distance, error, bound)
+        series += [
+            SeriesPoint("measured", "inner_error", distance, error),
+            SeriesPoint("bound", "inner_error", distance, bound),
+        ]
         last = (error, bound)
     return {"worst": worst, "series": series, "last": last, "excesses": excesses}
 

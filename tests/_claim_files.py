@@ -16,21 +16,7 @@ from typing import Any
 from results_format.validation import file_digest
 from results_format.validation import seal
 from results_format.verdicts import comparison_for
-
-#: The columns of ``series/<run_id>.csv`` as the runner writes them.
-COLUMNS = (
-    "claim",
-    "estimator",
-    "problem_id",
-    "seed",
-    "params",
-    "series",
-    "step_name",
-    "step",
-    "value",
-    "oracle_calls",
-    "comm_rounds",
-)
+from theory_checks.claim_results import SERIES_COLUMNS
 
 #: What a test's expected word means as a verdict (``holds`` of a correction: once corrected).
 _EXPECTED = {"holds": "holds", "fails": "fails as stated"}
@@ -223,7 +209,7 @@ def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> Non
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
+        writer.writerow(SERIES_COLUMNS)
         for pid, series, step_name, step, value, oracle in rows:
             writer.writerow(
                 [

@@ -31,25 +31,13 @@ from theory_checks.aggitd.cor1 import check_cor1_no_floor
 from theory_checks.aggitd.errata import check_geometric_sum_printed
 from theory_checks.aggitd.scaling import check_tau_invariance
 from theory_checks.claim import Case
+from theory_checks.claim import bilevel_spec
 from theory_checks.exact_quantities import outer_affine
 from theory_checks.hypotheses import margins
 from theory_checks.registry import get_claim
 
 # The case aggitd.errata.prop2_sum_as_printed saved before the constants were Assumption 2's.
-OLD_PROP2_CASE = {
-    "family": "QuadraticBilevel.random",
-    "n_clients": 1,
-    "dim_x": 1,
-    "dim_y": 1,
-    "condition_number": 1.0,
-    "seed": 0,
-    "hessian_heterogeneity": 0.0,
-    "gradient_heterogeneity": 0.0,
-    "mu": 0.5,
-    "n_samples": 0,
-    "gradient_noise": 0.0,
-    "hessian_noise": 0.0,
-}
+OLD_PROP2_CASE = bilevel_spec(mu=0.5)
 
 
 def _saved(claim_id: str) -> Case:

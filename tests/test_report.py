@@ -17,12 +17,12 @@ from reports.build import worst_case_text
 from results_format.claim_record import CaseRecord
 from results_format.claim_record import ClaimRecord
 from results_format.claim_record import FitRecord
-from tests._claim_files import COLUMNS
 from tests._claim_files import case_record
 from tests._claim_files import claim_record
 from tests._claim_files import write_calibration_summary
 from tests._claim_files import write_claim_file
 from tests._claim_files import write_series
+from theory_checks.claim_results import SERIES_COLUMNS
 
 FAILING = "fednest.toy.bias_bound"  # fails as stated, with a counterexample
 BOUND = "classical.toy.error_bound"  # measured against a bound, with oracle calls
@@ -329,7 +329,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
             "verdict": "fails as stated",
         },
     )
-    (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(COLUMNS) + "\n")
+    (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(SERIES_COLUMNS) + "\n")
     write_claim_file(results, claim)
     failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
     failing["positive_control"] = {

@@ -55,12 +55,20 @@ class BoundOnGrid:
         self.worst = -math.inf
         self.last = (0.0, 0.0)
 
-    def add(self, at: float, measured: float, bound: float, slack: float, *cost: int) -> None:
-        """The point ``axis = at``; ``cost``: its oracle calls and communication rounds."""
+    def add(
+        self,
+        at: float,
+        measured: float,
+        bound: float,
+        slack: float,
+        oracle_calls: int = 0,
+        comm_rounds: int = 0,
+    ) -> None:
+        """The point ``axis = at``, with its oracle calls and communication rounds."""
         self.worst = max(self.worst, measured - bound - slack)
         self.series += [
-            SeriesPoint("measured", self.axis, at, measured, *cost),
-            SeriesPoint("bound", self.axis, at, bound, *cost),
+            SeriesPoint("measured", self.axis, at, measured, oracle_calls, comm_rounds),
+            SeriesPoint("bound", self.axis, at, bound, oracle_calls, comm_rounds),
         ]
         self.last = (measured, bound)
 

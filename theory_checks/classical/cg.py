@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_RESULT
 from testbed import ConjugateGradient
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
@@ -29,11 +28,9 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
-from theory_checks.classical.common import classical_claim
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.classical.common import exact_parts
 from theory_checks.classical.common import hypergradient_scale
-from theory_checks.classical.constants import STRONGLY_CONVEX
+from theory_checks.classical.common import result_identity_claim
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
@@ -125,20 +122,12 @@ SHORT_CG = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-EXACT_AFTER_DIM_Y_CASES = closed_form_cases()
-
-
-EXACT_AFTER_DIM_Y = classical_claim(
+EXACT_AFTER_DIM_Y = result_identity_claim(
     id="classical.cg.exact_after_dim_y",
     reference="Hestenes & Stiefel 1952; Grazzi et al. 2020 (AID-CG)",
-    kind="exact_identity",
-    about=ABOUT_RESULT,
     statement="AID-CG with dim_y iterations and y = y*(x) returns grad h exactly",
     estimators=("aid-cg",),
-    strategy=EXACT_AFTER_DIM_Y_CASES,
     check=check_cg_exact,
-    hypotheses=(STRONGLY_CONVEX,),
     perturbation=SHORT_CG,
 )
 

@@ -1,5 +1,7 @@
-"""The classical results' shared helpers: the closed-form cases every classical claim draws, and
-the exact quantities several checks compare with.
+"""The classical results' shared helpers: the closed-form cases every classical claim draws
+(per kind of claim: :data:`IDENTITY_CASES`, :data:`BOUND_CASES`, :data:`RATE_CASES`), what the
+claims of a kind share (``KIND_*``, :data:`result_identity_claim`), and the exact quantities
+several checks compare with.
 
 Notation (docs/glossary.md): ``H = grad^2_y g`` (dy x dy), ``J = grad^2_xy g`` (dx x dy),
 ``mu, L`` the extreme eigenvalues of H, ``lambda`` the Neumann step (``neumann_step_size``),
@@ -16,9 +18,12 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from results_format.verdicts import ABOUT_RESULT
+from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case
 from theory_checks.claim import Measurement
 from theory_checks.claim import paper_claim
+from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import quadratic_view
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -73,6 +78,36 @@ def closed_form_cases(
         )
 
     return build
+
+
+#: The cases of the classical identities: every closed-form family, at any conditioning.
+IDENTITY_CASES = closed_form_cases()
+
+#: The cases of the error bounds, each checked on a grid of N or T up to a few kappa (one
+#: estimate per point): kappa <= 30, dimensions <= 6.
+BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
+
+#: The cases of the linear rates: bilevel and minimax with kappa >= 2 and dim_y >= 2 (at kappa =
+#: 1, the compositional problems' value, one step of size 1/L is exact: no rate to fit).
+RATE_CASES = closed_form_cases(("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0))
+
+# What every classical claim of a kind shares: its kind, what it is about and the cases it is
+# checked on; a claim is ``<result>_claim(**KIND_..., id=..., ...)``.
+
+#: An identity of an estimator's error, derived here (a proof step): on :data:`IDENTITY_CASES`.
+KIND_STEP_IDENTITY = {"kind": "exact_identity", "about": ABOUT_STEP, "strategy": IDENTITY_CASES}
+
+#: A stated bound on an estimator's error, checked on a grid: on :data:`BOUND_CASES`.
+KIND_ERROR_BOUND = {"kind": "bias_bound", "about": ABOUT_RESULT, "strategy": BOUND_CASES}
+
+#: A stated linear rate, fitted: on :data:`RATE_CASES`.
+KIND_LINEAR_RATE = {"kind": "linear_rate", "about": ABOUT_RESULT, "strategy": RATE_CASES}
+
+#: An identity a stated result gives: on :data:`IDENTITY_CASES`.
+KIND_RESULT_IDENTITY = {"kind": "exact_identity", "about": ABOUT_RESULT, "strategy": IDENTITY_CASES}
+
+#: The claims of a stated identity that needs strong convexity alone (one estimator's each).
+result_identity_claim = classical_claim.but(**KIND_RESULT_IDENTITY, hypotheses=(STRONGLY_CONVEX,))
 
 
 def hypergradient_scale(view: Any, grad_x: torch.Tensor, grad_y: torch.Tensor) -> float:

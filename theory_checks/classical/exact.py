@@ -19,15 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from results_format.verdicts import ABOUT_RESULT
 from testbed.estimators.classical import ExactHypergradient
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
-from theory_checks.classical.common import classical_claim
-from theory_checks.classical.common import closed_form_cases
-from theory_checks.classical.constants import STRONGLY_CONVEX
+from theory_checks.classical.common import result_identity_claim
 from theory_checks.exact_quantities import evaluation_point
 
 # --------------------------------------------------------------------------- exact vs FD
@@ -81,20 +78,12 @@ BIASED_EXACT = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-FINITE_DIFFERENCES_CASES = closed_form_cases()
-
-
-FINITE_DIFFERENCES = classical_claim(
+FINITE_DIFFERENCES = result_identity_claim(
     id="classical.exact.finite_differences",
     reference="Implicit function theorem; FedNest Lemma 2.1 (eq. 8), AggITD eq. (2)",
-    kind="exact_identity",
-    about=ABOUT_RESULT,
     statement="grad h(x) = central finite differences of h(x) = f(x, y*(x))",
     estimators=("exact",),
-    strategy=FINITE_DIFFERENCES_CASES,
     check=check_exact_finite_differences,
-    hypotheses=(STRONGLY_CONVEX,),
     perturbation=BIASED_EXACT,
 )
 

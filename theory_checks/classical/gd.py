@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from results_format.verdicts import ABOUT_RESULT
 from testbed import GradientDescent
 from testbed import Oracles
 from testbed.estimators.global_oracles import GlobalOracles
@@ -31,19 +30,19 @@ from testbed.registry import get_estimator
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import KIND_LINEAR_RATE
 from theory_checks.classical.common import classical_claim
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.classical.constants import GD_STEP_CAP
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.classical.constants import smoothness
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import quadratic_view
+from theory_checks.rate_fits import fit_against
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
@@ -86,15 +85,7 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     ]
     theory = math.log(rho)
     fit = stats.fit_rate(steps[start : stop + 1], errors[start : stop + 1])
-    result = Fit(
-        "log error per inner iteration",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
+    result = fit_against("log error per inner iteration", fit, theory, RATE_RTOL * abs(theory))
     series += [
         SeriesPoint("fitted", "iteration", int(t), math.exp(fit.intercept + fit.slope * t))
         for t in steps[start:]
@@ -133,20 +124,12 @@ SLOW_GD = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-LINEAR_RATE_CASES = closed_form_cases(
-    ("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)
-)
-
-
 LINEAR_RATE = classical_claim(
+    **KIND_LINEAR_RATE,
     id="classical.gd.linear_rate",
     reference="Nesterov 2004, Thm 2.1.15 (GD on a strongly convex quadratic, step 1/L)",
-    kind="linear_rate",
-    about=ABOUT_RESULT,
     statement="||y_t - y*|| <= (1 - mu/L)^t ||y_0 - y*||; fitted slope = log(1 - mu/L)",
     estimators=("aid-cg", "aid-neumann", "itd"),
-    strategy=LINEAR_RATE_CASES,
     check=check_gd_linear_rate,
     hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP),
     perturbation=SLOW_GD,

@@ -31,8 +31,6 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
-from results_format.verdicts import ABOUT_STEP
 from testbed import GradientDescent
 from testbed import IterativeDifferentiation
 from testbed import Oracles
@@ -42,9 +40,9 @@ from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
-from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import KIND_ERROR_BOUND
+from theory_checks.classical.common import KIND_STEP_IDENTITY
 from theory_checks.classical.common import classical_claim
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.classical.common import exact_parts
 from theory_checks.classical.common import grid
 from theory_checks.classical.common import hypergradient_scale
@@ -52,6 +50,7 @@ from theory_checks.classical.common import relative_identity
 from theory_checks.classical.constants import GD_STEP_CAP
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.classical.constants import smoothness
+from theory_checks.measurements import BoundOnGrid
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
@@ -130,7 +129,7 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
     beta = 1.0 / smoothness(problem)
     slack = IDENTITY_RTOL * hypergradient_scale(view, grad_x, grad_y)
     t_max = int(min(150, math.ceil(3 * constants.kappa) + 3))  # why: ~3 e-folds of decay
-    series, worst, last = [], -math.inf, (0.0, 0.0)
+    points = BoundOnGrid("inner_steps")
     for steps in [0, *grid(1, t_max)]:
         estimator = make(inner_steps=steps, inner_step_size=beta)
         out = estimator.estimate(problem, x, InnerState(y0), np.random.default_rng(0))
@@ -142,22 +141,9 @@ def check_itd_error_bound(claim: Claim, case: Case, make: Callable[..., Any]) ->
             "grad_y_norm": float(grad_y.norm()),
         }
         bound = claim.evaluate_bound(constants, params)
-        worst = max(worst, error - bound - slack)
-        calls = out.calls.oracle_calls
-        series += [
-            SeriesPoint("measured", "inner_steps", steps, error, calls),
-            SeriesPoint("bound", "inner_steps", steps, bound, calls),
-        ]
-        last = (error, bound)
+        points.add(steps, error, bound, slack, out.calls.oracle_calls)
     # the last point's slack is recorded: a case passes only if its last point does
-    return Measurement(
-        last[0],
-        last[1],
-        worst <= 0.0,
-        "<= at every T on the grid",
-        series=tuple(series),
-        slack=slack,
-    )
+    return points.measurement("<= at every T on the grid", slack=slack)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,40 +191,31 @@ ITD_DETACHED = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-ERROR_IDENTITY_CASES = closed_form_cases()
-ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
-
-
 # What every claim of this result shares.
 itd_claim = classical_claim.but(estimators=("itd",), hypotheses=(STRONGLY_CONVEX, GD_STEP_CAP))
 
 
 ERROR_IDENTITY = itd_claim(
+    **KIND_STEP_IDENTITY,
     id="classical.itd.error_identity",
     reference="derived here: reverse-mode ITD through T GD steps on a quadratic inner problem",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "ITD_T = grad_x f(x, y_T) - J H^{-1} (I - (I - beta H)^T) grad_y f(x, y_T), y_T = "
         "y* + (I - beta H)^T (y_0 - y*)"
     ),
-    strategy=ERROR_IDENTITY_CASES,
     check=check_itd_error_identity,
     perturbation=ITD_ONE_STEP_SHORT,
 )
 
 
 ERROR_BOUND = itd_claim(
+    **KIND_ERROR_BOUND,
     id="classical.itd.error_bound",
     reference="Grazzi et al. 2020, Thm 2.1 (ITD bound), constants for GD on a quadratic inner",
-    kind="bias_bound",
-    about=ABOUT_RESULT,
     statement=(
         "||ITD_T - grad h|| <= q^T [ (l_x + ||J|| l_y (1 + q^T)/mu) ||y_0 - y*|| + ||J|| "
         "||grad_y f(x, y*)|| / mu ],  q = max|1 - beta lambda(H)|"
     ),
-    strategy=ERROR_BOUND_CASES,
     check=check_itd_error_bound,
     perturbation=ITD_DETACHED,
     bound=itd_error_bound,

@@ -32,8 +32,6 @@ import numpy as np
 import torch
 
 from problems import ProblemConstants
-from results_format.verdicts import ABOUT_RESULT
-from results_format.verdicts import ABOUT_STEP
 from testbed import Neumann
 from testbed.estimators.classical import ImplicitDifferentiation
 from testbed.registry import get_estimator
@@ -44,8 +42,10 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.classical.common import KIND_ERROR_BOUND
+from theory_checks.classical.common import KIND_LINEAR_RATE
+from theory_checks.classical.common import KIND_STEP_IDENTITY
 from theory_checks.classical.common import classical_claim
-from theory_checks.classical.common import closed_form_cases
 from theory_checks.classical.common import exact_parts
 from theory_checks.classical.common import grid
 from theory_checks.classical.common import hypergradient_scale
@@ -53,6 +53,7 @@ from theory_checks.classical.common import relative_identity
 from theory_checks.classical.constants import NEUMANN_STEP_CAP
 from theory_checks.classical.constants import STRONGLY_CONVEX
 from theory_checks.classical.constants import smoothness
+from theory_checks.measurements import BoundOnGrid
 from theory_checks.rate_fits import neumann_error_window
 from theory_checks.rate_fits import rate_measurement
 from theory_checks.tolerances import FIT_FLOOR
@@ -130,30 +131,17 @@ def check_neumann_error_bound(claim: Claim, case: Case, make: Callable[..., Any]
     n_max = int(min(200, math.ceil(4 * constants.kappa) + 5))  # why: covers ~4 e-folds of decay
     terms = grid(1, n_max)
     errors, hvps, view, lam, grad_x, grad_y = _neumann_errors(case, make, terms)
-    scale = hypergradient_scale(view, grad_x, grad_y)
-    series: list[SeriesPoint] = []
-    worst = -math.inf
-    for n, err, hvp in zip(terms, errors, hvps, strict=True):
+    # Why the additive IDENTITY_RTOL * scale: once the bound drops to round-off, the estimate's
+    # own float64 error (not the estimator) decides the comparison.
+    slack = IDENTITY_RTOL * hypergradient_scale(view, grad_x, grad_y)
+    points = BoundOnGrid("neumann_terms")
+    # plain floats (not numpy scalars): the comparison and the series record Python numbers
+    for n, err, hvp in zip(terms, errors.tolist(), hvps, strict=True):
         params = {"neumann_terms": n, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())}
-        bound = claim.evaluate_bound(constants, params)
-        # Why the additive IDENTITY_RTOL * scale: once the bound drops to round-off, the
-        # estimate's own float64 error (not the estimator) decides the comparison.
-        worst = max(worst, err - bound - IDENTITY_RTOL * scale)
-        series.append(SeriesPoint("measured", "neumann_terms", n, err, hvp))
-        series.append(SeriesPoint("bound", "neumann_terms", n, bound, hvp))
-    final_bound = claim.evaluate_bound(
-        constants,
-        {"neumann_terms": n_max, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())},
-    )
-    # the last point's slack is recorded: a case passes only if its last point does
-    return Measurement(
-        float(errors[-1]),
-        final_bound,
-        worst <= 0.0,
-        "<= at every N on the grid",
-        series=tuple(series),
-        details={"kappa": constants.kappa},
-        slack=IDENTITY_RTOL * scale,
+        points.add(n, err, claim.evaluate_bound(constants, params), slack, hvp)
+    # the last point (N_max) and its slack are recorded: a case passes only if its last point does
+    return points.measurement(
+        "<= at every N on the grid", details={"kappa": constants.kappa}, slack=slack
     )
 
 
@@ -215,14 +203,6 @@ NEUMANN_STEP = Perturbation(
 
 # --------------------------------------------------------------------------- the claims
 
-# the cases each claim draws
-ERROR_IDENTITY_CASES = closed_form_cases()
-ERROR_BOUND_CASES = closed_form_cases(max_dim=6, kappa=(1.0, 30.0))
-DECAY_RATE_CASES = closed_form_cases(
-    ("bilevel", "minimax"), min_dim_y=2, max_dim=4, kappa=(2.0, 100.0)
-)
-
-
 # What every claim of this result shares.
 neumann_claim = classical_claim.but(
     estimators=("aid-neumann",),
@@ -232,39 +212,33 @@ neumann_claim = classical_claim.but(
 
 
 ERROR_IDENTITY = neumann_claim(
+    **KIND_STEP_IDENTITY,
     id="classical.neumann.error_identity",
     reference="Ghadimi & Wang 2018, eq. (3.3); FedNest Lemma 2.2, eq. (14a)'s identity from (13b)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "hat h_N - grad h = J H^{-1} (I - lambda H)^N grad_y f(x, y*) (exact inner "
         "solution, lambda = 1/L)"
     ),
-    strategy=ERROR_IDENTITY_CASES,
     check=check_neumann_error_identity,
     notes="Neumann sum: lambda sum_{j<N} (I - lambda H)^j = H^{-1}(I - (I - lambda H)^N).",
 )
 
 
 ERROR_BOUND = neumann_claim(
+    **KIND_ERROR_BOUND,
     id="classical.neumann.error_bound",
     reference="FedNest Lemma 2.2, eq. (14a), times ||J|| ||grad_y f||",
-    kind="bias_bound",
-    about=ABOUT_RESULT,
     statement="||hat h_N - grad h|| <= ||J|| ||grad_y f(x, y*)|| (1 - lambda mu)^N / mu",
-    strategy=ERROR_BOUND_CASES,
     check=check_neumann_error_bound,
     bound=neumann_error_bound,
 )
 
 
 DECAY_RATE = neumann_claim(
+    **KIND_LINEAR_RATE,
     id="classical.neumann.decay_rate",
     reference="FedNest Lemma 2.2, eq. (14a) (slope log(1 - 1/kappa) in N)",
-    kind="linear_rate",
-    about=ABOUT_RESULT,
     statement="slope of log||hat h_N - grad h|| in N = log(1 - lambda mu)",
-    strategy=DECAY_RATE_CASES,
     check=check_neumann_decay_rate,
     notes=(
         "Fitted over the N-window where the slowest eigenmode carries all but 0.1% of the "

@@ -30,7 +30,8 @@ generalised variant: variance in the S clients averaged    ``scaling``   1
 
 Shared modules: :mod:`~theory_checks.fedmsa.constants` (the paper's constants, step and batch
 conditions and assumptions as hypotheses), :mod:`~theory_checks.fedmsa.common` (reference maps,
-criterion, case builders), :mod:`~theory_checks.fedmsa.moments` (the criterion's exact moments
+criterion, case builders), :mod:`~theory_checks.fedmsa.claim_makers` (the constructors of its
+claims per kind of claim), :mod:`~theory_checks.fedmsa.moments` (the criterion's exact moments
 over a run, round by round), :mod:`~theory_checks.fedmsa.perturbations` (the wrong
 estimators the claims' perturbations and the mutants build) and
 :mod:`~theory_checks.fedmsa.mutants`.

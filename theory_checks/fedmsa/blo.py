@@ -27,19 +27,17 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
-from results_format.verdicts import ABOUT_STEP
 from testbed.oracles import Oracles
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
+from theory_checks.fedmsa.claim_makers import step_identity_claim
 from theory_checks.fedmsa.common import build
 from theory_checks.fedmsa.common import cases_of
-from theory_checks.fedmsa.common import fedmsa_claim
 from theory_checks.fedmsa.common import fixed_point_Z
 from theory_checks.fedmsa.common import reference_maps
 from theory_checks.fedmsa.common import start_point
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.perturbations import indirect_term_on_w
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -82,19 +80,15 @@ FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION = Perturbation(
 )
 
 
-FIXED_POINT_IS_HYPERGRADIENT = fedmsa_claim(
+FIXED_POINT_IS_HYPERGRADIENT = step_identity_claim(
     id="fedmsa.blo.fixed_point_is_hypergradient",
     reference="eq. (10) and the sentence after it (Sec. 2.2)",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "avg_m S^m(x, z*(x)) = 0 and avg_m P^m(x, z*(x)) = grad F(x), z*(x) = (w*(x), "
         "[grad^2_w g]^{-1} grad_w f)"
     ),
-    estimators=("fedmsa",),
     strategy=blo_fixed_point_is_hypergradient_cases,
     check=check_blo_fixed_point,
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=FIXED_POINT_IS_HYPERGRADIENT_PERTURBATION,
 )
 

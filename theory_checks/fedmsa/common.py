@@ -38,6 +38,7 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import SeriesPoint
 from theory_checks.claim import paper_claim
+from theory_checks.tolerances import IDENTITY_RTOL
 
 #: The constructor of FedMSA's claims (:class:`~theory_checks.claim.ClaimMaker`); each result
 #: module narrows it with the fields its claims share.
@@ -173,6 +174,28 @@ def build(make: Callable[..., Any], problem: Any, **params: Any) -> Any:
 
 def run(alg: Any, problem: Any, rounds: int, seed: int = 0, state: Any = None) -> list[Any]:
     return run_algorithm(alg, problem, rounds, np.random.default_rng(seed), state=state)
+
+
+def gap_per_round(records: list[Any], gap: Callable[[Any], float], **fields: Any) -> Measurement:
+    """An identity checked after every round of a run: ``gap(record)`` is the round's relative
+    gap, plotted per round (with the communication rounds so far); the measurement is the
+    largest gap, passing at :data:`~theory_checks.tolerances.IDENTITY_RTOL`. ``fields`` are the
+    measurement's other fields (``details``)."""
+    worst, series = 0.0, []
+    for rec in records[1:]:
+        relative = gap(rec)
+        worst = max(worst, relative)
+        series.append(
+            SeriesPoint("measured", "round", rec.iteration, relative, 0, rec.calls.comm_rounds)
+        )
+    return Measurement(
+        worst,
+        IDENTITY_RTOL,
+        worst <= IDENTITY_RTOL,
+        "relative gap <=",
+        series=tuple(series),
+        **fields,
+    )
 
 
 def local_points(records: list[Any]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:

@@ -50,12 +50,11 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
+from theory_checks.fedmsa.claim_makers import identity_claim
 from theory_checks.fedmsa.common import build
-from theory_checks.fedmsa.common import fedmsa_claim
 from theory_checks.fedmsa.common import joint_jacobian
 from theory_checks.fedmsa.common import mean_maps
 from theory_checks.fedmsa.common import state_sizes
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.moments import Branch
 from theory_checks.fedmsa.moments import exact_run
 from theory_checks.perturbed_variants import field_variant
@@ -192,21 +191,18 @@ ERROR_SECOND_MOMENT_PERTURBATION = Perturbation(
 )
 
 
-ERROR_SECOND_MOMENT = fedmsa_claim(
+ERROR_SECOND_MOMENT = identity_claim(
     id="fedmsa.lemma_b5.error_second_moment",
     reference="Lemma B.5 (App. B), eq. (41) = (5a) and its recursion d_r = a_r + (1 - rho) "
     "d_{r-1} + rho c_r + (1 - rho) b_r, with a_r = b_r = 0 on additive noise",
-    kind="exact_identity",
     about=ABOUT_RESULT,
     statement=(
         "additive noise: E||h_r - P(x_r, Z_r)||^2 + E||q_r - S(Z_r)||^2 = ||m||^2 + s^2 "
         "[(1 - rho)^{2r} + rho (1 - (1 - rho)^{2r}) / (2 - rho)] exactly (m, s^2: mean "
         "and variance of the round's averaged sample noise)"
     ),
-    estimators=("fedmsa",),
     strategy=error_second_moment_cases,
     check=check_error_second_moment,
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=ERROR_SECOND_MOMENT_PERTURBATION,
 )
 

@@ -35,73 +35,57 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
-from theory_checks.claim import SeriesPoint
+from theory_checks.fedmsa.claim_makers import step_identity_claim
 from theory_checks.fedmsa.common import MOMENTA
 from theory_checks.fedmsa.common import build
 from theory_checks.fedmsa.common import cases_of
 from theory_checks.fedmsa.common import families
-from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import gap_per_round
 from theory_checks.fedmsa.common import reference_maps
 from theory_checks.fedmsa.common import run
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.perturbations import fresh_sample_at_old_point
 from theory_checks.fedmsa.perturbations import stateful_client
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
-def check_first_step(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
-    """h_{r,1} == h_r and q_{r,1} == q_r in every round, stochastic oracles included."""
-    problem = case.problem
-    stochastic = getattr(problem, "n_samples", 0) > 0
+def _four_rounds(case: Case, make: Callable[..., Any], batch_size: int | None) -> list[Any]:
+    """The run both identities are checked on: 4 rounds of K = 3 local steps at the case's
+    momentum, outer and inner steps 0.02 and 0.05 (the identities are algebraic: any step)."""
     alg = build(
         make,
-        problem,
+        case.problem,
         local_steps=3,
         momentum=case.params["momentum"],
         outer_step_size=0.02,
         inner_step_size=0.05,
-        batch_size=2 if stochastic else None,
+        batch_size=batch_size,
     )
-    records = run(alg, problem, 4, seed=case.params["seed"])
-    worst, series = 0.0, []
-    for rec in records[1:]:
+    return run(alg, case.problem, 4, seed=case.params["seed"])
+
+
+def check_first_step(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
+    """h_{r,1} == h_r and q_{r,1} == q_r in every round, stochastic oracles included."""
+    stochastic = getattr(case.problem, "n_samples", 0) > 0
+    records = _four_rounds(case, make, batch_size=2 if stochastic else None)
+
+    def gap(rec: Any) -> float:
         st_ = rec.state
         first = st_.local[0]
         scale = float(st_.h.norm() + st_.q.norm()) + 1.0
-        gap = float((first.h - st_.h).norm() + (first.q - st_.q).norm()) / scale
-        worst = max(worst, gap)
-        series.append(
-            SeriesPoint("measured", "round", rec.iteration, gap, 0, rec.calls.comm_rounds)
-        )
-    return Measurement(
-        worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative gap <=",
-        series=tuple(series),
-        details={"stochastic": stochastic},
-    )
+        return float((first.h - st_.h).norm() + (first.q - st_.q).norm()) / scale
+
+    return gap_per_round(records, gap, details={"stochastic": stochastic})
 
 
 def check_telescoping(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
     """Deterministic: h_r == P(x_r, Z_r) (any rho) and h_{r,k} == h_r + P^{m~}(x_{r+1,k}) -
     P^{m~}(x_r) (likewise q), with P, P^m from the reference maps."""
     problem = case.problem
-    alg = build(
-        make,
-        problem,
-        local_steps=3,
-        momentum=case.params["momentum"],
-        outer_step_size=0.02,
-        inner_step_size=0.05,
-        batch_size=None,
-    )
-    records = run(alg, problem, 4, seed=case.params["seed"])
+    records = _four_rounds(case, make, batch_size=None)
     worst = 0.0
     for rec in records[1:]:
         st_ = rec.state
@@ -144,12 +128,7 @@ FIRST_STEP_IS_GLOBAL_DIRECTION_PERTURBATION = Perturbation(
 
 
 # What every claim of this result shares.
-local_claim = fedmsa_claim.but(
-    kind="exact_identity",
-    about=ABOUT_STEP,
-    estimators=("fedmsa", "fedmsa-mco"),
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
-)
+local_claim = step_identity_claim.but(estimators=("fedmsa", "fedmsa-mco"))
 
 
 FIRST_STEP_IS_GLOBAL_DIRECTION = local_claim(

@@ -44,9 +44,9 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.claim import known_case
+from theory_checks.fedmsa.claim_makers import identity_claim
 from theory_checks.fedmsa.common import build
 from theory_checks.fedmsa.common import cases_of
-from theory_checks.fedmsa.common import fedmsa_claim
 from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.constants import A5_AVERAGED
 from theory_checks.fedmsa.constants import heterogeneity_tau
@@ -148,8 +148,7 @@ mco_exact_semantics_fixed_point_stationary_cases = cases_of(
 
 
 # What every claim of this result shares.
-mco_claim = fedmsa_claim.but(
-    kind="exact_identity",
+mco_claim = identity_claim.but(
     about=ABOUT_RESULT,
     estimators=("fedmsa-mco",),
     check=check_mco_fixed_point,

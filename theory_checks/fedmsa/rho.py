@@ -45,11 +45,11 @@ from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import bilevel_spec
 from theory_checks.claim import known_case
+from theory_checks.fedmsa.claim_makers import exponent_claim
 from theory_checks.fedmsa.common import EXPONENT_TOL
 from theory_checks.fedmsa.common import THEORY_M_EXPONENT
 from theory_checks.fedmsa.common import build
 from theory_checks.fedmsa.common import exponent_measurement
-from theory_checks.fedmsa.common import fedmsa_claim
 from theory_checks.fedmsa.common import fixed_point
 from theory_checks.fedmsa.common import msa_radius
 from theory_checks.fedmsa.common import start_point
@@ -224,13 +224,7 @@ NOISE_FREE_CONTROL = noise_free_control()
 
 
 # What every claim of this result shares.
-rho_claim = fedmsa_claim.but(
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
-    estimators=("fedmsa",),
-    max_examples=PerProfile(2, 8),
-    shrink=False,
-)
+rho_claim = exponent_claim.but(about=ABOUT_RESULT, max_examples=PerProfile(2, 8))
 
 
 AS_STATED = rho_claim(
@@ -309,7 +303,15 @@ INITIAL_BATCH_PERTURBATION = Perturbation(
 )
 
 
-INITIAL_BATCH = rho_claim(
+# What the corrections of fedmsa.rho.as_stated share: the proof's initial batch b_0 = KR.
+with_initial_batch_claim = rho_claim.but(
+    strategy=noisy_cases(initial_batch="KR"),
+    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS, B0_PROOF),
+    corrects=AS_STATED.id,
+)
+
+
+INITIAL_BATCH = with_initial_batch_claim(
     id="fedmsa.rho.initial_batch",
     reference=(
         "Theorem 3.1 (rho = Theta(1/R)) with the proof's initial batch b_0 = KR (App. "
@@ -320,10 +322,7 @@ INITIAL_BATCH = rho_claim(
         "decays in R at least like R^{-2/3}: exact exponent of its expectation <= -2/3 + "
         "0.1"
     ),
-    strategy=noisy_cases(initial_batch="KR"),
     check=check_rho_as_stated,
-    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS, B0_PROOF),
-    corrects=AS_STATED.id,
     notes=(
         "The hypothesis fedmsa.rho.as_stated lacks, alone: the same rho = 1/R and the same "
         "check, with the round-0 batch b_0 = KR. Exact exponent -0.98 over R = 32..256 on "
@@ -350,7 +349,7 @@ PROOF_CHOICE_PERTURBATION = Perturbation(
 )
 
 
-PROOF_CHOICE = rho_claim(
+PROOF_CHOICE = with_initial_batch_claim(
     id="fedmsa.rho.proof_choice",
     reference=(
         "Theorem 3.1's proof (App. B.2, final parameter choice: rho = max(1/R, rho_2), "
@@ -361,10 +360,7 @@ PROOF_CHOICE = rho_claim(
         "criterion decays in R at least like R^{-2/3}: exact exponent of its expectation "
         "<= -2/3 + 0.1"
     ),
-    strategy=noisy_cases(initial_batch="KR"),
     check=check_rho_proof_choice,
-    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS, B0_PROOF),
-    corrects=AS_STATED.id,
     notes=(
         "rho_2 is taken with constant 1 (the proof's constant has Delta_W = W_0 - W_R, which "
         "is ~0 from the fixed point). Exact exponents -0.59 to -0.66 over R = 16..1024; the "

@@ -37,13 +37,10 @@ from theory_checks.claim import Measurement
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.client_sampling import sampling_exponent_measurement
+from theory_checks.fedmsa.claim_makers import exponent_claim
 from theory_checks.fedmsa.common import build
-from theory_checks.fedmsa.common import fedmsa_claim
 from theory_checks.fedmsa.common import run
 from theory_checks.fedmsa.common import start_point
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
-from theory_checks.fedmsa.constants import A5_AVERAGED
-from theory_checks.fedmsa.constants import THEOREM31_STEPS
 from theory_checks.fedmsa.constants import theorem31_steps
 from theory_checks.fedmsa.perturbations import FirstClientOnly
 from theory_checks.perturbed_variants import registry_variant
@@ -134,25 +131,21 @@ PARTICIPATION_PERTURBATION = Perturbation(
 )
 
 
-PARTICIPATION = fedmsa_claim(
+PARTICIPATION = exponent_claim(
     id="fedmsa.scaling.participation",
     reference=(
         "not stated in the paper (theory: one client; Conclusion: generalised variant "
         "(Sec. 6) with S clients averaged); derived here"
     ),
-    kind="scaling_exponent",
     about=ABOUT_STEP,
     statement=(
         "Var over uniformly sampled S-subsets of the server point after a round of the "
         "generalised variant (exact maps) is proportional to (M-S)/(S(M-1)): fitted "
         "exponent 1 (0.02)"
     ),
-    estimators=("fedmsa",),
     strategy=heterogeneous_four,
     check=check_participation,
-    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS),
     max_examples=PerProfile(3, None),
-    shrink=False,
     notes=(
         "Deterministic: every S-subset is enumerated (exact variance, no sampling). The paper "
         "states no exponent in S; this records the measured one. Round 0 (K = 1, same for "

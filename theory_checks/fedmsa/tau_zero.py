@@ -23,26 +23,23 @@ from typing import Any
 import torch
 from hypothesis import strategies as st
 
-from results_format.verdicts import ABOUT_STEP
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
-from theory_checks.claim import SeriesPoint
+from theory_checks.fedmsa.claim_makers import step_identity_claim
 from theory_checks.fedmsa.common import MOMENTA
 from theory_checks.fedmsa.common import build
 from theory_checks.fedmsa.common import cases_of
 from theory_checks.fedmsa.common import families
-from theory_checks.fedmsa.common import fedmsa_claim
+from theory_checks.fedmsa.common import gap_per_round
 from theory_checks.fedmsa.common import mean_maps
 from theory_checks.fedmsa.common import run
 from theory_checks.fedmsa.common import single_timescale_step
 from theory_checks.fedmsa.common import start_point
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
 from theory_checks.fedmsa.constants import heterogeneity_tau
 from theory_checks.fedmsa.perturbations import extra_local_step
-from theory_checks.tolerances import IDENTITY_RTOL
 
 
 def _centralised(
@@ -77,22 +74,12 @@ def check_tau_zero(claim: Claim, case: Case, make: Callable[..., Any]) -> Measur
     records = run(alg, problem, R, seed=case.params["seed"], state=state)
     xs, Zs = _centralised(problem, state.x, state.Z, alpha, beta, 1 + (R - 1) * K)
     scale = float(xs.abs().max() + Zs.abs().max()) + 1.0
-    worst, series = 0.0, []
-    for rec in records[1:]:
+
+    def gap(rec: Any) -> float:
         t = 1 + (rec.iteration - 1) * K
-        gap = float((rec.state.x - xs[t]).norm() + (rec.state.Z - Zs[t]).norm()) / scale
-        worst = max(worst, gap)
-        series.append(
-            SeriesPoint("measured", "round", rec.iteration, gap, 0, rec.calls.comm_rounds)
-        )
-    return Measurement(
-        worst,
-        IDENTITY_RTOL,
-        worst <= IDENTITY_RTOL,
-        "relative gap <=",
-        series=tuple(series),
-        details={"K": K, "alpha": alpha, "beta": beta},
-    )
+        return float((rec.state.x - xs[t]).norm() + (rec.state.Z - Zs[t]).norm()) / scale
+
+    return gap_per_round(records, gap, details={"K": K, "alpha": alpha, "beta": beta})
 
 
 # Cases of claim fedmsa.tau_zero.equals_centralised_msa
@@ -113,11 +100,9 @@ EQUALS_CENTRALISED_MSA_PERTURBATION = Perturbation(
 )
 
 
-EQUALS_CENTRALISED_MSA = fedmsa_claim(
+EQUALS_CENTRALISED_MSA = step_identity_claim(
     id="fedmsa.tau_zero.equals_centralised_msa",
     reference="derived from eqs. (5)-(6) and Algorithm 1; tau = 0 regime of Theorem 3.1",
-    kind="exact_identity",
-    about=ABOUT_STEP,
     statement=(
         "tau = 0 and sigma = 0: FedMSA's server point after round r equals centralised "
         "single-timescale MSA after 1 + (r - 1) K steps"
@@ -125,7 +110,6 @@ EQUALS_CENTRALISED_MSA = fedmsa_claim(
     estimators=("fedmsa", "fedmsa-mco"),
     strategy=tau_zero_equals_centralised_msa_cases,
     check=check_tau_zero,
-    hypotheses=(A1_UNIQUE_FIXED_POINT,),
     perturbation=EQUALS_CENTRALISED_MSA_PERTURBATION,
 )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -284,30 +285,26 @@ def _expected_step(
     return step_u, step_v, K_u, K_v
 
 
-def noise_moments(
-    problem: Any,
-    x: torch.Tensor,
-    est: Any,
-    batch_size: int | None = None,
-    sample_indices: np.ndarray | None = None,
-    operators: list[np.ndarray] | None = None,
-    eta: float | None = None,
-) -> NoiseMoments:
-    """:func:`exact_noise_moments`, computed once for a calibration's seeds
-    (:func:`theory_checks.replicates.shared`: the moments do not depend on the seed)."""
+def noise_moments(problem: Any, x: torch.Tensor, est: Any, **options: Any) -> NoiseMoments:
+    """:func:`exact_noise_moments` (``options``: its keyword arguments), computed once for a
+    calibration's seeds (:func:`theory_checks.replicates.shared`: the moments do not depend on
+    the seed)."""
     identity = (
         "noise_moments",
         repr(est),
         *case_identity(problem, x),
-        batch_size,
-        None if sample_indices is None else np.asarray(sample_indices).tobytes(),
-        None if operators is None else tuple(np.asarray(o).tobytes() for o in operators),
-        eta,
+        *sorted((name, _key(value)) for name, value in options.items()),
     )
-    return shared(
-        identity,
-        lambda: exact_noise_moments(problem, x, est, batch_size, sample_indices, operators, eta),
-    )
+    return shared(identity, lambda: exact_noise_moments(problem, x, est, **options))
+
+
+def _key(value: Any) -> Hashable:
+    """An option of :func:`exact_noise_moments` as part of a key: arrays by their bytes."""
+    if isinstance(value, np.ndarray):
+        return value.tobytes()
+    if isinstance(value, list):
+        return tuple(np.asarray(v).tobytes() for v in value)
+    return value
 
 
 def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, tuple[float, ...]]:

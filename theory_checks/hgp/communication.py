@@ -39,8 +39,7 @@ from theory_checks.hgp.common import fresh_state
 from theory_checks.hgp.common import graph_cases
 from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import point
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
-from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.perturbations import AroundRun
 from theory_checks.hgp.perturbations import swap
 
@@ -126,10 +125,7 @@ VECTOR_MESSAGES = hgp_claim(
     estimators=("hgp",),
     strategy=communication_vector_messages_cases,
     check=check_communication,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=network_assumptions(),
     perturbation=LEAKY,
 )
 

@@ -348,6 +348,16 @@ A2_STRONG_CONVEXITY = Hypothesis(
 )
 
 
+def network_assumptions(family: str = "random_directed") -> tuple[Hypothesis, ...]:
+    """Assumptions 1 (on the case's graphs, family ``family``: :func:`assumption1`) and 2, which
+    every HGP result on a network of clients assumes."""
+    return (assumption1(family), A2_STRONG_CONVEXITY)
+
+
+#: Assumptions 1 and 2 for a claim on exact averaging (:data:`A1_EXACT`).
+EXACT_AVERAGING_ASSUMPTIONS = (A1_EXACT, A2_STRONG_CONVEXITY)
+
+
 def _oracle_margin(case: Any) -> float:
     """Assumption 3 for the minibatch oracle: per-sample strong convexity (Thm 1's alpha > 0)
     and unbiased sample sets (their means are the clients' matrices, to round-off)."""
@@ -498,6 +508,7 @@ __all__ = [
     "A2_STRONG_CONVEXITY",
     "A3_ORACLE",
     "A4_LIPSCHITZ",
+    "EXACT_AVERAGING_ASSUMPTIONS",
     "REF",
     "S_CONDITION_EXACT",
     "ROUND_OFF",
@@ -514,6 +525,7 @@ __all__ = [
     "graph_horizon",
     "hgp_constants",
     "measured_window",
+    "network_assumptions",
     "oracle_of",
     "positive",
     "pushsum_bound",

@@ -54,11 +54,10 @@ from theory_checks.hgp.common import point
 from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import stacked_error
 from theory_checks.hgp.common import terms_for
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
-from theory_checks.hgp.constants import assumption1
 from theory_checks.hgp.constants import case_graph
 from theory_checks.hgp.constants import deterministic_contractions
 from theory_checks.hgp.constants import hgp_constants
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.constants import pushsum_errors
 from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.constants import step_size
@@ -167,11 +166,7 @@ EXPLICIT_BOUND = hgp_claim(
     estimators=("hgp",),
     strategy=corollary1_explicit_bound_cases,
     check=check_corollary1,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        step_condition(),
-    ),
+    hypotheses=(*network_assumptions(), step_condition()),
     corrects=STATED_STEP_CONDITION.id,
     perturbation=STEP_SLIP,
 )

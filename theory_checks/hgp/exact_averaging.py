@@ -40,11 +40,10 @@ from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import point
 from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import scale
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import FLOAT32_MESSAGES
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.measurements import identity_residual
 from theory_checks.tolerances import UNRESOLVED_TERM
 
 
@@ -84,13 +83,7 @@ def check_error_identity(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     est = make(neumann_terms=M, neumann_step_size=eta, averaging=case.params["averaging"])
     v = run_hgp(est, problem, x).trajectory[-1, 0]
     residual = float((v - global_grad(problem, x) - predicted).norm()) / unit
-    return Measurement(
-        residual,
-        IDENTITY_RTOL,
-        residual <= IDENTITY_RTOL,
-        "relative residual <=",
-        details={"neumann_terms": M, "eta": eta},
-    )
+    return identity_residual(residual, details={"neumann_terms": M, "eta": eta})
 
 
 def identity_cases() -> st.SearchStrategy[Case]:
@@ -123,7 +116,7 @@ ERROR_IDENTITY = hgp_claim(
     estimators=("hgp-exact-averaging", "hgp-centralized"),
     strategy=identity_cases,
     check=check_error_identity,
-    hypotheses=(A1_EXACT, A2_STRONG_CONVEXITY),
+    hypotheses=EXACT_AVERAGING_ASSUMPTIONS,
     perturbation=FLOAT32_MESSAGES,
 )
 

@@ -51,11 +51,10 @@ from theory_checks.claim import SeriesPoint
 from theory_checks.hgp.common import fresh_state
 from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import terms_for
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import REF
-from theory_checks.hgp.constants import assumption1
 from theory_checks.hgp.constants import deterministic_contractions
 from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.perturbations import swap
@@ -388,12 +387,7 @@ R2 = influence_claim(
     statement="R^2 of HGP's influence -<d_lambda F>_ik against the exact influence >= 0.99",
     strategy=influence_cases,
     check=check_influence,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        eta_alpha_below_one(),
-        step_condition(),
-    ),
+    hypotheses=(*network_assumptions(), eta_alpha_below_one(), step_condition()),
     notes=(
         "What HGP contributes to Table 4's R^2: its estimate against the exact -<d_lambda "
         "F>_ik (a linear solve) over every sample, on small drawn problems (2-4 clients, "
@@ -417,13 +411,7 @@ R2_RETRAINING = influence_claim(
     # draw is one HGP run and 300 batched retrainings (~1 s on one core); 20 draws give the spread
     shrink=False,
     max_examples=PerProfile(1, 4),
-    hypotheses=(
-        TABLE4_SETTING,
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        eta_alpha_below_one(),
-        step_condition(),
-    ),
+    hypotheses=(TABLE4_SETTING, *network_assumptions(), eta_alpha_below_one(), step_condition()),
     scale=(
         "Table 4 / Sec. 5.1-5.2 as stated: 3 clients, d = 5, 100 training and 100 validation "
         "samples per client, FedEM-style synthetic data (3 components, Dirichlet 0.4), "

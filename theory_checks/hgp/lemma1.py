@@ -41,8 +41,7 @@ from theory_checks.hgp.common import point
 from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import scale
 from theory_checks.hgp.common import terms_for
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import deterministic_contractions
 from theory_checks.hgp.constants import hgp_constants
 from theory_checks.hgp.constants import series_converges
@@ -119,7 +118,7 @@ ETA_INVARIANCE = hgp_claim(
     estimators=("hgp-exact-averaging",),
     strategy=ETA_INVARIANCE_CASES,
     check=check_lemma1,
-    hypotheses=(A1_EXACT, A2_STRONG_CONVEXITY, LEMMA1_SERIES_CONVERGES),
+    hypotheses=(*EXACT_AVERAGING_ASSUMPTIONS, LEMMA1_SERIES_CONVERGES),
     perturbation=FLOAT32_MESSAGES,
 )
 

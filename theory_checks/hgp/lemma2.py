@@ -45,7 +45,6 @@ from testbed.decentralized.pushsum import push_sum
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Fit
 from theory_checks.claim import Measurement
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
@@ -58,6 +57,7 @@ from theory_checks.hgp.common import per_client_spec
 from theory_checks.hgp.constants import assumption1
 from theory_checks.hgp.constants import pushsum_bound
 from theory_checks.hgp.perturbations import swap
+from theory_checks.rate_fits import fit_against
 
 
 def _operators(case: Case, make: Callable[..., Any], grid: list[int]) -> list[np.ndarray]:
@@ -153,15 +153,7 @@ def check_lemma2_geometric(claim: Claim, case: Case, make: Callable[..., Any]) -
             details={"constant_ok": constant_ok, "max_c_over_bound": ratio},
         )
     fit = stats.fit_rate(np.array(grid)[keep], c[keep])
-    result = Fit(
-        "log consensus error per Push-Sum step",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        0.0,
-        abs(fit.slope),
-        residual=fit.residual_max,
-    )
+    result = fit_against("log consensus error per Push-Sum step", fit, 0.0, abs(fit.slope))
     passed = constant_ok and fit.ci_high < 0.0
     return Measurement(
         fit.slope,

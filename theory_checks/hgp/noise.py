@@ -44,9 +44,8 @@ from theory_checks.hgp.common import noise_moments
 from theory_checks.hgp.common import noisy_cases
 from theory_checks.hgp.common import point
 from theory_checks.hgp.common import variance_ratio_test
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import A3_ORACLE
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import case_constants
 from theory_checks.hgp.constants import eta_alpha_below_one
 from theory_checks.hgp.constants import step_condition
@@ -188,8 +187,7 @@ SQRT_ETA = hgp_claim(
     strategy=SQRT_ETA_CASES,
     check=check_sqrt_eta,
     hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
+        *EXACT_AVERAGING_ASSUMPTIONS,
         A3_ORACLE,
         SQRT_ETA_ETA_ALPHA,
         SQRT_ETA_STEP_CONDITION,

@@ -48,8 +48,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.hgp.common import hgp_claim
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
-from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.perturbations import swap
 from theory_checks.perturbed_variants import registry_variant
 
@@ -139,10 +138,7 @@ NO_AVERAGING_PERSONALIZATION = Perturbation(
 # What every claim of this result shares.
 personalization_claim = hgp_claim.but(
     estimators=("hgp-personalization",),
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-    ),
+    hypotheses=network_assumptions(),
 )
 
 

@@ -56,8 +56,7 @@ from theory_checks.hgp.common import graph_of
 from theory_checks.hgp.common import point
 from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import scale
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
-from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.constants import step_size
 from theory_checks.perturbed_variants import field_variant
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -150,7 +149,7 @@ STATIC_ITERATES = Claim(
     estimators=("hgp-static",),
     strategy=static_iterates_cases,
     check=check_static_iterates,
-    hypotheses=(assumption1("static_undirected"), A2_STRONG_CONVEXITY),
+    hypotheses=network_assumptions("static_undirected"),
     perturbation=STATIC_ITERATES_PERTURBATION,
 )
 

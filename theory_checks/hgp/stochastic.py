@@ -45,9 +45,8 @@ from theory_checks.hgp.common import noise_moments
 from theory_checks.hgp.common import noisy_cases
 from theory_checks.hgp.common import point
 from theory_checks.hgp.common import replica_estimates
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import A3_ORACLE
-from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.perturbations import ViewedProblem
 from theory_checks.hgp.perturbations import swap
 from theory_checks.tolerances import IDENTITY_RTOL
@@ -154,11 +153,7 @@ UNBIASED = hgp_claim(
     estimators=("hgp-stochastic", "hgp-practical"),
     strategy=UNBIASED_CASES,
     check=check_unbiased,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        A3_ORACLE,
-    ),
+    hypotheses=(*network_assumptions(), A3_ORACLE),
     decision="statistical",
     # Why 5 cases: each measures ~1000-3000 replicas of a 20-step run; 5 draws cover both forms and
     # both batch sizes.

@@ -59,9 +59,8 @@ from theory_checks.hgp.common import run_hgp
 from theory_checks.hgp.common import scale
 from theory_checks.hgp.common import stacked_error
 from theory_checks.hgp.common import terms_for
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import A4_LIPSCHITZ
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import S_CONDITION_EXACT
 from theory_checks.hgp.constants import deterministic_contractions
 from theory_checks.hgp.constants import eta_alpha_below_one
@@ -232,8 +231,7 @@ theorem2_claim = hgp_claim.but(
     estimators=("hgp-exact-averaging",),
     strategy=thm2_cases,
     hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
+        *EXACT_AVERAGING_ASSUMPTIONS,
         A4_LIPSCHITZ,
         eta_alpha_below_one(),
         step_condition(),

@@ -45,10 +45,7 @@ from __future__ import annotations
 from results_format.verdicts import ABOUT_RESULT
 from theory_checks.claim import Claim
 from theory_checks.claim import PerProfile
-from theory_checks.fedmsa.common import fedmsa_claim
-from theory_checks.fedmsa.constants import A1_UNIQUE_FIXED_POINT
-from theory_checks.fedmsa.constants import A5_AVERAGED
-from theory_checks.fedmsa.constants import THEOREM31_STEPS
+from theory_checks.fedmsa.claim_makers import exponent_claim
 from theory_checks.fedmsa.rate.cases import IDENTICAL_CLIENTS
 from theory_checks.fedmsa.rate.cases import TAU_CASES
 from theory_checks.fedmsa.rate.cases import rate_cases
@@ -62,12 +59,10 @@ from theory_checks.fedmsa.rate.perturbations import R_DETERMINISTIC_PERTURBATION
 from theory_checks.fedmsa.rate.perturbations import TAU_STOCHASTIC_PERTURBATION
 
 # What every claim of this result shares.
-rate_claim = fedmsa_claim.but(
-    kind="scaling_exponent",
-    about=ABOUT_RESULT,
-    hypotheses=(A1_UNIQUE_FIXED_POINT, A5_AVERAGED, THEOREM31_STEPS),
-    shrink=False,
-)
+rate_claim = exponent_claim.but(about=ABOUT_RESULT)
+
+# What the stochastic rates (M, tau) share: few cases, each an exact run over many rounds.
+stochastic_rate_claim = rate_claim.but(max_examples=PerProfile(1, 6))
 
 
 R_DETERMINISTIC = rate_claim(
@@ -125,7 +120,7 @@ K_AT_TAU_ZERO = rate_claim(
 )
 
 
-M_STOCHASTIC = rate_claim(
+M_STOCHASTIC = stochastic_rate_claim(
     id="fedmsa.rate.M_stochastic",
     reference="Theorem 3.1 / Cor. C.1, terms sigma^2/(MKR) + (sigma/(MKR))^{2/3}",
     statement=(
@@ -133,10 +128,8 @@ M_STOCHASTIC = rate_claim(
         "E of the output-rule criterion decays in M at least like M^{-2/3}: exact "
         "exponent <= -2/3 + 0.1"
     ),
-    estimators=("fedmsa",),
     strategy=IDENTICAL_CLIENTS,
     check=check_rate_M,
-    max_examples=PerProfile(1, 6),
     notes=(
         "M in {1, 2, 4} (thorough {1, 2, 4, 8}) copies of one client, its sample set included "
         "(iid clients: tau = 0, the same sigma for every M; gradient noise 1), K = 1, rho = "
@@ -153,7 +146,7 @@ M_STOCHASTIC = rate_claim(
 )
 
 
-TAU_STOCHASTIC = rate_claim(
+TAU_STOCHASTIC = stochastic_rate_claim(
     id="fedmsa.rate.tau_stochastic",
     reference="Theorem 3.1 term tau/R with alpha, beta = O(1/(tau K)) (Sec. 3)",
     statement=(
@@ -162,10 +155,8 @@ TAU_STOCHASTIC = rate_claim(
         "0.2, 0.4}: exact exponent <= 1 + 0.1 (an upper bound only: it does not show that "
         "the tau/R growth is attained)"
     ),
-    estimators=("fedmsa",),
     strategy=TAU_CASES,
     check=check_rate_tau,
-    max_examples=PerProfile(1, 6),
     notes=(
         "What it decides: the theorem's bound grows like tau/R, so at fixed R the criterion "
         "may grow at most linearly in tau; the measured exponent (0.2-0.3 before, by Monte "

@@ -33,6 +33,7 @@ from theory_checks.fedmsa.common import start_point
 from theory_checks.fedmsa.constants import heterogeneity_tau
 from theory_checks.fedmsa.constants import theorem31_steps
 from theory_checks.fedmsa.moments import exact_run
+from theory_checks.rate_fits import fit_against
 
 # Why 0.1 on the exponent in K: the fitted exponents come from 4-6 grid points of a deterministic
 # curve whose leading-order behaviour is the claimed power; sub-leading terms (the partial sum of
@@ -191,14 +192,8 @@ def check_rate_K(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurem
     if values_a.min() <= 0:
         raise NotMeasurable("criterion reached exactly zero")
     fit = stats.fit_exponent(Ks, values_a)
-    result = Fit(
-        "exponent of the averaged criterion in K (tau = 0)",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        -0.5,
-        K_EXPONENT_TOL,
-        residual=fit.residual_max,
+    result = fit_against(
+        "exponent of the averaged criterion in K (tau = 0)", fit, -0.5, K_EXPONENT_TOL
     )
     series = tuple(
         SeriesPoint("measured", "local steps K", int(k), float(v))

@@ -49,11 +49,10 @@ from theory_checks.claim import Claim
 from theory_checks.claim import known_case
 from theory_checks.hgp.common import hgp_claim
 from theory_checks.hgp.common import per_client_spec
-from theory_checks.hgp.constants import A1_EXACT
-from theory_checks.hgp.constants import A2_STRONG_CONVEXITY
 from theory_checks.hgp.constants import A3_ORACLE
-from theory_checks.hgp.constants import assumption1
+from theory_checks.hgp.constants import EXACT_AVERAGING_ASSUMPTIONS
 from theory_checks.hgp.constants import eta_alpha_below_one
+from theory_checks.hgp.constants import network_assumptions
 from theory_checks.hgp.constants import series_converges
 from theory_checks.hgp.constants import step_condition
 from theory_checks.hgp.perturbations import HALF_BATCH
@@ -98,8 +97,7 @@ STATED_STEP_CONDITION = theorem1_claim(
     strategy=step_cases,
     check=check_stated_step_condition,
     hypotheses=(
-        assumption1(family="fully_connected"),
-        A2_STRONG_CONVEXITY,
+        *network_assumptions("fully_connected"),
         eta_alpha_below_one(),
         STATED_STEP_S_CONDITION,
     ),
@@ -164,11 +162,7 @@ RATE_IN_M = theorem1_claim(
     estimators=("hgp-exact-averaging",),
     strategy=RATE_IN_M_CASES,
     check=check_rate_in_m,
-    hypotheses=(
-        A1_EXACT,
-        A2_STRONG_CONVEXITY,
-        series_converges(),
-    ),
+    hypotheses=(*EXACT_AVERAGING_ASSUMPTIONS, series_converges()),
     perturbation=STEP_SLIP_EXACT,
 )
 
@@ -185,17 +179,20 @@ RATE_IN_S = theorem1_claim(
     estimators=("hgp-static",),
     strategy=rate_s_cases,
     check=check_rate_in_s,
-    hypotheses=(
-        assumption1(family="static_undirected"),
-        A2_STRONG_CONVEXITY,
-        eta_alpha_below_one(),
-        step_condition(),
-    ),
+    hypotheses=(*network_assumptions("static_undirected"), eta_alpha_below_one(), step_condition()),
     perturbation=STEP_SLIP_STATIC,
 )
 
 
-NOISE_EXPONENT_B = theorem1_claim(
+# What the claims on stochastic HGP share: Assumption 3 on its oracle and the stated and unstated
+# step conditions; Monte Carlo decisions over few cases, each of many replicated runs.
+STOCHASTIC_HYPOTHESES = (*network_assumptions(), A3_ORACLE, eta_alpha_below_one(), step_condition())
+stochastic_claim = theorem1_claim.but(
+    estimators=("hgp-stochastic",), decision="statistical", max_examples=5
+)
+
+
+NOISE_EXPONENT_B = stochastic_claim(
     id="hgp.theorem1.noise_exponent_b",
     reference="HGP Cor. 2 (App. D.2, kappa = O_P(1/sqrt(b)))",
     kind="scaling_exponent",
@@ -205,18 +202,9 @@ NOISE_EXPONENT_B = theorem1_claim(
         "<= E||v - E v||^2 (1) / b; the estimator's mean square at b = 2 matches the "
         "exact one (ratio in [1/1.4, 1.4])"
     ),
-    estimators=("hgp-stochastic",),
     strategy=NOISE_EXPONENT_B_CASES,
     check=check_noise_exponent_b,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        A3_ORACLE,
-        eta_alpha_below_one(),
-        step_condition(),
-    ),
-    decision="statistical",
-    max_examples=5,
+    hypotheses=STOCHASTIC_HYPOTHESES,
     examples=(SAVED_NOISE_CASE,),
     perturbation=HALF_BATCH,
     notes=(
@@ -234,7 +222,7 @@ NOISE_EXPONENT_B = theorem1_claim(
 )
 
 
-HIGH_PROBABILITY_BOUND = theorem1_claim(
+HIGH_PROBABILITY_BOUND = stochastic_claim(
     id="hgp.theorem1.high_probability_bound",
     reference="HGP Thm 1 (main text, log(2n(d_x + d_lambda)/eps))",
     kind="variance_bound",
@@ -245,19 +233,9 @@ HIGH_PROBABILITY_BOUND = theorem1_claim(
         "of eq. (10) at the stated eta (its deterministic form equal to the exact mean "
         "path, 1e-10)"
     ),
-    estimators=("hgp-stochastic",),
     strategy=HIGH_PROBABILITY_BOUND_CASES,
     check=check_high_probability,
-    hypotheses=(
-        assumption1(),
-        A2_STRONG_CONVEXITY,
-        A3_ORACLE,
-        eta_alpha_below_one(),
-        step_condition(),
-        HIGH_PROBABILITY_S_CONDITION,
-    ),
-    decision="statistical",
-    max_examples=5,
+    hypotheses=(*STOCHASTIC_HYPOTHESES, HIGH_PROBABILITY_S_CONDITION),
     perturbation=SUM_REDUCTION,
     notes=(
         "The bound is loose: 49x to 940x the empirical 0.9-quantile on the drawn cases "

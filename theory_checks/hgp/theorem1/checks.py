@@ -169,15 +169,7 @@ def check_rate_in_m(claim: Claim, case: Case, make: Callable[..., Any]) -> Measu
     fit = stats.fit_rate(steps, errors[start : stop + 1])
     theory = math.log(float(rates[order[0]]))
     guaranteed = math.log(max(1e-300, 1 - eta * k.alpha / 2))
-    result = Fit(
-        "log error per Neumann iteration",
-        fit.slope,
-        fit.ci_low,
-        fit.ci_high,
-        theory,
-        RATE_RTOL * abs(theory),
-        residual=fit.residual_max,
-    )
+    result = fit_against("log error per Neumann iteration", fit, theory, RATE_RTOL * abs(theory))
     # The Push-Sum guarantee needs eta L <= 2 - eta alpha (the step condition the paper leaves
     # unstated, claim hgp.theorem1.stated_step_condition); beyond it only the fitted rate (the
     # identity's, valid at any eta) is checked.

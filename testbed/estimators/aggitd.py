@@ -331,8 +331,7 @@ class AggITD(FederatedEstimator):
                 global_direction=anchor,
                 scale_by_steps=True,
             )
-            (local,) = ctx.run_clients(lower, clients).uploads
-            return ctx.aggregate(local, clients, "y"), z
+            return lower.averaged(ctx, clients, "y"), z
         lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta, scale_by_steps=True)
         uploads = ctx.run_clients(
             lower if term is None else Together((term, lower)), clients

@@ -31,6 +31,7 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
@@ -38,14 +39,6 @@ from theory_checks.tolerances import UNRESOLVED_TERM
 #: 8, clients <= 16 averaged), whose rounding is at most that many units of round-off of the
 #: magnitude summed; the difference quotient divides it by 2 epsilon.
 ROUNDOFF_TERMS = 64
-
-
-def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A standard normal outer point x and inner start y0 from ``seed``."""
-    rng = np.random.default_rng(seed)
-    x = torch.as_tensor(rng.standard_normal(problem.dim_x), dtype=torch.float64)
-    y0 = torch.as_tensor(rng.standard_normal(problem.dim_y), dtype=torch.float64)
-    return x, y0
 
 
 def _prediction(
@@ -72,7 +65,7 @@ def check_darts_one_term_identity(
     problem = case.problem
     seed = int(case.params["point_seed"])
     steps = int(case.params.get("inner_steps", 1 + seed % 20))
-    x, y0 = seeded_point(problem, seed)
+    x, y0 = evaluation_point(problem, seed)
     beta = 1.0 / float(problem.constants().L)
     predicted, scale, J_norm, y_T = _prediction(problem, x, y0, beta, steps)
     for neighbour in (steps - 1, steps + 1):

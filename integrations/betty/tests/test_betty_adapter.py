@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +15,7 @@ import torch
 from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from testbed_app.library_verdicts import fresh_seed_outcomes
+from testbed_app.library_verdicts import reproduction_lines
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make
 from theory_checks.runner import replay_counterexample
@@ -47,14 +46,7 @@ def test_the_cg_finding_holds_on_fresh_seeds():
 
 
 def test_the_reproduction_in_plain_betty_confirms_it_by_an_independent_computation():
-    done = subprocess.run(
-        [sys.executable, str(HERE / "repro_cg.py")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=True,
-    )
-    lines = done.stdout.splitlines()
+    lines = reproduction_lines(HERE / "repro_cg.py")
     rows = [line.split() for line in lines[1:11]]
     for _, cg5, cg50, neumann in rows:
         assert float(cg5) > 1e-2 and float(cg50) > 1e-2 and float(neumann) < 1e-12

@@ -12,8 +12,6 @@ import functools
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,8 @@ from testbed_authors_stand_ins import run_with_checkout
 from testbed_authors_stand_ins import verdicts_code
 from testbed_authors_stand_ins import verify_without_checkout
 from testbed_authors_stand_ins import write_stand_in
+
+from testbed_app.library_verdicts import reproduction_lines
 
 HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
@@ -261,14 +261,7 @@ def test_the_findings_replay_on_the_authors_checkout():
 
 def plain_reproduction(script: str) -> list[str]:
     """The lines the script prints on the checkout FEDMSA_AUTHORS_REPO names."""
-    done = subprocess.run(
-        [sys.executable, str(HERE / script), os.environ["FEDMSA_AUTHORS_REPO"]],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()
+    return reproduction_lines(HERE / script, os.environ["FEDMSA_AUTHORS_REPO"])
 
 
 @CHECKOUT

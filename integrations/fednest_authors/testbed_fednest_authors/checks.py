@@ -31,18 +31,11 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
+from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.constants import neumann_scale
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
-
-
-def seeded_point(problem: Any, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A standard normal outer point x and inner point y from ``seed``."""
-    rng = np.random.default_rng(seed)
-    x = torch.as_tensor(rng.standard_normal(problem.dim_x), dtype=torch.float64)
-    y = torch.as_tensor(rng.standard_normal(problem.dim_y), dtype=torch.float64)
-    return x, y
 
 
 def _hypergradient(
@@ -62,7 +55,7 @@ def check_deterministic_identity(claim: Claim, case: Case, make: Callable[..., A
     """``h = grad_x f - eta J_bar sum_{k<=N} (I - eta H_bar)^k grad_y f`` at a seeded (x, y)."""
     problem = case.problem
     terms = int(case.params["neumann_terms"])
-    x, y = seeded_point(problem, int(case.params["point_seed"]))
+    x, y = evaluation_point(problem, int(case.params["point_seed"]))
     eta = 1.0 / neumann_scale(case)
     d = dense_derivatives(problem, x, y)
     A = torch.eye(problem.dim_y, dtype=torch.float64) - eta * d.H
@@ -101,7 +94,7 @@ def check_averaged_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     ``(x, y)`` with x scaled by ``point_scale`` (far from the solution the bias is large)."""
     problem = case.problem
     terms = int(case.params["neumann_terms"])
-    x, y = seeded_point(problem, int(case.params["point_seed"]))
+    x, y = evaluation_point(problem, int(case.params["point_seed"]))
     x = float(case.params.get("point_scale", 1.0)) * x
     pc = fednest_constants(problem).as_dict()
     eta = 1.0 / neumann_scale(case)
@@ -137,7 +130,7 @@ def check_fedout_identity(claim: Claim, case: Case, make: Callable[..., Any]) ->
     seed = int(case.params["point_seed"])
     terms = int(case.params["neumann_terms"])
     tau = 1 + seed % 5
-    x, y = seeded_point(problem, seed)
+    x, y = evaluation_point(problem, seed)
     eta = 1.0 / neumann_scale(case)
     estimator = make(
         inner_steps=0, neumann_terms=terms, neumann_step_size=eta, outer_local_steps=tau

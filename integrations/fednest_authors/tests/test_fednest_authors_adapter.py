@@ -96,7 +96,7 @@ AS_READ_HVP = textwrap.dedent("""\
             self.counter = self.counter - lr * self.hessian_product(self.counter)
             self.hyper_iter += 1
             return p + self.counter""")
-MANAGER_ALG3 = """
+MANAGER = """
 from utils.Fed import FedAvgP
 
 
@@ -106,29 +106,23 @@ class ClientManageHR:
 
     def fedIHGP(self, client_locals):
         p = FedAvgP([c.grad_d_out_d_y()[0] for c in client_locals], self.args)
+{FED_IHGP}
+"""
+# Alg. 3: the server averages the clients' powers each round and sums them
+ALG3_FED_IHGP = """\
         total = p
         for _ in range(self.args.neumann):
             p = FedAvgP([c.hvp_iter(p, self.args.hlr) for c in client_locals], self.args)
             total = total + p
-        return total
-"""
-MANAGER_AS_READ = """
-from utils.Fed import FedAvgP
-
-
-class ClientManageHR:
-    def __init__(self, args, net_glob, client_idx, dataset, dict_users, hyper_param):
-        self.args = args
-
-    def fedIHGP(self, client_locals):
-        p = FedAvgP([c.grad_d_out_d_y()[0] for c in client_locals], self.args)
+        return total"""
+# as we read their ClientManage_hr.fedIHGP: p_locals accumulated over the rounds
+AS_READ_FED_IHGP = """\
         p_locals = []
         for _ in range(self.args.neumann):
             for c in client_locals:
                 p_locals.append(c.hvp_iter(p, self.args.hlr))
             p = FedAvgP(p_locals, self.args)
-        return p
-"""
+        return p"""
 COMMON = {
     "core/__init__.py": "",
     "utils/__init__.py": "",
@@ -154,7 +148,9 @@ def stand_in(folder: Path, faithful: bool) -> Path:
     files = {
         **COMMON,
         "core/Client_hr.py": CLIENT.replace("{HVP_ITER}", ALG3_HVP if faithful else AS_READ_HVP),
-        "core/ClientManage_hr.py": MANAGER_ALG3 if faithful else MANAGER_AS_READ,
+        "core/ClientManage_hr.py": MANAGER.replace(
+            "{FED_IHGP}", ALG3_FED_IHGP if faithful else AS_READ_FED_IHGP
+        ),
     }
     return write_stand_in(folder, files)
 

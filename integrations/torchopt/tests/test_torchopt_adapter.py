@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from testbed_app.library_verdicts import fresh_seed_outcomes
+from testbed_app.library_verdicts import reproduction_lines
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make
 from theory_checks.runner import replay_counterexample
@@ -63,14 +62,8 @@ def test_the_solve_inv_finding_holds_on_fresh_seeds_and_cg_on_the_same_tensors_d
 
 
 def test_the_reproduction_in_plain_torchopt_confirms_it_by_an_independent_computation():
-    done = subprocess.run(
-        [sys.executable, str(HERE / "repro_solve_inv_two_tensors.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    )
-    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    lines = reproduction_lines(HERE / "repro_solve_inv_two_tensors.py", timeout=300)
+    rows = [line.split() for line in lines[1:]]
     assert len(rows) == 10
     for _, inv_two, inv_one, cg_two in rows:
         assert float(inv_two) > 1e-2 and float(inv_one) < 1e-12 and float(cg_two) < 1e-12

@@ -29,6 +29,7 @@ import abc
 import dataclasses
 import importlib
 import types
+from collections.abc import Callable
 from typing import Any
 from typing import ClassVar
 
@@ -222,6 +223,18 @@ class UnrolledLoop(InnerSolver):
         self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem
     ) -> list[torch.Tensor]:
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
+
+    def trajectory(
+        self, step: Callable[[torch.Tensor], Any], module: Any, x: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """``[y_0, ..., y_T]``: the inner variable ``module.y`` before and after each of the
+        ``steps`` calls ``step(module(x))`` (the library's differentiable optimiser step on the
+        inner loss ``g(x, y)``)."""
+        trajectory = [module.y]
+        for _ in range(self.steps):
+            step(module(x))
+            trajectory.append(module.y)
+        return trajectory
 
     def run(
         self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool

@@ -49,11 +49,7 @@ class DifferentiableSGDLoop(UnrolledLoop):
             fmodel,
             diffopt,
         ):
-            trajectory = [fmodel.y]
-            for _ in range(self.steps):
-                diffopt.step(fmodel(x))
-                trajectory.append(fmodel.y)
-        return trajectory
+            return self.trajectory(diffopt.step, fmodel, x)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -176,11 +176,7 @@ class MetaSGDLoop(UnrolledLoop):
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
         module = InnerVector(objectives, y0)
         optimizer = torchopt.MetaSGD(module, lr=default_inner_step(problem, self.step_size))
-        trajectory: list[torch.Tensor] = [module.y]
-        for _ in range(self.steps):
-            optimizer.step(module(x))
-            trajectory.append(module.y)
-        return trajectory
+        return self.trajectory(optimizer.step, module, x)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -168,6 +168,15 @@ class LibraryEstimator(Estimator):
         ):
             raise ValueError(f"inner_steps must be None or an int >= 0, got {self.inner_steps!r}")
 
+    def require_given_inner_point(self, not_run: str) -> None:
+        """A :class:`ValueError` unless ``inner_steps`` is 0 (the state's y) or None (y*(x)):
+        for an adapter that does not run the library's inner loop (``not_run`` names it)."""
+        if self.inner_steps not in (None, 0):
+            raise ValueError(
+                f"{not_run} is not run by this adapter: inner_steps must be 0 (the state's y) "
+                "or None (y*(x))"
+            )
+
     def require_counts(self, *names: str) -> None:
         """A :class:`ValueError` unless each field of ``names`` (an iteration or term count the
         library is handed) is an int >= 1."""

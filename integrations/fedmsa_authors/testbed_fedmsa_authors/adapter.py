@@ -122,11 +122,7 @@ class AuthorsFedMSA(LibraryEstimator):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.inner_steps not in (None, 0):
-            raise ValueError(
-                "the authors' inner training is not run by this adapter: "
-                "inner_steps must be 0 (the state's y) or None (y*(x))"
-            )
+        self.require_given_inner_point("the authors' inner training")
         self.require_counts("local_steps")
 
     # ------------------------------------------------------------------ their objects

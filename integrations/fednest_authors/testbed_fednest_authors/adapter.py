@@ -123,11 +123,7 @@ class AuthorsFedNest(LibraryEstimator):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.inner_steps not in (None, 0):
-            raise ValueError(
-                "the authors' FedInn is not run by this adapter: inner_steps must "
-                "be 0 (the state's y) or None (y*(x))"
-            )
+        self.require_given_inner_point("the authors' FedInn")
         self.require_counts("neumann_terms", "outer_local_steps")
 
     def clients(

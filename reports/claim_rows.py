@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from operator import attrgetter
 
 from reports.claims_table import VERDICT_CLASSES
 from reports.claims_table import ClaimSection
@@ -81,6 +82,18 @@ class Row:
     #: the mutants ``testbed mutate`` recorded by the claim that killed them (None: not run)
     kills: dict[str, list[str]] | None = None
 
+    # The section's and the record's fields, under the names the templates read
+    claim = property(attrgetter("section.claim"))
+    id = property(attrgetter("section.id"))
+    anchor = property(attrgetter("section.anchor"))
+    row_anchor = property(attrgetter("section.row_anchor"))
+    statement = property(attrgetter("section.claim.statement"))
+    reference = property(attrgetter("section.claim.reference"))
+    kind = property(attrgetter("section.claim.kind"))
+    #: What the claim checks (:data:`results_format.verdicts.ABOUTS`).
+    about = property(attrgetter("section.claim.about"))
+    notes = property(attrgetter("section.claim.notes"))
+
     @property
     def slack(self) -> str:
         """The per-paper table's slack cell: the room the tightest case of a "holds" leaves
@@ -94,22 +107,6 @@ class Row:
         if self.verdict in (NOT_CHECKED, NOT_TRUSTED):
             return ""
         return evidence_text(self.claim.to_json(), self.kills)
-
-    @property
-    def claim(self) -> ClaimRecord:
-        return self.section.claim
-
-    @property
-    def id(self) -> str:
-        return self.section.id
-
-    @property
-    def anchor(self) -> str:
-        return self.section.anchor
-
-    @property
-    def row_anchor(self) -> str:
-        return self.section.row_anchor
 
     @property
     def verdict_class(self) -> str:
@@ -129,28 +126,11 @@ class Row:
         return self.section.worst
 
     @property
-    def statement(self) -> str:
-        return self.claim.statement
-
-    @property
     def line_statement(self) -> str:
         """The statement for a one-line row, a correction naming the claim it corrects."""
         if self.corrects is not None:
             return f"corrects {self.corrects.id}: {self.statement}"
         return self.statement
-
-    @property
-    def reference(self) -> str:
-        return self.claim.reference
-
-    @property
-    def kind(self) -> str:
-        return self.claim.kind
-
-    @property
-    def about(self) -> str:
-        """What the claim checks (:data:`results_format.verdicts.ABOUTS`)."""
-        return self.claim.about
 
     @property
     def refutation(self) -> str:
@@ -175,10 +155,6 @@ class Row:
     @property
     def fit_rows(self) -> list[tuple[str, ...]]:
         return fit_rows(self.claim)
-
-    @property
-    def notes(self) -> str:
-        return self.claim.notes
 
     @property
     def hypotheses(self) -> list[str]:

@@ -98,6 +98,8 @@ FALLBACK_COLORS: tuple[str, ...] = (
     "#17BECF",
 )
 THEORY_COLOR = "#000000"
+#: The dash-dotted black of a theoretical line (a slope, a bound or formula, a rate).
+THEORY_LINE = {"color": THEORY_COLOR, "linestyle": "-."}
 REGION_COLOR = "#9aa4ae"
 OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "undecided": "#6f42c1"}
 
@@ -269,8 +271,7 @@ def _draw_guide(ax: Any, guide: Guide, legend: _Legend) -> None:
     ax.plot(
         xs,
         line(guide.theory),
-        color=THEORY_COLOR,
-        linestyle="-.",
+        **THEORY_LINE,
         linewidth=1.2,
         zorder=4,
         gid="theory-slope",
@@ -280,8 +281,7 @@ def _draw_guide(ax: Any, guide: Guide, legend: _Legend) -> None:
         Line2D(
             [],
             [],
-            color=THEORY_COLOR,
-            linestyle="-.",
+            **THEORY_LINE,
             label="theory slope (through the measured points)",
         ),
     )
@@ -382,8 +382,7 @@ def _fit_point(ax: Any, x: float, p: FitPoint, region: str, limits: tuple[float,
         p.theory,
         x - 0.4,
         x + 0.4,
-        color=THEORY_COLOR,
-        linestyle="-.",
+        **THEORY_LINE,
         linewidth=1.3,
         zorder=3,
         gid="theory-level",
@@ -417,7 +416,7 @@ def _fit_legend(legend: _Legend, words: str) -> None:
     )
     legend.add(
         "theory-level",
-        Line2D([], [], color=THEORY_COLOR, linestyle="-.", label="theory (recorded with the fit)"),
+        Line2D([], [], **THEORY_LINE, label="theory (recorded with the fit)"),
     )
     legend.add(
         "allowed-region",
@@ -456,8 +455,7 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
         ax.plot(
             line,
             line,
-            color=THEORY_COLOR,
-            linestyle="-.",
+            **THEORY_LINE,
             linewidth=1.2,
             zorder=3,
             gid="case-bound",
@@ -476,8 +474,7 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
             [p.bound for p in panel.points],
             [x - 0.4 for x in xs],
             [x + 0.4 for x in xs],
-            color=THEORY_COLOR,
-            linestyle="-.",
+            **THEORY_LINE,
             linewidth=1.3,
             zorder=3,
             gid="case-bound",
@@ -507,8 +504,7 @@ def _case_summary(ax: Any, panel: CasePanel, legend: _Legend) -> None:
         Line2D(
             [],
             [],
-            color=THEORY_COLOR,
-            linestyle="-.",
+            **THEORY_LINE,
             label="bound or formula (" + (panel.relation[:40] or "=") + ")",
         ),
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -295,6 +296,33 @@ def _read_curves(path: Path) -> dict[str, list[Trace]]:
 # --------------------------------------------------------------------------- calibration
 
 
+def _trusted_summary(
+    section: Section,
+    path: Path,
+    command: Command,
+    absent: str,
+    problem_of: Callable[[Any], str | None],
+) -> Any | None:
+    """The JSON summary at ``path`` (``<folder>/summary.json``) once it is present, readable and
+    trusted (``problem_of`` finds nothing wrong with it); otherwise None, and the section says
+    why: ``absent`` and the ``command`` that makes it, or what is wrong (its numbers are never
+    shown as measured)."""
+    if not path.is_file():
+        _not_run(section, absent, command)
+        return None
+    data = _read_json(path, section, command)
+    if data is None:
+        return None
+    problem = problem_of(data)
+    if problem is not None:
+        section.notes.append(
+            f"{path.parent.name}/{path.name} not trusted ({problem}); its numbers are "
+            f"not shown. Rerun `{command.command}`."
+        )
+        return None
+    return data
+
+
 def calibration(results_dir: Path) -> Section:
     """Observed false-failure rates of the statistical claims over independent seeds."""
     section = Section("calibration", "Calibration of the statistical claims")
@@ -304,24 +332,18 @@ def calibration(results_dir: Path) -> Section:
         "11-20 minutes per cheap claim on 2 cores on the fast profile, hours for all; "
         "resumes per block of seeds",
     )
-    if not path.is_file():
-        _not_run(
-            section,
-            "calibration/summary.json is absent: `testbed calibrate --seeds 300` "
-            "(or `tox -e calibrate`) runs every statistical claim under 300 independent "
-            "Monte Carlo seeds",
-            command,
-        )
-        return section
-    data = _read_json(path, section, command)
+    data = _trusted_summary(
+        section,
+        path,
+        command,
+        "calibration/summary.json is absent: `testbed calibrate --seeds 300` "
+        "(or `tox -e calibrate`) runs every statistical claim under 300 independent "
+        "Monte Carlo seeds",
+        lambda data: (
+            calibration_summary_problem(data) or calibration_records_problem(data, results_dir)
+        ),
+    )
     if data is None:
-        return section
-    problem = calibration_summary_problem(data) or calibration_records_problem(data, results_dir)
-    if problem is not None:  # never shown as measured
-        section.notes.append(
-            f"calibration/{path.name} not trusted ({problem}); its numbers are "
-            f"not shown. Rerun `{command.command}`."
-        )
         return section
     summary = CalibrationSummary.from_json(data)
     section.paragraphs.append(
@@ -378,23 +400,15 @@ def mutation(results_dir: Path) -> Section:
         "about 30 s on 2 cores on the fast profile (27 s of CPU for the 99 "
         "mutants); resumes claim by claim",
     )
-    if not path.is_file():
-        _not_run(
-            section,
-            "mutation/summary.json is absent: `testbed mutate` runs every mutant "
-            "of the catalogue against the claims that concern it",
-            command,
-        )
-        return section
-    data = _read_json(path, section, command)
+    data = _trusted_summary(
+        section,
+        path,
+        command,
+        "mutation/summary.json is absent: `testbed mutate` runs every mutant "
+        "of the catalogue against the claims that concern it",
+        lambda data: mutation_summary_problem(data, results_dir),
+    )
     if data is None:
-        return section
-    problem = mutation_summary_problem(data, results_dir)
-    if problem is not None:  # never shown as measured
-        section.notes.append(
-            f"mutation/{path.name} not trusted ({problem}); its numbers are "
-            f"not shown. Rerun `{command.command}`."
-        )
         return section
     summary = MutationSummary.from_json(data)
     counts = summary.counts

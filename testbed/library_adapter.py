@@ -29,7 +29,9 @@ import abc
 import dataclasses
 import importlib
 import types
+from collections.abc import Callable
 from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -43,6 +45,7 @@ from testbed.estimators.base import InnerState
 from testbed.estimators.global_oracles import GlobalOracles
 from testbed.estimators.solvers import InnerRun
 from testbed.estimators.solvers import InnerSolver
+from testbed.estimators.solvers import problem_constants
 
 
 class MissingLibrary(ImportError):
@@ -137,13 +140,7 @@ def default_inner_step(problem: Problem, step: float | None) -> float:
     """``step``, or ``1 / L`` from the problem's constants (the classical claims' beta)."""
     if step is not None:
         return float(step)
-    constants = getattr(problem, "constants", None)
-    if constants is None:
-        raise ValueError(
-            f"inner_step_size not given and {type(problem).__name__} has no "
-            "constants(); pass it explicitly"
-        )
-    return 1.0 / float(constants().L)
+    return 1.0 / float(problem_constants(problem, "inner_step_size").L)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,6 +167,23 @@ class LibraryEstimator(Estimator):
             or self.inner_steps < 0
         ):
             raise ValueError(f"inner_steps must be None or an int >= 0, got {self.inner_steps!r}")
+
+    def require_given_inner_point(self, not_run: str) -> None:
+        """A :class:`ValueError` unless ``inner_steps`` is 0 (the state's y) or None (y*(x)):
+        for an adapter that does not run the library's inner loop (``not_run`` names it)."""
+        if self.inner_steps not in (None, 0):
+            raise ValueError(
+                f"{not_run} is not run by this adapter: inner_steps must be 0 (the state's y) "
+                "or None (y*(x))"
+            )
+
+    def require_counts(self, *names: str) -> None:
+        """A :class:`ValueError` unless each field of ``names`` (an iteration or term count the
+        library is handed) is an int >= 1."""
+        for name in names:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
 
     def initial_state(self, problem: Problem) -> InnerState:
         return InnerState(problem.initial_point()[1])
@@ -219,6 +233,18 @@ class UnrolledLoop(InnerSolver):
     ) -> list[torch.Tensor]:
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
 
+    def trajectory(
+        self, step: Callable[[torch.Tensor], Any], module: Any, x: torch.Tensor
+    ) -> list[torch.Tensor]:
+        """``[y_0, ..., y_T]``: the inner variable ``module.y`` before and after each of the
+        ``steps`` calls ``step(module(x))`` (the library's differentiable optimiser step on the
+        inner loss ``g(x, y)``)."""
+        trajectory = [module.y]
+        for _ in range(self.steps):
+            step(module(x))
+            trajectory.append(module.y)
+        return trajectory
+
     def run(
         self, oracles: GlobalOracles, x: torch.Tensor, y0: torch.Tensor, keep_trajectory: bool
     ) -> InnerRun:
@@ -234,8 +260,8 @@ class UnrolledLoop(InnerSolver):
 
 @dataclasses.dataclass(frozen=True)
 class UnrolledLibraryEstimator(LibraryEstimator):
-    """ITD through a library's differentiable inner loop (:attr:`inner`, an
-    :class:`UnrolledLoop`): ``T`` unrolled steps from ``y0``, then autograd of
+    """ITD through a library's differentiable inner loop (:attr:`inner`, an instance of the
+    subclass's :attr:`loop`): ``T`` unrolled steps from ``y0``, then autograd of
     ``f(x, y_T(x))`` in ``x``.
 
     Args:
@@ -243,6 +269,8 @@ class UnrolledLibraryEstimator(LibraryEstimator):
         inner_step_size: beta, the library optimiser's learning rate (``None``: 1/L).
     """
 
+    #: the library's loop (:class:`UnrolledLoop` with its optimiser)
+    loop: ClassVar[type[UnrolledLoop]]
     inner_steps: int | None = 100
 
     def __post_init__(self) -> None:
@@ -251,9 +279,9 @@ class UnrolledLibraryEstimator(LibraryEstimator):
             raise ValueError(f"{type(self).__name__} unrolls inner_steps steps: give an int")
 
     @property
-    @abc.abstractmethod
     def inner(self) -> UnrolledLoop:
         """The library's loop of ``inner_steps`` steps at ``inner_step_size``."""
+        return self.loop(int(self.inner_steps or 0), self.inner_step_size)
 
     def library_hypergradient(
         self, objectives: GlobalObjectives, x: torch.Tensor, y0: torch.Tensor, problem: Problem

@@ -166,17 +166,21 @@ def check_entry(info: Any, role: str, taken: Iterable[str]) -> EstimatorInfo:
         raise PluginError(
             f"its class {info.cls!r} does not subclass testbed's {interface.__name__}"
         )
-    with user_interrupts() as pressed:
-        try:
-            built = info.build()
-        except PLUGIN_FAILURES as error:
-            reraise_user_interrupt(pressed, error)
-            raise PluginError(
-                f"its defaults do not build: {type(error).__name__}: {error}"
-            ) from error
+    built = _plugin_call(info.build, "its defaults do not build")
     if not isinstance(built, interface):
         raise PluginError(f"its make returns a {type(built).__name__}, not a {interface.__name__}")
     return info
+
+
+def _plugin_call(call: Callable[[], T], failure: str) -> T:
+    """``call()`` of a plugin's code; what it raises (:data:`PLUGIN_FAILURES`) as a
+    :class:`PluginError` ``<failure>: <error type>: <message>``, a Ctrl-C re-raised as one."""
+    with user_interrupts() as pressed:
+        try:
+            return call()
+        except PLUGIN_FAILURES as error:
+            reraise_user_interrupt(pressed, error)
+            raise PluginError(f"{failure}: {type(error).__name__}: {error}") from error
 
 
 def _as_items(value: Any) -> list[Any]:
@@ -199,14 +203,7 @@ def load_group(
     for entry in entry_points(group):
         checked: list[T] = []
         try:
-            with user_interrupts() as pressed:
-                try:
-                    value = entry.load()
-                except PLUGIN_FAILURES as error:
-                    reraise_user_interrupt(pressed, error)
-                    raise PluginError(
-                        f"it does not import: {type(error).__name__}: {error}"
-                    ) from error
+            value = _plugin_call(entry.load, "it does not import")
             for item in items_of(value):
                 checked.append(check(item, taken | {key(c) for c in checked}))
         except PluginError as error:

@@ -35,10 +35,12 @@ import json
 import math
 import random
 import time
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from typing import TypeVar
 
 from problems import from_spec
 from results_format.claim_file import NOT_A_CLAIM_RESULT
@@ -83,6 +85,8 @@ DEFAULT_SAMPLE = 2
 # on the same scale). An edited number (e.g. a recorded 0 changed to 0.37 against a bound of
 # 1e-10) is many orders above.
 AUDIT_RTOL = 1e-6
+
+T = TypeVar("T")
 
 
 def differs(recorded: float, again: float, bound: float) -> float:
@@ -259,16 +263,23 @@ def _json(path: Path) -> Any:
         return None
 
 
-def _claim_and_profile(record: Mapping[str, Any]) -> tuple[Claim, Profile]:
-    """The registered claim and the profile a calibration record names, its definition the one
-    recorded (:class:`ValueError` naming what differs)."""
+def _registered(
+    record: Mapping[str, Any], key: str, lookup: Callable[[str], T]
+) -> tuple[T, Profile]:
+    """``lookup(record[key])`` (the registered claim or mutant a record names) and the profile
+    it names; a :class:`ValueError` naming what this checkout lacks."""
     try:
-        claim = get_claim(str(record["claim"]))
-        profile = get_profile(str(record["profile"]))
+        return lookup(str(record[key])), get_profile(str(record["profile"]))
     except KeyError as error:
         raise ValueError(
             f"{error.args[0] if error.args else error}: it cannot be run again here"
         ) from None
+
+
+def _claim_and_profile(record: Mapping[str, Any]) -> tuple[Claim, Profile]:
+    """The registered claim and the profile a calibration record names, its definition the one
+    recorded (:class:`ValueError` naming what differs)."""
+    claim, profile = _registered(record, "claim", get_claim)
     if record["fingerprint"] != claim_fingerprint(claim, profile):
         raise ValueError(
             "the claim's definition differs from this checkout's (fingerprint "
@@ -298,13 +309,7 @@ def audit_mutant(record: Mapping[str, Any]) -> str | None:
     """The run that killed a believed mutant record's mutant run again (its claim on the
     mutated entry): it must kill it again; why not, or ``None``. A mutant that survived is
     not run again (``testbed mutate`` runs every claim)."""
-    try:
-        mutant = get_mutant(str(record["mutant"]))
-        profile = get_profile(str(record["profile"]))
-    except KeyError as error:
-        raise ValueError(
-            f"{error.args[0] if error.args else error}: it cannot be run again here"
-        ) from None
+    mutant, profile = _registered(record, "mutant", get_mutant)
     here = mutant_fingerprint(mutant, profile, planned_runs(mutant, profile))
     if record["fingerprint"] != here:
         raise ValueError(

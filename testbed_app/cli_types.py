@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
+from typing import TypeVar
 
 #: Bounds of the numeric options, each with why (a value past one is refused, naming it):
 #: - MAX_JOBS: each local worker process imports torch (~0.3 GB) and the claims' problems;
@@ -29,6 +31,8 @@ MAX_RETRIES = 100
 MAX_TIMEOUT = 86_400.0
 MAX_ID_LENGTH = 200
 
+T = TypeVar("T")
+
 
 def shown_value(text: str, limit: int = 60) -> str:
     """``repr(text)``, cut to ``limit`` characters with its length when longer (an error line
@@ -37,16 +41,20 @@ def shown_value(text: str, limit: int = 60) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text):,} characters)"
 
 
+def converted(convert: Callable[[str], T], text: str, expected: str) -> T:
+    """``convert(text)`` (``int``, ``float``), or the argparse error ``expected <expected>, got
+    <text>`` (:func:`shown_value`) when it is not one."""
+    try:
+        return convert(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {shown_value(text)}") from None
+
+
 def int_in(low: int, high: int) -> Any:
     """argparse type: an integer in ``[low, high]``, the bound named when it is not."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer in [{low:,}, {high:,}], got {shown_value(text)}"
-            ) from None
+        value = converted(int, text, f"an integer in [{low:,}, {high:,}]")
         if not low <= value <= high:
             raise argparse.ArgumentTypeError(
                 f"expected an integer in [{low:,}, {high:,}], got {value:,}"
@@ -62,12 +70,7 @@ def number_in(low: float, high: float, low_open: bool = True) -> Any:
     bounds = f"{'(' if low_open else '['}{low:g}, {high:g}]"
 
     def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected a number in {bounds}, got {shown_value(text)}"
-            ) from None
+        value = converted(float, text, f"a number in {bounds}")
         if not math.isfinite(value) or value > high or value < low or (low_open and value == low):
             raise argparse.ArgumentTypeError(f"expected a number in {bounds}, got {text}")
         return value
@@ -87,12 +90,7 @@ def identifier(text: str) -> str:
 
 def positive_int(text: str) -> int:
     """argparse type: an integer >= 1 (``--threads 0`` and ``--steps -2`` are errors)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive integer, got {shown_value(text)}"
-        ) from None
+    value = converted(int, text, "a positive integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
@@ -100,10 +98,7 @@ def positive_int(text: str) -> int:
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    value = converted(int, text, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
@@ -117,6 +112,7 @@ __all__ = [
     "MAX_RETRIES",
     "MAX_THREADS",
     "MAX_TIMEOUT",
+    "converted",
     "identifier",
     "int_in",
     "non_negative_int",

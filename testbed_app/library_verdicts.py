@@ -20,6 +20,7 @@ the file's estimators under ``VERSION`` (after a deliberate review of what chang
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 import tomllib
@@ -171,6 +172,20 @@ def fresh_seed_outcomes(
     for value in seeds:
         draw_with(value)
     return outcomes
+
+
+def reproduction_lines(script: Path, *args: str, timeout: float = 600) -> list[str]:
+    """The lines a finding's plain reproduction prints: ``script`` (a ``repro_*.py`` of an
+    adapter's folder, the library alone, no testbed) run with ``args`` by this interpreter; a
+    :class:`subprocess.CalledProcessError` (its stderr attached) when it fails."""
+    done = subprocess.run(
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+    )
+    return done.stdout.strip().splitlines()
 
 
 def record_verdicts(path: Path, version: str, profile: Profile | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ QuadraticBilevel.scales_suffix
 ClaimSection.counterexample_files
 ClaimSection.worst_title
 ClaimSection.alt
+ClaimSection.row_anchor
 Row.verdict_class
 Row.line_statement
 Row.reading_verdicts

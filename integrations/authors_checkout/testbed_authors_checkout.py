@@ -38,6 +38,7 @@ import io
 import os
 import sys
 import types
+from collections.abc import Callable
 from collections.abc import Iterator
 from collections.abc import Mapping
 from pathlib import Path
@@ -132,6 +133,31 @@ def load(names: Mapping[str, str], codebase: Codebase = FEDNEST) -> types.Simple
     code = import_authors_code(locate(names, codebase), names, codebase)
     code.commit = commit_of(code.repo)
     return code
+
+
+def parsed_options(args_parser: Callable[[], Any], script: str, **options: object) -> Any:
+    """Their ``args_parser()`` (which reads ``sys.argv``) on the command line ``script --gpu -1
+    --local_bs 1 --<option> <value> ...``: on the CPU, one sample per local batch, as the adapters
+    of the ucr-optml repositories (FedNest, FedMSA) run their code; ``sys.argv`` restored after.
+
+    >>> import argparse
+    >>> def args_parser():
+    ...     parser = argparse.ArgumentParser()
+    ...     for name in ("--gpu", "--local_bs", "--neumann"):
+    ...         parser.add_argument(name, type=int)
+    ...     return parser.parse_args()
+    >>> parsed_options(args_parser, "main.py", neumann=3)
+    Namespace(gpu=-1, local_bs=1, neumann=3)
+    """
+    argv = [script, "--gpu", "-1", "--local_bs", "1"]
+    for name, value in options.items():
+        argv += [f"--{name}", str(value)]
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        return args_parser()
+    finally:
+        sys.argv = saved
 
 
 @contextlib.contextmanager
@@ -229,5 +255,6 @@ __all__ = [
     "load",
     "locate",
     "named_checkout",
+    "parsed_options",
     "their_output_silenced",
 ]

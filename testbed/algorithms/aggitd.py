@@ -39,8 +39,7 @@ from testbed.estimators.aggitd import check_shared_parameters
 from testbed.estimators.base import InnerState
 from testbed.estimators.validation import check_step
 from testbed.federation.context import FederatedContext
-from testbed.federation.local import LocalIterates
-from testbed.federation.local import OuterGradientXAt
+from testbed.federation.local import outer_steps_round
 
 # Why 0.01: the outer step of the paper's experiments (App. A.3); small enough to be stable on
 # the closed-form families drawn by problems.strategies, whose outer Hessians stay below ~50.
@@ -156,13 +155,4 @@ def one_round_upper(
     outer_step_size: float,
 ) -> torch.Tensor:
     """One-Round-Upper (Alg. 4): ``tau_i`` SVRG-corrected local x-steps, one round."""
-    work = LocalIterates(
-        x,
-        OuterGradientXAt(y),
-        local_steps,
-        outer_step_size,
-        global_direction=h,
-        scale_by_steps=True,
-    )
-    (local,) = ctx.run_clients(work, clients).uploads
-    return ctx.aggregate(local, clients, "x")
+    return outer_steps_round(ctx, clients, x, y, h, local_steps, outer_step_size, True)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
 from testbed.oracles import Oracles
@@ -129,3 +130,27 @@ class StochasticGradientPush:
                 z, w = mixed[:, :-1], mixed[:, -1]
                 z = z - gamma * grad(z / w[:, None])
         return InnerResult(z / w[:, None], w, time + self.steps)
+
+
+def counted_inner_run(
+    inner: ExactConsensus | StochasticGradientPush,
+    problem: Any,
+    x: torch.Tensor,
+    state: Any,
+    graph: GraphSequence,
+    counter: CallCounter,
+    rng: np.random.Generator,
+) -> InnerResult:
+    """``inner.run`` from an HGP state (its iterates ``y``, Push-Sum weights ``omega`` and graph
+    step ``time``) over ``graph``, its oracle calls and gossip counted into ``counter``."""
+    return inner.run(
+        problem,
+        x,
+        state.y,
+        state.omega,
+        state.time,
+        graph,
+        Oracles(problem, counter),
+        GraphLedger(problem.n_clients, counter),
+        rng,
+    )

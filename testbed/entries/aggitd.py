@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from typing import Literal
 
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITD
@@ -13,50 +14,52 @@ from testbed.info import EstimatorInfo
 _entry = functools.partial(EstimatorInfo, paper="AggITD", supports=ALL_KINDS)
 
 
-def _estimator(name: str, reference: str, as_printed: bool) -> EstimatorInfo:
-    """An :class:`AggITD` entry: the analysed estimator or the algorithm as printed."""
+def _variant(
+    name: str,
+    reference: str,
+    cls: type,
+    role: Literal["estimator", "algorithm"] = "estimator",
+    **fixed: object,
+) -> EstimatorInfo:
+    """An entry of ``cls`` (:class:`AggITD`, or the algorithm :class:`FBOAggITD`) whose fields
+    ``fixed`` the entry sets (as printed or analysed; the lower-level solver)."""
     return _entry(
         name=name,
-        cls=AggITD,
+        cls=cls,
         reference=reference,
-        make=functools.partial(AggITD, as_printed=as_printed),
-        fixed=("as_printed",),
-    )
-
-
-def _algorithm(name: str, reference: str, lower_solver: str) -> EstimatorInfo:
-    """An :class:`FBOAggITD` entry: its lower-level solver is fixed."""
-    return _entry(
-        name=name,
-        cls=FBOAggITD,
-        reference=reference,
-        make=functools.partial(FBOAggITD, lower_solver=lower_solver),
-        fixed=("lower_solver",),
-        role="algorithm",
+        make=functools.partial(cls, **fixed),
+        fixed=tuple(fixed),
+        role=role,
     )
 
 
 ENTRIES: list[EstimatorInfo] = [
-    _estimator(
+    _variant(
         "aggitd",
         "Xiao & Ji 2023, Alg. 1 (closed form eq. 5, mean over Q eq. 11)",
+        AggITD,
         as_printed=False,
     ),
-    _estimator(
+    _variant(
         "aggitd-as-printed",
         "Xiao & Ji 2023, Alg. 1 as printed (line 6 without lambda, line 15 z^{N-1})",
+        AggITD,
         as_printed=True,
     ),
-    _algorithm(
+    _variant(
         "fbo-aggitd",
         "Xiao & Ji 2023, Alg. 3 with Alg. 2 (One-Round-Lower) and Alg. 4 (One-Round-Upper); "
         "Table 1, Thm 1, Cor. 1",
+        FBOAggITD,
+        "algorithm",
         lower_solver="svrg",
     ),
-    _algorithm(
+    _variant(
         "fbo-aggitd-sgd",
         "Xiao & Ji 2023, Fig. 4 (FBO-AggITD_SGD: FedAvg lower level, Alg. 2 without its control "
         "variate)",
+        FBOAggITD,
+        "algorithm",
         lower_solver="sgd",
     ),
 ]

@@ -84,6 +84,21 @@ def piggyback(ctx: FederatedContext, uploads: torch.Tensor, clients: torch.Tenso
     return ctx.aggregate_in_round(uploads, clients, "z")
 
 
+def round_with_term(
+    ctx: FederatedContext,
+    work: ClientWork,
+    term: ClientWork | None,
+    clients: torch.Tensor,
+    key: str,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One round of ``work`` whose upload the server averages under ``key``, the Hessian-inverse
+    ``term`` (if any) riding on it (:func:`piggyback`): ``(the average, z^t or None)``."""
+    uploads = ctx.run_clients(work if term is None else Together((term, work)), clients).uploads
+    average = ctx.aggregate(uploads[-1], clients, key)
+    z = None if term is None else piggyback(ctx, uploads[0], clients)
+    return average, z
+
+
 @dataclasses.dataclass(frozen=True)
 class HessIVTerm(ClientWork):
     r"""A client's ``z_i^t`` of Alg. 1: ``grad_y F_i(x, y^t)`` when a term starts here
@@ -314,15 +329,8 @@ class AggITD(FederatedEstimator):
         ``(y^{t+1}, z^t)`` (``z^t`` None without a term). FedSVRG (``lower_solver="svrg"``): the
         term rides on the anchor-gradient round, then One-Round-Lower's local steps are a round
         of their own; FedAvg: the term rides on the local-step round."""
-        z: torch.Tensor | None = None
         if self.lower_solver == "svrg":
-            first = InnerGradient(x, y, rows=False)
-            uploads = ctx.run_clients(
-                first if term is None else Together((term, first)), clients
-            ).uploads
-            anchor = ctx.aggregate(uploads[-1], clients, "q")
-            if term is not None:
-                z = piggyback(ctx, uploads[0], clients)
+            anchor, z = round_with_term(ctx, InnerGradient(x, y, rows=False), term, clients, "q")
             lower = LocalIterates(
                 y,
                 InnerGradientAt(x),
@@ -331,16 +339,9 @@ class AggITD(FederatedEstimator):
                 global_direction=anchor,
                 scale_by_steps=True,
             )
-            (local,) = ctx.run_clients(lower, clients).uploads
-            return ctx.aggregate(local, clients, "y"), z
+            return lower.averaged(ctx, clients, "y"), z
         lower = LocalIterates(y, InnerGradientAt(x), self.local_steps, beta, scale_by_steps=True)
-        uploads = ctx.run_clients(
-            lower if term is None else Together((term, lower)), clients
-        ).uploads
-        y_next = ctx.aggregate(uploads[-1], clients, "y")
-        if term is not None:
-            z = piggyback(ctx, uploads[0], clients)
-        return y_next, z
+        return round_with_term(ctx, lower, term, clients, "y")
 
 
 def draw_index(rng: np.random.Generator, inner_steps: int) -> int:

@@ -38,6 +38,7 @@ from testbed.defaults import FEDNEST_LOCAL_STEPS
 from testbed.defaults import NEUMANN_TERMS
 from testbed.estimators.base import InnerState
 from testbed.estimators.federated import FederatedEstimator
+from testbed.estimators.solvers import problem_constants
 from testbed.estimators.validation import check_local_steps
 from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import check_step
@@ -50,7 +51,7 @@ from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalDirection
 from testbed.federation.local import LocalIterates
-from testbed.federation.local import OuterGradientXAt
+from testbed.federation.local import outer_steps_round
 from testbed.federation.local import steps_per_client
 
 Truncation = Literal["random", "deterministic"]
@@ -76,13 +77,7 @@ def check_local_steps_fit(local_steps: LocalSteps, problem: Problem) -> None:
 
 def lipschitz_default(problem: Problem, what: str) -> float:
     """``l_{g,1} = max_i lambda_max(H_i)`` (FedNest A1) from the problem's constants."""
-    constants = getattr(problem, "constants", None)
-    if constants is None:
-        raise ValueError(
-            f"{what}: step size not given and {type(problem).__name__} has no "
-            "constants(); pass it explicitly"
-        )
-    return float(constants().L_clients)
+    return float(problem_constants(problem, f"{what}: step size").L_clients)
 
 
 def outer_smoothness(problem: Problem) -> float:
@@ -162,8 +157,7 @@ def fedinn(
         global_direction=direction,
         scale_by_steps=scale_by_steps,
     )
-    (local,) = ctx.run_clients(work, clients).uploads
-    return ctx.aggregate(local, clients, "y")
+    return work.averaged(ctx, clients, "y")
 
 
 # ------------------------------------------------------------------------------- FedIHGP
@@ -383,16 +377,8 @@ def fedout(
         send(ctx, clients, p=p)
     (direction,) = ctx.run_clients(OuterDirection(x, y, p), clients).uploads
     h = ctx.aggregate(direction, clients, "h")
-    work = LocalIterates(
-        x,
-        OuterGradientXAt(y),
-        local_steps,
-        outer_step_size,
-        global_direction=h,
-        scale_by_steps=scale_by_steps,
-    )
-    (local,) = ctx.run_clients(work, clients).uploads
-    return ctx.aggregate(local, clients, "x"), h
+    x_plus = outer_steps_round(ctx, clients, x, y, h, local_steps, outer_step_size, scale_by_steps)
+    return x_plus, h
 
 
 def lfedout(
@@ -427,8 +413,7 @@ def lfedout(
     send(ctx, clients, x=x, y=y)
     direction = LocalHypergradientAt(y, neumann_terms, neumann_step_size, indirect)
     work = LocalIterates(x, direction, local_steps, outer_step_size, scale_by_steps=scale_by_steps)
-    (local,) = ctx.run_clients(work, clients).uploads
-    x_plus = ctx.aggregate(local, clients, "x")
+    x_plus = work.averaged(ctx, clients, "x")
     taus = steps_per_client(local_steps, clients).to(torch.float64)
     applied = 1.0 if scale_by_steps else float(taus.mean())
     return x_plus, (x - x_plus) / (outer_step_size * applied)

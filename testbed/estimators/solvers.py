@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -21,15 +22,21 @@ from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import check_step
 
 
-def default_step_size(problem: Problem, what: str) -> float:
-    """``1 / L`` from the problem's constants, for problems that know them."""
+def problem_constants(problem: Problem, missing: str) -> Any:
+    """``problem.constants()``, for a problem that knows its constants; otherwise a
+    :class:`ValueError` saying that ``missing`` (the step it would give) must be passed."""
     constants = getattr(problem, "constants", None)
     if constants is None:
         raise ValueError(
-            f"{what}: step_size not given and {type(problem).__name__} has no constants(); "
-            "pass step_size explicitly"
+            f"{missing} not given and {type(problem).__name__} has no constants(); "
+            "pass it explicitly"
         )
-    return 1.0 / float(constants().L)
+    return constants()
+
+
+def default_step_size(problem: Problem, what: str) -> float:
+    """``1 / L`` from the problem's constants, for problems that know them."""
+    return 1.0 / float(problem_constants(problem, f"{what}: step_size").L)
 
 
 @dataclasses.dataclass

@@ -20,7 +20,8 @@ The clients' part is :func:`local_iterates`, run as the client work :class:`Loca
 its direction ``G_i`` one of the portable directions below) through ``ctx.run_clients``, the
 server averaging the uploads in one round (``ctx.aggregate``): one implementation, which the
 algorithms, the mutants and the perturbations all run, in the batched simulation and on deployed
-clients (:mod:`testbed.federation.client_work`).
+clients (:mod:`testbed.federation.client_work`). :meth:`LocalIterates.averaged` is
+that round; :func:`outer_steps_round` the one on ``x`` that FedOut and One-Round-Upper share.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from testbed.federation.client_work import ClientReply
 from testbed.federation.client_work import ClientSide
 from testbed.federation.client_work import ClientWork
 from testbed.federation.client_work import portable
+from testbed.federation.context import FederatedContext
 
 # oracle(points (C, d), clients (C,), batch) -> per-client directions (C, d)
 LocalOracle = Callable[[torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]
@@ -192,6 +194,30 @@ class LocalIterates(ClientWork):
                 ),
             )
         )
+
+    def averaged(self, ctx: FederatedContext, clients: torch.Tensor, key: str) -> torch.Tensor:
+        """``w^+``: run on ``clients`` as one round's work, the uploads averaged by the server
+        (``ctx.aggregate`` under ``key``, the variable's name in the ledger)."""
+        (local,) = ctx.run_clients(self, clients).uploads
+        return ctx.aggregate(local, clients, key)
+
+
+def outer_steps_round(
+    ctx: FederatedContext,
+    clients: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    h: torch.Tensor,
+    local_steps: int | tuple[int, ...],
+    step_size: float,
+    scale_by_steps: bool,
+) -> torch.Tensor:
+    """``x^+``: each client's ``tau_i`` local steps on ``x`` from the broadcast ``x`` with
+    ``G_i = grad_x f_i(., y)``, the drift corrected around the global direction ``h``, averaged
+    in one round: FedNest's FedOut (Alg. 2, eq. (10)-(11)), AggITD's One-Round-Upper (Alg. 4)."""
+    # the fields in order: anchor, direction, local_steps, step_size, global_direction, scaling
+    work = LocalIterates(x, OuterGradientXAt(y), local_steps, step_size, h, scale_by_steps)
+    return work.averaged(ctx, clients, "x")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,9 +21,8 @@ from testbed.calls import CallCounter
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.hgp import HyperGradientPush
-from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed.oracles import Oracles
+from testbed.decentralized.sgp import counted_inner_run
 from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.data import load_data
 from testbed_app.experiments.data import split_data
@@ -224,17 +223,7 @@ def train_by_sgp(
     inner = estimator.inner
     assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
     counter = CallCounter()
-    out = inner.run(
-        problem,
-        x,
-        state.y,
-        state.omega,
-        state.time,
-        graph,
-        Oracles(problem, counter),
-        GraphLedger(problem.n_clients, counter),
-        rng,
-    )
+    out = counted_inner_run(inner, problem, x, state, graph, counter, rng)
     return (out, *gossip_counts(counter.snapshot()))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -84,24 +85,18 @@ class HGPInfluenceExperiment(DecentralizedRun):
         )
 
         def problem(dtype: torch.dtype) -> InfluenceProblem:
+            # the clients' samples of the training images: (index sets, their name)
+            samples = functools.partial(
+                client_samples,
+                self.dataset.train_x,
+                self.dataset.train_y,
+                dtype=dtype,
+                device=self.device,
+            )
             return InfluenceProblem(
                 net,
-                client_samples(
-                    self.dataset.train_x,
-                    self.dataset.train_y,
-                    train.indices,
-                    "train",
-                    dtype=dtype,
-                    device=self.device,
-                ),
-                client_samples(
-                    self.dataset.train_x,
-                    self.dataset.train_y,
-                    val.indices,
-                    "validation",
-                    dtype=dtype,
-                    device=self.device,
-                ),
+                samples(train.indices, "train"),
+                samples(val.indices, "validation"),
                 weight_decay=float(options["weight_decay"]),
                 seed=self.seed,
             )

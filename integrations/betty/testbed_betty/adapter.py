@@ -127,10 +127,7 @@ class BettyHypergradient(LibraryEstimator):
                 "betty's lower problem takes at least one step: inner_steps must be "
                 "None (y* and one step) or >= 1"
             )
-        for name in ("neumann_terms", "cg_iterations"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.require_counts("neumann_terms", "cg_iterations")
 
     def lower_config(self, problem: Problem) -> Config:
         """The lower problem's betty ``Config`` (the method and its parameters)."""

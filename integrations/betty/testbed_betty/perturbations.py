@@ -1,5 +1,5 @@
 """Planted one-line bugs in the Betty adapter's calls: what its claims must catch
-(``tests/test_betty_adapter.py`` shows each is caught)."""
+(``integrations/test_library_adapters.py`` shows each is caught)."""
 
 from __future__ import annotations
 

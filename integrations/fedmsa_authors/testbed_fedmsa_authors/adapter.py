@@ -64,6 +64,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from testbed_authors_checkout import parsed_options
 from testbed_authors_checkout import their_output_silenced
 from torch import nn
 
@@ -90,29 +91,15 @@ def authors_arguments(
     alpha: float, beta: float, local_steps: int, rho: float, n_clients: int
 ) -> argparse.Namespace:
     """Their ``args_parser()`` with the adapter's settings on its command line."""
-    argv = [
+    return parsed_options(
+        CODE.args_parser,
         "main_imbalance_blo.py",
-        "--gpu",
-        "-1",
-        "--local_bs",
-        "1",
-        "--alpha",
-        repr(float(alpha)),
-        "--beta",
-        repr(float(beta)),
-        "--inner_ep",
-        str(local_steps),
-        "--momentum_rho",
-        repr(float(rho)),
-        "--num_users",
-        str(n_clients),
-    ]
-    saved = sys.argv
-    sys.argv = argv
-    try:
-        return CODE.args_parser()
-    finally:
-        sys.argv = saved
+        alpha=float(alpha),
+        beta=float(beta),
+        inner_ep=local_steps,
+        momentum_rho=float(rho),
+        num_users=n_clients,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,17 +122,8 @@ class AuthorsFedMSA(LibraryEstimator):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.inner_steps not in (None, 0):
-            raise ValueError(
-                "the authors' inner training is not run by this adapter: "
-                "inner_steps must be 0 (the state's y) or None (y*(x))"
-            )
-        if (
-            isinstance(self.local_steps, bool)
-            or not isinstance(self.local_steps, int)
-            or self.local_steps < 1
-        ):
-            raise ValueError(f"local_steps must be an int >= 1, got {self.local_steps!r}")
+        self.require_given_inner_point("the authors' inner training")
+        self.require_counts("local_steps")
 
     # ------------------------------------------------------------------ their objects
     def arguments(self, problem: Problem) -> argparse.Namespace:

@@ -8,18 +8,25 @@ commit are checked, and the plain reproduction script runs on it."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from testbed_authors_stand_ins import IN_SETTINGS
+from testbed_authors_stand_ins import last_json
+from testbed_authors_stand_ins import recorded_verdicts_check
+from testbed_authors_stand_ins import run_with_checkout
+from testbed_authors_stand_ins import verdicts_code
+from testbed_authors_stand_ins import verify_without_checkout
+from testbed_authors_stand_ins import write_stand_in
+
+from testbed_app.library_verdicts import reproduction_lines
 
 HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
-AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 FINDINGS = HERE / "findings"
 CLAIMS = (
     "fedmsa_authors.blo.fixed_point_is_hypergradient",
@@ -146,45 +153,14 @@ def stand_in(folder: Path, faithful: bool) -> Path:
         "core/BLOClient.py": BLO_CLIENT,
         "core/ClientManage_blo.py": CLIENT_MANAGE,
     }
-    for name, text in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-    return folder
+    return write_stand_in(folder, files)
 
 
-def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
-    # every authors' checkout variable dropped: FedNest's and FedMSA's trees share their
-    # top-level packages and cannot load in one process
-    env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
-    if repo is not None:
-        env["FEDMSA_AUTHORS_REPO"] = str(repo)
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=repo.parent if repo else None,
-    )
+run = functools.partial(run_with_checkout, "FEDMSA_AUTHORS_REPO")
 
 
-def last_json(done: subprocess.CompletedProcess[str]) -> object:
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-VERDICTS = """
-import json, sys, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from pathlib import Path
-from testbed_app.library_verdicts import run_verdicts
-print(json.dumps(run_verdicts(["fedmsa-authors"], Path(sys.argv[-1]))["fedmsa-authors"]))
-"""
-
-
-def verdicts_with(repo: Path, results: Path) -> dict[str, str]:
-    return last_json(run(VERDICTS.replace("sys.argv[-1]", repr(str(results))), repo))
+def verdicts_with(repo: Path, results: Path, entry: str = "fedmsa-authors") -> dict[str, str]:
+    return last_json(run(verdicts_code([entry], results), repo))[entry]
 
 
 def test_a_stand_in_with_eq_10b_meets_every_claim(tmp_path):
@@ -197,11 +173,10 @@ def test_a_stand_in_dropping_the_direct_term_fails_every_claim(tmp_path):
     assert verdicts_with(repo, tmp_path / "out") == dict.fromkeys(CLAIMS, "fails as stated")
 
 
-REPLAY = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from pathlib import Path
+REPLAY = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from pathlib import Path
 from testbed_app.library_verdicts import fresh_seed_outcomes
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, replay_counterexample
@@ -215,6 +190,7 @@ for claim_id in CLAIMS:
                      sum(o["outcome"] == "fails" for o in fresh), len(fresh)]
 print(json.dumps(out))
 """
+)
 
 
 def replay(repo: Path) -> dict[str, list[object]]:
@@ -238,11 +214,10 @@ def test_the_findings_replay_on_the_stand_in_that_drops_the_direct_term(tmp_path
     check_replayed(replay(stand_in(tmp_path / "as_found", faithful=False)))
 
 
-PLANTED = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from testbed_fedmsa_authors import perturbations
+PLANTED = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from testbed_fedmsa_authors import perturbations
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import run_claim
@@ -251,6 +226,7 @@ print(json.dumps({c: run_claim(get_claim(c), fast, make=p.build).verdict for c, 
     ("fedmsa_authors.blo.maps_identity", perturbations.V_NEGATED),
     ("fedmsa_authors.local.recursion_identity", perturbations.ALPHA_DOUBLED)]}))
 """
+)
 
 
 def test_a_planted_bug_in_the_adapters_call_is_caught(tmp_path):
@@ -259,12 +235,7 @@ def test_a_planted_bug_in_the_adapters_call_is_caught(tmp_path):
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = (
-        "import sys\nfrom testbed_app.cli import main\n"
-        "sys.exit(main(['verify', 'fedmsa-authors', '--quiet', '--no-report', "
-        f"'--results', {str(tmp_path)!r}]))"
-    )
-    done = run(code, None)
+    done = run(verify_without_checkout("fedmsa-authors", tmp_path), None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "FEDMSA_AUTHORS_REPO" in lines[0], lines
@@ -279,17 +250,7 @@ CHECKOUT = pytest.mark.skipif(
 @CHECKOUT
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDMSA_AUTHORS_REPO"])
-    code = (
-        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
-        "use_settings(RunSettings())\n"
-        "from pathlib import Path\n"
-        "from testbed_app.library_verdicts import verdict_changes\n"
-        "from testbed_fedmsa_authors.authors_code import COMMIT\n"
-        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
-        f"Path({str(tmp_path)!r}))\n"
-        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
-    )
-    done = run(code, repo)
+    done = run(recorded_verdicts_check("testbed_fedmsa_authors", RECORD, tmp_path), repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
 
 
@@ -300,14 +261,7 @@ def test_the_findings_replay_on_the_authors_checkout():
 
 def plain_reproduction(script: str) -> list[str]:
     """The lines the script prints on the checkout FEDMSA_AUTHORS_REPO names."""
-    done = subprocess.run(
-        [sys.executable, str(HERE / script), os.environ["FEDMSA_AUTHORS_REPO"]],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()
+    return reproduction_lines(HERE / script, os.environ["FEDMSA_AUTHORS_REPO"])
 
 
 @CHECKOUT
@@ -387,30 +341,26 @@ def stand_in_notebook(folder: Path, faithful: bool) -> Path:
     return repo
 
 
-MCO_VERDICTS = VERDICTS.replace('"fedmsa-authors"', '"fedmsa-authors-mco"')
-
-
 @NEEDS_JAX
 def test_a_notebook_stand_in_with_eq_11_meets_the_maps_and_fails_the_fixed_point_as_the_paper(
     tmp_path,
 ):
     repo = stand_in_notebook(tmp_path / "eq11", faithful=True)
-    out = last_json(run(MCO_VERDICTS.replace("sys.argv[-1]", repr(str(tmp_path / "o"))), repo))
+    out = verdicts_with(repo, tmp_path / "o", "fedmsa-authors-mco")
     assert out == dict(zip(MCO_CLAIMS, ("fails as stated", "holds"), strict=True)), out
 
 
 @NEEDS_JAX
 def test_a_notebook_stand_in_dropping_a_chain_term_fails_the_maps(tmp_path):
     repo = stand_in_notebook(tmp_path / "dropped", faithful=False)
-    out = last_json(run(MCO_VERDICTS.replace("sys.argv[-1]", repr(str(tmp_path / "o"))), repo))
+    out = verdicts_with(repo, tmp_path / "o", "fedmsa-authors-mco")
     assert out["fedmsa_authors.mco.maps_identity"] == "fails as stated", out
 
 
-MCO_REPLAY = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from pathlib import Path
+MCO_REPLAY = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from pathlib import Path
 from testbed_app.library_verdicts import fresh_seed_outcomes
 from testbed_fedmsa_authors import perturbations
 from theory_checks.profiles import get_profile
@@ -426,6 +376,7 @@ planted = run_claim(get_claim("fedmsa_authors.mco.maps_identity"), get_profile("
 print(json.dumps([again.outcome, again.measurement.measured, saved["measured"],
                   sum(o["outcome"] == "fails" for o in fresh), len(fresh), planted]))
 """
+)
 
 
 def check_mco_replayed(repo: Path) -> None:

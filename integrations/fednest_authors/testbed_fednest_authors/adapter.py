@@ -45,10 +45,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 from typing import Any
 
 import torch
+from testbed_authors_checkout import parsed_options
 from testbed_authors_checkout import their_output_silenced
 
 from problems import Problem
@@ -87,27 +87,14 @@ def split_rows(
 
 def authors_arguments(neumann: int, hlr: float, outer_tau: int) -> argparse.Namespace:
     """Their ``args_parser()`` with the adapter's settings on its command line."""
-    argv = [
+    return parsed_options(
+        CODE.args_parser,
         "main_hr.py",
-        "--gpu",
-        "-1",
-        "--local_bs",
-        "1",
-        "--hvp_method",
-        "global_batch",
-        "--neumann",
-        str(neumann),
-        "--hlr",
-        repr(float(hlr)),
-        "--outer_tau",
-        str(outer_tau),
-    ]
-    saved = sys.argv
-    sys.argv = argv
-    try:
-        return CODE.args_parser()
-    finally:
-        sys.argv = saved
+        hvp_method="global_batch",
+        neumann=neumann,
+        hlr=float(hlr),
+        outer_tau=outer_tau,
+    )
 
 
 def default_hlr(problem: Problem, step: float | None) -> float:
@@ -136,15 +123,8 @@ class AuthorsFedNest(LibraryEstimator):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.inner_steps not in (None, 0):
-            raise ValueError(
-                "the authors' FedInn is not run by this adapter: inner_steps must "
-                "be 0 (the state's y) or None (y*(x))"
-            )
-        for name in ("neumann_terms", "outer_local_steps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.require_given_inner_point("the authors' FedInn")
+        self.require_counts("neumann_terms", "outer_local_steps")
 
     def clients(
         self, problem: Problem, x: torch.Tensor, y: torch.Tensor

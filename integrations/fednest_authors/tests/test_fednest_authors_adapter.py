@@ -8,18 +8,22 @@ commit are checked too."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from testbed_authors_stand_ins import IN_SETTINGS
+from testbed_authors_stand_ins import last_json
+from testbed_authors_stand_ins import recorded_verdicts_check
+from testbed_authors_stand_ins import run_with_checkout
+from testbed_authors_stand_ins import verdicts_code
+from testbed_authors_stand_ins import verify_without_checkout
+from testbed_authors_stand_ins import write_stand_in
 
 HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
-AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 
 CLIENT = '''
 import copy
@@ -92,7 +96,7 @@ AS_READ_HVP = textwrap.dedent("""\
             self.counter = self.counter - lr * self.hessian_product(self.counter)
             self.hyper_iter += 1
             return p + self.counter""")
-MANAGER_ALG3 = """
+MANAGER = """
 from utils.Fed import FedAvgP
 
 
@@ -102,29 +106,23 @@ class ClientManageHR:
 
     def fedIHGP(self, client_locals):
         p = FedAvgP([c.grad_d_out_d_y()[0] for c in client_locals], self.args)
+{FED_IHGP}
+"""
+# Alg. 3: the server averages the clients' powers each round and sums them
+ALG3_FED_IHGP = """\
         total = p
         for _ in range(self.args.neumann):
             p = FedAvgP([c.hvp_iter(p, self.args.hlr) for c in client_locals], self.args)
             total = total + p
-        return total
-"""
-MANAGER_AS_READ = """
-from utils.Fed import FedAvgP
-
-
-class ClientManageHR:
-    def __init__(self, args, net_glob, client_idx, dataset, dict_users, hyper_param):
-        self.args = args
-
-    def fedIHGP(self, client_locals):
-        p = FedAvgP([c.grad_d_out_d_y()[0] for c in client_locals], self.args)
+        return total"""
+# as we read their ClientManage_hr.fedIHGP: p_locals accumulated over the rounds
+AS_READ_FED_IHGP = """\
         p_locals = []
         for _ in range(self.args.neumann):
             for c in client_locals:
                 p_locals.append(c.hvp_iter(p, self.args.hlr))
             p = FedAvgP(p_locals, self.args)
-        return p
-"""
+        return p"""
 COMMON = {
     "core/__init__.py": "",
     "utils/__init__.py": "",
@@ -150,69 +148,39 @@ def stand_in(folder: Path, faithful: bool) -> Path:
     files = {
         **COMMON,
         "core/Client_hr.py": CLIENT.replace("{HVP_ITER}", ALG3_HVP if faithful else AS_READ_HVP),
-        "core/ClientManage_hr.py": MANAGER_ALG3 if faithful else MANAGER_AS_READ,
+        "core/ClientManage_hr.py": MANAGER.replace(
+            "{FED_IHGP}", ALG3_FED_IHGP if faithful else AS_READ_FED_IHGP
+        ),
     }
-    for name, text in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-    return folder
+    return write_stand_in(folder, files)
 
 
 def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
-    # every authors' checkout variable dropped: FedNest's and FedMSA's trees share their
-    # top-level packages and cannot load in one process
-    env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
-    if repo is not None:
-        env["FEDNEST_AUTHORS_REPO"] = str(repo)
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        cwd=repo.parent if repo else None,
-    )
-
-
-VERDICTS = """
-import json, sys, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from testbed_app.library_verdicts import run_verdicts
-from pathlib import Path
-print(json.dumps(run_verdicts(["fednest-authors"], Path(sys.argv[-1]))["fednest-authors"]))
-"""
+    return run_with_checkout("FEDNEST_AUTHORS_REPO", code, repo, timeout=600)
 
 
 def verdicts_with(repo: Path, results: Path) -> dict[str, str]:
-    done = run(VERDICTS.replace("sys.argv[-1]", repr(str(results))), repo)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return last_json(run(verdicts_code(["fednest-authors"], results), repo))["fednest-authors"]
 
 
-def test_a_faithful_alg3_stand_in_meets_every_claim(tmp_path):
-    repo = stand_in(tmp_path / "alg3", faithful=True)
+@pytest.mark.parametrize(
+    "stand_in_kind, fedihgp", [("alg3", "holds"), ("as_read", "fails as stated")]
+)
+def test_the_fedihgp_claims_tell_alg3_from_accumulating_p_locals(tmp_path, stand_in_kind, fedihgp):
+    """A faithful Alg. 3 stand-in meets every claim; one accumulating ``p_locals`` (as we read
+    their code) fails the two FedIHGP claims, and FedOut's holds on both."""
+    repo = stand_in(tmp_path / stand_in_kind, faithful=stand_in_kind == "alg3")
     assert verdicts_with(repo, tmp_path / "out") == {
         "fednest_authors.fedout.alg2_identity": "holds",
-        "fednest_authors.ihgp.deterministic_identity": "holds",
-        "fednest_authors.lemma22.averaged_bias": "holds",
+        "fednest_authors.ihgp.deterministic_identity": fedihgp,
+        "fednest_authors.lemma22.averaged_bias": fedihgp,
     }
 
 
-def test_a_stand_in_accumulating_p_locals_fails_the_fedihgp_claims(tmp_path):
-    repo = stand_in(tmp_path / "as_read", faithful=False)
-    assert verdicts_with(repo, tmp_path / "out") == {
-        "fednest_authors.fedout.alg2_identity": "holds",
-        "fednest_authors.ihgp.deterministic_identity": "fails as stated",
-        "fednest_authors.lemma22.averaged_bias": "fails as stated",
-    }
-
-
-CONTROLS = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from testbed import FedIHGP
+CONTROLS = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from testbed import FedIHGP
 from testbed_fednest_authors import perturbations
 from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
@@ -230,6 +198,7 @@ out["planted"] = run_claim(get_claim("fednest_authors.fedout.alg2_identity"), fa
                            make=perturbations.FEDOUT_ONE_STEP_SHORT.build).verdict
 print(json.dumps(out))
 """
+)
 
 
 def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug_is_caught(
@@ -238,9 +207,7 @@ def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug
     """The claims say what a correct deterministic FedIHGP does: the testbed's own (deterministic
     truncation) holds both; an adapter handing their code one outer step fewer is caught."""
     repo = stand_in(tmp_path / "alg3", faithful=True)
-    done = run(CONTROLS, repo)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == {
+    assert last_json(run(CONTROLS, repo)) == {
         "fednest_authors.ihgp.deterministic_identity": "holds",
         "fednest_authors.lemma22.averaged_bias": "holds",
         "planted": "fails as stated",
@@ -248,12 +215,7 @@ def test_the_fedihgp_claims_hold_on_the_testbeds_deterministic_fedihgp_and_a_bug
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = (
-        "import sys\nfrom testbed_app.cli import main\n"
-        "sys.exit(main(['verify', 'fednest-authors', '--quiet', '--no-report', "
-        f"'--results', {str(tmp_path)!r}]))"
-    )
-    done = run(code, None)
+    done = run(verify_without_checkout("fednest-authors", tmp_path), None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "FEDNEST_AUTHORS_REPO" in lines[0]
@@ -265,15 +227,5 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
 )
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["FEDNEST_AUTHORS_REPO"])
-    code = (
-        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
-        "use_settings(RunSettings())\n"
-        "from pathlib import Path\n"
-        "from testbed_app.library_verdicts import verdict_changes\n"
-        "from testbed_fednest_authors.authors_code import COMMIT\n"
-        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT,"
-        f" Path({str(tmp_path)!r}))\n"
-        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
-    )
-    done = run(code, repo)
+    done = run(recorded_verdicts_check("testbed_fednest_authors", RECORD, tmp_path), repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

@@ -95,8 +95,8 @@ from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.hgp import is_per_client
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
+from testbed.decentralized.sgp import counted_inner_run
 from testbed.federation.ledger import Ledger
-from testbed.oracles import Oracles
 from testbed.precision import precision_record
 from testbed.precision import set_precision
 from testbed_hgp_authors.authors_code import CODE
@@ -277,17 +277,7 @@ class AuthorsHGP(HyperGradientPush):
         self.check_step(eta)
         counter = CallCounter()
         graph = self.graph(n)
-        inner = self.inner.run(
-            problem,
-            x,
-            state.y,
-            state.omega,
-            state.time,
-            graph,
-            Oracles(problem, counter),
-            GraphLedger(n, counter),
-            rng,
-        )
+        inner = counted_inner_run(self.inner, problem, x, state, graph, counter, rng)
         y, time = inner.y, inner.time
         clients = []
         for i in range(n):

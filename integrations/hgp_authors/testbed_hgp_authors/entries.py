@@ -20,6 +20,7 @@ with the line that says so.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from testbed.decentralized.sgp import ExactConsensus
@@ -54,54 +55,49 @@ def make(**kw: Any) -> AuthorsHGP:
     return AuthorsHGP(inner=inner, **kw)
 
 
+# What the three entries share: the adapter, its builder, the closed-form bilevel problems
+_entry = functools.partial(
+    EstimatorInfo,
+    cls=AuthorsHGP,
+    paper="HGP (authors' code)",
+    supports=frozenset({"bilevel"}),
+    make=make,
+    closed_form_only=True,
+)
+
 ENTRIES: list[EstimatorInfo] = [
-    EstimatorInfo(
+    _entry(
         name="hgp-authors",
-        cls=AuthorsHGP,
-        paper="HGP (authors' code)",
         reference=f"{SOURCE}: {CALLS} (GossipNormalize) on the testbed's graph sequences",
-        supports=frozenset({"bilevel"}),
-        make=make,
         settings=INNER,
         fixed=(*FIXED, "averaging"),
-        closed_form_only=True,
         enrolled_claims=(
             "hgp.lemma2.geometric_consensus",
             "hgp.corollary1.explicit_bound",
             "hgp.negative_control.not_strongly_connected",
         ),
     ),
-    EstimatorInfo(
+    _entry(
         name="hgp-authors-static",
-        cls=AuthorsHGP,
-        paper="HGP (authors' code)",
         reference=(
             f"{SOURCE}: {CALLS} (GossipGivenWeights, column i of the Metropolis W) on the "
             "testbed's static undirected graph (Theta_hat = W^S)"
         ),
-        supports=frozenset({"bilevel"}),
-        make=make,
         settings={**INNER, "graph_family": "static_undirected"},
         fixed=(*FIXED, "averaging"),
-        closed_form_only=True,
         enrolled_claims=(
             "hgp.theorem1.rate_in_s",
             "hgp.alg1.static_operator",
             "hgp.recursion.static_iterates",
         ),
     ),
-    EstimatorInfo(
+    _entry(
         name="hgp-authors-exact-averaging",
-        cls=AuthorsHGP,
-        paper="HGP (authors' code)",
         reference=f"{SOURCE}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
         # averaging "exact" or "server" (the claims pass either): both are Theta, their gossip
         # on their complete graph
-        supports=frozenset({"bilevel"}),
-        make=make,
         settings={**INNER, "averaging": "exact"},
         fixed=(*FIXED, "pushsum_steps", "graph_family", "graph_seed"),
-        closed_form_only=True,
         enrolled_claims=(
             "hgp.exact_averaging.error_identity",
             "hgp.theorem1.rate_in_m",

@@ -8,17 +8,21 @@ verdicts recorded for its commit are checked, and their driver is the testbed's 
 
 from __future__ import annotations
 
-import json
+import functools
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from testbed_authors_stand_ins import IN_SETTINGS
+from testbed_authors_stand_ins import last_json
+from testbed_authors_stand_ins import recorded_verdicts_check
+from testbed_authors_stand_ins import run_with_checkout
+from testbed_authors_stand_ins import verdicts_code
+from testbed_authors_stand_ins import verify_without_checkout
+from testbed_authors_stand_ins import write_stand_in
 
 HERE = Path(__file__).resolve().parents[1]
 RECORD = HERE / "expected_verdicts.toml"
-AUTHORS_ENVS = ("FEDNEST_AUTHORS_REPO", "FEDMSA_AUTHORS_REPO", "HGP_AUTHORS_REPO")
 
 CONSTANTS = """
 class KeysOptionHGP:
@@ -217,38 +221,16 @@ def stand_in(folder: Path, faithful: bool, driver: str = DRIVER) -> Path:
         "lib_task/__init__.py": "",
         "lib_task/hyper_gradient_push.py": driver,
     }
-    for name, text in files.items():
-        (folder / name).parent.mkdir(parents=True, exist_ok=True)
-        (folder / name).write_text(text)
-    return folder
+    return write_stand_in(folder, files)
 
 
-def run(code: str, repo: Path | None) -> subprocess.CompletedProcess[str]:
-    # every authors' checkout variable dropped: FedNest's and FedMSA's trees share their
-    # top-level packages and cannot load in one process
-    env = {k: v for k, v in os.environ.items() if k not in AUTHORS_ENVS}
-    if repo is not None:
-        env["HGP_AUTHORS_REPO"] = str(repo)
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env=env,
-        cwd=repo.parent if repo else None,
-    )
+run = functools.partial(run_with_checkout, "HGP_AUTHORS_REPO")
 
 
-def last_json(done: subprocess.CompletedProcess[str]) -> object:
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-SAME_AS_TESTBED = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from problems import PerClientQuadratic
+SAME_AS_TESTBED = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from problems import PerClientQuadratic
 from testbed.registry import get_estimator
 from theory_checks.hgp.common import point, run_hgp
 problem = PerClientQuadratic.random(4, 2, 3, seed=3)
@@ -265,6 +247,7 @@ for theirs, ours, kw in [("hgp-authors", "hgp", {"pushsum_steps": 2, "graph_seed
                      default=0.0)]
 print(json.dumps(out))
 """
+)
 
 
 def check_same_as_testbed(repo: Path) -> None:
@@ -294,17 +277,7 @@ def test_the_authors_driver_is_the_testbeds_hgp_to_round_off():
     check_same_as_testbed(Path(os.environ["HGP_AUTHORS_REPO"]))
 
 
-VERDICTS = """
-import json, sys, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from pathlib import Path
-from testbed_app.library_verdicts import run_verdicts
-names = ["hgp-authors", "hgp-authors-static", "hgp-authors-exact-averaging"]
-print(json.dumps(run_verdicts(names, Path(sys.argv[-1]))))
-"""
-
-
+ENTRIES = ["hgp-authors", "hgp-authors-static", "hgp-authors-exact-averaging"]
 #: The claims of the static network (Theta_hat = W^S) enrolled on ``hgp-authors-static``.
 STATIC_CLAIMS = (
     "hgp.theorem1.rate_in_s",
@@ -314,11 +287,10 @@ STATIC_CLAIMS = (
 #: The verdicts of a claim met: "holds once corrected" for the claims stated with a corrected
 #: constant (Lemma 2, Corollary 1, Theorem 2).
 HOLDS = {"holds", "holds once corrected"}
-BROKEN = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from theory_checks.profiles import get_profile
+BROKEN = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, run_claim
 fast = get_profile("fast")
@@ -327,13 +299,14 @@ print(json.dumps({c: run_claim(get_claim(c), fast, make=default_make(get_claim(c
                                ("hgp.exact_averaging.error_identity",
                                 "hgp-authors-exact-averaging")]}))
 """
+)
 
 
 @pytest.mark.slow
 def test_the_claims_tell_a_faithful_stand_in_from_one_without_the_debias(tmp_path):
     faithful = last_json(
         run(
-            VERDICTS.replace("sys.argv[-1]", repr(str(tmp_path / "a"))),
+            verdicts_code(ENTRIES, tmp_path / "a"),
             stand_in(tmp_path / "alg2", faithful=True),
         )
     )
@@ -346,17 +319,17 @@ def test_the_claims_tell_a_faithful_stand_in_from_one_without_the_debias(tmp_pat
     assert broken["hgp.exact_averaging.error_identity"] == "holds", broken
 
 
-ONE_PUSH_RATE = """
-import json, torch
-from theory_checks.settings import RunSettings, use_settings
-use_settings(RunSettings())
-from theory_checks.profiles import get_profile
+ONE_PUSH_RATE = (
+    "import json, torch\n"
+    + IN_SETTINGS
+    + """from theory_checks.profiles import get_profile
 from theory_checks.registry import get_claim
 from theory_checks.runner import default_make, run_claim
 claim = get_claim("hgp.theorem1.rate_in_s")
 result = run_claim(claim, get_profile("fast"), make=default_make(claim, "hgp-authors-static"))
 print(json.dumps(result.verdict))
 """
+)
 
 
 @pytest.mark.slow
@@ -369,12 +342,7 @@ def test_the_rate_in_s_tells_their_driver_from_one_that_ignores_n_push(tmp_path)
 
 
 def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
-    code = (
-        "import sys\nfrom testbed_app.cli import main\n"
-        "sys.exit(main(['verify', 'hgp-authors', '--quiet', '--no-report', "
-        f"'--results', {str(tmp_path)!r}]))"
-    )
-    done = run(code, None)
+    done = run(verify_without_checkout("hgp-authors", tmp_path), None)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "HGP_AUTHORS_REPO" in lines[0], lines
@@ -384,15 +352,5 @@ def test_without_a_checkout_the_verify_command_says_how_to_name_one(tmp_path):
 @pytest.mark.slow
 def test_the_authors_checkout_gets_the_verdicts_recorded_for_its_commit(tmp_path):
     repo = Path(os.environ["HGP_AUTHORS_REPO"])
-    code = (
-        "import sys\nfrom theory_checks.settings import RunSettings, use_settings\n"
-        "use_settings(RunSettings())\n"
-        "from pathlib import Path\n"
-        "from testbed_app.library_verdicts import verdict_changes\n"
-        "from testbed_hgp_authors.authors_code import COMMIT\n"
-        f"ref, changes = verdict_changes(Path({str(RECORD)!r}), COMMIT, "
-        f"Path({str(tmp_path)!r}))\n"
-        "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
-    )
-    done = run(code, repo)
+    done = run(recorded_verdicts_check("testbed_hgp_authors", RECORD, tmp_path), repo)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]

@@ -17,6 +17,7 @@ does not depend on ``x``, as ITD's statement has it.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 
@@ -48,25 +49,15 @@ class DifferentiableSGDLoop(UnrolledLoop):
             fmodel,
             diffopt,
         ):
-            trajectory = [fmodel.y]
-            for _ in range(self.steps):
-                diffopt.step(fmodel(x))
-                trajectory.append(fmodel.y)
-        return trajectory
+            return self.trajectory(diffopt.step, fmodel, x)
 
 
 @dataclasses.dataclass(frozen=True)
 class HigherUnrolled(UnrolledLibraryEstimator):
-    """ITD through higher's ``innerloop_ctx`` with a differentiable SGD.
+    """ITD through higher's ``innerloop_ctx`` with a differentiable SGD (``inner_step_size``:
+    SGD's ``lr``)."""
 
-    Args:
-        inner_steps: T >= 0 unrolled steps (required: an int).
-        inner_step_size: beta, SGD's ``lr`` (``None``: 1/L).
-    """
-
-    @property
-    def inner(self) -> DifferentiableSGDLoop:
-        return DifferentiableSGDLoop(int(self.inner_steps or 0), self.inner_step_size)
+    loop: ClassVar[type[UnrolledLoop]] = DifferentiableSGDLoop
 
 
 __all__ = ["DifferentiableSGDLoop", "HigherUnrolled"]

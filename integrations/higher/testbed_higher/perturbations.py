@@ -1,5 +1,5 @@
-"""Planted one-line bugs in the higher adapter's calls (``tests/test_higher_adapter.py`` shows
-each is caught by the ITD and GD claims)."""
+"""Planted one-line bugs in the higher adapter's calls (``integrations/test_library_adapters.py``
+shows each is caught by the ITD and GD claims)."""
 
 from __future__ import annotations
 

@@ -52,6 +52,7 @@ import dataclasses
 import warnings
 from collections.abc import Iterator
 from typing import Any
+from typing import ClassVar
 from typing import Literal
 
 import torch
@@ -113,10 +114,7 @@ class TorchoptImplicit(LibraryEstimator):
         super().__post_init__()
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
-        for name in ("cg_iterations", "neumann_terms", "leaves"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        self.require_counts("cg_iterations", "neumann_terms", "leaves")
 
     def linear_solve(self, problem: Problem) -> Any:
         """The TorchOpt linear solver this estimator hands to ``custom_root``."""
@@ -178,25 +176,15 @@ class MetaSGDLoop(UnrolledLoop):
         """``[y_0, ..., y_T]``, each a function of ``x`` through the library's steps."""
         module = InnerVector(objectives, y0)
         optimizer = torchopt.MetaSGD(module, lr=default_inner_step(problem, self.step_size))
-        trajectory: list[torch.Tensor] = [module.y]
-        for _ in range(self.steps):
-            optimizer.step(module(x))
-            trajectory.append(module.y)
-        return trajectory
+        return self.trajectory(optimizer.step, module, x)
 
 
 @dataclasses.dataclass(frozen=True)
 class TorchoptUnrolled(UnrolledLibraryEstimator):
-    """TorchOpt's explicit (unrolled) meta-gradient: ITD through ``torchopt.MetaSGD``.
+    """TorchOpt's explicit (unrolled) meta-gradient: ITD through ``torchopt.MetaSGD``
+    (``inner_step_size``: MetaSGD's ``lr``)."""
 
-    Args:
-        inner_steps: T >= 0 unrolled steps (required: an int).
-        inner_step_size: beta, MetaSGD's ``lr`` (``None``: 1/L).
-    """
-
-    @property
-    def inner(self) -> MetaSGDLoop:
-        return MetaSGDLoop(int(self.inner_steps or 0), self.inner_step_size)
+    loop: ClassVar[type[UnrolledLoop]] = MetaSGDLoop
 
 
 __all__ = ["MetaSGDLoop", "SOLVERS", "TorchoptImplicit", "TorchoptUnrolled"]

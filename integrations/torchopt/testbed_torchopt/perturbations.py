@@ -2,7 +2,8 @@
 
 Each builds the adapter as its registry entry does and changes one argument of the library call
 (one solver iteration fewer, a step doubled, one unrolled step fewer), the size of bug a
-translation layer makes; ``tests/test_torchopt_adapter.py`` shows each claim catches its bug.
+translation layer makes; ``integrations/test_library_adapters.py`` shows each claim catches
+its bug.
 """
 
 from __future__ import annotations

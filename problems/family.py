@@ -45,7 +45,9 @@ from problems._base import symmetric_operator
 from problems._rows import ClientRows
 from problems._rows import draw_indices
 from problems._rows import gather_mean
+from problems._rows import rmatvec
 from problems._rows import rows
+from problems.oracle_parts import OracleParts
 
 
 class _Attributes(dict[str, Any]):
@@ -305,4 +307,46 @@ class ClientArrayFamily(ProblemFamily):
         return {k: getattr(self, k).mean(dim=0) for k in self.ARRAY_NAMES}
 
 
-__all__ = ["HESSIAN_SPREADS", "ClientArrayFamily", "ProblemFamily", "either", "recipe_rng"]
+class QuadraticFamily(ClientArrayFamily, OracleParts):
+    """A family of client arrays whose inner objective is quadratic in ``y`` (the quadratic
+    bilevel and minimax families): ``grad^2_y g_i = H_i``, the symmetric client array
+    ``INNER_HESSIAN``, and ``grad^2_xy g_i = s X_i^T``, ``X`` the client array ``CROSS`` and
+    ``s`` the sign ``CROSS_SIGN``, both constant in ``(x, y)``. It gives
+    :class:`~problems.oracle_parts.OracleParts` their products and the exact Hessians; the
+    family gives the outer-gradient parts.
+    """
+
+    INNER_HESSIAN: ClassVar[str]
+    CROSS: ClassVar[str]
+    CROSS_SIGN: ClassVar[int]
+
+    def _hessian_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``H_i v``, ``H_i`` through its operator or the (symmetrised) minibatch mean of its
+        samples: ``(C, dy)``."""
+        return rmatvec(self._curvature(self.INNER_HESSIAN, clients, batch), v)
+
+    def _cross_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``s X_i^T v``: ``(C, dx)``."""
+        product = rmatvec(self._take(getattr(self, self.CROSS), clients), v)
+        return -product if self.CROSS_SIGN < 0 else product
+
+    def inner_hessian(self, client: int | None = None) -> torch.Tensor:
+        """``grad^2_y g = H_bar`` (``client=None``) or client i's ``H_i``; constant in (x, y)."""
+        if client is None:
+            return self.means[self.INNER_HESSIAN]
+        stack: torch.Tensor = getattr(self, self.INNER_HESSIAN)
+        return stack[client]
+
+
+__all__ = [
+    "HESSIAN_SPREADS",
+    "ClientArrayFamily",
+    "ProblemFamily",
+    "QuadraticFamily",
+    "either",
+    "recipe_rng",
+]

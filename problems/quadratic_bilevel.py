@@ -50,7 +50,7 @@ from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
 from problems.family import HESSIAN_SPREADS
-from problems.family import ClientArrayFamily
+from problems.family import QuadraticFamily
 from problems.family import either
 from problems.family import recipe_rng
 
@@ -126,7 +126,7 @@ def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[
     return arrays, {k: Owned(v) for k, v in samples.items()}
 
 
-class QuadraticBilevel(ClientArrayFamily):
+class QuadraticBilevel(QuadraticFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
     Args:
@@ -161,6 +161,8 @@ class QuadraticBilevel(ClientArrayFamily):
     INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
     SAMPLE_NAMES = _SAMPLE_NAMES
+    # grad^2_y g_i = A_i, grad^2_xy g_i = -B_i^T
+    INNER_HESSIAN, CROSS, CROSS_SIGN = "A", "B", -1
 
     kind: ProblemKind = "bilevel"
 
@@ -336,59 +338,27 @@ class QuadraticBilevel(ClientArrayFamily):
             - self._term("b", clients, batch)
         )
 
-    def oracle_grad_outer(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-        wrt: str = "xy",
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(grad_x f_i, grad_y f_i) = (D_i^T y + E_i x + e_i, C_i y + D_i x + c_i)``; only the
-        parts named in ``wrt`` are computed (the other is ``None``)."""
-        D = self._take(self.D, clients)
-        gx = gy = None
-        if "x" in wrt:
-            gx = (
-                rmatvec(D, y)
-                + rmatvec(self._take(self._operators["E"], clients), x)
-                + self._term("e", clients, batch)
-            )
-        if "y" in wrt:
-            gy = (
-                rmatvec(self._take(self._operators["C"], clients), y)
-                + matvec(D, x)
-                + self._term("c", clients, batch)
-            )
-        return gx, gy
-
-    def oracle_hvp_inner(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_x_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_y g_i v = A_i v``: ``(C, dy)``."""
-        return rmatvec(self._curvature("A", clients, batch), v)
+        """``grad_x f_i = D_i^T y + E_i x + e_i``: ``(C, dx)``."""
+        return (
+            rmatvec(self._take(self.D, clients), y)
+            + rmatvec(self._take(self._operators["E"], clients), x)
+            + self._term("e", clients, batch)
+        )
 
-    def oracle_jvp_inner_xy(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_y_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_xy g_i v = -B_i^T v``: ``(C, dx)``."""
-        return -rmatvec(self._take(self.B, clients), v)
+        """``grad_y f_i = C_i y + D_i x + c_i``: ``(C, dy)``."""
+        return (
+            rmatvec(self._take(self._operators["C"], clients), y)
+            + matvec(self._take(self.D, clients), x)
+            + self._term("c", clients, batch)
+        )
 
     # ------------------------------------------------------------------ exact answers
-    def inner_hessian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_y g`` (global, ``client=None``) or ``grad^2_y g_i``; constant in (x, y)."""
-        return self.means["A"] if client is None else self.A[client]
-
     def client_cross_jacobians(self) -> torch.Tensor:
         """Stack ``(M, dx, dy)`` of ``grad^2_xy g_i = -B_i^T``."""
         return -self.B.transpose(1, 2)

@@ -52,14 +52,6 @@ from problems.workloads.splits import ClientSplit
 REGULARIZATIONS: tuple[str, ...] = ("squared", "norm")
 
 
-def weighted_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-) -> torch.Tensor:
-    """``sum_j w_j CE(logits_j, labels_j)``: a client's (masked) mean loss."""
-    losses = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
-    return (weights * losses).sum()
-
-
 class HyperRepresentation(ClientWorkload):
     """Hyper-representation workload; see the module docstring.
 
@@ -87,42 +79,18 @@ class HyperRepresentation(ClientWorkload):
             )
         )
 
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.outer_head_row(y, self.feature_row(x, inputs), labels, weights)
-
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.inner_head_row(y, self.feature_row(x, inputs), labels, weights)
-
-    # the rows factor through the body's features phi(u; x) (see ClientWorkload: the features
+    # the logits factor through the body's features phi(u; x) (see ClientWorkload: the features
     # of a fixed x are computed once and reused while only y-derivatives are taken)
     def feature_row(self, x: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """``phi(u; x)``: the body's representation of one client's inputs."""
         return self.network.features(x, inputs)
 
-    def outer_head_row(
-        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-    ) -> torch.Tensor:
-        return weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
+    def head_logits(self, y: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """``psi(phi; y)``: the head's logits on the features."""
+        return self.network.head.apply(y, features)
 
-    def inner_head_row(
-        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-    ) -> torch.Tensor:
-        loss = weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
-        return loss + self.regularizer(y)
+    def inner_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return self.head_logits(y, self.feature_row(x, inputs))
 
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         return self.network.logits(x, y, inputs)

@@ -43,7 +43,6 @@ from problems.workloads._assemble import resolve_inputs
 from problems.workloads._assemble import resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
-from problems.workloads.hyper_representation import weighted_cross_entropy
 from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit
 from problems.workloads.splits import long_tail_indices
@@ -73,30 +72,21 @@ class LossTuning(ClientWorkload):
         n_classes = self.network.n_classes
         return logits * torch.sigmoid(x[:n_classes]) + x[n_classes:]
 
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        logits = self.adjusted_logits(x, self.network.full_logits(y, inputs))
-        return (
-            weighted_cross_entropy(logits, labels, weights)
-            + 0.5 * self.inner_regularization * (y * y).sum()
-        )
+    def inner_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``g_i``'s logits: the adjusted ones."""
+        return self.adjusted_logits(x, self.network.full_logits(y, inputs))
 
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        logits = self.network.full_logits(y, inputs)
-        return weighted_cross_entropy(logits, labels, weights * self.class_weights[labels])
+    def outer_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``f_i``'s logits: the plain ones."""
+        return self.network.full_logits(y, inputs)
+
+    def validation_weights(self, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``w_c`` times the sample weights: the balanced validation loss."""
+        return weights * self.class_weights[labels]
+
+    def regularizer(self, y: torch.Tensor) -> torch.Tensor:
+        """``lambda/2 ||y||^2``."""
+        return 0.5 * self.inner_regularization * (y * y).sum()
 
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         return self.network.full_logits(y, inputs)

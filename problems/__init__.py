@@ -22,6 +22,7 @@ from problems.compositional import LinearCompositional
 from problems.family import ProblemFamily
 from problems.logistic import PerClientLogistic
 from problems.loop_reference import PerClientLoop
+from problems.loop_reference import ProblemWrapper
 from problems.minimax import QuadraticMinimax
 from problems.per_client import PerClientQuadratic
 from problems.quadratic_bilevel import QuadraticBilevel
@@ -117,6 +118,7 @@ __all__ = [
     "PerClientQuadratic",
     "Problem",
     "ProblemInfo",
+    "ProblemWrapper",
     "ProblemConstants",
     "ProblemError",
     "ProblemKind",

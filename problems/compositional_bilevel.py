@@ -15,11 +15,11 @@ from typing import Any
 import torch
 
 from problems._base import Batch
+from problems._base import OracleParts
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._rows import matvec
 from problems._rows import rmatvec
-from problems.oracle_parts import OracleParts
 
 
 class CompositionalBilevelView(OracleParts):

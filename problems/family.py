@@ -30,24 +30,24 @@ import numpy as np
 import torch
 
 from problems._base import Batch
+from problems._base import OracleParts
 from problems._base import ProblemConstants
 from problems._base import ProblemError
-from problems._base import check_clients
-from problems._base import check_condition_number
-from problems._base import check_int
-from problems._base import check_nonnegative
-from problems._base import check_positive
-from problems._base import check_seed
-from problems._base import check_size
-from problems._base import chunk_size
-from problems._base import spectral_norms
-from problems._base import symmetric_operator
 from problems._rows import ClientRows
 from problems._rows import draw_indices
 from problems._rows import gather_mean
 from problems._rows import rmatvec
 from problems._rows import rows
-from problems.oracle_parts import OracleParts
+from problems.checks import check_clients
+from problems.checks import check_condition_number
+from problems.checks import check_int
+from problems.checks import check_nonnegative
+from problems.checks import check_positive
+from problems.checks import check_seed
+from problems.checks import check_size
+from problems.checks import chunk_size
+from problems.checks import spectral_norms
+from problems.checks import symmetric_operator
 
 
 class _Attributes(dict[str, Any]):
@@ -101,7 +101,7 @@ def recipe_rng(
     on it) must add up to less than 1, which keeps every client and sample Hessian
     ``H^{1/2} (I + S_i + N_ij) H^{1/2}`` positive definite. ``size`` (the number of float64
     numbers the draw's arrays hold, as a function of the checked spec, and that formula in
-    words) must stay within :data:`~problems._base.MAX_FLOATS`. Errors name ``spec["family"]``.
+    words) must stay within :data:`~problems.checks.MAX_FLOATS`. Errors name ``spec["family"]``.
     """
     label = str(spec["family"])
     check_clients(label, spec["n_clients"])
@@ -229,7 +229,7 @@ class ClientArrayFamily(ProblemFamily):
     def _prepare_oracles(self, symmetric: Sequence[str], sampled: str | None = None) -> None:
         """The closed-form oracles apply each symmetric client array in ``symmetric`` as stored
         (or a symmetrised copy of input symmetric only to 1e-10: see
-        :func:`problems._base.symmetric_operator`); ``sampled`` names the one whose per-sample
+        :func:`problems.checks.symmetric_operator`); ``sampled`` names the one whose per-sample
         twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
         self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
         samples = None if sampled is None else getattr(self, f"{sampled}_samples")
@@ -312,7 +312,7 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
     bilevel and minimax families): ``grad^2_y g_i = H_i``, the symmetric client array
     ``INNER_HESSIAN``, and ``grad^2_xy g_i = s X_i^T``, ``X`` the client array ``CROSS`` and
     ``s`` the sign ``CROSS_SIGN``, both constant in ``(x, y)``. It gives
-    :class:`~problems.oracle_parts.OracleParts` their products and the exact Hessians; the
+    :class:`~problems._base.OracleParts` their products and the exact Hessians; the
     family gives the outer-gradient parts.
     """
 

@@ -54,13 +54,13 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_positive_definite
-from problems._base import check_samples
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
 from problems.family import QuadraticFamily
 from problems.family import either
@@ -68,7 +68,7 @@ from problems.family import recipe_rng
 from problems.minimax_synthetic import fednest_synthetic_arrays
 from problems.quadratic_bilevel import NONNEGATIVE_KNOBS
 
-#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+#: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {"P": "M dy dy", "b": "M dy", "A": "M dy dx", "Lam": "M dx dx", "e": "M dx"}
 _ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")

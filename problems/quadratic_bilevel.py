@@ -42,19 +42,19 @@ from problems._base import Owned
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_positive_definite
-from problems._base import check_samples
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
 from problems.family import QuadraticFamily
 from problems.family import either
 from problems.family import recipe_rng
 
-#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+#: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {
     "A": "M dy dy",
     "B": "M dy dx",

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from problems._base import check_nonnegative
+from problems.checks import check_nonnegative
 from problems.workloads._assemble import WorkloadError
 from problems.workloads._assemble import assemble
 from problems.workloads._assemble import resolve_inputs

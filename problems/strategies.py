@@ -8,6 +8,7 @@ problem whose :meth:`spec` rebuilds it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TypeVar
@@ -21,6 +22,7 @@ from problems.quadratic_bilevel import QuadraticBilevel
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
 _Quadratic = TypeVar("_Quadratic", QuadraticBilevel, QuadraticMinimax)
+_Family = TypeVar("_Family")
 
 
 def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> float:
@@ -29,6 +31,22 @@ def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> 
     low, high = kappa
     log_kappa = draw(st.floats(math.log10(low), math.log10(high)))
     return 1.0 if dim == 1 else float(10.0**log_kappa)
+
+
+def _draw_recipe(
+    draw: st.DrawFn,
+    random: Callable[..., _Family],
+    kappa: tuple[tuple[float, float], int],
+    ranges: dict[str, tuple[float, float]],
+    **fixed: object,
+) -> _Family:
+    """The rest of a strategy's draw, after its sizes (given to ``random`` already): the
+    condition number (:func:`_condition_number` over ``kappa = (range, dim)``), one float per
+    knob of ``ranges`` in its order, then the seed; ``random`` gets them and ``fixed`` by name."""
+    condition_number = _condition_number(draw, *kappa)
+    knobs = {name: draw(st.floats(*bounds)) for name, bounds in ranges.items()}
+    seed = draw(SEEDS)
+    return random(condition_number=condition_number, seed=seed, **knobs, **fixed)
 
 
 def _spectral_quadratic(
@@ -55,18 +73,14 @@ def _spectral_quadratic(
         dim_x = draw(st.integers(1, max_dim))
         dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
         n_clients = draw(st.integers(1, max_clients))
-        condition_number = _condition_number(draw, kappa, dim_y)
-        hh = draw(st.floats(0.0, max_hessian_heterogeneity))
-        gh = draw(st.floats(0.0, max_gradient_heterogeneity))
-        seed = draw(SEEDS)
-        return family.random(
-            n_clients,
-            dim_x,
-            dim_y,
-            condition_number,
-            seed=seed,
-            hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh,
+        return _draw_recipe(
+            draw,
+            functools.partial(family.random, n_clients, dim_x, dim_y),
+            (kappa, dim_y),
+            {
+                "hessian_heterogeneity": (0.0, max_hessian_heterogeneity),
+                "gradient_heterogeneity": (0.0, max_gradient_heterogeneity),
+            },
             n_samples=n_samples,
             gradient_noise=gradient_noise,
             hessian_noise=hessian_noise,
@@ -122,17 +136,14 @@ def linear_compositional(
     dim_x = draw(st.integers(1, max_dim))
     dims = [dim_x] + [draw(st.integers(dim_x, max_dim)) for _ in range(n_levels)]
     n_clients = draw(st.integers(1, max_clients))
-    condition_number = _condition_number(draw, kappa, dims[-1])
-    jh = draw(st.floats(0.0, max_jacobian_heterogeneity))
-    vh = draw(st.floats(0.0, max_value_heterogeneity))
-    seed = draw(SEEDS)
-    return LinearCompositional.random(
-        n_clients,
-        dims,
-        seed,
-        condition_number=condition_number,
-        jacobian_heterogeneity=jh,
-        value_heterogeneity=vh,
+    return _draw_recipe(
+        draw,
+        functools.partial(LinearCompositional.random, n_clients, dims),
+        (kappa, dims[-1]),
+        {
+            "jacobian_heterogeneity": (0.0, max_jacobian_heterogeneity),
+            "value_heterogeneity": (0.0, max_value_heterogeneity),
+        },
         n_samples=n_samples,
         matrix_noise=matrix_noise,
         value_noise=value_noise,
@@ -169,24 +180,17 @@ def per_client_quadratic(
     dim_hyper = draw(st.integers(1, max_dim))
     dim_y = draw(st.integers(1, max_dim))
     n_clients = draw(st.integers(min_clients, max_clients))
-    condition_number = _condition_number(draw, kappa, dim_y)
-    hh = draw(st.floats(*hessian_heterogeneity))
-    cs = draw(st.floats(*cross_scale))
-    oc = draw(st.floats(*outer_coupling))
-    th = draw(st.floats(*target_heterogeneity))
-    r = draw(st.floats(*rho))
-    seed = draw(SEEDS)
-    return PerClientQuadratic.random(
-        n_clients,
-        dim_hyper,
-        dim_y,
-        condition_number,
-        seed,
-        hessian_heterogeneity=hh,
-        cross_scale=cs,
-        outer_coupling=oc,
-        target_heterogeneity=th,
-        rho=r,
+    return _draw_recipe(
+        draw,
+        functools.partial(PerClientQuadratic.random, n_clients, dim_hyper, dim_y),
+        (kappa, dim_y),
+        {
+            "hessian_heterogeneity": hessian_heterogeneity,
+            "cross_scale": cross_scale,
+            "outer_coupling": outer_coupling,
+            "target_heterogeneity": target_heterogeneity,
+            "rho": rho,
+        },
         n_samples=n_samples,
         hessian_noise=hessian_noise,
         cross_noise=cross_noise,

@@ -264,6 +264,14 @@ class ClientArrayFamily(ProblemFamily):
             matrices if self._samples_symmetric else 0.5 * (matrices + matrices.transpose(-1, -2))
         )
 
+    def _sample_deviations(self, *names: str) -> list[torch.Tensor]:
+        """``X_samples - X[:, None]`` for each client array ``X`` named: every sample's deviation
+        from its client's array, ``(M, n, ...)``, from which a minibatch oracle's noise variance
+        is exact; raises on a problem built without samples."""
+        if not self.n_samples:
+            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
+        return [getattr(self, f"{name}_samples") - getattr(self, name)[:, None] for name in names]
+
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return (
             torch.zeros(self.dim_x, dtype=torch.float64, device=self.device),

@@ -427,13 +427,8 @@ class QuadraticMinimax(QuadraticFamily):
         ``grad_inner_y`` (= ``grad_outer_y``, since ``g_i = -f_i``), ``grad_outer_y``,
         ``grad_outer_x`` and ``hessian_inner`` (squared Frobenius norm of the P noise).
         """
-        if not self.n_samples:
-            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
-        assert self.P_samples is not None and self.b_samples is not None
-        assert self.e_samples is not None
-        dP = self.P_samples - self.P[:, None]
-        y_noise = -torch.einsum("mnij,j->mni", dP, y) + (self.b_samples - self.b[:, None])
-        e_noise = self.e_samples - self.e[:, None]
+        dP, db, e_noise = self._sample_deviations("P", "b", "e")
+        y_noise = -torch.einsum("mnij,j->mni", dP, y) + db
         grad_y = (y_noise**2).sum(-1).mean(1) / batch_size
         return {
             "grad_inner_y": grad_y,

@@ -457,14 +457,8 @@ class QuadraticBilevel(QuadraticFamily):
             dict of ``(M,)`` tensors: ``grad_inner_y`` (``grad_y g_i``), ``grad_outer_y``,
             ``grad_outer_x`` and ``hessian_inner`` (squared Frobenius norm of the Hessian noise).
         """
-        if not self.n_samples:
-            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
-        assert self.A_samples is not None and self.b_samples is not None
-        assert self.c_samples is not None and self.e_samples is not None
-        dA = self.A_samples - self.A[:, None]
-        g_noise = torch.einsum("mnij,j->mni", dA, y) - (self.b_samples - self.b[:, None])
-        c_noise = self.c_samples - self.c[:, None]
-        e_noise = self.e_samples - self.e[:, None]
+        dA, db, c_noise, e_noise = self._sample_deviations("A", "b", "c", "e")
+        g_noise = torch.einsum("mnij,j->mni", dA, y) - db
         return {
             "grad_inner_y": (g_noise**2).sum(-1).mean(1) / batch_size,
             "grad_outer_y": (c_noise**2).sum(-1).mean(1) / batch_size,

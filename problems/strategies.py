@@ -16,7 +16,9 @@ from typing import TypeVar
 from hypothesis import strategies as st
 
 from problems.compositional import LinearCompositional
+from problems.logistic import PerClientLogistic
 from problems.minimax import QuadraticMinimax
+from problems.per_client import PerClientQuadratic
 from problems.quadratic_bilevel import QuadraticBilevel
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
@@ -148,11 +150,6 @@ def linear_compositional(
         matrix_noise=matrix_noise,
         value_noise=value_noise,
     )
-
-
-# --- HGP (per-client hyperparameters): appended strategies ---
-from problems.logistic import PerClientLogistic  # noqa: E402
-from problems.per_client import PerClientQuadratic  # noqa: E402
 
 
 @st.composite

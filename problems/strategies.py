@@ -68,9 +68,7 @@ def _spectral_quadratic(
         kappa: tuple[float, float] = (1.0, 100.0),
         max_hessian_heterogeneity: float = 0.9,
         max_gradient_heterogeneity: float = 3.0,
-        n_samples: int = 0,
-        gradient_noise: float = 0.0,
-        hessian_noise: float = 0.0,
+        **sampling: float,
     ) -> _Quadratic:
         dim_x = draw(st.integers(1, max_dim))
         dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
@@ -83,9 +81,7 @@ def _spectral_quadratic(
                 "hessian_heterogeneity": (0.0, max_hessian_heterogeneity),
                 "gradient_heterogeneity": (0.0, max_gradient_heterogeneity),
             },
-            n_samples=n_samples,
-            gradient_noise=gradient_noise,
-            hessian_noise=hessian_noise,
+            **sampling,
         )
 
     # the name hypothesis shows in the strategy's repr (and in falsifying examples)
@@ -99,6 +95,8 @@ quadratic_bilevel = _spectral_quadratic(
     "quadratic_bilevel",
     """A :class:`QuadraticBilevel` with ``kappa`` in the given range and 1..max_clients clients.
 
+    ``sampling``: the sample-set knobs of :meth:`QuadraticBilevel.random` (``n_samples``,
+    ``gradient_noise``, ``hessian_noise``; none: no samples), passed to it as they are;
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client and sample
     Hessian is positive definite.
     """,
@@ -108,6 +106,8 @@ quadratic_minimax = _spectral_quadratic(
     "quadratic_minimax",
     """A :class:`QuadraticMinimax` whose inner ``P_bar`` has ``kappa`` in the range.
 
+    ``sampling``: the sample-set knobs of :meth:`QuadraticMinimax.random` (``n_samples``,
+    ``gradient_noise``, ``hessian_noise``; none: no samples), passed to it as they are;
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client
     and sample ``P`` is positive definite.
     """,
@@ -125,14 +125,14 @@ def linear_compositional(
     kappa: tuple[float, float] = (1.0, 100.0),
     max_jacobian_heterogeneity: float = 1.0,
     max_value_heterogeneity: float = 3.0,
-    n_samples: int = 0,
-    matrix_noise: float = 0.0,
-    value_noise: float = 0.0,
+    **sampling: float,
 ) -> LinearCompositional:
     """A :class:`LinearCompositional` with ``min_levels..max_levels`` levels.
 
     Dimensions are drawn with ``d_0 <= d_n`` for every level so the composed map has
-    full column rank; ``kappa`` is the condition number of ``Q_bar``.
+    full column rank; ``kappa`` is the condition number of ``Q_bar``. ``sampling``: the
+    sample-set knobs of :meth:`LinearCompositional.random` (``n_samples``, ``matrix_noise``,
+    ``value_noise``; none: no samples), passed to it as they are.
     """
     n_levels = draw(st.integers(min_levels, max_levels))
     dim_x = draw(st.integers(1, max_dim))
@@ -146,9 +146,7 @@ def linear_compositional(
             "jacobian_heterogeneity": (0.0, max_jacobian_heterogeneity),
             "value_heterogeneity": (0.0, max_value_heterogeneity),
         },
-        n_samples=n_samples,
-        matrix_noise=matrix_noise,
-        value_noise=value_noise,
+        **sampling,
     )
 
 
@@ -165,14 +163,14 @@ def per_client_quadratic(
     outer_coupling: tuple[float, float] = (0.0, 1.0),
     target_heterogeneity: tuple[float, float] = (0.5, 2.0),
     rho: tuple[float, float] = (0.05, 1.0),
-    n_samples: int = 0,
-    hessian_noise: float = 0.0,
-    cross_noise: float = 0.0,
+    **sampling: float,
 ) -> PerClientQuadratic:
     """A :class:`PerClientQuadratic` (HGP P1) with every knob drawn from the given ranges.
 
     Defaults are small (n <= 6, dims <= 3, kappa <= 5) because HGP's cost is M * S gossip steps
-    whatever the dimension, and the rates the claims fit scale with kappa.
+    whatever the dimension, and the rates the claims fit scale with kappa. ``sampling``: the
+    sample-set knobs of :meth:`PerClientQuadratic.random` (``n_samples``, ``hessian_noise``,
+    ``cross_noise``; none: no samples), passed to it as they are.
     """
     dim_hyper = draw(st.integers(1, max_dim))
     dim_y = draw(st.integers(1, max_dim))
@@ -188,9 +186,7 @@ def per_client_quadratic(
             "target_heterogeneity": target_heterogeneity,
             "rho": rho,
         },
-        n_samples=n_samples,
-        hessian_noise=hessian_noise,
-        cross_noise=cross_noise,
+        **sampling,
     )
 
 

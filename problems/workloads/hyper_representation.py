@@ -131,7 +131,8 @@ def build_hyper_representation(
     strength = check_nonnegative(
         "hyper_representation", "regularization_strength", regularization_strength, WorkloadError
     )
-    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
+    resolved = resolve_inputs(dataset, model, dtype, device, data_root)
+    data, network, dtype, device = resolved
     if network.body.n_params == 0:
         raise WorkloadError(
             f"hyper_representation: model {network.name!r} has no "
@@ -139,13 +140,11 @@ def build_hyper_representation(
         )
     client_split = resolve_split(split, data.train_y.cpu().numpy(), data.n_classes, seed)
     parts = assemble(
-        data,
+        resolved,
         client_split,
         validation_fraction=validation_fraction,
         normalize=normalize,
         seed=seed,
-        dtype=dtype,
-        device=device,
         what="hyper_representation",
     )
     body, head = network.initial(seed)

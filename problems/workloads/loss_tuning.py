@@ -160,7 +160,8 @@ def build_loss_tuning(
     strength = check_nonnegative(
         "loss_tuning", "inner_regularization", inner_regularization, WorkloadError
     )
-    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
+    resolved = resolve_inputs(dataset, model, dtype, device, data_root)
+    data, network, dtype, device = resolved
     labels = data.train_y.cpu().numpy()
     client_split = _long_tailed_split(
         split, labels, data.n_classes, imbalance_ratio, head_class_size, seed
@@ -173,13 +174,11 @@ def build_loss_tuning(
             "larger imbalance_ratio or head_class_size"
         )
     parts = assemble(
-        data,
+        resolved,
         client_split,
         validation_fraction=validation_fraction,
         normalize=normalize,
         seed=seed,
-        dtype=dtype,
-        device=device,
         what="loss_tuning",
     )
     shares = counts / counts.sum()

@@ -32,11 +32,11 @@ import abc
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from problems import Batch
 from problems import Problem
+from problems import ProblemWrapper
 from problems import QuadraticBilevel
 from problems import matvec
 from problems import rmatvec
@@ -44,36 +44,25 @@ from problems import rmatvec
 # ------------------------------------------------------------------------------- per-client loops
 
 
-class _Loop(abc.ABC):
-    """Problem contract of ``problem`` with oracles evaluated one client at a time."""
+def _looped(per_client: str) -> Callable[..., torch.Tensor]:
+    """The protocol's oracle (``oracle_grad_inner``, ``oracle_hvp_inner``, ``oracle_jvp_inner_xy``)
+    as a loop of the method ``per_client`` over the evaluated clients (:meth:`_Loop._each`): it
+    takes the protocol's arguments, the vectors (``x, y`` and the product's ``v``), then
+    ``clients`` and ``batch``."""
 
-    def __init__(self, problem: Any) -> None:
-        self.wrapped = problem
-        self.kind = problem.kind
-        self.n_clients = problem.n_clients
-        self.dim_x, self.dim_y = problem.dim_x, problem.dim_y
+    def oracle(self: _Loop, *arguments: Any) -> torch.Tensor:
+        *vectors, clients, batch = arguments
+        return self._each(getattr(self, per_client), clients, batch, *vectors)
+
+    return oracle
+
+
+class _Loop(ProblemWrapper, abc.ABC):
+    """Problem contract of ``problem`` with oracles evaluated one client at a time."""
 
     @property
     def id(self) -> str:
         return f"{type(self).__name__}({self.wrapped.id})"
-
-    def outer_loss(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
-    ) -> torch.Tensor:
-        return self.wrapped.outer_loss(x, y, clients, batch)
-
-    def inner_loss(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
-    ) -> torch.Tensor:
-        return self.wrapped.inner_loss(x, y, clients, batch)
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        return self.wrapped.sample_batch(rng, clients, batch_size)
-
-    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.wrapped.initial_point()
 
     def _each(
         self,
@@ -109,10 +98,9 @@ class _Loop(abc.ABC):
         """Client ``i``'s ``grad^2_xy g_i v``."""
 
     # the ClosedFormOracles protocol, as loops
-    def oracle_grad_inner(
-        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
-    ) -> torch.Tensor:
-        return self._each(self.grad_inner_i, clients, batch, x, y)
+    oracle_grad_inner = _looped("grad_inner_i")
+    oracle_hvp_inner = _looped("hvp_i")
+    oracle_jvp_inner_xy = _looped("jvp_i")
 
     def oracle_grad_outer(
         self,
@@ -131,26 +119,6 @@ class _Loop(abc.ABC):
         gx = torch.stack([p[0] for p in parts]) if "x" in wrt else None
         gy = torch.stack([p[1] for p in parts]) if "y" in wrt else None
         return gx, gy
-
-    def oracle_hvp_inner(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-    ) -> torch.Tensor:
-        return self._each(self.hvp_i, clients, batch, x, y, v)
-
-    def oracle_jvp_inner_xy(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-    ) -> torch.Tensor:
-        return self._each(self.jvp_i, clients, batch, x, y, v)
 
 
 class ClosedFormLoop(_Loop):

@@ -64,14 +64,14 @@ from problems import _spectra
 from problems._base import Batch
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_dims
-from problems._base import check_samples
-from problems._base import symmetric_operator
 from problems._rows import ClientRows
 from problems._rows import gather_mean
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_dims
+from problems.checks import check_samples
+from problems.checks import symmetric_operator
 from problems.compositional_bilevel import CompositionalBilevelView
 from problems.family import ProblemFamily
 from problems.family import either
@@ -212,7 +212,7 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             )
         self._set_samples(W_samples, w_samples, t_samples)
         self._spec = spec or {"family": "LinearCompositional", "arrays": "inline"}
-        self._Q_op = symmetric_operator(self.Q)  # closed-form oracles (problems._base)
+        self._Q_op = symmetric_operator(self.Q)  # closed-form oracles (problems.checks)
         self._client_rows = ClientRows()
 
     @property

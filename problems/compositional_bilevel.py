@@ -15,13 +15,14 @@ from typing import Any
 import torch
 
 from problems._base import Batch
+from problems._base import OracleParts
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._rows import matvec
 from problems._rows import rmatvec
 
 
-class CompositionalBilevelView:
+class CompositionalBilevelView(OracleParts):
     """The N == 1 bilevel view (module docstring); mixed into ``LinearCompositional``."""
 
     # provided by LinearCompositional
@@ -90,52 +91,37 @@ class CompositionalBilevelView:
         W, w = self._map(clients, batch)
         return y - (matvec(W, x) + w)
 
-    def oracle_grad_outer(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-        wrt: str = "xy",
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(0, Q_i y - t_i)``, the parts named in ``wrt``."""
-        self._require_bilevel("outer_loss")
-        count = int(clients.shape[0])
-        gx = gy = None
-        if "x" in wrt:
-            gx = torch.zeros(count, self.dim_x, dtype=x.dtype, device=x.device)
-        if "y" in wrt:
-            t = (
-                self._client_rows.get(self.t, clients)
-                if batch is None
-                else self._level_arrays(1, clients, batch)[1]
-            )
-            gy = rmatvec(self._client_rows.get(self._Q_op, clients), y) - t
-            if gy.ndim == 1:
-                gy = gy.expand(count, -1).clone()
-        return gx, gy
-
-    def oracle_hvp_inner(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_x_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_y g_i v = v``."""
+        """``grad_x f_i = 0``: ``(C, dx)``."""
+        self._require_bilevel("outer_loss")
+        return torch.zeros(int(clients.shape[0]), self.dim_x, dtype=x.dtype, device=x.device)
+
+    def _outer_grad_y_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``grad_y f_i = Q_i y - t_i``: ``(C, dy)``."""
+        self._require_bilevel("outer_loss")
+        t = (
+            self._client_rows.get(self.t, clients)
+            if batch is None
+            else self._level_arrays(1, clients, batch)[1]
+        )
+        gy = rmatvec(self._client_rows.get(self._Q_op, clients), y) - t
+        return gy.expand(int(clients.shape[0]), -1).clone() if gy.ndim == 1 else gy
+
+    def _hessian_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``grad^2_y g_i v = v``: ``(C, dy)``."""
         self._require_bilevel("inner_loss")
         return v.expand(int(clients.shape[0]), -1).clone()
 
-    def oracle_jvp_inner_xy(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _cross_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_xy g_i v = -W_i^T v``."""
+        """``grad^2_xy g_i v = -W_i^T v``: ``(C, dx)``."""
         self._require_bilevel("inner_loss")
         W, _ = self._map(clients, batch)
         return -rmatvec(W, v)

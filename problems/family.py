@@ -30,22 +30,24 @@ import numpy as np
 import torch
 
 from problems._base import Batch
+from problems._base import OracleParts
 from problems._base import ProblemConstants
 from problems._base import ProblemError
-from problems._base import check_clients
-from problems._base import check_condition_number
-from problems._base import check_int
-from problems._base import check_nonnegative
-from problems._base import check_positive
-from problems._base import check_seed
-from problems._base import check_size
-from problems._base import chunk_size
-from problems._base import spectral_norms
-from problems._base import symmetric_operator
 from problems._rows import ClientRows
 from problems._rows import draw_indices
 from problems._rows import gather_mean
+from problems._rows import rmatvec
 from problems._rows import rows
+from problems.checks import check_clients
+from problems.checks import check_condition_number
+from problems.checks import check_int
+from problems.checks import check_nonnegative
+from problems.checks import check_positive
+from problems.checks import check_seed
+from problems.checks import check_size
+from problems.checks import chunk_size
+from problems.checks import spectral_norms
+from problems.checks import symmetric_operator
 
 
 class _Attributes(dict[str, Any]):
@@ -99,7 +101,7 @@ def recipe_rng(
     on it) must add up to less than 1, which keeps every client and sample Hessian
     ``H^{1/2} (I + S_i + N_ij) H^{1/2}`` positive definite. ``size`` (the number of float64
     numbers the draw's arrays hold, as a function of the checked spec, and that formula in
-    words) must stay within :data:`~problems._base.MAX_FLOATS`. Errors name ``spec["family"]``.
+    words) must stay within :data:`~problems.checks.MAX_FLOATS`. Errors name ``spec["family"]``.
     """
     label = str(spec["family"])
     check_clients(label, spec["n_clients"])
@@ -227,7 +229,7 @@ class ClientArrayFamily(ProblemFamily):
     def _prepare_oracles(self, symmetric: Sequence[str], sampled: str | None = None) -> None:
         """The closed-form oracles apply each symmetric client array in ``symmetric`` as stored
         (or a symmetrised copy of input symmetric only to 1e-10: see
-        :func:`problems._base.symmetric_operator`); ``sampled`` names the one whose per-sample
+        :func:`problems.checks.symmetric_operator`); ``sampled`` names the one whose per-sample
         twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
         self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
         samples = None if sampled is None else getattr(self, f"{sampled}_samples")
@@ -261,6 +263,14 @@ class ClientArrayFamily(ProblemFamily):
         return (
             matrices if self._samples_symmetric else 0.5 * (matrices + matrices.transpose(-1, -2))
         )
+
+    def _sample_deviations(self, *names: str) -> list[torch.Tensor]:
+        """``X_samples - X[:, None]`` for each client array ``X`` named: every sample's deviation
+        from its client's array, ``(M, n, ...)``, from which a minibatch oracle's noise variance
+        is exact; raises on a problem built without samples."""
+        if not self.n_samples:
+            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
+        return [getattr(self, f"{name}_samples") - getattr(self, name)[:, None] for name in names]
 
     def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
         return (
@@ -305,4 +315,46 @@ class ClientArrayFamily(ProblemFamily):
         return {k: getattr(self, k).mean(dim=0) for k in self.ARRAY_NAMES}
 
 
-__all__ = ["HESSIAN_SPREADS", "ClientArrayFamily", "ProblemFamily", "either", "recipe_rng"]
+class QuadraticFamily(ClientArrayFamily, OracleParts):
+    """A family of client arrays whose inner objective is quadratic in ``y`` (the quadratic
+    bilevel and minimax families): ``grad^2_y g_i = H_i``, the symmetric client array
+    ``INNER_HESSIAN``, and ``grad^2_xy g_i = s X_i^T``, ``X`` the client array ``CROSS`` and
+    ``s`` the sign ``CROSS_SIGN``, both constant in ``(x, y)``. It gives
+    :class:`~problems._base.OracleParts` their products and the exact Hessians; the
+    family gives the outer-gradient parts.
+    """
+
+    INNER_HESSIAN: ClassVar[str]
+    CROSS: ClassVar[str]
+    CROSS_SIGN: ClassVar[int]
+
+    def _hessian_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``H_i v``, ``H_i`` through its operator or the (symmetrised) minibatch mean of its
+        samples: ``(C, dy)``."""
+        return rmatvec(self._curvature(self.INNER_HESSIAN, clients, batch), v)
+
+    def _cross_rows(
+        self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """``s X_i^T v``: ``(C, dx)``."""
+        product = rmatvec(self._take(getattr(self, self.CROSS), clients), v)
+        return -product if self.CROSS_SIGN < 0 else product
+
+    def inner_hessian(self, client: int | None = None) -> torch.Tensor:
+        """``grad^2_y g = H_bar`` (``client=None``) or client i's ``H_i``; constant in (x, y)."""
+        if client is None:
+            return self.means[self.INNER_HESSIAN]
+        stack: torch.Tensor = getattr(self, self.INNER_HESSIAN)
+        return stack[client]
+
+
+__all__ = [
+    "HESSIAN_SPREADS",
+    "ClientArrayFamily",
+    "ProblemFamily",
+    "QuadraticFamily",
+    "either",
+    "recipe_rng",
+]

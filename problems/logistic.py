@@ -32,8 +32,8 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
 from problems._rows import rows
+from problems.checks import check_arrays
 from problems.family import ProblemFamily
 from problems.family import recipe_rng
 from problems.per_client import take_blocks

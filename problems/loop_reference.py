@@ -35,7 +35,39 @@ from problems._base import ProblemKind
 Loss = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, Batch | None], torch.Tensor]
 
 
-class PerClientLoop:
+class ProblemWrapper:
+    """``problem``'s Problem contract, forwarded: its kind, dimensions, losses, minibatches and
+    starting point (a subclass changes how some of them are computed). Closed-form extras of
+    the wrapped problem (``constants()``, exact answers) stay on :attr:`wrapped`."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.wrapped = problem
+        self.kind: ProblemKind = problem.kind
+        self.n_clients = problem.n_clients
+        self.dim_x = problem.dim_x
+        self.dim_y = problem.dim_y
+
+    def outer_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        return self.wrapped.outer_loss(x, y, clients, batch)
+
+    def inner_loss(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        return self.wrapped.inner_loss(x, y, clients, batch)
+
+    def sample_batch(
+        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
+    ) -> Batch:
+        """The wrapped problem's draw: same generator use, so both sides see the same samples."""
+        return self.wrapped.sample_batch(rng, clients, batch_size)
+
+    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.wrapped.initial_point()
+
+
+class PerClientLoop(ProblemWrapper):
     """``problem`` evaluated one client at a time (satisfies :class:`problems.Problem`).
 
     Only the Problem contract is exposed (losses, minibatches, starting point, dimensions);
@@ -53,11 +85,7 @@ class PerClientLoop:
                 f"PerClientLoop: {type(problem).__name__} does not satisfy the "
                 "Problem contract (outer_loss, inner_loss, sample_batch, ...)"
             )
-        self.wrapped = problem
-        self.kind: ProblemKind = problem.kind
-        self.n_clients = problem.n_clients
-        self.dim_x = problem.dim_x
-        self.dim_y = problem.dim_y
+        super().__init__(problem)
 
     @property
     def id(self) -> str:
@@ -97,12 +125,3 @@ class PerClientLoop:
     ) -> torch.Tensor:
         """``g_i(x_c, y_c)`` per evaluated client, one client per call of the wrapped problem."""
         return self._looped(self.wrapped.inner_loss, x, y, clients, batch)
-
-    def sample_batch(
-        self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int
-    ) -> Batch:
-        """The wrapped problem's draw: same generator use, so both sides see the same samples."""
-        return self.wrapped.sample_batch(rng, clients, batch_size)
-
-    def initial_point(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.wrapped.initial_point()

@@ -54,21 +54,21 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_positive_definite
-from problems._base import check_samples
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
-from problems.family import ClientArrayFamily
+from problems.family import QuadraticFamily
 from problems.family import either
 from problems.family import recipe_rng
 from problems.minimax_synthetic import fednest_synthetic_arrays
 from problems.quadratic_bilevel import NONNEGATIVE_KNOBS
 
-#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+#: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {"P": "M dy dy", "b": "M dy", "A": "M dy dx", "Lam": "M dx dx", "e": "M dx"}
 _ARRAY_NAMES = tuple(_SHAPES)
 _SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
@@ -113,7 +113,7 @@ def _draw_blocks(
     return P, b, A, Lam, e, samples
 
 
-class QuadraticMinimax(ClientArrayFamily):
+class QuadraticMinimax(QuadraticFamily):
     """Federated SC-SC quadratic minimax problem; see the module docstring for the
     formulas.
 
@@ -147,6 +147,8 @@ class QuadraticMinimax(ClientArrayFamily):
     INLINE_ID = "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
     SAMPLE_NAMES = _SAMPLE_NAMES
+    # grad^2_y g_i = P_i, grad^2_xy g_i = A_i^T
+    INNER_HESSIAN, CROSS, CROSS_SIGN = "P", "A", 1
 
     kind: ProblemKind = "minimax"
 
@@ -337,58 +339,27 @@ class QuadraticMinimax(ClientArrayFamily):
             + matvec(self._take(self.A, clients), x)
         )
 
-    def oracle_grad_outer(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-        wrt: str = "xy",
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(-A_i^T y + Lam_i x + e_i, -P_i y + b_i - A_i x)``, the parts named in ``wrt``."""
-        A = self._take(self.A, clients)
-        gx = gy = None
-        if "x" in wrt:
-            gx = (
-                rmatvec(self._take(self._operators["Lam"], clients), x)
-                - rmatvec(A, y)
-                + self._term("e", clients, batch)
-            )
-        if "y" in wrt:
-            gy = (
-                self._term("b", clients, batch)
-                - rmatvec(self._curvature("P", clients, batch), y)
-                - matvec(A, x)
-            )
-        return gx, gy
-
-    def oracle_hvp_inner(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_x_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_y g_i v = P_i v``."""
-        return rmatvec(self._curvature("P", clients, batch), v)
+        """``grad_x f_i = -A_i^T y + Lam_i x + e_i``: ``(C, dx)``."""
+        return (
+            rmatvec(self._take(self._operators["Lam"], clients), x)
+            - rmatvec(self._take(self.A, clients), y)
+            + self._term("e", clients, batch)
+        )
 
-    def oracle_jvp_inner_xy(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_y_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_xy g_i v = A_i^T v``."""
-        return rmatvec(self._take(self.A, clients), v)
+        """``grad_y f_i = -P_i y + b_i - A_i x``: ``(C, dy)``."""
+        return (
+            self._term("b", clients, batch)
+            - rmatvec(self._curvature("P", clients, batch), y)
+            - matvec(self._take(self.A, clients), x)
+        )
 
     # ----------------------------------------------------------- exact answers
-    def inner_hessian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_y g = P_bar`` (or client i's ``P_i``); constant in (x, y)."""
-        return self.means["P"] if client is None else self.P[client]
-
     def outer_grad_x(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         m = self.means
         return -m["A"].T @ y + m["Lam"] @ x + m["e"]
@@ -456,13 +427,8 @@ class QuadraticMinimax(ClientArrayFamily):
         ``grad_inner_y`` (= ``grad_outer_y``, since ``g_i = -f_i``), ``grad_outer_y``,
         ``grad_outer_x`` and ``hessian_inner`` (squared Frobenius norm of the P noise).
         """
-        if not self.n_samples:
-            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
-        assert self.P_samples is not None and self.b_samples is not None
-        assert self.e_samples is not None
-        dP = self.P_samples - self.P[:, None]
-        y_noise = -torch.einsum("mnij,j->mni", dP, y) + (self.b_samples - self.b[:, None])
-        e_noise = self.e_samples - self.e[:, None]
+        dP, db, e_noise = self._sample_deviations("P", "b", "e")
+        y_noise = -torch.einsum("mnij,j->mni", dP, y) + db
         grad_y = (y_noise**2).sum(-1).mean(1) / batch_size
         return {
             "grad_inner_y": grad_y,

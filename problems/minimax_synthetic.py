@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from problems._base import check_int
+from problems.checks import check_int
 from problems.family import recipe_rng
 
 

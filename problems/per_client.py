@@ -43,17 +43,17 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_nonnegative
-from problems._base import check_positive_definite
-from problems._base import check_samples
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_nonnegative
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
 from problems.family import ClientArrayFamily
 from problems.family import recipe_rng
 
-#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+#: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {"A": "n dy dy", "b": "n dy", "C": "n dy dl", "Q": "n dy dy", "t": "n dy", "P": "n dy dl"}
 _ARRAYS = tuple(_SHAPES)
 _SAMPLES = ("A_samples", "b_samples", "C_samples")

@@ -42,19 +42,19 @@ from problems._base import Owned
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
-from problems._base import check_arrays
-from problems._base import check_positive_definite
-from problems._base import check_samples
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
-from problems.family import ClientArrayFamily
+from problems.family import QuadraticFamily
 from problems.family import either
 from problems.family import recipe_rng
 
-#: The arrays that define a problem, with their axes (:func:`problems._base.check_arrays`).
+#: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {
     "A": "M dy dy",
     "B": "M dy dx",
@@ -126,7 +126,7 @@ def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[
     return arrays, {k: Owned(v) for k, v in samples.items()}
 
 
-class QuadraticBilevel(ClientArrayFamily):
+class QuadraticBilevel(QuadraticFamily):
     """Federated quadratic bilevel problem; see the module docstring for the formulas.
 
     Args:
@@ -161,6 +161,8 @@ class QuadraticBilevel(ClientArrayFamily):
     INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAY_NAMES
     SAMPLE_NAMES = _SAMPLE_NAMES
+    # grad^2_y g_i = A_i, grad^2_xy g_i = -B_i^T
+    INNER_HESSIAN, CROSS, CROSS_SIGN = "A", "B", -1
 
     kind: ProblemKind = "bilevel"
 
@@ -336,59 +338,27 @@ class QuadraticBilevel(ClientArrayFamily):
             - self._term("b", clients, batch)
         )
 
-    def oracle_grad_outer(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
-        wrt: str = "xy",
-    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """``(grad_x f_i, grad_y f_i) = (D_i^T y + E_i x + e_i, C_i y + D_i x + c_i)``; only the
-        parts named in ``wrt`` are computed (the other is ``None``)."""
-        D = self._take(self.D, clients)
-        gx = gy = None
-        if "x" in wrt:
-            gx = (
-                rmatvec(D, y)
-                + rmatvec(self._take(self._operators["E"], clients), x)
-                + self._term("e", clients, batch)
-            )
-        if "y" in wrt:
-            gy = (
-                rmatvec(self._take(self._operators["C"], clients), y)
-                + matvec(D, x)
-                + self._term("c", clients, batch)
-            )
-        return gx, gy
-
-    def oracle_hvp_inner(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_x_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_y g_i v = A_i v``: ``(C, dy)``."""
-        return rmatvec(self._curvature("A", clients, batch), v)
+        """``grad_x f_i = D_i^T y + E_i x + e_i``: ``(C, dx)``."""
+        return (
+            rmatvec(self._take(self.D, clients), y)
+            + rmatvec(self._take(self._operators["E"], clients), x)
+            + self._term("e", clients, batch)
+        )
 
-    def oracle_jvp_inner_xy(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        v: torch.Tensor,
-        clients: torch.Tensor,
-        batch: Batch | None,
+    def _outer_grad_y_rows(
+        self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
-        """``grad^2_xy g_i v = -B_i^T v``: ``(C, dx)``."""
-        return -rmatvec(self._take(self.B, clients), v)
+        """``grad_y f_i = C_i y + D_i x + c_i``: ``(C, dy)``."""
+        return (
+            rmatvec(self._take(self._operators["C"], clients), y)
+            + matvec(self._take(self.D, clients), x)
+            + self._term("c", clients, batch)
+        )
 
     # ------------------------------------------------------------------ exact answers
-    def inner_hessian(self, client: int | None = None) -> torch.Tensor:
-        """``grad^2_y g`` (global, ``client=None``) or ``grad^2_y g_i``; constant in (x, y)."""
-        return self.means["A"] if client is None else self.A[client]
-
     def client_cross_jacobians(self) -> torch.Tensor:
         """Stack ``(M, dx, dy)`` of ``grad^2_xy g_i = -B_i^T``."""
         return -self.B.transpose(1, 2)
@@ -487,14 +457,8 @@ class QuadraticBilevel(ClientArrayFamily):
             dict of ``(M,)`` tensors: ``grad_inner_y`` (``grad_y g_i``), ``grad_outer_y``,
             ``grad_outer_x`` and ``hessian_inner`` (squared Frobenius norm of the Hessian noise).
         """
-        if not self.n_samples:
-            raise ProblemError(f"{self.name}: built without samples, so it has no oracle noise")
-        assert self.A_samples is not None and self.b_samples is not None
-        assert self.c_samples is not None and self.e_samples is not None
-        dA = self.A_samples - self.A[:, None]
-        g_noise = torch.einsum("mnij,j->mni", dA, y) - (self.b_samples - self.b[:, None])
-        c_noise = self.c_samples - self.c[:, None]
-        e_noise = self.e_samples - self.e[:, None]
+        dA, db, c_noise, e_noise = self._sample_deviations("A", "b", "c", "e")
+        g_noise = torch.einsum("mnij,j->mni", dA, y) - db
         return {
             "grad_inner_y": (g_noise**2).sum(-1).mean(1) / batch_size,
             "grad_outer_y": (c_noise**2).sum(-1).mean(1) / batch_size,

@@ -8,6 +8,7 @@ problem whose :meth:`spec` rebuilds it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TypeVar
@@ -15,12 +16,15 @@ from typing import TypeVar
 from hypothesis import strategies as st
 
 from problems.compositional import LinearCompositional
+from problems.logistic import PerClientLogistic
 from problems.minimax import QuadraticMinimax
+from problems.per_client import PerClientQuadratic
 from problems.quadratic_bilevel import QuadraticBilevel
 
 SEEDS = st.integers(min_value=0, max_value=2**31 - 1)
 
 _Quadratic = TypeVar("_Quadratic", QuadraticBilevel, QuadraticMinimax)
+_Family = TypeVar("_Family")
 
 
 def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> float:
@@ -29,6 +33,22 @@ def _condition_number(draw: st.DrawFn, kappa: tuple[float, float], dim: int) -> 
     low, high = kappa
     log_kappa = draw(st.floats(math.log10(low), math.log10(high)))
     return 1.0 if dim == 1 else float(10.0**log_kappa)
+
+
+def _draw_recipe(
+    draw: st.DrawFn,
+    random: Callable[..., _Family],
+    kappa: tuple[tuple[float, float], int],
+    ranges: dict[str, tuple[float, float]],
+    **fixed: object,
+) -> _Family:
+    """The rest of a strategy's draw, after its sizes (given to ``random`` already): the
+    condition number (:func:`_condition_number` over ``kappa = (range, dim)``), one float per
+    knob of ``ranges`` in its order, then the seed; ``random`` gets them and ``fixed`` by name."""
+    condition_number = _condition_number(draw, *kappa)
+    knobs = {name: draw(st.floats(*bounds)) for name, bounds in ranges.items()}
+    seed = draw(SEEDS)
+    return random(condition_number=condition_number, seed=seed, **knobs, **fixed)
 
 
 def _spectral_quadratic(
@@ -48,28 +68,20 @@ def _spectral_quadratic(
         kappa: tuple[float, float] = (1.0, 100.0),
         max_hessian_heterogeneity: float = 0.9,
         max_gradient_heterogeneity: float = 3.0,
-        n_samples: int = 0,
-        gradient_noise: float = 0.0,
-        hessian_noise: float = 0.0,
+        **sampling: float,
     ) -> _Quadratic:
         dim_x = draw(st.integers(1, max_dim))
         dim_y = draw(st.integers(max(min_dim_y, 1), max_dim))
         n_clients = draw(st.integers(1, max_clients))
-        condition_number = _condition_number(draw, kappa, dim_y)
-        hh = draw(st.floats(0.0, max_hessian_heterogeneity))
-        gh = draw(st.floats(0.0, max_gradient_heterogeneity))
-        seed = draw(SEEDS)
-        return family.random(
-            n_clients,
-            dim_x,
-            dim_y,
-            condition_number,
-            seed=seed,
-            hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh,
-            n_samples=n_samples,
-            gradient_noise=gradient_noise,
-            hessian_noise=hessian_noise,
+        return _draw_recipe(
+            draw,
+            functools.partial(family.random, n_clients, dim_x, dim_y),
+            (kappa, dim_y),
+            {
+                "hessian_heterogeneity": (0.0, max_hessian_heterogeneity),
+                "gradient_heterogeneity": (0.0, max_gradient_heterogeneity),
+            },
+            **sampling,
         )
 
     # the name hypothesis shows in the strategy's repr (and in falsifying examples)
@@ -83,6 +95,8 @@ quadratic_bilevel = _spectral_quadratic(
     "quadratic_bilevel",
     """A :class:`QuadraticBilevel` with ``kappa`` in the given range and 1..max_clients clients.
 
+    ``sampling``: the sample-set knobs of :meth:`QuadraticBilevel.random` (``n_samples``,
+    ``gradient_noise``, ``hessian_noise``; none: no samples), passed to it as they are;
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client and sample
     Hessian is positive definite.
     """,
@@ -92,6 +106,8 @@ quadratic_minimax = _spectral_quadratic(
     "quadratic_minimax",
     """A :class:`QuadraticMinimax` whose inner ``P_bar`` has ``kappa`` in the range.
 
+    ``sampling``: the sample-set knobs of :meth:`QuadraticMinimax.random` (``n_samples``,
+    ``gradient_noise``, ``hessian_noise``; none: no samples), passed to it as they are;
     ``max_hessian_heterogeneity + hessian_noise`` must stay below 1 so every client
     and sample ``P`` is positive definite.
     """,
@@ -109,39 +125,29 @@ def linear_compositional(
     kappa: tuple[float, float] = (1.0, 100.0),
     max_jacobian_heterogeneity: float = 1.0,
     max_value_heterogeneity: float = 3.0,
-    n_samples: int = 0,
-    matrix_noise: float = 0.0,
-    value_noise: float = 0.0,
+    **sampling: float,
 ) -> LinearCompositional:
     """A :class:`LinearCompositional` with ``min_levels..max_levels`` levels.
 
     Dimensions are drawn with ``d_0 <= d_n`` for every level so the composed map has
-    full column rank; ``kappa`` is the condition number of ``Q_bar``.
+    full column rank; ``kappa`` is the condition number of ``Q_bar``. ``sampling``: the
+    sample-set knobs of :meth:`LinearCompositional.random` (``n_samples``, ``matrix_noise``,
+    ``value_noise``; none: no samples), passed to it as they are.
     """
     n_levels = draw(st.integers(min_levels, max_levels))
     dim_x = draw(st.integers(1, max_dim))
     dims = [dim_x] + [draw(st.integers(dim_x, max_dim)) for _ in range(n_levels)]
     n_clients = draw(st.integers(1, max_clients))
-    condition_number = _condition_number(draw, kappa, dims[-1])
-    jh = draw(st.floats(0.0, max_jacobian_heterogeneity))
-    vh = draw(st.floats(0.0, max_value_heterogeneity))
-    seed = draw(SEEDS)
-    return LinearCompositional.random(
-        n_clients,
-        dims,
-        seed,
-        condition_number=condition_number,
-        jacobian_heterogeneity=jh,
-        value_heterogeneity=vh,
-        n_samples=n_samples,
-        matrix_noise=matrix_noise,
-        value_noise=value_noise,
+    return _draw_recipe(
+        draw,
+        functools.partial(LinearCompositional.random, n_clients, dims),
+        (kappa, dims[-1]),
+        {
+            "jacobian_heterogeneity": (0.0, max_jacobian_heterogeneity),
+            "value_heterogeneity": (0.0, max_value_heterogeneity),
+        },
+        **sampling,
     )
-
-
-# --- HGP (per-client hyperparameters): appended strategies ---
-from problems.logistic import PerClientLogistic  # noqa: E402
-from problems.per_client import PerClientQuadratic  # noqa: E402
 
 
 @st.composite
@@ -157,39 +163,30 @@ def per_client_quadratic(
     outer_coupling: tuple[float, float] = (0.0, 1.0),
     target_heterogeneity: tuple[float, float] = (0.5, 2.0),
     rho: tuple[float, float] = (0.05, 1.0),
-    n_samples: int = 0,
-    hessian_noise: float = 0.0,
-    cross_noise: float = 0.0,
+    **sampling: float,
 ) -> PerClientQuadratic:
     """A :class:`PerClientQuadratic` (HGP P1) with every knob drawn from the given ranges.
 
     Defaults are small (n <= 6, dims <= 3, kappa <= 5) because HGP's cost is M * S gossip steps
-    whatever the dimension, and the rates the claims fit scale with kappa.
+    whatever the dimension, and the rates the claims fit scale with kappa. ``sampling``: the
+    sample-set knobs of :meth:`PerClientQuadratic.random` (``n_samples``, ``hessian_noise``,
+    ``cross_noise``; none: no samples), passed to it as they are.
     """
     dim_hyper = draw(st.integers(1, max_dim))
     dim_y = draw(st.integers(1, max_dim))
     n_clients = draw(st.integers(min_clients, max_clients))
-    condition_number = _condition_number(draw, kappa, dim_y)
-    hh = draw(st.floats(*hessian_heterogeneity))
-    cs = draw(st.floats(*cross_scale))
-    oc = draw(st.floats(*outer_coupling))
-    th = draw(st.floats(*target_heterogeneity))
-    r = draw(st.floats(*rho))
-    seed = draw(SEEDS)
-    return PerClientQuadratic.random(
-        n_clients,
-        dim_hyper,
-        dim_y,
-        condition_number,
-        seed,
-        hessian_heterogeneity=hh,
-        cross_scale=cs,
-        outer_coupling=oc,
-        target_heterogeneity=th,
-        rho=r,
-        n_samples=n_samples,
-        hessian_noise=hessian_noise,
-        cross_noise=cross_noise,
+    return _draw_recipe(
+        draw,
+        functools.partial(PerClientQuadratic.random, n_clients, dim_hyper, dim_y),
+        (kappa, dim_y),
+        {
+            "hessian_heterogeneity": hessian_heterogeneity,
+            "cross_scale": cross_scale,
+            "outer_coupling": outer_coupling,
+            "target_heterogeneity": target_heterogeneity,
+            "rho": rho,
+        },
+        **sampling,
     )
 
 

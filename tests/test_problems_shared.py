@@ -11,11 +11,11 @@ from problems import QuadraticBilevel
 from problems import QuadraticMinimax
 from problems import _spectra
 from problems._base import ProblemError
-from problems._base import check_arrays
-from problems._base import check_nonnegative
-from problems._base import check_samples
 from problems._spectra import sample_spreads
 from problems._spectra import spectral_stack
+from problems.checks import check_arrays
+from problems.checks import check_nonnegative
+from problems.checks import check_samples
 from problems.family import recipe_rng
 from problems.workloads import WorkloadError
 

@@ -14,6 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -68,18 +69,27 @@ def resolve_dataset(dataset: Dataset | str, data_root: str | Path | None) -> Dat
     raise WorkloadError(f"dataset must be a Dataset or a dataset name, got {dataset!r}")
 
 
+class Inputs(NamedTuple):
+    """A builder's common arguments resolved (:func:`resolve_inputs`)."""
+
+    data: Dataset
+    network: Network
+    dtype: torch.dtype
+    device: torch.device
+
+
 def resolve_inputs(
     dataset: Dataset | str,
     model: str | Network,
     dtype: torch.dtype | str,
     device: torch.device | str,
     data_root: str | Path | None,
-) -> tuple[Dataset, Network, torch.dtype, torch.device]:
+) -> Inputs:
     """A builder's common arguments resolved: the dataset (:func:`resolve_dataset`), the network
     for its inputs and classes, and the checked dtype and device."""
     dtype, device = resolve_dtype(dtype), resolve_device(device)
     data = resolve_dataset(dataset, data_root)
-    return data, build_network(model, data.input_shape, data.n_classes), dtype, device
+    return Inputs(data, build_network(model, data.input_shape, data.n_classes), dtype, device)
 
 
 def resolve_split(
@@ -157,17 +167,17 @@ class Assembled:
 
 
 def assemble(
-    dataset: Dataset,
+    resolved: Inputs,
     split: ClientSplit,
     *,
     validation_fraction: float,
     normalize: bool,
     seed: int,
-    dtype: torch.dtype,
-    device: torch.device,
     what: str,
 ) -> Assembled:
-    """Hold out validation parts, standardise, and stack the clients' samples."""
+    """Hold out validation parts, standardise, and stack the clients' samples (of the resolved
+    dataset, in its dtype, on its device)."""
+    dataset, dtype, device = resolved.data, resolved.dtype, resolved.device
     check_fraction("validation_fraction", validation_fraction)
     if not isinstance(normalize, bool):
         raise WorkloadError(f"normalize must be true or false, got {normalize!r}")

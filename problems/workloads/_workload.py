@@ -11,11 +11,15 @@ gathered samples, so row ``c`` depends on row ``c`` only (the contract of :mod:`
 and autodiff of the summed rows gives every client's gradient at once. There is no Python loop
 over clients.
 
-**The body's forward pass is computed once per outer point.** A workload whose rows factor as
-``row(x, y) = head_row(y, features(x, inputs))`` (hyper-representation: the network body is x,
-the head y) declares :meth:`ClientWorkload.feature_row` and the two head rows. When no gradient
-in ``x`` is asked for (inner gradients, Hessian-vector products and ``grad_y f``, all at a fixed
-x: a whole FedInn loop, every Neumann term of FedIHGP), the features ``phi(u; x)`` of the
+Both rows are weighted cross-entropies of the network's logits, ``f_i`` with the
+``validation_weights`` and ``g_i`` plus a regulariser ``R(y)``; a workload gives the logits
+(:meth:`ClientWorkload.inner_logits`, :meth:`ClientWorkload.outer_logits`), the weights and ``R``.
+
+**The body's forward pass is computed once per outer point.** A workload whose logits factor as
+``head_logits(y, features(x, inputs))`` (hyper-representation: the network body is x, the head y)
+declares :meth:`ClientWorkload.feature_row` and :meth:`ClientWorkload.head_logits`. When no
+gradient in ``x`` is asked for (inner gradients, Hessian-vector products and ``grad_y f``, all at
+a fixed x: a whole FedInn loop, every Neumann term of FedIHGP), the features ``phi(u; x)`` of the
 evaluated clients' samples are computed once and reused until ``x``, the client set or the
 minibatch changes (:class:`FeatureCache`); only the head is evaluated and differentiated per call.
 The numbers are those of the fused rows: the same operations in the same order, split into two
@@ -72,6 +76,14 @@ class FeatureCache(RecentCache):
             None if index is None else (id(index), index._version),
         )
         return key, (x, samples, clients, index)
+
+
+def weighted_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
+) -> torch.Tensor:
+    """``sum_j w_j CE(logits_j, labels_j)``: a client's (masked) mean loss."""
+    losses = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
+    return (weights * losses).sum()
 
 
 # Why 4096: test-set evaluation runs in chunks of this many images so a CNN forward pass on
@@ -154,7 +166,10 @@ class ClientWorkload(abc.ABC):
         )
 
     # ----------------------------------------------------------------------- per-client losses
-    @abc.abstractmethod
+    # Both rows are weighted cross-entropies of the network's logits (module docstring):
+    #   f_i = sum_j w'_j CE(outer_logits(x, y, u_j), c_j), w' = validation_weights(c, w),
+    #   g_i = sum_j w_j CE(inner_logits(x, y, u_j), c_j) + R(y);
+    # a workload gives the logits, the weights and R.
     def outer_row(
         self,
         x: torch.Tensor,
@@ -164,8 +179,9 @@ class ClientWorkload(abc.ABC):
         weights: torch.Tensor,
     ) -> torch.Tensor:
         """``f_i`` of one client (``x (dim_x,)``, ``y (dim_y,)``) on its weighted val samples."""
+        logits = self.outer_logits(x, y, inputs)
+        return weighted_cross_entropy(logits, labels, self.validation_weights(labels, weights))
 
-    @abc.abstractmethod
     def inner_row(
         self,
         x: torch.Tensor,
@@ -175,24 +191,48 @@ class ClientWorkload(abc.ABC):
         weights: torch.Tensor,
     ) -> torch.Tensor:
         """``g_i`` of one client on its weighted training samples."""
+        loss = weighted_cross_entropy(self.inner_logits(x, y, inputs), labels, weights)
+        return loss + self.regularizer(y)
+
+    @abc.abstractmethod
+    def inner_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """The logits of ``g_i``'s cross-entropy on one client's inputs."""
+
+    def outer_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """The logits of ``f_i``'s cross-entropy (by default :meth:`inner_logits`)."""
+        return self.inner_logits(x, y, inputs)
+
+    def validation_weights(self, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """The weights of ``f_i``'s samples given their labels (by default the sample weights)."""
+        return weights
+
+    @abc.abstractmethod
+    def regularizer(self, y: torch.Tensor) -> torch.Tensor:
+        """``R(y)``, added to ``g_i``."""
 
     @abc.abstractmethod
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """Logits of the model defined by the global ``x (dim_x,)``, ``y (dim_y,)``."""
 
-    # A workload whose rows are head_row(y, feature_row(x, inputs), labels, weights) overrides
-    # these three (see the module docstring); ``feature_row = None`` means "does not factor".
+    # A workload whose logits are head_logits(y, feature_row(x, inputs)) sets these two (see the
+    # module docstring); ``feature_row = None`` means "does not factor".
     feature_row: Any = None
 
+    def head_logits(self, y: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    # the rows above on the body's features: the same operations, after feature_row
     def outer_head_row(
         self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        raise NotImplementedError
+        logits = self.head_logits(y, features)
+        return weighted_cross_entropy(logits, labels, self.validation_weights(labels, weights))
 
     def inner_head_row(
         self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        raise NotImplementedError
+        loss = weighted_cross_entropy(self.head_logits(y, features), labels, weights)
+        return loss + self.regularizer(y)
 
     def _check(self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor) -> None:
         count = int(clients.shape[0]) if clients.ndim == 1 else -1

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from problems._base import check_nonnegative
+from problems.checks import check_nonnegative
 from problems.workloads._assemble import WorkloadError
 from problems.workloads._assemble import assemble
 from problems.workloads._assemble import resolve_inputs
@@ -50,14 +50,6 @@ from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit
 
 REGULARIZATIONS: tuple[str, ...] = ("squared", "norm")
-
-
-def weighted_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-) -> torch.Tensor:
-    """``sum_j w_j CE(logits_j, labels_j)``: a client's (masked) mean loss."""
-    losses = torch.nn.functional.cross_entropy(logits, labels, reduction="none")
-    return (weights * losses).sum()
 
 
 class HyperRepresentation(ClientWorkload):
@@ -87,42 +79,18 @@ class HyperRepresentation(ClientWorkload):
             )
         )
 
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.outer_head_row(y, self.feature_row(x, inputs), labels, weights)
-
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        return self.inner_head_row(y, self.feature_row(x, inputs), labels, weights)
-
-    # the rows factor through the body's features phi(u; x) (see ClientWorkload: the features
+    # the logits factor through the body's features phi(u; x) (see ClientWorkload: the features
     # of a fixed x are computed once and reused while only y-derivatives are taken)
     def feature_row(self, x: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         """``phi(u; x)``: the body's representation of one client's inputs."""
         return self.network.features(x, inputs)
 
-    def outer_head_row(
-        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-    ) -> torch.Tensor:
-        return weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
+    def head_logits(self, y: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
+        """``psi(phi; y)``: the head's logits on the features."""
+        return self.network.head.apply(y, features)
 
-    def inner_head_row(
-        self, y: torch.Tensor, features: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
-    ) -> torch.Tensor:
-        loss = weighted_cross_entropy(self.network.head.apply(y, features), labels, weights)
-        return loss + self.regularizer(y)
+    def inner_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        return self.head_logits(y, self.feature_row(x, inputs))
 
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         return self.network.logits(x, y, inputs)
@@ -163,7 +131,8 @@ def build_hyper_representation(
     strength = check_nonnegative(
         "hyper_representation", "regularization_strength", regularization_strength, WorkloadError
     )
-    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
+    resolved = resolve_inputs(dataset, model, dtype, device, data_root)
+    data, network, dtype, device = resolved
     if network.body.n_params == 0:
         raise WorkloadError(
             f"hyper_representation: model {network.name!r} has no "
@@ -171,13 +140,11 @@ def build_hyper_representation(
         )
     client_split = resolve_split(split, data.train_y.cpu().numpy(), data.n_classes, seed)
     parts = assemble(
-        data,
+        resolved,
         client_split,
         validation_fraction=validation_fraction,
         normalize=normalize,
         seed=seed,
-        dtype=dtype,
-        device=device,
         what="hyper_representation",
     )
     body, head = network.initial(seed)

@@ -36,14 +36,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from problems._base import check_nonnegative
+from problems.checks import check_nonnegative
 from problems.workloads._assemble import WorkloadError
 from problems.workloads._assemble import assemble
 from problems.workloads._assemble import resolve_inputs
 from problems.workloads._assemble import resolve_split
 from problems.workloads._workload import ClientWorkload
 from problems.workloads.data import Dataset
-from problems.workloads.hyper_representation import weighted_cross_entropy
 from problems.workloads.models import Network
 from problems.workloads.splits import ClientSplit
 from problems.workloads.splits import long_tail_indices
@@ -73,30 +72,21 @@ class LossTuning(ClientWorkload):
         n_classes = self.network.n_classes
         return logits * torch.sigmoid(x[:n_classes]) + x[n_classes:]
 
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        logits = self.adjusted_logits(x, self.network.full_logits(y, inputs))
-        return (
-            weighted_cross_entropy(logits, labels, weights)
-            + 0.5 * self.inner_regularization * (y * y).sum()
-        )
+    def inner_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``g_i``'s logits: the adjusted ones."""
+        return self.adjusted_logits(x, self.network.full_logits(y, inputs))
 
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
-        logits = self.network.full_logits(y, inputs)
-        return weighted_cross_entropy(logits, labels, weights * self.class_weights[labels])
+    def outer_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+        """``f_i``'s logits: the plain ones."""
+        return self.network.full_logits(y, inputs)
+
+    def validation_weights(self, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``w_c`` times the sample weights: the balanced validation loss."""
+        return weights * self.class_weights[labels]
+
+    def regularizer(self, y: torch.Tensor) -> torch.Tensor:
+        """``lambda/2 ||y||^2``."""
+        return 0.5 * self.inner_regularization * (y * y).sum()
 
     def test_logits(self, x: torch.Tensor, y: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
         return self.network.full_logits(y, inputs)
@@ -170,7 +160,8 @@ def build_loss_tuning(
     strength = check_nonnegative(
         "loss_tuning", "inner_regularization", inner_regularization, WorkloadError
     )
-    data, network, dtype, device = resolve_inputs(dataset, model, dtype, device, data_root)
+    resolved = resolve_inputs(dataset, model, dtype, device, data_root)
+    data, network, dtype, device = resolved
     labels = data.train_y.cpu().numpy()
     client_split = _long_tailed_split(
         split, labels, data.n_classes, imbalance_ratio, head_class_size, seed
@@ -183,13 +174,11 @@ def build_loss_tuning(
             "larger imbalance_ratio or head_class_size"
         )
     parts = assemble(
-        data,
+        resolved,
         client_split,
         validation_fraction=validation_fraction,
         normalize=normalize,
         seed=seed,
-        dtype=dtype,
-        device=device,
         what="loss_tuning",
     )
     shares = counts / counts.sum()

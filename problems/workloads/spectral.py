@@ -58,19 +58,15 @@ def _start_vector(
 
 def power_iteration(
     matvec: Callable[[torch.Tensor], torch.Tensor],
-    dim: int,
-    *,
-    seed: int,
-    dtype: torch.dtype = torch.float64,
-    device: torch.device | str = "cpu",
-    iterations: int = POWER_ITERATIONS,
-    rtol: float = POWER_RTOL,
+    start: torch.Tensor,
+    iterations: int,
+    rtol: float,
 ) -> SpectralEstimate:
     """The eigenvalue of largest magnitude (signed: the Rayleigh quotient) of a symmetric
-    operator, from a seeded Gaussian start; stops when ``||A v - rho v|| <= rtol |rho|`` (an
+    operator, from the unit vector ``start``; stops when ``||A v - rho v|| <= rtol |rho|`` (an
     eigenvalue lies within ``rtol |rho|`` of ``rho``), or at ``iterations`` with
     ``converged=False``."""
-    v = _start_vector(dim, seed, dtype, device)
+    v = start
     value = 0.0
     for k in range(1, iterations + 1):
         w = matvec(v)
@@ -95,23 +91,16 @@ def largest_eigenvalue(
     iterations: int = POWER_ITERATIONS,
     rtol: float = POWER_RTOL,
 ) -> SpectralEstimate:
-    """``lambda_max`` (algebraically largest) by power iteration: when the dominant eigenvalue
-    ``mu`` is negative, a second power iteration on ``A - mu I`` (whose spectrum is
-    ``lambda - mu >= 0``, dominated by ``lambda_max - mu``) finds it."""
-    first = power_iteration(
-        matvec, dim, seed=seed, dtype=dtype, device=device, iterations=iterations, rtol=rtol
-    )
+    """``lambda_max`` (algebraically largest) by power iteration from a seeded Gaussian start:
+    when the dominant eigenvalue ``mu`` is negative, a second power iteration on ``A - mu I``
+    (whose spectrum is ``lambda - mu >= 0``, dominated by ``lambda_max - mu``), from the start of
+    seed ``seed + 1``, finds it."""
+    first = power_iteration(matvec, _start_vector(dim, seed, dtype, device), iterations, rtol)
     if first.value >= 0.0:
         return first
     mu = first.value
     second = power_iteration(
-        lambda v: matvec(v) - mu * v,
-        dim,
-        seed=seed + 1,
-        dtype=dtype,
-        device=device,
-        iterations=iterations,
-        rtol=rtol,
+        lambda v: matvec(v) - mu * v, _start_vector(dim, seed + 1, dtype, device), iterations, rtol
     )
     return SpectralEstimate(
         second.value + mu, first.products + second.products, first.converged and second.converged

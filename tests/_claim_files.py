@@ -97,11 +97,39 @@ def recorded(case: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def write_calibration_summary(results: Path, summary: dict[str, Any]) -> Path:
-    """Write ``results/calibration/summary.json`` as ``testbed calibrate`` does, with the
-    per-claim records it summarizes (``calibration/<claim>.json``, sealed): each row's
-    verdict counts (the refuted and undecided seeds, the rest the expected verdict), its false
-    failures, profile and time filled in where the test leaves them out, and the seal."""
+def calibration_row(
+    claim: str,
+    expected: str,
+    refuted: int,
+    undecided: int,
+    rate_low: float,
+    rate_high: float,
+    seeds: int = 20,
+) -> dict[str, Any]:
+    """One claim's row of ``calibration/summary.json`` (stated rate 1e-3, consistent) as a test
+    states it; :func:`write_calibration_summary` fills in the rest."""
+    return {
+        "claim": claim,
+        "expected": expected,
+        "seeds": seeds,
+        "refuted": refuted,
+        "undecided": undecided,
+        "rate_low": rate_low,
+        "rate_high": rate_high,
+        "stated_rate": 1e-3,
+        "consistent": True,
+    }
+
+
+def write_calibration_summary(
+    results: Path, rows: list[dict[str, Any]], seeds: int = 20, profile: str = "fast"
+) -> Path:
+    """Write ``results/calibration/summary.json`` of ``rows`` (:func:`calibration_row`) as
+    ``testbed calibrate --seeds SEEDS`` does, with the per-claim records it summarizes
+    (``calibration/<claim>.json``, sealed): each row's verdict counts (the refuted and
+    undecided seeds, the rest the expected verdict), its false failures, profile and time filled
+    in where the test leaves them out, and the seal."""
+    summary = {"profile": profile, "seeds": seeds, "claims": rows}
     rows = []
     for row in summary["claims"]:
         settled = "holds" if row["expected"] == "holds" else "fails as stated"
@@ -174,9 +202,10 @@ def claim_record(
     cases: list[dict],
     fits: list[dict] | None = None,
     counterexample: str | None = None,
+    **fields: Any,
 ) -> dict:
-    """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile);
-    :func:`write_claim_file` fills in what it leaves out."""
+    """A claim's results record of the toy paper ``paper`` (on aid-neumann, fast profile), with
+    ``fields`` set over its keys; :func:`write_claim_file` fills in what it leaves out."""
     return {
         "id": cid,
         "paper": paper,
@@ -200,7 +229,30 @@ def claim_record(
         "cases": cases,
         "fits": fits or [],
         "series_file": f"series/{cid}.csv",
+        **fields,
     }
+
+
+def refutation(cid: str, paper: str, kind: str, cases: list[dict], **fields: Any) -> dict:
+    """A claim's record that fails as stated on ``cases`` (one of them failing), its
+    counterexample saved as ``counterexamples/<cid>.json`` (:func:`claim_record`)."""
+    return claim_record(
+        cid,
+        paper,
+        kind,
+        "fails as stated",
+        cases,
+        counterexample=f"counterexamples/{cid}.json",
+        **fields,
+    )
+
+
+def correction(cid: str, corrects: str, case: dict, **fields: Any) -> dict:
+    """A FedNest bias bound that holds once corrected on its one ``case``, the correction of
+    claim ``corrects`` (:func:`claim_record`)."""
+    return claim_record(
+        cid, "FedNest", "bias_bound", "holds once corrected", [case], corrects=corrects, **fields
+    )
 
 
 def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> None:
@@ -226,3 +278,29 @@ def write_series(path: Path, cid: str, estimator: str, rows: list[tuple]) -> Non
                     0,
                 ]
             )
+
+
+def register_unchecked(
+    results: Path,
+    cid: str,
+    paper: str = "FedNest",
+    kind: str = "bias_bound",
+    estimator: str = "fedihgp",
+    **entries: Any,
+) -> None:
+    """Record ``cid`` in ``metadata.json``'s ``claims_registered`` (a claim the registry holds
+    and the run did not check), with ``entries`` added to its row."""
+    meta = json.loads((results / "metadata.json").read_text())
+    meta["claims_registered"] = [
+        {
+            "id": cid,
+            "paper": paper,
+            "reference": "r",
+            "kind": kind,
+            "statement": "s",
+            "estimators": [estimator],
+            "expected": "holds",
+            **entries,
+        }
+    ]
+    (results / "metadata.json").write_text(json.dumps(meta))

@@ -16,6 +16,17 @@ from testbed_app.experiments.base import ExperimentConfig
 
 DIGITS = load_dataset("digits", test_fraction=0.25, seed=0)
 
+#: An influence workload on a small network (an MLP), with caps far below what stationarity
+#: needs: what checks the plumbing, and that a cap that stops a run is recorded as "not reached"
+NETWORK = {
+    "model": "mlp",
+    "retrain_steps": 3,
+    "train_refine_steps": 5,
+    "jitter_count": 1,
+    "train_grad_tol": 1e-12,
+    "retrain_grad_tol": 1e-12,
+}
+
 
 def influence_problem(
     n_clients: int, per_client: int, *, model: str = "logreg", weight_decay: float = 0.05

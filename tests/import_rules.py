@@ -236,10 +236,14 @@ class _Reader(ast.NodeVisitor):
         return {name.split(".")[0] for name in self.modules}
 
 
-def read_modules(modules: dict[str, tuple[Path, bool]]) -> dict[str, ModuleImports]:
-    """Read every module's imports from its source."""
+def read_modules(
+    modules: dict[str, tuple[Path, bool]], names: Iterable[str] | None = None
+) -> dict[str, ModuleImports]:
+    """Read the imports of the modules ``names`` (default: every module) from their source;
+    ``modules`` tells which imports are of the project."""
     read = {}
-    for name, (path, is_package) in modules.items():
+    for name in modules if names is None else names:
+        path, is_package = modules[name]
         result = ModuleImports(name, is_package)
         _Reader(result, modules).visit(ast.parse(path.read_text(), filename=str(path)))
         read[name] = result
@@ -332,6 +336,23 @@ def covered(module: str, packages: Iterable[str], excluded: Iterable[str] = ()) 
     return under(packages) and not under(excluded)
 
 
+def module_findings(module: ModuleImports, allowed: set[tuple[str, str]]) -> list[Finding]:
+    """One module's breaches of the private-name, patching and local-import rules (``allowed``:
+    the listed local imports, ``(importer, imported)``)."""
+    name = module.name
+    found: list[Finding] = []
+    for source, private, line in module.private_names:
+        found.append(Finding("private name", name, line, f"{source}.{private}"))
+    for target, line in module.private_modules:
+        found.append(Finding("private name", name, line, f"private module {target}"))
+    for target, attribute, line in module.patches:
+        found.append(Finding("patching", name, line, f"{target}.{attribute} changed from {name}"))
+    for target, line in module.local:
+        if (name, target) not in allowed:
+            found.append(Finding("local import", name, line, f"{name} -> {target} in a function"))
+    return found
+
+
 def findings(
     read: dict[str, ModuleImports],
     packages: Iterable[str],
@@ -352,24 +373,7 @@ def findings(
     for name in sorted(read):
         if not covered(name, packages, excluded):
             continue
-        module = read[name]
-        found += [
-            Finding("private name", name, line, f"{source}.{private}")
-            for source, private, line in module.private_names
-        ]
-        found += [
-            Finding("private name", name, line, f"private module {target}")
-            for target, line in module.private_modules
-        ]
-        found += [
-            Finding("patching", name, line, f"{target}.{attribute} changed from {name}")
-            for target, attribute, line in module.patches
-        ]
-        found += [
-            Finding("local import", name, line, f"{name} -> {target} in a function")
-            for target, line in module.local
-            if (name, target) not in allowed
-        ]
+        found += module_findings(read[name], allowed)
     return sorted(found, key=lambda f: (RULES.index(f.rule), f.module, f.line, f.text))
 
 

@@ -74,26 +74,33 @@ def aggitd_one_more_step() -> EstimatorInfo:
 AGGITD_ONE_MORE_STEP = aggitd_one_more_step()
 
 
-def divides_by_zero() -> EstimatorInfo:
-    """AID-CG whose ``estimate`` raises ZeroDivisionError (a plugin's bug at run time), enrolled
-    in the CG claim."""
-    base = get_estimator("aid-cg")
-    parent = type(base.build())
+def _divide_by_zero(self, *args, **kwargs):
+    return 1 / 0
 
-    @dataclasses.dataclass(frozen=True)
-    class DividesByZero(parent):  # type: ignore[valid-type, misc]
-        def compute(self, *args, **kwargs):  # type: ignore[override]
-            return 1 / 0
+
+def raising(entry: str, method: str, class_name: str, **changes) -> EstimatorInfo:
+    """Estimator ``entry`` whose ``method`` raises ZeroDivisionError (a plugin's bug at run
+    time), as the class ``class_name``; ``changes`` to its entry (its name first)."""
+    base = get_estimator(entry)
+    parent = type(base.build())
+    namespace = {method: _divide_by_zero, "__module__": __name__}
+    cls = dataclasses.dataclass(frozen=True)(type(class_name, (parent,), namespace))
 
     def make(**kw):
         est = base.build(**kw)
-        return DividesByZero(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
+        return cls(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
 
-    return dataclasses.replace(
-        base,
+    return dataclasses.replace(base, cls=cls, make=make, **changes)
+
+
+def divides_by_zero() -> EstimatorInfo:
+    """AID-CG whose ``estimate`` raises ZeroDivisionError (its ``compute``), enrolled in the CG
+    claim."""
+    return raising(
+        "aid-cg",
+        "compute",
+        "DividesByZero",
         name="divides-by-zero",
-        cls=DividesByZero,
-        make=make,
         enrolled_claims=("classical.cg.exact_after_dim_y",),
     )
 
@@ -126,21 +133,14 @@ ZERO_DIVISION_CLAIMS = zero_division_claims()
 
 
 def step_raises() -> EstimatorInfo:
-    """FedNest whose ``step`` raises ZeroDivisionError (a plugin algorithm's bug at run time)."""
-    base = get_estimator("fednest")
-    parent = type(base.build())
-
-    @dataclasses.dataclass(frozen=True)
-    class StepRaises(parent):  # type: ignore[valid-type, misc]
-        def advance(self, *args, **kwargs):  # type: ignore[override]
-            return 1 / 0
-
-    def make(**kw):
-        est = base.build(**kw)
-        return StepRaises(**{f.name: getattr(est, f.name) for f in dataclasses.fields(est)})
-
-    return dataclasses.replace(
-        base, name="fednest-step-raises", cls=StepRaises, make=make, no_claims_reason="test double"
+    """FedNest whose ``step`` raises ZeroDivisionError (its ``advance``: a plugin algorithm's
+    bug at run time)."""
+    return raising(
+        "fednest",
+        "advance",
+        "StepRaises",
+        name="fednest-step-raises",
+        no_claims_reason="test double",
     )
 
 

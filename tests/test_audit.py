@@ -24,6 +24,8 @@ from results_format.validation import file_digest
 from results_format.validation import seal
 from testbed_app.audit import DEFAULT_SAMPLE
 from testbed_app.cli import main
+from tests._cli_runs import calibrate_argv
+from tests._cli_runs import copy_results
 
 HOLDS = "classical.cg.exact_after_dim_y"
 STATISTICAL = "fednest.lemma22.abs_error_per_sample"
@@ -42,11 +44,6 @@ def folder(tmp_path_factory) -> Path:
     assert main(["calibrate", "--claim", STATISTICAL, "--seeds", "2", *common]) == 0
     assert main(["mutate", "--mutant", MUTANT, *common]) == 0
     return results
-
-
-def _copy(folder: Path, tmp_path: Path) -> Path:
-    shutil.copytree(folder, tmp_path / "results")
-    return tmp_path / "results"
 
 
 def _tree(results: Path) -> dict[str, str]:
@@ -75,7 +72,7 @@ def _claim(results: Path, claim: str) -> tuple[Path, dict]:
 
 
 def test_audit_reproduces_every_claim_and_summary_and_writes_nothing(tmp_path, folder, capsys):
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     before = _tree(results)
     status, lines = _audit(results, capsys)
     assert status == 0, lines
@@ -102,7 +99,7 @@ def _measured_037(data: dict) -> None:
 
 def test_an_edited_measurement_resealed_is_not_trusted_rerun_and_flagged(tmp_path, folder, capsys):
     """The issue's first forgery: every case's measured 0 -> 0.37, resealed."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path, data = _claim(results, HOLDS)
     _measured_037(data)
     path.write_text(json.dumps(seal(data)))
@@ -129,7 +126,7 @@ def test_a_holding_claim_forged_into_a_consistent_refutation_is_caught_by_the_re
     """A refutation forged consistently (numbers, outcomes, counts, counterexample file and its
     digest, the seal): it re-derives, so check believes it; the audit replays the
     counterexample, which holds."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path, data = _claim(results, HOLDS)
     case = data["cases"].pop(0)
     case.update(measured=0.37, passed=False, outcome="fails")
@@ -177,7 +174,7 @@ def _as_holding(data: dict, measured: float | None) -> None:
 
 
 def test_a_refuted_claim_rewritten_as_holding_is_not_trusted_or_flagged(tmp_path, folder, capsys):
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path, data = _claim(results, AS_PRINTED)
     _as_holding(data, None)
     path.write_text(json.dumps(seal(data)))
@@ -188,7 +185,7 @@ def test_a_refuted_claim_rewritten_as_holding_is_not_trusted_or_flagged(tmp_path
         in _line(lines, AS_PRINTED)
     )
     # its number changed too: it re-derives, and measuring the case again shows it fails
-    path, data = _claim(_copy(folder, tmp_path / "again"), AS_PRINTED)
+    path, data = _claim(copy_results(folder, tmp_path / "again"), AS_PRINTED)
     _as_holding(data, 0.0)
     path.write_text(json.dumps(seal(data)))
     assert claim_file_problem(json.loads(path.read_text()), path.parent.parent, AS_PRINTED) is None
@@ -199,7 +196,7 @@ def test_a_refuted_claim_rewritten_as_holding_is_not_trusted_or_flagged(tmp_path
 
 
 def test_a_calibration_summary_resealed_to_say_5000_seeds_is_not_shown(tmp_path, folder, capsys):
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path = results / "calibration" / "summary.json"
     data = json.loads(path.read_text())
     data["seeds"] = 5000
@@ -231,7 +228,7 @@ def test_a_calibration_summary_resealed_to_say_5000_seeds_is_not_shown(tmp_path,
 def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_path, folder, capsys):
     """Before: the table showed "1 of 2", NO. The record is sealed: the edited seed is not
     believed, the summary is not shown, and calibrate runs the seeds again."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     record = results / "calibration" / f"{STATISTICAL}.json"
     data = json.loads(record.read_text())
     data["runs"][1]["verdict"] = "fails as stated"
@@ -245,21 +242,7 @@ def test_a_calibration_record_with_an_edited_seed_verdict_is_not_believed(tmp_pa
     )
     status, lines = _audit(results, capsys, "--sample", "0")
     assert status == 1 and "not trusted" in _line(lines, f"calibration/{STATISTICAL}.json")
-    assert (
-        main(
-            [
-                "calibrate",
-                "--claim",
-                STATISTICAL,
-                "--seeds",
-                "2",
-                "--results",
-                str(results),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert main(calibrate_argv(results, STATISTICAL, 2)) == 0
     captured = capsys.readouterr()
     assert f"{record}: not trusted" in captured.err and "NO" not in captured.out
     assert [r["verdict"] for r in json.loads(record.read_text())["runs"]] == [
@@ -272,7 +255,7 @@ def test_a_seed_verdict_forged_in_record_and_summary_is_caught_by_running_it_aga
 ):
     """A forgery consistent between a calibration record and its summary, both resealed: they
     agree, so only running the seed again shows it."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     record = results / "calibration" / f"{STATISTICAL}.json"
     data = json.loads(record.read_text())
     data["runs"][1]["verdict"] = "fails as stated"
@@ -298,7 +281,7 @@ def test_a_seed_verdict_forged_in_record_and_summary_is_caught_by_running_it_aga
 @pytest.mark.parametrize("reseal", [False, True], ids=["naive edit", "resealed edit"])
 def test_a_mutation_record_edited_to_survive_is_measured_again(tmp_path, folder, capsys, reseal):
     """Before: ``killed = false`` in the record resumed "1 survived", exit 1, unmeasured."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     record = results / "mutation" / f"{MUTANT}.json"
     data = json.loads(record.read_text())
     for run in data["runs"]:
@@ -334,7 +317,7 @@ def test_computed_by_of_the_wrong_type_is_not_trusted_in_one_line(
     tmp_path, folder, capsys, computed_by
 ):
     """Before: every check of the folder crashed (AttributeError: no attribute 'get')."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path, data = _claim(results, FAILS)
     data["computed_by"] = computed_by
     path.write_text(json.dumps(seal(data)))
@@ -349,7 +332,7 @@ def test_computed_by_of_the_wrong_type_is_not_trusted_in_one_line(
 def test_foreign_json_files_in_claims_are_named_not_counted(tmp_path, folder, capsys):
     """Before: two foreign files counted "2 claims" and the report advised
     ``check --claim notes``."""
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     (results / "claims" / "notes.json").write_text('{"note": "checked on my laptop"}')
     (results / "claims" / "list.json").write_text("[1, 2]")
     out = tmp_path / "report"
@@ -377,7 +360,7 @@ def test_foreign_json_files_in_claims_are_named_not_counted(tmp_path, folder, ca
 
 
 def test_a_case_that_cannot_be_rebuilt_is_a_difference_not_a_crash(tmp_path, folder, capsys):
-    results = _copy(folder, tmp_path)
+    results = copy_results(folder, tmp_path)
     path, data = _claim(results, HOLDS)
     data["cases"][0]["spec"]["family"] = "NoSuchFamily"
     path.write_text(json.dumps(seal(data)))

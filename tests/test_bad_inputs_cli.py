@@ -248,37 +248,24 @@ def test_report_of_a_missing_results_folder_is_one_line(tmp_path, capsys):
 # ------------------------------------------------------------------------------ bounds (issue 33)
 
 LONG = "x" * 100_000  # a 100,000-character argument: echoed whole in a 100 kB line before
+DEPLOY = ["deploy", "configs/deploy/fednest_quadratic.toml"]
+TIMEOUT = "argument --timeout: expected a number in (0, 86400],"
+CPUS_PER_CLIENT = "argument --cpus-per-client: expected an integer in [1, 1,024],"
 
 
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
+        *[
+            ([*DEPLOY, "--timeout", value], f"{TIMEOUT} got {value}")
+            for value in ("-5", "0", "1e9", "nan")
+        ],
+        *[
+            ([*DEPLOY, "--cpus-per-client", value], f"{CPUS_PER_CLIENT} got {value!r}")
+            for value in ("inf", "0.5")
+        ],
         (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "-5"],
-            "argument --timeout: expected a number in (0, 86400], got -5",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "0"],
-            "argument --timeout: expected a number in (0, 86400], got 0",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "1e9"],
-            "argument --timeout: expected a number in (0, 86400], got 1e9",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--timeout", "nan"],
-            "argument --timeout: expected a number in (0, 86400], got nan",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--cpus-per-client", "inf"],
-            "argument --cpus-per-client: expected an integer in [1, 1,024], got 'inf'",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--cpus-per-client", "0.5"],
-            "argument --cpus-per-client: expected an integer in [1, 1,024], got '0.5'",
-        ),
-        (
-            ["deploy", "configs/deploy/fednest_quadratic.toml", "--gpus-per-client", "-1"],
+            [*DEPLOY, "--gpus-per-client", "-1"],
             "argument --gpus-per-client: expected a number in [0, 64], got -1",
         ),
         (

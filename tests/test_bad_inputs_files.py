@@ -18,6 +18,9 @@ from testbed_app.experiments import runner
 from testbed_app.experiments.config import ConfigError
 from testbed_app.experiments.config import load_config
 from testbed_app.experiments.replication import final_value
+from tests._cli_runs import check_argv
+from tests._cli_runs import checked_folder
+from tests._cli_runs import copy_results
 from tests.test_experiments import write
 
 # ------------------------------------------------------------------------------ helpers
@@ -314,22 +317,13 @@ CLAIM = "classical.cg.exact_after_dim_y"
 
 
 def _check(tmp_path: Path) -> int:
-    return main(
-        ["check", "--claim", CLAIM, "--results", str(tmp_path), "--quiet", "--profile", "fast"]
-    )
+    return main(check_argv(tmp_path, [CLAIM], "--quiet", "--profile", "fast"))
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> Path:
     """Results of one quick claim check (a few seconds), copied by the tests below."""
-    results = tmp_path_factory.mktemp("checked")
-    assert _check(results) == 0
-    return results
-
-
-def _copy_checked(checked: Path, tmp_path: Path) -> Path:
-    shutil.copytree(checked, tmp_path / "results")
-    return tmp_path / "results"
+    return checked_folder(tmp_path_factory, [CLAIM])
 
 
 @pytest.mark.parametrize(
@@ -343,7 +337,7 @@ def _copy_checked(checked: Path, tmp_path: Path) -> Path:
 def test_check_reruns_an_unusable_claim_file_and_names_it(
     tmp_path, checked, capsys, label, content, reason
 ):
-    results = _copy_checked(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     target = results / "claims" / f"{CLAIM}.json"
     target.write_text(content)
     capsys.readouterr()
@@ -354,7 +348,7 @@ def test_check_reruns_an_unusable_claim_file_and_names_it(
 
 
 def test_report_names_an_unreadable_claim_file_and_shows_it_not_checked(tmp_path, checked, capsys):
-    results = _copy_checked(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     bad = results / "claims" / "classical.neumann.error_bound.json"
     bad.write_text("{torn")
     out_dir = tmp_path / "report"
@@ -372,7 +366,7 @@ def test_truncated_series_csv_is_not_drawn_and_its_claim_not_trusted(tmp_path, c
     written with: the claim is shown "not trusted", without a figure or a number."""
     from reports.build import build_report
 
-    results = _copy_checked(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     series = results / "series" / f"{CLAIM}.csv"
     text = series.read_text()
     assert text.startswith("claim,estimator,problem_id")

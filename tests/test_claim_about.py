@@ -28,7 +28,7 @@ from results_format.verdicts import refutation_class
 from results_format.verdicts import refutation_counts
 from testbed_app.check_command import refutations_line
 from tests._claim_files import case_record
-from tests._claim_files import claim_record
+from tests._claim_files import refutation
 from tests._claim_files import write_claim_file
 from theory_checks.registry import BUILTIN_CLAIMS
 from theory_checks.registry import get_claim
@@ -102,15 +102,14 @@ def test_a_claim_without_a_known_class_or_a_refuted_step_serving_nothing_is_refu
 
 
 def test_the_results_file_carries_the_class_and_is_not_trusted_without_it(tmp_path):
-    record = claim_record(
+    record = refutation(
         "fednest.toy.step",
         "FedNest",
         "bias_bound",
-        "fails as stated",
         [case_record("p.a", 0.9, 0.3, False)],
-        counterexample="counterexamples/fednest.toy.step.json",
+        about=ABOUT_STEP,
+        serves="fednest.toy.result",
     )
-    record.update(about=ABOUT_STEP, serves="fednest.toy.result")
     (tmp_path / "series").mkdir()
     (tmp_path / record["series_file"]).write_text("")
     path = write_claim_file(tmp_path, record)

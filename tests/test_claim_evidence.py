@@ -22,7 +22,9 @@ from results_format.evidence import mutation_kills
 from testbed_app.cli import main
 from tests._claim_files import case_record
 from tests._claim_files import claim_record
+from tests._claim_files import correction
 from tests._claim_files import write_claim_file
+from tests._toy_mu_claim import toy_table
 from theory_checks.registry import BUILTIN_CLAIMS
 from theory_checks.registry import get_claim
 
@@ -216,16 +218,11 @@ def test_the_kill_set_is_the_perturbation_and_the_mutants_recorded(tmp_path):
 def test_list_claim_shows_the_evidence_of_its_results_file(tmp_path, capsys):
     claim_id = "fednest.lemma22.abs_error_per_sample"
     results = tmp_path / "results"
-    record = claim_record(
+    record = correction(
         claim_id,
-        "FedNest",
-        "bias_bound",
-        "holds once corrected",
-        [case_record("p.a", 1.5, 20.0, True)],
-    )
-    record.update(
+        "fednest.lemma22.abs_error_as_stated",
+        case_record("p.a", 1.5, 20.0, True),
         claim=claim_id,
-        corrects="fednest.lemma22.abs_error_as_stated",
         power={
             "name": "(N - 1)/l scale",
             "caught": True,
@@ -278,17 +275,6 @@ def test_docs_explain_classes_slack_and_kill_sets():
 def test_a_claims_file_names_companions_and_the_class():
     from theory_checks.claim_file import claim_from_table
 
-    table = {
-        "id": "toy.file",
-        "paper": "Classical",
-        "reference": "test",
-        "kind": "bias_bound",
-        "about": "stated result",
-        "statement": "mu <= 2",
-        "estimators": ["exact"],
-        "strategy": "tests.test_hypotheses_readings:_cases",
-        "check": "tests.test_hypotheses_readings:_check",
-        "power_from": ["classical.neumann.error_identity"],
-    }
+    table = toy_table(power_from=["classical.neumann.error_identity"])
     claim = claim_from_table(table, {})
     assert claim.power_from == ("classical.neumann.error_identity",) and hash(claim)

@@ -12,6 +12,8 @@ from testbed.registry import ESTIMATOR_DB
 from testbed_app.cli import COMMANDS
 from testbed_app.cli import build_parser
 from testbed_app.cli import main
+from tests._cli_runs import check_argv
+from tests._python_runs import run_python
 from theory_checks.registry import CLAIM_DB
 
 
@@ -86,22 +88,7 @@ def test_claim_takes_several_ids_after_one_flag_and_repeated_flags(tmp_path, cap
         args = parser.parse_args([*command, "--claim", "a", "b", "--claim", "c"])
         assert args.claim == ["a", "b", "c"], command
     first, second = "classical.neumann.error_identity", "classical.cg.exact_after_dim_y"
-    assert (
-        main(
-            [
-                "check",
-                "--claim",
-                first,
-                second,
-                "--results",
-                str(tmp_path),
-                "--quiet",
-                "--profile",
-                "fast",
-            ]
-        )
-        == 0
-    )
+    assert main(check_argv(tmp_path, [first, second], "--quiet", "--profile", "fast")) == 0
     out = capsys.readouterr().out
     assert {first, second} <= {path.stem for path in (tmp_path / "claims").glob("*.json")}
     assert f"{first} " in out and f"{second} " in out
@@ -135,7 +122,7 @@ def test_help_does_not_import_torch():
         "import sys; from testbed_app.cli import build_parser; build_parser(); "
         "import testbed; print('torch' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python(code)
     assert out.stdout.strip() == "False"
     help_text = subprocess.run(
         [sys.executable, "-m", "testbed", "--help"], capture_output=True, text=True, check=True
@@ -152,7 +139,7 @@ def test_report_starts_without_torch(tmp_path):
         f"'--out', {str(tmp_path / 'out')!r}]); "
         "print(status, 'torch' in sys.modules, 'theory_checks' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_python(code)
     assert out.stdout.split() == ["2", "False", "False"], out.stdout + out.stderr
     assert "results directory" in out.stderr and "does not exist" in out.stderr
 

@@ -5,6 +5,7 @@ refutation."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from tests._claim_files import case_record
 from tests._claim_files import claim_record
 from tests._claim_files import write_claim_file
 from tests._claim_files import write_series
+from tests._cli_runs import check_argv
 
 #: a positional argument each command needs for its --help to be compared with its defaults
 POSITIONALS = {"run": ["x.toml"], "verify": ["aid-fp"], "deploy": ["x.toml"], "audit": ["results"]}
@@ -58,11 +60,9 @@ def test_every_option_with_a_default_shows_it_in_help(capsys):
     assert "(default: the results directory's report/" in report
 
 
-def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, capsys):
-    """Without --out the report went to ./reports/output of the current folder: run from the
-    repository root, it replaced the main job's report."""
-    results = tmp_path / "results"  # one claim, no figure
-    (results / "claims").mkdir(parents=True)
+def _one_claim(results: Path) -> Path:
+    """A results folder of one identity claim that holds, its series file a header only (no
+    figure to draw)."""
     claim = "classical.toy.identity"
     write_series(results / "series" / f"{claim}.csv", claim, "aid-neumann", [])
     write_claim_file(
@@ -71,6 +71,13 @@ def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, caps
             claim, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
         ),
     )
+    return results
+
+
+def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, capsys):
+    """Without --out the report went to ./reports/output of the current folder: run from the
+    repository root, it replaced the main job's report."""
+    results = _one_claim(tmp_path / "results")  # one claim, no figure
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -83,16 +90,7 @@ def test_report_without_out_goes_next_to_its_results(tmp_path, monkeypatch, caps
 def test_a_section_not_run_says_in_one_line_near_the_top_which_command_fills_it(tmp_path):
     """The main job's report left calibration, mutants, replication and benchmarks "not run",
     each folded at the end: the top of the report lists each in one line with its commands."""
-    results = tmp_path / "results"
-    (results / "claims").mkdir(parents=True)
-    claim = "classical.toy.identity"
-    write_series(results / "series" / f"{claim}.csv", claim, "aid-neumann", [])
-    write_claim_file(
-        results,
-        claim_record(
-            claim, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
-        ),
-    )
+    results = _one_claim(tmp_path / "results")
     assert main(["report", "--results", str(results), "--quiet"]) == 0
     markdown = (results / "report" / "report.md").read_text()
     top = markdown.split("## Sections not run\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
@@ -122,22 +120,7 @@ def test_run_of_a_deploy_config_points_to_deploy(capsys):
 def test_check_says_what_decided_a_refutation_that_no_case_held_before(tmp_path, capsys):
     """`check` printed "cases 0" beside a claim refuted on its saved counterexample."""
     claim = "fednest.lemma22.per_client_bias"  # fails as stated on its saved counterexample
-    assert (
-        main(
-            [
-                "check",
-                "--claim",
-                claim,
-                "--results",
-                str(tmp_path),
-                "--quiet",
-                "--profile",
-                "fast",
-                "--claims-only",
-            ]
-        )
-        == 0
-    )
+    assert main(check_argv(tmp_path, [claim], "--quiet", "--profile", "fast", "--claims-only")) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith(claim))
     assert row.split()[1:5] == ["fails", "as", "stated", "0"]

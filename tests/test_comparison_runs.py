@@ -8,40 +8,25 @@ import math
 
 import pytest
 
+from tests._comparison_files import comparison_run
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison import table
 
 
-def _run(key, rule, role, seed, values, per_iteration):
-    name = runs.TABLE[key].candidate if role == "candidate" else runs.BASELINE
-    return [
-        {
-            "comparison": key,
-            "rule": rule,
-            "role": role,
-            "algorithm": name,
-            "problem_id": f"p{seed}",
-            "seed": seed,
-            "step_multiple": 1.0,
-            "iteration": k,
-            "comm_rounds": per_iteration * k,
-            "oracle_calls": 0,
-            "floats_sent": 0,
-            "stationarity": v,
-            "hypergradient_error": math.nan,
-            "suboptimality": v,
-        }
-        for k, v in enumerate(values)
-    ]
+def _aggitd_run(role, seed, values, rounds_per_iteration):
+    # no hypergradient error recorded (NaN): the summary must still be strict JSON
+    return comparison_run(
+        "aggitd", role, seed, values, rounds_per_iteration, hypergradient_error=math.nan
+    )
 
 
 def test_summary_ratios_use_the_shared_target_and_the_cap():
     held = [1.0, 0.5, 0.05, 0.04, 0.03, 0.02]  # below from iteration 2 on, held to 2R
     rows = (
-        _run("aggitd", "tuned", "candidate", 0, held, 13)  # R = 26
-        + _run("aggitd", "tuned", "baseline", 0, held, 18)  # R = 36
-        + _run("aggitd", "tuned", "candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
-        + _run("aggitd", "tuned", "baseline", 1, held, 18)
+        _aggitd_run("candidate", 0, held, 13)  # R = 26
+        + _aggitd_run("baseline", 0, held, 18)  # R = 36
+        + _aggitd_run("candidate", 1, [1.0, 0.05, 0.5, 0.5], 13)  # a dip: never
+        + _aggitd_run("baseline", 1, held, 18)
     )
     data = table.summarise(rows, {})
     json.dumps(data, allow_nan=False)  # strict JSON

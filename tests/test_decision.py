@@ -13,9 +13,12 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
 
 from problems import QuadraticBilevel
+from tests._statistical_toy import BOUND
+from tests._statistical_toy import PROFILE
+from tests._statistical_toy import make_toy
+from tests._statistical_toy import toy_claim
 from theory_checks import decision
 from theory_checks.calibration import calibrate_claim
 from theory_checks.calibration import format_table
@@ -35,74 +38,15 @@ from theory_checks.decision import StudentT
 from theory_checks.decision import batch_evidence
 from theory_checks.decision import clopper_pearson
 from theory_checks.decision import replicates_for_half_width
-from theory_checks.runner import Profile
 from theory_checks.runner import case_rate
 from theory_checks.runner import replay_counterexample
 from theory_checks.runner import run_claim
 
-PROFILE = Profile("fast", 3)
-BOUND = 1.0
-SD = 1.0
-# Why 0.5: the effect the toy claim must resolve (a mean above the bound by half a unit)
-EFFECT = 0.5
-
-
-class _Toy:
-    """A "estimator" whose output is Gaussian with mean ``mean`` and sd ``SD``."""
-
-    def __init__(self, mean: float, **_: object) -> None:
-        self.mean = mean
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        return self.mean + SD * rng.standard_normal(n)
-
-
-def _toy_check(claim: Claim, case: Case, make, design: Design) -> Measurement:
-    """Mean <= BOUND; n from the rate and EFFECT before sampling (Student-t on the mean)."""
-    n = design.samples(replicates_for_half_width(SD, EFFECT, design.false_fail_rate / 2))
-    values = make().sample(design.rng(0), n)
-    evidence = batch_evidence(values)
-    return Measurement(
-        evidence.estimate,
-        BOUND,
-        True,
-        "mean <= bound",
-        tests=(StatTest("mean", evidence, high=BOUND),),
-        details={"n": n},
-    )
-
-
-def _problem_cases() -> st.SearchStrategy[Case]:
-    return st.builds(
-        lambda seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed), {}), st.integers(0, 10)
-    )
-
-
-def _toy_claim(**kw) -> Claim:
-    return Claim(
-        id="toy.mean_below_bound",
-        paper="Classical",
-        reference="test",
-        kind="variance_bound",
-        about="stated result",
-        statement="E X <= 1",
-        estimators=("exact",),
-        strategy=_problem_cases,
-        check=_toy_check,
-        decision="statistical",
-        max_examples=3,
-        **kw,
-    )
-
-
-def _make(mean: float):
-    return lambda **kw: _Toy(mean)
-
 
 def test_true_claim_holds_and_a_perturbation_fails_confirmed():
-    claim = _toy_claim()
-    assert run_claim(claim, PROFILE, make=_make(0.0)).verdict == "holds"
-    result = run_claim(claim, PROFILE, make=_make(2.0))
+    claim = toy_claim()
+    assert run_claim(claim, PROFILE, make=make_toy(0.0)).verdict == "holds"
+    result = run_claim(claim, PROFILE, make=make_toy(2.0))
     assert result.verdict == "fails as stated"
     ce = result.counterexample
     assert ce.confirmation is not None and ce.confirmation.outcome == "fails"
@@ -112,14 +56,14 @@ def test_true_claim_holds_and_a_perturbation_fails_confirmed():
 
 
 def test_a_mean_on_the_edge_is_undecided_with_the_budget_that_would_decide():
-    result = run_claim(_toy_claim(), PROFILE, make=_make(BOUND - 0.05))
+    result = run_claim(toy_claim(), PROFILE, make=make_toy(BOUND - 0.05))
     assert result.verdict == "undecided"
     decision_ = result.undecided[0].decisions[0]
     assert decision_.outcome == "undecided" and decision_.budget_factor > 1.0
 
 
 def test_bonferroni_splits_the_claim_rate_over_planned_cases():
-    claim = _toy_claim(
+    claim = toy_claim(
         examples=(known_case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=3).spec(), {}),)
     )
     assert case_rate(claim, PROFILE) == pytest.approx(claim.false_fail_rate / 4)
@@ -135,8 +79,8 @@ def _fluke_check(claim: Claim, case: Case, make, design: Design) -> Measurement:
 
 
 def test_an_unconfirmed_first_stage_failure_is_not_recorded():
-    claim = dataclasses.replace(_toy_claim(), check=_fluke_check)
-    result = run_claim(claim, PROFILE, make=_make(0.0))
+    claim = dataclasses.replace(toy_claim(), check=_fluke_check)
+    result = run_claim(claim, PROFILE, make=make_toy(0.0))
     assert result.verdict == "holds" and result.counterexample is None
     assert result.unconfirmed and all(r.outcome == "holds" for r in result.unconfirmed)
 
@@ -145,24 +89,24 @@ def test_no_measurable_case_is_undecided_not_holds():
     def never(claim, case, make, design):
         raise NotMeasurable("nothing to measure")
 
-    claim = dataclasses.replace(_toy_claim(), check=never)
-    assert run_claim(claim, PROFILE, make=_make(0.0)).verdict == "undecided"
+    claim = dataclasses.replace(toy_claim(), check=never)
+    assert run_claim(claim, PROFILE, make=make_toy(0.0)).verdict == "undecided"
 
 
 def test_a_statistical_check_must_return_a_test():
     def no_test(claim, case, make, design):
         return Measurement(0.0, BOUND, True)
 
-    claim = dataclasses.replace(_toy_claim(), check=no_test)
+    claim = dataclasses.replace(toy_claim(), check=no_test)
     with pytest.raises(ValueError, match="no test"):
-        run_claim(claim, PROFILE, make=_make(0.0))
+        run_claim(claim, PROFILE, make=make_toy(0.0))
 
 
 def test_replay_of_a_saved_refutation_uses_a_fresh_stream():
-    claim = _toy_claim()
-    result = run_claim(claim, PROFILE, make=_make(2.0))
+    claim = toy_claim()
+    result = run_claim(claim, PROFILE, make=make_toy(2.0))
     saved = {"spec": result.counterexample.spec, "params": {}, "profile": "fast"}
-    again = replay_counterexample(claim, saved, _make(2.0))
+    again = replay_counterexample(claim, saved, make_toy(2.0))
     assert again.outcome == "fails"
     assert again.design.seed not in (
         result.counterexample.design.seed,
@@ -171,12 +115,12 @@ def test_replay_of_a_saved_refutation_uses_a_fresh_stream():
 
 
 def test_calibration_counts_false_failures_and_power():
-    claim = _toy_claim()
-    holds = calibrate_claim(claim, 20, PROFILE, make=_make(0.0))
+    claim = toy_claim()
+    holds = calibrate_claim(claim, 20, PROFILE, make=make_toy(0.0))
     assert holds.seeds == 20 and holds.false_failures == 0 and holds.consistent
     assert holds.rate_high == pytest.approx(clopper_pearson(0, 20, 0.025)[1])
     refuted = calibrate_claim(
-        dataclasses.replace(claim, expected="fails"), 5, PROFILE, make=_make(2.0)
+        dataclasses.replace(claim, expected="fails"), 5, PROFILE, make=make_toy(2.0)
     )
     assert refuted.refuted == 5 and refuted.consistent
     table = format_table([holds, refuted])
@@ -194,9 +138,9 @@ def test_perturbed_toy_calibration_reports_inconsistency():
             evidence.estimate, BOUND, True, tests=(StatTest("mean", evidence, high=-0.1),)
         )
 
-    claim = dataclasses.replace(_toy_claim(), check=trigger_happy)
+    claim = dataclasses.replace(toy_claim(), check=trigger_happy)
     # each stage fails with probability ~0.6 on a true claim, so some of 20 seeds fail
-    summary = calibrate_claim(claim, 20, PROFILE, make=_make(0.0))
+    summary = calibrate_claim(claim, 20, PROFILE, make=make_toy(0.0))
     assert summary.false_failures > 0 and not summary.consistent
 
 
@@ -264,20 +208,9 @@ def test_design_streams_differ_by_stage_and_calibration_seed():
 
 def test_claim_rejects_a_deterministic_claim_marked_undecided():
     with pytest.raises(ValueError, match="only a statistical claim"):
-        Claim(
-            id="x.y.z",
-            paper="Classical",
-            reference="r",
-            kind="bias_bound",
-            about="stated result",
-            statement="s",
-            estimators=("exact",),
-            strategy=_problem_cases,
-            check=_toy_check,
-            undecided_on=("fast",),
-        )
+        toy_claim(decision="deterministic", undecided_on=("fast",))
 
 
 def test_perturbation_is_data():
-    p = Perturbation("name", "what", _make(2.0))
+    p = Perturbation("name", "what", make_toy(2.0))
     assert p.max_examples == 5 and not p.slow

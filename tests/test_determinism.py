@@ -7,11 +7,11 @@ differed for both claims, 2026-11-28). Public API only: ``given``, ``seed``, ``s
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests._python_runs import run_python
 
 #: a local module (not under site-packages, not a test file) whose constants a scraping
 #: hypothesis would mix into the draws: floats in (0, 10), integers past its +-100 floor
@@ -43,12 +43,7 @@ print(json.dumps(drawn))
 
 
 def _drawn(claim_id: str, imports: str, folder: Path) -> list[list[str]]:
-    done = subprocess.run(
-        [sys.executable, "-c", DRAW, claim_id, imports, str(folder)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_python(DRAW, claim_id, imports, str(folder))
     return json.loads(done.stdout)
 
 

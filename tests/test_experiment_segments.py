@@ -20,34 +20,16 @@ from testbed_app.experiments.segments import SegmentResult
 from testbed_app.experiments.segments import SegmentTask
 from testbed_app.experiments.segments import run_experiments
 from testbed_app.experiments.segments import segment_task
+from tests._segmented_runs import FIVE_STEPS
+from tests._segmented_runs import run_files
+from tests._segmented_runs import write_two_configs
 from tests.test_executors import fake_ray_executor
-from tests.test_executors import results_files
 from tests.test_experiments import write
-
-#: 5 steps, a checkpoint every 2: three segments (steps 1-2, 3-4, 5), the last one shorter
-FIVE_STEPS = {"run.steps": 5, "run.checkpoint_every": 2}
-
-
-def _rename(path: Path, name: str) -> Path:
-    path.write_text(path.read_text().replace('name = "tiny"', f'name = "{name}"'))
-    return path
 
 
 @pytest.fixture
 def two_configs(tmp_path: Path) -> list[str]:
-    first = write(tmp_path, FIVE_STEPS, name="a.toml")
-    second = _rename(write(tmp_path, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b")
-    return [str(first), str(second)]
-
-
-def _run_files(folder: Path) -> dict[str, bytes]:
-    """The run folders' and replication records' files; metadata.json (times, machine, the
-    step the last segment resumed from) is the one file allowed to differ."""
-    return {
-        name: data
-        for name, data in results_files(folder).items()
-        if not name.endswith("metadata.json")
-    }
+    return write_two_configs(tmp_path)
 
 
 def test_jobs_2_writes_the_same_run_files_as_one_process(
@@ -59,7 +41,7 @@ def test_jobs_2_writes_the_same_run_files_as_one_process(
     common = ["run", *two_configs, "--quiet"]
     assert cli.main([*common, "--results", str(tmp_path / "one")]) == 0
     assert cli.main([*common, "--results", str(tmp_path / "two"), "--jobs", "2"]) == 0
-    one, two = _run_files(tmp_path / "one"), _run_files(tmp_path / "two")
+    one, two = run_files(tmp_path / "one"), run_files(tmp_path / "two")
     assert {
         "runs/tiny/checkpoint.pt",
         "runs/tiny/checkpoint.prev.pt",
@@ -109,7 +91,7 @@ def test_segments_end_at_checkpoints_and_an_interrupted_driver_resumes(tmp_path:
     assert summary["resumed_from"] == 4 and summary["status"] == "completed"
     assert summary["run_dir"] == interrupted
     assert len(resumed.tasks) == 1  # only step 5 was left
-    plain, chained = _run_files(tmp_path / "plain"), _run_files(tmp_path / "chained")
+    plain, chained = run_files(tmp_path / "plain"), run_files(tmp_path / "chained")
     assert plain == chained
 
 
@@ -134,7 +116,7 @@ def test_recover_sets_a_corrupt_checkpoint_aside_as_a_local_run_does(tmp_path: P
         == 0
     )
     run_experiments([config], tmp_path / "chained", Chains().run, recover=True)
-    plain, chained = _run_files(tmp_path / "plain"), _run_files(tmp_path / "chained")
+    plain, chained = run_files(tmp_path / "plain"), run_files(tmp_path / "chained")
     assert "runs/tiny/checkpoint.pt.bad" in chained
     assert plain == chained
 
@@ -182,7 +164,7 @@ def test_a_runs_files_do_not_depend_on_what_the_process_drew_before(tmp_path: Pa
         torch.manual_seed(seed)  # the process's torch RNG as earlier work left it
         torch.rand(seed)
         assert cli.main(["run", config, "--quiet", "--results", str(tmp_path / str(seed))]) == 0
-    assert _run_files(tmp_path / "1") == _run_files(tmp_path / "2")
+    assert run_files(tmp_path / "1") == run_files(tmp_path / "2")
 
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -204,4 +186,4 @@ def test_every_experiment_kind_resumes_to_the_same_bytes(name: str, tmp_path: Pa
     chains = Chains()
     run_experiments([config], tmp_path / "chained", chains.run, segment_steps=1)
     assert len(chains.tasks) == 2
-    assert _run_files(tmp_path / "plain") == _run_files(tmp_path / "chained")
+    assert run_files(tmp_path / "plain") == run_files(tmp_path / "chained")

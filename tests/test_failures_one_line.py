@@ -22,6 +22,7 @@ import pytest
 
 from results_format import writing
 from testbed_app.cli import main
+from tests._cli_runs import run_argv
 from tests.test_experiments import write
 
 CLAIM = "fednest.lemma22.paper_constant"  # fails as stated in a fraction of a second
@@ -458,14 +459,7 @@ def test_workers_of_a_killed_jobs_driver_do_not_outlive_it(tmp_path):
             sys.executable,
             "-m",
             "testbed_app",
-            "run",
-            str(a),
-            str(b),
-            "--results",
-            str(tmp_path / "results"),
-            "--quiet",
-            "--jobs",
-            "2",
+            *run_argv(tmp_path / "results", [a, b], "--jobs", "2"),
         ],
         cwd=REPO,
         stderr=subprocess.DEVNULL,

@@ -29,6 +29,7 @@ from testbed_app.experiments.hgp import HGPPersonalizationExperiment
 from testbed_app.experiments.hgp import build_hgp_influence
 from testbed_app.experiments.hgp import build_hgp_personalization
 from tests._influence import DIGITS
+from tests._influence import NETWORK
 from tests._influence import experiment_config as _config
 from tests._influence import influence_problem as _influence_problem
 
@@ -292,14 +293,7 @@ def test_influence_on_a_network_retrains_by_gradient_descent() -> None:
     # stops a run is recorded as "not reached"
     config = _config(
         "hgp_influence",
-        workload={
-            "model": "mlp",
-            "retrain_steps": 3,
-            "train_refine_steps": 5,
-            "jitter_count": 1,
-            "train_grad_tol": 1e-12,
-            "retrain_grad_tol": 1e-12,
-        },
+        workload=NETWORK,
         run={"steps": 2},
     )
     experiment = build_hgp_influence(config)

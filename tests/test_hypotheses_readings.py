@@ -12,10 +12,11 @@ import json
 
 from hypothesis import strategies as st
 
-from problems import QuadraticBilevel
-from theory_checks.claim import Case
-from theory_checks.claim import Claim
-from theory_checks.claim import Measurement
+from tests._toy_mu_claim import MU_FLOOR
+from tests._toy_mu_claim import PROFILE
+from tests._toy_mu_claim import toy_claim
+from tests._toy_mu_claim import toy_spec
+from tests._toy_mu_claim import toy_table
 from theory_checks.claim import known_case
 from theory_checks.claim_file import ClaimFileError
 from theory_checks.claim_file import claim_from_table
@@ -24,53 +25,8 @@ from theory_checks.hypotheses import Hypothesis
 from theory_checks.hypotheses import Reading
 from theory_checks.hypotheses import at_least
 from theory_checks.hypotheses import at_most
-from theory_checks.runner import Profile
 from theory_checks.runner import run_claim
 from theory_checks.runner import write_claim_result
-
-PROFILE = Profile("fast", 6)
-
-# The toy hypothesis: mu >= 0.5 (a case with mu = 0.3 is outside it).
-MU_FLOOR = Hypothesis(
-    "toy A", "mu >= 0.5", "test", lambda case: at_least(case.problem.constants().mu, 0.5)
-)
-
-
-def _cases() -> st.SearchStrategy[Case]:
-    return st.builds(
-        lambda mu, seed: Case(QuadraticBilevel.random(1, 1, 1, 1.0, seed=seed, mu=mu), {}),
-        st.sampled_from([0.3, 0.6, 1.0, 3.0]),
-        st.integers(0, 5),
-    )
-
-
-def _check(claim: Claim, case: Case, make) -> Measurement:
-    """mu <= threshold, the threshold 2 as stated and 4 under the lenient reading."""
-    threshold = 4.0 if case.params.get("reading") == "lenient" else 2.0
-    mu = case.problem.constants().mu
-    return Measurement(mu, threshold, mu <= threshold, "mu <=")
-
-
-def toy_spec(mu: float) -> dict:
-    return QuadraticBilevel.random(1, 1, 1, 1.0, seed=0, mu=mu).spec()
-
-
-def toy_claim(**kw) -> Claim:
-    return Claim(
-        **{
-            "id": "toy.mu_small",
-            "paper": "Classical",
-            "reference": "test",
-            "kind": "bias_bound",
-            "about": "stated result",
-            "statement": "mu <= 2",
-            "estimators": ("exact",),
-            "strategy": _cases,
-            "check": _check,
-            "shrink": False,
-            **kw,
-        }
-    )
 
 
 def test_margins_are_relative_slack():
@@ -184,22 +140,13 @@ def test_positive_control_outside_a_hypothesis_is_no_control():
 
 
 def test_claim_files_declare_hypotheses_and_readings():
-    table = {
-        "id": "toy.file",
-        "paper": "Classical",
-        "reference": "test",
-        "kind": "bias_bound",
-        "about": "stated result",
-        "statement": "mu <= 2",
-        "estimators": ["exact"],
-        "strategy": "tests.test_hypotheses_readings:_cases",
-        "check": "tests.test_hypotheses_readings:_check",
-        "hypotheses": ["tests.test_hypotheses_readings:MU_FLOOR"],
-        "readings": [
+    table = toy_table(
+        hypotheses=["tests._toy_mu_claim:MU_FLOOR"],
+        readings=[
             {"name": "strict", "statement": "mu <= 2", "params": {"reading": "strict"}},
             {"name": "lenient", "statement": "mu <= 4"},
         ],
-    }
+    )
     claim = claim_from_table(table, {})
     assert claim.hypotheses == (MU_FLOOR,)
     assert [r.name for r in claim.readings] == ["strict", "lenient"]

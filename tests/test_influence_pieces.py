@@ -24,16 +24,8 @@ from testbed_app.experiments import influence_curvature
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import dump_toml
 from testbed_app.experiments.step_pieces import StepPieces
+from tests._influence import NETWORK
 from tests._influence import experiment_config
-
-NETWORK = {
-    "model": "mlp",
-    "retrain_steps": 3,
-    "train_refine_steps": 5,
-    "jitter_count": 1,
-    "train_grad_tol": 1e-12,
-    "retrain_grad_tol": 1e-12,
-}
 
 
 def _cheap_spectra(monkeypatch) -> None:

@@ -28,6 +28,7 @@ from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.oracles import Oracles
 from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.hgp import build_hgp_influence
+from tests._influence import experiment_config
 from tests._influence import influence_problem
 
 
@@ -248,38 +249,20 @@ def test_damping_keeps_the_neumann_iterates_bounded_on_an_indefinite_hessian() -
 
 
 def _config(**workload: Any) -> ExperimentConfig:
-    return ExperimentConfig(
+    """The small influence experiment on 2 clients sharing 80 digits, jitter and a tolerance on
+    the training gradient set, with the step sizes the protocol's bound allows (0.5)."""
+    return experiment_config(
+        "hgp_influence",
         name="influence-protocol-test",
-        paper="HGP",
-        description="",
-        data={"dataset": "digits", "root": None, "test_fraction": 0.25, "seed": 0, "limit": 80},
-        split={"scheme": "iid", "n_clients": 2},
-        workload={
-            "kind": "hgp_influence",
-            "model": "logreg",
-            "top_k": 4,
-            "retrain_per_step": 2,
-            "weight_decay": 0.05,
-            "jitter_count": 2,
-            "train_grad_tol": 1e-4,
-            **workload,
-        },
+        data={"limit": 80},
+        split={"n_clients": 2},
+        workload={"jitter_count": 2, "train_grad_tol": 1e-4, **workload},
         algorithm={
-            "name": "hgp",
             "neumann_terms": 40,
-            "pushsum_steps": 2,
             "neumann_step_size": 0.5,
             "inner_steps": 20,
             "inner_step_size": 0.5,
             "sgp_variant": "assran",
-        },
-        run={
-            "steps": 3,
-            "eval_every": 1,
-            "checkpoint_every": 1,
-            "seed": 0,
-            "device": "cpu",
-            "dtype": "float32",
         },
     )
 

@@ -7,7 +7,8 @@ importing the application, the report importing a producer, an
 estimator importing an outer algorithm, the library importing a private module of
 ``problems``, and, for the "no reach-ins" contract (tests/import_rules.py), a module-level import
 loop, another module's private name, a module patched from outside and an unlisted import in a
-function. The rules themselves are also tried on small packages made in ``tmp_path``.
+function. The rules themselves are also tried on small packages made in ``tmp_path``, and the
+tests are held to the private-name rule as well.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -223,33 +225,36 @@ def _package(root: Path, name: str, files: dict[str, str]) -> None:
         path.write_text(text)
 
 
-def _findings(
-    tmp_path: Path, monkeypatch, files: dict[str, str], allowed: tuple[tuple[str, str], ...] = ()
-) -> list[import_rules.Finding]:
+@pytest.fixture
+def rules_on(tmp_path: Path, monkeypatch) -> Callable[..., list[tuple[str, str, str]]]:
+    """``rules_on(files, allowed=())``: the findings of the rules on a fresh package made of
+    ``files`` (``PKG`` standing for its name, in the files, in ``allowed`` and in the findings),
+    each as ``(rule, module, text)``."""
     name = f"planted_{tmp_path.name.replace('-', '_')}"  # a fresh package name per test
-    _package(tmp_path, name, {k: v.replace("PKG", name) for k, v in files.items()})
     monkeypatch.syspath_prepend(str(tmp_path))
-    read = import_rules.read_modules(import_rules.find_modules([name]))
-    found = import_rules.findings(
-        read,
-        [name],
-        allowed_local_imports=[
-            (a.replace("PKG", name), b.replace("PKG", name)) for a, b in allowed
-        ],
-    )
-    return [
-        import_rules.Finding(
-            f.rule, f.module.replace(name, "PKG"), f.line, f.text.replace(name, "PKG")
+
+    def found(
+        files: dict[str, str], allowed: tuple[tuple[str, str], ...] = ()
+    ) -> list[tuple[str, str, str]]:
+        _package(tmp_path, name, {k: v.replace("PKG", name) for k, v in files.items()})
+        read = import_rules.read_modules(import_rules.find_modules([name]))
+        findings = import_rules.findings(
+            read,
+            [name],
+            allowed_local_imports=[
+                (a.replace("PKG", name), b.replace("PKG", name)) for a, b in allowed
+            ],
         )
-        for f in found
-    ]
+        return [
+            (f.rule, f.module.replace(name, "PKG"), f.text.replace(name, "PKG")) for f in findings
+        ]
+
+    return found
 
 
-def test_a_clean_package_has_no_findings(tmp_path, monkeypatch):
+def test_a_clean_package_has_no_findings(rules_on):
     assert (
-        _findings(
-            tmp_path,
-            monkeypatch,
+        rules_on(
             {
                 "a.py": "from PKG import b\nfrom PKG.b import public\n",
                 "b.py": "def public():\n    return _mine()\n\n\ndef _mine():\n    return 1\n",
@@ -263,10 +268,8 @@ def test_a_clean_package_has_no_findings(tmp_path, monkeypatch):
     )
 
 
-def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(tmp_path, monkeypatch):
-    found = _findings(
-        tmp_path,
-        monkeypatch,
+def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(rules_on):
+    found = rules_on(
         {
             "a.py": "import PKG.b\n",
             "b.py": "from PKG import c\n",
@@ -280,15 +283,13 @@ def test_a_loop_at_module_level_is_found_and_one_through_a_function_is_not(tmp_p
         },
         allowed=(("PKG.e", "PKG.d"),),
     )
-    assert [(f.rule, f.text) for f in found] == [
+    assert [(rule, text) for rule, _, text in found] == [
         ("import loop", "PKG.a -> PKG.b -> PKG.c -> PKG.a")
     ]
 
 
-def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):
-    found = _findings(
-        tmp_path,
-        monkeypatch,
+def test_private_names_of_another_module_are_found(rules_on):
+    found = rules_on(
         {
             "a.py": "_x = 1\n__all__ = ['y']\ny = 2\n",
             "b.py": "from PKG.a import _x, y, __all__\n",
@@ -299,7 +300,7 @@ def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):
             "f.py": "import PKG.e._hidden\n",
         },
     )
-    assert [(f.rule, f.module, f.text) for f in found] == [
+    assert found == [
         ("private name", "PKG.b", "PKG.a._x"),
         ("private name", "PKG.c", "PKG.a._x"),
         ("private name", "PKG.d", "PKG.a._x"),
@@ -307,10 +308,8 @@ def test_private_names_of_another_module_are_found(tmp_path, monkeypatch):
     ]
 
 
-def test_patching_another_module_is_found(tmp_path, monkeypatch):
-    found = _findings(
-        tmp_path,
-        monkeypatch,
+def test_patching_another_module_is_found(rules_on):
+    found = rules_on(
         {
             "a.py": "def f():\n    return 1\n",
             "b.py": "import PKG.a\nPKG.a.f = print\n",
@@ -321,17 +320,15 @@ def test_patching_another_module_is_found(tmp_path, monkeypatch):
             "obj.f = a.f\n",
         },
     )
-    assert [(f.rule, f.module, f.text) for f in found] == [
+    assert found == [
         ("patching", "PKG.b", "PKG.a.f changed from PKG.b"),
         ("patching", "PKG.c", "PKG.a.f changed from PKG.c"),
         ("patching", "PKG.d", "PKG.a.f changed from PKG.d"),
     ]
 
 
-def test_local_imports_are_found_unless_listed(tmp_path, monkeypatch):
-    found = _findings(
-        tmp_path,
-        monkeypatch,
+def test_local_imports_are_found_unless_listed(rules_on):
+    found = rules_on(
         {
             "a.py": "",
             "b.py": "def f():\n    from PKG import a\n",
@@ -342,7 +339,7 @@ def test_local_imports_are_found_unless_listed(tmp_path, monkeypatch):
         },
         allowed=(("PKG.d", "PKG.a"),),
     )
-    assert [(f.rule, f.module, f.text) for f in found] == [
+    assert found == [
         ("local import", "PKG.b", "PKG.b -> PKG.a in a function"),
         ("local import", "PKG.c", "PKG.c -> PKG.a in a function"),
     ]
@@ -375,3 +372,21 @@ def test_an_allowance_no_longer_used_is_reported(tmp_path, monkeypatch):
     assert import_rules.unused_allowances(read, [(f"{name}.a", "x")]) == [f"{name}.a -> x"]
     with pytest.raises(ValueError, match="importer -> imported"):
         import_rules.parse_allowance("no arrow")
+
+
+# --- the tests themselves -------------------------------------------------------------------
+
+
+def test_no_test_module_imports_another_modules_private_names():
+    """The private-name rule holds for the tests too: what one test module shares with another
+    has a public name in a helper module (tests/_claim_files.py, tests/_segmented_runs.py, ...),
+    and a test reaches the project through its public names. A test of a package's private
+    module (tests/test_problems_shared.py: problems._spectra) may import that module."""
+    modules = import_rules.find_modules([*PACKAGES, "tests"])
+    read = import_rules.read_modules(modules, [m for m in modules if m.split(".")[0] == "tests"])
+    found = [
+        f"{name}:{line}: {source}.{private}"
+        for name, module in sorted(read.items())
+        for source, private, line in module.private_names
+    ]
+    assert found == []

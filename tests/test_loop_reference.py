@@ -120,27 +120,24 @@ def test_every_oracle_agrees_between_batched_and_looped(family, minibatch):
     assert calls_batched == calls_looped  # a looped evaluation still counts per client
 
 
+def _sizes(inner: float) -> dict[str, float]:
+    """Minibatches of 2, inner and Neumann steps ``inner``, outer step 0.05."""
+    return {
+        "batch_size": 2,
+        "inner_step_size": inner,
+        "neumann_step_size": inner,
+        "outer_step_size": 0.05,
+    }
+
+
 def _steps(problem):
     constants = problem.constants()
     # explicit step sizes (the loop exposes only the Problem contract, not constants()):
     # FedNest's 1/l_{g,1} and AggITD's 1/L, the defaults each algorithm would read itself
     fednest = FedNest(
-        inner_steps=2,
-        neumann_terms=4,
-        local_steps=3,
-        batch_size=2,
-        inner_step_size=1.0 / constants.L_clients,
-        neumann_step_size=1.0 / constants.L_clients,
-        outer_step_size=0.05,
+        inner_steps=2, neumann_terms=4, local_steps=3, **_sizes(1.0 / constants.L_clients)
     )
-    aggitd = FBOAggITD(
-        inner_steps=3,
-        local_steps=2,
-        batch_size=2,
-        inner_step_size=1.0 / constants.L,
-        neumann_step_size=1.0 / constants.L,
-        outer_step_size=0.05,
-    )
+    aggitd = FBOAggITD(inner_steps=3, local_steps=2, **_sizes(1.0 / constants.L))
     return {"fednest": fednest, "fbo-aggitd": aggitd}
 
 

@@ -44,6 +44,14 @@ def _builder(mutant: str, entry: str):
     return get_mutant(mutant).builds[entry]
 
 
+def _assert_each_fails_every_case(correct, mutants: tuple[str, ...], entry: str) -> None:
+    """Each of ``mutants`` (its build for estimator ``entry``) fails on every case the correct
+    run measured."""
+    for mutant in mutants:
+        outcomes = outcomes_on(correct, _builder(mutant, entry))
+        assert all(o == "fails" for _, o in outcomes), (mutant, outcomes)
+
+
 @pytest.mark.parametrize(
     ("claim_id", "mutant", "entry", "reason"),
     [
@@ -81,14 +89,8 @@ def test_hgp_identity_cases_that_cannot_tell_m_or_eta_are_rejected():
     correct = correct_run(get_claim("hgp.exact_averaging.error_identity"), FAST)
     assert len(correct.cases) >= 8
     assert any("an iteration too many or too few would pass" in r for r in correct.rejected)
-    for mutant in (
-        "hgp.terms_plus_one",
-        "hgp.terms_minus_one",
-        "hgp.step_halved",
-        "hgp.v_sign_flipped",
-    ):
-        outcomes = outcomes_on(correct, _builder(mutant, "hgp-exact-averaging"))
-        assert all(o == "fails" for _, o in outcomes), (mutant, outcomes)
+    mutants = ("hgp.terms_plus_one", "hgp.terms_minus_one", "hgp.step_halved", "hgp.v_sign_flipped")
+    _assert_each_fails_every_case(correct, mutants, "hgp-exact-averaging")
 
 
 def test_aggitd_mean_identity_rejects_n_zero_and_reads_the_index_support():
@@ -98,13 +100,8 @@ def test_aggitd_mean_identity_rejects_n_zero_and_reads_the_index_support():
     assert any("N = 0" in r for r in correct.rejected) or all(
         c.measurement.details["inner_steps"] > 0 for c in correct.cases
     )
-    for mutant in (
-        "aggitd.weight_forgotten",
-        "aggitd.inner_step_halved",
-        "aggitd.index_draw_short",
-    ):
-        outcomes = outcomes_on(correct, _builder(mutant, "aggitd"))
-        assert all(o == "fails" for _, o in outcomes), (mutant, outcomes)
+    mutants = ("aggitd.weight_forgotten", "aggitd.inner_step_halved", "aggitd.index_draw_short")
+    _assert_each_fails_every_case(correct, mutants, "aggitd")
 
 
 def test_fednest_random_truncation_count_reads_the_top_of_the_draw():

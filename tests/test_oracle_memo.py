@@ -48,18 +48,23 @@ def one_step(algorithm, problem, memo: bool):
     return state, ctx.calls(), ctx.oracles.memo
 
 
-@pytest.mark.parametrize("participation", [None, 3])
-def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload, participation):
-    fednest = FedNest(
-        inner_steps=2,
-        neumann_terms=3,
-        local_steps=4,
+def _fednest(inner_steps: int, neumann_terms: int, local_steps: int, **options) -> FedNest:
+    """FedNest with deterministic truncation and every step size 0.01."""
+    return FedNest(
+        inner_steps=inner_steps,
+        neumann_terms=neumann_terms,
+        local_steps=local_steps,
         truncation="deterministic",
         inner_step_size=0.01,
         outer_step_size=0.01,
         neumann_step_size=0.01,
-        participation=participation,
+        **options,
     )
+
+
+@pytest.mark.parametrize("participation", [None, 3])
+def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload, participation):
+    fednest = _fednest(2, 3, 4, participation=participation)
     (remembered, calls, memo), (recomputed, calls_plain, _) = (
         one_step(fednest, workload, memo=True),
         one_step(fednest, workload, memo=False),
@@ -73,16 +78,7 @@ def test_a_fednest_iteration_is_bit_identical_with_and_without_the_memo(workload
 
 
 def test_minibatches_are_always_computed(workload):
-    fednest = FedNest(
-        inner_steps=1,
-        neumann_terms=2,
-        local_steps=3,
-        truncation="deterministic",
-        inner_step_size=0.01,
-        outer_step_size=0.01,
-        neumann_step_size=0.01,
-        batch_size=4,
-    )
+    fednest = _fednest(1, 2, 3, batch_size=4)
     _, _, memo = one_step(fednest, workload, memo=True)
     assert memo.hits == 0 and memo.misses == 0  # no minibatch call is even looked up
 

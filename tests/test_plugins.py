@@ -13,6 +13,7 @@ import pytest
 from testbed import plugins
 from testbed import registry
 from testbed_app.cli import main
+from tests._cli_runs import verify_argv
 from theory_checks import registry as claim_registry
 
 EXAMPLE = importlib.util.find_spec("my_estimator") is not None
@@ -103,16 +104,7 @@ def test_a_broken_copy_fails_verify_naming_the_claim(
 
     monkeypatch.setattr(plugin_doubles, "BROKEN", plugin_doubles.broken_copy(), raising=False)
     status = main(
-        [
-            "verify",
-            "tests.plugin_doubles:BROKEN",
-            "--results",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-            "--claim",
-            "classical.neumann.error_identity",
-        ]
+        verify_argv(tmp_path, "tests.plugin_doubles:BROKEN", "classical.neumann.error_identity")
     )
     captured = capsys.readouterr()
     assert status == 1
@@ -163,22 +155,25 @@ def test_malformed_plugins_are_named_and_the_built_ins_still_work(monkeypatch, c
 @needs_example
 def test_verify_against_adds_the_regression_comparison(capsys, tmp_path, restore_registry):
     status = main(
-        [
-            "verify",
+        verify_argv(
+            tmp_path,
             "my-horner-aid",
+            "classical.neumann.error_identity",
             "--against",
             "aid-neumann",
-            "--results",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-            "--claim",
-            "classical.neumann.error_identity",
-        ]
+        )
     )
     out = capsys.readouterr().out
     assert status == 0, out
     assert "against aid-neumann:" in out and "0 worse" in out
+
+
+def _verify_error(tmp_path, capsys, estimator: str, claim: str) -> str:
+    """``testbed verify ESTIMATOR --claim CLAIM``'s error: exit 2 and one line, returned."""
+    status = main(verify_argv(tmp_path, estimator, claim))
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    return err
 
 
 def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_shapes(
@@ -186,20 +181,9 @@ def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_sha
 ):
     """`testbed verify` of an AggITD with one inner step more said only "operands could not be
     broadcast together with shapes (32,) (31,)": the line names the claim and the estimator."""
-    status = main(
-        [
-            "verify",
-            "tests.plugin_doubles:AGGITD_ONE_MORE_STEP",
-            "--claim",
-            "aggitd.lower.contraction",
-            "--results",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-        ]
+    err = _verify_error(
+        tmp_path, capsys, "tests.plugin_doubles:AGGITD_ONE_MORE_STEP", "aggitd.lower.contraction"
     )
-    err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1, err
     assert err.startswith(
         "testbed: error: claim aggitd.lower.contraction on estimator "
         "aggitd-one-more-step: the check could not use the estimator's output"
@@ -213,20 +197,9 @@ def test_an_estimator_whose_output_has_another_shape_is_named_with_claim_and_sha
 def test_a_plugin_estimator_raising_at_run_time_is_one_line(capsys, tmp_path, restore_registry):
     """An estimator's ``estimate`` raising ZeroDivisionError ended in a traceback (issue 33):
     one line naming the code it comes from, the claim, the estimator and the exception."""
-    status = main(
-        [
-            "verify",
-            "tests.plugin_doubles:DIVIDES_BY_ZERO",
-            "--claim",
-            "classical.cg.exact_after_dim_y",
-            "--results",
-            str(tmp_path),
-            "--quiet",
-            "--no-report",
-        ]
+    err = _verify_error(
+        tmp_path, capsys, "tests.plugin_doubles:DIVIDES_BY_ZERO", "classical.cg.exact_after_dim_y"
     )
-    err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1, err
     assert err.startswith(
         "testbed: error: code from outside the testbed (tests): claim "
         "classical.cg.exact_after_dim_y on estimator divides-by-zero raised "

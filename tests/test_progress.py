@@ -10,6 +10,7 @@ from testbed import progress as progress_module
 from testbed.progress import Progress
 from testbed.progress import duration_text
 from testbed_app.cli import main
+from tests._cli_runs import check_argv
 
 
 class Terminal(io.StringIO):
@@ -94,22 +95,7 @@ def test_duration_text():
 def test_check_into_a_log_has_no_carriage_return_and_names_the_running_claim(tmp_path, capsys):
     """`testbed check` with standard error not a terminal (pytest's capture, as a tox log)."""
     first, second = "classical.cg.exact_after_dim_y", "classical.itd.error_identity"
-    assert (
-        main(
-            [
-                "check",
-                "--claim",
-                first,
-                second,
-                "--results",
-                str(tmp_path),
-                "--profile",
-                "fast",
-                "--claims-only",
-            ]
-        )
-        == 0
-    )
+    assert main(check_argv(tmp_path, [first, second], "--profile", "fast", "--claims-only")) == 0
     err = capsys.readouterr().err
     assert "\r" not in err
     lines = [line for line in err.splitlines() if line.startswith("claims: ")]

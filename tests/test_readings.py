@@ -36,10 +36,10 @@ from tests._claim_files import case_record
 from tests._claim_files import claim_record
 from tests._claim_files import recorded
 from tests._claim_files import write_claim_file
-from tests.test_hypotheses_readings import PROFILE
-from tests.test_hypotheses_readings import toy_claim
-from tests.test_hypotheses_readings import toy_spec
-from tests.test_report import make_results
+from tests._report_results import make_results
+from tests._toy_mu_claim import PROFILE
+from tests._toy_mu_claim import toy_claim
+from tests._toy_mu_claim import toy_spec
 from theory_checks.claim import Case
 from theory_checks.claim import known_case
 from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T

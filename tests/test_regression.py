@@ -14,6 +14,7 @@ from testbed.estimators.solvers import Neumann
 from testbed_app import regression
 from testbed_app import regression_grid
 from testbed_app.cli import main
+from tests._python_runs import run_python
 
 
 @pytest.fixture
@@ -127,13 +128,8 @@ def test_the_committed_baseline_ships_in_the_wheel(tmp_path):
         "import json, testbed_app.regression as r; "
         "print(r.BASELINE); print(len(r.baseline_entries()))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"},
+    out = run_python(
+        code, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path / "site"), "PATH": "/usr/bin:/bin"}
     ).stdout
     path, entries = out.split()
     assert Path(path).is_relative_to(tmp_path / "site") and int(entries) == len(

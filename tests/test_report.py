@@ -17,131 +17,19 @@ from reports.build import worst_case_text
 from results_format.claim_record import CaseRecord
 from results_format.claim_record import ClaimRecord
 from results_format.claim_record import FitRecord
+from tests._claim_files import calibration_row
 from tests._claim_files import case_record
 from tests._claim_files import claim_record
+from tests._claim_files import register_unchecked
 from tests._claim_files import write_calibration_summary
 from tests._claim_files import write_claim_file
-from tests._claim_files import write_series
+from tests._report_results import BOUND
+from tests._report_results import CLAIMS
+from tests._report_results import FAILING
+from tests._report_results import NO_FILE
+from tests._report_results import RATE
+from tests._report_results import make_results
 from theory_checks.claim_results import SERIES_COLUMNS
-
-FAILING = "fednest.toy.bias_bound"  # fails as stated, with a counterexample
-BOUND = "classical.toy.error_bound"  # measured against a bound, with oracle calls
-RATE = "classical.toy.linear_rate"  # fitted and theoretical rates
-NO_FILE = "classical.toy.identity_no_file"  # series file missing
-EMPTY = "classical.toy.identity_empty"  # series file with a header only
-CLAIMS = (FAILING, BOUND, RATE, NO_FILE, EMPTY)
-
-
-def make_results(root: Path) -> Path:
-    """A tiny results directory in the layout that theory_checks.runner writes."""
-    (root / "claims").mkdir(parents=True)
-    (root / "metadata.json").write_text(
-        json.dumps(
-            {
-                "git_commit": "abc123",
-                "versions": {"python": "3.11", "numpy": "2.0"},
-                "profile": {"name": "fast", "max_examples": 8},
-                "hypothesis": "derandomize=True",
-                "written": "2026-01-01T00:00:00",
-            }
-        )
-    )
-
-    fit = {
-        "quantity": "log error per step",
-        "estimate": -0.69,
-        "ci_low": -0.70,
-        "ci_high": -0.68,
-        "theory": -0.693,
-        "tolerance": 0.035,
-        "confidence": 0.95,
-    }
-    claims = {
-        FAILING: claim_record(
-            FAILING,
-            "FedNest",
-            "bias_bound",
-            "fails as stated",
-            [case_record("p.a", 0.1, 0.2, True), case_record("p.b", 0.9, 0.3, False)],
-            counterexample=f"counterexamples/{FAILING}.json",
-        ),
-        BOUND: claim_record(
-            BOUND,
-            "Classical",
-            "bias_bound",
-            "holds",
-            [
-                case_record("p.a", 0.1, 0.5, True),
-                case_record("p.b", 0.3, 0.4, True),
-                case_record("p.c", 1e-16, 0.0, True),
-            ],
-        ),
-        RATE: claim_record(
-            RATE,
-            "Classical",
-            "linear_rate",
-            "holds",
-            [case_record("p.a", -0.69, -0.693, True, "|fit - theory| <=", fit)],
-            fits=[fit | {"problem_id": "p.a"}],
-        ),
-        NO_FILE: claim_record(
-            NO_FILE,
-            "Classical",
-            "exact_identity",
-            "holds",
-            [case_record("p.a", 1e-16, 1e-10, True)],
-        ),
-        EMPTY: claim_record(
-            EMPTY, "Classical", "exact_identity", "holds", [case_record("p.a", 1e-16, 1e-10, True)]
-        ),
-    }
-    # The failing claim uses an estimator with no entry in STYLES (fallback colour).
-    write_series(
-        root / "series" / f"{FAILING}.csv",
-        FAILING,
-        "toy-estimator",
-        [
-            (pid, series, "neumann_terms", n, value, n)
-            for pid, scale in (("p.a", 1.0), ("p.b", 3.0))
-            for n in range(1, 6)
-            for series, value in (("measured", scale * 0.5**n), ("bound", 0.5**n))
-        ],
-    )
-    write_series(
-        root / "series" / f"{BOUND}.csv",
-        BOUND,
-        "aid-neumann",
-        [
-            (pid, series, "neumann_terms", n, value, 2 * n)
-            for pid in ("p.a", "p.b", "p.c")
-            for n in range(1, 8)
-            for series, value in (
-                ("measured", f"np.float64({0.3 * 0.6**n!r})"),
-                ("bound", 0.0 if pid == "p.c" else 0.6**n),
-            )
-        ],
-    )
-    write_series(
-        root / "series" / f"{RATE}.csv",
-        RATE,
-        "aid-cg",
-        [
-            ("p.a", series, "iteration", t, value, t if series == "measured" else 0)
-            for t in range(10)
-            for series, value in (
-                ("measured", 0.5**t),
-                ("fitted", 0.98 * 0.5**t),
-                ("theory", 0.5**t),
-            )
-        ],
-    )
-    write_series(root / "series" / f"{EMPTY}.csv", EMPTY, "aid-neumann", [])
-    write_series(root / "series" / f"{NO_FILE}.csv", NO_FILE, "aid-neumann", [])
-    # after the series files: a claim file records their digests
-    for data in claims.values():
-        write_claim_file(root, data)
-    (root / "series" / f"{NO_FILE}.csv").unlink()  # lost after the claim file was written
-    return root
 
 
 class _Links(HTMLParser):
@@ -290,11 +178,9 @@ def test_estimator_styles():
     assert fallback["label"] == "an-unregistered-estimator"
 
 
-def test_undecided_power_control_and_calibration_are_shown(tmp_path):
-    """The page shows undecided claims counted apart, the check's power (perturbation caught) and
-    positive control per claim, the budget that would decide an undecided case, and the
-    calibration table (or the command that fills it)."""
-    results = make_results(tmp_path / "results")
+def _write_undecided_claim(results: Path) -> None:
+    """``hgp.toy.exponent``: one undecided case (81x the samples would decide it), its
+    perturbation caught."""
     undecided_case = case_record("p.u", -0.45, -0.5, True) | {
         "outcome": "undecided",
         "decisions": [
@@ -313,9 +199,11 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
         ],
     }
     claim = claim_record(
-        "hgp.toy.exponent", "HGP", "scaling_exponent", "undecided", [undecided_case]
-    )
-    claim.update(
+        "hgp.toy.exponent",
+        "HGP",
+        "scaling_exponent",
+        "undecided",
+        [undecided_case],
         decision="statistical",
         false_fail_rate=1e-3,
         case_false_fail_rate=5e-4,
@@ -331,6 +219,14 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     )
     (results / "series" / "hgp.toy.exponent.csv").write_text(",".join(SERIES_COLUMNS) + "\n")
     write_claim_file(results, claim)
+
+
+def test_undecided_power_control_and_calibration_are_shown(tmp_path):
+    """The page shows undecided claims counted apart, the check's power (perturbation caught) and
+    positive control per claim, the budget that would decide an undecided case, and the
+    calibration table (or the command that fills it)."""
+    results = make_results(tmp_path / "results")
+    _write_undecided_claim(results)
     failing = json.loads((results / "claims" / f"{FAILING}.json").read_text())
     failing["positive_control"] = {
         "outcome": "holds",
@@ -338,19 +234,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
         "case": case_record("p.ok", 0.1, 0.3, True),
     }
     write_claim_file(results, failing)
-    meta = json.loads((results / "metadata.json").read_text())
-    meta["claims_registered"] = [
-        {
-            "id": "fednest.toy.unchecked",
-            "paper": "FedNest",
-            "reference": "r",
-            "kind": "bias_bound",
-            "statement": "s",
-            "estimators": ["fedihgp"],
-            "expected": "holds",
-        }
-    ]
-    (results / "metadata.json").write_text(json.dumps(meta))
+    register_unchecked(results, "fednest.toy.unchecked")
     out = tmp_path / "out"
     text = build_report(results, out).read_text()
     assert "1 undecided" in text and "1 not checked" in text
@@ -363,25 +247,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert f"<code>testbed calibrate --seeds 300 --results {results}</code>" in text
 
     write_calibration_summary(
-        results,
-        {
-            "profile": "fast",
-            "seeds": 20,
-            "confidence": 0.95,
-            "claims": [
-                {
-                    "claim": "hgp.toy.exponent",
-                    "expected": "holds",
-                    "seeds": 20,
-                    "refuted": 0,
-                    "undecided": 2,
-                    "rate_low": 0.0,
-                    "rate_high": 0.168,
-                    "stated_rate": 1e-3,
-                    "consistent": True,
-                }
-            ],
-        },
+        results, [calibration_row("hgp.toy.exponent", "holds", 0, 2, 0.0, 0.168)]
     )
     text = build_report(results, out).read_text()
     assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text

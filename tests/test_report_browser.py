@@ -29,7 +29,7 @@ from reports.build import build_report
 from reports.page_context import POPULATION_TITLES
 from results_format.populations import PAPERS
 from results_format.populations import population
-from tests.test_report_sections import _write_comparison
+from tests._comparison_files import write_comparison
 from theory_checks.claim_batch import run_claims
 from theory_checks.registry import CLAIM_DB
 from theory_checks.runner import PROFILES
@@ -77,7 +77,7 @@ def report(tmp_path_factory) -> Path:
         [c for c in CLAIM_DB if c.id in QUICK_CLAIMS], results, PROFILES["fast"], progress=False
     )
     # a small rounds-to-error results file, so the section's figure is loaded by the browser too
-    _write_comparison(results)
+    write_comparison(results)
     return build_report(results, results.parent / "report")
 
 

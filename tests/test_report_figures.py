@@ -22,6 +22,7 @@ from reports.figure_spec import slope_guide
 from results_format.claim_record import FitRecord
 from tests._claim_files import case_record
 from tests._claim_files import claim_record
+from tests._claim_files import refutation
 from tests._claim_files import write_claim_file
 from tests._claim_files import write_series
 
@@ -66,65 +67,55 @@ def _fit(
     }
 
 
-def _fitted_case(fit: dict, relation: str) -> dict:
+def _fitted_claim(cid: str, paper: str, kind: str, fit: dict, relation: str) -> dict:
+    """A claim that holds on one case (problem PID), its fit measured against its theory."""
     case = case_record(PID, fit["estimate"], fit["theory"], True, relation, fit)
-    return case | {"spec": SPEC, "outcome": "holds"}
-
-
-def make_figure_results(root: Path) -> Path:
-    """One claim per figure kind, in the runner's layout."""
-    (root / "claims").mkdir(parents=True)
-    (root / "metadata.json").write_text(json.dumps({"profile": {"name": "fast"}}))
-    claims, series = {}, {}
-
-    rate_fit = _fit(math.log(0.5), math.log(0.5) * 1.01, "log error per inner iteration")
-    claims[RATE] = claim_record(
-        RATE,
-        "Classical",
-        "linear_rate",
+    return claim_record(
+        cid,
+        paper,
+        kind,
         "holds",
-        [_fitted_case(rate_fit, "|fit - theory| <= 5% |theory|")],
-        fits=[rate_fit | {"problem_id": PID}],
-    )
-    series[RATE] = ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0) for t in range(10)])
-
-    power_fit = _fit(-0.5, -0.5, "exponent of the exact noise floor RMS in b")
-    claims[POWER] = claim_record(
-        POWER,
-        "HGP",
-        "scaling_exponent",
-        "holds",
-        [_fitted_case(power_fit, "|exact exponent + 1/2| <= 0.1")],
-        fits=[power_fit | {"problem_id": PID}],
-    )
-    series[POWER] = (
-        "hgp-stochastic",
-        [
-            (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
-            for b in (2, 4, 8, 16)
-            for name, scale in (("measured", 1.0), ("bound", 1.01))
-        ],
+        [case | {"spec": SPEC, "outcome": "holds"}],
+        fits=[fit | {"problem_id": PID}],
     )
 
+
+#: A claim's record and its series: (estimator, rows) as :func:`write_series` takes them, or
+#: None for a series file of a header only.
+Figure = tuple[dict, tuple[str, list[tuple]] | None]
+
+
+def _rate() -> Figure:
+    fit = _fit(math.log(0.5), math.log(0.5) * 1.01, "log error per inner iteration")
+    record = _fitted_claim(RATE, "Classical", "linear_rate", fit, "|fit - theory| <= 5% |theory|")
+    return record, ("aid-cg", [(PID, "measured", "iteration", t, 2 * 0.5**t, 0) for t in range(10)])
+
+
+def _power() -> Figure:
+    fit = _fit(-0.5, -0.5, "exponent of the exact noise floor RMS in b")
+    record = _fitted_claim(POWER, "HGP", "scaling_exponent", fit, "|exact exponent + 1/2| <= 0.1")
+    rows = [
+        (PID, name, "batch_size", b, scale * 3 * b**-0.5, 0)
+        for b in (2, 4, 8, 16)
+        for name, scale in (("measured", 1.0), ("bound", 1.01))
+    ]
+    return record, ("hgp-stochastic", rows)
+
+
+def _other_variable() -> Figure:
     # the exponent is in (M-S)/(S(M-1)), not in the plotted S: no slope on the S axis
-    other_fit = _fit(1.0, 1.0, "exponent of Var[h] in (M-S)/(S(M-1))", tolerance=0.02)
-    claims[OTHER_VARIABLE] = claim_record(
-        OTHER_VARIABLE,
-        "AggITD",
-        "scaling_exponent",
-        "holds",
-        [_fitted_case(other_fit, "|exponent - 1| <= 0.02")],
-        fits=[other_fit | {"problem_id": PID}],
+    fit = _fit(1.0, 1.0, "exponent of Var[h] in (M-S)/(S(M-1))", tolerance=0.02)
+    record = _fitted_claim(
+        OTHER_VARIABLE, "AggITD", "scaling_exponent", fit, "|exponent - 1| <= 0.02"
     )
-    series[OTHER_VARIABLE] = (
-        "aggitd",
-        [
-            (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0)
-            for s in (1, 2, 3, 4)
-        ],
-    )
+    rows = [
+        (PID, "measured", "sampled_clients", s, 0.01 * (5 - s) / (s * 4), 0) for s in (1, 2, 3, 4)
+    ]
+    return record, ("aggitd", rows)
 
-    claims[COUNT] = claim_record(
+
+def _count() -> Figure:
+    record = claim_record(
         COUNT,
         "FedNest",
         "communication_count",
@@ -134,39 +125,35 @@ def make_figure_results(root: Path) -> Path:
             for n in (1, 3, 5, 8)
         ],
     )
-    series[COUNT] = (
-        "fednest",
-        [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0) for n in (1, 3, 5, 8)],
-    )
+    rows = [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0) for n in (1, 3, 5, 8)]
+    return record, ("fednest", rows)
 
-    claims[BOUND_NO_SERIES] = claim_record(
-        BOUND_NO_SERIES,
-        "FedNest",
-        "bias_bound",
-        "holds",
-        [case_record(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)],
-    )
 
-    claims[NO_THEORY] = claim_record(
+def _bound_no_series() -> Figure:
+    cases = [case_record(f"p.{i}", 0.1 * i, 1.0, True) for i in (1, 2, 3)]
+    return claim_record(BOUND_NO_SERIES, "FedNest", "bias_bound", "holds", cases), None
+
+
+def _no_theory() -> Figure:
+    record = claim_record(
         NO_THEORY,
         "FedMSA",
         "scaling_exponent",
         "holds",
         [case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}],
     )  # no bound: inf
-    series[NO_THEORY] = (
-        "fedmsa",
-        [(PID, "measured", "rounds R", r, 1.0 / r, 0) for r in (1, 2, 4, 8)],
-    )
+    return record, ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0) for r in (1, 2, 4, 8)])
 
+
+def _fitted_band() -> Figure:
     # like fednest.ihgp.variance_linear_in_n: each case records its fitted rate as a series
     # (a pale band) and no theory series; the theory line showed in one panel of four
     pids = [f"{PID}.{i}" for i in range(3)]
-    band_fits = [
+    fits = [
         _fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
         for i, pid in enumerate(pids)
     ]
-    claims[FITTED_BAND] = claim_record(
+    record = claim_record(
         FITTED_BAND,
         "FedNest",
         "scaling_exponent",
@@ -174,37 +161,55 @@ def make_figure_results(root: Path) -> Path:
         [
             case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit)
             | {"spec": SPEC}
-            for pid, fit in zip(pids, band_fits, strict=True)
+            for pid, fit in zip(pids, fits, strict=True)
         ],
-        fits=band_fits,
+        fits=fits,
     )
-    series[FITTED_BAND] = (
-        "fedihgp",
-        [
-            (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
-            for i, pid in enumerate(pids)
-            for n in (8, 16, 32, 64)
-            for name in ("measured", "fitted")
-        ],
-    )
+    rows = [
+        (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
+        for i, pid in enumerate(pids)
+        for n in (8, 16, 32, 64)
+        for name in ("measured", "fitted")
+    ]
+    return record, ("fedihgp", rows)
 
+
+def _origin_fail() -> Figure:
     # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
-    claims[ORIGIN_FAIL] = claim_record(
+    record = refutation(
         ORIGIN_FAIL,
         "FedNest",
         "bias_bound",
-        "fails as stated",
         [
             case_record("p.0", 0.0, 0.0, True),
             case_record("p.1", 0.0, 0.0, True),
             case_record("p.2", 0.0, 0.0, False),
             case_record("p.3", 0.5, 1.0, True),
         ],
-        counterexample=f"counterexamples/{ORIGIN_FAIL}.json",
     )
+    return record, None
 
-    for cid, data in claims.items():
-        estimator, rows = series.get(cid, (data["estimators"][0], []))  # [] : a header only
+
+FIGURES = (
+    _rate,
+    _power,
+    _other_variable,
+    _count,
+    _bound_no_series,
+    _no_theory,
+    _fitted_band,
+    _origin_fail,
+)
+
+
+def make_figure_results(root: Path) -> Path:
+    """One claim per figure kind (:data:`FIGURES`), in the runner's layout."""
+    (root / "claims").mkdir(parents=True)
+    (root / "metadata.json").write_text(json.dumps({"profile": {"name": "fast"}}))
+    for figure in FIGURES:
+        data, series = figure()
+        cid = data["id"]
+        estimator, rows = series or (data["estimators"][0], [])  # [] : a header only
         write_series(root / "series" / f"{cid}.csv", cid, estimator, rows)
         write_claim_file(root, data)
     return root

@@ -16,12 +16,16 @@ from pathlib import Path
 import pytest
 
 from reports.build import build_report
+from tests._claim_files import calibration_row
 from tests._claim_files import case_record
 from tests._claim_files import claim_record
+from tests._claim_files import correction
+from tests._claim_files import refutation
+from tests._claim_files import register_unchecked
 from tests._claim_files import write_calibration_summary
 from tests._claim_files import write_claim_file
-from tests.test_report import FAILING
-from tests.test_report import make_results
+from tests._report_results import FAILING
+from tests._report_results import make_results
 
 CORRECTION = "fednest.toy.bias_bound_corrected"  # corrects FAILING
 LATER = "fednest.toy.zz_later"  # sorts after the correction: stays below the pair
@@ -50,64 +54,11 @@ class _Ids(HTMLParser):
 
 def _glance_results(root: Path) -> Path:
     results = make_results(root)
-    correction = claim_record(
-        CORRECTION,
-        "FedNest",
-        "bias_bound",
-        "holds once corrected",
-        [case_record("p.a", 0.1, 0.2, True)],
-    )
-    correction["corrects"] = FAILING
-    correction["statement"] = "the corrected bound <script>alert(1)</script> holds"
-    # a loose bound (20x room) that names its companion
-    later = claim_record(
-        LATER, "FedNest", "bias_bound", "holds", [case_record("p.a", 0.01, 0.2, True)]
-    )
-    later.update(
-        power_from=[CORRECTION],
-        power={"name": "off by one", "caught": True, "verdict": "fails as stated"},
-    )
-    refuted = claim_record(
-        ZERO_CASES,
-        "AggITD",
-        "bias_bound",
-        "fails as stated",
-        [case_record("p.z", 2.0, 1.0, False)],
-        counterexample=f"counterexamples/{ZERO_CASES}.json",
-    )
-    refuted["n_cases"] = 0
-    refuted.update(
-        decision="statistical", false_fail_rate=1e-3, about="proof step or formula", serves=SERVED
-    )
     (root / "counterexamples" / f"{ZERO_CASES}.npz").write_bytes(b"arrays")
-    served = claim_record(
-        SERVED, "AggITD", "bias_bound", "holds", [case_record("p.a", 0.1, 0.2, True)]
-    )
-    table = claim_record(
-        TABLE,
-        "AggITD",
-        "communication_count",
-        "fails as stated",
-        [case_record("p.t", 3.0, 2.0, False)],
-        counterexample=f"counterexamples/{TABLE}.json",
-    )
-    table["about"] = "table number"
-    for data in (correction, later, refuted, served, table):
+    for data in _glance_claims():
         (root / data["series_file"]).write_text("")
         write_claim_file(root, data)
-    meta = json.loads((root / "metadata.json").read_text())
-    meta["claims_registered"] = [
-        {
-            "id": UNCHECKED,
-            "paper": "FedNest",
-            "reference": "r",
-            "kind": "bias_bound",
-            "statement": "s",
-            "estimators": ["fedihgp"],
-            "expected": "holds",
-        }
-    ]
-    (root / "metadata.json").write_text(json.dumps(meta))
+    register_unchecked(root, UNCHECKED)
     (root / "mutation").mkdir()
     (root / "mutation" / "summary.json").write_text(
         json.dumps(
@@ -122,27 +73,50 @@ def _glance_results(root: Path) -> Path:
             }
         )
     )
-    write_calibration_summary(
-        root,
-        {
-            "profile": "fast",
-            "seeds": 20,
-            "claims": [
-                {
-                    "claim": ZERO_CASES,
-                    "expected": "fails",
-                    "seeds": 20,
-                    "refuted": 19,
-                    "undecided": 1,
-                    "rate_low": 0.75,
-                    "rate_high": 0.999,
-                    "stated_rate": 1e-3,
-                    "consistent": True,
-                }
-            ],
-        },
-    )
+    write_calibration_summary(root, [calibration_row(ZERO_CASES, "fails", 19, 1, 0.75, 0.999)])
     return results
+
+
+def _glance_claims() -> list[dict]:
+    """A correction of FAILING, a claim sorting after it, a proof step refuted at once and the
+    result it serves, and a table number that fails as stated."""
+    return [
+        correction(
+            CORRECTION,
+            FAILING,
+            case_record("p.a", 0.1, 0.2, True),
+            statement="the corrected bound <script>alert(1)</script> holds",
+        ),
+        # a loose bound (20x room) that names its companion
+        claim_record(
+            LATER,
+            "FedNest",
+            "bias_bound",
+            "holds",
+            [case_record("p.a", 0.01, 0.2, True)],
+            power_from=[CORRECTION],
+            power={"name": "off by one", "caught": True, "verdict": "fails as stated"},
+        ),
+        refutation(
+            ZERO_CASES,
+            "AggITD",
+            "bias_bound",
+            [case_record("p.z", 2.0, 1.0, False)],
+            n_cases=0,
+            decision="statistical",
+            false_fail_rate=1e-3,
+            about="proof step or formula",
+            serves=SERVED,
+        ),
+        claim_record(SERVED, "AggITD", "bias_bound", "holds", [case_record("p.a", 0.1, 0.2, True)]),
+        refutation(
+            TABLE,
+            "AggITD",
+            "communication_count",
+            [case_record("p.t", 3.0, 2.0, False)],
+            about="table number",
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,14 @@ matrix, not in the errata, not in the summary line."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from reports.build import build_report
 from tests._claim_files import case_record
-from tests._claim_files import claim_record
+from tests._claim_files import refutation
+from tests._claim_files import register_unchecked
 from tests._claim_files import write_claim_file
-from tests.test_report import make_results
+from tests._report_results import make_results
 
 LIBRARY_RUN = "classical.exact.finite_differences@somelib-solver"
 PLUGIN_CLAIM = "somelib.solver.identity"
@@ -19,15 +19,11 @@ PLUGIN_CLAIM = "somelib.solver.identity"
 
 def _with_library_runs(root: Path) -> Path:
     results = make_results(root)
-    run = claim_record(
+    run = refutation(
         LIBRARY_RUN,
         "Classical",
         "exact_identity",
-        "fails as stated",
         [case_record("p.lib", 0.01, 1e-6, False)],
-        counterexample=f"counterexamples/{LIBRARY_RUN}.json",
-    )
-    run.update(
         estimator="somelib-solver",
         as_expected=False,
         expected="holds",
@@ -39,20 +35,9 @@ def _with_library_runs(root: Path) -> Path:
     )
     (root / run["series_file"]).write_text("")
     write_claim_file(root, run)
-    meta = json.loads((root / "metadata.json").read_text())
-    meta["claims_registered"] = [
-        {
-            "id": PLUGIN_CLAIM,
-            "paper": "somelib",
-            "reference": "r",
-            "kind": "exact_identity",
-            "statement": "s",
-            "estimators": ["somelib-solver"],
-            "expected": "holds",
-            "builtin": False,
-        }
-    ]
-    (root / "metadata.json").write_text(json.dumps(meta))
+    register_unchecked(
+        root, PLUGIN_CLAIM, "somelib", "exact_identity", "somelib-solver", builtin=False
+    )
     return results
 
 

@@ -14,7 +14,7 @@ from reports.build import build_report
 from results_format import BENCH_SCHEMA
 from results_format import REPLICATION_SCHEMA
 from results_format.validation import seal
-from theory_checks.comparison import table as comparison_table
+from tests._comparison_files import write_comparison
 
 REPLICATION = {
     "experiment": "aggitd-table2-iid-tau1",
@@ -104,44 +104,6 @@ COMMUNICATION = {
 }
 
 
-def _rows(comparison: str, role: str, name: str, seed: int, values: list[float]) -> list[dict]:
-    """A tuned run of ``rounds_to_error.csv``: relative stationarity after each iteration."""
-    return [
-        {
-            "comparison": comparison,
-            "rule": "tuned",
-            "role": role,
-            "algorithm": name,
-            "problem_id": f"p{seed}",
-            "seed": seed,
-            "step_multiple": 1.0,
-            "iteration": k,
-            "comm_rounds": 10 * k,
-            "oracle_calls": 100 * k,
-            "floats_sent": 50 * k,
-            "hypergradient_error": v,
-            "suboptimality": v,
-            "stationarity": v,
-        }
-        for k, v in enumerate(values)
-    ]
-
-
-def _write_comparison(root: Path) -> None:
-    """FedMSA holds the 0.1 target from round 10 (iteration 1) and FedNest from round 30: ratio
-    1/3 on seed 0; FBO-AggITD dips below at round 10 and comes back: not reached (capped)."""
-    rows = (
-        _rows("fedmsa", "candidate", "fedmsa", 0, [1.0, 0.05, 0.01, 0.01, 0.005])
-        + _rows("fedmsa", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02])
-        + _rows("aggitd", "candidate", "fbo-aggitd", 0, [1.0, 0.05, 0.8, 0.7])
-        + _rows("aggitd", "baseline", "fednest", 0, [1.0, 0.5, 0.2, 0.05, 0.04, 0.03, 0.02])
-    )
-    folder = root / "comparison"
-    comparison_table._write_csv(folder / "rounds_to_error.csv", rows)
-    summary = comparison_table.summarise(comparison_table._read_csv(folder / "rounds_to_error.csv"))
-    (folder / "rounds_to_error.json").write_text(json.dumps(summary))
-
-
 def _minimal_results(root: Path) -> Path:
     """One claim without series (no claim figure to draw: these tests are about sections)."""
     (root / "claims").mkdir(parents=True)
@@ -161,7 +123,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         (results / folder / name).write_text(json.dumps(data))
     (results / "bench" / "broken.json").write_text(json.dumps({"benchmark": "b"}))
     (results / "communication.json").write_text(json.dumps(seal(COMMUNICATION)))
-    _write_comparison(results)
+    write_comparison(results)
     index = build_report(results, root / "out")
     return (
         index,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from results_format import provenance
 from results_format import resume
 from results_format.validation import seal
+from tests._python_runs import run_python
 
 
 def test_fingerprint_is_the_sha256_of_the_parts_joined_by_bars():
@@ -148,11 +148,5 @@ def test_resume_and_provenance_import_no_numerical_package():
         "print(sorted(m for m in ('numpy', 'torch', 'scipy', 'sympy', 'hypothesis') "
         "if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
+    done = run_python(code, cwd=Path(__file__).resolve().parents[1])
     assert done.stdout.strip() == "[]"

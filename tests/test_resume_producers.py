@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from results_format.layout import CALIBRATION
 from results_format.resume import write_json
 from results_format.validation import seal
+from tests._python_runs import run_python
+from tests._statistical_toy import PROFILE
+from tests._statistical_toy import make_toy
+from tests._statistical_toy import toy_claim
+from theory_checks.calibration import calibrate_claim
+from theory_checks.runner import claim_fingerprint
 
 
 def _sha16(text: str) -> str:
@@ -24,7 +32,6 @@ def test_claim_fingerprints_are_the_ones_written_before():
     from theory_checks.claim_results import claim_definition
     from theory_checks.registry import CLAIM_DB
     from theory_checks.runner import PROFILES
-    from theory_checks.runner import claim_fingerprint
     from theory_checks.runner import claim_max_examples
 
     for claim in CLAIM_DB:
@@ -116,20 +123,30 @@ def test_config_fingerprint_is_the_one_written_before(name):
 
 
 def test_calibration_resumes_only_the_seeds_of_this_definition_and_profile(tmp_path):
-    from theory_checks.calibration import _load
+    claim = toy_claim()
+    path = tmp_path / CALIBRATION / f"{claim.id}.json"
 
-    path = tmp_path / "c.json"
+    def rerun(record: dict | str) -> list[int]:
+        """The seeds of two that ``calibrate_claim`` runs again over ``record`` (it reports the
+        seeds it runs, not those it resumes)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(record, str):
+            path.write_text(record)
+        else:
+            write_json(path, record)
+        ran: list[str] = []
+        calibrate_claim(claim, 2, PROFILE, tmp_path, progress=ran.append, make=make_toy(0.0))
+        return [int(re.search(r" seed (\d+):", line).group(1)) for line in ran]
+
     runs = [{"seed": 0, "verdict": "holds", "seconds": 1.0}, {"seed": 1}]
-    record = {"claim": "c", "fingerprint": "f", "profile": "fast", "runs": runs}
-    write_json(path, record)
-    assert _load(path, "f", "fast") == []  # unsealed (edited, or an older testbed's): redone
-    write_json(path, seal(record))
-    assert _load(path, "f", "fast") == runs[:1]  # a record without its verdict is redone
-    assert _load(path, "g", "fast") == [] and _load(path, "f", "thorough") == []
-    write_json(path, {"claim": "c", "fingerprint": "f", "profile": "fast", "runs": "x"})
-    assert _load(path, "f", "fast") == []
-    path.write_text('{"torn')
-    assert _load(path, "f", "fast") == []
+    fingerprint = claim_fingerprint(claim, PROFILE)
+    record = {"claim": claim.id, "fingerprint": fingerprint, "profile": "fast", "runs": runs}
+    assert rerun(record) == [0, 1]  # unsealed (edited, or an older testbed's): redone
+    assert rerun(seal(record)) == [1]  # a record without its verdict is redone
+    assert rerun(seal(record | {"fingerprint": "g"})) == [0, 1]
+    assert rerun(seal(record | {"profile": "thorough"})) == [0, 1]
+    assert rerun(seal(record | {"runs": "x"})) == [0, 1]
+    assert rerun('{"torn') == [0, 1]
 
 
 def _partial_rounds(ledger, rng: np.random.Generator, rounds: int) -> None:
@@ -207,8 +224,6 @@ def test_a_server_checkpoint_holds_the_ledgers_state_dict(tmp_path):
 
 def test_a_runs_config_toml_is_the_same_text_in_every_process():
     import os
-    import subprocess
-    import sys
     import tomllib
 
     root = Path(__file__).resolve().parents[1]
@@ -218,14 +233,7 @@ def test_a_runs_config_toml_is_the_same_text_in_every_process():
         f"sys.stdout.write(dump_toml(load_config({str(config)!r})))"
     )
     texts = {
-        subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=root,
-            env={**os.environ, "PYTHONHASHSEED": seed},
-        ).stdout
+        run_python(code, cwd=root, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
         for seed in ("1", "2")
     }
     assert len(texts) == 1  # [workload] options in the config's order, not a set's

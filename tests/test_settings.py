@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -16,6 +14,7 @@ import torch
 
 from testbed_app.cli import build_parser
 from testbed_app.run_settings import settings_of
+from tests._python_runs import run_python
 from theory_checks.profiles import PROFILES
 from theory_checks.profiles import Profile
 from theory_checks.settings import ExecutorSettings
@@ -138,7 +137,5 @@ def test_importing_a_registry_loads_no_plugin_putting_the_settings_in_force_does
     """The registries hold the built-ins after import; the installed plugins (here one entry
     point that does not import) are loaded when the settings are put in force, and a broken one
     is left out with its reason as before."""
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_ON_REQUEST], capture_output=True, text=True, check=True
-    )
+    done = run_python(LOAD_ON_REQUEST)
     assert done.stdout.split() == ["0", "True", "1", "never-there"], done.stderr

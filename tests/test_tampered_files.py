@@ -22,6 +22,10 @@ from results_format.validation import seal
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config
+from tests._cli_runs import calibrate_argv
+from tests._cli_runs import check_argv
+from tests._cli_runs import checked_folder
+from tests._cli_runs import copy_results
 from tests.test_experiments import write
 
 # a deterministic claim that holds (8 cases, a few seconds with its perturbation), a
@@ -32,23 +36,14 @@ FAILS = "fednest.lemma22.paper_constant"
 
 
 def _check(results: Path, *claims: str) -> int:
-    args = ["check", "--results", str(results), "--quiet", "--profile", "fast"]
-    for claim in claims or (HOLDS, STATISTICAL, FAILS):
-        args += ["--claim", claim]
-    return main(args)
+    checked = list(claims or (HOLDS, STATISTICAL, FAILS))
+    return main(check_argv(results, checked, "--quiet", "--profile", "fast"))
 
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory) -> Path:
     """Results of the three claims above, checked once and copied by each test."""
-    results = tmp_path_factory.mktemp("checked")
-    assert _check(results) == 0
-    return results
-
-
-def _copy(checked: Path, tmp_path: Path) -> Path:
-    shutil.copytree(checked, tmp_path / "results")
-    return tmp_path / "results"
+    return checked_folder(tmp_path_factory, [HOLDS, STATISTICAL, FAILS])
 
 
 def _edit(results: Path, claim: str, change, *, reseal: bool = False) -> Path:
@@ -139,7 +134,7 @@ def test_tampered_claim_file_is_rerun_by_check_with_a_note(
     tmp_path, checked, capsys, label, reseal
 ):
     claim, change, reason = TAMPERINGS[label]
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     path = _edit(results, claim, change, reseal=reseal)
     capsys.readouterr()
     assert _check(results, claim) == 0  # exit 1 before, for the flipped as_expected
@@ -169,7 +164,7 @@ def test_tampered_claim_file_is_not_shown_as_measured_in_the_report(
     tmp_path, checked, capsys, label
 ):
     claim, change, reason = TAMPERINGS[label]
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     _edit(results, claim, change, reseal=True)
     page, err = _report(results, tmp_path / "report", capsys)
     assert f"claims/{claim}.json: not trusted" in err
@@ -183,7 +178,7 @@ def test_tampered_claim_file_is_not_shown_as_measured_in_the_report(
 
 
 def test_a_claim_file_saved_under_another_claims_name_is_not_trusted(tmp_path, checked, capsys):
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     shutil.copy(results / "claims" / f"{HOLDS}.json", results / "claims" / f"{FAILS}.json")
     page, err = _report(results, tmp_path / "report", capsys)
     assert f"id is '{HOLDS}' but the file is named {FAILS}.json" in err
@@ -192,7 +187,7 @@ def test_a_claim_file_saved_under_another_claims_name_is_not_trusted(tmp_path, c
 
 @pytest.mark.parametrize("companion", ["series", "counterexample json", "counterexample npz"])
 def test_an_edited_companion_file_makes_its_claim_untrusted(tmp_path, checked, capsys, companion):
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     relative = {
         "series": f"series/{FAILS}.csv",
         "counterexample json": f"counterexamples/{FAILS}.json",
@@ -213,7 +208,7 @@ def test_a_counterexample_path_outside_the_results_is_never_copied(tmp_path, che
     """``"counterexample": "../../secret_keys.json"``: the report neither copies nor links it."""
     from results_format.validation import file_digest
 
-    results = _copy(checked, tmp_path / "deep" / "er")
+    results = copy_results(checked, tmp_path / "deep" / "er")
     secret = tmp_path / "deep" / "secret_keys.json"
     secret.write_text('{"key": "SECRET-123"}')
     escape = "../../secret_keys.json"
@@ -430,7 +425,7 @@ def test_a_checkpoint_of_another_algorithm_is_named_not_an_attribute_error(tmp_p
 
 
 def test_metadata_json_that_is_a_list_is_a_note(tmp_path, checked, capsys, partial_run):
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     (results / "metadata.json").write_text("[]")
     page, _ = _report(results, tmp_path / "report", capsys)
     assert "metadata.json not used (it is a JSON list, expected an object)" in page
@@ -444,23 +439,9 @@ def test_metadata_json_that_is_a_list_is_a_note(tmp_path, checked, capsys, parti
 
 
 def test_calibration_summary_with_strings_is_not_shown(tmp_path, checked, capsys):
-    results = _copy(checked, tmp_path)
+    results = copy_results(checked, tmp_path)
     capsys.readouterr()
-    assert (
-        main(
-            [
-                "calibrate",
-                "--claim",
-                STATISTICAL,
-                "--seeds",
-                "2",
-                "--results",
-                str(results),
-                "--quiet",
-            ]
-        )
-        == 0
-    )
+    assert main(calibrate_argv(results, STATISTICAL, 2)) == 0
     summary = results / "calibration" / "summary.json"
     data = json.loads(summary.read_text())
     data["claims"][0].update(seeds="twenty", refuted="none")
@@ -474,17 +455,8 @@ def test_calibration_summary_with_strings_is_not_shown(tmp_path, checked, capsys
 
 
 def test_a_calibration_record_with_a_seed_twice_is_run_again(tmp_path, checked, capsys):
-    results = _copy(checked, tmp_path)
-    args = [
-        "calibrate",
-        "--claim",
-        STATISTICAL,
-        "--seeds",
-        "2",
-        "--results",
-        str(results),
-        "--quiet",
-    ]
+    results = copy_results(checked, tmp_path)
+    args = calibrate_argv(results, STATISTICAL, 2)
     assert main(args) == 0
     record = results / "calibration" / f"{STATISTICAL}.json"
     data = json.loads(record.read_text())

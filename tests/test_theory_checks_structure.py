@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import grimp
 import pytest
 
 from tests import import_rules
+from tests._python_runs import run_python
 
 PACKAGE = Path(__file__).resolve().parents[1] / "theory_checks"
 PROJECT = ("theory_checks", "testbed", "testbed_app", "problems", "reports", "results_format")
@@ -57,30 +59,37 @@ def _where(path: Path, node: ast.AST) -> str:
     return f"{path.parent.name}/{path.name}:{getattr(node, 'lineno', 0)}"
 
 
-def ambient_profile_reads(package: Path = PACKAGE) -> list[str]:
-    """Reads of the environment, of a context variable or of the ambient profile."""
-    found = []
+def _walk(package: Path) -> Iterator[tuple[Path, ast.AST, str]]:
+    """Every node of every module of ``package``: its file, the node and the name of its
+    innermost enclosing function ("" at module level)."""
     for path in _modules(package):
         tree = ast.parse(path.read_text())
         owner = _enclosing_functions(tree)
         for node in ast.walk(tree):
-            text = ""
-            if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
-                text = f"os.{node.attr}"
-            elif isinstance(node, ast.Name) and node.id in AMBIENT:
-                text = node.id
-            elif isinstance(node, ast.alias) and node.name.split(".")[-1] in AMBIENT:
-                text = f"import {node.name}"
-            elif (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "get_profile"
-                and not node.args
-                and path.name not in TEST_ENTRY_POINTS
-            ):
-                text = "get_profile() (the environment's default)"
-            if text and (path.name, owner.get(node, "")) not in ENVIRONMENT_READERS:
-                found.append(f"{_where(path, node)} {text}")
+            yield path, node, owner.get(node, "")
+
+
+def ambient_profile_reads(package: Path = PACKAGE) -> list[str]:
+    """Reads of the environment, of a context variable or of the ambient profile."""
+    found = []
+    for path, node, function in _walk(package):
+        text = ""
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
+            text = f"os.{node.attr}"
+        elif isinstance(node, ast.Name) and node.id in AMBIENT:
+            text = node.id
+        elif isinstance(node, ast.alias) and node.name.split(".")[-1] in AMBIENT:
+            text = f"import {node.name}"
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "get_profile"
+            and not node.args
+            and path.name not in TEST_ENTRY_POINTS
+        ):
+            text = "get_profile() (the environment's default)"
+        if text and (path.name, function) not in ENVIRONMENT_READERS:
+            found.append(f"{_where(path, node)} {text}")
     return found
 
 
@@ -124,14 +133,11 @@ def private_references(folder: Path = PACKAGE.parent / "integrations") -> list[s
 def local_project_imports(package: Path = PACKAGE) -> list[str]:
     """Imports of project modules inside a function (module-level is the rule)."""
     found = []
-    for path in _modules(package):
-        tree = ast.parse(path.read_text())
-        owner = _enclosing_functions(tree)
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and owner.get(node):
-                module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-                if getattr(node, "level", 0) or (module or "").split(".")[0] in PROJECT:
-                    found.append(f"{_where(path, node)} {module}")
+    for path, node, function in _walk(package):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and function:
+            module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
+            if getattr(node, "level", 0) or (module or "").split(".")[0] in PROJECT:
+                found.append(f"{_where(path, node)} {module}")
     return found
 
 
@@ -246,14 +252,7 @@ def test_a_claims_plugin_may_import_the_runner_while_the_registry_loads_it(tmp_p
     # the claims plugins load when a run's settings are put in force (load_plugins); the
     # modules that import the registry at module level (runner, claim_results, calibration,
     # mutation) must work from a plugin imported then
-    import subprocess
-    import sys
 
     (tmp_path / "runner_user.py").write_text(PLUGIN_USING_THE_RUNNER)
-    done = subprocess.run(
-        [sys.executable, "-c", LOAD_THE_REGISTRY, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = run_python(LOAD_THE_REGISTRY, str(tmp_path))
     assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -24,6 +24,7 @@ from results_format.paths import plain_name
 from testbed_app.cli import main
 from testbed_app.experiments import runner
 from testbed_app.experiments.config import load_config
+from tests._cli_runs import run_argv
 from tests.test_experiments import write
 
 CLAIM = "fednest.lemma22.paper_constant"  # fails as stated in a fraction of a second
@@ -182,19 +183,25 @@ def test_a_config_with_a_nul_in_its_name_names_the_file_and_key(tmp_path, capsys
 # ------------------------------------------------------------------------------ --fresh
 
 
+def _assert_b_cannot_take_the_run_of_a(a: Path, b: Path, results: Path, capsys) -> None:
+    """``a`` run into ``results``; then ``b`` (another config of the same run name), with and
+    without --fresh, is refused in one line and ``a``'s metrics are kept."""
+    assert main(run_argv(results, [a])) == 0
+    metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
+    capsys.readouterr()
+    for extra in (["--fresh"], []):
+        assert main(run_argv(results, [b], *extra)) == 2
+        err = _one_line(capsys)
+        assert f"holds the run of {a}, not of {b}" in err and "Nothing was deleted" in err
+        assert (results / "runs" / "tiny" / "metrics.csv").read_bytes() == metrics
+
+
 def test_fresh_never_deletes_another_configs_run_folder(tmp_path, capsys):
     """a.toml then b.toml --fresh, both with name = "tiny": refused, a's run kept."""
     a = write(tmp_path, {"run.steps": 1}, name="a.toml")
     b = write(tmp_path, {"run.steps": 1, "run.seed": 4}, name="b.toml")
     results = tmp_path / "results"
-    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
-    metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
-    capsys.readouterr()
-    for extra in (["--fresh"], []):
-        assert main(["run", str(b), "--results", str(results), "--quiet", *extra]) == 2
-        err = _one_line(capsys)
-        assert f"holds the run of {a}, not of {b}" in err and "Nothing was deleted" in err
-        assert (results / "runs" / "tiny" / "metrics.csv").read_bytes() == metrics
+    _assert_b_cannot_take_the_run_of_a(a, b, results, capsys)
     assert main(["run", str(a), "--results", str(results), "--quiet", "--fresh"]) == 0
 
 
@@ -226,21 +233,7 @@ def test_two_configs_of_one_name_in_one_command_are_refused_before_any_work(tmp_
     a = write(tmp_path, {"run.steps": 1}, name="a.toml")
     b = write(tmp_path, {"run.steps": 1}, name="b.toml")
     for jobs in ("1", "2"):
-        assert (
-            main(
-                [
-                    "run",
-                    str(a),
-                    str(b),
-                    "--results",
-                    str(tmp_path / "results"),
-                    "--quiet",
-                    "--jobs",
-                    jobs,
-                ]
-            )
-            == 2
-        )
+        assert main(run_argv(tmp_path / "results", [a, b], "--jobs", jobs)) == 2
         err = _one_line(capsys)
         assert f"{a}, {b}: 2 configs have name = 'tiny'" in err
         assert not (tmp_path / "results" / "runs").exists()
@@ -381,14 +374,7 @@ def test_fresh_never_deletes_the_run_of_a_config_file_of_the_same_file_name(tmp_
     a = write(tmp_path / "A", {"run.steps": 1})
     b = write(tmp_path / "B", {"run.steps": 1, "run.seed": 4})
     results = tmp_path / "results"
-    assert main(["run", str(a), "--results", str(results), "--quiet"]) == 0
-    metrics = (results / "runs" / "tiny" / "metrics.csv").read_bytes()
-    capsys.readouterr()
-    for extra in (["--fresh"], []):
-        assert main(["run", str(b), "--results", str(results), "--quiet", *extra]) == 2
-        err = _one_line(capsys)
-        assert f"holds the run of {a}, not of {b}" in err and "Nothing was deleted" in err
-        assert (results / "runs" / "tiny" / "metrics.csv").read_bytes() == metrics
+    _assert_b_cannot_take_the_run_of_a(a, b, results, capsys)
 
 
 def test_fresh_of_the_same_config_content_from_another_file_is_its_own(tmp_path, capsys):

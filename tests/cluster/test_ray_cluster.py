@@ -38,12 +38,10 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from testbed_app import cli  # noqa: E402
+from tests._segmented_runs import run_files  # noqa: E402
+from tests._segmented_runs import write_two_configs  # noqa: E402
 from tests.test_executors import CLAIMS  # noqa: E402
 from tests.test_executors import results_files  # noqa: E402
-from tests.test_experiment_segments import FIVE_STEPS  # noqa: E402
-from tests.test_experiment_segments import _rename  # noqa: E402
-from tests.test_experiment_segments import _run_files  # noqa: E402
-from tests.test_experiments import write  # noqa: E402
 
 pytestmark = pytest.mark.cluster
 
@@ -57,6 +55,19 @@ CHECK = [
     "--quiet",
     *[arg for claim in CLUSTER_CLAIMS for arg in ("--claim", claim)],
 ]
+
+
+def ray_argv(argv: list[str], cluster: Any) -> list[str]:
+    """``argv`` run by the Ray executor on ``cluster``."""
+    return [*argv, "--executor", "ray", "--address", cluster.address]
+
+
+def assert_same_files(folder: Path, local: dict[str, bytes]) -> None:
+    """The results files under ``folder`` are ``local``'s, name by name."""
+    written = results_files(folder)
+    assert written.keys() == local.keys()
+    for name in local:
+        assert written[name] == local[name], name
 
 
 @pytest.fixture(scope="module")
@@ -82,16 +93,8 @@ def local_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
 def test_ray_cluster_writes_the_local_executors_results_files(
     cluster: Any, local_results: dict[str, bytes], tmp_path: Path
 ) -> None:
-    assert (
-        cli.main(
-            [*CHECK, "--results", str(tmp_path), "--executor", "ray", "--address", cluster.address]
-        )
-        == 0
-    )
-    on_ray = results_files(tmp_path)
-    assert on_ray.keys() == local_results.keys()
-    for name in local_results:
-        assert on_ray[name] == local_results[name], name
+    assert cli.main(ray_argv([*CHECK, "--results", str(tmp_path)], cluster)) == 0
+    assert_same_files(tmp_path, local_results)
 
 
 def _kill_first_task_worker(killed: list[int], stop: threading.Event) -> None:
@@ -128,14 +131,9 @@ def _with_a_worker_killed(argv: list[str]) -> int:
 def test_a_worker_killed_mid_run_loses_nothing(
     cluster: Any, local_results: dict[str, bytes], tmp_path: Path
 ) -> None:
-    status = _with_a_worker_killed(
-        [*CHECK, "--results", str(tmp_path), "--executor", "ray", "--address", cluster.address]
-    )
+    status = _with_a_worker_killed(ray_argv([*CHECK, "--results", str(tmp_path)], cluster))
     assert status == 0
-    on_ray = results_files(tmp_path)
-    assert on_ray.keys() == local_results.keys()
-    for name in local_results:
-        assert on_ray[name] == local_results[name], name
+    assert_same_files(tmp_path, local_results)
 
 
 def test_calibration_on_the_cluster_writes_the_local_files(cluster: Any, tmp_path: Path) -> None:
@@ -151,17 +149,7 @@ def test_calibration_on_the_cluster_writes_the_local_files(cluster: Any, tmp_pat
         "fast",
     ]
     assert cli.main([*common, "--results", str(tmp_path / "local")]) in (0, 1)
-    assert cli.main(
-        [
-            *common,
-            "--results",
-            str(tmp_path / "ray"),
-            "--executor",
-            "ray",
-            "--address",
-            cluster.address,
-        ]
-    ) in (0, 1)
+    assert cli.main(ray_argv([*common, "--results", str(tmp_path / "ray")], cluster)) in (0, 1)
     local, on_ray = results_files(tmp_path / "local"), results_files(tmp_path / "ray")
     assert local and local == on_ray
 
@@ -171,28 +159,14 @@ def test_regress_on_the_cluster_measures_what_the_local_executor_does(
 ) -> None:
     common = ["regress", "--estimator", "lfednest", "--against", "aid-neumann", "--quiet"]
     assert cli.main([*common, "--out", str(tmp_path / "local.json")]) in (0, 1)
-    assert cli.main(
-        [
-            *common,
-            "--out",
-            str(tmp_path / "ray.json"),
-            "--executor",
-            "ray",
-            "--address",
-            cluster.address,
-        ]
-    ) in (0, 1)
+    assert cli.main(ray_argv([*common, "--out", str(tmp_path / "ray.json")], cluster)) in (0, 1)
     assert (tmp_path / "local.json").read_bytes() == (tmp_path / "ray.json").read_bytes()
 
 
 @pytest.fixture(scope="module")
 def experiment_configs(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Two tiny experiment configs of five steps, a checkpoint every two (three segments)."""
-    folder = tmp_path_factory.mktemp("configs")
-    return [
-        str(write(folder, FIVE_STEPS, name="a.toml")),
-        str(_rename(write(folder, {**FIVE_STEPS, "run.seed": 4}, name="b.toml"), "tiny-b")),
-    ]
+    return write_two_configs(tmp_path_factory.mktemp("configs"))
 
 
 @pytest.fixture(scope="module")
@@ -201,46 +175,21 @@ def local_runs(
 ) -> dict[str, bytes]:
     folder = tmp_path_factory.mktemp("local-runs")
     assert cli.main(["run", *experiment_configs, "--quiet", "--results", str(folder)]) == 0
-    return _run_files(folder)
+    return run_files(folder)
 
 
 def test_experiment_configs_on_the_cluster_write_the_local_run_files(
     cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes], tmp_path: Path
 ) -> None:
-    assert (
-        cli.main(
-            [
-                "run",
-                *experiment_configs,
-                "--quiet",
-                "--results",
-                str(tmp_path),
-                "--executor",
-                "ray",
-                "--address",
-                cluster.address,
-            ]
-        )
-        == 0
-    )
-    assert _run_files(tmp_path) == local_runs
+    run = ["run", *experiment_configs, "--quiet", "--results", str(tmp_path)]
+    assert cli.main(ray_argv(run, cluster)) == 0
+    assert run_files(tmp_path) == local_runs
 
 
 def test_an_experiment_segment_whose_worker_is_killed_is_rerun(
     cluster: Any, experiment_configs: list[str], local_runs: dict[str, bytes], tmp_path: Path
 ) -> None:
-    status = _with_a_worker_killed(
-        [
-            "run",
-            *experiment_configs,
-            "--quiet",
-            "--results",
-            str(tmp_path),
-            "--executor",
-            "ray",
-            "--address",
-            cluster.address,
-        ]
-    )
+    run = ["run", *experiment_configs, "--quiet", "--results", str(tmp_path)]
+    status = _with_a_worker_killed(ray_argv(run, cluster))
     assert status == 0
-    assert _run_files(tmp_path) == local_runs
+    assert run_files(tmp_path) == local_runs

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -61,25 +62,25 @@ def _config(tmp_path: Path, algorithm: dict, steps: int) -> Path:
     return path
 
 
-def _deploy(config: Path, results: Path, engine: str) -> dict:
-    """``testbed deploy CONFIG --engine ENGINE`` in a process of its own (Ray and Flower start
-    and stop there); its run record, after checking the command's verdict."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "testbed_app",
-            "deploy",
-            str(config),
-            "--engine",
-            engine,
-            "--results",
-            str(results),
-        ],
+def _testbed_deploy(
+    config: Path, results: Path, *options: str, **run_options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``testbed deploy CONFIG --results RESULTS OPTIONS`` in a process of its own, its output
+    captured (at most 1500 s: Ray and Flower start and stop in it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "testbed_app", "deploy", str(config), "--results", str(results)]
+        + list(options),
         capture_output=True,
         text=True,
         timeout=1500,
+        **run_options,
     )
+
+
+def _deploy(config: Path, results: Path, engine: str) -> dict:
+    """``testbed deploy CONFIG --engine ENGINE`` in a process of its own (Ray and Flower start
+    and stop there); its run record, after checking the command's verdict."""
+    done = _testbed_deploy(config, results, "--engine", engine)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "against the batched simulation: the same" in done.stdout, done.stdout
     name = {"local": "deployment"}.get(engine, engine)
@@ -123,22 +124,7 @@ def test_deploying_a_shipped_config_prints_no_deprecation_or_future_warning(conf
     started (the SuperLink's, and `flwr run`'s, which streams the simulation process's output,
     Ray's included) hold no such line."""
     results = tmp_path / "results"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "testbed_app",
-            "deploy",
-            str(config),
-            "--results",
-            str(results),
-            "--no-compare",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        cwd=REPO,
-    )
+    done = _testbed_deploy(config, results, "--no-compare", cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr
     logs = sorted(results.glob("deploy/*/simulation/logs/*.log"))
     assert {p.name for p in logs} == {"flwr-run.log", "superlink.log"}

@@ -191,19 +191,23 @@ def _record(seed: int, result: ClaimResult, seconds: float) -> dict[str, Any]:
 
 
 #: Seeds of one claim run as one block (:class:`CalibrationBlock`). Why 16: a block's
-#: seed-independent work (the stacked replicates' run, exact moments) is shared by its seeds, so
-#: a larger block costs less per seed, while its records are written when the whole block ends,
-#: so an interrupted calibration loses at most the blocks in flight (16 seeds of the costliest
-#: claim, fednest.lemma22.abs_error_as_stated, are ~5 min on one loaded core).
+#: seed-independent work (the case search, the stacked replicates' run, exact moments) is shared
+#: by its seeds, so a larger block costs less per seed (little past 16: the stacked HGP
+#: replicates cost the same per seed at 16 and 32 seeds, their arithmetic grows with the rows),
+#: while its records are written when the whole block ends, so an interrupted calibration loses
+#: at most the blocks in flight (16 seeds of the costliest claim,
+#: fednest.lemma22.abs_error_as_stated, are ~5 min on one loaded core).
 BLOCK_SEEDS = 16
 
 
 @dataclasses.dataclass
 class CalibrationBlock(RegisteredClaimTask):
-    """A block of one claim's calibration seeds as one unit of work (the batched path,
-    :mod:`theory_checks.replicates`): one process, one setup, the seeds' Monte Carlo replicates
-    computed as one batch where the check allows; calling it gives each seed's record, equal
-    (but for ``seconds``) to what :class:`CalibrationTask` gives for that seed."""
+    """A block of one claim's calibration seeds as one unit of work (the batched path): one
+    process, one search for the claim's cases (:func:`theory_checks.seed_blocks.check_block`),
+    the seeds' Monte Carlo replicates computed as one batch where the check allows
+    (:mod:`theory_checks.replicates`); calling it gives each seed's record, equal (but for
+    ``seconds``, which for the first seed include the search and the stacked replicates of
+    all) to what :class:`CalibrationTask` gives for that seed."""
 
     claim_id: str
     seeds: tuple[int, ...]

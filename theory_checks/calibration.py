@@ -45,9 +45,12 @@ from theory_checks.claim_batch import RegisteredClaimTask
 from theory_checks.claim_batch import plugin_failures_named
 from theory_checks.decision import clopper_pearson
 from theory_checks.replicates import seed_batch
+from theory_checks.runner import ClaimResult
+from theory_checks.runner import ClaimRun
 from theory_checks.runner import Profile
 from theory_checks.runner import claim_fingerprint
 from theory_checks.runner import run_claim
+from theory_checks.seed_blocks import check_block
 from theory_checks.units import driver_dtype
 from theory_checks.units import run_in_process
 
@@ -174,29 +177,37 @@ def seed_record(
     start = time.perf_counter()
     with plugin_failures_named(claim, claim.estimators[0]):  # a plugin's error: one line
         result = run_claim(claim, profile, make=make, calibration_seed=seed)
+    return _record(seed, result, time.perf_counter() - start)
+
+
+def _record(seed: int, result: ClaimResult, seconds: float) -> dict[str, Any]:
     return {
         "seed": seed,
         "verdict": result.verdict,
         "n_undecided": len(result.undecided),
         "n_unconfirmed": len(result.unconfirmed),
-        "seconds": time.perf_counter() - start,
+        "seconds": seconds,
     }
 
 
 #: Seeds of one claim run as one block (:class:`CalibrationBlock`). Why 16: a block's
-#: seed-independent work (the stacked replicates' run, exact moments) is shared by its seeds, so
-#: a larger block costs less per seed, while its records are written when the whole block ends,
-#: so an interrupted calibration loses at most the blocks in flight (16 seeds of the costliest
-#: claim, fednest.lemma22.abs_error_as_stated, are ~5 min on one loaded core).
+#: seed-independent work (the case search, the stacked replicates' run, exact moments) is shared
+#: by its seeds, so a larger block costs less per seed (little past 16: the stacked HGP
+#: replicates cost the same per seed at 16 and 32 seeds, their arithmetic grows with the rows),
+#: while its records are written when the whole block ends, so an interrupted calibration loses
+#: at most the blocks in flight (16 seeds of the costliest claim,
+#: fednest.lemma22.abs_error_as_stated, are ~5 min on one loaded core).
 BLOCK_SEEDS = 16
 
 
 @dataclasses.dataclass
 class CalibrationBlock(RegisteredClaimTask):
-    """A block of one claim's calibration seeds as one unit of work (the batched path,
-    :mod:`theory_checks.replicates`): one process, one setup, the seeds' Monte Carlo replicates
-    computed as one batch where the check allows; calling it gives each seed's record, equal
-    (but for ``seconds``) to what :class:`CalibrationTask` gives for that seed."""
+    """A block of one claim's calibration seeds as one unit of work (the batched path): one
+    process, one search for the claim's cases (:func:`theory_checks.seed_blocks.check_block`),
+    the seeds' Monte Carlo replicates computed as one batch where the check allows
+    (:mod:`theory_checks.replicates`); calling it gives each seed's record, equal (but for
+    ``seconds``, which for the first seed include the search and the stacked replicates of
+    all) to what :class:`CalibrationTask` gives for that seed."""
 
     claim_id: str
     seeds: tuple[int, ...]
@@ -207,8 +218,14 @@ class CalibrationBlock(RegisteredClaimTask):
 
     def __call__(self) -> list[dict[str, Any]]:
         claim = self.resolved_claim()
-        with seed_batch(self.seeds):
-            return [seed_record(claim, self.profile, self.make, seed) for seed in self.seeds]
+        run = ClaimRun(claim, self.profile, self.make, None, self.seeds[0])
+        # a plugin's error: one line
+        with plugin_failures_named(claim, claim.estimators[0]), seed_batch(self.seeds):
+            results = check_block(run, self.seeds)
+        return [
+            _record(seed, result, result.seconds)
+            for seed, result in zip(self.seeds, results, strict=True)
+        ]
 
 
 #: How an executor runs tasks (``testbed_app.executors``): ``(index, result)`` as each finishes.
@@ -238,6 +255,19 @@ def _check_calibratable(claim: Claim, seeds: int) -> None:
     if not claim.statistical:
         raise ValueError(f"{claim.id} is deterministic: there is nothing to calibrate")
     check_seeds(seeds)
+
+
+def _claim_of(items: Sequence[Any], starts: Sequence[int], index: int) -> tuple[int, int]:
+    """``(claim's position, index)`` of item ``index`` (negative: from the end) of ``items``,
+    a sequence whose claim ``c`` holds the items ``starts[c]`` to ``starts[c + 1] - 1``; a
+    TypeError for an index that is not an integer, an IndexError for one out of range."""
+    if not isinstance(index, int):
+        raise TypeError(f"{type(items).__name__} takes integer indices")
+    if index < 0:
+        index += len(items)
+    if not 0 <= index < len(items):
+        raise IndexError(index)
+    return bisect.bisect_right(starts, index) - 1, index
 
 
 class PendingTasks(Sequence[CalibrationTask]):
@@ -274,13 +304,7 @@ class PendingTasks(Sequence[CalibrationTask]):
 
     def locate(self, index: int) -> tuple[int, int]:
         """``(claim's position, seed)`` of pending task ``index``."""
-        if not isinstance(index, int):
-            raise TypeError("PendingTasks takes integer indices")
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        which = bisect.bisect_right(self._starts, index) - 1
+        which, index = _claim_of(self, self._starts, index)
         return which, self.pending_seed(which, index - self._starts[which])
 
     def pending_seed(self, which: int, position: int) -> int:
@@ -323,13 +347,7 @@ class PendingBlocks(Sequence[CalibrationBlock]):
         return self._starts[-1]
 
     def __getitem__(self, index: int) -> CalibrationBlock:  # type: ignore[override]
-        if not isinstance(index, int):
-            raise TypeError("PendingBlocks takes integer indices")
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        which = bisect.bisect_right(self._starts, index) - 1
+        which, index = _claim_of(self, self._starts, index)
         first = (index - self._starts[which]) * self._block
         last = min(first + self._block, self._tasks.pending(which))
         seeds = tuple(self._tasks.pending_seed(which, p) for p in range(first, last))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import hashlib
 import math
 from collections.abc import Iterable
@@ -403,10 +404,12 @@ def t_quantile(rate: float, dof: int) -> float:
     return float(stats.t.ppf(1.0 - rate, dof))
 
 
+@functools.lru_cache(maxsize=4096)
 def replicates_for_half_width(sd: float, half_width: float, rate: float, minimum: int = 2) -> int:
     """Independent replicates ``n`` so that the mean's one-sided Student-t bound at ``rate`` is
     within ``half_width`` when one replicate has standard deviation ``sd``: the smallest ``n``
-    with ``t_{1-rate}(n - 1) sd / sqrt(n) <= half_width``."""
+    with ``t_{1-rate}(n - 1) sd / sqrt(n) <= half_width``. Remembered: a calibration's seeds ask
+    for the same sizes (a search of ~20 t quantiles, 14 ms on a loaded core)."""
     _check_rate(rate)
     if sd <= 0:
         return minimum

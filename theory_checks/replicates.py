@@ -6,9 +6,9 @@ changes only the Monte Carlo streams (:class:`~theory_checks.decision.Design`'s
 ``(claim seed, calibration seed, case, stage)`` entropy). So a block of seeds can share one
 process, one setup and one batched computation of the Monte Carlo replicates:
 
-- :func:`seed_batch` opens a block: inside it each seed is still checked by the runner's own
-  :func:`~theory_checks.runner.run_claim` (its cases, decisions, confirmations and verdict are
-  the unbatched run's code, not a copy), one seed after the other;
+- :func:`seed_batch` opens a block: inside it the seeds are checked one after the other on the
+  cases of one search (:func:`theory_checks.seed_blocks.check_block`: each seed's decisions,
+  confirmations and verdict are the runner's unbatched code, not a copy);
 - a check's replicated computation goes through :func:`replicated`: the first seed of the block
   that reaches it computes every later seed's replicates at once, as one run with a leading
   axis of ``K x R`` replicates, and each seed is served its own block of ``R``;

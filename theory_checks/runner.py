@@ -218,23 +218,30 @@ def _case_key(case: Case) -> str:
 
 
 def measure_and_decide(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design | None, rate: float
+    claim: Claim,
+    case: Case,
+    make: Callable[..., Any],
+    design: Design | None,
+    rate: float,
+    found: Callable[[Claim, Case], list[HypothesisMargin]] = hypothesis_margins,
 ) -> CaseResult:
     """Measure one case and decide it; a statistical first-stage failure is confirmed on a fresh
     stream with :data:`~theory_checks.decision.CONFIRMATION_SCALE` times the samples, and the
-    case takes the confirmation's outcome (a failure is recorded only when both stages fail)."""
-    found = hypothesis_margins(claim, case)
+    case takes the confirmation's outcome (a failure is recorded only when both stages fail).
+    ``found`` evaluates the claim's hypotheses on the case (:func:`hypothesis_margins`, or the
+    same margins computed once for several calibration seeds)."""
+    margins_found = found(claim, case)
     if design is not None:
         design = design.for_case(_case_key(case))
     measurement = measure(claim, case, make, design)
     outcome, decisions = decide_case(claim, measurement, rate)
-    result = _case_result(case, measurement, outcome, decisions, design, found)
+    result = _case_result(case, measurement, outcome, decisions, design, margins_found)
     if claim.statistical and outcome == "fails" and design is not None:
         second_design = design.confirmation()
         second = measure(claim, case, make, second_design)
         second_outcome, second_decisions = decide_case(claim, second, rate)
         result.confirmation = _case_result(
-            case, second, second_outcome, second_decisions, second_design, found
+            case, second, second_outcome, second_decisions, second_design, margins_found
         )
         result.outcome = second_outcome
     return result
@@ -247,12 +254,48 @@ def run_claim(
     estimator: str | None = None,
     calibration_seed: int = 0,
 ) -> ClaimResult:
-    """Check ``claim`` on cases drawn for ``profile`` and give its verdict
-    (:func:`_check_claim`); a claim with readings is checked under each
-    (:func:`_check_readings`)."""
-    if claim.readings:
-        return _check_readings(claim, profile, make, estimator, calibration_seed)
-    return _check_claim(claim, profile, make, estimator, calibration_seed)
+    """Check ``claim`` on cases drawn for ``profile`` and give its verdict (:func:`check_run`).
+
+    Args:
+        claim: the claim.
+        profile: how many cases to draw.
+        make: estimator builder; the registry's by default (tests pass perturbed ones).
+        estimator: registry name to check (default: the claim's first estimator).
+        calibration_seed: selects the Monte Carlo streams of a statistical claim (0 for the
+            recorded run; ``testbed calibrate`` runs 0..K-1); the drawn cases stay the same.
+    """
+    return check_run(ClaimRun(claim, profile, make, estimator, calibration_seed))
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimRun:
+    """What one check of a claim is (the arguments of :func:`run_claim`): the claim, the
+    profile whose cases it draws, the estimator's builder (``make``, or the registry's
+    ``estimator``'s) and the calibration seed of its Monte Carlo streams."""
+
+    claim: Claim
+    profile: Profile
+    make: Callable[..., Any] | None
+    estimator: str | None
+    calibration_seed: int
+
+    def under(self, reading: Reading) -> ClaimRun:
+        """This run of the claim under one of its readings (:func:`under_reading`)."""
+        return dataclasses.replace(self, claim=under_reading(self.claim, reading))
+
+    def seeded(self, calibration_seed: int) -> ClaimRun:
+        """This run under another calibration seed: the same cases, other Monte Carlo streams."""
+        return dataclasses.replace(self, calibration_seed=int(calibration_seed))
+
+
+def check_run(run: ClaimRun) -> ClaimResult:
+    """A claim's verdict (:func:`check_drawn_cases`); a claim with readings is checked under
+    each (:func:`over_readings`)."""
+    if run.claim.readings:
+        return over_readings(
+            run.claim, [check_drawn_cases(run.under(r)) for r in run.claim.readings]
+        )
+    return check_drawn_cases(run)
 
 
 def with_reading(case: Case, reading: Reading) -> Case:
@@ -284,22 +327,13 @@ def under_reading(claim: Claim, reading: Reading) -> Claim:
     )
 
 
-def _check_readings(
-    claim: Claim,
-    profile: Profile,
-    make: Callable[..., Any] | None,
-    estimator: str | None,
-    calibration_seed: int,
-) -> ClaimResult:
-    """A claim with several readings: each is checked on the same cases. The claim "fails as
-    stated" only when every reading fails; when some reading holds, the verdict is that
-    reading's (and :attr:`ClaimResult.holding_readings` names the readings that hold); otherwise
-    it is undecided. The cases recorded are those of the first holding reading (or the first
+def over_readings(claim: Claim, results: list[ClaimResult]) -> ClaimResult:
+    """A claim with several readings, from its result under each (``results``, in the order of
+    ``claim.readings``, on the same cases). The claim "fails as stated" only when every reading
+    fails; when some reading holds, the verdict is that reading's (and
+    :attr:`ClaimResult.holding_readings` names the readings that hold); otherwise it is
+    undecided. The cases recorded are those of the first holding reading (or the first
     reading's)."""
-    results = [
-        _check_claim(under_reading(claim, reading), profile, make, estimator, calibration_seed)
-        for reading in claim.readings
-    ]
     per_reading = [
         ReadingResult(
             reading.name,
@@ -323,14 +357,9 @@ def _check_readings(
     )
 
 
-def _check_claim(
-    claim: Claim,
-    profile: Profile,
-    make: Callable[..., Any] | None = None,
-    estimator: str | None = None,
-    calibration_seed: int = 0,
-) -> ClaimResult:
-    """Check ``claim`` on drawn cases and give its verdict.
+class CaseTally:
+    """The cases of one run (:class:`ClaimRun`) as they are decided, by outcome, and the run's
+    :class:`ClaimResult` from them.
 
     Deterministic claims: the first failing case is shrunk to a minimal one (when the claim
     allows) and saved; the verdict is "fails as stated", else "holds". Statistical claims
@@ -338,77 +367,101 @@ def _check_claim(
     planned cases; a failure is confirmed on fresh seeds before it is recorded; no shrinking;
     the verdict is "fails as stated" on a confirmed failure, "undecided" when some case could not
     be decided (or none could be measured), else "holds".
-
-    Args:
-        claim: the claim.
-        profile: how many cases to draw.
-        make: estimator builder; the registry's by default (tests pass perturbed ones).
-        estimator: registry name to check (default: the claim's first estimator).
-        calibration_seed: selects the Monte Carlo streams of a statistical claim (0 for the
-            recorded run; ``testbed calibrate`` runs 0..K-1); the drawn cases stay the same.
     """
-    builder = make or default_make(claim, estimator)
-    passed: list[CaseResult] = []
-    failed: list[CaseResult] = []
-    undecided: list[CaseResult] = []
-    unconfirmed: list[CaseResult] = []
-    rejected: list[str] = []
-    rate = case_rate(claim, profile) if claim.statistical else None
-    design = (
-        first_design(claim_seed(claim.id), calibration_seed, rate, profile.name)
-        if rate is not None
-        else None
-    )
 
-    @_drawn_cases(claim, profile)
-    def property_(case: Case) -> None:
-        if claim.statistical and failed:
-            return  # a confirmed failure decides the claim; no more cases are measured
+    def __init__(self, run: ClaimRun) -> None:
+        self.run = run
+        claim = run.claim
+        self.builder = run.make or default_make(claim, run.estimator)
+        self.passed: list[CaseResult] = []
+        self.failed: list[CaseResult] = []
+        self.undecided: list[CaseResult] = []
+        self.unconfirmed: list[CaseResult] = []
+        self.rejected: list[str] = []
+        self.rate = case_rate(claim, run.profile) if claim.statistical else None
+        self.design = (
+            first_design(claim_seed(claim.id), run.calibration_seed, self.rate, run.profile.name)
+            if self.rate is not None
+            else None
+        )
+
+    def visit(
+        self,
+        case: Case,
+        found: Callable[[Claim, Case], list[HypothesisMargin]] = hypothesis_margins,
+    ) -> bool:
+        """Measure and decide ``case`` (:func:`measure_and_decide`, ``found`` its margins);
+        False when it cannot be measured (the reason joins ``rejected``). A deterministic case
+        that fails raises AssertionError (hypothesis then shrinks it)."""
+        claim = self.run.claim
+        if claim.statistical and self.failed:
+            return True  # a confirmed failure decides the claim; no more cases are measured
         try:
-            result = measure_and_decide(claim, case, builder, design, rate or 0.0)
+            result = measure_and_decide(
+                claim, case, self.builder, self.design, self.rate or 0.0, found
+            )
         except NotMeasurable as reason:
-            rejected.append(str(reason))
-            assume(False)
-            return
+            self.rejected.append(str(reason))
+            return False
         if result.confirmation is not None and result.outcome != "fails":
-            unconfirmed.append(result)
-        {"holds": passed, "fails": failed, "undecided": undecided}[result.outcome].append(result)
-        if claim.statistical:
-            return  # decided here; raising would make hypothesis replay the costly case
+            self.unconfirmed.append(result)
+        {"holds": self.passed, "fails": self.failed, "undecided": self.undecided}[
+            result.outcome
+        ].append(result)
         m = result.measurement
-        assert m.passed, (
+        # a statistical case is decided here: raising would make hypothesis replay the costly case
+        assert claim.statistical or m.passed, (
             f"{claim.id}: measured {m.measured:.6g} vs {m.bound:.6g} "
             f"({m.relation}) on {result.problem_id}"
         )
+        return True
+
+    def result(self, seconds: float) -> ClaimResult:
+        """The run's result from the cases visited: its counterexample is a statistical claim's
+        first, confirmed failure (no shrinking) or a deterministic claim's last, the minimal
+        case hypothesis replays last."""
+        claim, run = self.run.claim, self.run
+        counterexample = None
+        if self.failed:
+            counterexample = self.failed[0] if claim.statistical else self.failed[-1]
+        # the rule a results file is checked against when read back (results_format.verdicts)
+        outcomes = [r.outcome for r in self.passed + self.undecided]
+        outcomes += ["fails"] if counterexample else []
+        verdict: Verdict = verdict_of(outcomes, bool(claim.corrects))  # type: ignore[assignment]
+        return ClaimResult(
+            claim,
+            verdict,
+            _distinct(self.passed),
+            counterexample,
+            self.rejected,
+            seconds,
+            run.estimator or claim.estimators[0],
+            run.profile.name,
+            self.undecided,
+            self.unconfirmed,
+            self.rate,
+            run.calibration_seed,
+        )
+
+
+def check_drawn_cases(run: ClaimRun) -> ClaimResult:
+    """Check ``run``'s claim on the cases :func:`drawn_cases` draws and give its verdict
+    (:class:`CaseTally`)."""
+    tally = CaseTally(run)
+
+    @drawn_cases(run.claim, run.profile)
+    def property_(case: Case) -> None:
+        if not tally.visit(case):
+            assume(False)
 
     start = time.perf_counter()
-    counterexample = _counterexample(property_, failed, claim.statistical)
-    seconds = time.perf_counter() - start
-    # the rule a results file is checked against when read back (results_format.verdicts)
-    outcomes = [r.outcome for r in passed + undecided] + (["fails"] if counterexample else [])
-    verdict: Verdict = verdict_of(outcomes, bool(claim.corrects))  # type: ignore[assignment]
-    return ClaimResult(
-        claim,
-        verdict,
-        _distinct(passed),
-        counterexample,
-        rejected,
-        seconds,
-        estimator or claim.estimators[0],
-        profile.name,
-        undecided,
-        unconfirmed,
-        rate,
-        calibration_seed,
-    )
+    search(property_, tally.failed)
+    return tally.result(time.perf_counter() - start)
 
 
-def _counterexample(
-    check: Callable[[], None], failed: list[CaseResult], statistical: bool
-) -> CaseResult | None:
-    """Run ``check`` over its cases (:func:`_drawn_cases`); the failing case to save, or None.
-    A deterministic claim's is the last failure, the minimal case hypothesis replays last; a
-    statistical claim's the first, confirmed failure (no shrinking)."""
+def search(check: Callable[[], None], failed: list[CaseResult]) -> None:
+    """Run ``check`` over its cases (:func:`drawn_cases`); a deterministic failure hypothesis
+    raises after shrinking is already in ``failed``."""
     try:
         check()
     except AssertionError:
@@ -416,9 +469,6 @@ def _counterexample(
             raise
     except Unsatisfiable:
         pass  # no drawn case could measure the claim: the verdict says undecided
-    if not failed:
-        return None
-    return failed[0] if statistical else failed[-1]
 
 
 def _distinct(passed: list[CaseResult]) -> list[CaseResult]:
@@ -429,7 +479,7 @@ def _distinct(passed: list[CaseResult]) -> list[CaseResult]:
     return list(unique.values())
 
 
-def _drawn_cases(claim: Claim, profile: Profile) -> Callable[[Callable[..., None]], Any]:
+def drawn_cases(claim: Claim, profile: Profile) -> Callable[[Callable[..., None]], Any]:
     """The decorator that runs a check on the claim's cases: its saved ones (``claim.examples``,
     the explicit phase), then those drawn from its strategy for ``profile``, capped by the
     profile and the claim, shrunk when the claim allows (deterministic claims only).

@@ -1,0 +1,112 @@
+"""A statistical claim checked under a block of calibration seeds, its cases drawn once.
+
+``testbed calibrate`` checks a claim under calibration seeds ``0..K-1``
+(:mod:`theory_checks.calibration`); every seed's run draws the same cases (the search is seeded
+by the claim's id, :func:`~theory_checks.runner.drawn_cases`) and seed ``k`` changes only the
+Monte Carlo streams. :func:`check_block` therefore runs hypothesis's search once, for the
+block's first seed, recording the cases it is handed and whether that seed could measure each
+(valid or rejected, all the search learns from a statistical claim's check: it never raises),
+and checks every later seed on the recorded cases, in the same order, with the runner's own
+:class:`~theory_checks.runner.CaseTally` (its decisions, confirmations and verdict are the
+unbatched run's code, not a copy). A later seed whose measurability agrees with the first's at
+every recorded case would have been handed the same cases by its own search, so its result is
+its unbatched run's; the margins of the claim's hypotheses on a case are computed once for the
+block. A seed that disagrees somewhere (a case it cannot measure where the first seed could,
+or the reverse), or whose check raises, is checked by its own search, as outside a block.
+
+Inside :func:`theory_checks.replicates.seed_batch`, the checks' replicated computations are in
+addition stacked across the block's seeds (:func:`~theory_checks.replicates.replicated`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from hypothesis import assume
+
+from theory_checks.claim import Case
+from theory_checks.claim import Claim
+from theory_checks.hypotheses import HypothesisMargin
+from theory_checks.runner import CaseTally
+from theory_checks.runner import ClaimResult
+from theory_checks.runner import ClaimRun
+from theory_checks.runner import OutsideHypotheses
+from theory_checks.runner import check_drawn_cases
+from theory_checks.runner import check_run
+from theory_checks.runner import drawn_cases
+from theory_checks.runner import hypothesis_margins
+from theory_checks.runner import over_readings
+from theory_checks.runner import search
+
+
+class DrawnCase:
+    """A case the block's search drew, whether the first seed could measure it, and the
+    claim's hypotheses evaluated on it once for every seed (:meth:`margins`)."""
+
+    def __init__(self, case: Case) -> None:
+        self.case = case
+        self.measurable = True
+        self._margins: list[HypothesisMargin] | OutsideHypotheses | None = None
+
+    def margins(self, claim: Claim, case: Case) -> list[HypothesisMargin]:
+        """:func:`~theory_checks.runner.hypothesis_margins` of this case, computed at the first
+        call (it raises :class:`~theory_checks.runner.OutsideHypotheses` at every call when
+        the case is outside them)."""
+        if self._margins is None:
+            try:
+                self._margins = hypothesis_margins(claim, case)
+            except OutsideHypotheses as outside:
+                self._margins = outside
+        if isinstance(self._margins, OutsideHypotheses):
+            raise OutsideHypotheses(self._margins.margins)
+        return self._margins
+
+
+def check_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]:
+    """``run`` under each calibration seed of ``seeds``: what
+    :func:`~theory_checks.runner.check_run` gives for that seed, one search for the block (a
+    claim with readings: one per reading). A deterministic claim has nothing to share: each
+    seed is checked alone."""
+    if not run.claim.statistical:
+        return [check_run(run.seeded(seed)) for seed in seeds]
+    if not run.claim.readings:
+        return _check_drawn_block(run, seeds)
+    per_reading = [_check_drawn_block(run.under(r), seeds) for r in run.claim.readings]
+    return [over_readings(run.claim, list(results)) for results in zip(*per_reading, strict=True)]
+
+
+def _check_drawn_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]:
+    """:func:`check_block` of a claim without readings (:func:`~theory_checks.runner.
+    check_drawn_cases` per seed)."""
+    first = CaseTally(run.seeded(seeds[0]))
+    drawn: list[DrawnCase] = []
+
+    @drawn_cases(run.claim, run.profile)
+    def property_(case: Case) -> None:
+        seen = DrawnCase(case)
+        drawn.append(seen)
+        seen.measurable = first.visit(case, seen.margins)
+        if not seen.measurable:
+            assume(False)
+
+    start = time.perf_counter()
+    search(property_, first.failed)
+    results = [first.result(time.perf_counter() - start)]
+    for seed in seeds[1:]:
+        results.append(_replayed(run.seeded(seed), drawn))
+    return results
+
+
+def _replayed(run: ClaimRun, drawn: list[DrawnCase]) -> ClaimResult:
+    """``run`` on the first seed's cases ``drawn``; its own search (:func:`~theory_checks.
+    runner.check_drawn_cases`) where that search could have drawn others."""
+    tally = CaseTally(run)
+    start = time.perf_counter()
+    try:
+        same = all(tally.visit(d.case, d.margins) == d.measurable for d in drawn)
+    except Exception:  # noqa: BLE001 - the seed's own search raises (or not) as it would alone
+        same = False
+    if not same:
+        return check_drawn_cases(run)
+    return tally.result(time.perf_counter() - start)

@@ -99,7 +99,7 @@ FALLBACK_COLORS: tuple[str, ...] = (
 )
 THEORY_COLOR = "#000000"
 #: The dash-dotted black of a theoretical line (a slope, a bound or formula, a rate).
-THEORY_LINE = {"color": THEORY_COLOR, "linestyle": "-."}
+THEORY_LINE: dict[str, Any] = {"color": THEORY_COLOR, "linestyle": "-."}
 REGION_COLOR = "#9aa4ae"
 OUTCOME_COLORS = {"holds": "#1a7f37", "fails": "#b42318", "undecided": "#6f42c1"}
 

@@ -9,6 +9,7 @@ the registry's build (:func:`~theory_checks.perturbed_variants.part_variant`,
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from typing import Any
 
@@ -99,11 +100,11 @@ class WrongCG(ConjugateGradient):
     """Conjugate gradient (Hestenes-Stiefel, as :class:`ConjugateGradient` runs it) whose update
     of the search direction and of ``r'r`` has one mistake (:meth:`next_search`)."""
 
+    @abc.abstractmethod
     def next_search(
         self, residual: torch.Tensor, direction: torch.Tensor, rr: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(p_{k+1}, r'r kept)`` from the new residual, the direction and the ``r'r`` kept."""
-        raise NotImplementedError
 
     def solve(self, hvp: Any, rhs: torch.Tensor, problem: Any) -> torch.Tensor:
         v, residual = torch.zeros_like(rhs), rhs.clone()

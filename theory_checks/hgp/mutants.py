@@ -12,6 +12,7 @@ or of an averaging rule with one mistake, recast from the registry's build.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -131,9 +132,9 @@ class WrongPushSum(HyperGradientPush):
     from, the weights it keeps and the graph clock are the real rule's; a rule that does not
     gossip averages as built."""
 
+    @abc.abstractmethod
     def gossip(self, push: PushSum) -> tuple[torch.Tensor, torch.Tensor]:
         """``(u_bar, omega)`` of the wrong call, from the real Push-Sum ``push``."""
-        raise NotImplementedError
 
     def average_step(self, *args: Any) -> Averaged:
         call = AveragingCall(*args)

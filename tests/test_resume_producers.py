@@ -4,6 +4,7 @@ their own ``state_dict`` / ``load_state_dict``."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -29,34 +30,45 @@ def _sha16(text: str) -> str:
 
 
 def test_claim_fingerprints_are_the_ones_written_before():
+    from theory_checks.claim import Perturbation
     from theory_checks.claim_results import claim_definition
+    from theory_checks.profiles import PerProfile
     from theory_checks.registry import CLAIM_DB
     from theory_checks.runner import PROFILES
-    from theory_checks.runner import claim_max_examples
 
     for claim in CLAIM_DB:
         for profile in PROFILES.values():
             parts = claim_definition(claim, profile)
             # the hash the producers wrote before they resumed through results_format.resume
             assert claim_fingerprint(claim, profile) == _sha16("|".join(parts)), claim.id
-            # the definition they hashed: these eleven parts first; hypotheses, readings, a
-            # stated scale and added parameters follow only where declared, so a claim without
-            # them keeps the fingerprint it had before they existed
-            assert parts[:11] == [
-                claim.id,
-                claim.reference,
-                claim.kind,
-                claim.statement,
-                ",".join(claim.estimators),
-                claim.check.__qualname__,
-                str(claim_max_examples(claim, profile)),
-                claim.decision,
-                repr(claim.false_fail_rate),
-                claim.perturbation.name if claim.perturbation else "",
-                "control" if claim.positive_control else "",
-            ], claim.id
+            # hypotheses, readings, a stated scale and added parameters follow the eleven parts
+            # below only where declared, so a claim without them keeps the fingerprint it had
+            # before they existed
             optional = (claim.hypotheses, claim.readings, claim.scale, claim.added_parameters)
             assert len(parts) == 11 + sum(1 for declared in optional if declared), claim.id
+    # the definition they hashed: these eleven parts first, written out for a claim whose every
+    # field is known (id, reference, kind, statement, estimators, the check's qualified name, the
+    # profile's cap on cases, decision, false-failure rate, perturbation, positive control)
+    toy = toy_claim(estimators=("exact", "aid-fp"), max_examples=PerProfile(3, 7))
+    perturbed = dataclasses.replace(
+        toy,
+        perturbation=Perturbation("off by two", "adds 2", make_toy(2.0)),
+        positive_control=lambda: None,
+    )
+    for claim, tail in ((toy, ["", ""]), (perturbed, ["off by two", "control"])):
+        for profile, cases in (("fast", "3"), ("thorough", "7")):
+            assert claim_definition(claim, PROFILES[profile]) == [
+                "toy.mean_below_bound",
+                "test",
+                "variance_bound",
+                "E X <= 1",
+                "exact,aid-fp",
+                "toy_check",
+                cases,
+                "statistical",
+                "0.001",
+                *tail,
+            ]
 
 
 def test_comparison_fingerprints_are_the_ones_written_before():

@@ -71,6 +71,26 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b))
 
 
+def _on_drawn_points(
+    families: list[str], limits: settings
+) -> Callable[[Callable[[Any, torch.Tensor], None]], Callable[..., None]]:
+    """The decorated ``test(p, x)`` as a hypothesis test under ``limits``, one pytest case per
+    family in ``families``: ``p`` drawn from the family's strategy, ``x`` from a drawn seed
+    (:func:`_point`)."""
+
+    def decorate(test: Callable[[Any, torch.Tensor], None]) -> Callable[..., None]:
+        def run(family: str, data: st.DataObject, seed: int) -> None:
+            p = data.draw(FAMILIES[family])
+            test(p, _point(p, seed))
+
+        run.__name__ = run.__qualname__ = test.__name__
+        run.__doc__ = test.__doc__
+        drawn = given(data=st.data(), seed=SEEDS)(run)
+        return limits(pytest.mark.parametrize("family", families)(drawn))
+
+    return decorate
+
+
 # ------------------------------------------------------------------ (a) sympy
 def _rational(array: np.ndarray) -> sympy.Matrix:
     """Exact rational copy (every float64 is a dyadic rational); vectors as columns."""
@@ -138,28 +158,16 @@ def _sympy_gradient(p: Any, x_value: torch.Tensor) -> torch.Tensor:
     return torch.tensor([float(g) for g in grad], dtype=torch.float64)
 
 
-@SYMPY
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-@given(data=st.data(), seed=SEEDS)
-def test_exact_gradient_equals_sympy_derivation(
-    family: str, data: st.DataObject, seed: int
-) -> None:
-    p = data.draw(FAMILIES[family])
-    x = _point(p, seed)
+@_on_drawn_points(sorted(FAMILIES), SYMPY)
+def test_exact_gradient_equals_sympy_derivation(p: Any, x: torch.Tensor) -> None:
     # Why 1e-10: sympy is exact; the float64 closed form loses O(kappa * eps) ~ 1e-14.
     assert _rel(_grad(p, x), _sympy_gradient(p, x)) <= IDENTITY_RTOL
 
 
 # ------------------------------------------------------------------ (b) finite
 # differences
-@FAST
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-@given(data=st.data(), seed=SEEDS)
-def test_exact_gradient_equals_central_differences(
-    family: str, data: st.DataObject, seed: int
-) -> None:
-    p = data.draw(FAMILIES[family])
-    x = _point(p, seed)
+@_on_drawn_points(sorted(FAMILIES), FAST)
+def test_exact_gradient_equals_central_differences(p: Any, x: torch.Tensor) -> None:
     h = _h(p)
     # Why eps^(1/3) * scale: central differences err by O(step^2 h''') (truncation) plus
     # O(eps |h| / step) (round-off); the sum is smallest at step ~ eps^(1/3) * scale,
@@ -174,14 +182,9 @@ def test_exact_gradient_equals_central_differences(
 
 
 # ------------------------------------------------------------------ (c) autodiff
-@FAST
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-@given(data=st.data(), seed=SEEDS)
-def test_exact_gradient_equals_autodiff_through_the_solve(
-    family: str, data: st.DataObject, seed: int
-) -> None:
-    p = data.draw(FAMILIES[family])
-    x = _point(p, seed).requires_grad_(True)
+@_on_drawn_points(sorted(FAMILIES), FAST)
+def test_exact_gradient_equals_autodiff_through_the_solve(p: Any, x: torch.Tensor) -> None:
+    x.requires_grad_(True)
     _h(p)(x).backward()
     assert x.grad is not None
     # Why 1e-10: both sides are float64 linear algebra on the same arrays; they differ
@@ -190,13 +193,9 @@ def test_exact_gradient_equals_autodiff_through_the_solve(
 
 
 # ------------------------------------------------------------------ (d) oracles
-@FAST
-@pytest.mark.parametrize("family", BILEVEL_VIEWS)
-@given(data=st.data(), seed=SEEDS)
-def test_lemma_2_1_from_per_client_oracles(family: str, data: st.DataObject, seed: int) -> None:
+@_on_drawn_points(BILEVEL_VIEWS, FAST)
+def test_lemma_2_1_from_per_client_oracles(p: Any, x: torch.Tensor) -> None:
     """grad h = grad_x f - grad^2_xy g [grad^2_y g]^{-1} grad_y f (FedNest eq. (8))."""
-    p = data.draw(FAMILIES[family])
-    x = _point(p, seed)
     y = p.exact_inner_solution(x)
     oracles, clients = Oracles(p), torch.arange(p.n_clients)
     gx, gy = (v.mean(0) for v in oracles.grad_outer(x, y, clients))

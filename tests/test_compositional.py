@@ -15,6 +15,7 @@ from problems import ProblemError
 from problems import RiskAverse
 from problems import from_spec
 from problems.strategies import linear_compositional
+from tests._bad_arrays import assert_edit_refused
 
 FAST = settings(max_examples=15, deadline=None)
 EPS = float(np.finfo(np.float64).eps)
@@ -218,10 +219,7 @@ def _arrays() -> dict:
     ],
 )
 def test_bad_arrays_raise_named_errors(edit, message: str) -> None:
-    arrays = _arrays()
-    edit(arrays)
-    with pytest.raises(ProblemError, match=rf"LinearCompositional: .*{message}"):
-        LinearCompositional(**arrays)
+    assert_edit_refused(LinearCompositional, _arrays(), edit, message)
 
 
 def test_bad_knobs_raise_named_errors() -> None:

@@ -15,6 +15,7 @@ from problems import ProblemError
 from problems import QuadraticMinimax
 from problems import from_spec
 from problems.strategies import quadratic_minimax
+from tests._bad_arrays import assert_edit_refused
 
 FAST = settings(max_examples=15, deadline=None)
 
@@ -187,10 +188,7 @@ def _arrays(M: int = 2, dx: int = 2, dy: int = 3) -> dict[str, np.ndarray]:
     ],
 )
 def test_bad_arrays_raise_named_errors(edit, message: str) -> None:
-    arrays = _arrays()
-    edit(arrays)
-    with pytest.raises(ProblemError, match=rf"QuadraticMinimax: .*{message}"):
-        QuadraticMinimax(**arrays)
+    assert_edit_refused(QuadraticMinimax, _arrays(), edit, message)
 
 
 def test_bad_knobs_raise_named_errors() -> None:

@@ -300,10 +300,9 @@ def test_private_names_of_another_module_are_found(rules_on):
             "f.py": "import PKG.e._hidden\n",
         },
     )
+    # b, c and d each reach a._x; f imports the private module e._hidden
     assert found == [
-        ("private name", "PKG.b", "PKG.a._x"),
-        ("private name", "PKG.c", "PKG.a._x"),
-        ("private name", "PKG.d", "PKG.a._x"),
+        *(("private name", f"PKG.{module}", "PKG.a._x") for module in "bcd"),
         ("private name", "PKG.f", "private module PKG.e._hidden"),
     ]
 
@@ -321,9 +320,7 @@ def test_patching_another_module_is_found(rules_on):
         },
     )
     assert found == [
-        ("patching", "PKG.b", "PKG.a.f changed from PKG.b"),
-        ("patching", "PKG.c", "PKG.a.f changed from PKG.c"),
-        ("patching", "PKG.d", "PKG.a.f changed from PKG.d"),
+        ("patching", f"PKG.{module}", f"PKG.a.f changed from PKG.{module}") for module in "bcd"
     ]
 
 
@@ -340,8 +337,7 @@ def test_local_imports_are_found_unless_listed(rules_on):
         allowed=(("PKG.d", "PKG.a"),),
     )
     assert found == [
-        ("local import", "PKG.b", "PKG.b -> PKG.a in a function"),
-        ("local import", "PKG.c", "PKG.c -> PKG.a in a function"),
+        ("local import", f"PKG.{module}", f"PKG.{module} -> PKG.a in a function") for module in "bc"
     ]
 
 

@@ -181,37 +181,27 @@ def test_same_seed_same_numbers_and_q_is_random():
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
+    ("cls", "kwargs", "match"),
     [
-        ({"inner_steps": -1}, "inner_steps"),
-        ({"inner_steps": 2.5}, "inner_steps"),
-        ({"local_steps": 0}, "local_steps"),
-        ({"local_steps": ()}, "local_steps"),
-        ({"inner_step_size": -0.1}, "inner_step_size"),
-        ({"neumann_step_size": 0.0}, "neumann_step_size"),
-        ({"lower_solver": "adam"}, "lower_solver"),
-        ({"index": 11}, "index"),
-        ({"index": 2, "expectation": True}, "exclude"),
-        ({"batch_size": 0}, "batch_size"),
-        ({"participation": "all"}, "participation"),
+        (AggITD, {"inner_steps": -1}, "inner_steps"),
+        (AggITD, {"inner_steps": 2.5}, "inner_steps"),
+        (AggITD, {"local_steps": 0}, "local_steps"),
+        (AggITD, {"local_steps": ()}, "local_steps"),
+        (AggITD, {"inner_step_size": -0.1}, "inner_step_size"),
+        (AggITD, {"neumann_step_size": 0.0}, "neumann_step_size"),
+        (AggITD, {"lower_solver": "adam"}, "lower_solver"),
+        (AggITD, {"index": 11}, "index"),
+        (AggITD, {"index": 2, "expectation": True}, "exclude"),
+        (AggITD, {"batch_size": 0}, "batch_size"),
+        (AggITD, {"participation": "all"}, "participation"),
+        (FBOAggITD, {"outer_step_size": -1.0}, "outer_step_size"),
+        (FBOAggITD, {"lower_solver": "sarah"}, "lower_solver"),
+        (FBOAggITD, {"local_steps": 0}, "local_steps"),
     ],
 )
-def test_bad_parameters_raise_clear_errors(kwargs, match):
+def test_bad_parameters_raise_clear_errors(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        AggITD(**kwargs)
-
-
-@pytest.mark.parametrize(
-    "kwargs,match",
-    [
-        ({"outer_step_size": -1.0}, "outer_step_size"),
-        ({"lower_solver": "sarah"}, "lower_solver"),
-        ({"local_steps": 0}, "local_steps"),
-    ],
-)
-def test_bad_algorithm_parameters_raise_clear_errors(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        FBOAggITD(**kwargs)
+        cls(**kwargs)
 
 
 def test_per_client_local_steps_must_match_the_clients():

@@ -268,40 +268,30 @@ def test_compositional_single_term_fednest_converges():
 
 
 @pytest.mark.parametrize(
-    "kwargs, match",
+    ("cls", "kwargs", "match"),
     [
-        ({"neumann_terms": 0}, "neumann_terms"),
-        ({"inner_steps": 0}, "inner_steps"),
-        ({"local_steps": 0}, "local_steps"),
-        ({"local_steps": (1, 0)}, "local_steps"),
-        ({"local_steps": True}, "local_steps"),
-        ({"truncation": "geometric"}, "truncation"),
-        ({"inner_method": "adam"}, "inner_method"),
-        ({"outer_method": "joint"}, "outer_method"),
-        ({"outer_step_size": -1.0}, "outer_step_size"),
-        ({"inner_step_size": float("nan")}, "inner_step_size"),
-        ({"neumann_step_size": 0.0}, "neumann_step_size"),
-        ({"batch_size": 0}, "batch_size"),
-        ({"participation": "half"}, "participation"),
+        (FedNest, {"neumann_terms": 0}, "neumann_terms"),
+        (FedNest, {"inner_steps": 0}, "inner_steps"),
+        (FedNest, {"local_steps": 0}, "local_steps"),
+        (FedNest, {"local_steps": (1, 0)}, "local_steps"),
+        (FedNest, {"local_steps": True}, "local_steps"),
+        (FedNest, {"truncation": "geometric"}, "truncation"),
+        (FedNest, {"inner_method": "adam"}, "inner_method"),
+        (FedNest, {"outer_method": "joint"}, "outer_method"),
+        (FedNest, {"outer_step_size": -1.0}, "outer_step_size"),
+        (FedNest, {"inner_step_size": float("nan")}, "inner_step_size"),
+        (FedNest, {"neumann_step_size": 0.0}, "neumann_step_size"),
+        (FedNest, {"batch_size": 0}, "batch_size"),
+        (FedNest, {"participation": "half"}, "participation"),
+        (FedIHGP, {"neumann_terms": 0}, "neumann_terms"),
+        (FedIHGP, {"inner_steps": -1}, "inner_steps"),
+        (FedIHGP, {"truncation": "none"}, "truncation"),
+        (FedIHGP, {"local_steps": ()}, "local_steps"),
     ],
 )
-def test_bad_algorithm_parameters_raise(kwargs, match):
+def test_bad_parameters_raise(cls, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        FedNest(**kwargs)
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"neumann_terms": 0}, "neumann_terms"),
-        ({"inner_steps": -1}, "inner_steps"),
-        ({"truncation": "none"}, "truncation"),
-        ({"local_steps": ()}, "local_steps"),
-    ],
-)
-def test_bad_estimator_parameters_raise(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        FedIHGP(**kwargs)
+        cls(**kwargs)
 
 
 def test_bad_problem_pairings_raise():

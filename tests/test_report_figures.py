@@ -115,16 +115,11 @@ def _other_variable() -> Figure:
 
 
 def _count() -> Figure:
-    record = claim_record(
-        COUNT,
-        "FedNest",
-        "communication_count",
-        "holds",
-        [
-            case_record(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
-            for n in (1, 3, 5, 8)
-        ],
-    )
+    cases = [
+        case_record(f"p.{n}", 2 * n + 3.0, 2 * n + 3.0, True, "== at every iteration")
+        for n in (1, 3, 5, 8)
+    ]
+    record = claim_record(COUNT, "FedNest", "communication_count", "holds", cases)
     rows = [(f"p.{n}", "measured", "outer_iteration", 1, 2 * n + 3, 0) for n in (1, 3, 5, 8)]
     return record, ("fednest", rows)
 
@@ -135,13 +130,8 @@ def _bound_no_series() -> Figure:
 
 
 def _no_theory() -> Figure:
-    record = claim_record(
-        NO_THEORY,
-        "FedMSA",
-        "scaling_exponent",
-        "holds",
-        [case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}],
-    )  # no bound: inf
+    cases = [case_record(PID, 0.5, math.inf, True, "monotone") | {"spec": SPEC}]  # no bound: inf
+    record = claim_record(NO_THEORY, "FedMSA", "scaling_exponent", "holds", cases)
     return record, ("fedmsa", [(PID, "measured", "rounds R", r, 1.0 / r, 0) for r in (1, 2, 4, 8)])
 
 
@@ -153,18 +143,11 @@ def _fitted_band() -> Figure:
         _fit(1.0 + 0.01 * i, 1.0, "exponent of Var(p) in N") | {"problem_id": pid}
         for i, pid in enumerate(pids)
     ]
-    record = claim_record(
-        FITTED_BAND,
-        "FedNest",
-        "scaling_exponent",
-        "holds",
-        [
-            case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit)
-            | {"spec": SPEC}
-            for pid, fit in zip(pids, fits, strict=True)
-        ],
-        fits=fits,
-    )
+    cases = [
+        case_record(pid, fit["estimate"], 1.0, True, "|exponent - 1| <= 0.05", fit) | {"spec": SPEC}
+        for pid, fit in zip(pids, fits, strict=True)
+    ]
+    record = claim_record(FITTED_BAND, "FedNest", "scaling_exponent", "holds", cases, fits=fits)
     rows = [
         (pid, name, "neumann_terms", n, (3 + i) * n ** (1.0 + 0.01 * i), 0)
         for i, pid in enumerate(pids)
@@ -176,17 +159,13 @@ def _fitted_band() -> Figure:
 
 def _origin_fail() -> Figure:
     # like fednest.lemma22.per_client_bias: passing cases at the origin, the failing one too
-    record = refutation(
-        ORIGIN_FAIL,
-        "FedNest",
-        "bias_bound",
-        [
-            case_record("p.0", 0.0, 0.0, True),
-            case_record("p.1", 0.0, 0.0, True),
-            case_record("p.2", 0.0, 0.0, False),
-            case_record("p.3", 0.5, 1.0, True),
-        ],
-    )
+    cases = [
+        case_record("p.0", 0.0, 0.0, True),
+        case_record("p.1", 0.0, 0.0, True),
+        case_record("p.2", 0.0, 0.0, False),
+        case_record("p.3", 0.5, 1.0, True),
+    ]
+    record = refutation(ORIGIN_FAIL, "FedNest", "bias_bound", cases)
     return record, None
 
 

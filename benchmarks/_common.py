@@ -1,12 +1,12 @@
 """What every benchmark shares: timing, the machine description and the results file.
 
-A benchmark module defines ``NAME``, ``DESCRIPTION`` and ``measure(quick: bool, device: str) ->
-(rows, targets)``; :func:`run_benchmark` adds the machine and writes
-``<out>/<NAME>.json`` in the :data:`results_format.BENCH_SCHEMA` form, which the
-report renders. Timings are wall-clock medians over repeats after warm-up calls, taken by
-``torch.utils.benchmark`` (:func:`time_call`: its ``Timer``; :func:`interleaved`: its clock);
-they are measurements of this machine at this moment (the load average is recorded beside
-them), never asserted by tests.
+A benchmark module defines ``NAME``, ``DESCRIPTION`` (the first paragraph of its docstring,
+:func:`description`) and ``measure(quick: bool, device: str) -> (rows, targets)``;
+:func:`run_benchmark` adds the machine and writes ``<out>/<NAME>.json`` in the
+:data:`results_format.BENCH_SCHEMA` form, which the report renders. Timings are wall-clock
+medians over repeats after warm-up calls, taken by ``torch.utils.benchmark`` (:func:`time_call`:
+its ``Timer``; :func:`interleaved`: its clock); they are measurements of this machine at this
+moment (the load average is recorded beside them), never asserted by tests.
 """
 
 from __future__ import annotations
@@ -59,6 +59,14 @@ class Sized(Generic[T]):
 
     def __call__(self, quick: bool) -> T:
         return self.quick if quick else self.full
+
+
+def description(docstring: str | None) -> str:
+    """The first paragraph of a benchmark module's docstring on one line, without its closing
+    full stop: the description its results file records and its command line shows."""
+    if not docstring:
+        raise ValueError("a benchmark module states what it measures in its docstring")
+    return " ".join(docstring.strip().split("\n\n")[0].split()).removesuffix(".")
 
 
 # ------------------------------------------------------------------------------- timing

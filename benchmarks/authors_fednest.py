@@ -1,4 +1,6 @@
-"""Time per FedNest iteration against the authors' code (ucr-optml/FedNest), when it is present.
+"""Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP hyper-representation, 100
+clients of MNIST-shaped data) against the authors' code driven through its own modules; target:
+>= 3x on CPU at 1 thread.
 
 The authors' hyper-representation experiment (``main_hr.py`` of ucr-optml/FedNest) runs one outer
 iteration as ``inner_ep`` FedInn calls (``ClientManageHR.fed_in``) and one FedOut
@@ -69,6 +71,7 @@ from _common import Row
 from _common import Target
 from _common import add_arguments
 from _common import default_dtype
+from _common import description
 from _common import interleaved
 from _common import run_benchmark
 from _common import speedup
@@ -85,11 +88,7 @@ from problems.workloads import build_workload
 from testbed.algorithms.fednest import FedNest
 
 NAME = "authors_fednest"
-DESCRIPTION = (
-    "Time per FedNest iteration (T = 1, N = 5, tau = 5, SVRG, 784-200-10 MLP "
-    "hyper-representation, 100 clients of MNIST-shaped data) against the authors' "
-    "code driven through its own modules; target: >= 3x on CPU at 1 thread"
-)
+DESCRIPTION = description(__doc__)
 TARGET_SPEEDUP = 3.0
 #: The authors' objects this benchmark uses, by module (relative to their repository root).
 AUTHORS_OBJECTS = {

@@ -1,5 +1,6 @@
-"""One outer iteration of FedNest and of FBO-AggITD on closed-form quadratics, against
-honest baselines.
+"""One outer iteration of FedNest and FBO-AggITD on closed-form quadratics (kappa 10): the batched
+client axis against the same-work replica, the per-oracle streaming bound, a closed-form and an
+autograd per-client loop; M = 10..1000, d = 10..200.
 
 A *round* here is one outer iteration (``algorithm.step``): FedNest's ``2T + N + 3``
 communication rounds (registry defaults T = 5, N = 10, tau = 5, deterministic truncation so every
@@ -47,6 +48,7 @@ from _common import Row
 from _common import Sized
 from _common import Target
 from _common import cli
+from _common import description
 from _common import interleaved
 from _common import progress
 from _common import target
@@ -68,12 +70,7 @@ from testbed.estimators.aggitd import draw_index
 from testbed.federation.context import FederatedContext
 
 NAME = "closed_form_rounds"
-DESCRIPTION = (
-    "One outer iteration of FedNest and FBO-AggITD on closed-form quadratics "
-    "(kappa 10): the batched client axis against the same-work replica, the "
-    "per-oracle streaming bound, a closed-form and an autograd per-client loop; "
-    "M = 10..1000, d = 10..200"
-)
+DESCRIPTION = description(__doc__)
 CLIENTS = Sized(full=(10, 100, 1000), quick=(4,))
 DIMS = Sized(full=(10, 50, 200), quick=(3,))
 TARGET_REPLICA = 1.5

@@ -1,4 +1,6 @@
-"""How one closed-form outer iteration scales with the number of clients, and what it holds.
+"""One outer iteration of FedNest and FBO-AggITD on closed-form quadratics against the number of
+clients, each M in a fresh process: time per client and peak memory against the arrays; targets:
+linear in M from 100 to 10,000 (1.3x), M = 10,000 at d = 200 within 24 GiB.
 
 Each grid point ``M`` builds ``QuadraticBilevel.random(M, d, d, kappa = 10, heterogeneity 0.3)``
 in a **fresh Python process** (so its peak resident memory is its own) and times one outer
@@ -30,15 +32,11 @@ from _common import Row
 from _common import Sized
 from _common import Target
 from _common import cli
+from _common import description
 from _common import target
 
 NAME = "closed_form_scale"
-DESCRIPTION = (
-    "One outer iteration of FedNest and FBO-AggITD on closed-form quadratics against "
-    "the number of clients, each M in a fresh process: time per client and peak "
-    "memory against the arrays; targets: linear in M from 100 to 10,000 (1.3x), "
-    "M = 10,000 at d = 200 within 24 GiB"
-)
+DESCRIPTION = description(__doc__)
 DIM = Sized(full=200, quick=3)
 CLIENTS = Sized(full=(100, 1000, 10_000), quick=(4, 8))
 TARGET_LINEAR = 1.3

@@ -1,4 +1,5 @@
-"""Cost of second-order oracles relative to a gradient, and oracle calls per hypergradient.
+"""Hessian-vector product time relative to an inner gradient on each workload (target <= 3), and
+per-client oracle calls of one hypergradient against the papers' minimum.
 
 Part 1, time: on each workload, the batched Hessian-vector product ``grad^2_y g_i v`` (and the
 mixed product ``grad^2_xy g_i v``) of :class:`testbed.Oracles` against the inner gradient
@@ -36,6 +37,7 @@ from _common import Row
 from _common import Sized
 from _common import Target
 from _common import cli
+from _common import description
 from _common import target
 from _common import time_call
 from _workloads import Workload
@@ -50,11 +52,7 @@ from testbed import Oracles
 from testbed import get_estimator
 
 NAME = "hvp_cost"
-DESCRIPTION = (
-    "Hessian-vector product time relative to an inner gradient on each workload "
-    "(target <= 3), and per-client oracle calls of one hypergradient against the "
-    "papers' minimum"
-)
+DESCRIPTION = description(__doc__)
 TARGET_HVP_RATIO = 3.0
 # Why 0.2 s (torch's own default for blocked_autorange): each call is milliseconds, so the
 # Timer's blocks hold many calls and 0.2 s of them give a median that is stable on a shared

@@ -1,4 +1,6 @@
-"""MLP/CNN time per communication round: batched client axis vs the per-client loop.
+"""Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and CNN
+hyper-representation workloads, 100 clients on digits, batched vs the row-function per-client
+loop and PerClientLoop; target: >= 10x on a CUDA GPU.
 
 One FedNest outer iteration (Alg. 1 with FedInn, FedIHGP and FedOut, deterministic truncation
 so every repeat does the same work) on the hyper-representation workload (FedNest Sec. 4.1,
@@ -27,6 +29,7 @@ from _common import Row
 from _common import Sized
 from _common import Target
 from _common import cli
+from _common import description
 from _common import speedup
 from _common import target
 from _common import time_call
@@ -38,11 +41,7 @@ from problems import PerClientLoop
 from testbed.algorithms.fednest import FedNest
 
 NAME = "workload_round"
-DESCRIPTION = (
-    "Time per communication round of FedNest (T = 1, N = 5, tau = 5) on the MLP and "
-    "CNN hyper-representation workloads, 100 clients on digits, batched vs the "
-    "row-function per-client loop and PerClientLoop; target: >= 10x on a CUDA GPU"
-)
+DESCRIPTION = description(__doc__)
 TARGET_GPU_SPEEDUP = 10.0
 MODELS = ("hyper-representation MLP", "hyper-representation CNN")
 # Why 0.01: the authors' lr and hlr (ucr-optml/FedNest reproduce/fig2.sh); the Neumann scale of

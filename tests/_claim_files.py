@@ -16,7 +16,9 @@ from typing import Any
 from results_format.validation import file_digest
 from results_format.validation import seal
 from results_format.verdicts import comparison_for
+from theory_checks.calibration import CALIBRATION_CONFIDENCE
 from theory_checks.claim_results import SERIES_COLUMNS
+from theory_checks.decision import clopper_pearson
 
 #: What a test's expected word means as a verdict (``holds`` of a correction: once corrected).
 _EXPECTED = {"holds": "holds", "fails": "fails as stated"}
@@ -98,16 +100,13 @@ def recorded(case: dict[str, Any]) -> dict[str, Any]:
 
 
 def calibration_row(
-    claim: str,
-    expected: str,
-    refuted: int,
-    undecided: int,
-    rate_low: float,
-    rate_high: float,
-    seeds: int = 20,
+    claim: str, expected: str, refuted: int, undecided: int, seeds: int = 20
 ) -> dict[str, Any]:
     """One claim's row of ``calibration/summary.json`` (stated rate 1e-3, consistent) as a test
-    states it; :func:`write_calibration_summary` fills in the rest."""
+    states it, with the interval ``testbed calibrate`` gives ``refuted`` of ``seeds`` (95%
+    Clopper-Pearson, :func:`theory_checks.decision.clopper_pearson`);
+    :func:`write_calibration_summary` fills in the rest."""
+    rate_low, rate_high = clopper_pearson(refuted, seeds, (1.0 - CALIBRATION_CONFIDENCE) / 2.0)
     return {
         "claim": claim,
         "expected": expected,

@@ -246,9 +246,7 @@ def test_undecided_power_control_and_calibration_are_shown(tmp_path):
     assert "not run (calibration/summary.json is absent" in text
     assert f"<code>testbed calibrate --seeds 300 --results {results}</code>" in text
 
-    write_calibration_summary(
-        results, [calibration_row("hgp.toy.exponent", "holds", 0, 2, 0.0, 0.168)]
-    )
+    write_calibration_summary(results, [calibration_row("hgp.toy.exponent", "holds", 0, 2)])
     text = build_report(results, out).read_text()
     assert "Calibration of the statistical claims" in text and "[0, 0.168]" in text
     md = (out / "report.md").read_text()

@@ -291,21 +291,12 @@ def write(out_dir: Path, payload: dict[str, Any]) -> Path:
 Measure = Callable[[bool, list[str]], tuple[list[Row], list[Target]]]
 
 
-def run_benchmark(
-    name: str,
-    description: str,
-    measure: Measure,
-    *,
-    quick: bool,
-    out_dir: Path,
-    device: str | None = None,
-    threads: int = 1,
-    tf32: bool = False,
-) -> Path:
-    """Measure on the available devices, record the machine and its load, write the file.
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How a benchmark runs: the command line's options (:func:`add_arguments`).
 
-    The default dtype is float64 during the measurement, the testbed's convention (the root
-    conftest sets it for the tests; the workloads ask for float32 explicitly).
+    ``quick``: the ``--quick`` sizes (:class:`Sized`); ``out``: the folder of its results file;
+    ``device``: the one device timed (``None``: the CPU, and CUDA when torch sees a GPU).
     ``threads``: torch's intra-op CPU threads during the measurement (restored afterwards).
     Why 1 by default: on a shared machine torch's parallel CPU kernels stall behind other
     processes (a 100-row gather took 28 ms with 2 threads at load 9 on 2 cores, 21 us with 1),
@@ -313,23 +304,43 @@ def run_benchmark(
     run with the same setting. ``tf32``: the precision policy (:func:`testbed.precision.
     set_precision`; off unless ``--tf32`` asks), recorded in the file's ``machine`` block.
     """
-    set_precision(tf32)
-    if threads < 1:
-        raise ValueError(f"threads must be >= 1, got {threads}")
-    device_list = devices(device)
+
+    quick: bool
+    out: Path = DEFAULT_OUT
+    device: str | None = None
+    threads: int = 1
+    tf32: bool = False
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Settings:
+        """The settings the options of :func:`add_arguments` parsed into ``args`` ask for."""
+        return cls(args.quick, args.out, args.device, args.threads, args.tf32)
+
+
+def run_benchmark(name: str, description: str, measure: Measure, settings: Settings) -> Path:
+    """Measure on the available devices, record the machine and its load, write the file.
+
+    The default dtype is float64 during the measurement, the testbed's convention (the root
+    conftest sets it for the tests; the workloads ask for float32 explicitly); torch's CPU
+    threads and the precision policy are those of ``settings``.
+    """
+    set_precision(settings.tf32)
+    if settings.threads < 1:
+        raise ValueError(f"threads must be >= 1, got {settings.threads}")
+    device_list = devices(settings.device)
     previous_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    torch.set_num_threads(settings.threads)
     try:
         with default_dtype(torch.float64):
             load_before = load_average()
-            rows, targets = measure(quick, device_list)
+            rows, targets = measure(settings.quick, device_list)
             info = machine(device_list)
             info["load_average_1min"] = max(load_before, load_average())
-            info["quick"] = quick
+            info["quick"] = settings.quick
     finally:
         torch.set_num_threads(previous_threads)
     return write(
-        out_dir,
+        settings.out,
         {
             "benchmark": name,
             "description": description,
@@ -345,16 +356,7 @@ def cli(name: str, description: str, measure: Measure, argv: Sequence[str] | Non
     parser = argparse.ArgumentParser(prog=name, description=description)
     add_arguments(parser)
     args = parser.parse_args(argv)
-    path = run_benchmark(
-        name,
-        description,
-        measure,
-        quick=args.quick,
-        out_dir=args.out,
-        device=args.device,
-        threads=args.threads,
-        tf32=args.tf32,
-    )
+    path = run_benchmark(name, description, measure, Settings.from_args(args))
     print(f"wrote {path}")
     return 0
 

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import io
 import os
@@ -68,6 +69,7 @@ from typing import Any
 import numpy as np
 import torch
 from _common import Row
+from _common import Settings
 from _common import Target
 from _common import add_arguments
 from _common import default_dtype
@@ -352,16 +354,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.authors_repo is not None:
             authors_repo(args.authors_repo)  # fail early, before any timing
             os.environ[FEDNEST.env] = str(args.authors_repo)
-        path = run_benchmark(
-            NAME,
-            DESCRIPTION,
-            measure,
-            quick=args.quick,
-            out_dir=args.out,
-            device=args.device or "cpu",
-            threads=args.threads,
-            tf32=args.tf32,
-        )
+        settings = dataclasses.replace(Settings.from_args(args), device=args.device or "cpu")
+        path = run_benchmark(NAME, DESCRIPTION, measure, settings)
     except AuthorsCodeError as error:
         print(f"{NAME}: {error}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ import closed_form_rounds
 import closed_form_scale
 import hvp_cost
 import workload_round
+from _common import Settings
 from _common import add_arguments
 from _common import run_benchmark
 
@@ -40,18 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = sorted(set(args.names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}")
+    settings = Settings.from_args(args)
     for name in args.names or list(BENCHMARKS):
         module = BENCHMARKS[name]
-        path = run_benchmark(
-            module.NAME,
-            module.DESCRIPTION,
-            module.measure,
-            quick=args.quick,
-            out_dir=args.out,
-            device=args.device,
-            threads=args.threads,
-            tf32=args.tf32,
-        )
+        path = run_benchmark(module.NAME, module.DESCRIPTION, module.measure, settings)
         print(f"wrote {path}", flush=True)
     return 0
 

@@ -40,6 +40,16 @@ def _problem(outer: str) -> QuadraticBilevel | QuadraticMinimax:
     )
 
 
+def _by_name_and_by_object(
+    inner: str, outer: str, strategies: tuple, **settings: object
+) -> tuple[FedNest, FedNest]:
+    """FedNest with ``settings`` and the variant named ``(inner, outer)``, and the same with the
+    variant's strategy objects in place of the names."""
+    by_name = FedNest(inner_method=inner, outer_method=outer, **settings)
+    by_object = dataclasses.replace(by_name, inner_method=strategies[0], outer_method=strategies[1])
+    return by_name, by_object
+
+
 def test_names_resolve_through_one_table():
     assert {name: type(s) for name, s in updates.INNER_UPDATES.items()} == {
         "svrg": FedInn,
@@ -63,15 +73,8 @@ def test_names_and_objects_give_the_same_formula(
     inner, outer, strategies, random_text, deterministic_text
 ):
     for truncation, text in (("random", random_text), ("deterministic", deterministic_text)):
-        by_name = FedNest(
-            inner_steps=3,
-            neumann_terms=4,
-            truncation=truncation,
-            inner_method=inner,
-            outer_method=outer,
-        )
-        by_object = dataclasses.replace(
-            by_name, inner_method=strategies[0], outer_method=strategies[1]
+        by_name, by_object = _by_name_and_by_object(
+            inner, outer, strategies, inner_steps=3, neumann_terms=4, truncation=truncation
         )
         formula = by_name.rounds_formula()
         assert formula.text == text
@@ -85,15 +88,9 @@ def test_names_and_objects_give_the_same_iterates_and_counts(
     inner, outer, strategies, random_text, deterministic_text
 ):
     p = _problem(outer)
-    by_name = FedNest(
-        inner_steps=2,
-        neumann_terms=3,
-        local_steps=2,
-        participation=2,
-        inner_method=inner,
-        outer_method=outer,
+    by_name, by_object = _by_name_and_by_object(
+        inner, outer, strategies, inner_steps=2, neumann_terms=3, local_steps=2, participation=2
     )
-    by_object = dataclasses.replace(by_name, inner_method=strategies[0], outer_method=strategies[1])
     a = run_algorithm(by_name, p, 3, np.random.default_rng(5))
     b = run_algorithm(by_object, p, 3, np.random.default_rng(5))
     for ra, rb in zip(a, b, strict=True):

@@ -102,17 +102,7 @@ def test_finding_prop2_saved_case_was_outside_the_lambda_cap():
     )
     assert check.passed and check.measured == pytest.approx(0.065, abs=5e-4)
     # the review's valid case: mu = 0.1, ||J|| = 1, ratio 1.65 with M = ||grad_y f||
-    q = QuadraticBilevel.random(
-        1,
-        1,
-        1,
-        1.0,
-        seed=0,
-        mu=0.1,
-        hessian_heterogeneity=0.0,
-        gradient_heterogeneity=0.0,
-        cross_scale=1.0 / 0.6404226504432821,
-    )
+    q = from_spec(bilevel_spec(mu=0.1, cross_scale=1.0 / 0.6404226504432821))
     L = _joint_norm(q.A[0].numpy(), q.B[0].numpy())
     assert _printed_ratio(1.0 / L, 0.1, L, 1.0, 1.0, 1.0, 1) == pytest.approx(1.65, abs=5e-3)
 

@@ -239,7 +239,7 @@ def test_ctrl_c_while_a_plugin_imports_exits_130(tmp_path, argv):
 
 
 def test_a_corrupt_mnist_gz_is_one_line(tmp_path, capsys):
-    from tests.test_workload_data import fake_idx_set
+    from tests._idx_files import fake_idx_set
 
     fake_idx_set(tmp_path / "mnist", seed=7, gz=True)
     member = tmp_path / "mnist" / "train-images-idx3-ubyte.gz"

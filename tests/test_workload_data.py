@@ -17,55 +17,8 @@ from problems.workloads.data import DATASETS
 from problems.workloads.data import DatasetError
 from problems.workloads.data import load_dataset
 from problems.workloads.data import read_idx
-
-_IDX_CODES = {
-    np.dtype("u1"): 0x08,
-    np.dtype("i1"): 0x09,
-    np.dtype(">i2"): 0x0B,
-    np.dtype(">i4"): 0x0C,
-    np.dtype(">f4"): 0x0D,
-    np.dtype(">f8"): 0x0E,
-}
-
-
-def write_idx(path: Path, array: np.ndarray, *, gz: bool = False) -> Path:
-    """Write ``array`` as an IDX file (magic 0x0000TTDD, big-endian uint32 dims, C-order data)."""
-    big_endian = array.astype(array.dtype.newbyteorder(">")) if array.dtype.itemsize > 1 else array
-    header = bytes([0, 0, _IDX_CODES[big_endian.dtype], array.ndim])
-    header += struct.pack(f">{array.ndim}I", *array.shape)
-    payload = header + big_endian.tobytes()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if gz:
-        path = path.with_name(path.name + ".gz")
-        path.write_bytes(gzip.compress(payload))
-    else:
-        path.write_bytes(payload)
-    return path
-
-
-def fake_idx_set(
-    folder: Path,
-    seed: int,
-    *,
-    n_train: int = 7,
-    n_test: int = 3,
-    rows: int = 5,
-    cols: int = 4,
-    gz: bool = False,
-) -> dict[str, np.ndarray]:
-    """Tiny MNIST-format files (rows != cols, so a transposed reshape would show)."""
-    rng = np.random.default_rng(seed)
-    arrays = {
-        "train-images-idx3-ubyte": rng.integers(0, 256, (n_train, rows, cols), dtype=np.uint8),
-        "train-labels-idx1-ubyte": rng.integers(0, 10, n_train, dtype=np.uint8),
-        "t10k-images-idx3-ubyte": rng.integers(0, 256, (n_test, rows, cols), dtype=np.uint8),
-        "t10k-labels-idx1-ubyte": rng.integers(0, 10, n_test, dtype=np.uint8),
-    }
-    arrays["train-images-idx3-ubyte"][0, 0, 0] = 255  # both ends of the grey scale occur
-    arrays["train-images-idx3-ubyte"][0, 0, 1] = 0
-    for stem, array in arrays.items():
-        write_idx(folder / stem, array, gz=gz)
-    return arrays
+from tests._idx_files import fake_idx_set
+from tests._idx_files import write_idx
 
 
 def _check_idx_dataset(data, arrays: dict[str, np.ndarray], name: str) -> None:

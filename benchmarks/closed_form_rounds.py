@@ -347,15 +347,8 @@ def cuda_targets(rows: list[Row]) -> list[Target]:
     out: list[Target] = []
     measured = [r for r in rows if "skipped" not in r]
     for row in measured:
-        out.append(
-            target(
-                f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}, cuda: "
-                "batched / same-work replica",
-                1.0 / float(row["replica_over_batched"]),
-                TARGET_REPLICA,
-                "at_most",
-            )
-        )
+        label = f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}, cuda"
+        out.append(_batched_within(row, label, "replica", "same-work replica", TARGET_REPLICA))
     for name in sorted({str(r["algorithm"]) for r in measured}):
         by_m = {int(r["clients"]): r for r in measured if r["algorithm"] == name}
         if len(by_m) >= 2:
@@ -381,41 +374,39 @@ def targets(rows: list[Row], quick: bool) -> list[Target]:
         point = (row["clients"], row["dim"])
         label = f"{row['algorithm']}, M = {row['clients']}, d = {row['dim']}"
         if point in focus:
+            out.append(_batched_within(row, label, "replica", "same-work replica", TARGET_REPLICA))
             out.append(
-                target(
-                    f"{label}: batched / same-work replica",
-                    1.0 / float(row["replica_over_batched"]),
-                    TARGET_REPLICA,
-                    "at_most",
-                )
-            )
-            out.append(
-                target(
-                    f"{label}: batched / per-oracle streaming bound",
-                    1.0 / float(row["stream_bound_over_batched"]),
-                    TARGET_BOUND,
-                    "at_most",
+                _batched_within(
+                    row, label, "stream_bound", "per-oracle streaming bound", TARGET_BOUND
                 )
             )
         if quick or int(row["clients"]) >= 10:
             out.append(
-                target(
-                    f"{label}: speedup over the closed-form per-client loop",
-                    float(row["closed_form_loop_over_batched"]),
-                    1.0,
-                    "at_least",
-                )
+                _speedup_over(row, label, "closed_form_loop", "closed-form per-client loop", 1.0)
             )
         if point == ((4, 3) if quick else (100, 50)):
             out.append(
-                target(
-                    f"{label}: speedup over the per-client autograd loop",
-                    float(row["autograd_loop_over_batched"]),
-                    TARGET_AUTOGRAD,
-                    "at_least",
+                _speedup_over(
+                    row, label, "autograd_loop", "per-client autograd loop", TARGET_AUTOGRAD
                 )
             )
     return out
+
+
+def _batched_within(row: Row, label: str, side: str, other: str, bound: float) -> Target:
+    """``label: batched / other``: the batched round's time over the ``side``'s (the row's
+    ``<side>_over_batched`` inverted) at most ``bound``."""
+    return target(
+        f"{label}: batched / {other}", 1.0 / float(row[f"{side}_over_batched"]), bound, "at_most"
+    )
+
+
+def _speedup_over(row: Row, label: str, side: str, other: str, bound: float) -> Target:
+    """``label: speedup over the other``: the ``side``'s time over the batched round's (the
+    row's ``<side>_over_batched``) at least ``bound``."""
+    return target(
+        f"{label}: speedup over the {other}", float(row[f"{side}_over_batched"]), bound, "at_least"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

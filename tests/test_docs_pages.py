@@ -24,6 +24,7 @@ from testbed_app.paper_pages import package_name
 from testbed_app.paper_pages import pages
 from testbed_app.paper_pages import paper_page
 from theory_checks import hgp
+from theory_checks.claim_results import ControlRuns
 from theory_checks.claim_results import write_claim_result
 from theory_checks.controls import run_power
 from theory_checks.profiles import get_profile
@@ -173,7 +174,8 @@ def test_a_holds_claims_power_is_named_with_its_perturbation_and_verdict(tmp_pat
     claim = get_claim("hgp.alg1.static_operator")
     assert claim.perturbation is not None
     profile = get_profile("fast")
-    write_claim_result(run_claim(claim, profile), tmp_path, profile, run_power(claim, profile))
+    power_run = ControlRuns(power=run_power(claim, profile))
+    write_claim_result(run_claim(claim, profile), tmp_path, profile, power_run)
     entry = paper_page(hgp, tmp_path).split(f"### `{claim.id}`", 1)[1].split("\n### ", 1)[0]
     power = measured(tmp_path, claim.id).record.power
     assert power is not None and power.caught is True

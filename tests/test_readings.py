@@ -42,6 +42,7 @@ from tests._toy_mu_claim import toy_claim
 from tests._toy_mu_claim import toy_spec
 from theory_checks.claim import Case
 from theory_checks.claim import known_case
+from theory_checks.claim_results import ControlRuns
 from theory_checks.comparison.aggitd_table2_factor import FEDNEST_T
 from theory_checks.comparison.aggitd_table2_factor import POLLED_AGGREGATION
 from theory_checks.controls import run_added_parameters
@@ -262,7 +263,7 @@ def test_an_added_parameter_is_measured_beside_the_verdict(tmp_path, capsys):
     assert record["outcomes"][1]["measured"] == pytest.approx(3.0)
     assert run_added_parameters(toy_claim(), PROFILE) is None
     result = run_claim(claim, PROFILE)
-    write_claim_result(result, tmp_path, PROFILE, added=[record])
+    write_claim_result(result, tmp_path, PROFILE, ControlRuns(added=[record]))
     data = json.loads((tmp_path / "claims" / "toy.mu_small.json").read_text())
     assert data["added_parameters"] == [record] and recomputed_problems(data) == []
     assert added_parameters_text(data["added_parameters"]) == (

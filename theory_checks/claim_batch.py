@@ -28,7 +28,9 @@ from testbed.progress import Progress
 from testbed.registry import BUILTIN
 from testbed.registry import get_estimator
 from theory_checks.claim import Claim
+from theory_checks.claim_results import NO_CONTROLS
 from theory_checks.claim_results import ClaimFiles
+from theory_checks.claim_results import ControlRuns
 from theory_checks.claim_results import is_done
 from theory_checks.claim_results import render_claim_result
 from theory_checks.claim_results import reused_from_elsewhere
@@ -59,9 +61,7 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
     """
     own = estimator == claim.estimators[0]
     with plugin_failures_named(claim, estimator):
-        power = run_power(claim, profile) if own else None
-        control = run_positive_control(claim, profile) if own else None
-        added = run_added_parameters(claim, profile) if own else None
+        controls = control_runs(claim, profile) if own else NO_CONTROLS
         try:
             result = run_claim(claim, profile, estimator=estimator)
         except (ValueError, RuntimeError, IndexError, TypeError) as error:
@@ -75,7 +75,17 @@ def compute_claim_run(claim: Claim, estimator: str, profile: Profile) -> ClaimFi
                 f"estimator's output ({type(error).__name__}: {error}); it expects what "
                 f"{claim.estimators[0]} returns, with the same shapes"
             ) from error
-    return render_claim_result(result, profile, power, control, added)
+    return render_claim_result(result, profile, controls)
+
+
+def control_runs(claim: Claim, profile: Profile) -> ControlRuns:
+    """The runs a claim records beside its verdict: its perturbation (power), its positive
+    control and the values of the parameters the testbed adds (:mod:`theory_checks.controls`)."""
+    return ControlRuns(
+        run_power(claim, profile),
+        run_positive_control(claim, profile),
+        run_added_parameters(claim, profile),
+    )
 
 
 @contextlib.contextmanager

@@ -159,6 +159,23 @@ class ClaimResult:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class ControlRuns:
+    """What a claim's own run (its first estimator) records beside its verdict, each ``None``
+    when not run: the perturbation's ``power`` (:func:`~theory_checks.controls.run_power`), the
+    positive ``control`` (:func:`~theory_checks.controls.run_positive_control`) and the outcomes
+    at the values of the parameters the testbed ``added`` (:func:`~theory_checks.controls.
+    run_added_parameters`)."""
+
+    power: dict[str, Any] | None = None
+    control: dict[str, Any] | None = None
+    added: list[dict[str, Any]] | None = None
+
+
+#: A run that records nothing beside its verdict (an enrolled estimator's, or a test's).
+NO_CONTROLS = ControlRuns()
+
+
 # --------------------------------------------------------------------------- results files
 
 
@@ -307,19 +324,10 @@ def _series_csv(claim: Claim, estimator: str, cases: Sequence[CaseResult]) -> by
 
 
 def render_claim_result(
-    result: ClaimResult,
-    profile: Profile,
-    power: dict[str, Any] | None = None,
-    control: dict[str, Any] | None = None,
-    added: list[dict[str, Any]] | None = None,
+    result: ClaimResult, profile: Profile, controls: ControlRuns = NO_CONTROLS
 ) -> ClaimFiles:
-    """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`.
-
-    ``power`` (:func:`~theory_checks.controls.run_power`), ``control``
-    (:func:`~theory_checks.controls.run_positive_control`) and ``added`` (the outcomes at the
-    values of the parameters the testbed adds, :func:`~theory_checks.controls.
-    run_added_parameters`) are recorded beside the verdict when given.
-    """
+    """The claim's JSON, its series CSV and any counterexample, as :data:`ClaimFiles`, with
+    ``controls`` recorded beside the verdict."""
     claim = result.claim
     run_id, estimator = result.run_id, result.estimator or claim.estimators[0]
     files, counter_path = _counterexample_files(result, profile)
@@ -327,9 +335,7 @@ def render_claim_result(
         result.cases + result.undecided + ([result.counterexample] if result.counterexample else [])
     )
     files[f"{SERIES}/{run_id}.csv"] = _series_csv(claim, estimator, cases)
-    record = _claim_record(
-        result, profile, cases, counter_path, files, power=power, control=control, added=added
-    )
+    record = _claim_record(result, profile, cases, counter_path, files, controls)
     # sealed: a reader recomputes the verdict from the cases and checks the seal before it
     # believes the file (results_format.claim_file.claim_file_problem)
     files[f"{CLAIMS}/{run_id}.json"] = _json_bytes(
@@ -344,10 +350,7 @@ def _claim_record(
     cases: Sequence[CaseResult],
     counter_path: Path | None,
     files: ClaimFiles,
-    *,
-    power: dict[str, Any] | None,
-    control: dict[str, Any] | None,
-    added: list[dict[str, Any]] | None,
+    controls: ControlRuns,
 ) -> ClaimRecord:
     """The claim file's record (the digests of ``files``, its companions, written in it)."""
     claim = result.claim
@@ -396,9 +399,11 @@ def _claim_record(
         unconfirmed=tuple(CaseRecord.from_json(case_summary(r)) for r in result.unconfirmed),
         fits=tuple(FitRecord.from_json(f) for f in fits),
         series_file=str(Path(SERIES) / f"{run_id}.csv"),
-        power=PowerRecord.from_json(power) if power is not None else None,
-        positive_control=ControlRecord.from_json(control) if control is not None else None,
-        added_parameters=tuple(added) if added is not None else None,
+        power=PowerRecord.from_json(controls.power) if controls.power is not None else None,
+        positive_control=(
+            ControlRecord.from_json(controls.control) if controls.control is not None else None
+        ),
+        added_parameters=tuple(controls.added) if controls.added is not None else None,
         origin=run_origin(claim, estimator),
         decided_on=_decided_on(claim, profile.name),
         hypotheses=tuple(
@@ -462,19 +467,11 @@ def write_claim_files(files: ClaimFiles, out_dir: Path) -> Path:
 
 
 def write_claim_result(
-    result: ClaimResult,
-    out_dir: Path,
-    profile: Profile,
-    power: dict[str, Any] | None = None,
-    control: dict[str, Any] | None = None,
-    added: list[dict[str, Any]] | None = None,
+    result: ClaimResult, out_dir: Path, profile: Profile, controls: ControlRuns = NO_CONTROLS
 ) -> Path:
-    """Write the claim's JSON, its series CSV and any counterexample; return the JSON path.
-
-    ``power``, ``control`` and ``added`` are recorded beside the verdict when given
-    (:func:`render_claim_result`).
-    """
-    return write_claim_files(render_claim_result(result, profile, power, control, added), out_dir)
+    """Write the claim's JSON, its series CSV and any counterexample, with ``controls`` beside
+    the verdict (:func:`render_claim_result`); return the JSON path."""
+    return write_claim_files(render_claim_result(result, profile, controls), out_dir)
 
 
 def _rebuild_problem(spec: dict[str, Any]) -> Any:

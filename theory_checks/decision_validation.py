@@ -134,10 +134,6 @@ class ValidationRow:
     model_is_valid: bool
 
     @property
-    def observed(self) -> float:
-        return self.failures / self.draws
-
-    @property
     def keeps_rate(self) -> bool:
         """The draws do not show the rate exceeded (the interval's lower end is at most it)."""
         return self.ci_low <= self.rate
@@ -196,7 +192,7 @@ def format_rows(rows: list[ValidationRow]) -> str:
     for r in rows:
         lines.append(
             f"{r.evidence:27s} {r.model:15s} {r.n:3d}  {r.side:5s} {r.rate:.0e} "
-            f"{r.draws:7d} {r.failures:6d}  {r.observed:.2e} [{r.ci_low:.2e}, "
+            f"{r.draws:7d} {r.failures:6d}  {r.failures / r.draws:.2e} [{r.ci_low:.2e}, "
             f"{r.ci_high:.2e}]  {'yes' if r.keeps_rate else 'NO'}"
             f"{'' if r.model_is_valid else ' (outside its model)'}"
         )

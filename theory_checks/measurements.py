@@ -44,28 +44,24 @@ def bound_at_point(
 
 
 class BoundOnGrid:
-    """A bound checked at every point of a grid: ``measured <= bound + slack`` at each. Keeps
-    the plotted series (measured and bound at each point), the worst excess ``measured - bound
-    - slack`` and the last point, which the measurement records (the claim's figure is the
-    grid's last point; it passes only if every point does)."""
+    """A bound checked at every point of a grid of ``axis``: ``measured <= bound + slack`` at
+    each, ``slack`` one round-off allowance for the whole grid. Keeps the plotted series
+    (measured and bound at each point), the worst excess ``measured - bound - slack`` and the
+    last point, which the measurement records (the claim's figure is the grid's last point; it
+    passes only if every point does)."""
 
-    def __init__(self, axis: str) -> None:
+    def __init__(self, axis: str, slack: float) -> None:
         self.axis = axis
+        self.slack = slack
         self.series: list[SeriesPoint] = []
         self.worst = -math.inf
         self.last = (0.0, 0.0)
 
     def add(
-        self,
-        at: float,
-        measured: float,
-        bound: float,
-        slack: float,
-        oracle_calls: int = 0,
-        comm_rounds: int = 0,
+        self, at: float, measured: float, bound: float, oracle_calls: int = 0, comm_rounds: int = 0
     ) -> None:
         """The point ``axis = at``, with its oracle calls and communication rounds."""
-        self.worst = max(self.worst, measured - bound - slack)
+        self.worst = max(self.worst, measured - bound - self.slack)
         self.series += [
             SeriesPoint("measured", self.axis, at, measured, oracle_calls, comm_rounds),
             SeriesPoint("bound", self.axis, at, bound, oracle_calls, comm_rounds),

@@ -8,8 +8,8 @@ result modules use.
   :data:`four_case_estimate_claim`), :data:`step_claim` and :data:`identity_claim` (a step of
   Alg. 1 or Table 1's rounds), :data:`lemma3_claim` (FBO-AggITD at Lemma 3's conditions;
   :data:`upper_round_claim`, the claims measured by :func:`upper_round`) and
-  :data:`theorem1_claim` (at Theorem 1's step rule), with the shared case budget
-  :data:`TWO_FAST_CASES` and cases :data:`SMALL_CASES`;
+  :data:`theorem1_claim` (at Theorem 1's step rule), :func:`bias_bound_claims` for the loose bias
+  bounds, with the shared case budget :data:`TWO_FAST_CASES` and cases :data:`SMALL_CASES`;
 - the case strategies :func:`point_seed_cases` and :func:`bilevel_cases` (the closed-form
   families' are the classical checks', :func:`~theory_checks.classical.common.closed_form_cases`)
   and the saved cases :func:`saved_bilevel_case`;
@@ -67,6 +67,7 @@ from theory_checks.aggitd.constants import lemma3_outer_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
+from theory_checks.claim import ClaimMaker
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
@@ -113,6 +114,15 @@ theorem1_claim = aggitd_claim.but(estimators=("fbo-aggitd",), hypotheses=THEOREM
 #: The case budget of the checks that run FBO-AggITD iterations or many estimates (seconds a
 #: case): two cases on the fast profile, the profile's own count on thorough.
 TWO_FAST_CASES = PerProfile(2, None)
+
+
+def bias_bound_claims(maker: ClaimMaker) -> ClaimMaker:
+    """``maker`` for the loose bounds on AggITD's bias, with the claims that give them power."""
+    return maker.but(
+        kind="bias_bound",
+        power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
+    )
+
 
 # --------------------------------------------------------------------------- exact runs
 

@@ -45,6 +45,7 @@ from testbed.algorithms.base import run_algorithm
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import affine_iteration
+from theory_checks.aggitd.common import bias_bound_claims
 from theory_checks.aggitd.common import bilevel_cases
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import saved_bilevel_case
@@ -348,11 +349,9 @@ NO_FLOOR = cor1_claim(
 )
 
 
-FLOOR_KEPT = cor1_claim(
+FLOOR_KEPT = bias_bound_claims(cor1_claim)(
     id="aggitd.cor1.floor_kept",
     reference="Xiao & Ji 2023, Thm 1 eq. (38)/(48), non-vanishing term (Sec. 4.3, App. D)",
-    kind="bias_bound",
-    power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     statement=(
         "the limit of ||grad f(x_k)||^2 is <= 8 L_g^2 M^2 (1 - lambda mu)^{2N+2} (3 + "
         "alpha/6) / mu^2 (Cor. 1 must keep it; N = Theta(kappa log 1/eps)), the limit "

@@ -41,6 +41,7 @@ from problems import strategies
 from results_format.verdicts import ABOUT_STEP
 from theory_checks.aggitd.common import TWO_FAST_CASES
 from theory_checks.aggitd.common import UPPER_ROUND_NOTES
+from theory_checks.aggitd.common import bias_bound_claims
 from theory_checks.aggitd.common import check_prop1_bias
 from theory_checks.aggitd.common import estimate_claim
 from theory_checks.aggitd.common import exact_setup
@@ -369,14 +370,12 @@ PROP2_SUM_CORRECTED = errata_claim(
 )
 
 
-PROP1_ALPHA3_EQ45 = errata_claim(
+PROP1_ALPHA3_EQ45 = bias_bound_claims(errata_claim)(
     id="aggitd.errata.prop1_alpha3_eq45",
     reference=(
         "Xiao & Ji 2023, eq. (45) restating alpha_3(N) = 3(N+1)(1 - beta mu)^N/(lam mu) "
         "(Prop. 1: (1 - beta mu/2)^N)"
     ),
-    kind="bias_bound",
-    power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     serves="aggitd.prop1.bias_bound",
     statement=(
         "eq. (4) with eq. (45)'s smaller alpha_3(N) = 3 (N+1) (1 - beta mu)^N / (lam mu) "

@@ -38,6 +38,7 @@ import torch
 from problems import ProblemConstants
 from testbed.estimators.aggitd import AggITD
 from theory_checks.aggitd.common import NoDraws
+from theory_checks.aggitd.common import bias_bound_claims
 from theory_checks.aggitd.common import check_prop1_bias
 from theory_checks.aggitd.common import exact_setup
 from theory_checks.aggitd.common import four_case_estimate_claim
@@ -170,11 +171,9 @@ MEAN_IDENTITY = identity_claim(
 )
 
 
-BIAS_BOUND = four_case_estimate_claim(
+BIAS_BOUND = bias_bound_claims(four_case_estimate_claim)(
     id="aggitd.prop1.bias_bound",
     reference="Xiao & Ji 2023, Prop. 1, eq. (4) (rho = 0)",
-    kind="bias_bound",
-    power_from=("aggitd.prop1.mean_identity", "aggitd.scaling.bias_rate_in_n"),
     statement=(
         "||E_Q h^I - J H^{-1} grad_y f(x, y^N)||^2 <= 4 lam^2 L_f^2 L_g^2 alpha_3(N) "
         "||y^0 - y*||^2 + 4 L_g^2 M^2 (1 - lam mu)^{2N+2} / mu^2 + 200 lam beta^2 "

@@ -134,11 +134,11 @@ def check_neumann_error_bound(claim: Claim, case: Case, make: Callable[..., Any]
     # Why the additive IDENTITY_RTOL * scale: once the bound drops to round-off, the estimate's
     # own float64 error (not the estimator) decides the comparison.
     slack = IDENTITY_RTOL * hypergradient_scale(view, grad_x, grad_y)
-    points = BoundOnGrid("neumann_terms")
+    points = BoundOnGrid("neumann_terms", slack)
     # plain floats (not numpy scalars): the comparison and the series record Python numbers
     for n, err, hvp in zip(terms, errors.tolist(), hvps, strict=True):
         params = {"neumann_terms": n, "neumann_step_size": lam, "grad_y_norm": float(grad_y.norm())}
-        points.add(n, err, claim.evaluate_bound(constants, params), slack, hvp)
+        points.add(n, err, claim.evaluate_bound(constants, params), hvp)
     # the last point (N_max) and its slack are recorded: a case passes only if its last point does
     return points.measurement(
         "<= at every N on the grid", details={"kappa": constants.kappa}, slack=slack

@@ -39,7 +39,7 @@ from theory_checks.fedmsa.common import fixed_point_Z
 from theory_checks.fedmsa.common import reference_maps
 from theory_checks.fedmsa.common import start_point
 from theory_checks.fedmsa.perturbations import indirect_term_on_w
-from theory_checks.tolerances import IDENTITY_RTOL
+from theory_checks.measurements import identity_residual
 
 
 def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) -> Measurement:
@@ -60,7 +60,7 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
     P_ref, S_ref = reference_maps(problem, x[None], Z_star[None])
     scale = float(P_ref.norm() + S_ref.norm()) / math.sqrt(M) + float(exact.norm()) + 1e-300
     gap = float((p.mean(0) - exact).norm() + s.mean(0).norm()) / scale
-    return Measurement(gap, IDENTITY_RTOL, gap <= IDENTITY_RTOL, "relative residual <=")
+    return identity_residual(gap)
 
 
 # Cases of claim fedmsa.blo.fixed_point_is_hypergradient

@@ -68,13 +68,9 @@ class FedNestConstants:
     mu_g: float
     l_g1_y: float
 
-    @property
-    def kappa_g(self) -> float:
-        """``kappa_g = l_{g,1} / mu_g`` (A2)."""
-        return self.l_g1 / self.mu_g
-
     def as_dict(self) -> dict[str, float]:
-        return dataclasses.asdict(self) | {"kappa_g": self.kappa_g}
+        """The constants and A2's ``kappa_g = l_{g,1} / mu_g``, as the bounds read them."""
+        return dataclasses.asdict(self) | {"kappa_g": self.l_g1 / self.mu_g}
 
 
 def fednest_constants(problem: Any) -> FedNestConstants:

@@ -381,6 +381,28 @@ influence_claim = hgp_claim.but(
 )
 
 
+#: The readings of which samples Table 4 ranks (``selection``, :func:`top_samples`): each one's
+#: name and the samples its R^2 is taken over.
+SELECTIONS = {
+    "global": ("global top 50", "the 50 largest |estimates| over all clients"),
+    "per_client": ("per-client top 50", "each client's 50 largest |<-d_lambda f>_i| (pooled)"),
+}
+#: The readings of Table 4's "0.99" (``threshold``): as printed, or as a two-decimal rounding.
+THRESHOLDS = {0.99: ">= 0.99 as printed", 0.985: "0.99 as a two-decimal rounding (>= 0.985)"}
+
+
+def table4_reading(selection: str, threshold: float, note: str = "") -> Reading:
+    """Table 4's R^2 statement under one reading of the samples it ranks (``selection``,
+    :data:`SELECTIONS`) and of its "0.99" (``threshold``, :data:`THRESHOLDS`); ``note``
+    follows the samples in the statement."""
+    name, samples = SELECTIONS[selection]
+    return Reading(
+        f"{name}, {THRESHOLDS[threshold]}",
+        f"R^2 on {samples}{note} >= {threshold}",
+        {"selection": selection, "threshold": threshold},
+    )
+
+
 R2 = influence_claim(
     id="hgp.influence.r2",
     reference="HGP sec. 5.2, eq. (12), Table 4 (logistic regression: R^2 0.99)",
@@ -446,26 +468,10 @@ R2_RETRAINING = influence_claim(
         "its de-bias (median 0.83-0.90 on the first draws)."
     ),
     readings=(
-        Reading(
-            "global top 50, >= 0.99 as printed",
-            "R^2 on the 50 largest |estimates| over all clients (the authors' code) >= 0.99",
-            {"selection": "global", "threshold": 0.99},
-        ),
-        Reading(
-            "per-client top 50, >= 0.99 as printed",
-            "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.99",
-            {"selection": "per_client", "threshold": 0.99},
-        ),
-        Reading(
-            "global top 50, 0.99 as a two-decimal rounding (>= 0.985)",
-            "R^2 on the 50 largest |estimates| over all clients >= 0.985",
-            {"selection": "global", "threshold": 0.985},
-        ),
-        Reading(
-            "per-client top 50, 0.99 as a two-decimal rounding (>= 0.985)",
-            "R^2 on each client's 50 largest |<-d_lambda f>_i| (pooled) >= 0.985",
-            {"selection": "per_client", "threshold": 0.985},
-        ),
+        table4_reading("global", 0.99, note=" (the authors' code)"),
+        table4_reading("per_client", 0.99),
+        table4_reading("global", 0.985),
+        table4_reading("per_client", 0.985),
     ),
 )
 

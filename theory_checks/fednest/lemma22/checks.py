@@ -126,7 +126,7 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
     H = client_matrices(problem, x, y)["H"].mean(0)
     H_inv = torch.linalg.inv(H)
     scale = float(torch.linalg.matrix_norm(H_inv, ord=2))
-    grid = BoundOnGrid("neumann_terms")
+    grid = BoundOnGrid("neumann_terms", IDENTITY_RTOL * scale)
     # Why this grid: 1..16 covers the regime N < kappa (bound near 1/mu) and N > kappa (several
     # e-folds) at kappa <= 30 while keeping sum(N) * dim_y Hessian rounds small.
     for terms in (1, 2, 4, 8, 16):
@@ -137,7 +137,7 @@ def check_inverse_hessian_bound(claim: Claim, case: Case, make: Callable[..., An
             )
         )
         bound = claim.evaluate_bound(problem.constants(), {**pc, "neumann_terms": terms})
-        grid.add(terms, error, bound, IDENTITY_RTOL * scale, 0, terms)
+        grid.add(terms, error, bound, comm_rounds=terms)
     return grid.measurement("<= at every N on the grid", details={"kappa_g": pc["kappa_g"]})
 
 

@@ -297,13 +297,33 @@ rounds_claim = ClaimMaker(
 )
 
 
+def comparison_claim(comparison: Comparison, **fields: Any) -> Claim:
+    """The claim (:data:`rounds_claim`) that ``comparison``'s candidate needs fewer rounds than
+    FedNest: its estimators are the two algorithms compared; ``fields`` add the paper,
+    statement, cases, check (:func:`rounds_check`) and perturbation."""
+    return rounds_claim(estimators=(comparison.candidate, BASELINE), **fields)
+
+
+def rounds_check(comparison: Comparison, doc: str) -> Callable[..., Measurement]:
+    """The check of ``comparison``'s claim, ``comparison_check_<key>`` (the name it is recorded
+    under): :func:`measure_rounds` of ``comparison``; ``doc`` says what it compares, in which
+    setting of the paper."""
+
+    def check(claim: Claim, case: Case, make: Callable[..., Any], design: Design) -> Measurement:
+        return measure_rounds(comparison, claim, case, make, design)
+
+    check.__name__ = check.__qualname__ = f"comparison_check_{comparison.key}"
+    check.__doc__ = doc
+    return check
+
+
 def measure_rounds(
     comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
     """The check of a closed-form comparison (module docstring): tune both algorithms on the
     case's family, then draw problems look by look until the Clopper-Pearson interval of
     ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
-    its check, ``comparison_check_<key>``."""
+    its check, ``comparison_check_<key>`` (:func:`rounds_check`)."""
     try:
         case.problem.outer_minimizer()
     except ProblemError as error:

@@ -49,6 +49,7 @@ from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
@@ -170,14 +171,12 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
             for h, b in zip(grid, fed_bias, strict=True)
         ]
     )
-    return Measurement(
-        fit.slope,
-        1.0,
+    return fitted_measurement(
+        result,
         passed,
         "|exponent - 1| <= 0.02; formula, zero at h = 0, FedNest bias fixed (1e-10)",
-        series=series,
-        fit=result,
-        details={
+        series,
+        {
             "identity": identity,
             "homogeneous_gap": homogeneous,
             "fednest_bias_drift": drift,

@@ -50,7 +50,6 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import dominant_mode_window
@@ -58,6 +57,7 @@ from theory_checks.exact_quantities import outer_affine
 from theory_checks.fednest.common import bilevel_problems
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import costly_cases
 from theory_checks.fednest.common import floor_bound
 from theory_checks.fednest.common import measured_map
 from theory_checks.fednest.common import neumann_series_claim
@@ -72,6 +72,7 @@ from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.measurements import bound_at_point
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ========================================================================== the stationarity floor
@@ -257,14 +258,12 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         for n in grid
     ]
     passed = result.agrees and fit.slope <= paper_slope + tolerance
-    return Measurement(
-        fit.slope,
-        theory,
+    return fitted_measurement(
+        result,
         passed,
         "|fit - log(1 - mu/l)| <= 5% and fit <= log(1 - 1/kappa_g)",
-        series=tuple(series),
-        fit=result,
-        details={
+        series,
+        {
             "paper_slope": paper_slope,
             "grid": grid,
             "rho": max(rhos),
@@ -433,11 +432,9 @@ FLOOR_SLOPE_IN_N = thm31_claim(
     ),
     strategy=thm31_floor_slope_in_n_cases,
     check=check_floor_slope,
-    # Why no shrinking: each case reads five exact limits (~0.6 s); a shrunk case says no more than
-    # the failing one (this claim is expected to hold).
-    shrink=False,
+    # Why costly: each case reads five exact limits (~0.6 s).
+    **costly_cases(1, 2),
     perturbation=NEUMANN_STEP_0_9,
-    max_examples=PerProfile(1, 2),
     notes=(
         "Slope of the norm; the squared floor of Thm 3.1 has twice it. mu = "
         "lambda_min(H_bar), l = max_i lambda_max(H_i) (the Neumann step). Each case reads "

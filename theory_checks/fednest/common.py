@@ -69,10 +69,12 @@ neumann_series_claim = fednest_claim.but(hypotheses=(A1_NEUMANN_SCALE, A2_STRONG
 def costly_cases(fast: int | None = None, thorough: int | None = None) -> dict[str, Any]:
     """The fields of a claim expected to hold whose cases cost seconds each (the claim says
     why): no shrinking, since a shrunk case says no more than the failing one and costs as
-    much again; ``fast`` and ``thorough`` cases where given (else the profile's count). A claim
-    spreads them: ``ihgp_claim(**costly_cases(2, 4), id=...)``."""
-    max_examples = None if fast is None else PerProfile(fast, thorough)
-    return {"shrink": False, "max_examples": max_examples}
+    much again; with ``fast``, that many cases on the fast profile and ``thorough`` (None: the
+    profile's count) on the thorough one. A claim spreads them:
+    ``ihgp_claim(**costly_cases(2, 4), id=...)``."""
+    if fast is None:
+        return {"shrink": False}
+    return {"shrink": False, "max_examples": PerProfile(fast, thorough)}
 
 
 PAPER = "FedNest"

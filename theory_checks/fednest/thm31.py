@@ -327,30 +327,45 @@ thm31_stationarity_floor_cases = case_builder(
 )
 
 
-# Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after halvings, so
-# the smallest horizon of the grid is already past the transient; n_samples = 8 with noise of
-# order one makes the stochastic term a visible share of Q(K) (both scale like K^{-1/2}).
+def _rate_bilevel(
+    n_clients: int,
+    dim_y: int,
+    hessian_heterogeneity: float,
+    gradient_heterogeneity: float,
+    gradient_noise: float,
+    hessian_noise: float,
+    seed: int,
+) -> QuadraticBilevel:
+    """A problem of the K-rate cases: ``dim_x = 1``, kappa 2 where ``dim_y > 1``, 8 samples per
+    client. Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after
+    halvings, so the smallest horizon of the grid is already past the transient; 8 samples with
+    noise of order one make the stochastic term a visible share of Q(K) (both scale like
+    K^{-1/2})."""
+    return QuadraticBilevel.random(
+        n_clients,
+        1,
+        dim_y,
+        2.0 if dim_y > 1 else 1.0,
+        seed=seed,
+        hessian_heterogeneity=hessian_heterogeneity,
+        gradient_heterogeneity=gradient_heterogeneity,
+        n_samples=8,
+        gradient_noise=gradient_noise,
+        hessian_noise=hessian_noise,
+    )
+
+
 def rate_bilevel() -> st.SearchStrategy[Any]:
+    """The K-rate problems (:func:`_rate_bilevel`), each knob drawn in this order."""
     return st.builds(
-        lambda m, dy, hh, gh, noise, hnoise, seed: QuadraticBilevel.random(
-            m,
-            1,
-            dy,
-            2.0 if dy > 1 else 1.0,
-            seed=seed,
-            hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh,
-            n_samples=8,
-            gradient_noise=noise,
-            hessian_noise=hnoise,
-        ),
-        st.integers(2, 4),
-        st.integers(1, 2),
-        st.floats(0.0, 0.3),
-        st.floats(0.5, 2.0),
-        st.floats(0.2, 1.0),
-        st.floats(0.0, 0.3),
-        strategies.SEEDS,
+        _rate_bilevel,
+        n_clients=st.integers(2, 4),
+        dim_y=st.integers(1, 2),
+        hessian_heterogeneity=st.floats(0.0, 0.3),
+        gradient_heterogeneity=st.floats(0.5, 2.0),
+        gradient_noise=st.floats(0.2, 1.0),
+        hessian_noise=st.floats(0.0, 0.3),
+        seed=strategies.SEEDS,
     )
 
 

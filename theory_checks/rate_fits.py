@@ -8,11 +8,13 @@ geometric error to fit, and the fitted line as the claim's :class:`~theory_check
 - :func:`fit_against`: a least-squares line of :mod:`theory_checks.stats` (its slope, interval and
   largest residual) beside the value the paper's bound implies and the accepted distance;
   :func:`rate_measurement`: a fitted log-rate as a claim's measurement, within
-  :data:`~theory_checks.tolerances.RATE_RTOL` of the paper's.
+  :data:`~theory_checks.tolerances.RATE_RTOL` of the paper's; :func:`fitted_measurement`: any
+  fitted slope as a claim's measurement, passing by the check's own condition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -82,12 +84,28 @@ def rate_measurement(
     paper's ``theory = log(rate)``, holding when within :data:`~theory_checks.tolerances.
     RATE_RTOL` (5%) of it, with the fitted ``series`` and ``details``."""
     result = fit_against(quantity, fit, theory, RATE_RTOL * abs(theory))
+    return fitted_measurement(
+        result, result.agrees, "|fit - theory| <= 5% |theory|", series, details
+    )
+
+
+def fitted_measurement(
+    result: Fit,
+    passed: bool,
+    relation: str,
+    series: Sequence[SeriesPoint],
+    details: dict[str, Any],
+) -> Measurement:
+    """The measurement of a fitted slope: ``result``'s estimate against its theory value (the
+    figure and reference a claim's table shows), passing when ``passed`` (the fit's agreement
+    and whatever else the check asks of the same data, which ``relation`` says), with the fit,
+    the plotted ``series`` and the ``details``."""
     return Measurement(
-        fit.slope,
-        theory,
-        result.agrees,
-        "|fit - theory| <= 5% |theory|",
-        series=series,
+        result.estimate,
+        result.theory,
+        passed,
+        relation,
+        series=tuple(series),
         fit=result,
         details=details,
     )

@@ -43,6 +43,7 @@ from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.exact_quantities import quadratic_view
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import FIT_FLOOR
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
@@ -97,14 +98,12 @@ def check_gd_linear_rate(claim: Claim, case: Case, make: Callable[..., Any]) -> 
     # the solver runs the T = stop steps it is given: T + 1 iterates (a count read in one place
     # and run from another fits the same rate)
     ran = len(run.trajectory) - 1
-    return Measurement(
-        fit.slope,
-        theory,
+    return fitted_measurement(
+        result,
         bound_holds and result.agrees and ran == stop,
         "<= at every t, |fit - theory| <= 5% |theory| and T steps run",
-        series=tuple(series),
-        fit=result,
-        details={"window": [start, stop], "kappa": constants.kappa, "steps_run": ran},
+        series,
+        {"window": [start, stop], "kappa": constants.kappa, "steps_run": ran},
     )
 
 

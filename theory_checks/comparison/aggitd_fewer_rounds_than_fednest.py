@@ -16,22 +16,18 @@ interval of ``P(ratio < 1) > 1/2``) are shared with the other closed-form compar
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 
 from testbed.algorithms.aggitd import FBOAggITD
-from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Measurement
 from theory_checks.comparison.common import HETEROGENEOUS_CASES
-from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import comparison_claim
+from theory_checks.comparison.common import rounds_check
 from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
-from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
 
 # The perturbation: the smallest bug that costs the round savings and survives the step-size
@@ -79,15 +75,15 @@ AGGITD_DROPS_CLIENT = rounds_perturbation(
 )
 
 
-def comparison_check_aggitd(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """FBO-AggITD against FedNest in Table 2's setting (N = T = 5, tau = 1): the fraction of the
-    family's problems with rounds ratio < 1 is above 1/2."""
-    return measure_rounds(COMPARISONS["aggitd"], claim, case, make, design)
+comparison_check_aggitd = rounds_check(
+    COMPARISONS["aggitd"],
+    "FBO-AggITD against FedNest in Table 2's setting (N = T = 5, tau = 1): the fraction of the "
+    "family's problems with rounds ratio < 1 is above 1/2.",
+)
 
 
-AGGITD_FEWER_ROUNDS_THAN_FEDNEST = rounds_claim(
+AGGITD_FEWER_ROUNDS_THAN_FEDNEST = comparison_claim(
+    COMPARISONS["aggitd"],
     id="comparison.aggitd_fewer_rounds_than_fednest",
     paper="AggITD",
     reference=(
@@ -101,7 +97,6 @@ AGGITD_FEWER_ROUNDS_THAN_FEDNEST = rounds_claim(
         "h(x_0)|| for good, both tuned on the same step grid (Table 2 setting: N = T = 5, "
         "tau = 1)"
     ),
-    estimators=("fbo-aggitd", "fednest"),
     strategy=HETEROGENEOUS_CASES,
     check=comparison_check_aggitd,
     perturbation=AGGITD_DROPS_CLIENT,

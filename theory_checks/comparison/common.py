@@ -297,29 +297,46 @@ rounds_claim = ClaimMaker(
 )
 
 
+def comparison_claim(comparison: Comparison, **fields: Any) -> Claim:
+    """The claim (:data:`rounds_claim`) that ``comparison``'s candidate needs fewer rounds than
+    FedNest: its estimators are the two algorithms compared; ``fields`` add the paper,
+    statement, cases, check (:func:`rounds_check`) and perturbation."""
+    return rounds_claim(estimators=(comparison.candidate, BASELINE), **fields)
+
+
+def rounds_check(comparison: Comparison, doc: str) -> Callable[..., Measurement]:
+    """The check of ``comparison``'s claim, ``comparison_check_<key>`` (the name it is recorded
+    under): :func:`measure_rounds` of ``comparison``; ``doc`` says what it compares, in which
+    setting of the paper."""
+
+    def check(claim: Claim, case: Case, make: Callable[..., Any], design: Design) -> Measurement:
+        return measure_rounds(comparison, claim, case, make, design)
+
+    check.__name__ = check.__qualname__ = f"comparison_check_{comparison.key}"
+    check.__doc__ = doc
+    return check
+
+
 def measure_rounds(
     comparison: Comparison, claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
     """The check of a closed-form comparison (module docstring): tune both algorithms on the
     case's family, then draw problems look by look until the Clopper-Pearson interval of
-    ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's module calls it from
-    its check, ``comparison_check_<key>``."""
+    ``P(ratio within comparison.bound)`` decides against 1/2. Each claim's check,
+    ``comparison_check_<key>``, is this function bound to its comparison (:func:`rounds_check`)."""
     try:
         case.problem.outer_minimizer()
     except ProblemError as error:
         raise NotMeasurable(f"the drawn problem has no outer minimiser: {error}") from error
     spec = case.problem.spec()
-    cand_tuning, base_tuning, cand_multiple = _both_tunings(comparison, make, spec)
+    tunings = _both_tunings(comparison, make, spec)
+    _, base_tuning, cand_multiple = tunings
     looks = [design.samples(n) for n in looks_for(design.false_fail_rate)]
     per_problem, series = _draw_until_decided(
         comparison, spec, make, (cand_multiple, base_tuning.multiple), design, looks
     )
     trials = len(per_problem)
     successes = sum(p["within_claim"] for p in per_problem)
-    known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
-    mean, low, high = (
-        runs.log_ratio_evidence_interval(known) if known else (math.nan, math.nan, math.nan)
-    )
     relation = "<" if comparison.bound >= 1.0 else "<="
     return Measurement(
         successes / trials,
@@ -328,33 +345,7 @@ def measure_rounds(
         f"fraction of problems with rounds ratio {relation} {comparison.bound:g}: > 1/2 "
         "(Clopper-Pearson)",
         series=tuple(series),
-        details={
-            "target": runs.TARGET,
-            "round_budget": runs.ROUND_BUDGET,
-            "cap": runs.CAP,
-            "step_grid": list(runs.STEP_GRID),
-            "bound": comparison.bound,
-            "tuning": {"candidate": cand_tuning.describe(), "fednest": base_tuning.describe()},
-            "candidate_multiple": cand_multiple,
-            "candidate_config": dict(comparison.candidate_config),
-            "fednest_config": dict(comparison.baseline_config),
-            "rounds_per_iteration": {
-                "candidate": comparison.candidate_rounds_per_iteration(),
-                "fednest": comparison.baseline_rounds_per_iteration(),
-            },
-            "problems": trials,
-            "within_claim": successes,
-            "looks": looks,
-            "population": "every draw of the family",
-            "not_solved_in_one_fednest_iteration": _subpopulation(
-                per_problem, design.false_fail_rate, len(looks)
-            ),
-            # descriptive, over the problems where neither run was stopped early
-            "exact_ratios": len(known),
-            "geometric_mean_ratio": math.exp(mean) if known else None,
-            "ratio_interval_95": [math.exp(low), math.exp(high)] if math.isfinite(low) else None,
-            "per_problem": per_problem,
-        },
+        details=_rounds_record(comparison, tunings, per_problem, looks, design),
         tests=(
             StatTest(
                 f"P(rounds ratio {relation} {comparison.bound:g}) over the family's problems",
@@ -363,6 +354,59 @@ def measure_rounds(
             ),
         ),
     )
+
+
+def _rounds_record(
+    comparison: Comparison,
+    tunings: tuple[runs.Tuning, runs.Tuning, float],
+    per_problem: list[dict[str, Any]],
+    looks: list[int],
+    design: Design,
+) -> dict[str, Any]:
+    """The details of a comparison's measurement: the definitions of the rounds it counts, the
+    comparison's configurations, both ``tunings`` (the candidate's, FedNest's and the step
+    multiple the candidate ran at), the test's looks and counts, the subpopulation FedNest does
+    not solve in one iteration and each problem's record."""
+    cand_tuning, base_tuning, cand_multiple = tunings
+    return {
+        "target": runs.TARGET,
+        "round_budget": runs.ROUND_BUDGET,
+        "cap": runs.CAP,
+        "step_grid": list(runs.STEP_GRID),
+        "bound": comparison.bound,
+        "tuning": {"candidate": cand_tuning.describe(), "fednest": base_tuning.describe()},
+        "candidate_multiple": cand_multiple,
+        "candidate_config": dict(comparison.candidate_config),
+        "fednest_config": dict(comparison.baseline_config),
+        "rounds_per_iteration": {
+            "candidate": comparison.candidate_rounds_per_iteration(),
+            "fednest": comparison.baseline_rounds_per_iteration(),
+        },
+        "problems": len(per_problem),
+        "within_claim": sum(p["within_claim"] for p in per_problem),
+        "looks": looks,
+        "population": "every draw of the family",
+        "not_solved_in_one_fednest_iteration": _subpopulation(
+            per_problem, design.false_fail_rate, len(looks)
+        ),
+        **_ratio_summary(per_problem),
+        "per_problem": per_problem,
+    }
+
+
+def _ratio_summary(per_problem: list[dict[str, Any]]) -> dict[str, Any]:
+    """What is reported beside the test (descriptive), over the problems where neither run was
+    stopped early: their count, the geometric mean of their ratios and its 95% Student-t
+    interval (:func:`~theory_checks.comparison.runs.log_ratio_evidence_interval`)."""
+    known = [math.log(p["ratio"]) for p in per_problem if p["ratio"] is not None]
+    mean, low, high = (
+        runs.log_ratio_evidence_interval(known) if known else (math.nan, math.nan, math.nan)
+    )
+    return {
+        "exact_ratios": len(known),
+        "geometric_mean_ratio": math.exp(mean) if known else None,
+        "ratio_interval_95": [math.exp(low), math.exp(high)] if math.isfinite(low) else None,
+    }
 
 
 def subpopulation_verdict(successes: int, trials: int, rate: float, looks: int) -> str:

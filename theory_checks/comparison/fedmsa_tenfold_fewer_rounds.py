@@ -12,19 +12,15 @@ interval of ``P(ratio <= 1/10) > 1/2``) are shared with the other closed-form co
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 from testbed.algorithms.fedmsa import FedMSA
-from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Measurement
 from theory_checks.comparison.common import HETEROGENEOUS_CASES
-from theory_checks.comparison.common import measure_rounds
-from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import comparison_claim
+from theory_checks.comparison.common import rounds_check
 from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
-from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
 
 # The perturbation: the smallest bug that costs the round savings and survives the step-size
@@ -58,15 +54,15 @@ FEDMSA_FROZEN_LOCAL_DIRECTIONS = rounds_perturbation(
 )
 
 
-def comparison_check_fedmsa(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """FedMSA (K = 12) against FedNest (N = 3, T = K), Fig. 4's setting: the fraction of the
-    family's problems with rounds ratio <= 1/10 is above 1/2."""
-    return measure_rounds(COMPARISONS["fedmsa"], claim, case, make, design)
+comparison_check_fedmsa = rounds_check(
+    COMPARISONS["fedmsa"],
+    "FedMSA (K = 12) against FedNest (N = 3, T = K), Fig. 4's setting: the fraction of the "
+    "family's problems with rounds ratio <= 1/10 is above 1/2.",
+)
 
 
-FEDMSA_TENFOLD_FEWER_ROUNDS = rounds_claim(
+FEDMSA_TENFOLD_FEWER_ROUNDS = comparison_claim(
+    COMPARISONS["fedmsa"],
     id="comparison.fedmsa_tenfold_fewer_rounds",
     paper="FedMSA",
     reference=(
@@ -78,7 +74,6 @@ FEDMSA_TENFOLD_FEWER_ROUNDS = rounds_claim(
         "to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, both tuned on the same "
         "step grid (Fig. 4 setting: K = 12; FedNest N = 3, T = K)"
     ),
-    estimators=("fedmsa", "fednest"),
     strategy=HETEROGENEOUS_CASES,
     check=comparison_check_fedmsa,
     perturbation=FEDMSA_FROZEN_LOCAL_DIRECTIONS,

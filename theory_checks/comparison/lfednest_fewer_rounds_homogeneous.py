@@ -14,22 +14,18 @@ closed-form comparisons.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from testbed.algorithms.fednest import FedNest
 from testbed.estimators.fednest import lfedout
-from theory_checks.claim import Case
 from theory_checks.claim import Claim
-from theory_checks.claim import Measurement
-from theory_checks.comparison.common import measure_rounds
+from theory_checks.comparison.common import comparison_claim
 from theory_checks.comparison.common import quadratic_family_cases
-from theory_checks.comparison.common import rounds_claim
+from theory_checks.comparison.common import rounds_check
 from theory_checks.comparison.common import rounds_perturbation
 from theory_checks.comparison.runs import COMPARISONS
-from theory_checks.decision import Design
 from theory_checks.perturbed_variants import registry_variant
 
 # The perturbation: the smallest bug that costs the round savings and survives the step-size
@@ -74,15 +70,15 @@ LFEDNEST_WITHOUT_INDIRECT = rounds_perturbation(
 CASES = quadratic_family_cases(homogeneous=True)
 
 
-def comparison_check_lfednest(
-    claim: Claim, case: Case, make: Callable[..., Any], design: Design
-) -> Measurement:
-    """LFedNest against FedNest on homogeneous clients, Fig. 2(a)'s setting (T = 1, N = 5): the
-    fraction of the family's problems with rounds ratio < 1 is above 1/2."""
-    return measure_rounds(COMPARISONS["lfednest"], claim, case, make, design)
+comparison_check_lfednest = rounds_check(
+    COMPARISONS["lfednest"],
+    "LFedNest against FedNest on homogeneous clients, Fig. 2(a)'s setting (T = 1, N = 5): the "
+    "fraction of the family's problems with rounds ratio < 1 is above 1/2.",
+)
 
 
-LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = rounds_claim(
+LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = comparison_claim(
+    COMPARISONS["lfednest"],
     id="comparison.lfednest_fewer_rounds_homogeneous",
     paper="FedNest",
     reference=(
@@ -94,7 +90,6 @@ LFEDNEST_FEWER_ROUNDS_HOMOGENEOUS = rounds_claim(
         "rounds(FedNest) < 1 to reach ||grad h(x_k)|| <= 0.1 ||grad h(x_0)|| for good, "
         "both tuned on the same step grid (Fig. 2(a) setting: T = 1, N = 5)"
     ),
-    estimators=("lfednest", "fednest"),
     strategy=CASES,
     check=comparison_check_lfednest,
     perturbation=LFEDNEST_WITHOUT_INDIRECT,

@@ -3,8 +3,8 @@ Oymak; ICML 2022; notation of :mod:`theory_checks.fednest`).
 
 - the constructors of FedNest's claims (:data:`fednest_claim`, narrowed by hypotheses:
   :data:`strongly_convex_claim`, :data:`neumann_series_claim`) and the kinds of claim that
-  recur (:data:`STEP_IDENTITY`, :data:`SENTENCE_IDENTITY`), which each result module narrows
-  further so that a claim states only what differs;
+  recur (:data:`STEP_IDENTITY`, :data:`SENTENCE_IDENTITY`, :func:`costly_cases`), which each
+  result module narrows further so that a claim states only what differs;
 - the paper's name and reference, client matrices ``H_i, J_i, grad f_i`` at a point, FedIHGP's
   exact expectation over ``N'`` (:func:`expected_ihgp`), FedIHGP alone (:func:`fedihgp`), affine
   maps read column by column (:func:`measured_map`) and the outer minimizer ``x*``;
@@ -38,6 +38,7 @@ from testbed.federation.context import FederatedContext
 from testbed.oracles import Oracles
 from theory_checks.claim import Case
 from theory_checks.claim import NotMeasurable
+from theory_checks.claim import PerProfile
 from theory_checks.claim import paper_claim
 from theory_checks.decision import Evidence
 from theory_checks.decision import SpentRate
@@ -63,6 +64,18 @@ strongly_convex_claim = fednest_claim.but(hypotheses=(A2_STRONG_CONVEXITY,))
 
 #: FedNest's claims on FedIHGP's Neumann series (Alg. 3): A1's scale ``l >= l_{g,1}`` and A2.
 neumann_series_claim = fednest_claim.but(hypotheses=(A1_NEUMANN_SCALE, A2_STRONG_CONVEXITY))
+
+
+def costly_cases(fast: int | None = None, thorough: int | None = None) -> dict[str, Any]:
+    """The fields of a claim expected to hold whose cases cost seconds each (the claim says
+    why): no shrinking, since a shrunk case says no more than the failing one and costs as
+    much again; with ``fast``, that many cases on the fast profile and ``thorough`` (None: the
+    profile's count) on the thorough one. A claim spreads them:
+    ``ihgp_claim(**costly_cases(2, 4), id=...)``."""
+    if fast is None:
+        return {"shrink": False}
+    return {"shrink": False, "max_examples": PerProfile(fast, thorough)}
+
 
 PAPER = "FedNest"
 REF = "Tarzanagh et al. 2022"

@@ -59,6 +59,7 @@ from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -162,14 +163,12 @@ def check_fedinn_tau_exponent(claim: Claim, case: Case, make: Callable[..., Any]
     fit = stats.fit_exponent(np.array(grid, float), np.array(measured))
     theory = stats.fit_exponent(np.array(grid, float), np.array(derived)).slope
     result = fit_against("exponent of -log rho in tau (derived, not paper)", fit, theory, 1e-6)
-    return Measurement(
-        fit.slope,
-        theory,
+    return fitted_measurement(
+        result,
         result.agrees,
         "|fit - derived| <= 1e-6",
-        series=tuple(series),
-        fit=result,
-        details={"scale_by_steps": scaled},
+        series,
+        {"scale_by_steps": scaled},
     )
 
 

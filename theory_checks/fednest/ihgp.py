@@ -53,13 +53,13 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import evaluation_point
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
 from theory_checks.fednest.common import closed_form_problems
+from theory_checks.fednest.common import costly_cases
 from theory_checks.fednest.common import expected_ihgp
 from theory_checks.fednest.common import fedihgp
 from theory_checks.fednest.common import heterogeneous_bilevel
@@ -72,6 +72,7 @@ from theory_checks.fednest.perturbations import WrongIHGP
 from theory_checks.fednest.perturbations import ihgp_variant
 from theory_checks.measurements import identity_residual
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -175,14 +176,12 @@ def check_variance_linear_in_n(claim: Claim, case: Case, make: Callable[..., Any
         SeriesPoint("fitted", "neumann_terms", n, math.exp(fit.intercept) * n**fit.slope)
         for n in grid
     ]
-    return Measurement(
-        fit.slope,
-        1.0,
+    return fitted_measurement(
+        result,
         result.agrees and law <= IDENTITY_RTOL,
         "|fit - 1| <= derived deviation; E||p||^2 = its law (1e-10)",
-        series=tuple(series),
-        fit=result,
-        details={
+        series,
+        {
             "kappa": kappa,
             "grid": grid,
             "tolerance": tolerance,
@@ -431,9 +430,8 @@ VARIANCE_LINEAR_IN_N = ihgp_claim(
     # Why kappa <= 2 and small dims: the grid reaches 64 ceil(kappa) Hessian rounds.
     strategy=ihgp_variance_linear_in_n_cases,
     check=check_variance_linear_in_n,
-    # Why no shrinking: each case runs 15 x 8 kappa Hessian rounds; a shrunk case says no more than
-    # the failing one (this claim is expected to hold) and cost ~3 s per run.
-    shrink=False,
+    # Why costly: each case runs 15 x 8 kappa Hessian rounds (~3 s).
+    **costly_cases(),
     perturbation=IHGP_SQRT_SCALE,
     notes=(
         "The paper's Thm 3.1 shows only max(sigma^2) in its variance term; the randomized "
@@ -478,11 +476,9 @@ CLIENT_SAMPLING_VARIANCE_N = ihgp_claim(
     ),
     strategy=sampling_cases,
     check=check_sampling_variance_n,
-    # Why no shrinking: each case enumerates up to 4^2 x 6 subset sequences per size; a shrunk case
-    # says no more than the failing one (this claim is expected to hold).
-    shrink=False,
+    # Why costly: each case enumerates up to 4^2 x 6 subset sequences per size.
+    **costly_cases(2, 4),
     perturbation=IHGP_SAME_SUBSET,
-    max_examples=PerProfile(2, 4),
     notes=(
         "Derived law (the paper states no law in |S|). Exact: every sequence of "
         "subsets is enumerated. Var(s) - Var(m) is a degree-N polynomial in the factor, so "

@@ -49,6 +49,7 @@ from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import UNRESOLVED_TERM
 
@@ -170,14 +171,12 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
             for h, b in zip(grid, fed_bias, strict=True)
         ]
     )
-    return Measurement(
-        fit.slope,
-        1.0,
+    return fitted_measurement(
+        result,
         passed,
         "|exponent - 1| <= 0.02; formula, zero at h = 0, FedNest bias fixed (1e-10)",
-        series=series,
-        fit=result,
-        details={
+        series,
+        {
             "identity": identity,
             "homogeneous_gap": homogeneous,
             "fednest_bias_drift": drift,
@@ -186,30 +185,43 @@ def check_lfednest_bias(claim: Claim, case: Case, make: Callable[..., Any]) -> M
     )
 
 
+def _lfednest_case(
+    n_clients: int,
+    dim_x: int,
+    dim_y: int,
+    kappa: float,
+    gradient_heterogeneity: float,
+    seed: int,
+    point_seed: int,
+    neumann_terms: int,
+) -> Case:
+    """A case of LFedNest's claim: clients with identical Hessians (``hessian_heterogeneity =
+    0``), the condition number ``kappa`` where ``dim_y > 1`` (a 1 x 1 Hessian has kappa 1)."""
+    problem = QuadraticBilevel.random(
+        n_clients,
+        dim_x,
+        dim_y,
+        kappa if dim_y > 1 else 1.0,
+        seed=seed,
+        hessian_heterogeneity=0.0,
+        gradient_heterogeneity=gradient_heterogeneity,
+    )
+    return Case(problem, {"point_seed": point_seed, "neumann_terms": neumann_terms})
+
+
 def lfednest_cases() -> st.SearchStrategy[Case]:
     """LFedNest's cases: 2-5 clients with identical Hessians and gradient heterogeneity in
-    [0.5, 3], a point and the Neumann count in [1, 16]."""
+    [0.5, 3], a point and the Neumann count in [1, 16] (drawn in this order)."""
     return st.builds(
-        lambda m, dx, dy, kappa, gh, seed, point, terms: Case(
-            QuadraticBilevel.random(
-                m,
-                dx,
-                dy,
-                kappa if dy > 1 else 1.0,
-                seed=seed,
-                hessian_heterogeneity=0.0,
-                gradient_heterogeneity=gh,
-            ),
-            {"point_seed": point, "neumann_terms": terms},
-        ),
-        st.integers(2, 5),
-        st.integers(1, 3),
-        st.integers(1, 3),
-        st.floats(1.0, 20.0),
-        st.floats(0.5, 3.0),
-        strategies.SEEDS,
-        strategies.SEEDS,
-        st.integers(1, 16),
+        _lfednest_case,
+        n_clients=st.integers(2, 5),
+        dim_x=st.integers(1, 3),
+        dim_y=st.integers(1, 3),
+        kappa=st.floats(1.0, 20.0),
+        gradient_heterogeneity=st.floats(0.5, 3.0),
+        seed=strategies.SEEDS,
+        point_seed=strategies.SEEDS,
+        neumann_terms=st.integers(1, 16),
     )
 
 

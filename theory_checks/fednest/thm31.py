@@ -50,7 +50,6 @@ from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
 from theory_checks.claim import NotMeasurable
-from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.exact_quantities import dominant_mode_window
@@ -58,6 +57,7 @@ from theory_checks.exact_quantities import outer_affine
 from theory_checks.fednest.common import bilevel_problems
 from theory_checks.fednest.common import case_builder
 from theory_checks.fednest.common import client_matrices
+from theory_checks.fednest.common import costly_cases
 from theory_checks.fednest.common import floor_bound
 from theory_checks.fednest.common import measured_map
 from theory_checks.fednest.common import neumann_series_claim
@@ -72,6 +72,7 @@ from theory_checks.fednest.perturbations import DampedNeumann
 from theory_checks.measurements import bound_at_point
 from theory_checks.perturbed_variants import registry_variant
 from theory_checks.rate_fits import fit_against
+from theory_checks.rate_fits import fitted_measurement
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ========================================================================== the stationarity floor
@@ -257,14 +258,12 @@ def check_floor_slope(claim: Claim, case: Case, make: Callable[..., Any]) -> Mea
         for n in grid
     ]
     passed = result.agrees and fit.slope <= paper_slope + tolerance
-    return Measurement(
-        fit.slope,
-        theory,
+    return fitted_measurement(
+        result,
         passed,
         "|fit - log(1 - mu/l)| <= 5% and fit <= log(1 - 1/kappa_g)",
-        series=tuple(series),
-        fit=result,
-        details={
+        series,
+        {
             "paper_slope": paper_slope,
             "grid": grid,
             "rho": max(rhos),
@@ -328,30 +327,45 @@ thm31_stationarity_floor_cases = case_builder(
 )
 
 
-# Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after halvings, so
-# the smallest horizon of the grid is already past the transient; n_samples = 8 with noise of
-# order one makes the stochastic term a visible share of Q(K) (both scale like K^{-1/2}).
+def _rate_bilevel(
+    n_clients: int,
+    dim_y: int,
+    hessian_heterogeneity: float,
+    gradient_heterogeneity: float,
+    gradient_noise: float,
+    hessian_noise: float,
+    seed: int,
+) -> QuadraticBilevel:
+    """A problem of the K-rate cases: ``dim_x = 1``, kappa 2 where ``dim_y > 1``, 8 samples per
+    client. Why dim_x = 1: then kappa_f = 1 and alpha_1 mu_f K_min >= K_min / 32 even after
+    halvings, so the smallest horizon of the grid is already past the transient; 8 samples with
+    noise of order one make the stochastic term a visible share of Q(K) (both scale like
+    K^{-1/2})."""
+    return QuadraticBilevel.random(
+        n_clients,
+        1,
+        dim_y,
+        2.0 if dim_y > 1 else 1.0,
+        seed=seed,
+        hessian_heterogeneity=hessian_heterogeneity,
+        gradient_heterogeneity=gradient_heterogeneity,
+        n_samples=8,
+        gradient_noise=gradient_noise,
+        hessian_noise=hessian_noise,
+    )
+
+
 def rate_bilevel() -> st.SearchStrategy[Any]:
+    """The K-rate problems (:func:`_rate_bilevel`), each knob drawn in this order."""
     return st.builds(
-        lambda m, dy, hh, gh, noise, hnoise, seed: QuadraticBilevel.random(
-            m,
-            1,
-            dy,
-            2.0 if dy > 1 else 1.0,
-            seed=seed,
-            hessian_heterogeneity=hh,
-            gradient_heterogeneity=gh,
-            n_samples=8,
-            gradient_noise=noise,
-            hessian_noise=hnoise,
-        ),
-        st.integers(2, 4),
-        st.integers(1, 2),
-        st.floats(0.0, 0.3),
-        st.floats(0.5, 2.0),
-        st.floats(0.2, 1.0),
-        st.floats(0.0, 0.3),
-        strategies.SEEDS,
+        _rate_bilevel,
+        n_clients=st.integers(2, 4),
+        dim_y=st.integers(1, 2),
+        hessian_heterogeneity=st.floats(0.0, 0.3),
+        gradient_heterogeneity=st.floats(0.5, 2.0),
+        gradient_noise=st.floats(0.2, 1.0),
+        hessian_noise=st.floats(0.0, 0.3),
+        seed=strategies.SEEDS,
     )
 
 
@@ -433,11 +447,9 @@ FLOOR_SLOPE_IN_N = thm31_claim(
     ),
     strategy=thm31_floor_slope_in_n_cases,
     check=check_floor_slope,
-    # Why no shrinking: each case reads five exact limits (~0.6 s); a shrunk case says no more than
-    # the failing one (this claim is expected to hold).
-    shrink=False,
+    # Why costly: each case reads five exact limits (~0.6 s).
+    **costly_cases(1, 2),
     perturbation=NEUMANN_STEP_0_9,
-    max_examples=PerProfile(1, 2),
     notes=(
         "Slope of the norm; the squared floor of Thm 3.1 has twice it. mu = "
         "lambda_min(H_bar), l = max_i lambda_max(H_i) (the Neumann step). Each case reads "

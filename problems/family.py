@@ -92,6 +92,43 @@ NONNEGATIVE_KNOBS = (
 )
 
 
+def knob_spec(
+    label: str,
+    given: dict[str, Any],
+    knobs: dict[str, Any],
+    table: dict[str, float | None],
+    *,
+    shorthand: float = 0.0,
+    scales: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The recipe of a family's ``random`` that takes its keyword knobs by a table:
+    ``{"family": label, **given}``, then every knob of ``table`` in the table's order, its value
+    in ``knobs`` or else the table's default (a default ``None`` is the ``heterogeneity``
+    ``shorthand``, :func:`either`); a knob in ``scales`` joins the recipe only when not 1. A knob
+    the table does not have raises ``TypeError``, as Python does for an unknown argument."""
+    unknown = [knob for knob in knobs if knob not in table]
+    if unknown:
+        raise TypeError(f"{label}() got an unexpected keyword argument {unknown[0]!r}")
+    spec = {"family": label, **given}
+    for knob, default in table.items():
+        value = knobs.get(knob, default)
+        value = either(value, shorthand) if default is None else value
+        if knob not in scales or value != 1.0:
+            spec[knob] = value
+    return spec
+
+
+def sample_arguments(family: type[ProblemFamily], given: dict[str, Any]) -> dict[str, Any]:
+    """A constructor's per-sample arrays, given by name (``A_samples=...``), keyed by the client
+    array they sample (``"A"``; ``None`` where not given) for
+    :func:`~problems.checks.check_samples`, which wants all or none; a name not in the family's
+    ``SAMPLE_NAMES`` raises ``TypeError``, as Python does for an unknown argument."""
+    unknown = [key for key in given if key not in family.SAMPLE_NAMES]
+    if unknown:
+        raise TypeError(f"{family.__name__}(): got an unexpected keyword argument {unknown[0]!r}")
+    return {key.removesuffix("_samples"): given.get(key) for key in family.SAMPLE_NAMES}
+
+
 def inner_hessians(rng: np.random.Generator, spec: dict[str, Any]) -> _spectra.SpectralStack:
     """The first draw of :meth:`QuadraticFamily.random` for its checked ``spec``: the client
     inner Hessians (:func:`problems._spectra.spectral_stack`, built in place chunk by chunk, no
@@ -410,12 +447,13 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
         parameter = inspect.Parameter
         signature = inspect.Signature(
             [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in self.ARRAY_NAMES]
-            + [parameter(key, parameter.KEYWORD_ONLY, default=None) for key in self.SAMPLE_NAMES]
+            + [parameter("samples", parameter.VAR_KEYWORD)]
         )
         try:
             given = signature.bind(*arrays, **named).arguments
         except TypeError as error:
             raise TypeError(f"{family}(): {error}") from None
+        samples_given = sample_arguments(type(self), given.get("samples", {}))
         hessian = self.INNER_HESSIAN
         checked, sizes = check_arrays(
             self.name, {k: given[k] for k in self.ARRAY_NAMES}, self.SHAPES, self.SYMMETRIC
@@ -425,7 +463,6 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
         for key in self.ARRAY_NAMES:
             setattr(self, key, checked[key])
         self._check_well_posed()
-        samples_given = {k.removesuffix("_samples"): given.get(k) for k in self.SAMPLE_NAMES}
         self.n_samples, samples = check_samples(
             self.name, samples_given, checked, positive_definite=hessian
         )
@@ -462,22 +499,15 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
             knobs: the family's ``KNOBS`` by name; an unknown one raises ``TypeError``.
         """
         label = f"{cls.__name__}.random"
-        unknown = [knob for knob in knobs if knob not in cls.KNOBS]
-        if unknown:
-            raise TypeError(f"{label}() got an unexpected keyword argument {unknown[0]!r}")
-        spec: dict[str, Any] = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim_x": dim_x,
-            "dim_y": dim_y,
-            "condition_number": condition_number,
-            "seed": seed,
-        }
-        for knob, default in cls.KNOBS.items():
-            value = knobs.get(knob, default)
-            value = either(value, heterogeneity) if default is None else value
-            if knob not in cls.SCALE_KNOBS or value != 1.0:
-                spec[knob] = value
+        sizes = {"n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y}
+        spec = knob_spec(
+            label,
+            {**sizes, "condition_number": condition_number, "seed": seed},
+            knobs,
+            cls.KNOBS,
+            shorthand=heterogeneity,
+            scales=cls.SCALE_KNOBS,
+        )
         rng = recipe_rng(
             spec,
             nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in cls.SCALE_KNOBS if k in spec)),
@@ -521,5 +551,7 @@ __all__ = [
     "QuadraticFamily",
     "either",
     "inner_hessians",
+    "knob_spec",
+    "sample_arguments",
     "recipe_rng",
 ]

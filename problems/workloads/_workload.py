@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import copy
 from typing import Any
+from typing import Literal
 
 import numpy as np
 import torch
@@ -252,15 +253,21 @@ class ClientWorkload(abc.ABC):
 
     def _rows(
         self,
-        row: Any,
-        head_row: Any,
-        samples: ClientSamples,
+        side: Literal["outer", "inner"],
         x: torch.Tensor,
         y: torch.Tensor,
         clients: torch.Tensor,
         batch: Batch | None,
-        positions: Any,
     ) -> torch.Tensor:
+        """``f_i`` (``side="outer"``: the validation samples) or ``g_i`` (``"inner"``: the
+        training samples) per evaluated client, ``(C,)``: the rows' loss on the features cached
+        per ``(x, clients, batch)`` when the model has a feature map, else the whole row."""
+        if side == "outer":
+            row, head_row, samples = self.outer_row, self.outer_head_row, self.data.val
+            positions = self.data.val_positions
+        else:
+            row, head_row, samples = self.inner_row, self.inner_head_row, self.data.train
+            positions = self.data.train_positions
         self._check(x, y, clients)
         if (
             self.feature_row is not None
@@ -285,31 +292,13 @@ class ClientWorkload(abc.ABC):
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``(f_i(x_c, y_c))_c`` on the validation samples (all, or the batch's), ``(C,)``."""
-        return self._rows(
-            self.outer_row,
-            self.outer_head_row,
-            self.data.val,
-            x,
-            y,
-            clients,
-            batch,
-            self.data.val_positions,
-        )
+        return self._rows("outer", x, y, clients, batch)
 
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``(g_i(x_c, y_c))_c`` on the training samples (all, or the batch's), ``(C,)``."""
-        return self._rows(
-            self.inner_row,
-            self.inner_head_row,
-            self.data.train,
-            x,
-            y,
-            clients,
-            batch,
-            self.data.train_positions,
-        )
+        return self._rows("inner", x, y, clients, batch)
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int

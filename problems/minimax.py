@@ -178,14 +178,7 @@ class QuadraticMinimax(QuadraticFamily):
             )
 
     @classmethod
-    def fednest_synthetic(
-        cls,
-        n_clients: int = 1000,
-        dim: int = 10,
-        s: float = 1.0,
-        lam: float = 10.0,
-        seed: int = 0,
-    ) -> QuadraticMinimax:
+    def fednest_synthetic(cls, **knobs: float) -> QuadraticMinimax:
         """FedNest's synthetic minimax experiment (Sec. 4.3, Fig. 4) with the paper's
         constants.
 
@@ -204,9 +197,12 @@ class QuadraticMinimax(QuadraticFamily):
         clients per round, extra 1/n and 0.5 factors, and an idealised FedNest cell that
         drops ``b``. This instance follows the paper.
 
-        Draw order from ``np.random.default_rng(seed)``: all ``t_i``, then all ``b_i'``.
+        Draw order from ``np.random.default_rng(seed)``: all ``t_i``, then all ``b_i'``. The
+        knobs ``n_clients`` (m), ``dim`` (d), ``s``, ``lam`` and ``seed``, by name (defaults:
+        :data:`problems.minimax_synthetic.FEDNEST_SYNTHETIC`; an unknown one raises
+        ``TypeError``).
         """
-        arrays, spec = fednest_synthetic_arrays(n_clients, dim, s, lam, seed)
+        arrays, spec = fednest_synthetic_arrays(knobs)
         return cls(*arrays, name=str(spec["family"]), spec=spec)
 
     # -------------------------------------------------------- oracle interface

@@ -44,6 +44,7 @@ from problems._rows import is_plain
 from problems._rows import memory_key
 from problems.workloads._client_data import ClientData
 from problems.workloads._client_data import ClientSamples
+from problems.workloads._client_data import LabelledSamples
 from problems.workloads.models import Network
 
 # Why 4: a round reuses at most two feature sets at a time (training and validation samples of one
@@ -171,27 +172,15 @@ class ClientWorkload(abc.ABC):
     #   f_i = sum_j w'_j CE(outer_logits(x, y, u_j), c_j), w' = validation_weights(c, w),
     #   g_i = sum_j w_j CE(inner_logits(x, y, u_j), c_j) + R(y);
     # a workload gives the logits, the weights and R.
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
+    def outer_row(self, x: torch.Tensor, y: torch.Tensor, samples: LabelledSamples) -> torch.Tensor:
         """``f_i`` of one client (``x (dim_x,)``, ``y (dim_y,)``) on its weighted val samples."""
+        inputs, labels, weights = samples
         logits = self.outer_logits(x, y, inputs)
         return weighted_cross_entropy(logits, labels, self.validation_weights(labels, weights))
 
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
+    def inner_row(self, x: torch.Tensor, y: torch.Tensor, samples: LabelledSamples) -> torch.Tensor:
         """``g_i`` of one client on its weighted training samples."""
+        inputs, labels, weights = samples
         loss = weighted_cross_entropy(self.inner_logits(x, y, inputs), labels, weights)
         return loss + self.regularizer(y)
 
@@ -246,7 +235,7 @@ class ClientWorkload(abc.ABC):
 
     def _samples(
         self, samples: ClientSamples, clients: torch.Tensor, batch: Batch | None, positions: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> LabelledSamples:
         if batch is None:
             return samples.full(clients)
         return samples.picked(clients, positions(clients, batch))
@@ -284,8 +273,7 @@ class ClientWorkload(abc.ABC):
             features, labels, weights = hit
             out: torch.Tensor = torch.func.vmap(head_row)(y, features, labels, weights)
             return out
-        inputs, labels, weights = self._samples(samples, clients, batch, positions)
-        out = torch.func.vmap(row)(x, y, inputs, labels, weights)
+        out = torch.func.vmap(row)(x, y, self._samples(samples, clients, batch, positions))
         return out
 
     def outer_loss(

@@ -228,11 +228,11 @@ class WorkloadLoop(_AutogradRows):
 
     def inner(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         s = self.train
-        return self.wrapped.inner_row(x, y, s.inputs[i], s.labels[i], s.weights[i])
+        return self.wrapped.inner_row(x, y, (s.inputs[i], s.labels[i], s.weights[i]))
 
     def outer(self, i: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         s = self.val
-        return self.wrapped.outer_row(x, y, s.inputs[i], s.labels[i], s.weights[i])
+        return self.wrapped.outer_row(x, y, (s.inputs[i], s.labels[i], s.weights[i]))
 
 
 # ------------------------------------------------------------------------------- same-work replica

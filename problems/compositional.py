@@ -56,6 +56,7 @@ import math
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -74,7 +75,7 @@ from problems.checks import check_samples
 from problems.checks import symmetric_operator
 from problems.compositional_bilevel import CompositionalBilevelView
 from problems.family import ProblemFamily
-from problems.family import either
+from problems.family import knob_spec
 from problems.family import recipe_rng
 
 #: The knobs of :meth:`LinearCompositional.random` that must be finite and >= 0.
@@ -157,6 +158,18 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         ),
     }
     INLINE_ID = "lin.comp.m{n_clients}.d{dims_text}.inline"
+    #: :meth:`random`'s keyword knobs in the recipe's order, with their defaults (``None``:
+    #: the ``heterogeneity`` shorthand).
+    KNOBS: ClassVar[dict[str, float | None]] = {
+        "condition_number": 1.0,
+        "jacobian_heterogeneity": None,
+        "value_heterogeneity": None,
+        "hessian_heterogeneity": 0.0,
+        "mu": 1.0,
+        "n_samples": 0,
+        "matrix_noise": 0.0,
+        "value_noise": 0.0,
+    }
 
     kind: ProblemKind = "compositional"
 
@@ -255,15 +268,7 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
         dims: Sequence[int],
         seed: int = 0,
         heterogeneity: float = 0.0,
-        *,
-        condition_number: float = 1.0,
-        jacobian_heterogeneity: float | None = None,
-        value_heterogeneity: float | None = None,
-        hessian_heterogeneity: float = 0.0,
-        mu: float = 1.0,
-        n_samples: int = 0,
-        matrix_noise: float = 0.0,
-        value_noise: float = 0.0,
+        **knobs: float,
     ) -> LinearCompositional:
         """Draw a problem with ``N = len(dims) - 1`` levels and a unique optimum.
 
@@ -280,38 +285,23 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             seed: seeds the only generator used (``np.random.default_rng(seed)``).
             heterogeneity: shorthand for ``jacobian_heterogeneity`` and
                 ``value_heterogeneity``.
-            condition_number: kappa >= 1 of ``Qbar``.
-            jacobian_heterogeneity: ``max_m ||W_{m,n} - Wbar_n|| `` for every level
-                (FedMSA's tau_n, Def. 2.2), spreads summing to zero over clients.
-            value_heterogeneity: root-mean-square spread of ``w_{m,n}`` and ``t_m``.
-            hessian_heterogeneity: relative spread in ``[0, 1)`` of
+            knobs: the knobs of :data:`KNOBS` by name (defaults there; an unknown one raises
+                ``TypeError``): ``condition_number``: kappa >= 1 of ``Qbar``;
+                ``jacobian_heterogeneity``: ``max_m ||W_{m,n} - Wbar_n||`` for every level
+                (FedMSA's tau_n, Def. 2.2), spreads summing to zero over clients;
+                ``value_heterogeneity``: root-mean-square spread of ``w_{m,n}`` and ``t_m``;
+                ``hessian_heterogeneity``: relative spread in ``[0, 1)`` of
                 ``Q_m = Qbar^{1/2} (I + S_m) Qbar^{1/2}`` (keeps every ``Q_m`` positive
-                definite).
-            mu: smallest eigenvalue of ``Qbar``.
-            n_samples: samples per client for the stochastic oracle (0: deterministic
-                only).
-            matrix_noise: per-entry standard deviation (times ``1/sqrt(d_n)``) of the
-                sample noise on ``W``.
-            value_noise: standard deviation of the sample noise on ``w`` and ``t``.
+                definite); ``mu``: smallest eigenvalue of ``Qbar``; ``n_samples``: samples per
+                client for the stochastic oracle (0: deterministic only); ``matrix_noise``:
+                per-entry standard deviation (times ``1/sqrt(d_n)``) of the sample noise on
+                ``W``; ``value_noise``: standard deviation of the sample noise on ``w`` and
+                ``t``.
         """
         label = "LinearCompositional.random"
         dims = check_dims(label, dims, minimum_length=2)
-        jh = either(jacobian_heterogeneity, heterogeneity)
-        vh = either(value_heterogeneity, heterogeneity)
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dims": list(dims),
-            "seed": seed,
-            "condition_number": condition_number,
-            "jacobian_heterogeneity": jh,
-            "value_heterogeneity": vh,
-            "hessian_heterogeneity": hessian_heterogeneity,
-            "mu": mu,
-            "n_samples": n_samples,
-            "matrix_noise": matrix_noise,
-            "value_noise": value_noise,
-        }
+        given = {"n_clients": n_clients, "dims": list(dims), "seed": seed}
+        spec = knob_spec(label, given, knobs, cls.KNOBS, shorthand=heterogeneity)
         if dims[0] > min(dims[1:]):
             raise ProblemError(
                 f"{label}: d_0 = {dims[0]} exceeds a later dimension in {dims}; "
@@ -323,7 +313,7 @@ class LinearCompositional(ProblemFamily, CompositionalBilevelView):
             positive=("mu",),
             size=(_floats, "n_clients x (sum of d_n d_(n+1) + 2 d_N^2) x (1 + n_samples)"),
         )
-        if hessian_heterogeneity >= 1.0:
+        if spec["hessian_heterogeneity"] >= 1.0:
             raise ProblemError(f"{label}: hessian_heterogeneity must be < 1")
         W, w, Q, t, samples = _draw_levels(rng, spec)
         return cls(W, w, Q, t, name=label, spec=spec, **samples)

@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
+from typing import Self
 
 import numpy as np
 import torch
 
+from problems import _spectra
 from problems._base import Batch
 from problems._base import OracleParts
 from problems._base import ProblemConstants
@@ -38,11 +41,14 @@ from problems._rows import draw_indices
 from problems._rows import gather_mean
 from problems._rows import rmatvec
 from problems._rows import rows
+from problems.checks import check_arrays
 from problems.checks import check_clients
 from problems.checks import check_condition_number
 from problems.checks import check_int
 from problems.checks import check_nonnegative
 from problems.checks import check_positive
+from problems.checks import check_positive_definite
+from problems.checks import check_samples
 from problems.checks import check_seed
 from problems.checks import check_size
 from problems.checks import chunk_size
@@ -64,6 +70,80 @@ class _Attributes(dict[str, Any]):
 #: The knobs of a client Hessian spread ``S_i`` and of the sample noise ``N_ij`` on it, in the
 #: families that draw ``H^{1/2} (I + S_i + N_ij) H^{1/2}``: their sum must stay below 1.
 HESSIAN_SPREADS = ("hessian_heterogeneity", "hessian_noise")
+#: The knobs of :meth:`QuadraticFamily.random` with which every family starts its ``KNOBS``:
+#: the Hessian and gradient spreads (default: the ``heterogeneity`` shorthand) ...
+SPREAD_KNOBS: dict[str, float | None] = {
+    "hessian_heterogeneity": None,
+    "gradient_heterogeneity": None,
+}
+#: ... and the sample sets of the stochastic oracle (default: none), with which it ends them
+#: (before its scale knobs).
+SAMPLE_KNOBS: dict[str, float | None] = {
+    "n_samples": 0,
+    "gradient_noise": 0.0,
+    "hessian_noise": 0.0,
+}
+#: The knobs of :meth:`QuadraticFamily.random` that must be finite and >= 0.
+NONNEGATIVE_KNOBS = (
+    "hessian_heterogeneity",
+    "gradient_heterogeneity",
+    "gradient_noise",
+    "hessian_noise",
+)
+
+
+def knob_spec(
+    label: str,
+    given: dict[str, Any],
+    knobs: dict[str, Any],
+    table: dict[str, float | None],
+    *,
+    shorthand: float = 0.0,
+    scales: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The recipe of a family's ``random`` that takes its keyword knobs by a table:
+    ``{"family": label, **given}``, then every knob of ``table`` in the table's order, its value
+    in ``knobs`` or else the table's default (a default ``None`` is the ``heterogeneity``
+    ``shorthand``, :func:`either`); a knob in ``scales`` joins the recipe only when not 1. A knob
+    the table does not have raises ``TypeError``, as Python does for an unknown argument."""
+    unknown = [knob for knob in knobs if knob not in table]
+    if unknown:
+        raise TypeError(f"{label}() got an unexpected keyword argument {unknown[0]!r}")
+    spec = {"family": label, **given}
+    for knob, default in table.items():
+        value = knobs.get(knob, default)
+        value = either(value, shorthand) if default is None else value
+        if knob not in scales or value != 1.0:
+            spec[knob] = value
+    return spec
+
+
+def sample_arguments(family: type[ProblemFamily], given: dict[str, Any]) -> dict[str, Any]:
+    """A constructor's per-sample arrays, given by name (``A_samples=...``), keyed by the client
+    array they sample (``"A"``; ``None`` where not given) for
+    :func:`~problems.checks.check_samples`, which wants all or none; a name not in the family's
+    ``SAMPLE_NAMES`` raises ``TypeError``, as Python does for an unknown argument."""
+    unknown = [key for key in given if key not in family.SAMPLE_NAMES]
+    if unknown:
+        raise TypeError(f"{family.__name__}(): got an unexpected keyword argument {unknown[0]!r}")
+    return {key.removesuffix("_samples"): given.get(key) for key in family.SAMPLE_NAMES}
+
+
+def inner_hessians(rng: np.random.Generator, spec: dict[str, Any]) -> _spectra.SpectralStack:
+    """The first draw of :meth:`QuadraticFamily.random` for its checked ``spec``: the client
+    inner Hessians (:func:`problems._spectra.spectral_stack`, built in place chunk by chunk, no
+    stack-sized temporaries) of ``n_clients`` clients in ``dim_y`` dimensions, spectrum of the
+    mean log-spaced in ``[mu, condition_number mu]``, relative spread
+    ``hessian_heterogeneity``; the spread is kept for the sample sets when ``n_samples > 0``."""
+    return _spectra.spectral_stack(
+        rng,
+        spec["n_clients"],
+        spec["dim_y"],
+        spec["mu"],
+        spec["condition_number"],
+        spec["hessian_heterogeneity"],
+        keep_spread=spec["n_samples"] > 0,
+    )
 
 
 def _moved(value: Any, device: torch.device) -> Any:
@@ -322,11 +402,122 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
     ``s`` the sign ``CROSS_SIGN``, both constant in ``(x, y)``. It gives
     :class:`~problems._base.OracleParts` their products and the exact Hessians; the
     family gives the outer-gradient parts.
+
+    It also gives the families' constructor and :meth:`random`, driven by the tables a family
+    sets: ``SHAPES`` (the client arrays' axes, :func:`problems.checks.check_arrays`, in the
+    constructor's order), ``SYMMETRIC`` (the arrays checked symmetric), ``OPERATORS`` (the
+    symmetric arrays the oracles apply through an operator), and for :meth:`random` the
+    ``KNOBS`` with their defaults, ``SCALE_KNOBS``, ``POSITIVE_KNOBS``, ``SIZE`` and ``DRAW``.
     """
 
     INNER_HESSIAN: ClassVar[str]
     CROSS: ClassVar[str]
     CROSS_SIGN: ClassVar[int]
+    SHAPES: ClassVar[dict[str, str]]
+    SYMMETRIC: ClassVar[tuple[str, ...]]
+    OPERATORS: ClassVar[tuple[str, ...]]
+    #: :meth:`random`'s keyword knobs in the recipe's order, with their defaults; a default
+    #: ``None`` is the ``heterogeneity`` shorthand (:func:`either`).
+    KNOBS: ClassVar[dict[str, float | None]]
+    #: Knobs that scale arrays after the draw: non-negative, in the recipe (and the id) only when
+    #: not 1, so a problem drawn without them keeps the spec, seed stream and id it had before.
+    SCALE_KNOBS: ClassVar[tuple[str, ...]] = ()
+    POSITIVE_KNOBS: ClassVar[tuple[str, ...]] = ("mu",)
+    #: The float64 numbers a drawn problem holds, as a function of its spec, and that in words.
+    SIZE: ClassVar[tuple[Callable[[dict[str, Any]], int], str]]
+    #: The draws of :meth:`random` for its checked spec, in its stream's order: the
+    #: constructor's arrays and its sample sets (by name).
+    DRAW: ClassVar[Callable[[np.random.Generator, dict[str, Any]], tuple[tuple[Any, ...], dict]]]
+    n_clients: int
+
+    def __init__(
+        self,
+        *arrays: Any,
+        name: str | None = None,
+        spec: dict[str, Any] | None = None,
+        **named: Any,
+    ) -> None:
+        """The client arrays ``ARRAY_NAMES`` (by position or name) and, all or none, their
+        per-sample twins ``SAMPLE_NAMES`` (by name), checked (:mod:`problems.checks`; raises
+        :class:`~problems._base.ProblemError`); ``name`` is used in error messages and in
+        :attr:`id`, ``spec`` is the recipe that rebuilds the problem
+        (:func:`problems.from_spec`)."""
+        family = type(self).__name__
+        self.name = family if name is None else name
+        parameter = inspect.Parameter
+        signature = inspect.Signature(
+            [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in self.ARRAY_NAMES]
+            + [parameter("samples", parameter.VAR_KEYWORD)]
+        )
+        try:
+            given = signature.bind(*arrays, **named).arguments
+        except TypeError as error:
+            raise TypeError(f"{family}(): {error}") from None
+        samples_given = sample_arguments(type(self), given.get("samples", {}))
+        hessian = self.INNER_HESSIAN
+        checked, sizes = check_arrays(
+            self.name, {k: given[k] for k in self.ARRAY_NAMES}, self.SHAPES, self.SYMMETRIC
+        )
+        self._client_eigenvalues = check_positive_definite(hessian, self.name, checked[hessian])
+        self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
+        for key in self.ARRAY_NAMES:
+            setattr(self, key, checked[key])
+        self._check_well_posed()
+        self.n_samples, samples = check_samples(
+            self.name, samples_given, checked, positive_definite=hessian
+        )
+        for key in self.SAMPLE_NAMES:
+            setattr(self, key, samples.get(key))
+        self._spec = spec or {"family": family, "arrays": "inline"}
+        self._prepare_oracles(self.OPERATORS, sampled=hessian)
+
+    def _check_well_posed(self) -> None:
+        """Raise :class:`~problems._base.ProblemError` when the checked client arrays do not
+        define a problem with a unique answer (a family's own condition); none by default."""
+
+    @classmethod
+    def random(
+        cls,
+        n_clients: int,
+        dim_x: int,
+        dim_y: int,
+        condition_number: float,
+        heterogeneity: float = 0.0,
+        seed: int = 0,
+        **knobs: float | None,
+    ) -> Self:
+        """Draw a problem whose mean inner Hessian has spectrum log-spaced in ``[mu, kappa mu]``
+        (the family's docstring gives its knobs, ``KNOBS``, and what they draw).
+
+        Args:
+            n_clients: M >= 1.
+            dim_x, dim_y: outer and inner dimensions.
+            condition_number: kappa = L / mu >= 1 of the mean inner Hessian.
+            heterogeneity: shorthand that sets ``hessian_heterogeneity`` and
+                ``gradient_heterogeneity`` when they are not given.
+            seed: seeds the only generator used (``np.random.default_rng(seed)``).
+            knobs: the family's ``KNOBS`` by name; an unknown one raises ``TypeError``.
+        """
+        label = f"{cls.__name__}.random"
+        sizes = {"n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y}
+        spec = knob_spec(
+            label,
+            {**sizes, "condition_number": condition_number, "seed": seed},
+            knobs,
+            cls.KNOBS,
+            shorthand=heterogeneity,
+            scales=cls.SCALE_KNOBS,
+        )
+        rng = recipe_rng(
+            spec,
+            nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in cls.SCALE_KNOBS if k in spec)),
+            below_one=HESSIAN_SPREADS,
+            positive=cls.POSITIVE_KNOBS,
+            dims=("dim_x", "dim_y"),
+            size=cls.SIZE,
+        )
+        arrays, samples = cls.DRAW(rng, spec)
+        return cls(*arrays, name=label, spec=spec, **samples)
 
     def _hessian_rows(
         self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None
@@ -352,9 +543,15 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
 
 __all__ = [
     "HESSIAN_SPREADS",
+    "NONNEGATIVE_KNOBS",
+    "SAMPLE_KNOBS",
+    "SPREAD_KNOBS",
     "ClientArrayFamily",
     "ProblemFamily",
     "QuadraticFamily",
     "either",
+    "inner_hessians",
+    "knob_spec",
+    "sample_arguments",
     "recipe_rng",
 ]

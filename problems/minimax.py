@@ -58,20 +58,14 @@ from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
-from problems.checks import check_arrays
-from problems.checks import check_positive_definite
-from problems.checks import check_samples
-from problems.family import HESSIAN_SPREADS
+from problems.family import SAMPLE_KNOBS
+from problems.family import SPREAD_KNOBS
 from problems.family import QuadraticFamily
-from problems.family import either
-from problems.family import recipe_rng
+from problems.family import inner_hessians
 from problems.minimax_synthetic import fednest_synthetic_arrays
-from problems.quadratic_bilevel import NONNEGATIVE_KNOBS
 
 #: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {"P": "M dy dy", "b": "M dy", "A": "M dy dx", "Lam": "M dx dx", "e": "M dx"}
-_ARRAY_NAMES = tuple(_SHAPES)
-_SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
 
 
 def _floats(spec: dict[str, Any]) -> int:
@@ -82,24 +76,14 @@ def _floats(spec: dict[str, Any]) -> int:
     return m * (2 * dy * dy + dx * dy + dx * dx + dy + dx) + m * n * (dy * dy + dy + dx)
 
 
-def _draw_blocks(
-    rng: np.random.Generator,
-    sizes: tuple[int, int, int],
-    spectrum: tuple[float, float, float],
-    heterogeneity: tuple[float, float],
-    n_samples: int,
-    noise: tuple[float, float],
-) -> tuple[Any, ...]:
-    """The draws of :meth:`QuadraticMinimax.random`, in its stream's order: ``(P, b, A, Lam, e,
-    samples)``; ``sizes`` is ``(M, dim_x, dim_y)``, ``spectrum`` ``(mu, condition_number,
-    ridge)``, ``heterogeneity`` ``(h, g)`` (Hessian and gradient spreads), ``noise`` the
-    per-sample ``(hessian_noise, gradient_noise)``."""
-    (M, dx, dy), (mu, condition_number, ridge) = sizes, spectrum
-    (hh, gh), (hessian_noise, gradient_noise) = heterogeneity, noise
-    hessians = _spectra.spectral_stack(
-        rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
-    )
+def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[Any, ...], dict]:
+    """The draws of :meth:`QuadraticMinimax.random` for its ``spec``, in its stream's order:
+    the constructor's arrays ``(P, b, A, Lam, e)`` and its sample sets."""
+    hessians = inner_hessians(rng, spec)
     P = hessians.stack
+    M, dx, dy, n_samples = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
+    hh, gh, ridge = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"], spec["ridge"]
+    hessian_noise, gradient_noise = spec["hessian_noise"], spec["gradient_noise"]
     A_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
     A = _spectra.spread_around(rng, A_bar, M, _spectra.relative_size(A_bar, hh))
     Lam = ridge * (np.eye(dx) + _spectra.centered_symmetric_spread(rng, M, dx, hh))
@@ -110,7 +94,7 @@ def _draw_blocks(
         samples["P_samples"] = hessians.samples(rng, n_samples, hessian_noise)
         samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
         samples["e_samples"] = samples_around(rng, e, n_samples, gradient_noise)
-    return P, b, A, Lam, e, samples
+    return (P, b, A, Lam, e), samples
 
 
 class QuadraticMinimax(QuadraticFamily):
@@ -132,7 +116,33 @@ class QuadraticMinimax(QuadraticFamily):
             (client or sample) that is not positive definite, or a max-function ``phi``
             that is not strongly convex (``A_bar^T P_bar^{-1} A_bar + Lam_bar`` not
             positive definite).
+
+    The knobs of :meth:`random <problems.family.QuadraticFamily.random>` (``KNOBS``), which
+    draws a problem whose mean inner Hessian ``P_bar`` has spectrum log-spaced in
+    ``[mu, kappa mu]`` (so ``mu_f = mu`` and the inner ``kappa = condition_number``):
+
+    - ``hessian_heterogeneity``: relative spread ``h`` in ``[0, 1)``:
+      ``P_i = P_bar^{1/2} (I + S_i) P_bar^{1/2}``, ``sum_i S_i = 0``, ``max_i ||S_i|| = h``;
+      ``Lam_i = ridge (I + S'_i)`` and ``A_i`` spread by the same relative amount (FedMSA's tau).
+    - ``gradient_heterogeneity``: root-mean-square spread of ``b_i`` and ``e_i`` around their
+      means (AggITD's sigma_2).
+    - ``mu``: smallest eigenvalue of ``P_bar``.
+    - ``ridge``: ``Lam_bar = ridge * I`` (> 0 makes f strongly convex in x).
+    - ``n_samples``: samples per client for the stochastic oracle (0: deterministic only).
+    - ``gradient_noise``: standard deviation of the per-sample noise on ``b, e``.
+    - ``hessian_noise``: relative size ``eta`` of the per-sample noise on ``P``
+      (``h + eta < 1`` keeps every sample ``P_ij`` positive definite).
     """
+
+    kind: ProblemKind = "minimax"
+    P: torch.Tensor
+    b: torch.Tensor
+    A: torch.Tensor
+    Lam: torch.Tensor
+    e: torch.Tensor
+    P_samples: torch.Tensor | None
+    b_samples: torch.Tensor | None
+    e_samples: torch.Tensor | None
 
     ID_TEMPLATES = {
         "QuadraticMinimax.random": (
@@ -145,141 +155,30 @@ class QuadraticMinimax(QuadraticFamily):
         ),
     }
     INLINE_ID = "quad.minimax.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
-    ARRAY_NAMES = _ARRAY_NAMES
-    SAMPLE_NAMES = _SAMPLE_NAMES
+    SHAPES = _SHAPES
+    ARRAY_NAMES = tuple(_SHAPES)
+    SAMPLE_NAMES = ("P_samples", "b_samples", "e_samples")
+    SYMMETRIC, OPERATORS = ("Lam",), ("P", "Lam")
     # grad^2_y g_i = P_i, grad^2_xy g_i = A_i^T
     INNER_HESSIAN, CROSS, CROSS_SIGN = "P", "A", 1
+    KNOBS = {**SPREAD_KNOBS, "mu": 1.0, "ridge": 1.0, **SAMPLE_KNOBS}
+    POSITIVE_KNOBS = ("mu", "ridge")
+    SIZE = (_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) x (1 + n_samples)")
+    DRAW = _draw_blocks
 
-    kind: ProblemKind = "minimax"
-
-    def __init__(
-        self,
-        P: Any,
-        b: Any,
-        A: Any,
-        Lam: Any,
-        e: Any,
-        *,
-        P_samples: Any = None,
-        b_samples: Any = None,
-        e_samples: Any = None,
-        name: str = "QuadraticMinimax",
-        spec: dict[str, Any] | None = None,
-    ) -> None:
-        self.name = name
-        arrays, sizes = check_arrays(
-            name,
-            dict(zip(_ARRAY_NAMES, (P, b, A, Lam, e), strict=True)),
-            _SHAPES,
-            symmetric=("Lam",),
-        )
-        self._client_eigenvalues = check_positive_definite("P", name, arrays["P"])
-        self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
-        self.P, self.b, self.A = arrays["P"], arrays["b"], arrays["A"]
-        self.Lam, self.e = arrays["Lam"], arrays["e"]
+    def _check_well_posed(self) -> None:
+        """``phi(x) = max_y f(x, y)`` must be strongly convex: ``A_bar^T P_bar^-1 A_bar +
+        Lam_bar`` positive definite."""
         phi_hessian = self.outer_hessian()
         lowest = float(torch.linalg.eigvalsh(0.5 * (phi_hessian + phi_hessian.T)).min())
         if lowest <= 0.0:
             raise ProblemError(
-                f"{name}: phi(x) = max_y f(x, y) is not strongly convex: "
+                f"{self.name}: phi(x) = max_y f(x, y) is not strongly convex: "
                 f"A_bar^T P_bar^-1 A_bar + Lam_bar has smallest eigenvalue {lowest:.3g}"
             )
 
-        self.n_samples, samples = check_samples(
-            name, {"P": P_samples, "b": b_samples, "e": e_samples}, arrays, positive_definite="P"
-        )
-        self.P_samples, self.b_samples, self.e_samples = (samples.get(k) for k in _SAMPLE_NAMES)
-        self._spec = spec or {"family": "QuadraticMinimax", "arrays": "inline"}
-        self._prepare_oracles(("P", "Lam"), sampled="P")
-
-    # ------------------------------------------------------------ construction
     @classmethod
-    def random(
-        cls,
-        n_clients: int,
-        dim_x: int,
-        dim_y: int,
-        condition_number: float,
-        heterogeneity: float = 0.0,
-        seed: int = 0,
-        *,
-        hessian_heterogeneity: float | None = None,
-        gradient_heterogeneity: float | None = None,
-        mu: float = 1.0,
-        ridge: float = 1.0,
-        n_samples: int = 0,
-        gradient_noise: float = 0.0,
-        hessian_noise: float = 0.0,
-    ) -> QuadraticMinimax:
-        """Draw a problem whose mean inner Hessian ``P_bar`` has spectrum log-spaced in
-        ``[mu, kappa mu]`` (so ``mu_f = mu`` and the inner
-        ``kappa = condition_number``).
-
-        Args:
-            n_clients: M >= 1.
-            dim_x, dim_y: dimensions of the min and max variables.
-            condition_number: kappa = L / mu >= 1 of ``P_bar``.
-            heterogeneity: shorthand for both knobs below when they are not given.
-            seed: seeds the only generator used (``np.random.default_rng(seed)``).
-            hessian_heterogeneity: relative spread ``h`` in ``[0, 1)``:
-                ``P_i = P_bar^{1/2} (I + S_i) P_bar^{1/2}``, ``sum_i S_i = 0``,
-                ``max_i ||S_i|| = h``; ``Lam_i = ridge (I + S'_i)`` and ``A_i`` spread
-                by the same relative amount (FedMSA's tau).
-            gradient_heterogeneity: root-mean-square spread of ``b_i`` and ``e_i``
-                around their means (AggITD's sigma_2).
-            mu: smallest eigenvalue of ``P_bar``.
-            ridge: ``Lam_bar = ridge * I`` (> 0 makes f strongly convex in x).
-            n_samples: samples per client for the stochastic oracle (0: deterministic
-                only).
-            gradient_noise: standard deviation of the per-sample noise on ``b, e``.
-            hessian_noise: relative size ``eta`` of the per-sample noise on ``P``
-                (``h + eta < 1`` keeps every sample ``P_ij`` positive definite).
-        """
-        label = "QuadraticMinimax.random"
-        hh = either(hessian_heterogeneity, heterogeneity)
-        gh = either(gradient_heterogeneity, heterogeneity)
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim_x": dim_x,
-            "dim_y": dim_y,
-            "condition_number": condition_number,
-            "seed": seed,
-            "hessian_heterogeneity": hh,
-            "gradient_heterogeneity": gh,
-            "mu": mu,
-            "ridge": ridge,
-            "n_samples": n_samples,
-            "gradient_noise": gradient_noise,
-            "hessian_noise": hessian_noise,
-        }
-        rng = recipe_rng(
-            spec,
-            nonnegative=NONNEGATIVE_KNOBS,
-            below_one=HESSIAN_SPREADS,
-            positive=("mu", "ridge"),
-            dims=("dim_x", "dim_y"),
-            size=(_floats, "n_clients x (2 dim_y^2 + dim_x dim_y + dim_x^2) x (1 + n_samples)"),
-        )
-        P, b, A, Lam, e, samples = _draw_blocks(
-            rng,
-            (n_clients, dim_x, dim_y),
-            (mu, condition_number, ridge),
-            (hh, gh),
-            n_samples,
-            (hessian_noise, gradient_noise),
-        )
-        return cls(P, b, A, Lam, e, name=label, spec=spec, **samples)
-
-    @classmethod
-    def fednest_synthetic(
-        cls,
-        n_clients: int = 1000,
-        dim: int = 10,
-        s: float = 1.0,
-        lam: float = 10.0,
-        seed: int = 0,
-    ) -> QuadraticMinimax:
+    def fednest_synthetic(cls, **knobs: float) -> QuadraticMinimax:
         """FedNest's synthetic minimax experiment (Sec. 4.3, Fig. 4) with the paper's
         constants.
 
@@ -298,9 +197,12 @@ class QuadraticMinimax(QuadraticFamily):
         clients per round, extra 1/n and 0.5 factors, and an idealised FedNest cell that
         drops ``b``. This instance follows the paper.
 
-        Draw order from ``np.random.default_rng(seed)``: all ``t_i``, then all ``b_i'``.
+        Draw order from ``np.random.default_rng(seed)``: all ``t_i``, then all ``b_i'``. The
+        knobs ``n_clients`` (m), ``dim`` (d), ``s``, ``lam`` and ``seed``, by name (defaults:
+        :data:`problems.minimax_synthetic.FEDNEST_SYNTHETIC`; an unknown one raises
+        ``TypeError``).
         """
-        arrays, spec = fednest_synthetic_arrays(n_clients, dim, s, lam, seed)
+        arrays, spec = fednest_synthetic_arrays(knobs)
         return cls(*arrays, name=str(spec["family"]), spec=spec)
 
     # -------------------------------------------------------- oracle interface

@@ -34,6 +34,7 @@ from __future__ import annotations
 import functools
 import math
 from typing import Any
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -51,7 +52,9 @@ from problems.checks import check_positive_definite
 from problems.checks import check_samples
 from problems.family import HESSIAN_SPREADS
 from problems.family import ClientArrayFamily
+from problems.family import knob_spec
 from problems.family import recipe_rng
+from problems.family import sample_arguments
 
 #: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {"A": "n dy dy", "b": "n dy", "C": "n dy dl", "Q": "n dy dy", "t": "n dy", "P": "n dy dl"}
@@ -90,6 +93,36 @@ def _floats(spec: dict[str, Any]) -> int:
     return m * (3 * dy * dy + 2 * dy * dl + 2 * dy) + m * n * (dy * dy + dy * dl + dy)
 
 
+def _draw(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[Any, ...], dict]:
+    """The draws of :meth:`PerClientQuadratic.random` for its checked ``spec``, in its stream's
+    order: the constructor's arguments ``(A, b, C, Q, t, P, rho)`` and its sample sets."""
+    n, dl, dy, n_samples = spec["n_clients"], spec["dim_hyper"], spec["dim_y"], spec["n_samples"]
+    hessians = _spectra.spectral_stack(
+        rng,
+        n,
+        dy,
+        spec["mu"],
+        spec["condition_number"],
+        spec["hessian_heterogeneity"],
+        keep_spread=n_samples > 0,
+    )
+    A = hessians.stack
+    b = rng.standard_normal((n, dy))
+    C = _with_norm(spec["cross_scale"], rng.standard_normal((n, dy, dl)))
+    Q_half = rng.standard_normal((n, dy, dy)) / math.sqrt(dy)
+    Q = _with_norm(1.0, Q_half @ np.swapaxes(Q_half, 1, 2) + 0.5 * np.eye(dy))
+    t = _spectra.around_gaussian(rng, n, dy, spec["target_heterogeneity"])
+    P = _with_norm(spec["outer_coupling"], rng.standard_normal((n, dy, dl)))
+    samples: dict[str, Any] = {}
+    if n_samples > 0:
+        samples["A_samples"] = hessians.samples(rng, n_samples, spec["hessian_noise"])
+        samples["C_samples"] = C[:, None] + _spectra.sample_spreads(
+            rng, n, n_samples, (dy, dl), spec["cross_noise"]
+        )
+        samples["b_samples"] = samples_around(rng, b, n_samples, spec["gradient_noise"])
+    return (A, b, C, Q, t, P, spec["rho"]), samples
+
+
 class PerClientQuadratic(ClientArrayFamily):
     """The per-client-hyperparameter quadratic family; formulas in the module docstring.
 
@@ -115,6 +148,19 @@ class PerClientQuadratic(ClientArrayFamily):
     INLINE_ID = "perclient.quad.n{n_clients}.dl{dim_hyper}.dy{dim_y}.inline"
     ARRAY_NAMES = _ARRAYS
     SAMPLE_NAMES = _SAMPLES
+    #: :meth:`random`'s keyword knobs in the recipe's order, with their defaults.
+    KNOBS: ClassVar[dict[str, float | None]] = {
+        "hessian_heterogeneity": 0.3,
+        "cross_scale": 1.0,
+        "outer_coupling": 0.0,
+        "target_heterogeneity": 1.0,
+        "rho": 0.1,
+        "mu": 1.0,
+        "n_samples": 0,
+        "hessian_noise": 0.0,
+        "cross_noise": 0.0,
+        "gradient_noise": 0.0,
+    }
 
     kind: ProblemKind = "bilevel"
 
@@ -128,11 +174,9 @@ class PerClientQuadratic(ClientArrayFamily):
         P: Any,
         rho: float,
         *,
-        A_samples: Any = None,
-        b_samples: Any = None,
-        C_samples: Any = None,
         name: str = "PerClientQuadratic",
         spec: dict[str, Any] | None = None,
+        **samples: Any,
     ) -> None:
         self.name = name
         arrays, sizes = check_arrays(
@@ -146,10 +190,10 @@ class PerClientQuadratic(ClientArrayFamily):
         self.rho = float(rho)
         self.n_clients, self.dim_hyper, self.dim_y = n, dl, dy
         self.dim_x = n * dl
-        self.n_samples, samples = check_samples(
-            name, {"A": A_samples, "b": b_samples, "C": C_samples}, arrays, positive_definite="A"
+        self.n_samples, checked = check_samples(
+            name, sample_arguments(type(self), samples), arrays, positive_definite="A"
         )
-        self.A_samples, self.b_samples, self.C_samples = (samples.get(k) for k in _SAMPLES)
+        self.A_samples, self.b_samples, self.C_samples = (checked.get(k) for k in _SAMPLES)
         self._spec = spec or {"family": "PerClientQuadratic", "arrays": "inline"}
 
     # ------------------------------------------------------------------ construction
@@ -161,17 +205,7 @@ class PerClientQuadratic(ClientArrayFamily):
         dim_y: int,
         condition_number: float = 4.0,
         seed: int = 0,
-        *,
-        hessian_heterogeneity: float = 0.3,
-        cross_scale: float = 1.0,
-        outer_coupling: float = 0.0,
-        target_heterogeneity: float = 1.0,
-        rho: float = 0.1,
-        mu: float = 1.0,
-        n_samples: int = 0,
-        hessian_noise: float = 0.0,
-        cross_noise: float = 0.0,
-        gradient_noise: float = 0.0,
+        **knobs: float,
     ) -> PerClientQuadratic:
         """Draw an instance; ``np.random.default_rng(seed)`` is the only randomness.
 
@@ -179,34 +213,22 @@ class PerClientQuadratic(ClientArrayFamily):
             n_clients, dim_hyper, dim_y: n, d_lambda and the shared model's d (paper's d_x).
             condition_number: kappa of the mean Hessian ``A_bar`` (spectrum log-spaced in
                 ``[mu, kappa mu]``).
-            hessian_heterogeneity: ``h`` in ``[0, 1)``: ``A_i = A_bar^{1/2}(I + S_i)A_bar^{1/2}``,
-                ``sum_i S_i = 0``, ``max ||S_i|| = h``.
-            cross_scale: spectral norm scale of ``C_i`` (the paper's beta).
-            outer_coupling: spectral norm scale of ``P_i`` (0: f_i's lambda-part is a ridge).
-            target_heterogeneity: RMS spread of the targets ``t_i`` (heterogeneous c_i).
-            rho: ridge on lambda in f.
-            n_samples, hessian_noise, cross_noise, gradient_noise: finite sample sets per
-                client; ``h + hessian_noise < 1`` keeps every sample Hessian positive definite.
+            seed: seeds the only generator used.
+            knobs: the knobs of :data:`KNOBS` by name (defaults there; an unknown one raises
+                ``TypeError``): ``hessian_heterogeneity`` ``h`` in ``[0, 1)``:
+                ``A_i = A_bar^{1/2}(I + S_i)A_bar^{1/2}``, ``sum_i S_i = 0``, ``max ||S_i|| = h``;
+                ``cross_scale``: spectral norm scale of ``C_i`` (the paper's beta);
+                ``outer_coupling``: spectral norm scale of ``P_i`` (0: f_i's lambda-part is a
+                ridge); ``target_heterogeneity``: RMS spread of the targets ``t_i``
+                (heterogeneous c_i); ``rho``: ridge on lambda in f; ``mu``: smallest eigenvalue
+                of ``A_bar``; ``n_samples``, ``hessian_noise``, ``cross_noise``,
+                ``gradient_noise``: finite sample sets per client (``h + hessian_noise < 1``
+                keeps every sample Hessian positive definite).
         """
         label = "PerClientQuadratic.random"
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim_hyper": dim_hyper,
-            "dim_y": dim_y,
-            "condition_number": condition_number,
-            "seed": seed,
-            "hessian_heterogeneity": hessian_heterogeneity,
-            "cross_scale": cross_scale,
-            "outer_coupling": outer_coupling,
-            "target_heterogeneity": target_heterogeneity,
-            "rho": rho,
-            "mu": mu,
-            "n_samples": n_samples,
-            "hessian_noise": hessian_noise,
-            "cross_noise": cross_noise,
-            "gradient_noise": gradient_noise,
-        }
+        sizes = {"n_clients": n_clients, "dim_hyper": dim_hyper, "dim_y": dim_y}
+        given = {**sizes, "condition_number": condition_number, "seed": seed}
+        spec = knob_spec(label, given, knobs, cls.KNOBS)
         rng = recipe_rng(
             spec,
             nonnegative=_NONNEGATIVE_KNOBS,
@@ -215,25 +237,8 @@ class PerClientQuadratic(ClientArrayFamily):
             dims=("dim_hyper", "dim_y"),
             size=(_floats, "n_clients x (3 dim_y^2 + 2 dim_y dim_hyper) x (1 + n_samples)"),
         )
-        n, dl, dy = n_clients, dim_hyper, dim_y
-        hessians = _spectra.spectral_stack(
-            rng, n, dy, mu, condition_number, hessian_heterogeneity, keep_spread=n_samples > 0
-        )
-        A = hessians.stack
-        b = rng.standard_normal((n, dy))
-        C = _with_norm(cross_scale, rng.standard_normal((n, dy, dl)))
-        Q_half = rng.standard_normal((n, dy, dy)) / math.sqrt(dy)
-        Q = _with_norm(1.0, Q_half @ np.swapaxes(Q_half, 1, 2) + 0.5 * np.eye(dy))
-        t = _spectra.around_gaussian(rng, n, dy, target_heterogeneity)
-        P = _with_norm(outer_coupling, rng.standard_normal((n, dy, dl)))
-        samples: dict[str, Any] = {}
-        if n_samples > 0:
-            samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
-            samples["C_samples"] = C[:, None] + _spectra.sample_spreads(
-                rng, n, n_samples, (dy, dl), cross_noise
-            )
-            samples["b_samples"] = samples_around(rng, b, n_samples, gradient_noise)
-        return cls(A, b, C, Q, t, P, rho, name=label, spec=spec, **samples)
+        arrays, samples = _draw(rng, spec)
+        return cls(*arrays, name=label, spec=spec, **samples)
 
     # ------------------------------------------------------------------ identity
     def to_arrays(self) -> dict[str, np.ndarray]:

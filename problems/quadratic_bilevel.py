@@ -46,13 +46,10 @@ from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
-from problems.checks import check_arrays
-from problems.checks import check_positive_definite
-from problems.checks import check_samples
-from problems.family import HESSIAN_SPREADS
+from problems.family import SAMPLE_KNOBS
+from problems.family import SPREAD_KNOBS
 from problems.family import QuadraticFamily
-from problems.family import either
-from problems.family import recipe_rng
+from problems.family import inner_hessians
 
 #: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {
@@ -65,18 +62,6 @@ _SHAPES = {
     "E": "M dx dx",
     "e": "M dx",
 }
-_ARRAY_NAMES = tuple(_SHAPES)
-_SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
-#: The knobs of :meth:`QuadraticBilevel.random` and :meth:`QuadraticMinimax.random
-#: <problems.minimax.QuadraticMinimax.random>` that must be finite and >= 0.
-NONNEGATIVE_KNOBS = (
-    "hessian_heterogeneity",
-    "gradient_heterogeneity",
-    "gradient_noise",
-    "hessian_noise",
-)
-#: Knobs that scale arrays after the draw (``random``): non-negative, in the spec only when set.
-SCALE_KNOBS = ("cross_scale", "outer_curvature")
 
 
 def _floats(spec: dict[str, Any]) -> int:
@@ -92,15 +77,10 @@ def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[
     the constructor's arrays ``(A, B, b, C, D, c, E, e)`` and its sample sets. ``B`` and ``C,
     D, E`` are scaled by ``cross_scale`` and ``outer_curvature`` after every draw, so the
     generator's stream is the same whatever the scales."""
-    M, dx, dy, mu = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["mu"]
-    condition_number, n_samples = spec["condition_number"], spec["n_samples"]
-    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
-    hessian_noise, gradient_noise = spec["hessian_noise"], spec["gradient_noise"]
-    # built in place, chunk by chunk (problems._spectra): no stack-sized temporaries
-    hessians = _spectra.spectral_stack(
-        rng, M, dy, mu, condition_number, hh, keep_spread=n_samples > 0
-    )
+    hessians = inner_hessians(rng, spec)
     A = hessians.stack
+    M, dx, dy, n_samples = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
+    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
     B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
     C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
     C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
@@ -117,9 +97,9 @@ def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[
 
     samples: dict[str, Any] = {}
     if n_samples > 0:
-        samples["A_samples"] = hessians.samples(rng, n_samples, hessian_noise)
+        samples["A_samples"] = hessians.samples(rng, n_samples, spec["hessian_noise"])
         for key, base in (("b", b), ("c", c), ("e", e)):
-            samples[f"{key}_samples"] = samples_around(rng, base, n_samples, gradient_noise)
+            samples[f"{key}_samples"] = samples_around(rng, base, n_samples, spec["gradient_noise"])
     cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)
     B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
     arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
@@ -143,6 +123,31 @@ class QuadraticBilevel(QuadraticFamily):
         ProblemError: on mismatched shapes, NaN or inf entries, zero clients, or an inner Hessian
             (client or sample) that is not positive definite.
 
+    The knobs of :meth:`random <problems.family.QuadraticFamily.random>` (``KNOBS``), which
+    draws a problem whose mean inner Hessian ``A_bar`` has spectrum log-spaced in
+    ``[mu, kappa mu]``:
+
+    - ``hessian_heterogeneity``: relative spread ``h`` in ``[0, 1)`` of the second-order terms:
+      ``A_i = A_bar^{1/2} (I + S_i) A_bar^{1/2}`` with ``sum_i S_i = 0`` and
+      ``max_i ||S_i|| = h`` (so every ``A_i`` keeps eigenvalues in ``[(1-h) mu, (1+h) L]``);
+      ``B_i, C_i, D_i`` spread by the same relative amount. FedMSA's tau; zero means clients
+      differ only by linear terms.
+    - ``gradient_heterogeneity``: root-mean-square spread ``sigma`` of the linear terms ``b_i``
+      (and ``c_i``, ``e_i``) around their means: AggITD's sigma_2.
+    - ``mu``: smallest eigenvalue of ``A_bar``.
+    - ``n_samples``: samples per client for the stochastic oracle (0: deterministic only).
+    - ``gradient_noise``: standard deviation of the per-sample noise on ``b, c, e``.
+    - ``hessian_noise``: relative size ``eta`` of the per-sample Hessian noise
+      (``A_ij = A_bar^{1/2}(I + S_i + N_ij)A_bar^{1/2}`` with ``max ||N_ij|| = eta``);
+      ``h + eta < 1`` keeps every sample Hessian positive definite.
+    - ``cross_scale``: multiplies every ``B_i`` (the cross derivative ``grad^2_xy g``) after the
+      draw; a small one makes a paper's joint Lipschitz constant over ``(x, y)`` (FedNest's A1,
+      AggITD's Assumption 2) close to ``lambda_max(A_i)``.
+    - ``outer_curvature``: multiplies ``C_i, D_i, E_i`` after the draw; 0 makes every ``f_i``
+      affine, hence Lipschitz on the whole space (FedNest A1's ``l_{f,0}`` read globally). Both
+      scales default to 1, which leaves the draw, the spec and the id those of a problem
+      without the knobs (the id names them only when not 1).
+
     Examples:
         >>> p = QuadraticBilevel.random(n_clients=3, dim_x=2, dim_y=2, condition_number=4.0,
         ...                            seed=0)
@@ -150,6 +155,20 @@ class QuadraticBilevel(QuadraticFamily):
         >>> p.exact_hypergradient(x).shape
         torch.Size([2])
     """
+
+    kind: ProblemKind = "bilevel"
+    A: torch.Tensor
+    B: torch.Tensor
+    b: torch.Tensor
+    C: torch.Tensor
+    D: torch.Tensor
+    c: torch.Tensor
+    E: torch.Tensor
+    e: torch.Tensor
+    A_samples: torch.Tensor | None
+    b_samples: torch.Tensor | None
+    c_samples: torch.Tensor | None
+    e_samples: torch.Tensor | None
 
     ID_TEMPLATES = {
         "QuadraticBilevel.random": (
@@ -159,12 +178,16 @@ class QuadraticBilevel(QuadraticFamily):
         ),
     }
     INLINE_ID = "quad.bilevel.m{n_clients}.dx{dim_x}.dy{dim_y}.inline"
-    ARRAY_NAMES = _ARRAY_NAMES
-    SAMPLE_NAMES = _SAMPLE_NAMES
+    SHAPES = _SHAPES
+    ARRAY_NAMES = tuple(_SHAPES)
+    SAMPLE_NAMES = ("A_samples", "b_samples", "c_samples", "e_samples")
+    SYMMETRIC, OPERATORS = ("C", "E"), ("A", "C", "E")
     # grad^2_y g_i = A_i, grad^2_xy g_i = -B_i^T
     INNER_HESSIAN, CROSS, CROSS_SIGN = "A", "B", -1
-
-    kind: ProblemKind = "bilevel"
+    KNOBS = {**SPREAD_KNOBS, "mu": 1.0, **SAMPLE_KNOBS, "cross_scale": 1.0, "outer_curvature": 1.0}
+    SCALE_KNOBS = ("cross_scale", "outer_curvature")
+    SIZE = (_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) x (1 + n_samples)")
+    DRAW = _draw_blocks
 
     @property
     def scales_suffix(self) -> str:
@@ -174,128 +197,6 @@ class QuadraticBilevel(QuadraticFamily):
             for knob, tag in (("cross_scale", "cs"), ("outer_curvature", "oc"))
             if knob in self._spec
         )
-
-    def __init__(
-        self,
-        A: Any,
-        B: Any,
-        b: Any,
-        C: Any,
-        D: Any,
-        c: Any,
-        E: Any,
-        e: Any,
-        *,
-        A_samples: Any = None,
-        b_samples: Any = None,
-        c_samples: Any = None,
-        e_samples: Any = None,
-        name: str = "QuadraticBilevel",
-        spec: dict[str, Any] | None = None,
-    ) -> None:
-        self.name = name
-        values = (A, B, b, C, D, c, E, e)
-        arrays, sizes = check_arrays(
-            name, dict(zip(_ARRAY_NAMES, values, strict=True)), _SHAPES, symmetric=("C", "E")
-        )
-        self._client_eigenvalues = check_positive_definite("A", name, arrays["A"])
-        self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
-        self.A, self.B, self.b = arrays["A"], arrays["B"], arrays["b"]
-        self.C, self.D, self.c = arrays["C"], arrays["D"], arrays["c"]
-        self.E, self.e = arrays["E"], arrays["e"]
-
-        self.n_samples, samples = check_samples(
-            name,
-            {"A": A_samples, "b": b_samples, "c": c_samples, "e": e_samples},
-            arrays,
-            positive_definite="A",
-        )
-        self.A_samples, self.b_samples, self.c_samples, self.e_samples = (
-            samples.get(k) for k in _SAMPLE_NAMES
-        )
-        self._spec = spec or {"family": "QuadraticBilevel", "arrays": "inline"}
-        self._prepare_oracles(("A", "C", "E"), sampled="A")
-
-    # ------------------------------------------------------------------ construction
-    @classmethod
-    def random(
-        cls,
-        n_clients: int,
-        dim_x: int,
-        dim_y: int,
-        condition_number: float,
-        heterogeneity: float = 0.0,
-        seed: int = 0,
-        *,
-        hessian_heterogeneity: float | None = None,
-        gradient_heterogeneity: float | None = None,
-        mu: float = 1.0,
-        n_samples: int = 0,
-        gradient_noise: float = 0.0,
-        hessian_noise: float = 0.0,
-        cross_scale: float = 1.0,
-        outer_curvature: float = 1.0,
-    ) -> QuadraticBilevel:
-        """Draw a problem whose mean inner Hessian has spectrum log-spaced in ``[mu, kappa mu]``.
-
-        Args:
-            n_clients: M >= 1.
-            dim_x, dim_y: outer and inner dimensions.
-            condition_number: kappa = L / mu >= 1 of the mean inner Hessian ``A_bar``.
-            heterogeneity: shorthand that sets both knobs below when they are not given.
-            seed: seeds the only generator used (``np.random.default_rng(seed)``).
-            hessian_heterogeneity: relative spread ``h`` in ``[0, 1)`` of the second-order terms:
-                ``A_i = A_bar^{1/2} (I + S_i) A_bar^{1/2}`` with ``sum_i S_i = 0`` and
-                ``max_i ||S_i|| = h`` (so every ``A_i`` keeps eigenvalues in
-                ``[(1-h) mu, (1+h) L]``); ``B_i, C_i, D_i`` spread by the same relative amount.
-                FedMSA's tau; zero means clients differ only by linear terms.
-            gradient_heterogeneity: root-mean-square spread ``sigma`` of the linear terms
-                ``b_i`` (and ``c_i``, ``e_i``) around their means: AggITD's sigma_2.
-            mu: smallest eigenvalue of ``A_bar``.
-            n_samples: samples per client for the stochastic oracle (0: deterministic only).
-            gradient_noise: standard deviation of the per-sample noise on ``b, c, e``.
-            hessian_noise: relative size ``eta`` of the per-sample Hessian noise
-                (``A_ij = A_bar^{1/2}(I + S_i + N_ij)A_bar^{1/2}`` with ``max ||N_ij|| = eta``);
-                ``h + eta < 1`` keeps every sample Hessian positive definite.
-            cross_scale: multiplies every ``B_i`` (the cross derivative ``grad^2_xy g``) after
-                the draw; a small one makes a paper's joint Lipschitz constant over ``(x, y)``
-                (FedNest's A1, AggITD's Assumption 2) close to ``lambda_max(A_i)``.
-            outer_curvature: multiplies ``C_i, D_i, E_i`` after the draw; 0 makes every ``f_i``
-                affine, hence Lipschitz on the whole space (FedNest A1's ``l_{f,0}`` read
-                globally). Both default to 1, which leaves the draw, the spec and the id
-                those of a problem without the knobs (the id names them only when not 1).
-        """
-        label = "QuadraticBilevel.random"
-        hh = either(hessian_heterogeneity, heterogeneity)
-        gh = either(gradient_heterogeneity, heterogeneity)
-        spec = {
-            "family": label,
-            "n_clients": n_clients,
-            "dim_x": dim_x,
-            "dim_y": dim_y,
-            "condition_number": condition_number,
-            "seed": seed,
-            "hessian_heterogeneity": hh,
-            "gradient_heterogeneity": gh,
-            "mu": mu,
-            "n_samples": n_samples,
-            "gradient_noise": gradient_noise,
-            "hessian_noise": hessian_noise,
-        }
-        # the scale knobs join the spec (and the id) only when not 1, so a problem that does not
-        # use them has the spec, the seed stream and the id of one drawn without them
-        scales = {"cross_scale": cross_scale, "outer_curvature": outer_curvature}
-        spec.update({k: v for k, v in scales.items() if v != 1.0})
-        rng = recipe_rng(
-            spec,
-            nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in SCALE_KNOBS if k in spec)),
-            below_one=HESSIAN_SPREADS,
-            positive=("mu",),
-            dims=("dim_x", "dim_y"),
-            size=(_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) x (1 + n_samples)"),
-        )
-        arrays, samples = _draw_blocks(rng, spec)
-        return cls(*arrays, name=label, spec=spec, **samples)
 
     # ------------------------------------------------------------------ oracle interface
     def inner_loss(

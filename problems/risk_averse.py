@@ -45,6 +45,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import ClassVar
 
 import numpy as np
 import scipy.optimize
@@ -56,6 +57,7 @@ from problems._base import ProblemKind
 from problems._base import as_tensor
 from problems._rows import rows
 from problems.family import ProblemFamily
+from problems.family import knob_spec
 from problems.family import recipe_rng
 
 
@@ -80,27 +82,25 @@ class RiskAverse(ProblemFamily):
     kind: ProblemKind = "compositional"
     n_levels = 2
 
-    def __init__(
-        self,
-        n_clients: int = 2,
-        dim: int = 10,
-        n_examples: int = 1000,
-        lam: float = 0.1,
-        delta: float = 0.1,
-        noise_std: float = 1e-3,
-        seed: int = 0,
-    ) -> None:
+    #: The instance's knobs in its recipe's order, with their defaults: ``n_clients`` (M),
+    #: ``dim`` (d), ``n_examples`` (all clients' together, split equally among them), ``lam``
+    #: and ``delta`` (risk weight and smoothing constant), ``noise_std`` (of the targets'
+    #: noise) and the ``seed`` of the only generator used.
+    KNOBS: ClassVar[dict[str, float | None]] = {
+        "n_clients": 2,
+        "dim": 10,
+        "n_examples": 1000,
+        "lam": 0.1,
+        "delta": 0.1,
+        "noise_std": 1e-3,
+        "seed": 0,
+    }
+
+    def __init__(self, **knobs: float) -> None:
+        """Draw the instance for the :data:`KNOBS` given by name (an unknown one raises
+        ``TypeError``)."""
         self.name = "RiskAverse"
-        self._spec = {
-            "family": "RiskAverse",
-            "n_clients": n_clients,
-            "dim": dim,
-            "n_examples": n_examples,
-            "lam": lam,
-            "delta": delta,
-            "noise_std": noise_std,
-            "seed": seed,
-        }
+        self._spec = knob_spec("RiskAverse", {}, knobs, self.KNOBS)
         rng = recipe_rng(
             self._spec,
             nonnegative=("lam", "noise_std"),
@@ -111,6 +111,7 @@ class RiskAverse(ProblemFamily):
                 "dim^2 + 2 n_examples dim",
             ),
         )
+        n_clients, dim, n_examples = (self._spec[k] for k in ("n_clients", "dim", "n_examples"))
         if n_examples % n_clients:
             raise ProblemError(
                 f"{self.name}: need dim >= 1 and n_examples ({n_examples}) "
@@ -119,13 +120,14 @@ class RiskAverse(ProblemFamily):
         G = rng.standard_normal((dim, dim))
         a = rng.standard_normal((n_examples, dim)) @ G.T / math.sqrt(dim)  # cov G G^T / d
         x_true = rng.standard_normal(dim)
-        b = (a @ x_true) ** 2 + rng.normal(0.0, noise_std, n_examples)
+        b = (a @ x_true) ** 2 + rng.normal(0.0, self._spec["noise_std"], n_examples)
         order = rng.permutation(n_examples)  # random equal split, as the notebook does
         n = n_examples // n_clients
         self.a = as_tensor(a[order].reshape(n_clients, n, dim))
         self.b = as_tensor(b[order].reshape(n_clients, n))
         self.x_true = as_tensor(x_true)
-        self.n_clients, self.n_samples, self.lam, self.delta = n_clients, n, lam, delta
+        self.n_clients, self.n_samples = n_clients, n
+        self.lam, self.delta = self._spec["lam"], self._spec["delta"]
         self.dims = (dim, dim + 1, 2)
         self.dim_x = dim
         self._optimum: torch.Tensor | None = None

@@ -405,7 +405,10 @@ def test_an_unknown_name_of_100000_characters_is_echoed_in_a_bounded_line():
         (lambda: PerClientLogistic.random(10**4, 1000, 10**4, 10**4), "PerClientLogistic.random"),
         (lambda: PerClientQuadratic.random(10**4, 10**3, 10**3, 10.0), "PerClientQuadratic.random"),
         (lambda: RiskAverse(n_clients=2, dim=10**5, n_examples=10**6), "RiskAverse"),
-        (lambda: QuadraticMinimax.fednest_synthetic(10**3, 10**4), "QuadraticMinimax.fednest"),
+        (
+            lambda: QuadraticMinimax.fednest_synthetic(n_clients=10**3, dim=10**4),
+            "QuadraticMinimax.fednest",
+        ),
     ],
     ids=[
         "bilevel 1e6 dims",

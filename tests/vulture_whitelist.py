@@ -8,6 +8,7 @@ never added here.
 # mypy: ignore-errors
 
 from problems.compositional import LinearCompositional
+from problems.minimax import QuadraticMinimax
 from problems.quadratic_bilevel import QuadraticBilevel
 from reports.claim_rows import Row
 from reports.claims_table import ClaimSection
@@ -23,6 +24,13 @@ from theory_checks.aggitd.constants import AggITDConstants
 # format with the instance's attributes.
 LinearCompositional.dims_text
 QuadraticBilevel.scales_suffix
+
+# Declared for the reader and mypy; set by QuadraticFamily's constructor and read by
+# ClientArrayFamily._sampled by name (``f"{name}_samples"``).
+QuadraticBilevel.c_samples
+QuadraticBilevel.e_samples
+QuadraticMinimax.P_samples
+QuadraticMinimax.e_samples
 
 # Read by the Jinja templates of reports/templates/ (report.html.j2, report.md.j2, macros).
 ClaimSection.counterexample_files

@@ -31,6 +31,11 @@ from problems._base import Batch
 from problems._base import ProblemError
 from problems._rows import is_all_clients
 
+#: One client's samples, or a stack of clients' (a leading client axis): ``(inputs, labels,
+#: weights)``, what :meth:`ClientSamples.full` and :meth:`ClientSamples.picked` give and a
+#: workload's loss rows take.
+LabelledSamples = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class ClientSamples:
@@ -82,7 +87,7 @@ class ClientSamples:
             weights,
         )
 
-    def full(self, clients: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def full(self, clients: torch.Tensor) -> LabelledSamples:
         """``(inputs, labels, weights)`` of every sample of each evaluated client."""
         if is_all_clients(clients, self.n_clients):
             # every client in order (the sampler's shared tensor is recognised by identity, on
@@ -91,9 +96,7 @@ class ClientSamples:
         rows = clients.to(self.counts.device)
         return self.inputs[rows], self.labels[rows], self.weights[rows]
 
-    def picked(
-        self, clients: torch.Tensor, positions: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def picked(self, clients: torch.Tensor, positions: torch.Tensor) -> LabelledSamples:
         """Samples ``positions[c]`` (``(C, b)``) of client ``clients[c]``, weights ``1 / b``."""
         rows = clients.to(self.counts.device)[:, None]
         cols = positions.to(self.counts.device)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import copy
 from typing import Any
+from typing import Literal
 
 import numpy as np
 import torch
@@ -43,6 +44,7 @@ from problems._rows import is_plain
 from problems._rows import memory_key
 from problems.workloads._client_data import ClientData
 from problems.workloads._client_data import ClientSamples
+from problems.workloads._client_data import LabelledSamples
 from problems.workloads.models import Network
 
 # Why 4: a round reuses at most two feature sets at a time (training and validation samples of one
@@ -170,27 +172,15 @@ class ClientWorkload(abc.ABC):
     #   f_i = sum_j w'_j CE(outer_logits(x, y, u_j), c_j), w' = validation_weights(c, w),
     #   g_i = sum_j w_j CE(inner_logits(x, y, u_j), c_j) + R(y);
     # a workload gives the logits, the weights and R.
-    def outer_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
+    def outer_row(self, x: torch.Tensor, y: torch.Tensor, samples: LabelledSamples) -> torch.Tensor:
         """``f_i`` of one client (``x (dim_x,)``, ``y (dim_y,)``) on its weighted val samples."""
+        inputs, labels, weights = samples
         logits = self.outer_logits(x, y, inputs)
         return weighted_cross_entropy(logits, labels, self.validation_weights(labels, weights))
 
-    def inner_row(
-        self,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        inputs: torch.Tensor,
-        labels: torch.Tensor,
-        weights: torch.Tensor,
-    ) -> torch.Tensor:
+    def inner_row(self, x: torch.Tensor, y: torch.Tensor, samples: LabelledSamples) -> torch.Tensor:
         """``g_i`` of one client on its weighted training samples."""
+        inputs, labels, weights = samples
         loss = weighted_cross_entropy(self.inner_logits(x, y, inputs), labels, weights)
         return loss + self.regularizer(y)
 
@@ -245,22 +235,28 @@ class ClientWorkload(abc.ABC):
 
     def _samples(
         self, samples: ClientSamples, clients: torch.Tensor, batch: Batch | None, positions: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ) -> LabelledSamples:
         if batch is None:
             return samples.full(clients)
         return samples.picked(clients, positions(clients, batch))
 
     def _rows(
         self,
-        row: Any,
-        head_row: Any,
-        samples: ClientSamples,
+        side: Literal["outer", "inner"],
         x: torch.Tensor,
         y: torch.Tensor,
         clients: torch.Tensor,
         batch: Batch | None,
-        positions: Any,
     ) -> torch.Tensor:
+        """``f_i`` (``side="outer"``: the validation samples) or ``g_i`` (``"inner"``: the
+        training samples) per evaluated client, ``(C,)``: the rows' loss on the features cached
+        per ``(x, clients, batch)`` when the model has a feature map, else the whole row."""
+        if side == "outer":
+            row, head_row, samples = self.outer_row, self.outer_head_row, self.data.val
+            positions = self.data.val_positions
+        else:
+            row, head_row, samples = self.inner_row, self.inner_head_row, self.data.train
+            positions = self.data.train_positions
         self._check(x, y, clients)
         if (
             self.feature_row is not None
@@ -277,39 +273,20 @@ class ClientWorkload(abc.ABC):
             features, labels, weights = hit
             out: torch.Tensor = torch.func.vmap(head_row)(y, features, labels, weights)
             return out
-        inputs, labels, weights = self._samples(samples, clients, batch, positions)
-        out = torch.func.vmap(row)(x, y, inputs, labels, weights)
+        out = torch.func.vmap(row)(x, y, self._samples(samples, clients, batch, positions))
         return out
 
     def outer_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``(f_i(x_c, y_c))_c`` on the validation samples (all, or the batch's), ``(C,)``."""
-        return self._rows(
-            self.outer_row,
-            self.outer_head_row,
-            self.data.val,
-            x,
-            y,
-            clients,
-            batch,
-            self.data.val_positions,
-        )
+        return self._rows("outer", x, y, clients, batch)
 
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Batch | None
     ) -> torch.Tensor:
         """``(g_i(x_c, y_c))_c`` on the training samples (all, or the batch's), ``(C,)``."""
-        return self._rows(
-            self.inner_row,
-            self.inner_head_row,
-            self.data.train,
-            x,
-            y,
-            clients,
-            batch,
-            self.data.train_positions,
-        )
+        return self._rows("inner", x, y, clients, batch)
 
     def sample_batch(
         self, rng: np.random.Generator, clients: torch.Tensor, batch_size: int

@@ -1,8 +1,9 @@
 """What every library adapter (torchopt, betty, higher) must show, one table for the three: the
 verdicts of the installed version are the ones recorded for it (``expected_verdicts.toml``), each
-planted one-line bug in the adapter's calls (``testbed_<library>.perturbations``) is caught by
-its claim, and a missing library gives one line saying how to install it. An adapter that is not
-installed is skipped. Each adapter's own findings are tested in its ``tests/`` folder."""
+planted one-line bug in the adapter's calls (``testbed_<library>/planted_bugs.toml``, loaded by
+``testbed_<library>.perturbations``) is caught by the claims it names, and a missing library
+gives one line saying how to install it. An adapter that is not installed is skipped. Each
+adapter's own findings are tested in its ``tests/`` folder."""
 
 from __future__ import annotations
 
@@ -28,12 +29,15 @@ LIBRARIES = {
     "higher": ("higher", "higher", "higher-unrolled"),
 }
 
-#: (adapter, claim, planted bug in ``testbed_<adapter>.perturbations``), from planted_bugs.toml
+#: (adapter, claim, planted bug), from each adapter's ``planted_bugs.toml`` (read as text: the
+#: adapter need not be installed to list its tests)
 PLANTED = [
     (adapter, claim_id, bug)
-    for adapter, bugs in tomllib.loads((HERE / "planted_bugs.toml").read_text()).items()
-    for bug, claims in bugs.items()
-    for claim_id in ([claims] if isinstance(claims, str) else claims)
+    for adapter in LIBRARIES
+    for bug, table in tomllib.loads(
+        (HERE / adapter / f"testbed_{adapter}" / "planted_bugs.toml").read_text()
+    ).items()
+    for claim_id in table["caught_by"]
 ]
 
 
@@ -54,7 +58,7 @@ def test_every_verdict_is_the_one_recorded_for_the_installed_library(adapter, tm
     "adapter, claim_id, bug", PLANTED, ids=[f"{a}-{b}-{c}" for a, c, b in PLANTED]
 )
 def test_a_one_line_bug_in_the_adapters_call_is_caught(adapter, claim_id, bug):
-    planted = getattr(adapter_module(adapter, "perturbations"), bug)
+    planted = adapter_module(adapter, "perturbations").PLANTED[bug].perturbation
     result = run_claim(get_claim(claim_id), get_profile("fast"), make=planted.build)
     assert result.verdict == "fails as stated", (planted.name, result.verdict)
 

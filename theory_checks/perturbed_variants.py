@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from collections.abc import Iterable
 from typing import Any
 
 from testbed.registry import get_estimator
@@ -50,6 +51,14 @@ def part_variant(name: str, field: str, cls: type, **fixed: Any) -> Callable[...
         return dataclasses.replace(built, **{field: recast(part, cls, **fixed)})
 
     return make
+
+
+def part_variants(
+    entries: Iterable[str], field: str, cls: type, **fixed: Any
+) -> dict[str, Callable[..., Any]]:
+    """A bug in a part that ``entries`` share (a catalogue mutant's builds): each entry's builder
+    with its part ``field`` recast as ``cls`` (:func:`part_variant`)."""
+    return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
 
 
 def field_variant(name: str, **change: Callable[[Any], Any]) -> Callable[..., Any]:

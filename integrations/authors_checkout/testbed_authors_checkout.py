@@ -129,9 +129,12 @@ def locate(names: Mapping[str, str], codebase: Codebase = FEDNEST) -> Path:
 
 def load(names: Mapping[str, str], codebase: Codebase = FEDNEST) -> types.SimpleNamespace:
     """Their objects ``names`` imported from the located checkout (:func:`locate`,
-    :func:`import_authors_code`), with ``repo`` and its ``commit`` (:func:`commit_of`)."""
+    :func:`import_authors_code`), with ``repo``, its ``commit`` (:func:`commit_of`) and
+    ``source``, the three as a registry entry's reference names them (``ucr-optml/FedNest at
+    <commit, 12 digits> (<repo>)``)."""
     code = import_authors_code(locate(names, codebase), names, codebase)
     code.commit = commit_of(code.repo)
+    code.source = f"{codebase.repository} at {code.commit[:12]} ({code.repo})"
     return code
 
 

@@ -73,13 +73,14 @@ def verify_without_checkout(entry: str, results: Path) -> str:
 
 def recorded_verdicts_check(package: str, record: Path, results: Path) -> str:
     """The code comparing the verdicts on the named checkout with those ``record`` holds for its
-    commit (``package.authors_code.COMMIT``): prints the changes, exits 1 when there are any."""
+    commit (``package.authors_code.CODE.commit``): prints the changes, exits 1 when there are
+    any."""
     return (
         f"import sys\n{IN_SETTINGS}"
         "from pathlib import Path\n"
         "from testbed_app.library_verdicts import verdict_changes\n"
-        f"from {package}.authors_code import COMMIT\n"
-        f"ref, changes = verdict_changes(Path({str(record)!r}), COMMIT, "
+        f"from {package}.authors_code import CODE\n"
+        f"ref, changes = verdict_changes(Path({str(record)!r}), CODE.commit, "
         f"Path({str(results)!r}))\n"
         "print('\\n'.join(changes)); sys.exit(1 if changes else 0)"
     )

@@ -43,17 +43,6 @@ MEAN_IDENTITY = prop1.MEAN_IDENTITY.id
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledInnerStep(AggITD):
-    """AggITD whose One-Round-Lower steps ``factor * beta`` while beta is reported."""
-
-    factor: float = 0.5
-
-    def step_sizes(self, problem: Any) -> tuple[float, float]:
-        beta, lam = super().step_sizes(problem)
-        return self.factor * beta, lam
-
-
-@dataclasses.dataclass(frozen=True)
 class ExtraLowerStep(AggITD):
     """AggITD that runs N + 1 lower-level rounds (and N + 2 HessIV terms) while N is reported
     (``range(N + 2)`` for ``range(N + 1)``)."""
@@ -138,6 +127,12 @@ def _fbo(cls: type, **fixed: Any) -> dict[str, Callable[..., Any]]:
 UNCORRECTED_LOWER = registry_variant("aggitd", AggITD, lower_solver="sgd")
 
 
+#: The two steps of AggITD a bug scales (:class:`~theory_checks.aggitd.perturbations.ScaledSteps`,
+#: its ``<step>_factor``): the step's name, where it is taken, its symbol.
+STEPS = (("neumann", "the HessIV recursion", "lambda"), ("inner", "One-Round-Lower", "beta"))
+#: How each is scaled: the mutant's name, the factor, the step it then takes (of the symbol).
+SCALINGS = (("halved", 0.5, "{0} / 2 while {0} is reported"), ("doubled", 2.0, "2 {0}"))
+
 AGGITD = MutantFamily("AggITD", first=(IDENTITY,))
 FBO_AGGITD = MutantFamily("FBO-AggITD", first=(errata.DH_THEOREM2_CONSTANT.id,))
 
@@ -155,29 +150,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "the importance weight forgotten: p = lambda z^N (a missing (N + 1))",
         _both(perturb.ScaledIndirect, weight="none"),
     ),
-    AGGITD.mutant(
-        "aggitd.neumann_step_halved",
-        "step",
-        "the HessIV recursion steps lambda / 2 while lambda is reported",
-        _both(perturb.ScaledNeumannStep, factor=0.5),
-    ),
-    AGGITD.mutant(
-        "aggitd.neumann_step_doubled",
-        "step",
-        "the HessIV recursion steps 2 lambda",
-        _both(perturb.ScaledNeumannStep, factor=2.0),
-    ),
-    AGGITD.mutant(
-        "aggitd.inner_step_halved",
-        "step",
-        "One-Round-Lower steps beta / 2 while beta is reported",
-        _both(ScaledInnerStep, factor=0.5),
-    ),
-    AGGITD.mutant(
-        "aggitd.inner_step_doubled",
-        "step",
-        "One-Round-Lower steps 2 beta",
-        _both(ScaledInnerStep, factor=2.0),
+    *(
+        AGGITD.mutant(
+            f"aggitd.{step}_step_{way}",
+            "step",
+            f"{where} steps {wrong.format(size)}",
+            _both(perturb.ScaledSteps, **{f"{step}_factor": factor}),
+        )
+        for step, where, size in STEPS
+        for way, factor, wrong in SCALINGS
     ),
     AGGITD.mutant(
         "aggitd.indirect_sign_flipped",

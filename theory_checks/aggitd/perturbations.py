@@ -56,14 +56,16 @@ class ScaledIndirect(AggITD):
 
 
 @dataclasses.dataclass(frozen=True)
-class ScaledNeumannStep(AggITD):
-    """AggITD that runs the HessIV recursion with ``factor * lambda`` instead of lambda."""
+class ScaledSteps(AggITD):
+    """AggITD whose One-Round-Lower steps ``inner_factor * beta`` and whose HessIV recursion
+    steps ``neumann_factor * lambda`` while beta and lambda are reported."""
 
-    factor: float = 0.9
+    inner_factor: float = 1.0
+    neumann_factor: float = 1.0
 
     def step_sizes(self, problem: Any) -> tuple[float, float]:
         beta, lam = super().step_sizes(problem)
-        return beta, self.factor * lam
+        return self.inner_factor * beta, self.neumann_factor * lam
 
 
 @dataclasses.dataclass(frozen=True)

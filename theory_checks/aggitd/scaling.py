@@ -55,7 +55,7 @@ from theory_checks.aggitd.constants import theorem1_inner_steps
 from theory_checks.aggitd.constants import theorem1_outer_step
 from theory_checks.aggitd.perturbations import DividesByM
 from theory_checks.aggitd.perturbations import MeanOverAllClients
-from theory_checks.aggitd.perturbations import ScaledNeumannStep
+from theory_checks.aggitd.perturbations import ScaledSteps
 from theory_checks.aggitd.perturbations import UnscaledUpper
 from theory_checks.aggitd.perturbations import algorithm_variant
 from theory_checks.aggitd.perturbations import estimator_variant
@@ -315,7 +315,7 @@ NEUMANN_STEP_09 = Perturbation(
     "the HessIV recursion runs with 0.9 of the step it is given: the bias decays like "
     "(1 - 0.9 lambda mu)^N, a rate 10% off, twice the check's 5% tolerance (a wrong constant in "
     "a step rule)",
-    estimator_variant(ScaledNeumannStep, factor=0.9),
+    estimator_variant(ScaledSteps, neumann_factor=0.9),
 )
 
 

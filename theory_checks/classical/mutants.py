@@ -40,7 +40,7 @@ from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
 from theory_checks.mutation import MutantFamily
 from theory_checks.mutation import declared_equivalents
-from theory_checks.perturbed_variants import part_variant
+from theory_checks.perturbed_variants import part_variants
 from theory_checks.perturbed_variants import registry_variant
 
 AID = ("aid-neumann", "aid-cg", "aid-fp")
@@ -335,11 +335,6 @@ class PerClientExact(ExactHypergradient):
 # --------------------------------------------------------------------------- the catalogue
 
 
-def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[str, Any]:
-    """The bug in a part that ``entries`` share: each entry's builder with ``field`` recast."""
-    return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
-
-
 AID_NEUMANN = MutantFamily("AID-Neumann", first=(IDENTITY,))
 GRADIENT_DESCENT = MutantFamily("gradient descent (AID, ITD)", first=(GD_RATE,))
 AID_CG = MutantFamily("AID-CG", first=(CG_EXACT,))
@@ -352,32 +347,32 @@ MUTANTS: tuple[Mutant, ...] = (
         "aid-neumann.terms_minus_one",
         "count",
         "the Neumann loop runs N - 1 terms when N are asked for",
-        _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
+        part_variants(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=-1),
         cheap=True,
     ),
     AID_NEUMANN.mutant(
         "aid-neumann.terms_plus_one",
         "count",
         "the Neumann loop runs N + 1 terms (range(N) for range(N - 1))",
-        _on(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1),
+        part_variants(("aid-neumann",), "linear_solver", ShiftedNeumann, shift=1),
     ),
     AID_NEUMANN.mutant(
         "aid-neumann.step_doubled",
         "step",
         "the series runs with 2 lambda while lambda is reported",
-        _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
+        part_variants(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=2.0),
     ),
     AID_NEUMANN.mutant(
         "aid-neumann.step_halved",
         "step",
         "the series runs with lambda / 2 while lambda is reported",
-        _on(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
+        part_variants(("aid-neumann",), "linear_solver", ScaledStepNeumann, factor=0.5),
     ),
     AID_NEUMANN.mutant(
         "aid-neumann.missing_lambda",
         "normalisation",
         "the partial sum returned without its factor lambda",
-        _on(("aid-neumann",), "linear_solver", UnscaledNeumann),
+        part_variants(("aid-neumann",), "linear_solver", UnscaledNeumann),
     ),
     AID_NEUMANN.mutant(
         "aid-neumann.indirect_sign_flipped",
@@ -403,33 +398,33 @@ MUTANTS: tuple[Mutant, ...] = (
         "count",
         "the inner gradient descent runs T - 1 steps when T are asked for (every entry "
         "that runs it: AID-Neumann, AID-CG, AID-FP, ITD)",
-        _on((*AID, "itd"), "inner", ShiftedGD, shift=-1),
+        part_variants((*AID, "itd"), "inner", ShiftedGD, shift=-1),
         first=(ITD_IDENTITY,),
     ),
     GRADIENT_DESCENT.mutant(
         "gd.step_halved",
         "step",
         "the inner gradient descent steps beta / 2 while beta is reported",
-        _on((*AID, "itd"), "inner", ScaledStepGD, factor=0.5),
+        part_variants((*AID, "itd"), "inner", ScaledStepGD, factor=0.5),
     ),
     GRADIENT_DESCENT.mutant(
         "gd.step_doubled",
         "step",
         "the inner gradient descent steps 2 beta (= 2/L: no contraction on the top mode)",
-        _on((*AID, "itd"), "inner", ScaledStepGD, factor=2.0),
+        part_variants((*AID, "itd"), "inner", ScaledStepGD, factor=2.0),
     ),
     AID_CG.mutant(
         "aid-cg.iterations_minus_one",
         "count",
         "conjugate gradient runs dim_y - 1 iterations when dim_y are asked for",
-        _on(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
+        part_variants(("aid-cg",), "linear_solver", ShiftedCG, shift=-1),
         cheap=True,
     ),
     AID_CG.mutant(
         "aid-cg.iterations_plus_one",
         "count",
         "conjugate gradient runs dim_y + 1 iterations",
-        _on(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
+        part_variants(("aid-cg",), "linear_solver", ShiftedCG, shift=1),
         first=(),
         equivalent="in exact arithmetic CG's residual is zero after dim_y iterations and "
         "its loop stops; in float64 the extra iteration moves v by the round-off "
@@ -440,25 +435,25 @@ MUTANTS: tuple[Mutant, ...] = (
         "aid-cg.direction_sign_flipped",
         "correction",
         "the new search direction subtracts the old one: r - beta p",
-        _on(("aid-cg",), "linear_solver", FlippedDirectionCG),
+        part_variants(("aid-cg",), "linear_solver", FlippedDirectionCG),
     ),
     AID_CG.mutant(
         "aid-cg.stale_residual_norm",
         "stale",
         "r'r is never updated after the first iteration (beta = ||r_k||^2 / ||r_0||^2)",
-        _on(("aid-cg",), "linear_solver", StaleResidualCG),
+        part_variants(("aid-cg",), "linear_solver", StaleResidualCG),
     ),
     AID_FP.mutant(
         "aid-fp.iterations_minus_one",
         "count",
         "the fixed-point adjoint runs K - 1 iterations",
-        _on(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1),
+        part_variants(("aid-fp",), "linear_solver", ShiftedFixedPoint, shift=-1),
     ),
     AID_FP.mutant(
         "aid-fp.rhs_without_step",
         "normalisation",
         "v <- v - lambda H v + r: the right-hand side added without lambda",
-        _on(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint),
+        part_variants(("aid-fp",), "linear_solver", UnscaledRhsFixedPoint),
     ),
     ITD.mutant(
         "itd.steps_plus_one",

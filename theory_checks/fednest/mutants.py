@@ -52,7 +52,7 @@ from theory_checks.mutation import STEP_WAYS
 from theory_checks.mutation import Mutant
 from theory_checks.mutation import MutantFamily
 from theory_checks.mutation import declared_equivalents
-from theory_checks.perturbed_variants import part_variant
+from theory_checks.perturbed_variants import part_variants
 from theory_checks.perturbed_variants import registry_variant
 
 # --------------------------------------------------------------------------- the catalogue
@@ -64,10 +64,6 @@ FEDAVG_ENTRIES = ("lfednest", "fednest-sgd")
 FEDNEST_VARIANTS = ("fednest", "fednest-sgd", "lfednest", "lfednest-svrg", "fednest-minimax")
 IHGP_IDENTITY = lemma22.INVERSE_HESSIAN_IDENTITY.id
 FEDINN_RATE = fedinn_result.LINEAR_RATE.id
-
-
-def _on(entries: tuple[str, ...], field: str, cls: type, **fixed: Any) -> dict[str, Any]:
-    return {entry: part_variant(entry, field, cls, **fixed) for entry in entries}
 
 
 def _ihgp(cls: type, **fixed: Any) -> dict[str, Any]:
@@ -151,7 +147,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "fedinn.local_step_extra",
         "count",
         "FedInn runs tau_i + 1 local steps (every variant that runs FedInn)",
-        _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
+        part_variants(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=1),
         first=(compositional.ONE_CALL_EXACT.id, FEDINN_RATE),
         cheap=True,
     ),
@@ -159,76 +155,76 @@ MUTANTS: tuple[Mutant, ...] = (
         "fedinn.local_step_missing",
         "count",
         "FedInn runs tau_i - 1 local steps (at least one)",
-        _on(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
+        part_variants(FEDINN_ENTRIES, "inner_method", ShiftedLocalFedInn, shift=-1),
     ),
     FEDINN.mutant(
         "fedinn.step_doubled",
         "step",
         "FedInn steps 2 beta",
-        _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
+        part_variants(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=2.0),
     ),
     FEDINN.mutant(
         "fedinn.step_halved",
         "step",
         "FedInn steps beta / 2",
-        _on(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
+        part_variants(FEDINN_ENTRIES, "inner_method", ScaledStepFedInn, factor=0.5),
     ),
     FEDINN.mutant(
         "fedinn.missing_1_over_tau",
         "normalisation",
         "FedInn's local step beta where Thm 3.1's rule gives beta / tau_i",
-        _on(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
+        part_variants(FEDINN_ENTRIES, "inner_method", UnscaledFedInn),
         first=(FEDINN_RATE, fedinn_result.TAU_EXPONENT.id),
     ),
     FEDINN.mutant(
         "fedinn.correction_dropped",
         "correction",
         "FedInn without its control variate (a FedAvg step)",
-        _on(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn),
+        part_variants(FEDINN_ENTRIES, "inner_method", UncorrectedFedInn),
     ),
     FEDINN.mutant(
         "fedinn.correction_sign_flipped",
         "correction",
         "the control variate subtracts the averaged gradient q instead of adding it",
-        _on(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
+        part_variants(FEDINN_ENTRIES, "inner_method", FlippedCorrectionFedInn),
     ),
     LFEDINN.mutant(
         "lfedinn.local_step_extra",
         "count",
         "LFedInn runs tau_i + 1 local steps",
-        _on(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
+        part_variants(FEDAVG_ENTRIES, "inner_method", ShiftedLocalLFedInn, shift=1),
     ),
     LFEDINN.mutant(
         "lfedinn.secretly_corrected",
         "correction",
         "the FedAvg baseline runs FedInn's control variate",
-        _on(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
+        part_variants(FEDAVG_ENTRIES, "inner_method", CorrectedLFedInn),
     ),
     FEDOUT.mutant(
         "fedout.ihgp_terms_plus_one",
         "count",
         "FedOut's FedIHGP runs N + 1 terms while N is reported",
-        _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
+        part_variants(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=1),
         first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
     ),
     FEDOUT.mutant(
         "fedout.ihgp_terms_minus_one",
         "count",
         "FedOut's FedIHGP runs N - 1 terms while N is reported",
-        _on(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
+        part_variants(FEDOUT_ENTRIES, "outer_method", ShiftedTermsFedOut, shift=-1),
         first=(rounds.FEDNEST.id, thm31.STATIONARITY_FLOOR.id),
     ),
     FEDOUT.mutant(
         "fedout.ihgp_step_halved",
         "step",
         "FedOut's FedIHGP steps 1/(2l) while 1/l is reported",
-        _on(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
+        part_variants(FEDOUT_ENTRIES, "outer_method", ScaledNeumannFedOut, factor=0.5),
     ),
     FEDOUT.mutant(
         "fedout.indirect_sign_flipped",
         "correction",
         "FedOut adds the indirect part (p used with the wrong sign)",
-        _on(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
+        part_variants(FEDOUT_ENTRIES, "outer_method", FlippedIndirectFedOut),
     ),
     FEDOUT.mutant(
         "fedout.correction_dropped",
@@ -237,8 +233,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "grad_x f_i; h computed, not used), in the fedout routine FedOut and the minimax "
         "FedOut share",
         {
-            **_on(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
-            **_on(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut),
+            **part_variants(FEDOUT_ENTRIES, "outer_method", UncorrectedFedOut),
+            **part_variants(("fednest-minimax",), "outer_method", UncorrectedMinimaxFedOut),
         },
     ),
     FEDOUT.mutant(
@@ -247,8 +243,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "FedOut's local x-step alpha where the rule gives alpha / tau_i, in the fedout "
         "routine FedOut and the minimax FedOut share",
         {
-            **_on(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
-            **_on(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut),
+            **part_variants(FEDOUT_ENTRIES, "outer_method", UnscaledFedOut),
+            **part_variants(("fednest-minimax",), "outer_method", UnscaledMinimaxFedOut),
         },
         first=(minimax.SYNTHETIC_LINEAR_RATE.id,),
     ),
@@ -270,25 +266,25 @@ MUTANTS: tuple[Mutant, ...] = (
         "lfedout.terms_minus_one",
         "count",
         "LFedOut's local Neumann series runs N - 1 terms",
-        _on(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
+        part_variants(LFEDOUT_ENTRIES, "outer_method", ShiftedTermsLFedOut, shift=-1),
     ),
     LFEDOUT.mutant(
         "lfedout.step_halved",
         "step",
         "LFedOut's local Neumann series steps 1/(2l)",
-        _on(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
+        part_variants(LFEDOUT_ENTRIES, "outer_method", ScaledNeumannLFedOut, factor=0.5),
     ),
     MINIMAX.mutant(
         "minimax.outer_step_doubled",
         "step",
         "the minimax FedOut steps 2 alpha",
-        _on(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
+        part_variants(("fednest-minimax",), "outer_method", ScaledStepMinimaxFedOut, factor=2.0),
     ),
     MINIMAX.mutant(
         "minimax.ascent_step_halved",
         "step",
         "the minimax FedInn ascent on y steps beta / 2",
-        _on(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
+        part_variants(("fednest-minimax",), "inner_method", ScaledStepFedInn, factor=0.5),
     ),
 )
 

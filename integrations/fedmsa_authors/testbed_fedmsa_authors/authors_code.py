@@ -31,4 +31,3 @@ AUTHORS_OBJECTS = {
     "args_parser": "utils.options:args_parser",
 }
 CODE = load(AUTHORS_OBJECTS, FEDMSA)
-COMMIT: str = CODE.commit

@@ -10,7 +10,6 @@ from testbed.info import ALL_KINDS
 from testbed.info import EstimatorInfo
 from testbed_fedmsa_authors.adapter import AuthorsFedMSA
 from testbed_fedmsa_authors.authors_code import CODE
-from testbed_fedmsa_authors.authors_code import COMMIT
 from testbed_fedmsa_authors.mco import NOTEBOOK
 from testbed_fedmsa_authors.mco import AuthorsFedMCO
 
@@ -19,10 +18,8 @@ ENTRIES: list[EstimatorInfo] = [
         name="fedmsa-authors",
         cls=AuthorsFedMSA,
         paper="FedMSA (authors' code)",
-        reference=(
-            f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): Client.p_func, "
-            "Client.s_func, BLOClient.update_local, ClientManage.fed_globhq"
-        ),
+        reference=f"{CODE.source}: Client.p_func, Client.s_func, BLOClient.update_local, "
+        "ClientManage.fed_globhq",
         supports=ALL_KINDS,
         make=functools.partial(AuthorsFedMSA),
     ),
@@ -30,10 +27,8 @@ ENTRIES: list[EstimatorInfo] = [
         name="fedmsa-authors-mco",
         cls=AuthorsFedMCO,
         paper="FedMSA (authors' code)",
-        reference=(
-            f"ucr-optml/FedMSA at {COMMIT[:12]} ({CODE.repo}): {NOTEBOOK} p_func, s_func "
-            "(JAX; the maps (11) on the risk-averse problem)"
-        ),
+        reference=f"{CODE.source}: {NOTEBOOK} p_func, s_func (JAX; the maps (11) on the "
+        "risk-averse problem)",
         supports=frozenset({"compositional"}),
         make=functools.partial(AuthorsFedMCO),
     ),

@@ -3,32 +3,25 @@ catch, on a faithful implementation of their module API)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation
+from theory_checks.perturbed_variants import field_variant
+from theory_checks.perturbed_variants import recast
 
 
 def _negated_v(**kw: Any) -> Any:
     # imported here: the adapter imports the authors' code, which reading the claims must not
     from testbed_fedmsa_authors.planted import NegatedV
 
-    estimator = get_estimator("fedmsa-authors").build(**kw)
-    return NegatedV(
-        **{field.name: getattr(estimator, field.name) for field in dataclasses.fields(estimator)}
-    )
+    return recast(get_estimator("fedmsa-authors").build(**kw), NegatedV)
 
 
 def _first_level_negated(**kw: Any) -> Any:
     from testbed_fedmsa_authors.planted import NegatedFirstLevel  # as in _negated_v
 
     return NegatedFirstLevel(**kw)
-
-
-def _alpha_doubled(**kw: Any) -> Any:
-    estimator = get_estimator("fedmsa-authors").build(**kw)
-    return dataclasses.replace(estimator, outer_step_size=2 * estimator.outer_step_size)
 
 
 V_NEGATED = Perturbation(
@@ -40,7 +33,7 @@ V_NEGATED = Perturbation(
 ALPHA_DOUBLED = Perturbation(
     "alpha doubled",
     "--alpha 2 alpha: the step on x handed to their update_local doubled",
-    _alpha_doubled,
+    field_variant("fedmsa-authors", outer_step_size=lambda e: 2 * e.outer_step_size),
 )
 FIRST_LEVEL_NEGATED = Perturbation(
     "z^1 negated",

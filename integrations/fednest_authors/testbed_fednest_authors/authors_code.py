@@ -17,4 +17,3 @@ AUTHORS_OBJECTS = {
     "args_parser": "utils.options:args_parser",
 }
 CODE = load(AUTHORS_OBJECTS, FEDNEST)
-COMMIT: str = CODE.commit

@@ -10,18 +10,14 @@ from testbed.info import ALL_KINDS
 from testbed.info import EstimatorInfo
 from testbed_fednest_authors.adapter import AuthorsFedNest
 from testbed_fednest_authors.authors_code import CODE
-from testbed_fednest_authors.authors_code import COMMIT
 
 ENTRIES: list[EstimatorInfo] = [
     EstimatorInfo(
         name="fednest-authors",
         cls=AuthorsFedNest,
         paper="FedNest (authors' code)",
-        reference=(
-            f"ucr-optml/FedNest at {COMMIT[:12]} ({CODE.repo}): "
-            "ClientManageHR.fedIHGP (global_batch), Client.hyper_grad, "
-            "Client.hyper_svrg_update"
-        ),
+        reference=f"{CODE.source}: ClientManageHR.fedIHGP (global_batch), Client.hyper_grad, "
+        "Client.hyper_svrg_update",
         supports=ALL_KINDS,
         make=functools.partial(AuthorsFedNest),
     ),

@@ -50,4 +50,3 @@ AUTHORS_OBJECTS = {
     "KeysOptionHGPInsig": "constants:KeysOptionHGPInsig",
 }
 CODE = load(AUTHORS_OBJECTS, HGP)
-COMMIT: str = CODE.commit

@@ -29,9 +29,7 @@ from testbed.info import EstimatorInfo
 from testbed.info import field_defaults
 from testbed_hgp_authors.adapter import AuthorsHGP
 from testbed_hgp_authors.authors_code import CODE
-from testbed_hgp_authors.authors_code import COMMIT
 
-SOURCE = f"hitachi-rd-cv/pdbo-hgp at {COMMIT[:12]} ({CODE.repo})"
 CALLS = (
     "lib_task.hyper_gradient_push.hyper_gradient_push, module_torch.hgp."
     "HyperGradEstimator, module_torch.gossip_protocol"
@@ -68,7 +66,7 @@ _entry = functools.partial(
 ENTRIES: list[EstimatorInfo] = [
     _entry(
         name="hgp-authors",
-        reference=f"{SOURCE}: {CALLS} (GossipNormalize) on the testbed's graph sequences",
+        reference=f"{CODE.source}: {CALLS} (GossipNormalize) on the testbed's graph sequences",
         settings=INNER,
         fixed=(*FIXED, "averaging"),
         enrolled_claims=(
@@ -80,7 +78,7 @@ ENTRIES: list[EstimatorInfo] = [
     _entry(
         name="hgp-authors-static",
         reference=(
-            f"{SOURCE}: {CALLS} (GossipGivenWeights, column i of the Metropolis W) on the "
+            f"{CODE.source}: {CALLS} (GossipGivenWeights, column i of the Metropolis W) on the "
             "testbed's static undirected graph (Theta_hat = W^S)"
         ),
         settings={**INNER, "graph_family": "static_undirected"},
@@ -93,7 +91,7 @@ ENTRIES: list[EstimatorInfo] = [
     ),
     _entry(
         name="hgp-authors-exact-averaging",
-        reference=f"{SOURCE}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
+        reference=f"{CODE.source}: {CALLS} on their GraphFullyConnected, n_push = 1 (Theta)",
         # averaging "exact" or "server" (the claims pass either): both are Theta, their gossip
         # on their complete graph
         settings={**INNER, "averaging": "exact"},

@@ -43,6 +43,8 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
+from problems._rows import matvec
+from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
 from problems.checks import check_arrays
@@ -264,6 +266,36 @@ class PerClientQuadratic(ClientArrayFamily):
         return 0.5 * torch.einsum("ci,cij,cj->c", r, rows(self.Q, clients), r) + 0.5 * self.rho * (
             lam * lam
         ).sum(-1)
+
+    def curvature_products(
+        self,
+        u: torch.Tensor,
+        clients: torch.Tensor,
+        cross_batch: Batch | None,
+        hessian_batch: Batch | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """HGP's two products per evaluated client (Alg. 2, eq. 10), in closed form, without
+        the loss's autodiff: ``(grad^2_{lambda_i y} g_i u_c, grad^2_y g_i u_c)``, ``(C, dl)``
+        (the own block ``lambda_i``; the others are zero) and ``(C, dy)``.
+
+        With ``hat A``, ``hat C`` the client's arrays or their minibatch means
+        (:meth:`_sampled` on ``hessian_batch``, ``cross_batch``; one batch may serve both), the
+        derivatives of :meth:`inner_loss` are
+
+        .. math::  \\nabla^2_{\\lambda_i y} g_i\\, u = -\\hat C^T u, \\qquad
+                   \\nabla^2_y g_i\\, u = \\tfrac12 (\\hat A + \\hat A^T) u,
+
+        (the loss's ``y^T hat A y / 2`` differentiated twice: a minibatch mean of sample
+        Hessians is symmetric only to round-off). Each is computed in the order the loss's
+        double backward computes it, so the numbers equal the autodiff oracles' bit for bit
+        (``tests/test_hgp_closed_form.py`` compares them on every shape and batch size the HGP
+        claims draw).
+        """
+        cross = self._sampled("C", clients, cross_batch)
+        hessian = self._sampled("A", clients, hessian_batch)
+        jv = rmatvec(cross, -u)
+        hv = 0.5 * (matvec(hessian, u) + rmatvec(hessian, u))
+        return jv, hv
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:

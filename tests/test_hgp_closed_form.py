@@ -14,6 +14,7 @@ from problems import PerClientQuadratic
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.hgp import own_blocks
 from testbed.oracles import Oracles
+from theory_checks.hgp.perturbations import SumReductionView
 
 # Every shape and minibatch size the HGP claims draw (clients <= 4, dims <= 3, b in 1, 2, 4;
 # b = 3 besides), one replica and many stacked (the row layout of a replicated run).
@@ -64,14 +65,18 @@ class _AutodiffOnly(PerClientQuadratic):
     curvature_products = None  # type: ignore[assignment]
 
 
+def _autodiff_only(problem: PerClientQuadratic) -> _AutodiffOnly:
+    arrays = {k: getattr(problem, k) for k in ("A", "b", "C", "Q", "t", "P")}
+    samples = {k: getattr(problem, k) for k in ("A_samples", "b_samples", "C_samples")}
+    return _AutodiffOnly(**arrays, rho=problem.rho, **samples)
+
+
 # the practical form's one sample for both is one double backward of the loss
 # (testbed.decentralized.hgp's joint products), the independent form one per product
 @pytest.mark.parametrize("form", ["independent", "practical", "deterministic"])
 def test_hgp_run_equal_with_and_without_closed_form(form: str):
     problem = _problem(3, 2, 2)
-    arrays = {k: getattr(problem, k) for k in ("A", "b", "C", "Q", "t", "P")}
-    samples = {k: getattr(problem, k) for k in ("A_samples", "b_samples", "C_samples")}
-    plain = _AutodiffOnly(**arrays, rho=problem.rho, **samples)
+    plain = _autodiff_only(problem)
     est = HyperGradientPush(
         neumann_terms=6,
         pushsum_steps=2,
@@ -85,3 +90,20 @@ def test_hgp_run_equal_with_and_without_closed_form(form: str):
     ]
     assert torch.equal(runs[0].trajectory, runs[1].trajectory)
     assert runs[0].calls == runs[1].calls
+
+
+def test_a_view_with_its_own_loss_is_differentiated_through_it():
+    """A perturbation's view of the problem (its own minibatch loss, every other attribute
+    forwarded) must not be served the problem's closed form: HGP differentiates the view's
+    loss (hgp.theorem1.high_probability_bound's power check runs on such a view)."""
+    problem = _problem(2, 3, 3)
+    est = HyperGradientPush(neumann_terms=4, pushsum_steps=2, batch_size=4)
+    x = torch.as_tensor(np.random.default_rng(2).standard_normal(problem.dim_x))
+
+    def last(p):
+        return est.run(p, x, est.initial_state(problem), np.random.default_rng(11)).trajectory[-1]
+
+    plain = _autodiff_only(problem)
+    summed = last(SumReductionView(problem))
+    assert torch.equal(summed, last(SumReductionView(plain)))
+    assert not torch.allclose(summed, last(problem))

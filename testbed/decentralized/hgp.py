@@ -166,6 +166,18 @@ def _joint_products(
     )
 
 
+def _closed_form_products(problem: Any) -> Any:
+    """``problem.curvature_products`` where its class gives them for the loss it has: the class
+    that defines them also defines the inner loss in use. A subclass that changes the loss, or a
+    view of the problem that only forwards attributes (a perturbation's wrong oracle), is
+    differentiated through its own loss. None otherwise."""
+    cls = type(problem)
+    owner = next((c for c in cls.__mro__ if "curvature_products" in vars(c)), None)
+    if owner is None or getattr(cls, "inner_loss", None) is not getattr(owner, "inner_loss", None):
+        return None
+    return problem.curvature_products
+
+
 def _step_products(
     oracles: Oracles,
     x: torch.Tensor,
@@ -183,7 +195,7 @@ def _step_products(
     otherwise the oracles (a double backward per product, or one for both on a shared sample,
     :func:`_joint_products`). Counted as one HVP and one mixed product per row either way."""
     problem, counter, (batch_j, batch_h) = oracles.problem, oracles.counter, batches
-    closed_form = getattr(problem, "curvature_products", None)
+    closed_form = _closed_form_products(problem)
     if closed_form is not None:
         count = int(clients.shape[0])
         counter.add("hvp", count)

@@ -16,6 +16,7 @@ moments (:func:`mean_path_gap`, :func:`variance_ratio_test`): see the section "s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from collections.abc import Callable
 from collections.abc import Hashable
@@ -307,9 +308,15 @@ def _key(value: Any) -> Hashable:
     return value
 
 
-def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, tuple[float, ...]]:
-    """The problem (its spec) and the point, as a key of a computation on them."""
-    return repr(problem.spec()), tuple(x.reshape(-1).tolist())
+def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, str, tuple[float, ...]]:
+    """The problem (its spec and a digest of its arrays: an inline problem's spec does not name
+    them) and the point, as a key of a computation on them (kept across a calibration's blocks,
+    :func:`theory_checks.replicates.shared`)."""
+    digest = hashlib.sha256()
+    for name, array in sorted(problem.to_arrays().items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return repr(problem.spec()), digest.hexdigest(), tuple(x.reshape(-1).tolist())
 
 
 def exact_noise_moments(

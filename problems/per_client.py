@@ -72,6 +72,12 @@ _NONNEGATIVE_KNOBS = (
 )
 
 
+#: Most rows of a table of minibatch means (:meth:`PerClientQuadratic._minibatch_mean`). Why
+#: 2^18: with 16 samples a client, every minibatch of up to 4 samples of up to 4 clients (the HGP
+#: claims' cases), at most 19 MB an array for 3 x 3 Hessians.
+MINIBATCH_TABLE_ROWS = 2**18
+
+
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
     """Row c: block ``clients[c]`` (of size ``block``) of ``x[c]`` (x is ``(C, n * block)``)."""
     count = x.shape[0]
@@ -291,11 +297,46 @@ class PerClientQuadratic(ClientArrayFamily):
         (``tests/test_hgp_closed_form.py`` compares them on every shape and batch size the HGP
         claims draw).
         """
-        cross = self._sampled("C", clients, cross_batch)
-        hessian = self._sampled("A", clients, hessian_batch)
+        cross = self._minibatch_mean("C", clients, cross_batch)
+        hessian = self._minibatch_mean("A", clients, hessian_batch)
         jv = rmatvec(cross, -u)
         hv = 0.5 * (matvec(hessian, u) + rmatvec(hessian, u))
         return jv, hv
+
+    @functools.cached_property
+    def _minibatch_tables(self) -> dict[tuple[str, int], torch.Tensor]:
+        return {}
+
+    def _minibatch_mean(
+        self, name: str, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """:meth:`_sampled`: client array ``name`` per evaluated client or its minibatch mean,
+        the latter looked up in a table of every minibatch's mean where one pays.
+
+        A client has ``N^b`` ordered minibatches of ``b`` of its ``N`` samples; the table holds
+        the mean of each, computed once by :meth:`_sampled` itself (the same gather and
+        reduction, row by row, so a looked-up mean is the gathered one bit for bit), at row
+        ``client N^b + sum_k j_k N^(b-1-k)`` for indices ``j_1..j_b``. It is built when it has
+        at most ``MINIBATCH_TABLE_ROWS`` rows and a call evaluates at least an eighth as many
+        rows (a replicated HGP run then gathers more rows than the table holds within its
+        first steps); a smaller call gathers as :meth:`_sampled` does.
+        """
+        if batch is None:
+            return self._sampled(name, clients, batch)
+        count, b = batch.indices.shape
+        per_client = self.n_samples**b
+        size = self.n_clients * per_client
+        if size > MINIBATCH_TABLE_ROWS or 8 * count < size:
+            return self._sampled(name, clients, batch)
+        device = batch.indices.device
+        table = self._minibatch_tables.get((name, b))
+        powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=device)
+        if table is None:
+            codes = torch.arange(size, device=device)
+            every = Batch((codes[:, None] // powers) % self.n_samples)
+            table = self._sampled(name, codes // per_client, every)
+            self._minibatch_tables[(name, b)] = table
+        return table.index_select(0, clients * per_client + (batch.indices * powers).sum(1))
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:

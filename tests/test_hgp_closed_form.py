@@ -17,8 +17,11 @@ from testbed.oracles import Oracles
 from theory_checks.hgp.perturbations import SumReductionView
 
 # Every shape and minibatch size the HGP claims draw (clients <= 4, dims <= 3, b in 1, 2, 4;
-# b = 3 besides), one replica and many stacked (the row layout of a replicated run).
+# b = 3 besides), one replica and many stacked (the row layout of a replicated run); with 40
+# replicas the means of b <= 2 come from the problem's table of every minibatch's mean, with 8192
+# (16384 rows: an eighth of the 2 x 16^4 minibatches) those of b = 3, 4 too.
 SHAPES = list(itertools.product((2, 4), (1, 2, 3), (1, 3), (None, 1, 2, 3, 4), (1, 40)))
+SHAPES += list(itertools.product((2,), (1, 3), (2,), (3, 4), (8192,)))
 
 
 def _problem(n: int, dy: int, dl: int) -> PerClientQuadratic:

@@ -15,6 +15,7 @@ moments (:func:`mean_path_gap`, :func:`variance_ratio_test`): see the section "s
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import math
@@ -308,15 +309,33 @@ def _key(value: Any) -> Hashable:
     return value
 
 
-def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, str, tuple[float, ...]]:
-    """The problem (its spec and a digest of its arrays: an inline problem's spec does not name
-    them) and the point, as a key of a computation on them (kept across a calibration's blocks,
-    :func:`theory_checks.replicates.shared`)."""
+#: The digests of the last problems :func:`case_identity` was asked about, by object (each kept
+#: with its problem, so that its id cannot pass to another): a check asks for its case's key
+#: several times a seed. Why 64: more than the cases of the claims a calibration runs at once.
+DIGESTS_KEPT = 64
+_DIGESTS: collections.OrderedDict[int, tuple[Any, str]] = collections.OrderedDict()
+
+
+def _arrays_digest(problem: Any) -> str:
+    """SHA-256 of the problem's arrays (:meth:`to_arrays`), by name."""
+    if id(problem) in _DIGESTS:
+        _DIGESTS.move_to_end(id(problem))
+        return _DIGESTS[id(problem)][1]
     digest = hashlib.sha256()
     for name, array in sorted(problem.to_arrays().items()):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(array).tobytes())
-    return repr(problem.spec()), digest.hexdigest(), tuple(x.reshape(-1).tolist())
+    _DIGESTS[id(problem)] = (problem, digest.hexdigest())
+    while len(_DIGESTS) > DIGESTS_KEPT:
+        _DIGESTS.popitem(last=False)
+    return _DIGESTS[id(problem)][1]
+
+
+def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, str, tuple[float, ...]]:
+    """The problem (its spec and a digest of its arrays: an inline problem's spec does not name
+    them) and the point, as a key of a computation on them (kept across a calibration's blocks,
+    :func:`theory_checks.replicates.shared`)."""
+    return repr(problem.spec()), _arrays_digest(problem), tuple(x.reshape(-1).tolist())
 
 
 def exact_noise_moments(

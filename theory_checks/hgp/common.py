@@ -174,8 +174,17 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     Read off the estimator's own averaging (the identity basis through its ``average_step``, as
     :meth:`~testbed.decentralized.hgp.HyperGradientPush.averaging_operator` does), carrying the
     Push-Sum weights from call to call when ``est.keep_weights`` (the practical form), so they
-    are what the estimator does.
+    are what the estimator does. Computed once for a calibration's seeds
+    (:func:`theory_checks.replicates.shared`: they do not depend on the seed).
     """
+    return shared(
+        ("averaging operators", repr(est), n, count),
+        lambda: _measured_operators(est, n, count),
+    )
+
+
+def _measured_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
+    """:func:`averaging_operators`, measured."""
     graph = est.graph(n)
     basis = torch.eye(n, dtype=torch.float64)[None]
     weights = torch.ones(1, n, dtype=torch.float64)

@@ -85,9 +85,10 @@ def check_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]:
 
 
 #: How many searches (one claim's drawn cases under one reading) a process keeps for its later
-#: blocks. Why 8: a calibration runs one claim's blocks after one another (at most a few
-#: readings each), so its blocks find their cases here; each search holds a claim's few cases.
-SEARCHES_KEPT = 8
+#: blocks. Why 4: a calibration runs one claim's blocks after one another (with at most 2
+#: readings), so its blocks find their cases here, while the cases' problems kept stay few
+#: (a problem's tables of minibatch means, PerClientQuadratic's, are up to ~40 MB).
+SEARCHES_KEPT = 4
 
 # by (the claim's identity, reading, profile, builder, estimator): the claim object itself is
 # kept with its cases, so that its identity cannot pass to another claim while the entry lives

@@ -15,10 +15,10 @@ moments (:func:`mean_path_gap`, :func:`variance_ratio_test`): see the section "s
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import hashlib
 import math
+import weakref
 from collections.abc import Callable
 from collections.abc import Hashable
 from typing import Any
@@ -318,26 +318,23 @@ def _key(value: Any) -> Hashable:
     return value
 
 
-#: The digests of the last problems :func:`case_identity` was asked about, by object (each kept
-#: with its problem, so that its id cannot pass to another): a check asks for its case's key
-#: several times a seed. Why 64: more than the cases of the claims a calibration runs at once.
-DIGESTS_KEPT = 64
-_DIGESTS: collections.OrderedDict[int, tuple[Any, str]] = collections.OrderedDict()
+#: The digest of each problem :func:`case_identity` was asked about while the problem lives (a
+#: check asks for its case's key several times a seed); held weakly, so that it keeps no
+#: problem, nor the tables of minibatch means a problem may hold, alive.
+_DIGESTS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def _arrays_digest(problem: Any) -> str:
     """SHA-256 of the problem's arrays (:meth:`to_arrays`), by name."""
-    if id(problem) in _DIGESTS:
-        _DIGESTS.move_to_end(id(problem))
-        return _DIGESTS[id(problem)][1]
+    known = _DIGESTS.get(problem)
+    if known is not None:
+        return known
     digest = hashlib.sha256()
     for name, array in sorted(problem.to_arrays().items()):
         digest.update(name.encode())
         digest.update(np.ascontiguousarray(array).tobytes())
-    _DIGESTS[id(problem)] = (problem, digest.hexdigest())
-    while len(_DIGESTS) > DIGESTS_KEPT:
-        _DIGESTS.popitem(last=False)
-    return _DIGESTS[id(problem)][1]
+    _DIGESTS[problem] = digest.hexdigest()
+    return _DIGESTS[problem]
 
 
 def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, str, tuple[float, ...]]:

@@ -44,6 +44,8 @@ from problems._base import Batch
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
+from problems._rows import matvec
+from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
 from problems.checks import check_arrays
@@ -71,6 +73,12 @@ _NONNEGATIVE_KNOBS = (
     "outer_coupling",
     "target_heterogeneity",
 )
+
+
+#: Most rows of a table of minibatch means (:meth:`PerClientQuadratic._minibatch_mean`). Why
+#: 2^18: with 16 samples a client, every minibatch of up to 4 samples of up to 4 clients (the HGP
+#: claims' cases), at most 19 MB an array for 3 x 3 Hessians.
+MINIBATCH_TABLE_ROWS = 2**18
 
 
 def take_blocks(x: torch.Tensor, clients: torch.Tensor, n: int, block: int) -> torch.Tensor:
@@ -269,6 +277,71 @@ class PerClientQuadratic(ClientArrayFamily):
         return 0.5 * torch.einsum("ci,cij,cj->c", r, rows(self.Q, clients), r) + 0.5 * self.rho * (
             lam * lam
         ).sum(-1)
+
+    def curvature_products(
+        self,
+        u: torch.Tensor,
+        clients: torch.Tensor,
+        cross_batch: Batch | None,
+        hessian_batch: Batch | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """HGP's two products per evaluated client (Alg. 2, eq. 10), in closed form, without
+        the loss's autodiff: ``(grad^2_{lambda_i y} g_i u_c, grad^2_y g_i u_c)``, ``(C, dl)``
+        (the own block ``lambda_i``; the others are zero) and ``(C, dy)``.
+
+        With ``hat A``, ``hat C`` the client's arrays or their minibatch means
+        (:meth:`_sampled` on ``hessian_batch``, ``cross_batch``; one batch may serve both), the
+        derivatives of :meth:`inner_loss` are
+
+        .. math::  \\nabla^2_{\\lambda_i y} g_i\\, u = -\\hat C^T u, \\qquad
+                   \\nabla^2_y g_i\\, u = \\tfrac12 (\\hat A + \\hat A^T) u,
+
+        (the loss's ``y^T hat A y / 2`` differentiated twice: a minibatch mean of sample
+        Hessians is symmetric only to round-off). Each is computed in the order the loss's
+        double backward computes it, so the numbers equal the autodiff oracles' bit for bit
+        (``tests/test_hgp_closed_form.py`` compares them on every shape and batch size the HGP
+        claims draw).
+        """
+        cross = self._minibatch_mean("C", clients, cross_batch)
+        hessian = self._minibatch_mean("A", clients, hessian_batch)
+        jv = rmatvec(cross, -u)
+        hv = 0.5 * (matvec(hessian, u) + rmatvec(hessian, u))
+        return jv, hv
+
+    @functools.cached_property
+    def _minibatch_tables(self) -> dict[tuple[str, int], torch.Tensor]:
+        return {}
+
+    def _minibatch_mean(
+        self, name: str, clients: torch.Tensor, batch: Batch | None
+    ) -> torch.Tensor:
+        """:meth:`_sampled`: client array ``name`` per evaluated client or its minibatch mean,
+        the latter looked up in a table of every minibatch's mean where one pays.
+
+        A client has ``N^b`` ordered minibatches of ``b`` of its ``N`` samples; the table holds
+        the mean of each, computed once by :meth:`_sampled` itself (the same gather and
+        reduction, row by row, so a looked-up mean is the gathered one bit for bit), at row
+        ``client N^b + sum_k j_k N^(b-1-k)`` for indices ``j_1..j_b``. It is built when it has
+        at most ``MINIBATCH_TABLE_ROWS`` rows and a call evaluates at least an eighth as many
+        rows (a replicated HGP run then gathers more rows than the table holds within its
+        first steps); a smaller call gathers as :meth:`_sampled` does.
+        """
+        if batch is None:
+            return self._sampled(name, clients, batch)
+        count, b = batch.indices.shape
+        per_client = self.n_samples**b
+        size = self.n_clients * per_client
+        if size > MINIBATCH_TABLE_ROWS or 8 * count < size:
+            return self._sampled(name, clients, batch)
+        device = batch.indices.device
+        table = self._minibatch_tables.get((name, b))
+        powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=device)
+        if table is None:
+            codes = torch.arange(size, device=device)
+            every = Batch((codes[:, None] // powers) % self.n_samples)
+            table = self._sampled(name, codes // per_client, every)
+            self._minibatch_tables[(name, b)] = table
+        return table.index_select(0, clients * per_client + (batch.indices * powers).sum(1))
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:

@@ -150,6 +150,25 @@ def test_each_seed_of_a_block_records_what_it_records_alone(monkeypatch, mean, v
     assert MARGIN_CALLS and len(MARGIN_CALLS) == len(set(MARGIN_CALLS))
 
 
+def test_later_blocks_replay_the_first_blocks_cases(monkeypatch):
+    """A process's later blocks of a claim replay the cases of its first block's search (no
+    search of their own, but for seeds that disagree with it): each seed's files are still its
+    own run's, in the first block and the later ones."""
+    claim, make, blocks = _toy_claim(), _builder(0.3), [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
+    alone = [run_claim(claim, PROFILE, make=make, calibration_seed=k) for b in blocks for k in b]
+    block_searches = []
+    own_search = seed_blocks.search
+
+    def counted(*args):
+        block_searches.append(args)
+        return own_search(*args)
+
+    monkeypatch.setattr(seed_blocks, "search", counted)
+    together = [r for b in blocks for r in check_block(ClaimRun(claim, PROFILE, make, None, 0), b)]
+    assert [_recorded(r) for r in together] == [_recorded(r) for r in alone]
+    assert len(block_searches) == 1
+
+
 def test_a_block_of_a_claim_with_readings_records_what_each_seed_records_alone():
     """Readings: one search per reading for the block, each seed's verdict over its readings."""
     claim = _toy_claim(

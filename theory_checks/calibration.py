@@ -190,9 +190,10 @@ def _record(seed: int, result: ClaimResult, seconds: float) -> dict[str, Any]:
     }
 
 
-#: Seeds of one claim run as one block (:class:`CalibrationBlock`). Why 16: a block's
-#: seed-independent work (the case search, the stacked replicates' run, exact moments) is shared
-#: by its seeds, so a larger block costs less per seed (little past 16: the stacked HGP
+#: Seeds of one claim run as one block (:class:`CalibrationBlock`). Why 16: a block's seeds share
+#: its stacked replicates' run (the case search and the seed-independent values are kept for the
+#: process's later blocks besides, :mod:`theory_checks.seed_blocks`, :mod:`theory_checks.
+#: replicates`), so a larger block costs less per seed (little past 16: the stacked HGP
 #: replicates cost the same per seed at 16 and 32 seeds, their arithmetic grows with the rows),
 #: while its records are written when the whole block ends, so an interrupted calibration loses
 #: at most the blocks in flight (16 seeds of the costliest claim,
@@ -203,7 +204,8 @@ BLOCK_SEEDS = 16
 @dataclasses.dataclass
 class CalibrationBlock(RegisteredClaimTask):
     """A block of one claim's calibration seeds as one unit of work (the batched path): one
-    process, one search for the claim's cases (:func:`theory_checks.seed_blocks.check_block`),
+    process, one search for the claim's cases (:func:`theory_checks.seed_blocks.check_block`;
+    none where an earlier block of the claim in the process searched),
     the seeds' Monte Carlo replicates computed as one batch where the check allows
     (:mod:`theory_checks.replicates`); calling it gives each seed's record, equal (but for
     ``seconds``, which for the first seed include the search and the stacked replicates of

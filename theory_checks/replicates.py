@@ -22,7 +22,8 @@ process, one setup and one batched computation of the Monte Carlo replicates:
 Where a computation cannot be stacked (a draw without the replicate axis, e.g. a stochastic
 inner solver shared by every replicate: :class:`NotBatchable`), the seed's replicates are
 computed unbatched, as outside a block. Seed-independent values of a case (exact moments, a
-deterministic reference run) are computed once per block through :func:`shared`.
+deterministic reference run) are computed once through :func:`shared` and kept for the process's
+later blocks.
 
 Device: the stacked draws are NumPy arrays, as the unbatched generator's are; the estimator
 moves them to its tensors' device, so the same path runs on the CPU and on CUDA.
@@ -30,6 +31,7 @@ moves them to its tensors' device, so the same path runs on the CPU and on CUDA.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import contextvars
 import dataclasses
@@ -106,7 +108,6 @@ def sibling(design: Design, seed: int) -> Design:
 class _Block:
     seeds: tuple[int, ...]
     replicates: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
-    values: dict[Hashable, Any] = dataclasses.field(default_factory=dict)
     unbatched: set[Hashable] = dataclasses.field(default_factory=set)  # computations run alone
     batched_runs: int = 0  # stacked computations made (each serves several seeds)
 
@@ -169,12 +170,27 @@ def replicated(
     return stacked[:replicates]
 
 
+#: How many seed-independent values (:func:`shared`) a process keeps across its blocks. Why
+#: 256: a block of ``hgp.noise.sqrt_eta`` asks for 25 (5 cases x 4 steps' exact moments and a
+#: reference run), the other claims fewer, so the last blocks' values of any claim stay while
+#: the memory stays bounded (each value is a few small arrays), whatever ``--seeds``.
+SHARED_VALUES = 256
+
+_SHARED: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+
+
 def shared(identity: Hashable, compute: Callable[[], Any]) -> Any:
-    """``compute()``, a value that depends on the case and not on the calibration seed, computed
-    once per :func:`seed_batch` block (every call outside a block)."""
-    block = _BLOCK.get()
-    if block is None:
+    """``compute()``, a value that depends on the case and not on the calibration seed: inside a
+    :func:`seed_batch` block, computed once and kept for the later seeds and the later blocks of
+    this process (the ``SHARED_VALUES`` most recently used); outside a block, at every call.
+    ``identity`` must name everything the value depends on (the case, the estimator's
+    settings): it is the only key."""
+    if _BLOCK.get() is None:
         return compute()
-    if identity not in block.values:
-        block.values[identity] = compute()
-    return block.values[identity]
+    if identity in _SHARED:
+        _SHARED.move_to_end(identity)
+        return _SHARED[identity]
+    value = _SHARED[identity] = compute()
+    while len(_SHARED) > SHARED_VALUES:
+        _SHARED.popitem(last=False)
+    return value

@@ -12,7 +12,10 @@ unbatched run's code, not a copy). A later seed whose measurability agrees with 
 every recorded case would have been handed the same cases by its own search, so its result is
 its unbatched run's; the margins of the claim's hypotheses on a case are computed once for the
 block. A seed that disagrees somewhere (a case it cannot measure where the first seed could,
-or the reverse), or whose check raises, is checked by its own search, as outside a block.
+or the reverse), or whose check raises, is checked by its own search, as outside a block. The
+recorded cases are kept for the later blocks of the same claim in the process (the last
+``SEARCHES_KEPT`` searches), whose seeds are all replayed on them: one search per claim and
+process, not per block.
 
 Inside :func:`theory_checks.replicates.seed_batch`, the checks' replicated computations are in
 addition stacked across the block's seeds (:func:`~theory_checks.replicates.replicated`).
@@ -20,8 +23,11 @@ addition stacked across the block's seeds (:func:`~theory_checks.replicates.repl
 
 from __future__ import annotations
 
+import collections
 import time
+from collections.abc import Hashable
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from hypothesis import assume
 
@@ -71,14 +77,53 @@ def check_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]:
     if not run.claim.statistical:
         return [check_run(run.seeded(seed)) for seed in seeds]
     if not run.claim.readings:
-        return _check_drawn_block(run, seeds)
-    per_reading = [_check_drawn_block(run.under(r), seeds) for r in run.claim.readings]
+        return _check_drawn_block(run, seeds, run.claim, None)
+    per_reading = [
+        _check_drawn_block(run.under(r), seeds, run.claim, r.name) for r in run.claim.readings
+    ]
     return [over_readings(run.claim, list(results)) for results in zip(*per_reading, strict=True)]
 
 
-def _check_drawn_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]:
-    """:func:`check_block` of a claim without readings (:func:`~theory_checks.runner.
-    check_drawn_cases` per seed)."""
+#: How many searches (one claim's drawn cases under one reading) a process keeps for its later
+#: blocks. Why 4: a calibration runs one claim's blocks after one another (with at most 2
+#: readings), so its blocks find their cases here, while the cases' problems kept stay few
+#: (a problem's tables of minibatch means, PerClientQuadratic's, are up to ~40 MB).
+SEARCHES_KEPT = 4
+
+# by (the claim's identity, reading, profile, builder, estimator): the claim object itself is
+# kept with its cases, so that its identity cannot pass to another claim while the entry lives
+_SEARCHES: collections.OrderedDict[Hashable, tuple[Claim, list[DrawnCase]]] = (
+    collections.OrderedDict()
+)
+
+
+def _check_drawn_block(
+    run: ClaimRun, seeds: Sequence[int], claim: Claim, reading: str | None
+) -> list[ClaimResult]:
+    """:func:`check_block` of ``claim`` without readings or under ``reading`` (``run`` is that):
+    :func:`~theory_checks.runner.check_drawn_cases` per seed. The cases of an earlier block's
+    search of the same run in this process are replayed (:func:`_replayed`, as for every seed
+    but a block's first), not searched for again."""
+    key = (id(claim), reading, run.profile, run.make, run.estimator)
+    if key in _SEARCHES:
+        _SEARCHES.move_to_end(key)
+        drawn = _SEARCHES[key][1]
+        return [_replayed(run.seeded(seed), drawn) for seed in seeds]
+    searched = _searched_block(run, seeds)
+    _SEARCHES[key] = (claim, searched.cases)
+    while len(_SEARCHES) > SEARCHES_KEPT:
+        _SEARCHES.popitem(last=False)
+    return searched.results
+
+
+class _Searched(NamedTuple):
+    cases: list[DrawnCase]
+    results: list[ClaimResult]
+
+
+def _searched_block(run: ClaimRun, seeds: Sequence[int]) -> _Searched:
+    """The block's first seed checked by its own search, which records the cases it draws; the
+    later seeds replayed on them."""
     first = CaseTally(run.seeded(seeds[0]))
     drawn: list[DrawnCase] = []
 
@@ -95,7 +140,7 @@ def _check_drawn_block(run: ClaimRun, seeds: Sequence[int]) -> list[ClaimResult]
     results = [first.result(time.perf_counter() - start)]
     for seed in seeds[1:]:
         results.append(_replayed(run.seeded(seed), drawn))
-    return results
+    return _Searched(drawn, results)
 
 
 def _replayed(run: ClaimRun, drawn: list[DrawnCase]) -> ClaimResult:

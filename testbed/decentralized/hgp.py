@@ -166,6 +166,49 @@ def _joint_products(
     )
 
 
+def _closed_form_products(problem: Any) -> Any:
+    """``problem.curvature_products`` where its class gives them for the loss it has: the class
+    that defines them also defines the inner loss in use. A subclass that changes the loss, or a
+    view of the problem that only forwards attributes (a perturbation's wrong oracle), is
+    differentiated through its own loss. None otherwise."""
+    cls = type(problem)
+    owner = next((c for c in cls.__mro__ if "curvature_products" in vars(c)), None)
+    if owner is None or getattr(cls, "inner_loss", None) is not getattr(owner, "inner_loss", None):
+        return None
+    return problem.curvature_products
+
+
+def _step_products(
+    oracles: Oracles,
+    x: torch.Tensor,
+    y_rows: torch.Tensor,
+    u: torch.Tensor,
+    clients: torch.Tensor,
+    batches: tuple[Batch | None, Batch | None],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step's ``(J_i u_i, H_i u_i)``, the first as each row's own block (:func:`own_blocks`),
+    on the batches ``(for J, for H)`` (one object: the same sample for both).
+
+    A problem with the products in closed form (``curvature_products``, e.g.
+    :meth:`problems.PerClientQuadratic.curvature_products`: the same numbers as the loss's
+    autodiff, without its graph or the arrays the products do not read) gives them directly;
+    otherwise the oracles (a double backward per product, or one for both on a shared sample,
+    :func:`_joint_products`). Counted as one HVP and one mixed product per row either way."""
+    problem, counter, (batch_j, batch_h) = oracles.problem, oracles.counter, batches
+    closed_form = _closed_form_products(problem)
+    if closed_form is not None:
+        count = int(clients.shape[0])
+        counter.add("hvp", count)
+        counter.add("jvp", count)
+        return closed_form(u, clients, batch_j, batch_h)
+    if batch_j is batch_h:
+        jv, hv = _joint_products(problem, x, y_rows, u, clients, batch_j, counter)
+    else:
+        jv = oracles.jvp_inner_xy(x, y_rows, u, clients, batch_j)
+        hv = oracles.hvp_inner(x, y_rows, u, clients, batch_h)
+    return own_blocks(problem, jv), hv
+
+
 @dataclasses.dataclass(frozen=True)
 class HyperGradientPush(Estimator):
     """HGP (Alg. 2); see the module docstring.
@@ -299,12 +342,7 @@ class HyperGradientPush(Estimator):
                     if self.shared_sample
                     else problem.sample_batch(rng, clients, self.batch_size)
                 )
-            if batch_j is batch_h:
-                jv, hv = _joint_products(problem, x, y_rows, flat, clients, batch_j, counter)
-            else:
-                jv = oracles.jvp_inner_xy(x, y_rows, flat, clients, batch_j)
-                hv = oracles.hvp_inner(x, y_rows, flat, clients, batch_h)
-            jv = own_blocks(problem, jv)
+            jv, hv = _step_products(oracles, x, y_rows, flat, clients, (batch_j, batch_h))
             v = v - eta * jv.reshape(R, n, -1)
             u = u_bar - eta * hv.reshape(R, n, -1)
             trajectory.append(v.clone())

@@ -16,7 +16,9 @@ moments (:func:`mean_path_gap`, :func:`variance_ratio_test`): see the section "s
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
+import weakref
 from collections.abc import Callable
 from collections.abc import Hashable
 from typing import Any
@@ -172,8 +174,17 @@ def averaging_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
     Read off the estimator's own averaging (the identity basis through its ``average_step``, as
     :meth:`~testbed.decentralized.hgp.HyperGradientPush.averaging_operator` does), carrying the
     Push-Sum weights from call to call when ``est.keep_weights`` (the practical form), so they
-    are what the estimator does.
+    are what the estimator does. Computed once for a calibration's seeds
+    (:func:`theory_checks.replicates.shared`: they do not depend on the seed).
     """
+    return shared(
+        ("averaging operators", repr(est), n, count),
+        lambda: _measured_operators(est, n, count),
+    )
+
+
+def _measured_operators(est: Any, n: int, count: int) -> list[np.ndarray]:
+    """:func:`averaging_operators`, measured."""
     graph = est.graph(n)
     basis = torch.eye(n, dtype=torch.float64)[None]
     weights = torch.ones(1, n, dtype=torch.float64)
@@ -307,9 +318,30 @@ def _key(value: Any) -> Hashable:
     return value
 
 
-def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, tuple[float, ...]]:
-    """The problem (its spec) and the point, as a key of a computation on them."""
-    return repr(problem.spec()), tuple(x.reshape(-1).tolist())
+#: The digest of each problem :func:`case_identity` was asked about while the problem lives (a
+#: check asks for its case's key several times a seed); held weakly, so that it keeps no
+#: problem, nor the tables of minibatch means a problem may hold, alive.
+_DIGESTS: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _arrays_digest(problem: Any) -> str:
+    """SHA-256 of the problem's arrays (:meth:`to_arrays`), by name."""
+    known = _DIGESTS.get(problem)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    for name, array in sorted(problem.to_arrays().items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    _DIGESTS[problem] = digest.hexdigest()
+    return _DIGESTS[problem]
+
+
+def case_identity(problem: Any, x: torch.Tensor) -> tuple[str, str, tuple[float, ...]]:
+    """The problem (its spec and a digest of its arrays: an inline problem's spec does not name
+    them) and the point, as a key of a computation on them (kept across a calibration's blocks,
+    :func:`theory_checks.replicates.shared`)."""
+    return repr(problem.spec()), _arrays_digest(problem), tuple(x.reshape(-1).tolist())
 
 
 def exact_noise_moments(

@@ -31,7 +31,6 @@ import importlib
 import types
 from collections.abc import Callable
 from typing import Any
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -269,9 +268,13 @@ class UnrolledLibraryEstimator(LibraryEstimator):
         inner_step_size: beta, the library optimiser's learning rate (``None``: 1/L).
     """
 
-    #: the library's loop (:class:`UnrolledLoop` with its optimiser)
-    loop: ClassVar[type[UnrolledLoop]]
     inner_steps: int | None = 100
+
+    @property
+    @abc.abstractmethod
+    def loop(self) -> type[UnrolledLoop]:
+        """The library's loop (:class:`UnrolledLoop` with its optimiser): a subclass sets it as
+        a class attribute, and until it does the class is abstract (not an estimator)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -288,6 +288,18 @@ def _core(module_name: str | None) -> bool:
     )
 
 
+def is_claim_constructor(func: ast.expr) -> bool:
+    """Whether a call of ``func`` declares a claim or a claim constructor: ``Claim(...)``,
+    ``lemma22_claim(...)``, a maker's ``.but(...)``, or a maker built by a function named for
+    the claims it makes (``bias_bound_claims(cor1_claim)(...)``)."""
+    if isinstance(func, ast.Call):
+        func = func.func
+    if isinstance(func, ast.Attribute):
+        return func.attr == "but"
+    name = getattr(func, "id", "")
+    return name == "Claim" or name.endswith(("_claim", "_claims"))
+
+
 def claim_id_strings(source: str, ids: set[str]) -> list[int]:
     """Lines of ``source`` where a claim id of ``ids`` is written as a string other than the
     ``id=``, ``serves=`` or ``power_from=`` of a ``Claim(...)`` or of a claim constructor's call
@@ -298,8 +310,7 @@ def claim_id_strings(source: str, ids: set[str]) -> list[int]:
     tree = ast.parse(source)
     declared: set[int] = set()
     for node in ast.walk(tree):
-        name = getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
-        if name == "Claim" or name.endswith("_claim"):
+        if isinstance(node, ast.Call) and is_claim_constructor(node.func):
             for k in node.keywords:
                 if k.arg in ("id", "serves"):
                     declared.add(id(k.value))
@@ -341,8 +352,12 @@ def test_the_layout_rules_catch_planted_violations():
         f"{stray.id} is declared in {other}.py; it belongs in {first}.py" in p for p in problems
     )
     assert any(f"{stray.id} is declared in {first}.py and {other}.py" in p for p in problems)
-    source = f'X = Claim(id="{stray.id}")\nM = Mutant("m", first=("{stray.id}",))\n'
-    assert claim_id_strings(source, {stray.id}) == [2]
+    source = (
+        f'X = Claim(id="{stray.id}")\nM = Mutant("m", first=("{stray.id}",))\n'
+        f'Y = maker.but(power_from=("{stray.id}",))\nZ = table(power_from=("{stray.id}",))\n'
+        f'W = bias_bound_claims(maker)(id="{stray.id}")\n'
+    )
+    assert claim_id_strings(source, {stray.id}) == [2, 4]
     # a result package (fednest.lemma22) whose checks live in its submodule passes; its check
     # used by another result only, or a check of its own defined in a shared module, does not
     fednest = _result_modules("fednest")

@@ -6,8 +6,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Callable
+from collections.abc import Iterable
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+from typing import TypeVar
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,6 +21,24 @@ class Table:
     caption: str = ""
     #: wide data tables (one column per measured field) are folded and scroll on their own
     folded: bool = False
+
+
+T = TypeVar("T")
+
+#: A table's column: its heading and the cell it shows for one item.
+Column = tuple[str, Callable[[T], str]]
+
+
+def column_table(
+    columns: Sequence[Column[T]], items: Iterable[T], caption: str = "", folded: bool = False
+) -> Table:
+    """A table of one row per item, each column's cell its function of the item."""
+    return Table(
+        tuple(heading for heading, _ in columns),
+        tuple(tuple(cell(item) for _, cell in columns) for item in items),
+        caption,
+        folded,
+    )
 
 
 @dataclasses.dataclass(frozen=True)

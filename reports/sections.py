@@ -30,11 +30,13 @@ from reports.figure_cache import FigureCache
 from reports.figure_cache import figure_key
 from reports.figure_spec import COMPARISON_PLOT_VERSION
 from reports.figure_spec import Trace
+from reports.section_model import Column
 from reports.section_model import Command
 from reports.section_model import Section
 from reports.section_model import Table
 from reports.section_model import cell_class
 from reports.section_model import check_command as _check_command
+from reports.section_model import column_table
 from reports.section_model import fmt as _fmt
 from reports.section_model import not_run as _not_run
 from reports.section_model import read_json as _read_json
@@ -46,6 +48,7 @@ from results_format.layout import SUMMARY
 from results_format.records import calibration_records_problem
 from results_format.records import calibration_summary_problem
 from results_format.records import mutation_summary_problem
+from results_format.summary_records import CalibrationRow
 from results_format.summary_records import CalibrationSummary
 from results_format.summary_records import CommunicationTable
 from results_format.summary_records import ComparisonRow
@@ -355,36 +358,27 @@ def calibration(results_dir: Path) -> Section:
         "a claim that fails as stated, the column counts the seeds that confirmed the "
         "refutation (its power). Undecided runs are counted apart."
     )
-    rows = [
-        (
-            c.claim,
-            c.expected,
-            _fmt(c.seeds),
-            _fmt(c.refuted),
-            _fmt(c.undecided),
-            f"{_fmt(c.refuted / c.seeds if c.seeds else math.nan)} "
-            f"[{_fmt(c.rate_low)}, {_fmt(c.rate_high)}]",
-            _fmt(c.stated_rate),
-            _fmt(c.consistent),
-        )
-        for c in summary.claims
-    ]
-    section.tables.append(
-        Table(
-            (
-                "Claim",
-                "Expected",
-                "Seeds",
-                "Fails as stated",
-                "Undecided",
-                "Observed rate [95% CI]",
-                "Stated false-failure rate",
-                "Consistent",
-            ),
-            tuple(rows),
-        )
-    )
+    section.tables.append(column_table(CALIBRATION_COLUMNS, summary.claims))
     return section
+
+
+def _observed_rate(c: CalibrationRow) -> str:
+    """The observed rate of "fails as stated" with its Clopper-Pearson interval."""
+    rate = c.refuted / c.seeds if c.seeds else math.nan
+    return f"{_fmt(rate)} [{_fmt(c.rate_low)}, {_fmt(c.rate_high)}]"
+
+
+#: The calibration table: one row per statistical claim.
+CALIBRATION_COLUMNS: tuple[Column[CalibrationRow], ...] = (
+    ("Claim", lambda c: c.claim),
+    ("Expected", lambda c: c.expected),
+    ("Seeds", lambda c: _fmt(c.seeds)),
+    ("Fails as stated", lambda c: _fmt(c.refuted)),
+    ("Undecided", lambda c: _fmt(c.undecided)),
+    ("Observed rate [95% CI]", _observed_rate),
+    ("Stated false-failure rate", lambda c: _fmt(c.stated_rate)),
+    ("Consistent", lambda c: _fmt(c.consistent)),
+)
 
 
 # --------------------------------------------------------------------------- mutation

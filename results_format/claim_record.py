@@ -40,11 +40,17 @@ from results_format.typed_json import values
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FitRecord(Record):
-    """A fitted rate or exponent beside its theory (``cases[i].fit``, ``fits[j]``)."""
+class EstimateRecord(Record):
+    """An estimated ``quantity``: the first fields of a fit and of a statistical test."""
 
     quantity: str = ""
     estimate: float | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FitRecord(EstimateRecord):
+    """A fitted rate or exponent beside its theory (``cases[i].fit``, ``fits[j]``)."""
+
     ci_low: float | None = None
     ci_high: float | None = None
     theory: float | None = None
@@ -60,12 +66,10 @@ class FitRecord(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DecisionRecord(Record):
+class DecisionRecord(EstimateRecord):
     """One statistical test (``cases[i].decisions[j]``): the interval of ``quantity`` at
     ``rate`` against the region the claim allows."""
 
-    quantity: str = ""
-    estimate: float | None = None
     low: float | None = None
     high: float | None = None
     region_low: float | None = None
@@ -79,13 +83,19 @@ class DecisionRecord(Record):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class MarginRecord(Record):
-    """A hypothesis of the paper on one case: its margin (the relative room left, >= 0
-    inside)."""
+class HypothesisRecord(Record):
+    """A hypothesis of the paper the claim declares."""
 
     name: str = ""
     statement: str = ""
     reference: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MarginRecord(HypothesisRecord):
+    """A hypothesis of the paper on one case: its margin (the relative room left, >= 0
+    inside)."""
+
     margin: float | None = None
     holds: bool | None = None
 
@@ -176,15 +186,6 @@ class ReadingRecord(Record):
     counterexample: CaseRecord | None = dataclasses.field(
         default=None, metadata=parsed(one_of(CaseRecord))
     )
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class HypothesisRecord(Record):
-    """A hypothesis of the paper the claim declares."""
-
-    name: str = ""
-    statement: str = ""
-    reference: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -364,6 +365,7 @@ __all__ = [
     "EstimatorEntryRecord",
     "ControlRecord",
     "DecisionRecord",
+    "EstimateRecord",
     "FitRecord",
     "HypothesisRecord",
     "MarginRecord",

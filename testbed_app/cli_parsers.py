@@ -100,12 +100,8 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
         help="local (default: this machine) or ray (a Ray cluster; needs the "
         "optional extra hypergradient-testbed[ray])",
     )
-    group.add_argument(
-        "--jobs",
-        type=int_in(1, MAX_JOBS),
-        default=1,
-        metavar="N",
-        help=f"local executor: N worker processes (default 1: this process; at most {MAX_JOBS})",
+    add_jobs_option(
+        group, f"local executor: N worker processes (default 1: this process; at most {MAX_JOBS})"
     )
     add_threads_option(group)
     group.add_argument(
@@ -114,13 +110,7 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
         help="ray executor: the cluster (auto, or ray://HOST:PORT); default: "
         "start a Ray instance on this machine for the run",
     )
-    group.add_argument(
-        "--cpus-per-task",
-        type=int_in(1, MAX_CPUS),
-        default=1,
-        metavar="N",
-        help="ray executor: CPUs per task, also its torch thread count",
-    )
+    add_cpus_option(group, "task", "N", "ray executor: CPUs per task, also its torch thread count")
     group.add_argument(
         "--max-retries",
         type=int_in(0, MAX_RETRIES),
@@ -128,6 +118,28 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"ray executor: retries of a task whose worker dies (default {TASK_RETRIES})",
     )
+
+
+def add_jobs_option(parser: Any, help: str) -> None:
+    """``--jobs N``: local worker processes, 1 (this process) to ``MAX_JOBS``."""
+    parser.add_argument("--jobs", type=int_in(1, MAX_JOBS), default=1, metavar="N", help=help)
+
+
+def add_cpus_option(parser: Any, per: str, metavar: str, help: str) -> None:
+    """``--cpus-per-<per>``: whole CPUs of each task or client, 1 to ``MAX_CPUS``."""
+    parser.add_argument(
+        f"--cpus-per-{per}", type=int_in(1, MAX_CPUS), default=1, metavar=metavar, help=help
+    )
+
+
+def add_results_option(parser: argparse.ArgumentParser) -> None:
+    """``--results DIR``, the results directory a command writes (``results`` by default)."""
+    parser.add_argument("--results", default="results", help="results directory")
+
+
+def add_quiet_option(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: no progress bar."""
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def add_threads_option(parser: Any) -> None:
@@ -196,9 +208,9 @@ def add_check_options(check: argparse.ArgumentParser) -> None:
     """The options of ``testbed check`` (:mod:`testbed_app.check_command`)."""
     add_profile_option(check)
     add_claim_option(check, "check only these claims")
-    check.add_argument("--results", default="results", help="results directory")
+    add_results_option(check)
     check.add_argument("--fresh", action="store_true", help="rerun claims already done")
-    check.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(check)
     check.add_argument(
         "--claims-only",
         action="store_true",
@@ -218,8 +230,8 @@ def add_calibrate_options(calibrate: argparse.ArgumentParser) -> None:
         help="independent Monte Carlo seeds per claim (default 20; at most 100,000)",
     )
     add_profile_option(calibrate)
-    calibrate.add_argument("--results", default="results", help="results directory")
-    calibrate.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_results_option(calibrate)
+    add_quiet_option(calibrate)
     add_device_option(calibrate)
     add_executor_options(calibrate)
 
@@ -244,7 +256,7 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
         help="deprecated: the old name of --steps (it counts outer iterations, "
         "not communication rounds)",
     )
-    run.add_argument("--results", default="results", help="results directory")
+    add_results_option(run)
     run.add_argument(
         "--fresh",
         action="store_true",
@@ -266,19 +278,19 @@ def add_run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--tf32", action="store_true", help="override [run] tf32: allow TF32 on a GPU (default off)"
     )
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(run)
     add_executor_options(run)
 
 
 def add_report_options(report: argparse.ArgumentParser) -> None:
     """The options of ``testbed report`` (:mod:`testbed_app.report_command`)."""
-    report.add_argument("--results", default="results", help="results directory")
+    add_results_option(report)
     report.add_argument(
         "--out",
         help="output directory (default: the results directory's "
         f"{REPORT}/, next to the results it shows)",
     )
-    report.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(report)
     report.set_defaults(computes=False)
 
 
@@ -297,7 +309,7 @@ def add_regress_options(regress: argparse.ArgumentParser) -> None:
         "--baseline", help="baseline file (default reports/baselines/regress.json)"
     )
     regress.add_argument("--out", help="also write the measurements to this JSON file")
-    regress.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(regress)
     add_device_option(regress)
     add_executor_options(regress)
 
@@ -320,7 +332,7 @@ def add_verify_options(verify: argparse.ArgumentParser) -> None:
         "changed, and a claim's fingerprint does not cover it)",
     )
     verify.add_argument("--no-report", action="store_true", help="skip the report")
-    verify.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_quiet_option(verify)
     add_threads_option(verify)
     add_device_option(verify)
 
@@ -344,7 +356,7 @@ def add_mutate_options(mutate: argparse.ArgumentParser) -> None:
         "every entry's parameters, or both (default)",
     )
     add_profile_option(mutate)
-    mutate.add_argument("--results", default="results", help="results directory")
+    add_results_option(mutate)
     mutate.add_argument(
         "--every-claim",
         action="store_true",
@@ -352,14 +364,8 @@ def add_mutate_options(mutate: argparse.ArgumentParser) -> None:
     )
     mutate.add_argument("--fresh", action="store_true", help="rerun mutants already done")
     mutate.add_argument("--list", action="store_true", help="list the catalogue and exit")
-    mutate.add_argument("--quiet", action="store_true", help="no progress bar")
-    mutate.add_argument(
-        "--jobs",
-        type=int_in(1, MAX_JOBS),
-        default=1,
-        metavar="N",
-        help="N local worker processes, one family of mutants at a time (default 1)",
-    )
+    add_quiet_option(mutate)
+    add_jobs_option(mutate, "N local worker processes, one family of mutants at a time (default 1)")
     add_threads_option(mutate)
 
 
@@ -413,16 +419,15 @@ def add_deploy_options(deploy: argparse.ArgumentParser) -> None:
     deploy.add_argument(
         "--device", choices=("cpu", "cuda"), help="override [run] device (digits workloads)"
     )
-    deploy.add_argument("--results", default="results", help="results directory")
+    add_results_option(deploy)
     deploy.add_argument(
         "--fresh", action="store_true", help="replace an earlier run of this config on this engine"
     )
-    deploy.add_argument(
-        "--cpus-per-client",
-        type=int_in(1, MAX_CPUS),
-        default=1,
-        metavar="C",
-        help="simulation engine: whole CPUs of each client's Ray actor (default 1)",
+    add_cpus_option(
+        deploy,
+        "client",
+        "C",
+        "simulation engine: whole CPUs of each client's Ray actor (default 1)",
     )
     deploy.add_argument(
         "--gpus-per-client",

@@ -124,8 +124,8 @@ def test_criterion_form_is_the_criterion():
 class _Quadratic(FedMSA):
     """Not affine in the state: h + 0.1 h^2 (what Hessian noise or a nonlinearity would do)."""
 
-    def global_directions(self, ctx, points, prev, h_prev, q_prev, rho):
-        h, q = super().global_directions(ctx, points, prev, h_prev, q_prev, rho)
+    def global_directions(self, step):
+        h, q = super().global_directions(step)
         return h + 0.1 * h**2, q
 
 

@@ -67,9 +67,10 @@ from problems import Problem
 from testbed.algorithms.base import OuterAlgorithm
 from testbed.algorithms.fedmsa_maps import BilevelMaps
 from testbed.algorithms.fedmsa_maps import CompositionalMaps
+from testbed.algorithms.fedmsa_maps import GlobalStepInputs
+from testbed.algorithms.fedmsa_maps import MapInputs
 from testbed.algorithms.fedmsa_maps import MSAMaps
 from testbed.algorithms.fedmsa_maps import draw_batches
-from testbed.algorithms.fedmsa_maps import repeat_batch
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import check_step_below
@@ -235,17 +236,9 @@ class FedMSA(OuterAlgorithm):
         return FedMSAState(x=x0, Z=Z0, x_prev=x0, Z_prev=Z0)
 
     # ----------------------------------------------------------------- one round
-    def global_directions(
-        self,
-        ctx: FederatedContext,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_directions(self, step: GlobalStepInputs) -> tuple[torch.Tensor, torch.Tensor]:
         """``(h_r, q_r)`` of eq. (5), through the maps' global step (communication 1)."""
-        return self.maps.global_step(ctx, points, prev, h_prev, q_prev, rho)
+        return self.maps.global_step(step)
 
     def correction_point(
         self,
@@ -273,7 +266,7 @@ class FedMSA(OuterAlgorithm):
             sent = torch.cat([here, state.x_prev, state.Z_prev])
             both = ctx.broadcast(sent, everyone, "point")
             points, prev = both[:, : here.shape[0]], both[:, here.shape[0] :]
-        h, q = self.global_directions(ctx, points, prev, state.h, state.q, rho)
+        h, q = self.global_directions(GlobalStepInputs(ctx, points, prev, state.h, state.q, rho))
         # communication 2: local recursion (6) on the sampled client(s), model up
         local_clients = ctx.participants()
         work = MSALocalRecursion(self, sent, torch.cat([h, q]), dx, K)
@@ -356,13 +349,8 @@ class MSALocalRecursion(ClientWork):
         for k in range(1, self.local_steps + 1):
             batches = draw_batches(side, clients, config.maps.n_batches)
             xa, Za = config.correction_point((xk, Zk), (xa, Za))
-            p, s = config.maps.evaluate(
-                side.oracles,
-                torch.cat([xk, xa]),
-                torch.cat([Zk, Za]),
-                clients.repeat(2),
-                [repeat_batch(b, 2) for b in batches],
-            )
+            at = MapInputs(side.oracles, xk, Zk, clients, batches)
+            p, s = config.maps.evaluate(at.twice(xa, Za))
             hk = p[:S] + hk - p[S:]
             qk = s[:S] + qk - s[S:]
             iterates.append(LocalIterate(k, xk, Zk, hk, qk))

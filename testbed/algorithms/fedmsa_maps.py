@@ -3,8 +3,8 @@ r"""FedMSA's per-client maps ``p^m`` and ``s^m`` for bilevel and multi-level com
 FedMSA (Tarzanagh, Li, Sharma, Oymak 2023, arXiv 2306.01648) solves the multi-sequence system
 (Fed-MSA) ``avg_m P^m(x, Z) = 0``, ``avg_m S^{m,n}(z^{n-1}, z^n) = 0`` (``n = 1..N``, ``z^0 = x``).
 A maps object turns a problem into those maps, evaluated for many clients in one batched call:
-``evaluate(oracles, x (C, d_0), Z (C, d_Z), clients (C,), batches)`` returns ``p (C, d_0)`` and
-``s (C, d_Z)``, where ``Z = [z^1; ...; z^N]`` is stored flat.
+``evaluate(MapInputs(oracles, x (C, d_0), Z (C, d_Z), clients (C,), batches))`` returns
+``p (C, d_0)`` and ``s (C, d_Z)``, where ``Z = [z^1; ...; z^N]`` is stored flat.
 
 - :class:`BilevelMaps` (eq. (10), ``N = 1``, ``z = [w; v]``), from the problem's autodiff oracles
   (:class:`testbed.oracles.Oracles`), so it runs unchanged on any bilevel or minimax problem:
@@ -54,6 +54,7 @@ import dataclasses
 from typing import Any
 from typing import ClassVar
 from typing import Literal
+from typing import NamedTuple
 
 import torch
 
@@ -81,6 +82,43 @@ def draw_batches(ctx: ClientSide, clients: torch.Tensor, count: int) -> Batches:
     return [ctx.draw(clients) for _ in range(count)]
 
 
+class MapInputs(NamedTuple):
+    """The rows the maps are evaluated at: ``x (C, d_0)`` and ``Z (C, d_Z)``, row c for client
+    ``clients[c]``, on the minibatches ``batches`` (``xi``, ``zeta``), through ``oracles``."""
+
+    oracles: Oracles
+    x: torch.Tensor
+    Z: torch.Tensor
+    clients: torch.Tensor
+    batches: Batches
+
+    def twice(self, x_other: torch.Tensor, Z_other: torch.Tensor) -> MapInputs:
+        """These rows stacked over the same clients' rows at ``(x_other, Z_other)``, each client
+        on the same samples at both points (the differences of eqs. (5) and (6)); the first C
+        rows of the maps' values are at this point, the last C at the other."""
+        return MapInputs(
+            self.oracles,
+            torch.cat([self.x, x_other]),
+            torch.cat([self.Z, Z_other]),
+            self.clients.repeat(2),
+            [repeat_batch(b, 2) for b in self.batches],
+        )
+
+
+class GlobalStepInputs(NamedTuple):
+    """The inputs of eq. (5)'s global step: the context, the broadcast points ``(x_r, Z_r)``
+    (M identical rows ``(M, d_0 + d_Z)``) and ``(x_{r-1}, Z_{r-1})`` (``None`` when ``rho = 1``),
+    the previous global averages ``h_{r-1}``, ``q_{r-1}`` (``None`` in round 0) and the momentum
+    rho."""
+
+    ctx: FederatedContext
+    points: torch.Tensor
+    prev: torch.Tensor | None
+    h_prev: torch.Tensor | None
+    q_prev: torch.Tensor | None
+    rho: float
+
+
 class MSAMaps(abc.ABC):
     """Per-client maps of an MSA reformulation, evaluated for many clients at once."""
 
@@ -105,36 +143,21 @@ class MSAMaps(abc.ABC):
         None when the problem does not give it."""
 
     @abc.abstractmethod
-    def evaluate(
-        self,
-        oracles: Oracles,
-        x: torch.Tensor,
-        Z: torch.Tensor,
-        clients: torch.Tensor,
-        batches: Batches,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(p^m(x_c, Z_c), s^m(x_c, Z_c))`` for each row c, client ``clients[c]``."""
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(p^m(x_c, Z_c), s^m(x_c, Z_c))`` for each row c, client ``at.clients[c]``."""
 
     def global_rounds(self, problem: Problem) -> int:
         """Aggregations used by :meth:`global_step` (1: per-client estimates are averaged)."""
         return 1
 
-    def global_step(
-        self,
-        ctx: FederatedContext,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_step(self, step: GlobalStepInputs) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Eq. (5) over all M clients, one aggregation; returns ``(h_r, q_r)``.
 
-        ``points`` (M, d_0 + d_Z) are the broadcast ``(x_r, Z_r)`` (identical rows); ``prev``
-        the broadcast ``(x_{r-1}, Z_{r-1})`` (``None`` when ``rho = 1``). Each client uses one
-        sample at both points: ``h^m = p^m(x_r; xi) + (1 - rho)(h_{r-1} - p^m(x_{r-1}; xi))``,
-        likewise ``q^m`` (:class:`MSAGlobalStep`, the clients' part).
+        Each client uses one sample at both points:
+        ``h^m = p^m(x_r; xi) + (1 - rho)(h_{r-1} - p^m(x_{r-1}; xi))``, likewise ``q^m``
+        (:class:`MSAGlobalStep`, the clients' part).
         """
+        ctx, points, prev, h_prev, q_prev, rho = step
         dx = points.shape[1] - sum(self.level_sizes(ctx.problem))
         clients = ctx.all_clients()
         # what every client was sent, and the averages of the last round it was sent back
@@ -174,20 +197,13 @@ class MSAGlobalStep(ClientWork):
         else:
             points, prev = rows, None
         batches = draw_batches(side, clients, maps.n_batches)
+        at = MapInputs(side.oracles, points[:, :dx], points[:, dx:], clients, batches)
         if prev is None or self.rho == 1.0:
-            p, s = maps.evaluate(side.oracles, points[:, :dx], points[:, dx:], clients, batches)
-            h_m, q_m = p, s
+            h_m, q_m = maps.evaluate(at)
         else:
             assert self.echo is not None
             h_prev, q_prev = self.echo[:dx], self.echo[dx:]
-            both = torch.cat([points, prev])
-            p, s = maps.evaluate(
-                side.oracles,
-                both[:, :dx],
-                both[:, dx:],
-                clients.repeat(2),
-                [repeat_batch(b, 2) for b in batches],
-            )
+            p, s = maps.evaluate(at.twice(prev[:, :dx], prev[:, dx:]))
             h_m = p[:M] + (1.0 - self.rho) * (h_prev - p[M:])
             q_m = s[:M] + (1.0 - self.rho) * (q_prev - s[M:])
         return ClientReply((torch.cat([h_m, q_m], dim=1),))
@@ -222,17 +238,10 @@ class BilevelMaps(MSAMaps):
         x0, y0 = problem.initial_point()
         return x0.clone(), torch.cat([y0, torch.zeros_like(y0)])
 
-    def evaluate(
-        self,
-        oracles: Oracles,
-        x: torch.Tensor,
-        Z: torch.Tensor,
-        clients: torch.Tensor,
-        batches: Batches,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        oracles, x, Z, clients, (xi, zeta) = at
         dy = oracles.problem.dim_y
         w, v = Z[:, :dy], Z[:, dy:]
-        xi, zeta = batches
         fx, fw = oracles.grad_outer(x, w, clients, xi)
         gw = oracles.grad_inner(x, w, clients, zeta)
         Hv = oracles.hvp_inner(x, w, v, clients, zeta)
@@ -308,12 +317,7 @@ class CompositionalMaps(MSAMaps):
     ) -> torch.Tensor:
         """``grad f^{m,N}(u)`` per row."""
         problem: Any = oracles.problem
-        with torch.enable_grad():
-            us = u.detach().clone().requires_grad_(True)
-            top = problem.level_map(problem.n_levels, us, clients, batch).sum()
-            (grad,) = torch.autograd.grad(top, (us,))
-        oracles.counter.add("grad_f", int(clients.shape[0]))
-        return grad
+        return _level_gradient(oracles, problem.n_levels, u, None, clients, batch, "grad_f")
 
     def vjp(
         self,
@@ -325,23 +329,10 @@ class CompositionalMaps(MSAMaps):
         batch: Batch | None,
     ) -> torch.Tensor:
         """``grad f^{m,n}(u) g`` (transposed Jacobian of level n times g) per row."""
-        problem: Any = oracles.problem
-        with torch.enable_grad():
-            us = u.detach().clone().requires_grad_(True)
-            out = (problem.level_map(n, us, clients, batch) * g.detach()).sum()
-            (grad,) = torch.autograd.grad(out, (us,), allow_unused=True)
-        oracles.counter.add("jvp", int(clients.shape[0]))
-        return torch.zeros_like(us) if grad is None else grad
+        return _level_gradient(oracles, n, u, g, clients, batch, "jvp")
 
-    def evaluate(
-        self,
-        oracles: Oracles,
-        x: torch.Tensor,
-        Z: torch.Tensor,
-        clients: torch.Tensor,
-        batches: Batches,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        xi, zeta = batches
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        oracles, x, Z, clients, (xi, zeta) = at
         zs = [x, *self.split(oracles.problem, Z)]
         g = self.top_gradient(oracles, zs[-1], clients, xi)
         for n in range(len(zs) - 2, -1, -1):
@@ -351,15 +342,7 @@ class CompositionalMaps(MSAMaps):
     def global_rounds(self, problem: Problem) -> int:
         return 1 if self.semantics == "paper" else 1 + self.n_levels(problem)
 
-    def global_step(
-        self,
-        ctx: FederatedContext,
-        points: torch.Tensor,
-        prev: torch.Tensor | None,
-        h_prev: torch.Tensor | None,
-        q_prev: torch.Tensor | None,
-        rho: float,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def global_step(self, step: GlobalStepInputs) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Eq. (5); with ``"exact"`` semantics the P-part is a chain of aggregations.
 
         Round 1 uploads ``q^m`` (as in (5b)) and ``grad f^{m,N}(z^N)`` at the current (and
@@ -369,7 +352,8 @@ class CompositionalMaps(MSAMaps):
         ``h_r = P(x_r, Z_r) + (1 - rho)(h_{r-1} - P(x_{r-1}, Z_{r-1}))`` (same samples at both).
         """
         if self.semantics == "paper":
-            return super().global_step(ctx, points, prev, h_prev, q_prev, rho)
+            return super().global_step(step)
+        ctx, points, prev, h_prev, q_prev, rho = step
         problem: Any = ctx.problem
         dx = points.shape[1] - sum(self.level_sizes(problem))
         clients = ctx.all_clients()
@@ -407,12 +391,35 @@ class CompositionalMaps(MSAMaps):
         M = problem.n_clients
         rows_x, rows_Z = x.expand(M, -1), Z.expand(M, -1)
         if self.semantics == "paper":
-            return self.evaluate(oracles, rows_x, rows_Z, clients, [None, None])[0].mean(0)
+            at = MapInputs(oracles, rows_x, rows_Z, clients, [None, None])
+            return self.evaluate(at)[0].mean(0)
         zs = [rows_x, *self.split(problem, rows_Z)]
         g = self.top_gradient(oracles, zs[-1], clients, None).mean(0)
         for n in range(len(zs) - 2, -1, -1):
             g = self.vjp(oracles, n, zs[n], g.expand(M, -1), clients, None).mean(0)
         return g
+
+
+def _level_gradient(
+    oracles: Oracles,
+    n: int,
+    u: torch.Tensor,
+    g: torch.Tensor | None,
+    clients: torch.Tensor,
+    batch: Batch | None,
+    kind: str,
+) -> torch.Tensor:
+    """``grad f^{m,n}(u) g`` per row, the gradient of ``f^{m,n}`` itself when ``g`` is None (the
+    top level, a scalar per row), counted as ``kind``; a lower level that does not depend on
+    ``u`` has a zero Jacobian, the top level must depend on it."""
+    problem: Any = oracles.problem
+    with torch.enable_grad():
+        us = u.detach().clone().requires_grad_(True)
+        values = problem.level_map(n, us, clients, batch)
+        total = (values if g is None else values * g.detach()).sum()
+        (grad,) = torch.autograd.grad(total, (us,), allow_unused=g is not None)
+    oracles.counter.add(kind, int(clients.shape[0]))
+    return torch.zeros_like(us) if grad is None else grad
 
 
 def _pair(rows: torch.Tensor, M: int, copies: int) -> torch.Tensor:

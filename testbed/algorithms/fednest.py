@@ -28,6 +28,7 @@ from testbed.algorithms.fednest_updates import INNER_UPDATES
 from testbed.algorithms.fednest_updates import OUTER_UPDATES
 from testbed.algorithms.fednest_updates import InnerUpdate
 from testbed.algorithms.fednest_updates import OuterUpdate
+from testbed.algorithms.fednest_updates import UpdateInputs
 from testbed.algorithms.rounds import RoundsFormula
 from testbed.defaults import FEDNEST_INNER_STEPS
 from testbed.defaults import FEDNEST_LOCAL_STEPS
@@ -199,13 +200,13 @@ class FedNest(OuterAlgorithm):
         self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: StepSizes
     ) -> torch.Tensor:
         """One call of the inner strategy (FedInn or LFedInn)."""
-        return self.inner_rule.update(self, ctx, x, y, steps)
+        return self.inner_rule.update(UpdateInputs(self, ctx, x, y, steps))
 
     def outer_update(
         self, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: StepSizes
     ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
         """The outer strategy at ``(x, y^+)``: ``(x^+, h, FedIHGP's result or None)``."""
-        return self.outer_rule.update(self, ctx, x, y, steps)
+        return self.outer_rule.update(UpdateInputs(self, ctx, x, y, steps))
 
     def advance(self, ctx: FederatedContext, state: FedNestState) -> FedNestState:
         start = ctx.rounds_so_far()

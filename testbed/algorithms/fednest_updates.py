@@ -43,6 +43,28 @@ if TYPE_CHECKING:  # the configuration a strategy reads; fednest.py imports this
     from testbed.algorithms.fednest import StepSizes
 
 
+@dataclasses.dataclass(frozen=True)
+class UpdateInputs:
+    """What one update of Alg. 1 is given: FedNest's configuration (``T``, ``N``, ``tau``, the
+    truncation and the step rule), the federation, the point (``(x^k, y^{k,t})`` for the inner
+    update, ``(x^k, y^{k+1})`` for the outer one) and the resolved step sizes."""
+
+    config: FedNest
+    ctx: FederatedContext
+    x: torch.Tensor
+    y: torch.Tensor
+    steps: StepSizes
+
+    def leading(self) -> tuple[FederatedContext, torch.Tensor, torch.Tensor]:
+        """``(ctx, x, y)``, the leading arguments of FedNest's routines (``fedinn``, ``fedihgp``,
+        ``fedout``, ``lfedout`` of :mod:`testbed.estimators.fednest`)."""
+        return self.ctx, self.x, self.y
+
+
+# An outer update's result: ``(x^+, h, FedIHGP's result or None)``.
+OuterResult = tuple[torch.Tensor, torch.Tensor, IHGPResult | None]
+
+
 class RoundsShare(NamedTuple):
     """A strategy's share of FedNest's rounds formula: ``text`` (``"2T"``, ``"N' + 3"``) and the
     values of the symbols it uses."""
@@ -62,14 +84,7 @@ class InnerUpdate(abc.ABC):
         """The rounds of the ``T`` calls of one outer iteration."""
 
     @abc.abstractmethod
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> torch.Tensor:
+    def update(self, inputs: UpdateInputs) -> torch.Tensor:
         """``y^+`` from ``y`` at ``x``."""
 
 
@@ -81,19 +96,11 @@ class _LocalInnerRound(InnerUpdate):
 
     variance_reduction: ClassVar[bool]
 
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> torch.Tensor:
+    def update(self, inputs: UpdateInputs) -> torch.Tensor:
+        config = inputs.config
         return fedinn(
-            ctx,
-            x,
-            y,
-            steps.inner,
+            *inputs.leading(),
+            inputs.steps.inner,
             config.local_steps,
             variance_reduction=self.variance_reduction,
             scale_by_steps=config.scale_by_steps,
@@ -139,15 +146,24 @@ class OuterUpdate(abc.ABC):
         """The rounds of one call."""
 
     @abc.abstractmethod
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(self, inputs: UpdateInputs) -> OuterResult:
         """``(x^+, h, FedIHGP's result or None)`` at ``(x, y^+)``."""
+
+
+def fedihgp_at(inputs: UpdateInputs) -> IHGPResult:
+    """FedIHGP (Alg. 3) at ``inputs``'s point with FedNest's ``N``, truncation and step
+    ``1 / l_{g,1}``."""
+    config = inputs.config
+    return fedihgp(*inputs.leading(), config.neumann_terms, inputs.steps.neumann, config.truncation)
+
+
+def fedout_steps(inputs: UpdateInputs, p: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """FedOut (Alg. 2) at ``inputs``'s point and configuration with FedIHGP's ``p`` (``None``:
+    no indirect term, eq. (12)): ``(x^+, h)``."""
+    config = inputs.config
+    return fedout(
+        *inputs.leading(), p, inputs.steps.outer, config.local_steps, config.scale_by_steps
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,19 +179,9 @@ class FedOut(OuterUpdate):
             "N' + 3" if config.truncation == "random" else "N + 3", {"N": config.neumann_terms}
         )
 
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(
-            ctx, x, y, result.p, steps.outer, config.local_steps, config.scale_by_steps
-        )
-        return x_plus, h, result
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        result = fedihgp_at(inputs)
+        return (*fedout_steps(inputs, result.p), result)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,16 +201,8 @@ class MinimaxFedOut(OuterUpdate):
     def rounds(self, config: FedNest) -> RoundsShare:
         return RoundsShare("2", {})
 
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        x_plus, h = fedout(ctx, x, y, None, steps.outer, config.local_steps, config.scale_by_steps)
-        return x_plus, h, None
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        return (*fedout_steps(inputs, None), None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -218,23 +216,15 @@ class LFedOut(OuterUpdate):
     def rounds(self, config: FedNest) -> RoundsShare:
         return RoundsShare("1", {})
 
-    def update(
-        self,
-        config: FedNest,
-        ctx: FederatedContext,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        steps: StepSizes,
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        config, steps = inputs.config, inputs.steps
         x_plus, h = lfedout(
-            ctx,
-            x,
-            y,
+            *inputs.leading(),
             steps.outer,
             config.local_steps,
             config.neumann_terms,
             steps.neumann,
-            indirect=ctx.problem.kind != "minimax",
+            indirect=inputs.ctx.problem.kind != "minimax",
             scale_by_steps=config.scale_by_steps,
         )
         return x_plus, h, None
@@ -254,6 +244,10 @@ __all__ = [
     "LFedInn",
     "LFedOut",
     "MinimaxFedOut",
+    "OuterResult",
     "OuterUpdate",
     "RoundsShare",
+    "UpdateInputs",
+    "fedihgp_at",
+    "fedout_steps",
 ]

@@ -48,6 +48,30 @@ class Ledgers(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class AveragingInputs:
+    """What one averaging call on ``u (R, n, d)`` (R replicas of n clients) is given.
+
+    Attributes:
+        u: the vectors averaged.
+        w: the Push-Sum weights ``(R, n)`` carried into the call.
+        time: the graph step the call starts at.
+        graph: the graph sequence Push-Sum runs on.
+        ledgers: the rule's ledgers (:meth:`AveragingRule.ledgers`).
+        steps: S, the Push-Sum steps of a call.
+        keep_weights: start Push-Sum from ``w`` and return its new weights (HGP's practical
+            form (b)), instead of from ones, returning ``w`` unchanged.
+    """
+
+    u: torch.Tensor
+    w: torch.Tensor
+    time: int
+    graph: GraphSequence
+    ledgers: Ledgers
+    steps: int
+    keep_weights: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class AveragingRule(abc.ABC):
     """One averaging call on ``u (R, n, d)`` (R replicas of n clients).
 
@@ -65,25 +89,8 @@ class AveragingRule(abc.ABC):
         """Fresh ledgers for ``n`` clients, counting into ``counter`` (none: a throwaway)."""
 
     @abc.abstractmethod
-    def average(
-        self,
-        u: torch.Tensor,
-        w: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        ledgers: Ledgers,
-        *,
-        steps: int,
-        keep_weights: bool,
-    ) -> Averaged:
-        """``(u_bar, weights, next graph step)`` from ``u`` at graph step ``time``.
-
-        Args:
-            w: the Push-Sum weights ``(R, n)`` carried into the call.
-            steps: S, the Push-Sum steps of a call.
-            keep_weights: start Push-Sum from ``w`` and return its new weights (HGP's practical
-                form (b)), instead of from ones, returning ``w`` unchanged.
-        """
+    def average(self, call: AveragingInputs) -> Averaged:
+        """``(u_bar, weights, next graph step)`` from ``call.u`` at graph step ``call.time``."""
 
     def operator(
         self,
@@ -100,7 +107,7 @@ class AveragingRule(abc.ABC):
         ledgers = self.ledgers(graph.n)
         return measured_operator(
             lambda u, w: self.average(
-                u, w, time, graph, ledgers, steps=steps, keep_weights=keep_weights
+                AveragingInputs(u, w, time, graph, ledgers, steps, keep_weights)
             )[0],
             graph.n,
             omega,
@@ -130,20 +137,12 @@ class PushSumAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers(graph=GraphLedger(n, counter))
 
-    def average(
-        self,
-        u: torch.Tensor,
-        w: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        ledgers: Ledgers,
-        *,
-        steps: int,
-        keep_weights: bool,
-    ) -> Averaged:
-        assert ledgers.graph is not None
-        result = push_sum(u, graph.mixing(time, steps), ledgers.graph, w if keep_weights else None)
-        return result.y, (result.omega if keep_weights else w), time + steps
+    def average(self, call: AveragingInputs) -> Averaged:
+        assert call.ledgers.graph is not None
+        keep, w = call.keep_weights, call.w
+        mixing = call.graph.mixing(call.time, call.steps)
+        result = push_sum(call.u, mixing, call.ledgers.graph, w if keep else None)
+        return result.y, (result.omega if keep else w), call.time + call.steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,18 +154,8 @@ class ExactAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers()
 
-    def average(
-        self,
-        u: torch.Tensor,
-        w: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        ledgers: Ledgers,
-        *,
-        steps: int,
-        keep_weights: bool,
-    ) -> Averaged:
-        return u.mean(dim=1, keepdim=True).expand_as(u), w, time
+    def average(self, call: AveragingInputs) -> Averaged:
+        return call.u.mean(dim=1, keepdim=True).expand_as(call.u), call.w, call.time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,20 +167,11 @@ class ServerAveraging(AveragingRule):
     def ledgers(self, n: int, counter: CallCounter | None = None) -> Ledgers:
         return Ledgers(server=Ledger(n, counter))
 
-    def average(
-        self,
-        u: torch.Tensor,
-        w: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        ledgers: Ledgers,
-        *,
-        steps: int,
-        keep_weights: bool,
-    ) -> Averaged:
-        assert ledgers.server is not None
-        mean = ledgers.server.aggregate(u.transpose(0, 1), torch.arange(u.shape[1]))
-        return mean[:, None, :].expand_as(u), w, time
+    def average(self, call: AveragingInputs) -> Averaged:
+        u, server = call.u, call.ledgers.server
+        assert server is not None
+        mean = server.aggregate(u.transpose(0, 1), torch.arange(u.shape[1]))
+        return mean[:, None, :].expand_as(u), call.w, call.time
 
 
 # The rules by name: ``averaging`` accepts a rule or its name, and the registry, the claims, the
@@ -202,6 +182,7 @@ AVERAGING_RULES: dict[str, AveragingRule] = {
 
 __all__ = [
     "AVERAGING_RULES",
+    "AveragingInputs",
     "AveragingRule",
     "ExactAveraging",
     "Ledgers",

@@ -51,6 +51,7 @@ from problems import Problem
 from testbed.calls import CallCounter
 from testbed.decentralized.averaging import AVERAGING_RULES
 from testbed.decentralized.averaging import Averaged
+from testbed.decentralized.averaging import AveragingInputs
 from testbed.decentralized.averaging import AveragingRule
 from testbed.decentralized.averaging import Ledgers
 from testbed.decentralized.averaging import measured_operator
@@ -58,6 +59,7 @@ from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
 from testbed.decentralized.sgp import ExactConsensus
+from testbed.decentralized.sgp import InnerRunInputs
 from testbed.decentralized.sgp import StochasticGradientPush
 from testbed.defaults import EDGE_PROBABILITY
 from testbed.defaults import HGP_NEUMANN_TERMS
@@ -302,16 +304,11 @@ class HyperGradientPush(Estimator):
         rule = self.averaging_rule
         gledger, sledger = rule.ledgers(n, counter)
         # the inner solver gossips through the rule's graph ledger, or its own (same counter)
+        ledger = gledger or GraphLedger(n, counter)
         inner = self.inner.run(
-            problem,
-            x,
-            state.y,
-            state.omega,
-            state.time,
-            graph,
-            oracles,
-            gledger or GraphLedger(n, counter),
-            rng,
+            InnerRunInputs(
+                problem, x, state.y, state.omega, state.time, graph, oracles, ledger, rng
+            )
         )
         y, omega, time = inner.y, inner.omega, inner.time
         if not self.keep_weights:
@@ -362,14 +359,9 @@ class HyperGradientPush(Estimator):
     ) -> Averaged:
         """One averaging call of the rule on ``u (R, n, d)``: ``(u_bar, weights, next graph
         step)``; the one place :meth:`run` and :meth:`averaging_operator` average through."""
+        ledgers = Ledgers(gledger, sledger)
         return self.averaging_rule.average(
-            u,
-            w,
-            time,
-            graph,
-            Ledgers(gledger, sledger),
-            steps=self.pushsum_steps,
-            keep_weights=self.keep_weights,
+            AveragingInputs(u, w, time, graph, ledgers, self.pushsum_steps, self.keep_weights)
         )
 
     def averaging_operator(

@@ -12,6 +12,7 @@ and no hyperparameter-sized vector (``v_i``) ever leaves a client.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from testbed.calls import CallCounter
 from testbed.decentralized.mixing import check_column_stochastic
 
 
+@dataclasses.dataclass(eq=False)
 class GraphLedger:
     """Counts gossip steps, messages and floats for ``n_clients`` clients.
 
@@ -32,19 +34,19 @@ class GraphLedger:
         validate: check that every mixing matrix is column-stochastic before using it.
     """
 
-    def __init__(
-        self, n_clients: int, counter: CallCounter | None = None, validate: bool = True
-    ) -> None:
-        if n_clients < 1:
-            raise ValueError(f"GraphLedger needs at least one client, got {n_clients}")
-        self.n_clients = n_clients
-        self.counter = counter
-        self.validate = validate
+    n_clients: int
+    counter: CallCounter | None = None
+    validate: bool = True
+
+    def __post_init__(self) -> None:
+        n = self.n_clients
+        if n < 1:
+            raise ValueError(f"GraphLedger needs at least one client, got {n}")
         self.steps = 0
-        self.messages_sent = np.zeros(n_clients, dtype=np.int64)
-        self.floats_sent = np.zeros(n_clients, dtype=np.int64)
-        self.floats_received = np.zeros(n_clients, dtype=np.int64)
-        self.edge_messages = np.zeros((n_clients, n_clients), dtype=np.int64)  # [i, j]: j -> i
+        self.messages_sent = np.zeros(n, dtype=np.int64)
+        self.floats_sent = np.zeros(n, dtype=np.int64)
+        self.floats_received = np.zeros(n, dtype=np.int64)
+        self.edge_messages = np.zeros((n, n), dtype=np.int64)  # [i, j]: j -> i
         self.payload_sizes: set[int] = set()
 
     def transmit(self, payload: torch.Tensor, mixing: np.ndarray) -> torch.Tensor:

@@ -39,23 +39,41 @@ class InnerResult(NamedTuple):
 
 
 @dataclasses.dataclass(frozen=True)
+class InnerRunInputs:
+    """What a lower-level solver's run is given.
+
+    Attributes:
+        problem: the decentralized problem (eq. 2).
+        x: the hyperparameters.
+        y: the per-client iterates ``(n, dy)`` it starts from.
+        omega: their Push-Sum weights ``(n,)``.
+        time: the graph step it starts at.
+        graph: the graph sequence it gossips on.
+        oracles: the oracles its gradients are counted through.
+        ledger: the graph ledger its gossip is counted through.
+        rng: the generator of its minibatches.
+    """
+
+    problem: Any
+    x: torch.Tensor
+    y: torch.Tensor
+    omega: torch.Tensor
+    time: int
+    graph: GraphSequence
+    oracles: Oracles
+    ledger: GraphLedger
+    rng: np.random.Generator
+
+
+@dataclasses.dataclass(frozen=True)
 class ExactConsensus:
     """The exact inner solution at every client (``y_i = y*(x)``; closed-form problems)."""
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        omega: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        oracles: Oracles,
-        ledger: GraphLedger,
-        rng: np.random.Generator,
-    ) -> InnerResult:
-        y_star = problem.exact_inner_solution(x)
-        return InnerResult(y_star.expand(problem.n_clients, -1).clone(), omega, time)
+    def run(self, inputs: InnerRunInputs) -> InnerResult:
+        y_star = inputs.problem.exact_inner_solution(inputs.x)
+        return InnerResult(
+            y_star.expand(inputs.problem.n_clients, -1).clone(), inputs.omega, inputs.time
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,31 +111,20 @@ class StochasticGradientPush:
         passed = sum(t >= m * self.steps for m in self.milestones)
         return base * 0.1**passed
 
-    def run(
-        self,
-        problem: Any,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        omega: torch.Tensor,
-        time: int,
-        graph: GraphSequence,
-        oracles: Oracles,
-        ledger: GraphLedger,
-        rng: np.random.Generator,
-    ) -> InnerResult:
-        n = problem.n_clients
-        clients = torch.arange(n)
-        z = y * omega[:, None]
-        w = omega
-        mixings = graph.mixing(time, self.steps)
+    def run(self, inputs: InnerRunInputs) -> InnerResult:
+        problem, ledger = inputs.problem, inputs.ledger
+        clients = torch.arange(problem.n_clients)
+        z = inputs.y * inputs.omega[:, None]
+        w = inputs.omega
+        mixings = inputs.graph.mixing(inputs.time, self.steps)
 
         def grad(at: torch.Tensor) -> torch.Tensor:
             batch = (
                 None
                 if self.batch_size is None
-                else problem.sample_batch(rng, clients, self.batch_size)
+                else problem.sample_batch(inputs.rng, clients, self.batch_size)
             )
-            return oracles.grad_inner(x, at, clients, batch)
+            return inputs.oracles.grad_inner(inputs.x, at, clients, batch)
 
         for t in range(self.steps):
             gamma = self.gamma(problem, t)
@@ -129,7 +136,7 @@ class StochasticGradientPush:
                 mixed = ledger.transmit(torch.cat([z, w[:, None]], 1), mixings[t])
                 z, w = mixed[:, :-1], mixed[:, -1]
                 z = z - gamma * grad(z / w[:, None])
-        return InnerResult(z / w[:, None], w, time + self.steps)
+        return InnerResult(z / w[:, None], w, inputs.time + self.steps)
 
 
 def counted_inner_run(
@@ -144,13 +151,15 @@ def counted_inner_run(
     """``inner.run`` from an HGP state (its iterates ``y``, Push-Sum weights ``omega`` and graph
     step ``time``) over ``graph``, its oracle calls and gossip counted into ``counter``."""
     return inner.run(
-        problem,
-        x,
-        state.y,
-        state.omega,
-        state.time,
-        graph,
-        Oracles(problem, counter),
-        GraphLedger(problem.n_clients, counter),
-        rng,
+        InnerRunInputs(
+            problem,
+            x,
+            state.y,
+            state.omega,
+            state.time,
+            graph,
+            Oracles(problem, counter),
+            GraphLedger(problem.n_clients, counter),
+            rng,
+        )
     )

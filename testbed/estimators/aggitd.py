@@ -53,6 +53,7 @@ from testbed.federation.client_work import ClientReply
 from testbed.federation.client_work import ClientSide
 from testbed.federation.client_work import ClientWork
 from testbed.federation.client_work import Together
+from testbed.federation.client_work import WorkAtPoint
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
@@ -100,15 +101,13 @@ def round_with_term(
 
 
 @dataclasses.dataclass(frozen=True)
-class HessIVTerm(ClientWork):
+class HessIVTerm(WorkAtPoint):
     r"""A client's ``z_i^t`` of Alg. 1: ``grad_y F_i(x, y^t)`` when a term starts here
     (``fresh``: ``t = Q``, or every t in expectation mode), the recursion
     ``z^{t-1} - lambda grad^2_y G_i(x, y^t) z^{t-1}`` from the averaged ``z`` of the round
     before, or their sum (expectation mode, ``t >= 1``)."""
 
     kind: ClassVar[str] = "hessiv_term"
-    x: torch.Tensor
-    y: torch.Tensor
     z: torch.Tensor | None
     recursion_step: float
     fresh: bool
@@ -138,14 +137,12 @@ class HessIVTerm(ClientWork):
 
 
 @dataclasses.dataclass(frozen=True)
-class AggITDDirection(ClientWork):
+class AggITDDirection(WorkAtPoint):
     r"""The hypergradient round: ``grad_x F_i(x, y^N) - grad^2_xy G_i(x, y^N) p`` with
     ``p = scale z`` (``lambda (N + 1) z^N``; ``lambda z^N`` in expectation mode) from the
     averaged ``z`` the clients hold."""
 
     kind: ClassVar[str] = "aggitd_direction"
-    x: torch.Tensor
-    y: torch.Tensor
     z: torch.Tensor
     scale: float
 

@@ -44,7 +44,7 @@ from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import check_step
 from testbed.federation.client_work import ClientReply
 from testbed.federation.client_work import ClientSide
-from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import WorkAtPoint
 from testbed.federation.client_work import portable
 from testbed.federation.context import FederatedContext
 from testbed.federation.local import InnerGradient
@@ -250,12 +250,10 @@ def fedihgp(
 
 
 @dataclasses.dataclass(frozen=True)
-class IHGPFirstTerm(ClientWork):
+class IHGPFirstTerm(WorkAtPoint):
     """FedIHGP's first round (eq. (13b)): ``scale * grad_y f_i(x, y; xi_i)``."""
 
     kind: ClassVar[str] = "ihgp_first_term"
-    x: torch.Tensor
-    y: torch.Tensor
     scale: float
 
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
@@ -264,12 +262,10 @@ class IHGPFirstTerm(ClientWork):
 
 
 @dataclasses.dataclass(frozen=True)
-class IHGPTerm(ClientWork):
+class IHGPTerm(WorkAtPoint):
     """A later FedIHGP round (eq. (13b)): ``p - (1/l) grad^2_y g_i(x, y; zeta_i) p``."""
 
     kind: ClassVar[str] = "ihgp_term"
-    x: torch.Tensor
-    y: torch.Tensor
     p: torch.Tensor
     neumann_step_size: float
 
@@ -333,13 +329,11 @@ def client_directions(
 
 
 @dataclasses.dataclass(frozen=True)
-class OuterDirection(ClientWork):
+class OuterDirection(WorkAtPoint):
     """FedOut's first round (Alg. 2, eq. (13a)): each client's direct plus indirect part
     (:func:`client_directions`; ``p`` None: minimax, eq. (12))."""
 
     kind: ClassVar[str] = "outer_direction"
-    x: torch.Tensor
-    y: torch.Tensor
     p: torch.Tensor | None
 
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:

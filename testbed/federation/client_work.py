@@ -125,6 +125,15 @@ WORK_KINDS: dict[str, type[ClientWork]] = {}
 
 
 @dataclasses.dataclass(frozen=True)
+class WorkAtPoint(ClientWork):
+    """A client work at the broadcast point ``(x, y)`` (its fields first; a subclass adds the
+    vectors and steps it is sent beside them)."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+@dataclasses.dataclass(frozen=True)
 class Together(ClientWork):
     """Several works that ride in the same round (AggITD's ``z^t`` beside the anchor gradient
     or the local steps, Table 1): run in order, their uploads concatenated in order."""
@@ -179,6 +188,7 @@ __all__ = [
     "ClientWork",
     "InProcessClients",
     "Together",
+    "WorkAtPoint",
     "portable",
     "portable_name",
 ]

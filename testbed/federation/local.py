@@ -38,6 +38,7 @@ from problems import Batch
 from testbed.federation.client_work import ClientReply
 from testbed.federation.client_work import ClientSide
 from testbed.federation.client_work import ClientWork
+from testbed.federation.client_work import WorkAtPoint
 from testbed.federation.client_work import portable
 from testbed.federation.context import FederatedContext
 
@@ -221,13 +222,11 @@ def outer_steps_round(
 
 
 @dataclasses.dataclass(frozen=True)
-class InnerGradient(ClientWork):
+class InnerGradient(WorkAtPoint):
     """``grad_y g_i(x, y)`` at the broadcast point: the anchor gradient whose average is the
     control variate's ``q`` (FedInn's first round; AggITD's anchor round, Alg. 2)."""
 
     kind: ClassVar[str] = "inner_gradient"
-    x: torch.Tensor
-    y: torch.Tensor
     #: evaluate at ``y`` expanded to one row per client (FedInn) or at the shared vector
     #: (AggITD): the two shapes take different closed-form kernels, so each caller keeps its own
     #: and its numbers stay what they were

@@ -6,6 +6,7 @@ counted training (:func:`train_by_sgp`) and the numpy generators' state.
 
 from __future__ import annotations
 
+import abc
 import functools
 import math
 from collections.abc import Callable
@@ -227,11 +228,12 @@ def train_by_sgp(
     return (out, *gossip_counts(counter.snapshot()))
 
 
-class DecentralizedRun:
+class DecentralizedRun(abc.ABC):
     """What both HGP experiments set up from a validated config: the ``[workload]`` options
     (the subclass's ``DEFAULTS`` filled in, each checked by its ``CHECKS`` entry, then by
     :meth:`_check_options`), the name, device, dtype, seed, the dataset, its client split
-    (seeded by ``[run] seed``) and the HGP estimator of ``[algorithm]``.
+    (seeded by ``[run] seed``) and the HGP estimator of ``[algorithm]``; then the subclass's
+    own set-up (:meth:`_set_up`).
 
     Args:
         config: a validated config of the subclass's ``[workload] kind``.
@@ -257,10 +259,16 @@ class DecentralizedRun:
         self.split: ClientSplit = split_data(config.split, self.dataset, seed=self.seed)
         self.chance_accuracy = 1.0 / self.dataset.n_classes  # the divergence watch's chance
         self.estimator = _estimator(config)
+        self._set_up()
+
+    @abc.abstractmethod
+    def _set_up(self) -> None:
+        """The experiment's own set-up (its problem, start and records), after the shared one."""
 
     def _check_options(self, options: dict[str, Any]) -> None:
         """Checks of the options that ``CHECKS`` cannot express (one option against another,
         a choice among names); raise ValueError naming the option."""
+        del options  # none beyond CHECKS by default
 
     def split_json(self) -> dict[str, Any]:
         """The client split with each client's label histogram."""

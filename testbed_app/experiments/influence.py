@@ -19,7 +19,6 @@ import numpy as np
 import torch
 
 from problems.workloads.classifiers import build_classifier
-from problems.workloads.data import Dataset
 from problems.workloads.decentralized import client_samples
 from problems.workloads.influence import InfluenceProblem
 from problems.workloads.spectral import LANCZOS_TOL
@@ -34,7 +33,6 @@ from testbed.decentralized.influence_metrics import pearson_r
 from testbed.decentralized.influence_metrics import r_squared
 from testbed.decentralized.influence_metrics import sign_agreement
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.divergence import Diverged
 from testbed_app.experiments.divergence import accuracy_collapse
@@ -74,14 +72,13 @@ class HGPInfluenceExperiment(DecentralizedRun):
     DEFAULTS = INFLUENCE_DEFAULTS
     CHECKS = INFLUENCE_CHECKS
 
-    def __init__(
-        self, config: ExperimentConfig, device: str | None = None, dataset: Dataset | None = None
-    ) -> None:
-        super().__init__(config, device, dataset)
+    def _set_up(self) -> None:
         options = self.options
         train, val = self.split.holdout(float(options["val_fraction"]), seed=self.seed)
         net = build_classifier(
-            config.workload.get("model", "logreg"), self.dataset.input_shape, self.dataset.n_classes
+            self.config.workload.get("model", "logreg"),
+            self.dataset.input_shape,
+            self.dataset.n_classes,
         )
 
         def problem(dtype: torch.dtype) -> InfluenceProblem:
@@ -113,12 +110,12 @@ class HGPInfluenceExperiment(DecentralizedRun):
             problem(torch.float64) if net.convex and self.dtype != torch.float64 else self.problem
         )
         self.total_steps = 1 + math.ceil(options["top_k"] / options["retrain_per_step"])
-        if int(config.run["steps"]) > self.total_steps:
+        if int(self.config.run["steps"]) > self.total_steps:
             raise ValueError(
                 f"[run] steps: this influence run has {self.total_steps} steps "
                 f"(1 training + HGP step, then top_k={options['top_k']} "
                 f"retrainings, {options['retrain_per_step']} per step); got "
-                f"{config.run['steps']}"
+                f"{self.config.run['steps']}"
             )
         self.test_x = self.dataset.test_x.to(device=self.device, dtype=self.dtype)
         self.test_y = self.dataset.test_y.to(self.device)

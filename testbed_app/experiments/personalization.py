@@ -13,14 +13,12 @@ import numpy as np
 import torch
 
 from problems.workloads.classifiers import build_classifier
-from problems.workloads.data import Dataset
 from problems.workloads.decentralized import client_samples
 from problems.workloads.personalization import PersonalizationProblem
 from problems.workloads.splits import ClientSplit
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.hgp import HGPState
 from testbed.decentralized.sgp import StochasticGradientPush
-from testbed_app.experiments.base import ExperimentConfig
 from testbed_app.experiments.base import MetricRow
 from testbed_app.experiments.hgp_common import METHODS
 from testbed_app.experiments.hgp_common import PERSONALIZATION_CHECKS
@@ -76,10 +74,7 @@ class HGPPersonalizationExperiment(DecentralizedRun):
     DEFAULTS = PERSONALIZATION_DEFAULTS
     CHECKS = PERSONALIZATION_CHECKS
 
-    def __init__(
-        self, config: ExperimentConfig, device: str | None = None, dataset: Dataset | None = None
-    ) -> None:
-        super().__init__(config, device, dataset)
+    def _set_up(self) -> None:
         options, methods = self.options, list(self.options["methods"])
         inner = self.estimator.inner
         assert isinstance(inner, StochasticGradientPush)  # checked by _estimator
@@ -118,7 +113,9 @@ class HGPPersonalizationExperiment(DecentralizedRun):
             if int(part.counts.min()) < 1:
                 raise ValueError(f"a client has no {name} samples; use fewer clients")
         net = build_classifier(
-            config.workload.get("model", "cnn"), self.dataset.input_shape, self.dataset.n_classes
+            self.config.workload.get("model", "cnn"),
+            self.dataset.input_shape,
+            self.dataset.n_classes,
         )
 
         def problem(mode: str) -> PersonalizationProblem:

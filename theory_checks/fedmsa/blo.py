@@ -27,6 +27,7 @@ import torch
 from hypothesis import strategies as st
 
 from problems import strategies
+from testbed.algorithms.fedmsa_maps import MapInputs
 from testbed.oracles import Oracles
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
@@ -50,11 +51,13 @@ def check_blo_fixed_point(claim: Claim, case: Case, make: Callable[..., Any]) ->
     Z_star = fixed_point_Z(problem, x[None])[0]
     M = problem.n_clients
     p, s = alg.maps.evaluate(
-        Oracles(problem),
-        x.expand(M, -1),
-        Z_star.expand(M, -1),
-        torch.arange(M),
-        [None] * alg.maps.n_batches,
+        MapInputs(
+            Oracles(problem),
+            x.expand(M, -1),
+            Z_star.expand(M, -1),
+            torch.arange(M),
+            [None] * alg.maps.n_batches,
+        )
     )
     exact = problem.exact_hypergradient(x)
     P_ref, S_ref = reference_maps(problem, x[None], Z_star[None])

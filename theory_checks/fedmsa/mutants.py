@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa_maps import GlobalStepInputs
 from theory_checks.fedmsa import blo
 from theory_checks.fedmsa import local
 from theory_checks.fedmsa import mco
@@ -25,7 +26,6 @@ from theory_checks.fedmsa import perturbations as perturb
 from theory_checks.fedmsa import rate
 from theory_checks.fedmsa import rho
 from theory_checks.fedmsa import tau_zero
-from theory_checks.fedmsa.perturbations import GlobalStep
 from theory_checks.fedmsa.perturbations import WrongGlobalStep
 from theory_checks.mutation import COUNT_WAYS
 from theory_checks.mutation import STEP_WAYS
@@ -78,7 +78,7 @@ class MomentumSignFlipped(WrongGlobalStep):
     """Eq. (5)'s correction subtracted: ``h_r = p(x_r) - (1 - rho)(h_{r-1} - p(x_{r-1}))``
     (the global step run with ``2 - rho``, whose coefficient is ``-(1 - rho)``)."""
 
-    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+    def step_inputs(self, step: GlobalStepInputs) -> GlobalStepInputs:
         return step._replace(rho=2.0 - step.rho)
 
 
@@ -97,7 +97,7 @@ class SummedGlobal(WrongGlobalStep):
     the paper's (Fed-MSA) sum notation taken literally)."""
 
     def step_output(
-        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
+        self, step: GlobalStepInputs, h: torch.Tensor, q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         M = float(step.ctx.problem.n_clients)
         return M * h, M * q

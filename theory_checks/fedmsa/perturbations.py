@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 from typing import Any
-from typing import NamedTuple
 
 import torch
 
 from testbed.algorithms.fedmsa import FedMSA
 from testbed.algorithms.fedmsa_maps import BilevelMaps
 from testbed.algorithms.fedmsa_maps import CompositionalMaps
+from testbed.algorithms.fedmsa_maps import GlobalStepInputs
+from testbed.algorithms.fedmsa_maps import MapInputs
 from testbed.algorithms.fedmsa_maps import repeat_batch
 from theory_checks.perturbed_variants import registry_variant
 
@@ -30,17 +31,16 @@ class FreshSampleAtOldPoint(BilevelMaps):
     """Eqs. (5)-(6) evaluate both points of a difference on one sample; here the second stacked
     point (the previous one) gets the next sample of the client's set instead."""
 
-    def evaluate(
-        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        C = int(clients.shape[0]) // 2
-        if C == 0 or batches[0] is None:
-            return super().evaluate(oracles, x, Z, clients, batches)
-        shifted = [None if b is None else repeat_batch(b, 1) for b in batches]
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        C = int(at.clients.shape[0]) // 2
+        if C == 0 or at.batches[0] is None:
+            return super().evaluate(at)
+        problem: Any = at.oracles.problem
+        shifted = [None if b is None else repeat_batch(b, 1) for b in at.batches]
         for b in shifted:
             if b is not None:
-                b.indices[C:] = (b.indices[C:] + 1) % oracles.problem.n_samples
-        return super().evaluate(oracles, x, Z, clients, shifted)
+                b.indices[C:] = (b.indices[C:] + 1) % problem.n_samples
+        return super().evaluate(at._replace(batches=shifted))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +48,11 @@ class IndirectTermOnW(BilevelMaps):
     """(10b)'s indirect term ``grad^2_xw g v`` evaluated on the w-block of ``z = [w; v]``
     instead of the v-block (an off-by-one-block slice of the flat Z)."""
 
-    def evaluate(
-        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        p, s = super().evaluate(oracles, x, Z, clients, batches)
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        p, s = super().evaluate(at)
+        oracles, x, Z, clients, (_, zeta) = at
         dy = oracles.problem.dim_y
         w, v = Z[:, :dy], Z[:, dy:]
-        zeta = batches[1]
         Jv = oracles.jvp_inner_xy(x, w, v, clients, zeta)
         Jw = oracles.jvp_inner_xy(x, w, w, clients, zeta)
         return p + Jv - Jw, s
@@ -66,12 +64,11 @@ class VEquationSignConvention(BilevelMaps):
     (10b) in eq. (2)'s: the paper uses both conventions (Sec. 2.2), and mixing them moves the
     fixed point to ``v = -v*``, so P there is not the hypergradient."""
 
-    def evaluate(
-        self, oracles: Any, x: torch.Tensor, Z: torch.Tensor, clients: torch.Tensor, batches: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        p, s = super().evaluate(oracles, x, Z, clients, batches)
+    def evaluate(self, at: MapInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        p, s = super().evaluate(at)
+        oracles, x, Z, clients, (xi, _) = at
         dy = oracles.problem.dim_y
-        _, fw = oracles.grad_outer(x, Z[:, :dy], clients, batches[0])
+        _, fw = oracles.grad_outer(x, Z[:, :dy], clients, xi)
         return p, torch.cat([s[:, :dy], s[:, dy:] + 2.0 * fw], dim=1)
 
 
@@ -105,47 +102,33 @@ class FirstClientOnly:
         return getattr(self._ctx, name)
 
 
-class GlobalStep(NamedTuple):
-    """The inputs of eq. (5)'s global step (:meth:`FedMSA.global_directions
-    <testbed.algorithms.fedmsa.FedMSA.global_directions>`), in its order: the context, the
-    stacked points ``(x_r, Z_r)`` and ``(x_{r-1}, Z_{r-1})`` (``None`` in round 0), the previous
-    global averages ``h_{r-1}``, ``q_{r-1}`` and the momentum rho."""
-
-    ctx: Any
-    points: torch.Tensor
-    prev: torch.Tensor | None
-    h_prev: torch.Tensor | None
-    q_prev: torch.Tensor | None
-    rho: float
-
-
 @dataclasses.dataclass(frozen=True)
 class WrongGlobalStep(FedMSA):
     """FedMSA whose global step (5) has one mistake around the maps' real one: the real step run
     on wrong inputs (:meth:`step_inputs`), or its ``(h_r, q_r)`` changed after it
     (:meth:`step_output`), each as given unless a bug overrides it."""
 
-    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+    def step_inputs(self, step: GlobalStepInputs) -> GlobalStepInputs:
         """The inputs the real global step runs on (the given ones)."""
         return step
 
     def step_output(
-        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
+        self, step: GlobalStepInputs, h: torch.Tensor, q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(h_r, q_r)`` as returned from the real step's ``(h, q)`` on ``step`` (as computed)."""
         del step  # as computed
         return h, q
 
-    def global_directions(self, *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        step = self.step_inputs(GlobalStep(*args, **kwargs))
-        return self.step_output(step, *super().global_directions(*step))
+    def global_directions(self, step: GlobalStepInputs) -> tuple[torch.Tensor, torch.Tensor]:
+        wrong = self.step_inputs(step)
+        return self.step_output(wrong, *super().global_directions(wrong))
 
 
 @dataclasses.dataclass(frozen=True)
 class OneClientGlobal(WrongGlobalStep):
     """The global step (5) uses client 0's maps only instead of the average over M clients."""
 
-    def step_inputs(self, step: GlobalStep) -> GlobalStep:
+    def step_inputs(self, step: GlobalStepInputs) -> GlobalStepInputs:
         view: Any = FirstClientOnly(step.ctx, first_global=True)
         prev = None if step.prev is None else step.prev[:1]
         return step._replace(ctx=view, points=step.points[:1], prev=prev)

@@ -28,10 +28,11 @@ from testbed.algorithms.fednest_updates import FedOut
 from testbed.algorithms.fednest_updates import LFedInn
 from testbed.algorithms.fednest_updates import LFedOut
 from testbed.algorithms.fednest_updates import MinimaxFedOut
+from testbed.algorithms.fednest_updates import OuterResult
+from testbed.algorithms.fednest_updates import UpdateInputs
+from testbed.algorithms.fednest_updates import fedihgp_at
+from testbed.algorithms.fednest_updates import fedout_steps
 from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import IHGPResult
-from testbed.estimators.fednest import fedihgp
-from testbed.estimators.fednest import fedout
 from testbed.estimators.fednest import send
 from testbed.federation.client_work import ClientWork
 from testbed.federation.context import FederatedContext
@@ -92,10 +93,10 @@ class WrongInputs:
         """The step sizes the strategy runs with (the given ones)."""
         return steps
 
-    def update(self, config: FedNest, *args: Any) -> Any:
-        *ctx_and_point, steps = args  # (ctx, x, y, steps), as every strategy's update takes them
+    def update(self, inputs: UpdateInputs) -> Any:
         strategy = cast(Any, super())  # the real strategy, the next class of the bug's bases
-        return strategy.update(self.wrong_config(config), *ctx_and_point, self.wrong_steps(steps))
+        config, steps = self.wrong_config(inputs.config), self.wrong_steps(inputs.steps)
+        return strategy.update(dataclasses.replace(inputs, config=config, steps=steps))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -192,9 +193,8 @@ class FlippedCorrectionFedInn(FedInn):
     """FedInn whose control variate subtracts the averaged gradient ``q``:
     ``G_i(y_nu) - G_i(y) - q`` for ``G_i(y_nu) - G_i(y) + q``."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> torch.Tensor:
+    def update(self, inputs: UpdateInputs) -> torch.Tensor:
+        config, ctx, x, y, steps = inputs.config, inputs.ctx, inputs.x, inputs.y, inputs.steps
         # fedinn's two rounds, with -q where Alg. 4 adds q: the anchor gradients' average
         # (InnerGradient), then the real local steps (LocalIterates) around the wrong q
         clients = ctx.participants()
@@ -243,34 +243,23 @@ class ScaledNeumannFedOut(StepScaled, FedOut):
 class FlippedIndirectFedOut(FedOut):
     """FedOut adding the indirect part: FedIHGP's ``p`` used with the wrong sign."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
-        x_plus, h = fedout(
-            ctx, x, y, -result.p, steps.outer, config.local_steps, config.scale_by_steps
-        )
-        return x_plus, h, result
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        result = fedihgp_at(inputs)
+        return (*fedout_steps(inputs, -result.p), result)
 
 
-def _uncorrected_x_steps(
-    config: FedNest,
-    ctx: FederatedContext,
-    clients: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    steps: Any,
-) -> torch.Tensor:
+def _uncorrected_x_steps(inputs: UpdateInputs, clients: torch.Tensor) -> torch.Tensor:
     """FedOut's local x-steps without the drift correction: each client steps along its own
     direct gradient ``grad_x f_i`` (FedAvg on x), averaged in one round."""
+    config = inputs.config
     work = LocalIterates(
-        x,
-        OuterGradientXAt(y),
+        inputs.x,
+        OuterGradientXAt(inputs.y),
         config.local_steps,
-        steps.outer,
+        inputs.steps.outer,
         scale_by_steps=config.scale_by_steps,
     )
-    return _local_average(ctx, clients, work, "x")
+    return _local_average(inputs.ctx, clients, work, "x")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,16 +267,15 @@ class UncorrectedFedOut(FedOut):
     """FedOut's local x-steps without the drift correction: each client steps along its own
     direct gradient ``grad_x f_i`` (FedAvg on x), the broadcast h computed and not used."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
-        result = fedihgp(ctx, x, y, config.neumann_terms, steps.neumann, config.truncation)
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        result = fedihgp_at(inputs)
+        ctx, x, y = inputs.ctx, inputs.x, inputs.y
         clients = ctx.participants()
         send(ctx, clients, x, y, result.p)
         direct = ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients))
         indirect = -ctx.oracles.jvp_inner_xy(x, y, result.p, clients, ctx.draw(clients))
         h = ctx.aggregate(direct + indirect, clients)
-        return _uncorrected_x_steps(config, ctx, clients, x, y, steps), h, result
+        return _uncorrected_x_steps(inputs, clients), h, result
 
 
 @dataclasses.dataclass(frozen=True)
@@ -304,13 +292,12 @@ class UnscaledMinimaxFedOut(StepsNotScaled, MinimaxFedOut):
 class UncorrectedMinimaxFedOut(MinimaxFedOut):
     """The minimax FedOut's local x-steps without the drift correction (FedAvg on x)."""
 
-    def update(
-        self, config: FedNest, ctx: FederatedContext, x: torch.Tensor, y: torch.Tensor, steps: Any
-    ) -> tuple[torch.Tensor, torch.Tensor, IHGPResult | None]:
+    def update(self, inputs: UpdateInputs) -> OuterResult:
+        ctx, x, y = inputs.ctx, inputs.x, inputs.y
         clients = ctx.participants()
         send(ctx, clients, x, y)
         h = ctx.aggregate(ctx.oracles.grad_outer_x(x, y, clients, ctx.draw(clients)), clients)
-        return _uncorrected_x_steps(config, ctx, clients, x, y, steps), h, None
+        return _uncorrected_x_steps(inputs, clients), h, None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from testbed.decentralized.averaging import Averaged
+from testbed.decentralized.averaging import AveragingInputs
 from testbed.decentralized.averaging import ExactAveraging
 from testbed.decentralized.averaging import ServerAveraging
 from testbed.decentralized.graphs import GraphSequence
@@ -218,10 +219,10 @@ class SumsInsteadOfMean:
     """An exact averaging rule (a base put before the rule's class) returning the clients' sum:
     the real rule's mean times n (a missing 1/n)."""
 
-    def average(self, u: torch.Tensor, *rest: Any, **options: Any) -> Averaged:
+    def average(self, call: AveragingInputs) -> Averaged:
         rule = cast(Any, super())  # the real rule, the next class of the bug's bases
-        mean, w, time = rule.average(u, *rest, **options)
-        return u.shape[1] * mean, w, time
+        mean, w, time = rule.average(call)
+        return call.u.shape[1] * mean, w, time
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,8 +9,8 @@ import dataclasses
 
 import torch
 
+from testbed.algorithms.fedmsa_maps import GlobalStepInputs
 from theory_checks.claim import Perturbation
-from theory_checks.fedmsa.perturbations import GlobalStep
 from theory_checks.fedmsa.perturbations import WrongGlobalStep
 from theory_checks.fedmsa.perturbations import ignores_k
 from theory_checks.fedmsa.perturbations import one_client_global
@@ -27,7 +27,7 @@ class WeightDecay(WrongGlobalStep):
     decay: float = 1e-2
 
     def step_output(
-        self, step: GlobalStep, h: torch.Tensor, q: torch.Tensor
+        self, step: GlobalStepInputs, h: torch.Tensor, q: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return h + self.decay * step.points[0, : h.shape[0]], q
 

@@ -43,7 +43,9 @@ class LinearOuterProbe:
     """``problem`` with every outer loss replaced by ``v^T y``, so ``grad_y f_i = v``.
 
     FedIHGP applied to the probe returns ``H_hat v``; probing ``v = e_j`` reads the columns of
-    ``E[H_hat]`` (Lemma 2.2 is a statement about a matrix).
+    ``E[H_hat]`` (Lemma 2.2 is a statement about a matrix). ``v`` is one probe ``(dy,)``, or one
+    per replicate ``(R, dy)`` for :class:`~testbed.federation.replicates.Replicates`, whose
+    evaluated rows are ``R`` equal blocks (replicate-major): block ``r`` probes ``v[r]``.
     """
 
     def __init__(self, base: Any, v: torch.Tensor) -> None:
@@ -59,7 +61,10 @@ class LinearOuterProbe:
     def outer_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
     ) -> torch.Tensor:
-        return (y * self.v).sum(-1) + 0.0 * x.sum(-1)
+        v = self.v
+        if v.ndim == 2:  # one probe per replicate: each to its block of rows
+            v = v.repeat_interleave(y.shape[0] // v.shape[0], dim=0)
+        return (y * v).sum(-1) + 0.0 * x.sum(-1)
 
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
@@ -339,6 +344,74 @@ def _abs_error_looks(design: Design, bound: float, value_range: float) -> list[i
     return sorted({max(1, total // 4), total})
 
 
+class AbsErrorDraws:
+    """The draws ``Z_j`` of :func:`check_abs_error`, computed a block at a time.
+
+    Draw ``j`` runs FedIHGP once per probe ``e_k`` from a fresh generator ``design.rng(j)``
+    (each probe on the same stream: the same subsets and samples) with ``N' = last``; column
+    ``k`` of ``H_hat_n`` is probe ``k``'s vector after round ``n``, and ``Z_j = (1/(N'+1))
+    sum_n ||H^{-1} - H_hat_n||``. A block of draws is one batched run of every draw's probes
+    (:meth:`~testbed.estimators.fednest.FedIHGP.ihgp_replicates`), each replicate drawing what
+    its own run draws; an estimator that changes FedIHGP's ``ihgp`` (a planted mistake) runs
+    each probe of each draw through it, as the unbatched check did.
+    """
+
+    def __init__(
+        self,
+        estimator: Any,
+        problem: Any,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        H_inv: torch.Tensor,
+        last: int,
+        design: Design,
+    ) -> None:
+        self.estimator, self.problem, self.x, self.y = estimator, problem, x, y
+        self.H_inv, self.last, self.design = H_inv, last, design
+        self.probes = torch.eye(problem.dim_y, dtype=torch.float64)
+
+    def paths(self, draws: range) -> torch.Tensor:
+        """Every probe's path for each draw of ``draws``: ``(N' + 1, draws, probes, dy)``."""
+        dy = self.problem.dim_y
+        rngs = [self.design.rng(j) for j in draws for _ in range(dy)]
+        probes = self.probes.repeat(len(draws), 1)  # replicate (j, k) probes e_k
+        try:
+            side = self.estimator.replicates(LinearOuterProbe(self.problem, probes), rngs)
+            paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
+        except NotImplementedError:
+            paths = torch.stack(
+                [
+                    torch.stack(self._ihgp(LinearOuterProbe(self.problem, probe), rng).path)
+                    for probe, rng in zip(probes, rngs, strict=True)
+                ],
+                dim=1,
+            )
+        return paths.reshape(self.last + 1, len(draws), dy, dy)
+
+    def _ihgp(self, probe: LinearOuterProbe, rng: np.random.Generator) -> Any:
+        ctx = self.estimator.context(probe, rng)
+        return self.estimator.ihgp(ctx, self.x, self.y, truncation_index=self.last)
+
+    def values(self, draws: range) -> list[float]:
+        """``Z_j`` for each draw of ``draws``."""
+        H_hats = self.paths(draws).permute(1, 0, 3, 2)  # (draws, N' + 1, dy, dy): column k, e_k
+        errors = torch.linalg.matrix_norm(self.H_inv - H_hats, ord=2)
+        return [float(row.mean()) for row in errors]
+
+    def look_ahead(self, looks: list[int]) -> Callable[[int], float]:
+        """``draw(j)`` for :func:`~theory_checks.fednest.common.sequential_test`: the first
+        draw asked for up to a look computes every draw up to that look as one block."""
+        ready: dict[int, float] = {}
+
+        def draw(j: int) -> float:
+            if j not in ready:
+                stop = min((look for look in looks if look > j), default=j + 1)
+                ready.update(zip(range(j, stop), self.values(range(j, stop)), strict=True))
+            return ready.pop(j)
+
+        return draw
+
+
 def check_abs_error(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -376,19 +449,10 @@ def check_abs_error(
         + sum(contraction**n for n in range(terms)) / l_g
     )
     looks = _abs_error_looks(design, bound, value_range)
-    probes = [LinearOuterProbe(problem, e) for e in torch.eye(problem.dim_y, dtype=torch.float64)]
-
-    def draw(j: int) -> float:
-        paths = []
-        for probe in probes:
-            ctx = estimator.context(probe, design.rng(j))
-            paths.append(torch.stack(estimator.ihgp(ctx, x, y, truncation_index=terms - 1).path))
-        H_hats = torch.stack(paths, dim=2)  # (N, dy, dy): column k from probe k
-        return float(torch.linalg.matrix_norm(H_inv - H_hats, ord=2).mean())
-
+    draws = AbsErrorDraws(estimator, problem, x, y, H_inv, terms - 1, design)
     test, samples = sequential_test(
         "E||H^{-1} - H_hat||",
-        draw,
+        draws.look_ahead(looks),
         looks,
         design.false_fail_rate,
         bound,

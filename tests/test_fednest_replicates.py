@@ -105,3 +105,27 @@ def test_abs_error_draws_equal_the_unbatched_draws(participation, cls):
     if cls is ScaledIHGP:  # the planted mistake changes the draws: it is not bypassed
         honest = _estimator(FedIHGP, participation)
         assert AbsErrorDraws(honest, problem, x, y, H_inv, 4, design).values(range(9)) != expected
+
+
+class _ExtraDraw(QuadraticBilevel):
+    """A problem whose minibatch draw also makes a draw without a row per client."""
+
+    def sample_batch(self, rng, clients, batch_size):
+        batch = super().sample_batch(rng, clients, batch_size)
+        rng.random()
+        return batch
+
+
+def test_a_draw_without_rows_runs_each_replicate_alone_from_fresh_generators():
+    problem = _ExtraDraw.random(
+        3, 2, 2, 3.0, seed=1, n_samples=4, gradient_noise=0.5, hessian_noise=0.3
+    )
+    x, y = _point(problem)
+    side = Replicates(problem, [np.random.default_rng(0), np.random.default_rng(1)], None, 1)
+    with pytest.raises(NotImplementedError, match="no row block"):
+        fedihgp_replicates(side, x, y, truncation_schedule(4, 0.3, "random", 2))
+    H_inv = torch.linalg.inv(problem.A.mean(0))
+    estimator = _estimator(FedIHGP, 2)
+    design = Design(seed=(3, 1, 4))
+    expected = _draws_one_by_one(estimator, problem, x, y, H_inv, 4, design, range(4))
+    assert AbsErrorDraws(estimator, problem, x, y, H_inv, 4, design).values(range(4)) == expected

@@ -26,6 +26,7 @@ not a deployment; the oracle calls are counted as in a context.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
 import numpy as np
 import torch
@@ -35,6 +36,29 @@ from problems import Problem
 from testbed.calls import CallCounter
 from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles
+
+
+class RowBlocks:
+    """The replicates' generators seen as one by a draw with one row per evaluated client:
+    ``integers(low, high, size=(R x C, ...))`` is replicate ``r``'s own ``integers(low, high,
+    size=(C, ...))`` for rows ``r C .. (r + 1) C - 1``, the draw its own run makes for its ``C``
+    clients (a problem's ``sample_batch``: :func:`problems._rows.draw_indices`).
+
+    Any other draw raises ``NotImplementedError``, before a generator is touched: its rows may
+    not be laid out by client, so the replicates must run one by one (from fresh generators:
+    an earlier draw of the same run may have advanced these)."""
+
+    def __init__(self, rngs: Sequence[np.random.Generator], rows: int) -> None:
+        self.rngs, self.rows = rngs, rows
+
+    def integers(self, low: int, high: int, size: tuple[int, ...]) -> np.ndarray:
+        if len(size) < 1 or size[0] != len(self.rngs) * self.rows:
+            raise NotImplementedError(f"a draw of {size} has no row block per replicate")
+        own = (self.rows, *size[1:])
+        return np.concatenate([rng.integers(low, high, size=own) for rng in self.rngs])
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise NotImplementedError(f"the draw {name!r} has no row block per replicate")
 
 
 class Replicates:
@@ -63,20 +87,19 @@ class Replicates:
 
     def participants(self) -> torch.Tensor:
         """Every replicate's clients of a round, each drawn from its own generator:
-        ``(R x C,)``, replicate-major."""
+        ``(R x C,)``, replicate-major (full participation draws nothing)."""
+        if self.sampler.is_full:
+            return self.sampler.all_clients().repeat(len(self.rngs))
         return torch.cat([self.sampler.sample(rng) for rng in self.rngs])
 
     def draw(self, clients: torch.Tensor) -> Batch | None:
-        """One minibatch per evaluated client row, replicate ``r``'s rows drawn from its own
-        generator (``None`` when exact)."""
+        """One minibatch per evaluated client row (``None`` when exact): the problem's
+        ``sample_batch`` for every row at once, through :class:`RowBlocks`, so replicate ``r``'s
+        rows are its own generator's draw for its own clients."""
         if self.batch_size is None:
             return None
-        per_replicate = clients.reshape(len(self.rngs), -1)
-        batches = [
-            self.problem.sample_batch(rng, own, self.batch_size)
-            for rng, own in zip(self.rngs, per_replicate, strict=True)
-        ]
-        return Batch(torch.cat([batch.indices for batch in batches]))
+        blocks = RowBlocks(self.rngs, int(clients.shape[0]) // len(self.rngs))
+        return self.problem.sample_batch(blocks, clients, self.batch_size)  # type: ignore[arg-type]
 
     def aggregate(self, uploads: torch.Tensor) -> torch.Tensor:
         """Each replicate's round: the mean of its clients' uploads, ``(R, ...)`` (the ledger's
@@ -89,4 +112,4 @@ class Replicates:
         return state.repeat_interleave(self.sampler.per_round, dim=0)
 
 
-__all__ = ["Replicates"]
+__all__ = ["Replicates", "RowBlocks"]

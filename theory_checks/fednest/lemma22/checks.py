@@ -6,6 +6,7 @@ readings of A1-A2.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -34,6 +35,7 @@ from theory_checks.fednest.constants import neumann_scale
 from theory_checks.measurements import BoundOnGrid
 from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import identity_residual
+from theory_checks.replicates import shared
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe
@@ -344,6 +346,49 @@ def _abs_error_looks(design: Design, bound: float, value_range: float) -> list[i
     return sorted({max(1, total // 4), total})
 
 
+@dataclasses.dataclass(frozen=True)
+class AbsErrorSetup:
+    """What :func:`check_abs_error` knows of a case before it draws (the same for every
+    calibration seed): the reading of A1-A2 and its constants (:func:`_abs_error_constants`),
+    the sample Hessians' range ``[mu_s, l_s]``, the point ``(x, y)``, ``H^{-1}``, the bound and
+    the draws' value range."""
+
+    reading: str
+    l: float
+    mu_g: float
+    mu_samples: float
+    l_samples: float
+    mu_clients: float
+    x: torch.Tensor
+    y: torch.Tensor
+    H_inv: torch.Tensor
+    bound: float
+    value_range: float
+
+
+def abs_error_setup(claim: Claim, case: Case) -> AbsErrorSetup:
+    """:class:`AbsErrorSetup` of ``case``: the value range is ``||H^{-1}|| + (1/l) sum_{n<N}
+    r^n`` with ``r = max(|1 - mu_s/l|, |1 - l_s/l|)`` bounding every factor ``I - H_s/l``."""
+    problem = case.problem
+    terms = int(case.params["neumann_terms"])
+    mu_s, l_s = _sample_hessian_range(problem)
+    constants = problem.constants()
+    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
+    x, y = evaluation_point(problem, case.params["point_seed"])
+    H_inv = torch.linalg.inv(client_matrices(problem, x, y)["H"].mean(0))
+    bound = claim.evaluate_bound(
+        constants, {"mu_samples": mu_s, "mu_g": mu_g, "neumann_terms": terms}
+    )
+    contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))
+    value_range = (
+        float(torch.linalg.matrix_norm(H_inv, ord=2))
+        + sum(contraction**n for n in range(terms)) / l_g
+    )
+    return AbsErrorSetup(
+        reading, l_g, mu_g, mu_s, l_s, constants.mu_clients, x, y, H_inv, bound, value_range
+    )
+
+
 class AbsErrorDraws:
     """The draws ``Z_j`` of :func:`check_abs_error`, computed a block at a time.
 
@@ -373,23 +418,25 @@ class AbsErrorDraws:
     def paths(self, draws: range) -> torch.Tensor:
         """Every probe's path for each draw of ``draws``: ``(N' + 1, draws, probes, dy)``."""
         dy = self.problem.dim_y
-        rngs = [self.design.rng(j) for j in draws for _ in range(dy)]
         probes = self.probes.repeat(len(draws), 1)  # replicate (j, k) probes e_k
         try:
-            side = self.estimator.replicates(LinearOuterProbe(self.problem, probes), rngs)
+            side = self.estimator.replicates(
+                LinearOuterProbe(self.problem, probes), self._rngs(draws)
+            )
             paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
-        except NotImplementedError:
+        except NotImplementedError:  # one run per replicate, from fresh generators
+            runs = zip(probes, self._rngs(draws), strict=True)
             paths = torch.stack(
-                [
-                    torch.stack(self._ihgp(LinearOuterProbe(self.problem, probe), rng).path)
-                    for probe, rng in zip(probes, rngs, strict=True)
-                ],
-                dim=1,
+                [torch.stack(self._ihgp(probe, rng).path) for probe, rng in runs], dim=1
             )
         return paths.reshape(self.last + 1, len(draws), dy, dy)
 
-    def _ihgp(self, probe: LinearOuterProbe, rng: np.random.Generator) -> Any:
-        ctx = self.estimator.context(probe, rng)
+    def _rngs(self, draws: range) -> list[np.random.Generator]:
+        """Replicate ``(j, k)``'s generator: draw ``j``'s stream, afresh for each probe."""
+        return [self.design.rng(j) for j in draws for _ in range(self.problem.dim_y)]
+
+    def _ihgp(self, probe: torch.Tensor, rng: np.random.Generator) -> Any:
+        ctx = self.estimator.context(LinearOuterProbe(self.problem, probe), rng)
         return self.estimator.ihgp(ctx, self.x, self.y, truncation_index=self.last)
 
     def values(self, draws: range) -> list[float]:
@@ -427,55 +474,47 @@ def check_abs_error(
     the looks :func:`_abs_error_looks` fixes before sampling. The claim's bound picks the
     constants and ``l`` (:func:`_abs_error_constants`): (14b) as stated
     (:func:`abs_error_bound_as_stated`, A1-A2's ``l_{g,1}`` and ``mu_g`` under the case's
-    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`).
+    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`). What
+    does not depend on the draws (:func:`abs_error_setup`) is computed once for a calibration's
+    seeds (:func:`~theory_checks.replicates.shared`, keyed by the problem object the seeds
+    share), and the draws a block at a time (:class:`AbsErrorDraws`).
     """
-    problem = case.problem
+    setup = shared(
+        ("abs_error setup", claim.id, claim.bound, case.problem, repr(sorted(case.params.items()))),
+        lambda: abs_error_setup(claim, case),
+    )
     terms = int(case.params["neumann_terms"])
-    mu_s, l_s = _sample_hessian_range(problem)
-    constants = problem.constants()
-    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
     estimator = fedihgp(
-        make, terms, 1.0 / l_g, participation=case.params["participation"], batch_size=1
+        make, terms, 1.0 / setup.l, participation=case.params["participation"], batch_size=1
     )
-    x, y = evaluation_point(problem, case.params["point_seed"])
-    H = client_matrices(problem, x, y)["H"].mean(0)
-    H_inv = torch.linalg.inv(H)
-    bound = claim.evaluate_bound(
-        constants, {"mu_samples": mu_s, "mu_g": mu_g, "neumann_terms": terms}
-    )
-    contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))
-    value_range = (
-        float(torch.linalg.matrix_norm(H_inv, ord=2))
-        + sum(contraction**n for n in range(terms)) / l_g
-    )
-    looks = _abs_error_looks(design, bound, value_range)
-    draws = AbsErrorDraws(estimator, problem, x, y, H_inv, terms - 1, design)
+    looks = _abs_error_looks(design, setup.bound, setup.value_range)
+    draws = AbsErrorDraws(estimator, case.problem, setup.x, setup.y, setup.H_inv, terms - 1, design)
     test, samples = sequential_test(
         "E||H^{-1} - H_hat||",
         draws.look_ahead(looks),
         looks,
         design.false_fail_rate,
-        bound,
-        evidence=lambda values: Hoeffding(float(np.mean(values)), value_range, len(values)),
+        setup.bound,
+        evidence=lambda values: Hoeffding(float(np.mean(values)), setup.value_range, len(values)),
     )
     estimate = float(np.mean(samples))
     return bound_at_point(
         estimate,
-        bound,
+        setup.bound,
         True,
         "E <= bound (Hoeffding)",
         "neumann_terms",
         terms,
         details={
-            "mu_clients": constants.mu_clients,
-            "mu_samples": mu_s,
-            "mu_g": mu_g,
-            "assumptions": reading,
-            "l_samples": l_s,
-            "l": l_g,
+            "mu_clients": setup.mu_clients,
+            "mu_samples": setup.mu_samples,
+            "mu_g": setup.mu_g,
+            "assumptions": setup.reading,
+            "l_samples": setup.l_samples,
+            "l": setup.l,
             "draws": len(samples),
             "looks": looks,
-            "value_range": value_range,
+            "value_range": setup.value_range,
         },
         tests=(test,),
     )

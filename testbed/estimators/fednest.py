@@ -23,6 +23,7 @@ is the ``q_i`` of Sec. 2.4.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
 from typing import Literal
@@ -558,7 +559,7 @@ class FedIHGP(FederatedEstimator):
         _, lam = self.steps(ctx.problem)
         return fedihgp(ctx, x, y, self.neumann_terms, lam, self.truncation, truncation_index)
 
-    def replicates(self, problem: Problem, rngs: list[np.random.Generator]) -> Replicates:
+    def replicates(self, problem: Problem, rngs: Sequence[np.random.Generator]) -> Replicates:
         """Replicates of a run on ``problem`` (one per generator), with this estimator's
         participation and batch size: what :meth:`context` is to one run."""
         return Replicates(problem, rngs, self.participation, self.batch_size)
@@ -569,11 +570,15 @@ class FedIHGP(FederatedEstimator):
         """:meth:`ihgp`'s paths for every replicate of ``side`` (:func:`fedihgp_replicates`).
 
         Raises:
-            NotImplementedError: for a subclass that changes :meth:`ihgp` (a planted mistake
-                around the real call), whose replicates must run one by one through it.
+            NotImplementedError: for a subclass that changes :meth:`ihgp` or :meth:`context`
+                (a planted mistake around the real call), whose replicates must run one by one
+                through it.
         """
-        if type(self).ihgp is not FedIHGP.ihgp:
-            raise NotImplementedError(f"{type(self).__name__} changes ihgp: run it per replicate")
+        cls = type(self)
+        if cls.ihgp is not FedIHGP.ihgp or cls.context is not FederatedEstimator.context:
+            raise NotImplementedError(
+                f"{cls.__name__} changes ihgp or context: run it per replicate"
+            )
         _, lam = self.steps(side.problem)
         schedule = truncation_schedule(self.neumann_terms, lam, self.truncation, truncation_index)
         return fedihgp_replicates(side, x, y, schedule)

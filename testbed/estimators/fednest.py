@@ -23,6 +23,7 @@ is the ``q_i`` of Sec. 2.4.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
 from typing import Literal
@@ -53,6 +54,7 @@ from testbed.federation.local import LocalDirection
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import outer_steps_round
 from testbed.federation.local import steps_per_client
+from testbed.federation.replicates import Replicates
 
 Truncation = Literal["random", "deterministic"]
 TRUNCATIONS: tuple[str, ...] = ("random", "deterministic")
@@ -216,21 +218,12 @@ def fedihgp(
         truncation_index: force ``N'`` (random truncation only); ``None`` draws it from
             ``ctx.rng``. Used to compute exact expectations over ``N'`` as finite sums.
     """
-    check_positive_int(neumann_terms, "neumann_terms", minimum=1)
-    lam = float(neumann_step_size)
-    if truncation == "random":
-        if truncation_index is None:
-            n_prime = int(ctx.rng.integers(neumann_terms))
-        else:
-            if not 0 <= truncation_index < neumann_terms:
-                raise ValueError(
-                    f"truncation_index must be in [0, {neumann_terms}), got {truncation_index}"
-                )
-            n_prime = int(truncation_index)
-        scale = neumann_terms * lam
-    else:
-        check_truncation(truncation)
-        n_prime, scale = neumann_terms, lam
+    if truncation == "random" and truncation_index is None:
+        check_positive_int(neumann_terms, "neumann_terms", minimum=1)
+        truncation_index = int(ctx.rng.integers(neumann_terms))
+    n_prime, scale, lam = truncation_schedule(
+        neumann_terms, neumann_step_size, truncation, truncation_index
+    )
     clients = ctx.participants()
     send(ctx, clients, x=x, y=y)
     (first,) = ctx.run_clients(IHGPFirstTerm(x, y, scale), clients).uploads
@@ -247,6 +240,60 @@ def fedihgp(
         total = total + p
     value = p if truncation == "random" else total
     return IHGPResult(value, n_prime, tuple(path), n_prime + 1)
+
+
+def fedihgp_replicates(
+    side: Replicates, x: torch.Tensor, y: torch.Tensor, schedule: IHGPSchedule
+) -> torch.Tensor:
+    r"""FedIHGP (Alg. 3, eq. (13b)) of every replicate of ``side`` at once, on one
+    ``schedule`` (:func:`truncation_schedule`: the same ``N'`` for all): the paths ``(p_0, ...,
+    p_{N'})`` stacked as ``(N' + 1, R, dy)``.
+
+    Replicate ``r`` is :func:`fedihgp` in a context drawing from ``side.rngs[r]``: the same
+    rounds, draws and client works (:class:`IHGPFirstTerm`, :class:`IHGPTerm`), one batched
+    oracle call per round for every replicate (:class:`~testbed.federation.replicates.
+    Replicates`), hence the same numbers row by row.
+    """
+    clients = side.participants()
+    (first,) = IHGPFirstTerm(x, y, schedule.scale).run(side, clients).uploads
+    path = [side.aggregate(first)]
+    for _ in range(schedule.rounds):
+        clients = side.participants()
+        term = IHGPTerm(x, y, side.rows(path[-1]), schedule.step)
+        path.append(side.aggregate(term.run(side, clients).uploads[0]))
+    return torch.stack(path)
+
+
+class IHGPSchedule(NamedTuple):
+    """FedIHGP's rounds: ``rounds`` Hessian rounds (``N'``, or ``N`` deterministic) after
+    ``p_0``'s round at scale ``scale`` (``N/l``, or ``1/l``), each of Neumann step ``step``
+    (``1/l``)."""
+
+    rounds: int
+    scale: float
+    step: float
+
+
+def truncation_schedule(
+    neumann_terms: int, neumann_step_size: float, truncation: str, truncation_index: int | None
+) -> IHGPSchedule:
+    """FedIHGP's schedule: ``N'`` Hessian rounds and ``p_0`` scaled by ``N/l`` under random
+    truncation with ``N'`` given (:func:`fedihgp` draws it first when it is not), ``N`` rounds
+    and ``1/l`` under the deterministic one.
+
+    Raises:
+        ValueError: a random truncation without ``N' in [0, N)``, or an unknown truncation.
+    """
+    check_positive_int(neumann_terms, "neumann_terms", minimum=1)
+    check_truncation(truncation)
+    lam = float(neumann_step_size)
+    if truncation != "random":
+        return IHGPSchedule(neumann_terms, lam, lam)
+    if truncation_index is None or not 0 <= truncation_index < neumann_terms:
+        raise ValueError(
+            f"truncation_index must be in [0, {neumann_terms}), got {truncation_index}"
+        )
+    return IHGPSchedule(int(truncation_index), neumann_terms * lam, lam)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -506,6 +553,30 @@ class FedIHGP(FederatedEstimator):
         _, lam = self.steps(ctx.problem)
         return fedihgp(ctx, x, y, self.neumann_terms, lam, self.truncation, truncation_index)
 
+    def replicates(self, problem: Problem, rngs: Sequence[np.random.Generator]) -> Replicates:
+        """Replicates of a run on ``problem`` (one per generator), with this estimator's
+        participation and batch size: what :meth:`context` is to one run."""
+        return Replicates(problem, rngs, self.participation, self.batch_size)
+
+    def ihgp_replicates(
+        self, side: Replicates, x: torch.Tensor, y: torch.Tensor, truncation_index: int | None
+    ) -> torch.Tensor:
+        """:meth:`ihgp`'s paths for every replicate of ``side`` (:func:`fedihgp_replicates`).
+
+        Raises:
+            NotImplementedError: for a subclass that changes :meth:`ihgp` or :meth:`context`
+                (a planted mistake around the real call), whose replicates must run one by one
+                through it.
+        """
+        cls = type(self)
+        if cls.ihgp is not FedIHGP.ihgp or cls.context is not FederatedEstimator.context:
+            raise NotImplementedError(
+                f"{cls.__name__} changes ihgp or context: run it per replicate"
+            )
+        _, lam = self.steps(side.problem)
+        schedule = truncation_schedule(self.neumann_terms, lam, self.truncation, truncation_index)
+        return fedihgp_replicates(side, x, y, schedule)
+
     def truncation_probabilities(self) -> np.ndarray:
         """Distribution of ``N'`` over ``0..N-1`` (random truncation)."""
         return truncation_probabilities(self.neumann_terms)
@@ -545,14 +616,17 @@ __all__ = [
     "FedIHGP",
     "IHGPFirstTerm",
     "IHGPResult",
+    "IHGPSchedule",
     "IHGPTerm",
     "LocalHypergradientAt",
     "OuterDirection",
     "client_directions",
     "fedihgp",
+    "fedihgp_replicates",
     "fedinn",
     "fedout",
     "lfedout",
     "local_neumann",
     "truncation_probabilities",
+    "truncation_schedule",
 ]

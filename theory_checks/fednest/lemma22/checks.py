@@ -6,6 +6,7 @@ readings of A1-A2.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
@@ -34,6 +35,7 @@ from theory_checks.fednest.constants import neumann_scale
 from theory_checks.measurements import BoundOnGrid
 from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import identity_residual
+from theory_checks.replicates import shared
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe
@@ -43,7 +45,9 @@ class LinearOuterProbe:
     """``problem`` with every outer loss replaced by ``v^T y``, so ``grad_y f_i = v``.
 
     FedIHGP applied to the probe returns ``H_hat v``; probing ``v = e_j`` reads the columns of
-    ``E[H_hat]`` (Lemma 2.2 is a statement about a matrix).
+    ``E[H_hat]`` (Lemma 2.2 is a statement about a matrix). ``v`` is one probe ``(dy,)``, or one
+    per replicate ``(R, dy)`` for :class:`~testbed.federation.replicates.Replicates`, whose
+    evaluated rows are ``R`` equal blocks (replicate-major): block ``r`` probes ``v[r]``.
     """
 
     def __init__(self, base: Any, v: torch.Tensor) -> None:
@@ -59,7 +63,10 @@ class LinearOuterProbe:
     def outer_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
     ) -> torch.Tensor:
-        return (y * self.v).sum(-1) + 0.0 * x.sum(-1)
+        v = self.v
+        if v.ndim == 2:  # one probe per replicate: each to its block of rows
+            v = v.repeat_interleave(y.shape[0] // v.shape[0], dim=0)
+        return (y * v).sum(-1) + 0.0 * x.sum(-1)
 
     def inner_loss(
         self, x: torch.Tensor, y: torch.Tensor, clients: torch.Tensor, batch: Any
@@ -339,6 +346,119 @@ def _abs_error_looks(design: Design, bound: float, value_range: float) -> list[i
     return sorted({max(1, total // 4), total})
 
 
+@dataclasses.dataclass(frozen=True)
+class AbsErrorSetup:
+    """What :func:`check_abs_error` knows of a case before it draws (the same for every
+    calibration seed): the reading of A1-A2 and its constants (:func:`_abs_error_constants`),
+    the sample Hessians' range ``[mu_s, l_s]``, the point ``(x, y)``, ``H^{-1}``, the bound and
+    the draws' value range."""
+
+    reading: str
+    l: float
+    mu_g: float
+    mu_samples: float
+    l_samples: float
+    mu_clients: float
+    x: torch.Tensor
+    y: torch.Tensor
+    H_inv: torch.Tensor
+    bound: float
+    value_range: float
+
+
+def abs_error_setup(claim: Claim, case: Case) -> AbsErrorSetup:
+    """:class:`AbsErrorSetup` of ``case``: the value range is ``||H^{-1}|| + (1/l) sum_{n<N}
+    r^n`` with ``r = max(|1 - mu_s/l|, |1 - l_s/l|)`` bounding every factor ``I - H_s/l``."""
+    problem = case.problem
+    terms = int(case.params["neumann_terms"])
+    mu_s, l_s = _sample_hessian_range(problem)
+    constants = problem.constants()
+    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
+    x, y = evaluation_point(problem, case.params["point_seed"])
+    H_inv = torch.linalg.inv(client_matrices(problem, x, y)["H"].mean(0))
+    bound = claim.evaluate_bound(
+        constants, {"mu_samples": mu_s, "mu_g": mu_g, "neumann_terms": terms}
+    )
+    contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))
+    value_range = (
+        float(torch.linalg.matrix_norm(H_inv, ord=2))
+        + sum(contraction**n for n in range(terms)) / l_g
+    )
+    return AbsErrorSetup(
+        reading, l_g, mu_g, mu_s, l_s, constants.mu_clients, x, y, H_inv, bound, value_range
+    )
+
+
+class AbsErrorDraws:
+    """The draws ``Z_j`` of :func:`check_abs_error`, computed a block at a time.
+
+    Draw ``j`` runs FedIHGP once per probe ``e_k`` from a fresh generator ``design.rng(j)``
+    (each probe on the same stream: the same subsets and samples) with ``N' = last``; column
+    ``k`` of ``H_hat_n`` is probe ``k``'s vector after round ``n``, and ``Z_j = (1/(N'+1))
+    sum_n ||H^{-1} - H_hat_n||``. A block of draws is one batched run of every draw's probes
+    (:meth:`~testbed.estimators.fednest.FedIHGP.ihgp_replicates`), each replicate drawing what
+    its own run draws; an estimator that changes FedIHGP's ``ihgp`` (a planted mistake) runs
+    each probe of each draw through it, as the unbatched check did.
+    """
+
+    def __init__(
+        self,
+        estimator: Any,
+        problem: Any,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        H_inv: torch.Tensor,
+        last: int,
+        design: Design,
+    ) -> None:
+        self.estimator, self.problem, self.x, self.y = estimator, problem, x, y
+        self.H_inv, self.last, self.design = H_inv, last, design
+        self.probes = torch.eye(problem.dim_y, dtype=torch.float64)
+
+    def paths(self, draws: range) -> torch.Tensor:
+        """Every probe's path for each draw of ``draws``: ``(N' + 1, draws, probes, dy)``."""
+        dy = self.problem.dim_y
+        probes = self.probes.repeat(len(draws), 1)  # replicate (j, k) probes e_k
+        try:
+            side = self.estimator.replicates(
+                LinearOuterProbe(self.problem, probes), self._rngs(draws)
+            )
+            paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
+        except NotImplementedError:  # one run per replicate, from fresh generators
+            runs = zip(probes, self._rngs(draws), strict=True)
+            paths = torch.stack(
+                [torch.stack(self._ihgp(probe, rng).path) for probe, rng in runs], dim=1
+            )
+        return paths.reshape(self.last + 1, len(draws), dy, dy)
+
+    def _rngs(self, draws: range) -> list[np.random.Generator]:
+        """Replicate ``(j, k)``'s generator: draw ``j``'s stream, afresh for each probe."""
+        return [self.design.rng(j) for j in draws for _ in range(self.problem.dim_y)]
+
+    def _ihgp(self, probe: torch.Tensor, rng: np.random.Generator) -> Any:
+        ctx = self.estimator.context(LinearOuterProbe(self.problem, probe), rng)
+        return self.estimator.ihgp(ctx, self.x, self.y, truncation_index=self.last)
+
+    def values(self, draws: range) -> list[float]:
+        """``Z_j`` for each draw of ``draws``."""
+        H_hats = self.paths(draws).permute(1, 0, 3, 2)  # (draws, N' + 1, dy, dy): column k, e_k
+        errors = torch.linalg.matrix_norm(self.H_inv - H_hats, ord=2)
+        return [float(row.mean()) for row in errors]
+
+    def look_ahead(self, looks: list[int]) -> Callable[[int], float]:
+        """``draw(j)`` for :func:`~theory_checks.fednest.common.sequential_test`: the first
+        draw asked for up to a look computes every draw up to that look as one block."""
+        ready: dict[int, float] = {}
+
+        def draw(j: int) -> float:
+            if j not in ready:
+                stop = min((look for look in looks if look > j), default=j + 1)
+                ready.update(zip(range(j, stop), self.values(range(j, stop)), strict=True))
+            return ready.pop(j)
+
+        return draw
+
+
 def check_abs_error(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -354,64 +474,47 @@ def check_abs_error(
     the looks :func:`_abs_error_looks` fixes before sampling. The claim's bound picks the
     constants and ``l`` (:func:`_abs_error_constants`): (14b) as stated
     (:func:`abs_error_bound_as_stated`, A1-A2's ``l_{g,1}`` and ``mu_g`` under the case's
-    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`).
+    reading) or the ``y``-block per-sample bound (:func:`abs_error_bound_per_sample`). What
+    does not depend on the draws (:func:`abs_error_setup`) is computed once for a calibration's
+    seeds (:func:`~theory_checks.replicates.shared`, keyed by the problem object the seeds
+    share), and the draws a block at a time (:class:`AbsErrorDraws`).
     """
-    problem = case.problem
+    setup = shared(
+        ("abs_error setup", claim.id, claim.bound, case.problem, repr(sorted(case.params.items()))),
+        lambda: abs_error_setup(claim, case),
+    )
     terms = int(case.params["neumann_terms"])
-    mu_s, l_s = _sample_hessian_range(problem)
-    constants = problem.constants()
-    reading, l_g, mu_g = _abs_error_constants(claim, case, mu_s, l_s)
     estimator = fedihgp(
-        make, terms, 1.0 / l_g, participation=case.params["participation"], batch_size=1
+        make, terms, 1.0 / setup.l, participation=case.params["participation"], batch_size=1
     )
-    x, y = evaluation_point(problem, case.params["point_seed"])
-    H = client_matrices(problem, x, y)["H"].mean(0)
-    H_inv = torch.linalg.inv(H)
-    bound = claim.evaluate_bound(
-        constants, {"mu_samples": mu_s, "mu_g": mu_g, "neumann_terms": terms}
-    )
-    contraction = max(abs(1.0 - mu_s / l_g), abs(1.0 - l_s / l_g))
-    value_range = (
-        float(torch.linalg.matrix_norm(H_inv, ord=2))
-        + sum(contraction**n for n in range(terms)) / l_g
-    )
-    looks = _abs_error_looks(design, bound, value_range)
-    probes = [LinearOuterProbe(problem, e) for e in torch.eye(problem.dim_y, dtype=torch.float64)]
-
-    def draw(j: int) -> float:
-        paths = []
-        for probe in probes:
-            ctx = estimator.context(probe, design.rng(j))
-            paths.append(torch.stack(estimator.ihgp(ctx, x, y, truncation_index=terms - 1).path))
-        H_hats = torch.stack(paths, dim=2)  # (N, dy, dy): column k from probe k
-        return float(torch.linalg.matrix_norm(H_inv - H_hats, ord=2).mean())
-
+    looks = _abs_error_looks(design, setup.bound, setup.value_range)
+    draws = AbsErrorDraws(estimator, case.problem, setup.x, setup.y, setup.H_inv, terms - 1, design)
     test, samples = sequential_test(
         "E||H^{-1} - H_hat||",
-        draw,
+        draws.look_ahead(looks),
         looks,
         design.false_fail_rate,
-        bound,
-        evidence=lambda values: Hoeffding(float(np.mean(values)), value_range, len(values)),
+        setup.bound,
+        evidence=lambda values: Hoeffding(float(np.mean(values)), setup.value_range, len(values)),
     )
     estimate = float(np.mean(samples))
     return bound_at_point(
         estimate,
-        bound,
+        setup.bound,
         True,
         "E <= bound (Hoeffding)",
         "neumann_terms",
         terms,
         details={
-            "mu_clients": constants.mu_clients,
-            "mu_samples": mu_s,
-            "mu_g": mu_g,
-            "assumptions": reading,
-            "l_samples": l_s,
-            "l": l_g,
+            "mu_clients": setup.mu_clients,
+            "mu_samples": setup.mu_samples,
+            "mu_g": setup.mu_g,
+            "assumptions": setup.reading,
+            "l_samples": setup.l_samples,
+            "l": setup.l,
             "draws": len(samples),
             "looks": looks,
-            "value_range": value_range,
+            "value_range": setup.value_range,
         },
         tests=(test,),
     )

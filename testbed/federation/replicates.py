@@ -1,0 +1,115 @@
+"""Monte Carlo replicates of one federated computation, run as one batch.
+
+A claim's statistical check repeats a federated computation (a FedIHGP run, say) under many
+independent generators: its replicates. Run one by one, each replicate is a
+:class:`~testbed.federation.context.FederatedContext` of its own, and a round is a batched
+oracle call over a handful of clients, so Python's overhead per round, not the arithmetic, is
+the cost. :class:`Replicates` is the clients' side of ``R`` such runs at once:
+
+- replicate ``r`` draws from its own generator ``rngs[r]`` what its own context would draw, in
+  the same calls (its round's clients, then the minibatch of each client work);
+- the clients of every replicate are stacked replicate-major on the oracles' client axis:
+  ``R x C`` rows, ``C`` the clients of a round (:attr:`~testbed.federation.sampling.
+  ClientSampler.per_round`, the same for every replicate), so a round of every replicate is one
+  batched oracle call, and a :class:`~testbed.federation.client_work.ClientWork` runs on it
+  unchanged (``work.run(replicates, clients)``);
+- the server's state has a leading replicate axis ``(R, ...)``: :meth:`Replicates.aggregate`
+  averages each replicate's ``C`` uploads, :meth:`Replicates.rows` hands a state to the
+  clients as one row per evaluated client.
+
+The oracles work row by row and the mean of a replicate's uploads is the ledger's mean of the
+same rows, so replicate ``r`` gets the numbers its own context gives (tests compare them
+exactly). Nothing goes through a ledger or a transport: replicates are a check's simulation,
+not a deployment; the oracle calls are counted as in a context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NoReturn
+
+import numpy as np
+import torch
+
+from problems import Batch
+from problems import Problem
+from testbed.calls import CallCounter
+from testbed.federation.sampling import ClientSampler
+from testbed.oracles import Oracles
+
+
+class RowBlocks:
+    """The replicates' generators seen as one by a draw with one row per evaluated client:
+    ``integers(low, high, size=(R x C, ...))`` is replicate ``r``'s own ``integers(low, high,
+    size=(C, ...))`` for rows ``r C .. (r + 1) C - 1``, the draw its own run makes for its ``C``
+    clients (a problem's ``sample_batch``: :func:`problems._rows.draw_indices`).
+
+    Any other draw raises ``NotImplementedError``, before a generator is touched: its rows may
+    not be laid out by client, so the replicates must run one by one (from fresh generators:
+    an earlier draw of the same run may have advanced these)."""
+
+    def __init__(self, rngs: Sequence[np.random.Generator], rows: int) -> None:
+        self.rngs, self.rows = rngs, rows
+
+    def integers(self, low: int, high: int, size: tuple[int, ...]) -> np.ndarray:
+        if len(size) < 1 or size[0] != len(self.rngs) * self.rows:
+            raise NotImplementedError(f"a draw of {size} has no row block per replicate")
+        own = (self.rows, *size[1:])
+        return np.concatenate([rng.integers(low, high, size=own) for rng in self.rngs])
+
+    def __getattr__(self, name: str) -> NoReturn:
+        raise NotImplementedError(f"the draw {name!r} has no row block per replicate")
+
+
+class Replicates:
+    """The clients' side of ``len(rngs)`` replicates of a federated run on ``problem``.
+
+    Args:
+        problem: the federated problem every replicate runs on.
+        rngs: one generator per replicate, its only source of randomness.
+        participation: clients per round, as :class:`~testbed.federation.sampling.ClientSampler`
+            reads it (``None``: all clients).
+        batch_size: per-client minibatch size, ``None`` for exact local objectives.
+    """
+
+    def __init__(
+        self,
+        problem: Problem,
+        rngs: Sequence[np.random.Generator],
+        participation: float | int | None = None,
+        batch_size: int | None = None,
+    ) -> None:
+        if not rngs:
+            raise ValueError("Replicates needs at least one generator")
+        self.problem, self.rngs, self.batch_size = problem, tuple(rngs), batch_size
+        self.sampler = ClientSampler(problem.n_clients, participation)
+        self.oracles = Oracles(problem, CallCounter())
+
+    def participants(self) -> torch.Tensor:
+        """Every replicate's clients of a round, each drawn from its own generator:
+        ``(R x C,)``, replicate-major (full participation draws nothing)."""
+        if self.sampler.is_full:
+            return self.sampler.all_clients().repeat(len(self.rngs))
+        return torch.cat([self.sampler.sample(rng) for rng in self.rngs])
+
+    def draw(self, clients: torch.Tensor) -> Batch | None:
+        """One minibatch per evaluated client row (``None`` when exact): the problem's
+        ``sample_batch`` for every row at once, through :class:`RowBlocks`, so replicate ``r``'s
+        rows are its own generator's draw for its own clients."""
+        if self.batch_size is None:
+            return None
+        blocks = RowBlocks(self.rngs, int(clients.shape[0]) // len(self.rngs))
+        return self.problem.sample_batch(blocks, clients, self.batch_size)  # type: ignore[arg-type]
+
+    def aggregate(self, uploads: torch.Tensor) -> torch.Tensor:
+        """Each replicate's round: the mean of its clients' uploads, ``(R, ...)`` (the ledger's
+        mean over the same rows)."""
+        return uploads.reshape(len(self.rngs), -1, *uploads.shape[1:]).mean(dim=1)
+
+    def rows(self, state: torch.Tensor) -> torch.Tensor:
+        """A state ``(R, ...)`` sent to each replicate's clients: one row per evaluated client,
+        ``(R x C, ...)``."""
+        return state.repeat_interleave(self.sampler.per_round, dim=0)
+
+
+__all__ = ["Replicates", "RowBlocks"]

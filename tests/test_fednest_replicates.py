@@ -1,0 +1,131 @@
+"""FedIHGP's replicate axis (testbed.federation.replicates, fedihgp_replicates) and the (14b)
+check's draws computed a block at a time: every replicate's numbers are, bit for bit, those of
+its own unbatched run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from problems import QuadraticBilevel
+from testbed import FederatedContext
+from testbed.estimators.fednest import FedIHGP
+from testbed.estimators.fednest import fedihgp
+from testbed.estimators.fednest import fedihgp_replicates
+from testbed.estimators.fednest import truncation_schedule
+from testbed.federation.replicates import Replicates
+from theory_checks.decision import Design
+from theory_checks.fednest.lemma22.checks import AbsErrorDraws
+from theory_checks.fednest.lemma22.checks import LinearOuterProbe
+from theory_checks.fednest.perturbations import ScaledIHGP
+
+
+def _problem() -> QuadraticBilevel:
+    # three clients with sample Hessians: partial participation and minibatches both draw
+    return QuadraticBilevel.random(
+        3, 2, 2, 3.0, seed=1, n_samples=4, gradient_noise=0.5, hessian_noise=0.3
+    )
+
+
+def _point(problem: QuadraticBilevel) -> tuple[torch.Tensor, torch.Tensor]:
+    rng = np.random.default_rng(7)
+    return (
+        torch.as_tensor(rng.standard_normal(problem.dim_x)),
+        torch.as_tensor(rng.standard_normal(problem.dim_y)),
+    )
+
+
+@pytest.mark.parametrize("participation", [None, 2])
+@pytest.mark.parametrize("batch_size", [None, 1, 3])
+@pytest.mark.parametrize(
+    ("truncation", "index"), [("random", 3), ("random", 0), ("deterministic", None)]
+)
+def test_each_replicate_is_its_own_run(participation, batch_size, truncation, index):
+    problem = _problem()
+    x, y = _point(problem)
+    seeds = range(5)
+    side = Replicates(problem, [np.random.default_rng(s) for s in seeds], participation, batch_size)
+    paths = fedihgp_replicates(side, x, y, truncation_schedule(4, 0.3, truncation, index))
+    for r, seed in enumerate(seeds):
+        ctx = FederatedContext(problem, np.random.default_rng(seed), participation, batch_size)
+        alone = torch.stack(fedihgp(ctx, x, y, 4, 0.3, truncation, index).path)
+        assert torch.equal(paths[:, r], alone), (r, (paths[:, r] - alone).abs().max())
+
+
+def test_random_truncation_needs_one_index_for_every_replicate():
+    with pytest.raises(ValueError, match="truncation_index"):
+        truncation_schedule(4, 0.3, "random", None)
+    with pytest.raises(ValueError, match="truncation_index"):
+        truncation_schedule(4, 0.3, "random", 4)
+    assert truncation_schedule(4, 0.25, "random", 2) == (2, 1.0, 0.25)
+    assert truncation_schedule(4, 0.25, "deterministic", None) == (4, 0.25, 0.25)
+
+
+def _estimator(cls, participation):
+    """FedIHGP alone (no inner steps) as the (14b) check builds it: N = 5, b = 1."""
+    return cls(
+        inner_steps=0,
+        neumann_terms=5,
+        neumann_step_size=0.25,
+        batch_size=1,
+        participation=participation,
+    )
+
+
+def _draws_one_by_one(estimator, problem, x, y, H_inv, last, design, draws):
+    """The (14b) check's draws as it computed them before the replicate axis: one FedIHGP run
+    per probe and draw, in its own context."""
+    values = []
+    for j in draws:
+        paths = []
+        for e in torch.eye(problem.dim_y, dtype=torch.float64):
+            ctx = estimator.context(LinearOuterProbe(problem, e), design.rng(j))
+            paths.append(torch.stack(estimator.ihgp(ctx, x, y, truncation_index=last).path))
+        H_hats = torch.stack(paths, dim=2)
+        values.append(float(torch.linalg.matrix_norm(H_inv - H_hats, ord=2).mean()))
+    return values
+
+
+@pytest.mark.parametrize("participation", [None, 2])
+@pytest.mark.parametrize("cls", [FedIHGP, ScaledIHGP])
+def test_abs_error_draws_equal_the_unbatched_draws(participation, cls):
+    """A block of draws (FedIHGP's replicates; a changed ``ihgp`` per replicate through it)
+    gives every draw's ``Z_j`` exactly; the looks ask for blocks up to each look."""
+    problem = _problem()
+    x, y = _point(problem)
+    H_inv = torch.linalg.inv(problem.A.mean(0))
+    estimator = _estimator(cls, participation)
+    design = Design(seed=(3, 1, 4))
+    draws = AbsErrorDraws(estimator, problem, x, y, H_inv, 4, design)
+    expected = _draws_one_by_one(estimator, problem, x, y, H_inv, 4, design, range(9))
+    assert draws.values(range(9)) == expected
+    draw = draws.look_ahead([3, 9])
+    assert [draw(j) for j in range(9)] == expected
+    if cls is ScaledIHGP:  # the planted mistake changes the draws: it is not bypassed
+        honest = _estimator(FedIHGP, participation)
+        assert AbsErrorDraws(honest, problem, x, y, H_inv, 4, design).values(range(9)) != expected
+
+
+class _ExtraDraw(QuadraticBilevel):
+    """A problem whose minibatch draw also makes a draw without a row per client."""
+
+    def sample_batch(self, rng, clients, batch_size):
+        batch = super().sample_batch(rng, clients, batch_size)
+        rng.random()
+        return batch
+
+
+def test_a_draw_without_rows_runs_each_replicate_alone_from_fresh_generators():
+    problem = _ExtraDraw.random(
+        3, 2, 2, 3.0, seed=1, n_samples=4, gradient_noise=0.5, hessian_noise=0.3
+    )
+    x, y = _point(problem)
+    side = Replicates(problem, [np.random.default_rng(0), np.random.default_rng(1)], None, 1)
+    with pytest.raises(NotImplementedError, match="no row block"):
+        fedihgp_replicates(side, x, y, truncation_schedule(4, 0.3, "random", 2))
+    H_inv = torch.linalg.inv(problem.A.mean(0))
+    estimator = _estimator(FedIHGP, 2)
+    design = Design(seed=(3, 1, 4))
+    expected = _draws_one_by_one(estimator, problem, x, y, H_inv, 4, design, range(4))
+    assert AbsErrorDraws(estimator, problem, x, y, H_inv, 4, design).values(range(4)) == expected

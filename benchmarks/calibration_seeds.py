@@ -29,12 +29,15 @@ from typing import Any
 
 from results_format import atomic_write
 
-# The claims whose replicates the batched path stacks (theory_checks.hgp.common) and one whose
-# check has no replicate axis (fednest.lemma22: a FedIHGP run per replicate), as a contrast.
+# The statistical claims whose replicates run on one axis: HGP's stacked runs
+# (theory_checks.hgp.common) and the (14b) check's batched FedIHGP runs (fednest.lemma22).
 DEFAULT_CLAIMS = (
     "hgp.noise.sqrt_eta",
     "hgp.stochastic.unbiased",
+    "hgp.theorem1.noise_exponent_b",
+    "hgp.theorem1.high_probability_bound",
     "fednest.lemma22.abs_error_per_sample",
+    "fednest.lemma22.abs_error_as_stated",
 )
 
 

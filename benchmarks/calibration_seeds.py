@@ -62,9 +62,21 @@ def _calibrate(claim: str, seeds: int, results: Path) -> float:
     start = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = time.perf_counter() - start
-    if done.returncode not in (0, 1):  # 1: some claim inconsistent, still a timing
+    if done.returncode not in (0, 1) or _seeds_recorded(results, claim) != seeds:
+        # 1 is also the exit of a claim whose seeds are inconsistent with its stated rate, a
+        # timing still; a run that crashed exits 1 too, and records fewer seeds than asked
         raise SystemExit(f"{' '.join(command)} failed:\n{done.stderr}")
     return seconds
+
+
+def _seeds_recorded(results: Path, claim: str) -> int:
+    """The seeds ``claim``'s row of the run's ``calibration/summary.json`` counts (0 without)."""
+    try:
+        summary = json.loads((results / "calibration" / "summary.json").read_text("utf-8"))
+        rows = [row for row in summary["claims"] if row["claim"] == claim]
+        return int(rows[0]["seeds"]) if rows else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
 
 
 def _compare(claim_id: str, seeds: int) -> dict[str, Any]:

@@ -61,7 +61,7 @@ _WHERE: dict[str, str] = {
     "ImplicitDifferentiation": "testbed.estimators.classical",
     "IterativeDifferentiation": "testbed.estimators.classical",
     "FedIHGP": "testbed.estimators.fednest",
-    "IHGPResult": "testbed.estimators.fednest",
+    "IHGPResult": "testbed.estimators.fedihgp",
     "FixedPoint": "testbed.estimators.fixed_point",
     "GlobalOracles": "testbed.estimators.global_oracles",
     "ConjugateGradient": "testbed.estimators.solvers",

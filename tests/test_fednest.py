@@ -23,8 +23,8 @@ from testbed import Neumann
 from testbed import Oracles
 from testbed import run_algorithm
 from testbed.algorithms.fednest import FedNest
+from testbed.estimators.fedihgp import fedihgp
 from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import fedihgp
 from testbed.estimators.fednest import fedinn
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL

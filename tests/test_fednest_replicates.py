@@ -10,10 +10,10 @@ import torch
 
 from problems import QuadraticBilevel
 from testbed import FederatedContext
+from testbed.estimators.fedihgp import fedihgp
+from testbed.estimators.fedihgp import fedihgp_replicates
+from testbed.estimators.fedihgp import truncation_schedule
 from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import fedihgp
-from testbed.estimators.fednest import fedihgp_replicates
-from testbed.estimators.fednest import truncation_schedule
 from testbed.federation.replicates import Replicates
 from theory_checks.decision import Design
 from theory_checks.fednest.lemma22.checks import AbsErrorDraws

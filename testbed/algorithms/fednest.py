@@ -33,11 +33,11 @@ from testbed.algorithms.rounds import RoundsFormula
 from testbed.defaults import FEDNEST_INNER_STEPS
 from testbed.defaults import FEDNEST_LOCAL_STEPS
 from testbed.defaults import FEDNEST_NEUMANN_TERMS
-from testbed.estimators.fednest import IHGPResult
+from testbed.estimators.fedihgp import IHGPResult
+from testbed.estimators.fedihgp import Truncation
+from testbed.estimators.fedihgp import check_truncation
 from testbed.estimators.fednest import LocalSteps
-from testbed.estimators.fednest import Truncation
 from testbed.estimators.fednest import check_local_steps_fit
-from testbed.estimators.fednest import check_truncation
 from testbed.estimators.fednest import lipschitz_default
 from testbed.estimators.fednest import outer_smoothness
 from testbed.estimators.validation import check_local_steps

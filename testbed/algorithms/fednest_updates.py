@@ -31,8 +31,8 @@ from typing import NamedTuple
 import torch
 
 from problems import Problem
-from testbed.estimators.fednest import IHGPResult
-from testbed.estimators.fednest import fedihgp
+from testbed.estimators.fedihgp import IHGPResult
+from testbed.estimators.fedihgp import fedihgp
 from testbed.estimators.fednest import fedinn
 from testbed.estimators.fednest import fedout
 from testbed.estimators.fednest import lfedout

@@ -169,3 +169,15 @@ class FederatedContext:
 
     def calls(self) -> Calls:
         return self.counter.snapshot()
+
+
+def send(
+    ctx: FederatedContext, clients: torch.Tensor, *values: torch.Tensor, **named: torch.Tensor
+) -> None:
+    """Broadcast each vector to ``clients`` (one message per vector; not a round). Vectors given
+    by keyword go under that name, which a deployment needs (``send(ctx, clients, x=x, y=y)``);
+    positional ones go unnamed (an in-process variant, e.g. a mutant)."""
+    for value in values:
+        ctx.send(value, clients)
+    for name, value in named.items():
+        ctx.send(value, clients, name)

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 
 from testbed.algorithms.fednest import FedNest
+from testbed.estimators.fedihgp import IHGPResult
 from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import IHGPResult
 from testbed.federation.context import FederatedContext
 from testbed.registry import get_estimator
 from theory_checks.claim import Perturbation

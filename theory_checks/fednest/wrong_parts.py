@@ -8,7 +8,7 @@ strategy on the wrong configuration or step sizes; a mistake in the control vari
 routine with its switch flipped (``variance_reduction``); a mistake inside a round's local steps
 runs the real client work (:class:`~testbed.federation.local.LocalIterates` through
 ``ctx.run_clients``, as FedInn and FedOut do) with the one wrong argument, and otherwise calls the
-real routines (:func:`~testbed.estimators.fednest.fedihgp`,
+real routines (:func:`~testbed.estimators.fedihgp.fedihgp`,
 :func:`~testbed.estimators.fednest.fedout`) with the wrong value.
 """
 
@@ -33,9 +33,9 @@ from testbed.algorithms.fednest_updates import UpdateInputs
 from testbed.algorithms.fednest_updates import fedihgp_at
 from testbed.algorithms.fednest_updates import fedout_steps
 from testbed.estimators.fednest import FedIHGP
-from testbed.estimators.fednest import send
 from testbed.federation.client_work import ClientWork
 from testbed.federation.context import FederatedContext
+from testbed.federation.context import send
 from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates

@@ -31,7 +31,6 @@ moves them to its tensors' device, so the same path runs on the CPU and on CUDA.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import contextvars
 import dataclasses
@@ -44,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from theory_checks.decision import Design
+from theory_checks.recently_used import RecentlyUsed
 
 
 class NotBatchable(RuntimeError):
@@ -176,7 +176,7 @@ def replicated(
 #: the memory stays bounded (each value is a few small arrays), whatever ``--seeds``.
 SHARED_VALUES = 256
 
-_SHARED: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+_SHARED: RecentlyUsed[Any] = RecentlyUsed(SHARED_VALUES)
 
 
 def shared(identity: Hashable, compute: Callable[[], Any]) -> Any:
@@ -188,9 +188,5 @@ def shared(identity: Hashable, compute: Callable[[], Any]) -> Any:
     if _BLOCK.get() is None:
         return compute()
     if identity in _SHARED:
-        _SHARED.move_to_end(identity)
-        return _SHARED[identity]
-    value = _SHARED[identity] = compute()
-    while len(_SHARED) > SHARED_VALUES:
-        _SHARED.popitem(last=False)
-    return value
+        return _SHARED.get(identity)
+    return _SHARED.put(identity, compute())

@@ -23,9 +23,7 @@ addition stacked across the block's seeds (:func:`~theory_checks.replicates.repl
 
 from __future__ import annotations
 
-import collections
 import time
-from collections.abc import Hashable
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -34,6 +32,7 @@ from hypothesis import assume
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.hypotheses import HypothesisMargin
+from theory_checks.recently_used import RecentlyUsed
 from theory_checks.runner import CaseTally
 from theory_checks.runner import ClaimResult
 from theory_checks.runner import ClaimRun
@@ -92,9 +91,7 @@ SEARCHES_KEPT = 4
 
 # by (the claim's identity, reading, profile, builder, estimator): the claim object itself is
 # kept with its cases, so that its identity cannot pass to another claim while the entry lives
-_SEARCHES: collections.OrderedDict[Hashable, tuple[Claim, list[DrawnCase]]] = (
-    collections.OrderedDict()
-)
+_SEARCHES: RecentlyUsed[tuple[Claim, list[DrawnCase]]] = RecentlyUsed(SEARCHES_KEPT)
 
 
 def _check_drawn_block(
@@ -106,13 +103,10 @@ def _check_drawn_block(
     but a block's first), not searched for again."""
     key = (id(claim), reading, run.profile, run.make, run.estimator)
     if key in _SEARCHES:
-        _SEARCHES.move_to_end(key)
-        drawn = _SEARCHES[key][1]
+        _, drawn = _SEARCHES.get(key)
         return [_replayed(run.seeded(seed), drawn) for seed in seeds]
     searched = _searched_block(run, seeds)
-    _SEARCHES[key] = (claim, searched.cases)
-    while len(_SEARCHES) > SEARCHES_KEPT:
-        _SEARCHES.popitem(last=False)
+    _SEARCHES.put(key, (claim, searched.cases))
     return searched.results
 
 

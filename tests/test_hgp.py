@@ -16,6 +16,7 @@ from testbed.decentralized import HGPState
 from testbed.decentralized import HyperGradientPush
 from testbed.decentralized import StochasticGradientPush
 from testbed.decentralized.ledger import GraphLedger
+from testbed.decentralized.sgp import InnerRunInputs
 from testbed.oracles import Oracles
 from testbed.registry import get_estimator
 from tests._tol import IDENTITY_RTOL
@@ -140,15 +141,17 @@ def test_sgp_decaying_steps_approach_the_consensus_optimum(problem, variant):
     def error(steps, milestones):
         solver = StochasticGradientPush(steps, variant=variant, milestones=milestones)
         out = solver.run(
-            problem,
-            x,
-            torch.zeros(n, problem.dim_y),
-            torch.ones(n),
-            0,
-            graph,
-            Oracles(problem),
-            GraphLedger(n),
-            np.random.default_rng(0),
+            InnerRunInputs(
+                problem,
+                x,
+                torch.zeros(n, problem.dim_y),
+                torch.ones(n),
+                0,
+                graph,
+                Oracles(problem),
+                GraphLedger(n),
+                np.random.default_rng(0),
+            )
         )
         return float((out.y - y_star).norm()), float((out.y - out.y.mean(0)).norm())
 

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
+from testbed.federation.replicates import NotBatchable
+from testbed.federation.replicates import StackedGenerator
 from theory_checks.calibration import CalibrationBlock
 from theory_checks.calibration import CalibrationTask
 from theory_checks.calibration import PendingBlocks
 from theory_checks.calibration import PendingTasks
 from theory_checks.decision import first_design
 from theory_checks.registry import get_claim
-from theory_checks.replicates import NotBatchable
-from theory_checks.replicates import StackedGenerator
 from theory_checks.replicates import calibration_seed_of
 from theory_checks.replicates import replicated
 from theory_checks.replicates import seed_batch

@@ -14,6 +14,7 @@ from testbed.estimators.fedihgp import fedihgp
 from testbed.estimators.fedihgp import fedihgp_replicates
 from testbed.estimators.fedihgp import truncation_schedule
 from testbed.estimators.fednest import FedIHGP
+from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 from theory_checks.decision import Design
 from theory_checks.fednest.lemma22.checks import AbsErrorDraws
@@ -122,7 +123,7 @@ def test_a_draw_without_rows_runs_each_replicate_alone_from_fresh_generators():
     )
     x, y = _point(problem)
     side = Replicates(problem, [np.random.default_rng(0), np.random.default_rng(1)], None, 1)
-    with pytest.raises(NotImplementedError, match="no row block"):
+    with pytest.raises(NotBatchable, match="stack"):
         fedihgp_replicates(side, x, y, truncation_schedule(4, 0.3, "random", 2))
     H_inv = torch.linalg.inv(problem.A.mean(0))
     estimator = _estimator(FedIHGP, 2)

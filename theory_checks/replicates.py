@@ -13,14 +13,16 @@ process, one setup and one batched computation of the Monte Carlo replicates:
   that reaches it computes every later seed's replicates at once, as one run with a leading
   axis of ``K x R`` replicates, and each seed is served its own block of ``R``;
 - the random draws stay each seed's own: the batched run draws through a
-  :class:`StackedGenerator`, which splits every draw along the leading axis into ``K`` draws of
+  :class:`~testbed.federation.replicates.StackedGenerator` (the generator FedIHGP's replicate
+  axis draws through too), which splits every draw along the leading axis into ``K`` draws of
   the unbatched shape, the ``k``-th from seed ``k``'s own generator. A seed's replicates are
   therefore drawn from the same streams, in the same calls, as its unbatched run draws them,
   and computed row by row by the same arithmetic (a test compares per-seed records and numbers,
   ``tests/test_calibration_batch.py``).
 
 Where a computation cannot be stacked (a draw without the replicate axis, e.g. a stochastic
-inner solver shared by every replicate: :class:`NotBatchable`), the seed's replicates are
+inner solver shared by every replicate:
+:class:`~testbed.federation.replicates.NotBatchable`), the seed's replicates are
 computed unbatched, as outside a block. Seed-independent values of a case (exact moments, a
 deterministic reference run) are computed once through :func:`shared` and kept for the process's
 later blocks.
@@ -40,57 +42,9 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from testbed.federation.replicates import StackedGenerator
 from theory_checks.decision import Design
 from theory_checks.recently_used import RecentlyUsed
-
-
-class NotBatchable(RuntimeError):
-    """A draw without the stacked replicate axis: the computation runs unbatched."""
-
-
-class StackedGenerator:
-    """``K`` NumPy generators drawn as one, for a computation whose leading axis stacks ``K``
-    blocks of ``rows`` rows (block ``k`` belongs to stream ``k``).
-
-    A draw of shape ``(K * rows, ...)`` is ``K`` draws of shape ``(rows, ...)``, the ``k``-th
-    from generator ``k``, concatenated: exactly the draw stream ``k``'s unbatched run makes
-    (which has only its own ``rows``). Any other draw raises :class:`NotBatchable`: a draw
-    shared by every row (one per run, not per replicate) has no stacked form.
-    """
-
-    def __init__(self, generators: Sequence[np.random.Generator], rows: int) -> None:
-        if not generators or rows < 1:
-            raise ValueError("StackedGenerator needs at least one generator and rows >= 1")
-        self._generators, self._rows = list(generators), int(rows)
-
-    def _block(self, size: Any) -> tuple[int, ...]:
-        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size or ())
-        if not shape or shape[0] != len(self._generators) * self._rows:
-            raise NotBatchable(
-                f"a draw of shape {shape} does not stack {len(self._generators)} blocks of "
-                f"{self._rows} rows"
-            )
-        return (self._rows, *shape[1:])
-
-    def integers(self, low: Any, high: Any = None, size: Any = None, **kwargs: Any) -> np.ndarray:
-        block = self._block(size)
-        return np.concatenate(
-            [g.integers(low, high, size=block, **kwargs) for g in self._generators]
-        )
-
-    def standard_normal(self, size: Any = None, **kwargs: Any) -> np.ndarray:
-        block = self._block(size)
-        return np.concatenate([g.standard_normal(size=block, **kwargs) for g in self._generators])
-
-    def random(self, size: Any = None, **kwargs: Any) -> np.ndarray:
-        block = self._block(size)
-        return np.concatenate([g.random(size=block, **kwargs) for g in self._generators])
-
-    def __getattr__(self, name: str) -> Any:
-        # any other draw (choice, permutation, a scalar) is not known to keep the row layout
-        raise NotBatchable(f"the draw {name!r} has no stacked form")
 
 
 def calibration_seed_of(design: Design) -> int:

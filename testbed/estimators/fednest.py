@@ -60,6 +60,7 @@ from testbed.federation.local import LocalDirection
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import outer_steps_round
 from testbed.federation.local import steps_per_client
+from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 
 LocalSteps = int | tuple[int, ...]
@@ -383,15 +384,13 @@ class FedIHGP(FederatedEstimator):
         """:meth:`ihgp`'s paths for every replicate of ``side`` (:func:`fedihgp_replicates`).
 
         Raises:
-            NotImplementedError: for a subclass that changes :meth:`ihgp` or :meth:`context`
+            NotBatchable: for a subclass that changes :meth:`ihgp` or :meth:`context`
                 (a planted mistake around the real call), whose replicates must run one by one
                 through it.
         """
         cls = type(self)
         if cls.ihgp is not FedIHGP.ihgp or cls.context is not FederatedEstimator.context:
-            raise NotImplementedError(
-                f"{cls.__name__} changes ihgp or context: run it per replicate"
-            )
+            raise NotBatchable(f"{cls.__name__} changes ihgp or context: run it per replicate")
         _, lam = self.steps(side.problem)
         schedule = truncation_schedule(self.neumann_terms, lam, self.truncation, truncation_index)
         return fedihgp_replicates(side, x, y, schedule)

@@ -26,7 +26,7 @@ not a deployment; the oracle calls are counted as in a context.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,27 +38,51 @@ from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles
 
 
-class RowBlocks:
-    """The replicates' generators seen as one by a draw with one row per evaluated client:
-    ``integers(low, high, size=(R x C, ...))`` is replicate ``r``'s own ``integers(low, high,
-    size=(C, ...))`` for rows ``r C .. (r + 1) C - 1``, the draw its own run makes for its ``C``
-    clients (a problem's ``sample_batch``: :func:`problems._rows.draw_indices`).
+class NotBatchable(RuntimeError):
+    """A draw without the stacked replicate axis: the computation runs unbatched."""
 
-    Any other draw raises ``NotImplementedError``, before a generator is touched: its rows may
-    not be laid out by client, so the replicates must run one by one (from fresh generators:
-    an earlier draw of the same run may have advanced these)."""
 
-    def __init__(self, rngs: Sequence[np.random.Generator], rows: int) -> None:
-        self.rngs, self.rows = rngs, rows
+class StackedGenerator:
+    """``K`` NumPy generators drawn as one, for a computation whose leading axis stacks ``K``
+    blocks of ``rows`` rows (block ``k`` belongs to stream ``k``).
 
-    def integers(self, low: int, high: int, size: tuple[int, ...]) -> np.ndarray:
-        if len(size) < 1 or size[0] != len(self.rngs) * self.rows:
-            raise NotImplementedError(f"a draw of {size} has no row block per replicate")
-        own = (self.rows, *size[1:])
-        return np.concatenate([rng.integers(low, high, size=own) for rng in self.rngs])
+    A draw of shape ``(K * rows, ...)`` is ``K`` draws of shape ``(rows, ...)``, the ``k``-th
+    from generator ``k``, concatenated: exactly the draw stream ``k``'s unbatched run makes
+    (which has only its own ``rows``). Any other draw raises :class:`NotBatchable`: a draw
+    shared by every row (one per run, not per replicate) has no stacked form.
+    """
 
-    def __getattr__(self, name: str) -> NoReturn:
-        raise NotImplementedError(f"the draw {name!r} has no row block per replicate")
+    def __init__(self, generators: Sequence[np.random.Generator], rows: int) -> None:
+        if not generators or rows < 1:
+            raise ValueError("StackedGenerator needs at least one generator and rows >= 1")
+        self._generators, self._rows = list(generators), int(rows)
+
+    def _block(self, size: Any) -> tuple[int, ...]:
+        shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size or ())
+        if not shape or shape[0] != len(self._generators) * self._rows:
+            raise NotBatchable(
+                f"a draw of shape {shape} does not stack {len(self._generators)} blocks of "
+                f"{self._rows} rows"
+            )
+        return (self._rows, *shape[1:])
+
+    def integers(self, low: Any, high: Any = None, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate(
+            [g.integers(low, high, size=block, **kwargs) for g in self._generators]
+        )
+
+    def standard_normal(self, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate([g.standard_normal(size=block, **kwargs) for g in self._generators])
+
+    def random(self, size: Any = None, **kwargs: Any) -> np.ndarray:
+        block = self._block(size)
+        return np.concatenate([g.random(size=block, **kwargs) for g in self._generators])
+
+    def __getattr__(self, name: str) -> Any:
+        # any other draw (choice, permutation, a scalar) is not known to keep the row layout
+        raise NotBatchable(f"the draw {name!r} has no stacked form")
 
 
 class Replicates:
@@ -94,11 +118,14 @@ class Replicates:
 
     def draw(self, clients: torch.Tensor) -> Batch | None:
         """One minibatch per evaluated client row (``None`` when exact): the problem's
-        ``sample_batch`` for every row at once, through :class:`RowBlocks`, so replicate ``r``'s
-        rows are its own generator's draw for its own clients."""
+        ``sample_batch`` for every row at once, through :class:`StackedGenerator` (a problem draws
+        one row per evaluated client: :func:`problems._rows.draw_indices`), so replicate ``r``'s
+        rows are its own generator's draw for its own clients; any other draw raises
+        :class:`NotBatchable` before a generator is touched, and the replicates must then run one
+        by one, from fresh generators."""
         if self.batch_size is None:
             return None
-        blocks = RowBlocks(self.rngs, int(clients.shape[0]) // len(self.rngs))
+        blocks = StackedGenerator(self.rngs, int(clients.shape[0]) // len(self.rngs))
         return self.problem.sample_batch(blocks, clients, self.batch_size)  # type: ignore[arg-type]
 
     def aggregate(self, uploads: torch.Tensor) -> torch.Tensor:
@@ -112,4 +139,4 @@ class Replicates:
         return state.repeat_interleave(self.sampler.per_round, dim=0)
 
 
-__all__ = ["Replicates", "RowBlocks"]
+__all__ = ["NotBatchable", "Replicates", "StackedGenerator"]

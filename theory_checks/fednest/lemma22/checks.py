@@ -17,6 +17,7 @@ import torch
 from problems import ProblemConstants
 from problems import QuadraticBilevel
 from testbed.federation.context import FederatedContext
+from testbed.federation.replicates import NotBatchable
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
@@ -424,7 +425,7 @@ class AbsErrorDraws:
                 LinearOuterProbe(self.problem, probes), self._rngs(draws)
             )
             paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
-        except NotImplementedError:  # one run per replicate, from fresh generators
+        except NotBatchable:  # one run per replicate, from fresh generators
             runs = zip(probes, self._rngs(draws), strict=True)
             paths = torch.stack(
                 [torch.stack(self._ihgp(probe, rng).path) for probe, rng in runs], dim=1

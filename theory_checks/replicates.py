@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from testbed.federation.replicates import StackedGenerator
 from theory_checks.decision import Design
 from theory_checks.recently_used import RecentlyUsed
@@ -100,28 +102,74 @@ def replicated(
     (its own larger stream, rarely drawn), or when the stacked run cannot be made (a draw
     without the replicate axis, :class:`NotBatchable`, or an error in some seed's replicates),
     it is the plain call, which raises what the seed's own run raises."""
+    return _served(
+        design,
+        (identity, key, replicates),
+        replicates,
+        lambda: run(design.rng(key), replicates),
+        lambda later: run(
+            StackedGenerator([sibling(design, s).rng(key) for s in later], rows * replicates),
+            len(later) * replicates,
+        ),
+    )
+
+
+def replicated_streams(
+    run: Callable[[list[np.random.Generator]], Any],
+    streams: Sequence[int],
+    design: Design,
+    identity: Hashable,
+) -> Any:
+    """``run([design.rng(k) for k in streams])``: one Monte Carlo replicate per stream of
+    ``design`` (replicate ``k`` drawing only from ``design.rng(k)``), stacked on the leading axis
+    of the result.
+
+    In a :func:`seed_batch` block, as :func:`replicated`: a first-stage design of a seed of the
+    block is served from one run of the replicates of every seed of the block still to come
+    (``run`` given, seed after seed, each seed's generators ``sibling(design, s).rng(k)``);
+    ``identity`` names the computation. Otherwise, or when that run raises, the plain call."""
+    keys = [int(k) for k in streams]
+    return _served(
+        design,
+        (identity, tuple(keys)),
+        len(keys),
+        lambda: run([design.rng(k) for k in keys]),
+        lambda later: run([sibling(design, s).rng(k) for s in later for k in keys]),
+    )
+
+
+def _served(
+    design: Design,
+    identity: Hashable,
+    count: int,
+    plain: Callable[[], Any],
+    stacked: Callable[[Sequence[int]], Any],
+) -> Any:
+    """:func:`replicated`'s and :func:`replicated_streams`' block: ``plain()`` outside a block,
+    for a confirmation, or when ``stacked(later seeds)`` (``count`` replicates a seed, seed
+    after seed on the leading axis) raises; otherwise this seed's rows of that run, the later
+    seeds' kept for them."""
     block = _BLOCK.get()
     seed = calibration_seed_of(design)
     if block is None or design.scale != 1 or seed not in block.seeds:
-        return run(design.rng(key), replicates)
-    slot = (identity, sibling(design, 0).seed, key, replicates)
+        return plain()
+    slot = (identity, sibling(design, 0).seed)
     found = block.replicates.pop((slot, seed), None)
     if found is not None:
         return found
     if slot in block.unbatched:
-        return run(design.rng(key), replicates)
+        return plain()
     later = block.seeds[block.seeds.index(seed) :]
-    generators = [sibling(design, s).rng(key) for s in later]
     try:
-        stacked = run(StackedGenerator(generators, rows * replicates), len(later) * replicates)
+        result = stacked(later)
     except Exception:  # noqa: BLE001 - not stackable, or some seed's run raised
         # each seed then runs its own replicates, and raises (or not) as it would alone
         block.unbatched.add(slot)
-        return run(design.rng(key), replicates)
+        return plain()
     block.batched_runs += 1
     for index, s in enumerate(later[1:], start=1):
-        block.replicates[(slot, s)] = stacked[index * replicates : (index + 1) * replicates]
-    return stacked[:replicates]
+        block.replicates[(slot, s)] = result[index * count : (index + 1) * count]
+    return result[:count]
 
 
 #: How many seed-independent values (:func:`shared`) a process keeps across its blocks. Why

@@ -25,6 +25,7 @@ not a deployment; the oracle calls are counted as in a context.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -108,6 +109,14 @@ class Replicates:
         self.problem, self.rngs, self.batch_size = problem, tuple(rngs), batch_size
         self.sampler = ClientSampler(problem.n_clients, participation)
         self.oracles = Oracles(problem, CallCounter())
+
+    def select(self, indices: Sequence[int]) -> Replicates:
+        """The replicates ``indices`` of these, in that order (their generators; the same
+        problem, sampler and counted oracles): for a round that only some replicates hold
+        (AggITD's Hessian-inverse term starts at each replicate's own drawn index)."""
+        part = copy.copy(self)
+        part.rngs = tuple(self.rngs[i] for i in indices)
+        return part
 
     def participants(self) -> torch.Tensor:
         """Every replicate's clients of a round, each drawn from its own generator:

@@ -39,9 +39,7 @@ from problems import ProblemConstants
 from problems import strategies
 from testbed.algorithms.aggitd import AggITDState
 from testbed.algorithms.aggitd import FBOAggITD
-from testbed.algorithms.base import run_algorithm
 from testbed.estimators.base import InnerState
-from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
 from theory_checks.aggitd.common import NO_DRAWS
 from theory_checks.aggitd.common import exact_setup
@@ -54,6 +52,7 @@ from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.constants import theorem1_caps
 from theory_checks.aggitd.perturbations import algorithm_variant
+from theory_checks.aggitd.thm1_replicates import horizon_averages
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
@@ -190,27 +189,6 @@ def thm1_replicates(design: Design, tests: int) -> int:
     return design.samples(n)
 
 
-def _thm1_average(
-    problem: Any,
-    algorithm: Any,
-    x0: torch.Tensor,
-    y0: torch.Tensor,
-    K: int,
-    rng: np.random.Generator,
-    G: torch.Tensor,
-    g0: torch.Tensor,
-) -> float:
-    """``(1/K) sum_{k<K} ||grad f(x_k)||^2`` of one run (``grad f(x) = G x + g0``, exact);
-    ``inf`` when the run diverges."""
-    state = algorithm.init(problem)._replace(x=x0, y=y0)
-    try:
-        records = run_algorithm(algorithm, problem, K, rng, state=state)
-    except DivergenceError:
-        return math.inf
-    xs = torch.stack([r.x for r in records[:K]])
-    return float(((xs @ G.T + g0) ** 2).sum(-1).mean())
-
-
 def direction_identity(
     problem: Any,
     ex: Any,
@@ -294,14 +272,11 @@ def _thm1_values(
     """``n`` independent replicates of :func:`check_thm1_rate`, one row each: ``A(K)`` at each
     horizon of ``THM1_K``, every run of replicate ``r`` from ``start`` on a fresh copy of the
     same stream ``design.rng(r)`` (common random numbers: the runs see the same samples and
-    indices)."""
-    (x0, y0), (G, g0) = start, outer
-    return np.array(
-        [
-            [_thm1_average(problem, algorithms[K], x0, y0, K, design.rng(r), G, g0) for K in THM1_K]
-            for r in range(n)
-        ]
-    )
+    indices). The replicates of a horizon run as one batched run
+    (:func:`~theory_checks.aggitd.thm1_replicates.horizon_averages`), each its own run bit for
+    bit."""
+    columns = [horizon_averages(problem, algorithms[K], start, K, design, n, outer) for K in THM1_K]
+    return np.stack(columns, axis=1)
 
 
 def _thm1_algorithms(

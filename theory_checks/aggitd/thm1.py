@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -65,6 +66,7 @@ from theory_checks.decision import StatTest
 from theory_checks.decision import batch_evidence
 from theory_checks.decision import replicates_for_half_width
 from theory_checks.exact_quantities import outer_affine
+from theory_checks.replicates import shared
 from theory_checks.tolerances import IDENTITY_RTOL
 
 
@@ -329,6 +331,60 @@ def _thm1_tests(values: np.ndarray, bounds: list[float]) -> tuple[StatTest, ...]
     )
 
 
+class Thm1Setup(NamedTuple):
+    """What :func:`check_thm1_rate` computes before sampling, the same for every calibration
+    seed of a case (:func:`~theory_checks.replicates.shared`): the exact view, start and outer
+    gradient ``(G, g0)``, the outer Hessian's extreme eigenvalues, ``alpha_bar``, the algorithm
+    at each horizon, its direction's gap to eq. (11) (:func:`direction_identity`), and
+    Theorem 1's ``lambda``."""
+
+    ex: Any
+    start: tuple[torch.Tensor, torch.Tensor]
+    outer: tuple[torch.Tensor, torch.Tensor]
+    mu_h: float
+    L_h: float
+    alpha_bar: float
+    algorithms: dict[int, Any]
+    identity: float
+    lam: float
+
+
+def thm1_setup(case: Case, make: Callable[..., Any]) -> Thm1Setup:
+    """:class:`Thm1Setup` of ``case`` for the algorithm ``make`` builds.
+
+    Raises:
+        NotMeasurable: an outer condition number above ``1 / THM1_STEP_AT_KMIN``.
+    """
+    problem = case.problem
+    ex, x0, y0 = exact_setup(case)
+    outer = outer_affine(problem)  # grad f(x) = G x + g0
+    eig = torch.linalg.eigvalsh(outer[0])
+    mu_h, L_h = float(eig.min()), float(eig.max())
+    if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:
+        raise NotMeasurable(f"outer condition number {L_h / mu_h:.3g} > 4: alpha L_h > 1")
+    # Theorem 1's lambda and the upper end of its beta_k range (>= lambda / 10)
+    lam, beta = neumann_step(case), inner_step(case)
+    alpha_bar = THM1_STEP_AT_KMIN / mu_h * math.sqrt(THM1_K[0])
+    algorithms = _thm1_algorithms(make, lam, beta, alpha_bar)
+    # The bound is loose by design (about 2e4 x A(K) on the drawn cases), and on these minimax
+    # instances the Neumann part of the direction vanishes at y*: a mis-set lambda or a
+    # missing weight passes the rate. The run's algorithm must follow eq. (11) at the stated
+    # steps from its start (an exact identity, the estimator the theorem is about).
+    identity = direction_identity(problem, ex, algorithms[THM1_K[0]], x0, y0, beta, lam)
+    return Thm1Setup(ex, (x0, y0), outer, mu_h, L_h, alpha_bar, algorithms, identity, lam)
+
+
+def _thm1_bounds(claim: Claim, setup: Thm1Setup) -> tuple[dict[str, Any], list[float]]:
+    """eq. (48)'s constants (:func:`_thm1_bound_params`) and its right-hand side at each
+    horizon of ``THM1_K``."""
+    ex, (x0, y0), alpha_bar = setup.ex, setup.start, setup.alpha_bar
+    params = _thm1_bound_params(ex, x0, y0, setup.outer, setup.lam, alpha_bar)
+    bounds = [
+        claim.evaluate_bound(ex.constants, {**params, **_thm1_steps(K, alpha_bar)}) for K in THM1_K
+    ]
+    return params, bounds
+
+
 def check_thm1_rate(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -340,37 +396,25 @@ def check_thm1_rate(
     ``A_r(K_2)`` are positively correlated, their difference varies less), three tests over the
     independent replicates (:func:`_thm1_tests`), (48) on fixed points
     (:func:`_thm1_bound_params`). Minimax instances (``g = -f``): ``grad_y f(x, y*) = 0``
-    makes (48)'s truncation floor vanish, so the K-dependence is the theorem's alone.
+    makes (48)'s truncation floor vanish, so the K-dependence is the theorem's alone. What does
+    not depend on the seed (:func:`thm1_setup`, the bounds) is computed once for a calibration
+    block's seeds (:func:`~theory_checks.replicates.shared`).
     """
-    problem = case.problem
-    ex, x0, y0 = exact_setup(case)
-    outer = outer_affine(problem)  # grad f(x) = G x + g0
-    eig = torch.linalg.eigvalsh(outer[0])
-    mu_h, L_h = float(eig.min()), float(eig.max())
-    if L_h / mu_h > 1.0 / THM1_STEP_AT_KMIN:
-        raise NotMeasurable(f"outer condition number {L_h / mu_h:.3g} > 4: alpha L_h > 1")
-    k1, k2 = THM1_K
-    # Theorem 1's lambda and the upper end of its beta_k range (>= lambda / 10)
-    lam, beta = neumann_step(case), inner_step(case)
-    alpha_bar = THM1_STEP_AT_KMIN / mu_h * math.sqrt(k1)
-    algorithms = _thm1_algorithms(make, lam, beta, alpha_bar)
-    # The bound is loose by design (about 2e4 x A(K) on the drawn cases), and on these minimax
-    # instances the Neumann part of the direction vanishes at y*: a mis-set lambda or a
-    # missing weight passes the rate. The run's algorithm must follow eq. (11) at the stated
-    # steps from its start (an exact identity, the estimator the theorem is about).
-    identity = direction_identity(problem, ex, algorithms[k1], x0, y0, beta, lam)
+    key = ("aggitd.thm1", claim.id, claim.bound, case.problem, repr(sorted(case.params.items())))
+    key += (make, THM1_K)
+    setup = shared((*key, "setup"), lambda: thm1_setup(case, make))
+    identity = setup.identity
     if not identity <= IDENTITY_RTOL:  # not the algorithm the theorem is about: no replicates
         return Measurement(
             identity, IDENTITY_RTOL, False, EQ11, details={"direction_identity": identity}
         )
     n = thm1_replicates(design, tests=3)
-    values = _thm1_values(problem, algorithms, (x0, y0), design, n, outer)
+    values = _thm1_values(case.problem, setup.algorithms, setup.start, design, n, setup.outer)
     if not np.isfinite(values).all():  # a run diverged: A(K) is not bounded, the claim fails
         return _thm1_diverged(values)
-    params = _thm1_bound_params(ex, x0, y0, outer, lam, alpha_bar)
-    bounds = [
-        claim.evaluate_bound(ex.constants, {**params, **_thm1_steps(K, alpha_bar)}) for K in THM1_K
-    ]
+    params, bounds = shared((*key, "bounds"), lambda: _thm1_bounds(claim, setup))
+    bounds = list(bounds)
+    k1, k2 = THM1_K
     ratio = 4.0**THM1_EXPONENT_EDGE
     means = values.mean(0)
     tests = _thm1_tests(values, bounds)
@@ -380,7 +424,8 @@ def check_thm1_rate(
         for j, K in enumerate(THM1_K)
         for name, value in (("measured", float(means[j])), ("bound", bounds[j]))
     )
-    caps = thm1_constants(ex.paper, {**params, "alpha_k": alpha_bar / math.sqrt(k2)})
+    alpha_bar, mu_h = setup.alpha_bar, setup.mu_h
+    caps = thm1_constants(setup.ex.paper, {**params, "alpha_k": alpha_bar / math.sqrt(k2)})
     cap = min(caps["alpha_1"], caps["alpha_2"], caps["alpha_3"])
     details = {
         "K": list(THM1_K),
@@ -395,7 +440,7 @@ def check_thm1_rate(
         # K^{-1/2} regime: alpha mu_h K >= 4 with alpha = cap needs this K
         "K_regime_under_caps": 4.0 / (cap * mu_h),
         "mu_h": mu_h,
-        "L_h": L_h,
+        "L_h": setup.L_h,
         "direction_identity": identity,
     }
     return Measurement(

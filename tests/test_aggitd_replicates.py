@@ -113,6 +113,22 @@ def test_a_diverging_replicate_is_infinite_as_alone():
     assert values.tolist() == alone == [math.inf] * 3
 
 
+@pytest.mark.parametrize("bound", [2, 6, 7, 1000])
+def test_one_call_of_a_bound_draws_what_its_blocks_draw(bound):
+    # what IterationDraws relies on: the blocks of one rng.integers(0, n, size=m) are the draws
+    # of the separate calls, whatever their sizes and a draw of another bound before them, on
+    # the generators a Design makes
+    design = first_design(5, 0, 1e-3, "fast")
+    sizes = [(3, 1), (1, 1), (2, 2), (3, 1), (1, 4), (2, 1)]
+    for r in range(50):
+        alone, merged = design.rng(r), design.rng(r)
+        assert alone.integers(0, 2) == merged.integers(0, 2)
+        calls = np.concatenate([alone.integers(0, bound, size=s).reshape(-1) for s in sizes])
+        one = merged.integers(0, bound, size=sum(a * b for a, b in sizes))
+        assert np.array_equal(calls, one)
+        assert alone.integers(0, 2) == merged.integers(0, 2)
+
+
 @dataclasses.dataclass(frozen=True)
 class SameAlgorithm(FBOAggITD):
     """FBO-AggITD itself under another class: not batched, so it runs per replicate."""

@@ -15,7 +15,8 @@ with the rounds' client works (:class:`~testbed.estimators.aggitd.HessIVTerm`,
 LocalIterates`, :class:`~testbed.estimators.aggitd.AggITDDirection`) run on every replicate's
 clients in one batched call (:class:`~testbed.federation.replicates.Replicates`). Replicate
 ``r`` draws from its own generator what its own run draws, in the same order: its round's
-clients, its index ``Q_r ~ U{0..N}`` (Alg. 1 line 1), then each work's minibatches. The term
+clients, its index ``Q_r ~ U{0..N}`` (Alg. 1 line 1), then each work's minibatches (all of an
+iteration's in one call, :class:`IterationDraws`, which draws the same numbers). The term
 ``z^t`` starts at ``t = Q_r``, so at round ``t`` the replicates split into those whose term
 starts (``Q_r = t``), those whose term continues (``Q_r < t``) and those without one; each group's
 term is run on its own replicates (:meth:`~testbed.federation.replicates.Replicates.select`)
@@ -36,7 +37,9 @@ tensor off the CPU.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 from typing import NamedTuple
 
 import numpy as np
@@ -99,6 +102,7 @@ def check_batchable(algorithm: FBOAggITD, problem: Problem, start: torch.Tensor)
         f"a {type(problem).__name__}": type(problem) is not QuadraticMinimax,
         f"dim_x = {problem.dim_x} > {MAX_SHARED_DIM}": problem.dim_x > MAX_SHARED_DIM,
         f"tensors on {start.device}": start.device.type != "cpu",
+        "minibatches without samples": algorithm.batch_size is not None and not problem.n_samples,
     }
     refused = [reason for reason, applies in reasons.items() if applies]
     if refused:
@@ -163,6 +167,7 @@ def _iteration(
     beta, lam = algorithm.estimator.step_sizes(side.problem)
     clients = side.participants()
     index = np.array([draw_index(rng, n) for rng in side.rngs])  # Q_r, after the clients
+    side = _iteration_draws(algorithm, side, index)
     z: torch.Tensor | None = None
     x_rows = side.rows(x)
     for t in range(n + 1):
@@ -191,7 +196,72 @@ def _iteration(
         side.rows(h),
         True,
     )
-    return side.aggregate(upper.run(side, clients).uploads[0]), y
+    x_next = side.aggregate(upper.run(side, clients).uploads[0])
+    for draws in side.rngs:
+        if isinstance(draws, IterationDraws):
+            draws.check_used()
+    return x_next, y
+
+
+def _iteration_draws(algorithm: FBOAggITD, side: Replicates, index: np.ndarray) -> Replicates:
+    """``side`` drawing an iteration's minibatches from :class:`IterationDraws`: replicate
+    ``r`` with index ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and
+    ``N tau`` local-step draws in the lower rounds, 2 in the hypergradient round and ``tau`` in
+    One-Round-Upper, each of ``C x b`` indices."""
+    n, tau, b = algorithm.inner_steps, algorithm.local_steps, side.batch_size
+    if b is None:  # exact oracles: nothing is drawn
+        return side
+    draws = [
+        IterationDraws(rng, side.problem.n_samples, n + 1 - q + n * (1 + tau) + 2 + tau)
+        for rng, q in zip(side.rngs, index.tolist(), strict=True)
+    ]
+    return Replicates(side.problem, draws, algorithm.participation, b)  # type: ignore[arg-type]
+
+
+class IterationDraws:
+    """One replicate's minibatch indices of one iteration, drawn in one call and handed out in
+    the order its run asks for them.
+
+    Every minibatch of an iteration (after its clients and ``Q``) is ``rng.integers(0, n, size=
+    (C, b))`` with the same bound ``n`` (the problem's samples per client:
+    :func:`problems._rows.draw_indices`), and NumPy's bounded integers of one bound draw the
+    generator's 32-bit stream the same way whatever the calls' sizes (each value one or more
+    32-bit draws by Lemire's method, the bit generator keeping the other half of a 64-bit draw
+    for the next call), so ``rng.integers(0, n, size=m)`` split into blocks is exactly the
+    draws of the separate calls (``tests/test_aggitd_replicates.py`` checks it on the
+    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m / (C
+    b)``: a call costs about 12 us, most of a batched iteration's time.
+
+    Args:
+        rng: the replicate's generator.
+        n_samples: the bound ``n``.
+        draws: the iteration's minibatch draws (calls of its run).
+    """
+
+    def __init__(self, rng: np.random.Generator, n_samples: int, draws: int) -> None:
+        self.rng, self.high, self.draws = rng, int(n_samples), draws
+        self.values: np.ndarray | None = None
+        self.used = 0
+
+    def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
+        """The next draw of shape ``size`` (``integers(0, n, size)`` only, the same shape at
+        every call of an iteration)."""
+        shape = tuple(size or ())
+        if self.values is None:  # drawn at the first use: the clients of a round are known
+            count = self.draws * math.prod(shape)
+            self.values = self.rng.integers(0, self.high, size=count).reshape(-1, *shape)
+        if (low, high) != (0, self.high) or shape != self.values.shape[1:]:
+            raise AssertionError(
+                f"an iteration draws integers(0, {self.high}, {self.values.shape[1:]}), "
+                f"not integers({low}, {high}, {shape})"
+            )
+        self.used += 1
+        return self.values[self.used - 1]
+
+    def check_used(self) -> None:
+        """Raise unless the iteration used every draw it made (its counts are its run's)."""
+        if self.values is not None and self.used != self.draws:
+            raise AssertionError(f"an iteration drew {self.draws} minibatches, used {self.used}")
 
 
 def _terms(

@@ -159,15 +159,16 @@ def _diverged(x: torch.Tensor, limit: float) -> np.ndarray:
 
 
 def _iteration(
-    algorithm: FBOAggITD, side: Replicates, x: torch.Tensor, y: torch.Tensor
+    algorithm: FBOAggITD, replicates: Replicates, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One FBO-AggITD iteration of every replicate (:meth:`FBOAggITD.advance`):
     ``(x_{k+1}, y_{k+1})``, each ``(R, d)``."""
     n = algorithm.inner_steps
-    beta, lam = algorithm.estimator.step_sizes(side.problem)
-    clients = side.participants()
-    index = np.array([draw_index(rng, n) for rng in side.rngs])  # Q_r, after the clients
-    side = _iteration_draws(algorithm, side, index)
+    beta, lam = algorithm.estimator.step_sizes(replicates.problem)
+    clients = replicates.participants()
+    index = np.array([draw_index(rng, n) for rng in replicates.rngs])  # Q_r, after the clients
+    draws = _iteration_draws(algorithm, replicates, index)
+    side = IterationSide(replicates, draws, np.arange(len(index)))
     z: torch.Tensor | None = None
     x_rows = side.rows(x)
     for t in range(n + 1):
@@ -197,75 +198,126 @@ def _iteration(
         True,
     )
     x_next = side.aggregate(upper.run(side, clients).uploads[0])
-    for draws in side.rngs:
-        if isinstance(draws, IterationDraws):
-            draws.check_used()
+    if draws is not None:
+        draws.check_used()
     return x_next, y
 
 
-def _iteration_draws(algorithm: FBOAggITD, side: Replicates, index: np.ndarray) -> Replicates:
-    """``side`` drawing an iteration's minibatches from :class:`IterationDraws`: replicate
-    ``r`` with index ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and
-    ``N tau`` local-step draws in the lower rounds, 2 in the hypergradient round and ``tau`` in
-    One-Round-Upper, each of ``C x b`` indices."""
+def _iteration_draws(
+    algorithm: FBOAggITD, side: Replicates, index: np.ndarray
+) -> IterationDraws | None:
+    """An iteration's minibatches (``None`` with exact oracles): replicate ``r`` with index
+    ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and ``N tau`` local-step draws
+    in the lower rounds, 2 in the hypergradient round and ``tau`` in One-Round-Upper, each of
+    ``(C, b)`` indices."""
     n, tau, b = algorithm.inner_steps, algorithm.local_steps, side.batch_size
-    if b is None:  # exact oracles: nothing is drawn
-        return side
-    draws = [
-        IterationDraws(rng, side.problem.n_samples, n + 1 - q + n * (1 + tau) + 2 + tau)
-        for rng, q in zip(side.rngs, index.tolist(), strict=True)
-    ]
-    return Replicates(side.problem, draws, algorithm.participation, b)  # type: ignore[arg-type]
+    if b is None:
+        return None
+    counts = [n + 1 - q + n * (1 + tau) + 2 + tau for q in index.tolist()]
+    return IterationDraws(side.rngs, side.problem.n_samples, counts, (side.sampler.per_round, b))
 
 
 class IterationDraws:
-    """One replicate's minibatch indices of one iteration, drawn in one call and handed out in
-    the order its run asks for them.
+    """Every replicate's minibatch indices of one iteration, drawn in one call per replicate
+    and handed out in the order its run asks for them.
 
     Every minibatch of an iteration (after its clients and ``Q``) is ``rng.integers(0, n, size=
     (C, b))`` with the same bound ``n`` (the problem's samples per client:
     :func:`problems._rows.draw_indices`), and NumPy's bounded integers of one bound draw the
     generator's 32-bit stream the same way whatever the calls' sizes (each value one or more
     32-bit draws by Lemire's method, the bit generator keeping the other half of a 64-bit draw
-    for the next call), so ``rng.integers(0, n, size=m)`` split into blocks is exactly the
-    draws of the separate calls (``tests/test_aggitd_replicates.py`` checks it on the
-    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m / (C
-    b)``: a call costs about 12 us, most of a batched iteration's time.
+    for the next call), so ``rng.integers(0, n, size=m C b)`` split into blocks is exactly the
+    draws of the ``m`` separate calls (``tests/test_aggitd_replicates.py`` checks it on the
+    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m``: a
+    call costs about 12 us, most of a batched iteration's time when each draw was a call.
 
     Args:
-        rng: the replicate's generator.
+        rngs: the replicates' generators.
         n_samples: the bound ``n``.
-        draws: the iteration's minibatch draws (calls of its run).
+        counts: each replicate's minibatch draws in the iteration (the calls of its run).
+        shape: a draw's ``(C, b)``.
     """
 
-    def __init__(self, rng: np.random.Generator, n_samples: int, draws: int) -> None:
-        self.rng, self.high, self.draws = rng, int(n_samples), draws
-        self.values: np.ndarray | None = None
-        self.used = 0
+    def __init__(
+        self,
+        rngs: Sequence[np.random.Generator],
+        n_samples: int,
+        counts: Sequence[int],
+        shape: tuple[int, int],
+    ) -> None:
+        self.high, self.shape = int(n_samples), shape
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.values = np.zeros((len(rngs), max(counts), *shape), dtype=np.int64)
+        for r, (rng, m) in enumerate(zip(rngs, counts, strict=True)):
+            drawn = rng.integers(0, self.high, size=m * math.prod(shape))
+            self.values[r, :m] = drawn.reshape(m, *shape)
+        self.used = np.zeros(len(rngs), dtype=np.int64)
 
-    def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
-        """The next draw of shape ``size`` (``integers(0, n, size)`` only, the same shape at
-        every call of an iteration)."""
-        shape = tuple(size or ())
-        if self.values is None:  # drawn at the first use: the clients of a round are known
-            count = self.draws * math.prod(shape)
-            self.values = self.rng.integers(0, self.high, size=count).reshape(-1, *shape)
-        if (low, high) != (0, self.high) or shape != self.values.shape[1:]:
+    def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray:
+        """The next draw of each replicate of ``members``, stacked as their run asks for it:
+        ``integers(0, n, size=(len(members) C, b))``."""
+        expected = (len(members) * self.shape[0], self.shape[1])
+        if (low, high) != (0, self.high) or tuple(size) != expected:
             raise AssertionError(
-                f"an iteration draws integers(0, {self.high}, {self.values.shape[1:]}), "
-                f"not integers({low}, {high}, {shape})"
+                f"an iteration draws integers(0, {self.high}, {expected}), "
+                f"not integers({low}, {high}, {size})"
             )
-        self.used += 1
-        return self.values[self.used - 1]
+        out = self.values[members, self.used[members]]
+        self.used[members] += 1
+        if bool((self.used[members] > self.counts[members]).any()):
+            raise AssertionError("a replicate asked for more minibatches than its run draws")
+        return out.reshape(expected)
 
     def check_used(self) -> None:
-        """Raise unless the iteration used every draw it made (its counts are its run's)."""
-        if self.values is not None and self.used != self.draws:
-            raise AssertionError(f"an iteration drew {self.draws} minibatches, used {self.used}")
+        """Raise unless every replicate used the draws its run makes (the counts are right)."""
+        if not np.array_equal(self.used, self.counts):
+            raise AssertionError("an iteration's minibatches were not all used")
+
+
+class _Members:
+    """:class:`IterationDraws` as the generator of the replicates ``members`` (a
+    ``sample_batch`` draws ``integers`` from it)."""
+
+    def __init__(self, draws: IterationDraws, members: np.ndarray) -> None:
+        self.draws, self.members = draws, members
+
+    def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
+        return self.draws.next(self.members, low, high, size)
+
+
+class IterationSide:
+    """The clients' side of one iteration's rounds for the replicates ``members``: the counted
+    oracles, averages and rows of ``replicates`` (those replicates), the minibatches from the
+    iteration's ``draws`` (``None``: exact oracles)."""
+
+    def __init__(
+        self, replicates: Replicates, draws: IterationDraws | None, members: np.ndarray
+    ) -> None:
+        self.replicates, self.draws, self.members = replicates, draws, members
+        self.problem, self.oracles = replicates.problem, replicates.oracles
+        self.per_round = replicates.sampler.per_round
+
+    def draw(self, clients: torch.Tensor) -> Any:
+        if self.draws is None:
+            return None
+        source = _Members(self.draws, self.members)
+        return self.problem.sample_batch(source, clients, self.replicates.batch_size)  # type: ignore[arg-type]
+
+    def aggregate(self, uploads: torch.Tensor) -> torch.Tensor:
+        return self.replicates.aggregate(uploads)
+
+    def rows(self, state: torch.Tensor) -> torch.Tensor:
+        return self.replicates.rows(state)
+
+    def select(self, indices: np.ndarray) -> IterationSide:
+        """The replicates ``indices`` of these."""
+        return IterationSide(
+            self.replicates.select(indices.tolist()), self.draws, self.members[indices]
+        )
 
 
 def _terms(
-    side: Replicates,
+    side: IterationSide,
     clients: torch.Tensor,
     index: np.ndarray,
     t: int,
@@ -281,13 +333,12 @@ def _terms(
     if len(starting) == 0 and len(continuing) == 0:
         return z
     out = torch.full_like(y, float("nan")) if z is None else z.clone()
-    per_round = side.sampler.per_round
     for group, fresh in ((starting, True), (continuing, False)):
         if len(group) == 0:
             continue
         rows = torch.as_tensor(group, dtype=torch.long)
-        part = side.select(group.tolist())
-        own = clients.reshape(len(side.rngs), per_round).index_select(0, rows).reshape(-1)
+        part = side.select(group)
+        own = clients.reshape(len(index), side.per_round).index_select(0, rows).reshape(-1)
         previous = None if fresh else part.rows(out.index_select(0, rows))
         term = HessIVTerm(
             part.rows(x.index_select(0, rows)),

@@ -30,7 +30,8 @@ from typing import Any
 from results_format import atomic_write
 
 # The statistical claims whose replicates run on one axis: HGP's stacked runs
-# (theory_checks.hgp.common) and the (14b) check's batched FedIHGP runs (fednest.lemma22).
+# (theory_checks.hgp.common), the (14b) check's batched FedIHGP runs (fednest.lemma22) and
+# Theorem 1's batched FBO-AggITD runs (aggitd.thm1, testbed.algorithms.aggitd_replicates).
 DEFAULT_CLAIMS = (
     "hgp.noise.sqrt_eta",
     "hgp.stochastic.unbiased",
@@ -38,6 +39,7 @@ DEFAULT_CLAIMS = (
     "hgp.theorem1.high_probability_bound",
     "fednest.lemma22.abs_error_per_sample",
     "fednest.lemma22.abs_error_as_stated",
+    "aggitd.thm1.rate_in_K",
 )
 
 

@@ -221,6 +221,7 @@ CLAIMS = (
     ("hgp.noise.sqrt_eta", (0, 1, 2)),
     ("fednest.lemma22.abs_error_per_sample", (0, 1, 2)),
     ("fednest.lemma22.abs_error_as_stated", (0, 1)),
+    ("aggitd.thm1.rate_in_K", (0, 1, 2)),
 )
 
 
@@ -233,5 +234,5 @@ def test_a_calibration_block_records_what_each_seed_records_alone(claim_id, seed
     with seed_batch(seeds) as block:
         together = check_block(ClaimRun(claim, profile, None, None, seeds[0]), seeds)
     assert [_recorded(r, profile) for r in together] == [_recorded(r, profile) for r in alone]
-    if claim_id.startswith("hgp."):
+    if claim_id.startswith(("hgp.", "aggitd.")):
         assert block.batched_runs > 0  # the replicates were computed as one batch

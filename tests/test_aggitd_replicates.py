@@ -156,7 +156,7 @@ def test_what_is_not_batched_runs_per_replicate(algorithm):
     assert values.tolist() == alone
 
 
-def test_larger_outer_dimensions_and_other_problems_are_not_batched():
+def test_larger_outer_dimensions_other_problems_and_devices_are_not_batched():
     wide = _problem(2, 3, 2, 0)
     bilevel = QuadraticBilevel.random(2, 2, 2, 2.0, seed=0, n_samples=4, gradient_noise=0.2)
     algorithm = FBOAggITD(inner_steps=1, batch_size=1)
@@ -165,6 +165,11 @@ def test_larger_outer_dimensions_and_other_problems_are_not_batched():
             fbo_aggitd_replicates(
                 algorithm, problem, [np.random.default_rng(0)], _start(problem, 0), 4
             )
+    # off the CPU (CUDA's kernels are not shown equal here): refused before anything runs
+    problem = _problem(2, 2, 2, 0)
+    off = tuple(v.to("meta") for v in _start(problem, 0))
+    with pytest.raises(NotBatchable, match="tensors on meta"):
+        fbo_aggitd_replicates(algorithm, problem, [np.random.default_rng(0)], off, 4)
 
 
 def test_a_calibration_block_stacks_its_seeds_replicates():

@@ -49,7 +49,6 @@ from problems import Problem
 from problems import QuadraticMinimax
 from testbed.algorithms.aggitd import DEFAULT_OUTER_STEP_SIZE
 from testbed.algorithms.aggitd import FBOAggITD
-from testbed.estimators.aggitd import AggITD
 from testbed.estimators.aggitd import AggITDDirection
 from testbed.estimators.aggitd import HessIVTerm
 from testbed.estimators.aggitd import draw_index
@@ -90,10 +89,10 @@ class ReplicateRuns(NamedTuple):
 def check_batchable(algorithm: FBOAggITD, problem: Problem, start: torch.Tensor) -> None:
     """Raise :class:`~testbed.federation.replicates.NotBatchable` unless the replicates of
     ``algorithm`` on ``problem`` from ``start`` run here (module docstring)."""
+    if type(algorithm) is not FBOAggITD:  # a variant runs its own code
+        raise NotBatchable(f"{type(algorithm).__name__} is not FBOAggITD itself: run it alone")
     estimator = algorithm.estimator
     reasons = {
-        f"{type(algorithm).__name__} is not FBOAggITD itself": type(algorithm) is not FBOAggITD,
-        f"{type(estimator).__name__} is not AggITD itself": type(estimator) is not AggITD,
         "a printed, fixed-index or expectation AggITD": (
             estimator.as_printed or estimator.index is not None or estimator.expectation
         ),
@@ -102,7 +101,9 @@ def check_batchable(algorithm: FBOAggITD, problem: Problem, start: torch.Tensor)
         f"a {type(problem).__name__}": type(problem) is not QuadraticMinimax,
         f"dim_x = {problem.dim_x} > {MAX_SHARED_DIM}": problem.dim_x > MAX_SHARED_DIM,
         f"tensors on {start.device}": start.device.type != "cpu",
-        "minibatches without samples": algorithm.batch_size is not None and not problem.n_samples,
+        "minibatches without samples": (
+            algorithm.batch_size is not None and not getattr(problem, "n_samples", 0)
+        ),
     }
     refused = [reason for reason, applies in reasons.items() if applies]
     if refused:

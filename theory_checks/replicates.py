@@ -18,7 +18,11 @@ process, one setup and one batched computation of the Monte Carlo replicates:
   the unbatched shape, the ``k``-th from seed ``k``'s own generator. A seed's replicates are
   therefore drawn from the same streams, in the same calls, as its unbatched run draws them,
   and computed row by row by the same arithmetic (a test compares per-seed records and numbers,
-  ``tests/test_calibration_batch.py``).
+  ``tests/test_calibration_batch.py``);
+- a check whose replicate ``r`` has a stream of its own, ``design.rng(r)`` (Theorem 1's
+  FBO-AggITD runs, :mod:`theory_checks.aggitd.thm1_replicates`), goes through
+  :func:`replicated_streams`: the batched run is given every replicate's generator, seed after
+  seed, and each seed is served its own replicates in the same way.
 
 Where a computation cannot be stacked (a draw without the replicate axis, e.g. a stochastic
 inner solver shared by every replicate:

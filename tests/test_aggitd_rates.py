@@ -1,4 +1,4 @@
-"""The AggITD rate, errata and scaling checks (theory_checks/aggitd/thm1.py, errata.py): Theorem 1's
+"""The AggITD rate, errata and scaling checks (theory_checks/aggitd/thm1/, errata.py): Theorem 1's
 statistical design, the refuted Prop. 2 sum and the helpers.
 
 Perturbations and positive controls are claim data, run by ``theory_checks/test_claims.py``.

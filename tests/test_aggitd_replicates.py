@@ -1,5 +1,5 @@
 """FBO-AggITD's replicate axis (testbed.algorithms.aggitd_replicates) and Theorem 1's rate check
-on it (theory_checks.aggitd.thm1_replicates): every replicate's iterates and recorded values
+on it (theory_checks.aggitd.thm1.replicates): every replicate's iterates and recorded values
 are, bit for bit, those of its own unbatched run; what is not batched runs per replicate."""
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from theory_checks.aggitd.mutants import WithEstimator
 from theory_checks.aggitd.thm1 import RATE_IN_K
 from theory_checks.aggitd.thm1 import DecayingOuterStep
 from theory_checks.aggitd.thm1 import check_thm1_rate
-from theory_checks.aggitd.thm1_replicates import batched_averages
-from theory_checks.aggitd.thm1_replicates import horizon_averages
-from theory_checks.aggitd.thm1_replicates import run_average
+from theory_checks.aggitd.thm1.replicates import batched_averages
+from theory_checks.aggitd.thm1.replicates import horizon_averages
+from theory_checks.aggitd.thm1.replicates import run_average
 from theory_checks.claim import Case
 from theory_checks.decision import first_design
 from theory_checks.exact_quantities import outer_affine

@@ -58,7 +58,7 @@ GraphLedger.messages_sent
 EstimatorInfo.closed_form_only
 
 # Assumption 2's Lipschitz constant of grad_x y*(x), kept beside the other constants of AggITD's
-# Theorem 1 (whose rho = 0 cases make it vanish; theory_checks/aggitd/thm1.py says so).
+# Theorem 1 (whose rho = 0 cases make it vanish; theory_checks/aggitd/thm1/ says so).
 AggITDConstants.L_yx
 
 # Named in a plugin's claims file as a string ("theory_checks.classical.cg:check_normal_cg_exact",

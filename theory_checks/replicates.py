@@ -20,7 +20,7 @@ process, one setup and one batched computation of the Monte Carlo replicates:
   and computed row by row by the same arithmetic (a test compares per-seed records and numbers,
   ``tests/test_calibration_batch.py``);
 - a check whose replicate ``r`` has a stream of its own, ``design.rng(r)`` (Theorem 1's
-  FBO-AggITD runs, :mod:`theory_checks.aggitd.thm1_replicates`), goes through
+  FBO-AggITD runs, :mod:`theory_checks.aggitd.thm1.replicates`), goes through
   :func:`replicated_streams`: the batched run is given every replicate's generator, seed after
   seed, and each seed is served its own replicates in the same way.
 

@@ -53,7 +53,7 @@ from theory_checks.aggitd.constants import inner_step
 from theory_checks.aggitd.constants import neumann_step
 from theory_checks.aggitd.constants import theorem1_caps
 from theory_checks.aggitd.perturbations import algorithm_variant
-from theory_checks.aggitd.thm1_replicates import horizon_averages
+from theory_checks.aggitd.thm1.replicates import horizon_averages
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Measurement
@@ -275,7 +275,7 @@ def _thm1_values(
     horizon of ``THM1_K``, every run of replicate ``r`` from ``start`` on a fresh copy of the
     same stream ``design.rng(r)`` (common random numbers: the runs see the same samples and
     indices). The replicates of a horizon run as one batched run
-    (:func:`~theory_checks.aggitd.thm1_replicates.horizon_averages`), each its own run bit for
+    (:func:`~theory_checks.aggitd.thm1.replicates.horizon_averages`), each its own run bit for
     bit."""
     columns = [horizon_averages(problem, algorithms[K], start, K, design, n, outer) for K in THM1_K]
     return np.stack(columns, axis=1)

@@ -1,6 +1,6 @@
-"""The Monte Carlo values of Theorem 1's rate check (:func:`~theory_checks.aggitd.thm1.
-check_thm1_rate`): ``A_r(K) = (1/K) sum_{k<K} ||grad f(x_{r,k})||^2`` of replicate ``r``'s
-FBO-AggITD run at horizon K, on the stream ``design.rng(r)``.
+"""The Monte Carlo values of Theorem 1's rate check (:func:`theory_checks.aggitd.thm1.
+check_thm1_rate`, the package's ``__init__``): ``A_r(K) = (1/K) sum_{k<K} ||grad f(x_{r,k})||^2``
+of replicate ``r``'s FBO-AggITD run at horizon K, on the stream ``design.rng(r)``.
 
 The replicates of a horizon run as one batched run
 (:func:`~testbed.algorithms.aggitd_replicates.fbo_aggitd_replicates`: every iterate is the

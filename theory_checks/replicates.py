@@ -42,6 +42,8 @@ from collections.abc import Iterator
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from testbed.federation.replicates import StackedGenerator
 from theory_checks.decision import Design
 from theory_checks.recently_used import RecentlyUsed
@@ -100,28 +102,79 @@ def replicated(
     (its own larger stream, rarely drawn), or when the stacked run cannot be made (a draw
     without the replicate axis, :class:`NotBatchable`, or an error in some seed's replicates),
     it is the plain call, which raises what the seed's own run raises."""
+
+    def stacked(designs: list[Design]) -> Any:
+        generators = [d.rng(key) for d in designs]
+        return run(StackedGenerator(generators, rows * replicates), len(designs) * replicates)
+
+    return _served(
+        (identity, key, replicates),
+        design,
+        replicates,
+        stacked,
+        lambda: run(design.rng(key), replicates),
+    )
+
+
+def replicated_streams(
+    run: Callable[[list[np.random.Generator]], Sequence[Any]],
+    design: Design,
+    keys: Sequence[tuple[int, ...]],
+    identity: Hashable,
+) -> Sequence[Any]:
+    """``run([design.rng(*k) for k in keys])``: one result per stream ``k`` of ``keys`` (a
+    replicate's own sub-stream, ``(replicate, horizon)`` say), in their order.
+
+    :func:`replicated` for computations whose replicates draw each from a generator of its own
+    rather than rows of one draw: in a :func:`seed_batch` block the first seed to reach it runs
+    every later seed's streams in one call (``run`` of their generators, seed after seed) and
+    each seed takes its own ``len(keys)`` results; the same fallbacks (outside a block, a
+    confirmation, a failed stacked run: the seed's own call)."""
+    keys = [tuple(int(k) for k in key) for key in keys]
+
+    def stacked(designs: list[Design]) -> Any:
+        return run([d.rng(*key) for d in designs for key in keys])
+
+    return _served(
+        (identity, tuple(keys)),
+        design,
+        len(keys),
+        stacked,
+        lambda: run([design.rng(*key) for key in keys]),
+    )
+
+
+def _served(
+    computation: Hashable,
+    design: Design,
+    size: int,
+    stacked: Callable[[list[Design]], Any],
+    alone: Callable[[], Any],
+) -> Any:
+    """A seed's ``size`` results of ``computation``: ``alone()`` outside a block, for a
+    confirmation, or when the block's ``stacked`` run of every later seed's designs failed;
+    else its slice of that run (made by the first seed that asks)."""
     block = _BLOCK.get()
     seed = calibration_seed_of(design)
     if block is None or design.scale != 1 or seed not in block.seeds:
-        return run(design.rng(key), replicates)
-    slot = (identity, sibling(design, 0).seed, key, replicates)
+        return alone()
+    slot = (computation, sibling(design, 0).seed)
     found = block.replicates.pop((slot, seed), None)
     if found is not None:
         return found
     if slot in block.unbatched:
-        return run(design.rng(key), replicates)
+        return alone()
     later = block.seeds[block.seeds.index(seed) :]
-    generators = [sibling(design, s).rng(key) for s in later]
     try:
-        stacked = run(StackedGenerator(generators, rows * replicates), len(later) * replicates)
+        results = stacked([sibling(design, s) for s in later])
     except Exception:  # noqa: BLE001 - not stackable, or some seed's run raised
         # each seed then runs its own replicates, and raises (or not) as it would alone
         block.unbatched.add(slot)
-        return run(design.rng(key), replicates)
+        return alone()
     block.batched_runs += 1
     for index, s in enumerate(later[1:], start=1):
-        block.replicates[(slot, s)] = stacked[index * replicates : (index + 1) * replicates]
-    return stacked[:replicates]
+        block.replicates[(slot, s)] = results[index * size : (index + 1) * size]
+    return results[:size]
 
 
 #: How many seed-independent values (:func:`shared`) a process keeps across its blocks. Why

@@ -250,3 +250,15 @@ def test_stationarity_norms_are_each_rows_own(name: str) -> None:
     )  # type: ignore[attr-defined]
     alone = [float(problem.exact_hypergradient(x).norm() ** 2) for x in 3.0 * rows]  # type: ignore[attr-defined]
     assert stationarity_norms(problem, 3.0 * rows) == alone
+
+
+@pytest.mark.slow
+def test_thorough_check_measurement_is_the_unbatched_one() -> None:
+    """The thorough design (K_2 = 16 K_1, 16 replicates at the first look, up to 54): every
+    number of the Measurement batched and unbatched (~1 min unbatched on one core)."""
+    claim, case = get_claim(_CLAIMS["minimax"]), _rate_case("minimax")
+    batched, plain = _makes("minimax")
+    design = first_design(claim_seed(claim.id), 0, claim.false_fail_rate, "thorough")
+    mine = measure(claim, case, batched, design)
+    assert mine.details["replicates"] >= 16
+    assert _numbers(mine) == _numbers(measure(claim, case, plain, design))

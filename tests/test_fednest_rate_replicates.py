@@ -130,6 +130,11 @@ def test_other_configurations_equal_each_run(settings: dict[str, object]) -> Non
     _assert_same_runs(_algorithm(problem, **settings), problem, seed=5)
 
 
+class _OtherFamily(QuadraticBilevel):
+    """A family whose oracles the batched rounds were not checked against (it could override
+    one with a kernel that depends on a vector's form)."""
+
+
 def test_refuses_what_it_does_not_reproduce() -> None:
     problem = _problems()["bilevel-dy1"]
     start = _start(_algorithm(problem), problem)
@@ -139,6 +144,7 @@ def test_refuses_what_it_does_not_reproduce() -> None:
         (_algorithm(problem, outer_method="local"), problem),
         (_algorithm(problem, local_steps=(1, 2, 1)), problem),
         (_algorithm(problem), QuadraticBilevel.random(3, 3, 1, 1.0, seed=1, n_samples=8)),
+        (_algorithm(problem), _OtherFamily.random(3, 1, 1, 1.0, seed=1, n_samples=8)),
     ):
         rng = np.random.default_rng(0)
         before = rng.bit_generator.state

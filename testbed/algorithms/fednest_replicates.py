@@ -34,7 +34,8 @@ as a batched one, and the two sum ``dim_x >= 3`` products in different orders; s
 What is not batched raises :class:`~testbed.federation.replicates.NotBatchable` before any
 draw: a subclass of :class:`~testbed.algorithms.fednest.FedNest` or an update strategy other
 than FedInn / LFedInn and FedOut / MinimaxFedOut (a perturbation or a mutant runs its own code,
-unbatched), per-client ``tau_i``, a problem without closed-form oracles.
+unbatched), per-client ``tau_i``, a problem family whose oracles were not read for it
+(:data:`ROW_EXACT_FAMILIES`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from problems import ClosedFormOracles
+from problems import LinearCompositional
 from problems import Problem
+from problems import QuadraticBilevel
+from problems import QuadraticMinimax
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.fednest import FedNestState
 from testbed.algorithms.fednest import StepSizes
@@ -71,6 +74,12 @@ from testbed.federation.replicates import Replicates
 #: The largest ``dim_x`` whose products ``A_i x`` the batched rows sum as the shared vector's
 #: BLAS product does: one or two terms have one order (the module docstring).
 MAX_DIM_X = 2
+
+#: The problem families whose closed-form oracles were read for the one kernel that depends on
+#: a vector's form: each applies a shared vector only as ``A_i x`` (every other product is a
+#: row-vector one, ``v^T A_i``, one batched kernel for a shared vector and for rows). Another
+#: family runs per replicate.
+ROW_EXACT_FAMILIES = (QuadraticBilevel, QuadraticMinimax, LinearCompositional)
 
 
 class ReplicateState(NamedTuple):
@@ -103,8 +112,10 @@ def check_batchable(algorithm: FedNest, problem: Problem) -> None:
         raise NotBatchable(f"outer update {type(algorithm.outer_rule).__name__}: not batched")
     if not isinstance(algorithm.local_steps, int):
         raise NotBatchable("per-client local steps tau_i: not batched")
-    if not isinstance(problem, ClosedFormOracles):
-        raise NotBatchable(f"{type(problem).__name__} has no closed-form oracles: not batched")
+    if type(problem) not in ROW_EXACT_FAMILIES:
+        raise NotBatchable(
+            f"{type(problem).__name__}: its oracles' kernels are not known row-exact"
+        )
     if problem.dim_x > MAX_DIM_X:
         raise NotBatchable(f"dim_x = {problem.dim_x} > {MAX_DIM_X}: A_i x sums in another order")
 
@@ -272,6 +283,7 @@ def run_fednest_replicates(
 
 __all__ = [
     "MAX_DIM_X",
+    "ROW_EXACT_FAMILIES",
     "ReplicateState",
     "check_batchable",
     "run_fednest_replicates",

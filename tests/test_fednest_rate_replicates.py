@@ -268,3 +268,21 @@ def test_thorough_check_measurement_is_the_unbatched_one() -> None:
     mine = measure(claim, case, batched, design)
     assert mine.details["replicates"] >= 16
     assert _numbers(mine) == _numbers(measure(claim, case, plain, design))
+
+
+@pytest.mark.slow
+def test_thorough_block_of_seeds_is_each_seeds_own() -> None:
+    """On the thorough design in a calibration block: the first look stacked over the seeds,
+    the second (this case's seeds all reach it) each seed's own; every Measurement the one the
+    seed gets alone (six thorough measures, ~6 s at load 4)."""
+    claim, case = get_claim(_CLAIMS["minimax"]), _rate_case("minimax")
+    batched, _ = _makes("minimax")
+    designs = [
+        first_design(claim_seed(claim.id), k, claim.false_fail_rate, "thorough") for k in (0, 1, 2)
+    ]
+    alone = [measure(claim, case, batched, d) for d in designs]
+    with seed_batch([0, 1, 2]) as block:
+        together = [measure(claim, case, batched, d) for d in designs]
+    assert block.batched_runs == 1
+    assert all(m.details["replicates"] > m.details["looks"][0] for m in alone)
+    assert [_numbers(m) for m in together] == [_numbers(m) for m in alone]

@@ -20,7 +20,8 @@ process, one setup and one batched computation of the Monte Carlo replicates:
   and computed row by row by the same arithmetic (a test compares per-seed records and numbers,
   ``tests/test_calibration_batch.py``);
 - a check whose replicate ``r`` has a stream of its own, ``design.rng(r)`` (Theorem 1's
-  FBO-AggITD runs, :mod:`theory_checks.aggitd.thm1.replicates`), goes through
+  FBO-AggITD runs, :mod:`theory_checks.aggitd.thm1.replicates`; FedNest's K-rate runs,
+  ``design.rng(r, horizon)``, :mod:`theory_checks.fednest.k_rate`), goes through
   :func:`replicated_streams`: the batched run is given every replicate's generator, seed after
   seed, and each seed is served its own replicates in the same way.
 
@@ -106,74 +107,79 @@ def replicated(
     (its own larger stream, rarely drawn), or when the stacked run cannot be made (a draw
     without the replicate axis, :class:`NotBatchable`, or an error in some seed's replicates),
     it is the plain call, which raises what the seed's own run raises."""
+
+    def stacked(designs: list[Design]) -> Any:
+        generators = [d.rng(key) for d in designs]
+        return run(StackedGenerator(generators, rows * replicates), len(designs) * replicates)
+
     return _served(
-        design,
         (identity, key, replicates),
+        design,
         replicates,
+        stacked,
         lambda: run(design.rng(key), replicates),
-        lambda later: run(
-            StackedGenerator([sibling(design, s).rng(key) for s in later], rows * replicates),
-            len(later) * replicates,
-        ),
     )
 
 
 def replicated_streams(
-    run: Callable[[list[np.random.Generator]], Any],
-    streams: Sequence[int],
+    run: Callable[[list[np.random.Generator]], Sequence[Any]],
     design: Design,
+    keys: Sequence[tuple[int, ...]],
     identity: Hashable,
-) -> Any:
-    """``run([design.rng(k) for k in streams])``: one Monte Carlo replicate per stream of
-    ``design`` (replicate ``k`` drawing only from ``design.rng(k)``), stacked on the leading axis
-    of the result.
+) -> Sequence[Any]:
+    """``run([design.rng(*k) for k in keys])``: one result per stream ``k`` of ``keys`` (a
+    replicate's own sub-stream, ``(replicate, horizon)`` say), in their order.
 
-    In a :func:`seed_batch` block, as :func:`replicated`: a first-stage design of a seed of the
-    block is served from one run of the replicates of every seed of the block still to come
-    (``run`` given, seed after seed, each seed's generators ``sibling(design, s).rng(k)``);
-    ``identity`` names the computation. Otherwise, or when that run raises, the plain call."""
-    keys = [int(k) for k in streams]
+    :func:`replicated` for computations whose replicates draw each from a generator of its own
+    rather than rows of one draw: in a :func:`seed_batch` block the first seed to reach it runs
+    every later seed's streams in one call (``run`` of their generators, seed after seed) and
+    each seed takes its own ``len(keys)`` results; the same fallbacks (outside a block, a
+    confirmation, a failed stacked run: the seed's own call)."""
+    keys = [tuple(int(k) for k in key) for key in keys]
+
+    def stacked(designs: list[Design]) -> Any:
+        return run([d.rng(*key) for d in designs for key in keys])
+
     return _served(
-        design,
         (identity, tuple(keys)),
+        design,
         len(keys),
-        lambda: run([design.rng(k) for k in keys]),
-        lambda later: run([sibling(design, s).rng(k) for s in later for k in keys]),
+        stacked,
+        lambda: run([design.rng(*key) for key in keys]),
     )
 
 
 def _served(
+    computation: Hashable,
     design: Design,
-    identity: Hashable,
-    count: int,
-    plain: Callable[[], Any],
-    stacked: Callable[[Sequence[int]], Any],
+    size: int,
+    stacked: Callable[[list[Design]], Any],
+    alone: Callable[[], Any],
 ) -> Any:
-    """:func:`replicated`'s and :func:`replicated_streams`' block: ``plain()`` outside a block,
-    for a confirmation, or when ``stacked(later seeds)`` (``count`` replicates a seed, seed
-    after seed on the leading axis) raises; otherwise this seed's rows of that run, the later
-    seeds' kept for them."""
+    """A seed's ``size`` results of ``computation``: ``alone()`` outside a block, for a
+    confirmation, or when the block's ``stacked`` run of every later seed's designs failed;
+    else its slice of that run (made by the first seed that asks)."""
     block = _BLOCK.get()
     seed = calibration_seed_of(design)
     if block is None or design.scale != 1 or seed not in block.seeds:
-        return plain()
-    slot = (identity, sibling(design, 0).seed)
+        return alone()
+    slot = (computation, sibling(design, 0).seed)
     found = block.replicates.pop((slot, seed), None)
     if found is not None:
         return found
     if slot in block.unbatched:
-        return plain()
+        return alone()
     later = block.seeds[block.seeds.index(seed) :]
     try:
-        result = stacked(later)
+        results = stacked([sibling(design, s) for s in later])
     except Exception:  # noqa: BLE001 - not stackable, or some seed's run raised
         # each seed then runs its own replicates, and raises (or not) as it would alone
         block.unbatched.add(slot)
-        return plain()
+        return alone()
     block.batched_runs += 1
     for index, s in enumerate(later[1:], start=1):
-        block.replicates[(slot, s)] = result[index * count : (index + 1) * count]
-    return result[:count]
+        block.replicates[(slot, s)] = results[index * size : (index + 1) * size]
+    return results[:size]
 
 
 #: How many seed-independent values (:func:`shared`) a process keeps across its blocks. Why

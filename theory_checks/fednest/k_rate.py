@@ -6,6 +6,7 @@ horizon design and its two looks (:func:`~theory_checks.fednest.common.sequentia
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable
@@ -16,7 +17,10 @@ import torch
 
 from results_format.verdicts import ABOUT_RESULT
 from testbed.algorithms.base import run_algorithm
+from testbed.algorithms.fednest_replicates import run_fednest_replicates
+from testbed.estimators.validation import DivergenceError
 from testbed.federation.context import FederatedContext
+from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
 from theory_checks.claim import Fit
@@ -36,6 +40,7 @@ from theory_checks.fednest.common import strongly_convex_claim
 from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.profiles import PerProfile
+from theory_checks.replicates import replicated_streams
 
 # (Thm 3.1 / Cors. 3.1-3.3, stochastic): the exponent of E (1/K) sum_k ||grad f(x_k)||^2 in the
 # horizon K by Monte Carlo over independent replicates, with its step rule, horizon design and
@@ -177,14 +182,137 @@ def _first_horizon(rho: float) -> int:
     return max(8, 2 ** math.ceil(math.log2(needed)))
 
 
+def _mean_of(norms: list[float]) -> float:
+    """The mean of the squared norms, inf when one is not finite."""
+    return float(np.mean(norms)) if all(map(math.isfinite, norms)) else math.inf
+
+
+def stationarity_norms(problem: Any, points: torch.Tensor) -> list[float]:
+    """``||grad f(x)||^2`` at each row ``x`` of ``points`` ``(n, dx)``, each the float
+    ``problem.exact_hypergradient(x).norm() ** 2`` of that row alone, bit for bit.
+
+    With ``dim_x = dim_y = 1`` the rows go through the problem's own formula at once
+    (``torch.func.vmap``): every product is then one multiplication and every solve a 1 x 1
+    LU solve, which the batched kernels compute as the single-row ones do (a test compares them
+    on every family the K-rate claims draw); in more dimensions a batched product sums its terms
+    in another order than a matrix-vector product, so each row is computed alone (as it is
+    where vmap cannot run the formula)."""
+    if problem.dim_x == 1 and problem.dim_y == 1:
+        try:
+            grads = torch.func.vmap(problem.exact_hypergradient)(points)
+        except Exception:  # noqa: BLE001 - a formula vmap cannot batch: row by row
+            pass
+        else:
+            return (torch.linalg.vector_norm(grads, dim=1) ** 2).tolist()
+    return [float(problem.exact_hypergradient(x).norm() ** 2) for x in points]
+
+
 def _averaged_stationarity(
     algorithm: Any, problem: Any, K: int, start: tuple[Any, Any], rng: np.random.Generator
 ) -> float:
     """``Q = (1/K) sum_{k=1}^K ||grad f(x_k)||^2`` of one run (inf when it diverges)."""
     state = algorithm.init(problem)._replace(x=start[0], y=start[1])
     records = run_algorithm(algorithm, problem, K, rng, state=state)
-    norms = [float(problem.exact_hypergradient(rec.x).norm() ** 2) for rec in records[1:]]
-    return float(np.mean(norms)) if all(map(math.isfinite, norms)) else math.inf
+    return _mean_of([float(problem.exact_hypergradient(rec.x).norm() ** 2) for rec in records[1:]])
+
+
+def _stationarities(
+    algorithms: list[Any],
+    grid: tuple[int, ...],
+    problem: Any,
+    start: tuple[Any, Any],
+    generators: list[np.random.Generator],
+) -> list[float | DivergenceError]:
+    """``Q`` of one run per generator, generator ``i`` at horizon ``j = i mod len(grid)``
+    (its streams in the order :func:`check_k_rate`'s replicates draw them: replicate after
+    replicate, each horizon after horizon), each the :func:`_averaged_stationarity` of its own
+    run, or the :class:`DivergenceError` that run raises.
+
+    The runs of a horizon are one batched FedNest run
+    (:func:`~testbed.algorithms.fednest_replicates.run_fednest_replicates`: every iterate the
+    unbatched run's, bit for bit). A configuration it refuses (a perturbation, a mutant:
+    :class:`NotBatchable`, before any draw) or a divergence (some run raised) is run again one
+    by one from copies of the generators taken before, so each gets what it gets alone."""
+    fresh = copy.deepcopy(generators)
+    values: list[float | DivergenceError] = [math.nan] * len(generators)
+    try:
+        for j, (algorithm, K) in enumerate(zip(algorithms, grid, strict=True)):
+            state = algorithm.init(problem)._replace(x=start[0], y=start[1])
+            mine = generators[j :: len(grid)]
+            records = run_fednest_replicates(algorithm, problem, K, mine, state)
+            points = torch.stack([rec.x for rec in records[1:]])  # (K, replicates, dx)
+            norms = stationarity_norms(problem, points.flatten(0, 1))  # iteration-major
+            count = points.shape[1]
+            for r, i in enumerate(range(j, len(generators), len(grid))):
+                values[i] = _mean_of(norms[r::count])
+        return values
+    except (NotBatchable, DivergenceError):
+        pass
+    for i, rng in enumerate(fresh):
+        j = i % len(grid)
+        try:
+            values[i] = _averaged_stationarity(algorithms[j], problem, grid[j], start, rng)
+        except DivergenceError as error:  # raised where the replicate asks for it
+            values[i] = error
+    return values
+
+
+class _KRateDraws:
+    """:func:`check_k_rate`'s replicates ``(Q_r(K_1), Q_r(K_2))``, a look at a time.
+
+    The first replicate asked for up to a look computes every replicate up to that look
+    (:func:`_stationarities` of their streams ``design.rng(r, j)``); each replicate's numbers
+    are its own run's. The first look goes through
+    :func:`~theory_checks.replicates.replicated_streams`, so that a calibration block runs the
+    first look of every later seed at once; a later one is the seed's own run. Why: every seed
+    asks for the first look, few for the second (on the thorough profile 1 of 16 seeds of
+    ``fednest.cor32.k_rate_minimax``, 2026-11-28), and a stacked second look would be computed
+    for every later seed of the block."""
+
+    def __init__(
+        self,
+        problem: Any,
+        steps: dict[str, Any],
+        start: tuple[Any, Any],
+        design: Design,
+        looks: list[int],
+    ) -> None:
+        self.problem, self.start, self.design, self.looks = problem, start, design, looks
+        self.algorithms, self.grid = steps["algorithms"], tuple(steps["grid"])
+        self.ready: dict[int, tuple[float, ...]] = {}
+        self.identity = (
+            "fednest.k_rate",
+            getattr(problem, "id", repr(problem)),
+            tuple(map(repr, self.algorithms)),
+            self.grid,
+            tuple(start[0].tolist()),
+            tuple(start[1].tolist()),
+        )
+
+    def pair(self, r: int) -> tuple[float, ...]:
+        """Replicate ``r``'s ``Q`` at each horizon (raises its run's divergence)."""
+        if r not in self.ready:
+            stop = min((look for look in self.looks if look > r), default=r + 1)
+            keys = [(q, j) for q in range(r, stop) for j in range(len(self.grid))]
+
+            def run(generators: list[np.random.Generator]) -> list[float | DivergenceError]:
+                return _stationarities(
+                    self.algorithms, self.grid, self.problem, self.start, generators
+                )
+
+            values = (
+                replicated_streams(run, self.design, keys, self.identity)
+                if r == 0
+                else run([self.design.rng(*key) for key in keys])
+            )
+            width = len(self.grid)
+            for q in range(r, stop):
+                self.ready[q] = tuple(values[(q - r) * width : (q - r + 1) * width])
+        pair = self.ready.pop(r)
+        for value in pair:
+            if isinstance(value, DivergenceError):
+                raise value
+        return pair  # type: ignore[return-value]
 
 
 #: The design of the three K-rate claims (Thm 3.1, Cors. 3.2 and 3.3), the first part of their
@@ -326,8 +454,10 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Des
     ``p_r = log(Q_r(K_2) / Q_r(K_1)) / log r``; the ``p_r`` are independent and identically
     distributed, and :func:`batch_evidence` gives the Student-t interval of their mean (its
     expectation differs from the exponent of ``E Q`` by the Jensen term, measured <= 0.02). The
-    replicates and the looks are fixed before sampling (:func:`_k_rate_looks`). A diverging run
-    (``Q = inf``) fails the deterministic part.
+    replicates and the looks are fixed before sampling (:func:`_k_rate_looks`); the replicates
+    of a look run as one batched FedNest run per horizon (:class:`_KRateDraws`: each
+    replicate's iterates are its own run's, bit for bit). A diverging run (``Q = inf``) fails
+    the deterministic part.
     """
     problem = case.problem
     ratio, replicate_cap, iteration_cap = HORIZON_DESIGNS.resolve(design.profile)
@@ -348,12 +478,10 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Des
         design, looks_rate, replicate_cap, iteration_cap // sum(grid)
     )
     runs: list[tuple[float, float]] = []
+    draws = _KRateDraws(problem, steps, (x0, y0), design, looks)
 
     def replicate(r: int) -> float:
-        pair = tuple(
-            _averaged_stationarity(algorithm, problem, K, (x0, y0), design.rng(r, j))
-            for j, (algorithm, K) in enumerate(zip(algorithms, grid, strict=True))
-        )
+        pair = draws.pair(r)
         runs.append(pair)  # type: ignore[arg-type]
         if not (all(map(math.isfinite, pair)) and min(pair) > 0.0):
             raise _Diverged(pair)

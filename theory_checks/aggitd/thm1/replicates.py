@@ -100,7 +100,7 @@ def horizon_averages(
         tuple(y0.tolist()),
     )
     try:
-        return replicated_streams(run, range(replicates), design, identity)
+        return replicated_streams(run, design, [(r,) for r in range(replicates)], identity)
     except NotBatchable:  # one run per replicate, each from a fresh generator
         return np.array(
             [

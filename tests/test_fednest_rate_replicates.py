@@ -153,6 +153,18 @@ def test_refuses_what_it_does_not_reproduce() -> None:
         assert rng.bit_generator.state == before  # refused before any draw
 
 
+def test_refuses_tensors_off_the_cpu() -> None:
+    # the row-exactness of the kernels was read on the CPU's; a meta tensor stands for CUDA here
+    problem = _problems()["bilevel-dy1"]
+    start = _start(_algorithm(problem), problem)
+    off = start._replace(x=start.x.to("meta"), y=start.y.to("meta"))
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    with pytest.raises(NotBatchable, match="tensors on meta"):
+        run_fednest_replicates(_algorithm(problem), problem, 2, [rng], off)
+    assert rng.bit_generator.state == before
+
+
 # ----------------------------------------------------------------------------- the check
 
 

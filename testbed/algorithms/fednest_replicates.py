@@ -35,7 +35,7 @@ What is not batched raises :class:`~testbed.federation.replicates.NotBatchable` 
 draw: a subclass of :class:`~testbed.algorithms.fednest.FedNest` or an update strategy other
 than FedInn / LFedInn and FedOut / MinimaxFedOut (a perturbation or a mutant runs its own code,
 unbatched), per-client ``tau_i``, a problem family whose oracles were not read for it
-(:data:`ROW_EXACT_FAMILIES`).
+(:data:`ROW_EXACT_FAMILIES`), tensors off the CPU (on CUDA the replicates run one by one).
 """
 
 from __future__ import annotations
@@ -262,6 +262,8 @@ def run_fednest_replicates(
     """
     check_positive_int(iterations, "iterations")
     check_batchable(algorithm, problem)
+    if state.x.device.type != "cpu":  # the kernels' row-exactness was read on the CPU's only
+        raise NotBatchable(f"tensors on {state.x.device}: run per replicate")
     algorithm.check_problem(problem)
     side = Replicates(problem, rngs, algorithm.participation, algorithm.batch_size)
     count = len(side.rngs)

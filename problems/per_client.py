@@ -302,8 +302,12 @@ class PerClientQuadratic(ClientArrayFamily):
         (``tests/test_hgp_closed_form.py`` compares them on every shape and batch size the HGP
         claims draw).
         """
-        cross = self._minibatch_mean("C", clients, cross_batch)
-        hessian = self._minibatch_mean("A", clients, hessian_batch)
+        cross_rows = self._table_rows(clients, cross_batch)
+        hessian_rows = (
+            cross_rows if hessian_batch is cross_batch else self._table_rows(clients, hessian_batch)
+        )
+        cross = self._minibatch_mean("C", clients, cross_batch, cross_rows)
+        hessian = self._minibatch_mean("A", clients, hessian_batch, hessian_rows)
         jv = rmatvec(cross, -u)
         hv = 0.5 * (matvec(hessian, u) + rmatvec(hessian, u))
         return jv, hv
@@ -312,11 +316,28 @@ class PerClientQuadratic(ClientArrayFamily):
     def _minibatch_tables(self) -> dict[tuple[str, int], torch.Tensor]:
         return {}
 
+    def _table_rows(self, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor | None:
+        """The rows of the evaluated minibatches in their table (:meth:`_minibatch_mean`), or
+        None where no table pays: ``client N^b + sum_k j_k N^(b-1-k)`` for indices
+        ``j_1..j_b`` (integers: any order of the sums gives them)."""
+        if batch is None:
+            return None
+        count, b = batch.indices.shape
+        per_client = self.n_samples**b
+        size = self.n_clients * per_client
+        if size > MINIBATCH_TABLE_ROWS or 8 * count < size:
+            return None
+        powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=batch.indices.device)
+        if batch.indices.device.type == "cpu":  # one pass (CUDA has no integer mv)
+            return torch.mv(batch.indices, powers).add_(clients * per_client)
+        return clients * per_client + (batch.indices * powers).sum(1)
+
     def _minibatch_mean(
-        self, name: str, clients: torch.Tensor, batch: Batch | None
+        self, name: str, clients: torch.Tensor, batch: Batch | None, rows: torch.Tensor | None
     ) -> torch.Tensor:
         """:meth:`_sampled`: client array ``name`` per evaluated client or its minibatch mean,
-        the latter looked up in a table of every minibatch's mean where one pays.
+        the latter looked up at ``rows`` (:meth:`_table_rows`) in a table of every minibatch's
+        mean where one pays.
 
         A client has ``N^b`` ordered minibatches of ``b`` of its ``N`` samples; the table holds
         the mean of each, computed once by :meth:`_sampled` itself (the same gather and
@@ -326,22 +347,18 @@ class PerClientQuadratic(ClientArrayFamily):
         rows (a replicated HGP run then gathers more rows than the table holds within its
         first steps); a smaller call gathers as :meth:`_sampled` does.
         """
-        if batch is None:
+        if batch is None or rows is None:
             return self._sampled(name, clients, batch)
-        count, b = batch.indices.shape
-        per_client = self.n_samples**b
-        size = self.n_clients * per_client
-        if size > MINIBATCH_TABLE_ROWS or 8 * count < size:
-            return self._sampled(name, clients, batch)
-        device = batch.indices.device
+        b = batch.indices.shape[1]
         table = self._minibatch_tables.get((name, b))
-        powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=device)
         if table is None:
-            codes = torch.arange(size, device=device)
+            per_client = self.n_samples**b
+            codes = torch.arange(self.n_clients * per_client, device=batch.indices.device)
+            powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=codes.device)
             every = Batch((codes[:, None] // powers) % self.n_samples)
             table = self._sampled(name, codes // per_client, every)
             self._minibatch_tables[(name, b)] = table
-        return table.index_select(0, clients * per_client + (batch.indices * powers).sum(1))
+        return table.index_select(0, rows)
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:

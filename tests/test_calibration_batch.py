@@ -43,6 +43,26 @@ def test_a_stacked_draw_is_each_generators_own_draw():
         np.testing.assert_array_equal(uniform[4 * k : 4 * k + 4], own.random(4))
 
 
+@pytest.mark.parametrize("high", [2, 5, 16, 17, 2**31 + 5, 2**40 + 3])
+def test_a_stacked_draw_of_one_value_a_generator_is_each_generators_own_draw(high: int):
+    """One value a generator (the (14b) check's replicates: one client, b = 1) is drawn by
+    numpy's scalar draw: the values, dtype and streams of the array draw of one element, over
+    many generators and with other draws in between."""
+    stacked_generators = [np.random.default_rng([s, 5]) for s in range(200)]
+    own = [np.random.default_rng([s, 5]) for s in range(200)]
+    stacked = StackedGenerator(stacked_generators, rows=1)
+    for step in range(6):
+        for block in ((1, 1), (1,)):
+            drawn = stacked.integers(step % 2, high, size=(200, *block[1:]))
+            expected = np.concatenate([g.integers(step % 2, high, size=block) for g in own])
+            assert drawn.dtype == expected.dtype and drawn.shape == expected.shape
+            np.testing.assert_array_equal(drawn, expected)
+        wide = np.concatenate([g.integers(0, 9, size=(1, 3)) for g in own])
+        np.testing.assert_array_equal(stacked.integers(0, 9, size=(200, 3)), wide)
+    for g, h in zip(stacked_generators, own, strict=True):
+        assert g.bit_generator.state == h.bit_generator.state
+
+
 def test_a_draw_without_the_stacked_axis_is_refused():
     """A draw shared by every replicate (its leading axis is not K blocks of rows) has no
     stacked form: it raises, and the computation runs unbatched."""

@@ -22,10 +22,11 @@ from theory_checks.fednest.lemma22.checks import LinearOuterProbe
 from theory_checks.fednest.perturbations import ScaledIHGP
 
 
-def _problem() -> QuadraticBilevel:
-    # three clients with sample Hessians: partial participation and minibatches both draw
+def _problem(clients: int = 3) -> QuadraticBilevel:
+    # three clients with sample Hessians: partial participation and minibatches both draw; one
+    # client (the (14b) cases' usual one) draws one sample index a replicate and round
     return QuadraticBilevel.random(
-        3, 2, 2, 3.0, seed=1, n_samples=4, gradient_noise=0.5, hessian_noise=0.3
+        clients, 2, 2, 3.0, seed=1, n_samples=4, gradient_noise=0.5, hessian_noise=0.3
     )
 
 
@@ -88,12 +89,12 @@ def _draws_one_by_one(estimator, problem, x, y, H_inv, last, design, draws):
     return values
 
 
-@pytest.mark.parametrize("participation", [None, 2])
+@pytest.mark.parametrize(("participation", "clients"), [(None, 3), (2, 3), (None, 1)])
 @pytest.mark.parametrize("cls", [FedIHGP, ScaledIHGP])
-def test_abs_error_draws_equal_the_unbatched_draws(participation, cls):
+def test_abs_error_draws_equal_the_unbatched_draws(participation, clients, cls):
     """A block of draws (FedIHGP's replicates; a changed ``ihgp`` per replicate through it)
     gives every draw's ``Z_j`` exactly; the looks ask for blocks up to each look."""
-    problem = _problem()
+    problem = _problem(clients)
     x, y = _point(problem)
     H_inv = torch.linalg.inv(problem.A.mean(0))
     estimator = _estimator(cls, participation)

@@ -1,0 +1,90 @@
+"""The graph ledger's gossip (:func:`testbed.decentralized.ledger.mix`) gives torch's batched
+product ``A @ payload`` bit for bit: row by row where that product is the CPU kernel's plain loop,
+the product itself elsewhere, on every shape the HGP claims draw and more."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from testbed.decentralized.graphs import GraphSequence
+from testbed.decentralized.ledger import LOOP_PRODUCT
+from testbed.decentralized.ledger import GraphLedger
+from testbed.decentralized.ledger import mix
+
+
+def _product(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:
+    """The gossip as it was: one batched product a step."""
+    out = [payload]
+    for A in weights:
+        out.append(A @ out[-1])
+        if not keep_all:
+            del out[0]
+    return out if keep_all else out[-1:]
+
+
+def _payload(rng: np.random.Generator, lead: tuple[int, ...], n: int, size: int, shared: bool):
+    """Values over many binades (a different order of the sums shows in the last bits), exact
+    zeros of both signs (the kernel's sums start from +0), and a last column that is the same
+    in every replica when ``shared`` (Push-Sum's weights)."""
+    values = rng.standard_normal((*lead, n, size)) * np.exp(rng.normal(0.0, 4.0, (*lead, n, size)))
+    values[rng.random(values.shape) < 0.1] = 0.0
+    values[rng.random(values.shape) < 0.1] = -0.0
+    if shared:
+        values[..., -1] = rng.random(n)
+    return torch.as_tensor(values)
+
+
+def _assert_same(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        assert torch.equal(a, b)
+        assert torch.equal(torch.signbit(a), torch.signbit(b))
+
+
+# clients 1-12 (the claims draw 2-10), payloads of 1-6 floats (d_y + 1 <= 4 in the claims), up
+# to 3 steps; products at and past the plain loop's size go to the product itself
+@pytest.mark.parametrize(("n", "size"), list(itertools.product(range(1, 13), range(1, 7))))
+def test_mix_is_the_batched_product(n: int, size: int):
+    rng = np.random.default_rng(100 * n + size)
+    for lead, steps, shared in itertools.product(((1,), (3,), (257,), (2, 5)), (0, 1, 3), (0, 1)):
+        mixings = rng.random((steps, n, n)) * (rng.random((steps, n, n)) < 0.7)
+        weights = torch.as_tensor(mixings / np.maximum(mixings.sum(1, keepdims=True), 1e-300))
+        payload = _payload(rng, lead, n, size, bool(shared))
+        for keep_all in (False, True):
+            _assert_same(mix(weights, payload, keep_all), _product(weights, payload, keep_all))
+
+
+def test_the_plain_loop_bound_is_where_the_product_changes_its_sums():
+    """Below ``LOOP_PRODUCT`` multiply-adds the product is the plain loop (the row form equals
+    it above); at it, BLAS (fused multiply-adds), which the row form does not reproduce: so the
+    bound is the kernel's, and :func:`mix` leaves larger products to it."""
+    rng = np.random.default_rng(0)
+    n, size = 10, 4  # 400 multiply-adds a replica
+    assert n * n * size == LOOP_PRODUCT
+    weights = torch.as_tensor(rng.random((1, n, n)))
+    payload = torch.as_tensor(rng.standard_normal((64, n, size)))
+    rows = payload.transpose(0, 1).reshape(n, -1)
+    by_rows = sum((weights[0][:, k, None] * rows[k] for k in range(n)), torch.zeros_like(rows))
+    assert not torch.equal(by_rows.reshape(n, 64, size).transpose(0, 1), weights[0] @ payload)
+    _assert_same(mix(weights, payload), _product(weights, payload, False))
+
+
+def test_gossip_counts_and_mixes_as_before():
+    """The ledger's counts do not depend on how the steps are computed; its output is the
+    product's on a replicated Push-Sum payload with the weights last."""
+    n, d, replicas = 4, 3, 50
+    mixings = GraphSequence("random_directed", n, 3).mixing(0, 3)
+    payload = _payload(np.random.default_rng(1), (replicas,), n, d + 1, shared=True)
+    ledger = GraphLedger(n)
+    out = ledger.gossip(payload, mixings, keep_all=True)
+    weights = torch.as_tensor(mixings)
+    _assert_same(out, _product(weights, payload, True))
+    assert ledger.steps == 3 and ledger.payload_sizes == {d + 1}
+    assert int(ledger.messages_sent.sum()) == replicas * int(
+        sum(((m != 0) & ~np.eye(n, dtype=bool)).sum() for m in mixings)
+    )

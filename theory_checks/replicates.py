@@ -122,11 +122,11 @@ def replicated(
 
 
 def replicated_streams(
-    run: Callable[[list[np.random.Generator]], Sequence[Any]],
+    run: Callable[[list[np.random.Generator]], Any],
     design: Design,
     keys: Sequence[tuple[int, ...]],
     identity: Hashable,
-) -> Sequence[Any]:
+) -> Any:
     """``run([design.rng(*k) for k in keys])``: one result per stream ``k`` of ``keys`` (a
     replicate's own sub-stream, ``(replicate, horizon)`` say), in their order.
 

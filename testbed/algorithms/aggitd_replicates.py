@@ -41,6 +41,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 from typing import NamedTuple
+from typing import cast
 
 import numpy as np
 import torch
@@ -211,11 +212,13 @@ def _iteration_draws(
     ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and ``N tau`` local-step draws
     in the lower rounds, 2 in the hypergradient round and ``tau`` in One-Round-Upper, each of
     ``(C, b)`` indices."""
-    n, tau, b = algorithm.inner_steps, algorithm.local_steps, side.batch_size
+    # check_batchable admitted only one integer tau and a QuadraticMinimax
+    n, tau, b = algorithm.inner_steps, cast(int, algorithm.local_steps), side.batch_size
     if b is None:
         return None
     counts = [n + 1 - q + n * (1 + tau) + 2 + tau for q in index.tolist()]
-    return IterationDraws(side.rngs, side.problem.n_samples, counts, (side.sampler.per_round, b))
+    n_samples = cast(QuadraticMinimax, side.problem).n_samples
+    return IterationDraws(side.rngs, n_samples, counts, (side.sampler.per_round, b))
 
 
 class IterationDraws:

@@ -128,7 +128,7 @@ def _inner_update(
     clients = side.participants()
     y_rows = side.rows(y)
     direction = None
-    if type(config.inner_rule).variance_reduction:
+    if isinstance(config.inner_rule, FedInn):
         (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
         direction = side.rows(side.aggregate(snapshot))
     work = LocalIterates(
@@ -218,7 +218,7 @@ def step_replicates(
     :meth:`FedNest.advance <testbed.algorithms.fednest.FedNest.advance>` row by row."""
     x, y = state.x, state.y
     x_rows = side.rows(x)
-    vr = type(config.inner_rule).variance_reduction
+    vr = isinstance(config.inner_rule, FedInn)
     for _ in range(config.inner_steps):
         y = _inner_update(config, side, x_rows, y, steps.inner)
     inner_rounds = (2 if vr else 1) * config.inner_steps

@@ -209,7 +209,9 @@ def _loop_product(weights: torch.Tensor, payload: torch.Tensor) -> bool:
     )
 
 
-def loop_sum(first: Sequence[torch.Tensor], second: Sequence[torch.Tensor]) -> torch.Tensor:
+def loop_sum(
+    first: Sequence[torch.Tensor] | torch.Tensor, second: Sequence[torch.Tensor] | torch.Tensor
+) -> torch.Tensor:
     """``sum_k first[k] * second[k]`` (broadcast), from zero, one rounded product and one rounded
     sum per ``k`` in order, as elementwise operations over whole rows: the arithmetic of each
     entry of a batched product that is the kernel's plain loop (:data:`LOOP_PRODUCT`)."""

@@ -69,7 +69,8 @@ class StackedGenerator:
 
     def integers(self, low: Any, high: Any = None, size: Any = None, **kwargs: Any) -> np.ndarray:
         block = self._block(size)
-        if block == (1,) * len(block) and np.isscalar(low) and (high is None or np.isscalar(high)):
+        scalar_bounds = bool(np.isscalar(low)) and (high is None or bool(np.isscalar(high)))
+        if block == (1,) * len(block) and scalar_bounds:
             # one value a generator: numpy's scalar draw takes the same value from the stream
             # (tests/test_calibration_batch.py compares them), at a quarter of the array draw's cost
             values = [g.integers(low, high, **kwargs) for g in self._generators]

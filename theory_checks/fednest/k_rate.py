@@ -279,7 +279,7 @@ class _KRateDraws:
     ) -> None:
         self.problem, self.start, self.design, self.looks = problem, start, design, looks
         self.algorithms, self.grid = steps["algorithms"], tuple(steps["grid"])
-        self.ready: dict[int, tuple[float, ...]] = {}
+        self.ready: dict[int, tuple[float | DivergenceError, ...]] = {}
         self.identity = (
             "fednest.k_rate",
             getattr(problem, "id", repr(problem)),
@@ -300,7 +300,7 @@ class _KRateDraws:
                     self.algorithms, self.grid, self.problem, self.start, generators
                 )
 
-            values = (
+            values: list[float | DivergenceError] = (
                 replicated_streams(run, self.design, keys, self.identity)
                 if r == 0
                 else run([self.design.rng(*key) for key in keys])

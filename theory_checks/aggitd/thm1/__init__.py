@@ -400,8 +400,8 @@ def check_thm1_rate(
     not depend on the seed (:func:`thm1_setup`, the bounds) is computed once for a calibration
     block's seeds (:func:`~theory_checks.replicates.shared`).
     """
-    key = ("aggitd.thm1", claim.id, claim.bound, case.problem, repr(sorted(case.params.items())))
-    key += (make, THM1_K)
+    params = repr(sorted(case.params.items()))
+    key = ("aggitd.thm1", claim.id, claim.bound, case.problem, params, make, THM1_K)
     setup = shared((*key, "setup"), lambda: thm1_setup(case, make))
     identity = setup.identity
     if not identity <= IDENTITY_RTOL:  # not the algorithm the theorem is about: no replicates

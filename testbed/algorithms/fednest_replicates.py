@@ -142,12 +142,6 @@ def _inner_update(
     return side.aggregate(work.run(side, clients).uploads[0])
 
 
-def _subset(config: FedNest, side: Replicates, active: list[int]) -> Replicates:
-    """The replicates ``active`` of ``side``, drawing from their own generators."""
-    rngs = [side.rngs[r] for r in active]
-    return Replicates(side.problem, rngs, config.participation, config.batch_size)
-
-
 def _fedihgp(
     config: FedNest, side: Replicates, x: torch.Tensor, y: torch.Tensor, lam: float
 ) -> tuple[torch.Tensor, list[int]]:
@@ -171,7 +165,7 @@ def _fedihgp(
             sub, xs, ys, ps = side, x, y, p
         else:
             index = torch.tensor(active, dtype=torch.long, device=p.device)
-            sub = _subset(config, side, active)
+            sub = side.select(active)
             xs, ys, ps = (
                 x.index_select(0, index),
                 y.index_select(0, index),

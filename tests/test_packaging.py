@@ -10,6 +10,7 @@ project's top-level packages.
 
 from __future__ import annotations
 
+import fnmatch
 import tomllib
 from pathlib import Path
 
@@ -50,3 +51,43 @@ def test_a_list_that_leaves_a_package_out_is_caught() -> None:
     on_disk = packages_on_disk()
     left_out = {"packages": sorted(on_disk - {"theory_checks.aggitd.thm1"})}
     assert declared_packages(left_out) != on_disk
+
+
+def data_files_on_disk() -> set[tuple[str, str]]:
+    """``(package, path inside it)`` of every file under the top-level packages that is not
+    Python source: what the installed testbed reads besides its modules (templates, the
+    regression baseline, the Flower App's configuration)."""
+    found = set()
+    for top in TOP_LEVEL:
+        for path in (REPO / top).rglob("*"):
+            if not path.is_file() or path.suffix in (".py", ".pyc") or "__pycache__" in path.parts:
+                continue
+            package = path.parent
+            while not (package / "__init__.py").exists():
+                package = package.parent
+            found.add((".".join(package.relative_to(REPO).parts), str(path.relative_to(package))))
+    return found
+
+
+def declared_data(package_data: dict[str, list[str]]) -> set[tuple[str, str]]:
+    """The files of :func:`data_files_on_disk` that ``[tool.setuptools.package-data]``'s
+    patterns put in the wheel."""
+    return {
+        (package, inside)
+        for package, inside in data_files_on_disk()
+        if any(fnmatch.fnmatch(inside, pattern) for pattern in package_data.get(package, ()))
+    }
+
+
+def test_the_wheel_carries_every_data_file_on_disk() -> None:
+    # the same kind of defect as a package left out: a template or baseline the source tree
+    # reads but the installed testbed would lack
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = data_files_on_disk()
+    assert ("reports", "baselines/regress.json") in on_disk
+    assert declared_data(config["package-data"]) == on_disk
+
+
+def test_a_data_pattern_that_misses_a_file_is_caught() -> None:
+    package_data = {"reports": ["*.css", "*.js", "templates/*.j2"]}  # no baselines/*.json
+    assert ("reports", "baselines/regress.json") not in declared_data(package_data)

@@ -262,12 +262,15 @@ class _KRateDraws:
 
     The first replicate asked for up to a look computes every replicate up to that look
     (:func:`_stationarities` of their streams ``design.rng(r, j)``); each replicate's numbers
-    are its own run's. The first look goes through
-    :func:`~theory_checks.replicates.replicated_streams`, so that a calibration block runs the
-    first look of every later seed at once; a later one is the seed's own run. Why: every seed
-    asks for the first look, few for the second (on the thorough profile 1 of 16 seeds of
-    ``fednest.cor32.k_rate_minimax``, 2026-11-28), and a stacked second look would be computed
-    for every later seed of the block."""
+    are its own run's. Every look goes through
+    :func:`~theory_checks.replicates.replicated_streams`, so that a calibration block runs a
+    look of every later seed at once, for the first seed that reaches it. Why the second look
+    too, though it is computed for later seeds that stop at the first: on the thorough profile
+    most seeds of ``fednest.cor33.k_rate_compositional`` reach it (28 of 30), few of the other
+    two (1-2 of 16), and since a run draws a replicate's minibatches in one call per 64
+    iterations a stacked look of 16 seeds costs about 3 of one seed's (0.75 s against 0.27 s,
+    38 replicates of 272 iterations): 48 seeds took 11.6 / 9.4 / 14.9 s (bilevel, minimax,
+    compositional) stacked against 12.4 / 10.4 / 21.5 s (2026-11-28, load 2.4)."""
 
     def __init__(
         self,
@@ -300,10 +303,8 @@ class _KRateDraws:
                     self.algorithms, self.grid, self.problem, self.start, generators
                 )
 
-            values: list[float | DivergenceError] = (
-                replicated_streams(run, self.design, keys, self.identity)
-                if r == 0
-                else run([self.design.rng(*key) for key in keys])
+            values: list[float | DivergenceError] = replicated_streams(
+                run, self.design, keys, self.identity
             )
             width = len(self.grid)
             for q in range(r, stop):

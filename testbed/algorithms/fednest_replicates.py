@@ -18,8 +18,14 @@ steps, FedIHGP's terms, FedOut's direction and local steps), sent one row per cl
 
 Replicate ``r`` draws from its own generator what its own
 :class:`~testbed.federation.context.FederatedContext` draws, in the same order: its clients,
-its minibatches (through :class:`~testbed.federation.replicates.StackedGenerator`), and under
-random truncation its ``N'_r ~ U{0..N-1}`` (Alg. 3) before FedIHGP's first round. Replicates
+its minibatches, and under random truncation its ``N'_r ~ U{0..N-1}`` (Alg. 3) before FedIHGP's
+first round. Under full participation a stretch of minibatches with nothing else drawn between
+them is drawn in one call per replicate (:func:`_drawn_ahead`; NumPy's bounded integers of one
+bound give the same numbers in one call as in several): 64 iterations where an iteration draws
+nothing else (minimax, deterministic truncation, ``N = 1``), else FedInn's draws, ``N'_r``,
+then FedIHGP's and FedOut's; under partial participation, whose rounds draw their clients in
+between, each minibatch is its own call
+(:class:`~testbed.federation.replicates.StackedGenerator`). Replicates
 draw different ``N'``: Hessian round ``n`` runs on the replicates with ``N'_r >= n`` only (their
 own draws, through a :class:`Replicates` of their generators), and each keeps ``p_{N'_r}``.
 

@@ -232,7 +232,7 @@ def _stationarities(
     (:func:`~testbed.algorithms.fednest_replicates.run_fednest_replicates`: every iterate the
     unbatched run's, bit for bit). A configuration it refuses (a perturbation, a mutant:
     :class:`NotBatchable`, before any draw) or a divergence (some run raised) is run again one
-    by one from copies of the generators taken before, so each gets what it gets alone."""
+    by one from the generators' states taken before, so each gets what it gets alone."""
     # each stream's state as it starts (a copy of the generators costs 30x as much; the states
     # are read back only where a replicate runs alone, rarely)
     states = [rng.bit_generator.state for rng in generators]

@@ -170,7 +170,7 @@ def test_runs_longer_than_a_chunk_equal_each_run(name: str, settings: dict[str, 
         alone = run_algorithm(algorithm, problem, iterations, rng, state=state)  # type: ignore[arg-type]
         assert rng.bit_generator.state == counting[r].rng.bit_generator.state  # the same draws
         for k, record in enumerate(alone):
-            mine = batched[k].replicate(r, state.steps)
+            mine = batched[k].replicate(r, state.steps)  # type: ignore[attr-defined]
             assert torch.equal(mine.x, record.state.x), (r, k)
             assert torch.equal(mine.y, record.state.y), (r, k)
             assert mine.truncation_index == record.state.truncation_index, (r, k)

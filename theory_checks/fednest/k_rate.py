@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -259,7 +260,7 @@ def _stationarities(
     return values
 
 
-def _restarted(rng: np.random.Generator, state: dict[str, Any]) -> np.random.Generator:
+def _restarted(rng: np.random.Generator, state: Mapping[str, Any]) -> np.random.Generator:
     """A generator of ``rng``'s kind at ``state`` (``rng`` itself is left as it is)."""
     bits = type(rng.bit_generator)()
     bits.state = state

@@ -23,6 +23,7 @@ from problems import QuadraticBilevel
 from problems import QuadraticMinimax
 from testbed.algorithms.base import run_algorithm
 from testbed.algorithms.fednest import FedNest
+from testbed.algorithms.fednest_replicates import CHUNK_ITERATIONS
 from testbed.algorithms.fednest_replicates import run_fednest_replicates
 from testbed.estimators.validation import DivergenceError
 from testbed.federation.replicates import NotBatchable
@@ -99,10 +100,81 @@ def _assert_same_runs(algorithm: FedNest, problem: object, seed: int) -> None:
             assert mine.rounds == ref.rounds, (r, k)
 
 
+@pytest.mark.parametrize("seed", [3, 8])
 @pytest.mark.parametrize("name", list(_problems()))
-def test_batched_iterates_equal_each_run(name: str) -> None:
+def test_batched_iterates_equal_each_run(name: str, seed: int) -> None:
     problem = _problems()[name]
-    _assert_same_runs(_algorithm(problem), problem, seed=3)
+    _assert_same_runs(_algorithm(problem), problem, seed=seed)
+
+
+@pytest.mark.parametrize("bound", [2, 5, 8, 1000])
+@pytest.mark.parametrize("terms", [1, 2, 4, 7])
+def test_one_call_draws_what_the_rounds_draw(bound: int, terms: int) -> None:
+    """What the draws made ahead rely on (testbed.algorithms.fednest_replicates._drawn_ahead):
+    on the generators the K-rate check makes (``design.rng(r, horizon)``), a stretch of
+    minibatch draws ``integers(0, n, size=(C, b))`` in one call is the separate calls' draws,
+    around a replicate's ``N' = integers(N)`` between two stretches; and ``integers(1)`` is 0
+    and takes nothing from the stream (why N = 1 draws no N' and an iteration is one stretch)."""
+    design = first_design(claim_seed(_CLAIMS["bilevel"]), 2, 1e-3, "thorough")
+    shapes = [(3, 1), (3, 1), (4, 2), (1, 1), (3, 1)]
+    for r in range(40):
+        alone, ahead = design.rng(r, r % 2), design.rng(r, r % 2)
+        for _ in range(3):  # three iterations: a stretch, N', a stretch
+            calls = [alone.integers(0, bound, size=s).reshape(-1) for s in shapes]
+            one = ahead.integers(0, bound, size=sum(a * b for a, b in shapes))
+            assert np.array_equal(np.concatenate(calls), one)
+            before = ahead.bit_generator.state
+            n_prime = int(ahead.integers(terms))
+            assert n_prime == int(alone.integers(terms))
+            if terms == 1:
+                assert n_prime == 0 and ahead.bit_generator.state == before
+        assert alone.bit_generator.state == ahead.bit_generator.state
+
+
+class _CountingGenerator:
+    """A generator that counts its ``integers`` calls (every draw the runs make)."""
+
+    def __init__(self, seed: list[int]) -> None:
+        self.rng, self.calls = np.random.default_rng(seed), 0
+
+    def integers(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return self.rng.integers(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"),
+    [
+        ("minimax", {}),
+        ("bilevel-dy2", {"truncation": "deterministic"}),
+        ("bilevel-dx2", {"truncation": "deterministic", "inner_method": "sgd"}),
+        ("compositional", {"neumann_terms": 1}),
+        ("bilevel-dy1", {"neumann_terms": 1, "inner_steps": 2, "local_steps": 2}),
+    ],
+    ids=["minimax", "deterministic", "deterministic-lfedinn", "compositional-N1", "N1-T2-tau2"],
+)
+def test_runs_longer_than_a_chunk_equal_each_run(name: str, settings: dict[str, object]) -> None:
+    """Where an iteration draws nothing but minibatches (minimax, deterministic truncation,
+    N = 1: the K-rate claims' compositional runs), a replicate draws CHUNK_ITERATIONS
+    iterations' minibatches in one call: a run across two chunks equals each run, and the
+    batched run made one call per replicate per chunk."""
+    problem = _problems()[name]
+    algorithm = _algorithm(problem, **settings)
+    state = _start(algorithm, problem)
+    iterations, count = CHUNK_ITERATIONS + 6, 3
+    counting = [_CountingGenerator([9, r]) for r in range(count)]
+    batched = run_fednest_replicates(algorithm, problem, iterations, counting, state)  # type: ignore[arg-type]
+    assert [g.calls for g in counting] == [2] * count
+    for r in range(count):
+        rng = np.random.default_rng([9, r])
+        alone = run_algorithm(algorithm, problem, iterations, rng, state=state)  # type: ignore[arg-type]
+        assert rng.bit_generator.state == counting[r].rng.bit_generator.state  # the same draws
+        for k, record in enumerate(alone):
+            mine = batched[k].replicate(r, state.steps)  # type: ignore[attr-defined]
+            assert torch.equal(mine.x, record.state.x), (r, k)
+            assert torch.equal(mine.y, record.state.y), (r, k)
+            assert mine.truncation_index == record.state.truncation_index, (r, k)
+            assert mine.rounds == record.state.rounds, (r, k)
 
 
 def test_replicates_draw_different_truncations() -> None:
@@ -283,18 +355,29 @@ def test_thorough_check_measurement_is_the_unbatched_one() -> None:
 
 
 @pytest.mark.slow
-def test_thorough_block_of_seeds_is_each_seeds_own() -> None:
-    """On the thorough design in a calibration block: the first look stacked over the seeds,
-    the second (this case's seeds all reach it) each seed's own; every Measurement the one the
-    seed gets alone (six thorough measures, ~6 s at load 4)."""
-    claim, case = get_claim(_CLAIMS["minimax"]), _rate_case("minimax")
-    batched, _ = _makes("minimax")
+@pytest.mark.parametrize(
+    ("kind", "seeds", "second_look"),
+    [
+        ("minimax", (0, 1, 2), [True, True, True]),
+        ("compositional", (0, 1, 2, 3), [False, True, False, True]),
+    ],
+)
+def test_thorough_block_of_seeds_is_each_seeds_own(
+    kind: str, seeds: tuple[int, ...], second_look: list[bool]
+) -> None:
+    """On the thorough design in a calibration block: each look stacked over the block's later
+    seeds when the first seed reaches it; every Measurement the one the seed gets alone. The
+    compositional case's seeds 0 and 2 stop at the first look: the second is stacked for seeds
+    1-3 when seed 1 reaches it, seed 2 leaves its part unused and seed 3 is served after it
+    (~6-8 s at load 2)."""
+    claim, case = get_claim(_CLAIMS[kind]), _rate_case(kind)
+    batched, _ = _makes(kind)
     designs = [
-        first_design(claim_seed(claim.id), k, claim.false_fail_rate, "thorough") for k in (0, 1, 2)
+        first_design(claim_seed(claim.id), k, claim.false_fail_rate, "thorough") for k in seeds
     ]
     alone = [measure(claim, case, batched, d) for d in designs]
-    with seed_batch([0, 1, 2]) as block:
+    with seed_batch(list(seeds)) as block:
         together = [measure(claim, case, batched, d) for d in designs]
-    assert block.batched_runs == 1
-    assert all(m.details["replicates"] > m.details["looks"][0] for m in alone)
+    assert block.batched_runs == 2  # the two looks
+    assert [m.details["replicates"] > m.details["looks"][0] for m in alone] == second_look
     assert [_numbers(m) for m in together] == [_numbers(m) for m in alone]

@@ -18,8 +18,14 @@ steps, FedIHGP's terms, FedOut's direction and local steps), sent one row per cl
 
 Replicate ``r`` draws from its own generator what its own
 :class:`~testbed.federation.context.FederatedContext` draws, in the same order: its clients,
-its minibatches (through :class:`~testbed.federation.replicates.StackedGenerator`), and under
-random truncation its ``N'_r ~ U{0..N-1}`` (Alg. 3) before FedIHGP's first round. Replicates
+its minibatches, and under random truncation its ``N'_r ~ U{0..N-1}`` (Alg. 3) before FedIHGP's
+first round. Under full participation a stretch of minibatches with nothing else drawn between
+them is drawn in one call per replicate (:func:`_drawn_ahead`; NumPy's bounded integers of one
+bound give the same numbers in one call as in several): 64 iterations where an iteration draws
+nothing else (minimax, deterministic truncation, ``N = 1``), else FedInn's draws, ``N'_r``,
+then FedIHGP's and FedOut's; under partial participation, whose rounds draw their clients in
+between, each minibatch is its own call
+(:class:`~testbed.federation.replicates.StackedGenerator`). Replicates
 draw different ``N'``: Hessian round ``n`` runs on the replicates with ``N'_r >= n`` only (their
 own draws, through a :class:`Replicates` of their generators), and each keeps ``p_{N'_r}``.
 
@@ -42,6 +48,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import NamedTuple
+from typing import cast
 
 import numpy as np
 import torch
@@ -50,6 +57,7 @@ from problems import LinearCompositional
 from problems import Problem
 from problems import QuadraticBilevel
 from problems import QuadraticMinimax
+from testbed.algorithms.aggitd_replicates import IterationDraws
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.fednest import FedNestState
 from testbed.algorithms.fednest import StepSizes
@@ -80,6 +88,12 @@ MAX_DIM_X = 2
 #: row-vector one, ``v^T A_i``, one batched kernel for a shared vector and for rows). Another
 #: family runs per replicate.
 ROW_EXACT_FAMILIES = (QuadraticBilevel, QuadraticMinimax, LinearCompositional)
+
+#: The iterations whose minibatches a replicate draws in one call where an iteration draws
+#: nothing else (:func:`_iteration_draws`). Why 64: a call then serves 64 iterations (a call
+#: costs 5-8 us, an iteration's rounds about 1 ms), and the draws held are at most 64 x 7 x C
+#: x b integers a replicate (256 stacked replicates of 10 clients: 9 MB).
+CHUNK_ITERATIONS = 64
 
 
 class ReplicateState(NamedTuple):
@@ -142,19 +156,35 @@ def _inner_update(
     return side.aggregate(work.run(side, clients).uploads[0])
 
 
+def _truncations(config: FedNest, side: Replicates) -> list[int]:
+    """Every replicate's count of Hessian rounds: ``N`` under deterministic truncation; under
+    random truncation ``N'_r ~ U{0..N-1}``, drawn from its own generator as
+    :func:`~testbed.estimators.fedihgp.fedihgp` draws it (first, before its rounds), except with
+    ``N = 1``: ``integers(1)`` is 0 and takes nothing from the stream (NumPy's bounded integers
+    of an empty range return the bound without a draw; tests/test_fednest_rate_replicates.py),
+    so it is not called."""
+    terms = config.neumann_terms
+    if config.truncation != "random":
+        return [terms] * len(side.rngs)
+    check_positive_int(terms, "neumann_terms", minimum=1)
+    if terms == 1:
+        return [0] * len(side.rngs)
+    return [int(rng.integers(terms)) for rng in side.rngs]
+
+
 def _fedihgp(
-    config: FedNest, side: Replicates, x: torch.Tensor, y: torch.Tensor, lam: float
-) -> tuple[torch.Tensor, list[int]]:
-    """FedIHGP (Alg. 3, eq. (13b)) for every replicate: ``(p (R, dy), N'_r)``, each replicate's
-    :func:`~testbed.estimators.fedihgp.fedihgp` (``N'_r`` drawn from its own generator first
-    under random truncation; Hessian round ``n`` on the replicates with ``N'_r >= n``)."""
+    config: FedNest,
+    side: Replicates,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    lam: float,
+    n_primes: list[int],
+) -> torch.Tensor:
+    """FedIHGP (Alg. 3, eq. (13b)) for every replicate, ``p (R, dy)``: each replicate's
+    :func:`~testbed.estimators.fedihgp.fedihgp` with its ``N'_r`` (:func:`_truncations`;
+    Hessian round ``n`` on the replicates with ``N'_r >= n``)."""
     terms, count = config.neumann_terms, len(side.rngs)
     random = config.truncation == "random"
-    if random:
-        check_positive_int(terms, "neumann_terms", minimum=1)
-        n_primes = [int(rng.integers(terms)) for rng in side.rngs]
-    else:
-        n_primes = [terms] * count
     schedule = truncation_schedule(terms, lam, config.truncation, n_primes[0] if random else None)
     clients = side.participants()
     (first,) = IHGPFirstTerm(side.rows(x), side.rows(y), schedule.scale).run(side, clients).uploads
@@ -176,7 +206,7 @@ def _fedihgp(
         new = sub.aggregate(term.run(sub, clients).uploads[0])
         p = new if sub is side else p.index_copy(0, index, new)
         total = total + p
-    return (p if random else total), n_primes
+    return p if random else total
 
 
 def _fedout(
@@ -205,25 +235,105 @@ def _fedout(
     return side.aggregate(work.run(side, clients).uploads[0]), h
 
 
+def _drawn_ahead(
+    side: Replicates, counts: Sequence[int]
+) -> tuple[Replicates, IterationDraws | None]:
+    """``side`` serving the replicates' next ``counts[r]`` minibatch draws from one call of
+    each generator (:class:`~testbed.algorithms.aggitd_replicates.IterationDraws`), with those
+    draws to check once they are used; ``side`` itself (each draw a call) where the calls in
+    between draw something else: partial participation draws each round's clients
+    (``choice``), so its rounds' minibatches are not adjacent in the stream.
+
+    Why the numbers are the same: every minibatch of these problems is ``integers(0, n, size=(C,
+    b))`` with the same bound ``n`` (:func:`problems._rows.draw_indices`, the one
+    ``sample_batch`` of :data:`ROW_EXACT_FAMILIES`), and draws of one bound adjacent in the
+    stream are the same in one call as in several (tests/test_fednest_rate_replicates.py)."""
+    b = side.batch_size
+    n_samples = getattr(side.problem, "n_samples", 0)
+    if b is None or not side.sampler.is_full or not n_samples or b < 1:
+        return side, None  # no draws, clients drawn between them, or the problem's own error
+    draws = IterationDraws(side.rngs, n_samples, counts, (side.sampler.per_round, b))
+    return side.served(draws), draws
+
+
+def _draw_counts(config: FedNest) -> tuple[int, int]:
+    """The minibatch draws of an iteration (:meth:`FedNest.advance`) but FedIHGP's Hessian
+    rounds' (one each): ``(inner, outer)``, FedInn's ``T (1 + tau)`` (LFedInn: ``T tau``), and
+    FedIHGP's first round and FedOut's, ``1 + 2 + tau`` (minimax: FedOut's ``1 + tau``, no
+    FedIHGP and no indirect part)."""
+    tau = cast(int, config.local_steps)  # check_batchable admitted one integer tau
+    inner = config.inner_steps * (int(isinstance(config.inner_rule, FedInn)) + tau)
+    minimax = type(config.outer_rule) is MinimaxFedOut
+    return inner, (1 + tau if minimax else 1 + 2 + tau)
+
+
+def _iteration_draws(config: FedNest) -> int | None:
+    """The minibatch draws of an iteration where they are the same for every replicate and
+    nothing else is drawn between them (minimax: no FedIHGP; deterministic truncation: ``N``
+    Hessian rounds; random truncation with ``N = 1``: ``N' = 0``, drawn from nowhere,
+    :func:`_truncations`); ``None`` where each replicate draws its ``N'_r`` between FedInn's
+    draws and FedIHGP's (random truncation, ``N > 1``)."""
+    inner, outer = _draw_counts(config)
+    if type(config.outer_rule) is MinimaxFedOut:
+        return inner + outer
+    if config.truncation != "random":
+        return inner + config.neumann_terms + outer
+    return inner + outer if config.neumann_terms == 1 else None
+
+
 def step_replicates(
-    config: FedNest, side: Replicates, state: ReplicateState, steps: StepSizes
+    config: FedNest,
+    side: Replicates,
+    state: ReplicateState,
+    steps: StepSizes,
+    drawn: Replicates | None = None,
 ) -> ReplicateState:
     """One FedNest iteration (Alg. 1) of every replicate of ``side``:
-    :meth:`FedNest.advance <testbed.algorithms.fednest.FedNest.advance>` row by row."""
+    :meth:`FedNest.advance <testbed.algorithms.fednest.FedNest.advance>` row by row.
+
+    Each replicate's minibatches are drawn in one call per stretch of its stream that holds
+    nothing else (:func:`_drawn_ahead`): the whole iteration (:func:`_iteration_draws`), or
+    FedInn's draws, then ``N'_r``, then FedIHGP's and FedOut's. ``drawn``: ``side`` serving
+    this iteration's minibatches from draws made ahead by the caller (who checks they were all
+    used; :func:`run_fednest_replicates` draws several iterations' at once)."""
     x, y = state.x, state.y
     x_rows = side.rows(x)
-    vr = isinstance(config.inner_rule, FedInn)
-    for _ in range(config.inner_steps):
-        y = _inner_update(config, side, x_rows, y, steps.inner)
-    inner_rounds = (2 if vr else 1) * config.inner_steps
     count = len(side.rngs)
-    if type(config.outer_rule) is MinimaxFedOut:
-        x_plus, h = _fedout(config, side, x, y, None, steps.outer)
+    minimax = type(config.outer_rule) is MinimaxFedOut
+    per_iteration = _iteration_draws(config)
+    inner, outer = _draw_counts(config)
+    draws = None
+    if drawn is not None:
+        served = drawn
+    elif per_iteration is None:  # N'_r lies between FedInn's draws and the rest: two stretches
+        served, draws = _drawn_ahead(side, [inner] * count)
+    else:
+        served, draws = _drawn_ahead(side, [per_iteration] * count)
+    for _ in range(config.inner_steps):
+        y = _inner_update(config, served, x_rows, y, steps.inner)
+    inner_rounds = (2 if isinstance(config.inner_rule, FedInn) else 1) * config.inner_steps
+    if minimax:
+        x_plus, h = _fedout(config, served, x, y, None, steps.outer)
+        _all_used(draws)
         return ReplicateState(x_plus, y, h, (None,) * count, (inner_rounds + 2,) * count)
-    p, n_primes = _fedihgp(config, side, x, y, steps.neumann)
-    x_plus, h = _fedout(config, side, x, y, p, steps.outer)
+    if drawn is None and per_iteration is None:
+        _all_used(draws)
+        n_primes = _truncations(config, side)
+        served, draws = _drawn_ahead(side, [n + outer for n in n_primes])
+    else:
+        n_primes = _truncations(config, side)
+    p = _fedihgp(config, served, x, y, steps.neumann, n_primes)
+    x_plus, h = _fedout(config, served, x, y, p, steps.outer)
+    _all_used(draws)
     rounds = tuple(inner_rounds + n + 3 for n in n_primes)
     return ReplicateState(x_plus, y, h, tuple(n_primes), rounds)
+
+
+def _all_used(draws: IterationDraws | None) -> None:
+    """Raise unless every replicate used the minibatches drawn for it (the counts were its
+    run's)."""
+    if draws is not None:
+        draws.check_used()
 
 
 def _check_iterates(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
@@ -270,14 +380,24 @@ def run_fednest_replicates(
         (state.rounds,) * count,
     )
     records = [stacked]
+    per_iteration = _iteration_draws(algorithm)
+    served, draws = side, None
     for k in range(1, iterations + 1):
-        stacked = step_replicates(algorithm, side, stacked, state.steps)
+        if per_iteration is not None and (k - 1) % CHUNK_ITERATIONS == 0:
+            # every draw of the next iterations is a minibatch: one call per replicate
+            chunk = min(CHUNK_ITERATIONS, iterations - k + 1)
+            served, draws = _drawn_ahead(side, [chunk * per_iteration] * count)
+        drawn = None if draws is None else served
+        stacked = step_replicates(algorithm, side, stacked, state.steps, drawn)
+        if k % CHUNK_ITERATIONS == 0 or k == iterations:
+            _all_used(draws)
         _check_iterates(stacked.x, x0_norm, k, type(algorithm).__name__)
         records.append(stacked)
     return records
 
 
 __all__ = [
+    "CHUNK_ITERATIONS",
     "MAX_DIM_X",
     "ROW_EXACT_FAMILIES",
     "ReplicateState",

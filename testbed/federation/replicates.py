@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from typing import Any
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -93,6 +94,26 @@ class StackedGenerator:
         raise NotBatchable(f"the draw {name!r} has no stacked form")
 
 
+class DrawnAhead(Protocol):
+    """Minibatch indices drawn ahead from the replicates' generators, handed out in the order
+    their runs ask for them (:class:`~testbed.algorithms.aggitd_replicates.IterationDraws`):
+    ``next(members, low, high, size)`` is the next ``integers(low, high, size)`` draw of each
+    replicate of ``members`` (indices into the generators the draws were made from), stacked."""
+
+    def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray: ...
+
+
+class _MembersDraw:
+    """:class:`DrawnAhead` as the generator of the replicates ``members`` (a problem's
+    ``sample_batch`` draws ``integers`` from it)."""
+
+    def __init__(self, ahead: DrawnAhead, members: np.ndarray) -> None:
+        self.ahead, self.members = ahead, members
+
+    def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
+        return self.ahead.next(self.members, low, high, size)
+
+
 class Replicates:
     """The clients' side of ``len(rngs)`` replicates of a federated run on ``problem``.
 
@@ -116,6 +137,11 @@ class Replicates:
         self.problem, self.rngs, self.batch_size = problem, tuple(rngs), batch_size
         self.sampler = ClientSampler(problem.n_clients, participation)
         self.oracles = Oracles(problem, CallCounter())
+        #: where the minibatches come from: ``None``, each replicate's generator at each draw
+        #: (:class:`StackedGenerator`); else draws made ahead (:meth:`served`), ``members``
+        #: these replicates' indices in them
+        self.ahead: DrawnAhead | None = None
+        self.members = np.arange(len(self.rngs))
 
     def select(self, indices: Sequence[int]) -> Replicates:
         """The replicates ``indices`` of these, in that order (their generators; the same
@@ -123,6 +149,16 @@ class Replicates:
         (AggITD's Hessian-inverse term starts at each replicate's own drawn index)."""
         part = copy.copy(self)
         part.rngs = tuple(self.rngs[i] for i in indices)
+        part.members = self.members[np.asarray(indices, dtype=np.int64)]
+        return part
+
+    def served(self, ahead: DrawnAhead) -> Replicates:
+        """These replicates with their minibatches handed out by ``ahead`` (drawn ahead from
+        these generators, in the calls' order) instead of drawn at each work: the same numbers
+        where ``ahead``'s draws are the calls' draws (a caller shows it), fewer generator calls.
+        Its clients are still drawn at each round, from the generators."""
+        part = copy.copy(self)
+        part.ahead = ahead
         return part
 
     def participants(self) -> torch.Tensor:
@@ -141,6 +177,9 @@ class Replicates:
         by one, from fresh generators."""
         if self.batch_size is None:
             return None
+        if self.ahead is not None:
+            source = _MembersDraw(self.ahead, self.members)
+            return self.problem.sample_batch(source, clients, self.batch_size)  # type: ignore[arg-type]
         blocks = StackedGenerator(self.rngs, int(clients.shape[0]) // len(self.rngs))
         return self.problem.sample_batch(blocks, clients, self.batch_size)  # type: ignore[arg-type]
 
@@ -155,4 +194,4 @@ class Replicates:
         return state.repeat_interleave(self.sampler.per_round, dim=0)
 
 
-__all__ = ["NotBatchable", "Replicates", "StackedGenerator"]
+__all__ = ["DrawnAhead", "NotBatchable", "Replicates", "StackedGenerator"]

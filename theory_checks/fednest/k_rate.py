@@ -6,10 +6,10 @@ horizon design and its two looks (:func:`~theory_checks.fednest.common.sequentia
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from theory_checks.fednest.constants import fednest_constants
 from theory_checks.fednest.constants import inner_smoothness
 from theory_checks.profiles import PerProfile
 from theory_checks.replicates import replicated_streams
+from theory_checks.replicates import shared
 
 # (Thm 3.1 / Cors. 3.1-3.3, stochastic): the exponent of E (1/K) sum_k ||grad f(x_k)||^2 in the
 # horizon K by Monte Carlo over independent replicates, with its step rule, horizon design and
@@ -232,8 +233,10 @@ def _stationarities(
     (:func:`~testbed.algorithms.fednest_replicates.run_fednest_replicates`: every iterate the
     unbatched run's, bit for bit). A configuration it refuses (a perturbation, a mutant:
     :class:`NotBatchable`, before any draw) or a divergence (some run raised) is run again one
-    by one from copies of the generators taken before, so each gets what it gets alone."""
-    fresh = copy.deepcopy(generators)
+    by one from the generators' states taken before, so each gets what it gets alone."""
+    # each stream's state as it starts (a copy of the generators costs 30x as much; the states
+    # are read back only where a replicate runs alone, rarely)
+    states = [rng.bit_generator.state for rng in generators]
     values: list[float | DivergenceError] = [math.nan] * len(generators)
     try:
         for j, (algorithm, K) in enumerate(zip(algorithms, grid, strict=True)):
@@ -248,7 +251,7 @@ def _stationarities(
         return values
     except (NotBatchable, DivergenceError):
         pass
-    for i, rng in enumerate(fresh):
+    for i, rng in enumerate(map(_restarted, generators, states)):
         j = i % len(grid)
         try:
             values[i] = _averaged_stationarity(algorithms[j], problem, grid[j], start, rng)
@@ -257,17 +260,27 @@ def _stationarities(
     return values
 
 
+def _restarted(rng: np.random.Generator, state: Mapping[str, Any]) -> np.random.Generator:
+    """A generator of ``rng``'s kind at ``state`` (``rng`` itself is left as it is)."""
+    bits = type(rng.bit_generator)()
+    bits.state = state
+    return np.random.Generator(bits)
+
+
 class _KRateDraws:
     """:func:`check_k_rate`'s replicates ``(Q_r(K_1), Q_r(K_2))``, a look at a time.
 
     The first replicate asked for up to a look computes every replicate up to that look
     (:func:`_stationarities` of their streams ``design.rng(r, j)``); each replicate's numbers
-    are its own run's. The first look goes through
-    :func:`~theory_checks.replicates.replicated_streams`, so that a calibration block runs the
-    first look of every later seed at once; a later one is the seed's own run. Why: every seed
-    asks for the first look, few for the second (on the thorough profile 1 of 16 seeds of
-    ``fednest.cor32.k_rate_minimax``, 2026-11-28), and a stacked second look would be computed
-    for every later seed of the block."""
+    are its own run's. Every look goes through
+    :func:`~theory_checks.replicates.replicated_streams`, so that a calibration block runs a
+    look of every later seed at once, for the first seed that reaches it. Why the second look
+    too, though it is computed for later seeds that stop at the first: on the thorough profile
+    most seeds of ``fednest.cor33.k_rate_compositional`` reach it (28 of 30), few of the other
+    two (1-2 of 16), and since a run draws a replicate's minibatches in one call per 64
+    iterations a stacked look of 16 seeds costs about 3 of one seed's (0.75 s against 0.27 s,
+    38 replicates of 272 iterations): 48 seeds took 11.6 / 9.4 / 14.9 s (bilevel, minimax,
+    compositional) stacked against 12.4 / 10.4 / 21.5 s (2026-11-28, load 2.4)."""
 
     def __init__(
         self,
@@ -300,10 +313,8 @@ class _KRateDraws:
                     self.algorithms, self.grid, self.problem, self.start, generators
                 )
 
-            values: list[float | DivergenceError] = (
-                replicated_streams(run, self.design, keys, self.identity)
-                if r == 0
-                else run([self.design.rng(*key) for key in keys])
+            values: list[float | DivergenceError] = replicated_streams(
+                run, self.design, keys, self.identity
             )
             width = len(self.grid)
             for q in range(r, stop):
@@ -437,6 +448,16 @@ def _k_rate_horizons(
     }
 
 
+def _k_rate_setup(case: Case, make: Callable[..., Any], ratio: int) -> tuple[Any, ...]:
+    """:func:`check_k_rate`'s seed-independent part: :func:`_k_rate_start`'s ``x_0, y_0``,
+    :func:`_k_rate_horizons`' steps and horizons, and ``N_K`` at each horizon (none where the
+    exact-oracle iteration does not contract)."""
+    x_star, x0, y0, terms_at = _k_rate_start(case)
+    steps = _k_rate_horizons(make, case.problem, x_star, terms_at, ratio)
+    contracts = steps["rho_top"] < 1.0  # else no horizons (K_1 = 0) and no runs
+    return x0, y0, steps, {K: terms_at(K) for K in steps["grid"]} if contracts else {}
+
+
 def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Design) -> Measurement:
     """Thm 3.1 / Cors. 3.1-3.3: the exponent of ``E Q(K)``, ``Q(K) = (1/K) sum_{k=1}^K
     ||grad f(x_k)||^2``, in the horizon K, stochastic oracles (minibatch of one sample per
@@ -461,8 +482,13 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Des
     """
     problem = case.problem
     ratio, replicate_cap, iteration_cap = HORIZON_DESIGNS.resolve(design.profile)
-    x_star, x0, y0, terms_at = _k_rate_start(case)
-    steps = _k_rate_horizons(make, problem, x_star, terms_at, ratio)
+    # the start, step rule and horizons depend on the case, the estimator and the profile, not
+    # on the seed: once for a calibration block's seeds (theory_checks.replicates.shared)
+    params = repr(sorted(case.params.items()))
+    x0, y0, steps, neumann_terms = shared(
+        ("fednest.k_rate.setup", claim.id, problem, params, make, ratio),
+        lambda: _k_rate_setup(case, make, ratio),
+    )
     rho_top = steps["rho_top"]
     if rho_top >= 1.0:  # Thm 3.1 presumes small steps make the iteration converge
         return Measurement(
@@ -496,7 +522,7 @@ def check_k_rate(claim: Claim, case: Case, make: Callable[..., Any], design: Des
         "planned_replicates": total,
         "replicates_needed": needed,
         "looks": looks,
-        "neumann_terms": {K: terms_at(K) for K in grid},
+        "neumann_terms": dict(neumann_terms),
     }
     try:
         test, exponents = sequential_test(

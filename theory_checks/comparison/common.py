@@ -74,6 +74,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.comparison import batched
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison.runs import BASELINE
 from theory_checks.comparison.runs import Comparison
@@ -83,6 +84,7 @@ from theory_checks.decision import Evidence
 from theory_checks.decision import SpentRate
 from theory_checks.decision import StatTest
 from theory_checks.decision import clopper_pearson
+from theory_checks.replicates import replicated_streams
 
 # The design has two looks (a group-sequential Binomial, each look at half the case's rate,
 # Bonferroni, so stopping at the first decided look keeps the false-failure rate):
@@ -205,15 +207,19 @@ def _both_tunings(
     return cand_tuning, base_tuning, cand_multiple
 
 
-def _problem_record(comparison: Comparison, drawn: Any, verdict: Any) -> dict[str, Any]:
+def _problem_record(
+    comparison: Comparison, drawn: Any, verdict: Any, solved_at_once: bool | None = None
+) -> dict[str, Any]:
     """One drawn problem's line of the record: its seed, whether the ratio is within the
-    claim, whether FedNest solves it in one outer iteration, the ratio and both runs' rounds
-    and stops."""
+    claim, whether FedNest solves it in one outer iteration (``solved_at_once``, computed
+    here when not given), the ratio and both runs' rounds and stops."""
     base = verdict.baseline
+    if solved_at_once is None:
+        solved_at_once = runs.solved_in_one_iteration(comparison, drawn)
     return {
         "seed": drawn.spec()["seed"],
         "within_claim": verdict.within,
-        "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+        "fednest_one_iteration": solved_at_once,
         "ratio": verdict.ratio,
         "candidate_rounds": verdict.candidate.rounds,
         "candidate_stop": verdict.candidate.stop,
@@ -248,6 +254,7 @@ def _draw_until_decided(
     (:func:`_problem_record`) and the ratios against the bound."""
     per_problem: list[dict[str, Any]] = []
     series = []
+    first = _first_look(comparison, spec, make, multiples, design, min(looks[0], looks[-1]))
     for j in range(looks[-1]):
         if j in looks:  # a look: stop when its interval already decides
             at_look = sequential_binomial(
@@ -261,22 +268,55 @@ def _draw_until_decided(
         # every draw of the family counts (the papers exclude none); whether FedNest solves
         # the draw in one outer iteration is recorded, and that subpopulation is reported
         # apart with its own verdict
-        drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
-        verdict = runs.compare_at(
-            comparison,
-            drawn,
-            make,
-            multiples[0],
-            multiples[1],
-            functools.partial(_run_stream, design, j),
-        )
-        per_problem.append(_problem_record(comparison, drawn, verdict))
+        if j < len(first):  # evaluated with the look's other problems (and seeds)
+            drawn, verdict, solved_at_once = first[j]
+        else:
+            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
+            verdict = runs.compare_at(
+                comparison,
+                drawn,
+                make,
+                multiples[0],
+                multiples[1],
+                functools.partial(_run_stream, design, j),
+            )
+            solved_at_once = None
+        per_problem.append(_problem_record(comparison, drawn, verdict, solved_at_once))
         if verdict.ratio is not None:
             series += [
                 SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0, comparison.candidate),
                 SeriesPoint("bound", "problem", j, comparison.bound, 0, 0, comparison.candidate),
             ]
     return per_problem, series
+
+
+def _first_look(
+    comparison: Comparison,
+    spec: dict[str, Any],
+    make: Callable[..., Any],
+    multiples: tuple[float, float],
+    design: Design,
+    count: int,
+) -> list[batched.Evaluated]:
+    """Problems ``0..count-1`` (those before the first look, which every run evaluates) as
+    :func:`~theory_checks.comparison.batched.evaluate` evaluates them together: problem ``j``
+    drawn from ``design.rng(_PROBLEM, j)``, its runs on :func:`_run_stream`'s streams, as the
+    loop of :func:`_draw_until_decided` would. In a calibration block, every seed's first look
+    in one batch (:func:`~theory_checks.replicates.replicated_streams`)."""
+    keys = [key for j in range(count) for key in ((_PROBLEM, j), (_RUN, j, 0), (_RUN, j, 1))]
+    evaluated = replicated_streams(
+        lambda streams: batched.evaluate(comparison, spec, make, multiples, streams),
+        design,
+        keys,
+        (
+            "comparison first look",
+            comparison.key,
+            repr(sorted((k, v) for k, v in spec.items())),
+            multiples,
+            make,
+        ),
+    )
+    return list(evaluated[0::3])
 
 
 #: The constructor of the closed-form comparisons' claims

@@ -1,0 +1,152 @@
+"""The round-savings comparisons' stacked runs (testbed.algorithms.fednest_stacked,
+theory_checks.comparison.batched) against one run per problem.
+
+Every iterate of FedNest on stacked problems must equal, bit for bit, what its unbatched run on
+each problem gives; each problem's Reach, Verdict and one-iteration flag equal the unbatched
+ones (``repr``) for the three closed-form comparisons, on the families their claims draw
+(heterogeneous, homogeneous; dim_x = 2 stacked, dim_x = 3 refused and run one by one); and a
+calibration block's per-seed Measurements equal the unbatched check's in full.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from testbed.algorithms.base import iterate_within_rounds
+from testbed.algorithms.fednest_stacked import StackedFedNest
+from testbed.algorithms.fednest_stacked import check_stackable
+from testbed.federation.replicates import NotBatchable
+from theory_checks.comparison import batched
+from theory_checks.comparison import runs
+from theory_checks.comparison.runs import COMPARISONS
+
+_HETEROGENEOUS = {
+    "family": "QuadraticBilevel.random",
+    "n_clients": 3,
+    "dim_x": 2,
+    "dim_y": 2,
+    "condition_number": 2.0,
+    "hessian_heterogeneity": 0.1,
+    "gradient_heterogeneity": 1.0,
+    "mu": 1.0,
+    "n_samples": 0,
+    "gradient_noise": 0.0,
+    "hessian_noise": 0.0,
+}
+_HOMOGENEOUS = {
+    **_HETEROGENEOUS,
+    "n_clients": 2,
+    "hessian_heterogeneity": 0.0,
+    "gradient_heterogeneity": 0.0,
+}
+# the claims' families: dim_x = 2 is stacked; dim_y = 3 and more clients too
+_SPECS = {
+    "heterogeneous": _HETEROGENEOUS,
+    "homogeneous": _HOMOGENEOUS,
+    "wider": {**_HETEROGENEOUS, "n_clients": 5, "dim_y": 3, "condition_number": 3.0},
+}
+
+
+def _problems(spec: dict[str, Any], count: int, stream: int) -> list[Any]:
+    return [runs.draw_problem(spec, np.random.default_rng([stream, j])) for j in range(count)]
+
+
+def _fednests(problems: list[Any], multiple: float) -> list[Any]:
+    comparison = COMPARISONS["aggitd"]
+    return [
+        runs.built(comparison, "baseline", p, functools.partial(dict), multiple) for p in problems
+    ]
+
+
+@pytest.mark.parametrize("spec", sorted(_SPECS))
+def test_stacked_iterates_are_each_runs(spec: str) -> None:
+    problems = _problems(_SPECS[spec], 5, 3)
+    algorithms = _fednests(problems, 2.0)  # c = 2: some runs oscillate, others do not
+    stacked = StackedFedNest(algorithms, problems)
+    alone = [
+        iterate_within_rounds(a, p, np.random.default_rng(0), 10**9)
+        for a, p in zip(algorithms, problems, strict=True)
+    ]
+    state = stacked.start
+    for k in range(6):
+        for r, records in enumerate(alone):
+            record = next(records)
+            assert record.iteration == k
+            assert torch.equal(state.x[r], record.x), (spec, k, r)
+            assert torch.equal(state.y[r], record.state.y), (spec, k, r)
+            assert record.calls.comm_rounds == k * stacked.rounds_per_iteration()
+        if k == 3:  # runs leave the stack: the others go on unchanged
+            state = stacked.keep(state, [0, 2, 4])
+            alone = [alone[0], alone[2], alone[4]]
+        state = stacked.step(state)
+
+
+@pytest.mark.parametrize("key", sorted(COMPARISONS))
+@pytest.mark.parametrize("multiple", [1.0, 2.0])
+def test_verdicts_equal_the_unbatched_ones(key: str, multiple: float) -> None:
+    comparison = COMPARISONS[key]
+    spec = _HOMOGENEOUS if key == "lfednest" else _HETEROGENEOUS
+    problems = _problems(spec, 8, 7)
+    make = functools.partial(runs.build_algorithm, comparison.candidate, {})
+
+    def streams(j: int) -> Any:
+        return lambda role: np.random.default_rng([j, int(role == "baseline")])
+
+    alone = [
+        runs.compare_at(comparison, p, make, multiple, multiple, streams(j))
+        for j, p in enumerate(problems)
+    ]
+    together = batched.compare_all(
+        comparison, problems, make, (multiple, multiple), [streams(j) for j in range(8)]
+    )
+    assert repr(together) == repr(alone)
+    assert batched.solved_in_one_iteration(comparison, problems) == [
+        runs.solved_in_one_iteration(comparison, p) for p in problems
+    ]
+    stops = {v.baseline.stop for v in alone if v.baseline is not None}
+    assert stops  # FedNest ran on some problem (its stacked form was compared)
+
+
+def test_reaches_with_stops_equal_run_to_target() -> None:
+    problems = _problems(_HETEROGENEOUS, 6, 11)
+    algorithms = _fednests(problems, 1.0)
+    stops = [None, 10.0, 40.0, 100.0, 18.0, 0.5]  # pruned, reached, at once
+    alone = [
+        runs.run_to_target(a, p, np.random.default_rng(0), stop_after=s)
+        for a, p, s in zip(algorithms, problems, stops, strict=True)
+    ]
+    together = batched.fednest_reaches(algorithms, problems, [np.random.default_rng(0)] * 6, stops)
+    assert repr(together) == repr(alone)
+    assert {r.stop for r in alone} >= {"reached", "pruned"}
+
+
+def test_what_the_stack_does_not_reproduce_is_refused() -> None:
+    problems = _problems(_HETEROGENEOUS, 2, 1)
+    algorithms = _fednests(problems, 1.0)
+    check_stackable(algorithms, problems)
+    wide = _problems({**_HETEROGENEOUS, "dim_x": 3}, 2, 1)
+    for bad_algorithms, bad_problems in (
+        ([dataclasses.replace(a, truncation="random") for a in algorithms], problems),
+        ([dataclasses.replace(a, local_steps=2) for a in algorithms], problems),
+        ([dataclasses.replace(a, participation=2) for a in algorithms], problems),
+        ([algorithms[0], dataclasses.replace(algorithms[1], neumann_terms=2)], problems),
+        (_fednests(wide, 1.0), wide),
+        (algorithms, [problems[0], _problems(_HOMOGENEOUS, 1, 1)[0]]),
+    ):
+        with pytest.raises(NotBatchable):
+            check_stackable(bad_algorithms, bad_problems)
+    # refused problems still get their unbatched runs' numbers
+    alone = [
+        runs.run_to_target(a, p, np.random.default_rng(0))
+        for a, p in zip(_fednests(wide, 1.0), wide, strict=True)
+    ]
+    together = batched.fednest_reaches(
+        _fednests(wide, 1.0), wide, [np.random.default_rng(0)] * 2, [None, None]
+    )
+    assert repr(together) == repr(alone)

@@ -1,0 +1,214 @@
+r"""The round-savings comparisons on many problems at once: FedNest's runs stacked.
+
+A comparison's check (:func:`theory_checks.comparison.common.measure_rounds`) draws problems
+``P_0, P_1, ...`` of a family and, on each, runs the candidate and FedNest to the target
+(:func:`~theory_checks.comparison.runs.compare_at`), each run with its own stopping. FedNest
+runs there in its deterministic-sum form with exact oracles and every client: it draws nothing,
+so its runs on ``P_0, ..., P_{n-1}`` can be one batched run over the stacked problems
+(:class:`~testbed.algorithms.fednest_stacked.StackedFedNest`), each row stopped as
+:func:`~theory_checks.comparison.runs.run_to_target` stops it (the one definition,
+:class:`~theory_checks.comparison.runs.Reaching`; a stopped row leaves the batch), and so can
+the one iteration that says whether FedNest solves a problem at once
+(:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
+:func:`~theory_checks.comparison.runs.compare_at` of every problem, in that form; the
+candidates still run one by one (FBO-AggITD's, FedMSA's and LFedNest's runs have no stacked
+form yet).
+
+Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every
+:class:`~theory_checks.comparison.runs.Reach`). What the stack does not reproduce exactly
+(:class:`~testbed.federation.replicates.NotBatchable`: a perturbed or mutated FedNest, a
+problem with ``dim_x > 2``, ...) or any error of the stacked run runs the problems one by one
+with the unbatched code, which then raises what it raises.
+
+In a calibration block (:func:`theory_checks.replicates.seed_batch`) the first look's problems
+of every seed of the block are one such batch (:func:`first_look`, through
+:func:`~theory_checks.replicates.replicated_streams`: each seed's problem ``j`` is drawn from
+its own ``design.rng(_PROBLEM, j)``, as its unbatched check draws it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from collections.abc import Sequence
+from typing import Any
+from typing import NamedTuple
+
+import numpy as np
+
+from testbed.algorithms.fednest_stacked import StackedFedNest
+from theory_checks.comparison import runs
+from theory_checks.comparison.runs import CAP
+from theory_checks.comparison.runs import ROUND_BUDGET
+from theory_checks.comparison.runs import TARGET
+from theory_checks.comparison.runs import Comparison
+from theory_checks.comparison.runs import Reach
+from theory_checks.comparison.runs import Reaching
+from theory_checks.comparison.runs import Verdict
+
+
+def _stacked_reaches(
+    algorithms: Sequence[Any], problems: Sequence[Any], stop_afters: Sequence[float | None]
+) -> list[Reach]:
+    """:func:`~theory_checks.comparison.runs.run_to_target` of each FedNest run, all as one
+    :class:`StackedFedNest` (raises :class:`NotBatchable` when it cannot be)."""
+    stacked = StackedFedNest(algorithms, problems)
+    per_iteration = stacked.rounds_per_iteration()
+    progress = [Reaching(runs.limit_for(s)) for s in stop_afters]
+    results: list[Reach | None] = [None] * len(problems)
+    active = list(range(len(problems)))
+    state = stacked.start
+    iteration = rounds = 0
+    while True:
+        for position, r in enumerate(active):
+            x = state.x[position]
+            norm = float(problems[r].exact_hypergradient(x).norm())
+            stop = progress[r].observe(iteration, float(rounds), x, norm)
+            if stop is not None:
+                results[r] = progress[r].reach(stop)
+        going = [position for position, r in enumerate(active) if results[r] is None]
+        if not going:
+            break
+        if rounds >= ROUND_BUDGET:  # the budget ends every run still going
+            for position in going:
+                results[active[position]] = progress[active[position]].reach("budget")
+            break
+        if len(going) < len(active):
+            state = stacked.keep(state, going)
+            active = [active[position] for position in going]
+        state = stacked.step(state)
+        iteration += 1
+        rounds += per_iteration
+    return [r for r in results if r is not None]
+
+
+def fednest_reaches(
+    algorithms: Sequence[Any],
+    problems: Sequence[Any],
+    rngs: Sequence[np.random.Generator],
+    stop_afters: Sequence[float | None],
+) -> list[Reach]:
+    """``run_to_target(algorithms[i], problems[i], rngs[i], stop_after=stop_afters[i])`` for
+    every ``i``: stacked where that is exact, else (or when the stacked run fails) one by
+    one."""
+    if not problems:
+        return []
+    try:
+        return _stacked_reaches(algorithms, problems, stop_afters)
+    except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
+        return [
+            runs.run_to_target(a, p, rng, stop_after=s)
+            for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
+        ]
+
+
+def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> list[bool]:
+    """:func:`~theory_checks.comparison.runs.solved_in_one_iteration` of each problem: FedNest
+    at its prescribed step, one iteration of every problem stacked where that is exact."""
+    if not problems:
+        return []
+    try:
+        algorithm = runs.build_algorithm(runs.BASELINE, comparison.baseline_config)
+        stacked = StackedFedNest([algorithm] * len(problems), problems)
+        after = stacked.step(stacked.start)
+    except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
+        return [runs.solved_in_one_iteration(comparison, p) for p in problems]
+    solved = []
+    for r, problem in enumerate(problems):
+        start = float(problem.exact_hypergradient(stacked.start.x[r]).norm())
+        first = float(problem.exact_hypergradient(after.x[r]).norm())
+        solved.append(first <= TARGET * start)
+    return solved
+
+
+def compare_all(
+    comparison: Comparison,
+    problems: Sequence[Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    rngs_for: Sequence[Callable[[str], np.random.Generator]],
+) -> list[Verdict]:
+    """:func:`~theory_checks.comparison.runs.compare_at` of every problem (problem ``i`` with
+    the streams ``rngs_for[i]``, at the step multiples ``(candidate, FedNest)``), FedNest's
+    runs stacked (:func:`fednest_reaches`), the candidates' one by one, each with the stop
+    ``compare_at`` gives it."""
+    bound, count = comparison.bound, len(problems)
+
+    def candidates(indices: list[int], stops: list[float]) -> dict[int, Reach]:
+        return {
+            i: runs.run_to_target(
+                runs.built(comparison, "candidate", problems[i], candidate_build, multiples[0]),
+                problems[i],
+                rngs_for[i]("candidate"),
+                stop_after=stop,
+            )
+            for i, stop in zip(indices, stops, strict=True)
+        }
+
+    def baselines(indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+        algorithms = [
+            runs.built(comparison, "baseline", problems[i], candidate_build, multiples[1])
+            for i in indices
+        ]
+        reaches = fednest_reaches(
+            algorithms,
+            [problems[i] for i in indices],
+            [rngs_for[i]("baseline") for i in indices],
+            stops,
+        )
+        return dict(zip(indices, reaches, strict=True))
+
+    everyone = list(range(count))
+    if bound >= 1.0:
+        base = baselines(everyone, [None] * count)
+        cand = candidates(everyone, [bound * base[i].capped for i in everyone])
+        return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
+    cand = candidates(everyone, [bound * CAP] * count)
+    reached = [i for i in everyone if cand[i].rounds is not None]
+    base = baselines(reached, [cand[i].capped / bound for i in reached])
+    return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
+
+
+class Evaluated(NamedTuple):
+    """One drawn problem of a comparison's check: the problem, its verdict and whether FedNest
+    solves it in one outer iteration."""
+
+    problem: Any
+    verdict: Verdict
+    solved_at_once: bool
+
+
+def evaluate(
+    comparison: Comparison,
+    spec: dict[str, Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    streams: Sequence[np.random.Generator],
+) -> list[Evaluated | None]:
+    """Problems of ``spec``'s family evaluated together: ``streams`` holds, per problem, its
+    draw's stream and its candidate's and FedNest's run streams (three in a row); one
+    :class:`Evaluated` per problem at the first of its three positions, ``None`` at the other
+    two (the layout :func:`~theory_checks.replicates.replicated_streams` serves)."""
+    draws, candidate_streams, baseline_streams = streams[0::3], streams[1::3], streams[2::3]
+    problems = [runs.draw_problem(spec, rng) for rng in draws]
+    own = dict(zip(("candidate", "baseline"), (candidate_streams, baseline_streams), strict=True))
+
+    def rngs(i: int) -> Callable[[str], np.random.Generator]:
+        return lambda role: own[role][i]
+
+    verdicts = compare_all(
+        comparison, problems, candidate_build, multiples, [rngs(i) for i in range(len(problems))]
+    )
+    solved = solved_in_one_iteration(comparison, problems)
+    out: list[Evaluated | None] = []
+    for problem, verdict, at_once in zip(problems, verdicts, solved, strict=True):
+        out += [Evaluated(problem, verdict, at_once), None, None]
+    return out
+
+
+__all__ = [
+    "Evaluated",
+    "compare_all",
+    "evaluate",
+    "fednest_reaches",
+    "solved_in_one_iteration",
+]

@@ -57,17 +57,21 @@ def _problems(spec: dict[str, Any], count: int, stream: int) -> list[Any]:
     return [runs.draw_problem(spec, np.random.default_rng([stream, j])) for j in range(count)]
 
 
-def _fednests(problems: list[Any], multiple: float) -> list[Any]:
-    comparison = COMPARISONS["aggitd"]
-    return [
-        runs.built(comparison, "baseline", p, functools.partial(dict), multiple) for p in problems
-    ]
+def _fednests(problems: list[Any], multiple: float, which: str = "fednest") -> list[Any]:
+    """FedNest as the comparisons run it (AggITD's setting), or LFedNest as its claim does."""
+    if which == "lfednest":
+        comparison, role = COMPARISONS["lfednest"], "candidate"
+    else:
+        comparison, role = COMPARISONS["aggitd"], "baseline"
+    make = functools.partial(runs.build_algorithm, comparison.candidate, {})
+    return [runs.built(comparison, role, p, make, multiple) for p in problems]
 
 
+@pytest.mark.parametrize("which", ["fednest", "lfednest"])
 @pytest.mark.parametrize("spec", sorted(_SPECS))
-def test_stacked_iterates_are_each_runs(spec: str) -> None:
+def test_stacked_iterates_are_each_runs(spec: str, which: str) -> None:
     problems = _problems(_SPECS[spec], 5, 3)
-    algorithms = _fednests(problems, 2.0)  # c = 2: some runs oscillate, others do not
+    algorithms = _fednests(problems, 2.0, which)  # c = 2: some runs oscillate, others do not
     stacked = StackedFedNest(algorithms, problems)
     alone = [
         iterate_within_rounds(a, p, np.random.default_rng(0), 10**9)
@@ -113,9 +117,10 @@ def test_verdicts_equal_the_unbatched_ones(key: str, multiple: float) -> None:
     assert stops  # FedNest ran on some problem (its stacked form was compared)
 
 
-def test_reaches_with_stops_equal_run_to_target() -> None:
+@pytest.mark.parametrize("which", ["fednest", "lfednest"])
+def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     problems = _problems(_HETEROGENEOUS, 6, 11)
-    algorithms = _fednests(problems, 1.0)
+    algorithms = _fednests(problems, 1.0, which)
     stops = [None, 10.0, 40.0, 100.0, 18.0, 0.5]  # pruned, reached, at once
     alone = [
         runs.run_to_target(a, p, np.random.default_rng(0), stop_after=s)

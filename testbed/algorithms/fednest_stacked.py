@@ -52,9 +52,12 @@ from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.fednest_replicates import MAX_DIM_X
 from testbed.algorithms.fednest_updates import FedInn
 from testbed.algorithms.fednest_updates import FedOut
+from testbed.algorithms.fednest_updates import LFedInn
+from testbed.algorithms.fednest_updates import LFedOut
 from testbed.calls import CallCounter
 from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
+from testbed.estimators.fednest import LocalHypergradientAt
 from testbed.estimators.fednest import OuterDirection
 from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
@@ -78,9 +81,11 @@ def check_stackable(algorithms: Sequence[FedNest], problems: Sequence[QuadraticB
         unstepped = dataclasses.replace(algorithm, outer_step_size=None, inner_step_size=None)
         if unstepped != dataclasses.replace(first, outer_step_size=None, inner_step_size=None):
             raise NotBatchable("the runs differ in more than their steps")
-    if type(first.inner_rule) is not FedInn or type(first.outer_rule) is not FedOut:
-        raise NotBatchable("only FedInn and FedOut are stacked")
-    if first.truncation != "deterministic":
+    if type(first.inner_rule) not in (FedInn, LFedInn):
+        raise NotBatchable(f"inner update {type(first.inner_rule).__name__}: not stacked")
+    if type(first.outer_rule) not in (FedOut, LFedOut):
+        raise NotBatchable(f"outer update {type(first.outer_rule).__name__}: not stacked")
+    if type(first.outer_rule) is FedOut and first.truncation != "deterministic":
         raise NotBatchable("random truncation draws N' per run: not stacked")
     if first.participation is not None or first.batch_size is not None:
         raise NotBatchable("partial participation or minibatches draw per run: not stacked")
@@ -178,23 +183,36 @@ class StackedFedNest:
 
     def step(self, state: StackedState) -> StackedState:
         """One iteration of every run: :meth:`FedNest.advance
-        <testbed.algorithms.fednest.FedNest.advance>` with FedInn and FedOut, row by row."""
+        <testbed.algorithms.fednest.FedNest.advance>` with its inner and outer updates, row by
+        row."""
         side, config = self.side, self.config
         x_rows, y = side.rows(state.x), state.y
         clients = side.participants()
-        for _ in range(config.inner_steps):  # FedInn (Alg. 4), two rounds
+        for _ in range(config.inner_steps):  # FedInn (Alg. 4, two rounds) or LFedInn (one)
             y_rows = side.rows(y)
-            (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
+            direction = None
+            if type(config.inner_rule) is FedInn:
+                (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
+                direction = side.rows(side.aggregate(snapshot))
             work = LocalIterates(
                 y_rows,
                 InnerGradientAt(x_rows),
                 config.local_steps,
                 self._beta,  # type: ignore[arg-type]  # one step per row
-                global_direction=side.rows(side.aggregate(snapshot)),
+                global_direction=direction,
                 scale_by_steps=config.scale_by_steps,
             )
             y = side.aggregate(work.run(side, clients).uploads[0])
         y_rows = side.rows(y)
+        if type(config.outer_rule) is LFedOut:  # local Neumann hypergradient steps, one round
+            local = LocalIterates(
+                x_rows,
+                LocalHypergradientAt(y_rows, config.neumann_terms, self._lam),  # type: ignore[arg-type]
+                config.local_steps,
+                self._alpha,  # type: ignore[arg-type]  # one step per row
+                scale_by_steps=config.scale_by_steps,
+            )
+            return StackedState(side.aggregate(local.run(side, clients).uploads[0]), y)
         # FedIHGP (Alg. 3), the deterministic schedule: p_0 = grad_y f / l, N Hessian rounds
         first = IHGPFirstTerm(x_rows, y_rows, self._lam)  # type: ignore[arg-type]
         p = total = side.aggregate(first.run(side, clients).uploads[0])

@@ -129,42 +129,32 @@ def compare_all(
 ) -> list[Verdict]:
     """:func:`~theory_checks.comparison.runs.compare_at` of every problem (problem ``i`` with
     the streams ``rngs_for[i]``, at the step multiples ``(candidate, FedNest)``), FedNest's
-    runs stacked (:func:`fednest_reaches`), the candidates' one by one, each with the stop
-    ``compare_at`` gives it."""
+    runs stacked (:func:`fednest_reaches`), each with the stop
+    ``compare_at`` gives it; the candidates' too where the candidate is a FedNest the stack
+    runs (LFedNest), else one by one."""
     bound, count = comparison.bound, len(problems)
 
-    def candidates(indices: list[int], stops: list[float]) -> dict[int, Reach]:
-        return {
-            i: runs.run_to_target(
-                runs.built(comparison, "candidate", problems[i], candidate_build, multiples[0]),
-                problems[i],
-                rngs_for[i]("candidate"),
-                stop_after=stop,
-            )
-            for i, stop in zip(indices, stops, strict=True)
-        }
-
-    def baselines(indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+    def reaches(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+        multiple = multiples[0] if role == "candidate" else multiples[1]
         algorithms = [
-            runs.built(comparison, "baseline", problems[i], candidate_build, multiples[1])
-            for i in indices
+            runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
         ]
-        reaches = fednest_reaches(
+        found = fednest_reaches(
             algorithms,
             [problems[i] for i in indices],
-            [rngs_for[i]("baseline") for i in indices],
+            [rngs_for[i](role) for i in indices],
             stops,
         )
-        return dict(zip(indices, reaches, strict=True))
+        return dict(zip(indices, found, strict=True))
 
     everyone = list(range(count))
     if bound >= 1.0:
-        base = baselines(everyone, [None] * count)
-        cand = candidates(everyone, [bound * base[i].capped for i in everyone])
+        base = reaches("baseline", everyone, [None] * count)
+        cand = reaches("candidate", everyone, [bound * base[i].capped for i in everyone])
         return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
-    cand = candidates(everyone, [bound * CAP] * count)
+    cand = reaches("candidate", everyone, [bound * CAP] * count)
     reached = [i for i in everyone if cand[i].rounds is not None]
-    base = baselines(reached, [cand[i].capped / bound for i in reached])
+    base = reaches("baseline", reached, [cand[i].capped / bound for i in reached])
     return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
 
 

@@ -12,19 +12,28 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
+from problems import from_spec
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.algorithms.fednest_stacked import StackedFedNest
 from testbed.algorithms.fednest_stacked import check_stackable
 from testbed.federation.replicates import NotBatchable
+from theory_checks.claim import Case
 from theory_checks.comparison import batched
+from theory_checks.comparison import common
 from theory_checks.comparison import runs
 from theory_checks.comparison.runs import COMPARISONS
+from theory_checks.decision import first_design
+from theory_checks.registry import get_claim
+from theory_checks.replicates import seed_batch
+from theory_checks.runner import claim_seed
+from theory_checks.runner import measure
 
 _HETEROGENEOUS = {
     "family": "QuadraticBilevel.random",
@@ -155,3 +164,90 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
         _fednests(wide, 1.0), wide, [np.random.default_rng(0)] * 2, [None, None]
     )
     assert repr(together) == repr(alone)
+
+
+_CLAIMS = {
+    "aggitd": ("comparison.aggitd_fewer_rounds_than_fednest", _HETEROGENEOUS),
+    "fedmsa": ("comparison.fedmsa_tenfold_fewer_rounds", _HETEROGENEOUS),
+    "lfednest": ("comparison.lfednest_fewer_rounds_homogeneous", _HOMOGENEOUS),
+}
+
+
+def _problem_by_problem(claim: Any, case: Any, design: Any, details: dict[str, Any]) -> list:
+    """The check's loop as it ran before the stacked evaluation: each problem drawn and run
+    alone (compare_at, solved_in_one_iteration), look by look, at the measured tuning."""
+    comparison = COMPARISONS[claim.estimators[0].split("-")[-1]]
+    make = functools.partial(runs.build_algorithm, comparison.candidate, {})
+    spec = case.problem.spec()
+    multiples = (details["candidate_multiple"], details["tuning"]["fednest"]["multiple"])
+    looks, rate = details["looks"], design.false_fail_rate
+    records: list[dict[str, Any]] = []
+    for j in range(looks[-1]):
+        if j in looks:
+            at_look = common.sequential_binomial(
+                sum(r["within_claim"] for r in records), j, len(looks)
+            )
+            if at_look.lower(rate) >= 0.5 or at_look.upper(rate) < 0.5:
+                break
+        drawn = runs.draw_problem(spec, design.rng(1, j))
+        verdict = runs.compare_at(
+            comparison,
+            drawn,
+            make,
+            *multiples,
+            lambda role, j=j: design.rng(2, j, int(role == "baseline")),
+        )
+        base = verdict.baseline
+        records.append(
+            {
+                "seed": drawn.spec()["seed"],
+                "within_claim": verdict.within,
+                "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+                "ratio": verdict.ratio,
+                "candidate_rounds": verdict.candidate.rounds,
+                "candidate_stop": verdict.candidate.stop,
+                "fednest_rounds": None if base is None else base.rounds,
+                "fednest_stop": None if base is None else base.stop,
+            }
+        )
+    return records
+
+
+def _numbers(measurement: Any) -> tuple[str, ...]:
+    """Every recorded number of a Measurement (``repr``), and its test's bounds."""
+    test = measurement.tests[0]
+    rate = 1e-3
+    return (
+        repr(measurement.measured),
+        repr(measurement.series),
+        json.dumps(measurement.details, sort_keys=True, default=repr),
+        repr((test.evidence.lower(rate), test.evidence.upper(rate))),
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(_CLAIMS))
+def test_block_measurements_are_each_seeds_unbatched_ones(key: str) -> None:
+    """Seeds 0-2 of a claim's calibration block (every look's problems of every seed
+    stacked): each seed's Measurement is what it measures alone, and its problems' records
+    are the problem-by-problem loop's (~5-20 s a claim on one core)."""
+    claim_id, spec = _CLAIMS[key]
+    claim = get_claim(claim_id)
+    case = Case(from_spec({**spec, "seed": 0}), {})
+    make = functools.partial(runs.build_algorithm, claim.estimators[0], {})
+    designs = [
+        first_design(claim_seed(claim.id), k, claim.false_fail_rate, "fast") for k in (0, 1, 2)
+    ]
+    alone = [measure(claim, case, make, d) for d in designs]
+    with seed_batch([0, 1, 2]) as block:
+        together = [measure(claim, case, make, d) for d in designs]
+    assert block.batched_runs >= 1
+    assert [_numbers(m) for m in together] == [_numbers(m) for m in alone]
+    for design, measurement in zip(designs, together, strict=True):
+        details = measurement.details
+        assert repr(details["per_problem"]) == repr(
+            _problem_by_problem(claim, case, design, details)
+        )
+    assert len({repr(m.details["per_problem"]) for m in together}) == 3  # the seeds differ
+    if key == "fedmsa":  # a seed evaluates the second look's problems (stacked after the first)
+        assert any(m.details["problems"] > m.details["looks"][0] for m in together)

@@ -167,38 +167,57 @@ class Evaluated(NamedTuple):
     solved_at_once: bool
 
 
-def evaluate(
+def evaluate_until_decided(
     comparison: Comparison,
     spec: dict[str, Any],
     candidate_build: Callable[..., Any],
     multiples: tuple[float, float],
     streams: Sequence[np.random.Generator],
+    looks: Sequence[int],
+    decided: Callable[[int, int], bool],
 ) -> list[Evaluated | None]:
-    """Problems of ``spec``'s family evaluated together: ``streams`` holds, per problem, its
-    draw's stream and its candidate's and FedNest's run streams (three in a row); one
-    :class:`Evaluated` per problem at the first of its three positions, ``None`` at the other
-    two (the layout :func:`~theory_checks.replicates.replicated_streams` serves)."""
-    draws, candidate_streams, baseline_streams = streams[0::3], streams[1::3], streams[2::3]
-    problems = [runs.draw_problem(spec, rng) for rng in draws]
-    own = dict(zip(("candidate", "baseline"), (candidate_streams, baseline_streams), strict=True))
+    """The problems of one or more checks of ``spec``'s family, evaluated look by look until
+    each check's look decides, every check's problems of a look together.
 
-    def rngs(i: int) -> Callable[[str], np.random.Generator]:
-        return lambda role: own[role][i]
-
-    verdicts = compare_all(
-        comparison, problems, candidate_build, multiples, [rngs(i) for i in range(len(problems))]
-    )
-    solved = solved_in_one_iteration(comparison, problems)
-    out: list[Evaluated | None] = []
-    for problem, verdict, at_once in zip(problems, verdicts, solved, strict=True):
-        out += [Evaluated(problem, verdict, at_once), None, None]
+    ``streams`` holds, check after check, per problem ``j < looks[-1]`` its draw's stream and
+    its candidate's and FedNest's run streams (three in a row, the layout
+    :func:`~theory_checks.replicates.replicated_streams` serves). A check evaluates problems
+    ``0..looks[0]-1``, then at each look ``j`` (``decided(successes, j)``, its problems
+    within the claim so far) stops or evaluates up to the next look, as
+    :func:`theory_checks.comparison.common._draw_until_decided`'s loop does. One
+    :class:`Evaluated` per problem evaluated, at the first of its three positions; ``None``
+    elsewhere."""
+    per_check = 3 * looks[-1]
+    checks = len(streams) // per_check
+    out: list[Evaluated | None] = [None] * len(streams)
+    withins: list[list[bool]] = [[] for _ in range(checks)]
+    going = list(range(checks))
+    bounds = sorted({0, *looks})
+    for start, end in zip(bounds, [*bounds[1:], looks[-1]], strict=True):
+        if start >= looks[-1]:
+            break
+        if start in looks:
+            going = [c for c in going if not decided(sum(withins[c]), start)]
+        pairs = [(c, j) for c in going for j in range(start, end)]
+        if not pairs:
+            continue
+        at = [c * per_check + 3 * j for c, j in pairs]
+        problems = [runs.draw_problem(spec, streams[i]) for i in at]
+        rngs = [{"candidate": streams[i + 1], "baseline": streams[i + 2]}.__getitem__ for i in at]
+        verdicts = compare_all(comparison, problems, candidate_build, multiples, rngs)
+        solved = solved_in_one_iteration(comparison, problems)
+        for (c, _), i, problem, verdict, at_once in zip(
+            pairs, at, problems, verdicts, solved, strict=True
+        ):
+            out[i] = Evaluated(problem, verdict, at_once)
+            withins[c].append(verdict.within)
     return out
 
 
 __all__ = [
     "Evaluated",
     "compare_all",
-    "evaluate",
+    "evaluate_until_decided",
     "fednest_reaches",
     "solved_in_one_iteration",
 ]

@@ -240,6 +240,13 @@ def _subpopulation(per_problem: list[dict[str, Any]], rate: float, looks: int) -
     }
 
 
+def _decided(successes: int, trials: int, looks: list[int], rate: float) -> bool:
+    """Whether the look after ``trials`` problems, ``successes`` of them within the claim,
+    decides: its Clopper-Pearson interval (at ``rate / len(looks)``) clear of 1/2."""
+    at_look = sequential_binomial(successes, trials, len(looks))
+    return at_look.lower(rate) >= 0.5 or at_look.upper(rate) < 0.5
+
+
 def _draw_until_decided(
     comparison: Comparison,
     spec: dict[str, Any],
@@ -251,26 +258,23 @@ def _draw_until_decided(
     """Problems of the family of ``spec`` drawn one by one, each run by both algorithms at their
     step ``multiples`` (candidate, FedNest), until a look's Clopper-Pearson interval of
     ``P(ratio within comparison.bound)`` decides against 1/2: each problem's record
-    (:func:`_problem_record`) and the ratios against the bound."""
+    (:func:`_problem_record`) and the ratios against the bound. The problems are evaluated
+    look by look, together (:func:`_evaluated`); what each is and gives is as drawn here."""
     per_problem: list[dict[str, Any]] = []
     series = []
-    first = _first_look(comparison, spec, make, multiples, design, min(looks[0], looks[-1]))
+    evaluated = _evaluated(comparison, spec, make, multiples, design, looks)
     for j in range(looks[-1]):
-        if j in looks:  # a look: stop when its interval already decides
-            at_look = sequential_binomial(
-                sum(p["within_claim"] for p in per_problem), j, len(looks)
-            )
-            if (
-                at_look.lower(design.false_fail_rate) >= 0.5
-                or at_look.upper(design.false_fail_rate) < 0.5
-            ):
-                break
+        if j in looks and _decided(  # a look: stop when its interval already decides
+            sum(p["within_claim"] for p in per_problem), j, looks, design.false_fail_rate
+        ):
+            break
         # every draw of the family counts (the papers exclude none); whether FedNest solves
         # the draw in one outer iteration is recorded, and that subpopulation is reported
         # apart with its own verdict
-        if j < len(first):  # evaluated with the look's other problems (and seeds)
-            drawn, verdict, solved_at_once = first[j]
-        else:
+        found = evaluated[j]
+        if found is not None:  # evaluated with the look's other problems (and seeds)
+            drawn, verdict, solved_at_once = found
+        else:  # not reached by the evaluation's looks (it decides as this loop does)
             drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
             verdict = runs.compare_at(
                 comparison,
@@ -290,30 +294,40 @@ def _draw_until_decided(
     return per_problem, series
 
 
-def _first_look(
+def _evaluated(
     comparison: Comparison,
     spec: dict[str, Any],
     make: Callable[..., Any],
     multiples: tuple[float, float],
     design: Design,
-    count: int,
-) -> list[batched.Evaluated]:
-    """Problems ``0..count-1`` (those before the first look, which every run evaluates) as
-    :func:`~theory_checks.comparison.batched.evaluate` evaluates them together: problem ``j``
-    drawn from ``design.rng(_PROBLEM, j)``, its runs on :func:`_run_stream`'s streams, as the
-    loop of :func:`_draw_until_decided` would. In a calibration block, every seed's first look
-    in one batch (:func:`~theory_checks.replicates.replicated_streams`)."""
-    keys = [key for j in range(count) for key in ((_PROBLEM, j), (_RUN, j, 0), (_RUN, j, 1))]
+    looks: list[int],
+) -> list[batched.Evaluated | None]:
+    """Problem ``j``'s evaluation for every ``j`` the loop of :func:`_draw_until_decided`
+    reaches (``None`` past its deciding look), as
+    :func:`~theory_checks.comparison.batched.evaluate_until_decided` evaluates them, look by
+    look: problem ``j`` drawn from ``design.rng(_PROBLEM, j)``, its runs on
+    :func:`_run_stream`'s streams. In a calibration block, every seed's problems of a look in
+    one batch (:func:`~theory_checks.replicates.replicated_streams`)."""
+    keys = [key for j in range(looks[-1]) for key in ((_PROBLEM, j), (_RUN, j, 0), (_RUN, j, 1))]
+    rate = design.false_fail_rate
+
+    def decided(successes: int, trials: int) -> bool:
+        return _decided(successes, trials, looks, rate)
+
     evaluated = replicated_streams(
-        lambda streams: batched.evaluate(comparison, spec, make, multiples, streams),
+        lambda streams: batched.evaluate_until_decided(
+            comparison, spec, make, multiples, streams, looks, decided
+        ),
         design,
         keys,
         (
-            "comparison first look",
+            "comparison problems",
             comparison.key,
             repr(sorted((k, v) for k, v in spec.items())),
             multiples,
             make,
+            tuple(looks),
+            rate,
         ),
     )
     return list(evaluated[0::3])

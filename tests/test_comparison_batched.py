@@ -20,14 +20,15 @@ import pytest
 import torch
 
 from problems import from_spec
+from testbed.algorithms.aggitd_stacked import check_stackable as check_aggitd
 from testbed.algorithms.base import iterate_within_rounds
-from testbed.algorithms.fednest_stacked import StackedFedNest
 from testbed.algorithms.fednest_stacked import check_stackable
 from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.comparison import batched
 from theory_checks.comparison import common
 from theory_checks.comparison import runs
+from theory_checks.comparison.aggitd_fewer_rounds_than_fednest import AGGITD_DROPS_CLIENT
 from theory_checks.comparison.runs import COMPARISONS
 from theory_checks.decision import first_design
 from theory_checks.registry import get_claim
@@ -67,21 +68,22 @@ def _problems(spec: dict[str, Any], count: int, stream: int) -> list[Any]:
 
 
 def _fednests(problems: list[Any], multiple: float, which: str = "fednest") -> list[Any]:
-    """FedNest as the comparisons run it (AggITD's setting), or LFedNest as its claim does."""
-    if which == "lfednest":
-        comparison, role = COMPARISONS["lfednest"], "candidate"
+    """FedNest as the comparisons run it (AggITD's setting), or the candidate ``which``
+    (LFedNest, FBO-AggITD) as its claim does."""
+    if which in ("lfednest", "aggitd"):
+        comparison, role = COMPARISONS[which], "candidate"
     else:
         comparison, role = COMPARISONS["aggitd"], "baseline"
     make = functools.partial(runs.build_algorithm, comparison.candidate, {})
     return [runs.built(comparison, role, p, make, multiple) for p in problems]
 
 
-@pytest.mark.parametrize("which", ["fednest", "lfednest"])
+@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd"])
 @pytest.mark.parametrize("spec", sorted(_SPECS))
 def test_stacked_iterates_are_each_runs(spec: str, which: str) -> None:
     problems = _problems(_SPECS[spec], 5, 3)
     algorithms = _fednests(problems, 2.0, which)  # c = 2: some runs oscillate, others do not
-    stacked = StackedFedNest(algorithms, problems)
+    stacked = batched.stacked_runs(algorithms, problems)
     alone = [
         iterate_within_rounds(a, p, np.random.default_rng(0), 10**9)
         for a, p in zip(algorithms, problems, strict=True)
@@ -126,7 +128,7 @@ def test_verdicts_equal_the_unbatched_ones(key: str, multiple: float) -> None:
     assert stops  # FedNest ran on some problem (its stacked form was compared)
 
 
-@pytest.mark.parametrize("which", ["fednest", "lfednest"])
+@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd"])
 def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     problems = _problems(_HETEROGENEOUS, 6, 11)
     algorithms = _fednests(problems, 1.0, which)
@@ -135,7 +137,7 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
         runs.run_to_target(a, p, np.random.default_rng(0), stop_after=s)
         for a, p, s in zip(algorithms, problems, stops, strict=True)
     ]
-    together = batched.fednest_reaches(algorithms, problems, [np.random.default_rng(0)] * 6, stops)
+    together = batched.reaches(algorithms, problems, [np.random.default_rng(0)] * 6, stops)
     assert repr(together) == repr(alone)
     assert {r.stop for r in alone} >= {"reached", "pruned"}
 
@@ -155,12 +157,25 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
     ):
         with pytest.raises(NotBatchable):
             check_stackable(bad_algorithms, bad_problems)
+    aggitds = _fednests(problems, 1.0, "aggitd")
+    check_aggitd(aggitds, problems)
+    for bad in (
+        [dataclasses.replace(a, expectation=False) for a in aggitds],
+        [dataclasses.replace(a, lower_solver="sgd") for a in aggitds],
+        [aggitds[0], dataclasses.replace(aggitds[1], inner_steps=2)],
+        [  # the claim's perturbation (a subclass) runs its own code
+            runs.built(COMPARISONS["aggitd"], "candidate", p, AGGITD_DROPS_CLIENT.build, 1.0)
+            for p in problems
+        ],
+    ):
+        with pytest.raises(NotBatchable):
+            check_aggitd(bad, problems)
     # refused problems still get their unbatched runs' numbers
     alone = [
         runs.run_to_target(a, p, np.random.default_rng(0))
         for a, p in zip(_fednests(wide, 1.0), wide, strict=True)
     ]
-    together = batched.fednest_reaches(
+    together = batched.reaches(
         _fednests(wide, 1.0), wide, [np.random.default_rng(0)] * 2, [None, None]
     )
     assert repr(together) == repr(alone)

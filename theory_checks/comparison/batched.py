@@ -1,29 +1,30 @@
-r"""The round-savings comparisons on many problems at once: FedNest's runs stacked.
+r"""The round-savings comparisons on many problems at once: the runs stacked.
 
 A comparison's check (:func:`theory_checks.comparison.common.measure_rounds`) draws problems
 ``P_0, P_1, ...`` of a family and, on each, runs the candidate and FedNest to the target
-(:func:`~theory_checks.comparison.runs.compare_at`), each run with its own stopping. FedNest
-runs there in its deterministic-sum form with exact oracles and every client: it draws nothing,
-so its runs on ``P_0, ..., P_{n-1}`` can be one batched run over the stacked problems
-(:class:`~testbed.algorithms.fednest_stacked.StackedFedNest`), each row stopped as
-:func:`~theory_checks.comparison.runs.run_to_target` stops it (the one definition,
+(:func:`~theory_checks.comparison.runs.compare_at`), each run with its own stopping. Both run
+with exact oracles and every client, FedNest and FBO-AggITD in their deterministic-sum forms
+(LFedNest's is deterministic too): they draw nothing, so one algorithm's runs on
+``P_0, ..., P_{n-1}`` can be one batched run over the stacked problems
+(:func:`stacked_runs`: :class:`~testbed.algorithms.fednest_stacked.StackedFedNest` for FedNest
+and LFedNest, :class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`), each row stopped
+as :func:`~theory_checks.comparison.runs.run_to_target` stops it (the one definition,
 :class:`~theory_checks.comparison.runs.Reaching`; a stopped row leaves the batch), and so can
 the one iteration that says whether FedNest solves a problem at once
 (:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
-:func:`~theory_checks.comparison.runs.compare_at` of every problem, in that form; the
-candidates still run one by one (FBO-AggITD's, FedMSA's and LFedNest's runs have no stacked
-form yet).
+:func:`~theory_checks.comparison.runs.compare_at` of every problem in that form. FedMSA's runs
+have no stacked form yet: they run one by one.
 
 Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every
-:class:`~theory_checks.comparison.runs.Reach`). What the stack does not reproduce exactly
-(:class:`~testbed.federation.replicates.NotBatchable`: a perturbed or mutated FedNest, a
-problem with ``dim_x > 2``, ...) or any error of the stacked run runs the problems one by one
-with the unbatched code, which then raises what it raises.
+iterate, :class:`~theory_checks.comparison.runs.Reach` and Measurement). What the stack does
+not reproduce exactly (:class:`~testbed.federation.replicates.NotBatchable`: a perturbed or
+mutated algorithm, a problem with ``dim_x > 2``, ...) or any error of the stacked run runs the
+problems one by one with the unbatched code, which then raises what it raises.
 
-In a calibration block (:func:`theory_checks.replicates.seed_batch`) the first look's problems
-of every seed of the block are one such batch (:func:`first_look`, through
-:func:`~theory_checks.replicates.replicated_streams`: each seed's problem ``j`` is drawn from
-its own ``design.rng(_PROBLEM, j)``, as its unbatched check draws it).
+:func:`evaluate_until_decided` evaluates a check's problems look by look; in a calibration
+block (:func:`theory_checks.replicates.seed_batch`) every seed's problems of a look are one
+such batch (through :func:`~theory_checks.replicates.replicated_streams`: each seed's problem
+``j`` is drawn from its own ``design.rng(_PROBLEM, j)``, as its unbatched check draws it).
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from testbed.algorithms.aggitd import FBOAggITD
+from testbed.algorithms.aggitd_stacked import StackedFBOAggITD
 from testbed.algorithms.fednest_stacked import StackedFedNest
+from testbed.algorithms.stacked import StackedRuns
 from theory_checks.comparison import runs
 from theory_checks.comparison.runs import CAP
 from theory_checks.comparison.runs import ROUND_BUDGET
@@ -46,12 +50,22 @@ from theory_checks.comparison.runs import Reaching
 from theory_checks.comparison.runs import Verdict
 
 
+def stacked_runs(algorithms: Sequence[Any], problems: Sequence[Any]) -> Any:
+    """The runs of ``algorithms[r]`` on ``problems[r]`` stacked: FBO-AggITD's
+    (:class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`) or FedNest's and
+    LFedNest's (:class:`~testbed.algorithms.fednest_stacked.StackedFedNest`); raises
+    :class:`~testbed.federation.replicates.NotBatchable` for what neither reproduces."""
+    if algorithms and isinstance(algorithms[0], FBOAggITD):
+        return StackedFBOAggITD(algorithms, problems)
+    return StackedFedNest(algorithms, problems)
+
+
 def _stacked_reaches(
     algorithms: Sequence[Any], problems: Sequence[Any], stop_afters: Sequence[float | None]
 ) -> list[Reach]:
-    """:func:`~theory_checks.comparison.runs.run_to_target` of each FedNest run, all as one
-    :class:`StackedFedNest` (raises :class:`NotBatchable` when it cannot be)."""
-    stacked = StackedFedNest(algorithms, problems)
+    """:func:`~theory_checks.comparison.runs.run_to_target` of each run, all as one stacked
+    run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be)."""
+    stacked: StackedRuns = stacked_runs(algorithms, problems)
     per_iteration = stacked.rounds_per_iteration()
     progress = [Reaching(runs.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
@@ -81,7 +95,7 @@ def _stacked_reaches(
     return [r for r in results if r is not None]
 
 
-def fednest_reaches(
+def reaches(
     algorithms: Sequence[Any],
     problems: Sequence[Any],
     rngs: Sequence[np.random.Generator],
@@ -129,17 +143,17 @@ def compare_all(
 ) -> list[Verdict]:
     """:func:`~theory_checks.comparison.runs.compare_at` of every problem (problem ``i`` with
     the streams ``rngs_for[i]``, at the step multiples ``(candidate, FedNest)``), FedNest's
-    runs stacked (:func:`fednest_reaches`), each with the stop
-    ``compare_at`` gives it; the candidates' too where the candidate is a FedNest the stack
-    runs (LFedNest), else one by one."""
+    runs stacked (:func:`reaches`), each with the stop
+    ``compare_at`` gives it; the candidates' too where the stack runs them (FBO-AggITD,
+    LFedNest), else one by one (FedMSA, a perturbation)."""
     bound, count = comparison.bound, len(problems)
 
-    def reaches(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+    def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
         multiple = multiples[0] if role == "candidate" else multiples[1]
         algorithms = [
             runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
         ]
-        found = fednest_reaches(
+        found = reaches(
             algorithms,
             [problems[i] for i in indices],
             [rngs_for[i](role) for i in indices],
@@ -149,12 +163,12 @@ def compare_all(
 
     everyone = list(range(count))
     if bound >= 1.0:
-        base = reaches("baseline", everyone, [None] * count)
-        cand = reaches("candidate", everyone, [bound * base[i].capped for i in everyone])
+        base = run("baseline", everyone, [None] * count)
+        cand = run("candidate", everyone, [bound * base[i].capped for i in everyone])
         return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
-    cand = reaches("candidate", everyone, [bound * CAP] * count)
+    cand = run("candidate", everyone, [bound * CAP] * count)
     reached = [i for i in everyone if cand[i].rounds is not None]
-    base = reaches("baseline", reached, [cand[i].capped / bound for i in reached])
+    base = run("baseline", reached, [cand[i].capped / bound for i in reached])
     return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
 
 
@@ -218,6 +232,7 @@ __all__ = [
     "Evaluated",
     "compare_all",
     "evaluate_until_decided",
-    "fednest_reaches",
+    "reaches",
+    "stacked_runs",
     "solved_in_one_iteration",
 ]

@@ -63,14 +63,19 @@ _SPECS = {
 }
 
 
+def _rngs(count: int) -> list[np.random.Generator]:
+    """Each run's own stream (FedMSA draws its local client from it)."""
+    return [np.random.default_rng([99, r]) for r in range(count)]
+
+
 def _problems(spec: dict[str, Any], count: int, stream: int) -> list[Any]:
     return [runs.draw_problem(spec, np.random.default_rng([stream, j])) for j in range(count)]
 
 
 def _fednests(problems: list[Any], multiple: float, which: str = "fednest") -> list[Any]:
     """FedNest as the comparisons run it (AggITD's setting), or the candidate ``which``
-    (LFedNest, FBO-AggITD) as its claim does."""
-    if which in ("lfednest", "aggitd"):
+    (LFedNest, FBO-AggITD, FedMSA) as its claim does."""
+    if which in ("lfednest", "aggitd", "fedmsa"):
         comparison, role = COMPARISONS[which], "candidate"
     else:
         comparison, role = COMPARISONS["aggitd"], "baseline"
@@ -78,15 +83,15 @@ def _fednests(problems: list[Any], multiple: float, which: str = "fednest") -> l
     return [runs.built(comparison, role, p, make, multiple) for p in problems]
 
 
-@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd"])
+@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd", "fedmsa"])
 @pytest.mark.parametrize("spec", sorted(_SPECS))
 def test_stacked_iterates_are_each_runs(spec: str, which: str) -> None:
     problems = _problems(_SPECS[spec], 5, 3)
     algorithms = _fednests(problems, 2.0, which)  # c = 2: some runs oscillate, others do not
-    stacked = batched.stacked_runs(algorithms, problems)
+    stacked = batched.stacked_runs(algorithms, problems, _rngs(5))
     alone = [
-        iterate_within_rounds(a, p, np.random.default_rng(0), 10**9)
-        for a, p in zip(algorithms, problems, strict=True)
+        iterate_within_rounds(a, p, rng, 10**9)
+        for a, p, rng in zip(algorithms, problems, _rngs(5), strict=True)
     ]
     state = stacked.start
     for k in range(6):
@@ -94,7 +99,8 @@ def test_stacked_iterates_are_each_runs(spec: str, which: str) -> None:
             record = next(records)
             assert record.iteration == k
             assert torch.equal(state.x[r], record.x), (spec, k, r)
-            assert torch.equal(state.y[r], record.state.y), (spec, k, r)
+            inner = record.state.Z if which == "fedmsa" else record.state.y
+            assert torch.equal(state.y[r], inner), (spec, k, r)
             assert record.calls.comm_rounds == k * stacked.rounds_per_iteration()
         if k == 3:  # runs leave the stack: the others go on unchanged
             state = stacked.keep(state, [0, 2, 4])
@@ -128,16 +134,16 @@ def test_verdicts_equal_the_unbatched_ones(key: str, multiple: float) -> None:
     assert stops  # FedNest ran on some problem (its stacked form was compared)
 
 
-@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd"])
+@pytest.mark.parametrize("which", ["fednest", "lfednest", "aggitd", "fedmsa"])
 def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     problems = _problems(_HETEROGENEOUS, 6, 11)
     algorithms = _fednests(problems, 1.0, which)
     stops = [None, 10.0, 40.0, 100.0, 18.0, 0.5]  # pruned, reached, at once
     alone = [
-        runs.run_to_target(a, p, np.random.default_rng(0), stop_after=s)
-        for a, p, s in zip(algorithms, problems, stops, strict=True)
+        runs.run_to_target(a, p, rng, stop_after=s)
+        for a, p, rng, s in zip(algorithms, problems, _rngs(6), stops, strict=True)
     ]
-    together = batched.reaches(algorithms, problems, [np.random.default_rng(0)] * 6, stops)
+    together = batched.reaches(algorithms, problems, _rngs(6), stops)
     assert repr(together) == repr(alone)
     assert {r.stop for r in alone} >= {"reached", "pruned"}
 

@@ -13,7 +13,8 @@ as :func:`~theory_checks.comparison.runs.run_to_target` stops it (the one defini
 the one iteration that says whether FedNest solves a problem at once
 (:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
 :func:`~theory_checks.comparison.runs.compare_at` of every problem in that form. FedMSA's runs
-have no stacked form yet: they run one by one.
+run stacked too, each drawing its local client from its own generator
+(:class:`~testbed.algorithms.fedmsa_stacked.StackedFedMSA`).
 
 Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every
 iterate, :class:`~theory_checks.comparison.runs.Reach` and Measurement). What the stack does
@@ -29,6 +30,7 @@ such batch (through :func:`~theory_checks.replicates.replicated_streams`: each s
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
@@ -38,6 +40,8 @@ import numpy as np
 
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.aggitd_stacked import StackedFBOAggITD
+from testbed.algorithms.fedmsa import FedMSA
+from testbed.algorithms.fedmsa_stacked import StackedFedMSA
 from testbed.algorithms.fednest_stacked import StackedFedNest
 from testbed.algorithms.stacked import StackedRuns
 from theory_checks.comparison import runs
@@ -50,22 +54,31 @@ from theory_checks.comparison.runs import Reaching
 from theory_checks.comparison.runs import Verdict
 
 
-def stacked_runs(algorithms: Sequence[Any], problems: Sequence[Any]) -> Any:
-    """The runs of ``algorithms[r]`` on ``problems[r]`` stacked: FBO-AggITD's
-    (:class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`) or FedNest's and
-    LFedNest's (:class:`~testbed.algorithms.fednest_stacked.StackedFedNest`); raises
-    :class:`~testbed.federation.replicates.NotBatchable` for what neither reproduces."""
+def stacked_runs(
+    algorithms: Sequence[Any], problems: Sequence[Any], rngs: Sequence[np.random.Generator]
+) -> Any:
+    """The runs of ``algorithms[r]`` on ``problems[r]`` (drawing from ``rngs[r]``) stacked:
+    FBO-AggITD's (:class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`), FedMSA's
+    (:class:`~testbed.algorithms.fedmsa_stacked.StackedFedMSA`, whose runs draw their local
+    client) or FedNest's and LFedNest's (:class:`~testbed.algorithms.fednest_stacked.
+    StackedFedNest`); raises :class:`~testbed.federation.replicates.NotBatchable` for what none
+    reproduces."""
     if algorithms and isinstance(algorithms[0], FBOAggITD):
         return StackedFBOAggITD(algorithms, problems)
+    if algorithms and isinstance(algorithms[0], FedMSA):
+        return StackedFedMSA(algorithms, problems, rngs)
     return StackedFedNest(algorithms, problems)
 
 
 def _stacked_reaches(
-    algorithms: Sequence[Any], problems: Sequence[Any], stop_afters: Sequence[float | None]
+    algorithms: Sequence[Any],
+    problems: Sequence[Any],
+    rngs: Sequence[np.random.Generator],
+    stop_afters: Sequence[float | None],
 ) -> list[Reach]:
     """:func:`~theory_checks.comparison.runs.run_to_target` of each run, all as one stacked
     run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be)."""
-    stacked: StackedRuns = stacked_runs(algorithms, problems)
+    stacked: StackedRuns = stacked_runs(algorithms, problems, rngs)
     per_iteration = stacked.rounds_per_iteration()
     progress = [Reaching(runs.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
@@ -106,8 +119,8 @@ def reaches(
     one."""
     if not problems:
         return []
-    try:
-        return _stacked_reaches(algorithms, problems, stop_afters)
+    try:  # on copies of the generators: an unbatched rerun draws from the untouched ones
+        return _stacked_reaches(algorithms, problems, copy.deepcopy(list(rngs)), stop_afters)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
         return [
             runs.run_to_target(a, p, rng, stop_after=s)
@@ -122,7 +135,7 @@ def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> 
         return []
     try:
         algorithm = runs.build_algorithm(runs.BASELINE, comparison.baseline_config)
-        stacked = StackedFedNest([algorithm] * len(problems), problems)
+        stacked = StackedFedNest([algorithm] * len(problems), problems)  # draws nothing
         after = stacked.step(stacked.start)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
         return [runs.solved_in_one_iteration(comparison, p) for p in problems]
@@ -145,7 +158,7 @@ def compare_all(
     the streams ``rngs_for[i]``, at the step multiples ``(candidate, FedNest)``), FedNest's
     runs stacked (:func:`reaches`), each with the stop
     ``compare_at`` gives it; the candidates' too where the stack runs them (FBO-AggITD,
-    LFedNest), else one by one (FedMSA, a perturbation)."""
+    LFedNest, FedMSA), else one by one (a perturbation, a mutant)."""
     bound, count = comparison.bound, len(problems)
 
     def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:

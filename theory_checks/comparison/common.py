@@ -84,6 +84,7 @@ from theory_checks.decision import Evidence
 from theory_checks.decision import SpentRate
 from theory_checks.decision import StatTest
 from theory_checks.decision import clopper_pearson
+from theory_checks.recently_used import RecentlyUsed
 from theory_checks.replicates import replicated_streams
 
 # The design has two looks (a group-sequential Binomial, each look at half the case's rate,
@@ -153,10 +154,7 @@ def _tuning(
     config: dict[str, Any],
     spec: dict[str, Any],
 ) -> runs.Tuning:
-    problems = [
-        runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
-        for i in range(TUNING_PROBLEMS)
-    ]
+    problems = _tuning_problems(spec)
     key = (
         repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
         repr(sorted((k, v) for k, v in spec.items() if k != "seed")),
@@ -170,6 +168,25 @@ def _tuning(
             lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]),
         )
     return _TUNING_CACHE[key]
+
+
+# The tuning problems of a family, drawn once per process (fixed streams: the same problems at
+# every draw), kept for the last few families: every seed of a calibration asks for them.
+_TUNING_PROBLEMS: RecentlyUsed[list[Any]] = RecentlyUsed(8)
+
+
+def _tuning_problems(spec: dict[str, Any]) -> list[Any]:
+    """The :data:`TUNING_PROBLEMS` fixed draws of the family of ``spec``."""
+    key = repr(sorted(spec.items()))
+    if key not in _TUNING_PROBLEMS:
+        _TUNING_PROBLEMS.put(
+            key,
+            [
+                runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
+                for i in range(TUNING_PROBLEMS)
+            ],
+        )
+    return _TUNING_PROBLEMS.get(key)
 
 
 def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Generator:

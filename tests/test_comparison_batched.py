@@ -194,7 +194,12 @@ _CLAIMS = {
 }
 
 
-def _problem_by_problem(claim: Any, case: Any, design: Any, details: dict[str, Any]) -> list:
+def _run_rng(design: Any, j: int, role: str) -> np.random.Generator:
+    """The stream of problem ``j``'s run of ``role`` (the check's ``_RUN`` key, 2)."""
+    return design.rng(2, j, int(role == "baseline"))
+
+
+def _problem_by_problem(claim: Any, case: Any, design: Any, details: Any) -> list:
     """The check's loop as it ran before the stacked evaluation: each problem drawn and run
     alone (compare_at, solved_in_one_iteration), look by look, at the measured tuning."""
     comparison = COMPARISONS[claim.estimators[0].split("-")[-1]]
@@ -212,11 +217,7 @@ def _problem_by_problem(claim: Any, case: Any, design: Any, details: dict[str, A
                 break
         drawn = runs.draw_problem(spec, design.rng(1, j))
         verdict = runs.compare_at(
-            comparison,
-            drawn,
-            make,
-            *multiples,
-            lambda role, j=j: design.rng(2, j, int(role == "baseline")),
+            comparison, drawn, make, *multiples, functools.partial(_run_rng, design, j)
         )
         base = verdict.baseline
         records.append(

@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from typing import Any
+from typing import cast
 
 import numpy as np
 import torch
@@ -89,7 +90,8 @@ class StackedFedMSA(StackedRuns):
         self.rngs = list(rngs)
         self.sampler = ClientSampler(problems[0].n_clients, self.config.participation)
         # (alpha, beta): FedMSA's beta is one number for its one level [w; v]
-        super().__init__(problems, [(a.outer_step_size, a.inner_step_size) for a in algorithms])
+        steps = [(a.outer_step_size, cast(float, a.inner_step_size)) for a in algorithms]
+        super().__init__(problems, steps)
         self.round = 0
         self._memory: tuple[torch.Tensor, ...] | None = None  # h, q, x_prev, Z_prev
 

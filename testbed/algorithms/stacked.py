@@ -26,6 +26,7 @@ would decide that copy for all its problems at once).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Sequence
 from typing import Any
 from typing import NamedTuple
@@ -76,7 +77,7 @@ class ProblemStack(Replicates):
     of them (full participation, exact oracles: nothing is drawn)."""
 
     def __init__(self, problems: Sequence[QuadraticBilevel]) -> None:
-        arrays = {
+        arrays: dict[str, Any] = {
             name: torch.cat([getattr(p, name) for p in problems])
             for name in QuadraticBilevel.ARRAY_NAMES
         }
@@ -103,10 +104,21 @@ class StackedState(NamedTuple):
     y: torch.Tensor
 
 
-class StackedRuns:
+class StackedRuns(abc.ABC):
     """Runs on ``problems``, run ``r`` on ``problems[r]`` with the steps ``steps[r]`` (a tuple
     of floats each): the stack (:attr:`side`), each step as a column (:meth:`column`);
-    :meth:`keep` drops the runs that stopped. A subclass's ``step`` is one iteration."""
+    :meth:`keep` drops the runs that stopped. A subclass sets :attr:`start` (every run's
+    initial state) and implements :meth:`step` (one iteration)."""
+
+    start: StackedState
+
+    @abc.abstractmethod
+    def step(self, state: StackedState) -> StackedState:
+        """One iteration of every run, row by row as each unbatched run's."""
+
+    @abc.abstractmethod
+    def rounds_per_iteration(self) -> int:
+        """The communication rounds of one iteration (the same for every run and iteration)."""
 
     def __init__(self, problems: Sequence[Any], steps: Sequence[tuple[float, ...]]) -> None:
         self.problems, self.steps = list(problems), list(steps)

@@ -60,6 +60,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 from typing import ClassVar
+from typing import NamedTuple
 
 import torch
 
@@ -341,19 +342,49 @@ class MSALocalRecursion(ClientWork):
         dz = sum(config.maps.level_sizes(side.problem))
         x0, Z0 = self.sent[:dx], self.sent[dx : dx + dz]
         betas = config._betas(side.problem).to(Z0)  # the iterates' dtype and device
-        xk, Zk = x0.expand(S, -1).clone(), Z0.expand(S, -1).clone()
-        xa, Za = xk, Zk
         h, q = self.echo[:dx], self.echo[dx:]
-        hk, qk = h.expand(S, -1).clone(), q.expand(S, -1).clone()
-        iterates = []
-        for k in range(1, self.local_steps + 1):
-            batches = draw_batches(side, clients, config.maps.n_batches)
-            xa, Za = config.correction_point((xk, Zk), (xa, Za))
-            at = MapInputs(side.oracles, xk, Zk, clients, batches)
-            p, s = config.maps.evaluate(at.twice(xa, Za))
-            hk = p[:S] + hk - p[S:]
-            qk = s[:S] + qk - s[S:]
-            iterates.append(LocalIterate(k, xk, Zk, hk, qk))
-            xa, Za = xk, Zk
-            xk, Zk = xk - config.outer_step_size * hk, Zk - betas * qk  # simultaneous (Jacobi)
-        return ClientReply((torch.cat([xk, Zk], dim=1),), tuple(iterates))
+        start = LocalStart(x0.expand(S, -1), Z0.expand(S, -1), h.expand(S, -1), q.expand(S, -1))
+        return local_recursion(
+            config, side, clients, start, self.local_steps, config.outer_step_size, betas
+        )
+
+
+class LocalStart(NamedTuple):
+    """Where recursion (6) starts on each local client row: the broadcast point ``(x_r, Z_r)``
+    and the round's averages ``(h_r, q_r)``, one row per client."""
+
+    x: torch.Tensor
+    Z: torch.Tensor
+    h: torch.Tensor
+    q: torch.Tensor
+
+
+def local_recursion(
+    config: FedMSA,
+    side: ClientSide,
+    clients: torch.Tensor,
+    start: LocalStart,
+    local_steps: int,
+    alpha: float | torch.Tensor,
+    betas: torch.Tensor,
+) -> ClientReply:
+    """``K`` steps of recursion (6) on the rows of ``clients`` from ``start``, at the steps
+    ``alpha`` and ``betas`` (a row's own when they have rows: runs on stacked problems,
+    :mod:`testbed.algorithms.fedmsa_stacked`): the last local iterates ``[x; Z]`` uploaded, the
+    local iterates (:class:`LocalIterate`) as the trace."""
+    xk, Zk = start.x.clone(), start.Z.clone()
+    xa, Za = xk, Zk
+    hk, qk = start.h.clone(), start.q.clone()
+    S = int(clients.shape[0])
+    iterates = []
+    for k in range(1, local_steps + 1):
+        batches = draw_batches(side, clients, config.maps.n_batches)
+        xa, Za = config.correction_point((xk, Zk), (xa, Za))
+        at = MapInputs(side.oracles, xk, Zk, clients, batches)
+        p, s = config.maps.evaluate(at.twice(xa, Za))
+        hk = p[:S] + hk - p[S:]
+        qk = s[:S] + qk - s[S:]
+        iterates.append(LocalIterate(k, xk, Zk, hk, qk))
+        xa, Za = xk, Zk
+        xk, Zk = xk - alpha * hk, Zk - betas * qk  # simultaneous (Jacobi)
+    return ClientReply((torch.cat([xk, Zk], dim=1),), tuple(iterates))

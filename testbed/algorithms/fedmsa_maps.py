@@ -189,24 +189,44 @@ class MSAGlobalStep(ClientWork):
     with_previous: bool
 
     def run(self, side: ClientSide, clients: torch.Tensor) -> ClientReply:
-        maps, dx, M = self.maps, self.dim_x, int(clients.shape[0])
+        M = int(clients.shape[0])
         rows = self.sent.detach().expand(M, -1).clone()  # the broadcast's per-client copies
-        if self.with_previous:
-            width = rows.shape[1] // 2
-            points, prev = rows[:, :width], rows[:, width:]
-        else:
-            points, prev = rows, None
-        batches = draw_batches(side, clients, maps.n_batches)
-        at = MapInputs(side.oracles, points[:, :dx], points[:, dx:], clients, batches)
-        if prev is None or self.rho == 1.0:
-            h_m, q_m = maps.evaluate(at)
-        else:
-            assert self.echo is not None
-            h_prev, q_prev = self.echo[:dx], self.echo[dx:]
-            p, s = maps.evaluate(at.twice(prev[:, :dx], prev[:, dx:]))
-            h_m = p[:M] + (1.0 - self.rho) * (h_prev - p[M:])
-            q_m = s[:M] + (1.0 - self.rho) * (q_prev - s[M:])
-        return ClientReply((torch.cat([h_m, q_m], dim=1),))
+        return global_step_rows(
+            self.maps, side, clients, rows, self.echo, self.rho, self.dim_x, self.with_previous
+        )
+
+
+def global_step_rows(
+    maps: MSAMaps,
+    side: ClientSide,
+    clients: torch.Tensor,
+    rows: torch.Tensor,
+    echo: torch.Tensor | None,
+    rho: float,
+    dim_x: int,
+    with_previous: bool,
+) -> ClientReply:
+    """The clients' uploads ``[h^m; q^m]`` of eq. (5) (:class:`MSAGlobalStep`) at the points
+    each client row holds (``rows``: ``[x_r; Z_r]``, then ``[x_{r-1}; Z_{r-1}]`` when
+    ``with_previous``) with the averages ``echo`` of the last round (one vector, or a row per
+    client: runs on stacked problems, :mod:`testbed.algorithms.fedmsa_stacked`)."""
+    dx, M = dim_x, int(clients.shape[0])
+    if with_previous:
+        width = rows.shape[1] // 2
+        points, prev = rows[:, :width], rows[:, width:]
+    else:
+        points, prev = rows, None
+    batches = draw_batches(side, clients, maps.n_batches)
+    at = MapInputs(side.oracles, points[:, :dx], points[:, dx:], clients, batches)
+    if prev is None or rho == 1.0:
+        h_m, q_m = maps.evaluate(at)
+    else:
+        assert echo is not None
+        h_prev, q_prev = echo[..., :dx], echo[..., dx:]
+        p, s = maps.evaluate(at.twice(prev[:, :dx], prev[:, dx:]))
+        h_m = p[:M] + (1.0 - rho) * (h_prev - p[M:])
+        q_m = s[:M] + (1.0 - rho) * (q_prev - s[M:])
+    return ClientReply((torch.cat([h_m, q_m], dim=1),))
 
 
 @portable

@@ -154,7 +154,7 @@ def local_neumann(
     grad_y: torch.Tensor,
     clients: torch.Tensor,
     neumann_terms: int,
-    neumann_step_size: float,
+    neumann_step_size: float | torch.Tensor,
 ) -> torch.Tensor:
     r"""LFedNest's local IHGP: ``p_i = (1/l) sum_{j<N} (I - H_i / l)^j grad_y f_i`` per client.
 
@@ -167,7 +167,8 @@ def local_neumann(
        is cut off); this follows the official code's deterministic local Neumann series
        (ucr-optml/FedNest), not the random truncation of Alg. 3.
     """
-    lam = float(neumann_step_size)
+    # a column of per-row steps: runs on different problems stacked (fednest_stacked)
+    lam = neumann_step_size if torch.is_tensor(neumann_step_size) else float(neumann_step_size)
     power, total = grad_y, grad_y
     for _ in range(neumann_terms - 1):
         power = power - lam * ctx.oracles.hvp_inner(x, y, power, clients, ctx.draw(clients))

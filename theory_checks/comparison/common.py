@@ -74,6 +74,7 @@ from theory_checks.claim import NotMeasurable
 from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
+from theory_checks.comparison import batched
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison.runs import BASELINE
 from theory_checks.comparison.runs import Comparison
@@ -83,6 +84,8 @@ from theory_checks.decision import Evidence
 from theory_checks.decision import SpentRate
 from theory_checks.decision import StatTest
 from theory_checks.decision import clopper_pearson
+from theory_checks.recently_used import RecentlyUsed
+from theory_checks.replicates import replicated_streams
 
 # The design has two looks (a group-sequential Binomial, each look at half the case's rate,
 # Bonferroni, so stopping at the first decided look keeps the false-failure rate):
@@ -151,10 +154,7 @@ def _tuning(
     config: dict[str, Any],
     spec: dict[str, Any],
 ) -> runs.Tuning:
-    problems = [
-        runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
-        for i in range(TUNING_PROBLEMS)
-    ]
+    problems = _tuning_problems(spec)
     key = (
         repr(build(**config, **runs.step_kwargs(name, problems[0], 1.0))),
         repr(sorted((k, v) for k, v in spec.items() if k != "seed")),
@@ -168,6 +168,25 @@ def _tuning(
             lambda i, k: np.random.default_rng([_TUNING_STREAM, i, k]),
         )
     return _TUNING_CACHE[key]
+
+
+# The tuning problems of a family, drawn once per process (fixed streams: the same problems at
+# every draw), kept for the last few families: every seed of a calibration asks for them.
+_TUNING_PROBLEMS: RecentlyUsed[list[Any]] = RecentlyUsed(8)
+
+
+def _tuning_problems(spec: dict[str, Any]) -> list[Any]:
+    """The :data:`TUNING_PROBLEMS` fixed draws of the family of ``spec``."""
+    key = repr(sorted(spec.items()))
+    if key not in _TUNING_PROBLEMS:
+        _TUNING_PROBLEMS.put(
+            key,
+            [
+                runs.draw_problem(spec, np.random.default_rng([_TUNING_STREAM, i]))
+                for i in range(TUNING_PROBLEMS)
+            ],
+        )
+    return _TUNING_PROBLEMS.get(key)
 
 
 def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Generator:
@@ -205,15 +224,19 @@ def _both_tunings(
     return cand_tuning, base_tuning, cand_multiple
 
 
-def _problem_record(comparison: Comparison, drawn: Any, verdict: Any) -> dict[str, Any]:
+def _problem_record(
+    comparison: Comparison, drawn: Any, verdict: Any, solved_at_once: bool | None = None
+) -> dict[str, Any]:
     """One drawn problem's line of the record: its seed, whether the ratio is within the
-    claim, whether FedNest solves it in one outer iteration, the ratio and both runs' rounds
-    and stops."""
+    claim, whether FedNest solves it in one outer iteration (``solved_at_once``, computed
+    here when not given), the ratio and both runs' rounds and stops."""
     base = verdict.baseline
+    if solved_at_once is None:
+        solved_at_once = runs.solved_in_one_iteration(comparison, drawn)
     return {
         "seed": drawn.spec()["seed"],
         "within_claim": verdict.within,
-        "fednest_one_iteration": runs.solved_in_one_iteration(comparison, drawn),
+        "fednest_one_iteration": solved_at_once,
         "ratio": verdict.ratio,
         "candidate_rounds": verdict.candidate.rounds,
         "candidate_stop": verdict.candidate.stop,
@@ -234,6 +257,13 @@ def _subpopulation(per_problem: list[dict[str, Any]], rate: float, looks: int) -
     }
 
 
+def _decided(successes: int, trials: int, looks: list[int], rate: float) -> bool:
+    """Whether the look after ``trials`` problems, ``successes`` of them within the claim,
+    decides: its Clopper-Pearson interval (at ``rate / len(looks)``) clear of 1/2."""
+    at_look = sequential_binomial(successes, trials, len(looks))
+    return at_look.lower(rate) >= 0.5 or at_look.upper(rate) < 0.5
+
+
 def _draw_until_decided(
     comparison: Comparison,
     spec: dict[str, Any],
@@ -245,38 +275,79 @@ def _draw_until_decided(
     """Problems of the family of ``spec`` drawn one by one, each run by both algorithms at their
     step ``multiples`` (candidate, FedNest), until a look's Clopper-Pearson interval of
     ``P(ratio within comparison.bound)`` decides against 1/2: each problem's record
-    (:func:`_problem_record`) and the ratios against the bound."""
+    (:func:`_problem_record`) and the ratios against the bound. The problems are evaluated
+    look by look, together (:func:`_evaluated`); what each is and gives is as drawn here."""
     per_problem: list[dict[str, Any]] = []
     series = []
+    evaluated = _evaluated(comparison, spec, make, multiples, design, looks)
     for j in range(looks[-1]):
-        if j in looks:  # a look: stop when its interval already decides
-            at_look = sequential_binomial(
-                sum(p["within_claim"] for p in per_problem), j, len(looks)
-            )
-            if (
-                at_look.lower(design.false_fail_rate) >= 0.5
-                or at_look.upper(design.false_fail_rate) < 0.5
-            ):
-                break
+        if j in looks and _decided(  # a look: stop when its interval already decides
+            sum(p["within_claim"] for p in per_problem), j, looks, design.false_fail_rate
+        ):
+            break
         # every draw of the family counts (the papers exclude none); whether FedNest solves
         # the draw in one outer iteration is recorded, and that subpopulation is reported
         # apart with its own verdict
-        drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
-        verdict = runs.compare_at(
-            comparison,
-            drawn,
-            make,
-            multiples[0],
-            multiples[1],
-            functools.partial(_run_stream, design, j),
-        )
-        per_problem.append(_problem_record(comparison, drawn, verdict))
+        found = evaluated[j]
+        if found is not None:  # evaluated with the look's other problems (and seeds)
+            drawn, verdict, solved_at_once = found
+        else:  # not reached by the evaluation's looks (it decides as this loop does)
+            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
+            verdict = runs.compare_at(
+                comparison,
+                drawn,
+                make,
+                multiples[0],
+                multiples[1],
+                functools.partial(_run_stream, design, j),
+            )
+            solved_at_once = None
+        per_problem.append(_problem_record(comparison, drawn, verdict, solved_at_once))
         if verdict.ratio is not None:
             series += [
                 SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0, comparison.candidate),
                 SeriesPoint("bound", "problem", j, comparison.bound, 0, 0, comparison.candidate),
             ]
     return per_problem, series
+
+
+def _evaluated(
+    comparison: Comparison,
+    spec: dict[str, Any],
+    make: Callable[..., Any],
+    multiples: tuple[float, float],
+    design: Design,
+    looks: list[int],
+) -> list[batched.Evaluated | None]:
+    """Problem ``j``'s evaluation for every ``j`` the loop of :func:`_draw_until_decided`
+    reaches (``None`` past its deciding look), as
+    :func:`~theory_checks.comparison.batched.evaluate_until_decided` evaluates them, look by
+    look: problem ``j`` drawn from ``design.rng(_PROBLEM, j)``, its runs on
+    :func:`_run_stream`'s streams. In a calibration block, every seed's problems of a look in
+    one batch (:func:`~theory_checks.replicates.replicated_streams`)."""
+    keys = [key for j in range(looks[-1]) for key in ((_PROBLEM, j), (_RUN, j, 0), (_RUN, j, 1))]
+    rate = design.false_fail_rate
+
+    def decided(successes: int, trials: int) -> bool:
+        return _decided(successes, trials, looks, rate)
+
+    evaluated = replicated_streams(
+        lambda streams: batched.evaluate_until_decided(
+            comparison, spec, make, multiples, streams, looks, decided
+        ),
+        design,
+        keys,
+        (
+            "comparison problems",
+            comparison.key,
+            repr(sorted((k, v) for k, v in spec.items())),
+            multiples,
+            make,
+            tuple(looks),
+            rate,
+        ),
+    )
+    return list(evaluated[0::3])
 
 
 #: The constructor of the closed-form comparisons' claims

@@ -123,6 +123,50 @@ class Reach:
         return CAP if self.rounds is None else min(float(self.rounds), CAP)
 
 
+class Reaching:
+    """What :func:`run_to_target` decides from a run's records, one record at a time: the
+    single definition of "reached", "budget", "diverged" and "pruned", shared by the run of
+    one algorithm and the stacked runs of :mod:`theory_checks.comparison.batched`.
+
+    ``limit``: the rounds past which a run that has not been below the target since at most
+    that many stops (:func:`run_to_target`'s ``stop_after``, or ``CAP`` for an unrecorded run).
+    """
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit = limit
+        self.start: float | None = None
+        self.since: float | None = None
+        self.rounds = 0.0
+        self.iterations = 0
+        self.value = math.nan  # the last relative stationarity observed
+
+    def observe(self, iteration: int, rounds: float, x: torch.Tensor, norm: float) -> str | None:
+        """Record ``iteration`` (its iterate ``x``, the rounds spent so far and
+        ``||grad h(x)||``): the stop it decides ("diverged", "reached", "pruned" or "budget"),
+        or ``None`` to go on."""
+        if self.start is None:
+            self.start = max(norm, 1e-300)
+        value = self.value = norm / self.start
+        self.rounds, self.iterations = rounds, iteration
+        if not (math.isfinite(value) and value < DIVERGED and bool(torch.isfinite(x).all())):
+            return "diverged"
+        if value <= TARGET:
+            self.since = rounds if self.since is None else self.since
+            if iteration > 0 and rounds >= 2.0 * self.since:
+                return "reached"
+        else:
+            self.since = None
+        limit = self.limit
+        if limit is not None and rounds >= limit and (self.since is None or self.since > limit):
+            return "pruned" if limit < CAP else "budget"
+        return None
+
+    def reach(self, stop: str, rows: tuple[dict[str, Any], ...] = ()) -> Reach:
+        """The :class:`Reach` of a run that stopped with ``stop``."""
+        rounds = self.since if stop == "reached" else None
+        return Reach(rounds, self.rounds, self.iterations, stop, rows)
+
+
 def run_to_target(
     algorithm: Any,
     problem: Any,
@@ -132,7 +176,7 @@ def run_to_target(
     record: bool = False,
 ) -> Reach:
     """Run ``algorithm`` until it has held :data:`TARGET` for as many rounds as it took to
-    reach it (``R``, then ``2R``), or the budget is spent, or it diverges.
+    reach it (``R``, then ``2R``), or the budget is spent, or it diverges (:class:`Reaching`).
 
     ``stop_after``: stop (``stop="pruned"``, not reached) once the run is past this many rounds
     without having been below the target since at most that many: its ``R`` is then known to
@@ -141,60 +185,48 @@ def run_to_target(
     used, suboptimality).
     """
     rows: list[dict[str, Any]] = []
-    start = since = None
     before = None
     before_grad = None
     h_star = gap0 = math.nan
     if record:
         h_star = float(problem.outer_objective(problem.outer_minimizer()))
-    rounds = 0.0
-    iterations = 0
-    # A streak that starts after CAP cannot be held through 2R within the budget: an unrecorded
-    # run stops there (same R, half the cost); a recorded run goes on for the plot.
-    limit = stop_after if record else min(CAP, math.inf if stop_after is None else stop_after)
+    progress = Reaching(limit_for(stop_after, record))
     for record_ in iterate_within_rounds(algorithm, problem, rng, budget):
         grad = problem.exact_hypergradient(record_.x)
-        norm = float(grad.norm())
-        if start is None:
-            start = max(norm, 1e-300)
-        value = norm / start
-        rounds = float(record_.calls.comm_rounds)
-        iterations = record_.iteration
+        stop = progress.observe(
+            record_.iteration, float(record_.calls.comm_rounds), record_.x, float(grad.norm())
+        )
         if record:
+            assert progress.start is not None  # set by the first observation
             gap = float(problem.outer_objective(record_.x)) - h_star
             gap0 = gap if before is None else gap0
             error = math.nan
             if before is not None:
                 h = _direction(algorithm, problem, before, record_.state)
                 assert before_grad is not None  # set with ``before``
-                error = math.nan if h is None else float((h - before_grad).norm()) / start
+                error = math.nan if h is None else float((h - before_grad).norm()) / progress.start
             rows.append(
                 {
                     "iteration": record_.iteration,
-                    "comm_rounds": rounds,
+                    "comm_rounds": progress.rounds,
                     "oracle_calls": record_.calls.oracle_calls,
                     "floats_sent": record_.calls.floats_sent,
-                    "stationarity": value,
+                    "stationarity": progress.value,
                     "hypergradient_error": error,
                     "suboptimality": gap / gap0 if gap0 else math.nan,
                 }
             )
         before, before_grad = record_.state, grad
-        if not (
-            math.isfinite(value) and value < DIVERGED and bool(torch.isfinite(record_.x).all())
-        ):
-            return Reach(None, rounds, iterations, "diverged", tuple(rows))
-        if value <= TARGET:
-            since = rounds if since is None else since
-            if iterations > 0 and rounds >= 2.0 * since:
-                return Reach(since, rounds, iterations, "reached", tuple(rows))
-        else:
-            since = None
-        if limit is not None and rounds >= limit and (since is None or since > limit):
-            return Reach(
-                None, rounds, iterations, "pruned" if limit < CAP else "budget", tuple(rows)
-            )
-    return Reach(None, rounds, iterations, "budget", tuple(rows))
+        if stop is not None:
+            return progress.reach(stop, tuple(rows))
+    return progress.reach("budget", tuple(rows))
+
+
+def limit_for(stop_after: float | None, record: bool = False) -> float | None:
+    """The rounds a run stops at (:class:`Reaching`): a streak that starts after ``CAP``
+    cannot be held through ``2R`` within the budget, so an unrecorded run stops there (same
+    ``R``, half the cost); a recorded run goes on for the plot."""
+    return stop_after if record else min(CAP, math.inf if stop_after is None else stop_after)
 
 
 def _direction(algorithm: Any, problem: Any, before: Any, after: Any) -> torch.Tensor | None:
@@ -323,6 +355,38 @@ class Verdict:
     baseline: Reach | None
 
 
+def built(
+    comparison: Comparison,
+    role: str,
+    problem: Any,
+    candidate_build: Callable[..., Any],
+    multiple: float,
+) -> Any:
+    """The algorithm of ``role`` ("candidate" or "baseline") of ``comparison`` on ``problem``
+    at step multiple ``c``: the candidate by ``candidate_build`` (a variant or a perturbation
+    under study), FedNest by the registry."""
+    if role == "candidate":
+        name, config, build = comparison.candidate, comparison.candidate_config, candidate_build
+    else:
+        name, config = BASELINE, comparison.baseline_config
+        build = functools.partial(build_algorithm, BASELINE, {})
+    return build(**config, **step_kwargs(name, problem, multiple))
+
+
+def verdict_of(bound: float, cand: Reach, base: Reach | None) -> Verdict:
+    """The :class:`Verdict` of a candidate's run and FedNest's (``None``: not needed, the
+    candidate did not reach within ``bound x CAP``)."""
+    if base is None:
+        return Verdict(False, None, cand, None)
+    exact = "pruned" not in (cand.stop, base.stop)
+    return Verdict(
+        within(cand.capped, base.capped, bound),
+        cand.capped / base.capped if exact else None,
+        cand,
+        base,
+    )
+
+
 def compare_at(
     comparison: Comparison,
     problem: Any,
@@ -340,40 +404,20 @@ def compare_at(
     it cannot be within), and FedNest stops at ``R_cand / bound``.
     """
     bound = comparison.bound
+    multiples = {"candidate": candidate_multiple, "baseline": baseline_multiple}
 
     def run(role: str, stop_after: float | None) -> Reach:
-        name, config, build, c = (
-            (comparison.candidate, comparison.candidate_config, candidate_build, candidate_multiple)
-            if role == "candidate"
-            else (
-                BASELINE,
-                comparison.baseline_config,
-                functools.partial(build_algorithm, BASELINE, {}),
-                baseline_multiple,
-            )
-        )
-        return run_to_target(
-            build(**config, **step_kwargs(name, problem, c)),
-            problem,
-            rng_for(role),
-            stop_after=stop_after,
-        )
+        algorithm = built(comparison, role, problem, candidate_build, multiples[role])
+        return run_to_target(algorithm, problem, rng_for(role), stop_after=stop_after)
 
     if bound >= 1.0:
         base = run("baseline", None)
         cand = run("candidate", bound * base.capped)
-    else:
-        cand = run("candidate", bound * CAP)
-        if cand.rounds is None:
-            return Verdict(False, None, cand, None)
-        base = run("baseline", cand.capped / bound)
-    exact = "pruned" not in (cand.stop, base.stop)
-    return Verdict(
-        within(cand.capped, base.capped, bound),
-        cand.capped / base.capped if exact else None,
-        cand,
-        base,
-    )
+        return verdict_of(bound, cand, base)
+    cand = run("candidate", bound * CAP)
+    if cand.rounds is None:
+        return verdict_of(bound, cand, None)
+    return verdict_of(bound, cand, run("baseline", cand.capped / bound))
 
 
 # --------------------------------------------------------------------------- comparisons

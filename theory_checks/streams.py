@@ -17,10 +17,12 @@ What differs: the generators' ``bit_generator.seed_seq`` is a :class:`_SeedWords
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
+from testbed.federation.replicates import NotBatchable
 from theory_checks.decision import Design
 
 # SeedSequence's constants (NumPy's bit_generator.pyx, after Melissa O'Neill's seed_seq)
@@ -121,4 +123,51 @@ def seed_words(entropy: np.ndarray) -> np.ndarray:
     return low | (high << np.uint64(32))
 
 
-__all__ = ["design_rngs", "seed_words"]
+class PredrawnIntegers:
+    """A replicate's generator for a run that draws only bounded integers of one bound from it
+    (FedNest's (14b) draws under full participation: a minibatch index per round), drawn
+    ``count`` at a time.
+
+    NumPy draws bounded integers of a range up to 2^32 one 32-bit output (or more, on a
+    rejection) at a time, in order, so ``count`` values drawn in one call are the values of
+    ``count`` draws of one value, or of blocks of any sizes, in a row (``tests/test_streams.py``
+    compares them): each call is served the next values of one such draw, at a fraction of a
+    call's cost, from a generator no one else draws from. A draw of another kind, bound or
+    type, after values were drawn ahead, raises :class:`NotBatchable` (the generator's stream
+    has moved past it): the run is then made replicate by replicate from fresh generators.
+    """
+
+    def __init__(self, generator: np.random.Generator, count: int) -> None:
+        self._generator, self._count = generator, max(int(count), 1)
+        self._bounds: tuple[int, int] | None = None
+        self._values = np.empty(0, dtype=np.int64)
+        self._next = 0
+
+    def integers(
+        self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64, **kwargs: Any
+    ) -> Any:
+        if high is None:
+            low, high = 0, low
+        bounds = (int(low), int(high))
+        plain = not kwargs and np.dtype(dtype) == np.dtype(np.int64)
+        if not (plain and np.isscalar(low) and np.isscalar(high)) or not 0 < high - low <= 2**32:
+            raise NotBatchable("only bounded int64 integers of a range up to 2^32 are drawn ahead")
+        if self._bounds is None:
+            self._bounds = bounds
+        elif bounds != self._bounds:
+            raise NotBatchable("a draw of another bound after values drawn ahead")
+        shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
+        wanted = int(np.prod(shape, dtype=np.int64))
+        while len(self._values) - self._next < wanted:
+            more = self._generator.integers(low, high, size=max(self._count, wanted))
+            self._values = np.concatenate([self._values[self._next :], more])
+            self._next = 0
+        values = self._values[self._next : self._next + wanted]
+        self._next += wanted
+        return values[0] if size is None else values.reshape(shape)
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotBatchable(f"the draw {name!r} is not drawn ahead")
+
+
+__all__ = ["PredrawnIntegers", "design_rngs", "seed_words"]

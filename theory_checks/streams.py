@@ -16,6 +16,7 @@ What differs: the generators' ``bit_generator.seed_seq`` is a :class:`_SeedWords
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,6 +147,14 @@ class PredrawnIntegers:
     def integers(
         self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64, **kwargs: Any
     ) -> Any:
+        at = self._next
+        if size is None and at < len(self._values) and (low, high) == self._bounds and not kwargs:
+            if dtype is np.int64:  # the common call, one value, served at its least cost
+                self._next = at + 1
+                return self._values[at]
+        return self._served(low, high, size, dtype, kwargs)
+
+    def _served(self, low: Any, high: Any, size: Any, dtype: Any, kwargs: dict[str, Any]) -> Any:
         if high is None:
             low, high = 0, low
         bounds = (int(low), int(high))
@@ -157,7 +166,7 @@ class PredrawnIntegers:
         elif bounds != self._bounds:
             raise NotBatchable("a draw of another bound after values drawn ahead")
         shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
-        wanted = int(np.prod(shape, dtype=np.int64))
+        wanted = math.prod(int(s) for s in shape)
         while len(self._values) - self._next < wanted:
             more = self._generator.integers(low, high, size=max(self._count, wanted))
             self._values = np.concatenate([self._values[self._next :], more])

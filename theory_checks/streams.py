@@ -47,7 +47,7 @@ class _SeedWords(ISeedSequence):
     def __init__(self, words: np.ndarray) -> None:
         self.words = words
 
-    def generate_state(self, n_words: int, dtype: type = np.uint32) -> np.ndarray:
+    def generate_state(self, n_words: int, dtype: Any = np.uint32) -> np.ndarray:
         if n_words != _STATE_WORDS // 2 or dtype is not np.uint64:
             raise ValueError("these words seed a PCG64 (4 uint64 words) only")
         return self.words
@@ -64,7 +64,8 @@ def design_rngs(design: Design, keys: Sequence[tuple[int, ...]]) -> list[np.rand
     for length in {len(w) for w in words}:
         rows = [i for i, w in enumerate(words) if len(w) == length]
         state[rows] = seed_words(np.array([words[i] for i in rows], dtype=np.uint32))
-    return [np.random.Generator(np.random.PCG64(_SeedWords(row))) for row in state]
+    seeds: list[Any] = [_SeedWords(row) for row in state]  # a seed sequence numpy's types omit
+    return [np.random.Generator(np.random.PCG64(seed)) for seed in seeds]
 
 
 def _flat(keys: Sequence[tuple[int, ...]]) -> list[int]:
@@ -97,7 +98,7 @@ def seed_words(entropy: np.ndarray) -> np.ndarray:
         value = value * np.uint32(hash_const)
         return value ^ (value >> _SHIFT)
 
-    def mix(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    def mix(x: Any, y: Any) -> Any:
         result = np.uint32(_MIX_L) * x - np.uint32(_MIX_R) * y
         return result ^ (result >> _SHIFT)
 
@@ -157,18 +158,24 @@ class PredrawnIntegers:
     def _served(self, low: Any, high: Any, size: Any, dtype: Any, kwargs: dict[str, Any]) -> Any:
         if high is None:
             low, high = 0, low
+        integral = isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))
+        if kwargs or np.dtype(dtype) != np.dtype(np.int64) or not integral:
+            raise NotBatchable("only bounded int64 integers are drawn ahead")
         bounds = (int(low), int(high))
-        plain = not kwargs and np.dtype(dtype) == np.dtype(np.int64)
-        if not (plain and np.isscalar(low) and np.isscalar(high)) or not 0 < high - low <= 2**32:
-            raise NotBatchable("only bounded int64 integers of a range up to 2^32 are drawn ahead")
+        if not 0 < bounds[1] - bounds[0] <= 2**32:
+            raise NotBatchable("only integers of a range up to 2^32 are drawn ahead")
         if self._bounds is None:
             self._bounds = bounds
         elif bounds != self._bounds:
             raise NotBatchable("a draw of another bound after values drawn ahead")
-        shape = () if size is None else ((size,) if np.isscalar(size) else tuple(size))
+        shape = (
+            ()
+            if size is None
+            else ((size,) if isinstance(size, (int, np.integer)) else tuple(size))
+        )
         wanted = math.prod(int(s) for s in shape)
         while len(self._values) - self._next < wanted:
-            more = self._generator.integers(low, high, size=max(self._count, wanted))
+            more = self._generator.integers(*bounds, size=max(self._count, wanted))
             self._values = np.concatenate([self._values[self._next :], more])
             self._next = 0
         values = self._values[self._next : self._next + wanted]

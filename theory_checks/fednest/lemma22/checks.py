@@ -446,7 +446,7 @@ class AbsErrorDraws:
         """:meth:`_rngs` for the batched run: under full participation a replicate draws only
         its minibatch indices, one bound, ``N' + 1`` rounds of them, so they are drawn ahead
         (:class:`~theory_checks.streams.PredrawnIntegers`, the same values: NumPy's per-call
-        cost of the scalar draws was a third of a seed's time); under partial participation
+        cost of the scalar draws was a fifth of a seed's time); under partial participation
         the rounds' subsets come in between, and each call is the generator's own."""
         rngs = self._rngs(draws)
         sampler = ClientSampler(self.problem.n_clients, self.estimator.participation)

@@ -12,6 +12,8 @@ import torch
 
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import LOOP_PRODUCT
+from testbed.decentralized.ledger import ROW_FORM_ENTRIES
+from testbed.decentralized.ledger import ROW_FORM_REPLICAS
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.ledger import mix
 
@@ -51,7 +53,8 @@ def _assert_same(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
 @pytest.mark.parametrize(("n", "size"), list(itertools.product(range(1, 13), range(1, 7))))
 def test_mix_is_the_batched_product(n: int, size: int):
     rng = np.random.default_rng(100 * n + size)
-    for lead, steps, shared in itertools.product(((1,), (3,), (257,), (2, 5)), (0, 1, 3), (0, 1)):
+    leads = ((1,), (3,), (257,), (2, 5), (ROW_FORM_REPLICAS,), (2, ROW_FORM_REPLICAS // 2 + 1))
+    for lead, steps, shared in itertools.product(leads, (0, 1, 3), (0, 1)):
         mixings = rng.random((steps, n, n)) * (rng.random((steps, n, n)) < 0.7)
         weights = torch.as_tensor(mixings / np.maximum(mixings.sum(1, keepdims=True), 1e-300))
         payload = _payload(rng, lead, n, size, bool(shared))
@@ -88,3 +91,56 @@ def test_gossip_counts_and_mixes_as_before():
     assert int(ledger.messages_sent.sum()) == replicas * int(
         sum(((m != 0) & ~np.eye(n, dtype=bool)).sum() for m in mixings)
     )
+
+
+def _assert_same_or_nan(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
+    """:func:`_assert_same` where NaNs are where the product has them (a NaN's payload bits
+    are not compared)."""
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert torch.equal(torch.isnan(a), torch.isnan(b))
+        _assert_same([torch.nan_to_num(a, nan=7.0)], [torch.nan_to_num(b, nan=7.0)])
+
+
+@pytest.mark.parametrize(("n", "size"), [(4, 4), (4, 5), (5, 3), (3, 5)])
+def test_zero_weights_with_infinities_and_nans_mix_as_the_product(n: int, size: int):
+    """Past :data:`ROW_FORM_ENTRIES` the row form leaves out the zero entries of ``A``, which
+    only holds while the rows are finite (``0 x inf`` is NaN): infinities and NaNs in the
+    payload, products that overflow, and a step with a zero column (whose row no other sum
+    reads) give the product's numbers, NaNs and signed zeros."""
+    assert n * (size - 1) > ROW_FORM_ENTRIES
+    rng = np.random.default_rng(n + size)
+    replicas = ROW_FORM_REPLICAS + 7
+    for trial in range(6):
+        mixings = rng.random((3, n, n)) * (rng.random((3, n, n)) < 0.5)
+        mixings[:, 0, :] += 0.1  # every column weighted ...
+        if trial % 3 == 2:
+            mixings[1, :, n - 1] = 0.0  # ... or not: a zero column
+        weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True).clip(min=1e-300))
+        payload = _payload(rng, (replicas,), n, size, shared=True)
+        if trial % 2 == 0:
+            payload[rng.integers(replicas), rng.integers(n), 0] = float("inf")
+            payload[rng.integers(replicas), rng.integers(n), 1] = float("nan")
+        else:
+            payload[rng.integers(replicas), rng.integers(n), 0] = 1e308  # overflows in a sum
+            payload[rng.integers(replicas), :, 0] = 1e308
+        for keep_all in (False, True):
+            _assert_same_or_nan(
+                mix(weights, payload, keep_all), _product(weights, payload, keep_all)
+            )
+
+
+def test_finite_payloads_leave_out_zero_weights_and_keep_the_products_signed_zeros():
+    """The row form past :data:`ROW_FORM_ENTRIES` on payloads of signed zeros only (sums of
+    ``-0`` terms are ``+0`` from the product's start at zero) and on a weight matrix with a
+    zero row (its client receives ``+0``)."""
+    n, size = 4, 4
+    replicas = ROW_FORM_REPLICAS
+    rng = np.random.default_rng(5)
+    signs = np.where(rng.random((replicas, n, size)) < 0.5, -0.0, 0.0)
+    signs[..., -1] = 1.0
+    mixings = rng.random((2, n, n))
+    mixings[:, 2, :] = 0.0
+    weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True))
+    for payload in (torch.as_tensor(signs), -torch.as_tensor(signs)):
+        _assert_same(mix(weights, payload, True), _product(weights, payload, True))

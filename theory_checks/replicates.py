@@ -52,6 +52,7 @@ import numpy as np
 from testbed.federation.replicates import StackedGenerator
 from theory_checks.decision import Design
 from theory_checks.recently_used import RecentlyUsed
+from theory_checks.streams import design_rngs
 
 
 def calibration_seed_of(design: Design) -> int:
@@ -138,14 +139,14 @@ def replicated_streams(
     keys = [tuple(int(k) for k in key) for key in keys]
 
     def stacked(designs: list[Design]) -> Any:
-        return run([d.rng(*key) for d in designs for key in keys])
+        return run([rng for d in designs for rng in design_rngs(d, keys)])
 
     return _served(
         (identity, tuple(keys)),
         design,
         len(keys),
         stacked,
-        lambda: run([design.rng(*key) for key in keys]),
+        lambda: run(design_rngs(design, keys)),
     )
 
 

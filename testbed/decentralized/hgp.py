@@ -286,11 +286,14 @@ class HyperGradientPush(Estimator):
         rng: np.random.Generator,
         replicas: int = 1,
         track_consensus: bool = True,
+        keep_trajectory: bool = True,
     ) -> HGPRun:
         """Run HGP; ``replicas`` independent copies share the graphs and the inner solution.
 
         ``track_consensus`` records ``c^(m)`` (an extra n x n Push-Sum per call; off for long
-        replicated runs that do not need it).
+        replicated runs that do not need it). Without ``keep_trajectory`` the run's
+        ``trajectory`` holds ``v^(M)`` alone, ``(1, R, n, dl)`` (a replicated check reads only
+        that: the other steps were 3% of a stacked run, copied and stacked).
 
         The copies are stacked on the client axis (row ``r n + i`` is client i of replica r),
         so one oracle call evaluates every client of every replica; the Push-Sum is one
@@ -342,11 +345,11 @@ class HyperGradientPush(Estimator):
             jv, hv = _step_products(oracles, x, y_rows, flat, clients, (batch_j, batch_h))
             v = v - eta * jv.reshape(R, n, -1)
             u = u_bar - eta * hv.reshape(R, n, -1)
-            trajectory.append(v.clone())
+            if keep_trajectory:
+                trajectory.append(v.clone())
         new_state = HGPState(y, w[0].clone() if self.keep_weights else inner.omega, time)
-        return HGPRun(
-            torch.stack(trajectory), errors, new_state, y, gledger, sledger, counter.snapshot()
-        )
+        kept = torch.stack(trajectory) if keep_trajectory else v[None]
+        return HGPRun(kept, errors, new_state, y, gledger, sledger, counter.snapshot())
 
     def average_step(
         self,

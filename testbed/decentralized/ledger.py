@@ -136,11 +136,18 @@ class GraphLedger:
 #: larger ones go to BLAS, whose fused multiply-adds round otherwise).
 LOOP_PRODUCT = 400
 
-#: Most entries a replica (clients x columns mixed replica by replica) that :func:`mix` mixes as
-#: rows: past it the product's own loop was as fast or faster (one thread, 13,000-18,000
-#: replicas: 4 clients x 3 columns 4.8-5.2 ms the product, 5.8-7.8 ms as rows, for 2 steps;
-#: 3 x 3 1.9 against 1.6 ms; 4 x 1 3.1-3.8 against 1.3-1.5 ms). Either form gives the same numbers.
+#: Most entries a replica (clients x columns mixed replica by replica) that :func:`mix` mixes a
+#: column of ``A`` at a time (:func:`loop_sum`); past it, an entry of ``A`` at a time
+#: (:func:`_entry_step`), which was faster there (one thread, 18,352 replicas, 3 steps: 4 clients
+#: x 3 columns 6.4-6.9 ms the product or by columns, 3.6-3.7 ms by entries) and slower below it
+#: (3 x 2: 0.8 ms by columns, 0.9 ms by entries; 2 x 2: 0.41 against 0.49 ms). Every form gives
+#: the same numbers.
 ROW_FORM_ENTRIES = 9
+
+#: Fewest replicas :func:`mix` mixes as rows: below, the product itself was as fast or faster
+#: (3 clients x 3 columns, 3 steps: 300 replicas 0.07 ms the product, 0.19 ms as rows; 1,000
+#: replicas 0.21 ms either way).
+ROW_FORM_REPLICAS = 1000
 
 
 def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) -> list[torch.Tensor]:
@@ -154,28 +161,36 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
     .. math::  (A x)_{ij} = ((0 + A_{i1} x_{1j}) + A_{i2} x_{2j}) + \\dots + A_{in} x_{nj},
 
     every product and every sum rounded on its own, whatever the other entries; so the same
-    numbers come from whole rows at once (:func:`loop_sum`): with the payload
-    client-major, ``(n, replicas x size)``, a step is ``n`` products of a column of ``A`` with
-    a row and ``n`` sums. A last column with the same values in every replica (Push-Sum's
-    weights: the replicas run on the same graphs from the same weights) is mixed once, for the
-    first replica. ``tests/test_gossip_mix.py`` compares both forms exactly on every shape the
-    HGP claims draw. Anything else (a GPU, float32, a payload without replica axes, larger
-    products, more than :data:`ROW_FORM_ENTRIES` entries a replica) is the product itself.
+    numbers come from whole rows at once: with the payload client-major, ``(n, replicas x
+    size)``, a step is ``n`` products of a column of ``A`` with a row and ``n`` sums
+    (:func:`loop_sum`), or, for more entries a replica (:data:`ROW_FORM_ENTRIES`), a product and
+    a sum per entry of ``A`` (:func:`_entry_step`, which can leave out the zero entries). A last
+    column with the same values in every replica (Push-Sum's weights: the replicas run on the
+    same graphs from the same weights) is mixed once, for the first replica.
+    ``tests/test_gossip_mix.py`` compares every form with the product exactly on every shape the
+    HGP claims draw. Anything else (a GPU, float32, a payload without replica axes or with fewer
+    than :data:`ROW_FORM_REPLICAS` replicas, larger products) is the product itself.
     """
     n, size = payload.shape[-2:]
     if not _loop_product(weights, payload):
         return _products(weights, payload, keep_all)
     flat = payload.reshape(-1, n, size)
+    if len(flat) < ROW_FORM_REPLICAS:
+        return _products(weights, payload, keep_all)
     last = flat[:, :, -1]
     # the columns mixed replica by replica, then the one mixed once (possibly none)
     cut = size - 1 if torch.equal(last, last[:1].expand_as(last)) else size
-    if n * cut > ROW_FORM_ENTRIES:
-        return _products(weights, payload, keep_all)
     rows = flat[:, :, :cut].transpose(0, 1).reshape(n, len(flat) * cut)  # client-major
+    if n * cut > ROW_FORM_ENTRIES:
+        steps = _entry_steps(weights.tolist(), rows)
+    else:
+        steps = []
+        for A in weights:
+            rows = loop_sum(A.T[:, :, None], rows[:, None, :])  # sum_k A[:, k] rows[k]
+            steps.append(rows)
     first = flat[:1, :, cut:]
     out = [payload]
-    for step, A in enumerate(weights):
-        rows = loop_sum(A.T[:, :, None], rows[:, None, :])  # sum_k A[:, k] rows[k]
+    for step, (A, rows) in enumerate(zip(weights, steps, strict=True)):
         first = A @ first  # one replica, by the product itself
         if keep_all or step == len(weights) - 1:
             mixed = torch.empty_like(flat)
@@ -183,6 +198,58 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
             mixed[:, :, cut:] = first
             out.append(mixed.reshape(payload.shape))
     return out if keep_all else out[-1:]
+
+
+def _entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[torch.Tensor]:
+    """The client-major ``rows`` after each step of ``weights`` (:func:`_entry_step`), the zero
+    entries of ``A`` left out where that gives the same numbers.
+
+    A zero entry adds ``+-0`` to a sum, which changes nothing, unless its row holds an infinity
+    or a NaN (``0 x inf`` is NaN). So the zeros are left out when every column of every step
+    has a nonzero entry, and the last step's rows are then checked: a value that is not finite,
+    at any step, reaches the last step's rows through the nonzero entries of its column (an
+    infinity times a nonzero weight is infinite, and a sum with an infinity or a NaN is not
+    finite), so finite last rows mean that no left-out product was other than ``+-0``;
+    otherwise the steps are computed again with every entry."""
+    skip = all(any(A[i][k] != 0.0 for i in range(len(A))) for A in weights for k in range(len(A)))
+    steps = _entry_rows(weights, rows, skip)
+    if skip and steps and not bool(torch.isfinite(steps[-1]).all()):
+        steps = _entry_rows(weights, rows, False)
+    return steps
+
+
+def _entry_rows(
+    weights: list[list[list[float]]], rows: torch.Tensor, skip_zeros: bool
+) -> list[torch.Tensor]:
+    steps = []
+    for A in weights:
+        rows = _entry_step(A, rows, skip_zeros)
+        steps.append(rows)
+    return steps
+
+
+def _entry_step(A: list[list[float]], rows: torch.Tensor, skip_zeros: bool) -> torch.Tensor:
+    """``A @ rows`` for client-major rows, row ``i`` as ``sum_k A[i][k] rows[k]`` from zero,
+    one rounded product and one rounded sum per ``k`` in order (the product's loop), the
+    zero entries left out when ``skip_zeros``. The first product is written as the sum's start
+    (``0 + p`` is ``p`` but for ``p = -0``, whose sums keep a ``-0`` only while every term is
+    ``-0``): adding ``+0`` at the end makes those ``+0``, as the loop from zero gives them, and
+    changes nothing else."""
+    out = torch.empty_like(rows)
+    term = torch.empty_like(rows[0])
+    for i, weights_i in enumerate(A):
+        total, started = out[i], False
+        for k, a in enumerate(weights_i):
+            if skip_zeros and a == 0.0:
+                continue
+            if started:
+                total.add_(torch.mul(rows[k], a, out=term))
+            else:
+                torch.mul(rows[k], a, out=total)
+                started = True
+        if not started:  # every entry left out: the sum of +-0 products from zero
+            total.zero_()
+    return out.add_(0.0)
 
 
 def _products(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:

@@ -508,7 +508,13 @@ def replica_estimates(
 
     def run(rng: Any, replicas: int) -> torch.Tensor:
         return est.run(
-            problem, x, fresh_state(problem), rng, replicas=replicas, track_consensus=False
+            problem,
+            x,
+            fresh_state(problem),
+            rng,
+            replicas=replicas,
+            track_consensus=False,
+            keep_trajectory=False,
         ).trajectory[-1]
 
     identity = (repr(est), *case_identity(problem, x))

@@ -18,6 +18,7 @@ from problems import ProblemConstants
 from problems import QuadraticBilevel
 from testbed.federation.context import FederatedContext
 from testbed.federation.replicates import NotBatchable
+from testbed.federation.sampling import ClientSampler
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
@@ -37,6 +38,8 @@ from theory_checks.measurements import BoundOnGrid
 from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import identity_residual
 from theory_checks.replicates import shared
+from theory_checks.streams import PredrawnIntegers
+from theory_checks.streams import design_rngs
 from theory_checks.tolerances import IDENTITY_RTOL
 
 # ======================================================================================= the probe
@@ -422,7 +425,7 @@ class AbsErrorDraws:
         probes = self.probes.repeat(len(draws), 1)  # replicate (j, k) probes e_k
         try:
             side = self.estimator.replicates(
-                LinearOuterProbe(self.problem, probes), self._rngs(draws)
+                LinearOuterProbe(self.problem, probes), self._batched_rngs(draws)
             )
             paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
         except NotBatchable:  # one run per replicate, from fresh generators
@@ -433,8 +436,24 @@ class AbsErrorDraws:
         return paths.reshape(self.last + 1, len(draws), dy, dy)
 
     def _rngs(self, draws: range) -> list[np.random.Generator]:
-        """Replicate ``(j, k)``'s generator: draw ``j``'s stream, afresh for each probe."""
-        return [self.design.rng(j) for j in draws for _ in range(self.problem.dim_y)]
+        """Replicate ``(j, k)``'s generator: draw ``j``'s stream, afresh for each probe (made
+        at once, :func:`~theory_checks.streams.design_rngs`: a third of a seed's time was
+        ``design.rng``'s hashing of the entropy, one generator at a time)."""
+        keys = [(j,) for j in draws for _ in range(self.problem.dim_y)]
+        return design_rngs(self.design, keys)
+
+    def _batched_rngs(self, draws: range) -> list[Any]:
+        """:meth:`_rngs` for the batched run: under full participation a replicate draws only
+        its minibatch indices, one bound, ``N' + 1`` rounds of them, so they are drawn ahead
+        (:class:`~theory_checks.streams.PredrawnIntegers`, the same values: NumPy's per-call
+        cost of the scalar draws was a fifth of a seed's time); under partial participation
+        the rounds' subsets come in between, and each call is the generator's own."""
+        rngs = self._rngs(draws)
+        sampler = ClientSampler(self.problem.n_clients, self.estimator.participation)
+        if not sampler.is_full:
+            return rngs
+        count = (self.last + 1) * sampler.per_round * (self.estimator.batch_size or 1)
+        return [PredrawnIntegers(rng, count) for rng in rngs]
 
     def _ihgp(self, probe: torch.Tensor, rng: np.random.Generator) -> Any:
         ctx = self.estimator.context(LinearOuterProbe(self.problem, probe), rng)

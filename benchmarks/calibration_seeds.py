@@ -2,7 +2,7 @@
 (issue 37; target: at most 5x for each statistical claim).
 
     python benchmarks/calibration_seeds.py [--claim ID ...] [--small 10] [--large 300]
-        [--compare 16] [--profile fast] [--out results/benchmarks]
+        [--compare 16] [--profile fast] [--out results/benchmarks] [--keep FOLDER]
 
 For each claim, runs ``testbed calibrate --claim ID --seeds SMALL`` and then ``--seeds LARGE``,
 each a fresh process into a fresh results folder (imports, case drawing and the record writes
@@ -11,7 +11,10 @@ the load average before and after each. With ``--compare N`` it also times, in o
 seeds ``0..N-1`` unbatched (one :class:`~theory_checks.calibration.CalibrationTask` per seed)
 and batched (one :class:`~theory_checks.calibration.CalibrationBlock`), and checks their
 records are equal but for ``seconds``. ``--profile thorough`` times the claims decided there
-(FedNest's K-rate claims). Writes ``<out>/calibration_seeds.json``.
+(FedNest's K-rate claims). ``--keep FOLDER`` keeps each claim's large run, a results folder
+``FOLDER/<claim>`` (a calibration table that ``testbed audit`` can re-derive; the folder must
+not exist yet, so that no run resumes from an earlier one). Writes
+``<out>/calibration_seeds.json``.
 
 Not part of ``tox -e bench``: the large runs take minutes per claim.
 """
@@ -30,9 +33,12 @@ from typing import Any
 
 from results_format import atomic_write
 
-# The statistical claims whose replicates run on one axis: HGP's stacked runs
-# (theory_checks.hgp.common), the (14b) check's batched FedIHGP runs (fednest.lemma22) and
-# Theorem 1's batched FBO-AggITD runs (aggitd.thm1, testbed.algorithms.aggitd_replicates).
+# The statistical claims of the fast profile, every one with its replicates on one axis: HGP's
+# stacked runs (theory_checks.hgp.common), the (14b) check's batched FedIHGP runs
+# (fednest.lemma22), Theorem 1's batched FBO-AggITD runs (aggitd.thm1,
+# testbed.algorithms.aggitd_replicates) and the comparisons' stacked problems
+# (theory_checks.comparison.batched). FedNest's K-rate claims are decided on the thorough
+# profile (--profile thorough --claim ...).
 DEFAULT_CLAIMS = (
     "hgp.noise.sqrt_eta",
     "hgp.stochastic.unbiased",
@@ -41,6 +47,9 @@ DEFAULT_CLAIMS = (
     "fednest.lemma22.abs_error_per_sample",
     "fednest.lemma22.abs_error_as_stated",
     "aggitd.thm1.rate_in_K",
+    "comparison.aggitd_fewer_rounds_than_fednest",
+    "comparison.fedmsa_tenfold_fewer_rounds",
+    "comparison.lfednest_fewer_rounds_homogeneous",
 )
 
 
@@ -121,16 +130,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", type=int, default=0, metavar="N")
     parser.add_argument("--profile", choices=("fast", "thorough"), default="fast")
     parser.add_argument("--out", type=Path, default=Path("results/benchmarks"))
+    parser.add_argument("--keep", type=Path, default=None, metavar="FOLDER")
     args = parser.parse_args(argv)
+    if args.keep is not None and args.keep.exists():
+        parser.error(f"--keep {args.keep}: exists; name a new folder (a kept run must not resume)")
     rows = []
     for claim in args.claim:
         row: dict[str, Any] = {"claim": claim}
         for name, seeds in (("small", args.small), ("large", args.large)):
             with tempfile.TemporaryDirectory() as folder:
+                results = Path(folder)
+                if name == "large" and args.keep is not None:
+                    results = args.keep / claim
+                    results.mkdir(parents=True)
                 before = _load()
                 row[name] = {
                     "seeds": seeds,
-                    "seconds": _calibrate(claim, seeds, Path(folder), args.profile),
+                    "seconds": _calibrate(claim, seeds, results, args.profile),
                     "load_before": before,
                     "load_after": _load(),
                 }

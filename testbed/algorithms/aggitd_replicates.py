@@ -170,7 +170,7 @@ def _iteration(
     clients = replicates.participants()
     index = np.array([draw_index(rng, n) for rng in replicates.rngs])  # Q_r, after the clients
     draws = _iteration_draws(algorithm, replicates, index)
-    side = IterationSide(replicates, draws, np.arange(len(index)))
+    side = replicates if draws is None else replicates.served(draws)
     z: torch.Tensor | None = None
     x_rows = side.rows(x)
     for t in range(n + 1):
@@ -278,50 +278,8 @@ class IterationDraws:
             raise AssertionError("an iteration's minibatches were not all used")
 
 
-class _Members:
-    """:class:`IterationDraws` as the generator of the replicates ``members`` (a
-    ``sample_batch`` draws ``integers`` from it)."""
-
-    def __init__(self, draws: IterationDraws, members: np.ndarray) -> None:
-        self.draws, self.members = draws, members
-
-    def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
-        return self.draws.next(self.members, low, high, size)
-
-
-class IterationSide:
-    """The clients' side of one iteration's rounds for the replicates ``members``: the counted
-    oracles, averages and rows of ``replicates`` (those replicates), the minibatches from the
-    iteration's ``draws`` (``None``: exact oracles)."""
-
-    def __init__(
-        self, replicates: Replicates, draws: IterationDraws | None, members: np.ndarray
-    ) -> None:
-        self.replicates, self.draws, self.members = replicates, draws, members
-        self.problem, self.oracles = replicates.problem, replicates.oracles
-        self.per_round = replicates.sampler.per_round
-
-    def draw(self, clients: torch.Tensor) -> Any:
-        if self.draws is None:
-            return None
-        source = _Members(self.draws, self.members)
-        return self.problem.sample_batch(source, clients, self.replicates.batch_size)  # type: ignore[arg-type]
-
-    def aggregate(self, uploads: torch.Tensor) -> torch.Tensor:
-        return self.replicates.aggregate(uploads)
-
-    def rows(self, state: torch.Tensor) -> torch.Tensor:
-        return self.replicates.rows(state)
-
-    def select(self, indices: np.ndarray) -> IterationSide:
-        """The replicates ``indices`` of these."""
-        return IterationSide(
-            self.replicates.select(indices.tolist()), self.draws, self.members[indices]
-        )
-
-
 def _terms(
-    side: IterationSide,
+    side: Replicates,
     clients: torch.Tensor,
     index: np.ndarray,
     t: int,
@@ -341,8 +299,8 @@ def _terms(
         if len(group) == 0:
             continue
         rows = torch.as_tensor(group, dtype=torch.long)
-        part = side.select(group)
-        own = clients.reshape(len(index), side.per_round).index_select(0, rows).reshape(-1)
+        part = side.select(group.tolist())
+        own = clients.reshape(len(index), side.sampler.per_round).index_select(0, rows).reshape(-1)
         previous = None if fresh else part.rows(out.index_select(0, rows))
         term = HessIVTerm(
             part.rows(x.index_select(0, rows)),

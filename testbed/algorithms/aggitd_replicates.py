@@ -16,8 +16,9 @@ LocalIterates`, :class:`~testbed.estimators.aggitd.AggITDDirection`) run on ever
 clients in one batched call (:class:`~testbed.federation.replicates.Replicates`). Replicate
 ``r`` draws from its own generator what its own run draws, in the same order: its round's
 clients, its index ``Q_r ~ U{0..N}`` (Alg. 1 line 1), then each work's minibatches (all of an
-iteration's in one call, :class:`IterationDraws`, which draws the same numbers). The term
-``z^t`` starts at ``t = Q_r``, so at round ``t`` the replicates split into those whose term
+iteration's in one call, :class:`~testbed.federation.replicates.IterationDraws`, which draws
+the same numbers).
+The term ``z^t`` starts at ``t = Q_r``, so at round ``t`` the replicates split into those whose term
 starts (``Q_r = t``), those whose term continues (``Q_r < t``) and those without one; each group's
 term is run on its own replicates (:meth:`~testbed.federation.replicates.Replicates.select`)
 before the round's anchor gradient, which is the order :class:`~testbed.federation.client_work.
@@ -37,9 +38,7 @@ tensor off the CPU.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import Any
 from typing import NamedTuple
 from typing import cast
 
@@ -53,11 +52,14 @@ from testbed.algorithms.aggitd import FBOAggITD
 from testbed.estimators.aggitd import AggITDDirection
 from testbed.estimators.aggitd import HessIVTerm
 from testbed.estimators.aggitd import draw_index
-from testbed.estimators.validation import GROWTH_FACTOR
+from testbed.estimators.validation import DivergenceError
+from testbed.estimators.validation import check_iterate
+from testbed.estimators.validation import rows_to_check
 from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
+from testbed.federation.replicates import IterationDraws
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 
@@ -135,28 +137,25 @@ def fbo_aggitd_replicates(
     x = x0.detach().expand(count, -1).clone()
     y = y0.detach().expand(count, -1).clone()
     path, inner, diverged = [x], [y], np.zeros(count, dtype=bool)
-    limit = GROWTH_FACTOR * max(1.0, float(x0.norm()))
+    x0_norm = float(x0.norm())
     for _ in range(iterations):
         x, y = _iteration(algorithm, side, x, y)
-        diverged |= _diverged(x, limit)
+        diverged |= _diverged(x, x0_norm)
         path.append(x)
         inner.append(y)
     return ReplicateRuns(torch.stack(path, dim=1), torch.stack(inner, dim=1), diverged)
 
 
-def _diverged(x: torch.Tensor, limit: float) -> np.ndarray:
+def _diverged(x: torch.Tensor, x0_norm: float) -> np.ndarray:
     """Which rows ``run_algorithm``'s check (:func:`~testbed.estimators.validation.
-    check_iterate`) refuses: non-finite, or ``float(x_r.norm())`` past ``limit``. The batched
-    norms only pick the rows to look at (they may differ from a row's own norm in the last
-    bits, far less than the margin); each of those is decided on its own norm, as the check
-    computes it."""
-    norms = torch.linalg.vector_norm(x, dim=1)
-    near = ~(norms <= limit * (1.0 - 1e-9)) | ~torch.isfinite(x).all(dim=1)
+    check_iterate`) refuses, each decided by the check itself (:func:`~testbed.estimators.
+    validation.rows_to_check` picks the rows it could refuse)."""
     out = np.zeros(int(x.shape[0]), dtype=bool)
-    for r in near.nonzero().flatten().tolist():
-        row = x[r]
-        norm = float(row.norm())
-        out[r] = not bool(torch.isfinite(row).all()) or not np.isfinite(norm) or norm > limit
+    for r in rows_to_check(x, x0_norm):
+        try:
+            check_iterate(x[r], x0_norm, 0, "FBOAggITD")
+        except DivergenceError:
+            out[r] = True
     return out
 
 
@@ -219,63 +218,6 @@ def _iteration_draws(
     counts = [n + 1 - q + n * (1 + tau) + 2 + tau for q in index.tolist()]
     n_samples = cast(QuadraticMinimax, side.problem).n_samples
     return IterationDraws(side.rngs, n_samples, counts, (side.sampler.per_round, b))
-
-
-class IterationDraws:
-    """Every replicate's minibatch indices of one iteration, drawn in one call per replicate
-    and handed out in the order its run asks for them.
-
-    Every minibatch of an iteration (after its clients and ``Q``) is ``rng.integers(0, n, size=
-    (C, b))`` with the same bound ``n`` (the problem's samples per client:
-    :func:`problems._rows.draw_indices`), and NumPy's bounded integers of one bound draw the
-    generator's 32-bit stream the same way whatever the calls' sizes (each value one or more
-    32-bit draws by Lemire's method, the bit generator keeping the other half of a 64-bit draw
-    for the next call), so ``rng.integers(0, n, size=m C b)`` split into blocks is exactly the
-    draws of the ``m`` separate calls (``tests/test_aggitd_replicates.py`` checks it on the
-    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m``: a
-    call costs about 12 us, most of a batched iteration's time when each draw was a call.
-
-    Args:
-        rngs: the replicates' generators.
-        n_samples: the bound ``n``.
-        counts: each replicate's minibatch draws in the iteration (the calls of its run).
-        shape: a draw's ``(C, b)``.
-    """
-
-    def __init__(
-        self,
-        rngs: Sequence[np.random.Generator],
-        n_samples: int,
-        counts: Sequence[int],
-        shape: tuple[int, int],
-    ) -> None:
-        self.high, self.shape = int(n_samples), shape
-        self.counts = np.asarray(counts, dtype=np.int64)
-        self.values = np.zeros((len(rngs), max(counts), *shape), dtype=np.int64)
-        for r, (rng, m) in enumerate(zip(rngs, counts, strict=True)):
-            drawn = rng.integers(0, self.high, size=m * math.prod(shape))
-            self.values[r, :m] = drawn.reshape(m, *shape)
-        self.used = np.zeros(len(rngs), dtype=np.int64)
-
-    def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray:
-        """The next draw of each replicate of ``members``, stacked as their run asks for it:
-        ``integers(0, n, size=(len(members) C, b))``."""
-        expected = (len(members) * self.shape[0], self.shape[1])
-        if (low, high) != (0, self.high) or tuple(size) != expected:
-            raise AssertionError(
-                f"an iteration draws integers(0, {self.high}, {expected}), "
-                f"not integers({low}, {high}, {size})"
-            )
-        out = self.values[members, self.used[members]]
-        self.used[members] += 1
-        if bool((self.used[members] > self.counts[members]).any()):
-            raise AssertionError("a replicate asked for more minibatches than its run draws")
-        return out.reshape(expected)
-
-    def check_used(self) -> None:
-        """Raise unless every replicate used the draws its run makes (the counts are right)."""
-        if not np.array_equal(self.used, self.counts):
-            raise AssertionError("an iteration's minibatches were not all used")
 
 
 def _terms(

@@ -57,7 +57,6 @@ from problems import LinearCompositional
 from problems import Problem
 from problems import QuadraticBilevel
 from problems import QuadraticMinimax
-from testbed.algorithms.aggitd_replicates import IterationDraws
 from testbed.algorithms.fednest import FedNest
 from testbed.algorithms.fednest import FedNestState
 from testbed.algorithms.fednest import StepSizes
@@ -69,13 +68,14 @@ from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
 from testbed.estimators.fedihgp import truncation_schedule
 from testbed.estimators.fednest import OuterDirection
-from testbed.estimators.validation import GROWTH_FACTOR
 from testbed.estimators.validation import check_iterate
 from testbed.estimators.validation import check_positive_int
+from testbed.estimators.validation import rows_to_check
 from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
+from testbed.federation.replicates import IterationDraws
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 
@@ -239,7 +239,7 @@ def _drawn_ahead(
     side: Replicates, counts: Sequence[int]
 ) -> tuple[Replicates, IterationDraws | None]:
     """``side`` serving the replicates' next ``counts[r]`` minibatch draws from one call of
-    each generator (:class:`~testbed.algorithms.aggitd_replicates.IterationDraws`), with those
+    each generator (:class:`~testbed.federation.replicates.IterationDraws`), with those
     draws to check once they are used; ``side`` itself (each draw a call) where the calls in
     between draw something else: partial participation draws each round's clients
     (``choice``), so its rounds' minibatches are not adjacent in the stream.
@@ -337,13 +337,10 @@ def _all_used(draws: IterationDraws | None) -> None:
 
 
 def _check_iterates(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
-    """:func:`~testbed.estimators.validation.check_iterate` of every replicate's ``x``: rows
-    near the limit or not finite are checked one by one (the same test, the same error)."""
-    limit = GROWTH_FACTOR * max(1.0, x0_norm)
-    norms = torch.linalg.vector_norm(x, dim=1)
-    # why a factor 2: the batched norm may differ from a row's own in its last bits only
-    suspect = ~torch.isfinite(x).all(dim=1) | ~torch.isfinite(norms) | (norms > 0.5 * limit)
-    for r in torch.nonzero(suspect).flatten().tolist():
+    """:func:`~testbed.estimators.validation.check_iterate` of every replicate's ``x``: the
+    rows it could refuse (:func:`~testbed.estimators.validation.rows_to_check`) are checked
+    one by one (the same test, the same error)."""
+    for r in rows_to_check(x, x0_norm):
         check_iterate(x[r], x0_norm, step, who)
 
 

@@ -356,3 +356,17 @@ def check_iterate(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
             f"{who} diverged at step {step}: ||x|| = {norm:.3g} grew past "
             f"{GROWTH_FACTOR:.0e} x max(1, ||x_0||) = {limit:.3g}"
         )
+
+
+def rows_to_check(x: torch.Tensor, x0_norm: float) -> list[int]:
+    """The rows of a stack of iterates ``x`` (``(R, d)``, one per replicate of a batched run)
+    that :func:`check_iterate` could refuse: a row not finite, or whose batched norm is not
+    below the limit by a relative margin of 1e-9. A batched norm may differ from the row's own
+    ``float(x_r.norm())`` in its last bits only, far less than the margin, so a row not picked
+    passes the check; a picked row is decided by :func:`check_iterate` itself, on its own norm
+    (the batched runs of FedNest and FBO-AggITD refuse exactly the rows their unbatched runs
+    refuse)."""
+    limit = GROWTH_FACTOR * max(1.0, x0_norm)
+    norms = torch.linalg.vector_norm(x, dim=1)
+    picked = ~(norms <= limit * (1.0 - 1e-9)) | ~torch.isfinite(x).all(dim=1)
+    return [int(r) for r in picked.nonzero().flatten().tolist()]

@@ -26,6 +26,7 @@ not a deployment; the oracle calls are counted as in a context.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
@@ -96,11 +97,68 @@ class StackedGenerator:
 
 class DrawnAhead(Protocol):
     """Minibatch indices drawn ahead from the replicates' generators, handed out in the order
-    their runs ask for them (:class:`~testbed.algorithms.aggitd_replicates.IterationDraws`):
+    their runs ask for them (:class:`IterationDraws`):
     ``next(members, low, high, size)`` is the next ``integers(low, high, size)`` draw of each
     replicate of ``members`` (indices into the generators the draws were made from), stacked."""
 
     def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray: ...
+
+
+class IterationDraws:
+    """Every replicate's minibatch indices of one iteration, drawn in one call per replicate
+    and handed out in the order its run asks for them.
+
+    Every minibatch of an iteration (after its clients and ``Q``) is ``rng.integers(0, n, size=
+    (C, b))`` with the same bound ``n`` (the problem's samples per client:
+    :func:`problems._rows.draw_indices`), and NumPy's bounded integers of one bound draw the
+    generator's 32-bit stream the same way whatever the calls' sizes (each value one or more
+    32-bit draws by Lemire's method, the bit generator keeping the other half of a 64-bit draw
+    for the next call), so ``rng.integers(0, n, size=m C b)`` split into blocks is exactly the
+    draws of the ``m`` separate calls (``tests/test_aggitd_replicates.py`` checks it on the
+    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m``: a
+    call costs about 12 us, most of a batched iteration's time when each draw was a call.
+
+    Args:
+        rngs: the replicates' generators.
+        n_samples: the bound ``n``.
+        counts: each replicate's minibatch draws in the iteration (the calls of its run).
+        shape: a draw's ``(C, b)``.
+    """
+
+    def __init__(
+        self,
+        rngs: Sequence[np.random.Generator],
+        n_samples: int,
+        counts: Sequence[int],
+        shape: tuple[int, int],
+    ) -> None:
+        self.high, self.shape = int(n_samples), shape
+        self.counts = np.asarray(counts, dtype=np.int64)
+        self.values = np.zeros((len(rngs), max(counts), *shape), dtype=np.int64)
+        for r, (rng, m) in enumerate(zip(rngs, counts, strict=True)):
+            drawn = rng.integers(0, self.high, size=m * math.prod(shape))
+            self.values[r, :m] = drawn.reshape(m, *shape)
+        self.used = np.zeros(len(rngs), dtype=np.int64)
+
+    def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray:
+        """The next draw of each replicate of ``members``, stacked as their run asks for it:
+        ``integers(0, n, size=(len(members) C, b))``."""
+        expected = (len(members) * self.shape[0], self.shape[1])
+        if (low, high) != (0, self.high) or tuple(size) != expected:
+            raise AssertionError(
+                f"an iteration draws integers(0, {self.high}, {expected}), "
+                f"not integers({low}, {high}, {size})"
+            )
+        out = self.values[members, self.used[members]]
+        self.used[members] += 1
+        if bool((self.used[members] > self.counts[members]).any()):
+            raise AssertionError("a replicate asked for more minibatches than its run draws")
+        return out.reshape(expected)
+
+    def check_used(self) -> None:
+        """Raise unless every replicate used the draws its run makes (the counts are right)."""
+        if not np.array_equal(self.used, self.counts):
+            raise AssertionError("an iteration's minibatches were not all used")
 
 
 class _MembersDraw:
@@ -194,4 +252,4 @@ class Replicates:
         return state.repeat_interleave(self.sampler.per_round, dim=0)
 
 
-__all__ = ["DrawnAhead", "NotBatchable", "Replicates", "StackedGenerator"]
+__all__ = ["DrawnAhead", "IterationDraws", "NotBatchable", "Replicates", "StackedGenerator"]

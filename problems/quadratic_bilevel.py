@@ -30,6 +30,7 @@ exactly and the variance of a minibatch oracle is known in closed form
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -336,7 +337,12 @@ class QuadraticBilevel(QuadraticFamily):
     # ------------------------------------------------------------------ constants & noise
     def constants(self) -> ProblemConstants:
         """Constants of the inner problem (``A_i``, ``b_i``), ``||B_bar||``, ``||C_bar||`` and
-        ``||D_bar||``."""
+        ``||D_bar||``: computed once per problem (a cache like :attr:`means`, dropped by
+        :meth:`to`), since step rules read them at every run's start."""
+        return self._constants
+
+    @functools.cached_property
+    def _constants(self) -> ProblemConstants:
         m = self.means
         return self._inner_constants(
             "A",

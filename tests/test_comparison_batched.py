@@ -23,6 +23,7 @@ from problems import from_spec
 from testbed.algorithms.aggitd_stacked import check_stackable as check_aggitd
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.algorithms.fednest_stacked import check_stackable
+from testbed.estimators.fednest import outer_smoothness as smoothness
 from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.comparison import batched
@@ -273,3 +274,14 @@ def test_block_measurements_are_each_seeds_unbatched_ones(key: str) -> None:
     assert len({repr(m.details["per_problem"]) for m in together}) == 3  # the seeds differ
     if key == "fedmsa":  # a seed evaluates the second look's problems (stacked after the first)
         assert any(m.details["problems"] > m.details["looks"][0] for m in together)
+
+
+def test_outer_smoothness_is_computed_once_per_problem() -> None:
+    """``runs.outer_smoothness`` keeps each problem's ``L_h`` (the tuned steps read it at every
+    run's start): the kept value is the one FedNest's own reading gives, bit for bit, on
+    problems of every family the claims draw."""
+    for name, spec in sorted(_SPECS.items()):
+        for problem in _problems(spec, 4, 11):
+            kept = runs.outer_smoothness(problem)
+            assert repr(kept) == repr(smoothness(problem)), name
+            assert runs.outer_smoothness(problem) is kept

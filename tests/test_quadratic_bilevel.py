@@ -194,3 +194,17 @@ def test_outer_hessian_and_minimiser(problem):
     elif lowest <= 0.0:
         with pytest.raises(ProblemError, match="not strongly convex"):
             problem.outer_minimizer()
+
+
+def test_constants_are_computed_once_and_equal_a_fresh_computation() -> None:
+    """``constants()`` is cached per problem (step rules read it at every run's start): the
+    cached value is the one computed, the same object on every call, equal field for field
+    (``repr``: bit for bit) to what a fresh problem of the same draw computes."""
+    for seed in range(6):
+        spec = {"n_clients": 2 + seed % 3, "dim_x": 2, "dim_y": 2 + seed % 2, "seed": seed}
+        p = QuadraticBilevel.random(condition_number=3.0, hessian_heterogeneity=0.3, **spec)
+        first = p.constants()
+        assert p.constants() is first
+        fresh = QuadraticBilevel.random(condition_number=3.0, hessian_heterogeneity=0.3, **spec)
+        assert "_constants" not in vars(fresh)
+        assert repr(fresh.constants()) == repr(first)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -295,6 +296,38 @@ class QuadraticBilevel(QuadraticFamily):
         y_star = self.exact_inner_solution(x)
         adjoint = torch.linalg.solve(self.means["A"], self.outer_grad_y(x, y_star))
         return self.outer_grad_x(x, y_star) + self.means["B"].T @ adjoint
+
+    @staticmethod
+    def exact_hypergradients(
+        problems: Sequence[QuadraticBilevel], points: Sequence[torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """:meth:`exact_hypergradient` of each ``problems[r]`` at ``points[r]``, the same floats,
+        its two linear solves each one batched call over the problems (CPU LAPACK factors and
+        solves each matrix of a batch as it does the matrix alone); every product stays the
+        problem's own (a batched matrix-vector product sums in another order). Problems off
+        the CPU are each computed alone."""
+        if any(p.device.type != "cpu" for p in problems):
+            return [p.exact_hypergradient(x) for p, x in zip(problems, points, strict=True)]
+        means = [p.means for p in problems]
+        hessians = torch.stack([m["A"] for m in means])
+        y_star = torch.linalg.solve(
+            hessians, torch.stack([m["B"] @ x + m["b"] for m, x in zip(means, points, strict=True)])
+        )
+        adjoint = torch.linalg.solve(
+            hessians,
+            torch.stack(
+                [
+                    p.outer_grad_y(x, y)
+                    for p, x, y in zip(problems, points, y_star.unbind(), strict=True)
+                ]
+            ),
+        )
+        return [
+            p.outer_grad_x(x, y) + m["B"].T @ a
+            for p, m, x, y, a in zip(
+                problems, means, points, y_star.unbind(), adjoint.unbind(), strict=True
+            )
+        ]
 
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:
         """``h(x) = f(x, y*(x))``."""

@@ -300,6 +300,7 @@ class ClientArrayFamily(ProblemFamily):
     dim_y: int
     _client_eigenvalues: torch.Tensor
     _operators: dict[str, torch.Tensor]
+    _as_stored: dict[str, bool]
     _samples_symmetric: bool
 
     @functools.cached_property
@@ -312,8 +313,15 @@ class ClientArrayFamily(ProblemFamily):
         :func:`problems.checks.symmetric_operator`); ``sampled`` names the one whose per-sample
         twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
         self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
+        self._as_stored = {name: self._operators[name] is getattr(self, name) for name in symmetric}
         samples = None if sampled is None else getattr(self, f"{sampled}_samples")
         self._samples_symmetric = samples is None or symmetric_operator(samples) is samples
+
+    def applied_as_stored(self, name: str) -> bool:
+        """Whether the closed-form oracles apply the symmetric client array ``name`` as stored
+        (not through a symmetrised copy: :func:`problems.checks.symmetric_operator`), as
+        decided when the problem was built."""
+        return self._as_stored[name]
 
     def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
         """Client array ``name`` of each evaluated client, or its minibatch mean; only the array

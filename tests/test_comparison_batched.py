@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from problems import QuadraticBilevel
 from problems import from_spec
 from testbed.algorithms.aggitd_stacked import check_stackable as check_aggitd
 from testbed.algorithms.base import iterate_within_rounds
@@ -149,6 +150,15 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     assert {r.stop for r in alone} >= {"reached", "pruned"}
 
 
+def _skewed(problem: Any) -> Any:
+    """``problem`` with ``C`` symmetric only to 1e-12: its oracles apply a symmetrised copy."""
+    arrays = problem.to_arrays()
+    arrays["C"][:, 0, 1] += 1e-12
+    skewed = QuadraticBilevel(**arrays)
+    assert not skewed.applied_as_stored("C") and problem.applied_as_stored("C")
+    return skewed
+
+
 def test_what_the_stack_does_not_reproduce_is_refused() -> None:
     problems = _problems(_HETEROGENEOUS, 2, 1)
     algorithms = _fednests(problems, 1.0)
@@ -161,6 +171,7 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
         ([algorithms[0], dataclasses.replace(algorithms[1], neumann_terms=2)], problems),
         (_fednests(wide, 1.0), wide),
         (algorithms, [problems[0], _problems(_HOMOGENEOUS, 1, 1)[0]]),
+        (algorithms, [problems[0], _skewed(problems[1])]),
     ):
         with pytest.raises(NotBatchable):
             check_stackable(bad_algorithms, bad_problems)

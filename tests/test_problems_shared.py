@@ -16,6 +16,7 @@ from problems._spectra import spectral_stack
 from problems.checks import check_arrays
 from problems.checks import check_nonnegative
 from problems.checks import check_samples
+from problems.checks import symmetric_operator
 from problems.family import recipe_rng
 from problems.workloads import WorkloadError
 
@@ -201,3 +202,18 @@ def test_the_spreads_are_scaled_by_each_matrix_norm_as_computed_alone(symmetric)
             raw -= _spectra.client_mean(raw)
             largest = max(float(np.linalg.norm(m, 2)) for m in raw)
             assert np.array_equal(got, raw * (0.3 / largest)), (count, shape)
+
+
+def test_applied_as_stored_is_the_symmetric_operator_decision():
+    """``applied_as_stored`` reports the construction's own decision, the one
+    :func:`~problems.checks.symmetric_operator` makes on the array (a drawn problem's symmetric
+    arrays as stored; one symmetric only to 1e-12 through a symmetrised copy)."""
+    drawn = QuadraticBilevel.random(3, 2, 3, condition_number=4.0, heterogeneity=0.3, seed=5)
+    arrays = drawn.to_arrays()
+    arrays["E"][:, 1, 0] -= 1e-12
+    skewed = QuadraticBilevel(**arrays)
+    for problem in (drawn, skewed):
+        for name in QuadraticBilevel.OPERATORS:
+            array = getattr(problem, name)
+            assert problem.applied_as_stored(name) == (symmetric_operator(array) is array)
+    assert not skewed.applied_as_stored("E") and skewed.applied_as_stored("C")

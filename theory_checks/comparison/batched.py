@@ -135,9 +135,16 @@ def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> 
     at its prescribed step, one iteration of every problem stacked where that is exact."""
     if not problems:
         return []
-    try:
-        algorithm = runs.build_algorithm(runs.BASELINE, comparison.baseline_config)
-        stacked = StackedFedNest([algorithm] * len(problems), problems)  # draws nothing
+    try:  # the prescribed 1 / L_h given as each run's step: the float FedNest reads itself
+        algorithms = [
+            runs.build_algorithm(
+                runs.BASELINE,
+                comparison.baseline_config,
+                outer_step_size=1.0 / runs.outer_smoothness(problem),
+            )
+            for problem in problems
+        ]
+        stacked = StackedFedNest(algorithms, problems)  # draws nothing
         after = stacked.step(stacked.start)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
         return [runs.solved_in_one_iteration(comparison, p) for p in problems]

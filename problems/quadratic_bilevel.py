@@ -347,8 +347,9 @@ class QuadraticBilevel(QuadraticFamily):
         hess = m["E"] + m["D"].T @ Y + Y.T @ m["D"] + Y.T @ m["C"] @ Y
         return 0.5 * (hess + hess.T)
 
-    def outer_minimizer(self) -> torch.Tensor:
-        """``x* = argmin h`` by a linear solve; raises when h is not strongly convex."""
+    def strongly_convex_outer_hessian(self) -> torch.Tensor:
+        """:meth:`outer_hessian`; raises :class:`~problems._base.ProblemError` when it is not
+        positive definite (h not strongly convex: no unique minimiser)."""
         hess = self.outer_hessian()
         lowest = float(torch.linalg.eigvalsh(hess).min())
         if lowest <= 0.0:
@@ -356,6 +357,11 @@ class QuadraticBilevel(QuadraticFamily):
                 f"{self.name}: h(x) = f(x, y*(x)) is not strongly convex (smallest Hessian "
                 f"eigenvalue {lowest:.3g}), so it has no unique minimiser"
             )
+        return hess
+
+    def outer_minimizer(self) -> torch.Tensor:
+        """``x* = argmin h`` by a linear solve; raises when h is not strongly convex."""
+        hess = self.strongly_convex_outer_hessian()
         return torch.linalg.solve(
             hess,
             -self.exact_hypergradient(

@@ -188,6 +188,8 @@ def test_outer_hessian_and_minimiser(problem):
         atol=1e-9,
     )
     lowest = float(torch.linalg.eigvalsh(problem.outer_hessian()).min())
+    if lowest > 0.0:
+        assert torch.equal(problem.strongly_convex_outer_hessian(), problem.outer_hessian())
     if lowest > 1e-6:
         x_star = problem.outer_minimizer()
         assert float(problem.exact_hypergradient(x_star).norm()) < 1e-8 * (
@@ -196,6 +198,8 @@ def test_outer_hessian_and_minimiser(problem):
     elif lowest <= 0.0:
         with pytest.raises(ProblemError, match="not strongly convex"):
             problem.outer_minimizer()
+        with pytest.raises(ProblemError, match="not strongly convex"):
+            problem.strongly_convex_outer_hessian()
 
 
 def test_constants_are_computed_once_and_equal_a_fresh_computation() -> None:

@@ -589,8 +589,11 @@ def draw_problem(
     """
     for _ in range(tries):
         problem = from_spec({**spec, "seed": int(rng.integers(2**31))})
+        # whether h has a minimiser: the check alone where the family has it (QuadraticBilevel),
+        # else the minimiser itself (closed-form families)
+        has_minimizer = getattr(problem, "strongly_convex_outer_hessian", None)
         try:
-            problem.outer_minimizer()  # type: ignore[attr-defined]  # closed-form families
+            (has_minimizer or problem.outer_minimizer)()  # type: ignore[attr-defined]
         except ProblemError:
             continue
         if comparison is not None and solved_in_one_iteration(comparison, problem):

@@ -67,7 +67,9 @@ def stacked_runs(
     if algorithms and isinstance(algorithms[0], FBOAggITD):
         return StackedFBOAggITD(algorithms, problems)
     if algorithms and isinstance(algorithms[0], FedMSA):
-        return StackedFedMSA(algorithms, problems, rngs)
+        # on copies of the generators: an unbatched rerun draws from the untouched ones (the
+        # other stacks draw nothing)
+        return StackedFedMSA(algorithms, problems, copy.deepcopy(list(rngs)))
     return StackedFedNest(algorithms, problems)
 
 
@@ -121,8 +123,8 @@ def reaches(
     one."""
     if not problems:
         return []
-    try:  # on copies of the generators: an unbatched rerun draws from the untouched ones
-        return _stacked_reaches(algorithms, problems, copy.deepcopy(list(rngs)), stop_afters)
+    try:  # the stacks leave the generators untouched (stacked_runs)
+        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
         return [
             runs.run_to_target(a, p, rng, stop_after=s)

@@ -285,6 +285,17 @@ class ProblemFamily:
         return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
 
+@functools.cache  # one per family: the same signature at every construction
+def _arrays_signature(names: tuple[str, ...]) -> inspect.Signature:
+    """The constructor's arguments: the client arrays ``names`` (by position or name), then the
+    sample arrays (by name)."""
+    parameter = inspect.Parameter
+    return inspect.Signature(
+        [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in names]
+        + [parameter("samples", parameter.VAR_KEYWORD)]
+    )
+
+
 class ClientArrayFamily(ProblemFamily):
     """A family defined by per-client arrays stacked on a leading client axis (``ARRAY_NAMES``),
     some with per-sample twins ``<name>_samples`` of shape ``(M, n_samples, ...)`` whose sample
@@ -452,13 +463,8 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
         (:func:`problems.from_spec`)."""
         family = type(self).__name__
         self.name = family if name is None else name
-        parameter = inspect.Parameter
-        signature = inspect.Signature(
-            [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in self.ARRAY_NAMES]
-            + [parameter("samples", parameter.VAR_KEYWORD)]
-        )
         try:
-            given = signature.bind(*arrays, **named).arguments
+            given = _arrays_signature(tuple(self.ARRAY_NAMES)).bind(*arrays, **named).arguments
         except TypeError as error:
             raise TypeError(f"{family}(): {error}") from None
         samples_given = sample_arguments(type(self), given.get("samples", {}))

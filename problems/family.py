@@ -285,6 +285,17 @@ class ProblemFamily:
         return draw_indices(rng, clients, self.n_samples, batch_size, self.name)
 
 
+@functools.cache  # one per family: the same signature at every construction
+def _arrays_signature(names: tuple[str, ...]) -> inspect.Signature:
+    """The constructor's arguments: the client arrays ``names`` (by position or name), then the
+    sample arrays (by name)."""
+    parameter = inspect.Parameter
+    return inspect.Signature(
+        [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in names]
+        + [parameter("samples", parameter.VAR_KEYWORD)]
+    )
+
+
 class ClientArrayFamily(ProblemFamily):
     """A family defined by per-client arrays stacked on a leading client axis (``ARRAY_NAMES``),
     some with per-sample twins ``<name>_samples`` of shape ``(M, n_samples, ...)`` whose sample
@@ -300,6 +311,7 @@ class ClientArrayFamily(ProblemFamily):
     dim_y: int
     _client_eigenvalues: torch.Tensor
     _operators: dict[str, torch.Tensor]
+    _as_stored: dict[str, bool]
     _samples_symmetric: bool
 
     @functools.cached_property
@@ -312,8 +324,15 @@ class ClientArrayFamily(ProblemFamily):
         :func:`problems.checks.symmetric_operator`); ``sampled`` names the one whose per-sample
         twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
         self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
+        self._as_stored = {name: self._operators[name] is getattr(self, name) for name in symmetric}
         samples = None if sampled is None else getattr(self, f"{sampled}_samples")
         self._samples_symmetric = samples is None or symmetric_operator(samples) is samples
+
+    def applied_as_stored(self, name: str) -> bool:
+        """Whether the closed-form oracles apply the symmetric client array ``name`` as stored
+        (not through a symmetrised copy: :func:`problems.checks.symmetric_operator`), as
+        decided when the problem was built."""
+        return self._as_stored[name]
 
     def _sampled(self, name: str, clients: torch.Tensor, batch: Batch | None) -> torch.Tensor:
         """Client array ``name`` of each evaluated client, or its minibatch mean; only the array
@@ -444,13 +463,8 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
         (:func:`problems.from_spec`)."""
         family = type(self).__name__
         self.name = family if name is None else name
-        parameter = inspect.Parameter
-        signature = inspect.Signature(
-            [parameter(key, parameter.POSITIONAL_OR_KEYWORD) for key in self.ARRAY_NAMES]
-            + [parameter("samples", parameter.VAR_KEYWORD)]
-        )
         try:
-            given = signature.bind(*arrays, **named).arguments
+            given = _arrays_signature(tuple(self.ARRAY_NAMES)).bind(*arrays, **named).arguments
         except TypeError as error:
             raise TypeError(f"{family}(): {error}") from None
         samples_given = sample_arguments(type(self), given.get("samples", {}))

@@ -30,7 +30,9 @@ exactly and the variance of a minibatch oracle is known in closed form
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -295,6 +297,38 @@ class QuadraticBilevel(QuadraticFamily):
         adjoint = torch.linalg.solve(self.means["A"], self.outer_grad_y(x, y_star))
         return self.outer_grad_x(x, y_star) + self.means["B"].T @ adjoint
 
+    @staticmethod
+    def exact_hypergradients(
+        problems: Sequence[QuadraticBilevel], points: Sequence[torch.Tensor]
+    ) -> list[torch.Tensor]:
+        """:meth:`exact_hypergradient` of each ``problems[r]`` at ``points[r]``, the same floats,
+        its two linear solves each one batched call over the problems (CPU LAPACK factors and
+        solves each matrix of a batch as it does the matrix alone); every product stays the
+        problem's own (a batched matrix-vector product sums in another order). Problems off
+        the CPU are each computed alone."""
+        if any(p.device.type != "cpu" for p in problems):
+            return [p.exact_hypergradient(x) for p, x in zip(problems, points, strict=True)]
+        means = [p.means for p in problems]
+        hessians = torch.stack([m["A"] for m in means])
+        y_star = torch.linalg.solve(
+            hessians, torch.stack([m["B"] @ x + m["b"] for m, x in zip(means, points, strict=True)])
+        )
+        adjoint = torch.linalg.solve(
+            hessians,
+            torch.stack(
+                [
+                    p.outer_grad_y(x, y)
+                    for p, x, y in zip(problems, points, y_star.unbind(), strict=True)
+                ]
+            ),
+        )
+        return [
+            p.outer_grad_x(x, y) + m["B"].T @ a
+            for p, m, x, y, a in zip(
+                problems, means, points, y_star.unbind(), adjoint.unbind(), strict=True
+            )
+        ]
+
     def outer_objective(self, x: torch.Tensor) -> torch.Tensor:
         """``h(x) = f(x, y*(x))``."""
         y = self.exact_inner_solution(x)
@@ -313,8 +347,9 @@ class QuadraticBilevel(QuadraticFamily):
         hess = m["E"] + m["D"].T @ Y + Y.T @ m["D"] + Y.T @ m["C"] @ Y
         return 0.5 * (hess + hess.T)
 
-    def outer_minimizer(self) -> torch.Tensor:
-        """``x* = argmin h`` by a linear solve; raises when h is not strongly convex."""
+    def strongly_convex_outer_hessian(self) -> torch.Tensor:
+        """:meth:`outer_hessian`; raises :class:`~problems._base.ProblemError` when it is not
+        positive definite (h not strongly convex: no unique minimiser)."""
         hess = self.outer_hessian()
         lowest = float(torch.linalg.eigvalsh(hess).min())
         if lowest <= 0.0:
@@ -322,6 +357,11 @@ class QuadraticBilevel(QuadraticFamily):
                 f"{self.name}: h(x) = f(x, y*(x)) is not strongly convex (smallest Hessian "
                 f"eigenvalue {lowest:.3g}), so it has no unique minimiser"
             )
+        return hess
+
+    def outer_minimizer(self) -> torch.Tensor:
+        """``x* = argmin h`` by a linear solve; raises when h is not strongly convex."""
+        hess = self.strongly_convex_outer_hessian()
         return torch.linalg.solve(
             hess,
             -self.exact_hypergradient(
@@ -336,7 +376,12 @@ class QuadraticBilevel(QuadraticFamily):
     # ------------------------------------------------------------------ constants & noise
     def constants(self) -> ProblemConstants:
         """Constants of the inner problem (``A_i``, ``b_i``), ``||B_bar||``, ``||C_bar||`` and
-        ``||D_bar||``."""
+        ``||D_bar||``: computed once per problem (a cache like :attr:`means`, dropped by
+        :meth:`to`), since step rules read them at every run's start."""
+        return self._constants
+
+    @functools.cached_property
+    def _constants(self) -> ProblemConstants:
         m = self.means
         return self._inner_constants(
             "A",

@@ -19,10 +19,13 @@ import numpy as np
 import pytest
 import torch
 
+from problems import ProblemError
+from problems import QuadraticBilevel
 from problems import from_spec
 from testbed.algorithms.aggitd_stacked import check_stackable as check_aggitd
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.algorithms.fednest_stacked import check_stackable
+from testbed.estimators.fednest import outer_smoothness as smoothness
 from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.comparison import batched
@@ -148,6 +151,15 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     assert {r.stop for r in alone} >= {"reached", "pruned"}
 
 
+def _skewed(problem: Any) -> Any:
+    """``problem`` with ``C`` symmetric only to 1e-12: its oracles apply a symmetrised copy."""
+    arrays = problem.to_arrays()
+    arrays["C"][:, 0, 1] += 1e-12
+    skewed = QuadraticBilevel(**arrays)
+    assert not skewed.applied_as_stored("C") and problem.applied_as_stored("C")
+    return skewed
+
+
 def test_what_the_stack_does_not_reproduce_is_refused() -> None:
     problems = _problems(_HETEROGENEOUS, 2, 1)
     algorithms = _fednests(problems, 1.0)
@@ -160,6 +172,7 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
         ([algorithms[0], dataclasses.replace(algorithms[1], neumann_terms=2)], problems),
         (_fednests(wide, 1.0), wide),
         (algorithms, [problems[0], _problems(_HOMOGENEOUS, 1, 1)[0]]),
+        (algorithms, [problems[0], _skewed(problems[1])]),
     ):
         with pytest.raises(NotBatchable):
             check_stackable(bad_algorithms, bad_problems)
@@ -273,3 +286,35 @@ def test_block_measurements_are_each_seeds_unbatched_ones(key: str) -> None:
     assert len({repr(m.details["per_problem"]) for m in together}) == 3  # the seeds differ
     if key == "fedmsa":  # a seed evaluates the second look's problems (stacked after the first)
         assert any(m.details["problems"] > m.details["looks"][0] for m in together)
+
+
+def test_outer_smoothness_is_computed_once_per_problem() -> None:
+    """``runs.outer_smoothness`` keeps each problem's ``L_h`` (the tuned steps read it at every
+    run's start): the kept value is the one FedNest's own reading gives, bit for bit, on
+    problems of every family the claims draw."""
+    for name, spec in sorted(_SPECS.items()):
+        for problem in _problems(spec, 4, 11):
+            kept = runs.outer_smoothness(problem)
+            assert repr(kept) == repr(smoothness(problem)), name
+            assert runs.outer_smoothness(problem) is kept
+
+
+def test_draw_problem_redraws_what_has_no_outer_minimizer() -> None:
+    """``draw_problem`` checks a draw's outer Hessian only (``strongly_convex_outer_hessian``),
+    not its minimiser: the same problems as a redraw on ``outer_minimizer`` raising, on a family
+    where 7-24% of draws have none (the cross scale 1, 2, 4)."""
+    for scale in (1.0, 2.0, 4.0):
+        spec = {**_HETEROGENEOUS, "cross_scale": scale}
+        redrawn = 0
+        for stream in range(25):
+            rng = np.random.default_rng([stream, 7])
+            for _ in range(50):
+                expected = from_spec({**spec, "seed": int(rng.integers(2**31))})
+                try:
+                    expected.outer_minimizer()
+                    break
+                except ProblemError:
+                    redrawn += 1
+            drawn = runs.draw_problem(spec, np.random.default_rng([stream, 7]))
+            assert drawn.id == expected.id
+        assert redrawn > 0  # the family has draws without a minimiser

@@ -16,6 +16,7 @@ from problems._spectra import spectral_stack
 from problems.checks import check_arrays
 from problems.checks import check_nonnegative
 from problems.checks import check_samples
+from problems.checks import symmetric_operator
 from problems.family import recipe_rng
 from problems.workloads import WorkloadError
 
@@ -174,3 +175,45 @@ def test_minibatch_curvature_is_the_mean_of_the_drawn_sample_hessians(build):
     )
     assert torch.allclose(problem._sampled(name, clients, batch), expected, atol=1e-14)
     assert torch.equal(problem._sampled(name, clients, None), getattr(problem, name)[clients])
+
+
+@pytest.mark.parametrize("symmetric", [True, False])
+def test_the_spreads_are_scaled_by_each_matrix_norm_as_computed_alone(symmetric):
+    """The spreads are scaled so the largest spectral norm is the spread, the norms computed a
+    chunk of matrices per batched SVD: the same bits as each matrix's own
+    ``np.linalg.norm(m, 2)`` (the draw written out with the per-matrix loop), on shapes and
+    client counts the families draw and beyond."""
+    for count in (2, 3, 4, 7, 40):
+        for shape in ((2, 2), (3, 3), (3, 2), (2, 3), (6, 6)):
+            if symmetric and shape[0] != shape[1]:
+                continue
+            seed = [count, *shape]
+            if symmetric:
+                got = _spectra.centered_symmetric_spread(
+                    np.random.default_rng(seed), count, shape[0], 0.3
+                )
+            else:
+                got = _spectra.centered_matrix_spread(
+                    np.random.default_rng(seed), count, shape, 0.3
+                )
+            raw = np.random.default_rng(seed).standard_normal((count, *shape))
+            if symmetric:
+                raw = 0.5 * (raw + np.swapaxes(raw, 1, 2))
+            raw -= _spectra.client_mean(raw)
+            largest = max(float(np.linalg.norm(m, 2)) for m in raw)
+            assert np.array_equal(got, raw * (0.3 / largest)), (count, shape)
+
+
+def test_applied_as_stored_is_the_symmetric_operator_decision():
+    """``applied_as_stored`` reports the construction's own decision, the one
+    :func:`~problems.checks.symmetric_operator` makes on the array (a drawn problem's symmetric
+    arrays as stored; one symmetric only to 1e-12 through a symmetrised copy)."""
+    drawn = QuadraticBilevel.random(3, 2, 3, condition_number=4.0, heterogeneity=0.3, seed=5)
+    arrays = drawn.to_arrays()
+    arrays["E"][:, 1, 0] -= 1e-12
+    skewed = QuadraticBilevel(**arrays)
+    for problem in (drawn, skewed):
+        for name in QuadraticBilevel.OPERATORS:
+            array = getattr(problem, name)
+            assert problem.applied_as_stored(name) == (symmetric_operator(array) is array)
+    assert not skewed.applied_as_stored("E") and skewed.applied_as_stored("C")

@@ -1,5 +1,7 @@
 """QuadraticBilevel: construction, knobs, bad input, stochastic oracle."""
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -186,6 +188,8 @@ def test_outer_hessian_and_minimiser(problem):
         atol=1e-9,
     )
     lowest = float(torch.linalg.eigvalsh(problem.outer_hessian()).min())
+    if lowest > 0.0:
+        assert torch.equal(problem.strongly_convex_outer_hessian(), problem.outer_hessian())
     if lowest > 1e-6:
         x_star = problem.outer_minimizer()
         assert float(problem.exact_hypergradient(x_star).norm()) < 1e-8 * (
@@ -194,3 +198,50 @@ def test_outer_hessian_and_minimiser(problem):
     elif lowest <= 0.0:
         with pytest.raises(ProblemError, match="not strongly convex"):
             problem.outer_minimizer()
+        with pytest.raises(ProblemError, match="not strongly convex"):
+            problem.strongly_convex_outer_hessian()
+
+
+def test_constants_are_computed_once_and_equal_a_fresh_computation() -> None:
+    """``constants()`` is cached per problem (step rules read it at every run's start): the
+    cached value is the one computed, the same object on every call, equal field for field
+    (``repr``: bit for bit) to what a fresh problem of the same draw computes."""
+    for seed in range(6):
+        spec = {"n_clients": 2 + seed % 3, "dim_x": 2, "dim_y": 2 + seed % 2, "seed": seed}
+        p = QuadraticBilevel.random(condition_number=3.0, hessian_heterogeneity=0.3, **spec)
+        first = p.constants()
+        assert p.constants() is first
+        fresh = QuadraticBilevel.random(condition_number=3.0, hessian_heterogeneity=0.3, **spec)
+        assert "_constants" not in vars(fresh)
+        assert repr(fresh.constants()) == repr(first)
+
+
+def test_exact_hypergradients_are_each_problems_own() -> None:
+    """``QuadraticBilevel.exact_hypergradients`` (the linear solves batched over problems)
+    gives, bit for bit (``torch.equal``), each problem's own ``exact_hypergradient`` at its
+    point, and the same norm: every shape from scalars to ``dim_y = 5``, one to four clients,
+    points from 1e-3 to 1e3 and one that is not finite."""
+    for clients, dim_x, dim_y in itertools.product((1, 2, 4), (1, 2, 3), (1, 2, 3, 5)):
+        problems = [
+            QuadraticBilevel.random(
+                clients,
+                dim_x,
+                dim_y,
+                condition_number=3.0,
+                hessian_heterogeneity=0.3,
+                gradient_heterogeneity=1.0,
+                seed=seed,
+            )
+            for seed in range(12)
+        ]
+        rng = np.random.default_rng([clients, dim_x, dim_y])
+        points = [
+            torch.from_numpy(rng.standard_normal(dim_x) * 10.0 ** rng.integers(-3, 4))
+            for _ in problems
+        ]
+        points[-1] = torch.full((dim_x,), float("inf"), dtype=torch.float64)
+        together = QuadraticBilevel.exact_hypergradients(problems, points)
+        for problem, x, grad in zip(problems, points, together, strict=True):
+            alone = problem.exact_hypergradient(x)
+            assert torch.equal(alone, grad) or (alone.isnan().all() and grad.isnan().all())
+            assert repr(float(alone.norm())) == repr(float(grad.norm()))

@@ -34,7 +34,6 @@ from typing import NamedTuple
 import torch
 
 from problems import QuadraticBilevel
-from problems.checks import symmetric_operator
 from testbed.calls import CallCounter
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
@@ -67,7 +66,7 @@ def check_problems(problems: Sequence[Any], local_steps: Any) -> None:
         if problem.device.type != "cpu":
             raise NotBatchable(f"tensors on {problem.device}: run alone")
         for name in QuadraticBilevel.OPERATORS:
-            if symmetric_operator(getattr(problem, name)) is not getattr(problem, name):
+            if not problem.applied_as_stored(name):
                 raise NotBatchable(f"{name} is applied through a symmetrised copy: run alone")
 
 

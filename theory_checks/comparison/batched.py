@@ -38,6 +38,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from problems import QuadraticBilevel
 from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.aggitd_stacked import StackedFBOAggITD
 from testbed.algorithms.fedmsa import FedMSA
@@ -66,7 +67,9 @@ def stacked_runs(
     if algorithms and isinstance(algorithms[0], FBOAggITD):
         return StackedFBOAggITD(algorithms, problems)
     if algorithms and isinstance(algorithms[0], FedMSA):
-        return StackedFedMSA(algorithms, problems, rngs)
+        # on copies of the generators: an unbatched rerun draws from the untouched ones (the
+        # other stacks draw nothing)
+        return StackedFedMSA(algorithms, problems, copy.deepcopy(list(rngs)))
     return StackedFedNest(algorithms, problems)
 
 
@@ -86,10 +89,11 @@ def _stacked_reaches(
     state = stacked.start
     iteration = rounds = 0
     while True:
+        points = state.x.unbind()
+        exact = QuadraticBilevel.exact_hypergradients([problems[r] for r in active], points)
         for position, r in enumerate(active):
-            x = state.x[position]
-            norm = float(problems[r].exact_hypergradient(x).norm())
-            stop = progress[r].observe(iteration, float(rounds), x, norm)
+            norm = float(exact[position].norm())
+            stop = progress[r].observe(iteration, float(rounds), points[position], norm)
             if stop is not None:
                 results[r] = progress[r].reach(stop)
         going = [position for position, r in enumerate(active) if results[r] is None]
@@ -119,8 +123,8 @@ def reaches(
     one."""
     if not problems:
         return []
-    try:  # on copies of the generators: an unbatched rerun draws from the untouched ones
-        return _stacked_reaches(algorithms, problems, copy.deepcopy(list(rngs)), stop_afters)
+    try:  # the stacks leave the generators untouched (stacked_runs)
+        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
         return [
             runs.run_to_target(a, p, rng, stop_after=s)
@@ -133,18 +137,25 @@ def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> 
     at its prescribed step, one iteration of every problem stacked where that is exact."""
     if not problems:
         return []
-    try:
-        algorithm = runs.build_algorithm(runs.BASELINE, comparison.baseline_config)
-        stacked = StackedFedNest([algorithm] * len(problems), problems)  # draws nothing
+    try:  # the prescribed 1 / L_h given as each run's step: the float FedNest reads itself
+        algorithms = [
+            runs.build_algorithm(
+                runs.BASELINE,
+                comparison.baseline_config,
+                outer_step_size=1.0 / runs.outer_smoothness(problem),
+            )
+            for problem in problems
+        ]
+        stacked = StackedFedNest(algorithms, problems)  # draws nothing
         after = stacked.step(stacked.start)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
         return [runs.solved_in_one_iteration(comparison, p) for p in problems]
-    solved = []
-    for r, problem in enumerate(problems):
-        start = float(problem.exact_hypergradient(stacked.start.x[r]).norm())
-        first = float(problem.exact_hypergradient(after.x[r]).norm())
-        solved.append(first <= TARGET * start)
-    return solved
+    starts = QuadraticBilevel.exact_hypergradients(problems, stacked.start.x.unbind())
+    firsts = QuadraticBilevel.exact_hypergradients(problems, after.x.unbind())
+    return [
+        float(first.norm()) <= TARGET * float(start.norm())
+        for start, first in zip(starts, firsts, strict=True)
+    ]
 
 
 def compare_all(

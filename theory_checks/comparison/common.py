@@ -103,6 +103,7 @@ MAX_TRIALS = 64  # a cap on the problems per look (the confirmation multiplies i
 _PROBLEM, _RUN = 1, 2
 
 
+@functools.cache  # a search of exact bounds, the same at every seed's check of a claim
 def trials_for(rate: float, fraction: float) -> int:
     """The fewest problems ``n`` for which ``floor(fraction n)`` successes put the one-sided
     Clopper-Pearson lower bound at ``rate`` above 1/2 (and, symmetrically, as many failures

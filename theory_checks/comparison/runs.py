@@ -55,6 +55,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import weakref
 from collections.abc import Callable
 from collections.abc import Iterable
 from collections.abc import Mapping
@@ -94,9 +95,21 @@ SUBDIR = COMPARISON
 # --------------------------------------------------------------------------- reaching the target
 
 
+#: ``L_h`` of each problem a comparison has read it of (its tuned steps read it at every run's
+#: start, 2-3 times per problem), kept while the problem lives.
+_SMOOTHNESS: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+
 def outer_smoothness(problem: Any) -> float:
-    """``L_h = ||grad^2 h||`` of a closed-form problem (FedNest's prescribed ``1 / L_h``)."""
-    return smoothness(problem)
+    """``L_h = ||grad^2 h||`` of a closed-form problem (FedNest's prescribed ``1 / L_h``),
+    computed once per problem (the same float: the problem's arrays do not change)."""
+    try:
+        return _SMOOTHNESS[problem]
+    except KeyError:
+        value = _SMOOTHNESS[problem] = smoothness(problem)
+        return value
+    except TypeError:  # a problem that cannot be a key: computed each time
+        return smoothness(problem)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -576,8 +589,11 @@ def draw_problem(
     """
     for _ in range(tries):
         problem = from_spec({**spec, "seed": int(rng.integers(2**31))})
+        # whether h has a minimiser: the check alone where the family has it (QuadraticBilevel),
+        # else the minimiser itself (closed-form families)
+        has_minimizer = getattr(problem, "strongly_convex_outer_hessian", None)
         try:
-            problem.outer_minimizer()  # type: ignore[attr-defined]  # closed-form families
+            (has_minimizer or problem.outer_minimizer)()  # type: ignore[attr-defined]
         except ProblemError:
             continue
         if comparison is not None and solved_in_one_iteration(comparison, problem):

@@ -29,7 +29,6 @@ problems :func:`~testbed.algorithms.stacked.check_problems` refuses.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,6 +39,7 @@ from testbed.algorithms.aggitd import FBOAggITD
 from testbed.algorithms.stacked import StackedRuns
 from testbed.algorithms.stacked import StackedState
 from testbed.algorithms.stacked import check_problems
+from testbed.algorithms.stacked import check_runs
 from testbed.estimators.aggitd import AggITD
 from testbed.estimators.aggitd import AggITDDirection
 from testbed.estimators.aggitd import HessIVTerm
@@ -54,15 +54,9 @@ def check_stackable(algorithms: Sequence[FBOAggITD], problems: Sequence[Any]) ->
     """Raise :class:`NotBatchable` unless :class:`StackedFBOAggITD` computes, row by row,
     exactly what ``iterate_within_rounds(algorithms[r], problems[r], ...)`` does (module
     docstring)."""
-    if not algorithms or len(algorithms) != len(problems):
-        raise NotBatchable("one algorithm per problem, at least one")
-    first = algorithms[0]
-    unstepped = dataclasses.replace(first, outer_step_size=None, inner_step_size=None)
-    for algorithm in algorithms:
-        if type(algorithm) is not FBOAggITD or type(algorithm.estimator) is not AggITD:
-            raise NotBatchable(f"{type(algorithm).__name__} is not FBOAggITD itself: run alone")
-        if dataclasses.replace(algorithm, outer_step_size=None, inner_step_size=None) != unstepped:
-            raise NotBatchable("the runs differ in more than their steps")
+    first = check_runs(algorithms, problems, FBOAggITD, outer_step_size=None, inner_step_size=None)
+    if any(type(algorithm.estimator) is not AggITD for algorithm in algorithms):
+        raise NotBatchable("an AggITD estimator of another class: run alone")
     estimator = first.estimator
     if not estimator.expectation or estimator.as_printed or estimator.index is not None:
         raise NotBatchable("only AggITD's expectation form is stacked")

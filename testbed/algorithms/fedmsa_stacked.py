@@ -28,7 +28,6 @@ minibatches, runs that differ in anything but their steps, and the problems
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 from typing import cast
@@ -44,6 +43,7 @@ from testbed.algorithms.fedmsa_maps import global_step_rows
 from testbed.algorithms.stacked import StackedRuns
 from testbed.algorithms.stacked import StackedState
 from testbed.algorithms.stacked import check_problems
+from testbed.algorithms.stacked import check_runs
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.sampling import ClientSampler
 
@@ -52,15 +52,11 @@ def check_stackable(algorithms: Sequence[FedMSA], problems: Sequence[Any]) -> No
     """Raise :class:`NotBatchable` unless :class:`StackedFedMSA` computes, row by row, exactly
     what ``iterate_within_rounds(algorithms[r], problems[r], rngs[r], ...)`` does (module
     docstring)."""
-    if not algorithms or len(algorithms) != len(problems):
-        raise NotBatchable("one algorithm per problem, at least one")
-    first = algorithms[0]
-    unstepped = dataclasses.replace(first, outer_step_size=1.0, inner_step_size=1.0)
+    # the steps set to 1.0 (as this check always compared them): the runs' other fields compared
+    first = check_runs(algorithms, problems, FedMSA, outer_step_size=1.0, inner_step_size=1.0)
     for algorithm in algorithms:
-        if type(algorithm) is not FedMSA or type(algorithm.maps) is not BilevelMaps:
-            raise NotBatchable(f"{type(algorithm).__name__} is not FedMSA itself: run alone")
-        if dataclasses.replace(algorithm, outer_step_size=1.0, inner_step_size=1.0) != unstepped:
-            raise NotBatchable("the runs differ in more than their steps")
+        if type(algorithm.maps) is not BilevelMaps:
+            raise NotBatchable(f"FedMSA's maps {type(algorithm.maps).__name__}: run alone")
         if not isinstance(algorithm.inner_step_size, float):
             raise NotBatchable("one beta per level: not stacked")
     if first.participation != 1 or first.batch_size is not None:

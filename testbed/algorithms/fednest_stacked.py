@@ -29,7 +29,6 @@ problem family or shape, tensors off the CPU.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,6 +42,7 @@ from testbed.algorithms.fednest_updates import LFedOut
 from testbed.algorithms.stacked import StackedRuns
 from testbed.algorithms.stacked import StackedState
 from testbed.algorithms.stacked import check_problems
+from testbed.algorithms.stacked import check_runs
 from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
 from testbed.estimators.fednest import LocalHypergradientAt
@@ -57,15 +57,7 @@ from testbed.federation.replicates import NotBatchable
 def check_stackable(algorithms: Sequence[FedNest], problems: Sequence[Any]) -> None:
     """Raise :class:`NotBatchable` unless :class:`StackedFedNest` computes, row by row, exactly
     what ``iterate_within_rounds(algorithms[r], problems[r], ...)`` does (module docstring)."""
-    if not algorithms or len(algorithms) != len(problems):
-        raise NotBatchable("one algorithm per problem, at least one")
-    first = algorithms[0]
-    for algorithm in algorithms:
-        if type(algorithm) is not FedNest:
-            raise NotBatchable(f"{type(algorithm).__name__} is not FedNest itself: run alone")
-        unstepped = dataclasses.replace(algorithm, outer_step_size=None, inner_step_size=None)
-        if unstepped != dataclasses.replace(first, outer_step_size=None, inner_step_size=None):
-            raise NotBatchable("the runs differ in more than their steps")
+    first = check_runs(algorithms, problems, FedNest, outer_step_size=None, inner_step_size=None)
     if type(first.inner_rule) not in (FedInn, LFedInn):
         raise NotBatchable(f"inner update {type(first.inner_rule).__name__}: not stacked")
     if type(first.outer_rule) not in (FedOut, LFedOut):

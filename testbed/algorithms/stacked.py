@@ -27,6 +27,7 @@ would decide that copy for all its problems at once).
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 from typing import NamedTuple
@@ -43,6 +44,27 @@ from testbed.oracles import Oracles
 #: The largest ``dim_x`` stacked: a shared ``(dx,)`` point's products sum in the batched
 #: kernel's order for one or two terms only (the module docstring).
 MAX_DIM_X = 2
+
+
+def check_runs(
+    algorithms: Sequence[Any], problems: Sequence[Any], kind: type[Any], **steps: Any
+) -> Any:
+    """Raise :class:`NotBatchable` unless there is one algorithm per problem, each of class
+    ``kind`` itself (a subclass, that is a planted mistake or a mutant, runs its own code alone),
+    all equal but for their steps (the fields ``steps`` names, compared with those set to the
+    given values); the first algorithm, whose other fields every run shares."""
+    if not algorithms or len(algorithms) != len(problems):
+        raise NotBatchable("one algorithm per problem, at least one")
+    first = algorithms[0]
+    unstepped = dataclasses.replace(first, **steps)
+    for algorithm in algorithms:
+        if type(algorithm) is not kind:
+            raise NotBatchable(
+                f"{type(algorithm).__name__} is not {kind.__name__} itself: run alone"
+            )
+        if dataclasses.replace(algorithm, **steps) != unstepped:
+            raise NotBatchable("the runs differ in more than their steps")
+    return first
 
 
 def check_problems(problems: Sequence[Any], local_steps: Any) -> None:
@@ -146,6 +168,7 @@ class StackedRuns(abc.ABC):
 
 
 __all__ = [
+    "check_runs",
     "MAX_DIM_X",
     "ProblemStack",
     "StackedRuns",

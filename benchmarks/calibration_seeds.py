@@ -122,9 +122,11 @@ def _compare(claim_id: str, seeds: int, profile_name: str) -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; ``claim`` is ``None`` when none is named (then :data:`DEFAULT_CLAIMS`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--claim", nargs="+", default=list(DEFAULT_CLAIMS))
+    # "extend": ``--claim A B`` and ``--claim A --claim B`` both run A and B
+    parser.add_argument("--claim", nargs="+", action="extend", default=None)
     parser.add_argument("--small", type=int, default=10)
     parser.add_argument("--large", type=int, default=300)
     parser.add_argument("--compare", type=int, default=0, metavar="N")
@@ -134,8 +136,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.keep is not None and args.keep.exists():
         parser.error(f"--keep {args.keep}: exists; name a new folder (a kept run must not resume)")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_arguments(argv)
     rows = []
-    for claim in args.claim:
+    for claim in args.claim or DEFAULT_CLAIMS:
         row: dict[str, Any] = {"claim": claim}
         for name, seeds in (("small", args.small), ("large", args.large)):
             with tempfile.TemporaryDirectory() as folder:

@@ -270,3 +270,14 @@ def test_the_validator_rejects_malformed_files(bench_modules, quick_results):
     for payload in broken:
         with pytest.raises(ValueError):
             common.validate(payload)
+
+
+def test_the_seed_cost_benchmark_runs_every_claim_named(monkeypatch):
+    """``--claim A B`` and ``--claim A --claim B`` name the same two claims (a repeated flag
+    once kept only the last one); none named is every statistical claim."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    seeds = importlib.import_module("calibration_seeds")
+    together = seeds.parse_arguments(["--claim", "a", "b"])
+    repeated = seeds.parse_arguments(["--claim", "a", "--claim", "b"])
+    assert together.claim == repeated.claim == ["a", "b"]
+    assert seeds.parse_arguments([]).claim is None

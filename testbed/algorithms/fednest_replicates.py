@@ -64,6 +64,7 @@ from testbed.algorithms.fednest_updates import FedInn
 from testbed.algorithms.fednest_updates import FedOut
 from testbed.algorithms.fednest_updates import LFedInn
 from testbed.algorithms.fednest_updates import MinimaxFedOut
+from testbed.algorithms.fednest_updates import fedinn_rows
 from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
 from testbed.estimators.fedihgp import truncation_schedule
@@ -71,8 +72,6 @@ from testbed.estimators.fednest import OuterDirection
 from testbed.estimators.validation import check_iterate
 from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import rows_to_check
-from testbed.federation.local import InnerGradient
-from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
 from testbed.federation.replicates import NotBatchable
@@ -131,28 +130,6 @@ def check_batchable(algorithm: FedNest, problem: Problem) -> None:
         )
     if problem.dim_x > MAX_DIM_X:
         raise NotBatchable(f"dim_x = {problem.dim_x} > {MAX_DIM_X}: A_i x sums in another order")
-
-
-def _inner_update(
-    config: FedNest, side: Replicates, x_rows: torch.Tensor, y: torch.Tensor, beta: float
-) -> torch.Tensor:
-    """FedInn (Alg. 4) or LFedInn for every replicate:
-    :func:`~testbed.estimators.fednest.fedinn`'s rounds, ``y^+ (R, dy)``."""
-    clients = side.participants()
-    y_rows = side.rows(y)
-    direction = None
-    if isinstance(config.inner_rule, FedInn):
-        (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
-        direction = side.rows(side.aggregate(snapshot))
-    work = LocalIterates(
-        y_rows,
-        InnerGradientAt(x_rows),
-        config.local_steps,
-        beta,
-        global_direction=direction,
-        scale_by_steps=config.scale_by_steps,
-    )
-    return side.aggregate(work.run(side, clients).uploads[0])
 
 
 def _truncations(config: FedNest, side: Replicates) -> list[int]:
@@ -299,8 +276,8 @@ def step_replicates(
         served = _drawn_ahead(side, [inner] * count)
     else:
         served = _drawn_ahead(side, [per_iteration] * count)
-    for _ in range(config.inner_steps):
-        y = _inner_update(config, served, x_rows, y, steps.inner)
+    for _ in range(config.inner_steps):  # FedInn (Alg. 4) or LFedInn
+        y = fedinn_rows(config, served, served.participants(), x_rows, y, steps.inner)
     inner_rounds = (2 if isinstance(config.inner_rule, FedInn) else 1) * config.inner_steps
     if minimax:
         x_plus, h = _fedout(config, served, x, y, None, steps.outer)

@@ -177,7 +177,8 @@ def test_draws_ahead_refuse_what_they_cannot_serve():
 def test_replicates_draw_ahead_only_what_they_draw():
     """Exact oracles and a problem without samples draw nothing ahead (the replicates
     themselves); a served copy hands each replicate its own draws, also through
-    :meth:`Replicates.select`, and checks its counts."""
+    :meth:`Replicates.select`, checks its counts, and is not served draws ahead again (its
+    generators are past them)."""
     problem = _problem()
     rngs = [np.random.default_rng(s) for s in range(3)]
     exact = Replicates(problem, rngs, None, None)
@@ -198,3 +199,5 @@ def test_replicates_draw_ahead_only_what_they_draw():
     expected = np.concatenate([own[r].integers(0, 4, size=(3, 2)) for r in (2, 1)])
     assert np.array_equal(second.indices.numpy(), expected)
     served.check_drawn()
+    with pytest.raises(AssertionError, match="already served"):
+        part.drawn_ahead([1, 1])

@@ -229,6 +229,8 @@ class Replicates:
         ``N'``). These replicates themselves (each draw a call of the generators) where nothing
         is drawn (exact oracles) or the draw is the problem's error (no samples, ``b < 1``).
         Check the counts with :meth:`check_drawn` once the stretch is run."""
+        if self.ahead is not None:  # the generators are past the draws these are served
+            raise AssertionError("these replicates are already served draws made ahead")
         b, n_samples = self.batch_size, getattr(self.problem, "n_samples", 0)
         if b is None or b < 1 or not n_samples:
             return self

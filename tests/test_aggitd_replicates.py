@@ -115,7 +115,7 @@ def test_a_diverging_replicate_is_infinite_as_alone():
 
 @pytest.mark.parametrize("bound", [2, 6, 7, 1000])
 def test_one_call_of_a_bound_draws_what_its_blocks_draw(bound):
-    # what IterationDraws relies on: the blocks of one rng.integers(0, n, size=m) are the draws
+    # what DrawnAhead relies on: the blocks of one rng.integers(0, n, size=m) are the draws
     # of the separate calls, whatever their sizes and a draw of another bound before them, on
     # the generators a Design makes
     design = first_design(5, 0, 1e-3, "fast")

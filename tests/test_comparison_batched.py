@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import json
 from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -286,6 +287,77 @@ def test_block_measurements_are_each_seeds_unbatched_ones(key: str) -> None:
     assert len({repr(m.details["per_problem"]) for m in together}) == 3  # the seeds differ
     if key == "fedmsa":  # a seed evaluates the second look's problems (stacked after the first)
         assert any(m.details["problems"] > m.details["looks"][0] for m in together)
+
+
+class _Verdict(NamedTuple):
+    """A fake problem's verdict: only whether its ratio is within the claim."""
+
+    within: bool
+
+
+@pytest.mark.parametrize("looks", [[4], [3, 7], [2, 5, 9], [1, 2, 3, 10]])
+def test_the_evaluation_reaches_every_problem_the_check_reaches(
+    looks: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check's loop (``measure_rounds``) records problem ``j`` from
+    :func:`batched.evaluate_until_decided`'s evaluation of it, and has no other path: the
+    evaluation must evaluate exactly the problems the loop reaches, ``j < looks[-1]`` with no
+    look ``l <= j`` decided on the problems before ``l``. Checked on several looks, decision
+    rules (never, at each look, the check's own Clopper-Pearson test, a clear majority) and checks
+    stacked as in a calibration block (each its own verdicts: mostly within, mostly not, split,
+    all, none), on fake problems and verdicts: what is under test is which problems are
+    evaluated, not their runs."""
+    checks, per_check = 5, looks[-1]
+    rng = np.random.default_rng(len(looks))
+    share = np.array([[0.9], [0.1], [0.5], [1.0], [0.0]])
+    withins = rng.random((checks, per_check)) < share
+    monkeypatch.setattr(runs, "draw_problem", lambda spec, stream: stream)
+    monkeypatch.setattr(
+        batched,
+        "compare_all",
+        lambda comparison, problems, build, multiples, rngs: [
+            _Verdict(bool(withins[c, j])) for c, j, _ in problems
+        ],
+    )
+    monkeypatch.setattr(
+        batched, "solved_in_one_iteration", lambda comparison, problems: [False] * len(problems)
+    )
+    streams: list[Any] = [
+        (c, j, role)
+        for c in range(checks)
+        for j in range(per_check)
+        for role in ("problem", "candidate", "baseline")
+    ]
+
+    def clopper_pearson(successes: int, trials: int) -> bool:  # the check's test at 1e-3
+        at_look = common.sequential_binomial(successes, trials, len(looks))
+        return at_look.lower(1e-3) >= 0.5 or at_look.upper(1e-3) < 0.5
+
+    rules: dict[str, Any] = {
+        "never": lambda successes, trials: False,
+        "clopper-pearson": clopper_pearson,
+        "clear majority": lambda successes, trials: abs(successes - trials / 2) > trials / 4,
+    }
+    for look in looks:  # a rule that decides at each look
+        rules[f"at {look}"] = lambda successes, trials, look=look: trials == look
+    stops = set()
+    for name, decided in rules.items():
+        out = batched.evaluate_until_decided(
+            COMPARISONS["aggitd"], {}, runs.build_algorithm, (1.0, 1.0), streams, looks, decided
+        )
+        for c in range(checks):
+            reached = []
+            for j in range(per_check):  # the check's loop
+                if j in looks and decided(int(withins[c, :j].sum()), j):
+                    break
+                reached.append(j)
+            stops.add(len(reached))
+            mine = out[3 * per_check * c : 3 * per_check * (c + 1)]
+            evaluated = [j for j in range(per_check) if mine[3 * j] is not None]
+            assert evaluated == reached, (name, c)
+            assert all(mine[3 * j + k] is None for j in range(per_check) for k in (1, 2))
+            assert [mine[3 * j].verdict.within for j in reached] == withins[c, reached].tolist()
+    assert stops >= set(looks)  # every look stopped some check
 
 
 def test_outer_smoothness_is_computed_once_per_problem() -> None:

@@ -1,6 +1,7 @@
 """FedIHGP's replicate axis (testbed.federation.replicates, fedihgp_replicates) and the (14b)
 check's draws computed a block at a time: every replicate's numbers are, bit for bit, those of
-its own unbatched run."""
+its own unbatched run; minibatches drawn ahead (Replicates.drawn_ahead, DrawnAhead) are the
+generators' own calls' values and leave them in the same states."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from testbed.estimators.fedihgp import fedihgp
 from testbed.estimators.fedihgp import fedihgp_replicates
 from testbed.estimators.fedihgp import truncation_schedule
 from testbed.estimators.fednest import FedIHGP
+from testbed.federation.replicates import DrawnAhead
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 from theory_checks.decision import Design
@@ -131,3 +133,71 @@ def test_a_draw_without_rows_runs_each_replicate_alone_from_fresh_generators():
     design = Design(seed=(3, 1, 4))
     expected = _draws_one_by_one(estimator, problem, x, y, H_inv, 4, design, range(4))
     assert AbsErrorDraws(estimator, problem, x, y, H_inv, 4, design).values(range(4)) == expected
+
+
+# Each call's replicates (``members``), in turn: all of them, then fewer, as AggITD's term
+# rounds select theirs; replicate r is served COUNTS[r] draws in all.
+_CALLS = [[0, 1, 2, 3], [1, 2, 3], [1, 2, 3], [2, 3], [2, 3], [2], [2], [2]]
+_COUNTS = [1, 3, 8, 5]
+
+
+@pytest.mark.parametrize("high", [1, 2, 16, 1000, 2**31 + 7, 2**32])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 1), (2, 4)])
+def test_draws_ahead_are_the_generators_own_calls(high, shape):
+    """Every replicate's draws, served in its calls' order whatever the other replicates ask,
+    are its generator's own ``integers(0, n, size=(C, b))`` calls' values, and the generators
+    end in the states those calls leave; a replicate asking for more is a wrong count."""
+    own = [np.random.default_rng([11, r]) for r in range(4)]
+    generators = [np.random.default_rng([11, r]) for r in range(4)]
+    ahead = DrawnAhead(generators, high, _COUNTS, shape)
+    for members in _CALLS:
+        size = (len(members) * shape[0], shape[1])
+        expected = np.concatenate([own[r].integers(0, high, size=shape) for r in members])
+        got = ahead.next(np.array(members), 0, high, size)
+        assert got.dtype == expected.dtype and np.array_equal(got, expected)
+    ahead.check_used()
+    assert [g.bit_generator.state for g in generators] == [g.bit_generator.state for g in own]
+    with pytest.raises(AssertionError, match="more minibatches"):
+        ahead.next(np.array([2]), 0, high, shape)
+
+
+def test_draws_ahead_refuse_what_they_cannot_serve():
+    """Another bound or shape is not served (NotBatchable: the run is made one by one); draws
+    left unused are a wrong count."""
+    ahead = DrawnAhead([np.random.default_rng(r) for r in range(2)], 16, [2, 2], (3, 1))
+    members = np.arange(2)
+    for low, high, size in ((0, 8, (6, 1)), (1, 16, (6, 1)), (0, 16, (3, 1)), (0, 16, None)):
+        with pytest.raises(NotBatchable):
+            ahead.next(members, low, high, size)
+    ahead.next(members, 0, 16, (6, 1))
+    with pytest.raises(AssertionError, match="not all used"):
+        ahead.check_used()
+
+
+def test_replicates_draw_ahead_only_what_they_draw():
+    """Exact oracles and a problem without samples draw nothing ahead (the replicates
+    themselves); a served copy hands each replicate its own draws, also through
+    :meth:`Replicates.select`, checks its counts, and is not served draws ahead again (its
+    generators are past them)."""
+    problem = _problem()
+    rngs = [np.random.default_rng(s) for s in range(3)]
+    exact = Replicates(problem, rngs, None, None)
+    assert exact.drawn_ahead([2, 2, 2]) is exact
+    unsampled = QuadraticBilevel.random(3, 2, 2, 3.0, seed=1)
+    side = Replicates(unsampled, rngs, None, 1)
+    assert side.drawn_ahead([2, 2, 2]) is side
+    side = Replicates(problem, [np.random.default_rng(s) for s in range(3)], None, 2)
+    served = side.drawn_ahead([1, 2, 2])
+    assert served is not side and side.ahead is None
+    clients = served.participants()
+    own = [np.random.default_rng(s) for s in range(3)]
+    first = served.draw(clients)
+    expected = np.concatenate([g.integers(0, 4, size=(3, 2)) for g in own])
+    assert np.array_equal(first.indices.numpy(), expected)
+    part = served.select([2, 1])
+    second = part.draw(part.participants())
+    expected = np.concatenate([own[r].integers(0, 4, size=(3, 2)) for r in (2, 1)])
+    assert np.array_equal(second.indices.numpy(), expected)
+    served.check_drawn()
+    with pytest.raises(AssertionError, match="already served"):
+        part.drawn_ahead([1, 1])

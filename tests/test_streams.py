@@ -1,18 +1,16 @@
 """A design's generators made at once (:func:`theory_checks.streams.design_rngs`) are the
 generators ``design.rng`` makes: the same states, the same draws, on entropies of every length
 the designs make (claim seed, calibration seed, case digest, stage, replicate, horizon) and
-integers of one to three 32-bit words; bounded integers drawn ahead
-(:class:`~theory_checks.streams.PredrawnIntegers`) are the generator's own calls' values."""
+integers of one to three 32-bit words. (Minibatches drawn ahead from such generators,
+:class:`~testbed.federation.replicates.DrawnAhead`: tests/test_fednest_replicates.py.)"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from testbed.federation.replicates import NotBatchable
 from theory_checks.decision import Design
 from theory_checks.streams import FEWEST_KEYS
-from theory_checks.streams import PredrawnIntegers
 from theory_checks.streams import design_rngs
 from theory_checks.streams import seed_words
 
@@ -63,34 +61,3 @@ def test_few_keys_and_bad_keys_are_the_designs_own_calls():
         assert generator.bit_generator.state == design.rng(*key).bit_generator.state
     with pytest.raises(ValueError):  # what numpy says of a negative entropy, as design.rng
         design_rngs(design, [(j,) for j in range(FEWEST_KEYS)] + [(-1,)])
-
-
-@pytest.mark.parametrize("high", [1, 2, 16, 1000, 2**31 + 7, 2**32])
-@pytest.mark.parametrize("count", [1, 3, 8, 50])
-def test_predrawn_integers_are_the_generators_own_draws(high, count):
-    """Scalars and blocks of every shape, in a row, with fewer and more values than drawn
-    ahead at a time: the values (and types) of the generator's own calls."""
-    calls = [None, (1, 1), None, (3, 1), 4, (2, 3), None, (7,), None, None, (1,)]
-    own = np.random.default_rng(11)
-    ahead = PredrawnIntegers(np.random.default_rng(11), count)
-    for size in calls:
-        expected, got = own.integers(0, high, size=size), ahead.integers(0, high, size=size)
-        assert type(got) is type(expected)
-        assert np.array_equal(got, expected) and np.shape(got) == np.shape(expected)
-    low = PredrawnIntegers(np.random.default_rng(11), count)  # integers(high) is [0, high)
-    assert low.integers(high) == np.random.default_rng(11).integers(0, high)
-
-
-def test_predrawn_integers_refuse_what_they_cannot_serve():
-    ahead = PredrawnIntegers(np.random.default_rng(0), 4)
-    ahead.integers(0, 16)
-    for draw in (
-        lambda: ahead.integers(0, 8),  # another bound after values drawn ahead
-        lambda: ahead.integers(0, 16, dtype=np.int32),
-        lambda: ahead.integers(0, 16, endpoint=True),
-        lambda: ahead.integers(0, 2**33),
-        lambda: ahead.choice(3),
-        lambda: ahead.random(),
-    ):
-        with pytest.raises(NotBatchable):
-            draw()

@@ -16,14 +16,12 @@ What differs: the generators' ``bit_generator.seed_seq`` is a :class:`_SeedWords
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.random.bit_generator import ISeedSequence
 
-from testbed.federation.replicates import NotBatchable
 from theory_checks.decision import Design
 
 # SeedSequence's constants (NumPy's bit_generator.pyx, after Melissa O'Neill's seed_seq)
@@ -125,65 +123,4 @@ def seed_words(entropy: np.ndarray) -> np.ndarray:
     return low | (high << np.uint64(32))
 
 
-class PredrawnIntegers:
-    """A replicate's generator for a run that draws only bounded integers of one bound from it
-    (FedNest's (14b) draws under full participation: a minibatch index per round), drawn
-    ``count`` at a time.
-
-    NumPy draws bounded integers of a range up to 2^32 one 32-bit output (or more, on a
-    rejection) at a time, in order, so ``count`` values drawn in one call are the values of
-    ``count`` draws of one value, or of blocks of any sizes, in a row (``tests/test_streams.py``
-    compares them): each call is served the next values of one such draw, at a fraction of a
-    call's cost, from a generator no one else draws from. A draw of another kind, bound or
-    type, after values were drawn ahead, raises :class:`NotBatchable` (the generator's stream
-    has moved past it): the run is then made replicate by replicate from fresh generators.
-    """
-
-    def __init__(self, generator: np.random.Generator, count: int) -> None:
-        self._generator, self._count = generator, max(int(count), 1)
-        self._bounds: tuple[int, int] | None = None
-        self._values = np.empty(0, dtype=np.int64)
-        self._next = 0
-
-    def integers(
-        self, low: Any, high: Any = None, size: Any = None, dtype: Any = np.int64, **kwargs: Any
-    ) -> Any:
-        at = self._next
-        if size is None and at < len(self._values) and (low, high) == self._bounds and not kwargs:
-            if dtype is np.int64:  # the common call, one value, served at its least cost
-                self._next = at + 1
-                return self._values[at]
-        return self._served(low, high, size, dtype, kwargs)
-
-    def _served(self, low: Any, high: Any, size: Any, dtype: Any, kwargs: dict[str, Any]) -> Any:
-        if high is None:
-            low, high = 0, low
-        integral = isinstance(low, (int, np.integer)) and isinstance(high, (int, np.integer))
-        if kwargs or np.dtype(dtype) != np.dtype(np.int64) or not integral:
-            raise NotBatchable("only bounded int64 integers are drawn ahead")
-        bounds = (int(low), int(high))
-        if not 0 < bounds[1] - bounds[0] <= 2**32:
-            raise NotBatchable("only integers of a range up to 2^32 are drawn ahead")
-        if self._bounds is None:
-            self._bounds = bounds
-        elif bounds != self._bounds:
-            raise NotBatchable("a draw of another bound after values drawn ahead")
-        shape = (
-            ()
-            if size is None
-            else ((size,) if isinstance(size, (int, np.integer)) else tuple(size))
-        )
-        wanted = math.prod(int(s) for s in shape)
-        while len(self._values) - self._next < wanted:
-            more = self._generator.integers(*bounds, size=max(self._count, wanted))
-            self._values = np.concatenate([self._values[self._next :], more])
-            self._next = 0
-        values = self._values[self._next : self._next + wanted]
-        self._next += wanted
-        return values[0] if size is None else values.reshape(shape)
-
-    def __getattr__(self, name: str) -> Any:
-        raise NotBatchable(f"the draw {name!r} is not drawn ahead")
-
-
-__all__ = ["PredrawnIntegers", "design_rngs", "seed_words"]
+__all__ = ["design_rngs", "seed_words"]

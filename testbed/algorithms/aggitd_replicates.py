@@ -16,8 +16,8 @@ LocalIterates`, :class:`~testbed.estimators.aggitd.AggITDDirection`) run on ever
 clients in one batched call (:class:`~testbed.federation.replicates.Replicates`). Replicate
 ``r`` draws from its own generator what its own run draws, in the same order: its round's
 clients, its index ``Q_r ~ U{0..N}`` (Alg. 1 line 1), then each work's minibatches (all of an
-iteration's in one call, :class:`~testbed.federation.replicates.IterationDraws`, which draws
-the same numbers).
+iteration's in one call, :meth:`~testbed.federation.replicates.Replicates.drawn_ahead`, which
+draws the same numbers).
 The term ``z^t`` starts at ``t = Q_r``, so at round ``t`` the replicates split into those whose term
 starts (``Q_r = t``), those whose term continues (``Q_r < t``) and those without one; each group's
 term is run on its own replicates (:meth:`~testbed.federation.replicates.Replicates.select`)
@@ -59,7 +59,6 @@ from testbed.federation.local import InnerGradient
 from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
-from testbed.federation.replicates import IterationDraws
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 
@@ -168,8 +167,7 @@ def _iteration(
     beta, lam = algorithm.estimator.step_sizes(replicates.problem)
     clients = replicates.participants()
     index = np.array([draw_index(rng, n) for rng in replicates.rngs])  # Q_r, after the clients
-    draws = _iteration_draws(algorithm, replicates, index)
-    side = replicates if draws is None else replicates.served(draws)
+    side = replicates.drawn_ahead(_iteration_draws(algorithm, index))
     z: torch.Tensor | None = None
     x_rows = side.rows(x)
     for t in range(n + 1):
@@ -199,25 +197,18 @@ def _iteration(
         True,
     )
     x_next = side.aggregate(upper.run(side, clients).uploads[0])
-    if draws is not None:
-        draws.check_used()
+    side.check_drawn()
     return x_next, y
 
 
-def _iteration_draws(
-    algorithm: FBOAggITD, side: Replicates, index: np.ndarray
-) -> IterationDraws | None:
-    """An iteration's minibatches (``None`` with exact oracles): replicate ``r`` with index
-    ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and ``N tau`` local-step draws
-    in the lower rounds, 2 in the hypergradient round and ``tau`` in One-Round-Upper, each of
-    ``(C, b)`` indices."""
-    # check_batchable admitted only one integer tau and a QuadraticMinimax
-    n, tau, b = algorithm.inner_steps, cast(int, algorithm.local_steps), side.batch_size
-    if b is None:
-        return None
-    counts = [n + 1 - q + n * (1 + tau) + 2 + tau for q in index.tolist()]
-    n_samples = cast(QuadraticMinimax, side.problem).n_samples
-    return IterationDraws(side.rngs, n_samples, counts, (side.sampler.per_round, b))
+def _iteration_draws(algorithm: FBOAggITD, index: np.ndarray) -> list[int]:
+    """Each replicate's minibatch draws in an iteration (all after its clients and ``Q_r``):
+    replicate ``r`` with index ``Q_r`` makes ``N + 1 - Q_r`` term draws, ``N`` anchor draws and
+    ``N tau`` local-step draws in the lower rounds, 2 in the hypergradient round and ``tau`` in
+    One-Round-Upper, each of ``(C, b)`` indices."""
+    # check_batchable admitted only one integer tau
+    n, tau = algorithm.inner_steps, cast(int, algorithm.local_steps)
+    return [n + 1 - q + n * (1 + tau) + 2 + tau for q in index.tolist()]
 
 
 def _terms(

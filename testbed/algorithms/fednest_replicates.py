@@ -64,6 +64,7 @@ from testbed.algorithms.fednest_updates import FedInn
 from testbed.algorithms.fednest_updates import FedOut
 from testbed.algorithms.fednest_updates import LFedInn
 from testbed.algorithms.fednest_updates import MinimaxFedOut
+from testbed.algorithms.fednest_updates import fedinn_rows
 from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
 from testbed.estimators.fedihgp import truncation_schedule
@@ -71,11 +72,8 @@ from testbed.estimators.fednest import OuterDirection
 from testbed.estimators.validation import check_iterate
 from testbed.estimators.validation import check_positive_int
 from testbed.estimators.validation import rows_to_check
-from testbed.federation.local import InnerGradient
-from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
-from testbed.federation.replicates import IterationDraws
 from testbed.federation.replicates import NotBatchable
 from testbed.federation.replicates import Replicates
 
@@ -132,28 +130,6 @@ def check_batchable(algorithm: FedNest, problem: Problem) -> None:
         )
     if problem.dim_x > MAX_DIM_X:
         raise NotBatchable(f"dim_x = {problem.dim_x} > {MAX_DIM_X}: A_i x sums in another order")
-
-
-def _inner_update(
-    config: FedNest, side: Replicates, x_rows: torch.Tensor, y: torch.Tensor, beta: float
-) -> torch.Tensor:
-    """FedInn (Alg. 4) or LFedInn for every replicate:
-    :func:`~testbed.estimators.fednest.fedinn`'s rounds, ``y^+ (R, dy)``."""
-    clients = side.participants()
-    y_rows = side.rows(y)
-    direction = None
-    if isinstance(config.inner_rule, FedInn):
-        (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
-        direction = side.rows(side.aggregate(snapshot))
-    work = LocalIterates(
-        y_rows,
-        InnerGradientAt(x_rows),
-        config.local_steps,
-        beta,
-        global_direction=direction,
-        scale_by_steps=config.scale_by_steps,
-    )
-    return side.aggregate(work.run(side, clients).uploads[0])
 
 
 def _truncations(config: FedNest, side: Replicates) -> list[int]:
@@ -235,25 +211,17 @@ def _fedout(
     return side.aggregate(work.run(side, clients).uploads[0]), h
 
 
-def _drawn_ahead(
-    side: Replicates, counts: Sequence[int]
-) -> tuple[Replicates, IterationDraws | None]:
+def _drawn_ahead(side: Replicates, counts: Sequence[int]) -> Replicates:
     """``side`` serving the replicates' next ``counts[r]`` minibatch draws from one call of
-    each generator (:class:`~testbed.federation.replicates.IterationDraws`), with those
-    draws to check once they are used; ``side`` itself (each draw a call) where the calls in
-    between draw something else: partial participation draws each round's clients
-    (``choice``), so its rounds' minibatches are not adjacent in the stream.
+    each generator (:meth:`~testbed.federation.replicates.Replicates.drawn_ahead`); ``side``
+    itself (each draw a call) under partial participation, which draws each round's clients
+    (``choice``) in between, so its rounds' minibatches are not adjacent in the stream.
 
     Why the numbers are the same: every minibatch of these problems is ``integers(0, n, size=(C,
     b))`` with the same bound ``n`` (:func:`problems._rows.draw_indices`, the one
     ``sample_batch`` of :data:`ROW_EXACT_FAMILIES`), and draws of one bound adjacent in the
     stream are the same in one call as in several (tests/test_fednest_rate_replicates.py)."""
-    b = side.batch_size
-    n_samples = getattr(side.problem, "n_samples", 0)
-    if b is None or not side.sampler.is_full or not n_samples or b < 1:
-        return side, None  # no draws, clients drawn between them, or the problem's own error
-    draws = IterationDraws(side.rngs, n_samples, counts, (side.sampler.per_round, b))
-    return side.served(draws), draws
+    return side.drawn_ahead(counts) if side.sampler.is_full else side
 
 
 def _draw_counts(config: FedNest) -> tuple[int, int]:
@@ -302,38 +270,32 @@ def step_replicates(
     minimax = type(config.outer_rule) is MinimaxFedOut
     per_iteration = _iteration_draws(config)
     inner, outer = _draw_counts(config)
-    draws = None
     if drawn is not None:
         served = drawn
     elif per_iteration is None:  # N'_r lies between FedInn's draws and the rest: two stretches
-        served, draws = _drawn_ahead(side, [inner] * count)
+        served = _drawn_ahead(side, [inner] * count)
     else:
-        served, draws = _drawn_ahead(side, [per_iteration] * count)
-    for _ in range(config.inner_steps):
-        y = _inner_update(config, served, x_rows, y, steps.inner)
+        served = _drawn_ahead(side, [per_iteration] * count)
+    for _ in range(config.inner_steps):  # FedInn (Alg. 4) or LFedInn
+        y = fedinn_rows(config, served, served.participants(), x_rows, y, steps.inner)
     inner_rounds = (2 if isinstance(config.inner_rule, FedInn) else 1) * config.inner_steps
     if minimax:
         x_plus, h = _fedout(config, served, x, y, None, steps.outer)
-        _all_used(draws)
+        if drawn is None:
+            served.check_drawn()
         return ReplicateState(x_plus, y, h, (None,) * count, (inner_rounds + 2,) * count)
     if drawn is None and per_iteration is None:
-        _all_used(draws)
+        served.check_drawn()
         n_primes = _truncations(config, side)
-        served, draws = _drawn_ahead(side, [n + outer for n in n_primes])
+        served = _drawn_ahead(side, [n + outer for n in n_primes])
     else:
         n_primes = _truncations(config, side)
     p = _fedihgp(config, served, x, y, steps.neumann, n_primes)
     x_plus, h = _fedout(config, served, x, y, p, steps.outer)
-    _all_used(draws)
+    if drawn is None:
+        served.check_drawn()
     rounds = tuple(inner_rounds + n + 3 for n in n_primes)
     return ReplicateState(x_plus, y, h, tuple(n_primes), rounds)
-
-
-def _all_used(draws: IterationDraws | None) -> None:
-    """Raise unless every replicate used the minibatches drawn for it (the counts were its
-    run's)."""
-    if draws is not None:
-        draws.check_used()
 
 
 def _check_iterates(x: torch.Tensor, x0_norm: float, step: int, who: str) -> None:
@@ -378,16 +340,16 @@ def run_fednest_replicates(
     )
     records = [stacked]
     per_iteration = _iteration_draws(algorithm)
-    served, draws = side, None
+    drawn = None
     for k in range(1, iterations + 1):
         if per_iteration is not None and (k - 1) % CHUNK_ITERATIONS == 0:
             # every draw of the next iterations is a minibatch: one call per replicate
             chunk = min(CHUNK_ITERATIONS, iterations - k + 1)
-            served, draws = _drawn_ahead(side, [chunk * per_iteration] * count)
-        drawn = None if draws is None else served
+            served = _drawn_ahead(side, [chunk * per_iteration] * count)
+            drawn = None if served.ahead is None else served
         stacked = step_replicates(algorithm, side, stacked, state.steps, drawn)
-        if k % CHUNK_ITERATIONS == 0 or k == iterations:
-            _all_used(draws)
+        if drawn is not None and (k % CHUNK_ITERATIONS == 0 or k == iterations):
+            drawn.check_drawn()
         _check_iterates(stacked.x, x0_norm, k, type(algorithm).__name__)
         records.append(stacked)
     return records

@@ -39,6 +39,7 @@ from testbed.algorithms.fednest_updates import FedInn
 from testbed.algorithms.fednest_updates import FedOut
 from testbed.algorithms.fednest_updates import LFedInn
 from testbed.algorithms.fednest_updates import LFedOut
+from testbed.algorithms.fednest_updates import fedinn_rows
 from testbed.algorithms.stacked import StackedRuns
 from testbed.algorithms.stacked import StackedState
 from testbed.algorithms.stacked import check_problems
@@ -47,8 +48,6 @@ from testbed.estimators.fedihgp import IHGPFirstTerm
 from testbed.estimators.fedihgp import IHGPTerm
 from testbed.estimators.fednest import LocalHypergradientAt
 from testbed.estimators.fednest import OuterDirection
-from testbed.federation.local import InnerGradient
-from testbed.federation.local import InnerGradientAt
 from testbed.federation.local import LocalIterates
 from testbed.federation.local import OuterGradientXAt
 from testbed.federation.replicates import NotBatchable
@@ -96,20 +95,7 @@ class StackedFedNest(StackedRuns):
         x_rows, y = side.rows(state.x), state.y
         clients = side.participants()
         for _ in range(config.inner_steps):  # FedInn (Alg. 4, two rounds) or LFedInn (one)
-            y_rows = side.rows(y)
-            direction = None
-            if type(config.inner_rule) is FedInn:
-                (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
-                direction = side.rows(side.aggregate(snapshot))
-            work = LocalIterates(
-                y_rows,
-                InnerGradientAt(x_rows),
-                config.local_steps,
-                beta,  # type: ignore[arg-type]  # one step per row
-                global_direction=direction,
-                scale_by_steps=config.scale_by_steps,
-            )
-            y = side.aggregate(work.run(side, clients).uploads[0])
+            y = fedinn_rows(config, side, clients, x_rows, y, beta)  # type: ignore[arg-type]
         y_rows = side.rows(y)
         if type(config.outer_rule) is LFedOut:  # local Neumann hypergradient steps, one round
             local = LocalIterates(

@@ -18,6 +18,11 @@ A strategy is a small frozen dataclass with its ``update``, its share of the rou
 has no hyperparameters of its own: ``T``, ``N``, ``tau``, the truncation and the step rule are
 FedNest's dataclass fields (their one home), which ``update`` and ``rounds`` read from the
 configuration they are given.
+
+:func:`fedinn_rows` is FedInn's (and LFedInn's) call for many runs at once, on the stacked
+client rows of :class:`~testbed.federation.replicates.Replicates` (the replicates of one problem,
+:mod:`testbed.algorithms.fednest_replicates`; the stacked problems of
+:mod:`testbed.algorithms.fednest_stacked`).
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ from testbed.estimators.fednest import fedinn
 from testbed.estimators.fednest import fedout
 from testbed.estimators.fednest import lfedout
 from testbed.federation.context import FederatedContext
+from testbed.federation.local import InnerGradient
+from testbed.federation.local import InnerGradientAt
+from testbed.federation.local import LocalIterates
+from testbed.federation.replicates import Replicates
 
 if TYPE_CHECKING:  # the configuration a strategy reads; fednest.py imports this module
     from testbed.algorithms.fednest import FedNest
@@ -129,6 +138,38 @@ class LFedInn(_LocalInnerRound):
 
     def rounds(self, config: FedNest) -> RoundsShare:
         return RoundsShare("T", {"T": config.inner_steps})
+
+
+def fedinn_rows(
+    config: FedNest,
+    side: Replicates,
+    clients: torch.Tensor,
+    x_rows: torch.Tensor,
+    y: torch.Tensor,
+    beta: float,
+) -> torch.Tensor:
+    """One inner call of every run of ``side`` (``config.inner_rule``, :class:`FedInn` or
+    :class:`LFedInn`): :func:`~testbed.estimators.fednest.fedinn`'s rounds on the stacked rows,
+    ``y^+ (R, dy)`` from ``y (R, dy)``. FedInn (Alg. 4) first averages the anchor gradient
+    ``q = grad_y g_i(x, y)`` of ``clients`` (one round), then both run ``tau`` local steps of
+    size ``beta`` (a float, or one value per row) from each run's ``y`` (around ``q`` for
+    FedInn), averaged in one round. ``x_rows`` is each run's ``x`` on its clients' rows
+    (:meth:`~testbed.federation.replicates.Replicates.rows`); the same client works as the
+    unbatched rounds, so each run's numbers are its own run's, row by row."""
+    y_rows = side.rows(y)
+    direction = None
+    if isinstance(config.inner_rule, FedInn):
+        (snapshot,) = InnerGradient(x_rows, y_rows).run(side, clients).uploads
+        direction = side.rows(side.aggregate(snapshot))
+    work = LocalIterates(
+        y_rows,
+        InnerGradientAt(x_rows),
+        config.local_steps,
+        beta,
+        global_direction=direction,
+        scale_by_steps=config.scale_by_steps,
+    )
+    return side.aggregate(work.run(side, clients).uploads[0])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -249,5 +290,6 @@ __all__ = [
     "RoundsShare",
     "UpdateInputs",
     "fedihgp_at",
+    "fedinn_rows",
     "fedout_steps",
 ]

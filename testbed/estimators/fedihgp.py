@@ -120,8 +120,12 @@ def fedihgp_replicates(
     Replicate ``r`` is :func:`fedihgp` in a context drawing from ``side.rngs[r]``: the same
     rounds, draws and client works (:class:`IHGPFirstTerm`, :class:`IHGPTerm`), one batched
     oracle call per round for every replicate (:class:`~testbed.federation.replicates.
-    Replicates`), hence the same numbers row by row.
+    Replicates`), hence the same numbers row by row. Under full participation a replicate's
+    rounds draw nothing but their minibatches, drawn in one call
+    (:meth:`~testbed.federation.replicates.Replicates.drawn_ahead`: the same numbers).
     """
+    if side.sampler.is_full:  # the rounds' minibatches are the only draws: in one call
+        side = side.drawn_ahead([schedule.rounds + 1] * len(side.rngs))
     clients = side.participants()
     (first,) = IHGPFirstTerm(x, y, schedule.scale).run(side, clients).uploads
     path = [side.aggregate(first)]
@@ -129,6 +133,7 @@ def fedihgp_replicates(
         clients = side.participants()
         term = IHGPTerm(x, y, side.rows(path[-1]), schedule.step)
         path.append(side.aggregate(term.run(side, clients).uploads[0]))
+    side.check_drawn()
     return torch.stack(path)
 
 

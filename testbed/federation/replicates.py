@@ -7,7 +7,9 @@ oracle call over a handful of clients, so Python's overhead per round, not the a
 the cost. :class:`Replicates` is the clients' side of ``R`` such runs at once:
 
 - replicate ``r`` draws from its own generator ``rngs[r]`` what its own context would draw, in
-  the same calls (its round's clients, then the minibatch of each client work);
+  the same calls (its round's clients, then the minibatch of each client work), or, over a
+  stretch of its stream that holds only minibatches, in one call made ahead
+  (:meth:`Replicates.drawn_ahead`: the same numbers);
 - the clients of every replicate are stacked replicate-major on the oracles' client axis:
   ``R x C`` rows, ``C`` the clients of a round (:attr:`~testbed.federation.sampling.
   ClientSampler.per_round`, the same for every replicate), so a round of every replicate is one
@@ -29,7 +31,6 @@ import copy
 import math
 from collections.abc import Sequence
 from typing import Any
-from typing import Protocol
 
 import numpy as np
 import torch
@@ -95,33 +96,31 @@ class StackedGenerator:
         raise NotBatchable(f"the draw {name!r} has no stacked form")
 
 
-class DrawnAhead(Protocol):
-    """Minibatch indices drawn ahead from the replicates' generators, handed out in the order
-    their runs ask for them (:class:`IterationDraws`):
-    ``next(members, low, high, size)`` is the next ``integers(low, high, size)`` draw of each
-    replicate of ``members`` (indices into the generators the draws were made from), stacked."""
+class DrawnAhead:
+    """Every replicate's next minibatch draws, drawn in one call per generator and served in
+    the order its run asks for them: for a stretch of a run's stream that holds nothing but
+    minibatches (:meth:`Replicates.drawn_ahead`; FedNest's iterations, FBO-AggITD's, FedIHGP's
+    rounds).
 
-    def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray: ...
+    Every minibatch of such a stretch is ``rng.integers(0, n, size=(C, b))`` with the same bound
+    ``n`` (the problem's samples per client: :func:`problems._rows.draw_indices`), and NumPy's
+    bounded integers of one bound draw the generator's 32-bit stream the same way whatever the
+    calls' sizes (each value one or more 32-bit draws by Lemire's method, the bit generator
+    keeping the other half of a 64-bit draw for the next call), so ``rng.integers(0, n, size=m C
+    b)`` split into blocks is exactly the draws of the ``m`` separate calls, and leaves the
+    generator in the state they leave it in (``tests/test_aggitd_replicates.py`` and
+    ``tests/test_streams.py`` check it). One call instead of ``m``: a call costs about 12 us,
+    most of a batched iteration's time when each draw was a call.
 
-
-class IterationDraws:
-    """Every replicate's minibatch indices of one iteration, drawn in one call per replicate
-    and handed out in the order its run asks for them.
-
-    Every minibatch of an iteration (after its clients and ``Q``) is ``rng.integers(0, n, size=
-    (C, b))`` with the same bound ``n`` (the problem's samples per client:
-    :func:`problems._rows.draw_indices`), and NumPy's bounded integers of one bound draw the
-    generator's 32-bit stream the same way whatever the calls' sizes (each value one or more
-    32-bit draws by Lemire's method, the bit generator keeping the other half of a 64-bit draw
-    for the next call), so ``rng.integers(0, n, size=m C b)`` split into blocks is exactly the
-    draws of the ``m`` separate calls (``tests/test_aggitd_replicates.py`` checks it on the
-    generators :class:`~theory_checks.decision.Design` makes). One call instead of ``m``: a
-    call costs about 12 us, most of a batched iteration's time when each draw was a call.
+    A draw of another bound, shape or kind raises :class:`NotBatchable` (the generators' streams
+    have moved past it: the run is then made replicate by replicate, from fresh generators or
+    the states taken before); a replicate asking for more draws than were drawn for it, or
+    fewer (:meth:`check_used`), is a wrong count, an internal error.
 
     Args:
         rngs: the replicates' generators.
         n_samples: the bound ``n``.
-        counts: each replicate's minibatch draws in the iteration (the calls of its run).
+        counts: each replicate's minibatch draws in the stretch (the calls of its run).
         shape: a draw's ``(C, b)``.
     """
 
@@ -141,35 +140,46 @@ class IterationDraws:
         self.used = np.zeros(len(rngs), dtype=np.int64)
 
     def next(self, members: np.ndarray, low: Any, high: Any, size: Any) -> np.ndarray:
-        """The next draw of each replicate of ``members``, stacked as their run asks for it:
-        ``integers(0, n, size=(len(members) C, b))``."""
+        """The next draw of each replicate of ``members`` (indices into the generators the
+        draws were made from), stacked as their run asks for it: ``integers(0, n, size=
+        (len(members) C, b))``."""
         expected = (len(members) * self.shape[0], self.shape[1])
-        if (low, high) != (0, self.high) or tuple(size) != expected:
-            raise AssertionError(
-                f"an iteration draws integers(0, {self.high}, {expected}), "
+        if (low, high) != (0, self.high) or _shape(size) != expected:
+            raise NotBatchable(
+                f"draws ahead are integers(0, {self.high}, {expected}), "
                 f"not integers({low}, {high}, {size})"
             )
-        out = self.values[members, self.used[members]]
-        self.used[members] += 1
-        if bool((self.used[members] > self.counts[members]).any()):
+        at = self.used[members]
+        if bool((at >= self.counts[members]).any()):
             raise AssertionError("a replicate asked for more minibatches than its run draws")
-        return out.reshape(expected)
+        self.used[members] = at + 1
+        return self.values[members, at].reshape(expected)
 
     def check_used(self) -> None:
         """Raise unless every replicate used the draws its run makes (the counts are right)."""
         if not np.array_equal(self.used, self.counts):
-            raise AssertionError("an iteration's minibatches were not all used")
+            raise AssertionError("the minibatches drawn ahead were not all used")
+
+
+def _shape(size: Any) -> tuple[int, ...]:
+    """A draw's ``size`` as a shape tuple (``None``: a scalar, ``()``)."""
+    if size is None:
+        return ()
+    return (int(size),) if isinstance(size, (int, np.integer)) else tuple(size)
 
 
 class _MembersDraw:
     """:class:`DrawnAhead` as the generator of the replicates ``members`` (a problem's
-    ``sample_batch`` draws ``integers`` from it)."""
+    ``sample_batch`` draws ``integers`` from it); any other draw raises :class:`NotBatchable`."""
 
     def __init__(self, ahead: DrawnAhead, members: np.ndarray) -> None:
         self.ahead, self.members = ahead, members
 
     def integers(self, low: Any, high: Any = None, size: Any = None) -> np.ndarray:
         return self.ahead.next(self.members, low, high, size)
+
+    def __getattr__(self, name: str) -> Any:
+        raise NotBatchable(f"the draw {name!r} has no stacked form")
 
 
 class Replicates:
@@ -196,8 +206,8 @@ class Replicates:
         self.sampler = ClientSampler(problem.n_clients, participation)
         self.oracles = Oracles(problem, CallCounter())
         #: where the minibatches come from: ``None``, each replicate's generator at each draw
-        #: (:class:`StackedGenerator`); else draws made ahead (:meth:`served`), ``members``
-        #: these replicates' indices in them
+        #: (:class:`StackedGenerator`); else draws made ahead (:meth:`drawn_ahead`),
+        #: ``members`` these replicates' indices in them
         self.ahead: DrawnAhead | None = None
         self.members = np.arange(len(self.rngs))
 
@@ -210,14 +220,30 @@ class Replicates:
         part.members = self.members[np.asarray(indices, dtype=np.int64)]
         return part
 
-    def served(self, ahead: DrawnAhead) -> Replicates:
-        """These replicates with their minibatches handed out by ``ahead`` (drawn ahead from
-        these generators, in the calls' order) instead of drawn at each work: the same numbers
-        where ``ahead``'s draws are the calls' draws (a caller shows it), fewer generator calls.
-        Its clients are still drawn at each round, from the generators."""
+    def drawn_ahead(self, counts: Sequence[int]) -> Replicates:
+        """These replicates with replicate ``r``'s next ``counts[r]`` minibatches drawn in one
+        call of its generator and handed out in order (:class:`DrawnAhead`): the same numbers,
+        and the generators left in the same states, where those are the next draws of its
+        stream (the caller knows that nothing else is drawn in between: partial participation
+        draws each round's clients, AggITD its index, FedNest under random truncation its
+        ``N'``). These replicates themselves (each draw a call of the generators) where nothing
+        is drawn (exact oracles) or the draw is the problem's error (no samples, ``b < 1``).
+        Check the counts with :meth:`check_drawn` once the stretch is run."""
+        if self.ahead is not None:  # the generators are past the draws these are served
+            raise AssertionError("these replicates are already served draws made ahead")
+        b, n_samples = self.batch_size, getattr(self.problem, "n_samples", 0)
+        if b is None or b < 1 or not n_samples:
+            return self
         part = copy.copy(self)
-        part.ahead = ahead
+        part.ahead = DrawnAhead(self.rngs, n_samples, counts, (self.sampler.per_round, b))
+        part.members = np.arange(len(self.rngs))  # indices into these generators' draws
         return part
+
+    def check_drawn(self) -> None:
+        """Raise unless every replicate used the minibatches drawn ahead for it (the counts
+        given to :meth:`drawn_ahead` were its run's); nothing to check where none were."""
+        if self.ahead is not None:
+            self.ahead.check_used()
 
     def participants(self) -> torch.Tensor:
         """Every replicate's clients of a round, each drawn from its own generator:
@@ -232,7 +258,8 @@ class Replicates:
         one row per evaluated client: :func:`problems._rows.draw_indices`), so replicate ``r``'s
         rows are its own generator's draw for its own clients; any other draw raises
         :class:`NotBatchable` before a generator is touched, and the replicates must then run one
-        by one, from fresh generators."""
+        by one, from fresh generators. Replicates :meth:`drawn_ahead` are served their next
+        draws instead (the same rows)."""
         if self.batch_size is None:
             return None
         if self.ahead is not None:
@@ -252,4 +279,4 @@ class Replicates:
         return state.repeat_interleave(self.sampler.per_round, dim=0)
 
 
-__all__ = ["DrawnAhead", "IterationDraws", "NotBatchable", "Replicates", "StackedGenerator"]
+__all__ = ["DrawnAhead", "NotBatchable", "Replicates", "StackedGenerator"]

@@ -190,11 +190,6 @@ def _tuning_problems(spec: dict[str, Any]) -> list[Any]:
     return _TUNING_PROBLEMS.get(key)
 
 
-def _run_stream(design: Design, problem_index: int, role: str) -> np.random.Generator:
-    """The stream of one run: problem ``problem_index``, the candidate's or the baseline's."""
-    return design.rng(_RUN, problem_index, int(role == "baseline"))
-
-
 def _both_tunings(
     comparison: Comparison, make: Callable[..., Any], spec: dict[str, Any]
 ) -> tuple[Any, Any, float]:
@@ -225,15 +220,11 @@ def _both_tunings(
     return cand_tuning, base_tuning, cand_multiple
 
 
-def _problem_record(
-    comparison: Comparison, drawn: Any, verdict: Any, solved_at_once: bool | None = None
-) -> dict[str, Any]:
+def _problem_record(drawn: Any, verdict: Any, solved_at_once: bool) -> dict[str, Any]:
     """One drawn problem's line of the record: its seed, whether the ratio is within the
-    claim, whether FedNest solves it in one outer iteration (``solved_at_once``, computed
-    here when not given), the ratio and both runs' rounds and stops."""
+    claim, whether FedNest solves it in one outer iteration (``solved_at_once``), the ratio and
+    both runs' rounds and stops."""
     base = verdict.baseline
-    if solved_at_once is None:
-        solved_at_once = runs.solved_in_one_iteration(comparison, drawn)
     return {
         "seed": drawn.spec()["seed"],
         "within_claim": verdict.within,
@@ -277,7 +268,10 @@ def _draw_until_decided(
     step ``multiples`` (candidate, FedNest), until a look's Clopper-Pearson interval of
     ``P(ratio within comparison.bound)`` decides against 1/2: each problem's record
     (:func:`_problem_record`) and the ratios against the bound. The problems are evaluated
-    look by look, together (:func:`_evaluated`); what each is and gives is as drawn here."""
+    look by look, together (:func:`_evaluated`: every problem this loop reaches, since it
+    stops at the looks this loop stops at, decided by the same test on the same problems'
+    verdicts; tests/test_comparison_batched.py); a problem reached here but not evaluated
+    there is an internal error."""
     per_problem: list[dict[str, Any]] = []
     series = []
     evaluated = _evaluated(comparison, spec, make, multiples, design, looks)
@@ -289,21 +283,14 @@ def _draw_until_decided(
         # every draw of the family counts (the papers exclude none); whether FedNest solves
         # the draw in one outer iteration is recorded, and that subpopulation is reported
         # apart with its own verdict
-        found = evaluated[j]
-        if found is not None:  # evaluated with the look's other problems (and seeds)
-            drawn, verdict, solved_at_once = found
-        else:  # not reached by the evaluation's looks (it decides as this loop does)
-            drawn = runs.draw_problem(spec, design.rng(_PROBLEM, j))
-            verdict = runs.compare_at(
-                comparison,
-                drawn,
-                make,
-                multiples[0],
-                multiples[1],
-                functools.partial(_run_stream, design, j),
+        found = evaluated[j]  # evaluated with the look's other problems (and seeds)
+        if found is None:
+            raise RuntimeError(
+                f"internal error: problem {j} is reached by the looks {looks} but was not "
+                "evaluated (the evaluation and this loop decided at different looks)"
             )
-            solved_at_once = None
-        per_problem.append(_problem_record(comparison, drawn, verdict, solved_at_once))
+        drawn, verdict, solved_at_once = found
+        per_problem.append(_problem_record(drawn, verdict, solved_at_once))
         if verdict.ratio is not None:
             series += [
                 SeriesPoint("measured", "problem", j, verdict.ratio, 0, 0, comparison.candidate),
@@ -323,9 +310,10 @@ def _evaluated(
     """Problem ``j``'s evaluation for every ``j`` the loop of :func:`_draw_until_decided`
     reaches (``None`` past its deciding look), as
     :func:`~theory_checks.comparison.batched.evaluate_until_decided` evaluates them, look by
-    look: problem ``j`` drawn from ``design.rng(_PROBLEM, j)``, its runs on
-    :func:`_run_stream`'s streams. In a calibration block, every seed's problems of a look in
-    one batch (:func:`~theory_checks.replicates.replicated_streams`)."""
+    look: problem ``j`` drawn from ``design.rng(_PROBLEM, j)``, its candidate's run on
+    ``design.rng(_RUN, j, 0)``, FedNest's on ``design.rng(_RUN, j, 1)``. In a calibration
+    block, every seed's problems of a look in one batch
+    (:func:`~theory_checks.replicates.replicated_streams`)."""
     keys = [key for j in range(looks[-1]) for key in ((_PROBLEM, j), (_RUN, j, 0), (_RUN, j, 1))]
     rate = design.false_fail_rate
 

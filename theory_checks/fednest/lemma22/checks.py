@@ -18,7 +18,6 @@ from problems import ProblemConstants
 from problems import QuadraticBilevel
 from testbed.federation.context import FederatedContext
 from testbed.federation.replicates import NotBatchable
-from testbed.federation.sampling import ClientSampler
 from theory_checks import stats
 from theory_checks.claim import Case
 from theory_checks.claim import Claim
@@ -38,7 +37,6 @@ from theory_checks.measurements import BoundOnGrid
 from theory_checks.measurements import bound_at_point
 from theory_checks.measurements import identity_residual
 from theory_checks.replicates import shared
-from theory_checks.streams import PredrawnIntegers
 from theory_checks.streams import design_rngs
 from theory_checks.tolerances import IDENTITY_RTOL
 
@@ -58,6 +56,8 @@ class LinearOuterProbe:
         self.base, self.v = base, v
         self.kind, self.n_clients = base.kind, base.n_clients
         self.dim_x, self.dim_y = base.dim_x, base.dim_y
+        # the base's samples per client, the bound of its minibatch draws (sample_batch)
+        self.n_samples = getattr(base, "n_samples", 0)
         self._constants: ProblemConstants | None = None
 
     @property
@@ -401,8 +401,10 @@ class AbsErrorDraws:
     ``k`` of ``H_hat_n`` is probe ``k``'s vector after round ``n``, and ``Z_j = (1/(N'+1))
     sum_n ||H^{-1} - H_hat_n||``. A block of draws is one batched run of every draw's probes
     (:meth:`~testbed.estimators.fednest.FedIHGP.ihgp_replicates`), each replicate drawing what
-    its own run draws; an estimator that changes FedIHGP's ``ihgp`` (a planted mistake) runs
-    each probe of each draw through it, as the unbatched check did.
+    its own run draws (under full participation its rounds' minibatch indices in one call,
+    :meth:`~testbed.federation.replicates.Replicates.drawn_ahead`); an estimator that changes
+    FedIHGP's ``ihgp`` (a planted mistake) runs each probe of each draw through it, as the
+    unbatched check did.
     """
 
     def __init__(
@@ -425,7 +427,7 @@ class AbsErrorDraws:
         probes = self.probes.repeat(len(draws), 1)  # replicate (j, k) probes e_k
         try:
             side = self.estimator.replicates(
-                LinearOuterProbe(self.problem, probes), self._batched_rngs(draws)
+                LinearOuterProbe(self.problem, probes), self._rngs(draws)
             )
             paths = self.estimator.ihgp_replicates(side, self.x, self.y, self.last)
         except NotBatchable:  # one run per replicate, from fresh generators
@@ -441,19 +443,6 @@ class AbsErrorDraws:
         ``design.rng``'s hashing of the entropy, one generator at a time)."""
         keys = [(j,) for j in draws for _ in range(self.problem.dim_y)]
         return design_rngs(self.design, keys)
-
-    def _batched_rngs(self, draws: range) -> list[Any]:
-        """:meth:`_rngs` for the batched run: under full participation a replicate draws only
-        its minibatch indices, one bound, ``N' + 1`` rounds of them, so they are drawn ahead
-        (:class:`~theory_checks.streams.PredrawnIntegers`, the same values: NumPy's per-call
-        cost of the scalar draws was a fifth of a seed's time); under partial participation
-        the rounds' subsets come in between, and each call is the generator's own."""
-        rngs = self._rngs(draws)
-        sampler = ClientSampler(self.problem.n_clients, self.estimator.participation)
-        if not sampler.is_full:
-            return rngs
-        count = (self.last + 1) * sampler.per_round * (self.estimator.batch_size or 1)
-        return [PredrawnIntegers(rng, count) for rng in rngs]
 
     def _ihgp(self, probe: torch.Tensor, rng: np.random.Generator) -> Any:
         ctx = self.estimator.context(LinearOuterProbe(self.problem, probe), rng)

@@ -53,6 +53,7 @@ from problems._rows import rows
 from problems._rows import samples_around
 from problems.checks import check_arrays
 from problems.checks import check_positive_definite
+from problems.checks import check_seed
 from problems.checks import symmetric_to_round_off
 from problems.family import SAMPLE_KNOBS
 from problems.family import SPREAD_KNOBS
@@ -313,9 +314,13 @@ class QuadraticBilevel(QuadraticFamily):
         if not seeds:
             return []
         specs = [{**recipe, "seed": seed} for seed in seeds]
-        rngs = [cls.recipe_generator(s) for s in specs]
-        arrays, samples = _draw_blocks_together(rngs, recipe)
         label = str(recipe["family"])
+        # the knobs checked once (the recipes differ only in their seeds), each seed as alone
+        rngs = [cls.recipe_generator(specs[0])]
+        for seed in seeds[1:]:
+            check_seed(label, seed)
+            rngs.append(np.random.default_rng(seed))
+        arrays, samples = _draw_blocks_together(rngs, recipe)
         stacked = {
             k: (a.array if isinstance(a, Owned) else a)
             for k, a in zip(cls.ARRAY_NAMES, arrays, strict=True)
@@ -330,19 +335,20 @@ class QuadraticBilevel(QuadraticFamily):
         hessian = cls.INNER_HESSIAN
         eigenvalues = check_positive_definite(hessian, label, checked[hessian], together=True)
         as_stored = {name: symmetric_to_round_off(checked[name]) for name in cls.OPERATORS}
-        owned = {k: isinstance(a, Owned) for k, a in zip(cls.ARRAY_NAMES, arrays, strict=True)}
+        # each problem's arrays its own copies, as alone: numpy's for the arrays drawn in numpy
+        # and taken as they are (Owned), torch's for those the constructor copies
+        own = {
+            k: [torch.from_numpy(a.copy()) for a in stacked[k]]
+            if isinstance(given, Owned)
+            else [a.clone() for a in checked[k].unbind()]
+            for k, given in zip(cls.ARRAY_NAMES, arrays, strict=True)
+        }
         problems = []
         for r, spec_r in enumerate(specs):
             problem = cls.__new__(cls)
             problem.name = label
-            # each problem's arrays its own copies, as alone: numpy's for the arrays drawn in
-            # numpy and taken as they are, torch's for those the constructor copies
-            own = {
-                k: torch.from_numpy(v[r].numpy().copy()) if owned[k] else v[r].clone()
-                for k, v in checked.items()
-            }
             problem._hold(
-                own,
+                {k: own[k][r] for k in cls.ARRAY_NAMES},
                 sizes,
                 eigenvalues[r].clone(),
                 sample_arguments(cls, {k: Owned(v[r].copy()) for k, v in samples.items()}),

@@ -9,6 +9,7 @@ the per-sample arrays of a finite sample set checked against their client arrays
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,15 +85,51 @@ def spectral_norms(array: torch.Tensor) -> torch.Tensor:
     )
 
 
+def per_problem(
+    array: torch.Tensor, reduce: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor:
+    """``reduce`` (a reduction of a chunk ``(k, ...)`` to ``(k,)``) of every entry of the
+    leading axis of ``array`` (the problems of a batch), one chunk of problems at a time."""
+    step = chunk_size(array)
+    return torch.cat([reduce(array[s : s + step]) for s in range(0, int(array.shape[0]), step)])
+
+
+def _amax_after_first(values: torch.Tensor) -> torch.Tensor:
+    return values.reshape(values.shape[0], -1).amax(dim=1)
+
+
+def abs_maxima(array: torch.Tensor) -> torch.Tensor:
+    """:func:`abs_max` of every problem of a batch ``(R, ...)``: ``(R,)`` (a maximum: the same
+    float whatever the order it is taken in)."""
+    return per_problem(array, lambda part: _amax_after_first(part.abs()))
+
+
+def asymmetries(array: torch.Tensor) -> torch.Tensor:
+    """:func:`asymmetry` of every problem of a batch of stacks ``(R, ..., d, d)``: ``(R,)``."""
+    return per_problem(array, lambda part: _amax_after_first((part - part.transpose(-1, -2)).abs()))
+
+
+#: Why 1e-10: the arrays are float64 and built symmetric; an asymmetry above this relative to
+#: the array's largest entry (at least 1) is input error, not round-off.
+SYMMETRY_RTOL = 1e-10
+
+
 def check_symmetric(name: str, problem: str, array: torch.Tensor) -> float:
     """Raise unless every matrix is symmetric up to round-off; return ``max |a - a^T|``."""
     scale = max(1.0, abs_max(array))
     gap = asymmetry(array)
-    # Why 1e-10: the arrays are float64 and built symmetric; an asymmetry above this is input
-    # error, not round-off.
-    if gap > 1e-10 * scale:
+    if gap > SYMMETRY_RTOL * scale:
         raise ProblemError(f"{problem}: array {name!r} must be symmetric")
     return gap
+
+
+def check_symmetric_together(name: str, problem: str, array: torch.Tensor) -> None:
+    """:func:`check_symmetric` of every problem of a batch ``(R, ..., d, d)``, each against its
+    own scale (the same floats and comparisons as alone); raises the first failing problem's
+    error."""
+    scales = abs_maxima(array).clamp(min=1.0)
+    if bool((asymmetries(array) > SYMMETRY_RTOL * scales).any()):
+        raise ProblemError(f"{problem}: array {name!r} must be symmetric")
 
 
 #: Relative asymmetry up to which a symmetric operator is applied as stored. Why 1e-14: built
@@ -111,18 +148,34 @@ def symmetric_operator(array: torch.Tensor, gap: float | None = None) -> torch.T
     ``sym(a)``, so this keeps the two equal to round-off.
     """
     gap = asymmetry(array) if gap is None else gap
-    if gap <= SYMMETRIC_RTOL * max(1.0, abs_max(array)):
-        return array
-    return 0.5 * (array + array.transpose(-1, -2))
+    return operator_of(array, gap <= SYMMETRIC_RTOL * max(1.0, abs_max(array)))
 
 
-def check_positive_definite(name: str, problem: str, array: torch.Tensor) -> torch.Tensor:
+def operator_of(array: torch.Tensor, as_stored: bool) -> torch.Tensor:
+    """``array`` itself when it is symmetric to round-off (``as_stored``), else
+    ``(a + a^T) / 2``: :func:`symmetric_operator` with that decision made."""
+    return array if as_stored else 0.5 * (array + array.transpose(-1, -2))
+
+
+def symmetric_to_round_off(array: torch.Tensor) -> list[bool]:
+    """For every problem of a batch ``(R, ..., d, d)``, whether :func:`symmetric_operator`
+    applies its stack as stored (the same comparison of the same floats)."""
+    gaps = asymmetries(array)
+    return (gaps <= SYMMETRIC_RTOL * abs_maxima(array).clamp(min=1.0)).tolist()
+
+
+def check_positive_definite(
+    name: str, problem: str, array: torch.Tensor, *, together: bool = False
+) -> torch.Tensor:
     """Raise unless every matrix in the stack is symmetric positive definite; return eigenvalues.
 
     The eigenvalues are computed a chunk of matrices at a time (LAPACK overwrites a copy of its
-    input, so one batched call would need a temporary as large as the whole stack).
+    input, so one batched call would need a temporary as large as the whole stack; CPU LAPACK
+    runs its routine on each matrix of a batch as on that matrix alone). ``together``: the
+    stacks of a batch of problems ``(R, ...)``, each checked symmetric against its own scale
+    (:func:`check_symmetric_together`).
     """
-    check_symmetric(name, problem, array)
+    (check_symmetric_together if together else check_symmetric)(name, problem, array)
     if array.ndim == 2:
         eigenvalues = torch.linalg.eigvalsh(array)
     else:
@@ -260,13 +313,17 @@ def check_arrays(
     given: dict[str, Any],
     shapes: dict[str, str],
     symmetric: tuple[str, ...] = (),
+    *,
+    together: bool = False,
 ) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
     """The arrays that define a problem, as float64 tensors (:func:`as_tensor`), checked.
 
     ``shapes[k]`` names the axes of array ``given[k]`` (``"M dy dx"``); an axis takes its size
     from the first array that has it, and every later array must agree. The first axis of every
     array is the client axis (at least one client). Every entry must be finite, and the arrays in
-    ``symmetric`` stacks of symmetric matrices.
+    ``symmetric`` stacks of symmetric matrices. ``together``: every array holds a batch of
+    problems' arrays on a leading axis before those named, each problem checked as it is alone
+    (its symmetry against its own scale: :func:`check_symmetric_together`).
 
     Returns:
         ``(tensors, sizes)``: the tensors by name and the size of every named axis.
@@ -275,16 +332,18 @@ def check_arrays(
     for key, array in arrays.items():
         check_finite(key, problem, array)
     sizes: dict[str, int] = {}
+    lead = 1 if together else 0
     for key, axes in shapes.items():
         names = axes.split()
-        if arrays[key].ndim != len(names):
+        if arrays[key].ndim != len(names) + lead:
             raise ProblemError(f"{problem}: array {key!r} must have shape ({', '.join(names)})")
-        for axis, size in zip(names, arrays[key].shape, strict=True):
+        for axis, size in zip(names, arrays[key].shape[lead:], strict=True):
             sizes.setdefault(axis, int(size))
-        check_shape(key, problem, arrays[key], tuple(sizes[axis] for axis in names))
+        expected = (*arrays[key].shape[:lead], *(sizes[axis] for axis in names))
+        check_shape(key, problem, arrays[key], tuple(expected))
     check_clients(problem, sizes[next(iter(shapes.values())).split()[0]])
     for key in symmetric:
-        check_symmetric(key, problem, arrays[key])
+        (check_symmetric_together if together else check_symmetric)(key, problem, arrays[key])
     return arrays, sizes
 
 

@@ -52,6 +52,7 @@ from problems.checks import check_samples
 from problems.checks import check_seed
 from problems.checks import check_size
 from problems.checks import chunk_size
+from problems.checks import operator_of
 from problems.checks import spectral_norms
 from problems.checks import symmetric_operator
 
@@ -318,12 +319,24 @@ class ClientArrayFamily(ProblemFamily):
     def _client_rows(self) -> ClientRows:
         return ClientRows()
 
-    def _prepare_oracles(self, symmetric: Sequence[str], sampled: str | None = None) -> None:
+    def _prepare_oracles(
+        self,
+        symmetric: Sequence[str],
+        sampled: str | None = None,
+        as_stored: dict[str, bool] | None = None,
+    ) -> None:
         """The closed-form oracles apply each symmetric client array in ``symmetric`` as stored
         (or a symmetrised copy of input symmetric only to 1e-10: see
-        :func:`problems.checks.symmetric_operator`); ``sampled`` names the one whose per-sample
-        twin the oracles read (symmetrised per minibatch unless it is symmetric as stored)."""
-        self._operators = {name: symmetric_operator(getattr(self, name)) for name in symmetric}
+        :func:`problems.checks.symmetric_operator`; ``as_stored[name]``, when given, is that
+        decision made already, :func:`problems.checks.symmetric_to_round_off`); ``sampled``
+        names the one whose per-sample twin the oracles read (symmetrised per minibatch unless
+        it is symmetric as stored)."""
+        self._operators = {
+            name: symmetric_operator(getattr(self, name))
+            if as_stored is None
+            else operator_of(getattr(self, name), as_stored[name])
+            for name in symmetric
+        }
         self._as_stored = {name: self._operators[name] is getattr(self, name) for name in symmetric}
         samples = None if sampled is None else getattr(self, f"{sampled}_samples")
         self._samples_symmetric = samples is None or symmetric_operator(samples) is samples
@@ -472,18 +485,37 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
         checked, sizes = check_arrays(
             self.name, {k: given[k] for k in self.ARRAY_NAMES}, self.SHAPES, self.SYMMETRIC
         )
-        self._client_eigenvalues = check_positive_definite(hessian, self.name, checked[hessian])
+        eigenvalues = check_positive_definite(hessian, self.name, checked[hessian])
+        self._hold(checked, sizes, eigenvalues, samples_given, spec)
+
+    def _hold(
+        self,
+        checked: dict[str, torch.Tensor],
+        sizes: dict[str, int],
+        eigenvalues: torch.Tensor,
+        samples_given: dict[str, Any],
+        spec: dict[str, Any] | None,
+        as_stored: dict[str, bool] | None = None,
+    ) -> None:
+        """The rest of the constructor, on client arrays ``checked`` (shapes, finiteness,
+        symmetry) whose inner Hessians are positive definite with ``eigenvalues``: the family's
+        own condition, the sample arrays (checked here), the recipe and the oracles' operators
+        (``as_stored``: whether each of ``OPERATORS`` is symmetric to round-off, when already
+        known; :meth:`_prepare_oracles`). Also the end of a batch built at once
+        (:meth:`problems.QuadraticBilevel.random_together` checks its arrays together)."""
+        self._client_eigenvalues = eigenvalues
         self.n_clients, self.dim_x, self.dim_y = sizes["M"], sizes["dx"], sizes["dy"]
         for key in self.ARRAY_NAMES:
             setattr(self, key, checked[key])
         self._check_well_posed()
+        hessian = self.INNER_HESSIAN
         self.n_samples, samples = check_samples(
             self.name, samples_given, checked, positive_definite=hessian
         )
         for key in self.SAMPLE_NAMES:
             setattr(self, key, samples.get(key))
-        self._spec = spec or {"family": family, "arrays": "inline"}
-        self._prepare_oracles(self.OPERATORS, sampled=hessian)
+        self._spec = spec or {"family": type(self).__name__, "arrays": "inline"}
+        self._prepare_oracles(self.OPERATORS, sampled=hessian, as_stored=as_stored)
 
     def _check_well_posed(self) -> None:
         """Raise :class:`~problems._base.ProblemError` when the checked client arrays do not
@@ -512,17 +544,37 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
             seed: seeds the only generator used (``np.random.default_rng(seed)``).
             knobs: the family's ``KNOBS`` by name; an unknown one raises ``TypeError``.
         """
-        label = f"{cls.__name__}.random"
+        spec = cls.recipe(n_clients, dim_x, dim_y, condition_number, heterogeneity, seed, **knobs)
+        arrays, samples = cls.DRAW(cls.recipe_generator(spec), spec)
+        return cls(*arrays, name=spec["family"], spec=spec, **samples)
+
+    @classmethod
+    def recipe(
+        cls,
+        n_clients: int,
+        dim_x: int,
+        dim_y: int,
+        condition_number: float,
+        heterogeneity: float = 0.0,
+        seed: int = 0,
+        **knobs: float | None,
+    ) -> dict[str, Any]:
+        """The recipe (:meth:`spec`) of :meth:`random` with these arguments, unchecked."""
         sizes = {"n_clients": n_clients, "dim_x": dim_x, "dim_y": dim_y}
-        spec = knob_spec(
-            label,
+        return knob_spec(
+            f"{cls.__name__}.random",
             {**sizes, "condition_number": condition_number, "seed": seed},
             knobs,
             cls.KNOBS,
             shorthand=heterogeneity,
             scales=cls.SCALE_KNOBS,
         )
-        rng = recipe_rng(
+
+    @classmethod
+    def recipe_generator(cls, spec: dict[str, Any]) -> np.random.Generator:
+        """The knobs of a recipe of :meth:`random` checked by the family's tables
+        (:func:`recipe_rng`), and the one generator its draw uses."""
+        return recipe_rng(
             spec,
             nonnegative=(*NONNEGATIVE_KNOBS, *(k for k in cls.SCALE_KNOBS if k in spec)),
             below_one=HESSIAN_SPREADS,
@@ -530,8 +582,6 @@ class QuadraticFamily(ClientArrayFamily, OracleParts):
             dims=("dim_x", "dim_y"),
             size=cls.SIZE,
         )
-        arrays, samples = cls.DRAW(rng, spec)
-        return cls(*arrays, name=label, spec=spec, **samples)
 
     def _hessian_rows(
         self, v: torch.Tensor, clients: torch.Tensor, batch: Batch | None

@@ -39,19 +39,27 @@ import numpy as np
 import torch
 
 from problems import _spectra
+from problems import _spectra_together as _together
+from problems._base import SPEC_BUILDERS
 from problems._base import Batch
 from problems._base import Owned
 from problems._base import ProblemConstants
 from problems._base import ProblemError
 from problems._base import ProblemKind
+from problems._base import default_device
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
 from problems._rows import samples_around
+from problems.checks import check_arrays
+from problems.checks import check_positive_definite
+from problems.checks import check_seed
+from problems.checks import symmetric_to_round_off
 from problems.family import SAMPLE_KNOBS
 from problems.family import SPREAD_KNOBS
 from problems.family import QuadraticFamily
 from problems.family import inner_hessians
+from problems.family import sample_arguments
 
 #: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {
@@ -106,6 +114,87 @@ def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[
     B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
     arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
     return arrays, {k: Owned(v) for k, v in samples.items()}
+
+
+def _draw_blocks_together(
+    rngs: Sequence[np.random.Generator], spec: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
+    """:func:`_draw_blocks` of every generator of ``rngs`` for the same ``spec`` but its seed,
+    stacked on a leading problem axis: each generator draws what :func:`_draw_blocks` draws from
+    it, in its order (every draw has a shape fixed by the spec, whatever the numbers drawn
+    before), and the arithmetic runs on the stacks (:mod:`problems._spectra_together`: the same
+    floats). The arrays wrapped in :class:`~problems._base.Owned` where :func:`_draw_blocks`
+    wraps them."""
+    M, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
+    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
+    # _draw_blocks' stream: A_bar's basis and the S_i (inner_hessians), B_bar, C_half, D_bar,
+    # the spreads of B, C, D, then b, c, e (a mean, then the spread), then the samples: the
+    # Hessian noise (when there are two samples or more) and the noise on b, c, e
+    shapes = [(dy, dy), (M, dy, dy), (dy, dx), (dy, dy), (dy, dx), (M, dy, dx), (M, dy, dy)]
+    shapes += [(M, dy, dx), (dy,), (M, dy), (dy,), (M, dy), (dx,), (M, dx)]
+    if n > 0:
+        shapes += [(M, n, dy, dy)] if n >= 2 else []
+        shapes += [(M, n, dy), (M, n, dy), (M, n, dx)]
+    draws = iter(_together.normals(rngs, shapes))
+    basis, spread = next(draws), next(draws)
+    spectrum = _spectra.log_spaced_spectrum(dy, spec["mu"], spec["condition_number"])
+    root = _together.symmetric_sqrt(_together.spd_with_spectrum(basis, spectrum))
+    _together.centered_symmetric_spread(spread, hh, axis=1)
+    A = _together.sandwich(root, spread.copy() if n > 0 else spread)
+    B_bar = next(draws) / math.sqrt(dy)
+    C_half = next(draws) / math.sqrt(dy)
+    C_bar = (C_half @ _together.transposed(C_half)) / np.maximum(
+        1.0, _together.spectral_norms(C_half @ _together.transposed(C_half))
+    )[:, None, None]
+    D_bar = 0.5 * next(draws) / math.sqrt(dy)
+    # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
+    B = B_bar[:, None] + _together.centered_matrix_spread(
+        next(draws), _together.relative_sizes(B_bar, hh)
+    )
+    C = C_bar[:, None] + _together.centered_symmetric_spread(
+        next(draws), _together.relative_sizes(C_bar, hh), axis=1
+    )
+    D = D_bar[:, None] + _together.centered_matrix_spread(
+        next(draws), _together.relative_sizes(D_bar, hh)
+    )
+    E = np.broadcast_to(np.eye(dx), (len(rngs), M, dx, dx)).copy()
+    b, c, e = (
+        next(draws)[:, None] + _together.centered_vector_spread(next(draws), gh) for _ in "bce"
+    )
+
+    samples: dict[str, np.ndarray] = {}
+    if n > 0:
+        noise = (
+            _together.centered_symmetric_spread(next(draws), spec["hessian_noise"], axis=2)
+            if n >= 2
+            else np.zeros((len(rngs), M, n, dy, dy))
+        )
+        roots = root[:, None, None]
+        samples["A_samples"] = roots @ (np.eye(dy) + spread[:, :, None] + noise) @ roots
+        for key, base in (("b", b), ("c", c), ("e", e)):
+            samples[f"{key}_samples"] = base[:, :, None] + _together.centered_noise(
+                next(draws), spec["gradient_noise"]
+            )
+    cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)
+    B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
+    arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
+    return arrays, samples
+
+
+def _outer_hessian(means: dict[str, torch.Tensor], jacobian: torch.Tensor) -> torch.Tensor:
+    """``grad^2 h = E_bar + D_bar^T Y + Y^T D_bar + Y^T C_bar Y`` (symmetrised) for the client
+    means and ``Y = dy*/dx`` (:meth:`QuadraticBilevel.outer_hessian`)."""
+    m, Y = means, jacobian
+    hess = m["E"] + m["D"].T @ Y + Y.T @ m["D"] + Y.T @ m["C"] @ Y
+    return 0.5 * (hess + hess.T)
+
+
+def _has_strongly_convex_outer(problem: QuadraticBilevel) -> bool:
+    try:
+        problem.strongly_convex_outer_hessian()
+    except ProblemError:
+        return False
+    return True
 
 
 class QuadraticBilevel(QuadraticFamily):
@@ -199,6 +288,99 @@ class QuadraticBilevel(QuadraticFamily):
             for knob, tag in (("cross_scale", "cs"), ("outer_curvature", "oc"))
             if knob in self._spec
         )
+
+    @classmethod
+    def random_together(cls, spec: dict[str, Any], seeds: Sequence[int]) -> list[QuadraticBilevel]:
+        """``from_spec({**spec, "seed": s})`` of every seed of ``seeds``, drawn at once: the
+        same arrays, constants, recipe and behaviour, bit for bit
+        (``tests/test_draws_together.py``).
+
+        ``spec`` is a recipe of :meth:`random`. Every problem draws from its own generator as
+        :meth:`random` does (:func:`_draw_blocks_together`); the arithmetic and the
+        constructor's checks run on the batch (:func:`problems.checks.check_arrays` and
+        :func:`~problems.checks.check_positive_definite` ``together``: each problem checked as
+        alone, against its own scale); the sample arrays are checked problem by problem
+        (:func:`~problems.checks.check_samples`: their means' check reads a torch reduction
+        whose order a batch could change). A failing check raises its
+        :class:`~problems._base.ProblemError` (naming the first failing check, not
+        necessarily the first problem's: alone, the first problem that fails raises its first
+        failing check). Raises :class:`~problems._base.ProblemError` too for a recipe that is
+        not :meth:`random`'s and on a default device that is not the CPU."""
+        if SPEC_BUILDERS.get(str(spec.get("family"))) != cls.random or cls.DRAW is not _draw_blocks:
+            raise ProblemError(f"{cls.__name__}: {spec.get('family')!r} is not drawn together")
+        if default_device().type != "cpu":
+            raise ProblemError(f"{cls.__name__}: draws together on the CPU only")
+        recipe = cls.recipe(**{k: v for k, v in spec.items() if k != "family"})
+        if not seeds:
+            return []
+        specs = [{**recipe, "seed": seed} for seed in seeds]
+        label = str(recipe["family"])
+        # the knobs checked once (the recipes differ only in their seeds), each seed as alone
+        rngs = [cls.recipe_generator(specs[0])]
+        for seed in seeds[1:]:
+            check_seed(label, seed)
+            rngs.append(np.random.default_rng(seed))
+        arrays, samples = _draw_blocks_together(rngs, recipe)
+        stacked = {
+            k: (a.array if isinstance(a, Owned) else a)
+            for k, a in zip(cls.ARRAY_NAMES, arrays, strict=True)
+        }
+        checked, sizes = check_arrays(
+            label,
+            {k: Owned(v) for k, v in stacked.items()},
+            cls.SHAPES,
+            cls.SYMMETRIC,
+            together=True,
+        )
+        hessian = cls.INNER_HESSIAN
+        eigenvalues = check_positive_definite(hessian, label, checked[hessian], together=True)
+        as_stored = {name: symmetric_to_round_off(checked[name]) for name in cls.OPERATORS}
+        # each problem's arrays its own copies, as alone: numpy's for the arrays drawn in numpy
+        # and taken as they are (Owned), torch's for those the constructor copies
+        own = {
+            k: [torch.from_numpy(a.copy()) for a in stacked[k]]
+            if isinstance(given, Owned)
+            else [a.clone() for a in checked[k].unbind()]
+            for k, given in zip(cls.ARRAY_NAMES, arrays, strict=True)
+        }
+        problems = []
+        for r, spec_r in enumerate(specs):
+            problem = cls.__new__(cls)
+            problem.name = label
+            problem._hold(
+                {k: own[k][r] for k in cls.ARRAY_NAMES},
+                sizes,
+                eigenvalues[r].clone(),
+                sample_arguments(cls, {k: Owned(v[r].copy()) for k, v in samples.items()}),
+                spec_r,
+                {name: flags[r] for name, flags in as_stored.items()},
+            )
+            problems.append(problem)
+        return problems
+
+    @classmethod
+    def drawn_with_minimizer(
+        cls, spec: dict[str, Any], rngs: Sequence[np.random.Generator], tries: int = 50
+    ) -> list[QuadraticBilevel]:
+        """For every generator of ``rngs``: the first of its draws ``from_spec({**spec,
+        "seed": int(rng.integers(2**31))})`` whose outer objective ``h`` is strongly convex
+        (:meth:`strongly_convex_outer_hessian`: ``h`` has a unique minimiser), each generator
+        drawing its seeds in turn as one drawing alone would, every round's draws together
+        (:meth:`random_together`, :meth:`strongly_convex_together`). Raises
+        :class:`~problems._base.ProblemError` when a generator's ``tries`` draws have none."""
+        found: list[QuadraticBilevel | None] = [None] * len(rngs)
+        pending = list(range(len(rngs)))
+        for _ in range(tries):
+            if not pending:
+                break
+            drawn = cls.random_together(spec, [int(rngs[i].integers(2**31)) for i in pending])
+            convex = cls.strongly_convex_together(drawn)
+            for i, problem, ok in zip(pending, drawn, convex, strict=True):
+                found[i] = problem if ok else None
+            pending = [i for i, ok in zip(pending, convex, strict=True) if not ok]
+        if pending:
+            raise ProblemError(f"no draw of {dict(spec)} in {tries} has an outer minimiser")
+        return [p for p in found if p is not None]
 
     # ------------------------------------------------------------------ oracle interface
     def inner_loss(
@@ -342,10 +524,25 @@ class QuadraticBilevel(QuadraticFamily):
 
         Constant in x, since ``y*(x)`` is affine and f quadratic.
         """
-        m = self.means
-        Y = self.hypergradient_jacobian()
-        hess = m["E"] + m["D"].T @ Y + Y.T @ m["D"] + Y.T @ m["C"] @ Y
-        return 0.5 * (hess + hess.T)
+        return _outer_hessian(self.means, self.hypergradient_jacobian())
+
+    @staticmethod
+    def strongly_convex_together(problems: Sequence[QuadraticBilevel]) -> list[bool]:
+        """Whether :meth:`strongly_convex_outer_hessian` of each problem returns (``False``:
+        it raises), the same floats: its linear solve and its eigenvalues one batched call
+        over the problems (CPU LAPACK runs each matrix of a batch as alone); every product
+        stays the problem's own (a batched product sums in another order). Problems off the
+        CPU are each checked alone."""
+        if not problems or any(p.device.type != "cpu" for p in problems):
+            return [_has_strongly_convex_outer(p) for p in problems]
+        means = [p.means for p in problems]
+        jacobians = torch.linalg.solve(
+            torch.stack([m["A"] for m in means]), torch.stack([m["B"] for m in means])
+        )
+        hessians = torch.stack(
+            [_outer_hessian(m, Y) for m, Y in zip(means, jacobians.unbind(), strict=True)]
+        )
+        return (torch.linalg.eigvalsh(hessians).amin(dim=-1) > 0.0).tolist()
 
     def strongly_convex_outer_hessian(self) -> torch.Tensor:
         """:meth:`outer_hessian`; raises :class:`~problems._base.ProblemError` when it is not

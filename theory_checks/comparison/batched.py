@@ -196,6 +196,21 @@ def compare_all(
     return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
 
 
+def draw_problems(spec: dict[str, Any], rngs: Sequence[np.random.Generator]) -> list[Any]:
+    """:func:`~theory_checks.comparison.runs.draw_problem` of ``spec`` from each generator:
+    a quadratic bilevel family's draws together, bit for bit
+    (:meth:`~problems.QuadraticBilevel.drawn_with_minimizer`, its tries
+    ``draw_problem``'s); any other family, or on any error, one by one from the generators'
+    states before, which then raises what it raises."""
+    states = [rng.bit_generator.state for rng in rngs]
+    try:
+        return QuadraticBilevel.drawn_with_minimizer(spec, rngs, tries=50)
+    except Exception:  # noqa: BLE001 - not drawn together: the unbatched draws
+        for rng, state in zip(rngs, states, strict=True):
+            rng.bit_generator.state = state
+        return [runs.draw_problem(spec, rng) for rng in rngs]
+
+
 class Evaluated(NamedTuple):
     """One drawn problem of a comparison's check: the problem, its verdict and whether FedNest
     solves it in one outer iteration."""
@@ -240,7 +255,7 @@ def evaluate_until_decided(
         if not pairs:
             continue
         at = [c * per_check + 3 * j for c, j in pairs]
-        problems = [runs.draw_problem(spec, streams[i]) for i in at]
+        problems = draw_problems(spec, [streams[i] for i in at])
         rngs = [{"candidate": streams[i + 1], "baseline": streams[i + 2]}.__getitem__ for i in at]
         verdicts = compare_all(comparison, problems, candidate_build, multiples, rngs)
         solved = solved_in_one_iteration(comparison, problems)
@@ -255,6 +270,7 @@ def evaluate_until_decided(
 __all__ = [
     "Evaluated",
     "compare_all",
+    "draw_problems",
     "evaluate_until_decided",
     "reaches",
     "stacked_runs",

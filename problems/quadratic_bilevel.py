@@ -31,15 +31,13 @@ exactly and the variance of a minibatch oracle is known in closed form
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Sequence
 from typing import Any
+from typing import cast
 
 import numpy as np
 import torch
 
-from problems import _spectra
-from problems import _spectra_together as _together
 from problems._base import SPEC_BUILDERS
 from problems._base import Batch
 from problems._base import Owned
@@ -50,7 +48,6 @@ from problems._base import default_device
 from problems._rows import matvec
 from problems._rows import rmatvec
 from problems._rows import rows
-from problems._rows import samples_around
 from problems.checks import check_arrays
 from problems.checks import check_positive_definite
 from problems.checks import check_seed
@@ -58,8 +55,9 @@ from problems.checks import symmetric_to_round_off
 from problems.family import SAMPLE_KNOBS
 from problems.family import SPREAD_KNOBS
 from problems.family import QuadraticFamily
-from problems.family import inner_hessians
 from problems.family import sample_arguments
+from problems.quadratic_bilevel_draws import draw_blocks
+from problems.quadratic_bilevel_draws import draw_blocks_together
 
 #: The arrays that define a problem, with their axes (:func:`problems.checks.check_arrays`).
 _SHAPES = {
@@ -80,105 +78,6 @@ def _floats(spec: dict[str, Any]) -> int:
     ``dim_x^2``, the vectors; per sample ``A`` and the vectors again."""
     m, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
     return m * (4 * dy * dy + 2 * dx * dy + dx * dx + 2 * dy + dx) + m * n * (dy * dy + 2 * dy + dx)
-
-
-def _draw_blocks(rng: np.random.Generator, spec: dict[str, Any]) -> tuple[tuple[Any, ...], dict]:
-    """The draws of :meth:`QuadraticBilevel.random` for its ``spec``, in its stream's order:
-    the constructor's arrays ``(A, B, b, C, D, c, E, e)`` and its sample sets. ``B`` and ``C,
-    D, E`` are scaled by ``cross_scale`` and ``outer_curvature`` after every draw, so the
-    generator's stream is the same whatever the scales."""
-    hessians = inner_hessians(rng, spec)
-    A = hessians.stack
-    M, dx, dy, n_samples = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
-    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
-    B_bar = rng.standard_normal((dy, dx)) / math.sqrt(dy)
-    C_half = rng.standard_normal((dy, dy)) / math.sqrt(dy)
-    C_bar = C_half @ C_half.T / max(1.0, float(np.linalg.norm(C_half @ C_half.T, 2)))
-    D_bar = 0.5 * rng.standard_normal((dy, dx)) / math.sqrt(dy)
-    E_bar = np.eye(dx)
-    # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
-    B = _spectra.spread_around(rng, B_bar, M, _spectra.relative_size(B_bar, hh))
-    C = _spectra.spread_around(rng, C_bar, M, _spectra.relative_size(C_bar, hh), symmetric=True)
-    D = _spectra.spread_around(rng, D_bar, M, _spectra.relative_size(D_bar, hh))
-    E = np.broadcast_to(E_bar, (M, dx, dx)).copy()
-    b = _spectra.around_gaussian(rng, M, dy, gh)
-    c = _spectra.around_gaussian(rng, M, dy, gh)
-    e = _spectra.around_gaussian(rng, M, dx, gh)
-
-    samples: dict[str, Any] = {}
-    if n_samples > 0:
-        samples["A_samples"] = hessians.samples(rng, n_samples, spec["hessian_noise"])
-        for key, base in (("b", b), ("c", c), ("e", e)):
-            samples[f"{key}_samples"] = samples_around(rng, base, n_samples, spec["gradient_noise"])
-    cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)
-    B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
-    arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
-    return arrays, {k: Owned(v) for k, v in samples.items()}
-
-
-def _draw_blocks_together(
-    rngs: Sequence[np.random.Generator], spec: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, np.ndarray]]:
-    """:func:`_draw_blocks` of every generator of ``rngs`` for the same ``spec`` but its seed,
-    stacked on a leading problem axis: each generator draws what :func:`_draw_blocks` draws from
-    it, in its order (every draw has a shape fixed by the spec, whatever the numbers drawn
-    before), and the arithmetic runs on the stacks (:mod:`problems._spectra_together`: the same
-    floats). The arrays wrapped in :class:`~problems._base.Owned` where :func:`_draw_blocks`
-    wraps them."""
-    M, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
-    hh, gh = spec["hessian_heterogeneity"], spec["gradient_heterogeneity"]
-    # _draw_blocks' stream: A_bar's basis and the S_i (inner_hessians), B_bar, C_half, D_bar,
-    # the spreads of B, C, D, then b, c, e (a mean, then the spread), then the samples: the
-    # Hessian noise (when there are two samples or more) and the noise on b, c, e
-    shapes = [(dy, dy), (M, dy, dy), (dy, dx), (dy, dy), (dy, dx), (M, dy, dx), (M, dy, dy)]
-    shapes += [(M, dy, dx), (dy,), (M, dy), (dy,), (M, dy), (dx,), (M, dx)]
-    if n > 0:
-        shapes += [(M, n, dy, dy)] if n >= 2 else []
-        shapes += [(M, n, dy), (M, n, dy), (M, n, dx)]
-    draws = iter(_together.normals(rngs, shapes))
-    basis, spread = next(draws), next(draws)
-    spectrum = _spectra.log_spaced_spectrum(dy, spec["mu"], spec["condition_number"])
-    root = _together.symmetric_sqrt(_together.spd_with_spectrum(basis, spectrum))
-    _together.centered_symmetric_spread(spread, hh, axis=1)
-    A = _together.sandwich(root, spread.copy() if n > 0 else spread)
-    B_bar = next(draws) / math.sqrt(dy)
-    C_half = next(draws) / math.sqrt(dy)
-    C_bar = (C_half @ _together.transposed(C_half)) / np.maximum(
-        1.0, _together.spectral_norms(C_half @ _together.transposed(C_half))
-    )[:, None, None]
-    D_bar = 0.5 * next(draws) / math.sqrt(dy)
-    # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
-    B = B_bar[:, None] + _together.centered_matrix_spread(
-        next(draws), _together.relative_sizes(B_bar, hh)
-    )
-    C = C_bar[:, None] + _together.centered_symmetric_spread(
-        next(draws), _together.relative_sizes(C_bar, hh), axis=1
-    )
-    D = D_bar[:, None] + _together.centered_matrix_spread(
-        next(draws), _together.relative_sizes(D_bar, hh)
-    )
-    E = np.broadcast_to(np.eye(dx), (len(rngs), M, dx, dx)).copy()
-    b, c, e = (
-        next(draws)[:, None] + _together.centered_vector_spread(next(draws), gh) for _ in "bce"
-    )
-
-    samples: dict[str, np.ndarray] = {}
-    if n > 0:
-        noise = (
-            _together.centered_symmetric_spread(next(draws), spec["hessian_noise"], axis=2)
-            if n >= 2
-            else np.zeros((len(rngs), M, n, dy, dy))
-        )
-        roots = root[:, None, None]
-        samples["A_samples"] = roots @ (np.eye(dy) + spread[:, :, None] + noise) @ roots
-        for key, base in (("b", b), ("c", c), ("e", e)):
-            samples[f"{key}_samples"] = base[:, :, None] + _together.centered_noise(
-                next(draws), spec["gradient_noise"]
-            )
-    cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)
-    B, C, D, E = B * cross, C * curvature, D * curvature, E * curvature
-    arrays = (Owned(A), Owned(B), b, Owned(C), Owned(D), c, Owned(E), e)
-    return arrays, samples
 
 
 def _outer_hessian(means: dict[str, torch.Tensor], jacobian: torch.Tensor) -> torch.Tensor:
@@ -278,7 +177,7 @@ class QuadraticBilevel(QuadraticFamily):
     KNOBS = {**SPREAD_KNOBS, "mu": 1.0, **SAMPLE_KNOBS, "cross_scale": 1.0, "outer_curvature": 1.0}
     SCALE_KNOBS = ("cross_scale", "outer_curvature")
     SIZE = (_floats, "n_clients x (4 dim_y^2 + 2 dim_x dim_y + dim_x^2) x (1 + n_samples)")
-    DRAW = _draw_blocks
+    DRAW = draw_blocks
 
     @property
     def scales_suffix(self) -> str:
@@ -291,22 +190,21 @@ class QuadraticBilevel(QuadraticFamily):
 
     @classmethod
     def random_together(cls, spec: dict[str, Any], seeds: Sequence[int]) -> list[QuadraticBilevel]:
-        """``from_spec({**spec, "seed": s})`` of every seed of ``seeds``, drawn at once: the
-        same arrays, constants, recipe and behaviour, bit for bit
-        (``tests/test_draws_together.py``).
+        """``from_spec({**spec, "seed": s})`` of every seed of ``seeds``, drawn at once: the same
+        arrays, constants, recipe and behaviour, bit for bit (``tests/test_draws_together.py``).
 
         ``spec`` is a recipe of :meth:`random`. Every problem draws from its own generator as
-        :meth:`random` does (:func:`_draw_blocks_together`); the arithmetic and the
-        constructor's checks run on the batch (:func:`problems.checks.check_arrays` and
-        :func:`~problems.checks.check_positive_definite` ``together``: each problem checked as
-        alone, against its own scale); the sample arrays are checked problem by problem
-        (:func:`~problems.checks.check_samples`: their means' check reads a torch reduction
-        whose order a batch could change). A failing check raises its
-        :class:`~problems._base.ProblemError` (naming the first failing check, not
-        necessarily the first problem's: alone, the first problem that fails raises its first
-        failing check). Raises :class:`~problems._base.ProblemError` too for a recipe that is
-        not :meth:`random`'s and on a default device that is not the CPU."""
-        if SPEC_BUILDERS.get(str(spec.get("family"))) != cls.random or cls.DRAW is not _draw_blocks:
+        :meth:`random` does (:func:`~problems.quadratic_bilevel_draws.draw_blocks_together`); the
+        arithmetic and the constructor's checks run on the batch
+        (:func:`problems.checks.check_arrays` and :func:`~problems.checks.check_positive_definite`
+        ``together``: each problem checked as alone, against its own scale); the sample arrays are
+        checked problem by problem (:func:`~problems.checks.check_samples`: their means' check reads
+        a torch reduction whose order a batch could change). A failing check raises its
+        :class:`~problems._base.ProblemError` (naming the first failing check, not necessarily the
+        first problem's: alone, the first problem that fails raises its first failing check). Raises
+        :class:`~problems._base.ProblemError` too for a recipe that is not :meth:`random`'s and on a
+        default device that is not the CPU."""
+        if SPEC_BUILDERS.get(str(spec.get("family"))) != cls.random or cls.DRAW is not draw_blocks:
             raise ProblemError(f"{cls.__name__}: {spec.get('family')!r} is not drawn together")
         if default_device().type != "cpu":
             raise ProblemError(f"{cls.__name__}: draws together on the CPU only")
@@ -320,9 +218,9 @@ class QuadraticBilevel(QuadraticFamily):
         for seed in seeds[1:]:
             check_seed(label, seed)
             rngs.append(np.random.default_rng(seed))
-        arrays, samples = _draw_blocks_together(rngs, recipe)
-        stacked = {
-            k: (a.array if isinstance(a, Owned) else a)
+        arrays, samples = draw_blocks_together(rngs, recipe)
+        stacked: dict[str, np.ndarray] = {  # the drawn stacks, numpy arrays (Owned or not)
+            k: cast(np.ndarray, a.array if isinstance(a, Owned) else a)
             for k, a in zip(cls.ARRAY_NAMES, arrays, strict=True)
         }
         checked, sizes = check_arrays(

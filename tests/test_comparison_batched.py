@@ -30,6 +30,7 @@ from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.comparison import batched
 from theory_checks.comparison import common
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs
 from theory_checks.comparison.aggitd_fewer_rounds_than_fednest import AGGITD_DROPS_CLIENT
 from theory_checks.comparison.runs import COMPARISONS
@@ -143,7 +144,7 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     algorithms = _fednests(problems, 1.0, which)
     stops = [None, 10.0, 40.0, 100.0, 18.0, 0.5]  # pruned, reached, at once
     alone = [
-        runs.run_to_target(a, p, rng, stop_after=s)
+        reaching.run_to_target(a, p, rng, stop_after=s)
         for a, p, rng, s in zip(algorithms, problems, _rngs(6), stops, strict=True)
     ]
     together = batched.reaches(algorithms, problems, _rngs(6), stops)
@@ -191,7 +192,7 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
             check_aggitd(bad, problems)
     # refused problems still get their unbatched runs' numbers
     alone = [
-        runs.run_to_target(a, p, np.random.default_rng(0))
+        reaching.run_to_target(a, p, np.random.default_rng(0))
         for a, p in zip(_fednests(wide, 1.0), wide, strict=True)
     ]
     together = batched.reaches(

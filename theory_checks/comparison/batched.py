@@ -8,8 +8,8 @@ with exact oracles and every client, FedNest and FBO-AggITD in their determinist
 ``P_0, ..., P_{n-1}`` can be one batched run over the stacked problems
 (:func:`stacked_runs`: :class:`~testbed.algorithms.fednest_stacked.StackedFedNest` for FedNest
 and LFedNest, :class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`), each row stopped
-as :func:`~theory_checks.comparison.runs.run_to_target` stops it (the one definition,
-:class:`~theory_checks.comparison.runs.Reaching`; a stopped row leaves the batch), and so can
+as :func:`~theory_checks.comparison.reaching.run_to_target` stops it (the one definition,
+:class:`~theory_checks.comparison.reaching.Reaching`; a stopped row leaves the batch), and so can
 the one iteration that says whether FedNest solves a problem at once
 (:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
 :func:`~theory_checks.comparison.runs.compare_at` of every problem in that form. FedMSA's runs
@@ -17,7 +17,7 @@ run stacked too, each drawing its local client from its own generator
 (:class:`~testbed.algorithms.fedmsa_stacked.StackedFedMSA`).
 
 Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every
-iterate, :class:`~theory_checks.comparison.runs.Reach` and Measurement). What the stack does
+iterate, :class:`~theory_checks.comparison.reaching.Reach` and Measurement). What the stack does
 not reproduce exactly (:class:`~testbed.federation.replicates.NotBatchable`: a perturbed or
 mutated algorithm, a problem with ``dim_x > 2``, ...) or any error of the stacked run runs the
 problems one by one with the unbatched code, which then raises what it raises.
@@ -45,13 +45,14 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.algorithms.fedmsa_stacked import StackedFedMSA
 from testbed.algorithms.fednest_stacked import StackedFedNest
 from testbed.algorithms.stacked import StackedRuns
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs
-from theory_checks.comparison.runs import CAP
-from theory_checks.comparison.runs import ROUND_BUDGET
-from theory_checks.comparison.runs import TARGET
+from theory_checks.comparison.reaching import CAP
+from theory_checks.comparison.reaching import ROUND_BUDGET
+from theory_checks.comparison.reaching import TARGET
+from theory_checks.comparison.reaching import Reach
+from theory_checks.comparison.reaching import Reaching
 from theory_checks.comparison.runs import Comparison
-from theory_checks.comparison.runs import Reach
-from theory_checks.comparison.runs import Reaching
 from theory_checks.comparison.runs import Verdict
 
 
@@ -79,11 +80,11 @@ def _stacked_reaches(
     rngs: Sequence[np.random.Generator],
     stop_afters: Sequence[float | None],
 ) -> list[Reach]:
-    """:func:`~theory_checks.comparison.runs.run_to_target` of each run, all as one stacked
+    """:func:`~theory_checks.comparison.reaching.run_to_target` of each run, all as one stacked
     run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be)."""
     stacked: StackedRuns = stacked_runs(algorithms, problems, rngs)
     per_iteration = stacked.rounds_per_iteration()
-    progress = [Reaching(runs.limit_for(s)) for s in stop_afters]
+    progress = [Reaching(reaching.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
     active = list(range(len(problems)))
     state = stacked.start
@@ -127,7 +128,7 @@ def reaches(
         return _stacked_reaches(algorithms, problems, rngs, stop_afters)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
         return [
-            runs.run_to_target(a, p, rng, stop_after=s)
+            reaching.run_to_target(a, p, rng, stop_after=s)
             for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
         ]
 

@@ -37,6 +37,7 @@ from typing import Any
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from problems import QuadraticBilevel
 from testbed.algorithms.aggitd import FBOAggITD
@@ -74,43 +75,94 @@ def stacked_runs(
     return StackedFedNest(algorithms, problems)
 
 
+#: A run's raw ``||grad h(x_0)||`` and ``||grad h(x_1)||`` (what :func:`solved_in_one_iteration`
+#: compares), or ``None`` when it did not run its first iteration in the stack.
+Opening = tuple[float, float] | None
+
+
 def _stacked_reaches(
     algorithms: Sequence[Any],
     problems: Sequence[Any],
     rngs: Sequence[np.random.Generator],
     stop_afters: Sequence[float | None],
-) -> list[Reach]:
+) -> tuple[list[Reach], list[Opening]]:
     """:func:`~theory_checks.comparison.reaching.run_to_target` of each run, all as one stacked
-    run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be)."""
+    run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be), and each run's
+    :data:`Opening`.
+
+    Every iteration observes the rows still going (:meth:`Reaching.observe
+    <theory_checks.comparison.reaching.Reaching.observe>`, the one rule) with one call for their
+    exact hypergradients (per problem, as :meth:`~problems.QuadraticBilevel.exact_hypergradient`
+    computes each), one for their norms and one for their iterates' finiteness: a norm of
+    ``dim_x <= 2`` entries is the same float in a batch as alone (``MAX_DIM_X``; the tests
+    compare both). A stopped row stays in the stack, computed but no longer observed, until at
+    most half its rows go on or one diverged: then the stack keeps only those going
+    (:meth:`~testbed.algorithms.stacked.StackedRuns.keep`, a rebuild); each row's arithmetic is
+    its own, whatever else the stack holds."""
     stacked: StackedRuns = stacked_runs(algorithms, problems, rngs)
     per_iteration = stacked.rounds_per_iteration()
     progress = [Reaching(reaching.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
-    active = list(range(len(problems)))
+    norms_seen: list[list[float]] = [[] for _ in problems]
+    rows = list(range(len(problems)))  # the run of each row of the stack
+    going = rows  # the rows still going
     state = stacked.start
     iteration = rounds = 0
     while True:
-        points = state.x.unbind()
-        exact = QuadraticBilevel.exact_hypergradients([problems[r] for r in active], points)
-        for position, r in enumerate(active):
-            norm = float(exact[position].norm())
-            stop = progress[r].observe(iteration, float(rounds), points[position], norm)
-            if stop is not None:
+        points = state.x
+        if len(going) < len(rows):
+            points = points.index_select(0, torch.tensor(going, dtype=torch.long))
+        exact = QuadraticBilevel.exact_hypergradients([problems[rows[k]] for k in going], points)
+        norms = torch.linalg.vector_norm(torch.stack(exact), dim=1).tolist()
+        finite = torch.isfinite(points).all(dim=1).tolist()
+        still: list[int] = []
+        diverged = False
+        for k, norm, ok in zip(going, norms, finite, strict=True):
+            r = rows[k]
+            if iteration < 2:
+                norms_seen[r].append(norm)
+            stop = progress[r].observe(iteration, float(rounds), norm, ok)
+            if stop is None:
+                still.append(k)
+            else:
                 results[r] = progress[r].reach(stop)
-        going = [position for position, r in enumerate(active) if results[r] is None]
-        if not going:
+                diverged = diverged or stop == "diverged"
+        if not still:
             break
         if rounds >= ROUND_BUDGET:  # the budget ends every run still going
-            for position in going:
-                results[active[position]] = progress[active[position]].reach("budget")
+            for k in still:
+                results[rows[k]] = progress[rows[k]].reach("budget")
             break
-        if len(going) < len(active):
-            state = stacked.keep(state, going)
-            active = [active[position] for position in going]
+        if diverged or 2 * len(still) <= len(rows):
+            state = stacked.keep(state, still)
+            rows = [rows[k] for k in still]
+            still = list(range(len(still)))
+        going = still
         state = stacked.step(state)
         iteration += 1
         rounds += per_iteration
-    return [r for r in results if r is not None]
+    openings: list[Opening] = [(n[0], n[1]) if len(n) == 2 else None for n in norms_seen]
+    return [r for r in results if r is not None], openings
+
+
+def _reaches_and_openings(
+    algorithms: Sequence[Any],
+    problems: Sequence[Any],
+    rngs: Sequence[np.random.Generator],
+    stop_afters: Sequence[float | None],
+) -> tuple[list[Reach], list[Opening]]:
+    """:func:`reaches` and, where the runs were stacked, each run's :data:`Opening` (``None``
+    for every run when they ran one by one)."""
+    if not problems:
+        return [], []
+    try:  # the stacks leave the generators untouched (stacked_runs)
+        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
+    except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
+        alone = [
+            reaching.run_to_target(a, p, rng, stop_after=s)
+            for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
+        ]
+        return alone, [None] * len(alone)
 
 
 def reaches(
@@ -122,41 +174,90 @@ def reaches(
     """``run_to_target(algorithms[i], problems[i], rngs[i], stop_after=stop_afters[i])`` for
     every ``i``: stacked where that is exact, else (or when the stacked run fails) one by
     one."""
-    if not problems:
-        return []
-    try:  # the stacks leave the generators untouched (stacked_runs)
-        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
-    except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
-        return [
-            reaching.run_to_target(a, p, rng, stop_after=s)
-            for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
-        ]
+    return _reaches_and_openings(algorithms, problems, rngs, stop_afters)[0]
 
 
-def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> list[bool]:
+def _prescribed(comparison: Comparison, problem: Any) -> Any:
+    """FedNest at its prescribed step ``1 / L_h`` given as its step: the float FedNest reads
+    itself (:func:`~theory_checks.comparison.runs.solved_in_one_iteration`'s run)."""
+    return runs.build_algorithm(
+        runs.BASELINE,
+        comparison.baseline_config,
+        outer_step_size=1.0 / runs.outer_smoothness(problem),
+    )
+
+
+def solved_in_one_iteration(
+    comparison: Comparison, problems: Sequence[Any], known: Sequence[bool | None] = ()
+) -> list[bool]:
     """:func:`~theory_checks.comparison.runs.solved_in_one_iteration` of each problem: FedNest
-    at its prescribed step, one iteration of every problem stacked where that is exact."""
-    if not problems:
-        return []
-    try:  # the prescribed 1 / L_h given as each run's step: the float FedNest reads itself
-        algorithms = [
-            runs.build_algorithm(
-                runs.BASELINE,
-                comparison.baseline_config,
-                outer_step_size=1.0 / runs.outer_smoothness(problem),
-            )
-            for problem in problems
-        ]
-        stacked = StackedFedNest(algorithms, problems)  # draws nothing
+    at its prescribed step, one iteration of every problem stacked where that is exact.
+    ``known[i]``, where given and not ``None``, is problem ``i``'s answer already (read off a
+    stacked run of that very FedNest, :func:`compare_and_solve`): only the others run."""
+    answers = [None if i >= len(known) else known[i] for i in range(len(problems))]
+    todo = [i for i, answer in enumerate(answers) if answer is None]
+    if not todo:
+        return [bool(answer) for answer in answers]
+    rest = [problems[i] for i in todo]
+    runs.read_outer_smoothness(rest)
+    try:
+        stacked = StackedFedNest([_prescribed(comparison, p) for p in rest], rest)  # draws nothing
         after = stacked.step(stacked.start)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
-        return [runs.solved_in_one_iteration(comparison, p) for p in problems]
-    starts = QuadraticBilevel.exact_hypergradients(problems, stacked.start.x.unbind())
-    firsts = QuadraticBilevel.exact_hypergradients(problems, after.x.unbind())
-    return [
-        float(first.norm()) <= TARGET * float(start.norm())
-        for start, first in zip(starts, firsts, strict=True)
-    ]
+        found = [runs.solved_in_one_iteration(comparison, p) for p in rest]
+    else:
+        starts = QuadraticBilevel.exact_hypergradients(rest, stacked.start.x.unbind())
+        firsts = QuadraticBilevel.exact_hypergradients(rest, after.x.unbind())
+        found = [
+            float(first.norm()) <= TARGET * float(start.norm())
+            for start, first in zip(starts, firsts, strict=True)
+        ]
+    for i, answer in zip(todo, found, strict=True):
+        answers[i] = answer
+    return [bool(answer) for answer in answers]
+
+
+def _compare(
+    comparison: Comparison,
+    problems: Sequence[Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    rngs_for: Sequence[Callable[[str], np.random.Generator]],
+    known: list[bool | None] | None = None,
+) -> list[Verdict]:
+    """:func:`compare_all`; with ``known``, sets ``known[i]`` to problem ``i``'s one-iteration
+    answer where FedNest's stacked run is FedNest at its prescribed step (the tuned ``c = 1``
+    FedNest usually selects: the algorithms compare equal, so its first iteration is the same
+    arithmetic on the same floats) and went past its first iteration."""
+    bound, count = comparison.bound, len(problems)
+    runs.read_outer_smoothness(problems)  # every run's step reads L_h
+
+    def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+        multiple = multiples[0] if role == "candidate" else multiples[1]
+        algorithms = [
+            runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
+        ]
+        found, openings = _reaches_and_openings(
+            algorithms,
+            [problems[i] for i in indices],
+            [rngs_for[i](role) for i in indices],
+            stops,
+        )
+        if known is not None and role == "baseline":
+            for i, algorithm, opening in zip(indices, algorithms, openings, strict=True):
+                if opening is not None and algorithm == _prescribed(comparison, problems[i]):
+                    known[i] = opening[1] <= TARGET * opening[0]
+        return dict(zip(indices, found, strict=True))
+
+    everyone = list(range(count))
+    if bound >= 1.0:
+        base = run("baseline", everyone, [None] * count)
+        cand = run("candidate", everyone, [bound * base[i].capped for i in everyone])
+        return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
+    cand = run("candidate", everyone, [bound * CAP] * count)
+    reached = [i for i in everyone if cand[i].rounds is not None]
+    base = run("baseline", reached, [cand[i].capped / bound for i in reached])
+    return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
 
 
 def compare_all(
@@ -171,30 +272,22 @@ def compare_all(
     runs stacked (:func:`reaches`), each with the stop
     ``compare_at`` gives it; the candidates' too where the stack runs them (FBO-AggITD,
     LFedNest, FedMSA), else one by one (a perturbation, a mutant)."""
-    bound, count = comparison.bound, len(problems)
+    return _compare(comparison, problems, candidate_build, multiples, rngs_for)
 
-    def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
-        multiple = multiples[0] if role == "candidate" else multiples[1]
-        algorithms = [
-            runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
-        ]
-        found = reaches(
-            algorithms,
-            [problems[i] for i in indices],
-            [rngs_for[i](role) for i in indices],
-            stops,
-        )
-        return dict(zip(indices, found, strict=True))
 
-    everyone = list(range(count))
-    if bound >= 1.0:
-        base = run("baseline", everyone, [None] * count)
-        cand = run("candidate", everyone, [bound * base[i].capped for i in everyone])
-        return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
-    cand = run("candidate", everyone, [bound * CAP] * count)
-    reached = [i for i in everyone if cand[i].rounds is not None]
-    base = run("baseline", reached, [cand[i].capped / bound for i in reached])
-    return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
+def compare_and_solve(
+    comparison: Comparison,
+    problems: Sequence[Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    rngs_for: Sequence[Callable[[str], np.random.Generator]],
+) -> tuple[list[Verdict], list[bool]]:
+    """:func:`compare_all` and :func:`solved_in_one_iteration` of every problem, the latter
+    read off FedNest's stacked runs where they are its one iteration (:func:`_compare`); the
+    other problems run their one iteration stacked."""
+    known: list[bool | None] = [None] * len(problems)
+    verdicts = _compare(comparison, problems, candidate_build, multiples, rngs_for, known)
+    return verdicts, solved_in_one_iteration(comparison, problems, known)
 
 
 class Evaluated(NamedTuple):
@@ -243,8 +336,7 @@ def evaluate_until_decided(
         at = [c * per_check + 3 * j for c, j in pairs]
         problems = [runs.draw_problem(spec, streams[i]) for i in at]
         rngs = [{"candidate": streams[i + 1], "baseline": streams[i + 2]}.__getitem__ for i in at]
-        verdicts = compare_all(comparison, problems, candidate_build, multiples, rngs)
-        solved = solved_in_one_iteration(comparison, problems)
+        verdicts, solved = compare_and_solve(comparison, problems, candidate_build, multiples, rngs)
         for (c, _), i, problem, verdict, at_once in zip(
             pairs, at, problems, verdicts, solved, strict=True
         ):
@@ -256,6 +348,7 @@ def evaluate_until_decided(
 __all__ = [
     "Evaluated",
     "compare_all",
+    "compare_and_solve",
     "evaluate_until_decided",
     "reaches",
     "stacked_runs",

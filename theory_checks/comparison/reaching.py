@@ -87,15 +87,16 @@ class Reaching:
         self.iterations = 0
         self.value = math.nan  # the last relative stationarity observed
 
-    def observe(self, iteration: int, rounds: float, x: torch.Tensor, norm: float) -> str | None:
-        """Record ``iteration`` (its iterate ``x``, the rounds spent so far and
-        ``||grad h(x)||``): the stop it decides ("diverged", "reached", "pruned" or "budget"),
-        or ``None`` to go on."""
+    def observe(self, iteration: int, rounds: float, norm: float, finite: bool) -> str | None:
+        """Record ``iteration`` (the rounds spent so far, ``||grad h(x)||`` and whether every
+        entry of its iterate ``x`` is finite): the stop it decides ("diverged", "reached",
+        "pruned" or "budget"), or ``None`` to go on. Plain floats and a bool, so that the
+        stacked runs observe all their rows with one tensor operation each."""
         if self.start is None:
             self.start = max(norm, 1e-300)
         value = self.value = norm / self.start
         self.rounds, self.iterations = rounds, iteration
-        if not (math.isfinite(value) and value < DIVERGED and bool(torch.isfinite(x).all())):
+        if not (math.isfinite(value) and value < DIVERGED and finite):
             return "diverged"
         if value <= TARGET:
             self.since = rounds if self.since is None else self.since
@@ -141,7 +142,10 @@ def run_to_target(
     for record_ in iterate_within_rounds(algorithm, problem, rng, budget):
         grad = problem.exact_hypergradient(record_.x)
         stop = progress.observe(
-            record_.iteration, float(record_.calls.comm_rounds), record_.x, float(grad.norm())
+            record_.iteration,
+            float(record_.calls.comm_rounds),
+            float(grad.norm()),
+            bool(torch.isfinite(record_.x).all()),
         )
         if record:
             assert progress.start is not None  # set by the first observation

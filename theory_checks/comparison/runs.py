@@ -43,9 +43,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from scipy import stats
 
 from problems import ProblemError
+from problems import QuadraticBilevel
 from problems import from_spec
 from results_format.layout import COMPARISON
 from testbed.algorithms.base import iterate_within_rounds
@@ -86,6 +88,33 @@ def outer_smoothness(problem: Any) -> float:
         return value
     except TypeError:  # a problem that cannot be a key: computed each time
         return smoothness(problem)
+
+
+def read_outer_smoothness(problems: Sequence[Any]) -> None:
+    """Keep :func:`outer_smoothness` of each CPU :class:`~problems.QuadraticBilevel` of
+    ``problems`` not read yet, those of one ``(dim_x, dim_y)`` computed together: FedNest's
+    reading (:func:`testbed.estimators.fednest.outer_smoothness`, the Hessian's columns
+    ``grad h(e_j) - grad h(0)``, then the spectral norm of its symmetric part), each point's
+    exact hypergradients of every problem in one call
+    (:meth:`~problems.QuadraticBilevel.exact_hypergradients`, the same floats) and the norms of
+    every Hessian in one (LAPACK decomposes each matrix of a batch as it does the matrix alone):
+    the same floats as one problem at a time (tests/test_comparison_batched.py). Others are
+    read when asked for."""
+    by_shape: dict[tuple[int, int], list[QuadraticBilevel]] = {}
+    for problem in problems:
+        if type(problem) is QuadraticBilevel and problem.device.type == "cpu":
+            if problem not in _SMOOTHNESS:
+                by_shape.setdefault((problem.dim_x, problem.dim_y), []).append(problem)
+    for (dim, _), todo in by_shape.items():
+        todo = list({id(p): p for p in todo}.values())  # each problem once
+        exact = QuadraticBilevel.exact_hypergradients
+        base = torch.stack(exact(todo, [torch.zeros(dim, dtype=torch.float64)] * len(todo)))
+        eye = torch.eye(dim, dtype=torch.float64)
+        columns = [torch.stack(exact(todo, [e] * len(todo))) - base for e in eye]
+        hessians = torch.stack(columns, dim=2)  # column j of problem r: grad h(e_j) - grad h(0)
+        norms = torch.linalg.matrix_norm(0.5 * (hessians + hessians.mT), ord=2)
+        for problem, norm in zip(todo, norms.tolist(), strict=True):
+            _SMOOTHNESS[problem] = norm
 
 
 # --------------------------------------------------------------------------- steps and tuning

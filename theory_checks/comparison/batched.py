@@ -11,9 +11,10 @@ and LFedNest, :class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`), eac
 as :func:`~theory_checks.comparison.reaching.run_to_target` stops it (the one definition,
 :class:`~theory_checks.comparison.reaching.Reaching`; a stopped row leaves the batch), and so can
 the one iteration that says whether FedNest solves a problem at once
-(:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
-:func:`~theory_checks.comparison.runs.compare_at` of every problem in that form. FedMSA's runs
-run stacked too, each drawing its local client from its own generator
+(:func:`~theory_checks.comparison.runs.solved_in_one_iteration`), which is read off FedNest's
+stacked run where that run is FedNest at its prescribed step (:func:`compare_and_solve`).
+:func:`compare_all` is :func:`~theory_checks.comparison.runs.compare_at` of every problem in
+that form. FedMSA's runs run stacked too, each drawing its local client from its own generator
 (:class:`~testbed.algorithms.fedmsa_stacked.StackedFedMSA`).
 
 Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every

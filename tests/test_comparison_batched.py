@@ -158,10 +158,9 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
 
 
 @pytest.mark.parametrize("which", ["fednest", "aggitd", "fedmsa"])
-def test_rows_left_in_the_stack_change_no_run(which: str) -> None:
-    """A stopped row stays in the stack until at most half its rows go on or one diverges:
-    runs of every step multiple (c = 4 diverges, c = 0.25 is slow) stopping at different
-    iterations, each equal to its unbatched run."""
+def test_runs_of_every_step_stop_as_alone(which: str) -> None:
+    """Runs of every step multiple in one stack (c = 4 diverges, c = 0.25 is slow), stopping
+    at different iterations for every reason: each equal to its unbatched run."""
     problems = _problems(_HETEROGENEOUS, 10, 13)
     multiples = [1.0, 4.0, 0.25, 2.0, 0.5, 1.0, 0.25, 1.0, 0.5, 2.0]
     algorithms = [_fednests([p], c, which)[0] for p, c in zip(problems, multiples, strict=True)]

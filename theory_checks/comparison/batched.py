@@ -91,54 +91,43 @@ def _stacked_reaches(
     run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be), and each run's
     :data:`Opening`.
 
-    Every iteration observes the rows still going (:meth:`Reaching.observe
+    Every iteration observes every row (:meth:`Reaching.observe
     <theory_checks.comparison.reaching.Reaching.observe>`, the one rule) with one call for their
     exact hypergradients (per problem, as :meth:`~problems.QuadraticBilevel.exact_hypergradient`
     computes each), one for their norms and one for their iterates' finiteness: a norm of
     ``dim_x <= 2`` entries is the same float in a batch as alone (``MAX_DIM_X``; the tests
-    compare both). A stopped row stays in the stack, computed but no longer observed, until at
-    most half its rows go on or one diverged: then the stack keeps only those going
-    (:meth:`~testbed.algorithms.stacked.StackedRuns.keep`, a rebuild); each row's arithmetic is
-    its own, whatever else the stack holds."""
+    compare both). A stopped row leaves the stack
+    (:meth:`~testbed.algorithms.stacked.StackedRuns.keep`)."""
     stacked: StackedRuns = stacked_runs(algorithms, problems, rngs)
     per_iteration = stacked.rounds_per_iteration()
     progress = [Reaching(reaching.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
     norms_seen: list[list[float]] = [[] for _ in problems]
-    rows = list(range(len(problems)))  # the run of each row of the stack
-    going = rows  # the rows still going
+    active = list(range(len(problems)))  # the run of each row of the stack
     state = stacked.start
     iteration = rounds = 0
     while True:
-        points = state.x
-        if len(going) < len(rows):
-            points = points.index_select(0, torch.tensor(going, dtype=torch.long))
-        exact = QuadraticBilevel.exact_hypergradients([problems[rows[k]] for k in going], points)
+        exact = QuadraticBilevel.exact_hypergradients([problems[r] for r in active], state.x)
         norms = torch.linalg.vector_norm(torch.stack(exact), dim=1).tolist()
-        finite = torch.isfinite(points).all(dim=1).tolist()
-        still: list[int] = []
-        diverged = False
-        for k, norm, ok in zip(going, norms, finite, strict=True):
-            r = rows[k]
+        finite = torch.isfinite(state.x).all(dim=1).tolist()
+        going: list[int] = []  # the rows that go on
+        for position, (r, norm, ok) in enumerate(zip(active, norms, finite, strict=True)):
             if iteration < 2:
                 norms_seen[r].append(norm)
             stop = progress[r].observe(iteration, float(rounds), norm, ok)
             if stop is None:
-                still.append(k)
+                going.append(position)
             else:
                 results[r] = progress[r].reach(stop)
-                diverged = diverged or stop == "diverged"
-        if not still:
+        if not going:
             break
         if rounds >= ROUND_BUDGET:  # the budget ends every run still going
-            for k in still:
-                results[rows[k]] = progress[rows[k]].reach("budget")
+            for position in going:
+                results[active[position]] = progress[active[position]].reach("budget")
             break
-        if diverged or 2 * len(still) <= len(rows):
-            state = stacked.keep(state, still)
-            rows = [rows[k] for k in still]
-            still = list(range(len(still)))
-        going = still
+        if len(going) < len(active):
+            state = stacked.keep(state, going)
+            active = [active[position] for position in going]
         state = stacked.step(state)
         iteration += 1
         rounds += per_iteration

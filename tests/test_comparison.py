@@ -19,6 +19,7 @@ from problems import QuadraticBilevel
 from testbed.registry import get_estimator
 from theory_checks.claim import Case
 from theory_checks.comparison import common as comparison
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs
 from theory_checks.comparison import table
 from theory_checks.decision import clopper_pearson
@@ -50,13 +51,15 @@ def test_run_to_target_stops_at_twice_r_and_agrees_with_the_recorded_definition(
     )
     build = functools.partial(runs.build_algorithm, "fednest", AGGITD.baseline_config)
     kwargs = runs.step_kwargs("fednest", problem, 1.0)
-    reach = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0))
-    recorded = runs.run_to_target(build(**kwargs), problem, np.random.default_rng(0), record=True)
+    reach = reaching.run_to_target(build(**kwargs), problem, np.random.default_rng(0))
+    recorded = reaching.run_to_target(
+        build(**kwargs), problem, np.random.default_rng(0), record=True
+    )
     assert reach.stop == "reached" and reach.rounds is not None
     assert reach.rounds_spent >= 2 * reach.rounds  # held through 2R, then stopped
     assert runs.first_reached(list(recorded.rows)) == reach.rounds == recorded.rounds
     stationarity = [r["stationarity"] for r in recorded.rows if r["comm_rounds"] >= reach.rounds]
-    assert max(stationarity) <= runs.TARGET  # every iteration from R on is below the target
+    assert max(stationarity) <= reaching.TARGET  # every iteration from R on is below the target
 
 
 def test_the_old_verdict_came_from_the_steps_not_from_the_algorithms():
@@ -67,8 +70,8 @@ def test_the_old_verdict_came_from_the_steps_not_from_the_algorithms():
     rng = functools.partial(np.random.default_rng, 0)
     cand = functools.partial(runs.build_algorithm, "fbo-aggitd", AGGITD.candidate_config)
     base = functools.partial(runs.build_algorithm, "fednest", AGGITD.baseline_config)
-    prescribed_cand = runs.run_to_target(cand(), problem, rng())
-    prescribed_base = runs.run_to_target(base(), problem, rng())
+    prescribed_cand = reaching.run_to_target(cand(), problem, rng())
+    prescribed_base = reaching.run_to_target(base(), problem, rng())
     assert prescribed_cand.rounds is None and prescribed_base.rounds is not None
     verdict = runs.compare_at(
         AGGITD,
@@ -94,11 +97,11 @@ def test_pruned_search_selects_what_the_full_search_selects():
         lambda i, k: np.random.default_rng([i, k]),
     )
     full = {
-        c: runs.run_to_target(
+        c: reaching.run_to_target(
             build(**AGGITD.candidate_config, **runs.step_kwargs("fbo-aggitd", problem, c)),
             problem,
             np.random.default_rng([0, k]),
-            budget=runs.ROUND_BUDGET,
+            budget=reaching.ROUND_BUDGET,
         )
         for k, c in enumerate(runs.STEP_GRID)
     }
@@ -124,7 +127,7 @@ def test_early_stopped_comparison_gives_the_full_runs_indicator(key):
     )
 
     def full(name, config, build, role):
-        return runs.run_to_target(
+        return reaching.run_to_target(
             build(**config, **runs.step_kwargs(name, problem, 1.0)),
             problem,
             np.random.default_rng(int(role == "baseline")),
@@ -162,7 +165,7 @@ def test_the_claims_build_the_algorithm_under_test_with_make():
 
 def test_one_target_for_the_claims_and_the_table():
     summary = table.summarise([], {})
-    assert summary["target"]["value"] == runs.TARGET == summary["error_target"]
+    assert summary["target"]["value"] == reaching.TARGET == summary["error_target"]
     assert "stays" in summary["target"]["reached"]
     for claim_id in (
         "comparison.aggitd_fewer_rounds_than_fednest",

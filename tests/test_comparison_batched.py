@@ -31,6 +31,7 @@ from testbed.federation.replicates import NotBatchable
 from theory_checks.claim import Case
 from theory_checks.comparison import batched
 from theory_checks.comparison import common
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs
 from theory_checks.comparison.aggitd_fewer_rounds_than_fednest import AGGITD_DROPS_CLIENT
 from theory_checks.comparison.runs import COMPARISONS
@@ -131,9 +132,14 @@ def test_verdicts_equal_the_unbatched_ones(key: str, multiple: float) -> None:
         comparison, problems, make, (multiple, multiple), [streams(j) for j in range(8)]
     )
     assert repr(together) == repr(alone)
-    assert batched.solved_in_one_iteration(comparison, problems) == [
-        runs.solved_in_one_iteration(comparison, p) for p in problems
-    ]
+    solved = [runs.solved_in_one_iteration(comparison, p) for p in problems]
+    assert batched.solved_in_one_iteration(comparison, problems) == solved
+    # the one-iteration answers read off FedNest's stacked runs where they are its prescribed
+    # run (multiple 1), the others run: the same answers, the same verdicts
+    both = batched.compare_and_solve(
+        comparison, problems, make, (multiple, multiple), [streams(j) for j in range(8)]
+    )
+    assert repr(both) == repr((alone, solved))
     stops = {v.baseline.stop for v in alone if v.baseline is not None}
     assert stops  # FedNest ran on some problem (its stacked form was compared)
 
@@ -144,12 +150,40 @@ def test_reaches_with_stops_equal_run_to_target(which: str) -> None:
     algorithms = _fednests(problems, 1.0, which)
     stops = [None, 10.0, 40.0, 100.0, 18.0, 0.5]  # pruned, reached, at once
     alone = [
-        runs.run_to_target(a, p, rng, stop_after=s)
+        reaching.run_to_target(a, p, rng, stop_after=s)
         for a, p, rng, s in zip(algorithms, problems, _rngs(6), stops, strict=True)
     ]
     together = batched.reaches(algorithms, problems, _rngs(6), stops)
     assert repr(together) == repr(alone)
     assert {r.stop for r in alone} >= {"reached", "pruned"}
+
+
+@pytest.mark.parametrize("which", ["fednest", "aggitd", "fedmsa"])
+def test_runs_of_every_step_stop_as_alone(which: str) -> None:
+    """Runs of every step multiple in one stack (c = 4 diverges, c = 0.25 is slow), stopping
+    at different iterations for every reason: each equal to its unbatched run."""
+    problems = _problems(_HETEROGENEOUS, 10, 13)
+    multiples = [1.0, 4.0, 0.25, 2.0, 0.5, 1.0, 0.25, 1.0, 0.5, 2.0]
+    algorithms = [_fednests([p], c, which)[0] for p, c in zip(problems, multiples, strict=True)]
+    stops = [None, None, None, 200.0, None, 30.0, None, 60.0, 10.0, None]
+    alone = [
+        reaching.run_to_target(a, p, rng, stop_after=s)
+        for a, p, rng, s in zip(algorithms, problems, _rngs(10), stops, strict=True)
+    ]
+    together = batched.reaches(algorithms, problems, _rngs(10), stops)
+    assert repr(together) == repr(alone)
+    assert len({r.iterations for r in alone}) >= 4  # the runs stop at different iterations
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_norms_of_rows_are_each_rows_norm(dim: int) -> None:
+    """The stacked runs take every row's ``||grad h||`` with one call: for ``dim_x <= 2``
+    (``MAX_DIM_X``) each is the float the row's own ``norm()`` gives, at every scale."""
+    generator = torch.Generator().manual_seed(5)
+    for scale in (1e-300, 1e-8, 1.0, 1e8, 1e160):
+        rows = torch.randn(4000, dim, dtype=torch.float64, generator=generator) * scale
+        together = torch.linalg.vector_norm(rows, dim=1).tolist()
+        assert together == [float(row.norm()) for row in rows], scale
 
 
 def _skewed(problem: Any) -> Any:
@@ -192,7 +226,7 @@ def test_what_the_stack_does_not_reproduce_is_refused() -> None:
             check_aggitd(bad, problems)
     # refused problems still get their unbatched runs' numbers
     alone = [
-        runs.run_to_target(a, p, np.random.default_rng(0))
+        reaching.run_to_target(a, p, np.random.default_rng(0))
         for a, p in zip(_fednests(wide, 1.0), wide, strict=True)
     ]
     together = batched.reaches(
@@ -369,6 +403,22 @@ def test_outer_smoothness_is_computed_once_per_problem() -> None:
             kept = runs.outer_smoothness(problem)
             assert repr(kept) == repr(smoothness(problem)), name
             assert runs.outer_smoothness(problem) is kept
+
+
+def test_outer_smoothness_read_together_is_each_problems() -> None:
+    """``runs.read_outer_smoothness`` reads the ``L_h`` of many problems together (their
+    exact hypergradients in one call per point, their Hessians' norms in one): each is FedNest's
+    own reading of the problem alone, bit for bit, for ``dim_x`` 1-3 and problems of several
+    shapes in one call."""
+    problems = [
+        problem
+        for dim in (1, 2, 3)
+        for name, spec in sorted(_SPECS.items())
+        for problem in _problems({**spec, "dim_x": dim}, 12, 17)
+    ]
+    runs.read_outer_smoothness(problems)
+    for problem in problems:
+        assert repr(runs.outer_smoothness(problem)) == repr(smoothness(problem)), problem.id
 
 
 def test_draw_problem_redraws_what_has_no_outer_minimizer() -> None:

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from tests._comparison_files import comparison_run
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison import table
 
@@ -36,9 +37,9 @@ def test_summary_ratios_use_the_shared_target_and_the_cap():
     first, second = tuned["per_seed"]
     assert first["ratio"] == pytest.approx(26 / 36) and first["note"] == ""
     assert second["candidate_rounds"] is None
-    assert second["ratio"] == pytest.approx(runs.CAP / 36)  # the cap, not the dip
+    assert second["ratio"] == pytest.approx(reaching.CAP / 36)  # the cap, not the dip
     assert "does not reach" in second["note"]
-    assert tuned["geometric_mean_ratio"] == pytest.approx(math.sqrt(26 / 36 * runs.CAP / 36))
+    assert tuned["geometric_mean_ratio"] == pytest.approx(math.sqrt(26 / 36 * reaching.CAP / 36))
     low, high = tuned["interval_95"]
     assert low < tuned["geometric_mean_ratio"] < high
     assert tuned["rounds_per_iteration"] == {"candidate": 13, "baseline": 18}
@@ -49,7 +50,7 @@ def test_summary_ratios_use_the_shared_target_and_the_cap():
         if r["comparison"] == "aggitd"
     }
     assert holds == {(0, "tuned"): True, (1, "tuned"): False}
-    assert data["error_target"] == data["suboptimality_target"] == runs.TARGET
+    assert data["error_target"] == data["suboptimality_target"] == reaching.TARGET
     assert {"algorithms", "seeds", "round_budget", "runs", "ratios"} <= set(data)
 
 
@@ -75,6 +76,6 @@ def test_table_runs_resume_and_rerun_when_a_definition_changes(tmp_path, monkeyp
     monkeypatch.setattr(table, "table_tuning", boom)
     table.run_all(tmp_path, progress=False)
     assert (tmp_path / "comparison" / "rounds_to_error.csv").read_text() == csv_text
-    monkeypatch.setattr(runs, "ROUND_BUDGET", 400)  # a changed definition reruns
+    monkeypatch.setattr(reaching, "ROUND_BUDGET", 400)  # a changed definition reruns
     with pytest.raises(AssertionError, match="rerun"):
         table.run_all(tmp_path, progress=False)

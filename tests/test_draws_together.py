@@ -136,8 +136,8 @@ def test_drawn_with_minimizer_redraws_as_draw_problem(spec: dict[str, Any]) -> N
         assert rng_a.bit_generator.state == rng_b.bit_generator.state
     first_seeds = [int(rng.integers(2**31)) for rng in _streams(count)]
     assert any(p.spec()["seed"] != s for p, s in zip(together, first_seeds, strict=True))
-    # tries is draw_problem's (theory_checks.comparison.batched passes it)
-    assert inspect.signature(runs.draw_problem).parameters["tries"].default == 50
+    # tries is draw_problem's (theory_checks.comparison.batched passes runs.DRAW_TRIES)
+    assert inspect.signature(runs.draw_problem).parameters["tries"].default == runs.DRAW_TRIES
 
 
 def test_strongly_convex_together_is_each_problems_check() -> None:

@@ -72,10 +72,11 @@ def test_claim_fingerprints_are_the_ones_written_before():
 
 
 def test_comparison_fingerprints_are_the_ones_written_before():
+    from theory_checks.comparison import reaching
     from theory_checks.comparison import runs as definitions
     from theory_checks.comparison import table as comparison_table
 
-    tail = [repr(definitions.TARGET), repr(definitions.ROUND_BUDGET), repr(definitions.STEP_GRID)]
+    tail = [repr(reaching.TARGET), repr(reaching.ROUND_BUDGET), repr(definitions.STEP_GRID)]
     for parts in (
         ("abc", "tuned", "candidate", 3, 0.25),
         ("x", "prescribed", "baseline", 0, None),

@@ -54,7 +54,7 @@ def check_stackable(algorithms: Sequence[FBOAggITD], problems: Sequence[Any]) ->
     """Raise :class:`NotBatchable` unless :class:`StackedFBOAggITD` computes, row by row,
     exactly what ``iterate_within_rounds(algorithms[r], problems[r], ...)`` does (module
     docstring)."""
-    first = check_runs(algorithms, problems, FBOAggITD, outer_step_size=None, inner_step_size=None)
+    first = check_runs(algorithms, problems, FBOAggITD)
     if any(type(algorithm.estimator) is not AggITD for algorithm in algorithms):
         raise NotBatchable("an AggITD estimator of another class: run alone")
     estimator = first.estimator

@@ -52,8 +52,7 @@ def check_stackable(algorithms: Sequence[FedMSA], problems: Sequence[Any]) -> No
     """Raise :class:`NotBatchable` unless :class:`StackedFedMSA` computes, row by row, exactly
     what ``iterate_within_rounds(algorithms[r], problems[r], rngs[r], ...)`` does (module
     docstring)."""
-    # the steps set to 1.0 (as this check always compared them): the runs' other fields compared
-    first = check_runs(algorithms, problems, FedMSA, outer_step_size=1.0, inner_step_size=1.0)
+    first = check_runs(algorithms, problems, FedMSA)
     for algorithm in algorithms:
         if type(algorithm.maps) is not BilevelMaps:
             raise NotBatchable(f"FedMSA's maps {type(algorithm.maps).__name__}: run alone")

@@ -56,7 +56,7 @@ from testbed.federation.replicates import NotBatchable
 def check_stackable(algorithms: Sequence[FedNest], problems: Sequence[Any]) -> None:
     """Raise :class:`NotBatchable` unless :class:`StackedFedNest` computes, row by row, exactly
     what ``iterate_within_rounds(algorithms[r], problems[r], ...)`` does (module docstring)."""
-    first = check_runs(algorithms, problems, FedNest, outer_step_size=None, inner_step_size=None)
+    first = check_runs(algorithms, problems, FedNest)
     if type(first.inner_rule) not in (FedInn, LFedInn):
         raise NotBatchable(f"inner update {type(first.inner_rule).__name__}: not stacked")
     if type(first.outer_rule) not in (FedOut, LFedOut):

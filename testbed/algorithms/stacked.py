@@ -46,23 +46,28 @@ from testbed.oracles import Oracles
 MAX_DIM_X = 2
 
 
-def check_runs(
-    algorithms: Sequence[Any], problems: Sequence[Any], kind: type[Any], **steps: Any
-) -> Any:
+#: The fields a stack's runs may differ in: each run's own steps, a column each.
+STEP_FIELDS = ("outer_step_size", "inner_step_size")
+
+
+def check_runs(algorithms: Sequence[Any], problems: Sequence[Any], kind: type[Any]) -> Any:
     """Raise :class:`NotBatchable` unless there is one algorithm per problem, each of class
     ``kind`` itself (a subclass, that is a planted mistake or a mutant, runs its own code alone),
-    all equal but for their steps (the fields ``steps`` names, compared with those set to the
-    given values); the first algorithm, whose other fields every run shares."""
+    all equal but for their steps (:data:`STEP_FIELDS`: every other field the dataclass
+    compares is equal); the first algorithm, whose other fields every run shares."""
     if not algorithms or len(algorithms) != len(problems):
         raise NotBatchable("one algorithm per problem, at least one")
     first = algorithms[0]
-    unstepped = dataclasses.replace(first, **steps)
+    # the fields the dataclass compares, but the steps: read, not rebuilt per algorithm (equal
+    # fields make equal algorithms once the steps are set alike)
+    names = [f.name for f in dataclasses.fields(first) if f.compare and f.name not in STEP_FIELDS]
+    shared = [getattr(first, name) for name in names]
     for algorithm in algorithms:
         if type(algorithm) is not kind:
             raise NotBatchable(
                 f"{type(algorithm).__name__} is not {kind.__name__} itself: run alone"
             )
-        if dataclasses.replace(algorithm, **steps) != unstepped:
+        if [getattr(algorithm, name) for name in names] != shared:
             raise NotBatchable("the runs differ in more than their steps")
     return first
 
@@ -168,6 +173,7 @@ class StackedRuns(abc.ABC):
 
 
 __all__ = [
+    "STEP_FIELDS",
     "check_runs",
     "MAX_DIM_X",
     "ProblemStack",

@@ -8,16 +8,17 @@ with exact oracles and every client, FedNest and FBO-AggITD in their determinist
 ``P_0, ..., P_{n-1}`` can be one batched run over the stacked problems
 (:func:`stacked_runs`: :class:`~testbed.algorithms.fednest_stacked.StackedFedNest` for FedNest
 and LFedNest, :class:`~testbed.algorithms.aggitd_stacked.StackedFBOAggITD`), each row stopped
-as :func:`~theory_checks.comparison.runs.run_to_target` stops it (the one definition,
-:class:`~theory_checks.comparison.runs.Reaching`; a stopped row leaves the batch), and so can
+as :func:`~theory_checks.comparison.reaching.run_to_target` stops it (the one definition,
+:class:`~theory_checks.comparison.reaching.Reaching`; a stopped row leaves the batch), and so can
 the one iteration that says whether FedNest solves a problem at once
-(:func:`~theory_checks.comparison.runs.solved_in_one_iteration`). :func:`compare_all` is
-:func:`~theory_checks.comparison.runs.compare_at` of every problem in that form. FedMSA's runs
-run stacked too, each drawing its local client from its own generator
+(:func:`~theory_checks.comparison.runs.solved_in_one_iteration`), which is read off FedNest's
+stacked run where that run is FedNest at its prescribed step (:func:`compare_and_solve`).
+:func:`compare_all` is :func:`~theory_checks.comparison.runs.compare_at` of every problem in
+that form. FedMSA's runs run stacked too, each drawing its local client from its own generator
 (:class:`~testbed.algorithms.fedmsa_stacked.StackedFedMSA`).
 
 Bit for bit: each row is its unbatched run's (tests/test_comparison_batched.py compares every
-iterate, :class:`~theory_checks.comparison.runs.Reach` and Measurement). What the stack does
+iterate, :class:`~theory_checks.comparison.reaching.Reach` and Measurement). What the stack does
 not reproduce exactly (:class:`~testbed.federation.replicates.NotBatchable`: a perturbed or
 mutated algorithm, a problem with ``dim_x > 2``, ...) or any error of the stacked run runs the
 problems one by one with the unbatched code, which then raises what it raises.
@@ -37,6 +38,7 @@ from typing import Any
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from problems import QuadraticBilevel
 from testbed.algorithms.aggitd import FBOAggITD
@@ -45,13 +47,14 @@ from testbed.algorithms.fedmsa import FedMSA
 from testbed.algorithms.fedmsa_stacked import StackedFedMSA
 from testbed.algorithms.fednest_stacked import StackedFedNest
 from testbed.algorithms.stacked import StackedRuns
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs
-from theory_checks.comparison.runs import CAP
-from theory_checks.comparison.runs import ROUND_BUDGET
-from theory_checks.comparison.runs import TARGET
+from theory_checks.comparison.reaching import CAP
+from theory_checks.comparison.reaching import ROUND_BUDGET
+from theory_checks.comparison.reaching import TARGET
+from theory_checks.comparison.reaching import Reach
+from theory_checks.comparison.reaching import Reaching
 from theory_checks.comparison.runs import Comparison
-from theory_checks.comparison.runs import Reach
-from theory_checks.comparison.runs import Reaching
 from theory_checks.comparison.runs import Verdict
 
 
@@ -73,30 +76,49 @@ def stacked_runs(
     return StackedFedNest(algorithms, problems)
 
 
+#: A run's raw ``||grad h(x_0)||`` and ``||grad h(x_1)||`` (what :func:`solved_in_one_iteration`
+#: compares), or ``None`` when it did not run its first iteration in the stack.
+Opening = tuple[float, float] | None
+
+
 def _stacked_reaches(
     algorithms: Sequence[Any],
     problems: Sequence[Any],
     rngs: Sequence[np.random.Generator],
     stop_afters: Sequence[float | None],
-) -> list[Reach]:
-    """:func:`~theory_checks.comparison.runs.run_to_target` of each run, all as one stacked
-    run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be)."""
+) -> tuple[list[Reach], list[Opening]]:
+    """:func:`~theory_checks.comparison.reaching.run_to_target` of each run, all as one stacked
+    run (:func:`stacked_runs`; raises :class:`NotBatchable` when it cannot be), and each run's
+    :data:`Opening`.
+
+    Every iteration observes every row (:meth:`Reaching.observe
+    <theory_checks.comparison.reaching.Reaching.observe>`, the one rule) with one call for their
+    exact hypergradients (per problem, as :meth:`~problems.QuadraticBilevel.exact_hypergradient`
+    computes each), one for their norms and one for their iterates' finiteness: a norm of
+    ``dim_x <= 2`` entries is the same float in a batch as alone (``MAX_DIM_X``; the tests
+    compare both). A stopped row leaves the stack
+    (:meth:`~testbed.algorithms.stacked.StackedRuns.keep`)."""
     stacked: StackedRuns = stacked_runs(algorithms, problems, rngs)
     per_iteration = stacked.rounds_per_iteration()
-    progress = [Reaching(runs.limit_for(s)) for s in stop_afters]
+    progress = [Reaching(reaching.limit_for(s)) for s in stop_afters]
     results: list[Reach | None] = [None] * len(problems)
-    active = list(range(len(problems)))
+    norms_seen: list[list[float]] = [[] for _ in problems]
+    active = list(range(len(problems)))  # the run of each row of the stack
     state = stacked.start
     iteration = rounds = 0
     while True:
-        points = state.x.unbind()
-        exact = QuadraticBilevel.exact_hypergradients([problems[r] for r in active], points)
-        for position, r in enumerate(active):
-            norm = float(exact[position].norm())
-            stop = progress[r].observe(iteration, float(rounds), points[position], norm)
-            if stop is not None:
+        exact = QuadraticBilevel.exact_hypergradients([problems[r] for r in active], state.x)
+        norms = torch.linalg.vector_norm(torch.stack(exact), dim=1).tolist()
+        finite = torch.isfinite(state.x).all(dim=1).tolist()
+        going: list[int] = []  # the rows that go on
+        for position, (r, norm, ok) in enumerate(zip(active, norms, finite, strict=True)):
+            if iteration < 2:
+                norms_seen[r].append(norm)
+            stop = progress[r].observe(iteration, float(rounds), norm, ok)
+            if stop is None:
+                going.append(position)
+            else:
                 results[r] = progress[r].reach(stop)
-        going = [position for position, r in enumerate(active) if results[r] is None]
         if not going:
             break
         if rounds >= ROUND_BUDGET:  # the budget ends every run still going
@@ -109,7 +131,28 @@ def _stacked_reaches(
         state = stacked.step(state)
         iteration += 1
         rounds += per_iteration
-    return [r for r in results if r is not None]
+    openings: list[Opening] = [(n[0], n[1]) if len(n) == 2 else None for n in norms_seen]
+    return [r for r in results if r is not None], openings
+
+
+def _reaches_and_openings(
+    algorithms: Sequence[Any],
+    problems: Sequence[Any],
+    rngs: Sequence[np.random.Generator],
+    stop_afters: Sequence[float | None],
+) -> tuple[list[Reach], list[Opening]]:
+    """:func:`reaches` and, where the runs were stacked, each run's :data:`Opening` (``None``
+    for every run when they ran one by one)."""
+    if not problems:
+        return [], []
+    try:  # the stacks leave the generators untouched (stacked_runs)
+        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
+    except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
+        alone = [
+            reaching.run_to_target(a, p, rng, stop_after=s)
+            for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
+        ]
+        return alone, [None] * len(alone)
 
 
 def reaches(
@@ -121,41 +164,90 @@ def reaches(
     """``run_to_target(algorithms[i], problems[i], rngs[i], stop_after=stop_afters[i])`` for
     every ``i``: stacked where that is exact, else (or when the stacked run fails) one by
     one."""
-    if not problems:
-        return []
-    try:  # the stacks leave the generators untouched (stacked_runs)
-        return _stacked_reaches(algorithms, problems, rngs, stop_afters)
-    except Exception:  # noqa: BLE001 - not stackable: the unbatched runs, which raise as they do
-        return [
-            runs.run_to_target(a, p, rng, stop_after=s)
-            for a, p, rng, s in zip(algorithms, problems, rngs, stop_afters, strict=True)
-        ]
+    return _reaches_and_openings(algorithms, problems, rngs, stop_afters)[0]
 
 
-def solved_in_one_iteration(comparison: Comparison, problems: Sequence[Any]) -> list[bool]:
+def _prescribed(comparison: Comparison, problem: Any) -> Any:
+    """FedNest at its prescribed step ``1 / L_h`` given as its step: the float FedNest reads
+    itself (:func:`~theory_checks.comparison.runs.solved_in_one_iteration`'s run)."""
+    return runs.build_algorithm(
+        runs.BASELINE,
+        comparison.baseline_config,
+        outer_step_size=1.0 / runs.outer_smoothness(problem),
+    )
+
+
+def solved_in_one_iteration(
+    comparison: Comparison, problems: Sequence[Any], known: Sequence[bool | None] = ()
+) -> list[bool]:
     """:func:`~theory_checks.comparison.runs.solved_in_one_iteration` of each problem: FedNest
-    at its prescribed step, one iteration of every problem stacked where that is exact."""
-    if not problems:
-        return []
-    try:  # the prescribed 1 / L_h given as each run's step: the float FedNest reads itself
-        algorithms = [
-            runs.build_algorithm(
-                runs.BASELINE,
-                comparison.baseline_config,
-                outer_step_size=1.0 / runs.outer_smoothness(problem),
-            )
-            for problem in problems
-        ]
-        stacked = StackedFedNest(algorithms, problems)  # draws nothing
+    at its prescribed step, one iteration of every problem stacked where that is exact.
+    ``known[i]``, where given and not ``None``, is problem ``i``'s answer already (read off a
+    stacked run of that very FedNest, :func:`compare_and_solve`): only the others run."""
+    answers = [None if i >= len(known) else known[i] for i in range(len(problems))]
+    todo = [i for i, answer in enumerate(answers) if answer is None]
+    if not todo:
+        return [bool(answer) for answer in answers]
+    rest = [problems[i] for i in todo]
+    runs.read_outer_smoothness(rest)
+    try:
+        stacked = StackedFedNest([_prescribed(comparison, p) for p in rest], rest)  # draws nothing
         after = stacked.step(stacked.start)
     except Exception:  # noqa: BLE001 - not stackable: the unbatched iteration
-        return [runs.solved_in_one_iteration(comparison, p) for p in problems]
-    starts = QuadraticBilevel.exact_hypergradients(problems, stacked.start.x.unbind())
-    firsts = QuadraticBilevel.exact_hypergradients(problems, after.x.unbind())
-    return [
-        float(first.norm()) <= TARGET * float(start.norm())
-        for start, first in zip(starts, firsts, strict=True)
-    ]
+        found = [runs.solved_in_one_iteration(comparison, p) for p in rest]
+    else:
+        starts = QuadraticBilevel.exact_hypergradients(rest, stacked.start.x.unbind())
+        firsts = QuadraticBilevel.exact_hypergradients(rest, after.x.unbind())
+        found = [
+            float(first.norm()) <= TARGET * float(start.norm())
+            for start, first in zip(starts, firsts, strict=True)
+        ]
+    for i, answer in zip(todo, found, strict=True):
+        answers[i] = answer
+    return [bool(answer) for answer in answers]
+
+
+def _compare(
+    comparison: Comparison,
+    problems: Sequence[Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    rngs_for: Sequence[Callable[[str], np.random.Generator]],
+    known: list[bool | None] | None = None,
+) -> list[Verdict]:
+    """:func:`compare_all`; with ``known``, sets ``known[i]`` to problem ``i``'s one-iteration
+    answer where FedNest's stacked run is FedNest at its prescribed step (the tuned ``c = 1``
+    FedNest usually selects: the algorithms compare equal, so its first iteration is the same
+    arithmetic on the same floats) and went past its first iteration."""
+    bound, count = comparison.bound, len(problems)
+    runs.read_outer_smoothness(problems)  # every run's step reads L_h
+
+    def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
+        multiple = multiples[0] if role == "candidate" else multiples[1]
+        algorithms = [
+            runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
+        ]
+        found, openings = _reaches_and_openings(
+            algorithms,
+            [problems[i] for i in indices],
+            [rngs_for[i](role) for i in indices],
+            stops,
+        )
+        if known is not None and role == "baseline":
+            for i, algorithm, opening in zip(indices, algorithms, openings, strict=True):
+                if opening is not None and algorithm == _prescribed(comparison, problems[i]):
+                    known[i] = opening[1] <= TARGET * opening[0]
+        return dict(zip(indices, found, strict=True))
+
+    everyone = list(range(count))
+    if bound >= 1.0:
+        base = run("baseline", everyone, [None] * count)
+        cand = run("candidate", everyone, [bound * base[i].capped for i in everyone])
+        return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
+    cand = run("candidate", everyone, [bound * CAP] * count)
+    reached = [i for i in everyone if cand[i].rounds is not None]
+    base = run("baseline", reached, [cand[i].capped / bound for i in reached])
+    return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
 
 
 def compare_all(
@@ -170,41 +262,34 @@ def compare_all(
     runs stacked (:func:`reaches`), each with the stop
     ``compare_at`` gives it; the candidates' too where the stack runs them (FBO-AggITD,
     LFedNest, FedMSA), else one by one (a perturbation, a mutant)."""
-    bound, count = comparison.bound, len(problems)
+    return _compare(comparison, problems, candidate_build, multiples, rngs_for)
 
-    def run(role: str, indices: list[int], stops: Sequence[float | None]) -> dict[int, Reach]:
-        multiple = multiples[0] if role == "candidate" else multiples[1]
-        algorithms = [
-            runs.built(comparison, role, problems[i], candidate_build, multiple) for i in indices
-        ]
-        found = reaches(
-            algorithms,
-            [problems[i] for i in indices],
-            [rngs_for[i](role) for i in indices],
-            stops,
-        )
-        return dict(zip(indices, found, strict=True))
 
-    everyone = list(range(count))
-    if bound >= 1.0:
-        base = run("baseline", everyone, [None] * count)
-        cand = run("candidate", everyone, [bound * base[i].capped for i in everyone])
-        return [runs.verdict_of(bound, cand[i], base[i]) for i in everyone]
-    cand = run("candidate", everyone, [bound * CAP] * count)
-    reached = [i for i in everyone if cand[i].rounds is not None]
-    base = run("baseline", reached, [cand[i].capped / bound for i in reached])
-    return [runs.verdict_of(bound, cand[i], base.get(i)) for i in everyone]
+def compare_and_solve(
+    comparison: Comparison,
+    problems: Sequence[Any],
+    candidate_build: Callable[..., Any],
+    multiples: tuple[float, float],
+    rngs_for: Sequence[Callable[[str], np.random.Generator]],
+) -> tuple[list[Verdict], list[bool]]:
+    """:func:`compare_all` and :func:`solved_in_one_iteration` of every problem, the latter
+    read off FedNest's stacked runs where they are its one iteration (:func:`_compare`); the
+    other problems run their one iteration stacked."""
+    known: list[bool | None] = [None] * len(problems)
+    verdicts = _compare(comparison, problems, candidate_build, multiples, rngs_for, known)
+    return verdicts, solved_in_one_iteration(comparison, problems, known)
 
 
 def draw_problems(spec: dict[str, Any], rngs: Sequence[np.random.Generator]) -> list[Any]:
     """:func:`~theory_checks.comparison.runs.draw_problem` of ``spec`` from each generator:
     a quadratic bilevel family's draws together, bit for bit
-    (:meth:`~problems.QuadraticBilevel.drawn_with_minimizer`, its tries
-    ``draw_problem``'s); any other family, or on any error, one by one from the generators'
-    states before, which then raises what it raises."""
+    (:meth:`~problems.QuadraticBilevel.drawn_with_minimizer`, as many tries as
+    ``draw_problem``, :data:`~theory_checks.comparison.runs.DRAW_TRIES`); any other family, or
+    on any error, one by one from the generators' states before, which then raises what it
+    raises."""
     states = [rng.bit_generator.state for rng in rngs]
     try:
-        return QuadraticBilevel.drawn_with_minimizer(spec, rngs, tries=50)
+        return QuadraticBilevel.drawn_with_minimizer(spec, rngs, tries=runs.DRAW_TRIES)
     except Exception:  # noqa: BLE001 - not drawn together: the unbatched draws
         for rng, state in zip(rngs, states, strict=True):
             rng.bit_generator.state = state
@@ -257,8 +342,7 @@ def evaluate_until_decided(
         at = [c * per_check + 3 * j for c, j in pairs]
         problems = draw_problems(spec, [streams[i] for i in at])
         rngs = [{"candidate": streams[i + 1], "baseline": streams[i + 2]}.__getitem__ for i in at]
-        verdicts = compare_all(comparison, problems, candidate_build, multiples, rngs)
-        solved = solved_in_one_iteration(comparison, problems)
+        verdicts, solved = compare_and_solve(comparison, problems, candidate_build, multiples, rngs)
         for (c, _), i, problem, verdict, at_once in zip(
             pairs, at, problems, verdicts, solved, strict=True
         ):
@@ -270,6 +354,7 @@ def evaluate_until_decided(
 __all__ = [
     "Evaluated",
     "compare_all",
+    "compare_and_solve",
     "draw_problems",
     "evaluate_until_decided",
     "reaches",

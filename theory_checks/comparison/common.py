@@ -75,6 +75,7 @@ from theory_checks.claim import PerProfile
 from theory_checks.claim import Perturbation
 from theory_checks.claim import SeriesPoint
 from theory_checks.comparison import batched
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs as runs
 from theory_checks.comparison.runs import BASELINE
 from theory_checks.comparison.runs import Comparison
@@ -429,9 +430,9 @@ def _rounds_record(
     not solve in one iteration and each problem's record."""
     cand_tuning, base_tuning, cand_multiple = tunings
     return {
-        "target": runs.TARGET,
-        "round_budget": runs.ROUND_BUDGET,
-        "cap": runs.CAP,
+        "target": reaching.TARGET,
+        "round_budget": reaching.ROUND_BUDGET,
+        "cap": reaching.CAP,
         "step_grid": list(runs.STEP_GRID),
         "bound": comparison.bound,
         "tuning": {"candidate": cand_tuning.describe(), "fednest": base_tuning.describe()},

@@ -1,31 +1,11 @@
 r"""Rounds to a target: FedNest against FBO-AggITD, FedMSA and LFedNest, each tuned the same way.
 
-This module holds the *only* definitions of the target, of "reached", of the step-size tuning
-and of the compared configurations: :mod:`theory_checks.comparison` decides the papers'
-round-savings claims with them, and ``testbed check`` writes the rounds-to-target table with
-them, so the claim and the table can never use different targets.
-
-**Target.** The relative stationarity of the outer iterate,
-
-.. math::
-
-    s_k = \|\nabla h(x_k)\| \,/\, \|\nabla h(x_0)\| \le \varepsilon = 0.1 \quad (:data:`TARGET`),
-
-the quantity whose square the three papers' theorems bound (FedNest Thm 3.1, AggITD Thm 1,
-FedMSA Thm 3.1: ``E||grad h||^2 <= eps``). Why 0.1: FedNest's and FBO-AggITD's deterministic
-hypergradients with the papers' ``N = 5`` Neumann / ITD terms leave a bias floor of
-``s ~ 0.01-0.06`` on the compared families (kappa <= 3; measured at every step of the grid),
-so a tighter target would measure that floor, not the rounds; and the papers' own targets (90%
-test accuracy) are ones every compared method reaches.
-
-**Reached.** ``R`` is the number of communication rounds spent at the end of the first outer
-iteration ``k`` such that ``s_j <= eps`` at every later iteration ``j >= k`` of the run; the run
-goes on until its rounds reach ``2R`` (the target must hold for at least as many rounds again as
-it took to get there) and stops there, or stops at :data:`ROUND_BUDGET`. A target not held
-through round ``2R`` within the budget is *not reached*: a trajectory that dips below the target
-and comes back (FedNest's 0.0048 at round 73, then 0.07, in the old check) does not count. For
-statistics a run that does not reach counts :data:`CAP` ``= ROUND_BUDGET / 2`` rounds, the
-largest ``R`` the budget can certify (so a per-problem ratio is a capped ratio).
+This module holds the *only* definitions of the step-size tuning and of the compared
+configurations, and :mod:`theory_checks.comparison.reaching` those of the target and of
+"reached" (:data:`~theory_checks.comparison.reaching.TARGET`, ``R``, the rule that stops a
+run): :mod:`theory_checks.comparison` decides the papers' round-savings claims with them, and
+``testbed check`` writes the rounds-to-target table with them, so the claim and the table can
+never use different targets.
 
 **Population.** The claims compare rounds on problems FedNest does not solve in one outer
 iteration at its prescribed step (:func:`draw_problem` redraws those; the table flags them):
@@ -67,18 +47,17 @@ import torch
 from scipy import stats
 
 from problems import ProblemError
+from problems import QuadraticBilevel
 from problems import from_spec
 from results_format.layout import COMPARISON
 from testbed.algorithms.base import iterate_within_rounds
 from testbed.estimators.fednest import outer_smoothness as smoothness
 from testbed.registry import get_estimator
+from theory_checks.comparison.reaching import CAP
+from theory_checks.comparison.reaching import TARGET
+from theory_checks.comparison.reaching import Reach
+from theory_checks.comparison.reaching import run_to_target
 
-TARGET = 0.1  # relative stationarity ||grad h(x_k)|| / ||grad h(x_0)|| (module docstring)
-# Why 600: FedNest at the tuned step certifies the target within 2R <= ~300 rounds on the
-# compared families (R = 36-144 measured), so the budget leaves a factor of two; a larger one
-# only lengthens the runs that never reach.
-ROUND_BUDGET = 600
-CAP = ROUND_BUDGET / 2  # rounds counted for a run that does not reach the target
 # Why this grid: factors of 2 around FedNest's prescribed 1/L_h; FedNest, FBO-AggITD and
 # LFedNest pick c = 1 (c = 2 oscillates, c = 4 diverges); FedMSA's R is flat over c = 0.25-1
 # (4-8 rounds; ties go to the smaller step), and c = 1/8 was never selected on any family.
@@ -86,13 +65,12 @@ STEP_GRID = (0.25, 0.5, 1.0, 2.0, 4.0)
 # Trial order only (the selection does not depend on it): the prescribed step first sets a best
 # R early, so slower steps are stopped at that many rounds.
 TRIAL_ORDER = (1.0, 0.5, 2.0, 0.25, 4.0)
-DIVERGED = 1e6  # a relative stationarity above this is divergence: the run stops
 BASELINE = "fednest"
 RULES = ("tuned", "prescribed")
 SUBDIR = COMPARISON
 
 
-# --------------------------------------------------------------------------- reaching the target
+# --------------------------------------------------------------------------- steps
 
 
 #: ``L_h`` of each problem a comparison has read it of (its tuned steps read it at every run's
@@ -112,145 +90,34 @@ def outer_smoothness(problem: Any) -> float:
         return smoothness(problem)
 
 
-@dataclasses.dataclass(frozen=True)
-class Reach:
-    """One run towards the target.
-
-    Attributes:
-        rounds: ``R`` (see the module docstring), ``None`` when not reached.
-        rounds_spent: rounds of the last iteration run.
-        iterations: outer iterations run.
-        stop: "reached", "budget", "diverged" or "pruned" (stopped: could not beat a better run).
-        rows: one dict per iteration (``record=True``), else empty.
-    """
-
-    rounds: float | None
-    rounds_spent: float
-    iterations: int
-    stop: str
-    rows: tuple[dict[str, Any], ...] = ()
-
-    @property
-    def capped(self) -> float:
-        """``R``, or :data:`CAP` when not reached."""
-        return CAP if self.rounds is None else min(float(self.rounds), CAP)
-
-
-class Reaching:
-    """What :func:`run_to_target` decides from a run's records, one record at a time: the
-    single definition of "reached", "budget", "diverged" and "pruned", shared by the run of
-    one algorithm and the stacked runs of :mod:`theory_checks.comparison.batched`.
-
-    ``limit``: the rounds past which a run that has not been below the target since at most
-    that many stops (:func:`run_to_target`'s ``stop_after``, or ``CAP`` for an unrecorded run).
-    """
-
-    def __init__(self, limit: float | None) -> None:
-        self.limit = limit
-        self.start: float | None = None
-        self.since: float | None = None
-        self.rounds = 0.0
-        self.iterations = 0
-        self.value = math.nan  # the last relative stationarity observed
-
-    def observe(self, iteration: int, rounds: float, x: torch.Tensor, norm: float) -> str | None:
-        """Record ``iteration`` (its iterate ``x``, the rounds spent so far and
-        ``||grad h(x)||``): the stop it decides ("diverged", "reached", "pruned" or "budget"),
-        or ``None`` to go on."""
-        if self.start is None:
-            self.start = max(norm, 1e-300)
-        value = self.value = norm / self.start
-        self.rounds, self.iterations = rounds, iteration
-        if not (math.isfinite(value) and value < DIVERGED and bool(torch.isfinite(x).all())):
-            return "diverged"
-        if value <= TARGET:
-            self.since = rounds if self.since is None else self.since
-            if iteration > 0 and rounds >= 2.0 * self.since:
-                return "reached"
-        else:
-            self.since = None
-        limit = self.limit
-        if limit is not None and rounds >= limit and (self.since is None or self.since > limit):
-            return "pruned" if limit < CAP else "budget"
-        return None
-
-    def reach(self, stop: str, rows: tuple[dict[str, Any], ...] = ()) -> Reach:
-        """The :class:`Reach` of a run that stopped with ``stop``."""
-        rounds = self.since if stop == "reached" else None
-        return Reach(rounds, self.rounds, self.iterations, stop, rows)
-
-
-def run_to_target(
-    algorithm: Any,
-    problem: Any,
-    rng: np.random.Generator,
-    budget: float = ROUND_BUDGET,
-    stop_after: float | None = None,
-    record: bool = False,
-) -> Reach:
-    """Run ``algorithm`` until it has held :data:`TARGET` for as many rounds as it took to
-    reach it (``R``, then ``2R``), or the budget is spent, or it diverges (:class:`Reaching`).
-
-    ``stop_after``: stop (``stop="pruned"``, not reached) once the run is past this many rounds
-    without having been below the target since at most that many: its ``R`` is then known to
-    exceed ``stop_after`` (the searches' pruning; ``R`` itself is unchanged when smaller).
-    ``record`` keeps one row per iteration (stationarity, hypergradient error of the direction
-    used, suboptimality).
-    """
-    rows: list[dict[str, Any]] = []
-    before = None
-    before_grad = None
-    h_star = gap0 = math.nan
-    if record:
-        h_star = float(problem.outer_objective(problem.outer_minimizer()))
-    progress = Reaching(limit_for(stop_after, record))
-    for record_ in iterate_within_rounds(algorithm, problem, rng, budget):
-        grad = problem.exact_hypergradient(record_.x)
-        stop = progress.observe(
-            record_.iteration, float(record_.calls.comm_rounds), record_.x, float(grad.norm())
-        )
-        if record:
-            assert progress.start is not None  # set by the first observation
-            gap = float(problem.outer_objective(record_.x)) - h_star
-            gap0 = gap if before is None else gap0
-            error = math.nan
-            if before is not None:
-                h = _direction(algorithm, problem, before, record_.state)
-                assert before_grad is not None  # set with ``before``
-                error = math.nan if h is None else float((h - before_grad).norm()) / progress.start
-            rows.append(
-                {
-                    "iteration": record_.iteration,
-                    "comm_rounds": progress.rounds,
-                    "oracle_calls": record_.calls.oracle_calls,
-                    "floats_sent": record_.calls.floats_sent,
-                    "stationarity": progress.value,
-                    "hypergradient_error": error,
-                    "suboptimality": gap / gap0 if gap0 else math.nan,
-                }
-            )
-        before, before_grad = record_.state, grad
-        if stop is not None:
-            return progress.reach(stop, tuple(rows))
-    return progress.reach("budget", tuple(rows))
-
-
-def limit_for(stop_after: float | None, record: bool = False) -> float | None:
-    """The rounds a run stops at (:class:`Reaching`): a streak that starts after ``CAP``
-    cannot be held through ``2R`` within the budget, so an unrecorded run stops there (same
-    ``R``, half the cost); a recorded run goes on for the plot."""
-    return stop_after if record else min(CAP, math.inf if stop_after is None else stop_after)
-
-
-def _direction(algorithm: Any, problem: Any, before: Any, after: Any) -> torch.Tensor | None:
-    """The hypergradient estimate the step from ``before`` to ``after`` used."""
-    h = getattr(after, "h", None)
-    if h is not None:
-        return h
-    step_size = getattr(algorithm, "step_size", None)
-    if step_size is None:
-        return None
-    return (before.x - after.x) / (step_size(problem) * problem.n_clients)
+def read_outer_smoothness(problems: Sequence[Any]) -> None:
+    """Keep :func:`outer_smoothness` of each CPU :class:`~problems.QuadraticBilevel` of
+    ``problems`` not read yet, those of one ``(dim_x, dim_y)`` computed together: FedNest's
+    reading (:func:`testbed.estimators.fednest.outer_smoothness`, the Hessian's columns
+    ``grad h(e_j) - grad h(0)``, then the spectral norm of its symmetric part), each point's
+    exact hypergradients of every problem in one call
+    (:meth:`~problems.QuadraticBilevel.exact_hypergradients`, the same floats) and the norms of
+    every Hessian in one (LAPACK decomposes each matrix of a batch as it does the matrix alone):
+    the same floats as one problem at a time (tests/test_comparison_batched.py). Others are
+    read when asked for."""
+    by_shape: dict[tuple[int, int], list[QuadraticBilevel]] = {}
+    for problem in problems:
+        if type(problem) is QuadraticBilevel and problem.device.type == "cpu":
+            if problem not in _SMOOTHNESS:
+                by_shape.setdefault((problem.dim_x, problem.dim_y), []).append(problem)
+    for (dim, _), todo in by_shape.items():
+        todo = list({id(p): p for p in todo}.values())  # each problem once
+        exact = QuadraticBilevel.exact_hypergradients
+        try:
+            base = torch.stack(exact(todo, [torch.zeros(dim, dtype=torch.float64)] * len(todo)))
+            eye = torch.eye(dim, dtype=torch.float64)
+            columns = [torch.stack(exact(todo, [e] * len(todo))) - base for e in eye]
+            hessians = torch.stack(columns, dim=2)  # column j: grad h(e_j) - grad h(0)
+            norms = torch.linalg.matrix_norm(0.5 * (hessians + hessians.mT), ord=2).tolist()
+        except Exception:  # noqa: BLE001 - each read alone when asked for, raising as it does
+            continue
+        for problem, norm in zip(todo, norms, strict=True):
+            _SMOOTHNESS[problem] = norm
 
 
 # --------------------------------------------------------------------------- steps and tuning
@@ -571,11 +438,16 @@ def solved_in_one_iteration(comparison: Comparison, problem: Any) -> bool:
     return first <= TARGET * start
 
 
+#: The draws :func:`draw_problem` makes before it gives up on a family (the redraws are rare:
+#: a family with no outer minimiser on 50 draws in a row has none to compare on).
+DRAW_TRIES = 50
+
+
 def draw_problem(
     spec: Mapping[str, Any],
     rng: np.random.Generator,
     comparison: Comparison | None = None,
-    tries: int = 50,
+    tries: int = DRAW_TRIES,
 ) -> Any:
     """A problem of ``spec``'s family with a seed drawn from ``rng``.
 

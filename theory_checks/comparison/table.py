@@ -34,6 +34,7 @@ from results_format.resume import write_json
 from results_format.resume import write_stamped
 from testbed.progress import Progress
 from testbed.registry import get_estimator
+from theory_checks.comparison import reaching
 from theory_checks.comparison import runs as definitions
 from theory_checks.units import driver_dtype
 from theory_checks.units import require_dtype
@@ -92,7 +93,7 @@ def table_run(
         name, config, **definitions.step_kwargs(name, problem, multiple)
     )
     rng = np.random.default_rng([seed, int(role == "baseline")])
-    reach = definitions.run_to_target(algorithm, problem, rng, record=True)
+    reach = reaching.run_to_target(algorithm, problem, rng, record=True)
     common = {
         "comparison": comparison.key,
         "rule": rule,
@@ -130,11 +131,9 @@ def _per_run(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "step_multiple": run[0]["step_multiple"],
                 "rounds_spent": float(run[-1]["comm_rounds"]),
                 "rounds_to_target": reached,
-                "capped_rounds": definitions.CAP
-                if reached is None
-                else min(reached, definitions.CAP),
+                "capped_rounds": reaching.CAP if reached is None else min(reached, reaching.CAP),
                 "diverged": not math.isfinite(float(run[-1]["stationarity"]))
-                or float(run[-1]["stationarity"]) >= definitions.DIVERGED,
+                or float(run[-1]["stationarity"]) >= reaching.DIVERGED,
                 # the old report's columns: the one target is the stationarity target
                 "rounds_to_error": reached,
                 "rounds_to_suboptimality": reached,
@@ -291,12 +290,12 @@ def summarise(
     return {
         "target": {
             "quantity": "relative stationarity ||grad h(x_k)|| / ||grad h(x_0)||",
-            "value": definitions.TARGET,
+            "value": reaching.TARGET,
             "reached": "the rounds R at the end of the first iteration from which the "
             "relative stationarity stays <= the target at every later "
             "iteration, held through round 2R within the budget",
-            "round_budget": definitions.ROUND_BUDGET,
-            "cap": definitions.CAP,
+            "round_budget": reaching.ROUND_BUDGET,
+            "cap": reaching.CAP,
         },
         "tuning_rule": {
             "grid": list(definitions.STEP_GRID),
@@ -309,9 +308,9 @@ def summarise(
         "algorithms": sorted({p["algorithm"] for p in per_run}),
         "baseline": definitions.BASELINE,
         "seeds": list(SEEDS),
-        "round_budget": definitions.ROUND_BUDGET,
-        "error_target": definitions.TARGET,
-        "suboptimality_target": definitions.TARGET,
+        "round_budget": reaching.ROUND_BUDGET,
+        "error_target": reaching.TARGET,
+        "suboptimality_target": reaching.TARGET,
         "runs": per_run,
         "ratios": ratios,
     }
@@ -320,10 +319,7 @@ def summarise(
 def fingerprint(*parts: Any) -> str:
     """Changes with the definitions (target, budget, grid) and the run's own parameters."""
     return fingerprint_of(
-        *(
-            repr(p)
-            for p in (*parts, definitions.TARGET, definitions.ROUND_BUDGET, definitions.STEP_GRID)
-        )
+        *(repr(p) for p in (*parts, reaching.TARGET, reaching.ROUND_BUDGET, definitions.STEP_GRID))
     )
 
 

@@ -345,16 +345,14 @@ def test_the_evaluation_reaches_every_problem_the_check_reaches(
     rng = np.random.default_rng(len(looks))
     share = np.array([[0.9], [0.1], [0.5], [1.0], [0.0]])
     withins = rng.random((checks, per_check)) < share
-    monkeypatch.setattr(runs, "draw_problem", lambda spec, stream: stream)
+    monkeypatch.setattr(batched, "draw_problems", lambda spec, streams: list(streams))
     monkeypatch.setattr(
         batched,
-        "compare_all",
-        lambda comparison, problems, build, multiples, rngs: [
-            _Verdict(bool(withins[c, j])) for c, j, _ in problems
-        ],
-    )
-    monkeypatch.setattr(
-        batched, "solved_in_one_iteration", lambda comparison, problems: [False] * len(problems)
+        "compare_and_solve",
+        lambda comparison, problems, build, multiples, rngs: (
+            [_Verdict(bool(withins[c, j])) for c, j, _ in problems],
+            [False] * len(problems),
+        ),
     )
     streams: list[Any] = [
         (c, j, role)

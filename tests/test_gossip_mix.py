@@ -144,3 +144,20 @@ def test_finite_payloads_leave_out_zero_weights_and_keep_the_products_signed_zer
     weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True))
     for payload in (torch.as_tensor(signs), -torch.as_tensor(signs)):
         _assert_same(mix(weights, payload, True), _product(weights, payload, True))
+
+
+def test_finite_rows_whose_sum_overflows_mix_as_the_product():
+    """The row form tells finite rows by their sum: finite rows of large values whose sum
+    overflows are computed again with every entry, and still give the product's numbers."""
+    n, size = 4, 4
+    assert n * (size - 1) > ROW_FORM_ENTRIES
+    rng = np.random.default_rng(11)
+    replicas = ROW_FORM_REPLICAS
+    mixings = rng.random((2, n, n)) + 0.1
+    weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True))
+    payload = torch.as_tensor(1e306 * (1.0 + rng.random((replicas, n, size))))
+    payload[..., -1] = torch.as_tensor(rng.random(n))
+    got = mix(weights, payload)
+    rows = got[-1][..., :-1]
+    assert bool(torch.isfinite(rows).all()) and not np.isfinite(float(rows.sum()))
+    _assert_same(got, _product(weights, payload, False))

@@ -303,11 +303,20 @@ class PerClientQuadratic(ClientArrayFamily):
         claims draw).
         """
         cross_rows = self._table_rows(clients, cross_batch)
-        hessian_rows = (
-            cross_rows if hessian_batch is cross_batch else self._table_rows(clients, hessian_batch)
-        )
-        cross = self._minibatch_mean("C", clients, cross_batch, cross_rows)
-        hessian = self._minibatch_mean("A", clients, hessian_batch, hessian_rows)
+        if hessian_batch is cross_batch and cross_rows is not None and u.device.type == "cpu":
+            # one sample for both: one lookup in the table of both means side by side (one
+            # gather of the row's ``dy (dy + dl)`` numbers, not two; on the CPU, whose batched
+            # product of small matrices is a plain loop over any strides: the same numbers)
+            both = self._minibatch_mean("AC", clients, cross_batch, cross_rows)
+            hessian, cross = both[..., : self.dim_y], both[..., self.dim_y :]
+        else:
+            hessian_rows = (
+                cross_rows
+                if hessian_batch is cross_batch
+                else self._table_rows(clients, hessian_batch)
+            )
+            cross = self._minibatch_mean("C", clients, cross_batch, cross_rows)
+            hessian = self._minibatch_mean("A", clients, hessian_batch, hessian_rows)
         jv = rmatvec(cross, -u)
         hv = 0.5 * (matvec(hessian, u) + rmatvec(hessian, u))
         return jv, hv
@@ -345,20 +354,41 @@ class PerClientQuadratic(ClientArrayFamily):
         ``client N^b + sum_k j_k N^(b-1-k)`` for indices ``j_1..j_b``. It is built when it has
         at most ``MINIBATCH_TABLE_ROWS`` rows and a call evaluates at least an eighth as many
         rows (a replicated HGP run then gathers more rows than the table holds within its
-        first steps); a smaller call gathers as :meth:`_sampled` does.
+        first steps); a smaller call gathers as :meth:`_sampled` does. ``name`` ``"AC"`` (a
+        table only) is ``A`` and ``C`` side by side, ``(dy, dy + dl)`` a row: both means of one
+        minibatch in one lookup.
         """
         if batch is None or rows is None:
             return self._sampled(name, clients, batch)
+        return self._minibatch_table(name, batch).index_select(0, rows)
+
+    def _minibatch_table(self, name: str, batch: Batch) -> torch.Tensor:
+        """The table of every minibatch's mean of ``name`` for ``batch``'s size, on its device
+        (:meth:`_minibatch_mean`), computed at its first use."""
         b = batch.indices.shape[1]
         table = self._minibatch_tables.get((name, b))
         if table is None:
-            per_client = self.n_samples**b
-            codes = torch.arange(self.n_clients * per_client, device=batch.indices.device)
-            powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=codes.device)
-            every = Batch((codes[:, None] // powers) % self.n_samples)
-            table = self._sampled(name, codes // per_client, every)
+            table = self._every_minibatch_mean(name, b, batch.indices.device)
             self._minibatch_tables[(name, b)] = table
-        return table.index_select(0, rows)
+        return table
+
+    def _every_minibatch_mean(self, name: str, b: int, device: torch.device) -> torch.Tensor:
+        """The rows of :meth:`_minibatch_table` (for ``"AC"``, the tables of ``A`` and ``C``
+        side by side, those kept where they are, else made for it and not kept)."""
+        if name == "AC":
+            kept = self._minibatch_tables
+            return torch.cat(
+                [
+                    kept[(k, b)] if (k, b) in kept else self._every_minibatch_mean(k, b, device)
+                    for k in ("A", "C")
+                ],
+                dim=-1,
+            )
+        per_client = self.n_samples**b
+        codes = torch.arange(self.n_clients * per_client, device=device)
+        powers = self.n_samples ** torch.arange(b - 1, -1, -1, device=device)
+        every = Batch((codes[:, None] // powers) % self.n_samples)
+        return self._sampled(name, codes // per_client, every)
 
     # ------------------------------------------------------------------ exact answers
     def _lam(self, x: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,8 @@ from testbed.decentralized.ledger import ROW_FORM_ENTRIES
 from testbed.decentralized.ledger import ROW_FORM_REPLICAS
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.ledger import mix
+from testbed.decentralized.ledger import mix_beside_shared_column
+from testbed.decentralized.pushsum import push_sum
 
 
 def _product(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:
@@ -144,3 +146,59 @@ def test_finite_payloads_leave_out_zero_weights_and_keep_the_products_signed_zer
     weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True))
     for payload in (torch.as_tensor(signs), -torch.as_tensor(signs)):
         _assert_same(mix(weights, payload, True), _product(weights, payload, True))
+
+
+def test_finite_rows_whose_sum_overflows_mix_as_the_product():
+    """The row form tells finite rows by their sum: finite rows of large values whose sum
+    overflows are computed again with every entry, and still give the product's numbers."""
+    n, size = 4, 4
+    assert n * (size - 1) > ROW_FORM_ENTRIES
+    rng = np.random.default_rng(11)
+    replicas = ROW_FORM_REPLICAS
+    mixings = rng.random((2, n, n)) + 0.1
+    weights = torch.as_tensor(mixings / mixings.sum(1, keepdims=True))
+    payload = torch.as_tensor(1e306 * (1.0 + rng.random((replicas, n, size))))
+    payload[..., -1] = torch.as_tensor(rng.random(n))
+    got = mix(weights, payload)
+    rows = got[-1][..., :-1]
+    assert bool(torch.isfinite(rows).all()) and not np.isfinite(float(rows.sum()))
+    _assert_same(got, _product(weights, payload, False))
+
+
+def _assert_same_counts(a: GraphLedger, b: GraphLedger) -> None:
+    left, right = a.state_dict(), b.state_dict()
+    assert left.keys() == right.keys()
+    for key, value in left.items():
+        assert np.array_equal(value, right[key]), key
+
+
+# Push-Sum's payload (values with the weights as a last column) mixed without being built where
+# the weights are the same in every replica: the same parts, counts and quotients as the payload
+@pytest.mark.parametrize(
+    ("n", "size"), list(itertools.product((1, 2, 3, 4, 5, 8, 12), (2, 3, 4, 6)))
+)
+def test_gossip_weighted_is_the_gossip_of_the_payload(n: int, size: int):
+    rng = np.random.default_rng(7 * n + size)
+    leads = ((3,), (ROW_FORM_REPLICAS,), (2, ROW_FORM_REPLICAS // 2 + 1))
+    for lead, steps, shared in itertools.product(leads, (0, 1, 3), (0, 1)):
+        mixings = rng.random((steps, n, n)) * (rng.random((steps, n, n)) < 0.7)
+        mixings[:, 0, :] += 0.05  # column-stochastic: every column weighted
+        mixings /= mixings.sum(1, keepdims=True)
+        payload = _payload(rng, lead, n, size, bool(shared))
+        values, omega = payload[..., :-1], payload[..., -1]
+        built, parted = GraphLedger(n), GraphLedger(n)
+        (mixed,) = built.gossip(payload, mixings)
+        z, w = parted.gossip_weighted(values.contiguous(), omega.contiguous(), mixings)
+        _assert_same([z, w], [mixed[..., :-1], mixed[..., -1]])
+        _assert_same_counts(built, parted)
+        beside = mix_beside_shared_column(torch.as_tensor(mixings), values, omega)
+        # not built exactly where mix mixes rows and the weights are the same in every replica
+        rows = n * n * size < LOOP_PRODUCT and lead != (3,)
+        assert (beside is not None) == (rows and bool(shared))
+        if shared:  # Push-Sum's quotient from the parts is the payload's (NaN: a client that
+            # receives nothing, 0 / 0)
+            positive = omega.abs() + 0.5
+            result = push_sum(values, mixings, GraphLedger(n), positive)
+            (full,) = mix(torch.as_tensor(mixings), torch.cat([values, positive[..., None]], -1))
+            _assert_same_or_nan([result.y], [full[..., :-1] / full[..., -1:]])
+            assert result.y.is_contiguous()

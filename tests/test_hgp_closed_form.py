@@ -49,13 +49,18 @@ def _rows(problem: PerClientQuadratic, replicas: int) -> tuple[torch.Tensor, ...
     return x, y, u, torch.arange(problem.n_clients).repeat(replicas)
 
 
+# independent samples for the two products, or one for both (the practical form: on the CPU
+# one lookup in the table of both means side by side where a table pays)
+@pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize(("n", "dy", "dl", "b", "replicas"), SHAPES)
-def test_curvature_products_equal_autodiff(n: int, dy: int, dl: int, b: int | None, replicas: int):
+def test_curvature_products_equal_autodiff(
+    n: int, dy: int, dl: int, b: int | None, replicas: int, shared: bool
+):
     problem = _problem(n, dy, dl)
     x, y, u, clients = _rows(problem, replicas)
     rng = np.random.default_rng(5)
     batch_j = None if b is None else problem.sample_batch(rng, clients, b)
-    batch_h = None if b is None else problem.sample_batch(rng, clients, b)
+    batch_h = batch_j if shared or b is None else problem.sample_batch(rng, clients, b)
     oracles = Oracles(problem)
     jv, hv = problem.curvature_products(u, clients, batch_j, batch_h)
     assert torch.equal(jv, own_blocks(problem, oracles.jvp_inner_xy(x, y, u, clients, batch_j)))

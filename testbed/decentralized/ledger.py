@@ -16,6 +16,7 @@ computed in the same arithmetic at a fraction of its cost (:func:`mix`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,17 +75,43 @@ class GraphLedger:
         Counts every message of every step (vectorised over steps), then applies the steps.
         Returns the payload after each step when ``keep_all``, else only the last one.
         """
+        weights = self._counted(tuple(payload.shape), mixings, payload)
+        return mix(weights, payload, keep_all)
+
+    def gossip_weighted(
+        self, values: torch.Tensor, omega: torch.Tensor, mixings: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Push-Sum's gossip (Alg. 1): :meth:`gossip` of the payload ``values (..., n, d)`` with
+        the weights ``omega (..., n)`` as its last column, returned as its two parts after the
+        last step, ``(z, omega)``.
+
+        Counted as that payload. Where :func:`mix` mixes rows and the weights are the same in
+        every replica, the payload is not built: the values are mixed as its rows and the
+        weights once (:func:`mix_beside_shared_column`, the same numbers); the parts may then be
+        views of another layout.
+        """
+        shape = (*values.shape[:-1], int(values.shape[-1]) + 1)
+        weights = self._counted(shape, mixings, values)
+        parts = mix_beside_shared_column(weights, values, omega)
+        if parts is None:
+            (mixed,) = mix(weights, torch.cat([values, omega[..., None]], dim=-1))
+            parts = mixed[..., :-1], mixed[..., -1]
+        return parts
+
+    def _counted(
+        self, shape: tuple[int, ...], mixings: np.ndarray, like: torch.Tensor
+    ) -> torch.Tensor:
+        """Count the ``S = len(mixings)`` steps of a payload of ``shape`` and return their
+        weights as a tensor of ``like``'s dtype and device."""
         n = self.n_clients
         mixings = np.asarray(mixings, dtype=np.float64)
-        if payload.shape[-2] != n or mixings.shape[1:] != (n, n):
-            raise ValueError(
-                f"payload {tuple(payload.shape)} / mixings {mixings.shape} do not match n={n}"
-            )
+        if shape[-2] != n or mixings.shape[1:] != (n, n):
+            raise ValueError(f"payload {shape} / mixings {mixings.shape} do not match n={n}")
         if self.validate:
             check_column_stochastic(mixings)
         steps = mixings.shape[0]
-        size = int(payload.shape[-1])
-        replicas = int(np.prod(payload.shape[:-2])) if payload.ndim > 2 else 1
+        size = int(shape[-1])
+        replicas = int(np.prod(shape[:-2])) if len(shape) > 2 else 1
         links = (mixings != 0) & ~np.eye(n, dtype=bool)
         per_edge = links.sum(axis=0) * replicas
         self.edge_messages += per_edge
@@ -98,8 +125,7 @@ class GraphLedger:
         if self.counter is not None:
             self.counter.add("comm_rounds", steps)
             self.counter.add("floats_up", int(sent.sum()) * size)
-        weights = torch.as_tensor(mixings, dtype=payload.dtype, device=payload.device)
-        return mix(weights, payload, keep_all)
+        return torch.as_tensor(mixings, dtype=like.dtype, device=like.device)
 
     @property
     def total_floats(self) -> int:
@@ -180,14 +206,7 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
     last = flat[:, :, -1]
     # the columns mixed replica by replica, then the one mixed once (possibly none)
     cut = size - 1 if torch.equal(last, last[:1].expand_as(last)) else size
-    rows = flat[:, :, :cut].transpose(0, 1).reshape(n, len(flat) * cut)  # client-major
-    if n * cut > ROW_FORM_ENTRIES:
-        steps = _entry_steps(weights.tolist(), rows)
-    else:
-        steps = []
-        for A in weights:
-            rows = loop_sum(A.T[:, :, None], rows[:, None, :])  # sum_k A[:, k] rows[k]
-            steps.append(rows)
+    steps = _row_steps(weights, flat[:, :, :cut])
     first = flat[:1, :, cut:]
     out = [payload]
     for step, (A, rows) in enumerate(zip(weights, steps, strict=True)):
@@ -200,6 +219,50 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
     return out if keep_all else out[-1:]
 
 
+def _row_steps(weights: torch.Tensor, columns: torch.Tensor) -> list[torch.Tensor]:
+    """The client-major rows ``(n, replicas x cut)`` of ``columns (replicas, n, cut)`` after
+    each step of ``weights``: a column of ``A`` at a time (:func:`loop_sum`) or, past
+    :data:`ROW_FORM_ENTRIES`, an entry at a time (:func:`_entry_steps`)."""
+    replicas, n, cut = columns.shape
+    rows = columns.transpose(0, 1).reshape(n, replicas * cut)  # client-major
+    if n * cut > ROW_FORM_ENTRIES:
+        return _entry_steps(weights.tolist(), rows)
+    steps = []
+    for A in weights:
+        rows = loop_sum(A.T[:, :, None], rows[:, None, :])  # sum_k A[:, k] rows[k]
+        steps.append(rows)
+    return steps
+
+
+def mix_beside_shared_column(
+    weights: torch.Tensor, values: torch.Tensor, column: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`mix`'s last step of the payload ``values (..., n, d)`` with ``column (..., n)``
+    beside it as its last column, as the two parts ``(values, column)`` mixed, without building
+    the payload: where :func:`mix` mixes rows and the column is the same in every replica, the
+    values are mixed as its rows are (:func:`_row_steps`; returned as a view of the client-major
+    rows) and the column once, for the first replica, by the product (returned expanded to every
+    replica): the same numbers. None elsewhere (mix the payload)."""
+    n, d = values.shape[-2:]
+    lead = values.shape[:-2]
+    if len(lead) == 0 or values.numel() == 0 or column.shape != values.shape[:-1]:
+        return None
+    if not _loop_form(weights, n, d + 1, (values, column)):
+        return None
+    flat = values.reshape(-1, n, d)
+    shared = column.reshape(-1, n)
+    if len(flat) < ROW_FORM_REPLICAS or not torch.equal(shared, shared[:1].expand_as(shared)):
+        return None
+    if len(weights) == 0:
+        return values, column
+    rows = _row_steps(weights, flat)[-1]
+    first = shared[:1, :, None]
+    for A in weights:
+        first = A @ first  # one replica, by the product itself
+    mixed = rows.reshape(n, len(flat), d).transpose(0, 1).reshape(values.shape)
+    return mixed, first[0, :, 0].expand(column.shape)
+
+
 def _entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[torch.Tensor]:
     """The client-major ``rows`` after each step of ``weights`` (:func:`_entry_step`), the zero
     entries of ``A`` left out where that gives the same numbers.
@@ -210,10 +273,13 @@ def _entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[t
     at any step, reaches the last step's rows through the nonzero entries of its column (an
     infinity times a nonzero weight is infinite, and a sum with an infinity or a NaN is not
     finite), so finite last rows mean that no left-out product was other than ``+-0``;
-    otherwise the steps are computed again with every entry."""
+    otherwise the steps are computed again with every entry. The rows are known finite when
+    their sum is (a sum with an infinity or a NaN is not finite; a sum of finite rows that
+    overflows only computes the steps again): one pass, where ``isfinite(rows).all()`` was four
+    (a third of a stacked HGP run's Push-Sum)."""
     skip = all(any(A[i][k] != 0.0 for i in range(len(A))) for A in weights for k in range(len(A)))
     steps = _entry_rows(weights, rows, skip)
-    if skip and steps and not bool(torch.isfinite(steps[-1]).all()):
+    if skip and steps and not math.isfinite(float(steps[-1].sum())):
         steps = _entry_rows(weights, rows, False)
     return steps
 
@@ -265,14 +331,15 @@ def _products(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool) -> l
 def _loop_product(weights: torch.Tensor, payload: torch.Tensor) -> bool:
     """Whether ``A @ payload`` is the CPU kernel's plain loop over the payload's replicas."""
     n, size = payload.shape[-2:]
-    return (
-        payload.ndim >= 3
-        and payload.numel() > 0
-        and n * n * size < LOOP_PRODUCT
-        and all(
-            t.device.type == "cpu" and t.dtype == torch.float64 and not t.requires_grad
-            for t in (weights, payload)
-        )
+    return payload.ndim >= 3 and payload.numel() > 0 and _loop_form(weights, n, size, (payload,))
+
+
+def _loop_form(weights: torch.Tensor, n: int, size: int, payload: Sequence[torch.Tensor]) -> bool:
+    """Whether ``A @ payload`` for a payload of ``size`` columns is the CPU kernel's plain loop
+    (the tensors of ``payload``: its parts)."""
+    return n * n * size < LOOP_PRODUCT and all(
+        t.device.type == "cpu" and t.dtype == torch.float64 and not t.requires_grad
+        for t in (weights, *payload)
     )
 
 

@@ -52,9 +52,11 @@ def push_sum(
         if omega is None
         else omega
     )
-    (mixed,) = ledger.gossip(torch.cat([values, w[..., None]], dim=-1), mixings)
-    z, w = mixed[..., :-1], mixed[..., -1]
-    return PushSumResult(z / w[..., None], z, w)
+    z, w = ledger.gossip_weighted(values, w, mixings)
+    # y contiguous (z may be a view of the ledger's client-major rows)
+    y = torch.empty(z.shape, dtype=torch.promote_types(z.dtype, w.dtype), device=z.device)
+    torch.div(z, w[..., None], out=y)
+    return PushSumResult(y, z, w)
 
 
 def pushsum_operator(mixings: np.ndarray, omega: np.ndarray | None = None) -> np.ndarray:

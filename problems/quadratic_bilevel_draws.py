@@ -1,7 +1,7 @@
 """The draws of :meth:`problems.QuadraticBilevel.random`: one problem's client arrays from its
 generator (:func:`draw_blocks`), or many problems' of one recipe at once, each from its own
 generator, the arithmetic on the stacks (:func:`draw_blocks_together`, the same floats:
-``tests/test_draws_together.py``)."""
+``tests/test_drawsspectra_together.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from problems import _spectra
-from problems import _spectra_together as _together
+from problems import spectra_together
 from problems._base import Owned
 from problems._rows import samples_around
 from problems.family import inner_hessians
@@ -58,7 +58,7 @@ def draw_blocks_together(
     """:func:`draw_blocks` of every generator of ``rngs`` for the same ``spec`` but its seed,
     stacked on a leading problem axis: each generator draws what :func:`draw_blocks` draws from
     it, in its order (every draw has a shape fixed by the spec, whatever the numbers drawn
-    before), and the arithmetic runs on the stacks (:mod:`problems._spectra_together`: the same
+    before), and the arithmetic runs on the stacks (:mod:`problems.spectra_together`: the same
     floats). The arrays wrapped in :class:`~problems._base.Owned` where :func:`draw_blocks`
     wraps them."""
     M, dx, dy, n = spec["n_clients"], spec["dim_x"], spec["dim_y"], spec["n_samples"]
@@ -71,44 +71,45 @@ def draw_blocks_together(
     if n > 0:
         shapes += [(M, n, dy, dy)] if n >= 2 else []
         shapes += [(M, n, dy), (M, n, dy), (M, n, dx)]
-    draws = iter(_together.normals(rngs, shapes))
+    draws = iter(spectra_together.normals(rngs, shapes))
     basis, spread = next(draws), next(draws)
     spectrum = _spectra.log_spaced_spectrum(dy, spec["mu"], spec["condition_number"])
-    root = _together.symmetric_sqrt(_together.spd_with_spectrum(basis, spectrum))
-    _together.centered_symmetric_spread(spread, hh, axis=1)
-    A = _together.sandwich(root, spread.copy() if n > 0 else spread)
+    root = spectra_together.symmetric_sqrt(spectra_together.spd_with_spectrum(basis, spectrum))
+    spectra_together.centered_symmetric_spread(spread, hh, axis=1)
+    A = spectra_together.sandwich(root, spread.copy() if n > 0 else spread)
     B_bar = next(draws) / math.sqrt(dy)
     C_half = next(draws) / math.sqrt(dy)
-    C_bar = (C_half @ _together.transposed(C_half)) / np.maximum(
-        1.0, _together.spectral_norms(C_half @ _together.transposed(C_half))
+    C_bar = (C_half @ spectra_together.transposed(C_half)) / np.maximum(
+        1.0, spectra_together.spectral_norms(C_half @ spectra_together.transposed(C_half))
     )[:, None, None]
     D_bar = 0.5 * next(draws) / math.sqrt(dy)
     # B_i, C_i, D_i spread by the same relative amount h as the inner Hessians
-    B = B_bar[:, None] + _together.centered_matrix_spread(
-        next(draws), _together.relative_sizes(B_bar, hh)
+    B = B_bar[:, None] + spectra_together.centered_matrix_spread(
+        next(draws), spectra_together.relative_sizes(B_bar, hh)
     )
-    C = C_bar[:, None] + _together.centered_symmetric_spread(
-        next(draws), _together.relative_sizes(C_bar, hh), axis=1
+    C = C_bar[:, None] + spectra_together.centered_symmetric_spread(
+        next(draws), spectra_together.relative_sizes(C_bar, hh), axis=1
     )
-    D = D_bar[:, None] + _together.centered_matrix_spread(
-        next(draws), _together.relative_sizes(D_bar, hh)
+    D = D_bar[:, None] + spectra_together.centered_matrix_spread(
+        next(draws), spectra_together.relative_sizes(D_bar, hh)
     )
     E = np.broadcast_to(np.eye(dx), (len(rngs), M, dx, dx)).copy()
     b, c, e = (
-        next(draws)[:, None] + _together.centered_vector_spread(next(draws), gh) for _ in "bce"
+        next(draws)[:, None] + spectra_together.centered_vector_spread(next(draws), gh)
+        for _ in "bce"
     )
 
     samples: dict[str, np.ndarray] = {}
     if n > 0:
         noise = (
-            _together.centered_symmetric_spread(next(draws), spec["hessian_noise"], axis=2)
+            spectra_together.centered_symmetric_spread(next(draws), spec["hessian_noise"], axis=2)
             if n >= 2
             else np.zeros((len(rngs), M, n, dy, dy))
         )
         roots = root[:, None, None]
         samples["A_samples"] = roots @ (np.eye(dy) + spread[:, :, None] + noise) @ roots
         for key, base in (("b", b), ("c", c), ("e", e)):
-            samples[f"{key}_samples"] = base[:, :, None] + _together.centered_noise(
+            samples[f"{key}_samples"] = base[:, :, None] + spectra_together.centered_noise(
                 next(draws), spec["gradient_noise"]
             )
     cross, curvature = spec.get("cross_scale", 1.0), spec.get("outer_curvature", 1.0)

@@ -184,6 +184,56 @@ def rmatvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     return torch.matmul(vectors.unsqueeze(-2), matrices).squeeze(-2)
 
 
+#: Most columns of the small matrices whose products :func:`loop_matvec` and
+#: :func:`loop_rmatvec` compute as whole-row elementwise sums. Why 2: on one CPU thread, for
+#: 51,520 rows (a stacked HGP step of 16 calibration seeds), HGP's three products of a step took
+#: 0.7-1.4 ms elementwise against 2.0-2.5 ms by the batched product at ``d_y = 1`` and 2.0-2.5 ms
+#: against 2.8-3.3 ms at ``d_y = 2``, but 4.7-5.4 ms against 4.0-4.6 ms at ``d_y = 3``.
+LOOP_FORM_COLUMNS = 2
+
+
+def loop_form(matrices: torch.Tensor, vectors: torch.Tensor) -> bool:
+    """Whether :func:`loop_matvec` / :func:`loop_rmatvec` give the batched product's numbers
+    and pay: float64 on the CPU without autograd, whose batched product of matrices this small
+    is the kernel's plain loop (``baddbmm_cpu_kernel`` in ATen's ``LinearAlgebra.cpp``: fewer
+    than 400 multiply-adds a matrix), with at most :data:`LOOP_FORM_COLUMNS` columns."""
+    return (
+        matrices.shape[-1] <= LOOP_FORM_COLUMNS
+        and matrices.shape[-2] <= LOOP_FORM_COLUMNS
+        and vectors.ndim == 2
+        and all(
+            t.device.type == "cpu" and t.dtype == torch.float64 and not t.requires_grad
+            for t in (matrices, vectors)
+        )
+    )
+
+
+def _loop_sum(terms: list[torch.Tensor]) -> torch.Tensor:
+    """``((0 + t_1) + t_2) + ... + t_k``, each sum rounded on its own: the first term is the
+    sum's start and ``+0`` is added at the end (``0 + t`` is ``t`` but for ``t = -0``, and a
+    sum keeps a ``-0`` only while every term is ``-0``), so the numbers and signed zeros are the
+    plain loop's. The terms are new tensors (products), and the first one is summed into."""
+    total = terms[0]
+    for term in terms[1:]:
+        total.add_(term)
+    return total.add_(0.0)
+
+
+def loop_matvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """:func:`matvec` of per-row vectors as the batched product's plain loop computes it, entry
+    ``i`` of row ``c`` being ``sum_k matrices[c, i, k] vectors[c, k]`` from zero in ``k``'s order,
+    written as elementwise products and sums of whole rows (:func:`loop_form` says where it is
+    exact; ``tests/test_rows_loop_products.py`` compares them)."""
+    return _loop_sum([matrices[:, :, k] * vectors[:, k, None] for k in range(matrices.shape[2])])
+
+
+def loop_rmatvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
+    """:func:`rmatvec` of per-row vectors as the plain loop computes it: entry ``j`` of row ``c``
+    is ``sum_k vectors[c, k] matrices[c, k, j]`` from zero in ``k``'s order (see
+    :func:`loop_matvec`)."""
+    return _loop_sum([matrices[:, k, :] * vectors[:, k, None] for k in range(matrices.shape[1])])
+
+
 def gather_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> torch.Tensor:
     """Minibatch mean of per-sample arrays ``samples`` of shape ``(M, n_samples, ...)``.
 

@@ -12,7 +12,7 @@ import torch
 
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import LOOP_PRODUCT
-from testbed.decentralized.ledger import ROW_FORM_ENTRIES
+from testbed.decentralized.ledger import ROW_FORM_COLUMNS
 from testbed.decentralized.ledger import ROW_FORM_REPLICAS
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.ledger import mix
@@ -106,11 +106,11 @@ def _assert_same_or_nan(got: list[torch.Tensor], expected: list[torch.Tensor]) -
 
 @pytest.mark.parametrize(("n", "size"), [(4, 4), (4, 5), (5, 3), (3, 5)])
 def test_zero_weights_with_infinities_and_nans_mix_as_the_product(n: int, size: int):
-    """Past :data:`ROW_FORM_ENTRIES` the row form leaves out the zero entries of ``A``, which
+    """Past :data:`ROW_FORM_COLUMNS` the row form leaves out the zero entries of ``A``, which
     only holds while the rows are finite (``0 x inf`` is NaN): infinities and NaNs in the
     payload, products that overflow, and a step with a zero column (whose row no other sum
     reads) give the product's numbers, NaNs and signed zeros."""
-    assert n * (size - 1) > ROW_FORM_ENTRIES
+    assert size - 1 > ROW_FORM_COLUMNS
     rng = np.random.default_rng(n + size)
     replicas = ROW_FORM_REPLICAS + 7
     for trial in range(6):
@@ -133,7 +133,7 @@ def test_zero_weights_with_infinities_and_nans_mix_as_the_product(n: int, size: 
 
 
 def test_finite_payloads_leave_out_zero_weights_and_keep_the_products_signed_zeros():
-    """The row form past :data:`ROW_FORM_ENTRIES` on payloads of signed zeros only (sums of
+    """The row form past :data:`ROW_FORM_COLUMNS` on payloads of signed zeros only (sums of
     ``-0`` terms are ``+0`` from the product's start at zero) and on a weight matrix with a
     zero row (its client receives ``+0``)."""
     n, size = 4, 4
@@ -152,7 +152,7 @@ def test_finite_rows_whose_sum_overflows_mix_as_the_product():
     """The row form tells finite rows by their sum: finite rows of large values whose sum
     overflows are computed again with every entry, and still give the product's numbers."""
     n, size = 4, 4
-    assert n * (size - 1) > ROW_FORM_ENTRIES
+    assert size - 1 > ROW_FORM_COLUMNS
     rng = np.random.default_rng(11)
     replicas = ROW_FORM_REPLICAS
     mixings = rng.random((2, n, n)) + 0.1

@@ -79,6 +79,18 @@ def _uniform_chunk(seed: int, n: int, chunk: int) -> np.ndarray:
     return draws
 
 
+# Why 4096: an HGP run asks for the weights of each of its M <= 80 averaging calls, and a
+# calibration repeats the same runs (the same graphs) block after block; the entries are a few
+# (S, n, n) arrays.
+@functools.lru_cache(maxsize=4096)
+def _mixing_weights(graph: GraphSequence, start: int, count: int) -> np.ndarray:
+    """:meth:`GraphSequence.mixing`'s weights, kept read-only (the sequence is a frozen value:
+    equal sequences share them)."""
+    weights = graph._computed_mixing(start, count)
+    weights.flags.writeable = False
+    return weights
+
+
 def _connected_gnp(n: int, p: float, seed: int) -> nx.Graph:
     # Why at most 1000 draws: for p >= 0.3 and n <= 64 a G(n, p) draw is connected with
     # probability well above 1/2, so 1000 failures would mean the parameters are unusable.
@@ -184,7 +196,11 @@ class GraphSequence:
 
         Push-Sum weights ``1/|N_j^out|`` for every family except ``static_undirected``, whose
         weights are the doubly-stochastic Metropolis W (the static network, Theta_hat = W^S).
+        A new array each call, computed once for a sequence's steps (:func:`_mixing_weights`).
         """
+        return _mixing_weights(self, int(start), int(count)).copy()
+
+    def _computed_mixing(self, start: int, count: int) -> np.ndarray:
         if self.family == "static_undirected":
             W = self.static_weights()
             return np.broadcast_to(W, (count, self.n, self.n)).copy()

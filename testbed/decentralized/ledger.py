@@ -162,13 +162,15 @@ class GraphLedger:
 #: larger ones go to BLAS, whose fused multiply-adds round otherwise).
 LOOP_PRODUCT = 400
 
-#: Most entries a replica (clients x columns mixed replica by replica) that :func:`mix` mixes a
-#: column of ``A`` at a time (:func:`loop_sum`); past it, an entry of ``A`` at a time
-#: (:func:`_entry_step`), which was faster there (one thread, 18,352 replicas, 3 steps: 4 clients
-#: x 3 columns 6.4-6.9 ms the product or by columns, 3.6-3.7 ms by entries) and slower below it
-#: (3 x 2: 0.8 ms by columns, 0.9 ms by entries; 2 x 2: 0.41 against 0.49 ms). Every form gives
-#: the same numbers.
-ROW_FORM_ENTRIES = 9
+#: Most columns mixed replica by replica that :func:`mix` mixes a column of ``A`` at a time
+#: (:func:`column_steps`); past it, an entry of ``A`` at a time (:func:`entry_steps`, which leaves
+#: out the zero entries). Why 1: ``benchmarks/pushsum_forms.py`` (16,000 replicas, one thread,
+#: 2-4 clients and 2 or 4 steps, 2026-11-29) summed 9.9 ms by entries against 15.4 ms by columns
+#: over the shapes of 2 and 3 columns (21.7 ms with a new tensor a term, the form before), by
+#: entries the faster or within 0.02 ms on each; at one column the two were within 0.13 ms of
+#: each other (2.0 against 2.1 ms in all), and inside a whole mix by columns was the faster at 3
+#: and 4 clients (0.4-1.0 ms against 0.5-1.6 ms). Every form gives the same numbers.
+ROW_FORM_COLUMNS = 1
 
 #: Fewest replicas :func:`mix` mixes as rows: below, the product itself was as fast or faster
 #: (3 clients x 3 columns, 3 steps: 300 replicas 0.07 ms the product, 0.19 ms as rows; 1,000
@@ -189,7 +191,7 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
     every product and every sum rounded on its own, whatever the other entries; so the same
     numbers come from whole rows at once: with the payload client-major, ``(n, replicas x
     size)``, a step is ``n`` products of a column of ``A`` with a row and ``n`` sums
-    (:func:`loop_sum`), or, for more entries a replica (:data:`ROW_FORM_ENTRIES`), a product and
+    (:func:`loop_sum`), or, for more columns (:data:`ROW_FORM_COLUMNS`), a product and
     a sum per entry of ``A`` (:func:`_entry_step`, which can leave out the zero entries). A last
     column with the same values in every replica (Push-Sum's weights: the replicas run on the
     same graphs from the same weights) is mixed once, for the first replica.
@@ -222,14 +224,20 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
 def _row_steps(weights: torch.Tensor, columns: torch.Tensor) -> list[torch.Tensor]:
     """The client-major rows ``(n, replicas x cut)`` of ``columns (replicas, n, cut)`` after
     each step of ``weights``: a column of ``A`` at a time (:func:`loop_sum`) or, past
-    :data:`ROW_FORM_ENTRIES`, an entry at a time (:func:`_entry_steps`)."""
+    :data:`ROW_FORM_COLUMNS`, an entry at a time (:func:`entry_steps`)."""
     replicas, n, cut = columns.shape
     rows = columns.transpose(0, 1).reshape(n, replicas * cut)  # client-major
-    if n * cut > ROW_FORM_ENTRIES:
-        return _entry_steps(weights.tolist(), rows)
+    if cut > ROW_FORM_COLUMNS:
+        return entry_steps(weights.tolist(), rows)
+    return column_steps(weights, rows)
+
+
+def column_steps(weights: torch.Tensor, rows: torch.Tensor) -> list[torch.Tensor]:
+    """The client-major ``rows (n, m)`` after each step of ``weights``, a column of ``A`` at a
+    time: ``sum_k A[:, k] rows[k]`` (:func:`loop_sum`)."""
     steps = []
     for A in weights:
-        rows = loop_sum(A.T[:, :, None], rows[:, None, :])  # sum_k A[:, k] rows[k]
+        rows = loop_sum(A.T[:, :, None], rows[:, None, :])
         steps.append(rows)
     return steps
 
@@ -263,7 +271,7 @@ def mix_beside_shared_column(
     return mixed, first[0, :, 0].expand(column.shape)
 
 
-def _entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[torch.Tensor]:
+def entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[torch.Tensor]:
     """The client-major ``rows`` after each step of ``weights`` (:func:`_entry_step`), the zero
     entries of ``A`` left out where that gives the same numbers.
 
@@ -348,12 +356,19 @@ def loop_sum(
 ) -> torch.Tensor:
     """``sum_k first[k] * second[k]`` (broadcast), from zero, one rounded product and one rounded
     sum per ``k`` in order, as elementwise operations over whole rows: the arithmetic of each
-    entry of a batched product that is the kernel's plain loop (:data:`LOOP_PRODUCT`)."""
+    entry of a batched product that is the kernel's plain loop (:data:`LOOP_PRODUCT`).
+
+    Written into two buffers, not into a new tensor a term and a zero start (the form before:
+    1.4x the time over the shapes of ``benchmarks/pushsum_forms.py``, 24.0 against 17.5 ms at
+    16,000 replicas). The first product is the sum's start and ``+0`` is added at the end, as
+    :func:`_entry_step` does: the same numbers as the sum from zero."""
     total: torch.Tensor | None = None
+    term = None
     for a, b in zip(first, second, strict=True):
-        product = a * b
         if total is None:
-            total = torch.zeros_like(product)
-        total += product
+            total = torch.mul(a, b)
+            term = torch.empty_like(total)
+        else:
+            total.add_(torch.mul(a, b, out=term))
     assert total is not None, "loop_sum needs at least one term"
-    return total
+    return total.add_(0.0)

@@ -58,8 +58,10 @@ import torch
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.pushsum import consensus_error
 from testbed.decentralized.pushsum import pushsum_operator
+from theory_checks.hgp.common import case_identity
 from theory_checks.hypotheses import Hypothesis
 from theory_checks.hypotheses import at_most
+from theory_checks.replicates import shared
 
 REF = "Terashita & Hara"
 
@@ -180,8 +182,12 @@ def oracle_of(case: Any) -> Oracle:
 
 
 def case_constants(case: Any) -> HGPConstants:
-    """:func:`hgp_constants` of the case's problem under the case's oracle."""
-    return hgp_constants(case.problem, oracle_of(case))
+    """:func:`hgp_constants` of the case's problem under the case's oracle; computed once for a
+    calibration's seeds (:func:`theory_checks.replicates.shared`: they do not depend on the
+    seed)."""
+    problem, oracle = case.problem, oracle_of(case)
+    identity = case_identity(problem, problem.initial_point()[0])
+    return shared(("hgp constants", oracle, *identity), lambda: hgp_constants(problem, oracle))
 
 
 def step_size(case: Any, constants: HGPConstants | None = None) -> float:

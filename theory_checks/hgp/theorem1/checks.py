@@ -5,6 +5,7 @@ and the high-probability bound (10) with its setup.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,7 @@ from theory_checks.decision import Design
 from theory_checks.decision import StatTest
 from theory_checks.exact_quantities import dominant_mode_window
 from theory_checks.hgp.common import averaging_operators
+from theory_checks.hgp.common import case_identity
 from theory_checks.hgp.common import global_grad
 from theory_checks.hgp.common import mean_path_gap
 from theory_checks.hgp.common import noise_moments
@@ -47,6 +49,7 @@ from theory_checks.hgp.constants import step_condition_holds
 from theory_checks.hgp.constants import step_size
 from theory_checks.hgp.constants import steps_meeting_s_condition
 from theory_checks.rate_fits import fit_against
+from theory_checks.replicates import shared
 from theory_checks.tolerances import IDENTITY_RTOL
 from theory_checks.tolerances import RATE_RTOL
 
@@ -255,6 +258,45 @@ NOISE_B_GRID = (2, 4, 8, 16)
 NOISE_B_TOLERANCE = 0.1
 
 
+@dataclasses.dataclass(frozen=True)
+class ExactNoiseFloor:
+    """The seed-independent part of :func:`check_noise_exponent_b` for one case: the exact
+    variance ``V(b)`` of ``v^(M)`` for ``b`` in 1 and :data:`NOISE_B_GRID`, its RMS on the grid,
+    the RMS's least-squares exponent in ``b``, whether ``V(b) <= V(1) / b`` on the grid, the gap
+    between the exact mean path and the deterministic run, and the exact moments at ``b = 2``
+    (the statistical part's reference)."""
+
+    V: dict[int, float]
+    rms: np.ndarray
+    exponent: float
+    upper_ok: bool
+    gap: float
+    moments_b2: Any
+
+
+def exact_noise_floor(
+    problem: Any, x: torch.Tensor, make: Callable[..., Any], params: dict[str, Any]
+) -> ExactNoiseFloor:
+    """:class:`ExactNoiseFloor` of HGP built by ``make(**params, batch_size=b)``: no sampling
+    (:func:`~theory_checks.hgp.common.noise_moments`); raises :class:`NotMeasurable` when no
+    sampling noise reaches ``v^(M)``."""
+    operators = averaging_operators(make(**params), problem.n_clients, params["neumann_terms"])
+    by_b = {
+        b: noise_moments(problem, x, make(**params, batch_size=b), operators=operators)
+        for b in (1, *NOISE_B_GRID)
+    }
+    V = {b: float(m.variance[-1]) for b, m in by_b.items()}
+    if V[1] <= 0.0:
+        raise NotMeasurable("no sampling noise reaches v^(M)")
+    rms = np.sqrt([V[b] for b in NOISE_B_GRID])
+    exponent = float(stats.fit_exponent(np.array(NOISE_B_GRID), rms).slope)
+    # Why 1e-12 relative: V(1)/b - V(b) = sum_{k>=2} a_k (b^-1 - b^-k) >= 0 exactly; round-off
+    # of the float64 recursion is ~1e-15 relative.
+    upper_ok = all(V[b] <= V[1] / b * (1 + 1e-12) for b in NOISE_B_GRID)
+    gap = mean_path_gap(problem, x, make, {**params, "batch_size": 2}, by_b[2])
+    return ExactNoiseFloor(V, rms, exponent, upper_ok, gap, by_b[2])
+
+
 def check_noise_exponent_b(
     claim: Claim, case: Case, make: Callable[..., Any], design: Design
 ) -> Measurement:
@@ -282,26 +324,17 @@ def check_noise_exponent_b(
         "graph_seed": case.params["graph_seed"],
         "neumann_step_size": eta,
     }
-    operators = averaging_operators(make(**params), problem.n_clients, M)
-    by_b = {
-        b: noise_moments(problem, x, make(**params, batch_size=b), operators=operators)
-        for b in (1, *NOISE_B_GRID)
-    }
-    V = {b: float(m.variance[-1]) for b, m in by_b.items()}
-    if V[1] <= 0.0:
-        raise NotMeasurable("no sampling noise reaches v^(M)")
-    rms = np.sqrt([V[b] for b in NOISE_B_GRID])
-    exponent = float(stats.fit_exponent(np.array(NOISE_B_GRID), rms).slope)
-    # Why 1e-12 relative: V(1)/b - V(b) = sum_{k>=2} a_k (b^-1 - b^-k) >= 0 exactly; round-off
-    # of the float64 recursion is ~1e-15 relative.
-    upper_ok = all(V[b] <= V[1] / b * (1 + 1e-12) for b in NOISE_B_GRID)
-    gap = mean_path_gap(problem, x, make, {**params, "batch_size": 2}, by_b[2])
+    floor = shared(
+        ("exact noise floor in b", repr(make(**params)), *case_identity(problem, x)),
+        lambda: exact_noise_floor(problem, x, make, params),
+    )
+    V, rms, exponent, upper_ok, gap = floor.V, floor.rms, floor.exponent, floor.upper_ok, floor.gap
     exponent_ok = abs(exponent + 0.5) <= NOISE_B_TOLERANCE
     test, R = variance_ratio_test(
         make(**params, batch_size=2),
         problem,
         x,
-        by_b[2],
+        floor.moments_b2,
         design,
         0,
         "mean square at b = 2 / exact variance",

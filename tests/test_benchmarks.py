@@ -281,3 +281,24 @@ def test_the_seed_cost_benchmark_runs_every_claim_named(monkeypatch):
     repeated = seeds.parse_arguments(["--claim", "a", "--claim", "b"])
     assert together.claim == repeated.claim == ["a", "b"]
     assert seeds.parse_arguments([]).claim is None
+
+
+def test_the_seed_cost_benchmark_keeps_each_sizes_fastest_run(monkeypatch):
+    """``--repeats N``: the two sizes run in turn N times, each keeps its fastest time and
+    records them all; fewer than one repeat is refused."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    seeds = importlib.import_module("calibration_seeds")
+    times = iter([5.0, 30.0, 4.0, 33.0, 6.0, 27.0])
+    order = []
+
+    def run(name, count, attempt):
+        order.append((name, count, attempt))
+        return next(times)
+
+    rows = seeds.fastest_of(3, {"small": 10, "large": 300}, run)
+    assert order == [(n, c, a) for a in range(3) for n, c in (("small", 10), ("large", 300))]
+    assert rows["small"]["seconds"] == 4.0 and rows["large"]["seconds"] == 27.0
+    assert rows["small"]["all_seconds"] == [5.0, 4.0, 6.0]
+    assert rows["large"]["seeds"] == 300
+    with pytest.raises(SystemExit):
+        seeds.parse_arguments(["--repeats", "0"])

@@ -15,6 +15,7 @@ from problems._base import from_spec
 from problems._rows import RecentCache
 from problems._rows import all_clients
 from problems._rows import is_plain
+from problems._rows import loop_sum
 from problems._rows import matvec
 from problems._rows import memory_key
 from problems._rows import rmatvec
@@ -107,6 +108,7 @@ __all__ = [
     "RecentCache",
     "all_clients",
     "is_plain",
+    "loop_sum",
     "matvec",
     "memory_key",
     "rmatvec",

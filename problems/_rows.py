@@ -7,6 +7,7 @@ the stacked array itself; these helpers use it as it is (no gather, no copy).
 from __future__ import annotations
 
 from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -208,30 +209,44 @@ def loop_form(matrices: torch.Tensor, vectors: torch.Tensor) -> bool:
     )
 
 
-def _loop_sum(terms: list[torch.Tensor]) -> torch.Tensor:
-    """``((0 + t_1) + t_2) + ... + t_k``, each sum rounded on its own: the first term is the
-    sum's start and ``+0`` is added at the end (``0 + t`` is ``t`` but for ``t = -0``, and a
-    sum keeps a ``-0`` only while every term is ``-0``), so the numbers and signed zeros are the
-    plain loop's. The terms are new tensors (products), and the first one is summed into."""
-    total = terms[0]
-    for term in terms[1:]:
-        total.add_(term)
+def loop_sum(
+    first: Sequence[torch.Tensor] | torch.Tensor, second: Sequence[torch.Tensor] | torch.Tensor
+) -> torch.Tensor:
+    """``sum_k first[k] * second[k]`` (broadcast), from zero, one rounded product and one rounded
+    sum per ``k`` in order, as elementwise operations over whole rows: the arithmetic of each
+    entry of a batched product that is the kernel's plain loop (``baddbmm_cpu_kernel``; Push-Sum's
+    row form in ``testbed.decentralized.ledger``, :func:`loop_matvec`, :func:`loop_rmatvec`).
+
+    Written into two buffers, not into a new tensor a term and a zero start (that form took
+    1.4x the time over the shapes of ``benchmarks/pushsum_forms.py``, 24.0 against 17.5 ms at
+    16,000 replicas). The first product is the sum's start and ``+0`` is added at the end (``0 +
+    t`` is ``t`` but for ``t = -0``, and a sum keeps a ``-0`` only while every term is ``-0``):
+    the same numbers and signed zeros as the sum from zero."""
+    total: torch.Tensor | None = None
+    term = None
+    for a, b in zip(first, second, strict=True):
+        if total is None:
+            total = torch.mul(a, b)
+            term = torch.empty_like(total)
+        else:
+            total.add_(torch.mul(a, b, out=term))
+    assert total is not None, "loop_sum needs at least one term"
     return total.add_(0.0)
 
 
 def loop_matvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     """:func:`matvec` of per-row vectors as the batched product's plain loop computes it, entry
-    ``i`` of row ``c`` being ``sum_k matrices[c, i, k] vectors[c, k]`` from zero in ``k``'s order,
-    written as elementwise products and sums of whole rows (:func:`loop_form` says where it is
-    exact; ``tests/test_rows_loop_products.py`` compares them)."""
-    return _loop_sum([matrices[:, :, k] * vectors[:, k, None] for k in range(matrices.shape[2])])
+    ``i`` of row ``c`` being ``sum_k matrices[c, i, k] vectors[c, k]`` from zero in ``k``'s order
+    (:func:`loop_sum` over ``k``; :func:`loop_form` says where it is exact;
+    ``tests/test_rows_loop_products.py`` compares them)."""
+    return loop_sum(matrices.permute(2, 0, 1), vectors.T[:, :, None])
 
 
 def loop_rmatvec(matrices: torch.Tensor, vectors: torch.Tensor) -> torch.Tensor:
     """:func:`rmatvec` of per-row vectors as the plain loop computes it: entry ``j`` of row ``c``
     is ``sum_k vectors[c, k] matrices[c, k, j]`` from zero in ``k``'s order (see
     :func:`loop_matvec`)."""
-    return _loop_sum([matrices[:, k, :] * vectors[:, k, None] for k in range(matrices.shape[1])])
+    return loop_sum(matrices.transpose(0, 1), vectors.T[:, :, None])
 
 
 def gather_mean(samples: torch.Tensor, clients: torch.Tensor, batch: Batch) -> torch.Tensor:

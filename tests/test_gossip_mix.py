@@ -18,6 +18,8 @@ from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.ledger import mix
 from testbed.decentralized.ledger import mix_beside_shared_column
 from testbed.decentralized.pushsum import push_sum
+from tests._bitwise import assert_bitwise_equal
+from tests._bitwise import binade_values
 
 
 def _product(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:
@@ -34,9 +36,7 @@ def _payload(rng: np.random.Generator, lead: tuple[int, ...], n: int, size: int,
     """Values over many binades (a different order of the sums shows in the last bits), exact
     zeros of both signs (the kernel's sums start from +0), and a last column that is the same
     in every replica when ``shared`` (Push-Sum's weights)."""
-    values = rng.standard_normal((*lead, n, size)) * np.exp(rng.normal(0.0, 4.0, (*lead, n, size)))
-    values[rng.random(values.shape) < 0.1] = 0.0
-    values[rng.random(values.shape) < 0.1] = -0.0
+    values = binade_values(rng, (*lead, n, size))
     if shared:
         values[..., -1] = rng.random(n)
     return torch.as_tensor(values)
@@ -45,9 +45,7 @@ def _payload(rng: np.random.Generator, lead: tuple[int, ...], n: int, size: int,
 def _assert_same(got: list[torch.Tensor], expected: list[torch.Tensor]) -> None:
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
-        assert a.shape == b.shape and a.dtype == b.dtype
-        assert torch.equal(a, b)
-        assert torch.equal(torch.signbit(a), torch.signbit(b))
+        assert_bitwise_equal(a, b)
 
 
 # clients 1-12 (the claims draw 2-10), payloads of 1-6 floats (d_y + 1 <= 4 in the claims), up

@@ -17,21 +17,12 @@ from problems._rows import loop_matvec
 from problems._rows import loop_rmatvec
 from problems._rows import matvec
 from problems._rows import rmatvec
+from tests._bitwise import assert_bitwise_equal
+from tests._bitwise import binade_values
 
 
 def _values(rng: np.random.Generator, shape: tuple[int, ...]) -> torch.Tensor:
-    """Values over many binades (another order of the sums shows in the last bits) with exact
-    zeros of both signs (the kernel's sums start from +0)."""
-    values = rng.standard_normal(shape) * np.exp(rng.normal(0.0, 4.0, shape))
-    values[rng.random(shape) < 0.15] = 0.0
-    values[rng.random(shape) < 0.15] = -0.0
-    return torch.as_tensor(values)
-
-
-def _assert_same(got: torch.Tensor, expected: torch.Tensor) -> None:
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    assert torch.equal(got, expected)
-    assert torch.equal(torch.signbit(got), torch.signbit(expected))
+    return torch.as_tensor(binade_values(rng, shape))
 
 
 # up to 4 x 4 (past LOOP_FORM_COLUMNS too: the identity holds wherever the kernel is the loop)
@@ -41,9 +32,9 @@ def test_loop_products_are_the_batched_products(m: int, n: int):
     rows = 4096
     matrices = _values(rng, (rows, m, n))
     right, left = _values(rng, (rows, n)), _values(rng, (rows, m))
-    _assert_same(loop_matvec(matrices, right), matvec(matrices, right))
-    _assert_same(loop_rmatvec(matrices, left), rmatvec(matrices, left))
-    _assert_same(loop_rmatvec(matrices, -left), rmatvec(matrices, -left))
+    assert_bitwise_equal(loop_matvec(matrices, right), matvec(matrices, right))
+    assert_bitwise_equal(loop_rmatvec(matrices, left), rmatvec(matrices, left))
+    assert_bitwise_equal(loop_rmatvec(matrices, -left), rmatvec(matrices, -left))
 
 
 def test_sums_of_negative_zeros_are_positive_zeros():
@@ -54,7 +45,7 @@ def test_sums_of_negative_zeros_are_positive_zeros():
         (loop_matvec(matrices, vectors), matvec(matrices, vectors)),
         (loop_rmatvec(matrices, vectors), rmatvec(matrices, vectors)),
     ):
-        _assert_same(got, expected)
+        assert_bitwise_equal(got, expected)
         assert not bool(torch.signbit(got).any())
 
 

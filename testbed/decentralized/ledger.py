@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from problems import loop_sum
 from testbed.calls import CallCounter
 from testbed.decentralized.mixing import check_column_stochastic
 
@@ -191,7 +192,7 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
     every product and every sum rounded on its own, whatever the other entries; so the same
     numbers come from whole rows at once: with the payload client-major, ``(n, replicas x
     size)``, a step is ``n`` products of a column of ``A`` with a row and ``n`` sums
-    (:func:`loop_sum`), or, for more columns (:data:`ROW_FORM_COLUMNS`), a product and
+    (:func:`problems.loop_sum`), or, for more columns (:data:`ROW_FORM_COLUMNS`), a product and
     a sum per entry of ``A`` (:func:`_entry_step`, which can leave out the zero entries). A last
     column with the same values in every replica (Push-Sum's weights: the replicas run on the
     same graphs from the same weights) is mixed once, for the first replica.
@@ -223,7 +224,7 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
 
 def _row_steps(weights: torch.Tensor, columns: torch.Tensor) -> list[torch.Tensor]:
     """The client-major rows ``(n, replicas x cut)`` of ``columns (replicas, n, cut)`` after
-    each step of ``weights``: a column of ``A`` at a time (:func:`loop_sum`) or, past
+    each step of ``weights``: a column of ``A`` at a time (:func:`problems.loop_sum`) or, past
     :data:`ROW_FORM_COLUMNS`, an entry at a time (:func:`entry_steps`)."""
     replicas, n, cut = columns.shape
     rows = columns.transpose(0, 1).reshape(n, replicas * cut)  # client-major
@@ -234,7 +235,7 @@ def _row_steps(weights: torch.Tensor, columns: torch.Tensor) -> list[torch.Tenso
 
 def column_steps(weights: torch.Tensor, rows: torch.Tensor) -> list[torch.Tensor]:
     """The client-major ``rows (n, m)`` after each step of ``weights``, a column of ``A`` at a
-    time: ``sum_k A[:, k] rows[k]`` (:func:`loop_sum`)."""
+    time: ``sum_k A[:, k] rows[k]`` (:func:`problems.loop_sum`)."""
     steps = []
     for A in weights:
         rows = loop_sum(A.T[:, :, None], rows[:, None, :])
@@ -349,26 +350,3 @@ def _loop_form(weights: torch.Tensor, n: int, size: int, payload: Sequence[torch
         t.device.type == "cpu" and t.dtype == torch.float64 and not t.requires_grad
         for t in (weights, *payload)
     )
-
-
-def loop_sum(
-    first: Sequence[torch.Tensor] | torch.Tensor, second: Sequence[torch.Tensor] | torch.Tensor
-) -> torch.Tensor:
-    """``sum_k first[k] * second[k]`` (broadcast), from zero, one rounded product and one rounded
-    sum per ``k`` in order, as elementwise operations over whole rows: the arithmetic of each
-    entry of a batched product that is the kernel's plain loop (:data:`LOOP_PRODUCT`).
-
-    Written into two buffers, not into a new tensor a term and a zero start (the form before:
-    1.4x the time over the shapes of ``benchmarks/pushsum_forms.py``, 24.0 against 17.5 ms at
-    16,000 replicas). The first product is the sum's start and ``+0`` is added at the end, as
-    :func:`_entry_step` does: the same numbers as the sum from zero."""
-    total: torch.Tensor | None = None
-    term = None
-    for a, b in zip(first, second, strict=True):
-        if total is None:
-            total = torch.mul(a, b)
-            term = torch.empty_like(total)
-        else:
-            total.add_(torch.mul(a, b, out=term))
-    assert total is not None, "loop_sum needs at least one term"
-    return total.add_(0.0)

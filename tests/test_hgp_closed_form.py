@@ -13,6 +13,7 @@ import torch
 from problems import PerClientQuadratic
 from testbed.decentralized.hgp import HyperGradientPush
 from testbed.decentralized.hgp import own_blocks
+from testbed.decentralized.ledger import ROW_FORM_REPLICAS
 from testbed.oracles import Oracles
 from theory_checks.hgp.perturbations import SumReductionView
 
@@ -63,7 +64,8 @@ def test_curvature_products_equal_autodiff(
     batch_h = batch_j if shared or b is None else problem.sample_batch(rng, clients, b)
     oracles = Oracles(problem)
     jv, hv = problem.curvature_products(u, clients, batch_j, batch_h)
-    assert torch.equal(jv, own_blocks(problem, oracles.jvp_inner_xy(x, y, u, clients, batch_j)))
+    own = own_blocks(problem, oracles.jvp_inner_xy(x, y, u, clients, batch_j), clients)
+    assert torch.equal(jv, own)
     assert torch.equal(hv, oracles.hvp_inner(x, y, u, clients, batch_h))
 
 
@@ -81,8 +83,11 @@ def _autodiff_only(problem: PerClientQuadratic) -> _AutodiffOnly:
 
 # the practical form's one sample for both is one double backward of the loss
 # (testbed.decentralized.hgp's joint products), the independent form one per product
+# and at ROW_FORM_REPLICAS replicas, whose rows are evaluated client-major (each row's own
+# block of the oracles' Jacobian then taken by its client, not its position)
+@pytest.mark.parametrize("replicas", [5, ROW_FORM_REPLICAS])
 @pytest.mark.parametrize("form", ["independent", "practical", "deterministic"])
-def test_hgp_run_equal_with_and_without_closed_form(form: str):
+def test_hgp_run_equal_with_and_without_closed_form(form: str, replicas: int):
     problem = _problem(3, 2, 2)
     plain = _autodiff_only(problem)
     est = HyperGradientPush(
@@ -93,7 +98,7 @@ def test_hgp_run_equal_with_and_without_closed_form(form: str):
     )
     x = torch.as_tensor(np.random.default_rng(2).standard_normal(problem.dim_x))
     runs = [
-        est.run(p, x, est.initial_state(p), np.random.default_rng(11), replicas=5)
+        est.run(p, x, est.initial_state(p), np.random.default_rng(11), replicas=replicas)
         for p in (problem, plain)
     ]
     assert torch.equal(runs[0].trajectory, runs[1].trajectory)

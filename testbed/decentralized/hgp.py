@@ -58,6 +58,9 @@ from testbed.decentralized.averaging import measured_operator
 from testbed.decentralized.graphs import GraphSequence
 from testbed.decentralized.ledger import GraphLedger
 from testbed.decentralized.pushsum import consensus_error
+from testbed.decentralized.replica_rows import Order
+from testbed.decentralized.replica_rows import ReplicaRows
+from testbed.decentralized.replica_rows import order_of
 from testbed.decentralized.sgp import ExactConsensus
 from testbed.decentralized.sgp import InnerRunInputs
 from testbed.decentralized.sgp import StochasticGradientPush
@@ -112,8 +115,8 @@ def is_per_client(problem: Any) -> bool:
     return hasattr(problem, "dim_hyper") and hasattr(problem, "hyper_blocks")
 
 
-def own_blocks(problem: Any, rows: torch.Tensor) -> torch.Tensor:
-    """``(C, dx) -> (C, dl)``: row c's block of client ``c mod n`` (its own lambda_i).
+def own_blocks(problem: Any, rows: torch.Tensor, clients: torch.Tensor) -> torch.Tensor:
+    """``(C, dx) -> (C, dl)``: row c's block of its client ``clients[c]`` (its own lambda_i).
 
     Client i's losses depend on x only through lambda_i, so every other block of its derivative
     is zero; taking the own block is a local operation. A problem whose x is shared by all
@@ -125,9 +128,9 @@ def own_blocks(problem: Any, rows: torch.Tensor) -> torch.Tensor:
     n, dl = problem.n_clients, problem.dim_hyper
     count = rows.shape[0]
     rows_index = torch.arange(count, device=rows.device)
-    # row c, block (c mod n): flat index c n + (c mod n); index_select because advanced
+    # row c, block clients[c]: flat index c n + clients[c]; index_select because advanced
     # indexing is ~100x slower on small tensors
-    index = rows_index * n + rows_index % n
+    index = rows_index * n + clients.to(rows.device)
     return rows.reshape(count * n, dl).index_select(0, index)
 
 
@@ -208,7 +211,7 @@ def _step_products(
     else:
         jv = oracles.jvp_inner_xy(x, y_rows, u, clients, batch_j)
         hv = oracles.hvp_inner(x, y_rows, u, clients, batch_h)
-    return own_blocks(problem, jv), hv
+    return own_blocks(problem, jv, clients), hv
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,9 +298,11 @@ class HyperGradientPush(Estimator):
         ``trajectory`` holds ``v^(M)`` alone, ``(1, R, n, dl)`` (a replicated check reads only
         that: the other steps were 3% of a stacked run, copied and stacked).
 
-        The copies are stacked on the client axis (row ``r n + i`` is client i of replica r),
-        so one oracle call evaluates every client of every replica; the Push-Sum is one
-        ``(R, n, d)`` product per step.
+        The copies are stacked on the client axis, so one oracle call evaluates every client of
+        every replica, as rows in the order the vectors lie in: replica-major (row ``r n + i``
+        is client i of replica r) or, after Push-Sum's row form, client-major
+        (:mod:`testbed.decentralized.replica_rows`; the same numbers). The averaging is one
+        ``(R, n, d)`` call per step.
         """
         check_positive_int(replicas, "replicas", minimum=1)
         n, R, M = problem.n_clients, replicas, self.neumann_terms
@@ -317,12 +322,16 @@ class HyperGradientPush(Estimator):
         if not self.keep_weights:
             omega = torch.ones(n, dtype=y.dtype, device=y.device)
         eta = self.step_size(problem)
-        clients = torch.arange(n).repeat(R)
-        y_rows = y.repeat(R, 1)
-        grad_x, grad_y = oracles.grad_outer(x, y_rows, clients)
-        u = grad_y.reshape(R, n, -1)
-        v = own_blocks(problem, grad_x).reshape(R, n, -1)
+        # every replica starts from the same point (x, y): one outer gradient per client,
+        # counted once per replica
+        every_client = torch.arange(n)
+        grad_x, grad_y = oracles.grad_outer(x, y, every_client)
+        counter.add("grad_f", (R - 1) * n)
+        u = grad_y.expand(R, n, -1)
+        v = own_blocks(problem, grad_x, every_client).expand(R, n, -1)
         trajectory = [v.clone()]
+        stacked = ReplicaRows(n, R)
+        y_rows: dict[Order, torch.Tensor] = {}
         errors: list[float] = []
         w = omega.expand(R, n).clone()
         for _ in range(M):
@@ -333,23 +342,35 @@ class HyperGradientPush(Estimator):
                     )
                 )
             u_bar, w, time = self.average_step(u, w, time, graph, gledger, sledger)
-            flat = u_bar.reshape(R * n, -1)
-            batch_j = batch_h = None
-            if self.batch_size is not None:
-                batch_j = problem.sample_batch(rng, clients, self.batch_size)
-                batch_h = (
-                    batch_j
-                    if self.shared_sample
-                    else problem.sample_batch(rng, clients, self.batch_size)
-                )
-            jv, hv = _step_products(oracles, x, y_rows, flat, clients, (batch_j, batch_h))
-            v = v - eta * jv.reshape(R, n, -1)
-            u = u_bar - eta * hv.reshape(R, n, -1)
+            # the rows in the order u_bar lies in (replica_rows: the same numbers, no copies)
+            order = order_of(u_bar)
+            clients = stacked.clients(order)
+            if order not in y_rows:
+                y_rows[order] = stacked.per_client(y, order)
+            batches = self._step_batches(problem, rng, stacked, order)
+            flat = stacked.rows(u_bar, order)
+            jv, hv = _step_products(oracles, x, y_rows[order], flat, clients, batches)
+            v = v - eta * stacked.vectors(jv, order)
+            u = u_bar - eta * stacked.vectors(hv, order)
             if keep_trajectory:
                 trajectory.append(v.clone())
         new_state = HGPState(y, w[0].clone() if self.keep_weights else inner.omega, time)
         kept = torch.stack(trajectory) if keep_trajectory else v[None]
         return HGPRun(kept, errors, new_state, y, gledger, sledger, counter.snapshot())
+
+    def _step_batches(
+        self, problem: Any, rng: np.random.Generator, stacked: ReplicaRows, order: Order
+    ) -> tuple[Batch | None, Batch | None]:
+        """One step's minibatches ``(for J, for H)`` (Alg. 2), drawn for the replica-major rows
+        (the order of every replica's stream) and moved to ``order``; in the practical form one
+        object for both (a shared sample)."""
+        if self.batch_size is None:
+            return None, None
+        drawn = stacked.clients("replica")
+        batch_j = stacked.batch(problem.sample_batch(rng, drawn, self.batch_size), order)
+        if self.shared_sample:
+            return batch_j, batch_j
+        return batch_j, stacked.batch(problem.sample_batch(rng, drawn, self.batch_size), order)
 
     def average_step(
         self,
@@ -416,7 +437,7 @@ def oracle_blocks(problem: Any, x: torch.Tensor, y_rows: torch.Tensor) -> dict[s
     H = torch.stack([oracles.hvp_inner(x, y_rows, e.expand(n, -1), clients) for e in eye], -1)
     J = torch.stack(
         [
-            own_blocks(problem, oracles.jvp_inner_xy(x, y_rows, e.expand(n, -1), clients))
+            own_blocks(problem, oracles.jvp_inner_xy(x, y_rows, e.expand(n, -1), clients), clients)
             for e in eye
         ],
         -1,
@@ -426,7 +447,7 @@ def oracle_blocks(problem: Any, x: torch.Tensor, y_rows: torch.Tensor) -> dict[s
         "H": 0.5 * (H + H.transpose(1, 2)),
         "J": J,
         "c": gy,
-        "e": own_blocks(problem, gx),
+        "e": own_blocks(problem, gx, clients),
         "y": y_rows,
     }
 

@@ -260,7 +260,7 @@ def mix_beside_shared_column(
         return None
     flat = values.reshape(-1, n, d)
     shared = column.reshape(-1, n)
-    if len(flat) < ROW_FORM_REPLICAS or not torch.equal(shared, shared[:1].expand_as(shared)):
+    if len(flat) < ROW_FORM_REPLICAS or not _same_in_every_replica(shared):
         return None
     if len(weights) == 0:
         return values, column
@@ -270,6 +270,13 @@ def mix_beside_shared_column(
         first = A @ first  # one replica, by the product itself
     mixed = rows.reshape(n, len(flat), d).transpose(0, 1).reshape(values.shape)
     return mixed, first[0, :, 0].expand(column.shape)
+
+
+def _same_in_every_replica(column: torch.Tensor) -> bool:
+    """Whether every replica's row of ``column (replicas, n)`` is the first's: at once for a
+    row expanded to every replica (stride 0: Push-Sum's weights as :func:`mix_beside_shared_column`
+    returns them, or its ones), else by comparing them."""
+    return column.stride(0) == 0 or torch.equal(column, column[:1].expand_as(column))
 
 
 def entry_steps(weights: list[list[list[float]]], rows: torch.Tensor) -> list[torch.Tensor]:

@@ -48,13 +48,17 @@ def push_sum(
             initialization").
     """
     w = (
-        torch.ones(values.shape[:-1], dtype=values.dtype, device=values.device)
+        # one row of ones for every replica (an expanded view: the same in each, at a glance)
+        torch.ones(values.shape[-2], dtype=values.dtype, device=values.device).expand(
+            values.shape[:-1]
+        )
         if omega is None
         else omega
     )
     z, w = ledger.gossip_weighted(values, w, mixings)
-    # y contiguous (z may be a view of the ledger's client-major rows)
-    y = torch.empty(z.shape, dtype=torch.promote_types(z.dtype, w.dtype), device=z.device)
+    # y in z's layout (z may be a view of the ledger's client-major rows: the quotient is then
+    # written in place along them, not across them; testbed.decentralized.replica_rows)
+    y = torch.empty_like(z, dtype=torch.promote_types(z.dtype, w.dtype))
     torch.div(z, w[..., None], out=y)
     return PushSumResult(y, z, w)
 

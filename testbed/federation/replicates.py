@@ -38,6 +38,9 @@ import torch
 from problems import Batch
 from problems import Problem
 from testbed.calls import CallCounter
+from testbed.federation.power_of_two_draws import draw_into
+from testbed.federation.power_of_two_draws import drawable
+from testbed.federation.power_of_two_draws import range_bits
 from testbed.federation.sampling import ClientSampler
 from testbed.oracles import Oracles
 
@@ -79,6 +82,14 @@ class StackedGenerator:
             values = [g.integers(low, high, **kwargs) for g in self._generators]
             dtype = kwargs.get("dtype", np.int64)
             return np.array(values, dtype=dtype).reshape(len(values), *block[1:])
+        bits = range_bits(low, high, kwargs)
+        if bits is not None and all(drawable(g) for g in self._generators):
+            # a power-of-two range: each generator's block drawn in place from its raw output
+            # (power_of_two_draws: the same values and states, no concatenation)
+            out = np.empty((len(self._generators) * block[0], *block[1:]), dtype=np.int64)
+            for k, g in enumerate(self._generators):
+                draw_into(g, bits, out[k * block[0] : (k + 1) * block[0]])
+            return out
         return np.concatenate(
             [g.integers(low, high, size=block, **kwargs) for g in self._generators]
         )

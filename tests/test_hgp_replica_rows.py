@@ -1,0 +1,98 @@
+"""HGP's replicated run evaluates its rows in the order the vectors lie in
+(testbed.decentralized.replica_rows): client-major after Push-Sum's row form. Each replica's
+numbers are still its own run's, bit for bit, and its calls are counted as its own."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from problems import Batch
+from problems import PerClientQuadratic
+from testbed.decentralized import HGPState
+from testbed.decentralized import HyperGradientPush
+from testbed.decentralized.ledger import ROW_FORM_REPLICAS
+from testbed.decentralized.ledger import mix_beside_shared_column
+from testbed.decentralized.replica_rows import ReplicaRows
+from testbed.decentralized.replica_rows import order_of
+from testbed.federation.replicates import StackedGenerator
+
+
+def test_the_orders_and_their_rows():
+    R, n, d = 5, 3, 2
+    stacked = ReplicaRows(n, R)
+    replica_major = torch.arange(R * n * d, dtype=torch.float64).reshape(R, n, d)
+    client_major = replica_major.transpose(0, 1).contiguous().transpose(0, 1)
+    assert torch.equal(client_major, replica_major)
+    assert order_of(replica_major) == "replica" and order_of(client_major) == "client"
+    assert order_of(replica_major.expand(2, R, n, d)[0]) == "replica"
+    for vectors, order in ((replica_major, "replica"), (client_major, "client")):
+        rows = stacked.rows(vectors, order)
+        clients = stacked.clients(order)
+        # row k holds client clients[k]'s vector, and the rows are a view of the vectors
+        for k in range(R * n):
+            r = k // n if order == "replica" else k % R
+            assert torch.equal(rows[k], vectors[r, int(clients[k])])
+        assert rows.data_ptr() == vectors.data_ptr()
+        assert torch.equal(stacked.vectors(rows, order), vectors)
+        y = torch.randn(n, d, dtype=torch.float64)
+        assert torch.equal(stacked.per_client(y, order), y[clients])
+
+
+def test_a_batch_drawn_replica_major_moves_with_its_rows():
+    R, n, b = 4, 3, 2
+    stacked = ReplicaRows(n, R)
+    drawn = Batch(torch.arange(R * n * b).reshape(R * n, b))
+    assert stacked.batch(drawn, "replica") is drawn and stacked.batch(None, "client") is None
+    moved = stacked.batch(drawn, "client")
+    for i in range(n):
+        for r in range(R):
+            assert torch.equal(moved.indices[i * R + r], drawn.indices[r * n + i])
+
+
+def test_pushsum_row_form_leaves_the_values_client_major():
+    """The order the replicated run meets: the row form's output, a view of client rows."""
+    R, n, d = ROW_FORM_REPLICAS, 3, 2
+    weights = torch.tensor([[[0.5, 0.0, 0.5], [0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]])
+    values = torch.randn(R, n, d, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    parts = mix_beside_shared_column(weights.double(), values, torch.ones(R, n).double())
+    assert parts is not None and order_of(parts[0]) == "client"
+
+
+@pytest.mark.parametrize("practical", [False, True])
+def test_each_replica_of_a_client_major_run_is_its_own_run(practical: bool):
+    """A replicated run over a stacked generator (R >= ROW_FORM_REPLICAS: Push-Sum by rows,
+    the products client-major) against single runs of a few of its replicas from their own
+    generators (the product form, replica-major): the same ``v^(M)`` bit for bit, and every
+    call counted once per replica (the outer gradients, computed once for all, included)."""
+    n, dy, R = 3, 2, ROW_FORM_REPLICAS
+    problem = PerClientQuadratic.random(
+        n, 2, dy, seed=4, n_samples=16, hessian_noise=0.3, cross_noise=0.3, gradient_noise=0.3
+    )
+    est = HyperGradientPush(
+        neumann_terms=3,
+        pushsum_steps=2,
+        batch_size=4 if practical else 1,
+        shared_sample=practical,
+        keep_weights=practical,
+        graph_seed=5,
+    )
+    x = torch.as_tensor(np.random.default_rng(2).standard_normal(problem.dim_x))
+
+    def state() -> HGPState:
+        y0 = problem.initial_point()[1]
+        return HGPState(y0.expand(n, -1).clone(), torch.ones(n, dtype=torch.float64), 0)
+
+    def generator(r: int) -> np.random.Generator:
+        return np.random.default_rng([r, 17])
+
+    stacked = StackedGenerator([generator(r) for r in range(R)], rows=n)
+    together = est.run(problem, x, state(), stacked, replicas=R, track_consensus=False)
+    for r in (0, 1, R // 2, R - 1):
+        alone = est.run(problem, x, state(), generator(r), track_consensus=False)
+        assert torch.equal(together.trajectory[:, r], alone.trajectory[:, 0]), r
+    single = est.run(problem, x, state(), generator(0), track_consensus=False)
+    for count in ("grad_f", "hvp", "jvp", "floats_up"):
+        assert getattr(together.calls, count) == R * getattr(single.calls, count), count
+    assert together.calls.comm_rounds == single.calls.comm_rounds  # one gossip step serves all

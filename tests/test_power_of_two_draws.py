@@ -87,3 +87,12 @@ def test_a_stacked_power_of_two_draw_is_each_generators_own(kind: str):
         np.testing.assert_array_equal(drawn, expected)
     for g, h in zip(stacked_generators, own, strict=True):
         np.testing.assert_equal(g.bit_generator.state, h.bit_generator.state)
+
+
+def test_only_a_contiguous_int64_array_is_written():
+    """A strided or other-typed target would be written through a copy, and lost: refused."""
+    generator = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="contiguous int64"):
+        draw_into(generator, 4, np.empty((4, 2), dtype=np.int64)[:, 0])
+    with pytest.raises(ValueError, match="contiguous int64"):
+        draw_into(generator, 4, np.empty(4, dtype=np.int32))

@@ -62,8 +62,10 @@ def drawable(generator: Any) -> bool:
 def draw_into(generator: np.random.Generator, bits: int, out: np.ndarray) -> None:
     """Fill the contiguous int64 ``out`` with ``generator.integers(0, 2**bits, out.size)`` and
     leave the generator in the state that draw leaves it in (module docstring)."""
+    if out.dtype != np.int64 or not out.flags.c_contiguous:
+        raise ValueError("draw_into writes into a contiguous int64 array")
     bitgen = generator.bit_generator
-    flat = out.reshape(-1)
+    flat = out.reshape(-1)  # a view: out is contiguous
     state = dict(bitgen.state)
     start = 0
     if flat.size and state["has_uint32"]:

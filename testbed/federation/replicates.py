@@ -145,7 +145,11 @@ class DrawnAhead:
         self.high, self.shape = int(n_samples), shape
         self.counts = np.asarray(counts, dtype=np.int64)
         self.values = np.zeros((len(rngs), max(counts), *shape), dtype=np.int64)
+        bits = range_bits(0, self.high, {})
         for r, (rng, m) in enumerate(zip(rngs, counts, strict=True)):
+            if bits is not None and drawable(rng):  # in place (power_of_two_draws)
+                draw_into(rng, bits, self.values[r, :m])
+                continue
             drawn = rng.integers(0, self.high, size=m * math.prod(shape))
             self.values[r, :m] = drawn.reshape(m, *shape)
         self.used = np.zeros(len(rngs), dtype=np.int64)

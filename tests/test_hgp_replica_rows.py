@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from problems import Batch
-from problems import PerClientQuadratic
-from testbed.decentralized import HGPState
-from testbed.decentralized import HyperGradientPush
 from testbed.decentralized.ledger import ROW_FORM_REPLICAS
 from testbed.decentralized.ledger import mix_beside_shared_column
 from testbed.decentralized.replica_rows import ReplicaRows
 from testbed.decentralized.replica_rows import order_of
 from testbed.federation.replicates import StackedGenerator
+from tests._stochastic_hgp import noisy_problem
+from tests._stochastic_hgp import point
+from tests._stochastic_hgp import start
+from tests._stochastic_hgp import stochastic_hgp
 
 
 def test_the_orders_and_their_rows():
@@ -66,33 +67,20 @@ def test_each_replica_of_a_client_major_run_is_its_own_run(practical: bool):
     the products client-major) against single runs of a few of its replicas from their own
     generators (the product form, replica-major): the same ``v^(M)`` bit for bit, and every
     call counted once per replica (the outer gradients, computed once for all, included)."""
-    n, dy, R = 3, 2, ROW_FORM_REPLICAS
-    problem = PerClientQuadratic.random(
-        n, 2, dy, seed=4, n_samples=16, hessian_noise=0.3, cross_noise=0.3, gradient_noise=0.3
-    )
-    est = HyperGradientPush(
-        neumann_terms=3,
-        pushsum_steps=2,
-        batch_size=4 if practical else 1,
-        shared_sample=practical,
-        keep_weights=practical,
-        graph_seed=5,
-    )
-    x = torch.as_tensor(np.random.default_rng(2).standard_normal(problem.dim_x))
-
-    def state() -> HGPState:
-        y0 = problem.initial_point()[1]
-        return HGPState(y0.expand(n, -1).clone(), torch.ones(n, dtype=torch.float64), 0)
+    n, R = 3, ROW_FORM_REPLICAS
+    problem = noisy_problem(n, dy=2, seed=4)
+    est = stochastic_hgp(practical, neumann_terms=3, pushsum_steps=2, graph_seed=5)
+    x = point(problem, 2)
 
     def generator(r: int) -> np.random.Generator:
         return np.random.default_rng([r, 17])
 
     stacked = StackedGenerator([generator(r) for r in range(R)], rows=n)
-    together = est.run(problem, x, state(), stacked, replicas=R, track_consensus=False)
+    together = est.run(problem, x, start(problem), stacked, replicas=R, track_consensus=False)
     for r in (0, 1, R // 2, R - 1):
-        alone = est.run(problem, x, state(), generator(r), track_consensus=False)
+        alone = est.run(problem, x, start(problem), generator(r), track_consensus=False)
         assert torch.equal(together.trajectory[:, r], alone.trajectory[:, 0]), r
-    single = est.run(problem, x, state(), generator(0), track_consensus=False)
+    single = est.run(problem, x, start(problem), generator(0), track_consensus=False)
     for count in ("grad_f", "hvp", "jvp", "floats_up"):
         assert getattr(together.calls, count) == R * getattr(single.calls, count), count
     assert together.calls.comm_rounds == single.calls.comm_rounds  # one gossip step serves all

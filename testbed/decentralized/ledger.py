@@ -208,7 +208,7 @@ def mix(weights: torch.Tensor, payload: torch.Tensor, keep_all: bool = False) ->
         return _products(weights, payload, keep_all)
     last = flat[:, :, -1]
     # the columns mixed replica by replica, then the one mixed once (possibly none)
-    cut = size - 1 if torch.equal(last, last[:1].expand_as(last)) else size
+    cut = size - 1 if _same_in_every_replica(last) else size
     steps = _row_steps(weights, flat[:, :, :cut])
     first = flat[:1, :, cut:]
     out = [payload]
@@ -273,9 +273,10 @@ def mix_beside_shared_column(
 
 
 def _same_in_every_replica(column: torch.Tensor) -> bool:
-    """Whether every replica's row of ``column (replicas, n)`` is the first's: at once for a
-    row expanded to every replica (stride 0: Push-Sum's weights as :func:`mix_beside_shared_column`
-    returns them, or its ones), else by comparing them."""
+    """Whether every replica's row of ``column (replicas, n)`` (Push-Sum's weights, or a
+    payload's last column in :func:`mix`) is the first's: at once for a row expanded to every
+    replica (stride 0: the weights as :func:`mix_beside_shared_column` returns them, or
+    :func:`~testbed.decentralized.pushsum.push_sum`'s ones), else by comparing them."""
     return column.stride(0) == 0 or torch.equal(column, column[:1].expand_as(column))
 
 
